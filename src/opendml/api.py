@@ -1,0 +1,138 @@
+"""Array-level functions: ``slice``, ``slice1`` and ``unfold`` on NumPy, CuPy,
+PyTorch or JAX arrays, returning a new packed array of the same framework on
+the same device.
+
+The input is read where it lies, whatever its strides: axes with negative
+strides are turned around so the lowest address is the origin, and the plan
+gets the array's signed strides. No input copy is made unless its byte strides
+are not multiples of its element size.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ops import Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
+from .spec.data_type import DataType
+from .spec.errors import UnsupportedError, ValidationError
+from .spec.tensor_desc import TensorDesc
+
+
+def slice(x, offsets, sizes, strides):  # noqa: A001 - DirectML's name
+    """DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``."""
+    return _run(x, lambda t: SliceOperatorDesc(t, None, offsets, sizes, strides))
+
+
+def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
+    """DML_SLICE1: a window of ``x`` walked with signed strides (a negative
+    stride starts at the window's end). ``output_sizes`` defaults to every
+    reachable element: ``1 + (window_sizes - 1) // |window_strides|``."""
+    def make(t):
+        out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)
+        return Slice1OperatorDesc(t, out, window_offsets, window_sizes, window_strides)
+    return _run(x, make)
+
+
+def unfold(x, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0):
+    """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
+    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
+    every spatial axis."""
+    def make(t):
+        d = t.rank - 2
+        per_axis = [_per_axis(v, d) for v in (window_sizes, strides, dilations, start_padding, end_padding)]
+        return UnfoldOperatorDesc(t, None, *per_axis)
+    return _run(x, make)
+
+
+def _per_axis(value, d):
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),) * max(d, 1)
+    return value
+
+
+# -- frameworks ---------------------------------------------------------------
+
+def _framework(x) -> str:
+    mod = type(x).__module__.split(".")[0]
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    if mod in ("cupy", "torch", "jax", "jaxlib"):
+        return "jax" if mod == "jaxlib" else mod
+    raise ValidationError(
+        f"expected a NumPy, CuPy, PyTorch or JAX array; got {type(x).__module__}.{type(x).__name__}")
+
+
+def _run(x, make_desc):
+    fw = _framework(x)
+    if fw == "numpy":
+        return _run_numpy(x, make_desc)
+    if fw == "cupy":
+        from .backends.cuda_backend import run_array
+        return run_array(x, make_desc)
+    if fw == "torch":
+        if x.requires_grad:
+            x = x.detach()
+        if x.device.type == "cpu":
+            import torch
+            return torch.from_dlpack(_run_numpy(np.from_dlpack(x), make_desc))
+        if x.device.type == "cuda":
+            import cupy
+            import torch
+            from .backends.cuda_backend import run_array
+            with cupy.cuda.Device(x.device.index or 0):
+                return torch.from_dlpack(run_array(cupy.from_dlpack(x), make_desc))
+        raise UnsupportedError(f"PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+    # JAX
+    import jax
+    (dev,) = x.devices()
+    if dev.platform == "cpu":
+        return jax.numpy.asarray(_run_numpy(np.asarray(x), make_desc))
+    if dev.platform == "gpu":
+        import cupy
+        from .backends.cuda_backend import run_array
+        with cupy.cuda.Device(dev.id):
+            out = run_array(cupy.from_dlpack(x), make_desc)
+        return jax.dlpack.from_dlpack(out)
+    raise UnsupportedError(f"JAX arrays on {dev.platform} are not supported")
+
+
+def array_layout(shape, byte_strides, itemsize):
+    """Signed element strides and the origin (element offset of index 0 from the
+    lowest address), or None when a stride is not a whole number of elements."""
+    if any(s % itemsize for s in byte_strides):
+        return None
+    strides = tuple(s // itemsize for s in byte_strides)
+    origin = sum((n - 1) * -t for n, t in zip(shape, strides) if t < 0)
+    return strides, origin
+
+
+def logical_desc(dtype, shape) -> TensorDesc:
+    if len(shape) == 0:
+        raise ValidationError("TensorDesc: DimensionCount must be in [1, 8]; got 0 (a 0-d array)")
+    return TensorDesc(DataType.from_numpy(dtype), tuple(shape))
+
+
+def _run_numpy(x: np.ndarray, make_desc):
+    from .backends.numpy_backend import WORDS, NumpyBackend, _view  # noqa: F401
+    if x.dtype.byteorder == ">" or (x.dtype.byteorder == "=" and np.little_endian is False):
+        x = x.astype(x.dtype.newbyteorder("<"))
+    desc = make_desc(logical_desc(x.dtype, x.shape))
+    layout = array_layout(x.shape, x.strides, x.itemsize)
+    if layout is None:
+        x = np.ascontiguousarray(x)
+        layout = array_layout(x.shape, x.strides, x.itemsize)
+    strides, origin = layout
+    # Turn negative axes around: the result's first element is the lowest address.
+    low = x[tuple(np.s_[::-1] if t < 0 else np.s_[:] for t in strides)]
+    plan = desc.lower(in_strides=strides, in_offset=origin)
+    span = sum((n - 1) * abs(t) for n, t in zip(x.shape, strides)) + 1
+    word = WORDS[x.itemsize]
+    src = np.lib.stride_tricks.as_strided(low.view(word), shape=(span,), strides=(x.itemsize,))
+    out = np.empty(desc.output_tensor.sizes, dtype=x.dtype)
+    NumpyBackend().prepare(plan, src, out.view(word).reshape(-1))()
+    return out
+
+
+def output_count(desc) -> int:
+    return math.prod(desc.output_tensor.sizes)

@@ -1,0 +1,181 @@
+"""The JSON form of a description, in DirectML's own field names, so a
+description can be copied from C++ code:
+
+    {"Operator": "SLICE1",
+     "InputTensor":  {"DataType": "FLOAT32", "Sizes": [1, 1, 4, 4]},
+     "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 2, 2]},
+     "InputWindowOffsets": [0, 0, 0, 1], ...}
+
+``OutputTensor`` (or just its ``Sizes``) may be left out; it is then derived.
+Errors name the JSON path of the offending field.
+"""
+from __future__ import annotations
+
+import json
+
+from .ops import OPERATORS, OperatorDesc, Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
+from .spec.data_type import DataType
+from .spec.errors import DmlError, ValidationError
+from .spec.tensor_desc import TensorDesc, TensorFlags
+
+TENSOR_FIELDS = ("DataType", "Flags", "DimensionCount", "Sizes", "Strides",
+                 "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment")
+OPERATOR_FIELDS = {
+    "SLICE": ("Offsets", "Sizes", "Strides"),
+    "SLICE1": ("InputWindowOffsets", "InputWindowSizes", "InputWindowStrides"),
+    "UNFOLD": ("WindowSizes", "Strides", "Dilations", "StartPadding", "EndPadding"),
+}
+#: Keys an example or test-vector file may carry beside the description.
+EXTRA_FIELDS = ("Name", "Title", "Source", "Input", "ExpectedOutput")
+
+
+class JsonFormError(ValidationError):
+    """A JSON description is malformed: the message names the JSON path."""
+
+
+def loads(text: str) -> dict:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise JsonFormError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+    if not isinstance(obj, dict):
+        raise JsonFormError(f"$: a description must be a JSON object; got {type(obj).__name__}")
+    return obj
+
+
+def _type_name(v) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _int_list(obj, key, path):
+    v = obj[key]
+    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+        raise JsonFormError(f"{path}.{key}: must be an array of integers; got {json.dumps(v)[:80]}")
+    return v
+
+
+def _check_keys(obj, allowed, path, required=()):
+    if not isinstance(obj, dict):
+        raise JsonFormError(f"{path}: must be an object; got {_type_name(obj)}")
+    for k in obj:
+        if k not in allowed:
+            raise JsonFormError(f"{path}.{k}: unknown field; expected one of {', '.join(allowed)}")
+    for k in required:
+        if k not in obj:
+            raise JsonFormError(f"{path}.{k}: missing required field")
+
+
+def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> TensorDesc:
+    _check_keys(obj, TENSOR_FIELDS, path, required=() if sizes is not None else ("DataType", "Sizes"))
+    kw = {}
+    dt = obj.get("DataType", default_type)
+    if not isinstance(dt, (str, DataType)):
+        raise JsonFormError(f"{path}.DataType: must be a string such as \"FLOAT32\"; got {json.dumps(dt)}")
+    try:
+        kw["data_type"] = DataType.parse(dt)
+    except DmlError as e:
+        raise JsonFormError(f"{path}.DataType: {e}") from None
+    kw["sizes"] = _int_list(obj, "Sizes", path) if "Sizes" in obj else sizes
+    if "Strides" in obj and obj["Strides"] is not None:
+        kw["strides"] = _int_list(obj, "Strides", path)
+    for key, name in (("TotalTensorSizeInBytes", "total_tensor_size_in_bytes"),
+                      ("GuaranteedBaseOffsetAlignment", "guaranteed_base_offset_alignment")):
+        if key in obj:
+            v = obj[key]
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise JsonFormError(f"{path}.{key}: must be an integer; got {json.dumps(v)}")
+            kw[name] = v
+    if "Flags" in obj:
+        f = obj["Flags"]
+        if isinstance(f, str):
+            name = f.upper().removeprefix("DML_TENSOR_FLAG_")
+            if name not in TensorFlags.__members__:
+                raise JsonFormError(f"{path}.Flags: unknown flag {f!r}; expected NONE or OWNED_BY_DML")
+            f = TensorFlags[name]
+        elif isinstance(f, bool) or not isinstance(f, int):
+            raise JsonFormError(f"{path}.Flags: must be \"NONE\", \"OWNED_BY_DML\" or an integer; got {json.dumps(f)}")
+        kw["flags"] = f
+    if "DimensionCount" in obj and kw["sizes"] is not None and obj["DimensionCount"] != len(kw["sizes"]):
+        raise JsonFormError(f"{path}.DimensionCount: must equal the length of Sizes {len(kw['sizes'])}; "
+                            f"got {json.dumps(obj['DimensionCount'])}")
+    try:
+        return TensorDesc(**kw)
+    except DmlError as e:
+        raise JsonFormError(f"{path}: {e}") from None
+
+
+def from_json(obj) -> OperatorDesc:
+    """Build an operator description from a parsed JSON object (or JSON text)."""
+    if isinstance(obj, str):
+        obj = loads(obj)
+    if not isinstance(obj, dict):
+        raise JsonFormError(f"$: a description must be a JSON object; got {_type_name(obj)}")
+    if "Operator" not in obj:
+        raise JsonFormError(f"$.Operator: missing required field; expected one of {', '.join(OPERATORS)}")
+    name = obj["Operator"]
+    if not isinstance(name, str) or name.upper().removeprefix("DML_OPERATOR_") not in OPERATORS:
+        raise JsonFormError(f"$.Operator: unknown operator {json.dumps(name)}; expected one of {', '.join(OPERATORS)}")
+    name = name.upper().removeprefix("DML_OPERATOR_")
+    fields = OPERATOR_FIELDS[name]
+    allowed = ("Operator", "InputTensor", "OutputTensor", "DimensionCount", *fields, *EXTRA_FIELDS)
+    required = ("InputTensor", *fields) if name != "UNFOLD" else ("InputTensor", "WindowSizes")
+    _check_keys(obj, allowed, "$", required)
+    inp = tensor_from_json(obj["InputTensor"], "$.InputTensor")
+    values = {}
+    for f in fields:
+        if f in obj:
+            values[f] = _int_list(obj, f, "$")
+    if name == "UNFOLD":
+        d = len(values["WindowSizes"])
+        values.setdefault("Strides", [1] * d)
+        values.setdefault("Dilations", [1] * d)
+        values.setdefault("StartPadding", [0] * d)
+        values.setdefault("EndPadding", [0] * d)
+    if "DimensionCount" in obj:
+        dc = obj["DimensionCount"]
+        expect = len(values[fields[0]])
+        if dc != expect:
+            raise JsonFormError(f"$.DimensionCount: must equal the length of {fields[0]} {expect}; got {json.dumps(dc)}")
+    out = None
+    if obj.get("OutputTensor") is not None:
+        o = obj["OutputTensor"]
+        if isinstance(o, dict) and "Sizes" not in o:
+            out = ("derive", o)
+        else:
+            out = tensor_from_json(o, "$.OutputTensor")
+    cls = OPERATORS[name]
+    args = [values[f] for f in fields]
+    if isinstance(out, tuple):
+        derived = cls(inp, None, *args).output_tensor
+        out = tensor_from_json(out[1], "$.OutputTensor", default_type=inp.data_type.name, sizes=derived.sizes)
+    return cls(inp, out, *args)
+
+
+def tensor_to_json(t: TensorDesc) -> dict:
+    d = {"DataType": t.data_type.name, "Sizes": list(t.sizes)}
+    if t.strides is not None:
+        d["Strides"] = list(t.strides)
+    if t.total_tensor_size_in_bytes != t.min_size_in_bytes:
+        d["TotalTensorSizeInBytes"] = t.total_tensor_size_in_bytes
+    if t.guaranteed_base_offset_alignment:
+        d["GuaranteedBaseOffsetAlignment"] = t.guaranteed_base_offset_alignment
+    if t.flags:
+        d["Flags"] = "OWNED_BY_DML"
+    return d
+
+
+def to_json(desc: OperatorDesc) -> dict:
+    d = {"Operator": desc.OPERATOR, "InputTensor": tensor_to_json(desc.input_tensor),
+         "OutputTensor": tensor_to_json(desc.output_tensor)}
+    if isinstance(desc, SliceOperatorDesc):
+        d.update(Offsets=list(desc.offsets), Sizes=list(desc.sizes), Strides=list(desc.strides))
+    elif isinstance(desc, Slice1OperatorDesc):
+        d.update(InputWindowOffsets=list(desc.input_window_offsets),
+                 InputWindowSizes=list(desc.input_window_sizes),
+                 InputWindowStrides=list(desc.input_window_strides))
+    elif isinstance(desc, UnfoldOperatorDesc):
+        d.update(WindowSizes=list(desc.window_sizes), Strides=list(desc.strides),
+                 Dilations=list(desc.dilations), StartPadding=list(desc.start_padding),
+                 EndPadding=list(desc.end_padding))
+    return d

@@ -1,0 +1,120 @@
+"""What the three operator descriptions share: support tables kept as data,
+checks that read like the pages, and lowering helpers."""
+from __future__ import annotations
+
+import dataclasses
+
+from ..spec._checks import as_int_tuple
+from ..spec.data_type import DataType
+from ..spec.errors import UnsupportedError, ValidationError
+from ..spec.feature_level import FeatureLevel
+from ..spec.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
+
+T = DataType
+TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
+TYPES_2_1 = TYPES_1_0 | {T.INT8, T.UINT8}
+TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
+
+
+@dataclasses.dataclass(frozen=True)
+class SupportRow:
+    """One "DML_FEATURE_LEVEL_x_y and above" table of a page: from ``level`` on,
+    both tensors may have ``ranks`` dimensions and ``types`` elements."""
+    level: FeatureLevel
+    ranks: range
+    types: frozenset
+
+
+def _types(ts) -> str:
+    return ", ".join(t.name for t in sorted(ts))
+
+
+class OperatorDesc:
+    """Base of the operator descriptions. Subclasses are frozen dataclasses that
+    check every level-independent rule on construction and define
+    ``OPERATOR`` (DirectML's name), ``TYPE_VALUE``, ``INTRODUCED`` and ``SUPPORT``."""
+
+    OPERATOR: str
+    TYPE_VALUE: int
+    INTRODUCED: FeatureLevel
+    SUPPORT: tuple[SupportRow, ...]
+
+    # -- helpers for subclasses --------------------------------------------
+    def _err(self, message: str) -> ValidationError:
+        return ValidationError(f"{self.OPERATOR}: {message}")
+
+    def _set(self, name, value):
+        object.__setattr__(self, name, value)
+
+    def _ints(self, name: str, field: str, length: int):
+        self._set(name, as_int_tuple(getattr(self, name), field, where=self.OPERATOR, length=length))
+
+    def _check_tensors(self, *, same_rank: bool = True):
+        for field in ("input_tensor", "output_tensor"):
+            if not isinstance(getattr(self, field), TensorDesc):
+                raise self._err(f"{_camel(field)} must be a TensorDesc; got {type(getattr(self, field)).__name__}")
+        i, o = self.input_tensor, self.output_tensor
+        if o.data_type != i.data_type:
+            raise self._err(f"OutputTensor.DataType must equal InputTensor.DataType; "
+                            f"got {o.data_type.name} != {i.data_type.name}")
+        if same_rank and o.rank != i.rank:
+            raise self._err(f"OutputTensor.DimensionCount must equal InputTensor.DimensionCount; "
+                            f"got {o.rank} != {i.rank}")
+        if o.flags & TensorFlags.OWNED_BY_DML:
+            raise self._err("OutputTensor.Flags must not include OWNED_BY_DML (a flag for inputs only)")
+
+    # -- feature levels ----------------------------------------------------
+    def validate(self, feature_level=FeatureLevel.FL_6_4) -> "OperatorDesc":
+        """Check the page's support tables at ``feature_level``; the rules that do
+        not depend on a level were checked on construction. Returns ``self``."""
+        level = FeatureLevel.parse(feature_level)
+        if level < self.INTRODUCED:
+            raise UnsupportedError(
+                f"{self.OPERATOR}: the operator was introduced in feature level "
+                f"{self.INTRODUCED.label}; got feature level {level.label}")
+        row = [r for r in self.SUPPORT if r.level <= level][-1]
+        for field, t in (("InputTensor", self.input_tensor), ("OutputTensor", self.output_tensor)):
+            ranks = row.ranks
+            if level < FeatureLevel.FL_3_0:
+                ranks = range(ranks.start, min(ranks.stop, MAX_RANK_BEFORE_3_0 + 1))
+            if t.rank not in ranks:
+                raise UnsupportedError(
+                    f"{self.OPERATOR}: {field}.DimensionCount must be in [{ranks.start}, {ranks.stop - 1}] "
+                    f"at feature level {level.label}; got {t.rank}")
+            if t.data_type not in row.types:
+                later = [r.level.label for r in self.SUPPORT if t.data_type in r.types]
+                hint = f"; it needs feature level {later[0]} or later" if later else ""
+                raise UnsupportedError(
+                    f"{self.OPERATOR}: {field}.DataType {t.data_type.name} is not supported at feature "
+                    f"level {level.label} (supported: {_types(row.types)}){hint}")
+        return self
+
+    def lowest_feature_level(self) -> FeatureLevel | None:
+        """The lowest feature level at which this description is valid."""
+        for level in FeatureLevel:
+            try:
+                self.validate(level)
+            except UnsupportedError:
+                continue
+            return level
+        return None
+
+    @property
+    def tensors(self) -> tuple[TensorDesc, TensorDesc]:
+        return (self.input_tensor, self.output_tensor)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+        return f"{type(self).__name__}({fields})"
+
+
+def _camel(field: str) -> str:
+    return "".join(p.capitalize() for p in field.split("_"))
+
+
+def element_layout(tensor: TensorDesc, in_strides, in_offset):
+    """The element strides and origin used to lower: the description's own, or
+    those of an array the array API passed (signed, origin-relative)."""
+    if in_strides is None:
+        return tensor.element_strides, 0
+    return tuple(in_strides), in_offset

@@ -1,0 +1,69 @@
+"""DML_SLICE_OPERATOR_DESC: ``Output[c] = Input[Offsets + Strides * c]``."""
+from __future__ import annotations
+
+import dataclasses
+
+from ..plan import CopyPlan
+from ..spec._checks import UINT32_MAX
+from ..spec.feature_level import FeatureLevel
+from ..spec.tensor_desc import TensorDesc
+from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, OperatorDesc, SupportRow, element_layout
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class SliceOperatorDesc(OperatorDesc):
+    """``OutputTensor`` may be ``None``: a packed output of ``Sizes`` is derived."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    OPERATOR = "SLICE"
+    TYPE_VALUE = 60
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_1_0, range(4, 6), TYPES_1_0),
+        SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
+    )
+
+    def __post_init__(self):
+        if not isinstance(self.input_tensor, TensorDesc):
+            raise self._err(f"InputTensor must be a TensorDesc; got {type(self.input_tensor).__name__}")
+        inp = self.input_tensor
+        n = inp.rank
+        self._ints("offsets", "Offsets", n)
+        self._ints("sizes", "Sizes", n)
+        self._ints("strides", "Strides", n)
+        for i in range(n):
+            o, s, t, dim = self.offsets[i], self.sizes[i], self.strides[i], inp.sizes[i]
+            if not 0 <= o <= UINT32_MAX:
+                raise self._err(f"Offsets[{i}] must be in [0, {UINT32_MAX}]; got {o}")
+            if not 1 <= s <= UINT32_MAX:
+                raise self._err(f"Sizes[{i}] must be in [1, {UINT32_MAX}]; got {s}")
+            if not 1 <= t <= UINT32_MAX:
+                raise self._err(f"Strides[{i}] must be in [1, {UINT32_MAX}]; got {t}")
+            if o + (s - 1) * t >= dim:
+                raise self._err(
+                    f"Offsets[{i}] + (Sizes[{i}] - 1) * Strides[{i}] must be < InputTensor.Sizes[{i}]; "
+                    f"got {o} + ({s} - 1) * {t} = {o + (s - 1) * t} >= {dim}")
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, self.sizes))
+        self._check_tensors()
+        for i, (s, o) in enumerate(zip(self.sizes, self.output_tensor.sizes)):
+            if s != o:
+                raise self._err(f"Sizes[{i}] must equal OutputTensor.Sizes[{i}]; got {s} != {o}")
+
+    def lower(self, in_strides=None, in_offset: int = 0) -> CopyPlan:
+        ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
+        return CopyPlan(
+            element_size=self.input_tensor.element_size,
+            sizes=self.sizes,
+            in_offset=origin + sum(o * t for o, t in zip(self.offsets, ts)),
+            in_strides=tuple(s * t for s, t in zip(self.strides, ts)),
+            out_offset=0,
+            out_strides=self.output_tensor.element_strides,
+        )

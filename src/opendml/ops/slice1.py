@@ -1,0 +1,89 @@
+"""DML_SLICE1_OPERATOR_DESC: an input window with signed strides.
+
+    CopyStart = InputWindowOffsets (+ InputWindowSizes - 1 where the stride is negative)
+    Output[c] = Input[CopyStart + InputWindowStrides * c]
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..plan import CopyPlan
+from ..spec._checks import INT32_MAX, INT32_MIN, UINT32_MAX
+from ..spec.feature_level import FeatureLevel
+from ..spec.tensor_desc import TensorDesc
+from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, SupportRow, element_layout
+
+
+def max_copied_elements(window_size: int, window_stride: int) -> int:
+    """``1 + (InputWindowSize - 1) / |InputWindowStride|`` (erratum 3: the page
+    forgets the absolute value)."""
+    return 1 + (window_size - 1) // abs(window_stride)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Slice1OperatorDesc(OperatorDesc):
+    """``OutputTensor`` may be ``None``: a packed output copying every reachable
+    element of the window (``max_copied_elements`` per dimension) is derived."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    input_window_offsets: tuple[int, ...]
+    input_window_sizes: tuple[int, ...]
+    input_window_strides: tuple[int, ...]
+
+    OPERATOR = "SLICE1"
+    TYPE_VALUE = 111
+    INTRODUCED = FeatureLevel.FL_2_1
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
+    )
+
+    def __post_init__(self):
+        if not isinstance(self.input_tensor, TensorDesc):
+            raise self._err(f"InputTensor must be a TensorDesc; got {type(self.input_tensor).__name__}")
+        inp = self.input_tensor
+        n = inp.rank
+        self._ints("input_window_offsets", "InputWindowOffsets", n)
+        self._ints("input_window_sizes", "InputWindowSizes", n)
+        self._ints("input_window_strides", "InputWindowStrides", n)
+        for i in range(n):
+            o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
+            if not 0 <= o <= UINT32_MAX:
+                raise self._err(f"InputWindowOffsets[{i}] must be in [0, {UINT32_MAX}]; got {o}")
+            if not 1 <= s <= UINT32_MAX:
+                raise self._err(f"InputWindowSizes[{i}] must be in [1, {UINT32_MAX}] (the window mustn't be empty); got {s}")
+            if o + s > inp.sizes[i]:
+                raise self._err(
+                    f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= InputTensor.Sizes[{i}]; "
+                    f"got {o} + {s} > {inp.sizes[i]}")
+            if t == 0 or not INT32_MIN <= t <= INT32_MAX:
+                raise self._err(
+                    f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, self.max_output_sizes))
+        self._check_tensors()
+        for i, out in enumerate(self.output_tensor.sizes):
+            most = max_copied_elements(self.input_window_sizes[i], self.input_window_strides[i])
+            if not 1 <= out <= most:
+                raise self._err(
+                    f"OutputTensor.Sizes[{i}] must be in [1, 1 + (InputWindowSizes[{i}] - 1) / "
+                    f"|InputWindowStrides[{i}]|] = [1, {most}]; got {out}")
+
+    @property
+    def max_output_sizes(self) -> tuple[int, ...]:
+        return tuple(max_copied_elements(s, t) for s, t in zip(self.input_window_sizes, self.input_window_strides))
+
+    def lower(self, in_strides=None, in_offset: int = 0) -> CopyPlan:
+        ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
+        start = [o + (s - 1 if t < 0 else 0) for o, s, t in
+                 zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides)]
+        return CopyPlan(
+            element_size=self.input_tensor.element_size,
+            sizes=self.output_tensor.sizes,
+            in_offset=origin + sum(c * t for c, t in zip(start, ts)),
+            in_strides=tuple(w * t for w, t in zip(self.input_window_strides, ts)),
+            out_offset=0,
+            out_strides=self.output_tensor.element_strides,
+        )

@@ -1,0 +1,92 @@
+"""DML_TENSOR_DATA_TYPE: DirectML's enum values, element sizes, NumPy dtypes."""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from .errors import UnsupportedError, ValidationError
+
+
+class DataType(enum.IntEnum):
+    """A tensor element type, with DirectML's own enum values."""
+
+    UNKNOWN = 0
+    FLOAT32 = 1
+    FLOAT16 = 2
+    UINT32 = 3
+    UINT16 = 4
+    UINT8 = 5
+    INT32 = 6
+    INT16 = 7
+    INT8 = 8
+    FLOAT64 = 9
+    UINT64 = 10
+    INT64 = 11
+    UINT4 = 12
+    INT4 = 13
+
+    @property
+    def size(self) -> int:
+        """Element size in bytes. Sub-byte and unknown types have none."""
+        try:
+            return _SIZES[self]
+        except KeyError:
+            raise UnsupportedError(
+                f"DataType.{self.name} has no whole-byte element size; "
+                f"the operators of opendml use the 11 types {', '.join(t.name for t in ELEMENT_TYPES)}"
+            ) from None
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The NumPy dtype holding one element (FLOAT16 is ``numpy.float16``)."""
+        try:
+            return np.dtype(_NUMPY[self])
+        except KeyError:
+            raise UnsupportedError(f"DataType.{self.name} has no NumPy dtype") from None
+
+    @classmethod
+    def parse(cls, value) -> "DataType":
+        """Accept a DataType, its value, ``"FLOAT32"`` or ``"DML_TENSOR_DATA_TYPE_FLOAT32"``."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            name = value.strip().upper()
+            if name.startswith("DML_TENSOR_DATA_TYPE_"):
+                name = name[len("DML_TENSOR_DATA_TYPE_"):]
+            if name in cls.__members__:
+                return cls[name]
+            raise ValidationError(
+                f"DataType: unknown data type {value!r}; expected one of {', '.join(cls.__members__)}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        raise ValidationError(f"DataType: unknown data type {value!r}")
+
+    @classmethod
+    def from_numpy(cls, dtype) -> "DataType":
+        dt = np.dtype(dtype)
+        for t, name in _NUMPY.items():
+            if np.dtype(name) == dt:
+                return t
+        raise UnsupportedError(
+            f"DataType: NumPy dtype {dt} has no DirectML data type; "
+            f"supported: {', '.join(sorted(set(_NUMPY.values())))}")
+
+
+_SIZES = {
+    DataType.FLOAT32: 4, DataType.FLOAT16: 2, DataType.UINT32: 4, DataType.UINT16: 2,
+    DataType.UINT8: 1, DataType.INT32: 4, DataType.INT16: 2, DataType.INT8: 1,
+    DataType.FLOAT64: 8, DataType.UINT64: 8, DataType.INT64: 8,
+}
+_NUMPY = {
+    DataType.FLOAT32: "float32", DataType.FLOAT16: "float16", DataType.UINT32: "uint32",
+    DataType.UINT16: "uint16", DataType.UINT8: "uint8", DataType.INT32: "int32",
+    DataType.INT16: "int16", DataType.INT8: "int8", DataType.FLOAT64: "float64",
+    DataType.UINT64: "uint64", DataType.INT64: "int64",
+}
+
+#: The 11 element types that SLICE, SLICE1 and UNFOLD can use, in enum order.
+ELEMENT_TYPES = tuple(_SIZES)

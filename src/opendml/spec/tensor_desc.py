@@ -1,0 +1,178 @@
+"""DML_BUFFER_TENSOR_DESC: sizes and element strides over a byte buffer.
+
+A ``TensorDesc`` checks on construction every rule that does not depend on a
+feature level; ``opendml.ops`` adds the per-level tables.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+
+from ._checks import UINT32_MAX, UINT64_MAX, as_int, as_int_tuple
+from .data_type import DataType
+from .errors import ValidationError
+
+MAX_RANK = 8                      # DML_TENSOR_DIMENSION_COUNT_MAX1 (from 3_0)
+MAX_RANK_BEFORE_3_0 = 5           # DML_TENSOR_DIMENSION_COUNT_MAX
+MAX_ELEMENTS = UINT32_MAX
+MINIMUM_BUFFER_TENSOR_ALIGNMENT = 16
+
+
+class TensorFlags(enum.IntFlag):
+    NONE = 0
+    OWNED_BY_DML = 1
+
+
+def packed_strides(sizes) -> tuple[int, ...]:
+    """Row-major strides (last dimension fastest), in elements."""
+    strides, step = [], 1
+    for s in reversed(tuple(sizes)):
+        strides.append(step)
+        step *= s
+    return tuple(reversed(strides))
+
+
+def nhwc_strides(sizes) -> tuple[int, ...]:
+    """Packed channels-last strides for sizes given in NCHW (4-D) or NCDHW (5-D)
+    order: {N, C, H, W} gives {H*W*C, 1, W*C, C}."""
+    sizes = tuple(sizes)
+    if len(sizes) not in (4, 5):
+        raise ValidationError(f"nhwc_strides: sizes must have 4 (NCHW) or 5 (NCDHW) entries; got {len(sizes)}")
+    strides = [0] * len(sizes)
+    step = 1
+    for axis in [1, *range(len(sizes) - 1, 1, -1), 0]:  # fastest first: C, W, H, (D), N
+        strides[axis] = step
+        step *= sizes[axis]
+    return tuple(strides)
+
+
+def calc_buffer_tensor_size(data_type, sizes, strides=None) -> int:
+    """DMLCalcBufferTensorSize, in 64-bit arithmetic: the minimum byte size of a
+    buffer tensor, rounded up to a multiple of 4."""
+    data_type = DataType.parse(data_type)
+    sizes = as_int_tuple(sizes, "Sizes", where="calc_buffer_tensor_size")
+    if strides is None:
+        count = math.prod(sizes)
+    else:
+        strides = as_int_tuple(strides, "Strides", where="calc_buffer_tensor_size", length=len(sizes))
+        count = sum((s - 1) * t for s, t in zip(sizes, strides)) + 1
+    return (count * data_type.size + 3) & ~3
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorDesc:
+    """A DirectML buffer tensor description (sizes and strides in elements)."""
+
+    data_type: DataType
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...] | None = None
+    total_tensor_size_in_bytes: int | None = None
+    guaranteed_base_offset_alignment: int = 0
+    flags: TensorFlags = TensorFlags.NONE
+
+    def __post_init__(self):
+        w = "TensorDesc"
+        set_ = object.__setattr__.__get__(self)
+        dt = DataType.parse(self.data_type)
+        if dt not in _ELEMENT_SIZES:
+            raise ValidationError(f"{w}: DataType {dt.name} is not an element type of these operators")
+        set_("data_type", dt)
+        sizes = as_int_tuple(self.sizes, "Sizes", where=w)
+        if not 1 <= len(sizes) <= MAX_RANK:
+            raise ValidationError(f"{w}: DimensionCount must be in [1, {MAX_RANK}]; got {len(sizes)}")
+        for i, s in enumerate(sizes):
+            if not 1 <= s <= UINT32_MAX:
+                raise ValidationError(f"{w}: Sizes[{i}] must be in [1, {UINT32_MAX}]; got {s}")
+        set_("sizes", sizes)
+        count = math.prod(sizes)
+        if count > MAX_ELEMENTS:
+            raise ValidationError(
+                f"{w}: the element count (product of Sizes {list(sizes)}) must be <= {MAX_ELEMENTS}; got {count}")
+        if self.strides is not None:
+            strides = as_int_tuple(self.strides, "Strides", where=w, length=len(sizes))
+            for i, t in enumerate(strides):
+                if not 0 <= t <= UINT32_MAX:
+                    raise ValidationError(f"{w}: Strides[{i}] must be in [0, {UINT32_MAX}]; got {t}")
+            set_("strides", strides)
+        minimum = calc_buffer_tensor_size(dt, sizes, self.strides)
+        if self.total_tensor_size_in_bytes is None:
+            set_("total_tensor_size_in_bytes", minimum)
+        else:
+            total = as_int(self.total_tensor_size_in_bytes, "TotalTensorSizeInBytes", where=w)
+            if not minimum <= total <= UINT64_MAX:
+                raise ValidationError(
+                    f"{w}: TotalTensorSizeInBytes must be >= DMLCalcBufferTensorSize = {minimum} "
+                    f"(and fit in 64 bits); got {total}")
+            set_("total_tensor_size_in_bytes", total)
+        align = as_int(self.guaranteed_base_offset_alignment, "GuaranteedBaseOffsetAlignment", where=w)
+        if align != 0 and (align < dt.size or align & (align - 1) or align > UINT32_MAX):
+            raise ValidationError(
+                f"{w}: GuaranteedBaseOffsetAlignment must be 0 or a power of two >= the element size "
+                f"{dt.size}; got {align}")
+        set_("guaranteed_base_offset_alignment", align)
+        flags = as_int(self.flags, "Flags", where=w)
+        if flags & ~int(TensorFlags.OWNED_BY_DML):
+            raise ValidationError(f"{w}: Flags must be NONE (0) or OWNED_BY_DML (1); got {flags}")
+        set_("flags", TensorFlags(flags))
+
+    # -- constructors -------------------------------------------------------
+    @classmethod
+    def packed(cls, data_type, sizes, **kw) -> "TensorDesc":
+        return cls(data_type, sizes, None, **kw)
+
+    @classmethod
+    def nhwc(cls, data_type, sizes, **kw) -> "TensorDesc":
+        """Channels-last layout for sizes in NCHW / NCDHW order."""
+        return cls(data_type, sizes, nhwc_strides(sizes), **kw)
+
+    # -- derived values -----------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def element_strides(self) -> tuple[int, ...]:
+        """The strides in elements, packed ones when none were given."""
+        return self.strides if self.strides is not None else packed_strides(self.sizes)
+
+    @property
+    def element_count(self) -> int:
+        return math.prod(self.sizes)
+
+    @property
+    def element_size(self) -> int:
+        return self.data_type.size
+
+    @property
+    def min_size_in_bytes(self) -> int:
+        """DMLCalcBufferTensorSize of this description."""
+        return calc_buffer_tensor_size(self.data_type, self.sizes, self.strides)
+
+    @property
+    def required_alignment(self) -> int:
+        """The alignment a binding offset must have for this tensor."""
+        return max(MINIMUM_BUFFER_TENSOR_ALIGNMENT, self.guaranteed_base_offset_alignment)
+
+    @property
+    def is_packed(self) -> bool:
+        return self.element_strides == packed_strides(self.sizes) or all(
+            s == 1 or t == p for s, t, p in zip(self.sizes, self.element_strides, packed_strides(self.sizes)))
+
+    def with_(self, **changes) -> "TensorDesc":
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self) -> str:
+        parts = [f"DataType.{self.data_type.name}", f"sizes={list(self.sizes)}"]
+        if self.strides is not None:
+            parts.append(f"strides={list(self.strides)}")
+        if self.total_tensor_size_in_bytes != self.min_size_in_bytes:
+            parts.append(f"total_tensor_size_in_bytes={self.total_tensor_size_in_bytes}")
+        if self.guaranteed_base_offset_alignment:
+            parts.append(f"guaranteed_base_offset_alignment={self.guaranteed_base_offset_alignment}")
+        if self.flags:
+            parts.append("flags=TensorFlags.OWNED_BY_DML")
+        return f"TensorDesc({', '.join(parts)})"
+
+
+_ELEMENT_SIZES = {t for t in DataType if t not in (DataType.UNKNOWN, DataType.UINT4, DataType.INT4)}
