@@ -96,6 +96,10 @@ class TensorDesc:
                     raise ValidationError(f"{w}: Strides[{i}] must be in [0, {UINT32_MAX}]; got {t}")
             set_("strides", strides)
         minimum = calc_buffer_tensor_size(dt, sizes, self.strides)
+        if minimum > UINT64_MAX:
+            raise ValidationError(
+                f"{w}: DMLCalcBufferTensorSize must fit in 64 bits (TotalTensorSizeInBytes is UINT64); "
+                f"got {minimum}")
         if self.total_tensor_size_in_bytes is None:
             set_("total_tensor_size_in_bytes", minimum)
         else:
@@ -156,8 +160,7 @@ class TensorDesc:
 
     @property
     def is_packed(self) -> bool:
-        return self.element_strides == packed_strides(self.sizes) or all(
-            s == 1 or t == p for s, t, p in zip(self.sizes, self.element_strides, packed_strides(self.sizes)))
+        return all(s == 1 or t == p for s, t, p in zip(self.sizes, self.element_strides, packed_strides(self.sizes)))
 
     def with_(self, **changes) -> "TensorDesc":
         return dataclasses.replace(self, **changes)

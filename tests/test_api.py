@@ -1,0 +1,85 @@
+"""Array level: any NumPy layout, PyTorch through DLPack, UNFOLD against PyTorch."""
+import numpy as np
+import pytest
+
+import opendml as dml
+from tests import reference as ref
+
+
+def grid(*shape, dtype=np.int32):
+    return np.arange(np.prod(shape), dtype=np.int64).astype(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("view", [
+    lambda x: x, lambda x: x[:, :, ::-1, :], lambda x: x[..., ::-2], lambda x: x.transpose(0, 3, 1, 2),
+    lambda x: np.broadcast_to(x[:, :1], x.shape), lambda x: x[:, :, 1:, ::-1][:, :, ::-1],
+], ids=["packed", "reversed", "negative-step", "transposed", "broadcast", "double-reverse"])
+def test_slice1_any_numpy_layout(view):
+    x = view(grid(2, 3, 6, 6))
+    off, win, st = [0, 1, 0, 1], [2, 2, x.shape[2], x.shape[3] - 1], [1, -1, 2, -2]
+    out = dml.slice1(x, off, win, st)
+    xs = np.array(x)
+    assert np.array_equal(out, ref.slice1(xs, off, win, st, out.shape)) and out.flags.c_contiguous
+
+
+def test_unaligned_byte_strides_are_copied_first():
+    rec = np.zeros(6, dtype=[("a", np.int8), ("b", np.int32)])
+    rec["b"] = np.arange(6)
+    b = rec["b"]  # byte stride 5: not a whole number of int32 elements
+    assert np.array_equal(dml.slice(b, [1], [2], [2]), [1, 3])
+
+
+def test_big_endian_input():
+    x = np.arange(8, dtype=">i4")
+    assert dml.slice(x, [2], [3], [1]).tolist() == [2, 3, 4]
+
+
+def test_unfold_scalars_apply_to_every_axis():
+    x = grid(1, 2, 4, 5, dtype=np.float32)
+    assert np.array_equal(dml.unfold(x, 2, strides=2, start_padding=1), ref.unfold(x, [2, 2], [2, 2], [1, 1], [1, 1], [0, 0]))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.float32(3), r"expected a NumPy, CuPy, PyTorch or JAX array; got numpy.float32"),
+    ([1, 2, 3], r"expected a NumPy, CuPy, PyTorch or JAX array; got builtins.list"),
+    (np.zeros((2, 0)), r"TensorDesc: Sizes\[1\] must be in \[1, 4294967295\]; got 0"),
+    (np.array(5.0), r"DimensionCount must be in \[1, 8\]; got 0 \(a 0-d array\)"),
+])
+def test_bad_arrays(bad, message):
+    with pytest.raises(dml.DmlError, match=message):
+        dml.slice(bad, [0], [1], [1])
+
+
+def test_bool_arrays_are_unsupported():
+    with pytest.raises(dml.UnsupportedError, match="NumPy dtype bool has no DirectML data type"):
+        dml.slice(np.zeros(3, bool), [0], [1], [1])
+
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def test_torch_cpu_tensors_round_trip():
+    torch = _torch()
+    t = torch.arange(24, dtype=torch.float16).reshape(2, 3, 4).flip(1)
+    out = dml.slice1(t, [0, 0, 0], [2, 3, 4], [1, 2, -1])
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float16
+    assert torch.equal(out, t[:, ::2].flip(2))
+    assert isinstance(dml.unfold(torch.ones(1, 1, 3, 3, requires_grad=True), 2), torch.Tensor)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_unfold_matches_torch_f_unfold(seed):
+    torch = _torch()
+    rng = np.random.default_rng(seed)
+    n, c = rng.integers(1, 3), rng.integers(1, 4)
+    kh, kw = rng.integers(1, 4, size=2)
+    dh, dw = rng.integers(1, 3, size=2)
+    ph, pw = rng.integers(0, 3, size=2)
+    sh, sw = rng.integers(1, 4, size=2)
+    h = int(rng.integers(dh * (kh - 1) + 1, 12)); w = int(rng.integers(dw * (kw - 1) + 1, 12))
+    x = torch.from_numpy(rng.standard_normal((n, c, h, w)).astype(np.float32))
+    want = torch.nn.functional.unfold(x, (kh, kw), dilation=(dh, dw), padding=(ph, pw), stride=(sh, sw))
+    got = dml.unfold(x, [kh, kw], [sh, sw], [dh, dw], [ph, pw], [ph, pw])
+    assert torch.equal(got, want)
