@@ -1,0 +1,196 @@
+"""CUDA backend: CuPy memory and opendml's own kernels (kernels/opendml_kernels.cu),
+compiled at run time by NVRTC and cached per device and specialisation.
+
+Host-side preparation (choosing the word width, packing parameters, uploading
+them) happens once per binding in ``prepare``; a dispatch is one kernel launch.
+CuPy is imported here only, i.e. only when a CUDA device is asked for.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import pathlib
+
+import numpy as np
+
+from ..plan import CopyPlan, UnfoldPlan
+from ..spec.errors import UnsupportedError
+
+KERNELS = pathlib.Path(__file__).with_name("kernels") / "opendml_kernels.cu"
+THREADS = 256
+ITEMS = 4  # OPENDML_ITEMS in the kernel source
+_SCALAR = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
+_NUMPY_WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise UnsupportedError(
+            f"Device('cuda') needs CuPy: pip install 'opendml[cuda]' ({exc})") from None
+    return cupy
+
+
+def probe() -> tuple[bool, str]:
+    try:
+        cupy = _cupy()
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if n < 1:
+        return False, "no CUDA device"
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    return True, f"{name} (CuPy {cupy.__version__}, {n} device{'s' if n > 1 else ''})"
+
+
+@functools.cache
+def _source() -> str:
+    return KERNELS.read_text(encoding="utf-8")
+
+
+@functools.cache
+def _kernel(device_id: int, name: str):
+    """One compiled specialisation, e.g. ``strided_copy<uint4, 3, 0, u32>``."""
+    cupy = _cupy()
+    with cupy.cuda.Device(device_id):
+        module = cupy.RawModule(code=_source(), options=("-std=c++17",), name_expressions=(name,))
+        return module.get_function(name)
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self, index: int = 0):
+        cupy = _cupy()
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            raise UnsupportedError(f"Device('cuda'): CUDA is not usable here: {exc}") from None
+        if not 0 <= index < count:
+            raise UnsupportedError(f"Device('cuda:{index}'): there are {count} CUDA devices")
+        self.cupy, self.index = cupy, index
+        self.device = cupy.cuda.Device(index)
+
+    # -- memory ----------------------------------------------------------------
+    def allocate(self, nbytes: int):
+        with self.device:
+            try:
+                return self.cupy.zeros(nbytes, dtype=np.uint8)
+            except self.cupy.cuda.memory.OutOfMemoryError:
+                raise MemoryError(nbytes) from None
+
+    def write_bytes(self, storage, offset: int, data) -> None:
+        with self.device:
+            storage[offset:offset + data.nbytes].set(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+
+    def read_bytes(self, storage, offset: int, nbytes: int) -> np.ndarray:
+        with self.device:
+            return storage[offset:offset + nbytes].get()
+
+    def element_range(self, storage, offset: int, nbytes: int, element_size: int):
+        count = nbytes // element_size
+        return storage[offset:offset + count * element_size].view(_NUMPY_WORD[element_size])
+
+    def synchronize(self) -> None:
+        self.device.synchronize()
+
+    # -- execution --------------------------------------------------------------
+    def prepare(self, plan, src, dst):
+        with self.device:
+            if isinstance(plan, CopyPlan):
+                name, params, grid, s_ptr, d_ptr = _copy_launch(plan, src.data.ptr, dst.data.ptr)
+            elif isinstance(plan, UnfoldPlan):
+                name, params, grid, s_ptr, d_ptr = _unfold_launch(plan, src.data.ptr, dst.data.ptr)
+            else:
+                raise TypeError(f"unknown plan {type(plan).__name__}")
+            kernel = _kernel(self.index, name)
+            p = self.cupy.asarray(np.asarray(params, dtype=np.int64))
+        args = (np.uint64(s_ptr), np.uint64(d_ptr), p)
+        block = (THREADS,)
+        device = self.device
+
+        def run():
+            if grid[0]:
+                with device:
+                    kernel(grid, block, args)
+        run.keep_alive = (src, dst, p)  # the pointers stay valid while the closure lives
+        return run
+
+
+def _index_type(count: int) -> str:
+    return "u32" if count + THREADS * ITEMS < 2**32 else "u64"
+
+
+def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int):
+    """Widen the copy to the largest word (up to 16 bytes) that the innermost
+    dimension, every offset, stride and pointer allow; a negative innermost
+    stride becomes a reversed word copy with the elements reversed inside each
+    word. Returns (word bytes, reversed element size or 0, plan in words)."""
+    p = plan.canonical()
+    es = p.element_size
+    L, inner_in, inner_out = p.sizes[-1], p.in_strides[-1], p.out_strides[-1]
+    if inner_out != 1 or abs(inner_in) != 1:
+        return es, 0, p
+    low = p.in_offset - (L - 1 if inner_in < 0 else 0)  # lowest element of a run at index 0
+    for w in (16, 8, 4, 2):
+        f = w // es
+        if f <= 1:
+            break
+        if (L % f == 0 and low % f == 0 and p.out_offset % f == 0 and src_ptr % w == 0 and dst_ptr % w == 0
+                and all(t % f == 0 for t in p.in_strides[:-1] + p.out_strides[:-1])):
+            first = low // f if inner_in > 0 else low // f + L // f - 1
+            wp = CopyPlan(w, p.sizes[:-1] + (L // f,), first, tuple(t // f for t in p.in_strides[:-1]) + (inner_in,),
+                          p.out_offset // f, tuple(t // f for t in p.out_strides[:-1]) + (1,))
+            return w, (es if inner_in < 0 else 0), wp
+    return es, 0, p
+
+
+def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int):
+    w, rev, p = word_plan(plan, src_ptr, dst_ptr)
+    count = p.count
+    nd = len(p.sizes)
+    name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count)}>"
+    params = [count, p.in_offset, p.out_offset, *p.sizes, *p.in_strides, *p.out_strides]
+    grid = (math.ceil(count / (THREADS * ITEMS)),)
+    return name, params, grid, src_ptr, dst_ptr
+
+
+def _unfold_launch(plan: UnfoldPlan, src_ptr: int, dst_ptr: int):
+    es = plan.element_size
+    v = 16 // es
+    B = plan.columns
+    slots = plan.batch * plan.rows * math.ceil(B / v)
+    D = len(plan.window)
+    n_s, c_s, *sp_s = plan.in_strides
+    params = [slots, plan.in_offset, plan.out_offset, plan.batch, plan.channels, math.prod(plan.window), B,
+              *plan.out_strides, n_s, c_s]
+    for d in range(D):
+        params += [plan.spatial[d], plan.window[d], plan.strides[d], plan.dilations[d],
+                   plan.start_padding[d], plan.blocks[d], sp_s[d]]
+    name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}>"
+    return name, params, (math.ceil(slots / THREADS),), src_ptr, dst_ptr
+
+
+# -- array level ---------------------------------------------------------------------
+
+def run_array(x, make_desc):
+    """``dml.slice``/``slice1``/``unfold`` on a CuPy array (any strides)."""
+    cupy = _cupy()
+    from ..api import array_layout, logical_desc
+    from ..backends import get_backend
+    desc = make_desc(logical_desc(x.dtype, x.shape))
+    layout = array_layout(x.shape, x.strides, x.itemsize)
+    if layout is None:
+        x = cupy.ascontiguousarray(x)
+        layout = array_layout(x.shape, x.strides, x.itemsize)
+    strides, origin = layout
+    low = x[tuple(slice(None, None, -1) if t < 0 else slice(None) for t in strides)]
+    span = sum((n - 1) * abs(t) for n, t in zip(x.shape, strides)) + 1
+    word = _NUMPY_WORD[x.itemsize]
+    src = cupy.ndarray((span,), dtype=word, memptr=low.data)
+    out = cupy.empty(desc.output_tensor.sizes, dtype=x.dtype)
+    backend = get_backend(f"cuda:{x.device.id}")
+    backend.prepare(desc.lower(in_strides=strides, in_offset=origin), src, out.view(word).reshape(-1))()
+    return out

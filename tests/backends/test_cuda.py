@@ -1,0 +1,122 @@
+"""CUDA backend: sources compile with nvcc anywhere; the word-widening logic is
+checked on the CPU; DLPack paths and sanitizer-friendly odd layouts on a GPU."""
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import opendml as dml
+from opendml.backends.cuda_backend import KERNELS, word_plan
+from opendml.backends.numpy_backend import _prepare_copy
+from opendml.plan import CopyPlan
+from tests import reference as ref
+from tests.conftest import cuda_available
+
+needs_cuda = pytest.mark.skipif(not cuda_available(), reason="CUDA is not available here")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_kernels_compile_with_nvcc(tmp_path):
+    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-DOPENDML_INSTANTIATE", "-c", str(KERNELS),
+                        "-o", str(tmp_path / "k.o")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+def run_word_plan_on_cpu(plan, src):
+    """Execute the widened plan with NumPy, reversing elements inside words
+    where the kernel would: must equal the element-wise plan."""
+    w, rev, wp = word_plan(plan, 0, 0)
+    words = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.dtype((np.void, 16))}[w]
+    out = np.zeros(plan.count * plan.element_size, np.uint8)
+    if w == 16:  # NumPy has no 16-byte integer: copy 16-byte records
+        s16 = src.view(np.uint8).view(np.dtype("V16"))
+        d16 = out.view(np.dtype("V16"))
+        _prepare_copy(wp, s16, d16)()
+    else:
+        _prepare_copy(wp, src.view(np.uint8).view(words), out.view(words))()
+    if rev:
+        out = out.reshape(-1, w // rev, rev)[:, ::-1, :].reshape(-1)
+    return w, out
+
+
+@pytest.mark.parametrize("es", [1, 2, 4, 8])
+@pytest.mark.parametrize("case", ["window", "reverse", "strided", "odd-offset"])
+def test_word_plan_equals_element_plan(es, case):
+    H = W = 64
+    src = np.arange(2 * H * W * es, dtype=np.uint8)
+    if case == "window":
+        plan = CopyPlan(es, (2, 48, 48), 8 * W + 16, (H * W, W, 1), 0, (48 * 48, 48, 1))
+    elif case == "reverse":
+        plan = CopyPlan(es, (2, H, W), H * W - 1, (H * W, -W, -1), 0, (H * W, W, 1))
+    elif case == "strided":
+        plan = CopyPlan(es, (2, 32, 32), 0, (H * W, 2 * W, 2), 0, (1024, 32, 1))
+    else:
+        plan = CopyPlan(es, (2, 40, 40), 3 * W + 3, (H * W, W, -1), 0, (1600, 40, 1))
+    want = np.zeros(plan.count * es, np.uint8)
+    _prepare_copy(plan, src.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]),
+                  want.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]))()
+    w, got = run_word_plan_on_cpu(plan, src)
+    assert np.array_equal(got, want)
+    if case in ("window", "reverse"):
+        assert w == 16  # the hot cases are widened to 16-byte words
+
+
+@needs_cuda
+@pytest.mark.cuda
+def test_cupy_arrays_any_layout():
+    import cupy
+    x = np.arange(2 * 3 * 9 * 10, dtype=np.int16).reshape(2, 3, 9, 10)
+    for view in (lambda a: a, lambda a: a[:, ::-1, :, ::-2], lambda a: a.transpose(0, 2, 3, 1)):
+        xh = np.ascontiguousarray(view(x))
+        xd = view(cupy.asarray(x))
+        got = dml.slice1(xd, [0, 0, 1, 0], [xh.shape[0], xh.shape[1], xh.shape[2] - 1, xh.shape[3]], [1, -1, 2, -3])
+        assert isinstance(got, cupy.ndarray)
+        want = dml.slice1(xh, [0, 0, 1, 0], [xh.shape[0], xh.shape[1], xh.shape[2] - 1, xh.shape[3]], [1, -1, 2, -3])
+        assert np.array_equal(got.get(), want)
+    u = dml.unfold(cupy.asarray(x).astype(cupy.float32), [2, 3], 1, 1, 1, 0)
+    assert np.array_equal(u.get(), ref.unfold(x.astype(np.float32), [2, 3], [1, 1], [1, 1], [1, 1], [0, 0]))
+
+
+@needs_cuda
+@pytest.mark.cuda
+def test_torch_cuda_tensors_zero_copy_in_and_out():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(4 * 4 * 6 * 6, dtype=torch.float32, device="cuda").reshape(4, 4, 6, 6)
+    out = dml.unfold(x, 3, 1, 1, 1, 1)
+    assert out.is_cuda and torch.equal(out, torch.nn.functional.unfold(x, 3, padding=1))
+    s = dml.slice1(x.flip(3), [0, 0, 0, 0], [4, 4, 6, 6], [1, 1, -1, 2])
+    assert s.is_cuda and torch.equal(s, x.flip(3).flip(2)[:, :, :, ::2])
+
+
+@needs_cuda
+@pytest.mark.cuda
+def test_jax_gpu_arrays():
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    x = jax.numpy.arange(64, dtype=jax.numpy.float32).reshape(1, 1, 8, 8)
+    out = dml.slice1(x, [0, 0, 0, 0], [1, 1, 8, 8], [1, 1, -1, 3])
+    assert type(out).__module__.startswith("jax") and list(out.devices())[0].platform == "gpu"
+    assert np.array_equal(np.asarray(out), np.asarray(x)[:, :, ::-1, ::3])
+
+
+@needs_cuda
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "uint64"])
+def test_large_device_flow_matches_numpy(dtype):
+    dt = dml.DataType.from_numpy(dtype)
+    t = dml.TensorDesc(dt, [3, 5, 67, 131], dml.nhwc_strides([3, 5, 67, 131]))
+    desc = dml.Slice1OperatorDesc(t, None, [0, 1, 3, 5], [3, 4, 60, 120], [-1, 2, -3, 1])
+    outs = []
+    x = np.random.default_rng(0).integers(0, 120, size=t.sizes).astype(dtype)
+    for kind in ("cpu", "cuda"):
+        dev = dml.Device(kind)
+        c = dev.compile_operator(dev.create_operator(desc))
+        ib, ob = dev.upload(x, t), dev.create_buffer(desc.output_tensor.total_tensor_size_in_bytes)
+        tb = dev.create_binding_table(c)
+        tb.bind_inputs([dml.BufferBinding(ib)])
+        tb.bind_outputs([dml.BufferBinding(ob)])
+        dev.execute(c, tb)
+        outs.append(ob.read(desc.output_tensor))
+    assert outs[0].tobytes() == outs[1].tobytes()
