@@ -1,0 +1,1 @@
+"""opendml's benchmark suite: ``python -m benchmarks [--device cpu|cuda]``."""

@@ -1,0 +1,42 @@
+"""Odd layouts on CUDA with every buffer exactly its tensor's size and CuPy's
+pool off, for ``compute-sanitizer --tool memcheck``: a read outside the bound
+input or a write outside the output is an out-of-bounds access it reports."""
+import numpy as np
+
+import opendml as dml
+
+
+def main():
+    import cupy
+    cupy.cuda.set_allocator(None)  # one cudaMalloc per buffer: exact bounds
+    T = dml.TensorDesc
+    F32, I8, F16, F64 = (dml.DataType.FLOAT32, dml.DataType.INT8, dml.DataType.FLOAT16, dml.DataType.FLOAT64)
+    cases = [
+        dml.Slice1OperatorDesc(T(I8, [3, 5, 7, 33], dml.nhwc_strides([3, 5, 7, 33])), None, [0, 1, 0, 1], [3, 4, 7, 32], [-1, 3, -2, -1]),
+        dml.Slice1OperatorDesc(T(F16, [2, 64, 64]), None, [1, 0, 0], [1, 64, 64], [1, -1, -1]),
+        dml.Slice1OperatorDesc(T(F32, [4, 4], [0, 1]), None, [0, 0], [4, 4], [-1, -1]),
+        dml.SliceOperatorDesc(T(F64, [2, 3, 5, 7], [200, 60, 11, 1]), None, [1, 2, 4, 6], [1, 1, 1, 1], [1, 1, 1, 1]),
+        dml.SliceOperatorDesc(T(I8, [1, 1, 16, 48]), T(I8, [1, 1, 16, 32], [1024, 1024, 64, 1]), [0, 0, 0, 16], [1, 1, 16, 32], [1, 1, 1, 1]),
+        dml.UnfoldOperatorDesc(T(F32, [2, 3, 9, 11]), None, [3, 4], [2, 3], [2, 1], [2, 0], [0, 3]),
+        dml.UnfoldOperatorDesc(T(I8, [1, 2, 5, 6, 7], dml.nhwc_strides([1, 2, 5, 6, 7])), None, [2, 3, 2], [1, 2, 3], [1, 1, 2], [1, 1, 1], [1, 1, 1]),
+        dml.UnfoldOperatorDesc(T(F64, [2, 1, 4097]), None, [1024], [256], [1], [0], [0]),
+    ]
+    dev, cpu = dml.Device("cuda"), dml.Device("cpu")
+    for desc in cases:
+        outs = []
+        x = np.random.default_rng(1).integers(0, 100, desc.input_tensor.sizes).astype(desc.input_tensor.data_type.numpy_dtype)
+        for d in (dev, cpu):
+            c = d.compile_operator(d.create_operator(desc))
+            ib = d.upload(x, desc.input_tensor)
+            ob = d.create_buffer(desc.output_tensor.total_tensor_size_in_bytes)
+            t = d.create_binding_table(c)
+            t.bind_inputs([dml.BufferBinding(ib, 0, ib.size_in_bytes)])
+            t.bind_outputs([dml.BufferBinding(ob, 0, ob.size_in_bytes)])
+            d.execute(c, t)
+            outs.append(ob.read(desc.output_tensor).tobytes())
+        assert outs[0] == outs[1], desc
+    print(f"sanitize: {len(cases)} odd layouts agree with the CPU backend")
+
+
+if __name__ == "__main__":
+    main()
