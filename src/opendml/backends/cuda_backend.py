@@ -18,7 +18,12 @@ from ..spec.errors import UnsupportedError
 
 KERNELS = pathlib.Path(__file__).with_name("kernels") / "opendml_kernels.cu"
 THREADS = 256
-ITEMS = 4  # OPENDML_ITEMS in the kernel source
+PARAM_CACHE = 512  # uploaded parameter arrays kept per device
+
+
+def items_per_thread(word_bytes: int) -> int:
+    """Words per thread of strided_copy: at least 16 bytes in flight each."""
+    return max(4, 16 // word_bytes)
 _SCALAR = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
 _NUMPY_WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -72,6 +77,18 @@ class CudaBackend:
             raise UnsupportedError(f"Device('cuda:{index}'): there are {count} CUDA devices")
         self.cupy, self.index = cupy, index
         self.device = cupy.cuda.Device(index)
+        self._params: dict = {}
+
+    def _upload_params(self, params):
+        """Parameters on the device, uploaded once per distinct plan: an upload
+        is a synchronous copy that would stall the stream on every call."""
+        key = tuple(params)
+        p = self._params.get(key)
+        if p is None:
+            if len(self._params) >= PARAM_CACHE:
+                self._params.pop(next(iter(self._params)))
+            p = self._params[key] = self.cupy.asarray(np.asarray(params, dtype=np.int64))
+        return p
 
     # -- memory ----------------------------------------------------------------
     def allocate(self, nbytes: int):
@@ -106,7 +123,7 @@ class CudaBackend:
             else:
                 raise TypeError(f"unknown plan {type(plan).__name__}")
             kernel = _kernel(self.index, name)
-            p = self.cupy.asarray(np.asarray(params, dtype=np.int64))
+            p = self._upload_params(params)
         args = (np.uint64(s_ptr), np.uint64(d_ptr), p)
         block = (THREADS,)
         device = self.device
@@ -119,8 +136,8 @@ class CudaBackend:
         return run
 
 
-def _index_type(count: int) -> str:
-    return "u32" if count + THREADS * ITEMS < 2**32 else "u64"
+def _index_type(count: int, items: int = 16) -> str:
+    return "u32" if count + THREADS * items < 2**32 else "u64"
 
 
 def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int):
@@ -151,15 +168,17 @@ def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int):
     w, rev, p = word_plan(plan, src_ptr, dst_ptr)
     count = p.count
     nd = len(p.sizes)
-    name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count)}>"
+    items = items_per_thread(w)
+    name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count, items)}, {items}>"
     params = [count, p.in_offset, p.out_offset, *p.sizes, *p.in_strides, *p.out_strides]
-    grid = (math.ceil(count / (THREADS * ITEMS)),)
+    grid = (math.ceil(count / (THREADS * items)),)
     return name, params, grid, src_ptr, dst_ptr
 
 
 def _unfold_launch(plan: UnfoldPlan, src_ptr: int, dst_ptr: int):
     es = plan.element_size
-    v = 16 // es
+    r = 2 if es >= 4 else 1          # vectors of 16 bytes per thread
+    v = 16 // es * r                 # columns per thread
     B = plan.columns
     slots = plan.batch * plan.rows * math.ceil(B / v)
     D = len(plan.window)
@@ -169,7 +188,7 @@ def _unfold_launch(plan: UnfoldPlan, src_ptr: int, dst_ptr: int):
     for d in range(D):
         params += [plan.spatial[d], plan.window[d], plan.strides[d], plan.dilations[d],
                    plan.start_padding[d], plan.blocks[d], sp_s[d]]
-    name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}>"
+    name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}, {r}>"
     return name, params, (math.ceil(slots / THREADS),), src_ptr, dst_ptr
 
 

@@ -14,7 +14,6 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
 
-#define OPENDML_ITEMS 4
 
 // Reverse the order of ES-byte elements inside a word (SLICE1 with a negative
 // innermost stride, copied a whole word at a time).
@@ -37,14 +36,16 @@ template <int ES> __device__ __forceinline__ u8 rev_word(u8 x) { return x; }
 
 // out[o0 + sum(c*os)] = in[i0 + sum(c*is)] over NDIM dimensions, in words of W.
 // p = {count, in_offset, out_offset, size[NDIM], in_stride[NDIM], out_stride[NDIM]}.
-template <typename W, int NDIM, int REV, typename I>
+// ITEMS words per thread, all loads issued before the first store: small
+// words (int8 / float16 with a non-unit stride) need more of them in flight.
+template <typename W, int NDIM, int REV, typename I, int ITEMS>
 __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W* __restrict__ dst,
                                                     const i64* __restrict__ p) {
     const I count = (I)p[0];
-    const I first = (I)blockIdx.x * (I)(blockDim.x * OPENDML_ITEMS) + (I)threadIdx.x;
-    i64 io[OPENDML_ITEMS], oo[OPENDML_ITEMS];
+    const I first = (I)blockIdx.x * (I)(blockDim.x * ITEMS) + (I)threadIdx.x;
+    i64 io[ITEMS], oo[ITEMS];
 #pragma unroll
-    for (int j = 0; j < OPENDML_ITEMS; ++j) {
+    for (int j = 0; j < ITEMS; ++j) {
         I rest = first + (I)j * (I)blockDim.x;
         i64 a = p[1], b = p[2];
 #pragma unroll
@@ -61,91 +62,103 @@ __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W
         io[j] = a;
         oo[j] = b;
     }
-    W v[OPENDML_ITEMS];
+    W v[ITEMS];
 #pragma unroll
-    for (int j = 0; j < OPENDML_ITEMS; ++j)  // all loads in flight before the first store
+    for (int j = 0; j < ITEMS; ++j)  // all loads in flight before the first store
         if (first + (I)j * (I)blockDim.x < count) v[j] = src[io[j]];
 #pragma unroll
-    for (int j = 0; j < OPENDML_ITEMS; ++j)
+    for (int j = 0; j < ITEMS; ++j)
         if (first + (I)j * (I)blockDim.x < count) dst[oo[j]] = REV ? rev_word<REV>(v[j]) : v[j];
 }
 
 // UNFOLD: out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]
-// or 0 outside the input. A thread writes V = 16 / sizeof(T) consecutive
-// columns of one output row, as one 16-byte store where the row is contiguous
-// and aligned.
+// or 0 outside the input. A thread writes R vectors of V = 16 / sizeof(T)
+// consecutive columns of one output row (16-byte stores where the row is
+// contiguous and aligned). The block multi-index, the input positions and the
+// input offset advance incrementally from column to column: the divisions are
+// paid once per thread, not per element.
 // p = {slots, in_offset, out_offset, N, C, K, B, os_n, os_row, os_col, is_n, is_c,
 //      then per spatial d: size, window, stride, dilation, start_padding, blocks, in_stride}
-template <typename T, int D, typename I>
+template <typename T, int D, typename I, int R>
 __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, T* __restrict__ dst,
                                                      const i64* __restrict__ p) {
     constexpr int V = 16 / sizeof(T);
+    constexpr int CH = V * R;
     const I slot = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
     if (slot >= (I)p[0]) return;
     const I K = (I)p[5], B = (I)p[6], C = (I)p[4];
-    const I slots_per_row = (B + V - 1) / V;
+    const I slots_per_row = (B + CH - 1) / CH;
     const I row_all = slot / slots_per_row;
-    const I col0 = (slot - row_all * slots_per_row) * V;
+    const I col0 = (slot - row_all * slots_per_row) * CH;
     const I n = row_all / (C * K);
     const I row = row_all - n * (C * K);
     const I c = row / K;
     I k = row - c * K;
-    i64 base_in = p[1] + (i64)n * p[10] + (i64)c * p[11];
-    int kd[D], bd[D];
+    i64 off = p[1] + (i64)n * p[10] + (i64)c * p[11];
+    i64 pos[D], size[D], st[D], step[D];
+    I bd[D], nb[D];
     I bf = col0;
 #pragma unroll
     for (int d = D - 1; d >= 0; --d) {
         const i64* q = p + 12 + 7 * d;
-        const I w = (I)q[1], nb = (I)q[5];
-        kd[d] = (int)(k % w);
+        const I w = (I)q[1];
+        nb[d] = (I)q[5];
+        const I kd = k % w;
         k /= w;
-        bd[d] = (int)(bf % nb);
-        bf /= nb;
-    }
-    union { uint4 v; T e[V]; } u;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-        T val = (T)0;
-        if (col0 + (I)j < B) {
-            bool inside = true;
-            i64 off = base_in;
-#pragma unroll
-            for (int d = 0; d < D; ++d) {
-                const i64* q = p + 12 + 7 * d;
-                const i64 pos = (i64)bd[d] * q[2] + (i64)kd[d] * q[3] - q[4];
-                inside = inside && pos >= 0 && pos < q[0];
-                off += pos * q[6];
-            }
-            if (inside) val = src[off];
-            // next column: increment the block multi-index with carry
-#pragma unroll
-            for (int d = D - 1; d >= 0; --d) {
-                if (++bd[d] < (int)p[12 + 7 * d + 5]) break;
-                bd[d] = 0;
-            }
-        }
-        u.e[j] = val;
+        bd[d] = bf % nb[d];
+        bf /= nb[d];
+        size[d] = q[0];
+        st[d] = q[2];
+        step[d] = q[2] * q[6];
+        pos[d] = (i64)bd[d] * q[2] + (i64)kd * q[3] - q[4];
+        off += pos[d] * q[6];
     }
     const i64 out0 = p[2] + (i64)n * p[7] + (i64)row * p[8] + (i64)col0 * p[9];
-    if (p[9] == 1 && col0 + (I)V <= B && (((u64)(dst + out0)) & 15) == 0) {
-        *reinterpret_cast<uint4*>(dst + out0) = u.v;
-    } else {
+    const bool vec = p[9] == 1 && (((u64)(dst + out0)) & 15) == 0;
 #pragma unroll
-        for (int j = 0; j < V; ++j)
-            if (col0 + (I)j < B) dst[out0 + (i64)j * p[9]] = u.e[j];
+    for (int r = 0; r < R; ++r) {
+        union { uint4 v; T e[V]; } u;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            T val = (T)0;
+            if (col0 + (I)(r * V + j) < B) {
+                bool inside = true;
+#pragma unroll
+                for (int d = 0; d < D; ++d) inside = inside && (u64)pos[d] < (u64)size[d];
+                if (inside) val = src[off];
+#pragma unroll
+                for (int d = D - 1; d >= 0; --d) {  // next column, with carry
+                    pos[d] += st[d];
+                    off += step[d];
+                    if (++bd[d] < nb[d]) break;
+                    bd[d] = 0;
+                    pos[d] -= (i64)nb[d] * st[d];
+                    off -= (i64)nb[d] * step[d];
+                }
+            }
+            u.e[j] = val;
+        }
+        const I c0 = col0 + (I)(r * V);
+        if (vec && c0 + (I)V <= B) {
+            *reinterpret_cast<uint4*>(dst + out0 + r * V) = u.v;
+        } else {
+#pragma unroll
+            for (int j = 0; j < V; ++j)
+                if (c0 + (I)j < B) dst[out0 + (i64)(r * V + j) * p[9]] = u.e[j];
+        }
     }
 }
 
 #ifdef OPENDML_INSTANTIATE
 // For `nvcc -c` syntax checks on machines without a GPU (tests/backends).
-template __global__ void strided_copy<uint4, 3, 1, u32>(const uint4*, uint4*, const i64*);
-template __global__ void strided_copy<uint4, 8, 8, u64>(const uint4*, uint4*, const i64*);
-template __global__ void strided_copy<u64, 2, 2, u32>(const u64*, u64*, const i64*);
-template __global__ void strided_copy<u32, 1, 0, u32>(const u32*, u32*, const i64*);
-template __global__ void strided_copy<u16, 4, 1, u64>(const u16*, u16*, const i64*);
-template __global__ void strided_copy<u8, 5, 0, u32>(const u8*, u8*, const i64*);
-template __global__ void unfold_gather<u8, 1, u32>(const u8*, u8*, const i64*);
-template __global__ void unfold_gather<u16, 2, u32>(const u16*, u16*, const i64*);
-template __global__ void unfold_gather<u32, 3, u64>(const u32*, u32*, const i64*);
-template __global__ void unfold_gather<u64, 6, u64>(const u64*, u64*, const i64*);
+template __global__ void strided_copy<uint4, 3, 1, u32, 4>(const uint4*, uint4*, const i64*);
+template __global__ void strided_copy<uint4, 8, 8, u64, 4>(const uint4*, uint4*, const i64*);
+template __global__ void strided_copy<u64, 2, 2, u32, 4>(const u64*, u64*, const i64*);
+template __global__ void strided_copy<u32, 1, 0, u32, 4>(const u32*, u32*, const i64*);
+template __global__ void strided_copy<u16, 4, 1, u64, 8>(const u16*, u16*, const i64*);
+template __global__ void strided_copy<u8, 5, 0, u32, 16>(const u8*, u8*, const i64*);
+template __global__ void unfold_gather<u8, 1, u32, 1>(const u8*, u8*, const i64*);
+template __global__ void unfold_gather<u16, 2, u32, 1>(const u16*, u16*, const i64*);
+template __global__ void unfold_gather<u32, 3, u64, 2>(const u32*, u32*, const i64*);
+template __global__ void unfold_gather<u64, 6, u64, 2>(const u64*, u64*, const i64*);
 #endif
