@@ -1,8 +1,6 @@
 """GPU workloads (issue sizes): opendml beside PyTorch, CuPy and JAX."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 import opendml as dml

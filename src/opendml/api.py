@@ -9,8 +9,6 @@ are not multiples of its element size.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .ops import Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
@@ -113,26 +111,30 @@ def logical_desc(dtype, shape) -> TensorDesc:
     return TensorDesc(DataType.from_numpy(dtype), tuple(shape))
 
 
-def _run_numpy(x: np.ndarray, make_desc):
-    from .backends.numpy_backend import WORDS, NumpyBackend, _view  # noqa: F401
-    if x.dtype.byteorder == ">" or (x.dtype.byteorder == "=" and np.little_endian is False):
-        x = x.astype(x.dtype.newbyteorder("<"))
+def array_plan(x, make_desc, ascontiguous):
+    """Validate the operator on ``x``'s logical description and lower it with
+    ``x``'s own signed strides. Returns (desc, plan, low, span): ``low`` is
+    ``x`` with negative-stride axes turned around (its first element is the
+    lowest address, the plan's origin) and ``span`` the elements from there.
+    Shared by the NumPy and CuPy paths."""
     desc = make_desc(logical_desc(x.dtype, x.shape))
     layout = array_layout(x.shape, x.strides, x.itemsize)
     if layout is None:
-        x = np.ascontiguousarray(x)
+        x = ascontiguous(x)
         layout = array_layout(x.shape, x.strides, x.itemsize)
     strides, origin = layout
-    # Turn negative axes around: the result's first element is the lowest address.
     low = x[tuple(np.s_[::-1] if t < 0 else np.s_[:] for t in strides)]
-    plan = desc.lower(in_strides=strides, in_offset=origin)
     span = sum((n - 1) * abs(t) for n, t in zip(x.shape, strides)) + 1
+    return desc, desc.lower(in_strides=strides, in_offset=origin), low, span
+
+
+def _run_numpy(x: np.ndarray, make_desc):
+    from .backends.numpy_backend import WORDS, NumpyBackend
+    if x.dtype.byteorder == ">" or (x.dtype.byteorder == "=" and not np.little_endian):
+        x = x.astype(x.dtype.newbyteorder("<"))
+    desc, plan, low, span = array_plan(x, make_desc, np.ascontiguousarray)
     word = WORDS[x.itemsize]
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(span,), strides=(x.itemsize,))
     out = np.empty(desc.output_tensor.sizes, dtype=x.dtype)
     NumpyBackend().prepare(plan, src, out.view(word).reshape(-1))()
     return out
-
-
-def output_count(desc) -> int:
-    return math.prod(desc.output_tensor.sizes)

@@ -311,7 +311,6 @@ class Device:
 
     def _prepare(self, compiled: CompiledOperator, inputs, outputs):
         plan = compiled.plan
-        (t_in,), (t_out,) = compiled.input_tensors, compiled.output_tensors
         b_in = inputs[0] if inputs[0] is not None else compiled._owned[0]
         if b_in is None:
             raise BindingError(f"{compiled.desc.OPERATOR}: input 0 is OWNED_BY_DML; call "

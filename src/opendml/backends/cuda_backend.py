@@ -197,19 +197,11 @@ def _unfold_launch(plan: UnfoldPlan, src_ptr: int, dst_ptr: int):
 def run_array(x, make_desc):
     """``dml.slice``/``slice1``/``unfold`` on a CuPy array (any strides)."""
     cupy = _cupy()
-    from ..api import array_layout, logical_desc
+    from ..api import array_plan
     from ..backends import get_backend
-    desc = make_desc(logical_desc(x.dtype, x.shape))
-    layout = array_layout(x.shape, x.strides, x.itemsize)
-    if layout is None:
-        x = cupy.ascontiguousarray(x)
-        layout = array_layout(x.shape, x.strides, x.itemsize)
-    strides, origin = layout
-    low = x[tuple(slice(None, None, -1) if t < 0 else slice(None) for t in strides)]
-    span = sum((n - 1) * abs(t) for n, t in zip(x.shape, strides)) + 1
+    desc, plan, low, span = array_plan(x, make_desc, cupy.ascontiguousarray)
     word = _NUMPY_WORD[x.itemsize]
     src = cupy.ndarray((span,), dtype=word, memptr=low.data)
     out = cupy.empty(desc.output_tensor.sizes, dtype=x.dtype)
-    backend = get_backend(f"cuda:{x.device.id}")
-    backend.prepare(desc.lower(in_strides=strides, in_offset=origin), src, out.view(word).reshape(-1))()
+    get_backend(f"cuda:{x.device.id}").prepare(plan, src, out.view(word).reshape(-1))()
     return out
