@@ -129,12 +129,13 @@ def array_plan(x, make_desc, ascontiguous):
 
 
 def _run_numpy(x: np.ndarray, make_desc):
-    from .backends.numpy_backend import WORDS, NumpyBackend
+    from .backends import get_backend
+    from .backends.numpy_backend import WORDS
     if x.dtype.byteorder == ">" or (x.dtype.byteorder == "=" and not np.little_endian):
         x = x.astype(x.dtype.newbyteorder("<"))
     desc, plan, low, span = array_plan(x, make_desc, np.ascontiguousarray)
     word = WORDS[x.itemsize]
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(span,), strides=(x.itemsize,))
     out = np.empty(desc.output_tensor.sizes, dtype=x.dtype)
-    NumpyBackend().prepare(plan, src, out.view(word).reshape(-1))()
+    get_backend("cpu").prepare(plan, src, out.view(word).reshape(-1))()
     return out

@@ -213,9 +213,12 @@ def cmd_validate(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from .backends import cuda_status
+    from .backends import cuda_status, get_backend
     print(f"opendml {__version__} (Python {sys.version.split()[0]}, NumPy {np.__version__})")
-    print(f"backend cpu: available (NumPy {np.__version__})")
+    cpu = get_backend("cpu")
+    kernels = ("compiled kernels, " + str(cpu.threads) + " threads") if cpu.kernels == "compiled" \
+        else "NumPy kernels (compiled kernels not installed or OPENDML_CPU_KERNELS=numpy)"
+    print(f"backend cpu: available ({kernels})")
     ok, what = cuda_status()
     print(f"backend cuda: {'available: ' + what if ok else 'unavailable (' + what + ')'}")
     print("feature levels: " + ", ".join(level.label for level in FeatureLevel))

@@ -1,14 +1,21 @@
-"""CPU backend: plans become NumPy strided views and ``np.copyto`` calls.
+"""CPU backend.
 
-Data is copied as unsigned words of the element's size, never as values, so
-every bit pattern (float16 NaN payloads, negative zero) survives exactly.
-Views are built once per binding (``prepare``) and replayed by ``execute``,
-which keeps a dispatch to a single call per copy.
+Plans run through opendml's compiled kernels (``_cpu_kernels.c``: strided copy
+and UNFOLD gather, split over the CPU's cores with the GIL released) when the
+extension was built at install time, and otherwise through NumPy strided views
+and ``np.copyto``. Both move unsigned words of the element's size, never
+values, so every bit pattern (float16 NaN payloads, negative zero) survives
+exactly, and both give identical results (the tests run both). Setting
+``OPENDML_CPU_KERNELS=numpy`` in the environment selects the NumPy path.
+
+Everything a dispatch needs (views, or addresses and a packed parameter block)
+is built once per binding (``prepare``) and replayed by ``execute``.
 """
 from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -18,6 +25,30 @@ from ..plan import CopyPlan, UnfoldPlan
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 ALIGNMENT = 64
 
+#: Work below this many bytes moved runs on the calling thread only.
+THREAD_GRAIN = 1 << 20
+#: UNFOLD reads along the innermost block dimension with a larger byte step
+#: than this in column tiles across all window rows (see _cpu_kernels.c).
+TILE_STRIDE = 64
+TILE_COLUMNS = 256
+
+
+def _load_native():
+    if os.environ.get("OPENDML_CPU_KERNELS", "").strip().lower() == "numpy":
+        return None
+    try:
+        from . import _cpu_kernels
+    except ImportError:
+        return None
+    return _cpu_kernels
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
 
 def _view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
     """Element view of ``flat`` (1-D, word dtype) at element ``offset``."""
@@ -26,7 +57,30 @@ def _view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
 
 
 class NumpyBackend:
+    """``native``: use the compiled kernels (None: where they are installed)."""
+
     name = "cpu"
+
+    def __init__(self, native: bool | None = None, threads: int | None = None, grain: int = THREAD_GRAIN,
+                 tile_stride: int = TILE_STRIDE, tile_columns: int = TILE_COLUMNS, merge: bool = True):
+        mod = _load_native() if native is not False else None
+        if native and mod is None:
+            raise ImportError("opendml's compiled CPU kernels are not installed "
+                              "(reinstall with a C compiler present, and OPENDML_CPU_KERNELS unset)")
+        self._native = mod
+        self.threads = threads or _cpu_count()
+        self.grain = grain
+        self.tile_stride = tile_stride
+        self.tile_columns = tile_columns
+        self.merge = merge
+
+    @property
+    def kernels(self) -> str:
+        """Which CPU kernels run plans: 'compiled' or 'numpy'."""
+        return "compiled" if self._native is not None else "numpy"
+
+    def _threads(self, nbytes: int) -> int:
+        return int(max(1, min(self.threads, nbytes // self.grain)))
 
     # -- memory ----------------------------------------------------------------
     def allocate(self, nbytes: int) -> np.ndarray:
@@ -53,10 +107,57 @@ class NumpyBackend:
         """Return a callable that runs ``plan`` from ``src`` into ``dst`` (1-D word
         arrays whose element 0 is the plan's origin)."""
         if isinstance(plan, CopyPlan):
+            if self._native is not None:
+                return self._native_copy(plan, src, dst)
             return _prepare_copy(plan, src, dst)
         if isinstance(plan, UnfoldPlan):
+            if self._native is not None:
+                return self._native_unfold(plan, src, dst)
             return _prepare_unfold(plan, src, dst)
         raise TypeError(f"unknown plan {type(plan).__name__}")
+
+
+    def _native_copy(self, plan: CopyPlan, src, dst):
+        p = plan.canonical()
+        es = p.element_size
+        params = np.array([es, len(p.sizes), *p.sizes, *(t * es for t in p.out_strides),
+                           *(t * es for t in p.in_strides)], dtype=np.int64).tobytes()
+        d_addr = dst.ctypes.data + p.out_offset * dst.itemsize
+        s_addr = src.ctypes.data + p.in_offset * src.itemsize
+        threads = self._threads(2 * p.count * es)
+        kernel = self._native.copy
+
+        def run(keep=(src, dst)):
+            kernel(d_addr, s_addr, params, threads)
+        return run
+
+    def _native_unfold(self, plan: UnfoldPlan, src, dst):
+        es = plan.element_size
+        D = len(plan.window)
+        inner_step = abs(plan.strides[-1] * plan.in_strides[-1]) * es
+        mode = 1 if inner_step > self.tile_stride and math.prod(plan.window) > 1 else 0
+        # trailing block dimensions that walk the input as one (see the C source)
+        merge = 1
+        if mode == 0 and self.merge:
+            step = [plan.strides[d] * plan.in_strides[2 + d] for d in range(D)]
+            while merge < D and step[D - merge - 1] == plan.blocks[D - merge] * step[D - merge] \
+                    and all(s > 0 for s in step[D - merge - 1:]):
+                merge += 1
+        on, orow, ocol = plan.out_strides
+        head = [es, D, plan.batch, plan.channels, mode, self.tile_columns,
+                on * es, orow * es, ocol * es, plan.in_strides[0] * es, plan.in_strides[1] * es, merge]
+        for d in range(D):
+            head += [plan.spatial[d], plan.in_strides[2 + d] * es, plan.window[d], plan.strides[d],
+                     plan.dilations[d], plan.start_padding[d], plan.blocks[d]]
+        params = np.array(head, dtype=np.int64).tobytes()
+        d_addr = dst.ctypes.data + plan.out_offset * dst.itemsize
+        s_addr = src.ctypes.data + plan.in_offset * src.itemsize
+        threads = self._threads(plan.out_count * es)
+        kernel = self._native.unfold
+
+        def run(keep=(src, dst)):
+            kernel(d_addr, s_addr, params, threads)
+        return run
 
 
 def _prepare_copy(plan: CopyPlan, src, dst):
