@@ -113,7 +113,7 @@ class UnfoldPlan:
         the input: ``0 <= b*stride + k*dilation - start_padding < size``."""
         shift = k * self.dilations[d] - self.start_padding[d]
         st = self.strides[d]
-        lo = (-shift + st - 1) // st if shift < 0 else 0
+        lo = min(self.blocks[d], (-shift + st - 1) // st if shift < 0 else 0)
         last = self.spatial[d] - 1 - shift          # highest b*st allowed
         hi = min(self.blocks[d], last // st + 1) if last >= 0 else 0
         return lo, max(lo, hi)

@@ -113,3 +113,25 @@ def test_kernels_can_be_forced_to_numpy(monkeypatch):
 @needs_native
 def test_compiled_kernels_are_the_default_where_built():
     assert NumpyBackend().kernels == "compiled"
+
+
+@pytest.mark.parametrize("kernels", ["compiled", "numpy"])
+def test_window_element_entirely_in_padding_writes_only_its_column(kernels, monkeypatch):
+    # Found by Hypothesis: window element 0 lies two blocks into the padding of
+    # a one-block output; the NumPy path zeroed two columns, one past the row.
+    from opendml import backends
+    if kernels == "compiled" and not native_available():
+        pytest.skip("the compiled CPU kernels are not installed")
+    monkeypatch.setitem(backends._BACKENDS, "cpu", NumpyBackend(native=kernels == "compiled"))
+    desc = dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [1, 1, 1, 1, 1]),
+                                  dml.TensorDesc(dml.DataType.FLOAT32, [1, 2, 1], [4, 2, 1]),
+                                  [2, 1, 1], [1, 1, 1], [2, 1, 1], [2, 0, 0], [0, 0, 0])
+    dev = dml.Device("cpu")
+    c = dev.compile_operator(dev.create_operator(desc))
+    ib, ob = dev.upload(np.array([7.0], np.float32)), dev.create_buffer(16)
+    ob.write(np.full(4, 9.0, np.float32))
+    t = dev.create_binding_table(c)
+    t.bind_inputs([dml.BufferBinding(ib)])
+    t.bind_outputs([dml.BufferBinding(ob)])
+    dev.execute(c, t)
+    assert ob.read().view(np.float32).tolist() == [0.0, 9.0, 7.0, 9.0]

@@ -443,6 +443,7 @@ static PyObject *py_unfold(PyObject *self, PyObject *args) {
             int64_t lastpos = j.size[d] - 1 - shift;
             int64_t hi = lastpos >= 0 ? lastpos / st + 1 : 0;
             if (hi > j.blocks[d]) hi = j.blocks[d];
+            if (lo > j.blocks[d]) lo = j.blocks[d];
             if (hi < lo) hi = lo;
             j.lo[d][k] = lo; j.hi[d][k] = hi;
         }
