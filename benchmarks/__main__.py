@@ -49,6 +49,24 @@ def timer_cuda(cupy, fn, reps=10, rounds=5):
     return statistics.median(times)
 
 
+def peak_ratio(fn, out_bytes):
+    """Peak traced host memory during one call, over the output's size (NumPy
+    and PyTorch CPU allocations are both visible to tracemalloc)."""
+    import gc
+    import tracemalloc
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        r = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+        del r
+    finally:
+        tracemalloc.stop()
+    return peak / out_bytes
+
+
 def to_numpy(a):
     mod = type(a).__module__.split(".")[0]
     if mod == "cupy":
@@ -104,6 +122,22 @@ def run(device: str, quick: bool, out_dir: pathlib.Path):
             entry["peers"][name] = {"s": tp, "GBps": w.useful_bytes / tp / 1e9, "agrees": bool(agree)}
         best = min((p["s"] for p in entry["peers"].values()), default=None)
         entry["vs_best_peer"] = best / t_ours if best else None
+        if w.desc is not None:
+            from benchmarks.workloads import bound_call
+            call, read = bound_call(device, w.desc, w.x)
+            call()
+            got = np.asarray(read())
+            entry["bound_agrees"] = bool(got.tobytes() == np.ascontiguousarray(want).tobytes())
+            t_b = timer(call)
+            entry["bound_s"] = t_b
+            entry["bound_GBps"] = w.useful_bytes / t_b / 1e9
+            entry["bound_copy_ratio"] = (w.useful_bytes / t_b) / copy_bw
+            del call, read, got
+        if w.peak_memory and device == "cpu":
+            entry["peak_ratio"] = peak_ratio(w.opendml, want.nbytes)
+            for name, fn in w.peers.items():
+                if name.startswith("numpy"):   # PyTorch's allocator is invisible to tracemalloc
+                    entry["peers"][name]["peak_ratio"] = peak_ratio(fn, want.nbytes)
         rows.append(entry)
         del ours, want
     # dispatch latency
@@ -135,15 +169,27 @@ def device_name(device):
 
 
 def table(res) -> str:
+    """Columns: the array API call (allocates its output, like every peer) with
+    its speed against each peer (peer time / opendml time); the compiled
+    operator on buffers bound once (no allocation, like the plain copy) as a
+    fraction of copy bandwidth; peak memory of the call over its output size."""
     lines = [f"device: {res['device_name']}  ({res['date']}, NumPy {res['numpy']}, PyTorch {res['torch']})",
              f"{res['copy_name']}: {res['copy_GBps']:.1f} GB/s", "",
-             f"{'workload':34s} {'opendml ms':>10s} {'GB/s':>7s} {'x best peer':>11s} {'x copy':>7s}  peers (GB/s, agree)"]
+             f"{'workload':31s} {'ms':>8s} {'GB/s':>7s} {'x best':>6s} {'bound GB/s':>10s} {'x copy':>6s} "
+             f"{'peak':>5s}  peers: GB/s (opendml speed-up)"]
     for r in res["rows"]:
-        peers = ", ".join(f"{k} {v['GBps']:.1f}{'' if v['agrees'] else ' DIFFERS'}" for k, v in r["peers"].items())
+        peers = ", ".join(
+            f"{k} {v['GBps']:.1f} ({v['s'] / r['opendml_s']:.2f}x){'' if v['agrees'] else ' DIFFERS'}"
+            + (f" peak {v['peak_ratio']:.2f}" if "peak_ratio" in v else "")
+            for k, v in r["peers"].items())
         vs = f"{r['vs_best_peer']:.2f}" if r["vs_best_peer"] else "-"
-        lines.append(f"{r['workload']:34s} {r['opendml_s'] * 1e3:10.3f} {r['opendml_GBps']:7.1f} {vs:>11s} "
-                     f"{r['copy_ratio']:7.2f}  {peers}")
-    lines.append(f"{res['dispatch']['workload']:34s} {res['dispatch']['us']:10.2f}")
+        bound = f"{r['bound_GBps']:10.1f} {r['bound_copy_ratio']:6.2f}" if "bound_GBps" in r else f"{'-':>10s} {'-':>6s}"
+        if "bound_agrees" in r and not r["bound_agrees"]:
+            bound += " DIFFERS"
+        peak = f"{r['peak_ratio']:5.2f}" if "peak_ratio" in r else f"{'-':>5s}"
+        lines.append(f"{r['workload']:31s} {r['opendml_s'] * 1e3:8.3f} {r['opendml_GBps']:7.1f} {vs:>6s} "
+                     f"{bound} {peak}  {peers}")
+    lines.append(f"{res['dispatch']['workload']}: {res['dispatch']['us']:.2f}")
     return "\n".join(lines)
 
 

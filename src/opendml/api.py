@@ -128,6 +128,11 @@ def array_plan(x, make_desc, ascontiguous):
     return desc, desc.lower(in_strides=strides, in_offset=origin), low, span
 
 
+#: Fresh outputs this large are faulted in by the calling thread before a
+#: threaded CPU kernel writes them (see _run_numpy).
+PREFAULT_BYTES = 4 << 20
+
+
 def _run_numpy(x: np.ndarray, make_desc):
     from .backends import get_backend
     from .backends.numpy_backend import WORDS
@@ -137,5 +142,11 @@ def _run_numpy(x: np.ndarray, make_desc):
     word = WORDS[x.itemsize]
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(span,), strides=(x.itemsize,))
     out = np.empty(desc.output_tensor.sizes, dtype=x.dtype)
-    get_backend("cpu").prepare(plan, src, out.view(word).reshape(-1))()
+    backend = get_backend("cpu")
+    if out.nbytes >= PREFAULT_BYTES and backend.threads > 1:
+        # Fault the fresh output's pages in from this thread first: on Linux,
+        # threads faulting in one new (huge-page advised) mapping at once can
+        # stall each other for tens of milliseconds; the copy is then threaded.
+        out.reshape(-1).view(np.uint8)[::4096] = 0
+    backend.prepare(plan, src, out.view(word).reshape(-1))()
     return out
