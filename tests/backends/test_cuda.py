@@ -26,10 +26,15 @@ def test_kernels_compile_with_nvcc(tmp_path):
 def run_word_plan_on_cpu(plan, src):
     """Execute the widened plan with NumPy, reversing elements inside words
     where the kernel would: must equal the element-wise plan."""
-    w, rev, wp = word_plan(plan, 0, 0)
+    w, rev, pick, wp = word_plan(plan, 0, 0, src.nbytes // plan.element_size)
     words = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.dtype((np.void, 16))}[w]
     out = np.zeros(plan.count * plan.element_size, np.uint8)
-    if w == 16:  # NumPy has no 16-byte integer: copy 16-byte records
+    if pick:  # word i of the kernel's input: the even elements of 16-byte words i and i + 1
+        b = src.view(np.uint8)
+        pairs = np.lib.stride_tricks.sliding_window_view(b, 32)[::16]
+        picked = np.ascontiguousarray(pairs.reshape(len(pairs), 16 // pick, 2, pick)[:, :, 0, :]).reshape(-1)
+        _prepare_copy(wp, picked.view(np.dtype("V16")), out.view(np.dtype("V16")))()
+    elif w == 16:  # NumPy has no 16-byte integer: copy 16-byte records
         s16 = src.view(np.uint8).view(np.dtype("V16"))
         d16 = out.view(np.dtype("V16"))
         _prepare_copy(wp, s16, d16)()
@@ -58,8 +63,19 @@ def test_word_plan_equals_element_plan(es, case):
                   want.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]))()
     w, got = run_word_plan_on_cpu(plan, src)
     assert np.array_equal(got, want)
-    if case in ("window", "reverse"):
+    if case in ("window", "reverse", "strided"):
         assert w == 16  # the hot cases are widened to 16-byte words
+
+
+@pytest.mark.parametrize("es", [1, 2, 4, 8])
+def test_stride_two_pairs_never_read_past_the_bound_range(es):
+    # The last run ends on the buffer's last element: its pair would read one
+    # element past it, so the plan must stay element-wise.
+    f = 16 // es
+    plan = CopyPlan(es, (3, 2 * f), 0, (4 * f, 2), 0, (2 * f, 1))
+    hi = plan.in_span[1]
+    assert word_plan(plan, 0, 0, hi + 1)[2] == 0
+    assert word_plan(plan, 0, 0, hi + 2)[2] == es
 
 
 @needs_cuda
@@ -120,3 +136,30 @@ def test_large_device_flow_matches_numpy(dtype):
         dev.execute(c, tb)
         outs.append(ob.read(desc.output_tensor))
     assert outs[0].tobytes() == outs[1].tobytes()
+
+
+SPECIAL = [
+    # stride-2 innermost dimensions read as 16-byte pairs (every element size)
+    ("slice", "int8", (2, 3, 16, 64), ([0, 0, 0, 0], [2, 3, 16, 64], [1, 1, 2, 2])),
+    ("slice", "float16", (2, 3, 16, 64), ([0, 1, 2, 0], [2, 2, 14, 64], [1, 1, 2, 2])),
+    ("slice", "float32", (4, 8, 40), ([0, 0, 8], [4, 8, 32], [1, 3, 2])),
+    ("slice", "float64", (5, 36), ([0, 0], [5, 36], [1, 2])),
+    ("slice1", "float32", (3, 64), ([0, 0], [3, 64], [-1, 2])),
+    # 1-D unfolds through the shared-memory tile: framing, dilation, padding, odd sizes
+    ("unfold", "float32", (3, 2, 5000), ([1024], [256], [1], [0], [0])),
+    ("unfold", "float16", (2, 3, 999), ([40], [9], [2], [7], [5])),
+    ("unfold", "int8", (1, 1, 777), ([33], [31], [1], [40], [3])),
+    ("unfold", "float64", (2, 1, 300), ([8], [8], [3], [0], [9])),
+]
+
+
+@needs_cuda
+@pytest.mark.cuda
+@pytest.mark.parametrize("op, dtype, shape, args", SPECIAL, ids=lambda v: str(v) if isinstance(v, str) else None)
+def test_special_paths_match_the_cpu(op, dtype, shape, args):
+    import cupy
+    x = np.random.default_rng(3).integers(-100, 100, size=shape).astype(dtype)
+    fn = {"slice": dml.slice, "slice1": dml.slice1, "unfold": dml.unfold}[op]
+    got = fn(cupy.asarray(x), *args)
+    assert isinstance(got, cupy.ndarray)
+    assert got.get().tobytes() == fn(x, *args).tobytes()

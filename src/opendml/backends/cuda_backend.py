@@ -19,6 +19,9 @@ from ..spec.errors import UnsupportedError
 KERNELS = pathlib.Path(__file__).with_name("kernels") / "opendml_kernels.cu"
 THREADS = 256
 PARAM_CACHE = 512  # uploaded parameter arrays kept per device
+#: 1-D UNFOLDs whose neighbouring blocks lie at least this many elements apart
+#: in the input go through the shared-memory tile (unfold1d_tile).
+TILE_MIN_STEP = 8
 
 
 def items_per_thread(word_bytes: int) -> int:
@@ -117,7 +120,7 @@ class CudaBackend:
     def prepare(self, plan, src, dst):
         with self.device:
             if isinstance(plan, CopyPlan):
-                name, params, grid, s_ptr, d_ptr = _copy_launch(plan, src.data.ptr, dst.data.ptr)
+                name, params, grid, s_ptr, d_ptr = _copy_launch(plan, src.data.ptr, dst.data.ptr, src.size)
             elif isinstance(plan, UnfoldPlan):
                 name, params, grid, s_ptr, d_ptr = _unfold_launch(plan, src.data.ptr, dst.data.ptr)
             else:
@@ -140,36 +143,49 @@ def _index_type(count: int, items: int = 16) -> str:
     return "u32" if count + THREADS * items < 2**32 else "u64"
 
 
-def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int):
+def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
     """Widen the copy to the largest word (up to 16 bytes) that the innermost
     dimension, every offset, stride and pointer allow; a negative innermost
     stride becomes a reversed word copy with the elements reversed inside each
-    word. Returns (word bytes, reversed element size or 0, plan in words)."""
+    word; a stride-2 innermost dimension becomes 16-byte output words picked
+    from pairs of 16-byte input words, when the element after the plan's last
+    read is still inside the ``src_len`` bound elements (the pair's unused
+    tail). Returns (word bytes, reversed element size or 0, picked element
+    size or 0, plan in words)."""
     p = plan.canonical()
     es = p.element_size
     L, inner_in, inner_out = p.sizes[-1], p.in_strides[-1], p.out_strides[-1]
+    outer_ok = lambda f: all(t % f == 0 for t in p.in_strides[:-1] + p.out_strides[:-1])  # noqa: E731
+    if inner_out == 1 and inner_in == 2 and es < 16:
+        f = 16 // es
+        if (L % f == 0 and p.in_offset % f == 0 and p.out_offset % f == 0 and src_ptr % 16 == 0
+                and dst_ptr % 16 == 0 and outer_ok(f) and p.in_span[1] + 1 < src_len):
+            wp = CopyPlan(16, p.sizes[:-1] + (L // f,), p.in_offset // f,
+                          tuple(t // f for t in p.in_strides[:-1]) + (2,),
+                          p.out_offset // f, tuple(t // f for t in p.out_strides[:-1]) + (1,))
+            return 16, 0, es, wp
     if inner_out != 1 or abs(inner_in) != 1:
-        return es, 0, p
+        return es, 0, 0, p
     low = p.in_offset - (L - 1 if inner_in < 0 else 0)  # lowest element of a run at index 0
     for w in (16, 8, 4, 2):
         f = w // es
         if f <= 1:
             break
         if (L % f == 0 and low % f == 0 and p.out_offset % f == 0 and src_ptr % w == 0 and dst_ptr % w == 0
-                and all(t % f == 0 for t in p.in_strides[:-1] + p.out_strides[:-1])):
+                and outer_ok(f)):
             first = low // f if inner_in > 0 else low // f + L // f - 1
             wp = CopyPlan(w, p.sizes[:-1] + (L // f,), first, tuple(t // f for t in p.in_strides[:-1]) + (inner_in,),
                           p.out_offset // f, tuple(t // f for t in p.out_strides[:-1]) + (1,))
-            return w, (es if inner_in < 0 else 0), wp
-    return es, 0, p
+            return w, (es if inner_in < 0 else 0), 0, wp
+    return es, 0, 0, p
 
 
-def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int):
-    w, rev, p = word_plan(plan, src_ptr, dst_ptr)
+def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int):
+    w, rev, pick, p = word_plan(plan, src_ptr, dst_ptr, src_len)
     count = p.count
     nd = len(p.sizes)
     items = items_per_thread(w)
-    name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count, items)}, {items}>"
+    name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count, items)}, {items}, {pick}>"
     params = [count, p.in_offset, p.out_offset, *p.sizes, *p.in_strides, *p.out_strides]
     grid = (math.ceil(count / (THREADS * items)),)
     return name, params, grid, src_ptr, dst_ptr
@@ -188,6 +204,10 @@ def _unfold_launch(plan: UnfoldPlan, src_ptr: int, dst_ptr: int):
     for d in range(D):
         params += [plan.spatial[d], plan.window[d], plan.strides[d], plan.dilations[d],
                    plan.start_padding[d], plan.blocks[d], sp_s[d]]
+    tiles = plan.batch * plan.channels * math.ceil(plan.window[0] / 32) * math.ceil(B / 32)
+    if D == 1 and abs(plan.strides[0] * sp_s[0]) >= TILE_MIN_STEP and plan.window[0] >= 8 and tiles < 2**31:
+        index = _index_type(max(tiles, plan.batch * plan.channels * plan.window[0], B) * 32)
+        return f"unfold1d_tile<{_SCALAR[es]}, {index}>", params, (tiles,), src_ptr, dst_ptr
     name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}, {r}>"
     return name, params, (math.ceil(slots / THREADS),), src_ptr, dst_ptr
 

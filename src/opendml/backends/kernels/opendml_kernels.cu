@@ -34,11 +34,24 @@ template <int ES> __device__ __forceinline__ uint4 rev_word(uint4 v) {
 }
 template <int ES> __device__ __forceinline__ u8 rev_word(u8 x) { return x; }
 
+// The even elements (size ES) of the 32 bytes a, b: a stride-2 innermost
+// dimension read as two 16-byte words per 16-byte output word.
+template <int ES> __device__ __forceinline__ uint4 pick_even(uint4 a, uint4 b) {
+    if (ES == 8) return make_uint4(a.x, a.y, b.x, b.y);
+    if (ES == 4) return make_uint4(a.x, a.z, b.x, b.z);
+    constexpr unsigned sel = ES == 2 ? 0x5410 : 0x6420;
+    return make_uint4(__byte_perm(a.x, a.y, sel), __byte_perm(a.z, a.w, sel),
+                      __byte_perm(b.x, b.y, sel), __byte_perm(b.z, b.w, sel));
+}
+
 // out[o0 + sum(c*os)] = in[i0 + sum(c*is)] over NDIM dimensions, in words of W.
+// PICK (an element size, W = uint4 only): each output word is the even
+// elements of the two input words at in[...] and in[... + 1]; the host uses it
+// only where the word after a run's last needed element is still bound.
 // p = {count, in_offset, out_offset, size[NDIM], in_stride[NDIM], out_stride[NDIM]}.
 // ITEMS words per thread, all loads issued before the first store: small
 // words (int8 / float16 with a non-unit stride) need more of them in flight.
-template <typename W, int NDIM, int REV, typename I, int ITEMS>
+template <typename W, int NDIM, int REV, typename I, int ITEMS, int PICK>
 __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W* __restrict__ dst,
                                                     const i64* __restrict__ p) {
     const I count = (I)p[0];
@@ -65,7 +78,10 @@ __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W
     W v[ITEMS];
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j)  // all loads in flight before the first store
-        if (first + (I)j * (I)blockDim.x < count) v[j] = src[io[j]];
+        if (first + (I)j * (I)blockDim.x < count) {
+            if constexpr (PICK != 0) v[j] = pick_even<PICK>(src[io[j]], src[io[j] + 1]);
+            else v[j] = src[io[j]];
+        }
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j)
         if (first + (I)j * (I)blockDim.x < count) dst[oo[j]] = REV ? rev_word<REV>(v[j]) : v[j];
@@ -149,14 +165,64 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
     }
 }
 
+// UNFOLD in 1-D where neighbouring columns lie far apart in the input
+// (framing: window 1024, stride 256): a block transposes a tile of 32 window
+// elements x 32 blocks through shared memory, reading along the window (input
+// contiguous for dilation 1) and writing along the blocks (output contiguous),
+// so both sides are coalesced. Blocks are ordered window tile fastest: the
+// tiles that read the same input (k and k + stride/dilation) run together.
+// p as unfold_gather with D = 1 (p[0] unused).
+template <typename T, typename I>
+__global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, T* __restrict__ dst,
+                                                     const i64* __restrict__ p) {
+    __shared__ T tile[32][33];
+    const I K = (I)p[5], B = (I)p[6], C = (I)p[4];
+    const I ktiles = (K + 31) / 32, btiles = (B + 31) / 32;
+    I t = (I)blockIdx.x;
+    const I kt = t % ktiles;
+    t /= ktiles;
+    const I bt = t % btiles;
+    const I nc = t / btiles;
+    const I n = nc / C, c = nc - n * C;
+    const i64 size = p[12], st = p[14], dil = p[15], pad = p[16], is = p[18];
+    const i64 in0 = p[1] + (i64)n * p[10] + (i64)c * p[11];
+    const I k0 = kt * 32, b0 = bt * 32;
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int bl = ty + 8 * i;
+        const I b = b0 + (I)bl, k = k0 + (I)tx;
+        T v = (T)0;
+        if (b < B && k < K) {
+            const i64 pos = (i64)b * st + (i64)k * dil - pad;
+            if (pos >= 0 && pos < size) v = src[in0 + pos * is];
+        }
+        tile[bl][tx] = v;
+    }
+    __syncthreads();
+    const i64 out0 = p[2] + (i64)n * p[7] + (i64)c * (i64)K * p[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int kl = ty + 8 * i;
+        const I k = k0 + (I)kl, b = b0 + (I)tx;
+        if (b < B && k < K) dst[out0 + (i64)k * p[8] + (i64)b * p[9]] = tile[tx][kl];
+    }
+}
+
 #ifdef OPENDML_INSTANTIATE
 // For `nvcc -c` syntax checks on machines without a GPU (tests/backends).
-template __global__ void strided_copy<uint4, 3, 1, u32, 4>(const uint4*, uint4*, const i64*);
-template __global__ void strided_copy<uint4, 8, 8, u64, 4>(const uint4*, uint4*, const i64*);
-template __global__ void strided_copy<u64, 2, 2, u32, 4>(const u64*, u64*, const i64*);
-template __global__ void strided_copy<u32, 1, 0, u32, 4>(const u32*, u32*, const i64*);
-template __global__ void strided_copy<u16, 4, 1, u64, 8>(const u16*, u16*, const i64*);
-template __global__ void strided_copy<u8, 5, 0, u32, 16>(const u8*, u8*, const i64*);
+template __global__ void strided_copy<uint4, 3, 1, u32, 4, 0>(const uint4*, uint4*, const i64*);
+template __global__ void strided_copy<uint4, 8, 8, u64, 4, 0>(const uint4*, uint4*, const i64*);
+template __global__ void strided_copy<u64, 2, 2, u32, 4, 0>(const u64*, u64*, const i64*);
+template __global__ void strided_copy<u32, 1, 0, u32, 4, 0>(const u32*, u32*, const i64*);
+template __global__ void strided_copy<u16, 4, 1, u64, 8, 0>(const u16*, u16*, const i64*);
+template __global__ void strided_copy<u8, 5, 0, u32, 16, 0>(const u8*, u8*, const i64*);
+template __global__ void strided_copy<uint4, 3, 0, u32, 4, 4>(const uint4*, uint4*, const i64*);
+template __global__ void strided_copy<uint4, 2, 0, u64, 4, 1>(const uint4*, uint4*, const i64*);
+template __global__ void strided_copy<uint4, 4, 0, u32, 4, 2>(const uint4*, uint4*, const i64*);
+template __global__ void strided_copy<uint4, 1, 0, u32, 4, 8>(const uint4*, uint4*, const i64*);
+template __global__ void unfold1d_tile<u32, u32>(const u32*, u32*, const i64*);
+template __global__ void unfold1d_tile<u8, u64>(const u8*, u8*, const i64*);
 template __global__ void unfold_gather<u8, 1, u32, 1>(const u8*, u8*, const i64*);
 template __global__ void unfold_gather<u16, 2, u32, 1>(const u16*, u16*, const i64*);
 template __global__ void unfold_gather<u32, 3, u64, 2>(const u32*, u32*, const i64*);
