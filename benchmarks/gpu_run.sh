@@ -5,6 +5,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD" HYPOTHESIS_STORAGE_DIRECTOR
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import cupy, torch, jax, numpy; print('cupy', cupy.__version__, 'torch', torch.__version__, 'jax', jax.__version__, 'numpy', numpy.__version__)"
+(python3 setup.py -q build_ext --inplace >/dev/null 2>&1 && echo "built CPU kernels") || echo "CPU kernels not built"
 python3 -m opendml.cli info
 python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -25
 python3 -m pytest -q -p no:cacheprovider -k cuda tests/test_properties.py tests/test_examples.py tests/test_device.py 2>&1 | tee "$OUT/gpu-props.log" | tail -25
