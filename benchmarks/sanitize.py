@@ -21,10 +21,10 @@ def main():
         dml.UnfoldOperatorDesc(T(I8, [1, 2, 5, 6, 7], dml.nhwc_strides([1, 2, 5, 6, 7])), None, [2, 3, 2], [1, 2, 3], [1, 1, 2], [1, 1, 1], [1, 1, 1]),
         dml.UnfoldOperatorDesc(T(F64, [2, 1, 4097]), None, [1024], [256], [1], [0], [0]),
         dml.UnfoldOperatorDesc(T(F16, [2, 3, 999]), None, [40], [9], [2], [7], [5]),
-        # stride 2 read in 16-byte pairs up to the buffer's last element, and a
-        # layout whose pair would pass it (must stay element-wise)
-        dml.SliceOperatorDesc(T(F16, [2, 4, 32]), None, [0, 0, 0], [2, 4, 32], [1, 1, 2]),
-        dml.SliceOperatorDesc(T(F64, [2, 7], [8, 1]), None, [0, 0], [2, 7], [1, 2]),
+        # stride 2 read in 16-byte words up to the buffer's last element, and a
+        # layout whose last word would pass it (must stay element-wise)
+        dml.SliceOperatorDesc(T(F16, [2, 4, 32]), None, [0, 0, 0], [2, 4, 16], [1, 1, 2]),
+        dml.SliceOperatorDesc(T(F64, [2, 7], [8, 1]), None, [0, 0], [2, 4], [1, 2]),
     ]
     dev, cpu = dml.Device("cuda"), dml.Device("cpu")
     for desc in cases:

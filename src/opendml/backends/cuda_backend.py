@@ -147,23 +147,25 @@ def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
     """Widen the copy to the largest word (up to 16 bytes) that the innermost
     dimension, every offset, stride and pointer allow; a negative innermost
     stride becomes a reversed word copy with the elements reversed inside each
-    word; a stride-2 innermost dimension becomes 16-byte output words picked
-    from pairs of 16-byte input words, when the element after the plan's last
-    read is still inside the ``src_len`` bound elements (the pair's unused
-    tail). Returns (word bytes, reversed element size or 0, picked element
-    size or 0, plan in words)."""
+    word; a stride-2 innermost dimension becomes 8-byte output words, each
+    the even elements of one 16-byte input word (input offsets and strides of
+    the returned plan then count 16-byte words), when the element after the
+    plan's last read is still inside the ``src_len`` bound elements (the
+    word's unused tail). Returns (output word bytes, reversed element size or
+    0, picked element size or 0, plan in words)."""
     p = plan.canonical()
     es = p.element_size
     L, inner_in, inner_out = p.sizes[-1], p.in_strides[-1], p.out_strides[-1]
     outer_ok = lambda f: all(t % f == 0 for t in p.in_strides[:-1] + p.out_strides[:-1])  # noqa: E731
-    if inner_out == 1 and inner_in == 2 and es < 16:
-        f = 16 // es
-        if (L % f == 0 and p.in_offset % f == 0 and p.out_offset % f == 0 and src_ptr % 16 == 0
-                and dst_ptr % 16 == 0 and outer_ok(f) and p.in_span[1] + 1 < src_len):
-            wp = CopyPlan(16, p.sizes[:-1] + (L // f,), p.in_offset // f,
-                          tuple(t // f for t in p.in_strides[:-1]) + (2,),
+    if inner_out == 1 and inner_in == 2:
+        f = 8 // es                       # output elements per 8-byte word
+        if (L % f == 0 and p.in_offset % (2 * f) == 0 and p.out_offset % f == 0 and src_ptr % 16 == 0
+                and dst_ptr % 8 == 0 and all(t % (2 * f) == 0 for t in p.in_strides[:-1])
+                and all(t % f == 0 for t in p.out_strides[:-1]) and p.in_span[1] + 1 < src_len):
+            wp = CopyPlan(8, p.sizes[:-1] + (L // f,), p.in_offset // (2 * f),
+                          tuple(t // (2 * f) for t in p.in_strides[:-1]) + (1,),
                           p.out_offset // f, tuple(t // f for t in p.out_strides[:-1]) + (1,))
-            return 16, 0, es, wp
+            return 8, 0, es, wp
     if inner_out != 1 or abs(inner_in) != 1:
         return es, 0, 0, p
     low = p.in_offset - (L - 1 if inner_in < 0 else 0)  # lowest element of a run at index 0

@@ -34,20 +34,20 @@ template <int ES> __device__ __forceinline__ uint4 rev_word(uint4 v) {
 }
 template <int ES> __device__ __forceinline__ u8 rev_word(u8 x) { return x; }
 
-// The even elements (size ES) of the 32 bytes a, b: a stride-2 innermost
-// dimension read as two 16-byte words per 16-byte output word.
-template <int ES> __device__ __forceinline__ uint4 pick_even(uint4 a, uint4 b) {
-    if (ES == 8) return make_uint4(a.x, a.y, b.x, b.y);
-    if (ES == 4) return make_uint4(a.x, a.z, b.x, b.z);
+// The even elements (size ES) of a 16-byte word, as 8 bytes: a stride-2
+// innermost dimension read with fully coalesced 16-byte loads.
+template <int ES> __device__ __forceinline__ u64 pick_even(uint4 a) {
+    if (ES == 8) return (u64)a.x | ((u64)a.y << 32);
+    if (ES == 4) return (u64)a.x | ((u64)a.z << 32);
     constexpr unsigned sel = ES == 2 ? 0x5410 : 0x6420;
-    return make_uint4(__byte_perm(a.x, a.y, sel), __byte_perm(a.z, a.w, sel),
-                      __byte_perm(b.x, b.y, sel), __byte_perm(b.z, b.w, sel));
+    return (u64)__byte_perm(a.x, a.y, sel) | ((u64)__byte_perm(a.z, a.w, sel) << 32);
 }
 
 // out[o0 + sum(c*os)] = in[i0 + sum(c*is)] over NDIM dimensions, in words of W.
-// PICK (an element size, W = uint4 only): each output word is the even
-// elements of the two input words at in[...] and in[... + 1]; the host uses it
-// only where the word after a run's last needed element is still bound.
+// PICK (an element size; W = u64 only): the input is read in 16-byte words
+// (offsets and strides in 16-byte units) and each 8-byte output word is the
+// even elements of one; the host uses it only where the element after a run's
+// last needed one (the word's unused tail) is still inside the bound range.
 // p = {count, in_offset, out_offset, size[NDIM], in_stride[NDIM], out_stride[NDIM]}.
 // ITEMS words per thread, all loads issued before the first store: small
 // words (int8 / float16 with a non-unit stride) need more of them in flight.
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j)  // all loads in flight before the first store
         if (first + (I)j * (I)blockDim.x < count) {
-            if constexpr (PICK != 0) v[j] = pick_even<PICK>(src[io[j]], src[io[j] + 1]);
+            if constexpr (PICK != 0) v[j] = pick_even<PICK>(reinterpret_cast<const uint4*>(src)[io[j]]);
             else v[j] = src[io[j]];
         }
 #pragma unroll
@@ -217,10 +217,10 @@ template __global__ void strided_copy<u64, 2, 2, u32, 4, 0>(const u64*, u64*, co
 template __global__ void strided_copy<u32, 1, 0, u32, 4, 0>(const u32*, u32*, const i64*);
 template __global__ void strided_copy<u16, 4, 1, u64, 8, 0>(const u16*, u16*, const i64*);
 template __global__ void strided_copy<u8, 5, 0, u32, 16, 0>(const u8*, u8*, const i64*);
-template __global__ void strided_copy<uint4, 3, 0, u32, 4, 4>(const uint4*, uint4*, const i64*);
-template __global__ void strided_copy<uint4, 2, 0, u64, 4, 1>(const uint4*, uint4*, const i64*);
-template __global__ void strided_copy<uint4, 4, 0, u32, 4, 2>(const uint4*, uint4*, const i64*);
-template __global__ void strided_copy<uint4, 1, 0, u32, 4, 8>(const uint4*, uint4*, const i64*);
+template __global__ void strided_copy<u64, 3, 0, u32, 4, 4>(const u64*, u64*, const i64*);
+template __global__ void strided_copy<u64, 2, 0, u64, 4, 1>(const u64*, u64*, const i64*);
+template __global__ void strided_copy<u64, 4, 0, u32, 4, 2>(const u64*, u64*, const i64*);
+template __global__ void strided_copy<u64, 1, 0, u32, 4, 8>(const u64*, u64*, const i64*);
 template __global__ void unfold1d_tile<u32, u32>(const u32*, u32*, const i64*);
 template __global__ void unfold1d_tile<u8, u64>(const u8*, u8*, const i64*);
 template __global__ void unfold_gather<u8, 1, u32, 1>(const u8*, u8*, const i64*);
