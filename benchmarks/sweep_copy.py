@@ -1,0 +1,54 @@
+"""Tuning aid (GPU): time the strided copy's variants (element words or
+16-byte picked words, words per thread) on the stride-2 SLICE workload."""
+import math
+
+import cupy
+import numpy as np
+
+import opendml as dml
+from opendml.backends import cuda_backend as cb
+from opendml.plan import CopyPlan
+
+
+def time_kernel(k, grid, args, reps=20):
+    k(grid, (cb.THREADS,), args)
+    a, b = cupy.cuda.Event(), cupy.cuda.Event()
+    a.record()
+    for _ in range(reps):
+        k(grid, (cb.THREADS,), args)
+    b.record()
+    b.synchronize()
+    return cupy.cuda.get_elapsed_time(a, b) / reps
+
+
+def main():
+    for dtype in ("int8", "float16", "float32", "float64"):
+        es = np.dtype(dtype).itemsize
+        n = 256 * 2**20 // (64 * 128 * 128 * es)
+        x = cupy.random.randint(0, 100, size=(n, 64, 128, 128)).astype(dtype)
+        desc = dml.SliceOperatorDesc(dml.TensorDesc(dml.DataType.from_numpy(x.dtype), x.shape), None,
+                                     [0] * 4, [n, 64, 64, 64], [1, 1, 2, 2])
+        plan = desc.lower()
+        out = cupy.empty(desc.output_tensor.sizes, dtype)
+        useful = 2 * out.nbytes
+        variants = []
+        w, rev, pick, wp = cb.word_plan(plan, x.data.ptr, out.data.ptr, x.size)
+        p = plan.canonical()
+        for items in (2, 4, 8, 16):
+            variants.append((f"element items={items}", es, 0, p, items))
+            if pick:
+                variants.append((f"pick items={items}", 8, pick, wp, items))
+        for label, word, pk, pl, items in variants:
+            count = pl.count
+            nd = len(pl.sizes)
+            name = f"strided_copy<{cb._SCALAR[word]}, {nd}, 0, {cb._index_type(count, items)}, {items}, {pk}>"
+            params = cupy.asarray([count, pl.in_offset, pl.out_offset, *pl.sizes, *pl.in_strides, *pl.out_strides],
+                                  dtype=cupy.int64)
+            grid = (math.ceil(count / (cb.THREADS * items)),)
+            ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
+            print(f"stride 2 {dtype} {label}: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s")
+        del x, out
+
+
+if __name__ == "__main__":
+    main()
