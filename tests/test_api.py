@@ -83,3 +83,27 @@ def test_unfold_matches_torch_f_unfold(seed):
     want = torch.nn.functional.unfold(x, (kh, kw), dilation=(dh, dw), padding=(ph, pw), stride=(sh, sw))
     got = dml.unfold(x, [kh, kw], [sh, sw], [dh, dw], [ph, pw], [ph, pw])
     assert torch.equal(got, want)
+
+
+def test_repeated_calls_reuse_the_validated_plan_and_still_reject_bad_ones():
+    from opendml import api
+    x = np.arange(2 * 3 * 8 * 8, dtype=np.float32).reshape(2, 3, 8, 8)
+    api._PLANS.clear()
+    first = dml.slice1(x, [0, 0, 1, 0], [2, 3, 6, 8], [1, -1, 2, -3])
+    assert len(api._PLANS) == 1
+    again = dml.slice1(x, [0, 0, 1, 0], [2, 3, 6, 8], [1, -1, 2, -3])
+    assert len(api._PLANS) == 1 and np.array_equal(first, again)
+    # same arguments on another layout or dtype: another plan, right answer
+    xt = np.asfortranarray(x)
+    assert np.array_equal(dml.slice1(xt, [0, 0, 1, 0], [2, 3, 6, 8], [1, -1, 2, -3]), first)
+    assert np.array_equal(dml.slice1(x.astype(np.int16), [0, 0, 1, 0], [2, 3, 6, 8], [1, -1, 2, -3]),
+                          first.astype(np.int16))
+    assert len(api._PLANS) == 3
+    # an int and a one-element list mean different things and get different keys
+    assert dml.unfold(x, 3, 1, 1, 1, 1).shape == dml.unfold(x, [3, 3], 1, 1, 1, 1).shape
+    with pytest.raises(dml.ValidationError, match=r"Offsets\[2\] \+ \(Sizes\[2\] - 1\) \* Strides\[2\]"):
+        dml.slice(x, [0, 0, 0, 0], [2, 3, 5, 4], [1, 1, 2, 2])
+    # NumPy integers are accepted but validated every call (no key)
+    n = len(api._PLANS)
+    dml.slice(x, [np.int64(0)] * 4, [2, 3, 4, 4], [1, 1, 2, 2])
+    assert len(api._PLANS) == n

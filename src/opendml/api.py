@@ -19,7 +19,7 @@ from .spec.tensor_desc import TensorDesc
 
 def slice(x, offsets, sizes, strides):  # noqa: A001 - DirectML's name
     """DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``."""
-    return _run(x, lambda t: SliceOperatorDesc(t, None, offsets, sizes, strides))
+    return _run(x, lambda t: SliceOperatorDesc(t, None, offsets, sizes, strides), ("slice", offsets, sizes, strides))
 
 
 def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
@@ -29,7 +29,7 @@ def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
     def make(t):
         out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)
         return Slice1OperatorDesc(t, out, window_offsets, window_sizes, window_strides)
-    return _run(x, make)
+    return _run(x, make, ("slice1", window_offsets, window_sizes, window_strides, output_sizes))
 
 
 def unfold(x, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0):
@@ -40,7 +40,7 @@ def unfold(x, window_sizes, strides=1, dilations=1, start_padding=0, end_padding
         d = t.rank - 2
         per_axis = [_per_axis(v, d) for v in (window_sizes, strides, dilations, start_padding, end_padding)]
         return UnfoldOperatorDesc(t, None, *per_axis)
-    return _run(x, make)
+    return _run(x, make, ("unfold", window_sizes, strides, dilations, start_padding, end_padding))
 
 
 def _per_axis(value, d):
@@ -61,7 +61,31 @@ def _framework(x) -> str:
         f"expected a NumPy, CuPy, PyTorch or JAX array; got {type(x).__module__}.{type(x).__name__}")
 
 
-def _run(x, make_desc):
+_NO_KEY = object()
+
+
+def _freeze(value):
+    """A hashable form of an argument that is a plain int, None, or a list or
+    tuple of plain ints; anything else (NumPy integers, floats, objects) gives
+    no key, and such calls are validated every time."""
+    t = type(value)
+    if t is int or value is None:
+        return value
+    if (t is tuple or t is list) and all(type(v) is int for v in value):
+        return (len(value), *value)
+    return _NO_KEY
+
+
+#: Validated (desc, plan) per (operator arguments, dtype, shape, strides): a
+#: repeated call on same-shaped arrays skips validation and lowering.
+_PLANS: dict = {}
+PLAN_CACHE = 256
+
+
+def _run(x, make_desc, key=None):
+    frozen = tuple(_freeze(v) for v in key[1:]) if key else (_NO_KEY,)
+    if _NO_KEY not in frozen:
+        make_desc = _Cached(make_desc, (key[0], frozen))
     fw = _framework(x)
     if fw == "numpy":
         return _run_numpy(x, make_desc)
@@ -111,21 +135,47 @@ def logical_desc(dtype, shape) -> TensorDesc:
     return TensorDesc(DataType.from_numpy(dtype), tuple(shape))
 
 
+class _Cached:
+    """``make_desc`` with a key: array_plan looks the plan up before validating."""
+
+    def __init__(self, make_desc, key):
+        self.make_desc, self.key = make_desc, key
+
+    def __call__(self, t):
+        return self.make_desc(t)
+
+
 def array_plan(x, make_desc, ascontiguous):
     """Validate the operator on ``x``'s logical description and lower it with
     ``x``'s own signed strides. Returns (desc, plan, low, span): ``low`` is
     ``x`` with negative-stride axes turned around (its first element is the
     lowest address, the plan's origin) and ``span`` the elements from there.
     Shared by the NumPy and CuPy paths."""
-    desc = make_desc(logical_desc(x.dtype, x.shape))
     layout = array_layout(x.shape, x.strides, x.itemsize)
     if layout is None:
         x = ascontiguous(x)
         layout = array_layout(x.shape, x.strides, x.itemsize)
     strides, origin = layout
-    low = x[tuple(np.s_[::-1] if t < 0 else np.s_[:] for t in strides)]
-    span = sum((n - 1) * abs(t) for n, t in zip(x.shape, strides)) + 1
-    return desc, desc.lower(in_strides=strides, in_offset=origin), low, span
+    cache_key = None
+    if isinstance(make_desc, _Cached):
+        cache_key = (make_desc.key, np.dtype(x.dtype).str, tuple(x.shape), strides)
+        hit = _PLANS.get(cache_key)
+        if hit is not None:
+            desc, plan = hit
+            low = x if all(t >= 0 for t in strides) else x[tuple(np.s_[::-1] if t < 0 else np.s_[:] for t in strides)]
+            return desc, plan, low, plan_span(x.shape, strides)
+    desc = make_desc(logical_desc(x.dtype, x.shape))
+    plan = desc.lower(in_strides=strides, in_offset=origin)
+    if cache_key is not None:
+        if len(_PLANS) >= PLAN_CACHE:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[cache_key] = (desc, plan)
+    low = x if all(t >= 0 for t in strides) else x[tuple(np.s_[::-1] if t < 0 else np.s_[:] for t in strides)]
+    return desc, plan, low, plan_span(x.shape, strides)
+
+
+def plan_span(shape, strides) -> int:
+    return sum((n - 1) * abs(t) for n, t in zip(shape, strides)) + 1
 
 
 #: Fresh outputs this large are faulted in by the calling thread before a

@@ -47,7 +47,16 @@ class CopyPlan:
 
     def canonical(self) -> "CopyPlan":
         """Drop size-1 dimensions, order by output stride (largest first) so the
-        innermost dimension is the one written most densely, and merge neighbours."""
+        innermost dimension is the one written most densely, and merge neighbours.
+        Computed once per plan."""
+        done = self.__dict__.get("_canonical")
+        if done is not None:
+            return done
+        done = self._canonical_form()
+        object.__setattr__(self, "_canonical", done)
+        return done
+
+    def _canonical_form(self) -> "CopyPlan":
         dims = [(s, i, o) for s, i, o in zip(self.sizes, self.in_strides, self.out_strides) if s != 1]
         dims.sort(key=lambda d: (d[2], abs(d[1])), reverse=True)
         merged: list[tuple[int, int, int]] = []
