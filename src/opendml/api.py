@@ -160,22 +160,20 @@ def array_plan(x, make_desc, ascontiguous):
     if isinstance(make_desc, _Cached):
         cache_key = (make_desc.key, np.dtype(x.dtype).str, tuple(x.shape), strides)
         hit = _PLANS.get(cache_key)
-        if hit is not None:
-            desc, plan = hit
-            low = x if all(t >= 0 for t in strides) else x[tuple(np.s_[::-1] if t < 0 else np.s_[:] for t in strides)]
-            return desc, plan, low, plan_span(x.shape, strides)
-    desc = make_desc(logical_desc(x.dtype, x.shape))
-    plan = desc.lower(in_strides=strides, in_offset=origin)
-    if cache_key is not None:
-        if len(_PLANS) >= PLAN_CACHE:
-            _PLANS.pop(next(iter(_PLANS)))
-        _PLANS[cache_key] = (desc, plan)
+    else:
+        hit = None
+    if hit is not None:
+        desc, plan = hit
+    else:
+        desc = make_desc(logical_desc(x.dtype, x.shape))
+        plan = desc.lower(in_strides=strides, in_offset=origin)
+        if cache_key is not None:
+            if len(_PLANS) >= PLAN_CACHE:
+                _PLANS.clear()      # simple and safe under threads; plans are cheap to rebuild
+            _PLANS[cache_key] = (desc, plan)
     low = x if all(t >= 0 for t in strides) else x[tuple(np.s_[::-1] if t < 0 else np.s_[:] for t in strides)]
-    return desc, plan, low, plan_span(x.shape, strides)
-
-
-def plan_span(shape, strides) -> int:
-    return sum((n - 1) * abs(t) for n, t in zip(shape, strides)) + 1
+    span = sum((n - 1) * abs(t) for n, t in zip(x.shape, strides)) + 1
+    return desc, plan, low, span
 
 
 #: Fresh outputs this large are faulted in by the calling thread before a

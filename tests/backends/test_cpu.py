@@ -1,7 +1,7 @@
 """The CPU backend's two kernel sets (compiled, NumPy) on the layouts where the
 compiled kernels take special paths: in-word reversal and stride 2 for small
 elements (every run length around the 8-byte groups), thread splits, UNFOLD's
-merged "same" rows, column tiles and shifted framing rows. Each result is
+column tiles and shifted framing rows. Each result is
 compared with the independent reference and with the other kernel set."""
 import numpy as np
 import pytest
@@ -19,7 +19,6 @@ CONFIGS = {
     "default": dict(native=True),
     "threads": dict(native=True, threads=3, grain=1),
     "tiles": dict(native=True, threads=2, grain=1, tile_stride=0, tile_columns=5),
-    "unmerged": dict(native=True, merge=False),
 }
 
 
@@ -75,7 +74,7 @@ def test_large_copies_split_over_threads(cpu, dtype):
 
 UNFOLDS = [
     # (input shape, window, strides, dilations, start pad, end pad)
-    ((2, 3, 9, 8), [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),          # "same": merged rows
+    ((2, 3, 9, 8), [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),          # "same" padding
     ((1, 2, 6, 7, 5), [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]),
     ((2, 2, 10, 11), [3, 2], [1, 1], [2, 1], [2, 0], [2, 1]),        # dilation, uneven padding
     ((1, 2, 5, 5), [5, 5], [1, 1], [1, 1], [4, 4], [4, 4]),          # mostly padding

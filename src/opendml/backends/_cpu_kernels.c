@@ -236,21 +236,15 @@ fail:
 /* ---- UNFOLD ----------------------------------------------------------------
  * out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - pad] or 0 outside.
  * params: es, D, batch, channels, mode, tile, out_n, out_row, out_col,
- *         in_n, in_c, merge, then per spatial dim d: size, in_stride, window,
+ *         in_n, in_c, then per spatial dim d: size, in_stride, window,
  *         stride, dilation, pad, blocks. Strides in bytes.
  * mode 0: a unit is one output row (n, c, k), written column by column.
  * mode 1: a unit is (n, c, a tile of `tile` columns), written for every k in
  *         turn, so the input lines a tile reads stay in cache across the K
- *         rows (a large input stride along the innermost block dimension).
- * merge m (mode 0): the last m block dimensions walk the input as one
- *         (stride[d-1]*in_stride[d-1] == blocks[d]*stride[d]*in_stride[d]),
- *         as in "same" unfolds with window stride 1: each row then copies one
- *         long run between its first and last valid column (every address in
- *         between lies between two valid input elements, so inside the bound
- *         range) and zeroes the columns that fall into the padding after. */
+ *         rows (a large input stride along the innermost block dimension). */
 
 typedef struct {
-    char *dst; const char *src; int es, D, mode, merge;
+    char *dst; const char *src; int es, D, mode;
     int64_t batch, channels, K, cols, tile, ntiles;
     int64_t on, orow, ocol, in_n, in_c;
     int64_t size[MAXD], is[MAXD], win[MAXD], st[MAXD], dil[MAXD], pad[MAXD], blocks[MAXD];
@@ -302,82 +296,12 @@ static void unfold_segment(const unfold_job *j, int64_t n, int64_t c, int64_t k,
     }
 }
 
-/* Mode 0 with the last m >= 2 block dimensions merged: the whole row of
- * window index k of image (n, c). */
-static void unfold_row_merged(const unfold_job *j, int64_t n, int64_t c, int64_t k) {
-    int D = j->D, last = D - 1, m = j->merge, first_m = D - m;
-    int64_t kd[MAXD], lo[MAXD], hi[MAXD], b[MAXD];
-    int64_t rem = k;
-    for (int d = last; d >= 0; d--) { kd[d] = rem % j->win[d]; rem /= j->win[d]; }
-    for (int d = 0; d < D; d++) { lo[d] = j->lo[d][kd[d]]; hi[d] = j->hi[d][kd[d]]; }
-    char *row = j->dst + n * j->on + (c * j->K + k) * j->orow;
-    int64_t base = n * j->in_n + c * j->in_c;
-    for (int d = 0; d < D; d++) base += (kd[d] * j->dil[d] - j->pad[d]) * j->is[d];
-    int64_t run = 1;                       /* columns per merged run */
-    for (int d = first_m; d < D; d++) run *= j->blocks[d];
-    int empty = 0;
-    for (int d = first_m; d < D; d++) if (hi[d] <= lo[d]) empty = 1;
-    /* first and last valid flat column inside a merged run */
-    int64_t f0 = 0, f1 = 0;
-    for (int d = first_m; d < D; d++) { f0 = f0 * j->blocks[d] + lo[d]; f1 = f1 * j->blocks[d] + hi[d] - 1; }
-    const int64_t istep = j->st[last] * j->is[last], oc = j->ocol;
-    const int es = j->es;
-    for (int d = 0; d < first_m; d++) b[d] = 0;
-    int64_t nruns = j->cols / run;
-    for (int64_t r = 0; r < nruns; r++) {
-        char *out = row + r * run * oc;
-        int ok = !empty;
-        int64_t off = base;
-        for (int d = 0; d < first_m && ok; d++) {
-            if (b[d] < lo[d] || b[d] >= hi[d]) ok = 0;
-            off += b[d] * j->st[d] * j->is[d];
-        }
-        if (!ok) {
-            zero_run(out, run, oc, es);
-        } else {
-            zero_run(out, f0, oc, es);
-            copy_run(out + f0 * oc, j->src + off + f0 * istep, f1 - f0 + 1, oc, istep, es);
-            zero_run(out + (f1 + 1) * oc, run - f1 - 1, oc, es);
-            /* padding columns inside [f0, f1]: walk the merged dims but the
-             * innermost as rows of blocks[last] columns */
-            int64_t B = j->blocks[last], rows = run / B;
-            int64_t idx[MAXD];
-            for (int d = first_m; d < last; d++) idx[d] = 0;
-            for (int64_t q = 0; q < rows; q++) {
-                int64_t c0 = q * B, c1 = c0 + B;
-                if (c1 > f0 && c0 <= f1) {
-                    int row_ok = 1;
-                    for (int d = first_m; d < last; d++)
-                        if (idx[d] < lo[d] || idx[d] >= hi[d]) row_ok = 0;
-                    if (!row_ok) {
-                        zero_run(out + c0 * oc, B, oc, es);
-                    } else {
-                        zero_run(out + c0 * oc, lo[last], oc, es);
-                        zero_run(out + (c0 + hi[last]) * oc, B - hi[last], oc, es);
-                    }
-                }
-                for (int d = last - 1; d >= first_m; d--) {
-                    if (++idx[d] < j->blocks[d]) break;
-                    idx[d] = 0;
-                }
-            }
-        }
-        for (int d = first_m - 1; d >= 0; d--) {
-            if (++b[d] < j->blocks[d]) break;
-            b[d] = 0;
-        }
-    }
-}
-
 static void unfold_units(const void *vjob, int64_t u0, int64_t u1) {
     const unfold_job *j = (const unfold_job *)vjob;
     for (int64_t u = u0; u < u1; u++) {
         if (j->mode == 0) {
             int64_t k = u % j->K, nc = u / j->K;
-            if (j->merge >= 2)
-                unfold_row_merged(j, nc / j->channels, nc % j->channels, k);
-            else
-                unfold_segment(j, nc / j->channels, nc % j->channels, k, 0, j->cols);
+            unfold_segment(j, nc / j->channels, nc % j->channels, k, 0, j->cols);
         } else {
             int64_t t = u % j->ntiles, nc = u / j->ntiles;
             int64_t n = nc / j->channels, c = nc % j->channels;
@@ -411,26 +335,25 @@ static PyObject *py_unfold(PyObject *self, PyObject *args) {
     unfold_job j;
     memset(&j, 0, sizeof j);
     int64_t *ranges = NULL;
-    if (read_params(&pb, &p, 12) < 0) goto fail;
+    if (read_params(&pb, &p, 11) < 0) goto fail;
     j.es = (int)p[0]; j.D = (int)p[1];
     if (j.D < 1 || j.D > MAXD - 2 || !(j.es == 1 || j.es == 2 || j.es == 4 || j.es == 8)) {
         PyErr_SetString(PyExc_ValueError, "opendml._cpu_kernels.unfold: bad element size or rank");
         goto fail;
     }
-    if (read_params(&pb, &p, 12 + 7 * j.D) < 0) goto fail;
+    if (read_params(&pb, &p, 11 + 7 * j.D) < 0) goto fail;
     j.batch = p[2]; j.channels = p[3]; j.mode = (int)p[4]; j.tile = p[5];
-    j.on = p[6]; j.orow = p[7]; j.ocol = p[8]; j.in_n = p[9]; j.in_c = p[10]; j.merge = (int)p[11];
+    j.on = p[6]; j.orow = p[7]; j.ocol = p[8]; j.in_n = p[9]; j.in_c = p[10];
     j.K = 1; j.cols = 1;
     int64_t wsum = 0;
     for (int d = 0; d < j.D; d++) {
-        const int64_t *q = p + 12 + 7 * d;
+        const int64_t *q = p + 11 + 7 * d;
         j.size[d] = q[0]; j.is[d] = q[1]; j.win[d] = q[2]; j.st[d] = q[3];
         j.dil[d] = q[4]; j.pad[d] = q[5]; j.blocks[d] = q[6];
         if (j.win[d] <= 0 || j.st[d] <= 0 || j.blocks[d] <= 0) { PyBuffer_Release(&pb); Py_RETURN_NONE; }
         j.K *= j.win[d]; j.cols *= j.blocks[d]; wsum += j.win[d];
     }
     if (j.batch <= 0 || j.channels <= 0) { PyBuffer_Release(&pb); Py_RETURN_NONE; }
-    if (j.merge < 1 || j.merge > j.D || j.mode != 0) j.merge = 1;
     ranges = (int64_t *)malloc((size_t)(2 * wsum) * sizeof(int64_t));
     if (!ranges) { PyErr_NoMemory(); goto fail; }
     int64_t *r = ranges;

@@ -62,7 +62,7 @@ class NumpyBackend:
     name = "cpu"
 
     def __init__(self, native: bool | None = None, threads: int | None = None, grain: int = THREAD_GRAIN,
-                 tile_stride: int = TILE_STRIDE, tile_columns: int = TILE_COLUMNS, merge: bool = True):
+                 tile_stride: int = TILE_STRIDE, tile_columns: int = TILE_COLUMNS):
         mod = _load_native() if native is not False else None
         if native and mod is None:
             raise ImportError("opendml's compiled CPU kernels are not installed "
@@ -72,7 +72,6 @@ class NumpyBackend:
         self.grain = grain
         self.tile_stride = tile_stride
         self.tile_columns = tile_columns
-        self.merge = merge
 
     @property
     def kernels(self) -> str:
@@ -116,7 +115,6 @@ class NumpyBackend:
             return _prepare_unfold(plan, src, dst)
         raise TypeError(f"unknown plan {type(plan).__name__}")
 
-
     def _native_copy(self, plan: CopyPlan, src, dst):
         p = plan.canonical()
         es = p.element_size
@@ -136,16 +134,9 @@ class NumpyBackend:
         D = len(plan.window)
         inner_step = abs(plan.strides[-1] * plan.in_strides[-1]) * es
         mode = 1 if inner_step > self.tile_stride and math.prod(plan.window) > 1 else 0
-        # trailing block dimensions that walk the input as one (see the C source)
-        merge = 1
-        if mode == 0 and self.merge:
-            step = [plan.strides[d] * plan.in_strides[2 + d] for d in range(D)]
-            while merge < D and step[D - merge - 1] == plan.blocks[D - merge] * step[D - merge] \
-                    and all(s > 0 for s in step[D - merge - 1:]):
-                merge += 1
         on, orow, ocol = plan.out_strides
         head = [es, D, plan.batch, plan.channels, mode, self.tile_columns,
-                on * es, orow * es, ocol * es, plan.in_strides[0] * es, plan.in_strides[1] * es, merge]
+                on * es, orow * es, ocol * es, plan.in_strides[0] * es, plan.in_strides[1] * es]
         for d in range(D):
             head += [plan.spatial[d], plan.in_strides[2 + d] * es, plan.window[d], plan.strides[d],
                      plan.dilations[d], plan.start_padding[d], plan.blocks[d]]
