@@ -10,5 +10,6 @@ python3 -m opendml.cli info
 python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -25
 python3 -m pytest -q -p no:cacheprovider -k cuda tests/test_properties.py tests/test_examples.py tests/test_device.py 2>&1 | tee "$OUT/gpu-props.log" | tail -25
 compute-sanitizer --tool memcheck --leak-check no python3 benchmarks/sanitize.py 2>&1 | tail -6 | tee "$OUT/sanitizer.log"
-python3 benchmarks/sweep_copy.py 2>&1 | tail -32
+python3 benchmarks/sweep_copy.py 2>&1 | tail -44
+python3 benchmarks/sweep_unfold.py 2>&1 | tail -60
 python3 -m benchmarks --device cuda --out "$OUT" 2>/dev/null

@@ -21,6 +21,8 @@ def main():
         dml.UnfoldOperatorDesc(T(I8, [1, 2, 5, 6, 7], dml.nhwc_strides([1, 2, 5, 6, 7])), None, [2, 3, 2], [1, 2, 3], [1, 1, 2], [1, 1, 1], [1, 1, 1]),
         dml.UnfoldOperatorDesc(T(F64, [2, 1, 4097]), None, [1024], [256], [1], [0], [0]),
         dml.UnfoldOperatorDesc(T(F16, [2, 3, 999]), None, [40], [9], [2], [7], [5]),
+        dml.UnfoldOperatorDesc(T(F16, [2, 3, 67, 300]), None, [3, 5], [1, 2], [2, 1], [1, 2], [2, 1]),
+        dml.UnfoldOperatorDesc(T(F64, [1, 2, 5, 7, 6], dml.nhwc_strides([1, 2, 5, 7, 6])), None, [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]),
         # stride 2 read in 16-byte words up to the buffer's last element, and a
         # layout whose last word would pass it (must stay element-wise)
         dml.SliceOperatorDesc(T(F16, [2, 4, 32]), None, [0, 0, 0], [2, 4, 16], [1, 1, 2]),

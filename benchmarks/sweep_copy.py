@@ -1,5 +1,8 @@
 """Tuning aid (GPU): time the strided copy's variants (element words or
-16-byte picked words, words per thread) on the stride-2 SLICE workload."""
+16-byte picked words, words per thread) on the stride-2 SLICE workload, and
+the window SLICE at several window offsets beside a plain device copy: DRAM
+moves whole 64-byte atoms, so a window row that starts or ends inside one
+reads bytes that are not "useful" (the [8:120] window in int8..float32)."""
 import math
 
 import cupy
@@ -21,7 +24,35 @@ def time_kernel(k, grid, args, reps=20):
     return cupy.cuda.get_elapsed_time(a, b) / reps
 
 
+def window_alignment():
+    for dtype in ("int8", "float32", "float64"):
+        es = np.dtype(dtype).itemsize
+        n = 256 * 2**20 // (64 * 128 * 128 * es)
+        x = cupy.random.randint(0, 100, size=(n, 64, 128, 128)).astype(dtype)
+        y = cupy.empty_like(x)
+        a, b = cupy.cuda.Event(), cupy.cuda.Event()
+        y[...] = x
+        a.record()
+        for _ in range(20):
+            cupy.cuda.runtime.memcpyAsync(y.data.ptr, x.data.ptr, x.nbytes, 3, cupy.cuda.get_current_stream().ptr)
+        b.record()
+        b.synchronize()
+        copy = 2 * x.nbytes / (cupy.cuda.get_elapsed_time(a, b) / 20) / 1e6
+        for lo, hi in ((8, 120), (16, 112), (0, 112), (0, 128)):
+            desc = dml.SliceOperatorDesc(dml.TensorDesc(dml.DataType.from_numpy(x.dtype), x.shape), None,
+                                         [0, 0, lo, lo], [n, 64, hi - lo, hi - lo], [1, 1, 1, 1])
+            out = cupy.empty(desc.output_tensor.sizes, dtype)
+            name, params, grid, smem = cb._copy_launch(desc.lower(), x.data.ptr, out.data.ptr, x.size)
+            ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, cupy.asarray(params, cupy.int64)))
+            gbs = 2 * out.nbytes / ms / 1e6
+            print(f"window [{lo}:{hi}] {dtype} ({(lo * es) % 64}-byte row offset, {((hi - lo) * es) % 64} tail):"
+                  f" {gbs:.0f} GB/s = {gbs / copy:.3f} of copy ({copy:.0f} GB/s)")
+            del out
+        del x, y
+
+
 def main():
+    window_alignment()
     for dtype in ("int8", "float16", "float32", "float64"):
         es = np.dtype(dtype).itemsize
         n = 256 * 2**20 // (64 * 128 * 128 * es)

@@ -189,12 +189,38 @@ def _run_numpy(x: np.ndarray, make_desc):
     desc, plan, low, span = array_plan(x, make_desc, np.ascontiguousarray)
     word = WORDS[x.itemsize]
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(span,), strides=(x.itemsize,))
-    out = np.empty(desc.output_tensor.sizes, dtype=x.dtype)
     backend = get_backend("cpu")
-    if out.nbytes >= PREFAULT_BYTES and backend.threads > 1:
+    out, fresh = backend.empty(desc.output_tensor.sizes, x.dtype)
+    if fresh and out.nbytes >= PREFAULT_BYTES and backend.threads > 1:
         # Fault the fresh output's pages in from this thread first: on Linux,
         # threads faulting in one new (huge-page advised) mapping at once can
         # stall each other for tens of milliseconds; the copy is then threaded.
         out.reshape(-1).view(np.uint8)[::4096] = 0
     backend.prepare(plan, src, out.view(word).reshape(-1))()
     return out
+
+
+def cpu_output_cache(limit: int | None = None) -> dict:
+    """The CPU array API's output cache, and optionally a new size limit.
+
+    With the compiled CPU kernels, ``dml.slice``/``slice1``/``unfold`` on NumPy
+    arrays put outputs of 1 MiB and up in memory blocks that, once the output
+    (and every view of it) is released, are kept for the next output of a
+    similar size instead of being returned to the system: a fresh large
+    allocation is paid for in page faults and zero-filling on first touch,
+    which costs about as much as the operator itself. ``limit`` is how many
+    bytes of released blocks may be kept (default 1 GiB, or the environment's
+    ``OPENDML_CPU_CACHE_BYTES``); 0 turns reuse off and frees what is held.
+    Returns ``{'limit', 'blocks', 'bytes', 'hits', 'misses'}`` after the
+    change; without the compiled kernels every output is a plain
+    ``np.empty`` and the cache reports a limit of 0.
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
+        raise ValidationError(f"cpu_output_cache: limit must be an int >= 0 (bytes) or None; got {limit!r}")
+    from .backends import get_backend
+    native = get_backend("cpu")._native
+    if native is None:
+        return {"limit": 0, "blocks": 0, "bytes": 0, "hits": 0, "misses": 0}
+    if limit is not None:
+        native.cache_limit(int(limit))
+    return native.cache_info()

@@ -134,3 +134,87 @@ def test_window_element_entirely_in_padding_writes_only_its_column(kernels, monk
     t.bind_outputs([dml.BufferBinding(ob)])
     dev.execute(c, t)
     assert ob.read().view(np.float32).tolist() == [0.0, 9.0, 7.0, 9.0]
+
+
+@pytest.fixture
+def cache(monkeypatch):
+    """The compiled backend with an empty output cache; restores the limit."""
+    if not native_available():
+        pytest.skip("the compiled CPU kernels are not installed")
+    from opendml import backends
+    monkeypatch.setitem(backends._BACKENDS, "cpu", NumpyBackend(native=True))
+    old = dml.cpu_output_cache()["limit"]
+    dml.cpu_output_cache(0)
+    dml.cpu_output_cache(64 << 20)
+    yield
+    dml.cpu_output_cache(old)
+
+
+@needs_native
+def test_released_outputs_are_reused_and_fully_rewritten(cache):
+    x = np.arange(4 * 8 * 40 * 40, dtype=np.float32).reshape(4, 8, 40, 40)
+    first = dml.unfold(x, 3, 1, 1, 1, 1)
+    first[...] = np.nan                      # stale contents must not survive into the next output
+    address = first.ctypes.data
+    del first
+    info = dml.cpu_output_cache()
+    assert info["blocks"] == 1 and info["bytes"] >= 4 * 72 * 1600 * 4
+    again = dml.unfold(x, 3, 1, 1, 1, 1)
+    assert again.ctypes.data == address and dml.cpu_output_cache()["hits"] == info["hits"] + 1
+    assert np.array_equal(again, ref.unfold(x, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]))
+    s = dml.slice(np.zeros((4, 8, 200, 200), np.float32) + 1, [0, 0, 0, 0], [4, 8, 180, 180], [1, 1, 1, 1])
+    assert s.ctypes.data != address          # `again` is alive: its block is not handed out twice
+    assert again.flags.writeable and s.flags.writeable and np.all(s == 1)
+
+
+@needs_native
+def test_a_live_view_keeps_its_block_out_of_the_cache(cache):
+    x = np.ones((2, 4, 256, 256), np.float32)
+    out = dml.slice(x, [0, 0, 0, 0], [2, 4, 250, 250], [1, 1, 1, 1])
+    view = out[1, 2]
+    del out
+    assert dml.cpu_output_cache()["blocks"] == 0
+    other = dml.slice(x * 2, [0, 0, 0, 0], [2, 4, 250, 250], [1, 1, 1, 1])
+    assert not np.shares_memory(view, other) and np.all(view == 1) and np.all(other == 2)
+    del view
+    assert dml.cpu_output_cache()["blocks"] == 1
+
+
+@needs_native
+def test_cache_limit_bounds_what_is_kept(cache):
+    x = np.ones((1, 1, 1024, 1024), np.float32)
+    outs = [dml.slice(x, [0, 0, 0, 0], [1, 1, 1024 - i, 1024], [1, 1, 1, 1]) for i in range(3)]
+    dml.cpu_output_cache(5 << 20)            # room for one 4 MiB block
+    del outs
+    info = dml.cpu_output_cache()
+    assert info["blocks"] == 1 and info["bytes"] <= 5 << 20
+    assert dml.cpu_output_cache(0)["blocks"] == 0      # 0 frees what is held and keeps nothing
+    small = dml.slice(np.ones((4, 4), np.float32), [0, 0], [2, 2], [1, 1])
+    assert small.flags.owndata                          # small outputs are plain np.empty arrays
+
+
+@needs_native
+def test_cached_outputs_are_visible_to_tracemalloc(cache):
+    import tracemalloc
+    x = np.ones((1, 1, 1024, 1024), np.float32)
+    tracemalloc.start()
+    try:
+        out = dml.slice(x, [0, 0, 0, 0], [1, 1, 1024, 1024], [1, 1, 1, 1])
+        assert tracemalloc.get_traced_memory()[0] >= out.nbytes
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "1", True])
+def test_cache_limit_must_be_a_byte_count(bad):
+    with pytest.raises(dml.ValidationError, match="cpu_output_cache: limit must be an int >= 0"):
+        dml.cpu_output_cache(bad)
+
+
+def test_cache_limit_from_the_environment_is_checked(monkeypatch):
+    from opendml.backends import numpy_backend
+    monkeypatch.setenv("OPENDML_CPU_CACHE_BYTES", "lots")
+    with pytest.raises(dml.ValidationError, match="OPENDML_CPU_CACHE_BYTES must be a whole number of bytes >= 0; got 'lots'"):
+        numpy_backend._env_cache_limit()
+    monkeypatch.setenv("OPENDML_CPU_CACHE_BYTES", "4096")
+    assert numpy_backend._env_cache_limit() == 4096

@@ -1,5 +1,7 @@
 """CUDA backend: sources compile with nvcc anywhere; the word-widening logic is
 checked on the CPU; DLPack paths and sanitizer-friendly odd layouts on a GPU."""
+import itertools
+import math
 import shutil
 import subprocess
 
@@ -7,9 +9,9 @@ import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.backends.cuda_backend import KERNELS, word_plan
-from opendml.backends.numpy_backend import _prepare_copy
-from opendml.plan import CopyPlan
+from opendml.backends.cuda_backend import KERNELS, _unfold_launch, unfold_box, word_plan
+from opendml.backends.numpy_backend import _prepare_copy, _prepare_unfold
+from opendml.plan import CopyPlan, UnfoldPlan
 from tests import reference as ref
 from tests.conftest import cuda_available
 
@@ -77,6 +79,81 @@ def test_stride_two_pairs_never_read_past_the_bound_range(es):
     hi = plan.in_span[1]
     assert word_plan(plan, 0, 0, hi + 1)[2] == 0
     assert word_plan(plan, 0, 0, hi + 2)[2] == es
+
+
+def run_unfold_tile_on_cpu(plan, src, params, D):
+    """unfold_tile as the kernel reads its parameters, one box at a time in
+    NumPy: stage the region (zeros outside the input), then write every box
+    position for every window element from it."""
+    p = [int(v) for v in params]
+    q, tq = p[12:], p[12 + 7 * D:]
+    C, K = p[4], p[5]
+    out = np.zeros(plan.out_span[1] + 1, src.dtype)
+    for blk in range(p[0]):
+        t, b0, tb, ext = blk, [0] * D, [0] * D, [0] * D
+        for d in reversed(range(D)):
+            nt = tq[3 * d + 2]
+            b0[d], t = t % nt * tq[3 * d], t // nt
+            tb[d], ext[d] = min(tq[3 * d], q[7 * d + 5] - b0[d]), tq[3 * d + 1]
+        c, n = t % C, t // C
+        pos = [b0[d] * q[7 * d + 2] - q[7 * d + 4] + np.arange(ext[d]) for d in range(D)]
+        grids = np.meshgrid(*pos, indexing="ij")
+        inside = np.logical_and.reduce([(g >= 0) & (g < q[7 * d]) for d, g in enumerate(grids)])
+        off = p[1] + n * p[10] + c * p[11] + sum(g * q[7 * d + 6] for d, g in enumerate(grids))
+        region = np.where(inside, src[np.where(inside, off, 0)], 0).reshape(-1)
+        rs = [math.prod(ext[d + 1:]) for d in range(D)]
+        ys = np.meshgrid(*[np.arange(v) for v in tb], indexing="ij")
+        loc = sum(y * q[7 * d + 2] * rs[d] for d, y in enumerate(ys))
+        col = sum((b0[d] + y) * math.prod(q[7 * e + 5] for e in range(d + 1, D)) for d, y in enumerate(ys))
+        for kflat, k in enumerate(itertools.product(*(range(q[7 * d + 1]) for d in range(D)))):
+            koff = sum(k[d] * q[7 * d + 3] * rs[d] for d in range(D))
+            out[p[2] + n * p[7] + (c * K + kflat) * p[8] + col * p[9]] = region[loc + koff]
+    return out
+
+
+TILE_PLANS = [
+    # (spatial, window, strides, dilations, start_pad, end_pad), box columns, box line
+    ((56, 56), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1024, 128),
+    ((9, 11), (3, 4), (2, 3), (2, 1), (2, 0), (0, 3), 16, 4),
+    ((13, 7), (2, 2), (2, 2), (1, 1), (0, 0), (1, 1), 8, 3),
+    ((5, 6, 7), (2, 3, 2), (1, 2, 3), (1, 1, 2), (1, 1, 1), (1, 1, 1), 10, 3),
+    ((8, 8, 8), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), 64, 8),
+    ((300,), (5,), (2,), (3,), (4,), (0,), 64, 128),
+    ((7, 3, 4, 5), (2, 1, 2, 3), (1, 1, 2, 1), (1, 1, 1, 2), (0, 0, 1, 2), (1, 0, 0, 2), 12, 5),
+]
+
+
+@pytest.mark.parametrize("es", [1, 2, 4, 8])
+@pytest.mark.parametrize("case", range(len(TILE_PLANS)))
+def test_unfold_tile_equals_numpy_path(es, case):
+    spatial, window, strides, dil, sp, ep, columns, line = TILE_PLANS[case]
+    D, N, C = len(spatial), 2, 3
+    desc = dml.UnfoldOperatorDesc(dml.TensorDesc({1: dml.DataType.INT8, 2: dml.DataType.INT16, 4: dml.DataType.INT32,
+                                                  8: dml.DataType.INT64}[es], [N, C, *spatial]),
+                                  None, window, strides, dil, sp, ep)
+    plan = desc.lower()
+    word = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]
+    src = (np.arange(plan.in_span[1] + 1) % 251 + 1).astype(word)
+    want = np.zeros(plan.out_span[1] + 1, word)
+    _prepare_unfold(plan, src, want)()
+    box = unfold_box(plan, columns=columns, line=line)
+    assert box is not None
+    name, params, grid, smem = _unfold_launch(plan, box)
+    assert name.startswith("unfold_tile") and grid == (params[0],) and smem == math.prod(box[1]) * es
+    assert np.array_equal(run_unfold_tile_on_cpu(plan, src, params, D), want)
+
+
+def test_unfold_box_limits():
+    def plan(spatial, window, strides, dil=None):
+        D = len(spatial)
+        return dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [1, 1, *spatial]), None, window, strides,
+                                      dil or [1] * D, [0] * D, [0] * D).lower()
+    t, ext = unfold_box(plan((56, 56), (3, 3), (1, 1)))
+    assert math.prod(ext) * 4 <= 24 * 1024 and t[-1] == 54  # whole lines (no padding: 54 blocks)
+    t, ext = unfold_box(plan((400, 400), (3, 3), (1, 1)), budget=4096)   # shrunk to fit
+    assert math.prod(ext) * 4 <= 4096
+    assert unfold_box(plan((4000,), (2,), (100,))) is None               # mostly unused region
+    assert unfold_box(plan((600, 600), (60, 60), (1, 1), (10, 10))) is None  # one column's region too big
 
 
 @needs_cuda
@@ -152,6 +229,11 @@ SPECIAL = [
     ("unfold", "float16", (2, 3, 999), ([40], [9], [2], [7], [5])),
     ("unfold", "int8", (1, 1, 777), ([33], [31], [1], [40], [3])),
     ("unfold", "float64", (2, 1, 300), ([8], [8], [3], [0], [9])),
+    # 2-D and 3-D unfolds through staged boxes (edge boxes, lines longer than a
+    # box), and one whose strides leave the region mostly unused (gather)
+    ("unfold", "float16", (2, 3, 67, 300), ([3, 5], [1, 2], [2, 1], [1, 2], [2, 1])),
+    ("unfold", "int8", (1, 4, 9, 10, 11), ([3, 3, 3], [1, 2, 1], [1, 1, 2], [1, 1, 1], [1, 0, 2])),
+    ("unfold", "float32", (2, 2, 50, 400), ([2, 2], [1, 100], [1, 1], [0, 0], [0, 0])),
 ]
 
 

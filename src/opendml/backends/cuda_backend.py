@@ -20,8 +20,13 @@ KERNELS = pathlib.Path(__file__).with_name("kernels") / "opendml_kernels.cu"
 THREADS = 256
 PARAM_CACHE = 512  # uploaded parameter arrays kept per device
 #: 1-D UNFOLDs whose neighbouring blocks lie at least this many elements apart
-#: in the input go through the shared-memory tile (unfold1d_tile).
+#: in the input go through the shared-memory transpose (unfold1d_tile).
 TILE_MIN_STEP = 8
+#: unfold_tile: output columns per box (a box is one CUDA block's share), the
+#: longest box line in 2-D and up, and the shared memory a box's region may use.
+BOX_COLUMNS = 1024
+BOX_LINE = 128
+BOX_BYTES = 24 * 1024
 
 
 def items_per_thread(word_bytes: int) -> int:
@@ -120,21 +125,21 @@ class CudaBackend:
     def prepare(self, plan, src, dst):
         with self.device:
             if isinstance(plan, CopyPlan):
-                name, params, grid, s_ptr, d_ptr = _copy_launch(plan, src.data.ptr, dst.data.ptr, src.size)
+                name, params, grid, smem = _copy_launch(plan, src.data.ptr, dst.data.ptr, src.size)
             elif isinstance(plan, UnfoldPlan):
-                name, params, grid, s_ptr, d_ptr = _unfold_launch(plan, src.data.ptr, dst.data.ptr)
+                name, params, grid, smem = _unfold_launch(plan)
             else:
                 raise TypeError(f"unknown plan {type(plan).__name__}")
             kernel = _kernel(self.index, name)
             p = self._upload_params(params)
-        args = (np.uint64(s_ptr), np.uint64(d_ptr), p)
+        args = (np.uint64(src.data.ptr), np.uint64(dst.data.ptr), p)
         block = (THREADS,)
         device = self.device
 
         def run():
             if grid[0]:
                 with device:
-                    kernel(grid, block, args)
+                    kernel(grid, block, args, shared_mem=smem)
         run.keep_alive = (src, dst, p)  # the pointers stay valid while the closure lives
         return run
 
@@ -190,12 +195,42 @@ def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int):
     name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count, items)}, {items}, {pick}>"
     params = [count, p.in_offset, p.out_offset, *p.sizes, *p.in_strides, *p.out_strides]
     grid = (math.ceil(count / (THREADS * items)),)
-    return name, params, grid, src_ptr, dst_ptr
+    return name, params, grid, 0
 
 
-def _unfold_launch(plan: UnfoldPlan, src_ptr: int, dst_ptr: int):
+def unfold_box(plan: UnfoldPlan, columns: int = BOX_COLUMNS, line: int = BOX_LINE, budget: int = BOX_BYTES):
+    """The box of blocks (t[0], ..., t[D-1]) one CUDA block of unfold_tile
+    writes, and the extents of the input region it stages, or None where
+    staging does not pay: the region would not fit in ``budget`` bytes even
+    for a single column, it would hold more than twice the elements the box
+    writes (strides far beyond the window), or there are 2^31 boxes or more."""
+    D, nb = len(plan.window), plan.blocks
+    if plan.out_count == 0:
+        return None
+    t = [1] * D
+    t[-1] = min(nb[-1], line if D > 1 else columns)
+    for d in range(D - 2, -1, -1):
+        t[d] = min(nb[d], max(1, -(-columns // math.prod(t[d + 1:]))))
+
+    def extents(t):
+        return [(t[d] - 1) * plan.strides[d] + (plan.window[d] - 1) * plan.dilations[d] + 1 for d in range(D)]
+
+    while math.prod(extents(t)) * plan.element_size > budget:
+        d = next((d for d in range(D) if t[d] > 1), None)
+        if d is None:
+            return None
+        t[d] = (t[d] + 1) // 2
+    ext = extents(t)
+    boxes = plan.batch * plan.channels * math.prod(-(-nb[d] // t[d]) for d in range(D))
+    if math.prod(ext) > 2 * math.prod(t) * math.prod(plan.window) or boxes >= 2**31:
+        return None
+    return tuple(t), tuple(ext)
+
+
+def _unfold_launch(plan: UnfoldPlan, box=None):
+    """(kernel name, parameters, grid, dynamic shared memory bytes)."""
     es = plan.element_size
-    r = 2 if es >= 4 else 1          # vectors of 16 bytes per thread
+    r = 2 if es >= 2 else 1          # vectors of 16 bytes per thread
     v = 16 // es * r                 # columns per thread
     B = plan.columns
     slots = plan.batch * plan.rows * math.ceil(B / v)
@@ -209,9 +244,17 @@ def _unfold_launch(plan: UnfoldPlan, src_ptr: int, dst_ptr: int):
     tiles = plan.batch * plan.channels * math.ceil(plan.window[0] / 32) * math.ceil(B / 32)
     if D == 1 and abs(plan.strides[0] * sp_s[0]) >= TILE_MIN_STEP and plan.window[0] >= 8 and tiles < 2**31:
         index = _index_type(max(tiles, plan.batch * plan.channels * plan.window[0], B) * 32)
-        return f"unfold1d_tile<{_SCALAR[es]}, {index}>", params, (tiles,), src_ptr, dst_ptr
+        return f"unfold1d_tile<{_SCALAR[es]}, {index}>", params, (tiles,), 0
+    box = unfold_box(plan) if box is None else box
+    if box:
+        t, ext = box
+        nboxes = [-(-plan.blocks[d] // t[d]) for d in range(D)]
+        params[0] = plan.batch * plan.channels * math.prod(nboxes)
+        for d in range(D):
+            params += [t[d], ext[d], nboxes[d]]
+        return f"unfold_tile<{_SCALAR[es]}, {D}>", params, (params[0],), math.prod(ext) * es
     name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}, {r}>"
-    return name, params, (math.ceil(slots / THREADS),), src_ptr, dst_ptr
+    return name, params, (math.ceil(slots / THREADS),), 0
 
 
 # -- array level ---------------------------------------------------------------------

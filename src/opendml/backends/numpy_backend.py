@@ -31,6 +31,10 @@ THREAD_GRAIN = 1 << 20
 #: than this in column tiles across all window rows (see _cpu_kernels.c).
 TILE_STRIDE = 64
 TILE_COLUMNS = 256
+#: Array-API outputs this large come from the compiled kernels' block cache.
+CACHE_MIN_BYTES = 1 << 20
+#: Default bytes of released outputs the cache keeps (OPENDML_CPU_CACHE_BYTES).
+CACHE_LIMIT = 1 << 30
 
 
 def _load_native():
@@ -40,7 +44,24 @@ def _load_native():
         from . import _cpu_kernels
     except ImportError:
         return None
+    if not getattr(_cpu_kernels, "_limit_set", False):
+        _cpu_kernels.cache_limit(_env_cache_limit())
+        _cpu_kernels._limit_set = True
     return _cpu_kernels
+
+
+def _env_cache_limit() -> int:
+    raw = os.environ.get("OPENDML_CPU_CACHE_BYTES", "").strip()
+    if not raw:
+        return CACHE_LIMIT
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        from ..spec.errors import ValidationError
+        raise ValidationError(f"OPENDML_CPU_CACHE_BYTES must be a whole number of bytes >= 0; got {raw!r}")
+    return value
 
 
 def _cpu_count() -> int:
@@ -100,6 +121,19 @@ class NumpyBackend:
 
     def synchronize(self) -> None:
         pass
+
+    def empty(self, shape, dtype) -> tuple[np.ndarray, bool]:
+        """An uninitialised array for an array-API output, and whether its
+        memory is fresh (never touched). With the compiled kernels, outputs of
+        ``CACHE_MIN_BYTES`` and up come from the extension's output blocks:
+        released outputs' pages are kept (up to ``cpu_output_cache``'s limit)
+        and reused, already resident, by later outputs of a similar size."""
+        dtype = np.dtype(dtype)
+        count = math.prod(shape)
+        if self._native is not None and count * dtype.itemsize >= CACHE_MIN_BYTES:
+            block = self._native.Block(count * dtype.itemsize)
+            return np.frombuffer(block, dtype=dtype, count=count).reshape(shape), block.fresh
+        return np.empty(shape, dtype), True
 
     # -- execution --------------------------------------------------------------
     def prepare(self, plan, src: np.ndarray, dst: np.ndarray):

@@ -209,6 +209,114 @@ __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, 
     }
 }
 
+// UNFOLD through shared memory: a block stages the input region that a box of
+// t[0] x ... x t[D-1] blocks reads (every window element included), zero-filled
+// outside the input, then writes the box's output columns for each of the K
+// window elements. The input is read once per box instead of K times, and an
+// output element costs one shared-memory load and one store, with no bounds
+// check. Region coordinates are int (the host keeps the region within the
+// shared memory it asks for); input and output offsets are 64-bit.
+// p as unfold_gather (p[0]: boxes), then per spatial d: {box t, region extent
+// e, boxes along d}. Blocks run box fastest, then channel, then batch.
+template <typename T, int D>
+__global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T* __restrict__ dst,
+                                                   const i64* __restrict__ p) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    T* region = reinterpret_cast<T*>(smem);
+    const i64* q = p + 12;
+    const i64* tq = p + 12 + 7 * D;
+    const int C = (int)p[4], K = (int)p[5];
+    int t = (int)blockIdx.x;
+    i64 b0[D];          // first block of this box along d
+    int tb[D], ext[D];  // box size (smaller at the far edge), region extent
+#pragma unroll
+    for (int d = D - 1; d >= 0; --d) {
+        const int nt = (int)tq[3 * d + 2];
+        const int j = t % nt;
+        t /= nt;
+        b0[d] = (i64)j * tq[3 * d];
+        tb[d] = (int)min(tq[3 * d], q[7 * d + 5] - b0[d]);
+        ext[d] = (int)tq[3 * d + 1];
+    }
+    const int c = t % C, n = t / C;
+    const i64 in0 = p[1] + (i64)n * p[10] + (i64)c * p[11];
+
+    // Stage: one line of the region (innermost extent) per 32 threads, or the
+    // whole block on it when the region is a single line.
+    int lines = 1;
+#pragma unroll
+    for (int d = 0; d < D - 1; ++d) lines *= ext[d];
+    const int E = ext[D - 1];
+    const int G = lines == 1 ? 256 : 32;
+    const int gi = threadIdx.x / G, gl = threadIdx.x % G;
+    const i64* ql = q + 7 * (D - 1);
+    const i64 start_last = b0[D - 1] * ql[2] - ql[4];
+    for (int l = gi; l < lines; l += 256 / G) {
+        int rest = l;
+        bool inside = true;
+        i64 off = in0;
+#pragma unroll
+        for (int d = D - 2; d >= 0; --d) {
+            const int y = rest % ext[d];
+            rest /= ext[d];
+            const i64 pos = b0[d] * q[7 * d + 2] - q[7 * d + 4] + y;
+            inside = inside && pos >= 0 && pos < q[7 * d];
+            off += pos * q[7 * d + 6];
+        }
+        for (int x = gl; x < E; x += G) {
+            const i64 pos = start_last + x;
+            T v = (T)0;
+            if (inside && pos >= 0 && pos < ql[0]) v = src[off + pos * ql[6]];
+            region[l * E + x] = v;
+        }
+    }
+    __syncthreads();
+
+    // Write: each thread owns box positions; for each, K stores down the rows.
+    int rs[D], kstep[D], kwrap[D], wk[D];
+    rs[D - 1] = 1;
+#pragma unroll
+    for (int d = D - 2; d >= 0; --d) rs[d] = rs[d + 1] * ext[d + 1];
+    int P = 1;
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+        P *= tb[d];
+        wk[d] = (int)q[7 * d + 1];
+        kstep[d] = (int)q[7 * d + 3] * rs[d];
+        kwrap[d] = wk[d] * kstep[d];
+    }
+    const i64 orow = p[8];
+    T* const out0 = dst + p[2] + (i64)n * p[7] + (i64)c * (i64)K * orow;
+    for (int i = threadIdx.x; i < P; i += 256) {
+        int rest = i, loc = 0;
+        i64 col = 0, cs = 1;
+#pragma unroll
+        for (int d = D - 1; d >= 0; --d) {
+            const int y = rest % tb[d];
+            rest /= tb[d];
+            loc += y * (int)q[7 * d + 2] * rs[d];
+            col += (b0[d] + y) * cs;
+            cs *= q[7 * d + 5];
+        }
+        T* o = out0 + col * p[9];
+        int kk[D];
+#pragma unroll
+        for (int d = 0; d < D; ++d) kk[d] = 0;
+        int koff = loc;
+        for (int k = 0; k < K; ++k) {
+            *o = region[koff];
+            o += orow;
+#pragma unroll
+            for (int d = D - 1; d >= 0; --d) {  // next window element, with carry
+                koff += kstep[d];
+                if (++kk[d] < wk[d]) break;
+                kk[d] = 0;
+                koff -= kwrap[d];
+            }
+        }
+    }
+}
+
 #ifdef OPENDML_INSTANTIATE
 // For `nvcc -c` syntax checks on machines without a GPU (tests/backends).
 template __global__ void strided_copy<uint4, 3, 1, u32, 4, 0>(const uint4*, uint4*, const i64*);
@@ -221,6 +329,10 @@ template __global__ void strided_copy<u64, 3, 0, u32, 4, 4>(const u64*, u64*, co
 template __global__ void strided_copy<u64, 2, 0, u64, 4, 1>(const u64*, u64*, const i64*);
 template __global__ void strided_copy<u64, 4, 0, u32, 4, 2>(const u64*, u64*, const i64*);
 template __global__ void strided_copy<u64, 1, 0, u32, 4, 8>(const u64*, u64*, const i64*);
+template __global__ void unfold_tile<u32, 2>(const u32*, u32*, const i64*);
+template __global__ void unfold_tile<u8, 1>(const u8*, u8*, const i64*);
+template __global__ void unfold_tile<u64, 8>(const u64*, u64*, const i64*);
+template __global__ void unfold_tile<u16, 3>(const u16*, u16*, const i64*);
 template __global__ void unfold1d_tile<u32, u32>(const u32*, u32*, const i64*);
 template __global__ void unfold1d_tile<u8, u64>(const u8*, u8*, const i64*);
 template __global__ void unfold_gather<u8, 1, u32, 1>(const u8*, u8*, const i64*);
