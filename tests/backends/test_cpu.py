@@ -218,3 +218,24 @@ def test_cache_limit_from_the_environment_is_checked(monkeypatch):
         numpy_backend._env_cache_limit()
     monkeypatch.setenv("OPENDML_CPU_CACHE_BYTES", "4096")
     assert numpy_backend._env_cache_limit() == 4096
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
+def test_streaming_stores_give_the_same_bytes(dtype, monkeypatch):
+    # Streaming stores are used from 8 MiB of output; force them on for small
+    # copies with every head/tail alignment and compare with NumPy's result.
+    from opendml import backends
+    from opendml.backends import _cpu_kernels
+    monkeypatch.setitem(backends._BACKENDS, "cpu", NumpyBackend(native=True, threads=2, grain=1))
+    old = _cpu_kernels.stream_min(0)
+    try:
+        x = np.random.default_rng(5).integers(-100, 100, (3, 5, 37, 41)).astype(dtype)
+        for lo in range(0, 6):
+            for width in (1, 7, 16, 33, 41 - lo):
+                got = dml.slice(x, [0, 1, lo, lo], [3, 4, 30, width], [1, 1, 1, 1])
+                assert got.tobytes() == np.ascontiguousarray(x[:, 1:5, lo:lo + 30, lo:lo + width]).tobytes()
+        got = dml.slice1(x, [0, 0, 0, 0], [3, 5, 37, 41], [1, -1, 1, -1])
+        assert got.tobytes() == np.ascontiguousarray(x[:, ::-1, :, ::-1]).tobytes()
+    finally:
+        _cpu_kernels.stream_min(old)
