@@ -86,7 +86,7 @@ static void stream_copy(char *d, const char *s, size_t n) {
 #if HAVE_STREAM
     size_t head = (16 - ((uintptr_t)d & 15)) & 15;
     if (head > n) head = n;
-    memcpy(d, s, head);
+    if (head) memcpy(d, s, head);
     d += head; s += head; n -= head;
     for (; n >= 64; n -= 64, d += 64, s += 64) {
         __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16));
@@ -98,7 +98,7 @@ static void stream_copy(char *d, const char *s, size_t n) {
     }
     for (; n >= 16; n -= 16, d += 16, s += 16) _mm_stream_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)s));
 #endif
-    memcpy(d, s, n);
+    if (n) memcpy(d, s, n);
 }
 
 static inline void stream_fence(int nt) {
@@ -137,6 +137,30 @@ static int64_t stride2_swar(char *d, const char *s, int64_t n, int es) {
     return i;
 }
 
+#if HAVE_STREAM
+/* Stride 2 with SSE2, 16 output bytes per step from two 16-byte loads: the
+ * even elements are kept by sign-extending shifts and a saturating pack
+ * (exact, as the values already fit) or, for 4-byte elements, a shuffle.
+ * Like stride2_swar it leaves at least the last element to the caller, so the
+ * second load's final (odd) element is never past the run. */
+static int64_t stride2_sse2(char *d, const char *s, int64_t n, int es) {
+    const int64_t per = 16 / es;
+    int64_t i = 0;
+    for (; i + per < n; i += per) {
+        const char *p = s + 2 * i * es;
+        __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16)), r;
+        if (es == 1)
+            r = _mm_packs_epi16(_mm_srai_epi16(_mm_slli_epi16(a, 8), 8), _mm_srai_epi16(_mm_slli_epi16(b, 8), 8));
+        else if (es == 2)
+            r = _mm_packs_epi32(_mm_srai_epi32(_mm_slli_epi32(a, 16), 16), _mm_srai_epi32(_mm_slli_epi32(b, 16), 16));
+        else
+            r = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b), _MM_SHUFFLE(2, 0, 2, 0)));
+        _mm_storeu_si128((__m128i *)(d + i * es), r);
+    }
+    return i;
+}
+#endif
+
 /* Copy n elements of size es: destination stride ds, source stride ss (bytes);
  * nt: streaming stores where the run allows. */
 static void copy_run(char *d, const char *s, int64_t n, int64_t ds, int64_t ss, int es, int nt) {
@@ -149,6 +173,9 @@ static void copy_run(char *d, const char *s, int64_t n, int64_t ds, int64_t ss, 
     if (ds == es && es < 8) {
         int64_t done = 0;
         if (ss == -es) done = reverse_swar(d, s, n, es);  /* ordinary stores: streaming 8-byte stores measured no faster */
+#if HAVE_STREAM
+        else if (ss == 2 * es) done = stride2_sse2(d, s, n, es);
+#endif
         else if (ss == 2 * es && es < 4) done = stride2_swar(d, s, n, es);
         d += done * es; s += done * ss; n -= done;
         if (n <= 0) return;
