@@ -51,7 +51,40 @@ def window_alignment():
         del x, y
 
 
+def window_items():
+    """The [8:120] window in each type: word width (16 or 8 bytes) and words
+    per thread, kernel alone."""
+    for dtype in ("int8", "float16", "float32", "float64"):
+        es = np.dtype(dtype).itemsize
+        n = 256 * 2**20 // (64 * 128 * 128 * es)
+        x = cupy.random.randint(0, 100, size=(n, 64, 128, 128)).astype(dtype)
+        desc = dml.SliceOperatorDesc(dml.TensorDesc(dml.DataType.from_numpy(x.dtype), x.shape), None,
+                                     [0, 0, 8, 8], [n, 64, 112, 112], [1, 1, 1, 1])
+        out = cupy.empty(desc.output_tensor.sizes, dtype)
+        plan = desc.lower()
+        for w in (16, 8):
+            if w < es:
+                continue
+            f = w // es
+            p = plan.canonical()
+            if p.in_offset % f or p.out_offset % f or p.sizes[-1] % f or any(
+                    t % f for t in p.in_strides[:-1] + p.out_strides[:-1]):
+                continue
+            wp = CopyPlan(w, p.sizes[:-1] + (p.sizes[-1] // f,), p.in_offset // f,
+                          tuple(t // f for t in p.in_strides[:-1]) + (1,), p.out_offset // f,
+                          tuple(t // f for t in p.out_strides[:-1]) + (1,))
+            for items in (1, 2, 4, 8):
+                name = f"strided_copy<{cb._SCALAR[w]}, {len(wp.sizes)}, 0, u32, {items}, 0>"
+                params = cupy.asarray([wp.count, wp.in_offset, wp.out_offset, *wp.sizes, *wp.in_strides,
+                                       *wp.out_strides], dtype=cupy.int64)
+                grid = (math.ceil(wp.count / (cb.THREADS * items)),)
+                ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
+                print(f"window {dtype} word {w} items {items}: {2 * out.nbytes / ms / 1e6:.0f} GB/s")
+        del x, out
+
+
 def main():
+    window_items()
     window_alignment()
     for dtype in ("int8", "float16", "float32", "float64"):
         es = np.dtype(dtype).itemsize
