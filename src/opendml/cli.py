@@ -216,8 +216,13 @@ def cmd_info(args) -> int:
     from .backends import cuda_status, get_backend
     print(f"opendml {__version__} (Python {sys.version.split()[0]}, NumPy {np.__version__})")
     cpu = get_backend("cpu")
-    kernels = ("compiled kernels, " + str(cpu.threads) + " threads") if cpu.kernels == "compiled" \
-        else "NumPy kernels (compiled kernels not installed or OPENDML_CPU_KERNELS=numpy)"
+    if cpu.kernels == "compiled":
+        from .api import cpu_output_cache
+        limit = cpu_output_cache()["limit"]
+        kernels = (f"compiled kernels, {cpu.threads} threads, output cache "
+                   + (f"up to {limit / 2**20:g} MiB" if limit else "off"))
+    else:
+        kernels = "NumPy kernels (compiled kernels not installed or OPENDML_CPU_KERNELS=numpy)"
     print(f"backend cpu: available ({kernels})")
     ok, what = cuda_status()
     print(f"backend cuda: {'available: ' + what if ok else 'unavailable (' + what + ')'}")

@@ -239,3 +239,10 @@ def test_streaming_stores_give_the_same_bytes(dtype, monkeypatch):
         assert got.tobytes() == np.ascontiguousarray(x[:, ::-1, :, ::-1]).tobytes()
     finally:
         _cpu_kernels.stream_min(old)
+
+
+@needs_native
+def test_outputs_are_plain_arrays_when_the_cache_is_off(cache):
+    dml.cpu_output_cache(0)
+    out = dml.slice(np.ones((1, 1, 1024, 1024), np.float32), [0, 0, 0, 0], [1, 1, 1024, 1024], [1, 1, 1, 1])
+    assert out.flags.owndata and np.all(out == 1)

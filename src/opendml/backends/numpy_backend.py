@@ -130,8 +130,11 @@ class NumpyBackend:
         and reused, already resident, by later outputs of a similar size."""
         dtype = np.dtype(dtype)
         count = math.prod(shape)
-        if self._native is not None and count * dtype.itemsize >= CACHE_MIN_BYTES:
-            block = self._native.Block(count * dtype.itemsize)
+        nbytes = count * dtype.itemsize
+        # Blocks only where a released one could be kept: otherwise NumPy's
+        # allocator (which glibc lets reuse freed memory up to 32 MiB) is better.
+        if self._native is not None and CACHE_MIN_BYTES <= nbytes <= self._native.cache_limit():
+            block = self._native.Block(nbytes)
             return np.frombuffer(block, dtype=dtype, count=count).reshape(shape), block.fresh
         return np.empty(shape, dtype), True
 
