@@ -9,7 +9,7 @@ import cupy
 import numpy as np
 
 import opendml as dml
-from opendml.backends import cuda_backend as cb
+from opendml.runtime.cuda import backend as cb
 from opendml.plan import CopyPlan
 
 

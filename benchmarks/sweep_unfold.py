@@ -7,7 +7,7 @@ import math
 import cupy
 
 import opendml as dml
-from opendml.backends import cuda_backend as cb
+from opendml.runtime.cuda import backend as cb
 
 
 def time_launch(name, params, grid, smem, x, out, reps=20):

@@ -6,7 +6,7 @@ import pytest
 @functools.cache
 def cuda_available() -> bool:
     try:
-        from opendml.backends import cuda_status
+        from opendml.runtime import cuda_status
         return cuda_status()[0]
     except Exception:
         return False
@@ -14,8 +14,8 @@ def cuda_available() -> bool:
 
 @functools.cache
 def native_available() -> bool:
-    from opendml.backends.numpy_backend import NumpyBackend
-    return NumpyBackend().kernels == "compiled"
+    import opendml as dml
+    return dml.config().compiled_available
 
 
 # "cpu" is the default CPU backend (compiled kernels where built); "cpu-threads"
@@ -28,18 +28,21 @@ BACKENDS = [pytest.param("cpu", id="cpu"),
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request, monkeypatch):
-    from opendml import backends
-    from opendml.backends.numpy_backend import NumpyBackend
+def backend(request):
+    import opendml as dml
     if request.param == "cuda":
         if not cuda_available():
             pytest.skip("CUDA is not available here")
-        return "cuda"
+        yield "cuda"
+        return
     if request.param == "cpu-threads":
         if not native_available():
             pytest.skip("the compiled CPU kernels are not installed")
-        monkeypatch.setitem(backends._BACKENDS, "cpu",
-                            NumpyBackend(native=True, threads=3, grain=1, tile_stride=0, tile_columns=3))
+        with dml.configure(cpu_kernels="compiled", threads=3, thread_grain_bytes=1, unfold_tile_stride=0,
+                           unfold_tile_columns=3):
+            yield "cpu"
     elif request.param == "cpu-numpy":
-        monkeypatch.setitem(backends._BACKENDS, "cpu", NumpyBackend(native=False))
-    return "cpu"
+        with dml.configure(cpu_kernels="numpy"):
+            yield "cpu"
+    else:
+        yield "cpu"

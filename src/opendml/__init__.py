@@ -1,19 +1,30 @@
 """opendml: DirectML's tensor model and data-movement operators (SLICE, SLICE1,
-UNFOLD), with DirectML's validation rules, on the CPU (NumPy) and NVIDIA GPUs
-(CUDA through CuPy)."""
-from .api import cpu_output_cache, slice, slice1, unfold
+UNFOLD), with DirectML's validation rules, on the CPU (NumPy and compiled C
+kernels) and NVIDIA GPUs (CUDA kernels through CuPy).
+
+Layers, each importing only those below it: ``model`` (data types, feature
+levels, tensor descriptions, errors) < ``ops`` (one module per operator) <
+``plan`` (what backends run) < ``runtime`` (backends, configuration) <
+``arrays`` (the array API) and ``device`` (the DirectML flow) < ``jsonform``
+and ``cli``. ``opendml.torch`` (PyTorch operators) is imported only when asked for.
+"""
+from .arrays import cpu_output_cache, plan_cache_info, slice, slice1, unfold
 from .device import Buffer, BufferBinding, BindingTable, CompiledOperator, Device, Operator
+from .model import (BindingError, DataType, DmlError, FeatureLevel, TensorDesc, TensorFlags,
+                    UnsupportedError, ValidationError, calc_buffer_tensor_size, nhwc_strides,
+                    packed_strides)
 from .ops import OperatorDesc, Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
-from .spec import (BindingError, DataType, DmlError, FeatureLevel, TensorDesc, TensorFlags,
-                   UnsupportedError, ValidationError, calc_buffer_tensor_size, nhwc_strides,
-                   packed_strides)
+from .runtime.config import Config, config, configure
 
 __version__ = "0.1.0"
 
+# ``slice`` is DirectML's name and stays importable as ``opendml.slice``, but is
+# left out of __all__ so ``from opendml import *`` does not shadow Python's slice.
 __all__ = [
     "DataType", "FeatureLevel", "TensorDesc", "TensorFlags", "calc_buffer_tensor_size",
     "packed_strides", "nhwc_strides", "DmlError", "ValidationError", "UnsupportedError",
     "BindingError", "OperatorDesc", "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc",
     "Device", "Buffer", "BufferBinding", "BindingTable", "Operator", "CompiledOperator",
-    "slice", "slice1", "unfold", "cpu_output_cache", "__version__",
+    "slice1", "unfold", "cpu_output_cache", "plan_cache_info", "configure", "config", "Config",
+    "__version__",
 ]

@@ -23,9 +23,9 @@ from . import __version__
 from .device import BufferBinding, Device
 from .jsonform import from_json, loads, to_json
 from .ops import OPERATORS, UnfoldOperatorDesc
-from .spec.errors import DmlError
-from .spec.feature_level import FeatureLevel
-from .spec.tensor_desc import TensorDesc
+from .model.errors import DmlError
+from .model.feature_level import FeatureLevel
+from .model.tensor_desc import TensorDesc
 
 
 class UsageError(Exception):
@@ -213,16 +213,16 @@ def cmd_validate(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from .backends import cuda_status, get_backend
+    from .runtime import config, cuda_status
     print(f"opendml {__version__} (Python {sys.version.split()[0]}, NumPy {np.__version__})")
-    cpu = get_backend("cpu")
-    if cpu.kernels == "compiled":
-        from .api import cpu_output_cache
-        limit = cpu_output_cache()["limit"]
-        kernels = (f"compiled kernels, {cpu.threads} threads, output cache "
+    cfg = config()
+    if cfg.cpu_kernels == "compiled":
+        limit = cfg.output_cache_bytes
+        kernels = (f"compiled kernels, {cfg.threads} threads, output cache "
                    + (f"up to {limit / 2**20:g} MiB" if limit else "off"))
     else:
-        kernels = "NumPy kernels (compiled kernels not installed or OPENDML_CPU_KERNELS=numpy)"
+        why = "selected" if cfg.compiled_available else "compiled kernels not installed"
+        kernels = f"NumPy kernels ({why})"
     print(f"backend cpu: available ({kernels})")
     ok, what = cuda_status()
     print(f"backend cuda: {'available: ' + what if ok else 'unavailable (' + what + ')'}")

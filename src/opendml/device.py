@@ -22,13 +22,13 @@ import dataclasses
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .backends import get_backend
+from .runtime import get_backend
 from .ops import OperatorDesc
-from .spec._checks import UINT64_MAX, as_int
-from .spec.data_type import DataType
-from .spec.errors import BindingError, ValidationError
-from .spec.feature_level import FeatureLevel
-from .spec.tensor_desc import TensorDesc, TensorFlags
+from .model._checks import UINT64_MAX, as_int
+from .model.data_type import DataType
+from .model.errors import BindingError, ValidationError
+from .model.feature_level import FeatureLevel
+from .model.tensor_desc import TensorDesc, TensorFlags
 
 #: A buffer larger than this is refused before anything is allocated.
 MAX_BUFFER_BYTES = 2**46

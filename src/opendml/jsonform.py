@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 
 from .ops import OPERATORS, OperatorDesc, Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
-from .spec.data_type import DataType
-from .spec.errors import DmlError, ValidationError
-from .spec.tensor_desc import TensorDesc, TensorFlags
+from .model.data_type import DataType
+from .model.errors import DmlError, ValidationError
+from .model.tensor_desc import TensorDesc, TensorFlags
 
 TENSOR_FIELDS = ("DataType", "Flags", "DimensionCount", "Sizes", "Strides",
                  "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..spec._checks import as_int_tuple
-from ..spec.data_type import DataType
-from ..spec.errors import UnsupportedError, ValidationError
-from ..spec.feature_level import FeatureLevel
-from ..spec.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
+from ..model._checks import as_int_tuple
+from ..model.data_type import DataType
+from ..model.errors import UnsupportedError, ValidationError
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
 
 T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})

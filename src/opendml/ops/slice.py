@@ -4,9 +4,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..plan import CopyPlan
-from ..spec._checks import UINT32_MAX
-from ..spec.feature_level import FeatureLevel
-from ..spec.tensor_desc import TensorDesc
+from ..model._checks import UINT32_MAX
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
 from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, OperatorDesc, SupportRow, element_layout
 
 

@@ -13,9 +13,9 @@ import dataclasses
 import math
 
 from ..plan import UnfoldPlan
-from ..spec._checks import UINT32_MAX
-from ..spec.feature_level import FeatureLevel
-from ..spec.tensor_desc import MAX_ELEMENTS, TensorDesc
+from ..model._checks import UINT32_MAX
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ._common import TYPES_4_1, OperatorDesc, SupportRow, element_layout
 
 MAX_SPATIAL_DIMENSIONS = 6

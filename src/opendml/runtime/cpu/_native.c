@@ -272,7 +272,7 @@ static void copy_units(const void *vjob, int64_t u0, int64_t u1) {
 
 static int read_params(Py_buffer *pb, int64_t **out, Py_ssize_t need) {
     if (pb->len < need * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_ValueError, "opendml._cpu_kernels: parameter block too short");
+        PyErr_SetString(PyExc_ValueError, "opendml.runtime.cpu._native: parameter block too short");
         return -1;
     }
     *out = (int64_t *)pb->buf;
@@ -289,7 +289,7 @@ static PyObject *py_copy(PyObject *self, PyObject *args) {
     if (read_params(&pb, &p, 2) < 0) goto fail;
     j.es = (int)p[0]; j.nd = (int)p[1];
     if (j.nd < 1 || j.nd > MAXD || !(j.es == 1 || j.es == 2 || j.es == 4 || j.es == 8)) {
-        PyErr_SetString(PyExc_ValueError, "opendml._cpu_kernels.copy: bad element size or rank");
+        PyErr_SetString(PyExc_ValueError, "opendml.runtime.cpu._native.copy: bad element size or rank");
         goto fail;
     }
     if (read_params(&pb, &p, 2 + 3 * j.nd) < 0) goto fail;
@@ -416,7 +416,7 @@ static PyObject *py_unfold(PyObject *self, PyObject *args) {
     if (read_params(&pb, &p, 11) < 0) goto fail;
     j.es = (int)p[0]; j.D = (int)p[1];
     if (j.D < 1 || j.D > MAXD - 2 || !(j.es == 1 || j.es == 2 || j.es == 4 || j.es == 8)) {
-        PyErr_SetString(PyExc_ValueError, "opendml._cpu_kernels.unfold: bad element size or rank");
+        PyErr_SetString(PyExc_ValueError, "opendml.runtime.cpu._native.unfold: bad element size or rank");
         goto fail;
     }
     if (read_params(&pb, &p, 11 + 7 * j.D) < 0) goto fail;
@@ -541,7 +541,7 @@ static PyObject *Block_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"nbytes", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kw, "n", kwlist, &n)) return NULL;
     if (n < 0) {
-        PyErr_Format(PyExc_ValueError, "opendml._cpu_kernels.Block: nbytes must be >= 0, got %zd", n);
+        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.Block: nbytes must be >= 0, got %zd", n);
         return NULL;
     }
     if (n > PY_SSIZE_T_MAX - 4096) return PyErr_NoMemory();
@@ -614,7 +614,7 @@ static PyGetSetDef Block_getset[] = {
 
 static PyTypeObject BlockType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "opendml.backends._cpu_kernels.Block",
+    .tp_name = "opendml.runtime.cpu._native.Block",
     .tp_basicsize = sizeof(Block),
     .tp_dealloc = (destructor)Block_dealloc,
     .tp_as_buffer = &Block_as_buffer,
@@ -672,11 +672,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "opendml.backends._cpu_kernels",
+    PyModuleDef_HEAD_INIT, "opendml.runtime.cpu._native",
     "opendml's compiled CPU kernels (optional; see numpy_backend.py)", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__cpu_kernels(void) {
+PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&BlockType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.backends.numpy_backend import NumpyBackend
 from tests import reference as ref
 from tests.conftest import native_available
 
@@ -16,25 +15,23 @@ TYPES = [np.int8, np.float16, np.float32, np.float64]
 needs_native = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not installed")
 
 CONFIGS = {
-    "default": dict(native=True),
-    "threads": dict(native=True, threads=3, grain=1),
-    "tiles": dict(native=True, threads=2, grain=1, tile_stride=0, tile_columns=5),
+    "default": dict(cpu_kernels="compiled"),
+    "threads": dict(cpu_kernels="compiled", threads=3, thread_grain_bytes=1),
+    "tiles": dict(cpu_kernels="compiled", threads=2, thread_grain_bytes=1, unfold_tile_stride=0,
+                  unfold_tile_columns=5),
 }
 
 
 @pytest.fixture(params=list(CONFIGS))
-def cpu(request, monkeypatch):
-    from opendml import backends
+def cpu(request):
     if not native_available():
         pytest.skip("the compiled CPU kernels are not installed")
-    monkeypatch.setitem(backends._BACKENDS, "cpu", NumpyBackend(**CONFIGS[request.param]))
-    return request.param
+    with dml.configure(**CONFIGS[request.param]):
+        yield request.param
 
 
-def numpy_result(fn, monkeypatch):
-    from opendml import backends
-    with monkeypatch.context() as m:
-        m.setitem(backends._BACKENDS, "cpu", NumpyBackend(native=False))
+def numpy_result(fn, monkeypatch=None):
+    with dml.configure(cpu_kernels="numpy"):
         return fn()
 
 
@@ -102,26 +99,24 @@ def test_unfold_on_reversed_input_view(cpu):
                                                                    [1, 1], [1, 1], [1, 1]))
 
 
-def test_kernels_can_be_forced_to_numpy(monkeypatch):
-    monkeypatch.setenv("OPENDML_CPU_KERNELS", "numpy")
-    assert NumpyBackend().kernels == "numpy"
-    with pytest.raises(ImportError, match="compiled CPU kernels are not installed"):
-        NumpyBackend(native=True)
+def test_kernels_can_be_forced_to_numpy():
+    with dml.configure(cpu_kernels="numpy") as cfg:
+        assert cfg.cpu_kernels == "numpy" and dml.config().cpu_kernels == "numpy"
+    assert dml.config().cpu_kernels == ("compiled" if native_available() else "numpy")
 
 
 @needs_native
 def test_compiled_kernels_are_the_default_where_built():
-    assert NumpyBackend().kernels == "compiled"
+    assert dml.config().cpu_kernels == "compiled"
 
 
 @pytest.mark.parametrize("kernels", ["compiled", "numpy"])
-def test_window_element_entirely_in_padding_writes_only_its_column(kernels, monkeypatch):
+def test_window_element_entirely_in_padding_writes_only_its_column(kernels):
     # Found by Hypothesis: window element 0 lies two blocks into the padding of
     # a one-block output; the NumPy path zeroed two columns, one past the row.
-    from opendml import backends
     if kernels == "compiled" and not native_available():
         pytest.skip("the compiled CPU kernels are not installed")
-    monkeypatch.setitem(backends._BACKENDS, "cpu", NumpyBackend(native=kernels == "compiled"))
+    restore = dml.configure(cpu_kernels=kernels)
     desc = dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [1, 1, 1, 1, 1]),
                                   dml.TensorDesc(dml.DataType.FLOAT32, [1, 2, 1], [4, 2, 1]),
                                   [2, 1, 1], [1, 1, 1], [2, 1, 1], [2, 0, 0], [0, 0, 0])
@@ -133,21 +128,18 @@ def test_window_element_entirely_in_padding_writes_only_its_column(kernels, monk
     t.bind_inputs([dml.BufferBinding(ib)])
     t.bind_outputs([dml.BufferBinding(ob)])
     dev.execute(c, t)
-    assert ob.read().view(np.float32).tolist() == [0.0, 9.0, 7.0, 9.0]
+    with restore:
+        assert ob.read().view(np.float32).tolist() == [0.0, 9.0, 7.0, 9.0]
 
 
 @pytest.fixture
-def cache(monkeypatch):
-    """The compiled backend with an empty output cache; restores the limit."""
+def cache():
+    """The compiled backend with an empty output cache; restores the settings."""
     if not native_available():
         pytest.skip("the compiled CPU kernels are not installed")
-    from opendml import backends
-    monkeypatch.setitem(backends._BACKENDS, "cpu", NumpyBackend(native=True))
-    old = dml.cpu_output_cache()["limit"]
-    dml.cpu_output_cache(0)
-    dml.cpu_output_cache(64 << 20)
-    yield
-    dml.cpu_output_cache(old)
+    with dml.configure(cpu_kernels="compiled", output_cache_bytes=0):
+        dml.configure(output_cache_bytes=64 << 20)
+        yield
 
 
 @needs_native
@@ -205,40 +197,41 @@ def test_cached_outputs_are_visible_to_tracemalloc(cache):
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "1", True])
+@pytest.mark.parametrize("bad", [-1, 2**62 + 1, 2**63, 2**64])
 def test_cache_limit_must_be_a_byte_count(bad):
-    with pytest.raises(dml.ValidationError, match="cpu_output_cache: limit must be an int >= 0"):
+    with pytest.raises(dml.ValidationError, match="limit must be an int >= 0|output_cache_bytes must be in"):
         dml.cpu_output_cache(bad)
 
 
-def test_cache_limit_from_the_environment_is_checked(monkeypatch):
-    from opendml.backends import numpy_backend
-    monkeypatch.setenv("OPENDML_CPU_CACHE_BYTES", "lots")
-    with pytest.raises(dml.ValidationError, match="OPENDML_CPU_CACHE_BYTES must be a whole number of bytes >= 0; got 'lots'"):
-        numpy_backend._env_cache_limit()
-    monkeypatch.setenv("OPENDML_CPU_CACHE_BYTES", "4096")
-    assert numpy_backend._env_cache_limit() == 4096
+@pytest.mark.parametrize("bad", [1.5, "1", True, None.__class__])
+def test_cache_limit_must_be_an_int(bad):
+    with pytest.raises(TypeError, match="cpu_output_cache: limit must be an int"):
+        dml.cpu_output_cache(bad)
+
+
+def test_cache_limit_accepts_numpy_integers():
+    with dml.configure():
+        assert dml.cpu_output_cache(np.uint64(4096))["limit"] == (4096 if native_available() else 0)
 
 
 @needs_native
 @pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
-def test_streaming_stores_give_the_same_bytes(dtype, monkeypatch):
+def test_streaming_stores_give_the_same_bytes(dtype):
     # Streaming stores are used from 8 MiB of output; force them on for small
     # copies with every head/tail alignment and compare with NumPy's result.
-    from opendml import backends
-    from opendml.backends import _cpu_kernels
-    monkeypatch.setitem(backends._BACKENDS, "cpu", NumpyBackend(native=True, threads=2, grain=1))
-    old = _cpu_kernels.stream_min(0)
+    from opendml.runtime.cpu import _native
+    old = _native.stream_min(0)
     try:
-        x = np.random.default_rng(5).integers(-100, 100, (3, 5, 37, 41)).astype(dtype)
-        for lo in range(0, 6):
-            for width in (1, 7, 16, 33, 41 - lo):
-                got = dml.slice(x, [0, 1, lo, lo], [3, 4, 30, width], [1, 1, 1, 1])
-                assert got.tobytes() == np.ascontiguousarray(x[:, 1:5, lo:lo + 30, lo:lo + width]).tobytes()
-        got = dml.slice1(x, [0, 0, 0, 0], [3, 5, 37, 41], [1, -1, 1, -1])
-        assert got.tobytes() == np.ascontiguousarray(x[:, ::-1, :, ::-1]).tobytes()
+        with dml.configure(cpu_kernels="compiled", threads=2, thread_grain_bytes=1):
+            x = np.random.default_rng(5).integers(-100, 100, (3, 5, 37, 41)).astype(dtype)
+            for lo in range(0, 6):
+                for width in (1, 7, 16, 33, 41 - lo):
+                    got = dml.slice(x, [0, 1, lo, lo], [3, 4, 30, width], [1, 1, 1, 1])
+                    assert got.tobytes() == np.ascontiguousarray(x[:, 1:5, lo:lo + 30, lo:lo + width]).tobytes()
+            got = dml.slice1(x, [0, 0, 0, 0], [3, 5, 37, 41], [1, -1, 1, -1])
+            assert got.tobytes() == np.ascontiguousarray(x[:, ::-1, :, ::-1]).tobytes()
     finally:
-        _cpu_kernels.stream_min(old)
+        _native.stream_min(old)
 
 
 @needs_native

@@ -1,12 +1,13 @@
 """CPU backend.
 
-Plans run through opendml's compiled kernels (``_cpu_kernels.c``: strided copy
-and UNFOLD gather, split over the CPU's cores with the GIL released) when the
+Plans run through opendml's compiled kernels (the C sources beside this file:
+strided copy and UNFOLD gather, split over the CPU's cores with the GIL released) when the
 extension was built at install time, and otherwise through NumPy strided views
 and ``np.copyto``. Both move unsigned words of the element's size, never
 values, so every bit pattern (float16 NaN payloads, negative zero) survives
-exactly, and both give identical results (the tests run both). Setting
-``OPENDML_CPU_KERNELS=numpy`` in the environment selects the NumPy path.
+exactly, and both give identical results (the tests run both).
+``opendml.configure(cpu_kernels="numpy")`` (or ``OPENDML_CPU_KERNELS=numpy``)
+selects the NumPy path.
 
 Everything a dispatch needs (views, or addresses and a packed parameter block)
 is built once per binding (``prepare``) and replayed by ``execute``.
@@ -15,60 +16,32 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..plan import CopyPlan, UnfoldPlan
+from ...model.errors import UnsupportedError
+from ...plan import CopyPlan, UnfoldPlan
+from ..config import CACHE_MIN_BYTES, Config
 
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 ALIGNMENT = 64
 
-#: Work below this many bytes moved runs on the calling thread only.
-THREAD_GRAIN = 1 << 20
-#: UNFOLD reads along the innermost block dimension with a larger byte step
-#: than this in column tiles across all window rows (see _cpu_kernels.c).
-TILE_STRIDE = 64
-TILE_COLUMNS = 256
-#: Array-API outputs this large come from the compiled kernels' block cache.
-CACHE_MIN_BYTES = 1 << 20
-#: Default bytes of released outputs the cache keeps (OPENDML_CPU_CACHE_BYTES).
-CACHE_LIMIT = 1 << 30
-
 
 def _load_native():
-    if os.environ.get("OPENDML_CPU_KERNELS", "").strip().lower() == "numpy":
-        return None
     try:
-        from . import _cpu_kernels
+        from . import _native
     except ImportError:
         return None
-    if not getattr(_cpu_kernels, "_limit_set", False):
-        _cpu_kernels.cache_limit(_env_cache_limit())
-        _cpu_kernels._limit_set = True
-    return _cpu_kernels
+    return _native
 
 
-def _env_cache_limit() -> int:
-    raw = os.environ.get("OPENDML_CPU_CACHE_BYTES", "").strip()
-    if not raw:
-        return CACHE_LIMIT
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        from ..spec.errors import ValidationError
-        raise ValidationError(f"OPENDML_CPU_CACHE_BYTES must be a whole number of bytes >= 0; got {raw!r}")
-    return value
-
-
-def _cpu_count() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+def apply_cache_limit(cfg: Config) -> None:
+    """Give the compiled kernels' output-block cache the configured limit (at
+    once: a limit of 0 frees the blocks held)."""
+    mod = _load_native()
+    if mod is not None:
+        mod.cache_limit(cfg.output_cache_bytes if cfg.cpu_kernels == "compiled" else 0)
 
 
 def _view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
@@ -77,22 +50,23 @@ def _view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
     return as_strided(flat[offset:], shape=tuple(sizes), strides=tuple(t * item for t in strides))
 
 
-class NumpyBackend:
-    """``native``: use the compiled kernels (None: where they are installed)."""
+class CpuBackend:
+    """Runs plans with the settings of one ``Config`` (see ``opendml.configure``):
+    the compiled kernels or NumPy, threads, and the output-block cache limit."""
 
     name = "cpu"
 
-    def __init__(self, native: bool | None = None, threads: int | None = None, grain: int = THREAD_GRAIN,
-                 tile_stride: int = TILE_STRIDE, tile_columns: int = TILE_COLUMNS):
-        mod = _load_native() if native is not False else None
-        if native and mod is None:
-            raise ImportError("opendml's compiled CPU kernels are not installed "
-                              "(reinstall with a C compiler present, and OPENDML_CPU_KERNELS unset)")
+    def __init__(self, cfg: Config):
+        self.config = cfg
+        mod = _load_native() if cfg.cpu_kernels == "compiled" else None
+        if cfg.cpu_kernels == "compiled" and mod is None:
+            raise UnsupportedError("opendml's compiled CPU kernels are not installed "
+                                   "(reinstall with a C compiler present)")
         self._native = mod
-        self.threads = threads or _cpu_count()
-        self.grain = grain
-        self.tile_stride = tile_stride
-        self.tile_columns = tile_columns
+        self.threads = cfg.threads
+        self.grain = cfg.thread_grain_bytes
+        self.tile_stride = cfg.unfold_tile_stride
+        self.tile_columns = cfg.unfold_tile_columns
 
     @property
     def kernels(self) -> str:
@@ -121,6 +95,12 @@ class NumpyBackend:
 
     def synchronize(self) -> None:
         pass
+
+    def cache_info(self) -> dict:
+        """The output-block cache: {'limit', 'blocks', 'bytes', 'hits', 'misses'}."""
+        if self._native is None:
+            return {"limit": 0, "blocks": 0, "bytes": 0, "hits": 0, "misses": 0}
+        return self._native.cache_info()
 
     def empty(self, shape, dtype) -> tuple[np.ndarray, bool]:
         """An uninitialised array for an array-API output, and whether its

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.backends.cuda_backend import KERNELS, _unfold_launch, unfold_box, word_plan
-from opendml.backends.numpy_backend import _prepare_copy, _prepare_unfold
+from opendml.runtime.cuda.backend import KERNELS, _unfold_launch, unfold_box, word_plan
+from opendml.runtime.cpu.backend import _prepare_copy, _prepare_unfold
 from opendml.plan import CopyPlan, UnfoldPlan
 from tests import reference as ref
 from tests.conftest import cuda_available

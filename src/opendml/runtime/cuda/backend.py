@@ -13,10 +13,12 @@ import pathlib
 
 import numpy as np
 
-from ..plan import CopyPlan, UnfoldPlan
-from ..spec.errors import UnsupportedError
+from ...model.errors import UnsupportedError
+from ...plan import CopyPlan, UnfoldPlan
 
-KERNELS = pathlib.Path(__file__).with_name("kernels") / "opendml_kernels.cu"
+KERNELS = pathlib.Path(__file__).with_name("kernels.cu")
+#: Parameter blocks, declared once for the C and CUDA kernels.
+INCLUDE = pathlib.Path(__file__).parents[1]
 THREADS = 256
 PARAM_CACHE = 512  # uploaded parameter arrays kept per device
 #: 1-D UNFOLDs whose neighbouring blocks lie at least this many elements apart
@@ -257,18 +259,3 @@ def _unfold_launch(plan: UnfoldPlan, box=None):
         return f"unfold_tile<{_SCALAR[es]}, {D}>", params, (params[0],), math.prod(ext) * es
     name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}, {r}>"
     return name, params, (math.ceil(slots / THREADS),), 0
-
-
-# -- array level ---------------------------------------------------------------------
-
-def run_array(x, make_desc):
-    """``dml.slice``/``slice1``/``unfold`` on a CuPy array (any strides)."""
-    cupy = _cupy()
-    from ..api import array_plan
-    from ..backends import get_backend
-    desc, plan, low, span = array_plan(x, make_desc, cupy.ascontiguousarray)
-    word = _NUMPY_WORD[x.itemsize]
-    src = cupy.ndarray((span,), dtype=word, memptr=low.data)
-    out = cupy.empty(desc.output_tensor.sizes, dtype=x.dtype)
-    get_backend(f"cuda:{x.device.id}").prepare(plan, src, out.view(word).reshape(-1))()
-    return out

@@ -1,0 +1,116 @@
+"""The array API: ``slice``, ``slice1`` and ``unfold`` on NumPy, CuPy, PyTorch
+or JAX arrays, returning a new packed array of the same framework on the same
+device.
+
+One adapter per framework (``numpy_adapter``, ``cupy_adapter``,
+``torch_adapter``, ``jax_adapter``) turns an array into what the runtime runs;
+the planner (``planner``) turns an array's layout into a validated plan, with a
+bounded LRU plan cache. A framework is recognised by its array type, looked up
+only where the framework is already imported, so no framework is imported
+here. May import ``opendml.model``, ``opendml.ops``, ``opendml.plan`` and
+``opendml.runtime``.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any, Sequence, Union
+
+import numpy as np
+
+from ..model.errors import ValidationError
+from ..model.tensor_desc import TensorDesc
+from ..ops import Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
+from .planner import OpCall, plan_cache_info
+
+__all__ = ["slice1", "unfold", "cpu_output_cache", "plan_cache_info", "adapter_for"]
+
+#: An int, or one int per axis.
+Ints = Union[int, Sequence[int]]
+
+#: (module that must already be imported, attribute path of its array type,
+#: opendml adapter module), checked in order after NumPy.
+_FRAMEWORKS = (
+    ("torch", "Tensor", "torch_adapter"),
+    ("cupy", "ndarray", "cupy_adapter"),
+    ("jax", "Array", "jax_adapter"),
+)
+
+
+def adapter_for(x):
+    """The adapter module that runs operators on ``x``'s framework."""
+    if isinstance(x, np.ndarray):
+        from . import numpy_adapter
+        return numpy_adapter
+    for module, attr, adapter in _FRAMEWORKS:
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(x, getattr(mod, attr)):
+            return importlib.import_module(f"{__name__}.{adapter}")
+    raise ValidationError(f"array API: expected a NumPy, CuPy, PyTorch or JAX array; got "
+                          f"{type(x).__module__}.{type(x).__qualname__}")
+
+
+def _run(x, call: OpCall):
+    return adapter_for(x).run(x, call)
+
+
+def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> Any:  # noqa: A001
+    """DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``."""
+    return _run(x, OpCall("slice", (offsets, sizes, strides),
+                          lambda t: SliceOperatorDesc(t, None, offsets, sizes, strides)))
+
+
+def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int],
+           output_sizes: Sequence[int] | None = None) -> Any:
+    """DML_SLICE1: a window of ``x`` walked with signed strides (a negative
+    stride starts at the window's end). ``output_sizes`` defaults to every
+    reachable element: ``1 + (window_sizes - 1) // |window_strides|``."""
+    def make(t):
+        out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)
+        return Slice1OperatorDesc(t, out, window_offsets, window_sizes, window_strides)
+    return _run(x, OpCall("slice1", (window_offsets, window_sizes, window_strides, output_sizes), make))
+
+
+def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0,
+           end_padding: Ints = 0) -> Any:
+    """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
+    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
+    every spatial axis."""
+    args = (window_sizes, strides, dilations, start_padding, end_padding)
+
+    def make(t):
+        d = t.rank - 2
+        return UnfoldOperatorDesc(t, None, *(per_axis(v, d) for v in args))
+    return _run(x, OpCall("unfold", args, make))
+
+
+def per_axis(value, d: int):
+    """A scalar applies to each of ``d`` spatial axes; a sequence is kept."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),) * max(d, 1)
+    return value
+
+
+def cpu_output_cache(limit: int | None = None) -> dict:
+    """The CPU array API's output-block cache, and optionally a new size limit.
+
+    With the compiled CPU kernels, outputs of 1 MiB and up are put in memory
+    blocks that, once the output (and every view of it) is released, are kept
+    for the next output of a similar size instead of being returned to the
+    system: a fresh large allocation is paid for in page faults and
+    zero-filling on first touch, which costs about as much as the operator
+    itself. ``limit`` is how many bytes of released blocks may be kept; it is
+    the same setting as ``opendml.configure(output_cache_bytes=...)``. 0 turns
+    reuse off and frees what is held. Returns ``{'limit', 'blocks', 'bytes',
+    'hits', 'misses'}`` after the change; with the NumPy kernels every output
+    is a plain ``np.empty`` and the cache reports a limit of 0.
+    """
+    from ..runtime import get_backend
+    from ..runtime.config import configure
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)):
+            raise TypeError(f"cpu_output_cache: limit must be an int (bytes) or None; got {type(limit).__name__}")
+        if limit < 0:
+            raise ValidationError(f"cpu_output_cache: limit must be an int >= 0 (bytes) or None; got {limit}")
+        configure(output_cache_bytes=int(limit))
+    return get_backend("cpu").cache_info()

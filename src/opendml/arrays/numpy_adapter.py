@@ -1,0 +1,47 @@
+"""NumPy arrays: validate through the planner, run on the CPU backend, return
+a new packed NumPy array."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.errors import ValidationError
+from ..runtime import get_backend
+from ..runtime.cpu import WORDS
+from .planner import OpCall, array_layout, plan_for
+
+#: Fresh outputs this large are faulted in by the calling thread before a
+#: threaded CPU kernel writes them (see ``run``).
+PREFAULT_BYTES = 4 << 20
+
+
+def as_input(x: np.ndarray) -> np.ndarray:
+    """``x`` as an array the kernels can read: little-endian, not masked."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValidationError("array API: masked arrays are not supported (the mask would be dropped); "
+                              "pass x.filled(value) or x.data explicitly")
+    if x.dtype.byteorder == ">" or (x.dtype.byteorder == "=" and not np.little_endian):
+        x = x.astype(x.dtype.newbyteorder("<"))
+    return x
+
+
+def run(x: np.ndarray, call: OpCall) -> np.ndarray:
+    x = as_input(x)
+    layout = array_layout(x.shape, x.strides, x.itemsize)
+    if layout is None:
+        x = np.ascontiguousarray(x)
+        layout = array_layout(x.shape, x.strides, x.itemsize)
+    desc, plan = plan_for(call, x.dtype, x.shape, layout)
+    backend = get_backend("cpu")
+    out, fresh = backend.empty(desc.output_tensor.sizes, x.dtype)
+    if out.size == 0 or layout.span == 0:
+        return out
+    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
+    word = WORDS[x.itemsize]
+    src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
+    if fresh and out.nbytes >= PREFAULT_BYTES and backend.threads > 1:
+        # Fault the fresh output's pages in from this thread first: on Linux,
+        # threads faulting in one new (huge-page advised) mapping at once can
+        # stall each other for tens of milliseconds; the copy is then threaded.
+        out.reshape(-1).view(np.uint8)[::4096] = 0
+    backend.prepare(plan, src, out.view(word).reshape(-1))()
+    return out

@@ -1,0 +1,139 @@
+"""The planner: an array's layout (shape, byte strides, element size) plus an
+operator call become a validated description and its plan.
+
+The input is read where it lies, whatever its strides: axes with negative
+strides are turned around so the lowest address is the plan's origin, and the
+plan gets the array's signed element strides. Validated plans are kept in a
+bounded, thread-safe LRU cache keyed by (operator and its arguments, dtype,
+shape, strides), so a repeated call on a same-shaped array skips validation and
+lowering. Framework-neutral: adapters pass plain tuples and NumPy dtypes.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from ..model.data_type import DataType
+from ..model.errors import ValidationError
+from ..model.tensor_desc import TensorDesc
+
+__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_cache_info", "PLAN_CACHE_SIZE"]
+
+#: Plans the cache keeps (least recently used dropped first).
+PLAN_CACHE_SIZE = 256
+
+_NO_KEY = object()
+
+
+def _freeze(value):
+    """A hashable form of an argument that is a plain int, None, or a list or
+    tuple of plain ints; anything else gives no key (validated every call)."""
+    t = type(value)
+    if t is int or value is None:
+        return value
+    if (t is tuple or t is list) and all(type(v) is int for v in value):
+        return (len(value), *value)
+    return _NO_KEY
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCall:
+    """One array-API call: the operator name, its arguments as the user gave
+    them, and ``make_desc(input TensorDesc) -> OperatorDesc``."""
+    name: str
+    args: tuple
+    make_desc: Callable[[TensorDesc], Any]
+
+    @property
+    def key(self):
+        frozen = tuple(_freeze(v) for v in self.args)
+        return None if _NO_KEY in frozen else (self.name, frozen)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Signed element strides of an array and its origin: the element offset of
+    index 0 from the array's lowest-addressed element; ``span`` elements from
+    the lowest address hold every element; ``flips`` marks negative axes."""
+    strides: tuple[int, ...]
+    origin: int
+    span: int
+    flips: tuple[bool, ...]
+
+
+def array_layout(shape, byte_strides, itemsize: int) -> Layout | None:
+    """The layout, or None when a byte stride is not a whole number of elements
+    along an axis of more than one element (the caller then copies the array)."""
+    strides = []
+    for n, s in zip(shape, byte_strides):
+        if s % itemsize:
+            if n > 1:
+                return None
+            s = 0                        # a size-1 axis's stride is never used
+        strides.append(s // itemsize)
+    origin = sum((n - 1) * -t for n, t in zip(shape, strides) if t < 0)
+    span = sum((n - 1) * abs(t) for n, t in zip(shape, strides)) + 1 if all(shape) else 0
+    return Layout(tuple(strides), origin, span, tuple(t < 0 for t in strides))
+
+
+def logical_desc(dtype, shape) -> TensorDesc:
+    if len(shape) == 0:
+        raise ValidationError("TensorDesc: DimensionCount must be in [1, 8]; got 0 (a 0-d array)")
+    return TensorDesc(DataType.from_numpy(dtype), tuple(shape))
+
+
+class _PlanCache:
+    def __init__(self, size: int):
+        self.size = size
+        self._plans: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        with self._lock:
+            hit = self._plans.get(key)
+            if hit is not None:
+                self._plans.move_to_end(key)
+                self.hits += 1
+            else:
+                self.misses += 1
+            return hit
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._plans[key] = value
+            self._plans.move_to_end(key)
+            while len(self._plans) > self.size:
+                self._plans.popitem(last=False)
+
+    def info(self) -> dict:
+        with self._lock:
+            return {"size": self.size, "plans": len(self._plans), "hits": self.hits, "misses": self.misses}
+
+
+_CACHE = _PlanCache(PLAN_CACHE_SIZE)
+
+
+def plan_for(call: OpCall, dtype, shape: tuple, layout: Layout):
+    """(description, plan) of ``call`` on an array of ``dtype`` and ``shape``
+    laid out as ``layout``, from the cache where the same call was seen."""
+    op_key = call.key
+    key = None if op_key is None else (op_key, np.dtype(dtype).str, shape, layout.strides)
+    if key is not None:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            return hit
+    desc = call.make_desc(logical_desc(dtype, shape))
+    plan = desc.lower(in_strides=layout.strides, in_offset=layout.origin)
+    if key is not None:
+        _CACHE.put(key, (desc, plan))
+    return desc, plan
+
+
+def plan_cache_info() -> dict:
+    """``{'size', 'plans', 'hits', 'misses'}`` of the plan cache."""
+    return _CACHE.info()

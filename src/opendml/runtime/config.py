@@ -1,0 +1,220 @@
+"""opendml's one configuration object: which CPU kernels run plans, how many
+threads they use, and how many bytes the CPU output-block cache may keep.
+
+The environment is read once, when this module is imported:
+
+    OPENDML_CPU_KERNELS      "compiled" or "numpy" (default: compiled where built)
+    OPENDML_CPU_THREADS      an integer in [1, 1024] (default: the usable cores)
+    OPENDML_CPU_CACHE_BYTES  an integer in [0, 2**62] (default: see ``default_cache_bytes``)
+
+A malformed value is an error that names the variable, the value and what is
+allowed. So that ``import opendml`` (and ``opendml info``) still work, the
+error is kept and raised by the first call that needs the configuration,
+until ``configure`` sets the setting explicitly.
+
+``configure`` changes settings for the whole process and returns a handle
+that restores the previous settings when used as a context manager::
+
+    with dml.configure(cpu_kernels="numpy"):
+        ...
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+
+from ..model.errors import UnsupportedError, ValidationError
+
+__all__ = ["Config", "configure", "config", "default_cache_bytes", "KERNEL_CHOICES"]
+
+KERNEL_CHOICES = ("compiled", "numpy")
+MAX_THREADS = 1024
+MAX_CACHE_BYTES = 2**62
+#: Outputs of at least this many bytes go through the output-block cache.
+CACHE_MIN_BYTES = 1 << 20
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def default_cache_bytes() -> int:
+    """The cache limit when none is set: 1/8 of physical memory, at most 1 GiB."""
+    phys = _physical_memory()
+    return min(1 << 30, phys // 8) if phys else 1 << 28
+
+
+def usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The settings in force (``opendml.config()``).
+
+    ``cpu_kernels``: "compiled" (opendml's C kernels) or "numpy";
+    ``compiled_available``: whether the C kernels were built at install time;
+    ``threads``: threads the compiled kernels may use;
+    ``output_cache_bytes``: bytes of released array-API outputs the compiled
+    path keeps for reuse (0: off);
+    ``thread_grain_bytes``: work below this many bytes moved runs on one thread;
+    ``unfold_tile_stride``, ``unfold_tile_columns``: UNFOLD reads along the
+    innermost block axis with a byte step above ``unfold_tile_stride`` in
+    tiles of ``unfold_tile_columns`` output columns.
+    """
+    cpu_kernels: str
+    compiled_available: bool
+    threads: int
+    output_cache_bytes: int
+    thread_grain_bytes: int = 1 << 20
+    unfold_tile_stride: int = 64
+    unfold_tile_columns: int = 256
+
+
+def _compiled_available() -> bool:
+    try:
+        from .cpu import _native  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _parse_int(name: str, raw: str, lo: int, hi: int) -> int:
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 20 or not lo <= int(text) <= hi:
+        raise ValidationError(f"{name} must be an integer in [{lo}, {hi}]; got {raw!r}")
+    return int(text)
+
+
+def _from_environment() -> tuple[dict, dict]:
+    """Settings read from the environment, and the error per setting."""
+    values: dict = {}
+    errors: dict = {}
+    raw = os.environ.get("OPENDML_CPU_KERNELS")
+    if raw is not None and raw.strip():
+        choice = raw.strip().lower()
+        if choice in KERNEL_CHOICES:
+            values["cpu_kernels"] = choice
+        else:
+            errors["cpu_kernels"] = ValidationError(
+                f"OPENDML_CPU_KERNELS must be one of {', '.join(KERNEL_CHOICES)}; got {raw!r}")
+    for setting, name, lo, hi in (("threads", "OPENDML_CPU_THREADS", 1, MAX_THREADS),
+                                  ("output_cache_bytes", "OPENDML_CPU_CACHE_BYTES", 0, MAX_CACHE_BYTES)):
+        raw = os.environ.get(name)
+        if raw is not None and raw.strip():
+            try:
+                values[setting] = _parse_int(name, raw, lo, hi)
+            except ValidationError as e:
+                errors[setting] = e
+    return values, errors
+
+
+_lock = threading.RLock()
+_env_values, _env_errors = _from_environment()
+_current: Config | None = None
+#: Called with the new Config after every change (the CPU backend listens).
+_listeners: list = []
+
+
+def _initial() -> Config:
+    for error in _env_errors.values():
+        raise error
+    available = _compiled_available()
+    kernels = _env_values.get("cpu_kernels", "compiled" if available else "numpy")
+    if kernels == "compiled" and not available:
+        raise UnsupportedError("OPENDML_CPU_KERNELS is 'compiled' but opendml's compiled CPU kernels are not "
+                               "installed (reinstall with a C compiler present)")
+    return Config(cpu_kernels=kernels, compiled_available=available,
+                  threads=_env_values.get("threads", usable_cores()),
+                  output_cache_bytes=_env_values.get("output_cache_bytes", default_cache_bytes()))
+
+
+def config() -> Config:
+    """The settings in force."""
+    global _current
+    cfg = _current
+    if cfg is None:
+        with _lock:
+            if _current is None:
+                _current = _initial()
+                _notify(_current)
+            cfg = _current
+    return cfg
+
+
+def _check_int(name: str, value, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"configure: {name} must be an int; got {type(value).__name__}")
+    v = value.__index__()
+    if not lo <= v <= hi:
+        raise ValidationError(f"configure: {name} must be in [{lo}, {hi}]; got {v}")
+    return v
+
+
+class _Restore:
+    """What ``configure`` returns: a context manager restoring the settings
+    that were in force before the call."""
+
+    def __init__(self, previous: Config):
+        self.previous = previous
+
+    def __enter__(self) -> Config:
+        return config()
+
+    def __exit__(self, *exc) -> None:
+        _apply(self.previous)
+
+    def __repr__(self) -> str:
+        return repr(config())
+
+
+def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
+              output_cache_bytes: int | None = None, thread_grain_bytes: int | None = None,
+              unfold_tile_stride: int | None = None, unfold_tile_columns: int | None = None) -> _Restore:
+    """Change settings (None keeps a setting). Returns a handle whose ``with``
+    block restores the previous settings on exit."""
+    with _lock:
+        try:
+            previous = config()
+        except ValidationError:
+            # A malformed environment value: settings given here replace it.
+            for key in [k for k in _env_errors if locals().get(k) is not None]:
+                del _env_errors[key]
+            previous = config()
+        changes: dict = {}
+        if cpu_kernels is not None:
+            if not isinstance(cpu_kernels, str) or cpu_kernels.strip().lower() not in KERNEL_CHOICES:
+                raise ValidationError(f"configure: cpu_kernels must be one of {', '.join(KERNEL_CHOICES)}; "
+                                      f"got {cpu_kernels!r}")
+            changes["cpu_kernels"] = cpu_kernels.strip().lower()
+            if changes["cpu_kernels"] == "compiled" and not previous.compiled_available:
+                raise UnsupportedError("configure: cpu_kernels='compiled' needs opendml's compiled CPU kernels, "
+                                       "which are not installed (reinstall with a C compiler present)")
+        for name, value, lo, hi in (("threads", threads, 1, MAX_THREADS),
+                                    ("output_cache_bytes", output_cache_bytes, 0, MAX_CACHE_BYTES),
+                                    ("thread_grain_bytes", thread_grain_bytes, 1, 2**62),
+                                    ("unfold_tile_stride", unfold_tile_stride, 0, 2**62),
+                                    ("unfold_tile_columns", unfold_tile_columns, 1, 1 << 20)):
+            if value is not None:
+                changes[name] = _check_int(name, value, lo, hi)
+        _apply(dataclasses.replace(previous, **changes))
+        return _Restore(previous)
+
+
+def _apply(cfg: Config) -> None:
+    global _current
+    with _lock:
+        _current = cfg
+        _notify(cfg)
+
+
+def _notify(cfg: Config) -> None:
+    for listener in _listeners:
+        listener(cfg)
