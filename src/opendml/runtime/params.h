@@ -1,0 +1,117 @@
+/* opendml kernel parameter blocks: declared once here, read by the C kernels
+ * (runtime/cpu) and the CUDA kernels (runtime/cuda/kernels.cu), mirrored once
+ * in Python by runtime/params.py (ctypes structures in the same field order;
+ * tests/runtime/test_params.py checks that the two declarations agree).
+ *
+ * Units: every offset and stride counts elements of `element_size` bytes from
+ * the pointer the kernel is given (for a CUDA copy widened to 16-byte words,
+ * the "element" is the word). Input strides are signed; output strides are
+ * >= 0. Only the first `rank` (or `dims`) entries of an array are meaningful.
+ * Every field is a 64-bit integer, so the layout is the same for every
+ * compiler (no padding).
+ */
+#ifndef OPENDML_PARAMS_H
+#define OPENDML_PARAMS_H
+
+#ifdef __CUDACC_RTC__
+typedef long long odml_i64;
+#else
+#include <stdint.h>
+typedef int64_t odml_i64;
+#endif
+
+#define ODML_MAX_RANK 8
+#define ODML_MAX_SPATIAL 6
+
+/* CopyPlan: out[out_offset + sum(i*out_strides)] = in[in_offset + sum(i*in_strides)]
+ * for every index i < sizes (SLICE, SLICE1). */
+typedef struct odml_copy_params {
+    odml_i64 element_size;               /* bytes per element (word) */
+    odml_i64 rank;
+    odml_i64 count;                      /* prod(sizes) */
+    odml_i64 in_offset;
+    odml_i64 out_offset;
+    odml_i64 sizes[ODML_MAX_RANK];
+    odml_i64 in_strides[ODML_MAX_RANK];
+    odml_i64 out_strides[ODML_MAX_RANK];
+} odml_copy_params;
+
+/* One spatial dimension of UNFOLD or FOLD. `size` and `image_stride` describe
+ * the image: UNFOLD's input, FOLD's output. Block b's window element k sits at
+ * image position b*stride + k*dilation - start_padding. */
+typedef struct odml_window_dim {
+    odml_i64 size;
+    odml_i64 image_stride;               /* elements between neighbours in the image */
+    odml_i64 window;
+    odml_i64 stride;
+    odml_i64 dilation;
+    odml_i64 start_padding;
+    odml_i64 blocks;
+    odml_i64 box;                        /* CUDA unfold_tile: blocks per box */
+    odml_i64 box_extent;                 /* CUDA unfold_tile: staged region extent */
+    odml_i64 box_count;                  /* CUDA unfold_tile: boxes along the dimension */
+} odml_window_dim;
+
+/* UnfoldPlan: out[n, c*K + k, b] = image[n, c, position(b, k)] or 0 in padding. */
+typedef struct odml_unfold_params {
+    odml_i64 element_size;
+    odml_i64 dims;                       /* spatial dimensions */
+    odml_i64 batch;
+    odml_i64 channels;
+    odml_i64 window_count;               /* K = prod(window) */
+    odml_i64 block_count;                /* B = prod(blocks) */
+    odml_i64 work_items;                 /* CUDA: threads' work slots or boxes */
+    odml_i64 in_offset;
+    odml_i64 in_batch_stride;
+    odml_i64 in_channel_stride;
+    odml_i64 out_offset;
+    odml_i64 out_batch_stride;
+    odml_i64 out_row_stride;
+    odml_i64 out_column_stride;
+    odml_i64 column_tiles;               /* CPU: 1 = read in column tiles across window rows */
+    odml_i64 tile_columns;               /* CPU: columns per tile */
+    odml_window_dim dim[ODML_MAX_SPATIAL];
+} odml_unfold_params;
+
+/* FoldPlan: image[n, c, p] = +0, then += columns[n, c*K + k, b] for every
+ * window element k in increasing (row-major) order whose block b satisfies
+ * b*stride + k*dilation - start_padding == p; float16 sums in float32 and
+ * rounds once, integers wrap. */
+#define ODML_SUM_INTEGER 0               /* two's complement wrap-around, any signedness */
+#define ODML_SUM_FLOAT 1                 /* IEEE: float16 (in float32), float32, float64 */
+typedef struct odml_fold_params {
+    odml_i64 element_size;
+    odml_i64 sum_kind;                   /* ODML_SUM_INTEGER or ODML_SUM_FLOAT */
+    odml_i64 dims;
+    odml_i64 batch;
+    odml_i64 channels;
+    odml_i64 window_count;
+    odml_i64 block_count;
+    odml_i64 work_items;                 /* CUDA: threads' work slots */
+    odml_i64 in_offset;                  /* the columns tensor (N, C*K, B) */
+    odml_i64 in_batch_stride;
+    odml_i64 in_row_stride;
+    odml_i64 in_column_stride;
+    odml_i64 out_offset;                 /* the image (N, C, *spatial) */
+    odml_i64 out_batch_stride;
+    odml_i64 out_channel_stride;
+    odml_window_dim dim[ODML_MAX_SPATIAL];
+} odml_fold_params;
+
+/* ScatterPlan (SLICE_GRAD): out[p] = in[i] where p = first + i*step for some
+ * i < taken in every dimension, else 0. Every output element is written once. */
+typedef struct odml_scatter_params {
+    odml_i64 element_size;
+    odml_i64 rank;
+    odml_i64 count;                      /* prod(sizes): output elements */
+    odml_i64 in_offset;
+    odml_i64 out_offset;
+    odml_i64 sizes[ODML_MAX_RANK];       /* output sizes */
+    odml_i64 out_strides[ODML_MAX_RANK];
+    odml_i64 first[ODML_MAX_RANK];       /* first output position receiving input */
+    odml_i64 step[ODML_MAX_RANK];        /* >= 1 */
+    odml_i64 taken[ODML_MAX_RANK];       /* input sizes */
+    odml_i64 in_strides[ODML_MAX_RANK];  /* signed */
+} odml_scatter_params;
+
+#endif /* OPENDML_PARAMS_H */

@@ -1,0 +1,58 @@
+"""The kernels' parameter blocks, mirrored from ``params.h`` (one ctypes
+structure per C struct, fields in the same order). A backend fills one of these
+and hands its bytes to a kernel: ``bytes(p)`` for the C kernels, an uploaded
+copy for the CUDA kernels. ``tests/runtime/test_params.py`` parses the header
+and checks it against these declarations."""
+from __future__ import annotations
+
+import ctypes
+import pathlib
+
+__all__ = ["HEADER", "MAX_RANK", "MAX_SPATIAL", "SUM_INTEGER", "SUM_FLOAT", "CopyParams", "WindowDim",
+           "UnfoldParams", "FoldParams", "ScatterParams", "STRUCTS"]
+
+HEADER = pathlib.Path(__file__).with_name("params.h")
+MAX_RANK = 8
+MAX_SPATIAL = 6
+SUM_INTEGER = 0
+SUM_FLOAT = 1
+
+i64 = ctypes.c_int64
+
+
+def _fields(*names: str, **arrays) -> list:
+    return [(n, i64) for n in names] + [(n, t) for n, t in arrays.items()]
+
+
+class CopyParams(ctypes.Structure):
+    _fields_ = _fields("element_size", "rank", "count", "in_offset", "out_offset",
+                       sizes=i64 * MAX_RANK, in_strides=i64 * MAX_RANK, out_strides=i64 * MAX_RANK)
+
+
+class WindowDim(ctypes.Structure):
+    _fields_ = _fields("size", "image_stride", "window", "stride", "dilation", "start_padding", "blocks",
+                       "box", "box_extent", "box_count")
+
+
+class UnfoldParams(ctypes.Structure):
+    _fields_ = _fields("element_size", "dims", "batch", "channels", "window_count", "block_count",
+                       "work_items", "in_offset", "in_batch_stride", "in_channel_stride", "out_offset",
+                       "out_batch_stride", "out_row_stride", "out_column_stride", "column_tiles",
+                       "tile_columns", dim=WindowDim * MAX_SPATIAL)
+
+
+class FoldParams(ctypes.Structure):
+    _fields_ = _fields("element_size", "sum_kind", "dims", "batch", "channels", "window_count", "block_count",
+                       "work_items", "in_offset", "in_batch_stride", "in_row_stride", "in_column_stride",
+                       "out_offset", "out_batch_stride", "out_channel_stride", dim=WindowDim * MAX_SPATIAL)
+
+
+class ScatterParams(ctypes.Structure):
+    _fields_ = _fields("element_size", "rank", "count", "in_offset", "out_offset",
+                       sizes=i64 * MAX_RANK, out_strides=i64 * MAX_RANK, first=i64 * MAX_RANK,
+                       step=i64 * MAX_RANK, taken=i64 * MAX_RANK, in_strides=i64 * MAX_RANK)
+
+
+#: C struct name -> its mirror.
+STRUCTS = {"odml_copy_params": CopyParams, "odml_window_dim": WindowDim, "odml_unfold_params": UnfoldParams,
+           "odml_fold_params": FoldParams, "odml_scatter_params": ScatterParams}
