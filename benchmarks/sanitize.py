@@ -33,14 +33,7 @@ def main():
         outs = []
         x = np.random.default_rng(1).integers(0, 100, desc.input_tensor.sizes).astype(desc.input_tensor.data_type.numpy_dtype)
         for d in (dev, cpu):
-            c = d.compile_operator(d.create_operator(desc))
-            ib = d.upload(x, desc.input_tensor)
-            ob = d.create_buffer(desc.output_tensor.total_tensor_size_in_bytes)
-            t = d.create_binding_table(c)
-            t.bind_inputs([dml.BufferBinding(ib, 0, ib.size_in_bytes)])
-            t.bind_outputs([dml.BufferBinding(ob, 0, ob.size_in_bytes)])
-            d.execute(c, t)
-            outs.append(ob.read(desc.output_tensor).tobytes())
+            outs.append(d.run(desc, x).tobytes())
         assert outs[0] == outs[1], desc
     print(f"sanitize: {len(cases)} odd layouts agree with the CPU backend")
 

@@ -20,15 +20,8 @@ def test_example_through_device_flow(name, backend):
     ex = EXAMPLES[name]
     desc = from_json(ex)
     x = np.array(ex["Input"], dtype=np.float32)
-    device = dml.Device(backend, feature_level="6_4")
-    compiled = device.compile_operator(device.create_operator(desc))
-    inp = device.upload(x, desc.input_tensor)
-    out = device.create_buffer(desc.output_tensor.total_tensor_size_in_bytes)
-    table = device.create_binding_table(compiled)
-    table.bind_inputs([dml.BufferBinding(inp, 0, inp.size_in_bytes)])
-    table.bind_outputs([dml.BufferBinding(out, 0, out.size_in_bytes)])
-    device.execute(compiled, table)
-    assert np.array_equal(out.read(desc.output_tensor), np.array(ex["ExpectedOutput"], dtype=np.float32))
+    got = dml.Device(backend, feature_level="6_4").run(desc, x)
+    assert np.array_equal(got, np.array(ex["ExpectedOutput"], dtype=np.float32))
 
 
 def api_call(ex, x):

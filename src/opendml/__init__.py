@@ -8,6 +8,7 @@ levels, tensor descriptions, errors) < ``ops`` (one module per operator) <
 ``arrays`` (the array API) and ``device`` (the DirectML flow) < ``jsonform``
 and ``cli``. ``opendml.torch`` (PyTorch operators) is imported only when asked for.
 """
+from ._version import __version__
 from .arrays import cpu_output_cache, plan_cache_info, slice, slice1, unfold
 from .device import Buffer, BufferBinding, BindingTable, CompiledOperator, Device, Operator
 from .model import (BindingError, DataType, DmlError, FeatureLevel, TensorDesc, TensorFlags,
@@ -16,7 +17,6 @@ from .model import (BindingError, DataType, DmlError, FeatureLevel, TensorDesc, 
 from .ops import OperatorDesc, Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
 from .runtime.config import Config, config, configure
 
-__version__ = "0.1.0"
 
 # ``slice`` is DirectML's name and stays importable as ``opendml.slice``, but is
 # left out of __all__ so ``from opendml import *`` does not shadow Python's slice.

@@ -19,10 +19,10 @@ from importlib import resources
 
 import numpy as np
 
-from . import __version__
-from .device import BufferBinding, Device
-from .jsonform import from_json, loads, to_json
-from .ops import OPERATORS, UnfoldOperatorDesc
+from ._version import __version__
+from .device import Device
+from .jsonform import from_json, loads, tensor_to_json, to_json
+from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
 from .model.tensor_desc import TensorDesc
@@ -55,16 +55,12 @@ EXAMPLE_ORDER = ("slice-contiguous", "slice-strided", "slice1-positive-strides",
 # -- formatting -----------------------------------------------------------------------
 
 def fmt_tensor(t: TensorDesc) -> str:
-    extra = ""
-    if t.strides is not None:
-        extra += f", Strides:{{{', '.join(map(str, t.strides))}}}"
-    if t.total_tensor_size_in_bytes != t.min_size_in_bytes:
-        extra += f", TotalTensorSizeInBytes:{t.total_tensor_size_in_bytes}"
-    if t.guaranteed_base_offset_alignment:
-        extra += f", GuaranteedBaseOffsetAlignment:{t.guaranteed_base_offset_alignment}"
-    if t.flags:
-        extra += ", Flags:OWNED_BY_DML"
-    return f"(Sizes:{{{', '.join(map(str, t.sizes))}}}, DataType:{t.data_type.name}{extra})"
+    """A tensor as the pages write it, from its JSON form: (Sizes:{1, 1, 4, 4}, DataType:FLOAT32)."""
+    d = tensor_to_json(t)
+    parts = [f"Sizes:{{{', '.join(map(str, d.pop('Sizes')))}}}", f"DataType:{d.pop('DataType')}"]
+    for k, v in d.items():
+        parts.append(f"{k}:{{{', '.join(map(str, v))}}}" if isinstance(v, list) else f"{k}:{v}")
+    return f"({', '.join(parts)})"
 
 
 def fmt_array(a: np.ndarray) -> str:
@@ -74,34 +70,16 @@ def fmt_array(a: np.ndarray) -> str:
 
 def fmt_fields(desc) -> list[str]:
     d = to_json(desc)
-    return [f"{k} = {{{', '.join(map(str, v))}}}" for k, v in d.items()
-            if k not in ("Operator", "InputTensor", "OutputTensor")]
+    return [f"{k} = {{{', '.join(map(str, v))}}}" for k, v in d.items() if k not in ("Operator", *desc.TENSORS)]
 
 
 # -- running --------------------------------------------------------------------------
 
 def default_input(desc) -> np.ndarray:
-    """The pages' convention: 1..N, or 0..N-1 for UNFOLD, in the input's type."""
+    """The pages' convention: 1..N (0..N-1 for UNFOLD and FOLD), in the input's type."""
     t = desc.input_tensor
-    start = 0 if isinstance(desc, UnfoldOperatorDesc) else 1
     n = math.prod(t.sizes)
-    return (np.arange(n, dtype=np.int64) + start).astype(t.data_type.numpy_dtype).reshape(t.sizes)
-
-
-def execute(desc, x: np.ndarray, device: Device) -> np.ndarray:
-    compiled = device.compile_operator(device.create_operator(desc))
-    tin, tout = desc.input_tensor, desc.output_tensor
-    in_buf = device.upload(x, tin)
-    out_buf = device.create_buffer((tout.total_tensor_size_in_bytes + 3) & ~3)
-    table = device.create_binding_table(compiled)
-    if tin.flags:
-        device.initialize_operator(compiled, [BufferBinding(in_buf, 0, in_buf.size_in_bytes)])
-        table.bind_inputs([None])
-    else:
-        table.bind_inputs([BufferBinding(in_buf, 0, in_buf.size_in_bytes)])
-    table.bind_outputs([BufferBinding(out_buf, 0, out_buf.size_in_bytes)])
-    device.execute(compiled, table)
-    return out_buf.read(tout)
+    return (np.arange(n, dtype=np.int64) + desc.DEFAULT_INPUT_START).astype(t.data_type.numpy_dtype).reshape(t.sizes)
 
 
 def load_input(path: str | None, obj: dict, desc) -> np.ndarray:
@@ -132,16 +110,16 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
     """Run a description; True/False when it has an ExpectedOutput, else None."""
     desc = from_json(obj)
     x = load_input(getattr(args, "input", None), obj, desc)
-    y = execute(desc, x, device)
+    y = device.run(desc, x)
     ok_mark, bad_mark = _ok_mark()
     if "Title" in obj:
         print(f"== {obj['Title']}" + (f"  [{obj['Source']}]" if "Source" in obj else ""), file=out)
     print(f"Operator: {desc.OPERATOR}", file=out)
-    print(f"InputTensor: {fmt_tensor(desc.input_tensor)}", file=out)
+    print(f"{desc.TENSORS[0]}: {fmt_tensor(desc.input_tensor)}", file=out)
     print(fmt_array(x), file=out)
     for line in fmt_fields(desc):
         print(line, file=out)
-    print(f"OutputTensor: {fmt_tensor(desc.output_tensor)}", file=out)
+    print(f"{desc.TENSORS[1]}: {fmt_tensor(desc.output_tensor)}", file=out)
     print(fmt_array(y), file=out)
     if getattr(args, "output", None):
         np.save(args.output, y)
@@ -204,11 +182,11 @@ def cmd_validate(args) -> int:
     print(f"{desc.OPERATOR} is valid" + (f" at feature level {FeatureLevel.parse(args.feature_level).label}"
                                          if args.feature_level else ""))
     print(f"lowest feature level: {lowest.label if lowest else 'none'}")
-    for name, t in (("InputTensor", desc.input_tensor), ("OutputTensor", desc.output_tensor)):
+    for name, t in zip(desc.TENSORS, (desc.input_tensor, desc.output_tensor)):
         print(f"{name}: {fmt_tensor(t)}")
         print(f"  DMLCalcBufferTensorSize: {t.min_size_in_bytes} bytes; binding: SizeInBytes >= "
               f"{t.total_tensor_size_in_bytes}, Offset a multiple of {t.required_alignment}")
-    print("output description (JSON): " + json.dumps(to_json(desc)["OutputTensor"]))
+    print("output description (JSON): " + json.dumps(to_json(desc)[desc.TENSORS[1]]))
     return 0
 
 

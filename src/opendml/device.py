@@ -28,7 +28,7 @@ from .model._checks import UINT64_MAX, as_int
 from .model.data_type import DataType
 from .model.errors import BindingError, ValidationError
 from .model.feature_level import FeatureLevel
-from .model.tensor_desc import TensorDesc, TensorFlags
+from .model.tensor_desc import TensorDesc, TensorFlags, round_up_4
 
 #: A buffer larger than this is refused before anything is allocated.
 MAX_BUFFER_BYTES = 2**46
@@ -238,7 +238,6 @@ class Device:
     def __repr__(self) -> str:
         return f"Device({self.kind!r}, feature_level=FeatureLevel.{self.feature_level.name})"
 
-    # -- operators -------------------------------------------------------------
     def create_operator(self, desc: OperatorDesc) -> Operator:
         if not isinstance(desc, OperatorDesc):
             raise ValidationError(f"create_operator: expected an operator description; got {type(desc).__name__}")
@@ -279,7 +278,6 @@ class Device:
             raise BindingError("create_binding_table: expected a CompiledOperator of this device")
         return BindingTable(compiled)
 
-    # -- buffers ---------------------------------------------------------------
     def create_buffer(self, size_in_bytes: int) -> Buffer:
         size = as_int(size_in_bytes, "size_in_bytes", where="create_buffer")
         if not 1 <= size <= MAX_BUFFER_BYTES:
@@ -295,12 +293,11 @@ class Device:
         if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
             raise ValidationError(f"upload: unsupported array dtype {host.dtype}")
         DataType.from_numpy(host.dtype)
-        size = tensor.total_tensor_size_in_bytes if tensor is not None else max(host.nbytes, 4)
-        buf = self.create_buffer((size + 3) & ~3)
+        size = tensor.total_tensor_size_in_bytes if tensor is not None else round_up_4(max(host.nbytes, 4))
+        buf = self.create_buffer(size)
         buf.write(host, tensor)
         return buf
 
-    # -- execution ---------------------------------------------------------------
     def execute(self, compiled: CompiledOperator, table: BindingTable) -> None:
         """Record and run one dispatch (asynchronous on CUDA; reads synchronise)."""
         if table.compiled is not compiled:
@@ -308,6 +305,27 @@ class Device:
         table.executor()()
 
     dispatch = execute
+
+    def run(self, desc: OperatorDesc, *arrays) -> np.ndarray:
+        """The whole flow in one call: create and compile the operator (validated
+        at this device's feature level), upload each input array through its
+        tensor description (initializing OWNED_BY_DML inputs), bind, execute and
+        return the output tensor's elements as a new NumPy array."""
+        compiled = self.compile_operator(desc)
+        tensors = compiled.input_tensors
+        if len(arrays) != len(tensors):
+            raise ValidationError(f"Device.run: {desc.OPERATOR} takes {len(tensors)} input array(s); "
+                                  f"got {len(arrays)}")
+        inputs = [BufferBinding(self.upload(x, t)) for x, t in zip(arrays, tensors)]
+        owned = [bool(t.flags & TensorFlags.OWNED_BY_DML) for t in tensors]
+        if any(owned):
+            self.initialize_operator(compiled, [b if o else None for b, o in zip(inputs, owned)])
+        table = self.create_binding_table(compiled)
+        table.bind_inputs([None if o else b for b, o in zip(inputs, owned)])
+        outputs = [self.create_buffer(t.total_tensor_size_in_bytes) for t in compiled.output_tensors]
+        table.bind_outputs([BufferBinding(b) for b in outputs])
+        self.execute(compiled, table)
+        return outputs[0].read(compiled.output_tensors[0])
 
     def _prepare(self, compiled: CompiledOperator, inputs, outputs):
         plan = compiled.plan

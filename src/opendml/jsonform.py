@@ -13,18 +13,13 @@ from __future__ import annotations
 
 import json
 
-from .ops import OPERATORS, OperatorDesc, Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
+from .ops import OPERATORS, OperatorDesc
 from .model.data_type import DataType
 from .model.errors import DmlError, ValidationError
 from .model.tensor_desc import TensorDesc, TensorFlags
 
 TENSOR_FIELDS = ("DataType", "Flags", "DimensionCount", "Sizes", "Strides",
                  "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment")
-OPERATOR_FIELDS = {
-    "SLICE": ("Offsets", "Sizes", "Strides"),
-    "SLICE1": ("InputWindowOffsets", "InputWindowSizes", "InputWindowStrides"),
-    "UNFOLD": ("WindowSizes", "Strides", "Dilations", "StartPadding", "EndPadding"),
-}
 #: Keys an example or test-vector file may carry beside the description.
 EXTRA_FIELDS = ("Name", "Title", "Source", "Input", "ExpectedOutput")
 
@@ -116,39 +111,34 @@ def from_json(obj) -> OperatorDesc:
     name = obj["Operator"]
     if not isinstance(name, str) or name.upper().removeprefix("DML_OPERATOR_") not in OPERATORS:
         raise JsonFormError(f"$.Operator: unknown operator {json.dumps(name)}; expected one of {', '.join(OPERATORS)}")
-    name = name.upper().removeprefix("DML_OPERATOR_")
-    fields = OPERATOR_FIELDS[name]
-    allowed = ("Operator", "InputTensor", "OutputTensor", "DimensionCount", *fields, *EXTRA_FIELDS)
-    required = ("InputTensor", *fields) if name != "UNFOLD" else ("InputTensor", "WindowSizes")
+    cls = OPERATORS[name.upper().removeprefix("DML_OPERATOR_")]
+    in_name, out_name = cls.TENSORS
+    fields = cls.FIELDS
+    allowed = ("Operator", in_name, out_name, "DimensionCount", *(f.json for f in fields), *EXTRA_FIELDS)
+    required = (in_name, *(() if cls.OUTPUT_DERIVABLE else (out_name,)),
+                *(f.json for f in fields if f.fill is None))
     _check_keys(obj, allowed, "$", required)
-    inp = tensor_from_json(obj["InputTensor"], "$.InputTensor")
-    values = {}
+    inp = tensor_from_json(obj[in_name], f"$.{in_name}")
+    values = {f.json: _int_list(obj, f.json, "$") for f in fields if f.json in obj}
+    dims = len(values[fields[0].json])
     for f in fields:
-        if f in obj:
-            values[f] = _int_list(obj, f, "$")
-    if name == "UNFOLD":
-        d = len(values["WindowSizes"])
-        values.setdefault("Strides", [1] * d)
-        values.setdefault("Dilations", [1] * d)
-        values.setdefault("StartPadding", [0] * d)
-        values.setdefault("EndPadding", [0] * d)
+        values.setdefault(f.json, [f.fill] * dims)
     if "DimensionCount" in obj:
         dc = obj["DimensionCount"]
-        expect = len(values[fields[0]])
-        if dc != expect:
-            raise JsonFormError(f"$.DimensionCount: must equal the length of {fields[0]} {expect}; got {json.dumps(dc)}")
+        if dc != dims:
+            raise JsonFormError(f"$.DimensionCount: must equal the length of {fields[0].json} {dims}; "
+                                f"got {json.dumps(dc)}")
+    args = [values[f.json] for f in fields]
     out = None
-    if obj.get("OutputTensor") is not None:
-        o = obj["OutputTensor"]
-        if isinstance(o, dict) and "Sizes" not in o:
-            out = ("derive", o)
+    if obj.get(out_name) is not None:
+        o = obj[out_name]
+        if cls.OUTPUT_DERIVABLE and isinstance(o, dict) and "Sizes" not in o:
+            derived = cls(inp, None, *args).output_tensor
+            out = tensor_from_json(o, f"$.{out_name}", default_type=inp.data_type.name, sizes=derived.sizes)
         else:
-            out = tensor_from_json(o, "$.OutputTensor")
-    cls = OPERATORS[name]
-    args = [values[f] for f in fields]
-    if isinstance(out, tuple):
-        derived = cls(inp, None, *args).output_tensor
-        out = tensor_from_json(out[1], "$.OutputTensor", default_type=inp.data_type.name, sizes=derived.sizes)
+            out = tensor_from_json(o, f"$.{out_name}")
+    elif not cls.OUTPUT_DERIVABLE:
+        raise JsonFormError(f"$.{out_name}: required for {cls.OPERATOR} (its sizes cannot be derived)")
     return cls(inp, out, *args)
 
 
@@ -166,16 +156,9 @@ def tensor_to_json(t: TensorDesc) -> dict:
 
 
 def to_json(desc: OperatorDesc) -> dict:
-    d = {"Operator": desc.OPERATOR, "InputTensor": tensor_to_json(desc.input_tensor),
-         "OutputTensor": tensor_to_json(desc.output_tensor)}
-    if isinstance(desc, SliceOperatorDesc):
-        d.update(Offsets=list(desc.offsets), Sizes=list(desc.sizes), Strides=list(desc.strides))
-    elif isinstance(desc, Slice1OperatorDesc):
-        d.update(InputWindowOffsets=list(desc.input_window_offsets),
-                 InputWindowSizes=list(desc.input_window_sizes),
-                 InputWindowStrides=list(desc.input_window_strides))
-    elif isinstance(desc, UnfoldOperatorDesc):
-        d.update(WindowSizes=list(desc.window_sizes), Strides=list(desc.strides),
-                 Dilations=list(desc.dilations), StartPadding=list(desc.start_padding),
-                 EndPadding=list(desc.end_padding))
+    in_name, out_name = desc.TENSORS
+    d = {"Operator": desc.OPERATOR, in_name: tensor_to_json(desc.input_tensor),
+         out_name: tensor_to_json(desc.output_tensor)}
+    for f in desc.FIELDS:
+        d[f.json] = list(getattr(desc, f.attr))
     return d

@@ -47,11 +47,3 @@ def as_int_tuple(values, what: str, *, where: str, length: int | None = None,
         raise ValidationError(
             f"{where}: {what} must have {length} entries (one per dimension); got {len(items)}")
     return tuple(as_int(v, f"{what}[{i}]", where=where) for i, v in enumerate(items))
-
-
-def check_range(value: int, what: str, *, where: str, lo: int | None = None,
-                hi: int | None = None) -> None:
-    if lo is not None and value < lo:
-        raise ValidationError(f"{where}: {what} must be >= {lo}; got {value}")
-    if hi is not None and value > hi:
-        raise ValidationError(f"{where}: {what} must be <= {hi}; got {value}")

@@ -48,5 +48,3 @@ class FeatureLevel(enum.IntEnum):
             f"FeatureLevel: unknown feature level {value!r}; expected one of "
             f"{', '.join(level.label for level in cls)} (as \"6_4\", \"6.4\" or \"FL_6_4\")")
 
-
-LATEST = FeatureLevel.FL_6_4

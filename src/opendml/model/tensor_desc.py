@@ -47,6 +47,11 @@ def nhwc_strides(sizes) -> tuple[int, ...]:
     return tuple(strides)
 
 
+def round_up_4(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of 4 (DirectML's buffer sizes)."""
+    return (nbytes + 3) & ~3
+
+
 def calc_buffer_tensor_size(data_type, sizes, strides=None) -> int:
     """DMLCalcBufferTensorSize, in 64-bit arithmetic: the minimum byte size of a
     buffer tensor, rounded up to a multiple of 4."""
@@ -57,7 +62,7 @@ def calc_buffer_tensor_size(data_type, sizes, strides=None) -> int:
     else:
         strides = as_int_tuple(strides, "Strides", where="calc_buffer_tensor_size", length=len(sizes))
         count = sum((s - 1) * t for s, t in zip(sizes, strides)) + 1
-    return (count * data_type.size + 3) & ~3
+    return round_up_4(count * data_type.size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,17 +125,11 @@ class TensorDesc:
             raise ValidationError(f"{w}: Flags must be NONE (0) or OWNED_BY_DML (1); got {flags}")
         set_("flags", TensorFlags(flags))
 
-    # -- constructors -------------------------------------------------------
-    @classmethod
-    def packed(cls, data_type, sizes, **kw) -> "TensorDesc":
-        return cls(data_type, sizes, None, **kw)
-
     @classmethod
     def nhwc(cls, data_type, sizes, **kw) -> "TensorDesc":
         """Channels-last layout for sizes in NCHW / NCDHW order."""
         return cls(data_type, sizes, nhwc_strides(sizes), **kw)
 
-    # -- derived values -----------------------------------------------------
     @property
     def rank(self) -> int:
         return len(self.sizes)
@@ -139,10 +138,6 @@ class TensorDesc:
     def element_strides(self) -> tuple[int, ...]:
         """The strides in elements, packed ones when none were given."""
         return self.strides if self.strides is not None else packed_strides(self.sizes)
-
-    @property
-    def element_count(self) -> int:
-        return math.prod(self.sizes)
 
     @property
     def element_size(self) -> int:
@@ -157,10 +152,6 @@ class TensorDesc:
     def required_alignment(self) -> int:
         """The alignment a binding offset must have for this tensor."""
         return max(MINIMUM_BUFFER_TENSOR_ALIGNMENT, self.guaranteed_base_offset_alignment)
-
-    @property
-    def is_packed(self) -> bool:
-        return all(s == 1 or t == p for s, t, p in zip(self.sizes, self.element_strides, packed_strides(self.sizes)))
 
     def with_(self, **changes) -> "TensorDesc":
         return dataclasses.replace(self, **changes)

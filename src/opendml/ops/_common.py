@@ -17,6 +17,16 @@ TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
 
 
 @dataclasses.dataclass(frozen=True)
+class Field:
+    """One integer-array field of an operator: its DirectML (JSON) name, the
+    description's attribute, and the value each entry takes when the JSON form
+    leaves the field out (None: the field is required)."""
+    json: str
+    attr: str
+    fill: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class SupportRow:
     """One "DML_FEATURE_LEVEL_x_y and above" table of a page: from ``level`` on,
     both tensors may have ``ranks`` dimensions and ``types`` elements."""
@@ -32,14 +42,26 @@ def _types(ts) -> str:
 class OperatorDesc:
     """Base of the operator descriptions. Subclasses are frozen dataclasses that
     check every level-independent rule on construction and define
-    ``OPERATOR`` (DirectML's name), ``TYPE_VALUE``, ``INTRODUCED`` and ``SUPPORT``."""
+    ``OPERATOR`` (DirectML's name), ``TYPE_VALUE``, ``INTRODUCED``, ``SUPPORT``,
+    ``TENSORS`` (the DirectML names of the input and output tensor fields),
+    ``FIELDS`` (the integer-array fields, in constructor order, the first
+    giving DimensionCount), ``OUTPUT_DERIVABLE`` (whether OutputTensor may be
+    None) and ``DEFAULT_INPUT_START`` (the first value of the pages' example
+    inputs: 1, 2, ... or 0, 1, ...). Every subclass offers ``input_tensor`` and
+    ``output_tensor``, whatever DirectML calls them."""
 
     OPERATOR: str
     TYPE_VALUE: int
     INTRODUCED: FeatureLevel
     SUPPORT: tuple[SupportRow, ...]
+    TENSORS: tuple[str, str] = ("InputTensor", "OutputTensor")
+    FIELDS: tuple[Field, ...] = ()
+    OUTPUT_DERIVABLE: bool = True
+    DEFAULT_INPUT_START: int = 1
 
-    # -- helpers for subclasses --------------------------------------------
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc
+
     def _err(self, message: str) -> ValidationError:
         return ValidationError(f"{self.OPERATOR}: {message}")
 
@@ -49,21 +71,33 @@ class OperatorDesc:
     def _ints(self, name: str, field: str, length: int):
         self._set(name, as_int_tuple(getattr(self, name), field, where=self.OPERATOR, length=length))
 
+    def _check_input(self) -> TensorDesc:
+        """The input tensor, checked to be a TensorDesc (the first rule of every operator)."""
+        t = self.input_tensor
+        if not isinstance(t, TensorDesc):
+            raise self._err(f"{self.TENSORS[0]} must be a TensorDesc; got {type(t).__name__}")
+        return t
+
     def _check_tensors(self, *, same_rank: bool = True):
-        for field in ("input_tensor", "output_tensor"):
-            if not isinstance(getattr(self, field), TensorDesc):
-                raise self._err(f"{_camel(field)} must be a TensorDesc; got {type(getattr(self, field)).__name__}")
+        i_name, o_name = self.TENSORS
+        for name, t in ((i_name, self.input_tensor), (o_name, self.output_tensor)):
+            if not isinstance(t, TensorDesc):
+                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
         i, o = self.input_tensor, self.output_tensor
         if o.data_type != i.data_type:
-            raise self._err(f"OutputTensor.DataType must equal InputTensor.DataType; "
+            raise self._err(f"{o_name}.DataType must equal {i_name}.DataType; "
                             f"got {o.data_type.name} != {i.data_type.name}")
         if same_rank and o.rank != i.rank:
-            raise self._err(f"OutputTensor.DimensionCount must equal InputTensor.DimensionCount; "
+            raise self._err(f"{o_name}.DimensionCount must equal {i_name}.DimensionCount; "
                             f"got {o.rank} != {i.rank}")
         if o.flags & TensorFlags.OWNED_BY_DML:
-            raise self._err("OutputTensor.Flags must not include OWNED_BY_DML (a flag for inputs only)")
+            raise self._err(f"{o_name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
 
-    # -- feature levels ----------------------------------------------------
+    def _check_bounds(self, field: str, index: int, value: int, lo: int, hi: int, why: str = "") -> None:
+        """``lo <= value <= hi`` for entry ``index`` of a field, in the one message form."""
+        if not lo <= value <= hi:
+            raise self._err(f"{field}[{index}] must be in [{lo}, {hi}]{why}; got {value}")
+
     def validate(self, feature_level=FeatureLevel.FL_6_4) -> "OperatorDesc":
         """Check the page's support tables at ``feature_level``; the rules that do
         not depend on a level were checked on construction. Returns ``self``."""
@@ -73,7 +107,7 @@ class OperatorDesc:
                 f"{self.OPERATOR}: the operator was introduced in feature level "
                 f"{self.INTRODUCED.label}; got feature level {level.label}")
         row = [r for r in self.SUPPORT if r.level <= level][-1]
-        for field, t in (("InputTensor", self.input_tensor), ("OutputTensor", self.output_tensor)):
+        for field, t in zip(self.TENSORS, (self.input_tensor, self.output_tensor)):
             ranks = row.ranks
             if level < FeatureLevel.FL_3_0:
                 ranks = range(ranks.start, min(ranks.stop, MAX_RANK_BEFORE_3_0 + 1))
@@ -99,17 +133,9 @@ class OperatorDesc:
             return level
         return None
 
-    @property
-    def tensors(self) -> tuple[TensorDesc, TensorDesc]:
-        return (self.input_tensor, self.output_tensor)
-
     def __repr__(self) -> str:
         fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
         return f"{type(self).__name__}({fields})"
-
-
-def _camel(field: str) -> str:
-    return "".join(p.capitalize() for p in field.split("_"))
 
 
 def element_layout(tensor: TensorDesc, in_strides, in_offset):

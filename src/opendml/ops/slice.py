@@ -7,7 +7,7 @@ from ..plan import CopyPlan
 from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
-from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, OperatorDesc, SupportRow, element_layout
+from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -22,6 +22,7 @@ class SliceOperatorDesc(OperatorDesc):
 
     OPERATOR = "SLICE"
     TYPE_VALUE = 60
+    FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = (
         SupportRow(FeatureLevel.FL_1_0, range(4, 6), TYPES_1_0),
@@ -31,21 +32,16 @@ class SliceOperatorDesc(OperatorDesc):
     )
 
     def __post_init__(self):
-        if not isinstance(self.input_tensor, TensorDesc):
-            raise self._err(f"InputTensor must be a TensorDesc; got {type(self.input_tensor).__name__}")
-        inp = self.input_tensor
+        inp = self._check_input()
         n = inp.rank
         self._ints("offsets", "Offsets", n)
         self._ints("sizes", "Sizes", n)
         self._ints("strides", "Strides", n)
         for i in range(n):
             o, s, t, dim = self.offsets[i], self.sizes[i], self.strides[i], inp.sizes[i]
-            if not 0 <= o <= UINT32_MAX:
-                raise self._err(f"Offsets[{i}] must be in [0, {UINT32_MAX}]; got {o}")
-            if not 1 <= s <= UINT32_MAX:
-                raise self._err(f"Sizes[{i}] must be in [1, {UINT32_MAX}]; got {s}")
-            if not 1 <= t <= UINT32_MAX:
-                raise self._err(f"Strides[{i}] must be in [1, {UINT32_MAX}]; got {t}")
+            self._check_bounds("Offsets", i, o, 0, UINT32_MAX)
+            self._check_bounds("Sizes", i, s, 1, UINT32_MAX)
+            self._check_bounds("Strides", i, t, 1, UINT32_MAX)
             if o + (s - 1) * t >= dim:
                 raise self._err(
                     f"Offsets[{i}] + (Sizes[{i}] - 1) * Strides[{i}] must be < InputTensor.Sizes[{i}]; "

@@ -11,7 +11,7 @@ from ..plan import CopyPlan
 from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
-from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, SupportRow, element_layout
+from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
@@ -33,6 +33,8 @@ class Slice1OperatorDesc(OperatorDesc):
 
     OPERATOR = "SLICE1"
     TYPE_VALUE = 111
+    FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
+              Field("InputWindowStrides", "input_window_strides"))
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = (
         SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
@@ -41,19 +43,15 @@ class Slice1OperatorDesc(OperatorDesc):
     )
 
     def __post_init__(self):
-        if not isinstance(self.input_tensor, TensorDesc):
-            raise self._err(f"InputTensor must be a TensorDesc; got {type(self.input_tensor).__name__}")
-        inp = self.input_tensor
+        inp = self._check_input()
         n = inp.rank
         self._ints("input_window_offsets", "InputWindowOffsets", n)
         self._ints("input_window_sizes", "InputWindowSizes", n)
         self._ints("input_window_strides", "InputWindowStrides", n)
         for i in range(n):
             o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
-            if not 0 <= o <= UINT32_MAX:
-                raise self._err(f"InputWindowOffsets[{i}] must be in [0, {UINT32_MAX}]; got {o}")
-            if not 1 <= s <= UINT32_MAX:
-                raise self._err(f"InputWindowSizes[{i}] must be in [1, {UINT32_MAX}] (the window mustn't be empty); got {s}")
+            self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
+            self._check_bounds("InputWindowSizes", i, s, 1, UINT32_MAX, " (the window mustn't be empty)")
             if o + s > inp.sizes[i]:
                 raise self._err(
                     f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= InputTensor.Sizes[{i}]; "

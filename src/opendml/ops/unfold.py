@@ -16,7 +16,7 @@ from ..plan import UnfoldPlan
 from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
-from ._common import TYPES_4_1, OperatorDesc, SupportRow, element_layout
+from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
 
 MAX_SPATIAL_DIMENSIONS = 6
 
@@ -35,13 +35,14 @@ class UnfoldOperatorDesc(OperatorDesc):
 
     OPERATOR = "UNFOLD"
     TYPE_VALUE = 177
+    FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
+              Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
+    DEFAULT_INPUT_START = 0
     INTRODUCED = FeatureLevel.FL_6_4
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
     def __post_init__(self):
-        if not isinstance(self.input_tensor, TensorDesc):
-            raise self._err(f"InputTensor must be a TensorDesc; got {type(self.input_tensor).__name__}")
-        inp = self.input_tensor
+        inp = self._check_input()
         self._ints("window_sizes", "WindowSizes", None)
         d = len(self.window_sizes)
         if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
@@ -57,8 +58,7 @@ class UnfoldOperatorDesc(OperatorDesc):
             for field, values, lo in (("WindowSizes", self.window_sizes, 1), ("Strides", self.strides, 1),
                                       ("Dilations", self.dilations, 1), ("StartPadding", self.start_padding, 0),
                                       ("EndPadding", self.end_padding, 0)):
-                if not lo <= values[i] <= UINT32_MAX:
-                    raise self._err(f"{field}[{i}] must be in [{lo}, {UINT32_MAX}]; got {values[i]}")
+                self._check_bounds(field, i, values[i], lo, UINT32_MAX)
             size = inp.sizes[i + 2]
             padded = size + self.start_padding[i] + self.end_padding[i]
             extent = self.dilations[i] * (self.window_sizes[i] - 1) + 1

@@ -45,7 +45,13 @@ def _config_changed(cfg: Config) -> None:
     apply_cache_limit(cfg)
 
 
+def _compiled_loads() -> bool:
+    from .cpu.backend import _load_native
+    return _load_native() is not None
+
+
 _config._listeners.append(_config_changed)
+_config.compiled_probe = _compiled_loads
 
 
 def get_backend(kind: str) -> Backend:

@@ -78,12 +78,14 @@ class Config:
     unfold_tile_columns: int = 256
 
 
+#: Whether the compiled CPU kernels load; set by ``opendml.runtime`` (which
+#: knows the CPU backend) when it is imported, so this module imports nothing
+#: of the runtime above it.
+compiled_probe = None
+
+
 def _compiled_available() -> bool:
-    try:
-        from .cpu import _native  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return bool(compiled_probe and compiled_probe())
 
 
 def _parse_int(name: str, raw: str, lo: int, hi: int) -> int:
