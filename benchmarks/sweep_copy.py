@@ -43,7 +43,7 @@ def window_alignment():
                                          [0, 0, lo, lo], [n, 64, hi - lo, hi - lo], [1, 1, 1, 1])
             out = cupy.empty(desc.output_tensor.sizes, dtype)
             name, params, grid, smem = cb._copy_launch(desc.lower(), x.data.ptr, out.data.ptr, x.size)
-            ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, cupy.asarray(params, cupy.int64)))
+            ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, cb.device_params(params)))
             gbs = 2 * out.nbytes / ms / 1e6
             print(f"window [{lo}:{hi}] {dtype} ({(lo * es) % 64}-byte row offset, {((hi - lo) * es) % 64} tail):"
                   f" {gbs:.0f} GB/s = {gbs / copy:.3f} of copy ({copy:.0f} GB/s)")
@@ -75,8 +75,7 @@ def window_items():
                           tuple(t // f for t in p.out_strides[:-1]) + (1,))
             for items in (1, 2, 4, 8):
                 name = f"strided_copy<{cb._SCALAR[w]}, {len(wp.sizes)}, 0, u32, {items}, 0>"
-                params = cupy.asarray([wp.count, wp.in_offset, wp.out_offset, *wp.sizes, *wp.in_strides,
-                                       *wp.out_strides], dtype=cupy.int64)
+                params = cb.device_params(cb.copy_params(wp))
                 grid = (math.ceil(wp.count / (cb.THREADS * items)),)
                 ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
                 print(f"window {dtype} word {w} items {items}: {2 * out.nbytes / ms / 1e6:.0f} GB/s")
@@ -106,8 +105,7 @@ def main():
             count = pl.count
             nd = len(pl.sizes)
             name = f"strided_copy<{cb._SCALAR[word]}, {nd}, 0, {cb._index_type(count, items)}, {items}, {pk}>"
-            params = cupy.asarray([count, pl.in_offset, pl.out_offset, *pl.sizes, *pl.in_strides, *pl.out_strides],
-                                  dtype=cupy.int64)
+            params = cb.device_params(cb.copy_params(pl))
             grid = (math.ceil(count / (cb.THREADS * items)),)
             ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
             print(f"stride 2 {dtype} {label}: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s")

@@ -12,7 +12,7 @@ from opendml.runtime.cuda import backend as cb
 
 def time_launch(name, params, grid, smem, x, out, reps=20):
     k = cb._kernel(0, name)
-    args = (x.data.ptr, out.data.ptr, cupy.asarray(params, dtype=cupy.int64))
+    args = (x.data.ptr, out.data.ptr, cb.device_params(params))
     k(grid, (cb.THREADS,), args, shared_mem=smem)
     a, b = cupy.cuda.Event(), cupy.cuda.Event()
     a.record()
@@ -53,7 +53,7 @@ def main():
         for r in (1, 2, 4):
             v = 16 // es * r
             slots = plan.batch * plan.rows * math.ceil(plan.columns / v)
-            params[0] = slots
+            params.work_items = slots
             kname = name.rsplit(",", 1)[0] + f", {r}>"
             ms = time_launch(kname, params, (math.ceil(slots / cb.THREADS),), 0, x, out)
             same = bool((out.view(cupy.uint8) == want.view(cupy.uint8)).all()) if want is not None else True

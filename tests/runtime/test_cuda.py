@@ -1,7 +1,11 @@
-"""CUDA backend: sources compile with nvcc anywhere; the word-widening logic is
-checked on the CPU; DLPack paths and sanitizer-friendly odd layouts on a GPU."""
-import itertools
+"""CUDA backend: sources compile with nvcc anywhere; the word-widening logic and
+the kernels' index arithmetic are checked on the CPU (emulations that read the
+parameter blocks through their ctypes declarations); DLPack paths, the launch
+path (raw pointers, caller's stream) and sanitizer-friendly odd layouts on a
+GPU. FOLD and SLICE_GRAD: test_cuda_emulation.py (CPU) and test_cuda_fold.py (GPU)."""
+import ctypes
 import math
+import re
 import shutil
 import subprocess
 
@@ -9,20 +13,55 @@ import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.runtime.cuda.backend import KERNELS, _unfold_launch, unfold_box, word_plan
-from opendml.runtime.cpu.backend import _prepare_copy, _prepare_unfold
-from opendml.plan import CopyPlan, UnfoldPlan
+from opendml.plan import CopyPlan
+from opendml.runtime import params as P
+from opendml.runtime.cuda import backend as cb
+from opendml.runtime.cuda.backend import INCLUDE, KERNELS, _unfold_launch, unfold_box, word_plan
 from tests import reference as ref
 from tests.conftest import cuda_available
+from tests.runtime.test_cuda_emulation import copy_reference, emulate_unfold_tile, unfold_reference
 
 needs_cuda = pytest.mark.skipif(not cuda_available(), reason="CUDA is not available here")
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_kernels_compile_with_nvcc(tmp_path):
-    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-DOPENDML_INSTANTIATE", "-c", str(KERNELS),
-                        "-o", str(tmp_path / "k.o")], capture_output=True, text=True, timeout=300)
+    """Every kernel template, instantiated for a spread of arguments
+    (-DOPENDML_INSTANTIATE), with params.h found through -I as NVRTC finds it."""
+    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{INCLUDE}",
+                        "-DOPENDML_INSTANTIATE", "-c", str(KERNELS), "-o", str(tmp_path / "k.o")],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr.lower(), r.stderr
+
+
+def test_kernels_read_parameters_by_field_name():
+    """No parameter block is indexed by position (p[9], q[7*d+6], tq[3*d+2]):
+    every kernel takes a params.h struct, and every kernel in the file is
+    instantiated by the nvcc check."""
+    src = KERNELS.read_text()
+    assert '#include "params.h"' in src
+    assert not re.search(r"\b(p|q|tq|ql)\[[^\]]*\]", re.sub(r"//.*", "", src))
+    kernels = set(re.findall(r"__global__ void __launch_bounds__\(.*?\) (\w+)\(", src))
+    assert kernels == {"strided_copy", "unfold_gather", "unfold1d_tile", "unfold_tile", "fold_gather",
+                       "fold1d_tile", "scatter"}
+    for name in kernels:
+        params = re.search(rf"{name}\([^)]*const (odml_\w+)\* __restrict__ p\)", src)
+        assert params and params.group(1) in P.STRUCTS, name
+        assert re.search(rf"template __global__ void {name}<", src), f"{name} is not instantiated"
+
+
+def test_launch_specs_fill_the_declared_structures():
+    plan = dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT16, [2, 3, 9, 11]), None, [3, 4], [2, 3],
+                                  [2, 1], [2, 0], [0, 3]).lower()
+    name, params, grid, smem = _unfold_launch(plan)
+    assert isinstance(params, P.UnfoldParams) and len(bytes(params)) == ctypes.sizeof(P.UnfoldParams)
+    assert (params.dims, params.window_count, params.block_count) == (2, 12, plan.columns)
+    assert [params.dim[d].window for d in range(2)] == [3, 4] and params.dim[1].image_stride == 1
+    copy = CopyPlan(4, (3, 64), 5, (70, 1), 0, (64, 1))
+    name, params, grid, _ = cb._copy_launch(copy, 0, 0, 300)
+    assert isinstance(params, P.CopyParams) and params.count == 3 * 64 and params.element_size == 4
+    assert name.startswith("strided_copy<u32, 2,") and list(params.sizes[:2]) == [3, 64]
 
 
 def run_word_plan_on_cpu(plan, src):
@@ -34,13 +73,13 @@ def run_word_plan_on_cpu(plan, src):
     if pick:  # input word i: the even elements of 16-byte word i, as 8 bytes
         b = src.view(np.uint8)[:src.nbytes // 16 * 16]
         picked = np.ascontiguousarray(b.reshape(-1, 8 // pick, 2, pick)[:, :, 0, :]).reshape(-1)
-        _prepare_copy(wp, picked.view(np.dtype("V8")), out.view(np.dtype("V8")))()
+        copy_reference(wp, picked.view(np.uint64), out.view(np.uint64))
     elif w == 16:  # NumPy has no 16-byte integer: copy 16-byte records
         s16 = src.view(np.uint8).view(np.dtype("V16"))
         d16 = out.view(np.dtype("V16"))
-        _prepare_copy(wp, s16, d16)()
+        copy_reference(wp, s16, d16)
     else:
-        _prepare_copy(wp, src.view(np.uint8).view(words), out.view(words))()
+        copy_reference(wp, src.view(np.uint8).view(words), out.view(words))
     if rev:
         out = out.reshape(-1, w // rev, rev)[:, ::-1, :].reshape(-1)
     return w, out
@@ -60,8 +99,8 @@ def test_word_plan_equals_element_plan(es, case):
     else:
         plan = CopyPlan(es, (2, 40, 40), 3 * W + 3, (H * W, W, -1), 0, (1600, 40, 1))
     want = np.zeros(plan.count * es, np.uint8)
-    _prepare_copy(plan, src.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]),
-                  want.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]))()
+    copy_reference(plan, src.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]),
+                   want.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]))
     w, got = run_word_plan_on_cpu(plan, src)
     assert np.array_equal(got, want)
     if case in ("window", "reverse"):
@@ -79,36 +118,6 @@ def test_stride_two_pairs_never_read_past_the_bound_range(es):
     hi = plan.in_span[1]
     assert word_plan(plan, 0, 0, hi + 1)[2] == 0
     assert word_plan(plan, 0, 0, hi + 2)[2] == es
-
-
-def run_unfold_tile_on_cpu(plan, src, params, D):
-    """unfold_tile as the kernel reads its parameters, one box at a time in
-    NumPy: stage the region (zeros outside the input), then write every box
-    position for every window element from it."""
-    p = [int(v) for v in params]
-    q, tq = p[12:], p[12 + 7 * D:]
-    C, K = p[4], p[5]
-    out = np.zeros(plan.out_span[1] + 1, src.dtype)
-    for blk in range(p[0]):
-        t, b0, tb, ext = blk, [0] * D, [0] * D, [0] * D
-        for d in reversed(range(D)):
-            nt = tq[3 * d + 2]
-            b0[d], t = t % nt * tq[3 * d], t // nt
-            tb[d], ext[d] = min(tq[3 * d], q[7 * d + 5] - b0[d]), tq[3 * d + 1]
-        c, n = t % C, t // C
-        pos = [b0[d] * q[7 * d + 2] - q[7 * d + 4] + np.arange(ext[d]) for d in range(D)]
-        grids = np.meshgrid(*pos, indexing="ij")
-        inside = np.logical_and.reduce([(g >= 0) & (g < q[7 * d]) for d, g in enumerate(grids)])
-        off = p[1] + n * p[10] + c * p[11] + sum(g * q[7 * d + 6] for d, g in enumerate(grids))
-        region = np.where(inside, src[np.where(inside, off, 0)], 0).reshape(-1)
-        rs = [math.prod(ext[d + 1:]) for d in range(D)]
-        ys = np.meshgrid(*[np.arange(v) for v in tb], indexing="ij")
-        loc = sum(y * q[7 * d + 2] * rs[d] for d, y in enumerate(ys))
-        col = sum((b0[d] + y) * math.prod(q[7 * e + 5] for e in range(d + 1, D)) for d, y in enumerate(ys))
-        for kflat, k in enumerate(itertools.product(*(range(q[7 * d + 1]) for d in range(D)))):
-            koff = sum(k[d] * q[7 * d + 3] * rs[d] for d in range(D))
-            out[p[2] + n * p[7] + (c * K + kflat) * p[8] + col * p[9]] = region[loc + koff]
-    return out
 
 
 TILE_PLANS = [
@@ -135,12 +144,15 @@ def test_unfold_tile_equals_numpy_path(es, case):
     word = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]
     src = (np.arange(plan.in_span[1] + 1) % 251 + 1).astype(word)
     want = np.zeros(plan.out_span[1] + 1, word)
-    _prepare_unfold(plan, src, want)()
+    unfold_reference(plan, src, want)
     box = unfold_box(plan, columns=columns, line=line)
     assert box is not None
     name, params, grid, smem = _unfold_launch(plan, box)
-    assert name.startswith("unfold_tile") and grid == (params[0],) and smem == math.prod(box[1]) * es
-    assert np.array_equal(run_unfold_tile_on_cpu(plan, src, params, D), want)
+    assert isinstance(params, P.UnfoldParams) and params.dims == D
+    assert name.startswith("unfold_tile") and grid == (params.work_items,) and smem == math.prod(box[1]) * es
+    got = np.zeros_like(want)
+    emulate_unfold_tile(params, src, got)
+    assert np.array_equal(got, want)
 
 
 def test_unfold_box_limits():
@@ -247,3 +259,89 @@ def test_special_paths_match_the_cpu(op, dtype, shape, args):
     got = fn(cupy.asarray(x), *args)
     assert isinstance(got, cupy.ndarray)
     assert got.get().tobytes() == fn(x, *args).tobytes()
+
+
+# -- the launch path: raw pointers, the caller's stream -----------------------------------
+SPIN = r'''extern "C" __global__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {}
+}'''
+
+
+def _busy_stream(cupy):
+    """A non-blocking CuPy stream held busy for ~0.1 s by one spinning thread."""
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        cupy.RawKernel(SPIN, "spin")((1,), (1,), (np.int64(300_000_000),))
+    return s
+
+
+@needs_cuda
+@pytest.mark.cuda
+@pytest.mark.parametrize("how", ["launch", "launcher", "prepare"])
+def test_kernels_run_on_the_callers_stream(how):
+    """A copy queued behind a long kernel on a side stream sees what that
+    stream wrote before it; only the side stream is synchronised."""
+    import cupy
+    from opendml.runtime import get_backend
+    backend = get_backend("cuda")
+    n = 1 << 20
+    x = cupy.zeros(n, cupy.uint32)
+    y = cupy.full(n, 1, cupy.uint32)
+    cupy.cuda.Device().synchronize()
+    plan = CopyPlan(4, (n,), 0, (1,), 0, (1,))
+    s = _busy_stream(cupy)
+    with s:
+        x.fill(7)
+    if how == "launch":
+        backend.launch(plan, x.data.ptr, n, y.data.ptr, s.ptr)
+    elif how == "launcher":
+        backend.launcher(plan, x.data.ptr, n, y.data.ptr)(s.ptr)
+    else:
+        with s:
+            backend.prepare(plan, x, y)()
+    s.synchronize()
+    assert int((y == 7).sum()) == n
+
+
+@needs_cuda
+@pytest.mark.cuda
+def test_kernels_run_on_a_torch_stream():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no GPU")
+    from opendml.runtime import get_backend
+    backend = get_backend("cuda")
+    x = torch.zeros(1 << 20, dtype=torch.float32, device="cuda")
+    y = torch.empty_like(x)
+    plan = CopyPlan(4, (x.numel(),), 0, (1,), 0, (1,))
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)
+        x.fill_(3.0)
+        backend.launch(plan, x.data_ptr(), x.numel(), y.data_ptr(), torch.cuda.current_stream().cuda_stream)
+    side.synchronize()
+    assert bool((y == 3.0).all())
+
+
+@needs_cuda
+@pytest.mark.cuda
+def test_launches_are_cached_per_plan_and_alignment():
+    import cupy
+    from opendml.runtime import get_backend
+    backend = get_backend("cuda")
+    plan = CopyPlan(2, (4, 6), 1, (8, 1), 0, (6, 1))
+    a = cupy.arange(64, dtype=cupy.uint16)
+    before = backend.cache_info()["launches"]
+    outs = [cupy.zeros(32, cupy.uint16) for _ in range(4)]
+    for o in outs:
+        backend.launch(plan, a.data.ptr, a.size, o.data.ptr, 0)
+    after = backend.cache_info()
+    assert after["launches"] <= before + 2   # outputs 512-byte aligned (CuPy's pool): one alignment class
+    want = np.arange(64, dtype=np.uint16)[1:][np.add.outer(np.arange(4) * 8, np.arange(6))].reshape(-1)
+    for o in outs:
+        assert np.array_equal(o.get()[:24], want)
+    # an odd destination pointer: another cached launch, still right
+    backend.launch(plan, a.data.ptr, a.size, outs[0].data.ptr + 2, 0)
+    assert np.array_equal(outs[0].get()[1:25], want)

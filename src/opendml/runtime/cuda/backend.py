@@ -1,26 +1,92 @@
-"""CUDA backend: CuPy memory and opendml's own kernels (kernels/opendml_kernels.cu),
+"""CUDA backend: CuPy memory and opendml's own kernels (``kernels.cu``),
 compiled at run time by NVRTC and cached per device and specialisation.
 
-Host-side preparation (choosing the word width, packing parameters, uploading
-them) happens once per binding in ``prepare``; a dispatch is one kernel launch.
+Kernels and parameters
+    Every kernel takes (source words, destination words, parameter block). The
+    block is one of the C structs of ``runtime/params.h``, which ``kernels.cu``
+    includes (NVRTC gets ``-I<runtime dir>``, see ``INCLUDE``) and reads by
+    field name; this module fills its ctypes mirror from
+    ``opendml.runtime.params`` and uploads the structure's bytes once per
+    distinct block (a cache keyed by those bytes), so a dispatch passes three
+    pointers and copies nothing to the device. Kernels are compiled with
+    ``--fmad=false``: FOLD's sums are plain round-to-nearest additions (CuPy
+    appends ``-ftz=true`` to every NVRTC compile, so float32 sums are written
+    as PTX ``add.rn.f32``, which keeps subnormals as NumPy does).
+
+Kernels per plan
+    CopyPlan: ``strided_copy`` (widened to 16-byte words where layouts and
+    pointers allow). UnfoldPlan: ``unfold_tile`` (staged boxes),
+    ``unfold1d_tile`` (framing transpose) or ``unfold_gather``. FoldPlan:
+    ``fold1d_tile`` for 1-D folds with a stride of 32 or more (overlap-add:
+    columns staged in shared memory per window stride, sums in registers),
+    else ``fold_gather`` (a warp sums 32*V neighbouring image positions of a
+    line, loads coalesced along the columns). ScatterPlan: ``scatter`` (every
+    output word written once, 16-byte words where the innermost dimension is
+    contiguous on both sides). No kernel uses atomics; FOLD sums each image
+    element's contributions in increasing window order, as the CPU does.
+
+Launch path (issue 12)
+    ``CudaBackend.launcher(plan, src_ptr, src_elements, dst_ptr)`` returns a
+    callable ``run(stream_ptr=0)`` that runs ``plan`` from the device address
+    ``src_ptr`` into ``dst_ptr`` on the CUDA stream ``stream_ptr`` (a raw
+    ``cudaStream_t`` as an int, e.g. ``torch.cuda.current_stream().cuda_stream``
+    or ``cupy.cuda.get_current_stream().ptr``; 0 is the legacy default stream).
+    ``CudaBackend.launch(plan, src_ptr, src_elements, dst_ptr, stream_ptr=0)``
+    does the same in one call and is the hot path. Semantics:
+
+    * ``src_ptr`` addresses element 0 of the bound input range (the plan's
+      offsets count from there, in elements of ``plan.element_size``) and
+      ``src_elements`` is how many elements of that range may be read (the
+      stride-2 copy reads a 16-byte word's unused tail only inside it);
+      ``dst_ptr`` addresses element 0 of the output range.
+    * Everything derived from the plan (kernel choice, word widening, compiled
+      function, uploaded parameters, grid, the driver's argument array) is
+      cached per ``(plan object, src_ptr % 16, dst_ptr % 16, src_elements)``;
+      a repeated call costs one dictionary lookup, two pointer-slot writes and
+      ``cuLaunchKernel`` (through ctypes on the driver library; where that
+      library cannot be loaded, CuPy's ``Function`` launch on a cached
+      ``ExternalStream``). Keep plan objects (the planner's cache does): an
+      equal but new plan object builds a new cache entry (sharing the compiled
+      kernel and the uploaded parameters).
+    * The launch is asynchronous and stream-ordered: the caller keeps both
+      buffers alive until the stream has run it (as the frameworks' stream-
+      ordered allocators do for their own tensors). The backend's device must
+      be the current CUDA device of the calling thread (it is whenever the
+      tensor's framework has made its device current); otherwise the launch is
+      retried once with the backend's device made current.
+    * Kernel launch errors raise ``RuntimeError`` naming the kernel and the
+      driver's error.
+
+    ``prepare(plan, src, dst)`` (CuPy arrays; the device flow and the CuPy
+    adapter) builds the same cached launch and returns a callable that runs it
+    on CuPy's current stream, read at each call.
+
 CuPy is imported here only, i.e. only when a CUDA device is asked for.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import hashlib
 import math
 import pathlib
+import sys
+import threading
 
 import numpy as np
 
 from ...model.errors import UnsupportedError
-from ...plan import CopyPlan, UnfoldPlan
+from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from .. import params as P
 
 KERNELS = pathlib.Path(__file__).with_name("kernels.cu")
-#: Parameter blocks, declared once for the C and CUDA kernels.
-INCLUDE = pathlib.Path(__file__).parents[1]
+#: Folder of params.h, the parameter blocks declared once for the C and CUDA kernels.
+INCLUDE = P.HEADER.parent
+#: NVRTC options of every module.
+OPTIONS = ("-std=c++17", f"-I{INCLUDE}", "--fmad=false")
 THREADS = 256
-PARAM_CACHE = 512  # uploaded parameter arrays kept per device
+PARAM_CACHE = 512   # uploaded parameter blocks kept per device
+LAUNCH_CACHE = 1024  # cached launches kept per device
 #: 1-D UNFOLDs whose neighbouring blocks lie at least this many elements apart
 #: in the input go through the shared-memory transpose (unfold1d_tile).
 TILE_MIN_STEP = 8
@@ -29,13 +95,23 @@ TILE_MIN_STEP = 8
 BOX_COLUMNS = 1024
 BOX_LINE = 128
 BOX_BYTES = 24 * 1024
+#: 1-D FOLDs with at least this stride go through the staged kernel
+#: (fold1d_tile); the others through fold_gather.
+FOLD_TILE_MIN_STRIDE = 32
+#: fold_gather: image positions a lane sums (V), tried largest first; the
+#: largest whose lanes stay this busy on the image's lines is taken, unless
+#: FOLD_LANES names one (1, 2 or 4: tests, sweeps).
+FOLD_LANE_USE = 0.85
+FOLD_LANES = None
 
 
 def items_per_thread(word_bytes: int) -> int:
-    """Words per thread of strided_copy: one 16-byte word (the window sweep
-    in benchmarks/sweep_copy.py measured 1 about 2% faster than 2, 4 or 8 on
-    an H200), else at least four words and 16 bytes in flight."""
+    """Words per thread of strided_copy and scatter: one 16-byte word (the
+    window sweep in benchmarks/sweep_copy.py measured 1 about 2% faster than 2,
+    4 or 8 on an H200), else at least four words and 16 bytes in flight."""
     return 1 if word_bytes >= 16 else max(4, 16 // word_bytes)
+
+
 _SCALAR = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
 _NUMPY_WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -64,16 +140,139 @@ def probe() -> tuple[bool, str]:
 
 @functools.cache
 def _source() -> str:
-    return KERNELS.read_text(encoding="utf-8")
+    """kernels.cu, headed by a digest of params.h: CuPy's on-disk kernel cache
+    keys on the source text and options, not on included files, so a changed
+    header must change the source."""
+    digest = hashlib.sha256(P.HEADER.read_bytes()).hexdigest()[:16]
+    return f"// params.h {digest}\n" + KERNELS.read_text(encoding="utf-8")
 
 
 @functools.cache
-def _kernel(device_id: int, name: str):
-    """One compiled specialisation, e.g. ``strided_copy<uint4, 3, 0, u32>``."""
+def _kernel(device_id: int, name: str, options: tuple = OPTIONS):
+    """One compiled specialisation, e.g. ``strided_copy<uint4, 3, 0, u32, 1, 0>``,
+    as CuPy's ``Function`` (``.ptr`` is the driver's CUfunction)."""
     cupy = _cupy()
     with cupy.cuda.Device(device_id):
-        module = cupy.RawModule(code=_source(), options=("-std=c++17",), name_expressions=(name,))
-        return module.get_function(name)
+        module = cupy.RawModule(code=_source(), options=options, name_expressions=(name,))
+        return module.get_function(name).kernel
+
+
+def device_params(params: ctypes.Structure):
+    """A parameter block's bytes as a new CuPy array on the current device
+    (tuning scripts; the backend uploads through its cache)."""
+    return _cupy().asarray(np.frombuffer(bytes(params), dtype=np.uint8))
+
+
+# -- the driver's launch entry point ----------------------------------------------
+_CU_ERROR_INVALID_CONTEXT = 201
+_CU_ERROR_INVALID_HANDLE = 400
+_CU_ERROR_CONTEXT_IS_DESTROYED = 709
+
+
+@functools.cache
+def _driver():
+    """(cuLaunchKernel, cuGetErrorName) from the CUDA driver library through
+    ctypes, or None where it cannot be loaded. cuLaunchKernel is called with
+    ready-made ctypes objects and no argtypes (no per-call conversion)."""
+    names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            launch = lib.cuLaunchKernel
+        except (OSError, AttributeError):
+            continue
+        launch.restype = ctypes.c_int
+        err = lib.cuGetErrorName
+        err.restype = ctypes.c_int
+        err.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        return launch, err
+    return None
+
+
+_STREAM_ARGS: dict = {}
+
+
+def _stream_arg(ptr: int) -> ctypes.c_void_p:
+    """The stream handle as a ctypes argument, made once per handle."""
+    arg = _STREAM_ARGS.get(ptr)
+    if arg is None:
+        if len(_STREAM_ARGS) >= 256:
+            _STREAM_ARGS.clear()
+        arg = _STREAM_ARGS[ptr] = ctypes.c_void_p(ptr)
+    return arg
+
+
+def _error_name(rc: int) -> str:
+    drv = _driver()
+    if drv is not None:
+        s = ctypes.c_char_p()
+        if drv[1](rc, ctypes.byref(s)) == 0 and s.value:
+            return f"{s.value.decode()} ({rc})"
+    return f"CUDA error {rc}"
+
+
+#: How launches are made: "driver" (cuLaunchKernel through ctypes) where the
+#: driver library loads, else "cupy" (CuPy's Function call). Benchmarks may
+#: set it before a backend builds its launches.
+LAUNCH_VIA = "driver"
+
+
+class Launch:
+    """One cached launch: a compiled kernel, its uploaded parameter block, the
+    grid, and the driver's argument array whose two pointer slots are
+    rewritten per call. ``launch(src_ptr, dst_ptr, stream_ptr)`` queues it."""
+
+    __slots__ = ("name", "blocks", "smem", "function", "params", "plan", "backend", "_src", "_dst", "_pslot",
+                 "_argv", "_call", "_lock", "_via")
+
+    def __init__(self, backend, plan, name, kernel, params_dev, blocks, smem, via):
+        self.backend, self.plan, self.name = backend, plan, name
+        self.function, self.params = kernel, params_dev
+        self.blocks, self.smem = blocks, smem
+        self._lock = threading.Lock()
+        self._src, self._dst, self._pslot = (ctypes.c_uint64(0), ctypes.c_uint64(0),
+                                             ctypes.c_uint64(params_dev.data.ptr))
+        self._argv = (ctypes.c_void_p * 3)(*(ctypes.addressof(v) for v in (self._src, self._dst, self._pslot)))
+        drv = _driver() if via == "driver" else None
+        self._via = "driver" if drv is not None else "cupy"
+        self._call = None
+        if drv is not None:
+            u = ctypes.c_uint
+            self._call = functools.partial(drv[0], ctypes.c_void_p(kernel.ptr), u(blocks), u(1), u(1), u(THREADS),
+                                           u(1), u(1), u(smem))
+
+    def __call__(self, src_ptr: int, dst_ptr: int, stream_ptr: int = 0) -> None:
+        if not self.blocks:
+            return
+        if self._call is None:
+            self.function((self.blocks,), (THREADS,), (src_ptr, dst_ptr, self.params), shared_mem=self.smem,
+                          stream=self.backend._external_stream(stream_ptr))
+            return
+        stream = _STREAM_ARGS.get(stream_ptr)
+        if stream is None:
+            stream = _stream_arg(stream_ptr)
+        with self._lock:
+            self._src.value = src_ptr
+            self._dst.value = dst_ptr
+            rc = self._call(stream, self._argv, None)
+        if rc:
+            self._retry(rc, src_ptr, dst_ptr, stream)
+
+    def _retry(self, rc, src_ptr, dst_ptr, stream):
+        if rc in (_CU_ERROR_INVALID_CONTEXT, _CU_ERROR_INVALID_HANDLE, _CU_ERROR_CONTEXT_IS_DESTROYED):
+            with self.backend.device:   # makes the device's primary context current
+                self.backend.cupy.cuda.runtime.getDevice()
+                with self._lock:
+                    self._src.value = src_ptr
+                    self._dst.value = dst_ptr
+                    rc = self._call(stream, self._argv, None)
+        if rc:
+            raise RuntimeError(f"opendml CUDA: launching {self.name} (grid {self.blocks}, {self.smem} bytes of "
+                               f"shared memory) failed: {_error_name(rc)}")
+
+    @property
+    def via(self) -> str:
+        return self._via
 
 
 class CudaBackend:
@@ -90,17 +289,52 @@ class CudaBackend:
         self.cupy, self.index = cupy, index
         self.device = cupy.cuda.Device(index)
         self._params: dict = {}
+        self._launches: dict = {}
+        self._streams: dict = {}
+        self._lock = threading.Lock()
+        self._upload_stream = None
 
-    def _upload_params(self, params):
-        """Parameters on the device, uploaded once per distinct plan: an upload
-        is a synchronous copy that would stall the stream on every call."""
-        key = tuple(params)
+    # -- parameters -------------------------------------------------------------
+    def _upload_params(self, params: ctypes.Structure):
+        """The parameter block on the device, uploaded once per distinct block
+        (an upload is a host-to-device copy that waits for its own stream)."""
+        key = bytes(params)
         p = self._params.get(key)
         if p is None:
-            if len(self._params) >= PARAM_CACHE:
-                self._params.pop(next(iter(self._params)))
-            p = self._params[key] = self.cupy.asarray(np.asarray(params, dtype=np.int64))
+            cupy = self.cupy
+            with self.device:
+                if self._upload_stream is None:
+                    self._upload_stream = cupy.cuda.Stream(non_blocking=True)
+                if len(self._params) >= PARAM_CACHE:
+                    self._evict(self._params)
+                with self._upload_stream:
+                    p = cupy.empty(len(key), dtype=np.uint8)
+                    p.set(np.frombuffer(key, dtype=np.uint8))
+                self._upload_stream.synchronize()
+            self._params[key] = p
         return p
+
+    def _evict(self, cache: dict) -> None:
+        """Drop the older half of a cache, after the device has finished every
+        kernel that may still read what is dropped."""
+        self.device.synchronize()
+        for k in list(cache)[:len(cache) // 2 + 1]:
+            cache.pop(k, None)
+
+    def _external_stream(self, ptr: int):
+        s = self._streams.get(ptr)
+        if s is None:
+            if len(self._streams) > 64:
+                self._streams.clear()
+            s = self._streams[ptr] = (self.cupy.cuda.ExternalStream(ptr, self.index) if ptr
+                                      else self.cupy.cuda.Stream.null)
+        return s
+
+    def cache_info(self) -> dict:
+        """{'launches', 'parameter_blocks', 'launch_via'}: cached launches and
+        uploaded parameter blocks of this device, and how launches are made."""
+        via = "driver" if LAUNCH_VIA == "driver" and _driver() is not None else "cupy"
+        return {"launches": len(self._launches), "parameter_blocks": len(self._params), "launch_via": via}
 
     # -- memory ----------------------------------------------------------------
     def allocate(self, nbytes: int):
@@ -126,32 +360,78 @@ class CudaBackend:
         self.device.synchronize()
 
     # -- execution --------------------------------------------------------------
-    def prepare(self, plan, src, dst):
+    def _record(self, plan, src_ptr: int, src_elements: int, dst_ptr: int) -> Launch:
+        key = (id(plan), src_ptr & 15, dst_ptr & 15, src_elements)
+        rec = self._launches.get(key)
+        if rec is not None:
+            return rec
+        name, params, grid, smem = launch_spec(plan, src_ptr, src_elements, dst_ptr)
         with self.device:
-            if isinstance(plan, CopyPlan):
-                name, params, grid, smem = _copy_launch(plan, src.data.ptr, dst.data.ptr, src.size)
-            elif isinstance(plan, UnfoldPlan):
-                name, params, grid, smem = _unfold_launch(plan)
-            else:
-                raise TypeError(f"unknown plan {type(plan).__name__}")
             kernel = _kernel(self.index, name)
-            p = self._upload_params(params)
-        args = (np.uint64(src.data.ptr), np.uint64(dst.data.ptr), p)
-        block = (THREADS,)
-        device = self.device
+        rec = Launch(self, plan, name, kernel, self._upload_params(params), grid[0], smem, LAUNCH_VIA)
+        with self._lock:
+            if len(self._launches) >= LAUNCH_CACHE:
+                self._evict(self._launches)
+            self._launches[key] = rec   # holds the plan: its id stays unique while cached
+        return rec
+
+    def launcher(self, plan, src_ptr: int, src_elements: int, dst_ptr: int):
+        """A callable ``run(stream_ptr=0)`` that queues ``plan`` from device
+        address ``src_ptr`` (``src_elements`` elements bound) into ``dst_ptr``
+        on the given raw CUDA stream. See the module docstring."""
+        rec = self._launches.get((id(plan), src_ptr & 15, dst_ptr & 15, src_elements))
+        if rec is None:
+            rec = self._record(plan, src_ptr, src_elements, dst_ptr)
+        return functools.partial(rec, src_ptr, dst_ptr)
+
+    def launch(self, plan, src_ptr: int, src_elements: int, dst_ptr: int, stream_ptr: int = 0) -> None:
+        """Queue ``plan`` on ``stream_ptr`` now: ``launcher(...)(stream_ptr)``
+        without the intermediate callable (the hot path)."""
+        rec = self._launches.get((id(plan), src_ptr & 15, dst_ptr & 15, src_elements))
+        if rec is None:
+            rec = self._record(plan, src_ptr, src_elements, dst_ptr)
+        rec(src_ptr, dst_ptr, stream_ptr)
+
+    def prepare(self, plan, src, dst):
+        """A callable running ``plan`` from CuPy word array ``src`` into ``dst``
+        on CuPy's current stream (read at each call)."""
+        if not isinstance(plan, (CopyPlan, UnfoldPlan, FoldPlan, ScatterPlan)):
+            raise TypeError(f"unknown plan {type(plan).__name__}")
+        sp, dp = src.data.ptr, dst.data.ptr
+        rec = self._record(plan, sp, src.size, dp)
+        device, current = self.device, self.cupy.cuda.get_current_stream
 
         def run():
-            if grid[0]:
-                with device:
-                    kernel(grid, block, args, shared_mem=smem)
-        run.keep_alive = (src, dst, p)  # the pointers stay valid while the closure lives
+            with device:
+                rec(sp, dp, current().ptr)
+        run.keep_alive = (src, dst, rec)  # the pointers stay valid while the closure lives
+        run.launch = rec
         return run
+
+
+def launch_spec(plan, src_ptr: int, src_elements: int, dst_ptr: int):
+    """(kernel name, parameter block, grid, dynamic shared memory bytes)."""
+    if isinstance(plan, CopyPlan):
+        return _copy_launch(plan, src_ptr, dst_ptr, src_elements)
+    if isinstance(plan, UnfoldPlan):
+        return _unfold_launch(plan)
+    if isinstance(plan, FoldPlan):
+        return _fold_launch(plan)
+    if isinstance(plan, ScatterPlan):
+        return _scatter_launch(plan, src_ptr, dst_ptr)
+    raise TypeError(f"unknown plan {type(plan).__name__}")
 
 
 def _index_type(count: int, items: int = 16) -> str:
     return "u32" if count + THREADS * items < 2**32 else "u64"
 
 
+def _fill(array, values) -> None:
+    for i, v in enumerate(values):
+        array[i] = v
+
+
+# -- SLICE, SLICE1 ------------------------------------------------------------------
 def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
     """Widen the copy to the largest word (up to 16 bytes) that the innermost
     dimension, every offset, stride and pointer allow; a negative innermost
@@ -191,17 +471,26 @@ def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
     return es, 0, 0, p
 
 
+def copy_params(p: CopyPlan) -> P.CopyParams:
+    q = P.CopyParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
+                     out_offset=p.out_offset)
+    _fill(q.sizes, p.sizes)
+    _fill(q.in_strides, p.in_strides)
+    _fill(q.out_strides, p.out_strides)
+    return q
+
+
 def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int):
     w, rev, pick, p = word_plan(plan, src_ptr, dst_ptr, src_len)
     count = p.count
     nd = len(p.sizes)
     items = items_per_thread(w)
     name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count, items)}, {items}, {pick}>"
-    params = [count, p.in_offset, p.out_offset, *p.sizes, *p.in_strides, *p.out_strides]
     grid = (math.ceil(count / (THREADS * items)),)
-    return name, params, grid, 0
+    return name, copy_params(p), grid, 0
 
 
+# -- UNFOLD -------------------------------------------------------------------------
 def unfold_box(plan: UnfoldPlan, columns: int = BOX_COLUMNS, line: int = BOX_LINE, budget: int = BOX_BYTES):
     """The box of blocks (t[0], ..., t[D-1]) one CUDA block of unfold_tile
     writes, and the extents of the input region it stages, or None where
@@ -231,20 +520,31 @@ def unfold_box(plan: UnfoldPlan, columns: int = BOX_COLUMNS, line: int = BOX_LIN
     return tuple(t), tuple(ext)
 
 
+def unfold_params(plan: UnfoldPlan, work_items: int) -> P.UnfoldParams:
+    on, orow, ocol = plan.out_strides
+    n_s, c_s, *sp_s = plan.in_strides
+    q = P.UnfoldParams(element_size=plan.element_size, dims=len(plan.window), batch=plan.batch,
+                       channels=plan.channels, window_count=math.prod(plan.window), block_count=plan.columns,
+                       work_items=work_items, in_offset=plan.in_offset, in_batch_stride=n_s,
+                       in_channel_stride=c_s, out_offset=plan.out_offset, out_batch_stride=on,
+                       out_row_stride=orow, out_column_stride=ocol)
+    for d in range(len(plan.window)):
+        q.dim[d] = P.WindowDim(size=plan.spatial[d], image_stride=sp_s[d], window=plan.window[d],
+                               stride=plan.strides[d], dilation=plan.dilations[d],
+                               start_padding=plan.start_padding[d], blocks=plan.blocks[d])
+    return q
+
+
 def _unfold_launch(plan: UnfoldPlan, box=None):
-    """(kernel name, parameters, grid, dynamic shared memory bytes)."""
+    """(kernel name, parameter block, grid, dynamic shared memory bytes)."""
     es = plan.element_size
     r = 2 if es >= 2 else 1          # vectors of 16 bytes per thread
     v = 16 // es * r                 # columns per thread
     B = plan.columns
     slots = plan.batch * plan.rows * math.ceil(B / v)
     D = len(plan.window)
-    n_s, c_s, *sp_s = plan.in_strides
-    params = [slots, plan.in_offset, plan.out_offset, plan.batch, plan.channels, math.prod(plan.window), B,
-              *plan.out_strides, n_s, c_s]
-    for d in range(D):
-        params += [plan.spatial[d], plan.window[d], plan.strides[d], plan.dilations[d],
-                   plan.start_padding[d], plan.blocks[d], sp_s[d]]
+    sp_s = plan.in_strides[2:]
+    params = unfold_params(plan, slots)
     tiles = plan.batch * plan.channels * math.ceil(plan.window[0] / 32) * math.ceil(B / 32)
     if D == 1 and abs(plan.strides[0] * sp_s[0]) >= TILE_MIN_STEP and plan.window[0] >= 8 and tiles < 2**31:
         index = _index_type(max(tiles, plan.batch * plan.channels * plan.window[0], B) * 32)
@@ -253,9 +553,145 @@ def _unfold_launch(plan: UnfoldPlan, box=None):
     if box:
         t, ext = box
         nboxes = [-(-plan.blocks[d] // t[d]) for d in range(D)]
-        params[0] = plan.batch * plan.channels * math.prod(nboxes)
+        params.work_items = plan.batch * plan.channels * math.prod(nboxes)
         for d in range(D):
-            params += [t[d], ext[d], nboxes[d]]
-        return f"unfold_tile<{_SCALAR[es]}, {D}>", params, (params[0],), math.prod(ext) * es
+            params.dim[d].box, params.dim[d].box_extent, params.dim[d].box_count = t[d], ext[d], nboxes[d]
+        return f"unfold_tile<{_SCALAR[es]}, {D}>", params, (params.work_items,), math.prod(ext) * es
     name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}, {r}>"
     return name, params, (math.ceil(slots / THREADS),), 0
+
+
+# -- FOLD ---------------------------------------------------------------------------
+def fold_params(plan: FoldPlan, work_items: int) -> P.FoldParams:
+    isn, isr, isc = plan.in_strides
+    osn, osc, *sp_s = plan.out_strides
+    q = P.FoldParams(element_size=plan.element_size, sum_kind=plan.sum_kind, dims=len(plan.window),
+                     batch=plan.batch, channels=plan.channels, window_count=math.prod(plan.window),
+                     block_count=plan.columns, work_items=work_items, in_offset=plan.in_offset,
+                     in_batch_stride=isn, in_row_stride=isr, in_column_stride=isc, out_offset=plan.out_offset,
+                     out_batch_stride=osn, out_channel_stride=osc)
+    for d in range(len(plan.window)):
+        q.dim[d] = P.WindowDim(size=plan.spatial[d], image_stride=sp_s[d], window=plan.window[d],
+                               stride=plan.strides[d], dilation=plan.dilations[d],
+                               start_padding=plan.start_padding[d], blocks=plan.blocks[d])
+    return q
+
+
+def fold_tile_residues(plan: FoldPlan) -> int:
+    """fold1d_tile's residues per CUDA block (RC): 128 (on an H100 the
+    overlap-add ran 0.280 ms with 128, 0.297 with 256: benchmarks/sweep_fold.py),
+    halved while at least twice the stride, down to 32."""
+    rc = 128
+    while rc > 32 and rc >= 2 * plan.strides[0]:
+        rc //= 2
+    return rc
+
+
+def fold_lanes(plan: FoldPlan) -> int:
+    """fold_gather's image positions per lane (V): the largest of 4, 2, 1
+    whose warps' runs of 32*V positions keep FOLD_LANE_USE of the lanes of an
+    image line busy."""
+    width = plan.spatial[-1]
+    for v in (4, 2):
+        if width / (math.ceil(width / (32 * v)) * 32 * v) >= FOLD_LANE_USE:
+            return v
+    return 1
+
+
+def _fold_launch(plan: FoldPlan, variant=None):
+    """(kernel name, parameter block, grid, 0). ``variant``: ("tile", RC) or
+    ("gather", V) to force a kernel (tests, sweeps)."""
+    es, D = plan.element_size, len(plan.window)
+    flt = 1 if plan.sum_kind == P.SUM_FLOAT else 0
+    if flt and es == 1:
+        raise UnsupportedError("FOLD: no 1-byte floating-point type")
+    if variant is None:
+        variant = ("gather", FOLD_LANES or fold_lanes(plan))
+        if D == 1 and plan.strides[0] >= FOLD_TILE_MIN_STRIDE:
+            rc = fold_tile_residues(plan)
+            if _fold_tiles(plan, rc) < 2**31:
+                variant = ("tile", rc)
+    if plan.out_count == 0:
+        return f"fold_gather<{_SCALAR[es]}, {flt}, {D}, u32, 1>", fold_params(plan, 0), (0,), 0
+    kind, arg = variant
+    if kind == "tile":
+        blocks = _fold_tiles(plan, arg)
+        return f"fold1d_tile<{_SCALAR[es]}, {flt}, {arg}>", fold_params(plan, blocks), (blocks,), 0
+    v = arg
+    width = plan.spatial[-1]
+    warps = plan.batch * plan.channels * math.prod(plan.spatial[:-1]) * math.ceil(width / (32 * v))
+    name = f"fold_gather<{_SCALAR[es]}, {flt}, {D}, {_index_type(warps * 32)}, {v}>"
+    return name, fold_params(plan, warps), (math.ceil(warps * 32 / THREADS),), 0
+
+
+def _fold_tiles(plan: FoldPlan, rc: int) -> int:
+    s, pad, width = plan.strides[0], plan.start_padding[0], plan.spatial[0]
+    hops = (pad + width - 1) // s - pad // s + 1
+    return plan.batch * plan.channels * math.ceil(hops / 32) * math.ceil(s / rc)
+
+
+# -- SLICE_GRAD ---------------------------------------------------------------------
+def canonical_scatter(plan: ScatterPlan) -> ScatterPlan:
+    """Drop size-1 dimensions, order by output stride (largest first) and
+    merge neighbours that walk both tensors as one dimension (the inner one
+    wholly inside the window with step 1, the outer one with step 1)."""
+    dims = [d for d in zip(plan.sizes, plan.out_strides, plan.first, plan.step, plan.taken, plan.in_strides)
+            if not (d[0] == 1 and d[4] == 1)]
+    dims.sort(key=lambda d: d[1], reverse=True)
+    merged: list = []
+    for d in dims:
+        if merged:
+            size, os, first, step, taken, is_ = merged[-1]
+            if (os == d[1] * d[0] and d[2] == 0 and d[3] == 1 and d[4] == d[0] and step == 1
+                    and is_ == d[5] * d[4]):
+                merged[-1] = (size * d[0], d[1], first * d[0], 1, taken * d[0], d[5])
+                continue
+        merged.append(d)
+    if not merged:
+        merged = [(1, 1, 0, 1, 1, 1)]
+    size, os, first, step, taken, is_ = (tuple(x) for x in zip(*merged))
+    return ScatterPlan(plan.element_size, size, plan.out_offset, os, first, step, taken, plan.in_offset, is_)
+
+
+def scatter_word_plan(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
+    """Widen SLICE_GRAD to the largest word (up to 16 bytes) where the
+    innermost dimension is contiguous in the output and in the input (+1, or
+    -1: elements reversed inside each word), the window's first position and
+    size, every offset, stride and pointer allow. Returns (word bytes,
+    reversed element size or 0, plan in words)."""
+    p = canonical_scatter(plan)
+    es = p.element_size
+    L, first, step, taken, is_, os_ = (p.sizes[-1], p.first[-1], p.step[-1], p.taken[-1], p.in_strides[-1],
+                                       p.out_strides[-1])
+    if os_ != 1 or step != 1 or abs(is_) != 1:
+        return es, 0, p
+    for w in (16, 8, 4, 2):
+        f = w // es
+        if f <= 1:
+            break
+        low = p.in_offset if is_ > 0 else p.in_offset - (f - 1)   # lowest element of the first input word
+        if (L % f == 0 and first % f == 0 and taken % f == 0 and low % f == 0 and p.out_offset % f == 0
+                and src_ptr % w == 0 and dst_ptr % w == 0
+                and all(t % f == 0 for t in p.in_strides[:-1] + p.out_strides[:-1])):
+            wp = ScatterPlan(w, p.sizes[:-1] + (L // f,), p.out_offset // f,
+                             tuple(t // f for t in p.out_strides[:-1]) + (1,), p.first[:-1] + (first // f,),
+                             p.step, p.taken[:-1] + (taken // f,), low // f,
+                             tuple(t // f for t in p.in_strides[:-1]) + (is_,))
+            return w, (es if is_ < 0 else 0), wp
+    return es, 0, p
+
+
+def scatter_params(p: ScatterPlan) -> P.ScatterParams:
+    q = P.ScatterParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
+                        out_offset=p.out_offset)
+    for name in ("sizes", "out_strides", "first", "step", "taken", "in_strides"):
+        _fill(getattr(q, name), getattr(p, name))
+    return q
+
+
+def _scatter_launch(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
+    w, rev, p = scatter_word_plan(plan, src_ptr, dst_ptr)
+    count = p.count
+    items = items_per_thread(w)
+    name = f"scatter<{_SCALAR[w]}, {len(p.sizes)}, {rev}, {_index_type(count, items)}, {items}>"
+    return name, scatter_params(p), (math.ceil(count / (THREADS * items)),), 0
