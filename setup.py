@@ -5,7 +5,8 @@ built, installation goes on without it and the CPU backend runs the same plans
 through NumPy (``opendml info`` says which is in use).
 
 ``OPENDML_SANITIZE=1`` builds it with AddressSanitizer and UBSan (CI's second
-pass; run Python with the sanitizer runtime preloaded, see .ci/run).
+pass; run Python with the sanitizer runtime preloaded, see .ci/run), without
+the -fwrapv of Python's CFLAGS so that signed overflow is reported.
 """
 import os
 import sys
@@ -17,9 +18,12 @@ args = [] if sys.platform == "win32" else ["-O3", "-std=c99", "-pthread", "-Wall
 link = [] if sys.platform == "win32" else ["-pthread"]
 if os.environ.get("OPENDML_SANITIZE") == "1":
     flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1"]
-    args, link = [a for a in args if a != "-O3"] + flags, link + flags
+    # -fno-wrapv: Python's own CFLAGS carry -fwrapv, under which signed overflow
+    # is defined and UBSan would not check it.
+    args, link = [a for a in args if a != "-O3"] + flags + ["-fno-wrapv"], link + flags
 
 sources = sorted(f"{NATIVE}/{name}" for name in os.listdir(NATIVE) if name.endswith(".c"))
+headers = ["src/opendml/runtime/params.h"] + sorted(f"{NATIVE}/{n}" for n in os.listdir(NATIVE) if n.endswith(".h"))
 setup(ext_modules=[Extension("opendml.runtime.cpu._native", sources, include_dirs=["src/opendml/runtime"],
-                             depends=[f"src/opendml/runtime/{h}" for h in ("params.h",)],
+                             depends=headers,
                              extra_compile_args=args, extra_link_args=link, optional=True)])

@@ -1,5 +1,7 @@
-"""Every example of the specification pages, through the array API and through
-the device flow, against the outputs printed on the pages."""
+"""Every bundled example (the specification pages', the FOLD page's as
+directml-facts.md quotes them, and one SLICE_GRAD example of our own), through
+the array API and through the device flow on every backend, against the
+documented outputs."""
 import json
 import pathlib
 import re
@@ -31,15 +33,40 @@ def api_call(ex, x):
     if op == "SLICE1":
         return dml.slice1(x, ex["InputWindowOffsets"], ex["InputWindowSizes"], ex["InputWindowStrides"],
                           ex["OutputTensor"]["Sizes"])
-    return dml.unfold(x, ex["WindowSizes"], ex["Strides"], ex["Dilations"], ex["StartPadding"], ex["EndPadding"])
+    if op == "SLICE_GRAD":
+        return dml.slice_grad(x, ex["OutputGradientTensor"]["Sizes"], ex["InputWindowOffsets"],
+                              ex["InputWindowSizes"], ex["InputWindowStrides"])
+    window = (ex["WindowSizes"], ex["Strides"], ex["Dilations"], ex["StartPadding"], ex["EndPadding"])
+    if op == "FOLD":
+        return dml.fold(x, ex["OutputTensor"]["Sizes"][2:], *window)
+    return dml.unfold(x, *window)
 
 
 @pytest.mark.parametrize("name", EXAMPLE_ORDER)
-def test_example_through_array_api(name):
+def test_example_through_array_api(name, backend):
     ex = EXAMPLES[name]
-    got = api_call(ex, np.array(ex["Input"], dtype=np.float32))
+    x = np.array(ex["Input"], dtype=np.float32)
+    if backend == "cuda":
+        cupy = pytest.importorskip("cupy")
+        got = api_call(ex, cupy.asarray(x))
+        assert isinstance(got, cupy.ndarray)
+        got = cupy.asnumpy(got)
+    else:
+        got = api_call(ex, x)
     assert got.dtype == np.float32
     assert np.array_equal(got, np.array(ex["ExpectedOutput"], dtype=np.float32))
+
+
+def test_slice_grad_example_is_slice1_example_2_scattered_back():
+    # slice_grad(slice1(x)) keeps exactly the elements SLICE1 reads; slice1 of it gives the gradient back
+    ex, fwd = EXAMPLES["slice-grad"], EXAMPLES["slice1-negative-strides"]
+    assert ex["Input"] == fwd["ExpectedOutput"]
+    x = np.array(fwd["Input"], dtype=np.float32)
+    mask = np.array(ex["ExpectedOutput"]) != 0
+    assert np.array_equal(np.where(mask, x, 0), ex["ExpectedOutput"])
+    back = dml.slice1(np.array(ex["ExpectedOutput"], dtype=np.float32), ex["InputWindowOffsets"],
+                      ex["InputWindowSizes"], ex["InputWindowStrides"])
+    assert np.array_equal(back, ex["Input"])
 
 
 def test_slice1_examples_copied_elements():
@@ -67,3 +94,20 @@ def test_bundled_expected_outputs_are_the_pages(page, names):
     assert len(blocks) == len(names)
     for block, name in zip(blocks, names):
         assert np.array_equal(block, np.array(EXAMPLES[name]["ExpectedOutput"], dtype=np.float32))
+
+
+@pytest.mark.skipif(not (SPEC / "directml-facts.md").is_file(),
+                    reason="the specification folder is not beside this checkout")
+def test_bundled_fold_outputs_are_the_documented_ones():
+    """The FOLD page's outputs, as directml-facts.md quotes them ("[[0,5,13,9],...]")."""
+    text = (SPEC / "directml-facts.md").read_text(encoding="utf-8")
+    section = text[text.index("## FOLD and SLICE_GRAD"):text.index("- **SLICE_GRAD**")]
+    blocks = [np.array(json.loads(m), dtype=np.float32) for m in re.findall(r"\[\[[\d,\[\]]+\]\]", section)]
+    assert len(blocks) == 3                       # examples 1 and 2; example 3's channel 1 (channel 0 is 2's)
+    assert np.array_equal(EXAMPLES["fold-1"]["ExpectedOutput"], blocks[0][None, None])
+    assert np.array_equal(EXAMPLES["fold-2-padded"]["ExpectedOutput"], blocks[1][None, None])
+    assert np.array_equal(EXAMPLES["fold-3-channels"]["ExpectedOutput"], np.stack([blocks[1], blocks[2]])[None])
+    for name, sizes in (("fold-1", [1, 9, 4]), ("fold-2-padded", [1, 9, 8]), ("fold-3-channels", [1, 18, 8])):
+        ex = EXAMPLES[name]
+        assert ex["InputTensor"]["Sizes"] == sizes
+        assert np.array_equal(ex["Input"], np.arange(np.prod(sizes)).reshape(sizes))   # the page's arange input

@@ -1,6 +1,7 @@
 """opendml: DirectML's tensor model and data-movement operators (SLICE, SLICE1,
-UNFOLD), with DirectML's validation rules, on the CPU (NumPy and compiled C
-kernels) and NVIDIA GPUs (CUDA kernels through CuPy).
+UNFOLD, and their adjoints FOLD and SLICE_GRAD), with DirectML's validation
+rules, on the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels
+through CuPy).
 
 Layers, each importing only those below it: ``model`` (data types, feature
 levels, tensor descriptions, errors) < ``ops`` (one module per operator) <
@@ -9,12 +10,13 @@ levels, tensor descriptions, errors) < ``ops`` (one module per operator) <
 and ``cli``. ``opendml.torch`` (PyTorch operators) is imported only when asked for.
 """
 from ._version import __version__
-from .arrays import cpu_output_cache, plan_cache_info, slice, slice1, unfold
+from .arrays import cpu_output_cache, fold, plan_cache_info, slice, slice1, slice_grad, unfold
 from .device import Buffer, BufferBinding, BindingTable, CompiledOperator, Device, Operator
 from .model import (BindingError, DataType, DmlError, FeatureLevel, TensorDesc, TensorFlags,
                     UnsupportedError, ValidationError, calc_buffer_tensor_size, nhwc_strides,
                     packed_strides)
-from .ops import OperatorDesc, Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
+from .ops import (FoldOperatorDesc, OperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
+                  UnfoldOperatorDesc)
 from .runtime.config import Config, config, configure
 
 
@@ -24,7 +26,8 @@ __all__ = [
     "DataType", "FeatureLevel", "TensorDesc", "TensorFlags", "calc_buffer_tensor_size",
     "packed_strides", "nhwc_strides", "DmlError", "ValidationError", "UnsupportedError",
     "BindingError", "OperatorDesc", "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc",
+    "FoldOperatorDesc", "SliceGradOperatorDesc",
     "Device", "Buffer", "BufferBinding", "BindingTable", "Operator", "CompiledOperator",
-    "slice1", "unfold", "cpu_output_cache", "plan_cache_info", "configure", "config", "Config",
+    "slice1", "unfold", "fold", "slice_grad", "cpu_output_cache", "plan_cache_info", "configure", "config", "Config",
     "__version__",
 ]

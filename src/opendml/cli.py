@@ -7,13 +7,16 @@
     opendml info
 
 Exit codes: 0 success; 1 an output differs from the documented one; 2 bad
-input (a usage error, malformed JSON, an invalid description, a bad file).
+input (a usage error, malformed JSON, an invalid description, a bad file, a
+malformed OPENDML_* environment variable), always one line on stderr; 3 an
+internal error of opendml (a bug), also one line, never a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import sys
 from importlib import resources
 
@@ -21,11 +24,12 @@ import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import from_json, loads, tensor_to_json, to_json
+from .jsonform import array_from_json, from_json, loads, tensor_to_json, to_json
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
 from .model.tensor_desc import TensorDesc
+from .runtime.config import config
 
 
 class UsageError(Exception):
@@ -48,8 +52,8 @@ def examples() -> dict[str, dict]:
     return out
 
 
-EXAMPLE_ORDER = ("slice-contiguous", "slice-strided", "slice1-positive-strides",
-                 "slice1-negative-strides", "unfold", "unfold-padded")
+EXAMPLE_ORDER = ("slice-contiguous", "slice-strided", "slice1-positive-strides", "slice1-negative-strides",
+                 "unfold", "unfold-padded", "fold-1", "fold-2-padded", "fold-3-channels", "slice-grad")
 
 
 # -- formatting -----------------------------------------------------------------------
@@ -75,45 +79,144 @@ def fmt_fields(desc) -> list[str]:
 
 # -- running --------------------------------------------------------------------------
 
-def default_input(desc) -> np.ndarray:
-    """The pages' convention: 1..N (0..N-1 for UNFOLD and FOLD), in the input's type."""
+#: --max-bytes default: memory a run may touch (input and output elements, host and buffer).
+DEFAULT_MAX_BYTES = 2 << 30
+
+
+def default_input(desc, max_bytes: int | None = None) -> np.ndarray:
+    """The pages' convention: 1..N (0..N-1 for UNFOLD and FOLD) in row-major
+    order, in the input's type (wrapping as C does). Dimensions of stride 0
+    hold one element in memory, so they are counted once and the values are
+    repeated along them: the array built has only the distinct elements (a
+    read-only broadcast view gives the tensor's shape), whatever the sizes."""
     t = desc.input_tensor
-    n = math.prod(t.sizes)
-    return (np.arange(n, dtype=np.int64) + desc.DEFAULT_INPUT_START).astype(t.data_type.numpy_dtype).reshape(t.sizes)
+    distinct = tuple(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides))
+    nbytes = math.prod(distinct) * t.element_size
+    if max_bytes is not None and nbytes > max_bytes:
+        raise UsageError(f"{desc.TENSORS[0]}: the default input would take {nbytes} bytes (Sizes {list(t.sizes)}); "
+                         f"--max-bytes allows {max_bytes}: pass --input, or raise --max-bytes")
+    values = np.arange(desc.DEFAULT_INPUT_START, desc.DEFAULT_INPUT_START + math.prod(distinct), dtype=np.int64)
+    with np.errstate(over="ignore"):
+        x = values.astype(t.data_type.numpy_dtype).reshape(distinct)
+    return x if distinct == t.sizes else np.broadcast_to(x, t.sizes)
 
 
-def load_input(path: str | None, obj: dict, desc) -> np.ndarray:
+def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) -> np.ndarray:
+    """A .npy file holding an array of ``t``'s sizes and data type (either byte
+    order). The header and the file's length are checked before any data is
+    read, so a file that claims a huge array costs nothing."""
+    fmt = np.lib.format
+    what = f"--input {path}"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(fmt.MAGIC_PREFIX))
+            if head != fmt.MAGIC_PREFIX:
+                kind = ("an empty file" if not head else "a .npz archive (zip); extract one of its .npy arrays"
+                        if head.startswith(b"PK") else "not a .npy file (no NumPy magic)")
+                raise UsageError(f"{what}: cannot read a .npy array: {kind}")
+            f.seek(0)
+            version = fmt.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(f, max_header_size=10000)
+            elif version == (2, 0):
+                shape, fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=10000)
+            else:
+                raise UsageError(f"{what}: cannot read a .npy array: format version {version[0]}.{version[1]} "
+                                 f"(1.0 and 2.0 are read)")
+            if tuple(shape) != t.sizes:
+                raise UsageError(f"{what}: shape {list(shape)} must equal {name}.Sizes {list(t.sizes)}")
+            want = t.data_type.numpy_dtype
+            if dtype.hasobject or dtype.names or dtype.newbyteorder("=") != want:
+                raise UsageError(f"{what}: dtype {dtype} must match {name}.DataType {t.data_type.name} ({want})")
+            count = math.prod(shape)
+            nbytes = count * dtype.itemsize
+            if max_bytes is not None and nbytes > max_bytes:
+                raise UsageError(f"{what}: the array has {nbytes} bytes; --max-bytes allows {max_bytes}")
+            left = os.fstat(f.fileno()).st_size - f.tell()
+            if left != nbytes:
+                raise UsageError(f"{what}: cannot read a .npy array: the file holds {left} bytes of data; its "
+                                 f"header promises {nbytes} ({list(shape)} of {dtype})")
+            x = np.fromfile(f, dtype=dtype, count=count)
+    except OSError as e:
+        raise UsageError(f"{what}: cannot read a .npy array: {e.strerror or e}") from None
+    except (ValueError, SyntaxError, EOFError) as e:
+        raise UsageError(f"{what}: cannot read a .npy array: {_one_line(e)}") from None
+    x = x.reshape(shape[::-1]).T if fortran else x.reshape(shape)
+    return x.astype(want, copy=False)  # native byte order
+
+
+def load_input(path: str | None, obj: dict, desc, max_bytes: int | None = None) -> np.ndarray:
     t = desc.input_tensor
     if path is not None:
-        try:
-            x = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"--input {path}: cannot read a .npy array: {e}") from None
-        if x.shape != t.sizes:
-            raise UsageError(f"--input {path}: shape {list(x.shape)} must equal InputTensor.Sizes {list(t.sizes)}")
-        if x.dtype != t.data_type.numpy_dtype:
-            raise UsageError(f"--input {path}: dtype {x.dtype} must match InputTensor.DataType "
-                             f"{t.data_type.name} ({t.data_type.numpy_dtype})")
-        return x
+        return read_npy(path, t, desc.TENSORS[0], max_bytes)
     if "Input" in obj:
-        try:
-            x = np.array(obj["Input"], dtype=t.data_type.numpy_dtype)
-        except (TypeError, ValueError, OverflowError):
-            raise UsageError("$.Input: must be a nested array of numbers") from None
+        x = array_from_json(obj["Input"], t.data_type, "$.Input")
         if x.shape != t.sizes:
-            raise UsageError(f"$.Input: shape {list(x.shape)} must equal InputTensor.Sizes {list(t.sizes)}")
+            raise UsageError(f"$.Input: shape {list(x.shape)} must equal {desc.TENSORS[0]}.Sizes {list(t.sizes)}")
         return x
-    return default_input(desc)
+    return default_input(desc, max_bytes)
+
+
+def expected_output(obj: dict, desc) -> np.ndarray | None:
+    """The file's ExpectedOutput, checked against OutputTensor's sizes and type."""
+    if "ExpectedOutput" not in obj:
+        return None
+    t = desc.output_tensor
+    e = array_from_json(obj["ExpectedOutput"], t.data_type, "$.ExpectedOutput")
+    if e.shape != t.sizes:
+        raise UsageError(f"$.ExpectedOutput: shape {list(e.shape)} must equal {desc.TENSORS[1]}.Sizes "
+                         f"{list(t.sizes)}")
+    return e
+
+
+def check_output_path(path: str) -> None:
+    """Refuse an --output that cannot be written, before anything runs."""
+    if os.path.isdir(path):
+        raise UsageError(f"--output {path}: is a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--output {path}: directory {parent} does not exist")
+
+
+def save_output(path: str, y: np.ndarray) -> None:
+    """Write ``y`` as .npy to exactly ``path`` (no suffix is added)."""
+    try:
+        with open(path, "wb") as f:
+            np.save(f, y, allow_pickle=False)
+    except OSError as e:
+        raise UsageError(f"--output {path}: cannot write: {e.strerror or e}") from None
+
+
+def run_bytes(desc, x: np.ndarray) -> int:
+    """Memory a run touches: the input's distinct host elements (a broadcast
+    axis counts once) and buffer elements, the output's buffer elements and
+    host copy."""
+    i, o = desc.input_tensor, desc.output_tensor
+    distinct = math.prod(n for n, s in zip(x.shape, x.strides) if s != 0)
+    return distinct * x.itemsize + i.min_size_in_bytes + o.min_size_in_bytes + math.prod(o.sizes) * o.element_size
 
 
 def run_one(obj: dict, args, device: Device, out) -> bool | None:
-    """Run a description; True/False when it has an ExpectedOutput, else None."""
+    """Run a description; True/False when it has an ExpectedOutput, else None.
+    Every check (the description at the device's level, the output path, the
+    input, the expected output, the memory the run needs) comes first."""
     desc = from_json(obj)
-    x = load_input(getattr(args, "input", None), obj, desc)
+    desc.validate(device.feature_level)
+    output = getattr(args, "output", None)
+    if output:
+        check_output_path(output)
+    max_bytes = getattr(args, "max_bytes", DEFAULT_MAX_BYTES)
+    x = load_input(getattr(args, "input", None), obj, desc, max_bytes)
+    expected = expected_output(obj, desc)
+    need = run_bytes(desc, x)
+    if need > max_bytes:
+        raise UsageError(f"{desc.OPERATOR}: running it would touch {need} bytes of memory (input and output "
+                         f"elements, {list(desc.input_tensor.sizes)} -> {list(desc.output_tensor.sizes)}); "
+                         f"--max-bytes allows {max_bytes}")
     y = device.run(desc, x)
     ok_mark, bad_mark = _ok_mark()
     if "Title" in obj:
-        print(f"== {obj['Title']}" + (f"  [{obj['Source']}]" if "Source" in obj else ""), file=out)
+        print(f"== {_text(obj['Title'])}" + (f"  [{_text(obj['Source'])}]" if "Source" in obj else ""), file=out)
     print(f"Operator: {desc.OPERATOR}", file=out)
     print(f"{desc.TENSORS[0]}: {fmt_tensor(desc.input_tensor)}", file=out)
     print(fmt_array(x), file=out)
@@ -121,15 +224,20 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
         print(line, file=out)
     print(f"{desc.TENSORS[1]}: {fmt_tensor(desc.output_tensor)}", file=out)
     print(fmt_array(y), file=out)
-    if getattr(args, "output", None):
-        np.save(args.output, y)
-    if "ExpectedOutput" in obj:
-        expected = np.array(obj["ExpectedOutput"], dtype=y.dtype)
-        good = expected.shape == y.shape and np.array_equal(expected, y)
+    if output:
+        save_output(output, y)
+    if expected is not None:
+        good = np.array_equal(expected, y, equal_nan=y.dtype.kind == "f")
         print(f"{ok_mark} matches the documented output" if good else
               f"{bad_mark} differs from the documented output:\n{fmt_array(expected)}", file=out)
         return good
     return None
+
+
+def _text(value) -> str:
+    """A Title or Source as one short line, whatever JSON value it is."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return " ".join(text.split())[:200]
 
 
 def read_spec(path: str) -> dict:
@@ -191,9 +299,9 @@ def cmd_validate(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from .runtime import config, cuda_status
-    print(f"opendml {__version__} (Python {sys.version.split()[0]}, NumPy {np.__version__})")
+    from .runtime import cuda_status
     cfg = config()
+    print(f"opendml {__version__} (Python {sys.version.split()[0]}, NumPy {np.__version__})")
     if cfg.cpu_kernels == "compiled":
         limit = cfg.output_cache_bytes
         kernels = (f"compiled kernels, {cfg.threads} threads, output cache "
@@ -210,23 +318,45 @@ def cmd_info(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line like every other error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _byte_count(text: str) -> int:
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()) or len(t) > 20 or int(t) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer number of bytes; got {text!r}")
+    return int(t)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="opendml", description="Run, validate and inspect DirectML operator "
-                                "descriptions (SLICE, SLICE1, UNFOLD) without DirectML.")
+    p = _Parser(prog="opendml", description="Run, validate and inspect DirectML operator "
+                "descriptions (" + ", ".join(OPERATORS) + ") without DirectML.",
+                epilog="Exit codes: 0 success; 1 an output differs from its documented ExpectedOutput; "
+                "2 bad input (usage, JSON, description, file, environment variable), with one line on stderr; "
+                "3 an internal error of opendml (a bug: one line on stderr, please report it).")
     p.add_argument("--version", action="version", version=f"opendml {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,validate,info}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,validate,info}", parser_class=_Parser)
     r = sub.add_parser("run", help="run the bundled examples or one JSON description",
                        description="Run every bundled example of the specification pages (no arguments), "
                        "one bundled example (--example), or a description in DirectML's JSON field names (SPEC). "
                        "Prints the description, its input and its output; exits 1 if an output differs from "
                        "its documented ExpectedOutput.")
     r.add_argument("spec", nargs="?", metavar="SPEC.json", help="a JSON description (DirectML's field names)")
-    r.add_argument("--input", metavar="X.npy", help="input array (.npy) of InputTensor's sizes and data type; "
-                   "default: the file's \"Input\", else 1..N (0..N-1 for UNFOLD) as the pages do")
-    r.add_argument("--output", metavar="Y.npy", help="save the output array here (.npy)")
+    r.add_argument("--input", metavar="X.npy", help="input array (.npy, not .npz) of InputTensor's sizes and data "
+                   "type; default: the file's \"Input\", else 1..N (0..N-1 for UNFOLD and FOLD) as the pages do, "
+                   "dimensions of stride 0 counted once")
+    r.add_argument("--output", metavar="Y.npy", help="save the output array (.npy format) to exactly this path; "
+                   "no .npy suffix is added, the directory must exist")
     r.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
     r.add_argument("--feature-level", default="6_4", metavar="L",
                    help="DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)")
+    r.add_argument("--max-bytes", type=_byte_count, default=DEFAULT_MAX_BYTES, metavar="N",
+                   help="refuse a run that would touch more than N bytes of memory (the input and output "
+                   f"elements, on the host and in buffers; default: {DEFAULT_MAX_BYTES} = 2 GiB)")
     r.add_argument("--list", action="store_true", help="list the bundled examples and exit")
     r.add_argument("--example", metavar="NAME", help="run one bundled example by name (see --list)")
     r.set_defaults(func=cmd_run)
@@ -245,14 +375,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """The command line. Exit codes: 0 success; 1 an output differs from its
+    documented ExpectedOutput; 2 bad input (usage, JSON, description, file,
+    environment variable); 3 an internal error of opendml. Errors are one
+    line on stderr, never a traceback."""
     args = build_parser().parse_args(argv)
     try:
+        config()  # a malformed OPENDML_* environment variable is bad input too
         return args.func(args)
     except (DmlError, UsageError) as e:
-        print(f"opendml: error: {e}", file=sys.stderr)
+        print(f"opendml: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `opendml run | head`
         return 0
+    except KeyboardInterrupt:
+        print("opendml: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug of opendml: one line, no traceback
+        where = e.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        at = f" at {os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno}" if where else ""
+        print(f"opendml: internal error: {type(e).__name__}: {_one_line(e)}{at} (a bug of opendml; "
+              f"please report it)", file=sys.stderr)
+        return 3
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -66,9 +66,11 @@ def test_torch_cpu_tensors_round_trip():
     out = dml.slice1(t, [0, 0, 0], [2, 3, 4], [1, 2, -1])
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float16
     assert torch.equal(out, t[:, ::2].flip(2))
-    with pytest.raises(dml.UnsupportedError, match="requires grad"):   # never a silently cut gradient
-        dml.unfold(torch.ones(1, 1, 3, 3, requires_grad=True), 2)
-    assert dml.unfold(torch.ones(1, 1, 3, 3, requires_grad=True).detach(), 2).shape == (1, 4, 4)
+    x = torch.ones(1, 1, 3, 3, requires_grad=True)
+    y = dml.unfold(x, 2)                 # never a silently cut gradient
+    assert y.shape == (1, 4, 4) and y.grad_fn is not None
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.tensor([[[[1.0, 2, 1], [2, 4, 2], [1, 2, 1]]]]))
 
 
 @pytest.mark.parametrize("seed", range(25))

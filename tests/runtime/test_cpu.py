@@ -239,3 +239,26 @@ def test_outputs_are_plain_arrays_when_the_cache_is_off(cache):
     dml.cpu_output_cache(0)
     out = dml.slice(np.ones((1, 1, 1024, 1024), np.float32), [0, 0, 0, 0], [1, 1, 1024, 1024], [1, 1, 1, 1])
     assert out.flags.owndata and np.all(out == 1)
+
+
+@needs_native
+def test_kernels_take_exactly_their_params_h_struct():
+    # The C side declares the structs of runtime/params.h; backend.py fills
+    # their ctypes mirrors. A block of any other length is refused.
+    import ctypes
+    from opendml.runtime import params
+    from opendml.runtime.cpu import _native
+    sizes = _native.param_sizes()
+    assert sizes == {name: ctypes.sizeof(params.STRUCTS[name]) for name in sizes} and len(sizes) == 4
+    buf = np.zeros(64, np.uint8)
+    kernels = {"copy": params.CopyParams, "unfold": params.UnfoldParams, "fold": params.FoldParams,
+               "scatter": params.ScatterParams}
+    for name, struct in kernels.items():
+        kernel = getattr(_native, name)
+        for blob in (b"", bytes(ctypes.sizeof(struct) - 8), bytes(ctypes.sizeof(struct) + 8)):
+            with pytest.raises(ValueError, match=f"{name}: the parameter block must be {ctypes.sizeof(struct)} bytes"):
+                kernel(buf.ctypes.data, buf.ctypes.data, blob, 1)
+        # the right length, but an element size or rank no kernel has
+        with pytest.raises(ValueError, match=f"_native.{name}: "):
+            kernel(buf.ctypes.data, buf.ctypes.data, bytes(struct(element_size=3)), 1)
+    assert buf.tolist() == [0] * 64

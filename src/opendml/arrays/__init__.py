@@ -1,6 +1,6 @@
-"""The array API: ``slice``, ``slice1`` and ``unfold`` on NumPy, CuPy, PyTorch
-or JAX arrays, returning a new packed array of the same framework on the same
-device.
+"""The array API: ``slice``, ``slice1``, ``unfold``, ``fold`` and
+``slice_grad`` on NumPy, CuPy, PyTorch or JAX arrays, returning a new packed
+array of the same framework on the same device.
 
 One adapter per framework (``numpy_adapter``, ``cupy_adapter``,
 ``torch_adapter``, ``jax_adapter``) turns an array into what the runtime runs;
@@ -13,6 +13,7 @@ here. May import ``opendml.model``, ``opendml.ops``, ``opendml.plan`` and
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from typing import Any, Sequence, Union
 
@@ -20,10 +21,11 @@ import numpy as np
 
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
-from ..ops import Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
+from ..ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
+                   UnfoldOperatorDesc)
 from .planner import OpCall, plan_cache_info
 
-__all__ = ["slice1", "unfold", "cpu_output_cache", "plan_cache_info", "adapter_for"]
+__all__ = ["slice1", "unfold", "fold", "slice_grad", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
 #: An int, or one int per axis.
 Ints = Union[int, Sequence[int]]
@@ -82,6 +84,68 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
         d = t.rank - 2
         return UnfoldOperatorDesc(t, None, *(per_axis(v, d) for v in args))
     return _run(x, OpCall("unfold", args, make))
+
+
+def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1,
+         start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
+    """DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
+    *output_sizes), each output element adding its window elements in
+    increasing window order (float16 sums in float32; integers wrap).
+
+    ``output_sizes`` are the spatial sizes of the result. Scalars apply to
+    every spatial axis; the number of spatial axes is the length of
+    ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
+    what ``unfold`` gives for an input of the output's shape with the same
+    window, strides, dilations and padding."""
+    args = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+
+    def make(t):
+        d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
+        spatial, window, *rest = (per_axis(v, d) for v in args)
+        if t.rank < 3:
+            raise ValidationError(f"fold: x must have shape (N, C x prod(window_sizes), BlockCount); "
+                                  f"got shape {list(t.sizes)}")
+        rows, c, k = t.sizes[-2], t.sizes[-2], _window_count(window)
+        if k is not None:                # else the description names the bad window entry
+            if rows % k:
+                raise ValidationError(
+                    f"fold: x.shape[-2] must be C x prod(window_sizes), a multiple of prod(window_sizes) = {k}; "
+                    f"got {rows} (shape {list(t.sizes)})")
+            c = rows // k
+        out = TensorDesc(t.data_type, (t.sizes[-3], c, *_as_list(spatial, "output_sizes")))
+        return FoldOperatorDesc(t, out, window, *rest)
+    return _run(x, OpCall("fold", args, make))
+
+
+def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int],
+               window_strides: Sequence[int]) -> Any:
+    """DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape
+    ``input_sizes`` (the shape of ``slice1``'s input) that is 0 except where
+    ``slice1`` with this window reads, which receives the matching element of
+    ``grad`` (``grad.shape`` being ``slice1``'s output shape)."""
+    def make(t):
+        return SliceGradOperatorDesc(t, TensorDesc(t.data_type, input_sizes), window_offsets, window_sizes,
+                                     window_strides)
+    return _run(grad, OpCall("slice_grad", (input_sizes, window_offsets, window_sizes, window_strides), make))
+
+
+def _window_count(window) -> int | None:
+    """``prod(window)`` where every entry is an int >= 1, else None."""
+    if not _is_sequence(window) or not all(
+            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
+        return None
+    return math.prod(int(w) for w in window)
+
+
+def _is_sequence(value) -> bool:
+    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
+
+
+def _as_list(value, name: str) -> list:
+    if not _is_sequence(value):
+        raise ValidationError(f"fold: {name} must be an int or a sequence of ints; got {value!r}")
+    return list(value)
 
 
 def per_axis(value, d: int):

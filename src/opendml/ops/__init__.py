@@ -5,13 +5,16 @@ shared rule helpers are in ``_common``. ``OPERATORS`` maps DirectML's names
 one module plus one line here. May import ``opendml.model`` and
 ``opendml.plan`` only."""
 from ._common import Field, OperatorDesc, SupportRow
+from .fold import FoldOperatorDesc
 from .slice import SliceOperatorDesc
 from .slice1 import Slice1OperatorDesc, max_copied_elements
+from .slice_grad import SliceGradOperatorDesc
 from .unfold import UnfoldOperatorDesc
 
 OPERATORS: dict[str, type[OperatorDesc]] = {
-    cls.OPERATOR: cls for cls in (SliceOperatorDesc, Slice1OperatorDesc, UnfoldOperatorDesc)
+    cls.OPERATOR: cls for cls in (SliceOperatorDesc, Slice1OperatorDesc, UnfoldOperatorDesc, FoldOperatorDesc,
+                                  SliceGradOperatorDesc)
 }
 
 __all__ = ["OperatorDesc", "SupportRow", "Field", "SliceOperatorDesc", "Slice1OperatorDesc",
-           "UnfoldOperatorDesc", "max_copied_elements", "OPERATORS"]
+           "UnfoldOperatorDesc", "FoldOperatorDesc", "SliceGradOperatorDesc", "max_copied_elements", "OPERATORS"]

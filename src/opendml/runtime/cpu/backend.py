@@ -1,28 +1,30 @@
 """CPU backend.
 
 Plans run through opendml's compiled kernels (the C sources beside this file:
-strided copy and UNFOLD gather, split over the CPU's cores with the GIL released) when the
-extension was built at install time, and otherwise through NumPy strided views
-and ``np.copyto``. Both move unsigned words of the element's size, never
-values, so every bit pattern (float16 NaN payloads, negative zero) survives
-exactly, and both give identical results (the tests run both).
+strided copy, UNFOLD gather, FOLD sum and SLICE_GRAD scatter, split over the
+CPU's cores with the GIL released) when the extension was built at install
+time, and otherwise through NumPy strided views (``numpy_kernels.py``). Copies
+move unsigned words of the element's size, never values, so every bit pattern
+(float16 NaN payloads, negative zero) survives exactly; FOLD sums values in
+one order on both paths. Both give identical bytes (the tests run both).
 ``opendml.configure(cpu_kernels="numpy")`` (or ``OPENDML_CPU_KERNELS=numpy``)
 selects the NumPy path.
 
-Everything a dispatch needs (views, or addresses and a packed parameter block)
-is built once per binding (``prepare``) and replayed by ``execute``.
+Everything a dispatch needs (views, or addresses and a parameter struct of
+``runtime/params.h`` filled through its ctypes mirror) is built once per
+binding (``prepare``) and replayed by ``execute``.
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ...model.errors import UnsupportedError
-from ...plan import CopyPlan, UnfoldPlan
+from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
 from ..config import CACHE_MIN_BYTES, Config
+from ..params import CopyParams, FoldParams, ScatterParams, UnfoldParams
+from . import numpy_kernels
 
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 ALIGNMENT = 64
@@ -42,12 +44,6 @@ def apply_cache_limit(cfg: Config) -> None:
     mod = _load_native()
     if mod is not None:
         mod.cache_limit(cfg.output_cache_bytes if cfg.cpu_kernels == "compiled" else 0)
-
-
-def _view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
-    """Element view of ``flat`` (1-D, word dtype) at element ``offset``."""
-    item = flat.itemsize
-    return as_strided(flat[offset:], shape=tuple(sizes), strides=tuple(t * item for t in strides))
 
 
 class CpuBackend:
@@ -122,96 +118,92 @@ class CpuBackend:
     def prepare(self, plan, src: np.ndarray, dst: np.ndarray):
         """Return a callable that runs ``plan`` from ``src`` into ``dst`` (1-D word
         arrays whose element 0 is the plan's origin)."""
-        if isinstance(plan, CopyPlan):
-            if self._native is not None:
-                return self._native_copy(plan, src, dst)
-            return _prepare_copy(plan, src, dst)
-        if isinstance(plan, UnfoldPlan):
-            if self._native is not None:
-                return self._native_unfold(plan, src, dst)
-            return _prepare_unfold(plan, src, dst)
-        raise TypeError(f"unknown plan {type(plan).__name__}")
+        kind = type(plan)
+        if kind not in _PLANS:
+            raise TypeError(f"unknown plan {kind.__name__}")
+        native, numpy_path = _PLANS[kind]
+        if self._native is not None:
+            return native(self, plan, src, dst)
+        return numpy_path(plan, src, dst)
+
+    def _launch(self, kernel, params, src, dst, nbytes: int):
+        """The callable running one compiled kernel: addresses of element 0 of
+        the bound ranges, the parameter struct's bytes, a thread count."""
+        blob = bytes(params)
+        d_addr, s_addr = dst.ctypes.data, src.ctypes.data
+        threads = self._threads(nbytes)
+
+        def run():
+            kernel(d_addr, s_addr, blob, threads)
+        run.keep_alive = (src, dst)  # the addresses stay valid while the closure lives
+        return run
 
     def _native_copy(self, plan: CopyPlan, src, dst):
         p = plan.canonical()
-        es = p.element_size
-        params = np.array([es, len(p.sizes), *p.sizes, *(t * es for t in p.out_strides),
-                           *(t * es for t in p.in_strides)], dtype=np.int64).tobytes()
-        d_addr = dst.ctypes.data + p.out_offset * dst.itemsize
-        s_addr = src.ctypes.data + p.in_offset * src.itemsize
-        threads = self._threads(2 * p.count * es)
-        kernel = self._native.copy
-
-        def run(keep=(src, dst)):
-            kernel(d_addr, s_addr, params, threads)
-        return run
+        r = len(p.sizes)
+        params = CopyParams(element_size=p.element_size, rank=r, count=p.count, in_offset=p.in_offset,
+                            out_offset=p.out_offset)
+        params.sizes[:r] = p.sizes
+        params.in_strides[:r] = p.in_strides
+        params.out_strides[:r] = p.out_strides
+        return self._launch(self._native.copy, params, src, dst, 2 * p.count * p.element_size)
 
     def _native_unfold(self, plan: UnfoldPlan, src, dst):
         es = plan.element_size
-        D = len(plan.window)
         inner_step = abs(plan.strides[-1] * plan.in_strides[-1]) * es
-        mode = 1 if inner_step > self.tile_stride and math.prod(plan.window) > 1 else 0
+        tiles = 1 if inner_step > self.tile_stride and math.prod(plan.window) > 1 else 0
         on, orow, ocol = plan.out_strides
-        head = [es, D, plan.batch, plan.channels, mode, self.tile_columns,
-                on * es, orow * es, ocol * es, plan.in_strides[0] * es, plan.in_strides[1] * es]
-        for d in range(D):
-            head += [plan.spatial[d], plan.in_strides[2 + d] * es, plan.window[d], plan.strides[d],
-                     plan.dilations[d], plan.start_padding[d], plan.blocks[d]]
-        params = np.array(head, dtype=np.int64).tobytes()
-        d_addr = dst.ctypes.data + plan.out_offset * dst.itemsize
-        s_addr = src.ctypes.data + plan.in_offset * src.itemsize
-        threads = self._threads(plan.out_count * es)
-        kernel = self._native.unfold
+        params = UnfoldParams(element_size=es, dims=len(plan.window), batch=plan.batch, channels=plan.channels,
+                              window_count=math.prod(plan.window), block_count=plan.columns,
+                              in_offset=plan.in_offset, in_batch_stride=plan.in_strides[0],
+                              in_channel_stride=plan.in_strides[1], out_offset=plan.out_offset,
+                              out_batch_stride=on, out_row_stride=orow, out_column_stride=ocol,
+                              column_tiles=tiles, tile_columns=self.tile_columns)
+        for d in range(len(plan.window)):
+            _window_dim(params.dim[d], plan.spatial[d], plan.in_strides[2 + d], plan.window[d], plan.strides[d],
+                        plan.dilations[d], plan.start_padding[d], plan.blocks[d])
+        return self._launch(self._native.unfold, params, src, dst, plan.out_count * es)
 
-        def run(keep=(src, dst)):
-            kernel(d_addr, s_addr, params, threads)
-        return run
+    def _native_fold(self, plan: FoldPlan, src, dst):
+        es = plan.element_size
+        numpy_kernels.fold_types(plan)            # a summable type, or ValueError
+        n_s, row_s, col_s = plan.in_strides
+        params = FoldParams(element_size=es, sum_kind=plan.sum_kind, dims=len(plan.window), batch=plan.batch,
+                            channels=plan.channels, window_count=math.prod(plan.window),
+                            block_count=plan.columns, in_offset=plan.in_offset, in_batch_stride=n_s,
+                            in_row_stride=row_s, in_column_stride=col_s, out_offset=plan.out_offset,
+                            out_batch_stride=plan.out_strides[0], out_channel_stride=plan.out_strides[1])
+        for d in range(len(plan.window)):
+            _window_dim(params.dim[d], plan.spatial[d], plan.out_strides[2 + d], plan.window[d], plan.strides[d],
+                        plan.dilations[d], plan.start_padding[d], plan.blocks[d])
+        reads = plan.batch * plan.rows * plan.columns
+        return self._launch(self._native.fold, params, src, dst, (plan.out_count + reads) * es)
+
+    def _native_scatter(self, plan: ScatterPlan, src, dst):
+        p = numpy_kernels.canonical_scatter(plan)
+        r = len(p.sizes)
+        params = ScatterParams(element_size=p.element_size, rank=r, count=p.count, in_offset=p.in_offset,
+                               out_offset=p.out_offset)
+        for name in ("sizes", "out_strides", "first", "step", "taken", "in_strides"):
+            getattr(params, name)[:r] = getattr(p, name)
+        return self._launch(self._native.scatter, params, src, dst,
+                            (p.count + math.prod(p.taken)) * p.element_size)
 
 
-def _prepare_copy(plan: CopyPlan, src, dst):
-    p = plan.canonical()
-    s = _view(src, p.in_offset, p.sizes, p.in_strides)
-    d = _view(dst, p.out_offset, p.sizes, p.out_strides)
-
-    def run():
-        np.copyto(d, s, casting="no")
-    return run
+def _window_dim(w, size, image_stride, window, stride, dilation, start_padding, blocks) -> None:
+    w.size, w.image_stride, w.window, w.stride = size, image_stride, window, stride
+    w.dilation, w.start_padding, w.blocks = dilation, start_padding, blocks
 
 
-def _prepare_unfold(plan: UnfoldPlan, src, dst):
-    """One strided copy per window position k: the blocks whose element k lies
-    inside the input are copied, the border strips of blocks that fall into the
-    padding are zeroed. No padded copy of the input is made."""
-    D = len(plan.window)
-    K = math.prod(plan.window)
-    on, orow, ocol = plan.out_strides
-    col_strides = [ocol * math.prod(plan.blocks[d + 1:]) for d in range(D)]
-    n_s, c_s, *sp_s = plan.in_strides
-    copies, zeros = [], []
-    for kflat, k in enumerate(itertools.product(*(range(w) for w in plan.window))):
-        ranges = [plan.valid_block_range(d, k[d]) for d in range(D)]
-        base = plan.out_offset + kflat * orow
-        out_sizes = (plan.batch, plan.channels, *plan.blocks)
-        out_strides = (on, orow * K, *col_strides)
-        for d, (lo, hi) in enumerate(ranges):
-            for a, b in ((0, lo), (hi, plan.blocks[d])):
-                if b > a:
-                    sizes = list(out_sizes)
-                    sizes[2 + d] = b - a
-                    zeros.append(_view(dst, base + a * col_strides[d], sizes, out_strides))
-        if any(hi <= lo for lo, hi in ranges):
-            continue
-        sizes = (plan.batch, plan.channels, *(hi - lo for lo, hi in ranges))
-        out_base = base + sum(lo * cs for (lo, _), cs in zip(ranges, col_strides))
-        in_base = plan.in_offset + sum(
-            (lo * plan.strides[d] + k[d] * plan.dilations[d] - plan.start_padding[d]) * sp_s[d]
-            for d, (lo, _) in enumerate(ranges))
-        in_strides = (n_s, c_s, *(plan.strides[d] * sp_s[d] for d in range(D)))
-        copies.append((_view(dst, out_base, sizes, out_strides), _view(src, in_base, sizes, in_strides)))
+#: plan type -> (compiled-kernel preparation, NumPy-path preparation)
+_PLANS = {
+    CopyPlan: (CpuBackend._native_copy, numpy_kernels.prepare_copy),
+    UnfoldPlan: (CpuBackend._native_unfold, numpy_kernels.prepare_unfold),
+    FoldPlan: (CpuBackend._native_fold, numpy_kernels.prepare_fold),
+    ScatterPlan: (CpuBackend._native_scatter, numpy_kernels.prepare_scatter),
+}
 
-    def run():
-        for z in zeros:
-            z.fill(0)
-        for d, s in copies:
-            np.copyto(d, s, casting="no")
-    return run
+# The NumPy path's preparations under the names tests/runtime/test_cuda.py
+# imports (it emulates the CUDA kernels' word moves with them).
+_prepare_copy = numpy_kernels.prepare_copy
+_prepare_unfold = numpy_kernels.prepare_unfold

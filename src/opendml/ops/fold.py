@@ -1,0 +1,183 @@
+"""DML_FOLD_OPERATOR_DESC: sum sliding blocks back into an image (col2im), the
+adjoint of UNFOLD, over 1 to 6 spatial dimensions.
+
+    BlocksPerDimension[d] = (OutputSpatialSize[d] + StartPadding[d] + EndPadding[d]
+                             - Dilations[d] * (WindowSizes[d] - 1) - 1) / Strides[d] + 1
+    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)),
+    optionally preceded by 1s up to the output's DimensionCount (UNFOLD's
+    erratum 4 read the other way: the page repeats UNFOLD's "same
+    DimensionCount" sentence, which its own examples contradict, 3-D in and
+    4-D out; equal ranks are reached with leading 1s).
+    Output[n, c, p] = sum over window elements k (row-major, increasing) of
+                      Input[n, c * prod(WindowSizes) + k, b]
+                      where b*Strides + k*Dilations - StartPadding == p
+    (b the row-major block multi-index; a value whose position falls in the
+    padding is dropped; an output element no block reaches is 0).
+
+The output description is required: the spatial sizes come from it. Sums are
+exact and deterministic (see ``FoldPlan``): integers wrap, float16 sums in
+float32 and rounds once, float32 and float64 sum in their own type.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..plan import FoldPlan
+from ..model._checks import UINT32_MAX
+from ..model.data_type import DataType
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
+
+MAX_SPATIAL_DIMENSIONS = 6
+#: Every size product is computed in 64-bit signed arithmetic by the kernels.
+INT64_MAX = 2**63 - 1
+
+#: ``FoldPlan.sum_kind`` values; they mirror ``ODML_SUM_INTEGER`` (0) and
+#: ``ODML_SUM_FLOAT`` (1) of ``runtime/params.h`` (``runtime.params.SUM_*``),
+#: spelt out here because ``ops`` may not import ``runtime``.
+SUM_INTEGER = 0
+SUM_FLOAT = 1
+_FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class FoldOperatorDesc(OperatorDesc):
+    """``OutputTensor`` is required (``(N, C, *spatial)``); the input is
+    ``(N, C x prod(WindowSizes), BlockCount)``, optionally with leading 1s."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc
+    window_sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    start_padding: tuple[int, ...]
+    end_padding: tuple[int, ...]
+
+    OPERATOR = "FOLD"
+    TYPE_VALUE = 176
+    FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
+              Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
+    OUTPUT_DERIVABLE = False
+    DEFAULT_INPUT_START = 0
+    INTRODUCED = FeatureLevel.FL_6_4
+    SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
+
+    def __post_init__(self):
+        inp = self._check_input()
+        self._ints("window_sizes", "WindowSizes", None)
+        d = len(self.window_sizes)
+        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
+            raise self._err(f"DimensionCount (the length of WindowSizes) must be in [1, "
+                            f"{MAX_SPATIAL_DIMENSIONS}]; got {d}")
+        if self.output_tensor is None:
+            raise self._err("OutputTensor is required (the output's spatial sizes cannot be derived from "
+                            "the input); got None")
+        self._check_tensors(same_rank=False)
+        out = self.output_tensor
+        if out.rank != d + 2:
+            raise self._err(f"OutputTensor.DimensionCount must be DimensionCount + 2 = {d + 2} "
+                            f"(N, C and {d} spatial); got {out.rank}")
+        for name, field in (("strides", "Strides"), ("dilations", "Dilations"),
+                            ("start_padding", "StartPadding"), ("end_padding", "EndPadding")):
+            self._ints(name, field, d)
+        for i in range(d):
+            for field, values, lo in (("WindowSizes", self.window_sizes, 1), ("Strides", self.strides, 1),
+                                      ("Dilations", self.dilations, 1), ("StartPadding", self.start_padding, 0),
+                                      ("EndPadding", self.end_padding, 0)):
+                self._check_bounds(field, i, values[i], lo, UINT32_MAX)
+            size = out.sizes[i + 2]
+            padded = size + self.start_padding[i] + self.end_padding[i]
+            extent = self.dilations[i] * (self.window_sizes[i] - 1) + 1
+            if extent > padded:
+                raise self._err(
+                    f"the dilated window must fit the padded output in spatial dimension {i}: "
+                    f"Dilations[{i}] * (WindowSizes[{i}] - 1) + 1 <= OutputTensor.Sizes[{i + 2}] + "
+                    f"StartPadding[{i}] + EndPadding[{i}]; got {self.dilations[i]} * "
+                    f"({self.window_sizes[i]} - 1) + 1 = {extent} > {size} + {self.start_padding[i]} + "
+                    f"{self.end_padding[i]} = {padded}")
+        n, c = out.sizes[:2]
+        k = self.window_count
+        self._check_int64("prod(WindowSizes)", " x ".join(map(str, self.window_sizes)), k)
+        self._check_int64("C x prod(WindowSizes) (OutputTensor.Sizes[1] x prod(WindowSizes))", f"{c} x {k}", c * k)
+        blocks = self.blocks_per_dimension
+        count = math.prod(blocks)
+        self._check_int64("BlockCount (the product of the blocks per spatial dimension)",
+                          " x ".join(map(str, blocks)), count)
+        self._check_int64("the input's element count N x C x prod(WindowSizes) x BlockCount",
+                          f"{n} x {c * k} x {count}", n * c * k * count)
+        self._check_input_sizes()
+
+    def _check_int64(self, what: str, terms: str, value: int) -> None:
+        if value > INT64_MAX:
+            raise self._err(f"{what} must be <= {INT64_MAX} (64-bit arithmetic); got {terms} = {value}")
+
+    def _check_input_sizes(self) -> None:
+        inp, out = self.input_tensor, self.output_tensor
+        sizes, r = inp.sizes, inp.rank
+        if not 3 <= r <= out.rank:
+            raise self._err(
+                f"InputTensor.DimensionCount must be in [3, OutputTensor.DimensionCount = {out.rank}] "
+                f"((N, C x prod(WindowSizes), BlockCount), optionally preceded by 1s); got {r}")
+        for i in range(r - 3):
+            if sizes[i] != 1:
+                raise self._err(f"InputTensor.Sizes[{i}] must be 1 (a leading dimension before N, "
+                                f"C x prod(WindowSizes), BlockCount); got {sizes[i]}")
+        n, c = out.sizes[:2]
+        k = self.window_count
+        got_n, got_rows, got_blocks = sizes[-3:]
+        if got_n != n:
+            raise self._err(f"InputTensor.Sizes[{r - 3}] (N) must equal OutputTensor.Sizes[0] (N); "
+                            f"got {got_n} != {n}")
+        if got_rows != c * k:
+            raise self._err(f"InputTensor.Sizes[{r - 2}] must equal C x prod(WindowSizes) = "
+                            f"OutputTensor.Sizes[1] x prod(WindowSizes) = {c} x {k} = {c * k}; got {got_rows}")
+        blocks = self.blocks_per_dimension
+        count = math.prod(blocks)
+        if got_blocks != count:
+            terms = " x ".join(map(str, blocks)) + (f" = {count}" if len(blocks) > 1 else "")
+            raise self._err(f"InputTensor.Sizes[{r - 1}] must equal BlockCount = {terms} (the blocks per spatial "
+                            f"dimension of the padded output); got {got_blocks}")
+
+    @property
+    def window_count(self) -> int:
+        """``prod(WindowSizes)``: the rows each channel spreads over."""
+        return math.prod(self.window_sizes)
+
+    @property
+    def blocks_per_dimension(self) -> tuple[int, ...]:
+        return tuple(
+            (s + sp + ep - dl * (w - 1) - 1) // st + 1
+            for s, w, st, dl, sp, ep in zip(self.output_tensor.sizes[2:], self.window_sizes, self.strides,
+                                           self.dilations, self.start_padding, self.end_padding))
+
+    @property
+    def block_count(self) -> int:
+        return math.prod(self.blocks_per_dimension)
+
+    @property
+    def expected_input_sizes(self) -> tuple[int, int, int]:
+        """``(N, C x prod(WindowSizes), BlockCount)`` from the output's sizes."""
+        n, c = self.output_tensor.sizes[:2]
+        return (n, c * self.window_count, self.block_count)
+
+    @property
+    def sum_kind(self) -> int:
+        return SUM_FLOAT if self.input_tensor.data_type in _FLOAT_TYPES else SUM_INTEGER
+
+    def lower(self, in_strides=None, in_offset: int = 0) -> FoldPlan:
+        """The gather plan. ``in_strides``/``in_offset``: the input's signed
+        element strides and origin where the array API passes an array's
+        layout; only the last three (N, rows, columns) matter, leading
+        dimensions having size 1."""
+        ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
+        n, c, *spatial = self.output_tensor.sizes
+        return FoldPlan(
+            element_size=self.input_tensor.element_size, sum_kind=self.sum_kind,
+            batch=n, channels=c, spatial=tuple(spatial),
+            in_offset=origin, in_strides=tuple(ts[-3:]),
+            window=self.window_sizes, strides=self.strides, dilations=self.dilations,
+            start_padding=self.start_padding, blocks=self.blocks_per_dimension,
+            out_offset=0, out_strides=self.output_tensor.element_strides,
+        )

@@ -1,0 +1,113 @@
+"""DML_SLICE_GRAD_OPERATOR_DESC: the adjoint of SLICE1. The output gradient has
+the shape of SLICE1's input; every element SLICE1 would have read receives the
+matching input-gradient value, every other element is 0:
+
+    CopyStart = InputWindowOffsets (+ InputWindowSizes - 1 where the stride is negative)
+    OutputGradient[CopyStart + InputWindowStrides * c] = InputGradient[c]   (0 elsewhere)
+
+SLICE1's rules read backwards: the window must fit the OUTPUT gradient, and the
+input gradient's sizes are SLICE1's output sizes (1 to ``max_copied_elements``
+per dimension). ``slice1(slice_grad(g)) == g`` for the same window.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..plan import ScatterPlan
+from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
+from .slice1 import max_copied_elements
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class SliceGradOperatorDesc(OperatorDesc):
+    """``OutputGradientTensor`` is required (it has the shape of SLICE1's input,
+    which the window does not determine). ``input_tensor``/``output_tensor``
+    are the two gradient tensors, for code shared by every operator."""
+
+    input_gradient_tensor: TensorDesc
+    output_gradient_tensor: TensorDesc
+    input_window_offsets: tuple[int, ...]
+    input_window_sizes: tuple[int, ...]
+    input_window_strides: tuple[int, ...]
+
+    OPERATOR = "SLICE_GRAD"
+    TYPE_VALUE = 135
+    TENSORS = ("InputGradientTensor", "OutputGradientTensor")
+    FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
+              Field("InputWindowStrides", "input_window_strides"))
+    OUTPUT_DERIVABLE = False
+    INTRODUCED = FeatureLevel.FL_3_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
+    )
+
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.input_gradient_tensor
+
+    @property
+    def output_tensor(self) -> TensorDesc:
+        return self.output_gradient_tensor
+
+    def __post_init__(self):
+        self._check_input()
+        if self.output_gradient_tensor is None:
+            raise self._err("OutputGradientTensor is required (it has the sizes of SLICE1's input, which the "
+                            "window does not determine); got None")
+        self._check_tensors()
+        grad, out = self.input_gradient_tensor, self.output_gradient_tensor
+        n = grad.rank
+        self._ints("input_window_offsets", "InputWindowOffsets", n)
+        self._ints("input_window_sizes", "InputWindowSizes", n)
+        self._ints("input_window_strides", "InputWindowStrides", n)
+        for i in range(n):
+            o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
+            self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
+            self._check_bounds("InputWindowSizes", i, s, 1, UINT32_MAX, " (the window mustn't be empty)")
+            if o + s > out.sizes[i]:
+                raise self._err(
+                    f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= OutputGradientTensor.Sizes[{i}]; "
+                    f"got {o} + {s} > {out.sizes[i]}")
+            if t == 0 or not INT32_MIN <= t <= INT32_MAX:
+                raise self._err(
+                    f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
+            most = max_copied_elements(s, t)
+            if not 1 <= grad.sizes[i] <= most:
+                raise self._err(
+                    f"InputGradientTensor.Sizes[{i}] must be in [1, 1 + (InputWindowSizes[{i}] - 1) / "
+                    f"|InputWindowStrides[{i}]|] = [1, {most}]; got {grad.sizes[i]}")
+
+    @property
+    def first_positions(self) -> tuple[int, ...]:
+        """Per dimension, the lowest output-gradient position that receives a
+        value: the window's offset for a positive stride; for a negative one
+        the last element read, ``offset + (size - 1) - |stride| * (taken - 1)``."""
+        return tuple(o if t > 0 else o + (s - 1) - abs(t) * (g - 1)
+                     for o, s, t, g in zip(self.input_window_offsets, self.input_window_sizes,
+                                           self.input_window_strides, self.input_gradient_tensor.sizes))
+
+    def lower(self, in_strides=None, in_offset: int = 0) -> ScatterPlan:
+        """The scatter plan, walking output positions upwards: where a stride is
+        negative, position ``first + |stride| * i`` receives input-gradient
+        element ``taken - 1 - i``, so that dimension's input stride is negated
+        and its origin moved to the last element. ``in_strides``/``in_offset``:
+        the input gradient's signed element strides and origin where the array
+        API passes an array's layout."""
+        ts, origin = element_layout(self.input_gradient_tensor, in_strides, in_offset)
+        taken = self.input_gradient_tensor.sizes
+        window = self.input_window_strides
+        return ScatterPlan(
+            element_size=self.input_gradient_tensor.element_size,
+            sizes=self.output_gradient_tensor.sizes,
+            out_offset=0,
+            out_strides=self.output_gradient_tensor.element_strides,
+            first=self.first_positions,
+            step=tuple(abs(t) for t in window),
+            taken=taken,
+            in_offset=origin + sum((g - 1) * s for g, s, t in zip(taken, ts, window) if t < 0),
+            in_strides=tuple(-s if t < 0 else s for s, t in zip(ts, window)),
+        )

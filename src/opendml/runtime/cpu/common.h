@@ -1,0 +1,97 @@
+/* Shared by the C sources of opendml's CPU kernels (no Python here): limits,
+ * status codes, the kernels' entry points and small integer helpers.
+ *
+ * Files and what each owns:
+ *   common.h    this header: entry points, status codes, helpers
+ *   runs.h      the inner loops every kernel uses (element runs, zero runs,
+ *               streaming stores), static so each kernel inlines them
+ *   fp16.h      exact float16 <-> float32 conversion (bit manipulation)
+ *   threads.c   splitting a kernel's work units over threads
+ *   copy.c      the strided copy (SLICE, SLICE1)
+ *   unfold.c    the UNFOLD gather
+ *   fold.c      the FOLD windowed sum (a gather; no atomics)
+ *   scatter.c   SLICE_GRAD's scatter into zeros
+ *   blocks.c    output memory blocks with a bounded reuse cache (Python type)
+ *   module.c    the Python module: argument parsing, the GIL, errors
+ *
+ * Kernels take the parameter structs of runtime/params.h (offsets and strides
+ * in elements) and convert them to bytes once per call. They check what they
+ * need for their own arithmetic to be defined (rank, element size, value
+ * ranges that keep every position inside 64 bits) and return ODML_OK,
+ * ODML_EPARAM with a message, or ODML_ENOMEM; whether the plan stays inside
+ * the bound buffers was checked in Python before the call.
+ */
+#ifndef OPENDML_CPU_COMMON_H
+#define OPENDML_CPU_COMMON_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "params.h"
+
+#define ODML_MAX_THREADS 64
+
+enum { ODML_OK = 0, ODML_EPARAM = 1, ODML_ENOMEM = 2 };
+
+/* Entry points. `error` receives a static message on ODML_EPARAM. None of
+ * them touches Python objects, so they run with the GIL released. */
+int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads, const char **error);
+int odml_unfold(char *dst, const char *src, const odml_unfold_params *p, int threads, const char **error);
+int odml_fold(char *dst, const char *src, const odml_fold_params *p, int threads, const char **error);
+int odml_scatter(char *dst, const char *src, const odml_scatter_params *p, int threads, const char **error);
+
+/* Outputs at least this large are written with streaming stores where a
+ * kernel writes whole contiguous runs (copy.c). Tuning aid: _native.stream_min. */
+extern int64_t odml_stream_min_bytes;
+
+/* threads.c: run fn over units [0, units) split in `threads` contiguous parts
+ * (part p gets [units*p/threads, units*(p+1)/threads)); the calling thread
+ * takes part 0. */
+typedef void (*odml_work_fn)(const void *job, int64_t u0, int64_t u1, int part);
+void odml_parallel(odml_work_fn fn, const void *job, int64_t units, int threads);
+
+/* The largest magnitude a kernel lets any position or extent reach: the sum
+ * or difference of two such values still fits in int64. */
+#define ODML_LIMIT ((int64_t)1 << 62)
+
+static inline int odml_valid_size(int64_t es) { return es == 1 || es == 2 || es == 4 || es == 8; }
+
+/* a * b <= lim for 0 <= a, b (no overflow in the test). */
+static inline int odml_mul_le(int64_t a, int64_t b, int64_t lim) { return a == 0 || b <= lim / a; }
+
+/* Floor and ceiling of a / b for b > 0 (C division truncates toward zero);
+ * b == 1, the common stride and dilation, skips the division. */
+static inline int64_t odml_floor_div(int64_t a, int64_t b) {
+    return b == 1 ? a : a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+static inline int64_t odml_ceil_div(int64_t a, int64_t b) {
+    return b == 1 ? a : a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+/* Whether an index space of `n` dimensions (sizes, byte strides >= 0) maps
+ * distinct indices to disjoint elements of `es` bytes. Sufficient test: with
+ * the dimensions of size > 1 ordered by stride, each stride passes the extent
+ * of all smaller ones. Kernels write outputs that fail it (stride 0, say) on
+ * one thread and never through overlapping block moves, so an address where
+ * outputs collide ends up holding one of the colliding values. */
+static inline int odml_disjoint(int n, const int64_t *sizes, const int64_t *strides, int64_t es) {
+    int64_t s[ODML_MAX_RANK + 2], t[ODML_MAX_RANK + 2];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] <= 0) return 1;          /* nothing is written */
+        if (sizes[i] == 1) continue;
+        if (strides[i] <= 0) return 0;
+        int j = m++;
+        for (; j > 0 && t[j - 1] > strides[i]; j--) { s[j] = s[j - 1]; t[j] = t[j - 1]; }
+        s[j] = sizes[i]; t[j] = strides[i];
+    }
+    int64_t extent = es;                      /* bytes spanned by the smaller dimensions */
+    for (int i = 0; i < m; i++) {
+        if (t[i] < extent) return 0;
+        if (!odml_mul_le(s[i] - 1, t[i], ODML_LIMIT - extent)) return 0;
+        extent += (s[i] - 1) * t[i];
+    }
+    return 1;
+}
+
+#endif /* OPENDML_CPU_COMMON_H */

@@ -1,0 +1,122 @@
+/* The Python module opendml.runtime.cpu._native: argument parsing, the GIL
+ * and errors around the kernels (common.h), plus the Block type and cache
+ * functions of blocks.c. Owns the method table and nothing else.
+ *
+ * Python validates and lowers every operator; a kernel call only executes a
+ * plan already known to stay inside the bound ranges. Each kernel function
+ * takes the destination and source addresses (element 0 of the bound ranges),
+ * the bytes of its parameter struct from runtime/params.h (filled through the
+ * ctypes mirrors of runtime/params.py; the length must be the struct's size)
+ * and a thread count, and runs with the GIL released.
+ *
+ * Only Python.h is needed (no NumPy headers): the extension is optional and
+ * the CPU backend runs the same plans through NumPy where it is absent.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "common.h"
+
+/* Parse (dst, src, params, threads) with params exactly `size` bytes, copied
+ * into `out` (the bytes object need not be aligned for the struct). */
+static int parse(PyObject *args, const char *name, void *out, size_t size, char **dst, const char **src,
+                 int *threads) {
+    unsigned long long d, s;
+    Py_buffer pb;
+    if (!PyArg_ParseTuple(args, "KKy*i", &d, &s, &pb, threads)) return -1;
+    if (pb.len != (Py_ssize_t)size) {
+        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: the parameter block must be %zu bytes "
+                     "(sizeof its params.h struct); got %zd", name, size, pb.len);
+        PyBuffer_Release(&pb);
+        return -1;
+    }
+    memcpy(out, pb.buf, size);
+    PyBuffer_Release(&pb);
+    *dst = (char *)(uintptr_t)d;
+    *src = (const char *)(uintptr_t)s;
+    return 0;
+}
+
+static PyObject *finish(int status, const char *name, const char *error) {
+    if (status == ODML_OK) Py_RETURN_NONE;
+    if (status == ODML_ENOMEM) return PyErr_NoMemory();
+    PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: %s", name, error ? error : "bad parameters");
+    return NULL;
+}
+
+#define KERNEL(NAME, STRUCT)                                                             \
+    static PyObject *py_##NAME(PyObject *self, PyObject *args) {                        \
+        STRUCT p;                                                                        \
+        char *dst;                                                                       \
+        const char *src, *error = NULL;                                                  \
+        int threads, status;                                                             \
+        (void)self;                                                                      \
+        if (parse(args, #NAME, &p, sizeof p, &dst, &src, &threads) < 0) return NULL;    \
+        Py_BEGIN_ALLOW_THREADS                                                           \
+        status = odml_##NAME(dst, src, &p, threads, &error);                             \
+        Py_END_ALLOW_THREADS                                                             \
+        return finish(status, #NAME, error);                                             \
+    }
+
+KERNEL(copy, odml_copy_params)
+KERNEL(unfold, odml_unfold_params)
+KERNEL(fold, odml_fold_params)
+KERNEL(scatter, odml_scatter_params)
+
+static PyObject *py_stream_min(PyObject *self, PyObject *args) {
+    long long v = -1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "|L", &v)) return NULL;
+    long long old = (long long)odml_stream_min_bytes;
+    if (v >= 0) odml_stream_min_bytes = (int64_t)v;
+    return PyLong_FromLongLong(old);
+}
+
+static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    return Py_BuildValue("{s:n,s:n,s:n,s:n}", "odml_copy_params", (Py_ssize_t)sizeof(odml_copy_params),
+                         "odml_unfold_params", (Py_ssize_t)sizeof(odml_unfold_params),
+                         "odml_fold_params", (Py_ssize_t)sizeof(odml_fold_params),
+                         "odml_scatter_params", (Py_ssize_t)sizeof(odml_scatter_params));
+}
+
+static PyMethodDef methods[] = {
+    {"copy", py_copy, METH_VARARGS,
+     "copy(dst_addr, src_addr, params: bytes of odml_copy_params, threads): strided copy"},
+    {"unfold", py_unfold, METH_VARARGS,
+     "unfold(dst_addr, src_addr, params: bytes of odml_unfold_params, threads): UNFOLD gather"},
+    {"fold", py_fold, METH_VARARGS,
+     "fold(dst_addr, src_addr, params: bytes of odml_fold_params, threads): FOLD windowed sum"},
+    {"scatter", py_scatter, METH_VARARGS,
+     "scatter(dst_addr, src_addr, params: bytes of odml_scatter_params, threads): SLICE_GRAD scatter"},
+    {"cache_limit", odml_py_cache_limit, METH_VARARGS,
+     "cache_limit([nbytes]) -> previous limit: bytes of released output blocks kept for reuse"},
+    {"stream_min", py_stream_min, METH_VARARGS,
+     "stream_min([nbytes]) -> previous value: outputs this large use streaming stores (tuning aid)"},
+    {"cache_info", odml_py_cache_info, METH_NOARGS,
+     "cache_info() -> dict(limit, blocks, bytes, hits, misses) of the output block cache"},
+    {"param_sizes", py_param_sizes, METH_NOARGS,
+     "param_sizes() -> {struct name: sizeof} of the parameter blocks this build expects"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "opendml.runtime.cpu._native",
+    "opendml's compiled CPU kernels (optional; see runtime/cpu/backend.py)", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&odml_BlockType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&odml_BlockType);
+    if (PyModule_AddObject(m, "Block", (PyObject *)&odml_BlockType) < 0) {
+        Py_DECREF(&odml_BlockType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

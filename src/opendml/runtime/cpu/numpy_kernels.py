@@ -1,0 +1,289 @@
+"""The CPU backend's NumPy path: every plan kind through strided views of the
+bound word arrays, ``np.copyto``, ``fill`` and ``np.add``. It runs where the
+compiled kernels were not built, or when ``opendml.configure(cpu_kernels=
+"numpy")`` asks for it, and gives the same bytes as the compiled kernels.
+
+Each ``prepare_*`` builds its views once and returns a callable that replays
+them. Views never carry a stride for a dimension of size 1 (it is never
+stepped, and may not fit in a C ``ssize_t``), and positions are computed in
+Python integers, so any plan validation accepts is representable.
+
+The window operators (UNFOLD, FOLD) build one view per combination of
+"looped" indices: along each spatial dimension the views either fix the
+window index k and cover a range of blocks b, or fix b and cover a range of
+k, whichever of the two counts is smaller. A huge window over few blocks thus
+takes a handful of views, not one per window position (at most
+prod(min(window, blocks)), which is at most the square root of the output's
+size).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from ..params import SUM_FLOAT, SUM_INTEGER
+
+__all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter",
+           "FLOATS", "view", "fold_types"]
+
+#: The float type of each element size, for FOLD's SUM_FLOAT.
+FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+
+
+def view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
+    """Element view of ``flat`` (1-D) at element ``offset``; sizes and
+    strides in elements (a size-1 or empty dimension gets stride 0)."""
+    item = flat.itemsize
+    sizes = tuple(sizes)
+    if 0 in sizes:
+        return flat[:0].reshape(sizes) if len(sizes) else flat[:0]
+    return as_strided(flat[offset:], shape=sizes,
+                      strides=tuple(t * item if s > 1 else 0 for s, t in zip(sizes, strides)))
+
+
+# -- copy ------------------------------------------------------------------------
+
+def prepare_copy(plan: CopyPlan, src, dst):
+    p = plan.canonical()
+    s = view(src, p.in_offset, p.sizes, p.in_strides)
+    d = view(dst, p.out_offset, p.sizes, p.out_strides)
+
+    def run():
+        np.copyto(d, s, casting="no")
+    return run
+
+
+# -- window operators --------------------------------------------------------------
+
+def _ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+def _axis_pieces(size, window, stride, dilation, pad, blocks, blocks_first: bool):
+    """The views' pieces along one spatial dimension (image size ``size``).
+
+    Yields ``(k, b, free, lo, hi, count)``: either k is fixed (an int) and b
+    is None, the free axis being blocks ``[lo, hi)`` of ``count`` (image
+    position ``b*stride + k*dilation - pad``), or b is fixed and k None, the
+    free axis being window indices ``[lo, hi)`` of ``count``; ``free`` is
+    "b" or "k". Pieces whose valid range is empty are yielded too (lo ==
+    hi), for UNFOLD's zero fill. Fixed k come in increasing order; fixed b
+    in decreasing order when ``blocks_first`` (then the window index of each
+    image position increases from piece to piece, as FOLD's sum needs)."""
+    if window <= blocks:
+        for k in range(window):
+            shift = k * dilation - pad          # position of block 0
+            lo = min(blocks, max(0, _ceil_div(-shift, stride)))
+            hi = min(blocks, max(lo, _ceil_div(size - shift, stride)))
+            yield k, None, "b", lo, hi, blocks
+    else:
+        order = range(blocks - 1, -1, -1) if blocks_first else range(blocks)
+        for b in order:
+            shift = b * stride - pad            # position of window element 0
+            lo = min(window, max(0, _ceil_div(-shift, dilation)))
+            hi = min(window, max(lo, _ceil_div(size - shift, dilation)))
+            yield None, b, "k", lo, hi, window
+
+
+def _window_views(spatial, window, strides, dilations, pads, blocks, blocks_first=False):
+    """For every combination of pieces (``_axis_pieces`` per dimension, in
+    lexicographic order): per dimension (fixed k, fixed b, free axis, lo,
+    hi, count)."""
+    per_dim = [list(_axis_pieces(*args, blocks_first)) for args in
+               zip(spatial, window, strides, dilations, pads, blocks)]
+    return itertools.product(*per_dim)
+
+
+def _image_position(piece, stride, dilation, pad) -> tuple[int, int]:
+    """Image position of the piece's first valid element and the image step
+    along its free axis."""
+    k, b, free, lo, _, _ = piece
+    if free == "b":
+        return lo * stride + k * dilation - pad, stride
+    return b * stride + lo * dilation - pad, dilation
+
+
+def prepare_unfold(plan: UnfoldPlan, src, dst):
+    """Zero the padding strips, then copy the valid boxes: per combination of
+    pieces, the output slab is (N, C, one free axis per dimension); the
+    box of valid positions is copied from the input, the rest zeroed. No
+    padded copy of the input is made."""
+    D = len(plan.window)
+    K = math.prod(plan.window)
+    on, orow, ocol = plan.out_strides
+    row_strides = [orow * math.prod(plan.window[d + 1:]) for d in range(D)]
+    col_strides = [ocol * math.prod(plan.blocks[d + 1:]) for d in range(D)]
+    n_s, c_s, *sp_s = plan.in_strides
+    copies, zeros = [], []
+    for pieces in _window_views(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding,
+                                plan.blocks):
+        base = plan.out_offset
+        free_sizes, free_strides = [], []
+        for d, (k, b, free, lo, hi, count) in enumerate(pieces):
+            if free == "b":
+                base += k * row_strides[d]
+                free_strides.append(col_strides[d])
+            else:
+                base += b * col_strides[d]
+                free_strides.append(row_strides[d])
+            free_sizes.append(count)
+        out_sizes = [plan.batch, plan.channels, *free_sizes]
+        out_strides = [on, orow * K, *free_strides]
+        if any(hi <= lo for _, _, _, lo, hi, _ in pieces):
+            zeros.append(view(dst, base, out_sizes, out_strides))
+            continue
+        for d, (_, _, _, lo, hi, count) in enumerate(pieces):
+            for a, e in ((0, lo), (hi, count)):
+                if e > a:
+                    sizes = list(out_sizes)
+                    sizes[2 + d] = e - a
+                    zeros.append(view(dst, base + a * free_strides[d], sizes, out_strides))
+        sizes = (plan.batch, plan.channels, *(hi - lo for _, _, _, lo, hi, _ in pieces))
+        out_base = base + sum(piece[3] * fs for piece, fs in zip(pieces, free_strides))
+        in_base, in_steps = plan.in_offset, []
+        for d, piece in enumerate(pieces):
+            pos, step = _image_position(piece, plan.strides[d], plan.dilations[d], plan.start_padding[d])
+            in_base += pos * sp_s[d]
+            in_steps.append(step * sp_s[d])
+        copies.append((view(dst, out_base, sizes, out_strides),
+                       view(src, in_base, sizes, (n_s, c_s, *in_steps))))
+
+    def run():
+        for z in zeros:
+            z.fill(0)
+        for d, s in copies:
+            np.copyto(d, s, casting="no")
+    return run
+
+
+def fold_types(plan: FoldPlan) -> tuple[np.dtype, np.dtype]:
+    """(element dtype to view the words as, accumulator dtype)."""
+    es = plan.element_size
+    if plan.sum_kind == SUM_INTEGER and es in (1, 2, 4, 8):
+        word = np.dtype(f"u{es}")
+        return word, word                      # unsigned words: sums wrap, any signedness
+    if plan.sum_kind == SUM_FLOAT and es in FLOATS:
+        t = FLOATS[es]
+        return t, (np.dtype(np.float32) if es == 2 else t)
+    raise ValueError(f"FoldPlan: sum_kind {plan.sum_kind} with element_size {es} is not a summable type")
+
+
+def prepare_fold(plan: FoldPlan, src, dst):
+    """The best NumPy route, as a gather: an accumulator image of zeros
+    (float32 for float16, unsigned words for integers), then, window index by
+    window index in increasing order, the strided view of the blocks that
+    land inside the image added into the matching image positions; then one
+    cast (float16: rounded once) into the output."""
+    elem, acc_type = fold_types(plan)
+    D = len(plan.window)
+    N, C = plan.batch, plan.channels
+    K = math.prod(plan.window)
+    in_n, in_row, in_col = plan.in_strides
+    row_strides = [math.prod(plan.window[d + 1:]) for d in range(D)]
+    col_strides = [math.prod(plan.blocks[d + 1:]) for d in range(D)]
+    acc_strides = [math.prod(plan.spatial[d + 1:]) for d in range(D)]
+    src_e = src.view(elem)
+    out = view(dst.view(elem), plan.out_offset, (N, C, *plan.spatial), plan.out_strides)
+    adds = []
+    if plan.out_count and all(plan.blocks):
+        for pieces in _window_views(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding,
+                                    plan.blocks, blocks_first=True):
+            if any(hi <= lo for _, _, _, lo, hi, _ in pieces):
+                continue
+            in_base = plan.in_offset
+            acc_base = 0
+            in_free, acc_free = [], []
+            for d, piece in enumerate(pieces):
+                k, b, free, lo, hi, _ = piece
+                pos, step = _image_position(piece, plan.strides[d], plan.dilations[d], plan.start_padding[d])
+                acc_base += pos * acc_strides[d]
+                acc_free.append(step * acc_strides[d])
+                if free == "b":
+                    in_base += k * row_strides[d] * in_row + lo * col_strides[d] * in_col
+                    in_free.append(col_strides[d] * in_col)
+                else:
+                    in_base += lo * row_strides[d] * in_row + b * col_strides[d] * in_col
+                    in_free.append(row_strides[d] * in_row)
+            sizes = (N, C, *(hi - lo for _, _, _, lo, hi, _ in pieces))
+            adds.append((acc_base, sizes, acc_free, view(src_e, in_base, sizes, (in_n, in_row * K, *in_free))))
+    acc_shape = (N, C, *plan.spatial)
+    acc_n, acc_c = C * math.prod(plan.spatial), math.prod(plan.spatial)
+
+    def run():
+        acc = np.zeros(acc_shape, acc_type)
+        flat = acc.reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):   # IEEE results, as in the compiled kernels
+            for base, sizes, strides, s in adds:
+                a = view(flat, base, sizes, (acc_n, acc_c, *strides))
+                np.add(a, s, out=a)
+            np.copyto(out, acc, casting="unsafe")   # float32 -> float16: NumPy's rounding, once
+    return run
+
+
+# -- SLICE_GRAD --------------------------------------------------------------------
+
+def canonical_scatter(plan: ScatterPlan) -> ScatterPlan:
+    """Drop size-1 dimensions, order by output stride (largest first) and
+    merge a dimension into the one outside it where the inner one is fully
+    covered, both walk memory as one and the outer one has step 1."""
+    dims = [d for d in zip(plan.sizes, plan.out_strides, plan.first, plan.step, plan.taken, plan.in_strides)
+            if d[0] != 1 or d[4] != 1]
+    dims.sort(key=lambda d: d[1], reverse=True)
+    merged: list = []
+    for n, o, f, s, t, i in dims:
+        if merged:
+            pn, po, pf, ps, pt, pi = merged[-1]
+            full = f == 0 and s == 1 and t == n
+            if full and (ps == 1 or pt == 1) and po == o * n and pi == i * n:
+                merged[-1] = (pn * n, o, pf * n, 1, pt * n, i)
+                continue
+        merged.append((n, o, f, s, t, i))
+    if not merged:
+        merged = [(1, 1, 0, 1, 1, 1)]
+    n, o, f, s, t, i = zip(*merged)
+    return ScatterPlan(element_size=plan.element_size, sizes=n, out_offset=plan.out_offset, out_strides=o,
+                       first=f, step=s, taken=t, in_offset=plan.in_offset, in_strides=i)
+
+
+def prepare_scatter(plan: ScatterPlan, src, dst):
+    """Every output element written once: the covered positions copied from
+    the input, the rest zeroed as disjoint boxes. Along dimension d the zero
+    boxes cover, with the dimensions before d restricted to their covered
+    positions and those after it whole: the positions before ``first``, the
+    gaps between covered positions (one view of shape (taken - 1, step - 1)),
+    and the positions after the last covered one."""
+    p = canonical_scatter(plan)
+    zeros = []
+    covered_sizes, covered_strides = [], []          # of the dimensions before d
+    base = p.out_offset
+    for d in range(len(p.sizes)):
+        n, o, f, s, t = p.sizes[d], p.out_strides[d], p.first[d], p.step[d], p.taken[d]
+        rest_sizes, rest_strides = list(p.sizes[d + 1:]), list(p.out_strides[d + 1:])
+        end = f + (t - 1) * s + 1 if t else 0
+        pieces = [(0, f), (end, n - end)] if t else [(0, n)]     # (first position, count)
+        for start, count in pieces:
+            if count > 0:
+                zeros.append(view(dst, base + start * o, covered_sizes + [count] + rest_sizes,
+                                  covered_strides + [o] + rest_strides))
+        if t > 1 and s > 1:
+            zeros.append(view(dst, base + (f + 1) * o, covered_sizes + [t - 1, s - 1] + rest_sizes,
+                              covered_strides + [s * o, o] + rest_strides))
+        if t == 0:
+            break
+        base += f * o
+        covered_sizes.append(t)
+        covered_strides.append(s * o)
+    copies = []
+    if all(p.taken):
+        copies.append((view(dst, base, p.taken, covered_strides), view(src, p.in_offset, p.taken, p.in_strides)))
+
+    def run():
+        for z in zeros:
+            z.fill(0)
+        for d, s in copies:
+            np.copyto(d, s, casting="no")
+    return run
