@@ -1,0 +1,140 @@
+"""opendml's operators for JAX: differentiable, and usable under ``jax.jit``
+and ``jax.vmap``. Imported only when asked for (``import opendml.jax``); the
+array API (``opendml.unfold(x, ...)`` and the others) takes JAX arrays without
+it, through the same code.
+
+Which code runs:
+
+* **Eager** (a concrete ``jax.Array``, no transformation): opendml's own
+  kernels. CPU arrays are read in place through NumPy and large outputs are
+  handed to JAX without a copy; GPU arrays go to opendml's CUDA kernels
+  through CuPy (DLPack) where CuPy is installed. Elsewhere (a GPU without
+  CuPy, a TPU) the eager call runs the lax form below, compiled once per
+  shape.
+* **Traced** (under ``jit``, ``vmap``, ``grad``, ``scan``...): the **pure-lax
+  route**. Each operator has a formulation in ``jax.lax`` (pad, strided
+  slices, interior padding, reverse) that XLA compiles and fuses for whatever
+  device the program runs on; there is no XLA FFI target or host callback, so
+  a jitted function stays one XLA program on the CPU, GPU or TPU. The lax
+  forms give the same bits as the kernels: UNFOLD, SLICE1 and SLICE_GRAD only
+  move elements, and FOLD adds each output element's window terms in
+  increasing row-major window order from +0, float16 in float32 rounded once,
+  integers wrapping. The one exception is XLA's: its CPU code flushes
+  subnormal floats to zero, so under jit on the CPU a float32/float64 FOLD
+  sum that involves subnormal values is 0 (the kernels keep it).
+  ``benchmarks/jax_ops.py`` measures the lax forms against
+  ``lax.conv_general_dilated_patches``, JAX's own im2col, and its VJP.
+
+Either way the operator's description is built from the (abstract) shape and
+dtype first, so a bad argument raises opendml's own ``ValidationError`` while
+tracing, with the message an eager call gives.
+
+Gradients follow ``jax.custom_vjp``: the backward of UNFOLD is FOLD and of
+FOLD is UNFOLD; SLICE1 (and SLICE) go back through SLICE_GRAD, and SLICE_GRAD
+through SLICE1. The backward calls are opendml operators too, so reverse mode
+works to any order (``jax.grad(jax.grad(...))``, ``jax.jacrev`` of
+``jax.jacrev``). As with every ``custom_vjp`` function, forward mode
+(``jax.jvp``, ``jax.jacfwd``, ``jax.linearize``, and so ``jax.hessian``) is
+not available. The operators are linear, so no residuals are saved; under an
+eager ``jax.grad`` both passes see concrete arrays and run the kernels.
+
+Dtypes: DirectML's 11 element types (float16/32/64, int8/16/32/64,
+uint8/16/32/64). bfloat16, complex, bool, float8 and other types raise
+``opendml.UnsupportedError`` naming the dtype and the 11 types. 64-bit types
+need ``jax_enable_x64``, as everywhere in JAX.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence, Union
+
+import jax
+import jax.numpy as jnp
+
+import opendml.arrays as arrays
+from .arrays.jax_adapter import SUPPORTED_DTYPES, lax_fold, lax_slice1, lax_slice_grad, lax_unfold
+
+__all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "SUPPORTED_DTYPES",
+           "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad"]
+
+Ints = Union[int, Sequence[int]]
+
+
+def _jax(x) -> jax.Array:
+    return x if isinstance(x, jax.Array) else jnp.asarray(x)
+
+
+def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> jax.Array:  # noqa: A001
+    """``opendml.slice`` on ``x`` as a JAX array (NumPy arrays are converted)."""
+    return arrays.slice(_jax(x), offsets, sizes, strides)
+
+
+def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int],
+           output_sizes: Sequence[int] | None = None) -> jax.Array:
+    """``opendml.slice1`` on ``x`` as a JAX array; its gradient is ``slice_grad``."""
+    return arrays.slice1(_jax(x), window_offsets, window_sizes, window_strides, output_sizes)
+
+
+def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int],
+               window_strides: Sequence[int]) -> jax.Array:
+    """``opendml.slice_grad`` on ``grad`` as a JAX array; its gradient is ``slice1``."""
+    return arrays.slice_grad(_jax(grad), input_sizes, window_offsets, window_sizes, window_strides)
+
+
+def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0,
+           end_padding: Ints = 0) -> jax.Array:
+    """``opendml.unfold`` on ``x`` as a JAX array; its gradient is ``fold``."""
+    return arrays.unfold(_jax(x), window_sizes, strides, dilations, start_padding, end_padding)
+
+
+def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1,
+         start_padding: Ints = 0, end_padding: Ints = 0) -> jax.Array:
+    """``opendml.fold`` on ``x`` as a JAX array; its gradient is ``unfold``."""
+    return arrays.fold(_jax(x), output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+
+
+def _frozen(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+@dataclasses.dataclass(frozen=True)
+class Unfold:
+    """UNFOLD with fixed arguments, shaped like ``torch.nn.Unfold`` but N-D with
+    asymmetric padding: ``Unfold((3, 3), start_padding=1, end_padding=1)(x)``
+    maps (N, C, *S) to (N, C * prod(window_sizes), BlockCount). Hashable, so
+    it can be a static argument of ``jax.jit``."""
+
+    window_sizes: Ints
+    strides: Ints = 1
+    dilations: Ints = 1
+    start_padding: Ints = 0
+    end_padding: Ints = 0
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
+
+    def __call__(self, x: Any) -> jax.Array:
+        return unfold(x, self.window_sizes, self.strides, self.dilations, self.start_padding, self.end_padding)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fold:
+    """FOLD with fixed arguments, shaped like ``torch.nn.Fold``:
+    ``Fold(output_sizes, window_sizes, ...)(x)`` maps (N, C * prod(window_sizes),
+    BlockCount) to (N, C, *output_sizes), summing overlapping windows."""
+
+    output_sizes: Ints
+    window_sizes: Ints
+    strides: Ints = 1
+    dilations: Ints = 1
+    start_padding: Ints = 0
+    end_padding: Ints = 0
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
+
+    def __call__(self, x: Any) -> jax.Array:
+        return fold(x, self.output_sizes, self.window_sizes, self.strides, self.dilations, self.start_padding,
+                    self.end_padding)
