@@ -3,7 +3,7 @@
 array of the same framework on the same device.
 
 One adapter per framework (``numpy_adapter``, ``cupy_adapter``,
-``torch_adapter``, ``jax_adapter``) turns an array into what the runtime runs;
+``torch_adapter``, ``jax_adapter``, ``dask_adapter``) turns an array into what the runtime runs;
 the planner (``planner``) turns an array's layout into a validated plan, with a
 bounded LRU plan cache. A framework is recognised by its array type, looked up
 only where the framework is already imported, so no framework is imported
@@ -36,6 +36,7 @@ _FRAMEWORKS = (
     ("torch", "Tensor", "torch_adapter"),
     ("cupy", "ndarray", "cupy_adapter"),
     ("jax", "Array", "jax_adapter"),
+    ("dask.array", "Array", "dask_adapter"),
 )
 
 
@@ -48,7 +49,7 @@ def adapter_for(x):
         mod = sys.modules.get(module)
         if mod is not None and isinstance(x, getattr(mod, attr)):
             return importlib.import_module(f"{__name__}.{adapter}")
-    raise ValidationError(f"array API: expected a NumPy, CuPy, PyTorch or JAX array; got "
+    raise ValidationError(f"array API: expected a NumPy, CuPy, PyTorch, JAX or Dask array; got "
                           f"{type(x).__module__}.{type(x).__qualname__}")
 
 

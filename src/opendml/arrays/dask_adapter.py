@@ -1,0 +1,651 @@
+"""Dask arrays: SLICE, SLICE1, UNFOLD, FOLD and SLICE_GRAD chunk by chunk.
+
+Each function takes a ``dask.array.Array`` (NumPy or CuPy chunks) and returns
+a lazy ``dask.array.Array`` whose chunks come from opendml's own array
+functions (``opendml.slice``, ``slice1``, ``unfold``, ``fold``,
+``slice_grad``) run inside the tasks. The arguments are validated when the
+graph is built, by the same operator descriptions the in-memory calls use, so a
+bad description raises its ``opendml.DmlError`` before anything is computed.
+Every result equals the in-memory call on the whole array bit for bit.
+
+How the work is cut (the output's chunks):
+
+* SLICE, SLICE1: one task per input chunk the slice touches, running the slice
+  on that chunk alone; untouched chunks are never read. The result has one
+  chunk per touched input chunk along each axis (in output order, so a
+  negative stride lists them last to first).
+* UNFOLD (N, C, *spatial) -> (N, C x prod(W), BlockCount): output chunks
+  follow the input's chunks along N, and along BlockCount they are slabs of
+  the first spatial axis (BlockCount is row-major over the block grid, so a
+  range of first-axis blocks is a contiguous range of columns). A block belongs
+  to the input chunk holding the first element it reads; each task reads its
+  blocks' input region, which is the slab plus a halo of ``Dilations x
+  (WindowSizes - 1)`` elements from the following chunks (padding is applied
+  inside the task, never materialised), so no block is lost or computed twice.
+  A slab whose output would pass Dask's ``array.chunk-size`` is cut into
+  thinner slabs; if one block row of the first axis is already too big, N is
+  split, then the rows (whole channels, then sub-windows), then the columns
+  inside a block row, so output chunks never grow with the window.
+  Chunks of the channel axis or of the other spatial axes are allowed: a task
+  gathers the part of every chunk it needs (a rechunk done inside the tasks).
+  The cost: every full-width slab reads those chunks' slices, so an input
+  chunked along C or the later spatial axes moves about as much data as
+  ``x.rechunk({1: -1, 3: -1, ...})`` would; chunk along N and the first
+  spatial axis for the cheapest graph.
+* FOLD (N, C x prod(W), BlockCount) -> (N, C, *output_sizes): the output is
+  cut into slabs of the first spatial axis (and along N and C when needed);
+  one task computes a slab from every block that touches it (the neighbouring
+  slabs' overlapping blocks are its halo), so each element's sum runs in the
+  same order as the in-memory FOLD. Slabs follow the input's column chunks
+  where those are whole block rows, and are made thin enough that both the
+  slab and the blocks it reads stay near ``array.chunk-size`` (down to one row
+  of one channel of one item, the smallest FOLD task).
+* SLICE_GRAD: the output (zeros of ``input_sizes``) is cut at the positions
+  where the gradient's chunks meet and at the window's edges, then to Dask's
+  ``auto`` chunk size; chunks outside the window are plain zeros, the others
+  scatter the gradient chunks they receive.
+
+On workers: opendml's CPU kernels split each task over ``OPENDML_CPU_THREADS``
+threads (default: every core), so give a worker of ``nthreads`` task threads
+``OPENDML_CPU_THREADS = cores // nthreads``. Outputs of 1 MiB and up are
+kept, once released, in opendml's output-block cache (``OPENDML_CPU_CACHE_BYTES``,
+at most 1 GiB by default) for the next output of about the same size; Dask
+counts that memory as unmanaged, so on workers with a memory limit set it to
+a few chunk sizes, or 0.
+
+Dask is imported by this module only; opendml imports it when a Dask array
+comes in.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+import math
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.array.utils import meta_from_array
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+from dask.utils import parse_bytes
+
+from ..model import DataType, TensorDesc, ValidationError
+from ..ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
+                   UnfoldOperatorDesc)
+
+__all__ = ["slice", "slice1", "unfold", "fold", "slice_grad"]
+
+
+# -- arguments and validation ---------------------------------------------------
+
+def _api():
+    """opendml's in-memory array functions, run inside the tasks (looked up
+    when a task runs; this package's ``__init__`` defines them)."""
+    import opendml.arrays
+    return opendml.arrays
+
+
+def _check_array(x, where: str):
+    if not isinstance(x, da.Array):
+        raise ValidationError(f"{where}: expected a dask.array.Array; got "
+                              f"{type(x).__module__}.{type(x).__qualname__}")
+    if any(math.isnan(c) for axis in x.chunks for c in axis):
+        raise ValidationError(
+            f"{where}: the array's chunk sizes are unknown (NaN); call x.compute_chunk_sizes() first")
+
+
+def _dtype(x) -> np.dtype:
+    """The dtype opendml computes in: the in-memory calls turn big-endian input
+    around first, so the result is always in native (little-endian) order."""
+    dt = np.dtype(x.dtype)
+    return dt.newbyteorder("=") if dt.byteorder == ">" else dt
+
+
+def _tensor(dtype, shape):
+    if len(shape) == 0:
+        raise ValidationError("TensorDesc: DimensionCount must be in [1, 8]; got 0 (a 0-d array)")
+    return TensorDesc(DataType.from_numpy(dtype), tuple(shape))
+
+
+def _per_axis(value, d: int):
+    """A scalar applies to each of ``d`` spatial axes (as in ``opendml.unfold``)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),) * max(d, 1)
+    return value
+
+
+def _target_bytes() -> int:
+    """Dask's ``array.chunk-size``: what one output chunk should hold at most."""
+    return max(1, parse_bytes(dask.config.get("array.chunk-size")))
+
+
+# -- index arithmetic -------------------------------------------------------------
+
+def _bounds(chunks) -> list[int]:
+    """Chunk boundaries along one axis: [0, c0, c0 + c1, ..., size]."""
+    out = [0]
+    for c in chunks:
+        out.append(out[-1] + int(c))
+    return out
+
+
+def _split(lo: int, hi: int, most: int) -> list[tuple[int, int]]:
+    """[lo, hi) cut into the fewest near-equal ranges of at most ``most``."""
+    count = -(-(hi - lo) // max(1, most))
+    base, extra = divmod(hi - lo, count)
+    out, a = [], lo
+    for i in range(count):
+        b = a + base + (1 if i < extra else 0)
+        out.append((a, b))
+        a = b
+    return out
+
+
+def _boxes(shape, most: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """A row-major index space of ``shape`` cut, in order, into boxes of at most
+    ``most`` elements (at least one), each a contiguous range of flat indices:
+    fixed indices on the axes before some axis m, a range on m, whole axes after."""
+    shape = tuple(shape)
+    m = next(j for j in range(len(shape)) if math.prod(shape[j + 1:]) <= most)
+    inner = math.prod(shape[m + 1:])
+    out = []
+    for prefix in itertools.product(*(range(s) for s in shape[:m])):
+        for a, b in _split(0, shape[m], max(1, most // inner)):
+            out.append((prefix + (a,) + (0,) * len(shape[m + 1:]),
+                        tuple(p + 1 for p in prefix) + (b,) + shape[m + 1:]))
+    return out
+
+
+def _hits(start: int, step: int, count: int, lo: int, hi: int) -> tuple[int, int]:
+    """The range [j0, j1) of j in [0, count) whose position ``start + step*j``
+    lies in [lo, hi) (``step`` signed, non-zero); empty when j1 <= j0."""
+    if step > 0:
+        j0, j1 = -(-(lo - start) // step), -(-(hi - start) // step)
+    else:
+        t = -step
+        j0, j1 = (start - hi) // t + 1, (start - lo) // t + 1
+    return max(0, j0), min(count, j1)
+
+
+# -- graph building -----------------------------------------------------------------
+
+class _Graph:
+    """One graph layer: output tasks plus the cuts they read from the input.
+
+    A task that needs part of an input chunk depends on a small task that cuts
+    (and copies) that part, as ``map_overlap`` does, so across machines only the
+    part travels and the chunk can be released once it has been cut."""
+
+    def __init__(self, name: str, source):
+        self.name, self.source = name, source
+        self.bounds = [_bounds(c) for c in source.chunks]
+        self.tasks: dict = {}
+        self._cuts: dict = {}
+
+    def gather(self, region) -> tuple[list, tuple[int, ...]]:
+        """Keys of the pieces that make up ``region`` (one (lo, hi) per axis of
+        the source, non-empty), in row-major order, and their grid's shape."""
+        per_axis = []
+        for (lo, hi), b in zip(region, self.bounds):
+            first = bisect.bisect_right(b, lo) - 1
+            axis = []
+            for i in range(first, len(b) - 1):
+                if b[i] >= hi:
+                    break
+                axis.append((i, max(lo, b[i]) - b[i], min(hi, b[i + 1]) - b[i], b[i + 1] - b[i]))
+            per_axis.append(axis)
+        keys = []
+        for combo in itertools.product(*per_axis):
+            index = tuple(c[0] for c in combo)
+            key = (self.source.name, *index)
+            if any(a != 0 or z != n for _, a, z, n in combo):
+                cut = _Cut(tuple((a, z) for _, a, z, _ in combo))
+                key = self._cut(key, cut)
+            keys.append(key)
+        return keys, tuple(len(a) for a in per_axis)
+
+    def _cut(self, key, cut):
+        found = self._cuts.get((key, cut))
+        if found is None:
+            found = (self.name + "-cut", len(self._cuts))
+            self._cuts[(key, cut)] = found
+            self.tasks[found] = (cut, key)
+        return found
+
+    def array(self, chunks, meta):
+        graph = HighLevelGraph.from_collections(self.name, self.tasks, dependencies=[self.source])
+        return da.Array(graph, self.name, chunks, meta=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cut:
+    """A task: the part ``ranges`` ((lo, hi) per axis) of one chunk, copied so
+    the chunk itself can be released."""
+    ranges: tuple[tuple[int, int], ...]
+
+    def __call__(self, chunk):
+        return chunk[tuple(np.s_[a:z] for a, z in self.ranges)].copy()
+
+
+def _assemble(pieces, grid):
+    """The pieces (row-major over ``grid``) joined into one array."""
+    if len(pieces) == 1:
+        return pieces[0]
+    parts = list(pieces)
+    for axis in reversed(range(len(grid))):
+        n = grid[axis]
+        parts = [np.concatenate(parts[i:i + n], axis=axis) for i in range(0, len(parts), n)]
+    return parts[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Zeros:
+    """A task: zeros of ``shape``, made like ``meta`` (NumPy or CuPy)."""
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __call__(self, meta):
+        return np.zeros_like(meta, shape=self.shape, dtype=np.dtype(self.dtype))
+
+
+def _zeros_task(meta, shape, dtype):
+    return (_Zeros(tuple(shape), np.dtype(dtype).str), meta)
+
+
+# -- SLICE and SLICE1 ---------------------------------------------------------------
+
+def slice(x, offsets, sizes, strides):  # noqa: A001 - DirectML's name
+    """DML_SLICE of a Dask array: ``out[c] = x[offsets + strides * c]``,
+    ``out.shape == sizes``. One task per touched input chunk."""
+    _check_array(x, "SLICE")
+    dt = _dtype(x)
+    desc = SliceOperatorDesc(_tensor(dt, x.shape), None, offsets, sizes, strides)
+    axes = list(zip(desc.offsets, desc.strides, desc.sizes))
+    name = "opendml-slice-" + tokenize(x, desc.offsets, desc.sizes, desc.strides)
+    return _strided(x, dt, axes, name, lambda low, counts, steps: _Slice(low, counts, steps))
+
+
+def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
+    """DML_SLICE1 of a Dask array: a window walked with signed strides (a
+    negative stride starts at the window's end). One task per touched input
+    chunk; ``output_sizes`` defaults to ``1 + (window_sizes - 1) // |strides|``."""
+    _check_array(x, "SLICE1")
+    dt = _dtype(x)
+    t = _tensor(dt, x.shape)
+    out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)
+    desc = Slice1OperatorDesc(t, out, window_offsets, window_sizes, window_strides)
+    axes = [(o + (w - 1 if s < 0 else 0), s, n) for o, w, s, n in
+            zip(desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides,
+                desc.output_tensor.sizes)]
+    token = tokenize(x, desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides,
+                     desc.output_tensor.sizes)
+    return _strided(x, dt, axes, "opendml-slice1-" + token, lambda low, counts, steps: _Slice1(
+        low, tuple(abs(t) * (n - 1) + 1 for t, n in zip(steps, counts)), steps))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slice:
+    """A task: ``opendml.slice`` on one chunk (chunk-local offsets)."""
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    def __call__(self, chunk):
+        return _api().slice(chunk, self.offsets, self.sizes, self.strides)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slice1:
+    """A task: ``opendml.slice1`` on one chunk (chunk-local window)."""
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    def __call__(self, chunk):
+        return _api().slice1(chunk, self.offsets, self.sizes, self.strides)
+
+
+def _strided(x, dt, axes, name, make_task):
+    """The positions ``start + step * j`` (j < count) per axis, read chunk by
+    chunk. ``axes``: (start, signed step, count) per axis; ``make_task(low,
+    counts, steps)`` gives the task for one chunk, where ``low`` is the
+    chunk-local position of the lowest element it reads per axis."""
+    per_axis = []
+    for (start, step, count), b in zip(axes, (_bounds(c) for c in x.chunks)):
+        pieces = []   # (input chunk, local offset of the lowest position, j0, j1), in output order
+        order = range(len(b) - 1) if step > 0 else reversed(range(len(b) - 1))
+        for i in order:
+            j0, j1 = _hits(start, step, count, b[i], b[i + 1])
+            if j1 > j0:
+                low = min(start + step * j0, start + step * (j1 - 1))
+                pieces.append((i, low - b[i], j0, j1))
+        per_axis.append(pieces)
+    g = _Graph(name, x)
+    steps = tuple(s for _, s, _ in axes)
+    for out_index in itertools.product(*(range(len(p)) for p in per_axis)):
+        parts = [per_axis[a][o] for a, o in enumerate(out_index)]
+        op = make_task(tuple(p[1] for p in parts), tuple(j1 - j0 for _, _, j0, j1 in parts), steps)
+        g.tasks[(name, *out_index)] = (op, (x.name, *(p[0] for p in parts)))
+    chunks = tuple(tuple(j1 - j0 for _, _, j0, j1 in p) for p in per_axis)
+    return g.array(chunks, meta_from_array(x, ndim=x.ndim, dtype=dt))
+
+
+# -- UNFOLD ---------------------------------------------------------------------------
+
+def unfold(x, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0):
+    """DML_UNFOLD (im2col) of a Dask array of shape (N, C, *spatial):
+    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``, chunked along N
+    and along BlockCount by slabs of the first spatial axis (see the module's
+    docstring). Scalars apply to every spatial axis."""
+    _check_array(x, "UNFOLD")
+    dt = _dtype(x)
+    d = x.ndim - 2
+    args = [_per_axis(v, d) for v in (window_sizes, strides, dilations, start_padding, end_padding)]
+    desc = UnfoldOperatorDesc(_tensor(dt, x.shape), None, *args)
+    W, st, dil, sp = desc.window_sizes, desc.strides, desc.dilations, desc.start_padding
+    blocks = tuple(desc.blocks_per_dimension)
+    n_chunks, c_total, spatial = x.chunks[0], x.shape[1], x.shape[2:]
+    n_parts, row_boxes, col_boxes = _unfold_chunking(
+        n_chunks, c_total, W, blocks, _bounds(x.chunks[2]), st[0], sp[0], dt.itemsize, _target_bytes())
+
+    name = "opendml-unfold-" + tokenize(x, W, st, dil, sp, desc.end_padding, _target_bytes())
+    g = _Graph(name, x)
+    meta = meta_from_array(x, ndim=3, dtype=dt)
+    for (ni, (n0, n1)), (ri, (c0, c1, wlo, whi)), (ci, (blo, bhi)) in itertools.product(
+            enumerate(n_parts), enumerate(row_boxes), enumerate(col_boxes)):
+        out_shape = (n1 - n0, (c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)),
+                     math.prod(h - l for l, h in zip(blo, bhi)))
+        # Along each spatial axis the blocks [blo, bhi) read, for window offsets
+        # [wlo, whi), the padded positions [first, last); the task gets the
+        # input's part of that range and pads the rest itself.
+        region, pad_lo, pad_hi = [], [], []
+        for j in range(d):
+            first = blo[j] * st[j] - sp[j] + wlo[j] * dil[j]
+            last = (bhi[j] - 1) * st[j] - sp[j] + (whi[j] - 1) * dil[j] + 1
+            lo, hi = max(first, 0), min(last, spatial[j])
+            region.append((lo, hi))
+            pad_lo.append(lo - first)
+            pad_hi.append(last - hi)
+        key = (name, ni, ri, ci)
+        if any(hi <= lo for lo, hi in region):       # the blocks read padding only
+            g.tasks[key] = _zeros_task(meta, out_shape, dt)
+            continue
+        keys, grid = g.gather([(n0, n1), (c0, c1)] + region)
+        op = _Unfold(grid, tuple(h - l for l, h in zip(wlo, whi)), st, dil, tuple(pad_lo), tuple(pad_hi))
+        g.tasks[key] = (op, keys)
+    chunks = (tuple(b - a for a, b in n_parts),
+              tuple((c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)) for c0, c1, wlo, whi in row_boxes),
+              tuple(math.prod(h - l for l, h in zip(blo, bhi)) for blo, bhi in col_boxes))
+    return g.array(chunks, meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Unfold:
+    """A task: ``opendml.unfold`` of a region (its pieces joined), with the
+    region's own padding and (sub-)window."""
+    grid: tuple[int, ...]
+    window: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    start_padding: tuple[int, ...]
+    end_padding: tuple[int, ...]
+
+    def __call__(self, pieces):
+        x = _assemble(pieces, self.grid)
+        return _api().unfold(x, self.window, self.strides, self.dilations, self.start_padding, self.end_padding)
+
+
+def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, pad0, itemsize, target):
+    """UNFOLD's output chunks: N ranges, row boxes (c0, c1, window lo, window
+    hi) and column boxes (block lo, block hi), each output chunk at most
+    ``target`` bytes (or one element).
+
+    Preferred: the input's N chunks, all rows, and slabs of first-axis block
+    rows that follow the input's first-axis chunks, as thick as ``target``
+    allows. When one block row is already too big: N is split, then the rows,
+    then the columns inside a block row."""
+    d = len(window)
+    K = math.prod(window)
+    per_block_row = math.prod(blocks[1:])            # columns in one first-axis block row
+    all_rows = [(0, channels, (0,) * d, tuple(window))]
+    n_parts = [(a, a + n) for a, n in zip(_bounds(n_chunks), n_chunks)]
+    row_bytes = per_block_row * itemsize             # one output row of one block row
+    unit = max(n_chunks) * channels * K * row_bytes   # one block row, all rows, one N chunk
+    if unit <= target:
+        groups = _first_axis_groups(blocks[0], first_bounds, stride0, pad0)
+        most = target // unit
+        cols = [((a,) + (0,) * (d - 1), (b,) + blocks[1:]) for lo, hi in groups for a, b in _split(lo, hi, most)]
+        return n_parts, all_rows, cols
+    cols = [((b,) + (0,) * (d - 1), (b + 1,) + blocks[1:]) for b in range(blocks[0])]
+    items = target // (channels * K * row_bytes)
+    if items >= 1:
+        return [p for a, b in n_parts for p in _split(a, b, items)], all_rows, cols
+    n_parts = [(i, i + 1) for i in range(sum(n_chunks))]
+    rows = target // row_bytes
+    if rows >= 1:
+        return n_parts, _row_boxes(channels, window, rows), cols
+    cols = _boxes(blocks, max(1, target // itemsize))
+    return n_parts, _row_boxes(channels, window, 1), cols
+
+
+def _first_axis_groups(count, bounds, stride, pad):
+    """First-axis blocks [0, count) grouped by the input chunk that holds the
+    first element each reads (padding counts as part of the nearest chunk)."""
+    first = np.clip(np.arange(count, dtype=np.int64) * stride - pad, 0, bounds[-1] - 1)
+    owner = np.searchsorted(np.asarray(bounds[1:-1], dtype=np.int64), first, side="right")
+    edges = [0, *(np.flatnonzero(np.diff(owner)) + 1).tolist(), count]
+    return list(zip(edges, edges[1:]))
+
+
+def _row_boxes(channels, window, most):
+    """UNFOLD's rows (c x prod(window) + k) cut into boxes of (channels,
+    *window) of at most ``most`` rows: (c0, c1, window lo, window hi)."""
+    return [(lo[0], hi[0], lo[1:], hi[1:]) for lo, hi in _boxes((channels, *window), most)]
+
+
+# -- FOLD -------------------------------------------------------------------------------
+
+def fold(x, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0):
+    """DML_FOLD (col2im) of a Dask array of shape (N, C * prod(window_sizes),
+    BlockCount) into (N, C, *output_sizes); each output slab is one task over
+    every block that touches it, so the sums are the in-memory FOLD's, bit for
+    bit. Scalars apply to every spatial axis."""
+    _check_array(x, "FOLD")
+    dt = _dtype(x)
+    # As opendml.fold: the number of spatial axes is the length of output_sizes,
+    # else of window_sizes, else 1; the input may have leading 1s.
+    d = next((len(v) for v in (output_sizes, window_sizes) if isinstance(v, (list, tuple))), 1)
+    spatial, *args = (_per_axis(v, d) for v in (output_sizes, window_sizes, strides, dilations, start_padding,
+                                                 end_padding))
+    inp = _tensor(dt, x.shape)
+    if x.ndim < 3:
+        raise ValidationError(f"fold: x must have shape (N, C x prod(window_sizes), BlockCount); "
+                                  f"got shape {list(x.shape)}")
+    rows, channels = x.shape[-2], x.shape[-2]
+    window = args[0]
+    if isinstance(window, (list, tuple)) and all(
+            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
+        k = math.prod(int(w) for w in window)
+        if rows % k:
+            raise ValidationError(
+                f"fold: x.shape[-2] must be C x prod(window_sizes), a multiple of prod(window_sizes) = {k}; "
+                f"got {rows} (shape {list(x.shape)})")
+        channels = rows // k
+    if not isinstance(spatial, (list, tuple)):
+        raise ValidationError(f"fold: output_sizes must be an int or a list of ints; got {spatial!r}")
+    out = TensorDesc(inp.data_type, (x.shape[-3], channels, *spatial))
+    desc = FoldOperatorDesc(inp, out, *args)
+    if x.ndim > 3:                                     # leading 1s, accepted as in opendml.fold
+        x = x.reshape(x.shape[-3:])
+    W, st, dil, sp, ep = desc.window_sizes, desc.strides, desc.dilations, desc.start_padding, desc.end_padding
+    S = tuple(out.sizes[2:])
+    d = len(S)
+    blocks = tuple((s + a + b - dl * (w - 1) - 1) // t + 1 for s, w, t, dl, a, b in zip(S, W, st, dil, sp, ep))
+    K = math.prod(W)
+    per_block_row = math.prod(blocks[1:])
+
+    n_parts, c_parts, slabs = _fold_chunking(x.chunks[0], channels, K, S, W[0], st[0], dil[0], sp[0], blocks,
+                                             _bounds(x.chunks[2]), dt.itemsize, _target_bytes())
+    name = "opendml-fold-" + tokenize(x, S, W, st, dil, sp, ep, _target_bytes())
+    g = _Graph(name, x)
+    meta = meta_from_array(x, ndim=2 + d, dtype=dt)
+    ext0 = dil[0] * (W[0] - 1)
+    for (ni, (n0, n1)), (ci, (c0, c1)), (si, (p0, p1)) in itertools.product(
+            enumerate(n_parts), enumerate(c_parts), enumerate(slabs)):
+        out_shape = (n1 - n0, c1 - c0, p1 - p0, *S[1:])
+        key = (name, ni, ci, si) + (0,) * (d - 1)
+        # First-axis blocks [b0, b1) that reach the slab [p0, p1). b0 may be one
+        # block early (one that starts at or before p0 and reaches nothing in
+        # the slab) so the slab's start padding is never negative.
+        a = p0 + sp[0]
+        b0 = max(0, min(-(-(a - ext0) // st[0]), a // st[0]))
+        b1 = min(blocks[0], (p1 - 1 + sp[0]) // st[0] + 1)
+        if b1 <= b0:                                   # no block reaches the slab
+            g.tasks[key] = _zeros_task(meta, out_shape, dt)
+            continue
+        span = p1 + sp[0] - b0 * st[0]                 # slab size + its start padding
+        pad_hi0 = max(0, (b1 - b0 - 1) * st[0] + ext0 + 1 - span)
+        keys, grid = g.gather([(n0, n1), (c0 * K, c1 * K), (b0 * per_block_row, b1 * per_block_row)])
+        op = _Fold(grid, (p1 - p0, *S[1:]), W, st, dil, (a - b0 * st[0], *sp[1:]), (pad_hi0, *ep[1:]))
+        g.tasks[key] = (op, keys)
+    chunks = (tuple(b - a for a, b in n_parts), tuple(b - a for a, b in c_parts),
+              tuple(b - a for a, b in slabs), *((s,) for s in S[1:]))
+    return g.array(chunks, meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fold:
+    """A task: ``opendml.fold`` of the blocks that reach one output slab, with
+    the slab's own padding (values that land outside the slab are dropped)."""
+    grid: tuple[int, ...]
+    output_sizes: tuple[int, ...]
+    window: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    start_padding: tuple[int, ...]
+    end_padding: tuple[int, ...]
+
+    def __call__(self, pieces):
+        x = _assemble(pieces, self.grid)
+        return _api().fold(x, self.output_sizes, self.window, self.strides, self.dilations,
+                           self.start_padding, self.end_padding)
+
+
+def _fold_chunking(n_chunks, channels, K, S, w0, stride0, dil0, pad0, blocks, col_bounds, itemsize, target):
+    """FOLD's output chunks: N ranges, channel ranges and first-axis slabs,
+    so that a task's output and the blocks it reads each stay near ``target``
+    bytes (down to one row of one channel of one item)."""
+    per_block_row = math.prod(blocks[1:])
+    row = math.prod(S[1:]) * itemsize                  # one output row of one channel of one item
+    ext0 = dil0 * (w0 - 1)
+
+    def cost(items, chans, rows):
+        reached = (rows - 1 + ext0) // stride0 + 2       # block rows a slab of `rows` can read
+        return items * chans * max(rows * row, min(reached, blocks[0]) * per_block_row * K * itemsize)
+
+    # Slab edges where the input's column chunks start whole block rows (the
+    # positions those block rows start at), as UNFOLD's slabs map back.
+    edges = {0, S[0]}
+    for c in col_bounds[1:-1]:
+        if c % per_block_row == 0:
+            edges.add(min(max((c // per_block_row) * stride0 - pad0, 0), S[0]))
+    edges = sorted(edges)
+    groups = [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+    n_parts = [(a, a + n) for a, n in zip(_bounds(n_chunks), n_chunks)]
+    items, chans = max(n_chunks), channels
+    rows = _largest(lambda r: cost(items, chans, r) <= target, S[0])
+    if rows == 0:
+        rows = 1
+        items = _largest(lambda n: cost(n, chans, 1) <= target, items)
+        if items == 0:
+            items = 1
+            chans = max(1, _largest(lambda c: cost(1, c, 1) <= target, channels))
+        n_parts = [p for a, b in n_parts for p in _split(a, b, items)]
+    c_parts = _split(0, channels, chans)
+    slabs = [s for a, b in groups for s in _split(a, b, rows)]
+    return n_parts, c_parts, slabs
+
+
+def _largest(ok, most: int) -> int:
+    """The largest n in [1, most] with ok(n) (ok is monotone), or 0."""
+    lo, hi = 0, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# -- SLICE_GRAD ---------------------------------------------------------------------------
+
+def slice_grad(grad, input_sizes, window_offsets, window_sizes, window_strides):
+    """DML_SLICE_GRAD of a Dask array: zeros of ``input_sizes`` with ``grad``
+    scattered into the positions SLICE1 reads. Chunks outside the window are
+    plain zeros; the others scatter the gradient chunks that reach them."""
+    _check_array(grad, "SLICE_GRAD")
+    dt = _dtype(grad)
+    g_t = _tensor(dt, grad.shape)
+    out_t = TensorDesc(g_t.data_type, input_sizes)
+    desc = SliceGradOperatorDesc(g_t, out_t, window_offsets, window_sizes, window_strides)
+    offsets, sizes, steps = desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides
+    S = tuple(out_t.sizes)
+    starts = [o + (w - 1 if t < 0 else 0) for o, w, t in zip(offsets, sizes, steps)]
+
+    # Cut each axis where the window starts and ends and where two gradient
+    # chunks meet, then to Dask's auto chunk length along that axis.
+    target = _target_bytes()
+    previous = tuple(min(s, max(c) * abs(t)) for s, c, t in zip(S, grad.chunks, steps))
+    auto = da.core.normalize_chunks("auto", shape=S, limit=target, dtype=dt, previous_chunks=previous)
+    per_axis = []
+    for s, start, t, n, chunks, longest in zip(S, starts, steps, grad.shape, grad.chunks, (max(c) for c in auto)):
+        ends = (start, start + t * (n - 1))
+        edges = {0, s, min(ends), max(ends) + 1}
+        for j in _bounds(chunks)[1:-1]:
+            edges.add(start + t * j if t > 0 else start + t * j + 1)
+        edges = sorted(edges)
+        per_axis.append([r for a, b in zip(edges, edges[1:]) for r in _split(a, b, longest)])
+
+    name = "opendml-slice-grad-" + tokenize(grad, S, offsets, sizes, steps, target)
+    g = _Graph(name, grad)
+    meta = meta_from_array(grad, ndim=len(S), dtype=dt)
+    for out_index in itertools.product(*(range(len(p)) for p in per_axis)):
+        ranges = [per_axis[a][i] for a, i in enumerate(out_index)]
+        shape = tuple(b - a for a, b in ranges)
+        hits = [_hits(start, t, n, a, b) for (a, b), start, t, n in zip(ranges, starts, steps, grad.shape)]
+        key = (name, *out_index)
+        if any(j1 <= j0 for j0, j1 in hits):           # nothing of the window lands here
+            g.tasks[key] = _zeros_task(meta, shape, dt)
+            continue
+        local = tuple(min(start + t * j0, start + t * (j1 - 1)) - a
+                      for (a, _), start, t, (j0, j1) in zip(ranges, starts, steps, hits))
+        keys, grid_shape = g.gather(hits)
+        op = _SliceGrad(grid_shape, shape, local, tuple(abs(t) * (j1 - j0 - 1) + 1 for t, (j0, j1) in zip(steps, hits)),
+                        tuple(steps))
+        g.tasks[key] = (op, keys)
+    return g.array(tuple(tuple(b - a for a, b in p) for p in per_axis), meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class _SliceGrad:
+    """A task: ``opendml.slice_grad`` of the gradient part that lands in one
+    output chunk (chunk-local window)."""
+    grid: tuple[int, ...]
+    input_sizes: tuple[int, ...]
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    def __call__(self, pieces):
+        g = _assemble(pieces, self.grid)
+        return _api().slice_grad(g, self.input_sizes, self.offsets, self.sizes, self.strides)
+
+
+def run(x, call):
+    """The adapter entry point: ``call`` (an ``OpCall`` of the array API) on a
+    Dask array, built lazily by the function of the same name above."""
+    return {"slice": slice, "slice1": slice1, "unfold": unfold, "fold": fold,
+            "slice_grad": slice_grad}[call.name](x, *call.args)
