@@ -5,8 +5,8 @@ outputs checked equal first, speed-ups (PyTorch time / opendml time, > 1 is
 opendml faster) printed side by side:
 
 1. Host cost per call on a 1x1x4x4 float32 tensor: ``calls`` back-to-back
-   calls after ``warmup`` calls, one synchronisation at the end, median of
-   three such rounds. ``dml.slice1`` (a flip of axis 2) against
+   calls after ``warmup`` calls, one synchronisation at the end, the best of
+   three such rounds (other load on the host only ever adds time). ``dml.slice1`` (a flip of axis 2) against
    ``torch.flip``, ``dml.unfold`` against ``F.unfold``; the same with
    ``requires_grad`` (opendml's custom-operator route); ``torch.empty_like``
    as the floor; on CUDA ``dml.slice1`` on a CuPy array where CuPy is
@@ -18,9 +18,9 @@ opendml faster) printed side by side:
    weight), opendml against ``F.unfold`` (backward ``F.fold``) in 2-D, and
    against pad + ``Tensor.unfold`` per axis + reshape in 3-D.
 
-Times of parts 2 and 3 are medians over rounds of back-to-back steps,
-between CUDA events on the GPU (every library on the current stream) and by
-``time.perf_counter`` on the CPU. Writes ``results-torch-<device>.json`` and,
+Times of parts 2 and 3 are per call over rounds of back-to-back calls: the
+median round between CUDA events on the GPU (every library on the current
+stream), the best round by ``time.perf_counter`` on the CPU. Writes ``results-torch-<device>.json`` and,
 with matplotlib, ``results-torch-<device>.png`` to --out
 (``benchmarks/results`` by default).
 """
@@ -49,7 +49,7 @@ SIZES = {
     "cuda": {"calls": 20000, "warmup": 500, "window": (1, 64, 64, 64), "conv2d": (32, 64, 56, 56),
              "conv3d": (4, 32, 32, 32, 32), "rounds": 7, "reps": 10},
     "cpu": {"calls": 20000, "warmup": 500, "window": (1, 64, 64, 64), "conv2d": (4, 16, 28, 28),
-            "conv3d": (1, 8, 12, 12, 12), "rounds": 7, "reps": 3},
+            "conv3d": (1, 8, 12, 12, 12), "rounds": 15, "reps": 3},
     "quick": {"calls": 500, "warmup": 50, "window": (1, 64, 64, 64), "conv2d": (2, 4, 10, 9),
               "conv3d": (1, 2, 6, 5, 4), "rounds": 3, "reps": 2},
 }
@@ -64,7 +64,7 @@ def sync(device: str) -> None:
 
 def host_cost(fn, device: str, calls: int, warmup: int, rounds: int = 3) -> float:
     """Seconds per call: ``calls`` back-to-back calls after ``warmup``, one
-    synchronisation at the end; the median of ``rounds`` such runs."""
+    synchronisation at the end; the best of ``rounds`` such runs."""
     for _ in range(warmup):
         fn()
     sync(device)
@@ -75,14 +75,14 @@ def host_cost(fn, device: str, calls: int, warmup: int, rounds: int = 3) -> floa
             fn()
         sync(device)
         times.append((time.perf_counter() - t0) / calls)
-    return statistics.median(times)
+    return min(times)
 
 
 def device_time(fn, device: str, reps: int, rounds: int) -> float:
-    """Seconds per call: the median over ``rounds`` of ``reps`` back-to-back
-    calls, between CUDA events on the GPU (each round behind one untimed
-    call, so host work overlaps the GPU as in a real program) or by
-    ``time.perf_counter`` on the CPU."""
+    """Seconds per call over ``rounds`` of ``reps`` back-to-back calls: on the
+    GPU the median, between CUDA events (each round behind one untimed call,
+    so host work overlaps the GPU as in a real program); on the CPU the best
+    round by ``time.perf_counter`` (other load on the host only adds time)."""
     fn()
     sync(device)
     times = []
@@ -101,7 +101,7 @@ def device_time(fn, device: str, reps: int, rounds: int) -> float:
             for _ in range(reps):
                 fn()
             times.append((time.perf_counter() - t0) / reps)
-    return statistics.median(times)
+    return statistics.median(times) if device == "cuda" else min(times)
 
 
 def close(a, b, rtol=1e-5, atol=1e-5) -> bool:

@@ -146,3 +146,243 @@ def test_buffer_read_range_checked():
     buf = device.create_buffer(16)
     with pytest.raises(dml.BindingError, match=r"Buffer.read: bytes \[16, 80\) must lie inside the buffer of 16 bytes"):
         buf.read(dml.TensorDesc(F32, [4, 4]), offset=16)
+
+
+# -- issue 14: foreign exceptions, silent conversions, costs ----------------------
+
+def test_wrong_argument_types_are_type_errors_naming_the_argument():
+    device, desc, compiled, table = setup()
+    buf = device.upload(X)
+    with pytest.raises(TypeError, match=r"Device.execute: compiled must be a CompiledOperator; got NoneType"):
+        device.execute(None, table)
+    with pytest.raises(TypeError, match=r"Device.execute: table must be a BindingTable; got NoneType"):
+        device.execute(compiled, None)
+    with pytest.raises(TypeError, match=r"Device.initialize_operator: compiled must be a CompiledOperator; got NoneType"):
+        device.initialize_operator(None)
+    with pytest.raises(TypeError, match=r"Buffer.write: tensor must be a TensorDesc or None; got str"):
+        buf.write(X, tensor="abc")
+    with pytest.raises(TypeError, match=r"upload: tensor must be a TensorDesc or None; got str"):
+        device.upload(X, "abc")
+    with pytest.raises(TypeError, match=r"Buffer.read: tensor must be a TensorDesc or None; got int"):
+        buf.read(3)
+
+
+def test_bindings_that_are_not_buffer_bindings_are_binding_errors():
+    device, desc, compiled, table = setup()
+    buf = device.upload(X)
+    with pytest.raises(dml.BindingError, match=r"SLICE1: input 0 must be a BufferBinding or None; got Buffer"):
+        table.bind_inputs([buf])
+    with pytest.raises(dml.BindingError, match=r"SLICE1: input bindings must be a list of BufferBinding; got int"):
+        table.bind_inputs(3)
+    with pytest.raises(dml.BindingError, match=r"initialize_operator input 0 must be a BufferBinding or None; got str"):
+        device.initialize_operator(compiled, ["x"])
+
+
+def test_execute_refuses_an_operator_of_another_device():
+    device, desc, compiled, table = setup()
+    with pytest.raises(dml.BindingError, match="the compiled operator belongs to another device"):
+        dml.Device("cpu").execute(compiled, table)
+
+
+def test_a_failed_bind_keeps_the_previous_bindings():
+    device, desc, compiled, table = setup()
+    buf = device.create_buffer(128)
+    buf.write(X, desc.input_tensor)
+    table.bind_inputs([dml.BufferBinding(buf, 0, 64)])
+    table.bind_outputs([dml.BufferBinding(buf, 64, 16)])
+    with pytest.raises(dml.BindingError, match="overlap"):
+        table.bind_inputs([dml.BufferBinding(buf, 64, 64)])       # would run in place
+    device.execute(compiled, table)                                # the old, valid bindings
+    assert np.array_equal(buf.read(desc.output_tensor, offset=64), [[[[14, 16], [6, 8]]]])
+    assert np.array_equal(buf.read(desc.input_tensor), X)
+
+
+I8 = dml.TensorDesc(dml.DataType.INT8, [2])
+
+
+def test_upload_refuses_values_that_do_not_survive_the_cast():
+    device = dml.Device("cpu")
+    with pytest.raises(dml.ValidationError, match=r"upload: value 1.5 at index \[0\] does not survive the conversion "
+                       r"from float64 to INT8: it must be an integer in \[-128, 127\]; pass casting='unsafe'"):
+        device.upload([1.5, 300.0], I8)
+    with pytest.raises(dml.ValidationError, match=r"value 300.0 at index \[1\]"):
+        device.upload([1.0, 300.0], I8)
+    with pytest.raises(dml.ValidationError, match=r"Buffer.write: value -1 at index \[1, 0\] .* UINT8"):
+        device.create_buffer(16).write(np.array([[1, 2], [-1, 3]]), dml.TensorDesc(dml.DataType.UINT8, [2, 2]))
+    with pytest.raises(dml.ValidationError, match=r"value 70000 at index \[0\] .* FLOAT16: it must be a value of magnitude <= 65504"):
+        device.upload(np.array([70000]), dml.TensorDesc(dml.DataType.FLOAT16, [1]))
+    with pytest.raises(dml.ValidationError, match=r"value nan at index \[0\]"):
+        device.upload([np.nan, 1.0], I8)
+    with pytest.raises(dml.ValidationError, match=r"value 9.223372036854776e\+18"):
+        device.upload([2.0**63], dml.TensorDesc(dml.DataType.INT64, [1]))
+    with pytest.raises(dml.ValidationError, match=r"value 18446744073709551615 .* INT64"):
+        device.upload(np.array([2**64 - 1], np.uint64), dml.TensorDesc(dml.DataType.INT64, [1]))
+
+
+def test_upload_converts_values_that_survive_and_casting_is_explicit():
+    device = dml.Device("cpu")
+    assert device.upload([1.0, -128.0], I8).read(I8).tolist() == [1, -128]
+    assert device.upload([-2.0**63], dml.TensorDesc(dml.DataType.INT64, [1])).read(
+        dml.TensorDesc(dml.DataType.INT64, [1])).tolist() == [-2**63]
+    f32 = dml.TensorDesc(F32, [3])
+    got = device.upload([0.1, np.inf, np.nan], f32).read(f32)               # rounding and inf/nan survive
+    assert got[0] == np.float32(0.1) and np.isinf(got[1]) and np.isnan(got[2])
+    assert device.upload([1.5, 300.0], I8, casting="unsafe").read(I8).tolist() == [1, 44]   # as C converts
+    assert device.upload(np.array([1, 2]), I8, casting="same_kind").read(I8).tolist() == [1, 2]
+    with pytest.raises(dml.ValidationError, match=r"cannot write an array of dtype float64 into a tensor of DataType "
+                       r"INT8 under casting='same_kind'"):
+        device.upload(np.array([1.0, 2.0]), I8, casting="same_kind")
+    with pytest.raises(dml.ValidationError, match=r"under casting='no'"):
+        device.upload(np.array([1, 2], np.int16), I8, casting="no")
+    with pytest.raises(dml.ValidationError, match=r"casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe'; got 'C'"):
+        device.upload([1], I8, casting="C")
+
+
+@pytest.mark.parametrize("array, error, message", [
+    (np.ma.array([1, 2], mask=[False, True]), dml.ValidationError, r"masked arrays are not supported \(the mask would be dropped\)"),
+    ({0: 1, 1: 2}, TypeError, r"array must be an array of numbers .*; got dict"),
+    ("12", TypeError, r"got str"),
+    (None, TypeError, r"got NoneType"),
+    ([[1], [1, 2]], dml.ValidationError, r"array must be a rectangular array of numbers"),
+    ([1 + 2j, 3], dml.ValidationError, r"array must hold booleans, integers or floats; got dtype complex128"),
+    ([object(), 1], dml.ValidationError, r"got dtype object"),
+])
+def test_upload_and_write_refuse_what_is_no_array_of_numbers(array, error, message):
+    device = dml.Device("cpu")
+    with pytest.raises(error, match="upload: .*" + message):
+        device.upload(array, I8)
+    with pytest.raises(error, match="Buffer.write: .*" + message):
+        device.create_buffer(16).write(array, I8)
+
+
+def test_packed_writes_are_little_endian():
+    device = dml.Device("cpu")
+    buf = device.upload(np.array([1, 2], dtype=">u2"))
+    assert buf.read().tolist() == [1, 0, 2, 0]
+
+
+def test_upload_and_read_cost_the_elements_not_the_buffer():
+    import time
+    import tracemalloc
+    device = dml.Device("cpu")
+    big = dml.TensorDesc(F32, [4], total_tensor_size_in_bytes=2**30)          # 16 bytes in 1 GiB
+    buf = device.create_buffer(2**30)
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        for _ in range(10):
+            buf.write(np.arange(4, dtype=np.float32), big)
+            got = buf.read(big)
+        elapsed = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got.tolist() == [0, 1, 2, 3]
+    assert peak < 2**20 and elapsed < 0.5, (peak, elapsed)   # was 2 GiB and 3 s per upload
+
+
+def test_broadcast_tensor_of_2_to_the_32_elements_is_written_once():
+    import time
+    device = dml.Device("cpu")
+    t = dml.TensorDesc(dml.DataType.INT64, [2**32 - 1], [0])
+    start = time.perf_counter()
+    buf = device.upload(np.broadcast_to(np.int64(7), t.sizes), t)
+    assert time.perf_counter() - start < 0.5 and buf.size_in_bytes == 8
+    assert buf.read().view(np.int64).tolist() == [7]
+
+
+def test_writes_through_strides_keep_the_bytes_between_elements(backend):
+    device = dml.Device(backend)
+    t = dml.TensorDesc(dml.DataType.UINT8, [2, 3], [8, 2], total_tensor_size_in_bytes=64)
+    buf = device.create_buffer(80)
+    buf.write(np.full(80, 0xEE, np.uint8))
+    buf.write(np.arange(1, 7, dtype=np.uint8).reshape(2, 3), t, offset=16)
+    raw = buf.read()
+    assert raw[16:29].tolist() == [1, 0xEE, 2, 0xEE, 3, 0xEE, 0xEE, 0xEE, 4, 0xEE, 5, 0xEE, 6]
+    assert (raw[:16] == 0xEE).all() and (raw[29:] == 0xEE).all()
+    assert buf.read(t, offset=16).tolist() == [[1, 2, 3], [4, 5, 6]]
+
+
+def test_owned_by_dml_initialization_copies_the_elements_span_only():
+    t = dml.TensorDesc(F32, [1, 1, 4, 4], flags=dml.TensorFlags.OWNED_BY_DML, total_tensor_size_in_bytes=2**30)
+    desc = dml.SliceOperatorDesc(t, None, [0, 0, 1, 2], [1, 1, 3, 2], [1, 1, 1, 1])
+    device = dml.Device("cpu")
+    assert np.array_equal(device.run(desc, X), [[[[7, 8], [11, 12], [15, 16]]]])
+
+
+# -- threads ------------------------------------------------------------------------
+
+THREADS = 12
+
+
+def _in_threads(work, n=THREADS):
+    import threading
+    errors, barrier = [], threading.Barrier(n)
+
+    def body(i):
+        try:
+            barrier.wait()
+            work(i)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_one_compiled_operator_shared_by_threads_each_with_its_table(backend):
+    desc = dml.UnfoldOperatorDesc(dml.TensorDesc(F32, [2, 3, 9, 11]), None, [3, 4], [2, 3], [2, 1], [2, 0], [0, 3])
+    device = dml.Device(backend)
+    compiled = device.compile_operator(desc)
+    x = np.random.default_rng(0).standard_normal(desc.input_tensor.sizes).astype(np.float32)
+    expected = device.run(desc, x)
+
+    def work(i):
+        table = device.create_binding_table(compiled)
+        inp = device.upload(x * (i + 1), desc.input_tensor)
+        out = device.create_buffer(desc.output_tensor.total_tensor_size_in_bytes)
+        table.bind_inputs([dml.BufferBinding(inp)])
+        table.bind_outputs([dml.BufferBinding(out)])
+        for _ in range(20):
+            device.execute(compiled, table)
+            assert np.array_equal(out.read(desc.output_tensor), expected * (i + 1))
+    _in_threads(work)
+
+
+def test_one_binding_table_executed_and_rebound_by_threads(backend):
+    device, desc, compiled, table = setup(backend)
+    inputs = [device.upload(X, desc.input_tensor) for _ in range(2)]
+    outputs = [device.create_buffer(16) for _ in range(2)]
+    table.bind_inputs([dml.BufferBinding(inputs[0])])
+    table.bind_outputs([dml.BufferBinding(outputs[0])])
+
+    def work(i):
+        for j in range(30):
+            if i % 4 == 0:   # a quarter of the threads rebind while the others execute
+                table.bind_inputs([dml.BufferBinding(inputs[j % 2])])
+                table.bind_outputs([dml.BufferBinding(outputs[(j + i) % 2])])
+            device.execute(compiled, table)
+    _in_threads(work)
+    for out in outputs:
+        assert np.array_equal(out.read(desc.output_tensor), [[[[14, 16], [6, 8]]]])
+
+
+def test_array_api_shared_by_threads(backend):
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal((2, 3, 8, 9)).astype(np.float32) for _ in range(THREADS)]
+    calls = [
+        lambda a: dml.slice(a, [0, 1, 2, 0], [2, 2, 3, 4], [1, 1, 2, 2]),
+        lambda a: dml.slice1(a[:, :, ::-1], [0, 0, 1, 1], [2, 3, 7, 8], [1, -1, 3, -2]),
+        lambda a: dml.unfold(a, [3, 2], strides=[1, 2], start_padding=1),
+    ]
+    expected = [[call(a) for call in calls] for a in arrays]
+
+    def work(i):
+        for j in range(40):
+            k = (i + j) % THREADS
+            for call, want in zip(calls, expected[k]):
+                assert np.array_equal(call(arrays[k]), want)
+    _in_threads(work)

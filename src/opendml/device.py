@@ -18,13 +18,15 @@ output range (these operators do not run in place).
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections.abc import Mapping, Set
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .runtime import get_backend
 from .ops import OperatorDesc
-from .model._checks import UINT64_MAX, as_int
+from .model._checks import UINT64_MAX, _short, as_int
 from .model.data_type import DataType
 from .model.errors import BindingError, ValidationError
 from .model.feature_level import FeatureLevel
@@ -32,6 +34,9 @@ from .model.tensor_desc import TensorDesc, TensorFlags, round_up_4
 
 #: A buffer larger than this is refused before anything is allocated.
 MAX_BUFFER_BYTES = 2**46
+
+#: ``casting=`` of ``Buffer.write`` and ``Device.upload`` (NumPy's names).
+CASTING = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 
 class Buffer:
@@ -45,39 +50,175 @@ class Buffer:
     def __repr__(self) -> str:
         return f"Buffer({self.device.kind!r}, size_in_bytes={self.size_in_bytes})"
 
-    def write(self, array, tensor: TensorDesc | None = None, offset: int = 0) -> None:
-        """Write ``array``'s elements: packed bytes, or through ``tensor``'s strides."""
-        offset = as_int(offset, "offset", where="Buffer.write")
-        host = np.asarray(array)
+    def write(self, array, tensor: TensorDesc | None = None, offset: int = 0, *, casting: str = "safe") -> None:
+        """Write ``array``'s elements at byte ``offset``: its packed bytes
+        (little-endian) when ``tensor`` is None, else its elements through
+        ``tensor``'s sizes and strides, converted to the tensor's data type.
+
+        ``casting`` says which conversions are allowed, with NumPy's names:
+        ``"no"``/``"equiv"``/``"same_kind"`` are NumPy's dtype rules; ``"safe"``
+        (the default) checks values instead of dtypes: every value must
+        survive the conversion (to an integer type: integral and in range; to
+        a float type: no finite value may overflow to infinity; float
+        rounding is allowed), else a ``ValidationError`` names the first
+        offending value and its index; ``"unsafe"`` converts as
+        ``ndarray.astype`` does. Masked arrays, mappings, strings and ragged
+        lists are refused. Only the tensor's elements are written (bytes
+        between them keep their values): the cost is that of the elements,
+        not of TotalTensorSizeInBytes. Where the strides make elements share
+        memory (a stride of 0), the first element along each such dimension
+        is the one stored."""
+        w = "Buffer.write"
+        offset = as_int(offset, "offset", where=w)
+        _check_tensor_arg(tensor, w)
+        _check_casting(casting, w)
+        self._write(host_array(array, w), tensor, offset, casting, w)
+
+    def _write(self, host: np.ndarray, tensor: TensorDesc | None, offset: int, casting: str, w: str) -> None:
         if tensor is None:
+            if host.dtype.byteorder == ">" or (host.dtype.byteorder == "=" and not np.little_endian):
+                host = host.astype(host.dtype.newbyteorder("<"))
             data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
-            self._check_range(offset, data.nbytes, "Buffer.write")
+            self._check_range(offset, data.nbytes, w)
             self.device.backend.write_bytes(self._storage, offset, data)
             return
-        self._check_range(offset, tensor.total_tensor_size_in_bytes, "Buffer.write")
+        self._check_range(offset, tensor.total_tensor_size_in_bytes, w)
         if host.shape != tensor.sizes:
-            raise ValidationError(f"Buffer.write: array shape {host.shape} must equal the tensor's Sizes {tensor.sizes}")
-        raw = self.device.backend.read_bytes(self._storage, offset, tensor.total_tensor_size_in_bytes)
-        host_view(raw, tensor)[...] = host.astype(tensor.data_type.numpy_dtype, copy=False)
-        self.device.backend.write_bytes(self._storage, offset, raw)
+            raise ValidationError(f"{w}: array shape {host.shape} must equal the tensor's Sizes {tensor.sizes}")
+        # Dimensions of stride 0 hold one element in memory: keep index 0 only.
+        keep = tuple(slice(0, 1) if t == 0 and n > 1 else slice(None)
+                     for n, t in zip(tensor.sizes, tensor.element_strides))
+        host = host[keep]
+        values = cast_values(host, tensor.data_type, casting, w)
+        with self._elements(offset, tensor, write=True) as view:
+            view[keep][...] = values
 
     def read(self, tensor: TensorDesc | None = None, offset: int = 0) -> np.ndarray:
-        """Read the tensor's elements (a new packed NumPy array), or all bytes."""
-        offset = as_int(offset, "offset", where="Buffer.read")
+        """Read the tensor's elements at byte ``offset`` (a new packed NumPy
+        array; the cost is that of the elements), or, without ``tensor``, all
+        bytes of the buffer."""
+        w = "Buffer.read"
+        offset = as_int(offset, "offset", where=w)
+        _check_tensor_arg(tensor, w)
         self.device.backend.synchronize()
         if tensor is None:
             return self.device.backend.read_bytes(self._storage, 0, self.size_in_bytes)
-        if not isinstance(tensor, TensorDesc):
-            raise ValidationError(f"Buffer.read: tensor must be a TensorDesc; got {type(tensor).__name__}")
-        nbytes = tensor.min_size_in_bytes
-        self._check_range(offset, nbytes, "Buffer.read")
-        raw = self.device.backend.read_bytes(self._storage, offset, nbytes)
-        return np.array(host_view(raw, tensor))
+        self._check_range(offset, tensor.min_size_in_bytes, w)
+        with self._elements(offset, tensor, write=False) as view:
+            return np.array(view)
+
+    def _elements(self, offset: int, tensor: TensorDesc, write: bool):
+        """A context giving the tensor's elements as a NumPy view: of the
+        storage itself on the CPU, else of a host copy of the elements' byte
+        span only (written back on exit when ``write``)."""
+        return _ElementView(self, offset, tensor, write)
 
     def _check_range(self, offset: int, nbytes: int, where: str) -> None:
         if offset < 0 or offset + nbytes > self.size_in_bytes:
             raise BindingError(f"{where}: bytes [{offset}, {offset + nbytes}) must lie inside the buffer "
                                f"of {self.size_in_bytes} bytes")
+
+
+class _ElementView:
+    def __init__(self, buffer: Buffer, offset: int, tensor: TensorDesc, write: bool):
+        self.buffer, self.offset, self.tensor, self.write = buffer, offset, tensor, write
+        self.raw = None
+
+    def __enter__(self) -> np.ndarray:
+        b, t = self.buffer, self.tensor
+        span = t.min_size_in_bytes          # every element lies in [0, span)
+        storage = b._storage
+        if isinstance(storage, np.ndarray) and storage.dtype == np.uint8 and storage.ndim == 1:
+            return host_view(storage[self.offset:self.offset + span], t)       # CPU: in place
+        self.raw = b.device.backend.read_bytes(storage, self.offset, span)
+        return host_view(self.raw, t)
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if self.raw is not None and self.write and exc_type is None:
+            self.buffer.device.backend.write_bytes(self.buffer._storage, self.offset, self.raw)
+
+
+def _check_tensor_arg(tensor, where: str) -> None:
+    if tensor is not None and not isinstance(tensor, TensorDesc):
+        raise TypeError(f"{where}: tensor must be a TensorDesc or None; got {type(tensor).__name__}")
+
+
+def _check_casting(casting, where: str) -> None:
+    if not isinstance(casting, str) or casting not in CASTING:
+        raise ValidationError(f"{where}: casting must be one of {', '.join(repr(c) for c in CASTING)}; "
+                              f"got {_short(casting)}")
+
+
+def host_array(array, where: str) -> np.ndarray:
+    """``array`` as a NumPy array of booleans, integers or floats; anything
+    else (None, strings, mappings, sets, masked arrays, ragged or nested
+    objects, complex numbers) is refused with a message naming ``where``."""
+    if array is None or isinstance(array, (str, bytes, bytearray, Mapping, Set)):
+        raise TypeError(f"{where}: array must be an array of numbers (a NumPy array or nested lists); "
+                        f"got {type(array).__name__}")
+    if isinstance(array, np.ma.MaskedArray):
+        raise ValidationError(f"{where}: masked arrays are not supported (the mask would be dropped); "
+                              f"pass array.filled(value) or array.data explicitly")
+    try:
+        host = np.asarray(array)
+    except Exception as e:  # ragged lists, objects refusing conversion
+        detail = " ".join(str(e).split())[:200]
+        raise ValidationError(f"{where}: array must be a rectangular array of numbers (NumPy cannot convert "
+                              f"this {type(array).__name__}: {type(e).__name__}: {detail})") from None
+    if host.dtype.kind not in "biuf":
+        raise ValidationError(f"{where}: array must hold booleans, integers or floats; got dtype {host.dtype}")
+    return host
+
+
+def cast_values(host: np.ndarray, data_type: DataType, casting: str, where: str) -> np.ndarray:
+    """``host`` converted to ``data_type``'s NumPy dtype under ``casting``
+    (see ``Buffer.write``)."""
+    dt = data_type.numpy_dtype
+    if host.dtype == dt:
+        return host
+    if casting in ("no", "equiv", "same_kind"):
+        if not np.can_cast(host.dtype, dt, casting):
+            raise ValidationError(f"{where}: cannot write an array of dtype {host.dtype} into a tensor of DataType "
+                                  f"{data_type.name} under casting={casting!r}")
+    elif casting == "safe":
+        bad = _lossy(host, dt)
+        if bad is not None and bad.any():
+            index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
+            value = host[index].item()
+            if dt.kind in "iu":
+                info = np.iinfo(dt)
+                rule = f"an integer in [{info.min}, {info.max}]"
+            else:
+                rule = f"a value of magnitude <= {float(np.finfo(dt).max):g} (or inf, nan)"
+            raise ValidationError(
+                f"{where}: value {value!r} at index {list(index)} does not survive the conversion from "
+                f"{host.dtype} to {data_type.name}: it must be {rule}; pass casting='unsafe' to convert anyway")
+    with np.errstate(all="ignore"):
+        return host.astype(dt)
+
+
+def _lossy(host: np.ndarray, dt: np.dtype) -> np.ndarray | None:
+    """Where a value of ``host`` does not survive conversion to ``dt`` (None:
+    the dtypes guarantee every value survives)."""
+    src = host.dtype
+    if np.can_cast(src, dt, "safe") or (src.kind == "f" and dt.kind == "f" and dt.itemsize >= src.itemsize):
+        return None
+    with np.errstate(all="ignore"):
+        if dt.kind in "iu":
+            info = np.iinfo(dt)
+            if src.kind == "f":
+                x = host.astype(np.float64)
+                # 2**bits (or 2**(bits-1)) is exact in float64: compare below it.
+                return ~(np.isfinite(x) & (x == np.trunc(x)) & (x >= float(info.min)) & (x < float(info.max) + 1.0))
+            if src.kind == "u" and info.min < 0:
+                return host > info.max
+            if src.kind == "i" and dt.kind == "u":
+                return (host < 0) | (host.astype(np.uint64) > info.max)
+            return (host < info.min) | (host > info.max)
+        converted = host.astype(dt)
+        if src.kind == "f":
+            return np.isfinite(host) & ~np.isfinite(converted)
+        return ~np.isfinite(converted)                       # integers overflowing float16
 
 
 def host_view(raw: np.ndarray, tensor: TensorDesc) -> np.ndarray:
@@ -148,33 +289,35 @@ class CompiledOperator:
 
 
 class BindingTable:
-    """Bindings of one compiled operator's inputs and outputs."""
+    """Bindings of one compiled operator's inputs and outputs.
+
+    A table may be executed from several threads at once. Binding is atomic:
+    a bind that fails leaves the previous bindings in place, and an execution
+    running alongside a bind uses either the old or the new bindings, never a
+    mix."""
 
     def __init__(self, compiled: CompiledOperator):
         self.compiled = compiled
         self._inputs: list | None = None
         self._outputs: list | None = None
         self._executor = None
+        self._lock = threading.Lock()
 
     def bind_inputs(self, bindings) -> None:
-        self._inputs = self._check("input", bindings, self.compiled.input_tensors, owned_ok=True)
-        self._executor = None
-        self._check_overlap()
+        inputs = self._check("input", bindings, self.compiled.input_tensors, owned_ok=True)
+        with self._lock:
+            self._check_overlap(inputs, self._outputs)
+            self._inputs, self._executor = inputs, None
 
     def bind_outputs(self, bindings) -> None:
-        self._outputs = self._check("output", bindings, self.compiled.output_tensors, owned_ok=False)
-        self._executor = None
-        self._check_overlap()
+        outputs = self._check("output", bindings, self.compiled.output_tensors, owned_ok=False)
+        with self._lock:
+            self._check_overlap(self._inputs, outputs)
+            self._outputs, self._executor = outputs, None
 
     def _check(self, kind, bindings, tensors, owned_ok):
         op = self.compiled.desc.OPERATOR
-        if isinstance(bindings, BufferBinding) or bindings is None:
-            bindings = [bindings]
-        try:
-            bindings = list(bindings)
-        except TypeError:
-            raise BindingError(f"{op}: {kind} bindings must be a list of BufferBinding; got "
-                               f"{type(bindings).__name__}") from None
+        bindings = _binding_list(op, kind, bindings)
         if len(bindings) != len(tensors):
             raise BindingError(f"{op}: the number of {kind} bindings must equal the operator's {kind} "
                                f"tensor count {len(tensors)}; got {len(bindings)}")
@@ -190,10 +333,10 @@ class BindingTable:
             check_binding(op, f"{kind} {i}", b, t, self.compiled.device)
         return bindings
 
-    def _check_overlap(self) -> None:
+    def _check_overlap(self, inputs, outputs) -> None:
         op = self.compiled.desc.OPERATOR
-        ranges = [("input", i, b) for i, b in enumerate(self._inputs or []) if b is not None]
-        ranges += [("output", i, b) for i, b in enumerate(self._outputs or [])]
+        ranges = [("input", i, b) for i, b in enumerate(inputs or []) if b is not None]
+        ranges += [("output", i, b) for i, b in enumerate(outputs or [])]
         for x in range(len(ranges)):
             for y in range(x + 1, len(ranges)):
                 (ka, ia, a), (kb, ib, b) = ranges[x], ranges[y]
@@ -205,12 +348,27 @@ class BindingTable:
                         f"[{b.offset}, {b.end}) of the same buffer; {op} does not run in place")
 
     def executor(self):
-        if self._executor is None:
-            if self._inputs is None or self._outputs is None:
-                missing = "inputs" if self._inputs is None else "outputs"
-                raise BindingError(f"{self.compiled.desc.OPERATOR}: bind {missing} before executing")
-            self._executor = self.compiled.device._prepare(self.compiled, self._inputs, self._outputs)
-        return self._executor
+        with self._lock:
+            if self._executor is None:
+                if self._inputs is None or self._outputs is None:
+                    missing = "inputs" if self._inputs is None else "outputs"
+                    raise BindingError(f"{self.compiled.desc.OPERATOR}: bind {missing} before executing")
+                self._executor = self.compiled.device._prepare(self.compiled, self._inputs, self._outputs)
+            return self._executor
+
+
+def _binding_list(op: str, kind: str, bindings) -> list:
+    """A list of bindings, each a BufferBinding or None (a lone one is accepted)."""
+    if isinstance(bindings, BufferBinding) or bindings is None:
+        bindings = [bindings]
+    if isinstance(bindings, (str, bytes, Mapping, Set)) or not hasattr(bindings, "__iter__"):
+        raise BindingError(f"{op}: {kind} bindings must be a list of BufferBinding; got "
+                           f"{type(bindings).__name__}")
+    bindings = list(bindings)
+    for i, b in enumerate(bindings):
+        if b is not None and not isinstance(b, BufferBinding):
+            raise BindingError(f"{op}: {kind} {i} must be a BufferBinding or None; got {type(b).__name__}")
+    return bindings
 
 
 def check_binding(op: str, what: str, b: BufferBinding, t: TensorDesc, device) -> None:
@@ -254,8 +412,16 @@ class Device:
     def initialize_operator(self, compiled: CompiledOperator, input_bindings=()) -> None:
         """The operator initializer: binds OWNED_BY_DML inputs once; their data is
         copied into memory the operator owns. Other inputs take None here."""
+        if not isinstance(compiled, CompiledOperator):
+            raise TypeError(f"Device.initialize_operator: compiled must be a CompiledOperator; "
+                            f"got {type(compiled).__name__}")
+        if compiled.device is not self:
+            raise BindingError(f"{compiled.desc.OPERATOR}: the compiled operator belongs to another device")
         op = compiled.desc.OPERATOR
-        bindings = list(input_bindings) if input_bindings else [None] * len(compiled.input_tensors)
+        if input_bindings is None or (isinstance(input_bindings, (list, tuple)) and not input_bindings):
+            bindings = [None] * len(compiled.input_tensors)
+        else:
+            bindings = _binding_list(op, "initialize_operator input", input_bindings)
         if len(bindings) != len(compiled.input_tensors):
             raise BindingError(f"{op}: initialize_operator takes {len(compiled.input_tensors)} input "
                                f"bindings; got {len(bindings)}")
@@ -268,9 +434,10 @@ class Device:
             if not owned:
                 raise BindingError(f"{op}: input {i} is not OWNED_BY_DML; bind it at execution instead")
             check_binding(op, f"input {i}", b, t, self)
+            # The operator reads only bytes [0, DMLCalcBufferTensorSize): copy those.
             snap = Buffer(self, t.total_tensor_size_in_bytes)
-            self.backend.write_bytes(snap._storage, 0,
-                                     self.backend.read_bytes(b.buffer._storage, b.offset, t.total_tensor_size_in_bytes))
+            span = t.min_size_in_bytes
+            self.backend.write_bytes(snap._storage, 0, self.backend.read_bytes(b.buffer._storage, b.offset, span))
             compiled._owned[i] = BufferBinding(snap, 0, t.total_tensor_size_in_bytes)
 
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
@@ -287,19 +454,37 @@ class Device:
         except MemoryError:
             raise ValidationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
 
-    def upload(self, array, tensor: TensorDesc | None = None) -> Buffer:
-        """A new buffer holding ``array``: packed, or laid out by ``tensor``."""
-        host = np.asarray(array)
-        if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
-            raise ValidationError(f"upload: unsupported array dtype {host.dtype}")
-        DataType.from_numpy(host.dtype)
-        size = tensor.total_tensor_size_in_bytes if tensor is not None else round_up_4(max(host.nbytes, 4))
+    def upload(self, array, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
+        """A new buffer holding ``array``: its packed bytes (a buffer of its
+        size rounded up to 4), or its elements laid out by ``tensor`` (a
+        buffer of the tensor's TotalTensorSizeInBytes), converted under
+        ``casting`` as ``Buffer.write`` does (default "safe": values that do
+        not survive the conversion are refused)."""
+        w = "upload"
+        _check_tensor_arg(tensor, w)
+        _check_casting(casting, w)
+        host = host_array(array, w)
+        if tensor is None:
+            if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
+                raise ValidationError(f"upload: unsupported array dtype {host.dtype}")
+            DataType.from_numpy(host.dtype.newbyteorder("="))
+            size = round_up_4(max(host.nbytes, 4))
+        else:
+            size = tensor.total_tensor_size_in_bytes
         buf = self.create_buffer(size)
-        buf.write(host, tensor)
+        buf._write(host, tensor, 0, casting, w)
         return buf
 
     def execute(self, compiled: CompiledOperator, table: BindingTable) -> None:
-        """Record and run one dispatch (asynchronous on CUDA; reads synchronise)."""
+        """Record and run one dispatch (asynchronous on CUDA; reads synchronise).
+        A compiled operator and its binding table may be executed from several
+        threads at once (see ``BindingTable``)."""
+        if not isinstance(compiled, CompiledOperator):
+            raise TypeError(f"Device.execute: compiled must be a CompiledOperator; got {type(compiled).__name__}")
+        if not isinstance(table, BindingTable):
+            raise TypeError(f"Device.execute: table must be a BindingTable; got {type(table).__name__}")
+        if compiled.device is not self:
+            raise BindingError(f"{compiled.desc.OPERATOR}: the compiled operator belongs to another device")
         if table.compiled is not compiled:
             raise BindingError(f"{compiled.desc.OPERATOR}: the binding table belongs to another compiled operator")
         table.executor()()

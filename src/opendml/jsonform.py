@@ -12,11 +12,15 @@ Errors name the JSON path of the offending field.
 from __future__ import annotations
 
 import json
+import math
+
+import numpy as np
 
 from .ops import OPERATORS, OperatorDesc
+from .model._checks import _short
 from .model.data_type import DataType
 from .model.errors import DmlError, ValidationError
-from .model.tensor_desc import TensorDesc, TensorFlags
+from .model.tensor_desc import MAX_RANK, TensorDesc, TensorFlags
 
 TENSOR_FIELDS = ("DataType", "Flags", "DimensionCount", "Sizes", "Strides",
                  "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment")
@@ -28,14 +32,113 @@ class JsonFormError(ValidationError):
     """A JSON description is malformed: the message names the JSON path."""
 
 
+#: Containers may nest this deep (a description nests 3 levels; an 8-D
+#: "Input" 9); deeper JSON is refused before anything walks it recursively.
+MAX_DEPTH = 32
+#: Python reads integers of at most this many digits (sys.int_info.default_max_str_digits).
+MAX_INT_DIGITS = 4300
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise JsonFormError(f"malformed JSON: an integer of {digits} digits ({text[:12]}...) is longer than the "
+                            f"{MAX_INT_DIGITS} digits that can be read (DirectML's fields have at most 20)")
+    return int(text)
+
+
+def check_depth(obj, limit: int = MAX_DEPTH) -> None:
+    """Refuse JSON values nesting arrays and objects more than ``limit`` deep
+    (walked without recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            if depth > limit:
+                raise JsonFormError(f"$: the JSON nests arrays and objects more than {limit} levels deep")
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+
+
 def loads(text: str) -> dict:
+    """Parse a JSON description: malformed text, integers too long to read,
+    nesting deeper than ``MAX_DEPTH`` and anything but an object are
+    ``JsonFormError``s."""
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as e:
         raise JsonFormError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise JsonFormError(f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep") from None
     if not isinstance(obj, dict):
-        raise JsonFormError(f"$: a description must be a JSON object; got {type(obj).__name__}")
+        raise JsonFormError(f"$: a description must be a JSON object; got {_type_name(obj)}")
+    check_depth(obj)
     return obj
+
+
+def array_from_json(value, data_type: DataType, path: str) -> np.ndarray:
+    """A JSON array of numbers (``Input``, ``ExpectedOutput``) as a NumPy array
+    of ``data_type``. It must be rectangular (every sub-array of a level the
+    same length), nest at most 8 levels, and hold numbers that survive the
+    conversion: integers (or integral numbers) within the type's range for an
+    integer type; for a float type any number whose magnitude does not
+    overflow it (NaN and Infinity, which Python's JSON reads, are kept)."""
+    dt = data_type.numpy_dtype
+    if not isinstance(value, list):
+        raise JsonFormError(f"{path}: must be an array of numbers; got {_type_name(value)}")
+    shape: list[int] = []
+    level = [value]
+    while level and isinstance(level[0], list):
+        n = len(level[0])
+        for p, item in enumerate(level):
+            if not isinstance(item, list) or len(item) != n:
+                where = _index_path(path, p, shape)
+                got = f"an array of {len(item)}" if isinstance(item, list) else _type_name(item)
+                raise JsonFormError(f"{where}: the array must be rectangular: expected an array of {n} "
+                                    f"entries like {_index_path(path, 0, shape)}; got {got}")
+        shape.append(n)
+        if len(shape) > MAX_RANK:
+            raise JsonFormError(f"{path}: nests arrays more than {MAX_RANK} levels deep (a tensor has at "
+                                f"most {MAX_RANK} dimensions)")
+        level = [x for item in level for x in item]
+    leaves = []
+    integer = dt.kind in "iu"
+    lo, hi = (int(np.iinfo(dt).min), int(np.iinfo(dt).max)) if integer else (None, float(np.finfo(dt).max))
+    for p, x in enumerate(level):
+        bad = None
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            bad = f"must be a number; got {_type_name(x)} {_short(x)}"
+        elif integer:
+            if isinstance(x, float):
+                if not math.isfinite(x) or x != math.floor(x):
+                    bad = f"must be an integer for {data_type.name}; got {x!r}"
+                else:
+                    x = int(x)
+            if bad is None and not lo <= x <= hi:
+                bad = f"{_short(x)} is out of range for {data_type.name} [{lo}, {hi}]"
+        else:
+            try:
+                f = float(x)
+                with np.errstate(over="ignore"):
+                    overflow = math.isfinite(f) and abs(f) > hi and bool(np.isinf(np.array(f).astype(dt)))
+            except OverflowError:               # an integer beyond float64
+                f, overflow = math.inf, True
+            if overflow:
+                bad = f"{_short(x)} is out of range for {data_type.name} (magnitude at most {hi:g})"
+            x = f
+        if bad is not None:
+            raise JsonFormError(f"{_index_path(path, p, shape)}: {bad}")
+        leaves.append(x)
+    with np.errstate(over="ignore"):
+        return np.array(leaves, dtype=np.float64 if not integer else dt).astype(dt).reshape(shape)
+
+
+def _index_path(path: str, flat: int, shape) -> str:
+    """``$.Input[0][2]``: the JSON path of entry ``flat`` of a level whose
+    parents have ``shape``."""
+    if not shape:
+        return path
+    index = np.unravel_index(flat, shape) if all(shape) else ()
+    return path + "".join(f"[{int(i)}]" for i in index)
 
 
 def _type_name(v) -> str:

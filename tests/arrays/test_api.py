@@ -40,8 +40,8 @@ def test_unfold_scalars_apply_to_every_axis():
 
 
 @pytest.mark.parametrize("bad, message", [
-    (np.float32(3), r"expected a NumPy, CuPy, PyTorch or JAX array; got numpy.float32"),
-    ([1, 2, 3], r"expected a NumPy, CuPy, PyTorch or JAX array; got builtins.list"),
+    (np.float32(3), r"expected a NumPy, CuPy, PyTorch, JAX or Dask array; got numpy.float32"),
+    ([1, 2, 3], r"expected a NumPy, CuPy, PyTorch, JAX or Dask array; got builtins.list"),
     (np.zeros((2, 0)), r"TensorDesc: Sizes\[1\] must be in \[1, 4294967295\]; got 0"),
     (np.array(5.0), r"DimensionCount must be in \[1, 8\]; got 0 \(a 0-d array\)"),
 ])

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from opendml.cli import main
+from opendml.cli import EXAMPLE_ORDER, main
 
 SLICE1 = {"Operator": "SLICE1", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 4, 4]},
           "InputWindowOffsets": [0, 0, 0, 1], "InputWindowSizes": [1, 1, 4, 3], "InputWindowStrides": [1, 1, -2, 2]}
@@ -22,8 +22,9 @@ def test_run_all_examples_in_a_subprocess():
     r = subprocess.run([sys.executable, "-m", "opendml.cli", "run"], capture_output=True, text=True,
                        env={"PYTHONIOENCODING": "utf-8", "PATH": ""})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("\u2713 matches the documented output") == 6
-    assert "6 of 6 examples match their documented outputs" in r.stdout
+    n = len(EXAMPLE_ORDER)
+    assert r.stdout.count("\u2713 matches the documented output") == n
+    assert f"{n} of {n} examples match their documented outputs" in r.stdout
     assert "[[[[14., 16.],\n   [ 6.,  8.]]]]" in r.stdout
 
 
@@ -87,7 +88,7 @@ def test_info(capsys):
 
 BAD = [
     ('{"Operator": "SLICE1",\n  "InputTensor": }', r"malformed JSON at line 2, column 18"),
-    ('[1, 2]', r"\$: a description must be a JSON object; got list"),
+    ('[1, 2]', r"\$: a description must be a JSON object; got array"),
     ({"InputTensor": {}}, r"\$.Operator: missing required field"),
     ({"Operator": "CONV"}, r'\$.Operator: unknown operator "CONV"'),
     ({**SLICE1, "InputWindowSize": [1]}, r"\$.InputWindowSize: unknown field"),
@@ -151,3 +152,207 @@ def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["frobnicate"])
     assert e.value.code == 2
+
+
+# -- issue 14: every bad input, file or environment value is one line and exit 2 ----
+
+U8 = {**SLICE1, "InputTensor": {"DataType": "UINT8", "Sizes": [1, 1, 4, 4]}}
+
+
+def one_line_exit_2(capsys, argv, message):
+    import re
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith("opendml: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.search(message, err), err
+    assert captured.out == ""        # checked before anything runs or prints
+    return err
+
+
+@pytest.mark.parametrize("expected, message", [
+    ("abc", r"\$.ExpectedOutput: must be an array of numbers; got string"),
+    ([[[[300, 16], [6, 8]]]], r"\$.ExpectedOutput\[0\]\[0\]\[0\]\[0\]: 300 is out of range for UINT8 \[0, 255\]"),
+    ([[[[14, 16], [6]]]], r"\$.ExpectedOutput\[0\]\[0\]\[1\]: the array must be rectangular: expected an array of 2 entries"),
+    ([[[[14, 16], 6]]], r"\$.ExpectedOutput\[0\]\[0\]\[1\]: the array must be rectangular: .* got integer"),
+    ([[[[{}, 16], [6, 8]]]], r"\$.ExpectedOutput\[0\]\[0\]\[0\]\[0\]: must be a number; got object \{\}"),
+    ([[[["14", 16], [6, 8]]]], r"must be a number; got string '14'"),
+    ([[[[None, 16], [6, 8]]]], r"must be a number; got null"),
+    ([[[[14.5, 16], [6, 8]]]], r"\[0\]\[0\]\[0\]\[0\]: must be an integer for UINT8; got 14.5"),
+    ([[14, 16], [6, 8]], r"\$.ExpectedOutput: shape \[2, 2\] must equal OutputTensor.Sizes \[1, 1, 2, 2\]"),
+    ([[[[[[[[[[1]]]]]]]]]], r"\$.ExpectedOutput: nests arrays more than 8 levels deep"),
+])
+def test_bad_expected_output(tmp_path, capsys, expected, message):
+    one_line_exit_2(capsys, ["run", spec(tmp_path, {**U8, "ExpectedOutput": expected})], message)
+
+
+def test_expected_output_with_integral_floats_and_nan(tmp_path, capsys):
+    assert main(["run", spec(tmp_path, {**U8, "ExpectedOutput": [[[[14.0, 16], [6, 8]]]]})]) == 0
+    capsys.readouterr()
+    nan = '{"Operator": "SLICE", "InputTensor": {"DataType": "FLOAT16", "Sizes": [2]}, "Input": [NaN, 1e5], ' \
+          '"Offsets": [0], "Sizes": [1], "Strides": [1], "ExpectedOutput": [NaN]}'
+    one_line_exit_2(capsys, ["run", spec(tmp_path, nan)], r"\$.Input\[1\]: 100000.0 is out of range for FLOAT16")
+    assert main(["run", spec(tmp_path, nan.replace("1e5", "1"))]) == 0       # NaN equals NaN
+
+
+@pytest.mark.parametrize("value, message", [
+    ([[[[1, 2, 3, 4]] * 4]], r"\$.Input: shape \[1, 1, 4, 4\]"),    # fine: control below
+    ([[[[1, 2, 3, 256]] * 4]], r"\$.Input\[0\]\[0\]\[0\]\[3\]: 256 is out of range for UINT8"),
+    ([[[[1, 2, 3, -1]] * 4]], r"-1 is out of range for UINT8"),
+    ([[[[1, 2, 3, 1.5]] * 4]], r"must be an integer for UINT8; got 1.5"),
+    ("x", r"\$.Input: must be an array of numbers; got string"),
+])
+def test_bad_input_values(tmp_path, capsys, value, message):
+    if value == [[[[1, 2, 3, 4]] * 4]]:
+        assert main(["run", spec(tmp_path, {**U8, "Input": value})]) == 0
+        return
+    one_line_exit_2(capsys, ["run", spec(tmp_path, {**U8, "Input": value})], message)
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_huge_json_integer_and_deep_nesting(tmp_path, capsys, command):
+    huge = json.dumps(SLICE1).replace('"InputWindowOffsets": [0,', '"InputWindowOffsets": [' + "9" * 5000 + ",")
+    one_line_exit_2(capsys, [command, spec(tmp_path, huge)],
+                    r"malformed JSON: an integer of 5000 digits \(999999999999\.\.\.\) is longer than the 4300 digits")
+    deep = json.dumps(SLICE1)[:-1] + ', "Title": ' + "[" * 100000 + "]" * 100000 + "}"
+    one_line_exit_2(capsys, [command, spec(tmp_path, deep)], r"\$: the JSON nests arrays and objects more than 32 levels deep")
+    deep = json.dumps(SLICE1)[:-1] + ', "Title": ' + "[" * 40 + "]" * 40 + "}"     # below the recursion limit
+    one_line_exit_2(capsys, [command, spec(tmp_path, deep)], r"more than 32 levels deep")
+
+
+def test_input_files_that_are_no_npy_array(tmp_path, capsys):
+    s = spec(tmp_path, U8)
+    x = np.arange(16, dtype=np.uint8).reshape(1, 1, 4, 4)
+    np.savez(tmp_path / "x.npz", x=x)
+    (tmp_path / "empty.npy").write_bytes(b"")
+    np.save(tmp_path / "ok.npy", x)
+    raw = (tmp_path / "ok.npy").read_bytes()
+    (tmp_path / "short.npy").write_bytes(raw[:-3])
+    (tmp_path / "long.npy").write_bytes(raw + b"\0")
+    np.save(tmp_path / "huge.npy", np.zeros(2, np.uint8))     # a header promising 2**40 elements
+    (tmp_path / "huge.npy").write_bytes((tmp_path / "huge.npy").read_bytes().replace(b"(2,)", b"(1099511627776,)"))
+    (tmp_path / "header.npy").write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': 'zz'}")
+    cases = [("x.npz", r"--input .*x.npz: cannot read a .npy array: a .npz archive \(zip\)"),
+             ("empty.npy", r"--input .*empty.npy: cannot read a .npy array: an empty file"),
+             ("short.npy", r"the file holds 13 bytes of data; its header promises 16"),
+             ("long.npy", r"the file holds 17 bytes of data; its header promises 16"),
+             ("huge.npy", r"shape \[1099511627776\] must equal InputTensor.Sizes \[1, 1, 4, 4\]"),
+             ("header.npy", r"cannot read a .npy array: "),
+             (".", r"cannot read a .npy array: Is a directory")]
+    for name, message in cases:
+        one_line_exit_2(capsys, ["run", s, "--input", str(tmp_path / name)], message)
+
+
+def test_input_files_in_either_byte_order_and_fortran_order(tmp_path, capsys):
+    s = spec(tmp_path, {**SLICE1, "InputTensor": {"DataType": "INT16", "Sizes": [1, 1, 4, 4]}})
+    x = np.arange(16, dtype=np.int16).reshape(1, 1, 4, 4)
+    for name, arr in (("be.npy", x.astype(">i2")), ("f.npy", np.asfortranarray(x))):
+        np.save(tmp_path / name, arr)
+        assert main(["run", s, "--input", str(tmp_path / name), "--output", str(tmp_path / "y.npy")]) == 0
+        assert np.load(tmp_path / "y.npy").tolist() == [[[[13, 15], [5, 7]]]]
+
+
+def test_output_path_is_checked_first_and_written_exactly(tmp_path, capsys, monkeypatch):
+    s = spec(tmp_path, SLICE1)
+    one_line_exit_2(capsys, ["run", s, "--output", str(tmp_path / "nodir" / "y.npy")],
+                    r"--output .*y.npy: directory .*nodir does not exist")
+    one_line_exit_2(capsys, ["run", s, "--output", str(tmp_path)], r"is a directory; give a file name")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", s, "--output", "yout"]) == 0
+    assert (tmp_path / "yout").exists() and not (tmp_path / "yout.npy").exists()   # exactly the name given
+    assert np.load(tmp_path / "yout").tolist() == [[[[14, 16], [6, 8]]]]
+
+
+def test_output_write_failure_is_one_line(tmp_path, capsys):
+    import os
+    if os.geteuid() == 0:
+        target = "/proc/version"              # root may write anywhere but here
+    else:
+        (tmp_path / "ro").mkdir()
+        (tmp_path / "ro").chmod(0o500)
+        target = str(tmp_path / "ro" / "y.npy")
+    assert main(["run", spec(tmp_path, SLICE1), "--output", target]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("opendml: error: --output ") and "cannot write" in err and err.count("\n") == 1
+
+
+BROADCAST = {"Operator": "SLICE", "InputTensor": {"DataType": "INT64", "Sizes": [2**32 - 1], "Strides": [0]},
+             "Offsets": [5], "Sizes": [3], "Strides": [7]}
+
+
+def test_huge_broadcast_input_without_input_file_is_built_through_its_strides(tmp_path, capsys):
+    import time
+    start = time.perf_counter()
+    assert main(["run", spec(tmp_path, BROADCAST), "--output", str(tmp_path / "y.npy")]) == 0
+    assert time.perf_counter() - start < 2
+    assert np.load(tmp_path / "y.npy").tolist() == [1, 1, 1]      # one element in memory: 1
+    assert "InputTensor: (Sizes:{4294967295}, DataType:INT64, Strides:{0})" in capsys.readouterr().out
+    two_d = {"Operator": "SLICE", "InputTensor": {"DataType": "INT8", "Sizes": [3, 4], "Strides": [0, 1]},
+             "Offsets": [0, 0], "Sizes": [3, 4], "Strides": [1, 1]}
+    assert main(["run", spec(tmp_path, two_d), "--output", str(tmp_path / "y.npy")]) == 0
+    assert np.load(tmp_path / "y.npy").tolist() == [[1, 2, 3, 4]] * 3   # 1..N, a broadcast axis counted once
+
+
+def test_runs_that_need_too_much_memory_are_refused(tmp_path, capsys):
+    huge_input = {**BROADCAST, "InputTensor": {"DataType": "INT64", "Sizes": [2**32 - 1]}}
+    one_line_exit_2(capsys, ["run", spec(tmp_path, huge_input)],
+                    r"InputTensor: the default input would take 34359738360 bytes \(Sizes \[4294967295\]\); "
+                    r"--max-bytes allows 2147483648: pass --input, or raise --max-bytes")
+    huge_output = {**BROADCAST, "Offsets": [0], "Sizes": [2**32 - 1], "Strides": [1]}
+    one_line_exit_2(capsys, ["run", spec(tmp_path, huge_output)],
+                    r"SLICE: running it would touch \d+ bytes of memory .*; --max-bytes allows 2147483648")
+    one_line_exit_2(capsys, ["run", spec(tmp_path, SLICE1), "--max-bytes", "64"], r"--max-bytes allows 64")
+    assert main(["run", spec(tmp_path, SLICE1), "--max-bytes", "200"]) == 0
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("OPENDML_CPU_CACHE_BYTES", "99999999999999999999",
+     r"OPENDML_CPU_CACHE_BYTES must be an integer in \[0, 4611686018427387904\]; got '99999999999999999999'"),
+    ("OPENDML_CPU_KERNELS", "bogus", r"OPENDML_CPU_KERNELS must be one of compiled, numpy; got 'bogus'"),
+    ("OPENDML_CPU_THREADS", "0", r"OPENDML_CPU_THREADS must be an integer in \[1, 1024\]; got '0'"),
+])
+@pytest.mark.parametrize("command", [["info"], ["run", "--example", "slice-contiguous"], ["run", "--list"]])
+def test_bad_environment_values(variable, value, message, command):
+    import os
+    import re
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENDML_")}
+    r = subprocess.run([sys.executable, "-m", "opendml.cli", *command], capture_output=True, text=True,
+                       env={**env, variable: value})
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout)
+    assert r.stderr.count("\n") == 1 and re.search("^opendml: error: " + message, r.stderr), r.stderr
+
+
+def test_usage_errors_are_one_line(capsys):
+    for argv in (["frobnicate"], ["run", "--max-bytes", "-3"], ["run", "--device", "tpu"], []):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("opendml") and ": error: " in err and err.count("\n") == 1, err
+
+
+def test_internal_errors_are_one_line_exit_3(monkeypatch, capsys):
+    import opendml.cli as cli
+
+    def broken(args):
+        raise KeyError("boom")
+    monkeypatch.setattr(cli, "cmd_info", broken)
+    assert main(["info"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("opendml: internal error: KeyError: 'boom' at test_cli.py:") and err.count("\n") == 1
+
+
+def test_help_documents_exit_codes_output_path_and_memory_limit(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 an output differs" in out and "2 bad input" in out and "3 an internal error" in out
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "to exactly this path; no .npy suffix is added" in out and "--max-bytes N" in out
+
+
+def test_title_of_any_json_type_prints_one_line(tmp_path, capsys):
+    assert main(["run", spec(tmp_path, {**SLICE1, "Title": {"a": ["b\nc"]}, "Source": 3})]) == 0
+    assert capsys.readouterr().out.startswith('== {"a": ["b\\nc"]}  [3]\n')

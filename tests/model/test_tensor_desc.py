@@ -60,7 +60,7 @@ def test_nhwc_elements_through_desc():
     (F32, [2, 3], None, 24),
     (dml.DataType.UINT8, [3], None, 4),
     (dml.DataType.FLOAT64, [2, 2], [4, 1], 48),
-    (F32, [65536, 65536], [65536, 1], 2**34),  # 64-bit arithmetic
+    (F32, [65535, 65536], [65536, 1], 4 * 65535 * 65536),  # 64-bit arithmetic (> 2**32 bytes)
 ])
 def test_calc_buffer_tensor_size(dtype, sizes, strides, expected):
     assert dml.calc_buffer_tensor_size(dtype, sizes, strides) == expected
@@ -110,3 +110,67 @@ def test_huge_sizes_allocate_nothing():
         dml.TensorDesc(dml.DataType.FLOAT64, [2**31], [2**32 - 1])
     t = dml.TensorDesc(F32, [2, 2**31 - 1], [2**32 - 1, 1])
     assert t.total_tensor_size_in_bytes == ((2**32 - 1) + 2**31 - 2 + 1) * 4
+
+
+# -- issue 14: calc_buffer_tensor_size validates like TensorDesc; field values
+# that are not ordered sequences of integers are refused with a message.
+
+@pytest.mark.parametrize("sizes, strides, message", [
+    ([-5], None, r"calc_buffer_tensor_size: Sizes\[0\] must be in \[1, 4294967295\]; got -5"),
+    ([0], None, r"calc_buffer_tensor_size: Sizes\[0\] must be in \[1, 4294967295\]; got 0"),
+    ([2, 2], [-10, 1], r"calc_buffer_tensor_size: Strides\[0\] must be in \[0, 4294967295\]; got -10"),
+    ([2**64], None, r"calc_buffer_tensor_size: Sizes\[0\] must be in \[1, 4294967295\]; got 18446744073709551616"),
+    ([], None, r"calc_buffer_tensor_size: DimensionCount must be in \[1, 8\]; got 0"),
+    ([1] * 9, None, r"DimensionCount must be in \[1, 8\]; got 9"),
+    ([2**16, 2**16], None, r"element count \(product of Sizes \[65536, 65536\]\) must be <= 4294967295"),
+    ([2, 2], [1], r"Strides must have 2 entries"),
+    ([2.0], None, r"Sizes\[0\] must be an integer; got 2.0"),
+])
+def test_calc_buffer_tensor_size_validates_like_tensor_desc(sizes, strides, message):
+    with pytest.raises(dml.ValidationError, match=message):
+        dml.calc_buffer_tensor_size(F32, sizes, strides)
+
+
+def test_calc_buffer_tensor_size_refuses_types_and_64_bit_overflow():
+    with pytest.raises(dml.ValidationError, match="DataType UINT4 is not an element type"):
+        dml.calc_buffer_tensor_size(dml.DataType.UINT4, [2])
+    with pytest.raises(dml.ValidationError, match="unknown data type 'FLOAT128'"):
+        dml.calc_buffer_tensor_size("FLOAT128", [2])
+    with pytest.raises(dml.ValidationError, match="must fit in 64 bits"):
+        dml.calc_buffer_tensor_size(dml.DataType.FLOAT64, [2**31], [2**32 - 1])
+    assert dml.calc_buffer_tensor_size(F32, [2**32 - 1], [0]) == 4
+
+
+@pytest.mark.parametrize("value, message", [
+    ({0: 9, 1: 9}, r"Sizes must be a sequence of integers, not a mapping; got \{0: 9, 1: 9\}"),
+    ({2, 3}, r"Sizes must be a sequence of integers, not a set \(it has no order\)"),
+    (np.ma.array([2, 3], mask=[False, True]), r"Sizes must be a sequence of integers; got a masked array"),
+    (np.int64(3), r"Sizes must be a sequence of integers; got the scalar 3"),
+    (b"\x02\x03", r"Sizes must be a sequence of integers; got b'\\x02\\x03'"),
+    ("x" * 10000, r"got 'x{10,}\.\.\.x+'$"),            # a bounded message
+])
+def test_sizes_that_are_no_sequence_are_refused(value, message):
+    with pytest.raises(dml.ValidationError, match=message):
+        dml.TensorDesc(F32, value)
+
+
+def test_offsets_given_as_a_dict_are_refused():
+    t = dml.TensorDesc(F32, [10, 10])
+    with pytest.raises(dml.ValidationError, match=r"SLICE: Offsets must be a sequence of integers, not a mapping"):
+        dml.SliceOperatorDesc(t, None, {0: 9, 1: 9}, [1, 1], [1, 1])
+
+
+def test_an_endless_iterator_is_read_no_further_than_the_limit():
+    import itertools
+    with pytest.raises(dml.ValidationError, match=r"Sizes has more than 64 entries"):
+        dml.TensorDesc(F32, itertools.count(1))
+    assert dml.TensorDesc(F32, iter([2, 3])).sizes == (2, 3)
+
+
+def test_messages_of_huge_values_stay_short():
+    with pytest.raises(dml.ValidationError) as e:
+        dml.TensorDesc(F32, [[[[[[[[1]]]]]]]] * 3)
+    assert len(str(e.value)) < 200
+    with pytest.raises(dml.ValidationError) as e:
+        dml.TensorDesc("F" * 100000, [1])
+    assert len(str(e.value)) < 400

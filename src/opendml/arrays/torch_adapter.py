@@ -1,26 +1,389 @@
-"""PyTorch tensors: CPU tensors share memory with NumPy and run on the CPU
-backend; CUDA tensors are viewed as CuPy arrays (DLPack) and run on the CUDA
-backend of the tensor's device. The result is a new tensor on the same device."""
+"""PyTorch tensors, and the ``torch.library`` operators ``opendml::unfold``,
+``opendml::fold``, ``opendml::slice1`` and ``opendml::slice_grad``.
+
+A call takes one of two routes (``run``):
+
+* **Kernel route**, when autograd has nothing to record and nothing traces:
+  the tensor's memory goes straight to a backend. A CPU tensor is read
+  through ``x.numpy()`` (a view) and its result comes back through
+  ``torch.from_numpy``; a CUDA tensor is read by pointer, sizes and strides,
+  its output comes from PyTorch's caching allocator (``x.new_empty``) and
+  the kernel is launched (``CudaBackend.launch``) on
+  ``torch.cuda.current_stream()`` of the tensor's own device. No DLPack
+  conversion, no CuPy array.
+* **Operator route**, when a gradient is needed (``torch.is_grad_enabled()
+  and x.requires_grad``) or a tracer is at work (``torch.compile``, fake,
+  functional or functorch tensors, a dispatch mode, the meta device): the
+  call goes through the custom operators below, which carry fake (meta)
+  implementations and autograd formulas (unfold <-> fold, slice1 ->
+  slice_grad -> slice1). Dispatching a Python custom operator costs tens of
+  microseconds, which is why the kernel route exists.
+
+SLICE goes through SLICE1 (``sizes`` become window sizes ``(sizes - 1) *
+strides + 1``); a SLICE1 or SLICE_GRAD call whose output (gradient) sizes
+are less than every reachable element becomes the smaller window that
+reaches exactly those. Calls are validated, with the array API's messages,
+before they enter an operator; the operators' own implementations call the
+array API in kernel mode (``_MODE``), so every rule lives in one place.
+
+The operators live here, not in ``opendml.torch``, because the array API
+(this layer) must be able to route through them without importing a layer
+above it; ``opendml.torch`` is their public face.
+"""
 from __future__ import annotations
 
-import numpy as np
+import contextvars
+import math
 
+import numpy as np
+import torch
+
+import opendml.arrays as api
 from ..model.errors import UnsupportedError
+from ..runtime import get_backend
 from . import numpy_adapter
-from .planner import OpCall
+from .planner import OpCall, array_layout, plan_for
+
+__all__ = ["run", "numpy_dtype", "through_op", "prefix_window", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
+           "slice1_op", "slice_grad_op"]
+
+#: PyTorch dtypes with a DirectML data type.
+_DTYPES = {
+    torch.float16: np.dtype(np.float16), torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
+    torch.int8: np.dtype(np.int8), torch.int16: np.dtype(np.int16), torch.int32: np.dtype(np.int32),
+    torch.int64: np.dtype(np.int64), torch.uint8: np.dtype(np.uint8), torch.uint16: np.dtype(np.uint16),
+    torch.uint32: np.dtype(np.uint32), torch.uint64: np.dtype(np.uint64),
+}
+SUPPORTED_DTYPES = ", ".join(str(t).removeprefix("torch.") for t in _DTYPES)
+_DEVICES = ("cpu", "cuda", "meta")
+#: Tensor types whose memory the kernel route may read directly.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+# -- routing -----------------------------------------------------------------------------------------
+
+_KERNEL, _DESCRIBE = "kernel", "describe"
+#: What ``run`` does with a call: None routes it, _KERNEL runs the kernel
+#: (the operators' implementations), _DESCRIBE returns the validated
+#: description (their fake implementations).
+_MODE: contextvars.ContextVar = contextvars.ContextVar("opendml_torch_mode", default=None)
+_is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
 def run(x, call: OpCall):
-    import torch
-    if x.requires_grad and torch.is_grad_enabled():
-        raise UnsupportedError(f"{call.name}: the input requires grad, and gradients through opendml need "
-                               f"opendml.torch's operators; call x.detach() to run without a gradient")
-    x = x.detach()
-    if x.device.type == "cpu":
+    mode = _MODE.get()
+    if mode is None:
+        return through_op(x, call) if _needs_op(x) else _kernel(x, call)
+    if mode is _KERNEL:
+        return _kernel(x, call)
+    return _describe(x, call, numpy_dtype(x, call.name))
+
+
+def _needs_op(x) -> bool:
+    """Whether autograd or a tracer must see this call."""
+    return ((x.requires_grad and torch.is_grad_enabled()) or type(x) not in _PLAIN
+            or torch.compiler.is_compiling() or _dispatch_modes() > 0 or _is_functorch_wrapped(x))
+
+
+def _in_mode(mode, fn, *args):
+    token = _MODE.set(mode)
+    try:
+        return fn(*args)
+    finally:
+        _MODE.reset(token)
+
+
+def numpy_dtype(x, name: str = "array API") -> np.dtype:
+    """The NumPy dtype of ``x``'s elements, or an ``UnsupportedError`` naming
+    what DirectML cannot take (dtype, layout, conjugate view)."""
+    dtype = _DTYPES.get(x.dtype)
+    if dtype is not None and x.layout is torch.strided and not x.is_nested:
+        return dtype
+    if x.is_nested:
+        raise UnsupportedError(f"{name}: nested PyTorch tensors are not supported (opendml reads strided, dense "
+                               f"tensors); pass x.to_padded_tensor(0) or the tensors of x.unbind()")
+    if x.layout is not torch.strided:
+        raise UnsupportedError(f"{name}: PyTorch tensors of layout {x.layout} are not supported (opendml reads "
+                               f"strided, dense tensors); pass x.to_dense()")
+    if x.is_complex() and x.is_conj():
+        raise UnsupportedError(f"{name}: a conjugated complex tensor (x.is_conj()) of dtype {x.dtype} is not "
+                               f"supported: DirectML has no complex types; supported dtypes: {SUPPORTED_DTYPES}")
+    raise UnsupportedError(f"{name}: PyTorch dtype {x.dtype} has no DirectML data type; supported dtypes "
+                           f"(the 11 DirectML types): {SUPPORTED_DTYPES}")
+
+
+def _check_device(x, name: str) -> None:
+    if x.device.type not in _DEVICES:
+        raise UnsupportedError(f"{name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+
+
+def _describe(x, call: OpCall, dtype):
+    """The validated description of ``call`` on ``x``'s shape (sizes must be concrete)."""
+    shape = tuple(x.shape)
+    return plan_for(call, dtype, shape, _layout(shape, tuple(x.stride()), dtype.itemsize))[0]
+
+
+# -- kernel route ------------------------------------------------------------------------------------
+
+def _kernel(x, call: OpCall):
+    dtype = numpy_dtype(x, call.name)
+    if x.is_neg():
+        x = x.resolve_neg()
+    if x.is_cpu:
+        if x.requires_grad:
+            x = x.detach()
         return torch.from_numpy(numpy_adapter.run(x.numpy(), call))
-    if x.device.type == "cuda":
-        import cupy
-        from . import cupy_adapter
-        with cupy.cuda.Device(x.device.index or 0):
-            return torch.from_dlpack(cupy_adapter.run(cupy.from_dlpack(x), call))
-    raise UnsupportedError(f"PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+    if x.is_cuda:
+        return _cuda_kernel(x, call, dtype)
+    if x.is_meta:                         # the operators' fake implementations give the output
+        return through_op(x, call)
+    raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+
+
+_CUDA: dict = {}                          # device index -> backend.launch
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
+_LAYOUTS: dict = {}                       # (shape, element strides, item size) -> Layout
+
+
+def _layout(shape, strides, item):
+    """``array_layout`` of a tensor, remembered: the same few layouts recur."""
+    key = (shape, strides, item)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        if len(_LAYOUTS) >= 1024:
+            _LAYOUTS.clear()
+        layout = _LAYOUTS[key] = array_layout(shape, tuple(s * item for s in strides), item)
+    return layout
+
+
+def _cuda_kernel(x, call: OpCall, dtype):
+    item = dtype.itemsize
+    shape = tuple(x.shape)
+    layout = _layout(shape, x.stride(), item)
+    desc, plan = plan_for(call, dtype, shape, layout)
+    out = x.new_empty(desc.output_tensor.sizes)
+    if out.numel() == 0 or layout.span == 0:
+        return out
+    index = x.get_device()
+    launch = _CUDA.get(index)
+    if launch is None:
+        launch = _CUDA[index] = get_backend(f"cuda:{index}").launch
+    stream = _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
+    # The plan reads from the lowest-addressed element: x's origin minus its turned-around axes.
+    src = x.data_ptr() - layout.origin * item
+    if _current_device() == index:
+        launch(plan, src, layout.span, out.data_ptr(), stream)
+    else:                                 # the launch needs the tensor's device current
+        with torch.cuda.device(index):
+            launch(plan, src, layout.span, out.data_ptr(), stream)
+    return out
+
+
+# -- operator route ----------------------------------------------------------------------------------
+
+def through_op(x, call: OpCall):
+    """``call`` through the custom operators: validated first where ``x``'s
+    sizes are known, with the array API's own rules and messages."""
+    dtype = numpy_dtype(x, call.name)
+    _check_device(x, call.name)
+    if _concrete(x.shape) and _concrete(x.stride()):
+        _describe(x, call, dtype)
+    name, args = call.name, call.args
+    if name == "unfold":
+        d = x.dim() - 2
+        return torch.ops.opendml.unfold.default(x, *(_ints(v, d) for v in args))
+    if name == "fold":
+        output_sizes, window_sizes = args[:2]     # spatial axes: as the array API counts them
+        d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
+        if x.dim() > 3:                   # (1, ..., N, C x K, B): leading 1s
+            x = x.reshape(x.shape[-3:])
+        return torch.ops.opendml.fold.default(x, *(_ints(v, d) for v in args))
+    if name == "slice":
+        offsets, sizes, strides = (_ints(v) for v in args)
+        return torch.ops.opendml.slice1.default(x, offsets, [(s - 1) * t + 1 for s, t in zip(sizes, strides)],
+                                                strides)
+    if name == "slice1":
+        offsets, sizes, strides = (_ints(v) for v in args[:3])
+        if args[3] is not None:
+            offsets, sizes = prefix_window(offsets, sizes, strides, _ints(args[3]))
+        return torch.ops.opendml.slice1.default(x, offsets, sizes, strides)
+    if name == "slice_grad":
+        input_sizes, offsets, sizes, strides = (_ints(v) for v in args)
+        offsets, sizes = prefix_window(offsets, sizes, strides, list(x.shape))
+        return torch.ops.opendml.slice_grad.default(x, input_sizes, offsets, sizes, strides)
+    raise UnsupportedError(f"{name}: no PyTorch operator")
+
+
+def prefix_window(offsets, sizes, strides, counts):
+    """The SLICE1 window that reaches exactly the first ``counts`` elements
+    a window (offsets, sizes, strides) reaches along each axis: a negative
+    stride walks from the window's end, so the smaller window keeps its end."""
+    new_offsets, new_sizes = [], []
+    for o, s, t, n in zip(offsets, sizes, strides, counts):
+        reach = (n - 1) * abs(t) + 1
+        new_offsets.append(o if t > 0 else o + s - reach)
+        new_sizes.append(reach)
+    return new_offsets, new_sizes
+
+
+def _is_sequence(value) -> bool:
+    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
+
+
+def _ints(value, d: int = 0) -> list:
+    """A list of ints (or SymInts) from an int (repeated ``d`` times) or a sequence."""
+    if not _is_sequence(value):
+        return [_int(value)] * max(d, 1)
+    return [_int(v) for v in value]
+
+
+def _int(v):
+    return v if isinstance(v, (int, torch.SymInt)) else int(v)
+
+
+def _concrete(values) -> bool:
+    return all(type(v) is int for v in values)
+
+
+# -- the operators -----------------------------------------------------------------------------------
+
+def _define(name: str, schema: str, fn):
+    return torch.library.custom_op(f"opendml::{name}", mutates_args=(), schema=schema)(fn)
+
+
+def _fake(x, fn, args, formula):
+    """A fake output: the validated description's sizes where every size is
+    known, else ``formula()`` on symbolic sizes. Outputs are packed."""
+    numpy_dtype(x, fn.__name__)
+    if _concrete(x.shape) and all(_concrete(a) for a in args):
+        return x.new_empty(_in_mode(_DESCRIBE, fn, x, *args).output_tensor.sizes)
+    return x.new_empty(formula())
+
+
+def _unfold(x, window_sizes, strides, dilations, start_padding, end_padding):
+    return _in_mode(_KERNEL, api.unfold, x, window_sizes, strides, dilations, start_padding, end_padding)
+
+
+def _fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding):
+    return _in_mode(_KERNEL, api.fold, x, output_sizes, window_sizes, strides, dilations, start_padding,
+                    end_padding)
+
+
+def _slice1(x, window_offsets, window_sizes, window_strides):
+    return _in_mode(_KERNEL, api.slice1, x, window_offsets, window_sizes, window_strides)
+
+
+def _slice_grad(grad, input_sizes, window_offsets, window_sizes, window_strides):
+    return _in_mode(_KERNEL, api.slice_grad, grad, input_sizes, window_offsets, window_sizes, window_strides)
+
+
+unfold_op = _define("unfold", "(Tensor x, int[] window_sizes, int[] strides, int[] dilations, "
+                    "int[] start_padding, int[] end_padding) -> Tensor", _unfold)
+fold_op = _define("fold", "(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, "
+                  "int[] dilations, int[] start_padding, int[] end_padding) -> Tensor", _fold)
+slice1_op = _define("slice1", "(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, "
+                    "int[] window_strides) -> Tensor", _slice1)
+slice_grad_op = _define("slice_grad", "(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, "
+                        "SymInt[] window_sizes, int[] window_strides) -> Tensor", _slice_grad)
+
+
+@unfold_op.register_fake
+def _unfold_fake(x, window_sizes, strides, dilations, start_padding, end_padding):
+    def formula():
+        n, c, *spatial = x.shape
+        blocks = [(s + a + b - dl * (w - 1) - 1) // st + 1 for s, w, st, dl, a, b in
+                  zip(spatial, window_sizes, strides, dilations, start_padding, end_padding)]
+        return n, c * math.prod(window_sizes), math.prod(blocks)
+    return _fake(x, api.unfold, (window_sizes, strides, dilations, start_padding, end_padding), formula)
+
+
+@fold_op.register_fake
+def _fold_fake(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding):
+    def formula():
+        return (x.shape[-3], x.shape[-2] // math.prod(window_sizes), *output_sizes)
+    return _fake(x, api.fold, (output_sizes, window_sizes, strides, dilations, start_padding, end_padding),
+                 formula)
+
+
+@slice1_op.register_fake
+def _slice1_fake(x, window_offsets, window_sizes, window_strides):
+    def formula():
+        return [1 + (s - 1) // abs(t) for s, t in zip(window_sizes, window_strides)]
+    return _fake(x, api.slice1, (window_offsets, window_sizes, window_strides), formula)
+
+
+@slice_grad_op.register_fake
+def _slice_grad_fake(grad, input_sizes, window_offsets, window_sizes, window_strides):
+    return _fake(grad, api.slice_grad, (input_sizes, window_offsets, window_sizes, window_strides),
+                 lambda: list(input_sizes))
+
+
+# Backward formulas. Non-tensor arguments get no gradient (None).
+
+def _keep_inputs(ctx, inputs, output):
+    ctx.sizes = inputs[0].shape
+    ctx.args = inputs[1:]
+
+
+def _unfold_backward(ctx, grad):
+    return (torch.ops.opendml.fold.default(grad, list(ctx.sizes[2:]), *ctx.args),) + (None,) * 5
+
+
+def _fold_backward(ctx, grad):
+    return (torch.ops.opendml.unfold.default(grad, *ctx.args[1:]),) + (None,) * 6
+
+
+def _slice1_backward(ctx, grad):
+    return (torch.ops.opendml.slice_grad.default(grad, list(ctx.sizes), *ctx.args),) + (None,) * 3
+
+
+def _slice_grad_backward(ctx, grad):
+    return (torch.ops.opendml.slice1.default(grad, *ctx.args[1:]),) + (None,) * 4
+
+
+unfold_op.register_autograd(_unfold_backward, setup_context=_keep_inputs)
+fold_op.register_autograd(_fold_backward, setup_context=_keep_inputs)
+slice1_op.register_autograd(_slice1_backward, setup_context=_keep_inputs)
+slice_grad_op.register_autograd(_slice_grad_backward, setup_context=_keep_inputs)
+
+# torch.compile: the array API's functions enter a graph as calls that
+# AOTAutograd traces with fake tensors (which take the operator route above).
+for _fn in (api.slice, api.slice1, api.unfold, api.fold, api.slice_grad):
+    torch.compiler.allow_in_graph(_fn)
+
+
+# torch.func.vmap: the batch axis becomes part of N (unfold, fold) or a new
+# leading axis that the window takes whole (slice1, slice_grad).
+
+def _batched(in_dims, x):
+    return x.movedim(in_dims[0], 0)
+
+
+@unfold_op.register_vmap
+def _unfold_vmap(info, in_dims, x, *args):
+    x = _batched(in_dims, x)
+    return torch.ops.opendml.unfold.default(x.flatten(0, 1), *args).unflatten(0, x.shape[:2]), 0
+
+
+@fold_op.register_vmap
+def _fold_vmap(info, in_dims, x, *args):
+    x = _batched(in_dims, x)
+    return torch.ops.opendml.fold.default(x.flatten(0, 1), *args).unflatten(0, x.shape[:2]), 0
+
+
+@slice1_op.register_vmap
+def _slice1_vmap(info, in_dims, x, offsets, sizes, strides):
+    x = _batched(in_dims, x)
+    b = x.shape[0]
+    return torch.ops.opendml.slice1.default(x, [0, *offsets], [b, *sizes], [1, *strides]), 0
+
+
+@slice_grad_op.register_vmap
+def _slice_grad_vmap(info, in_dims, grad, input_sizes, offsets, sizes, strides):
+    grad = _batched(in_dims, grad)
+    b = grad.shape[0]
+    return torch.ops.opendml.slice_grad.default(grad, [b, *input_sizes], [0, *offsets], [b, *sizes],
+                                                [1, *strides]), 0

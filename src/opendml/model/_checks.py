@@ -5,7 +5,12 @@ and objects of the wrong kind are refused in one place with one message style.
 """
 from __future__ import annotations
 
+import itertools
 import operator
+import reprlib
+from collections.abc import Mapping, Set
+
+import numpy as np
 
 from .errors import ValidationError
 
@@ -23,27 +28,54 @@ def as_int(value, what: str, *, where: str) -> int:
         return operator.index(value)
     except TypeError:
         raise ValidationError(
-            f"{where}: {what} must be an integer; got {value!r} of type {type(value).__name__}"
+            f"{where}: {what} must be an integer; got {_short(value)} of type {type(value).__name__}"
         ) from None
 
 
 def as_int_tuple(values, what: str, *, where: str, length: int | None = None,
                  max_length: int = 64) -> tuple[int, ...]:
-    """Return a tuple of ints from a sequence; ``length`` pins its length."""
-    if isinstance(values, (str, bytes)) or values is None:
-        raise ValidationError(f"{where}: {what} must be a sequence of integers; got {values!r}")
+    """Return a tuple of ints from an ordered sequence; ``length`` pins its length.
+
+    Refused with a message: strings and bytes, mappings (``{0: 9, 1: 9}``
+    would otherwise give its keys), sets (no order), masked arrays (the mask
+    would be dropped), and iterables of more than ``max_length`` entries (read
+    no further than that, so an endless iterator cannot hang)."""
+    if isinstance(values, (str, bytes, bytearray)) or values is None:
+        raise ValidationError(f"{where}: {what} must be a sequence of integers; got {_short(values)}")
+    if isinstance(values, (Mapping, Set)):
+        kind = "a mapping" if isinstance(values, Mapping) else "a set (it has no order)"
+        raise ValidationError(f"{where}: {what} must be a sequence of integers, not {kind}; "
+                              f"got {_short(values)}")
+    if isinstance(values, np.ma.MaskedArray):
+        raise ValidationError(f"{where}: {what} must be a sequence of integers; got a masked array "
+                              f"(its mask would be dropped): pass values.filled(...) or values.data")
     if hasattr(values, "tolist") and not isinstance(values, (list, tuple)):
         values = values.tolist()  # NumPy arrays and scalars of arrays
+        if not isinstance(values, list):
+            raise ValidationError(f"{where}: {what} must be a sequence of integers; got the scalar {_short(values)}")
     try:
-        items = list(values)
+        items = list(itertools.islice(iter(values), max_length + 1))
     except TypeError:
         raise ValidationError(
             f"{where}: {what} must be a sequence of integers; got {type(values).__name__}"
         ) from None
     if len(items) > max_length:
         raise ValidationError(
-            f"{where}: {what} has {len(items)} entries; at most {max_length} are meaningful")
+            f"{where}: {what} has more than {max_length} entries; at most {max_length} are meaningful")
     if length is not None and len(items) != length:
         raise ValidationError(
             f"{where}: {what} must have {length} entries (one per dimension); got {len(items)}")
     return tuple(as_int(v, f"{what}[{i}]", where=where) for i, v in enumerate(items))
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 3, 8, 8, 4, 4
+_REPR.maxstring = _REPR.maxlong = _REPR.maxother = 40
+
+
+def _short(value) -> str:
+    """A bounded repr for messages (huge or deeply nested values stay one short line)."""
+    try:
+        return _REPR.repr(value)
+    except Exception:  # a hostile __repr__: name the type only
+        return f"<{type(value).__name__}>"

@@ -5,6 +5,7 @@ import enum
 
 import numpy as np
 
+from ._checks import _short
 from .errors import UnsupportedError, ValidationError
 
 
@@ -57,13 +58,13 @@ class DataType(enum.IntEnum):
             if name in cls.__members__:
                 return cls[name]
             raise ValidationError(
-                f"DataType: unknown data type {value!r}; expected one of {', '.join(cls.__members__)}")
+                f"DataType: unknown data type {_short(value)}; expected one of {', '.join(cls.__members__)}")
         if isinstance(value, int) and not isinstance(value, bool):
             try:
                 return cls(value)
             except ValueError:
                 pass
-        raise ValidationError(f"DataType: unknown data type {value!r}")
+        raise ValidationError(f"DataType: unknown data type {_short(value)}")
 
     @classmethod
     def from_numpy(cls, dtype) -> "DataType":

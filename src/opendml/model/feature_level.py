@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 import re
 
+from ._checks import _short
 from .errors import ValidationError
 
 
@@ -45,6 +46,6 @@ class FeatureLevel(enum.IntEnum):
             if m and f"FL_{m[1]}_{m[2]}" in cls.__members__:
                 return cls[f"FL_{m[1]}_{m[2]}"]
         raise ValidationError(
-            f"FeatureLevel: unknown feature level {value!r}; expected one of "
+            f"FeatureLevel: unknown feature level {_short(value)}; expected one of "
             f"{', '.join(level.label for level in cls)} (as \"6_4\", \"6.4\" or \"FL_6_4\")")
 

@@ -52,17 +52,53 @@ def round_up_4(nbytes: int) -> int:
     return (nbytes + 3) & ~3
 
 
-def calc_buffer_tensor_size(data_type, sizes, strides=None) -> int:
-    """DMLCalcBufferTensorSize, in 64-bit arithmetic: the minimum byte size of a
-    buffer tensor, rounded up to a multiple of 4."""
-    data_type = DataType.parse(data_type)
-    sizes = as_int_tuple(sizes, "Sizes", where="calc_buffer_tensor_size")
+def check_sizes_strides(sizes, strides, *, where: str):
+    """Sizes and strides checked by every rule of DML_BUFFER_TENSOR_DESC that
+    does not depend on a feature level: 1 to 8 dimensions, sizes in [1,
+    UINT32_MAX], at most UINT32_MAX elements, strides (one per dimension) in
+    [0, UINT32_MAX]. Returns them as tuples of ints (strides may be None)."""
+    sizes = as_int_tuple(sizes, "Sizes", where=where)
+    if not 1 <= len(sizes) <= MAX_RANK:
+        raise ValidationError(f"{where}: DimensionCount must be in [1, {MAX_RANK}]; got {len(sizes)}")
+    for i, s in enumerate(sizes):
+        if not 1 <= s <= UINT32_MAX:
+            raise ValidationError(f"{where}: Sizes[{i}] must be in [1, {UINT32_MAX}]; got {s}")
+    count = math.prod(sizes)
+    if count > MAX_ELEMENTS:
+        raise ValidationError(
+            f"{where}: the element count (product of Sizes {list(sizes)}) must be <= {MAX_ELEMENTS}; got {count}")
+    if strides is not None:
+        strides = as_int_tuple(strides, "Strides", where=where, length=len(sizes))
+        for i, t in enumerate(strides):
+            if not 0 <= t <= UINT32_MAX:
+                raise ValidationError(f"{where}: Strides[{i}] must be in [0, {UINT32_MAX}]; got {t}")
+    return sizes, strides
+
+
+def _buffer_tensor_size(element_size: int, sizes, strides) -> int:
+    """DMLCalcBufferTensorSize of already checked sizes and strides."""
     if strides is None:
         count = math.prod(sizes)
     else:
-        strides = as_int_tuple(strides, "Strides", where="calc_buffer_tensor_size", length=len(sizes))
         count = sum((s - 1) * t for s, t in zip(sizes, strides)) + 1
-    return round_up_4(count * data_type.size)
+    return round_up_4(count * element_size)
+
+
+def calc_buffer_tensor_size(data_type, sizes, strides=None) -> int:
+    """DMLCalcBufferTensorSize: the minimum byte size of a buffer tensor,
+    rounded up to a multiple of 4. The arguments are checked as a
+    ``TensorDesc`` checks them (an element type of these operators, 1 to 8
+    sizes in [1, UINT32_MAX], strides in [0, UINT32_MAX], a result that fits
+    in 64 bits); a violation raises ``ValidationError``."""
+    w = "calc_buffer_tensor_size"
+    dt = DataType.parse(data_type)
+    if dt not in _ELEMENT_SIZES:
+        raise ValidationError(f"{w}: DataType {dt.name} is not an element type of these operators")
+    sizes, strides = check_sizes_strides(sizes, strides, where=w)
+    size = _buffer_tensor_size(dt.size, sizes, strides)
+    if size > UINT64_MAX:
+        raise ValidationError(f"{w}: the size must fit in 64 bits (TotalTensorSizeInBytes is UINT64); got {size}")
+    return size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,24 +119,10 @@ class TensorDesc:
         if dt not in _ELEMENT_SIZES:
             raise ValidationError(f"{w}: DataType {dt.name} is not an element type of these operators")
         set_("data_type", dt)
-        sizes = as_int_tuple(self.sizes, "Sizes", where=w)
-        if not 1 <= len(sizes) <= MAX_RANK:
-            raise ValidationError(f"{w}: DimensionCount must be in [1, {MAX_RANK}]; got {len(sizes)}")
-        for i, s in enumerate(sizes):
-            if not 1 <= s <= UINT32_MAX:
-                raise ValidationError(f"{w}: Sizes[{i}] must be in [1, {UINT32_MAX}]; got {s}")
+        sizes, strides = check_sizes_strides(self.sizes, self.strides, where=w)
         set_("sizes", sizes)
-        count = math.prod(sizes)
-        if count > MAX_ELEMENTS:
-            raise ValidationError(
-                f"{w}: the element count (product of Sizes {list(sizes)}) must be <= {MAX_ELEMENTS}; got {count}")
-        if self.strides is not None:
-            strides = as_int_tuple(self.strides, "Strides", where=w, length=len(sizes))
-            for i, t in enumerate(strides):
-                if not 0 <= t <= UINT32_MAX:
-                    raise ValidationError(f"{w}: Strides[{i}] must be in [0, {UINT32_MAX}]; got {t}")
-            set_("strides", strides)
-        minimum = calc_buffer_tensor_size(dt, sizes, self.strides)
+        set_("strides", strides)
+        minimum = _buffer_tensor_size(dt.size, sizes, strides)
         if minimum > UINT64_MAX:
             raise ValidationError(
                 f"{w}: DMLCalcBufferTensorSize must fit in 64 bits (TotalTensorSizeInBytes is UINT64); "
@@ -146,7 +168,7 @@ class TensorDesc:
     @property
     def min_size_in_bytes(self) -> int:
         """DMLCalcBufferTensorSize of this description."""
-        return calc_buffer_tensor_size(self.data_type, self.sizes, self.strides)
+        return _buffer_tensor_size(self.data_type.size, self.sizes, self.strides)
 
     @property
     def required_alignment(self) -> int:

@@ -1,0 +1,144 @@
+"""opendml for PyTorch: differentiable, ``torch.compile``-friendly operators
+and ``nn.Module`` wrappers. Imported only when asked for (``import
+opendml.torch``); ``import opendml`` never imports PyTorch.
+
+Operators (``torch.library.custom_op``, namespace ``opendml``; every list is
+complete, one entry per axis)::
+
+    opendml::unfold(Tensor x, int[] window_sizes, int[] strides, int[] dilations,
+                    int[] start_padding, int[] end_padding) -> Tensor
+    opendml::fold(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides,
+                  int[] dilations, int[] start_padding, int[] end_padding) -> Tensor
+    opendml::slice1(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes,
+                    int[] window_strides) -> Tensor
+    opendml::slice_grad(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets,
+                        SymInt[] window_sizes, int[] window_strides) -> Tensor
+
+Sizes and positions are SymInt lists (they follow tensor shapes under dynamic
+shapes); strides, dilations, padding and UNFOLD/FOLD windows are plain ints.
+No operator mutates its arguments or returns a view: every output is a new
+packed (contiguous) tensor, and the fake implementations give its exact
+sizes and strides. Backward formulas: unfold <-> fold (each is the other's
+adjoint), slice1 -> slice_grad, slice_grad -> slice1, so any order of
+derivative works. SLICE is SLICE1 with window sizes ``(sizes - 1) * strides + 1``.
+
+The functions here are the array API's (``opendml.unfold`` is
+``opendml.torch.unfold``): on a tensor they go through the operators when
+autograd must record the call (``torch.is_grad_enabled() and
+x.requires_grad``) or something traces it (``torch.compile``, fake tensors,
+``torch.func``, a dispatch mode), and otherwise call the kernels directly,
+which saves the custom-operator dispatch (tens of microseconds a call).
+Importing this module also lets ``torch.compile`` put those functions into
+a graph whole (``torch.compiler.allow_in_graph``), so a compiled function
+that calls them has no graph break. ``torch.func.vmap`` works (the operators
+have batching rules); ``torch.func.grad``/``jacrev`` through them do not, a
+limitation of ``torch.library.custom_op``'s autograd in PyTorch itself
+(pytorch/pytorch#168393): use ``torch.autograd``.
+
+On CUDA a call runs on ``torch.cuda.current_stream()`` of the tensor's own
+device and allocates its output from PyTorch's caching allocator; nothing
+synchronises. Tensors must be strided (dense) and of one of the 11 DirectML
+types (float16/32/64, int8/16/32/64, uint8/16/32/64); anything else (bfloat16,
+complex, bool, float8, quantized, sparse, nested, a conjugate view) raises
+``opendml.UnsupportedError``.
+"""
+from __future__ import annotations
+
+import torch
+
+from .arrays import fold, slice, slice1, slice_grad, unfold  # noqa: A004 - DirectML's names
+from .arrays import torch_adapter as _adapter
+
+__all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "unfold_op", "fold_op", "slice1_op",
+           "slice_grad_op", "split_padding"]
+
+unfold_op = _adapter.unfold_op
+fold_op = _adapter.fold_op
+slice1_op = _adapter.slice1_op
+slice_grad_op = _adapter.slice_grad_op
+
+
+def _is_sequence(value) -> bool:
+    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
+
+
+def split_padding(padding):
+    """``(start_padding, end_padding)`` from ``padding``: an int (every side of
+    every axis), a sequence of ints (per axis, both sides), or a pair
+    ``(start, end)`` of which at least one is a sequence (each an int or one
+    int per axis), e.g. ``((1, 0), (2, 1))`` pads axis 0 by 1 before and 2
+    after, axis 1 by 0 before and 1 after."""
+    if not _is_sequence(padding):
+        return padding, padding
+    if len(padding) == 2 and any(_is_sequence(p) for p in padding):
+        return padding[0], padding[1]
+    return padding, padding
+
+
+def _spatial_rank(*values) -> int:
+    """The number of spatial axes: the length of the first sequence among
+    ``values``, else 2 (as torch.nn.Unfold and torch.nn.Fold)."""
+    return next((len(v) for v in values if _is_sequence(v)), 2)
+
+
+class Unfold(torch.nn.Module):
+    """Sliding local blocks (im2col), like ``torch.nn.Unfold`` but over 1 to 6
+    spatial axes, with asymmetric padding: input (N, C, *spatial) or
+    unbatched (C, *spatial); output (N, C * prod(kernel_size), L) or
+    (C * prod(kernel_size), L).
+
+    ``kernel_size``, ``dilation`` and ``stride`` are an int or one int per
+    spatial axis; ``padding`` is what ``split_padding`` takes. The number of
+    spatial axes is the length of the first of them that is a sequence, else
+    2, as in PyTorch."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+        self.start_padding, self.end_padding = split_padding(padding)
+        self.spatial_dims = _spatial_rank(kernel_size, dilation, stride, self.start_padding, self.end_padding)
+
+    def forward(self, x):
+        unbatched = x.dim() == self.spatial_dims + 1
+        if unbatched:
+            x = x.unsqueeze(0)
+        out = unfold(x, self.kernel_size, self.stride, self.dilation, self.start_padding, self.end_padding)
+        return out.squeeze(0) if unbatched else out
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")
+
+
+class Fold(torch.nn.Module):
+    """The adjoint of ``Unfold`` (col2im), like ``torch.nn.Fold`` but over 1 to
+    6 spatial axes, with asymmetric padding: input (N, C * prod(kernel_size),
+    L) or unbatched (C * prod(kernel_size), L); output (N, C, *output_size)
+    or (C, *output_size). Overlapping values are summed.
+
+    ``output_size``, ``kernel_size``, ``dilation`` and ``stride`` are an int or
+    one int per spatial axis; ``padding`` is what ``split_padding`` takes. The
+    number of spatial axes is the length of the first of them that is a
+    sequence, else 2, as in PyTorch."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+        self.start_padding, self.end_padding = split_padding(padding)
+        d = _spatial_rank(output_size, kernel_size, dilation, stride, self.start_padding, self.end_padding)
+        self.spatial_dims = d
+        self._output_sizes = list(output_size) if _is_sequence(output_size) else [output_size] * d
+        self._window = list(kernel_size) if _is_sequence(kernel_size) else [kernel_size] * d
+
+    def forward(self, x):
+        unbatched = x.dim() == 2
+        if unbatched:
+            x = x.unsqueeze(0)
+        out = fold(x, self._output_sizes, self._window, self.stride, self.dilation, self.start_padding,
+                   self.end_padding)
+        return out.squeeze(0) if unbatched else out
+
+    def extra_repr(self) -> str:
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
