@@ -40,15 +40,22 @@ _FRAMEWORKS = (
 )
 
 
+#: Adapter per array type already seen (types are few; lookups are per call).
+_BY_TYPE: dict = {}
+
+
 def adapter_for(x):
     """The adapter module that runs operators on ``x``'s framework."""
+    adapter = _BY_TYPE.get(type(x))
+    if adapter is not None:
+        return adapter
     if isinstance(x, np.ndarray):
         from . import numpy_adapter
-        return numpy_adapter
-    for module, attr, adapter in _FRAMEWORKS:
+        return _BY_TYPE.setdefault(type(x), numpy_adapter)
+    for module, attr, name in _FRAMEWORKS:
         mod = sys.modules.get(module)
         if mod is not None and isinstance(x, getattr(mod, attr)):
-            return importlib.import_module(f"{__name__}.{adapter}")
+            return _BY_TYPE.setdefault(type(x), importlib.import_module(f"{__name__}.{name}"))
     raise ValidationError(f"array API: expected a NumPy, CuPy, PyTorch, JAX or Dask array; got "
                           f"{type(x).__module__}.{type(x).__qualname__}")
 

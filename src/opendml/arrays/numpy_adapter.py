@@ -7,7 +7,7 @@ import numpy as np
 from ..model.errors import ValidationError
 from ..runtime import get_backend
 from ..runtime.cpu import WORDS
-from .planner import OpCall, array_layout, plan_for
+from .planner import OpCall, plan_for_strides
 
 #: Fresh outputs this large are faulted in by the calling thread before a
 #: threaded CPU kernel writes them (see ``run``).
@@ -16,6 +16,8 @@ PREFAULT_BYTES = 4 << 20
 
 def as_input(x: np.ndarray) -> np.ndarray:
     """``x`` as an array the kernels can read: little-endian, not masked."""
+    if type(x) is np.ndarray and x.dtype.isnative and np.little_endian:
+        return x
     if isinstance(x, np.ma.MaskedArray):
         raise ValidationError("array API: masked arrays are not supported (the mask would be dropped); "
                               "pass x.filled(value) or x.data explicitly")
@@ -26,11 +28,10 @@ def as_input(x: np.ndarray) -> np.ndarray:
 
 def run(x: np.ndarray, call: OpCall) -> np.ndarray:
     x = as_input(x)
-    layout = array_layout(x.shape, x.strides, x.itemsize)
+    desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     if layout is None:
         x = np.ascontiguousarray(x)
-        layout = array_layout(x.shape, x.strides, x.itemsize)
-    desc, plan = plan_for(call, x.dtype, x.shape, layout)
+        desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     backend = get_backend("cpu")
     out, fresh = backend.empty(desc.output_tensor.sizes, x.dtype)
     if out.size == 0 or layout.span == 0:

@@ -21,7 +21,8 @@ from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 
-__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_cache_info", "PLAN_CACHE_SIZE"]
+__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plan_cache_info",
+           "PLAN_CACHE_SIZE"]
 
 #: Plans the cache keeps (least recently used dropped first).
 PLAN_CACHE_SIZE = 256
@@ -29,13 +30,17 @@ PLAN_CACHE_SIZE = 256
 _NO_KEY = object()
 
 
+_INTS = {int}
+
+
 def _freeze(value):
     """A hashable form of an argument that is a plain int, None, or a list or
-    tuple of plain ints; anything else gives no key (validated every call)."""
+    tuple of plain ints; anything else gives no key (validated every call).
+    Types are checked exactly: 1.0 == 1 must not reuse an int's plan."""
     t = type(value)
     if t is int or value is None:
         return value
-    if (t is tuple or t is list) and all(type(v) is int for v in value):
+    if (t is tuple or t is list) and (not value or set(map(type, value)) == _INTS):
         return (len(value), *value)
     return _NO_KEY
 
@@ -50,7 +55,7 @@ class OpCall:
 
     @property
     def key(self):
-        frozen = tuple(_freeze(v) for v in self.args)
+        frozen = tuple(map(_freeze, self.args))
         return None if _NO_KEY in frozen else (self.name, frozen)
 
 
@@ -122,7 +127,8 @@ def plan_for(call: OpCall, dtype, shape: tuple, layout: Layout):
     """(description, plan) of ``call`` on an array of ``dtype`` and ``shape``
     laid out as ``layout``, from the cache where the same call was seen."""
     op_key = call.key
-    key = None if op_key is None else (op_key, np.dtype(dtype).str, shape, layout.strides)
+    key = None if op_key is None else ("layout", op_key, np.dtype(dtype).str, shape, layout.strides,
+                                       layout.origin)
     if key is not None:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -132,6 +138,27 @@ def plan_for(call: OpCall, dtype, shape: tuple, layout: Layout):
     if key is not None:
         _CACHE.put(key, (desc, plan))
     return desc, plan
+
+
+def plan_for_strides(call: OpCall, dtype, shape: tuple, byte_strides: tuple, itemsize: int):
+    """(description, plan, layout) of ``call`` on an array of ``dtype`` and
+    ``shape`` with ``byte_strides``; on a cache hit nothing is computed (the
+    layout is cached with the plan). The layout is None when a stride is not a
+    whole number of elements: the caller then copies the array and asks again."""
+    op_key = call.key
+    key = None if op_key is None else (op_key, np.dtype(dtype).str, shape, byte_strides)
+    if key is not None:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            return hit
+    layout = array_layout(shape, byte_strides, itemsize)
+    if layout is None:
+        return None, None, None
+    desc = call.make_desc(logical_desc(dtype, shape))
+    plan = desc.lower(in_strides=layout.strides, in_offset=layout.origin)
+    if key is not None:
+        _CACHE.put(key, (desc, plan, layout))
+    return desc, plan, layout
 
 
 def plan_cache_info() -> dict:

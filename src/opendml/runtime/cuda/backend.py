@@ -260,12 +260,21 @@ class Launch:
 
     def _retry(self, rc, src_ptr, dst_ptr, stream):
         if rc in (_CU_ERROR_INVALID_CONTEXT, _CU_ERROR_INVALID_HANDLE, _CU_ERROR_CONTEXT_IS_DESTROYED):
-            with self.backend.device:   # makes the device's primary context current
-                self.backend.cupy.cuda.runtime.getDevice()
+            # No context (a thread that never used CUDA) or another device's is
+            # current: cudaSetDevice makes the device's primary context current
+            # in this thread (CuPy's ``with device`` skips the call when the
+            # device number already matches), then the caller's device returns.
+            rt = self.backend.cupy.cuda.runtime
+            previous = rt.getDevice()
+            rt.setDevice(self.backend.index)
+            try:
                 with self._lock:
                     self._src.value = src_ptr
                     self._dst.value = dst_ptr
                     rc = self._call(stream, self._argv, None)
+            finally:
+                if previous != self.backend.index:
+                    rt.setDevice(previous)
         if rc:
             raise RuntimeError(f"opendml CUDA: launching {self.name} (grid {self.blocks}, {self.smem} bytes of "
                                f"shared memory) failed: {_error_name(rc)}")
