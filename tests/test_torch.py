@@ -595,11 +595,17 @@ def test_cuda_tensor_on_the_second_gpu():
     """The tensor's own device and that device's current stream, whatever the current device."""
     x = torch.zeros(2, 3, 6, 7, device="cuda:1")
     stream_calls(torch.zeros(1, 1, 64, 64, device="cuda:1"))
+    # the same calls once first: compiling their kernels must not happen while the side stream sleeps
+    dml.unfold(x, [2, 3], 1, 1, 1, 0)
+    dml.slice1(x, [0, 1, 1, 0], [2, 2, 4, 4], [1, -1, -2, 3])
+    # made on the GPU before the sleep: a copy from pageable host memory would
+    # make the host wait for the sleeping stream
+    source = arange(2, 3, 6, 7, dtype=torch.float32, device="cuda:1")
     torch.cuda.synchronize(1)
     side = torch.cuda.Stream(device=1)
     with torch.cuda.stream(side):
         torch.cuda._sleep(500_000_000)
-        x.copy_(arange(2, 3, 6, 7, dtype=torch.float32, device="cuda:1"))
+        x.copy_(source)
         with torch.cuda.device(0):                       # current device 0; cuda:1's current stream is still side
             u = dml.unfold(x, [2, 3], 1, 1, 1, 0)
             s = dml.slice1(x, [0, 1, 1, 0], [2, 2, 4, 4], [1, -1, -2, 3])

@@ -345,3 +345,43 @@ def test_launches_are_cached_per_plan_and_alignment():
     # an odd destination pointer: another cached launch, still right
     backend.launch(plan, a.data.ptr, a.size, outs[0].data.ptr + 2, 0)
     assert np.array_equal(outs[0].get()[1:25], want)
+
+
+def _two_gpus() -> bool:
+    if not cuda_available():
+        return False
+    import cupy
+    return cupy.cuda.runtime.getDeviceCount() >= 2
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not _two_gpus(), reason="needs two CUDA GPUs")
+def test_cupy_arrays_on_the_second_gpu_run_there_on_its_current_stream():
+    import threading
+
+    import cupy
+    x = np.arange(2 * 3 * 9 * 8, dtype=np.float32).reshape(2, 3, 9, 8)
+    want_u = dml.unfold(x, 3, 1, 1, 1, 1)
+    want_f = dml.fold(want_u, [9, 8], 3, 1, 1, 1, 1)
+    want_s = dml.slice1(x, [0, 1, 2, 0], [2, 2, 6, 8], [1, -1, 2, -3])
+    with cupy.cuda.Device(1):
+        xd = cupy.asarray(x)
+        side = cupy.cuda.Stream(non_blocking=True)
+        with side:
+            u = dml.unfold(xd, 3, 1, 1, 1, 1)
+            f = dml.fold(u, [9, 8], 3, 1, 1, 1, 1)
+            s = dml.slice1(xd[:, :, :, :], [0, 1, 2, 0], [2, 2, 6, 8], [1, -1, 2, -3])
+        side.synchronize()
+    assert u.device.id == f.device.id == s.device.id == 1
+    assert cupy.asnumpy(u).tobytes() == want_u.tobytes()
+    assert cupy.asnumpy(f).tobytes() == want_f.tobytes()
+    assert cupy.asnumpy(s).tobytes() == want_s.tobytes()
+    # from a thread that never touched CUDA, with device 0 current there
+    got = {}
+
+    def work():
+        got["u"] = cupy.asnumpy(dml.unfold(xd, 3, 1, 1, 1, 1))
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert got["u"].tobytes() == want_u.tobytes()
