@@ -197,6 +197,25 @@ def test_fold_matches_the_reference(dtype, case, layout):
         assert whole.tobytes() == want_whole.tobytes(), (settings.id, plan)
 
 
+@pytest.mark.parametrize("dtype", TYPES)
+def test_fold_wide_rows_take_the_fused_blocks(dtype):
+    # Rows wide enough for the compiled kernel's register blocks (64 bytes of
+    # accumulators, half a block, then single elements) for every type.
+    es = np.dtype(dtype).itemsize
+    for case in [(1, 2, (3, 150), (2, 3), (1, 1), (1, 1), (1, 1), (0, 1)),
+                 (1, 1, (333,), (5,), (1,), (1,), (2,), (2,)),
+                 (2, 1, (120,), (3,), (1,), (1,), (1,), (1,)),
+                 (1, 1, (4, 97), (3, 4), (1, 1), (1, 2), (1, 3), (1, 3))]:
+        plan, in_len, out_len = fold_plan(dtype, *case)
+        src = random_words(dtype, in_len, seed=zlib.crc32(repr((dtype, case)).encode()))
+        want_whole, want = with_sentinels(out_len, es=es)
+        ref_fold(plan, src, dtype, want)
+        for settings in KERNELS:
+            whole, out = with_sentinels(out_len, es=es)
+            run(plan, src, out, **settings.values[0])
+            assert whole.tobytes() == want_whole.tobytes(), (settings.id, case)
+
+
 @pytest.mark.parametrize("settings", KERNELS)
 def test_fold_output_no_block_reaches_is_zero_and_neg_zero_becomes_plus_zero(settings):
     # Every input element is -0.0: each sum starts at +0, and +0 + -0 = +0.
@@ -351,3 +370,26 @@ def test_slice_grad_matches_the_reference(dtype, case, layout):
         whole, out = with_sentinels(out_len, es=es)
         run(plan, src, out, **settings.values[0])
         assert whole.tobytes() == want_whole.tobytes(), (settings.id, plan)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
+def test_slice_grad_rows_at_every_alignment(dtype):
+    # Contiguous rows are written as one zeros/input/zeros fill: every start,
+    # length and output address modulo 16 of the covered run.
+    es = np.dtype(dtype).itemsize
+    for width in (17, 40, 97):
+        for first in (0, 1, 5, 16, width // 2):
+            for taken in (1, 3, width - first):
+                if first + taken > width:
+                    continue
+                plan, in_len, out_len = scatter_plan(dtype, (3, width), (1, first), (1, 1), (2, taken))
+                src = random_words(dtype, in_len, width + first)
+                _, want = with_sentinels(out_len, es=es)
+                ref_scatter(plan, src, want)
+                for shift in range(4):
+                    shifted = ScatterPlan(**{**plan.__dict__, "out_offset": shift})
+                    for settings in KERNELS:
+                        _, out = with_sentinels(out_len + shift, es=es)
+                        run(shifted, src, out, **settings.values[0])
+                        assert out[shift:].tobytes() == want.tobytes()
+                        assert out[:shift].tobytes() == bytes([SENTINEL]) * (shift * es)

@@ -202,8 +202,3 @@ _PLANS = {
     FoldPlan: (CpuBackend._native_fold, numpy_kernels.prepare_fold),
     ScatterPlan: (CpuBackend._native_scatter, numpy_kernels.prepare_scatter),
 }
-
-# The NumPy path's preparations under the names tests/runtime/test_cuda.py
-# imports (it emulates the CUDA kernels' word moves with them).
-_prepare_copy = numpy_kernels.prepare_copy
-_prepare_unfold = numpy_kernels.prepare_unfold

@@ -4,14 +4,16 @@
  * Files and what each owns:
  *   common.h    this header: entry points, status codes, helpers
  *   runs.h      the inner loops every kernel uses (element runs, zero runs,
- *               streaming stores), static so each kernel inlines them
+ *               row fills, streaming stores), static in each kernel's file
  *   fp16.h      exact float16 <-> float32 conversion (bit manipulation)
+ *   fold_impl.h FOLD's loops, instantiated by fold.c per accumulator type
  *   threads.c   splitting a kernel's work units over threads
  *   copy.c      the strided copy (SLICE, SLICE1)
  *   unfold.c    the UNFOLD gather
  *   fold.c      the FOLD windowed sum (a gather; no atomics)
  *   scatter.c   SLICE_GRAD's scatter into zeros
- *   blocks.c    output memory blocks with a bounded reuse cache (Python type)
+ *   blocks.c    output memory blocks with a bounded reuse cache (Python type;
+ *               blocks.h declares what module.c registers)
  *   module.c    the Python module: argument parsing, the GIL, errors
  *
  * Kernels take the parameter structs of runtime/params.h (offsets and strides

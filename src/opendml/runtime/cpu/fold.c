@@ -33,6 +33,12 @@ typedef struct {
     char *scratch;                                            /* one accumulator row per thread */
 } fold_job;
 
+/* Runs queued for one output tile (fold_impl.h): acc[a, a + n) (positions
+ * a + i*stride for a stride above 1) += input elements from s on. */
+#define FOLD_BATCH 16
+typedef struct { int64_t a, n; const char *s; } fold_run;
+typedef struct { fold_run run[FOLD_BATCH]; int n; } fold_batch;
+
 static inline uint8_t ld_u8(const char *p) { uint8_t v; memcpy(&v, p, 1); return v; }
 static inline uint16_t ld_u16(const char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline uint32_t ld_u32(const char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -42,6 +48,7 @@ static inline double ld_f64(const char *p) { double v; memcpy(&v, p, 8); return 
 static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p, &h, 2); }
 
 #define FOLD_SUFFIX _u8
+#define FOLD_ES 1
 #define FOLD_T uint8_t
 #define FOLD_LOAD(p) ld_u8(p)
 #define FOLD_STORE(p, v) memcpy((p), &(v), 1)
@@ -49,6 +56,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _u16
+#define FOLD_ES 2
 #define FOLD_T uint16_t
 #define FOLD_LOAD(p) ld_u16(p)
 #define FOLD_STORE(p, v) memcpy((p), &(v), 2)
@@ -56,6 +64,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _u32
+#define FOLD_ES 4
 #define FOLD_T uint32_t
 #define FOLD_LOAD(p) ld_u32(p)
 #define FOLD_STORE(p, v) memcpy((p), &(v), 4)
@@ -63,6 +72,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _u64
+#define FOLD_ES 8
 #define FOLD_T uint64_t
 #define FOLD_LOAD(p) ld_u64(p)
 #define FOLD_STORE(p, v) memcpy((p), &(v), 8)
@@ -70,6 +80,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _f16
+#define FOLD_ES 2
 #define FOLD_T float
 #define FOLD_LOAD(p) odml_h2f(ld_u16(p))
 #define FOLD_STORE(p, v) st_f16((p), (v))
@@ -77,6 +88,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _f32
+#define FOLD_ES 4
 #define FOLD_T float
 #define FOLD_LOAD(p) ld_f32(p)
 #define FOLD_STORE(p, v) memcpy((p), &(v), 4)
@@ -84,6 +96,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _f64
+#define FOLD_ES 8
 #define FOLD_T double
 #define FOLD_LOAD(p) ld_f64(p)
 #define FOLD_STORE(p, v) memcpy((p), &(v), 8)

@@ -14,7 +14,7 @@
 #include "runs.h"
 
 typedef struct {
-    char *dst; const char *src; int es, R, nt, none;           /* none: some dimension takes nothing */
+    char *dst; const char *src; int es, R, none;           /* none: some dimension takes nothing */
     int64_t size[ODML_MAX_RANK], os[ODML_MAX_RANK], first[ODML_MAX_RANK], step[ODML_MAX_RANK];
     int64_t taken[ODML_MAX_RANK], is[ODML_MAX_RANK];          /* strides in bytes */
 } scatter_job;
@@ -51,13 +51,17 @@ static void scatter_row(const scatter_job *j, char *out, const char *in) {
     const int64_t f = j->first[d], step = j->step[d], t = j->taken[d], n = j->size[d];
     const int64_t os = j->os[d], is = j->is[d];
     const int64_t end = f + (t - 1) * step + 1;       /* one past the last covered position */
+    if (step == 1 && os == es && is == es) {          /* contiguous both sides: one row fill */
+        fill_row(out, n * es, f * es, in, t * es);
+        return;
+    }
     zero_run(out, f, os, es);
     if (step == 1) {
-        copy_run(out + f * os, in, t, os, is, es, j->nt);
+        copy_run(out + f * os, in, t, os, is, es, 0);
     } else {
-        char *o = out + f * os;
-        for (int64_t i = 0; i < t; i++, o += step * os, in += is) {
-            copy_elem(o, in, es);
+        for (int64_t i = 0; i < t; i++) {
+            char *o = out + (f + i * step) * os;
+            copy_elem(o, in + i * is, es);
             if (i + 1 < t) zero_run(o + os, step - 1, os, es);
         }
     }
@@ -88,7 +92,6 @@ static void scatter_units(const void *vjob, int64_t u0, int64_t u1, int part) {
             pos_set(j, d, &q[d], 0);
         }
     }
-    stream_fence(j->nt);
 }
 
 #define IN_RANGE(v, lo, hi) ((v) >= (lo) && (v) <= (hi))
@@ -130,7 +133,6 @@ int odml_scatter(char *dst, const char *src, const odml_scatter_params *p, int t
     j.dst = dst + p->out_offset * es;
     j.src = src + p->in_offset * es;
     j.none = none;
-    j.nt = 0;
     if (!odml_disjoint(j.R, j.size, j.os, es)) threads = 1;
     odml_parallel(scatter_units, &j, rows, threads);
     return ODML_OK;

@@ -51,6 +51,10 @@ static void unfold_segment(const unfold_job *j, int64_t n, int64_t c, int64_t k,
     const char *image = j->src + n * j->in_n + c * j->in_c;
     rem = j0;
     for (int d = last; d >= 0; d--) { b[d] = rem % j->blocks[d]; rem /= j->blocks[d]; }
+    /* the innermost dimension's first valid position's offset, and the step
+     * between valid positions (formed only where two exist, so it fits) */
+    const int64_t first = lo[last] < hi[last] ? (lo[last] * j->st[last] + shift[last]) * j->is[last] : 0;
+    const int64_t istep = hi[last] - lo[last] > 1 ? j->st[last] * j->is[last] : 0;
     int64_t col = j0;
     while (col < j1) {
         int64_t len = j->blocks[last] - b[last];
@@ -67,10 +71,9 @@ static void unfold_segment(const unfold_job *j, int64_t n, int64_t c, int64_t k,
         if (!ok || c1 <= c0) {
             zero_run(out, len, j->ocol, es);
         } else {
-            const char *in = image + off + (c0 * j->st[last] + shift[last]) * j->is[last];
-            int64_t step = c1 - c0 > 1 ? j->st[last] * j->is[last] : 0;   /* two positions inside: fits */
+            const char *in = image + off + first + (c0 - lo[last]) * istep;
             zero_run(out, c0 - a, j->ocol, es);
-            copy_run(out + (c0 - a) * j->ocol, in, c1 - c0, j->ocol, step, es, 0);
+            copy_run(out + (c0 - a) * j->ocol, in, c1 - c0, j->ocol, istep, es, 0);
             zero_run(out + (c1 - a) * j->ocol, e - c1, j->ocol, es);
         }
         col += len;
