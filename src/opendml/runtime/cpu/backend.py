@@ -38,6 +38,18 @@ def _load_native():
     return _native
 
 
+class _Kernel:
+    """One compiled kernel with its parameter bytes and thread count."""
+
+    __slots__ = ("kernel", "blob", "threads")
+
+    def __init__(self, kernel, blob: bytes, threads: int):
+        self.kernel, self.blob, self.threads = kernel, blob, threads
+
+    def __call__(self, src_addr: int, dst_addr: int) -> None:
+        self.kernel(dst_addr, src_addr, self.blob, self.threads)
+
+
 def apply_cache_limit(cfg: Config) -> None:
     """Give the compiled kernels' output-block cache the configured limit (at
     once: a limit of 0 frees the blocks held)."""
@@ -126,15 +138,29 @@ class CpuBackend:
             return native(self, plan, src, dst)
         return numpy_path(plan, src, dst)
 
+    def runner(self, plan):
+        """With the compiled kernels, a callable ``run(src_addr, dst_addr)``
+        running ``plan`` between raw addresses (element 0 of each bound range),
+        built once and reusable for any buffers; None on the NumPy path. The
+        array API keeps one per cached plan, so a repeated call packs nothing."""
+        if self._native is None:
+            return None
+        kind = type(plan)
+        if kind not in _PLANS:
+            raise TypeError(f"unknown plan {kind.__name__}")
+        return _PLANS[kind][0](self, plan, None, None)
+
     def _launch(self, kernel, params, src, dst, nbytes: int):
-        """The callable running one compiled kernel: addresses of element 0 of
-        the bound ranges, the parameter struct's bytes, a thread count."""
-        blob = bytes(params)
+        """The callable running one compiled kernel on ``src``/``dst`` (or, with
+        both None, a ``_Kernel`` taking the addresses at each call): the
+        parameter struct's bytes and the thread count are fixed here."""
+        k = _Kernel(kernel, bytes(params), self._threads(nbytes))
+        if src is None:
+            return k
         d_addr, s_addr = dst.ctypes.data, src.ctypes.data
-        threads = self._threads(nbytes)
 
         def run():
-            kernel(d_addr, s_addr, blob, threads)
+            k(s_addr, d_addr)
         run.keep_alive = (src, dst)  # the addresses stay valid while the closure lives
         return run
 
