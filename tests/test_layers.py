@@ -89,3 +89,34 @@ def test_no_import_cycles():
         if m not in state:
             visit(m, [m])
     assert cycles == []
+
+
+def test_section_dividers_do_not_leak_into_help():
+    """A ``# -- section ---`` comment right above a def shows up in help() of
+    that function (inspect.getcomments); every divider is followed by a blank line."""
+    import importlib
+    import inspect
+    leaks = []
+    for name in MODULES:
+        if name.endswith(("torch", "jax", "dask_adapter", "torch_adapter", "jax_adapter", "cupy_adapter")) \
+                or ".cuda" in name:
+            continue                      # optional frameworks: checked by reading the source below
+        mod = importlib.import_module(name)
+        for obj in vars(mod).values():
+            if getattr(obj, "__module__", None) != name:
+                continue
+            members = [obj] + ([v for v in vars(obj).values() if callable(v)] if inspect.isclass(obj) else [])
+            for m in members:
+                try:
+                    comments = inspect.getcomments(m) or ""
+                except (TypeError, OSError):
+                    continue
+                if "# --" in comments:
+                    leaks.append(f"{name}.{getattr(m, '__qualname__', m)}")
+    import re
+    for name, path in MODULES.items():
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for i, line in enumerate(lines[:-1]):
+            if re.match(r"^\s*# --.*-{6,}$", line) and lines[i + 1].strip():
+                leaks.append(f"{name}:{i + 1}")
+    assert leaks == []

@@ -7,7 +7,11 @@ Layers, each importing only those below it: ``model`` (data types, feature
 levels, tensor descriptions, errors) < ``ops`` (one module per operator) <
 ``plan`` (what backends run) < ``runtime`` (backends, configuration) <
 ``arrays`` (the array API) and ``device`` (the DirectML flow) < ``jsonform``
-and ``cli``. ``opendml.torch`` (PyTorch operators) is imported only when asked for.
+and ``cli``. ``opendml.torch`` (PyTorch modules and operators) and ``opendml.jax``
+are imported only when asked for (or when an array of that framework comes in);
+Dask arrays go through ``arrays/dask_adapter.py``. ``opendml.slice`` is
+DirectML's name and is left out of ``__all__`` so that ``from opendml import *``
+does not shadow Python's ``slice``.
 """
 from ._version import __version__
 from .arrays import cpu_output_cache, fold, plan_cache_info, slice, slice1, slice_grad, unfold

@@ -85,6 +85,7 @@ class CpuBackend:
         return int(max(1, min(self.threads, nbytes // self.grain)))
 
     # -- memory ----------------------------------------------------------------
+
     def allocate(self, nbytes: int) -> np.ndarray:
         raw = np.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
         start = (-raw.ctypes.data) % ALIGNMENT
@@ -127,6 +128,7 @@ class CpuBackend:
         return np.empty(shape, dtype), True
 
     # -- execution --------------------------------------------------------------
+
     def prepare(self, plan, src: np.ndarray, dst: np.ndarray):
         """Return a callable that runs ``plan`` from ``src`` into ``dst`` (1-D word
         arrays whose element 0 is the plan's origin)."""

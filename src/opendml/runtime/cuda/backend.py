@@ -164,6 +164,7 @@ def device_params(params: ctypes.Structure):
 
 
 # -- the driver's launch entry point ----------------------------------------------
+
 _CU_ERROR_INVALID_CONTEXT = 201
 _CU_ERROR_INVALID_HANDLE = 400
 _CU_ERROR_CONTEXT_IS_DESTROYED = 709
@@ -304,6 +305,7 @@ class CudaBackend:
         self._upload_stream = None
 
     # -- parameters -------------------------------------------------------------
+
     def _upload_params(self, params: ctypes.Structure):
         """The parameter block on the device, uploaded once per distinct block
         (an upload is a host-to-device copy that waits for its own stream)."""
@@ -346,6 +348,7 @@ class CudaBackend:
         return {"launches": len(self._launches), "parameter_blocks": len(self._params), "launch_via": via}
 
     # -- memory ----------------------------------------------------------------
+
     def allocate(self, nbytes: int):
         with self.device:
             try:
@@ -369,6 +372,7 @@ class CudaBackend:
         self.device.synchronize()
 
     # -- execution --------------------------------------------------------------
+
     def _record(self, plan, src_ptr: int, src_elements: int, dst_ptr: int) -> Launch:
         key = (id(plan), src_ptr & 15, dst_ptr & 15, src_elements)
         rec = self._launches.get(key)
@@ -441,6 +445,7 @@ def _fill(array, values) -> None:
 
 
 # -- SLICE, SLICE1 ------------------------------------------------------------------
+
 def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
     """Widen the copy to the largest word (up to 16 bytes) that the innermost
     dimension, every offset, stride and pointer allow; a negative innermost
@@ -500,6 +505,7 @@ def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int):
 
 
 # -- UNFOLD -------------------------------------------------------------------------
+
 def unfold_box(plan: UnfoldPlan, columns: int = BOX_COLUMNS, line: int = BOX_LINE, budget: int = BOX_BYTES):
     """The box of blocks (t[0], ..., t[D-1]) one CUDA block of unfold_tile
     writes, and the extents of the input region it stages, or None where
@@ -571,6 +577,7 @@ def _unfold_launch(plan: UnfoldPlan, box=None):
 
 
 # -- FOLD ---------------------------------------------------------------------------
+
 def fold_params(plan: FoldPlan, work_items: int) -> P.FoldParams:
     isn, isr, isc = plan.in_strides
     osn, osc, *sp_s = plan.out_strides
@@ -640,6 +647,7 @@ def _fold_tiles(plan: FoldPlan, rc: int) -> int:
 
 
 # -- SLICE_GRAD ---------------------------------------------------------------------
+
 def canonical_scatter(plan: ScatterPlan) -> ScatterPlan:
     """Drop size-1 dimensions, order by output stride (largest first) and
     merge neighbours that walk both tensors as one dimension (the inner one
