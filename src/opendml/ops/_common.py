@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model._checks import as_int_tuple
+from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX, as_int_tuple
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -97,6 +97,54 @@ class OperatorDesc:
         """``lo <= value <= hi`` for entry ``index`` of a field, in the one message form."""
         if not lo <= value <= hi:
             raise self._err(f"{field}[{index}] must be in [{lo}, {hi}]{why}; got {value}")
+
+    def _check_window_fields(self, image_name: str, image: TensorDesc, d: int) -> None:
+        """UNFOLD's and FOLD's window rules on their image (UNFOLD's input,
+        FOLD's output): DimensionCount + 2 dimensions, one entry per spatial
+        dimension in every field, each in range, and the dilated window fitting
+        the padded image."""
+        if image.rank != d + 2:
+            raise self._err(f"{image_name}.DimensionCount must be DimensionCount + 2 = {d + 2} "
+                            f"(N, C and {d} spatial); got {image.rank}")
+        for name, field in (("strides", "Strides"), ("dilations", "Dilations"),
+                            ("start_padding", "StartPadding"), ("end_padding", "EndPadding")):
+            self._ints(name, field, d)
+        what = image_name.removesuffix("Tensor").lower()
+        for i in range(d):
+            for field, values, lo in (("WindowSizes", self.window_sizes, 1), ("Strides", self.strides, 1),
+                                      ("Dilations", self.dilations, 1), ("StartPadding", self.start_padding, 0),
+                                      ("EndPadding", self.end_padding, 0)):
+                self._check_bounds(field, i, values[i], lo, UINT32_MAX)
+            size = image.sizes[i + 2]
+            padded = size + self.start_padding[i] + self.end_padding[i]
+            extent = self.dilations[i] * (self.window_sizes[i] - 1) + 1
+            if extent > padded:
+                raise self._err(
+                    f"the dilated window must fit the padded {what} in spatial dimension {i}: "
+                    f"Dilations[{i}] * (WindowSizes[{i}] - 1) + 1 <= {image_name}.Sizes[{i + 2}] + "
+                    f"StartPadding[{i}] + EndPadding[{i}]; got {self.dilations[i]} * "
+                    f"({self.window_sizes[i]} - 1) + 1 = {extent} > {size} + {self.start_padding[i]} + "
+                    f"{self.end_padding[i]} = {padded}")
+
+    def _check_slice_window(self, read_name: str, read: TensorDesc) -> None:
+        """SLICE1's and SLICE_GRAD's window rules on the tensor SLICE1 reads
+        (SLICE1's input, SLICE_GRAD's output): one entry per dimension, the
+        window inside the tensor, strides non-zero and in INT32's range."""
+        n = read.rank
+        self._ints("input_window_offsets", "InputWindowOffsets", n)
+        self._ints("input_window_sizes", "InputWindowSizes", n)
+        self._ints("input_window_strides", "InputWindowStrides", n)
+        for i in range(n):
+            o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
+            self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
+            self._check_bounds("InputWindowSizes", i, s, 1, UINT32_MAX, " (the window mustn't be empty)")
+            if o + s > read.sizes[i]:
+                raise self._err(
+                    f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= {read_name}.Sizes[{i}]; "
+                    f"got {o} + {s} > {read.sizes[i]}")
+            if t == 0 or not INT32_MIN <= t <= INT32_MAX:
+                raise self._err(
+                    f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
 
     def validate(self, feature_level=FeatureLevel.FL_6_4) -> "OperatorDesc":
         """Check the page's support tables at ``feature_level``; the rules that do

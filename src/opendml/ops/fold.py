@@ -24,7 +24,6 @@ import dataclasses
 import math
 
 from ..plan import FoldPlan
-from ..model._checks import UINT32_MAX
 from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
@@ -65,7 +64,7 @@ class FoldOperatorDesc(OperatorDesc):
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
     def __post_init__(self):
-        inp = self._check_input()
+        self._check_input()
         self._ints("window_sizes", "WindowSizes", None)
         d = len(self.window_sizes)
         if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
@@ -76,27 +75,7 @@ class FoldOperatorDesc(OperatorDesc):
                             "the input); got None")
         self._check_tensors(same_rank=False)
         out = self.output_tensor
-        if out.rank != d + 2:
-            raise self._err(f"OutputTensor.DimensionCount must be DimensionCount + 2 = {d + 2} "
-                            f"(N, C and {d} spatial); got {out.rank}")
-        for name, field in (("strides", "Strides"), ("dilations", "Dilations"),
-                            ("start_padding", "StartPadding"), ("end_padding", "EndPadding")):
-            self._ints(name, field, d)
-        for i in range(d):
-            for field, values, lo in (("WindowSizes", self.window_sizes, 1), ("Strides", self.strides, 1),
-                                      ("Dilations", self.dilations, 1), ("StartPadding", self.start_padding, 0),
-                                      ("EndPadding", self.end_padding, 0)):
-                self._check_bounds(field, i, values[i], lo, UINT32_MAX)
-            size = out.sizes[i + 2]
-            padded = size + self.start_padding[i] + self.end_padding[i]
-            extent = self.dilations[i] * (self.window_sizes[i] - 1) + 1
-            if extent > padded:
-                raise self._err(
-                    f"the dilated window must fit the padded output in spatial dimension {i}: "
-                    f"Dilations[{i}] * (WindowSizes[{i}] - 1) + 1 <= OutputTensor.Sizes[{i + 2}] + "
-                    f"StartPadding[{i}] + EndPadding[{i}]; got {self.dilations[i]} * "
-                    f"({self.window_sizes[i]} - 1) + 1 = {extent} > {size} + {self.start_padding[i]} + "
-                    f"{self.end_padding[i]} = {padded}")
+        self._check_window_fields("OutputTensor", out, d)
         n, c = out.sizes[:2]
         k = self.window_count
         self._check_int64("prod(WindowSizes)", " x ".join(map(str, self.window_sizes)), k)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 
 from ..plan import CopyPlan
-from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
@@ -44,21 +43,7 @@ class Slice1OperatorDesc(OperatorDesc):
 
     def __post_init__(self):
         inp = self._check_input()
-        n = inp.rank
-        self._ints("input_window_offsets", "InputWindowOffsets", n)
-        self._ints("input_window_sizes", "InputWindowSizes", n)
-        self._ints("input_window_strides", "InputWindowStrides", n)
-        for i in range(n):
-            o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
-            self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
-            self._check_bounds("InputWindowSizes", i, s, 1, UINT32_MAX, " (the window mustn't be empty)")
-            if o + s > inp.sizes[i]:
-                raise self._err(
-                    f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= InputTensor.Sizes[{i}]; "
-                    f"got {o} + {s} > {inp.sizes[i]}")
-            if t == 0 or not INT32_MIN <= t <= INT32_MAX:
-                raise self._err(
-                    f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
+        self._check_slice_window("InputTensor", inp)
         if self.output_tensor is None:
             self._set("output_tensor", TensorDesc(inp.data_type, self.max_output_sizes))
         self._check_tensors()

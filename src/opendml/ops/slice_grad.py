@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 
 from ..plan import ScatterPlan
-from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
@@ -61,20 +60,9 @@ class SliceGradOperatorDesc(OperatorDesc):
         self._check_tensors()
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         n = grad.rank
-        self._ints("input_window_offsets", "InputWindowOffsets", n)
-        self._ints("input_window_sizes", "InputWindowSizes", n)
-        self._ints("input_window_strides", "InputWindowStrides", n)
+        self._check_slice_window("OutputGradientTensor", out)
         for i in range(n):
-            o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
-            self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
-            self._check_bounds("InputWindowSizes", i, s, 1, UINT32_MAX, " (the window mustn't be empty)")
-            if o + s > out.sizes[i]:
-                raise self._err(
-                    f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= OutputGradientTensor.Sizes[{i}]; "
-                    f"got {o} + {s} > {out.sizes[i]}")
-            if t == 0 or not INT32_MIN <= t <= INT32_MAX:
-                raise self._err(
-                    f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
+            s, t = self.input_window_sizes[i], self.input_window_strides[i]
             most = max_copied_elements(s, t)
             if not 1 <= grad.sizes[i] <= most:
                 raise self._err(

@@ -48,27 +48,7 @@ class UnfoldOperatorDesc(OperatorDesc):
         if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
             raise self._err(f"DimensionCount (the length of WindowSizes) must be in [1, "
                             f"{MAX_SPATIAL_DIMENSIONS}]; got {d}")
-        if inp.rank != d + 2:
-            raise self._err(f"InputTensor.DimensionCount must be DimensionCount + 2 = {d + 2} "
-                            f"(N, C and {d} spatial); got {inp.rank}")
-        for name, field in (("strides", "Strides"), ("dilations", "Dilations"),
-                            ("start_padding", "StartPadding"), ("end_padding", "EndPadding")):
-            self._ints(name, field, d)
-        for i in range(d):
-            for field, values, lo in (("WindowSizes", self.window_sizes, 1), ("Strides", self.strides, 1),
-                                      ("Dilations", self.dilations, 1), ("StartPadding", self.start_padding, 0),
-                                      ("EndPadding", self.end_padding, 0)):
-                self._check_bounds(field, i, values[i], lo, UINT32_MAX)
-            size = inp.sizes[i + 2]
-            padded = size + self.start_padding[i] + self.end_padding[i]
-            extent = self.dilations[i] * (self.window_sizes[i] - 1) + 1
-            if extent > padded:
-                raise self._err(
-                    f"the dilated window must fit the padded input in spatial dimension {i}: "
-                    f"Dilations[{i}] * (WindowSizes[{i}] - 1) + 1 <= InputTensor.Sizes[{i + 2}] + "
-                    f"StartPadding[{i}] + EndPadding[{i}]; got {self.dilations[i]} * "
-                    f"({self.window_sizes[i]} - 1) + 1 = {extent} > {size} + {self.start_padding[i]} + "
-                    f"{self.end_padding[i]} = {padded}")
+        self._check_window_fields("InputTensor", inp, d)
         expected = self.expected_output_sizes
         count = math.prod(expected)
         if count > MAX_ELEMENTS or max(expected) > UINT32_MAX:
