@@ -385,3 +385,23 @@ def test_cupy_arrays_on_the_second_gpu_run_there_on_its_current_stream():
     t.start()
     t.join()
     assert got["u"].tobytes() == want_u.tobytes()
+
+
+@needs_cuda
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", ["outer", "inner"])
+def test_unfold_huge_stride_and_padding_on_the_gpu(case):
+    # As tests/runtime/test_cpu_hostile.py: a size-1 spatial dimension whose
+    # stride, window stride and start padding are 2^32 - 1, so offsets of
+    # positions in the padding pass 2^63 (computed wrapping, never used).
+    U32 = 2**32 - 1
+    F32 = dml.DataType.FLOAT32
+    if case == "outer":
+        inp = dml.TensorDesc(F32, [1, 1, 1, 3], [3, 3, U32, 1])
+        desc = dml.UnfoldOperatorDesc(inp, None, [1, 2], [U32, 1], [1, 1], [U32, 0], [0, 0])
+        x = np.array([5.0, 6.0, 7.0], np.float32).reshape(1, 1, 1, 3)
+    else:
+        inp = dml.TensorDesc(F32, [1, 1, 1], [1, 1, U32])
+        desc = dml.UnfoldOperatorDesc(inp, None, [1], [U32], [1], [U32], [U32])
+        x = np.array([5.0], np.float32).reshape(1, 1, 1)
+    assert dml.Device("cuda").run(desc, x).tobytes() == dml.Device("cpu").run(desc, x).tobytes()

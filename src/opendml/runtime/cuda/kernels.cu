@@ -132,8 +132,13 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
     const I row = row_all - n * (C * K);
     const I c = row / K;
     I k = row - c * K;
-    i64 off = p->in_offset + (i64)n * p->in_batch_stride + (i64)c * p->in_channel_stride;
-    i64 pos[D], size[D], st[D], step[D];
+    // Offsets in unsigned (wrapping) arithmetic: a window element in the
+    // padding may sit far outside the image (huge padding times a huge
+    // stride), and only offsets of elements inside are ever used, where the
+    // wrapped value is the true one. Signed overflow would be undefined.
+    u64 off = (u64)(p->in_offset + (i64)n * p->in_batch_stride + (i64)c * p->in_channel_stride);
+    i64 pos[D], size[D], st[D];
+    u64 step[D];
     I bd[D], nb[D];
     I bf = col0;
 #pragma unroll
@@ -147,9 +152,9 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
         bf /= nb[d];
         size[d] = q.size;
         st[d] = q.stride;
-        step[d] = q.stride * q.image_stride;
+        step[d] = (u64)q.stride * (u64)q.image_stride;
         pos[d] = (i64)bd[d] * q.stride + (i64)kd * q.dilation - q.start_padding;
-        off += pos[d] * q.image_stride;
+        off += (u64)pos[d] * (u64)q.image_stride;
     }
     const i64 ocol = p->out_column_stride;
     const i64 out0 = p->out_offset + (i64)n * p->out_batch_stride + (i64)row * p->out_row_stride + (i64)col0 * ocol;
@@ -164,7 +169,7 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
                 bool inside = true;
 #pragma unroll
                 for (int d = 0; d < D; ++d) inside = inside && (u64)pos[d] < (u64)size[d];
-                if (inside) val = src[off];
+                if (inside) val = src[(i64)off];
 #pragma unroll
                 for (int d = D - 1; d >= 0; --d) {  // next column, with carry
                     pos[d] += st[d];
@@ -172,7 +177,7 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
                     if (++bd[d] < nb[d]) break;
                     bd[d] = 0;
                     pos[d] -= (i64)nb[d] * st[d];
-                    off -= (i64)nb[d] * step[d];
+                    off -= (u64)nb[d] * step[d];
                 }
             }
             u.e[j] = val;
@@ -279,19 +284,19 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
     for (int l = gi; l < lines; l += 256 / G) {
         int rest = l;
         bool inside = true;
-        i64 off = in0;
+        u64 off = (u64)in0;    // wrapping, as in unfold_gather: used only where inside
 #pragma unroll
         for (int d = D - 2; d >= 0; --d) {
             const int y = rest % ext[d];
             rest /= ext[d];
             const i64 pos = b0[d] * dm[d].stride - dm[d].start_padding + y;
             inside = inside && pos >= 0 && pos < dm[d].size;
-            off += pos * dm[d].image_stride;
+            off += (u64)pos * (u64)dm[d].image_stride;
         }
         for (int x = gl; x < E; x += G) {
             const i64 pos = start_last + x;
             T v = (T)0;
-            if (inside && pos >= 0 && pos < dl.size) v = src[off + pos * dl.image_stride];
+            if (inside && pos >= 0 && pos < dl.size) v = src[(i64)(off + (u64)(pos * dl.image_stride))];
             region[l * E + x] = v;
         }
     }
