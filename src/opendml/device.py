@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 
 import numpy as np
+from numpy.typing import ArrayLike
 from numpy.lib.stride_tricks import as_strided
 
 from .runtime import get_backend
@@ -50,7 +51,7 @@ class Buffer:
     def __repr__(self) -> str:
         return f"Buffer({self.device.kind!r}, size_in_bytes={self.size_in_bytes})"
 
-    def write(self, array, tensor: TensorDesc | None = None, offset: int = 0, *, casting: str = "safe") -> None:
+    def write(self, array: ArrayLike, tensor: TensorDesc | None = None, offset: int = 0, *, casting: str = "safe") -> None:
         """Write ``array``'s elements at byte ``offset``: its packed bytes
         (little-endian) when ``tensor`` is None, else its elements through
         ``tensor``'s sizes and strides, converted to the tensor's data type.
@@ -303,13 +304,13 @@ class BindingTable:
         self._executor = None
         self._lock = threading.Lock()
 
-    def bind_inputs(self, bindings) -> None:
+    def bind_inputs(self, bindings: Sequence[BufferBinding | None] | BufferBinding | None) -> None:
         inputs = self._check("input", bindings, self.compiled.input_tensors, owned_ok=True)
         with self._lock:
             self._check_overlap(inputs, self._outputs)
             self._inputs, self._executor = inputs, None
 
-    def bind_outputs(self, bindings) -> None:
+    def bind_outputs(self, bindings: Sequence[BufferBinding] | BufferBinding) -> None:
         outputs = self._check("output", bindings, self.compiled.output_tensors, owned_ok=False)
         with self._lock:
             self._check_overlap(self._inputs, outputs)
@@ -347,7 +348,7 @@ class BindingTable:
                         f"{op}: {ka} {ia} bytes [{a.offset}, {a.end}) overlap {kb} {ib} bytes "
                         f"[{b.offset}, {b.end}) of the same buffer; {op} does not run in place")
 
-    def executor(self):
+    def executor(self) -> Callable[[], None]:
         with self._lock:
             if self._executor is None:
                 if self._inputs is None or self._outputs is None:
@@ -402,14 +403,15 @@ class Device:
         desc.validate(self.feature_level)
         return Operator(self, desc)
 
-    def compile_operator(self, operator) -> CompiledOperator:
+    def compile_operator(self, operator: Operator | OperatorDesc) -> CompiledOperator:
         if isinstance(operator, OperatorDesc):
             operator = self.create_operator(operator)
         if not isinstance(operator, Operator) or operator.device is not self:
             raise ValidationError("compile_operator: expected an Operator created by this device")
         return CompiledOperator(self, operator)
 
-    def initialize_operator(self, compiled: CompiledOperator, input_bindings=()) -> None:
+    def initialize_operator(self, compiled: CompiledOperator,
+                            input_bindings: Sequence[BufferBinding | None] = ()) -> None:
         """The operator initializer: binds OWNED_BY_DML inputs once; their data is
         copied into memory the operator owns. Other inputs take None here."""
         if not isinstance(compiled, CompiledOperator):
@@ -454,7 +456,7 @@ class Device:
         except MemoryError:
             raise ValidationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
 
-    def upload(self, array, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
+    def upload(self, array: ArrayLike, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
         """A new buffer holding ``array``: its packed bytes (a buffer of its
         size rounded up to 4), or its elements laid out by ``tensor`` (a
         buffer of the tensor's TotalTensorSizeInBytes), converted under
@@ -491,7 +493,7 @@ class Device:
 
     dispatch = execute
 
-    def run(self, desc: OperatorDesc, *arrays) -> np.ndarray:
+    def run(self, desc: OperatorDesc, *arrays: ArrayLike) -> np.ndarray:
         """The whole flow in one call: create and compile the operator (validated
         at this device's feature level), upload each input array through its
         tensor description (initializing OWNED_BY_DML inputs), bind, execute and

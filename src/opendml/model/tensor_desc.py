@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from collections.abc import Sequence
 
 from ._checks import UINT32_MAX, UINT64_MAX, as_int, as_int_tuple
 from .data_type import DataType
@@ -24,7 +25,7 @@ class TensorFlags(enum.IntFlag):
     OWNED_BY_DML = 1
 
 
-def packed_strides(sizes) -> tuple[int, ...]:
+def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides (last dimension fastest), in elements."""
     strides, step = [], 1
     for s in reversed(tuple(sizes)):
@@ -33,7 +34,7 @@ def packed_strides(sizes) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def nhwc_strides(sizes) -> tuple[int, ...]:
+def nhwc_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     """Packed channels-last strides for sizes given in NCHW (4-D) or NCDHW (5-D)
     order: {N, C, H, W} gives {H*W*C, 1, W*C, C}."""
     sizes = tuple(sizes)
@@ -84,7 +85,8 @@ def _buffer_tensor_size(element_size: int, sizes, strides) -> int:
     return round_up_4(count * element_size)
 
 
-def calc_buffer_tensor_size(data_type, sizes, strides=None) -> int:
+def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[int],
+                            strides: Sequence[int] | None = None) -> int:
     """DMLCalcBufferTensorSize: the minimum byte size of a buffer tensor,
     rounded up to a multiple of 4. The arguments are checked as a
     ``TensorDesc`` checks them (an element type of these operators, 1 to 8

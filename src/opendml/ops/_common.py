@@ -146,7 +146,7 @@ class OperatorDesc:
                 raise self._err(
                     f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
 
-    def validate(self, feature_level=FeatureLevel.FL_6_4) -> "OperatorDesc":
+    def validate(self, feature_level: "FeatureLevel | str" = FeatureLevel.FL_6_4) -> "OperatorDesc":
         """Check the page's support tables at ``feature_level``; the rules that do
         not depend on a level were checked on construction. Returns ``self``."""
         level = FeatureLevel.parse(feature_level)

@@ -21,6 +21,7 @@ float32 and rounds once, float32 and float64 sum in their own type.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 import math
 
 from ..plan import FoldPlan
@@ -145,7 +146,7 @@ class FoldOperatorDesc(OperatorDesc):
     def sum_kind(self) -> int:
         return SUM_FLOAT if self.input_tensor.data_type in _FLOAT_TYPES else SUM_INTEGER
 
-    def lower(self, in_strides=None, in_offset: int = 0) -> FoldPlan:
+    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> FoldPlan:
         """The gather plan. ``in_strides``/``in_offset``: the input's signed
         element strides and origin where the array API passes an array's
         layout; only the last three (N, rows, columns) matter, leading

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from ..plan import CopyPlan
 from ..model._checks import UINT32_MAX
@@ -53,7 +54,7 @@ class SliceOperatorDesc(OperatorDesc):
             if s != o:
                 raise self._err(f"Sizes[{i}] must equal OutputTensor.Sizes[{i}]; got {s} != {o}")
 
-    def lower(self, in_strides=None, in_offset: int = 0) -> CopyPlan:
+    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> CopyPlan:
         ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
         return CopyPlan(
             element_size=self.input_tensor.element_size,

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from ..plan import CopyPlan
 from ..model.feature_level import FeatureLevel
@@ -58,7 +59,7 @@ class Slice1OperatorDesc(OperatorDesc):
     def max_output_sizes(self) -> tuple[int, ...]:
         return tuple(max_copied_elements(s, t) for s, t in zip(self.input_window_sizes, self.input_window_strides))
 
-    def lower(self, in_strides=None, in_offset: int = 0) -> CopyPlan:
+    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> CopyPlan:
         ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
         start = [o + (s - 1 if t < 0 else 0) for o, s, t in
                  zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides)]

@@ -12,6 +12,7 @@ per dimension). ``slice1(slice_grad(g)) == g`` for the same window.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from ..plan import ScatterPlan
 from ..model.feature_level import FeatureLevel
@@ -78,7 +79,7 @@ class SliceGradOperatorDesc(OperatorDesc):
                      for o, s, t, g in zip(self.input_window_offsets, self.input_window_sizes,
                                            self.input_window_strides, self.input_gradient_tensor.sizes))
 
-    def lower(self, in_strides=None, in_offset: int = 0) -> ScatterPlan:
+    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> ScatterPlan:
         """The scatter plan, walking output positions upwards: where a stride is
         negative, position ``first + |stride| * i`` receives input-gradient
         element ``taken - 1 - i``, so that dimension's input stride is negated

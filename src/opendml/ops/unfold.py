@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 import math
 
 from ..plan import UnfoldPlan
@@ -80,7 +81,7 @@ class UnfoldOperatorDesc(OperatorDesc):
         n, c = self.input_tensor.sizes[:2]
         return (n, c * math.prod(self.window_sizes), self.block_count)
 
-    def lower(self, in_strides=None, in_offset: int = 0) -> UnfoldPlan:
+    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> UnfoldPlan:
         ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
         n, c, *spatial = self.input_tensor.sizes
         return UnfoldPlan(
