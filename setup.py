@@ -26,4 +26,5 @@ sources = sorted(f"{NATIVE}/{name}" for name in os.listdir(NATIVE) if name.endsw
 headers = ["src/opendml/runtime/params.h"] + sorted(f"{NATIVE}/{n}" for n in os.listdir(NATIVE) if n.endswith(".h"))
 setup(ext_modules=[Extension("opendml.runtime.cpu._native", sources, include_dirs=["src/opendml/runtime"],
                              depends=headers,
+                             libraries=[] if sys.platform == "win32" else ["dl"],  # dlopen of libcuda (cuda_launch.c)
                              extra_compile_args=args, extra_link_args=link, optional=True)])

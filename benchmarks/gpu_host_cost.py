@@ -98,7 +98,8 @@ def main(argv=None):
         "torch.empty_like(x)": lambda: torch.empty_like(x),
         "CuPy RawKernel launch (opendml kernel)": lambda: raw(grid, (cb.THREADS,), (xc, yc, pdev)),
         "CuPy Function launch, given stream": lambda: fn(grid, (cb.THREADS,), (xp, yp, pdev), 0, null),
-        "opendml launch (driver cuLaunchKernel)": lambda: backend.launch(plan, xp, 16, yp, stream),
+        f"opendml launch ({cb.CudaBackend.cache_info(backend)['launch_via']})":
+            lambda: backend.launch(plan, xp, 16, yp, stream),
         "opendml launcher(...)(stream)": lambda: backend.launcher(plan, xp, 16, yp)(stream),
         "torch.empty + current stream + opendml launch":
             lambda: backend.launch(plan, xp, 16, torch.empty((1, 1, 2, 2), device="cuda").data_ptr(),
@@ -119,6 +120,14 @@ def main(argv=None):
     finally:
         cb.LAUNCH_VIA = saved
     cases["opendml launch (CuPy Function fallback)"] = lambda: backend.launch(plan2, xp, 16, yp, stream)
+    # the ctypes cuLaunchKernel path (before the C launch existed)
+    try:
+        cb.LAUNCH_VIA = "driver"
+        plan3 = desc.lower()
+        backend.launch(plan3, xp, 16, yp, stream)
+    finally:
+        cb.LAUNCH_VIA = saved
+    cases["opendml launch (ctypes cuLaunchKernel)"] = lambda: backend.launch(plan3, xp, 16, yp, stream)
     results = measure(cases, sync, args.calls)
     props = cupy.cuda.runtime.getDeviceProperties(0)
     res = {"device_name": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],

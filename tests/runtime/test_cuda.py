@@ -405,3 +405,15 @@ def test_unfold_huge_stride_and_padding_on_the_gpu(case):
         desc = dml.UnfoldOperatorDesc(inp, None, [1], [U32], [1], [U32], [U32])
         x = np.array([5.0], np.float32).reshape(1, 1, 1)
     assert dml.Device("cuda").run(desc, x).tobytes() == dml.Device("cpu").run(desc, x).tobytes()
+
+
+@needs_cuda
+@pytest.mark.cuda
+def test_launches_go_through_the_c_extension_where_it_is_built():
+    from opendml.runtime import get_backend
+    via = get_backend("cuda").cache_info()["launch_via"]
+    assert via == ("native" if dml.config().compiled_available else "driver")
+    x = np.arange(2 * 3 * 5 * 6, dtype=np.float32).reshape(2, 3, 5, 6)
+    assert dml.Device("cuda").run(dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, list(x.shape)),
+                                                          None, [3, 3], [1, 2], [1, 1], [1, 0], [1, 2]), x).tobytes() \
+        == dml.unfold(x, [3, 3], [1, 2], 1, [1, 0], [1, 2]).tobytes()

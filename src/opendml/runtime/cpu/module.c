@@ -83,7 +83,11 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
                          "odml_scatter_params", (Py_ssize_t)sizeof(odml_scatter_params));
 }
 
+PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);  /* cuda_launch.c */
+
 static PyMethodDef methods[] = {
+    {"cuda_launch", (PyCFunction)(void (*)(void))odml_py_cuda_launch, METH_FASTCALL,
+     "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> CUresult (see cuda_launch.c)"},
     {"copy", py_copy, METH_VARARGS,
      "copy(dst_addr, src_addr, params: bytes of odml_copy_params, threads): strided copy"},
     {"unfold", py_unfold, METH_VARARGS,

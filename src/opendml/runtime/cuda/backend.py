@@ -190,6 +190,15 @@ def _driver():
     return None
 
 
+@functools.cache
+def _fast_launch():
+    """opendml's C ``cuda_launch`` (in the CPU extension), or None where the
+    extension is not built."""
+    from ..cpu.backend import _load_native
+    native = _load_native()
+    return getattr(native, "cuda_launch", None)
+
+
 _STREAM_ARGS: dict = {}
 
 
@@ -212,10 +221,11 @@ def _error_name(rc: int) -> str:
     return f"CUDA error {rc}"
 
 
-#: How launches are made: "driver" (cuLaunchKernel through ctypes) where the
-#: driver library loads, else "cupy" (CuPy's Function call). Benchmarks may
-#: set it before a backend builds its launches.
-LAUNCH_VIA = "driver"
+#: How launches are made: "native" (cuLaunchKernel from opendml's C extension,
+#: cpu/cuda_launch.c) where the extension and the driver library load, else
+#: "driver" (cuLaunchKernel through ctypes), else "cupy" (CuPy's Function
+#: call). Benchmarks may set it before a backend builds its launches.
+LAUNCH_VIA = "native"
 
 
 class Launch:
@@ -224,7 +234,7 @@ class Launch:
     rewritten per call. ``launch(src_ptr, dst_ptr, stream_ptr)`` queues it."""
 
     __slots__ = ("name", "blocks", "smem", "function", "params", "plan", "backend", "_src", "_dst", "_pslot",
-                 "_argv", "_call", "_lock", "_via")
+                 "_argv", "_call", "_lock", "_via", "_fast", "_fn", "_pptr")
 
     def __init__(self, backend, plan, name, kernel, params_dev, blocks, smem, via):
         self.backend, self.plan, self.name = backend, plan, name
@@ -234,16 +244,26 @@ class Launch:
         self._src, self._dst, self._pslot = (ctypes.c_uint64(0), ctypes.c_uint64(0),
                                              ctypes.c_uint64(params_dev.data.ptr))
         self._argv = (ctypes.c_void_p * 3)(*(ctypes.addressof(v) for v in (self._src, self._dst, self._pslot)))
-        drv = _driver() if via == "driver" else None
-        self._via = "driver" if drv is not None else "cupy"
+        drv = _driver() if via in ("native", "driver") else None
+        self._via = "cupy" if drv is None else "driver"
         self._call = None
+        self._fast = None
+        self._fn, self._pptr = kernel.ptr, params_dev.data.ptr
         if drv is not None:
             u = ctypes.c_uint
             self._call = functools.partial(drv[0], ctypes.c_void_p(kernel.ptr), u(blocks), u(1), u(1), u(THREADS),
                                            u(1), u(1), u(smem))
+            # The same cuLaunchKernel from opendml's C extension: no per-call
+            # argument conversion (cpu/cuda_launch.c); ctypes where it is absent.
+            self._fast = _fast_launch() if via == "native" else None
 
     def __call__(self, src_ptr: int, dst_ptr: int, stream_ptr: int = 0) -> None:
         if not self.blocks:
+            return
+        if self._fast is not None:
+            rc = self._fast(self._fn, self.blocks, THREADS, self.smem, stream_ptr, src_ptr, dst_ptr, self._pptr)
+            if rc:
+                self._retry(rc, src_ptr, dst_ptr, _stream_arg(stream_ptr))
             return
         if self._call is None:
             self.function((self.blocks,), (THREADS,), (src_ptr, dst_ptr, self.params), shared_mem=self.smem,
@@ -282,7 +302,7 @@ class Launch:
 
     @property
     def via(self) -> str:
-        return self._via
+        return "native" if self._fast is not None else self._via
 
 
 class CudaBackend:
@@ -344,7 +364,8 @@ class CudaBackend:
     def cache_info(self) -> dict:
         """{'launches', 'parameter_blocks', 'launch_via'}: cached launches and
         uploaded parameter blocks of this device, and how launches are made."""
-        via = "driver" if LAUNCH_VIA == "driver" and _driver() is not None else "cupy"
+        via = "cupy" if LAUNCH_VIA == "cupy" or _driver() is None else (
+            "native" if LAUNCH_VIA == "native" and _fast_launch() is not None else "driver")
         return {"launches": len(self._launches), "parameter_blocks": len(self._params), "launch_via": via}
 
     # -- memory ----------------------------------------------------------------

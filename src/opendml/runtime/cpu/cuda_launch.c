@@ -1,0 +1,68 @@
+/* cuda_launch(function, grid, block, shared_mem, stream, src, dst, params):
+ * one cuLaunchKernel call for opendml's CUDA kernels, whose three arguments
+ * are always (source pointer, destination pointer, parameter-block pointer).
+ *
+ * Owns only this: the CUDA backend (runtime/cuda/backend.py) builds and caches
+ * everything else (compiled function, uploaded parameter block, grid) and
+ * calls this on the hot path, because a launch through ctypes costs about
+ * 8 us of argument conversion and this one a fraction of a microsecond. The
+ * driver library is opened on first use with dlopen, so the extension needs
+ * no CUDA to build or import; without a driver the call raises ImportError
+ * and the backend keeps its ctypes launch. Returns the CUresult (0: queued).
+ * Lives in the CPU extension only because that is opendml's one C extension.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#ifndef _WIN32
+#include <dlfcn.h>
+
+typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shared, void *stream, void **params, void **extra);
+static launch_fn cu_launch = NULL;
+
+static int load_driver(void) {
+    if (cu_launch) return 1;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return 0;
+    cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
+    return cu_launch != NULL;
+}
+#endif
+
+PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "cuda_launch takes 8 arguments (function, grid, block, shared_mem, stream, "
+                     "src, dst, params); got %zd", nargs);
+        return NULL;
+    }
+    unsigned long long v[8];
+    for (int i = 0; i < 8; ++i) {
+        v[i] = PyLong_AsUnsignedLongLong(args[i]);
+        if (v[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    }
+    if (v[1] == 0 || v[1] > 0x7fffffffULL || v[2] == 0 || v[2] > 1024 || v[3] > 0xffffffffULL) {
+        PyErr_SetString(PyExc_ValueError, "cuda_launch: grid must be in [1, 2^31 - 1], block in [1, 1024], "
+                        "shared_mem below 2^32");
+        return NULL;
+    }
+#ifdef _WIN32
+    PyErr_SetString(PyExc_ImportError, "cuda_launch: not available on Windows (the backend launches through ctypes)");
+    return NULL;
+#else
+    if (!load_driver()) {
+        PyErr_SetString(PyExc_ImportError, "cuda_launch: the CUDA driver library (libcuda) could not be loaded");
+        return NULL;
+    }
+    void *src = (void *)(uintptr_t)v[5], *dst = (void *)(uintptr_t)v[6], *params = (void *)(uintptr_t)v[7];
+    void *argv[3] = {&src, &dst, &params};
+    int rc = cu_launch((void *)(uintptr_t)v[0], (unsigned)v[1], 1, 1, (unsigned)v[2], 1, 1, (unsigned)v[3],
+                       (void *)(uintptr_t)v[4], argv, NULL);
+    return PyLong_FromLong(rc);
+#endif
+}
