@@ -264,7 +264,7 @@ def slice(x, offsets, sizes, strides):  # noqa: A001 - DirectML's name
     desc = SliceOperatorDesc(_tensor(dt, x.shape), None, offsets, sizes, strides)
     axes = list(zip(desc.offsets, desc.strides, desc.sizes))
     name = "opendml-slice-" + tokenize(x, desc.offsets, desc.sizes, desc.strides)
-    return _strided(x, dt, axes, name, lambda low, counts, steps: _Slice(low, counts, steps))
+    return _strided(x, dt, axes, name, _slice1_task)
 
 
 def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
@@ -281,19 +281,14 @@ def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
                 desc.output_tensor.sizes)]
     token = tokenize(x, desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides,
                      desc.output_tensor.sizes)
-    return _strided(x, dt, axes, "opendml-slice1-" + token, lambda low, counts, steps: _Slice1(
-        low, tuple(abs(t) * (n - 1) + 1 for t, n in zip(steps, counts)), steps))
+    return _strided(x, dt, axes, "opendml-slice1-" + token, _slice1_task)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Slice:
-    """A task: ``opendml.slice`` on one chunk (chunk-local offsets)."""
-    offsets: tuple[int, ...]
-    sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-
-    def __call__(self, chunk):
-        return _api().slice(chunk, self.offsets, self.sizes, self.strides)
+def _slice1_task(low, counts, steps):
+    """The task for one chunk of SLICE or SLICE1 (SLICE is SLICE1 with positive
+    strides): the chunk-local window from ``low`` that reaches ``counts``
+    elements with ``steps``."""
+    return _Slice1(low, tuple(abs(t) * (n - 1) + 1 for t, n in zip(steps, counts)), steps)
 
 
 @dataclasses.dataclass(frozen=True)
