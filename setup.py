@@ -1,7 +1,9 @@
 """Build the optional compiled CPU kernels; everything else is in pyproject.toml.
 
-The extension needs only a C compiler and Python's headers. Where it cannot be
-built, installation goes on without it and the CPU backend runs the same plans
+The extension needs a C compiler and Python's headers; with NumPy's headers
+(a build requirement in pyproject.toml) it also serves repeated array-API calls
+on NumPy arrays from C (calls.c, the call cache). Where it cannot be built,
+installation goes on without it and the CPU backend runs the same plans
 through NumPy (``opendml info`` says which is in use).
 
 ``OPENDML_SANITIZE=1`` builds it with AddressSanitizer and UBSan (CI's second
@@ -22,9 +24,19 @@ if os.environ.get("OPENDML_SANITIZE") == "1":
     # is defined and UBSan would not check it.
     args, link = [a for a in args if a != "-O3"] + flags + ["-fno-wrapv"], link + flags
 
+include = ["src/opendml/runtime"]
+macros = []
+try:
+    import numpy
+except ImportError:             # the call cache then serves no NumPy arrays (calls.c)
+    pass
+else:
+    include.append(numpy.get_include())
+    macros.append(("ODML_NUMPY", "1"))
+
 sources = sorted(f"{NATIVE}/{name}" for name in os.listdir(NATIVE) if name.endswith(".c"))
 headers = ["src/opendml/runtime/params.h"] + sorted(f"{NATIVE}/{n}" for n in os.listdir(NATIVE) if n.endswith(".h"))
-setup(ext_modules=[Extension("opendml.runtime.cpu._native", sources, include_dirs=["src/opendml/runtime"],
+setup(ext_modules=[Extension("opendml.runtime.cpu._native", sources, include_dirs=include, define_macros=macros,
                              depends=headers,
                              libraries=[] if sys.platform == "win32" else ["dl"],  # dlopen of libcuda (cuda_launch.c)
                              extra_compile_args=args, extra_link_args=link, optional=True)])

@@ -23,6 +23,7 @@ from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
                    UnfoldOperatorDesc)
+from ..runtime import calls as _calls
 from .planner import OpCall, plan_cache_info
 
 __all__ = ["slice1", "unfold", "fold", "slice_grad", "cpu_output_cache", "plan_cache_info", "adapter_for"]
@@ -64,8 +65,19 @@ def _run(x, call: OpCall):
     return adapter_for(x).run(x, call)
 
 
+#: ``_cached(op, x, *args)``: a repeated call served by the call cache (C),
+#: or None; each function below passes its arguments exactly as its OpCall
+#: holds them, which is how the adapters record the call after a first run.
+_cached = _calls.call
+_SLICE, _SLICE1, _UNFOLD, _FOLD, _SLICE_GRAD = (_calls.OPS[k] for k in ("slice", "slice1", "unfold", "fold",
+                                                                      "slice_grad"))
+
+
 def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> Any:  # noqa: A001
     """DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``."""
+    out = _cached(_SLICE, x, offsets, sizes, strides)
+    if out is not None:
+        return out
     return _run(x, OpCall("slice", (offsets, sizes, strides),
                           lambda t: SliceOperatorDesc(t, None, offsets, sizes, strides)))
 
@@ -75,6 +87,10 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
     """DML_SLICE1: a window of ``x`` walked with signed strides (a negative
     stride starts at the window's end). ``output_sizes`` defaults to every
     reachable element: ``1 + (window_sizes - 1) // |window_strides|``."""
+    out = _cached(_SLICE1, x, window_offsets, window_sizes, window_strides, output_sizes)
+    if out is not None:
+        return out
+
     def make(t):
         out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)
         return Slice1OperatorDesc(t, out, window_offsets, window_sizes, window_strides)
@@ -86,6 +102,9 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
     """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
     ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
     every spatial axis."""
+    out = _cached(_UNFOLD, x, window_sizes, strides, dilations, start_padding, end_padding)
+    if out is not None:
+        return out
     args = (window_sizes, strides, dilations, start_padding, end_padding)
 
     def make(t):
@@ -106,6 +125,9 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
     what ``unfold`` gives for an input of the output's shape with the same
     window, strides, dilations and padding."""
+    out = _cached(_FOLD, x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+    if out is not None:
+        return out
     args = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
 
     def make(t):
@@ -132,6 +154,10 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
     ``input_sizes`` (the shape of ``slice1``'s input) that is 0 except where
     ``slice1`` with this window reads, which receives the matching element of
     ``grad`` (``grad.shape`` being ``slice1``'s output shape)."""
+    out = _cached(_SLICE_GRAD, grad, input_sizes, window_offsets, window_sizes, window_strides)
+    if out is not None:
+        return out
+
     def make(t):
         return SliceGradOperatorDesc(t, TensorDesc(t.data_type, input_sizes), window_offsets, window_sizes,
                                      window_strides)

@@ -20,6 +20,7 @@ import numpy as np
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
+from ..runtime.calls import info as call_cache_info
 
 __all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plan_cache_info",
            "PLAN_CACHE_SIZE"]
@@ -162,5 +163,12 @@ def plan_for_strides(call: OpCall, dtype, shape: tuple, byte_strides: tuple, ite
 
 
 def plan_cache_info() -> dict:
-    """``{'size', 'plans', 'hits', 'misses'}`` of the plan cache."""
-    return _CACHE.info()
+    """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the plan cache's
+    size, plans held, hits and misses, where hits include the calls that the
+    call cache served without looking a plan up (its own counts are under
+    ``call_cache``, see ``opendml.runtime.calls``)."""
+    info = _CACHE.info()
+    served = call_cache_info()
+    info["hits"] += served["hits"]
+    info["call_cache"] = served
+    return info

@@ -40,7 +40,7 @@ import torch
 
 import opendml.arrays as api
 from ..model.errors import UnsupportedError
-from ..runtime import get_backend
+from ..runtime import calls, get_backend
 from . import numpy_adapter
 from .planner import OpCall, array_layout, plan_for
 
@@ -140,7 +140,7 @@ def _kernel(x, call: OpCall):
     raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-_CUDA: dict = {}                          # device index -> backend.launch
+_CUDA: dict = {}                          # device index -> backend.record
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
@@ -168,18 +168,29 @@ def _cuda_kernel(x, call: OpCall, dtype):
     if out.numel() == 0 or layout.span == 0:
         return out
     index = x.get_device()
-    launch = _CUDA.get(index)
-    if launch is None:
-        launch = _CUDA[index] = get_backend(f"cuda:{index}").launch
+    record = _CUDA.get(index)
+    if record is None:
+        record = _CUDA[index] = get_backend(f"cuda:{index}").record
     stream = _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
     # The plan reads from the lowest-addressed element: x's origin minus its turned-around axes.
-    src = x.data_ptr() - layout.origin * item
+    origin = layout.origin * item
+    src, dst = x.data_ptr() - origin, out.data_ptr()
+    launch = record(plan, src, layout.span, dst)
     if _current_device() == index:
-        launch(plan, src, layout.span, out.data_ptr(), stream)
+        launch(src, dst, stream)
     else:                                 # the launch needs the tensor's device current
         with torch.cuda.device(index):
-            launch(plan, src, layout.span, out.data_ptr(), stream)
+            launch(src, dst, stream)
+    # The next call like this one is served from C (runtime/calls.py).
+    calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst)
     return out
+
+
+if _raw_stream is not None:
+    # What the call cache needs to serve a plain CUDA tensor (runtime/cpu/calls.c):
+    # the routing checks of _needs_op, the tensor's current stream and device.
+    calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _is_functorch_wrapped, _raw_stream,
+                         _current_device)
 
 
 # -- operator route ----------------------------------------------------------------------------------

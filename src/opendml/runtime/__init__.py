@@ -43,6 +43,10 @@ def _config_changed(cfg: Config) -> None:
     _BACKENDS.pop("cpu", None)
     from .cpu.backend import apply_cache_limit
     apply_cache_limit(cfg)
+    # Entries of the call cache were made under the old settings.
+    from . import calls
+    calls.set_enabled(cfg.call_cache)
+    calls.clear()
 
 
 def _compiled_loads() -> bool:

@@ -6,6 +6,7 @@ The environment is read once, when this module is imported:
     OPENDML_CPU_KERNELS      "compiled" or "numpy" (default: compiled where built)
     OPENDML_CPU_THREADS      an integer in [1, 1024] (default: the usable cores)
     OPENDML_CPU_CACHE_BYTES  an integer in [0, 2**62] (default: see ``default_cache_bytes``)
+    OPENDML_CALL_CACHE       "1" or "0": serve repeated array-API calls from C (default 1)
 
 A malformed value is an error that names the variable, the value and what is
 allowed. So that ``import opendml`` (and ``opendml info``) still work, the
@@ -67,7 +68,10 @@ class Config:
     ``thread_grain_bytes``: work below this many bytes moved runs on one thread;
     ``unfold_tile_stride``, ``unfold_tile_columns``: UNFOLD reads along the
     innermost block axis with a byte step above ``unfold_tile_stride`` in
-    tiles of ``unfold_tile_columns`` output columns.
+    tiles of ``unfold_tile_columns`` output columns;
+    ``call_cache``: whether a repeated array-API call (same operator,
+    arguments, dtype, shape and strides) is served by the compiled extension's
+    call cache without entering Python (see ``opendml.runtime.calls``).
     """
     cpu_kernels: str
     compiled_available: bool
@@ -76,6 +80,7 @@ class Config:
     thread_grain_bytes: int = 1 << 20
     unfold_tile_stride: int = 64
     unfold_tile_columns: int = 256
+    call_cache: bool = True
 
 
 #: Whether the compiled CPU kernels load; set by ``opendml.runtime`` (which
@@ -107,6 +112,12 @@ def _from_environment() -> tuple[dict, dict]:
         else:
             errors["cpu_kernels"] = ValidationError(
                 f"OPENDML_CPU_KERNELS must be one of {', '.join(KERNEL_CHOICES)}; got {raw!r}")
+    raw = os.environ.get("OPENDML_CALL_CACHE")
+    if raw is not None and raw.strip():
+        if raw.strip() in ("0", "1"):
+            values["call_cache"] = raw.strip() == "1"
+        else:
+            errors["call_cache"] = ValidationError(f"OPENDML_CALL_CACHE must be 0 or 1; got {raw!r}")
     for setting, name, lo, hi in (("threads", "OPENDML_CPU_THREADS", 1, MAX_THREADS),
                                   ("output_cache_bytes", "OPENDML_CPU_CACHE_BYTES", 0, MAX_CACHE_BYTES)):
         raw = os.environ.get(name)
@@ -135,7 +146,8 @@ def _initial() -> Config:
                                "installed (reinstall with a C compiler present)")
     return Config(cpu_kernels=kernels, compiled_available=available,
                   threads=_env_values.get("threads", usable_cores()),
-                  output_cache_bytes=_env_values.get("output_cache_bytes", default_cache_bytes()))
+                  output_cache_bytes=_env_values.get("output_cache_bytes", default_cache_bytes()),
+                  call_cache=_env_values.get("call_cache", True))
 
 
 def config() -> Config:
@@ -179,15 +191,18 @@ class _Restore:
 
 def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
               output_cache_bytes: int | None = None, thread_grain_bytes: int | None = None,
-              unfold_tile_stride: int | None = None, unfold_tile_columns: int | None = None) -> _Restore:
+              unfold_tile_stride: int | None = None, unfold_tile_columns: int | None = None,
+              call_cache: bool | None = None) -> _Restore:
     """Change settings (None keeps a setting). Returns a handle whose ``with``
     block restores the previous settings on exit."""
+    given = {"cpu_kernels": cpu_kernels, "threads": threads, "output_cache_bytes": output_cache_bytes,
+             "call_cache": call_cache}
     with _lock:
         try:
             previous = config()
         except ValidationError:
             # A malformed environment value: settings given here replace it.
-            for key in [k for k in _env_errors if locals().get(k) is not None]:
+            for key in [k for k in _env_errors if given.get(k) is not None]:
                 del _env_errors[key]
             previous = config()
         changes: dict = {}
@@ -206,6 +221,10 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
                                     ("unfold_tile_columns", unfold_tile_columns, 1, 1 << 20)):
             if value is not None:
                 changes[name] = _check_int(name, value, lo, hi)
+        if call_cache is not None:
+            if not isinstance(call_cache, bool):
+                raise TypeError(f"configure: call_cache must be True or False; got {type(call_cache).__name__}")
+            changes["call_cache"] = call_cache
         _apply(dataclasses.replace(previous, **changes))
         return _Restore(previous)
 

@@ -78,10 +78,26 @@ static void cache_trim(Py_ssize_t room) { /* evict oldest until `room` more byte
     while (cache_n && (cache_bytes + room > cache_max || cache_n == CACHE_SLOTS)) cache_drop(0);
 }
 
+static PyObject *block_make(PyTypeObject *type, Py_ssize_t n);
+
 static PyObject *Block_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     Py_ssize_t n;
     static char *kwlist[] = {"nbytes", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kw, "n", kwlist, &n)) return NULL;
+    return block_make(type, n);
+}
+
+PyObject *odml_block_new(Py_ssize_t nbytes, char **ptr, int *fresh) {
+    Block *b = (Block *)block_make(&odml_BlockType, nbytes);
+    if (!b) return NULL;
+    *ptr = b->ptr;
+    *fresh = b->fresh;
+    return (PyObject *)b;
+}
+
+Py_ssize_t odml_block_cache_max(void) { return cache_max; }
+
+static PyObject *block_make(PyTypeObject *type, Py_ssize_t n) {
     if (n < 0) {
         PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.Block: nbytes must be >= 0, got %zd", n);
         return NULL;

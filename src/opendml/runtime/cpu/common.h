@@ -12,6 +12,8 @@
  *   unfold.c    the UNFOLD gather
  *   fold.c      the FOLD windowed sum (a gather; no atomics)
  *   scatter.c   SLICE_GRAD's scatter into zeros
+ *   calls.c     the call cache: repeated array-API calls served from C
+ *   cuda_launch.c cuLaunchKernel through the driver library (dlopen)
  *   blocks.c    output memory blocks with a bounded reuse cache (Python type;
  *               blocks.h declares what module.c registers)
  *   module.c    the Python module: argument parsing, the GIL, errors
@@ -41,6 +43,11 @@ int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads
 int odml_unfold(char *dst, const char *src, const odml_unfold_params *p, int threads, const char **error);
 int odml_fold(char *dst, const char *src, const odml_fold_params *p, int threads, const char **error);
 int odml_scatter(char *dst, const char *src, const odml_scatter_params *p, int threads, const char **error);
+
+/* cuda_launch.c: cuLaunchKernel(function, grid, block, shared, stream, {src,
+ * dst, params}); the CUresult, or -1 where the driver library is absent. */
+int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream, uint64_t src,
+                     uint64_t dst, uint64_t params);
 
 /* Outputs at least this large are written with streaming stores where a
  * kernel writes whole contiguous runs (copy.c). Tuning aid: _native.stream_min. */

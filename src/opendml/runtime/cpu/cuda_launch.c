@@ -10,6 +10,7 @@
  * no CUDA to build or import; without a driver the call raises ImportError
  * and the backend keeps its ctypes launch. Returns the CUresult (0: queued).
  * Lives in the CPU extension only because that is opendml's one C extension.
+ * odml_cuda_launch (common.h) is the same launch for the call cache (calls.c).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -33,6 +34,20 @@ static int load_driver(void) {
     return cu_launch != NULL;
 }
 #endif
+
+int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream, uint64_t src,
+                     uint64_t dst, uint64_t params) {
+#ifdef _WIN32
+    (void)function; (void)grid; (void)block; (void)shared; (void)stream; (void)src; (void)dst; (void)params;
+    return -1;
+#else
+    if (!load_driver()) return -1;
+    void *s = (void *)(uintptr_t)src, *d = (void *)(uintptr_t)dst, *p = (void *)(uintptr_t)params;
+    void *argv[3] = {&s, &d, &p};
+    return cu_launch((void *)(uintptr_t)function, grid, 1, 1, block, 1, 1, shared, (void *)(uintptr_t)stream, argv,
+                     NULL);
+#endif
+}
 
 PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;

@@ -1,6 +1,7 @@
 /* The Python module opendml.runtime.cpu._native: argument parsing, the GIL
  * and errors around the kernels (common.h), plus the Block type and cache
- * functions of blocks.c. Owns the method table and nothing else.
+ * functions of blocks.c and the call cache of calls.c. Owns the method table
+ * and nothing else.
  *
  * Python validates and lowers every operator; a kernel call only executes a
  * plan already known to stay inside the bound ranges. Each kernel function
@@ -9,8 +10,9 @@
  * ctypes mirrors of runtime/params.py; the length must be the struct's size)
  * and a thread count, and runs with the GIL released.
  *
- * Only Python.h is needed (no NumPy headers): the extension is optional and
- * the CPU backend runs the same plans through NumPy where it is absent.
+ * The kernels need only Python.h; the call cache (calls.c) uses NumPy's
+ * headers where the build has them. The extension is optional: the CPU
+ * backend runs the same plans through NumPy where it is absent.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -84,8 +86,36 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
 }
 
 PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);  /* cuda_launch.c */
+/* calls.c */
+int odml_calls_init(void);
+PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused);
+PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused);
 
 static PyMethodDef methods[] = {
+    {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
+     "call_cache_call(op, x, *args) -> the output, or None where the call must take the Python route (calls.c)"},
+    {"call_cache_put_numpy", odml_py_call_cache_put_numpy, METH_VARARGS,
+     "call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, "
+     "prefault) -> whether stored"},
+    {"call_cache_put_cuda", odml_py_call_cache_put_cuda, METH_VARARGS,
+     "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, "
+     "launch) -> whether stored"},
+    {"call_cache_torch", odml_py_call_cache_torch, METH_VARARGS,
+     "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, "
+     "current_device): PyTorch's hooks"},
+    {"call_cache_cupy", odml_py_call_cache_cupy, METH_VARARGS,
+     "call_cache_cupy(ndarray, empty, current_device, current_stream_ptr): CuPy's hooks"},
+    {"call_cache_clear", odml_py_call_cache_clear, METH_NOARGS, "call_cache_clear(): drop every entry"},
+    {"call_cache_enable", odml_py_call_cache_enable, METH_VARARGS,
+     "call_cache_enable([flag]) -> previous flag (False also drops every entry)"},
+    {"call_cache_info", odml_py_call_cache_info, METH_NOARGS,
+     "call_cache_info() -> dict(enabled, numpy, entries, hits, misses)"},
     {"cuda_launch", (PyCFunction)(void (*)(void))odml_py_cuda_launch, METH_FASTCALL,
      "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> CUresult (see cuda_launch.c)"},
     {"copy", py_copy, METH_VARARGS,
@@ -113,7 +143,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&odml_BlockType) < 0) return NULL;
+    if (PyType_Ready(&odml_BlockType) < 0 || odml_calls_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&odml_BlockType);

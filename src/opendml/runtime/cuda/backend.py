@@ -304,6 +304,21 @@ class Launch:
     def via(self) -> str:
         return "native" if self._fast is not None else self._via
 
+    @property
+    def function_ptr(self) -> int:
+        """The compiled kernel's CUfunction handle."""
+        return self._fn
+
+    @property
+    def params_ptr(self) -> int:
+        """The device address of the uploaded parameter block."""
+        return self._pptr
+
+    @property
+    def threads(self) -> int:
+        """Threads per CUDA block."""
+        return THREADS
+
 
 class CudaBackend:
     name = "cuda"
@@ -418,13 +433,18 @@ class CudaBackend:
             rec = self._record(plan, src_ptr, src_elements, dst_ptr)
         return functools.partial(rec, src_ptr, dst_ptr)
 
-    def launch(self, plan, src_ptr: int, src_elements: int, dst_ptr: int, stream_ptr: int = 0) -> None:
-        """Queue ``plan`` on ``stream_ptr`` now: ``launcher(...)(stream_ptr)``
-        without the intermediate callable (the hot path)."""
+    def record(self, plan, src_ptr: int, src_elements: int, dst_ptr: int) -> Launch:
+        """The cached ``Launch`` of ``plan`` for these addresses' alignment
+        classes: ``record(...)(src_ptr, dst_ptr, stream_ptr)`` queues it."""
         rec = self._launches.get((id(plan), src_ptr & 15, dst_ptr & 15, src_elements))
         if rec is None:
             rec = self._record(plan, src_ptr, src_elements, dst_ptr)
-        rec(src_ptr, dst_ptr, stream_ptr)
+        return rec
+
+    def launch(self, plan, src_ptr: int, src_elements: int, dst_ptr: int, stream_ptr: int = 0) -> None:
+        """Queue ``plan`` on ``stream_ptr`` now: ``launcher(...)(stream_ptr)``
+        without the intermediate callable."""
+        self.record(plan, src_ptr, src_elements, dst_ptr)(src_ptr, dst_ptr, stream_ptr)
 
     def prepare(self, plan, src, dst):
         """A callable running ``plan`` from CuPy word array ``src`` into ``dst``

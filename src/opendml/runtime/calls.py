@@ -1,0 +1,92 @@
+"""The call cache: repeated array-API calls served by the compiled extension.
+
+The first call of an operator with given arguments on an array of a given
+dtype, shape and strides (on CUDA, also device and address alignment) runs in
+Python: validation, lowering, the backend's kernel choice. When it ran a
+compiled kernel on the array as given, the adapter records the kernel here
+(``put_numpy``, ``put_cuda``); the next such call is served by ``call``, in C:
+it builds the key, allocates the output with the framework's allocator
+(NumPy, opendml's output blocks, PyTorch's caching allocator, CuPy's pool) and
+runs the kernel (a CPU kernel, or a CUDA launch on the caller's current
+stream), without entering Python. Anything the cache cannot vouch for returns
+None and takes the Python route: other array types, PyTorch tensors that
+autograd or a tracer must see, negative views, arguments other than None,
+plain ints and lists or tuples of plain ints, a device that is not current.
+The C side is ``runtime/cpu/calls.c``.
+
+``opendml.configure(call_cache=False)`` (or ``OPENDML_CALL_CACHE=0``) turns it
+off; every configuration change empties it. Without the compiled extension
+(or NumPy's headers at build time) nothing is cached and every call takes the
+Python route. Imports nothing above the runtime.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .cpu.backend import _load_native
+
+__all__ = ["OPS", "call", "put_numpy", "put_cuda", "register_torch", "register_cupy", "clear", "info",
+           "set_enabled"]
+
+#: Operator codes in keys.
+OPS = {"slice": 1, "slice1": 2, "unfold": 3, "fold": 4, "slice_grad": 5}
+
+_native = _load_native()
+_HAS = _native is not None and hasattr(_native, "call_cache_call")
+
+
+def _miss(*args) -> None:
+    return None
+
+
+#: ``call(op_code, x, *args)``: the output, or None (take the Python route).
+call: Callable[..., Any] = _native.call_cache_call if _HAS else _miss
+
+
+def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: int, kernel: str, params: bytes,
+              threads: int, use_blocks: bool, prefault: bool) -> bool:
+    """Record a compiled CPU kernel run on NumPy array ``x``; whether stored."""
+    if not _HAS:
+        return False
+    return _native.call_cache_put_numpy(OPS[name], x, args, out_shape, dtype, origin_bytes, kernel, params, threads,
+                                        use_blocks, prefault)
+
+
+def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, launch, dst_ptr: int) -> bool:
+    """Record a CUDA launch (a backend ``Launch`` made by the C extension's
+    launcher) on PyTorch tensor or CuPy array ``x``; whether stored."""
+    if not _HAS or launch.via != "native" or not launch.blocks:
+        return False
+    return _native.call_cache_put_cuda(OPS[name], x, args, out_shape, origin_bytes, launch.function_ptr,
+                                       launch.blocks, launch.threads, launch.smem, launch.params_ptr, dst_ptr & 15,
+                                       launch)
+
+
+def register_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
+                   current_device) -> None:
+    if _HAS:
+        _native.call_cache_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
+                                 current_device)
+
+
+def register_cupy(ndarray_type, empty, current_device, current_stream_ptr) -> None:
+    if _HAS:
+        _native.call_cache_cupy(ndarray_type, empty, current_device, current_stream_ptr)
+
+
+def clear() -> None:
+    if _HAS:
+        _native.call_cache_clear()
+
+
+def set_enabled(flag: bool) -> None:
+    if _HAS:
+        _native.call_cache_enable(flag)
+
+
+def info() -> dict:
+    """{'enabled', 'numpy', 'entries', 'hits', 'misses'}: whether the cache is
+    on, whether it serves NumPy arrays, its entries and lookups."""
+    if not _HAS:
+        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0}
+    return _native.call_cache_info()

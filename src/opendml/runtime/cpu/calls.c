@@ -1,0 +1,732 @@
+/* The call cache: a repeated array-API call served from C, without Python.
+ *
+ * The first call with a given operator, arguments, input dtype, shape and
+ * strides (on CUDA also the device and the input address's alignment class)
+ * runs in Python: validation, lowering, the backend's choice of kernel. When
+ * that call ran a compiled kernel on the input exactly as given, its adapter
+ * stores here what the kernel needs (call_cache_put_numpy / _cuda): the
+ * output's shape, the input's origin, and the CPU kernel's parameter struct
+ * or the CUDA launch (function, grid, parameter block on the device). A later
+ * call with the same key (call_cache_call, the first thing each array-API
+ * function does) allocates the output with the framework's own allocator
+ * (NumPy's, opendml's output blocks, PyTorch's caching allocator, CuPy's
+ * pool) and runs the kernel on the caller's current stream. It returns None
+ * for anything it cannot vouch for: another array type, a PyTorch tensor that
+ * autograd or a tracer must see (requires_grad with grad mode on, a dispatch
+ * mode, a functorch wrapper), a negative view, a tensor whose device is not
+ * the current one, an argument that is not None, a plain int or a list or
+ * tuple of at most 8 plain ints; the call then takes the Python route, which
+ * gives every error and every answer the cache does not hold.
+ *
+ * Keys are int64 words: array kind, operator, each argument (tagged), dtype,
+ * rank, shape, strides, device and alignment. The table is a dict of key
+ * bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
+ * call_cache_clear (opendml calls it whenever its configuration changes).
+ * Everything here runs with the GIL held, except CPU kernels writing at least
+ * RELEASE_BYTES; an entry in use holds a reference, so a clear during a call
+ * (by a finalizer or another thread) cannot free it.
+ *
+ * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and
+ * dtypes; built without them, the cache holds nothing and every call takes
+ * the Python route.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "common.h"
+
+#ifdef ODML_NUMPY
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL odml_ARRAY_API
+#include <numpy/arrayobject.h>
+#endif
+
+#define MAX_KEY 192
+#define MAX_ENTRIES 4096
+#define MAX_RANK 8
+#define MAX_ARG_INTS 8
+#define RELEASE_BYTES (64 * 1024)
+#define PAGE 4096
+
+enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3 };
+enum { K_COPY, K_UNFOLD, K_FOLD, K_SCATTER };
+
+typedef struct {
+    PyObject_HEAD
+    int kind;
+    PyObject *shape;          /* the output's shape, a tuple of ints */
+    uint64_t origin;          /* bytes from the input's data pointer back to element 0 of the bound range */
+    /* NumPy */
+    PyObject *dtype;          /* the output's PyArray_Descr */
+    int rank, kernel, threads, use_blocks, prefault;
+    int64_t dims[MAX_RANK], out_bytes;
+    union {
+        odml_copy_params copy;
+        odml_unfold_params unfold;
+        odml_fold_params fold;
+        odml_scatter_params scatter;
+    } p;
+    /* CUDA */
+    uint64_t function, params;
+    unsigned grid, block, shared, dst_align;
+    PyObject *launch;         /* the backend's Launch: owns the parameter block; its call retries and raises */
+} Entry;
+
+static void Entry_dealloc(Entry *e) {
+    Py_XDECREF(e->shape);
+    Py_XDECREF(e->dtype);
+    Py_XDECREF(e->launch);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+static PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "opendml.runtime.cpu._native.CallEntry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_dealloc = (destructor)Entry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One call-cache entry (see calls.c).",
+};
+
+static PyObject *table;                 /* key bytes -> Entry */
+static int enabled = 1, numpy_ready;
+static long long hits, misses;
+
+/* PyTorch's and CuPy's hooks, registered by their adapters (call_cache_torch / _cupy). */
+static PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device;
+static PyObject *c_type, *c_empty, *c_device, *c_stream;
+static PyObject *s_requires_grad, *s_is_cuda, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
+    *s_is_neg, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id;
+
+/* -- keys ----------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t w[MAX_KEY];
+    int n;
+} Key;
+
+static int put(Key *k, int64_t v) {
+    if (k->n >= MAX_KEY) return -1;
+    k->w[k->n++] = v;
+    return 0;
+}
+
+/* An exact int's value; -1 (no exception left) where it is not one or overflows. */
+static int exact_int(PyObject *o, int64_t *v) {
+    if (!PyLong_CheckExact(o)) return -1;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* An operator argument: None, an exact int, or a list/tuple of at most
+ * MAX_ARG_INTS exact ints (as the Python plan cache keys them: 1.0 == 1, but
+ * a float must not reuse an int's plan). -1: no key. */
+static int key_arg(Key *k, PyObject *a) {
+    int64_t v;
+    if (a == Py_None) return put(k, 0);
+    if (PyLong_CheckExact(a)) {
+        if (exact_int(a, &v) < 0 || put(k, 1) < 0) return -1;
+        return put(k, v);
+    }
+    if (PyList_CheckExact(a) || PyTuple_CheckExact(a)) {
+        Py_ssize_t n = PyList_CheckExact(a) ? PyList_GET_SIZE(a) : PyTuple_GET_SIZE(a);
+        PyObject **items = PyList_CheckExact(a) ? ((PyListObject *)a)->ob_item : ((PyTupleObject *)a)->ob_item;
+        if (n > MAX_ARG_INTS || put(k, 2) < 0 || put(k, n) < 0) return -1;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (exact_int(items[i], &v) < 0 || put(k, v) < 0) return -1;
+        return 0;
+    }
+    return -1;
+}
+
+static int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t o;
+    k->n = 0;
+    if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        if (key_arg(k, args[i]) < 0) return -1;
+    return 0;
+}
+
+/* A tuple of at most MAX_RANK ints (sizes or strides), with its length first. */
+static int key_tuple(Key *k, PyObject *t) {
+    int64_t v;
+    if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK || put(k, PyTuple_GET_SIZE(t)) < 0) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+        PyObject *item = PyTuple_GET_ITEM(t, i);
+        if (!PyLong_Check(item)) return -1;
+        long long x = PyLong_AsLongLong(item);
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return -1;
+        }
+        v = x;
+        if (put(k, v) < 0) return -1;
+    }
+    return 0;
+}
+
+static Entry *lookup(const Key *k) {
+    PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
+    if (!kb) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *e = PyDict_GetItemWithError(table, kb);
+    Py_DECREF(kb);
+    if (!e) {
+        PyErr_Clear();
+        misses++;
+        return NULL;
+    }
+    hits++;
+    Py_INCREF(e);
+    return (Entry *)e;
+}
+
+static int store(const Key *k, Entry *e) {
+    PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
+    if (!kb) return -1;
+    if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) PyDict_Clear(table);
+    int rc = PyDict_SetItem(table, kb, (PyObject *)e);
+    Py_DECREF(kb);
+    return rc;
+}
+
+/* An attribute (or, with call, a no-argument method) as an int64; -1 with no
+ * exception left where it fails or is not an int. */
+static int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
+    PyObject *r = call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name);
+    if (!r) {
+        PyErr_Clear();
+        return -1;
+    }
+    int rc = 0;
+    if (PyLong_Check(r)) {
+        long long x = PyLong_AsLongLong(r);
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            rc = -1;
+        }
+        *v = x;
+    } else {
+        rc = -1;
+    }
+    Py_DECREF(r);
+    return rc;
+}
+
+/* 1 where `r` (a new reference, or NULL) is True, else 0; consumes it. */
+static int is_true(PyObject *r) {
+    if (!r) {
+        PyErr_Clear();
+        return 0;
+    }
+    int t = r == Py_True;
+    Py_DECREF(r);
+    return t;
+}
+
+/* 1 where the call result (a new reference, or NULL) is the int `want`; consumes it. */
+static int equals(PyObject *r, int64_t want) {
+    if (!r) {
+        PyErr_Clear();
+        return 0;
+    }
+    int eq = 0;
+    if (PyLong_Check(r)) {
+        long long x = PyLong_AsLongLong(r);
+        if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+        else eq = x == want;
+    }
+    Py_DECREF(r);
+    return eq;
+}
+
+/* -- CUDA launches ----------------------------------------------------------------------------------- */
+
+/* Queue e's kernel; on a failed launch the backend's Launch (its retry on a
+ * thread without the device's context, its error message) takes over. */
+static int launch(Entry *e, uint64_t src, uint64_t dst, uint64_t stream) {
+    int rc = odml_cuda_launch(e->function, e->grid, e->block, e->shared, stream, src, dst, e->params);
+    if (rc == 0) return 0;
+    PyObject *r = PyObject_CallFunction(e->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
+                                        (unsigned long long)stream);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* The output's device address where it is in the alignment class the
+ * launch was chosen for (always, with PyTorch's and CuPy's allocators). */
+static int output_address(Entry *e, PyObject *out, int torch, int64_t *dst) {
+    int rc;
+    if (torch) {
+        rc = int_of(out, s_data_ptr, 1, dst);
+    } else {
+        PyObject *mem = PyObject_GetAttr(out, s_data);
+        rc = mem ? int_of(mem, s_ptr, 0, dst) : -1;
+        Py_XDECREF(mem);
+        if (PyErr_Occurred()) PyErr_Clear();
+    }
+    return rc < 0 || ((uint64_t)*dst & 15) != e->dst_align ? -1 : 0;
+}
+
+/* The stream handle a hook returned (a new reference, or NULL); consumes it. */
+static int stream_of(PyObject *s, uint64_t *stream) {
+    int rc = -1;
+    if (s && PyLong_Check(s)) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(s);
+        if (!(v == (unsigned long long)-1 && PyErr_Occurred())) {
+            *stream = v;
+            rc = 0;
+        }
+    } else if (s) {
+        PyErr_SetString(PyExc_TypeError, "opendml call cache: the current stream is not an int");
+    }
+    Py_XDECREF(s);
+    return rc;
+}
+
+/* -- PyTorch tensors -------------------------------------------------------------------------------- */
+
+static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
+    int64_t p;
+    PyObject *dtype = PyObject_GetAttr(x, s_dtype);
+    if (!dtype) {
+        PyErr_Clear();
+        return -1;
+    }
+    int rc = put(k, (int64_t)(intptr_t)dtype);   /* torch.dtype objects are immortal singletons */
+    Py_DECREF(dtype);
+    PyObject *shape = PyObject_GetAttr(x, s_shape);
+    rc = rc < 0 ? -1 : key_tuple(k, shape);
+    Py_XDECREF(shape);
+    PyObject *stride = rc < 0 ? NULL : PyObject_CallMethodNoArgs(x, s_stride);
+    rc = rc < 0 ? -1 : key_tuple(k, stride);
+    Py_XDECREF(stride);
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (rc < 0 || int_of(x, s_get_device, 1, device) < 0 || int_of(x, s_data_ptr, 1, &p) < 0) return -1;
+    *ptr = (uint64_t)p;
+    return put(k, *device) < 0 || put(k, (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
+}
+
+/* Whether the kernel route may take x: a plain CUDA tensor that neither
+ * autograd nor a tracer needs to see. */
+static int torch_plain(PyObject *x) {
+    if (is_true(PyObject_GetAttr(x, s_requires_grad)) && is_true(PyObject_CallNoArgs(t_grad_enabled))) return 0;
+    if (!equals(PyObject_CallNoArgs(t_dispatch_len), 0)) return 0;
+    if (is_true(PyObject_CallOneArg(t_wrapped, x))) return 0;
+    return is_true(PyObject_GetAttr(x, s_is_cuda));
+}
+
+static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
+    Key k;
+    int64_t device, dst;
+    uint64_t ptr;
+    if (!torch_plain(x) || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 ||
+        torch_key(&k, x, &device, &ptr) < 0)
+        Py_RETURN_NONE;
+    Entry *e = lookup(&k);
+    if (!e) Py_RETURN_NONE;
+    PyObject *result = NULL;
+    if (is_true(PyObject_CallMethodNoArgs(x, s_is_neg)) || !equals(PyObject_CallNoArgs(t_device), device)) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    PyObject *out = PyObject_CallMethodOneArg(x, s_new_empty, e->shape);
+    if (!out) goto done;                           /* the allocator's error (out of memory) */
+    if (output_address(e, out, 1, &dst) < 0) {
+        Py_DECREF(out);
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    PyObject *dev = PyLong_FromLongLong(device);
+    uint64_t stream;
+    if (!dev || stream_of(PyObject_CallOneArg(t_raw_stream, dev), &stream) < 0 ||
+        launch(e, ptr - e->origin, (uint64_t)dst, stream) < 0) {
+        Py_XDECREF(dev);
+        Py_DECREF(out);
+        goto done;
+    }
+    Py_DECREF(dev);
+    result = out;
+done:
+    Py_DECREF(e);
+    return result;
+}
+
+/* -- CuPy arrays ------------------------------------------------------------------------------------ */
+
+static int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr) {
+#ifdef ODML_NUMPY
+    int64_t p;
+    *dtype = PyObject_GetAttr(x, s_dtype);
+    if (!*dtype || !PyArray_DescrCheck(*dtype)) {
+        PyErr_Clear();
+        return -1;
+    }
+    PyArray_Descr *d = (PyArray_Descr *)*dtype;
+    if (put(k, d->type_num) < 0 || put(k, PyDataType_ELSIZE(d)) < 0) return -1;
+    PyObject *shape = PyObject_GetAttr(x, s_shape);
+    int rc = key_tuple(k, shape);
+    Py_XDECREF(shape);
+    PyObject *strides = rc < 0 ? NULL : PyObject_GetAttr(x, s_strides);
+    rc = rc < 0 ? -1 : key_tuple(k, strides);
+    Py_XDECREF(strides);
+    PyObject *mem = rc < 0 ? NULL : PyObject_GetAttr(x, s_data);
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (!mem) return -1;
+    rc = int_of(mem, s_ptr, 0, &p) < 0 || int_of(mem, s_device_id, 0, device) < 0 ? -1 : 0;
+    Py_DECREF(mem);
+    if (rc < 0) return -1;
+    *ptr = (uint64_t)p;
+    return put(k, *device) < 0 || put(k, (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
+#else
+    (void)k; (void)x; (void)dtype; (void)device; (void)ptr;
+    return -1;
+#endif
+}
+
+static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
+    Key k;
+    PyObject *dtype = NULL, *result = NULL;
+    int64_t device, dst;
+    uint64_t ptr;
+    if (key_head(&k, KIND_CUPY, args[0], args + 2, nargs - 2) < 0 || cupy_key(&k, x, &dtype, &device, &ptr) < 0) {
+        Py_XDECREF(dtype);
+        Py_RETURN_NONE;
+    }
+    Entry *e = lookup(&k);
+    if (!e || !equals(PyObject_CallNoArgs(c_device), device)) {
+        Py_XDECREF(e);
+        Py_DECREF(dtype);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyObject_CallFunctionObjArgs(c_empty, e->shape, dtype, NULL);
+    Py_DECREF(dtype);
+    if (!out) goto done;                           /* the pool's error (out of memory) */
+    if (output_address(e, out, 0, &dst) < 0) {
+        Py_DECREF(out);
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    uint64_t stream;
+    if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0 || launch(e, ptr - e->origin, (uint64_t)dst, stream) < 0) {
+        Py_DECREF(out);
+        goto done;
+    }
+    result = out;
+done:
+    Py_DECREF(e);
+    return result;
+}
+
+/* -- NumPy arrays ------------------------------------------------------------------------------------ */
+
+#ifdef ODML_NUMPY
+static int numpy_key(Key *k, PyArrayObject *x) {
+    if (!PyArray_ISNOTSWAPPED(x)) return -1;
+    int nd = PyArray_NDIM(x);
+    if (nd > MAX_RANK || put(k, PyArray_TYPE(x)) < 0 || put(k, PyArray_ITEMSIZE(x)) < 0 || put(k, nd) < 0) return -1;
+    for (int i = 0; i < nd; i++)
+        if (put(k, PyArray_DIM(x, i)) < 0) return -1;
+    for (int i = 0; i < nd; i++)
+        if (put(k, PyArray_STRIDE(x, i)) < 0) return -1;
+    return 0;
+}
+
+static int run_kernel(Entry *e, char *dst, const char *src, const char **error) {
+    Entry copy = *e;                               /* the parameters on this stack while the GIL is released */
+    int status, release = e->out_bytes >= RELEASE_BYTES;
+    PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
+    switch (copy.kernel) {
+    case K_COPY: status = odml_copy(dst, src, &copy.p.copy, copy.threads, error); break;
+    case K_UNFOLD: status = odml_unfold(dst, src, &copy.p.unfold, copy.threads, error); break;
+    case K_FOLD: status = odml_fold(dst, src, &copy.p.fold, copy.threads, error); break;
+    default: status = odml_scatter(dst, src, &copy.p.scatter, copy.threads, error); break;
+    }
+    if (release) PyEval_RestoreThread(ts);
+    return status;
+}
+
+static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x) {
+    Key k;
+    if (key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 || numpy_key(&k, x) < 0) Py_RETURN_NONE;
+    Entry *e = lookup(&k);
+    if (!e) Py_RETURN_NONE;
+    npy_intp dims[MAX_RANK];
+    for (int i = 0; i < e->rank; i++) dims[i] = (npy_intp)e->dims[i];
+    PyObject *out;
+    int fresh = 1;
+    Py_INCREF(e->dtype);
+    if (e->use_blocks && e->out_bytes <= odml_block_cache_max()) {
+        char *mem;
+        PyObject *block = odml_block_new((Py_ssize_t)e->out_bytes, &mem, &fresh);
+        if (!block) {
+            Py_DECREF(e->dtype);
+            Py_DECREF(e);
+            return NULL;
+        }
+        out = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr *)e->dtype, e->rank, dims, NULL, mem,
+                                   NPY_ARRAY_CARRAY, NULL);
+        if (!out) {
+            Py_DECREF(block);
+        } else if (PyArray_SetBaseObject((PyArrayObject *)out, block) < 0) {   /* steals block */
+            Py_CLEAR(out);
+        }
+    } else {
+        out = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr *)e->dtype, e->rank, dims, NULL, NULL, 0, NULL);
+    }
+    if (!out) {
+        Py_DECREF(e);
+        return NULL;
+    }
+    char *dst = PyArray_BYTES((PyArrayObject *)out);
+    if (fresh && e->prefault)                      /* as numpy_adapter.run: fault pages in before threads write */
+        for (int64_t i = 0; i < e->out_bytes; i += PAGE) dst[i] = 0;
+    const char *src = (const char *)((uintptr_t)PyArray_BYTES(x) - (uintptr_t)e->origin), *error = NULL;
+    int status = run_kernel(e, dst, src, &error);
+    Py_DECREF(e);
+    if (status == ODML_OK) return out;
+    Py_DECREF(out);
+    if (status == ODML_ENOMEM) return PyErr_NoMemory();
+    PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
+    return NULL;
+}
+#endif
+
+/* -- Python functions ------------------------------------------------------------------------------- */
+
+PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (!enabled || nargs < 2 || !table) Py_RETURN_NONE;
+    PyObject *x = args[1];
+    PyTypeObject *type = Py_TYPE(x);
+#ifdef ODML_NUMPY
+    if (numpy_ready && type == &PyArray_Type) return numpy_call(args, nargs, (PyArrayObject *)x);
+#endif
+    if (t_type && type == (PyTypeObject *)t_type) return torch_call(args, nargs, x);
+    if (c_type && type == (PyTypeObject *)c_type) return cupy_call(args, nargs, x);
+    Py_RETURN_NONE;
+}
+
+static Entry *new_entry(int kind, PyObject *shape) {
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) < 1 || PyTuple_GET_SIZE(shape) > MAX_RANK) {
+        PyErr_SetString(PyExc_ValueError, "call cache: the output shape must be a tuple of 1 to 8 ints");
+        return NULL;
+    }
+    Entry *e = PyObject_New(Entry, &EntryType);
+    if (!e) return NULL;
+    e->kind = kind;
+    e->shape = NULL;
+    e->dtype = e->launch = NULL;
+    e->rank = (int)PyTuple_GET_SIZE(shape);
+    for (int i = 0; i < e->rank; i++) {
+        e->dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (e->dims[i] < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "call cache: negative output size");
+            Py_DECREF(e);
+            return NULL;
+        }
+    }
+    Py_INCREF(shape);
+    e->shape = shape;
+    return e;
+}
+
+/* call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, prefault) */
+PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *op, *x, *call_args, *shape, *dtype;
+    unsigned long long origin;
+    const char *kernel;
+    Py_buffer params;
+    int threads, use_blocks, prefault;
+    if (!PyArg_ParseTuple(args, "OOO!O!OKsy*ipp", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &dtype,
+                          &origin, &kernel, &params, &threads, &use_blocks, &prefault))
+        return NULL;
+#ifdef ODML_NUMPY
+    Key k;
+    static const struct { const char *name; size_t size; } kernels[] = {
+        {"copy", sizeof(odml_copy_params)}, {"unfold", sizeof(odml_unfold_params)},
+        {"fold", sizeof(odml_fold_params)}, {"scatter", sizeof(odml_scatter_params)}};
+    int which = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(kernel, kernels[i].name)) which = i;
+    if (!numpy_ready) {
+        PyBuffer_Release(&params);
+        Py_RETURN_FALSE;
+    }
+    if (which < 0 || params.len != (Py_ssize_t)kernels[which].size || !PyArray_DescrCheck(dtype)) {
+        PyBuffer_Release(&params);
+        PyErr_Format(PyExc_ValueError, "call_cache_put_numpy: unknown kernel %s, a parameter block of the wrong "
+                     "size (%zd bytes) or dtype not a NumPy dtype", kernel, params.len);
+        return NULL;
+    }
+    if (Py_TYPE(x) != &PyArray_Type ||
+        key_head(&k, KIND_NUMPY, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+        numpy_key(&k, (PyArrayObject *)x) < 0) {
+        PyBuffer_Release(&params);
+        Py_RETURN_FALSE;
+    }
+    Entry *e = new_entry(KIND_NUMPY, shape);
+    if (!e) {
+        PyBuffer_Release(&params);
+        return NULL;
+    }
+    e->kernel = which;
+    memcpy(&e->p, params.buf, kernels[which].size);
+    PyBuffer_Release(&params);
+    Py_INCREF(dtype);
+    e->dtype = dtype;
+    e->origin = origin;
+    e->threads = threads;
+    e->use_blocks = use_blocks;
+    e->prefault = prefault;
+    e->out_bytes = PyDataType_ELSIZE((PyArray_Descr *)dtype);
+    for (int i = 0; i < e->rank; i++) e->out_bytes *= e->dims[i];
+    int rc = store(&k, e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
+#else
+    (void)op; (void)x; (void)call_args; (void)shape; (void)dtype; (void)origin; (void)kernel; (void)threads;
+    (void)use_blocks; (void)prefault;
+    PyBuffer_Release(&params);
+    Py_RETURN_FALSE;
+#endif
+}
+
+/* call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, launch) */
+PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *op, *x, *call_args, *shape, *launch_obj, *dtype = NULL;
+    unsigned long long origin, function, params;
+    unsigned grid, block, shared, dst_align;
+    int64_t device;
+    uint64_t ptr;
+    Key k;
+    if (!PyArg_ParseTuple(args, "OOO!O!KKIIIKIO", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &origin,
+                          &function, &grid, &block, &shared, &params, &dst_align, &launch_obj))
+        return NULL;
+    if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024 || dst_align > 15 || !PyCallable_Check(launch_obj)) {
+        PyErr_SetString(PyExc_ValueError, "call_cache_put_cuda: grid in [1, 2^31 - 1], block in [1, 1024], "
+                        "dst_align in [0, 15] and a callable launch are required");
+        return NULL;
+    }
+    int kind = t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH
+             : c_type && Py_TYPE(x) == (PyTypeObject *)c_type ? KIND_CUPY : 0;
+    if (!kind || key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+        (kind == KIND_TORCH ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dtype, &device, &ptr)) < 0) {
+        Py_XDECREF(dtype);
+        Py_RETURN_FALSE;
+    }
+    Py_XDECREF(dtype);
+    Entry *e = new_entry(kind, shape);
+    if (!e) return NULL;
+    e->origin = origin;
+    e->function = function;
+    e->params = params;
+    e->grid = grid;
+    e->block = block;
+    e->shared = shared;
+    e->dst_align = dst_align;
+    Py_INCREF(launch_obj);
+    e->launch = launch_obj;
+    int rc = store(&k, e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* Keep the hooks of one framework: its array type, then callables. */
+static PyObject *set_hooks(PyObject *args, const char *name, PyObject **slots[], Py_ssize_t n) {
+    if (PyTuple_GET_SIZE(args) != n) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments; got %zd", name, n, PyTuple_GET_SIZE(args));
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyTuple_GET_ITEM(args, i);
+        if (i == 0 ? !PyType_Check(v) : !PyCallable_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "%s: argument %zd must be %s", name, i + 1, i ? "callable" : "a type");
+            return NULL;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(PyTuple_GET_ITEM(args, i));
+        Py_XSETREF(*slots[i], PyTuple_GET_ITEM(args, i));
+    }
+    PyDict_Clear(table);
+    Py_RETURN_NONE;
+}
+
+/* call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, current_device) */
+PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject **slots[] = {&t_type, &t_grad_enabled, &t_dispatch_len, &t_wrapped, &t_raw_stream, &t_device};
+    return set_hooks(args, "call_cache_torch", slots, 6);
+}
+
+/* call_cache_cupy(ndarray, empty, current_device, current_stream_ptr) */
+PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject **slots[] = {&c_type, &c_empty, &c_device, &c_stream};
+    return set_hooks(args, "call_cache_cupy", slots, 4);
+}
+
+PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    if (table) PyDict_Clear(table);
+    Py_RETURN_NONE;
+}
+
+PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args) {
+    (void)self;
+    int flag = -1, old = enabled;
+    if (!PyArg_ParseTuple(args, "|p", &flag)) return NULL;
+    if (flag >= 0) {
+        enabled = flag;
+        if (!flag && table) PyDict_Clear(table);
+    }
+    return PyBool_FromLong(old);
+}
+
+PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    return Py_BuildValue("{s:O,s:O,s:n,s:L,s:L}", "enabled", enabled ? Py_True : Py_False, "numpy",
+                         numpy_ready ? Py_True : Py_False, "entries", table ? PyDict_GET_SIZE(table) : 0, "hits",
+                         hits, "misses", misses);
+}
+
+int odml_calls_init(void) {
+    if (PyType_Ready(&EntryType) < 0) return -1;
+    table = PyDict_New();
+    if (!table) return -1;
+#ifdef ODML_NUMPY
+    /* Without NumPy's C API (an incompatible NumPy) the cache serves no NumPy
+     * arrays; the module still loads. */
+    if (_import_array() < 0) PyErr_Clear();
+    else numpy_ready = 1;
+#endif
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&s_requires_grad, "requires_grad"}, {&s_is_cuda, "is_cuda"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},
+        {&s_stride, "stride"}, {&s_get_device, "get_device"}, {&s_data_ptr, "data_ptr"}, {&s_is_neg, "is_neg"},
+        {&s_new_empty, "new_empty"}, {&s_strides, "strides"}, {&s_data, "data"}, {&s_ptr, "ptr"},
+        {&s_device_id, "device_id"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return -1;
+    return 0;
+}
