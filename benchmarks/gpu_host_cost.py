@@ -13,7 +13,9 @@ same opendml kernel, opendml's launch path (``CudaBackend.launch`` through
 the driver's ``cuLaunchKernel``, and through CuPy's ``Function`` as the
 fallback; ``launcher(...)`` building its callable each call), the end-to-end
 pattern an adapter would use (``torch.empty_like`` + stream query + launch),
-and ``dml.slice1`` on CuPy arrays and PyTorch tensors as the array API stands.
+and ``dml.slice1`` on CuPy arrays and PyTorch tensors as the array API stands
+(repeated calls: served by the call cache), and again with the call cache off
+(``configure(call_cache=False)``: the Python route, plan cache warm).
 Writes ``gpu-host-cost.json`` to --out.
 """
 from __future__ import annotations
@@ -129,6 +131,13 @@ def main(argv=None):
         cb.LAUNCH_VIA = saved
     cases["opendml launch (ctypes cuLaunchKernel)"] = lambda: backend.launch(plan3, xp, 16, yp, stream)
     results = measure(cases, sync, args.calls)
+    # The array API's Python route: the same calls with the call cache off.
+    with dml.configure(call_cache=False):
+        results.update(measure({
+            "dml.slice1 (CuPy array), call cache off": cases["dml.slice1 (CuPy array)"],
+            "dml.slice1 (torch tensor), call cache off": cases["dml.slice1 (torch tensor)"],
+        }, sync, args.calls))
+    results["call cache"] = dml.plan_cache_info()["call_cache"]
     props = cupy.cuda.runtime.getDeviceProperties(0)
     res = {"device_name": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
            "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "cupy": cupy.__version__,

@@ -8,13 +8,14 @@
 #   results-cuda.json/png   python -m benchmarks --device cuda
 #   gpu-fold.json/png       benchmarks/gpu_fold.py (issue 11 rows and targets)
 #   gpu-host-cost.json      benchmarks/gpu_host_cost.py (issue 12 host cost)
+#   results-torch-cuda.json/png  benchmarks/gpu_torch.py (host cost, window, training steps)
 # STEPS selects steps (default: all, in this order):
-#   STEPS="build tests props sanitize sweeps host fold suite" bash benchmarks/gpu_run.sh
+#   STEPS="build tests props sanitize sweeps host torch fold suite" bash benchmarks/gpu_run.sh
 # SWEEPS_ALL=1 adds the copy and UNFOLD sweeps to the FOLD sweep.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD" HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hyp
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-build tests props sanitize sweeps host fold suite}
+STEPS=${STEPS:-build tests props sanitize sweeps host torch fold suite}
 exec > >(tee -a "$OUT/run.log") 2>&1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 step() { echo; echo "== $* ($(date +%T), ${SECONDS}s)"; }
@@ -66,6 +67,11 @@ fi
 if has host; then
   step "host cost per call"
   timeout 120 python3 benchmarks/gpu_host_cost.py --out "$OUT" 2>&1 | tail -20
+fi
+
+if has torch; then
+  step "opendml inside PyTorch: host cost, window, training steps"
+  timeout 300 python3 -m benchmarks.gpu_torch --device cuda --out "$OUT" 2>&1 | tail -24
 fi
 
 if has fold; then

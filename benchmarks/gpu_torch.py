@@ -6,11 +6,14 @@ opendml faster) printed side by side:
 
 1. Host cost per call on a 1x1x4x4 float32 tensor: ``calls`` back-to-back
    calls after ``warmup`` calls, one synchronisation at the end, the best of
-   three such rounds (other load on the host only ever adds time). ``dml.slice1`` (a flip of axis 2) against
-   ``torch.flip``, ``dml.unfold`` against ``F.unfold``; the same with
-   ``requires_grad`` (opendml's custom-operator route); ``torch.empty_like``
-   as the floor; on CUDA ``dml.slice1`` on a CuPy array where CuPy is
-   installed, on the CPU ``dml.slice1`` on the NumPy view (``x.numpy()``).
+   three such rounds (other load on the host only ever adds time).
+   ``dml.slice1`` (a flip of axis 2) against ``torch.flip``, ``dml.unfold``
+   against ``F.unfold``; the same with ``requires_grad`` (opendml's
+   custom-operator route); the same flip with the call cache off (the Python
+   route) and cold (new arguments every call); ``torch.empty_like`` as the
+   floor; on CUDA ``dml.slice1`` on a CuPy array against
+   ``cupy.ascontiguousarray`` of the flipped view, on the CPU on the NumPy
+   view (``x.numpy()``) against ``np.ascontiguousarray`` of the flipped view.
 2. A window copy: the (1, 64, 64, 64) tensor's [4:60, 4:60] window by
    ``dml.slice`` against ``t[..., 4:60, 4:60].contiguous()``.
 3. The training step of an im2col convolution layer: unfold -> matmul with a
@@ -111,9 +114,22 @@ def close(a, b, rtol=1e-5, atol=1e-5) -> bool:
 # -- 1. host cost per call -------------------------------------------------------------------------------
 
 def host_rows(device: str, calls: int, warmup: int) -> list[dict]:
+    """Host cost rows. opendml's rows are warm (a repeated call, served by
+    the call cache) unless named otherwise: "call cache off" is the Python
+    route with its plan cache warm (``configure(call_cache=False)``), "cold"
+    gives every call new arguments (a window offset cycling over 1,000
+    values), so neither cache holds it and each call validates and lowers
+    its description."""
     x = torch.arange(16, dtype=torch.float32, device=device).reshape(1, 1, 4, 4)
     xg = x.clone().requires_grad_()
     flip = [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 1]        # SLICE1 window: axis 2 walked backwards
+    cold_x = torch.arange(10000 + 4, dtype=torch.float32, device=device)
+    cold_i = iter(range(10**9))
+
+    def cold_slice(arr):             # 10,000 windows: more than either cache holds
+        i = next(cold_i) % 10000
+        return dml.slice1(arr, [i], [4], [-1])
+
     pairs = [
         ("slice1 1x1x4x4 vs torch.flip", lambda: dml.slice1(x, *flip), lambda: torch.flip(x, [2])),
         ("unfold 1x1x4x4 vs F.unfold", lambda: dml.unfold(x, 2), lambda: F.unfold(x, 2)),
@@ -121,21 +137,35 @@ def host_rows(device: str, calls: int, warmup: int) -> list[dict]:
         ("unfold requires_grad vs F.unfold", lambda: dml.unfold(xg, 2), lambda: F.unfold(xg, 2)),
     ]
     rows = []
+
+    def add(name, mine, theirs, want=None, cache=True):
+        with dml.configure(call_cache=cache):
+            agrees = close(mine(), theirs() if want is None else want)
+            a = host_cost(mine, device, calls, warmup)
+        row = {"workload": name, "opendml_us": a * 1e6, "agrees": agrees}
+        if theirs is not None:
+            b = host_cost(theirs, device, calls, warmup)
+            row.update(torch_us=b * 1e6, speedup=b / a)
+        rows.append(row)
+
     for name, mine, theirs in pairs:
-        agrees = close(mine(), theirs())
-        a = host_cost(mine, device, calls, warmup)
-        b = host_cost(theirs, device, calls, warmup)
-        rows.append({"workload": name, "opendml_us": a * 1e6, "torch_us": b * 1e6, "speedup": b / a,
-                     "agrees": agrees})
-    floor = {"workload": "torch.empty_like (floor)",
-             "torch_us": host_cost(lambda: torch.empty_like(x), device, calls, warmup) * 1e6}
-    rows.append(floor)
+        add(name, mine, theirs)
+    add("slice1 1x1x4x4, call cache off", lambda: dml.slice1(x, *flip), lambda: torch.flip(x, [2]), cache=False)
+    add("slice1 4 of 10004, cold (new window each call)", lambda: cold_slice(cold_x), None,
+        want=torch.flip(cold_x[:4], [0]))
+    rows.append({"workload": "torch.empty_like (floor)",
+                 "torch_us": host_cost(lambda: torch.empty_like(x), device, calls, warmup) * 1e6})
     if device == "cpu":
         xn = x.numpy()
-        rows.append({"workload": "slice1 on x.numpy() (NumPy path)",
-                     "opendml_us": host_cost(lambda: dml.slice1(xn, *flip), device, calls, warmup) * 1e6})
-        rows.append({"workload": "np.ascontiguousarray(flipped view)", "torch_us": host_cost(
-            lambda: np.ascontiguousarray(xn[:, :, ::-1]), device, calls, warmup) * 1e6})
+        view = lambda: np.ascontiguousarray(xn[:, :, ::-1])            # noqa: E731
+        for name, cache in (("slice1 NumPy array vs np.ascontiguousarray(view)", True),
+                            ("slice1 NumPy array, call cache off", False)):
+            with dml.configure(call_cache=cache):
+                agrees = bool(np.array_equal(dml.slice1(xn, *flip), view()))
+                a = host_cost(lambda: dml.slice1(xn, *flip), device, calls, warmup)
+            b = host_cost(view, device, calls, warmup)
+            rows.append({"workload": name, "opendml_us": a * 1e6, "torch_us": b * 1e6, "speedup": b / a,
+                         "agrees": agrees})
     else:
         try:
             import cupy
@@ -143,9 +173,15 @@ def host_rows(device: str, calls: int, warmup: int) -> list[dict]:
             cupy = None
         if cupy is not None:
             xc = cupy.arange(16, dtype=cupy.float32).reshape(1, 1, 4, 4)
-            ok = bool((dml.slice1(xc, *flip) == xc[:, :, ::-1]).all())
-            rows.append({"workload": "slice1 on a CuPy array", "agrees": ok, "opendml_us": host_cost(
-                lambda: dml.slice1(xc, *flip), "cuda", calls, warmup) * 1e6})
+            view = lambda: cupy.ascontiguousarray(xc[:, :, ::-1])       # noqa: E731
+            for name, cache in (("slice1 CuPy array vs cupy.ascontiguousarray(view)", True),
+                                ("slice1 CuPy array, call cache off", False)):
+                with dml.configure(call_cache=cache):
+                    ok = bool((dml.slice1(xc, *flip) == view()).all())
+                    a = host_cost(lambda: dml.slice1(xc, *flip), "cuda", calls, warmup)
+                b = host_cost(view, "cuda", calls, warmup)
+                rows.append({"workload": name, "agrees": ok, "opendml_us": a * 1e6, "torch_us": b * 1e6,
+                             "speedup": b / a})
     return rows
 
 

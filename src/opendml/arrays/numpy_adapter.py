@@ -27,7 +27,10 @@ def as_input(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def run(x: np.ndarray, call: OpCall) -> np.ndarray:
+def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
+    """``call`` on ``x``. A compiled-kernel run is recorded in the call cache
+    under ``x`` or, where given, ``record_as`` (the PyTorch CPU tensor that
+    ``x`` views)."""
     given = x
     x = as_input(x)
     desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
@@ -50,10 +53,11 @@ def run(x: np.ndarray, call: OpCall) -> np.ndarray:
         # is x's lowest-addressed element (its origin minus the turned-around axes).
         origin = layout.origin * x.itemsize
         run(x.ctypes.data - origin, out.ctypes.data)
-        if x is given and type(x) is np.ndarray:
+        if x is given and (record_as is not None or type(x) is np.ndarray):
             # The next call like this one is served from C (runtime/calls.py).
-            calls.put_numpy(call.name, x, call.args, out.shape, out.dtype, origin, run.kernel.__name__, run.blob,
-                            run.threads, out.nbytes >= CACHE_MIN_BYTES, prefault)
+            calls.put_numpy(call.name, x if record_as is None else record_as, call.args, out.shape, out.dtype,
+                            origin, run.kernel.__name__, run.blob, run.threads, out.nbytes >= CACHE_MIN_BYTES,
+                            prefault)
         return out
     low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     word = WORDS[x.itemsize]

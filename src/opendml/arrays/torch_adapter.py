@@ -8,9 +8,10 @@ A call takes one of two routes (``run``):
   through ``x.numpy()`` (a view) and its result comes back through
   ``torch.from_numpy``; a CUDA tensor is read by pointer, sizes and strides,
   its output comes from PyTorch's caching allocator (``x.new_empty``) and
-  the kernel is launched (``CudaBackend.launch``) on
+  the kernel is launched (``CudaBackend.record``) on
   ``torch.cuda.current_stream()`` of the tensor's own device. No DLPack
-  conversion, no CuPy array.
+  conversion, no CuPy array. Either way the run is recorded in the call
+  cache (``runtime/calls.py``), which serves the next such call from C.
 * **Operator route**, when a gradient is needed (``torch.is_grad_enabled()
   and x.requires_grad``) or a tracer is at work (``torch.compile``, fake,
   functional or functorch tensors, a dispatch mode, the meta device): the
@@ -132,7 +133,7 @@ def _kernel(x, call: OpCall):
     if x.is_cpu:
         if x.requires_grad:
             x = x.detach()
-        return torch.from_numpy(numpy_adapter.run(x.numpy(), call))
+        return torch.from_numpy(numpy_adapter.run(x.numpy(), call, record_as=x))
     if x.is_cuda:
         return _cuda_kernel(x, call, dtype)
     if x.is_meta:                         # the operators' fake implementations give the output
@@ -186,45 +187,75 @@ def _cuda_kernel(x, call: OpCall, dtype):
     return out
 
 
-if _raw_stream is not None:
-    # What the call cache needs to serve a plain CUDA tensor (runtime/cpu/calls.c):
-    # the routing checks of _needs_op, the tensor's current stream and device.
-    calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _is_functorch_wrapped, _raw_stream,
-                         _current_device)
+def _no_stream(index):
+    raise RuntimeError("opendml call cache: this PyTorch has no CUDA streams")
+
+
+# What the call cache needs to serve a plain tensor (runtime/cpu/calls.c): the
+# routing checks of _needs_op, a CUDA tensor's current stream and device, and
+# torch.from_numpy for CPU results (which it computes into NumPy arrays).
+calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _is_functorch_wrapped,
+                     _raw_stream or _no_stream, _current_device, torch.from_numpy)
 
 
 # -- operator route ----------------------------------------------------------------------------------
 
+#: (operator call key, dtype, device type, shape, strides) -> (operator,
+#: arguments, whether fold's leading 1s are dropped): calls already validated
+#: and converted, so a repeated call that needs the operator skips both.
+_ROUTES: dict = {}
+
+
 def through_op(x, call: OpCall):
     """``call`` through the custom operators: validated first where ``x``'s
     sizes are known, with the array API's own rules and messages."""
+    shape, strides = tuple(x.shape), x.stride()
+    concrete = _concrete(shape) and _concrete(strides)
+    memo = None
+    if concrete:
+        key = call.key
+        if key is not None:
+            memo = (key, x.dtype, x.device.type, shape, strides)
+            hit = _ROUTES.get(memo)
+            if hit is not None:
+                op, args, squeeze = hit
+                return op(x.reshape(shape[-3:]) if squeeze else x, *args)
     dtype = numpy_dtype(x, call.name)
     _check_device(x, call.name)
-    if _concrete(x.shape) and _concrete(x.stride()):
+    if concrete:
         _describe(x, call, dtype)
+    op, args, squeeze = _operator_call(x, call)
+    if memo is not None:
+        if len(_ROUTES) >= 1024:
+            _ROUTES.clear()
+        _ROUTES[memo] = op, args, squeeze
+    return op(x.reshape(shape[-3:]) if squeeze else x, *args)
+
+
+def _operator_call(x, call: OpCall):
+    """(operator, its arguments after the tensor, whether x's leading 1s go)."""
     name, args = call.name, call.args
     if name == "unfold":
         d = x.dim() - 2
-        return torch.ops.opendml.unfold.default(x, *(_ints(v, d) for v in args))
+        return torch.ops.opendml.unfold.default, tuple(_ints(v, d) for v in args), False
     if name == "fold":
         output_sizes, window_sizes = args[:2]     # spatial axes: as the array API counts them
         d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
-        if x.dim() > 3:                   # (1, ..., N, C x K, B): leading 1s
-            x = x.reshape(x.shape[-3:])
-        return torch.ops.opendml.fold.default(x, *(_ints(v, d) for v in args))
+        # (1, ..., N, C x K, B): leading 1s dropped
+        return torch.ops.opendml.fold.default, tuple(_ints(v, d) for v in args), x.dim() > 3
     if name == "slice":
         offsets, sizes, strides = (_ints(v) for v in args)
-        return torch.ops.opendml.slice1.default(x, offsets, [(s - 1) * t + 1 for s, t in zip(sizes, strides)],
-                                                strides)
+        return (torch.ops.opendml.slice1.default,
+                (offsets, [(s - 1) * t + 1 for s, t in zip(sizes, strides)], strides), False)
     if name == "slice1":
         offsets, sizes, strides = (_ints(v) for v in args[:3])
         if args[3] is not None:
             offsets, sizes = prefix_window(offsets, sizes, strides, _ints(args[3]))
-        return torch.ops.opendml.slice1.default(x, offsets, sizes, strides)
+        return torch.ops.opendml.slice1.default, (offsets, sizes, strides), False
     if name == "slice_grad":
         input_sizes, offsets, sizes, strides = (_ints(v) for v in args)
         offsets, sizes = prefix_window(offsets, sizes, strides, list(x.shape))
-        return torch.ops.opendml.slice_grad.default(x, input_sizes, offsets, sizes, strides)
+        return torch.ops.opendml.slice_grad.default, (input_sizes, offsets, sizes, strides), False
     raise UnsupportedError(f"{name}: no PyTorch operator")
 
 

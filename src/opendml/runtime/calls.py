@@ -8,7 +8,8 @@ compiled kernel on the array as given, the adapter records the kernel here
 it builds the key, allocates the output with the framework's allocator
 (NumPy, opendml's output blocks, PyTorch's caching allocator, CuPy's pool) and
 runs the kernel (a CPU kernel, or a CUDA launch on the caller's current
-stream), without entering Python. Anything the cache cannot vouch for returns
+stream), without entering Python. PyTorch CPU tensors get a NumPy output
+through ``torch.from_numpy``, as on the Python route. Anything the cache cannot vouch for returns
 None and takes the Python route: other array types, PyTorch tensors that
 autograd or a tracer must see, negative views, arguments other than None,
 plain ints and lists or tuples of plain ints, a device that is not current.
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..model.errors import UnsupportedError, ValidationError
+from .config import config
 from .cpu.backend import _load_native
 
 __all__ = ["OPS", "call", "put_numpy", "put_cuda", "register_torch", "register_cupy", "clear", "info",
@@ -32,7 +35,8 @@ __all__ = ["OPS", "call", "put_numpy", "put_cuda", "register_torch", "register_c
 OPS = {"slice": 1, "slice1": 2, "unfold": 3, "fold": 4, "slice_grad": 5}
 
 _native = _load_native()
-_HAS = _native is not None and hasattr(_native, "call_cache_call")
+_HAS = _native is not None and all(hasattr(_native, f"call_cache_{name}") for name in (
+    "call", "put_numpy", "put_cuda", "torch", "cupy", "graveyard", "clear", "enable", "info"))
 
 
 def _miss(*args) -> None:
@@ -42,10 +46,31 @@ def _miss(*args) -> None:
 #: ``call(op_code, x, *args)``: the output, or None (take the Python route).
 call: Callable[..., Any] = _native.call_cache_call if _HAS else _miss
 
+#: CUDA launches of dropped entries (appended by the C side): kernels queued
+#: from an entry may still read its launch's parameter block, so the blocks
+#: are released only after their devices synchronise (``_bury``).
+_GRAVEYARD: list = []
+GRAVEYARD_LIMIT = 256
+if _HAS:
+    _native.call_cache_graveyard(_GRAVEYARD)
+
+
+def _bury(force: bool = False) -> None:
+    """Release the launches of dropped entries once there are many (or when
+    ``force``): synchronise each device they ran on, then let them go."""
+    if not _GRAVEYARD or (len(_GRAVEYARD) < GRAVEYARD_LIMIT and not force):
+        return
+    dead = _GRAVEYARD[:]
+    del _GRAVEYARD[:len(dead)]
+    for backend in {id(launch.backend): launch.backend for launch in dead}.values():
+        backend.synchronize()
+    del dead
+
 
 def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: int, kernel: str, params: bytes,
               threads: int, use_blocks: bool, prefault: bool) -> bool:
-    """Record a compiled CPU kernel run on NumPy array ``x``; whether stored."""
+    """Record a compiled CPU kernel run on NumPy array ``x`` (or on a PyTorch
+    CPU tensor ``x``, read through a NumPy view); whether stored."""
     if not _HAS:
         return False
     return _native.call_cache_put_numpy(OPS[name], x, args, out_shape, dtype, origin_bytes, kernel, params, threads,
@@ -57,16 +82,19 @@ def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, lau
     launcher) on PyTorch tensor or CuPy array ``x``; whether stored."""
     if not _HAS or launch.via != "native" or not launch.blocks:
         return False
+    _bury()
     return _native.call_cache_put_cuda(OPS[name], x, args, out_shape, origin_bytes, launch.function_ptr,
                                        launch.blocks, launch.threads, launch.smem, launch.params_ptr, dst_ptr & 15,
                                        launch)
 
 
 def register_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
-                   current_device) -> None:
+                   current_device, from_numpy) -> None:
+    """PyTorch's hooks: the routing checks, the current stream and device of
+    CUDA tensors, and ``torch.from_numpy`` for CPU results."""
     if _HAS:
         _native.call_cache_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
-                                 current_device)
+                                 current_device, from_numpy)
 
 
 def register_cupy(ndarray_type, empty, current_device, current_stream_ptr) -> None:
@@ -75,8 +103,10 @@ def register_cupy(ndarray_type, empty, current_device, current_stream_ptr) -> No
 
 
 def clear() -> None:
+    """Drop every entry."""
     if _HAS:
         _native.call_cache_clear()
+        _bury()
 
 
 def set_enabled(flag: bool) -> None:
@@ -86,7 +116,12 @@ def set_enabled(flag: bool) -> None:
 
 def info() -> dict:
     """{'enabled', 'numpy', 'entries', 'hits', 'misses'}: whether the cache is
-    on, whether it serves NumPy arrays, its entries and lookups."""
+    on, whether it serves NumPy arrays, its entries, the calls it served and
+    the lookups that found no entry."""
     if not _HAS:
         return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0}
+    try:
+        config()              # the first read of the configuration sets the C side's flag
+    except (ValidationError, UnsupportedError):
+        pass                  # a bad environment value: raised by the first call that needs it
     return _native.call_cache_info()

@@ -40,8 +40,10 @@
 
 #ifdef ODML_NUMPY
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#define PY_ARRAY_UNIQUE_SYMBOL odml_ARRAY_API
 #include <numpy/arrayobject.h>
+#if NPY_ABI_VERSION < 0x02000000          /* NumPy 1.x headers */
+#define PyDataType_ELSIZE(d) ((d)->elsize)
+#endif
 #endif
 
 #define MAX_KEY 192
@@ -56,7 +58,7 @@ enum { K_COPY, K_UNFOLD, K_FOLD, K_SCATTER };
 
 typedef struct {
     PyObject_HEAD
-    int kind;
+    int kind, cpu;            /* the array's kind; 1: a CPU kernel (NumPy arrays, PyTorch CPU tensors) */
     PyObject *shape;          /* the output's shape, a tuple of ints */
     uint64_t origin;          /* bytes from the input's data pointer back to element 0 of the bound range */
     /* NumPy */
@@ -75,9 +77,15 @@ typedef struct {
     PyObject *launch;         /* the backend's Launch: owns the parameter block; its call retries and raises */
 } Entry;
 
+static PyObject *graveyard;             /* a list: Launches of dead entries, see Entry_dealloc */
+
 static void Entry_dealloc(Entry *e) {
     Py_XDECREF(e->shape);
     Py_XDECREF(e->dtype);
+    /* Kernels queued from this entry may still read the Launch's parameter
+     * block on the device: the Launch goes to the graveyard, which Python
+     * empties only after synchronising the device (runtime/calls.py). */
+    if (e->launch && graveyard && PyList_Append(graveyard, e->launch) < 0) PyErr_Clear();
     Py_XDECREF(e->launch);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -96,9 +104,9 @@ static int enabled = 1, numpy_ready;
 static long long hits, misses;
 
 /* PyTorch's and CuPy's hooks, registered by their adapters (call_cache_torch / _cupy). */
-static PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device;
+static PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
 static PyObject *c_type, *c_empty, *c_device, *c_stream;
-static PyObject *s_requires_grad, *s_is_cuda, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
+static PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
     *s_is_neg, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id;
 
 /* -- keys ----------------------------------------------------------------------------------------- */
@@ -188,7 +196,6 @@ static Entry *lookup(const Key *k) {
         misses++;
         return NULL;
     }
-    hits++;
     Py_INCREF(e);
     return (Entry *)e;
 }
@@ -317,31 +324,51 @@ static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     if (PyErr_Occurred()) PyErr_Clear();
     if (rc < 0 || int_of(x, s_get_device, 1, device) < 0 || int_of(x, s_data_ptr, 1, &p) < 0) return -1;
     *ptr = (uint64_t)p;
-    return put(k, *device) < 0 || put(k, (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
+    /* CPU kernels take any alignment: CPU tensors (device -1) get one class */
+    return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
 }
 
-/* Whether the kernel route may take x: a plain CUDA tensor that neither
- * autograd nor a tracer needs to see. */
+/* Whether the kernel route may take x, a tensor that neither autograd nor a
+ * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. */
 static int torch_plain(PyObject *x) {
     if (is_true(PyObject_GetAttr(x, s_requires_grad)) && is_true(PyObject_CallNoArgs(t_grad_enabled))) return 0;
     if (!equals(PyObject_CallNoArgs(t_dispatch_len), 0)) return 0;
     if (is_true(PyObject_CallOneArg(t_wrapped, x))) return 0;
-    return is_true(PyObject_GetAttr(x, s_is_cuda));
+    return is_true(PyObject_GetAttr(x, s_is_cuda)) ? 2 : is_true(PyObject_GetAttr(x, s_is_cpu)) ? 1 : 0;
 }
+
+#ifdef ODML_NUMPY
+static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data);   /* NumPy section below */
+#else
+static PyObject *cpu_run(Entry *e, void *dtype, uintptr_t data) {
+    (void)e; (void)dtype; (void)data;
+    Py_RETURN_NONE;   /* unreachable: no CPU entries are made without NumPy */
+}
+#endif
 
 static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device, dst;
     uint64_t ptr;
-    if (!torch_plain(x) || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 ||
-        torch_key(&k, x, &device, &ptr) < 0)
+    int where = torch_plain(x);
+    if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
         Py_RETURN_NONE;
     Entry *e = lookup(&k);
     if (!e) Py_RETURN_NONE;
     PyObject *result = NULL;
-    if (is_true(PyObject_CallMethodNoArgs(x, s_is_neg)) || !equals(PyObject_CallNoArgs(t_device), device)) {
+    if (e->cpu != (where == 1) || is_true(PyObject_CallMethodNoArgs(x, s_is_neg)) ||
+        (where == 2 && !equals(PyObject_CallNoArgs(t_device), device))) {
         result = Py_None;
         Py_INCREF(result);
+        goto done;
+    }
+    if (where == 1) {                              /* a CPU kernel into a NumPy output, as torch.from_numpy */
+        PyObject *out = cpu_run(e, (PyArray_Descr *)e->dtype, (uintptr_t)ptr);
+        if (out) {
+            result = PyObject_CallOneArg(t_from_numpy, out);
+            Py_DECREF(out);
+            if (result) hits++;
+        }
         goto done;
     }
     PyObject *out = PyObject_CallMethodOneArg(x, s_new_empty, e->shape);
@@ -362,6 +389,7 @@ static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x
     }
     Py_DECREF(dev);
     result = out;
+    hits++;
 done:
     Py_DECREF(e);
     return result;
@@ -372,13 +400,15 @@ done:
 static int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr) {
 #ifdef ODML_NUMPY
     int64_t p;
+    if (!numpy_ready) return -1;
     *dtype = PyObject_GetAttr(x, s_dtype);
     if (!*dtype || !PyArray_DescrCheck(*dtype)) {
         PyErr_Clear();
         return -1;
     }
     PyArray_Descr *d = (PyArray_Descr *)*dtype;
-    if (put(k, d->type_num) < 0 || put(k, PyDataType_ELSIZE(d)) < 0) return -1;
+    /* CuPy allows byte-swapped dtypes, which opendml rejects on the Python route */
+    if (!PyArray_ISNBO(d->byteorder) || put(k, d->type_num) < 0 || put(k, PyDataType_ELSIZE(d)) < 0) return -1;
     PyObject *shape = PyObject_GetAttr(x, s_shape);
     int rc = key_tuple(k, shape);
     Py_XDECREF(shape);
@@ -429,6 +459,7 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
         goto done;
     }
     result = out;
+    hits++;
 done:
     Py_DECREF(e);
     return result;
@@ -449,38 +480,36 @@ static int numpy_key(Key *k, PyArrayObject *x) {
 }
 
 static int run_kernel(Entry *e, char *dst, const char *src, const char **error) {
-    Entry copy = *e;                               /* the parameters on this stack while the GIL is released */
+    /* the caller's reference keeps e alive while the GIL is released */
     int status, release = e->out_bytes >= RELEASE_BYTES;
     PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
-    switch (copy.kernel) {
-    case K_COPY: status = odml_copy(dst, src, &copy.p.copy, copy.threads, error); break;
-    case K_UNFOLD: status = odml_unfold(dst, src, &copy.p.unfold, copy.threads, error); break;
-    case K_FOLD: status = odml_fold(dst, src, &copy.p.fold, copy.threads, error); break;
-    default: status = odml_scatter(dst, src, &copy.p.scatter, copy.threads, error); break;
+    switch (e->kernel) {
+    case K_COPY: status = odml_copy(dst, src, &e->p.copy, e->threads, error); break;
+    case K_UNFOLD: status = odml_unfold(dst, src, &e->p.unfold, e->threads, error); break;
+    case K_FOLD: status = odml_fold(dst, src, &e->p.fold, e->threads, error); break;
+    default: status = odml_scatter(dst, src, &e->p.scatter, e->threads, error); break;
     }
     if (release) PyEval_RestoreThread(ts);
     return status;
 }
 
-static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x) {
-    Key k;
-    if (key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 || numpy_key(&k, x) < 0) Py_RETURN_NONE;
-    Entry *e = lookup(&k);
-    if (!e) Py_RETURN_NONE;
+/* e's kernel from the array whose element 0 is at `data` into a new NumPy
+ * array of `dtype` (an output block where large enough, as CpuBackend.empty
+ * does). */
+static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
     npy_intp dims[MAX_RANK];
     for (int i = 0; i < e->rank; i++) dims[i] = (npy_intp)e->dims[i];
     PyObject *out;
     int fresh = 1;
-    Py_INCREF(e->dtype);
+    Py_INCREF(dtype);
     if (e->use_blocks && e->out_bytes <= odml_block_cache_max()) {
         char *mem;
         PyObject *block = odml_block_new((Py_ssize_t)e->out_bytes, &mem, &fresh);
         if (!block) {
-            Py_DECREF(e->dtype);
-            Py_DECREF(e);
+            Py_DECREF(dtype);
             return NULL;
         }
-        out = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr *)e->dtype, e->rank, dims, NULL, mem,
+        out = PyArray_NewFromDescr(&PyArray_Type, dtype, e->rank, dims, NULL, mem,
                                    NPY_ARRAY_CARRAY, NULL);
         if (!out) {
             Py_DECREF(block);
@@ -488,23 +517,32 @@ static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObje
             Py_CLEAR(out);
         }
     } else {
-        out = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr *)e->dtype, e->rank, dims, NULL, NULL, 0, NULL);
+        out = PyArray_NewFromDescr(&PyArray_Type, dtype, e->rank, dims, NULL, NULL, 0, NULL);
     }
-    if (!out) {
-        Py_DECREF(e);
-        return NULL;
-    }
+    if (!out) return NULL;
     char *dst = PyArray_BYTES((PyArrayObject *)out);
     if (fresh && e->prefault)                      /* as numpy_adapter.run: fault pages in before threads write */
         for (int64_t i = 0; i < e->out_bytes; i += PAGE) dst[i] = 0;
-    const char *src = (const char *)((uintptr_t)PyArray_BYTES(x) - (uintptr_t)e->origin), *error = NULL;
+    const char *src = (const char *)(data - (uintptr_t)e->origin), *error = NULL;
     int status = run_kernel(e, dst, src, &error);
-    Py_DECREF(e);
     if (status == ODML_OK) return out;
     Py_DECREF(out);
     if (status == ODML_ENOMEM) return PyErr_NoMemory();
     PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
     return NULL;
+}
+
+static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x) {
+    Key k;
+    if (key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 || numpy_key(&k, x) < 0) Py_RETURN_NONE;
+    Entry *e = lookup(&k);
+    if (!e) Py_RETURN_NONE;
+    /* the output takes x's own dtype object, as the Python route does (a
+     * dtype with metadata or fields keys like its plain type) */
+    PyObject *out = cpu_run(e, PyArray_DESCR(x), (uintptr_t)PyArray_BYTES(x));
+    Py_DECREF(e);
+    if (out) hits++;
+    return out;
 }
 #endif
 
@@ -530,9 +568,8 @@ static Entry *new_entry(int kind, PyObject *shape) {
     }
     Entry *e = PyObject_New(Entry, &EntryType);
     if (!e) return NULL;
+    memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
     e->kind = kind;
-    e->shape = NULL;
-    e->dtype = e->launch = NULL;
     e->rank = (int)PyTuple_GET_SIZE(shape);
     for (int i = 0; i < e->rank; i++) {
         e->dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
@@ -558,6 +595,10 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOO!O!OKsy*ipp", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &dtype,
                           &origin, &kernel, &params, &threads, &use_blocks, &prefault))
         return NULL;
+    if (!enabled) {
+        PyBuffer_Release(&params);
+        Py_RETURN_FALSE;
+    }
 #ifdef ODML_NUMPY
     Key k;
     static const struct { const char *name; size_t size; } kernels[] = {
@@ -576,18 +617,23 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
                      "size (%zd bytes) or dtype not a NumPy dtype", kernel, params.len);
         return NULL;
     }
-    if (Py_TYPE(x) != &PyArray_Type ||
-        key_head(&k, KIND_NUMPY, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
-        numpy_key(&k, (PyArrayObject *)x) < 0) {
+    int64_t device;
+    uint64_t ptr;
+    int kind = Py_TYPE(x) == &PyArray_Type ? KIND_NUMPY
+             : t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH : 0;
+    if (!kind || key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+        (kind == KIND_NUMPY ? numpy_key(&k, (PyArrayObject *)x) : torch_key(&k, x, &device, &ptr)) < 0 ||
+        (kind == KIND_TORCH && device >= 0)) {
         PyBuffer_Release(&params);
         Py_RETURN_FALSE;
     }
-    Entry *e = new_entry(KIND_NUMPY, shape);
+    Entry *e = new_entry(kind, shape);
     if (!e) {
         PyBuffer_Release(&params);
         return NULL;
     }
     e->kernel = which;
+    e->cpu = 1;
     memcpy(&e->p, params.buf, kernels[which].size);
     PyBuffer_Release(&params);
     Py_INCREF(dtype);
@@ -597,7 +643,14 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     e->use_blocks = use_blocks;
     e->prefault = prefault;
     e->out_bytes = PyDataType_ELSIZE((PyArray_Descr *)dtype);
-    for (int i = 0; i < e->rank; i++) e->out_bytes *= e->dims[i];
+    for (int i = 0; i < e->rank; i++) {
+        if (!odml_mul_le(e->out_bytes, e->dims[i], ODML_LIMIT)) {
+            Py_DECREF(e);
+            PyErr_SetString(PyExc_ValueError, "call_cache_put_numpy: the output is too large");
+            return NULL;
+        }
+        e->out_bytes *= e->dims[i];
+    }
     int rc = store(&k, e);
     Py_DECREF(e);
     if (rc < 0) return NULL;
@@ -614,22 +667,22 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
 PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *shape, *launch_obj, *dtype = NULL;
-    unsigned long long origin, function, params;
-    unsigned grid, block, shared, dst_align;
+    unsigned long long origin, function, params, grid, block, shared, dst_align;
     int64_t device;
     uint64_t ptr;
     Key k;
-    if (!PyArg_ParseTuple(args, "OOO!O!KKIIIKIO", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &origin,
+    if (!PyArg_ParseTuple(args, "OOO!O!KKKKKKKO", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &origin,
                           &function, &grid, &block, &shared, &params, &dst_align, &launch_obj))
         return NULL;
-    if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024 || dst_align > 15 || !PyCallable_Check(launch_obj)) {
+    if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024 || shared > 0xffffffffu || dst_align > 15 ||
+        !PyCallable_Check(launch_obj)) {
         PyErr_SetString(PyExc_ValueError, "call_cache_put_cuda: grid in [1, 2^31 - 1], block in [1, 1024], "
                         "dst_align in [0, 15] and a callable launch are required");
         return NULL;
     }
     int kind = t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH
              : c_type && Py_TYPE(x) == (PyTypeObject *)c_type ? KIND_CUPY : 0;
-    if (!kind || key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+    if (!enabled || !kind || key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         (kind == KIND_TORCH ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dtype, &device, &ptr)) < 0) {
         Py_XDECREF(dtype);
         Py_RETURN_FALSE;
@@ -640,10 +693,10 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     e->origin = origin;
     e->function = function;
     e->params = params;
-    e->grid = grid;
-    e->block = block;
-    e->shared = shared;
-    e->dst_align = dst_align;
+    e->grid = (unsigned)grid;
+    e->block = (unsigned)block;
+    e->shared = (unsigned)shared;
+    e->dst_align = (unsigned)dst_align;
     Py_INCREF(launch_obj);
     e->launch = launch_obj;
     int rc = store(&k, e);
@@ -673,11 +726,13 @@ static PyObject *set_hooks(PyObject *args, const char *name, PyObject **slots[],
     Py_RETURN_NONE;
 }
 
-/* call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, current_device) */
+/* call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, current_device,
+ * from_numpy) */
 PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject **slots[] = {&t_type, &t_grad_enabled, &t_dispatch_len, &t_wrapped, &t_raw_stream, &t_device};
-    return set_hooks(args, "call_cache_torch", slots, 6);
+    PyObject **slots[] = {&t_type, &t_grad_enabled, &t_dispatch_len, &t_wrapped, &t_raw_stream, &t_device,
+                          &t_from_numpy};
+    return set_hooks(args, "call_cache_torch", slots, 7);
 }
 
 /* call_cache_cupy(ndarray, empty, current_device, current_stream_ptr) */
@@ -685,6 +740,18 @@ PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args) {
     (void)self;
     PyObject **slots[] = {&c_type, &c_empty, &c_device, &c_stream};
     return set_hooks(args, "call_cache_cupy", slots, 4);
+}
+
+/* call_cache_graveyard(list): where dead entries put their Launches */
+PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list) {
+    (void)self;
+    if (!PyList_CheckExact(list)) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_graveyard: a list is required");
+        return NULL;
+    }
+    Py_INCREF(list);
+    Py_XSETREF(graveyard, list);
+    Py_RETURN_NONE;
 }
 
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused) {
@@ -722,7 +789,7 @@ int odml_calls_init(void) {
     else numpy_ready = 1;
 #endif
     struct { PyObject **slot; const char *name; } names[] = {
-        {&s_requires_grad, "requires_grad"}, {&s_is_cuda, "is_cuda"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},
+        {&s_requires_grad, "requires_grad"}, {&s_is_cuda, "is_cuda"}, {&s_is_cpu, "is_cpu"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},
         {&s_stride, "stride"}, {&s_get_device, "get_device"}, {&s_data_ptr, "data_ptr"}, {&s_is_neg, "is_neg"},
         {&s_new_empty, "new_empty"}, {&s_strides, "strides"}, {&s_data, "data"}, {&s_ptr, "ptr"},
         {&s_device_id, "device_id"}};

@@ -94,6 +94,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused);
+PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list);
 PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused);
 
@@ -108,10 +109,12 @@ static PyMethodDef methods[] = {
      "launch) -> whether stored"},
     {"call_cache_torch", odml_py_call_cache_torch, METH_VARARGS,
      "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, "
-     "current_device): PyTorch's hooks"},
+     "current_device, from_numpy): PyTorch's hooks"},
     {"call_cache_cupy", odml_py_call_cache_cupy, METH_VARARGS,
      "call_cache_cupy(ndarray, empty, current_device, current_stream_ptr): CuPy's hooks"},
     {"call_cache_clear", odml_py_call_cache_clear, METH_NOARGS, "call_cache_clear(): drop every entry"},
+    {"call_cache_graveyard", odml_py_call_cache_graveyard, METH_O,
+     "call_cache_graveyard(list): dead entries append their CUDA launches here (runtime/calls.py empties it)"},
     {"call_cache_enable", odml_py_call_cache_enable, METH_VARARGS,
      "call_cache_enable([flag]) -> previous flag (False also drops every entry)"},
     {"call_cache_info", odml_py_call_cache_info, METH_NOARGS,
