@@ -28,6 +28,7 @@ _current_stream_ptr = _stream_ptr_function()
 
 
 def run(x, call: OpCall):
+    since = calls.generation()
     desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     given = x
     if layout is None:
@@ -46,7 +47,7 @@ def run(x, call: OpCall):
             launch(src, dst, _current_stream_ptr())
             if x is given:
                 # The next call like this one is served from C (runtime/calls.py).
-                calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst)
+                calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since)
     return out
 
 

@@ -31,6 +31,7 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
     """``call`` on ``x``. A compiled-kernel run is recorded in the call cache
     under ``x`` or, where given, ``record_as`` (the PyTorch CPU tensor that
     ``x`` views)."""
+    since = calls.generation()            # before any setting is read
     given = x
     x = as_input(x)
     desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
@@ -57,7 +58,7 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
             # The next call like this one is served from C (runtime/calls.py).
             calls.put_numpy(call.name, x if record_as is None else record_as, call.args, out.shape, out.dtype,
                             origin, run.kernel.__name__, run.blob, run.threads, out.nbytes >= CACHE_MIN_BYTES,
-                            prefault)
+                            prefault, since)
         return out
     low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     word = WORDS[x.itemsize]

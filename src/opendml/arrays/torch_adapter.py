@@ -161,6 +161,7 @@ def _layout(shape, strides, item):
 
 
 def _cuda_kernel(x, call: OpCall, dtype):
+    since = calls.generation()
     item = dtype.itemsize
     shape = tuple(x.shape)
     layout = _layout(shape, x.stride(), item)
@@ -183,7 +184,7 @@ def _cuda_kernel(x, call: OpCall, dtype):
         with torch.cuda.device(index):
             launch(src, dst, stream)
     # The next call like this one is served from C (runtime/calls.py).
-    calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst)
+    calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since)
     return out
 
 

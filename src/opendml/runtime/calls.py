@@ -28,7 +28,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from .config import config
 from .cpu.backend import _load_native
 
-__all__ = ["OPS", "call", "put_numpy", "put_cuda", "register_torch", "register_cupy", "clear", "info",
+__all__ = ["OPS", "call", "generation", "put_numpy", "put_cuda", "register_torch", "register_cupy", "clear", "info",
            "set_enabled"]
 
 #: Operator codes in keys.
@@ -67,17 +67,36 @@ def _bury(force: bool = False) -> None:
     del dead
 
 
+def generation() -> int:
+    """Read this before a call's Python route reads any setting and pass it to
+    ``put_*``: a record made on settings that a ``configure()`` in another
+    thread has since replaced is refused."""
+    if not _HAS:
+        return 0
+    _read_settings()          # their first read drops the cache: read them before the generation
+    return _native.call_cache_generation()
+
+
+def _read_settings() -> None:
+    try:
+        config()              # the first read of the configuration sets the C side's flag and drops the cache
+    except (ValidationError, UnsupportedError):
+        pass                  # a bad environment value: raised by the first call that needs it
+
+
 def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: int, kernel: str, params: bytes,
-              threads: int, use_blocks: bool, prefault: bool) -> bool:
+              threads: int, use_blocks: bool, prefault: bool, since: int) -> bool:
     """Record a compiled CPU kernel run on NumPy array ``x`` (or on a PyTorch
-    CPU tensor ``x``, read through a NumPy view); whether stored."""
+    CPU tensor ``x``, read through a NumPy view), made on the settings of
+    ``generation()`` ``since``; whether stored."""
     if not _HAS:
         return False
     return _native.call_cache_put_numpy(OPS[name], x, args, out_shape, dtype, origin_bytes, kernel, params, threads,
-                                        use_blocks, prefault)
+                                        use_blocks, prefault, since)
 
 
-def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, launch, dst_ptr: int) -> bool:
+def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, launch, dst_ptr: int,
+             since: int) -> bool:
     """Record a CUDA launch (a backend ``Launch`` made by the C extension's
     launcher) on PyTorch tensor or CuPy array ``x``; whether stored."""
     if not _HAS or launch.via != "native" or not launch.blocks:
@@ -85,7 +104,7 @@ def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, lau
     _bury()
     return _native.call_cache_put_cuda(OPS[name], x, args, out_shape, origin_bytes, launch.function_ptr,
                                        launch.blocks, launch.threads, launch.smem, launch.params_ptr, dst_ptr & 15,
-                                       launch)
+                                       launch, since)
 
 
 def register_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
@@ -120,8 +139,5 @@ def info() -> dict:
     the lookups that found no entry."""
     if not _HAS:
         return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0}
-    try:
-        config()              # the first read of the configuration sets the C side's flag
-    except (ValidationError, UnsupportedError):
-        pass                  # a bad environment value: raised by the first call that needs it
+    _read_settings()
     return _native.call_cache_info()

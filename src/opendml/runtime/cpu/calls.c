@@ -102,6 +102,14 @@ static PyTypeObject EntryType = {
 static PyObject *table;                 /* key bytes -> Entry */
 static int enabled = 1, numpy_ready;
 static long long hits, misses;
+/* Bumped by every clear: a put made on settings read before the last clear
+ * (another thread called configure() meanwhile) is refused. */
+static unsigned long long generation;
+
+static void drop_all(void) {
+    generation++;
+    if (table) PyDict_Clear(table);
+}
 
 /* PyTorch's and CuPy's hooks, registered by their adapters (call_cache_torch / _cupy). */
 static PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
@@ -203,7 +211,7 @@ static Entry *lookup(const Key *k) {
 static int store(const Key *k, Entry *e) {
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     if (!kb) return -1;
-    if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) PyDict_Clear(table);
+    if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) PyDict_Clear(table);   /* full: not a settings change */
     int rc = PyDict_SetItem(table, kb, (PyObject *)e);
     Py_DECREF(kb);
     return rc;
@@ -584,7 +592,8 @@ static Entry *new_entry(int kind, PyObject *shape) {
     return e;
 }
 
-/* call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, prefault) */
+/* call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, prefault,
+ * generation) */
 PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *shape, *dtype;
@@ -592,10 +601,11 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     const char *kernel;
     Py_buffer params;
     int threads, use_blocks, prefault;
-    if (!PyArg_ParseTuple(args, "OOO!O!OKsy*ipp", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &dtype,
-                          &origin, &kernel, &params, &threads, &use_blocks, &prefault))
+    unsigned long long gen;
+    if (!PyArg_ParseTuple(args, "OOO!O!OKsy*ippK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &dtype,
+                          &origin, &kernel, &params, &threads, &use_blocks, &prefault, &gen))
         return NULL;
-    if (!enabled) {
+    if (!enabled || gen != generation) {
         PyBuffer_Release(&params);
         Py_RETURN_FALSE;
     }
@@ -663,16 +673,17 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
 #endif
 }
 
-/* call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, launch) */
+/* call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, launch,
+ * generation) */
 PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *shape, *launch_obj, *dtype = NULL;
-    unsigned long long origin, function, params, grid, block, shared, dst_align;
+    unsigned long long origin, function, params, grid, block, shared, dst_align, gen;
     int64_t device;
     uint64_t ptr;
     Key k;
-    if (!PyArg_ParseTuple(args, "OOO!O!KKKKKKKO", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &origin,
-                          &function, &grid, &block, &shared, &params, &dst_align, &launch_obj))
+    if (!PyArg_ParseTuple(args, "OOO!O!KKKKKKKOK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &origin,
+                          &function, &grid, &block, &shared, &params, &dst_align, &launch_obj, &gen))
         return NULL;
     if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024 || shared > 0xffffffffu || dst_align > 15 ||
         !PyCallable_Check(launch_obj)) {
@@ -682,7 +693,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     }
     int kind = t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH
              : c_type && Py_TYPE(x) == (PyTypeObject *)c_type ? KIND_CUPY : 0;
-    if (!enabled || !kind || key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+    if (!enabled || gen != generation || !kind || key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         (kind == KIND_TORCH ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dtype, &device, &ptr)) < 0) {
         Py_XDECREF(dtype);
         Py_RETURN_FALSE;
@@ -722,7 +733,7 @@ static PyObject *set_hooks(PyObject *args, const char *name, PyObject **slots[],
         Py_INCREF(PyTuple_GET_ITEM(args, i));
         Py_XSETREF(*slots[i], PyTuple_GET_ITEM(args, i));
     }
-    PyDict_Clear(table);
+    drop_all();
     Py_RETURN_NONE;
 }
 
@@ -756,8 +767,13 @@ PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list) {
 
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
-    if (table) PyDict_Clear(table);
+    drop_all();
     Py_RETURN_NONE;
+}
+
+PyObject *odml_py_call_cache_generation(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    return PyLong_FromUnsignedLongLong(generation);
 }
 
 PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args) {
@@ -766,7 +782,7 @@ PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "|p", &flag)) return NULL;
     if (flag >= 0) {
         enabled = flag;
-        if (!flag && table) PyDict_Clear(table);
+        if (!flag) drop_all();
     }
     return PyBool_FromLong(old);
 }

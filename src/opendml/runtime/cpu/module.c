@@ -95,6 +95,7 @@ PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused);
 PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list);
+PyObject *odml_py_call_cache_generation(PyObject *self, PyObject *unused);
 PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused);
 
@@ -103,16 +104,18 @@ static PyMethodDef methods[] = {
      "call_cache_call(op, x, *args) -> the output, or None where the call must take the Python route (calls.c)"},
     {"call_cache_put_numpy", odml_py_call_cache_put_numpy, METH_VARARGS,
      "call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, "
-     "prefault) -> whether stored"},
+     "prefault, generation) -> whether stored"},
     {"call_cache_put_cuda", odml_py_call_cache_put_cuda, METH_VARARGS,
      "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, "
-     "launch) -> whether stored"},
+     "launch, generation) -> whether stored"},
     {"call_cache_torch", odml_py_call_cache_torch, METH_VARARGS,
      "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, "
      "current_device, from_numpy): PyTorch's hooks"},
     {"call_cache_cupy", odml_py_call_cache_cupy, METH_VARARGS,
      "call_cache_cupy(ndarray, empty, current_device, current_stream_ptr): CuPy's hooks"},
     {"call_cache_clear", odml_py_call_cache_clear, METH_NOARGS, "call_cache_clear(): drop every entry"},
+    {"call_cache_generation", odml_py_call_cache_generation, METH_NOARGS,
+     "call_cache_generation() -> how many times the cache was dropped (a put names the one it started in)"},
     {"call_cache_graveyard", odml_py_call_cache_graveyard, METH_O,
      "call_cache_graveyard(list): dead entries append their CUDA launches here (runtime/calls.py empties it)"},
     {"call_cache_enable", odml_py_call_cache_enable, METH_VARARGS,
