@@ -1155,11 +1155,14 @@ def test_cupy_side_stream_behind_a_long_kernel():
     want = dml.slice1(host_arange(shape), *args)
     dml.slice1(x, *args)                           # recorded
     spin = cupy.RawKernel(SPIN, "spin")
-    cupy.cuda.Device().synchronize()
     side = cupy.cuda.Stream(non_blocking=True)
+    with side:                                     # compile both kernels first: no host work behind the spin
+        spin((1,), (1,), (np.int64(1000),))
+        x[...] = source
+    cupy.cuda.Device().synchronize()
     before = served()
     with side:
-        spin((1,), (1,), (np.int64(200_000_000),))
+        spin((1,), (1,), (np.int64(1_000_000_000),))   # about half a second
         x[...] = source
         s = dml.slice1(x, *args)
         done = side.record()
