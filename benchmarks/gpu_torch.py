@@ -122,7 +122,9 @@ def host_rows(device: str, calls: int, warmup: int) -> list[dict]:
     its description."""
     x = torch.arange(16, dtype=torch.float32, device=device).reshape(1, 1, 4, 4)
     xg = x.clone().requires_grad_()
-    flip = [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 1]        # SLICE1 window: axis 2 walked backwards
+    # SLICE1 window: axis 2 walked backwards; the calls below pass the three
+    # lists as a user would (no * unpacking inside the timed lambda)
+    off, size, step = flip = [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 1]
     cold_x = torch.arange(10000 + 4, dtype=torch.float32, device=device)
     cold_i = iter(range(10**9))
 
@@ -131,9 +133,9 @@ def host_rows(device: str, calls: int, warmup: int) -> list[dict]:
         return dml.slice1(arr, [i], [4], [-1])
 
     pairs = [
-        ("slice1 1x1x4x4 vs torch.flip", lambda: dml.slice1(x, *flip), lambda: torch.flip(x, [2])),
+        ("slice1 1x1x4x4 vs torch.flip", lambda: dml.slice1(x, off, size, step), lambda: torch.flip(x, [2])),
         ("unfold 1x1x4x4 vs F.unfold", lambda: dml.unfold(x, 2), lambda: F.unfold(x, 2)),
-        ("slice1 requires_grad vs flip", lambda: dml.slice1(xg, *flip), lambda: torch.flip(xg, [2])),
+        ("slice1 requires_grad vs flip", lambda: dml.slice1(xg, off, size, step), lambda: torch.flip(xg, [2])),
         ("unfold requires_grad vs F.unfold", lambda: dml.unfold(xg, 2), lambda: F.unfold(xg, 2)),
     ]
     rows = []
@@ -150,7 +152,7 @@ def host_rows(device: str, calls: int, warmup: int) -> list[dict]:
 
     for name, mine, theirs in pairs:
         add(name, mine, theirs)
-    add("slice1 1x1x4x4, call cache off", lambda: dml.slice1(x, *flip), lambda: torch.flip(x, [2]), cache=False)
+    add("slice1 1x1x4x4, call cache off", lambda: dml.slice1(x, off, size, step), lambda: torch.flip(x, [2]), cache=False)
     add("slice1 4 of 10004, cold (new window each call)", lambda: cold_slice(cold_x), None,
         want=torch.flip(cold_x[:4], [0]))
     rows.append({"workload": "torch.empty_like (floor)",
@@ -162,7 +164,7 @@ def host_rows(device: str, calls: int, warmup: int) -> list[dict]:
                             ("slice1 NumPy array, call cache off", False)):
             with dml.configure(call_cache=cache):
                 agrees = bool(np.array_equal(dml.slice1(xn, *flip), view()))
-                a = host_cost(lambda: dml.slice1(xn, *flip), device, calls, warmup)
+                a = host_cost(lambda: dml.slice1(xn, off, size, step), device, calls, warmup)
             b = host_cost(view, device, calls, warmup)
             rows.append({"workload": name, "opendml_us": a * 1e6, "torch_us": b * 1e6, "speedup": b / a,
                          "agrees": agrees})
@@ -178,7 +180,7 @@ def host_rows(device: str, calls: int, warmup: int) -> list[dict]:
                                 ("slice1 CuPy array, call cache off", False)):
                 with dml.configure(call_cache=cache):
                     ok = bool((dml.slice1(xc, *flip) == view()).all())
-                    a = host_cost(lambda: dml.slice1(xc, *flip), "cuda", calls, warmup)
+                    a = host_cost(lambda: dml.slice1(xc, off, size, step), "cuda", calls, warmup)
                 b = host_cost(view, "cuda", calls, warmup)
                 rows.append({"workload": name, "agrees": ok, "opendml_us": a * 1e6, "torch_us": b * 1e6,
                              "speedup": b / a})
@@ -223,6 +225,20 @@ def step(unfold_fn, x, w):
     return loss
 
 
+def kernel_breakdown(fn, top: int = 8) -> list[list]:
+    """GPU time per kernel over one call of ``fn`` (torch.profiler): the
+    ``top`` kernels as [name, ms], largest first, and the total."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    rows = [(e.key, e.device_time_total / 1e3) for e in prof.key_averages() if e.device_time_total > 0]
+    rows.sort(key=lambda r: -r[1])
+    return [[name[:70], ms] for name, ms in rows[:top]] + [["total", sum(ms for _, ms in rows)]]
+
+
 def training_rows(device: str, shape2d, shape3d, reps: int, rounds: int) -> list[dict]:
     rows = []
     gen = torch.Generator(device=device).manual_seed(0)
@@ -244,6 +260,9 @@ def training_rows(device: str, shape2d, shape3d, reps: int, rounds: int) -> list
         b = device_time(lambda: step(theirs, x, w), device, reps, rounds)
         rows.append({"workload": f"im2col step {d}-D {'x'.join(map(str, shape))} k3 p1 vs {theirs_name}",
                      "opendml_ms": a * 1e3, "torch_ms": b * 1e3, "speedup": b / a, "agrees": agrees})
+        if device == "cuda":       # where each step's GPU time goes
+            rows[-1]["kernels"] = {"opendml": kernel_breakdown(lambda: step(mine, x, w)),
+                                   "torch": kernel_breakdown(lambda: step(theirs, x, w))}
     if device == "cuda":
         rows[0]["target"] = TARGET_2D
     return rows
@@ -284,6 +303,10 @@ def table(res) -> str:
             if "target" in r else ""
         lines.append(f"{r['workload']:64s} {r['opendml_ms']:10.4f} {r['torch_ms']:10.4f} {r['speedup']:7.2f}x"
                      f"{'' if r['agrees'] else '  DIFFERS'}{target}")
+    for r in res["training"]:
+        for who, kernels in r.get("kernels", {}).items():
+            lines.append(f"  GPU time per kernel, {who}, {r['workload'][:40]}:")
+            lines += [f"    {ms:8.3f} ms  {name}" for name, ms in kernels]
     return "\n".join(lines)
 
 
