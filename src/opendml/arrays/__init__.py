@@ -5,7 +5,9 @@ array of the same framework on the same device.
 One adapter per framework (``numpy_adapter``, ``cupy_adapter``,
 ``torch_adapter``, ``jax_adapter``, ``dask_adapter``) turns an array into what the runtime runs;
 the planner (``planner``) turns an array's layout into a validated plan, with a
-bounded LRU plan cache. A framework is recognised by its array type, looked up
+bounded LRU plan cache. Each function first offers its call to the call cache
+(``opendml.runtime.calls``), which serves a repeated call from C; the
+adapters record what a first call ran. A framework is recognised by its array type, looked up
 only where the framework is already imported, so no framework is imported
 here. May import ``opendml.model``, ``opendml.ops``, ``opendml.plan`` and
 ``opendml.runtime``.
