@@ -40,6 +40,12 @@ def as_int_tuple(values, what: str, *, where: str, length: int | None = None,
     would otherwise give its keys), sets (no order), masked arrays (the mask
     would be dropped), and iterables of more than ``max_length`` entries (read
     no further than that, so an endless iterator cannot hang)."""
+    kind = type(values)
+    if (kind is tuple or kind is list) and len(values) <= max_length and (length is None or len(values) == length):
+        # the common case, decided without the general checks below
+        ints = tuple(values)
+        if all(type(v) is int for v in ints):
+            return ints
     if isinstance(values, (str, bytes, bytearray)) or values is None:
         raise ValidationError(f"{where}: {what} must be a sequence of integers; got {_short(values)}")
     if isinstance(values, (Mapping, Set)):
