@@ -210,6 +210,8 @@ _ROUTES: dict = {}
 def through_op(x, call: OpCall):
     """``call`` through the custom operators: validated first where ``x``'s
     sizes are known, with the array API's own rules and messages."""
+    dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
+    _check_device(x, call.name)
     shape, strides = tuple(x.shape), x.stride()
     concrete = _concrete(shape) and _concrete(strides)
     memo = None
@@ -221,8 +223,6 @@ def through_op(x, call: OpCall):
             if hit is not None:
                 op, args, squeeze = hit
                 return op(x.reshape(shape[-3:]) if squeeze else x, *args)
-    dtype = numpy_dtype(x, call.name)
-    _check_device(x, call.name)
     if concrete:
         _describe(x, call, dtype)
     op, args, squeeze = _operator_call(x, call)
