@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import warnings
 
@@ -1170,3 +1171,30 @@ def test_cupy_side_stream_behind_a_long_kernel():
     assert not done.done
     side.synchronize()
     assert s.get().tobytes() == want.tobytes()
+
+
+def test_a_keyboard_interrupt_in_a_hook_is_raised_not_swallowed():
+    # The call cache asks PyTorch's hooks whether a tensor may be served; an
+    # exception there only sends the call down the Python route, except one
+    # that is not an Exception (Ctrl-C), which must reach the caller.
+    pytest.importorskip("torch")
+    if not native_available():
+        pytest.skip("needs the compiled extension")
+    code = textwrap.dedent("""
+        import torch, opendml as dml
+        from opendml.arrays import torch_adapter as ta
+        from opendml.runtime import calls
+        def interrupted():
+            raise KeyboardInterrupt
+        x = torch.arange(16.).reshape(1, 1, 4, 4)
+        args = ([0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 1])
+        dml.slice1(x, *args)
+        calls.register_torch(torch.Tensor, torch.is_grad_enabled, interrupted, ta._is_functorch_wrapped,
+                             ta._raw_stream or ta._no_stream, ta._current_device, torch.from_numpy)
+        try:
+            dml.slice1(x, *args)
+        except KeyboardInterrupt:
+            print("raised")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "raised", out.stderr[-2000:]

@@ -106,6 +106,27 @@ static long long hits, misses;
  * (another thread called configure() meanwhile) is refused. */
 static unsigned long long generation;
 
+/* An exception that is not an Exception (KeyboardInterrupt, SystemExit) met
+ * while a call probed a hook: kept and raised when the call returns, not
+ * dropped with the errors that only make the call take the Python route. */
+static PyObject *deferred;               /* the exception (3.12+), or its type (3.11) */
+#if PY_VERSION_HEX < 0x030C0000
+static PyObject *deferred_value, *deferred_tb;
+#endif
+
+static void drop_error(void) {
+    if (!PyErr_Occurred()) return;
+    if (!deferred && !PyErr_ExceptionMatches(PyExc_Exception)) {
+#if PY_VERSION_HEX >= 0x030C0000
+        deferred = PyErr_GetRaisedException();
+#else
+        PyErr_Fetch(&deferred, &deferred_value, &deferred_tb);
+#endif
+        return;
+    }
+    PyErr_Clear();
+}
+
 static void drop_all(void) {
     generation++;
     if (table) PyDict_Clear(table);
@@ -136,7 +157,7 @@ static int exact_int(PyObject *o, int64_t *v) {
     int overflow;
     long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
+        drop_error();
         return -1;
     }
     *v = x;
@@ -182,7 +203,7 @@ static int key_tuple(Key *k, PyObject *t) {
         if (!PyLong_Check(item)) return -1;
         long long x = PyLong_AsLongLong(item);
         if (x == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
+            drop_error();
             return -1;
         }
         v = x;
@@ -194,13 +215,13 @@ static int key_tuple(Key *k, PyObject *t) {
 static Entry *lookup(const Key *k) {
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     if (!kb) {
-        PyErr_Clear();
+        drop_error();
         return NULL;
     }
     PyObject *e = PyDict_GetItemWithError(table, kb);
     Py_DECREF(kb);
     if (!e) {
-        PyErr_Clear();
+        drop_error();
         misses++;
         return NULL;
     }
@@ -222,14 +243,14 @@ static int store(const Key *k, Entry *e) {
 static int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
     PyObject *r = call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name);
     if (!r) {
-        PyErr_Clear();
+        drop_error();
         return -1;
     }
     int rc = 0;
     if (PyLong_Check(r)) {
         long long x = PyLong_AsLongLong(r);
         if (x == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
+            drop_error();
             rc = -1;
         }
         *v = x;
@@ -243,7 +264,7 @@ static int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
 /* 1 where `r` (a new reference, or NULL) is True, else 0; consumes it. */
 static int is_true(PyObject *r) {
     if (!r) {
-        PyErr_Clear();
+        drop_error();
         return 0;
     }
     int t = r == Py_True;
@@ -254,13 +275,13 @@ static int is_true(PyObject *r) {
 /* 1 where the call result (a new reference, or NULL) is the int `want`; consumes it. */
 static int equals(PyObject *r, int64_t want) {
     if (!r) {
-        PyErr_Clear();
+        drop_error();
         return 0;
     }
     int eq = 0;
     if (PyLong_Check(r)) {
         long long x = PyLong_AsLongLong(r);
-        if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (x == -1 && PyErr_Occurred()) drop_error();
         else eq = x == want;
     }
     Py_DECREF(r);
@@ -291,7 +312,7 @@ static int output_address(Entry *e, PyObject *out, int torch, int64_t *dst) {
         PyObject *mem = PyObject_GetAttr(out, s_data);
         rc = mem ? int_of(mem, s_ptr, 0, dst) : -1;
         Py_XDECREF(mem);
-        if (PyErr_Occurred()) PyErr_Clear();
+        if (PyErr_Occurred()) drop_error();
     }
     return rc < 0 || ((uint64_t)*dst & 15) != e->dst_align ? -1 : 0;
 }
@@ -318,7 +339,7 @@ static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     int64_t p;
     PyObject *dtype = PyObject_GetAttr(x, s_dtype);
     if (!dtype) {
-        PyErr_Clear();
+        drop_error();
         return -1;
     }
     int rc = put(k, (int64_t)(intptr_t)dtype);   /* torch.dtype objects are immortal singletons */
@@ -329,7 +350,7 @@ static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     PyObject *stride = rc < 0 ? NULL : PyObject_CallMethodNoArgs(x, s_stride);
     rc = rc < 0 ? -1 : key_tuple(k, stride);
     Py_XDECREF(stride);
-    if (PyErr_Occurred()) PyErr_Clear();
+    if (PyErr_Occurred()) drop_error();
     if (rc < 0 || int_of(x, s_get_device, 1, device) < 0 || int_of(x, s_data_ptr, 1, &p) < 0) return -1;
     *ptr = (uint64_t)p;
     /* CPU kernels take any alignment: CPU tensors (device -1) get one class */
@@ -411,7 +432,7 @@ static int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint
     if (!numpy_ready) return -1;
     *dtype = PyObject_GetAttr(x, s_dtype);
     if (!*dtype || !PyArray_DescrCheck(*dtype)) {
-        PyErr_Clear();
+        drop_error();
         return -1;
     }
     PyArray_Descr *d = (PyArray_Descr *)*dtype;
@@ -424,7 +445,7 @@ static int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint
     rc = rc < 0 ? -1 : key_tuple(k, strides);
     Py_XDECREF(strides);
     PyObject *mem = rc < 0 ? NULL : PyObject_GetAttr(x, s_data);
-    if (PyErr_Occurred()) PyErr_Clear();
+    if (PyErr_Occurred()) drop_error();
     if (!mem) return -1;
     rc = int_of(mem, s_ptr, 0, &p) < 0 || int_of(mem, s_device_id, 0, device) < 0 ? -1 : 0;
     Py_DECREF(mem);
@@ -556,17 +577,33 @@ static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObje
 
 /* -- Python functions ------------------------------------------------------------------------------- */
 
+/* `result`, or NULL with the deferred exception raised where a hook met one. */
+static PyObject *with_deferred(PyObject *result) {
+    if (!deferred) return result;
+    Py_XDECREF(result);
+    if (PyErr_Occurred()) PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(deferred);
+#else
+    PyErr_Restore(deferred, deferred_value, deferred_tb);
+    deferred_value = deferred_tb = NULL;
+#endif
+    deferred = NULL;
+    return NULL;
+}
+
 PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (!enabled || nargs < 2 || !table) Py_RETURN_NONE;
-    PyObject *x = args[1];
+    PyObject *x = args[1], *result;
     PyTypeObject *type = Py_TYPE(x);
 #ifdef ODML_NUMPY
     if (numpy_ready && type == &PyArray_Type) return numpy_call(args, nargs, (PyArrayObject *)x);
 #endif
-    if (t_type && type == (PyTypeObject *)t_type) return torch_call(args, nargs, x);
-    if (c_type && type == (PyTypeObject *)c_type) return cupy_call(args, nargs, x);
-    Py_RETURN_NONE;
+    if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs, x);
+    else if (c_type && type == (PyTypeObject *)c_type) result = cupy_call(args, nargs, x);
+    else Py_RETURN_NONE;
+    return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
 }
 
 static Entry *new_entry(int kind, PyObject *shape) {
@@ -635,7 +672,8 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
         (kind == KIND_NUMPY ? numpy_key(&k, (PyArrayObject *)x) : torch_key(&k, x, &device, &ptr)) < 0 ||
         (kind == KIND_TORCH && device >= 0)) {
         PyBuffer_Release(&params);
-        Py_RETURN_FALSE;
+        Py_INCREF(Py_False);
+        return with_deferred(Py_False);
     }
     Entry *e = new_entry(kind, shape);
     if (!e) {
@@ -693,10 +731,12 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     }
     int kind = t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH
              : c_type && Py_TYPE(x) == (PyTypeObject *)c_type ? KIND_CUPY : 0;
-    if (!enabled || gen != generation || !kind || key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+    if (!enabled || gen != generation || !kind ||
+        key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         (kind == KIND_TORCH ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dtype, &device, &ptr)) < 0) {
         Py_XDECREF(dtype);
-        Py_RETURN_FALSE;
+        Py_INCREF(Py_False);
+        return with_deferred(Py_False);
     }
     Py_XDECREF(dtype);
     Entry *e = new_entry(kind, shape);
