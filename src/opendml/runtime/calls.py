@@ -55,10 +55,11 @@ if _HAS:
     _native.call_cache_graveyard(_GRAVEYARD)
 
 
-def _bury(force: bool = False) -> None:
-    """Release the launches of dropped entries once there are many (or when
-    ``force``): synchronise each device they ran on, then let them go."""
-    if not _GRAVEYARD or (len(_GRAVEYARD) < GRAVEYARD_LIMIT and not force):
+def _bury() -> None:
+    """Release the launches of dropped entries once there are
+    ``GRAVEYARD_LIMIT`` of them: synchronise each device they ran on, then
+    let them go. (Fewer are simply kept: a few small parameter blocks.)"""
+    if len(_GRAVEYARD) < GRAVEYARD_LIMIT:
         return
     dead = _GRAVEYARD[:]
     del _GRAVEYARD[:len(dead)]
