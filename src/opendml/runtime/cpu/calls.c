@@ -18,13 +18,23 @@
  * tuple of at most 8 plain ints; the call then takes the Python route, which
  * gives every error and every answer the cache does not hold.
  *
+ * Served: NumPy arrays (exact ndarray, native byte order), PyTorch CPU
+ * tensors (a NumPy output handed to torch.from_numpy, as the Python route
+ * does), PyTorch CUDA tensors and CuPy arrays (native byte order).
+ *
  * Keys are int64 words: array kind, operator, each argument (tagged), dtype,
  * rank, shape, strides, device and alignment. The table is a dict of key
  * bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
- * call_cache_clear (opendml calls it whenever its configuration changes).
- * Everything here runs with the GIL held, except CPU kernels writing at least
- * RELEASE_BYTES; an entry in use holds a reference, so a clear during a call
- * (by a finalizer or another thread) cannot free it.
+ * call_cache_clear (opendml calls it whenever its configuration changes; a
+ * put made on settings read before the last clear is refused, see
+ * `generation`). Everything here runs with the GIL held, except CPU kernels
+ * writing at least RELEASE_BYTES; an entry in use holds a reference, so a
+ * clear during a call (by a finalizer or another thread) cannot free it. A
+ * dropped CUDA entry's launch goes to a graveyard list that Python empties
+ * after a device synchronisation (kernels queued from it may still read its
+ * parameter block). Errors met while probing a framework's hooks only send
+ * the call down the Python route, except a KeyboardInterrupt or other
+ * non-Exception, which is raised when the call returns.
  *
  * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and
  * dtypes; built without them, the cache holds nothing and every call takes
