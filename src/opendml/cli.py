@@ -310,6 +310,14 @@ def cmd_info(args) -> int:
         why = "selected" if cfg.compiled_available else "compiled kernels not installed"
         kernels = f"NumPy kernels ({why})"
     print(f"backend cpu: available ({kernels})")
+    from .runtime.calls import info as call_cache_info
+    served = call_cache_info()
+    print("call cache: " + ("on (repeated calls on NumPy arrays, PyTorch tensors and CuPy arrays served from C)"
+                            if served["enabled"] and served["numpy"] else
+                            "on (PyTorch CUDA tensors and CuPy arrays; built without NumPy's headers)"
+                            if served["enabled"] else
+                            "off (call_cache=False / OPENDML_CALL_CACHE=0)" if not cfg.call_cache else
+                            "unavailable (compiled extension not installed)"))
     ok, what = cuda_status()
     print(f"backend cuda: {'available: ' + what if ok else 'unavailable (' + what + ')'}")
     print("feature levels: " + ", ".join(level.label for level in FeatureLevel))

@@ -83,6 +83,7 @@ def test_info(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("opendml ") and "backend cpu: available" in out and "backend cuda: " in out
+    assert "call cache: " in out
     assert "feature levels: 1_0, 2_0, 2_1" in out and "operator UNFOLD (DML_OPERATOR_TYPE 177): from feature level 6_4" in out
 
 
