@@ -34,6 +34,17 @@ class WindowDim(ctypes.Structure):
                        "box", "box_extent", "box_count")
 
 
+def set_window_dims(params, plan, image_strides) -> None:
+    """Fill ``params.dim`` (of UnfoldParams or FoldParams) from the window
+    axes of an UnfoldPlan or FoldPlan; ``image_strides`` are the image's
+    element strides per spatial axis (the input's for UNFOLD, the output's
+    for FOLD). The tile fields (box...) are left as they are."""
+    for d, w in enumerate(plan.window):
+        dim = params.dim[d]
+        dim.size, dim.image_stride, dim.window, dim.stride = plan.spatial[d], image_strides[d], w, plan.strides[d]
+        dim.dilation, dim.start_padding, dim.blocks = plan.dilations[d], plan.start_padding[d], plan.blocks[d]
+
+
 class UnfoldParams(ctypes.Structure):
     _fields_ = _fields("element_size", "dims", "batch", "channels", "window_count", "block_count",
                        "work_items", "in_offset", "in_batch_stride", "in_channel_stride", "out_offset",

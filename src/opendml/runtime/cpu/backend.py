@@ -23,7 +23,7 @@ import numpy as np
 from ...model.errors import UnsupportedError
 from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
 from ..config import CACHE_MIN_BYTES, Config
-from ..params import CopyParams, FoldParams, ScatterParams, UnfoldParams
+from ..params import CopyParams, FoldParams, ScatterParams, UnfoldParams, set_window_dims
 from . import numpy_kernels
 
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -187,9 +187,7 @@ class CpuBackend:
                               in_channel_stride=plan.in_strides[1], out_offset=plan.out_offset,
                               out_batch_stride=on, out_row_stride=orow, out_column_stride=ocol,
                               column_tiles=tiles, tile_columns=self.tile_columns)
-        for d in range(len(plan.window)):
-            _window_dim(params.dim[d], plan.spatial[d], plan.in_strides[2 + d], plan.window[d], plan.strides[d],
-                        plan.dilations[d], plan.start_padding[d], plan.blocks[d])
+        set_window_dims(params, plan, plan.in_strides[2:])
         return self._launch(self._native.unfold, params, src, dst, plan.out_count * es)
 
     def _native_fold(self, plan: FoldPlan, src, dst):
@@ -201,9 +199,7 @@ class CpuBackend:
                             block_count=plan.columns, in_offset=plan.in_offset, in_batch_stride=n_s,
                             in_row_stride=row_s, in_column_stride=col_s, out_offset=plan.out_offset,
                             out_batch_stride=plan.out_strides[0], out_channel_stride=plan.out_strides[1])
-        for d in range(len(plan.window)):
-            _window_dim(params.dim[d], plan.spatial[d], plan.out_strides[2 + d], plan.window[d], plan.strides[d],
-                        plan.dilations[d], plan.start_padding[d], plan.blocks[d])
+        set_window_dims(params, plan, plan.out_strides[2:])
         reads = plan.batch * plan.rows * plan.columns
         return self._launch(self._native.fold, params, src, dst, (plan.out_count + reads) * es)
 
@@ -216,11 +212,6 @@ class CpuBackend:
             getattr(params, name)[:r] = getattr(p, name)
         return self._launch(self._native.scatter, params, src, dst,
                             (p.count + math.prod(p.taken)) * p.element_size)
-
-
-def _window_dim(w, size, image_stride, window, stride, dilation, start_padding, blocks) -> None:
-    w.size, w.image_stride, w.window, w.stride = size, image_stride, window, stride
-    w.dilation, w.start_padding, w.blocks = dilation, start_padding, blocks
 
 
 #: plan type -> (compiled-kernel preparation, NumPy-path preparation)

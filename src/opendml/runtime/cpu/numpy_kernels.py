@@ -152,12 +152,7 @@ def prepare_unfold(plan: UnfoldPlan, src, dst):
         copies.append((view(dst, out_base, sizes, out_strides),
                        view(src, in_base, sizes, (n_s, c_s, *in_steps))))
 
-    def run():
-        for z in zeros:
-            z.fill(0)
-        for d, s in copies:
-            np.copyto(d, s, casting="no")
-    return run
+    return _zero_then_copy(zeros, copies)
 
 
 def fold_types(plan: FoldPlan) -> tuple[np.dtype, np.dtype]:
@@ -281,6 +276,12 @@ def prepare_scatter(plan: ScatterPlan, src, dst):
     if all(p.taken):
         copies.append((view(dst, base, p.taken, covered_strides), view(src, p.in_offset, p.taken, p.in_strides)))
 
+    return _zero_then_copy(zeros, copies)
+
+
+def _zero_then_copy(zeros, copies):
+    """The callable that zero-fills ``zeros`` (views) and then copies each
+    (destination, source) pair of ``copies``."""
     def run():
         for z in zeros:
             z.fill(0)

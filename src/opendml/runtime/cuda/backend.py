@@ -584,10 +584,7 @@ def unfold_params(plan: UnfoldPlan, work_items: int) -> P.UnfoldParams:
                        work_items=work_items, in_offset=plan.in_offset, in_batch_stride=n_s,
                        in_channel_stride=c_s, out_offset=plan.out_offset, out_batch_stride=on,
                        out_row_stride=orow, out_column_stride=ocol)
-    for d in range(len(plan.window)):
-        q.dim[d] = P.WindowDim(size=plan.spatial[d], image_stride=sp_s[d], window=plan.window[d],
-                               stride=plan.strides[d], dilation=plan.dilations[d],
-                               start_padding=plan.start_padding[d], blocks=plan.blocks[d])
+    P.set_window_dims(q, plan, sp_s)
     return q
 
 
@@ -627,10 +624,7 @@ def fold_params(plan: FoldPlan, work_items: int) -> P.FoldParams:
                      block_count=plan.columns, work_items=work_items, in_offset=plan.in_offset,
                      in_batch_stride=isn, in_row_stride=isr, in_column_stride=isc, out_offset=plan.out_offset,
                      out_batch_stride=osn, out_channel_stride=osc)
-    for d in range(len(plan.window)):
-        q.dim[d] = P.WindowDim(size=plan.spatial[d], image_stride=sp_s[d], window=plan.window[d],
-                               stride=plan.strides[d], dilation=plan.dilations[d],
-                               start_padding=plan.start_padding[d], blocks=plan.blocks[d])
+    P.set_window_dims(q, plan, sp_s)
     return q
 
 
