@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from .ops import OPERATORS, OperatorDesc
+from .ops._spec import OMIT, Field
 from .model._checks import _short
 from .model.data_type import DataType
 from .model.errors import DmlError, ValidationError
@@ -204,7 +205,12 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
 
 
 def from_json(obj) -> OperatorDesc:
-    """Build an operator description from a parsed JSON object (or JSON text)."""
+    """Build an operator description from a parsed JSON object (or JSON text),
+    generically over what the operator declares (``SLOTS``, ``FIELDS``,
+    ``COUNTS``): a ``many`` slot is a JSON array of tensors; an enum is a
+    member's name; a scalar union is a number typed by its sibling type field;
+    a struct is an object of its members. An output whose sizes can be derived
+    may be left out, or given without ``Sizes``."""
     if isinstance(obj, str):
         obj = loads(obj)
     if not isinstance(obj, dict):
@@ -215,34 +221,57 @@ def from_json(obj) -> OperatorDesc:
     if not isinstance(name, str) or name.upper().removeprefix("DML_OPERATOR_") not in OPERATORS:
         raise JsonFormError(f"$.Operator: unknown operator {json.dumps(name)}; expected one of {', '.join(OPERATORS)}")
     cls = OPERATORS[name.upper().removeprefix("DML_OPERATOR_")]
-    in_name, out_name = cls.TENSORS
     fields = cls.FIELDS
-    allowed = ("Operator", in_name, out_name, "DimensionCount", *(f.json for f in fields), *EXTRA_FIELDS)
-    required = (in_name, *(() if cls.OUTPUT_DERIVABLE else (out_name,)),
-                *(f.json for f in fields if f.fill is None))
+    allowed = ("Operator", *(s.json for s in cls.SLOTS), *cls.COUNTS, *(f.json for f in fields), *EXTRA_FIELDS)
+    required = (*(s.json for s in cls.SLOTS if not s.optional), *(f.json for f in fields if f.required))
     _check_keys(obj, allowed, "$", required)
-    inp = tensor_from_json(obj[in_name], f"$.{in_name}")
-    values = {f.json: _int_list(obj, f.json, "$") for f in fields if f.json in obj}
-    dims = len(values[fields[0].json])
+    kw: dict = {}
+    parsed: dict = {}
+    for s in cls.slots("input"):
+        kw[s.attr] = parsed[s.json] = _slot_from_json(obj, s)
+    dims = None
     for f in fields:
-        values.setdefault(f.json, [f.fill] * dims)
-    if "DimensionCount" in obj:
-        dc = obj["DimensionCount"]
-        if dc != dims:
-            raise JsonFormError(f"$.DimensionCount: must equal the length of {fields[0].json} {dims}; "
-                                f"got {json.dumps(dc)}")
-    args = [values[f.json] for f in fields]
-    out = None
-    if obj.get(out_name) is not None:
-        o = obj[out_name]
-        if cls.OUTPUT_DERIVABLE and isinstance(o, dict) and "Sizes" not in o:
-            derived = cls(inp, None, *args).output_tensor
-            out = tensor_from_json(o, f"$.{out_name}", default_type=inp.data_type.name, sizes=derived.sizes)
+        if f.json in obj:
+            value = f.from_json(obj[f.json], f"$.{f.json}", parsed, JsonFormError)
+            if isinstance(f, Field) and dims is None:
+                dims = len(value)
+        elif isinstance(f, Field):
+            if dims is None:          # the first integer array is required
+                raise JsonFormError(f"$.{f.json}: missing required field")
+            value = [f.fill] * dims
         else:
-            out = tensor_from_json(o, f"$.{out_name}")
-    elif not cls.OUTPUT_DERIVABLE:
-        raise JsonFormError(f"$.{out_name}: required for {cls.OPERATOR} (its sizes cannot be derived)")
-    return cls(inp, out, *args)
+            value = f.default_value(parsed)
+        kw[f.attr] = parsed[f.json] = value
+    for count, target in cls.COUNTS.items():
+        value = parsed.get(target, obj.get(target))
+        if count in obj and isinstance(value, (list, tuple)) and obj[count] != len(value):
+            what = "the number of" if any(s.json == target for s in cls.SLOTS) else "the length of"
+            raise JsonFormError(f"$.{count}: must equal {what} {target} {len(value)}; got {json.dumps(obj[count])}")
+    kw.update({s.attr: None for s in cls.slots("output")})
+    for s in cls.slots("output"):
+        o = obj.get(s.json)
+        if o is None:
+            if not s.optional:
+                raise JsonFormError(f"$.{s.json}: required for {cls.OPERATOR} (its sizes cannot be derived)")
+            kw[s.attr] = None
+        elif not s.many and s.optional and isinstance(o, dict) and "Sizes" not in o:
+            derived = getattr(cls(**{**kw, s.attr: None}), s.attr)
+            kw[s.attr] = tensor_from_json(o, f"$.{s.json}", default_type=derived.data_type.name,
+                                          sizes=derived.sizes)
+        else:
+            kw[s.attr] = _slot_from_json(obj, s)
+    return cls(**kw)
+
+
+def _slot_from_json(obj: dict, slot) -> "TensorDesc | tuple[TensorDesc, ...]":
+    value = obj[slot.json]
+    path = f"$.{slot.json}"
+    if not slot.many:
+        return tensor_from_json(value, path)
+    if not isinstance(value, list) or not value:
+        got = "an empty array" if value == [] else _type_name(value)
+        raise JsonFormError(f"{path}: must be a non-empty array of tensor descriptions; got {got}")
+    return tuple(tensor_from_json(t, f"{path}[{i}]") for i, t in enumerate(value))
 
 
 def tensor_to_json(t: TensorDesc) -> dict:
@@ -259,9 +288,14 @@ def tensor_to_json(t: TensorDesc) -> dict:
 
 
 def to_json(desc: OperatorDesc) -> dict:
-    in_name, out_name = desc.TENSORS
-    d = {"Operator": desc.OPERATOR, in_name: tensor_to_json(desc.input_tensor),
-         out_name: tensor_to_json(desc.output_tensor)}
+    """The JSON form of a description: its slots and fields in the struct's
+    order (counts are implied by the arrays' lengths)."""
+    d = {"Operator": desc.OPERATOR}
+    for s in desc.SLOTS:
+        v = getattr(desc, s.attr)
+        d[s.json] = [tensor_to_json(t) for t in v] if s.many else tensor_to_json(v)
     for f in desc.FIELDS:
-        d[f.json] = list(getattr(desc, f.attr))
+        v = f.to_json(getattr(desc, f.attr))
+        if v is not OMIT:
+            d[f.json] = v
     return d

@@ -1,20 +1,63 @@
 """One module per operator: its DirectML-shaped description (a frozen
-dataclass), its rules and support tables, and its lowering to a plan; the
-shared rule helpers are in ``_common``. ``OPERATORS`` maps DirectML's names
-(the JSON form, the command line) to the descriptions: adding an operator is
-one module plus one line here. May import ``opendml.model`` and
-``opendml.plan`` only."""
-from ._common import Field, OperatorDesc, SupportRow
+dataclass), its rules and support tables, and its lowering to a plan.
+``OPERATORS`` maps DirectML's names (the JSON form, the command line, the
+DxDispatch runner) to the descriptions: adding an operator is one module plus
+one line here. May import ``opendml.model`` and ``opendml.plan`` only.
+
+What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
+
+* ``OPERATOR``: DirectML's name without ``DML_OPERATOR_`` (``"PADDING1"``);
+  ``TYPE_VALUE``: its ``DML_OPERATOR_TYPE`` value in ``DirectML.h``;
+  ``INTRODUCED``: the feature level it came with; ``SUPPORT``: one
+  ``SupportRow(level, ranks, types)`` per tensor-support table of its page.
+* ``SLOTS``: its tensors in the struct's order, each a
+  ``Tensor(json, attr, role="input"|"output", many=False, optional=False)``:
+  ``json`` DirectML's field name, ``attr`` the dataclass attribute, ``many``
+  for an array of tensors (JOIN's ``InputTensors``, SPLIT's
+  ``OutputTensors``: the attribute holds a tuple), ``optional`` where the
+  description may leave it None and the sizes are derived. The first five
+  operators give ``TENSORS = (input name, output name)`` and
+  ``OUTPUT_DERIVABLE`` instead; ``SLOTS`` is derived from them.
+* ``FIELDS``: the other struct fields in order, each a kind of ``_spec`` with
+  its DirectML name and attribute: ``Field``/``IntArray`` (an array of
+  integers, with the ``fill`` used when the JSON leaves it out), ``UInt``,
+  ``Int``, ``Float``, ``Bool``, ``Enum(enum=PaddingMode | DepthSpaceOrder |
+  DataType)``, ``ScalarUnion(type_field=...)`` (a ``DML_SCALAR_UNION`` typed
+  by a sibling ``DML_TENSOR_DATA_TYPE`` field: PADDING1's
+  ``PaddingValueDataType``/``PaddingValue``), ``Struct(struct=ScaleBias)``
+  (a ``_Maybenull_`` pointer to a struct: IDENTITY's ``ScaleBias``). Each has
+  a ``default`` (``REQUIRED``, a value, or a callable of the values parsed so
+  far).
+* ``COUNTS``: DirectML's count fields mapped to the array each counts
+  (``{"DimensionCount": "StartPadding"}``, ``{"InputCount": "InputTensors"}``);
+  the JSON form accepts them and checks them, the description does not store
+  them.
+* ``DEFAULT_INPUT_START``: where the pages' example inputs start (1 or 0).
+
+A description offers ``inputs``/``outputs`` (every tensor in slot order) and
+``named_tensors(role)`` (``("InputTensors[1]", desc)`` pairs), ``validate(level)``
+(the support tables for every tensor, then the operator's own
+``_validate_level``), and ``lower()`` (its plan).
+"""
+from ._common import OperatorDesc, SupportRow
+from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, IntArray, PaddingMode, ScalarUnion,
+                    ScaleBias, Struct, Tensor, UInt)
 from .fold import FoldOperatorDesc
 from .slice import SliceOperatorDesc
 from .slice1 import Slice1OperatorDesc, max_copied_elements
 from .slice_grad import SliceGradOperatorDesc
 from .unfold import UnfoldOperatorDesc
 
-OPERATORS: dict[str, type[OperatorDesc]] = {
-    cls.OPERATOR: cls for cls in (SliceOperatorDesc, Slice1OperatorDesc, UnfoldOperatorDesc, FoldOperatorDesc,
-                                  SliceGradOperatorDesc)
-}
+#: DirectML's operator name -> its description class, one line per operator.
+OPERATORS: dict[str, type[OperatorDesc]] = {cls.OPERATOR: cls for cls in (
+    SliceOperatorDesc,
+    Slice1OperatorDesc,
+    UnfoldOperatorDesc,
+    FoldOperatorDesc,
+    SliceGradOperatorDesc,
+)}
 
-__all__ = ["OperatorDesc", "SupportRow", "Field", "SliceOperatorDesc", "Slice1OperatorDesc",
-           "UnfoldOperatorDesc", "FoldOperatorDesc", "SliceGradOperatorDesc", "max_copied_elements", "OPERATORS"]
+__all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Float", "Bool", "Enum", "ScalarUnion",
+           "Struct", "Tensor", "REQUIRED", "PaddingMode", "DepthSpaceOrder", "ScaleBias",
+           "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc", "FoldOperatorDesc",
+           "SliceGradOperatorDesc", "max_copied_elements", "OPERATORS"]

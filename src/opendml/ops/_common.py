@@ -1,5 +1,6 @@
-"""What the three operator descriptions share: support tables kept as data,
-checks that read like the pages, and lowering helpers."""
+"""What the operator descriptions share: the declaration of slots and fields
+(``_spec``), support tables kept as data, checks that read like the pages,
+and lowering helpers."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,21 +10,15 @@ from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
+from ._spec import Field, FieldKind, Tensor, snake
 
 T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
 TYPES_2_1 = TYPES_1_0 | {T.INT8, T.UINT8}
 TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
-
-
-@dataclasses.dataclass(frozen=True)
-class Field:
-    """One integer-array field of an operator: its DirectML (JSON) name, the
-    description's attribute, and the value each entry takes when the JSON form
-    leaves the field out (None: the field is required)."""
-    json: str
-    attr: str
-    fill: int | None = None
+#: The 11 element types of the family's newest tables (FLOAT64 ... UINT8).
+ALL_TYPES = TYPES_4_1
+FLOAT_TYPES = frozenset({T.FLOAT16, T.FLOAT32, T.FLOAT64})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,26 +36,81 @@ def _types(ts) -> str:
 
 class OperatorDesc:
     """Base of the operator descriptions. Subclasses are frozen dataclasses that
-    check every level-independent rule on construction and define
-    ``OPERATOR`` (DirectML's name), ``TYPE_VALUE``, ``INTRODUCED``, ``SUPPORT``,
-    ``TENSORS`` (the DirectML names of the input and output tensor fields),
-    ``FIELDS`` (the integer-array fields, in constructor order, the first
-    giving DimensionCount), ``OUTPUT_DERIVABLE`` (whether OutputTensor may be
-    None) and ``DEFAULT_INPUT_START`` (the first value of the pages' example
-    inputs: 1, 2, ... or 0, 1, ...). Every subclass offers ``input_tensor`` and
-    ``output_tensor``, whatever DirectML calls them."""
+    check every level-independent rule on construction and declare:
+
+    * ``OPERATOR`` (DirectML's name without ``DML_OPERATOR_``), ``TYPE_VALUE``
+      (its ``DML_OPERATOR_TYPE`` value), ``INTRODUCED`` and ``SUPPORT`` (the
+      page's tensor-support tables, one ``SupportRow`` per level);
+    * ``SLOTS``: the tensor slots (``_spec.Tensor``) in the struct's order. An
+      operator with one input and one output may instead give ``TENSORS``
+      (their two DirectML names) and ``OUTPUT_DERIVABLE``; ``SLOTS`` is then
+      derived from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from ``SLOTS``
+      otherwise);
+    * ``FIELDS``: the other fields (``_spec`` kinds: ``Field``/``IntArray``,
+      ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``,
+      ``Struct``) in the struct's order;
+    * ``COUNTS``: DirectML's count fields (``DimensionCount``, ``InputCount``,
+      ``RepeatsCount``...) mapped to the JSON name of the array each counts;
+      by default ``DimensionCount`` counts the first integer-array field;
+    * ``DEFAULT_INPUT_START``: the first value of the pages' example inputs
+      (1, 2, ... or 0, 1, ...).
+
+    ``inputs``/``outputs`` give every tensor, in slot order (a ``many`` slot
+    spread out); ``input_tensor``/``output_tensor`` are the first of each."""
 
     OPERATOR: str
     TYPE_VALUE: int
     INTRODUCED: FeatureLevel
     SUPPORT: tuple[SupportRow, ...]
-    TENSORS: tuple[str, str] = ("InputTensor", "OutputTensor")
-    FIELDS: tuple[Field, ...] = ()
+    SLOTS: tuple[Tensor, ...]
+    TENSORS: tuple[str, ...] = ("InputTensor", "OutputTensor")
+    FIELDS: tuple[FieldKind, ...] = ()
+    COUNTS: dict[str, str] = {}
     OUTPUT_DERIVABLE: bool = True
     DEFAULT_INPUT_START: int = 1
 
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "SLOTS" in cls.__dict__:
+            cls.TENSORS = tuple(s.json for s in cls.SLOTS)
+            cls.OUTPUT_DERIVABLE = all(s.optional for s in cls.SLOTS if s.role == "output")
+        elif "TENSORS" in cls.__dict__ or "OUTPUT_DERIVABLE" in cls.__dict__ or not hasattr(cls, "SLOTS"):
+            i, o = cls.TENSORS
+            cls.SLOTS = (Tensor(i, snake(i), "input"), Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
+        if "COUNTS" not in cls.__dict__:
+            arrays = [f for f in cls.FIELDS if isinstance(f, Field)]
+            cls.COUNTS = {"DimensionCount": arrays[0].json} if arrays else {}
+
+    @classmethod
+    def slots(cls, role: str) -> tuple[Tensor, ...]:
+        return tuple(s for s in cls.SLOTS if s.role == role)
+
+    def _slot_tensors(self, role: str) -> tuple:
+        out = []
+        for s in self.slots(role):
+            v = getattr(self, s.attr)
+            out.extend(v if s.many else (v,))
+        return tuple(out)
+
+    def named_tensors(self, role: str) -> tuple[tuple[str, TensorDesc], ...]:
+        """``(DirectML name, tensor)`` for every tensor of ``role``, such as
+        ``("InputTensors[1]", ...)`` for an entry of a ``many`` slot."""
+        out = []
+        for s in self.slots(role):
+            v = getattr(self, s.attr)
+            if s.many:
+                out.extend((f"{s.json}[{i}]", t) for i, t in enumerate(v))
+            else:
+                out.append((s.json, v))
+        return tuple(out)
+
+    @property
+    def inputs(self) -> tuple[TensorDesc, ...]:
+        return self._slot_tensors("input")
+
+    @property
+    def outputs(self) -> tuple[TensorDesc, ...]:
+        return self._slot_tensors("output")
 
     def _err(self, message: str) -> ValidationError:
         return ValidationError(f"{self.OPERATOR}: {message}")
@@ -147,18 +197,21 @@ class OperatorDesc:
                     f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
 
     def validate(self, feature_level: "FeatureLevel | str" = FeatureLevel.FL_6_4) -> "OperatorDesc":
-        """Check the page's support tables at ``feature_level``; the rules that do
-        not depend on a level were checked on construction. Returns ``self``."""
+        """Check the page's support tables at ``feature_level`` for every tensor
+        of every slot, then ``_validate_level`` (an operator's own
+        level-dependent rules, such as a padding mode introduced later); the
+        rules that do not depend on a level were checked on construction.
+        Returns ``self``."""
         level = FeatureLevel.parse(feature_level)
         if level < self.INTRODUCED:
             raise UnsupportedError(
                 f"{self.OPERATOR}: the operator was introduced in feature level "
                 f"{self.INTRODUCED.label}; got feature level {level.label}")
         row = [r for r in self.SUPPORT if r.level <= level][-1]
-        for field, t in zip(self.TENSORS, (self.input_tensor, self.output_tensor)):
-            ranks = row.ranks
-            if level < FeatureLevel.FL_3_0:
-                ranks = range(ranks.start, min(ranks.stop, MAX_RANK_BEFORE_3_0 + 1))
+        ranks = row.ranks
+        if level < FeatureLevel.FL_3_0:
+            ranks = range(ranks.start, min(ranks.stop, MAX_RANK_BEFORE_3_0 + 1))
+        for field, t in self.named_tensors("input") + self.named_tensors("output"):
             if t.rank not in ranks:
                 raise UnsupportedError(
                     f"{self.OPERATOR}: {field}.DimensionCount must be in [{ranks.start}, {ranks.stop - 1}] "
@@ -169,7 +222,12 @@ class OperatorDesc:
                 raise UnsupportedError(
                     f"{self.OPERATOR}: {field}.DataType {t.data_type.name} is not supported at feature "
                     f"level {level.label} (supported: {_types(row.types)}){hint}")
+        self._validate_level(level)
         return self
+
+    def _validate_level(self, level: FeatureLevel) -> None:
+        """An operator's rules that depend on the feature level beyond its
+        support table (none by default)."""
 
     def lowest_feature_level(self) -> FeatureLevel | None:
         """The lowest feature level at which this description is valid."""

@@ -1,0 +1,306 @@
+"""What an operator declares about its DirectML struct: tensor slots and fields
+with kinds, in the struct's order (``DirectML.h``), and DirectML's enums used
+by the data-movement family.
+
+A slot or field knows its DirectML (JSON) name, the description's attribute,
+and how its value reads from and writes to the JSON form; ``jsonform``, the
+command line, ``Device`` and the DxDispatch runner loop over these
+declarations and hold no operator names. Rules on the values (ranges,
+lengths, types per feature level) belong to the operator modules, which
+name the operator in their messages; the kinds here only check the JSON
+shape (an integer, an array of integers, a known enum name...) and raise
+``JsonFormError``-style messages through the ``fail`` callable they are given,
+so that every message names the JSON path.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ..model.data_type import DataType
+
+#: A field's ``default`` when the JSON form must give it.
+REQUIRED: Any = type("REQUIRED", (), {"__repr__": lambda self: "REQUIRED"})()
+#: What ``to_json`` returns for a value the JSON form leaves out (an absent optional struct).
+OMIT: Any = type("OMIT", (), {"__repr__": lambda self: "OMIT"})()
+
+
+class PaddingMode(enum.IntEnum):
+    """DML_PADDING_MODE (DirectML.h): SYMMETRIC from feature level 3_0, WRAP from 6_4."""
+    CONSTANT = 0
+    EDGE = 1
+    REFLECTION = 2
+    SYMMETRIC = 3
+    WRAP = 4
+
+
+class DepthSpaceOrder(enum.IntEnum):
+    """DML_DEPTH_SPACE_ORDER (DirectML.h, feature level 2_1)."""
+    DEPTH_COLUMN_ROW = 0
+    COLUMN_ROW_DEPTH = 1
+
+
+#: The prefix DirectML's C names put before each enum's members.
+ENUM_PREFIXES = {PaddingMode: "DML_PADDING_MODE_", DepthSpaceOrder: "DML_DEPTH_SPACE_ORDER_",
+                 DataType: "DML_TENSOR_DATA_TYPE_"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleBias:
+    """DML_SCALE_BIAS: ``g(x) = x * Scale + Bias`` (two FLOATs)."""
+    scale: float = 1.0
+    bias: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+    """A tensor slot of an operator struct: ``json`` its DirectML name
+    (``InputTensor``, ``InputTensors``, ``OutputGradientTensor``...), ``attr``
+    the description's attribute, ``role`` ``"input"`` or ``"output"``,
+    ``many`` for an array of tensors (JOIN's ``InputTensors``, SPLIT's
+    ``OutputTensors``; the attribute then holds a tuple), ``optional`` where
+    the description may leave it None (an output whose sizes are derived)."""
+    json: str
+    attr: str
+    role: str = "input"
+    many: bool = False
+    optional: bool = False
+
+    def __post_init__(self):
+        if self.role not in ("input", "output"):
+            raise ValueError(f"Tensor {self.json}: role must be 'input' or 'output'; got {self.role!r}")
+
+
+def _type_name(v) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+Fail = Callable[[str], Exception]
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldKind:
+    """Base of the field kinds: ``json`` DirectML's name, ``attr`` the
+    description's attribute, ``default`` the value the JSON form may leave out
+    (``REQUIRED``: it must be given; a callable: computed from the values
+    parsed so far, a dict of JSON name -> value holding the input tensors and
+    the fields before this one)."""
+    json: str
+    attr: str
+    default: Any = dataclasses.field(default=REQUIRED, kw_only=True)
+
+    kind = "?"
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def default_value(self, parsed: dict):
+        return self.default(parsed) if callable(self.default) else self.default
+
+    def from_json(self, value, path: str, parsed: dict, fail: Fail):
+        raise NotImplementedError
+
+    def to_json(self, value):
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Field(FieldKind):
+    """An array of integers (``UINT*``/``INT*`` with a count field): ``fill``
+    is the value of every entry when the JSON form leaves the field out
+    (None: required), one per entry of the operator's first integer-array
+    field."""
+    fill: int | None = None
+
+    kind = "int[]"
+
+    def __post_init__(self):
+        if self.fill is not None and self.default is REQUIRED:
+            object.__setattr__(self, "default", None)   # filled per dimension by the reader
+
+    def from_json(self, value, path, parsed, fail):
+        if not isinstance(value, list) or not all(_is_int(x) for x in value):
+            raise fail(f"{path}: must be an array of integers; got {json.dumps(value)[:80]}")
+        return list(value)
+
+    def to_json(self, value):
+        return list(value)
+
+
+IntArray = Field
+
+
+@dataclasses.dataclass(frozen=True)
+class UInt(FieldKind):
+    """A ``UINT`` (JOIN's and SPLIT's ``Axis``, SPACE_TO_DEPTH's ``BlockSize``)."""
+    kind = "uint"
+
+    def from_json(self, value, path, parsed, fail):
+        if not _is_int(value):
+            raise fail(f"{path}: must be an integer; got {json.dumps(value)[:80]}")
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Int(UInt):
+    """An ``INT``."""
+    kind = "int"
+
+
+@dataclasses.dataclass(frozen=True)
+class Float(FieldKind):
+    """A ``FLOAT`` (PADDING's ``PaddingValue``): any JSON number."""
+    kind = "float"
+
+    def from_json(self, value, path, parsed, fail):
+        if not _is_number(value):
+            raise fail(f"{path}: must be a number; got {json.dumps(value)[:80]}")
+        return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bool(FieldKind):
+    """A ``BOOL`` or a flag: JSON true/false (or 0/1)."""
+    kind = "bool"
+
+    def from_json(self, value, path, parsed, fail):
+        if not isinstance(value, bool) and value not in (0, 1):
+            raise fail(f"{path}: must be true or false; got {json.dumps(value)[:80]}")
+        return bool(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Enum(FieldKind):
+    """A DirectML enum (``DML_PADDING_MODE``, ``DML_DEPTH_SPACE_ORDER``,
+    ``DML_TENSOR_DATA_TYPE``): JSON gives the member's name, short
+    (``"REFLECTION"``) or DirectML's (``"DML_PADDING_MODE_REFLECTION"``), or
+    its integer value; the JSON form writes the short name."""
+    enum: type = None  # type: ignore[assignment]
+
+    kind = "enum"
+
+    def names(self) -> str:
+        return ", ".join(m.name for m in self.enum if m.name not in ("UNKNOWN", "UINT4", "INT4"))
+
+    def from_json(self, value, path, parsed, fail):
+        prefix = ENUM_PREFIXES.get(self.enum, "")
+        if isinstance(value, str):
+            name = value.strip().upper()
+            if prefix and name.startswith(prefix):
+                name = name[len(prefix):]
+            if name in self.enum.__members__:
+                return self.enum[name]
+        elif _is_int(value):
+            try:
+                return self.enum(value)
+            except ValueError:
+                pass
+        raise fail(f"{path}: unknown {prefix.rstrip('_') or self.enum.__name__} {json.dumps(value)[:80]}; "
+                   f"expected one of {self.names()}")
+
+    def to_json(self, value):
+        return self.enum(value).name
+
+
+#: DML_SCALAR_UNION's member names, by the data type that selects them.
+SCALAR_MEMBERS = {DataType.INT8: "Int8", DataType.UINT8: "UInt8", DataType.INT16: "Int16",
+                  DataType.UINT16: "UInt16", DataType.INT32: "Int32", DataType.UINT32: "UInt32",
+                  DataType.INT64: "Int64", DataType.UINT64: "UInt64", DataType.FLOAT32: "Float32",
+                  DataType.FLOAT64: "Float64", DataType.FLOAT16: "Float32"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarUnion(FieldKind):
+    """A ``DML_SCALAR_UNION`` whose member is chosen by the sibling field
+    ``type_field`` (a ``DML_TENSOR_DATA_TYPE`` declared before it: PADDING1's
+    ``PaddingValueDataType``/``PaddingValue``). JSON gives a number, or an
+    object naming the union member (``{"Float32": 9}``, ``{"Int64": -1}``);
+    integer types take integers. The description holds a Python int or
+    float; its range is the operator's rule."""
+    type_field: str = ""
+
+    kind = "scalar"
+
+    def from_json(self, value, path, parsed, fail):
+        dt = parsed.get(self.type_field)
+        if isinstance(value, dict):
+            if len(value) != 1:
+                raise fail(f"{path}: a DML_SCALAR_UNION object names one member (such as {{\"Float32\": 9}}); "
+                           f"got {len(value)} members")
+            (member, value), = value.items()
+            want = SCALAR_MEMBERS.get(dt)
+            if member != want and not (dt == DataType.FLOAT16 and member == "Float16"):
+                raise fail(f"{path}.{member}: the member must match {self.type_field} "
+                           f"{dt.name if dt is not None else None} ({want}); got {member}")
+            path = f"{path}.{member}"
+        if dt is not None and dt.numpy_dtype.kind in "iu":
+            if isinstance(value, float) and math.isfinite(value) and value == math.floor(value):
+                value = int(value)
+            if not _is_int(value):
+                raise fail(f"{path}: must be an integer for {self.type_field} {dt.name}; "
+                           f"got {json.dumps(value)[:80]}")
+            return value
+        if not _is_number(value):
+            raise fail(f"{path}: must be a number; got {json.dumps(value)[:80]}")
+        return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Struct(FieldKind):
+    """A pointer to a struct, ``_Maybenull_`` when ``default`` is None
+    (IDENTITY's ``DML_SCALE_BIAS* ScaleBias``): JSON gives an object of the
+    struct's members (``{"Scale": 2, "Bias": 1}``) or null. ``members`` pairs
+    each DirectML member name with the struct class's attribute; every member
+    is a FLOAT."""
+    struct: type = ScaleBias
+    members: tuple[tuple[str, str], ...] = (("Scale", "scale"), ("Bias", "bias"))
+
+    kind = "struct"
+
+    def from_json(self, value, path, parsed, fail):
+        if value is None and self.default is None:
+            return None
+        if not isinstance(value, dict):
+            raise fail(f"{path}: must be an object with {', '.join(m for m, _ in self.members)}"
+                       f"{' or null' if self.default is None else ''}; got {_type_name(value)}")
+        names = [m for m, _ in self.members]
+        for k in value:
+            if k not in names:
+                raise fail(f"{path}.{k}: unknown field; expected one of {', '.join(names)}")
+        kw = {}
+        for m, a in self.members:
+            if m not in value:
+                raise fail(f"{path}.{m}: missing required field")
+            if not _is_number(value[m]):
+                raise fail(f"{path}.{m}: must be a number; got {json.dumps(value[m])[:80]}")
+            kw[a] = float(value[m])
+        return self.struct(**kw)
+
+    def to_json(self, value):
+        if value is None:
+            return OMIT
+        return {m: getattr(value, a) for m, a in self.members}
+
+
+def snake(name: str) -> str:
+    """``InputGradientTensor`` -> ``input_gradient_tensor``."""
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
