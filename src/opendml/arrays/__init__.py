@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import math
 import sys
+from collections.abc import MutableSequence as _MutableSequence
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -67,6 +68,31 @@ def _run(x, call: OpCall):
     return adapter_for(x).run(x, call)
 
 
+def _snap(value):
+    """A private copy of a mutable argument, read once: every later step of a
+    call (plan-cache key, validation, plan, call-cache record) reads this copy,
+    so a list that another thread changes while the call runs can never make
+    one step see other values than the rest. Lists stay lists and NumPy arrays
+    stay arrays (messages show them as given); immutable values are kept."""
+    t = type(value)
+    if t is list:
+        return value[:]                   # one C-level copy under the GIL
+    if t is int or t is tuple or value is None:
+        return value
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (list, _MutableSequence)):
+        try:                              # another mutable sequence: its items, read once
+            return list(value)
+        except Exception:                 # noqa: BLE001 - validation then names what is wrong with it
+            return value
+    return value
+
+
+def _snaps(*values):
+    return tuple(map(_snap, values))
+
+
 #: ``_cached(op, x, *args)``: a repeated call served by the call cache (C),
 #: or None; each function below passes its arguments exactly as its OpCall
 #: holds them, which is how the adapters record the call after a first run.
@@ -80,6 +106,7 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
     out = _cached(_SLICE, x, offsets, sizes, strides)
     if out is not None:
         return out
+    offsets, sizes, strides = _snaps(offsets, sizes, strides)
     return _run(x, OpCall("slice", (offsets, sizes, strides),
                           lambda t: SliceOperatorDesc(t, None, offsets, sizes, strides)))
 
@@ -92,6 +119,8 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
     out = _cached(_SLICE1, x, window_offsets, window_sizes, window_strides, output_sizes)
     if out is not None:
         return out
+    window_offsets, window_sizes, window_strides, output_sizes = _snaps(window_offsets, window_sizes,
+                                                                        window_strides, output_sizes)
 
     def make(t):
         out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)
@@ -107,7 +136,7 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
     out = _cached(_UNFOLD, x, window_sizes, strides, dilations, start_padding, end_padding)
     if out is not None:
         return out
-    args = (window_sizes, strides, dilations, start_padding, end_padding)
+    args = _snaps(window_sizes, strides, dilations, start_padding, end_padding)
 
     def make(t):
         d = t.rank - 2
@@ -130,7 +159,8 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     out = _cached(_FOLD, x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
     if out is not None:
         return out
-    args = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+    args = _snaps(output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+    output_sizes, window_sizes = args[:2]
 
     def make(t):
         d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
@@ -159,6 +189,8 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
     out = _cached(_SLICE_GRAD, grad, input_sizes, window_offsets, window_sizes, window_strides)
     if out is not None:
         return out
+    input_sizes, window_offsets, window_sizes, window_strides = _snaps(input_sizes, window_offsets, window_sizes,
+                                                                       window_strides)
 
     def make(t):
         return SliceGradOperatorDesc(t, TensorDesc(t.data_type, input_sizes), window_offsets, window_sizes,

@@ -116,6 +116,10 @@ class _PlanCache:
             while len(self._plans) > self.size:
                 self._plans.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._plans.clear()
+
     def info(self) -> dict:
         with self._lock:
             return {"size": self.size, "plans": len(self._plans), "hits": self.hits, "misses": self.misses}
