@@ -25,11 +25,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 from numpy.lib.stride_tricks import as_strided
 
-from .runtime import get_backend
+from .runtime import alloc, get_backend
 from .ops import OperatorDesc
+from .plan import MovePlan
 from .model._checks import UINT64_MAX, _short, as_int
 from .model.data_type import DataType
-from .model.errors import BindingError, ValidationError
+from .model.errors import BindingError, UnsupportedError, ValidationError
 from .model.feature_level import FeatureLevel
 from .model.tensor_desc import TensorDesc, TensorFlags, round_up_4
 
@@ -103,10 +104,12 @@ class Buffer:
         _check_tensor_arg(tensor, w)
         self.device.backend.synchronize()
         if tensor is None:
-            return self.device.backend.read_bytes(self._storage, 0, self.size_in_bytes)
+            return alloc.output(w, (self.size_in_bytes,), np.uint8, lambda *_: self.device.backend.read_bytes(
+                self._storage, 0, self.size_in_bytes))
         self._check_range(offset, tensor.min_size_in_bytes, w)
         with self._elements(offset, tensor, write=False) as view:
-            return np.array(view)
+            # a new packed array of every element (a stride of 0 repeats one)
+            return alloc.output(w, view.shape, view.dtype, lambda *_: np.array(view))
 
     def _elements(self, offset: int, tensor: TensorDesc, write: bool):
         """A context giving the tensor's elements as a NumPy view: of the
@@ -275,15 +278,17 @@ class CompiledOperator:
     def __init__(self, device: "Device", operator: Operator):
         self.device, self.operator, self.desc = device, operator, operator.desc
         self.plan = self.desc.lower()
-        self._owned: list = [None]  # snapshots of OWNED_BY_DML inputs
+        self._owned: list = [None] * len(self.desc.inputs)  # snapshots of OWNED_BY_DML inputs
 
     @property
-    def input_tensors(self) -> tuple[TensorDesc]:
-        return (self.desc.input_tensor,)
+    def input_tensors(self) -> tuple[TensorDesc, ...]:
+        """Every input tensor, in the operator's slot order (JOIN: each of InputTensors)."""
+        return self.desc.inputs
 
     @property
-    def output_tensors(self) -> tuple[TensorDesc]:
-        return (self.desc.output_tensor,)
+    def output_tensors(self) -> tuple[TensorDesc, ...]:
+        """Every output tensor, in slot order (SPLIT: each of OutputTensors)."""
+        return self.desc.outputs
 
     def __repr__(self) -> str:
         return f"CompiledOperator({self.desc.OPERATOR}, device={self.device.kind!r})"
@@ -497,7 +502,13 @@ class Device:
         """The whole flow in one call: create and compile the operator (validated
         at this device's feature level), upload each input array through its
         tensor description (initializing OWNED_BY_DML inputs), bind, execute and
-        return the output tensor's elements as a new NumPy array."""
+        return the output tensor's elements as a new NumPy array (an operator
+        of several outputs, SPLIT: see ``run_all``)."""
+        return self.run_all(desc, *arrays)[0]
+
+    def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
+        """``run`` returning every output, in slot order (one array per input
+        tensor, JOIN's ``InputTensors`` each counting)."""
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):
@@ -512,14 +523,24 @@ class Device:
         outputs = [self.create_buffer(t.total_tensor_size_in_bytes) for t in compiled.output_tensors]
         table.bind_outputs([BufferBinding(b) for b in outputs])
         self.execute(compiled, table)
-        return outputs[0].read(compiled.output_tensors[0])
+        return [b.read(t) for b, t in zip(outputs, compiled.output_tensors)]
 
     def _prepare(self, compiled: CompiledOperator, inputs, outputs):
         plan = compiled.plan
-        b_in = inputs[0] if inputs[0] is not None else compiled._owned[0]
-        if b_in is None:
-            raise BindingError(f"{compiled.desc.OPERATOR}: input 0 is OWNED_BY_DML; call "
-                               f"initialize_operator with its binding first")
+        bound = []
+        for i, b in enumerate(inputs):
+            b = b if b is not None else compiled._owned[i]
+            if b is None:
+                raise BindingError(f"{compiled.desc.OPERATOR}: input {i} is OWNED_BY_DML; call "
+                                   f"initialize_operator with its binding first")
+            bound.append(b)
+        if isinstance(plan, MovePlan):
+            if self.backend.name != "cpu":
+                raise UnsupportedError(f"{compiled.desc.OPERATOR}: the data-movement family's move program runs on "
+                                       f"the CPU backend only (its CUDA kernels are not written yet); got device "
+                                       f"{self.kind!r}")
+            return self._prepare_move(plan, bound, outputs)
+        b_in = bound[0]
         es = plan.element_size
         src = self.backend.element_range(b_in.buffer._storage, b_in.offset, b_in.size_in_bytes, es)
         dst = self.backend.element_range(outputs[0].buffer._storage, outputs[0].offset,
@@ -531,3 +552,19 @@ class Device:
             raise RuntimeError(f"opendml internal error: plan spans {plan.in_span}/{plan.out_span} "
                                f"outside the bound ranges")
         return self.backend.prepare(plan, src, dst)
+
+    def _prepare_move(self, plan: MovePlan, inputs, outputs):
+        """Word arrays of every bound range (each of its tensor's element size),
+        checked to hold what the program reads and writes."""
+        def ranges(bindings, types, spans):
+            out = []
+            for b, t, span in zip(bindings, types, spans):
+                words = self.backend.element_range(b.buffer._storage, b.offset, b.size_in_bytes, DataType(t).size)
+                if span is not None and (span[0] < 0 or span[1] >= words.shape[0]):
+                    raise RuntimeError(f"opendml internal error: a move program spans {span} outside a bound "
+                                       f"range of {words.shape[0]} elements")
+                out.append(words)
+            return out
+        srcs = ranges(inputs, plan.in_types, plan.in_spans())
+        dsts = ranges(outputs, plan.out_types, plan.out_spans())
+        return self.backend.prepare(plan, srcs, dsts)

@@ -26,7 +26,7 @@ from .model.tensor_desc import MAX_RANK, TensorDesc, TensorFlags
 TENSOR_FIELDS = ("DataType", "Flags", "DimensionCount", "Sizes", "Strides",
                  "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment")
 #: Keys an example or test-vector file may carry beside the description.
-EXTRA_FIELDS = ("Name", "Title", "Source", "Input", "ExpectedOutput")
+EXTRA_FIELDS = ("Name", "Title", "Source", "Input", "ExpectedOutput", "Inputs", "ExpectedOutputs")
 
 
 class JsonFormError(ValidationError):

@@ -1,6 +1,6 @@
 """What the backends execute, in elements, already validated.
 
-Four plan kinds cover the five operators:
+Five plan kinds cover the operators:
 
 * ``CopyPlan``: ``out[o0 + sum(i*os)] = in[i0 + sum(i*is)]`` over ``sizes``.
   SLICE and SLICE1 lower to it (SLICE1's negative window strides become
@@ -11,6 +11,11 @@ Four plan kinds cover the five operators:
   order on every backend).
 * ``ScatterPlan``: SLICE_GRAD, every output element written once (input value
   or zero).
+* ``MovePlan``: the move program of the data-movement family, over several
+  inputs and outputs: ``Copy`` passes (strided, with optional per-axis index
+  maps, data-type conversion and scale/bias) and ``Fill`` passes (a constant
+  over a strided region). IDENTITY, CAST, PADDING/PADDING1, JOIN, SPLIT,
+  TILE and the SPACE_TO_DEPTH/DEPTH_TO_SPACE pairs lower to it.
 
 Input offsets and strides are relative to the lowest input element the plan
 may touch being at or after element 0 of the bound input range; ``in_span``
@@ -199,6 +204,124 @@ class ScatterPlan:
     @property
     def out_span(self) -> tuple[int, int]:
         return _span(self.out_offset, self.sizes, self.out_strides)
+
+
+#: ``AxisMap.mode`` values: how a destination coordinate outside the source
+#: reads it (PADDING's modes; CONSTANT is a ``Fill`` pass, not a map).
+MAP_CLAMP, MAP_REFLECT, MAP_SYMMETRIC, MAP_WRAP = 1, 2, 3, 4
+
+
+@dataclasses.dataclass(frozen=True)
+class AxisMap:
+    """The source coordinate along one axis of a ``Copy`` as a function of the
+    destination coordinate d: ``i = d - shift``, then, where i falls outside
+    ``[0, size)``, ``MAP_CLAMP`` takes the nearest edge, ``MAP_REFLECT``
+    mirrors about the edges without repeating them (period ``2*(size-1)``; a
+    size of 1 always reads 0), ``MAP_SYMMETRIC`` mirrors repeating them
+    (period ``2*size``), ``MAP_WRAP`` wraps (period ``size``)."""
+    mode: int
+    shift: int
+    size: int
+
+    def source(self, d: int) -> int:
+        i, n = d - self.shift, self.size
+        if 0 <= i < n:
+            return i
+        if self.mode == MAP_CLAMP:
+            return min(max(i, 0), n - 1)
+        if self.mode == MAP_WRAP:
+            return i % n
+        if self.mode == MAP_SYMMETRIC:
+            r = i % (2 * n)
+            return r if r < n else 2 * n - 1 - r
+        if n == 1:
+            return 0
+        r = i % (2 * (n - 1))
+        return r if r < n else 2 * (n - 1) - r
+
+
+@dataclasses.dataclass(frozen=True)
+class Copy:
+    """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``, where
+    ``m`` is the axis's ``AxisMap`` (or the identity where ``maps`` is None or
+    has None) and ``f`` converts ``src_type`` to ``dst_type`` (DataType
+    values), applying ``x * scale + bias`` first where ``scale_bias`` is set
+    (float types: float16 and float32 compute in float32, float64 in
+    float64). ``src``/``dst`` index the plan's inputs and outputs."""
+    src: int
+    dst: int
+    sizes: tuple[int, ...]
+    src_offset: int
+    src_strides: tuple[int, ...]       # signed, elements
+    dst_offset: int
+    dst_strides: tuple[int, ...]       # non-negative, elements
+    maps: tuple[AxisMap | None, ...] | None = None
+    scale_bias: tuple[float, float] | None = None
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.sizes)
+
+    def src_span(self) -> tuple[int, int]:
+        extent = tuple(m.size if m is not None else s
+                       for s, m in zip(self.sizes, self.maps or (None,) * len(self.sizes)))
+        return _span(self.src_offset, extent, self.src_strides)
+
+    def dst_span(self) -> tuple[int, int]:
+        return _span(self.dst_offset, self.sizes, self.dst_strides)
+
+    def as_copy_plan(self, element_size: int) -> CopyPlan:
+        """The pass as a ``CopyPlan`` (no maps, no conversion, no scale/bias)."""
+        return CopyPlan(element_size=element_size, sizes=self.sizes, in_offset=self.src_offset,
+                        in_strides=self.src_strides, out_offset=self.dst_offset, out_strides=self.dst_strides)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fill:
+    """``dst[do + sum(d*ds)] = value`` over ``sizes`` (``value`` a Python int or
+    float of the destination's type)."""
+    dst: int
+    sizes: tuple[int, ...]
+    dst_offset: int
+    dst_strides: tuple[int, ...]
+    value: int | float
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.sizes)
+
+    def dst_span(self) -> tuple[int, int]:
+        return _span(self.dst_offset, self.sizes, self.dst_strides)
+
+
+@dataclasses.dataclass(frozen=True)
+class MovePlan:
+    """The move program: ``in_types``/``out_types`` (DataType values of each
+    input and output) and the passes, run in order; every output element is
+    written by some pass (the lowerings guarantee it, the tests check it).
+    Offsets of each pass are relative to element 0 of the bound range of its
+    slot."""
+    in_types: tuple[int, ...]
+    out_types: tuple[int, ...]
+    passes: tuple
+
+    def in_spans(self) -> list[tuple[int, int] | None]:
+        spans: list = [None] * len(self.in_types)
+        for p in self.passes:
+            if isinstance(p, Copy) and p.count:
+                spans[p.src] = _union(spans[p.src], p.src_span())
+        return spans
+
+    def out_spans(self) -> list[tuple[int, int] | None]:
+        spans: list = [None] * len(self.out_types)
+        for p in self.passes:
+            if p.count:
+                spans[p.dst] = _union(spans[p.dst], p.dst_span())
+        return spans
+
+
+def _union(a, b):
+    return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
 
 
 def _span(offset: int, sizes, strides) -> tuple[int, int]:

@@ -42,7 +42,16 @@ A description offers ``inputs``/``outputs`` (every tensor in slot order) and
 from ._common import OperatorDesc, SupportRow
 from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, IntArray, PaddingMode, ScalarUnion,
                     ScaleBias, Struct, Tensor, UInt)
+from .cast import CastOperatorDesc
 from .fold import FoldOperatorDesc
+from .identity import ElementWiseIdentityOperatorDesc
+from .join import JoinOperatorDesc
+from .padding import PaddingOperatorDesc
+from .padding1 import Padding1OperatorDesc
+from .space_depth import (DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc, SpaceToDepth1OperatorDesc,
+                          SpaceToDepthOperatorDesc)
+from .split import SplitOperatorDesc
+from .tile import TileOperatorDesc
 from .slice import SliceOperatorDesc
 from .slice1 import Slice1OperatorDesc, max_copied_elements
 from .slice_grad import SliceGradOperatorDesc
@@ -55,9 +64,23 @@ OPERATORS: dict[str, type[OperatorDesc]] = {cls.OPERATOR: cls for cls in (
     UnfoldOperatorDesc,
     FoldOperatorDesc,
     SliceGradOperatorDesc,
+    ElementWiseIdentityOperatorDesc,
+    CastOperatorDesc,
+    PaddingOperatorDesc,
+    Padding1OperatorDesc,
+    JoinOperatorDesc,
+    SplitOperatorDesc,
+    TileOperatorDesc,
+    SpaceToDepthOperatorDesc,
+    DepthToSpaceOperatorDesc,
+    SpaceToDepth1OperatorDesc,
+    DepthToSpace1OperatorDesc,
 )}
 
 __all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Float", "Bool", "Enum", "ScalarUnion",
            "Struct", "Tensor", "REQUIRED", "PaddingMode", "DepthSpaceOrder", "ScaleBias",
            "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc", "FoldOperatorDesc",
-           "SliceGradOperatorDesc", "max_copied_elements", "OPERATORS"]
+           "SliceGradOperatorDesc", "ElementWiseIdentityOperatorDesc", "CastOperatorDesc", "PaddingOperatorDesc",
+           "Padding1OperatorDesc", "JoinOperatorDesc", "SplitOperatorDesc", "TileOperatorDesc",
+           "SpaceToDepthOperatorDesc", "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc",
+           "DepthToSpace1OperatorDesc", "max_copied_elements", "OPERATORS"]

@@ -21,9 +21,10 @@ import math
 import numpy as np
 
 from ...model.errors import UnsupportedError
-from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from ...plan import Copy, CopyPlan, FoldPlan, MovePlan, ScatterPlan, UnfoldPlan
+from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
-from ..params import CopyParams, FoldParams, ScatterParams, UnfoldParams, set_window_dims
+from ..params import MAX_RANK, CopyParams, FoldParams, ScatterParams, UnfoldParams, set_window_dims
 from . import numpy_kernels
 
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -111,28 +112,34 @@ class CpuBackend:
             return {"limit": 0, "blocks": 0, "bytes": 0, "hits": 0, "misses": 0}
         return self._native.cache_info()
 
-    def empty(self, shape, dtype) -> tuple[np.ndarray, bool]:
+    def empty(self, shape, dtype, what: str = "output") -> tuple[np.ndarray, bool]:
         """An uninitialised array for an array-API output, and whether its
         memory is fresh (never touched). With the compiled kernels, outputs of
         ``CACHE_MIN_BYTES`` and up come from the extension's output blocks:
         released outputs' pages are kept (up to ``cpu_output_cache``'s limit)
-        and reused, already resident, by later outputs of a similar size."""
+        and reused, already resident, by later outputs of a similar size.
+        Where the memory cannot be had: ``alloc.AllocationError`` naming
+        ``what`` (the operation), the shape and the bytes."""
         dtype = np.dtype(dtype)
         count = math.prod(shape)
         nbytes = count * dtype.itemsize
         # Blocks only where a released one could be kept: otherwise NumPy's
         # allocator (which glibc lets reuse freed memory up to 32 MiB) is better.
         if self._native is not None and CACHE_MIN_BYTES <= nbytes <= self._native.cache_limit():
-            block = self._native.Block(nbytes)
+            block = alloc.output(what, shape, dtype, lambda *_: self._native.Block(nbytes))
             return np.frombuffer(block, dtype=dtype, count=count).reshape(shape), block.fresh
-        return np.empty(shape, dtype), True
+        return alloc.output(what, shape, dtype, np.empty), True
 
     # -- execution --------------------------------------------------------------
 
     def prepare(self, plan, src: np.ndarray, dst: np.ndarray):
         """Return a callable that runs ``plan`` from ``src`` into ``dst`` (1-D word
-        arrays whose element 0 is the plan's origin)."""
+        arrays whose element 0 is the plan's origin; for a ``MovePlan``, lists
+        of them, one per input and output)."""
         kind = type(plan)
+        if kind is MovePlan:
+            return numpy_kernels.prepare_move(plan, src, dst,
+                                              self._native_move_pass if self._native is not None else None)
         if kind not in _PLANS:
             raise TypeError(f"unknown plan {kind.__name__}")
         native, numpy_path = _PLANS[kind]
@@ -140,12 +147,26 @@ class CpuBackend:
             return native(self, plan, src, dst)
         return numpy_path(plan, src, dst)
 
+    def _native_move_pass(self, plan: MovePlan, p, srcs, dsts):
+        """The compiled copy kernel for a plain pass of a move program (no map,
+        no conversion, no scale/bias, at most 8 dimensions once merged); None
+        for any other pass (NumPy runs it)."""
+        if not isinstance(p, Copy) or p.maps is not None or p.scale_bias is not None:
+            return None
+        if plan.in_types[p.src] != plan.out_types[p.dst]:
+            return None
+        es = srcs[p.src].itemsize
+        cp = p.as_copy_plan(es)
+        if len(cp.canonical().sizes) > MAX_RANK:
+            return None
+        return self._native_copy(cp, srcs[p.src], dsts[p.dst])
+
     def runner(self, plan):
         """With the compiled kernels, a callable ``run(src_addr, dst_addr)``
         running ``plan`` between raw addresses (element 0 of each bound range),
         built once and reusable for any buffers; None on the NumPy path. The
         array API keeps one per cached plan, so a repeated call packs nothing."""
-        if self._native is None:
+        if self._native is None or type(plan) is MovePlan:
             return None
         kind = type(plan)
         if kind not in _PLANS:

@@ -25,13 +25,17 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
 __all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter",
-           "FLOATS", "view", "fold_types"]
+           "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array"]
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
 FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+#: FOLD's one NaN per accumulator size (quiet, sign +, payload 0): float32
+#: 0x7FC00000 (stored as float16 0x7E00), float64 0x7FF8000000000000.
+CANONICAL_NAN = {4: np.uint32(0x7FC00000).view(np.float32), 8: np.uint64(0x7FF8000000000000).view(np.float64)}
 
 
 def view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
@@ -207,14 +211,22 @@ def prepare_fold(plan: FoldPlan, src, dst):
             adds.append((acc_base, sizes, acc_free, view(src_e, in_base, sizes, (in_n, in_row * K, *in_free))))
     acc_shape = (N, C, *plan.spatial)
     acc_n, acc_c = C * math.prod(plan.spatial), math.prod(plan.spatial)
+    floats = plan.sum_kind == SUM_FLOAT
 
     def run():
-        acc = np.zeros(acc_shape, acc_type)
+        acc = alloc.output("FOLD", acc_shape, acc_type, np.zeros, part="the sums")
         flat = acc.reshape(-1)
         with np.errstate(over="ignore", invalid="ignore"):   # IEEE results, as in the compiled kernels
             for base, sizes, strides, s in adds:
                 a = view(flat, base, sizes, (acc_n, acc_c, *strides))
                 np.add(a, s, out=a)
+            if floats:
+                # Every NaN sum becomes the canonical NaN (as the C and CUDA
+                # kernels store it): which payload an addition of NaNs keeps
+                # is the processor's choice.
+                nan = np.isnan(acc)
+                if nan.any():
+                    acc[nan] = CANONICAL_NAN[acc_type.itemsize]
             np.copyto(out, acc, casting="unsafe")   # float32 -> float16: NumPy's rounding, once
     return run
 
@@ -287,4 +299,94 @@ def _zero_then_copy(zeros, copies):
             z.fill(0)
         for d, s in copies:
             np.copyto(d, s, casting="no")
+    return run
+
+
+# -- the move program (data-movement family) ----------------------------------------
+
+def _dtype(type_value: int) -> np.dtype:
+    from ...model.data_type import DataType
+    return DataType(type_value).numpy_dtype
+
+
+def convert_array(x: np.ndarray, dst: np.dtype) -> np.ndarray:
+    """``x`` converted to ``dst`` by CAST's rules (``ops/cast.py``): floats to
+    integers truncate toward zero and saturate, NaN -> 0; integers to
+    integers wrap; everything else rounds to nearest (NumPy's casts)."""
+    dst = np.dtype(dst)
+    if x.dtype == dst:
+        return x
+    if x.dtype.kind == "f" and dst.kind in "iu":
+        info = np.iinfo(dst)
+        t = np.trunc(x.astype(np.float64))
+        hi = t >= float(info.max) + 1.0        # max + 1 is a power of two: exact in float64
+        lo = t < float(info.min)
+        nan = np.isnan(t)
+        out = np.zeros(x.shape, dst)
+        ok = ~(hi | lo | nan)
+        out[ok] = t[ok].astype(dst)
+        out[hi] = info.max
+        out[lo] = info.min
+        return out
+    with np.errstate(all="ignore"):
+        return x.astype(dst)
+
+
+def _typed(flat: np.ndarray, type_value: int) -> np.ndarray:
+    return flat.view(_dtype(type_value))
+
+
+def prepare_move_pass(plan, p, srcs, dsts):
+    """A callable running one pass of a ``MovePlan`` with NumPy views of the
+    bound word arrays."""
+    from ...plan import Fill
+    out_t = plan.out_types[p.dst]
+    dst_view = view(_typed(dsts[p.dst], out_t), p.dst_offset, p.sizes, p.dst_strides)
+    if isinstance(p, Fill):
+        value = convert_array(np.array([p.value]), _dtype(out_t))[0]
+
+        def fill():
+            dst_view[...] = value
+        return fill
+    in_t = plan.in_types[p.src]
+    maps = p.maps or (None,) * len(p.sizes)
+    extent = tuple(m.size if m is not None else s for s, m in zip(p.sizes, maps))
+    src_view = view(_typed(srcs[p.src], in_t), p.src_offset, extent, p.src_strides)
+    indices = [(k, np.fromiter((m.source(d) for d in range(n)), dtype=np.intp, count=n))
+               for k, (n, m) in enumerate(zip(p.sizes, maps)) if m is not None]
+    sb = p.scale_bias
+    out_dt = _dtype(out_t)
+
+    def copy():
+        x = src_view
+        for k, idx in indices:
+            x = np.take(x, idx, axis=k)
+        if sb is not None:
+            ct = np.float64 if x.dtype == np.float64 else np.float32
+            with np.errstate(all="ignore"):
+                y = x.astype(ct) * ct(sb[0])
+                y = y + ct(sb[1])
+            x = y
+        if x.dtype == out_dt and sb is None:
+            np.copyto(dst_view, x, casting="no")
+        else:
+            np.copyto(dst_view, convert_array(x, out_dt), casting="unsafe")
+    return copy
+
+
+def prepare_move(plan, srcs, dsts, pass_runner=None):
+    """A callable running every pass of a ``MovePlan`` in order: each through
+    ``pass_runner(plan, pass, srcs, dsts)`` where it returns one (the compiled
+    copy kernel for plain copies), else through NumPy."""
+    runs = []
+    for p in plan.passes:
+        if p.count == 0:
+            continue
+        r = pass_runner(plan, p, srcs, dsts) if pass_runner is not None else None
+        runs.append(r if r is not None else prepare_move_pass(plan, p, srcs, dsts))
+
+    def run():
+        for r in runs:
+            r()
+    run.keep_alive = (srcs, dsts)
     return run

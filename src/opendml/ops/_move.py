@@ -1,0 +1,164 @@
+"""What the data-movement family's descriptions share: the checks every page
+repeats (tensors given, same DataType, same DimensionCount, outputs not
+OWNED_BY_DML, float fields that fit a FLOAT) and the lowering frame to the
+move program (``plan.MovePlan``), with each input's layout either the
+description's own or an array's (signed strides and origin)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..model._checks import UINT32_MAX, as_int
+from ..model.tensor_desc import TensorDesc, TensorFlags
+from ..plan import MovePlan
+from ._common import OperatorDesc, element_layout
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+class MoveOperatorDesc(OperatorDesc):
+    """Base of the operators lowering to ``MovePlan``. Subclasses implement
+    ``_passes(layouts)``, ``layouts`` holding one ``(element strides, origin)``
+    per input."""
+
+    def _check_slot_tensors(self, *, same_type: bool = True, same_rank: bool = True) -> None:
+        """Every slot holds TensorDescs (a ``many`` slot a non-empty sequence of
+        them, stored as a tuple); outputs are not OWNED_BY_DML; where asked,
+        every tensor has the first input's DataType and DimensionCount."""
+        for s in self.SLOTS:
+            v = getattr(self, s.attr)
+            if s.many:
+                if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
+                    raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
+                v = tuple(v)
+                if not v:
+                    raise self._err(f"{s.json} must hold at least one tensor "
+                                    f"({'InputCount' if s.role == 'input' else 'OutputCount'} > 0); got 0")
+                for i, t in enumerate(v):
+                    if not isinstance(t, TensorDesc):
+                        raise self._err(f"{s.json}[{i}] must be a TensorDesc; got {type(t).__name__}")
+                self._set(s.attr, v)
+            elif not isinstance(v, TensorDesc):
+                raise self._err(f"{s.json} must be a TensorDesc; got {type(v).__name__}")
+        first_name, first = self.named_tensors("input")[0]
+        for name, t in self.named_tensors("input")[1:] + self.named_tensors("output"):
+            if same_type and t.data_type != first.data_type:
+                raise self._err(f"{name}.DataType must equal {first_name}.DataType; "
+                                f"got {t.data_type.name} != {first.data_type.name}")
+            if same_rank and t.rank != first.rank:
+                raise self._err(f"{name}.DimensionCount must equal {first_name}.DimensionCount; "
+                                f"got {t.rank} != {first.rank}")
+        for name, t in self.named_tensors("output"):
+            if t.flags & TensorFlags.OWNED_BY_DML:
+                raise self._err(f"{name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
+
+    def _check_sizes(self, name: str, tensor: TensorDesc, expected, rule: str) -> None:
+        """``tensor.Sizes`` equals ``expected``; ``rule`` says where that comes from."""
+        expected = tuple(expected)
+        for i, (got, want) in enumerate(zip(tensor.sizes, expected)):
+            if got != want:
+                raise self._err(f"{name}.Sizes[{i}] must be {rule} = {want}; got {got} "
+                                f"(Sizes {list(tensor.sizes)}, expected {list(expected)})")
+
+    def _uint(self, attr: str, field: str, lo: int = 0) -> int:
+        v = as_int(getattr(self, attr), field, where=self.OPERATOR)
+        self._check_bounds_scalar(field, v, lo, UINT32_MAX)
+        self._set(attr, v)
+        return v
+
+    def _check_bounds_scalar(self, field: str, value: int, lo: int, hi: int, why: str = "") -> None:
+        if not lo <= value <= hi:
+            raise self._err(f"{field} must be in [{lo}, {hi}]{why}; got {value}")
+
+    def _float32(self, value, field: str) -> float:
+        """A FLOAT field: a real number whose magnitude fits a float32 (NaN and
+        infinities are FLOAT values too), stored as its float32 value."""
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise self._err(f"{field} must be a number; got {value!r}")
+        v = float(value)
+        with np.errstate(over="ignore"):
+            f = np.float32(v)
+        if math.isfinite(v) and not np.isfinite(f):
+            raise self._err(f"{field} must fit a FLOAT (float32, magnitude <= {FLOAT32_MAX:g}); got {value!r}")
+        return float(f)
+
+    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,
+              in_layouts: Sequence | None = None) -> MovePlan:
+        """The move program. ``in_strides``/``in_offset`` (one input) or
+        ``in_layouts`` (one ``(strides, origin)`` or None per input): the
+        inputs' signed element strides and origins where the array API passes
+        arrays' layouts; None uses each description's own strides."""
+        inputs = self.inputs
+        if in_layouts is None:
+            in_layouts = [(in_strides, in_offset)] + [None] * (len(inputs) - 1)
+        layouts = [element_layout(t, *(lay if lay is not None else (None, 0))) for t, lay in zip(inputs, in_layouts)]
+        return MovePlan(in_types=tuple(int(t.data_type) for t in inputs),
+                        out_types=tuple(int(t.data_type) for t in self.outputs),
+                        passes=tuple(self._passes(layouts)))
+
+    def _passes(self, layouts):
+        raise NotImplementedError
+
+    @property
+    def output_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """The sizes of every output, in slot order."""
+        return tuple(t.sizes for t in self.outputs)
+
+
+def convert_scalar(value, data_type):
+    """A FLOAT or scalar-union value as a value of ``data_type``, by CAST's
+    rules (see ``cast``): to an integer type, truncate toward zero and
+    saturate, NaN -> 0; to a float type, the float (the kernels round it to
+    the type, to nearest)."""
+    kind = data_type.numpy_dtype.kind
+    if kind == "f":
+        return float(value)
+    info = np.iinfo(data_type.numpy_dtype)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 0
+        if math.isinf(value):
+            return int(info.max) if value > 0 else int(info.min)
+        value = math.trunc(value)
+    return min(max(int(value), int(info.min)), int(info.max))
+
+
+def pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides):
+    """The passes of PADDING/PADDING1: the interior ``Copy`` (no map), then for
+    each axis k the two border slabs (before and after the input along k;
+    interior along the axes before k, whole along the axes after it): a
+    ``Fill`` for CONSTANT (``mode`` 0), else a ``Copy`` whose ``AxisMap`` reads
+    the input position the mode chooses. Every output element is written by
+    exactly one pass."""
+    from ..plan import AxisMap, Copy, Fill
+    strides, origin = layout
+    r = len(in_sizes)
+    out_sizes = tuple(n + s + e for n, s, e in zip(in_sizes, start, end))
+    interior_offset = sum(s * t for s, t in zip(start, out_strides))
+    yield Copy(0, 0, tuple(in_sizes), origin, tuple(strides), interior_offset, tuple(out_strides))
+    for k in range(r):
+        for side, count in (("start", start[k]), ("end", end[k])):
+            if count == 0:
+                continue
+            sizes, dst_offset, maps = [], 0, []
+            for j in range(r):
+                if j < k:
+                    sizes.append(in_sizes[j])
+                    dst_offset += start[j] * out_strides[j]
+                    maps.append(None)
+                elif j == k:
+                    sizes.append(count)
+                    at = 0 if side == "start" else start[k] + in_sizes[k]
+                    dst_offset += at * out_strides[j]
+                    maps.append(AxisMap(mode, start[k] if side == "start" else -in_sizes[k], in_sizes[k]))
+                else:
+                    sizes.append(out_sizes[j])
+                    maps.append(AxisMap(mode, start[j], in_sizes[j]) if start[j] or end[j] else None)
+            if mode == 0:
+                yield Fill(0, tuple(sizes), dst_offset, tuple(out_strides), fill_value)
+            else:
+                # a mapped axis reads the whole input along it: its source offset is the input's origin
+                yield Copy(0, 0, tuple(sizes), origin, tuple(strides), dst_offset, tuple(out_strides),
+                           maps=tuple(maps))

@@ -1,0 +1,67 @@
+"""DML_CAST_OPERATOR_DESC: ``Output[i] = convert(Input[i])`` to the output's
+DataType, for every pair of the 11 types.
+
+The page says only "casts each element". The conversion rules opendml
+follows (those of Direct3D's float-to-integer instructions and of C for the
+rest), identical on every backend:
+
+* to the same type: a bit-exact copy;
+* float to float: round to nearest, ties to even; a finite value beyond the
+  target's range becomes an infinity; NaN stays NaN (sign and payload are not
+  promised across widths);
+* integer to float: round to nearest, ties to even (uint64/int64 to float16
+  or float32 may round; values beyond float16's range become infinity);
+* float to integer: truncate toward zero, then saturate to the target's
+  range (so -1.5 -> -1 for signed, 0 for unsigned; +inf -> the maximum,
+  -inf -> the minimum); NaN -> 0;
+* integer to integer: two's complement wrap-around (the low bits are kept,
+  as a C cast does), e.g. INT32 300 -> UINT8 44, INT8 -1 -> UINT32 4294967295.
+
+The page does not say what DirectML does for NaN, out-of-range floats, or
+narrowing integers; these are opendml's choices, stated here and tested.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy
+from ._common import TYPES_4_1, SupportRow
+from ._common import T as _T
+from ._move import MoveOperatorDesc
+from ._spec import Tensor
+
+_CAST_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16, _T.INT16, _T.INT8, _T.UINT16, _T.UINT8})
+_CAST_3_0 = _CAST_1_0 | {_T.INT64, _T.INT32, _T.UINT64, _T.UINT32}
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class CastOperatorDesc(MoveOperatorDesc):
+    """``OutputTensor`` is required (it carries the target DataType)."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc
+
+    OPERATOR = "CAST"
+    TYPE_VALUE = 61
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"), Tensor("OutputTensor", "output_tensor", "output"))
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_1_0, range(4, 5), _CAST_1_0),
+        SupportRow(FeatureLevel.FL_3_0, range(4, 5), _CAST_3_0),
+        SupportRow(FeatureLevel.FL_3_1, range(1, 9), _CAST_3_0),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
+    )
+
+    def __post_init__(self):
+        self._check_input()
+        if self.output_tensor is None:
+            raise self._err("OutputTensor is required (it gives the DataType to cast to); got None")
+        self._check_slot_tensors(same_type=False)
+        self._check_sizes("OutputTensor", self.output_tensor, self.input_tensor.sizes, "InputTensor.Sizes")
+
+    def _passes(self, layouts):
+        (strides, origin), = layouts
+        out = self.output_tensor
+        yield Copy(0, 0, out.sizes, origin, tuple(strides), 0, out.element_strides)

@@ -1,0 +1,72 @@
+"""DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC: ``Output[i] = g(Input[i])`` with
+``g(x) = x * Scale + Bias`` where ``ScaleBias`` is given, else ``g(x) = x``
+(the strided copy: strides express layout changes, padding and broadcasts).
+
+Decisions the page leaves open:
+
+* ``ScaleBias`` is accepted on float types only (FLOAT16, FLOAT32, FLOAT64):
+  the page defines ``g`` over real numbers and says nothing of integer
+  rounding or overflow; an integer tensor with ``ScaleBias`` is a
+  ``ValidationError``.
+* Arithmetic: ``Scale`` and ``Bias`` are FLOATs (float32). FLOAT16 and FLOAT32
+  compute ``x * Scale`` then ``+ Bias`` in float32, each rounded, then round
+  once to the output type; FLOAT64 computes in float64. Without ``ScaleBias``
+  elements are copied bit for bit (NaN payloads, -0 kept).
+* The page permits in-place execution (the output aliasing the input);
+  opendml's binding rules refuse overlapping ranges for every operator.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy
+from ._common import FLOAT_TYPES, TYPES_2_1, TYPES_4_1, SupportRow
+from ._common import T as _T
+from ._move import MoveOperatorDesc
+from ._spec import ScaleBias, Struct, Tensor
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
+    """``OutputTensor`` may be None: a packed output of the input's sizes."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None = None
+    scale_bias: ScaleBias | None = None
+
+    OPERATOR = "ELEMENT_WISE_IDENTITY"
+    TYPE_VALUE = 1
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (Struct("ScaleBias", "scale_bias", default=None),)
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_1_0, range(4, 6), frozenset({_T.FLOAT32, _T.FLOAT16})),
+        SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
+    )
+
+    def __post_init__(self):
+        inp = self._check_input()
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
+        self._check_slot_tensors()
+        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        sb = self.scale_bias
+        if sb is not None:
+            if not isinstance(sb, ScaleBias):
+                raise self._err(f"ScaleBias must be a ScaleBias(scale, bias) or None; got {type(sb).__name__}")
+            if inp.data_type not in FLOAT_TYPES:
+                raise self._err(f"ScaleBias applies to float DataTypes only (FLOAT16, FLOAT32, FLOAT64); "
+                                f"got InputTensor.DataType {inp.data_type.name}")
+            self._set("scale_bias", ScaleBias(self._float32(sb.scale, "ScaleBias.Scale"),
+                                              self._float32(sb.bias, "ScaleBias.Bias")))
+
+    def _passes(self, layouts):
+        (strides, origin), = layouts
+        out = self.output_tensor
+        sb = None if self.scale_bias is None else (self.scale_bias.scale, self.scale_bias.bias)
+        yield Copy(0, 0, out.sizes, origin, tuple(strides), 0, out.element_strides, scale_bias=sb)

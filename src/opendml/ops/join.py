@@ -1,0 +1,96 @@
+"""DML_JOIN_OPERATOR_DESC: the inputs concatenated along ``Axis``; the inverse
+of SPLIT.
+
+    OutputTensor.Sizes[d] = InputTensors[i].Sizes[d]       (d != Axis, every i)
+    OutputTensor.Sizes[Axis] = sum_i InputTensors[i].Sizes[Axis]
+    Output[..., offset_i + j, ...] = InputTensors[i][..., j, ...],
+        offset_i = sum of the earlier inputs' Sizes[Axis]
+
+Support: the page's tables give ranks 4 to 5 at 3_0 and 1 to 8 from 4_1;
+DirectML 1.5's release notes (feature level 3_1) list JOIN among the
+operators that gained 8-D tensors, so opendml accepts 1 to 8 from 3_1.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy
+from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, SupportRow
+from ._move import MoveOperatorDesc
+from ._spec import Tensor, UInt
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class JoinOperatorDesc(MoveOperatorDesc):
+    """``OutputTensor`` may be None: a packed output of the joined sizes."""
+
+    input_tensors: tuple[TensorDesc, ...]
+    output_tensor: TensorDesc | None
+    axis: int
+
+    OPERATOR = "JOIN"
+    TYPE_VALUE = 63
+    SLOTS = (Tensor("InputTensors", "input_tensors", "input", many=True),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (UInt("Axis", "axis"),)
+    COUNTS = {"InputCount": "InputTensors"}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_1_0, range(4, 5), TYPES_1_0),
+        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_0, range(4, 6), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
+    )
+
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.input_tensors[0]
+
+    def __post_init__(self):
+        out = self.output_tensor
+        self._check_inputs_only()
+        first = self.input_tensors[0]
+        axis = self._uint("axis", "Axis")
+        self._check_bounds_scalar("Axis", axis, 0, first.rank - 1, " (InputTensors[0].DimensionCount - 1)")
+        for i, t in enumerate(self.input_tensors):
+            for d in range(first.rank):
+                if d != axis and t.sizes[d] != first.sizes[d]:
+                    raise self._err(f"InputTensors[{i}].Sizes[{d}] must equal InputTensors[0].Sizes[{d}] (every "
+                                    f"dimension but Axis {axis}); got {t.sizes[d]} != {first.sizes[d]}")
+        if out is None:
+            self._set("output_tensor", TensorDesc(first.data_type, self.joined_sizes))
+        self._check_slot_tensors()
+        self._check_sizes("OutputTensor", self.output_tensor, self.joined_sizes,
+                          "the inputs' Sizes, summed along Axis")
+
+    def _check_inputs_only(self) -> None:
+        v = self.input_tensors
+        if isinstance(v, TensorDesc) or not isinstance(v, (list, tuple)):
+            raise self._err(f"InputTensors must be a sequence of TensorDesc; got {type(v).__name__}")
+        v = tuple(v)
+        if not v:
+            raise self._err("InputTensors must hold at least one tensor (InputCount > 0); got 0")
+        for i, t in enumerate(v):
+            if not isinstance(t, TensorDesc):
+                raise self._err(f"InputTensors[{i}] must be a TensorDesc; got {type(t).__name__}")
+            if t.rank != v[0].rank:
+                raise self._err(f"InputTensors[{i}].DimensionCount must equal InputTensors[0].DimensionCount; "
+                                f"got {t.rank} != {v[0].rank}")
+        self._set("input_tensors", v)
+
+    @property
+    def joined_sizes(self) -> tuple[int, ...]:
+        first = self.input_tensors[0]
+        total = sum(t.sizes[self.axis] for t in self.input_tensors)
+        return tuple(total if d == self.axis else n for d, n in enumerate(first.sizes))
+
+    def _passes(self, layouts):
+        out = self.output_tensor
+        at = 0
+        for i, (t, (strides, origin)) in enumerate(zip(self.input_tensors, layouts)):
+            yield Copy(i, 0, t.sizes, origin, tuple(strides), at * out.element_strides[self.axis],
+                       out.element_strides)
+            at += t.sizes[self.axis]

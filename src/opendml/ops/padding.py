@@ -1,0 +1,114 @@
+"""DML_PADDING_OPERATOR_DESC: the input inflated by ``StartPadding`` and
+``EndPadding`` elements per dimension,
+
+    OutputTensor.Sizes[i] = InputTensor.Sizes[i] + StartPadding[i] + EndPadding[i]
+    Output[o] = Input[o - StartPadding]  where that lies inside the input,
+    else by PaddingMode, per dimension (i = o - StartPadding, n = the input size):
+      CONSTANT    PaddingValue
+      EDGE        Input[clamp(i, 0, n - 1)]
+      REFLECTION  mirrored without repeating the edge, periodically (period 2(n - 1))
+      SYMMETRIC   mirrored repeating the edge, periodically (period 2n)   (feature level 3_0)
+      WRAP        Input[i mod n]                                          (feature level 6_4)
+
+Padding may exceed the input's size in every mode (the page says so for
+REFLECTION and SYMMETRIC: "mirror new padding regions periodically"). A
+REFLECTION of an axis of size 1 repeats its one element (the page's period
+2(n - 1) is 0 there; opendml's choice). ``PaddingValue`` is a FLOAT: for
+integer types it is truncated toward zero (the page: "10.6 will become 10")
+and saturated to the type's range, NaN giving 0 (CAST's rules); FLOAT16
+rounds to nearest.
+
+The page's ``DML_PADDING_MODE`` enum page lists only CONSTANT, EDGE and
+REFLECTION; SYMMETRIC (3_0) and WRAP (6_4, DirectML 1.15's release notes) are
+in the header and the release notes.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model._checks import UINT32_MAX
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..model.errors import UnsupportedError
+from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._common import T as _T
+from ._move import MoveOperatorDesc, convert_scalar, pad_passes
+from ._spec import Enum, Field, Float, PaddingMode, Tensor
+
+#: The feature level each padding mode came with.
+MODE_INTRODUCED = {PaddingMode.CONSTANT: FeatureLevel.FL_1_0, PaddingMode.EDGE: FeatureLevel.FL_1_0,
+                   PaddingMode.REFLECTION: FeatureLevel.FL_1_0, PaddingMode.SYMMETRIC: FeatureLevel.FL_3_0,
+                   PaddingMode.WRAP: FeatureLevel.FL_6_4}
+
+
+class PaddingRules(MoveOperatorDesc):
+    """The rules PADDING and PADDING1 share."""
+
+    def _check_padding(self) -> None:
+        inp = self._check_input()
+        mode = self.padding_mode
+        try:
+            self._set("padding_mode", PaddingMode(mode) if not isinstance(mode, str)
+                      else PaddingMode[mode.upper().removeprefix("DML_PADDING_MODE_")])
+        except (ValueError, KeyError, TypeError):
+            raise self._err(f"PaddingMode must be one of {', '.join(m.name for m in PaddingMode)}; "
+                            f"got {mode!r}") from None
+        n = inp.rank
+        self._ints("start_padding", "StartPadding", n)
+        self._ints("end_padding", "EndPadding", n)
+        for i in range(n):
+            self._check_bounds("StartPadding", i, self.start_padding[i], 0, UINT32_MAX)
+            self._check_bounds("EndPadding", i, self.end_padding[i], 0, UINT32_MAX)
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, self.expected_output_sizes))
+        self._check_slot_tensors()
+        self._check_sizes("OutputTensor", self.output_tensor, self.expected_output_sizes,
+                          "InputTensor.Sizes + StartPadding + EndPadding")
+
+    @property
+    def expected_output_sizes(self) -> tuple[int, ...]:
+        return tuple(n + s + e for n, s, e in zip(self.input_tensor.sizes, self.start_padding, self.end_padding))
+
+    def _validate_level(self, level: FeatureLevel) -> None:
+        need = MODE_INTRODUCED[self.padding_mode]
+        if level < need:
+            raise UnsupportedError(f"{self.OPERATOR}: PaddingMode {self.padding_mode.name} was introduced in "
+                                   f"feature level {need.label}; got feature level {level.label}")
+
+    def _fill_value(self):
+        return convert_scalar(self.padding_value, self.output_tensor.data_type)
+
+    def _passes(self, layouts):
+        return pad_passes(int(self.padding_mode), self._fill_value(), self.input_tensor.sizes, self.start_padding,
+                          self.end_padding, layouts[0], self.output_tensor.element_strides)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class PaddingOperatorDesc(PaddingRules):
+    """``OutputTensor`` may be None: a packed output of the padded sizes."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    padding_mode: PaddingMode
+    padding_value: float
+    start_padding: tuple[int, ...]
+    end_padding: tuple[int, ...]
+
+    OPERATOR = "PADDING"
+    TYPE_VALUE = 64
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode), Float("PaddingValue", "padding_value", default=0.0),
+              Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
+    COUNTS = {"DimensionCount": "StartPadding"}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_1_0, range(4, 6), frozenset({_T.FLOAT32, _T.FLOAT16})),
+        SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1),
+    )
+
+    def __post_init__(self):
+        self._check_padding()
+        self._set("padding_value", self._float32(self.padding_value, "PaddingValue"))

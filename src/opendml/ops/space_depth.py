@@ -1,0 +1,190 @@
+"""DML_SPACE_TO_DEPTH, DML_DEPTH_TO_SPACE and their ``1`` versions (which add
+``Order``): blocks of ``BlockSize x BlockSize`` spatial elements moved into
+channels and back, on 4-D tensors ``{N, C, H, W}``. With ``b = BlockSize``:
+
+    space {N, C, H*b, W*b}  <->  depth {N, C*b*b, H, W}
+    depth channel = (bh*b + bw)*C + c   for DEPTH_COLUMN_ROW (DCR; SPACE_TO_DEPTH and DEPTH_TO_SPACE)
+                  = c*b*b + bh*b + bw   for COLUMN_ROW_DEPTH (CRD)
+    space[n, c, h*b + bh, w*b + bw] = depth[n, channel, h, w]
+
+(``DML_DEPTH_SPACE_ORDER``: the depth version is [Batch, (BlockHeight,
+BlockWidth, Channels), Height, Width] for DCR, [Batch, (Channels,
+BlockHeight, BlockWidth), Height, Width] for CRD.) Both directions are one
+6-D copy (n, bh, bw, c, h, w).
+
+Errata of the pages (their examples and the enum page agree with the above):
+
+* SPACE_TO_DEPTH's and SPACE_TO_DEPTH1's OutputTensor paragraph gives
+  ``{ Batch, Channels / (BlockSize * BlockSize), Height * BlockSize, Width *
+  BlockSize }``, DEPTH_TO_SPACE's output sizes; the output of SPACE_TO_DEPTH
+  is ``{ Batch, Channels * BlockSize * BlockSize, Height / BlockSize, Width /
+  BlockSize }``, as the examples show ({1, 2, 4, 6} -> {1, 8, 2, 3}).
+* DEPTH_TO_SPACE1's remark links "DML_DEPTH_TO_SPACE_OPERATOR_DESC" to the
+  DEPTH_TO_SPACE1 page.
+* The pages give no rule for BlockSize; opendml requires BlockSize >= 1 and
+  the space version's Height and Width to be multiples of it.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy
+from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._common import T as _T
+from ._move import MoveOperatorDesc
+from ._spec import DepthSpaceOrder, Enum, Tensor, UInt
+
+_TYPES_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16})
+_SUPPORT_1_0 = (SupportRow(FeatureLevel.FL_1_0, range(4, 5), _TYPES_1_0),
+                SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
+                SupportRow(FeatureLevel.FL_5_0, range(4, 5), TYPES_4_1))
+_SUPPORT_2_1 = _SUPPORT_1_0[1:]
+_SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+          Tensor("OutputTensor", "output_tensor", "output", optional=True))
+
+
+class _SpaceDepth(MoveOperatorDesc):
+    TO_DEPTH: bool
+
+    def _order(self) -> DepthSpaceOrder:
+        return DepthSpaceOrder.DEPTH_COLUMN_ROW
+
+    def _check(self) -> None:
+        inp = self._check_input()
+        b = self._uint("block_size", "BlockSize", 1)
+        if inp.rank != 4:
+            raise self._err(f"InputTensor.DimensionCount must be 4 ({{N, C, H, W}}); got {inp.rank}")
+        n, c, h, w = inp.sizes
+        if self.TO_DEPTH:
+            for i, name in ((2, "Height"), (3, "Width")):
+                if inp.sizes[i] % b:
+                    raise self._err(f"InputTensor.Sizes[{i}] ({name}) must be a multiple of BlockSize {b}; "
+                                    f"got {inp.sizes[i]}")
+            expected, rule = (n, c * b * b, h // b, w // b), "{N, C * BlockSize^2, H / BlockSize, W / BlockSize}"
+        else:
+            if c % (b * b):
+                raise self._err(f"InputTensor.Sizes[1] (Channels) must be a multiple of BlockSize * BlockSize = "
+                                f"{b * b}; got {c}")
+            expected, rule = (n, c // (b * b), h * b, w * b), "{N, C / BlockSize^2, H * BlockSize, W * BlockSize}"
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, expected))
+        self._check_slot_tensors()
+        self._check_sizes("OutputTensor", self.output_tensor, expected, rule)
+
+    def _passes(self, layouts):
+        (strides, origin), = layouts
+        b = self.block_size
+        space, depth = ((self.input_tensor, self.output_tensor) if self.TO_DEPTH
+                        else (self.output_tensor, self.input_tensor))
+        s_str = strides if self.TO_DEPTH else space.element_strides
+        d_str = depth.element_strides if self.TO_DEPTH else strides
+        n, c, hb, wb = space.sizes
+        h, w = hb // b, wb // b
+        sizes = (n, b, b, c, h, w)
+        space_strides = (s_str[0], s_str[2], s_str[3], s_str[1], b * s_str[2], b * s_str[3])
+        if self._order() == DepthSpaceOrder.DEPTH_COLUMN_ROW:
+            bh, bw, cc = b * c * d_str[1], c * d_str[1], d_str[1]
+        else:
+            bh, bw, cc = b * d_str[1], d_str[1], b * b * d_str[1]
+        depth_strides = (d_str[0], bh, bw, cc, d_str[2], d_str[3])
+        if self.TO_DEPTH:
+            yield Copy(0, 0, sizes, origin, space_strides, 0, depth_strides)
+        else:
+            yield Copy(0, 0, sizes, origin, depth_strides, 0, space_strides)
+
+
+def _check_order(desc) -> None:
+    o = desc.order
+    try:
+        desc._set("order", DepthSpaceOrder(o) if not isinstance(o, str)
+                  else DepthSpaceOrder[o.upper().removeprefix("DML_DEPTH_SPACE_ORDER_")])
+    except (ValueError, KeyError, TypeError):
+        raise desc._err(f"Order must be one of {', '.join(m.name for m in DepthSpaceOrder)}; got {o!r}") from None
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class SpaceToDepthOperatorDesc(_SpaceDepth):
+    """``OutputTensor`` may be None: ``{N, C*b*b, H/b, W/b}`` packed."""
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    block_size: int
+
+    OPERATOR = "SPACE_TO_DEPTH"
+    TYPE_VALUE = 68
+    TO_DEPTH = True
+    SLOTS = _SLOTS
+    FIELDS = (UInt("BlockSize", "block_size"),)
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = _SUPPORT_1_0
+
+    def __post_init__(self):
+        self._check()
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class DepthToSpaceOperatorDesc(_SpaceDepth):
+    """``OutputTensor`` may be None: ``{N, C/(b*b), H*b, W*b}`` packed."""
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    block_size: int
+
+    OPERATOR = "DEPTH_TO_SPACE"
+    TYPE_VALUE = 69
+    TO_DEPTH = False
+    SLOTS = _SLOTS
+    FIELDS = (UInt("BlockSize", "block_size"),)
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = _SUPPORT_1_0
+
+    def __post_init__(self):
+        self._check()
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class SpaceToDepth1OperatorDesc(_SpaceDepth):
+    """SPACE_TO_DEPTH with ``Order`` (feature level 2_1)."""
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    block_size: int
+    order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
+
+    OPERATOR = "SPACE_TO_DEPTH1"
+    TYPE_VALUE = 114
+    TO_DEPTH = True
+    SLOTS = _SLOTS
+    FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
+    INTRODUCED = FeatureLevel.FL_2_1
+    SUPPORT = _SUPPORT_2_1
+
+    def _order(self):
+        return self.order
+
+    def __post_init__(self):
+        _check_order(self)
+        self._check()
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class DepthToSpace1OperatorDesc(_SpaceDepth):
+    """DEPTH_TO_SPACE with ``Order`` (feature level 2_1)."""
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    block_size: int
+    order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
+
+    OPERATOR = "DEPTH_TO_SPACE1"
+    TYPE_VALUE = 113
+    TO_DEPTH = False
+    SLOTS = _SLOTS
+    FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
+    INTRODUCED = FeatureLevel.FL_2_1
+    SUPPORT = _SUPPORT_2_1
+
+    def _order(self):
+        return self.order
+
+    def __post_init__(self):
+        _check_order(self)
+        self._check()

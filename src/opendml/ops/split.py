@@ -1,0 +1,71 @@
+"""DML_SPLIT_OPERATOR_DESC: the input cut along ``Axis`` into the outputs; the
+inverse of JOIN.
+
+    OutputTensors[i].Sizes[d] = InputTensor.Sizes[d]       (d != Axis)
+    sum_i OutputTensors[i].Sizes[Axis] = InputTensor.Sizes[Axis]
+    OutputTensors[i][..., j, ...] = Input[..., offset_i + j, ...],
+        offset_i = sum of the earlier outputs' Sizes[Axis]
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy
+from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, SupportRow
+from ._move import MoveOperatorDesc
+from ._spec import Tensor, UInt
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class SplitOperatorDesc(MoveOperatorDesc):
+    """``OutputTensors`` are required (their sizes along ``Axis`` are the split)."""
+
+    input_tensor: TensorDesc
+    output_tensors: tuple[TensorDesc, ...]
+    axis: int
+
+    OPERATOR = "SPLIT"
+    TYPE_VALUE = 62
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("OutputTensors", "output_tensors", "output", many=True))
+    FIELDS = (UInt("Axis", "axis"),)
+    COUNTS = {"OutputCount": "OutputTensors"}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_1_0, range(4, 5), TYPES_1_0),
+        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
+    )
+
+    @property
+    def output_tensor(self) -> TensorDesc:
+        return self.output_tensors[0]
+
+    def __post_init__(self):
+        inp = self._check_input()
+        if self.output_tensors is None:
+            raise self._err("OutputTensors is required (the output sizes along Axis are the split); got None")
+        self._check_slot_tensors()
+        axis = self._uint("axis", "Axis")
+        self._check_bounds_scalar("Axis", axis, 0, inp.rank - 1, " (InputTensor.DimensionCount - 1)")
+        total = 0
+        for i, t in enumerate(self.output_tensors):
+            for d in range(inp.rank):
+                if d != axis and t.sizes[d] != inp.sizes[d]:
+                    raise self._err(f"OutputTensors[{i}].Sizes[{d}] must equal InputTensor.Sizes[{d}] (every "
+                                    f"dimension but Axis {axis}); got {t.sizes[d]} != {inp.sizes[d]}")
+            total += t.sizes[axis]
+        if total != inp.sizes[axis]:
+            terms = " + ".join(str(t.sizes[axis]) for t in self.output_tensors)
+            raise self._err(f"the OutputTensors' Sizes[{axis}] must sum to InputTensor.Sizes[{axis}] (Axis); "
+                            f"got {terms} = {total} != {inp.sizes[axis]}")
+
+    def _passes(self, layouts):
+        (strides, origin), = layouts
+        at = 0
+        for i, t in enumerate(self.output_tensors):
+            yield Copy(0, i, t.sizes, origin + at * strides[self.axis], tuple(strides), 0, t.element_strides)
+            at += t.sizes[self.axis]

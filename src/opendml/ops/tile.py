@@ -1,0 +1,73 @@
+"""DML_TILE_OPERATOR_DESC: the input repeated ``Repeats[i]`` times along each
+dimension,
+
+    OutputTensor.Sizes[i] = InputTensor.Sizes[i] * Repeats[i]
+    Output[o] = Input[o mod InputTensor.Sizes]
+
+lowered to one copy over 2 x DimensionCount axes (tile index, then position
+inside the tile), the tile axes reading with stride 0.
+
+Support: the page's 4_1 table lists every 64-bit type but FLOAT64 (the other
+pages of the family list FLOAT64 at 4_1, and DirectML 1.7's release notes say
+only "64-bit data type" for TILE); opendml follows the table.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model._checks import UINT32_MAX
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy
+from ._common import TYPES_2_1, SupportRow
+from ._common import T as _T
+from ._move import MoveOperatorDesc
+from ._spec import Field, Tensor
+
+_TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class TileOperatorDesc(MoveOperatorDesc):
+    """``OutputTensor`` may be None: a packed output of the tiled sizes."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    repeats: tuple[int, ...]
+
+    OPERATOR = "TILE"
+    TYPE_VALUE = 70
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (Field("Repeats", "repeats"),)
+    COUNTS = {"RepeatsCount": "Repeats"}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_1_0, range(4, 5), frozenset({_T.FLOAT32, _T.FLOAT16})),
+        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), _TILE_4_1),
+    )
+
+    def __post_init__(self):
+        inp = self._check_input()
+        self._ints("repeats", "Repeats", inp.rank)
+        for i, r in enumerate(self.repeats):
+            self._check_bounds("Repeats", i, r, 1, UINT32_MAX, " (values must be larger than 0)")
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, self.tiled_sizes))
+        self._check_slot_tensors()
+        self._check_sizes("OutputTensor", self.output_tensor, self.tiled_sizes, "InputTensor.Sizes * Repeats")
+
+    @property
+    def tiled_sizes(self) -> tuple[int, ...]:
+        return tuple(n * r for n, r in zip(self.input_tensor.sizes, self.repeats))
+
+    def _passes(self, layouts):
+        (strides, origin), = layouts
+        sizes, src, dst = [], [], []
+        for n, r, s, o in zip(self.input_tensor.sizes, self.repeats, strides, self.output_tensor.element_strides):
+            sizes += [r, n]
+            src += [0, s]
+            dst += [n * o, o]
+        yield Copy(0, 0, tuple(sizes), origin, tuple(src), 0, tuple(dst))
