@@ -4,6 +4,8 @@
     opendml run SPEC.json [--input x.npy] [--output y.npy] [--device cpu|cuda] [--feature-level 6_4]
     opendml run --list | --example NAME
     opendml validate SPEC.json [--feature-level 6_4]
+    opendml dispatch MODEL.json [--device cpu|cuda] [--feature-level 6_4] [--output-dir DIR]
+    opendml dispatch --list | --example NAME [--print-model]
     opendml info
 
 Exit codes: 0 success; 1 an output differs from the documented one; 2 bad
@@ -298,6 +300,54 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def cmd_dispatch(args) -> int:
+    """A DxDispatch model (MODEL.json, or a bundled example as one): the
+    commands' prints on stdout; --output-dir writes every resource."""
+    from .dxdispatch import check_output_dir, dumps, example_model, load as load_model, run as run_model, \
+        write_resources
+    exs = examples()
+    if args.list:
+        for name in EXAMPLE_ORDER:
+            print(f"{name:26s} {exs[name]['Title']}")
+        return 0
+    if (args.model is None) == (args.example is None):
+        raise UsageError("give MODEL.json or --example NAME (one of them)")
+    example = None
+    if args.example is not None:
+        if args.example not in exs:
+            raise UsageError(f"--example: unknown example {args.example!r}; "
+                             f"`opendml dispatch --list` names them: {', '.join(EXAMPLE_ORDER)}")
+        example = exs[args.example]
+        model, folder = example_model(example), os.getcwd()
+        if args.print_model:
+            print(dumps(model))
+            return 0
+    else:
+        if args.print_model:
+            raise UsageError("--print-model prints a bundled example as a model: use it with --example")
+        model, folder = load_model(args.model)
+    if args.output_dir is not None:
+        resources_ = model.get("resources") if isinstance(model, dict) else None
+        check_output_dir(args.output_dir, resources_ if isinstance(resources_, dict) else ())
+    results = run_model(model, device=args.device, feature_level=args.feature_level, base_dir=folder,
+                        max_bytes=args.max_bytes)
+    if args.output_dir is not None:
+        write_resources(results, args.output_dir)
+    if example is not None and "ExpectedOutput" in example:
+        desc = from_json(example)
+        raw = results["output"]
+        scratch = Device("cpu").create_buffer(max(raw.nbytes, 4))
+        scratch.write(raw)
+        y = scratch.read(desc.output_tensor)
+        want = expected_output(example, desc)
+        ok_mark, bad_mark = _ok_mark()
+        good = np.array_equal(want, y, equal_nan=y.dtype.kind == "f")
+        print(f"{ok_mark} matches the documented output" if good else
+              f"{bad_mark} differs from the documented output:\n{fmt_array(want)}")
+        return 0 if good else 1
+    return 0
+
+
 def cmd_info(args) -> int:
     from .runtime import cuda_status
     cfg = config()
@@ -347,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "2 bad input (usage, JSON, description, file, environment variable), with one line on stderr; "
                 "3 an internal error of opendml (a bug: one line on stderr, please report it).")
     p.add_argument("--version", action="version", version=f"opendml {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{run,validate,info}", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, metavar="{run,validate,dispatch,info}",
+                           parser_class=_Parser)
     r = sub.add_parser("run", help="run the bundled examples or one JSON description",
                        description="Run every bundled example of the specification pages (no arguments), "
                        "one bundled example (--example), or a description in DirectML's JSON field names (SPEC). "
@@ -375,6 +426,25 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--feature-level", default=None, metavar="L",
                    help="also require validity at this feature level (e.g. 6_4)")
     v.set_defaults(func=cmd_validate)
+    d = sub.add_parser("dispatch", help="run a DxDispatch model (Microsoft's operator-runner JSON)",
+                       description="Run a DxDispatch model: its resources, its DML_OPERATOR_* dispatchables "
+                       "(DirectML's field names) and its commands in order (dispatch, print, writeFile), with "
+                       "DirectML's binding rules. File initialisers and writeFile targets must lie in the "
+                       "model's folder. --example runs a bundled example of `opendml run` as a model.")
+    d.add_argument("model", nargs="?", metavar="MODEL.json", help="a DxDispatch model")
+    d.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
+    d.add_argument("--feature-level", default="6_4", metavar="L",
+                   help="DirectML feature level every dispatchable is validated at (default: 6_4)")
+    d.add_argument("--output-dir", metavar="DIR", help="after the last command, write every resource as "
+                   "DIR/NAME.npy (a 1-D array of its initialValuesDataType holding the whole buffer); all "
+                   "files or none")
+    d.add_argument("--max-bytes", type=_byte_count, default=DEFAULT_MAX_BYTES, metavar="N",
+                   help=f"refuse a model whose resources take more than N bytes (default: {DEFAULT_MAX_BYTES})")
+    d.add_argument("--list", action="store_true", help="list the bundled examples and exit")
+    d.add_argument("--example", metavar="NAME", help="run a bundled example (see --list) as a DxDispatch model; "
+                   "exits 1 if its output differs from the documented one")
+    d.add_argument("--print-model", action="store_true", help="with --example: print the model and exit")
+    d.set_defaults(func=cmd_dispatch)
     i = sub.add_parser("info", help="version, backends and feature levels",
                        description="Print the version, the backends present (with the GPU name where CUDA "
                        "works) and the feature levels supported.")
