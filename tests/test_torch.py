@@ -309,9 +309,13 @@ def test_route_choice(monkeypatch):
     with torch.inference_mode():
         dml.slice1(xg, [0, 0, 0, 0], [1, 2, 4, 4], [1, 1, 1, 1])
     assert seen == []
-    assert dml.unfold(xg, 2).requires_grad              # a gradient is needed: the operator
-    assert dml.unfold(x.to("meta"), 2).shape == (1, 8, 9)
-    assert seen == ["unfold", "unfold"]
+    out = dml.unfold(xg, 2)                             # a gradient is needed: eager autograd, no operator
+    assert out.requires_grad and type(out.grad_fn).__name__ == "opendml_unfoldBackward"
+    assert seen == []
+    assert dml.unfold(x.to("meta"), 2).shape == (1, 8, 9)   # a meta tensor: the operator (fake kernel)
+    assert seen == ["unfold"]
+    torch.compile(lambda t: dml.unfold(t, 2), backend="eager", fullgraph=True)(xg)   # traced: the operator
+    assert seen[1:] and set(seen) == {"unfold"}
 
 
 def test_requires_grad_is_never_dropped():

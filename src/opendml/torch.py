@@ -23,17 +23,19 @@ adjoint), slice1 -> slice_grad, slice_grad -> slice1, so any order of
 derivative works. SLICE is SLICE1 with window sizes ``(sizes - 1) * strides + 1``.
 
 The functions here are the array API's (``opendml.unfold`` is
-``opendml.torch.unfold``): on a tensor they go through the operators when
-autograd must record the call (``torch.is_grad_enabled() and
-x.requires_grad``) or something traces it (``torch.compile``, fake tensors,
-``torch.func``, a dispatch mode), and otherwise call the kernels directly,
-which saves the custom-operator dispatch (tens of microseconds a call).
+``opendml.torch.unfold``): on a tensor that needs a derivative in eager mode
+(``x.requires_grad`` with grad mode on, a forward-AD dual tensor, a
+``torch.func`` transform) they go through a ``torch.autograd.Function`` per
+operator (its ``grad_fn`` is ``opendml_<op>Backward``) whose backward and
+forward-mode rules are opendml operators again, so every order of
+derivative and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/``jacfwd``/
+``hessian`` work; when something traces the call (``torch.compile``, fake
+tensors, a dispatch mode) they go through the custom operators above; and
+otherwise they call the kernels directly (served from C after a first call).
+
 Importing this module also lets ``torch.compile`` put those functions into
 a graph whole (``torch.compiler.allow_in_graph``), so a compiled function
-that calls them has no graph break. ``torch.func.vmap`` works (the operators
-have batching rules); ``torch.func.grad``/``jacrev`` through them do not, a
-limitation of ``torch.library.custom_op``'s autograd in PyTorch itself
-(pytorch/pytorch#168393): use ``torch.autograd``.
+that calls them has no graph break.
 
 On CUDA a call runs on ``torch.cuda.current_stream()`` of the tensor's own
 device and allocates its output from PyTorch's caching allocator; nothing

@@ -1,7 +1,7 @@
 """PyTorch tensors, and the ``torch.library`` operators ``opendml::unfold``,
 ``opendml::fold``, ``opendml::slice1`` and ``opendml::slice_grad``.
 
-A call takes one of two routes (``run``):
+A call takes one of three routes (``run``):
 
 * **Kernel route**, when autograd has nothing to record and nothing traces:
   the tensor's memory goes straight to a backend. A CPU tensor is read
@@ -12,13 +12,23 @@ A call takes one of two routes (``run``):
   ``torch.cuda.current_stream()`` of the tensor's own device. No DLPack
   conversion, no CuPy array. Either way the run is recorded in the call
   cache (``runtime/calls.py``), which serves the next such call from C.
-* **Operator route**, when a gradient is needed (``torch.is_grad_enabled()
-  and x.requires_grad``) or a tracer is at work (``torch.compile``, fake,
-  functional or functorch tensors, a dispatch mode, the meta device): the
-  call goes through the custom operators below, which carry fake (meta)
-  implementations and autograd formulas (unfold <-> fold, slice1 ->
-  slice_grad -> slice1). Dispatching a Python custom operator costs tens of
-  microseconds, which is why the kernel route exists.
+* **Autograd route**, when a derivative is needed in eager mode
+  (``torch.is_grad_enabled() and x.requires_grad``, an open forward-AD level,
+  or a ``torch.func`` transform's wrapper): one ``torch.autograd.Function``
+  per operator (``opendml_<op>``) whose forward runs the kernel route (the
+  call cache serves it), whose backward is the adjoint operator called
+  through the array API, and whose forward-mode derivative is the operator
+  applied to the tangent (every operator is linear). An old-style Function
+  for plain tensors costs a fraction of a custom operator's dispatch; the
+  ``setup_context`` form with a batching rule serves ``torch.func``
+  (``grad``, ``jvp``, ``vmap``, ``jacrev``, ``jacfwd``, ``hessian``).
+* **Operator route**, when a tracer is at work (``torch.compile``, fake or
+  functional tensors, a dispatch mode, the meta device): the call goes
+  through the custom operators below, which carry fake (meta)
+  implementations, autograd formulas (unfold <-> fold, slice1 ->
+  slice_grad -> slice1) and batching rules. Forward-mode AD has no place in
+  a custom operator: a dual tensor reaching this route is an error, never a
+  dropped tangent.
 
 SLICE goes through SLICE1 (``sizes`` become window sizes ``(sizes - 1) *
 strides + 1``); a SLICE1 or SLICE_GRAD call whose output (gradient) sizes
@@ -38,6 +48,7 @@ import math
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as _fwad
 
 import opendml.arrays as api
 from ..model.errors import UnsupportedError
@@ -74,16 +85,16 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 def run(x, call: OpCall):
     mode = _MODE.get()
     if mode is None:
-        return through_op(x, call) if _needs_op(x) else _kernel(x, call)
+        if type(x) in _PLAIN and not (torch.compiler.is_compiling() or _dispatch_modes() > 0):
+            if _is_functorch_wrapped(x):
+                return _through_function(x, call, _FUNC)
+            if (x.requires_grad and torch.is_grad_enabled()) or _fwad._current_level >= 0:
+                return _through_function(x, call, _EAGER_FN)
+            return _kernel(x, call)
+        return through_op(x, call)
     if mode is _KERNEL:
         return _kernel(x, call)
     return _describe(x, call, numpy_dtype(x, call.name))
-
-
-def _needs_op(x) -> bool:
-    """Whether autograd or a tracer must see this call."""
-    return ((x.requires_grad and torch.is_grad_enabled()) or type(x) not in _PLAIN
-            or torch.compiler.is_compiling() or _dispatch_modes() > 0 or _is_functorch_wrapped(x))
 
 
 def _in_mode(mode, fn, *args):
@@ -193,10 +204,178 @@ def _no_stream(index):
 
 
 # What the call cache needs to serve a plain tensor (runtime/cpu/calls.c): the
-# routing checks of _needs_op, a CUDA tensor's current stream and device, and
+# routing checks of run, a CUDA tensor's current stream and device, and
 # torch.from_numpy for CPU results (which it computes into NumPy arrays).
-calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _is_functorch_wrapped,
+def _not_plain(x) -> bool:
+    """The call cache's last routing check: a functorch wrapper, or any
+    tensor while a forward-AD level is open (its tangent must be seen)."""
+    return _fwad._current_level >= 0 or _is_functorch_wrapped(x)
+
+
+calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_plain,
                      _raw_stream or _no_stream, _current_device, torch.from_numpy)
+
+
+# -- eager autograd route ----------------------------------------------------------------------------
+
+class _Route:
+    """A call validated on tensors of one shape: the array-API function and
+    arguments that run it, and its adjoint (``backward``) written with the
+    array API, so a gradient of a gradient takes the same routes again."""
+
+    __slots__ = ("fn", "code", "args", "call", "backward")
+
+    def __init__(self, call: OpCall, shape: tuple):
+        self.call, self.args = call, call.args
+        self.fn = _API[call.name]
+        self.code = calls.OPS[call.name]
+        self.backward = _ADJOINTS[call.name](call.args, shape)
+
+    def run(self, x):
+        """The kernel on ``x`` (no autograd): served by the call cache where it can."""
+        out = calls.call(self.code, x, *self.args)
+        return out if out is not None else _kernel(x, self.call)
+
+
+def _adjoint_unfold(args, shape):
+    spatial = list(shape[2:])
+    return lambda g: api.fold(g, spatial, *args)
+
+
+def _adjoint_fold(args, shape):
+    window = args[1:]
+    if len(shape) == 3:
+        return lambda g: api.unfold(g, *window)
+    return lambda g: api.unfold(g, *window).reshape(shape)      # x had leading 1s
+
+
+def _adjoint_slice(args, shape):
+    offsets, sizes, strides = args
+    sizes = [(s - 1) * t + 1 for s, t in zip(sizes, strides)]   # SLICE is SLICE1 over this window
+    return lambda g: api.slice_grad(g, shape, offsets, sizes, strides)
+
+
+def _adjoint_slice1(args, shape):
+    offsets, sizes, strides = args[:3]
+    return lambda g: api.slice_grad(g, shape, offsets, sizes, strides)
+
+
+def _adjoint_slice_grad(args, shape):
+    _, offsets, sizes, strides = args
+    counts = list(shape)
+    return lambda h: api.slice1(h, offsets, sizes, strides, counts)
+
+
+_API = {"slice": api.slice, "slice1": api.slice1, "unfold": api.unfold, "fold": api.fold,
+        "slice_grad": api.slice_grad}
+_ADJOINTS = {"slice": _adjoint_slice, "slice1": _adjoint_slice1, "unfold": _adjoint_unfold, "fold": _adjoint_fold,
+             "slice_grad": _adjoint_slice_grad}
+
+
+class _Eager(torch.autograd.Function):
+    """Eager autograd of one call: forward runs the kernel (from the call cache
+    where it can), backward is the adjoint operator, and forward-mode AD
+    applies the operator itself to the tangent (every operator is linear).
+    An ``autograd.Function`` costs a fraction of a custom operator's
+    dispatch; tracers (``torch.compile``, ``torch.func``, dispatch modes)
+    still see the custom operators."""
+
+    @staticmethod
+    def forward(ctx, x, route):
+        ctx.route = route
+        if _fwad._current_level >= 0:     # a dual tensor's primal, without its tangent
+            x = x.detach()
+        return route.run(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.route.backward(grad), None
+
+    @staticmethod
+    def jvp(ctx, tangent, _):
+        route = ctx.route
+        return route.fn(tangent, *route.args)
+
+
+class _Func(torch.autograd.Function):
+    """The same for ``torch.func`` transforms (``grad``, ``jvp``, ``vmap`` and
+    their compositions, e.g. ``jacrev``, ``jacfwd``, ``hessian``): functorch
+    runs ``forward`` on the unwrapped tensor, whose call routes itself again
+    (through this class while a lower transform still wraps it)."""
+
+    @staticmethod
+    def forward(x, route):
+        return route.fn(x, *route.args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.route = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.route.backward(grad), None
+
+    @staticmethod
+    def jvp(ctx, tangent, _):
+        route = ctx.route
+        return route.fn(tangent, *route.args)
+
+    @staticmethod
+    def vmap(info, in_dims, x, route):
+        return _BATCHED[route.call.name](x.movedim(in_dims[0], 0), route.args), 0
+
+
+def _batched_windows(fn):
+    """unfold, fold: the batch axis joins N."""
+    def batched(x, args):
+        return fn(x.flatten(0, 1), *args).unflatten(0, x.shape[:2])
+    return batched
+
+
+def _batched_slice(x, args):
+    offsets, sizes, strides = args
+    return api.slice(x, [0, *offsets], [x.shape[0], *sizes], [1, *strides])
+
+
+def _batched_slice1(x, args):
+    offsets, sizes, strides, counts = args
+    b = x.shape[0]
+    return api.slice1(x, [0, *offsets], [b, *sizes], [1, *strides], None if counts is None else [b, *counts])
+
+
+def _batched_slice_grad(g, args):
+    input_sizes, offsets, sizes, strides = args
+    b = g.shape[0]
+    return api.slice_grad(g, [b, *input_sizes], [0, *offsets], [b, *sizes], [1, *strides])
+
+
+_BATCHED = {"slice": _batched_slice, "slice1": _batched_slice1, "unfold": _batched_windows(api.unfold),
+            "fold": _batched_windows(api.fold), "slice_grad": _batched_slice_grad}
+
+#: One subclass per operator, so a result's ``grad_fn`` says which:
+#: ``opendml_unfoldBackward``, ...
+_EAGER_FN = {name: type(f"opendml_{name}", (_Eager,), {}) for name in _API}
+_FUNC = {name: type(f"opendml_{name}", (_Func,), {}) for name in _API}
+
+#: (operator call key, shape) -> _Route.
+_EAGER: dict = {}
+
+
+def _through_function(x, call: OpCall, function):
+    dtype = numpy_dtype(x, call.name)     # an unsupported dtype or layout says so before anything runs
+    key = call.key
+    shape = tuple(x.shape)
+    if key is None:
+        route = _Route(call, shape)
+    else:
+        memo = (key, shape)
+        route = _EAGER.get(memo)
+        if route is None:
+            _describe(x, call, dtype)     # validated before it is remembered
+            if len(_EAGER) >= 1024:
+                _EAGER.clear()
+            route = _EAGER[memo] = _Route(call, shape)
+    return function[call.name].apply(x, route)
 
 
 # -- operator route ----------------------------------------------------------------------------------
@@ -212,6 +391,10 @@ def through_op(x, call: OpCall):
     sizes are known, with the array API's own rules and messages."""
     dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
     _check_device(x, call.name)
+    if _fwad._current_level >= 0 and not torch.compiler.is_compiling() and _fwad.unpack_dual(x).tangent is not None:
+        raise UnsupportedError(f"{call.name}: forward-mode AD (a dual tensor) under a tracer or dispatch mode is "
+                               f"not supported by opendml's custom operators; call it eagerly (outside the "
+                               f"tracer), where forward-mode AD is exact")
     shape, strides = tuple(x.shape), x.stride()
     concrete = _concrete(shape) and _concrete(strides)
     memo = None
