@@ -15,7 +15,8 @@ import pytest
 
 import opendml as dml
 from opendml import dxdispatch
-from opendml.cli import EXAMPLE_ORDER, main
+from opendml.cli import EXAMPLE_ORDER, examples, main
+from opendml.jsonform import from_json
 from opendml.ops import OPERATORS
 
 F32 = "FLOAT32"
@@ -186,6 +187,30 @@ def test_abbreviations_and_full_names_give_the_same_run():
     assert text == "Resource 'output': 7, 9, 12, 14, 17, 19\n"
 
 
+@_needs("PADDING1")
+@pytest.mark.parametrize("mode, value_type, value, fill", [
+    ("DML_PADDING_MODE_CONSTANT", "FLOAT16", {"UInt16": 0x3C00}, 1.0),     # FLOAT16 given by its bits
+    ("CONSTANT", "DML_TENSOR_DATA_TYPE_FLOAT16", 1 + 2**-11 + 2**-40, 1.0),  # through FLOAT32, as DxDispatch
+    ("CONSTANT", "FLOAT16", {"Float32": -2.5}, -2.5),
+    ("CONSTANT", "FLOAT16", "-inf", -math.inf),
+    ("CONSTANT", "FLOAT16", "NaN", math.nan),
+])
+def test_padding_value_as_a_scalar_union(mode, value_type, value, fill):
+    # PADDING1 of [1, 2] (FLOAT16) by one element on each side: [v, 1, 2, v].
+    m = {"resources": {"x": {"initialValuesDataType": "FLOAT16", "initialValues": [1, 2]},
+                       "y": {"initialValuesDataType": "FLOAT16", "initialValues": {"valueCount": 4, "value": 7}}},
+         "dispatchables": {"pad": {"type": "PADDING1", "desc": {
+             "InputTensor": {"DataType": "FLOAT16", "Sizes": [2]},
+            "OutputTensor": {"DataType": "FLOAT16", "Sizes": [4]},
+             "PaddingMode": mode, "PaddingValueDataType": value_type, "PaddingValue": value,
+             "DimensionCount": 1, "StartPadding": [1], "EndPadding": [1]}}},
+         "commands": [{"type": "dispatch", "dispatchable": "pad",
+                      "bindings": {"InputTensor": "x", "OutputTensor": "y"}}]}
+    y = run(m)[0]["y"]
+    assert y[1:3].tolist() == [1, 2]
+    assert np.array_equal(y[[0, 3]], np.array([fill, fill], np.float16), equal_nan=True)
+
+
 def test_desc_errors_name_the_dispatchable_and_field():
     m = slice_model()
     m["dispatchables"]["slice"]["desc"]["Offsets"] = [0, 0, 4, 1]
@@ -193,7 +218,9 @@ def test_desc_errors_name_the_dispatchable_and_field():
         run(m)
     m = slice_model()
     m["dispatchables"]["slice"]["desc"]["Colour"] = 1
-    with pytest.raises(dml.ValidationError, match=r"dispatchable 'slice': desc.*Colour.*unknown field"):
+    with pytest.raises(dml.ValidationError,
+                       match=r"dispatchable 'slice': desc: unknown field 'Colour'; DML_SLICE_OPERATOR_DESC has "
+                             r"InputTensor, OutputTensor, DimensionCount, Offsets, Sizes, Strides"):
         run(m)
     m = slice_model()
     del m["dispatchables"]["slice"]["desc"]["OutputTensor"]
@@ -444,10 +471,10 @@ def test_bindings_at_offsets_leave_other_bytes_as_they_were():
 
 @pytest.mark.parametrize("in_b, out_b, error, message", [
     ({"name": "in", "elementOffset": 1}, "out", dml.BindingError,
-     r"command 0 \(dispatch 's'\): SLICE1: input 0 Offset must be a multiple of 16; got 4"),
+     r"command 0 \(dispatch 's'\): SLICE1: input 0 \(InputTensor\) Offset must be a multiple of 16; got 4"),
     ({"name": "in", "elementOffset": 1, "elementSizeInBytes": 8}, "out", dml.BindingError, r"multiple of 16; got 8"),
     ({"name": "in", "elementCount": 15}, "out", dml.BindingError,
-     r"input 0 SizeInBytes must be >= the tensor's TotalTensorSizeInBytes 64; got 60"),
+     r"input 0 \(InputTensor\) SizeInBytes must be >= the tensor's TotalTensorSizeInBytes 64; got 60"),
     ({"name": "in", "elementOffset": 4}, "out", dml.BindingError, r"SizeInBytes must be >= .* 64; got 48"),
     ({"name": "in", "elementOffset": 17}, "out", dml.BindingError,
      r"bindings.InputTensor: the binding must start inside resource 'in' of 64 bytes: .* 68 > 64"),
@@ -458,7 +485,8 @@ def test_bindings_at_offsets_leave_other_bytes_as_they_were():
     ({"name": "in", "format": "R32_FLOAT"}, "out", dxdispatch.ModelError, r"format: applies to HLSL and ONNX"),
     ({"elementOffset": 0}, "out", dxdispatch.ModelError, r"missing required field 'name'"),
     (3, "out", dxdispatch.ModelError, r"must be a resource name or an object"),
-    ("in", "in", dml.BindingError, r"input 0 bytes \[0, 64\) overlap output 0 bytes \[0, 64\) of the same buffer"),
+    ("in", "in", dml.BindingError,
+     r"input 0 \(InputTensor\) bytes \[0, 64\) overlap output 0 \(OutputTensor\) bytes \[0, 64\)"),
 ])
 def test_binding_rules(in_b, out_b, error, message, capsys, tmp_path):
     m = slice1_model(in_b, out_b)
@@ -556,7 +584,8 @@ def test_owned_by_dml_inputs_are_bound_at_initialisation():
     results, _ = run(m)
     assert results["in"].tolist() == [0] * 16 and results["out"][:4].tolist() == [14, 16, 6, 8]
     m["commands"][1]["bindings"]["InputTensor"] = "in"
-    with pytest.raises(dml.BindingError, match="input 0 is OWNED_BY_DML"):
+    with pytest.raises(dml.BindingError,
+                       match="command 1 \\(dispatch 's'\\): bindings.InputTensor: the tensor is OWNED_BY_DML"):
         run(m)
     del s["bindings"]
     with pytest.raises(dxdispatch.ModelError, match="the OWNED_BY_DML tensor must be bound in the dispatchable's"):
@@ -626,18 +655,19 @@ def test_cli_malformed_json_and_usage(tmp_path, capsys):
     assert "unknown feature level" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", EXAMPLE_ORDER)
+@pytest.mark.parametrize("name", sorted(examples()))
 def test_every_bundled_example_runs_as_a_model(name, capsys, tmp_path):
     assert main(["dispatch", "--example", name]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("Resource 'output': ") and out.endswith("\u2713 matches the documented output\n") or \
-        out.endswith("OK matches the documented output\n")
-    # the printed model is a model: it runs through the Python form to the same output
+    out = capsys.readouterr().out.splitlines(keepends=True)
+    n_out = len(from_json(examples()[name]).outputs)
+    assert all(line.startswith("Resource 'output") for line in out[:n_out])
+    assert out[-1] in ("\u2713 matches the documented output\n", "OK matches the documented output\n")
+    # the printed model is a model: it runs through the Python form to the same prints
     assert main(["dispatch", "--example", name, "--print-model"]) == 0
     model = json.loads(capsys.readouterr().out)
     assert set(model) == {"resources", "dispatchables", "commands"}
     results, text = run(write(tmp_path, model))
-    assert text == out.splitlines(keepends=True)[0]
+    assert text == "".join(out[:n_out])
 
 
 def test_cli_list_and_subprocess(tmp_path):

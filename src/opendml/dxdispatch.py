@@ -37,6 +37,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -54,7 +55,8 @@ from .model.tensor_desc import TensorDesc, TensorFlags, round_up_4
 from .ops import OPERATORS, Float, ScalarUnion, Struct
 
 __all__ = ["run", "load", "ModelError", "OPERATOR_TYPES", "DEFAULT_MAX_BYTES", "example_model", "format_resource",
-           "check_output_dir", "write_resources", "dumps"]
+           "check_output_dir", "write_resources", "dumps",
+           "example_outputs"]
 
 #: DML_OPERATOR_TYPE in DirectML.h order (the index is the enum value; 0 is
 #: DML_OPERATOR_INVALID), through DML_TARGET_VERSION 0x6400. Names without
@@ -630,8 +632,11 @@ def _desc_json(cls, desc, where: str) -> dict:
     FLOAT16 may also be given as its bits, ``{"UInt16": 15360}``."""
     if not isinstance(desc, dict):
         raise ModelError(f"{where}: must be an object; got {_type_name(desc)}")
-    if "Operator" in desc:
-        raise ModelError(f"{where}: unknown field 'Operator' (the operator is the dispatchable's \"type\")")
+    allowed = (*(s.json for s in cls.SLOTS), *cls.COUNTS, *(f.json for f in cls.FIELDS))
+    for key in desc:
+        if key not in allowed:
+            raise ModelError(f"{where}: unknown field {_q(key)}; DML_{cls.OPERATOR}_OPERATOR_DESC has "
+                             f"{', '.join(allowed)}")
     out = {"Operator": cls.OPERATOR, **desc}
     for slot in _slots(cls):
         if slot.json not in desc:
@@ -812,7 +817,10 @@ def _slot_bindings(d: _Dispatchable, bindings, resources: dict, where: str, *, i
                 if slot.is_input:
                     inputs.extend([None] * len(tensors))
                 continue
-        elif slot.json in d.owned and given is None:
+        elif slot.json in d.owned:
+            if given is not None:
+                raise BindingError(f"{at}: the tensor is OWNED_BY_DML: DirectML binds it once, at initialisation "
+                                   f"(the dispatchable's \"bindings\"), and nothing at execution")
             inputs.extend([None] * len(tensors))   # bound once at initialisation
             continue
         if slot.json not in bindings:
@@ -885,6 +893,18 @@ def _write_atomic(path: str, data, as_npy: bool) -> None:
         raise
 
 
+def _name_tensors(message: str, desc) -> str:
+    """A binding message of ``Device`` ("input 0 ...") with each tensor's
+    field named as well: "input 0 (InputTensors[0]) ..."."""
+    names = {"input": [n for n, _ in desc.named_tensors("input")],
+             "output": [n for n, _ in desc.named_tensors("output")]}
+
+    def named(m):
+        kind, i = m.group(1), int(m.group(2))
+        return f"{kind} {i} ({names[kind][i]})" if i < len(names[kind]) else m.group(0)
+    return re.sub(r"\b(input|output) (\d+)\b", named, " ".join(message.split()))
+
+
 def _parse_command(i: int, cmd, dispatchables: dict, resources: dict, folder: str):
     """A command checked before anything runs: ``(kind, where, details)``."""
     where = f"command {i}"
@@ -914,7 +934,7 @@ def _parse_command(i: int, cmd, dispatchables: dict, resources: dict, folder: st
             table.bind_inputs(inputs)
             table.bind_outputs(outputs)
         except DmlError as e:
-            raise type(e)(f"{where}: {' '.join(str(e).split())}") from None
+            raise type(e)(f"{where}: {_name_tensors(str(e), d.compiled.desc)}") from None
         return "dispatch", where, (d, table)
     allowed = ("type", "resource", "verbose") if kind == "print" else ("type", "resource", "targetPath", "dimensions")
     _check_keys(cmd, allowed, where, ("resource",) + (("targetPath",) if kind == "writefile" else ()))
@@ -1002,7 +1022,7 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
             try:
                 device.initialize_operator(d.compiled, inputs)
             except DmlError as e:
-                raise type(e)(f"{where}: {' '.join(str(e).split())}") from None
+                raise type(e)(f"{where}: {_name_tensors(str(e), d.compiled.desc)}") from None
         dispatchables[name] = d
 
     # 3. every command checked (bindings by DirectML's rules) before any runs
@@ -1113,43 +1133,90 @@ def dumps(model: dict) -> str:
     return compact(model, 0)
 
 
-def example_model(example: dict) -> dict:
-    """A bundled ``opendml run`` example (its JSON form, with ``Input`` or the
-    pages' default input) as a DxDispatch model: resources ``input`` (the input
-    tensor's buffer, laid out by its strides) and ``output`` (zeros of the
-    output's TotalTensorSizeInBytes), one dispatchable named after the
-    example, a dispatch and a print of ``output``."""
-    desc = from_json(example)
-    slots = _slots(type(desc))
-    ins = [s for s in slots if s.is_input]
-    outs = [s for s in slots if not s.is_input]
-    if len(ins) != 1 or len(outs) != 1 or ins[0].many or outs[0].many:
-        raise UnsupportedError(f"{desc.OPERATOR}: only examples of one input and one output tensor become models")
-    t_in, t_out = getattr(desc, ins[0].attr), getattr(desc, outs[0].attr)
-    if "Input" in example:
-        x = array_from_json(example["Input"], t_in.data_type, "$.Input")
+def _example_names(desc) -> tuple[list[str], list[str]]:
+    """Resource names of an example's tensors: ``input``/``output`` where there
+    is one, else ``input0``, ``input1``... in the operator's tensor order."""
+    n_in, n_out = len(desc.inputs), len(desc.outputs)
+    ins = ["input"] if n_in == 1 else [f"input{i}" for i in range(n_in)]
+    outs = ["output"] if n_out == 1 else [f"output{i}" for i in range(n_out)]
+    return ins, outs
+
+
+def _example_arrays(example: dict, key: str, tensors, path: str) -> list:
+    """An example's ``Input``/``ExpectedOutput`` (one tensor) or
+    ``Inputs``/``ExpectedOutputs`` (one array per tensor) as arrays, None
+    where it gives none."""
+    many = key + "s"
+    if key in example and len(tensors) == 1:
+        values = [example[key]]
+    elif many in example:
+        values = example[many]
+        if not isinstance(values, list) or len(values) != len(tensors):
+            raise JsonFormError(f"$.{many}: must be an array of {len(tensors)} arrays (one per tensor)")
     else:
-        start = getattr(desc, "DEFAULT_INPUT_START", 1)
-        with np.errstate(over="ignore"):
-            x = np.arange(start, start + math.prod(t_in.sizes)).astype(t_in.data_type.numpy_dtype).reshape(t_in.sizes)
-    raw = Device("cpu").upload(x, t_in).read()
-    esize = t_in.element_size
-    elements = raw[:len(raw) // esize * esize].view(t_in.data_type.numpy_dtype)
-    values = [_json_number(v) for v in elements.tolist()]
+        return [None] * len(tensors)
+    out = []
+    for i, (v, t) in enumerate(zip(values, tensors)):
+        where = f"$.{key}" if key in example else f"$.{many}[{i}]"
+        x = array_from_json(v, t.data_type, where)
+        if x.shape != t.sizes:
+            raise JsonFormError(f"{where}: shape {list(x.shape)} must equal the tensor's Sizes {list(t.sizes)}")
+        out.append(x)
+    return out
+
+
+def example_model(example: dict) -> dict:
+    """A bundled ``opendml run`` example (its JSON form, with ``Input``/``Inputs``
+    or the pages' default input 1..N or 0..N-1) as a DxDispatch model: one
+    resource per input tensor (its buffer, laid out by the tensor's strides),
+    one per output tensor (zeros over its TotalTensorSizeInBytes), one
+    dispatchable named after the example, a dispatch and a print of each
+    output. The resources are ``input``/``output``, or ``input0``, ``input1``...
+    where an operator has several."""
+    desc = from_json(example)
+    in_names, out_names = _example_names(desc)
+    start = getattr(desc, "DEFAULT_INPUT_START", 1)
+    resources = {}
+    for name, t, x in zip(in_names, desc.inputs, _example_arrays(example, "Input", desc.inputs, "$.Input")):
+        if x is None:
+            with np.errstate(over="ignore"):
+                x = np.arange(start, start + math.prod(t.sizes)).astype(t.data_type.numpy_dtype).reshape(t.sizes)
+        raw = Device("cpu").upload(x, t).read()
+        elements = raw[:len(raw) // t.element_size * t.element_size].view(t.data_type.numpy_dtype)
+        resources[name] = {"initialValuesDataType": t.data_type.name,
+                           "initialValues": [_json_number(v) for v in elements.tolist()]}
+    for name, t in zip(out_names, desc.outputs):
+        resources[name] = {"initialValuesDataType": t.data_type.name,
+                           "initialValues": {"valueCount": t.total_tensor_size_in_bytes // t.element_size,
+                                             "value": 0}}
+    bindings = {}
+    names = {"input": iter(in_names), "output": iter(out_names)}
+    for slot in desc.SLOTS:
+        value = getattr(desc, slot.attr)
+        it = names[slot.role]
+        bindings[slot.json] = [next(it) for _ in value] if slot.many else next(it)
     form = to_json(desc)
     name = example.get("Name", desc.OPERATOR.lower())
     return {
-        "resources": {
-            "input": {"initialValuesDataType": t_in.data_type.name, "initialValues": values},
-            "output": {"initialValuesDataType": t_out.data_type.name,
-                       "initialValues": {"valueCount": t_out.total_tensor_size_in_bytes // t_out.element_size,
-                                         "value": 0}},
-        },
+        "resources": resources,
         "dispatchables": {name: {"type": f"DML_OPERATOR_{desc.OPERATOR}",
                                  "desc": {k: v for k, v in form.items() if k != "Operator"}}},
-        "commands": [
-            {"type": "dispatch", "dispatchable": name,
-             "bindings": {ins[0].json: "input", outs[0].json: "output"}},
-            {"type": "print", "resource": "output"},
-        ],
+        "commands": [{"type": "dispatch", "dispatchable": name, "bindings": bindings},
+                     *({"type": "print", "resource": n} for n in out_names)],
     }
+
+
+def example_outputs(example: dict, results: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray, object]]:
+    """For each output tensor of an example run as a model (``example_model``):
+    ``(resource name, its elements read through the tensor, the documented
+    array or None)``."""
+    desc = from_json(example)
+    _, out_names = _example_names(desc)
+    expected = _example_arrays(example, "ExpectedOutput", desc.outputs, "$.ExpectedOutput")
+    out = []
+    for name, t, want in zip(out_names, desc.outputs, expected):
+        raw = results[name].view(np.uint8)
+        scratch = Device("cpu").create_buffer(max(raw.size, 4))
+        scratch.write(raw)
+        out.append((name, scratch.read(t), want))
+    return out

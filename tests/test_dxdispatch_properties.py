@@ -1,0 +1,281 @@
+"""Random DxDispatch models from the property tests' generators
+(tests/test_properties.py): descriptions of every data type, rank and stride
+pattern (padded, permuted, broadcast), written with random abbreviations,
+bound at offsets into larger resources filled with random bytes, and
+dispatched several times over different resources. Each output equals the
+array API's (``opendml.slice1`` etc.) byte for byte, and the bytes no output
+element covers keep their values. Then a fuzz test: mutated models through
+``opendml dispatch`` exit 0 or 2, a 2 with one line on stderr, no traceback,
+and nothing in --output-dir."""
+import copy
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import opendml as dml
+import opendml.dxdispatch as dxd
+from opendml.cli import examples
+from opendml.jsonform import to_json
+from tests import reference as ref
+from tests.test_fuzz import DEEP, HUGE, Foreign, _walk, check_cli, junk
+from tests.test_properties import (dedupe_broadcast, finite_input, fold_cases, logical_input, slice1_cases,
+                                   slice_cases, slice_grad_cases, unfold_cases)
+
+SETTINGS = settings(max_examples=25, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                           HealthCheck.data_too_large])
+
+
+def _with_pads(case):
+    return case if isinstance(case, tuple) else (case, 16, 32)
+
+
+def _array_api(desc, x):
+    """The array API's result for the description's geometry, shaped like its output tensor."""
+    name = desc.OPERATOR
+    out = desc.output_tensor.sizes
+    if name == "SLICE":
+        y = dml.slice(x, desc.offsets, desc.sizes, desc.strides)
+    elif name == "SLICE1":
+        y = dml.slice1(x, desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides, out)
+    elif name == "UNFOLD":
+        y = dml.unfold(x, desc.window_sizes, desc.strides, desc.dilations, desc.start_padding, desc.end_padding)
+    elif name == "FOLD":
+        y = dml.fold(x.reshape(x.shape[-3:]), out[2:], desc.window_sizes, desc.strides, desc.dilations,
+                     desc.start_padding, desc.end_padding)
+    else:
+        y = dml.slice_grad(x, out, desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides)
+    return np.asarray(y).reshape(out)
+
+
+CASES = {"SLICE": (slice_cases, logical_input), "SLICE1": (slice1_cases, logical_input),
+         "UNFOLD": (unfold_cases, logical_input), "FOLD": (fold_cases, finite_input),
+         "SLICE_GRAD": (slice_grad_cases, logical_input)}
+
+
+def _spell(draw, value: str, prefix: str) -> str:
+    return prefix + value if draw(st.booleans()) else value
+
+
+def _tensor_form(draw, t: dict) -> dict:
+    """A tensor in one of the spellings DxDispatch reads."""
+    t = dict(t, DataType=_spell(draw, t["DataType"], "DML_TENSOR_DATA_TYPE_"))
+    r = draw(st.integers(0, 5))
+    if r == 0:
+        t["DimensionCount"] = len(t["Sizes"])
+    elif r == 1:
+        t["Flags"] = draw(st.sampled_from(["NONE", "DML_TENSOR_FLAG_NONE", ["NONE"], []]))
+    elif r == 2 and "TotalTensorSizeInBytes" not in t:
+        t["TotalTensorSizeInBytes"] = 0               # DxDispatch: computed
+    if draw(st.booleans()):
+        return {"Type": _spell(draw, "BUFFER", "DML_TENSOR_TYPE_"), "Desc": t}
+    return t
+
+
+def _resource_bytes(tensor, x, pad, rng) -> np.ndarray:
+    """Random bytes with the tensor's elements written at byte ``pad``."""
+    buf = dml.Device("cpu").create_buffer(pad + tensor.total_tensor_size_in_bytes + 16)
+    buf.write(rng.integers(0, 256, buf.size_in_bytes, dtype=np.uint8))
+    buf.write(x, tensor, offset=pad)
+    return buf.read()
+
+
+def _binding(draw, name: str, pad: int, nbytes: int):
+    """A binding of the bytes [pad, pad + nbytes) (or to the end) of a UINT8 resource, in one of its forms."""
+    r = draw(st.integers(0, 3))
+    if r == 0 and pad == 0:
+        return name
+    if r == 1:
+        return {"name": name, "elementOffset": pad}
+    if r == 2:
+        return {"name": name, "elementOffset": pad, "elementCount": nbytes}
+    return {"name": name, "elementOffset": pad // 16, "elementSizeInBytes": 16}
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+@SETTINGS
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_random_models_equal_the_array_api(op, data, seed):
+    gen, values = CASES[op]
+    desc, in_pad, out_pad = _with_pads(data.draw(gen()))
+    rng = np.random.default_rng(seed)
+    tin, tout = desc.input_tensor, desc.output_tensor
+    form = to_json(desc)
+    del form["Operator"]
+    for slot in desc.SLOTS:
+        form[slot.json] = _tensor_form(data.draw, form[slot.json])
+    runs = data.draw(st.integers(1, 3))        # dispatches of the one dispatchable, each over its own resources
+    resources, commands, inputs, fills = {}, [], [], []
+    for k in range(runs):
+        x = dedupe_broadcast(values(tin.data_type, tin.sizes, rng), tin)
+        inputs.append(x)
+        resources[f"in{k}"] = {"initialValuesDataType": "UINT8",
+                               "initialValues": _resource_bytes(tin, x, in_pad, rng).tolist()}
+        fill = rng.integers(0, 256, out_pad + tout.total_tensor_size_in_bytes + 16, dtype=np.uint8)
+        fills.append(fill)
+        resources[f"out{k}"] = {"initialValuesDataType": "UINT8", "initialValues": fill.tolist()}
+        commands.append({"type": "dispatch", "dispatchable": "op", "bindings": {
+            desc.SLOTS[0].json: _binding(data.draw, f"in{k}", in_pad, tin.total_tensor_size_in_bytes),
+            desc.SLOTS[1].json: _binding(data.draw, f"out{k}", out_pad, tout.total_tensor_size_in_bytes)}})
+    model = {"resources": resources,
+             "dispatchables": {"op": {"type": _spell(data.draw, op, "DML_OPERATOR_"), "desc": form}},
+             "commands": commands}
+    results = dxd.run(model)
+    es = tout.element_size
+    touched = np.zeros(fills[0].size, bool)
+    for idx in np.ndindex(*tout.sizes):
+        b = out_pad + sum(i * s for i, s in zip(idx, tout.element_strides)) * es
+        touched[b:b + es] = True
+    for k in range(runs):
+        raw = results[f"out{k}"]
+        got = ref.read_elements(raw[out_pad:].tobytes(), tout.data_type.numpy_dtype, list(tout.sizes),
+                                None if tout.strides is None else list(tout.strides))
+        want = _array_api(desc, inputs[k])
+        assert got.shape == want.shape and got.tobytes() == want.tobytes()
+        assert (raw[~touched] == fills[k][~touched]).all()
+        assert results[f"in{k}"].tobytes() == bytes(resources[f"in{k}"]["initialValues"])
+
+
+# -- the fuzz test -----------------------------------------------------------------------------
+
+def _base_models() -> list[dict]:
+    """Every bundled example as a model, and a few shapes of model the examples lack."""
+    out = [dxd.example_model(e) for _, e in sorted(examples().items())]
+    many = copy.deepcopy(out[0])
+    many["resources"]["big"] = {"initialValuesDataType": "UINT8", "initialValues": {"valueCount": 256,
+                                                                                    "valueStart": 0, "valueDelta": 1},
+                                "sizeInBytes": 512}
+    many["resources"]["mixed"] = {"initialValuesDataType": "UNKNOWN", "initialValues": [
+        {"type": "UINT32", "value": 6}, {"name": "a", "type": "FLOAT32", "value": 2.5}]}
+    many["commands"].append({"type": "print", "resource": "big", "verbose": True})
+    many["commands"].append({"type": "writeFile", "resource": "output", "targetPath": "w.npy"})
+    name = next(iter(many["dispatchables"]))
+    many["commands"].append(copy.deepcopy(many["commands"][0]))
+    many["commands"][-1]["bindings"] = {k: ({"name": v, "elementOffset": 0, "elementCount": 1 << 10}
+                                            if isinstance(v, str) else v)
+                                        for k, v in many["commands"][0]["bindings"].items()}
+    many["dispatchables"][name]["executionFlags"] = ["NONE"]
+    return out + [many]
+
+
+BASES = _base_models()
+WORDS = ["resources", "dispatchables", "commands", "initialValues", "initialValuesDataType", "sizeInBytes",
+         "valueCount", "value", "valueStart", "valueDelta", "sourcePath", "type", "desc", "Desc", "bindings",
+         "name", "elementOffset", "elementCount", "elementSizeInBytes", "resource", "targetPath", "dimensions",
+         "verbose", "DataType", "Sizes", "Strides", "Flags", "TotalTensorSizeInBytes", "InputCount", "Colour"]
+
+
+def _replacement(rng: random.Random, old):
+    r = rng.random()
+    if isinstance(old, int) and not isinstance(old, bool) and r < 0.4:
+        return rng.choice((old + 1, old - 1, -old, old * 1000, 0, 2**32 - 1, 2**32, 2**63, 2**64 + 1, 3, 16))
+    if r < 0.45:
+        return HUGE
+    if r < 0.48:
+        return DEEP
+    if r < 0.6 and isinstance(old, str):
+        return rng.choice((old.lower(), old + "X", "DML_OPERATOR_" + old, "../" + old, "/etc/passwd", "", "deferred",
+                           "output", "input", "a/b", "nan", "UNKNOWN", "hlsl", "DML_OPERATOR_ELEMENT_WISE_ADD"))
+    if r < 0.7:
+        return {"name": rng.choice(("input", "output", "x")), "elementOffset": rng.choice((0, 1, 4, 16, 2**40)),
+                "elementCount": rng.choice((1, 3, 1000)), "elementSizeInBytes": rng.choice((0, 1, 16, 3))}
+    if r < 0.78:
+        return {"valueCount": rng.choice((0, 1, 5, 2**32)), rng.choice(("value", "valueStart")): junk(rng),
+                "valueDelta": rng.choice((1, -1, 0.5, "inf"))}
+    return junk(rng, ["FLOAT16", "INT8", "OWNED_BY_DML", "writeFile", "print", "dispatch"])
+
+
+def _gentle(rng: random.Random, obj: dict) -> None:
+    """A change that often leaves the model valid: an integer off by one or
+    moved to a nearby alignment, a name spelled the other way."""
+    for _ in range(30):
+        node, key = _walk(rng, obj)
+        if key is None:
+            continue
+        v = node[key]
+        if type(v) is int:
+            node[key] = rng.choice((v + 1, v - 1, v + 4, v + 16, max(v - 16, 0)))
+            return
+        if isinstance(v, str) and v.startswith(("DML_", "FLOAT", "INT", "UINT")):
+            short = v.split("_TYPE_")[-1].removeprefix("DML_OPERATOR_")
+            node[key] = short if v != short else rng.choice(("DML_TENSOR_DATA_TYPE_", "DML_OPERATOR_")) + v
+            return
+
+
+def mutate_model(rng: random.Random, base: dict) -> str:
+    obj = copy.deepcopy(base)
+    if rng.random() < 0.35:
+        _gentle(rng, obj)
+        return json.dumps(obj)
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        node, key = _walk(rng, obj)
+        if key is None:
+            continue
+        op = rng.random()
+        if op < 0.6:
+            node[key] = _replacement(rng, node[key])
+        elif op < 0.75:
+            del node[key]
+        elif op < 0.85 and isinstance(node, dict):
+            node[rng.choice(WORDS)] = _replacement(rng, 1)
+        elif op < 0.92:
+            node[key] = [node[key]]
+        elif isinstance(node, list):
+            node.insert(key, copy.deepcopy(node[key]))
+    text = json.dumps(obj)
+    text = text.replace(json.dumps(HUGE), "9" * rng.choice((25, 400, 4301)))
+    depth = rng.choice((9, 40, 3000))
+    text = text.replace(json.dumps(DEEP), "[" * depth + "1" + "]" * depth)
+    if rng.random() < 0.05:
+        cut = rng.randrange(len(text) + 1)
+        text = text[:cut] + rng.choice(("", "}", ",", "\x00", "NaN", "\n")) + text[cut + 1:]
+    return text
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("dispatch-fuzz"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(rng=st.randoms(use_true_random=False), index=st.integers(0, len(BASES) - 1))
+def test_mutated_models_exit_0_or_2_with_one_line(scratch, rng, index):
+    text = mutate_model(rng, BASES[index])
+    folder = os.path.join(scratch, "m")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.json")
+    with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+        f.write(text)
+    out_dir = os.path.join(scratch, "out")
+    if os.path.isdir(out_dir):
+        for name in os.listdir(out_dir):
+            os.unlink(os.path.join(out_dir, name))
+        os.rmdir(out_dir)
+    argv = ["dispatch", path, "--output-dir", out_dir, "--max-bytes", str(1 << 22)]
+    rc = check_cli(argv, text)                 # 0, 1 or 2; a 2 with exactly one line; never a traceback
+    if rc == 1:
+        raise Foreign(f"exit 1 from a model: {text[:2000]}")
+    if rc == 2 and os.path.exists(out_dir):
+        raise Foreign(f"exit 2 left {os.listdir(out_dir)} in --output-dir: {text[:2000]}")
+    if rc == 0:
+        assert sorted(os.listdir(out_dir)) == sorted(n + ".npy" for n in json.loads(text)["resources"])
+    leftovers = [n for n in os.listdir(folder) if n.startswith(".opendml-")]
+    assert leftovers == [], leftovers
+
+
+def test_the_mutations_reach_both_outcomes(scratch):
+    rng = random.Random(3)
+    codes = []
+    for i in range(120):
+        text = mutate_model(rng, BASES[i % len(BASES)])
+        path = os.path.join(scratch, "count.json")
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(text)
+        codes.append(check_cli(["dispatch", path, "--max-bytes", str(1 << 22)], text))
+    assert codes.count(0) >= 10 and codes.count(2) >= 40, {c: codes.count(c) for c in set(codes)}
