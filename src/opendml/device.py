@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from numpy.lib.stride_tricks import as_strided
 
-from .runtime import get_backend
+from .runtime import alloc, get_backend
 from .ops import OperatorDesc
 from .plan import MovePlan
 from .model._checks import UINT64_MAX, _short, as_int
@@ -104,10 +104,12 @@ class Buffer:
         _check_tensor_arg(tensor, w)
         self.device.backend.synchronize()
         if tensor is None:
-            return self.device.backend.read_bytes(self._storage, 0, self.size_in_bytes)
+            return alloc.output(w, (self.size_in_bytes,), np.uint8, lambda *_: self.device.backend.read_bytes(
+                self._storage, 0, self.size_in_bytes))
         self._check_range(offset, tensor.min_size_in_bytes, w)
         with self._elements(offset, tensor, write=False) as view:
-            return np.array(view)
+            # a new packed array of every element (a stride of 0 repeats one)
+            return alloc.output(w, view.shape, view.dtype, lambda *_: np.array(view))
 
     def _elements(self, offset: int, tensor: TensorDesc, write: bool):
         """A context giving the tensor's elements as a NumPy view: of the

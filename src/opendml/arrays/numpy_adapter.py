@@ -39,7 +39,7 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
         x = np.ascontiguousarray(x)
         desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     backend = get_backend("cpu")
-    out, fresh = backend.empty(desc.output_tensor.sizes, x.dtype)
+    out, fresh = backend.empty(desc.output_tensor.sizes, x.dtype, call.name)
     if out.size == 0 or layout.span == 0:
         return out
     prefault = out.nbytes >= PREFAULT_BYTES and backend.threads > 1

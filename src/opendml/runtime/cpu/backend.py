@@ -22,6 +22,7 @@ import numpy as np
 
 from ...model.errors import UnsupportedError
 from ...plan import Copy, CopyPlan, FoldPlan, MovePlan, ScatterPlan, UnfoldPlan
+from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
 from ..params import MAX_RANK, CopyParams, FoldParams, ScatterParams, UnfoldParams, set_window_dims
 from . import numpy_kernels
@@ -111,21 +112,23 @@ class CpuBackend:
             return {"limit": 0, "blocks": 0, "bytes": 0, "hits": 0, "misses": 0}
         return self._native.cache_info()
 
-    def empty(self, shape, dtype) -> tuple[np.ndarray, bool]:
+    def empty(self, shape, dtype, what: str = "output") -> tuple[np.ndarray, bool]:
         """An uninitialised array for an array-API output, and whether its
         memory is fresh (never touched). With the compiled kernels, outputs of
         ``CACHE_MIN_BYTES`` and up come from the extension's output blocks:
         released outputs' pages are kept (up to ``cpu_output_cache``'s limit)
-        and reused, already resident, by later outputs of a similar size."""
+        and reused, already resident, by later outputs of a similar size.
+        Where the memory cannot be had: ``alloc.AllocationError`` naming
+        ``what`` (the operation), the shape and the bytes."""
         dtype = np.dtype(dtype)
         count = math.prod(shape)
         nbytes = count * dtype.itemsize
         # Blocks only where a released one could be kept: otherwise NumPy's
         # allocator (which glibc lets reuse freed memory up to 32 MiB) is better.
         if self._native is not None and CACHE_MIN_BYTES <= nbytes <= self._native.cache_limit():
-            block = self._native.Block(nbytes)
+            block = alloc.output(what, shape, dtype, lambda *_: self._native.Block(nbytes))
             return np.frombuffer(block, dtype=dtype, count=count).reshape(shape), block.fresh
-        return np.empty(shape, dtype), True
+        return alloc.output(what, shape, dtype, np.empty), True
 
     # -- execution --------------------------------------------------------------
 

@@ -343,6 +343,16 @@ static int stream_of(PyObject *s, uint64_t *stream) {
     return rc;
 }
 
+/* An output the framework's allocator (or the output blocks) could not give:
+ * the call takes the Python route, which allocates again and raises opendml's
+ * AllocationError naming the operator, shape and bytes (runtime/alloc.py).
+ * Only Exceptions: a KeyboardInterrupt met there is raised. NULL if not such. */
+static PyObject *allocation_failed(void) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 /* -- PyTorch tensors -------------------------------------------------------------------------------- */
 
 static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
@@ -407,11 +417,16 @@ static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x
             result = PyObject_CallOneArg(t_from_numpy, out);
             Py_DECREF(out);
             if (result) hits++;
+        } else if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            result = allocation_failed();
         }
         goto done;
     }
     PyObject *out = PyObject_CallMethodOneArg(x, s_new_empty, e->shape);
-    if (!out) goto done;                           /* the allocator's error (out of memory) */
+    if (!out) {                                    /* the allocator's error (out of memory) */
+        result = allocation_failed();
+        goto done;
+    }
     if (output_address(e, out, 1, &dst) < 0) {
         Py_DECREF(out);
         result = Py_None;
@@ -485,7 +500,10 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
     }
     PyObject *out = PyObject_CallFunctionObjArgs(c_empty, e->shape, dtype, NULL);
     Py_DECREF(dtype);
-    if (!out) goto done;                           /* the pool's error (out of memory) */
+    if (!out) {                                    /* the pool's error (out of memory) */
+        result = allocation_failed();
+        goto done;
+    }
     if (output_address(e, out, 0, &dst) < 0) {
         Py_DECREF(out);
         result = Py_None;
@@ -581,6 +599,7 @@ static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObje
     PyObject *out = cpu_run(e, PyArray_DESCR(x), (uintptr_t)PyArray_BYTES(x));
     Py_DECREF(e);
     if (out) hits++;
+    else if (PyErr_ExceptionMatches(PyExc_MemoryError)) out = allocation_failed();
     return out;
 }
 #endif

@@ -11,9 +11,11 @@
  * window index k in order that the outer positions admit (block index whole
  * and in range in every outer dimension), the contributing run of the
  * innermost dimension is added; then the row is stored once (float16 rounded
- * once, ties to even: fp16.h). Each output element is written exactly once
- * and every element's sum is formed in the same order as the NumPy path's
- * (zeros, then one strided add per window index), so both give the same bits.
+ * once, ties to even: fp16.h; a NaN sum of any float type is stored as the
+ * canonical quiet NaN: sign +, payload 0). Each output element is written
+ * exactly once and every element's sum is formed in the same order as the
+ * NumPy path's (zeros, then one strided add per window index), so both give
+ * the same bits.
  * No atomics; threads take contiguous ranges of units. Scratch memory: one
  * accumulator row (at most `tile` entries) per thread.
  */
@@ -46,6 +48,9 @@ static inline uint64_t ld_u64(const char *p) { uint64_t v; memcpy(&v, p, 8); ret
 static inline float ld_f32(const char *p) { float v; memcpy(&v, p, 4); return v; }
 static inline double ld_f64(const char *p) { double v; memcpy(&v, p, 8); return v; }
 static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p, &h, 2); }
+/* FOLD's canonical NaNs (float16's is 0x7E00, odml_f2h of the float32 one) */
+static inline float odml_nan_f32(void) { uint32_t b = 0x7FC00000u; float f; memcpy(&f, &b, 4); return f; }
+static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; double f; memcpy(&f, &b, 8); return f; }
 
 #define FOLD_SUFFIX _u8
 #define FOLD_ES 1
@@ -80,6 +85,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _f16
+#define FOLD_NAN odml_nan_f32()
 #define FOLD_ES 2
 #define FOLD_T float
 #define FOLD_LOAD(p) odml_h2f(ld_u16(p))
@@ -88,6 +94,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _f32
+#define FOLD_NAN odml_nan_f32()
 #define FOLD_ES 4
 #define FOLD_T float
 #define FOLD_LOAD(p) ld_f32(p)
@@ -96,6 +103,7 @@ static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _f64
+#define FOLD_NAN odml_nan_f64()
 #define FOLD_ES 8
 #define FOLD_T double
 #define FOLD_LOAD(p) ld_f64(p)

@@ -1,9 +1,11 @@
 /* FOLD's loops for one accumulator type, included by fold.c once per type
  * with FOLD_SUFFIX (name suffix), FOLD_T (accumulator), FOLD_ES (bytes per
  * element), FOLD_LOAD(p) (the input element at p as FOLD_T), FOLD_STORE(p, v)
- * (v rounded and stored as the output element at p) and FOLD_SAME (1 when
+ * (v rounded and stored as the output element at p), FOLD_SAME (1 when
  * FOLD_T is the element's own type, so a contiguous row is stored with
- * memcpy). See fold.c for the design. */
+ * memcpy) and, for floating-point sums, FOLD_NAN (the canonical quiet NaN
+ * of FOLD_T that replaces every NaN sum before it is stored). See fold.c for
+ * the design. */
 
 #define FOLD_CAT2(a, b) a##b
 #define FOLD_CAT(a, b) FOLD_CAT2(a, b)
@@ -150,6 +152,13 @@ static void FN(fold_units)(const void *vjob, int64_t u0, int64_t u1, int part) {
         memset(acc, 0, (size_t)len * sizeof(FOLD_T));     /* +0 in every accumulator type */
         FN(fold_outer)(j, acc, x0, x1, p, 0, j->src + n * j->in_n + c * j->K * j->in_row, &bt);
         FN(fold_apply)(j, acc, &bt);
+#ifdef FOLD_NAN
+        /* Every NaN sum is stored as the one canonical NaN: which payload an
+         * addition of NaNs keeps is the processor's (and the compiler's operand
+         * order's) choice, so only this gives the same bytes everywhere. */
+        for (int64_t i = 0; i < len; i++)
+            if (acc[i] != acc[i]) acc[i] = FOLD_NAN;
+#endif
         char *out = j->dst + n * j->on + c * j->oc + x0 * os;
         for (int d = 0; d < last; d++) out += p[d] * j->os[d];
         if (FOLD_SAME && os == es) {
@@ -176,3 +185,4 @@ static void FN(fold_units)(const void *vjob, int64_t u0, int64_t u1, int part) {
 #undef FOLD_STORE
 #undef FOLD_SAME
 #undef FOLD_ES
+#undef FOLD_NAN

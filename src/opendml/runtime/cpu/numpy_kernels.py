@@ -25,6 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
 __all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter",
@@ -32,6 +33,9 @@ __all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", 
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
 FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+#: FOLD's one NaN per accumulator size (quiet, sign +, payload 0): float32
+#: 0x7FC00000 (stored as float16 0x7E00), float64 0x7FF8000000000000.
+CANONICAL_NAN = {4: np.uint32(0x7FC00000).view(np.float32), 8: np.uint64(0x7FF8000000000000).view(np.float64)}
 
 
 def view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
@@ -207,14 +211,22 @@ def prepare_fold(plan: FoldPlan, src, dst):
             adds.append((acc_base, sizes, acc_free, view(src_e, in_base, sizes, (in_n, in_row * K, *in_free))))
     acc_shape = (N, C, *plan.spatial)
     acc_n, acc_c = C * math.prod(plan.spatial), math.prod(plan.spatial)
+    floats = plan.sum_kind == SUM_FLOAT
 
     def run():
-        acc = np.zeros(acc_shape, acc_type)
+        acc = alloc.output("FOLD", acc_shape, acc_type, np.zeros, part="the sums")
         flat = acc.reshape(-1)
         with np.errstate(over="ignore", invalid="ignore"):   # IEEE results, as in the compiled kernels
             for base, sizes, strides, s in adds:
                 a = view(flat, base, sizes, (acc_n, acc_c, *strides))
                 np.add(a, s, out=a)
+            if floats:
+                # Every NaN sum becomes the canonical NaN (as the C and CUDA
+                # kernels store it): which payload an addition of NaNs keeps
+                # is the processor's choice.
+                nan = np.isnan(acc)
+                if nan.any():
+                    acc[nan] = CANONICAL_NAN[acc_type.itemsize]
             np.copyto(out, acc, casting="unsafe")   # float32 -> float16: NumPy's rounding, once
     return run
 

@@ -358,7 +358,12 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
 // PTX for float32 so that CuPy's -ftz=true (which it appends to every NVRTC
 // compile) cannot flush subnormal sums to zero. A sum starts at +0 and adding
 // +0 to it never changes it (it is never -0), which the staged kernel
-// (fold1d_tile) uses for contributions that do not exist.
+// (fold1d_tile) uses for contributions that do not exist. A NaN sum is
+// stored as the canonical quiet NaN (sign +, payload 0: float16 0x7E00,
+// float32 0x7FC00000, float64 0x7FF8000000000000), written as bits: which
+// payload a sum of NaNs keeps differs between processors (the GPU's NaN
+// results and cvt's are not the CPU's), so this is what every backend stores
+// (runtime/cpu/fold.c, numpy_kernels.prepare_fold).
 
 __device__ __forceinline__ float half_bits_to_float(u16 h) {
     float f;
@@ -391,21 +396,23 @@ struct HalfSum {
     static __device__ __forceinline__ A zero() { return 0.0f; }
     static __device__ __forceinline__ A load(u16 v) { return half_bits_to_float(v); }
     static __device__ __forceinline__ A add(A a, A b) { return add_rn_f32(a, b); }
-    static __device__ __forceinline__ u16 store(A a) { return float_to_half_bits(a); }
+    static __device__ __forceinline__ u16 store(A a) { return a != a ? (u16)0x7E00u : float_to_half_bits(a); }
 };
 struct FloatSum {
     typedef float A;
     static __device__ __forceinline__ A zero() { return 0.0f; }
     static __device__ __forceinline__ A load(u32 v) { return __uint_as_float(v); }
     static __device__ __forceinline__ A add(A a, A b) { return add_rn_f32(a, b); }
-    static __device__ __forceinline__ u32 store(A a) { return __float_as_uint(a); }
+    static __device__ __forceinline__ u32 store(A a) { return a != a ? 0x7FC00000u : __float_as_uint(a); }
 };
 struct DoubleSum {
     typedef double A;
     static __device__ __forceinline__ A zero() { return 0.0; }
     static __device__ __forceinline__ A load(u64 v) { return __longlong_as_double((long long)v); }
     static __device__ __forceinline__ A add(A a, A b) { return __dadd_rn(a, b); }
-    static __device__ __forceinline__ u64 store(A a) { return (u64)__double_as_longlong(a); }
+    static __device__ __forceinline__ u64 store(A a) {
+        return a != a ? 0x7FF8000000000000ull : (u64)__double_as_longlong(a);
+    }
 };
 template <typename T, int FLT> struct SumOf { typedef IntSum<T> type; };
 template <> struct SumOf<u16, 1> { typedef HalfSum type; };

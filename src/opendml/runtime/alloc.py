@@ -1,0 +1,87 @@
+"""Allocation of outputs: one place that turns a framework's out-of-memory
+failure into an opendml error.
+
+Every output opendml allocates (the array API's results on NumPy and CuPy, the
+CPU backend's output blocks, ``Buffer.read``'s host copy) goes through
+``output``. Where the allocator fails (NumPy's ``MemoryError``, CuPy's
+``OutOfMemoryError``, a size no allocator can give), the caller gets an
+``AllocationError`` that names the operation, the output's shape, dtype and
+bytes, and the device, instead of the framework's own exception:
+
+    unfold: cannot allocate the output of shape (1, 1, 4294836225) float64:
+    34358689800 bytes (32.0 GiB) on the CPU
+
+``AllocationError`` is a ``ValidationError`` (as ``Device.create_buffer``
+raises for a buffer that cannot be allocated) and a ``MemoryError`` (code that
+caught NumPy's error keeps working).
+
+PyTorch's allocator raises ``torch.OutOfMemoryError`` (a ``RuntimeError``) or,
+on the CPU, a ``RuntimeError``; ``output`` takes extra exception classes to
+treat as out-of-memory (``errors=``) for such callers.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from ..model.errors import ValidationError
+
+__all__ = ["AllocationError", "output", "allocation_error", "nbytes_of"]
+
+
+class AllocationError(ValidationError, MemoryError):
+    """An output (or buffer) that could not be allocated."""
+
+
+def _human(n: int) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _dtype_name(dtype) -> str:
+    try:
+        return np.dtype(dtype).name
+    except TypeError:                     # a framework's own dtype object (torch.float16)
+        return str(dtype).removeprefix("torch.")
+
+
+def nbytes_of(shape, itemsize: int) -> int:
+    """Bytes of a packed array of ``shape`` (Python integers: no overflow)."""
+    return math.prod(int(s) for s in shape) * int(itemsize)
+
+
+def allocation_error(what: str, shape, dtype, itemsize: int | None = None, device: str = "the CPU",
+                     part: str = "the output") -> AllocationError:
+    """The error for ``part`` (the output, or scratch memory of its size) of
+    ``shape`` and ``dtype`` that ``what`` (an operation's name, e.g.
+    ``"unfold"`` or ``"Buffer.read"``) could not allocate on ``device``."""
+    shape = tuple(int(s) for s in shape)
+    if itemsize is None:
+        itemsize = np.dtype(dtype).itemsize
+    n = nbytes_of(shape, itemsize)
+    size = f"{n} bytes" if n < 1024 else f"{n} bytes ({_human(n)})"
+    return AllocationError(f"{what}: cannot allocate {part} of shape {shape} {_dtype_name(dtype)}: {size} "
+                           f"on {device}")
+
+
+def output(what: str, shape, dtype, allocate: Callable[..., Any], *, device: str = "the CPU",
+           itemsize: int | None = None, errors: tuple = (), part: str = "the output") -> Any:
+    """``allocate(shape, dtype)``, or an ``AllocationError`` where it fails
+    for lack of memory (``MemoryError`` and its subclasses, which include
+    NumPy's and CuPy's, or one of ``errors``) or the size exceeds what any
+    allocator can address."""
+    if itemsize is None:
+        itemsize = np.dtype(dtype).itemsize
+    if nbytes_of(shape, itemsize) > sys.maxsize:
+        raise allocation_error(what, shape, dtype, itemsize, device, part)
+    try:
+        return allocate(shape, dtype)
+    except (MemoryError, *errors) as exc:
+        if isinstance(exc, AllocationError):
+            raise
+        raise allocation_error(what, shape, dtype, itemsize, device, part) from None
