@@ -1,0 +1,335 @@
+"""Draw the operator pages' figures from real runs of opendml.
+
+    python docs/figures.py           # run opendml, write docs/figures/*.png and docs/figures/manifest.json
+    python docs/figures.py --check   # run opendml only; exit 1 if the runs no longer give manifest.json
+
+Every highlighted cell comes from what opendml returned, not from a formula
+written here: inputs hold their own flat index plus one (0 stands for a
+padding element), so each output value says which input element it read.
+``manifest.json`` keeps the numbers each figure was drawn from;
+``tests/test_docs.py`` runs ``compute()`` and compares, so a change of
+behaviour that would make a figure wrong fails the test suite. Drawing needs
+matplotlib (the ``docs`` extra); computing needs only opendml and NumPy.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import textwrap
+
+import numpy as np
+
+import opendml as dml
+
+HERE = pathlib.Path(__file__).resolve().parent
+OUT = HERE / "figures"
+MANIFEST = OUT / "manifest.json"
+
+
+def _ints(a) -> list:
+    return np.asarray(a).astype(np.int64).tolist()
+
+
+# -- the runs ----------------------------------------------------------------------------------------------
+
+def slice_examples() -> dict:
+    x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    runs = []
+    for title, off, size, stride in (("Example 1: contiguous slice", [0, 0, 1, 2], [1, 1, 3, 2], [1, 1, 1, 1]),
+                                     ("Example 2: strided slice", [0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 2, 3])):
+        out = dml.slice(x, offsets=off, sizes=size, strides=stride)
+        runs.append({"title": title, "fields": f"Offsets {off[2:]}, Sizes {size[2:]}, Strides {stride[2:]}",
+                     "input": _ints(x[0, 0]), "output": _ints(out[0, 0]), "reads": _ints(out[0, 0] - 1)})
+    return {"runs": runs}
+
+
+def slice1_examples() -> dict:
+    x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    runs = []
+    for title, off, size, stride, out_sizes in (
+            ("Example 1: positive strides", [0, 0, 0, 1], [1, 1, 4, 3], [1, 1, 2, 2], None),
+            ("Example 2: negative strides", [0, 0, 0, 1], [1, 1, 4, 3], [1, 1, -2, 2], None),
+            ("Both strides negative, output 2x3", [0, 0, 1, 0], [1, 1, 3, 4],
+             [1, 1, -1, -1], [1, 1, 2, 3])):
+        out = dml.slice1(x, off, size, stride, output_sizes=out_sizes)
+        runs.append({"title": title,
+                     "fields": f"offsets {off[2:]}, sizes {size[2:]}, strides {stride[2:]}"
+                               + (f", output {out_sizes[2:]}" if out_sizes else ""),
+                     "window": [off[2], off[3], size[2], size[3]],
+                     "input": _ints(x[0, 0]), "output": _ints(out[0, 0]), "reads": _ints(out[0, 0] - 1)})
+    return {"runs": runs}
+
+
+def _unfold_reads(shape, **kw) -> dict:
+    """UNFOLD of an input whose values are flat index + 1: each output value
+    names the input element read, 0 a padding element."""
+    x = np.arange(1, 1 + int(np.prod(shape)), dtype=np.int32).reshape(shape)
+    cols = dml.unfold(x, **kw)
+    return {"input_shape": list(shape), "columns": _ints(cols[0])}
+
+
+def unfold_padded() -> dict:
+    """UNFOLD example 2 of DirectML's page (the page's values and the reads)."""
+    kw = dict(window_sizes=[3, 3], start_padding=[1, 0], end_padding=[1, 0])
+    page = dml.unfold(np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5), **kw)
+    d = _unfold_reads((1, 1, 5, 5), **kw)
+    d.update(page_output=_ints(page[0]), blocks=[0, 14], **{k: v for k, v in kw.items()})
+    return d
+
+
+def unfold_dilated() -> dict:
+    """A window with strides, dilations and asymmetric padding."""
+    kw = dict(window_sizes=[2, 3], strides=[2, 3], dilations=[3, 2], start_padding=[1, 2], end_padding=[0, 1])
+    d = _unfold_reads((1, 1, 6, 9), **kw)
+    d.update(blocks=[0, 1, 4], **kw)
+    return d
+
+
+def fold_overlaps() -> dict:
+    """How many window elements each FOLD output element sums (FOLD of ones),
+    and the values of the page's examples 1 and 2."""
+    runs = []
+    for title, blocks, kw in (("Example 1: no padding", 4, {}),
+                              ("Example 2: StartPadding {1, 0}, EndPadding {1, 0}", 8,
+                               dict(start_padding=[1, 0], end_padding=[1, 0]))):
+        ones = dml.fold(np.ones((1, 9, blocks), np.float32), [4, 4], 3, **kw)
+        page = dml.fold(np.arange(9 * blocks, dtype=np.float32).reshape(1, 9, blocks), [4, 4], 3, **kw)
+        runs.append({"title": title, "counts": _ints(ones[0, 0]), "output": _ints(page[0, 0])})
+    return {"runs": runs}
+
+
+def slice_grad_example() -> dict:
+    window = dict(window_offsets=[0, 0, 0, 1], window_sizes=[1, 1, 4, 3], window_strides=[1, 1, -2, 2])
+    grad = np.array([[[[14, 16], [6, 8]]]], np.float32)
+    out = dml.slice_grad(grad, [1, 1, 4, 4], **window)
+    # where each gradient element lands: SLICE_GRAD of 1..4
+    marks = dml.slice_grad(np.arange(1, 5, dtype=np.float32).reshape(1, 1, 2, 2), [1, 1, 4, 4], **window)
+    return {"grad": _ints(grad[0, 0]), "output": _ints(out[0, 0]), "lands": _ints(marks[0, 0] - 1),
+            **{k: v[2:] for k, v in window.items()}}
+
+
+FIGURES = {
+    "slice-examples": slice_examples,
+    "slice1-examples": slice1_examples,
+    "unfold-padded": unfold_padded,
+    "unfold-dilated": unfold_dilated,
+    "fold-overlaps": fold_overlaps,
+    "slice-grad": slice_grad_example,
+}
+
+
+def compute() -> dict:
+    """The numbers of every figure, from opendml runs on the CPU."""
+    return {name: make() for name, make in FIGURES.items()}
+
+
+# -- drawing -------------------------------------------------------------------------------------------------
+
+COLORS = ["#7fb2e5", "#f08c8c", "#8fd19e", "#c3a6e0", "#ffbf80", "#c9a38f"]
+READ = "#ffd966"
+PAD = "#e6e6e6"
+
+
+def _grid(ax, values, *, fill=None, labels=None, title=None, origin=(0, 0), fontsize=10, edge="#555555"):
+    """Cells of ``values`` (rows x cols) at ``origin``; ``fill[r][c]`` a colour
+    or None, ``labels[r][c]`` small text in the cell's corner."""
+    from matplotlib.patches import Rectangle
+    rows, cols = len(values), len(values[0])
+    x0, y0 = origin
+    for r in range(rows):
+        for c in range(cols):
+            color = fill[r][c] if fill is not None and fill[r][c] else "white"
+            ax.add_patch(Rectangle((x0 + c, y0 - r - 1), 1, 1, facecolor=color, edgecolor=edge, lw=0.8))
+            v = values[r][c]
+            if v is not None:
+                ax.text(x0 + c + 0.5, y0 - r - 0.5, str(v), ha="center", va="center", fontsize=fontsize)
+            if labels is not None and labels[r][c]:
+                ax.text(x0 + c + 0.06, y0 - r - 0.1, labels[r][c], ha="left", va="top", fontsize=6.5,
+                        color="#444444")
+    if title:
+        ax.text(x0 + cols / 2, y0 + 0.35, title, ha="center", va="bottom", fontsize=9.5)
+
+
+def _axes(ax, width, height):
+    ax.set_xlim(-0.3, width + 0.3)
+    ax.set_ylim(-height - 0.3, 1.4)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def _save(fig, name):
+    OUT.mkdir(exist_ok=True)
+    fig.savefig(OUT / f"{name}.png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+
+
+def _out_labels(shape):
+    return [[f"{r},{c}" for c in range(shape[1])] for r in range(shape[0])]
+
+
+def draw_slice_like(name, data, *, windows=False):
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+    runs = data["runs"]
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.3 * len(runs), 3.4))
+    for ax, run in zip(np.atleast_1d(axes), runs):
+        inp, out, reads = run["input"], run["output"], run["reads"]
+        rows, cols = len(inp), len(inp[0])
+        fill = [[None] * cols for _ in range(rows)]
+        labels = [[""] * cols for _ in range(rows)]
+        for r, row in enumerate(reads):
+            for c, flat in enumerate(row):
+                fill[flat // cols][flat % cols] = READ
+                labels[flat // cols][flat % cols] = f"{r},{c}"
+        _grid(ax, inp, fill=fill, labels=labels, title="InputTensor (1..16)")
+        if windows:
+            top, left, h, w = run["window"]
+            ax.add_patch(Rectangle((left, -top - h), w, h, fill=False, edgecolor=COLORS[1], lw=2.4))
+        ox = cols + 1.2
+        _grid(ax, out, fill=[[READ] * len(out[0]) for _ in out], labels=_out_labels((len(out), len(out[0]))),
+              title="OutputTensor", origin=(ox, 0))
+        ax.text((cols + 1.2 + len(out[0])) / 2, -rows - 0.45, run["fields"], ha="center", va="top", fontsize=8.5)
+        ax.set_title(run["title"], fontsize=10)
+        _axes(ax, ox + len(out[0]), rows + 0.9)
+    caption = ("yellow: elements read; the small label is the output coordinate (row, column) that "
+               "receives the element" + ("; red frame: the input window" if windows else ""))
+    fig.text(0.5, 0.01, caption, ha="center", fontsize=8.5)
+    _save(fig, name)
+    plt.close(fig)
+
+
+def draw_unfold(name, data, title):
+    import matplotlib.pyplot as plt
+    n, c, h, w = data["input_shape"]
+    sp, ep = data["start_padding"], data["end_padding"]
+    cols = data["columns"]
+    ph, pw = h + sp[0] + ep[0], w + sp[1] + ep[1]
+    # the padded image: input values 0..N-1, padding cells empty and grey
+    values = [[None] * pw for _ in range(ph)]
+    fill = [[PAD] * pw for _ in range(ph)]
+    for r in range(h):
+        for q in range(w):
+            values[r + sp[0]][q + sp[1]] = r * w + q
+            fill[r + sp[0]][q + sp[1]] = None
+    labels = [[""] * pw for _ in range(ph)]
+    ws = data["window_sizes"]
+    strides = data.get("strides", [1, 1])
+    dil = data.get("dilations", [1, 1])
+    bw = (pw - dil[1] * (ws[1] - 1) - 1) // strides[1] + 1
+    out_fill = [[None] * len(cols[0]) for _ in cols]
+    for i, b in enumerate(data["blocks"]):
+        color = COLORS[i % len(COLORS)]
+        # window element k of block b: where the run says it read from
+        for k in range(len(cols)):
+            out_fill[k][b] = color
+            ki, kj = divmod(k, ws[1])
+            r = (b // bw) * strides[0] + ki * dil[0]
+            q = (b % bw) * strides[1] + kj * dil[1]
+            read = cols[k][b] - 1
+            expect = (r - sp[0]) * w + (q - sp[1]) if 0 <= r - sp[0] < h and 0 <= q - sp[1] < w else -1
+            if read != expect:
+                raise AssertionError(f"{name}: block {b} element {k} read {read}, drawn at {expect}")
+            if labels[r][q]:
+                raise AssertionError(f"{name}: the windows of the blocks drawn overlap at ({r}, {q})")
+            fill[r][q] = color if read >= 0 else _lighten(color)
+            labels[r][q] = f"k{k}"
+    shown = [[v - 1 if v else 0 for v in row] for row in cols]
+    nb = len(cols[0])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(0.5 * (pw + nb) + 1.5, 1.6 + 0.5 * max(ph, len(cols))),
+                                 gridspec_kw={"width_ratios": [pw + 0.6, nb + 0.6]})
+    _grid(a1, values, fill=fill, labels=labels, fontsize=8, title=f"InputTensor {h}x{w}, padding in grey")
+    _axes(a1, pw, max(ph, len(cols)))
+    row_labels = [[f"k{k}" if j == 0 else "" for j in range(nb)] for k in range(len(cols))]
+    _grid(a2, shown, fill=out_fill, labels=row_labels, fontsize=7.5,
+          title=f"OutputTensor (1, {len(cols)}, {nb}): column b = block b")
+    for j in range(nb):
+        a2.text(j + 0.5, 0.05, f"b{j}", ha="center", va="bottom", fontsize=6.5, color="#444444")
+    _axes(a2, nb, max(ph, len(cols)))
+    fig.suptitle(title, fontsize=10.5)
+    fields = ", ".join(f"{k} {data[k]}" for k in ("window_sizes", "strides", "dilations", "start_padding",
+                                                   "end_padding") if k in data)
+    caption = (fields + ". In colour: the windows of blocks " + ", ".join(f"b{b}" for b in data["blocks"])
+               + " (k = window element; pale: padding, read as 0) and the output columns they fill. "
+               "The output shows the element read (0 for padding).")
+    fig.text(0.5, 0.0, textwrap.fill(caption, 120), ha="center", va="top", fontsize=8)
+    _save(fig, name)
+    plt.close(fig)
+
+
+def _lighten(color: str) -> str:
+    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{int(v + (255 - v) * 0.7):02x}" for v in rgb)
+
+
+def draw_fold(name, data):
+    import matplotlib.pyplot as plt
+    import matplotlib
+    runs = data["runs"]
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.6 * len(runs), 3.2))
+    cmap = matplotlib.colormaps["YlOrRd"]
+    for ax, run in zip(axes, runs):
+        counts, out = run["counts"], run["output"]
+        fill = [[_hex(cmap(cnt / 9.0)) for cnt in row] for row in counts]
+        _grid(ax, counts, fill=fill, title="window elements summed")
+        _grid(ax, out, fill=fill, origin=(5.2, 0), title="FOLD of 0, 1, 2, ...")
+        ax.set_title(run["title"], fontsize=10)
+        _axes(ax, 9.2, 4.6)
+    fig.text(0.5, 0.02, "FOLD (3x3 windows, 4x4 output): the count is FOLD of an input of ones, the values "
+             "the page's example; darker = more overlapping windows", ha="center", fontsize=8.5)
+    _save(fig, name)
+    plt.close(fig)
+
+
+def _hex(rgba) -> str:
+    return "#" + "".join(f"{int(round(v * 255)):02x}" for v in rgba[:3])
+
+
+def draw_slice_grad(name, data):
+    import matplotlib.pyplot as plt
+    grad, out, lands = data["grad"], data["output"], data["lands"]
+    fill = [[None] * 4 for _ in range(4)]
+    labels = [[""] * 4 for _ in range(4)]
+    for i, row in enumerate(lands):
+        for j, g in enumerate(row):          # g: the gradient element landing at (i, j), -1 for none
+            if g >= 0:
+                fill[i][j], labels[i][j] = READ, f"{g // 2},{g % 2}"
+    fig, ax = plt.subplots(figsize=(5.4, 3.2))
+    _grid(ax, grad, fill=[[READ] * 2 for _ in range(2)], labels=_out_labels((2, 2)), title="InputGradientTensor")
+    _grid(ax, out, fill=fill, labels=labels, origin=(3.2, 0), title="OutputGradientTensor")
+    _axes(ax, 7.2, 4.6)
+    ax.set_title("SLICE_GRAD: SLICE1 example 2 read backwards", fontsize=10)
+    fig.text(0.5, 0.02, f"offsets {data['window_offsets']}, sizes {data['window_sizes']}, strides "
+             f"{data['window_strides']}; the label is the gradient element each position receives, "
+             "every other element is 0", ha="center", fontsize=8)
+    _save(fig, name)
+    plt.close(fig)
+
+
+def draw(data: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    draw_slice_like("slice-examples", data["slice-examples"])
+    draw_slice_like("slice1-examples", data["slice1-examples"], windows=True)
+    draw_unfold("unfold-padded", data["unfold-padded"], "UNFOLD example 2: 3x3 windows over a 5x5 input, "
+                "StartPadding {1, 0}, EndPadding {1, 0}")
+    draw_unfold("unfold-dilated", data["unfold-dilated"], "UNFOLD with strides, dilations and asymmetric padding")
+    draw_fold("fold-overlaps", data["fold-overlaps"])
+    draw_slice_grad("slice-grad", data["slice-grad"])
+
+
+def main(argv: list[str]) -> int:
+    data = compute()
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    if "--check" in argv:
+        if not MANIFEST.exists() or MANIFEST.read_text(encoding="utf-8") != text:
+            print(f"{MANIFEST} is out of date: run python docs/figures.py", file=sys.stderr)
+            return 1
+        return 0
+    draw(data)
+    MANIFEST.write_text(text, encoding="utf-8")
+    print(f"wrote {len(FIGURES)} figures and {MANIFEST.name} to {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,350 @@
+"""The documentation's code runs, and what it shows is what it does.
+
+Every Markdown page under ``docs/`` and ``README.md`` is one test. Its fenced
+blocks run in page order, in one namespace and one fresh working directory
+per page (so a block may write a file a later command reads):
+
+- ``python``: executed. A block fenced ``text title="Output"`` right after it
+  is what it must print.
+- ``pycon``: ``>>>`` examples, checked by doctest.
+- ``console``: ``$ opendml ...`` lines run through the command line in this
+  process; the lines up to the next ``$`` are its output (stdout, then
+  stderr). ``; echo $?`` after a command appends its exit code.
+- ``bash``: install and test commands, checked rather than run: ``pip install``
+  names extras that ``pyproject.toml`` defines, ``python -m MODULE`` names a
+  module that exists, ``opendml ...`` runs and exits 0, and ``python -m
+  pytest`` is this suite.
+- ``json``: parsed; a description (it has ``"Operator"``) must build. With
+  ``title="NAME"`` it is a file instead, written to NAME for the page's
+  commands, which check it.
+- ``{.python .cuda}`` (or ``.cuda`` on any fence): run only where CUDA works.
+
+Output is compared with doctest's checker (``...`` matches anything,
+whitespace runs are equal). Other fences (``text`` without a title, ``cpp``)
+are prose.
+"""
+from __future__ import annotations
+
+import contextlib
+import doctest
+import importlib.util
+import io
+import json
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+
+import pytest
+
+import opendml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"]
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+@dataclass
+class Block:
+    lang: str
+    classes: set[str]
+    title: str | None
+    text: str
+    line: int                      # 1-based line of the opening fence
+    output: "Block | None" = field(default=None)
+
+
+_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>.*)$")
+
+
+def parse_blocks(text: str) -> list[Block]:
+    """The fenced blocks of a Markdown page, each output block attached to the
+    code block before it."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, fence, info = len(m["indent"]), m["fence"], m["info"].strip()
+        body, j = [], i + 1
+        while j < len(lines) and not (lines[j].strip().startswith(fence) and lines[j].strip().strip(fence[0]) == ""):
+            body.append(lines[j][indent:] if lines[j][:indent].strip() == "" else lines[j])
+            j += 1
+        lang, classes, title = _info(info)
+        blocks.append(Block(lang, classes, title, "\n".join(body) + "\n", i + 1))
+        i = j + 1
+    out: list[Block] = []
+    for b in blocks:
+        if b.title == "Output" and out and out[-1].lang == "python" and out[-1].output is None:
+            out[-1].output = b
+        else:
+            out.append(b)
+    return out
+
+
+def _info(info: str) -> tuple[str, set[str], str | None]:
+    """``python``, ``text title="Output"`` or ``{.python .cuda}``."""
+    title = None
+    m = re.search(r'title="([^"]*)"', info)
+    if m:
+        title = m[1]
+        info = info[:m.start()] + info[m.end():]
+    if info.startswith("{"):
+        classes = [c[1:] for c in info.strip("{} ").split() if c.startswith(".")]
+        return (classes[0] if classes else ""), set(classes[1:]), title
+    words = info.split()
+    return (words[0] if words else ""), set(), title
+
+
+def _cuda_available() -> bool:
+    from opendml.runtime import cuda_status
+    try:
+        return bool(cuda_status()[0])
+    except Exception:
+        return False
+
+
+def _check(want: str, got: str, what: str) -> None:
+    if not doctest.OutputChecker().check_output(want, got, FLAGS):
+        raise AssertionError(f"{what}: the shown output differs from what the code printed.\n"
+                             f"--- shown ---\n{want}--- printed ---\n{got}")
+
+
+class _Utf8Stream(io.TextIOWrapper):
+    """stdout as a UTF-8 terminal has it (the CLI prints a check mark there)."""
+
+    def __init__(self):
+        super().__init__(io.BytesIO(), encoding="utf-8", newline="\n")
+
+    def text(self) -> str:
+        self.flush()
+        return self.buffer.getvalue().decode("utf-8")
+
+
+def run_cli(args: list[str]) -> tuple[int, str]:
+    from opendml.cli import main
+    out, err = _Utf8Stream(), _Utf8Stream()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as e:         # argparse: --help, --version, usage errors
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    return code, out.text() + err.text()
+
+
+def run_console(block: Block, where: str) -> None:
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.text.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        elif commands:
+            commands[-1][1].append(line)
+        elif line.strip():
+            raise AssertionError(f"{where}: a console block starts with a '$ ' command line")
+    for command, shown in commands:
+        echo = command.endswith("; echo $?")
+        argv = shlex.split(command.removesuffix("; echo $?"))
+        if argv[0] != "opendml":
+            raise AssertionError(f"{where}: console blocks run opendml commands only; got {command!r}")
+        code, got = run_cli(argv[1:])
+        if echo:
+            got += f"{code}\n"
+        elif code != 0:
+            raise AssertionError(f"{where}: `{command}` exited {code}:\n{got}")
+        _check("\n".join(shown) + "\n" if shown else "", got, f"{where}: `{command}`")
+
+
+def _extras() -> set[str]:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return set(tomllib.load(f)["project"]["optional-dependencies"])
+
+
+def check_bash(block: Block, where: str) -> None:
+    """Install and test commands: checked, and opendml commands run."""
+    extras = _extras()
+    for line in block.text.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        for part in (p.strip() for p in line.split("&&")):
+            argv = shlex.split(part)
+            while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", argv[0]):
+                argv = argv[1:]                         # VAR=value command
+            if argv[:2] == ["pip", "install"] or argv[:4] == ["python", "-m", "pip", "install"]:
+                for arg in argv:
+                    m = re.fullmatch(r"\.?\[([a-z,]+)\]", arg.replace('"', ""))
+                    if m:
+                        unknown = set(m[1].split(",")) - extras
+                        assert not unknown, f"{where}: `{part}` names extras {unknown} not in pyproject.toml"
+            elif argv[:3] == ["python", "-m", "pytest"]:
+                pass                                    # this very suite
+            elif argv[:2] == ["python", "-m"]:
+                local = ROOT / argv[2].replace(".", "/")          # benchmarks/ is not installed
+                assert (importlib.util.find_spec(argv[2]) is not None or local.with_suffix(".py").is_file()
+                        or (local / "__main__.py").is_file()), f"{where}: `{part}` names no module"
+            elif argv[:1] == ["python"] and len(argv) > 1 and argv[1].endswith(".py"):
+                assert (ROOT / argv[1]).exists(), f"{where}: `{part}` names no file"
+            elif argv[:1] == ["opendml"]:
+                code, got = run_cli(argv[1:])
+                assert code == 0, f"{where}: `{part}` exited {code}:\n{got}"
+            elif argv[:1] == ["mkdocs"]:
+                assert (ROOT / "mkdocs.yml").exists()
+            elif argv[:1] in (["export"], ["bash"], ["cd"]):
+                pass
+            else:
+                raise AssertionError(f"{where}: no rule checks the command `{part}` (tests/test_docs.py)")
+
+
+def run_page(path: pathlib.Path, namespace: dict) -> int:
+    """Run a page's blocks in order; the number of blocks run or checked."""
+    rel = path.relative_to(ROOT)
+    count = 0
+    for block in parse_blocks(path.read_text(encoding="utf-8")):
+        where = f"{rel}:{block.line}"
+        if "cuda" in block.classes and not _cuda_available():
+            continue
+        if block.lang == "python":
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                exec(compile(block.text, where, "exec"), namespace)
+            if block.output is not None:
+                _check(block.output.text, buf.getvalue(), where)
+        elif block.lang == "pycon":
+            test = doctest.DocTestParser().get_doctest(block.text, namespace, where, str(path), block.line)
+            runner = doctest.DocTestRunner(optionflags=FLAGS)
+            report = io.StringIO()
+            runner.run(test, out=report.write, clear_globs=False)
+            namespace.update(test.globs)            # DocTest ran on a copy of the namespace
+            if runner.failures:
+                raise AssertionError(f"{where}: doctest failed\n{report.getvalue()}")
+        elif block.lang == "console":
+            run_console(block, where)
+        elif block.lang == "bash":
+            check_bash(block, where)
+        elif block.lang == "json":
+            obj = json.loads(block.text)
+            if block.title:                         # a file the page's commands read (and check)
+                pathlib.Path(block.title).write_text(block.text, encoding="utf-8")
+            elif isinstance(obj, dict) and "Operator" in obj:
+                from opendml.jsonform import from_json
+                from_json(obj)
+        else:
+            continue
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_page_runs(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": f"docs_{path.stem.replace('-', '_')}"}
+    with opendml.configure():            # a page that configures leaves no trace
+        run_page(path, namespace)
+
+
+# -- what the pages promise ----------------------------------------------------------------------
+
+def test_the_collector_sees_code_on_the_pages():
+    counts = {p.relative_to(ROOT).as_posix(): len(parse_blocks(p.read_text(encoding="utf-8"))) for p in PAGES}
+    assert counts["README.md"] >= 2
+    assert sum(counts.values()) > 50
+
+
+def test_figures_are_what_opendml_computes():
+    spec = importlib.util.spec_from_file_location("docs_figures", DOCS / "figures.py")
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    shown = json.loads((DOCS / "figures" / "manifest.json").read_text(encoding="utf-8"))
+    assert figures.compute() == shown, "docs/figures/manifest.json is out of date: run python docs/figures.py"
+    for name in figures.FIGURES:
+        assert (DOCS / "figures" / f"{name}.png").is_file(), f"docs/figures/{name}.png is missing"
+
+
+def test_performance_charts_are_the_benchmarks_charts():
+    charts = sorted((DOCS / "performance").glob("*.png"))
+    assert charts
+    for chart in charts:
+        source = ROOT / "benchmarks" / "results" / chart.name
+        assert source.read_bytes() == chart.read_bytes(), (
+            f"docs/performance/{chart.name} differs from benchmarks/results/{chart.name}: copy it again")
+
+
+def test_performance_tables_are_copied_from_results_md():
+    """The performance page's numbers are benchmarks/RESULTS.md's, row for row."""
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+    rows = [line for line in (DOCS / "performance.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("|") and not set(line) <= set("|-: ")]
+    assert len(rows) > 50
+    missing = [row for row in rows if row not in results]
+    assert not missing, f"rows of docs/performance.md not in benchmarks/RESULTS.md: {missing[:3]}"
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_every_public_name_is_in_the_api_reference():
+    """Each name of opendml.__all__ (and opendml.slice) is rendered: on a topic
+    page of docs/reference/, or else under "More public names" on the index."""
+    hooks = _hooks()
+    assert hooks.MARKER in (DOCS / "reference" / "index.md").read_text(encoding="utf-8")
+    placed, public = hooks.placed_names(), hooks.public_names()
+    assert set(public) <= placed | set(hooks.unplaced_names())
+    stale = [n for n in placed if not hasattr(opendml, n)]
+    assert not stale, f"docs/reference/ documents names opendml does not have: {stale}"
+    # the tensor model, the five operators, the device flow, the caches and the configuration
+    core = ["DataType", "FeatureLevel", "TensorDesc", "TensorFlags", "calc_buffer_tensor_size", "packed_strides",
+            "nhwc_strides", "DmlError", "ValidationError", "UnsupportedError", "BindingError", "OperatorDesc",
+            "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc", "FoldOperatorDesc",
+            "SliceGradOperatorDesc", "Device", "Buffer", "BufferBinding", "BindingTable", "Operator",
+            "CompiledOperator", "slice", "slice1", "unfold", "fold", "slice_grad", "cpu_output_cache",
+            "plan_cache_info", "configure", "config", "Config"]
+    assert not [n for n in core if n not in placed]
+
+
+def test_readme_links_into_the_site_resolve_on_a_checkout():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", text)
+    assert links
+    for link in links:
+        assert (ROOT / link).is_file(), f"README.md links to {link}, which does not exist"
+
+
+def test_readme_quick_start_is_the_two_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert block.splitlines()[:2] == ['pip install -e . && opendml run',
+                                      'pip install -e ".[test]" torch==2.13.0 && python -m pytest -q']
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'python -m pip install -q -e ".[test]" torch==2.13.0 && python -m pytest -q' in ci
+
+
+def test_version_flag_prints_the_package_version():
+    done = subprocess.run([sys.executable, "-m", "opendml.cli", "--version"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"opendml {opendml.__version__}\n"
+
+
+def test_changelog_names_the_current_version():
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert text.startswith("# Changelog")
+    assert re.search(rf"^## \[{re.escape(opendml.__version__)}\]", text, re.M) or "## [Unreleased]" in text
+
+
+def test_license_matches_pyproject():
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        assert tomllib.load(f)["project"]["license"] == {"text": "MIT"}
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License") and "the opendml authors" in text
