@@ -252,11 +252,23 @@ def _adjoint_fold(args, shape):
 def _adjoint_slice(args, shape):
     offsets, sizes, strides = args
     sizes = [(s - 1) * t + 1 for s, t in zip(sizes, strides)]   # SLICE is SLICE1 over this window
-    return lambda g: api.slice_grad(g, shape, offsets, sizes, strides)
+    return _adjoint_window(shape, offsets, sizes, strides, None)
 
 
 def _adjoint_slice1(args, shape):
-    offsets, sizes, strides = args[:3]
+    return _adjoint_window(shape, *args)
+
+
+def _adjoint_window(shape, offsets, sizes, strides, counts):
+    """SLICE_GRAD of a SLICE1 window, or, where the window reads every
+    element of the input exactly once (each axis whole, strides +-1: a copy
+    that reverses some axes), the same SLICE1 again: that permutation is its
+    own inverse, so the two give the same bytes and the copy skips the fill."""
+    offsets, sizes, strides = (list(map(int, v)) for v in (offsets, sizes, strides))
+    whole = all(o == 0 and s == n and abs(t) == 1 for o, s, t, n in zip(offsets, sizes, strides, shape)) and (
+        counts is None or list(map(int, counts)) == list(shape))
+    if whole:
+        return lambda g: api.slice1(g, offsets, sizes, strides)
     return lambda g: api.slice_grad(g, shape, offsets, sizes, strides)
 
 
@@ -365,7 +377,9 @@ def _through_function(x, call: OpCall, function):
     dtype = numpy_dtype(x, call.name)     # an unsupported dtype or layout says so before anything runs
     key = call.key
     shape = tuple(x.shape)
-    if key is None:
+    if key is None:                       # arguments that are not plain ints: validated on every call
+        if _concrete(shape) and _concrete(x.stride()):
+            _describe(x, call, dtype)
         route = _Route(call, shape)
     else:
         memo = (key, shape)

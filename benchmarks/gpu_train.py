@@ -1,0 +1,229 @@
+"""Where ML users call opendml: ``python -m benchmarks.gpu_train [--device cuda|cpu] [--quick] [--out DIR]``.
+
+Each row puts opendml beside PyTorch's own operator, measured in this run,
+outputs (and gradients) checked equal first; ``speed-up`` = PyTorch's time /
+opendml's (> 1: opendml faster), against the row's target.
+
+1. Eager training: forward + backward (``torch.autograd.grad`` with a fixed
+   output gradient) of ``dml.unfold`` / ``dml.fold`` / ``dml.slice1``
+   (reversing H) on a tensor with ``requires_grad``, against ``F.unfold`` /
+   ``F.fold`` / ``torch.flip``; 3x3 window, padding 1, at (1,4,16,16),
+   (8,64,56,56) and (32,64,56,56). Targets 1.0x / 1.5x / 1.5x.
+2. Compiled: ``torch.compile(fullgraph=True)`` of ``w @ unfold(x)`` (w: 64 x
+   C*9), forward, opendml's unfold against ``F.unfold``'s, at (16,16,56,56)
+   and (32,64,56,56). Targets 1.0x / 1.3x. Compiled results are checked
+   equal to eager ones (fullgraph: a graph break is an error).
+3. New shapes: every call on a shape never seen (600 shapes: (1..., C, H, W)
+   varying), ``dml.unfold`` against ``F.unfold`` and ``dml.slice1``
+   reversing H against ``flip().contiguous()``; then 2,000 distinct shapes
+   cycled twice (more than the plan cache holds): the second pass shows
+   whether eviction makes a cliff. Target: opendml's time at most 2x
+   PyTorch's (speed-up >= 0.5).
+4. Warm host cost: ``dml.slice1`` on a 1x1x4x4 tensor against
+   ``torch.flip`` (target: at most 15 us on CUDA, and not slower than flip).
+
+GPU times: median of rounds, each round ``reps`` back-to-back steps between
+one pair of synchronisations (``perf_counter``), so host cost counts as a user
+sees it. Writes ``train-<device>.json`` and, with matplotlib,
+``train-<device>.png`` to --out (``benchmarks/results`` by default).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+import statistics
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import opendml as dml
+import opendml.torch  # noqa: F401 - custom operators for torch.compile
+
+ROOT = pathlib.Path(__file__).resolve().parent
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device, reps, rounds, warmup=3):
+    """Seconds per call: median over ``rounds`` of ``reps`` calls between syncs."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        sync(device)
+        times.append((time.perf_counter() - t0) / reps)
+    return statistics.median(times)
+
+
+def row(rows, part, name, ours, peer, peer_name, target, **extra):
+    r = {"part": part, "workload": name, "opendml_us": ours * 1e6, "peer": peer_name, "peer_us": peer * 1e6,
+         "speedup": peer / ours, "target": target, "met": peer / ours >= target, **extra}
+    rows.append(r)
+    print(f"{part:9} {name:44} opendml {ours * 1e6:9.1f} us   {peer_name:22} {peer * 1e6:9.1f} us   "
+          f"{peer / ours:5.2f}x (target {target}x) {'MET' if r['met'] else 'MISSED'}", flush=True)
+
+
+def eager(rows, device, shapes, reps, rounds):
+    for shape in shapes:
+        n, c, h, w = shape
+        x = torch.randn(shape, device=device, requires_grad=True)
+        cols = torch.randn(n, c * 9, h * w, device=device, requires_grad=True)
+        cases = [
+            ("unfold", x, lambda t: dml.unfold(t, 3, 1, 1, 1, 1), lambda t: F.unfold(t, 3, 1, 1, 1), "F.unfold"),
+            ("fold", cols, lambda t: dml.fold(t, [h, w], 3, 1, 1, 1, 1), lambda t: F.fold(t, (h, w), 3, 1, 1, 1),
+             "F.fold"),
+            ("slice1", x, lambda t: dml.slice1(t, [0, 0, 0, 0], list(shape), [1, 1, -1, 1]),
+             lambda t: torch.flip(t, [2]), "torch.flip"),
+        ]
+        target = 1.0 if n * c * h * w < 100_000 else 1.5
+        for name, inp, ours, peer, peer_name in cases:
+            y_ours, y_peer = ours(inp), peer(inp)
+            g = torch.randn_like(y_peer)
+            (ga,) = torch.autograd.grad(y_ours, inp, g)
+            (gb,) = torch.autograd.grad(y_peer, inp, g)
+            assert torch.allclose(y_ours, y_peer, rtol=1e-5, atol=1e-5), name
+            assert torch.allclose(ga, gb, rtol=1e-5, atol=1e-5), name
+
+            def step(fn):
+                return lambda: torch.autograd.grad(fn(inp), inp, g)
+            t_ours = timed(step(ours), device, reps, rounds)
+            t_peer = timed(step(peer), device, reps, rounds)
+            row(rows, "eager", f"{name} fwd+bwd {tuple(inp.shape)}", t_ours, t_peer, peer_name, target)
+
+
+def compiled(rows, device, shapes, reps, rounds):
+    for shape, target in shapes:
+        n, c, h, w = shape
+        x = torch.randn(shape, device=device)
+        wt = torch.randn(64, c * 9, device=device)
+
+        def ours_fn(t, wt):
+            return wt @ dml.unfold(t, 3, 1, 1, 1, 1)
+
+        def peer_fn(t, wt):
+            return wt @ F.unfold(t, 3, 1, 1, 1)
+        torch._dynamo.reset()
+        ours = torch.compile(ours_fn, fullgraph=True)
+        peer = torch.compile(peer_fn, fullgraph=True)
+        a, b, e = ours(x, wt), peer(x, wt), ours_fn(x, wt)
+        assert torch.equal(a, e), "compiled != eager"
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-3)
+        t_ours = timed(lambda: ours(x, wt), device, reps, rounds)
+        t_peer = timed(lambda: peer(x, wt), device, reps, rounds)
+        row(rows, "compiled", f"w @ unfold(x) {shape}", t_ours, t_peer, "compiled F.unfold", target)
+
+
+def new_shapes(rows, device, count, cycle, rounds):
+    def shapes(k, w0):
+        """``k`` distinct small shapes, W from ``w0`` on."""
+        return [(1, 1 + i % 8, 8 + (i // 8) % 50, w0 + i // 400) for i in range(k)]
+
+    for name, ours, peer, peer_name in (
+            ("unfold", lambda t: dml.unfold(t, 3, 1, 1, 1, 1), lambda t: F.unfold(t, 3, 1, 1, 1), "F.unfold"),
+            ("slice1 reversing H", lambda t: dml.slice1(t, [0, 0, 0, 0], list(t.shape), [1, 1, -1, 1]),
+             lambda t: torch.flip(t, [2]).contiguous(), "flip().contiguous()")):
+        results = []
+        for r in range(rounds):            # every round on shapes no earlier round used
+            xs = [torch.randn(s, device=device) for s in shapes(count, 20 + 2 * r + (10 if name != "unfold" else 0))]
+            sync(device)
+            t0 = time.perf_counter()
+            for x in xs:
+                ours(x)
+            sync(device)
+            t1 = time.perf_counter()
+            for x in xs:
+                peer(x)
+            sync(device)
+            t2 = time.perf_counter()
+            results.append(((t1 - t0) / count, (t2 - t1) / count))
+        t_ours = statistics.median(r[0] for r in results)
+        t_peer = statistics.median(r[1] for r in results)
+        row(rows, "new shape", f"{name}, {count} shapes never seen", t_ours, t_peer, peer_name, 0.5)
+        # more distinct shapes than the plan cache holds, cycled: the second pass
+        xs = [torch.randn(s, device=device) for s in shapes(cycle, 40 + (10 if name != "unfold" else 0))]
+        passes = []
+        for _ in range(2):
+            sync(device)
+            t0 = time.perf_counter()
+            for x in xs:
+                ours(x)
+            sync(device)
+            t1 = time.perf_counter()
+            for x in xs:
+                peer(x)
+            sync(device)
+            passes.append(((t1 - t0) / cycle, (time.perf_counter() - t1) / cycle))
+        row(rows, "new shape", f"{name}, {cycle} shapes, first pass (cold)", passes[0][0], passes[0][1], peer_name,
+            0.5)
+        row(rows, "new shape", f"{name}, {cycle} shapes, second pass", passes[1][0], passes[1][1], peer_name, 0.5)
+
+
+def warm(rows, device, calls):
+    x = torch.randn(1, 1, 4, 4, device=device)
+    t_ours = timed(lambda: dml.slice1(x, [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 1]), device, calls, 3, warmup=500)
+    t_peer = timed(lambda: torch.flip(x, [2]), device, calls, 3, warmup=500)
+    row(rows, "warm", "slice1 on a 1x1x4x4 tensor", t_ours, t_peer, "torch.flip", 1.0,
+        limit_us=15.0, within_limit=t_ours * 1e6 <= 15.0)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default=str(ROOT / "results"))
+    p.add_argument("--parts", default="eager,compiled,new,warm")
+    a = p.parse_args(argv)
+    dev = a.device
+    quick = a.quick
+    parts = a.parts.split(",")
+    rows = []
+    print(f"device {torch.cuda.get_device_name() if dev == 'cuda' else platform.processor() or 'cpu'}, "
+          f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}", flush=True)
+    if "eager" in parts:
+        shapes = [(1, 4, 16, 16)] + ([(2, 4, 12, 12)] if quick else [(8, 64, 56, 56), (32, 64, 56, 56)])
+        eager(rows, dev, shapes, reps=5 if quick else 50, rounds=3 if quick else 11)
+    if "compiled" in parts:
+        shapes = [((2, 4, 10, 10), 1.0)] if quick else [((16, 16, 56, 56), 1.0), ((32, 64, 56, 56), 1.3)]
+        compiled(rows, dev, shapes, reps=5 if quick else 50, rounds=3 if quick else 11)
+    if "new" in parts:
+        new_shapes(rows, dev, count=60 if quick else 600, cycle=300 if quick else 2000, rounds=1 if quick else 3)
+    if "warm" in parts:
+        warm(rows, dev, calls=200 if quick else 20000)
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
+            "date": time.strftime("%Y-%m-%d"), "quick": quick}
+    (out / f"train-{dev}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(rows) + 1.5))
+    names = [f"{r['part']}: {r['workload']}" for r in rows]
+    ax.barh(range(len(rows)), [r["speedup"] for r in rows],
+            color=["tab:green" if r["met"] else "tab:red" for r in rows])
+    for i, r in enumerate(rows):
+        ax.plot([r["target"]] * 2, [i - 0.4, i + 0.4], color="k")
+    ax.set_yticks(range(len(rows)), names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed-up over PyTorch (PyTorch time / opendml time); black: target")
+    ax.set_title(f"opendml in training, {meta['device']}, {meta['date']}")
+    fig.tight_layout()
+    fig.savefig(out / f"train-{dev}.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()
