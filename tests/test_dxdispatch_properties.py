@@ -4,7 +4,9 @@ pattern (padded, permuted, broadcast), written with random abbreviations,
 bound at offsets into larger resources filled with random bytes, and
 dispatched several times over different resources. Each output equals the
 array API's (``opendml.slice1`` etc.) byte for byte, and the bytes no output
-element covers keep their values. Then a fuzz test: mutated models through
+element covers keep their values. The data-movement family (JOIN, SPLIT,
+TILE, PADDING1) likewise, from descriptions drawn here against its array API
+(``opendml.join`` etc.). Then a fuzz test: mutated models through
 ``opendml dispatch`` exit 0 or 2, a 2 with one line on stderr, no traceback,
 and nothing in --output-dir."""
 import copy
@@ -20,10 +22,11 @@ from hypothesis import strategies as st
 import opendml as dml
 import opendml.dxdispatch as dxd
 from opendml.cli import examples
-from opendml.jsonform import to_json
+from opendml.jsonform import from_json, to_json
+from opendml.ops import OPERATORS
 from tests import reference as ref
 from tests.test_fuzz import DEEP, HUGE, Foreign, _walk, check_cli, junk
-from tests.test_properties import (dedupe_broadcast, finite_input, fold_cases, logical_input, slice1_cases,
+from tests.test_properties import (dedupe_broadcast, finite_input, fold_cases, layouts, logical_input, slice1_cases,
                                    slice_cases, slice_grad_cases, unfold_cases)
 
 SETTINGS = settings(max_examples=25, deadline=None,
@@ -97,6 +100,60 @@ def _binding(draw, name: str, pad: int, nbytes: int):
     return {"name": name, "elementOffset": pad // 16, "elementSizeInBytes": 16}
 
 
+def check_model(draw, rng, desc, runs, pads=(16, 32)):
+    """Run ``desc`` as a DxDispatch model: one dispatchable, one dispatch per
+    run, each over its own resources (UINT8 bytes: random bytes with the
+    input tensors written at an offset; random bytes for the outputs, bound at
+    an offset). ``runs`` is a list of (logical inputs, expected outputs). Each
+    output tensor must equal its expected array byte for byte, and every byte
+    no output element covers must keep its value."""
+    in_pad, out_pad = pads
+    form = to_json(desc)
+    del form["Operator"]
+    for slot in desc.SLOTS:
+        v = form[slot.json]
+        form[slot.json] = [_tensor_form(draw, t) for t in v] if slot.many else _tensor_form(draw, v)
+    resources, commands, fills = {}, [], []
+    for k, (xs, _) in enumerate(runs):
+        names = {"input": iter(f"in{k}_{i}" for i in range(len(desc.inputs))),
+                 "output": iter(f"out{k}_{i}" for i in range(len(desc.outputs)))}
+        run_fills = []
+        for i, (t, x) in enumerate(zip(desc.inputs, xs)):
+            resources[f"in{k}_{i}"] = {"initialValuesDataType": "UINT8",
+                                       "initialValues": _resource_bytes(t, x, in_pad, rng).tolist()}
+        for i, t in enumerate(desc.outputs):
+            fill = rng.integers(0, 256, out_pad + t.total_tensor_size_in_bytes + 16, dtype=np.uint8)
+            run_fills.append(fill)
+            resources[f"out{k}_{i}"] = {"initialValuesDataType": "UINT8", "initialValues": fill.tolist()}
+        fills.append(run_fills)
+        bindings = {}
+        for slot in desc.SLOTS:
+            tensors = getattr(desc, slot.attr)
+            pad = in_pad if slot.role == "input" else out_pad
+            one = [_binding(draw, next(names[slot.role]), pad, t.total_tensor_size_in_bytes)
+                   for t in (tensors if slot.many else (tensors,))]
+            bindings[slot.json] = one if slot.many else one[0]
+        commands.append({"type": "dispatch", "dispatchable": "op", "bindings": bindings})
+    model = {"resources": resources,
+             "dispatchables": {"op": {"type": _spell(draw, desc.OPERATOR, "DML_OPERATOR_"), "desc": form}},
+             "commands": commands}
+    results = dxd.run(model)
+    for k, (xs, expected) in enumerate(runs):
+        for i, (t, want) in enumerate(zip(desc.outputs, expected)):
+            raw = results[f"out{k}_{i}"]
+            got = ref.read_elements(raw[out_pad:].tobytes(), t.data_type.numpy_dtype, list(t.sizes),
+                                    None if t.strides is None else list(t.strides))
+            want = np.asarray(want).reshape(t.sizes)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+            touched = np.zeros(raw.size, bool)
+            for idx in np.ndindex(*t.sizes):
+                b = out_pad + sum(j * st_ for j, st_ in zip(idx, t.element_strides)) * t.element_size
+                touched[b:b + t.element_size] = True
+            assert (raw[~touched] == fills[k][i][~touched]).all()
+        for i, t in enumerate(desc.inputs):
+            assert results[f"in{k}_{i}"].tobytes() == bytes(resources[f"in{k}_{i}"]["initialValues"])
+
+
 @pytest.mark.parametrize("op", sorted(CASES))
 @SETTINGS
 @given(data=st.data(), seed=st.integers(0, 2**16))
@@ -104,41 +161,97 @@ def test_random_models_equal_the_array_api(op, data, seed):
     gen, values = CASES[op]
     desc, in_pad, out_pad = _with_pads(data.draw(gen()))
     rng = np.random.default_rng(seed)
-    tin, tout = desc.input_tensor, desc.output_tensor
-    form = to_json(desc)
-    del form["Operator"]
-    for slot in desc.SLOTS:
-        form[slot.json] = _tensor_form(data.draw, form[slot.json])
-    runs = data.draw(st.integers(1, 3))        # dispatches of the one dispatchable, each over its own resources
-    resources, commands, inputs, fills = {}, [], [], []
-    for k in range(runs):
+    tin = desc.input_tensor
+    runs = []
+    for _ in range(data.draw(st.integers(1, 3))):   # dispatches of the one dispatchable
         x = dedupe_broadcast(values(tin.data_type, tin.sizes, rng), tin)
-        inputs.append(x)
-        resources[f"in{k}"] = {"initialValuesDataType": "UINT8",
-                               "initialValues": _resource_bytes(tin, x, in_pad, rng).tolist()}
-        fill = rng.integers(0, 256, out_pad + tout.total_tensor_size_in_bytes + 16, dtype=np.uint8)
-        fills.append(fill)
-        resources[f"out{k}"] = {"initialValuesDataType": "UINT8", "initialValues": fill.tolist()}
-        commands.append({"type": "dispatch", "dispatchable": "op", "bindings": {
-            desc.SLOTS[0].json: _binding(data.draw, f"in{k}", in_pad, tin.total_tensor_size_in_bytes),
-            desc.SLOTS[1].json: _binding(data.draw, f"out{k}", out_pad, tout.total_tensor_size_in_bytes)}})
-    model = {"resources": resources,
-             "dispatchables": {"op": {"type": _spell(data.draw, op, "DML_OPERATOR_"), "desc": form}},
-             "commands": commands}
-    results = dxd.run(model)
-    es = tout.element_size
-    touched = np.zeros(fills[0].size, bool)
-    for idx in np.ndindex(*tout.sizes):
-        b = out_pad + sum(i * s for i, s in zip(idx, tout.element_strides)) * es
-        touched[b:b + es] = True
-    for k in range(runs):
-        raw = results[f"out{k}"]
-        got = ref.read_elements(raw[out_pad:].tobytes(), tout.data_type.numpy_dtype, list(tout.sizes),
-                                None if tout.strides is None else list(tout.strides))
-        want = _array_api(desc, inputs[k])
-        assert got.shape == want.shape and got.tobytes() == want.tobytes()
-        assert (raw[~touched] == fills[k][~touched]).all()
-        assert results[f"in{k}"].tobytes() == bytes(resources[f"in{k}"]["initialValues"])
+        runs.append(([x], [_array_api(desc, x)]))
+    check_model(data.draw, rng, desc, runs, (in_pad, out_pad))
+
+
+# -- the data-movement family: descriptions from the JSON form, against the family's array API
+
+def _types(op):
+    """The data types the operator's newest support table allows."""
+    return sorted(t.name for t in OPERATORS[op].SUPPORT[-1].types)
+
+
+def _sizes(draw, rank, lo=1, hi=4):
+    return [draw(st.integers(lo, hi)) for _ in range(rank)]
+
+
+def _tensor(draw, dtype, sizes, broadcast=True):
+    strides = draw(layouts(sizes, allow_broadcast=broadcast))
+    return {"DataType": dtype, "Sizes": sizes, **({"Strides": strides} if strides is not None else {})}
+
+
+def _inputs(desc, rng):
+    return [dedupe_broadcast(logical_input(t.data_type, t.sizes, rng), t) for t in desc.inputs]
+
+
+def family_join(draw, rng):
+    rank, dtype = draw(st.integers(1, 4)), draw(st.sampled_from(_types("JOIN")))
+    axis, base = draw(st.integers(0, rank - 1)), _sizes(draw, rank)
+    parts = [base[:axis] + [draw(st.integers(1, 3))] + base[axis + 1:] for _ in range(draw(st.integers(1, 3)))]
+    out = base[:axis] + [sum(p[axis] for p in parts)] + base[axis + 1:]
+    desc = from_json({"Operator": "JOIN", "InputTensors": [_tensor(draw, dtype, p) for p in parts],
+                      "OutputTensor": _tensor(draw, dtype, out, False), "Axis": axis})
+    xs = _inputs(desc, rng)
+    return desc, xs, [dml.join(xs, axis)]
+
+
+def family_split(draw, rng):
+    rank, dtype = draw(st.integers(1, 4)), draw(st.sampled_from(_types("SPLIT")))
+    axis, base = draw(st.integers(0, rank - 1)), _sizes(draw, rank)
+    pieces = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(1, 3)))]
+    size = base[:axis] + [sum(pieces)] + base[axis + 1:]
+    desc = from_json({"Operator": "SPLIT", "InputTensor": _tensor(draw, dtype, size), "Axis": axis,
+                      "OutputTensors": [_tensor(draw, dtype, base[:axis] + [p] + base[axis + 1:], False)
+                                        for p in pieces]})
+    xs = _inputs(desc, rng)
+    return desc, xs, dml.split(xs[0], axis, pieces)
+
+
+def family_tile(draw, rng):
+    rank, dtype = draw(st.integers(1, 4)), draw(st.sampled_from(_types("TILE")))
+    size, repeats = _sizes(draw, rank, hi=3), _sizes(draw, rank, hi=3)
+    desc = from_json({"Operator": "TILE", "InputTensor": _tensor(draw, dtype, size), "Repeats": repeats,
+                      "OutputTensor": _tensor(draw, dtype, [s * r for s, r in zip(size, repeats)], False)})
+    xs = _inputs(desc, rng)
+    return desc, xs, [dml.tile(xs[0], repeats)]
+
+
+def family_padding1(draw, rng):
+    rank, dtype = draw(st.integers(1, 4)), draw(st.sampled_from(_types("PADDING1")))
+    size = _sizes(draw, rank, lo=2)
+    mode = draw(st.sampled_from(["CONSTANT", "EDGE", "REFLECTION", "SYMMETRIC", "WRAP"]))
+    hi = 1 if mode == "REFLECTION" else 2             # REFLECTION pads less than the size
+    start, end = _sizes(draw, rank, 0, hi), _sizes(draw, rank, 0, hi)
+    value = draw(st.integers(0, 100))
+    desc = from_json({"Operator": "PADDING1", "InputTensor": _tensor(draw, dtype, size),
+                      "OutputTensor": _tensor(draw, dtype, [s + a + b for s, a, b in zip(size, start, end)], False),
+                      "PaddingMode": draw(st.sampled_from([mode, "DML_PADDING_MODE_" + mode])),
+                      "PaddingValueDataType": dtype, "PaddingValue": value, "StartPadding": start,
+                      "EndPadding": end})
+    xs = _inputs(desc, rng)
+    names = {"CONSTANT": "constant", "EDGE": "edge", "REFLECTION": "reflect", "SYMMETRIC": "symmetric",
+             "WRAP": "wrap"}
+    return desc, xs, [dml.pad(xs[0], start, end, names[mode], value)]
+
+
+FAMILY = {"JOIN": family_join, "SPLIT": family_split, "TILE": family_tile, "PADDING1": family_padding1}
+
+
+@pytest.mark.parametrize("op", sorted(FAMILY))
+@SETTINGS
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_random_family_models_equal_the_array_api(op, data, seed):
+    if op not in OPERATORS:
+        pytest.skip(f"DML_OPERATOR_{op} is not in opendml.ops")
+    rng = np.random.default_rng(seed)
+    desc, xs, expected = FAMILY[op](data.draw, rng)
+    check_model(data.draw, rng, desc, [(xs, expected)], (16 * data.draw(st.integers(0, 2)),
+                                                         16 * data.draw(st.integers(0, 2))))
 
 
 # -- the fuzz test -----------------------------------------------------------------------------

@@ -328,16 +328,21 @@ class _Resource:
 
 
 class _Budget:
-    """Bytes the model's resources may still take (``max_bytes`` in all)."""
+    """Bytes the model's buffers may take (``max_bytes`` in all). Initial
+    values are checked against what is left before they are made (they are
+    copied into their buffer and dropped), buffers are taken from it."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes, self.used = max_bytes, 0
 
-    def take(self, nbytes: int, where: str, what: str) -> None:
+    def check(self, nbytes: int, where: str, what: str) -> None:
         if self.used + nbytes > self.max_bytes:
             raise ModelError(f"{where}: {what} takes {nbytes} bytes; the model's resources may take "
                              f"{self.max_bytes} bytes in all ({self.used} taken before it; max_bytes / "
                              f"--max-bytes sets the limit)")
+
+    def take(self, nbytes: int, where: str, what: str) -> None:
+        self.check(nbytes, where, what)
         self.used += nbytes
 
 
@@ -356,7 +361,7 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
             raise ModelError(f"{where}: initialValues must not be empty")
         if dt is None or dt == DataType.UNKNOWN:
             return _mixed_values(iv, where, budget), DataType.UNKNOWN
-        budget.take(len(iv) * dt.size, where, "initialValues")
+        budget.check(len(iv) * dt.size, where, "initialValues")
         return _array_values(iv, dt, f"{where}: initialValues").view(np.uint8), dt
     if not isinstance(iv, dict):
         raise ModelError(f"{where}: initialValues must be an array of numbers or an object; got {_type_name(iv)}")
@@ -374,11 +379,11 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
     if kinds[0] == "value":
         _check_keys(iv, ("valueCount", "value"), w, ("valueCount",))
         count = _uint(iv["valueCount"], f"{w}.valueCount", 1, UINT32_MAX)
-        budget.take(count * dt.size, where, f"initialValues ({count} x {dt.name})")
+        budget.check(count * dt.size, where, f"initialValues ({count} x {dt.name})")
         return np.full(count, _scalar(iv["value"], dt, f"{w}.value"), dtype=dt.numpy_dtype).view(np.uint8), dt
     _check_keys(iv, ("valueCount", "valueStart", "valueDelta"), w, ("valueCount", "valueDelta"))
     count = _uint(iv["valueCount"], f"{w}.valueCount", 1, UINT32_MAX)
-    budget.take(count * dt.size, where, f"initialValues ({count} x {dt.name})")
+    budget.check(count * dt.size, where, f"initialValues ({count} x {dt.name})")
     return _sequence(iv["valueStart"], iv["valueDelta"], count, dt, w).view(np.uint8), dt
 
 
@@ -415,7 +420,7 @@ def _sequence(start, delta, count: int, dt: DataType, where: str) -> np.ndarray:
 def _mixed_values(items: list, where: str, budget: _Budget) -> np.ndarray:
     """A list initialiser (initialValuesDataType UNKNOWN): ``{"type", "value",
     "name"}`` objects packed one after the other without padding."""
-    budget.take(8 * len(items), where, "initialValues")
+    budget.check(8 * len(items), where, "initialValues")
     parts = []
     for i, item in enumerate(items):
         w = f"{where}: initialValues[{i}]"
@@ -472,7 +477,7 @@ def _file_values(source, dt: DataType | None, where: str, folder: str, budget: _
                                  f"initialiser")
             if size == 0:
                 raise ModelError(f"{w}: the file is empty; initialValues must not be empty")
-            budget.take(size, where, f"the file {_short(source)}")
+            budget.check(size, where, f"the file {_short(source)}")
             return np.frombuffer(f.read(), dtype=np.uint8).copy(), dt
     except OSError as e:
         raise ModelError(f"{w}: cannot read {_short(source)}: {e.strerror or e}") from None
@@ -508,7 +513,7 @@ def _read_npy(f, size: int, dt: DataType | None, w: str, budget: _Budget) -> tup
     if left != nbytes:
         raise ModelError(f"{w}: the file holds {left} bytes of data; its header promises {nbytes} "
                          f"({list(shape)} of {dtype})")
-    budget.take(nbytes, w, "the .npy array")
+    budget.check(nbytes, w, "the .npy array")
     x = np.fromfile(f, dtype=dtype, count=count)
     x = x.reshape(shape[::-1]).T if fortran else x.reshape(shape)
     x = np.ascontiguousarray(x, dtype=native if native != _NPY_BOOL else np.uint8)
