@@ -42,7 +42,18 @@ CASTING = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 
 class Buffer:
-    """A byte buffer on a device (DirectML's committed resource)."""
+    """A byte buffer on a device (DirectML's committed resource).
+
+    Made by ``Device.create_buffer`` or ``Device.upload``, zero-filled; bind
+    byte ranges of it with ``BufferBinding``.
+
+    Attributes
+    ----------
+    device : Device
+        The device it lives on.
+    size_in_bytes : int
+        Its size.
+    """
 
     def __init__(self, device: "Device", size_in_bytes: int, _storage=None):
         self.device = device
@@ -69,7 +80,32 @@ class Buffer:
         between them keep their values): the cost is that of the elements,
         not of TotalTensorSizeInBytes. Where the strides make elements share
         memory (a stride of 0), the first element along each such dimension
-        is the one stored."""
+        is the one stored.
+
+        Parameters
+        ----------
+        array : array_like
+            Numbers (a NumPy array or nested lists); with ``tensor``, of the
+            tensor's sizes.
+        tensor : TensorDesc, optional
+            The layout of the elements; None writes the packed bytes.
+        offset : int, default 0
+            Byte offset in the buffer.
+        casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default "safe"
+            Which conversions are allowed (see above).
+
+        Raises
+        ------
+        ValidationError
+            If a value does not survive the conversion, the shape differs
+            from the tensor's sizes, ``casting`` is unknown, or the array is
+            masked, ragged or not numeric.
+        BindingError
+            If the bytes written would not lie inside the buffer.
+        TypeError
+            If ``tensor`` is not a ``TensorDesc``, or ``array`` is None, a
+            string or a mapping.
+        """
         w = "Buffer.write"
         offset = as_int(offset, "offset", where=w)
         _check_tensor_arg(tensor, w)
@@ -96,9 +132,30 @@ class Buffer:
             view[keep][...] = values
 
     def read(self, tensor: TensorDesc | None = None, offset: int = 0) -> np.ndarray:
-        """Read the tensor's elements at byte ``offset`` (a new packed NumPy
-        array; the cost is that of the elements), or, without ``tensor``, all
-        bytes of the buffer."""
+        """Read the tensor's elements at byte ``offset``, or every byte.
+
+        Parameters
+        ----------
+        tensor : TensorDesc, optional
+            The layout of the elements; None reads all bytes of the buffer
+            (as ``uint8``).
+        offset : int, default 0
+            Byte offset of the tensor in the buffer.
+
+        Returns
+        -------
+        numpy.ndarray
+            A new packed array of the tensor's sizes and data type (the cost
+            is that of the elements); on CUDA, reading waits for the work
+            queued on the buffer.
+
+        Raises
+        ------
+        BindingError
+            If the tensor's bytes would not lie inside the buffer.
+        TypeError
+            If ``tensor`` is not a ``TensorDesc``.
+        """
         w = "Buffer.read"
         offset = as_int(offset, "offset", where=w)
         _check_tensor_arg(tensor, w)
@@ -235,7 +292,27 @@ def host_view(raw: np.ndarray, tensor: TensorDesc) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class BufferBinding:
-    """DML_BUFFER_BINDING: a byte range of a buffer."""
+    """``DML_BUFFER_BINDING``: a byte range of a buffer, bound to one tensor
+    of a compiled operator through ``BindingTable.bind_inputs`` or
+    ``bind_outputs``, which check the binding rules against the tensor.
+
+    Parameters
+    ----------
+    buffer : Buffer
+        The buffer.
+    offset : int, default 0
+        Byte offset of the range: a multiple of 16, or of the tensor's
+        ``guaranteed_base_offset_alignment`` when larger (checked at bind).
+    size_in_bytes : int, optional
+        The range's size, at least the tensor's ``total_tensor_size_in_bytes``
+        (checked at bind); None (the default): the rest of the buffer.
+
+    Raises
+    ------
+    BindingError
+        If ``buffer`` is not a ``Buffer``, or ``offset`` or
+        ``size_in_bytes`` is not an integer in [0, 2**64 - 1].
+    """
     buffer: Buffer
     offset: int = 0
     size_in_bytes: int | None = None
@@ -249,6 +326,7 @@ class BufferBinding:
 
     @property
     def end(self) -> int:
+        """The first byte after the range."""
         return self.offset + self.size_in_bytes
 
 
@@ -263,7 +341,16 @@ def _binding_int(value, field) -> int:
 
 
 class Operator:
-    """A validated operator (IDMLOperator)."""
+    """A validated operator (``IDMLOperator``), made by
+    ``Device.create_operator``; compile it with ``Device.compile_operator``.
+
+    Attributes
+    ----------
+    device : Device
+        The device that validated it.
+    desc : OperatorDesc
+        Its description.
+    """
 
     def __init__(self, device: "Device", desc: OperatorDesc):
         self.device, self.desc = device, desc
@@ -273,7 +360,18 @@ class Operator:
 
 
 class CompiledOperator:
-    """A compiled operator (IDMLCompiledOperator): its plan, ready to bind."""
+    """A compiled operator (``IDMLCompiledOperator``): its plan, ready to bind
+    in a ``BindingTable`` and execute, from any number of threads.
+
+    Attributes
+    ----------
+    device : Device
+        The device it was compiled for.
+    operator : Operator
+        The operator compiled.
+    desc : OperatorDesc
+        Its description.
+    """
 
     def __init__(self, device: "Device", operator: Operator):
         self.device, self.operator, self.desc = device, operator, operator.desc
@@ -310,12 +408,42 @@ class BindingTable:
         self._lock = threading.Lock()
 
     def bind_inputs(self, bindings: Sequence[BufferBinding | None] | BufferBinding | None) -> None:
+        """Bind the operator's inputs, one binding per input tensor, in order.
+
+        Parameters
+        ----------
+        bindings : sequence of BufferBinding or None, or one BufferBinding
+            ``None`` in the place of an ``OWNED_BY_DML`` input (bound at
+            initialization instead).
+
+        Raises
+        ------
+        BindingError
+            If the count differs from the operator's inputs, an offset is not
+            aligned, a range leaves its buffer or is smaller than its tensor,
+            a buffer belongs to another device, an owned input is bound here
+            or a plain one is None, or an input overlaps a bound output. The
+            previous bindings are kept.
+        """
         inputs = self._check("input", bindings, self.compiled.input_tensors, owned_ok=True)
         with self._lock:
             self._check_overlap(inputs, self._outputs)
             self._inputs, self._executor = inputs, None
 
     def bind_outputs(self, bindings: Sequence[BufferBinding] | BufferBinding) -> None:
+        """Bind the operator's outputs, one binding per output tensor, in order.
+
+        Parameters
+        ----------
+        bindings : sequence of BufferBinding, or one BufferBinding
+
+        Raises
+        ------
+        BindingError
+            As ``bind_inputs``, and if two outputs overlap or an output
+            overlaps an input (these operators do not run in place). The
+            previous bindings are kept.
+        """
         outputs = self._check("output", bindings, self.compiled.output_tensors, owned_ok=False)
         with self._lock:
             self._check_overlap(self._inputs, outputs)
@@ -392,7 +520,25 @@ def check_binding(op: str, what: str, b: BufferBinding, t: TensorDesc, device) -
 
 
 class Device:
-    """A DirectML device on ``"cpu"`` (NumPy) or ``"cuda"`` (CuPy)."""
+    """A DirectML device: ``"cpu"`` (opendml's C kernels, or NumPy) or
+    ``"cuda"`` (opendml's CUDA kernels through CuPy).
+
+    Parameters
+    ----------
+    kind : {"cpu", "cuda"}, default "cpu"
+        Where operators run.
+    feature_level : FeatureLevel, str or int, default FeatureLevel.FL_6_4
+        The level descriptions are validated against (``"6_4"``, ``"6.4"``
+        ...).
+
+    Raises
+    ------
+    UnsupportedError
+        If ``kind`` is unknown, or ``"cuda"`` is asked for where CuPy or a
+        GPU is missing.
+    ValidationError
+        If ``feature_level`` names no level.
+    """
 
     def __init__(self, kind: str = "cpu", feature_level=FeatureLevel.FL_6_4):
         self.backend = get_backend(kind)
@@ -403,12 +549,48 @@ class Device:
         return f"Device({self.kind!r}, feature_level=FeatureLevel.{self.feature_level.name})"
 
     def create_operator(self, desc: OperatorDesc) -> Operator:
+        """Validate a description at this device's feature level.
+
+        Parameters
+        ----------
+        desc : OperatorDesc
+
+        Returns
+        -------
+        Operator
+
+        Raises
+        ------
+        UnsupportedError
+            If the operator, a rank or a data type is not supported at the
+            device's feature level.
+        ValidationError
+            If ``desc`` is not an operator description.
+        """
         if not isinstance(desc, OperatorDesc):
             raise ValidationError(f"create_operator: expected an operator description; got {type(desc).__name__}")
         desc.validate(self.feature_level)
         return Operator(self, desc)
 
     def compile_operator(self, operator: Operator | OperatorDesc) -> CompiledOperator:
+        """Compile an operator (a description is created first).
+
+        Parameters
+        ----------
+        operator : Operator or OperatorDesc
+            An operator created by this device, or a description.
+
+        Returns
+        -------
+        CompiledOperator
+
+        Raises
+        ------
+        ValidationError
+            If ``operator`` was created by another device or is neither.
+        UnsupportedError
+            As ``create_operator``, for a description.
+        """
         if isinstance(operator, OperatorDesc):
             operator = self.create_operator(operator)
         if not isinstance(operator, Operator) or operator.device is not self:
@@ -417,8 +599,27 @@ class Device:
 
     def initialize_operator(self, compiled: CompiledOperator,
                             input_bindings: Sequence[BufferBinding | None] = ()) -> None:
-        """The operator initializer: binds OWNED_BY_DML inputs once; their data is
-        copied into memory the operator owns. Other inputs take None here."""
+        """The operator initializer: binds ``OWNED_BY_DML`` inputs once; their
+        data is copied into memory the operator owns. Other inputs take None
+        here.
+
+        Parameters
+        ----------
+        compiled : CompiledOperator
+            A compiled operator of this device.
+        input_bindings : sequence of BufferBinding or None, default ()
+            One per input tensor: a binding for each owned input, None for
+            the others (empty: all None).
+
+        Raises
+        ------
+        BindingError
+            If the count is wrong, an owned input is not bound or a plain one
+            is, a binding breaks a binding rule, or ``compiled`` belongs to
+            another device.
+        TypeError
+            If ``compiled`` is not a ``CompiledOperator``.
+        """
         if not isinstance(compiled, CompiledOperator):
             raise TypeError(f"Device.initialize_operator: compiled must be a CompiledOperator; "
                             f"got {type(compiled).__name__}")
@@ -448,11 +649,43 @@ class Device:
             compiled._owned[i] = BufferBinding(snap, 0, t.total_tensor_size_in_bytes)
 
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
+        """A new binding table for a compiled operator of this device.
+
+        Parameters
+        ----------
+        compiled : CompiledOperator
+
+        Returns
+        -------
+        BindingTable
+
+        Raises
+        ------
+        BindingError
+            If ``compiled`` is not a compiled operator of this device.
+        """
         if not isinstance(compiled, CompiledOperator) or compiled.device is not self:
             raise BindingError("create_binding_table: expected a CompiledOperator of this device")
         return BindingTable(compiled)
 
     def create_buffer(self, size_in_bytes: int) -> Buffer:
+        """A new zero-filled buffer.
+
+        Parameters
+        ----------
+        size_in_bytes : int
+            In [1, 2**46].
+
+        Returns
+        -------
+        Buffer
+
+        Raises
+        ------
+        ValidationError
+            If the size is out of range, not an integer, or cannot be
+            allocated.
+        """
         size = as_int(size_in_bytes, "size_in_bytes", where="create_buffer")
         if not 1 <= size <= MAX_BUFFER_BYTES:
             raise ValidationError(f"create_buffer: size_in_bytes must be in [1, {MAX_BUFFER_BYTES}]; got {size}")
@@ -466,7 +699,27 @@ class Device:
         size rounded up to 4), or its elements laid out by ``tensor`` (a
         buffer of the tensor's TotalTensorSizeInBytes), converted under
         ``casting`` as ``Buffer.write`` does (default "safe": values that do
-        not survive the conversion are refused)."""
+        not survive the conversion are refused).
+
+        Parameters
+        ----------
+        array : array_like
+            Numbers; with ``tensor``, of the tensor's sizes.
+        tensor : TensorDesc, optional
+            The layout of the elements in the buffer.
+        casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default "safe"
+
+        Returns
+        -------
+        Buffer
+
+        Raises
+        ------
+        ValidationError
+            As ``Buffer.write``, or for an array dtype with no DirectML type.
+        TypeError
+            As ``Buffer.write``.
+        """
         w = "upload"
         _check_tensor_arg(tensor, w)
         _check_casting(casting, w)
@@ -485,7 +738,22 @@ class Device:
     def execute(self, compiled: CompiledOperator, table: BindingTable) -> None:
         """Record and run one dispatch (asynchronous on CUDA; reads synchronise).
         A compiled operator and its binding table may be executed from several
-        threads at once (see ``BindingTable``)."""
+        threads at once (see ``BindingTable``).
+
+        Parameters
+        ----------
+        compiled : CompiledOperator
+        table : BindingTable
+            Its binding table, with inputs and outputs bound.
+
+        Raises
+        ------
+        BindingError
+            If inputs or outputs are not bound, an owned input was not
+            initialized, or the table or operator belongs elsewhere.
+        TypeError
+            If an argument is not a ``CompiledOperator`` / ``BindingTable``.
+        """
         if not isinstance(compiled, CompiledOperator):
             raise TypeError(f"Device.execute: compiled must be a CompiledOperator; got {type(compiled).__name__}")
         if not isinstance(table, BindingTable):
@@ -503,7 +771,29 @@ class Device:
         at this device's feature level), upload each input array through its
         tensor description (initializing OWNED_BY_DML inputs), bind, execute and
         return the output tensor's elements as a new NumPy array (an operator
-        of several outputs, SPLIT: see ``run_all``)."""
+        of several outputs, SPLIT: see ``run_all``).
+
+        Parameters
+        ----------
+        desc : OperatorDesc
+            The description to run.
+        *arrays : array_like
+            One input array per input tensor, of its sizes; values are
+            converted as ``upload`` does (casting "safe").
+
+        Returns
+        -------
+        numpy.ndarray
+            The first output's elements.
+
+        Raises
+        ------
+        ValidationError
+            If the number of arrays is wrong or an array does not fit its
+            tensor.
+        UnsupportedError
+            If the description is not valid at this device's feature level.
+        """
         return self.run_all(desc, *arrays)[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:

@@ -61,9 +61,24 @@ def check_depth(obj, limit: int = MAX_DEPTH) -> None:
 
 
 def loads(text: str) -> dict:
-    """Parse a JSON description: malformed text, integers too long to read,
-    nesting deeper than ``MAX_DEPTH`` and anything but an object are
-    ``JsonFormError``s."""
+    """Parse a JSON description.
+
+    Parameters
+    ----------
+    text : str
+        JSON text.
+
+    Returns
+    -------
+    dict
+        The parsed object.
+
+    Raises
+    ------
+    JsonFormError
+        For malformed text, integers too long to read, nesting deeper than
+        ``MAX_DEPTH``, and anything but an object.
+    """
     try:
         obj = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as e:
@@ -210,7 +225,25 @@ def from_json(obj) -> OperatorDesc:
     ``COUNTS``): a ``many`` slot is a JSON array of tensors; an enum is a
     member's name; a scalar union is a number typed by its sibling type field;
     a struct is an object of its members. An output whose sizes can be derived
-    may be left out, or given without ``Sizes``."""
+    may be left out, or given without ``Sizes``.
+
+    Parameters
+    ----------
+    obj : dict or str
+        A parsed JSON object, or JSON text, in DirectML's field names.
+
+    Returns
+    -------
+    OperatorDesc
+
+    Raises
+    ------
+    JsonFormError
+        If a field is missing, unknown or of the wrong JSON type; the message
+        names its JSON path (``$.InputTensor.Sizes``).
+    ValidationError
+        If the description breaks one of the operator's rules.
+    """
     if isinstance(obj, str):
         obj = loads(obj)
     if not isinstance(obj, dict):

@@ -10,7 +10,14 @@ from .errors import UnsupportedError, ValidationError
 
 
 class DataType(enum.IntEnum):
-    """A tensor element type, with DirectML's own enum values."""
+    """A tensor element type (``DML_TENSOR_DATA_TYPE``), with DirectML's own
+    enum values: ``DataType.FLOAT32.value == 1``.
+
+    The operators use the 11 whole-byte types (FLOAT16/32/64, INT8/16/32/64,
+    UINT8/16/32/64); UNKNOWN, UINT4 and INT4 exist for completeness and have
+    no element size. Being an ``IntEnum``, a member compares equal to its
+    value.
+    """
 
     UNKNOWN = 0
     FLOAT32 = 1
@@ -29,7 +36,13 @@ class DataType(enum.IntEnum):
 
     @property
     def size(self) -> int:
-        """Element size in bytes. Sub-byte and unknown types have none."""
+        """Element size in bytes.
+
+        Raises
+        ------
+        UnsupportedError
+            For UNKNOWN, UINT4 and INT4, which have no whole-byte size.
+        """
         try:
             return _SIZES[self]
         except KeyError:
@@ -40,7 +53,13 @@ class DataType(enum.IntEnum):
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        """The NumPy dtype holding one element (FLOAT16 is ``numpy.float16``)."""
+        """The NumPy dtype holding one element (FLOAT16 is ``numpy.float16``).
+
+        Raises
+        ------
+        UnsupportedError
+            For UNKNOWN, UINT4 and INT4.
+        """
         try:
             return np.dtype(_NUMPY[self])
         except KeyError:
@@ -48,7 +67,23 @@ class DataType(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> "DataType":
-        """Accept a DataType, its value, ``"FLOAT32"`` or ``"DML_TENSOR_DATA_TYPE_FLOAT32"``."""
+        """The data type named by ``value``.
+
+        Parameters
+        ----------
+        value : DataType, int or str
+            A member, its value (``1``), its name (``"FLOAT32"``, any case) or
+            DirectML's full name (``"DML_TENSOR_DATA_TYPE_FLOAT32"``).
+
+        Returns
+        -------
+        DataType
+
+        Raises
+        ------
+        ValidationError
+            If ``value`` names no data type.
+        """
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
@@ -68,6 +103,23 @@ class DataType(enum.IntEnum):
 
     @classmethod
     def from_numpy(cls, dtype) -> "DataType":
+        """The data type of a NumPy dtype (native byte order).
+
+        Parameters
+        ----------
+        dtype : numpy.dtype or str
+            Anything ``numpy.dtype`` accepts.
+
+        Returns
+        -------
+        DataType
+
+        Raises
+        ------
+        UnsupportedError
+            If the dtype is none of the 11 element types (bool, complex,
+            object, structured dtypes).
+        """
         dt = np.dtype(dtype)
         for t, name in _NUMPY.items():
             if np.dtype(name) == dt:

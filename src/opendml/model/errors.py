@@ -13,12 +13,15 @@ class DmlError(Exception):
 
 
 class ValidationError(DmlError, ValueError):
-    """A description breaks a rule of the specification (E_INVALIDARG)."""
+    """A description or argument breaks a rule of the specification
+    (DirectML's E_INVALIDARG). Also a ``ValueError``."""
 
 
 class UnsupportedError(DmlError):
-    """Valid, but not supported at this feature level or on this backend."""
+    """Valid, but not supported: at this feature level, on this backend (a
+    device kind, CUDA where CuPy is missing), or for this array's data type."""
 
 
 class BindingError(DmlError, ValueError):
-    """A buffer binding breaks a binding rule."""
+    """A buffer binding breaks a binding rule (offset alignment, range, size,
+    count, overlap, device). Also a ``ValueError``."""

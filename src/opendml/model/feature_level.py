@@ -9,6 +9,13 @@ from .errors import ValidationError
 
 
 class FeatureLevel(enum.IntEnum):
+    """A DirectML feature level (``DML_FEATURE_LEVEL``), with DirectML's values
+    (``FL_6_4 == 0x6400``). Levels are ordered: ``FL_3_0 < FL_4_1``. An
+    operator exists from the level it was introduced in, and each level's
+    support table says which ranks and data types it takes
+    (``OperatorDesc.validate``).
+    """
+
     FL_1_0 = 0x1000
     FL_2_0 = 0x2000
     FL_2_1 = 0x2100
@@ -32,8 +39,23 @@ class FeatureLevel(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> "FeatureLevel":
-        """Accept a FeatureLevel, its value, ``"6_4"``, ``"6.4"``, ``"FL_6_4"`` or
-        ``"DML_FEATURE_LEVEL_6_4"``."""
+        """The feature level named by ``value``.
+
+        Parameters
+        ----------
+        value : FeatureLevel, int or str
+            A member, its value (``0x6400``), or a string: ``"6_4"``,
+            ``"6.4"``, ``"FL_6_4"`` or ``"DML_FEATURE_LEVEL_6_4"``.
+
+        Returns
+        -------
+        FeatureLevel
+
+        Raises
+        ------
+        ValidationError
+            If ``value`` names none of the 15 levels; the message lists them.
+        """
         if isinstance(value, cls):
             return value
         if isinstance(value, int) and not isinstance(value, bool):

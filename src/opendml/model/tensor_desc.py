@@ -21,12 +21,28 @@ MINIMUM_BUFFER_TENSOR_ALIGNMENT = 16
 
 
 class TensorFlags(enum.IntFlag):
+    """``DML_TENSOR_FLAGS``: ``NONE``, or ``OWNED_BY_DML`` for an input whose
+    data is bound once, at initialization (``Device.initialize_operator``),
+    instead of at every execution."""
+
     NONE = 0
     OWNED_BY_DML = 1
 
 
 def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Row-major strides (last dimension fastest), in elements."""
+    """Packed row-major strides (last dimension fastest), in elements.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The tensor's sizes.
+
+    Returns
+    -------
+    tuple of int
+        ``strides[i] == prod(sizes[i + 1:])``; ``(15, 15, 5, 1)`` for
+        ``[1, 1, 3, 5]``.
+    """
     strides, step = [], 1
     for s in reversed(tuple(sizes)):
         strides.append(step)
@@ -35,8 +51,25 @@ def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
 
 
 def nhwc_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Packed channels-last strides for sizes given in NCHW (4-D) or NCDHW (5-D)
-    order: {N, C, H, W} gives {H*W*C, 1, W*C, C}."""
+    """Packed channels-last (NHWC / NDHWC) strides for sizes given in NCHW or
+    NCDHW order, as DirectML describes such data.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        4 sizes ``{N, C, H, W}`` or 5 sizes ``{N, C, D, H, W}``.
+
+    Returns
+    -------
+    tuple of int
+        ``{H*W*C, 1, W*C, C}`` for 4 sizes (and ``{D*H*W*C, 1, H*W*C, W*C, C}``
+        for 5).
+
+    Raises
+    ------
+    ValidationError
+        If ``sizes`` has neither 4 nor 5 entries.
+    """
     sizes = tuple(sizes)
     if len(sizes) not in (4, 5):
         raise ValidationError(f"nhwc_strides: sizes must have 4 (NCHW) or 5 (NCDHW) entries; got {len(sizes)}")
@@ -87,11 +120,33 @@ def _buffer_tensor_size(element_size: int, sizes, strides) -> int:
 
 def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[int],
                             strides: Sequence[int] | None = None) -> int:
-    """DMLCalcBufferTensorSize: the minimum byte size of a buffer tensor,
-    rounded up to a multiple of 4. The arguments are checked as a
-    ``TensorDesc`` checks them (an element type of these operators, 1 to 8
-    sizes in [1, UINT32_MAX], strides in [0, UINT32_MAX], a result that fits
-    in 64 bits); a violation raises ``ValidationError``."""
+    """``DMLCalcBufferTensorSize``: the minimum byte size of a buffer holding
+    the tensor, rounded up to a multiple of 4, computed in 64 bits.
+
+    Without strides it is ``prod(sizes) * element_size``; with strides,
+    ``(sum((sizes[i] - 1) * strides[i]) + 1) * element_size``.
+
+    Parameters
+    ----------
+    data_type : DataType, str or int
+        One of the 11 element types (anything ``DataType.parse`` accepts).
+    sizes : sequence of int
+        1 to 8 sizes, each in [1, 2**32 - 1], at most 2**32 - 1 elements.
+    strides : sequence of int, optional
+        One per dimension, each in [0, 2**32 - 1], in elements; None (the
+        default) means packed.
+
+    Returns
+    -------
+    int
+        The size in bytes, a multiple of 4.
+
+    Raises
+    ------
+    ValidationError
+        If an argument breaks one of the rules above (as ``TensorDesc``
+        checks them) or the size does not fit in 64 bits.
+    """
     w = "calc_buffer_tensor_size"
     dt = DataType.parse(data_type)
     if dt not in _ELEMENT_SIZES:
@@ -105,7 +160,39 @@ def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[i
 
 @dataclasses.dataclass(frozen=True)
 class TensorDesc:
-    """A DirectML buffer tensor description (sizes and strides in elements)."""
+    """A DirectML buffer tensor description (``DML_BUFFER_TENSOR_DESC``).
+
+    Sizes and strides count elements, never bytes, and are given in the
+    logical order (NCHW for images) whatever the memory layout. Every rule
+    that does not depend on a feature level is checked on construction;
+    the values are stored normalised (a ``DataType``, tuples of ints, the
+    total size filled in). Descriptions are frozen and may be shared between
+    threads.
+
+    Parameters
+    ----------
+    data_type : DataType, str or int
+        One of the 11 element types.
+    sizes : sequence of int
+        1 to 8 sizes, each in [1, 2**32 - 1], at most 2**32 - 1 elements.
+    strides : sequence of int, optional
+        One per dimension, each in [0, 2**32 - 1]: 0 broadcasts, a stride
+        larger than the packed one pads. None (the default): packed.
+    total_tensor_size_in_bytes : int, optional
+        At least ``calc_buffer_tensor_size(data_type, sizes, strides)`` (the
+        default) and at most 2**64 - 1.
+    guaranteed_base_offset_alignment : int, default 0
+        0 (no promise) or a power of two at least the element size; a
+        binding's offset must be a multiple of it (and of 16).
+    flags : TensorFlags, default TensorFlags.NONE
+        ``NONE`` or ``OWNED_BY_DML``.
+
+    Raises
+    ------
+    ValidationError
+        If a field breaks its rule; the message names the field and the
+        values.
+    """
 
     data_type: DataType
     sizes: tuple[int, ...]
@@ -151,11 +238,32 @@ class TensorDesc:
 
     @classmethod
     def nhwc(cls, data_type, sizes, **kw) -> "TensorDesc":
-        """Channels-last layout for sizes in NCHW / NCDHW order."""
+        """A description of packed channels-last data, for sizes in NCHW or
+        NCDHW order (strides from ``nhwc_strides``).
+
+        Parameters
+        ----------
+        data_type : DataType, str or int
+            The element type.
+        sizes : sequence of int
+            4 or 5 sizes, in NCHW / NCDHW order.
+        **kw
+            The other ``TensorDesc`` fields.
+
+        Returns
+        -------
+        TensorDesc
+
+        Raises
+        ------
+        ValidationError
+            As ``nhwc_strides`` and ``TensorDesc`` do.
+        """
         return cls(data_type, sizes, nhwc_strides(sizes), **kw)
 
     @property
     def rank(self) -> int:
+        """The number of dimensions (DirectML's ``DimensionCount``)."""
         return len(self.sizes)
 
     @property
@@ -165,6 +273,7 @@ class TensorDesc:
 
     @property
     def element_size(self) -> int:
+        """The size of one element in bytes."""
         return self.data_type.size
 
     @property
@@ -178,6 +287,22 @@ class TensorDesc:
         return max(MINIMUM_BUFFER_TENSOR_ALIGNMENT, self.guaranteed_base_offset_alignment)
 
     def with_(self, **changes) -> "TensorDesc":
+        """A new description with some fields replaced, checked again.
+
+        Parameters
+        ----------
+        **changes
+            Fields of ``TensorDesc`` and their new values.
+
+        Returns
+        -------
+        TensorDesc
+
+        Raises
+        ------
+        ValidationError
+            If the new description breaks a rule.
+        """
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:

@@ -58,20 +58,30 @@ def usable_cores() -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """The settings in force (``opendml.config()``).
+    """The settings in force, as ``opendml.config()`` returns them (frozen).
 
-    ``cpu_kernels``: "compiled" (opendml's C kernels) or "numpy";
-    ``compiled_available``: whether the C kernels were built at install time;
-    ``threads``: threads the compiled kernels may use;
-    ``output_cache_bytes``: bytes of released array-API outputs the compiled
-    path keeps for reuse (0: off);
-    ``thread_grain_bytes``: work below this many bytes moved runs on one thread;
-    ``unfold_tile_stride``, ``unfold_tile_columns``: UNFOLD reads along the
-    innermost block axis with a byte step above ``unfold_tile_stride`` in
-    tiles of ``unfold_tile_columns`` output columns;
-    ``call_cache``: whether a repeated array-API call (same operator,
-    arguments, dtype, shape and strides) is served by the compiled extension's
-    call cache without entering Python (see ``opendml.runtime.calls``).
+    Attributes
+    ----------
+    cpu_kernels : str
+        ``"compiled"`` (opendml's C kernels) or ``"numpy"``.
+    compiled_available : bool
+        Whether the C kernels were built at install time.
+    threads : int
+        Threads the compiled kernels may use.
+    output_cache_bytes : int
+        Bytes of released array-function outputs the compiled path keeps for
+        reuse (0: off).
+    thread_grain_bytes : int
+        Work below this many bytes moved runs on one thread.
+    unfold_tile_stride : int
+        UNFOLD reads along the innermost block axis with a byte step above
+        this in tiles of ``unfold_tile_columns`` output columns.
+    unfold_tile_columns : int
+        See ``unfold_tile_stride``.
+    call_cache : bool
+        Whether a repeated array-function call (same operator, arguments,
+        dtype, shape and strides) is served by the compiled extension's call
+        cache without entering Python.
     """
     cpu_kernels: str
     compiled_available: bool
@@ -151,7 +161,24 @@ def _initial() -> Config:
 
 
 def config() -> Config:
-    """The settings in force."""
+    """The settings in force.
+
+    The first call reads the environment's ``OPENDML_*`` values (checked when
+    opendml was imported).
+
+    Returns
+    -------
+    Config
+
+    Raises
+    ------
+    ValidationError
+        If an ``OPENDML_*`` environment variable is malformed (until
+        ``configure`` sets that setting explicitly).
+    UnsupportedError
+        If ``OPENDML_CPU_KERNELS=compiled`` but the compiled kernels are not
+        installed.
+    """
     global _current
     cfg = _current
     if cfg is None:
@@ -193,8 +220,46 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
               output_cache_bytes: int | None = None, thread_grain_bytes: int | None = None,
               unfold_tile_stride: int | None = None, unfold_tile_columns: int | None = None,
               call_cache: bool | None = None) -> _Restore:
-    """Change settings (None keeps a setting). Returns a handle whose ``with``
-    block restores the previous settings on exit."""
+    """Change settings for the whole process; None keeps a setting.
+
+    Call it before starting threads. Any change empties the call cache.
+
+    Parameters
+    ----------
+    cpu_kernels : {"compiled", "numpy"}, optional
+        Which CPU kernels run plans.
+    threads : int, optional
+        Threads the compiled kernels use, in [1, 1024].
+    output_cache_bytes : int, optional
+        Bytes of released CPU outputs kept for reuse, in [0, 2**62]; 0 turns
+        reuse off and frees what is held.
+    thread_grain_bytes : int, optional
+        Work below this many bytes runs on one thread, in [1, 2**62].
+    unfold_tile_stride : int, optional
+        CPU UNFOLD tiling threshold in bytes, in [0, 2**62].
+    unfold_tile_columns : int, optional
+        CPU UNFOLD tile width in output columns, in [1, 2**20].
+    call_cache : bool, optional
+        Serve repeated array-function calls from C.
+
+    Returns
+    -------
+    context manager
+        A handle whose ``with`` block restores the settings in force before
+        the call on exit (``with configure(threads=1): ...``); entering it
+        gives the new ``Config``.
+
+    Raises
+    ------
+    ValidationError
+        If a value is out of range or ``cpu_kernels`` is not a known name.
+    TypeError
+        If ``threads`` (or another count) is not an int, or ``call_cache``
+        not a bool.
+    UnsupportedError
+        If ``cpu_kernels="compiled"`` but the compiled kernels are not
+        installed.
+    """
     given = {"cpu_kernels": cpu_kernels, "threads": threads, "output_cache_bytes": output_cache_bytes,
              "call_cache": call_cache}
     with _lock:
