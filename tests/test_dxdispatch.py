@@ -641,6 +641,22 @@ def test_cli_errors_write_nothing(tmp_path, capsys, mutate):
     assert not out.exists() and [p for p in os.listdir(tmp_path) if p != "model.json"] == []
 
 
+def test_names_that_cannot_be_printed_or_made_files(tmp_path, capsys):
+    # a lone surrogate (valid JSON) and a newline in resource names: printed escaped, refused as file names
+    text = ('{"resources": {"\\ud800x": {"initialValuesDataType": "FLOAT32", "initialValues": [1]},'
+            ' "a\\nb": {"initialValuesDataType": "INT8", "initialValues": [2]}}, "dispatchables": {},'
+            ' "commands": [{"type": "print", "resource": "\\ud800x"}, {"type": "print", "resource": "a\\nb"}]}')
+    path = write(tmp_path, text)
+    assert main(["dispatch", path]) == 0
+    assert capsys.readouterr().out == "Resource '\\ud800x': 1\nResource 'a\\nb': 2\n"
+    assert main(["dispatch", path, "--output-dir", str(tmp_path / "out")]) == 2
+    assert "resource '\\ud800x': the name cannot be encoded for the file system" in capsys.readouterr().err
+    m = json.loads(text)
+    m["commands"] = [{"type": "writeFile", "resource": "a\nb", "targetPath": "\ud800.npy"}]
+    with pytest.raises(dxdispatch.ModelError, match="command 0.targetPath: must be a file name"):
+        run(m)
+
+
 def test_cli_malformed_json_and_usage(tmp_path, capsys):
     assert main(["dispatch", write(tmp_path, '{"resources": {')]) == 2
     assert "malformed JSON at line 1" in capsys.readouterr().err

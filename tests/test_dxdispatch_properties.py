@@ -296,7 +296,8 @@ def _replacement(rng: random.Random, old):
         return DEEP
     if r < 0.6 and isinstance(old, str):
         return rng.choice((old.lower(), old + "X", "DML_OPERATOR_" + old, "../" + old, "/etc/passwd", "", "deferred",
-                           "output", "input", "a/b", "nan", "UNKNOWN", "hlsl", "DML_OPERATOR_ELEMENT_WISE_ADD"))
+                           "output", "input", "a/b", "nan", "UNKNOWN", "hlsl", "DML_OPERATOR_ELEMENT_WISE_ADD",
+                           "\ud800", old + "\n", "x.npy", "x.png"))
     if r < 0.7:
         return {"name": rng.choice(("input", "output", "x")), "elementOffset": rng.choice((0, 1, 4, 16, 2**40)),
                 "elementCount": rng.choice((1, 3, 1000)), "elementSizeInBytes": rng.choice((0, 1, 16, 3))}

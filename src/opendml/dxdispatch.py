@@ -444,8 +444,13 @@ def _inside(folder: str, path: str) -> bool:
 def _model_path(value, folder: str, where: str) -> str:
     """A path of the model resolved against its folder; it must stay inside it."""
     text = _string(value, where)
+    try:
+        os.fsencode(text)
+    except UnicodeError:
+        text = "\0"
     if not text or "\0" in text:
-        raise ModelError(f"{where}: must be a file name; got {_short(text)}")
+        raise ModelError(f"{where}: must be a file name (not empty, encodable for the file system); "
+                         f"got {_short(value)}")
     path = os.path.join(folder, text)
     if not _inside(folder, path):
         raise ModelError(f"{where}: {_short(text)} lies outside the model's folder {folder}; a model may only "
@@ -855,6 +860,18 @@ def _format_value(v, kind: str) -> str:
     return str(int(v))
 
 
+def _display(text: str, out) -> str:
+    """``text`` as printed to ``out``: itself where the stream can write it
+    and it holds no control characters, else JSON-escaped."""
+    try:
+        if text.isprintable():
+            text.encode(getattr(out, "encoding", None) or "utf-8")
+            return text
+    except (UnicodeError, LookupError):
+        pass
+    return json.dumps(text)[1:-1]
+
+
 def format_resource(name: str, values: np.ndarray, verbose: bool = False) -> str:
     """A ``print`` command's text, as DxDispatch writes it: ``Resource 'NAME': 1, 2, 3``
     (C++ stream formatting: floats with 6 significant digits, ``%g``); verbose:
@@ -1043,7 +1060,7 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
             r, verbose = details
             raw = r.buffer.read()
             values = raw[:r.initial_bytes // r.element_size * r.element_size].view(r.numpy_dtype)
-            print(format_resource(r.name, values, verbose), file=out)
+            print(format_resource(_display(r.name, out), values, verbose), file=out)
         else:
             r, path, as_npy, shape = details
             raw = r.buffer.read()
@@ -1058,7 +1075,7 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
             _write_atomic(path, data, as_npy)
         except OSError as e:
             raise ModelError(f"writeFile of resource {_q(name)}: cannot write {path}: {e.strerror or e}") from None
-        print(f"Resource '{name}' written to '{path}'", file=out)
+        print(f"Resource '{_display(name, out)}' written to '{_display(path, out)}'", file=out)
     return results
 
 
@@ -1067,6 +1084,10 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
 def _file_name_problem(name: str) -> str | None:
     if not name or name in (".", "..") or len(name) > 200:
         return "is empty, '.', '..' or longer than 200 characters"
+    try:
+        os.fsencode(name)
+    except UnicodeError:
+        return "cannot be encoded for the file system"
     bad = [c for c in name if c in "/\\\0" or ord(c) < 32]
     if bad:
         return f"holds {json.dumps(bad[0])}, which a file name cannot"
