@@ -123,3 +123,74 @@ def _examples(name):
                 out.append(d)
     assert out, f"no bundled example for {name}"
     return out
+
+
+def _written(plan, slot, sizes, strides):
+    """How many times each output element is written by a move program's passes."""
+    import numpy as np
+    hits = np.zeros(sizes, np.int64).reshape(-1)
+    for p in plan.passes:
+        if p.dst != slot:
+            continue
+        idx = p.dst_offset + sum(np.arange(n).reshape((-1,) + (1,) * (len(p.sizes) - k - 1)) * t
+                                 for k, (n, t) in enumerate(zip(p.sizes, p.dst_strides)))
+        np.add.at(hits, np.asarray(idx).reshape(-1), 1)
+    flat = sum(np.arange(n).reshape((-1,) + (1,) * (len(sizes) - k - 1)) * t
+               for k, (n, t) in enumerate(zip(sizes, strides)))
+    return hits[np.asarray(flat).reshape(-1)]
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_output_sizes_equal_what_the_lowering_writes(name):
+    from opendml.plan import CopyPlan, FoldPlan, MovePlan, ScatterPlan, UnfoldPlan
+    import math
+    for ex in _examples(name):
+        desc = jsonform.from_json(ex)
+        plan = desc.lower()
+        if isinstance(plan, MovePlan):
+            assert len(plan.out_types) == len(desc.outputs)
+            for slot, t in enumerate(desc.outputs):
+                # every element of every output written exactly once
+                assert (_written(plan, slot, t.sizes, t.element_strides) == 1).all(), (name, slot)
+        else:
+            count = {CopyPlan: lambda p: p.count, ScatterPlan: lambda p: p.count, UnfoldPlan: lambda p: p.out_count,
+                     FoldPlan: lambda p: p.out_count}[type(plan)](plan)
+            assert count == math.prod(desc.output_tensor.sizes)
+
+
+def test_array_api_refuses_huge_outputs_before_allocating():
+    import numpy as np
+    x = np.zeros((4, 4), np.float32)
+    with pytest.raises(dml.ValidationError, match=r"TensorDesc"):
+        dml.tile(x, [2**20, 2**20])
+    with pytest.raises(dml.ValidationError, match=r"PADDING1: StartPadding\[0\] must be in \[0, 4294967295\]; "
+                                                   r"got -1"):
+        dml.pad(x, [-1, 0], 0)
+    with pytest.raises(dml.ValidationError, match=r"^pad: mode must be one of"):
+        dml.pad(x, 1, 1, mode="mirror")
+    with pytest.raises(dml.ValidationError, match=r"^split: sizes\[1\] must be an int >= 1; got 0$"):
+        dml.split(x, 0, [4, 0])
+    with pytest.raises(dml.ValidationError, match=r"^join: axis must be in \[-2, 1\]"):
+        dml.join([x, x], 2)
+    with pytest.raises(dml.ValidationError, match=r"^cast: dtype must be one of the 11 types"):
+        dml.cast(x, np.complex64)
+    with pytest.raises(dml.UnsupportedError, match=r"takes NumPy arrays so far"):
+        dml.identity([1.0, 2.0])
+    with pytest.raises(dml.ValidationError, match=r"^JOIN: InputTensors\[1\].DataType must equal"):
+        dml.join([x, x.astype(np.float64)], 0)
+
+
+def test_list_arguments_are_read_once():
+    import numpy as np
+
+    class Shifty(list):
+        """A list whose second reading differs: only a snapshot taken once gives one answer."""
+        reads = 0
+
+        def __iter__(self):
+            Shifty.reads += 1
+            return iter([1, 1] if Shifty.reads == 1 else [3, 3])
+
+    x = np.arange(4, dtype=np.int32).reshape(2, 2)
+    got = dml.tile(x, Shifty([9, 9]))
+    assert got.shape == (2, 2) and Shifty.reads == 1

@@ -22,6 +22,11 @@ from .model import (BindingError, DataType, DmlError, FeatureLevel, TensorDesc, 
 from .ops import (FoldOperatorDesc, OperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
                   UnfoldOperatorDesc)
 from .runtime.config import Config, config, configure
+from .arrays.family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile
+from .ops import (CastOperatorDesc, DepthSpaceOrder, DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc,
+                  ElementWiseIdentityOperatorDesc, JoinOperatorDesc, Padding1OperatorDesc, PaddingMode,
+                  PaddingOperatorDesc, ScaleBias, SpaceToDepth1OperatorDesc, SpaceToDepthOperatorDesc,
+                  SplitOperatorDesc, TileOperatorDesc)
 
 
 # ``slice`` is DirectML's name and stays importable as ``opendml.slice``, but is
@@ -34,4 +39,10 @@ __all__ = [
     "Device", "Buffer", "BufferBinding", "BindingTable", "Operator", "CompiledOperator",
     "slice1", "unfold", "fold", "slice_grad", "cpu_output_cache", "plan_cache_info", "configure", "config", "Config",
     "__version__",
+    # the data-movement family
+    "identity", "cast", "pad", "join", "split", "tile", "space_to_depth", "depth_to_space",
+    "ElementWiseIdentityOperatorDesc", "CastOperatorDesc", "PaddingOperatorDesc", "Padding1OperatorDesc",
+    "JoinOperatorDesc", "SplitOperatorDesc", "TileOperatorDesc", "SpaceToDepthOperatorDesc",
+    "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc", "DepthToSpace1OperatorDesc", "PaddingMode",
+    "DepthSpaceOrder", "ScaleBias",
 ]

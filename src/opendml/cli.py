@@ -76,7 +76,8 @@ def fmt_array(a: np.ndarray) -> str:
 
 def fmt_fields(desc) -> list[str]:
     d = to_json(desc)
-    return [f"{k} = {{{', '.join(map(str, v))}}}" for k, v in d.items() if k not in ("Operator", *desc.TENSORS)]
+    return [f"{k} = {{{', '.join(map(str, v))}}}" if isinstance(v, list) else f"{k} = {v}"
+            for k, v in d.items() if k not in ("Operator", *desc.TENSORS)]
 
 
 # -- running --------------------------------------------------------------------------

@@ -246,3 +246,5 @@ def cpu_output_cache(limit: int | None = None) -> dict:
             raise ValidationError(f"cpu_output_cache: limit must be an int >= 0 (bytes) or None; got {limit}")
         configure(output_cache_bytes=int(limit))
     return get_backend("cpu").cache_info()
+
+from .family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile  # noqa: E402,F401 (the data-movement family)

@@ -1,0 +1,222 @@
+"""The array API of the data-movement family: ``identity``, ``cast``, ``pad``,
+``join``, ``split``, ``tile``, ``space_to_depth`` and ``depth_to_space`` on
+NumPy arrays, each a thin function building the operator's description
+(``opendml.ops``) from the arrays' layouts and running its move program on
+the CPU backend. Inputs are read where they lie (any strides, negative ones
+included); results are new packed NumPy arrays.
+
+Every list argument is read once, at entry (``_snapshot``), and only that
+copy is used afterwards, so a list another thread changes during the call
+cannot mix values. Bad arguments are ``opendml.ValidationError`` (or
+``UnsupportedError`` for a type the operator's newest support table lacks),
+checked before anything is allocated.
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Set
+from typing import Any, Sequence, Union
+
+import numpy as np
+
+from ..model._checks import _short
+from ..model.data_type import ELEMENT_TYPES, DataType
+from ..model.errors import UnsupportedError, ValidationError
+from ..model.tensor_desc import TensorDesc
+from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdentityOperatorDesc, JoinOperatorDesc,
+                   Padding1OperatorDesc, PaddingMode, ScaleBias, SpaceToDepth1OperatorDesc, SplitOperatorDesc,
+                   TileOperatorDesc)
+from ..ops.cast import CastOperatorDesc
+from ..runtime import get_backend
+from ..runtime.cpu.backend import WORDS
+from .numpy_adapter import as_input
+from .planner import array_layout, logical_desc
+
+__all__ = ["identity", "cast", "pad", "join", "split", "tile", "space_to_depth", "depth_to_space"]
+
+Ints = Union[int, Sequence[int]]
+
+_MODES = {"constant": PaddingMode.CONSTANT, "edge": PaddingMode.EDGE, "reflect": PaddingMode.REFLECTION,
+          "reflection": PaddingMode.REFLECTION, "symmetric": PaddingMode.SYMMETRIC, "wrap": PaddingMode.WRAP}
+_ORDERS = {"DCR": DepthSpaceOrder.DEPTH_COLUMN_ROW, "CRD": DepthSpaceOrder.COLUMN_ROW_DEPTH,
+           "DEPTH_COLUMN_ROW": DepthSpaceOrder.DEPTH_COLUMN_ROW, "COLUMN_ROW_DEPTH": DepthSpaceOrder.COLUMN_ROW_DEPTH}
+
+
+def _snapshot(value):
+    """A list argument read once, as a tuple (a NumPy array as a tuple of its
+    items); anything else as given (validation names what is wrong with it)."""
+    if isinstance(value, np.ndarray):
+        return tuple(value.tolist()) if value.ndim == 1 else value
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    if isinstance(value, (str, bytes, Mapping, Set)) or not hasattr(value, "__iter__"):
+        return value
+    try:
+        return tuple(value)
+    except Exception:  # noqa: BLE001 - the description's checks then name the argument
+        return value
+
+
+def _array(x, where: str) -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        raise UnsupportedError(f"{where}: the data-movement family's array API takes NumPy arrays so far; got "
+                               f"{type(x).__module__}.{type(x).__qualname__}")
+    if x.dtype.kind not in "iuf" or x.dtype.itemsize not in WORDS:
+        raise ValidationError(f"{where}: unsupported dtype {x.dtype}")
+    return as_input(x)
+
+
+def _prepared(x: np.ndarray):
+    """(input description, (strides, origin), source word array) of ``x``,
+    read where it lies (copied first only when a stride is not a whole
+    number of elements)."""
+    layout = array_layout(x.shape, x.strides, x.itemsize)
+    if layout is None:
+        x = np.ascontiguousarray(x)
+        layout = array_layout(x.shape, x.strides, x.itemsize)
+    desc = logical_desc(x.dtype, x.shape)
+    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
+    word = WORDS[x.itemsize]
+    src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
+    return desc, (layout.strides, layout.origin), src
+
+
+def _run(make, arrays, where: str) -> list[np.ndarray]:
+    """Build the description from the inputs' descriptions, validate it at the
+    newest feature level, and run its move program into new arrays."""
+    prepared = [_prepared(_array(x, where)) for x in arrays]
+    desc = make(*[p[0] for p in prepared])
+    desc.validate()
+    plan = desc.lower(in_layouts=[p[1] for p in prepared])
+    outs = [np.empty(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs]
+    dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
+    get_backend("cpu").prepare(plan, [p[2] for p in prepared], dsts)()
+    return outs
+
+
+def _per_axis(value, rank: int, name: str, where: str) -> tuple:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),) * rank
+    if isinstance(value, tuple):
+        return value
+    raise ValidationError(f"{where}: {name} must be an int or a sequence of ints; got {_short(value)}")
+
+
+def _axis(axis, rank: int, where: str) -> int:
+    """``axis`` as DirectML's UINT Axis: negative values count from the end."""
+    if isinstance(axis, bool):
+        raise ValidationError(f"{where}: axis must be an integer; got {axis!r}")
+    try:
+        a = operator.index(axis)
+    except TypeError:
+        raise ValidationError(f"{where}: axis must be an integer; got {_short(axis)}") from None
+    if not -rank <= a < rank:
+        raise ValidationError(f"{where}: axis must be in [{-rank}, {rank - 1}] for arrays of {rank} dimensions; "
+                              f"got {a}")
+    return a % rank
+
+
+def identity(x: Any, scale: float | None = None, bias: float | None = None) -> np.ndarray:
+    """DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale +
+    bias`` (float types; ``scale`` defaults to 1 and ``bias`` to 0 where only
+    the other is given; computed in float32 for float16/float32)."""
+    sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
+                                                               0.0 if bias is None else bias)
+    return _run(lambda t: ElementWiseIdentityOperatorDesc(t, None, sb), [x], "identity")[0]
+
+
+def cast(x: Any, dtype) -> np.ndarray:
+    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy dtype, a
+    ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``."""
+    try:
+        if isinstance(dtype, DataType):
+            dt = dtype
+        elif isinstance(dtype, str) and dtype.upper().removeprefix("DML_TENSOR_DATA_TYPE_") in DataType.__members__:
+            dt = DataType.parse(dtype)
+        else:
+            dt = DataType.from_numpy(np.dtype(dtype))
+    except Exception:  # noqa: BLE001 - any unknown dtype spelling
+        dt = None
+    if dt not in ELEMENT_TYPES:
+        raise ValidationError(f"cast: dtype must be one of the 11 types (a NumPy dtype or a DataType); "
+                              f"got {_short(dtype)}")
+    return _run(lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes)), [x], "cast")[0]
+
+
+def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", value=0) -> np.ndarray:
+    """DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
+    per axis (an int pads every axis). ``mode``: "constant" (``value``, of
+    ``x``'s type), "edge", "reflect", "symmetric" or "wrap", as DirectML's
+    DML_PADDING_MODE (padding may exceed the axis' size; it repeats
+    periodically)."""
+    start_padding, end_padding = _snapshot(start_padding), _snapshot(end_padding)
+    m = _MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
+    if m is None:
+        raise ValidationError(f"pad: mode must be one of {', '.join(repr(k) for k in _MODES)}; got {_short(mode)}")
+
+    def make(t):
+        return Padding1OperatorDesc(t, None, m, t.data_type, value,
+                                    _per_axis(start_padding, t.rank, "start_padding", "pad"),
+                                    _per_axis(end_padding, t.rank, "end_padding", "pad"))
+    return _run(make, [x], "pad")[0]
+
+
+def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
+    """DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank;
+    equal sizes but along ``axis``)."""
+    arrays = _snapshot(arrays)
+    if not isinstance(arrays, tuple) or not arrays:
+        raise ValidationError(f"join: arrays must be a non-empty sequence of arrays; got {_short(arrays)}")
+    rank = np.ndim(arrays[0]) if isinstance(arrays[0], np.ndarray) else 0
+    a = _axis(axis, max(rank, 1), "join")
+    return _run(lambda *ts: JoinOperatorDesc(ts, None, a), list(arrays), "join")[0]
+
+
+def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
+    """DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements
+    there (the sizes sum to ``x.shape[axis]``); returns a list."""
+    sizes = _snapshot(sizes)
+    if not isinstance(sizes, tuple) or not sizes:
+        raise ValidationError(f"split: sizes must be a non-empty sequence of ints; got {_short(sizes)}")
+    for i, s in enumerate(sizes):
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+            raise ValidationError(f"split: sizes[{i}] must be an int >= 1; got {_short(s)}")
+    rank = np.ndim(x) if isinstance(x, np.ndarray) else 1
+    a = _axis(axis, max(rank, 1), "split")
+
+    def make(t):
+        outs = tuple(TensorDesc(t.data_type, tuple(int(s) if d == a else n for d, n in enumerate(t.sizes)))
+                     for s in sizes)
+        return SplitOperatorDesc(t, outs, a)
+    return _run(make, [x], "split")
+
+
+def tile(x: Any, repeats: Ints) -> np.ndarray:
+    """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i (an int
+    repeats every axis); ``out.shape == x.shape * repeats``."""
+    repeats = _snapshot(repeats)
+    return _run(lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile")), [x], "tile")[0]
+
+
+def _order(order, where: str) -> DepthSpaceOrder:
+    if isinstance(order, DepthSpaceOrder):
+        return order
+    o = _ORDERS.get(order.upper()) if isinstance(order, str) else None
+    if o is None:
+        raise ValidationError(f"{where}: order must be 'DCR' (DEPTH_COLUMN_ROW) or 'CRD' (COLUMN_ROW_DEPTH); "
+                              f"got {_short(order)}")
+    return o
+
+
+def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
+    """DML_SPACE_TO_DEPTH1: (N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
+    index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD"."""
+    o = _order(order, "space_to_depth")
+    return _run(lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o), [x], "space_to_depth")[0]
+
+
+def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
+    """DML_DEPTH_TO_SPACE1: (N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
+    of ``space_to_depth`` with the same order."""
+    o = _order(order, "depth_to_space")
+    return _run(lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o), [x], "depth_to_space")[0]

@@ -1,0 +1,158 @@
+"""The family's rules: each page's field and tensor rules, with their
+messages, and the support tables per feature level."""
+import pytest
+
+import opendml as dml
+from opendml.ops import (CastOperatorDesc, DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc,
+                         ElementWiseIdentityOperatorDesc, JoinOperatorDesc, Padding1OperatorDesc, PaddingMode,
+                         PaddingOperatorDesc, ScaleBias, SpaceToDepth1OperatorDesc, SplitOperatorDesc,
+                         TileOperatorDesc)
+
+T, D = dml.TensorDesc, dml.DataType
+F32, I32, F64 = D.FLOAT32, D.INT32, D.FLOAT64
+X = T(F32, [1, 1, 4, 4])
+
+CASES = [
+    ("identity sizes", lambda: ElementWiseIdentityOperatorDesc(X, T(F32, [1, 1, 4, 5])),
+     r"^ELEMENT_WISE_IDENTITY: OutputTensor.Sizes\[3\] must be InputTensor.Sizes = 4; got 5"),
+    ("identity type", lambda: ElementWiseIdentityOperatorDesc(X, T(D.FLOAT16, [1, 1, 4, 4])),
+     r"^ELEMENT_WISE_IDENTITY: OutputTensor.DataType must equal InputTensor.DataType; got FLOAT16 != FLOAT32$"),
+    ("identity scale bias on ints", lambda: ElementWiseIdentityOperatorDesc(T(I32, [4]), None, ScaleBias(2, 1)),
+     r"^ELEMENT_WISE_IDENTITY: ScaleBias applies to float DataTypes only \(FLOAT16, FLOAT32, FLOAT64\); got "
+     r"InputTensor.DataType INT32$"),
+    ("identity scale overflows FLOAT", lambda: ElementWiseIdentityOperatorDesc(X, None, ScaleBias(1e39, 0)),
+     r"^ELEMENT_WISE_IDENTITY: ScaleBias.Scale must fit a FLOAT"),
+    ("cast needs an output", lambda: CastOperatorDesc(X, None),
+     r"^CAST: OutputTensor is required \(it gives the DataType to cast to\); got None$"),
+    ("cast rank", lambda: CastOperatorDesc(X, T(I32, [1, 4, 4])),
+     r"^CAST: OutputTensor.DimensionCount must equal InputTensor.DimensionCount; got 3 != 4$"),
+    ("padding length", lambda: PaddingOperatorDesc(X, None, PaddingMode.EDGE, 0, [0, 0, 1], [0, 0, 0, 0]),
+     r"^PADDING: StartPadding must have 4 entries \(one per dimension\); got 3$"),
+    ("padding negative", lambda: PaddingOperatorDesc(X, None, PaddingMode.EDGE, 0, [0, 0, -1, 0], [0] * 4),
+     r"^PADDING: StartPadding\[2\] must be in \[0, 4294967295\]; got -1$"),
+    ("padding output", lambda: PaddingOperatorDesc(X, T(F32, [1, 1, 5, 4]), PaddingMode.EDGE, 0, [0, 0, 1, 0],
+                                                   [0, 0, 1, 0]),
+     r"^PADDING: OutputTensor.Sizes\[2\] must be InputTensor.Sizes \+ StartPadding \+ EndPadding = 6; got 5"),
+    ("padding mode", lambda: PaddingOperatorDesc(X, None, 7, 0, [0] * 4, [0] * 4),
+     r"^PADDING: PaddingMode must be one of CONSTANT, EDGE, REFLECTION, SYMMETRIC, WRAP; got 7$"),
+    ("padding value", lambda: PaddingOperatorDesc(X, None, PaddingMode.CONSTANT, "9", [0] * 4, [0] * 4),
+     r"^PADDING: PaddingValue must be a number; got '9'$"),
+    ("padding1 value type", lambda: Padding1OperatorDesc(X, None, PaddingMode.CONSTANT, D.INT32, 9, [0] * 4, [0] * 4),
+     r"^PADDING1: PaddingValueDataType must equal OutputTensor.DataType; got INT32 != FLOAT32$"),
+    ("padding1 value range", lambda: Padding1OperatorDesc(T(D.UINT8, [4]), None, PaddingMode.CONSTANT, D.UINT8, 256,
+                                                          [1], [1]),
+     r"^PADDING1: PaddingValue must be in \[0, 255\] for PaddingValueDataType UINT8; got 256$"),
+    ("padding1 value integral", lambda: Padding1OperatorDesc(T(I32, [4]), None, 0, I32, 1.5, [1], [1]),
+     r"^PADDING1: PaddingValue must be an integer for PaddingValueDataType INT32; got 1.5$"),
+    ("padding1 float16 overflow", lambda: Padding1OperatorDesc(T(D.FLOAT16, [4]), None, 0, D.FLOAT16, 1e5, [1], [1]),
+     r"^PADDING1: PaddingValue must fit PaddingValueDataType FLOAT16 \(magnitude <= 65504\); got 100000.0$"),
+    ("join no inputs", lambda: JoinOperatorDesc([], None, 0),
+     r"^JOIN: InputTensors must hold at least one tensor \(InputCount > 0\); got 0$"),
+    ("join axis", lambda: JoinOperatorDesc([X, X], None, 4),
+     r"^JOIN: Axis must be in \[0, 3\] \(InputTensors\[0\].DimensionCount - 1\); got 4$"),
+    ("join sizes", lambda: JoinOperatorDesc([X, T(F32, [1, 1, 3, 4])], None, 3),
+     r"^JOIN: InputTensors\[1\].Sizes\[2\] must equal InputTensors\[0\].Sizes\[2\] \(every dimension but Axis 3\); "
+     r"got 3 != 4$"),
+    ("join types", lambda: JoinOperatorDesc([X, T(I32, [1, 1, 4, 4])], None, 3),
+     r"^JOIN: InputTensors\[1\].DataType must equal InputTensors\[0\].DataType; got INT32 != FLOAT32$"),
+    ("join output", lambda: JoinOperatorDesc([X, X], T(F32, [1, 1, 4, 9]), 3),
+     r"^JOIN: OutputTensor.Sizes\[3\] must be the inputs' Sizes, summed along Axis = 8; got 9"),
+    ("split sum", lambda: SplitOperatorDesc(X, [T(F32, [1, 1, 4, 1]), T(F32, [1, 1, 4, 2])], 3),
+     r"^SPLIT: the OutputTensors' Sizes\[3\] must sum to InputTensor.Sizes\[3\] \(Axis\); got 1 \+ 2 = 3 != 4$"),
+    ("split other axis", lambda: SplitOperatorDesc(X, [T(F32, [1, 1, 3, 4])], 3),
+     r"^SPLIT: OutputTensors\[0\].Sizes\[2\] must equal InputTensor.Sizes\[2\] \(every dimension but Axis 3\); "
+     r"got 3 != 4$"),
+    ("split outputs", lambda: SplitOperatorDesc(X, X, 3),
+     r"^SPLIT: OutputTensors must be a sequence of TensorDesc; got TensorDesc$"),
+    ("tile zero", lambda: TileOperatorDesc(X, None, [1, 1, 0, 1]),
+     r"^TILE: Repeats\[2\] must be in \[1, 4294967295\] \(values must be larger than 0\); got 0$"),
+    ("tile output", lambda: TileOperatorDesc(X, T(F32, [1, 1, 4, 4]), [1, 1, 2, 1]),
+     r"^TILE: OutputTensor.Sizes\[2\] must be InputTensor.Sizes \* Repeats = 8; got 4"),
+    ("s2d block 0", lambda: SpaceToDepth1OperatorDesc(X, None, 0, 0),
+     r"^SPACE_TO_DEPTH1: BlockSize must be in \[1, 4294967295\]; got 0$"),
+    ("s2d divisible", lambda: SpaceToDepth1OperatorDesc(T(F32, [1, 1, 4, 6]), None, 4, 0),
+     r"^SPACE_TO_DEPTH1: InputTensor.Sizes\[2\] \(Height\) must be a multiple of BlockSize 4; got 4|"
+     r"^SPACE_TO_DEPTH1: InputTensor.Sizes\[3\] \(Width\) must be a multiple of BlockSize 4; got 6$"),
+    ("s2d rank", lambda: SpaceToDepth1OperatorDesc(T(F32, [1, 4, 4]), None, 2, 0),
+     r"^SPACE_TO_DEPTH1: InputTensor.DimensionCount must be 4 \(\{N, C, H, W\}\); got 3$"),
+    ("s2d order", lambda: SpaceToDepth1OperatorDesc(X, None, 2, 2),
+     r"^SPACE_TO_DEPTH1: Order must be one of DEPTH_COLUMN_ROW, COLUMN_ROW_DEPTH; got 2$"),
+    ("d2s channels", lambda: DepthToSpaceOperatorDesc(T(F32, [1, 6, 2, 2]), None, 2),
+     r"^DEPTH_TO_SPACE: InputTensor.Sizes\[1\] \(Channels\) must be a multiple of BlockSize \* BlockSize = 4; got 6$"),
+    ("d2s1 output", lambda: DepthToSpace1OperatorDesc(T(F32, [1, 8, 2, 3]), T(F32, [1, 2, 4, 5]), 2, 1),
+     r"^DEPTH_TO_SPACE1: OutputTensor.Sizes\[3\] must be \{N, C / BlockSize\^2, H \* BlockSize, W \* BlockSize\} "
+     r"= 6; got 5"),
+]
+
+
+@pytest.mark.parametrize("name, make, message", CASES, ids=[c[0] for c in CASES])
+def test_rule(name, make, message):
+    with pytest.raises(dml.ValidationError, match=message):
+        make()
+
+
+LEVELS = [
+    # (description, lowest level, message at the level below)
+    (lambda: ElementWiseIdentityOperatorDesc(T(D.INT8, [1, 1, 4, 4])), "2_1", r"DataType INT8 is not supported at "
+     r"feature level 2_0 \(supported: FLOAT32, FLOAT16\); it needs feature level 2_1 or later"),
+    (lambda: ElementWiseIdentityOperatorDesc(T(F32, [4])), "3_0", r"DimensionCount must be in \[4, 5\] at feature "
+     r"level 2_1; got 1"),
+    (lambda: ElementWiseIdentityOperatorDesc(T(F64, [4])), "4_1", r"FLOAT64 is not supported at feature level 4_0"),
+    (lambda: CastOperatorDesc(X, T(D.INT64, [1, 1, 4, 4])), "3_0", r"OutputTensor.DataType INT64 is not supported "
+     r"at feature level 2_1"),
+    (lambda: CastOperatorDesc(T(F32, [4]), T(I32, [4])), "3_1", r"DimensionCount must be in \[4, 4\] at feature "
+     r"level 3_0; got 1"),
+    (lambda: CastOperatorDesc(X, T(F64, [1, 1, 4, 4])), "4_1", r"FLOAT64 is not supported at feature level 4_0"),
+    (lambda: PaddingOperatorDesc(T(I32, [4]), None, 0, 0, [1], [1]), "3_1", r"InputTensor.DimensionCount must be "
+     r"in \[4, 5\] at feature level 3_0; got 1"),
+    (lambda: PaddingOperatorDesc(T(D.INT64, [4]), None, 0, 0, [1], [1]), "5_0", r"INT64 is not supported at "
+     r"feature level 4_1"),
+    (lambda: Padding1OperatorDesc(X, None, 0, F32, 0, [0] * 4, [0] * 4), "5_0", r"^PADDING1: the operator was "
+     r"introduced in feature level 5_0; got feature level 4_1$"),
+    (lambda: JoinOperatorDesc([T(F32, [1, 1, 1, 4, 4])] * 2, None, 4), "3_0", r"InputTensors\[0\].DimensionCount "
+     r"must be in \[4, 4\] at feature level 2_1; got 5"),
+    (lambda: JoinOperatorDesc([T(F32, [4])] * 2, None, 0), "3_1", r"InputTensors\[0\].DimensionCount must be in "
+     r"\[4, 5\] at feature level 3_0; got 1"),
+    (lambda: JoinOperatorDesc([T(D.UINT8, [1, 1, 4, 4])] * 2, None, 0), "2_1", r"InputTensors\[0\].DataType UINT8 "
+     r"is not supported at feature level 2_0"),
+    (lambda: SplitOperatorDesc(T(F32, [4]), [T(F32, [4])], 0), "3_0", r"DimensionCount must be in \[4, 4\] at "
+     r"feature level 2_1"),
+    (lambda: TileOperatorDesc(T(D.UINT64, [4]), None, [2]), "4_1", r"UINT64 is not supported at feature level 4_0"),
+    (lambda: SpaceToDepth1OperatorDesc(X, None, 2, 1), "2_1", r"^SPACE_TO_DEPTH1: the operator was introduced in "
+     r"feature level 2_1; got feature level 2_0$"),
+    (lambda: DepthToSpaceOperatorDesc(T(D.INT64, [1, 4, 2, 2]), None, 2), "5_0", r"INT64 is not supported at "
+     r"feature level 4_1"),
+]
+
+
+@pytest.mark.parametrize("make, lowest, message", LEVELS)
+def test_support_tables(make, lowest, message):
+    desc = make()
+    assert desc.lowest_feature_level() == dml.FeatureLevel.parse(lowest)
+    below = [lv for lv in dml.FeatureLevel if lv < dml.FeatureLevel.parse(lowest)][-1]
+    with pytest.raises(dml.UnsupportedError, match=message):
+        desc.validate(below)
+
+
+def test_tile_float64_is_not_in_the_pages_table():
+    with pytest.raises(dml.UnsupportedError, match=r"^TILE: InputTensor.DataType FLOAT64 is not supported at "
+                                                   r"feature level 6_4"):
+        TileOperatorDesc(T(F64, [4]), None, [2]).validate()
+
+
+def test_padding_wrap_and_symmetric_levels():
+    sym = PaddingOperatorDesc(X, None, PaddingMode.SYMMETRIC, 0, [0] * 4, [0] * 4)
+    assert sym.lowest_feature_level() == dml.FeatureLevel.FL_3_0
+    wrap = PaddingOperatorDesc(X, None, "wrap", 0, [0] * 4, [0] * 4)
+    assert wrap.padding_mode is PaddingMode.WRAP and wrap.lowest_feature_level() == dml.FeatureLevel.FL_6_4
+
+
+def test_padding_value_for_integer_types_truncates_and_saturates():
+    ints = lambda v: PaddingOperatorDesc(T(D.INT8, [1, 1, 1, 1]), None, 0, v, [0, 0, 0, 1], [0] * 4)
+    dev = dml.Device("cpu")
+    import numpy as np
+    one = np.zeros((1, 1, 1, 1), np.int8)
+    assert dev.run(ints(10.6), one)[0, 0, 0, 0] == 10          # the page: "10.6 will become 10"
+    assert dev.run(ints(-10.6), one)[0, 0, 0, 0] == -10
+    assert dev.run(ints(1000.0), one)[0, 0, 0, 0] == 127
+    assert dev.run(ints(float("nan")), one)[0, 0, 0, 0] == 0
