@@ -482,6 +482,19 @@ class BindingTable:
                         f"[{b.offset}, {b.end}) of the same buffer; {op} does not run in place")
 
     def executor(self) -> Callable[[], None]:
+        """The prepared dispatch of the current bindings (made once per bind);
+        ``Device.execute`` calls it.
+
+        Returns
+        -------
+        callable
+            Runs one dispatch with the bindings in force when it was made.
+
+        Raises
+        ------
+        BindingError
+            If inputs or outputs are not bound yet.
+        """
         with self._lock:
             if self._executor is None:
                 if self._inputs is None or self._outputs is None:
@@ -798,7 +811,30 @@ class Device:
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
         """``run`` returning every output, in slot order (one array per input
-        tensor, JOIN's ``InputTensors`` each counting)."""
+        tensor, JOIN's ``InputTensors`` each counting).
+
+        Parameters
+        ----------
+        desc : OperatorDesc
+            The description to run.
+        *arrays : array_like
+            One input array per input tensor, in slot order.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            One array per output tensor (SPLIT's ``OutputTensors`` each
+            counting).
+
+        Raises
+        ------
+        ValidationError
+            If the number of arrays is wrong or an array does not fit its
+            tensor.
+        UnsupportedError
+            If the description is not valid at this device's feature level,
+            or the device cannot run the operator.
+        """
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):
