@@ -540,17 +540,17 @@ def test_several_dispatches_and_writefile_snapshots(tmp_path):
         {"type": "writeFile", "resource": "out", "targetPath": "first.npy"},
         {"type": "writeFile", "resource": "out", "targetPath": "first.dat"},
         {"type": "dispatch", "dispatchable": "s", "bindings": {"InputTensor": "in2", "OutputTensor": "out"}},
-        {"type": "writeFile", "resource": "out", "targetPath": "second.npy", "dimensions": [4, 4]},
+        {"type": "writeFile", "resource": "out", "targetPath": "results/second.npy", "dimensions": [4, 4]},
         {"type": "print", "resource": "out"}]
     results, text = run(write(tmp_path, m))
     first = np.load(tmp_path / "first.npy")
     assert first.dtype == np.float32 and first.shape == (16,) and first[:4].tolist() == [14, 16, 6, 8]
     assert (tmp_path / "first.dat").read_bytes() == first.tobytes()
-    second = np.load(tmp_path / "second.npy")
+    second = np.load(tmp_path / "results" / "second.npy")
     assert second.shape == (4, 4) and second[0].tolist() == [114, 116, 106, 108]
     assert results["out"][:4].tolist() == [114, 116, 106, 108]
     assert text.splitlines()[0].startswith("Resource 'out': 114, 116, 106, 108, -1")
-    assert f"Resource 'out' written to '{tmp_path / 'second.npy'}'" in text
+    assert f"Resource 'out' written to '{tmp_path / 'results' / 'second.npy'}'" in text
 
 
 def test_writefile_targets_stay_in_the_model_folder(tmp_path):

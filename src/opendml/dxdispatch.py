@@ -900,8 +900,11 @@ def _resource_array(r: _Resource, raw: np.ndarray) -> np.ndarray:
 
 def _write_atomic(path: str, data, as_npy: bool) -> None:
     """Write ``data`` to a temporary file beside ``path``, then move it there:
-    ``path`` never holds a half-written file."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".opendml-", suffix=".tmp")
+    ``path`` never holds a half-written file. Missing folders are made, as
+    DxDispatch makes them."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".opendml-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             if as_npy:
