@@ -46,3 +46,12 @@ __all__ = [
     "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc", "DepthToSpace1OperatorDesc", "PaddingMode",
     "DepthSpaceOrder", "ScaleBias",
 ]
+
+
+def __getattr__(name):
+    """``opendml.dxdispatch`` (DxDispatch models) loads on first use, so
+    ``import opendml`` stays light."""
+    if name == "dxdispatch":
+        import importlib
+        return importlib.import_module(f"{__name__}.dxdispatch")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
