@@ -714,3 +714,11 @@ def test_cuda_runs_the_same_model(tmp_path):
     cuda, text_cuda = run(m, device="cuda")
     assert text_cpu == text_cuda and all(np.array_equal(cpu[k], cuda[k]) for k in cpu)
     assert main(["dispatch", write(tmp_path, slice_model()), "--device", "cuda"]) == 0
+
+
+def test_reachable_from_a_plain_import():
+    import subprocess
+    import sys
+    code = "import opendml; print(opendml.dxdispatch.run.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "run"
