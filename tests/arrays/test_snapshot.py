@@ -39,8 +39,8 @@ def _check_every_window(y, n):
     for i in range(h - n + 1):
         for j in range(w - n + 1):
             got = dml.slice1(y, [i, j], [n, n], [1, 1])
-            got = got.detach().numpy() if isinstance(got, torch.Tensor) else got
-            want = (y.detach().numpy() if isinstance(y, torch.Tensor) else y)[i:i + n, j:j + n]
+            got = got.detach().cpu().numpy() if isinstance(got, torch.Tensor) else got
+            want = (y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y)[i:i + n, j:j + n]
             assert np.array_equal(got, want), (i, j)
 
 
@@ -108,7 +108,7 @@ def test_fold_and_unfold_lists_changed_mid_call(monkeypatch):
     dml.configure()
 
 
-@pytest.mark.parametrize("kind", ["numpy", "torch"])
+@pytest.mark.parametrize("kind", ["numpy", "torch", pytest.param("torch-cuda", marks=pytest.mark.cuda)])
 def test_threads_changing_a_shared_list(kind):
     """The issue's reproduction, shortened: two threads call with a shared
     list while a third assigns random offsets into it; afterwards every
@@ -116,7 +116,11 @@ def test_threads_changing_a_shared_list(kind):
     dml.configure()
     n, size = 8, 16
     base = np.random.default_rng(0).random((size, size)).astype(np.float32)
+    if kind == "torch-cuda" and not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
     y = base if kind == "numpy" else torch.from_numpy(base)
+    if kind == "torch-cuda":
+        y = y.cuda()
     shared = [0, 0]
     stop = time.monotonic() + 1.0
     errors = []
