@@ -37,8 +37,9 @@ def test_kernels_compile_with_nvcc(tmp_path):
 
 def test_kernels_read_parameters_by_field_name():
     """No parameter block is indexed by position (p[9], q[7*d+6], tq[3*d+2]):
-    every kernel takes a params.h struct, and every kernel in the file is
-    instantiated by the nvcc check."""
+    every kernel takes a params.h struct BY VALUE (a __grid_constant__
+    argument, read through ``p = &params``: no device memory of opendml's own,
+    issue 23), and every kernel in the file is instantiated by the nvcc check."""
     src = KERNELS.read_text()
     assert '#include "params.h"' in src
     assert not re.search(r"\b(p|q|tq|ql)\[[^\]]*\]", re.sub(r"//.*", "", src))
@@ -46,8 +47,9 @@ def test_kernels_read_parameters_by_field_name():
     assert kernels == {"strided_copy", "unfold_gather", "unfold1d_tile", "unfold_tile", "fold_gather",
                        "fold1d_tile", "scatter"}
     for name in kernels:
-        params = re.search(rf"{name}\([^)]*const (odml_\w+)\* __restrict__ p\)", src)
-        assert params and params.group(1) in P.STRUCTS, name
+        params = re.search(rf"{name}\([^)]*const ODML_GRID_CONSTANT (odml_\w+) params\) {{\n"
+                           rf"    const (odml_\w+)\* __restrict__ p = &params;", src)
+        assert params and params.group(1) == params.group(2) and params.group(1) in P.STRUCTS, name
         assert re.search(rf"template __global__ void {name}<", src), f"{name} is not instantiated"
 
 

@@ -2,12 +2,18 @@
 array's device (by pointer, on CuPy's current stream), return a new packed
 CuPy array on that device. A repeated call is served by the call cache
 (``runtime/calls.py``), which this module gives CuPy's allocator, current
-device and current stream."""
+device and current stream.
+
+An array whose data pointer is not a multiple of its item size (made at an
+odd offset of a raw allocation) is refused with ``UnsupportedError`` naming
+the pointer, before anything reads it; an output the allocator cannot give
+raises ``AllocationError`` (``runtime/alloc.py``)."""
 from __future__ import annotations
 
 import cupy
 
-from ..runtime import calls, get_backend
+from ..runtime import alloc, calls, get_backend
+from ..runtime.cuda.backend import check_alignment
 from .planner import OpCall, plan_for_strides
 
 #: CUDA backends per device number (get_backend's lookup, without its string keys).
@@ -27,23 +33,41 @@ def _stream_ptr_function():
 _current_stream_ptr = _stream_ptr_function()
 
 
+def _empty(shape, dtype):
+    """``cupy.empty`` through the user's allocator; where that allocator gives
+    memory whose address is not a multiple of the item size (legal: 2-byte
+    alignment suits float16 data), the array is placed at a 16-byte boundary
+    inside an allocation 16 bytes larger instead, so the kernels can write it."""
+    out = cupy.empty(shape, dtype=dtype)
+    if out.data.ptr % out.itemsize == 0:
+        return out
+    raw = cupy.empty(out.nbytes + 16, dtype=cupy.uint8)
+    return cupy.ndarray(shape, dtype, raw.data + (-raw.data.ptr % 16))
+
+
 def run(x, call: OpCall):
     since = calls.generation()
     desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
+    # Before anything reads x (cupy.ascontiguousarray would fault too).
+    check_alignment(x.itemsize, x.data.ptr, 0, call.name)
     given = x
     if layout is None:
-        x = cupy.ascontiguousarray(x)
+        with x.device:                      # not cupy.ascontiguousarray: the allocator may misalign it
+            packed = _empty(x.shape, x.dtype)
+            packed[...] = x
+        x = packed
         desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     device_id = x.device.id
     backend = _BACKENDS.get(device_id) or _BACKENDS.setdefault(device_id, get_backend(f"cuda:{device_id}"))
     with cupy.cuda.Device(device_id):
-        out = cupy.empty(desc.output_tensor.sizes, dtype=x.dtype)
+        out = alloc.output(call.name, desc.output_tensor.sizes, x.dtype, _empty, device=f"cuda:{device_id}",
+                           errors=(cupy.cuda.memory.OutOfMemoryError,))
         if layout.span and out.size:
             # By pointer, on CuPy's current stream: element 0 of the bound range
             # is x's lowest-addressed element (its origin minus the turned-around axes).
             origin = layout.origin * x.itemsize
             src, dst = x.data.ptr - origin, out.data.ptr
-            launch = backend.record(plan, src, layout.span, dst)
+            launch = backend.record(plan, src, layout.span, dst, call.name)
             launch(src, dst, _current_stream_ptr())
             if x is given:
                 # The next call like this one is served from C (runtime/calls.py).

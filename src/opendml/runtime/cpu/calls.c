@@ -6,7 +6,7 @@
  * that call ran a compiled kernel on the input exactly as given, its adapter
  * stores here what the kernel needs (call_cache_put_numpy / _cuda): the
  * output's shape, the input's origin, and the CPU kernel's parameter struct
- * or the CUDA launch (function, grid, parameter block on the device). A later
+ * or the CUDA launch (function, grid, parameter structure passed by value). A later
  * call with the same key (call_cache_call, the first thing each array-API
  * function does) allocates the output with the framework's own allocator
  * (NumPy's, opendml's output blocks, PyTorch's caching allocator, CuPy's
@@ -30,11 +30,13 @@
  * `generation`). Everything here runs with the GIL held, except CPU kernels
  * writing at least RELEASE_BYTES; an entry in use holds a reference, so a
  * clear during a call (by a finalizer or another thread) cannot free it. A
- * dropped CUDA entry's launch goes to a graveyard list that Python empties
- * after a device synchronisation (kernels queued from it may still read its
- * parameter block). Errors met while probing a framework's hooks only send
- * the call down the Python route, except a KeyboardInterrupt or other
- * non-Exception, which is raised when the call returns.
+ * dropped CUDA entry's launch is released at once: kernel parameters go by
+ * value, so kernels queued from it read nothing it owns (the graveyard list
+ * Python registers stays empty). Errors met while probing a framework's
+ * hooks only send the call down the Python route, except a KeyboardInterrupt
+ * or other non-Exception, which is raised when the call returns. An output
+ * the allocator cannot give sends the call down the Python route too, which
+ * raises opendml's AllocationError.
  *
  * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and
  * dtypes; built without them, the cache holds nothing and every call takes
@@ -82,20 +84,20 @@ typedef struct {
         odml_scatter_params scatter;
     } p;
     /* CUDA */
-    uint64_t function, params;
+    uint64_t function, params;  /* params: host address of the Launch's parameter struct (by value) */
     unsigned grid, block, shared, dst_align;
-    PyObject *launch;         /* the backend's Launch: owns the parameter block; its call retries and raises */
+    PyObject *launch;         /* the backend's Launch: owns the parameter struct; its call retries and raises */
 } Entry;
 
-static PyObject *graveyard;             /* a list: Launches of dead entries, see Entry_dealloc */
+static PyObject *graveyard;             /* registered by runtime/calls.py; no longer filled (Entry_dealloc) */
 
 static void Entry_dealloc(Entry *e) {
     Py_XDECREF(e->shape);
     Py_XDECREF(e->dtype);
-    /* Kernels queued from this entry may still read the Launch's parameter
-     * block on the device: the Launch goes to the graveyard, which Python
-     * empties only after synchronising the device (runtime/calls.py). */
-    if (e->launch && graveyard && PyList_Append(graveyard, e->launch) < 0) PyErr_Clear();
+    /* A Launch owns no device memory (its parameters went by value into each
+     * launch queued from it), so it is released at once: nothing goes to the
+     * graveyard, and no device synchronisation (which would break a CUDA
+     * graph capture) is ever needed for it. */
     Py_XDECREF(e->launch);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -822,7 +824,7 @@ PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args) {
     return set_hooks(args, "call_cache_cupy", slots, 4);
 }
 
-/* call_cache_graveyard(list): where dead entries put their Launches */
+/* call_cache_graveyard(list): kept for runtime/calls.py; nothing is put there since parameters go by value */
 PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list) {
     (void)self;
     if (!PyList_CheckExact(list)) {

@@ -1,9 +1,13 @@
 /* cuda_launch(function, grid, block, shared_mem, stream, src, dst, params):
  * one cuLaunchKernel call for opendml's CUDA kernels, whose three arguments
- * are always (source pointer, destination pointer, parameter-block pointer).
+ * are always (source pointer, destination pointer, parameter block BY VALUE).
+ * `params` is the HOST address of the parameter structure (a params.h
+ * struct, owned by the backend's Launch): cuLaunchKernel copies its bytes
+ * into the launch, so nothing of it lives on the device, nothing is uploaded,
+ * and a launch captured into a CUDA graph keeps its own copy.
  *
  * Owns only this: the CUDA backend (runtime/cuda/backend.py) builds and caches
- * everything else (compiled function, uploaded parameter block, grid) and
+ * everything else (compiled function, parameter structure, grid) and
  * calls this on the hot path, because a launch through ctypes costs about
  * 8 us of argument conversion and this one a fraction of a microsecond. The
  * driver library is opened on first use with dlopen, so the extension needs
@@ -42,8 +46,8 @@ int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned 
     return -1;
 #else
     if (!load_driver()) return -1;
-    void *s = (void *)(uintptr_t)src, *d = (void *)(uintptr_t)dst, *p = (void *)(uintptr_t)params;
-    void *argv[3] = {&s, &d, &p};
+    void *s = (void *)(uintptr_t)src, *d = (void *)(uintptr_t)dst;
+    void *argv[3] = {&s, &d, (void *)(uintptr_t)params};   /* the struct itself: by value */
     return cu_launch((void *)(uintptr_t)function, grid, 1, 1, block, 1, 1, shared, (void *)(uintptr_t)stream, argv,
                      NULL);
 #endif
@@ -74,8 +78,12 @@ PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ImportError, "cuda_launch: the CUDA driver library (libcuda) could not be loaded");
         return NULL;
     }
-    void *src = (void *)(uintptr_t)v[5], *dst = (void *)(uintptr_t)v[6], *params = (void *)(uintptr_t)v[7];
-    void *argv[3] = {&src, &dst, &params};
+    if (v[7] == 0) {
+        PyErr_SetString(PyExc_ValueError, "cuda_launch: params must be the host address of the parameter structure");
+        return NULL;
+    }
+    void *src = (void *)(uintptr_t)v[5], *dst = (void *)(uintptr_t)v[6];
+    void *argv[3] = {&src, &dst, (void *)(uintptr_t)v[7]};   /* the struct itself: by value */
     int rc = cu_launch((void *)(uintptr_t)v[0], (unsigned)v[1], 1, 1, (unsigned)v[2], 1, 1, (unsigned)v[3],
                        (void *)(uintptr_t)v[4], argv, NULL);
     return PyLong_FromLong(rc);

@@ -6,9 +6,14 @@ Kernels and parameters
     block is one of the C structs of ``runtime/params.h``, which ``kernels.cu``
     includes (NVRTC gets ``-I<runtime dir>``, see ``INCLUDE``) and reads by
     field name; this module fills its ctypes mirror from
-    ``opendml.runtime.params`` and uploads the structure's bytes once per
-    distinct block (a cache keyed by those bytes), so a dispatch passes three
-    pointers and copies nothing to the device. Kernels are compiled with
+    ``opendml.runtime.params`` and passes it BY VALUE: the launch's third
+    argument points at the structure in host memory and ``cuLaunchKernel``
+    copies its bytes (at most 608, see ``MAX_PARAM_BYTES``) into the launch.
+    opendml allocates no device memory of its own for a launch, so a user's
+    CuPy allocator cannot misalign it (issue 23), a first call makes no upload
+    and no stream synchronisation, and the launch can be captured into a CUDA
+    graph (``torch.cuda.graph``), whose nodes keep their own copy of the
+    parameters. Kernels are compiled with
     ``--fmad=false``: FOLD's sums are plain round-to-nearest additions (CuPy
     appends ``-ftz=true`` to every NVRTC compile, so float32 sums are written
     as PTX ``add.rn.f32``, which keeps subnormals as NumPy does).
@@ -40,14 +45,19 @@ Launch path (issue 12)
       stride-2 copy reads a 16-byte word's unused tail only inside it);
       ``dst_ptr`` addresses element 0 of the output range.
     * Everything derived from the plan (kernel choice, word widening, compiled
-      function, uploaded parameters, grid, the driver's argument array) is
+      function, parameter block, grid, the driver's argument array) is
       cached per ``(plan object, src_ptr % 16, dst_ptr % 16, src_elements)``;
       a repeated call costs one dictionary lookup, two pointer-slot writes and
-      ``cuLaunchKernel`` (through ctypes on the driver library; where that
-      library cannot be loaded, CuPy's ``Function`` launch on a cached
-      ``ExternalStream``). Keep plan objects (the planner's cache does): an
-      equal but new plan object builds a new cache entry (sharing the compiled
-      kernel and the uploaded parameters).
+      ``cuLaunchKernel`` (from opendml's C extension, else through ctypes on
+      the driver library, else CuPy's binding of it). Keep plan objects (the
+      planner's cache does): an equal but new plan object builds a new cache
+      entry (sharing the compiled kernel).
+    * Both addresses must be multiples of the plan's element size (the
+      kernels read whole elements); another raises ``UnsupportedError`` naming
+      the address before anything is launched.
+    * The first launch of a plan (compiling or loading its kernel) runs with
+      the calling thread's stream-capture mode relaxed, so it may happen while
+      a CUDA graph is being captured on the caller's stream.
     * The launch is asynchronous and stream-ordered: the caller keeps both
       buffers alive until the stream has run it (as the frameworks' stream-
       ordered allocators do for their own tensors). The backend's device must
@@ -65,6 +75,7 @@ CuPy is imported here only, i.e. only when a CUDA device is asked for.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -85,8 +96,11 @@ INCLUDE = P.HEADER.parent
 #: NVRTC options of every module.
 OPTIONS = ("-std=c++17", f"-I{INCLUDE}", "--fmad=false")
 THREADS = 256
-PARAM_CACHE = 512   # uploaded parameter blocks kept per device
 LAUNCH_CACHE = 1024  # cached launches kept per device
+ALIGNMENT = 16       # of Buffer storage (allocate)
+#: The largest parameter block; a kernel's arguments may take 4 KiB.
+MAX_PARAM_BYTES = max(ctypes.sizeof(t) for t in (P.CopyParams, P.UnfoldParams, P.FoldParams, P.ScatterParams))
+assert 2 * 8 + MAX_PARAM_BYTES <= 4096
 #: 1-D UNFOLDs whose neighbouring blocks lie at least this many elements apart
 #: in the input go through the shared-memory transpose (unfold1d_tile).
 TILE_MIN_STEP = 8
@@ -147,20 +161,47 @@ def _source() -> str:
     return f"// params.h {digest}\n" + KERNELS.read_text(encoding="utf-8")
 
 
+class Kernel:
+    """One compiled specialisation: ``ptr`` is the driver's CUfunction (the
+    launches use it). Calling it runs the kernel as CuPy's ``Function`` call
+    does, for tuning scripts: ``k(grid, block, (src_ptr, dst_ptr, params),
+    shared_mem=0, stream=None)`` with ``params`` a ``runtime.params``
+    structure (by value) and the pointers ints or CuPy arrays, on ``stream``
+    (a CuPy stream; default: CuPy's current one)."""
+
+    __slots__ = ("function", "ptr", "name")
+
+    def __init__(self, function, name: str):
+        self.function, self.ptr, self.name = function, function.ptr, name
+
+    def __call__(self, grid, block, args, *, shared_mem: int = 0, stream=None) -> None:
+        cupy = _cupy()
+        src, dst, params = args
+        ptrs = [ctypes.c_uint64(a.data.ptr if hasattr(a, "data") else int(a)) for a in (src, dst)]
+        if not isinstance(params, ctypes.Structure):
+            raise TypeError(f"{self.name}: the parameter block must be a runtime.params structure (passed by "
+                            f"value); got {type(params).__name__}")
+        argv = (ctypes.c_void_p * 3)(ctypes.addressof(ptrs[0]), ctypes.addressof(ptrs[1]), ctypes.addressof(params))
+        grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
+        stream_ptr = (stream if stream is not None else cupy.cuda.get_current_stream()).ptr
+        cupy.cuda.driver.launchKernel(self.ptr, *grid, *block, shared_mem, stream_ptr, ctypes.addressof(argv), 0)
+
+
 @functools.cache
-def _kernel(device_id: int, name: str, options: tuple = OPTIONS):
-    """One compiled specialisation, e.g. ``strided_copy<uint4, 3, 0, u32, 1, 0>``,
-    as CuPy's ``Function`` (``.ptr`` is the driver's CUfunction)."""
+def _kernel(device_id: int, name: str, options: tuple = OPTIONS) -> Kernel:
+    """One compiled specialisation, e.g. ``strided_copy<uint4, 3, 0, u32, 1, 0>``
+    (compiled or loaded with the calling thread's stream-capture mode relaxed:
+    a first call may come while a CUDA graph is being captured)."""
     cupy = _cupy()
-    with cupy.cuda.Device(device_id):
+    with capture_relaxed(), cupy.cuda.Device(device_id):
         module = cupy.RawModule(code=_source(), options=options, name_expressions=(name,))
-        return module.get_function(name).kernel
+        return Kernel(module.get_function(name).kernel, name)
 
 
-def device_params(params: ctypes.Structure):
-    """A parameter block's bytes as a new CuPy array on the current device
-    (tuning scripts; the backend uploads through its cache)."""
-    return _cupy().asarray(np.frombuffer(bytes(params), dtype=np.uint8))
+def device_params(params: ctypes.Structure) -> ctypes.Structure:
+    """The parameter block as a kernel takes it: by value, so a copy of the
+    structure itself (tuning scripts pass it to a ``Kernel`` call)."""
+    return type(params).from_buffer_copy(params)
 
 
 # -- the driver's launch entry point ----------------------------------------------
@@ -186,8 +227,35 @@ def _driver():
         err = lib.cuGetErrorName
         err.restype = ctypes.c_int
         err.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-        return launch, err
+        exchange = getattr(lib, "cuThreadExchangeStreamCaptureMode", None)
+        if exchange is not None:
+            exchange.restype = ctypes.c_int
+            exchange.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        return launch, err, exchange
     return None
+
+
+_CU_STREAM_CAPTURE_MODE_RELAXED = 2
+
+
+@contextlib.contextmanager
+def capture_relaxed():
+    """The calling thread's stream-capture mode set to relaxed (CUDA's
+    ``cuThreadExchangeStreamCaptureMode``) for the block, then restored:
+    loading a module or querying the device while another stream of this
+    thread (or, in "global" mode, of any thread) is capturing a CUDA graph
+    is then allowed instead of invalidating the capture. Nothing is
+    enqueued on any stream inside."""
+    drv = _driver()
+    exchange = drv[2] if drv is not None else None
+    mode = ctypes.c_int(_CU_STREAM_CAPTURE_MODE_RELAXED)
+    if exchange is None or exchange(ctypes.byref(mode)) != 0:
+        yield
+        return
+    try:
+        yield
+    finally:
+        exchange(ctypes.byref(mode))
 
 
 @functools.cache
@@ -223,32 +291,36 @@ def _error_name(rc: int) -> str:
 
 #: How launches are made: "native" (cuLaunchKernel from opendml's C extension,
 #: cpu/cuda_launch.c) where the extension and the driver library load, else
-#: "driver" (cuLaunchKernel through ctypes), else "cupy" (CuPy's Function
-#: call). Benchmarks may set it before a backend builds its launches.
+#: "driver" (cuLaunchKernel through ctypes), else "cupy" (CuPy's binding of
+#: cuLaunchKernel). Benchmarks may set it before a backend builds its launches.
 LAUNCH_VIA = "native"
 
 
 class Launch:
-    """One cached launch: a compiled kernel, its uploaded parameter block, the
-    grid, and the driver's argument array whose two pointer slots are
-    rewritten per call. ``launch(src_ptr, dst_ptr, stream_ptr)`` queues it."""
+    """One cached launch: a compiled kernel, its parameter block (a ctypes
+    structure in host memory, owned here and passed by value: each
+    ``cuLaunchKernel`` copies its bytes), the grid, and the driver's argument
+    array whose two pointer slots are rewritten per call.
+    ``launch(src_ptr, dst_ptr, stream_ptr)`` queues it."""
 
-    __slots__ = ("name", "blocks", "smem", "function", "params", "plan", "backend", "_src", "_dst", "_pslot",
-                 "_argv", "_call", "_lock", "_via", "_fast", "_fn", "_pptr")
+    __slots__ = ("name", "blocks", "smem", "function", "params", "plan", "backend", "_src", "_dst", "_argv",
+                 "_call", "_lock", "_via", "_fast", "_fn", "_pptr", "_cupy_launch")
 
-    def __init__(self, backend, plan, name, kernel, params_dev, blocks, smem, via):
+    def __init__(self, backend, plan, name, kernel, params, blocks, smem, via):
         self.backend, self.plan, self.name = backend, plan, name
-        self.function, self.params = kernel, params_dev
+        self.function, self.params = kernel, params
         self.blocks, self.smem = blocks, smem
         self._lock = threading.Lock()
-        self._src, self._dst, self._pslot = (ctypes.c_uint64(0), ctypes.c_uint64(0),
-                                             ctypes.c_uint64(params_dev.data.ptr))
-        self._argv = (ctypes.c_void_p * 3)(*(ctypes.addressof(v) for v in (self._src, self._dst, self._pslot)))
+        self._src, self._dst = ctypes.c_uint64(0), ctypes.c_uint64(0)
+        self._fn, self._pptr = kernel.ptr, ctypes.addressof(params)
+        # cuLaunchKernel's kernelParams: the address of each argument's value;
+        # the third is the parameter structure itself (by value).
+        self._argv = (ctypes.c_void_p * 3)(ctypes.addressof(self._src), ctypes.addressof(self._dst), self._pptr)
         drv = _driver() if via in ("native", "driver") else None
         self._via = "cupy" if drv is None else "driver"
         self._call = None
         self._fast = None
-        self._fn, self._pptr = kernel.ptr, params_dev.data.ptr
+        self._cupy_launch = backend.cupy.cuda.driver.launchKernel
         if drv is not None:
             u = ctypes.c_uint
             self._call = functools.partial(drv[0], ctypes.c_void_p(kernel.ptr), u(blocks), u(1), u(1), u(THREADS),
@@ -265,9 +337,16 @@ class Launch:
             if rc:
                 self._retry(rc, src_ptr, dst_ptr, _stream_arg(stream_ptr))
             return
-        if self._call is None:
-            self.function((self.blocks,), (THREADS,), (src_ptr, dst_ptr, self.params), shared_mem=self.smem,
-                          stream=self.backend._external_stream(stream_ptr))
+        if self._call is None:              # CuPy's binding of cuLaunchKernel
+            with self._lock:
+                self._src.value = src_ptr
+                self._dst.value = dst_ptr
+                try:
+                    self._cupy_launch(self._fn, self.blocks, 1, 1, THREADS, 1, 1, self.smem, stream_ptr,
+                                      ctypes.addressof(self._argv), 0)
+                except self.backend.cupy.cuda.driver.CUDADriverError as exc:
+                    raise RuntimeError(f"opendml CUDA: launching {self.name} (grid {self.blocks}, {self.smem} "
+                                       f"bytes of shared memory) failed: {exc}") from None
             return
         stream = _STREAM_ARGS.get(stream_ptr)
         if stream is None:
@@ -311,7 +390,9 @@ class Launch:
 
     @property
     def params_ptr(self) -> int:
-        """The device address of the uploaded parameter block."""
+        """The HOST address of the parameter structure (owned by this Launch,
+        alive while it is): the launch's third argument, copied by value by
+        each cuLaunchKernel (cpu/cuda_launch.c takes it so)."""
         return self._pptr
 
     @property
@@ -320,50 +401,53 @@ class Launch:
         return THREADS
 
 
+def _plan_what(plan) -> str:
+    return {CopyPlan: "SLICE/SLICE1 (strided copy)", UnfoldPlan: "UNFOLD", FoldPlan: "FOLD",
+            ScatterPlan: "SLICE_GRAD (scatter)"}.get(type(plan), type(plan).__name__)
+
+
+def check_alignment(element_size: int, src_ptr: int, dst_ptr: int, what: str) -> None:
+    """``UnsupportedError`` naming ``what`` (the operator) and the address
+    where the input's (``src_ptr``) or the output's (``dst_ptr``) device
+    address is not a multiple of ``element_size``: every kernel reads and
+    writes whole elements, and a misaligned one would fault
+    (cudaErrorMisalignedAddress), losing the process's CUDA context. Checked
+    before anything is launched."""
+    es = element_size
+    for role, ptr in (("input", src_ptr), ("output", dst_ptr)):
+        if ptr % es:
+            raise UnsupportedError(
+                f"{what} on CUDA: the {role}'s device address {ptr:#x} is not a multiple of its "
+                f"element size ({es} bytes; it is {ptr % es} past one): opendml's CUDA kernels read and write "
+                f"whole elements. Pass an array whose data pointer is aligned to its item size (a CuPy array made "
+                f"at an offset of a raw allocation can be copied byte-wise into a fresh one, e.g. "
+                f"y = cupy.empty_like(x); y.data.copy_from_device(x.data, x.nbytes) for a contiguous x)")
+
+
 class CudaBackend:
     name = "cuda"
 
     def __init__(self, index: int = 0):
-        cupy = _cupy()
-        try:
-            count = cupy.cuda.runtime.getDeviceCount()
-        except Exception as exc:
-            raise UnsupportedError(f"Device('cuda'): CUDA is not usable here: {exc}") from None
+        # Relaxed: a first call may come inside a CUDA graph capture, and
+        # importing CuPy or querying devices must not invalidate it.
+        with capture_relaxed():
+            cupy = _cupy()
+            try:
+                count = cupy.cuda.runtime.getDeviceCount()
+            except Exception as exc:
+                raise UnsupportedError(f"Device('cuda'): CUDA is not usable here: {exc}") from None
         if not 0 <= index < count:
             raise UnsupportedError(f"Device('cuda:{index}'): there are {count} CUDA devices")
         self.cupy, self.index = cupy, index
         self.device = cupy.cuda.Device(index)
-        self._params: dict = {}
         self._launches: dict = {}
         self._streams: dict = {}
         self._lock = threading.Lock()
-        self._upload_stream = None
-
-    # -- parameters -------------------------------------------------------------
-
-    def _upload_params(self, params: ctypes.Structure):
-        """The parameter block on the device, uploaded once per distinct block
-        (an upload is a host-to-device copy that waits for its own stream)."""
-        key = bytes(params)
-        p = self._params.get(key)
-        if p is None:
-            cupy = self.cupy
-            with self.device:
-                if self._upload_stream is None:
-                    self._upload_stream = cupy.cuda.Stream(non_blocking=True)
-                if len(self._params) >= PARAM_CACHE:
-                    self._evict(self._params)
-                with self._upload_stream:
-                    p = cupy.empty(len(key), dtype=np.uint8)
-                    p.set(np.frombuffer(key, dtype=np.uint8))
-                self._upload_stream.synchronize()
-            self._params[key] = p
-        return p
 
     def _evict(self, cache: dict) -> None:
-        """Drop the older half of a cache, after the device has finished every
-        kernel that may still read what is dropped."""
-        self.device.synchronize()
+        """Drop the older half of a cache. A launch owns no device memory (its
+        parameters go by value), so kernels still queued from a dropped one
+        need no synchronisation (and none happens inside a graph capture)."""
         for k in list(cache)[:len(cache) // 2 + 1]:
             cache.pop(k, None)
 
@@ -377,20 +461,25 @@ class CudaBackend:
         return s
 
     def cache_info(self) -> dict:
-        """{'launches', 'parameter_blocks', 'launch_via'}: cached launches and
-        uploaded parameter blocks of this device, and how launches are made."""
+        """{'launches', 'launch_via'}: cached launches of this device, and how
+        launches are made."""
         via = "cupy" if LAUNCH_VIA == "cupy" or _driver() is None else (
             "native" if LAUNCH_VIA == "native" and _fast_launch() is not None else "driver")
-        return {"launches": len(self._launches), "parameter_blocks": len(self._params), "launch_via": via}
+        return {"launches": len(self._launches), "launch_via": via}
 
     # -- memory ----------------------------------------------------------------
 
     def allocate(self, nbytes: int):
+        """Zeroed device bytes for a ``Buffer``, 16-byte aligned whatever CuPy
+        allocator the user installed (one that returns 2-byte-aligned memory
+        is legal for float16 data): a view into ``nbytes + 16`` bytes."""
         with self.device:
             try:
-                return self.cupy.zeros(nbytes, dtype=np.uint8)
+                raw = self.cupy.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
             except self.cupy.cuda.memory.OutOfMemoryError:
                 raise MemoryError(nbytes) from None
+            start = -raw.data.ptr % ALIGNMENT
+            return raw[start:start + nbytes]
 
     def write_bytes(self, storage, offset: int, data) -> None:
         with self.device:
@@ -409,15 +498,18 @@ class CudaBackend:
 
     # -- execution --------------------------------------------------------------
 
-    def _record(self, plan, src_ptr: int, src_elements: int, dst_ptr: int) -> Launch:
+    def _record(self, plan, src_ptr: int, src_elements: int, dst_ptr: int, what: str | None = None) -> Launch:
         key = (id(plan), src_ptr & 15, dst_ptr & 15, src_elements)
         rec = self._launches.get(key)
         if rec is not None:
             return rec
+        # Misaligned addresses are refused here, so never cached: the key's
+        # alignment class (ptr % 16) covers every element size.
+        check_alignment(plan.element_size, src_ptr, dst_ptr, what or _plan_what(plan))
         name, params, grid, smem = launch_spec(plan, src_ptr, src_elements, dst_ptr)
         with self.device:
             kernel = _kernel(self.index, name)
-        rec = Launch(self, plan, name, kernel, self._upload_params(params), grid[0], smem, LAUNCH_VIA)
+        rec = Launch(self, plan, name, kernel, params, grid[0], smem, LAUNCH_VIA)
         with self._lock:
             if len(self._launches) >= LAUNCH_CACHE:
                 self._evict(self._launches)
@@ -433,12 +525,14 @@ class CudaBackend:
             rec = self._record(plan, src_ptr, src_elements, dst_ptr)
         return functools.partial(rec, src_ptr, dst_ptr)
 
-    def record(self, plan, src_ptr: int, src_elements: int, dst_ptr: int) -> Launch:
+    def record(self, plan, src_ptr: int, src_elements: int, dst_ptr: int, what: str | None = None) -> Launch:
         """The cached ``Launch`` of ``plan`` for these addresses' alignment
-        classes: ``record(...)(src_ptr, dst_ptr, stream_ptr)`` queues it."""
+        classes: ``record(...)(src_ptr, dst_ptr, stream_ptr)`` queues it.
+        ``UnsupportedError`` (naming ``what``, the operator, where given) if
+        either address is not a multiple of the plan's element size."""
         rec = self._launches.get((id(plan), src_ptr & 15, dst_ptr & 15, src_elements))
         if rec is None:
-            rec = self._record(plan, src_ptr, src_elements, dst_ptr)
+            rec = self._record(plan, src_ptr, src_elements, dst_ptr, what)
         return rec
 
     def launch(self, plan, src_ptr: int, src_elements: int, dst_ptr: int, stream_ptr: int = 0) -> None:

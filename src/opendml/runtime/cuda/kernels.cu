@@ -8,12 +8,24 @@
 // round-to-nearest additions; no multiply is ever fused into them).
 //
 // Every kernel takes (source words, destination words, parameter block): the
-// block is one of the structs of params.h, uploaded by the host once per
-// distinct plan and read here by field name. Addresses are computed in 64-bit
-// element offsets; only flat thread/work indices may be 32-bit (index type I),
-// which the host picks when the count fits.
+// block is one of the structs of params.h (at most 608 bytes, far below the
+// 4 KiB of kernel arguments), passed BY VALUE as the kernel's third argument
+// (cuLaunchKernel copies it into the launch: no device memory, no upload, no
+// stream synchronisation, capturable into CUDA graphs) and read here by field
+// name through `p`, a pointer to the argument itself (__grid_constant__: no
+// local copy). Addresses are computed in 64-bit element offsets; only flat
+// thread/work indices may be 32-bit (index type I), which the host picks when
+// the count fits.
 
 #include "params.h"
+
+// A by-value parameter whose address is taken stays in the parameter space
+// (sm_70 and up); older devices get a local copy, still correct.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#define ODML_GRID_CONSTANT
+#else
+#define ODML_GRID_CONSTANT __grid_constant__
+#endif
 
 // Minimum resident blocks per multiprocessor asked of the FOLD kernels, which
 // caps their registers: more warps in flight hide the loads' latency. Measured
@@ -76,7 +88,8 @@ template <> __device__ __forceinline__ uint4 zero_word<uint4>() { return make_ui
 // non-unit stride) need more of them in flight.
 template <typename W, int NDIM, int REV, typename I, int ITEMS, int PICK>
 __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W* __restrict__ dst,
-                                                    const odml_copy_params* __restrict__ p) {
+                                                    const ODML_GRID_CONSTANT odml_copy_params params) {
+    const odml_copy_params* __restrict__ p = &params;
     const I count = (I)p->count;
     const I first = (I)blockIdx.x * (I)(blockDim.x * ITEMS) + (I)threadIdx.x;
     i64 io[ITEMS], oo[ITEMS];
@@ -119,7 +132,8 @@ __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W
 // thread, not per element.
 template <typename T, int D, typename I, int R>
 __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, T* __restrict__ dst,
-                                                     const odml_unfold_params* __restrict__ p) {
+                                                     const ODML_GRID_CONSTANT odml_unfold_params params) {
+    const odml_unfold_params* __restrict__ p = &params;
     constexpr int V = 16 / sizeof(T);
     constexpr int CH = V * R;
     const I slot = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
@@ -202,7 +216,8 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
 // odml_unfold_params with dims = 1 (work_items unused).
 template <typename T, typename I>
 __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, T* __restrict__ dst,
-                                                     const odml_unfold_params* __restrict__ p) {
+                                                     const ODML_GRID_CONSTANT odml_unfold_params params) {
+    const odml_unfold_params* __restrict__ p = &params;
     __shared__ T tile[32][33];
     const I K = (I)p->window_count, B = (I)p->block_count, C = (I)p->channels;
     const I ktiles = (K + 31) / 32, btiles = (B + 31) / 32;
@@ -251,7 +266,8 @@ __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, 
 // then channel, then batch.
 template <typename T, int D>
 __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T* __restrict__ dst,
-                                                   const odml_unfold_params* __restrict__ p) {
+                                                   const ODML_GRID_CONSTANT odml_unfold_params params) {
+    const odml_unfold_params* __restrict__ p = &params;
     extern __shared__ __align__(16) unsigned char smem[];
     T* region = reinterpret_cast<T*>(smem);
     const odml_window_dim* dm = p->dim;
@@ -500,7 +516,8 @@ __device__ __forceinline__ WindowRun window_run(const odml_window_dim& w, const 
 // odml_fold_params: work_items = warps (lines x runs per line).
 template <typename T, int FLT, int D, typename I, int V>
 __global__ void __launch_bounds__(256, ODML_GATHER_BLOCKS(T, D, V)) fold_gather(const T* __restrict__ src, T* __restrict__ dst,
-                                                   const odml_fold_params* __restrict__ p) {
+                                                   const ODML_GRID_CONSTANT odml_fold_params params) {
+    const odml_fold_params* __restrict__ p = &params;
     typedef typename SumOf<T, FLT>::type S;
     typedef typename S::A A;
     constexpr int U = V >= 4 ? 2 : 8 / V;  // steps per batch: 8 loads in flight per thread
@@ -632,7 +649,8 @@ __global__ void __launch_bounds__(256, ODML_GATHER_BLOCKS(T, D, V)) fold_gather(
 // hop tile, then channel, then batch.
 template <typename T, int FLT, int RC>
 __global__ void __launch_bounds__(256, ODML_TILE_BLOCKS) fold1d_tile(const T* __restrict__ src, T* __restrict__ dst,
-                                                   const odml_fold_params* __restrict__ p) {
+                                                   const ODML_GRID_CONSTANT odml_fold_params params) {
+    const odml_fold_params* __restrict__ p = &params;
     typedef typename SumOf<T, FLT>::type S;
     typedef typename S::A A;
     constexpr int MH = 32;
@@ -701,7 +719,8 @@ __global__ void __launch_bounds__(256, ODML_TILE_BLOCKS) fold1d_tile(const T* __
 // output's memory order, so stores are coalesced.
 template <typename W, int D, int REV, typename I, int ITEMS>
 __global__ void __launch_bounds__(256) scatter(const W* __restrict__ src, W* __restrict__ dst,
-                                               const odml_scatter_params* __restrict__ p) {
+                                               const ODML_GRID_CONSTANT odml_scatter_params params) {
+    const odml_scatter_params* __restrict__ p = &params;
     const I count = (I)p->count;
     const I first = (I)blockIdx.x * (I)(blockDim.x * ITEMS) + (I)threadIdx.x;
     i64 io[ITEMS], oo[ITEMS];
@@ -750,43 +769,43 @@ __global__ void __launch_bounds__(256) scatter(const W* __restrict__ src, W* __r
 
 #ifdef OPENDML_INSTANTIATE
 // For `nvcc -c` syntax checks on machines without a GPU (tests/runtime).
-template __global__ void strided_copy<uint4, 3, 1, u32, 4, 0>(const uint4*, uint4*, const odml_copy_params*);
-template __global__ void strided_copy<uint4, 8, 8, u64, 4, 0>(const uint4*, uint4*, const odml_copy_params*);
-template __global__ void strided_copy<u64, 2, 2, u32, 4, 0>(const u64*, u64*, const odml_copy_params*);
-template __global__ void strided_copy<u32, 1, 0, u32, 4, 0>(const u32*, u32*, const odml_copy_params*);
-template __global__ void strided_copy<u16, 4, 1, u64, 8, 0>(const u16*, u16*, const odml_copy_params*);
-template __global__ void strided_copy<u8, 5, 0, u32, 16, 0>(const u8*, u8*, const odml_copy_params*);
-template __global__ void strided_copy<u64, 3, 0, u32, 4, 4>(const u64*, u64*, const odml_copy_params*);
-template __global__ void strided_copy<u64, 2, 0, u64, 4, 1>(const u64*, u64*, const odml_copy_params*);
-template __global__ void strided_copy<u64, 4, 0, u32, 4, 2>(const u64*, u64*, const odml_copy_params*);
-template __global__ void strided_copy<u64, 1, 0, u32, 4, 8>(const u64*, u64*, const odml_copy_params*);
-template __global__ void unfold_tile<u32, 2>(const u32*, u32*, const odml_unfold_params*);
-template __global__ void unfold_tile<u8, 1>(const u8*, u8*, const odml_unfold_params*);
-template __global__ void unfold_tile<u64, 6>(const u64*, u64*, const odml_unfold_params*);
-template __global__ void unfold_tile<u16, 3>(const u16*, u16*, const odml_unfold_params*);
-template __global__ void unfold1d_tile<u32, u32>(const u32*, u32*, const odml_unfold_params*);
-template __global__ void unfold1d_tile<u8, u64>(const u8*, u8*, const odml_unfold_params*);
-template __global__ void unfold_gather<u8, 1, u32, 1>(const u8*, u8*, const odml_unfold_params*);
-template __global__ void unfold_gather<u16, 2, u32, 1>(const u16*, u16*, const odml_unfold_params*);
-template __global__ void unfold_gather<u32, 3, u64, 2>(const u32*, u32*, const odml_unfold_params*);
-template __global__ void unfold_gather<u64, 6, u64, 2>(const u64*, u64*, const odml_unfold_params*);
-template __global__ void fold_gather<u32, 1, 2, u32, 2>(const u32*, u32*, const odml_fold_params*);
-template __global__ void fold_gather<u16, 1, 2, u32, 2>(const u16*, u16*, const odml_fold_params*);
-template __global__ void fold_gather<u32, 1, 3, u32, 1>(const u32*, u32*, const odml_fold_params*);
-template __global__ void fold_gather<u64, 1, 1, u64, 4>(const u64*, u64*, const odml_fold_params*);
-template __global__ void fold_gather<u8, 0, 6, u32, 1>(const u8*, u8*, const odml_fold_params*);
-template __global__ void fold_gather<u16, 0, 4, u64, 4>(const u16*, u16*, const odml_fold_params*);
-template __global__ void fold_gather<u32, 0, 5, u32, 2>(const u32*, u32*, const odml_fold_params*);
-template __global__ void fold_gather<u64, 0, 1, u32, 1>(const u64*, u64*, const odml_fold_params*);
-template __global__ void fold1d_tile<u32, 1, 256>(const u32*, u32*, const odml_fold_params*);
-template __global__ void fold1d_tile<u16, 1, 128>(const u16*, u16*, const odml_fold_params*);
-template __global__ void fold1d_tile<u64, 1, 64>(const u64*, u64*, const odml_fold_params*);
-template __global__ void fold1d_tile<u8, 0, 32>(const u8*, u8*, const odml_fold_params*);
-template __global__ void fold1d_tile<u64, 0, 128>(const u64*, u64*, const odml_fold_params*);
-template __global__ void scatter<uint4, 3, 0, u32, 1>(const uint4*, uint4*, const odml_scatter_params*);
-template __global__ void scatter<uint4, 2, 4, u64, 1>(const uint4*, uint4*, const odml_scatter_params*);
-template __global__ void scatter<u64, 8, 2, u32, 4>(const u64*, u64*, const odml_scatter_params*);
-template __global__ void scatter<u32, 1, 0, u32, 4>(const u32*, u32*, const odml_scatter_params*);
-template __global__ void scatter<u16, 4, 0, u64, 8>(const u16*, u16*, const odml_scatter_params*);
-template __global__ void scatter<u8, 5, 0, u32, 16>(const u8*, u8*, const odml_scatter_params*);
+template __global__ void strided_copy<uint4, 3, 1, u32, 4, 0>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<uint4, 8, 8, u64, 4, 0>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<u64, 2, 2, u32, 4, 0>(const u64*, u64*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<u32, 1, 0, u32, 4, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<u16, 4, 1, u64, 8, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<u8, 5, 0, u32, 16, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<u64, 3, 0, u32, 4, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<u64, 2, 0, u64, 4, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<u64, 4, 0, u32, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void strided_copy<u64, 1, 0, u32, 4, 8>(const u64*, u64*, const ODML_GRID_CONSTANT odml_copy_params);
+template __global__ void unfold_tile<u32, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u8, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u64, 6>(const u64*, u64*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u16, 3>(const u16*, u16*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold1d_tile<u32, u32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold1d_tile<u8, u64>(const u8*, u8*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_gather<u8, 1, u32, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_gather<u16, 2, u32, 1>(const u16*, u16*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_gather<u32, 3, u64, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_gather<u64, 6, u64, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void fold_gather<u32, 1, 2, u32, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold_gather<u16, 1, 2, u32, 2>(const u16*, u16*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold_gather<u32, 1, 3, u32, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold_gather<u64, 1, 1, u64, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold_gather<u8, 0, 6, u32, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold_gather<u16, 0, 4, u64, 4>(const u16*, u16*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold_gather<u32, 0, 5, u32, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold_gather<u64, 0, 1, u32, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold1d_tile<u32, 1, 256>(const u32*, u32*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold1d_tile<u16, 1, 128>(const u16*, u16*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold1d_tile<u64, 1, 64>(const u64*, u64*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold1d_tile<u8, 0, 32>(const u8*, u8*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void fold1d_tile<u64, 0, 128>(const u64*, u64*, const ODML_GRID_CONSTANT odml_fold_params);
+template __global__ void scatter<uint4, 3, 0, u32, 1>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_scatter_params);
+template __global__ void scatter<uint4, 2, 4, u64, 1>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_scatter_params);
+template __global__ void scatter<u64, 8, 2, u32, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_scatter_params);
+template __global__ void scatter<u32, 1, 0, u32, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_scatter_params);
+template __global__ void scatter<u16, 4, 0, u64, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_scatter_params);
+template __global__ void scatter<u8, 5, 0, u32, 16>(const u8*, u8*, const ODML_GRID_CONSTANT odml_scatter_params);
 #endif
