@@ -538,18 +538,6 @@ def test_readme_example_trains_an_im2col_layer_like_conv2d():
         print(f"step {step}: loss {loss.item():.4f}")
 
 
-def test_readme_pytorch_example_runs():
-    """The README's PyTorch example, once it is there, is the code above and runs."""
-    import pathlib
-    import re
-    readme = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
-              if "Im2colConv2d" in b]
-    if not blocks:
-        pytest.skip("README.md has no PyTorch im2col example yet")
-    exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme_example"})
-
-
 # -- CUDA ----------------------------------------------------------------------------------------------
 
 def stream_calls(x):

@@ -1009,7 +1009,60 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     ``print`` commands write to ``out`` (default ``sys.stdout``); writeFile
     targets are written once every command has run. ``max_bytes`` bounds the
     memory the resources may take. Errors are ``DmlError`` subclasses naming
-    the resource, dispatchable or command."""
+    the resource, dispatchable or command.
+
+    Parameters
+    ----------
+    model : str, os.PathLike or Mapping
+        A path to the model's JSON file, or the model already parsed.
+    device : str or Device, optional
+        ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``, or a ``Device``.
+    feature_level : str, FeatureLevel or None, optional
+        The level every dispatchable is validated at, such as ``"6_4"``.
+        None (the default): the ``Device``'s level, or 6_4 for a device
+        given by name. With a ``Device`` it must equal the device's level.
+    base_dir : str, os.PathLike or None, optional
+        The folder file paths are relative to (default: the model file's
+        folder, or the current folder for a dict).
+    out : file-like or None, optional
+        Where ``print`` commands and writeFile notices go (default
+        ``sys.stdout``).
+    max_bytes : int, optional
+        The most bytes the resources may take in all (default
+        ``DEFAULT_MAX_BYTES``, 2 GiB).
+
+    Returns
+    -------
+    dict[str, numpy.ndarray]
+        Every resource by name, after the last command: a 1-D array of its
+        initialValuesDataType over the whole buffer (UINT8 bytes for a list
+        initialiser of mixed types).
+
+    Raises
+    ------
+    ModelError
+        (a ``ValidationError``) If the model is malformed or cannot be read:
+        bad JSON, a missing or unknown key, a bad value, a file path outside
+        the model's folder, resources over ``max_bytes``, a writeFile that
+        fails.
+    ValidationError
+        If a dispatchable's description breaks an operator rule, or
+        ``feature_level`` is unknown or differs from the given ``Device``'s.
+    UnsupportedError
+        If a dispatchable is not an operator opendml has (or not a DirectML
+        operator), needs a higher feature level, or the device cannot be
+        used (such as ``"cuda"`` without CUDA).
+    BindingError
+        If a binding breaks DirectML's binding rules (alignment, range,
+        size, overlap).
+    AllocationError
+        (``opendml.runtime.alloc.AllocationError``, a ``ValidationError``)
+        If a host copy of a resource cannot be allocated.
+    TypeError
+        If ``model`` is neither a path nor a mapping.
+    ValueError
+        If ``max_bytes`` is not a positive integer.
+    """
     obj, folder = load(model, base_dir)
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"dxdispatch.run: max_bytes must be a positive integer; got {max_bytes!r}")

@@ -65,31 +65,178 @@ def _jax(x) -> jax.Array:
 
 
 def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> jax.Array:  # noqa: A001
-    """``opendml.slice`` on ``x`` as a JAX array (NumPy arrays are converted)."""
+    """``opendml.slice`` on ``x`` as a JAX array (NumPy arrays are converted).
+
+    Parameters
+    ----------
+    x : jax.Array or array-like
+        The input; anything else (a NumPy array) is converted with
+        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
+        ``jax_enable_x64``); concrete or traced.
+    offsets, sizes, strides : sequence of int
+        As ``opendml.slice`` takes them: one entry per axis, ``sizes`` being
+        the output's shape.
+
+    Returns
+    -------
+    jax.Array
+        A new array of ``x``'s dtype, of shape ``sizes``; differentiable in reverse
+        mode (``custom_vjp``: its gradient is ``slice_grad``; forward mode is not
+        available).
+
+    Raises
+    ------
+    ValidationError
+        If an argument breaks the operator's rules for ``x``'s shape
+        (raised while tracing too, with the eager message).
+    UnsupportedError
+        If ``x``'s dtype is not one of the 11 DirectML types (bfloat16,
+        complex, bool, float8...), or ``x`` is sharded over several devices.
+    """
     return arrays.slice(_jax(x), offsets, sizes, strides)
 
 
 def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int],
            output_sizes: Sequence[int] | None = None) -> jax.Array:
-    """``opendml.slice1`` on ``x`` as a JAX array; its gradient is ``slice_grad``."""
+    """``opendml.slice1`` on ``x`` as a JAX array; its gradient is ``slice_grad``.
+
+    Parameters
+    ----------
+    x : jax.Array or array-like
+        The input; anything else (a NumPy array) is converted with
+        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
+        ``jax_enable_x64``); concrete or traced.
+    window_offsets, window_sizes, window_strides : sequence of int
+        The window, one entry per axis (strides non-zero; a negative stride
+        walks from the window's end), as ``opendml.slice1`` takes it.
+    output_sizes : sequence of int or None, optional
+        The output's shape; None (the default) takes every reachable
+        element.
+
+    Returns
+    -------
+    jax.Array
+        A new array of ``x``'s dtype, of shape ``output_sizes``; differentiable in reverse
+        mode (``custom_vjp``: its gradient is ``slice_grad``; forward mode is not
+        available).
+
+    Raises
+    ------
+    ValidationError
+        If an argument breaks the operator's rules for ``x``'s shape
+        (raised while tracing too, with the eager message).
+    UnsupportedError
+        If ``x``'s dtype is not one of the 11 DirectML types (bfloat16,
+        complex, bool, float8...), or ``x`` is sharded over several devices.
+    """
     return arrays.slice1(_jax(x), window_offsets, window_sizes, window_strides, output_sizes)
 
 
 def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int],
                window_strides: Sequence[int]) -> jax.Array:
-    """``opendml.slice_grad`` on ``grad`` as a JAX array; its gradient is ``slice1``."""
+    """``opendml.slice_grad`` on ``grad`` as a JAX array; its gradient is ``slice1``.
+
+    Parameters
+    ----------
+    grad : jax.Array or array-like
+        The gradient of ``slice1``'s output; anything else (a NumPy array) is converted with
+        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
+        ``jax_enable_x64``); concrete or traced.
+    input_sizes : sequence of int
+        The result's shape (``slice1``'s input).
+    window_offsets, window_sizes, window_strides : sequence of int
+        ``slice1``'s window, as ``opendml.slice_grad`` takes it.
+
+    Returns
+    -------
+    jax.Array
+        A new array of ``grad``'s dtype, of shape ``input_sizes``, 0 where ``slice1`` does not read; differentiable in reverse
+        mode (``custom_vjp``: its gradient is ``slice1``; forward mode is not
+        available).
+
+    Raises
+    ------
+    ValidationError
+        If an argument breaks the operator's rules for ``grad``'s shape
+        (raised while tracing too, with the eager message).
+    UnsupportedError
+        If ``grad``'s dtype is not one of the 11 DirectML types (bfloat16,
+        complex, bool, float8...), or ``grad`` is sharded over several devices.
+    """
     return arrays.slice_grad(_jax(grad), input_sizes, window_offsets, window_sizes, window_strides)
 
 
 def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0,
            end_padding: Ints = 0) -> jax.Array:
-    """``opendml.unfold`` on ``x`` as a JAX array; its gradient is ``fold``."""
+    """``opendml.unfold`` on ``x`` as a JAX array; its gradient is ``fold``.
+
+    Parameters
+    ----------
+    x : jax.Array or array-like
+        The input, (N, C, *spatial); anything else (a NumPy array) is converted with
+        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
+        ``jax_enable_x64``); concrete or traced.
+    window_sizes : int or sequence of int
+        The window size per spatial axis, each >= 1.
+    strides, dilations : int or sequence of int, optional
+        Per spatial axis, each >= 1 (default 1).
+    start_padding, end_padding : int or sequence of int, optional
+        Zeros before and after each spatial axis (default 0).
+
+    Returns
+    -------
+    jax.Array
+        A new array of ``x``'s dtype, of shape (N, C * prod(window_sizes), BlockCount); differentiable in reverse
+        mode (``custom_vjp``: its gradient is ``fold``; forward mode is not
+        available).
+
+    Raises
+    ------
+    ValidationError
+        If an argument breaks the operator's rules for ``x``'s shape
+        (raised while tracing too, with the eager message).
+    UnsupportedError
+        If ``x``'s dtype is not one of the 11 DirectML types (bfloat16,
+        complex, bool, float8...), or ``x`` is sharded over several devices.
+    """
     return arrays.unfold(_jax(x), window_sizes, strides, dilations, start_padding, end_padding)
 
 
 def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1,
          start_padding: Ints = 0, end_padding: Ints = 0) -> jax.Array:
-    """``opendml.fold`` on ``x`` as a JAX array; its gradient is ``unfold``."""
+    """``opendml.fold`` on ``x`` as a JAX array; its gradient is ``unfold``.
+
+    Parameters
+    ----------
+    x : jax.Array or array-like
+        The columns, (N, C * prod(window_sizes), BlockCount); anything else (a NumPy array) is converted with
+        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
+        ``jax_enable_x64``); concrete or traced.
+    output_sizes : int or sequence of int
+        The spatial sizes of the result.
+    window_sizes : int or sequence of int
+        The window size per spatial axis, each >= 1.
+    strides, dilations : int or sequence of int, optional
+        Per spatial axis, each >= 1 (default 1).
+    start_padding, end_padding : int or sequence of int, optional
+        Zeros before and after each spatial axis (default 0).
+
+    Returns
+    -------
+    jax.Array
+        A new array of ``x``'s dtype, of shape (N, C, *output_sizes); differentiable in reverse
+        mode (``custom_vjp``: its gradient is ``unfold``; forward mode is not
+        available).
+
+    Raises
+    ------
+    ValidationError
+        If an argument breaks the operator's rules for ``x``'s shape
+        (raised while tracing too, with the eager message).
+    UnsupportedError
+        If ``x``'s dtype is not one of the 11 DirectML types (bfloat16,
+        complex, bool, float8...), or ``x`` is sharded over several devices.
+    """
     return arrays.fold(_jax(x), output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
 
 
@@ -102,7 +249,18 @@ class Unfold:
     """UNFOLD with fixed arguments, shaped like ``torch.nn.Unfold`` but N-D with
     asymmetric padding: ``Unfold((3, 3), start_padding=1, end_padding=1)(x)``
     maps (N, C, *S) to (N, C * prod(window_sizes), BlockCount). Hashable, so
-    it can be a static argument of ``jax.jit``."""
+    it can be a static argument of ``jax.jit``. Calling it calls
+    ``opendml.jax.unfold`` with these arguments (lists are kept as tuples).
+
+    Parameters
+    ----------
+    window_sizes : int or sequence of int
+        The window size per spatial axis, each >= 1.
+    strides, dilations : int or sequence of int, optional
+        Per spatial axis, each >= 1 (default 1).
+    start_padding, end_padding : int or sequence of int, optional
+        Zeros before and after each spatial axis (default 0).
+    """
 
     window_sizes: Ints
     strides: Ints = 1
@@ -122,7 +280,21 @@ class Unfold:
 class Fold:
     """FOLD with fixed arguments, shaped like ``torch.nn.Fold``:
     ``Fold(output_sizes, window_sizes, ...)(x)`` maps (N, C * prod(window_sizes),
-    BlockCount) to (N, C, *output_sizes), summing overlapping windows."""
+    BlockCount) to (N, C, *output_sizes), summing overlapping windows.
+    Hashable; calling it calls ``opendml.jax.fold`` with these arguments
+    (lists are kept as tuples).
+
+    Parameters
+    ----------
+    output_sizes : int or sequence of int
+        The spatial sizes of the result.
+    window_sizes : int or sequence of int
+        The window size per spatial axis, each >= 1.
+    strides, dilations : int or sequence of int, optional
+        Per spatial axis, each >= 1 (default 1).
+    start_padding, end_padding : int or sequence of int, optional
+        Zeros before and after each spatial axis (default 0).
+    """
 
     output_sizes: Ints
     window_sizes: Ints

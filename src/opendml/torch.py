@@ -69,7 +69,20 @@ def split_padding(padding):
     every axis), a sequence of ints (per axis, both sides), or a pair
     ``(start, end)`` of which at least one is a sequence (each an int or one
     int per axis), e.g. ``((1, 0), (2, 1))`` pads axis 0 by 1 before and 2
-    after, axis 1 by 0 before and 1 after."""
+    after, axis 1 by 0 before and 1 after.
+
+    Parameters
+    ----------
+    padding : int, sequence of int, or pair of (int or sequence of int)
+        The padding as described above. Nothing is checked here: the values
+        are validated by the operator that takes them.
+
+    Returns
+    -------
+    tuple
+        ``(start_padding, end_padding)``: ``(padding, padding)`` for an int
+        or a plain sequence, else ``(padding[0], padding[1])``.
+    """
     if not _is_sequence(padding):
         return padding, padding
     if len(padding) == 2 and any(_is_sequence(p) for p in padding):
@@ -92,7 +105,21 @@ class Unfold(torch.nn.Module):
     ``kernel_size``, ``dilation`` and ``stride`` are an int or one int per
     spatial axis; ``padding`` is what ``split_padding`` takes. The number of
     spatial axes is the length of the first of them that is a sequence, else
-    2, as in PyTorch."""
+    2, as in PyTorch.
+
+    Parameters
+    ----------
+    kernel_size : int or sequence of int
+        The window size per spatial axis, each >= 1.
+    dilation : int or sequence of int, optional
+        The step between a window's elements, each >= 1 (default 1).
+    padding : int, sequence of int, or pair, optional
+        What ``split_padding`` takes: an int (every side of every axis), one
+        int per spatial axis (both sides), or ``(start, end)`` with at least
+        one a sequence (default 0).
+    stride : int or sequence of int, optional
+        The step between windows, each >= 1 (default 1).
+    """
 
     def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
@@ -104,6 +131,29 @@ class Unfold(torch.nn.Module):
         unbatched = x.dim() == self.spatial_dims + 1
         if unbatched:
             x = x.unsqueeze(0)
+        """Unfold ``x``.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            (N, C, *spatial), or unbatched (C, *spatial) (``spatial_dims + 1``
+            dimensions); on cpu, cuda or meta, of one of the 11 DirectML
+            dtypes.
+
+        Returns
+        -------
+        torch.Tensor
+            A new contiguous tensor (N, C * prod(kernel_size), L), or
+            (C * prod(kernel_size), L) for an unbatched input; differentiable
+            (its backward is FOLD).
+
+        Raises
+        ------
+        ValidationError
+            If the arguments break UNFOLD's rules for ``x``'s shape.
+        UnsupportedError
+            If ``x``'s dtype, layout or device is not supported.
+        """
         out = unfold(x, self.kernel_size, self.stride, self.dilation, self.start_padding, self.end_padding)
         return out.squeeze(0) if unbatched else out
 
@@ -121,7 +171,23 @@ class Fold(torch.nn.Module):
     ``output_size``, ``kernel_size``, ``dilation`` and ``stride`` are an int or
     one int per spatial axis; ``padding`` is what ``split_padding`` takes. The
     number of spatial axes is the length of the first of them that is a
-    sequence, else 2, as in PyTorch."""
+    sequence, else 2, as in PyTorch.
+
+    Parameters
+    ----------
+    output_size : int or sequence of int
+        The spatial sizes of the output.
+    kernel_size : int or sequence of int
+        The window size per spatial axis, each >= 1.
+    dilation : int or sequence of int, optional
+        The step between a window's elements, each >= 1 (default 1).
+    padding : int, sequence of int, or pair, optional
+        What ``split_padding`` takes: an int (every side of every axis), one
+        int per spatial axis (both sides), or ``(start, end)`` with at least
+        one a sequence (default 0).
+    stride : int or sequence of int, optional
+        The step between windows, each >= 1 (default 1).
+    """
 
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
@@ -137,6 +203,31 @@ class Fold(torch.nn.Module):
         unbatched = x.dim() == 2
         if unbatched:
             x = x.unsqueeze(0)
+        """Fold ``x``.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            (N, C * prod(kernel_size), L), or unbatched
+            (C * prod(kernel_size), L) (two dimensions); on cpu, cuda or
+            meta, of one of the 11 DirectML dtypes.
+
+        Returns
+        -------
+        torch.Tensor
+            A new contiguous tensor (N, C, *output_size), or
+            (C, *output_size) for an unbatched input; differentiable (its
+            backward is UNFOLD).
+
+        Raises
+        ------
+        ValidationError
+            If the arguments break FOLD's rules for ``x``'s shape (L not the
+            block count of ``output_size``, channels not a multiple of
+            ``prod(kernel_size)``).
+        UnsupportedError
+            If ``x``'s dtype, layout or device is not supported.
+        """
         out = fold(x, self._output_sizes, self._window, self.stride, self.dilation, self.start_padding,
                    self.end_padding)
         return out.squeeze(0) if unbatched else out

@@ -102,7 +102,52 @@ _SLICE, _SLICE1, _UNFOLD, _FOLD, _SLICE_GRAD = (_calls.OPS[k] for k in ("slice",
 
 
 def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> Any:  # noqa: A001
-    """DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``."""
+    """DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        The input, of any strides (read where it lies, negative strides
+        included) and of one of DirectML's 11 element types (float16/32/64,
+        int8/16/32/64, uint8/16/32/64).
+    offsets : sequence of int
+        The first element read, one entry per axis of ``x`` (each >= 0).
+    sizes : sequence of int
+        The output's shape, one entry per axis (each >= 1).
+    strides : sequence of int
+        The step between elements read, one entry per axis (each >= 1); the
+        last element read, ``offsets + (sizes - 1) * strides``, must lie in
+        ``x``.
+
+    Returns
+    -------
+    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        A new packed (C-contiguous) array of ``x``'s framework, dtype and
+        device, of shape ``sizes``; for a Dask array, a lazy Dask array (nothing is
+        computed until it is). A PyTorch result is differentiable: eager
+        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
+        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
+        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
+        goes through the ``opendml::`` custom operators. A JAX result is
+        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
+
+    Raises
+    ------
+    ValidationError
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
+        argument breaks one of the operator's rules (the message names the
+        field and the rule).
+    UnsupportedError
+        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
+        complex...), or the array is one opendml cannot read (a PyTorch
+        tensor on a device other than cpu, cuda or meta, or sparse, nested
+        or conjugated; a JAX array sharded over several devices).
+    AllocationError
+        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
+        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
+        JAX array run through them, cannot be allocated (for a Dask array,
+        when it is computed). PyTorch's allocator raises its own error.
+    """
     out = _cached(_SLICE, x, offsets, sizes, strides)
     if out is not None:
         return out
@@ -115,7 +160,55 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
            output_sizes: Sequence[int] | None = None) -> Any:
     """DML_SLICE1: a window of ``x`` walked with signed strides (a negative
     stride starts at the window's end). ``output_sizes`` defaults to every
-    reachable element: ``1 + (window_sizes - 1) // |window_strides|``."""
+    reachable element: ``1 + (window_sizes - 1) // |window_strides|``.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        The input, of any strides (read where it lies, negative strides
+        included) and of one of DirectML's 11 element types (float16/32/64,
+        int8/16/32/64, uint8/16/32/64).
+    window_offsets : sequence of int
+        Where the window starts, one entry per axis (each >= 0).
+    window_sizes : sequence of int
+        The window's sizes, one entry per axis (each >= 1); the window must
+        lie in ``x``: ``window_offsets + window_sizes <= x.shape``.
+    window_strides : sequence of int
+        The step per axis: non-zero, in INT32's range; a negative stride
+        walks the window from its last element.
+    output_sizes : sequence of int or None, optional
+        The output's shape, at most the reachable elements per axis; None
+        (the default) takes them all.
+
+    Returns
+    -------
+    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        A new packed (C-contiguous) array of ``x``'s framework, dtype and
+        device, of shape ``output_sizes``; for a Dask array, a lazy Dask array (nothing is
+        computed until it is). A PyTorch result is differentiable: eager
+        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
+        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
+        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
+        goes through the ``opendml::`` custom operators. A JAX result is
+        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
+
+    Raises
+    ------
+    ValidationError
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
+        argument breaks one of the operator's rules (the message names the
+        field and the rule).
+    UnsupportedError
+        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
+        complex...), or the array is one opendml cannot read (a PyTorch
+        tensor on a device other than cpu, cuda or meta, or sparse, nested
+        or conjugated; a JAX array sharded over several devices).
+    AllocationError
+        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
+        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
+        JAX array run through them, cannot be allocated (for a Dask array,
+        when it is computed). PyTorch's allocator raises its own error.
+    """
     out = _cached(_SLICE1, x, window_offsets, window_sizes, window_strides, output_sizes)
     if out is not None:
         return out
@@ -132,7 +225,54 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
            end_padding: Ints = 0) -> Any:
     """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
     ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
-    every spatial axis."""
+    every spatial axis.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        The input of shape (N, C, *spatial), of any strides (read where it lies, negative strides
+        included) and of one of DirectML's 11 element types (float16/32/64,
+        int8/16/32/64, uint8/16/32/64).
+    window_sizes : int or sequence of int
+        The window (kernel) size per spatial axis, each >= 1.
+    strides : int or sequence of int, optional
+        The step between windows per spatial axis, each >= 1 (default 1).
+    dilations : int or sequence of int, optional
+        The step between a window's elements per spatial axis, each >= 1
+        (default 1).
+    start_padding, end_padding : int or sequence of int, optional
+        Zeros added before and after each spatial axis (default 0); the
+        dilated window must fit the padded input.
+
+    Returns
+    -------
+    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        A new packed (C-contiguous) array of ``x``'s framework, dtype and
+        device, of shape (N, C * prod(window_sizes), BlockCount); for a Dask array, a lazy Dask array (nothing is
+        computed until it is). A PyTorch result is differentiable: eager
+        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
+        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
+        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
+        goes through the ``opendml::`` custom operators. A JAX result is
+        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
+
+    Raises
+    ------
+    ValidationError
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
+        argument breaks one of the operator's rules (the message names the
+        field and the rule).
+    UnsupportedError
+        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
+        complex...), or the array is one opendml cannot read (a PyTorch
+        tensor on a device other than cpu, cuda or meta, or sparse, nested
+        or conjugated; a JAX array sharded over several devices).
+    AllocationError
+        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
+        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
+        JAX array run through them, cannot be allocated (for a Dask array,
+        when it is computed). PyTorch's allocator raises its own error.
+    """
     out = _cached(_UNFOLD, x, window_sizes, strides, dilations, start_padding, end_padding)
     if out is not None:
         return out
@@ -155,7 +295,56 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     every spatial axis; the number of spatial axes is the length of
     ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
     what ``unfold`` gives for an input of the output's shape with the same
-    window, strides, dilations and padding."""
+    window, strides, dilations and padding.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        The columns, of shape (N, C * prod(window_sizes), BlockCount), of any strides (read where it lies, negative strides
+        included) and of one of DirectML's 11 element types (float16/32/64,
+        int8/16/32/64, uint8/16/32/64).
+    output_sizes : int or sequence of int
+        The spatial sizes of the result.
+    window_sizes : int or sequence of int
+        The window size per spatial axis, each >= 1.
+    strides : int or sequence of int, optional
+        The step between windows per spatial axis, each >= 1 (default 1).
+    dilations : int or sequence of int, optional
+        The step between a window's elements per spatial axis, each >= 1
+        (default 1).
+    start_padding, end_padding : int or sequence of int, optional
+        The padding ``unfold`` applied before and after each spatial axis
+        (default 0); padded positions are dropped.
+
+    Returns
+    -------
+    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        A new packed (C-contiguous) array of ``x``'s framework, dtype and
+        device, of shape (N, C, *output_sizes); for a Dask array, a lazy Dask array (nothing is
+        computed until it is). A PyTorch result is differentiable: eager
+        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
+        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
+        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
+        goes through the ``opendml::`` custom operators. A JAX result is
+        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
+
+    Raises
+    ------
+    ValidationError
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
+        argument breaks one of the operator's rules (the message names the
+        field and the rule).
+    UnsupportedError
+        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
+        complex...), or the array is one opendml cannot read (a PyTorch
+        tensor on a device other than cpu, cuda or meta, or sparse, nested
+        or conjugated; a JAX array sharded over several devices).
+    AllocationError
+        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
+        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
+        JAX array run through them, cannot be allocated (for a Dask array,
+        when it is computed). PyTorch's allocator raises its own error.
+    """
     out = _cached(_FOLD, x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
     if out is not None:
         return out
@@ -185,7 +374,50 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
     """DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape
     ``input_sizes`` (the shape of ``slice1``'s input) that is 0 except where
     ``slice1`` with this window reads, which receives the matching element of
-    ``grad`` (``grad.shape`` being ``slice1``'s output shape)."""
+    ``grad`` (``grad.shape`` being ``slice1``'s output shape).
+
+    Parameters
+    ----------
+    grad : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        The gradient of ``slice1``'s output, of any strides (read where it lies, negative strides
+        included) and of one of DirectML's 11 element types (float16/32/64,
+        int8/16/32/64, uint8/16/32/64).
+    input_sizes : sequence of int
+        The shape of the result (``slice1``'s input), one entry per axis.
+    window_offsets, window_sizes, window_strides : sequence of int
+        ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
+        negative ones walking from the window's end); the window must lie in
+        ``input_sizes``.
+
+    Returns
+    -------
+    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
+        A new packed (C-contiguous) array of ``grad``'s framework, dtype and
+        device, of shape ``input_sizes``; for a Dask array, a lazy Dask array (nothing is
+        computed until it is). A PyTorch result is differentiable: eager
+        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
+        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
+        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
+        goes through the ``opendml::`` custom operators. A JAX result is
+        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
+
+    Raises
+    ------
+    ValidationError
+        If ``grad`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
+        argument breaks one of the operator's rules (the message names the
+        field and the rule).
+    UnsupportedError
+        If ``grad``'s dtype has no DirectML data type (bool, bfloat16,
+        complex...), or the array is one opendml cannot read (a PyTorch
+        tensor on a device other than cpu, cuda or meta, or sparse, nested
+        or conjugated; a JAX array sharded over several devices).
+    AllocationError
+        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
+        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
+        JAX array run through them, cannot be allocated (for a Dask array,
+        when it is computed). PyTorch's allocator raises its own error.
+    """
     out = _cached(_SLICE_GRAD, grad, input_sizes, window_offsets, window_sizes, window_strides)
     if out is not None:
         return out
@@ -236,6 +468,30 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     reuse off and frees what is held. Returns ``{'limit', 'blocks', 'bytes',
     'hits', 'misses'}`` after the change; with the NumPy kernels every output
     is a plain ``np.empty`` and the cache reports a limit of 0.
+
+    Parameters
+    ----------
+    limit : int or None, optional
+        The new limit in bytes (>= 0; 0 turns reuse off and frees the blocks
+        held), or None (the default) to leave the setting as it is.
+
+    Returns
+    -------
+    dict
+        ``{'limit': int, 'blocks': int, 'bytes': int, 'hits': int,
+        'misses': int}``: the limit in bytes, the released blocks kept and
+        their bytes, and the cache's hit and miss counts (outputs that got a
+        kept block, or did not). All 0 with the NumPy kernels.
+
+    Raises
+    ------
+    TypeError
+        If ``limit`` is not an int (a bool is not) or None.
+    ValidationError
+        If ``limit`` is negative.
+    UnsupportedError
+        If the configuration asks for the compiled CPU kernels
+        (``OPENDML_CPU_KERNELS=compiled``) and they are not installed.
     """
     from ..runtime import get_backend
     from ..runtime.config import configure

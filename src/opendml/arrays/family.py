@@ -119,7 +119,40 @@ def _axis(axis, rank: int, where: str) -> int:
 def identity(x: Any, scale: float | None = None, bias: float | None = None) -> np.ndarray:
     """DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale +
     bias`` (float types; ``scale`` defaults to 1 and ``bias`` to 0 where only
-    the other is given; computed in float32 for float16/float32)."""
+    the other is given; computed in float32 for float16/float32).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The input, of any strides (read where it lies, negative strides
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
+        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
+        ``UnsupportedError``.
+    scale : float or None, optional
+        The factor (default: none, or 1 where ``bias`` is given).
+    bias : float or None, optional
+        The addend (default: none, or 0 where ``scale`` is given).
+
+    Returns
+    -------
+    numpy.ndarray
+        A new packed (C-contiguous) array, of ``x``'s shape and dtype.
+
+    Raises
+    ------
+    UnsupportedError
+        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
+        CuPy, JAX or Dask array: this family takes NumPy arrays only so
+        far), or its dtype is missing from the operator's support table
+        at the newest feature level.
+    ValidationError
+        If a dtype is not an integer or float type (bool, complex...), or an
+        argument breaks one of the operator's rules (``scale``/``bias`` on an integer dtype) (the message names
+        the field and the rule). Checked before anything is allocated.
+    MemoryError
+        NumPy's own, if an output cannot be allocated (this family allocates
+        with ``np.empty``; it is not turned into an ``AllocationError``).
+    """
     sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
                                                                0.0 if bias is None else bias)
     return _run(lambda t: ElementWiseIdentityOperatorDesc(t, None, sb), [x], "identity")[0]
@@ -127,7 +160,40 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
 
 def cast(x: Any, dtype) -> np.ndarray:
     """DML_CAST: ``x`` converted to ``dtype`` (a NumPy dtype, a
-    ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``."""
+    ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The input, of any strides (read where it lies, negative strides
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
+        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
+        ``UnsupportedError``.
+    dtype : numpy.dtype, type, str or DataType
+        The result's element type: one of the 11 DirectML types, as a NumPy
+        dtype (or anything ``np.dtype`` takes), a ``DataType``, or a
+        ``DataType`` name (``"INT8"``, ``"DML_TENSOR_DATA_TYPE_INT8"``).
+
+    Returns
+    -------
+    numpy.ndarray
+        A new packed (C-contiguous) array, of ``x``'s shape and dtype ``dtype``.
+
+    Raises
+    ------
+    UnsupportedError
+        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
+        CuPy, JAX or Dask array: this family takes NumPy arrays only so
+        far), or its dtype is missing from the operator's support table
+        at the newest feature level.
+    ValidationError
+        If a dtype is not an integer or float type (bool, complex...), or an
+        argument breaks one of the operator's rules (``dtype`` not one of the 11 types) (the message names
+        the field and the rule). Checked before anything is allocated.
+    MemoryError
+        NumPy's own, if an output cannot be allocated (this family allocates
+        with ``np.empty``; it is not turned into an ``AllocationError``).
+    """
     try:
         if isinstance(dtype, DataType):
             dt = dtype
@@ -148,7 +214,45 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
     per axis (an int pads every axis). ``mode``: "constant" (``value``, of
     ``x``'s type), "edge", "reflect", "symmetric" or "wrap", as DirectML's
     DML_PADDING_MODE (padding may exceed the axis' size; it repeats
-    periodically)."""
+    periodically).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The input, of any strides (read where it lies, negative strides
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
+        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
+        ``UnsupportedError``.
+    start_padding, end_padding : int or sequence of int
+        Elements added before and after each axis: an int for every axis,
+        or one int per axis.
+    mode : str or PaddingMode, optional
+        ``"constant"`` (the default), ``"edge"``, ``"reflect"`` (or
+        ``"reflection"``), ``"symmetric"``, ``"wrap"`` (any case), or a
+        ``PaddingMode``.
+    value : int or float, optional
+        The constant mode's value (default 0); it must fit ``x``'s dtype.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new packed (C-contiguous) array, of ``x``'s dtype, each axis ``start + size + end`` long.
+
+    Raises
+    ------
+    UnsupportedError
+        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
+        CuPy, JAX or Dask array: this family takes NumPy arrays only so
+        far), or its dtype is missing from the operator's support table
+        at the newest feature level.
+    ValidationError
+        If a dtype is not an integer or float type (bool, complex...), or an
+        argument breaks one of the operator's rules (an unknown ``mode``, a ``value`` out of the dtype's range) (the message names
+        the field and the rule). Checked before anything is allocated.
+    MemoryError
+        NumPy's own, if an output cannot be allocated (this family allocates
+        with ``np.empty``; it is not turned into an ``AllocationError``).
+    """
     start_padding, end_padding = _snapshot(start_padding), _snapshot(end_padding)
     m = _MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
     if m is None:
@@ -163,7 +267,36 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
 
 def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
     """DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank;
-    equal sizes but along ``axis``)."""
+    equal sizes but along ``axis``).
+
+    Parameters
+    ----------
+    arrays : sequence of numpy.ndarray
+        The inputs, a non-empty sequence of NumPy arrays of one dtype and
+        rank (any strides; integer or float dtypes of 1, 2, 4 or 8 bytes).
+    axis : int
+        The axis to concatenate along; negative values count from the end.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new packed (C-contiguous) array, of the inputs' dtype.
+
+    Raises
+    ------
+    UnsupportedError
+        If an entry of ``arrays`` is not a NumPy array (a ``torch.Tensor``, or a
+        CuPy, JAX or Dask array: this family takes NumPy arrays only so
+        far), or its dtype is missing from the operator's support table
+        at the newest feature level.
+    ValidationError
+        If a dtype is not an integer or float type (bool, complex...), or an
+        argument breaks one of the operator's rules (dtypes or ranks differ, ``axis`` out of range) (the message names
+        the field and the rule). Checked before anything is allocated.
+    MemoryError
+        NumPy's own, if an output cannot be allocated (this family allocates
+        with ``np.empty``; it is not turned into an ``AllocationError``).
+    """
     arrays = _snapshot(arrays)
     if not isinstance(arrays, tuple) or not arrays:
         raise ValidationError(f"join: arrays must be a non-empty sequence of arrays; got {_short(arrays)}")
@@ -174,7 +307,41 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
 
 def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
     """DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements
-    there (the sizes sum to ``x.shape[axis]``); returns a list."""
+    there (the sizes sum to ``x.shape[axis]``); returns a list.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The input, of any strides (read where it lies, negative strides
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
+        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
+        ``UnsupportedError``.
+    axis : int
+        The axis to cut along; negative values count from the end.
+    sizes : sequence of int
+        The length of each piece along ``axis``, each >= 1, summing to
+        ``x.shape[axis]``.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One new packed array per entry of ``sizes``, of ``x``'s dtype.
+
+    Raises
+    ------
+    UnsupportedError
+        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
+        CuPy, JAX or Dask array: this family takes NumPy arrays only so
+        far), or its dtype is missing from the operator's support table
+        at the newest feature level.
+    ValidationError
+        If a dtype is not an integer or float type (bool, complex...), or an
+        argument breaks one of the operator's rules (``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range) (the message names
+        the field and the rule). Checked before anything is allocated.
+    MemoryError
+        NumPy's own, if an output cannot be allocated (this family allocates
+        with ``np.empty``; it is not turned into an ``AllocationError``).
+    """
     sizes = _snapshot(sizes)
     if not isinstance(sizes, tuple) or not sizes:
         raise ValidationError(f"split: sizes must be a non-empty sequence of ints; got {_short(sizes)}")
@@ -193,7 +360,39 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
 
 def tile(x: Any, repeats: Ints) -> np.ndarray:
     """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i (an int
-    repeats every axis); ``out.shape == x.shape * repeats``."""
+    repeats every axis); ``out.shape == x.shape * repeats``.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The input, of any strides (read where it lies, negative strides
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
+        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
+        ``UnsupportedError``.
+    repeats : int or sequence of int
+        The repeat count per axis (one entry per axis of ``x``), or an int
+        for every axis.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new packed (C-contiguous) array, of ``x``'s dtype and shape ``x.shape * repeats``.
+
+    Raises
+    ------
+    UnsupportedError
+        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
+        CuPy, JAX or Dask array: this family takes NumPy arrays only so
+        far), or its dtype is missing from the operator's support table
+        at the newest feature level.
+    ValidationError
+        If a dtype is not an integer or float type (bool, complex...), or an
+        argument breaks one of the operator's rules (``repeats`` of the wrong length) (the message names
+        the field and the rule). Checked before anything is allocated.
+    MemoryError
+        NumPy's own, if an output cannot be allocated (this family allocates
+        with ``np.empty``; it is not turned into an ``AllocationError``).
+    """
     repeats = _snapshot(repeats)
     return _run(lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile")), [x], "tile")[0]
 
@@ -210,13 +409,81 @@ def _order(order, where: str) -> DepthSpaceOrder:
 
 def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
     """DML_SPACE_TO_DEPTH1: (N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
-    index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD"."""
+    index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The input of shape (N, C, H * b, W * b), of any strides (read where it lies, negative strides
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
+        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
+        ``UnsupportedError``.
+    block_size : int
+        ``b``, the block's height and width.
+    order : str or DepthSpaceOrder, optional
+        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
+        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new packed (C-contiguous) array, of ``x``'s dtype and shape (N, C * b * b, H, W).
+
+    Raises
+    ------
+    UnsupportedError
+        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
+        CuPy, JAX or Dask array: this family takes NumPy arrays only so
+        far), or its dtype is missing from the operator's support table
+        at the newest feature level.
+    ValidationError
+        If a dtype is not an integer or float type (bool, complex...), or an
+        argument breaks one of the operator's rules (not 4-D, H or W not a multiple of ``block_size``, an unknown ``order``) (the message names
+        the field and the rule). Checked before anything is allocated.
+    MemoryError
+        NumPy's own, if an output cannot be allocated (this family allocates
+        with ``np.empty``; it is not turned into an ``AllocationError``).
+    """
     o = _order(order, "space_to_depth")
     return _run(lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o), [x], "space_to_depth")[0]
 
 
 def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
     """DML_DEPTH_TO_SPACE1: (N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
-    of ``space_to_depth`` with the same order."""
+    of ``space_to_depth`` with the same order.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The input of shape (N, C * b * b, H, W), of any strides (read where it lies, negative strides
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
+        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
+        ``UnsupportedError``.
+    block_size : int
+        ``b``, the block's height and width.
+    order : str or DepthSpaceOrder, optional
+        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
+        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new packed (C-contiguous) array, of ``x``'s dtype and shape (N, C, H * b, W * b).
+
+    Raises
+    ------
+    UnsupportedError
+        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
+        CuPy, JAX or Dask array: this family takes NumPy arrays only so
+        far), or its dtype is missing from the operator's support table
+        at the newest feature level.
+    ValidationError
+        If a dtype is not an integer or float type (bool, complex...), or an
+        argument breaks one of the operator's rules (not 4-D, the channels not a multiple of ``block_size ** 2``, an unknown ``order``) (the message names
+        the field and the rule). Checked before anything is allocated.
+    MemoryError
+        NumPy's own, if an output cannot be allocated (this family allocates
+        with ``np.empty``; it is not turned into an ``AllocationError``).
+    """
     o = _order(order, "depth_to_space")
     return _run(lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o), [x], "depth_to_space")[0]

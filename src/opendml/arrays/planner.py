@@ -170,7 +170,18 @@ def plan_cache_info() -> dict:
     """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the plan cache's
     size, plans held, hits and misses, where hits include the calls that the
     call cache served without looking a plan up (its own counts are under
-    ``call_cache``, see ``opendml.runtime.calls``)."""
+    ``call_cache``, see ``opendml.runtime.calls``).
+
+    Returns
+    -------
+    dict
+        ``size`` (int): the most plans the cache keeps (``PLAN_CACHE_SIZE``);
+        ``plans`` (int): the plans it holds; ``hits`` (int): calls that reused
+        a plan, plus the calls the call cache served; ``misses`` (int): lookups
+        that found no plan (the call was then validated and planned); ``call_cache`` (dict): the call
+        cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
+        'misses'}``.
+    """
     info = _CACHE.info()
     served = call_cache_info()
     info["hits"] += served["hits"]

@@ -56,7 +56,38 @@ class OperatorDesc:
       (1, 2, ... or 0, 1, ...).
 
     ``inputs``/``outputs`` give every tensor, in slot order (a ``many`` slot
-    spread out); ``input_tensor``/``output_tensor`` are the first of each."""
+    spread out); ``input_tensor``/``output_tensor`` are the first of each.
+
+    Attributes
+    ----------
+    OPERATOR : str
+        DirectML's operator name without ``DML_OPERATOR_`` (``"SLICE1"``).
+    TYPE_VALUE : int
+        Its ``DML_OPERATOR_TYPE`` value.
+    INTRODUCED : FeatureLevel
+        The feature level that introduced the operator.
+    SUPPORT : tuple of SupportRow
+        The page's tensor-support tables, one row per feature level.
+    SLOTS : tuple of _spec.Tensor
+        The tensor slots in the struct's order.
+    TENSORS : tuple of str
+        The DirectML names of the tensor slots (``("InputTensor",
+        "OutputTensor")`` by default).
+    FIELDS : tuple
+        The other fields (``_spec`` kinds) in the struct's order.
+    COUNTS : dict[str, str]
+        DirectML's count fields, mapped to the JSON name of the array each
+        counts.
+    OUTPUT_DERIVABLE : bool
+        Whether every output slot is optional (derived from the inputs when
+        None is given).
+    DEFAULT_INPUT_START : int
+        The first value of the pages' example inputs (1 by default).
+    inputs : tuple of TensorDesc
+        Every input tensor, in slot order.
+    outputs : tuple of TensorDesc
+        Every output tensor, in slot order.
+    """
 
     OPERATOR: str
     TYPE_VALUE: int
@@ -201,7 +232,28 @@ class OperatorDesc:
         of every slot, then ``_validate_level`` (an operator's own
         level-dependent rules, such as a padding mode introduced later); the
         rules that do not depend on a level were checked on construction.
-        Returns ``self``."""
+
+        Parameters
+        ----------
+        feature_level : FeatureLevel or str, optional
+            The level to check at, a ``FeatureLevel`` or its label such as
+            ``"6_4"`` (default ``FeatureLevel.FL_6_4``).
+
+        Returns
+        -------
+        OperatorDesc
+            ``self``, so calls can be chained.
+
+        Raises
+        ------
+        ValidationError
+            If ``feature_level`` is not a known feature level.
+        UnsupportedError
+            If the operator was introduced after ``feature_level``, a
+            tensor's rank or data type is not in the support table at that
+            level, or an operator's own level-dependent rule (such as a
+            padding mode introduced later) is not met.
+        """
         level = FeatureLevel.parse(feature_level)
         if level < self.INTRODUCED:
             raise UnsupportedError(
