@@ -21,6 +21,7 @@ from .model import (BindingError, DataType, DmlError, FeatureLevel, TensorDesc, 
                     packed_strides)
 from .ops import (FoldOperatorDesc, OperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
                   UnfoldOperatorDesc)
+from .runtime.alloc import AllocationError
 from .runtime.config import Config, config, configure
 from .arrays.family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile
 from .ops import (CastOperatorDesc, DepthSpaceOrder, DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc,
@@ -34,7 +35,7 @@ from .ops import (CastOperatorDesc, DepthSpaceOrder, DepthToSpace1OperatorDesc, 
 __all__ = [
     "DataType", "FeatureLevel", "TensorDesc", "TensorFlags", "calc_buffer_tensor_size",
     "packed_strides", "nhwc_strides", "DmlError", "ValidationError", "UnsupportedError",
-    "BindingError", "OperatorDesc", "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc",
+    "BindingError", "AllocationError", "OperatorDesc", "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc",
     "FoldOperatorDesc", "SliceGradOperatorDesc",
     "Device", "Buffer", "BufferBinding", "BindingTable", "Operator", "CompiledOperator",
     "slice1", "unfold", "fold", "slice_grad", "cpu_output_cache", "plan_cache_info", "configure", "config", "Config",

@@ -218,3 +218,14 @@ def test_allocation_error_is_an_opendml_validation_and_memory_error():
     # a size no allocator can address is refused before asking one
     with pytest.raises(AllocationError, match="slice1"):
         alloc.output("slice1", (2**62, 4), np.float64, lambda *a: pytest.fail("allocator called"))
+
+
+def test_family_outputs_that_cannot_be_allocated_raise_allocation_error(monkeypatch):
+    import opendml as dml
+    x = np.zeros((2, 3), np.float32)
+
+    def no_memory(shape, dtype):
+        raise MemoryError("Unable to allocate")
+    monkeypatch.setattr(np, "empty", no_memory)
+    with pytest.raises(dml.AllocationError, match=r"TILE: cannot allocate the output of shape \(4, 9\)"):
+        dml.tile(x, [2, 3])

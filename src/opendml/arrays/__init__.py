@@ -143,10 +143,11 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
-        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
-        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
-        JAX array run through them, cannot be allocated (for a Dask array,
-        when it is computed). PyTorch's allocator raises its own error.
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
+        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
+        array, when it is computed); the message names the operator, the
+        output's shape and its bytes.
     """
     out = _cached(_SLICE, x, offsets, sizes, strides)
     if out is not None:
@@ -204,10 +205,11 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
-        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
-        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
-        JAX array run through them, cannot be allocated (for a Dask array,
-        when it is computed). PyTorch's allocator raises its own error.
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
+        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
+        array, when it is computed); the message names the operator, the
+        output's shape and its bytes.
     """
     out = _cached(_SLICE1, x, window_offsets, window_sizes, window_strides, output_sizes)
     if out is not None:
@@ -268,10 +270,11 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
-        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
-        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
-        JAX array run through them, cannot be allocated (for a Dask array,
-        when it is computed). PyTorch's allocator raises its own error.
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
+        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
+        array, when it is computed); the message names the operator, the
+        output's shape and its bytes.
     """
     out = _cached(_UNFOLD, x, window_sizes, strides, dilations, start_padding, end_padding)
     if out is not None:
@@ -340,10 +343,11 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
-        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
-        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
-        JAX array run through them, cannot be allocated (for a Dask array,
-        when it is computed). PyTorch's allocator raises its own error.
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
+        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
+        array, when it is computed); the message names the operator, the
+        output's shape and its bytes.
     """
     out = _cached(_FOLD, x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
     if out is not None:
@@ -413,10 +417,11 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
-        ``opendml.runtime.alloc.AllocationError`` (a ``ValidationError`` and
-        a ``MemoryError``): if the output of a NumPy or CuPy array, or of a
-        JAX array run through them, cannot be allocated (for a Dask array,
-        when it is computed). PyTorch's allocator raises its own error.
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
+        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
+        array, when it is computed); the message names the operator, the
+        output's shape and its bytes.
     """
     out = _cached(_SLICE_GRAD, grad, input_sizes, window_offsets, window_sizes, window_strides)
     if out is not None:

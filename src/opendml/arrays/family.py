@@ -27,7 +27,7 @@ from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdenti
                    Padding1OperatorDesc, PaddingMode, ScaleBias, SpaceToDepth1OperatorDesc, SplitOperatorDesc,
                    TileOperatorDesc)
 from ..ops.cast import CastOperatorDesc
-from ..runtime import get_backend
+from ..runtime import alloc, get_backend
 from ..runtime.cpu.backend import WORDS
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
@@ -88,7 +88,7 @@ def _run(make, arrays, where: str) -> list[np.ndarray]:
     desc = make(*[p[0] for p in prepared])
     desc.validate()
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
-    outs = [np.empty(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs]
+    outs = [alloc.output(desc.OPERATOR, t.sizes, t.data_type.numpy_dtype, np.empty) for t in desc.outputs]
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
     get_backend("cpu").prepare(plan, [p[2] for p in prepared], dsts)()
     return outs
@@ -149,9 +149,10 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
         If a dtype is not an integer or float type (bool, complex...), or an
         argument breaks one of the operator's rules (``scale``/``bias`` on an integer dtype) (the message names
         the field and the rule). Checked before anything is allocated.
-    MemoryError
-        NumPy's own, if an output cannot be allocated (this family allocates
-        with ``np.empty``; it is not turned into an ``AllocationError``).
+    AllocationError
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``) naming the operator, the output's shape and its
+        bytes, if an output cannot be allocated.
     """
     sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
                                                                0.0 if bias is None else bias)
@@ -190,9 +191,10 @@ def cast(x: Any, dtype) -> np.ndarray:
         If a dtype is not an integer or float type (bool, complex...), or an
         argument breaks one of the operator's rules (``dtype`` not one of the 11 types) (the message names
         the field and the rule). Checked before anything is allocated.
-    MemoryError
-        NumPy's own, if an output cannot be allocated (this family allocates
-        with ``np.empty``; it is not turned into an ``AllocationError``).
+    AllocationError
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``) naming the operator, the output's shape and its
+        bytes, if an output cannot be allocated.
     """
     try:
         if isinstance(dtype, DataType):
@@ -249,9 +251,10 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         If a dtype is not an integer or float type (bool, complex...), or an
         argument breaks one of the operator's rules (an unknown ``mode``, a ``value`` out of the dtype's range) (the message names
         the field and the rule). Checked before anything is allocated.
-    MemoryError
-        NumPy's own, if an output cannot be allocated (this family allocates
-        with ``np.empty``; it is not turned into an ``AllocationError``).
+    AllocationError
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``) naming the operator, the output's shape and its
+        bytes, if an output cannot be allocated.
     """
     start_padding, end_padding = _snapshot(start_padding), _snapshot(end_padding)
     m = _MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
@@ -293,9 +296,10 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
         If a dtype is not an integer or float type (bool, complex...), or an
         argument breaks one of the operator's rules (dtypes or ranks differ, ``axis`` out of range) (the message names
         the field and the rule). Checked before anything is allocated.
-    MemoryError
-        NumPy's own, if an output cannot be allocated (this family allocates
-        with ``np.empty``; it is not turned into an ``AllocationError``).
+    AllocationError
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``) naming the operator, the output's shape and its
+        bytes, if an output cannot be allocated.
     """
     arrays = _snapshot(arrays)
     if not isinstance(arrays, tuple) or not arrays:
@@ -338,9 +342,10 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
         If a dtype is not an integer or float type (bool, complex...), or an
         argument breaks one of the operator's rules (``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range) (the message names
         the field and the rule). Checked before anything is allocated.
-    MemoryError
-        NumPy's own, if an output cannot be allocated (this family allocates
-        with ``np.empty``; it is not turned into an ``AllocationError``).
+    AllocationError
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``) naming the operator, the output's shape and its
+        bytes, if an output cannot be allocated.
     """
     sizes = _snapshot(sizes)
     if not isinstance(sizes, tuple) or not sizes:
@@ -389,9 +394,10 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         If a dtype is not an integer or float type (bool, complex...), or an
         argument breaks one of the operator's rules (``repeats`` of the wrong length) (the message names
         the field and the rule). Checked before anything is allocated.
-    MemoryError
-        NumPy's own, if an output cannot be allocated (this family allocates
-        with ``np.empty``; it is not turned into an ``AllocationError``).
+    AllocationError
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``) naming the operator, the output's shape and its
+        bytes, if an output cannot be allocated.
     """
     repeats = _snapshot(repeats)
     return _run(lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile")), [x], "tile")[0]
@@ -440,9 +446,10 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         If a dtype is not an integer or float type (bool, complex...), or an
         argument breaks one of the operator's rules (not 4-D, H or W not a multiple of ``block_size``, an unknown ``order``) (the message names
         the field and the rule). Checked before anything is allocated.
-    MemoryError
-        NumPy's own, if an output cannot be allocated (this family allocates
-        with ``np.empty``; it is not turned into an ``AllocationError``).
+    AllocationError
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``) naming the operator, the output's shape and its
+        bytes, if an output cannot be allocated.
     """
     o = _order(order, "space_to_depth")
     return _run(lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o), [x], "space_to_depth")[0]
@@ -481,9 +488,10 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         If a dtype is not an integer or float type (bool, complex...), or an
         argument breaks one of the operator's rules (not 4-D, the channels not a multiple of ``block_size ** 2``, an unknown ``order``) (the message names
         the field and the rule). Checked before anything is allocated.
-    MemoryError
-        NumPy's own, if an output cannot be allocated (this family allocates
-        with ``np.empty``; it is not turned into an ``AllocationError``).
+    AllocationError
+        ``opendml.AllocationError`` (a ``ValidationError`` and a
+        ``MemoryError``) naming the operator, the output's shape and its
+        bytes, if an output cannot be allocated.
     """
     o = _order(order, "depth_to_space")
     return _run(lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o), [x], "depth_to_space")[0]

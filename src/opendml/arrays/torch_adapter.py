@@ -52,7 +52,8 @@ import torch.autograd.forward_ad as _fwad
 
 import opendml.arrays as api
 from ..model.errors import UnsupportedError
-from ..runtime import calls, get_backend
+from ..runtime import alloc, calls, get_backend
+from ..runtime.cuda.backend import check_alignment
 from . import numpy_adapter
 from .planner import OpCall, array_layout, plan_for
 
@@ -139,6 +140,8 @@ def _describe(x, call: OpCall, dtype):
 
 def _kernel(x, call: OpCall):
     dtype = numpy_dtype(x, call.name)
+    if x.is_cuda:                         # before resolve_neg, which would run a kernel on x
+        check_alignment(dtype.itemsize, x.data_ptr(), 0, call.name)
     if x.is_neg():
         x = x.resolve_neg()
     if x.is_cpu:
@@ -177,10 +180,11 @@ def _cuda_kernel(x, call: OpCall, dtype):
     shape = tuple(x.shape)
     layout = _layout(shape, x.stride(), item)
     desc, plan = plan_for(call, dtype, shape, layout)
-    out = x.new_empty(desc.output_tensor.sizes)
+    index = x.get_device()
+    out = alloc.output(call.name, desc.output_tensor.sizes, x.dtype, lambda s, _: x.new_empty(s),
+                       device=f"cuda:{index}", itemsize=item, errors=(torch.OutOfMemoryError,))
     if out.numel() == 0 or layout.span == 0:
         return out
-    index = x.get_device()
     record = _CUDA.get(index)
     if record is None:
         record = _CUDA[index] = get_backend(f"cuda:{index}").record
@@ -188,7 +192,7 @@ def _cuda_kernel(x, call: OpCall, dtype):
     # The plan reads from the lowest-addressed element: x's origin minus its turned-around axes.
     origin = layout.origin * item
     src, dst = x.data_ptr() - origin, out.data_ptr()
-    launch = record(plan, src, layout.span, dst)
+    launch = record(plan, src, layout.span, dst, call.name)
     if _current_device() == index:
         launch(src, dst, stream)
     else:                                 # the launch needs the tensor's device current
