@@ -150,3 +150,37 @@ def test_threads_changing_a_shared_list(kind):
     assert not errors
     _check_every_window(y, n)
     dml.configure()
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch", "torch-grad"])
+def test_cache_on_and_off_agree_under_threads_with_shared_arguments(kind):
+    """Threads share the argument lists (read, never written) and the input;
+    every answer, with the call cache on, equals the one computed with it off."""
+    base = np.random.default_rng(2).random((2, 3, 9, 8)).astype(np.float32)
+    x = {"numpy": base, "torch": torch.from_numpy(base.copy()),
+         "torch-grad": torch.from_numpy(base.copy()).requires_grad_()}[kind]
+    window = ([0, 1, 2, 1], [2, 2, 6, 6], [1, -1, -2, 3])
+    unfold_args = ([2, 3], [1, 2], [2, 1], [1, 0], [0, 2])
+    calls_ = [lambda: dml.slice1(x, *window), lambda: dml.unfold(x, *unfold_args),
+              lambda: dml.slice(x, [0, 0, 1, 1], [2, 3, 4, 3], [1, 1, 2, 2])]
+
+    def plain(v):
+        return v.detach().numpy().copy() if isinstance(v, torch.Tensor) else v.copy()
+    with dml.configure(call_cache=False):
+        want = [plain(c()) for c in calls_]
+    errors, mismatches = [], []
+
+    def worker():
+        try:
+            for i in range(300):
+                k = i % len(calls_)
+                if not np.array_equal(plain(calls_[k]()), want[k]):
+                    mismatches.append(k)
+        except Exception as e:            # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and not mismatches
