@@ -71,7 +71,7 @@ def row(rows, part, name, ours, peer, peer_name, target, **extra):
          "speedup": peer / ours, "target": target, "met": peer / ours >= target, **extra}
     rows.append(r)
     print(f"{part:9} {name:44} opendml {ours * 1e6:9.1f} us   {peer_name:22} {peer * 1e6:9.1f} us   "
-          f"{peer / ours:5.2f}x (target {target}x) {'MET' if r['met'] else 'MISSED'}", flush=True)
+          f"{peer / ours:5.2f}x (target {target:.2g}x) {'MET' if r['met'] else 'MISSED'}", flush=True)
 
 
 def eager(rows, device, shapes, reps, rounds):
@@ -129,44 +129,44 @@ def new_shapes(rows, device, count, cycle, rounds):
         """``k`` distinct small shapes, W from ``w0`` on."""
         return [(1, 1 + i % 8, 8 + (i // 8) % 50, w0 + i // 400) for i in range(k)]
 
-    for name, ours, peer, peer_name in (
-            ("unfold", lambda t: dml.unfold(t, 3, 1, 1, 1, 1), lambda t: F.unfold(t, 3, 1, 1, 1), "F.unfold"),
-            ("slice1 reversing H", lambda t: dml.slice1(t, [0, 0, 0, 0], list(t.shape), [1, 1, -1, 1]),
-             lambda t: torch.flip(t, [2]).contiguous(), "flip().contiguous()")):
-        results = []
-        for r in range(rounds):            # every round on shapes no earlier round used
-            xs = [torch.randn(s, device=device) for s in shapes(count, 20 + 2 * r + (10 if name != "unfold" else 0))]
-            sync(device)
-            t0 = time.perf_counter()
-            for x in xs:
-                ours(x)
-            sync(device)
-            t1 = time.perf_counter()
-            for x in xs:
-                peer(x)
-            sync(device)
-            t2 = time.perf_counter()
-            results.append(((t1 - t0) / count, (t2 - t1) / count))
-        t_ours = statistics.median(r[0] for r in results)
-        t_peer = statistics.median(r[1] for r in results)
-        row(rows, "new shape", f"{name}, {count} shapes never seen", t_ours, t_peer, peer_name, 0.5)
+    def sweep(xs, ours, peer):
+        """Seconds per call of ``ours`` then ``peer`` over every array of ``xs``."""
+        sync(device)
+        t0 = time.perf_counter()
+        for x in xs:
+            ours(x)
+        sync(device)
+        t1 = time.perf_counter()
+        for x in xs:
+            peer(x)
+        sync(device)
+        return (t1 - t0) / len(xs), (time.perf_counter() - t1) / len(xs)
+
+    def tensors(shape_list):
+        return [torch.randn(s, device=device) for s in shape_list]
+
+    def arrays(shape_list):
+        return [np.random.default_rng(0).random(s, dtype=np.float32) for s in shape_list]
+
+    cases = [("unfold", tensors, lambda t: dml.unfold(t, 3, 1, 1, 1, 1), lambda t: F.unfold(t, 3, 1, 1, 1),
+              "F.unfold"),
+             ("slice1 reversing H", tensors, lambda t: dml.slice1(t, [0, 0, 0, 0], list(t.shape), [1, 1, -1, 1]),
+              lambda t: torch.flip(t, [2]).contiguous(), "flip().contiguous()")]
+    if device == "cpu":                    # the CPU target: NumPy arrays against np.ascontiguousarray of the view
+        cases.append(("slice1 reversing H, NumPy", arrays,
+                      lambda a: dml.slice1(a, [0, 0, 0, 0], list(a.shape), [1, 1, -1, 1]),
+                      lambda a: np.ascontiguousarray(a[:, :, ::-1]), "np.ascontiguousarray", 1 / 3))
+    for k, (name, make, ours, peer, peer_name, *target) in enumerate(cases):
+        target = target[0] if target else 0.5
+        # every round on shapes no earlier round (or case) used
+        results = [sweep(make(shapes(count, 20 + 10 * k + 2 * r)), ours, peer) for r in range(rounds)]
+        row(rows, "new shape", f"{name}, {count} shapes never seen", statistics.median(r[0] for r in results),
+            statistics.median(r[1] for r in results), peer_name, target)
         # more distinct shapes than the plan cache holds, cycled: the second pass
-        xs = [torch.randn(s, device=device) for s in shapes(cycle, 40 + (10 if name != "unfold" else 0))]
-        passes = []
-        for _ in range(2):
-            sync(device)
-            t0 = time.perf_counter()
-            for x in xs:
-                ours(x)
-            sync(device)
-            t1 = time.perf_counter()
-            for x in xs:
-                peer(x)
-            sync(device)
-            passes.append(((t1 - t0) / cycle, (time.perf_counter() - t1) / cycle))
-        row(rows, "new shape", f"{name}, {cycle} shapes, first pass (cold)", passes[0][0], passes[0][1], peer_name,
-            0.5)
-        row(rows, "new shape", f"{name}, {cycle} shapes, second pass", passes[1][0], passes[1][1], peer_name, 0.5)
+        xs = make(shapes(cycle, 60 + 10 * k))
+        first, second = sweep(xs, ours, peer), sweep(xs, ours, peer)
+        row(rows, "new shape", f"{name}, {cycle} shapes, first pass (cold)", *first, peer_name, target)
+        row(rows, "new shape", f"{name}, {cycle} shapes, second pass", *second, peer_name, target)
 
 
 def warm(rows, device, calls):
