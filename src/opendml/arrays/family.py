@@ -13,7 +13,9 @@ checked before anything is allocated.
 """
 from __future__ import annotations
 
+import importlib
 import operator
+import sys
 from collections.abc import Mapping, Set
 from typing import Any, Sequence, Union
 
@@ -58,9 +60,6 @@ def _snapshot(value):
 
 
 def _array(x, where: str) -> np.ndarray:
-    if not isinstance(x, np.ndarray):
-        raise UnsupportedError(f"{where}: the data-movement family's array API takes NumPy arrays so far; got "
-                               f"{type(x).__module__}.{type(x).__qualname__}")
     if x.dtype.kind not in "iuf" or x.dtype.itemsize not in WORDS:
         raise ValidationError(f"{where}: unsupported dtype {x.dtype}")
     return as_input(x)
@@ -81,17 +80,128 @@ def _prepared(x: np.ndarray):
     return desc, (layout.strides, layout.origin), src
 
 
-def _run(make, arrays, where: str) -> list[np.ndarray]:
-    """Build the description from the inputs' descriptions, validate it at the
-    newest feature level, and run its move program into new arrays."""
-    prepared = [_prepared(_array(x, where)) for x in arrays]
-    desc = make(*[p[0] for p in prepared])
-    desc.validate()
+class FamilyCall:
+    """One call of the family's array API, independent of the arrays'
+    framework: ``name`` (the function's, for messages), ``make`` (the
+    inputs' logical ``TensorDesc``s -> the operator's description) and
+    ``multi`` (the function returns a list: SPLIT). The framework modules
+    (``family_torch``, ``family_jax``, ``family_dask``) run it; what they
+    need of the operator (its adjoint, its linear part, its chunking) the
+    description declares (``opendml.ops._spec``)."""
+
+    __slots__ = ("name", "make", "multi")
+
+    def __init__(self, name: str, make, multi: bool = False):
+        self.name, self.make, self.multi = name, make, multi
+
+    def describe(self, descs):
+        """The validated description for inputs of these logical descriptions
+        (the newest feature level's rules)."""
+        desc = self.make(*descs)
+        desc.validate()
+        return desc
+
+    def describe_arrays(self, dtypes, shapes):
+        return self.describe([logical_desc(np.dtype(d), tuple(int(n) for n in s)) for d, s in zip(dtypes, shapes)])
+
+    def __call__(self, *arrays) -> list:
+        """The outputs (always a list) for ``arrays`` of any framework."""
+        return run_list(self, arrays)
+
+
+def fixed(desc, name: str | None = None) -> FamilyCall:
+    """A ``FamilyCall`` that runs ``desc`` itself (its linear part on
+    tangents, for instance) on arrays of its inputs' sizes and types."""
+    def make(*descs):
+        for (where, want), got in zip(desc.named_tensors("input"), descs):
+            if got.sizes != want.sizes or got.data_type != want.data_type:
+                raise ValidationError(f"{desc.OPERATOR}: {where} must have sizes {list(want.sizes)} and DataType "
+                                      f"{want.data_type.name}; got {list(got.sizes)} {got.data_type.name}")
+        return desc
+    return FamilyCall(name or desc.OPERATOR.lower(), make, len(desc.outputs) > 1 or _many_out(desc))
+
+
+def _many_out(desc) -> bool:
+    return any(s.many and s.role == "output" for s in desc.SLOTS)
+
+
+#: (module that must already be imported, its array type, opendml's module for it), after NumPy.
+_FRAMEWORKS = (("torch", "Tensor", "family_torch"), ("cupy", "ndarray", "family_cupy"),
+               ("jax", "Array", "family_jax"), ("dask.array", "Array", "family_dask"))
+_BY_TYPE: dict = {}
+
+
+def _framework(x, where: str):
+    """The module that runs the family on ``x``'s framework (None: NumPy)."""
+    t = type(x)
+    if t in _BY_TYPE:
+        return _BY_TYPE[t]
+    if isinstance(x, np.ndarray):
+        return _BY_TYPE.setdefault(t, None)
+    for module, attr, name in _FRAMEWORKS:
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(x, getattr(mod, attr)):
+            return _BY_TYPE.setdefault(t, importlib.import_module(f"{__package__}.{name}"))
+    raise UnsupportedError(f"{where}: the data-movement family's array API takes NumPy, CuPy, PyTorch, JAX or "
+                           f"Dask arrays; got {type(x).__module__}.{type(x).__qualname__}")
+
+
+def run_list(call: FamilyCall, arrays) -> list:
+    """Run ``call`` on ``arrays`` (one framework); the outputs as a list."""
+    arrays = list(arrays)
+    fw = _framework(arrays[0], call.name)
+    for i, x in enumerate(arrays[1:], 1):
+        if type(x) is not type(arrays[0]) and _framework(x, call.name) is not fw:
+            raise ValidationError(f"{call.name}: every array must be of one framework; got "
+                                  f"{type(arrays[0]).__module__}.{type(arrays[0]).__qualname__} and "
+                                  f"{type(x).__module__}.{type(x).__qualname__} (arrays[{i}])")
+    if fw is None:
+        return run_numpy(call, arrays)
+    return fw.run(call, arrays)
+
+
+def run_numpy(call: FamilyCall, arrays) -> list:
+    """The NumPy path: validate on the arrays' shapes, then execute."""
+    arrays = [_array(x, call.name) for x in arrays]
+    return execute(call.describe([logical_desc(x.dtype, x.shape) for x in arrays]), arrays)
+
+
+def execute(desc, arrays) -> list:
+    """Run the validated ``desc``'s move program on NumPy arrays (any
+    strides) into new packed arrays, on the CPU backend."""
+    prepared = [_prepared(_array(x, desc.OPERATOR)) for x in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     outs = [alloc.output(desc.OPERATOR, t.sizes, t.data_type.numpy_dtype, np.empty) for t in desc.outputs]
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
     get_backend("cpu").prepare(plan, [p[2] for p in prepared], dsts)()
     return outs
+
+
+def _run(call: FamilyCall, arrays):
+    outs = run_list(call, arrays)
+    return outs if call.multi else outs[0]
+
+
+def adjoint(desc, cotangents) -> tuple:
+    """The adjoint of ``desc``'s linear part applied to ``cotangents`` (one
+    per output): one array per input, as the operator module declares it."""
+    lin = desc.linear_part()
+    if lin is None:
+        raise UnsupportedError(f"{desc.OPERATOR}: not differentiable for these data types "
+                               f"({', '.join(t.data_type.name for t in desc.inputs + desc.outputs)})")
+    return tuple(lin.adjoint(ADJOINT_API, *cotangents))
+
+
+def differentiable(desc) -> bool:
+    return getattr(desc, "linear_part", None) is not None and desc.linear_part() is not None
+
+
+def _rank(x) -> int:
+    shape = getattr(x, "shape", None)
+    try:
+        return len(shape)
+    except TypeError:
+        return 1
 
 
 def _per_axis(value, rank: int, name: str, where: str) -> tuple:
@@ -156,7 +266,7 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
     """
     sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
                                                                0.0 if bias is None else bias)
-    return _run(lambda t: ElementWiseIdentityOperatorDesc(t, None, sb), [x], "identity")[0]
+    return _run(FamilyCall("identity", lambda t: ElementWiseIdentityOperatorDesc(t, None, sb)), [x])
 
 
 def cast(x: Any, dtype) -> np.ndarray:
@@ -208,7 +318,7 @@ def cast(x: Any, dtype) -> np.ndarray:
     if dt not in ELEMENT_TYPES:
         raise ValidationError(f"cast: dtype must be one of the 11 types (a NumPy dtype or a DataType); "
                               f"got {_short(dtype)}")
-    return _run(lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes)), [x], "cast")[0]
+    return _run(FamilyCall("cast", lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes))), [x])
 
 
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", value=0) -> np.ndarray:
@@ -265,7 +375,7 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         return Padding1OperatorDesc(t, None, m, t.data_type, value,
                                     _per_axis(start_padding, t.rank, "start_padding", "pad"),
                                     _per_axis(end_padding, t.rank, "end_padding", "pad"))
-    return _run(make, [x], "pad")[0]
+    return _run(FamilyCall("pad", make), [x])
 
 
 def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
@@ -304,9 +414,8 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
     arrays = _snapshot(arrays)
     if not isinstance(arrays, tuple) or not arrays:
         raise ValidationError(f"join: arrays must be a non-empty sequence of arrays; got {_short(arrays)}")
-    rank = np.ndim(arrays[0]) if isinstance(arrays[0], np.ndarray) else 0
-    a = _axis(axis, max(rank, 1), "join")
-    return _run(lambda *ts: JoinOperatorDesc(ts, None, a), list(arrays), "join")[0]
+    a = _axis(axis, max(_rank(arrays[0]), 1), "join")
+    return _run(FamilyCall("join", lambda *ts: JoinOperatorDesc(ts, None, a)), arrays)
 
 
 def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
@@ -353,14 +462,13 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
     for i, s in enumerate(sizes):
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
             raise ValidationError(f"split: sizes[{i}] must be an int >= 1; got {_short(s)}")
-    rank = np.ndim(x) if isinstance(x, np.ndarray) else 1
-    a = _axis(axis, max(rank, 1), "split")
+    a = _axis(axis, max(_rank(x), 1), "split")
 
     def make(t):
         outs = tuple(TensorDesc(t.data_type, tuple(int(s) if d == a else n for d, n in enumerate(t.sizes)))
                      for s in sizes)
         return SplitOperatorDesc(t, outs, a)
-    return _run(make, [x], "split")
+    return _run(FamilyCall("split", make, multi=True), [x])
 
 
 def tile(x: Any, repeats: Ints) -> np.ndarray:
@@ -400,7 +508,8 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         bytes, if an output cannot be allocated.
     """
     repeats = _snapshot(repeats)
-    return _run(lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile")), [x], "tile")[0]
+    return _run(FamilyCall("tile", lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile"))),
+                [x])
 
 
 def _order(order, where: str) -> DepthSpaceOrder:
@@ -452,7 +561,7 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         bytes, if an output cannot be allocated.
     """
     o = _order(order, "space_to_depth")
-    return _run(lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o), [x], "space_to_depth")[0]
+    return _run(FamilyCall("space_to_depth", lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o)), [x])
 
 
 def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
@@ -494,4 +603,41 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         bytes, if an output cannot be allocated.
     """
     o = _order(order, "depth_to_space")
-    return _run(lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o), [x], "depth_to_space")[0]
+    return _run(FamilyCall("depth_to_space", lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o)), [x])
+
+
+class _AdjointApi:
+    """The namespace the operator modules' ``adjoint`` methods are given
+    (``opendml.ops._spec.AdjointApi``): the family's functions, SLICE1 and
+    SLICE_GRAD, on any framework, and two neutral helpers."""
+
+    identity = staticmethod(identity)
+    cast = staticmethod(cast)
+    pad = staticmethod(pad)
+    join = staticmethod(join)
+    split = staticmethod(split)
+    tile = staticmethod(tile)
+    space_to_depth = staticmethod(space_to_depth)
+    depth_to_space = staticmethod(depth_to_space)
+
+    @staticmethod
+    def slice1(x, offsets, sizes, strides):
+        from . import slice1
+        return slice1(x, offsets, sizes, strides)
+
+    @staticmethod
+    def slice_grad(g, input_sizes, offsets, sizes, strides):
+        from . import slice_grad
+        return slice_grad(g, input_sizes, offsets, sizes, strides)
+
+    @staticmethod
+    def reshape(x, shape):
+        return x.reshape(tuple(int(n) for n in shape))
+
+    @staticmethod
+    def sum(x, axes):
+        return x.sum(axis=tuple(axes))
+
+
+#: What ``adjoint`` hands to the operator modules.
+ADJOINT_API = _AdjointApi()

@@ -304,3 +304,40 @@ def snake(name: str) -> str:
             out.append("_")
         out.append(ch.lower())
     return "".join(out)
+
+
+# -- differentiation: what an operator declares, once, beside its lowering -----
+#
+# A linear (or affine) operator of the family declares two methods on its
+# description class, read by the array API's PyTorch and JAX adapters
+# (``arrays/family_torch.py``, ``arrays/family_jax.py``) without any branch
+# per operator:
+#
+# * ``linear_part()``: the description without its constant term (IDENTITY's
+#   Bias, a constant PADDING's value), itself where it has none, or None where
+#   the operator is not differentiable for its data types (integer tensors; a
+#   CAST to or from an integer type). Forward-mode AD applies it to the
+#   tangents.
+# * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array
+#   per input (in slot order), written with the array API passed in as
+#   ``api`` (an ``AdjointApi``): other opendml operators where one exists, so
+#   a gradient of a gradient takes the same routes again. The operator
+#   modules do not import the array layer: ``api`` is handed to them.
+
+
+class AdjointApi:
+    """What ``adjoint`` may call (documentation of the namespace the array
+    layer passes; ``opendml.arrays.family.ADJOINT_API`` is the instance): the
+    array API's ``identity``, ``cast``, ``pad``, ``join``, ``split``,
+    ``tile``, ``space_to_depth``, ``depth_to_space``, ``slice1`` and
+    ``slice_grad`` (any framework), and two framework-neutral helpers
+    ``reshape(x, shape)`` and ``sum(x, axes)`` (a sum over ``axes``, which
+    are dropped), for the adjoints that are sums (TILE, the EDGE pads)."""
+
+    identity = cast = pad = join = split = tile = space_to_depth = depth_to_space = None
+    slice1 = slice_grad = reshape = sum = None
+
+
+def is_float(data_type) -> bool:
+    """Whether ``data_type`` (a DataType) is FLOAT16, FLOAT32 or FLOAT64."""
+    return data_type in (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64)

@@ -30,7 +30,7 @@ from ..plan import Copy
 from ._common import TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Tensor
+from ._spec import Tensor, is_float
 
 _CAST_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16, _T.INT16, _T.INT8, _T.UINT16, _T.UINT8})
 _CAST_3_0 = _CAST_1_0 | {_T.INT64, _T.INT32, _T.UINT64, _T.UINT32}
@@ -65,3 +65,12 @@ class CastOperatorDesc(MoveOperatorDesc):
         (strides, origin), = layouts
         out = self.output_tensor
         yield Copy(0, 0, out.sizes, origin, tuple(strides), 0, out.element_strides)
+
+    # differentiation (see ``_spec``): a cast between float types is linear (up
+    # to rounding); its adjoint casts back. Casts to or from integers are not.
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) and is_float(self.output_tensor.data_type) else None
+
+    def adjoint(self, api, grad):
+        return (api.cast(grad, self.input_tensor.data_type),)

@@ -25,7 +25,7 @@ from ..plan import Copy
 from ._common import FLOAT_TYPES, TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import ScaleBias, Struct, Tensor
+from ._spec import ScaleBias, Struct, Tensor, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -70,3 +70,18 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
         out = self.output_tensor
         sb = None if self.scale_bias is None else (self.scale_bias.scale, self.scale_bias.bias)
         yield Copy(0, 0, out.sizes, origin, tuple(strides), 0, out.element_strides, scale_bias=sb)
+
+    # differentiation (see ``_spec``): g(x) = x * Scale + Bias is affine; its
+    # linear part scales, and scaling is its own adjoint.
+
+    def linear_part(self):
+        if not is_float(self.input_tensor.data_type):
+            return None
+        sb = self.scale_bias
+        if sb is None or sb.bias == 0.0:
+            return self
+        return dataclasses.replace(self, scale_bias=ScaleBias(sb.scale, 0.0))
+
+    def adjoint(self, api, grad):
+        sb = self.scale_bias
+        return (api.identity(grad) if sb is None else api.identity(grad, scale=sb.scale),)

@@ -19,7 +19,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, SupportRow
 from ._move import MoveOperatorDesc
-from ._spec import Tensor, UInt
+from ._spec import Tensor, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -94,3 +94,11 @@ class JoinOperatorDesc(MoveOperatorDesc):
             yield Copy(i, 0, t.sizes, origin, tuple(strides), at * out.element_strides[self.axis],
                        out.element_strides)
             at += t.sizes[self.axis]
+
+    # differentiation (see ``_spec``): JOIN's adjoint is SPLIT at the inputs' sizes.
+
+    def linear_part(self):
+        return self if is_float(self.output_tensor.data_type) else None
+
+    def adjoint(self, api, grad):
+        return tuple(api.split(grad, self.axis, [t.sizes[self.axis] for t in self.input_tensors]))

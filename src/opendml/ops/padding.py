@@ -33,7 +33,7 @@ from ..model.errors import UnsupportedError
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc, convert_scalar, pad_passes
-from ._spec import Enum, Field, Float, PaddingMode, Tensor
+from ._spec import Enum, Field, Float, PaddingMode, Tensor, is_float
 
 #: The feature level each padding mode came with.
 MODE_INTRODUCED = {PaddingMode.CONSTANT: FeatureLevel.FL_1_0, PaddingMode.EDGE: FeatureLevel.FL_1_0,
@@ -75,6 +75,53 @@ class PaddingRules(MoveOperatorDesc):
             raise UnsupportedError(f"{self.OPERATOR}: PaddingMode {self.padding_mode.name} was introduced in "
                                    f"feature level {need.label}; got feature level {level.label}")
 
+    # differentiation (see ``_spec``): CONSTANT padding is affine (the value is
+    # its constant), its adjoint the SLICE1 of the interior; the other modes
+    # read input elements several times, and their adjoint accumulates, axis
+    # by axis, every output position into the input position it read
+    # (``pad_axis_runs``): the interior is a SLICE1, each run of positions
+    # reading consecutive input elements (forward, backward) is SLICE1 then
+    # SLICE_GRAD (stride +1 or -1), and a run reading one element over and
+    # over (EDGE) is summed.
+
+    def linear_part(self):
+        if not is_float(self.input_tensor.data_type):
+            return None
+        if self.padding_mode == PaddingMode.CONSTANT and self.padding_value != 0:
+            return dataclasses.replace(self, padding_value=0.0 if isinstance(self.padding_value, float) else 0)
+        return self
+
+    def adjoint(self, api, grad):
+        sizes, start, end = self.input_tensor.sizes, self.start_padding, self.end_padding
+        r = len(sizes)
+        if self.padding_mode == PaddingMode.CONSTANT:
+            return (api.slice1(grad, list(start), list(sizes), [1] * r),)
+        shape = list(self.output_tensor.sizes)
+        for k in range(r):
+            if start[k] == 0 and end[k] == 0:
+                continue
+            n = sizes[k]
+            reduced = shape[:k] + [n] + shape[k + 1:]
+
+            def window(at, count):
+                return ([at if j == k else 0 for j in range(r)], [count if j == k else s for j, s in enumerate(shape)])
+            offsets, counts = window(start[k], n)
+            total = api.slice1(grad, offsets, counts, [1] * r)          # the interior
+            for o, length, i, step in pad_axis_runs(int(self.padding_mode), start[k], end[k], n):
+                offsets, counts = window(o, length)
+                piece = api.slice1(grad, offsets, counts, [1] * r)
+                if step == 0:                                           # one element read `length` times
+                    piece = api.reshape(api.sum(piece, (k,)), reduced[:k] + [1] + reduced[k + 1:])
+                    at, length, step = i, 1, 1
+                else:
+                    at = i if step > 0 else i - length + 1
+                offsets = [at if j == k else 0 for j in range(r)]
+                counts = [length if j == k else s for j, s in enumerate(reduced)]
+                total = total + api.slice_grad(piece, reduced, offsets, counts, [step if j == k else 1
+                                                                                   for j in range(r)])
+            grad, shape = total, reduced
+        return (grad,)
+
     def _fill_value(self):
         return convert_scalar(self.padding_value, self.output_tensor.data_type)
 
@@ -112,3 +159,28 @@ class PaddingOperatorDesc(PaddingRules):
     def __post_init__(self):
         self._check_padding()
         self._set("padding_value", self._float32(self.padding_value, "PaddingValue"))
+
+
+def pad_axis_runs(mode: int, start: int, end: int, n: int):
+    """The border positions of one padded axis (``start`` before the input
+    of ``n`` elements, ``end`` after it) grouped into maximal runs of
+    consecutive output positions whose input positions (``AxisMap.source``)
+    step by +1, -1 or 0: ``(first output position, length, first input
+    position, step)`` each. The interior (``start`` to ``start + n``) is not
+    listed."""
+    from ..plan import AxisMap
+    amap = AxisMap(mode, start, n)
+    for lo, hi in ((0, start), (start + n, start + n + end)):
+        o = lo
+        while o < hi:
+            i = amap.source(o)
+            length, step = 1, None
+            while o + length < hi:
+                nxt = amap.source(o + length) - amap.source(o + length - 1)
+                if step is None and abs(nxt) <= 1:
+                    step = nxt
+                if nxt != step:
+                    break
+                length += 1
+            yield o, length, i, step if step is not None else 1
+            o += length

@@ -34,7 +34,7 @@ from ..plan import Copy
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import DepthSpaceOrder, Enum, Tensor, UInt
+from ._spec import DepthSpaceOrder, Enum, Tensor, UInt, is_float
 
 _TYPES_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16})
 _SUPPORT_1_0 = (SupportRow(FeatureLevel.FL_1_0, range(4, 5), _TYPES_1_0),
@@ -72,6 +72,16 @@ class _SpaceDepth(MoveOperatorDesc):
             self._set("output_tensor", TensorDesc(inp.data_type, expected))
         self._check_slot_tensors()
         self._check_sizes("OutputTensor", self.output_tensor, expected, rule)
+
+    # differentiation (see ``_spec``): a permutation, whose adjoint is its
+    # inverse: DEPTH_TO_SPACE of SPACE_TO_DEPTH with the same order, and back.
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None
+
+    def adjoint(self, api, grad):
+        back = api.depth_to_space if self.TO_DEPTH else api.space_to_depth
+        return (back(grad, self.block_size, self._order()),)
 
     def _passes(self, layouts):
         (strides, origin), = layouts

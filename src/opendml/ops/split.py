@@ -15,7 +15,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, SupportRow
 from ._move import MoveOperatorDesc
-from ._spec import Tensor, UInt
+from ._spec import Tensor, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -69,3 +69,11 @@ class SplitOperatorDesc(MoveOperatorDesc):
         for i, t in enumerate(self.output_tensors):
             yield Copy(0, i, t.sizes, origin + at * strides[self.axis], tuple(strides), 0, t.element_strides)
             at += t.sizes[self.axis]
+
+    # differentiation (see ``_spec``): SPLIT's adjoint is JOIN of the outputs' gradients.
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None
+
+    def adjoint(self, api, *grads):
+        return (api.join(list(grads), self.axis),)

@@ -22,7 +22,7 @@ from ..plan import Copy
 from ._common import TYPES_2_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Field, Tensor
+from ._spec import Field, Tensor, is_float
 
 _TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
 
@@ -71,3 +71,17 @@ class TileOperatorDesc(MoveOperatorDesc):
             src += [0, s]
             dst += [n * o, o]
         yield Copy(0, 0, tuple(sizes), origin, tuple(src), 0, tuple(dst))
+
+    # differentiation (see ``_spec``): TILE's adjoint sums the gradient over the
+    # tiles: viewed as (Repeats[0], Sizes[0], Repeats[1], Sizes[1], ...), the
+    # tile axes are summed away. (No DirectML data-movement operator sums.)
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None
+
+    def adjoint(self, api, grad):
+        sizes = self.input_tensor.sizes
+        if all(r == 1 for r in self.repeats):
+            return (api.identity(grad),)
+        split = tuple(v for r, n in zip(self.repeats, sizes) for v in (r, n))
+        return (api.sum(api.reshape(grad, split), tuple(range(0, 2 * len(sizes), 2))),)
