@@ -1,8 +1,9 @@
 """CPU backend.
 
 Plans run through opendml's compiled kernels (the C sources beside this file:
-strided copy, UNFOLD gather, FOLD sum and SLICE_GRAD scatter, split over the
-CPU's cores with the GIL released) when the extension was built at install
+strided copy, UNFOLD gather, FOLD sum, SLICE_GRAD scatter and the move
+program's passes (move.c: index maps, CAST's conversions, scale/bias, fills),
+split over the CPU's cores with the GIL released) when the extension was built at install
 time, and otherwise through NumPy strided views (``numpy_kernels.py``). Copies
 move unsigned words of the element's size, never values, so every bit pattern
 (float16 NaN payloads, negative zero) survives exactly; FOLD sums values in
@@ -16,12 +17,13 @@ binding (``prepare``) and replayed by ``execute``.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
 
 from ...model.errors import UnsupportedError
-from ...plan import Copy, CopyPlan, FoldPlan, MovePlan, ScatterPlan, UnfoldPlan
+from ...plan import Copy, CopyPlan, Fill, FoldPlan, MovePlan, ScatterPlan, UnfoldPlan
 from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
 from ..params import MAX_RANK, CopyParams, FoldParams, ScatterParams, UnfoldParams, set_window_dims
@@ -29,6 +31,52 @@ from . import numpy_kernels
 
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 ALIGNMENT = 64
+
+#: move.h's ODML_MOVE_MAX_RANK: passes with more dimensions (once canonical) run through NumPy.
+MOVE_MAX_RANK = 16
+
+
+class MoveParams(ctypes.Structure):
+    """ctypes mirror of ``odml_cpu_move_params`` (runtime/cpu/move.h), same field
+    order; every field 64 bits."""
+    _fields_ = [("kind", ctypes.c_int64), ("src_type", ctypes.c_int64), ("dst_type", ctypes.c_int64),
+                ("rank", ctypes.c_int64), ("src_offset", ctypes.c_int64), ("dst_offset", ctypes.c_int64),
+                ("has_scale_bias", ctypes.c_int64), ("scale", ctypes.c_double), ("bias", ctypes.c_double),
+                ("fill_bits", ctypes.c_uint64)] + [
+        (name, ctypes.c_int64 * MOVE_MAX_RANK)
+        for name in ("sizes", "src_strides", "dst_strides", "map_mode", "map_shift", "map_size")]
+
+
+def canonical_move_pass(p):
+    """A ``Copy`` or ``Fill`` pass as (sizes, src_strides, dst_strides, maps,
+    src_offset): size-1 dimensions dropped (a mapped one's source index
+    folded into the source offset), dimensions ordered by destination stride
+    (largest first), unmapped neighbours that walk memory as one merged."""
+    n = len(p.sizes)
+    is_copy = isinstance(p, Copy)
+    src_strides = p.src_strides if is_copy else (0,) * n
+    maps = (p.maps or (None,) * n) if is_copy else (None,) * n
+    src_offset = p.src_offset if is_copy else 0
+    dims = []
+    for s, i, o, m in zip(p.sizes, src_strides, p.dst_strides, maps):
+        if s == 1:
+            if m is not None:
+                src_offset += m.source(0) * i
+            continue
+        dims.append((s, i, o, m))
+    dims.sort(key=lambda d: (d[2], abs(d[1])), reverse=True)
+    merged: list = []
+    for s, i, o, m in dims:
+        if merged and m is None:
+            ps, pi, po, pm = merged[-1]
+            if pm is None and pi == i * s and po == o * s:
+                merged[-1] = (ps * s, i, o, None)
+                continue
+        merged.append((s, i, o, m))
+    if not merged:
+        merged = [(1, 0, 0, None)]
+    sizes, ss, ds, ms = zip(*merged)
+    return sizes, ss, ds, ms, src_offset
 
 
 def _load_native():
@@ -148,18 +196,41 @@ class CpuBackend:
         return numpy_path(plan, src, dst)
 
     def _native_move_pass(self, plan: MovePlan, p, srcs, dsts):
-        """The compiled copy kernel for a plain pass of a move program (no map,
-        no conversion, no scale/bias, at most 8 dimensions once merged); None
-        for any other pass (NumPy runs it)."""
-        if not isinstance(p, Copy) or p.maps is not None or p.scale_bias is not None:
+        """The compiled move kernel (move.c) for one pass of a move program:
+        copies with or without index maps, conversion and scale/bias, and
+        fills; None (NumPy runs it) only for a pass of more than 16 dimensions
+        once canonical."""
+        sizes, ss, ds, maps, src_offset = canonical_move_pass(p)
+        r = len(sizes)
+        if r > MOVE_MAX_RANK:
             return None
-        if plan.in_types[p.src] != plan.out_types[p.dst]:
-            return None
-        es = srcs[p.src].itemsize
-        cp = p.as_copy_plan(es)
-        if len(cp.canonical().sizes) > MAX_RANK:
-            return None
-        return self._native_copy(cp, srcs[p.src], dsts[p.dst])
+        out_t = plan.out_types[p.dst]
+        params = MoveParams(rank=r, dst_type=out_t, dst_offset=p.dst_offset)
+        params.sizes[:r] = sizes
+        params.dst_strides[:r] = ds
+        dst = dsts[p.dst]
+        if isinstance(p, Fill):
+            params.kind = 1
+            params.src_type = out_t
+            # the value's bits exactly as the NumPy path converts it
+            word = WORDS[dst.itemsize]
+            params.fill_bits = int(numpy_kernels.fill_value(p.value, out_t).view(word))
+            src = dst
+            moved = p.count * dst.itemsize
+        else:
+            params.kind = 0
+            params.src_type = plan.in_types[p.src]
+            params.src_offset = src_offset
+            params.src_strides[:r] = ss
+            for k, m in enumerate(maps):
+                if m is not None:
+                    params.map_mode[k], params.map_shift[k], params.map_size[k] = m.mode, m.shift, m.size
+            if p.scale_bias is not None:
+                params.has_scale_bias = 1
+                params.scale, params.bias = float(p.scale_bias[0]), float(p.scale_bias[1])
+            src = srcs[p.src]
+            moved = p.count * (src.itemsize + dst.itemsize)
+        return self._launch(self._native.move, params, src, dst, moved)
 
     def runner(self, plan):
         """With the compiled kernels, a callable ``run(src_addr, dst_addr)``

@@ -12,6 +12,9 @@
  *   unfold.c    the UNFOLD gather
  *   fold.c      the FOLD windowed sum (a gather; no atomics)
  *   scatter.c   SLICE_GRAD's scatter into zeros
+ *   move.h/.c   one pass of the data-movement family's move program (mapped
+ *               copies, conversions, scale/bias, fills; its own parameter struct)
+ *   convert.h   CAST's conversions between the 11 types, per pair
  *   calls.c     the call cache: repeated array-API calls served from C
  *   cuda_launch.c cuLaunchKernel through the driver library (dlopen)
  *   blocks.c    output memory blocks with a bounded reuse cache (Python type;

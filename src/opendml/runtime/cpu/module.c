@@ -21,6 +21,7 @@
 
 #include "blocks.h"
 #include "common.h"
+#include "move.h"
 
 /* Parse (dst, src, params, threads) with params exactly `size` bytes, copied
  * into `out` (the bytes object need not be aligned for the struct). */
@@ -67,6 +68,7 @@ KERNEL(copy, odml_copy_params)
 KERNEL(unfold, odml_unfold_params)
 KERNEL(fold, odml_fold_params)
 KERNEL(scatter, odml_scatter_params)
+KERNEL(move, odml_cpu_move_params)
 
 static PyObject *py_stream_min(PyObject *self, PyObject *args) {
     long long v = -1;
@@ -83,6 +85,12 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
                          "odml_unfold_params", (Py_ssize_t)sizeof(odml_unfold_params),
                          "odml_fold_params", (Py_ssize_t)sizeof(odml_fold_params),
                          "odml_scatter_params", (Py_ssize_t)sizeof(odml_scatter_params));
+}
+
+/* move.h's struct is the CPU kernels' own (not in params.h): its size apart. */
+static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    return PyLong_FromSsize_t((Py_ssize_t)sizeof(odml_cpu_move_params));
 }
 
 PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);  /* cuda_launch.c */
@@ -132,6 +140,10 @@ static PyMethodDef methods[] = {
      "fold(dst_addr, src_addr, params: bytes of odml_fold_params, threads): FOLD windowed sum"},
     {"scatter", py_scatter, METH_VARARGS,
      "scatter(dst_addr, src_addr, params: bytes of odml_scatter_params, threads): SLICE_GRAD scatter"},
+    {"move", py_move, METH_VARARGS,
+     "move(dst_addr, src_addr, params: bytes of odml_cpu_move_params (move.h), threads): one pass of a move program"},
+    {"move_params_size", py_move_params_size, METH_NOARGS,
+     "move_params_size() -> sizeof(odml_cpu_move_params) (move.h), which backend.MoveParams mirrors"},
     {"cache_limit", odml_py_cache_limit, METH_VARARGS,
      "cache_limit([nbytes]) -> previous limit: bytes of released output blocks kept for reuse"},
     {"stream_min", py_stream_min, METH_VARARGS,

@@ -29,7 +29,7 @@ from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
 __all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter",
-           "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array"]
+           "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array", "fill_value"]
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
 FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
@@ -336,6 +336,12 @@ def _typed(flat: np.ndarray, type_value: int) -> np.ndarray:
     return flat.view(_dtype(type_value))
 
 
+def fill_value(value, type_value: int):
+    """A ``Fill`` pass's value as a NumPy scalar of the destination's type
+    (both CPU paths write these bits)."""
+    return convert_array(np.array([value]), _dtype(type_value))[0]
+
+
 def prepare_move_pass(plan, p, srcs, dsts):
     """A callable running one pass of a ``MovePlan`` with NumPy views of the
     bound word arrays."""
@@ -343,7 +349,7 @@ def prepare_move_pass(plan, p, srcs, dsts):
     out_t = plan.out_types[p.dst]
     dst_view = view(_typed(dsts[p.dst], out_t), p.dst_offset, p.sizes, p.dst_strides)
     if isinstance(p, Fill):
-        value = convert_array(np.array([p.value]), _dtype(out_t))[0]
+        value = fill_value(p.value, out_t)
 
         def fill():
             dst_view[...] = value
@@ -366,6 +372,12 @@ def prepare_move_pass(plan, p, srcs, dsts):
             with np.errstate(all="ignore"):
                 y = x.astype(ct) * ct(sb[0])
                 y = y + ct(sb[1])
+            # A NaN result is the canonical NaN (as FOLD's sums): which NaN's
+            # payload an operation on NaNs keeps is the processor's (and
+            # NumPy's loop's) choice, so it is not kept on any path.
+            nan = np.isnan(y)
+            if nan.any():
+                y[nan] = CANONICAL_NAN[y.dtype.itemsize]
             x = y
         if x.dtype == out_dt and sb is None:
             np.copyto(dst_view, x, casting="no")
