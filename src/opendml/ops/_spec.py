@@ -323,6 +323,14 @@ def snake(name: str) -> str:
 #   ``api`` (an ``AdjointApi``): other opendml operators where one exists, so
 #   a gradient of a gradient takes the same routes again. The operator
 #   modules do not import the array layer: ``api`` is handed to them.
+#
+# and, for block-wise execution (``arrays/family_dask.py``):
+#
+# * ``chunking()``: ``{input axis: 0 or m}``, the axes a block-wise run needs
+#   whole (0) or cut at multiples of ``m``; every other axis may be cut
+#   anywhere, the operator run on each block with the same fields giving
+#   the output's block (its sizes by the operator's own shape rule). An
+#   operator without ``chunking`` runs on whole arrays (one chunk).
 
 
 class AdjointApi:

@@ -74,3 +74,9 @@ class CastOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         return (api.cast(grad, self.input_tensor.data_type),)
+
+    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
+    # in one chunk (0) or cut at multiples of m (m).
+
+    def chunking(self):
+        return {}                                    # element-wise

@@ -85,3 +85,9 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
     def adjoint(self, api, grad):
         sb = self.scale_bias
         return (api.identity(grad) if sb is None else api.identity(grad, scale=sb.scale),)
+
+    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
+    # in one chunk (0) or cut at multiples of m (m).
+
+    def chunking(self):
+        return {}                                    # element-wise

@@ -102,3 +102,9 @@ class JoinOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         return tuple(api.split(grad, self.axis, [t.sizes[self.axis] for t in self.input_tensors]))
+
+    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
+    # in one chunk (0) or cut at multiples of m (m).
+
+    def chunking(self):
+        return {self.axis: 0}

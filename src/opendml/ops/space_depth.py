@@ -83,6 +83,13 @@ class _SpaceDepth(MoveOperatorDesc):
         back = api.depth_to_space if self.TO_DEPTH else api.space_to_depth
         return (back(grad, self.block_size, self._order()),)
 
+    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
+    # in one chunk (0) or cut at multiples of m (m).
+
+    def chunking(self):
+        b = self.block_size
+        return {1: 0, 2: b, 3: b} if self.TO_DEPTH else {1: 0}
+
     def _passes(self, layouts):
         (strides, origin), = layouts
         b = self.block_size

@@ -77,3 +77,9 @@ class SplitOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, *grads):
         return (api.join(list(grads), self.axis),)
+
+    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
+    # in one chunk (0) or cut at multiples of m (m).
+
+    def chunking(self):
+        return {self.axis: 0}

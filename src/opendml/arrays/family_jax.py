@@ -1,0 +1,88 @@
+"""JAX arrays for the data-movement family, differentiable in reverse mode,
+generic over what each operator module declares (no branch per operator).
+
+The call is validated on the arrays' (abstract) shapes and dtypes first, so a
+bad argument raises opendml's error at trace time. Then:
+
+* a concrete array runs the NumPy path on ``np.asarray(x)`` (on the CPU a
+  view, elsewhere a copy to the host) and the result comes back on the
+  input's device: the same bytes as the NumPy call;
+* a traced array (``jit``, ``vmap``, ``grad``...) runs the same NumPy path
+  through ``jax.pure_callback`` (``vmap_method="sequential"``), with the
+  output shapes and dtypes from the description: the same bytes again.
+
+Where the operator is differentiable for its types (``desc.linear_part()``
+is not None) the call is one generic ``jax.custom_vjp`` whose backward is
+``desc.linear_part().adjoint(...)``: other opendml operators called through
+the array API (so it is itself differentiable, to any order). As for every
+``custom_vjp`` function, forward mode (``jax.jvp``) is not available.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+
+from ..model.errors import UnsupportedError
+from . import family
+from .jax_adapter import _check_dtype
+
+__all__ = ["run"]
+
+
+class _Static:
+    """The validated description as ``custom_vjp``'s static argument
+    (hashed and compared by the description's value)."""
+
+    __slots__ = ("desc", "name")
+
+    def __init__(self, desc, name):
+        self.desc, self.name = desc, name
+
+    def __hash__(self):
+        return hash(self.desc)
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and other.desc == self.desc
+
+
+def run(call, arrays) -> list:
+    for x in arrays:
+        _check_dtype(x.dtype, call.name)
+    desc = call.describe_arrays([np.dtype(x.dtype) for x in arrays], [tuple(x.shape) for x in arrays])
+    p = _Static(desc, call.name)
+    if family.differentiable(desc):
+        return list(_linear(p, tuple(arrays)))
+    return list(_forward(p, tuple(arrays)))
+
+
+def _forward(p, xs):
+    desc = p.desc
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
+        return tuple(jax.pure_callback(lambda *a: tuple(family.execute(desc, [np.asarray(v) for v in a])),
+                                       shapes, *xs, vmap_method="sequential"))
+    devices = xs[0].devices()
+    if len(devices) != 1:
+        raise UnsupportedError(f"{p.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
+                               f"gather it on one device first")
+    (dev,) = devices
+    outs = family.execute(desc, [np.asarray(x) for x in xs])
+    return tuple(jax.device_put(o, dev) for o in outs)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _linear(p, xs):
+    return _forward(p, xs)
+
+
+def _fwd(p, xs):
+    return _linear(p, xs), None                   # linear: no residuals; the shapes are in p
+
+
+def _bwd(p, _, cts):
+    return (tuple(family.adjoint(p.desc, cts)),)
+
+
+_linear.defvjp(_fwd, _bwd)
