@@ -114,4 +114,43 @@ typedef struct odml_scatter_params {
     odml_i64 in_strides[ODML_MAX_RANK];  /* signed */
 } odml_scatter_params;
 
+/* MovePlan (the data-movement family), one pass per launch: over the pass's
+ * destination index space (dims ordered by destination stride, innermost
+ * last; `size` and strides in elements of each side's type),
+ * dst[dst_offset + sum(c*dst_stride)] = f(src[src_offset + sum(m(c)*src_stride)])
+ * where m is the dimension's map (map_mode 0: none; 1 CLAMP, 2 REFLECT,
+ * 3 SYMMETRIC, 4 WRAP as plan.AxisMap with map_shift and map_size; 5
+ * CONSTANT: outside [0, map_size) the element is fill_bits) and f converts
+ * src_type to dst_type (DataType values) after x*scale + bias where
+ * scale_bias is 1 (float32 bits in scale32/bias32, float64 bits in
+ * scale64/bias64). A Fill pass writes fill_bits (the destination word).
+ * div_magic/div_shift: the 32-bit multiply-shift division by `size`. */
+#define ODML_MAX_MOVE_RANK 16
+typedef struct odml_move_dim {
+    odml_i64 size;
+    odml_i64 src_stride;                 /* signed */
+    odml_i64 dst_stride;
+    odml_i64 map_mode;
+    odml_i64 map_shift;
+    odml_i64 map_size;
+    odml_i64 div_magic;
+    odml_i64 div_shift;
+} odml_move_dim;
+
+typedef struct odml_move_params {
+    odml_i64 rank;
+    odml_i64 count;                      /* prod(sizes) */
+    odml_i64 src_offset;
+    odml_i64 dst_offset;
+    odml_i64 src_type;
+    odml_i64 dst_type;
+    odml_i64 scale_bias;
+    odml_i64 scale32;
+    odml_i64 bias32;
+    odml_i64 scale64;
+    odml_i64 bias64;
+    odml_i64 fill_bits;
+    odml_move_dim dim[ODML_MAX_MOVE_RANK];
+} odml_move_params;
+
 #endif /* OPENDML_PARAMS_H */

@@ -8,12 +8,13 @@ from __future__ import annotations
 import ctypes
 import pathlib
 
-__all__ = ["HEADER", "MAX_RANK", "MAX_SPATIAL", "SUM_INTEGER", "SUM_FLOAT", "CopyParams", "WindowDim",
-           "UnfoldParams", "FoldParams", "ScatterParams", "STRUCTS"]
+__all__ = ["HEADER", "MAX_RANK", "MAX_SPATIAL", "MAX_MOVE_RANK", "SUM_INTEGER", "SUM_FLOAT", "CopyParams",
+           "WindowDim", "UnfoldParams", "FoldParams", "ScatterParams", "MoveDim", "MoveParams", "STRUCTS"]
 
 HEADER = pathlib.Path(__file__).with_name("params.h")
 MAX_RANK = 8
 MAX_SPATIAL = 6
+MAX_MOVE_RANK = 16
 SUM_INTEGER = 0
 SUM_FLOAT = 1
 
@@ -64,6 +65,17 @@ class ScatterParams(ctypes.Structure):
                        step=i64 * MAX_RANK, taken=i64 * MAX_RANK, in_strides=i64 * MAX_RANK)
 
 
+class MoveDim(ctypes.Structure):
+    _fields_ = _fields("size", "src_stride", "dst_stride", "map_mode", "map_shift", "map_size", "div_magic",
+                       "div_shift")
+
+
+class MoveParams(ctypes.Structure):
+    _fields_ = _fields("rank", "count", "src_offset", "dst_offset", "src_type", "dst_type", "scale_bias",
+                       "scale32", "bias32", "scale64", "bias64", "fill_bits", dim=MoveDim * MAX_MOVE_RANK)
+
+
 #: C struct name -> its mirror.
 STRUCTS = {"odml_copy_params": CopyParams, "odml_window_dim": WindowDim, "odml_unfold_params": UnfoldParams,
-           "odml_fold_params": FoldParams, "odml_scatter_params": ScatterParams}
+           "odml_fold_params": FoldParams, "odml_scatter_params": ScatterParams,
+           "odml_move_dim": MoveDim, "odml_move_params": MoveParams}

@@ -87,10 +87,12 @@ import threading
 import numpy as np
 
 from ...model.errors import UnsupportedError
-from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from ...plan import Copy, CopyPlan, Fill, FoldPlan, MovePlan, ScatterPlan, UnfoldPlan
 from .. import params as P
 
 KERNELS = pathlib.Path(__file__).with_name("kernels.cu")
+#: The move program's kernels (MovePlan: the data-movement family).
+MOVE_KERNELS = pathlib.Path(__file__).with_name("move.cu")
 #: Folder of params.h, the parameter blocks declared once for the C and CUDA kernels.
 INCLUDE = P.HEADER.parent
 #: NVRTC options of every module.
@@ -153,12 +155,12 @@ def probe() -> tuple[bool, str]:
 
 
 @functools.cache
-def _source() -> str:
-    """kernels.cu, headed by a digest of params.h: CuPy's on-disk kernel cache
-    keys on the source text and options, not on included files, so a changed
-    header must change the source."""
+def _source(path: pathlib.Path = KERNELS) -> str:
+    """kernels.cu (or move.cu), headed by a digest of params.h: CuPy's on-disk
+    kernel cache keys on the source text and options, not on included files,
+    so a changed header must change the source."""
     digest = hashlib.sha256(P.HEADER.read_bytes()).hexdigest()[:16]
-    return f"// params.h {digest}\n" + KERNELS.read_text(encoding="utf-8")
+    return f"// params.h {digest}\n" + path.read_text(encoding="utf-8")
 
 
 class Kernel:
@@ -191,10 +193,13 @@ class Kernel:
 def _kernel(device_id: int, name: str, options: tuple = OPTIONS) -> Kernel:
     """One compiled specialisation, e.g. ``strided_copy<uint4, 3, 0, u32, 1, 0>``
     (compiled or loaded with the calling thread's stream-capture mode relaxed:
-    a first call may come while a CUDA graph is being captured)."""
+    a first call may come while a CUDA graph is being captured). Names of the
+    move program's kernels (``move_copy<...>``, ``move_fill<...>``) come from
+    move.cu, the others from kernels.cu."""
     cupy = _cupy()
+    path = MOVE_KERNELS if name.startswith("move_") else KERNELS
     with capture_relaxed(), cupy.cuda.Device(device_id):
-        module = cupy.RawModule(code=_source(), options=options, name_expressions=(name,))
+        module = cupy.RawModule(code=_source(path), options=options, name_expressions=(name,))
         return Kernel(module.get_function(name).kernel, name)
 
 
@@ -540,9 +545,107 @@ class CudaBackend:
         without the intermediate callable."""
         self.record(plan, src_ptr, src_elements, dst_ptr)(src_ptr, dst_ptr, stream_ptr)
 
+    # -- the move program (MovePlan) ---------------------------------------------
+
+    def record_move(self, plan: MovePlan, src_ptrs, src_elements, dst_ptrs, dst_elements,
+                    what: str | None = None) -> "MoveLaunch":
+        """The cached ``MoveLaunch`` of a ``MovePlan`` for these addresses'
+        alignment classes: ``record_move(...)(src_ptrs, dst_ptrs, stream_ptr)``
+        queues every pass of the program, in order, on the raw CUDA stream
+        ``stream_ptr`` (one kernel launch per pass; a padding program is one
+        launch, see ``move_steps``).
+
+        Parameters
+        ----------
+        plan : MovePlan
+            The program (already validated; offsets count from element 0 of
+            each bound range).
+        src_ptrs, dst_ptrs : sequence of int
+            Device address of element 0 of each input's (output's) bound
+            range, one per ``plan.in_types`` (``plan.out_types``), in slot
+            order (JOIN's inputs, SPLIT's outputs each counting); each a
+            multiple of its DataType's size.
+        src_elements, dst_elements : sequence of int
+            How many elements (of each slot's own type) each bound range
+            holds; the program must stay inside them.
+        what : str, optional
+            The operator's name, for error messages.
+
+        Returns
+        -------
+        MoveLaunch
+            Reusable for any addresses of the same alignment classes (mod 16)
+            and the same element counts; asynchronous and stream-ordered like
+            ``launch`` (the caller keeps the buffers alive until the stream
+            has run it).
+
+        Raises
+        ------
+        UnsupportedError
+            If an address is not a multiple of its element size.
+        ValueError
+            If the program reads or writes outside a bound range, or the
+            numbers of addresses do not match the program's slots.
+        """
+        src_ptrs, dst_ptrs = tuple(src_ptrs), tuple(dst_ptrs)
+        key = ("move", id(plan), tuple(a & 15 for a in src_ptrs), tuple(a & 15 for a in dst_ptrs),
+               tuple(src_elements), tuple(dst_elements))
+        rec = self._launches.get(key)
+        if rec is not None:
+            return rec
+        if not isinstance(plan, MovePlan):
+            raise TypeError(f"record_move takes a MovePlan; got {type(plan).__name__}")
+        what = what or "the move program"
+        from ...model.data_type import DataType
+        for role, ptrs, counts, types, spans in (("input", src_ptrs, src_elements, plan.in_types, plan.in_spans()),
+                                                 ("output", dst_ptrs, dst_elements, plan.out_types,
+                                                  plan.out_spans())):
+            if len(ptrs) != len(types) or len(counts) != len(types):
+                raise ValueError(f"{what} on CUDA: the program has {len(types)} {role}(s); got {len(ptrs)} "
+                                 f"address(es) and {len(counts)} element count(s)")
+            for i, (ptr, n, t, span) in enumerate(zip(ptrs, counts, types, spans)):
+                es = DataType(t).size
+                check_alignment(es, ptr if role == "input" else 0, ptr if role == "output" else 0, what)
+                if span is not None and (span[0] < 0 or span[1] >= n):
+                    raise ValueError(f"{what} on CUDA: the program reaches elements {span[0]}..{span[1]} of "
+                                     f"{role} {i}, outside its {n} bound elements")
+        steps = []
+        for spec in move_steps(plan, src_ptrs, src_elements, dst_ptrs):
+            name, params, grid, smem, s_slot, d_slot = spec
+            with self.device:
+                kernel = _kernel(self.index, name)
+            steps.append((Launch(self, plan, name, kernel, params, grid[0], smem, LAUNCH_VIA), s_slot, d_slot))
+        rec = MoveLaunch(plan, tuple(steps))
+        with self._lock:
+            if len(self._launches) >= LAUNCH_CACHE:
+                self._evict(self._launches)
+            self._launches[key] = rec   # holds the plan: its id stays unique while cached
+        return rec
+
+    def run_move(self, plan: MovePlan, src_ptrs, src_elements, dst_ptrs, dst_elements, stream_ptr: int = 0,
+                 what: str | None = None) -> None:
+        """Queue a ``MovePlan`` on ``stream_ptr`` now:
+        ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements,
+        what)(src_ptrs, dst_ptrs, stream_ptr)`` (see ``record_move``)."""
+        self.record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements, what)(src_ptrs, dst_ptrs,
+                                                                                        stream_ptr)
+
     def prepare(self, plan, src, dst):
         """A callable running ``plan`` from CuPy word array ``src`` into ``dst``
-        on CuPy's current stream (read at each call)."""
+        on CuPy's current stream (read at each call). For a ``MovePlan``,
+        ``src`` and ``dst`` are lists of CuPy word arrays, one per input and
+        output (each of its slot's element size)."""
+        if isinstance(plan, MovePlan):
+            sps, dps = [a.data.ptr for a in src], [a.data.ptr for a in dst]
+            rec = self.record_move(plan, sps, [a.size for a in src], dps, [a.size for a in dst])
+            device, current = self.device, self.cupy.cuda.get_current_stream
+
+            def run_move():
+                with device:
+                    rec(sps, dps, current().ptr)
+            run_move.keep_alive = (src, dst, rec)
+            run_move.launch = rec
+            return run_move
         if not isinstance(plan, (CopyPlan, UnfoldPlan, FoldPlan, ScatterPlan)):
             raise TypeError(f"unknown plan {type(plan).__name__}")
         sp, dp = src.data.ptr, dst.data.ptr
@@ -841,3 +944,307 @@ def _scatter_launch(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
     items = items_per_thread(w)
     name = f"scatter<{_SCALAR[w]}, {len(p.sizes)}, {rev}, {_index_type(count, items)}, {items}>"
     return name, scatter_params(p), (math.ceil(count / (THREADS * items)),), 0
+
+
+# -- the move program (MovePlan: the data-movement family) ---------------------------
+
+class MoveLaunch:
+    """The launches of one ``MovePlan``: ``(Launch, source slot, destination
+    slot)`` per kernel, run in order by ``launch(src_ptrs, dst_ptrs,
+    stream_ptr=0)`` (a source slot of -1: a fill, given the destination's
+    address as its unused source)."""
+
+    __slots__ = ("plan", "steps")
+
+    def __init__(self, plan, steps):
+        self.plan, self.steps = plan, steps
+
+    def __call__(self, src_ptrs, dst_ptrs, stream_ptr: int = 0) -> None:
+        for rec, s, d in self.steps:
+            dp = dst_ptrs[d]
+            rec(src_ptrs[s] if s >= 0 else dp, dp, stream_ptr)
+
+    @property
+    def names(self) -> list[str]:
+        """The kernels launched, in order."""
+        return [rec.name for rec, _, _ in self.steps]
+
+
+#: Plain passes (same type, no map, no scale/bias) go through ``strided_copy``
+#: where it widens them to 8- or 16-byte words or they have at most 2
+#: dimensions once merged, else through ``move_copy`` (multiply-shift
+#: division): "auto". "strided_copy" / "move" force one (benchmarks, tests).
+MOVE_PLAIN_VIA = "auto"
+#: A padding program (PADDING/PADDING1's interior copy and border slabs) runs
+#: as one ``move_copy`` over the whole output with per-axis maps (CONSTANT: a
+#: fill where any axis falls outside the input). False: pass by pass.
+FUSE_PAD = True
+_MAP_CONSTANT = 5
+
+
+class _Pass:
+    """One kernel's work: dims are [size, src_stride, dst_stride, map mode,
+    map shift, map size] (mode 0: no map)."""
+
+    __slots__ = ("fill", "src", "dst", "dims", "src_offset", "dst_offset", "st", "dt", "sb", "fill_bits")
+
+    def __init__(self, fill, src, dst, dims, src_offset, dst_offset, st, dt, sb=None, fill_bits=0):
+        self.fill, self.src, self.dst, self.dims = fill, src, dst, dims
+        self.src_offset, self.dst_offset, self.st, self.dt = src_offset, dst_offset, st, dt
+        self.sb, self.fill_bits = sb, fill_bits
+
+    @property
+    def count(self) -> int:
+        return math.prod(d[0] for d in self.dims)
+
+
+def _map_source(mode: int, shift: int, n: int, d: int):
+    """plan.AxisMap.source, with CONSTANT (None outside the input)."""
+    i = d - shift
+    if 0 <= i < n:
+        return i
+    if mode == _MAP_CONSTANT:
+        return None
+    if mode == 1:
+        return min(max(i, 0), n - 1)
+    if mode == 4:
+        return i % n
+    if mode == 3:
+        r = i % (2 * n)
+        return r if r < n else 2 * n - 1 - r
+    if n == 1:
+        return 0
+    r = i % (2 * (n - 1))
+    return r if r < n else 2 * (n - 1) - r
+
+
+def _fill_bits(value, type_value: int) -> int:
+    """The destination word of a Fill value, by the CPU backend's conversion."""
+    from ...model.data_type import DataType
+    from ..cpu.numpy_kernels import convert_array
+    dt = DataType(type_value).numpy_dtype
+    word = convert_array(np.array([value]), dt)[0:1].view(_NUMPY_WORD[dt.itemsize])[0]
+    return int(word)
+
+
+def _canonical(k: _Pass) -> _Pass:
+    """Size-1 dimensions dropped (a mapped one's source coordinate folded into
+    the source offset; a CONSTANT one outside the input makes the pass a
+    fill), dimensions ordered by destination stride (largest first), unmapped
+    neighbours that walk both sides as one merged."""
+    kept, src_offset, fill = [], k.src_offset, k.fill
+    for d in k.dims:
+        n, ss, ds, mode, shift, msize = d
+        if n == 1:
+            if mode and not fill:
+                i = _map_source(mode, shift, msize, 0)
+                if i is None:
+                    fill = True
+                else:
+                    src_offset += i * ss
+            continue
+        kept.append(list(d))
+    if fill:
+        kept = [[n, 0, ds, 0, 0, 0] for n, _, ds, *_ in kept]
+    kept.sort(key=lambda d: d[2], reverse=True)
+    merged: list = []
+    for d in kept:
+        if merged:
+            o = merged[-1]
+            if not o[3] and not d[3] and o[2] == d[2] * d[0] and o[1] == d[1] * d[0]:
+                merged[-1] = [o[0] * d[0], d[1], d[2], 0, 0, 0]
+                continue
+        merged.append(d)
+    if not merged:
+        merged = [[1, 0, 0, 0, 0, 0]]
+    return _Pass(fill, -1 if fill else k.src, k.dst, merged, src_offset, k.dst_offset, k.st, k.dt, k.sb,
+                 k.fill_bits)
+
+
+def _pad_program(plan: MovePlan):
+    """``(mode, fill value, start, end)`` where ``plan`` is exactly the
+    program PADDING/PADDING1 lower to (``ops._move.pad_passes``: the interior
+    copy, then per axis the start and end slabs, Fills for CONSTANT (mode 0)
+    or Copies with AxisMaps), checked by rebuilding it; else None."""
+    if len(plan.in_types) != 1 or len(plan.out_types) != 1 or plan.in_types[0] != plan.out_types[0]:
+        return None
+    passes = plan.passes
+    if len(passes) < 2 or not isinstance(passes[0], Copy):
+        return None
+    first = passes[0]
+    if first.maps is not None or first.scale_bias is not None:
+        return None
+    n, r, T = first.sizes, len(first.sizes), first.dst_strides
+    rest = passes[1:]
+    if all(isinstance(q, Fill) for q in rest):
+        mode, value = 0, rest[0].value
+    elif all(isinstance(q, Copy) and q.maps is not None and q.scale_bias is None for q in rest):
+        mode, value = None, None
+    else:
+        return None
+    start, end = [0] * r, [0] * r
+    k_min = 0
+    for q in rest:
+        Z = q.sizes
+        if len(Z) != r:
+            return None
+        if mode != 0:
+            k = next((j for j, m in enumerate(q.maps) if m is not None), None)
+            if k is None:
+                return None
+            if mode is None:
+                mode = q.maps[k].mode
+        else:
+            k = next((j for j in range(k_min, r) if Z[j] != n[j]), None)
+            if k is None:
+                return None
+        base = sum(start[j] * T[j] for j in range(k))
+        if q.dst_offset == base and start[k] == 0 and end[k] == 0:
+            start[k] = Z[k]
+        else:
+            end[k] = Z[k]
+        k_min = k
+    if mode is None or _pad_passes(mode, value, n, start, end, (first.src_strides, first.src_offset), T) != passes:
+        return None
+    return mode, value, tuple(start), tuple(end)
+
+
+def _pad_passes(mode, fill_value, in_sizes, start, end, layout, out_strides) -> tuple:
+    """The passes ``ops._move.pad_passes`` yields (rebuilt here, below the ops
+    layer, to recognise a padding program; a program that differs in any way
+    runs pass by pass)."""
+    from ...plan import AxisMap
+    strides, origin = layout
+    r = len(in_sizes)
+    out_sizes = tuple(a + s + e for a, s, e in zip(in_sizes, start, end))
+    interior_offset = sum(s * t for s, t in zip(start, out_strides))
+    out = [Copy(0, 0, tuple(in_sizes), origin, tuple(strides), interior_offset, tuple(out_strides))]
+    for k in range(r):
+        for side, count in (("start", start[k]), ("end", end[k])):
+            if count == 0:
+                continue
+            sizes, dst_offset, maps = [], 0, []
+            for j in range(r):
+                if j < k:
+                    sizes.append(in_sizes[j])
+                    dst_offset += start[j] * out_strides[j]
+                    maps.append(None)
+                elif j == k:
+                    sizes.append(count)
+                    at = 0 if side == "start" else start[k] + in_sizes[k]
+                    dst_offset += at * out_strides[j]
+                    maps.append(AxisMap(mode, start[k] if side == "start" else -in_sizes[k], in_sizes[k]))
+                else:
+                    sizes.append(out_sizes[j])
+                    maps.append(AxisMap(mode, start[j], in_sizes[j]) if start[j] or end[j] else None)
+            if mode == 0:
+                out.append(Fill(0, tuple(sizes), dst_offset, tuple(out_strides), fill_value))
+            else:
+                out.append(Copy(0, 0, tuple(sizes), origin, tuple(strides), dst_offset, tuple(out_strides),
+                                maps=tuple(maps)))
+    return tuple(out)
+
+
+def kernel_passes(plan: MovePlan, fuse: bool | None = None) -> list[_Pass]:
+    """The program's passes as kernel work, canonical (a padding program fused
+    into one pass over the whole output where ``fuse``, default ``FUSE_PAD``)."""
+    st_of, dt_of = plan.in_types, plan.out_types
+    if FUSE_PAD if fuse is None else fuse:
+        pad = _pad_program(plan)
+        if pad is not None:
+            mode, value, start, end = pad
+            first = plan.passes[0]
+            dims = []
+            for a, s, e, ss, ds in zip(first.sizes, start, end, first.src_strides, first.dst_strides):
+                m = (mode or _MAP_CONSTANT) if s or e else 0
+                dims.append([a + s + e, ss, ds, m, s if m else 0, a if m else 0])
+            bits = _fill_bits(value, dt_of[0]) if mode == 0 else 0
+            return [_canonical(_Pass(False, 0, 0, dims, first.src_offset, 0, st_of[0], dt_of[0], None, bits))]
+    out = []
+    for q in plan.passes:
+        if q.count == 0:
+            continue
+        if isinstance(q, Fill):
+            dims = [[n, 0, ds, 0, 0, 0] for n, ds in zip(q.sizes, q.dst_strides)]
+            k = _Pass(True, -1, q.dst, dims, 0, q.dst_offset, dt_of[q.dst], dt_of[q.dst], None,
+                      _fill_bits(q.value, dt_of[q.dst]))
+        else:
+            maps = q.maps or (None,) * len(q.sizes)
+            dims = [[n, ss, ds, m.mode if m else 0, m.shift if m else 0, m.size if m else 0]
+                    for n, ss, ds, m in zip(q.sizes, q.src_strides, q.dst_strides, maps)]
+            k = _Pass(False, q.src, q.dst, dims, q.src_offset, q.dst_offset, st_of[q.src], dt_of[q.dst],
+                      q.scale_bias)
+        out.append(_canonical(k))
+    return out
+
+
+def _magic(d: int) -> tuple[int, int]:
+    """(multiplier, shift) of the 32-bit multiply-shift division by d
+    (q = (umulhi(n, m) + n) >> s, exact for n < 2^31)."""
+    s = 0
+    while (1 << s) < d:
+        s += 1
+    return ((1 << 32) * ((1 << s) - d)) // d + 1, s
+
+
+def _i64(v: int) -> int:
+    """An unsigned 64-bit pattern as the signed value a c_int64 field holds."""
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def move_params(k: _Pass) -> P.MoveParams:
+    q = P.MoveParams(rank=len(k.dims), count=k.count, src_offset=k.src_offset, dst_offset=k.dst_offset,
+                     src_type=k.st, dst_type=k.dt, scale_bias=1 if k.sb is not None else 0,
+                     fill_bits=_i64(k.fill_bits))
+    if k.sb is not None:
+        q.scale32 = int(np.float32(k.sb[0]).view(np.uint32))
+        q.bias32 = int(np.float32(k.sb[1]).view(np.uint32))
+        q.scale64 = _i64(int(np.float64(k.sb[0]).view(np.uint64)))
+        q.bias64 = _i64(int(np.float64(k.sb[1]).view(np.uint64)))
+    for i, (n, ss, ds, mode, shift, msize) in enumerate(k.dims):
+        d = q.dim[i]
+        d.size, d.src_stride, d.dst_stride, d.map_mode, d.map_shift, d.map_size = n, ss, ds, mode, shift, msize
+        d.div_magic, d.div_shift = _magic(n)
+    return q
+
+
+def _move_items(src_bytes: int, dst_bytes: int) -> int:
+    return max(4, 16 // max(src_bytes, dst_bytes))
+
+
+def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | None = None,
+               plain_via: str | None = None):
+    """Per kernel: (name, parameter block, grid, shared memory bytes, source
+    slot or -1, destination slot)."""
+    from ...model.data_type import DataType
+    via = plain_via or MOVE_PLAIN_VIA
+    steps = []
+    for k in kernel_passes(plan, fuse):
+        count = k.count
+        if count == 0:
+            continue
+        des = DataType(k.dt).size
+        nd = len(k.dims)
+        items = _move_items(des if k.fill else DataType(k.st).size, des)
+        index = "u32" if count + THREADS * items < 2**31 else "u64"
+        grid = (math.ceil(count / (THREADS * items)),)
+        if k.fill:
+            steps.append((f"move_fill<{_SCALAR[des]}, {nd}, {index}, {items}>", move_params(k), grid, 0, -1, k.dst))
+            continue
+        ses = DataType(k.st).size
+        maps = any(d[3] for d in k.dims)
+        conv = k.st != k.dt or k.sb is not None
+        if not maps and not conv and nd <= P.MAX_RANK and via != "move":
+            sizes = tuple(d[0] for d in k.dims)
+            cp = CopyPlan(ses, sizes, k.src_offset, tuple(d[1] for d in k.dims), k.dst_offset,
+                          tuple(d[2] for d in k.dims))
+            w, _, _, wp = word_plan(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
+            if via == "strided_copy" or w >= 8 or len(wp.sizes) <= 2:
+                name, params, g, smem = _copy_launch(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
+                steps.append((name, params, g, smem, k.src, k.dst))
+                continue
+        name = (f"move_copy<{_SCALAR[ses]}, {_SCALAR[des]}, {nd}, {index}, {items}, {int(conv)}, "
+                f"{int(maps)}>")
+        steps.append((name, move_params(k), grid, 0, k.src, k.dst))
+    return steps

@@ -1,0 +1,530 @@
+// opendml CUDA kernels of the move program (plan.MovePlan: the data-movement
+// family). Compiled at run time by NVRTC through CuPy (backend.py, one
+// specialisation per template arguments, `-I<runtime dir>` for params.h,
+// `--fmad=false`); `nvcc -I<runtime dir> -DOPENDML_INSTANTIATE -c` checks the
+// syntax on machines without a GPU; `g++ -x c++ -DODML_MOVE_HOST` builds the
+// conversion functions alone for the host (tests/runtime/test_cuda_move.py
+// compares them with the CPU backend's NumPy conversion bit for bit).
+//
+// Kernels (each takes (source words, destination words, odml_move_params BY
+// VALUE), as every opendml kernel does; one launch per pass of the program):
+//   move_copy<S, D, NDIM, I, ITEMS, CONV, MAPS>  dst[o] = f(src[m(o)])
+//   move_fill<D, NDIM, I, ITEMS>                 dst[o] = fill word
+// Threads walk the destination in memory order (dimensions are ordered by
+// destination stride by the host), ITEMS elements per thread, all loads issued
+// before the first store. Destination coordinates come from the flat index by
+// multiply-shift division (32-bit index type I, the host picks it where the
+// count and sizes fit below 2^31) or plain 64-bit division (I = u64); element
+// offsets are 64-bit.
+//
+// Conversion (CONV = 1) follows the CPU backend's NumPy kernels
+// (numpy_kernels.convert_array, prepare_move_pass) bit for bit on an x86 host:
+//   * float -> integer: truncate toward zero, saturate, NaN -> 0 (via float64);
+//   * integer -> integer: two's complement wrap (low bits);
+//   * integer -> float: round to nearest even (int -> float16 through float32,
+//     exact where it matters: every integer a float16 can hold is exact in
+//     float32, and the others overflow to infinity either way);
+//   * float16 <-> float32/float64: NumPy's software conversion (round to
+//     nearest even, subnormals kept, NaN payload shifted and NOT quieted,
+//     a NaN whose payload would vanish gets payload 1);
+//   * float32 <-> float64: x86 conversion (NaN quieted: bit 22 / bit 51 set);
+//   * scale/bias: x*scale then +bias, two roundings, in float32 (float16 and
+//     float32 sources; integer sources convert to float32 first) or float64
+//     (float64 source); a NaN result is the canonical NaN (0x7FC00000 /
+//     0x7FF8000000000000), then converted like any value.
+// Every float operation here is explicit PTX without .ftz (CuPy adds -ftz=true
+// to NVRTC compiles), so subnormals are kept as NumPy keeps them.
+
+#ifndef ODML_MOVE_HOST
+#include "params.h"
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#define ODML_GRID_CONSTANT
+#else
+#define ODML_GRID_CONSTANT __grid_constant__
+#endif
+#define ODML_HD __device__ __forceinline__
+#else
+#include <stdint.h>
+#include <string.h>
+#define ODML_HD static inline
+#endif
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long s64;
+
+// DataType values (model/data_type.py).
+#define ODML_T_FLOAT32 1
+#define ODML_T_FLOAT16 2
+#define ODML_T_UINT32 3
+#define ODML_T_UINT16 4
+#define ODML_T_UINT8 5
+#define ODML_T_INT32 6
+#define ODML_T_INT16 7
+#define ODML_T_INT8 8
+#define ODML_T_FLOAT64 9
+#define ODML_T_UINT64 10
+#define ODML_T_INT64 11
+
+// -- bit casts and the few hardware operations used -----------------------------
+
+ODML_HD float odml_f32(u32 b) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(b);
+#else
+    float f; memcpy(&f, &b, 4); return f;
+#endif
+}
+ODML_HD u32 odml_b32(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    u32 b; memcpy(&b, &f, 4); return b;
+#endif
+}
+ODML_HD double odml_f64(u64 b) {
+#ifdef __CUDA_ARCH__
+    return __longlong_as_double((s64)b);
+#else
+    double f; memcpy(&f, &b, 8); return f;
+#endif
+}
+ODML_HD u64 odml_b64(double f) {
+#ifdef __CUDA_ARCH__
+    return (u64)__double_as_longlong(f);
+#else
+    u64 b; memcpy(&b, &f, 8); return b;
+#endif
+}
+ODML_HD int odml_clz32(u32 x) {
+#ifdef __CUDA_ARCH__
+    return __clz((int)x);
+#else
+    return __builtin_clz(x);
+#endif
+}
+// round to nearest even, subnormals kept (no .ftz)
+ODML_HD float odml_mul32(float a, float b) {
+#ifdef __CUDA_ARCH__
+    float r; asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r;
+#else
+    volatile float r = a * b; return r;
+#endif
+}
+ODML_HD float odml_add32(float a, float b) {
+#ifdef __CUDA_ARCH__
+    float r; asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r;
+#else
+    volatile float r = a + b; return r;
+#endif
+}
+ODML_HD double odml_mul64(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return __dmul_rn(a, b);
+#else
+    volatile double r = a * b; return r;
+#endif
+}
+ODML_HD double odml_add64(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return __dadd_rn(a, b);
+#else
+    volatile double r = a + b; return r;
+#endif
+}
+ODML_HD float odml_d2f(double d) {   // not NaN
+#ifdef __CUDA_ARCH__
+    float r; asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(d)); return r;
+#else
+    return (float)d;
+#endif
+}
+ODML_HD float odml_s2f(s64 x) {
+#ifdef __CUDA_ARCH__
+    return __ll2float_rn(x);
+#else
+    return (float)x;
+#endif
+}
+ODML_HD float odml_u2f(u64 x) {
+#ifdef __CUDA_ARCH__
+    return __ull2float_rn(x);
+#else
+    return (float)x;
+#endif
+}
+ODML_HD double odml_s2d(s64 x) {
+#ifdef __CUDA_ARCH__
+    return __ll2double_rn(x);
+#else
+    return (double)x;
+#endif
+}
+ODML_HD double odml_u2d(u64 x) {
+#ifdef __CUDA_ARCH__
+    return __ull2double_rn(x);
+#else
+    return (double)x;
+#endif
+}
+ODML_HD double odml_trunc(double d) {
+#ifdef __CUDA_ARCH__
+    return trunc(d);
+#else
+    return __builtin_trunc(d);
+#endif
+}
+
+// -- float formats, in bits ------------------------------------------------------
+
+ODML_HD bool odml_nan32(u32 b) { return (b & 0x7fffffffu) > 0x7f800000u; }
+ODML_HD bool odml_nan64(u64 b) { return (b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
+
+ODML_HD u32 odml_h2f(u32 h) {  // float16 -> float32 bits (NumPy: exact, NaN not quieted)
+    const u32 sign = (h & 0x8000u) << 16, e = h & 0x7c00u, m = h & 0x3ffu;
+    if (e == 0x7c00u) return sign | 0x7f800000u | (m << 13);
+    if (e != 0) return sign | (((h & 0x7fffu) + 0x1c000u) << 13);
+    if (m == 0) return sign;
+    const int top = 31 - odml_clz32(m);             // value m * 2^-24
+    return sign | ((u32)(top + 103) << 23) | ((m << (23 - top)) & 0x7fffffu);
+}
+
+ODML_HD u64 odml_h2d(u32 h) {  // float16 -> float64 bits
+    const u64 sign = (u64)(h & 0x8000u) << 48, e = h & 0x7c00u, m = h & 0x3ffu;
+    if (e == 0x7c00u) return sign | 0x7ff0000000000000ull | (m << 42);
+    if (e != 0) return sign | (((u64)(h & 0x7fffu) + 0xfc000ull) << 42);
+    if (m == 0) return sign;
+    const int top = 31 - odml_clz32((u32)m);
+    return sign | ((u64)(top + 999) << 52) | ((m << (52 - top)) & 0xfffffffffffffull);
+}
+
+ODML_HD u64 odml_f2d(u32 f) {  // float32 -> float64 bits (x86: NaN quieted)
+    const u64 sign = (u64)(f & 0x80000000u) << 32;
+    const u32 e = (f >> 23) & 0xffu, m = f & 0x7fffffu;
+    if (e == 0xffu) return sign | 0x7ff0000000000000ull | (m ? 0x8000000000000ull : 0) | ((u64)m << 29);
+    if (e != 0) return sign | ((u64)(e + 896) << 52) | ((u64)m << 29);
+    if (m == 0) return sign;
+    const int top = 31 - odml_clz32(m);             // value m * 2^-149
+    return sign | ((u64)(top + 874) << 52) | (((u64)m << (52 - top)) & 0xfffffffffffffull);
+}
+
+ODML_HD u32 odml_d2f_bits(u64 d) {  // float64 -> float32 bits (x86: NaN quieted, payload's top bits)
+    if (odml_nan64(d))
+        return (u32)((d >> 32) & 0x80000000u) | 0x7fc00000u | (u32)((d >> 29) & 0x7fffffu);
+    return odml_b32(odml_d2f(odml_f64(d)));
+}
+
+ODML_HD u32 odml_f2h(u32 f) {  // float32 -> float16 bits, round to nearest even (NumPy's)
+    const u32 sign = (f >> 16) & 0x8000u, a = f & 0x7fffffffu;
+    if (a >= 0x7f800000u) {
+        if (a == 0x7f800000u) return sign | 0x7c00u;
+        u32 r = 0x7c00u | ((a & 0x7fffffu) >> 13);
+        return sign | (r == 0x7c00u ? 0x7c01u : r);
+    }
+    if (a >= 0x477ff000u) return sign | 0x7c00u;    // >= 65520: rounds to infinity
+    if (a < 0x38800000u) {                          // below 2^-14: float16 subnormal or zero
+        if (a <= 0x33000000u) return sign;          // <= 2^-25: rounds to zero (the tie to even)
+        const u32 e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+        const u32 shift = 126 - e;                  // 14..24; the result counts 2^-24
+        u32 q = m >> shift;
+        const u32 rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) ++q;
+        return sign | q;
+    }
+    u32 r = (a - 0x38000000u) >> 13;
+    const u32 rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) ++r;
+    return sign | r;
+}
+
+ODML_HD u32 odml_d2h(u64 d) {  // float64 -> float16 bits, one rounding (NumPy's)
+    const u32 sign = (u32)(d >> 48) & 0x8000u;
+    const u64 a = d & 0x7fffffffffffffffull;
+    if (a >= 0x7ff0000000000000ull) {
+        if (a == 0x7ff0000000000000ull) return sign | 0x7c00u;
+        u32 r = 0x7c00u | (u32)((a & 0xfffffffffffffull) >> 42);
+        return sign | (r == 0x7c00u ? 0x7c01u : r);
+    }
+    if (a >= 0x40effe0000000000ull) return sign | 0x7c00u;      // >= 65520
+    if (a < 0x3f10000000000000ull) {                             // below 2^-14
+        if (a <= 0x3e60000000000000ull) return sign;             // <= 2^-25
+        const u32 e = (u32)(a >> 52);
+        const u64 m = (a & 0xfffffffffffffull) | 0x10000000000000ull;
+        const u32 shift = 1051 - e;                              // 43..53
+        u64 q = m >> shift;
+        const u64 rem = m & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) ++q;
+        return sign | (u32)q;
+    }
+    u64 r = (a - 0x3f00000000000000ull) >> 42;
+    const u64 rem = a & 0x3ffffffffffull;
+    if (rem > 0x20000000000ull || (rem == 0x20000000000ull && (r & 1))) ++r;
+    return sign | (u32)r;
+}
+
+// x*scale + bias, two roundings; a NaN result is the canonical NaN (as the
+// CPU backend stores it: which payload an operation on NaNs keeps is the
+// processor's choice).
+ODML_HD u32 odml_scale_bias32(u32 x, u32 scale, u32 bias) {
+    const u32 r = odml_b32(odml_add32(odml_mul32(odml_f32(x), odml_f32(scale)), odml_f32(bias)));
+    return odml_nan32(r) ? 0x7fc00000u : r;
+}
+ODML_HD u64 odml_scale_bias64(u64 x, u64 scale, u64 bias) {
+    const u64 r = odml_b64(odml_add64(odml_mul64(odml_f64(x), odml_f64(scale)), odml_f64(bias)));
+    return odml_nan64(r) ? 0x7ff8000000000000ull : r;
+}
+
+ODML_HD int odml_is_float(int t) { return t == ODML_T_FLOAT32 || t == ODML_T_FLOAT16 || t == ODML_T_FLOAT64; }
+ODML_HD int odml_is_signed(int t) { return t == ODML_T_INT8 || t == ODML_T_INT16 || t == ODML_T_INT32 || t == ODML_T_INT64; }
+
+// An integer word (zero-extended bits of type t) as a signed 64-bit value
+// (sign-extended for the signed types): the source of integer conversions.
+ODML_HD s64 odml_int_value(u64 x, int t) {
+    switch (t) {
+        case ODML_T_INT8: return (s64)(signed char)(u8)x;
+        case ODML_T_INT16: return (s64)(short)(u16)x;
+        case ODML_T_INT32: return (s64)(int)(u32)x;
+        default: return (s64)x;
+    }
+}
+
+// A float word as float64 bits (exact).
+ODML_HD u64 odml_float_as_d(u64 x, int t) {
+    if (t == ODML_T_FLOAT64) return x;
+    if (t == ODML_T_FLOAT32) return odml_f2d((u32)x);
+    return odml_h2d((u32)x);
+}
+
+// A float value (float64 bits, exact copy of the source) to integer type dt:
+// truncate toward zero, saturate, NaN -> 0.
+ODML_HD u64 odml_float_to_int(u64 dbits, int dt) {
+    if (odml_nan64(dbits)) return 0;
+    const double t = odml_trunc(odml_f64(dbits));
+    switch (dt) {
+        case ODML_T_UINT8: return t >= 256.0 ? 0xffull : t < 0.0 ? 0 : (u64)(u8)(u32)t;
+        case ODML_T_UINT16: return t >= 65536.0 ? 0xffffull : t < 0.0 ? 0 : (u64)(u16)(u32)t;
+        case ODML_T_UINT32: return t >= 4294967296.0 ? 0xffffffffull : t < 0.0 ? 0 : (u64)(u32)t;
+        case ODML_T_UINT64: return t >= 18446744073709551616.0 ? ~0ull : t < 0.0 ? 0 : (u64)t;
+        case ODML_T_INT8: return (u64)(u8)(t >= 128.0 ? 127 : t < -128.0 ? -128 : (int)t);
+        case ODML_T_INT16: return (u64)(u16)(t >= 32768.0 ? 32767 : t < -32768.0 ? -32768 : (int)t);
+        case ODML_T_INT32:
+            return (u64)(u32)(t >= 2147483648.0 ? 2147483647 : t < -2147483648.0 ? (int)0x80000000u : (int)t);
+        default:
+            return (u64)(t >= 9223372036854775808.0 ? (s64)0x7fffffffffffffffll
+                         : t < -9223372036854775808.0 ? (s64)0x8000000000000000ull : (s64)t);
+    }
+}
+
+// One element from type st to type dt (DataType values), bits zero-extended
+// into 64; with sb, x*scale + bias first (f32 bits of scale/bias in the low
+// halves of scale32/bias32; float64 bits in scale64/bias64).
+ODML_HD u64 odml_convert(u64 x, int st, int dt, int sb, u64 scale32, u64 bias32, u64 scale64, u64 bias64) {
+    if (sb) {
+        if (st == ODML_T_FLOAT64) {
+            x = odml_scale_bias64(x, scale64, bias64);
+        } else {
+            u32 v;
+            if (st == ODML_T_FLOAT32) v = (u32)x;
+            else if (st == ODML_T_FLOAT16) v = odml_h2f((u32)x);
+            else if (st == ODML_T_UINT64) v = odml_b32(odml_u2f(x));
+            else v = odml_b32(odml_s2f(odml_int_value(x, st)));
+            x = odml_scale_bias32(v, (u32)scale32, (u32)bias32);
+            st = ODML_T_FLOAT32;
+        }
+    }
+    if (st == dt) return x;
+    const int sf = odml_is_float(st);
+    switch (dt) {
+        case ODML_T_FLOAT32:
+            if (st == ODML_T_FLOAT16) return odml_h2f((u32)x);
+            if (st == ODML_T_FLOAT64) return odml_d2f_bits(x);
+            if (st == ODML_T_UINT64) return odml_b32(odml_u2f(x));
+            return odml_b32(odml_s2f(odml_int_value(x, st)));
+        case ODML_T_FLOAT64:
+            if (st == ODML_T_FLOAT16) return odml_h2d((u32)x);
+            if (st == ODML_T_FLOAT32) return odml_f2d((u32)x);
+            if (st == ODML_T_UINT64) return odml_b64(odml_u2d(x));
+            return odml_b64(odml_s2d(odml_int_value(x, st)));
+        case ODML_T_FLOAT16:
+            if (st == ODML_T_FLOAT32) return odml_f2h((u32)x);
+            if (st == ODML_T_FLOAT64) return odml_d2h(x);
+            if (st == ODML_T_UINT64) return odml_f2h(odml_b32(odml_u2f(x)));
+            return odml_f2h(odml_b32(odml_s2f(odml_int_value(x, st))));
+        default:
+            if (sf) return odml_float_to_int(odml_float_as_d(x, st), dt);
+            {
+                const u64 v = (u64)odml_int_value(x, st);
+                switch (dt) {
+                    case ODML_T_UINT8: case ODML_T_INT8: return v & 0xffull;
+                    case ODML_T_UINT16: case ODML_T_INT16: return v & 0xffffull;
+                    case ODML_T_UINT32: case ODML_T_INT32: return v & 0xffffffffull;
+                    default: return v;
+                }
+            }
+    }
+}
+
+#ifdef ODML_MOVE_HOST
+// The host build: y[i] = odml_convert(x[i], ...) over n words.
+extern "C" void odml_convert_host(const u64* x, u64* y, long long n, int st, int dt, int sb, u64 scale32,
+                                  u64 bias32, u64 scale64, u64 bias64) {
+    for (long long i = 0; i < n; ++i) y[i] = odml_convert(x[i], st, dt, sb, scale32, bias32, scale64, bias64);
+}
+#else
+
+// -- kernels ----------------------------------------------------------------------
+
+typedef odml_i64 i64;
+
+// MAPS: the source coordinate along a mapped dimension (plan.AxisMap):
+// i = c - shift, then outside [0, size) CLAMP, REFLECT, SYMMETRIC, WRAP, or
+// CONSTANT (the element is the fill word).
+#define ODML_MAP_CLAMP 1
+#define ODML_MAP_REFLECT 2
+#define ODML_MAP_SYMMETRIC 3
+#define ODML_MAP_WRAP 4
+#define ODML_MAP_CONSTANT 5
+
+__device__ __forceinline__ i64 odml_floor_mod(i64 a, i64 m) {
+    i64 r = a % m;
+    return r < 0 ? r + m : r;
+}
+
+// The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT.
+__device__ __forceinline__ i64 odml_map_outside(i64 i, i64 mode, i64 n) {
+    switch (mode) {
+        case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
+        case ODML_MAP_WRAP: return odml_floor_mod(i, n);
+        case ODML_MAP_SYMMETRIC: {
+            const i64 r = odml_floor_mod(i, 2 * n);
+            return r < n ? r : 2 * n - 1 - r;
+        }
+        case ODML_MAP_REFLECT: {
+            if (n == 1) return 0;
+            const i64 r = odml_floor_mod(i, 2 * (n - 1));
+            return r < n ? r : 2 * (n - 1) - r;
+        }
+        default:
+            return -1;
+    }
+}
+
+// The quotient of n by a dimension's size: multiply-shift for 32-bit indices
+// (n < 2^31; magic and shift from the host), division for 64-bit ones.
+template <typename I> __device__ __forceinline__ I odml_div(I n, const odml_move_dim& d);
+template <> __device__ __forceinline__ u32 odml_div<u32>(u32 n, const odml_move_dim& d) {
+    const u32 t = __umulhi(n, (u32)d.div_magic);
+    return (t + n) >> (u32)d.div_shift;
+}
+template <> __device__ __forceinline__ u64 odml_div<u64>(u64 n, const odml_move_dim& d) {
+    return n / (u64)d.size;
+}
+
+// Destination and source offsets of flat destination index `rest`; `fill`
+// set where a CONSTANT map falls outside the source.
+template <int NDIM, typename I, int MAPS>
+__device__ __forceinline__ void odml_offsets(const odml_move_params* __restrict__ p, I rest, i64& so, i64& dof,
+                                             bool& fill) {
+    i64 a = p->src_offset, b = p->dst_offset;
+#pragma unroll
+    for (int d = NDIM - 1; d >= 0; --d) {
+        const odml_move_dim& q = p->dim[d];
+        I c;
+        if (d > 0) {
+            const I qd = odml_div<I>(rest, q);
+            c = rest - qd * (I)q.size;
+            rest = qd;
+        } else {
+            c = rest;
+        }
+        b += (i64)c * q.dst_stride;
+        i64 s = (i64)c;
+        if (MAPS && q.map_mode) {
+            s -= q.map_shift;
+            if ((u64)s >= (u64)q.map_size) {
+                s = odml_map_outside(s, q.map_mode, q.map_size);
+                if (s < 0) {
+                    fill = true;
+                    s = 0;
+                }
+            }
+        }
+        a += s * q.src_stride;
+    }
+    so = a;
+    dof = b;
+}
+
+// dst[o] = f(src[m(o)]) over the pass's destination index space (S, D: words
+// of the source and destination element sizes). CONV 0: the same type, words
+// copied; 1: odml_convert with the pass's types and scale/bias.
+template <typename S, typename D, int NDIM, typename I, int ITEMS, int CONV, int MAPS>
+__global__ void __launch_bounds__(256) move_copy(const S* __restrict__ src, D* __restrict__ dst,
+                                                 const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    const I count = (I)p->count;
+    const I first = (I)blockIdx.x * (I)(blockDim.x * ITEMS) + (I)threadIdx.x;
+    i64 so[ITEMS], dof[ITEMS];
+    bool fill[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        fill[j] = false;
+        odml_offsets<NDIM, I, MAPS>(p, first + (I)j * (I)blockDim.x, so[j], dof[j], fill[j]);
+    }
+    S v[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)  // all loads in flight before the first store
+        if (first + (I)j * (I)blockDim.x < count && !fill[j]) v[j] = src[so[j]];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        if (first + (I)j * (I)blockDim.x < count) {
+            D out;
+            if (MAPS && fill[j]) {
+                out = (D)p->fill_bits;
+            } else if (CONV) {
+                out = (D)odml_convert((u64)v[j], (int)p->src_type, (int)p->dst_type, (int)p->scale_bias,
+                                      (u64)p->scale32, (u64)p->bias32, (u64)p->scale64, (u64)p->bias64);
+            } else {
+                out = (D)v[j];
+            }
+            dst[dof[j]] = out;
+        }
+    }
+}
+
+// dst[o] = the fill word over the pass's destination index space.
+template <typename D, int NDIM, typename I, int ITEMS>
+__global__ void __launch_bounds__(256) move_fill(const D* __restrict__ src, D* __restrict__ dst,
+                                                 const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    (void)src;
+    const I count = (I)p->count;
+    const I first = (I)blockIdx.x * (I)(blockDim.x * ITEMS) + (I)threadIdx.x;
+    const D value = (D)p->fill_bits;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        const I idx = first + (I)j * (I)blockDim.x;
+        if (idx < count) {
+            i64 so, dof;
+            bool fill = false;
+            odml_offsets<NDIM, I, 0>(p, idx, so, dof, fill);
+            dst[dof] = value;
+        }
+    }
+}
+
+#ifdef OPENDML_INSTANTIATE
+// For `nvcc -c` syntax checks on machines without a GPU (tests/runtime).
+template __global__ void move_copy<u32, u16, 1, u32, 4, 1, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_copy<u64, u8, 3, u64, 4, 1, 1>(const u64*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_copy<u16, u64, 2, u32, 8, 1, 0>(const u16*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_copy<u32, u32, 4, u32, 4, 0, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_copy<u8, u8, 16, u64, 16, 0, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_copy<u32, u32, 6, u32, 4, 0, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_fill<u16, 3, u32, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_fill<u64, 16, u64, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+#endif
+
+#endif  // ODML_MOVE_HOST

@@ -1,0 +1,388 @@
+"""The move program (MovePlan: the data-movement family) on CUDA.
+
+Without a GPU: move.cu compiles with nvcc; its conversion functions, built for
+the host with g++, give the CPU backend's bytes for every pair of the 11 types
+(NaN payloads, infinities, -0.0, out-of-range values, subnormals, scale/bias);
+the backend's kernel passes (canonical dimensions, the fused padding program,
+fills), executed by a NumPy emulation of move_copy/move_fill, give the CPU
+backend's bytes for every family operator.
+
+With a GPU (``@pytest.mark.cuda``): every family operator through
+``Device("cuda")`` gives the bytes of ``Device("cpu")``, including every CAST
+pair with special values, every padding mode, JOIN/SPLIT of several tensors,
+padded and broadcast strides; ``CudaBackend.record_move`` on raw pointers and
+a stream, and the forced kernel variants, give the same bytes."""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import opendml as dml
+from opendml.model.data_type import DataType
+from opendml.ops import (CastOperatorDesc, DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc,
+                         ElementWiseIdentityOperatorDesc, JoinOperatorDesc, Padding1OperatorDesc, PaddingOperatorDesc,
+                         SpaceToDepth1OperatorDesc, SpaceToDepthOperatorDesc, SplitOperatorDesc, TileOperatorDesc)
+from opendml.ops._spec import DepthSpaceOrder, PaddingMode, ScaleBias
+from opendml.runtime import params as P
+from opendml.runtime.cpu.numpy_kernels import convert_array
+from opendml.runtime.cuda import backend as cb
+from tests.conftest import cuda_available
+
+TYPES = [t for t in DataType if 1 <= t.value <= 11]
+WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+FL = dml.FeatureLevel.FL_6_4
+needs_cuda = pytest.mark.skipif(not cuda_available(), reason="CUDA is not available here")
+
+
+def T(dt, sizes, strides=None):
+    return dml.TensorDesc(dt, list(sizes), strides)
+
+
+# -- values --------------------------------------------------------------------------
+
+def special_words(t: DataType, n_random: int = 2000, seed: int = 0) -> np.ndarray:
+    """Words of type t: edge values (NaN with payloads, +-inf, -0.0, subnormals,
+    integer bounds, values just past every integer type's range, halves for
+    rounding) and random bit patterns."""
+    dt = t.numpy_dtype
+    w = WORD[dt.itemsize]
+    rng = np.random.default_rng(seed + t.value)
+    rand = rng.integers(0, np.iinfo(w).max, n_random, dtype=np.uint64, endpoint=True).astype(w)
+    if dt.kind == "f":
+        vals = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 0.5, -0.5, 1.5, 2.5, -2.5, -0.9, 127.5, 128.0, -128.0,
+                -129.0, 255.5, 256.0, 32767.5, 32768.0, -32769.0, 65504.0, 65519.0, 65520.0, 65535.5, 65536.0,
+                2.0**31, -2.0**31, 2.0**31 + 2**10, 2.0**32, 2.0**63, -2.0**63, 2.0**64, 1e30, -1e30, 3e-8, 6e-8,
+                2.0**-25, 2.0**-24, 2.0**-14, 1e-40, -1e-45, 1e-310]
+        with np.errstate(all="ignore"):
+            edge = np.array(vals, np.float64).astype(dt).view(w)
+        nans = {2: [0x7C01, 0xFC01, 0x7E00, 0x7D55, 0xFFFF],
+                4: [0x7F800001, 0xFF800001, 0x7FC00000, 0x7F802001, 0x7FBFFFFF, 0xFFFFFFFF],
+                8: [0x7FF0000000000001, 0xFFF0000020000001, 0x7FF8000000000000, 0x7FF0040000000000,
+                    0x7FF003FFFFFFFFFF]}[dt.itemsize]
+        edge = np.concatenate([edge, np.array(nans, w)])
+    else:
+        info = np.iinfo(dt)
+        big = [2**24 + 1, 2**53 + 1, 2**63 - 1, 2**63 + 2**40 + 1]
+        vals = [0, 1, 2, info.max, info.min, info.max - 1, 65504, 65519, 65520, 65536, 127, 128, 255, 256] + big
+        edge = np.array([v % 2**(8 * dt.itemsize) for v in vals], np.uint64).astype(w)
+    return np.concatenate([edge, rand])
+
+
+def reference_convert(words: np.ndarray, st: DataType, dt: DataType, sb=None) -> np.ndarray:
+    """The CPU backend's conversion (numpy_kernels.prepare_move_pass)."""
+    x = words.view(st.numpy_dtype)
+    if sb is not None:
+        ct = np.float64 if x.dtype == np.float64 else np.float32
+        with np.errstate(all="ignore"):
+            y = x.astype(ct) * ct(sb[0])
+            x = y + ct(sb[1])
+        x[np.isnan(x)] = np.uint64(0x7FF8000000000000).view(np.float64) if ct is np.float64 else \
+            np.uint32(0x7FC00000).view(np.float32)      # the canonical NaN, as the CPU backend stores it
+    with np.errstate(all="ignore"):
+        return convert_array(x, dt.numpy_dtype).view(WORD[dt.size])
+
+
+# -- without a GPU -------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_move_kernels_compile_with_nvcc(tmp_path):
+    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{cb.INCLUDE}",
+                        "-DOPENDML_INSTANTIATE", "-c", str(cb.MOVE_KERNELS), "-o", str(tmp_path / "m.o")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr.lower(), r.stderr
+
+
+def test_move_kernels_take_parameters_by_value():
+    src = cb.MOVE_KERNELS.read_text()
+    for name in ("move_copy", "move_fill"):
+        assert f"{name}(const " in src
+        assert "const ODML_GRID_CONSTANT odml_move_params params) {\n    const odml_move_params* __restrict__ p = &params;" in src
+        assert f"template __global__ void {name}<" in src
+    assert ctypes.sizeof(P.MoveParams) + 16 <= 4096
+
+
+@pytest.fixture(scope="module")
+def host_convert(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    lib = tmp_path_factory.mktemp("move") / "move_host.so"
+    r = subprocess.run([cxx, "-x", "c++", "-std=c++17", "-O2", "-ffp-contract=off", "-shared", "-fPIC",
+                        "-DODML_MOVE_HOST", str(cb.MOVE_KERNELS), "-o", str(lib)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    f = ctypes.CDLL(str(lib)).odml_convert_host
+    f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_int, ctypes.c_int] + \
+        [ctypes.c_uint64] * 4
+
+    def convert(words, st, dt, sb=None):
+        x = np.ascontiguousarray(words.astype(np.uint64))
+        y = np.zeros_like(x)
+        q = cb.move_params(cb._Pass(False, 0, 0, [[1, 0, 0, 0, 0, 0]], 0, 0, st.value, dt.value, sb))
+        f(x.ctypes.data, y.ctypes.data, len(x), st.value, dt.value, q.scale_bias, q.scale32 % 2**64,
+          q.bias32 % 2**64, q.scale64 % 2**64, q.bias64 % 2**64)
+        return y.astype(WORD[dt.size])
+    return convert
+
+
+@pytest.mark.parametrize("st", TYPES, ids=lambda t: t.name)
+def test_conversion_matches_cpu_bit_for_bit(host_convert, st):
+    words = special_words(st, 20000)
+    if st.size <= 2:
+        words = np.concatenate([words, np.arange(2**(8 * st.size), dtype=np.uint64).astype(WORD[st.size])])
+    for dt in TYPES:
+        got, want = host_convert(words, st, dt), reference_convert(words, st, dt)
+        bad = np.nonzero(got != want)[0]
+        assert not len(bad), (st.name, dt.name, [(hex(int(words[i])), hex(int(got[i])), hex(int(want[i])))
+                                                  for i in bad[:5]])
+
+
+SCALE_BIAS = [(2.0, 1.0), (0.1, -3.5), (0.0, 0.0), (-1.0, -0.0), (np.inf, 0.0), (1.0, -np.inf), (np.nan, 1.0),
+              (3.0, np.nan), (1e-30, 1e-38), (65504.0, 65504.0)]
+
+
+@pytest.mark.parametrize("st", [DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64], ids=lambda t: t.name)
+def test_scale_bias_matches_cpu_bit_for_bit(host_convert, st):
+    words = special_words(st, 20000)
+    for sb in SCALE_BIAS:
+        w = words
+        got, want = host_convert(w, st, st, sb), reference_convert(w, st, st, sb)
+        bad = np.nonzero(got != want)[0]
+        assert not len(bad), (st.name, sb, [(hex(int(w[i])), hex(int(got[i])), hex(int(want[i]))) for i in bad[:5]])
+
+
+def emulate(plan, srcs, dsts, **kw):
+    """move_copy / move_fill / strided_copy semantics on the backend's kernel
+    passes, in NumPy (plain copies by element, conversions by the CPU's
+    convert_array: the conversion itself is checked above)."""
+    for k in cb.kernel_passes(plan, **kw):
+        sizes = [d[0] for d in k.dims]
+        idx = np.indices(sizes).reshape(len(sizes), -1).astype(np.int64)
+        dof = k.dst_offset + sum(idx[i] * d[2] for i, d in enumerate(k.dims))
+        dst = dsts[k.dst]
+        if k.fill:
+            dst[dof] = k.fill_bits
+            continue
+        so = np.full(idx.shape[1], k.src_offset, np.int64)
+        outside = np.zeros(idx.shape[1], bool)
+        for i, (n, ss, ds, mode, shift, msize) in enumerate(k.dims):
+            c = idx[i]
+            if mode:
+                c = np.array([cb._map_source(mode, shift, msize, int(v)) if True else 0 for v in c], dtype=object)
+                outside |= np.array([v is None for v in c])
+                c = np.array([0 if v is None else v for v in c], np.int64)
+            so = so + c * ss
+        vals = srcs[k.src][np.where(outside, 0, so)]
+        vals = reference_convert(vals, DataType(k.st), DataType(k.dt), k.sb)
+        vals = np.where(outside, np.array(k.fill_bits).astype(vals.dtype), vals)
+        dst[dof] = vals
+
+
+def family_cases():
+    f32, f16, i8, u64, f64 = DataType.FLOAT32, DataType.FLOAT16, DataType.INT8, DataType.UINT64, DataType.FLOAT64
+    yield "identity", ElementWiseIdentityOperatorDesc(T(f32, [2, 3, 5])), [f32]
+    yield "identity-sb16", ElementWiseIdentityOperatorDesc(T(f16, [4, 7]), None, ScaleBias(0.5, -2.0)), [f16]
+    yield "identity-sb64", ElementWiseIdentityOperatorDesc(T(f64, [33]), None, ScaleBias(3.0, 0.25)), [f64]
+    yield "cast", CastOperatorDesc(T(f32, [3, 40]), T(i8, [3, 40])), [f32]
+    yield "cast64", CastOperatorDesc(T(u64, [5, 9]), T(f16, [5, 9])), [u64]
+    for mode in PaddingMode:
+        yield f"pad-{mode.name}", PaddingOperatorDesc(T(f32, [2, 3, 4, 5]), None, mode, 1.5, [0, 1, 2, 3],
+                                                      [1, 0, 3, 2]), [f32]
+        yield f"pad1-{mode.name}", Padding1OperatorDesc(T(i8, [5, 6]), None, mode, i8, -100, [4, 0],
+                                                        [2, 5]), [i8]
+    yield "pad-1d", PaddingOperatorDesc(T(f16, [7]), None, PaddingMode.REFLECTION, 0.0, [6], [6]), [f16]
+    ins = [T(f32, [2, n, 3]) for n in (1, 4, 2)]
+    yield "join", JoinOperatorDesc(ins, None, 1), [f32] * 3
+    yield "split", SplitOperatorDesc(T(f16, [5, 7, 3]), [T(f16, [5, n, 3]) for n in (2, 1, 4)], 1), [f16]
+    yield "tile", TileOperatorDesc(T(f32, [2, 3, 4]), None, [3, 1, 2]), [f32]
+    yield "tile8", TileOperatorDesc(T(i8, [2] * 8), None, [2] * 8), [i8]
+    yield "s2d", SpaceToDepthOperatorDesc(T(f32, [2, 3, 4, 6]), None, 2), [f32]
+    yield "d2s", DepthToSpaceOperatorDesc(T(f32, [2, 12, 2, 3]), None, 2), [f32]
+    for order in DepthSpaceOrder:
+        yield f"s2d1-{order.name}", SpaceToDepth1OperatorDesc(T(f16, [1, 2, 6, 9]), None, 3, order), [f16]
+        yield f"d2s1-{order.name}", DepthToSpace1OperatorDesc(T(u64, [2, 8, 3, 2]), None, 2, order), [u64]
+
+
+def case_inputs(dtypes, descs, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for t, d in zip(dtypes, descs):
+        n = int(np.prod(d.sizes))
+        words = special_words(t, n, seed)[:n] if t.numpy_dtype.kind == "f" else \
+            rng.integers(0, np.iinfo(WORD[t.size]).max, n, dtype=np.uint64, endpoint=True).astype(WORD[t.size])
+        words = np.resize(words, n)
+        rng.shuffle(words)
+        out.append(words.view(t.numpy_dtype).reshape(d.sizes))
+    return out
+
+
+@pytest.mark.parametrize("name,desc,dtypes", list(family_cases()), ids=[c[0] for c in family_cases()])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_kernel_passes_emulated_equal_cpu(name, desc, dtypes, fuse):
+    desc.validate(FL)
+    arrays = case_inputs(dtypes, desc.inputs)
+    want = dml.Device("cpu", feature_level=FL).run_all(desc, *arrays)
+    plan = desc.lower()
+    srcs = [a.reshape(-1).view(WORD[a.itemsize]).copy() for a in arrays]
+    dsts = [np.zeros(int(np.prod(t.sizes)), WORD[t.data_type.size]) for t in desc.outputs]
+    emulate(plan, srcs, dsts, fuse=fuse)
+    for got, w in zip(dsts, want):
+        assert np.array_equal(got, w.reshape(-1).view(WORD[w.itemsize])), name
+    if fuse and name.startswith("pad"):
+        assert len(cb.kernel_passes(plan)) == 1     # the fused padding program
+
+
+def test_pad_program_recognised_only_exactly():
+    desc = PaddingOperatorDesc(T(DataType.FLOAT32, [3, 4]), None, PaddingMode.WRAP, 0.0, [1, 2], [3, 0])
+    plan = desc.lower()
+    assert cb._pad_program(plan) == (PaddingMode.WRAP, None, (1, 2), (3, 0))
+    altered = dml.plan.MovePlan(plan.in_types, plan.out_types, plan.passes[:-1])
+    assert cb._pad_program(altered) is None
+    assert len(cb.kernel_passes(altered)) == len(altered.passes)
+
+
+def test_move_steps_pick_kernels():
+    f32 = DataType.FLOAT32
+    plan = CastOperatorDesc(T(f32, [8, 64]), T(DataType.FLOAT16, [8, 64])).lower()
+    (name, params, grid, smem, s, d), = cb.move_steps(plan, [0], [512], [0])
+    assert name == "move_copy<u32, u16, 1, u32, 4, 1, 0>" and params.count == 512 and (s, d) == (0, 0)
+    plan = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
+    steps = cb.move_steps(plan, [0, 0], [32, 32], [0])
+    assert [st[0].split("<")[0] for st in steps] == ["strided_copy"] * 2 and [st[4] for st in steps] == [0, 1]
+    plan = PaddingOperatorDesc(T(f32, [4, 8]), None, PaddingMode.CONSTANT, 2.5, [1, 1], [1, 1]).lower()
+    (name, params, *_), = cb.move_steps(plan, [0], [32], [0])
+    assert name.startswith("move_copy<u32, u32, 2,") and name.endswith(", 0, 1>")
+    assert params.fill_bits == int(np.float32(2.5).view(np.uint32))
+    assert [params.dim[i].map_mode for i in range(2)] == [5, 5]
+
+
+# -- on a GPU ------------------------------------------------------------------------
+
+def _bytes_equal(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+
+
+def _run_both(desc, arrays):
+    cpu = dml.Device("cpu", feature_level=FL).run_all(desc, *arrays)
+    gpu = dml.Device("cuda", feature_level=FL).run_all(desc, *arrays)
+    assert len(cpu) == len(gpu)
+    for i, (a, b) in enumerate(zip(cpu, gpu)):
+        assert _bytes_equal(a, b), (desc.OPERATOR, i, np.nonzero(a.reshape(-1).view(np.uint8) !=
+                                                                  b.reshape(-1).view(np.uint8))[0][:10])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("name,desc,dtypes", list(family_cases()), ids=[c[0] for c in family_cases()])
+def test_family_on_cuda_equals_cpu(name, desc, dtypes):
+    _run_both(desc, case_inputs(dtypes, desc.inputs, seed=7))
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("st", TYPES, ids=lambda t: t.name)
+def test_cast_every_pair_on_cuda(st):
+    words = special_words(st, 3000)
+    x = words.view(st.numpy_dtype).reshape(1, -1)
+    for dt in TYPES:
+        _run_both(CastOperatorDesc(T(st, x.shape), T(dt, x.shape)), [x])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("st", [DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64], ids=lambda t: t.name)
+def test_identity_scale_bias_on_cuda(st):
+    words = special_words(st, 3000)
+    for sb in SCALE_BIAS:
+        x = words.view(st.numpy_dtype)
+        _run_both(ElementWiseIdentityOperatorDesc(T(st, x.shape), None, ScaleBias(*sb)), [x])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("mode", list(PaddingMode), ids=lambda m: m.name)
+@pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.FLOAT64, DataType.INT16],
+                         ids=lambda t: t.name)
+def test_pad_modes_on_cuda(mode, dt):
+    for sizes, start, end in [((3, 4, 17, 33), (0, 1, 2, 1), (1, 0, 3, 2)), ((1000,), (999,), (5,)),
+                              ((2, 1, 5), (1, 0, 4), (0, 0, 9)), ((64, 130), (1, 1), (1, 1))]:
+        if mode in (PaddingMode.REFLECTION,) and any(max(s, e) >= n for n, s, e in zip(sizes, start, end)):
+            continue   # REFLECTION needs padding < size (a rule of the operator)
+        if mode == PaddingMode.SYMMETRIC and any(max(s, e) > n for n, s, e in zip(sizes, start, end)):
+            continue
+        x = case_inputs([dt], [T(dt, sizes)], seed=3)[0]
+        _run_both(Padding1OperatorDesc(T(dt, sizes), None, mode, dt, 7 if dt.numpy_dtype.kind != "f" else -2.5,
+                                       list(start), list(end)), [x])
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_padded_and_broadcast_strides_on_cuda():
+    f32, f16 = DataType.FLOAT32, DataType.FLOAT16
+    padded = T(f32, [3, 5, 7], [64, 9, 1])           # gaps between rows and planes
+    x = np.arange(3 * 5 * 7, dtype=np.float32).reshape(3, 5, 7)
+    _run_both(PaddingOperatorDesc(padded, None, PaddingMode.REFLECTION, 0.0, [0, 2, 3], [1, 2, 1]), [x])
+    _run_both(CastOperatorDesc(padded, T(f16, [3, 5, 7], [40, 8, 1])), [x])
+    _run_both(TileOperatorDesc(padded, None, [2, 1, 3]), [x])
+    bcast = T(f32, [4, 6, 5], [0, 5, 1])            # the same plane 4 times
+    xb = np.broadcast_to(np.arange(30, dtype=np.float32).reshape(1, 6, 5), (4, 6, 5))
+    _run_both(ElementWiseIdentityOperatorDesc(bcast, None, ScaleBias(2.0, 1.0)), [xb])
+    _run_both(SplitOperatorDesc(bcast, [T(f32, [4, 2, 5]), T(f32, [4, 4, 5])], 1), [xb])
+    _run_both(JoinOperatorDesc([bcast, padded.__class__(f32, [4, 5, 5], [25, 5, 1])], None, 1),
+              [xb, np.ones((4, 5, 5), np.float32)])
+    _run_both(SpaceToDepth1OperatorDesc(T(f16, [2, 3, 4, 6], [200, 50, 12, 2]), None, 2,
+                                        DepthSpaceOrder.COLUMN_ROW_DEPTH),
+              [np.arange(144, dtype=np.float16).reshape(2, 3, 4, 6)])
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_join_split_many_tensors_on_cuda():
+    rng = np.random.default_rng(1)
+    for dt in (DataType.FLOAT32, DataType.INT8, DataType.UINT64):
+        for axis in range(3):
+            parts = [rng.integers(0, 100, size=[2 + (i if a == axis else 0) + a for a in range(3)]).astype(
+                dt.numpy_dtype) for i in range(6)]
+            _run_both(JoinOperatorDesc([T(dt, p.shape) for p in parts], None, axis), parts)
+            whole = np.concatenate(parts, axis)
+            _run_both(SplitOperatorDesc(T(dt, whole.shape), [T(dt, p.shape) for p in parts], axis), [whole])
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_record_move_on_raw_pointers_and_variants():
+    import cupy
+    backend = cb.CudaBackend(0)
+    f32 = DataType.FLOAT32
+    cases = [PaddingOperatorDesc(T(f32, [3, 9, 70]), None, m, 4.0, [0, 3, 5], [2, 1, 6])
+             for m in (PaddingMode.CONSTANT, PaddingMode.SYMMETRIC)]
+    cases += [DepthToSpace1OperatorDesc(T(f32, [2, 16, 5, 7]), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH),
+              TileOperatorDesc(T(f32, [3, 5, 7]), None, [2, 3, 2]),
+              CastOperatorDesc(T(f32, [999]), T(DataType.INT16, [999]))]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    for desc in cases:
+        plan = desc.lower()
+        x = case_inputs([f32], desc.inputs, seed=5)[0]
+        want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0]
+        src = cupy.asarray(x.reshape(-1))
+        for fuse, via in itertools.product((True, False), ("auto", "move", "strided_copy")):
+            old = cb.FUSE_PAD, cb.MOVE_PLAIN_VIA
+            cb.FUSE_PAD, cb.MOVE_PLAIN_VIA = fuse, via
+            try:
+                out = cupy.full(want.size, 0xAB, dtype=want.dtype)
+                be = cb.CudaBackend(0)          # fresh launch cache: the variant is built
+                be.run_move(plan, [src.data.ptr], [src.size], [out.data.ptr], [out.size], stream.ptr)
+                stream.synchronize()
+            finally:
+                cb.FUSE_PAD, cb.MOVE_PLAIN_VIA = old
+            assert _bytes_equal(out.get(), want.reshape(-1)), (desc.OPERATOR, fuse, via)
+    with pytest.raises(dml.UnsupportedError, match="not a multiple"):
+        plan = cases[-1].lower()
+        backend.record_move(plan, [src.data.ptr + 2], [10], [src.data.ptr], [10])
