@@ -54,8 +54,12 @@ def examples() -> dict[str, dict]:
     return out
 
 
-EXAMPLE_ORDER = ("slice-contiguous", "slice-strided", "slice1-positive-strides", "slice1-negative-strides",
-                 "unfold", "unfold-padded", "fold-1", "fold-2-padded", "fold-3-channels", "slice-grad")
+#: The order `opendml run` runs and lists the bundled examples: the first five
+#: operators' in the order of their pages, then every other bundled example
+#: (the data-movement family's) by name.
+_FIRST = ("slice-contiguous", "slice-strided", "slice1-positive-strides", "slice1-negative-strides",
+          "unfold", "unfold-padded", "fold-1", "fold-2-padded", "fold-3-channels", "slice-grad")
+EXAMPLE_ORDER = _FIRST + tuple(sorted(n for n in examples() if n not in _FIRST))
 
 
 # -- formatting -----------------------------------------------------------------------
@@ -86,17 +90,20 @@ def fmt_fields(desc) -> list[str]:
 DEFAULT_MAX_BYTES = 2 << 30
 
 
-def default_input(desc, max_bytes: int | None = None) -> np.ndarray:
+def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None = None,
+                  name: str | None = None) -> np.ndarray:
     """The pages' convention: 1..N (0..N-1 for UNFOLD and FOLD) in row-major
     order, in the input's type (wrapping as C does). Dimensions of stride 0
     hold one element in memory, so they are counted once and the values are
     repeated along them: the array built has only the distinct elements (a
-    read-only broadcast view gives the tensor's shape), whatever the sizes."""
-    t = desc.input_tensor
+    read-only broadcast view gives the tensor's shape), whatever the sizes.
+    ``tensor``/``name``: which input (default: the first)."""
+    t = tensor if tensor is not None else desc.input_tensor
+    name = name if name is not None else desc.TENSORS[0]
     distinct = tuple(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides))
     nbytes = math.prod(distinct) * t.element_size
     if max_bytes is not None and nbytes > max_bytes:
-        raise UsageError(f"{desc.TENSORS[0]}: the default input would take {nbytes} bytes (Sizes {list(t.sizes)}); "
+        raise UsageError(f"{name}: the default input would take {nbytes} bytes (Sizes {list(t.sizes)}); "
                          f"--max-bytes allows {max_bytes}: pass --input, or raise --max-bytes")
     values = np.arange(desc.DEFAULT_INPUT_START, desc.DEFAULT_INPUT_START + math.prod(distinct), dtype=np.int64)
     with np.errstate(over="ignore"):
@@ -148,28 +155,76 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
     return x.astype(want, copy=False)  # native byte order
 
 
+def load_inputs(paths: list[str] | None, obj: dict, desc, max_bytes: int | None = None) -> list[np.ndarray]:
+    """One array per input tensor, in slot order: the --input files (one per
+    input), else the file's "Inputs" (a list, one per input) or "Input" (one
+    input), else the pages' default values."""
+    named = desc.named_tensors("input")
+    if paths:
+        if len(paths) != len(named):
+            raise UsageError(f"--input: {desc.OPERATOR} takes {len(named)} input(s) "
+                             f"({', '.join(n for n, _ in named)}); got {len(paths)} --input file(s)")
+        return [read_npy(p, t, n, max_bytes) for p, (n, t) in zip(paths, named)]
+    if "Inputs" in obj or "Input" in obj:
+        key = "Inputs" if "Inputs" in obj else "Input"
+        values = obj[key]
+        if key == "Input":
+            if len(named) != 1:
+                raise UsageError(f"$.Input: {desc.OPERATOR} takes {len(named)} inputs; give them as \"Inputs\" "
+                                 f"(a list of {len(named)} arrays)")
+            values = [values]
+        elif not isinstance(values, list) or len(values) != len(named):
+            got = len(values) if isinstance(values, list) else type(values).__name__
+            raise UsageError(f"$.Inputs: must be a list of {len(named)} arrays (one per input tensor: "
+                             f"{', '.join(n for n, _ in named)}); got {got}")
+        out = []
+        for i, (v, (n, t)) in enumerate(zip(values, named)):
+            where = "$.Input" if key == "Input" else f"$.Inputs[{i}]"
+            x = array_from_json(v, t.data_type, where)
+            if x.shape != t.sizes:
+                raise UsageError(f"{where}: shape {list(x.shape)} must equal {n}.Sizes {list(t.sizes)}")
+            out.append(x)
+        return out
+    return [default_input(desc, max_bytes, t, n) for n, t in named]
+
+
 def load_input(path: str | None, obj: dict, desc, max_bytes: int | None = None) -> np.ndarray:
-    t = desc.input_tensor
-    if path is not None:
-        return read_npy(path, t, desc.TENSORS[0], max_bytes)
-    if "Input" in obj:
-        x = array_from_json(obj["Input"], t.data_type, "$.Input")
-        if x.shape != t.sizes:
-            raise UsageError(f"$.Input: shape {list(x.shape)} must equal {desc.TENSORS[0]}.Sizes {list(t.sizes)}")
-        return x
-    return default_input(desc, max_bytes)
+    """The first input (see ``load_inputs``)."""
+    return load_inputs([path] if path is not None else None, obj, desc, max_bytes)[0]
+
+
+def expected_outputs(obj: dict, desc) -> list[np.ndarray] | None:
+    """The file's "ExpectedOutputs" (one per output) or "ExpectedOutput" (one
+    output), checked against the output tensors' sizes and types; None where
+    the file has neither."""
+    named = desc.named_tensors("output")
+    if "ExpectedOutputs" in obj:
+        values = obj["ExpectedOutputs"]
+        if not isinstance(values, list) or len(values) != len(named):
+            got = len(values) if isinstance(values, list) else type(values).__name__
+            raise UsageError(f"$.ExpectedOutputs: must be a list of {len(named)} arrays (one per output tensor: "
+                             f"{', '.join(n for n, _ in named)}); got {got}")
+        wheres = [f"$.ExpectedOutputs[{i}]" for i in range(len(named))]
+    elif "ExpectedOutput" in obj:
+        if len(named) != 1:
+            raise UsageError(f"$.ExpectedOutput: {desc.OPERATOR} has {len(named)} outputs; give them as "
+                             f"\"ExpectedOutputs\" (a list of {len(named)} arrays)")
+        values, wheres = [obj["ExpectedOutput"]], ["$.ExpectedOutput"]
+    else:
+        return None
+    out = []
+    for v, where, (n, t) in zip(values, wheres, named):
+        e = array_from_json(v, t.data_type, where)
+        if e.shape != t.sizes:
+            raise UsageError(f"{where}: shape {list(e.shape)} must equal {n}.Sizes {list(t.sizes)}")
+        out.append(e)
+    return out
 
 
 def expected_output(obj: dict, desc) -> np.ndarray | None:
     """The file's ExpectedOutput, checked against OutputTensor's sizes and type."""
-    if "ExpectedOutput" not in obj:
-        return None
-    t = desc.output_tensor
-    e = array_from_json(obj["ExpectedOutput"], t.data_type, "$.ExpectedOutput")
-    if e.shape != t.sizes:
-        raise UsageError(f"$.ExpectedOutput: shape {list(e.shape)} must equal {desc.TENSORS[1]}.Sizes "
-                         f"{list(t.sizes)}")
-    return e
+    e = expected_outputs(obj, desc)
+    return None if e is None else e[0]
 
 
 def check_output_path(path: str) -> None:
@@ -190,50 +245,75 @@ def save_output(path: str, y: np.ndarray) -> None:
         raise UsageError(f"--output {path}: cannot write: {e.strerror or e}") from None
 
 
-def run_bytes(desc, x: np.ndarray) -> int:
-    """Memory a run touches: the input's distinct host elements (a broadcast
-    axis counts once) and buffer elements, the output's buffer elements and
-    host copy."""
-    i, o = desc.input_tensor, desc.output_tensor
-    distinct = math.prod(n for n, s in zip(x.shape, x.strides) if s != 0)
-    return distinct * x.itemsize + i.min_size_in_bytes + o.min_size_in_bytes + math.prod(o.sizes) * o.element_size
+def run_bytes(desc, xs) -> int:
+    """Memory a run touches: the inputs' distinct host elements (a broadcast
+    axis counts once) and buffer elements, the outputs' buffer elements and
+    host copies."""
+    xs = xs if isinstance(xs, (list, tuple)) else [xs]
+    total = 0
+    for x, t in zip(xs, desc.inputs):
+        total += math.prod(n for n, s in zip(x.shape, x.strides) if s != 0) * x.itemsize + t.min_size_in_bytes
+    for o in desc.outputs:
+        total += o.min_size_in_bytes + math.prod(o.sizes) * o.element_size
+    return total
 
 
 def run_one(obj: dict, args, device: Device, out) -> bool | None:
-    """Run a description; True/False when it has an ExpectedOutput, else None.
-    Every check (the description at the device's level, the output path, the
-    input, the expected output, the memory the run needs) comes first."""
+    """Run a description; True/False when it has expected outputs, else None.
+    Every check (the description at the device's level, the output paths, the
+    inputs, the expected outputs, the memory the run needs) comes first. Any
+    number of inputs and outputs (the description's slots, in order)."""
     desc = from_json(obj)
     desc.validate(device.feature_level)
-    output = getattr(args, "output", None)
-    if output:
-        check_output_path(output)
+    out_named = desc.named_tensors("output")
+    outputs = getattr(args, "output", None) or []
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    if outputs and len(outputs) != len(out_named):
+        raise UsageError(f"--output: {desc.OPERATOR} has {len(out_named)} output(s) "
+                         f"({', '.join(n for n, _ in out_named)}); got {len(outputs)} --output path(s)")
+    for path in outputs:
+        check_output_path(path)
     max_bytes = getattr(args, "max_bytes", DEFAULT_MAX_BYTES)
-    x = load_input(getattr(args, "input", None), obj, desc, max_bytes)
-    expected = expected_output(obj, desc)
-    need = run_bytes(desc, x)
+    inputs = getattr(args, "input", None)
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    xs = load_inputs(inputs, obj, desc, max_bytes)
+    expected = expected_outputs(obj, desc)
+    need = run_bytes(desc, xs)
     if need > max_bytes:
+        sizes_in = [list(t.sizes) for t in desc.inputs]
+        sizes_out = [list(t.sizes) for t in desc.outputs]
+        shown = (f"{sizes_in[0]} -> {sizes_out[0]}" if len(sizes_in) == len(sizes_out) == 1 else
+                 f"{sizes_in} -> {sizes_out}")
         raise UsageError(f"{desc.OPERATOR}: running it would touch {need} bytes of memory (input and output "
-                         f"elements, {list(desc.input_tensor.sizes)} -> {list(desc.output_tensor.sizes)}); "
-                         f"--max-bytes allows {max_bytes}")
-    y = device.run(desc, x)
+                         f"elements, {shown}); --max-bytes allows {max_bytes}")
+    ys = device.run_all(desc, *xs)
     ok_mark, bad_mark = _ok_mark()
     if "Title" in obj:
         print(f"== {_text(obj['Title'])}" + (f"  [{_text(obj['Source'])}]" if "Source" in obj else ""), file=out)
     print(f"Operator: {desc.OPERATOR}", file=out)
-    print(f"{desc.TENSORS[0]}: {fmt_tensor(desc.input_tensor)}", file=out)
-    print(fmt_array(x), file=out)
+    for (name, t), x in zip(desc.named_tensors("input"), xs):
+        print(f"{name}: {fmt_tensor(t)}", file=out)
+        print(fmt_array(x), file=out)
     for line in fmt_fields(desc):
         print(line, file=out)
-    print(f"{desc.TENSORS[1]}: {fmt_tensor(desc.output_tensor)}", file=out)
-    print(fmt_array(y), file=out)
-    if output:
-        save_output(output, y)
+    for (name, t), y in zip(out_named, ys):
+        print(f"{name}: {fmt_tensor(t)}", file=out)
+        print(fmt_array(y), file=out)
+    for path, y in zip(outputs, ys):
+        save_output(path, y)
     if expected is not None:
-        good = np.array_equal(expected, y, equal_nan=y.dtype.kind == "f")
-        print(f"{ok_mark} matches the documented output" if good else
-              f"{bad_mark} differs from the documented output:\n{fmt_array(expected)}", file=out)
-        return good
+        bad = [(name, e) for (name, _), e, y in zip(out_named, expected, ys)
+               if not np.array_equal(e, y, equal_nan=y.dtype.kind == "f")]
+        if not bad:
+            print(f"{ok_mark} matches the documented output" + ("s" if len(ys) > 1 else ""), file=out)
+        elif len(ys) == 1:
+            print(f"{bad_mark} differs from the documented output:\n{fmt_array(bad[0][1])}", file=out)
+        else:
+            for name, e in bad:
+                print(f"{bad_mark} {name} differs from the documented output:\n{fmt_array(e)}", file=out)
+        return not bad
     return None
 
 
@@ -408,11 +488,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "Prints the description, its input and its output; exits 1 if an output differs from "
                        "its documented ExpectedOutput.")
     r.add_argument("spec", nargs="?", metavar="SPEC.json", help="a JSON description (DirectML's field names)")
-    r.add_argument("--input", metavar="X.npy", help="input array (.npy, not .npz) of InputTensor's sizes and data "
-                   "type; default: the file's \"Input\", else 1..N (0..N-1 for UNFOLD and FOLD) as the pages do, "
-                   "dimensions of stride 0 counted once")
-    r.add_argument("--output", metavar="Y.npy", help="save the output array (.npy format) to exactly this path; "
-                   "no .npy suffix is added, the directory must exist")
+    r.add_argument("--input", metavar="X.npy", action="append",
+                   help="input array (.npy, not .npz) of InputTensor's sizes and data type; once per input "
+                   "tensor, in order, for an operator of several (JOIN); default: the file's \"Input\" (or "
+                   "\"Inputs\", a list), else 1..N (0..N-1 for UNFOLD and FOLD) as the pages do, dimensions of "
+                   "stride 0 counted once")
+    r.add_argument("--output", metavar="Y.npy", action="append",
+                   help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
+                   "directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")
     r.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
     r.add_argument("--feature-level", default="6_4", metavar="L",
                    help="DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)")

@@ -357,3 +357,69 @@ def test_help_documents_exit_codes_output_path_and_memory_limit(capsys):
 def test_title_of_any_json_type_prints_one_line(tmp_path, capsys):
     assert main(["run", spec(tmp_path, {**SLICE1, "Title": {"a": ["b\nc"]}, "Source": 3})]) == 0
     assert capsys.readouterr().out.startswith('== {"a": ["b\\nc"]}  [3]\n')
+
+
+# -- several inputs and outputs (JOIN, SPLIT): generic over the description's slots --------
+
+JOIN = {"Operator": "JOIN", "Axis": 1,
+        "InputTensors": [{"DataType": "INT16", "Sizes": [2, 1]}, {"DataType": "INT16", "Sizes": [2, 2]}],
+        "OutputTensor": {"DataType": "INT16", "Sizes": [2, 3]}}
+SPLIT = {"Operator": "SPLIT", "Axis": 0, "InputTensor": {"DataType": "UINT8", "Sizes": [3, 2]},
+         "OutputTensors": [{"DataType": "UINT8", "Sizes": [1, 2]}, {"DataType": "UINT8", "Sizes": [2, 2]}]}
+
+
+def test_every_family_example_runs_and_matches(capsys):
+    names = [n for n in EXAMPLE_ORDER if n.startswith(("join", "split"))]
+    assert len(names) >= 6
+    for name in names:
+        assert main(["run", "--example", name]) == 0, name
+        out = capsys.readouterr().out
+        assert "matches the documented output" in out and "differs" not in out
+    assert main(["run", "--example", "split-axis2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("OutputTensors[") == 3 and "OutputTensors[2]: (Sizes:{1, 1, 3, 2}" in out
+
+
+def test_join_inputs_from_json_and_from_files(tmp_path, capsys):
+    obj = dict(JOIN, Inputs=[[[1], [2]], [[3, 4], [5, 6]]], ExpectedOutputs=[[[1, 3, 4], [2, 5, 6]]])
+    assert main(["run", spec(tmp_path, obj), "--output", str(tmp_path / "y.npy")]) == 0
+    out = capsys.readouterr().out
+    assert "InputTensors[0]: (Sizes:{2, 1}, DataType:INT16)" in out and "InputTensors[1]:" in out
+    assert np.load(tmp_path / "y.npy").tolist() == [[1, 3, 4], [2, 5, 6]]
+    np.save(tmp_path / "a.npy", np.array([[7], [8]], np.int16))
+    np.save(tmp_path / "b.npy", np.array([[9, 10], [11, 12]], np.int16))
+    assert main(["run", spec(tmp_path, JOIN, "j.json"), "--input", str(tmp_path / "a.npy"),
+                 "--input", str(tmp_path / "b.npy"), "--output", str(tmp_path / "z.npy")]) == 0
+    assert np.load(tmp_path / "z.npy").tolist() == [[7, 9, 10], [8, 11, 12]]
+    # no Inputs: the pages' 1..N for each input
+    assert main(["run", spec(tmp_path, JOIN, "d.json"), "--output", str(tmp_path / "d.npy")]) == 0
+    assert np.load(tmp_path / "d.npy").tolist() == [[1, 1, 2], [2, 3, 4]]
+
+
+def test_split_outputs_saved_one_file_each_and_checked(tmp_path, capsys):
+    paths = [str(tmp_path / "p.npy"), str(tmp_path / "q.npy")]
+    obj = dict(SPLIT, Inputs=[[[1, 2], [3, 4], [5, 6]]], ExpectedOutputs=[[[1, 2]], [[3, 4], [5, 6]]])
+    assert main(["run", spec(tmp_path, obj), "--output", paths[0], "--output", paths[1]]) == 0
+    assert np.load(paths[0]).tolist() == [[1, 2]] and np.load(paths[1]).tolist() == [[3, 4], [5, 6]]
+    assert "matches the documented outputs" in capsys.readouterr().out
+    bad = dict(obj, ExpectedOutputs=[[[1, 2]], [[3, 4], [5, 7]]])
+    assert main(["run", spec(tmp_path, bad, "bad.json")]) == 1
+    out = capsys.readouterr().out
+    assert "OutputTensors[1] differs from the documented output" in out and "OutputTensors[0] differs" not in out
+
+
+@pytest.mark.parametrize("obj, args, message", [
+    (dict(JOIN, Input=[[1], [2]]), [], "$.Input: JOIN takes 2 inputs; give them as \"Inputs\""),
+    (dict(JOIN, Inputs=[[[1], [2]]]), [], "$.Inputs: must be a list of 2 arrays"),
+    (dict(JOIN, Inputs=[[[1], [2]], [[3, 4]]]), [], "$.Inputs[1]: shape [1, 2] must equal InputTensors[1].Sizes [2, 2]"),
+    (dict(SPLIT, ExpectedOutput=[[1, 2]]), [], "$.ExpectedOutput: SPLIT has 2 outputs"),
+    (dict(SPLIT, ExpectedOutputs=[[[1, 2]]]), [], "$.ExpectedOutputs: must be a list of 2 arrays"),
+    (SPLIT, ["--output", "OUT"], "--output: SPLIT has 2 output(s) (OutputTensors[0], OutputTensors[1]); got 1"),
+    (JOIN, ["--input", "IN"], "--input: JOIN takes 2 input(s) (InputTensors[0], InputTensors[1]); got 1"),
+])
+def test_wrong_counts_of_inputs_and_outputs_exit_2(tmp_path, capsys, obj, args, message):
+    args = [str(tmp_path / "o.npy") if a == "OUT" else str(tmp_path / "i.npy") if a == "IN" else a for a in args]
+    np.save(tmp_path / "i.npy", np.zeros((2, 1), np.int16))
+    assert main(["run", spec(tmp_path, obj)] + args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
