@@ -51,6 +51,11 @@ def run(call, arrays) -> list:
     for x in arrays:
         _check_dtype(x.dtype, call.name)
     desc = call.describe_arrays([np.dtype(x.dtype) for x in arrays], [tuple(x.shape) for x in arrays])
+    for t in desc.outputs:
+        dt = t.data_type.numpy_dtype
+        if jax.dtypes.canonicalize_dtype(dt) != dt:
+            raise UnsupportedError(f"{call.name}: the output's dtype {dt} is a 64-bit type, which JAX has turned "
+                                   f"off (jax_enable_x64 is False); enable it or choose a 32-bit type")
     p = _Static(desc, call.name)
     if family.differentiable(desc):
         return list(_linear(p, tuple(arrays)))

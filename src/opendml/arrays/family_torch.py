@@ -23,9 +23,13 @@ description's own rules and messages), then takes one of two routes:
   routes), whose forward-mode derivative is the linear part applied to the
   tangents, and whose ``vmap`` rule runs the call once per batch element.
 
-``torch.compile`` and other tracers (dispatch modes, fake tensors) are not
-supported by the family yet: such a call raises ``UnsupportedError``
-instead of being traced into something else.
+``torch.compile``: the family has no custom operators yet. Dynamo does not
+trace into ``run`` (``torch.compiler.disable``): the call is a graph break
+and runs eagerly, with the same results and gradients as outside the
+compiled region (``fullgraph=True`` refuses it with Dynamo's own error).
+Other tracers (dispatch modes such as ``make_fx``, fake or functional
+tensors, a tracer that reaches ``run`` anyway) get ``UnsupportedError``,
+never a traced approximation.
 """
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ def _check(call, arrays):
     return dtypes
 
 
+@torch.compiler.disable
 def run(call, arrays) -> list:
     dtypes = _check(call, arrays)
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
