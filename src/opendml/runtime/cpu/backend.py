@@ -75,6 +75,13 @@ def canonical_move_pass(p):
         merged.append((s, i, o, m))
     if not merged:
         merged = [(1, 0, 0, None)]
+    # A tiny innermost dimension (DEPTH_TO_SPACE's block column, say) under a
+    # long unmapped one: the long one becomes the run (strided destination,
+    # the short one's rows still share cache lines), not one call per few
+    # elements.
+    if len(merged) >= 2 and merged[-1][0] <= 4 and merged[-2][0] >= 4 * merged[-1][0] \
+            and merged[-1][3] is None and merged[-2][3] is None:
+        merged[-2], merged[-1] = merged[-1], merged[-2]
     sizes, ss, ds, ms = zip(*merged)
     return sizes, ss, ds, ms, src_offset
 
