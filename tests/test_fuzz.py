@@ -132,7 +132,7 @@ def _seeded(rng: random.Random, cls) -> dict | None:
     if not seeds:
         return None
     obj = copy.deepcopy(rng.choice(seeds))
-    for key in ("Name", "Title", "Source", "Input", "ExpectedOutput"):
+    for key in ("Name", "Title", "Source", "Input", "ExpectedOutput", "Inputs", "ExpectedOutputs"):
         obj.pop(key, None)
 
     def nudge(v):
@@ -140,45 +140,127 @@ def _seeded(rng: random.Random, cls) -> dict | None:
             return v
         return max(v + rng.choice((-1, 1, 2)), 0) if rng.random() < 0.15 else v
 
+    def tensors(value):
+        return [t for t in (value if isinstance(value, list) else [value])
+                if isinstance(t, dict) and isinstance(t.get("Sizes"), list)]
+
     for key, value in obj.items():
-        if isinstance(value, list):
+        if key in cls.TENSORS:
+            for t in tensors(value):
+                t["Sizes"] = [nudge(v) for v in t["Sizes"]]
+        elif isinstance(value, list):
             obj[key] = [nudge(v) for v in value]
-        elif isinstance(value, dict) and isinstance(value.get("Sizes"), list):
-            value["Sizes"] = [nudge(v) for v in value["Sizes"]]
+        elif isinstance(value, int) and not isinstance(value, bool):
+            obj[key] = nudge(value)
     if rng.random() < 0.3:
         dt = rng.choice(TYPE_NAMES[1:12])
         for name in cls.TENSORS:
-            if isinstance(obj.get(name), dict):
-                obj[name]["DataType"] = dt
+            for t in tensors(obj.get(name)):
+                t["DataType"] = dt
     return obj
 
 
+FLOATS = (0.0, -0.0, 1.0, -1.5, 2.5, 0.5, 1e30, -1e30, 3.5e38, 1e300, float("nan"), float("inf"),
+          float("-inf"), 7, -3, 255, 2**31, 2**64)
+
+
+def random_field(rng: random.Random, f, d: int):
+    """A JSON value for field ``f`` of any kind the registry declares (an
+    integer array of ``d`` entries, an integer, a float, a bool, an enum, a
+    scalar union, a struct), often valid, sometimes not."""
+    kind = f.kind
+    if kind == "int[]":
+        n = d if rng.random() > 0.05 else rng.randint(0, 9)
+        return [_entry(rng) for _ in range(max(n, 0))]
+    if rng.random() < 0.04:
+        return junk(rng)
+    if kind in ("uint", "int"):
+        return rng.choice((0, 0, 1, 1, 2, 2, 2, 3, 4)) if rng.random() < 0.9 else _entry(rng)
+    if kind == "float":
+        return rng.choice(FLOATS)
+    if kind == "bool":
+        return rng.choice((True, False, 0, 1))
+    if kind == "enum":
+        members = [m for m in f.enum if m.name not in ("UNKNOWN",)]
+        m = rng.choice(members)
+        r = rng.random()
+        if r < 0.6:
+            return m.name
+        if r < 0.75:
+            from opendml.ops._spec import ENUM_PREFIXES
+            return ENUM_PREFIXES.get(f.enum, "") + m.name
+        if r < 0.9:
+            return int(m)
+        return rng.choice(("NOPE", 99, -1, m.name.lower()))
+    if kind == "scalar":
+        v = rng.choice(FLOATS + (0, 1, -1, 127, 128, -129, 65535, 2**63, -(2**63)))
+        if rng.random() < 0.3:
+            member = rng.choice(("Float32", "Int8", "UInt8", "Int16", "UInt16", "Int32", "UInt32", "Int64",
+                                 "UInt64", "Float64", "Float16"))
+            return {member: v}
+        return v
+    if kind == "struct":
+        if rng.random() < 0.2:
+            return None
+        value = {m: rng.choice(FLOATS) for m, _ in f.members}
+        if rng.random() < 0.1:
+            value.pop(rng.choice(list(value)))
+        if rng.random() < 0.05:
+            value["Colour"] = 1
+        return value
+    return junk(rng)
+
+
+def _slot_tensors(rng: random.Random, slot, rank: int, sizes: list, dt: str):
+    """One tensor, or for a ``many`` slot a list of 1-3 (sizes differing along
+    one shared axis, as JOIN and SPLIT need)."""
+    if not slot.many:
+        return random_tensor(rng, sizes, dt)
+    axis = rng.randrange(max(rank, 1))
+    out = []
+    for _ in range(rng.choice((1, 2, 2, 3))):
+        s = list(sizes)
+        if rank and rng.random() < 0.8:
+            s[axis] = _small(rng)
+        out.append(random_tensor(rng, s, dt))
+    if rng.random() < 0.03:
+        return rng.choice(([], None, random_tensor(rng, sizes, dt)))
+    return out
+
+
 def random_description(rng: random.Random, cls) -> dict:
-    """A JSON description of ``cls`` (often invalid), built from its TENSORS and FIELDS only."""
+    """A JSON description of ``cls`` (often invalid), built from its SLOTS and
+    FIELDS only: every tensor slot (one tensor, or a list of them for a
+    ``many`` slot) and every field kind."""
     if rng.random() < 0.3:
         seeded = _seeded(rng, cls)
         if seeded is not None:
             return seeded
-    in_name, out_name = cls.TENSORS
     rank = rng.choice((1, 2, 3, 3, 4, 4, 4, 5, 6)) if rng.random() > 0.02 else rng.choice((0, 9))
     sizes = [_small(rng) if rng.random() > 0.03 else _entry(rng) for _ in range(rank)]
     dt = rng.choice(TYPE_NAMES[1:12]) if rng.random() > 0.03 else rng.choice(TYPE_NAMES + ["FLOAT128", 1, None])
     name = cls.OPERATOR if rng.random() > 0.03 else rng.choice(
         ("DML_OPERATOR_" + cls.OPERATOR, cls.OPERATOR.lower(), "CONV", 7, None))
-    obj: dict = {"Operator": name, in_name: random_tensor(rng, sizes, dt)}
+    obj: dict = {"Operator": name}
+    for slot in cls.SLOTS:
+        if slot.role == "input":
+            obj[slot.json] = _slot_tensors(rng, slot, rank, sizes, dt)
     d = rank - 2 if rng.random() < 0.5 else rank       # spatial ops count fields over the spatial axes
     for f in cls.FIELDS:
-        if (f.fill is not None and rng.random() < 0.3) or rng.random() < 0.02:
+        fill = getattr(f, "fill", None)
+        if (fill is not None and rng.random() < 0.3) or (not f.required and rng.random() < 0.3) \
+                or rng.random() < 0.02:
             continue
-        n = d if rng.random() > 0.05 else rng.randint(0, 9)
-        obj[f.json] = [_entry(rng) for _ in range(max(n, 0))]
-    if not (cls.OUTPUT_DERIVABLE and rng.random() < 0.5):
-        out_rank = rng.choice((rank, rank, 3, max(rank - 1, 1), rank + 1))
-        out_sizes = [_small(rng) for _ in range(out_rank)]
-        out_dt = dt if rng.random() > 0.05 else rng.choice(TYPE_NAMES[1:12])
-        obj[out_name] = random_tensor(rng, out_sizes, out_dt)
-        if cls.OUTPUT_DERIVABLE and rng.random() < 0.2:
-            obj[out_name].pop("Sizes", None)           # derived sizes, given type
+        obj[f.json] = random_field(rng, f, d)
+    for slot in cls.SLOTS:
+        if slot.role != "output" or (cls.OUTPUT_DERIVABLE and rng.random() < 0.5):
+            continue
+        out_rank = rng.choice((rank, rank, rank, 3, max(rank - 1, 1), rank + 1))
+        out_sizes = [_small(rng) for _ in range(out_rank)] if rng.random() < 0.5 or out_rank != rank else list(sizes)
+        out_dt = dt if rng.random() > 0.25 else rng.choice(TYPE_NAMES[1:12])   # CAST's outputs differ
+        obj[slot.json] = _slot_tensors(rng, slot, out_rank, out_sizes, out_dt)
+        if cls.OUTPUT_DERIVABLE and not slot.many and rng.random() < 0.2:
+            obj[slot.json].pop("Sizes", None)          # derived sizes, given type
     if rng.random() < 0.05:
         obj["DimensionCount"] = rng.choice((d, rank, "2", None))
     if rng.random() < 0.08:                            # a field of any type
@@ -273,19 +355,21 @@ def check_description(obj: dict, *, compare: bool = True) -> tuple[str, str]:
         except dml.UnsupportedError as e:
             return "invalid", type(e).__name__
         try:
-            x = cli.default_input(desc, RUN_BYTES)
+            xs = [cli.default_input(desc, RUN_BYTES, t, n) for n, t in desc.named_tensors("input")]
         except cli.UsageError:
             return "valid-large", level
-        if cli.run_bytes(desc, x) > RUN_BYTES or desc.output_tensor.total_tensor_size_in_bytes > 64 * RUN_BYTES \
-                or desc.input_tensor.total_tensor_size_in_bytes > 64 * RUN_BYTES:
+        if cli.run_bytes(desc, xs) > RUN_BYTES or \
+                any(t.total_tensor_size_in_bytes > 64 * RUN_BYTES for t in desc.inputs + desc.outputs):
             return "valid-large", level
-        y = dml.Device("cpu").run(desc, x)
-        assert y.shape == desc.output_tensor.sizes and y.dtype == desc.output_tensor.data_type.numpy_dtype
-        if compare and dml.config().compiled_available and _distinct_offsets(desc.output_tensor):
+        ys = dml.Device("cpu").run_all(desc, *xs)
+        assert len(ys) == len(desc.outputs)
+        for y, t in zip(ys, desc.outputs):
+            assert y.shape == t.sizes and y.dtype == t.data_type.numpy_dtype
+        if compare and dml.config().compiled_available and all(_distinct_offsets(t) for t in desc.outputs):
             other = "numpy" if dml.config().cpu_kernels == "compiled" else "compiled"
             with dml.configure(cpu_kernels=other):
-                y2 = dml.Device("cpu").run(desc, x)
-            if y.tobytes() != y2.tobytes():
+                ys2 = dml.Device("cpu").run_all(desc, *xs)
+            if any(y.tobytes() != y2.tobytes() for y, y2 in zip(ys, ys2)):
                 raise Foreign(f"the compiled and NumPy kernels differ\n{json.dumps(obj, default=str)}")
         return "ran", level
     except Foreign:
@@ -531,12 +615,15 @@ FUZZ = settings(max_examples=150, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-#: The operators this generator can build: integer-array fields and one input
-#: and one output (the family's enum, scalar-union, struct fields and several
-#: tensors are not generated yet; their rules are covered by
-#: tests/ops/test_family_rules.py and tests/test_family_properties.py).
-GENERATED = sorted(n for n, c in OPERATORS.items()
-                   if all(f.kind == "int[]" for f in c.FIELDS) and len(c.SLOTS) == 2 and not any(s.many for s in c.SLOTS))
+#: Every registered operator: the generator covers every field kind and slot
+#: the registry declares (``random_field``, ``_slot_tensors``).
+GENERATED = sorted(OPERATORS)
+
+
+def test_every_operator_is_generated():
+    kinds = {f.kind for c in OPERATORS.values() for f in c.FIELDS}
+    assert kinds <= {"int[]", "uint", "int", "float", "bool", "enum", "scalar", "struct"}, kinds
+    assert set(GENERATED) == set(OPERATORS) and len(GENERATED) >= 16
 
 
 @pytest.mark.parametrize("name", GENERATED)
