@@ -1,9 +1,22 @@
 """The array API of the data-movement family: ``identity``, ``cast``, ``pad``,
 ``join``, ``split``, ``tile``, ``space_to_depth`` and ``depth_to_space`` on
-NumPy arrays, each a thin function building the operator's description
-(``opendml.ops``) from the arrays' layouts and running its move program on
-the CPU backend. Inputs are read where they lie (any strides, negative ones
-included); results are new packed NumPy arrays.
+NumPy, CuPy, PyTorch, JAX and Dask arrays, each a thin function building a
+``FamilyCall`` (the inputs' descriptions -> the operator's description,
+``opendml.ops``). NumPy arrays run the move program on the CPU backend here;
+the other frameworks' modules (``family_torch``, ``family_cupy``,
+``family_jax``, ``family_dask``; ``family_cuda`` for CUDA memory) run the
+same call and read what they need of the operator (adjoint, linear part,
+chunking) from its description: no branch per operator there. Inputs are
+read where they lie (any strides, negative ones included); results are new
+packed arrays of the input's framework, equal byte for byte to the NumPy
+call.
+
+Differentiation: where the operation is linear for its types (float
+tensors; CAST between float types), PyTorch results are differentiable
+(autograd, forward-mode AD, ``torch.func``) and JAX results in reverse mode
+(``jax.grad``, any order); each backward formula is the operator module's
+declared ``adjoint`` (``opendml.ops._spec``). Under ``torch.compile`` a
+family call is a graph break that runs eagerly.
 
 Every list argument is read once, at entry (``_snapshot``), and only that
 copy is used afterwards, so a list another thread changes during the call
@@ -233,11 +246,10 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
 
     Parameters
     ----------
-    x : numpy.ndarray
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
         The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
-        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
-        ``UnsupportedError``.
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
+        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     scale : float or None, optional
         The factor (default: none, or 1 where ``bias`` is given).
     bias : float or None, optional
@@ -245,15 +257,13 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
 
     Returns
     -------
-    numpy.ndarray
+    array of x's framework
         A new packed (C-contiguous) array, of ``x``'s shape and dtype.
 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
-        CuPy, JAX or Dask array: this family takes NumPy arrays only so
-        far), or its dtype is missing from the operator's support table
+        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
         at the newest feature level.
     ValidationError
         If a dtype is not an integer or float type (bool, complex...), or an
@@ -275,11 +285,10 @@ def cast(x: Any, dtype) -> np.ndarray:
 
     Parameters
     ----------
-    x : numpy.ndarray
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
         The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
-        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
-        ``UnsupportedError``.
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
+        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     dtype : numpy.dtype, type, str or DataType
         The result's element type: one of the 11 DirectML types, as a NumPy
         dtype (or anything ``np.dtype`` takes), a ``DataType``, or a
@@ -287,15 +296,13 @@ def cast(x: Any, dtype) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray
+    array of x's framework
         A new packed (C-contiguous) array, of ``x``'s shape and dtype ``dtype``.
 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
-        CuPy, JAX or Dask array: this family takes NumPy arrays only so
-        far), or its dtype is missing from the operator's support table
+        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
         at the newest feature level.
     ValidationError
         If a dtype is not an integer or float type (bool, complex...), or an
@@ -330,11 +337,10 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
 
     Parameters
     ----------
-    x : numpy.ndarray
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
         The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
-        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
-        ``UnsupportedError``.
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
+        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     start_padding, end_padding : int or sequence of int
         Elements added before and after each axis: an int for every axis,
         or one int per axis.
@@ -347,15 +353,13 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
 
     Returns
     -------
-    numpy.ndarray
+    array of x's framework
         A new packed (C-contiguous) array, of ``x``'s dtype, each axis ``start + size + end`` long.
 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
-        CuPy, JAX or Dask array: this family takes NumPy arrays only so
-        far), or its dtype is missing from the operator's support table
+        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
         at the newest feature level.
     ValidationError
         If a dtype is not an integer or float type (bool, complex...), or an
@@ -384,23 +388,21 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
 
     Parameters
     ----------
-    arrays : sequence of numpy.ndarray
-        The inputs, a non-empty sequence of NumPy arrays of one dtype and
+    arrays : sequence of arrays
+        The inputs, a non-empty sequence of arrays of one framework, dtype and
         rank (any strides; integer or float dtypes of 1, 2, 4 or 8 bytes).
     axis : int
         The axis to concatenate along; negative values count from the end.
 
     Returns
     -------
-    numpy.ndarray
+    array of x's framework
         A new packed (C-contiguous) array, of the inputs' dtype.
 
     Raises
     ------
     UnsupportedError
-        If an entry of ``arrays`` is not a NumPy array (a ``torch.Tensor``, or a
-        CuPy, JAX or Dask array: this family takes NumPy arrays only so
-        far), or its dtype is missing from the operator's support table
+        If an entry of ``arrays`` is not an array of a supported framework, or its dtype is missing from the operator's support table
         at the newest feature level.
     ValidationError
         If a dtype is not an integer or float type (bool, complex...), or an
@@ -424,11 +426,10 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
 
     Parameters
     ----------
-    x : numpy.ndarray
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
         The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
-        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
-        ``UnsupportedError``.
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
+        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     axis : int
         The axis to cut along; negative values count from the end.
     sizes : sequence of int
@@ -437,15 +438,13 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
 
     Returns
     -------
-    list of numpy.ndarray
+    list of arrays of x's framework
         One new packed array per entry of ``sizes``, of ``x``'s dtype.
 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
-        CuPy, JAX or Dask array: this family takes NumPy arrays only so
-        far), or its dtype is missing from the operator's support table
+        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
         at the newest feature level.
     ValidationError
         If a dtype is not an integer or float type (bool, complex...), or an
@@ -477,26 +476,23 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
 
     Parameters
     ----------
-    x : numpy.ndarray
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
         The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
-        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
-        ``UnsupportedError``.
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
+        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     repeats : int or sequence of int
         The repeat count per axis (one entry per axis of ``x``), or an int
         for every axis.
 
     Returns
     -------
-    numpy.ndarray
+    array of x's framework
         A new packed (C-contiguous) array, of ``x``'s dtype and shape ``x.shape * repeats``.
 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
-        CuPy, JAX or Dask array: this family takes NumPy arrays only so
-        far), or its dtype is missing from the operator's support table
+        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
         at the newest feature level.
     ValidationError
         If a dtype is not an integer or float type (bool, complex...), or an
@@ -528,11 +524,10 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
 
     Parameters
     ----------
-    x : numpy.ndarray
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
         The input of shape (N, C, H * b, W * b), of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
-        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
-        ``UnsupportedError``.
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
+        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     block_size : int
         ``b``, the block's height and width.
     order : str or DepthSpaceOrder, optional
@@ -541,15 +536,13 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray
+    array of x's framework
         A new packed (C-contiguous) array, of ``x``'s dtype and shape (N, C * b * b, H, W).
 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
-        CuPy, JAX or Dask array: this family takes NumPy arrays only so
-        far), or its dtype is missing from the operator's support table
+        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
         at the newest feature level.
     ValidationError
         If a dtype is not an integer or float type (bool, complex...), or an
@@ -570,11 +563,10 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
 
     Parameters
     ----------
-    x : numpy.ndarray
+    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
         The input of shape (N, C * b * b, H, W), of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. NumPy
-        only: PyTorch tensors and CuPy, JAX or Dask arrays raise
-        ``UnsupportedError``.
+        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
+        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     block_size : int
         ``b``, the block's height and width.
     order : str or DepthSpaceOrder, optional
@@ -583,15 +575,13 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray
+    array of x's framework
         A new packed (C-contiguous) array, of ``x``'s dtype and shape (N, C, H * b, W * b).
 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not a NumPy array (a ``torch.Tensor``, or a
-        CuPy, JAX or Dask array: this family takes NumPy arrays only so
-        far), or its dtype is missing from the operator's support table
+        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
         at the newest feature level.
     ValidationError
         If a dtype is not an integer or float type (bool, complex...), or an

@@ -9,8 +9,9 @@ description's own rules and messages), then takes one of two routes:
 * **Kernel route**, when autograd has nothing to record: a CPU tensor is read
   through ``x.numpy()`` (a view, any strides) and the NumPy path runs the
   move program; the result comes back through ``torch.from_numpy`` (same
-  bytes as the NumPy call). A CUDA tensor needs the move program's CUDA
-  backend (``UnsupportedError`` until it is there). A meta tensor gives
+  bytes as the NumPy call). A CUDA tensor is read by address and strides and
+  the move program runs on the CUDA backend (``family_cuda``), outputs from
+  PyTorch's caching allocator, on the current stream. A meta tensor gives
   empty outputs of the description's sizes.
 * **Autograd route**, when a derivative is needed (``x.requires_grad`` with
   grad mode on, an open forward-AD level, or a ``torch.func`` transform's
@@ -90,8 +91,32 @@ def kernel(desc, arrays) -> list:
         return [torch.from_numpy(o) for o in family.execute(desc, views)]
     if x.device.type == "meta":
         return [torch.empty(t.sizes, dtype=_torch_dtype(t), device="meta") for t in desc.outputs]
-    raise UnsupportedError(f"{desc.OPERATOR}: PyTorch CUDA tensors need the move program's CUDA backend, which "
-                           f"this build does not have yet; move the tensor to the CPU")
+    if x.device.type == "cuda":
+        return _cuda(desc, arrays)
+    raise UnsupportedError(f"{desc.OPERATOR}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+
+
+def _cuda(desc, arrays) -> list:
+    """The move program on the tensors' GPU (``family_cuda``), outputs from
+    PyTorch's caching allocator, on the device's current stream."""
+    from .family_cuda import run_move
+
+    def entry(t):
+        t = t.detach()
+        if t.is_neg():
+            t = t.resolve_neg()
+        item = t.element_size()
+        return (t, t.data_ptr(), tuple(t.shape), tuple(s * item for s in t.stride()), item,
+                lambda: entry(t.contiguous()))
+    index = arrays[0].get_device()
+    device = arrays[0].device
+
+    def allocate(shape, dtype):
+        out = torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=device)
+        return out, out.data_ptr()
+    with torch.cuda.device(index):
+        return run_move(desc, [entry(t) for t in arrays], allocate, index,
+                        torch.cuda.current_stream(index).cuda_stream, errors=(torch.OutOfMemoryError,))
 
 
 _TORCH_DTYPES = {v: k for k, v in _DTYPES.items()}
