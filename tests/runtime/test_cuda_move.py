@@ -235,7 +235,7 @@ def test_kernel_passes_emulated_equal_cpu(name, desc, dtypes, fuse):
     for got, w in zip(dsts, want):
         assert np.array_equal(got, w.reshape(-1).view(WORD[w.itemsize])), name
     if fuse and name.startswith("pad"):
-        assert len(cb.kernel_passes(plan)) == 1     # the fused padding program
+        assert len(cb.kernel_passes(plan, fuse=True)) == 1     # the fused padding program
 
 
 def test_pad_program_recognised_only_exactly():
@@ -244,7 +244,8 @@ def test_pad_program_recognised_only_exactly():
     assert cb._pad_program(plan) == (PaddingMode.WRAP, None, (1, 2), (3, 0))
     altered = dml.plan.MovePlan(plan.in_types, plan.out_types, plan.passes[:-1])
     assert cb._pad_program(altered) is None
-    assert len(cb.kernel_passes(altered)) == len(altered.passes)
+    assert len(cb.kernel_passes(altered, fuse=True)) == len(altered.passes)
+    assert len(cb.kernel_passes(plan, fuse=False)) == len(plan.passes)
 
 
 def test_move_steps_pick_kernels():
@@ -256,7 +257,7 @@ def test_move_steps_pick_kernels():
     steps = cb.move_steps(plan, [0, 0], [32, 32], [0])
     assert [st[0].split("<")[0] for st in steps] == ["strided_copy"] * 2 and [st[4] for st in steps] == [0, 1]
     plan = PaddingOperatorDesc(T(f32, [4, 8]), None, PaddingMode.CONSTANT, 2.5, [1, 1], [1, 1]).lower()
-    (name, params, *_), = cb.move_steps(plan, [0], [32], [0])
+    (name, params, *_), = cb.move_steps(plan, [0], [32], [0], fuse=True)
     assert name.startswith("move_copy<u32, u32, 2,") and name.endswith(", 0, 1>")
     assert params.fill_bits == int(np.float32(2.5).view(np.uint32))
     assert [params.dim[i].map_mode for i in range(2)] == [5, 5]
@@ -310,7 +311,9 @@ def test_identity_scale_bias_on_cuda(st):
 @pytest.mark.parametrize("mode", list(PaddingMode), ids=lambda m: m.name)
 @pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.FLOAT64, DataType.INT16],
                          ids=lambda t: t.name)
-def test_pad_modes_on_cuda(mode, dt):
+@pytest.mark.parametrize("fuse", [False, True], ids=["passes", "fused"])
+def test_pad_modes_on_cuda(mode, dt, fuse, monkeypatch):
+    monkeypatch.setattr(cb, "FUSE_PAD", fuse)
     for sizes, start, end in [((3, 4, 17, 33), (0, 1, 2, 1), (1, 0, 3, 2)), ((1000,), (999,), (5,)),
                               ((2, 1, 5), (1, 0, 4), (0, 0, 9)), ((64, 130), (1, 1), (1, 1))]:
         if mode in (PaddingMode.REFLECTION,) and any(max(s, e) >= n for n, s, e in zip(sizes, start, end)):

@@ -975,10 +975,15 @@ class MoveLaunch:
 #: dimensions once merged, else through ``move_copy`` (multiply-shift
 #: division): "auto". "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
-#: A padding program (PADDING/PADDING1's interior copy and border slabs) runs
-#: as one ``move_copy`` over the whole output with per-axis maps (CONSTANT: a
-#: fill where any axis falls outside the input). False: pass by pass.
-FUSE_PAD = True
+#: True: a padding program (PADDING/PADDING1's interior copy and border
+#: slabs) runs as one ``move_copy`` over the whole output with per-axis maps
+#: (CONSTANT: a fill where any axis falls outside the input). False (the
+#: default): pass by pass, the interior through strided_copy. On an H100
+#: (benchmarks/gpu_family.py --variants, 256 MiB float32, pad 1 on H and W)
+#: pass by pass ran 0.29-0.31 ms in every mode, fused 0.32 (CONSTANT, EDGE)
+#: to 0.43 ms (REFLECTION, WRAP, SYMMETRIC): the fused kernel's scalar
+#: per-element path loses more than the border passes cost.
+FUSE_PAD = False
 _MAP_CONSTANT = 5
 
 
