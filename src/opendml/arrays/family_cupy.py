@@ -6,11 +6,7 @@ operators). Results are new packed CuPy arrays, equal byte for byte to the
 NumPy call. CuPy has no autograd: nothing to differentiate."""
 from __future__ import annotations
 
-import cupy
-
 from ..model.errors import UnsupportedError, ValidationError
-from .cupy_adapter import _current_stream_ptr, _empty
-from .family_cuda import run_move
 
 __all__ = ["run"]
 
@@ -18,6 +14,9 @@ _KINDS = "iuf"
 
 
 def run(call, arrays) -> list:
+    import cupy                                   # here: the module is importable without CuPy
+    from .cupy_adapter import _current_stream_ptr, _empty
+    from .family_cuda import run_move
     for x in arrays:
         if x.dtype.kind not in _KINDS or x.dtype.itemsize not in (1, 2, 4, 8):
             raise ValidationError(f"{call.name}: unsupported dtype {x.dtype}")
