@@ -63,11 +63,12 @@ def test_symmetric_example_needs_3_0_and_wrap_6_4():
     assert from_json(EXAMPLES["padding1-edge"]).lowest_feature_level() == dml.FeatureLevel.FL_5_0
 
 
-def test_device_on_cuda_refuses_the_move_program_plainly():
+def test_device_on_cuda_runs_the_move_program_like_the_cpu():
     from tests.conftest import cuda_available
     if not cuda_available():
         pytest.skip("CUDA is not available here")
     desc = from_json(EXAMPLES["tile"])
-    dev = dml.Device("cuda")
-    with pytest.raises(dml.UnsupportedError, match="CPU backend only"):
-        dev.run(desc, np.ones((1, 1, 2, 3), np.float32))
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3)
+    got = dml.Device("cuda").run(desc, x)
+    want = dml.Device("cpu").run(desc, x)
+    assert got.tobytes() == want.tobytes()
