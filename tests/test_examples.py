@@ -42,8 +42,6 @@ def _arrays(ex, desc):
 def test_example_through_device_flow(name, backend):
     ex = EXAMPLES[name]
     desc = from_json(ex)
-    if backend == "cuda" and ex["Operator"] not in FIVE:
-        pytest.skip("the move program has no CUDA kernels yet")
     xs, ys = _arrays(ex, desc)
     got = dml.Device(backend, feature_level="6_4").run_all(desc, *xs)
     assert len(got) == len(ys)

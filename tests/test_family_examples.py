@@ -30,8 +30,6 @@ def _arrays(ex, desc):
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_example_through_device_flow(name, backend):
-    if backend == "cuda":
-        pytest.skip("the move program has no CUDA kernels yet")
     ex = EXAMPLES[name]
     desc = from_json(ex)
     xs, ys = _arrays(ex, desc)

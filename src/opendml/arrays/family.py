@@ -42,7 +42,7 @@ from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdenti
                    Padding1OperatorDesc, PaddingMode, ScaleBias, SpaceToDepth1OperatorDesc, SplitOperatorDesc,
                    TileOperatorDesc)
 from ..ops.cast import CastOperatorDesc
-from ..runtime import alloc, get_backend
+from ..runtime import get_backend
 from ..runtime.cpu.backend import WORDS
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
@@ -184,9 +184,10 @@ def execute(desc, arrays) -> list:
     strides) into new packed arrays, on the CPU backend."""
     prepared = [_prepared(_array(x, desc.OPERATOR)) for x in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
-    outs = [alloc.output(desc.OPERATOR, t.sizes, t.data_type.numpy_dtype, np.empty) for t in desc.outputs]
+    backend = get_backend("cpu")           # large outputs reuse released, already-resident blocks
+    outs = [backend.empty(t.sizes, t.data_type.numpy_dtype, desc.OPERATOR)[0] for t in desc.outputs]
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
-    get_backend("cpu").prepare(plan, [p[2] for p in prepared], dsts)()
+    backend.prepare(plan, [p[2] for p in prepared], dsts)()
     return outs
 
 
