@@ -23,8 +23,9 @@ Input (16, 64, 256, 256) float32 = 256 MiB. Rows:
   COLUMN_ROW_DEPTH order (``F.pixel_unshuffle`` / ``F.pixel_shuffle``, the same
   element order) and in DEPTH_COLUMN_ROW order (opendml only).
   Useful bytes: the input read once + the output written.
-  ``--variants`` adds the backend's other routes (padding pass by pass,
-  plain passes forced through strided_copy or move_copy).
+  ``--variants`` adds the backend's other routes (padding pass by pass
+  beside the default fused move_vec pass, plain passes forced through
+  strided_copy or through the move kernels move_vec/move_tile).
 Writes gpu-family.json and gpu-family.png to --out.
 """
 from __future__ import annotations

@@ -4,8 +4,9 @@ Without a GPU: move.cu compiles with nvcc; its conversion functions, built for
 the host with g++, give the CPU backend's bytes for every pair of the 11 types
 (NaN payloads, infinities, -0.0, out-of-range values, subnormals, scale/bias);
 the backend's kernel passes (canonical dimensions, the fused padding program,
-fills), executed by a NumPy emulation of move_copy/move_fill, give the CPU
-backend's bytes for every family operator.
+fills), executed by a NumPy emulation of move_copy/move_fill, and the launch
+parameters move_steps builds (move_vec, move_tile's tiles, move_fill), give
+the CPU backend's bytes for every family operator.
 
 With a GPU (``@pytest.mark.cuda``): every family operator through
 ``Device("cuda")`` gives the bytes of ``Device("cpu")``, including every CAST
@@ -100,7 +101,7 @@ def test_move_kernels_compile_with_nvcc(tmp_path):
 
 def test_move_kernels_take_parameters_by_value():
     src = cb.MOVE_KERNELS.read_text()
-    for name in ("move_copy", "move_fill"):
+    for name in ("move_copy", "move_vec", "move_tile", "move_fill"):
         assert f"{name}(const " in src
         assert "const ODML_GRID_CONSTANT odml_move_params params) {\n    const odml_move_params* __restrict__ p = &params;" in src
         assert f"template __global__ void {name}<" in src
@@ -162,13 +163,18 @@ def emulate(plan, srcs, dsts, **kw):
     passes, in NumPy (plain copies by element, conversions by the CPU's
     convert_array: the conversion itself is checked above)."""
     for k in cb.kernel_passes(plan, **kw):
+        emulate_pass(k, srcs, dsts)
+
+
+def emulate_pass(k, srcs, dsts):
+    if True:
         sizes = [d[0] for d in k.dims]
         idx = np.indices(sizes).reshape(len(sizes), -1).astype(np.int64)
         dof = k.dst_offset + sum(idx[i] * d[2] for i, d in enumerate(k.dims))
         dst = dsts[k.dst]
         if k.fill:
             dst[dof] = k.fill_bits
-            continue
+            return
         so = np.full(idx.shape[1], k.src_offset, np.int64)
         outside = np.zeros(idx.shape[1], bool)
         for i, (n, ss, ds, mode, shift, msize) in enumerate(k.dims):
@@ -182,6 +188,44 @@ def emulate(plan, srcs, dsts, **kw):
         vals = reference_convert(vals, DataType(k.st), DataType(k.dt), k.sb)
         vals = np.where(outside, np.array(k.fill_bits).astype(vals.dtype), vals)
         dst[dof] = vals
+
+
+def emulate_steps(plan, srcs, dsts, ptrs=None):
+    """The launches ``cb.move_steps`` picks (plain passes forced off
+    strided_copy), executed from their parameter blocks: move_vec/move_fill
+    as move_copy/move_fill over params.dim[:rank], move_tile as R x V tiles
+    over its group index space (dims[:rank]) with X = dim[rank] and
+    Y = dim[rank + 1]."""
+    ptrs = ptrs or [0] * max(len(srcs), len(dsts))
+    names = []
+    for name, q, grid, smem, s, d in cb.move_steps(plan, ptrs[:len(srcs)], [a.size for a in srcs],
+                                                     ptrs[:len(dsts)], plain_via="move"):
+        kind = name.split("<")[0]
+        names.append(kind)
+        rank = q.rank
+        dims = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride, q.dim[i].map_mode, q.dim[i].map_shift,
+                 q.dim[i].map_size] for i in range(rank)]
+        if kind == "move_tile":
+            R, V = (int(a) for a in name[:-1].split(", ")[-2:])
+            X, Y = q.dim[rank], q.dim[rank + 1]
+            assert X.size == R and grid[0] * cb.THREADS >= q.count
+            idx = np.indices([dd[0] for dd in dims]).reshape(rank, -1).astype(np.int64)
+            so = q.src_offset + sum(idx[i] * dd[1] for i, dd in enumerate(dims))
+            dof = q.dst_offset + sum(idx[i] * dd[2] for i, dd in enumerate(dims))
+            for x in range(R):
+                for y in range(V):
+                    dsts[d][dof + x * X.dst_stride + y * Y.dst_stride] = \
+                        srcs[s][so + x * X.src_stride + y * Y.src_stride]
+            continue
+        items = int(name[:-1].split(", ")[4 if kind == "move_vec" else 3])
+        assert grid[0] * cb.THREADS * items >= q.count
+        sb = None
+        if kind == "move_vec" and q.scale_bias:
+            sb = (float(np.int64(q.scale64).view(np.float64)), float(np.int64(q.bias64).view(np.float64)))
+        k = cb._Pass(kind == "move_fill", s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, sb,
+                     q.fill_bits % 2**64)
+        emulate_pass(k, srcs, dsts)
+    return names
 
 
 def family_cases():
@@ -207,6 +251,13 @@ def family_cases():
     for order in DepthSpaceOrder:
         yield f"s2d1-{order.name}", SpaceToDepth1OperatorDesc(T(f16, [1, 2, 6, 9]), None, 3, order), [f16]
         yield f"d2s1-{order.name}", DepthToSpace1OperatorDesc(T(u64, [2, 8, 3, 2]), None, 2, order), [u64]
+        # widths that move_tile takes (a multiple of 16 bytes along the tile's Y axis)
+        for dt, b in ((f32, 2), (f16, 3), (u64, 2), (i8, 4)):
+            w = b * 32
+            yield (f"s2d1-tile-{dt.name}-{order.name}",
+                   SpaceToDepth1OperatorDesc(T(dt, [2, 3, 2 * b, w]), None, b, order), [dt])
+            yield (f"d2s1-tile-{dt.name}-{order.name}",
+                   DepthToSpace1OperatorDesc(T(dt, [2, 3 * b * b, 2, 32]), None, b, order), [dt])
 
 
 def case_inputs(dtypes, descs, seed=0):
@@ -238,6 +289,22 @@ def test_kernel_passes_emulated_equal_cpu(name, desc, dtypes, fuse):
         assert len(cb.kernel_passes(plan, fuse=True)) == 1     # the fused padding program
 
 
+@pytest.mark.parametrize("name,desc,dtypes", list(family_cases()), ids=[c[0] for c in family_cases()])
+def test_move_steps_emulated_equal_cpu(name, desc, dtypes):
+    """The launch parameters themselves (move_vec's V-element runs, move_tile's
+    tiles and group index space) give the CPU backend's bytes."""
+    desc.validate(FL)
+    arrays = case_inputs(dtypes, desc.inputs)
+    want = dml.Device("cpu", feature_level=FL).run_all(desc, *arrays)
+    srcs = [a.reshape(-1).view(WORD[a.itemsize]).copy() for a in arrays]
+    dsts = [np.zeros(int(np.prod(t.sizes)), WORD[t.data_type.size]) for t in desc.outputs]
+    names = emulate_steps(desc.lower(), srcs, dsts)
+    for got, w in zip(dsts, want):
+        assert np.array_equal(got, w.reshape(-1).view(WORD[w.itemsize])), name
+    if "-tile-" in name:
+        assert names == ["move_tile"], names
+
+
 def test_pad_program_recognised_only_exactly():
     desc = PaddingOperatorDesc(T(DataType.FLOAT32, [3, 4]), None, PaddingMode.WRAP, 0.0, [1, 2], [3, 0])
     plan = desc.lower()
@@ -252,15 +319,22 @@ def test_move_steps_pick_kernels():
     f32 = DataType.FLOAT32
     plan = CastOperatorDesc(T(f32, [8, 64]), T(DataType.FLOAT16, [8, 64])).lower()
     (name, params, grid, smem, s, d), = cb.move_steps(plan, [0], [512], [0])
-    assert name == "move_copy<u32, u16, 1, u32, 4, 1, 0>" and params.count == 512 and (s, d) == (0, 0)
+    assert name == "move_vec<u32, u16, 1, u32, 4, 1, 2, 0, 0>" and params.count == 512 and (s, d) == (0, 0)
+    assert grid == (1,)
     plan = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
     steps = cb.move_steps(plan, [0, 0], [32, 32], [0])
     assert [st[0].split("<")[0] for st in steps] == ["strided_copy"] * 2 and [st[4] for st in steps] == [0, 1]
     plan = PaddingOperatorDesc(T(f32, [4, 8]), None, PaddingMode.CONSTANT, 2.5, [1, 1], [1, 1]).lower()
     (name, params, *_), = cb.move_steps(plan, [0], [32], [0], fuse=True)
-    assert name.startswith("move_copy<u32, u32, 2,") and name.endswith(", 0, 1>")
+    assert name.startswith("move_vec<u32, u32, 2,") and name.endswith(", 1, 1, 0, 1>")
     assert params.fill_bits == int(np.float32(2.5).view(np.uint32))
     assert [params.dim[i].map_mode for i in range(2)] == [5, 5]
+    plan = SpaceToDepth1OperatorDesc(T(f32, [2, 3, 8, 16]), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH).lower()
+    (name, params, grid, *_), = cb.move_steps(plan, [0], [768], [0])
+    assert name.startswith("move_tile<u32, ") and name.endswith(", 2, 4>")
+    plan = DepthToSpace1OperatorDesc(T(f32, [2, 12, 4, 8]), None, 2, DepthSpaceOrder.DEPTH_COLUMN_ROW).lower()
+    (name, params, grid, *_), = cb.move_steps(plan, [0], [768], [0])
+    assert name.startswith("move_tile<u32, ") and name.endswith(", 2, 4>")
 
 
 # -- on a GPU ------------------------------------------------------------------------

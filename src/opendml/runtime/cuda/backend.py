@@ -978,11 +978,10 @@ MOVE_PLAIN_VIA = "auto"
 #: True: a padding program (PADDING/PADDING1's interior copy and border
 #: slabs) runs as one ``move_copy`` over the whole output with per-axis maps
 #: (CONSTANT: a fill where any axis falls outside the input). False (the
-#: default): pass by pass, the interior through strided_copy. On an H100
+#: default): pass by pass, the interior through move_vec. On an H100
 #: (benchmarks/gpu_family.py --variants, 256 MiB float32, pad 1 on H and W)
-#: pass by pass ran 0.29-0.31 ms in every mode, fused 0.32 (CONSTANT, EDGE)
-#: to 0.43 ms (REFLECTION, WRAP, SYMMETRIC): the fused kernel's scalar
-#: per-element path loses more than the border passes cost.
+#: pass by pass ran 0.28-0.30 ms in every mode, fused move_vec 0.32-0.34 ms
+#: (its sources are misaligned by the padding: element loads).
 FUSE_PAD = False
 _MAP_CONSTANT = 5
 
@@ -1218,10 +1217,62 @@ def _move_items(src_bytes: int, dst_bytes: int) -> int:
     return max(4, 16 // max(src_bytes, dst_bytes))
 
 
+def _tile_pass(k: _Pass, es: int):
+    """``(group pass, R, V, X, Y)`` where the plain pass ``k`` is a small
+    transpose that ``move_tile`` moves as R x V tiles, else None: X a
+    dimension of at most 8 positions, Y one whose V positions (a 16-byte run
+    of elements) are consecutive on one side while X's are on the other
+    (SPACE_TO_DEPTH: X the block column, stride 1 in the source, Y the
+    output's innermost dimension, source stride R; DEPTH_TO_SPACE: X the
+    output's innermost dimension, Y the next, source stride 1, destination
+    stride R). The group pass is ``k`` without X and with Y divided by V."""
+    dims = k.dims
+    nd = len(dims)
+    V = max(2, 16 // es)
+    if nd < 2 or nd + 1 > P.MAX_MOVE_RANK or dims[-1][2] != 1:
+        return None
+    L = nd - 1
+    pick = None
+    if 2 <= dims[L][0] <= 8 and dims[L - 1][1] == 1 and dims[L - 1][2] == dims[L][0]:
+        pick = (L, L - 1)                                      # X innermost, Y the next
+    else:
+        for x in range(L):
+            if 2 <= dims[x][0] <= 8 and dims[x][1] == 1 and dims[L][1] == dims[x][0]:
+                pick = (x, L)
+                break
+    if pick is None:
+        return None
+    x, y = pick
+    if dims[y][0] % V:
+        return None
+    R = dims[x][0]
+    group = []
+    for i, d in enumerate(dims):
+        if i == x:
+            continue
+        if i == y:
+            group.append([d[0] // V, d[1] * V, d[2] * V, 0, 0, 0])
+        else:
+            group.append(list(d))
+    g = _Pass(False, k.src, k.dst, group, k.src_offset, k.dst_offset, k.st, k.dt)
+    return g, R, V, dims[x], dims[y]
+
+
+def _tile_params(g: _Pass, X, Y) -> P.MoveParams:
+    q = move_params(g)
+    n = len(g.dims)
+    q.dim[n].size, q.dim[n].src_stride, q.dim[n].dst_stride = X[0], X[1], X[2]
+    q.dim[n + 1].size, q.dim[n + 1].src_stride, q.dim[n + 1].dst_stride = 0, Y[1], Y[2]
+    return q
+
+
 def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | None = None,
                plain_via: str | None = None):
     """Per kernel: (name, parameter block, grid, shared memory bytes, source
-    slot or -1, destination slot)."""
+    slot or -1, destination slot). Plain passes: ``strided_copy`` where it
+    widens them to 16-byte words (or ``plain_via`` says so), else
+    ``move_tile`` where they are a small transpose (``_tile_pass``), else
+    ``move_vec``; the others ``move_vec`` (V destination elements a thread)."""
     from ...model.data_type import DataType
     via = plain_via or MOVE_PLAIN_VIA
     steps = []
@@ -1231,25 +1282,39 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
             continue
         des = DataType(k.dt).size
         nd = len(k.dims)
-        items = _move_items(des if k.fill else DataType(k.st).size, des)
-        index = "u32" if count + THREADS * items < 2**31 else "u64"
-        grid = (math.ceil(count / (THREADS * items)),)
         if k.fill:
+            items = _move_items(des, des)
+            index = "u32" if count + THREADS * items < 2**31 else "u64"
+            grid = (math.ceil(count / (THREADS * items)),)
             steps.append((f"move_fill<{_SCALAR[des]}, {nd}, {index}, {items}>", move_params(k), grid, 0, -1, k.dst))
             continue
         ses = DataType(k.st).size
         maps = any(d[3] for d in k.dims)
         conv = k.st != k.dt or k.sb is not None
-        if not maps and not conv and nd <= P.MAX_RANK and via != "move":
-            sizes = tuple(d[0] for d in k.dims)
-            cp = CopyPlan(ses, sizes, k.src_offset, tuple(d[1] for d in k.dims), k.dst_offset,
-                          tuple(d[2] for d in k.dims))
-            w, _, _, wp = word_plan(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
-            if via == "strided_copy" or w >= 8 or len(wp.sizes) <= 2:
-                name, params, g, smem = _copy_launch(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
-                steps.append((name, params, g, smem, k.src, k.dst))
+        if not maps and not conv and via != "move":
+            if nd <= P.MAX_RANK:
+                sizes = tuple(d[0] for d in k.dims)
+                cp = CopyPlan(ses, sizes, k.src_offset, tuple(d[1] for d in k.dims), k.dst_offset,
+                              tuple(d[2] for d in k.dims))
+                w, _, _, wp = word_plan(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
+                if via == "strided_copy" or (w >= 16 and not _tile_pass(k, ses)):
+                    name, params, g, smem = _copy_launch(cp, src_ptrs[k.src], dst_ptrs[k.dst],
+                                                         src_elements[k.src])
+                    steps.append((name, params, g, smem, k.src, k.dst))
+                    continue
+        if not maps and not conv:
+            tile = _tile_pass(k, ses)
+            if tile is not None:
+                g, R, V, X, Y = tile
+                gc = g.count
+                index = "u32" if gc + THREADS < 2**31 else "u64"
+                steps.append((f"move_tile<{_SCALAR[ses]}, {len(g.dims)}, {index}, {R}, {V}>",
+                              _tile_params(g, X, Y), (math.ceil(gc / THREADS),), 0, k.src, k.dst))
                 continue
-        name = (f"move_copy<{_SCALAR[ses]}, {_SCALAR[des]}, {nd}, {index}, {items}, {int(conv)}, "
-                f"{int(maps)}>")
+        V = _move_items(ses, des)
+        index = "u32" if count + THREADS * V < 2**31 else "u64"
+        grid = (math.ceil(count / (THREADS * V)),)
+        sb = int(k.sb is not None)
+        name = f"move_vec<{_SCALAR[ses]}, {_SCALAR[des]}, {nd}, {index}, {V}, {k.st}, {k.dt}, {sb}, {int(maps)}>"
         steps.append((name, move_params(k), grid, 0, k.src, k.dst))
     return steps

@@ -353,6 +353,14 @@ ODML_HD u64 odml_convert(u64 x, int st, int dt, int sb, u64 scale32, u64 bias32,
             if (st == ODML_T_UINT64) return odml_f2h(odml_b32(odml_u2f(x)));
             return odml_f2h(odml_b32(odml_s2f(odml_int_value(x, st))));
         default:
+#ifdef __CUDA_ARCH__
+            if (st == ODML_T_FLOAT32) {  // the exact widening in hardware (no .ftz: subnormals kept)
+                if (odml_nan32((u32)x)) return 0;
+                double w;
+                asm("cvt.f64.f32 %0, %1;" : "=d"(w) : "f"(odml_f32((u32)x)));
+                return odml_float_to_int(odml_b64(w), dt);
+            }
+#endif
             if (sf) return odml_float_to_int(odml_float_as_d(x, st), dt);
             {
                 const u64 v = (u64)odml_int_value(x, st);
@@ -393,16 +401,25 @@ __device__ __forceinline__ i64 odml_floor_mod(i64 a, i64 m) {
 }
 
 // The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT.
+// Within one period of the border (every padding narrower than the input)
+// without a division.
 __device__ __forceinline__ i64 odml_map_outside(i64 i, i64 mode, i64 n) {
     switch (mode) {
         case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
-        case ODML_MAP_WRAP: return odml_floor_mod(i, n);
+        case ODML_MAP_WRAP:
+            if (i < 0 && i >= -n) return i + n;
+            if (i >= n && i < 2 * n) return i - n;
+            return odml_floor_mod(i, n);
         case ODML_MAP_SYMMETRIC: {
+            if (i < 0 && i >= -n) return -1 - i;
+            if (i >= n && i < 2 * n) return 2 * n - 1 - i;
             const i64 r = odml_floor_mod(i, 2 * n);
             return r < n ? r : 2 * n - 1 - r;
         }
         case ODML_MAP_REFLECT: {
             if (n == 1) return 0;
+            if (i < 0 && i > -n) return -i;
+            if (i >= n && i < 2 * n - 1) return 2 * (n - 1) - i;
             const i64 r = odml_floor_mod(i, 2 * (n - 1));
             return r < n ? r : 2 * (n - 1) - r;
         }
@@ -515,6 +532,294 @@ __global__ void __launch_bounds__(256) move_fill(const D* __restrict__ src, D* _
     }
 }
 
+// -- vectorised kernels ------------------------------------------------------------
+
+template <int B> struct odml_word;
+template <> struct odml_word<1> { typedef u8 t; };
+template <> struct odml_word<2> { typedef u16 t; };
+template <> struct odml_word<4> { typedef u32 t; };
+template <> struct odml_word<8> { typedef uint2 t; };
+template <> struct odml_word<16> { typedef uint4 t; };
+
+// N consecutive elements of T moved in words of up to 16 bytes (PIECE: the
+// largest power of two dividing their bytes; the address must be a multiple
+// of it, `aligned`).
+template <typename T, int N> struct odml_run {
+    static constexpr int BYTES = N * (int)sizeof(T);
+    static constexpr int PIECE = BYTES % 16 == 0 ? 16 : BYTES % 8 == 0 ? 8 : BYTES % 4 == 0 ? 4 : BYTES % 2 == 0 ? 2 : 1;
+    typedef typename odml_word<PIECE>::t W;
+    union U {
+        W w[BYTES / PIECE];
+        T t[N];
+    };
+    static __device__ __forceinline__ bool aligned(const void* a) {
+        return ((unsigned long long)a & (unsigned long long)(PIECE - 1)) == 0;
+    }
+    static __device__ __forceinline__ void load(const T* __restrict__ a, T (&v)[N]) {
+        U u;
+        const W* q = reinterpret_cast<const W*>(a);
+#pragma unroll
+        for (int i = 0; i < BYTES / PIECE; ++i) u.w[i] = q[i];
+#pragma unroll
+        for (int j = 0; j < N; ++j) v[j] = u.t[j];
+    }
+    static __device__ __forceinline__ void store(T* __restrict__ a, const T (&v)[N]) {
+        U u;
+#pragma unroll
+        for (int j = 0; j < N; ++j) u.t[j] = v[j];
+        W* q = reinterpret_cast<W*>(a);
+#pragma unroll
+        for (int i = 0; i < BYTES / PIECE; ++i) q[i] = u.w[i];
+    }
+};
+
+// The source coordinate of c along q (its map applied), -1 where a CONSTANT
+// map falls outside the source.
+template <int MAPS> __device__ __forceinline__ i64 odml_src_coord(i64 c, const odml_move_dim& q) {
+    if (MAPS && q.map_mode) {
+        const i64 s = c - q.map_shift;
+        return (u64)s < (u64)q.map_size ? s : odml_map_outside(s, q.map_mode, q.map_size);
+    }
+    return c;
+}
+
+// Flat destination index `rest` split into the innermost coordinate c0
+// (dimension NDIM-1), the next one c1 (NDIM-2; 0 where NDIM is 1) and the
+// source/destination offsets of the dimensions outside them (a, b; `fill`
+// where a CONSTANT map of theirs falls outside the source).
+template <int NDIM, typename I, int MAPS>
+__device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ p, I rest, I& c0, I& c1, i64& a,
+                                           i64& b, bool& fill) {
+    a = p->src_offset;
+    b = p->dst_offset;
+    fill = false;
+    c1 = 0;
+    if (NDIM == 1) {
+        c0 = rest;
+        return;
+    }
+    {
+        const odml_move_dim& q = p->dim[NDIM - 1];
+        const I qd = odml_div<I>(rest, q);
+        c0 = rest - qd * (I)q.size;
+        rest = qd;
+    }
+    if (NDIM == 2) {
+        c1 = rest;
+        return;
+    }
+    {
+        const odml_move_dim& q = p->dim[NDIM >= 2 ? NDIM - 2 : 0];
+        const I qd = odml_div<I>(rest, q);
+        c1 = rest - qd * (I)q.size;
+        rest = qd;
+    }
+#pragma unroll
+    for (int d = NDIM - 3; d >= 0; --d) {
+        const odml_move_dim& q = p->dim[d];
+        I c;
+        if (d > 0) {
+            const I qd = odml_div<I>(rest, q);
+            c = rest - qd * (I)q.size;
+            rest = qd;
+        } else {
+            c = rest;
+        }
+        b += (i64)c * q.dst_stride;
+        const i64 s = odml_src_coord<MAPS>((i64)c, q);
+        if (MAPS && s < 0) fill = true;
+        a += (MAPS && s < 0 ? 0 : s) * q.src_stride;
+    }
+}
+
+// dst[o] = f(src[m(o)]) as move_copy, V consecutive destination elements per
+// thread: the flat index split once per thread, the innermost two coordinates
+// then stepped (a full split again only where they carry past the second);
+// all V loads before the stores, one vector load where the V sources are
+// consecutive and aligned, one vector store where the destinations are (the
+// usual case: the destination is walked in memory order). ST, DT: the
+// DataType values (the conversion specialised at compile time; ST == DT and
+// SB 0: words copied); SB: scale/bias.
+template <typename S, typename D, int NDIM, typename I, int V, int ST, int DT, int SB, int MAPS>
+__global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __restrict__ dst,
+                                                const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    const I count = (I)p->count;
+    const I f0 = ((I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x) * (I)V;
+    if (f0 >= count) return;
+    const int n = count - f0 < (I)V ? (int)(count - f0) : V;
+    const odml_move_dim& q0 = p->dim[NDIM - 1];
+    const odml_move_dim& q1 = p->dim[NDIM >= 2 ? NDIM - 2 : 0];
+    I c0, c1;
+    i64 a, b;
+    bool fo;
+    odml_outer<NDIM, I, MAPS>(p, f0, c0, c1, a, b, fo);
+    i64 a1 = 0, b1 = 0;
+    bool f1 = false;
+    if (NDIM >= 2) {
+        const i64 s = odml_src_coord<MAPS>((i64)c1, q1);
+        f1 = MAPS && s < 0;
+        a1 = (f1 ? 0 : s) * q1.src_stride;
+        b1 = (i64)c1 * q1.dst_stride;
+    }
+    i64 so[V], dof[V];
+    bool fill[V];
+    bool cs = true, cd = n == V;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        fill[j] = false;
+        so[j] = 0;
+        dof[j] = 0;
+        if (j < n) {
+            const i64 s0 = odml_src_coord<MAPS>((i64)c0, q0);
+            fill[j] = MAPS && (fo || f1 || s0 < 0);
+            so[j] = a + a1 + (MAPS && s0 < 0 ? 0 : s0) * q0.src_stride;
+            dof[j] = b + b1 + (i64)c0 * q0.dst_stride;
+            cs = cs && !fill[j] && so[j] == so[0] + j;
+            cd = cd && dof[j] == dof[0] + j;
+            if (j + 1 < n) {
+                ++c0;
+                if (NDIM >= 2 && c0 == (I)q0.size) {
+                    c0 = 0;
+                    ++c1;
+                    if (NDIM >= 3 && c1 == (I)q1.size) odml_outer<NDIM, I, MAPS>(p, f0 + (I)(j + 1), c0, c1, a, b, fo);
+                    const i64 s = odml_src_coord<MAPS>((i64)c1, q1);
+                    f1 = MAPS && s < 0;
+                    a1 = (f1 ? 0 : s) * q1.src_stride;
+                    b1 = (i64)c1 * q1.dst_stride;
+                }
+            }
+        }
+    }
+    S v[V];
+    cs = cs && n == V && odml_run<S, V>::aligned(src + so[0]);
+    if (cs) {
+        odml_run<S, V>::load(src + so[0], v);
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            v[j] = 0;
+            if (j < n && !fill[j]) v[j] = src[so[j]];
+        }
+    }
+    D out[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        if (MAPS && fill[j]) {
+            out[j] = (D)p->fill_bits;
+        } else if (ST == DT && !SB) {
+            out[j] = (D)v[j];
+        } else {
+            out[j] = (D)odml_convert((u64)v[j], ST, DT, SB, (u64)p->scale32, (u64)p->bias32, (u64)p->scale64,
+                                     (u64)p->bias64);
+        }
+    }
+    const bool va = cd && odml_run<D, V>::aligned(dst + dof[0]);
+    if (va) {
+        odml_run<D, V>::store(dst + dof[0], out);
+        return;
+    }
+    if (!MAPS && odml_run<D, V>::BYTES == 16 && __activemask() == 0xffffffffu) {
+        // A warp whose 32 runs are one misaligned destination run (the
+        // interior of a padding): each lane stores the aligned 16 bytes made
+        // of its last k elements and the next lane's first V - k; lane 0
+        // stores its head and lane 31 its tail element by element.
+        const int lane = (int)(threadIdx.x & 31u);
+        const i64 next = __shfl_down_sync(0xffffffffu, dof[0], 1);
+        if (__all_sync(0xffffffffu, cd && (lane == 31 || next == dof[0] + V))) {
+            const int k = (int)(((unsigned long long)(dst + dof[0]) & 15ull) / sizeof(D));  // 1..V-1
+            D nv[V], w[V];
+#pragma unroll
+            for (int j = 0; j < V; ++j) nv[j] = (D)__shfl_down_sync(0xffffffffu, (u64)out[j], 1);
+#pragma unroll
+            for (int kk = 1; kk < V; ++kk)
+                if (k == kk) {
+#pragma unroll
+                    for (int e = 0; e < V; ++e) w[e] = e < kk ? out[V - kk + e] : nv[e - kk];
+                }
+            if (lane < 31) odml_run<D, V>::store(dst + dof[0] + (V - k), w);
+#pragma unroll
+            for (int j = 0; j < V; ++j)
+                if ((lane == 0 && j < V - k) || (lane == 31 && j >= V - k)) dst[dof[0] + j] = out[j];
+            return;
+        }
+    }
+    {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+            if (j < n) dst[dof[j]] = out[j];
+    }
+}
+
+// A plain copy whose destination runs are a small transpose of its source
+// runs (SPACE_TO_DEPTH, DEPTH_TO_SPACE): each thread moves an R x V tile,
+// axis X (R positions: p->dim[NDIM]) by axis Y (V positions: element strides
+// in p->dim[NDIM + 1]); dims 0..NDIM-1 are the tiles' index space (the pass
+// without X, Y's dimension divided by V: count tiles). Loads: R runs of V
+// (Y consecutive in the source) or one run of R*V (X consecutive, Y stride R);
+// stores likewise on the destination side; vector words where aligned.
+template <typename S, int NDIM, typename I, int R, int V>
+__global__ void __launch_bounds__(256) move_tile(const S* __restrict__ src, S* __restrict__ dst,
+                                                 const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    const I g = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
+    if (g >= (I)p->count) return;
+    i64 so, dof;
+    bool fill = false;
+    odml_offsets<NDIM, I, 0>(p, g, so, dof, fill);
+    const i64 sx = p->dim[NDIM].src_stride, dx = p->dim[NDIM].dst_stride;
+    const i64 sy = p->dim[NDIM + 1].src_stride, dy = p->dim[NDIM + 1].dst_stride;
+    S v[R][V];
+    if (sy == 1) {
+#pragma unroll
+        for (int x = 0; x < R; ++x) {
+            const S* a = src + so + x * sx;
+            if (odml_run<S, V>::aligned(a)) {
+                odml_run<S, V>::load(a, v[x]);
+            } else {
+#pragma unroll
+                for (int y = 0; y < V; ++y) v[x][y] = a[y];
+            }
+        }
+    } else if (sx == 1 && sy == R && odml_run<S, R * V>::aligned(src + so)) {
+        S t[R * V];
+        odml_run<S, R * V>::load(src + so, t);
+#pragma unroll
+        for (int y = 0; y < V; ++y)
+#pragma unroll
+            for (int x = 0; x < R; ++x) v[x][y] = t[y * R + x];
+    } else {
+#pragma unroll
+        for (int x = 0; x < R; ++x)
+#pragma unroll
+            for (int y = 0; y < V; ++y) v[x][y] = src[so + x * sx + y * sy];
+    }
+    if (dy == 1) {
+#pragma unroll
+        for (int x = 0; x < R; ++x) {
+            S* a = dst + dof + x * dx;
+            if (odml_run<S, V>::aligned(a)) {
+                odml_run<S, V>::store(a, v[x]);
+            } else {
+#pragma unroll
+                for (int y = 0; y < V; ++y) a[y] = v[x][y];
+            }
+        }
+    } else if (dx == 1 && dy == R && odml_run<S, R * V>::aligned(dst + dof)) {
+        S t[R * V];
+#pragma unroll
+        for (int y = 0; y < V; ++y)
+#pragma unroll
+            for (int x = 0; x < R; ++x) t[y * R + x] = v[x][y];
+        odml_run<S, R * V>::store(dst + dof, t);
+    } else {
+#pragma unroll
+        for (int x = 0; x < R; ++x)
+#pragma unroll
+            for (int y = 0; y < V; ++y) dst[dof + x * dx + y * dy] = v[x][y];
+    }
+}
+
 #ifdef OPENDML_INSTANTIATE
 // For `nvcc -c` syntax checks on machines without a GPU (tests/runtime).
 template __global__ void move_copy<u32, u16, 1, u32, 4, 1, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
@@ -523,6 +828,15 @@ template __global__ void move_copy<u16, u64, 2, u32, 8, 1, 0>(const u16*, u64*, 
 template __global__ void move_copy<u32, u32, 4, u32, 4, 0, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_copy<u8, u8, 16, u64, 16, 0, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_copy<u32, u32, 6, u32, 4, 0, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_vec<u32, u16, 1, u32, 4, 1, 2, 0, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_vec<u32, u32, 1, u32, 4, 1, 6, 0, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_vec<u32, u32, 4, u32, 4, 1, 1, 0, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_vec<u16, u16, 2, u64, 8, 2, 2, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_vec<u8, u64, 3, u32, 4, 5, 9, 1, 1>(const u8*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_vec<u64, u64, 16, u64, 2, 11, 11, 0, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_tile<u32, 3, u32, 2, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_tile<u16, 4, u64, 3, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_tile<u64, 14, u32, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_fill<u16, 3, u32, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_fill<u64, 16, u64, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 #endif
