@@ -7,9 +7,8 @@ call.
 
     python benchmarks/gpu_host_cost.py [--out DIR] [--calls N]
 
-Rows: the framework's own ops (torch.flip, F.unfold, torch.empty_like), a raw
-CuPy ``RawKernel`` launch and CuPy's lower-level ``Function`` launch of the
-same opendml kernel, opendml's launch path (``CudaBackend.launch`` through
+Rows: the framework's own ops (torch.flip, F.unfold, torch.empty_like),
+opendml's launch path (``CudaBackend.launch`` through
 the driver's ``cuLaunchKernel``, and through CuPy's ``Function`` as the
 fallback; ``launcher(...)`` building its callable each call), the end-to-end
 pattern an adapter would use (``torch.empty_like`` + stream query + launch),
@@ -70,7 +69,6 @@ def main(argv=None):
     ap.add_argument("--calls", type=int, default=20000)
     args = ap.parse_args(argv)
     import cupy
-    import numpy as np
     import torch
     F = torch.nn.functional
     x = torch.arange(16, dtype=torch.float32, device="cuda").reshape(1, 1, 4, 4)
@@ -86,20 +84,12 @@ def main(argv=None):
     backend.launch(plan, xp, 16, yp, stream)
     sync()
     assert y.flatten().tolist() == [13.0, 15.0, 5.0, 7.0], y   # [[14, 16], [6, 8]] of arange(1, 17)
-    name, params, grid, smem = cb.launch_spec(plan, xp, 16, yp)
-    pdev = cupy.asarray(np.frombuffer(bytes(params), np.uint8))
-    raw = cupy.RawModule(code=cb._source(), options=cb.OPTIONS, name_expressions=(name,)).get_function(name)
-    fn = raw.kernel
-    yc = cupy.empty((1, 1, 2, 2), cupy.float32)
-    null = cupy.cuda.Stream.null
     raw_stream = torch._C._cuda_getCurrentRawStream
 
     cases = {
         "torch.flip(x, [2])": lambda: torch.flip(x, [2]),
         "F.unfold(x, 2)": lambda: F.unfold(x, 2),
         "torch.empty_like(x)": lambda: torch.empty_like(x),
-        "CuPy RawKernel launch (opendml kernel)": lambda: raw(grid, (cb.THREADS,), (xc, yc, pdev)),
-        "CuPy Function launch, given stream": lambda: fn(grid, (cb.THREADS,), (xp, yp, pdev), 0, null),
         f"opendml launch ({cb.CudaBackend.cache_info(backend)['launch_via']})":
             lambda: backend.launch(plan, xp, 16, yp, stream),
         "opendml launcher(...)(stream)": lambda: backend.launcher(plan, xp, 16, yp)(stream),
