@@ -28,16 +28,7 @@ def _arrays(ex, desc):
     return xs, ys
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_example_through_device_flow(name, backend):
-    ex = EXAMPLES[name]
-    desc = from_json(ex)
-    xs, ys = _arrays(ex, desc)
-    got = dml.Device(backend, feature_level="6_4").run_all(desc, *xs)
-    assert len(got) == len(ys)
-    for g, y in zip(got, ys):
-        assert g.dtype == y.dtype and g.shape == y.shape
-        assert np.array_equal(g, y), (name, g, y)
+# Each example through the device flow on every backend: tests/test_examples.py (all bundled examples).
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))

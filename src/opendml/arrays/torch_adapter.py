@@ -288,20 +288,10 @@ _ADJOINTS = {"slice": _adjoint_slice, "slice1": _adjoint_slice1, "unfold": _adjo
              "slice_grad": _adjoint_slice_grad}
 
 
-class _Eager(torch.autograd.Function):
-    """Eager autograd of one call: forward runs the kernel (from the call cache
-    where it can), backward is the adjoint operator, and forward-mode AD
-    applies the operator itself to the tangent (every operator is linear).
-    An ``autograd.Function`` costs a fraction of a custom operator's
-    dispatch; tracers (``torch.compile``, ``torch.func``, dispatch modes)
-    still see the custom operators."""
-
-    @staticmethod
-    def forward(ctx, x, route):
-        ctx.route = route
-        if _fwad._current_level >= 0:     # a dual tensor's primal, without its tangent
-            x = x.detach()
-        return route.run(x)
+class _Linear(torch.autograd.Function):
+    """What both autograd routes share: backward is the adjoint operator, and
+    forward-mode AD applies the operator itself to the tangent (every
+    operator is linear)."""
 
     @staticmethod
     def backward(ctx, grad):
@@ -313,7 +303,21 @@ class _Eager(torch.autograd.Function):
         return route.fn(tangent, *route.args)
 
 
-class _Func(torch.autograd.Function):
+class _Eager(_Linear):
+    """Eager autograd of one call: forward runs the kernel (from the call cache
+    where it can). An old-style ``autograd.Function`` costs a fraction of a
+    custom operator's dispatch; tracers (``torch.compile``, dispatch modes)
+    still see the custom operators."""
+
+    @staticmethod
+    def forward(ctx, x, route):
+        ctx.route = route
+        if _fwad._current_level >= 0:     # a dual tensor's primal, without its tangent
+            x = x.detach()
+        return route.run(x)
+
+
+class _Func(_Linear):
     """The same for ``torch.func`` transforms (``grad``, ``jvp``, ``vmap`` and
     their compositions, e.g. ``jacrev``, ``jacfwd``, ``hessian``): functorch
     runs ``forward`` on the unwrapped tensor, whose call routes itself again
@@ -326,15 +330,6 @@ class _Func(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.route = inputs[1]
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ctx.route.backward(grad), None
-
-    @staticmethod
-    def jvp(ctx, tangent, _):
-        route = ctx.route
-        return route.fn(tangent, *route.args)
 
     @staticmethod
     def vmap(info, in_dims, x, route):
