@@ -11,6 +11,11 @@ read where they lie (any strides, negative ones included); results are new
 packed arrays of the input's framework, equal byte for byte to the NumPy
 call.
 
+Repeated NumPy calls (same function, arguments, dtypes, shapes and byte
+strides) are served by ``family_cache``: the recorded description and
+compiled passes replayed on the new arrays' addresses, no description,
+validation, lowering or preparation; every ``opendml.configure()`` empties it.
+
 Differentiation: where the operation is linear for its types (float
 tensors; CAST between float types), PyTorch results are differentiable
 (autograd, forward-mode AD, ``torch.func``) and JAX results in reverse mode
@@ -44,6 +49,7 @@ from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdenti
 from ..ops.cast import CastOperatorDesc
 from ..runtime import get_backend
 from ..runtime.cpu.backend import WORDS
+from . import family_cache
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
 
@@ -100,12 +106,15 @@ class FamilyCall:
     ``multi`` (the function returns a list: SPLIT). The framework modules
     (``family_torch``, ``family_jax``, ``family_dask``) run it; what they
     need of the operator (its adjoint, its linear part, its chunking) the
-    description declares (``opendml.ops._spec``)."""
+    description declares (``opendml.ops._spec``). ``key`` (optional): the
+    function and its arguments frozen (``family_cache.call_key``), which
+    lets the NumPy route serve repeated calls from ``family_cache``; None:
+    never cached."""
 
-    __slots__ = ("name", "make", "multi")
+    __slots__ = ("name", "make", "multi", "key")
 
-    def __init__(self, name: str, make, multi: bool = False):
-        self.name, self.make, self.multi = name, make, multi
+    def __init__(self, name: str, make, multi: bool = False, key=None):
+        self.name, self.make, self.multi, self.key = name, make, multi, key
 
     def describe(self, descs):
         """The validated description for inputs of these logical descriptions
@@ -174,21 +183,85 @@ def run_list(call: FamilyCall, arrays) -> list:
 
 
 def run_numpy(call: FamilyCall, arrays) -> list:
-    """The NumPy path: validate on the arrays' shapes, then execute."""
+    """The NumPy path: validate on the arrays' shapes, then execute; a call
+    seen before (same function, arguments, dtypes, shapes and strides, on
+    the CPU backend in force) is served from ``family_cache``."""
+    key = None
+    # A replaced ``execute`` (a spy, a mock) is given every call, uncached.
+    if call.key is not None and execute is _EXECUTE:
+        arrays_key = family_cache.array_key(arrays)
+        if arrays_key is not None:
+            key = (call.key, arrays_key)
+            backend = get_backend("cpu")
+            # A backend whose prepare was replaced on the instance (a spy, a
+            # mock) is given every call.
+            if "prepare" not in backend.__dict__:
+                entry = family_cache.lookup(key, backend)
+                if entry is not None:
+                    return _replay(entry, arrays, call.name)
     arrays = [_array(x, call.name) for x in arrays]
-    return execute(call.describe([logical_desc(x.dtype, x.shape) for x in arrays]), arrays)
+    desc = call.describe([logical_desc(x.dtype, x.shape) for x in arrays])
+    return execute(desc, arrays) if key is None else _execute(desc, arrays, key)
+
+
+def _replay(entry, arrays, name: str) -> list:
+    """A cached call on new arrays of the recorded dtypes, shapes and
+    strides: new outputs, then the recorded kernels on the new addresses (or,
+    without them, the recorded plan prepared again)."""
+    backend = entry.backend
+    outs = [backend.empty(shape, dtype, name)[0] for shape, dtype in entry.outs]
+    steps = entry.steps
+    if steps is None:
+        srcs = [_prepared(x)[2] for x in arrays]
+        backend.prepare(entry.plan, srcs, [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs])()
+        return outs
+    ins = [x.ctypes.data + off for x, off in zip(arrays, entry.offsets)]
+    dsts = [o.ctypes.data for o in outs]
+    for kernel, fill, s, d in steps:
+        kernel(dsts[s] if fill else ins[s], dsts[d])
+    return outs
 
 
 def execute(desc, arrays) -> list:
     """Run the validated ``desc``'s move program on NumPy arrays (any
     strides) into new packed arrays, on the CPU backend."""
-    prepared = [_prepared(_array(x, desc.OPERATOR)) for x in arrays]
+    return _execute(desc, arrays, None)
+
+
+_EXECUTE = execute
+
+
+def _execute(desc, arrays, key) -> list:
+    """``execute``; where ``key`` is given and the call succeeds, it is
+    recorded in ``family_cache`` under ``key``."""
+    arrays = [_array(x, desc.OPERATOR) for x in arrays]
+    prepared = [_prepared(x) for x in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     backend = get_backend("cpu")           # large outputs reuse released, already-resident blocks
     outs = [backend.empty(t.sizes, t.data_type.numpy_dtype, desc.OPERATOR)[0] for t in desc.outputs]
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
-    backend.prepare(plan, [p[2] for p in prepared], dsts)()
+    srcs = [p[2] for p in prepared]
+    run = backend.prepare(plan, srcs, dsts)
+    run()
+    if key is not None:
+        _record(key, backend, desc, plan, arrays, prepared, outs, run, srcs, dsts)
     return outs
+
+
+def _record(key, backend, desc, plan, arrays, prepared, outs, run, srcs, dsts) -> None:
+    # Only arrays read where they lie (not copied by _prepared; the key
+    # admits no array that as_input converts) are replayed from their own
+    # addresses.
+    offsets = []
+    for x, (_, (_, origin), src) in zip(arrays, prepared):
+        off = -origin * x.itemsize
+        if array_layout(x.shape, x.strides, x.itemsize) is None or \
+                (src.size and x.ctypes.data + off != src.ctypes.data):
+            return
+        offsets.append(off)
+    steps = family_cache.kernel_steps(plan, run, srcs, dsts) if backend.kernels == "compiled" else None
+    family_cache.record(key, family_cache.Entry(backend, desc, plan,
+                                                tuple((o.shape, o.dtype) for o in outs), tuple(offsets), steps))
 
 
 def _run(call: FamilyCall, arrays):
@@ -277,7 +350,8 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
     """
     sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
                                                                0.0 if bias is None else bias)
-    return _run(FamilyCall("identity", lambda t: ElementWiseIdentityOperatorDesc(t, None, sb)), [x])
+    return _run(FamilyCall("identity", lambda t: ElementWiseIdentityOperatorDesc(t, None, sb),
+                           key=family_cache.call_key("identity", scale, bias)), [x])
 
 
 def cast(x: Any, dtype) -> np.ndarray:
@@ -326,7 +400,8 @@ def cast(x: Any, dtype) -> np.ndarray:
     if dt not in ELEMENT_TYPES:
         raise ValidationError(f"cast: dtype must be one of the 11 types (a NumPy dtype or a DataType); "
                               f"got {_short(dtype)}")
-    return _run(FamilyCall("cast", lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes))), [x])
+    return _run(FamilyCall("cast", lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes)),
+                           key=family_cache.call_key("cast", dt)), [x])
 
 
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", value=0) -> np.ndarray:
@@ -380,7 +455,8 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         return Padding1OperatorDesc(t, None, m, t.data_type, value,
                                     _per_axis(start_padding, t.rank, "start_padding", "pad"),
                                     _per_axis(end_padding, t.rank, "end_padding", "pad"))
-    return _run(FamilyCall("pad", make), [x])
+    return _run(FamilyCall("pad", make, key=family_cache.call_key("pad", start_padding, end_padding, m, value)),
+                [x])
 
 
 def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
@@ -418,7 +494,8 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
     if not isinstance(arrays, tuple) or not arrays:
         raise ValidationError(f"join: arrays must be a non-empty sequence of arrays; got {_short(arrays)}")
     a = _axis(axis, max(_rank(arrays[0]), 1), "join")
-    return _run(FamilyCall("join", lambda *ts: JoinOperatorDesc(ts, None, a)), arrays)
+    return _run(FamilyCall("join", lambda *ts: JoinOperatorDesc(ts, None, a), key=family_cache.call_key("join", a)),
+                arrays)
 
 
 def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
@@ -468,7 +545,7 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
         outs = tuple(TensorDesc(t.data_type, tuple(int(s) if d == a else n for d, n in enumerate(t.sizes)))
                      for s in sizes)
         return SplitOperatorDesc(t, outs, a)
-    return _run(FamilyCall("split", make, multi=True), [x])
+    return _run(FamilyCall("split", make, multi=True, key=family_cache.call_key("split", a, sizes)), [x])
 
 
 def tile(x: Any, repeats: Ints) -> np.ndarray:
@@ -505,8 +582,8 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         bytes, if an output cannot be allocated.
     """
     repeats = _snapshot(repeats)
-    return _run(FamilyCall("tile", lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile"))),
-                [x])
+    return _run(FamilyCall("tile", lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile")),
+                           key=family_cache.call_key("tile", repeats)), [x])
 
 
 def _order(order, where: str) -> DepthSpaceOrder:
@@ -555,7 +632,8 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         bytes, if an output cannot be allocated.
     """
     o = _order(order, "space_to_depth")
-    return _run(FamilyCall("space_to_depth", lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o)), [x])
+    return _run(FamilyCall("space_to_depth", lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o),
+                           key=family_cache.call_key("space_to_depth", block_size, o)), [x])
 
 
 def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
@@ -594,7 +672,8 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         bytes, if an output cannot be allocated.
     """
     o = _order(order, "depth_to_space")
-    return _run(FamilyCall("depth_to_space", lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o)), [x])
+    return _run(FamilyCall("depth_to_space", lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o),
+                           key=family_cache.call_key("depth_to_space", block_size, o)), [x])
 
 
 class _AdjointApi:

@@ -1,0 +1,328 @@
+"""The family's call cache (``opendml.arrays.family_cache``): a repeated call
+gives the same bytes, and the same error, as the uncached route, over every
+operator, dtypes and layouts, under threads and on both CPU kernel paths;
+calls that differ in one thing (a dtype of the same size, strides, 1 vs 1.0
+vs True, a mode's name, -0.0 vs 0.0) are never served each other's entry."""
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import opendml as dml
+from opendml.arrays import family, family_cache
+
+TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+         np.uint32, np.uint64]
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+KERNELS = ["numpy"] + (["compiled"] if dml.config().compiled_available else [])
+
+
+@pytest.fixture(params=KERNELS)
+def kernels(request):
+    with dml.configure(cpu_kernels=request.param):
+        yield request.param
+
+
+def uncached(fn, *args, **kwargs):
+    """``fn``'s result (or the exception it raised) with the cache neither
+    read nor written."""
+    lookup, record = family_cache.lookup, family_cache.record
+    family_cache.lookup, family_cache.record = (lambda *a: None), (lambda *a: None)
+    try:
+        return outcome(fn, *args, **kwargs)
+    finally:
+        family_cache.lookup, family_cache.record = lookup, record
+
+
+def outcome(fn, *args, **kwargs):
+    try:
+        out = fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - compared below
+        return ("error", type(e), str(e))
+    outs = out if isinstance(out, list) else [out]
+    return ("ok", isinstance(out, list), [(o.dtype.str, o.shape, o.flags.c_contiguous, o.tobytes()) for o in outs])
+
+
+LAYOUTS = ["packed", "padded", "negative", "transposed", "broadcast"]
+
+
+def layout(kind, shape, dt, seed):
+    """An array of ``shape`` and ``dt`` with random bits in layout ``kind``."""
+    rng = np.random.default_rng(seed)
+    base_shape = tuple(2 * s for s in shape) if kind == "padded" else shape
+    if kind == "transposed":
+        base_shape = shape[::-1]
+    n = int(np.prod(base_shape))
+    x = rng.integers(0, 256, n * dt.itemsize, dtype=np.uint8).view(dt).reshape(base_shape)
+    if kind == "padded":
+        return x[tuple(slice(0, 2 * s, 2) for s in shape)]
+    if kind == "negative":
+        return x[tuple(slice(None, None, -1) for _ in shape)]
+    if kind == "transposed":
+        return x.T
+    if kind == "broadcast":
+        return np.broadcast_to(x[(slice(0, 1),) + (slice(None),) * (len(shape) - 1)], shape)
+    return x
+
+
+@st.composite
+def calls(draw):
+    """(function, args builder taking the arrays, two input sets of one layout
+    but different data)."""
+    op = draw(st.sampled_from(["identity", "cast", "pad", "join", "split", "tile", "space_to_depth",
+                               "depth_to_space"]))
+    dt = np.dtype(draw(st.sampled_from(TYPES)))
+    rank = 4 if op in ("space_to_depth", "depth_to_space") else draw(st.integers(1, 4))
+    shape = list(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    value = draw(st.sampled_from([0, 1, -1, 2.5, -0.0, 300, True, np.float32(1.5), np.int8(3)]))
+    if op == "space_to_depth":
+        b = draw(st.sampled_from([1, 2, 2.0]))
+        shape[2] *= 2
+        shape[3] *= 2
+        kw = {"block_size": b, "order": draw(st.sampled_from(["DCR", "CRD", "crd", "DEPTH_COLUMN_ROW"]))}
+    elif op == "depth_to_space":
+        b = draw(st.sampled_from([1, 2, 2.0]))
+        shape[1] *= 4
+        kw = {"block_size": b, "order": draw(st.sampled_from(["DCR", "CRD", "COLUMN_ROW_DEPTH"]))}
+    elif op == "identity":
+        kw = {"scale": draw(st.sampled_from([None, 2.0, 2, -0.0, True])), "bias": draw(st.sampled_from([None, 1.0, 1, 0.5]))}
+    elif op == "cast":
+        kw = {"dtype": draw(st.sampled_from(TYPES + ["INT8", dml.DataType.FLOAT16]))}
+    elif op == "pad":
+        per = draw(st.booleans())
+        start = draw(st.integers(0, 3)) if not per else tuple(draw(st.lists(st.integers(0, 3), min_size=rank, max_size=rank)))
+        end = draw(st.integers(0, 3)) if not per else list(draw(st.lists(st.integers(0, 3), min_size=rank, max_size=rank)))
+        kw = {"start_padding": start, "end_padding": end,
+              "mode": draw(st.sampled_from(["constant", "edge", "reflect", "reflection", "symmetric", "wrap", "WRAP"])),
+              "value": value}
+    elif op == "join":
+        kw = {"axis": draw(st.integers(-rank, rank - 1))}
+    elif op == "split":
+        axis = draw(st.integers(-rank, rank - 1))
+        n = shape[axis]
+        cut = draw(st.integers(0, n - 1))
+        kw = {"axis": axis, "sizes": [cut, n - cut] if cut else [n]}
+    else:
+        kw = {"repeats": draw(st.one_of(st.integers(1, 2), st.lists(st.integers(1, 2), min_size=rank, max_size=rank)))}
+    count = draw(st.integers(1, 3)) if op == "join" else 1
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    # two input sets of identical layouts and different bits
+    kinds = [draw(st.sampled_from(LAYOUTS)) for _ in range(count)]
+    first = [layout(k, tuple(shape), dt, seed + i) for i, k in enumerate(kinds)]
+    second = [layout(k, tuple(shape), dt, seed + 100 + i) for i, k in enumerate(kinds)]
+    return op, kw, first, second
+
+
+def invoke(op, kw, arrays):
+    fn = getattr(dml, op)
+    return fn(arrays, **kw) if op == "join" else fn(arrays[0], **kw)
+
+
+@SETTINGS
+@given(calls())
+def test_cached_equals_uncached(kernels, call):
+    op, kw, first, second = call
+    want_first = uncached(invoke, op, kw, first)
+    want_second = uncached(invoke, op, kw, second)
+    family_cache.clear()
+    before = family_cache.info()
+    assert outcome(invoke, op, kw, first) == want_first
+    after_first = family_cache.info()
+    assert after_first["hits"] == before["hits"]
+    got = outcome(invoke, op, kw, second)          # served from the cache where the first call was recorded
+    assert got == want_second
+    after = family_cache.info()
+    if want_first[0] == "error":
+        assert after_first["entries"] == 0 and after["entries"] == 0
+    elif after_first["entries"]:
+        assert after["hits"] == after_first["hits"] + 1
+    assert outcome(invoke, op, kw, second) == want_second     # and again
+
+
+def test_common_calls_are_served(kernels):
+    """The calls the benchmark makes are recorded and served (a cache that is
+    never used would pass the test above)."""
+    x = np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32)
+    img = x.reshape(1, 4, 8, 8)
+    for fn in (lambda: dml.identity(x), lambda: dml.identity(x, 2.0, 1.0), lambda: dml.cast(x, np.float16),
+               lambda: dml.pad(x, (2, 2), (2, 2), mode="reflect"), lambda: dml.join([x, x], 1),
+               lambda: dml.split(x, 0, [8, 8]), lambda: dml.tile(x, (2, 2)), lambda: dml.space_to_depth(img, 2),
+               lambda: dml.depth_to_space(img, 2, order="CRD"), lambda: dml.pad(x[::-1, ::2], 1, 1)):
+        family_cache.clear()
+        want = uncached(fn)
+        assert outcome(fn) == want
+        hits = family_cache.info()["hits"]
+        assert outcome(fn) == want
+        assert family_cache.info()["hits"] == hits + 1
+    if kernels == "compiled":
+        assert all(e.steps is not None for e in family_cache._CACHE._entries.values())
+
+
+X = np.arange(64, dtype=np.float32).reshape(8, 8) - 20.5
+
+#: (first call, second call): differ in one thing; the second must not be served the first's entry
+ONE_THING = [
+    (lambda: dml.identity(X), lambda: dml.identity(X.view(np.int32))),
+    (lambda: dml.identity(X), lambda: dml.identity(X.view(np.uint32))),
+    (lambda: dml.cast(X, np.int32), lambda: dml.cast(X.view(np.int32), np.int32)),
+    (lambda: dml.identity(X), lambda: dml.identity(X.T)),
+    (lambda: dml.identity(X), lambda: dml.identity(X[::-1])),
+    (lambda: dml.identity(X[:, :4]), lambda: dml.identity(X[:4, :4].copy())),
+    (lambda: dml.identity(X, 2, 1), lambda: dml.identity(X, 2.0, 1.0)),
+    (lambda: dml.identity(X, 1.0), lambda: dml.identity(X, True)),
+    (lambda: dml.identity(X, 0.0), lambda: dml.identity(X, -0.0)),
+    (lambda: dml.identity(X, 2.0), lambda: dml.identity(X, np.float32(2.0))),
+    (lambda: dml.pad(X, 1, 1, value=1), lambda: dml.pad(X, 1, 1, value=1.0)),
+    (lambda: dml.pad(X, 1, 1, value=1), lambda: dml.pad(X, 1, 1, value=True)),
+    (lambda: dml.pad(X, 1, 1, value=0.0), lambda: dml.pad(X, 1, 1, value=-0.0)),
+    (lambda: dml.pad(X, 1, 1, value=np.nan), lambda: dml.pad(X, 1, 1, value=-np.nan)),
+    (lambda: dml.pad(X, 1, 1, mode="reflect"), lambda: dml.pad(X, 1, 1, mode="symmetric")),
+    (lambda: dml.pad(X, 1, 1, mode="wrap"), lambda: dml.pad(X, 1, 1, mode="edge")),
+    (lambda: dml.pad(X, 1, 2), lambda: dml.pad(X, 2, 1)),
+    (lambda: dml.pad(X, (1, 2), (0, 0)), lambda: dml.pad(X, (2, 1), (0, 0))),
+    (lambda: dml.pad(X, 1, 1), lambda: dml.pad(X, True, True)),
+    (lambda: dml.tile(X, 2), lambda: dml.tile(X, (2, 1))),
+    (lambda: dml.tile(X, 2), lambda: dml.tile(X, 2.0)),
+    (lambda: dml.split(X, 0, [4, 4]), lambda: dml.split(X, 0, [3, 5])),
+    (lambda: dml.split(X, 0, [4, 4]), lambda: dml.split(X, 1, [4, 4])),
+    (lambda: dml.join([X, X], 0), lambda: dml.join([X, X], 1)),
+    (lambda: dml.join([X, X], 0), lambda: dml.join([X, X, X], 0)),
+    (lambda: dml.join([X, X], 0), lambda: dml.join([X, X.T], 0)),
+    (lambda: dml.space_to_depth(X.reshape(1, 1, 8, 8), 2), lambda: dml.space_to_depth(X.reshape(1, 1, 8, 8), 2.0)),
+    (lambda: dml.space_to_depth(X.reshape(1, 4, 4, 4), 2), lambda: dml.space_to_depth(X.reshape(1, 4, 4, 4), 2, "CRD")),
+    (lambda: dml.depth_to_space(X.reshape(1, 4, 4, 4), 2), lambda: dml.depth_to_space(X.reshape(1, 4, 4, 4), 2, "CRD")),
+    (lambda: dml.depth_to_space(X.reshape(1, 4, 4, 4), 2), lambda: dml.depth_to_space(X.reshape(1, 4, 4, 4), 1)),
+    (lambda: dml.cast(X, np.float16), lambda: dml.cast(X, np.int16)),
+    (lambda: dml.cast(X.astype(np.int16), np.float32), lambda: dml.cast(X.astype(np.float16), np.float32)),
+]
+
+
+@pytest.mark.parametrize("first, second", ONE_THING)
+def test_differs_in_one_thing_is_not_served(kernels, first, second):
+    want = uncached(second)
+    family_cache.clear()
+    outcome(first)
+    hits = family_cache.info()["hits"]
+    assert outcome(second) == want
+    assert family_cache.info()["hits"] == hits
+    assert outcome(second) == want
+
+
+def test_zero_signs_and_nan_payloads_kept():
+    """-0.0 after 0.0 (equal, same hash as floats) pads with negative zero."""
+    family_cache.clear()
+    a = dml.pad(X, 1, 1, value=0.0)
+    b = dml.pad(X, 1, 1, value=-0.0)
+    assert a[0, 0].tobytes() == np.float32(0.0).tobytes()
+    assert b[0, 0].tobytes() == np.float32(-0.0).tobytes()
+
+
+def test_errors_are_never_cached():
+    family_cache.clear()
+    x8 = np.arange(16, dtype=np.int8).reshape(4, 4)
+    for fn in (lambda: dml.pad(x8, 1, 1, value=300), lambda: dml.identity(x8, 2.0),
+               lambda: dml.space_to_depth(X.reshape(1, 1, 8, 8), 3), lambda: dml.split(X, 0, [3, 3]),
+               lambda: dml.identity(np.zeros(3, bool)), lambda: dml.identity(np.float32(1.0) + np.zeros(())),
+               lambda: dml.cast(np.zeros(4, np.complex64), np.float32)):
+        want = uncached(fn)
+        assert want[0] == "error"
+        assert outcome(fn) == want and outcome(fn) == want
+    assert family_cache.info()["entries"] == 0
+
+
+def test_arrays_the_route_converts_are_not_served():
+    """Big-endian, masked and subclassed arrays keep their own route."""
+    family_cache.clear()
+    big = X.astype(">f4")
+    assert outcome(dml.identity, big) == uncached(dml.identity, big)
+    assert outcome(dml.identity, big) == uncached(dml.identity, big)
+    m = np.ma.masked_array(X, mask=X > 0)
+    dml.identity(X)                                  # an entry for X's layout
+    assert outcome(dml.identity, m)[0] == "error"
+    mat = np.asmatrix(X)
+    assert outcome(dml.identity, mat) == uncached(dml.identity, mat)
+    # a stride that is not a whole number of elements: the route copies it first
+    wide = np.lib.stride_tricks.as_strided(np.arange(400, dtype=np.uint8).view(np.uint16), (4, 4), (9, 2))
+    for y in (wide, wide):
+        assert outcome(dml.identity, y) == uncached(dml.identity, y)
+
+
+def test_configure_invalidates():
+    if "compiled" not in KERNELS:
+        pytest.skip("the compiled kernels are not installed")
+    x = np.random.default_rng(3).standard_normal((8, 8)).astype(np.float32)
+    calls_ = [lambda: dml.pad(x, 1, 2, mode="reflect"), lambda: dml.identity(x, 2.0, 1.0),
+              lambda: dml.cast(x, np.float16), lambda: dml.tile(x, 2)]
+    want = [uncached(c) for c in calls_]
+    family_cache.clear()
+    assert [outcome(c) for c in calls_] == want
+    assert family_cache.info()["entries"] == len(calls_)
+    old = [e.backend for e in family_cache._CACHE._entries.values()]
+    with dml.configure(cpu_kernels="numpy"):
+        assert family_cache.info()["entries"] == 0
+        hits = family_cache.info()["hits"]
+        assert [outcome(c) for c in calls_] == want
+        assert [outcome(c) for c in calls_] == want
+        assert family_cache.info()["hits"] == hits + len(calls_)
+        entries = list(family_cache._CACHE._entries.values())
+        assert all(e.steps is None and e.backend.kernels == "numpy" for e in entries)
+        assert not any(e.backend is b for e in entries for b in old)
+    assert family_cache.info()["entries"] == 0
+    assert [outcome(c) for c in calls_] == want
+    # an entry made on a backend no longer in force (a configure() racing a
+    # call) is not used
+    key = next(iter(family_cache._CACHE._entries))
+    entry = family_cache._CACHE._entries[key]
+    with dml.configure(threads=1):
+        family_cache._CACHE.put(key, entry)
+        from opendml.runtime import get_backend
+        assert family_cache.lookup(key, get_backend("cpu")) is None
+
+
+def test_bounded(monkeypatch):
+    monkeypatch.setattr(family_cache._CACHE, "size", 5)
+    family_cache.clear()
+    for n in range(1, 12):
+        x = np.zeros(n, np.float32)
+        assert outcome(dml.identity, x) == uncached(dml.identity, x)
+    assert family_cache.info()["entries"] == 5
+
+
+def test_threads(kernels):
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(s).astype(dt) for s in ((6, 6), (4, 8), (2, 3, 4)) for dt in (np.float32, np.int16)]
+    xs += [x[::-1] for x in xs] + [x.T for x in xs]
+    ops = [lambda x: dml.identity(x), lambda x: dml.pad(x, 1, 2, mode="wrap"), lambda x: dml.tile(x, 2),
+           lambda x: dml.cast(x, np.float16), lambda x: dml.join([x, x], 0),
+           lambda x: dml.split(x, -1, [1, x.shape[-1] - 1]), lambda x: dml.pad(x, 2, 0, mode="symmetric", value=0)]
+    work = [(op, x) for op in ops for x in xs]
+    want = [uncached(op, x) for op, x in work]
+    family_cache.clear()
+    bad = []
+
+    def worker(seed):
+        order = np.random.default_rng(seed).permutation(len(work))
+        for _ in range(3):
+            for i in order:
+                op, x = work[i]
+                if outcome(op, x) != want[i]:
+                    bad.append(i)
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+    assert family_cache.info()["hits"] > 0
+
+
+def test_family_call_interface_unchanged():
+    """FamilyCall without a key (the frameworks' and ``fixed``'s) is never cached."""
+    family_cache.clear()
+    call = family.FamilyCall("identity", lambda t: dml.ops.ElementWiseIdentityOperatorDesc(t, None, None))
+    assert call.key is None
+    out = call(X)[0]
+    assert out.tobytes() == X.tobytes()
+    assert call(X)[0].tobytes() == X.tobytes()
+    assert family_cache.info()["entries"] == 0
