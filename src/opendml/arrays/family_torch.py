@@ -24,13 +24,16 @@ description's own rules and messages), then takes one of two routes:
   routes), whose forward-mode derivative is the linear part applied to the
   tangents, and whose ``vmap`` rule runs the call once per batch element.
 
-``torch.compile``: the family has no custom operators yet. Dynamo does not
-trace into ``run`` (``torch.compiler.disable``): the call is a graph break
-and runs eagerly, with the same results and gradients as outside the
-compiled region (``fullgraph=True`` refuses it with Dynamo's own error).
-Other tracers (dispatch modes such as ``make_fx``, fake or functional
-tensors, a tracer that reaches ``run`` anyway) get ``UnsupportedError``,
-never a traced approximation.
+``torch.compile`` and other tracers: the family is one custom operator,
+``opendml::move(Tensor[] inputs, str desc) -> Tensor[]`` (``desc`` the
+operator's JSON form; ``family_torch_op``), which ``run`` calls whenever
+something traces it (Dynamo compiling, a dispatch mode such as fake tensors,
+``make_fx`` or functionalization, or a tensor subclass): its fake
+implementation gives the outputs' sizes, its backward is the declared
+adjoint through the array API again. Importing this module registers the
+array API's functions with ``torch.compiler.allow_in_graph``, so a compiled
+function calling them has no graph break (``fullgraph=True`` works). Sizes
+are specialised: symbolic sizes become guards on their current values.
 """
 from __future__ import annotations
 
@@ -39,7 +42,8 @@ import torch.autograd.forward_ad as _fwad
 
 from ..model.errors import UnsupportedError
 from . import family
-from .torch_adapter import _DTYPES, numpy_dtype
+from .family_torch_op import _torch_dtype, call_move, kernel
+from .torch_adapter import numpy_dtype
 
 __all__ = ["run"]
 
@@ -49,10 +53,6 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _check(call, arrays):
-    if torch.compiler.is_compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays):
-        raise UnsupportedError(f"{call.name}: the data-movement family does not run under torch.compile, a "
-                               f"dispatch mode or on tensor subclasses ({type(arrays[0]).__qualname__}) yet; call "
-                               f"it outside the compiled region (e.g. under torch.compiler.disable)")
     dtypes = [numpy_dtype(x, call.name) for x in arrays]
     device = arrays[0].device
     for i, x in enumerate(arrays):
@@ -64,9 +64,16 @@ def _check(call, arrays):
     return dtypes
 
 
-@torch.compiler.disable
+def _traced(arrays) -> bool:
+    """Whether something traces this call (the custom operator's route)."""
+    return torch.compiler.is_compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
+
+
 def run(call, arrays) -> list:
     dtypes = _check(call, arrays)
+    if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
+        desc = call.describe_arrays(dtypes, [tuple(int(n) for n in x.shape) for x in arrays])
+        return call_move(desc, arrays)
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     wrapped = any(_is_functorch_wrapped(x) for x in arrays)
     if wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad for x in arrays)):
@@ -76,55 +83,6 @@ def run(call, arrays) -> list:
             raise UnsupportedError(f"{call.name}: {desc.OPERATOR} is not differentiable for these types, and "
                                    f"runs under torch.func transforms only where it is")
     return kernel(desc, arrays)
-
-
-def kernel(desc, arrays) -> list:
-    """``desc``'s move program on plain tensors (no autograd)."""
-    x = arrays[0]
-    if x.device.type == "cpu":
-        views = []
-        for t in arrays:
-            t = t.detach()
-            if t.is_neg():
-                t = t.resolve_neg()
-            views.append(t.numpy())
-        return [torch.from_numpy(o) for o in family.execute(desc, views)]
-    if x.device.type == "meta":
-        return [torch.empty(t.sizes, dtype=_torch_dtype(t), device="meta") for t in desc.outputs]
-    if x.device.type == "cuda":
-        return _cuda(desc, arrays)
-    raise UnsupportedError(f"{desc.OPERATOR}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
-
-
-def _cuda(desc, arrays) -> list:
-    """The move program on the tensors' GPU (``family_cuda``), outputs from
-    PyTorch's caching allocator, on the device's current stream."""
-    from .family_cuda import run_move
-
-    def entry(t):
-        t = t.detach()
-        if t.is_neg():
-            t = t.resolve_neg()
-        item = t.element_size()
-        return (t, t.data_ptr(), tuple(t.shape), tuple(s * item for s in t.stride()), item,
-                lambda: entry(t.contiguous()))
-    index = arrays[0].get_device()
-    device = arrays[0].device
-
-    def allocate(shape, dtype):
-        out = torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=device)
-        return out, out.data_ptr()
-    with torch.cuda.device(index):
-        return run_move(desc, [entry(t) for t in arrays], allocate, index,
-                        torch.cuda.current_stream(index).cuda_stream, errors=(torch.OutOfMemoryError,))
-
-
-_TORCH_DTYPES = {v: k for k, v in _DTYPES.items()}
-
-
-def _torch_dtype(t):
-    """The PyTorch dtype of a ``TensorDesc``."""
-    return _TORCH_DTYPES[t.data_type.numpy_dtype]
 
 
 class _Route:

@@ -1,0 +1,190 @@
+"""The data-movement family as ONE PyTorch custom operator, for tracers
+(``torch.compile``, ``make_fx``, fake tensors, dispatch modes)::
+
+    opendml::move(Tensor[] inputs, str desc) -> Tensor[]
+
+``desc`` is the operator's JSON form (``opendml.jsonform.to_json``, DirectML's
+field names, sizes and types of every tensor given): any operator of the
+family (one that declares ``linear_part``, ``opendml.ops._spec``), no branch
+per operator here. The inputs must match the description's input tensors in
+number, dtype and sizes (``ValidationError`` otherwise; a malformed or
+invalid description is the ``JsonFormError``/``ValidationError`` of
+``jsonform.from_json``). Outputs are new packed tensors, one per output
+tensor of the description (SPLIT: several), on the inputs' device.
+
+* Real implementation (CPU, CUDA, meta): ``kernel`` (here; the eager route of
+  ``family_torch`` runs it too), the same move program (NumPy-viewed CPU tensors on the CPU
+  backend, ``family_cuda`` for CUDA tensors).
+* Fake implementation: empty packed outputs of the description's sizes and
+  types. Symbolic sizes are *specialised*: comparing an input's symbolic
+  size with the description's (concrete) size installs a guard, so a
+  compiled graph is valid for these sizes and recompiles for others (the
+  description, being a string of concrete sizes, could not follow them
+  anyway). A size marked strictly dynamic (``torch._dynamo.mark_dynamic``)
+  therefore makes Dynamo report its constraint violation.
+* Autograd: the backward is the operator's declared adjoint
+  (``desc.linear_part().adjoint``) through the array API
+  (``family.adjoint``), so under a tracer it enters this operator again
+  (and ``opendml::slice1``/``slice_grad`` where the adjoint is a slice):
+  gradients of gradients trace too. A description with no linear part
+  (integer types, CAST to or from an integer type) raises
+  ``UnsupportedError`` if a gradient is asked of it.
+* vmap: the call once per batch element, stacked.
+
+``family_torch.run`` takes this route whenever something traces the call;
+the array API's functions are registered with
+``torch.compiler.allow_in_graph`` here, so Dynamo puts a call into the graph
+whole (no graph break; ``fullgraph=True`` works) and AOTAutograd traces it
+with fake tensors, which reach this operator.
+"""
+from __future__ import annotations
+
+import functools
+import json
+
+import torch
+
+from ..jsonform import from_json, to_json
+from ..model.errors import UnsupportedError, ValidationError
+from . import family
+from .torch_adapter import _DTYPES
+
+__all__ = ["move_op", "call_move", "description"]
+
+#: Parsed descriptions by JSON text (descriptions are immutable).
+_CACHE_SIZE = 1024
+
+
+def kernel(desc, arrays) -> list:
+    """``desc``'s move program on plain tensors (no autograd)."""
+    x = arrays[0]
+    if x.device.type == "cpu":
+        views = []
+        for t in arrays:
+            t = t.detach()
+            if t.is_neg():
+                t = t.resolve_neg()
+            views.append(t.numpy())
+        return [torch.from_numpy(o) for o in family.execute(desc, views)]
+    if x.device.type == "meta":
+        return [torch.empty(t.sizes, dtype=_torch_dtype(t), device="meta") for t in desc.outputs]
+    if x.device.type == "cuda":
+        return _cuda(desc, arrays)
+    raise UnsupportedError(f"{desc.OPERATOR}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+
+
+def _cuda(desc, arrays) -> list:
+    """The move program on the tensors' GPU (``family_cuda``), outputs from
+    PyTorch's caching allocator, on the device's current stream."""
+    from .family_cuda import run_move
+
+    def entry(t):
+        t = t.detach()
+        if t.is_neg():
+            t = t.resolve_neg()
+        item = t.element_size()
+        return (t, t.data_ptr(), tuple(t.shape), tuple(s * item for s in t.stride()), item,
+                lambda: entry(t.contiguous()))
+    index = arrays[0].get_device()
+    device = arrays[0].device
+
+    def allocate(shape, dtype):
+        out = torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=device)
+        return out, out.data_ptr()
+    with torch.cuda.device(index):
+        return run_move(desc, [entry(t) for t in arrays], allocate, index,
+                        torch.cuda.current_stream(index).cuda_stream, errors=(torch.OutOfMemoryError,))
+
+
+_TORCH_DTYPES = {v: k for k, v in _DTYPES.items()}
+
+
+def _torch_dtype(t):
+    """The PyTorch dtype of a ``TensorDesc``."""
+    return _TORCH_DTYPES[t.data_type.numpy_dtype]
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def description(text: str):
+    """The validated family description of ``text`` (cached)."""
+    if not isinstance(text, str):
+        raise ValidationError(f"opendml::move: desc must be a JSON string; got {type(text).__qualname__}")
+    desc = from_json(text)
+    if getattr(type(desc), "linear_part", None) is None:
+        raise UnsupportedError(f"opendml::move: {desc.OPERATOR} is not an operator of the data-movement family "
+                               f"(it has its own custom operator in opendml.torch)")
+    desc.validate()
+    return desc
+
+
+def to_text(desc) -> str:
+    return json.dumps(to_json(desc), separators=(",", ":"))
+
+
+def _checked(inputs, text: str):
+    """The description of ``text``, after checking ``inputs`` against it."""
+    desc = description(text)
+    want = desc.inputs
+    if len(inputs) != len(want):
+        raise ValidationError(f"opendml::move: {desc.OPERATOR} takes {len(want)} input tensor(s); got {len(inputs)}")
+    device = inputs[0].device
+    for i, (x, t) in enumerate(zip(inputs, want)):
+        dtype = _torch_dtype(t)
+        if x.dtype != dtype or x.dim() != len(t.sizes) or any(a != b for a, b in zip(x.shape, t.sizes)):
+            raise ValidationError(f"opendml::move: {desc.OPERATOR}: inputs[{i}] must have sizes {list(t.sizes)} and "
+                                  f"dtype {dtype} as the description's input tensor; got {list(x.shape)} {x.dtype}")
+        if x.device != device:
+            raise UnsupportedError(f"opendml::move: every tensor must be on one device; got {device} and "
+                                   f"{x.device} (inputs[{i}])")
+    return desc
+
+
+@torch.library.custom_op("opendml::move", mutates_args=(), schema="(Tensor[] inputs, str desc) -> Tensor[]")
+def move_op(inputs, desc):
+    return [o.contiguous() for o in kernel(_checked(inputs, desc), list(inputs))]
+
+
+@move_op.register_fake
+def _move_fake(inputs, desc):
+    d = _checked(inputs, desc)
+    return [inputs[0].new_empty(tuple(t.sizes), dtype=_torch_dtype(t)) for t in d.outputs]
+
+
+def _setup(ctx, inputs, output):
+    ctx.desc = inputs[1]
+    ctx.n = len(inputs[0])
+
+
+def _backward(ctx, grads):
+    desc = description(ctx.desc)
+    ref = next(g for g in grads if g is not None)
+    grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=_torch_dtype(t))
+             for g, t in zip(grads, desc.outputs)]
+    return list(family.adjoint(desc, grads)), None
+
+
+move_op.register_autograd(_backward, setup_context=_setup)
+
+
+@move_op.register_vmap
+def _move_vmap(info, in_dims, inputs, desc):
+    n = info.batch_size
+    dims = in_dims[0]
+    xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(inputs, dims)]
+    per = [move_op(list(x[i] for x in xs), desc) for i in range(n)]
+    outs = [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
+    return outs, [0] * len(outs)
+
+
+def call_move(desc, arrays) -> list:
+    """``desc`` (a validated family description) on ``arrays`` through
+    ``opendml::move``."""
+    return list(torch.ops.opendml.move.default(list(arrays), to_text(desc)))
+
+
+# torch.compile: the family's array API functions enter a graph whole; the
+# tracer behind Dynamo (AOTAutograd) then reaches ``family_torch.run`` with
+# fake tensors, which take the operator above.
+for _fn in (family.identity, family.cast, family.pad, family.join, family.split, family.tile,
+            family.space_to_depth, family.depth_to_space):
+    torch.compiler.allow_in_graph(_fn)

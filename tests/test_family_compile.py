@@ -1,0 +1,257 @@
+"""The data-movement family under torch.compile(fullgraph=True) and other
+tracers, through the one custom operator ``opendml::move(Tensor[] inputs,
+str desc) -> Tensor[]`` (``opendml.arrays.family_torch_op``)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import opendml as dml  # noqa: E402
+from opendml.arrays import family_torch  # noqa: E402,F401 - registers the family with torch.compile
+from opendml.arrays.family_torch_op import to_text  # noqa: E402
+from opendml.jsonform import JsonFormError  # noqa: E402
+from opendml.model.errors import DmlError, UnsupportedError, ValidationError  # noqa: E402
+
+move = torch.ops.opendml.move.default
+
+
+def _x(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+# name -> (function of the inputs, inputs); every family operator of the array API, every pad mode and order.
+CASES = {
+    "identity": (lambda x: dml.identity(x), [_x(2, 3, 4)]),
+    "identity_scale_bias": (lambda x: dml.identity(x, 2.5, -1.0), [_x(2, 3, 4)]),
+    "cast_f32_f64": (lambda x: dml.cast(x, np.float64), [_x(3, 5)]),
+    "cast_f64_f32": (lambda x: dml.cast(x, "FLOAT32"), [_x(3, 5, dtype=torch.float64)]),
+    "pad_constant": (lambda x: dml.pad(x, [0, 1, 2], [1, 0, 3], "constant", 0.5), [_x(2, 3, 4)]),
+    "pad_edge": (lambda x: dml.pad(x, 1, 2, "edge"), [_x(2, 3, 4)]),
+    "pad_reflect": (lambda x: dml.pad(x, [0, 2, 1], [1, 2, 3], "reflect"), [_x(2, 4, 5)]),
+    "pad_symmetric": (lambda x: dml.pad(x, 2, 3, "symmetric"), [_x(2, 3, 4)]),
+    "pad_wrap": (lambda x: dml.pad(x, [1, 5, 0], [0, 2, 7], "wrap"), [_x(2, 3, 4)]),
+    "join": (lambda a, b, c: dml.join([a, b, c], 1), [_x(2, 1, 3), _x(2, 4, 3, seed=1), _x(2, 2, 3, seed=2)]),
+    "split": (lambda x: dml.split(x, -1, [1, 3, 2]), [_x(2, 3, 6)]),
+    "tile": (lambda x: dml.tile(x, [2, 1, 3]), [_x(2, 3, 4)]),
+    "space_to_depth_dcr": (lambda x: dml.space_to_depth(x, 2, "DCR"), [_x(2, 3, 4, 6)]),
+    "space_to_depth_crd": (lambda x: dml.space_to_depth(x, 2, "CRD"), [_x(2, 3, 4, 6)]),
+    "depth_to_space_dcr": (lambda x: dml.depth_to_space(x, 2, "DCR"), [_x(2, 8, 3, 2)]),
+    "depth_to_space_crd": (lambda x: dml.depth_to_space(x, 2, "CRD"), [_x(2, 8, 3, 2)]),
+}
+
+
+def _outputs(out):
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _loss_fn(fn):
+    """A scalar of every output (weighted by position, so each output and
+    element has its own gradient) and the outputs themselves."""
+    def f(*xs):
+        outs = _outputs(fn(*xs))
+        loss = sum((o.to(torch.float64) * torch.arange(o.numel(), dtype=torch.float64).reshape(o.shape).cos()).sum()
+                   for o in outs)
+        return loss, outs
+    return f
+
+
+def _values_and_grads(f, xs):
+    xs = [x.detach().clone().requires_grad_(True) for x in xs]
+    loss, outs = f(*xs)
+    grads = torch.autograd.grad(loss, xs)
+    return [o.detach() for o in outs], grads
+
+
+def _compare(fn, xs, backend):
+    torch._dynamo.reset()
+    f = _loss_fn(fn)
+    want_outs, want_grads = _values_and_grads(f, xs)
+    got_outs, got_grads = _values_and_grads(torch.compile(f, backend=backend, fullgraph=True), xs)
+    assert len(got_outs) == len(want_outs)
+    for g, w in zip(got_outs, want_outs):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert torch.equal(g, w)           # the same move program: the same bytes
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fullgraph_values_and_gradients_match_eager(name, backend):
+    fn, xs = CASES[name]
+    _compare(fn, xs, backend)
+
+
+@pytest.mark.parametrize("name", ["pad_reflect", "split", "join", "space_to_depth_crd", "cast_f32_f64"])
+def test_inductor_values_and_gradients_match_eager(name):
+    fn, xs = CASES[name]
+    _compare(fn, xs, "inductor")
+
+
+def test_the_compiled_graphs_hold_the_custom_operator():
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+    torch._dynamo.reset()
+    backend = AotEagerAndRecordGraphs()
+
+    def f(v):
+        a, b = dml.split(dml.pad(v, 1, 2, "constant", 0.5), 1, [2, 4])
+        return dml.tile(a, [1, 2, 1, 1]) * b
+    x = _x(2, 3, 4, 4).requires_grad_(True)
+    y = torch.compile(f, backend=backend, fullgraph=True)(x)
+    y.sum().backward()
+    fw, bw = backend.fw_graphs[0].code, backend.bw_graphs[0].code
+    assert fw.count("torch.ops.opendml.move.default") == 3
+    assert '"Operator":"PADDING1"' in fw and '"Operator":"SPLIT"' in fw and '"Operator":"TILE"' in fw
+    # backward: the declared adjoints (split -> join, constant pad -> slice1, tile -> a sum)
+    assert '"Operator":"JOIN"' in bw and "torch.ops.opendml.slice1.default" in bw
+    x2 = x.detach().clone().requires_grad_(True)
+    f(x2).sum().backward()
+    assert torch.equal(y, f(x2)) and torch.allclose(x.grad, x2.grad)
+
+
+def test_integer_and_non_differentiable_casts_compile():
+    torch._dynamo.reset()
+    x = torch.arange(24, dtype=torch.int16).reshape(2, 3, 4)
+
+    def f(v):
+        return dml.pad(dml.tile(v, 2), 1, 1, "wrap"), dml.cast(v, np.float32)
+    got, want = torch.compile(f, backend="aot_eager", fullgraph=True)(x), f(x)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    xf = _x(3, 4).requires_grad_(True)
+    y = torch.compile(lambda v: dml.cast(v, np.int32), backend="aot_eager", fullgraph=True)(xf)
+    assert y.dtype == torch.int32 and not y.requires_grad
+    assert torch.equal(y, dml.cast(xf.detach(), np.int32))
+
+
+def test_second_order_gradients_trace():
+    """The backward is the array API again, so a gradient of a gradient
+    traces (make_fx; AOTAutograd itself refuses double backward)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(v):
+        a, b = dml.split(dml.identity(v * v, 2.0, 1.0), 1, [1, 3])
+        y = dml.pad(dml.depth_to_space(dml.join([b, a], 1), 2, "CRD"), [0, 1, 2, 0], [1, 0, 1, 2], "reflect")
+        (g,) = torch.autograd.grad((y * y).sum(), v, create_graph=True)
+        (h,) = torch.autograd.grad((g * g).sum(), v)
+        return g, h
+    x = _x(2, 4, 3, 2).requires_grad_(True)
+    want = f(x)
+    gm = make_fx(f)(x)
+    # forward: identity, split, join, depth_to_space, pad (5); first backward: the adjoints of the four that
+    # are not the pad (space_to_depth, split, join, identity; the reflect pad's is slices); second backward
+    # (through (g * g), which holds y): those four again, and the adjoints of the first backward's four
+    assert gm.code.count("opendml.move.default") == 5 + 4 + 4 + 4
+    assert gm.code.count('"Operator":"SPACE_TO_DEPTH1"') == 2 and "opendml.slice_grad.default" in gm.code
+    got = gm(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+def test_make_fx_traces_the_custom_operator():
+    from torch.fx.experimental.proxy_tensor import make_fx
+    x = _x(2, 8, 3, 2)
+    gm = make_fx(lambda v: dml.depth_to_space(dml.identity(v, 2.0, 1.0), 2, "CRD"))(x)
+    assert gm.code.count("opendml.move.default") == 2
+    assert torch.equal(gm(x), dml.depth_to_space(dml.identity(x, 2.0, 1.0), 2, "CRD"))
+
+
+def test_fake_tensors_give_the_description_sizes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        x = torch.empty(2, 3, 4, 6)
+        parts = dml.split(dml.space_to_depth(x, 2), 1, [4, 8])
+        y = dml.cast(dml.join(parts, 1), np.float16)
+    assert [tuple(p.shape) for p in parts] == [(2, 4, 2, 3), (2, 8, 2, 3)]
+    assert tuple(y.shape) == (2, 12, 2, 3) and y.dtype == torch.float16
+
+
+def test_symbolic_sizes_are_specialised():
+    torch._dynamo.reset()
+    f = torch.compile(lambda v: dml.pad(v, 1, 2, "edge") + 1, backend="aot_eager", dynamic=True, fullgraph=True)
+    for shape in [(2, 3), (4, 5), (2, 3)]:
+        x = _x(*shape)
+        assert torch.equal(f(x), dml.pad(x, 1, 2, "edge") + 1)
+
+
+def test_the_eager_path_is_unchanged():
+    x = _x(2, 3, 4).requires_grad_(True)
+    y = dml.pad(x, 1, 1, "reflect")
+    assert type(y.grad_fn).__name__ == "opendml_padding1Backward"
+    assert dml.pad(x.detach(), 1, 1, "reflect").grad_fn is None
+
+
+# -- the custom operator itself -----------------------------------------------------------------------
+
+def _desc_text(fn, xs):
+    """The JSON description a family call on ``xs`` makes (captured from make_fx)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    gm = make_fx(fn)(*xs)
+    return [n.args[1] for n in gm.graph.nodes if n.target is move]
+
+
+OPCHECK = ["identity_scale_bias", "cast_f32_f64", "pad_constant", "pad_reflect", "pad_wrap", "join", "split", "tile",
+           "depth_to_space_crd"]
+
+
+@pytest.mark.parametrize("name", OPCHECK)
+def test_opcheck(name):
+    fn, xs = CASES[name]
+    (text,) = _desc_text(fn, xs)
+    json.loads(text)
+    xs = [x.detach().clone().requires_grad_(True) for x in xs]
+    torch.library.opcheck(move, (xs, text))
+
+
+def test_opcheck_integer_description():
+    x = torch.arange(12, dtype=torch.int32).reshape(3, 4)
+    (text,) = _desc_text(lambda v: dml.tile(v, [2, 1]), [x])
+    torch.library.opcheck(move, ([x], text))
+
+
+def test_the_operator_runs_a_hand_written_description():
+    text = json.dumps({"Operator": "PADDING1", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 2, 3]},
+                       "PaddingMode": "REFLECTION", "PaddingValueDataType": "FLOAT32", "PaddingValue": 0,
+                       "StartPadding": [0, 0, 1, 2], "EndPadding": [0, 0, 1, 2]})
+    x = torch.arange(6, dtype=torch.float32).reshape(1, 1, 2, 3)
+    (y,) = move([x], text)
+    want = np.pad(x.numpy(), [(0, 0), (0, 0), (1, 1), (2, 2)], mode="reflect")
+    assert np.array_equal(y.numpy(), want)
+
+
+@pytest.mark.parametrize("text, inputs, error, match", [
+    ("not json", [torch.zeros(2)], JsonFormError, "malformed JSON"),
+    ('{"Operator": "NOPE"}', [torch.zeros(2)], JsonFormError, "unknown operator"),
+    ('{"Operator": "TILE", "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}}', [torch.zeros(2)],
+     JsonFormError, "Repeats"),
+    ('{"Operator": "TILE", "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}, "Repeats": [1, 2]}',
+     [torch.zeros(2)], ValidationError, "TILE"),
+    ('{"Operator": "TILE", "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}, "Repeats": [3]}',
+     [torch.zeros(3)], ValidationError, r"inputs\[0\] must have sizes \[2\]"),
+    ('{"Operator": "TILE", "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}, "Repeats": [3]}',
+     [torch.zeros(2, dtype=torch.float64)], ValidationError, "dtype torch.float32"),
+    ('{"Operator": "TILE", "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}, "Repeats": [3]}',
+     [torch.zeros(2), torch.zeros(2)], ValidationError, "takes 1 input"),
+    ('{"Operator": "SLICE1", "InputTensor": {"DataType": "FLOAT32", "Sizes": [4]}, "InputWindowOffsets": [0], '
+     '"InputWindowSizes": [2], "InputWindowStrides": [1]}', [torch.zeros(4)], UnsupportedError, "family"),
+])
+def test_bad_descriptions_are_opendml_errors(text, inputs, error, match):
+    with pytest.raises(error, match=match) as e:
+        move(inputs, text)
+    assert isinstance(e.value, DmlError)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:                       # the fake implementation checks the same
+        fakes = [mode.from_tensor(x) for x in inputs]
+        with pytest.raises(error, match=match):
+            move(fakes, text)
+
+
+def test_to_text_round_trips_every_case():
+    from opendml.arrays.family_torch_op import description
+    for name, (fn, xs) in CASES.items():
+        for text in _desc_text(fn, xs):
+            assert to_text(description(text)) == text, name
