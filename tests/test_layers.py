@@ -9,7 +9,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "opendml"
 
 #: Lowest first. A module may import modules of its own layer and of lower ones.
-LAYERS = ["_version", "model", "plan", "ops", "runtime", "arrays", "device", "jsonform", "dxdispatch", "torch", "jax",
+LAYERS = ["_version", "model", "plan", "ops", "jsonform", "runtime", "arrays", "device", "dxdispatch", "torch", "jax",
           "cli"]
 
 

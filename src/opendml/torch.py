@@ -49,6 +49,7 @@ from __future__ import annotations
 import torch
 
 from .arrays import fold, slice, slice1, slice_grad, unfold  # noqa: A004 - DirectML's names
+from .arrays import family_torch as _family  # noqa: F401 - the family in torch.compile graphs
 from .arrays import torch_adapter as _adapter
 
 __all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "unfold_op", "fold_op", "slice1_op",
