@@ -205,6 +205,11 @@ def emulate_steps(plan, srcs, dsts, ptrs=None):
         rank = q.rank
         dims = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride, q.dim[i].map_mode, q.dim[i].map_shift,
                  q.dim[i].map_size] for i in range(rank)]
+        if kind == "move_pad":       # a warp per row of the fused padding pass
+            assert dims[-1][1] == dims[-1][2] == 1 and grid[0] * (cb.THREADS // 32) * dims[-1][0] >= q.count
+            emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
+                                  q.fill_bits % 2**64), srcs, dsts)
+            continue
         if kind == "move_tile":
             R, V = (int(a) for a in name[:-1].split(", ")[-2:])
             X, Y = q.dim[rank], q.dim[rank + 1]
@@ -319,7 +324,7 @@ def test_move_steps_pick_kernels():
     f32 = DataType.FLOAT32
     plan = CastOperatorDesc(T(f32, [8, 64]), T(DataType.FLOAT16, [8, 64])).lower()
     (name, params, grid, smem, s, d), = cb.move_steps(plan, [0], [512], [0])
-    assert name == "move_vec<u32, u16, 1, u32, 4, 1, 2, 0, 0>" and params.count == 512 and (s, d) == (0, 0)
+    assert name == "move_vec<u32, u16, 1, u32, 8, 1, 2, 0, 0>" and params.count == 512 and (s, d) == (0, 0)
     assert grid == (1,)
     plan = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
     steps = cb.move_steps(plan, [0, 0], [32, 32], [0])
@@ -329,6 +334,10 @@ def test_move_steps_pick_kernels():
     assert name.startswith("move_vec<u32, u32, 2,") and name.endswith(", 1, 1, 0, 1>")
     assert params.fill_bits == int(np.float32(2.5).view(np.uint32))
     assert [params.dim[i].map_mode for i in range(2)] == [5, 5]
+    wide = PaddingOperatorDesc(T(f32, [4, 30]), None, PaddingMode.REFLECTION, 0.0, [1, 1], [1, 1]).lower()
+    (name, params, grid, *_), = cb.move_steps(wide, [0], [120], [0], fuse="rows")
+    assert name == "move_pad<u32, 2, u32>" and grid == (1,) and params.dim[1].size == 32
+    assert [st[0].split("<")[0] for st in cb.move_steps(plan, [0], [32], [0], fuse="rows")][0] != "move_pad"
     plan = SpaceToDepth1OperatorDesc(T(f32, [2, 3, 8, 16]), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH).lower()
     (name, params, grid, *_), = cb.move_steps(plan, [0], [768], [0])
     assert name.startswith("move_tile<u32, ") and name.endswith(", 2, 4>")
@@ -385,11 +394,12 @@ def test_identity_scale_bias_on_cuda(st):
 @pytest.mark.parametrize("mode", list(PaddingMode), ids=lambda m: m.name)
 @pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.FLOAT64, DataType.INT16],
                          ids=lambda t: t.name)
-@pytest.mark.parametrize("fuse", [False, True], ids=["passes", "fused"])
+@pytest.mark.parametrize("fuse", [False, True, "rows"], ids=["passes", "fused", "rows"])
 def test_pad_modes_on_cuda(mode, dt, fuse, monkeypatch):
     monkeypatch.setattr(cb, "FUSE_PAD", fuse)
     for sizes, start, end in [((3, 4, 17, 33), (0, 1, 2, 1), (1, 0, 3, 2)), ((1000,), (999,), (5,)),
-                              ((2, 1, 5), (1, 0, 4), (0, 0, 9)), ((64, 130), (1, 1), (1, 1))]:
+                              ((2, 1, 5), (1, 0, 4), (0, 0, 9)), ((64, 130), (1, 1), (1, 1)),
+                              ((3, 5, 37), (2, 1, 5), (1, 3, 2)), ((2, 3, 40), (0, 2, 0), (1, 1, 0))]:
         if mode in (PaddingMode.REFLECTION,) and any(max(s, e) >= n for n, s, e in zip(sizes, start, end)):
             continue   # REFLECTION needs padding < size (a rule of the operator)
         if mode == PaddingMode.SYMMETRIC and any(max(s, e) > n for n, s, e in zip(sizes, start, end)):
@@ -449,7 +459,7 @@ def test_record_move_on_raw_pointers_and_variants():
         x = case_inputs([f32], desc.inputs, seed=5)[0]
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0]
         src = cupy.asarray(x.reshape(-1))
-        for fuse, via in itertools.product((True, False), ("auto", "move", "strided_copy")):
+        for fuse, via in itertools.product((True, False, "rows"), ("auto", "move", "strided_copy")):
             old = cb.FUSE_PAD, cb.MOVE_PLAIN_VIA
             cb.FUSE_PAD, cb.MOVE_PLAIN_VIA = fuse, via
             try:

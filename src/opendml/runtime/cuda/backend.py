@@ -975,14 +975,20 @@ class MoveLaunch:
 #: dimensions once merged, else through ``move_copy`` (multiply-shift
 #: division): "auto". "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
-#: True: a padding program (PADDING/PADDING1's interior copy and border
-#: slabs) runs as one ``move_copy`` over the whole output with per-axis maps
-#: (CONSTANT: a fill where any axis falls outside the input). False (the
-#: default): pass by pass, the interior through move_vec. On an H100
-#: (benchmarks/gpu_family.py --variants, 256 MiB float32, pad 1 on H and W)
-#: pass by pass ran 0.28-0.30 ms in every mode, fused move_vec 0.32-0.34 ms
-#: (its sources are misaligned by the padding: element loads).
-FUSE_PAD = False
+#: How a padding program (PADDING/PADDING1's interior copy and border slabs)
+#: runs. "rows" (the default): as one ``move_pad`` launch over the whole
+#: output, a warp per output row (borders element by element through the
+#: row's map, the interior as realigned 16-byte words), where the output's
+#: innermost dimension is contiguous on both sides and at least
+#: ``PAD_ROWS_MIN`` elements long, else pass by pass. True: one ``move_vec``
+#: pass over the whole output with per-axis maps (CONSTANT: a fill where any
+#: axis falls outside the input). False: pass by pass, the interior through
+#: strided_copy/move_vec. On an H100 (benchmarks/gpu_family.py --variants,
+#: 256 MiB float32, pad 1 on H and W) pass by pass ran 0.28-0.30 ms in every
+#: mode, fused move_vec 0.32-0.34 ms (its sources are misaligned by the
+#: padding: element loads); move_pad 0.27 ms (0.69-0.71 of copy, short of 0.90).
+FUSE_PAD = "rows"
+PAD_ROWS_MIN = 16
 _MAP_CONSTANT = 5
 
 
@@ -1153,7 +1159,7 @@ def kernel_passes(plan: MovePlan, fuse: bool | None = None) -> list[_Pass]:
     """The program's passes as kernel work, canonical (a padding program fused
     into one pass over the whole output where ``fuse``, default ``FUSE_PAD``)."""
     st_of, dt_of = plan.in_types, plan.out_types
-    if FUSE_PAD if fuse is None else fuse:
+    if (FUSE_PAD if fuse is None else fuse) is True:
         pad = _pad_program(plan)
         if pad is not None:
             mode, value, start, end = pad
@@ -1213,8 +1219,32 @@ def move_params(k: _Pass) -> P.MoveParams:
     return q
 
 
+def _pad_row_pass(plan: MovePlan):
+    """``(fused pass, rows)`` where ``plan`` is a padding program that
+    ``move_pad`` runs (its fused pass's innermost dimension of stride 1 on
+    both sides and at least ``PAD_ROWS_MIN`` long), else None."""
+    if _pad_program(plan) is None:
+        return None
+    ks = kernel_passes(plan, True)
+    if len(ks) != 1:
+        return None
+    k = ks[0]
+    if k.fill or k.st != k.dt or k.sb is not None or len(k.dims) >= P.MAX_MOVE_RANK:
+        return None
+    n, ss, ds = k.dims[-1][:3]
+    if ss != 1 or ds != 1 or n < PAD_ROWS_MIN or n >= 2**31 - 64 or k.dims[-1][5] >= 2**31:
+        return None
+    return k, k.count // n
+
+
 def _move_items(src_bytes: int, dst_bytes: int) -> int:
-    return max(4, 16 // max(src_bytes, dst_bytes))
+    """move_vec's V: 16 bytes of the wider side (4 elements at least); a
+    narrowing conversion twice that where it fills 16 destination bytes
+    (float32 -> float16: 8, two 16-byte loads and one 16-byte store)."""
+    v = max(4, 16 // max(src_bytes, dst_bytes))
+    if dst_bytes < src_bytes:
+        v = max(v, min(16 // dst_bytes, 2 * v))
+    return v
 
 
 def _tile_pass(k: _Pass, es: int):
@@ -1276,6 +1306,18 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
     from ...model.data_type import DataType
     via = plain_via or MOVE_PLAIN_VIA
     steps = []
+    how = FUSE_PAD if fuse is None else fuse
+    if how == "rows":
+        pad = _pad_row_pass(plan)
+        if pad is not None:
+            k, rows = pad
+            es = DataType(k.dt).size
+            index = "u32" if rows + 8 < 2**31 else "u64"
+            name = f"move_pad<{_SCALAR[es]}, {len(k.dims)}, {index}>"
+            return [(name, move_params(k), (math.ceil(rows / (THREADS // 32)),), 0, k.src, k.dst)]
+        fuse = False
+    elif how is not True:
+        fuse = False
     for k in kernel_passes(plan, fuse):
         count = k.count
         if count == 0:
