@@ -188,8 +188,12 @@ def main(argv=None):
     quick = a.quick
     parts = a.parts.split(",")
     rows = []
+    t0 = time.perf_counter()
+    opendml.torch.wait_for_node()         # steps are timed on the route a warm process takes
+    node = opendml.torch.node_status()
     print(f"device {torch.cuda.get_device_name() if dev == 'cuda' else platform.processor() or 'cpu'}, "
           f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}", flush=True)
+    print(f"eager autograd node: {node} (ready after {time.perf_counter() - t0:.1f} s)", flush=True)
     if "eager" in parts:
         shapes = [(1, 4, 16, 16)] + ([(2, 4, 12, 12)] if quick else [(8, 64, 56, 56), (32, 64, 56, 56)])
         eager(rows, dev, shapes, reps=5 if quick else 50, rounds=3 if quick else 11)
@@ -203,7 +207,7 @@ def main(argv=None):
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
-            "date": time.strftime("%Y-%m-%d"), "quick": quick}
+            "date": time.strftime("%Y-%m-%d"), "quick": quick, "torch_node": node}
     (out / f"train-{dev}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     try:
         import matplotlib

@@ -53,12 +53,35 @@ from .arrays import family_torch as _family  # noqa: F401 - the family in torch.
 from .arrays import torch_adapter as _adapter
 
 __all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "unfold_op", "fold_op", "slice1_op",
-           "slice_grad_op", "split_padding"]
+           "slice_grad_op", "split_padding", "node_status", "wait_for_node"]
 
 unfold_op = _adapter.unfold_op
 fold_op = _adapter.fold_op
 slice1_op = _adapter.slice1_op
 slice_grad_op = _adapter.slice_grad_op
+
+
+def node_status() -> str:
+    """Which route eager autograd takes for opendml's operators, and why.
+
+    With ``opendml.configure(torch_node="auto")`` (the default) a tensor that
+    needs a derivative is recorded by a C++ autograd node, like PyTorch's own
+    operators, once that node has been compiled for the installed PyTorch (in
+    a background thread, the first time it is needed; about half a minute,
+    once per machine and PyTorch version). Until then, or where no C++
+    compiler is present, the same call is recorded by a Python
+    ``torch.autograd.Function``; values and gradients are the same. Returns
+    ``"built (<path>)"``, ``"building"``, ``"not built"``, ``"off (...)"`` or
+    ``"build failed, ...: <reason>"``.
+    """
+    return _adapter.torch_node.status()
+
+
+def wait_for_node(timeout: float | None = 600.0) -> bool:
+    """Build (or load) the C++ autograd node now and wait for it, at most
+    ``timeout`` seconds; whether it is ready. Call it before timing training
+    steps, so that the first steps do not run while it compiles."""
+    return _adapter.torch_node.wait(timeout)
 
 
 def _is_sequence(value) -> bool:

@@ -54,7 +54,7 @@ import opendml.arrays as api
 from ..model.errors import UnsupportedError
 from ..runtime import alloc, calls, get_backend
 from ..runtime.cuda.backend import check_alignment
-from . import numpy_adapter
+from . import numpy_adapter, torch_node
 from .planner import OpCall, array_layout, plan_for
 
 __all__ = ["run", "numpy_dtype", "through_op", "prefix_window", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
@@ -227,13 +227,14 @@ class _Route:
     arguments that run it, and its adjoint (``backward``) written with the
     array API, so a gradient of a gradient takes the same routes again."""
 
-    __slots__ = ("fn", "code", "args", "call", "backward")
+    __slots__ = ("fn", "code", "args", "call", "backward", "slot")
 
     def __init__(self, call: OpCall, shape: tuple):
         self.call, self.args = call, call.args
         self.fn = _API[call.name]
         self.code = calls.OPS[call.name]
         self.backward = _ADJOINTS[call.name](call.args, shape)
+        self.slot = None                  # the C++ node's grad_fn type, once a node records this call
 
     def run(self, x):
         """The kernel on ``x`` (no autograd): served by the call cache where it can."""
@@ -388,6 +389,13 @@ def _through_function(x, call: OpCall, function):
             if len(_EAGER) >= 1024:
                 _EAGER.clear()
             route = _EAGER[memo] = _Route(call, shape)
+    if function is _EAGER_FN and _fwad._current_level < 0:
+        node = torch_node.get()
+        if node is not None:              # the C++ node: the same kernel and adjoint, recorded in C++
+            k = route.slot
+            if k is None:
+                k = route.slot = torch_node.slot(node, f"opendml_{call.name}Backward")
+            return node.apply(x, k, route.run, route.backward)
     return function[call.name].apply(x, route)
 
 

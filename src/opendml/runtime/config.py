@@ -7,6 +7,8 @@ The environment is read once, when this module is imported:
     OPENDML_CPU_THREADS      an integer in [1, 1024] (default: the usable cores)
     OPENDML_CPU_CACHE_BYTES  an integer in [0, 2**62] (default: see ``default_cache_bytes``)
     OPENDML_CALL_CACHE       "1" or "0": serve repeated array-API calls from C (default 1)
+    OPENDML_TORCH_NODE       "auto", "wait" or "off": opendml's compiled autograd node for eager
+                             PyTorch (default auto; see ``Config.torch_node``)
 
 A malformed value is an error that names the variable, the value and what is
 allowed. So that ``import opendml`` (and ``opendml info``) still work, the
@@ -30,6 +32,7 @@ from ..model.errors import UnsupportedError, ValidationError
 __all__ = ["Config", "configure", "config", "default_cache_bytes", "KERNEL_CHOICES"]
 
 KERNEL_CHOICES = ("compiled", "numpy")
+TORCH_NODE_CHOICES = ("auto", "wait", "off")
 MAX_THREADS = 1024
 MAX_CACHE_BYTES = 2**62
 #: Outputs of at least this many bytes go through the output-block cache.
@@ -82,6 +85,16 @@ class Config:
         Whether a repeated array-function call (same operator, arguments,
         dtype, shape and strides) is served by the compiled extension's call
         cache without entering Python.
+    torch_node : str
+        How eager PyTorch autograd records opendml's operators. ``"auto"``:
+        a C++ autograd node, compiled for the installed PyTorch the first
+        time a tensor that needs a derivative meets opendml (in a background
+        thread, about half a minute once per machine and PyTorch version,
+        kept in PyTorch's extension cache); calls take the Python
+        ``autograd.Function`` until it is ready, or for good if it cannot be
+        built. ``"wait"``: the same, but that first call waits for the build.
+        ``"off"``: always the Python ``autograd.Function``. Both give the same
+        values and gradients; ``opendml.torch.node_status()`` says which runs.
     """
     cpu_kernels: str
     compiled_available: bool
@@ -91,6 +104,7 @@ class Config:
     unfold_tile_stride: int = 64
     unfold_tile_columns: int = 256
     call_cache: bool = True
+    torch_node: str = "auto"
 
 
 #: Whether the compiled CPU kernels load; set by ``opendml.runtime`` (which
@@ -128,6 +142,13 @@ def _from_environment() -> tuple[dict, dict]:
             values["call_cache"] = raw.strip() == "1"
         else:
             errors["call_cache"] = ValidationError(f"OPENDML_CALL_CACHE must be 0 or 1; got {raw!r}")
+    raw = os.environ.get("OPENDML_TORCH_NODE")
+    if raw is not None and raw.strip():
+        if raw.strip().lower() in TORCH_NODE_CHOICES:
+            values["torch_node"] = raw.strip().lower()
+        else:
+            errors["torch_node"] = ValidationError(
+                f"OPENDML_TORCH_NODE must be one of {', '.join(TORCH_NODE_CHOICES)}; got {raw!r}")
     for setting, name, lo, hi in (("threads", "OPENDML_CPU_THREADS", 1, MAX_THREADS),
                                   ("output_cache_bytes", "OPENDML_CPU_CACHE_BYTES", 0, MAX_CACHE_BYTES)):
         raw = os.environ.get(name)
@@ -157,7 +178,8 @@ def _initial() -> Config:
     return Config(cpu_kernels=kernels, compiled_available=available,
                   threads=_env_values.get("threads", usable_cores()),
                   output_cache_bytes=_env_values.get("output_cache_bytes", default_cache_bytes()),
-                  call_cache=_env_values.get("call_cache", True))
+                  call_cache=_env_values.get("call_cache", True),
+                  torch_node=_env_values.get("torch_node", "auto"))
 
 
 def config() -> Config:
@@ -219,7 +241,7 @@ class _Restore:
 def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
               output_cache_bytes: int | None = None, thread_grain_bytes: int | None = None,
               unfold_tile_stride: int | None = None, unfold_tile_columns: int | None = None,
-              call_cache: bool | None = None) -> _Restore:
+              call_cache: bool | None = None, torch_node: str | None = None) -> _Restore:
     """Change settings for the whole process; None keeps a setting.
 
     Call it before starting threads. Any change empties the call cache.
@@ -241,6 +263,9 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
         CPU UNFOLD tile width in output columns, in [1, 2**20].
     call_cache : bool, optional
         Serve repeated array-function calls from C.
+    torch_node : {"auto", "wait", "off"}, optional
+        How eager PyTorch autograd records opendml's operators (see
+        ``Config.torch_node``).
 
     Returns
     -------
@@ -252,7 +277,8 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
     Raises
     ------
     ValidationError
-        If a value is out of range or ``cpu_kernels`` is not a known name.
+        If a value is out of range or ``cpu_kernels`` or ``torch_node`` is
+        not a known name.
     TypeError
         If ``threads`` (or another count) is not an int, or ``call_cache``
         not a bool.
@@ -261,7 +287,7 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
         installed.
     """
     given = {"cpu_kernels": cpu_kernels, "threads": threads, "output_cache_bytes": output_cache_bytes,
-             "call_cache": call_cache}
+             "call_cache": call_cache, "torch_node": torch_node}
     with _lock:
         try:
             previous = config()
@@ -290,6 +316,11 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
             if not isinstance(call_cache, bool):
                 raise TypeError(f"configure: call_cache must be True or False; got {type(call_cache).__name__}")
             changes["call_cache"] = call_cache
+        if torch_node is not None:
+            if not isinstance(torch_node, str) or torch_node.strip().lower() not in TORCH_NODE_CHOICES:
+                raise ValidationError(f"configure: torch_node must be one of {', '.join(TORCH_NODE_CHOICES)}; "
+                                      f"got {torch_node!r}")
+            changes["torch_node"] = torch_node.strip().lower()
         _apply(dataclasses.replace(previous, **changes))
         return _Restore(previous)
 

@@ -1,0 +1,153 @@
+// opendml's autograd node for eager PyTorch (arrays/torch_node.py builds and loads it).
+//
+// A Python torch.autograd.Function costs tens of microseconds per forward +
+// backward more than PyTorch's own C++ nodes (its apply, the Python context
+// object, the PyNode that calls back into Python). This node is a plain C++
+// torch::autograd::Node, like the ones PyTorch generates for its own
+// operators: the forward runs opendml's kernel route (a Python callable: the
+// call cache serves it from C) and records this node; the engine calls the
+// node's apply, which calls the operator's adjoint (a Python callable that
+// goes through the array API, so a gradient of a gradient takes the same
+// routes again). Each operator gets its own Python type for grad_fn
+// (opendml_<op>Backward), registered the way PyTorch registers its own.
+//
+// Only the routing is here: which kernel runs and every rule stay in Python.
+#include <torch/extension.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/python_cpp_function.h>
+
+#include <array>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+namespace py = pybind11;
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+namespace {
+
+constexpr int kSlots = 64;  // distinct grad_fn types (one per operator name)
+
+// The pointer type the engine holds nodes by: std::shared_ptr in older
+// PyTorch releases, c10::intrusive_ptr in newer ones.
+using NodePtr = decltype(std::declval<torch::autograd::Edge>().function);
+
+template <class P>
+struct is_shared : std::false_type {};
+template <class T>
+struct is_shared<std::shared_ptr<T>> : std::true_type {};
+
+struct Backward : Node {
+  explicit Backward(py::object adjoint) : adjoint_(std::move(adjoint)) {}
+
+  ~Backward() override {
+    if (!adjoint_) return;
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      adjoint_ = py::object();
+    } else {
+      adjoint_.release();  // the interpreter is gone: nothing left to release it into
+    }
+  }
+
+  variable_list apply(variable_list&& grads) override {
+    if (!grads[0].defined()) return {at::Tensor()};
+    py::gil_scoped_acquire gil;
+    try {
+      return {adjoint_(grads[0]).cast<at::Tensor>()};
+    } catch (py::error_already_set& e) {
+      e.restore();              // the adjoint's own exception (an opendml error, ...), as PyNode does
+      throw python_error();
+    }
+  }
+
+  void release_variables() override {}  // nothing saved: backward may run again, as for torch.flip
+
+  py::object adjoint_;
+};
+
+template <int K>
+struct Slot final : Backward {
+  using Backward::Backward;
+  static std::string label;
+  std::string name() const override { return label; }
+};
+template <int K>
+std::string Slot<K>::label;
+
+std::array<PyTypeObject, kSlots> types{};
+int used = 0;
+
+template <class P, class X>
+P make_node(py::object adjoint) {
+  if constexpr (is_shared<P>::value) {
+    return P(new X(std::move(adjoint)));
+  } else {
+    return c10::make_intrusive<X>(std::move(adjoint));
+  }
+}
+
+using Maker = NodePtr (*)(py::object);
+template <int... K>
+std::array<Maker, kSlots> makers(std::integer_sequence<int, K...>) {
+  return {&make_node<NodePtr, Slot<K>>...};
+}
+template <int... K>
+std::array<const std::type_info*, kSlots> infos(std::integer_sequence<int, K...>) {
+  return {&typeid(Slot<K>)...};
+}
+template <int... K>
+std::array<std::string*, kSlots> labels(std::integer_sequence<int, K...>) {
+  return {&Slot<K>::label...};
+}
+const auto kMakers = makers(std::make_integer_sequence<int, kSlots>{});
+const auto kInfos = infos(std::make_integer_sequence<int, kSlots>{});
+const auto kLabels = labels(std::make_integer_sequence<int, kSlots>{});
+
+// A new grad_fn type named `name` (e.g. opendml_unfoldBackward); its slot number.
+int slot(const std::string& name) {
+  for (int k = 0; k < used; ++k) {
+    if (*kLabels[k] == name) return k;
+  }
+  if (used == kSlots) throw std::runtime_error("opendml autograd node: more than 64 operator names");
+  int k = used++;
+  *kLabels[k] = name;
+  torch::autograd::_initFunctionPyTypeObject(types[k], kLabels[k]->c_str(), nullptr, nullptr);
+  Py_INCREF(&types[k]);
+  torch::autograd::registerCppFunction(*kInfos[k], &types[k]);
+  return k;
+}
+
+// kernel(x) with grad mode off (opendml's kernel route; the call cache serves
+// it), then, where autograd records, this slot's node with adjoint as backward.
+at::Tensor apply(const at::Tensor& x, int k, const py::object& kernel, py::object adjoint) {
+  if (k < 0 || k >= used) throw std::out_of_range("opendml autograd node: no such slot");
+  const bool record = torch::autograd::compute_requires_grad(x);
+  at::Tensor y;
+  {
+    at::AutoGradMode no_grad(false);
+    y = kernel(x).cast<at::Tensor>();
+  }
+  if (record) {
+    if (y.requires_grad() || y.is_view() || y.is_same(x)) {
+      throw std::runtime_error("opendml autograd node: the kernel route returned a tensor autograd already knows");
+    }
+    NodePtr node = kMakers[k](std::move(adjoint));
+    node->set_next_edges(torch::autograd::collect_next_edges(x));
+    torch::autograd::set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
+  m.def("apply", &apply, "kernel(x) recorded for autograd with adjoint as its backward");
+}

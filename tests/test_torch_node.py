@@ -1,0 +1,164 @@
+"""The C++ autograd node (``arrays/torch_node.cpp``) against the Python
+``autograd.Function`` route: same values, gradients, second derivatives,
+errors and ``grad_fn`` names, under threads and after ``configure``; the
+setting's validation (``torch_node`` / ``OPENDML_TORCH_NODE``)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import opendml as dml  # noqa: E402
+from opendml.arrays import torch_node  # noqa: E402
+from opendml.model.errors import ValidationError  # noqa: E402
+
+from .test_torch_autodiff import CASES  # noqa: E402
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(scope="module")
+def node():
+    """The node, built (or loaded from PyTorch's extension cache) for this PyTorch."""
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        pytest.skip("no C++ compiler here: the node cannot be built (the Python route serves)")
+    with dml.configure(torch_node="wait"):
+        assert torch_node.wait(), torch_node.status()
+    assert torch_node.status().startswith("built"), torch_node.status()
+    return torch_node.get()
+
+
+def _device(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    return device
+
+
+def _run(op, x, g, mode, create_graph=False):
+    """(output, its grad_fn type name, whether a C++ node recorded it, gradient)."""
+    with dml.configure(torch_node=mode):
+        y = op(x)
+        (gx,) = torch.autograd.grad(y, x, g, create_graph=create_graph)
+    return y, type(y.grad_fn).__name__, not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction), gx
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,op,ref", CASES, ids=[c[0] for c in CASES])
+def test_node_route_equals_python_route(node, name, op, ref, device):
+    x = torch.randn(2, 3, 5, 6, dtype=torch.float64, device=_device(device), requires_grad=True)
+    g = torch.randn_like(op(x.detach()))
+    y1, type1, native1, g1 = _run(op, x, g, "wait")
+    y2, type2, native2, g2 = _run(op, x, g, "off")
+    assert native1 and not native2                   # each route is the one asked for
+    assert type1 == type2 and type1.startswith("opendml_") and type1.endswith("Backward")
+    assert torch.equal(y1, y2) and torch.equal(g1, g2)
+    assert torch.equal(y1, ref(x.detach()).to(y1.dtype)) or torch.allclose(y1, ref(x.detach()))
+
+
+@pytest.mark.parametrize("name,op,ref", CASES, ids=[c[0] for c in CASES])
+def test_node_second_order_and_gradcheck(node, name, op, ref):
+    x = torch.randn(2, 3, 5, 6, dtype=torch.float64, requires_grad=True)
+    with dml.configure(torch_node="wait"):
+        assert torch.autograd.gradcheck(op, (x,))
+        assert torch.autograd.gradgradcheck(op, (x,))
+        g = torch.randn_like(op(x.detach()), requires_grad=True)
+        (gx,) = torch.autograd.grad(op(x), x, g, create_graph=True)
+        assert not isinstance(gx.grad_fn, torch.autograd.function.BackwardCFunction)
+        (gg,) = torch.autograd.grad(gx.sum(), g)
+    with dml.configure(torch_node="off"):
+        (gx2,) = torch.autograd.grad(op(x), x, g, create_graph=True)
+        (gg2,) = torch.autograd.grad(gx2.sum(), g)
+    assert torch.equal(gx, gx2) and torch.equal(gg, gg2)
+
+
+def test_node_graph_behaves_like_a_pytorch_node(node):
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    with dml.configure(torch_node="wait"):
+        y = dml.unfold(x, 3, 1, 1, 1, 1)
+        assert y.grad_fn.name() == "opendml_unfoldBackward"
+        assert y.grad_fn.next_functions[0][0] is x.grad_fn or "AccumulateGrad" in type(
+            y.grad_fn.next_functions[0][0]).__name__
+        seen = []
+        y.register_hook(lambda g: seen.append(g.shape))
+        y.sum().backward()
+        first = x.grad.clone()
+        y.sum().backward()                          # nothing saved: a second backward works, as for flip
+        assert seen == [y.shape, y.shape] and torch.equal(x.grad, 2 * first)
+        with pytest.raises(RuntimeError, match="shape"):
+            torch.autograd.grad(dml.unfold(x, 3, 1, 1, 1, 1), x, torch.ones(3))
+        z = dml.unfold(x * 2, 3, 1, 1, 1, 1)        # a non-leaf input: the chain goes on through MulBackward
+        (gz,) = torch.autograd.grad(z.sum(), x)
+    with dml.configure(torch_node="off"):
+        (gz2,) = torch.autograd.grad(dml.unfold(x * 2, 3, 1, 1, 1, 1).sum(), x)
+    assert torch.equal(gz, gz2)
+
+
+def test_node_errors_equal_python_route_errors(node):
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    for mode in ("wait", "off"):
+        with dml.configure(torch_node=mode), pytest.raises(ValidationError) as e:
+            dml.slice1(x, [0, 0, 0, 0], [1, 2, 7, 6], [1, 1, 1, 1])
+        if mode == "wait":
+            first = str(e.value)
+        else:
+            assert str(e.value) == first
+
+
+def test_node_no_grad_and_forward_ad_keep_their_routes(node):
+    import torch.autograd.forward_ad as fwAD
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    with dml.configure(torch_node="wait"):
+        with torch.no_grad():
+            assert dml.unfold(x, 2).grad_fn is None
+        with fwAD.dual_level():
+            d = fwAD.make_dual(x.detach(), torch.ones_like(x))
+            y = dml.unfold(d, 2)
+            assert isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction) or y.grad_fn is None
+            assert torch.equal(fwAD.unpack_dual(y).tangent, dml.unfold(torch.ones_like(x), 2))
+
+
+def test_node_under_threads(node):
+    xs = [torch.randn(2, 3, 8 + i, 7, requires_grad=True) for i in range(4)]
+    want = []
+    with dml.configure(torch_node="off"):
+        for x in xs:
+            want.append(torch.autograd.grad(dml.slice1(x, [0, 0, 0, 0], list(x.shape), [1, -1, 1, -1]).sum(), x)[0])
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(50):
+                x = xs[k % 4]
+                (got,) = torch.autograd.grad(dml.slice1(x, [0, 0, 0, 0], list(x.shape), [1, -1, 1, -1]).sum(), x)
+                assert torch.equal(got, want[k % 4])
+        except Exception as e:                       # noqa: BLE001 - reported below
+            errors.append(e)
+    with dml.configure(torch_node="wait"):
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+
+
+def test_setting_is_validated():
+    with pytest.raises(ValidationError, match="torch_node must be one of auto, wait, off; got 'sometimes'"):
+        dml.configure(torch_node="sometimes")
+    with pytest.raises(ValidationError, match="torch_node"):
+        dml.configure(torch_node=1)
+    with dml.configure(torch_node="OFF"):
+        assert dml.config().torch_node == "off"
+        assert torch_node.get() is None and torch_node.status().startswith("off")
+    env = dict(os.environ, OPENDML_TORCH_NODE="maybe")
+    out = subprocess.run([sys.executable, "-c", "import opendml; opendml.config()"], env=env,
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "OPENDML_TORCH_NODE must be one of auto, wait, off; got 'maybe'" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "opendml.cli", "info"], env=env, capture_output=True, text=True)
+    assert out.returncode == 2 and "OPENDML_TORCH_NODE" in out.stderr and len(out.stderr.strip().splitlines()) == 1
