@@ -40,19 +40,23 @@ def kernel_of(call):
     """The prepared move program of one array-API call (captured from the CPU
     backend's ``prepare``): a callable replaying the passes into that call's
     output."""
-    be = get_backend("cpu")
-    orig = be.prepare
     got = []
+    # The call caches (C and family_cache) would serve the call without
+    # preparing anything: off while capturing (a new backend; the caches refill
+    # on the timed route's warm-up call).
+    with dml.configure(call_cache=False):
+        be = get_backend("cpu")
+        orig = be.prepare
 
-    def spy(plan, src, dst):
-        run = orig(plan, src, dst)
-        got.append(run)
-        return run
-    be.prepare = spy
-    try:
-        call()
-    finally:
-        del be.prepare
+        def spy(plan, src, dst):
+            run = orig(plan, src, dst)
+            got.append(run)
+            return run
+        be.prepare = spy
+        try:
+            call()
+        finally:
+            del be.prepare
     return got[-1]
 
 

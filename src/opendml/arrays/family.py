@@ -47,7 +47,9 @@ from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdenti
                    Padding1OperatorDesc, PaddingMode, ScaleBias, SpaceToDepth1OperatorDesc, SplitOperatorDesc,
                    TileOperatorDesc)
 from ..ops.cast import CastOperatorDesc
+from ..runtime import calls as _calls
 from ..runtime import get_backend
+from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu.backend import WORDS
 from . import family_cache
 from .numpy_adapter import as_input
@@ -61,6 +63,17 @@ _MODES = {"constant": PaddingMode.CONSTANT, "edge": PaddingMode.EDGE, "reflect":
           "reflection": PaddingMode.REFLECTION, "symmetric": PaddingMode.SYMMETRIC, "wrap": PaddingMode.WRAP}
 _ORDERS = {"DCR": DepthSpaceOrder.DEPTH_COLUMN_ROW, "CRD": DepthSpaceOrder.COLUMN_ROW_DEPTH,
            "DEPTH_COLUMN_ROW": DepthSpaceOrder.DEPTH_COLUMN_ROW, "COLUMN_ROW_DEPTH": DepthSpaceOrder.COLUMN_ROW_DEPTH}
+
+
+#: ``_move(op, x, *args)``: a repeated call on NumPy arrays served by the C
+#: call cache (``runtime.calls.move``), or None. Each function offers its
+#: arguments exactly as received, first thing; the route records a compiled
+#: run with the same arguments snapshotted (``FamilyCall.ccall``).
+_move = _calls.move
+(_IDENTITY, _CAST, _PAD, _JOIN, _SPLIT, _TILE, _SPACE_TO_DEPTH, _DEPTH_TO_SPACE) = (
+    _calls.OPS[k] for k in ("identity", "cast", "pad", "join", "split", "tile", "space_to_depth", "depth_to_space"))
+# Members of these key by identity in the C call cache (a mode, an order, a DataType as cast's dtype).
+_calls.register_move_types((PaddingMode, DepthSpaceOrder, DataType))
 
 
 def _snapshot(value):
@@ -109,12 +122,15 @@ class FamilyCall:
     description declares (``opendml.ops._spec``). ``key`` (optional): the
     function and its arguments frozen (``family_cache.call_key``), which
     lets the NumPy route serve repeated calls from ``family_cache``; None:
-    never cached."""
+    never cached. ``ccall`` (optional, with ``key``): ``(function, args,
+    seq)``, the arguments exactly as the function offered them to the C
+    call cache (``runtime.calls.move``; lists snapshotted) and whether the
+    inputs were a sequence (JOIN): a compiled run is then recorded there."""
 
-    __slots__ = ("name", "make", "multi", "key")
+    __slots__ = ("name", "make", "multi", "key", "ccall")
 
-    def __init__(self, name: str, make, multi: bool = False, key=None):
-        self.name, self.make, self.multi, self.key = name, make, multi, key
+    def __init__(self, name: str, make, multi: bool = False, key=None, ccall=None):
+        self.name, self.make, self.multi, self.key, self.ccall = name, make, multi, key, ccall
 
     def describe(self, descs):
         """The validated description for inputs of these logical descriptions
@@ -185,23 +201,28 @@ def run_list(call: FamilyCall, arrays) -> list:
 def run_numpy(call: FamilyCall, arrays) -> list:
     """The NumPy path: validate on the arrays' shapes, then execute; a call
     seen before (same function, arguments, dtypes, shapes and strides, on
-    the CPU backend in force) is served from ``family_cache``."""
-    key = None
+    the CPU backend in force) is served from ``family_cache`` (the C call
+    cache, ``runtime.calls.move``, serves it before the function gets here
+    once a compiled run was recorded there)."""
+    key = record = None
     # A replaced ``execute`` (a spy, a mock) is given every call, uncached.
     if call.key is not None and execute is _EXECUTE:
         arrays_key = family_cache.array_key(arrays)
         if arrays_key is not None:
-            key = (call.key, arrays_key)
+            since = _calls.generation() if call.ccall is not None else None   # before any setting is read
             backend = get_backend("cpu")
             # A backend whose prepare was replaced on the instance (a spy, a
-            # mock) is given every call.
-            if "prepare" not in backend.__dict__:
+            # mock) is given every call; configure(call_cache=False) turns
+            # this cache off too.
+            if "prepare" not in backend.__dict__ and backend.config.call_cache:
+                key = (call.key, arrays_key)
+                record = (call, since)
                 entry = family_cache.lookup(key, backend)
                 if entry is not None:
                     return _replay(entry, arrays, call.name)
     arrays = [_array(x, call.name) for x in arrays]
     desc = call.describe([logical_desc(x.dtype, x.shape) for x in arrays])
-    return execute(desc, arrays) if key is None else _execute(desc, arrays, key)
+    return execute(desc, arrays) if key is None else _execute(desc, arrays, key, record)
 
 
 def _replay(entry, arrays, name: str) -> list:
@@ -217,23 +238,25 @@ def _replay(entry, arrays, name: str) -> list:
         return outs
     ins = [x.ctypes.data + off for x, off in zip(arrays, entry.offsets)]
     dsts = [o.ctypes.data for o in outs]
-    for kernel, fill, s, d in steps:
-        kernel(dsts[s] if fill else ins[s], dsts[d])
+    for kernel, blob, threads, fill, s, d in steps:
+        kernel(dsts[d], dsts[s] if fill else ins[s], blob, threads)
     return outs
 
 
 def execute(desc, arrays) -> list:
     """Run the validated ``desc``'s move program on NumPy arrays (any
     strides) into new packed arrays, on the CPU backend."""
-    return _execute(desc, arrays, None)
+    return _execute(desc, arrays, None, None)
 
 
 _EXECUTE = execute
 
 
-def _execute(desc, arrays, key) -> list:
+def _execute(desc, arrays, key, record) -> list:
     """``execute``; where ``key`` is given and the call succeeds, it is
-    recorded in ``family_cache`` under ``key``."""
+    recorded in ``family_cache`` under ``key`` and, with ``record`` ((the
+    FamilyCall, the call cache's generation read before any setting)) and
+    the compiled kernels, in the C call cache."""
     arrays = [_array(x, desc.OPERATOR) for x in arrays]
     prepared = [_prepared(x) for x in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
@@ -244,11 +267,11 @@ def _execute(desc, arrays, key) -> list:
     run = backend.prepare(plan, srcs, dsts)
     run()
     if key is not None:
-        _record(key, backend, desc, plan, arrays, prepared, outs, run, srcs, dsts)
+        _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts)
     return outs
 
 
-def _record(key, backend, desc, plan, arrays, prepared, outs, run, srcs, dsts) -> None:
+def _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts) -> None:
     # Only arrays read where they lie (not copied by _prepared; the key
     # admits no array that as_input converts) are replayed from their own
     # addresses.
@@ -259,9 +282,18 @@ def _record(key, backend, desc, plan, arrays, prepared, outs, run, srcs, dsts) -
                 (src.size and x.ctypes.data + off != src.ctypes.data):
             return
         offsets.append(off)
-    steps = family_cache.kernel_steps(plan, run, srcs, dsts) if backend.kernels == "compiled" else None
+    steps = family_cache.kernel_steps(backend, plan, srcs, dsts) if backend.kernels == "compiled" else None
     family_cache.record(key, family_cache.Entry(backend, desc, plan,
                                                 tuple((o.shape, o.dtype) for o in outs), tuple(offsets), steps))
+    call, since = record if record is not None else (None, None)
+    if steps is not None and call is not None and call.ccall is not None:
+        # The C call cache: the next such call is served before any Python runs.
+        name, args, seq = call.ccall
+        _calls.put_move(name, tuple(arrays) if seq else arrays[0], args,
+                        tuple((o.shape, o.dtype, o.nbytes >= CACHE_MIN_BYTES) for o in outs),
+                        tuple(-off for off in offsets),
+                        tuple((int(fill), s, d, blob, threads) for _, blob, threads, fill, s, d in steps),
+                        call.multi, since)
 
 
 def _run(call: FamilyCall, arrays):
@@ -348,10 +380,15 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
+    if execute is _EXECUTE:
+        out = _move(_IDENTITY, x, scale, bias)
+        if out is not None:
+            return out
     sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
                                                                0.0 if bias is None else bias)
     return _run(FamilyCall("identity", lambda t: ElementWiseIdentityOperatorDesc(t, None, sb),
-                           key=family_cache.call_key("identity", scale, bias)), [x])
+                           key=family_cache.call_key("identity", scale, bias),
+                           ccall=("identity", (scale, bias), False)), [x])
 
 
 def cast(x: Any, dtype) -> np.ndarray:
@@ -388,6 +425,10 @@ def cast(x: Any, dtype) -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
+    if execute is _EXECUTE:
+        out = _move(_CAST, x, dtype)
+        if out is not None:
+            return out
     try:
         if isinstance(dtype, DataType):
             dt = dtype
@@ -401,7 +442,7 @@ def cast(x: Any, dtype) -> np.ndarray:
         raise ValidationError(f"cast: dtype must be one of the 11 types (a NumPy dtype or a DataType); "
                               f"got {_short(dtype)}")
     return _run(FamilyCall("cast", lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes)),
-                           key=family_cache.call_key("cast", dt)), [x])
+                           key=family_cache.call_key("cast", dt), ccall=("cast", (dtype,), False)), [x])
 
 
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", value=0) -> np.ndarray:
@@ -446,6 +487,10 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
+    if execute is _EXECUTE:
+        out = _move(_PAD, x, start_padding, end_padding, mode, value)
+        if out is not None:
+            return out
     start_padding, end_padding = _snapshot(start_padding), _snapshot(end_padding)
     m = _MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
     if m is None:
@@ -455,8 +500,8 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         return Padding1OperatorDesc(t, None, m, t.data_type, value,
                                     _per_axis(start_padding, t.rank, "start_padding", "pad"),
                                     _per_axis(end_padding, t.rank, "end_padding", "pad"))
-    return _run(FamilyCall("pad", make, key=family_cache.call_key("pad", start_padding, end_padding, m, value)),
-                [x])
+    return _run(FamilyCall("pad", make, key=family_cache.call_key("pad", start_padding, end_padding, m, value),
+                           ccall=("pad", (start_padding, end_padding, mode, value), False)), [x])
 
 
 def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
@@ -490,12 +535,16 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
+    if execute is _EXECUTE:
+        out = _move(_JOIN, arrays, axis)
+        if out is not None:
+            return out
     arrays = _snapshot(arrays)
     if not isinstance(arrays, tuple) or not arrays:
         raise ValidationError(f"join: arrays must be a non-empty sequence of arrays; got {_short(arrays)}")
     a = _axis(axis, max(_rank(arrays[0]), 1), "join")
-    return _run(FamilyCall("join", lambda *ts: JoinOperatorDesc(ts, None, a), key=family_cache.call_key("join", a)),
-                arrays)
+    return _run(FamilyCall("join", lambda *ts: JoinOperatorDesc(ts, None, a), key=family_cache.call_key("join", a),
+                           ccall=("join", (axis,), True)), arrays)
 
 
 def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
@@ -533,6 +582,10 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
+    if execute is _EXECUTE:
+        out = _move(_SPLIT, x, axis, sizes)
+        if out is not None:
+            return out
     sizes = _snapshot(sizes)
     if not isinstance(sizes, tuple) or not sizes:
         raise ValidationError(f"split: sizes must be a non-empty sequence of ints; got {_short(sizes)}")
@@ -545,7 +598,8 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
         outs = tuple(TensorDesc(t.data_type, tuple(int(s) if d == a else n for d, n in enumerate(t.sizes)))
                      for s in sizes)
         return SplitOperatorDesc(t, outs, a)
-    return _run(FamilyCall("split", make, multi=True, key=family_cache.call_key("split", a, sizes)), [x])
+    return _run(FamilyCall("split", make, multi=True, key=family_cache.call_key("split", a, sizes),
+                           ccall=("split", (axis, sizes), False)), [x])
 
 
 def tile(x: Any, repeats: Ints) -> np.ndarray:
@@ -581,9 +635,13 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
+    if execute is _EXECUTE:
+        out = _move(_TILE, x, repeats)
+        if out is not None:
+            return out
     repeats = _snapshot(repeats)
     return _run(FamilyCall("tile", lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile")),
-                           key=family_cache.call_key("tile", repeats)), [x])
+                           key=family_cache.call_key("tile", repeats), ccall=("tile", (repeats,), False)), [x])
 
 
 def _order(order, where: str) -> DepthSpaceOrder:
@@ -631,9 +689,14 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
+    if execute is _EXECUTE:
+        out = _move(_SPACE_TO_DEPTH, x, block_size, order)
+        if out is not None:
+            return out
     o = _order(order, "space_to_depth")
     return _run(FamilyCall("space_to_depth", lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o),
-                           key=family_cache.call_key("space_to_depth", block_size, o)), [x])
+                           key=family_cache.call_key("space_to_depth", block_size, o),
+                           ccall=("space_to_depth", (block_size, order), False)), [x])
 
 
 def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
@@ -671,9 +734,14 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
+    if execute is _EXECUTE:
+        out = _move(_DEPTH_TO_SPACE, x, block_size, order)
+        if out is not None:
+            return out
     o = _order(order, "depth_to_space")
     return _run(FamilyCall("depth_to_space", lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o),
-                           key=family_cache.call_key("depth_to_space", block_size, o)), [x])
+                           key=family_cache.call_key("depth_to_space", block_size, o),
+                           ccall=("depth_to_space", (block_size, order), False)), [x])
 
 
 class _AdjointApi:

@@ -92,9 +92,10 @@ class Entry:
     """One recorded call: ``backend`` (the CPU backend it was prepared on),
     ``desc`` and ``plan``, ``outs`` ((shape, dtype) per output), ``offsets``
     (per input, the byte offset of its lowest-addressed element from its data
-    pointer) and ``steps`` (per pass that runs: (kernel, whether it reads an
-    output (a fill), source index, destination index)), or None where the
-    passes must be prepared again on each call."""
+    pointer) and ``steps`` (per pass that runs: (kernel, parameter bytes,
+    threads, whether it reads an output (a fill), source index, destination
+    index); ``kernel_steps``), or None where the passes must be prepared
+    again on each call."""
 
     __slots__ = ("backend", "desc", "plan", "outs", "offsets", "steps")
 
@@ -103,33 +104,44 @@ class Entry:
         self.offsets, self.steps = offsets, steps
 
 
-def _cells(fn) -> dict:
-    code, closure = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
-    if code is None or closure is None:
-        return {}
-    return {name: cell.cell_contents for name, cell in zip(code.co_freevars, closure)}
+class _Capture:
+    """Stands in for the CPU backend when its compiled move pass is built
+    (``CpuBackend._native_move_pass``): the launch it asks for is returned
+    as ``(kernel, parameter bytes, threads)`` instead of being bound to
+    buffers, so the kernels are the backend's own, read from no closure."""
+
+    __slots__ = ("_native", "_threads")
+
+    def __init__(self, backend):
+        self._native, self._threads = backend._native, backend._threads
+
+    def _launch(self, kernel, params, src, dst, nbytes: int):
+        return kernel, bytes(params), self._threads(nbytes)
 
 
-def kernel_steps(plan, run, srcs, dsts):
-    """Each running pass's compiled kernel, read from ``run`` (what the CPU
-    backend's ``prepare`` returned for ``plan`` on ``srcs``/``dsts``) and
-    checked against the addresses it was bound to; None where a pass is not a
-    compiled kernel bound as expected (the NumPy kernels)."""
-    runs = _cells(run).get("runs")
-    passes = [p for p in plan.passes if p.count != 0]
-    if not isinstance(runs, list) or len(runs) != len(passes):
+def kernel_steps(backend, plan, srcs, dsts):
+    """Each running pass of ``plan`` as the compiled kernel the CPU
+    ``backend`` runs for it: ``(kernel, parameter bytes, threads, whether it
+    is a fill, source index, destination index)``, in order; None where a
+    pass has no compiled kernel (the NumPy kernels, a pass of more than 16
+    dimensions) or the backend does not build them as expected."""
+    build = getattr(type(backend), "_native_move_pass", None)
+    native = getattr(backend, "_native", None)
+    if build is None or native is None:
         return None
+    capture = _Capture(backend)
     steps = []
-    for p, r in zip(passes, runs):
-        cells = _cells(r)
-        k = cells.get("k")
-        if k is None or type(k).__name__ != "_Kernel" or set(cells) != {"k", "s_addr", "d_addr"}:
+    for p in plan.passes:
+        if p.count == 0:
+            continue
+        try:
+            got = build(capture, plan, p, srcs, dsts)
+        except (AttributeError, TypeError):       # a backend built otherwise: replay through prepare
+            return None
+        if not isinstance(got, tuple) or got[0] is not native.move:
             return None
         fill = isinstance(p, Fill)
-        src = dsts[p.dst] if fill else srcs[p.src]
-        if cells["s_addr"] != src.ctypes.data or cells["d_addr"] != dsts[p.dst].ctypes.data:
-            return None
-        steps.append((k, fill, p.dst if fill else p.src, p.dst))
+        steps.append((got[0], got[1], got[2], fill, p.dst if fill else p.src, p.dst))
     return tuple(steps)
 
 

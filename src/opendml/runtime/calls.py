@@ -28,11 +28,13 @@ from ..model.errors import UnsupportedError, ValidationError
 from .config import config
 from .cpu.backend import _load_native
 
-__all__ = ["OPS", "call", "generation", "put_numpy", "put_cuda", "register_torch", "register_cupy", "clear", "info",
-           "set_enabled"]
+__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_cuda", "register_torch",
+           "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
-#: Operator codes in keys.
-OPS = {"slice": 1, "slice1": 2, "unfold": 3, "fold": 4, "slice_grad": 5}
+#: Operator codes in keys: the five older operators, then the data-movement family.
+OPS = {"slice": 1, "slice1": 2, "unfold": 3, "fold": 4, "slice_grad": 5,
+       "identity": 6, "cast": 7, "pad": 8, "join": 9, "split": 10, "tile": 11, "space_to_depth": 12,
+       "depth_to_space": 13}
 
 _native = _load_native()
 _HAS = _native is not None and all(hasattr(_native, f"call_cache_{name}") for name in (
@@ -45,6 +47,13 @@ def _miss(*args) -> None:
 
 #: ``call(op_code, x, *args)``: the output, or None (take the Python route).
 call: Callable[..., Any] = _native.call_cache_call if _HAS else _miss
+
+_HAS_MOVE = _HAS and all(hasattr(_native, f"call_cache_{name}") for name in ("move", "put_move", "move_types"))
+
+#: ``move(op_code, x, *args)``: a repeated data-movement family call on NumPy
+#: arrays (``x`` one array, or a list or tuple of arrays for JOIN) served from
+#: C: the output (a list for SPLIT), or None (take the Python route).
+move: Callable[..., Any] = _native.call_cache_move if _HAS_MOVE else _miss
 
 #: CUDA launches of dropped entries (appended by the C side): kernels queued
 #: from an entry may still read its launch's parameter block, so the blocks
@@ -94,6 +103,28 @@ def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: 
         return False
     return _native.call_cache_put_numpy(OPS[name], x, args, out_shape, dtype, origin_bytes, kernel, params, threads,
                                         use_blocks, prefault, since)
+
+
+def put_move(name: str, x, args: tuple, outs: tuple, origins: tuple, passes: tuple, multi: bool,
+             since: int) -> bool:
+    """Record a data-movement family call on NumPy arrays, made on the
+    settings of ``generation()`` ``since``: ``x`` and ``args`` as ``move``
+    takes them (lists snapshotted), ``outs`` one ``(shape, dtype, use_blocks)``
+    per output, ``origins`` per input the bytes from its data pointer back to
+    element 0 of the range the passes read, ``passes`` one ``(fill, src, dst,
+    params, threads)`` per compiled move pass (``params`` the bytes of
+    move.h's ``odml_cpu_move_params``) in the order they run. The C side
+    refuses (False) a pass that would reach outside the buffers it is given."""
+    if not _HAS_MOVE:
+        return False
+    return _native.call_cache_put_move(OPS[name], x, args, outs, origins, passes, multi, since)
+
+
+def register_move_types(types: tuple) -> None:
+    """Enum types (``PaddingMode``, ``DepthSpaceOrder``, ``DataType``) whose
+    members, passed as family arguments, key by identity."""
+    if _HAS_MOVE:
+        _native.call_cache_move_types(tuple(types))
 
 
 def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, launch, dst_ptr: int,

@@ -49,6 +49,7 @@
 
 #include "blocks.h"
 #include "common.h"
+#include "move.h"
 
 #ifdef ODML_NUMPY
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -58,7 +59,7 @@
 #endif
 #endif
 
-#define MAX_KEY 192
+#define MAX_KEY 384
 #define MAX_ENTRIES 4096
 #define MAX_RANK 8
 #define MAX_ARG_INTS 8
@@ -623,6 +624,447 @@ static PyObject *with_deferred(PyObject *result) {
     return NULL;
 }
 
+/* -- The data-movement family: move programs on NumPy arrays ------------------------------------------ */
+
+/* A family call (dml.identity, cast, pad, join, split, tile, space_to_depth,
+ * depth_to_space) on exact NumPy arrays: N inputs (join takes a list or
+ * tuple of arrays), M outputs (split returns a list), the move program's
+ * passes (move.h) as the recorded work. The key: KIND_MOVE, the operator,
+ * each argument (key_move_arg: besides key_arg's, exact floats by their
+ * bits, bools, short ASCII strings by content, static types such as
+ * numpy.float16, NumPy's builtin dtype objects and members of the enum types
+ * family.py registers, each by identity; nothing else), then the inputs
+ * (one array, or a sequence and its length) with their dtype, shape and
+ * byte strides. call_cache_put_move checks every pass against the buffers it
+ * will be given (the outputs' sizes, each input's element span, the element
+ * sizes of the pass's types) and refuses what does not fit, so a bad record
+ * cannot make a later call read or write outside a buffer. */
+
+#define MAX_MOVE_IO 16
+#define MAX_MOVE_PASSES 64
+#define MAX_STR 32
+
+typedef struct {
+    int fill, src, dst, threads;
+    odml_cpu_move_params p;
+} MovePass;
+
+typedef struct {
+    PyObject_HEAD
+    int n_in, n_out, n_pass, multi;
+    int64_t origin[MAX_MOVE_IO];            /* per input: bytes from its data pointer back to element 0 */
+    PyObject *dtype[MAX_MOVE_IO];           /* per output: its PyArray_Descr */
+    int rank[MAX_MOVE_IO], use_blocks[MAX_MOVE_IO];
+    int64_t dims[MAX_MOVE_IO][MAX_RANK], bytes[MAX_MOVE_IO], total;
+    MovePass *passes;
+} MoveEntry;
+
+static void MoveEntry_dealloc(MoveEntry *e) {
+    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(e->dtype[i]);
+    PyMem_Free(e->passes);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+static PyTypeObject MoveEntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "opendml.runtime.cpu._native.MoveCallEntry",
+    .tp_basicsize = sizeof(MoveEntry),
+    .tp_dealloc = (destructor)MoveEntry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One call-cache entry of the data-movement family (see calls.c).",
+};
+
+static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
+
+/* DataType values 1..11 -> element bytes (model/data_type.py, convert.h). */
+static const int move_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
+
+/* A family argument (see above); -1: no key. */
+static int key_move_arg(Key *k, PyObject *a) {
+    int64_t v;
+    if (a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a)) return key_arg(k, a);
+    if (a == Py_True || a == Py_False) return put(k, 4) < 0 ? -1 : put(k, a == Py_True);
+    if (PyFloat_CheckExact(a)) {
+        double d = PyFloat_AS_DOUBLE(a);
+        memcpy(&v, &d, 8);                   /* the bits: -0.0 and NaN payloads stay apart */
+        return put(k, 3) < 0 ? -1 : put(k, v);
+    }
+    if (PyUnicode_CheckExact(a)) {
+        if (!PyUnicode_IS_COMPACT_ASCII(a)) return -1;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+        const char *s = (const char *)PyUnicode_DATA(a);
+        if (n > MAX_STR || put(k, 5) < 0 || put(k, n) < 0) return -1;
+        for (Py_ssize_t i = 0; i < n; i += 8) {
+            v = 0;
+            memcpy(&v, s + i, (size_t)(n - i < 8 ? n - i : 8));
+            if (put(k, v) < 0) return -1;
+        }
+        return 0;
+    }
+    /* static types (numpy.float16, float) are immutable and never freed */
+    if (PyType_Check(a) && !(((PyTypeObject *)a)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return put(k, 6) < 0 ? -1 : put(k, (int64_t)(intptr_t)a);
+#ifdef ODML_NUMPY
+    if (numpy_ready && PyArray_DescrCheck(a)) {   /* only NumPy's own immortal dtype of a number type */
+        int num = ((PyArray_Descr *)a)->type_num;
+        if (!PyTypeNum_ISNUMBER(num)) return -1;
+        PyArray_Descr *builtin = PyArray_DescrFromType(num);
+        if (!builtin) {
+            drop_error();
+            return -1;
+        }
+        int same = (PyObject *)builtin == a;
+        Py_DECREF(builtin);
+        return !same || put(k, 7) < 0 ? -1 : put(k, (int64_t)(intptr_t)a);
+    }
+#endif
+    /* enum members: kept alive by their class, which move_types holds */
+    if (move_types)
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(move_types); i++)
+            if ((PyObject *)Py_TYPE(a) == PyTuple_GET_ITEM(move_types, i))
+                return put(k, 8) < 0 ? -1 : put(k, (int64_t)(intptr_t)a);
+    return -1;
+}
+
+#ifdef ODML_NUMPY
+enum { KIND_MOVE = 4 };
+
+/* The key of a family call: operator, arguments, then the inputs (x: one
+ * exact ndarray, or an exact list or tuple of 1..MAX_MOVE_IO of them), which
+ * are stored in `in` (borrowed). -1: no key. */
+static int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
+                    int *n_in) {
+    int64_t o;
+    k->n = 0;
+    if (exact_int(op, &o) < 0 || put(k, KIND_MOVE) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        if (key_move_arg(k, args[i]) < 0) return -1;
+    if (Py_TYPE(x) == &PyArray_Type) {
+        in[0] = (PyArrayObject *)x;
+        *n_in = 1;
+        return put(k, -1) < 0 ? -1 : numpy_key(k, in[0]);
+    }
+    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
+    Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+    PyObject **items = PyList_CheckExact(x) ? ((PyListObject *)x)->ob_item : ((PyTupleObject *)x)->ob_item;
+    if (n < 1 || n > MAX_MOVE_IO || put(k, -2) < 0 || put(k, n) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (Py_TYPE(items[i]) != &PyArray_Type) return -1;
+        in[i] = (PyArrayObject *)items[i];
+        if (numpy_key(k, in[i]) < 0) return -1;
+    }
+    *n_in = (int)n;
+    return 0;
+}
+
+/* A new C-contiguous output (an output block where large enough, as
+ * CpuBackend.empty gives), its data in *data; NULL with an exception. */
+static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
+                            char **data) {
+    npy_intp dims[MAX_RANK];
+    PyObject *out;
+    for (int i = 0; i < rank; i++) dims[i] = (npy_intp)dims64[i];
+    Py_INCREF(dtype);
+    if (use_blocks && bytes <= odml_block_cache_max()) {
+        char *mem;
+        int fresh;
+        PyObject *block = odml_block_new((Py_ssize_t)bytes, &mem, &fresh);
+        if (!block) {
+            Py_DECREF(dtype);
+            return NULL;
+        }
+        out = PyArray_NewFromDescr(&PyArray_Type, dtype, rank, dims, NULL, mem, NPY_ARRAY_CARRAY, NULL);
+        if (!out) Py_DECREF(block);
+        else if (PyArray_SetBaseObject((PyArrayObject *)out, block) < 0) Py_CLEAR(out);   /* steals block */
+    } else {
+        out = PyArray_NewFromDescr(&PyArray_Type, dtype, rank, dims, NULL, NULL, 0, NULL);
+    }
+    if (out) *data = PyArray_BYTES((PyArrayObject *)out);
+    return out;
+}
+
+static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
+    Key k;
+    PyArrayObject *in[MAX_MOVE_IO];
+    PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
+    char *dsts[MAX_MOVE_IO];
+    const char *srcs[MAX_MOVE_IO];
+    int n_in = 0, status = ODML_OK;
+    if (move_key(&k, args[0], args[1], args + 2, nargs - 2, in, &n_in) < 0) Py_RETURN_NONE;
+    /* the inputs stay alive whatever the call meets (a finalizer emptying the list, the GIL released) */
+    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
+    MoveEntry *e = NULL;
+    {
+        PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
+        PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
+        Py_XDECREF(kb);
+        if (!hit || Py_TYPE(hit) != &MoveEntryType || ((MoveEntry *)hit)->n_in != n_in) {
+            drop_error();
+            misses++;
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        e = (MoveEntry *)hit;
+        Py_INCREF(e);
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        outs[i] = new_output((PyArray_Descr *)e->dtype[i], e->rank[i], e->dims[i], e->bytes[i], e->use_blocks[i],
+                             &dsts[i]);
+        if (!outs[i]) {                            /* the Python route allocates again and raises */
+            result = allocation_failed();
+            goto done;
+        }
+    }
+    for (int i = 0; i < n_in; i++) srcs[i] = PyArray_BYTES(in[i]) - e->origin[i];
+    {
+        const char *error = NULL;
+        int release = e->total >= RELEASE_BYTES;
+        PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
+        for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
+            const MovePass *p = &e->passes[i];
+            status = odml_move(dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src], &p->p, p->threads, &error);
+        }
+        if (release) PyEval_RestoreThread(ts);
+    }
+    if (status != ODML_OK) {                       /* the Python route runs it again and raises its own error */
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    if (e->multi) {
+        result = PyList_New(e->n_out);
+        if (!result) goto done;
+        for (int i = 0; i < e->n_out; i++) {
+            PyList_SET_ITEM(result, i, outs[i]);
+            outs[i] = NULL;
+        }
+    } else {
+        result = outs[0];
+        outs[0] = NULL;
+    }
+    hits++;
+done:
+    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
+    for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
+    Py_XDECREF(e);
+    return result;
+}
+
+/* The element indices a pass reaches on one side: offset + sum(i * stride)
+ * for i in [0, extent) per axis, in [*lo, *hi]; -1 beyond 2^58 anywhere
+ * (the sums then stay far inside int64). */
+static int move_span(int rank, int64_t offset, const int64_t *extent, const int64_t *strides, int64_t *lo,
+                     int64_t *hi) {
+    const int64_t lim = (int64_t)1 << 58;
+    if (offset < -lim || offset > lim) return -1;
+    *lo = *hi = offset;
+    for (int a = 0; a < rank; a++) {
+        int64_t n = extent[a], s = strides[a], m = s < 0 ? -s : s;
+        if (n < 1 || n > lim || s < -lim || s > lim || !odml_mul_le(n - 1, m, lim)) return -1;
+        if (s < 0) *lo -= (n - 1) * m;
+        else *hi += (n - 1) * m;
+    }
+    return 0;
+}
+
+/* Whether pass p, on inputs of `span` elements of `in_size` bytes and
+ * outputs of `count` elements of `out_size` bytes, stays inside them. */
+static int move_pass_fits(const MovePass *mp, const int64_t *span, const int *in_size, const int64_t *count,
+                          const int *out_size, int n_in, int n_out) {
+    const odml_cpu_move_params *p = &mp->p;
+    int64_t lo, hi, extent[ODML_CPU_MOVE_MAX_RANK];
+    if (p->rank < 1 || p->rank > ODML_CPU_MOVE_MAX_RANK || p->kind != mp->fill || mp->dst < 0 || mp->dst >= n_out ||
+        mp->threads < 1 || mp->threads > ODML_MAX_THREADS || p->dst_type < 1 || p->dst_type > 11 ||
+        move_type_size[p->dst_type] != out_size[mp->dst])
+        return 0;
+    for (int a = 0; a < p->rank; a++) {
+        if (p->sizes[a] == 0) return 1;              /* nothing is touched */
+        if (p->dst_strides[a] < 0) return 0;
+    }
+    if (move_span((int)p->rank, p->dst_offset, p->sizes, p->dst_strides, &lo, &hi) < 0 || lo < 0 ||
+        hi >= count[mp->dst])
+        return 0;
+    if (mp->fill) return 1;
+    if (mp->src < 0 || mp->src >= n_in || p->src_type < 1 || p->src_type > 11 ||
+        move_type_size[p->src_type] != in_size[mp->src])
+        return 0;
+    for (int a = 0; a < p->rank; a++) {
+        if (p->map_mode[a] < 0 || p->map_mode[a] > ODML_MAP_WRAP) return 0;
+        extent[a] = p->map_mode[a] ? p->map_size[a] : p->sizes[a];
+    }
+    return move_span((int)p->rank, p->src_offset, extent, p->src_strides, &lo, &hi) == 0 && lo >= 0 &&
+           hi < span[mp->src];
+}
+
+/* An input's element 0 (its lowest-addressed element) as bytes back from its
+ * data pointer, and its span in elements; -1 where a stride is not a whole
+ * number of elements (the route copies such an array first). */
+static int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span) {
+    int64_t es = PyArray_ITEMSIZE(x), back = 0, reach = 0;
+    *span = 0;
+    for (int i = 0; i < PyArray_NDIM(x); i++)
+        if (PyArray_DIM(x, i) == 0) {
+            *origin = 0;
+            return 0;
+        }
+    for (int i = 0; i < PyArray_NDIM(x); i++) {
+        int64_t n = PyArray_DIM(x, i), s = PyArray_STRIDE(x, i);
+        if (es <= 0 || s % es) return -1;
+        if (!odml_mul_le(n - 1, s < 0 ? -s : s, (int64_t)1 << 58)) return -1;
+        if (s < 0) back += (n - 1) * -s;
+        else reach += (n - 1) * s;
+    }
+    *origin = back;
+    *span = (back + reach) / es + 1;
+    return 0;
+}
+
+static int int64_item(PyObject *seq, Py_ssize_t i, int64_t *v) {
+    long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *v = x;
+    return 0;
+}
+
+#define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)
+
+/* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation): outs a tuple of (shape, dtype,
+ * use_blocks) per output, origins one int per input (bytes from its data pointer back to element 0 of the
+ * range the passes read), passes a tuple of (fill, src, dst, params, threads) run in order; whether stored.
+ * False (nothing stored) where the call has no key, the cache is off or was dropped since `generation`, or a
+ * pass would reach outside the buffers; ValueError for a malformed record. */
+static PyObject *put_move(PyObject *args) {
+    PyObject *op, *x, *call_args, *outs, *origins, *passes;
+    int multi;
+    unsigned long long gen;
+    Key k;
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in, in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
+    int64_t span[MAX_MOVE_IO], count[MAX_MOVE_IO];
+    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
+                          &PyTuple_Type, &origins, &PyTuple_Type, &passes, &multi, &gen))
+        return NULL;
+    if (!enabled || gen != generation || !numpy_ready ||
+        move_key(&k, op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, &n_in) < 0) {
+        if (PyErr_Occurred()) drop_error();
+        Py_INCREF(Py_False);
+        return with_deferred(Py_False);
+    }
+    Py_ssize_t n_out = PyTuple_GET_SIZE(outs), n_pass = PyTuple_GET_SIZE(passes);
+    if (n_out < 1 || n_out > MAX_MOVE_IO || PyTuple_GET_SIZE(origins) != n_in || n_pass > MAX_MOVE_PASSES) {
+        PyErr_SetString(PyExc_ValueError, "call_cache_put_move: 1 to 16 outputs, one origin per input and at most "
+                        "64 passes are required");
+        return NULL;
+    }
+    MoveEntry *e = PyObject_New(MoveEntry, &MoveEntryType);
+    if (!e) return NULL;
+    memset((char *)e + sizeof(PyObject), 0, sizeof(MoveEntry) - sizeof(PyObject));
+    e->n_in = n_in;
+    e->n_out = (int)n_out;
+    e->n_pass = (int)n_pass;
+    e->multi = multi;
+    for (int i = 0; i < n_in; i++) {
+        int64_t given;
+        in_size[i] = (int)PyArray_ITEMSIZE(in[i]);
+        if (int64_item(origins, i, &given) < 0) goto fail;
+        if (input_layout(in[i], &e->origin[i], &span[i]) < 0 || given != e->origin[i]) goto refuse;
+    }
+    for (Py_ssize_t i = 0; i < n_out; i++) {
+        PyObject *o = PyTuple_GET_ITEM(outs, i), *shape, *dtype;
+        int blocks;
+        if (!PyArg_ParseTuple(o, "O!Op", &PyTuple_Type, &shape, &dtype, &blocks)) goto fail;
+        if (!PyArray_DescrCheck(dtype)) PUT_MOVE_FAIL("an output's dtype must be a NumPy dtype");
+        int es = (int)PyDataType_ELSIZE((PyArray_Descr *)dtype), rank = (int)PyTuple_GET_SIZE(shape);
+        if ((es != 1 && es != 2 && es != 4 && es != 8) || rank < 1 || rank > MAX_RANK)
+            PUT_MOVE_FAIL("an output needs 1 to 8 dimensions and elements of 1, 2, 4 or 8 bytes");
+        Py_INCREF(dtype);
+        e->dtype[i] = dtype;
+        e->rank[i] = rank;
+        e->use_blocks[i] = blocks;
+        out_size[i] = es;
+        count[i] = 1;
+        for (int d = 0; d < rank; d++) {
+            if (int64_item(shape, d, &e->dims[i][d]) < 0) goto fail;
+            if (e->dims[i][d] < 0 || !odml_mul_le(count[i], e->dims[i][d], ODML_LIMIT / 8))
+                PUT_MOVE_FAIL("an output's sizes must be >= 0 and its size below 2^59 elements");
+            count[i] *= e->dims[i][d];
+        }
+        e->bytes[i] = count[i] * es;
+        e->total += e->bytes[i];
+    }
+    e->passes = (MovePass *)PyMem_Calloc(n_pass ? (size_t)n_pass : 1, sizeof(MovePass));
+    if (!e->passes) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n_pass; i++) {
+        MovePass *mp = &e->passes[i];
+        Py_buffer pb;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(passes, i), "iiiy*i", &mp->fill, &mp->src, &mp->dst, &pb,
+                              &mp->threads))
+            goto fail;
+        if (pb.len != (Py_ssize_t)sizeof(odml_cpu_move_params)) {
+            PyBuffer_Release(&pb);
+            PUT_MOVE_FAIL("a pass's parameters must be the bytes of odml_cpu_move_params (move.h)");
+        }
+        memcpy(&mp->p, pb.buf, sizeof(odml_cpu_move_params));
+        PyBuffer_Release(&pb);
+        if (!move_pass_fits(mp, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
+    }
+    int rc = store(&k, (Entry *)e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
+refuse:
+    Py_DECREF(e);
+    Py_RETURN_FALSE;
+fail:
+    Py_DECREF(e);
+    return NULL;
+}
+#endif
+
+/* call_cache_move(op, x, *args): a repeated family call, or None (take the Python route). */
+PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+#ifdef ODML_NUMPY
+    if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
+    return with_deferred(move_call(args, nargs));
+#else
+    (void)args; (void)nargs;
+    Py_RETURN_NONE;
+#endif
+}
+
+PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
+    (void)self;
+#ifdef ODML_NUMPY
+    return put_move(args);
+#else
+    (void)args;
+    Py_RETURN_FALSE;
+#endif
+}
+
+/* call_cache_move_types(tuple of types): enum types whose members key family arguments by identity */
+PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types) {
+    (void)self;
+    if (!PyTuple_CheckExact(types)) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_move_types: a tuple of types is required");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++)
+        if (!PyType_Check(PyTuple_GET_ITEM(types, i))) {
+            PyErr_SetString(PyExc_TypeError, "call_cache_move_types: a tuple of types is required");
+            return NULL;
+        }
+    Py_INCREF(types);
+    Py_XSETREF(move_types, types);
+    drop_all();
+    Py_RETURN_NONE;
+}
+
 PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (!enabled || nargs < 2 || !table) Py_RETURN_NONE;
@@ -866,7 +1308,7 @@ PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused) {
 }
 
 int odml_calls_init(void) {
-    if (PyType_Ready(&EntryType) < 0) return -1;
+    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&MoveEntryType) < 0) return -1;
     table = PyDict_New();
     if (!table) return -1;
 #ifdef ODML_NUMPY

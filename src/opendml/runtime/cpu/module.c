@@ -106,6 +106,9 @@ PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list);
 PyObject *odml_py_call_cache_generation(PyObject *self, PyObject *unused);
 PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused);
+PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
 
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
@@ -113,6 +116,13 @@ static PyMethodDef methods[] = {
     {"call_cache_put_numpy", odml_py_call_cache_put_numpy, METH_VARARGS,
      "call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, "
      "prefault, generation) -> whether stored"},
+    {"call_cache_move", (PyCFunction)(void (*)(void))odml_py_call_cache_move, METH_FASTCALL,
+     "call_cache_move(op, x, *args) -> a repeated data-movement family call's output (a list for SPLIT), or "
+     "None where it must take the Python route (calls.c); x: an array, or a list or tuple of arrays (JOIN)"},
+    {"call_cache_put_move", odml_py_call_cache_put_move, METH_VARARGS,
+     "call_cache_put_move(op, x, args, outs, origins, passes, multi, generation) -> whether stored"},
+    {"call_cache_move_types", odml_py_call_cache_move_types, METH_O,
+     "call_cache_move_types(tuple of enum types): their members key family arguments by identity"},
     {"call_cache_put_cuda", odml_py_call_cache_put_cuda, METH_VARARGS,
      "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, "
      "launch, generation) -> whether stored"},
