@@ -29,7 +29,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from .model._frozen import stored_init
 
+
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class CopyPlan:
     element_size: int
@@ -64,22 +67,33 @@ class CopyPlan:
         return done
 
     def _canonical_form(self) -> "CopyPlan":
-        dims = [(s, i, o) for s, i, o in zip(self.sizes, self.in_strides, self.out_strides) if s != 1]
-        dims.sort(key=lambda d: (d[2], abs(d[1])), reverse=True)
-        merged: list[tuple[int, int, int]] = []
+        dims = []
+        ordered = True                    # already by output stride, then |input stride|, largest first
+        po = pa = None
+        for s, i, o in zip(self.sizes, self.in_strides, self.out_strides):
+            if s != 1:
+                a = i if i >= 0 else -i
+                if po is not None and (o > po or (o == po and a > pa)):
+                    ordered = False
+                po, pa = o, a
+                dims.append((s, i, o))
+        if not ordered:                   # a stable sort: equal keys keep their order
+            dims.sort(key=lambda d: (d[2], abs(d[1])), reverse=True)
+        sizes, ins, outs = [], [], []
         for s, i, o in dims:
-            if merged:
-                ps, pi, po = merged[-1]
-                if pi == i * s and po == o * s:
-                    merged[-1] = (ps * s, i, o)
-                    continue
-            merged.append((s, i, o))
-        if not merged:
-            merged = [(1, 1, 1)]
-        s, i, o = zip(*merged)
-        return dataclasses.replace(self, sizes=tuple(s), in_strides=tuple(i), out_strides=tuple(o))
+            if sizes and ins[-1] == i * s and outs[-1] == o * s:
+                sizes[-1] *= s
+                ins[-1], outs[-1] = i, o
+                continue
+            sizes.append(s)
+            ins.append(i)
+            outs.append(o)
+        if not sizes:
+            return CopyPlan(self.element_size, (1,), self.in_offset, (1,), self.out_offset, (1,))
+        return CopyPlan(self.element_size, tuple(sizes), self.in_offset, tuple(ins), self.out_offset, tuple(outs))
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class UnfoldPlan:
     """``out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]``
@@ -132,6 +146,7 @@ class UnfoldPlan:
         return lo, max(lo, hi)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class FoldPlan:
     """FOLD (col2im), computed as a gather: ``out[n, c, p] = +0``, then ``+=
@@ -177,6 +192,7 @@ class FoldPlan:
         return _span(self.out_offset, (self.batch, self.channels, *self.spatial), self.out_strides)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class ScatterPlan:
     """SLICE_GRAD: ``out[p] = in[i]`` where ``p == first + i*step`` (every

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..model.data_type import DataType
+from ..model._frozen import stored_init
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..runtime.calls import info as call_cache_info
@@ -28,22 +29,25 @@ __all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "
 #: Plans the cache keeps (least recently used dropped first).
 PLAN_CACHE_SIZE = 256
 
-_NO_KEY = object()
-
-
-_INTS = {int}
-
-
 def _freeze(value):
     """A hashable form of an argument that is a plain int, None, or a list or
-    tuple of plain ints; anything else gives no key (validated every call).
-    Types are checked exactly: 1.0 == 1 must not reuse an int's plan."""
+    tuple of plain ints; anything else gives None (no key: validated every
+    call). Types are checked exactly: 1.0 == 1 must not reuse an int's plan,
+    nor a NumPy integer (validated as it is) a plain int's. A list or tuple
+    becomes a tuple, which an int or None never equals."""
     t = type(value)
-    if t is int or value is None:
+    if t is list or t is tuple:
+        for v in value:
+            if type(v) is not int:
+                return None
+        return tuple(value)
+    if t is int:
         return value
-    if (t is tuple or t is list) and (not value or set(map(type, value)) == _INTS):
-        return (len(value), *value)
-    return _NO_KEY
+    return _NONE if value is None else None
+
+
+#: None's place in a key (None itself means "no key").
+_NONE = ("None",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +60,18 @@ class OpCall:
 
     @property
     def key(self):
-        frozen = tuple(map(_freeze, self.args))
-        return None if _NO_KEY in frozen else (self.name, frozen)
+        """``(name, *frozen arguments)``, or None when an argument has no
+        hashable form (``_freeze``)."""
+        key = [self.name]
+        for value in self.args:
+            frozen = _freeze(value)
+            if frozen is None:
+                return None
+            key.append(frozen)
+        return tuple(key)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """Signed element strides of an array and its origin: the element offset of
@@ -75,15 +87,29 @@ def array_layout(shape, byte_strides, itemsize: int) -> Layout | None:
     """The layout, or None when a byte stride is not a whole number of elements
     along an axis of more than one element (the caller then copies the array)."""
     strides = []
+    origin = 0
+    span = 1
+    flipped = False
     for n, s in zip(shape, byte_strides):
         if s % itemsize:
             if n > 1:
                 return None
-            s = 0                        # a size-1 axis's stride is never used
-        strides.append(s // itemsize)
-    origin = sum((n - 1) * -t for n, t in zip(shape, strides) if t < 0)
-    span = sum((n - 1) * abs(t) for n, t in zip(shape, strides)) + 1 if all(shape) else 0
-    return Layout(tuple(strides), origin, span, tuple(t < 0 for t in strides))
+            t = 0                        # a size-1 axis's stride is never used
+        else:
+            t = s // itemsize
+        strides.append(t)
+        if t < 0:
+            origin -= (n - 1) * t
+            span -= (n - 1) * t
+            flipped = True
+        else:
+            span += (n - 1) * t
+    flips = tuple(t < 0 for t in strides) if flipped else (False,) * len(strides)
+    return Layout(tuple(strides), origin, span if all(shape) else 0, flips)
+
+
+def _dtype_str(dtype) -> str:
+    return dtype.str if isinstance(dtype, np.dtype) else np.dtype(dtype).str
 
 
 def logical_desc(dtype, shape) -> TensorDesc:
@@ -132,8 +158,7 @@ def plan_for(call: OpCall, dtype, shape: tuple, layout: Layout):
     """(description, plan) of ``call`` on an array of ``dtype`` and ``shape``
     laid out as ``layout``, from the cache where the same call was seen."""
     op_key = call.key
-    key = None if op_key is None else ("layout", op_key, np.dtype(dtype).str, shape, layout.strides,
-                                       layout.origin)
+    key = None if op_key is None else ("layout", op_key, _dtype_str(dtype), shape, layout.strides, layout.origin)
     if key is not None:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -151,7 +176,7 @@ def plan_for_strides(call: OpCall, dtype, shape: tuple, byte_strides: tuple, ite
     layout is cached with the plan). The layout is None when a stride is not a
     whole number of elements: the caller then copies the array and asks again."""
     op_key = call.key
-    key = None if op_key is None else (op_key, np.dtype(dtype).str, shape, byte_strides)
+    key = None if op_key is None else (op_key, _dtype_str(dtype), shape, byte_strides)
     if key is not None:
         hit = _CACHE.get(key)
         if hit is not None:

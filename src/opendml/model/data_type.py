@@ -120,6 +120,13 @@ class DataType(enum.IntEnum):
             If the dtype is none of the 11 element types (bool, complex,
             object, structured dtypes).
         """
+        if isinstance(dtype, np.dtype):
+            try:
+                hit = _FROM_NUMPY.get(dtype)
+            except TypeError:             # a dtype that cannot be hashed: compared below
+                hit = None
+            if hit is not None:
+                return hit
         dt = np.dtype(dtype)
         for t, name in _NUMPY.items():
             if np.dtype(name) == dt:
@@ -140,6 +147,10 @@ _NUMPY = {
     DataType.INT16: "int16", DataType.INT8: "int8", DataType.FLOAT64: "float64",
     DataType.UINT64: "uint64", DataType.INT64: "int64",
 }
+
+#: NumPy dtype -> DataType for the 11 native-order dtypes (``from_numpy``'s
+#: common case; any other dtype is compared with each in turn).
+_FROM_NUMPY = {np.dtype(name): t for t, name in _NUMPY.items()}
 
 #: The 11 element types that SLICE, SLICE1 and UNFOLD can use, in enum order.
 ELEMENT_TYPES = tuple(_SIZES)

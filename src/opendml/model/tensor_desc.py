@@ -18,6 +18,9 @@ MAX_RANK = 8                      # DML_TENSOR_DIMENSION_COUNT_MAX1 (from 3_0)
 MAX_RANK_BEFORE_3_0 = 5           # DML_TENSOR_DIMENSION_COUNT_MAX
 MAX_ELEMENTS = UINT32_MAX
 MINIMUM_BUFFER_TENSOR_ALIGNMENT = 16
+#: The largest span (in elements) whose byte size, rounded up to 4, fits in 64
+#: bits for every element size (8 bytes at most).
+_MAX_SPAN = (UINT64_MAX - 3) // 8
 
 
 class TensorFlags(enum.IntFlag):
@@ -109,6 +112,35 @@ def check_sizes_strides(sizes, strides, *, where: str):
     return sizes, strides
 
 
+def _count(sizes: tuple) -> int:
+    """The element count of ``sizes`` when it holds 1 to 8 plain ints (bools
+    are not), each >= 1, at most ``MAX_ELEMENTS`` elements in all (so each at
+    most UINT32_MAX); else 0 (``check_sizes_strides`` then says which rule
+    broke). The common case of ``check_sizes_strides`` in one pass."""
+    if not 0 < len(sizes) <= MAX_RANK:
+        return 0
+    count = 1
+    for s in sizes:
+        if type(s) is not int or s < 1:
+            return 0
+        count *= s
+    return count if count <= MAX_ELEMENTS else 0
+
+
+def _span(sizes: tuple, strides: tuple) -> int:
+    """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain
+    int in [0, UINT32_MAX] per size (sizes already checked by ``_count``) and
+    the byte size fits in 64 bits for any element size; else 0."""
+    if len(strides) != len(sizes):
+        return 0
+    span = 1
+    for s, t in zip(sizes, strides):
+        if type(t) is not int or not 0 <= t <= UINT32_MAX:
+            return 0
+        span += (s - 1) * t
+    return span if span <= _MAX_SPAN else 0
+
+
 def _buffer_tensor_size(element_size: int, sizes, strides) -> int:
     """DMLCalcBufferTensorSize of already checked sizes and strides."""
     if strides is None:
@@ -158,7 +190,7 @@ def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[i
     return size
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class TensorDesc:
     """A DirectML buffer tensor description (``DML_BUFFER_TENSOR_DESC``).
 
@@ -201,7 +233,45 @@ class TensorDesc:
     guaranteed_base_offset_alignment: int = 0
     flags: TensorFlags = TensorFlags.NONE
 
+    def __init__(self, data_type: "DataType | str | int", sizes: Sequence[int], strides: Sequence[int] | None = None,
+                 total_tensor_size_in_bytes: int | None = None, guaranteed_base_offset_alignment: int = 0,
+                 flags: TensorFlags = TensorFlags.NONE):
+        # The common case, decided in one pass: a DataType member, 1 to 8 plain
+        # int sizes (a list or tuple), packed strides or plain int ones, the
+        # other fields at their defaults, every rule met. Anything else (every
+        # invalid description included) is stored as given and checked rule by
+        # rule by __post_init__, which names what is wrong.
+        d = self.__dict__
+        size = _SIZE_OF.get(data_type) if type(data_type) is DataType else None
+        kind = type(sizes)
+        if (size is not None and (kind is tuple or kind is list) and total_tensor_size_in_bytes is None
+                and flags is _NONE and type(guaranteed_base_offset_alignment) is int
+                and not guaranteed_base_offset_alignment):
+            sizes = tuple(sizes) if kind is list else sizes
+            count = _count(sizes)
+            if count:
+                if strides is None:
+                    d["data_type"], d["sizes"], d["strides"] = data_type, sizes, None
+                    d["total_tensor_size_in_bytes"] = (count * size + 3) & ~3
+                    d["guaranteed_base_offset_alignment"], d["flags"] = 0, _NONE
+                    return
+                kind = type(strides)
+                if kind is tuple or kind is list:
+                    strides = tuple(strides) if kind is list else strides
+                    span = _span(sizes, strides)
+                    if span:
+                        d["data_type"], d["sizes"], d["strides"] = data_type, sizes, strides
+                        d["total_tensor_size_in_bytes"] = (span * size + 3) & ~3
+                        d["guaranteed_base_offset_alignment"], d["flags"] = 0, _NONE
+                        return
+        d["data_type"], d["sizes"], d["strides"] = data_type, sizes, strides
+        d["total_tensor_size_in_bytes"] = total_tensor_size_in_bytes
+        d["guaranteed_base_offset_alignment"], d["flags"] = guaranteed_base_offset_alignment, flags
+        self.__post_init__()
+
     def __post_init__(self):
+        """Every rule, one at a time, in the order of the page: the checks of
+        a description the fast path of ``__init__`` did not take."""
         w = "TensorDesc"
         set_ = object.__setattr__.__get__(self)
         dt = DataType.parse(self.data_type)
@@ -319,3 +389,6 @@ class TensorDesc:
 
 
 _ELEMENT_SIZES = {t for t in DataType if t not in (DataType.UNKNOWN, DataType.UINT4, DataType.INT4)}
+#: Element size of each element type, keyed by member (looked up only for a DataType).
+_SIZE_OF = {t: t.size for t in _ELEMENT_SIZES}
+_NONE = TensorFlags.NONE

@@ -30,6 +30,28 @@ class SupportRow:
     types: frozenset
 
 
+def plain_ints(values, n: int | None) -> tuple | None:
+    """``values`` as a tuple when it is a list or tuple of plain ints (not
+    bools, not NumPy integers) with ``n`` entries (any number up to 64 where
+    ``n`` is None), else None: the common case of a field, which ``_ints``
+    (``as_int_tuple``) would return unchanged. The descriptions' fast paths
+    use it; anything else goes through the detailed checks, which say what
+    is wrong."""
+    kind = type(values)
+    if kind is tuple:
+        t = values
+    elif kind is list:
+        t = tuple(values)
+    else:
+        return None
+    if (len(t) != n) if n is not None else len(t) > 64:
+        return None
+    for v in t:
+        if type(v) is not int:
+            return None
+    return t
+
+
 def _types(ts) -> str:
     return ", ".join(t.name for t in sorted(ts))
 

@@ -28,6 +28,7 @@ from ..plan import FoldPlan
 from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
+from ..model._frozen import stored_init
 from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
 
 MAX_SPATIAL_DIMENSIONS = 6
@@ -42,6 +43,7 @@ SUM_FLOAT = 1
 _FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class FoldOperatorDesc(OperatorDesc):
     """``OutputTensor`` is required (``(N, C, *spatial)``); the input is

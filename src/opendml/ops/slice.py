@@ -8,9 +8,11 @@ from ..plan import CopyPlan
 from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
+from ..model._frozen import stored_init
 from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class SliceOperatorDesc(OperatorDesc):
     """``OutputTensor`` may be ``None``: a packed output of ``Sizes`` is derived."""

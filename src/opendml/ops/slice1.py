@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from ..plan import CopyPlan
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
-from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
+from ..model._checks import INT32_MAX, INT32_MIN
+from ..model._frozen import stored_init
+from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
@@ -20,6 +22,7 @@ def max_copied_elements(window_size: int, window_stride: int) -> int:
     return 1 + (window_size - 1) // abs(window_stride)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class Slice1OperatorDesc(OperatorDesc):
     """``OutputTensor`` may be ``None``: a packed output copying every reachable
@@ -43,6 +46,48 @@ class Slice1OperatorDesc(OperatorDesc):
     )
 
     def __post_init__(self):
+        if not self._fast_path():
+            self._check_rules()
+
+    def _fast_path(self) -> bool:
+        """The common valid description, checked in one pass by the rules of
+        ``_check_rules`` and stored as it would store it: a TensorDesc input,
+        fields of plain ints, one per dimension, the window inside the input,
+        strides non-zero in INT32's range, an output that is derived or
+        agrees. False (nothing stored) for anything else, which
+        ``_check_rules`` then checks rule by rule, naming what is wrong."""
+        inp = self.input_tensor
+        if type(inp) is not TensorDesc:
+            return False
+        sizes = inp.sizes
+        n = len(sizes)
+        offsets = plain_ints(self.input_window_offsets, n)
+        window = plain_ints(self.input_window_sizes, n)
+        steps = plain_ints(self.input_window_strides, n)
+        if offsets is None or window is None or steps is None:
+            return False
+        most = []
+        for o, s, t, dim in zip(offsets, window, steps, sizes):
+            if o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX:
+                return False
+            most.append(1 + (s - 1) // (t if t > 0 else -t))
+        out = self.output_tensor
+        if out is None:
+            out = TensorDesc(inp.data_type, tuple(most))
+        elif (type(out) is not TensorDesc or out.data_type is not inp.data_type or len(out.sizes) != n
+              or out.flags):
+            return False
+        else:
+            for size, m in zip(out.sizes, most):
+                if size > m:
+                    return False
+        d = self.__dict__
+        d["input_window_offsets"], d["input_window_sizes"], d["input_window_strides"] = offsets, window, steps
+        d["output_tensor"] = out
+        return True
+
+    def _check_rules(self):
+        """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         self._check_slice_window("InputTensor", inp)
         if self.output_tensor is None:
@@ -61,13 +106,9 @@ class Slice1OperatorDesc(OperatorDesc):
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> CopyPlan:
         ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
-        start = [o + (s - 1 if t < 0 else 0) for o, s, t in
-                 zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides)]
-        return CopyPlan(
-            element_size=self.input_tensor.element_size,
-            sizes=self.output_tensor.sizes,
-            in_offset=origin + sum(c * t for c, t in zip(start, ts)),
-            in_strides=tuple(w * t for w, t in zip(self.input_window_strides, ts)),
-            out_offset=0,
-            out_strides=self.output_tensor.element_strides,
-        )
+        steps = []
+        for o, s, w, t in zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides, ts):
+            origin += (o + s - 1 if w < 0 else o) * t     # CopyStart: a negative stride starts at the window's end
+            steps.append(w * t)
+        out = self.output_tensor
+        return CopyPlan(self.input_tensor.element_size, out.sizes, origin, tuple(steps), 0, out.element_strides)

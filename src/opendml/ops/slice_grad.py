@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from ..plan import ScatterPlan
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
+from ..model._frozen import stored_init
 from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
 from .slice1 import max_copied_elements
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class SliceGradOperatorDesc(OperatorDesc):
     """``OutputGradientTensor`` is required (it has the shape of SLICE1's input,

@@ -17,11 +17,13 @@ from ..plan import UnfoldPlan
 from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
+from ..model._frozen import stored_init
 from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
 
 MAX_SPATIAL_DIMENSIONS = 6
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class UnfoldOperatorDesc(OperatorDesc):
     """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
