@@ -1,8 +1,11 @@
-"""The family's call cache (``opendml.arrays.family_cache``): a repeated call
-gives the same bytes, and the same error, as the uncached route, over every
-operator, dtypes and layouts, under threads and on both CPU kernel paths;
-calls that differ in one thing (a dtype of the same size, strides, 1 vs 1.0
-vs True, a mode's name, -0.0 vs 0.0) are never served each other's entry."""
+"""The family's call caches (the C call cache, ``runtime.calls.move``, which
+serves repeated compiled calls before any Python runs, and
+``opendml.arrays.family_cache`` behind it): a repeated call gives the same
+bytes, and the same error, as the uncached route (``configure(call_cache=False)``),
+over every operator, dtypes and layouts, under threads and on both CPU kernel
+paths; calls that differ in one thing (a dtype of the same size, strides, 1
+vs 1.0 vs True, a mode's name, -0.0 vs 0.0) are never served each other's
+entry."""
 import threading
 
 import numpy as np
@@ -11,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import opendml as dml
 from opendml.arrays import family, family_cache
+from opendml.runtime import calls as ccache
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
          np.uint32, np.uint64]
@@ -25,14 +29,34 @@ def kernels(request):
 
 
 def uncached(fn, *args, **kwargs):
-    """``fn``'s result (or the exception it raised) with the cache neither
-    read nor written."""
+    """``fn``'s result (or the exception it raised) with neither cache read
+    nor written (``call_cache=False`` turns both off; family_cache's lookup and
+    record are replaced too)."""
     lookup, record = family_cache.lookup, family_cache.record
     family_cache.lookup, family_cache.record = (lambda *a: None), (lambda *a: None)
     try:
-        return outcome(fn, *args, **kwargs)
+        with dml.configure(call_cache=False):
+            return outcome(fn, *args, **kwargs)
     finally:
         family_cache.lookup, family_cache.record = lookup, record
+
+
+def clear():
+    family_cache.clear()
+    ccache.clear()
+
+
+def served() -> int:
+    """Calls served by either cache."""
+    return family_cache.info()["hits"] + ccache.info()["hits"]
+
+
+def entries() -> int:
+    return family_cache.info()["entries"] + ccache.info()["entries"]
+
+
+def c_served() -> int:
+    return ccache.info()["hits"]
 
 
 def outcome(fn, *args, **kwargs):
@@ -125,19 +149,23 @@ def test_cached_equals_uncached(kernels, call):
     op, kw, first, second = call
     want_first = uncached(invoke, op, kw, first)
     want_second = uncached(invoke, op, kw, second)
-    family_cache.clear()
-    before = family_cache.info()
+    clear()
+    before = served()
     assert outcome(invoke, op, kw, first) == want_first
-    after_first = family_cache.info()
-    assert after_first["hits"] == before["hits"]
-    got = outcome(invoke, op, kw, second)          # served from the cache where the first call was recorded
+    after_first, recorded = served(), entries()
+    assert after_first == before
+    got = outcome(invoke, op, kw, second)          # served from a cache where the first call was recorded
     assert got == want_second
-    after = family_cache.info()
     if want_first[0] == "error":
-        assert after_first["entries"] == 0 and after["entries"] == 0
-    elif after_first["entries"]:
-        assert after["hits"] == after_first["hits"] + 1
+        assert recorded == 0 and entries() == 0
+    elif recorded:
+        assert served() == after_first + 1
     assert outcome(invoke, op, kw, second) == want_second     # and again
+    if kernels == "compiled" and want_first[0] == "ok" and ccache.info()["entries"]:
+        # the C cache's entry, on a third input set of the same layouts (the first set's bits again)
+        hits = c_served()
+        assert outcome(invoke, op, kw, first) == want_first
+        assert c_served() == hits + 1
 
 
 def test_common_calls_are_served(kernels):
@@ -145,18 +173,32 @@ def test_common_calls_are_served(kernels):
     never used would pass the test above)."""
     x = np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32)
     img = x.reshape(1, 4, 8, 8)
-    for fn in (lambda: dml.identity(x), lambda: dml.identity(x, 2.0, 1.0), lambda: dml.cast(x, np.float16),
-               lambda: dml.pad(x, (2, 2), (2, 2), mode="reflect"), lambda: dml.join([x, x], 1),
-               lambda: dml.split(x, 0, [8, 8]), lambda: dml.tile(x, (2, 2)), lambda: dml.space_to_depth(img, 2),
-               lambda: dml.depth_to_space(img, 2, order="CRD"), lambda: dml.pad(x[::-1, ::2], 1, 1)):
-        family_cache.clear()
+    for fn in COMMON(x, img):
+        clear()
         want = uncached(fn)
         assert outcome(fn) == want
-        hits = family_cache.info()["hits"]
+        hits, c_hits = served(), c_served()
         assert outcome(fn) == want
-        assert family_cache.info()["hits"] == hits + 1
+        assert served() == hits + 1
+        # the compiled kernels' calls are served from C
+        assert c_served() == c_hits + (kernels == "compiled")
     if kernels == "compiled":
         assert all(e.steps is not None for e in family_cache._CACHE._entries.values())
+
+
+def COMMON(x, img):
+    """Calls of every family function, with their arguments spelled as users do."""
+    return (lambda: dml.identity(x), lambda: dml.identity(x, 2.0, 1.0), lambda: dml.cast(x, np.float16),
+            lambda: dml.cast(x, np.dtype(np.int8)), lambda: dml.cast(x, "uint16"),
+            lambda: dml.cast(x, dml.DataType.FLOAT64), lambda: dml.cast(x, float),
+            lambda: dml.pad(x, (2, 2), (2, 2), mode="reflect"), lambda: dml.pad(x, [1, 0], 3, "constant", 2.5),
+            lambda: dml.pad(x, 1, 1, dml.ops.PaddingMode.WRAP), lambda: dml.pad(x, 1, 1, value=-3),
+            lambda: dml.join([x, x], 1), lambda: dml.join((x, x[::-1], x.T), 0),
+            lambda: dml.split(x, 0, [8, 8]), lambda: dml.split(x, -1, (3, 13)), lambda: dml.split(x, 1, [16]),
+            lambda: dml.tile(x, (2, 2)), lambda: dml.tile(x, 2),
+            lambda: dml.space_to_depth(img, 2), lambda: dml.space_to_depth(img, 2, dml.ops.DepthSpaceOrder.COLUMN_ROW_DEPTH),
+            lambda: dml.depth_to_space(img, 2, order="CRD"), lambda: dml.pad(x[::-1, ::2], 1, 1),
+            lambda: dml.identity(np.broadcast_to(x[:1], (16, 16)), None, 0.5))
 
 
 X = np.arange(64, dtype=np.float32).reshape(8, 8) - 20.5
@@ -201,17 +243,17 @@ ONE_THING = [
 @pytest.mark.parametrize("first, second", ONE_THING)
 def test_differs_in_one_thing_is_not_served(kernels, first, second):
     want = uncached(second)
-    family_cache.clear()
+    clear()
     outcome(first)
-    hits = family_cache.info()["hits"]
+    hits = served()
     assert outcome(second) == want
-    assert family_cache.info()["hits"] == hits
+    assert served() == hits
     assert outcome(second) == want
 
 
 def test_zero_signs_and_nan_payloads_kept():
     """-0.0 after 0.0 (equal, same hash as floats) pads with negative zero."""
-    family_cache.clear()
+    clear()
     a = dml.pad(X, 1, 1, value=0.0)
     b = dml.pad(X, 1, 1, value=-0.0)
     assert a[0, 0].tobytes() == np.float32(0.0).tobytes()
@@ -219,7 +261,7 @@ def test_zero_signs_and_nan_payloads_kept():
 
 
 def test_errors_are_never_cached():
-    family_cache.clear()
+    clear()
     x8 = np.arange(16, dtype=np.int8).reshape(4, 4)
     for fn in (lambda: dml.pad(x8, 1, 1, value=300), lambda: dml.identity(x8, 2.0),
                lambda: dml.space_to_depth(X.reshape(1, 1, 8, 8), 3), lambda: dml.split(X, 0, [3, 3]),
@@ -228,7 +270,7 @@ def test_errors_are_never_cached():
         want = uncached(fn)
         assert want[0] == "error"
         assert outcome(fn) == want and outcome(fn) == want
-    assert family_cache.info()["entries"] == 0
+    assert entries() == 0
 
 
 def test_arrays_the_route_converts_are_not_served():
@@ -282,14 +324,16 @@ def test_configure_invalidates():
 
 def test_bounded(monkeypatch):
     monkeypatch.setattr(family_cache._CACHE, "size", 5)
+    xs = [np.zeros(n, np.float32) for n in range(1, 12)]
+    want = [uncached(dml.identity, x) for x in xs]         # (configure() empties the caches)
     family_cache.clear()
-    for n in range(1, 12):
-        x = np.zeros(n, np.float32)
-        assert outcome(dml.identity, x) == uncached(dml.identity, x)
+    for x, w in zip(xs, want):
+        assert outcome(dml.identity, x) == w
     assert family_cache.info()["entries"] == 5
 
 
 def test_threads(kernels):
+    clear()
     rng = np.random.default_rng(4)
     xs = [rng.standard_normal(s).astype(dt) for s in ((6, 6), (4, 8), (2, 3, 4)) for dt in (np.float32, np.int16)]
     xs += [x[::-1] for x in xs] + [x.T for x in xs]
@@ -314,15 +358,179 @@ def test_threads(kernels):
     for t in threads:
         t.join()
     assert not bad
-    assert family_cache.info()["hits"] > 0
+    assert served() > 0
 
 
 def test_family_call_interface_unchanged():
     """FamilyCall without a key (the frameworks' and ``fixed``'s) is never cached."""
-    family_cache.clear()
+    clear()
     call = family.FamilyCall("identity", lambda t: dml.ops.ElementWiseIdentityOperatorDesc(t, None, None))
-    assert call.key is None
+    assert call.key is None and call.ccall is None
     out = call(X)[0]
     assert out.tobytes() == X.tobytes()
     assert call(X)[0].tobytes() == X.tobytes()
-    assert family_cache.info()["entries"] == 0
+    assert entries() == 0
+
+
+# -- the C call cache (runtime.calls.move) --------------------------------------------------------------
+
+needs_compiled = pytest.mark.skipif("compiled" not in KERNELS or not ccache.info()["numpy"],
+                                    reason="the C call cache needs the compiled extension built with NumPy")
+
+
+@pytest.fixture
+def compiled():
+    with dml.configure(cpu_kernels="compiled", call_cache=True):
+        yield
+
+
+@needs_compiled
+def test_lists_changed_between_calls_give_their_own_answers(compiled):
+    x = np.arange(48, dtype=np.float32).reshape(6, 8)
+    sizes, reps, start, arrays = [2, 4], [2, 1], [1, 0], [x, x]
+    calls_ = [lambda: dml.split(x, 0, sizes), lambda: dml.tile(x, reps), lambda: dml.pad(x, start, 1, "edge"),
+              lambda: dml.join(arrays, 0)]
+    clear()
+    for fn in calls_:
+        assert outcome(fn) == outcome(fn)           # recorded, then served
+    hits = c_served()
+    sizes[:] = [5, 1]
+    reps[1] = 3
+    start[0] = 2
+    arrays.append(x[:, ::-1])
+    for fn in calls_:
+        want = uncached(fn)
+        assert outcome(fn) == want
+    assert c_served() == hits                      # none of them was the recorded call
+    sizes[:] = [6]
+    assert outcome(calls_[0]) == uncached(calls_[0])
+
+
+@needs_compiled
+def test_a_list_changing_itself_while_read_is_read_once(compiled):
+    """A list subclass (no C key) that changes when iterated: the route reads
+    it once (its snapshot) and gives the snapshot's answer; the C cache
+    records only exact lists and tuples, as snapshotted."""
+    x = np.arange(48, dtype=np.float32).reshape(6, 8)
+
+    class Shifty(list):
+        def __iter__(self):
+            items = self[:]                         # a plain list (no __iter__ of ours)
+            self[:] = [3, 3] if items != [3, 3] else [2, 4]
+            return iter(items)
+    clear()
+    for start in ([2, 4], [3, 3], [2, 4]):
+        assert outcome(dml.split, x, 0, Shifty(start)) == uncached(dml.split, x, 0, Shifty(start))
+        assert outcome(dml.split, x, 0, Shifty(start)) == uncached(dml.split, x, 0, list(start))
+    want = uncached(dml.split, x, 0, [2, 4])         # (configure() empties the caches)
+    outcome(dml.split, x, 0, Shifty([2, 4]))
+    hits = c_served()
+    assert outcome(dml.split, x, 0, [2, 4]) == want
+    assert c_served() == hits + 1                   # the snapshot (2, 4) was recorded, and serves a plain list
+
+
+@needs_compiled
+def test_served_outputs_are_new_writable_and_independent(compiled):
+    x = np.arange(64, dtype=np.int16).reshape(8, 8)
+    x.flags.writeable = False                      # a read-only input is read as any other
+    calls_ = [lambda: dml.identity(x), lambda: dml.cast(x, np.float32), lambda: dml.pad(x, 1, 1),
+              lambda: dml.join([x, x], 1), lambda: dml.split(x, 1, [3, 5]), lambda: dml.tile(x, 2),
+              lambda: dml.space_to_depth(x.reshape(1, 1, 8, 8), 2),
+              lambda: dml.depth_to_space(x.reshape(1, 4, 4, 4), 2)]
+    clear()
+    for fn in calls_:
+        want = uncached(fn)
+        first = fn()
+        outs = first if isinstance(first, list) else [first]
+        for o in outs:
+            assert o.flags.writeable and o.flags.c_contiguous and o.flags.owndata or o.base is not None
+            assert not np.shares_memory(o, x)
+            o[...] = 7                             # scribbling on a served output changes no later answer
+        hits = c_served()
+        second = fn()
+        assert c_served() == hits + 1
+        assert outcome(fn) == want
+        seconds = second if isinstance(second, list) else [second]
+        assert all(not np.shares_memory(a, b) for a in outs for b in seconds)
+        if isinstance(first, list):
+            assert first is not second
+
+
+@needs_compiled
+def test_configure_empties_the_c_entries_and_numpy_kernels_record_none(compiled):
+    x = np.random.default_rng(5).standard_normal((16, 16)).astype(np.float32)
+    calls_ = COMMON(x, x.reshape(1, 4, 8, 8))
+    want = [uncached(fn) for fn in calls_]
+    clear()
+    assert [outcome(fn) for fn in calls_] == want
+    assert ccache.info()["entries"] >= len(calls_)
+    with dml.configure(threads=1):
+        assert ccache.info()["entries"] == 0
+        assert [outcome(fn) for fn in calls_] == want
+        assert [outcome(fn) for fn in calls_] == want
+    with dml.configure(cpu_kernels="numpy"):
+        assert ccache.info()["entries"] == 0
+        hits = c_served()
+        assert [outcome(fn) for fn in calls_] == want
+        assert [outcome(fn) for fn in calls_] == want
+        assert ccache.info()["entries"] == 0 and c_served() == hits
+    with dml.configure(call_cache=False):
+        hits = served()
+        assert [outcome(fn) for fn in calls_] == want
+        assert [outcome(fn) for fn in calls_] == want
+        assert served() == hits and entries() == 0
+
+
+@needs_compiled
+def test_argument_spellings_key_apart_and_unkeyable_ones_take_the_route(compiled):
+    x = np.random.default_rng(6).standard_normal((4, 6)).astype(np.float32)
+    tagged = np.dtype(np.float16, metadata={"a": 1})        # not NumPy's own dtype object: no C key
+    calls_ = [lambda: dml.cast(x, np.float16), lambda: dml.cast(x, np.dtype(np.float16)),
+              lambda: dml.cast(x, "float16"), lambda: dml.cast(x, "FLOAT16"), lambda: dml.cast(x, dml.DataType.FLOAT16),
+              lambda: dml.cast(x, tagged), lambda: dml.pad(x, 1, 1, value=np.float32(0.5)),
+              lambda: dml.pad(x, 1, 1, "é"), lambda: dml.pad(x, 1, 1, "constant" * 8),
+              lambda: dml.identity(x, 2 ** 70), lambda: dml.tile(x, [1] * 9), lambda: dml.join([x] * 17, 0)]
+    want = [uncached(fn) for fn in calls_]
+    clear()
+    for fn, w in zip(calls_, want):
+        assert outcome(fn) == w and outcome(fn) == w
+    assert ccache.info()["entries"] == 5                    # the five spellings of float16, each its own
+    # JOIN's list and tuple of the same arrays are one call; an array where the list belongs is an error
+    clear()
+    assert outcome(dml.join, [x, x], 0) == outcome(dml.join, (x, x), 0) == uncached(dml.join, [x, x], 0)
+    flat = np.arange(4, dtype=np.float32)
+    assert outcome(dml.join, flat, 0) == outcome(dml.join, flat, 0) == uncached(dml.join, flat, 0)
+
+
+@needs_compiled
+def test_threads_while_the_configuration_changes():
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal((6, 8)).astype(np.float32), rng.integers(0, 99, (2, 4, 4, 4)).astype(np.int16)]
+    work = [(fn, x) for x in xs for fn in (
+        lambda x: dml.identity(x), lambda x: dml.pad(x, 1, 2, mode="reflect"), lambda x: dml.tile(x, 2),
+        lambda x: dml.cast(x, np.float64), lambda x: dml.join([x, x[::-1]], -1),
+        lambda x: dml.split(x, 0, [1, x.shape[0] - 1]))]
+    work.append((lambda x: dml.space_to_depth(x, 2), xs[1]))
+    want = [uncached(fn, x) for fn, x in work]
+    bad, stop = [], threading.Event()
+
+    def worker(seed):
+        order = np.random.default_rng(seed).permutation(len(work))
+        while not stop.is_set():
+            for i in order:
+                fn, x = work[i]
+                if outcome(fn, x) != want[i]:
+                    bad.append(i)
+    with dml.configure(cpu_kernels="compiled", call_cache=True):
+        threads = [threading.Thread(target=worker, args=(s,)) for s in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for k in range(20):
+                with dml.configure(threads=1 + k % 2, call_cache=bool(k % 3)):
+                    pass
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+    assert not bad

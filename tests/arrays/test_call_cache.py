@@ -1219,3 +1219,166 @@ def test_more_distinct_cuda_calls_than_the_table_holds_stay_right():
     assert bad == 0
     assert served() - before >= n // 2
     torch.cuda.synchronize()
+
+
+# -- the data-movement family's entries (call_cache_move / call_cache_put_move) ------------------------
+
+def _native():
+    from opendml.runtime.cpu.backend import _load_native
+    return _load_native()
+
+
+def _move_params(**fields) -> bytes:
+    """odml_cpu_move_params of a plain float32 4x4 copy, with ``fields`` changed
+    (list values set the first entries of the per-axis arrays)."""
+    from opendml.runtime.cpu.backend import MoveParams
+    p = MoveParams(kind=0, src_type=1, dst_type=1, rank=2)
+    p.sizes[:2], p.src_strides[:2], p.dst_strides[:2] = (4, 4), (4, 1), (4, 1)
+    for name, value in fields.items():
+        if isinstance(value, list):
+            getattr(p, name)[:len(value)] = value
+        else:
+            setattr(p, name, value)
+    return bytes(p)
+
+
+X44 = np.arange(16, dtype=np.float32).reshape(4, 4)
+OUT44 = (((4, 4), np.dtype(np.float32), False),)
+
+
+def _put_identity(passes, outs=OUT44, origins=(0,), x=X44, args=(None, None), multi=False, gen=None):
+    from opendml.runtime import calls
+    native = _native()
+    gen = native.call_cache_generation() if gen is None else gen
+    return native.call_cache_put_move(calls.OPS["identity"], x, args, outs, origins, passes, multi, gen)
+
+
+@needs_cache
+def test_family_record_within_its_buffers_is_served():
+    dml.plan_cache_info()
+    assert _put_identity(((0, 0, 0, _move_params(), 1),)) is True
+    before = served()
+    out = dml.identity(X44)
+    assert served() == before + 1 and out.tobytes() == X44.tobytes() and out is not X44
+
+
+#: A pass that would reach outside a buffer, or names one that is not there: refused, nothing stored.
+OUTSIDE = {
+    "source offset": dict(src_offset=1),
+    "source offset below": dict(src_offset=-1),
+    "destination offset": dict(dst_offset=1),
+    "destination stride": dict(dst_strides=[5, 1]),
+    "negative destination stride": dict(dst_strides=[-4, 1], dst_offset=12),
+    "source stride": dict(src_strides=[5, 1]),
+    "negative source stride": dict(src_strides=[-4, 1]),
+    "destination element size": dict(dst_type=9),
+    "source element size": dict(src_type=11),
+    "map size": dict(map_mode=[0, 1], map_size=[0, 5]),
+    "map mode": dict(map_mode=[0, 7], map_size=[0, 4]),
+    "huge sizes": dict(sizes=[1 << 62, 4]),
+    "huge strides": dict(src_strides=[1 << 61, 1]),
+    "rank 0": dict(rank=0),
+    "rank 17": dict(rank=17),
+    "kind": dict(kind=1),
+    "type 0": dict(dst_type=0),
+    "type 12": dict(src_type=12),
+}
+
+
+@needs_cache
+@pytest.mark.parametrize("fields", list(OUTSIDE.values()), ids=list(OUTSIDE))
+def test_family_records_reaching_outside_are_refused(fields):
+    dml.plan_cache_info()
+    assert _put_identity(((0, 0, 0, _move_params(**fields), 1),)) is False
+    assert cache()["entries"] == 0
+    assert dml.identity(X44).tobytes() == X44.tobytes()
+
+
+@needs_cache
+@pytest.mark.parametrize("passes, origins", [
+    (((0, 1, 0, _move_params(), 1),), (0,)),          # no input 1
+    (((0, 0, 1, _move_params(), 1),), (0,)),          # no output 1
+    (((1, 0, 0, _move_params(), 1),), (0,)),          # a fill whose parameters say copy
+    (((0, 0, 0, _move_params(), 0),), (0,)),          # threads
+    (((0, 0, 0, _move_params(), 1000),), (0,)),
+    (((0, 0, 0, _move_params(), 1),), (4,)),          # not the input's origin
+    (((0, -1, 0, _move_params(), 1),), (0,)),
+])
+def test_family_records_naming_the_wrong_buffers_are_refused(passes, origins):
+    dml.plan_cache_info()
+    assert _put_identity(passes, origins=origins) is False
+    assert cache()["entries"] == 0
+
+
+@needs_cache
+@pytest.mark.parametrize("kw", [
+    dict(passes=((0, 0, 0, b"short", 1),)),
+    dict(passes=((0, 0, 0, _move_params()),)),
+    dict(passes="not a tuple"),
+    dict(passes=((0, 0, 0, _move_params(), 1),) * 65),
+    dict(outs=()),
+    dict(outs=(((), np.dtype(np.float32), False),)),
+    dict(outs=(((4, 4), "float32", False),)),
+    dict(outs=(((4, 4), np.dtype(np.complex128), False),)),
+    dict(outs=(((4, -4), np.dtype(np.float32), False),)),
+    dict(outs=(((1 << 62, 4), np.dtype(np.float32), False),)),
+    dict(outs=(((4, 4), np.dtype(np.float32)),)),
+    dict(outs=OUT44 * 17),
+    dict(origins=(0, 0)),
+    dict(origins=("a",)),
+])
+def test_malformed_family_records_raise(kw):
+    dml.plan_cache_info()
+    kw.setdefault("passes", ((0, 0, 0, _move_params(), 1),))
+    with pytest.raises((ValueError, TypeError, OverflowError)):
+        _put_identity(**kw)
+    assert cache()["entries"] == 0
+
+
+@needs_cache
+def test_family_records_made_before_a_clear_or_without_a_key_are_refused():
+    gen = _native().call_cache_generation()
+    dml.configure()
+    assert _put_identity(((0, 0, 0, _move_params(), 1),), gen=gen) is False
+    for x, args in ((X44.astype(">f4"), (None, None)), (X44.view(Sub), (None, None)), (X44, (object(), None)),
+                    (X44, ([1] * 9, None)), (X44, ("é", None)), ([X44] * 17, (None, None)), ([X44, "a"], (None,))):
+        assert _put_identity(((0, 0, 0, _move_params(), 1),), x=x, args=args) is False
+    assert cache()["entries"] == 0
+
+
+@needs_cache
+@pytest.mark.parametrize("args", [
+    (), (6,), ("identity", X44), (6, X44, object()), (6, [X44, "a"], 0), (6, [X44] * 17, 0), (6, [], 0),
+    (6, X44, 2 ** 70), (6, X44, "x" * 100), (6, X44, "é"), (6, X44, [1.5]), (6, X44, np.dtype([("a", "f4")])),
+    (6, X44.view(Sub)), (6, np.zeros((1,) * 9, np.float32)), (2 ** 80, X44), (6, X44, np.dtype(np.float32, metadata={})),
+])
+def test_family_lookups_of_anything_take_the_python_route(args):
+    """call_cache_move never raises and never serves what it has no entry for."""
+    assert _native().call_cache_move(*args) is None
+
+
+@needs_cache
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_family_records_of_random_passes_stay_inside_their_buffers(data):
+    """Whatever a record says, what put accepts reads and writes inside the
+    buffers a later call gives it (the sanitizer pass checks the accesses)."""
+    ints = st.integers(-6, 6)
+    fields = {"src_offset": data.draw(ints), "dst_offset": data.draw(st.integers(0, 6)),
+              "sizes": data.draw(st.lists(st.integers(0, 5), min_size=3, max_size=3)),
+              "src_strides": data.draw(st.lists(ints, min_size=3, max_size=3)),
+              "dst_strides": data.draw(st.lists(st.integers(0, 6), min_size=3, max_size=3)),
+              "map_mode": data.draw(st.lists(st.integers(0, 4), min_size=3, max_size=3)),
+              "map_shift": data.draw(st.lists(ints, min_size=3, max_size=3)),
+              "map_size": data.draw(st.lists(st.integers(1, 5), min_size=3, max_size=3)),
+              "rank": 3, "kind": data.draw(st.integers(0, 1)),
+              "src_type": data.draw(st.sampled_from([1, 6, 3])), "dst_type": data.draw(st.sampled_from([1, 6, 2]))}
+    fill = fields["kind"]
+    x = data.draw(st.sampled_from([X44, X44[::-1], X44.T, X44[::2, ::-2], np.broadcast_to(X44[:1], (4, 4))]))
+    origin = sum((n - 1) * -s for n, s in zip(x.shape, x.strides) if s < 0)
+    dml.plan_cache_info()
+    stored = _put_identity(((fill, 0, 0, _move_params(**fields), 1),), origins=(origin,), x=x)
+    if stored:
+        out = dml.identity(x)
+        assert out.shape == (4, 4)
+    dml.configure()                                 # drop the (meaningless) entry

@@ -219,7 +219,11 @@ def run_numpy(call: FamilyCall, arrays) -> list:
                 record = (call, since)
                 entry = family_cache.lookup(key, backend)
                 if entry is not None:
-                    return _replay(entry, arrays, call.name)
+                    outs = _replay(entry, arrays, call.name)
+                    # another spelling of a recorded call (cast's float and
+                    # DataType.FLOAT64): the C cache learns it too
+                    _put_c(record, arrays, outs, entry.offsets, entry.steps)
+                    return outs
     arrays = [_array(x, call.name) for x in arrays]
     desc = call.describe([logical_desc(x.dtype, x.shape) for x in arrays])
     return execute(desc, arrays) if key is None else _execute(desc, arrays, key, record)
@@ -285,15 +289,21 @@ def _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts
     steps = family_cache.kernel_steps(backend, plan, srcs, dsts) if backend.kernels == "compiled" else None
     family_cache.record(key, family_cache.Entry(backend, desc, plan,
                                                 tuple((o.shape, o.dtype) for o in outs), tuple(offsets), steps))
+    _put_c(record, arrays, outs, offsets, steps)
+
+
+def _put_c(record, arrays, outs, offsets, steps) -> None:
+    """Record a compiled run in the C call cache (``runtime.calls.put_move``):
+    the next such call is served before any Python runs."""
     call, since = record if record is not None else (None, None)
-    if steps is not None and call is not None and call.ccall is not None:
-        # The C call cache: the next such call is served before any Python runs.
-        name, args, seq = call.ccall
-        _calls.put_move(name, tuple(arrays) if seq else arrays[0], args,
-                        tuple((o.shape, o.dtype, o.nbytes >= CACHE_MIN_BYTES) for o in outs),
-                        tuple(-off for off in offsets),
-                        tuple((int(fill), s, d, blob, threads) for _, blob, threads, fill, s, d in steps),
-                        call.multi, since)
+    if steps is None or call is None or call.ccall is None:
+        return
+    name, args, seq = call.ccall
+    _calls.put_move(name, tuple(arrays) if seq else arrays[0], args,
+                    tuple((o.shape, o.dtype, o.nbytes >= CACHE_MIN_BYTES) for o in outs),
+                    tuple(-off for off in offsets),
+                    tuple((int(fill), s, d, blob, threads) for _, blob, threads, fill, s, d in steps),
+                    call.multi, since)
 
 
 def _run(call: FamilyCall, arrays):
