@@ -90,7 +90,15 @@ def _snap(value):
 
 
 def _snaps(*values):
-    return tuple(map(_snap, values))
+    out = []
+    for value in values:
+        t = type(value)
+        if t is list:
+            value = value[:]
+        elif not (t is int or t is tuple or value is None):
+            value = _snap(value)
+        out.append(value)
+    return tuple(out)
 
 
 #: ``_cached(op, x, *args)``: a repeated call served by the call cache (C),

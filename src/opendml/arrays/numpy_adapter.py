@@ -2,6 +2,8 @@
 a new packed NumPy array."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from ..model.errors import ValidationError
@@ -53,7 +55,7 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
         # The compiled kernels, by address: element 0 of the bound input range
         # is x's lowest-addressed element (its origin minus the turned-around axes).
         origin = layout.origin * x.itemsize
-        run(x.ctypes.data - origin, out.ctypes.data)
+        run(_address(x) - origin, _address(out))
         if x is given and (record_as is not None or type(x) is np.ndarray):
             # The next call like this one is served from C (runtime/calls.py).
             calls.put_numpy(call.name, x if record_as is None else record_as, call.args, out.shape, out.dtype,
@@ -66,6 +68,22 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
     backend.prepare(plan, src, out.view(word).reshape(-1))()
     return out
 
+
+def _address(a: np.ndarray) -> int:
+    """The address of ``a``'s element 0: through the buffer protocol where
+    ``a`` is C-contiguous and writable (a fresh output, most inputs), a
+    quarter of the time of ``a.ctypes.data``, which serves the rest."""
+    flags = a.flags
+    if flags.c_contiguous and flags.writeable:
+        try:
+            return _addressof(_from_buffer(a))
+        except (TypeError, ValueError, BufferError):
+            pass
+    return a.ctypes.data
+
+
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
 
 #: id(plan) -> (plan, backend, runner): the compiled kernel of a cached plan,
 #: packed once per backend (a new configuration gives a new backend).

@@ -50,6 +50,7 @@ def _freeze(value):
 _NONE = ("None",)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class OpCall:
     """One array-API call: the operator name, its arguments as the user gave

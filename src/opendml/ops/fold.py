@@ -29,7 +29,8 @@ from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
+from ..model._checks import UINT32_MAX
+from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
 
 MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
@@ -67,6 +68,55 @@ class FoldOperatorDesc(OperatorDesc):
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
     def __post_init__(self):
+        if not self._fast_path():
+            self._check_rules()
+
+    def _fast_path(self) -> bool:
+        """The common valid description, checked in one pass by the rules of
+        ``_check_rules`` and stored as it would store it (fields of plain
+        ints). False (nothing stored) for anything else, which
+        ``_check_rules`` then checks rule by rule, naming what is wrong. The
+        64-bit limits hold whenever the input's sizes agree: they multiply to
+        its element count, at most 2**32 - 1."""
+        inp, out = self.input_tensor, self.output_tensor
+        if (type(inp) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not inp.data_type
+                or out.flags):
+            return False
+        window = plain_ints(self.window_sizes, None)
+        if window is None:
+            return False
+        d = len(window)
+        sizes = out.sizes
+        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS or len(sizes) != d + 2:
+            return False
+        strides, dilations = plain_ints(self.strides, d), plain_ints(self.dilations, d)
+        start, end = plain_ints(self.start_padding, d), plain_ints(self.end_padding, d)
+        if strides is None or dilations is None or start is None or end is None:
+            return False
+        k = blocks = 1
+        for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, sizes[2:]):
+            if (w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
+                    or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
+                return False
+            room = size + a + b - dl * (w - 1) - 1      # the padded size less the dilated window's extent
+            if room < 0:
+                return False
+            k *= w
+            blocks *= room // st + 1
+        got = inp.sizes
+        r = len(got)
+        if not 3 <= r <= len(sizes) or got[-3:] != (sizes[0], sizes[1] * k, blocks):
+            return False
+        for s in got[:-3]:
+            if s != 1:
+                return False
+        dct = self.__dict__
+        dct["window_sizes"], dct["strides"], dct["dilations"] = window, strides, dilations
+        dct["start_padding"], dct["end_padding"] = start, end
+        return True
+
+    def _check_rules(self):
+        """Every rule, one at a time: the first broken one raises, named."""
         self._check_input()
         self._ints("window_sizes", "WindowSizes", None)
         d = len(self.window_sizes)

@@ -9,7 +9,7 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
+from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
 
 
 @stored_init
@@ -35,6 +35,39 @@ class SliceOperatorDesc(OperatorDesc):
     )
 
     def __post_init__(self):
+        if not self._fast_path():
+            self._check_rules()
+
+    def _fast_path(self) -> bool:
+        """The common valid description, checked in one pass by the rules of
+        ``_check_rules`` and stored as it would store it (fields of plain
+        ints, an output that is derived or agrees). False (nothing stored)
+        for anything else, which ``_check_rules`` then checks rule by rule,
+        naming what is wrong."""
+        inp = self.input_tensor
+        if type(inp) is not TensorDesc:
+            return False
+        dims = inp.sizes
+        n = len(dims)
+        offsets, sizes, strides = plain_ints(self.offsets, n), plain_ints(self.sizes, n), plain_ints(self.strides, n)
+        if offsets is None or sizes is None or strides is None:
+            return False
+        for o, s, t, dim in zip(offsets, sizes, strides, dims):
+            # the last element read inside the input bounds the offset and the size too
+            if o < 0 or s < 1 or t < 1 or t > UINT32_MAX or o + (s - 1) * t >= dim:
+                return False
+        out = self.output_tensor
+        if out is None:
+            out = TensorDesc(inp.data_type, sizes)
+        elif (type(out) is not TensorDesc or out.data_type is not inp.data_type or out.sizes != sizes
+              or out.flags):
+            return False
+        dct = self.__dict__
+        dct["offsets"], dct["sizes"], dct["strides"], dct["output_tensor"] = offsets, sizes, strides, out
+        return True
+
+    def _check_rules(self):
+        """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         n = inp.rank
         self._ints("offsets", "Offsets", n)

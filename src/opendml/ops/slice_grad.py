@@ -18,7 +18,8 @@ from ..plan import ScatterPlan
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
+from ..model._checks import INT32_MAX, INT32_MIN
+from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
 from .slice1 import max_copied_elements
 
 
@@ -56,6 +57,37 @@ class SliceGradOperatorDesc(OperatorDesc):
         return self.output_gradient_tensor
 
     def __post_init__(self):
+        if not self._fast_path():
+            self._check_rules()
+
+    def _fast_path(self) -> bool:
+        """The common valid description, checked in one pass by the rules of
+        ``_check_rules`` and stored as it would store it (fields of plain
+        ints). False (nothing stored) for anything else, which
+        ``_check_rules`` then checks rule by rule, naming what is wrong."""
+        grad, out = self.input_gradient_tensor, self.output_gradient_tensor
+        if (type(grad) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not grad.data_type
+                or out.flags):
+            return False
+        dims = out.sizes
+        n = len(dims)
+        if len(grad.sizes) != n:
+            return False
+        offsets = plain_ints(self.input_window_offsets, n)
+        window = plain_ints(self.input_window_sizes, n)
+        steps = plain_ints(self.input_window_strides, n)
+        if offsets is None or window is None or steps is None:
+            return False
+        for o, s, t, dim, g in zip(offsets, window, steps, dims, grad.sizes):
+            if (o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX
+                    or g > 1 + (s - 1) // (t if t > 0 else -t)):
+                return False
+        dct = self.__dict__
+        dct["input_window_offsets"], dct["input_window_sizes"], dct["input_window_strides"] = offsets, window, steps
+        return True
+
+    def _check_rules(self):
+        """Every rule, one at a time: the first broken one raises, named."""
         self._check_input()
         if self.output_gradient_tensor is None:
             raise self._err("OutputGradientTensor is required (it has the sizes of SLICE1's input, which the "

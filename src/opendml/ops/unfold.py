@@ -18,7 +18,7 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout
+from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
 
 MAX_SPATIAL_DIMENSIONS = 6
 
@@ -45,6 +45,59 @@ class UnfoldOperatorDesc(OperatorDesc):
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
     def __post_init__(self):
+        if not self._fast_path():
+            self._check_rules()
+
+    def _fast_path(self) -> bool:
+        """The common valid description, checked in one pass by the rules of
+        ``_check_rules`` and stored as it would store it (fields of plain
+        ints, an output that is derived or agrees). False (nothing stored)
+        for anything else, which ``_check_rules`` then checks rule by rule,
+        naming what is wrong."""
+        inp = self.input_tensor
+        if type(inp) is not TensorDesc:
+            return False
+        window = plain_ints(self.window_sizes, None)
+        if window is None:
+            return False
+        d = len(window)
+        sizes = inp.sizes
+        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS or len(sizes) != d + 2:
+            return False
+        strides, dilations = plain_ints(self.strides, d), plain_ints(self.dilations, d)
+        start, end = plain_ints(self.start_padding, d), plain_ints(self.end_padding, d)
+        if strides is None or dilations is None or start is None or end is None:
+            return False
+        k = blocks = 1
+        for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, sizes[2:]):
+            if (w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
+                    or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
+                return False
+            room = size + a + b - dl * (w - 1) - 1      # the padded size less the dilated window's extent
+            if room < 0:
+                return False
+            k *= w
+            blocks *= room // st + 1
+        n, c = sizes[0], sizes[1]
+        if n * c * k * blocks > MAX_ELEMENTS:            # every size >= 1: no size exceeds the count either
+            return False
+        expected = (n, c * k, blocks)
+        out = self.output_tensor
+        if out is None:
+            out = TensorDesc(inp.data_type, expected)
+        elif type(out) is not TensorDesc or out.data_type is not inp.data_type or out.flags:
+            return False
+        else:
+            got = out.sizes
+            if got[-3:] != expected or len(got) > len(sizes) or any(s != 1 for s in got[:-3]):
+                return False
+        dct = self.__dict__
+        dct["window_sizes"], dct["strides"], dct["dilations"] = window, strides, dilations
+        dct["start_padding"], dct["end_padding"], dct["output_tensor"] = start, end, out
+        return True
+
+    def _check_rules(self):
+        """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         self._ints("window_sizes", "WindowSizes", None)
         d = len(self.window_sizes)
