@@ -140,9 +140,12 @@ static void drop_error(void) {
     PyErr_Clear();
 }
 
+static void front_clear(void);
+
 static void drop_all(void) {
     generation++;
     if (table) PyDict_Clear(table);
+    front_clear();
 }
 
 /* PyTorch's and CuPy's hooks, registered by their adapters (call_cache_torch / _cupy). */
@@ -245,7 +248,10 @@ static Entry *lookup(const Key *k) {
 static int store(const Key *k, Entry *e) {
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     if (!kb) return -1;
-    if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) PyDict_Clear(table);   /* full: not a settings change */
+    if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) {   /* full: not a settings change */
+        PyDict_Clear(table);
+        front_clear();
+    }
     int rc = PyDict_SetItem(table, kb, (PyObject *)e);
     Py_DECREF(kb);
     return rc;
@@ -647,6 +653,7 @@ static PyObject *with_deferred(PyObject *result) {
 typedef struct {
     int fill, src, dst, threads;
     odml_cpu_move_params p;
+    odml_move_prepared *prep;               /* p checked and laid out once (move.h) */
 } MovePass;
 
 typedef struct {
@@ -657,11 +664,32 @@ typedef struct {
     int rank[MAX_MOVE_IO], use_blocks[MAX_MOVE_IO];
     int64_t dims[MAX_MOVE_IO][MAX_RANK], bytes[MAX_MOVE_IO], total;
     MovePass *passes;
+    int64_t *key;                           /* the key's words, for the front table */
+    int key_n;
 } MoveEntry;
+
+/* The front table: recent move entries by a cheap hash of their key words
+ * (strong references), checked before the dict, whose bytes key costs an
+ * allocation and a SipHash per call. Emptied with the dict. */
+#define FRONT 256
+static MoveEntry *front[FRONT];
+
+static unsigned front_slot(const Key *k) {
+    uint64_t h = 0x243f6a8885a308d3ull;
+    for (int i = 0; i < k->n; i++) h = (h ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+    return (unsigned)(h >> 56);
+}
+
+static void front_clear(void) {
+    for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
+}
 
 static void MoveEntry_dealloc(MoveEntry *e) {
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(e->dtype[i]);
+    if (e->passes)
+        for (int i = 0; i < e->n_pass; i++) odml_move_free(e->passes[i].prep);
     PyMem_Free(e->passes);
+    PyMem_Free(e->key);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -794,7 +822,11 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list, the GIL released) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     MoveEntry *e = NULL;
-    {
+    unsigned slot = front_slot(&k);
+    if (front[slot] && front[slot]->key_n == k.n && !memcmp(front[slot]->key, k.w, (size_t)k.n * 8)) {
+        e = front[slot];
+        Py_INCREF(e);
+    } else {
         PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
         PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
         Py_XDECREF(kb);
@@ -807,6 +839,8 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
         }
         e = (MoveEntry *)hit;
         Py_INCREF(e);
+        Py_INCREF(e);
+        Py_XSETREF(front[slot], e);
     }
     for (int i = 0; i < e->n_out; i++) {
         outs[i] = new_output((PyArray_Descr *)e->dtype[i], e->rank[i], e->dims[i], e->bytes[i], e->use_blocks[i],
@@ -818,12 +852,11 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     }
     for (int i = 0; i < n_in; i++) srcs[i] = PyArray_BYTES(in[i]) - e->origin[i];
     {
-        const char *error = NULL;
         int release = e->total >= RELEASE_BYTES;
         PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
         for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
             const MovePass *p = &e->passes[i];
-            status = odml_move(dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src], &p->p, p->threads, &error);
+            status = odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
         }
         if (release) PyEval_RestoreThread(ts);
     }
@@ -1011,7 +1044,21 @@ static PyObject *put_move(PyObject *args) {
         memcpy(&mp->p, pb.buf, sizeof(odml_cpu_move_params));
         PyBuffer_Release(&pb);
         if (!move_pass_fits(mp, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
+        const char *error = NULL;
+        int status = odml_move_prepare(&mp->p, mp->threads, &mp->prep, &error);
+        if (status == ODML_ENOMEM) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (status != ODML_OK) goto refuse;      /* parameters the kernel itself rejects */
     }
+    e->key = (int64_t *)PyMem_Malloc((size_t)k.n * 8);
+    if (!e->key) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memcpy(e->key, k.w, (size_t)k.n * 8);
+    e->key_n = k.n;
     int rc = store(&k, (Entry *)e);
     Py_DECREF(e);
     if (rc < 0) return NULL;

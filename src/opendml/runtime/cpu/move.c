@@ -27,10 +27,101 @@ typedef struct {
     int64_t s0, sstep;      /* source byte offset at d0 (from the axis's origin) and per element */
 } segment;
 
+/* Packed conversion runs (both sides contiguous) compiled for AVX2 where the
+ * processor has it (x86-64, GCC or Clang): the same expressions as
+ * convert.h's, so the same bytes, in 8 float lanes instead of SSE2's 4;
+ * float32 -> int32 through cvttps2dq, whose out-of-range answer (INT32_MIN)
+ * is fixed up to CAST's (NaN -> 0, >= 2^31 -> INT32_MAX; below -2^31 it is
+ * the saturated value already). */
+typedef void (*packed_fn)(char *d, const char *s, int64_t n);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
+#include <immintrin.h>
+#define ODML_AVX2 __attribute__((target("avx2")))
+#define PACKED(NAME, S, D, EXPR)                                                     \
+    static ODML_AVX2 void NAME(char *d, const char *s, int64_t n) {                 \
+        for (int64_t i = 0; i < n; i++) {                                            \
+            S x; D y;                                                                \
+            memcpy(&x, s + i * (int64_t)sizeof(S), sizeof x);                        \
+            y = (EXPR);                                                              \
+            memcpy(d + i * (int64_t)sizeof(D), &y, sizeof y);                        \
+        }                                                                            \
+    }
+PACKED(packed_i32_f32, int32_t, float, (float)x)
+PACKED(packed_u32_f32, uint32_t, float, (float)x)
+PACKED(packed_i16_f32, int16_t, float, (float)x)
+PACKED(packed_u16_f32, uint16_t, float, (float)x)
+PACKED(packed_i8_f32, int8_t, float, (float)x)
+PACKED(packed_u8_f32, uint8_t, float, (float)x)
+PACKED(packed_i32_f64, int32_t, double, (double)x)
+PACKED(packed_f64_f32, double, float, (float)x)
+PACKED(packed_f32_f64, float, double, (double)x)
+PACKED(packed_f32_u8, float, uint8_t, f32i_u8(x))
+PACKED(packed_f32_i8, float, int8_t, f32i_i8(x))
+PACKED(packed_f32_u16, float, uint16_t, f32i_u16(x))
+PACKED(packed_f32_i16, float, int16_t, f32i_i16(x))
+PACKED(packed_f64_i32, double, int32_t, f2i_i32(x))
+
+static ODML_AVX2 void packed_f32_i32(char *d, const char *s, int64_t n) {
+    const __m256 big = _mm256_set1_ps(2147483648.0f);
+    const __m256i top = _mm256_set1_epi32(INT32_MAX);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps((const float *)(const void *)(s + 4 * i));
+        __m256i r = _mm256_cvttps_epi32(v);
+        __m256i ge = _mm256_castps_si256(_mm256_cmp_ps(v, big, _CMP_GE_OQ));    /* false for NaN */
+        __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        r = _mm256_andnot_si256(nan, _mm256_blendv_epi8(r, top, ge));
+        _mm256_storeu_si256((__m256i *)(void *)(d + 4 * i), r);
+    }
+    for (; i < n; i++) {
+        float x;
+        int32_t y;
+        memcpy(&x, s + 4 * i, 4);
+        y = f32i_i32(x);
+        memcpy(d + 4 * i, &y, 4);
+    }
+}
+
+static packed_fn packed_for(int64_t src, int64_t dst) {
+    static int avx2 = -1;                  /* the processor's answer, asked once */
+    int have = __atomic_load_n(&avx2, __ATOMIC_RELAXED);
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&avx2, have, __ATOMIC_RELAXED);
+    }
+    if (!have) return NULL;
+    switch (src * 16 + dst) {
+    case ODML_T_INT32 * 16 + ODML_T_FLOAT32: return packed_i32_f32;
+    case ODML_T_UINT32 * 16 + ODML_T_FLOAT32: return packed_u32_f32;
+    case ODML_T_INT16 * 16 + ODML_T_FLOAT32: return packed_i16_f32;
+    case ODML_T_UINT16 * 16 + ODML_T_FLOAT32: return packed_u16_f32;
+    case ODML_T_INT8 * 16 + ODML_T_FLOAT32: return packed_i8_f32;
+    case ODML_T_UINT8 * 16 + ODML_T_FLOAT32: return packed_u8_f32;
+    case ODML_T_INT32 * 16 + ODML_T_FLOAT64: return packed_i32_f64;
+    case ODML_T_FLOAT64 * 16 + ODML_T_FLOAT32: return packed_f64_f32;
+    case ODML_T_FLOAT32 * 16 + ODML_T_FLOAT64: return packed_f32_f64;
+    case ODML_T_FLOAT32 * 16 + ODML_T_UINT8: return packed_f32_u8;
+    case ODML_T_FLOAT32 * 16 + ODML_T_INT8: return packed_f32_i8;
+    case ODML_T_FLOAT32 * 16 + ODML_T_UINT16: return packed_f32_u16;
+    case ODML_T_FLOAT32 * 16 + ODML_T_INT16: return packed_f32_i16;
+    case ODML_T_FLOAT32 * 16 + ODML_T_INT32: return packed_f32_i32;
+    case ODML_T_FLOAT64 * 16 + ODML_T_INT32: return packed_f64_i32;
+    default: return NULL;
+    }
+}
+#else
+static packed_fn packed_for(int64_t src, int64_t dst) {
+    (void)src; (void)dst;
+    return NULL;
+}
+#endif
+
 typedef struct {
-    char *dst; const char *src;
     int nd, fill, nt, same, sb, ct64, es_s, es_d;
     odml_conv_fn conv, to_ct, from_ct;     /* conversion; scale/bias: source -> compute type -> destination */
+    packed_fn packed;                      /* the conversion of packed runs, where faster (else NULL) */
     double scale, bias;
     uint64_t fill_bits;
     int64_t sizes[R], ds[R], ss[R];        /* destination and (unmapped axes') source byte strides */
@@ -114,11 +205,20 @@ static void element_run(const move_job *j, char *d, const char *s, int64_t n, in
     if (j->fill) fill_run(d, n, ds, j->es_d, j->fill_bits);
     else if (j->sb) scale_bias_run(j, d, s, n, ds, ss);
     else if (j->same) copy_run(d, s, n, ds, ss, j->es_d, j->nt);
+    else if (j->packed && ds == j->es_d && ss == j->es_s) j->packed(d, s, n);
     else j->conv(d, s, n, ds, ss);
 }
 
-static void move_units(const void *vjob, int64_t u0, int64_t u1, int part) {
-    const move_job *j = (const move_job *)vjob;
+/* One run of a job on its buffers (the job itself holds no addresses). */
+typedef struct {
+    const move_job *j;
+    char *dst;
+    const char *src;
+} move_call;
+
+static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
+    const move_call *call = (const move_call *)vcall;
+    const move_job *j = call->j;
     int last = j->nd - 1;
     int64_t idx[R];
     int64_t rem = u0 / j->chunks, c = u0 % j->chunks, doff = 0, soff = 0;
@@ -143,7 +243,7 @@ static void move_units(const void *vjob, int64_t u0, int64_t u1, int part) {
             const segment *sg = &j->seg[g];
             int64_t lo = sg->d0 > c0 ? sg->d0 : c0, hi = sg->d0 + sg->n < c1 ? sg->d0 + sg->n : c1;
             if (hi <= lo) continue;
-            element_run(j, j->dst + (doff + lo * dsi), j->src + (soff + sg->s0 + (lo - sg->d0) * sg->sstep),
+            element_run(j, call->dst + (doff + lo * dsi), call->src + (soff + sg->s0 + (lo - sg->d0) * sg->sstep),
                         hi - lo, dsi, sg->sstep);
         }
         if (++c < j->chunks) continue;
@@ -185,13 +285,53 @@ static int move_disjoint(int n, const int64_t *sizes, const int64_t *strides, in
     return 1;
 }
 
-#define FAIL(msg) do { *error = "move: " msg; status = ODML_EPARAM; goto done; } while (0)
+/* A pass checked and laid out once (odml_move_prepare), run on any buffers
+ * (odml_move_run): the job without its addresses, the tables and segments
+ * it points into, and what the addresses get added. */
+struct odml_move_prepared {
+    move_job j;
+    int64_t dst_off, src_off;       /* bytes added to the destination and (copies) the source */
+    int64_t units;
+    int threads, empty;             /* empty: a size is 0, nothing is touched */
+    int64_t *tables;
+    segment *segs;
+};
+
+void odml_move_free(odml_move_prepared *m) {
+    if (!m) return;
+    free(m->tables);
+    free(m->segs);
+    free(m);
+}
+
+int odml_move_run(const odml_move_prepared *m, char *dst, const char *src) {
+    if (m->empty) return ODML_OK;
+    move_call call;                 /* runs on other threads share m, read only */
+    call.j = &m->j;
+    call.dst = dst + m->dst_off;
+    call.src = m->j.fill ? dst : src + m->src_off;   /* a fill reads nothing */
+    odml_parallel(move_units, &call, m->units, m->threads);
+    return ODML_OK;
+}
 
 int odml_move(char *dst, const char *src, const odml_cpu_move_params *p, int threads, const char **error) {
-    move_job j;
+    odml_move_prepared *m = NULL;
+    int status = odml_move_prepare(p, threads, &m, error);
+    if (status == ODML_OK) status = odml_move_run(m, dst, src);
+    odml_move_free(m);
+    return status;
+}
+
+#define FAIL(msg) do { *error = "move: " msg; status = ODML_EPARAM; goto done; } while (0)
+
+int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prepared **out, const char **error) {
+    odml_move_prepared *m = (odml_move_prepared *)calloc(1, sizeof *m);
     int status = ODML_OK;
     int64_t *tables = NULL;
     segment *segs = NULL;
+    *out = NULL;
+    if (!m) return ODML_ENOMEM;
+    move_job j;
     memset(&j, 0, sizeof j);
     if (p->rank < 1 || p->rank > R) FAIL("rank must be in [1, 16]");
     if (p->kind != ODML_MOVE_COPY && p->kind != ODML_MOVE_FILL) FAIL("kind must be 0 (copy) or 1 (fill)");
@@ -208,7 +348,10 @@ int odml_move(char *dst, const char *src, const odml_cpu_move_params *p, int thr
     for (int a = 0; a < j.nd; a++) {
         int64_t n = p->sizes[a], mode = j.fill ? 0 : p->map_mode[a];
         if (n < 0 || n > ODML_LIMIT) FAIL("sizes must be in [0, 2^62]");
-        if (n == 0) return ODML_OK;
+        if (n == 0) {
+            m->empty = 1;
+            goto done;
+        }
         if (!odml_mul_le(count, n, ODML_LIMIT / 8)) FAIL("too many elements");
         count *= n;
         if (mode < 0 || mode > ODML_MAP_WRAP) FAIL("map modes must be in [0, 4]");
@@ -242,6 +385,7 @@ int odml_move(char *dst, const char *src, const odml_cpu_move_params *p, int thr
     } else {
         j.same = p->src_type == p->dst_type;
         j.conv = odml_conv_table[p->src_type][p->dst_type];
+        j.packed = j.same ? NULL : packed_for(p->src_type, p->dst_type);
     }
     j.nt = j.same && count * j.es_d >= odml_stream_min_bytes;
 
@@ -301,12 +445,20 @@ int odml_move(char *dst, const char *src, const odml_cpu_move_params *p, int thr
         }
         j.chunks = (n + j.chunk - 1) / j.chunk;
     }
-    j.dst = dst + p->dst_offset * j.es_d;
-    j.src = j.fill ? dst : src + p->src_offset * j.es_s;   /* a fill reads nothing */
+    m->dst_off = p->dst_offset * j.es_d;
+    m->src_off = j.fill ? 0 : p->src_offset * j.es_s;
     if (!move_disjoint(j.nd, j.sizes, j.ds, j.es_d)) threads = 1;
-    odml_parallel(move_units, &j, count / j.sizes[last] * j.chunks, threads);
+    m->threads = threads;
+    m->units = count / j.sizes[last] * j.chunks;
+    m->j = j;
+    m->tables = tables;
+    m->segs = segs;
+    tables = NULL;
+    segs = NULL;
 done:
     free(tables);
     free(segs);
+    if (status == ODML_OK) *out = m;
+    else free(m);
     return status;
 }

@@ -54,4 +54,15 @@ typedef struct odml_cpu_move_params {
 
 int odml_move(char *dst, const char *src, const odml_cpu_move_params *p, int threads, const char **error);
 
+/* odml_move in two steps, for a pass run many times (the call cache,
+ * calls.c): odml_move_prepare checks the parameters and lays the pass out
+ * once (ODML_OK with *out set, else ODML_EPARAM with a message or
+ * ODML_ENOMEM, *out NULL); odml_move_run runs it on any buffers (the same
+ * bytes as odml_move; it only reads the prepared pass, so runs on several
+ * threads may share one); odml_move_free releases it (NULL is allowed). */
+typedef struct odml_move_prepared odml_move_prepared;
+int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prepared **out, const char **error);
+int odml_move_run(const odml_move_prepared *m, char *dst, const char *src);
+void odml_move_free(odml_move_prepared *m);
+
 #endif /* OPENDML_CPU_MOVE_H */
