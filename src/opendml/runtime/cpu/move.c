@@ -230,6 +230,41 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
         soff += j->tab[a] ? j->tab[a][idx[a]] : idx[a] * j->ss[a];
     }
     const int64_t n = j->sizes[last], dsi = j->ds[last];
+    if (j->chunks == 1 && j->nseg == 1 && last >= 1 && !j->tab[last - 1]) {
+        /* whole unmapped rows (most copies and conversions): the rows of the
+         * next axis in one tight loop, then the outer axes' carry */
+        const segment *sg = j->seg;
+        const int64_t n1 = j->sizes[last - 1], ds1 = j->ds[last - 1], ss1 = j->ss[last - 1];
+        int64_t u = u0;
+        while (u < u1) {
+            int64_t rows = n1 - idx[last - 1];
+            if (rows > u1 - u) rows = u1 - u;
+            char *d = call->dst + doff;
+            const char *s = call->src + soff + sg->s0;
+            for (int64_t r = 0; r < rows; r++) element_run(j, d + r * ds1, s + r * ss1, n, dsi, sg->sstep);
+            u += rows;
+            idx[last - 1] += rows;
+            doff += rows * ds1;
+            soff += rows * ss1;
+            if (idx[last - 1] < n1) continue;
+            idx[last - 1] = 0;
+            doff -= n1 * ds1;
+            soff -= n1 * ss1;
+            for (int a = last - 2; a >= 0; a--) {
+                int64_t prev = idx[a];
+                if (++idx[a] < j->sizes[a]) {
+                    doff += j->ds[a];
+                    soff += j->tab[a] ? j->tab[a][idx[a]] - j->tab[a][prev] : j->ss[a];
+                    break;
+                }
+                idx[a] = 0;
+                doff -= (j->sizes[a] - 1) * j->ds[a];
+                soff -= j->tab[a] ? j->tab[a][prev] - j->tab[a][0] : (j->sizes[a] - 1) * j->ss[a];
+            }
+        }
+        stream_fence(j->nt);
+        return;
+    }
     int64_t k = 0;                                          /* first segment that may meet the chunk */
     for (int64_t u = u0; u < u1; u++) {
         int64_t c0 = c * j->chunk, c1 = c0 + j->chunk < n ? c0 + j->chunk : n;
