@@ -67,27 +67,43 @@ class CopyPlan:
         return done
 
     def _canonical_form(self) -> "CopyPlan":
-        dims = []
-        ordered = True                    # already by output stride, then |input stride|, largest first
-        po = pa = None
+        # One pass where the dimensions already come by output stride, then
+        # |input stride|, largest first (a packed output's order): drop size 1,
+        # merge neighbours. Otherwise sort them first (a stable sort: equal
+        # keys keep their order) and merge.
+        sizes, ins, outs = [], [], []
+        po = pa = -1
         for s, i, o in zip(self.sizes, self.in_strides, self.out_strides):
-            if s != 1:
-                a = i if i >= 0 else -i
-                if po is not None and (o > po or (o == po and a > pa)):
-                    ordered = False
-                po, pa = o, a
-                dims.append((s, i, o))
-        if not ordered:                   # a stable sort: equal keys keep their order
-            dims.sort(key=lambda d: (d[2], abs(d[1])), reverse=True)
+            if s == 1:
+                continue
+            a = i if i >= 0 else -i
+            if po >= 0 and (o > po or (o == po and a > pa)):
+                return self._sorted_form()
+            po, pa = o, a
+            if sizes and ins[-1] == i * s and outs[-1] == o * s:
+                sizes[-1] *= s
+                ins[-1], outs[-1] = i, o
+            else:
+                sizes.append(s)
+                ins.append(i)
+                outs.append(o)
+        return self._merged(sizes, ins, outs)
+
+    def _sorted_form(self) -> "CopyPlan":
+        dims = [(s, i, o) for s, i, o in zip(self.sizes, self.in_strides, self.out_strides) if s != 1]
+        dims.sort(key=lambda d: (d[2], abs(d[1])), reverse=True)
         sizes, ins, outs = [], [], []
         for s, i, o in dims:
             if sizes and ins[-1] == i * s and outs[-1] == o * s:
                 sizes[-1] *= s
                 ins[-1], outs[-1] = i, o
-                continue
-            sizes.append(s)
-            ins.append(i)
-            outs.append(o)
+            else:
+                sizes.append(s)
+                ins.append(i)
+                outs.append(o)
+        return self._merged(sizes, ins, outs)
+
+    def _merged(self, sizes, ins, outs) -> "CopyPlan":
         if not sizes:
             return CopyPlan(self.element_size, (1,), self.in_offset, (1,), self.out_offset, (1,))
         return CopyPlan(self.element_size, tuple(sizes), self.in_offset, tuple(ins), self.out_offset, tuple(outs))

@@ -290,8 +290,8 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
     args = _snaps(window_sizes, strides, dilations, start_padding, end_padding)
 
     def make(t):
-        d = t.rank - 2
-        return UnfoldOperatorDesc(t, None, *(per_axis(v, d) for v in args))
+        d = len(t.sizes) - 2
+        return UnfoldOperatorDesc(t, None, *[per_axis(v, d) for v in args])
     return _run(x, OpCall("unfold", args, make))
 
 
@@ -445,6 +445,12 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
 
 def _window_count(window) -> int | None:
     """``prod(window)`` where every entry is an int >= 1, else None."""
+    if type(window) is tuple or type(window) is list:
+        for w in window:
+            if type(w) is not int or w < 1:
+                break
+        else:
+            return math.prod(window)
     if not _is_sequence(window) or not all(
             isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
         return None
@@ -463,6 +469,8 @@ def _as_list(value, name: str) -> list:
 
 def per_axis(value, d: int):
     """A scalar applies to each of ``d`` spatial axes; a sequence is kept."""
+    if type(value) is int:
+        return (value,) * (d if d > 1 else 1)
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return (int(value),) * max(d, 1)
     return value

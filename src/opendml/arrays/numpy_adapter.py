@@ -42,9 +42,10 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
         desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     backend = get_backend("cpu")
     out, fresh = backend.empty(desc.output_tensor.sizes, x.dtype, call.name)
-    if out.size == 0 or layout.span == 0:
+    nbytes = out.nbytes
+    if not nbytes or not layout.span:
         return out
-    prefault = out.nbytes >= PREFAULT_BYTES and backend.threads > 1
+    prefault = nbytes >= PREFAULT_BYTES and backend.threads > 1
     if fresh and prefault:
         # Fault the fresh output's pages in from this thread first: on Linux,
         # threads faulting in one new (huge-page advised) mapping at once can
@@ -59,7 +60,7 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
         if x is given and (record_as is not None or type(x) is np.ndarray):
             # The next call like this one is served from C (runtime/calls.py).
             calls.put_numpy(call.name, x if record_as is None else record_as, call.args, out.shape, out.dtype,
-                            origin, run.kernel.__name__, run.blob, run.threads, out.nbytes >= CACHE_MIN_BYTES,
+                            origin, run.kernel.__name__, run.blob, run.threads, nbytes >= CACHE_MIN_BYTES,
                             prefault, since)
         return out
     low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x

@@ -46,11 +46,13 @@ def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
         ``strides[i] == prod(sizes[i + 1:])``; ``(15, 15, 5, 1)`` for
         ``[1, 1, 3, 5]``.
     """
-    strides, step = [], 1
-    for s in reversed(tuple(sizes)):
-        strides.append(step)
-        step *= s
-    return tuple(reversed(strides))
+    sizes = tuple(sizes)
+    strides = [1] * len(sizes)
+    step = 1
+    for i in range(len(sizes) - 1, -1, -1):
+        strides[i] = step
+        step *= sizes[i]
+    return tuple(strides)
 
 
 def nhwc_strides(sizes: Sequence[int]) -> tuple[int, ...]:

@@ -52,6 +52,18 @@ def plain_ints(values, n: int | None) -> tuple | None:
     return t
 
 
+def sequence_of(values, n: int) -> tuple | None:
+    """``values`` as a tuple when it is a list or tuple of ``n`` entries, else
+    None: the first test of a field's common case (the caller then checks
+    each entry is a plain int, ``type(v) is int``, as ``plain_ints`` does)."""
+    kind = type(values)
+    if kind is tuple:
+        return values if len(values) == n else None
+    if kind is list and len(values) == n:
+        return tuple(values)
+    return None
+
+
 def _types(ts) -> str:
     return ", ".join(t.name for t in sorted(ts))
 
@@ -323,4 +335,4 @@ def element_layout(tensor: TensorDesc, in_strides, in_offset):
     those of an array the array API passed (signed, origin-relative)."""
     if in_strides is None:
         return tensor.element_strides, 0
-    return tuple(in_strides), in_offset
+    return in_strides if type(in_strides) is tuple else tuple(in_strides), in_offset

@@ -203,13 +203,9 @@ class FoldOperatorDesc(OperatorDesc):
         element strides and origin where the array API passes an array's
         layout; only the last three (N, rows, columns) matter, leading
         dimensions having size 1."""
-        ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
-        n, c, *spatial = self.output_tensor.sizes
-        return FoldPlan(
-            element_size=self.input_tensor.element_size, sum_kind=self.sum_kind,
-            batch=n, channels=c, spatial=tuple(spatial),
-            in_offset=origin, in_strides=tuple(ts[-3:]),
-            window=self.window_sizes, strides=self.strides, dilations=self.dilations,
-            start_padding=self.start_padding, blocks=self.blocks_per_dimension,
-            out_offset=0, out_strides=self.output_tensor.element_strides,
-        )
+        inp, out = self.input_tensor, self.output_tensor
+        ts, origin = element_layout(inp, in_strides, in_offset)
+        sizes = out.sizes
+        return FoldPlan(inp.element_size, SUM_FLOAT if inp.data_type in _FLOAT_TYPES else SUM_INTEGER,
+                        sizes[0], sizes[1], sizes[2:], origin, ts[-3:], self.window_sizes, self.strides,
+                        self.dilations, self.start_padding, self.blocks_per_dimension, 0, out.element_strides)

@@ -13,7 +13,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
-from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
+from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, sequence_of
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
@@ -61,14 +61,15 @@ class Slice1OperatorDesc(OperatorDesc):
             return False
         sizes = inp.sizes
         n = len(sizes)
-        offsets = plain_ints(self.input_window_offsets, n)
-        window = plain_ints(self.input_window_sizes, n)
-        steps = plain_ints(self.input_window_strides, n)
+        offsets = sequence_of(self.input_window_offsets, n)
+        window = sequence_of(self.input_window_sizes, n)
+        steps = sequence_of(self.input_window_strides, n)
         if offsets is None or window is None or steps is None:
             return False
         most = []
         for o, s, t, dim in zip(offsets, window, steps, sizes):
-            if o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX:
+            if (type(o) is not int or type(s) is not int or type(t) is not int
+                    or o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX):
                 return False
             most.append(1 + (s - 1) // (t if t > 0 else -t))
         out = self.output_tensor
@@ -105,10 +106,12 @@ class Slice1OperatorDesc(OperatorDesc):
         return tuple(max_copied_elements(s, t) for s, t in zip(self.input_window_sizes, self.input_window_strides))
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> CopyPlan:
-        ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
+        inp, out = self.input_tensor, self.output_tensor
+        if in_strides is None:
+            in_strides, in_offset = inp.element_strides, 0
         steps = []
-        for o, s, w, t in zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides, ts):
-            origin += (o + s - 1 if w < 0 else o) * t     # CopyStart: a negative stride starts at the window's end
+        for o, s, w, t in zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                              in_strides):
+            in_offset += (o + s - 1 if w < 0 else o) * t   # CopyStart: a negative stride starts at the window's end
             steps.append(w * t)
-        out = self.output_tensor
-        return CopyPlan(self.input_tensor.element_size, out.sizes, origin, tuple(steps), 0, out.element_strides)
+        return CopyPlan(inp.element_size, out.sizes, in_offset, tuple(steps), 0, out.element_strides)

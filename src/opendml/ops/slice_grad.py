@@ -120,17 +120,19 @@ class SliceGradOperatorDesc(OperatorDesc):
         and its origin moved to the last element. ``in_strides``/``in_offset``:
         the input gradient's signed element strides and origin where the array
         API passes an array's layout."""
-        ts, origin = element_layout(self.input_gradient_tensor, in_strides, in_offset)
-        taken = self.input_gradient_tensor.sizes
-        window = self.input_window_strides
-        return ScatterPlan(
-            element_size=self.input_gradient_tensor.element_size,
-            sizes=self.output_gradient_tensor.sizes,
-            out_offset=0,
-            out_strides=self.output_gradient_tensor.element_strides,
-            first=self.first_positions,
-            step=tuple(abs(t) for t in window),
-            taken=taken,
-            in_offset=origin + sum((g - 1) * s for g, s, t in zip(taken, ts, window) if t < 0),
-            in_strides=tuple(-s if t < 0 else s for s, t in zip(ts, window)),
-        )
+        grad, out = self.input_gradient_tensor, self.output_gradient_tensor
+        ts, origin = element_layout(grad, in_strides, in_offset)
+        first, step, steps = [], [], []
+        for o, s, w, g, t in zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                                 grad.sizes, ts):
+            if w > 0:
+                first.append(o)
+                step.append(w)
+                steps.append(t)
+            else:                          # first_positions: the last element read; walked backwards
+                first.append(o + (s - 1) + w * (g - 1))
+                step.append(-w)
+                steps.append(-t)
+                origin += (g - 1) * t
+        return ScatterPlan(grad.element_size, out.sizes, 0, out.element_strides, tuple(first), tuple(step),
+                           grad.sizes, origin, tuple(steps))

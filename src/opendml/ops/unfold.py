@@ -137,13 +137,9 @@ class UnfoldOperatorDesc(OperatorDesc):
         return (n, c * math.prod(self.window_sizes), self.block_count)
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> UnfoldPlan:
-        ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
-        n, c, *spatial = self.input_tensor.sizes
-        return UnfoldPlan(
-            element_size=self.input_tensor.element_size,
-            batch=n, channels=c, spatial=tuple(spatial),
-            in_offset=origin, in_strides=tuple(ts),
-            window=self.window_sizes, strides=self.strides, dilations=self.dilations,
-            start_padding=self.start_padding, blocks=self.blocks_per_dimension,
-            out_offset=0, out_strides=self.output_tensor.element_strides[-3:],
-        )
+        inp = self.input_tensor
+        ts, origin = element_layout(inp, in_strides, in_offset)
+        sizes = inp.sizes
+        return UnfoldPlan(inp.element_size, sizes[0], sizes[1], sizes[2:], origin, ts, self.window_sizes,
+                          self.strides, self.dilations, self.start_padding, self.blocks_per_dimension, 0,
+                          self.output_tensor.element_strides[-3:])
