@@ -471,3 +471,58 @@ def test_torch_cpu_tensors_take_the_same_route():
             assert torch.equal(dml.unfold(x, 3, 1, 1, 1, 1), torch.nn.functional.unfold(x, 3, 1, 1, 1))
         with pytest.raises(dml.ValidationError, match=r"InputWindowOffsets\[2\] \+ InputWindowSizes\[2\]"):
             dml.slice1(t, [0, 0, 1, 0], list(t.shape), [1, 1, -1, 1])
+
+
+# -- lowerings against the former ones --------------------------------------------------------------------------
+
+def former_lower(desc, ts, origin):
+    """The plan each ``lower`` built before issue 19 (keyword construction,
+    the description's properties), for a layout ``ts``/``origin``."""
+    from opendml.plan import FoldPlan, ScatterPlan, UnfoldPlan
+    if isinstance(desc, Slice1OperatorDesc):
+        start = [o + (s - 1 if t < 0 else 0) for o, s, t in
+                 zip(desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides)]
+        return CopyPlan(element_size=desc.input_tensor.element_size, sizes=desc.output_tensor.sizes,
+                        in_offset=origin + sum(c * t for c, t in zip(start, ts)),
+                        in_strides=tuple(w * t for w, t in zip(desc.input_window_strides, ts)),
+                        out_offset=0, out_strides=desc.output_tensor.element_strides)
+    if isinstance(desc, SliceGradOperatorDesc):
+        taken, window = desc.input_gradient_tensor.sizes, desc.input_window_strides
+        return ScatterPlan(element_size=desc.input_gradient_tensor.element_size,
+                           sizes=desc.output_gradient_tensor.sizes, out_offset=0,
+                           out_strides=desc.output_gradient_tensor.element_strides, first=desc.first_positions,
+                           step=tuple(abs(t) for t in window), taken=taken,
+                           in_offset=origin + sum((g - 1) * s for g, s, t in zip(taken, ts, window) if t < 0),
+                           in_strides=tuple(-s if t < 0 else s for s, t in zip(ts, window)))
+    if isinstance(desc, UnfoldOperatorDesc):
+        n, c, *spatial = desc.input_tensor.sizes
+        return UnfoldPlan(element_size=desc.input_tensor.element_size, batch=n, channels=c, spatial=tuple(spatial),
+                          in_offset=origin, in_strides=tuple(ts), window=desc.window_sizes, strides=desc.strides,
+                          dilations=desc.dilations, start_padding=desc.start_padding,
+                          blocks=desc.blocks_per_dimension, out_offset=0,
+                          out_strides=desc.output_tensor.element_strides[-3:])
+    n, c, *spatial = desc.output_tensor.sizes
+    return FoldPlan(element_size=desc.input_tensor.element_size, sum_kind=desc.sum_kind, batch=n, channels=c,
+                    spatial=tuple(spatial), in_offset=origin, in_strides=tuple(ts[-3:]), window=desc.window_sizes,
+                    strides=desc.strides, dilations=desc.dilations, start_padding=desc.start_padding,
+                    blocks=desc.blocks_per_dimension, out_offset=0, out_strides=desc.output_tensor.element_strides)
+
+
+@SETTINGS
+@given(st.data())
+def test_lowerings_equal_the_former_ones(data):
+    kind = data.draw(st.sampled_from(["slice1", "slice_grad", "unfold", "fold"]))
+    cls, strategy = {"slice1": (Slice1OperatorDesc, slice1_args()),
+                     "slice_grad": (SliceGradOperatorDesc, slice1_args(grad=True)),
+                     "unfold": (UnfoldOperatorDesc, window_args()),
+                     "fold": (FoldOperatorDesc, window_args(fold=True))}[kind]
+    got = outcome(cls, *data.draw(strategy))
+    if got[0] != "ok":
+        return
+    desc = got[1]
+    rank = len(desc.input_tensor.sizes)
+    for ts, origin in [(None, 0), (tuple(data.draw(st.integers(-20, 20)) for _ in range(rank)),
+                                   data.draw(st.integers(0, 100)))]:
+        plan = desc.lower() if ts is None else desc.lower(in_strides=ts, in_offset=origin)
+        want = former_lower(desc, desc.input_tensor.element_strides if ts is None else ts, origin)
+        assert fields_of(plan) == fields_of(want)
