@@ -64,11 +64,19 @@ class OpCall:
         """``(name, *frozen arguments)``, or None when an argument has no
         hashable form (``_freeze``)."""
         key = [self.name]
-        for value in self.args:
-            frozen = _freeze(value)
-            if frozen is None:
+        for value in self.args:              # _freeze, inline: the common case costs no call
+            t = type(value)
+            if t is list or t is tuple:
+                for v in value:
+                    if type(v) is not int:
+                        return None
+                key.append(tuple(value))
+            elif t is int:
+                key.append(value)
+            elif value is None:
+                key.append(_NONE)
+            else:
                 return None
-            key.append(frozen)
         return tuple(key)
 
 

@@ -114,24 +114,9 @@ def check_sizes_strides(sizes, strides, *, where: str):
     return sizes, strides
 
 
-def _count(sizes: tuple) -> int:
-    """The element count of ``sizes`` when it holds 1 to 8 plain ints (bools
-    are not), each >= 1, at most ``MAX_ELEMENTS`` elements in all (so each at
-    most UINT32_MAX); else 0 (``check_sizes_strides`` then says which rule
-    broke). The common case of ``check_sizes_strides`` in one pass."""
-    if not 0 < len(sizes) <= MAX_RANK:
-        return 0
-    count = 1
-    for s in sizes:
-        if type(s) is not int or s < 1:
-            return 0
-        count *= s
-    return count if count <= MAX_ELEMENTS else 0
-
-
 def _span(sizes: tuple, strides: tuple) -> int:
     """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain
-    int in [0, UINT32_MAX] per size (sizes already checked by ``_count``) and
+    int in [0, UINT32_MAX] per size (sizes already checked) and
     the byte size fits in 64 bits for any element size; else 0."""
     if len(strides) != len(sizes):
         return 0
@@ -249,20 +234,25 @@ class TensorDesc:
         if (size is not None and (kind is tuple or kind is list) and total_tensor_size_in_bytes is None
                 and flags is _NONE and type(guaranteed_base_offset_alignment) is int
                 and not guaranteed_base_offset_alignment):
-            sizes = tuple(sizes) if kind is list else sizes
-            count = _count(sizes)
-            if count:
+            dims = tuple(sizes) if kind is list else sizes
+            count = 1 if 0 < len(dims) <= MAX_RANK else 0         # 1 to 8 plain ints >= 1
+            for s in dims:
+                if type(s) is not int or s < 1:
+                    count = 0
+                    break
+                count *= s
+            if 0 < count <= MAX_ELEMENTS:                         # so each size <= UINT32_MAX too
                 if strides is None:
-                    d["data_type"], d["sizes"], d["strides"] = data_type, sizes, None
+                    d["data_type"], d["sizes"], d["strides"] = data_type, dims, None
                     d["total_tensor_size_in_bytes"] = (count * size + 3) & ~3
                     d["guaranteed_base_offset_alignment"], d["flags"] = 0, _NONE
                     return
                 kind = type(strides)
                 if kind is tuple or kind is list:
-                    strides = tuple(strides) if kind is list else strides
-                    span = _span(sizes, strides)
+                    steps = tuple(strides) if kind is list else strides
+                    span = _span(dims, steps)
                     if span:
-                        d["data_type"], d["sizes"], d["strides"] = data_type, sizes, strides
+                        d["data_type"], d["sizes"], d["strides"] = data_type, dims, steps
                         d["total_tensor_size_in_bytes"] = (span * size + 3) & ~3
                         d["guaranteed_base_offset_alignment"], d["flags"] = 0, _NONE
                         return
