@@ -394,6 +394,12 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
         out = _move(_IDENTITY, x, scale, bias)
         if out is not None:
             return out
+    return _identity(x, scale, bias)
+
+
+def _identity(x: Any, scale: float | None, bias: float | None):
+    """``identity`` past the C call cache (its own function: the closures
+    below would give ``identity`` cells to make on every call)."""
     sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
                                                                0.0 if bias is None else bias)
     return _run(FamilyCall("identity", lambda t: ElementWiseIdentityOperatorDesc(t, None, sb),
@@ -439,6 +445,12 @@ def cast(x: Any, dtype) -> np.ndarray:
         out = _move(_CAST, x, dtype)
         if out is not None:
             return out
+    return _cast(x, dtype)
+
+
+def _cast(x: Any, dtype):
+    """``cast`` past the C call cache (its own function: the closures
+    below would give ``cast`` cells to make on every call)."""
     try:
         if isinstance(dtype, DataType):
             dt = dtype
@@ -501,6 +513,12 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         out = _move(_PAD, x, start_padding, end_padding, mode, value)
         if out is not None:
             return out
+    return _pad(x, start_padding, end_padding, mode, value)
+
+
+def _pad(x: Any, start_padding, end_padding, mode, value):
+    """``pad`` past the C call cache (its own function: the closures
+    below would give ``pad`` cells to make on every call)."""
     start_padding, end_padding = _snapshot(start_padding), _snapshot(end_padding)
     m = _MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
     if m is None:
@@ -549,6 +567,12 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
         out = _move(_JOIN, arrays, axis)
         if out is not None:
             return out
+    return _join(arrays, axis)
+
+
+def _join(arrays, axis):
+    """``join`` past the C call cache (its own function: the closures
+    below would give ``join`` cells to make on every call)."""
     arrays = _snapshot(arrays)
     if not isinstance(arrays, tuple) or not arrays:
         raise ValidationError(f"join: arrays must be a non-empty sequence of arrays; got {_short(arrays)}")
@@ -596,6 +620,12 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
         out = _move(_SPLIT, x, axis, sizes)
         if out is not None:
             return out
+    return _split(x, axis, sizes)
+
+
+def _split(x: Any, axis, sizes):
+    """``split`` past the C call cache (its own function: the closures
+    below would give ``split`` cells to make on every call)."""
     sizes = _snapshot(sizes)
     if not isinstance(sizes, tuple) or not sizes:
         raise ValidationError(f"split: sizes must be a non-empty sequence of ints; got {_short(sizes)}")
@@ -649,6 +679,12 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         out = _move(_TILE, x, repeats)
         if out is not None:
             return out
+    return _tile(x, repeats)
+
+
+def _tile(x: Any, repeats):
+    """``tile`` past the C call cache (its own function: the closures
+    below would give ``tile`` cells to make on every call)."""
     repeats = _snapshot(repeats)
     return _run(FamilyCall("tile", lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile")),
                            key=family_cache.call_key("tile", repeats), ccall=("tile", (repeats,), False)), [x])
@@ -703,6 +739,12 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         out = _move(_SPACE_TO_DEPTH, x, block_size, order)
         if out is not None:
             return out
+    return _space_to_depth(x, block_size, order)
+
+
+def _space_to_depth(x: Any, block_size, order):
+    """``space_to_depth`` past the C call cache (its own function: the closures
+    below would give ``space_to_depth`` cells to make on every call)."""
     o = _order(order, "space_to_depth")
     return _run(FamilyCall("space_to_depth", lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o),
                            key=family_cache.call_key("space_to_depth", block_size, o),
@@ -748,6 +790,12 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         out = _move(_DEPTH_TO_SPACE, x, block_size, order)
         if out is not None:
             return out
+    return _depth_to_space(x, block_size, order)
+
+
+def _depth_to_space(x: Any, block_size, order):
+    """``depth_to_space`` past the C call cache (its own function: the closures
+    below would give ``depth_to_space`` cells to make on every call)."""
     o = _order(order, "depth_to_space")
     return _run(FamilyCall("depth_to_space", lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o),
                            key=family_cache.call_key("depth_to_space", block_size, o),
