@@ -12,9 +12,15 @@ packed arrays of the input's framework, equal byte for byte to the NumPy
 call.
 
 Repeated NumPy calls (same function, arguments, dtypes, shapes and byte
-strides) are served by ``family_cache``: the recorded description and
-compiled passes replayed on the new arrays' addresses, no description,
-validation, lowering or preparation; every ``opendml.configure()`` empties it.
+strides) are served from C first: each function offers its arguments to the
+C call cache (``runtime.calls.move``, ``runtime/cpu/calls.c``) before
+anything else, and a call whose compiled passes were recorded there gets new
+outputs and those passes without entering Python again (its Python route is
+``_<function>``). Behind it, ``family_cache`` serves what the C cache cannot
+key, and the NumPy kernels: the recorded description and passes replayed on
+the new arrays' addresses. Every ``opendml.configure()`` empties both;
+``configure(call_cache=False)`` turns both off; a replaced ``execute`` (a spy)
+is given every call.
 
 Differentiation: where the operation is linear for its types (float
 tensors; CAST between float types), PyTorch results are differentiable

@@ -1,4 +1,12 @@
-"""The family's call cache (NumPy arrays on the CPU backend).
+"""The family's Python-level call cache (NumPy arrays on the CPU backend),
+behind the C call cache.
+
+A repeated call with the compiled kernels is served by the C call cache
+(``opendml.runtime.calls.move``, ``runtime/cpu/calls.c``) before any Python
+runs; this cache serves what that one cannot key (a NumPy scalar argument,
+say) and the NumPy kernels, and a hit here also records the call in the C
+cache (another spelling of a recorded call: ``cast(x, float)`` after
+``cast(x, DataType.FLOAT64)``).
 
 The first call of a family function with given arguments on arrays of given
 dtypes, shapes and byte strides runs the whole Python route (description,
@@ -6,12 +14,13 @@ validation, lowering, the backend's ``prepare``). When it succeeds, it is
 recorded here under the key ``(function, its arguments frozen exactly, per
 input (dtype, shape, byte strides))``: the validated description, its move
 program, the outputs' shapes and dtypes, and, with the compiled kernels, each
-pass's kernel with its parameter bytes and thread count (taken from the
-runner the backend prepared, so they are the backend's own). A repeated call
-then allocates its outputs and replays those kernels on the new arrays'
-addresses: no description, validation, lowering or preparation. On the NumPy
-kernels (or a pass the compiled kernel does not take) only the description
-and lowering are reused; ``prepare`` runs again on the new arrays.
+pass's kernel with its parameter bytes and thread count (``kernel_steps``:
+built by the backend's own move-pass method on a stand-in that returns the
+launch instead of binding it, so no closure of the backend's is read). A
+repeated call then allocates its outputs and replays those kernels on the new
+arrays' addresses: no description, validation, lowering or preparation. On
+the NumPy kernels (or a pass the compiled kernel does not take) only the
+description and lowering are reused; ``prepare`` runs again on the new arrays.
 
 What is never cached, so that no answer or error changes: a call that raised;
 an argument other than None, an exact ``int``, ``float`` (keyed by its bits:
@@ -21,8 +30,9 @@ an argument other than None, an exact ``int``, ``float`` (keyed by its bits:
 (subclasses, masked arrays), of a non-native byte order, or whose strides
 made the route copy them first. Entries hold the CPU backend they were
 prepared on and are used only while it is the one in force, and every
-``opendml.configure()`` empties the cache. Bounded (``CACHE_SIZE`` entries,
-least recently used dropped first) and thread-safe (entries are immutable).
+``opendml.configure()`` empties the cache; ``configure(call_cache=False)``
+turns it off with the C cache. Bounded (``CACHE_SIZE`` entries, least
+recently used dropped first) and thread-safe (entries are immutable).
 """
 from __future__ import annotations
 

@@ -15,6 +15,16 @@ autograd or a tracer must see, negative views, arguments other than None,
 plain ints and lists or tuples of plain ints, a device that is not current.
 The C side is ``runtime/cpu/calls.c``.
 
+The data-movement family (``identity``, ``cast``, ``pad``, ``join``,
+``split``, ``tile``, ``space_to_depth``, ``depth_to_space``) on NumPy arrays
+has its own entries (``move``, ``put_move``): N inputs (JOIN's list or tuple
+of arrays), M outputs (SPLIT's list), the move program's compiled passes as
+the work, kept prepared (``move.h``: ``odml_move_prepare``); arguments key as
+above plus exact floats (by their bits), bools, short ASCII strings, static
+types (``numpy.float16``), NumPy's own dtype objects and members of the
+enum types ``register_move_types`` names. ``put_move`` checks every pass
+against the buffers it will be given and refuses one that reaches outside.
+
 ``opendml.configure(call_cache=False)`` (or ``OPENDML_CALL_CACHE=0``) turns it
 off; every configuration change empties it. Without the compiled extension
 (or NumPy's headers at build time) nothing is cached and every call takes the

@@ -20,7 +20,10 @@
  *
  * Served: NumPy arrays (exact ndarray, native byte order), PyTorch CPU
  * tensors (a NumPy output handed to torch.from_numpy, as the Python route
- * does), PyTorch CUDA tensors and CuPy arrays (native byte order).
+ * does), PyTorch CUDA tensors and CuPy arrays (native byte order); and the
+ * data-movement family's calls on NumPy arrays (call_cache_move, its own
+ * section below: several inputs and outputs, the move program's prepared
+ * passes).
  *
  * Keys are int64 words: array kind, operator, each argument (tagged), dtype,
  * rank, shape, strides, device and alignment. The table is a dict of key
