@@ -162,3 +162,56 @@ def test_setting_is_validated():
     assert out.returncode != 0 and "OPENDML_TORCH_NODE must be one of auto, wait, off; got 'maybe'" in out.stderr
     out = subprocess.run([sys.executable, "-m", "opendml.cli", "info"], env=env, capture_output=True, text=True)
     assert out.returncode == 2 and "OPENDML_TORCH_NODE" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def fresh_state(tmp_path, monkeypatch):
+    """The loader's state, emptied, over a private cache folder; restored after."""
+    monkeypatch.setenv("OPENDML_CACHE_DIR", str(tmp_path))
+    saved = dict(torch_node._state)
+    torch_node._state.update(module=None, status="not built", thread=None)
+    yield tmp_path
+    torch_node._state.clear()
+    torch_node._state.update(saved)
+
+
+def test_a_failed_build_is_said_and_the_python_route_serves(fresh_state):
+    path = torch_node.library_path()
+    assert str(path).startswith(str(fresh_state))
+    path.parent.mkdir(parents=True)
+    pathlib_failed = path.with_name(path.name + ".failed")
+    pathlib_failed.write_text("CompileError: no compiler named c++")
+    with dml.configure(torch_node="wait"):
+        assert torch_node.get() is None
+        assert "build failed" in torch_node.status() and "no compiler named c++" in torch_node.status()
+        x = torch.randn(1, 1, 4, 4, requires_grad=True)
+        y = dml.slice1(x, [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 1])
+        assert isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+        (g,) = torch.autograd.grad(y.sum(), x)
+        assert torch.equal(g, torch.ones_like(x))
+
+
+def test_a_dead_builder_does_not_block_a_new_one(fresh_state, monkeypatch):
+    path = torch_node.library_path()
+    path.parent.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    marker = path.with_name(path.name + ".building")
+    started = []
+
+    class FakeBuilder:
+        pid = 4242
+
+        def __init__(self, argv, **kwargs):
+            started.append(argv)
+
+        def wait(self):
+            return 0
+    monkeypatch.setattr(torch_node.subprocess, "Popen", FakeBuilder)
+    marker.write_text(f"{os.getpid()} {int(__import__('time').time())}")   # a live builder: left alone
+    torch_node._spawn(path)
+    assert started == []
+    marker.write_text(f"{dead.pid} {int(__import__('time').time())}")       # a dead one: replaced
+    torch_node._spawn(path)
+    assert len(started) == 1 and started[0][-1] == path.name.split(".")[0]
+    assert marker.read_text().split()[0] == "4242"

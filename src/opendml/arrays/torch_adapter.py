@@ -225,15 +225,28 @@ calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_
 class _Route:
     """A call validated on tensors of one shape: the array-API function and
     arguments that run it, and its adjoint (``backward``) written with the
-    array API, so a gradient of a gradient takes the same routes again."""
+    array API, so a gradient of a gradient takes the same routes again.
 
-    __slots__ = ("fn", "code", "args", "call", "backward", "slot")
+    ``kernel`` and ``adjoint`` are the same two calls as specs for the C++
+    node (``torch_node.cpp``): (call-cache function, operator code,
+    arguments, Python fallback); the node tries the call cache first, as the
+    array API itself does, and falls back to the Python route."""
+
+    __slots__ = ("fn", "code", "args", "call", "backward", "slot", "kernel", "adjoint")
 
     def __init__(self, call: OpCall, shape: tuple):
         self.call, self.args = call, call.args
         self.fn = _API[call.name]
         self.code = calls.OPS[call.name]
-        self.backward = _ADJOINTS[call.name](call.args, shape)
+        name, args, reshape = _ADJOINTS[call.name](call.args, shape)
+        fn = _API[name]
+        if reshape is None:
+            self.backward = lambda g: fn(g, *args)
+            self.adjoint = (calls.call, calls.OPS[name], args, self.backward)
+        else:
+            self.backward = lambda g: fn(g, *args).reshape(reshape)
+            self.adjoint = (None, None, (), self.backward)
+        self.kernel = (calls.call, self.code, tuple(self.args), lambda t: _kernel(t, call))
         self.slot = None                  # the C++ node's grad_fn type, once a node records this call
 
     def run(self, x):
@@ -242,16 +255,16 @@ class _Route:
         return out if out is not None else _kernel(x, self.call)
 
 
+# Adjoints: (array-API operator, its arguments after the gradient, the shape
+# to reshape its result to or None), exactly as the array API would pass them
+# to the call cache.
+
 def _adjoint_unfold(args, shape):
-    spatial = list(shape[2:])
-    return lambda g: api.fold(g, spatial, *args)
+    return "fold", (list(shape[2:]), *args), None
 
 
 def _adjoint_fold(args, shape):
-    window = args[1:]
-    if len(shape) == 3:
-        return lambda g: api.unfold(g, *window)
-    return lambda g: api.unfold(g, *window).reshape(shape)      # x had leading 1s
+    return "unfold", tuple(args[1:]), None if len(shape) == 3 else shape     # x had leading 1s
 
 
 def _adjoint_slice(args, shape):
@@ -273,14 +286,13 @@ def _adjoint_window(shape, offsets, sizes, strides, counts):
     whole = all(o == 0 and s == n and abs(t) == 1 for o, s, t, n in zip(offsets, sizes, strides, shape)) and (
         counts is None or list(map(int, counts)) == list(shape))
     if whole:
-        return lambda g: api.slice1(g, offsets, sizes, strides)
-    return lambda g: api.slice_grad(g, shape, offsets, sizes, strides)
+        return "slice1", (offsets, sizes, strides, None), None
+    return "slice_grad", (list(shape), offsets, sizes, strides), None
 
 
 def _adjoint_slice_grad(args, shape):
     _, offsets, sizes, strides = args
-    counts = list(shape)
-    return lambda h: api.slice1(h, offsets, sizes, strides, counts)
+    return "slice1", (offsets, sizes, strides, list(shape)), None
 
 
 _API = {"slice": api.slice, "slice1": api.slice1, "unfold": api.unfold, "fold": api.fold,
@@ -395,7 +407,7 @@ def _through_function(x, call: OpCall, function):
             k = route.slot
             if k is None:
                 k = route.slot = torch_node.slot(node, f"opendml_{call.name}Backward")
-            return node.apply(x, k, route.run, route.backward)
+            return node.apply(x, k, route.kernel, route.adjoint)
     return function[call.name].apply(x, route)
 
 

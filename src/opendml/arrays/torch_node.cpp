@@ -43,14 +43,41 @@ struct is_shared : std::false_type {};
 template <class T>
 struct is_shared<std::shared_ptr<T>> : std::true_type {};
 
+// A call spec, (cached, code, args, fallback): cached(code, t, *args) is the
+// call cache's C function (None where the call is not cached), fallback(t)
+// the same call through Python.
+at::Tensor run_spec(const py::tuple& spec, const at::Tensor& t) {
+  PyObject* cached = PyTuple_GET_ITEM(spec.ptr(), 0);
+  py::object tensor = py::cast(t);
+  if (cached != Py_None) {
+    PyObject* args = PyTuple_GET_ITEM(spec.ptr(), 2);
+    const Py_ssize_t n = PyTuple_GET_SIZE(args);
+    py::tuple call(n + 2);
+    PyObject* code = PyTuple_GET_ITEM(spec.ptr(), 1);
+    Py_INCREF(code);
+    PyTuple_SET_ITEM(call.ptr(), 0, code);
+    PyTuple_SET_ITEM(call.ptr(), 1, tensor.inc_ref().ptr());
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* a = PyTuple_GET_ITEM(args, i);
+      Py_INCREF(a);
+      PyTuple_SET_ITEM(call.ptr(), i + 2, a);
+    }
+    PyObject* out = PyObject_Call(cached, call.ptr(), nullptr);
+    if (out == nullptr) throw py::error_already_set();
+    py::object result = py::reinterpret_steal<py::object>(out);
+    if (!result.is_none()) return result.cast<at::Tensor>();
+  }
+  return spec[3](tensor).cast<at::Tensor>();
+}
+
 struct Backward : Node {
-  explicit Backward(py::object adjoint) : adjoint_(std::move(adjoint)) {}
+  explicit Backward(py::tuple adjoint) : adjoint_(std::move(adjoint)) {}
 
   ~Backward() override {
-    if (!adjoint_) return;
+    if (!adjoint_.ptr()) return;
     if (Py_IsInitialized()) {
       py::gil_scoped_acquire gil;
-      adjoint_ = py::object();
+      adjoint_.release().dec_ref();
     } else {
       adjoint_.release();  // the interpreter is gone: nothing left to release it into
     }
@@ -60,7 +87,7 @@ struct Backward : Node {
     if (!grads[0].defined()) return {at::Tensor()};
     py::gil_scoped_acquire gil;
     try {
-      return {adjoint_(grads[0]).cast<at::Tensor>()};
+      return {run_spec(adjoint_, grads[0])};
     } catch (py::error_already_set& e) {
       e.restore();              // the adjoint's own exception (an opendml error, ...), as PyNode does
       throw python_error();
@@ -69,7 +96,7 @@ struct Backward : Node {
 
   void release_variables() override {}  // nothing saved: backward may run again, as for torch.flip
 
-  py::object adjoint_;
+  py::tuple adjoint_;
 };
 
 template <int K>
@@ -85,7 +112,7 @@ std::array<PyTypeObject, kSlots> types{};
 int used = 0;
 
 template <class P, class X>
-P make_node(py::object adjoint) {
+P make_node(py::tuple adjoint) {
   if constexpr (is_shared<P>::value) {
     return P(new X(std::move(adjoint)));
   } else {
@@ -93,7 +120,7 @@ P make_node(py::object adjoint) {
   }
 }
 
-using Maker = NodePtr (*)(py::object);
+using Maker = NodePtr (*)(py::tuple);
 template <int... K>
 std::array<Maker, kSlots> makers(std::integer_sequence<int, K...>) {
   return {&make_node<NodePtr, Slot<K>>...};
@@ -124,15 +151,20 @@ int slot(const std::string& name) {
   return k;
 }
 
-// kernel(x) with grad mode off (opendml's kernel route; the call cache serves
-// it), then, where autograd records, this slot's node with adjoint as backward.
-at::Tensor apply(const at::Tensor& x, int k, const py::object& kernel, py::object adjoint) {
+// The kernel spec on x with grad mode off (opendml's kernel route; the call
+// cache serves it), then, where autograd records, this slot's node with the
+// adjoint spec as its backward.
+at::Tensor apply(const at::Tensor& x, int k, const py::tuple& kernel, py::tuple adjoint) {
+  if (kernel.size() != 4 || adjoint.size() != 4 || !PyTuple_Check(kernel[2].ptr()) ||
+      !PyTuple_Check(adjoint[2].ptr())) {
+    throw std::invalid_argument("opendml autograd node: a call spec is (cached, code, args tuple, fallback)");
+  }
   if (k < 0 || k >= used) throw std::out_of_range("opendml autograd node: no such slot");
   const bool record = torch::autograd::compute_requires_grad(x);
   at::Tensor y;
   {
     at::AutoGradMode no_grad(false);
-    y = kernel(x).cast<at::Tensor>();
+    y = run_spec(kernel, x);
   }
   if (record) {
     if (y.requires_grad() || y.is_view() || y.is_same(x)) {

@@ -1,6 +1,6 @@
 """opendml's C++ autograd node for eager PyTorch (``torch_node.cpp``), built
-for the installed PyTorch on first need and loaded from PyTorch's extension
-cache after that.
+for the installed PyTorch on first need and loaded from opendml's cache after
+that.
 
 Why: a Python ``torch.autograd.Function`` costs tens of microseconds more per
 forward + backward than PyTorch's generated C++ nodes, which decides the
@@ -10,59 +10,181 @@ the same adjoint operator through the array API; only where autograd keeps
 the record differs. Forward-mode AD and ``torch.func`` keep the Python
 ``autograd.Function`` (a C++ node has neither).
 
-The build (``torch.utils.cpp_extension.load``, about half a minute, a C++
-compiler needed) is governed by ``opendml.configure(torch_node=...)`` /
-``OPENDML_TORCH_NODE``: ``"auto"`` builds in a background thread while calls
-take the Python route, ``"wait"`` makes the first call wait for it, ``"off"``
-never builds. A build that fails leaves the Python route in place for the
-process; ``status()`` says why.
+The build is governed by ``opendml.configure(torch_node=...)`` /
+``OPENDML_TORCH_NODE``: ``"auto"`` starts it and lets calls take the Python
+route until it is ready, ``"wait"`` makes the first call wait for it,
+``"off"`` never builds. It runs in a separate process
+(``torch.utils.cpp_extension.load`` in a private build folder, about half a
+minute, a C++ compiler needed) that finishes even if this process exits, and
+moves the finished library into the cache folder in one rename, so no lock is
+ever left behind and a later process loads it at once. The cache folder is
+``$OPENDML_CACHE_DIR/torch_node`` (default ``~/.cache/opendml/torch_node``);
+its file name carries a digest of the source, PyTorch's version and Python's
+ABI. A build that fails is written down beside it (``<name>.failed``) and
+retried after an hour; until then calls take the Python route and
+``status()`` says why.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import os
 import pathlib
+import subprocess
+import sys
+import sysconfig
 import threading
+import time
 
 from ..runtime.config import config
 
-__all__ = ["get", "status", "wait", "slot"]
+__all__ = ["get", "status", "wait", "slot", "library_path"]
 
 _SOURCE = pathlib.Path(__file__).with_name("torch_node.cpp")
 _lock = threading.Lock()
 _state = {"module": None, "status": "not built", "thread": None}
 _slots: dict = {}
 #: How long a "wait" call waits for a build, in seconds, before it takes the
-#: Python route (a stale lock in PyTorch's extension cache can stall a build).
+#: Python route.
 WAIT_S = 600.0
+#: A build that has not finished after this long is taken to have died.
+STALE_S = 900.0
+#: A failed build is retried after this long.
+RETRY_S = 3600.0
 
-
-def _build():
+_BUILDER = r"""
+import os, shutil, sys, tempfile, traceback
+source, final, name = sys.argv[1:4]
+folder = os.path.dirname(final)
+tmp = tempfile.mkdtemp(prefix=name + ".build.", dir=folder)
+try:
+    import torch
+    from torch.utils.cpp_extension import load
+    module = load(name=name, sources=[source], extra_cflags=["-O2"], build_directory=tmp, verbose=False)
+    os.replace(module.__file__, final)
     try:
-        import torch
-        from torch.utils.cpp_extension import load
-        source = _SOURCE.read_bytes()
-        tag = hashlib.sha256(source + torch.__version__.encode()).hexdigest()[:12]
-        module = load(name=f"opendml_torch_node_{tag}", sources=[str(_SOURCE)], extra_cflags=["-O2"],
-                      verbose=False)
-        _state["status"] = f"built ({module.__file__})"
+        os.unlink(final + ".failed")
+    except FileNotFoundError:
+        pass
+except BaseException as e:
+    lines = [l for l in str(e).strip().splitlines() if l.strip()]
+    with open(final + ".failed", "w") as f:
+        f.write(f"{type(e).__name__}: {lines[-1] if lines else ''}"[:2000])
+    raise
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        os.unlink(final + ".building")
+    except FileNotFoundError:
+        pass
+"""
+
+
+def _folder() -> pathlib.Path:
+    root = os.environ.get("OPENDML_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "opendml")
+    return pathlib.Path(root) / "torch_node"
+
+
+def library_path() -> pathlib.Path:
+    """Where this PyTorch's node library is (or will be) kept."""
+    import torch
+    tag = hashlib.sha256(_SOURCE.read_bytes() + torch.__version__.encode() + sys.version.encode()
+                         + (sysconfig.get_config_var("EXT_SUFFIX") or "").encode()).hexdigest()[:12]
+    name = f"opendml_torch_node_{tag}"
+    return _folder() / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+
+
+def _module_name(path: pathlib.Path) -> str:
+    return path.name.split(".")[0]
+
+
+def _load(path: pathlib.Path):
+    spec = importlib.util.spec_from_file_location(_module_name(path), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def _spawn(path: pathlib.Path) -> None:
+    """Start a builder process unless a live one is at work on ``path``."""
+    marker = pathlib.Path(str(path) + ".building")
+    try:
+        pid, started = (int(v) for v in marker.read_text().split())
+        if _alive(pid) and time.time() - started < STALE_S:
+            return
+    except (OSError, ValueError):
+        pass
+    proc = subprocess.Popen([sys.executable, "-c", _BUILDER, str(_SOURCE), str(path), _module_name(path)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    marker.write_text(f"{proc.pid} {int(time.time())}")
+    threading.Thread(target=proc.wait, name="opendml-torch-node-reap", daemon=True).start()
+
+
+def _failure(path: pathlib.Path) -> str | None:
+    failed = pathlib.Path(str(path) + ".failed")
+    try:
+        if time.time() - failed.stat().st_mtime < RETRY_S:
+            return failed.read_text().strip() or "unknown error"
+    except OSError:
+        pass
+    return None
+
+
+def _obtain(timeout: float) -> None:
+    """Load the library, building it first where it is not there yet; the
+    outcome goes to ``_state``."""
+    try:
+        path = library_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        spawned = False
+        while not path.exists():
+            reason = _failure(path)
+            if reason is not None:
+                _state["status"] = (f"build failed, eager autograd takes the Python autograd.Function: {reason} "
+                                    f"(retried after an hour; details: {path}.failed)")
+                return
+            if not spawned:
+                _spawn(path)
+                spawned = True
+            if time.monotonic() >= deadline:
+                _state["status"] = "building"
+                return
+            time.sleep(0.2)
+        module = _load(path)
+        _state["status"] = f"built ({path})"
         _state["module"] = module
-    except Exception as e:               # noqa: BLE001 - any failure leaves the Python route, said in status()
+    except Exception as e:                # noqa: BLE001 - any failure leaves the Python route, said in status()
         _state["status"] = f"build failed, eager autograd takes the Python autograd.Function: " \
-                           f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
+                           f"{type(e).__name__}: {e}"
 
 
-def _start():
+def _start(timeout: float):
     with _lock:
-        if _state["thread"] is None:
+        thread = _state["thread"]
+        if thread is None or (not thread.is_alive() and _state["module"] is None
+                              and _state["status"] == "building"):
             _state["status"] = "building"
-            thread = threading.Thread(target=_build, name="opendml-torch-node-build", daemon=True)
+            thread = threading.Thread(target=_obtain, args=(timeout,), name="opendml-torch-node", daemon=True)
             _state["thread"] = thread
             thread.start()
-        return _state["thread"]
+        return thread
 
 
 def get():
-    """The built node module, or None while it is not (yet) usable, per
+    """The node module, or None while it is not (yet) usable, per
     ``config().torch_node``; the first call starts the build."""
     module = _state["module"]
     if module is not None:
@@ -70,24 +192,24 @@ def get():
     mode = config().torch_node
     if mode == "off":
         return None
-    thread = _start()
-    if mode == "wait":
-        thread.join(WAIT_S)
+    if _state["thread"] is None or mode == "wait":
+        thread = _start(WAIT_S)
+        if mode == "wait":
+            thread.join(WAIT_S)
     return _state["module"]
 
 
 def wait(timeout: float | None = WAIT_S) -> bool:
     """Start the build if it has not started (unless ``torch_node="off"``) and
-    wait for it; whether the node is ready."""
+    wait for it, at most ``timeout`` seconds; whether the node is ready."""
     if _state["module"] is None and config().torch_node != "off":
-        _start().join(timeout)
+        _start(WAIT_S if timeout is None else timeout).join(timeout)
     return _state["module"] is not None
 
 
 def status() -> str:
     """Which route eager autograd takes, and why."""
-    mode = config().torch_node
-    if mode == "off":
+    if config().torch_node == "off":
         return "off (torch_node='off'): eager autograd takes the Python autograd.Function"
     return _state["status"]
 
