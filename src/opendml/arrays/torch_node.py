@@ -125,9 +125,12 @@ def _spawn(path: pathlib.Path) -> None:
             return
     except (OSError, ValueError):
         pass
+    # The compiler runs without a preloaded library (a sanitizer runtime, say)
+    # that this process may have been started with.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     proc = subprocess.Popen([sys.executable, "-c", _BUILDER, str(_SOURCE), str(path), _module_name(path)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     marker.write_text(f"{proc.pid} {int(time.time())}")
     threading.Thread(target=proc.wait, name="opendml-torch-node-reap", daemon=True).start()
 
