@@ -20,7 +20,8 @@ opendml's (> 1: opendml faster), against the row's target.
    whether eviction makes a cliff. Target: opendml's time at most 2x
    PyTorch's (speed-up >= 0.5).
 4. Warm host cost: ``dml.slice1`` on a 1x1x4x4 tensor against
-   ``torch.flip`` (target: at most 15 us on CUDA, and not slower than flip).
+   ``torch.flip`` (target: at most 15 us on CUDA, and not slower than flip),
+   rounds interleaved.
 
 GPU times: median of rounds, each round ``reps`` back-to-back steps between
 one pair of synchronisations (``perf_counter``), so host cost counts as a user
@@ -188,8 +189,8 @@ def new_shapes(rows, device, count, cycle, rounds):
 
 def warm(rows, device, calls):
     x = torch.randn(1, 1, 4, 4, device=device)
-    t_ours = timed(lambda: dml.slice1(x, [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 1]), device, calls, 3, warmup=500)
-    t_peer = timed(lambda: torch.flip(x, [2]), device, calls, 3, warmup=500)
+    t_ours, t_peer = timed_pair(lambda: dml.slice1(x, [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 1]),
+                                lambda: torch.flip(x, [2]), device, calls // 5, 15, warmup=500)
     row(rows, "warm", "slice1 on a 1x1x4x4 tensor", t_ours, t_peer, "torch.flip", 1.0,
         limit_us=15.0, within_limit=t_ours * 1e6 <= 15.0)
 
