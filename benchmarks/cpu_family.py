@@ -1,6 +1,7 @@
 """The data-movement family on the CPU against NumPy's own equivalents (issue
 21's CPU target: each operator at least 1.0x NumPy):
-``python -m benchmarks.cpu_family [--quick] [--reps N] [--out DIR]``.
+``python -m benchmarks.cpu_family [--quick] [--sizes large,small] [--runs N]
+[--reps N] [--small-reps N] [--out DIR]``.
 
 Per operator, on a large array (64 MiB of float32, or 16 Mi elements for the
 casts) and a small one (16 KiB), three routes, called round-robin:
@@ -14,8 +15,13 @@ casts) and a small one (16 KiB), three routes, called round-robin:
   reshape + transpose + copy for SPACE_TO_DEPTH/DEPTH_TO_SPACE.
 
 Every row checks opendml's output equal to NumPy's (bit for bit). Times are
-medians over --reps rounds after a warm-up call. Prints the table side by
-side; writes ``cpu-family.json`` and ``cpu-family.png`` into --out.
+medians over --reps rounds after a warm-up call (the warm-up call records the
+call in the call caches, so the timed "opendml" calls are repeated calls, as
+a loop makes them). With ``--runs N`` the whole measurement is made N times
+(on a noisy machine) and each time is the median of the runs' medians; the
+table then also shows the lowest and highest NumPy/opendml ratio over the
+runs. Prints the table side by side; writes ``cpu-family.json`` and
+``cpu-family.png`` into --out.
 """
 from __future__ import annotations
 
@@ -120,9 +126,11 @@ def as_bytes(out) -> bytes:
     return b"".join(np.ascontiguousarray(o).tobytes() for o in outs)
 
 
-def measure(reps_large: int, reps_small: int, quick: bool) -> list:
+def measure(reps_large: int, reps_small: int, quick: bool, sizes=("large", "small")) -> list:
     rows = []
     for size, large, reps in (("large", not quick, reps_large), ("small", False, reps_small)):
+        if size not in sizes:
+            continue
         for name, ours, theirs in workloads(large):
             print(f"{name} ({size}) ...", file=sys.stderr, flush=True)
             mine, ref = ours(), theirs()
@@ -138,17 +146,33 @@ def measure(reps_large: int, reps_small: int, quick: bool) -> list:
     return rows
 
 
+def combine(runs: list) -> list:
+    """One row per operation and size from several runs' rows: the median of
+    each route's times, the ratios from those, and each run's NumPy/opendml."""
+    rows = []
+    for group in zip(*runs):
+        s = {k: statistics.median(r["s"][k] for r in group) for k in group[0]["s"]}
+        rows.append(dict(group[0], s=s, speedup=s["numpy"] / s["opendml"],
+                         kernel_speedup=s["numpy"] / s["opendml kernel"],
+                         bitwise_equal=all(r["bitwise_equal"] for r in group),
+                         run_speedups=[r["speedup"] for r in group]))
+    return rows
+
+
 def table(res) -> str:
+    runs = res.get("runs", 1)
     lines = [f"device: {res['device']} ({res['date']}, NumPy {res['numpy']}, opendml threads {res['threads']}, "
-             f"median of {res['reps']} interleaved rounds)", "",
+             f"median of {res['reps']} (large) / {res['small_reps']} (small) interleaved rounds"
+             + (f", median of {runs} runs)" if runs > 1 else ")"), "",
              f"{'operation':24s} {'size':5s} | {'opendml':>10s} {'kernel':>10s} {'numpy':>10s} | "
-             f"{'numpy/opendml':>13s} {'numpy/kernel':>12s}  same bytes"]
+             f"{'numpy/opendml':>13s} {'numpy/kernel':>12s}  same bytes" + ("  numpy/opendml over runs" if runs > 1 else "")]
     for r in res["rows"]:
         s = r["s"]
         unit, k = ("ms", 1e3) if r["size"] == "large" else ("us", 1e6)
+        spread = f"  {min(r['run_speedups']):.2f}-{max(r['run_speedups']):.2f}x" if runs > 1 else ""
         lines.append(f"{r['op']:24s} {r['size']:5s} | {s['opendml'] * k:8.2f}{unit} {s['opendml kernel'] * k:8.2f}{unit} "
                      f"{s['numpy'] * k:8.2f}{unit} | {r['speedup']:12.2f}x {r['kernel_speedup']:11.2f}x  "
-                     f"{'yes' if r['bitwise_equal'] else 'NO'}")
+                     f"{'yes' if r['bitwise_equal'] else 'NO'}{spread:>5s}")
     lines += ["", "numpy/opendml: NumPy's time over the array function's (above 1: opendml is faster); "
               "numpy/kernel: over the prepared passes alone"]
     return "\n".join(lines)
@@ -161,8 +185,9 @@ def plot(res, path: pathlib.Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(14, 7), sharey=True)
-    for ax, size in zip(axes, ("large", "small")):
+    sizes = [size for size in ("large", "small") if any(r["size"] == size for r in res["rows"])]
+    fig, axes = plt.subplots(1, len(sizes), figsize=(7 * len(sizes), 7), sharey=True, squeeze=False)
+    for ax, size in zip(axes[0], sizes):
         rows = [r for r in res["rows"] if r["size"] == size]
         names = [r["op"] for r in rows]
         ys = np.arange(len(rows))
@@ -185,13 +210,22 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="the 'large' rows on small arrays (a smoke run)")
     ap.add_argument("--reps", type=int, default=7, help="timed rounds for the large arrays (median)")
     ap.add_argument("--small-reps", type=int, default=300, help="timed rounds for the small arrays (median)")
+    ap.add_argument("--sizes", default="large,small",
+                    help="which rows: 'large', 'small' or both (comma-separated; default both)")
+    ap.add_argument("--runs", type=int, default=1, help="whole measurements, medians taken over them (default 1)")
     ap.add_argument("--out", default=str(ROOT / "results"), help="folder for cpu-family.json and .png")
     args = ap.parse_args(argv)
-    rows = measure(args.reps, args.small_reps, args.quick)
+    sizes = tuple(s.strip() for s in args.sizes.split(",") if s.strip())
+    if not sizes or any(s not in ("large", "small") for s in sizes):
+        ap.error(f"--sizes takes 'large', 'small' or 'large,small'; got {args.sizes!r}")
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    runs = [measure(args.reps, args.small_reps, args.quick, sizes) for _ in range(args.runs)]
+    rows = combine(runs) if args.runs > 1 else runs[0]
     res = {"device": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
            "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(), "numpy": np.__version__,
            "threads": dml.config().threads, "cpu_kernels": dml.config().cpu_kernels, "reps": args.reps,
-           "small_reps": args.small_reps, "quick": args.quick, "rows": rows}
+           "small_reps": args.small_reps, "quick": args.quick, "runs": args.runs, "sizes": list(sizes), "rows": rows}
     print(table(res))
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
