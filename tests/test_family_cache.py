@@ -534,3 +534,21 @@ def test_threads_while_the_configuration_changes():
             for t in threads:
                 t.join()
     assert not bad
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.float16, np.float32, np.float64])
+def test_packed_copies_of_every_length_and_offset(kernels, dt):
+    """Packed copies around the compiled kernels' 1 KiB vector-copy threshold
+    and their tails, from and into addresses at every offset in a line:
+    identity, join and split give the input's bytes."""
+    rng = np.random.default_rng(8)
+    base = rng.integers(0, 256, 1 << 14, dtype=np.uint8)
+    size = np.dtype(dt).itemsize
+    for nbytes in (992, 1000, 1024, 1032, 1056, 1088, 1152, 4096 + 40, 16384 - 64):
+        n = nbytes // size
+        for off in range(0, 64, 8 if size < 8 else 16):
+            x = base[off:off + n * size].view(dt)
+            for fn in (lambda: dml.identity(x), lambda: dml.join([x, x[::-1]], 0), lambda: dml.split(x, 0, [1, n - 1])):
+                got = outcome(fn)
+                assert got == outcome(fn) == uncached(fn)
+            assert dml.identity(x).tobytes() == x.tobytes()
