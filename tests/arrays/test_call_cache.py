@@ -1382,3 +1382,33 @@ def test_family_records_of_random_passes_stay_inside_their_buffers(data):
         out = dml.identity(x)
         assert out.shape == (4, 4)
     dml.configure()                                 # drop the (meaningless) entry
+
+
+@needs_cache
+@pytest.mark.parametrize("dt", ["float32", "int32", "uint8", "float16", "float64"])
+def test_family_vector_paths_at_buffer_edges(dt):
+    """The compiled family's vector paths (stride-2 gathers of 4-byte rows,
+    packed copies from 1 KiB, packed conversions) on rows of every length
+    whose last element read is the last byte of their buffer (the sanitizer
+    pass checks nothing beyond it is read), served and not: the bytes NumPy
+    gives."""
+    dt = np.dtype(dt)
+    rng = np.random.default_rng(11)
+    for n in list(range(1, 41)) + [255, 256, 257, 300]:
+        base = rng.integers(0, 256, (3, 2 * n - 1) if n > 1 else (3, 1), dtype=np.uint8)
+        base = np.frombuffer(base.tobytes() * dt.itemsize, np.uint8)[: base.size * dt.itemsize].view(dt).reshape(base.shape)
+        base = base.copy()                          # its own buffer, ending at its last element
+        x = base[:, ::2]
+        packed = base.reshape(-1)
+        for fn, want in ((lambda: dml.identity(x), lambda: x.copy()),
+                         (lambda: dml.join([x, x], 1), lambda: np.concatenate([x, x], 1)),
+                         (lambda: dml.identity(packed), lambda: packed.copy()),
+                         (lambda: dml.cast(packed, np.float32), None),
+                         (lambda: dml.cast(x, np.int32), None)):
+            with dml.configure(call_cache=False):
+                plain = outcome(fn)
+            first, second = outcome(fn), outcome(fn)
+            assert_same(first, plain)
+            assert_same(second, plain)
+            if want is not None:
+                assert first.tobytes() == want().tobytes()

@@ -109,6 +109,26 @@ static ODML_AVX2 void copy_avx2(char *d, const char *s, int64_t n) {
     _mm256_storeu_si256((__m256i *)(void *)(d + n - 32), tail);
 }
 
+/* `rows` rows of n 4-byte elements, each gathered from every second element
+ * of its source row (SPACE_TO_DEPTH's and a stride-2 slice's inner rows):
+ * 8 outputs from two 32-byte loads that end at the last element read, so
+ * nothing past the source row is touched. Bits move unchanged. */
+static ODML_AVX2 void gather2_rows(char *d, const char *s, int64_t rows, int64_t n, int64_t ds1, int64_t ss1) {
+    for (int64_t r = 0; r < rows; r++) {
+        char *dr = d + r * ds1;
+        const char *sr = s + r * ss1;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            const float *p = (const float *)(const void *)(sr + 8 * i);
+            __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 7);      /* elements 2i .. 2i+14 */
+            __m256 t = _mm256_shuffle_ps(a, b, 0xD8);                      /* p0 p2 p8 p10 | p4 p6 p12 p14 */
+            __m256d u = _mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8);   /* p0 p2 p4 ... p14 */
+            _mm256_storeu_pd((double *)(void *)(dr + 4 * i), u);
+        }
+        for (; i < n; i++) memcpy(dr + 4 * i, sr + 8 * i, 4);
+    }
+}
+
 static int have_avx2(void) {
     static int avx2 = -1;                  /* the processor's answer, asked once */
     int have = __atomic_load_n(&avx2, __ATOMIC_RELAXED);
@@ -148,6 +168,9 @@ static packed_fn packed_for(int64_t src, int64_t dst) {
     return NULL;
 }
 static int have_avx2(void) { return 0; }
+static void gather2_rows(char *d, const char *s, int64_t rows, int64_t n, int64_t ds1, int64_t ss1) {
+    (void)d; (void)s; (void)rows; (void)n; (void)ds1; (void)ss1;
+}
 static void copy_avx2(char *d, const char *s, int64_t n) { memcpy(d, s, (size_t)n); }
 #endif
 
@@ -156,6 +179,7 @@ typedef struct {
     odml_conv_fn conv, to_ct, from_ct;     /* conversion; scale/bias: source -> compute type -> destination */
     packed_fn packed;                      /* the conversion of packed runs, where faster (else NULL) */
     int avx_copy;                          /* packed copies below the streaming size: copy_avx2 */
+    int gather2;                           /* whole rows of 4-byte copies from every second element: gather2_rows */
     double scale, bias;
     uint64_t fill_bits;
     int64_t sizes[R], ds[R], ss[R];        /* destination and (unmapped axes') source byte strides */
@@ -278,7 +302,8 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
             if (rows > u1 - u) rows = u1 - u;
             char *d = call->dst + doff;
             const char *s = call->src + soff + sg->s0;
-            for (int64_t r = 0; r < rows; r++) element_run(j, d + r * ds1, s + r * ss1, n, dsi, sg->sstep);
+            if (j->gather2) gather2_rows(d, s, rows, n, ds1, ss1);
+            else for (int64_t r = 0; r < rows; r++) element_run(j, d + r * ds1, s + r * ss1, n, dsi, sg->sstep);
             u += rows;
             idx[last - 1] += rows;
             doff += rows * ds1;
@@ -517,6 +542,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             if (chunk < n) j.chunk = chunk;
         }
         j.chunks = (n + j.chunk - 1) / j.chunk;
+        j.gather2 = j.same && j.es_d == 4 && j.nseg == 1 && segs[0].sstep == 8 && j.ds[last] == 4 && have_avx2();
     }
     m->dst_off = p->dst_offset * j.es_d;
     m->src_off = j.fill ? 0 : p->src_offset * j.es_s;
