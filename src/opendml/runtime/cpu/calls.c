@@ -683,6 +683,12 @@ static unsigned front_slot(const Key *k) {
     return (unsigned)(h >> 56);
 }
 
+static int same_words(const int64_t *a, const int64_t *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
 static void front_clear(void) {
     for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
 }
@@ -826,7 +832,7 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     MoveEntry *e = NULL;
     unsigned slot = front_slot(&k);
-    if (front[slot] && front[slot]->key_n == k.n && !memcmp(front[slot]->key, k.w, (size_t)k.n * 8)) {
+    if (front[slot] && front[slot]->key_n == k.n && same_words(front[slot]->key, k.w, k.n)) {
         e = front[slot];
         Py_INCREF(e);
     } else {

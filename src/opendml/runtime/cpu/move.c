@@ -291,6 +291,11 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
         soff += j->tab[a] ? j->tab[a][idx[a]] : idx[a] * j->ss[a];
     }
     const int64_t n = j->sizes[last], dsi = j->ds[last];
+    if (j->chunks == 1 && j->nseg == 1 && last == 0) {      /* one whole row (a packed copy, say) */
+        if (u0 < u1) element_run(j, call->dst, call->src + j->seg->s0, n, dsi, j->seg->sstep);
+        stream_fence(j->nt);
+        return;
+    }
     if (j->chunks == 1 && j->nseg == 1 && last >= 1 && !j->tab[last - 1]) {
         /* whole unmapped rows (most copies and conversions): the rows of the
          * next axis in one tight loop, then the outer axes' carry */
