@@ -1315,6 +1315,9 @@ def test_family_records_naming_the_wrong_buffers_are_refused(passes, origins):
     dict(passes=((0, 0, 0, b"short", 1),)),
     dict(passes=((0, 0, 0, _move_params()),)),
     dict(passes="not a tuple"),
+    dict(passes=([0, 0, 0, _move_params(), 1],)),
+    dict(outs=([(4, 4), np.dtype(np.float32), False],)),
+    dict(outs=(((4, 4.5), np.dtype(np.float32), False),)),
     dict(passes=((0, 0, 0, _move_params(), 1),) * 65),
     dict(outs=()),
     dict(outs=(((), np.dtype(np.float32), False),)),
@@ -1330,8 +1333,9 @@ def test_family_records_naming_the_wrong_buffers_are_refused(passes, origins):
 def test_malformed_family_records_raise(kw):
     dml.plan_cache_info()
     kw.setdefault("passes", ((0, 0, 0, _move_params(), 1),))
-    with pytest.raises((ValueError, TypeError, OverflowError)):
+    with pytest.raises((ValueError, TypeError, OverflowError)) as info:
         _put_identity(**kw)
+    assert not isinstance(info.value, SystemError)
     assert cache()["entries"] == 0
 
 

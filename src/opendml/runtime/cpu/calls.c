@@ -1015,6 +1015,7 @@ static PyObject *put_move(PyObject *args) {
     for (Py_ssize_t i = 0; i < n_out; i++) {
         PyObject *o = PyTuple_GET_ITEM(outs, i), *shape, *dtype;
         int blocks;
+        if (!PyTuple_Check(o)) PUT_MOVE_FAIL("each output must be a tuple (shape, dtype, use_blocks)");
         if (!PyArg_ParseTuple(o, "O!Op", &PyTuple_Type, &shape, &dtype, &blocks)) goto fail;
         if (!PyArray_DescrCheck(dtype)) PUT_MOVE_FAIL("an output's dtype must be a NumPy dtype");
         int es = (int)PyDataType_ELSIZE((PyArray_Descr *)dtype), rank = (int)PyTuple_GET_SIZE(shape);
@@ -1043,6 +1044,8 @@ static PyObject *put_move(PyObject *args) {
     for (Py_ssize_t i = 0; i < n_pass; i++) {
         MovePass *mp = &e->passes[i];
         Py_buffer pb;
+        if (!PyTuple_Check(PyTuple_GET_ITEM(passes, i)))
+            PUT_MOVE_FAIL("each pass must be a tuple (fill, src, dst, params, threads)");
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(passes, i), "iiiy*i", &mp->fill, &mp->src, &mp->dst, &pb,
                               &mp->threads))
             goto fail;
