@@ -494,18 +494,22 @@ def former_lower(desc, ts, origin):
                            step=tuple(abs(t) for t in window), taken=taken,
                            in_offset=origin + sum((g - 1) * s for g, s, t in zip(taken, ts, window) if t < 0),
                            in_strides=tuple(-s if t < 0 else s for s, t in zip(ts, window)))
+    def blocks(spatial):                  # the page's formula, not the description's (cached) property
+        return tuple((s + a + b - d * (w - 1) - 1) // t + 1 for s, w, t, d, a, b in
+                     zip(spatial, desc.window_sizes, desc.strides, desc.dilations, desc.start_padding,
+                         desc.end_padding))
     if isinstance(desc, UnfoldOperatorDesc):
         n, c, *spatial = desc.input_tensor.sizes
         return UnfoldPlan(element_size=desc.input_tensor.element_size, batch=n, channels=c, spatial=tuple(spatial),
                           in_offset=origin, in_strides=tuple(ts), window=desc.window_sizes, strides=desc.strides,
                           dilations=desc.dilations, start_padding=desc.start_padding,
-                          blocks=desc.blocks_per_dimension, out_offset=0,
+                          blocks=blocks(spatial), out_offset=0,
                           out_strides=desc.output_tensor.element_strides[-3:])
     n, c, *spatial = desc.output_tensor.sizes
     return FoldPlan(element_size=desc.input_tensor.element_size, sum_kind=desc.sum_kind, batch=n, channels=c,
                     spatial=tuple(spatial), in_offset=origin, in_strides=tuple(ts[-3:]), window=desc.window_sizes,
                     strides=desc.strides, dilations=desc.dilations, start_padding=desc.start_padding,
-                    blocks=desc.blocks_per_dimension, out_offset=0, out_strides=desc.output_tensor.element_strides)
+                    blocks=blocks(spatial), out_offset=0, out_strides=desc.output_tensor.element_strides)
 
 
 @SETTINGS

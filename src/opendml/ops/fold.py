@@ -94,6 +94,7 @@ class FoldOperatorDesc(OperatorDesc):
         if strides is None or dilations is None or start is None or end is None:
             return False
         k = blocks = 1
+        per_dimension = []
         for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, sizes[2:]):
             if (w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
                     or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
@@ -102,7 +103,8 @@ class FoldOperatorDesc(OperatorDesc):
             if room < 0:
                 return False
             k *= w
-            blocks *= room // st + 1
+            per_dimension.append(room // st + 1)
+            blocks *= per_dimension[-1]
         got = inp.sizes
         r = len(got)
         if not 3 <= r <= len(sizes) or got[-3:] != (sizes[0], sizes[1] * k, blocks):
@@ -112,6 +114,7 @@ class FoldOperatorDesc(OperatorDesc):
                 return False
         dct = self.__dict__
         dct["window_sizes"], dct["strides"], dct["dilations"] = window, strides, dilations
+        dct["_blocks"] = tuple(per_dimension)
         dct["start_padding"], dct["end_padding"] = start, end
         return True
 
@@ -179,10 +182,12 @@ class FoldOperatorDesc(OperatorDesc):
 
     @property
     def blocks_per_dimension(self) -> tuple[int, ...]:
-        return tuple(
-            (s + sp + ep - dl * (w - 1) - 1) // st + 1
-            for s, w, st, dl, sp, ep in zip(self.output_tensor.sizes[2:], self.window_sizes, self.strides,
-                                           self.dilations, self.start_padding, self.end_padding))
+        done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
+        if done is not None:
+            return done
+        return tuple([(s + sp + ep - dl * (w - 1) - 1) // st + 1
+                      for s, w, st, dl, sp, ep in zip(self.output_tensor.sizes[2:], self.window_sizes, self.strides,
+                                                     self.dilations, self.start_padding, self.end_padding)])
 
     @property
     def block_count(self) -> int:

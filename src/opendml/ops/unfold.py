@@ -69,6 +69,7 @@ class UnfoldOperatorDesc(OperatorDesc):
         if strides is None or dilations is None or start is None or end is None:
             return False
         k = blocks = 1
+        per_dimension = []
         for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, sizes[2:]):
             if (w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
                     or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
@@ -77,7 +78,8 @@ class UnfoldOperatorDesc(OperatorDesc):
             if room < 0:
                 return False
             k *= w
-            blocks *= room // st + 1
+            per_dimension.append(room // st + 1)
+            blocks *= per_dimension[-1]
         n, c = sizes[0], sizes[1]
         if n * c * k * blocks > MAX_ELEMENTS:            # every size >= 1: no size exceeds the count either
             return False
@@ -93,6 +95,7 @@ class UnfoldOperatorDesc(OperatorDesc):
                 return False
         dct = self.__dict__
         dct["window_sizes"], dct["strides"], dct["dilations"] = window, strides, dilations
+        dct["_blocks"] = tuple(per_dimension)
         dct["start_padding"], dct["end_padding"], dct["output_tensor"] = start, end, out
         return True
 
@@ -122,10 +125,12 @@ class UnfoldOperatorDesc(OperatorDesc):
 
     @property
     def blocks_per_dimension(self) -> tuple[int, ...]:
-        return tuple(
-            (s + sp + ep - dl * (w - 1) - 1) // st + 1
-            for s, w, st, dl, sp, ep in zip(self.input_tensor.sizes[2:], self.window_sizes, self.strides,
-                                           self.dilations, self.start_padding, self.end_padding))
+        done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
+        if done is not None:
+            return done
+        return tuple([(s + sp + ep - dl * (w - 1) - 1) // st + 1
+                      for s, w, st, dl, sp, ep in zip(self.input_tensor.sizes[2:], self.window_sizes, self.strides,
+                                                     self.dilations, self.start_padding, self.end_padding)])
 
     @property
     def block_count(self) -> int:
