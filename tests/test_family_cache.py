@@ -18,7 +18,7 @@ from opendml.runtime import calls as ccache
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
          np.uint32, np.uint64]
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 KERNELS = ["numpy"] + (["compiled"] if dml.config().compiled_available else [])
 
 
@@ -104,7 +104,8 @@ def calls(draw):
         b = draw(st.sampled_from([1, 2, 2.0]))
         shape[2] *= 2
         shape[3] *= 2
-        kw = {"block_size": b, "order": draw(st.sampled_from(["DCR", "CRD", "crd", "DEPTH_COLUMN_ROW"]))}
+        kw = {"block_size": b, "order": draw(st.sampled_from(["DCR", "CRD", "crd", "DEPTH_COLUMN_ROW",
+                                                             dml.ops.DepthSpaceOrder.COLUMN_ROW_DEPTH]))}
     elif op == "depth_to_space":
         b = draw(st.sampled_from([1, 2, 2.0]))
         shape[1] *= 4
@@ -112,13 +113,15 @@ def calls(draw):
     elif op == "identity":
         kw = {"scale": draw(st.sampled_from([None, 2.0, 2, -0.0, True])), "bias": draw(st.sampled_from([None, 1.0, 1, 0.5]))}
     elif op == "cast":
-        kw = {"dtype": draw(st.sampled_from(TYPES + ["INT8", dml.DataType.FLOAT16]))}
+        kw = {"dtype": draw(st.sampled_from(TYPES + [np.dtype(t) for t in TYPES] + ["INT8", "float64", float,
+                                                                                     dml.DataType.FLOAT16]))}
     elif op == "pad":
         per = draw(st.booleans())
         start = draw(st.integers(0, 3)) if not per else tuple(draw(st.lists(st.integers(0, 3), min_size=rank, max_size=rank)))
         end = draw(st.integers(0, 3)) if not per else list(draw(st.lists(st.integers(0, 3), min_size=rank, max_size=rank)))
         kw = {"start_padding": start, "end_padding": end,
-              "mode": draw(st.sampled_from(["constant", "edge", "reflect", "reflection", "symmetric", "wrap", "WRAP"])),
+              "mode": draw(st.sampled_from(["constant", "edge", "reflect", "reflection", "symmetric", "wrap", "WRAP",
+                                            dml.ops.PaddingMode.SYMMETRIC])),
               "value": value}
     elif op == "join":
         kw = {"axis": draw(st.integers(-rank, rank - 1))}
