@@ -30,7 +30,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ..model._checks import UINT32_MAX
-from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
+from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints, sequence_of
 
 MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
@@ -89,14 +89,15 @@ class FoldOperatorDesc(OperatorDesc):
         sizes = out.sizes
         if not 1 <= d <= MAX_SPATIAL_DIMENSIONS or len(sizes) != d + 2:
             return False
-        strides, dilations = plain_ints(self.strides, d), plain_ints(self.dilations, d)
-        start, end = plain_ints(self.start_padding, d), plain_ints(self.end_padding, d)
+        strides, dilations = sequence_of(self.strides, d), sequence_of(self.dilations, d)
+        start, end = sequence_of(self.start_padding, d), sequence_of(self.end_padding, d)
         if strides is None or dilations is None or start is None or end is None:
             return False
         k = blocks = 1
         per_dimension = []
         for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, sizes[2:]):
-            if (w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
+            if (type(st) is not int or type(dl) is not int or type(a) is not int or type(b) is not int
+                    or w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
                     or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
                 return False
             room = size + a + b - dl * (w - 1) - 1      # the padded size less the dilated window's extent
