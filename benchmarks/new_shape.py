@@ -8,7 +8,8 @@ opendml's microseconds per call, its peer's, and ours / peer (the issue's
 targets: slice1 on NumPy at most 3x ``np.ascontiguousarray(a[:, :, ::-1])``;
 PyTorch rows at most 2x the PyTorch operator). Times are the minimum over
 ``--rounds`` rounds of ``--shapes`` calls each (fresh shapes every round), so
-noise from a busy machine is filtered out. ``--out`` writes the rows as JSON.
+noise from a busy machine is filtered out (``--timer process`` counts this
+process's CPU time instead of wall time). ``--out`` writes the rows as JSON.
 """
 from __future__ import annotations
 
@@ -34,13 +35,13 @@ def fresh_shapes(k):
     return out
 
 
-def per_call(fn, xs, sync):
+def per_call(fn, xs, sync, clock=time.perf_counter):
     sync()
-    t = time.perf_counter()
+    t = clock()
     for x in xs:
         fn(x)
     sync()
-    return (time.perf_counter() - t) / len(xs)
+    return (clock() - t) / len(xs)
 
 
 def main(argv=None):
@@ -50,6 +51,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--warm-calls", type=int, default=5000)
     p.add_argument("--only", default="", help="comma-separated substrings of row names to run")
+    p.add_argument("--timer", choices=("wall", "process"), default="wall",
+                   help="wall: perf_counter (what a caller waits); process: this process's CPU time (steadier "
+                        "on a shared machine; a multi-threaded peer is charged every thread's time)")
     p.add_argument("--out", default="")
     a = p.parse_args(argv)
     import torch
@@ -57,6 +61,7 @@ def main(argv=None):
     dev = a.device
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     rng = np.random.default_rng(0)
+    clock = time.perf_counter if a.timer == "wall" else time.process_time
 
     def arrays(shapes):
         return [rng.random(s, dtype=np.float32) for s in shapes]
@@ -106,8 +111,8 @@ def main(argv=None):
                     xs = make([(1, 4, 16, 16)]) * a.warm_calls
                     ys = xs
                     ours(xs[0]), peer(xs[0])
-                t_o.append(per_call(ours, xs, sync))
-                t_p.append(per_call(peer, ys, sync))
+                t_o.append(per_call(ours, xs, sync, clock))
+                t_p.append(per_call(peer, ys, sync, clock))
             o, q = min(t_o) * 1e6, min(t_p) * 1e6
             ok = "" if kind == "warm" or o / q <= target else "  (above target)"
             print(f"{label:46s} {o:9.2f} {q:9.2f} {o / q:7.2f} {target if kind != 'warm' else '':>7}  "
@@ -116,7 +121,7 @@ def main(argv=None):
                          "target_ratio": target if kind == "new shape" else None,
                          "rounds": a.rounds, "calls": a.shapes if kind == "new shape" else a.warm_calls})
     if a.out:
-        meta = {"device": dev, "torch": torch.__version__, "numpy": np.__version__,
+        meta = {"device": dev, "torch": torch.__version__, "numpy": np.__version__, "timer": a.timer,
                 "date": time.strftime("%Y-%m-%d %H:%M")}
         with open(a.out, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)

@@ -29,23 +29,6 @@ __all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "
 #: Plans the cache keeps (least recently used dropped first).
 PLAN_CACHE_SIZE = 256
 
-def _freeze(value):
-    """A hashable form of an argument that is a plain int, None, or a list or
-    tuple of plain ints; anything else gives None (no key: validated every
-    call). Types are checked exactly: 1.0 == 1 must not reuse an int's plan,
-    nor a NumPy integer (validated as it is) a plain int's. A list or tuple
-    becomes a tuple, which an int or None never equals."""
-    t = type(value)
-    if t is list or t is tuple:
-        for v in value:
-            if type(v) is not int:
-                return None
-        return tuple(value)
-    if t is int:
-        return value
-    return _NONE if value is None else None
-
-
 #: None's place in a key (None itself means "no key").
 _NONE = ("None",)
 
@@ -62,9 +45,13 @@ class OpCall:
     @property
     def key(self):
         """``(name, *frozen arguments)``, or None when an argument has no
-        hashable form (``_freeze``)."""
+        hashable form: an argument freezes when it is a plain int, None, or a
+        list or tuple of plain ints; anything else gives no key (validated
+        every call). Types are checked exactly: 1.0 == 1 must not reuse an
+        int's plan, nor a NumPy integer (validated as it is) a plain int's.
+        A list or tuple becomes a tuple, which an int or None never equals."""
         key = [self.name]
-        for value in self.args:              # _freeze, inline: the common case costs no call
+        for value in self.args:
             t = type(value)
             if t is list or t is tuple:
                 for v in value:
