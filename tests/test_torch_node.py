@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -208,10 +209,105 @@ def test_a_dead_builder_does_not_block_a_new_one(fresh_state, monkeypatch):
         def wait(self):
             return 0
     monkeypatch.setattr(torch_node.subprocess, "Popen", FakeBuilder)
-    marker.write_text(f"{os.getpid()} {int(__import__('time').time())}")   # a live builder: left alone
+    now = int(time.time())
+    marker.write_text(f"{os.getpid()} {now}")             # a live builder: left alone
     torch_node._spawn(path)
     assert started == []
-    marker.write_text(f"{dead.pid} {int(__import__('time').time())}")       # a dead one: replaced
+    marker.write_text(f"{os.getpid()} {now - 10_000}")    # alive but timed out (a reused pid): replaced
     torch_node._spawn(path)
-    assert len(started) == 1 and started[0][-1] == path.name.split(".")[0]
+    assert len(started) == 1
+    marker.write_text(f"{dead.pid} {now}")                # a dead one: replaced
+    torch_node._spawn(path)
+    assert len(started) == 2 and started[1][-1] == path.name.split(".")[0]
     assert marker.read_text().split()[0] == "4242"
+
+
+def test_a_builder_that_dies_without_a_word_does_not_hang_wait_mode(fresh_state, monkeypatch):
+    spawned = []
+    popen = subprocess.Popen
+
+    class DyingBuilder:                                   # exits at once: no library, no .failed
+        def __init__(self, argv, **kwargs):
+            spawned.append(argv)
+            self.proc = popen([sys.executable, "-c", "pass"])
+            self.pid = self.proc.pid
+            self.proc.wait()
+
+        def wait(self):
+            return 0
+    monkeypatch.setattr(torch_node.subprocess, "Popen", DyingBuilder)
+    t0 = time.time()
+    with dml.configure(torch_node="wait"):
+        assert torch_node.get() is None
+    assert time.time() - t0 < 30 and len(spawned) == 2
+    assert "exited without a library" in torch_node.status()
+
+
+def test_a_library_another_user_could_have_written_is_not_loaded(fresh_state):
+    path = torch_node.library_path()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a library")
+    path.parent.chmod(0o777)
+    with dml.configure(torch_node="wait"):
+        assert torch_node.get() is None
+    assert "writable by other users" in torch_node.status()
+
+
+def _fail(g):
+    raise ValidationError("adjoint failed on purpose")
+
+
+class _Reenter(torch.autograd.Function):
+    """A backward that runs a backward ``depth`` levels deep: past PyTorch's
+    reentrant limit the innermost runs on another engine thread."""
+
+    @staticmethod
+    def forward(ctx, x, depth, inner):
+        ctx.depth, ctx.inner = depth, inner
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        with torch.enable_grad():
+            x = torch.randn(1, 2, 6, 6, requires_grad=True)
+            y = ctx.inner(x) if ctx.depth == 0 else _Reenter.apply(x, ctx.depth - 1, ctx.inner)
+            torch.autograd.grad(y.sum(), x)
+        return g, None, None
+
+
+@pytest.mark.parametrize("depth", [0, 60])
+def test_an_adjoint_error_reaches_the_caller_as_itself(node, depth):
+    from opendml.arrays import torch_adapter
+    for mode in ("wait", "off"):
+        with dml.configure(torch_node=mode):
+            dml.unfold(torch.randn(1, 2, 6, 6, requires_grad=True), 3, 1, 1, 1, 1)
+            for route in torch_adapter._EAGER.values():
+                route.backward, route.adjoint = _fail, (None, None, (), _fail)
+            try:
+                a = torch.randn(3, requires_grad=True)
+                with pytest.raises(ValidationError, match="adjoint failed on purpose"):
+                    _Reenter.apply(a, depth, lambda t: dml.unfold(t, 3, 1, 1, 1, 1)).sum().backward()
+            finally:
+                torch_adapter._EAGER.clear()
+
+
+def test_jit_trace_and_compiled_autograd_take_the_python_route(node):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(1, 2, 1, 1))
+
+        def forward(self, x):
+            return dml.unfold(x * self.w, 3, 1, 1, 1, 1).sum(1)
+    m = M()
+    with dml.configure(torch_node="wait"):
+        traced = torch.jit.trace(m, torch.randn(1, 2, 5, 5), check_trace=False)
+        other = torch.randn(1, 2, 5, 5)
+        assert torch.equal(traced(other), m(other))       # not a constant baked in by the trace
+        from torch._dynamo import compiled_autograd
+        x = torch.randn(1, 2, 6, 6, requires_grad=True)
+        with compiled_autograd._enable(torch.compile(backend="eager")):
+            y = dml.unfold(x, 3, 1, 1, 1, 1)
+            assert isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+            (y * 2).sum().backward()
+    assert torch.equal(x.grad, 2 * dml.fold(torch.ones(1, 18, 36), [6, 6], 3, 1, 1, 1, 1))

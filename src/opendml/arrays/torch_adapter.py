@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextvars
 import math
+import sys
 
 import numpy as np
 import torch
@@ -401,7 +402,7 @@ def _through_function(x, call: OpCall, function):
             if len(_EAGER) >= 1024:
                 _EAGER.clear()
             route = _EAGER[memo] = _Route(call, shape)
-    if function is _EAGER_FN and _fwad._current_level < 0:
+    if function is _EAGER_FN and _fwad._current_level < 0 and not _tracing() and not _compiled_autograd():
         node = torch_node.get()
         if node is not None:              # the C++ node: the same kernel and adjoint, recorded in C++
             k = route.slot
@@ -409,6 +410,19 @@ def _through_function(x, call: OpCall, function):
                 k = route.slot = torch_node.slot(node, f"opendml_{call.name}Backward")
             return node.apply(x, k, route.kernel, route.adjoint)
     return function[call.name].apply(x, route)
+
+
+_tracing = torch._C._get_tracing_state
+
+
+def _compiled_autograd() -> bool:
+    """Whether compiled autograd may run this graph's backward (it needs
+    nodes it can trace: the Python Function's)."""
+    ca = sys.modules.get("torch._dynamo.compiled_autograd")
+    if ca is not None and getattr(ca, "compiled_autograd_enabled", False):
+        return True
+    config = sys.modules.get("torch._dynamo.config")
+    return config is not None and bool(getattr(config, "compiled_autograd", False))
 
 
 # -- operator route ----------------------------------------------------------------------------------

@@ -89,8 +89,14 @@ struct Backward : Node {
     try {
       return {run_spec(adjoint_, grads[0])};
     } catch (py::error_already_set& e) {
-      e.restore();              // the adjoint's own exception (an opendml error, ...), as PyNode does
-      throw python_error();
+      // The adjoint's own exception (an opendml error, ...), kept with the
+      // error so that the engine can raise it on the thread that called
+      // backward, which need not be this one (CUDA device threads,
+      // reentrant backward), as PyNode does.
+      e.restore();
+      python_error err;
+      err.persist();
+      throw err;
     }
   }
 

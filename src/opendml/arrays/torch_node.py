@@ -30,6 +30,7 @@ import hashlib
 import importlib.util
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -46,7 +47,7 @@ _state = {"module": None, "status": "not built", "thread": None}
 _slots: dict = {}
 #: How long a "wait" call waits for a build, in seconds, before it takes the
 #: Python route.
-WAIT_S = 600.0
+WAIT_S = 240.0
 #: A build that has not finished after this long is taken to have died.
 STALE_S = 900.0
 #: A failed build is retried after this long.
@@ -70,12 +71,17 @@ except BaseException as e:
     lines = [l for l in str(e).strip().splitlines() if l.strip()]
     with open(final + ".failed", "w") as f:
         f.write(f"{type(e).__name__}: {lines[-1] if lines else ''}"[:2000])
+    with open(final + ".log", "w") as f:
+        f.write(traceback.format_exc()[-200000:])
     raise
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        os.unlink(final + ".building")
-    except FileNotFoundError:
+        with open(final + ".building") as f:
+            mine = f.read().split()[:1] == [str(os.getpid())]
+        if mine:
+            os.unlink(final + ".building")
+    except (OSError, ValueError):
         pass
 """
 
@@ -116,21 +122,52 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _spawn(path: pathlib.Path) -> None:
-    """Start a builder process unless a live one is at work on ``path``."""
-    marker = pathlib.Path(str(path) + ".building")
+def _marker(path: pathlib.Path) -> pathlib.Path:
+    return pathlib.Path(str(path) + ".building")
+
+
+def _builder_alive(path: pathlib.Path) -> bool:
+    """Whether a builder that has not timed out says it is at work on ``path``."""
     try:
-        pid, started = (int(v) for v in marker.read_text().split())
-        if _alive(pid) and time.time() - started < STALE_S:
-            return
+        pid, started = (int(v) for v in _marker(path).read_text().split()[:2])
     except (OSError, ValueError):
+        return False
+    return _alive(pid) and time.time() - started < STALE_S
+
+
+def _spawn(path: pathlib.Path) -> None:
+    """Start a builder process unless a live one is at work on ``path``. The
+    marker is claimed atomically (O_EXCL) before the builder starts, so
+    processes starting together start one builder."""
+    marker = _marker(path)
+    if _builder_alive(path):
+        return
+    try:
+        marker.unlink()                    # a dead or timed-out builder's
+    except FileNotFoundError:
         pass
+    for old in path.parent.glob(_module_name(path) + ".build.*"):     # what dead builders left
+        try:
+            if time.time() - old.stat().st_mtime > STALE_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:                # another process claimed it first
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()} {int(time.time())}")
     # The compiler runs without a preloaded library (a sanitizer runtime, say)
     # that this process may have been started with.
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    proc = subprocess.Popen([sys.executable, "-c", _BUILDER, str(_SOURCE), str(path), _module_name(path)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, env=env)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _BUILDER, str(_SOURCE), str(path), _module_name(path)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, env=env)
+    except BaseException:
+        marker.unlink(missing_ok=True)
+        raise
     marker.write_text(f"{proc.pid} {int(time.time())}")
     threading.Thread(target=proc.wait, name="opendml-torch-node-reap", daemon=True).start()
 
@@ -145,27 +182,49 @@ def _failure(path: pathlib.Path) -> str | None:
     return None
 
 
+def _trusted(path: pathlib.Path) -> str | None:
+    """Why the library at ``path`` may not be loaded (None: it may): it must
+    belong to this user, in a folder no one else may write to."""
+    if not hasattr(os, "getuid"):
+        return None
+    for p in (path, path.parent):
+        st = p.stat()
+        if st.st_uid != os.getuid():
+            return f"{p} belongs to another user"
+        if st.st_mode & 0o022:
+            return f"{p} is writable by other users"
+    return None
+
+
 def _obtain(timeout: float) -> None:
     """Load the library, building it first where it is not there yet; the
     outcome goes to ``_state``."""
     try:
         path = library_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
         deadline = time.monotonic() + timeout
-        spawned = False
+        spawns = 0
         while not path.exists():
             reason = _failure(path)
             if reason is not None:
                 _state["status"] = (f"build failed, eager autograd takes the Python autograd.Function: {reason} "
-                                    f"(retried after an hour; details: {path}.failed)")
+                                    f"(retried after an hour; compiler output: {path}.log)")
                 return
-            if not spawned:
+            if not _builder_alive(path):  # none yet, or it died without a word (killed): one more try
+                if spawns == 2:
+                    _state["status"] = ("build failed, eager autograd takes the Python autograd.Function: the "
+                                        "builder process exited without a library or an error, twice")
+                    return
                 _spawn(path)
-                spawned = True
+                spawns += 1
             if time.monotonic() >= deadline:
                 _state["status"] = "building"
                 return
             time.sleep(0.2)
+        why = _trusted(path)
+        if why is not None:
+            _state["status"] = f"not loaded, eager autograd takes the Python autograd.Function: {why}"
+            return
         module = _load(path)
         _state["status"] = f"built ({path})"
         _state["module"] = module
