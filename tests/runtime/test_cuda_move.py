@@ -210,6 +210,17 @@ def emulate_steps(plan, srcs, dsts, ptrs=None):
             emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
                                   q.fill_bits % 2**64), srcs, dsts)
             continue
+        if kind == "move_padw":      # U aligned 16-byte words a thread over the flat (contiguous) output
+            U = int(name[:-1].split(", ")[2])
+            es = DataType(q.dst_type).size
+            assert grid[0] * cb.THREADS * U * (16 // es) >= q.count + 16 // es and q.dst_offset == 0
+            stride = 1
+            for dd in reversed(dims):
+                assert dd[2] == stride
+                stride *= dd[0]
+            emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
+                                  q.fill_bits % 2**64), srcs, dsts)
+            continue
         if kind == "move_tile":
             R, V = (int(a) for a in name[:-1].split(", ")[-2:])
             X, Y = q.dim[rank], q.dim[rank + 1]
@@ -223,9 +234,12 @@ def emulate_steps(plan, srcs, dsts, ptrs=None):
                         srcs[s][so + x * X.src_stride + y * Y.src_stride]
             continue
         items = int(name[:-1].split(", ")[4 if kind == "move_vec" else 3])
+        if kind == "move_cvt":       # U runs of V a thread over one contiguous dimension
+            items *= int(name[:-1].split(", ")[7])
+            assert rank == 1 and dims[0][1] == dims[0][2] == 1
         assert grid[0] * cb.THREADS * items >= q.count
         sb = None
-        if kind == "move_vec" and q.scale_bias:
+        if kind in ("move_vec", "move_cvt") and q.scale_bias:
             sb = (float(np.int64(q.scale64).view(np.float64)), float(np.int64(q.bias64).view(np.float64)))
         k = cb._Pass(kind == "move_fill", s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, sb,
                      q.fill_bits % 2**64)
@@ -324,8 +338,10 @@ def test_move_steps_pick_kernels():
     f32 = DataType.FLOAT32
     plan = CastOperatorDesc(T(f32, [8, 64]), T(DataType.FLOAT16, [8, 64])).lower()
     (name, params, grid, smem, s, d), = cb.move_steps(plan, [0], [512], [0])
-    assert name == "move_vec<u32, u16, 1, u32, 8, 1, 2, 0, 0>" and params.count == 512 and (s, d) == (0, 0)
-    assert grid == (1,)
+    U = cb.CVT_UNROLL
+    assert name == f"move_cvt<u32, u16, u32, 8, 1, 2, 0, {U}, {cb.CVT_FLAGS}>" and params.count == 512
+    assert (s, d) == (0, 0)
+    assert grid == (-(-512 // (cb.THREADS * 8 * U)),)
     plan = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
     steps = cb.move_steps(plan, [0, 0], [32, 32], [0])
     assert [st[0].split("<")[0] for st in steps] == ["strided_copy"] * 2 and [st[4] for st in steps] == [0, 1]
@@ -338,6 +354,15 @@ def test_move_steps_pick_kernels():
     (name, params, grid, *_), = cb.move_steps(wide, [0], [120], [0], fuse="rows")
     assert name == "move_pad<u32, 2, u32>" and grid == (1,) and params.dim[1].size == 32
     assert [st[0].split("<")[0] for st in cb.move_steps(plan, [0], [32], [0], fuse="rows")][0] != "move_pad"
+    U, minb, flags = cb.PAD_WORDS
+    (name, params, grid, *_), = cb.move_steps(wide, [0], [120], [0], fuse="words")
+    assert name == f"move_padw<u32, 2, {U}, {minb}, {flags}>" and params.count == 6 * 32
+    assert grid == (-(-(6 * 32 // 4 + 2) // (cb.THREADS * U)),)
+    # a padded output (not contiguous) keeps the row kernel
+    padded_out = PaddingOperatorDesc(T(f32, [4, 30]), T(f32, [6, 32], [40, 1]), PaddingMode.REFLECTION, 0.0,
+                                     [1, 1], [1, 1]).lower()
+    (name, *_), = cb.move_steps(padded_out, [0], [120], [0], fuse="words")
+    assert name == "move_pad<u32, 2, u32>"
     plan = SpaceToDepth1OperatorDesc(T(f32, [2, 3, 8, 16]), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH).lower()
     (name, params, grid, *_), = cb.move_steps(plan, [0], [768], [0])
     assert name.startswith("move_tile<u32, ") and name.endswith(", 2, 4>")
@@ -394,7 +419,7 @@ def test_identity_scale_bias_on_cuda(st):
 @pytest.mark.parametrize("mode", list(PaddingMode), ids=lambda m: m.name)
 @pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.FLOAT64, DataType.INT16],
                          ids=lambda t: t.name)
-@pytest.mark.parametrize("fuse", [False, True, "rows"], ids=["passes", "fused", "rows"])
+@pytest.mark.parametrize("fuse", [False, True, "rows", "words"], ids=["passes", "fused", "rows", "words"])
 def test_pad_modes_on_cuda(mode, dt, fuse, monkeypatch):
     monkeypatch.setattr(cb, "FUSE_PAD", fuse)
     for sizes, start, end in [((3, 4, 17, 33), (0, 1, 2, 1), (1, 0, 3, 2)), ((1000,), (999,), (5,)),
@@ -459,7 +484,7 @@ def test_record_move_on_raw_pointers_and_variants():
         x = case_inputs([f32], desc.inputs, seed=5)[0]
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0]
         src = cupy.asarray(x.reshape(-1))
-        for fuse, via in itertools.product((True, False, "rows"), ("auto", "move", "strided_copy")):
+        for fuse, via in itertools.product((True, False, "rows", "words"), ("auto", "move", "strided_copy")):
             old = cb.FUSE_PAD, cb.MOVE_PLAIN_VIA
             cb.FUSE_PAD, cb.MOVE_PLAIN_VIA = fuse, via
             try:
@@ -473,3 +498,137 @@ def test_record_move_on_raw_pointers_and_variants():
     with pytest.raises(dml.UnsupportedError, match="not a multiple"):
         plan = cases[-1].lower()
         backend.record_move(plan, [src.data.ptr + 2], [10], [src.data.ptr], [10])
+
+
+def _run_raw(desc, x, so=0, do=0, sms=None, **knobs):
+    """``desc`` through ``CudaBackend.record_move`` on raw CuPy pointers, the
+    input ``so`` and the output ``do`` elements past a 256-byte boundary, the
+    output poisoned first, with the backend's module settings ``knobs`` (a
+    fresh backend: the variant is built; ``sms``: the multiprocessor count it
+    sizes persistent grids by, small to make each block loop); the output's
+    elements and the kernels' names."""
+    import cupy
+    want_dt = DataType(desc.outputs[0].data_type).numpy_dtype
+    n_out = int(np.prod(desc.outputs[0].sizes))
+    src_buf = cupy.asarray(np.concatenate([np.zeros(so, x.dtype), x.reshape(-1)]))
+    es_in, es_out = x.dtype.itemsize, want_dt.itemsize
+    poison = WORD[es_out](int("AB" * es_out, 16))
+    out_buf = cupy.full(n_out + do + 8, poison, dtype=WORD[es_out])
+    old = {k: getattr(cb, k) for k in knobs}
+    try:
+        for k, v in knobs.items():
+            setattr(cb, k, v)
+        be = cb.CudaBackend(0)
+        if sms:
+            be.__dict__["multiprocessors"] = sms
+        rec = be.record_move(desc.lower(), [src_buf.data.ptr + so * es_in], [x.size],
+                             [out_buf.data.ptr + do * es_out], [n_out])
+        rec([src_buf.data.ptr + so * es_in], [out_buf.data.ptr + do * es_out], 0)
+        cupy.cuda.Device().synchronize()
+    finally:
+        for k, v in old.items():
+            setattr(cb, k, v)
+    got = out_buf.get()
+    assert (got[:do] == poison).all(), "written before the output"
+    assert (got[do + n_out:] == poison).all(), "written past the output"
+    return got[do:do + n_out], rec.names
+
+
+PAD_WORD_CASES = [(w, DataType.FLOAT32) for w in ((1, 1, 0), (1, 8, 0), (1, 8, 2), (2, 6, 0), (4, 4, 0))] + \
+    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cb.PAD_WORDS, (2, 4, 2))]
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("words,dt", PAD_WORD_CASES,
+                         ids=[f"U{w[0]}B{w[1]}F{w[2]}-{t.name}" for w, t in PAD_WORD_CASES])
+def test_pad_words_kernel_on_cuda(words, dt):
+    """move_padw (every variant benchmarked, on float32; the default on
+    other element sizes) gives the CPU backend's bytes for
+    every mode, with misaligned input and output addresses, row lengths that
+    are no multiple of a 16-byte word, fill rows and planes (CONSTANT along
+    outer axes), one-row outputs, persistent grids of a few blocks, and it
+    writes nothing outside the output."""
+    shapes = [((3, 5, 37), (1, 2, 1), (2, 1, 5)), ((2, 4, 30), (0, 1, 1), (0, 1, 1)),
+              ((40,), (3,), (7,)), ((2, 3, 17, 19), (1, 0, 2, 3), (0, 2, 1, 4)),
+              ((3, 40, 300), (1, 3, 2), (0, 2, 5)), ((2, 3, 20), (0, 1, 45), (1, 2, 33))]
+    for mode in PaddingMode:
+        for sizes, start, end in shapes:
+            if mode == PaddingMode.REFLECTION and any(max(s, e) >= n for n, s, e in zip(sizes, start, end)):
+                continue
+            if mode == PaddingMode.SYMMETRIC and any(max(s, e) > n for n, s, e in zip(sizes, start, end)):
+                continue
+            desc = Padding1OperatorDesc(T(dt, sizes), None, mode, dt, 7 if dt.numpy_dtype.kind != "f" else -2.5,
+                                        list(start), list(end))
+            desc.validate(FL)
+            x = case_inputs([dt], [T(dt, sizes)], seed=11)[0]
+            want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
+            for so, do in ((0, 0), (1, 3), (3, 1), (2, 2)):
+                got, names = _run_raw(desc, x, so, do, sms=2, FUSE_PAD="words", PAD_WORDS=words)
+                assert names[0].startswith("move_padw<"), names
+                assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
+
+
+CVT_CASES = [(0, 0), (1, 0), (2, 0), (4, 0), (1, 2), (2, 2), (4, 2)]
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("unroll,flags", CVT_CASES, ids=[f"U{u}F{f}" for u, f in CVT_CASES])
+def test_cast_f32_f16_kernels_on_cuda(unroll, flags):
+    """float32 -> float16 through move_cvt (U runs a thread, pairs through
+    cvt.rn.f16x2.f32, runs holding a NaN element by element) and move_vec:
+    NumPy's bytes for 2^22 random bit patterns, every float32 around the
+    float16 rounding, subnormal and overflow boundaries, and NaNs with
+    payloads scattered one to a run, at misaligned addresses and with counts
+    that leave a partial run; nothing written outside the output."""
+    rng = np.random.default_rng(21)
+    rand = rng.integers(0, 2**32, 2**22, dtype=np.uint64).astype(np.uint32)
+    bounds = [0x477FE000, 0x477FF000, 0x38800000, 0x33000000, 0x33800000, 0x387FC000, 0x00000001, 0x3F800000]
+    near = np.concatenate([np.arange(b - 4096, b + 4096, dtype=np.int64) for b in bounds]) % 2**31
+    near = np.concatenate([near, near | 2**31]).astype(np.uint32)
+    words = np.concatenate([special_words(DataType.FLOAT32, 100), near, rand])
+    nans = np.array([0x7F800001, 0xFFC00001, 0x7FBFFFFF, 0x7F802001, 0xFFFFFFFF], np.uint32)
+    pos = rng.choice(words.size, 3000, replace=False)
+    words[pos] = nans[np.arange(pos.size) % nans.size]
+    x = words.view(np.float32)
+    with np.errstate(all="ignore"):
+        want = convert_array(x, np.float16).view(np.uint16)
+    for n, so, do in ((x.size, 0, 0), (x.size - 5, 1, 0), (x.size - 9, 0, 3), (1000003, 3, 5), (7, 0, 0)):
+        desc = CastOperatorDesc(T(DataType.FLOAT32, [n]), T(DataType.FLOAT16, [n]))
+        got, names = _run_raw(desc, x[:n], so, do, sms=3, CVT_UNROLL=unroll, CVT_FLAGS=flags)
+        assert names[0].startswith("move_cvt<" if unroll else "move_vec<"), names
+        bad = np.nonzero(got != want[:n])[0]
+        assert not len(bad), (unroll, n, so, do, [(hex(int(words[i])), hex(int(got[i])), hex(int(want[i])))
+                                                   for i in bad[:5]])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("unroll", [1, 2, 4])
+def test_cvt_kernel_every_pair_on_cuda(unroll):
+    """move_cvt for every CAST pair (the default unroll; a few pairs with the
+    others) and scale/bias (the generic conversion), at misaligned addresses:
+    the CPU backend's bytes."""
+    f16, f32, f64, i32, u8 = DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64, DataType.INT32, DataType.UINT8
+    few = {(f32, f16), (f32, i32), (f16, f32), (f64, f16), (u8, f32), (DataType.INT64, f16)}
+    for st in TYPES:
+        words = special_words(st, 3001)
+        x = words.view(st.numpy_dtype)
+        for dt in TYPES:
+            if unroll != cb.CVT_UNROLL and (st, dt) not in few:
+                continue
+            desc = CastOperatorDesc(T(st, x.shape), T(dt, x.shape))
+            want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
+            for so, do in ((0, 0), (1, 1)):
+                got, names = _run_raw(desc, x, so, do, CVT_UNROLL=unroll)
+                assert st == dt or names[0].startswith("move_cvt<"), names
+                assert _bytes_equal(got.view(want.dtype), want), (st.name, dt.name, so, do)
+    for st in (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64):
+        x = special_words(st, 3001).view(st.numpy_dtype)
+        for sb in SCALE_BIAS:
+            desc = ElementWiseIdentityOperatorDesc(T(st, x.shape), None, ScaleBias(*sb))
+            want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
+            got, names = _run_raw(desc, x, 1, 2, CVT_UNROLL=unroll)
+            assert names[0].startswith("move_cvt<"), names
+            assert _bytes_equal(got.view(want.dtype), want), (st.name, sb)

@@ -610,7 +610,7 @@ class CudaBackend:
                     raise ValueError(f"{what} on CUDA: the program reaches elements {span[0]}..{span[1]} of "
                                      f"{role} {i}, outside its {n} bound elements")
         steps = []
-        for spec in move_steps(plan, src_ptrs, src_elements, dst_ptrs):
+        for spec in move_steps(plan, src_ptrs, src_elements, dst_ptrs, sms=self.multiprocessors):
             name, params, grid, smem, s_slot, d_slot = spec
             with self.device:
                 kernel = _kernel(self.index, name)
@@ -621,6 +621,12 @@ class CudaBackend:
                 self._evict(self._launches)
             self._launches[key] = rec   # holds the plan: its id stays unique while cached
         return rec
+
+    @functools.cached_property
+    def multiprocessors(self) -> int:
+        """The device's multiprocessor count (persistent grids)."""
+        with capture_relaxed():
+            return int(self.cupy.cuda.runtime.getDeviceProperties(self.index)["multiProcessorCount"])
 
     def run_move(self, plan: MovePlan, src_ptrs, src_elements, dst_ptrs, dst_elements, stream_ptr: int = 0,
                  what: str | None = None) -> None:
@@ -976,18 +982,42 @@ class MoveLaunch:
 #: division): "auto". "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
 #: How a padding program (PADDING/PADDING1's interior copy and border slabs)
-#: runs. "rows" (the default): as one ``move_pad`` launch over the whole
-#: output, a warp per output row (borders element by element through the
-#: row's map, the interior as realigned 16-byte words), where the output's
-#: innermost dimension is contiguous on both sides and at least
-#: ``PAD_ROWS_MIN`` elements long, else pass by pass. True: one ``move_vec``
-#: pass over the whole output with per-axis maps (CONSTANT: a fill where any
-#: axis falls outside the input). False: pass by pass, the interior through
-#: strided_copy/move_vec. On an H100 (benchmarks/gpu_family.py --variants,
-#: 256 MiB float32, pad 1 on H and W) pass by pass ran 0.28-0.30 ms in every
-#: mode, fused move_vec 0.32-0.34 ms (its sources are misaligned by the
-#: padding: element loads); move_pad 0.27 ms (0.69-0.71 of copy, short of 0.90).
-FUSE_PAD = "rows"
+#: runs. "words" (the default): as one ``move_padw`` launch over the whole
+#: output, in aligned 16-byte output words whatever the row length (interior
+#: words as realigned 16-byte source words, borders and row crossings element
+#: by element through the maps, every load of a thread before its stores),
+#: where the output is contiguous and ``move_pad`` could take it, else as
+#: "rows". "rows": one ``move_pad`` launch, a warp per output row (borders
+#: element by element through the row's map, the interior as realigned
+#: 16-byte words), where the output's innermost dimension is contiguous on
+#: both sides and at least ``PAD_ROWS_MIN`` elements long, else pass by pass.
+#: True: one ``move_vec`` pass over the whole output with per-axis maps
+#: (CONSTANT: a fill where any axis falls outside the input). False: pass by
+#: pass, the interior through strided_copy/move_vec. On an H100
+#: (benchmarks/gpu_family.py --variants, 256 MiB float32, pad 1 on H and W;
+#: session 6) pass by pass ran 0.28-0.30 ms in every mode, fused move_vec
+#: 0.32-0.34 ms (its sources are misaligned by the padding: element loads),
+#: move_pad 0.27 ms (0.69-0.71 of copy); session 7's move_padw: see
+#: benchmarks/RESULTS.md.
+FUSE_PAD = "words"
+#: move_padw's (words per thread, minimum resident blocks per multiprocessor
+#: (its register cap: __launch_bounds__(256, MINB)), flags: 2 a persistent
+#: grid of multiprocessors x MINB blocks). On an H100 (session 7) one word a
+#: thread with 8 resident blocks (32 registers) ran fastest: 0.201-0.212 ms,
+#: 0.91-0.96 of copy; 1 word with no register cap 0.234-0.240 ms, 2 words
+#: with 6 blocks 0.255-0.268 ms; the persistent grid no faster (H200).
+PAD_WORDS = (1, 8, 0)
+#: Contiguous one-dimensional conversion or scale/bias passes (CAST,
+#: identity with scale/bias on dense tensors): ``move_cvt`` with this many
+#: V-element runs a thread (all loads first; float32 -> float16 two elements
+#: per hardware conversion), where > 0; 0: ``move_vec`` (one run a thread).
+#: On an H100 (session 7, 256 MiB float32) one run a thread was the fastest
+#: or tied: float32 -> float16 0.1475 ms (2: 0.148-0.149, 4: 0.148, move_vec
+#: 0.157), -> int32 0.190 (2: 0.193-0.196), x*2+1 0.192 (2: 0.198-0.204).
+CVT_UNROLL = 1
+#: move_cvt's flags: 2 a persistent grid (measured slower on an H200: 0.115
+#: against 0.105 ms for float32 -> float16).
+CVT_FLAGS = 0
 PAD_ROWS_MIN = 16
 _MAP_CONSTANT = 5
 
@@ -1237,6 +1267,21 @@ def _pad_row_pass(plan: MovePlan):
     return k, k.count // n
 
 
+def _pad_words_ok(k: _Pass) -> bool:
+    """Whether ``move_padw`` takes the fused padding pass ``k`` (one of
+    ``_pad_row_pass``): the output contiguous (destination offset 0,
+    row-major strides), 32-bit indices with room for the grid's last words,
+    every size, map shift and map size below 2^30."""
+    if k.dst_offset != 0:
+        return False
+    stride = 1
+    for n, ss, ds, mode, shift, msize in reversed(k.dims):
+        if ds != stride or n >= 2**30 or abs(shift) >= 2**30 or msize >= 2**30:
+            return False
+        stride *= n
+    return k.count + THREADS * 16 * 16 + 64 < 2**31
+
+
 def _move_items(src_bytes: int, dst_bytes: int) -> int:
     """move_vec's V: 16 bytes of the wider side (4 elements at least); a
     narrowing conversion twice that where it fills 16 destination bytes
@@ -1297,21 +1342,32 @@ def _tile_params(g: _Pass, X, Y) -> P.MoveParams:
 
 
 def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | None = None,
-               plain_via: str | None = None):
+               plain_via: str | None = None, sms: int | None = None):
     """Per kernel: (name, parameter block, grid, shared memory bytes, source
-    slot or -1, destination slot). Plain passes: ``strided_copy`` where it
+    slot or -1, destination slot). A padding program: one ``move_padw`` or
+    ``move_pad`` launch (``FUSE_PAD``). Plain passes: ``strided_copy`` where it
     widens them to 16-byte words (or ``plain_via`` says so), else
     ``move_tile`` where they are a small transpose (``_tile_pass``), else
-    ``move_vec``; the others ``move_vec`` (V destination elements a thread)."""
+    ``move_vec``; contiguous one-dimensional conversions ``move_cvt``
+    (``CVT_UNROLL``); the others ``move_vec`` (V destination elements a
+    thread). ``sms``: the device's multiprocessors, for kernels on a
+    persistent grid (None: one block per work block)."""
     from ...model.data_type import DataType
     via = plain_via or MOVE_PLAIN_VIA
     steps = []
     how = FUSE_PAD if fuse is None else fuse
-    if how == "rows":
+    if how in ("rows", "words"):
         pad = _pad_row_pass(plan)
         if pad is not None:
             k, rows = pad
             es = DataType(k.dt).size
+            if how == "words" and _pad_words_ok(k):
+                U, minb, flags = PAD_WORDS
+                blocks = math.ceil((k.count // (16 // es) + 2) / (THREADS * U))
+                if flags & 2 and sms:
+                    blocks = min(blocks, sms * minb)
+                name = f"move_padw<{_SCALAR[es]}, {len(k.dims)}, {U}, {minb}, {flags}>"
+                return [(name, move_params(k), (blocks,), 0, k.src, k.dst)]
             index = "u32" if rows + 8 < 2**31 else "u64"
             name = f"move_pad<{_SCALAR[es]}, {len(k.dims)}, {index}>"
             return [(name, move_params(k), (math.ceil(rows / (THREADS // 32)),), 0, k.src, k.dst)]
@@ -1354,9 +1410,18 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
                               _tile_params(g, X, Y), (math.ceil(gc / THREADS),), 0, k.src, k.dst))
                 continue
         V = _move_items(ses, des)
+        sb = int(k.sb is not None)
+        if conv and not maps and CVT_UNROLL > 0 and nd == 1 and k.dims[0][1] == 1 and k.dims[0][2] == 1:
+            U, flags = CVT_UNROLL, CVT_FLAGS
+            index = "u32" if count + THREADS * V * U < 2**31 else "u64"
+            grid = (math.ceil(count / (THREADS * V * U)),)
+            if flags & 2 and sms:
+                grid = (min(grid[0], sms * (8 if U <= 2 else 4)),)
+            name = f"move_cvt<{_SCALAR[ses]}, {_SCALAR[des]}, {index}, {V}, {k.st}, {k.dt}, {sb}, {U}, {flags}>"
+            steps.append((name, move_params(k), grid, 0, k.src, k.dst))
+            continue
         index = "u32" if count + THREADS * V < 2**31 else "u64"
         grid = (math.ceil(count / (THREADS * V)),)
-        sb = int(k.sb is not None)
         name = f"move_vec<{_SCALAR[ses]}, {_SCALAR[des]}, {nd}, {index}, {V}, {k.st}, {k.dt}, {sb}, {int(maps)}>"
         steps.append((name, move_params(k), grid, 0, k.src, k.dst))
     return steps

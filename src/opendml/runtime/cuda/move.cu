@@ -10,6 +10,9 @@
 // VALUE), as every opendml kernel does; one launch per pass of the program):
 //   move_copy<S, D, NDIM, I, ITEMS, CONV, MAPS>  dst[o] = f(src[m(o)])
 //   move_fill<D, NDIM, I, ITEMS>                 dst[o] = fill word
+//   move_vec, move_tile                          vectorised copies/conversions, small transposes
+//   move_pad, move_padw                          a padding program in one pass (rows / 16-byte words)
+//   move_cvt                                     a contiguous conversion, U runs a thread
 // Threads walk the destination in memory order (dimensions are ordered by
 // destination stride by the host), ITEMS elements per thread, all loads issued
 // before the first store. Destination coordinates come from the flat index by
@@ -944,6 +947,280 @@ __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __
     }
 }
 
+// odml_map_outside in 32-bit arithmetic (|i| < 2^31, n < 2^30).
+__device__ __forceinline__ int odml_map_outside32(int i, int mode, int n) {
+    switch (mode) {
+        case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
+        case ODML_MAP_WRAP: {
+            if (i < 0 && i >= -n) return i + n;
+            if (i >= n && i - n < n) return i - n;
+            const int r = i % n;
+            return r < 0 ? r + n : r;
+        }
+        case ODML_MAP_SYMMETRIC: {
+            if (i < 0 && i >= -n) return -1 - i;
+            if (i >= n && i - n < n) return 2 * n - 1 - i;
+            int r = i % (2 * n);
+            if (r < 0) r += 2 * n;
+            return r < n ? r : 2 * n - 1 - r;
+        }
+        case ODML_MAP_REFLECT: {
+            if (n == 1) return 0;
+            if (i < 0 && i > -n) return -i;
+            if (i >= n && i - n < n - 1) return 2 * (n - 1) - i;
+            int r = i % (2 * (n - 1));
+            if (r < 0) r += 2 * (n - 1);
+            return r < n ? r : 2 * (n - 1) - r;
+        }
+        default:
+            return -1;
+    }
+}
+
+// The source offset of row `rest` of a padding pass over dims 0..NDIM-1
+// (sizes, map shifts and map sizes below 2^30), or -1 where a CONSTANT map
+// falls outside the source (a fill row).
+template <int NDIM>
+__device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restrict__ p, u32 rest) {
+    i64 a = p->src_offset;
+    bool fill = false;
+#pragma unroll
+    for (int d = NDIM - 1; d >= 0; --d) {
+        const odml_move_dim& q = p->dim[d];
+        u32 c;
+        if (d > 0) {
+            const u32 qd = odml_div<u32>(rest, q);
+            c = rest - qd * (u32)q.size;
+            rest = qd;
+        } else {
+            c = rest;
+        }
+        int s = (int)c;
+        if (q.map_mode) {
+            s -= (int)q.map_shift;
+            if ((u32)s >= (u32)q.map_size) {
+                s = odml_map_outside32(s, (int)q.map_mode, (int)q.map_size);
+                if (s < 0) {
+                    fill = true;
+                    s = 0;
+                }
+            }
+        }
+        a += (i64)s * q.src_stride;
+    }
+    return fill ? (i64)-1 : a;
+}
+
+// A padding program as one pass over the FLAT output (contiguous: the fused
+// padding pass of move_pad with destination offset 0 and row-major
+// destination strides; 32-bit indices, every size below 2^30), in aligned
+// 16-byte output words: word k covers flat elements [k*V - m, k*V - m + V)
+// (m: the output address's misalignment in elements), so every full word is
+// one aligned 16-byte store whatever the row length. Each thread takes U
+// words of a block of blockDim*U words (word (b*U + j)*blockDim.x +
+// threadIdx.x of block b: each store instruction is coalesced across the
+// warp) and issues the loads of all of them before the first store: first
+// every word whose V elements lie in one row and all come from the source
+// row's interior, as the one or two aligned 16-byte source words holding them
+// (realigned after the loads), then the others (a row's borders, a word
+// crossing into the next row, a fill row) element by element through the
+// row's and the column's maps. The (at most two) partial words at the ends of
+// the output go element by element after the loads. MINB: resident blocks per
+// multiprocessor the registers must allow (__launch_bounds__; on an H100 one
+// word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md,
+// session 7). FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x +
+// gridDim.x, ...; measured no faster, off by default). (The row kernel
+// move_pad stored its rows' first and last elements, and read its border
+// words, in separate round trips to memory before and after the interior,
+// with 56 registers a thread. Measured slower and not kept: two or four words
+// a thread (more registers, fewer resident warps), the L2::256B load hint, and
+// an affine form of the one-period border map, which spilled a register.)
+template <typename T, int NDIM, int U, int MINB, int FL>
+__global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src, T* __restrict__ dst,
+                                                       const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    constexpr int V = 16 / (int)sizeof(T);
+    const odml_move_dim& q0 = p->dim[NDIM - 1];
+    const u32 W = (u32)q0.size;
+    const u32 count = (u32)p->count;
+    const int mode = (int)q0.map_mode;
+    const int L = mode ? (int)q0.map_shift : 0;
+    const int n = mode ? (int)q0.map_size : (int)W;
+    const u32 m = (u32)(((unsigned long long)dst & 15ull) / sizeof(T));
+    const u32 nblk = (FL & 2) ? ((count + m + (u32)V - 1) / (u32)V + blockDim.x * (u32)U - 1) / (blockDim.x * (u32)U)
+                              : blockIdx.x + 1;
+    for (u32 blk = blockIdx.x; blk < nblk; blk += gridDim.x) {
+        union Word {
+            uint4 w;
+            T t[V];
+        };
+        Word A[U];
+        uint4 B[U];
+        u32 state[U];   // 0: partial or outside, 1: gathered into A, 2 | byte shift << 2: realign A, B
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            const u32 start = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V;
+            state[j] = 0;
+            if (start >= m && start - m + (u32)V <= count) {
+                const u32 f = start - m;
+                const u32 r = odml_div<u32>(f, q0);
+                const u32 c = f - r * W;
+                const i64 so = odml_row_offset32<NDIM - 1>(p, r);
+                const int s = (int)c - L;
+                state[j] = 1;
+                if (so >= 0 && c + (u32)V <= W && s >= 0 && s + V <= n) {
+                    const unsigned long long sp = (unsigned long long)(src + so + s);
+                    const uint4* a = reinterpret_cast<const uint4*>(sp & ~15ull);
+                    const u32 kb = (u32)(sp & 15ull);
+                    state[j] = 2u | (kb << 2);
+                    A[j].w = __ldg(a);
+                    B[j] = kb ? __ldg(a + 1) : A[j].w;
+                }
+            }
+        }
+        const T fv = (T)p->fill_bits;
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            if (state[j] != 1u) continue;
+            // a border word, a word crossing into row r + 1, or a fill row
+            const u32 f = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V - m;
+            const u32 r = odml_div<u32>(f, q0);
+            const u32 c = f - r * W;
+            const i64 so = odml_row_offset32<NDIM - 1>(p, r);
+            const i64 so2 = c + (u32)V > W ? odml_row_offset32<NDIM - 1>(p, r + 1) : so;
+            i64 off[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const u32 ce = c + (u32)e;
+                const bool nx = ce >= W;
+                const i64 base = nx ? so2 : so;
+                int i = (int)(nx ? ce - W : ce) - L;
+                if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
+                off[e] = base < 0 || i < 0 ? (i64)-1 : base + i;
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) A[j].t[e] = off[e] < 0 ? fv : src[off[e]];
+        }
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            const u32 start = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V;
+            if (state[j] >= 2u) {
+                // the V elements start kb bytes into A: whole 4-byte words
+                // (kw) selected, then (2-byte and 1-byte elements) funnel shifts
+                const u32 kb = state[j] >> 2;
+                const uint4 a0 = A[j].w, b0 = B[j];
+                const u32 x[8] = {a0.x, a0.y, a0.z, a0.w, b0.x, b0.y, b0.z, b0.w};
+                const u32 kw = kb >> 2;
+                u32 z[6], y[5];
+#pragma unroll
+                for (int e = 0; e < 6; ++e) z[e] = (kw & 2u) ? x[e + 2] : x[e];
+#pragma unroll
+                for (int e = 0; e < 5; ++e) y[e] = (sizeof(T) < 8 && (kw & 1u)) ? z[e + 1] : z[e];
+                uint4 o;
+                if (sizeof(T) >= 4) {
+                    o = make_uint4(y[0], y[1], y[2], y[3]);
+                } else {
+                    const u32 kr = (kb & 3u) * 8u;
+                    o.x = __funnelshift_r(y[0], y[1], kr);
+                    o.y = __funnelshift_r(y[1], y[2], kr);
+                    o.z = __funnelshift_r(y[2], y[3], kr);
+                    o.w = __funnelshift_r(y[3], y[4], kr);
+                }
+                *reinterpret_cast<uint4*>(dst + (start - m)) = o;
+            } else if (state[j] == 1u) {
+                *reinterpret_cast<uint4*>(dst + (start - m)) = A[j].w;
+            } else if (start < count + m && start + (u32)V > m) {
+                // a partial word at either end of the output
+#pragma unroll 1
+                for (int e = 0; e < V; ++e) {
+                    const u32 pos = start + (u32)e;
+                    if (pos >= m && pos - m < count) {
+                        const u32 fe = pos - m, re = odml_div<u32>(fe, q0);
+                        const i64 so = odml_row_offset32<NDIM - 1>(p, re);
+                        int i = (int)(fe - re * W) - L;
+                        if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
+                        dst[fe] = so < 0 || i < 0 ? fv : src[so + i];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// A contiguous conversion or scale/bias pass (one dimension, stride 1 on both
+// sides): dst[i] = f(src[i]), i < count. Each thread takes U runs of V
+// elements of a block of blockDim*U runs (run (b*U + j)*blockDim.x +
+// threadIdx.x of block b, coalesced across the warp) and issues the loads of
+// all of them before the first store: 16-byte words where both sides are
+// aligned, elements at the end. float32 -> float16 converts pairs with one
+// hardware cvt.rn.f16x2.f32 (round to nearest even, subnormals kept: the same
+// bits as odml_f2h for every non-NaN value); a run holding a NaN goes element
+// by element through odml_f2h_fast (NumPy's payload rule). FL & 2: a
+// persistent grid (block b = blockIdx.x, blockIdx.x + gridDim.x, ...;
+// registers capped for 8 resident blocks a multiprocessor where U <= 2, else
+// 4; measured slower, off by default). (Measured no faster and not kept: the
+// L2::256B load hint, runs of 16 source bytes for narrowing conversions.)
+template <typename S, typename D, typename I, int V, int ST, int DT, int SB, int U, int FL>
+__global__ void __launch_bounds__(256, (FL & 2) ? (U <= 2 ? 8 : 4) : 1)
+    move_cvt(const S* __restrict__ src, D* __restrict__ dst, const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    const I count = (I)p->count;
+    const S* __restrict__ s0 = src + p->src_offset;
+    D* __restrict__ d0 = dst + p->dst_offset;
+    const bool al = odml_run<S, V>::aligned(s0) && odml_run<D, V>::aligned(d0);
+    const I nblk = (FL & 2) ? (count + (I)V * (I)U * (I)blockDim.x - 1) / ((I)V * (I)U * (I)blockDim.x)
+                            : (I)blockIdx.x + 1;
+    for (I blk = (I)blockIdx.x; blk < nblk; blk += (I)gridDim.x) {
+        S v[U][V];
+        I first[U];
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            first[j] = ((blk * (I)U + (I)j) * (I)blockDim.x + (I)threadIdx.x) * (I)V;
+            if (al && first[j] + (I)V <= count) {
+                odml_run<S, V>::load(s0 + first[j], v[j]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e) v[j][e] = first[j] + (I)e < count ? s0[first[j] + (I)e] : (S)0;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < U; ++j) {
+            if (first[j] >= count) continue;
+            D out[V];
+            if (ST == ODML_T_FLOAT32 && DT == ODML_T_FLOAT16 && !SB && V % 2 == 0) {
+                bool nan = false;
+#pragma unroll
+                for (int e = 0; e < V; ++e) nan = nan || odml_nan32((u32)v[j][e]);
+                if (!nan) {
+#pragma unroll
+                    for (int e = 0; e < V; e += 2) {
+                        u32 h2;
+                        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h2) : "f"(odml_f32((u32)v[j][e + 1])),
+                            "f"(odml_f32((u32)v[j][e])));
+                        out[e] = (D)(h2 & 0xffffu);
+                        out[e + 1] = (D)(h2 >> 16);
+                    }
+                } else {
+#pragma unroll
+                    for (int e = 0; e < V; ++e) out[e] = (D)odml_f2h_fast((u32)v[j][e]);
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e)
+                    out[e] = (D)odml_convert((u64)v[j][e], ST, DT, SB, (u64)p->scale32, (u64)p->bias32,
+                                             (u64)p->scale64, (u64)p->bias64);
+            }
+            if (al && first[j] + (I)V <= count) {
+                odml_run<D, V>::store(d0 + first[j], out);
+            } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e)
+                    if (first[j] + (I)e < count) d0[first[j] + (I)e] = out[e];
+            }
+        }
+    }
+}
+
 #ifdef OPENDML_INSTANTIATE
 // For `nvcc -c` syntax checks on machines without a GPU (tests/runtime).
 template __global__ void move_copy<u32, u16, 1, u32, 4, 1, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
@@ -967,6 +1244,18 @@ template __global__ void move_pad<u32, 3, u32>(const u32*, u32*, const ODML_GRID
 template __global__ void move_pad<u8, 1, u32>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_pad<u16, 4, u64>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_pad<u64, 2, u32>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u32, 3, 4, 1, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u32, 3, 2, 1, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u8, 1, 4, 1, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u16, 4, 2, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u64, 2, 1, 1, 0>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u32, 3, 1, 8, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u16, 2, 2, 4, 2>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_cvt<u32, u16, u32, 8, 1, 2, 0, 2, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_cvt<u32, u16, u32, 8, 1, 2, 0, 4, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_cvt<u32, u32, u32, 4, 1, 6, 0, 2, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_cvt<u32, u16, u64, 8, 1, 2, 0, 4, 2>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_cvt<u16, u64, u64, 2, 2, 9, 1, 1, 0>(const u16*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 #endif
 
 #endif  // ODML_MOVE_HOST
