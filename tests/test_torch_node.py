@@ -278,11 +278,11 @@ class _Reenter(torch.autograd.Function):
 @pytest.mark.parametrize("depth", [0, 60])
 def test_an_adjoint_error_reaches_the_caller_as_itself(node, depth):
     from opendml.arrays import torch_adapter
-    for mode in ("wait", "off"):
-        with dml.configure(torch_node=mode):
+    for mode in ("wait", "off"):                         # (no call cache: its entries hold the specs made first)
+        with dml.configure(torch_node=mode, call_cache=False):
             dml.unfold(torch.randn(1, 2, 6, 6, requires_grad=True), 3, 1, 1, 1, 1)
             for route in torch_adapter._EAGER.values():
-                route.backward, route.adjoint = _fail, (None, None, (), _fail)
+                route.backward, route.adjoint, route.recorder = _fail, (None, None, (), _fail), None
             try:
                 a = torch.randn(3, requires_grad=True)
                 with pytest.raises(ValidationError, match="adjoint failed on purpose"):
@@ -311,3 +311,34 @@ def test_jit_trace_and_compiled_autograd_take_the_python_route(node):
             assert isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
             (y * 2).sum().backward()
     assert torch.equal(x.grad, 2 * dml.fold(torch.ones(1, 18, 36), [6, 6], 3, 1, 1, 1, 1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,op,ref", CASES, ids=[c[0] for c in CASES])
+def test_eager_entries_of_the_call_cache_equal_the_python_route(node, name, op, ref, device):
+    """A repeated call that autograd records is served by the call cache's
+    eager entry (the node's recorder); values, gradients and grad_fn types
+    equal the uncached route's, and the entry stands aside under a trace,
+    compiled autograd, torch_node="off" and forward AD."""
+    x = torch.randn(2, 3, 5, 6, dtype=torch.float64, device=_device(device), requires_grad=True)
+    g = torch.randn_like(op(x.detach()))
+    with dml.configure(call_cache=False, torch_node="wait"):
+        want_y, want_type, _, want_g = _run(op, x, g, "wait")
+    with dml.configure(torch_node="wait"):
+        for _ in range(2):
+            op(x)                                   # the second call stores the eager entry
+        hits = dml.plan_cache_info()["call_cache"]["hits"]
+        y = op(x)
+        assert dml.plan_cache_info()["call_cache"]["hits"] > hits
+        (gx,) = torch.autograd.grad(y, x, g)
+        assert not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+        assert type(y.grad_fn).__name__ == want_type and torch.equal(y, want_y) and torch.equal(gx, want_g)
+        from torch._dynamo import compiled_autograd
+        with compiled_autograd._enable(torch.compile(backend="eager")):
+            assert isinstance(op(x).grad_fn, torch.autograd.function.BackwardCFunction)
+        import torch.autograd.forward_ad as fwAD
+        with fwAD.dual_level():
+            d = fwAD.make_dual(x.detach(), torch.ones_like(x))
+            assert fwAD.unpack_dual(op(d)).tangent is not None
+    with dml.configure(torch_node="off"):
+        assert isinstance(op(x).grad_fn, torch.autograd.function.BackwardCFunction)

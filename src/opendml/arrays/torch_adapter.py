@@ -54,6 +54,7 @@ import torch.autograd.forward_ad as _fwad
 import opendml.arrays as api
 from ..model.errors import UnsupportedError
 from ..runtime import alloc, calls, get_backend
+from ..runtime.config import config
 from ..runtime.cuda.backend import check_alignment
 from . import numpy_adapter, torch_node
 from .planner import OpCall, array_layout, plan_for
@@ -233,7 +234,7 @@ class _Route:
     arguments, Python fallback); the node tries the call cache first, as the
     array API itself does, and falls back to the Python route."""
 
-    __slots__ = ("fn", "code", "args", "call", "backward", "slot", "kernel", "adjoint")
+    __slots__ = ("fn", "code", "args", "call", "backward", "slot", "kernel", "adjoint", "recorder")
 
     def __init__(self, call: OpCall, shape: tuple):
         self.call, self.args = call, call.args
@@ -249,6 +250,7 @@ class _Route:
             self.adjoint = (None, None, (), self.backward)
         self.kernel = (calls.call, self.code, tuple(self.args), lambda t: _kernel(t, call))
         self.slot = None                  # the C++ node's grad_fn type, once a node records this call
+        self.recorder = None              # the node's apply with this call's slot and specs bound
 
     def run(self, x):
         """The kernel on ``x`` (no autograd): served by the call cache where it can."""
@@ -408,21 +410,39 @@ def _through_function(x, call: OpCall, function):
             k = route.slot
             if k is None:
                 k = route.slot = torch_node.slot(node, f"opendml_{call.name}Backward")
-            return node.apply(x, k, route.kernel, route.adjoint)
+            if key is None or type(x) is not torch.Tensor:
+                return node.apply(x, k, route.kernel, route.adjoint)
+            record = route.recorder
+            if record is None:
+                record = route.recorder = node.recorder(k, route.kernel, route.adjoint)
+            since = calls.generation()
+            out = record(x)
+            # The next call like this one is recorded and run from C (runtime/calls.py).
+            calls.put_eager(call.name, x, call.args, record, since)
+            return out
     return function[call.name].apply(x, route)
 
 
 _tracing = torch._C._get_tracing_state
 
 
+def _eager_ok() -> bool:
+    """Whether the call cache's eager entries (the node's recorders) may
+    serve now: the node loaded and not turned off, no TorchScript trace, no
+    compiled autograd (the checks ``_through_function`` makes)."""
+    return (torch_node._state["module"] is not None and _tracing() is None and not _compiled_autograd()
+            and config().torch_node != "off")
+
+
+calls.register_torch_eager(_eager_ok)
+
+
 def _compiled_autograd() -> bool:
-    """Whether compiled autograd may run this graph's backward (it needs
-    nodes it can trace: the Python Function's)."""
+    """Whether compiled autograd is on (``torch._dynamo.compiled_autograd``'s
+    own flag, a module global): the graphs it compiles need nodes it can
+    trace, the Python Function's."""
     ca = sys.modules.get("torch._dynamo.compiled_autograd")
-    if ca is not None and getattr(ca, "compiled_autograd_enabled", False):
-        return True
-    config = sys.modules.get("torch._dynamo.config")
-    return config is not None and bool(getattr(config, "compiled_autograd", False))
+    return ca is not None and bool(getattr(ca, "compiled_autograd_enabled", False))
 
 
 # -- operator route ----------------------------------------------------------------------------------

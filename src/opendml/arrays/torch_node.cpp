@@ -183,9 +183,16 @@ at::Tensor apply(const at::Tensor& x, int k, const py::tuple& kernel, py::tuple 
   return y;
 }
 
+// apply with everything but x bound: what the call cache's eager entry calls.
+py::cpp_function recorder(int k, py::tuple kernel, py::tuple adjoint) {
+  if (k < 0 || k >= used) throw std::out_of_range("opendml autograd node: no such slot");
+  return py::cpp_function([k, kernel, adjoint](const at::Tensor& x) { return apply(x, k, kernel, adjoint); });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
   m.def("apply", &apply, "kernel(x) recorded for autograd with adjoint as its backward");
+  m.def("recorder", &recorder, "apply with the slot and specs bound: recorder(k, kernel, adjoint)(x)");
 }

@@ -149,6 +149,24 @@ def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, lau
                                        launch, since)
 
 
+def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:
+    """Record that a call like this one on PyTorch tensor ``x`` (which
+    autograd must record) is served by ``eager(x)``: the autograd node's
+    recorder for it, made on the settings of ``generation()`` ``since``;
+    whether stored."""
+    if not _HAS:
+        return False
+    return _native.call_cache_put_eager(OPS[name], x, args, eager, since)
+
+
+def register_torch_eager(eager_ok) -> None:
+    """The check an eager entry's call passes first: ``eager_ok()`` is true
+    while the autograd node may record calls (no trace, no compiled
+    autograd, the node in use)."""
+    if _HAS:
+        _native.call_cache_torch_eager(eager_ok)
+
+
 def register_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
                    current_device, from_numpy) -> None:
     """PyTorch's hooks: the routing checks, the current stream and device of

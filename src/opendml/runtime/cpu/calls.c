@@ -18,6 +18,14 @@
  * tuple of at most 8 plain ints; the call then takes the Python route, which
  * gives every error and every answer the cache does not hold.
  *
+ * A PyTorch tensor that autograd must record (requires_grad with grad mode
+ * on, no dispatch mode, no functorch wrapper or forward-AD level, and the
+ * torch_eager hook's say-so: no TorchScript trace, no compiled autograd,
+ * opendml's autograd node in use) is served by an eager entry
+ * (call_cache_put_eager), stored by the Python route's first such call: a
+ * callable that records the call with the autograd node and runs the kernel
+ * (itself through this cache), with the same key as the kernel's entry.
+ *
  * Served: NumPy arrays (exact ndarray, native byte order), PyTorch CPU
  * tensors (a NumPy output handed to torch.from_numpy, as the Python route
  * does), PyTorch CUDA tensors and CuPy arrays (native byte order); and the
@@ -69,7 +77,7 @@
 #define RELEASE_BYTES (64 * 1024)
 #define PAGE 4096
 
-enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3 };
+enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_EAGER = 4 };
 enum { K_COPY, K_UNFOLD, K_FOLD, K_SCATTER };
 
 typedef struct {
@@ -91,6 +99,8 @@ typedef struct {
     uint64_t function, params;  /* params: host address of the Launch's parameter struct (by value) */
     unsigned grid, block, shared, dst_align;
     PyObject *launch;         /* the backend's Launch: owns the parameter struct; its call retries and raises */
+    /* eager autograd (KIND_EAGER) */
+    PyObject *eager;          /* records the call for autograd and runs it: eager(x) -> the output */
 } Entry;
 
 static PyObject *graveyard;             /* registered by runtime/calls.py; no longer filled (Entry_dealloc) */
@@ -103,6 +113,7 @@ static void Entry_dealloc(Entry *e) {
      * graveyard, and no device synchronisation (which would break a CUDA
      * graph capture) is ever needed for it. */
     Py_XDECREF(e->launch);
+    Py_XDECREF(e->eager);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -153,6 +164,7 @@ static void drop_all(void) {
 
 /* PyTorch's and CuPy's hooks, registered by their adapters (call_cache_torch / _cupy). */
 static PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
+static PyObject *t_eager_ok;            /* eager autograd entries may serve now (no tracer, the node in use) */
 static PyObject *c_type, *c_empty, *c_device, *c_stream;
 static PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
     *s_is_neg, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id;
@@ -392,10 +404,29 @@ static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
 /* Whether the kernel route may take x, a tensor that neither autograd nor a
  * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. */
 static int torch_plain(PyObject *x) {
-    if (is_true(PyObject_GetAttr(x, s_requires_grad)) && is_true(PyObject_CallNoArgs(t_grad_enabled))) return 0;
+    int record = is_true(PyObject_GetAttr(x, s_requires_grad)) && is_true(PyObject_CallNoArgs(t_grad_enabled));
     if (!equals(PyObject_CallNoArgs(t_dispatch_len), 0)) return 0;
     if (is_true(PyObject_CallOneArg(t_wrapped, x))) return 0;
+    if (record) return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
     return is_true(PyObject_GetAttr(x, s_is_cuda)) ? 2 : is_true(PyObject_GetAttr(x, s_is_cpu)) ? 1 : 0;
+}
+
+/* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where
+ * autograd must record the call and an eager entry may serve it; else 0.
+ * (Above.) An eager entry's callable records the call with opendml's
+ * autograd node and runs its kernel (arrays/torch_adapter.py). */
+static PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
+    Key k;
+    int64_t device;
+    uint64_t ptr;
+    if (key_head(&k, KIND_EAGER, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
+        Py_RETURN_NONE;
+    Entry *e = lookup(&k);
+    if (!e) Py_RETURN_NONE;
+    PyObject *result = PyObject_CallOneArg(e->eager, x);
+    if (result) hits++;
+    Py_DECREF(e);
+    return result;
 }
 
 #ifdef ODML_NUMPY
@@ -412,6 +443,7 @@ static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x
     int64_t device, dst;
     uint64_t ptr;
     int where = torch_plain(x);
+    if (where == 3) return eager_call(args, nargs, x);
     if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
         Py_RETURN_NONE;
     Entry *e = lookup(&k);
@@ -1286,6 +1318,53 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     Py_DECREF(e);
     if (rc < 0) return NULL;
     Py_RETURN_TRUE;
+}
+
+/* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a
+ * call like this one (same operator, arguments, dtype, shape, strides,
+ * device) for autograd and runs it. */
+PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *op, *x, *call_args, *eager, *shape;
+    unsigned long long gen;
+    int64_t device;
+    uint64_t ptr;
+    Key k;
+    if (!PyArg_ParseTuple(args, "OOO!OK", &op, &x, &PyTuple_Type, &call_args, &eager, &gen)) return NULL;
+    if (!PyCallable_Check(eager)) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_put_eager: eager must be callable");
+        return NULL;
+    }
+    if (!enabled || gen != generation || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type ||
+        key_head(&k, KIND_EAGER, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+        torch_key(&k, x, &device, &ptr) < 0) {
+        Py_INCREF(Py_False);
+        return with_deferred(Py_False);
+    }
+    shape = Py_BuildValue("(i)", 1);
+    if (!shape) return NULL;
+    Entry *e = new_entry(KIND_EAGER, shape);
+    Py_DECREF(shape);
+    if (!e) return NULL;
+    Py_INCREF(eager);
+    e->eager = eager;
+    int rc = store(&k, e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* call_cache_torch_eager(eager_ok): the check an eager entry's call passes first. */
+PyObject *odml_py_call_cache_torch_eager(PyObject *self, PyObject *fn) {
+    (void)self;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_torch_eager: a callable is required");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    Py_XSETREF(t_eager_ok, fn);
+    drop_all();
+    Py_RETURN_NONE;
 }
 
 /* Keep the hooks of one framework: its array type, then callables. */

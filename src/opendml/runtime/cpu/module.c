@@ -99,6 +99,8 @@ int odml_calls_init(void);
 PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_torch_eager(PyObject *self, PyObject *fn);
 PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused);
@@ -113,6 +115,11 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
      "call_cache_call(op, x, *args) -> the output, or None where the call must take the Python route (calls.c)"},
+    {"call_cache_put_eager", odml_py_call_cache_put_eager, METH_VARARGS,
+     "call_cache_put_eager(op, x, args, eager, generation) -> whether stored: eager(x) records a call like this "
+     "one for autograd and runs it (calls.c)"},
+    {"call_cache_torch_eager", odml_py_call_cache_torch_eager, METH_O,
+     "call_cache_torch_eager(eager_ok): the check an eager entry's call passes first (calls.c)"},
     {"call_cache_put_numpy", odml_py_call_cache_put_numpy, METH_VARARGS,
      "call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, "
      "prefault, generation) -> whether stored"},
