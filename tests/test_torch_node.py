@@ -342,3 +342,12 @@ def test_eager_entries_of_the_call_cache_equal_the_python_route(node, name, op, 
             assert fwAD.unpack_dual(op(d)).tangent is not None
     with dml.configure(torch_node="off"):
         assert isinstance(op(x).grad_fn, torch.autograd.function.BackwardCFunction)
+
+
+def test_info_says_how_autograd_records(tmp_path):
+    env = dict(os.environ, OPENDML_TORCH_NODE="off")
+    out = subprocess.run([sys.executable, "-m", "opendml.cli", "info"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and "pytorch autograd: torch_node=off (always the Python autograd.Function)" in out.stdout
+    env = dict(os.environ, OPENDML_TORCH_NODE="auto", OPENDML_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "opendml.cli", "info"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and f"compiled on first need into {tmp_path / 'torch_node'}" in out.stdout

@@ -39,7 +39,7 @@ import time
 
 from ..runtime.config import config
 
-__all__ = ["get", "status", "wait", "slot", "library_path"]
+__all__ = ["get", "status", "wait", "slot", "library_path", "cache_folder"]
 
 _SOURCE = pathlib.Path(__file__).with_name("torch_node.cpp")
 _lock = threading.Lock()
@@ -84,6 +84,11 @@ finally:
     except (OSError, ValueError):
         pass
 """
+
+
+def cache_folder() -> pathlib.Path:
+    """The folder the node's libraries are kept in."""
+    return _folder()
 
 
 def _folder() -> pathlib.Path:
