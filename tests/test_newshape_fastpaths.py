@@ -393,7 +393,9 @@ def arrays(draw, shape):
 def run_twice_cleared_and_warm(fn, x, *args):
     clear_caches()
     cold = outcome(fn, x, *args)
-    warm = [outcome(fn, x, *args) for _ in range(2)]     # the plan cache, then the call cache
+    warm = [outcome(fn, x, *args) for _ in range(2)]     # the call cache (C) serves these
+    calls.clear()
+    warm.append(outcome(fn, x, *args))                    # the plan cache (Python) serves this one
     for w in warm:
         if cold[0] == "ok":
             assert w[0] == "ok" and w[1].dtype == cold[1].dtype and np.array_equal(w[1], cold[1])
@@ -542,3 +544,35 @@ def test_numpy_adapter_addresses_equal_ctypes_data(tmp_path):
     for v in (a, a[3:], a[:, 2:], a[::-1], a.T, a[5:7].copy(), np.broadcast_to(a[0], (3, 10)), ro, mm,
               np.empty((2, 3), np.float16)):
         assert numpy_adapter._address(v) == v.ctypes.data
+
+
+def test_fast_paths_are_taken_on_plain_valid_descriptions(monkeypatch):
+    """The properties above compare the fast paths with the rules; this makes
+    sure the fast paths are really the ones that accept plain valid input
+    (a fast path that always declined would pass them)."""
+    from opendml.ops.fold import FoldOperatorDesc
+    from opendml.ops.slice import SliceOperatorDesc
+    from opendml.ops.slice1 import Slice1OperatorDesc
+    from opendml.ops.slice_grad import SliceGradOperatorDesc
+    from opendml.ops.unfold import UnfoldOperatorDesc
+
+    def refuse(self, *a, **k):
+        raise AssertionError(f"{type(self).__name__}: the rule-by-rule checks ran on a plain valid input")
+    for cls in (TensorDesc, SliceOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, UnfoldOperatorDesc,
+                FoldOperatorDesc):
+        monkeypatch.setattr(cls, "_check_rules" if hasattr(cls, "_check_rules") else "__post_init__", refuse)
+    f32 = DataType.FLOAT32
+    x = TensorDesc(f32, [1, 2, 4, 4])
+    assert x.total_tensor_size_in_bytes == 128
+    assert TensorDesc(f32, (1, 2, 4, 4), (32, 16, 4, 1)).strides == (32, 16, 4, 1)
+    Slice1OperatorDesc(x, TensorDesc(f32, [1, 2, 4, 4]), [0, 0, 0, 0], [1, 2, 4, 4], [1, 1, -1, 1])
+    SliceOperatorDesc(x, TensorDesc(f32, [1, 2, 2, 2]), [0, 0, 0, 0], [1, 2, 2, 2], [1, 1, 2, 2])
+    SliceGradOperatorDesc(TensorDesc(f32, [1, 2, 4, 4]), x, [0, 0, 0, 0], [1, 2, 4, 4], [1, 1, -1, 1])
+    UnfoldOperatorDesc(x, TensorDesc(f32, [1, 18, 16]), [3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
+    FoldOperatorDesc(TensorDesc(f32, [1, 18, 16]), x, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
+
+
+def test_canonical_form_with_a_negative_output_stride_sorts_like_the_former_one():
+    for p in (CopyPlan(4, (2, 3), 0, (1, 2), 0, (-5, 10)), CopyPlan(4, (3, 2), 8, (2, -1), 20, (10, -5)),
+              CopyPlan(2, (2, 2, 3), 0, (6, 3, 1), 40, (-6, 3, 1))):
+        assert p.canonical() == former_canonical(p), p

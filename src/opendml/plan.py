@@ -72,12 +72,12 @@ class CopyPlan:
         # merge neighbours. Otherwise sort them first (a stable sort: equal
         # keys keep their order) and merge.
         sizes, ins, outs = [], [], []
-        po = pa = -1
+        po = pa = None
         for s, i, o in zip(self.sizes, self.in_strides, self.out_strides):
             if s == 1:
                 continue
             a = i if i >= 0 else -i
-            if po >= 0 and (o > po or (o == po and a > pa)):
+            if o < 0 or (po is not None and (o > po or (o == po and a > pa))):
                 return self._sorted_form()
             po, pa = o, a
             if sizes and ins[-1] == i * s and outs[-1] == o * s:

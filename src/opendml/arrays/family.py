@@ -218,8 +218,9 @@ def run_numpy(call: FamilyCall, arrays) -> list:
             since = _calls.generation() if call.ccall is not None else None   # before any setting is read
             backend = get_backend("cpu")
             # A backend whose prepare was replaced on the instance (a spy, a
-            # mock) is given every call; configure(call_cache=False) turns
-            # this cache off too.
+            # mock) records nothing new here (calls the C cache already holds
+            # are still served from C: only a replaced ``execute`` is given
+            # every call); configure(call_cache=False) turns this cache off too.
             if "prepare" not in backend.__dict__ and backend.config.call_cache:
                 key = (call.key, arrays_key)
                 record = (call, since)
@@ -240,7 +241,9 @@ def _replay(entry, arrays, name: str) -> list:
     strides: new outputs, then the recorded kernels on the new addresses (or,
     without them, the recorded plan prepared again)."""
     backend = entry.backend
-    outs = [backend.empty(shape, dtype, name)[0] for shape, dtype in entry.outs]
+    # named as the uncached route names it (the operator), so an allocation
+    # error reads the same whichever route the call took
+    outs = [backend.empty(shape, dtype, entry.desc.OPERATOR)[0] for shape, dtype in entry.outs]
     steps = entry.steps
     if steps is None:
         srcs = [_prepared(x)[2] for x in arrays]

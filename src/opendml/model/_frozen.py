@@ -18,7 +18,14 @@ def stored_init(cls=None, *, post_init: bool = True):
     replace its ``__init__`` as described in the module's docstring. The
     class must have no ``default_factory`` fields and no ``InitVar``s."""
     def apply(cls):
+        init_vars = [name for name, t in getattr(cls, "__annotations__", {}).items()
+                     if isinstance(t, dataclasses.InitVar) or (isinstance(t, str) and t.startswith("InitVar"))]
+        if init_vars:
+            raise TypeError(f"stored_init: {cls.__name__} has InitVars ({', '.join(init_vars)})")
         fields = [f for f in dataclasses.fields(cls) if f.init]
+        kw_only = [f.name for f in fields if f.kw_only is True]
+        if kw_only:
+            raise TypeError(f"stored_init: {cls.__name__} has keyword-only fields ({', '.join(kw_only)})")
         params, body, names = [], [], {}
         for f in fields:
             if f.default_factory is not dataclasses.MISSING:

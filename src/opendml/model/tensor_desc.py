@@ -231,11 +231,11 @@ class TensorDesc:
         d = self.__dict__
         size = _SIZE_OF.get(data_type) if type(data_type) is DataType else None
         kind = type(sizes)
-        if (size is not None and (kind is tuple or kind is list) and total_tensor_size_in_bytes is None
-                and flags is _NONE and type(guaranteed_base_offset_alignment) is int
-                and not guaranteed_base_offset_alignment):
+        if (size is not None and (kind is tuple or kind is list) and 0 < len(sizes) <= MAX_RANK
+                and total_tensor_size_in_bytes is None and flags is _NONE
+                and type(guaranteed_base_offset_alignment) is int and not guaranteed_base_offset_alignment):
             dims = tuple(sizes) if kind is list else sizes
-            count = 1 if 0 < len(dims) <= MAX_RANK else 0         # 1 to 8 plain ints >= 1
+            count = 1                                             # 1 to 8 plain ints >= 1
             for s in dims:
                 if type(s) is not int or s < 1:
                     count = 0

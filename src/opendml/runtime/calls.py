@@ -10,10 +10,16 @@ it builds the key, allocates the output with the framework's allocator
 runs the kernel (a CPU kernel, or a CUDA launch on the caller's current
 stream), without entering Python. PyTorch CPU tensors get a NumPy output
 through ``torch.from_numpy``, as on the Python route. Anything the cache cannot vouch for returns
-None and takes the Python route: other array types, PyTorch tensors that
-autograd or a tracer must see, negative views, arguments other than None,
+None and takes the Python route: other array types, PyTorch tensors that a
+tracer must see, negative views, arguments other than None,
 plain ints and lists or tuples of plain ints, a device that is not current.
 The C side is ``runtime/cpu/calls.c``.
+
+A PyTorch tensor that autograd must record (``requires_grad`` with grad mode
+on) is served by an eager entry (``put_eager``) where opendml's C++ autograd
+node is in use: the node's recorder for the call, which records it and runs
+its kernel (again through this cache); ``register_torch_eager``'s check (no
+TorchScript trace, no compiled autograd, the node on) comes first.
 
 The data-movement family (``identity``, ``cast``, ``pad``, ``join``,
 ``split``, ``tile``, ``space_to_depth``, ``depth_to_space``) on NumPy arrays

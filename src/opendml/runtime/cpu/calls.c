@@ -77,7 +77,7 @@
 #define RELEASE_BYTES (64 * 1024)
 #define PAGE 4096
 
-enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_EAGER = 4 };
+enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_EAGER = 5 };   /* KIND_MOVE is 4 (below) */
 enum { K_COPY, K_UNFOLD, K_FOLD, K_SCATTER };
 
 typedef struct {
@@ -251,7 +251,7 @@ static Entry *lookup(const Key *k) {
     }
     PyObject *e = PyDict_GetItemWithError(table, kb);
     Py_DECREF(kb);
-    if (!e) {
+    if (!e || Py_TYPE(e) != &EntryType) {   /* (the family's MoveEntry objects share the table, keyed apart) */
         drop_error();
         misses++;
         return NULL;
