@@ -25,9 +25,11 @@ derivative works. SLICE is SLICE1 with window sizes ``(sizes - 1) * strides + 1`
 The functions here are the array API's (``opendml.unfold`` is
 ``opendml.torch.unfold``): on a tensor that needs a derivative in eager mode
 (``x.requires_grad`` with grad mode on, a forward-AD dual tensor, a
-``torch.func`` transform) they go through a ``torch.autograd.Function`` per
-operator (its ``grad_fn`` is ``opendml_<op>Backward``) whose backward and
-forward-mode rules are opendml operators again, so every order of
+``torch.func`` transform) they are recorded for autograd (``grad_fn``
+``opendml_<op>Backward``): by a C++ autograd node in reverse mode once it is
+built (``node_status``), else, and for forward-mode AD and ``torch.func``,
+by a ``torch.autograd.Function`` per operator; backward and forward-mode
+rules are opendml operators again, so every order of
 derivative and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/``jacfwd``/
 ``hessian`` work; when something traces the call (``torch.compile``, fake
 tensors, a dispatch mode) they go through the custom operators above; and

@@ -14,11 +14,17 @@ A call takes one of three routes (``run``):
   cache (``runtime/calls.py``), which serves the next such call from C.
 * **Autograd route**, when a derivative is needed in eager mode
   (``torch.is_grad_enabled() and x.requires_grad``, an open forward-AD level,
-  or a ``torch.func`` transform's wrapper): one ``torch.autograd.Function``
-  per operator (``opendml_<op>``) whose forward runs the kernel route (the
-  call cache serves it), whose backward is the adjoint operator called
-  through the array API, and whose forward-mode derivative is the operator
-  applied to the tangent (every operator is linear). An old-style Function
+  or a ``torch.func`` transform's wrapper). Reverse mode on a plain tensor:
+  opendml's C++ autograd node (``torch_node``) once it is built and on (not
+  while ``torch.jit.trace`` traces or compiled autograd is on), its forward
+  the kernel route and its backward the adjoint operator, both tried in the
+  call cache first; a repeated such call is served from C by the call
+  cache's eager entry (the node's recorder). Otherwise one
+  ``torch.autograd.Function`` per operator (``opendml_<op>``) whose forward
+  runs the kernel route (the call cache serves it), whose backward is the
+  adjoint operator called through the array API, and whose forward-mode
+  derivative is the operator applied to the tangent (every operator is
+  linear). An old-style Function
   for plain tensors costs a fraction of a custom operator's dispatch; the
   ``setup_context`` form with a batching rule serves ``torch.func``
   (``grad``, ``jvp``, ``vmap``, ``jacrev``, ``jacfwd``, ``hessian``).
