@@ -8,8 +8,9 @@ description's own rules and messages), then takes one of two routes:
 
 * **Kernel route**, when autograd has nothing to record: a CPU tensor is read
   through ``x.numpy()`` (a view, any strides) and the NumPy path runs the
-  move program; the result comes back through ``torch.from_numpy`` (same
-  bytes as the NumPy call). A CUDA tensor is read by address and strides and
+  move program (``family.run_numpy``: validated there, and a repeated call
+  served by its cache); the result comes back through ``torch.from_numpy``
+  (same bytes as the NumPy call). A CUDA tensor is read by address and strides and
   the move program runs on the CUDA backend (``family_cuda``), outputs from
   PyTorch's caching allocator, on the current stream. A meta tensor gives
   empty outputs of the description's sizes.
@@ -41,6 +42,7 @@ import torch
 import torch.autograd.forward_ad as _fwad
 
 from ..model.errors import UnsupportedError
+from ..runtime import calls as _calls
 from . import family
 from .family_torch_op import _torch_dtype, call_move, kernel
 from .torch_adapter import numpy_dtype
@@ -74,15 +76,39 @@ def run(call, arrays) -> list:
     if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
         desc = call.describe_arrays(dtypes, [tuple(int(n) for n in x.shape) for x in arrays])
         return call_move(desc, arrays)
-    desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     wrapped = any(_is_functorch_wrapped(x) for x in arrays)
-    if wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad for x in arrays)):
+    record = wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad
+                                                                                      for x in arrays))
+    if not record and arrays[0].device.type == "cpu":
+        # The NumPy path on views of the tensors: validated there with the
+        # same rules, and a repeated call is served by its caches, the C
+        # call cache first (as the array API does for NumPy arrays).
+        views = _views(arrays)
+        if call.ccall is not None and family.execute is family._EXECUTE:
+            name, args, seq = call.ccall
+            out = family._move(_calls.OPS[name], tuple(views) if seq else views[0], *args)
+            if out is not None:
+                return [torch.from_numpy(o) for o in (out if call.multi else [out])]
+        return [torch.from_numpy(o) for o in family.run_numpy(call, views)]
+    desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
+    if record:
         if family.differentiable(desc):
             return list(_function(desc).apply(_Route(call, desc, arrays[0].device), *arrays))
         if wrapped:
             raise UnsupportedError(f"{call.name}: {desc.OPERATOR} is not differentiable for these types, and "
                                    f"runs under torch.func transforms only where it is")
     return kernel(desc, arrays)
+
+
+def _views(arrays) -> list:
+    """NumPy views of plain CPU tensors (a negative view resolved first)."""
+    views = []
+    for t in arrays:
+        t = t.detach()
+        if t.is_neg():
+            t = t.resolve_neg()
+        views.append(t.numpy())
+    return views
 
 
 class _Route:
