@@ -94,3 +94,47 @@ def test_autograd_still_records_family_calls():
     with dml.configure(call_cache=False):
         (g2,) = torch.autograd.grad(dml.pad(x, 1, 1, "reflect").sum(), x)
     assert torch.equal(g, g2)
+
+
+def test_the_c_entry_takes_only_plain_cpu_tensors_of_one_framework():
+    x = torch.randn(1, 4, 4, 6)
+    for _ in range(3):
+        dml.join([x, x], 1)                          # recorded and served for plain tensors
+    for _ in range(2):
+        with pytest.raises(ValidationError, match="one framework"):
+            dml.join([x, x.numpy()], 1)
+    g = torch.randn(1, 4, 4, 6, requires_grad=True)
+    y = dml.join([x, g], 1)                          # the second needs a derivative: autograd records
+    assert y.grad_fn is not None
+    (gg,) = torch.autograd.grad(y.sum(), g)
+    assert torch.equal(gg, torch.ones_like(g))
+    m = torch.empty(1, 4, 4, 6, device="meta")
+    assert dml.join([m, m], 1).device.type == "meta"
+    for _ in range(3):
+        split = dml.split(x, 1, [1, 3])
+    assert [type(t) for t in split] == [torch.Tensor, torch.Tensor] and torch.equal(torch.cat(split, 1), x)
+
+
+def test_served_calls_under_threads():
+    import threading
+    xs = [torch.randn(1, 4, 4 + k, 6) for k in range(4)]
+    want = [F_pad(x) for x in xs]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(200):
+                assert torch.equal(dml.pad(xs[k % 4], [0, 0, 1, 2], [0, 0, 2, 1], "reflect"), want[k % 4])
+        except Exception as e:                       # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def F_pad(x):
+    import torch.nn.functional as F
+    return F.pad(x, (2, 1, 1, 2), mode="reflect")

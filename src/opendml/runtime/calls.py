@@ -30,6 +30,9 @@ above plus exact floats (by their bits), bools, short ASCII strings, static
 types (``numpy.float16``), NumPy's own dtype objects and members of the
 enum types ``register_move_types`` names. ``put_move`` checks every pass
 against the buffers it will be given and refuses one that reaches outside.
+``move`` also serves plain PyTorch CPU tensors (no autograd record, no
+tracer, not a negative view) from the same entries, through NumPy views of
+them, handing the outputs to ``torch.from_numpy``.
 
 ``opendml.configure(call_cache=False)`` (or ``OPENDML_CALL_CACHE=0``) turns it
 off; every configuration change empties it. Without the compiled extension

@@ -26,6 +26,10 @@
  * callable that records the call with the autograd node and runs the kernel
  * (itself through this cache), with the same key as the kernel's entry.
  *
+ * The family's entries also serve plain PyTorch CPU tensors (torch_move):
+ * the tensors are read through NumPy views, the same entries run, and the
+ * outputs go to torch.from_numpy, as on the Python route.
+ *
  * Served: NumPy arrays (exact ndarray, native byte order), PyTorch CPU
  * tensors (a NumPy output handed to torch.from_numpy, as the Python route
  * does), PyTorch CUDA tensors and CuPy arrays (native byte order); and the
@@ -167,7 +171,7 @@ static PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_st
 static PyObject *t_eager_ok;            /* eager autograd entries may serve now (no tracer, the node in use) */
 static PyObject *c_type, *c_empty, *c_device, *c_stream;
 static PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
-    *s_is_neg, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id;
+    *s_is_neg, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
 
 /* -- keys ----------------------------------------------------------------------------------------- */
 
@@ -1117,10 +1121,94 @@ fail:
 #endif
 
 /* call_cache_move(op, x, *args): a repeated family call, or None (take the Python route). */
+#ifdef ODML_NUMPY
+/* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a
+ * tracer needs to see (not a negative view); NULL, with no exception left,
+ * for anything else. */
+static PyObject *torch_view(PyObject *t) {
+    if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
+        is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
+        return NULL;
+    PyObject *d = PyObject_CallMethodNoArgs(t, s_detach);
+    PyObject *v = d ? PyObject_CallMethodNoArgs(d, s_numpy) : NULL;
+    Py_XDECREF(d);
+    if (!v || Py_TYPE(v) != &PyArray_Type) {
+        Py_XDECREF(v);
+        drop_error();
+        return NULL;
+    }
+    return v;
+}
+
+#define MAX_MOVE_ARGS 16
+
+/* The family on PyTorch CPU tensors: the NumPy entry, run on views of the
+ * tensors (the Python route records it on the same views: the same key),
+ * its outputs handed to torch.from_numpy as the Python route does. */
+static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *x = args[1], *view, *call[MAX_MOVE_ARGS], *result;
+    if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
+    if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {     /* JOIN's arrays: a tuple of views */
+        Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+        if (n < 1 || n > MAX_MOVE_IO) Py_RETURN_NONE;
+        view = PyTuple_New(n);
+        if (!view) return NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            /* re-read the container each time: a view's making may run Python code */
+            Py_ssize_t m = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+            PyObject *item = i < m ? (PyList_CheckExact(x) ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i)) : NULL;
+            PyObject *v = NULL;
+            if (item) {
+                Py_INCREF(item);
+                v = torch_view(item);
+                Py_DECREF(item);
+            }
+            if (!v || m != n) {
+                Py_XDECREF(v);
+                Py_DECREF(view);
+                Py_RETURN_NONE;
+            }
+            PyTuple_SET_ITEM(view, i, v);
+        }
+    } else {
+        view = torch_view(x);
+        if (!view) Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) call[i] = args[i];
+    call[1] = view;
+    result = move_call(call, nargs);
+    Py_DECREF(view);
+    if (!result || result == Py_None) return result;
+    if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result); i++) {
+            PyObject *t = PyObject_CallOneArg(t_from_numpy, PyList_GET_ITEM(result, i));
+            if (!t) {
+                Py_DECREF(result);
+                return NULL;
+            }
+            PyList_SetItem(result, i, t);                     /* steals t, releases the array */
+        }
+        return result;
+    }
+    PyObject *t = PyObject_CallOneArg(t_from_numpy, result);
+    Py_DECREF(result);
+    return t;
+}
+
+static int torch_input(PyObject *x) {
+    if (!t_type || !t_from_numpy) return 0;
+    if (Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
+    if (PyList_CheckExact(x)) return PyList_GET_SIZE(x) > 0 && Py_TYPE(PyList_GET_ITEM(x, 0)) == (PyTypeObject *)t_type;
+    if (PyTuple_CheckExact(x)) return PyTuple_GET_SIZE(x) > 0 && Py_TYPE(PyTuple_GET_ITEM(x, 0)) == (PyTypeObject *)t_type;
+    return 0;
+}
+#endif
+
 PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
 #ifdef ODML_NUMPY
     if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
+    if (torch_input(args[1])) return with_deferred(torch_move(args, nargs));
     return with_deferred(move_call(args, nargs));
 #else
     (void)args; (void)nargs;
@@ -1456,6 +1544,7 @@ int odml_calls_init(void) {
     else numpy_ready = 1;
 #endif
     struct { PyObject **slot; const char *name; } names[] = {
+        {&s_detach, "detach"}, {&s_numpy, "numpy"},
         {&s_requires_grad, "requires_grad"}, {&s_is_cuda, "is_cuda"}, {&s_is_cpu, "is_cpu"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},
         {&s_stride, "stride"}, {&s_get_device, "get_device"}, {&s_data_ptr, "data_ptr"}, {&s_is_neg, "is_neg"},
         {&s_new_empty, "new_empty"}, {&s_strides, "strides"}, {&s_data, "data"}, {&s_ptr, "ptr"},
