@@ -351,3 +351,12 @@ def test_info_says_how_autograd_records(tmp_path):
     env = dict(os.environ, OPENDML_TORCH_NODE="auto", OPENDML_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-m", "opendml.cli", "info"], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and f"compiled on first need into {tmp_path / 'torch_node'}" in out.stdout
+
+
+def test_no_builder_runs_under_a_program_that_is_not_python(fresh_state, monkeypatch):
+    monkeypatch.setattr(torch_node.sys, "executable", "/usr/bin/uwsgi")
+    spawned = []
+    monkeypatch.setattr(torch_node.subprocess, "Popen", lambda *a, **k: spawned.append(a))
+    with dml.configure(torch_node="wait"):
+        assert torch_node.get() is None
+    assert spawned == [] and "is not a Python interpreter" in torch_node.status()

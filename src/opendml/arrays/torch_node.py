@@ -167,7 +167,8 @@ def _spawn(path: pathlib.Path) -> None:
     # that this process may have been started with.
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     try:
-        proc = subprocess.Popen([sys.executable, "-c", _BUILDER, str(_SOURCE), str(path), _module_name(path)],
+        proc = subprocess.Popen([_interpreter() or sys.executable, "-c", _BUILDER, str(_SOURCE), str(path),
+                             _module_name(path)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True, env=env)
     except BaseException:
@@ -201,6 +202,15 @@ def _trusted(path: pathlib.Path) -> str | None:
     return None
 
 
+def _interpreter() -> str | None:
+    """The Python interpreter a builder process runs under, or None where
+    this process's ``sys.executable`` is not one (an embedding program)."""
+    exe = sys.executable
+    if exe and os.path.basename(exe).lower().startswith("python") and os.access(exe, os.X_OK):
+        return exe
+    return None
+
+
 def _obtain(timeout: float) -> None:
     """Load the library, building it first where it is not there yet; the
     outcome goes to ``_state``."""
@@ -216,6 +226,11 @@ def _obtain(timeout: float) -> None:
                                     f"(retried after an hour; compiler output: {path}.log)")
                 return
             if not _builder_alive(path):  # none yet, or it died without a word (killed): one more try
+                if _interpreter() is None:
+                    _state["status"] = (f"not built, eager autograd takes the Python autograd.Function: "
+                                        f"sys.executable ({sys.executable!r}) is not a Python interpreter to "
+                                        f"run the builder with")
+                    return
                 if spawns == 2:
                     _state["status"] = ("build failed, eager autograd takes the Python autograd.Function: the "
                                         "builder process exited without a library or an error, twice")
