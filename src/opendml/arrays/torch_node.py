@@ -62,6 +62,7 @@ try:
     import torch
     from torch.utils.cpp_extension import load
     module = load(name=name, sources=[source], extra_cflags=["-O2"], build_directory=tmp, verbose=False)
+    os.chmod(module.__file__, 0o755)     # writable by its owner only, whatever the umask (the loader checks)
     os.replace(module.__file__, final)
     try:
         os.unlink(final + ".failed")
