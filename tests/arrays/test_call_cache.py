@@ -1416,3 +1416,13 @@ def test_family_vector_paths_at_buffer_edges(dt):
             assert_same(second, plain)
             if want is not None:
                 assert first.tobytes() == want().tobytes()
+
+
+def test_operator_codes_are_given_out_on_first_use():
+    from opendml.runtime import calls
+    before = dict(calls.OPS)
+    code = calls.OPS["a_function_no_one_named_before"]
+    assert code not in before.values() and calls.OPS["a_function_no_one_named_before"] == code
+    assert all(calls.OPS[k] == v for k, v in before.items())
+    with pytest.raises(KeyError):
+        calls.OPS[3]

@@ -185,6 +185,5 @@ def call_move(desc, arrays) -> list:
 # torch.compile: the family's array API functions enter a graph whole; the
 # tracer behind Dynamo (AOTAutograd) then reaches ``family_torch.run`` with
 # fake tensors, which take the operator above.
-for _fn in (family.identity, family.cast, family.pad, family.join, family.split, family.tile,
-            family.space_to_depth, family.depth_to_space):
-    torch.compiler.allow_in_graph(_fn)
+for _name in family.__all__:
+    torch.compiler.allow_in_graph(getattr(family, _name))

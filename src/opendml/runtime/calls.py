@@ -43,6 +43,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import threading
+
 from ..model.errors import UnsupportedError, ValidationError
 from .config import config
 from .cpu.backend import _load_native
@@ -50,10 +52,24 @@ from .cpu.backend import _load_native
 __all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_cuda", "register_torch",
            "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
-#: Operator codes in keys: the five older operators, then the data-movement family.
-OPS = {"slice": 1, "slice1": 2, "unfold": 3, "fold": 4, "slice_grad": 5,
-       "identity": 6, "cast": 7, "pad": 8, "join": 9, "split": 10, "tile": 11, "space_to_depth": 12,
-       "depth_to_space": 13}
+class _Codes(dict):
+    """Array-API function name -> the int that tags its calls' keys, given
+    out on first use: any function (a new operator's included) gets one, and
+    the C side keys by it without knowing what it names."""
+
+    def __init__(self):
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def __missing__(self, name: str) -> int:
+        if not isinstance(name, str):
+            raise KeyError(name)
+        with self._lock:
+            return self.setdefault(name, len(self) + 1)
+
+
+#: Operator codes in keys (``OPS[name]``).
+OPS = _Codes()
 
 _native = _load_native()
 _HAS = _native is not None and all(hasattr(_native, f"call_cache_{name}") for name in (
