@@ -336,3 +336,36 @@ def element_layout(tensor: TensorDesc, in_strides, in_offset):
     if in_strides is None:
         return tensor.element_strides, 0
     return in_strides if type(in_strides) is tuple else tuple(in_strides), in_offset
+
+
+def plain_window(desc, spatial, max_dims: int) -> tuple | None:
+    """UNFOLD's and FOLD's window fields of ``desc`` over the spatial sizes
+    ``spatial`` (the input's for UNFOLD, the output's for FOLD), where they
+    are plain valid values (1 to ``max_dims`` axes, each window
+    fitting its padded axis): ``(window, strides, dilations, start, end,
+    window_count, block_count, blocks_per_axis)``; None for anything else,
+    which the operator's rule-by-rule checks then name."""
+    window = plain_ints(desc.window_sizes, None)
+    if window is None:
+        return None
+    d = len(window)
+    if not 1 <= d <= max_dims or len(spatial) != d:
+        return None
+    strides, dilations = sequence_of(desc.strides, d), sequence_of(desc.dilations, d)
+    start, end = sequence_of(desc.start_padding, d), sequence_of(desc.end_padding, d)
+    if strides is None or dilations is None or start is None or end is None:
+        return None
+    k = blocks = 1
+    per_dimension = []
+    for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, spatial):
+        if (type(st) is not int or type(dl) is not int or type(a) is not int or type(b) is not int
+                or w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
+                or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
+            return None
+        room = size + a + b - dl * (w - 1) - 1      # the padded size less the dilated window's extent
+        if room < 0:
+            return None
+        k *= w
+        per_dimension.append(room // st + 1)
+        blocks *= per_dimension[-1]
+    return window, strides, dilations, start, end, k, blocks, tuple(per_dimension)

@@ -29,8 +29,7 @@ from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ..model._checks import UINT32_MAX
-from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints, sequence_of
+from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_window
 
 MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
@@ -82,30 +81,11 @@ class FoldOperatorDesc(OperatorDesc):
         if (type(inp) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not inp.data_type
                 or out.flags):
             return False
-        window = plain_ints(self.window_sizes, None)
-        if window is None:
-            return False
-        d = len(window)
         sizes = out.sizes
-        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS or len(sizes) != d + 2:
+        fields = plain_window(self, sizes[2:], MAX_SPATIAL_DIMENSIONS)
+        if fields is None:
             return False
-        strides, dilations = sequence_of(self.strides, d), sequence_of(self.dilations, d)
-        start, end = sequence_of(self.start_padding, d), sequence_of(self.end_padding, d)
-        if strides is None or dilations is None or start is None or end is None:
-            return False
-        k = blocks = 1
-        per_dimension = []
-        for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, sizes[2:]):
-            if (type(st) is not int or type(dl) is not int or type(a) is not int or type(b) is not int
-                    or w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
-                    or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
-                return False
-            room = size + a + b - dl * (w - 1) - 1      # the padded size less the dilated window's extent
-            if room < 0:
-                return False
-            k *= w
-            per_dimension.append(room // st + 1)
-            blocks *= per_dimension[-1]
+        window, strides, dilations, start, end, k, blocks, per_dimension = fields
         got = inp.sizes
         r = len(got)
         if not 3 <= r <= len(sizes) or got[-3:] != (sizes[0], sizes[1] * k, blocks):
@@ -115,7 +95,7 @@ class FoldOperatorDesc(OperatorDesc):
                 return False
         dct = self.__dict__
         dct["window_sizes"], dct["strides"], dct["dilations"] = window, strides, dilations
-        dct["_blocks"] = tuple(per_dimension)
+        dct["_blocks"] = per_dimension
         dct["start_padding"], dct["end_padding"] = start, end
         return True
 
