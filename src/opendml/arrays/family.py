@@ -816,15 +816,6 @@ class _AdjointApi:
     (``opendml.ops._spec.AdjointApi``): the family's functions, SLICE1 and
     SLICE_GRAD, on any framework, and two neutral helpers."""
 
-    identity = staticmethod(identity)
-    cast = staticmethod(cast)
-    pad = staticmethod(pad)
-    join = staticmethod(join)
-    split = staticmethod(split)
-    tile = staticmethod(tile)
-    space_to_depth = staticmethod(space_to_depth)
-    depth_to_space = staticmethod(depth_to_space)
-
     @staticmethod
     def slice1(x, offsets, sizes, strides):
         from . import slice1
@@ -842,6 +833,10 @@ class _AdjointApi:
     @staticmethod
     def sum(x, axes):
         return x.sum(axis=tuple(axes))
+
+
+for _name in __all__:                     # the family's functions, whatever they are
+    setattr(_AdjointApi, _name, staticmethod(globals()[_name]))
 
 
 #: What ``adjoint`` hands to the operator modules.
