@@ -42,7 +42,6 @@ import torch
 import torch.autograd.forward_ad as _fwad
 
 from ..model.errors import UnsupportedError
-from ..runtime import calls as _calls
 from . import family
 from .family_torch_op import _torch_dtype, call_move, kernel
 from .torch_adapter import numpy_dtype
@@ -81,15 +80,10 @@ def run(call, arrays) -> list:
                                                                                       for x in arrays))
     if not record and arrays[0].device.type == "cpu":
         # The NumPy path on views of the tensors: validated there with the
-        # same rules, and a repeated call is served by its caches, the C
-        # call cache first (as the array API does for NumPy arrays).
-        views = _views(arrays)
-        if call.ccall is not None and family.execute is family._EXECUTE:
-            name, args, seq = call.ccall
-            out = family._move(_calls.OPS[name], tuple(views) if seq else views[0], *args)
-            if out is not None:
-                return [torch.from_numpy(o) for o in (out if call.multi else [out])]
-        return [torch.from_numpy(o) for o in family.run_numpy(call, views)]
+        # same rules, and recorded for the caches (the array function's
+        # first step, the C call cache, serves the next such call on the
+        # tensors themselves).
+        return [torch.from_numpy(o) for o in family.run_numpy(call, _views(arrays))]
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record:
         if family.differentiable(desc):
