@@ -336,6 +336,21 @@ class MovePlan:
     in_types: tuple[int, ...]
     out_types: tuple[int, ...]
     passes: tuple
+    #: ``(mode, fill value or None, start, end)`` where the program is exactly
+    #: PADDING/PADDING1's (``ops._move.pad_passes``: the interior copy, then
+    #: per axis its start and end slabs; mode 0 CONSTANT), for backends that
+    #: run it as one pass over the output. Set only by ``padded``: a plan
+    #: made otherwise (``dataclasses.replace`` of a padded one included) has
+    #: None and runs pass by pass.
+    pad: tuple | None = dataclasses.field(default=None, init=False, compare=False, repr=False)
+
+    @classmethod
+    def padded(cls, in_types, out_types, passes, pad) -> "MovePlan":
+        """A plan whose ``passes`` are exactly the padding program ``pad``
+        names (its lowering's word: nothing here checks it)."""
+        plan = cls(tuple(in_types), tuple(out_types), tuple(passes))
+        object.__setattr__(plan, "pad", (int(pad[0]), pad[1], tuple(pad[2]), tuple(pad[3])))
+        return plan
 
     def in_spans(self) -> list[tuple[int, int] | None]:
         spans: list = [None] * len(self.in_types)

@@ -632,3 +632,24 @@ def test_cvt_kernel_every_pair_on_cuda(unroll):
             got, names = _run_raw(desc, x, 1, 2, CVT_UNROLL=unroll)
             assert names[0].startswith("move_cvt<"), names
             assert _bytes_equal(got.view(want.dtype), want), (st.name, sb)
+
+
+def test_pad_hint_comes_only_from_the_lowering():
+    """The fused padding path reads ``MovePlan.pad``, which only the padding
+    lowering sets: a plan rebuilt with other passes (or by
+    ``dataclasses.replace``) has none and runs pass by pass; every mode's
+    hint names the program the lowering built."""
+    import dataclasses
+    for mode in PaddingMode:
+        value = 2.5 if mode == PaddingMode.CONSTANT else 0.0
+        desc = PaddingOperatorDesc(T(DataType.FLOAT32, [3, 4, 5]), None, mode, value, [1, 0, 2], [2, 1, 0])
+        plan = desc.lower()
+        want_value = value if mode == PaddingMode.CONSTANT else None
+        assert cb._pad_program(plan) == (int(mode), want_value, (1, 0, 2), (2, 1, 0))
+        assert len(cb.kernel_passes(plan, fuse=True)) == 1
+        assert cb._pad_program(dataclasses.replace(plan)) is None
+        assert cb._pad_program(dml.plan.MovePlan(plan.in_types, plan.out_types, plan.passes)) is None
+        assert dataclasses.replace(plan) == plan                 # the hint is not part of the program's value
+    # no padding at all: a single copy, nothing to fuse
+    plan = PaddingOperatorDesc(T(DataType.FLOAT32, [3, 4]), None, PaddingMode.EDGE, 0.0, [0, 0], [0, 0]).lower()
+    assert cb._pad_program(plan) is None

@@ -94,9 +94,14 @@ class MoveOperatorDesc(OperatorDesc):
         if in_layouts is None:
             in_layouts = [(in_strides, in_offset)] + [None] * (len(inputs) - 1)
         layouts = [element_layout(t, *(lay if lay is not None else (None, 0))) for t, lay in zip(inputs, in_layouts)]
-        return MovePlan(in_types=tuple(int(t.data_type) for t in inputs),
-                        out_types=tuple(int(t.data_type) for t in self.outputs),
-                        passes=tuple(self._passes(layouts)))
+        passes = self._passes(layouts)
+        pad = getattr(passes, "pad", None)           # pad_passes' program: the backends may run it as one pass
+        in_types = tuple(int(t.data_type) for t in inputs)
+        out_types = tuple(int(t.data_type) for t in self.outputs)
+        passes = tuple(passes)
+        if pad is not None and len(passes) > 1 and len(in_types) == len(out_types) == 1 and in_types == out_types:
+            return MovePlan.padded(in_types, out_types, passes, pad)
+        return MovePlan(in_types=in_types, out_types=out_types, passes=passes)
 
     def _passes(self, layouts):
         raise NotImplementedError
@@ -125,13 +130,30 @@ def convert_scalar(value, data_type):
     return min(max(int(value), int(info.min)), int(info.max))
 
 
-def pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides):
+class PadPasses(tuple):
+    """The passes ``pad_passes`` gives, with ``pad``: ``(mode, fill value or
+    None, start, end)``, which ``lower`` hands on as ``MovePlan.pad`` (the
+    CUDA backend runs such a program as one launch; runtime may not import
+    ops, so it reads the program's shape from the plan instead of rebuilding
+    it)."""
+
+    pad: tuple
+
+
+def pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides) -> PadPasses:
     """The passes of PADDING/PADDING1: the interior ``Copy`` (no map), then for
     each axis k the two border slabs (before and after the input along k;
     interior along the axes before k, whole along the axes after it): a
     ``Fill`` for CONSTANT (``mode`` 0), else a ``Copy`` whose ``AxisMap`` reads
     the input position the mode chooses. Every output element is written by
-    exactly one pass."""
+    exactly one pass. Returned as a ``PadPasses`` (a tuple) naming the
+    program."""
+    out = PadPasses(_pad_passes(mode, fill_value, in_sizes, start, end, layout, out_strides))
+    out.pad = (int(mode), fill_value if int(mode) == 0 else None, tuple(start), tuple(end))
+    return out
+
+
+def _pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides):
     from ..plan import AxisMap, Copy, Fill
     strides, origin = layout
     r = len(in_sizes)

@@ -1105,84 +1105,15 @@ def _pad_program(plan: MovePlan):
     """``(mode, fill value, start, end)`` where ``plan`` is exactly the
     program PADDING/PADDING1 lower to (``ops._move.pad_passes``: the interior
     copy, then per axis the start and end slabs, Fills for CONSTANT (mode 0)
-    or Copies with AxisMaps), checked by rebuilding it; else None."""
-    if len(plan.in_types) != 1 or len(plan.out_types) != 1 or plan.in_types[0] != plan.out_types[0]:
+    or Copies with AxisMaps): the plan's own ``pad``, which only that
+    lowering sets (``MovePlan.padded``); else None (pass by pass)."""
+    pad = plan.pad
+    if pad is None or len(plan.passes) < 2 or len(plan.in_types) != 1 or plan.in_types != plan.out_types:
         return None
-    passes = plan.passes
-    if len(passes) < 2 or not isinstance(passes[0], Copy):
+    first = plan.passes[0]
+    if not isinstance(first, Copy) or first.maps is not None or first.scale_bias is not None:
         return None
-    first = passes[0]
-    if first.maps is not None or first.scale_bias is not None:
-        return None
-    n, r, T = first.sizes, len(first.sizes), first.dst_strides
-    rest = passes[1:]
-    if all(isinstance(q, Fill) for q in rest):
-        mode, value = 0, rest[0].value
-    elif all(isinstance(q, Copy) and q.maps is not None and q.scale_bias is None for q in rest):
-        mode, value = None, None
-    else:
-        return None
-    start, end = [0] * r, [0] * r
-    k_min = 0
-    for q in rest:
-        Z = q.sizes
-        if len(Z) != r:
-            return None
-        if mode != 0:
-            k = next((j for j, m in enumerate(q.maps) if m is not None), None)
-            if k is None:
-                return None
-            if mode is None:
-                mode = q.maps[k].mode
-        else:
-            k = next((j for j in range(k_min, r) if Z[j] != n[j]), None)
-            if k is None:
-                return None
-        base = sum(start[j] * T[j] for j in range(k))
-        if q.dst_offset == base and start[k] == 0 and end[k] == 0:
-            start[k] = Z[k]
-        else:
-            end[k] = Z[k]
-        k_min = k
-    if mode is None or _pad_passes(mode, value, n, start, end, (first.src_strides, first.src_offset), T) != passes:
-        return None
-    return mode, value, tuple(start), tuple(end)
-
-
-def _pad_passes(mode, fill_value, in_sizes, start, end, layout, out_strides) -> tuple:
-    """The passes ``ops._move.pad_passes`` yields (rebuilt here, below the ops
-    layer, to recognise a padding program; a program that differs in any way
-    runs pass by pass)."""
-    from ...plan import AxisMap
-    strides, origin = layout
-    r = len(in_sizes)
-    out_sizes = tuple(a + s + e for a, s, e in zip(in_sizes, start, end))
-    interior_offset = sum(s * t for s, t in zip(start, out_strides))
-    out = [Copy(0, 0, tuple(in_sizes), origin, tuple(strides), interior_offset, tuple(out_strides))]
-    for k in range(r):
-        for side, count in (("start", start[k]), ("end", end[k])):
-            if count == 0:
-                continue
-            sizes, dst_offset, maps = [], 0, []
-            for j in range(r):
-                if j < k:
-                    sizes.append(in_sizes[j])
-                    dst_offset += start[j] * out_strides[j]
-                    maps.append(None)
-                elif j == k:
-                    sizes.append(count)
-                    at = 0 if side == "start" else start[k] + in_sizes[k]
-                    dst_offset += at * out_strides[j]
-                    maps.append(AxisMap(mode, start[k] if side == "start" else -in_sizes[k], in_sizes[k]))
-                else:
-                    sizes.append(out_sizes[j])
-                    maps.append(AxisMap(mode, start[j], in_sizes[j]) if start[j] or end[j] else None)
-            if mode == 0:
-                out.append(Fill(0, tuple(sizes), dst_offset, tuple(out_strides), fill_value))
-            else:
-                out.append(Copy(0, 0, tuple(sizes), origin, tuple(strides), dst_offset, tuple(out_strides),
-                                maps=tuple(maps)))
-    return tuple(out)
+    return pad
 
 
 def kernel_passes(plan: MovePlan, fuse: bool | None = None) -> list[_Pass]:
