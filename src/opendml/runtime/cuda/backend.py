@@ -316,23 +316,29 @@ class Launch:
         self.function, self.params = kernel, params
         self.blocks, self.smem = blocks, smem
         self._lock = threading.Lock()
-        self._src, self._dst = ctypes.c_uint64(0), ctypes.c_uint64(0)
         self._fn, self._pptr = kernel.ptr, ctypes.addressof(params)
-        # cuLaunchKernel's kernelParams: the address of each argument's value;
-        # the third is the parameter structure itself (by value).
-        self._argv = (ctypes.c_void_p * 3)(ctypes.addressof(self._src), ctypes.addressof(self._dst), self._pptr)
         drv = _driver() if via in ("native", "driver") else None
         self._via = "cupy" if drv is None else "driver"
-        self._call = None
-        self._fast = None
-        self._cupy_launch = backend.cupy.cuda.driver.launchKernel
-        if drv is not None:
-            u = ctypes.c_uint
-            self._call = functools.partial(drv[0], ctypes.c_void_p(kernel.ptr), u(blocks), u(1), u(1), u(THREADS),
-                                           u(1), u(1), u(smem))
-            # The same cuLaunchKernel from opendml's C extension: no per-call
-            # argument conversion (cpu/cuda_launch.c); ctypes where it is absent.
-            self._fast = _fast_launch() if via == "native" else None
+        # The same cuLaunchKernel from opendml's C extension: no per-call
+        # argument conversion (cpu/cuda_launch.c); ctypes where it is absent.
+        # The ctypes objects of the other routes are made on their first use
+        # (_slow): a launch made for one new shape is usually never retried.
+        self._fast = _fast_launch() if drv is not None and via == "native" else None
+        self._call = self._argv = self._src = self._dst = self._cupy_launch = None
+
+    def _slow(self):
+        """The ctypes route's objects, made once: the two pointer slots, the
+        driver's argument array (the address of each argument's value; the
+        third is the parameter structure itself, by value) and the bound
+        ``cuLaunchKernel`` (None on CuPy's route). Called with ``_lock`` held."""
+        if self._argv is None:
+            self._src, self._dst = ctypes.c_uint64(0), ctypes.c_uint64(0)
+            self._cupy_launch = self.backend.cupy.cuda.driver.launchKernel
+            if self._via == "driver":
+                u = ctypes.c_uint
+                self._call = functools.partial(_driver()[0], ctypes.c_void_p(self._fn), u(self.blocks), u(1), u(1),
+                                               u(THREADS), u(1), u(1), u(self.smem))
+            self._argv = (ctypes.c_void_p * 3)(ctypes.addressof(self._src), ctypes.addressof(self._dst), self._pptr)
 
     def __call__(self, src_ptr: int, dst_ptr: int, stream_ptr: int = 0) -> None:
         if not self.blocks:
@@ -342,8 +348,9 @@ class Launch:
             if rc:
                 self._retry(rc, src_ptr, dst_ptr, _stream_arg(stream_ptr))
             return
-        if self._call is None:              # CuPy's binding of cuLaunchKernel
+        if self._via == "cupy":             # CuPy's binding of cuLaunchKernel
             with self._lock:
+                self._slow()
                 self._src.value = src_ptr
                 self._dst.value = dst_ptr
                 try:
@@ -357,6 +364,7 @@ class Launch:
         if stream is None:
             stream = _stream_arg(stream_ptr)
         with self._lock:
+            self._slow()
             self._src.value = src_ptr
             self._dst.value = dst_ptr
             rc = self._call(stream, self._argv, None)
@@ -374,6 +382,7 @@ class Launch:
             rt.setDevice(self.backend.index)
             try:
                 with self._lock:
+                    self._slow()
                     self._src.value = src_ptr
                     self._dst.value = dst_ptr
                     rc = self._call(stream, self._argv, None)
@@ -512,8 +521,7 @@ class CudaBackend:
         # alignment class (ptr % 16) covers every element size.
         check_alignment(plan.element_size, src_ptr, dst_ptr, what or _plan_what(plan))
         name, params, grid, smem = launch_spec(plan, src_ptr, src_elements, dst_ptr)
-        with self.device:
-            kernel = _kernel(self.index, name)
+        kernel = _kernel(self.index, name)     # compiled (once per name) with the device current
         rec = Launch(self, plan, name, kernel, params, grid[0], smem, LAUNCH_VIA)
         with self._lock:
             if len(self._launches) >= LAUNCH_CACHE:

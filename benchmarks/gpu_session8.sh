@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Session 8's device calls. MODE=tests: build, the C++ node (timed), every
+# CUDA-marked test (TESTS overrides). MODE=bench: benchmarks/gpu_train.py
+# (PARTS) then benchmarks/gpu_family.py (FAMILY=0 skips). Logs land in $OUT.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD" HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hyp
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+git log --oneline -1 2>/dev/null
+if ! python3 -c "import opendml.runtime.cpu._native" 2>/dev/null; then
+  python3 -m pip install -e . --no-build-isolation --no-deps -q > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+fi
+python3 -c "import time, opendml.torch as t; t0 = time.time(); ok = t.wait_for_node(); print('node', ok, t.node_status(), f'{time.time() - t0:.1f} s')" 2>&1 | tail -3
+if [ "${MODE:-tests}" = tests ]; then
+  timeout ${TEST_S:-400} python3 -m pytest -q -p no:cacheprovider -m cuda -x ${TESTS:-tests} > "$OUT/gpu-tests.log" 2>&1
+  echo "tests rc=$?"; grep -E "passed|failed|Error" "$OUT/gpu-tests.log" | tail -8
+else
+  timeout ${TRAIN_S:-330} python3 -m benchmarks.gpu_train --device cuda --parts ${PARTS:-eager,compiled,new,warm} --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/train.log"
+  if [ "${FAMILY:-1}" = 1 ]; then timeout ${FAMILY_S:-200} python3 -m benchmarks.gpu_family --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/family.log"; fi
+fi
