@@ -10,31 +10,43 @@ from __future__ import annotations
 
 import math
 
-from ..runtime import alloc, get_backend
+from ..runtime import alloc, calls, get_backend
 from ..runtime.cuda.backend import check_alignment
 from .planner import array_layout
 
 __all__ = ["run_move"]
 
 
-def run_move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = ()) -> list:
+def run_move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = (),
+             record=None) -> list:
     """Run ``desc`` on ``inputs``, each ``(array, address, shape, byte
     strides, item size, pack)`` where ``pack()`` returns the same form for a
     packed copy (used where a stride is not a whole number of elements).
     ``allocate(shape, numpy dtype)`` returns ``(output array, its address)``
     on device ``device_index``; ``errors`` are the allocator's out-of-memory
     exceptions. The launches are queued on ``stream_ptr``. Returns the
-    outputs."""
-    srcs, spans, layouts, keep = [], [], [], []
+    outputs.
+
+    ``record`` (optional): ``(FamilyCall, x, since)``, the call as its array
+    function offered it to the C call cache (``x`` its input or inputs as
+    given; ``since`` the cache's generation read before any setting) and
+    whose inputs are read where they lie (no negative view resolved by the
+    caller): where no input was packed, the launches are recorded there
+    (``runtime.calls.put_move_cuda``) and the next such call is served from
+    C."""
+    srcs, spans, layouts, keep, origins = [], [], [], [], []
+    packed = False
     for entry in inputs:
         array, ptr, shape, strides, item, pack = entry
         layout = array_layout(tuple(shape), tuple(strides), item)
         if layout is None:
             array, ptr, shape, strides, item, _ = pack()
             layout = array_layout(tuple(shape), tuple(strides), item)
+            packed = True
         check_alignment(item, ptr, 0, desc.OPERATOR)
         keep.append(array)
         srcs.append(ptr - layout.origin * item)
+        origins.append(layout.origin * item)
         spans.append(layout.span)
         layouts.append((layout.strides, layout.origin))
     plan = desc.lower(in_layouts=layouts)
@@ -44,6 +56,14 @@ def run_move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors:
                                 device=f"cuda:{device_index}", errors=errors)
         outs.append(out)
         dsts.append(ptr)
-    get_backend(f"cuda:{device_index}").run_move(plan, srcs, spans, dsts, [math.prod(t.sizes) for t in desc.outputs],
-                                                 stream_ptr, desc.OPERATOR)
+    launches = get_backend(f"cuda:{device_index}").record_move(plan, srcs, spans, dsts,
+                                                               [math.prod(t.sizes) for t in desc.outputs],
+                                                               desc.OPERATOR)
+    launches(srcs, dsts, stream_ptr)
+    if record is not None and not packed:
+        call, x, since = record
+        if call.ccall is not None:
+            name, args, _ = call.ccall
+            calls.put_move_cuda(name, x, args, tuple((tuple(o.shape), o.dtype, p) for o, p in zip(outs, dsts)),
+                                tuple(origins), launches, call.multi, since)
     return outs

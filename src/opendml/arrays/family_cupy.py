@@ -3,7 +3,9 @@ and dtypes, then the move program runs on the array's GPU (``family_cuda``)
 on CuPy's current stream; outputs come from CuPy's allocator (placed at an
 aligned address whatever the allocator gives, as for the first five
 operators). Results are new packed CuPy arrays, equal byte for byte to the
-NumPy call. CuPy has no autograd: nothing to differentiate."""
+NumPy call. CuPy has no autograd: nothing to differentiate. A call whose
+function offers it to the C call cache is recorded there (its launches), and
+the next such call is served from C (``runtime.calls.move``)."""
 from __future__ import annotations
 
 from ..model.errors import UnsupportedError, ValidationError
@@ -15,6 +17,8 @@ _KINDS = "iuf"
 
 def run(call, arrays) -> list:
     import cupy                                   # here: the module is importable without CuPy
+    from ..runtime import calls
+    since = calls.generation() if call.ccall is not None else None   # before any setting is read
     from .cupy_adapter import _current_stream_ptr, _empty
     from .family_cuda import run_move
     for x in arrays:
@@ -39,5 +43,6 @@ def run(call, arrays) -> list:
         out = _empty(shape, dtype)
         return out, out.data.ptr
     with cupy.cuda.Device(device_id):
+        record = None if since is None else (call, tuple(arrays) if call.ccall[2] else arrays[0], since)
         return run_move(desc, [entry(x) for x in arrays], allocate, device_id, _current_stream_ptr(),
-                        errors=(cupy.cuda.memory.OutOfMemoryError,))
+                        errors=(cupy.cuda.memory.OutOfMemoryError,), record=record)

@@ -43,7 +43,8 @@ import torch.autograd.forward_ad as _fwad
 
 from ..model.errors import UnsupportedError
 from . import family
-from .family_torch_op import _torch_dtype, call_move, kernel
+from ..runtime import calls as _calls
+from .family_torch_op import _cuda, _torch_dtype, call_move, kernel
 from .torch_adapter import numpy_dtype
 
 __all__ = ["run"]
@@ -71,6 +72,8 @@ def _traced(arrays) -> bool:
 
 
 def run(call, arrays) -> list:
+    # the C call cache's generation, read before any setting (a CUDA call is recorded there)
+    since = _calls.generation() if call.ccall is not None and arrays[0].device.type == "cuda" else None
     dtypes = _check(call, arrays)
     if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
         desc = call.describe_arrays(dtypes, [tuple(int(n) for n in x.shape) for x in arrays])
@@ -91,6 +94,11 @@ def run(call, arrays) -> list:
         if wrapped:
             raise UnsupportedError(f"{call.name}: {desc.OPERATOR} is not differentiable for these types, and "
                                    f"runs under torch.func transforms only where it is")
+    if since is not None and arrays[0].device.type == "cuda" and not any(x.is_neg() for x in arrays):
+        # recorded in the C call cache, which serves the next such call on
+        # the tensors themselves (the array function's first step)
+        seq = call.ccall[2]
+        return _cuda(desc, arrays, (call, tuple(arrays) if seq else arrays[0], since))
     return kernel(desc, arrays)
 
 

@@ -73,9 +73,10 @@ def kernel(desc, arrays) -> list:
     raise UnsupportedError(f"{desc.OPERATOR}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-def _cuda(desc, arrays) -> list:
+def _cuda(desc, arrays, record=None) -> list:
     """The move program on the tensors' GPU (``family_cuda``), outputs from
-    PyTorch's caching allocator, on the device's current stream."""
+    PyTorch's caching allocator, on the device's current stream (``record``:
+    ``family_cuda.run_move``'s, for the C call cache)."""
     from .family_cuda import run_move
 
     def entry(t):
@@ -93,7 +94,8 @@ def _cuda(desc, arrays) -> list:
         return out, out.data_ptr()
     with torch.cuda.device(index):
         return run_move(desc, [entry(t) for t in arrays], allocate, index,
-                        torch.cuda.current_stream(index).cuda_stream, errors=(torch.OutOfMemoryError,))
+                        torch.cuda.current_stream(index).cuda_stream, errors=(torch.OutOfMemoryError,),
+                        record=record)
 
 
 _TORCH_DTYPES = {v: k for k, v in _DTYPES.items()}

@@ -32,7 +32,11 @@ enum types ``register_move_types`` names. ``put_move`` checks every pass
 against the buffers it will be given and refuses one that reaches outside.
 ``move`` also serves plain PyTorch CPU tensors (no autograd record, no
 tracer, not a negative view) from the same entries, through NumPy views of
-them, handing the outputs to ``torch.from_numpy``.
+them, handing the outputs to ``torch.from_numpy``. On PyTorch CUDA tensors
+and CuPy arrays ``move`` serves calls recorded by ``put_move_cuda``: the
+move program's kernel launches (one per pass, parameters by value), queued
+on the framework's current stream into outputs from its allocator, keyed
+like the first five operators' CUDA entries (device, alignment class).
 
 ``opendml.configure(call_cache=False)`` (or ``OPENDML_CALL_CACHE=0``) turns it
 off; every configuration change empties it. Without the compiled extension
@@ -49,8 +53,8 @@ from ..model.errors import UnsupportedError, ValidationError
 from .config import config
 from .cpu.backend import _load_native
 
-__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_cuda", "register_torch",
-           "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
+__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda",
+           "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
 class _Codes(dict):
     """Array-API function name -> the int that tags its calls' keys, given
@@ -153,6 +157,34 @@ def put_move(name: str, x, args: tuple, outs: tuple, origins: tuple, passes: tup
     if not _HAS_MOVE:
         return False
     return _native.call_cache_put_move(OPS[name], x, args, outs, origins, passes, multi, since)
+
+
+def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launches, multi: bool,
+                  since: int) -> bool:
+    """Record a data-movement family call on PyTorch CUDA tensors or CuPy
+    arrays, made on the settings of ``generation()`` ``since``: ``x`` and
+    ``args`` as ``move`` takes them, ``outs`` one ``(shape, dtype, address)``
+    per output (``dtype`` the framework's: a ``torch.dtype`` or a NumPy
+    dtype; the address's alignment class mod 16 is what a later call's
+    output must have), ``origins`` per input the bytes from its data pointer
+    back to element 0 of its bound range, ``launches`` the backend's
+    ``MoveLaunch`` that ran (every kernel launch of the program, in order).
+    The next such call is served from C: outputs from the framework's
+    allocator, the launches queued on its current stream. Nothing is stored
+    (False) where a launch is not made by the C extension's launcher."""
+    if not _HAS_MOVE:
+        return False
+    steps = []
+    for rec, s, d in launches.steps:
+        if not rec.blocks:
+            continue                            # launches nothing (the route's Launch returns at once)
+        if rec.via != "native":
+            return False
+        steps.append((rec.function_ptr, rec.blocks, rec.threads, rec.smem, rec.params_ptr, s, d, rec))
+    return _native.call_cache_put_move(OPS[name], x, args,
+                                       tuple((tuple(int(n) for n in shape), dtype, ptr & 15)
+                                             for shape, dtype, ptr in outs),
+                                       tuple(origins), tuple(steps), multi, since)
 
 
 def register_move_types(types: tuple) -> None:

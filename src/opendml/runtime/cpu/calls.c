@@ -35,7 +35,8 @@
  * does), PyTorch CUDA tensors and CuPy arrays (native byte order); and the
  * data-movement family's calls on NumPy arrays (call_cache_move, its own
  * section below: several inputs and outputs, the move program's prepared
- * passes).
+ * passes) and on PyTorch CUDA tensors and CuPy arrays (cuda_move: the move
+ * program's kernel launches, one per pass, queued like the CUDA entries').
  *
  * Keys are int64 words: array kind, operator, each argument (tagged), dtype,
  * rank, shape, strides, device and alignment. The table is a dict of key
@@ -1195,6 +1196,353 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) {
     return t;
 }
 
+/* -- The family on CUDA memory: PyTorch CUDA tensors and CuPy arrays ----------------------------------- */
+
+/* A family call on CUDA memory (arrays/family_cuda.py's route) recorded as
+ * what it queued: the kernel launches of its move program (function, grid,
+ * parameter structure passed by value; one per pass, or one for a fused
+ * padding program), each with its source slot (an input, or -1: a fill,
+ * given its destination as its unused source) and destination slot (an
+ * output). The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the
+ * arguments (key_move_arg), then the inputs as the first five operators'
+ * CUDA entries key them (dtype, shape, strides, device, the address's
+ * alignment class mod 16), one tensor or a list/tuple of 1..MAX_MOVE_IO; all
+ * on one device. A hit (every input a plain tensor of the current device,
+ * not a negative view; for PyTorch nothing autograd or a tracer must see)
+ * allocates each output through the framework's allocator (x.new_empty(shape,
+ * dtype=...) for PyTorch as torch.empty on the tensors' device, cupy's empty
+ * for CuPy), refuses an output address outside the alignment class the
+ * launches were chosen for, and queues the launches in order on the
+ * framework's current stream of that device. The entry holds the backend's
+ * Launch objects: they own the parameter structures (copied by each launch,
+ * so nothing queued reads the entry) and make a failed launch's retry and
+ * error, as the Python route does. */
+
+enum { KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
+
+typedef struct {
+    uint64_t function, params;          /* params: host address of the Launch's parameter struct (by value) */
+    unsigned grid, block, shared;
+    int src, dst;                       /* src -1: a fill */
+    PyObject *launch;                   /* the backend's Launch (owns the struct); launch(src, dst, stream) */
+} CudaStep;
+
+typedef struct {
+    PyObject_HEAD
+    int kind, n_in, n_out, n_step, multi;
+    int64_t origin[MAX_MOVE_IO];        /* per input: bytes from its data pointer back to element 0 */
+    PyObject *shape[MAX_MOVE_IO];       /* per output: its shape (a tuple) */
+    PyObject *dtype[MAX_MOVE_IO];       /* per output: its torch.dtype or NumPy dtype */
+    unsigned dst_align[MAX_MOVE_IO];    /* per output: its address mod 16 when the launches were chosen */
+    CudaStep *steps;
+} CudaMoveEntry;
+
+static void CudaMoveEntry_dealloc(CudaMoveEntry *e) {
+    for (int i = 0; i < MAX_MOVE_IO; i++) {
+        Py_XDECREF(e->shape[i]);
+        Py_XDECREF(e->dtype[i]);
+    }
+    if (e->steps)
+        for (int i = 0; i < e->n_step; i++) Py_XDECREF(e->steps[i].launch);   /* by value: released at once */
+    PyMem_Free(e->steps);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+static PyTypeObject CudaMoveEntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "opendml.runtime.cpu._native.CudaMoveCallEntry",
+    .tp_basicsize = sizeof(CudaMoveEntry),
+    .tp_dealloc = (destructor)CudaMoveEntry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One call-cache entry of the data-movement family on CUDA memory (see calls.c).",
+};
+
+/* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
+static int cuda_framework(PyObject *x) {
+    if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {
+        Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+        if (n < 1) return 0;
+        x = PyList_CheckExact(x) ? PyList_GET_ITEM(x, 0) : PyTuple_GET_ITEM(x, 0);
+    }
+    if (t_type && Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
+    if (c_type && Py_TYPE(x) == (PyTypeObject *)c_type) return 2;
+    return 0;
+}
+
+/* x's arrays (one of `type`, or an exact list or tuple of 1..MAX_MOVE_IO of
+ * them) as new references in in[], their count in *n, whether a sequence in
+ * *seq; -1 (nothing held) where x is not such. No Python code runs between
+ * the checks and the copy, so a list changed later cannot mislead the key. */
+static int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq) {
+    if (Py_TYPE(x) == type) {
+        Py_INCREF(x);
+        in[0] = x;
+        *n = 1;
+        *seq = 0;
+        return 0;
+    }
+    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
+    Py_ssize_t m = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+    PyObject **items = PyList_CheckExact(x) ? ((PyListObject *)x)->ob_item : ((PyTupleObject *)x)->ob_item;
+    if (m < 1 || m > MAX_MOVE_IO) return -1;
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (Py_TYPE(items[i]) != type) return -1;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        Py_INCREF(items[i]);
+        in[i] = items[i];
+    }
+    *n = (int)m;
+    *seq = 1;
+    return 0;
+}
+
+/* The key of a family call on CUDA memory, the inputs' addresses in ptr[]
+ * and their (one) device in *device; -1: no key (inputs on several devices
+ * included). */
+static int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
+                         int n, int seq, int64_t *device, uint64_t *ptr) {
+    int64_t o, dev;
+    k->n = 0;
+    if (exact_int(op, &o) < 0 || put(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY) < 0 || put(k, o) < 0 ||
+        put(k, nargs) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        if (key_move_arg(k, args[i]) < 0) return -1;
+    if (put(k, seq ? -2 : -1) < 0 || (seq && put(k, n) < 0)) return -1;
+    for (int i = 0; i < n; i++) {
+        if (torch) {
+            if (torch_key(k, in[i], &dev, &ptr[i]) < 0) return -1;
+        } else {
+            PyObject *dtype = NULL;
+            int rc = cupy_key(k, in[i], &dtype, &dev, &ptr[i]);
+            Py_XDECREF(dtype);
+            if (rc < 0) return -1;
+        }
+        if (dev < 0 || (i > 0 && dev != *device)) return -1;
+        *device = dev;
+    }
+    return 0;
+}
+
+/* Queue one step; on a failed launch the backend's Launch (its retry on a
+ * thread without the device's context, its error message) takes over. */
+static int cuda_step(const CudaStep *s, uint64_t src, uint64_t dst, uint64_t stream) {
+    int rc = odml_cuda_launch(s->function, s->grid, s->block, s->shared, stream, src, dst, s->params);
+    if (rc == 0) return 0;
+    PyObject *r = PyObject_CallFunction(s->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
+                                        (unsigned long long)stream);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword */
+
+/* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
+ * (torch 0): its outputs (a list for SPLIT), or None (take the Python route). */
+static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
+    Key k;
+    PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
+    uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], stream;
+    int64_t device = -1, dst;
+    int n = 0, seq = 0;
+    CudaMoveEntry *e = NULL;
+    if (cuda_inputs(args[1], (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) Py_RETURN_NONE;
+    if (torch)
+        for (int i = 0; i < n; i++)
+            if (torch_plain(in[i]) != 2 || is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg))) goto route;
+    if (cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr) < 0) goto route;
+    {
+        PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
+        PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
+        Py_XDECREF(kb);
+        if (!hit || Py_TYPE(hit) != &CudaMoveEntryType || ((CudaMoveEntry *)hit)->n_in != n) {
+            drop_error();
+            misses++;
+            goto route;
+        }
+        e = (CudaMoveEntry *)hit;
+        Py_INCREF(e);
+    }
+    /* the launches need the tensors' device current (the Python route makes it so) */
+    if (!equals(PyObject_CallNoArgs(torch ? t_device : c_device), device)) goto route;
+    for (int i = 0; i < e->n_out; i++) {
+        if (torch) {
+            PyObject *call[3] = {in[0], e->shape[i], e->dtype[i]};
+            outs[i] = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
+        } else {
+            outs[i] = PyObject_CallFunctionObjArgs(c_empty, e->shape[i], e->dtype[i], NULL);
+        }
+        if (!outs[i]) {                            /* the allocator's error (out of memory): the route raises */
+            result = allocation_failed();
+            goto done;
+        }
+        int rc;
+        if (torch) {
+            rc = int_of(outs[i], s_data_ptr, 1, &dst);
+        } else {
+            PyObject *mem = PyObject_GetAttr(outs[i], s_data);
+            rc = mem ? int_of(mem, s_ptr, 0, &dst) : -1;
+            Py_XDECREF(mem);
+            if (PyErr_Occurred()) drop_error();
+        }
+        if (rc < 0 || ((uint64_t)dst & 15) != e->dst_align[i]) goto route;
+        dsts[i] = (uint64_t)dst;
+    }
+    if (torch) {
+        PyObject *dev = PyLong_FromLongLong(device);
+        if (!dev) goto done;
+        int rc = stream_of(PyObject_CallOneArg(t_raw_stream, dev), &stream);
+        Py_DECREF(dev);
+        if (rc < 0) goto done;
+    } else if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0) {
+        goto done;
+    }
+    for (int i = 0; i < e->n_step; i++) {
+        const CudaStep *s = &e->steps[i];
+        uint64_t src = s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst];
+        if (cuda_step(s, src, dsts[s->dst], stream) < 0) goto done;
+    }
+    if (e->multi) {
+        result = PyList_New(e->n_out);
+        if (!result) goto done;
+        for (int i = 0; i < e->n_out; i++) {
+            PyList_SET_ITEM(result, i, outs[i]);
+            outs[i] = NULL;
+        }
+    } else {
+        result = outs[0];
+        outs[0] = NULL;
+    }
+    hits++;
+    goto done;
+route:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
+    for (int i = 0; i < n; i++) Py_DECREF(in[i]);
+    Py_XDECREF(e);
+    return result;
+}
+
+static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
+    *v = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, i));
+    return *v == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
+#define PUT_CUDA_MOVE_FAIL(msg) \
+    do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): " msg); goto fail; } while (0)
+
+/* call_cache_put_move(op, x, args, outs, origins, steps, multi, generation) with x PyTorch CUDA tensors or CuPy
+ * arrays: outs one (shape, dtype, dst_align) per output (dtype a torch.dtype or NumPy dtype; dst_align the
+ * output's address mod 16 the launches were chosen for), origins per input the bytes from its data pointer back
+ * to element 0 of its bound range, steps one (function, grid, block, shared, params, src, dst, launch) per kernel
+ * launch, in order (src -1: a fill; launch the backend's Launch, which owns the parameter structure at the host
+ * address params). False (nothing stored) where the call has no key, the cache is off or was dropped since
+ * `generation`; ValueError for a malformed record. */
+static PyObject *put_move_cuda(PyObject *args, int torch) {
+    PyObject *op, *x, *call_args, *outs, *origins, *steps, *in[MAX_MOVE_IO];
+    int multi, n_in = 0, seq = 0;
+    unsigned long long gen;
+    int64_t device = -1;
+    uint64_t ptr[MAX_MOVE_IO];
+    Key k;
+    CudaMoveEntry *e = NULL;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
+                          &PyTuple_Type, &origins, &PyTuple_Type, &steps, &multi, &gen))
+        return NULL;
+    if (!enabled || gen != generation ||
+        cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0) {
+        Py_INCREF(Py_False);
+        return with_deferred(Py_False);
+    }
+    if (cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, n_in,
+                      seq, &device, ptr) < 0) {
+        for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
+        if (PyErr_Occurred()) drop_error();
+        Py_INCREF(Py_False);
+        return with_deferred(Py_False);
+    }
+    for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
+    Py_ssize_t n_out = PyTuple_GET_SIZE(outs), n_step = PyTuple_GET_SIZE(steps);
+    if (n_out < 1 || n_out > MAX_MOVE_IO || PyTuple_GET_SIZE(origins) != n_in || n_step > MAX_MOVE_PASSES) {
+        PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): 1 to 16 outputs, one origin per input and "
+                        "at most 64 launches are required");
+        return NULL;
+    }
+    e = PyObject_New(CudaMoveEntry, &CudaMoveEntryType);
+    if (!e) return NULL;
+    memset((char *)e + sizeof(PyObject), 0, sizeof(CudaMoveEntry) - sizeof(PyObject));
+    e->kind = torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY;
+    e->n_in = n_in;
+    e->n_out = (int)n_out;
+    e->multi = multi;
+    for (int i = 0; i < n_in; i++) {
+        if (int64_item(origins, i, &e->origin[i]) < 0) goto fail;
+        if (e->origin[i] < 0 || (uint64_t)e->origin[i] > ptr[i])
+            PUT_CUDA_MOVE_FAIL("an origin must be in [0, the input's address]");
+    }
+    for (Py_ssize_t i = 0; i < n_out; i++) {
+        PyObject *o = PyTuple_GET_ITEM(outs, i), *shape, *dtype;
+        unsigned long long align;
+        if (!PyTuple_Check(o)) PUT_CUDA_MOVE_FAIL("each output must be a tuple (shape, dtype, dst_align)");
+        if (!PyArg_ParseTuple(o, "O!OK", &PyTuple_Type, &shape, &dtype, &align)) goto fail;
+        if (PyTuple_GET_SIZE(shape) > MAX_RANK || align > 15)
+            PUT_CUDA_MOVE_FAIL("an output needs at most 8 dimensions and dst_align in [0, 15]");
+        for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(shape); d++) {
+            int64_t v;
+            if (!PyLong_CheckExact(PyTuple_GET_ITEM(shape, d))) PUT_CUDA_MOVE_FAIL("an output's sizes must be ints");
+            if (int64_item(shape, d, &v) < 0) goto fail;
+            if (v < 0) PUT_CUDA_MOVE_FAIL("an output's sizes must be >= 0");
+        }
+        if (!torch && !PyArray_DescrCheck(dtype)) PUT_CUDA_MOVE_FAIL("a CuPy output's dtype must be a NumPy dtype");
+        Py_INCREF(shape);
+        e->shape[i] = shape;
+        Py_INCREF(dtype);
+        e->dtype[i] = dtype;
+        e->dst_align[i] = (unsigned)align;
+    }
+    e->steps = (CudaStep *)PyMem_Calloc(n_step ? (size_t)n_step : 1, sizeof(CudaStep));
+    if (!e->steps) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n_step; i++) {
+        PyObject *t = PyTuple_GET_ITEM(steps, i);
+        CudaStep *s = &e->steps[i];
+        unsigned long long v[5];
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8)
+            PUT_CUDA_MOVE_FAIL("each launch must be a tuple (function, grid, block, shared, params, src, dst, launch)");
+        for (int j = 0; j < 5; j++)
+            if (uint_item(t, j, &v[j]) < 0) goto fail;
+        s->src = PyLong_AsLong(PyTuple_GET_ITEM(t, 5));
+        s->dst = PyLong_AsLong(PyTuple_GET_ITEM(t, 6));
+        if (PyErr_Occurred()) goto fail;
+        PyObject *launch_obj = PyTuple_GET_ITEM(t, 7);
+        if (v[0] == 0 || v[1] == 0 || v[1] > 0x7fffffffu || v[2] == 0 || v[2] > 1024 || v[3] > 0xffffffffu ||
+            v[4] == 0 || s->src < -1 || s->src >= n_in || s->dst < 0 || s->dst >= n_out ||
+            !PyCallable_Check(launch_obj))
+            PUT_CUDA_MOVE_FAIL("a launch needs a function, grid in [1, 2^31 - 1], block in [1, 1024], a parameter "
+                               "address, src in [-1, inputs), dst in [0, outputs) and a callable launch");
+        s->function = v[0];
+        s->grid = (unsigned)v[1];
+        s->block = (unsigned)v[2];
+        s->shared = (unsigned)v[3];
+        s->params = v[4];
+        Py_INCREF(launch_obj);
+        s->launch = launch_obj;
+        e->n_step = (int)i + 1;
+    }
+    int rc = store(&k, (Entry *)e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
+fail:
+    Py_XDECREF(e);
+    return NULL;
+}
+
 static int torch_input(PyObject *x) {
     if (!t_type || !t_from_numpy) return 0;
     if (Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
@@ -1208,6 +1556,17 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
     (void)self;
 #ifdef ODML_NUMPY
     if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
+    int fw = cuda_framework(args[1]);
+    if (fw == 2) return with_deferred(cuda_move(args, nargs, 0));
+    if (fw == 1) {                                             /* CUDA tensors by their own entries, CPU ones by views */
+        PyObject *first = args[1];
+        if (PyList_CheckExact(first) || PyTuple_CheckExact(first))
+            first = PyList_CheckExact(first) ? PyList_GET_ITEM(first, 0) : PyTuple_GET_ITEM(first, 0);
+        Py_INCREF(first);
+        int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
+        Py_DECREF(first);
+        if (cuda) return with_deferred(cuda_move(args, nargs, 1));
+    }
     if (torch_input(args[1])) return with_deferred(torch_move(args, nargs));
     return with_deferred(move_call(args, nargs));
 #else
@@ -1219,6 +1578,9 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
 PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
     (void)self;
 #ifdef ODML_NUMPY
+    PyObject *x = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
+    int fw = x ? cuda_framework(x) : 0;
+    if (fw) return put_move_cuda(args, fw == 1);          /* NumPy records come with NumPy arrays (views) */
     return put_move(args);
 #else
     (void)args;
@@ -1535,6 +1897,9 @@ PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused) {
 
 int odml_calls_init(void) {
     if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&MoveEntryType) < 0) return -1;
+#ifdef ODML_NUMPY
+    if (PyType_Ready(&CudaMoveEntryType) < 0 || !(s_dtype_kw = Py_BuildValue("(s)", "dtype"))) return -1;
+#endif
     table = PyDict_New();
     if (!table) return -1;
 #ifdef ODML_NUMPY
