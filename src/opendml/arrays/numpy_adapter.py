@@ -10,7 +10,7 @@ from ..model.errors import ValidationError
 from ..runtime import calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import WORDS
-from .planner import OpCall, plan_for_strides
+from .planner import OpCall, plain_copy, plan_for_strides
 
 #: Fresh outputs this large are faulted in by the calling thread before a
 #: threaded CPU kernel writes them (see ``run``).
@@ -36,6 +36,10 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
     since = calls.generation()            # before any setting is read
     given = x
     x = as_input(x)
+    if type(x) is np.ndarray:
+        out = _plain(x, call, given, record_as, since)
+        if out is not None:
+            return out
     desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     if layout is None:
         x = np.ascontiguousarray(x)
@@ -67,6 +71,28 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
     word = WORDS[x.itemsize]
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
     backend.prepare(plan, src, out.view(word).reshape(-1))()
+    return out
+
+
+def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int):
+    """A new shape's route (issue 19): a SLICE or SLICE1 call whose plan
+    ``plain_copy`` gives (no description, no plan cache), on the compiled
+    kernels, with an output below ``CACHE_MIN_BYTES`` (NumPy's allocator);
+    the kernel, its parameter bytes, threads and the call-cache record are
+    those of the route below. None (nothing done) for anything else."""
+    got = plain_copy(call, x.dtype, x.shape)
+    if got is None:
+        return None
+    backend = get_backend("cpu")
+    if backend.kernels != "compiled":
+        return None
+    done = backend.run_window(x, *got)
+    if done is None:
+        return None
+    out, blob, threads, origin = done
+    if x is given:
+        calls.put_numpy(call.name, x if record_as is None else record_as, call.args, got[0], out.dtype, origin,
+                        "copy", blob, threads, False, False, since)
     return out
 
 

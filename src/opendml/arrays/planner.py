@@ -20,10 +20,12 @@ import numpy as np
 from ..model.data_type import DataType
 from ..model._frozen import stored_init
 from ..model.errors import ValidationError
-from ..model.tensor_desc import TensorDesc
+from ..model.tensor_desc import TensorDesc, plain_sizes
+from ..ops import slice as _slice_op
+from ..ops import slice1 as _slice1_op
 from ..runtime.calls import info as call_cache_info
 
-__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plan_cache_info",
+__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_copy", "plan_cache_info",
            "PLAN_CACHE_SIZE"]
 
 #: Plans the cache keeps (least recently used dropped first).
@@ -131,6 +133,10 @@ class _PlanCache:
                 self.misses += 1
             return hit
 
+    def count_miss(self) -> None:
+        with self._lock:
+            self.misses += 1
+
     def put(self, key, value) -> None:
         with self._lock:
             self._plans[key] = value
@@ -187,6 +193,55 @@ def plan_for_strides(call: OpCall, dtype, shape: tuple, byte_strides: tuple, ite
     return desc, plan, layout
 
 
+#: array-API name -> the operator's description-free plan of its common valid
+#: case in index space, ``f(in_sizes, call.args)``.
+_PLAIN_COPIES = {
+    "slice1": lambda sizes, a: _slice1_op.plain_lowering(sizes, *a),
+    "slice": lambda sizes, a: _slice_op.plain_lowering(sizes, *a),
+}
+
+#: NumPy dtype -> whether it is one of DirectML's element types (few dtypes are seen).
+_ELEMENT_DTYPES: dict = {}
+
+
+def _element_dtype(dtype) -> bool:
+    known = _ELEMENT_DTYPES.get(dtype)
+    if known is None:
+        try:
+            TensorDesc(DataType.from_numpy(dtype), (1,))
+            known = True
+        except Exception:                 # noqa: BLE001 - not an element type: the descriptions say so
+            known = False
+        if len(_ELEMENT_DTYPES) < 64:
+            _ELEMENT_DTYPES[dtype] = known
+    return known
+
+
+def plain_copy(call: OpCall, dtype, shape: tuple):
+    """A new shape's route for SLICE and SLICE1 (issue 19): ``(output sizes,
+    starts, steps)``, the plan of ``plan_for_strides`` in index space (its
+    packed output's element ``c`` is the input's element ``starts + steps *
+    c``; the layout then gives the plan's offset and strides), computed
+    without descriptions or the plan cache by the operator's
+    ``plain_lowering``; None where the call is not such a common valid case
+    (another operator, an element type or shape ``TensorDesc`` refuses,
+    arguments the operator's fast path would not take): ``plan_for_strides``
+    then validates it. Counted as a plan-cache miss (the call is validated
+    and planned)."""
+    lower = _PLAIN_COPIES.get(call.name)
+    if lower is None or not plain_sizes(shape):
+        return None
+    try:
+        if not _element_dtype(dtype):
+            return None
+    except TypeError:                     # a dtype that cannot be hashed
+        return None
+    got = lower(shape, call.args)
+    if got is not None:
+        _CACHE.count_miss()
+    return got
+
+
 def plan_cache_info() -> dict:
     """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the plan cache's
     size, plans held, hits and misses, where hits include the calls that the
@@ -199,7 +254,8 @@ def plan_cache_info() -> dict:
         ``size`` (int): the most plans the cache keeps (``PLAN_CACHE_SIZE``);
         ``plans`` (int): the plans it holds; ``hits`` (int): calls that reused
         a plan, plus the calls the call cache served; ``misses`` (int): lookups
-        that found no plan (the call was then validated and planned); ``call_cache`` (dict): the call
+        that found no plan (the call was then validated and planned), plus
+        the calls planned without a lookup (``plain_copy``); ``call_cache`` (dict): the call
         cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
         'misses'}``.
     """

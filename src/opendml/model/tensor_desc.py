@@ -114,6 +114,22 @@ def check_sizes_strides(sizes, strides, *, where: str):
     return sizes, strides
 
 
+def plain_sizes(sizes: tuple) -> bool:
+    """Whether ``TensorDesc(t, sizes)`` (packed, an element type ``t``, the
+    other fields at their defaults) is valid, for ``sizes`` a tuple (a
+    NumPy shape): 1 to 8 plain ints, each at least 1, at most
+    ``MAX_ELEMENTS`` elements (so each at most ``UINT32_MAX``), which is
+    what the fast path of ``TensorDesc.__init__`` accepts."""
+    if not 0 < len(sizes) <= MAX_RANK:
+        return False
+    count = 1
+    for s in sizes:
+        if type(s) is not int or s < 1:
+            return False
+        count *= s
+    return count <= MAX_ELEMENTS
+
+
 def _span(sizes: tuple, strides: tuple) -> int:
     """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain
     int in [0, UINT32_MAX] per size (sizes already checked) and

@@ -52,10 +52,8 @@ class SliceOperatorDesc(OperatorDesc):
         offsets, sizes, strides = plain_ints(self.offsets, n), plain_ints(self.sizes, n), plain_ints(self.strides, n)
         if offsets is None or sizes is None or strides is None:
             return False
-        for o, s, t, dim in zip(offsets, sizes, strides, dims):
-            # the last element read inside the input bounds the offset and the size too
-            if o < 0 or s < 1 or t < 1 or t > UINT32_MAX or o + (s - 1) * t >= dim:
-                return False
+        if not _plain_window(dims, offsets, sizes, strides):
+            return False
         out = self.output_tensor
         if out is None:
             out = TensorDesc(inp.data_type, sizes)
@@ -99,3 +97,30 @@ class SliceOperatorDesc(OperatorDesc):
             out_offset=0,
             out_strides=self.output_tensor.element_strides,
         )
+
+
+def _plain_window(dims, offsets, sizes, strides) -> bool:
+    """The rules of the window in the common case (fields already tuples of
+    plain ints, one per dimension), in one pass."""
+    for o, s, t, dim in zip(offsets, sizes, strides, dims):
+        # the last element read inside the input bounds the offset and the size too
+        if o < 0 or s < 1 or t < 1 or t > UINT32_MAX or o + (s - 1) * t >= dim:
+            return False
+    return True
+
+
+def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tuple, tuple] | None:
+    """A new shape's route, without descriptions: ``(output sizes, starts,
+    steps)``, the plan of ``SliceOperatorDesc(TensorDesc(t, in_sizes), None,
+    offsets, sizes, strides).lower(in_strides, in_offset)`` in index space:
+    its packed output's element ``c`` is the input's element ``starts +
+    steps * c`` (the plan's input offset ``in_offset + sum(starts *
+    in_strides)``, its strides ``steps * in_strides``). The caller has
+    checked that ``TensorDesc(t, in_sizes)`` is valid (``in_sizes`` a
+    tuple). None for anything the description's fast path would not take:
+    that case takes the descriptions, whose rules say what is wrong."""
+    n = len(in_sizes)
+    offsets, sizes, strides = plain_ints(offsets, n), plain_ints(sizes, n), plain_ints(strides, n)
+    if offsets is None or sizes is None or strides is None or not _plain_window(in_sizes, offsets, sizes, strides):
+        return None
+    return sizes, offsets, strides

@@ -13,7 +13,8 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
-from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, sequence_of
+from ._common import (TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints,
+                      sequence_of)
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
@@ -66,12 +67,10 @@ class Slice1OperatorDesc(OperatorDesc):
         steps = sequence_of(self.input_window_strides, n)
         if offsets is None or window is None or steps is None:
             return False
-        most = []
-        for o, s, t, dim in zip(offsets, window, steps, sizes):
-            if (type(o) is not int or type(s) is not int or type(t) is not int
-                    or o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX):
-                return False
-            most.append(1 + (s - 1) // (t if t > 0 else -t))
+        got = _plain_window(sizes, offsets, window, steps)
+        if got is None:
+            return False
+        most = got[0]
         out = self.output_tensor
         if out is None:
             out = TensorDesc(inp.data_type, tuple(most))
@@ -109,9 +108,69 @@ class Slice1OperatorDesc(OperatorDesc):
         inp, out = self.input_tensor, self.output_tensor
         if in_strides is None:
             in_strides, in_offset = inp.element_strides, 0
-        steps = []
-        for o, s, w, t in zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
-                              in_strides):
-            in_offset += (o + s - 1 if w < 0 else o) * t   # CopyStart: a negative stride starts at the window's end
-            steps.append(w * t)
-        return CopyPlan(inp.element_size, out.sizes, in_offset, tuple(steps), 0, out.element_strides)
+        in_offset, steps = _lowered(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                                    in_strides, in_offset)
+        return CopyPlan(inp.element_size, out.sizes, in_offset, steps, 0, out.element_strides)
+
+
+def _plain_window(sizes, offsets, window, steps) -> tuple[list, list] | None:
+    """The rules of a window in the common case, in one pass: plain int
+    fields, the window inside the input (``sizes``), strides non-zero in
+    INT32's range. The most elements copied per dimension and CopyStart (a
+    negative stride starts at the window's end), or None where anything is
+    otherwise (the detailed rules then say what)."""
+    most, starts = [], []
+    for o, s, t, dim in zip(offsets, window, steps, sizes):
+        if (type(o) is not int or type(s) is not int or type(t) is not int
+                or o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX):
+            return None
+        if t > 0:
+            most.append(1 + (s - 1) // t)
+            starts.append(o)
+        else:
+            most.append(1 + (s - 1) // -t)
+            starts.append(o + s - 1)
+    return most, starts
+
+
+def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, tuple]:
+    """The plan's input offset and strides: CopyStart (a negative stride
+    starts at the window's end) and window strides times element strides."""
+    out = []
+    for o, s, w, t in zip(offsets, window, steps, in_strides):
+        in_offset += (o + s - 1 if w < 0 else o) * t
+        out.append(w * t)
+    return in_offset, tuple(out)
+
+
+def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -> tuple[tuple, list, tuple] | None:
+    """A new shape's route, without descriptions: ``(output sizes, starts,
+    steps)``, the plan of ``Slice1OperatorDesc(TensorDesc(t, in_sizes), out,
+    offsets, window, steps).lower(in_strides, in_offset)`` in index space:
+    its packed output's element ``c`` is the input's element ``starts +
+    steps * c`` (so the plan's input offset is ``in_offset + sum(starts *
+    in_strides)`` and its strides ``steps * in_strides``). ``out`` is None
+    where ``output_sizes`` is None and ``TensorDesc(t, output_sizes)``
+    otherwise. The caller has checked that ``TensorDesc(t, in_sizes)`` is
+    valid (``in_sizes`` a tuple). None for anything the description's fast
+    path would not take: that case takes the descriptions, whose rules say
+    what is wrong."""
+    n = len(in_sizes)
+    offsets = sequence_of(offsets, n)
+    window = sequence_of(window, n)
+    steps = sequence_of(steps, n)
+    if offsets is None or window is None or steps is None:
+        return None
+    got = _plain_window(in_sizes, offsets, window, steps)
+    if got is None:
+        return None
+    most, starts = got
+    if output_sizes is None:
+        return tuple(most), starts, steps
+    out = plain_ints(output_sizes, n)         # each in [1, most]: a valid TensorDesc (at most the input's count)
+    if out is None:
+        return None
+    for size, m in zip(out, most):
+        if not 1 <= size <= m:
+            return None
+    return out, starts, steps

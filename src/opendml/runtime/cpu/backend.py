@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import struct
 
 import numpy as np
 
@@ -266,14 +267,31 @@ class CpuBackend:
         return run
 
     def _native_copy(self, plan: CopyPlan, src, dst):
-        p = plan.canonical()
-        r = len(p.sizes)
-        params = CopyParams(element_size=p.element_size, rank=r, count=p.count, in_offset=p.in_offset,
-                            out_offset=p.out_offset)
-        params.sizes[:r] = p.sizes
-        params.in_strides[:r] = p.in_strides
-        params.out_strides[:r] = p.out_strides
-        return self._launch(self._native.copy, params, src, dst, 2 * p.count * p.element_size)
+        blob = self._native.copy_params(plan.element_size, plan.sizes, plan.in_offset, plan.in_strides,
+                                        plan.out_offset, plan.out_strides)
+        if blob is None:                  # not plain 64-bit tuples: packed here
+            blob = bytes(copy_params(plan))
+        k = _Kernel(self._native.copy, blob, self._threads(2 * _count_of(blob) * plan.element_size))
+        if src is None:
+            return k
+        d_addr, s_addr = dst.ctypes.data, src.ctypes.data
+
+        def run():
+            k(s_addr, d_addr)
+        run.keep_alive = (src, dst)  # the addresses stay valid while the closure lives
+        return run
+
+    def run_window(self, x: np.ndarray, sizes: tuple, starts, steps):
+        """A new shape's route (issue 19): the copy that an operator gave in
+        index space (the packed output's element ``c`` is the input's element
+        ``starts + steps * c``) from NumPy array ``x`` into a new packed
+        array of ``sizes``, with the compiled kernel, without building the
+        plan: the plan, parameter bytes and threads are those of ``runner``
+        on the lowered plan (see ``copy_window`` in newshape.c), for an output
+        below ``CACHE_MIN_BYTES`` (no output blocks). ``(output, parameter
+        bytes, threads, origin bytes)``, or None (nothing run) where the C
+        side declines (the plan route then runs it)."""
+        return self._native.copy_window(x, sizes, starts, steps, self.threads, self.grain, CACHE_MIN_BYTES)
 
     def _native_unfold(self, plan: UnfoldPlan, src, dst):
         es = plan.element_size
@@ -311,6 +329,27 @@ class CpuBackend:
             getattr(params, name)[:r] = getattr(p, name)
         return self._launch(self._native.scatter, params, src, dst,
                             (p.count + math.prod(p.taken)) * p.element_size)
+
+
+def copy_params(plan: CopyPlan) -> CopyParams:
+    """The parameter block of ``plan``'s canonical form, packed in Python
+    (what the C ``copy_params`` returns the bytes of)."""
+    p = plan.canonical()
+    r = len(p.sizes)
+    params = CopyParams(element_size=p.element_size, rank=r, count=p.count, in_offset=p.in_offset,
+                        out_offset=p.out_offset)
+    params.sizes[:r] = p.sizes
+    params.in_strides[:r] = p.in_strides
+    params.out_strides[:r] = p.out_strides
+    return params
+
+
+_COUNT = struct.Struct("<q")
+
+
+def _count_of(blob: bytes) -> int:
+    """``count`` of an odml_copy_params' bytes (its third field)."""
+    return _COUNT.unpack_from(blob, 16)[0]
 
 
 #: plan type -> (compiled-kernel preparation, NumPy-path preparation)

@@ -111,6 +111,9 @@ PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused);
 PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
+/* newshape.c */
+PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
@@ -149,6 +152,14 @@ static PyMethodDef methods[] = {
      "call_cache_info() -> dict(enabled, numpy, entries, hits, misses)"},
     {"cuda_launch", (PyCFunction)(void (*)(void))odml_py_cuda_launch, METH_FASTCALL,
      "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> CUresult (see cuda_launch.c)"},
+    {"copy_params", (PyCFunction)(void (*)(void))odml_py_copy_params, METH_FASTCALL,
+     "copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> the bytes of "
+     "odml_copy_params for the CopyPlan's canonical form, or None where the Python route must pack it "
+     "(newshape.c)"},
+    {"copy_window", (PyCFunction)(void (*)(void))odml_py_copy_window, METH_FASTCALL,
+     "copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes, limit_bytes) -> (out, params, threads, "
+     "origin_bytes): a window plan in index space on NumPy array x run at once into a new packed array, or None "
+     "where the Python route must run it (newshape.c)"},
     {"copy", py_copy, METH_VARARGS,
      "copy(dst_addr, src_addr, params: bytes of odml_copy_params, threads): strided copy"},
     {"unfold", py_unfold, METH_VARARGS,

@@ -1,0 +1,433 @@
+"""Issue 19 (new shapes): the description-free route of SLICE and SLICE1 on
+NumPy arrays (``planner.plain_copy`` -> the operators' ``plain_lowering`` ->
+``CpuBackend.run_window`` -> ``copy_window`` in newshape.c) against the
+route through descriptions and plans.
+
+* ``plain_lowering``: wherever it answers, the description is valid and its
+  ``lower()`` is the plan it describes (random valid and invalid arguments);
+  where the description's fast path takes the arguments, it answers too.
+* ``copy_params`` (C) gives the bytes of ``CopyParams`` of the canonical form.
+* The array API with the plain route and without it (``numpy_adapter._plain``
+  refused): the same bytes, dtype and shape, or the same error (type and
+  message), over layouts, dtypes, valid and invalid arguments; the call-cache
+  record of the plain route serves the next call with the same bytes; after
+  ``opendml.configure()`` changes (threads, grain, NumPy kernels, call cache
+  off); from several threads at once.
+"""
+import math
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import opendml as dml
+from opendml.arrays import numpy_adapter, planner
+from opendml.model import DataType, TensorDesc
+from opendml.ops import Slice1OperatorDesc, SliceOperatorDesc
+from opendml.ops import slice as slice_op
+from opendml.ops import slice1 as slice1_op
+from opendml.plan import CopyPlan
+from opendml.runtime import calls, get_backend
+from opendml.runtime.cpu.backend import copy_params
+from tests import reference as ref
+from tests.conftest import native_available
+from tests.test_newshape_fastpaths import int_field, outcome, slice1_args, slice_args
+
+pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
+
+SETTINGS = settings(max_examples=300, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(autouse=True)
+def _compiled_kernels():
+    with dml.configure(cpu_kernels="compiled", call_cache=True):
+        yield
+
+
+def _native():
+    return get_backend("cpu")._native
+
+
+# -- plain_lowering against the descriptions ---------------------------------------------------------------
+
+def _index_plan(plan_in_offset, plan_in_strides, ts, origin):
+    """(starts, steps) read back from a lowered plan with element strides ts
+    (all non-zero) and origin."""
+    return plan_in_offset - origin, tuple(s // t for s, t in zip(plan_in_strides, ts))
+
+
+@SETTINGS
+@given(st.data())
+def test_slice1_plain_lowering_is_the_descriptions_plan(data):
+    inp, out, o, s, t = data.draw(slice1_args())
+    if not isinstance(inp, TensorDesc) or inp.strides is not None or inp.flags:
+        return
+    out_sizes = None
+    if isinstance(out, TensorDesc):
+        out_sizes = data.draw(st.one_of(st.just(list(out.sizes)), st.just(tuple(out.sizes)),
+                                        int_field(len(inp.sizes), -1, 6)))
+    desc = outcome(lambda: Slice1OperatorDesc(inp, None if out_sizes is None else TensorDesc(inp.data_type,
+                                                                                             out_sizes), o, s, t))
+    got = slice1_op.plain_lowering(inp.sizes, o, s, t, out_sizes)
+    if got is None:
+        # declined: only where the description's fast path declines too
+        plain = (type(out_sizes) in (list, tuple, type(None))
+                 and all(type(v) is int for v in (out_sizes or ()))
+                 and all(type(f) in (list, tuple) and len(f) == len(inp.sizes) for f in (o, s, t)))
+        if plain and all(type(v) is int for f in (o, s, t) for v in f):
+            assert desc[0] != "ok", f"declined a plain valid call: {inp.sizes} {o} {s} {t} {out_sizes}"
+        return
+    assert desc[0] == "ok", desc                  # answered: the description is valid
+    d = desc[1]
+    sizes, starts, steps = got
+    assert sizes == d.output_tensor.sizes and type(sizes) is tuple
+    ts = tuple(range(2, 2 + len(inp.sizes)))[::-1]
+    ts = tuple(v * (-1) ** i for i, v in enumerate(ts))
+    plan = d.lower(in_strides=ts, in_offset=7)
+    assert plan.sizes == sizes and plan.out_strides == dml.packed_strides(sizes) and plan.out_offset == 0
+    assert plan.in_offset == 7 + sum(c * v for c, v in zip(starts, ts))
+    assert plan.in_strides == tuple(w * v for w, v in zip(steps, ts))
+
+
+@SETTINGS
+@given(slice_args())
+def test_slice_plain_lowering_is_the_descriptions_plan(args):
+    inp, out, o, s, t = args
+    if not isinstance(inp, TensorDesc) or inp.strides is not None or inp.flags:
+        return
+    desc = outcome(SliceOperatorDesc, inp, None, o, s, t)
+    got = slice_op.plain_lowering(inp.sizes, o, s, t)
+    if got is None:
+        if desc[0] == "ok" and all(type(f) in (list, tuple) and all(type(v) is int for v in f) for f in (o, s, t)):
+            pytest.fail(f"declined a plain valid call: {inp.sizes} {o} {s} {t}")
+        return
+    assert desc[0] == "ok", desc
+    d = desc[1]
+    sizes, starts, steps = got
+    ts = tuple(3 + i for i in range(len(inp.sizes)))
+    plan = d.lower(in_strides=ts, in_offset=5)
+    assert sizes == d.output_tensor.sizes == plan.sizes and type(sizes) is tuple
+    assert plan.in_offset == 5 + sum(c * v for c, v in zip(starts, ts))
+    assert plan.in_strides == tuple(w * v for w, v in zip(steps, ts))
+
+
+def test_plain_lowering_takes_plain_valid_calls_and_declines_invalid_ones():
+    """Can fail: a plain_lowering that always declined would pass the properties above."""
+    assert slice1_op.plain_lowering((1, 3, 5, 7), [0, 0, 0, 0], [1, 3, 5, 7], [1, 1, -1, 1]) == \
+        ((1, 3, 5, 7), [0, 0, 4, 0], (1, 1, -1, 1))
+    assert slice1_op.plain_lowering((6,), (1,), (4,), (-3,), [2]) == ((2,), [4], (-3,))
+    assert slice_op.plain_lowering((5, 9), [1, 0], [2, 5], [2, 2]) == ((2, 5), (1, 0), (2, 2))
+    for bad in (([0], [4], [0]), ([1], [6], [1]), ([0], [6], [2**31]), ([0], [6], [True]), ([0], [6], [1.0]),
+                ([-1], [3], [1]), ([0], [0], [1]), (np.array([0]), [6], [1])):
+        assert slice1_op.plain_lowering((6,), *bad) is None, bad
+    assert slice1_op.plain_lowering((6,), [0], [6], [2], [4]) is None          # more than reachable
+    assert slice1_op.plain_lowering((6,), [0], [6], [2], [0]) is None
+    assert slice_op.plain_lowering((5,), [1], [3], [2]) is None                # 1 + 2 * 2 = 5 is outside
+
+
+@SETTINGS
+@given(st.lists(st.one_of(st.integers(0, 4), st.sampled_from([2**16, 2**31, 2**32 - 1, 2**32, 2**40])),
+                min_size=0, max_size=10))
+def test_plain_sizes_is_what_tensor_desc_accepts(sizes):
+    from opendml.model.tensor_desc import plain_sizes
+    ok = outcome(TensorDesc, DataType.FLOAT32, tuple(sizes))[0] == "ok"
+    assert plain_sizes(tuple(sizes)) == ok
+
+
+# -- copy_params (C) against CopyParams --------------------------------------------------------------------
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(-40, 40), st.integers(-3, 60)), min_size=0, max_size=8),
+       st.integers(0, 90), st.integers(0, 9), st.sampled_from([1, 2, 4, 8]))
+def test_copy_params_equals_the_python_packing(dims, in_offset, out_offset, es):
+    sizes, ins, outs = (tuple(v) for v in zip(*dims)) if dims else ((), (), ())
+    for o in (outs, dml.packed_strides(sizes) if sizes else ()):
+        plan = CopyPlan(es, sizes, in_offset, ins, out_offset, o)
+        assert _native().copy_params(es, sizes, in_offset, ins, out_offset, o) == bytes(copy_params(plan))
+
+
+def test_copy_params_declines_what_is_not_plain():
+    cp = _native().copy_params
+    assert cp(4, [2], 0, (1,), 0, (1,)) is None                # not tuples
+    assert cp(4, (2, 3), 0, (1,), 0, (1, 2)) is None           # lengths differ
+    assert cp(4, (2,) * 9, 0, (1,) * 9, 0, (1,) * 9) is None   # more than 8 dimensions
+    assert cp(4, (2,), 2**63, (1,), 0, (1,)) is None           # outside 64 bits
+    assert cp(4, (2,), 0, (True,), 0, (1,)) is None            # not an int
+    assert cp(4, (2, 2), 0, (-(2**63), 1), 0, (1, 2)) is None  # |stride| outside 64 bits
+    assert cp(4, (3,), 0, (-2,), 0, (1,)) == bytes(copy_params(CopyPlan(4, (3,), 0, (-2,), 0, (1,))))
+
+
+# -- the array API with and without the plain route --------------------------------------------------------
+
+DTYPES = [np.float32, np.float16, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+          np.uint64]
+
+
+@st.composite
+def laid_out(draw, shape):
+    """An array of ``shape`` and a random dtype, in one of several layouts
+    (packed, a reversed axis, transposed, strided, read-only, Fortran, a
+    size-1 axis with an odd byte stride, not a whole number of elements)."""
+    dtype = np.dtype(draw(st.sampled_from(DTYPES + [np.float32] * 4)))
+    base = (np.arange(math.prod(shape)) % 251 + 1).astype(dtype).reshape(shape)
+    kind = draw(st.sampled_from(["packed", "packed", "reversed", "transposed", "strided", "readonly", "fortran",
+                                 "odd1", "bytes"]))
+    if kind == "reversed":
+        axis = draw(st.integers(0, len(shape) - 1))
+        return np.flip(np.flip(base, axis).copy(), axis)
+    if kind == "transposed":
+        return np.ascontiguousarray(base.T).T
+    if kind == "strided":
+        big = np.zeros(tuple(2 * s for s in shape), dtype=dtype)
+        view = big[tuple(slice(None, None, 2) for _ in shape)]
+        view[...] = base
+        return view
+    if kind == "readonly":
+        base.flags.writeable = False
+    if kind == "fortran":
+        return np.asfortranarray(base)
+    if kind in ("odd1", "bytes") and dtype.itemsize > 1:
+        # a size-1 axis (odd1) or the last axis (bytes) whose byte stride is
+        # not a whole number of elements: the first is read as a stride of 0,
+        # the second makes the route copy the array first
+        item = dtype.itemsize
+        strides, step = [], item + 1 if kind == "bytes" else item
+        for n in reversed(shape):
+            strides.insert(0, step)
+            step *= n
+        if kind == "odd1":
+            if 1 not in shape:
+                return base
+            strides[shape.index(1)] = item + 1
+        raw = np.zeros(step + 2 * item + 8, np.uint8)
+        out = np.ndarray(shape, dtype=dtype, buffer=raw, offset=1, strides=tuple(strides))
+        out[...] = base
+        return out
+    return base
+
+
+def plain_off(fn, *args):
+    """``fn(*args)`` through descriptions and plans: the plain route refused
+    and every cache cleared (so nothing recorded by the plain route serves
+    it)."""
+    original = numpy_adapter._plain
+    numpy_adapter._plain = lambda *a: None
+    try:
+        calls.clear()
+        planner._CACHE.clear()
+        return outcome(fn, *args)
+    finally:
+        numpy_adapter._plain = original
+        calls.clear()
+
+
+def same_result(a, b):
+    if a[0] == "ok" and b[0] == "ok":
+        assert a[1].dtype == b[1].dtype and a[1].shape == b[1].shape and type(a[1]) is type(b[1])
+        assert a[1].flags.c_contiguous and a[1].flags.writeable
+        assert a[1].tobytes() == b[1].tobytes()
+    else:
+        assert a == b
+
+
+def check(fn, x, *args):
+    """The plain route (caches cleared), then the call-cache's replay of its
+    record, equal the route through descriptions."""
+    want = plain_off(fn, x, *args)
+    calls.clear()
+    got = outcome(fn, x, *args)
+    same_result(got, want)
+    again = outcome(fn, x, *args)                 # served by what the plain route recorded, where it did
+    same_result(again, want)
+    return got
+
+
+@SETTINGS
+@given(st.data())
+def test_slice1_plain_route_equals_the_plan_route(data):
+    inp, out, o, s, t = data.draw(slice1_args())
+    shape = inp.sizes if isinstance(inp, TensorDesc) else (2, 3)
+    x = data.draw(laid_out(shape))
+    out_sizes = list(out.sizes) if isinstance(out, TensorDesc) else None
+    got = check(dml.slice1, x, o, s, t, out_sizes)
+    if got[0] == "ok":
+        want_sizes = out_sizes or [1 + (w - 1) // abs(v) for w, v in zip(s, t)]
+        assert np.array_equal(got[1], ref.slice1(np.asarray(x), list(o), list(s), list(t), want_sizes))
+
+
+@SETTINGS
+@given(st.data())
+def test_slice_plain_route_equals_the_plan_route(data):
+    inp, _, o, s, t = data.draw(slice_args())
+    x = data.draw(laid_out(inp.sizes if isinstance(inp, TensorDesc) else (3, 2)))
+    got = check(dml.slice, x, o, s, t)
+    if got[0] == "ok":
+        assert np.array_equal(got[1], ref.slice_(np.asarray(x), list(o), list(s), list(t)))
+
+
+def test_plain_route_errors_and_odd_inputs_equal_the_plan_route():
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    cases = [
+        (dml.slice1, x, [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -1, 1]),          # window outside the input
+        (dml.slice1, x, [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, 0, 1]),           # a zero stride
+        (dml.slice1, x, [0, 0, 0], [2, 3, 4], [1, 1, 1]),                    # one entry short
+        (dml.slice1, x, [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, -1, 1], [2, 3, 4, 6]),
+        (dml.slice1, x, [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, -1, 1], [2, 3, 4, 0]),
+        (dml.slice1, x, [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, 2**31, 1]),
+        (dml.slice1, x, [0, 0, 0, np.int64(0)], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice1, x, [0, 0, 0, True], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice1, x, (0, 0, 0, 0), (2, 3, 4, 5), (1, 1, -1, 1), (1, 1, 2, 3)),
+        (dml.slice, x, [0, 0, 0, 1], [2, 3, 4, 3], [1, 1, 1, 2]),
+        (dml.slice, x, [0, 0, 0, 0], [2, 3, 4, 3], [1, 1, 1, 0]),
+        (dml.slice1, x.astype(bool), [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice1, x.astype(np.complex64), [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice1, x.astype(">f4"), [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice1, x[:0], [0, 0, 0, 0], [0, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice1, np.float32(3).reshape(()), [], [], []),
+        (dml.slice1, np.ones((1,) * 9, np.float32), [0] * 9, [1] * 9, [1] * 9),
+        (dml.slice1, np.ma.masked_array(x), [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice1, x.view(type("Sub", (np.ndarray,), {})), [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice1, np.broadcast_to(x[:1], (4, 3, 4, 5)), [0, 0, 0, 0], [4, 3, 4, 5], [1, 1, -1, 1]),
+        # more elements than a TensorDesc may have, a small window of them
+        (dml.slice1, np.broadcast_to(np.float32(1), (2**16, 2**16, 2)), [0, 0, 0], [1, 1, 2], [1, 1, -1]),
+        (dml.slice, np.broadcast_to(np.float32(1), (2**33, 1)), [0, 0], [2, 1], [1, 1]),
+    ]
+    for fn, *args in cases:
+        want = plain_off(fn, *args)
+        calls.clear()
+        got = outcome(fn, *args)
+        if got[0] == "ok" and want[0] == "ok":
+            assert got[1].dtype == want[1].dtype and got[1].shape == want[1].shape
+            assert type(got[1]) is type(want[1]) and got[1].tobytes() == want[1].tobytes()
+        else:
+            assert got == want, args
+
+
+def test_plain_route_is_taken_and_records_what_the_plan_route_records(monkeypatch):
+    """Can fail: the route is the one that runs plain valid calls (it builds
+    no description), and its call-cache record (shape, kernel parameters,
+    threads, origin) is the plan route's."""
+    records = []
+    real_put = calls.put_numpy
+
+    def spy(*a):
+        records.append(a)
+        return real_put(*a)
+    monkeypatch.setattr(calls, "put_numpy", spy)
+    base = np.arange(2 * 3 * 5 * 7, dtype=np.float32).reshape(2, 3, 5, 7)
+    refuse = (lambda self: pytest.fail("a description was built"))
+    for x in (base, base[:, :, ::-1], base.transpose(0, 1, 3, 2), base[:, 1:2], np.asfortranarray(base)):
+        for fn, args in ((dml.slice1, ([0, 0, 0, 0], list(x.shape), [1, -1, 2, -3])),
+                         (dml.slice, ([0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 2, 3]))):
+            records.clear()
+            want = plain_off(fn, x, *args)
+            assert want[0] == "ok" and len(records) == 1
+            planned = records[0]
+            records.clear()
+            calls.clear()
+            with monkeypatch.context() as m:
+                m.setattr(Slice1OperatorDesc, "__post_init__", refuse)
+                m.setattr(SliceOperatorDesc, "__post_init__", refuse)
+                got = fn(x, *args)
+            assert got.tobytes() == want[1].tobytes() and len(records) == 1
+            assert records[0][:-1] == planned[:-1]           # all but the settings generation
+
+
+def test_plain_route_counts_plan_cache_misses():
+    x = np.ones((3, 4), np.float32)
+    before = dml.plan_cache_info()["misses"]
+    calls.clear()
+    dml.slice1(x, [0, 0], [3, 4], [1, -1])
+    assert dml.plan_cache_info()["misses"] == before + 1
+
+
+@pytest.mark.parametrize("settings_", [dict(threads=1), dict(threads=4, thread_grain_bytes=64),
+                                       dict(cpu_kernels="numpy"), dict(call_cache=False)])
+def test_plain_route_after_configure(settings_):
+    rng = np.random.default_rng(1)
+    shapes = [(1, c, h, w) for c in (1, 3) for h in (5, 64) for w in (7, 33)]
+    want = []
+    for s in shapes:
+        x = rng.random(s, dtype=np.float32)
+        want.append((x, plain_off(dml.slice1, x, [0, 0, 0, 0], list(s), [1, 1, -1, 1])))
+    with dml.configure(**settings_):
+        calls.clear()
+        for x, w in want:
+            got = outcome(dml.slice1, x, [0, 0, 0, 0], list(x.shape), [1, 1, -1, 1])
+            same_result(got, w)
+            same_result(outcome(dml.slice1, x, [0, 0, 0, 0], list(x.shape), [1, 1, -1, 1]), w)
+            assert np.array_equal(got[1], x[:, :, ::-1])
+    for x, w in want:                             # records made under the other settings do not answer
+        same_result(outcome(dml.slice1, x, [0, 0, 0, 0], list(x.shape), [1, 1, -1, 1]), w)
+
+
+def test_plain_route_threads_and_configure_from_another_thread():
+    rng = np.random.default_rng(2)
+    arrays = [rng.random((1, 1 + i % 5, 3 + i % 17, 4 + i // 17), dtype=np.float32) for i in range(400)]
+    errors = []
+    stop = threading.Event()
+
+    def work(k):
+        try:
+            for i, x in enumerate(arrays[k::4]):
+                step = [1, 1, -1 - (i % 2), 1 + (k % 2)]
+                got = dml.slice1(x, [0, 0, 0, 0], list(x.shape), step)
+                want = x[:, :, ::step[2], ::step[3]]
+                if not np.array_equal(got, want):
+                    errors.append((k, i))
+        except Exception as e:                   # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    def churn():
+        while not stop.is_set():
+            with dml.configure(threads=1 + int(rng.integers(0, 3)), thread_grain_bytes=64):
+                pass
+    for _ in range(3):
+        calls.clear()
+        workers = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        other = threading.Thread(target=churn)
+        other.start()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        stop.set()
+        other.join()
+        stop.clear()
+    assert not errors, errors[:5]
+
+
+def test_new_shape_cycle_stays_right_and_bounded():
+    """More distinct shapes than any cache holds, cycled twice."""
+    rng = np.random.default_rng(3)
+    xs = [rng.random((1, 1 + i % 8, 8 + (i // 8) % 50, 20 + i // 400), dtype=np.float32) for i in range(1200)]
+    for _ in range(2):
+        for x in xs[::7]:
+            assert np.array_equal(dml.slice1(x, [0, 0, 0, 0], list(x.shape), [1, 1, -1, 1]), x[:, :, ::-1])
+    info = dml.plan_cache_info()
+    assert info["plans"] <= info["size"]
+
+
+def test_copy_window_declines_and_runs_like_the_kernel():
+    cw = _native().copy_window
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    out, blob, threads, origin = cw(x, (2, 3, 2), [0, 2, 0], [1, -1, 2], 1, 1 << 16, 1 << 20)
+    assert np.array_equal(out, x[:, ::-1, ::2]) and origin == 0 and threads == 1
+    want = get_backend("cpu").runner(CopyPlan(4, (2, 3, 2), 8, (12, -4, 2), 0, (6, 2, 1)))
+    assert blob == want.blob
+    r = x[:, ::-1]
+    out, blob, threads, origin = cw(r, (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 1 << 16, 1 << 20)
+    assert np.array_equal(out, r) and origin == 8 * 4
+    assert cw(x.tolist(), (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 1, 1 << 20) is None        # not an ndarray
+    assert cw(x, (2, 3), [0, 0], [1, 1], 1, 1, 1 << 20) is None                          # lengths
+    assert cw(x, (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 1, 96) is None                      # at the limit
+    assert cw(x, (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 0, 1 << 20) is None                 # grain
+    assert cw(x, (2, 3, 4), [0, 0, 2**63], [1, 1, 1], 1, 1, 1 << 20) is None             # outside 64 bits
+    assert cw(x, (2, 3, 4), [0, 0, 0], [1, 1, 1], 100, 1, 1 << 20) is None               # > 64 threads
+    odd = np.ndarray((2, 3), np.float32, buffer=np.zeros(64, np.uint8), offset=1, strides=(13, 4))
+    assert cw(odd, (2, 3), [0, 0], [1, 1], 1, 1, 1 << 20) is None                        # not whole elements
+    with pytest.raises(TypeError):
+        cw(x, (2, 3, 4))
