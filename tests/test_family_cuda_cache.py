@@ -195,15 +195,22 @@ def test_torch_cuda_a_new_alignment_class_is_its_own_entry():
     import torch
     flat = torch.arange(1 + 2 * 3 * 8, dtype=torch.float32, device="cuda")
     a, b = flat[:-1].view(2, 3, 8), flat[1:].view(2, 3, 8)     # addresses 0 and 4 mod 16
+    assert a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 4
     fn = lambda t: dml.pad(t, [0, 1, 2], [1, 0, 3], "symmetric")  # noqa: E731
-    for x in (a, b, a, b):
-        with dml.configure(call_cache=False):
-            want = outcome(fn, x)
-        fn(x)
-        entries = calls.info()["entries"]
+    with dml.configure(call_cache=False):
+        want = {id(a): outcome(fn, a), id(b): outcome(fn, b)}
+    assert_same(outcome(fn, a), want[id(a)])                   # recorded
+    entries = calls.info()["entries"]
+    before = hits()
+    assert_same(outcome(fn, a), want[id(a)])
+    assert hits() == before + 1
+    before = hits()
+    assert_same(outcome(fn, b), want[id(b)])                   # another class: the route, recorded apart
+    assert hits() == before and calls.info()["entries"] == entries + 1
+    for x in (b, a, b):
         before = hits()
-        assert_same(outcome(fn, x), want)
-        assert hits() == before + 1 and calls.info()["entries"] == entries
+        assert_same(outcome(fn, x), want[id(x)])
+        assert hits() == before + 1
 
 
 @needs_torch_cuda
