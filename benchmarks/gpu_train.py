@@ -135,11 +135,13 @@ def compiled(rows, device, shapes, reps, rounds):
         ours = torch.compile(ours_fn, fullgraph=True)
         peer = torch.compile(peer_fn, fullgraph=True)
         a, b, e = ours(x, wt), peer(x, wt), ours_fn(x, wt)
+        route = opendml.torch.compiled_route()     # which operators the trace above put in the graph
+        print(f"compiled  route: {route}:: ({opendml.torch.compiled_status()})", flush=True)
         assert torch.equal(a, e), "compiled != eager"
         assert torch.allclose(a, b, rtol=1e-3, atol=1e-3)
         t_ours = timed(lambda: ours(x, wt), device, reps, rounds)
         t_peer = timed(lambda: peer(x, wt), device, reps, rounds)
-        row(rows, "compiled", f"w @ unfold(x) {shape}", t_ours, t_peer, "compiled F.unfold", target)
+        row(rows, "compiled", f"w @ unfold(x) {shape}", t_ours, t_peer, "compiled F.unfold", target, route=route)
 
 
 def new_shapes(rows, device, count, cycle, rounds):

@@ -55,7 +55,7 @@ from .arrays import family_torch as _family  # noqa: F401 - the family in torch.
 from .arrays import torch_adapter as _adapter
 
 __all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "unfold_op", "fold_op", "slice1_op",
-           "slice_grad_op", "split_padding", "node_status", "wait_for_node"]
+           "slice_grad_op", "split_padding", "node_status", "wait_for_node", "compiled_status", "compiled_route"]
 
 unfold_op = _adapter.unfold_op
 fold_op = _adapter.fold_op
@@ -84,6 +84,23 @@ def wait_for_node(timeout: float | None = 600.0) -> bool:
     ``timeout`` seconds; whether it is ready. Call it before timing training
     steps, so that the first steps do not run while it compiles."""
     return _adapter.torch_node.wait(timeout)
+
+
+def compiled_status() -> str:
+    """Which operators a call traced now (``torch.compile``, fake tensors)
+    goes through, and why: ``"C++ dispatcher operators (opendml_cpp::)"``
+    once the C++ node library (``node_status``) is loaded and on, their
+    kernels served by opendml's call cache from C, or ``"custom operators
+    (opendml::): <reason>"``, the ``torch.library.custom_op`` operators
+    above (before the library is built, without a C++ compiler, with
+    ``torch_node="off"``). Values and gradients are the same either way."""
+    return _adapter.compiled_status()
+
+
+def compiled_route() -> str | None:
+    """The namespace of the operators the latest traced call went through
+    (``"opendml_cpp"`` or ``"opendml"``), or None before any."""
+    return _adapter._CPP["last"]
 
 
 def _is_sequence(value) -> bool:

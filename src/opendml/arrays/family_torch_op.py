@@ -47,7 +47,7 @@ import torch
 from ..jsonform import from_json, to_json
 from ..model.errors import UnsupportedError, ValidationError
 from . import family
-from .torch_adapter import _DTYPES
+from .torch_adapter import _DTYPES, cpp_op, define_cpp
 
 __all__ = ["move_op", "call_move", "description"]
 
@@ -143,7 +143,7 @@ def _checked(inputs, text: str):
 
 @torch.library.custom_op("opendml::move", mutates_args=(), schema="(Tensor[] inputs, str desc) -> Tensor[]")
 def move_op(inputs, desc):
-    return [o.contiguous() for o in kernel(_checked(inputs, desc), list(inputs))]
+    return _move(inputs, desc)
 
 
 @move_op.register_fake
@@ -168,20 +168,48 @@ def _backward(ctx, grads):
 move_op.register_autograd(_backward, setup_context=_setup)
 
 
-@move_op.register_vmap
-def _move_vmap(info, in_dims, inputs, desc):
-    n = info.batch_size
-    dims = in_dims[0]
-    xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(inputs, dims)]
-    per = [move_op(list(x[i] for x in xs), desc) for i in range(n)]
-    outs = [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
-    return outs, [0] * len(outs)
+def _move_rule(op):
+    """The batching rule of ``op`` (either namespace's move): the call once per batch element, stacked."""
+    def rule(info, in_dims, inputs, desc):
+        n = info.batch_size
+        dims = in_dims[0]
+        xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(inputs, dims)]
+        per = [op(list(x[i] for x in xs), desc) for i in range(n)]
+        outs = [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
+        return outs, [0] * len(outs)
+    return rule
+
+
+move_op.register_vmap(_move_rule(move_op))
+
+
+def _move(inputs, desc):
+    return [o.contiguous() for o in kernel(_checked(inputs, desc), list(inputs))]
+
+
+def _cpp_move_backward(saved, grads):
+    """The C++ operator's backward: ``saved`` is (the inputs' sizes, desc)."""
+    desc = description(saved[1])
+    ref = next(g for g in grads if g is not None)
+    grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=_torch_dtype(t))
+             for g, t in zip(grads, desc.outputs)]
+    return list(family.adjoint(desc, grads))
+
+
+# The same operator among the C++ dispatcher operators (torch_adapter's
+# "the C++ operators"), which traced calls take once the node library is
+# loaded: its kernel is the Python one (the call cache has no entry for a
+# description's text), without the custom operator's Python dispatch.
+define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _move), True, _move_fake,
+           _move_rule, _cpp_move_backward)
 
 
 def call_move(desc, arrays) -> list:
     """``desc`` (a validated family description) on ``arrays`` through
+    ``opendml_cpp::move`` where traced calls take the C++ operators, else
     ``opendml::move``."""
-    return list(torch.ops.opendml.move.default(list(arrays), to_text(desc)))
+    op = cpp_op("move") or torch.ops.opendml.move.default
+    return list(op(list(arrays), to_text(desc)))
 
 
 # torch.compile: the family's array API functions enter a graph whole; the

@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextvars
 import math
 import sys
+import threading
 
 import numpy as np
 import torch
@@ -66,7 +67,7 @@ from . import numpy_adapter, torch_node
 from .planner import OpCall, array_layout, plan_for
 
 __all__ = ["run", "numpy_dtype", "through_op", "prefix_window", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
-           "slice1_op", "slice_grad_op"]
+           "slice1_op", "slice_grad_op", "operators", "cpp_op", "define_cpp", "compiled_status", "CPP_NAMESPACE"]
 
 #: PyTorch dtypes with a DirectML data type.
 _DTYPES = {
@@ -470,18 +471,20 @@ def through_op(x, call: OpCall):
                                f"tracer), where forward-mode AD is exact")
     shape, strides = tuple(x.shape), x.stride()
     concrete = _concrete(shape) and _concrete(strides)
+    ops = operators()
+    _CPP["last"] = "opendml" if ops is _CUSTOM else CPP_NAMESPACE
     memo = None
     if concrete:
         key = call.key
         if key is not None:
-            memo = (key, x.dtype, x.device.type, shape, strides)
+            memo = (key, x.dtype, x.device.type, shape, strides, ops is _CUSTOM)
             hit = _ROUTES.get(memo)
             if hit is not None:
                 op, args, squeeze = hit
                 return op(x.reshape(shape[-3:]) if squeeze else x, *args)
     if concrete:
         _describe(x, call, dtype)
-    op, args, squeeze = _operator_call(x, call)
+    op, args, squeeze = _operator_call(x, call, ops)
     if memo is not None:
         if len(_ROUTES) >= 1024:
             _ROUTES.clear()
@@ -489,30 +492,30 @@ def through_op(x, call: OpCall):
     return op(x.reshape(shape[-3:]) if squeeze else x, *args)
 
 
-def _operator_call(x, call: OpCall):
-    """(operator, its arguments after the tensor, whether x's leading 1s go)."""
+def _operator_call(x, call: OpCall, ops: dict):
+    """(operator of ``ops``, its arguments after the tensor, whether x's leading 1s go)."""
     name, args = call.name, call.args
     if name == "unfold":
         d = x.dim() - 2
-        return torch.ops.opendml.unfold.default, tuple(_ints(v, d) for v in args), False
+        return ops["unfold"], tuple(_ints(v, d) for v in args), False
     if name == "fold":
         output_sizes, window_sizes = args[:2]     # spatial axes: as the array API counts them
         d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
         # (1, ..., N, C x K, B): leading 1s dropped
-        return torch.ops.opendml.fold.default, tuple(_ints(v, d) for v in args), x.dim() > 3
+        return ops["fold"], tuple(_ints(v, d) for v in args), x.dim() > 3
     if name == "slice":
         offsets, sizes, strides = (_ints(v) for v in args)
-        return (torch.ops.opendml.slice1.default,
+        return (ops["slice1"],
                 (offsets, [(s - 1) * t + 1 for s, t in zip(sizes, strides)], strides), False)
     if name == "slice1":
         offsets, sizes, strides = (_ints(v) for v in args[:3])
         if args[3] is not None:
             offsets, sizes = prefix_window(offsets, sizes, strides, _ints(args[3]))
-        return torch.ops.opendml.slice1.default, (offsets, sizes, strides), False
+        return ops["slice1"], (offsets, sizes, strides), False
     if name == "slice_grad":
         input_sizes, offsets, sizes, strides = (_ints(v) for v in args)
         offsets, sizes = prefix_window(offsets, sizes, strides, list(x.shape))
-        return torch.ops.opendml.slice_grad.default, (input_sizes, offsets, sizes, strides), False
+        return ops["slice_grad"], (input_sizes, offsets, sizes, strides), False
     raise UnsupportedError(f"{name}: no PyTorch operator")
 
 
@@ -579,17 +582,21 @@ def _slice_grad(grad, input_sizes, window_offsets, window_sizes, window_strides)
     return _in_mode(_KERNEL, api.slice_grad, grad, input_sizes, window_offsets, window_sizes, window_strides)
 
 
-unfold_op = _define("unfold", "(Tensor x, int[] window_sizes, int[] strides, int[] dilations, "
-                    "int[] start_padding, int[] end_padding) -> Tensor", _unfold)
-fold_op = _define("fold", "(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, "
-                  "int[] dilations, int[] start_padding, int[] end_padding) -> Tensor", _fold)
-slice1_op = _define("slice1", "(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, "
-                    "int[] window_strides) -> Tensor", _slice1)
-slice_grad_op = _define("slice_grad", "(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, "
-                        "SymInt[] window_sizes, int[] window_strides) -> Tensor", _slice_grad)
+#: The operators' schemas (after the name), the same in both namespaces.
+_SCHEMAS = {
+    "unfold": "(Tensor x, int[] window_sizes, int[] strides, int[] dilations, int[] start_padding, "
+              "int[] end_padding) -> Tensor",
+    "fold": "(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
+            "int[] start_padding, int[] end_padding) -> Tensor",
+    "slice1": "(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor",
+    "slice_grad": "(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
+                  "int[] window_strides) -> Tensor",
+}
+_KERNELS = {"unfold": _unfold, "fold": _fold, "slice1": _slice1, "slice_grad": _slice_grad}
+
+unfold_op, fold_op, slice1_op, slice_grad_op = (_define(name, _SCHEMAS[name], _KERNELS[name]) for name in _SCHEMAS)
 
 
-@unfold_op.register_fake
 def _unfold_fake(x, window_sizes, strides, dilations, start_padding, end_padding):
     def formula():
         n, c, *spatial = x.shape
@@ -599,7 +606,6 @@ def _unfold_fake(x, window_sizes, strides, dilations, start_padding, end_padding
     return _fake(x, api.unfold, (window_sizes, strides, dilations, start_padding, end_padding), formula)
 
 
-@fold_op.register_fake
 def _fold_fake(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding):
     def formula():
         return (x.shape[-3], x.shape[-2] // math.prod(window_sizes), *output_sizes)
@@ -607,46 +613,51 @@ def _fold_fake(x, output_sizes, window_sizes, strides, dilations, start_padding,
                  formula)
 
 
-@slice1_op.register_fake
 def _slice1_fake(x, window_offsets, window_sizes, window_strides):
     def formula():
         return [1 + (s - 1) // abs(t) for s, t in zip(window_sizes, window_strides)]
     return _fake(x, api.slice1, (window_offsets, window_sizes, window_strides), formula)
 
 
-@slice_grad_op.register_fake
 def _slice_grad_fake(grad, input_sizes, window_offsets, window_sizes, window_strides):
     return _fake(grad, api.slice_grad, (input_sizes, window_offsets, window_sizes, window_strides),
                  lambda: list(input_sizes))
 
 
-# Backward formulas. Non-tensor arguments get no gradient (None).
+_FAKES = {"unfold": _unfold_fake, "fold": _fold_fake, "slice1": _slice1_fake, "slice_grad": _slice_grad_fake}
+for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
+    _op.register_fake(_FAKES[_name])
+
+
+# Backward formulas, over an operator table (``ctx.ops``: these custom
+# operators or the C++ ones). Non-tensor arguments get no gradient (None).
 
 def _keep_inputs(ctx, inputs, output):
     ctx.sizes = inputs[0].shape
     ctx.args = inputs[1:]
+    ctx.ops = _CUSTOM
 
 
 def _unfold_backward(ctx, grad):
-    return (torch.ops.opendml.fold.default(grad, list(ctx.sizes[2:]), *ctx.args),) + (None,) * 5
+    return (ctx.ops["fold"](grad, list(ctx.sizes[2:]), *ctx.args),) + (None,) * 5
 
 
 def _fold_backward(ctx, grad):
-    return (torch.ops.opendml.unfold.default(grad, *ctx.args[1:]),) + (None,) * 6
+    return (ctx.ops["unfold"](grad, *ctx.args[1:]),) + (None,) * 6
 
 
 def _slice1_backward(ctx, grad):
-    return (torch.ops.opendml.slice_grad.default(grad, list(ctx.sizes), *ctx.args),) + (None,) * 3
+    return (ctx.ops["slice_grad"](grad, list(ctx.sizes), *ctx.args),) + (None,) * 3
 
 
 def _slice_grad_backward(ctx, grad):
-    return (torch.ops.opendml.slice1.default(grad, *ctx.args[1:]),) + (None,) * 4
+    return (ctx.ops["slice1"](grad, *ctx.args[1:]),) + (None,) * 4
 
 
-unfold_op.register_autograd(_unfold_backward, setup_context=_keep_inputs)
-fold_op.register_autograd(_fold_backward, setup_context=_keep_inputs)
-slice1_op.register_autograd(_slice1_backward, setup_context=_keep_inputs)
-slice_grad_op.register_autograd(_slice_grad_backward, setup_context=_keep_inputs)
+_BACKWARDS = {"unfold": _unfold_backward, "fold": _fold_backward, "slice1": _slice1_backward,
+              "slice_grad": _slice_grad_backward}
+for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
+    _op.register_autograd(_BACKWARDS[_name], setup_context=_keep_inputs)
 
 # torch.compile: the array API's functions enter a graph as calls that
 # AOTAutograd traces with fake tensors (which take the operator route above).
@@ -661,28 +672,154 @@ def _batched(in_dims, x):
     return x.movedim(in_dims[0], 0)
 
 
-@unfold_op.register_vmap
-def _unfold_vmap(info, in_dims, x, *args):
-    x = _batched(in_dims, x)
-    return torch.ops.opendml.unfold.default(x.flatten(0, 1), *args).unflatten(0, x.shape[:2]), 0
+def _unfold_rule(op):
+    def rule(info, in_dims, x, *args):
+        x = _batched(in_dims, x)
+        return op(x.flatten(0, 1), *args).unflatten(0, x.shape[:2]), 0
+    return rule
 
 
-@fold_op.register_vmap
-def _fold_vmap(info, in_dims, x, *args):
-    x = _batched(in_dims, x)
-    return torch.ops.opendml.fold.default(x.flatten(0, 1), *args).unflatten(0, x.shape[:2]), 0
+def _slice1_rule(op):
+    def rule(info, in_dims, x, offsets, sizes, strides):
+        x = _batched(in_dims, x)
+        b = x.shape[0]
+        return op(x, [0, *offsets], [b, *sizes], [1, *strides]), 0
+    return rule
 
 
-@slice1_op.register_vmap
-def _slice1_vmap(info, in_dims, x, offsets, sizes, strides):
-    x = _batched(in_dims, x)
-    b = x.shape[0]
-    return torch.ops.opendml.slice1.default(x, [0, *offsets], [b, *sizes], [1, *strides]), 0
+def _slice_grad_rule(op):
+    def rule(info, in_dims, grad, input_sizes, offsets, sizes, strides):
+        grad = _batched(in_dims, grad)
+        b = grad.shape[0]
+        return op(grad, [b, *input_sizes], [0, *offsets], [b, *sizes], [1, *strides]), 0
+    return rule
 
 
-@slice_grad_op.register_vmap
-def _slice_grad_vmap(info, in_dims, grad, input_sizes, offsets, sizes, strides):
-    grad = _batched(in_dims, grad)
-    b = grad.shape[0]
-    return torch.ops.opendml.slice_grad.default(grad, [b, *input_sizes], [0, *offsets], [b, *sizes],
-                                                [1, *strides]), 0
+#: Batching rules by operator: rule(op) is op's (unfold and fold batch alike).
+_RULES = {"unfold": _unfold_rule, "fold": _unfold_rule, "slice1": _slice1_rule, "slice_grad": _slice_grad_rule}
+
+#: The custom operators by name (the table of the operator route without the C++ library).
+_CUSTOM = {name: getattr(torch.ops.opendml, name).default for name in _SCHEMAS}
+for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
+    _op.register_vmap(_RULES[_name](_CUSTOM[_name]))
+
+
+# -- the C++ operators -------------------------------------------------------------------------------
+
+# The same four operators (and the family's move, family_torch_op) registered with PyTorch's dispatcher by the node
+# library (torch_node.cpp), in a namespace of their own: CPU and CUDA kernels
+# that go to the call cache's C function and to the Python kernel above only
+# on a miss, and a C++ Autograd kernel whose node calls the backward formulas
+# above over the C++ table. A traced call (torch.compile) takes them once the
+# library is loaded and on; before that, without a compiler and with
+# torch_node="off" it takes the custom operators, which stay defined (and
+# are what opcheck of ``opendml::`` checks). A graph traced either way keeps
+# working: both tables stay registered.
+
+#: The C++ operators' namespace.
+CPP_NAMESPACE = "opendml_cpp"
+_CPP: dict = {"ops": None, "libs": [], "failed": None, "last": None}
+#: Definitions the C++ library registers: name -> (schema, kernel spec (cached,
+#: code, extra arguments for the cache, fallback), returns a list, grad_fn
+#: name, fake, rule(op) giving op's batching rule or None, backward(saved,
+#: grads) -> a gradient or None per input tensor, ``saved`` the operator's
+#: arguments with each tensor replaced by its sizes).
+_CPP_DEFS: dict = {}
+_cpp_lock = threading.Lock()
+
+
+def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, backward) -> None:
+    """Add an operator to those the C++ library registers (``CPP_NAMESPACE``)."""
+    _CPP_DEFS[name] = (schema, spec, list_out, f"opendml_{name}Backward", fake, vmap, backward)
+
+
+def _ctx_backward(name):
+    formula = _BACKWARDS[name]
+
+    class _Saved:
+        __slots__ = ("sizes", "args", "ops")
+
+    def backward(saved, grads):
+        ctx = _Saved()
+        ctx.sizes, ctx.args, ctx.ops = saved[0], saved[1:], _CPP["ops"]
+        return formula(ctx, grads[0])[:1]
+    return backward
+
+
+for _name in _SCHEMAS:
+    define_cpp(_name, _SCHEMAS[_name], (calls.call, calls.OPS[_name], (None,) if _name == "slice1" else (),
+                                        _KERNELS[_name]),
+               False, _FAKES[_name], _RULES[_name], _ctx_backward(_name))
+
+
+def _cpp_backward(name, saved, grads):
+    """Every C++ operator's backward (the node's apply calls it)."""
+    return _CPP_DEFS[name][6](saved, grads)
+
+
+def _register(node, names) -> dict:
+    """Register ``names`` of ``_CPP_DEFS`` with the node library (under _cpp_lock)."""
+    lib = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
+    tags = (torch.Tag.pt2_compliant_tag,)
+    for name in names:
+        lib.define(name + _CPP_DEFS[name][0], tags=tags)
+    _CPP["libs"].append(lib)
+    node.register_ops(CPP_NAMESPACE, [(name, _CPP_DEFS[name][1], _CPP_DEFS[name][2], _CPP_DEFS[name][3])
+                                      for name in names], _cpp_backward)
+    ns = getattr(torch.ops, CPP_NAMESPACE)
+    ops = {name: getattr(ns, name).default for name in names}
+    for name in names:
+        qualname = f"{CPP_NAMESPACE}::{name}"
+        torch.library.register_fake(qualname, _CPP_DEFS[name][4], lib=lib)
+        rule = _CPP_DEFS[name][5]
+        if rule is not None:
+            torch.library.register_vmap(qualname, rule(ops[name]), lib=lib)
+    return ops
+
+
+def operators() -> dict:
+    """The operator table a traced call takes: the C++ operators once the
+    node library is loaded and on, else the custom operators."""
+    ops = _CPP["ops"]
+    if ops is not None:
+        return ops if config().torch_node != "off" else _CUSTOM
+    if _CPP["failed"] is not None:
+        return _CUSTOM
+    node = torch_node.get()
+    if node is None:
+        return _CUSTOM
+    with _cpp_lock:
+        if _CPP["ops"] is None and _CPP["failed"] is None:
+            try:
+                _CPP["ops"] = _register(node, list(_CPP_DEFS))
+            except Exception as e:     # noqa: BLE001 - the custom operators serve; compiled_status() says why
+                _CPP["failed"] = f"{type(e).__name__}: {e}"
+    return _CPP["ops"] if _CPP["ops"] is not None else _CUSTOM
+
+
+def cpp_op(name: str):
+    """The C++ operator ``name`` where traced calls take the C++ operators
+    (registering it first if it was defined after the others), else None."""
+    ops = operators()
+    if ops is _CUSTOM:
+        return None
+    op = ops.get(name)
+    if op is None and name in _CPP_DEFS:
+        with _cpp_lock:
+            op = ops.get(name)
+            if op is None:
+                try:
+                    new = _register(torch_node.get(), [name])
+                except Exception:     # noqa: BLE001 - the custom operator serves
+                    return None
+                ops.update(new)
+                op = ops[name]
+    return op
+
+
+def compiled_status() -> str:
+    """Which operators a traced call (``torch.compile``) takes, and why."""
+    if _CPP["ops"] is not None and config().torch_node != "off":
+        return f"C++ dispatcher operators ({CPP_NAMESPACE}::)"
+    why = _CPP["failed"] or torch_node.status()
+    return f"custom operators (opendml::): {why}"

@@ -17,6 +17,8 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/python_cpp_function.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
 
 #include <array>
 #include <memory>
@@ -25,6 +27,7 @@
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 namespace py = pybind11;
 using torch::autograd::Node;
@@ -105,57 +108,66 @@ struct Backward : Node {
   py::tuple adjoint_;
 };
 
-template <int K>
-struct Slot final : Backward {
-  using Backward::Backward;
+template <class Base, int K>
+struct Slot final : Base {
+  using Base::Base;
   static std::string label;
   std::string name() const override { return label; }
 };
-template <int K>
-std::string Slot<K>::label;
-
-std::array<PyTypeObject, kSlots> types{};
-int used = 0;
+template <class Base, int K>
+std::string Slot<Base, K>::label;
 
 template <class P, class X>
-P make_node(py::tuple adjoint) {
+P make_node(py::tuple payload) {
   if constexpr (is_shared<P>::value) {
-    return P(new X(std::move(adjoint)));
+    return P(new X(std::move(payload)));
   } else {
-    return c10::make_intrusive<X>(std::move(adjoint));
+    return c10::make_intrusive<X>(std::move(payload));
   }
 }
 
 using Maker = NodePtr (*)(py::tuple);
-template <int... K>
-std::array<Maker, kSlots> makers(std::integer_sequence<int, K...>) {
-  return {&make_node<NodePtr, Slot<K>>...};
-}
-template <int... K>
-std::array<const std::type_info*, kSlots> infos(std::integer_sequence<int, K...>) {
-  return {&typeid(Slot<K>)...};
-}
-template <int... K>
-std::array<std::string*, kSlots> labels(std::integer_sequence<int, K...>) {
-  return {&Slot<K>::label...};
-}
-const auto kMakers = makers(std::make_integer_sequence<int, kSlots>{});
-const auto kInfos = infos(std::make_integer_sequence<int, kSlots>{});
-const auto kLabels = labels(std::make_integer_sequence<int, kSlots>{});
 
-// A new grad_fn type named `name` (e.g. opendml_unfoldBackward); its slot number.
-int slot(const std::string& name) {
-  for (int k = 0; k < used; ++k) {
-    if (*kLabels[k] == name) return k;
+// kSlots grad_fn types over node class Base, each registered with its own
+// Python type on first use (slot(name)).
+template <class Base>
+struct Types {
+  template <int... K>
+  static std::array<Maker, kSlots> makers(std::integer_sequence<int, K...>) {
+    return {&make_node<NodePtr, Slot<Base, K>>...};
   }
-  if (used == kSlots) throw std::runtime_error("opendml autograd node: more than 64 operator names");
-  int k = used++;
-  *kLabels[k] = name;
-  torch::autograd::_initFunctionPyTypeObject(types[k], kLabels[k]->c_str(), nullptr, nullptr);
-  Py_INCREF(&types[k]);
-  torch::autograd::registerCppFunction(*kInfos[k], &types[k]);
-  return k;
-}
+  template <int... K>
+  static std::array<const std::type_info*, kSlots> infos(std::integer_sequence<int, K...>) {
+    return {&typeid(Slot<Base, K>)...};
+  }
+  template <int... K>
+  static std::array<std::string*, kSlots> labels(std::integer_sequence<int, K...>) {
+    return {&Slot<Base, K>::label...};
+  }
+  static inline const auto kMakers = makers(std::make_integer_sequence<int, kSlots>{});
+  static inline const auto kInfos = infos(std::make_integer_sequence<int, kSlots>{});
+  static inline const auto kLabels = labels(std::make_integer_sequence<int, kSlots>{});
+  static inline std::array<PyTypeObject, kSlots> types{};
+  static inline int used = 0;
+
+  // A new grad_fn type named `name` (e.g. opendml_unfoldBackward); its slot number.
+  static int slot(const std::string& name) {
+    for (int k = 0; k < used; ++k) {
+      if (*kLabels[k] == name) return k;
+    }
+    if (used == kSlots) throw std::runtime_error("opendml autograd node: more than 64 operator names");
+    int k = used++;
+    *kLabels[k] = name;
+    torch::autograd::_initFunctionPyTypeObject(types[k], kLabels[k]->c_str(), nullptr, nullptr);
+    Py_INCREF(&types[k]);
+    torch::autograd::registerCppFunction(*kInfos[k], &types[k]);
+    return k;
+  }
+};
+
+using NodeTypes = Types<Backward>;
+
+int slot(const std::string& name) { return NodeTypes::slot(name); }
 
 // The kernel spec on x with grad mode off (opendml's kernel route; the call
 // cache serves it), then, where autograd records, this slot's node with the
@@ -165,7 +177,7 @@ at::Tensor apply(const at::Tensor& x, int k, const py::tuple& kernel, py::tuple 
       !PyTuple_Check(adjoint[2].ptr())) {
     throw std::invalid_argument("opendml autograd node: a call spec is (cached, code, args tuple, fallback)");
   }
-  if (k < 0 || k >= used) throw std::out_of_range("opendml autograd node: no such slot");
+  if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
   const bool record = torch::autograd::compute_requires_grad(x);
   at::Tensor y;
   {
@@ -176,7 +188,7 @@ at::Tensor apply(const at::Tensor& x, int k, const py::tuple& kernel, py::tuple 
     if (y.requires_grad() || y.is_view() || y.is_same(x)) {
       throw std::runtime_error("opendml autograd node: the kernel route returned a tensor autograd already knows");
     }
-    NodePtr node = kMakers[k](std::move(adjoint));
+    NodePtr node = NodeTypes::kMakers[k](std::move(adjoint));
     node->set_next_edges(torch::autograd::collect_next_edges(x));
     torch::autograd::set_history(y, node);
   }
@@ -185,8 +197,295 @@ at::Tensor apply(const at::Tensor& x, int k, const py::tuple& kernel, py::tuple 
 
 // apply with everything but x bound: what the call cache's eager entry calls.
 py::cpp_function recorder(int k, py::tuple kernel, py::tuple adjoint) {
-  if (k < 0 || k >= used) throw std::out_of_range("opendml autograd node: no such slot");
+  if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
   return py::cpp_function([k, kernel, adjoint](const at::Tensor& x) { return apply(x, k, kernel, adjoint); });
+}
+
+// -- dispatcher operators ---------------------------------------------------------------------------
+//
+// The operators torch.compile graphs call (arrays/torch_adapter.py defines
+// their schemas and fake kernels in a namespace of their own). Every kernel
+// here is boxed and generic over the schema: the CPU and CUDA kernels turn
+// the arguments into Python objects once and call the operator's spec, the
+// call cache's C function first (no Python on a hit) and the Python kernel
+// only on a miss; the Autograd kernel runs the operator below autograd and,
+// where a gradient is needed, records an OpBackward node whose apply calls
+// the Python backward formula, which calls these operators again (so
+// gradients of gradients, and AOTAutograd's traces of backward, take them).
+
+constexpr int kOps = 16;
+
+// An operator's kernel spec: cached(code, *args, *extra) is the call cache's
+// function (Py_None: none), fallback(*args) the Python kernel, list_out
+// whether the schema returns Tensor[]. The objects are kept for the life of
+// the process (never released: a kernel may run until it ends).
+struct OpSpec {
+  PyObject* name = nullptr;
+  PyObject* cached = nullptr;
+  PyObject* code = nullptr;
+  PyObject* extra = nullptr;
+  PyObject* fallback = nullptr;
+  bool list_out = false;
+  int slot = -1;
+};
+std::array<OpSpec, kOps> op_specs{};
+int op_count = 0;
+PyObject* op_backward = nullptr;  // backward(name, saved, grads) -> a gradient (or None) per input tensor
+
+// A reference released with the GIL taken, whatever path leaves the scope.
+struct Held {
+  PyObject* p = nullptr;
+  Held() = default;
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+  ~Held() {
+    if (p != nullptr && Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      Py_DECREF(p);
+    }
+  }
+};
+
+// A new reference to the Python form of an argument: a tensor, a list of
+// ints (what the call cache keys), None, else what TorchScript makes of it
+// (SymInts, strings, tensor lists).
+PyObject* to_py(const c10::IValue& v) {
+  if (v.isTensor()) return py::cast(v.toTensor()).release().ptr();
+  if (v.isIntList()) {
+    const std::vector<int64_t> ints = v.toIntVector();
+    PyObject* out = PyList_New(static_cast<Py_ssize_t>(ints.size()));
+    if (out == nullptr) throw py::error_already_set();
+    for (size_t i = 0; i < ints.size(); ++i) {
+      PyObject* n = PyLong_FromLongLong(ints[i]);
+      if (n == nullptr) {
+        Py_DECREF(out);
+        throw py::error_already_set();
+      }
+      PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), n);
+    }
+    return out;
+  }
+  if (v.isNone()) {
+    Py_INCREF(Py_None);
+    return Py_None;
+  }
+  return torch::jit::toPyObject(v).release().ptr();
+}
+
+void run_op(const OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  py::gil_scoped_acquire gil;
+  const Py_ssize_t extra = PyTuple_GET_SIZE(spec.extra);
+  std::vector<py::object> owned;
+  owned.reserve(n);
+  std::vector<PyObject*> argv(n + static_cast<size_t>(extra) + 1);
+  argv[0] = spec.code;
+  {
+    auto args = torch::jit::last(*stack, n);
+    for (size_t i = 0; i < n; ++i) {
+      owned.push_back(py::reinterpret_steal<py::object>(to_py(args[i])));
+      argv[i + 1] = owned.back().ptr();
+    }
+  }
+  for (Py_ssize_t j = 0; j < extra; ++j) argv[n + 1 + static_cast<size_t>(j)] = PyTuple_GET_ITEM(spec.extra, j);
+  py::object result;
+  if (spec.cached != Py_None) {
+    PyObject* out = PyObject_Vectorcall(spec.cached, argv.data(), argv.size(), nullptr);
+    if (out == nullptr) throw py::error_already_set();
+    result = py::reinterpret_steal<py::object>(out);
+  }
+  if (!result || result.is_none()) {
+    PyObject* out = PyObject_Vectorcall(spec.fallback, argv.data() + 1, n, nullptr);
+    if (out == nullptr) throw py::error_already_set();
+    result = py::reinterpret_steal<py::object>(out);
+  }
+  torch::jit::drop(*stack, n);
+  if (spec.list_out) {
+    torch::jit::push(*stack, result.cast<std::vector<at::Tensor>>());
+  } else {
+    torch::jit::push(*stack, result.cast<at::Tensor>());
+  }
+}
+
+struct OpBackward : Node {
+  explicit OpBackward(py::tuple payload) : payload_(std::move(payload)) {}  // (name, saved, input count)
+
+  ~OpBackward() override {
+    if (!payload_.ptr()) return;
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      payload_.release().dec_ref();
+    } else {
+      payload_.release();
+    }
+  }
+
+  variable_list apply(variable_list&& grads) override {
+    py::gil_scoped_acquire gil;
+    const size_t n = payload_[2].cast<size_t>();
+    variable_list result(n);
+    bool any = false;
+    for (const auto& g : grads) any = any || g.defined();
+    if (!any) return result;
+    try {
+      py::tuple g(grads.size());
+      for (size_t i = 0; i < grads.size(); ++i) {
+        g[i] = grads[i].defined() ? py::cast(grads[i]) : py::none();
+      }
+      py::object out = py::reinterpret_borrow<py::object>(op_backward)(payload_[0], payload_[1], g);
+      size_t i = 0;
+      for (py::handle item : out) {
+        if (i == n) break;
+        if (!item.is_none()) result[i] = item.cast<at::Tensor>();
+        ++i;
+      }
+      return result;
+    } catch (py::error_already_set& e) {  // as Backward::apply
+      e.restore();
+      python_error err;
+      err.persist();
+      throw err;
+    }
+  }
+
+  void release_variables() override {}
+
+  py::tuple payload_;
+};
+
+using OpTypes = Types<OpBackward>;
+
+void record_op(const OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t n = schema.arguments().size();
+  std::vector<at::Tensor> inputs;
+  bool record = false;
+  if (torch::autograd::GradMode::is_enabled()) {
+    for (const auto& a : torch::jit::last(*stack, n)) {
+      if (a.isTensor()) {
+        inputs.push_back(a.toTensor());
+      } else if (a.isTensorList()) {
+        for (const at::Tensor& t : a.toTensorList()) inputs.push_back(t);
+      }
+    }
+    for (const auto& t : inputs) record = record || (t.defined() && t.requires_grad());
+  }
+  Held saved;  // the arguments, each tensor replaced by its (symbolic) sizes
+  if (record) {
+    py::gil_scoped_acquire gil;
+    auto args = torch::jit::last(*stack, n);
+    py::tuple t(n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& a = args[i];
+      if (a.isTensor()) {
+        t[i] = py::cast(a.toTensor().sym_sizes());
+      } else if (a.isTensorList()) {
+        py::list sizes;
+        for (const at::Tensor& x : a.toTensorList()) sizes.append(py::cast(x.sym_sizes()));
+        t[i] = sizes;
+      } else {
+        t[i] = py::reinterpret_steal<py::object>(to_py(a));
+      }
+    }
+    saved.p = t.release().ptr();
+  }
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    at::AutoGradMode no_grad(false);  // the call cache must not take this call for one autograd records
+    op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
+  }
+  if (!record) return;
+  std::vector<at::Tensor> outputs;
+  for (const auto& r : torch::jit::last(*stack, schema.returns().size())) {
+    if (r.isTensor()) {
+      outputs.push_back(r.toTensor());
+    } else if (r.isTensorList()) {
+      for (const at::Tensor& t : r.toTensorList()) outputs.push_back(t);
+    }
+  }
+  NodePtr node;
+  {
+    py::gil_scoped_acquire gil;
+    py::tuple payload = py::make_tuple(py::reinterpret_borrow<py::object>(spec.name),
+                                       py::reinterpret_borrow<py::object>(saved.p), inputs.size());
+    node = OpTypes::kMakers[spec.slot](std::move(payload));
+  }
+  node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
+  for (const auto& y : outputs) {  // an integer output (a CAST) gets no history: its gradient is None
+    if (y.defined() && torch::autograd::isDifferentiableType(y.scalar_type())) {
+      torch::autograd::set_history(y, node);
+    } else {
+      node->add_input_metadata(Node::undefined_input());
+    }
+  }
+}
+
+template <int K>
+void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_op(op_specs[K], op, stack);
+}
+
+template <int K>
+void op_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  record_op(op_specs[K], op, ks, stack);
+}
+
+using FnMaker = torch::CppFunction (*)();
+template <int K>
+torch::CppFunction kernel_fn() {
+  return torch::CppFunction::makeFromBoxedFunction<&op_kernel<K>>();
+}
+template <int K>
+torch::CppFunction autograd_fn() {
+  return torch::CppFunction::makeFromBoxedFunction<&op_autograd<K>>();
+}
+template <int... K>
+std::array<FnMaker, kOps> kernel_fns(std::integer_sequence<int, K...>) {
+  return {&kernel_fn<K>...};
+}
+template <int... K>
+std::array<FnMaker, kOps> autograd_fns(std::integer_sequence<int, K...>) {
+  return {&autograd_fn<K>...};
+}
+const auto kKernelFns = kernel_fns(std::make_integer_sequence<int, kOps>{});
+const auto kAutogradFns = autograd_fns(std::make_integer_sequence<int, kOps>{});
+
+// Kernels for operators already defined in namespace ns (CPU, CUDA,
+// Autograd), one per (name, (cached, code, extra tuple, fallback), returns a
+// list, grad_fn name); backward(name, saved, grads) is every operator's
+// backward. The registrations stay for the life of the process.
+void register_ops(const std::string& ns, const py::list& ops, py::object backward) {
+  if (op_count + static_cast<int>(ops.size()) > kOps) {
+    throw std::runtime_error("opendml operators: more than 16 operators");
+  }
+  for (py::handle item : ops) {
+    py::tuple entry = py::reinterpret_borrow<py::tuple>(item);
+    py::tuple spec = entry[1].cast<py::tuple>();
+    if (entry.size() != 4 || spec.size() != 4 || !PyTuple_Check(spec[2].ptr())) {
+      throw std::invalid_argument("opendml operators: an entry is (name, (cached, code, extra tuple, fallback), "
+                                  "list_out, grad_fn name)");
+    }
+  }
+  auto* lib = new torch::Library(torch::Library::FRAGMENT, ns, std::nullopt, __FILE__, __LINE__);  // kept
+  if (op_backward == nullptr) op_backward = backward.inc_ref().ptr();
+  for (py::handle item : ops) {
+    py::tuple entry = py::reinterpret_borrow<py::tuple>(item);
+    py::tuple spec = entry[1].cast<py::tuple>();
+    const int k = op_count;
+    OpSpec& s = op_specs[k];
+    s.name = py::object(entry[0]).release().ptr();
+    s.cached = py::object(spec[0]).release().ptr();
+    s.code = py::object(spec[1]).release().ptr();
+    s.extra = py::object(spec[2]).release().ptr();
+    s.fallback = py::object(spec[3]).release().ptr();
+    s.list_out = entry[2].cast<bool>();
+    s.slot = OpTypes::slot(entry[3].cast<std::string>());
+    const std::string name = entry[0].cast<std::string>();
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, kKernelFns[k]()));
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, kKernelFns[k]()));
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, kAutogradFns[k]()));
+    ++op_count;
+  }
 }
 
 }  // namespace
@@ -195,4 +494,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
   m.def("apply", &apply, "kernel(x) recorded for autograd with adjoint as its backward");
   m.def("recorder", &recorder, "apply with the slot and specs bound: recorder(k, kernel, adjoint)(x)");
+  m.def("register_ops", &register_ops, "CPU, CUDA and Autograd kernels for operators of a namespace");
 }
