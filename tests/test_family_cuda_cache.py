@@ -11,7 +11,7 @@ class, side streams (behind a long kernel, inside a CUDA graph capture),
 threads each on its own stream, ``opendml.configure()``, a device that is not
 the current one, and autograd. Needs a GPU (``@pytest.mark.cuda``); the C
 paths themselves are also driven without one in
-``test_family_cuda_cache_c.py``."""
+``tests/runtime/test_cuda_move_cache.py``."""
 from __future__ import annotations
 
 import threading

@@ -13,7 +13,8 @@ alignment check, the launches in order with their slots and the origins,
 SPLIT's list, the current device and stream read per call, the generation
 and clear, malformed records, errors met in hooks, the entry's hold on its
 launches, threads. The same paths on a GPU, with PyTorch CUDA tensors and
-CuPy arrays, are in ``test_family_cuda_cache.py``."""
+CuPy arrays, are in ``tests/test_family_cuda_cache.py``. (Here, in tests/runtime,
+these run in the CI sanitizer pass too.)"""
 from __future__ import annotations
 
 import ctypes
