@@ -1,0 +1,279 @@
+"""The C++ dispatcher operators (``opendml_cpp::``, registered by the node
+library ``arrays/torch_node.cpp``) that traced calls take once the library is
+loaded: compiled results equal eager ones byte for byte, forward + backward
+under ``torch.compile``, ``opcheck``, ``gradcheck``/``gradgradcheck``,
+``vmap``, dynamic shapes, errors equal across routes, graphs traced before
+and after the switch, ``torch_node="off"`` and threads."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import opendml as dml  # noqa: E402
+import opendml.torch as dmlt  # noqa: E402
+from opendml.arrays import torch_adapter as adapter  # noqa: E402
+from opendml.arrays import torch_node  # noqa: E402
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(scope="module")
+def cpp():
+    """The C++ operator table (the node library built or loaded for this PyTorch)."""
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        pytest.skip("no C++ compiler here: the custom operators serve")
+    with dml.configure(torch_node="wait"):
+        assert torch_node.wait(), torch_node.status()
+        ops = adapter.operators()
+    assert ops is not adapter._CUSTOM, dmlt.compiled_status()
+    assert dmlt.compiled_status() == "C++ dispatcher operators (opendml_cpp::)"
+    return ops
+
+
+def _device(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    return device
+
+
+def _x(*shape, device="cpu", dtype=torch.float64):
+    return torch.arange(int(np.prod(shape)), dtype=dtype, device=device).reshape(shape) * 0.5 - 3
+
+
+#: (name, function of one tensor, input shape): every operator, the family too.
+CALLS = [
+    ("unfold", lambda x: dml.unfold(x, 3, 1, 1, 1, 1), (2, 3, 6, 5)),
+    ("unfold_asym", lambda x: dml.unfold(x, [2, 3], [1, 2], [2, 1], [1, 0], [0, 2]), (2, 3, 5, 4)),
+    ("fold", lambda x: dml.fold(x, [6, 5], 3, 1, 1, 1, 1), (2, 27, 30)),
+    ("slice", lambda x: dml.slice(x, [0, 1, 1, 0], [2, 2, 2, 2], [1, 1, 2, 3]), (2, 3, 5, 6)),
+    ("slice1", lambda x: dml.slice1(x, [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]), (2, 3, 5, 6)),
+    ("slice_grad", lambda x: dml.slice_grad(x, [2, 3, 5, 6], [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]),
+     (2, 3, 2, 3)),
+    ("pad", lambda x: dml.pad(x, 1, 2, "constant", 0.5), (2, 3, 4, 4)),
+    ("pad_reflect", lambda x: dml.pad(x, [0, 0, 1, 2], [0, 0, 2, 1], "reflect"), (2, 3, 4, 4)),
+    ("split_join", lambda x: dml.join(list(dml.split(x, 1, [1, 2]))[::-1], 1), (2, 3, 4, 4)),
+    ("tile", lambda x: dml.tile(x, [1, 2, 1, 2]), (2, 3, 4, 4)),
+]
+IDS = [c[0] for c in CALLS]
+
+
+def _compiled_graph(fn, x):
+    """(compiled result, forward graph code, backward graph code) of ``fn(x)`` under aot_eager, backward of a sum."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+    torch._dynamo.reset()
+    backend = AotEagerAndRecordGraphs()
+    y = torch.compile(fn, backend=backend, fullgraph=True)(x)
+    if x.requires_grad:
+        y.square().sum().backward()
+    return y, backend.fw_graphs[0].code, backend.bw_graphs[0].code if backend.bw_graphs else ""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,fn,shape", CALLS, ids=IDS)
+def test_compiled_equals_eager_with_the_cpp_operators(cpp, name, fn, shape, device):
+    x = _x(*shape, device=_device(device), dtype=torch.float32).requires_grad_(True)
+    y, fw, bw = _compiled_graph(fn, x)
+    assert dmlt.compiled_route() == "opendml_cpp"
+    assert "torch.ops.opendml_cpp." in fw and "torch.ops.opendml." not in fw
+    assert ("torch.ops.opendml_cpp." in bw or name == "tile") and "torch.ops.opendml." not in bw  # TILE's adjoint: a sum
+    xe = x.detach().clone().requires_grad_(True)
+    ye = fn(xe)
+    ye.square().sum().backward()
+    assert torch.equal(y, ye) and torch.equal(x.grad, xe.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inductor_compiled_layer_equals_eager(cpp, device):
+    device = _device(device)
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 10, 10, generator=gen).to(device)
+    w = torch.randn(8, 36, generator=gen).to(device)
+
+    def layer(t, wt):
+        return wt @ dml.unfold(t, 3, 1, 1, 1, 1)
+    compiled = torch.compile(layer, fullgraph=True)
+    got = compiled(x, w)
+    assert dmlt.compiled_route() == "opendml_cpp"
+    assert torch.equal(got, layer(x, w))
+    for _ in range(3):                    # the call cache serves the repeated kernel
+        assert torch.equal(compiled(x, w), got)
+    xg, wg = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    (gx, gw) = torch.autograd.grad(compiled(xg, wg).sum(), (xg, wg))
+    (ex, ew) = torch.autograd.grad(layer(xg, wg).sum(), (xg, wg))
+    torch.testing.assert_close(gx, ex)
+    torch.testing.assert_close(gw, ew)
+
+
+def test_dynamic_shapes(cpp):
+    torch._dynamo.reset()
+
+    def f(x):
+        u = dml.unfold(x, [2, 3], [1, 2], [2, 1], [1, 0], [0, 2])
+        back = dml.fold(u, list(x.shape[2:]), [2, 3], [1, 2], [2, 1], [1, 0], [0, 2])
+        return dml.slice1(back, [0, 0, 1, 0], [1, 2, 3, 3], [1, 1, -1, 2])
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=True)
+    for shape in [(2, 3, 5, 4), (3, 2, 7, 6), (1, 4, 6, 9)]:
+        x = _x(*shape).requires_grad_(True)
+        got = compiled(x)
+        (g,) = torch.autograd.grad(got.sum(), x)
+        (e,) = torch.autograd.grad(f(x).sum(), x)
+        assert torch.equal(got, f(x)) and torch.equal(g, e)
+    assert dmlt.compiled_route() == "opendml_cpp"
+
+
+#: (operator, arguments after the tensor, input shape)
+OPCHECK = [
+    ("unfold", ([3, 3], [1, 1], [1, 1], [1, 1], [1, 1]), (2, 3, 5, 4)),
+    ("unfold", ([2, 3], [1, 2], [2, 1], [1, 0], [0, 2]), (2, 3, 5, 4)),
+    ("fold", ([5, 4], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]), (2, 27, 20)),
+    ("slice1", ([0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]), (2, 3, 5, 6)),
+    ("slice_grad", ([2, 3, 5, 6], [0, 0, 1, 0], [2, 3, 3, 5], [1, 1, -2, 2]), (2, 3, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("name,args,shape", OPCHECK, ids=[f"{c[0]}{i}" for i, c in enumerate(OPCHECK)])
+def test_opcheck_gradcheck_and_vmap_of_the_cpp_operators(cpp, name, args, shape):
+    op = cpp[name]
+    x = _x(*shape).requires_grad_(True)
+    torch.library.opcheck(op, (x, *args))
+    torch.library.opcheck(op, (x.detach(), *args))
+    assert torch.autograd.gradcheck(lambda t: op(t, *args), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: op(t, *args), (x,))
+    y = op(x, *args)
+    assert type(y.grad_fn).__name__ == f"opendml_{name}Backward"
+    assert torch.equal(y, adapter._CUSTOM[name](x.detach(), *args))
+    xs = torch.stack([x.detach(), x.detach() * 2 + 1])
+    batched = torch.func.vmap(lambda t: op(t, *args))(xs)
+    assert torch.equal(batched, torch.stack([op(t, *args) for t in xs]))
+
+
+def test_opcheck_of_the_cpp_move(cpp):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    x = _x(2, 3, 4, 4)
+    gm = make_fx(lambda t: dml.pad(t, 1, 2, "constant", 0.5))(x)
+    (text,) = [n.args[1] for n in gm.graph.nodes if str(n.target).endswith("move.default")]
+    move = dmlt._adapter.cpp_op("move")
+    assert move is torch.ops.opendml_cpp.move.default
+    torch.library.opcheck(move, ([x.clone().requires_grad_(True)], text))
+    (y,) = move([x], text)
+    assert torch.equal(y, dml.pad(x, 1, 2, "constant", 0.5))
+    xi = torch.arange(12, dtype=torch.int32).reshape(3, 4).float().requires_grad_(True)
+    gm = make_fx(lambda t: dml.cast(t, np.int32))(xi.detach())
+    (text,) = [n.args[1] for n in gm.graph.nodes if str(n.target).endswith("move.default")]
+    (yi,) = move([xi], text)                 # an integer output: no history, as the custom operator
+    assert yi.dtype == torch.int32 and not yi.requires_grad
+
+
+#: (invalid call, error type, message pattern)
+ERRORS = [
+    (lambda x: dml.unfold(x, 9, 1, 1, 0, 0), dml.ValidationError, "UNFOLD: the dilated window must fit"),
+    (lambda x: dml.slice1(x, [0, 0, 3, 0], [1, 1, 2, 4], [1, 1, 1, 1]), dml.ValidationError,
+     r"SLICE1: InputWindowOffsets\[2\] \+ InputWindowSizes\[2\]"),
+    (lambda x: dml.fold(x, [4, 4], 3, 1, 1, 1, 1), dml.ValidationError, r"fold: x.shape\[-2\] must be"),
+    (lambda x: dml.split(x, 1, [2, 3]), dml.ValidationError, "SPLIT: the OutputTensors' Sizes"),
+    (lambda x: dml.unfold(x.bfloat16(), 3), dml.UnsupportedError, "bfloat16 has no DirectML data type"),
+]
+
+
+@pytest.mark.parametrize("k", range(len(ERRORS)))
+def test_errors_are_the_same_through_every_route(cpp, k):
+    fn, kind, pattern = ERRORS[k]
+    x = _x(1, 1, 4, 4)
+    messages = []
+    for mode in ("wait", "off"):
+        with dml.configure(torch_node=mode):
+            with pytest.raises(kind) as info:        # eager
+                fn(x)
+            messages.append(str(info.value))
+            torch._dynamo.reset()
+            # compiled: Dynamo runs the call on fake tensors first (the route's validation) and wraps what it
+            # raises in its own TorchRuntimeError, which names the error and carries its message
+            with pytest.raises(Exception) as info:
+                torch.compile(fn, fullgraph=True, backend="aot_eager")(x)
+            text = str(info.value)
+            assert f"{kind.__name__}(" in text and messages[-1].replace("'", "\\'") in text.replace("'", "\\'"), \
+                text
+    assert all(m == messages[0] for m in messages), messages
+    import re
+    assert re.search(pattern, messages[0])
+
+
+def test_a_cpp_operator_called_directly_raises_the_opendml_error(cpp):
+    x = _x(1, 1, 4, 4)
+    with pytest.raises(dml.ValidationError, match="UNFOLD: the dilated window must fit") as direct:
+        cpp["unfold"](x, [5, 1], [1, 1], [1, 1], [0, 0], [0, 0])
+    with pytest.raises(dml.ValidationError) as custom:
+        adapter._CUSTOM["unfold"](x, [5, 1], [1, 1], [1, 1], [0, 0], [0, 0])
+    assert str(direct.value) == str(custom.value)
+    with pytest.raises(dml.UnsupportedError, match="bfloat16") as direct:
+        cpp["slice1"](x.bfloat16(), [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, 1, 1])
+    with pytest.raises(dml.UnsupportedError) as custom:
+        adapter._CUSTOM["slice1"](x.bfloat16(), [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, 1, 1])
+    assert str(direct.value) == str(custom.value)
+    # an error of the backward (its adjoint) reaches the caller as itself too
+    xg = x.clone().requires_grad_(True)
+    y = cpp["unfold"](xg, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
+    assert type(y.grad_fn).__name__ == "opendml_unfoldBackward"
+
+
+def test_graphs_traced_before_and_after_the_switch_both_work(cpp):
+    x = _x(2, 3, 6, 5).requires_grad_(True)
+
+    def f(t):
+        return dml.unfold(t, 3, 1, 1, 1, 1).square().sum()
+    torch._dynamo.reset()
+    with dml.configure(torch_node="off"):
+        before = torch.compile(f, fullgraph=True, backend="aot_eager")
+        assert torch.equal(before(x), f(x))
+        assert dmlt.compiled_route() == "opendml"
+        assert dmlt.compiled_status().startswith("custom operators (opendml::)")
+    after = torch.compile(lambda t: f(t) * 1, fullgraph=True, backend="aot_eager")
+    want = f(x)
+    (g_want,) = torch.autograd.grad(want, x)
+    for run in (after, before):           # the graph traced before the switch still runs, with the C++ ones on
+        got = run(x)
+        (g,) = torch.autograd.grad(got, x)
+        assert torch.equal(got, want) and torch.equal(g, g_want)
+    assert dmlt.compiled_route() == "opendml_cpp"
+
+
+def test_node_off_takes_the_custom_operators():
+    with dml.configure(torch_node="off"):
+        x = _x(2, 3, 6, 5).requires_grad_(True)
+        y, fw, bw = _compiled_graph(lambda t: dml.unfold(t, 3, 1, 1, 1, 1), x)
+        assert dmlt.compiled_route() == "opendml"
+        assert "torch.ops.opendml.unfold.default" in fw and "torch.ops.opendml.fold.default" in bw
+        assert "opendml_cpp" not in fw + bw
+        assert torch.equal(y, dml.unfold(x.detach(), 3, 1, 1, 1, 1))
+
+
+def test_cpp_operators_under_threads(cpp):
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: dml.slice1(dml.unfold(t, 3, 1, 1, 1, 1), [0, 0, 0], [2, 27, 30],
+                                                  [1, -1, 1]), fullgraph=True, backend="aot_eager")
+    xs = [_x(2, 3, 6, 5) * (k + 1) for k in range(8)]
+    want = [compiled(x) for x in xs]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(50):
+                x = xs[k % len(xs)]
+                assert torch.equal(compiled(x), want[k % len(xs)])
+                assert torch.equal(cpp["unfold"](x, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+                                   dml.unfold(x, 3, 1, 1, 1, 1))
+        except BaseException as e:         # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
