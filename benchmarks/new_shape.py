@@ -6,7 +6,8 @@ Every call of a "new shape" row is on a shape no earlier call of the run used
 "warm" rows repeat one small shape (the cached routes). Each row prints
 opendml's microseconds per call, its peer's, and ours / peer (the issue's
 targets: slice1 on NumPy at most 3x ``np.ascontiguousarray(a[:, :, ::-1])``;
-PyTorch rows at most 2x the PyTorch operator). Times are the minimum over
+PyTorch rows, and UNFOLD on NumPy against PyTorch's on the same memory, at
+most 2x the PyTorch operator). Times are the minimum over
 ``--rounds`` rounds of ``--shapes`` calls each (fresh shapes every round), so
 noise from a busy machine is filtered out (``--timer process`` counts this
 process's CPU time instead of wall time). ``--out`` writes the rows as JSON.
@@ -80,6 +81,8 @@ def main(argv=None):
          lambda x: torch.flip(x, [2]).contiguous(), "flip().contiguous()", 2.0),
         ("unfold 3x3 pad 1, torch", tensors, lambda x: dml.unfold(x, 3, 1, 1, 1, 1),
          lambda x: F.unfold(x, 3, 1, 1, 1), "F.unfold", 2.0),
+        ("unfold 3x3 pad 1, NumPy", arrays, lambda x: dml.unfold(x, 3, 1, 1, 1, 1),
+         lambda x: F.unfold(torch.from_numpy(x), 3, 1, 1, 1).numpy(), "F.unfold(torch.from_numpy(a)).numpy()", 2.0),
         ("fold 3x3 pad 1, torch", cols, lambda x: dml.fold(x[0], list(x[1]), 3, 1, 1, 1, 1),
          lambda x: F.fold(x[0], x[1], 3, 1, 1, 1), "F.fold", 2.0),
         ("slice_grad reversing H, NumPy", arrays,

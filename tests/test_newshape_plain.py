@@ -25,15 +25,16 @@ from hypothesis import strategies as st
 import opendml as dml
 from opendml.arrays import numpy_adapter, planner
 from opendml.model import DataType, TensorDesc
-from opendml.ops import Slice1OperatorDesc, SliceOperatorDesc
+from opendml.ops import Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
 from opendml.ops import slice as slice_op
 from opendml.ops import slice1 as slice1_op
+from opendml.ops import unfold as unfold_op
 from opendml.plan import CopyPlan
 from opendml.runtime import calls, get_backend
 from opendml.runtime.cpu.backend import copy_params
 from tests import reference as ref
 from tests.conftest import native_available
-from tests.test_newshape_fastpaths import int_field, outcome, slice1_args, slice_args
+from tests.test_newshape_fastpaths import int_field, outcome, per_axis, slice1_args, slice_args, window_args
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
@@ -114,6 +115,45 @@ def test_slice_plain_lowering_is_the_descriptions_plan(args):
     assert plan.in_strides == tuple(w * v for w, v in zip(steps, ts))
 
 
+@st.composite
+def unfold_fields(draw, d):
+    """UNFOLD's five fields as the array API takes them: an int for every
+    axis, a sequence, or something odd."""
+    _, _, *fields = draw(window_args())
+    out = []
+    for f in fields:
+        if draw(st.integers(0, 3)) == 0:
+            f = draw(st.one_of(st.integers(-1, 4), st.sampled_from([True, 2.0, np.int64(2), None, 2**32])))
+        elif type(f) in (list, tuple) and len(f) != d and draw(st.booleans()):
+            f = (list(f) * d)[:d] if f else f
+        out.append(f)
+    return out
+
+
+@SETTINGS
+@given(st.data())
+def test_unfold_plain_lowering_is_the_descriptions_plan(data):
+    image, _, *_ = data.draw(window_args())
+    if not isinstance(image, TensorDesc) or image.strides is not None or image.flags:
+        return
+    d = len(image.sizes) - 2
+    fields = data.draw(unfold_fields(d))
+    spread = [per_axis(f, d) if type(f) is int else f for f in fields]
+    desc = outcome(UnfoldOperatorDesc, image, None, *spread)
+    got = unfold_op.plain_lowering(image.sizes, *fields)
+    if got is None:
+        plain = all(type(f) is int or (type(f) in (list, tuple) and all(type(v) is int for v in f)) for f in fields)
+        if plain:
+            assert desc[0] != "ok", f"declined a plain valid call: {image.sizes} {fields}"
+        return
+    assert desc[0] == "ok", desc
+    plan = desc[1].lower(in_strides=tuple(range(len(image.sizes), 0, -1)), in_offset=3)
+    out, window, strides, dilations, start, blocks = got
+    assert out == desc[1].output_tensor.sizes
+    assert (window, strides, dilations, start, blocks) == (plan.window, plan.strides, plan.dilations,
+                                                            plan.start_padding, plan.blocks)
+
+
 def test_plain_lowering_takes_plain_valid_calls_and_declines_invalid_ones():
     """Can fail: a plain_lowering that always declined would pass the properties above."""
     assert slice1_op.plain_lowering((1, 3, 5, 7), [0, 0, 0, 0], [1, 3, 5, 7], [1, 1, -1, 1]) == \
@@ -126,6 +166,12 @@ def test_plain_lowering_takes_plain_valid_calls_and_declines_invalid_ones():
     assert slice1_op.plain_lowering((6,), [0], [6], [2], [4]) is None          # more than reachable
     assert slice1_op.plain_lowering((6,), [0], [6], [2], [0]) is None
     assert slice_op.plain_lowering((5,), [1], [3], [2]) is None                # 1 + 2 * 2 = 5 is outside
+    assert unfold_op.plain_lowering((1, 2, 5, 6), 3, 1, 1, 1, 1) == ((1, 18, 30), (3, 3), (1, 1), (1, 1), (1, 1),
+                                                                      (5, 6))
+    assert unfold_op.plain_lowering((1, 2, 5), [2], [2], 1, 0, [1]) == ((1, 4, 3), (2,), (2,), (1,), (0,), (3,))
+    for bad in ((0,), (3, 0), (3, 1, 0), (3, 1, 1, -1), (7,), ([3],), (True,), (np.int64(3),), (3, 1, 1, 1, [1])):
+        assert unfold_op.plain_lowering((1, 2, 5, 6), *bad) is None, bad
+    assert unfold_op.plain_lowering((2, 3), 1) is None                          # no spatial axis
 
 
 @SETTINGS
@@ -268,6 +314,20 @@ def test_slice_plain_route_equals_the_plan_route(data):
         assert np.array_equal(got[1], ref.slice_(np.asarray(x), list(o), list(s), list(t)))
 
 
+@SETTINGS
+@given(st.data())
+def test_unfold_plain_route_equals_the_plan_route(data):
+    image, _, *_ = data.draw(window_args())
+    if not isinstance(image, TensorDesc):
+        return
+    d = len(image.sizes) - 2
+    fields = data.draw(unfold_fields(d))
+    x = data.draw(laid_out(image.sizes))
+    got = check(dml.unfold, x, *fields)
+    if got[0] == "ok":
+        assert np.array_equal(got[1], ref.unfold(np.asarray(x), *(per_axis(f, d) for f in fields)))
+
+
 def test_plain_route_errors_and_odd_inputs_equal_the_plan_route():
     x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
     cases = [
@@ -294,6 +354,12 @@ def test_plain_route_errors_and_odd_inputs_equal_the_plan_route():
         # more elements than a TensorDesc may have, a small window of them
         (dml.slice1, np.broadcast_to(np.float32(1), (2**16, 2**16, 2)), [0, 0, 0], [1, 1, 2], [1, 1, -1]),
         (dml.slice, np.broadcast_to(np.float32(1), (2**33, 1)), [0, 0], [2, 1], [1, 1]),
+        (dml.unfold, x, 3, 1, 1, 1, 1), (dml.unfold, x, [3, 3], [1, 2], 1, [1, 0], 1),
+        (dml.unfold, x, 6), (dml.unfold, x, 0), (dml.unfold, x, [3]), (dml.unfold, x, 3, 0),
+        (dml.unfold, x, 3, 1, 1, -1), (dml.unfold, x[0, 0], 2), (dml.unfold, x, 3, np.int64(1)),
+        (dml.unfold, np.broadcast_to(np.float32(1), (2**16, 2**16, 2)), 1),
+        (dml.unfold, np.broadcast_to(np.float32(1), (1, 2**16, 2**12)), 2, 1, 1, 0, 0),
+        (dml.unfold, x.astype(np.float16)[:, :, ::-1], [2, 1], 1, [1, 2], 0, [1, 1]),
     ]
     for fn, *args in cases:
         want = plain_off(fn, *args)
@@ -321,7 +387,8 @@ def test_plain_route_is_taken_and_records_what_the_plan_route_records(monkeypatc
     refuse = (lambda self: pytest.fail("a description was built"))
     for x in (base, base[:, :, ::-1], base.transpose(0, 1, 3, 2), base[:, 1:2], np.asfortranarray(base)):
         for fn, args in ((dml.slice1, ([0, 0, 0, 0], list(x.shape), [1, -1, 2, -3])),
-                         (dml.slice, ([0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 2, 3]))):
+                         (dml.slice, ([0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 2, 3])),
+                         (dml.unfold, (3, 1, 1, 1, 1)), (dml.unfold, ([2, 1], [1, 2], 2, 0, [0, 3]))):
             records.clear()
             want = plain_off(fn, x, *args)
             assert want[0] == "ok" and len(records) == 1
@@ -331,6 +398,7 @@ def test_plain_route_is_taken_and_records_what_the_plan_route_records(monkeypatc
             with monkeypatch.context() as m:
                 m.setattr(Slice1OperatorDesc, "__post_init__", refuse)
                 m.setattr(SliceOperatorDesc, "__post_init__", refuse)
+                m.setattr(UnfoldOperatorDesc, "__post_init__", refuse)
                 got = fn(x, *args)
             assert got.tobytes() == want[1].tobytes() and len(records) == 1
             assert records[0][:-1] == planned[:-1]           # all but the settings generation
@@ -431,3 +499,17 @@ def test_copy_window_declines_and_runs_like_the_kernel():
     assert cw(odd, (2, 3), [0, 0], [1, 1], 1, 1, 1 << 20) is None                        # not whole elements
     with pytest.raises(TypeError):
         cw(x, (2, 3, 4))
+    uw = _native().unfold_window
+    img = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    out, blob, threads, origin = uw(img, (2, 27, 20), (3, 3), (1, 1), (1, 1), (1, 1), (4, 5), 1, 1 << 16, 1 << 20,
+                                    64, 1 << 20)
+    assert np.array_equal(out, dml.unfold(img, 3, 1, 1, 1, 1)) and origin == 0 and threads == 1
+    args = ((2, 27, 20), (3, 3), (1, 1), (1, 1), (1, 1), (4, 5))
+    assert uw(img.tolist(), *args, 1, 1, 0, 1, 1 << 20) is None                       # not an ndarray
+    assert uw(img[0], *args, 1, 1, 0, 1, 1 << 20) is None                             # rank
+    assert uw(img, (2, 27), *args[1:], 1, 1, 0, 1, 1 << 20) is None                   # lengths
+    assert uw(img, *args, 1, 1, 0, 1, 2 * 27 * 20 * 4) is None                        # at the limit
+    assert uw(img, *args, 100, 1, 0, 1, 1 << 20) is None                              # > 64 threads
+    assert uw(img, *args, 1, 0, 0, 1, 1 << 20) is None                                # grain
+    with pytest.raises(TypeError):
+        uw(img, (2, 27, 20))

@@ -10,7 +10,7 @@ from ..model.errors import ValidationError
 from ..runtime import calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import WORDS
-from .planner import OpCall, plain_copy, plan_for_strides
+from .planner import OpCall, plain_plan, plan_for_strides
 
 #: Fresh outputs this large are faulted in by the calling thread before a
 #: threaded CPU kernel writes them (see ``run``).
@@ -75,24 +75,26 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
 
 
 def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int):
-    """A new shape's route (issue 19): a SLICE or SLICE1 call whose plan
-    ``plain_copy`` gives (no description, no plan cache), on the compiled
-    kernels, with an output below ``CACHE_MIN_BYTES`` (NumPy's allocator);
-    the kernel, its parameter bytes, threads and the call-cache record are
-    those of the route below. None (nothing done) for anything else."""
-    got = plain_copy(call, x.dtype, x.shape)
+    """A new shape's route (issue 19): a SLICE, SLICE1 or UNFOLD call whose
+    plan ``plain_plan`` gives (no description, no plan cache), run by the
+    compiled kernels in one C call with an output below ``CACHE_MIN_BYTES``
+    (NumPy's allocator); the kernel, its parameter bytes, threads and the
+    call-cache record are those of the route below. None (nothing done) for
+    anything else."""
+    got = plain_plan(call, x.dtype, x.shape, x.size)
     if got is None:
         return None
     backend = get_backend("cpu")
     if backend.kernels != "compiled":
         return None
-    done = backend.run_window(x, *got)
+    kernel, fields = got
+    done = backend.run_plain(kernel, x, fields)
     if done is None:
         return None
     out, blob, threads, origin = done
     if x is given:
-        calls.put_numpy(call.name, x if record_as is None else record_as, call.args, got[0], out.dtype, origin,
-                        "copy", blob, threads, False, False, since)
+        calls.put_numpy(call.name, x if record_as is None else record_as, call.args, fields[0], out.dtype, origin,
+                        kernel, blob, threads, False, False, since)
     return out
 
 

@@ -20,12 +20,13 @@ import numpy as np
 from ..model.data_type import DataType
 from ..model._frozen import stored_init
 from ..model.errors import ValidationError
-from ..model.tensor_desc import TensorDesc, plain_sizes
+from ..model.tensor_desc import TensorDesc, plain_count
 from ..ops import slice as _slice_op
 from ..ops import slice1 as _slice1_op
+from ..ops import unfold as _unfold_op
 from ..runtime.calls import info as call_cache_info
 
-__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_copy", "plan_cache_info",
+__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "plan_cache_info",
            "PLAN_CACHE_SIZE"]
 
 #: Plans the cache keeps (least recently used dropped first).
@@ -193,12 +194,10 @@ def plan_for_strides(call: OpCall, dtype, shape: tuple, byte_strides: tuple, ite
     return desc, plan, layout
 
 
-#: array-API name -> the operator's description-free plan of its common valid
-#: case in index space, ``f(in_sizes, call.args)``.
-_PLAIN_COPIES = {
-    "slice1": lambda sizes, a: _slice1_op.plain_lowering(sizes, *a),
-    "slice": lambda sizes, a: _slice_op.plain_lowering(sizes, *a),
-}
+#: array-API name -> (the kernel, the operator's description-free plan of
+#: its common valid case, ``f(in_sizes, *call.args)``).
+_PLAIN = {"slice1": ("copy", _slice1_op.plain_lowering), "slice": ("copy", _slice_op.plain_lowering),
+          "unfold": ("unfold", _unfold_op.plain_lowering)}
 
 #: NumPy dtype -> whether it is one of DirectML's element types (few dtypes are seen).
 _ELEMENT_DTYPES: dict = {}
@@ -217,29 +216,33 @@ def _element_dtype(dtype) -> bool:
     return known
 
 
-def plain_copy(call: OpCall, dtype, shape: tuple):
-    """A new shape's route for SLICE and SLICE1 (issue 19): ``(output sizes,
-    starts, steps)``, the plan of ``plan_for_strides`` in index space (its
-    packed output's element ``c`` is the input's element ``starts + steps *
-    c``; the layout then gives the plan's offset and strides), computed
-    without descriptions or the plan cache by the operator's
-    ``plain_lowering``; None where the call is not such a common valid case
-    (another operator, an element type or shape ``TensorDesc`` refuses,
-    arguments the operator's fast path would not take): ``plan_for_strides``
-    then validates it. Counted as a plan-cache miss (the call is validated
-    and planned)."""
-    lower = _PLAIN_COPIES.get(call.name)
-    if lower is None or not plain_sizes(shape):
+def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
+    """A new shape's route for SLICE, SLICE1 and UNFOLD (issue 19): ``(kernel,
+    fields)``, the plan of ``plan_for_strides`` without the array's layout,
+    computed without descriptions or the plan cache by the operator's
+    ``plain_lowering``: for ``"copy"`` (SLICE, SLICE1) ``(output sizes,
+    starts, steps)`` in index space (the packed output's element ``c`` is
+    the input's element ``starts + steps * c``), for ``"unfold"`` ``(output
+    sizes, window, strides, dilations, start padding, blocks per
+    dimension)``; the backend's ``run_plain`` applies the layout. None where
+    the call is not such a common valid case (another operator, an element
+    type or shape ``TensorDesc`` refuses, arguments the operator's fast path
+    would not take): ``plan_for_strides`` then validates it. ``shape`` is a
+    NumPy shape (a tuple of non-negative ints) of ``count`` elements.
+    Counted as a plan-cache miss (the call is validated and planned)."""
+    entry = _PLAIN.get(call.name)
+    if entry is None or not plain_count(len(shape), count):
         return None
     try:
         if not _element_dtype(dtype):
             return None
     except TypeError:                     # a dtype that cannot be hashed
         return None
-    got = lower(shape, call.args)
-    if got is not None:
-        _CACHE.count_miss()
-    return got
+    got = entry[1](shape, *call.args)
+    if got is None:
+        return None
+    _CACHE.count_miss()
+    return entry[0], got
 
 
 def plan_cache_info() -> dict:
@@ -255,7 +258,7 @@ def plan_cache_info() -> dict:
         ``plans`` (int): the plans it holds; ``hits`` (int): calls that reused
         a plan, plus the calls the call cache served; ``misses`` (int): lookups
         that found no plan (the call was then validated and planned), plus
-        the calls planned without a lookup (``plain_copy``); ``call_cache`` (dict): the call
+        the calls planned without a lookup (``plain_plan``); ``call_cache`` (dict): the call
         cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
         'misses'}``.
     """

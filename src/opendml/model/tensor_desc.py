@@ -130,6 +130,13 @@ def plain_sizes(sizes: tuple) -> bool:
     return count <= MAX_ELEMENTS
 
 
+def plain_count(rank: int, count: int) -> bool:
+    """``plain_sizes`` for sizes known to be non-negative plain ints (a
+    NumPy shape), from their number ``rank`` and product ``count``: a count
+    of at least 1 means every size is."""
+    return 0 < rank <= MAX_RANK and 0 < count <= MAX_ELEMENTS
+
+
 def _span(sizes: tuple, strides: tuple) -> int:
     """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain
     int in [0, UINT32_MAX] per size (sizes already checked) and

@@ -345,14 +345,20 @@ def plain_window(desc, spatial, max_dims: int) -> tuple | None:
     fitting its padded axis): ``(window, strides, dilations, start, end,
     window_count, block_count, blocks_per_axis)``; None for anything else,
     which the operator's rule-by-rule checks then name."""
-    window = plain_ints(desc.window_sizes, None)
+    return plain_window_fields(desc.window_sizes, desc.strides, desc.dilations, desc.start_padding,
+                               desc.end_padding, spatial, max_dims)
+
+
+def plain_window_fields(window, strides, dilations, start, end, spatial, max_dims: int) -> tuple | None:
+    """``plain_window`` of the five fields given as values."""
+    window = plain_ints(window, None)
     if window is None:
         return None
     d = len(window)
     if not 1 <= d <= max_dims or len(spatial) != d:
         return None
-    strides, dilations = sequence_of(desc.strides, d), sequence_of(desc.dilations, d)
-    start, end = sequence_of(desc.start_padding, d), sequence_of(desc.end_padding, d)
+    strides, dilations = sequence_of(strides, d), sequence_of(dilations, d)
+    start, end = sequence_of(start, d), sequence_of(end, d)
     if strides is None or dilations is None or start is None or end is None:
         return None
     k = blocks = 1

@@ -121,16 +121,20 @@ def _plain_window(sizes, offsets, window, steps) -> tuple[list, list] | None:
     otherwise (the detailed rules then say what)."""
     most, starts = [], []
     for o, s, t, dim in zip(offsets, window, steps, sizes):
-        if (type(o) is not int or type(s) is not int or type(t) is not int
-                or o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX):
+        if type(o) is not int or type(s) is not int or type(t) is not int or o < 0 or s < 1 or o + s > dim:
             return None
-        if t > 0:
+        if 0 < t <= _INT32_MAX:
             most.append(1 + (s - 1) // t)
             starts.append(o)
-        else:
+        elif _INT32_MIN <= t < 0:
             most.append(1 + (s - 1) // -t)
             starts.append(o + s - 1)
+        else:
+            return None
     return most, starts
+
+
+_INT32_MIN, _INT32_MAX = INT32_MIN, INT32_MAX
 
 
 def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, tuple]:

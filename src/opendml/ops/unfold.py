@@ -18,7 +18,7 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_window
+from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_window, plain_window_fields
 
 MAX_SPATIAL_DIMENSIONS = 6
 
@@ -130,3 +130,29 @@ class UnfoldOperatorDesc(OperatorDesc):
         return UnfoldPlan(inp.element_size, sizes[0], sizes[1], sizes[2:], origin, ts, self.window_sizes,
                           self.strides, self.dilations, self.start_padding, self.blocks_per_dimension, 0,
                           self.output_tensor.element_strides[-3:])
+
+
+def plain_lowering(in_sizes: tuple, window_sizes, strides=1, dilations=1, start_padding=0,
+                   end_padding=0) -> tuple | None:
+    """A new shape's route, without descriptions: ``(output sizes, window,
+    strides, dilations, start padding, blocks per dimension)``, the fields of
+    ``UnfoldOperatorDesc(TensorDesc(t, in_sizes), None, *fields).lower()``
+    (its output is packed), where each of the five fields is an int (one per
+    spatial axis, as the array API's ``per_axis`` spreads it) or a sequence.
+    The caller has checked that ``TensorDesc(t, in_sizes)`` is valid
+    (``in_sizes`` a tuple). None for anything the description's fast path
+    would not take: that case takes the descriptions, whose rules say what is
+    wrong."""
+    d = len(in_sizes) - 2
+    if d < 1:
+        return None
+    fields = [(v,) * d if type(v) is int else v
+              for v in (window_sizes, strides, dilations, start_padding, end_padding)]
+    got = plain_window_fields(*fields, in_sizes[2:], MAX_SPATIAL_DIMENSIONS)
+    if got is None:
+        return None
+    window, strides, dilations, start, _, k, blocks, per_dimension = got
+    n, c = in_sizes[0], in_sizes[1]
+    if n * c * k * blocks > MAX_ELEMENTS:            # every size >= 1: no size exceeds the count either
+        return None
+    return (n, c * k, blocks), window, strides, dilations, start, per_dimension

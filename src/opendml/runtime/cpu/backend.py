@@ -281,17 +281,21 @@ class CpuBackend:
         run.keep_alive = (src, dst)  # the addresses stay valid while the closure lives
         return run
 
-    def run_window(self, x: np.ndarray, sizes: tuple, starts, steps):
-        """A new shape's route (issue 19): the copy that an operator gave in
-        index space (the packed output's element ``c`` is the input's element
-        ``starts + steps * c``) from NumPy array ``x`` into a new packed
-        array of ``sizes``, with the compiled kernel, without building the
-        plan: the plan, parameter bytes and threads are those of ``runner``
-        on the lowered plan (see ``copy_window`` in newshape.c), for an output
-        below ``CACHE_MIN_BYTES`` (no output blocks). ``(output, parameter
-        bytes, threads, origin bytes)``, or None (nothing run) where the C
-        side declines (the plan route then runs it)."""
-        return self._native.copy_window(x, sizes, starts, steps, self.threads, self.grain, CACHE_MIN_BYTES)
+    def run_plain(self, kernel: str, x: np.ndarray, fields: tuple):
+        """A new shape's route (issue 19): run ``kernel`` ("copy" or
+        "unfold") on NumPy array ``x`` into a new packed array, with the
+        compiled kernels, from a plan given without ``x``'s layout
+        (``planner.plain_plan``'s fields) and without building the plan: the
+        layout, plan, parameter bytes and threads are those of ``runner`` on
+        the plan ``plan_for_strides`` gives (see ``copy_window`` and
+        ``unfold_window`` in newshape.c), for an output below
+        ``CACHE_MIN_BYTES`` (no output blocks). ``(output, parameter bytes,
+        threads, origin bytes)``, or None (nothing run) where the C side
+        declines (the plan route then runs it)."""
+        if kernel == "copy":
+            return self._native.copy_window(x, *fields, self.threads, self.grain, CACHE_MIN_BYTES)
+        return self._native.unfold_window(x, *fields, self.threads, self.grain, self.tile_stride,
+                                          self.tile_columns, CACHE_MIN_BYTES)
 
     def _native_unfold(self, plan: UnfoldPlan, src, dst):
         es = plan.element_size

@@ -114,6 +114,7 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
@@ -160,6 +161,11 @@ static PyMethodDef methods[] = {
      "copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes, limit_bytes) -> (out, params, threads, "
      "origin_bytes): a window plan in index space on NumPy array x run at once into a new packed array, or None "
      "where the Python route must run it (newshape.c)"},
+    {"unfold_window", (PyCFunction)(void (*)(void))odml_py_unfold_window, METH_FASTCALL,
+     "unfold_window(x, out_sizes, window, strides, dilations, start_padding, blocks, max_threads, grain_bytes, "
+     "tile_stride, tile_columns, limit_bytes) -> (out, params, threads, origin_bytes): UNFOLD of NumPy array x "
+     "with validated fields run at once into a new packed array, or None where the Python route must run it "
+     "(newshape.c)"},
     {"copy", py_copy, METH_VARARGS,
      "copy(dst_addr, src_addr, params: bytes of odml_copy_params, threads): strided copy"},
     {"unfold", py_unfold, METH_VARARGS,

@@ -264,3 +264,123 @@ PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t 
     return Py_BuildValue("(Ny#iL)", out, (const char *)&p, (Py_ssize_t)sizeof p, threads, (long long)origin_bytes);
 #endif
 }
+
+/* unfold_window(x, out_sizes, window, strides, dilations, start_padding,
+ * blocks, max_threads, grain_bytes, tile_stride, tile_columns, limit_bytes)
+ * -> (out, params bytes, threads, origin_bytes), or None
+ *
+ * UNFOLD of NumPy array x (an exact ndarray, N, C and d spatial axes) with
+ * the fields its operator validated (d entries each; blocks per spatial axis;
+ * out_sizes (N, C * prod(window), prod(blocks))), run at once into a new
+ * packed array of x's dtype. What it runs is what the Python route runs: x's
+ * layout as planner.array_layout gives it, the UnfoldPlan that
+ * UnfoldOperatorDesc.lower() gives for it, the odml_unfold_params that
+ * CpuBackend._native_unfold fills for that plan (column tiles where
+ * |strides[-1] * element stride| * itemsize > tile_stride and the window has
+ * more than one element), threads as CpuBackend._threads gives them for
+ * the output's bytes. None, nothing run, for anything else (as copy_window:
+ * not an exact ndarray, lengths, values outside 64 bits, a stride that is not
+ * a whole number of elements along an axis of more than one element, an
+ * output of limit_bytes or more or that cannot be allocated, more than
+ * ODML_MAX_THREADS threads). No rule of DirectML is checked here. */
+PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "unfold_window(x, out_sizes, window, strides, dilations, start_padding, "
+                                         "blocks, max_threads, grain_bytes, tile_stride, tile_columns, limit_bytes) "
+                                         "takes 12 arguments");
+        return NULL;
+    }
+#ifndef ODML_NUMPY
+    Py_RETURN_NONE;
+#else
+    if (!numpy_ready() || Py_TYPE(args[0]) != &PyArray_Type) Py_RETURN_NONE;
+    PyArrayObject *x = (PyArrayObject *)args[0];
+    int rank = PyArray_NDIM(x), d = rank - 2;
+    if (d < 1 || d > ODML_MAX_SPATIAL) Py_RETURN_NONE;
+    int64_t es = (int64_t)PyArray_ITEMSIZE(x), most, grain, tile_stride, tile_columns, limit;
+    int64_t out3[3], win[ODML_MAX_SPATIAL], st[ODML_MAX_SPATIAL], dil[ODML_MAX_SPATIAL], pad[ODML_MAX_SPATIAL];
+    int64_t blk[ODML_MAX_SPATIAL], ts[ODML_MAX_RANK];
+    if (es < 1 || read_seq(args[1], 3, out3) || read_seq(args[2], d, win) || read_seq(args[3], d, st)
+            || read_seq(args[4], d, dil) || read_seq(args[5], d, pad) || read_seq(args[6], d, blk)
+            || read_i64(args[7], &most) || read_i64(args[8], &grain) || read_i64(args[9], &tile_stride)
+            || read_i64(args[10], &tile_columns) || read_i64(args[11], &limit) || grain < 1 || most < 1)
+        Py_RETURN_NONE;
+    const npy_intp *shape = PyArray_DIMS(x), *bs = PyArray_STRIDES(x);
+    int64_t origin = 0;
+    for (int i = 0; i < rank; i++) {
+        int64_t t = 0, v;
+        if (shape[i] < 1) Py_RETURN_NONE;
+        if ((int64_t)bs[i] % es) {
+            if (shape[i] > 1) Py_RETURN_NONE;    /* the caller copies the array first */
+        } else {
+            t = (int64_t)bs[i] / es;
+        }
+        if (t < 0) {
+            if (__builtin_mul_overflow((int64_t)shape[i] - 1, -t, &v) || __builtin_add_overflow(origin, v, &origin))
+                Py_RETURN_NONE;
+        }
+        ts[i] = t;
+    }
+    int64_t k = 1, count, nbytes, origin_bytes, inner, row;
+    for (int i = 0; i < d; i++)
+        if (__builtin_mul_overflow(k, win[i], &k)) Py_RETURN_NONE;
+    if (out3[0] < 1 || out3[1] < 1 || out3[2] < 1 || __builtin_mul_overflow(out3[1], out3[2], &row)
+            || __builtin_mul_overflow(out3[0], row, &count) || __builtin_mul_overflow(count, es, &nbytes)
+            || nbytes >= limit || __builtin_mul_overflow(origin, es, &origin_bytes)
+            || __builtin_mul_overflow(st[d - 1], ts[rank - 1], &inner) || inner == INT64_MIN
+            || __builtin_mul_overflow(inner < 0 ? -inner : inner, es, &inner)) Py_RETURN_NONE;
+    odml_unfold_params p;
+    memset(&p, 0, sizeof p);
+    p.element_size = es;
+    p.dims = d;
+    p.batch = (int64_t)shape[0];
+    p.channels = (int64_t)shape[1];
+    p.window_count = k;
+    p.block_count = out3[2];
+    p.in_offset = origin;
+    p.in_batch_stride = ts[0];
+    p.in_channel_stride = ts[1];
+    p.out_batch_stride = row;
+    p.out_row_stride = out3[2];
+    p.out_column_stride = 1;
+    p.column_tiles = inner > tile_stride && k > 1;
+    p.tile_columns = tile_columns;
+    for (int i = 0; i < d; i++) {
+        odml_window_dim *w = &p.dim[i];
+        w->size = (int64_t)shape[2 + i];
+        w->image_stride = ts[2 + i];
+        w->window = win[i];
+        w->stride = st[i];
+        w->dilation = dil[i];
+        w->start_padding = pad[i];
+        w->blocks = blk[i];
+    }
+    int64_t t = nbytes / grain;
+    if (t > most) t = most;
+    if (t < 1) t = 1;
+    if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
+    npy_intp dims[3] = {(npy_intp)out3[0], (npy_intp)out3[1], (npy_intp)out3[2]};
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, 3, dims, NULL, NULL, 0, NULL);
+    if (out == NULL) {                           /* the Python route raises the error that names it */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int threads = (int)t, status;
+    const char *error = NULL;
+    char *dst = PyArray_BYTES((PyArrayObject *)out);
+    const char *low = PyArray_BYTES(x) - origin_bytes;
+    Py_BEGIN_ALLOW_THREADS
+    status = odml_unfold(dst, low, &p, threads, &error);
+    Py_END_ALLOW_THREADS
+    if (status != ODML_OK) {
+        Py_DECREF(out);
+        if (status == ODML_ENOMEM) return PyErr_NoMemory();
+        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.unfold: %s", error ? error : "bad parameters");
+        return NULL;
+    }
+    return Py_BuildValue("(Ny#iL)", out, (const char *)&p, (Py_ssize_t)sizeof p, threads, (long long)origin_bytes);
+#endif
+}
