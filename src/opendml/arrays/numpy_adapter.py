@@ -10,7 +10,7 @@ from ..model.errors import ValidationError
 from ..runtime import calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import WORDS
-from .planner import OpCall, plain_plan, plan_for_strides
+from .planner import OpCall, count_planned, plain_plan, plan_for_strides
 
 #: Fresh outputs this large are faulted in by the calling thread before a
 #: threaded CPU kernel writes them (see ``run``).
@@ -84,13 +84,11 @@ def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int):
     got = plain_plan(call, x.dtype, x.shape, x.size)
     if got is None:
         return None
-    backend = get_backend("cpu")
-    if backend.kernels != "compiled":
-        return None
     kernel, fields = got
-    done = backend.run_plain(kernel, x, fields)
+    done = get_backend("cpu").run_plain(kernel, x, fields)
     if done is None:
         return None
+    count_planned()
     out, blob, threads, origin = done
     if x is given:
         calls.put_numpy(call.name, x if record_as is None else record_as, call.args, fields[0], out.dtype, origin,

@@ -26,7 +26,7 @@ from ..ops import slice1 as _slice1_op
 from ..ops import unfold as _unfold_op
 from ..runtime.calls import info as call_cache_info
 
-__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "plan_cache_info",
+__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "count_planned", "plan_cache_info",
            "PLAN_CACHE_SIZE"]
 
 #: Plans the cache keeps (least recently used dropped first).
@@ -204,15 +204,14 @@ _ELEMENT_DTYPES: dict = {}
 
 
 def _element_dtype(dtype) -> bool:
-    known = _ELEMENT_DTYPES.get(dtype)
-    if known is None:
-        try:
-            TensorDesc(DataType.from_numpy(dtype), (1,))
-            known = True
-        except Exception:                 # noqa: BLE001 - not an element type: the descriptions say so
-            known = False
-        if len(_ELEMENT_DTYPES) < 64:
-            _ELEMENT_DTYPES[dtype] = known
+    """Whether ``TensorDesc`` takes ``dtype``'s data type (remembered)."""
+    try:
+        TensorDesc(DataType.from_numpy(dtype), (1,))
+        known = True
+    except Exception:                     # noqa: BLE001 - not an element type: the descriptions say so
+        known = False
+    if len(_ELEMENT_DTYPES) < 64:
+        _ELEMENT_DTYPES[dtype] = known
     return known
 
 
@@ -228,21 +227,25 @@ def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
     the call is not such a common valid case (another operator, an element
     type or shape ``TensorDesc`` refuses, arguments the operator's fast path
     would not take): ``plan_for_strides`` then validates it. ``shape`` is a
-    NumPy shape (a tuple of non-negative ints) of ``count`` elements.
-    Counted as a plan-cache miss (the call is validated and planned)."""
+    NumPy shape (a tuple of non-negative ints) of ``count`` elements. A call
+    run this way is counted as a plan-cache miss (``count_planned``)."""
     entry = _PLAIN.get(call.name)
     if entry is None or not plain_count(len(shape), count):
         return None
     try:
-        if not _element_dtype(dtype):
+        known = _ELEMENT_DTYPES.get(dtype)
+        if not (known or (known is None and _element_dtype(dtype))):
             return None
     except TypeError:                     # a dtype that cannot be hashed
         return None
     got = entry[1](shape, *call.args)
-    if got is None:
-        return None
+    return None if got is None else (entry[0], got)
+
+
+def count_planned() -> None:
+    """Count a call run from ``plain_plan`` as a plan-cache miss (it was
+    validated and planned)."""
     _CACHE.count_miss()
-    return entry[0], got
 
 
 def plan_cache_info() -> dict:

@@ -114,26 +114,13 @@ def check_sizes_strides(sizes, strides, *, where: str):
     return sizes, strides
 
 
-def plain_sizes(sizes: tuple) -> bool:
-    """Whether ``TensorDesc(t, sizes)`` (packed, an element type ``t``, the
-    other fields at their defaults) is valid, for ``sizes`` a tuple (a
-    NumPy shape): 1 to 8 plain ints, each at least 1, at most
-    ``MAX_ELEMENTS`` elements (so each at most ``UINT32_MAX``), which is
-    what the fast path of ``TensorDesc.__init__`` accepts."""
-    if not 0 < len(sizes) <= MAX_RANK:
-        return False
-    count = 1
-    for s in sizes:
-        if type(s) is not int or s < 1:
-            return False
-        count *= s
-    return count <= MAX_ELEMENTS
-
-
 def plain_count(rank: int, count: int) -> bool:
-    """``plain_sizes`` for sizes known to be non-negative plain ints (a
-    NumPy shape), from their number ``rank`` and product ``count``: a count
-    of at least 1 means every size is."""
+    """Whether ``TensorDesc(t, sizes)`` (packed, an element type ``t``, the
+    other fields at their defaults) is valid, for ``sizes`` non-negative
+    plain ints (a NumPy shape) given by their number ``rank`` and product
+    ``count``: 1 to 8 sizes, each at least 1 (a count of at least 1 says so),
+    at most ``MAX_ELEMENTS`` elements (so each at most ``UINT32_MAX``), which
+    is what the fast path of ``TensorDesc.__init__`` accepts."""
     return 0 < rank <= MAX_RANK and 0 < count <= MAX_ELEMENTS
 
 

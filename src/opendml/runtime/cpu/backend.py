@@ -291,7 +291,9 @@ class CpuBackend:
         ``unfold_window`` in newshape.c), for an output below
         ``CACHE_MIN_BYTES`` (no output blocks). ``(output, parameter bytes,
         threads, origin bytes)``, or None (nothing run) where the C side
-        declines (the plan route then runs it)."""
+        declines or the NumPy kernels run plans (the plan route then runs it)."""
+        if self._native is None:
+            return None
         if kernel == "copy":
             return self._native.copy_window(x, *fields, self.threads, self.grain, CACHE_MIN_BYTES)
         return self._native.unfold_window(x, *fields, self.threads, self.grain, self.tile_stride,
