@@ -1440,7 +1440,7 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
  * to element 0 of its bound range, steps one (function, grid, block, shared, params, src, dst, launch) per kernel
  * launch, in order (src -1: a fill; launch the backend's Launch, which owns the parameter structure at the host
  * address params). False (nothing stored) where the call has no key, the cache is off or was dropped since
- * `generation`; ValueError for a malformed record. */
+ * `generation`, or an origin is outside [0, the input's address]; ValueError for a malformed record. */
 static PyObject *put_move_cuda(PyObject *args, int torch) {
     PyObject *op, *x, *call_args, *outs, *origins, *steps, *in[MAX_MOVE_IO];
     int multi, n_in = 0, seq = 0;
@@ -1466,11 +1466,12 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
     }
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     Py_ssize_t n_out = PyTuple_GET_SIZE(outs), n_step = PyTuple_GET_SIZE(steps);
-    if (n_out < 1 || n_out > MAX_MOVE_IO || PyTuple_GET_SIZE(origins) != n_in || n_step > MAX_MOVE_PASSES) {
-        PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): 1 to 16 outputs, one origin per input and "
-                        "at most 64 launches are required");
+    if (n_out < 1 || PyTuple_GET_SIZE(origins) != n_in) {
+        PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): at least one output and one origin per "
+                        "input are required");
         return NULL;
     }
+    if (n_out > MAX_MOVE_IO || n_step > MAX_MOVE_PASSES) Py_RETURN_FALSE;   /* (SPLIT into 17): the route serves */
     e = PyObject_New(CudaMoveEntry, &CudaMoveEntryType);
     if (!e) return NULL;
     memset((char *)e + sizeof(PyObject), 0, sizeof(CudaMoveEntry) - sizeof(PyObject));
@@ -1480,8 +1481,11 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
     e->multi = multi;
     for (int i = 0; i < n_in; i++) {
         if (int64_item(origins, i, &e->origin[i]) < 0) goto fail;
-        if (e->origin[i] < 0 || (uint64_t)e->origin[i] > ptr[i])
-            PUT_CUDA_MOVE_FAIL("an origin must be in [0, the input's address]");
+        /* an empty array's layout may give any origin: such a call is simply not recorded */
+        if (e->origin[i] < 0 || (uint64_t)e->origin[i] > ptr[i]) {
+            Py_DECREF(e);
+            Py_RETURN_FALSE;
+        }
     }
     for (Py_ssize_t i = 0; i < n_out; i++) {
         PyObject *o = PyTuple_GET_ITEM(outs, i), *shape, *dtype;
