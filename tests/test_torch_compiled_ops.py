@@ -277,3 +277,14 @@ def test_cpp_operators_under_threads(cpp):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_dual_tensor_is_refused_not_dropped(cpp):
+    import torch.autograd.forward_ad as fwad
+    x = _x(1, 1, 4, 4)
+    with fwad.dual_level():
+        dual = fwad.make_dual(x, torch.ones_like(x))
+        with pytest.raises(NotImplementedError, match="forward-mode AD"):
+            cpp["unfold"](dual, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
+        y = dml.unfold(dual, 3, 1, 1, 1, 1)           # the array API: exact forward-mode AD, eagerly
+        assert torch.equal(fwad.unpack_dual(y).tangent, dml.unfold(torch.ones_like(x), 3, 1, 1, 1, 1))

@@ -359,17 +359,22 @@ void record_op(const OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchK
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   std::vector<at::Tensor> inputs;
-  bool record = false;
-  if (torch::autograd::GradMode::is_enabled()) {
-    for (const auto& a : torch::jit::last(*stack, n)) {
-      if (a.isTensor()) {
-        inputs.push_back(a.toTensor());
-      } else if (a.isTensorList()) {
-        for (const at::Tensor& t : a.toTensorList()) inputs.push_back(t);
-      }
+  for (const auto& a : torch::jit::last(*stack, n)) {
+    if (a.isTensor()) {
+      inputs.push_back(a.toTensor());
+    } else if (a.isTensorList()) {
+      for (const at::Tensor& t : a.toTensorList()) inputs.push_back(t);
     }
-    for (const auto& t : inputs) record = record || (t.defined() && t.requires_grad());
   }
+  bool record = false;
+  for (const auto& t : inputs) {
+    // A tangent would be dropped without a word: refused, as the custom operators' route refuses it.
+    TORCH_CHECK_NOT_IMPLEMENTED(!torch::autograd::isFwGradDefined(t), schema.name(),
+                                ": forward-mode AD (a dual tensor) is not supported by opendml's dispatcher "
+                                "operators; call the array API function eagerly, where forward-mode AD is exact");
+    record = record || (t.defined() && t.requires_grad());
+  }
+  record = record && torch::autograd::GradMode::is_enabled();
   Held saved;  // the arguments, each tensor replaced by its (symbolic) sizes
   if (record) {
     py::gil_scoped_acquire gil;
