@@ -37,7 +37,16 @@ otherwise they call the kernels directly (served from C after a first call).
 
 Importing this module also lets ``torch.compile`` put those functions into
 a graph whole (``torch.compiler.allow_in_graph``), so a compiled function
-that calls them has no graph break.
+that calls them has no graph break. Once opendml's C++ library
+(``node_status``) is loaded, a traced call goes through the same operators
+registered with PyTorch's dispatcher in C++ instead (namespace
+``opendml_cpp``, same schemas, plus ``opendml_cpp::move(Tensor[] inputs, str
+desc) -> Tensor[]`` for the data-movement family): their CPU and CUDA kernels
+go straight to opendml's call cache (C) and their Autograd kernel is C++, so
+a compiled graph pays no Python dispatch per call; before that, without a
+C++ compiler, and with ``torch_node="off"`` it takes the custom operators
+above (``compiled_status`` says which). Values, gradients and errors are the
+same either way, and a graph traced either way keeps working.
 
 On CUDA a call runs on ``torch.cuda.current_stream()`` of the tensor's own
 device and allocates its output from PyTorch's caching allocator; nothing

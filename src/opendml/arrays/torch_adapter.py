@@ -32,9 +32,12 @@ A call takes one of three routes (``run``):
   functional tensors, a dispatch mode, the meta device): the call goes
   through the custom operators below, which carry fake (meta)
   implementations, autograd formulas (unfold <-> fold, slice1 ->
-  slice_grad -> slice1) and batching rules. Forward-mode AD has no place in
-  a custom operator: a dual tensor reaching this route is an error, never a
-  dropped tangent.
+  slice_grad -> slice1) and batching rules; once the C++ node library is
+  loaded (and ``torch_node`` is not "off"), through the same operators
+  registered in C++ with PyTorch's dispatcher (``operators()``, namespace
+  ``opendml_cpp``, "the C++ operators" below), whose kernels go to the call
+  cache from C. Forward-mode AD has no place in an operator: a dual tensor
+  reaching this route is an error, never a dropped tangent.
 
 SLICE goes through SLICE1 (``sizes`` become window sizes ``(sizes - 1) *
 strides + 1``); a SLICE1 or SLICE_GRAD call whose output (gradient) sizes
