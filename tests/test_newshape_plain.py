@@ -26,9 +26,10 @@ from hypothesis import strategies as st
 import opendml as dml
 from opendml.arrays import numpy_adapter, planner
 from opendml.model import DataType, TensorDesc
-from opendml.ops import Slice1OperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
+from opendml.ops import Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
 from opendml.ops import slice as slice_op
 from opendml.ops import slice1 as slice1_op
+from opendml.ops import slice_grad as slice_grad_op
 from opendml.ops import unfold as unfold_op
 from opendml.plan import CopyPlan
 from opendml.runtime import calls, get_backend
@@ -155,6 +156,31 @@ def test_unfold_plain_lowering_is_the_descriptions_plan(data):
                                                             plan.start_padding, plan.blocks)
 
 
+@SETTINGS
+@given(st.data())
+def test_slice_grad_plain_lowering_is_the_descriptions_plan(data):
+    grad, out, o, s, t = data.draw(slice1_args(grad=True))      # the input gradient first
+    if not isinstance(grad, TensorDesc) or grad.strides is not None or grad.flags:
+        return
+    sizes = list(out.sizes) if isinstance(out, TensorDesc) else [2] * len(grad.sizes)
+    sizes = data.draw(st.one_of(st.just(sizes), st.just(tuple(sizes)), int_field(len(grad.sizes), -1, 6),
+                                st.just([2**16, 2**16, 2][:len(grad.sizes)])))
+    desc = outcome(lambda: SliceGradOperatorDesc(grad, TensorDesc(grad.data_type, sizes), o, s, t))
+    got = slice_grad_op.plain_lowering(grad.sizes, sizes, o, s, t)
+    if got is None:
+        plain = all(type(f) in (list, tuple) and all(type(v) is int for v in f) for f in (sizes, o, s, t))
+        if plain:
+            assert desc[0] != "ok", f"declined a plain valid call: {grad.sizes} {sizes} {o} {s} {t}"
+        return
+    assert desc[0] == "ok", desc
+    ts = tuple(3 + i for i in range(len(grad.sizes)))
+    plan = desc[1].lower(in_strides=ts, in_offset=4)
+    dims, first, step, back = got
+    assert dims == plan.sizes and tuple(first) == plan.first and tuple(step) == plan.step
+    assert plan.in_strides == tuple(-v if b else v for v, b in zip(ts, back))
+    assert plan.in_offset == 4 + sum((g - 1) * v for g, v, b in zip(grad.sizes, ts, back) if b)
+
+
 def test_plain_lowering_takes_plain_valid_calls_and_declines_invalid_ones():
     """Can fail: a plain_lowering that always declined would pass the properties above."""
     assert slice1_op.plain_lowering((1, 3, 5, 7), [0, 0, 0, 0], [1, 3, 5, 7], [1, 1, -1, 1]) == \
@@ -173,6 +199,10 @@ def test_plain_lowering_takes_plain_valid_calls_and_declines_invalid_ones():
     for bad in ((0,), (3, 0), (3, 1, 0), (3, 1, 1, -1), (7,), ([3],), (True,), (np.int64(3),), (3, 1, 1, 1, [1])):
         assert unfold_op.plain_lowering((1, 2, 5, 6), *bad) is None, bad
     assert unfold_op.plain_lowering((2, 3), 1) is None                          # no spatial axis
+    assert slice_grad_op.plain_lowering((2, 3), [2, 6], [0, 1], [2, 5], [1, -2]) == ((2, 6), [0, 1], [1, 2], [0, 1])
+    for bad in (([2, 5], [0, 1], [2, 4], [1, 0]), ([2, 5], [0, 2], [2, 4], [1, 1]), ([2], [0], [2], [1]),
+                ([2, 0], [0, 0], [2, 1], [1, 1]), ([2, 2**32], [0, 0], [2, 4], [1, 1]), ([2, 5], [0, 0], [2, 4], [1, 2])):
+        assert slice_grad_op.plain_lowering((2, 3), *bad) is None, bad
 
 
 @SETTINGS
@@ -256,7 +286,33 @@ def laid_out(draw, shape):
     return base
 
 
-def plain_off(fn, *args):
+def _norm(v):
+    """A comparable form of a record's value (arrays by type, dtype, shape,
+    strides and bytes; containers by type and items)."""
+    if isinstance(v, np.ndarray):
+        return ("array", type(v), v.dtype.str, v.shape, v.strides, v.tobytes())
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_norm(e) for e in v))
+    return (type(v), v)
+
+
+def recorded(fn, *args):
+    """``outcome(fn, *args)`` and the call-cache records it made, all but the
+    settings generation of each."""
+    records = []
+    real_put = calls.put_numpy
+
+    def spy(*a):
+        records.append(_norm(a[:-1]))
+        return real_put(*a)
+    calls.put_numpy = spy
+    try:
+        return outcome(fn, *args), records
+    finally:
+        calls.put_numpy = real_put
+
+
+def plain_off(fn, *args, with_records=False):
     """``fn(*args)`` through descriptions and plans: the plain route refused
     and every cache cleared (so nothing recorded by the plain route serves
     it)."""
@@ -265,7 +321,8 @@ def plain_off(fn, *args):
     try:
         calls.clear()
         planner._CACHE.clear()
-        return outcome(fn, *args)
+        got = recorded(fn, *args)
+        return got if with_records else got[0]
     finally:
         numpy_adapter._plain = original
         calls.clear()
@@ -282,11 +339,13 @@ def same_result(a, b):
 
 def check(fn, x, *args):
     """The plain route (caches cleared), then the call-cache's replay of its
-    record, equal the route through descriptions."""
-    want = plain_off(fn, x, *args)
+    record, equal the route through descriptions, and the plain route
+    records what that route records (kernel parameters, threads, origin)."""
+    want, want_records = plain_off(fn, x, *args, with_records=True)
     calls.clear()
-    got = outcome(fn, x, *args)
+    got, got_records = recorded(fn, x, *args)
     same_result(got, want)
+    assert got_records == want_records
     again = outcome(fn, x, *args)                 # served by what the plain route recorded, where it did
     same_result(again, want)
     return got
@@ -313,6 +372,18 @@ def test_slice_plain_route_equals_the_plan_route(data):
     got = check(dml.slice, x, o, s, t)
     if got[0] == "ok":
         assert np.array_equal(got[1], ref.slice_(np.asarray(x), list(o), list(s), list(t)))
+
+
+@SETTINGS
+@given(st.data())
+def test_slice_grad_plain_route_equals_the_plan_route(data):
+    grad, out, o, s, t = data.draw(slice1_args(grad=True))      # the input gradient first
+    if not isinstance(grad, TensorDesc) or not isinstance(out, TensorDesc):
+        return
+    g = data.draw(laid_out(grad.sizes))
+    got = check(dml.slice_grad, g, list(out.sizes), o, s, t)
+    if got[0] == "ok":
+        assert np.array_equal(got[1], ref.slice_grad(np.asarray(g), list(out.sizes), list(o), list(s), list(t)))
 
 
 @SETTINGS
@@ -361,6 +432,14 @@ def test_plain_route_errors_and_odd_inputs_equal_the_plan_route():
         (dml.unfold, np.broadcast_to(np.float32(1), (2**16, 2**16, 2)), 1),
         (dml.unfold, np.broadcast_to(np.float32(1), (1, 2**16, 2**12)), 2, 1, 1, 0, 0),
         (dml.unfold, x.astype(np.float16)[:, :, ::-1], [2, 1], 1, [1, 2], 0, [1, 1]),
+        (dml.slice_grad, x, [2, 3, 4, 5], [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice_grad, x, [2, 3, 4, 5], [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -1, 1]),
+        (dml.slice_grad, x, [2, 3, 9, 5], [0, 0, 1, 0], [2, 3, 8, 5], [1, 1, -2, 1]),
+        (dml.slice_grad, x, [2, 3, 4], [0, 0, 0], [2, 3, 4], [1, 1, 1]),
+        (dml.slice_grad, x, [2, 3, 4, 5], [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, 0, 1]),
+        (dml.slice_grad, x, [2, 3, 4, 2**30], [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, 1, 1]),
+        (dml.slice_grad, x, [2, 3, 4, 5.0], [0, 0, 0, 0], [2, 3, 4, 5], [1, 1, 1, 1]),
+        (dml.slice_grad, x[:, :, :1], [2, 3, 1, 5], [0, 0, 0, 0], [2, 3, 1, 5], [1, 1, -1, 1]),
     ]
     for fn, *args in cases:
         want = plain_off(fn, *args)
@@ -389,7 +468,9 @@ def test_plain_route_is_taken_and_records_what_the_plan_route_records(monkeypatc
     for x in (base, base[:, :, ::-1], base.transpose(0, 1, 3, 2), base[:, 1:2], np.asfortranarray(base)):
         for fn, args in ((dml.slice1, ([0, 0, 0, 0], list(x.shape), [1, -1, 2, -3])),
                          (dml.slice, ([0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 2, 3])),
-                         (dml.unfold, (3, 1, 1, 1, 1)), (dml.unfold, ([2, 1], [1, 2], 2, 0, [0, 3]))):
+                         (dml.unfold, (3, 1, 1, 1, 1)), (dml.unfold, ([2, 1], [1, 2], 2, 0, [0, 3])),
+                         (dml.slice_grad, ([*x.shape[:2], 2 * x.shape[2] + 1, x.shape[3]], [0, 0, 1, 0],
+                                           [*x.shape[:2], 2 * x.shape[2], x.shape[3]], [1, 1, -2, 1]))):
             records.clear()
             want = plain_off(fn, x, *args)
             assert want[0] == "ok" and len(records) == 1
@@ -400,6 +481,7 @@ def test_plain_route_is_taken_and_records_what_the_plan_route_records(monkeypatc
                 m.setattr(Slice1OperatorDesc, "__post_init__", refuse)
                 m.setattr(SliceOperatorDesc, "__post_init__", refuse)
                 m.setattr(UnfoldOperatorDesc, "__post_init__", refuse)
+                m.setattr(SliceGradOperatorDesc, "__post_init__", refuse)
                 got = fn(x, *args)
             assert got.tobytes() == want[1].tobytes() and len(records) == 1
             assert records[0][:-1] == planned[:-1]           # all but the settings generation

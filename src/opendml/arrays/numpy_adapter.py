@@ -75,7 +75,7 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
 
 
 def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int):
-    """A new shape's route (issue 19): a SLICE, SLICE1 or UNFOLD call whose
+    """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD or SLICE_GRAD call whose
     plan ``plain_plan`` gives (no description, no plan cache), run by the
     compiled kernels in one C call with an output below ``CACHE_MIN_BYTES``
     (NumPy's allocator); the kernel, its parameter bytes, threads and the

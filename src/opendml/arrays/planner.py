@@ -23,6 +23,7 @@ from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc, plain_count
 from ..ops import slice as _slice_op
 from ..ops import slice1 as _slice1_op
+from ..ops import slice_grad as _slice_grad_op
 from ..ops import unfold as _unfold_op
 from ..runtime.calls import info as call_cache_info
 
@@ -197,7 +198,7 @@ def plan_for_strides(call: OpCall, dtype, shape: tuple, byte_strides: tuple, ite
 #: array-API name -> (the kernel, the operator's description-free plan of
 #: its common valid case, ``f(in_sizes, *call.args)``).
 _PLAIN = {"slice1": ("copy", _slice1_op.plain_lowering), "slice": ("copy", _slice_op.plain_lowering),
-          "unfold": ("unfold", _unfold_op.plain_lowering)}
+          "unfold": ("unfold", _unfold_op.plain_lowering), "slice_grad": ("scatter", _slice_grad_op.plain_lowering)}
 
 #: NumPy dtype -> whether it is one of DirectML's element types (few dtypes are seen).
 _ELEMENT_DTYPES: dict = {}
@@ -216,14 +217,15 @@ def _element_dtype(dtype) -> bool:
 
 
 def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
-    """A new shape's route for SLICE, SLICE1 and UNFOLD (issue 19): ``(kernel,
+    """A new shape's route for SLICE, SLICE1, UNFOLD and SLICE_GRAD (issue 19): ``(kernel,
     fields)``, the plan of ``plan_for_strides`` without the array's layout,
     computed without descriptions or the plan cache by the operator's
     ``plain_lowering``: for ``"copy"`` (SLICE, SLICE1) ``(output sizes,
     starts, steps)`` in index space (the packed output's element ``c`` is
     the input's element ``starts + steps * c``), for ``"unfold"`` ``(output
     sizes, window, strides, dilations, start padding, blocks per
-    dimension)``; the backend's ``run_plain`` applies the layout. None where
+    dimension)``, for ``"scatter"`` (SLICE_GRAD) ``(output sizes, first,
+    step, reversed)``; the backend's ``run_plain`` applies the layout. None where
     the call is not such a common valid case (another operator, an element
     type or shape ``TensorDesc`` refuses, arguments the operator's fast path
     would not take): ``plan_for_strides`` then validates it. ``shape`` is a

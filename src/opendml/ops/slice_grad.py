@@ -19,6 +19,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ..model._checks import INT32_MAX, INT32_MIN
+from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK
 from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
 from .slice1 import max_copied_elements
 
@@ -78,10 +79,8 @@ class SliceGradOperatorDesc(OperatorDesc):
         steps = plain_ints(self.input_window_strides, n)
         if offsets is None or window is None or steps is None:
             return False
-        for o, s, t, dim, g in zip(offsets, window, steps, dims, grad.sizes):
-            if (o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX
-                    or g > 1 + (s - 1) // (t if t > 0 else -t)):
-                return False
+        if not _plain_window(dims, grad.sizes, offsets, window, steps):
+            return False
         dct = self.__dict__
         dct["input_window_offsets"], dct["input_window_sizes"], dct["input_window_strides"] = offsets, window, steps
         return True
@@ -136,3 +135,52 @@ class SliceGradOperatorDesc(OperatorDesc):
                 origin += (g - 1) * t
         return ScatterPlan(grad.element_size, out.sizes, 0, out.element_strides, tuple(first), tuple(step),
                            grad.sizes, origin, tuple(steps))
+
+
+def _plain_window(dims, taken, offsets, window, steps) -> bool:
+    """The rules of the window in the common case (fields already tuples of
+    plain ints, one per dimension), in one pass: inside the output gradient
+    (``dims``), strides non-zero in INT32's range, at most the reachable
+    elements taken (``taken``, the input gradient's sizes)."""
+    for o, s, t, dim, g in zip(offsets, window, steps, dims, taken):
+        if (o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX
+                or g > 1 + (s - 1) // (t if t > 0 else -t)):
+            return False
+    return True
+
+
+def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tuple | None:
+    """A new shape's route, without descriptions: ``(output sizes, first,
+    step, reversed)``, the plan of ``SliceGradOperatorDesc(TensorDesc(t,
+    in_sizes), TensorDesc(t, input_sizes), offsets, window, steps).lower()``
+    without the input gradient's layout (its output is packed): ``first``
+    and ``step`` per dimension as the plan has them, ``reversed`` where the
+    window stride is negative (the plan then walks the input gradient's
+    dimension backwards: its stride negated, its origin moved to the last
+    element). The caller has checked that ``TensorDesc(t, in_sizes)`` is
+    valid (``in_sizes`` a tuple). None for anything the description's fast
+    path would not take, or an output gradient ``TensorDesc`` would refuse:
+    that case takes the descriptions, whose rules say what is wrong."""
+    n = len(in_sizes)
+    dims = plain_ints(input_sizes, n)
+    offsets, window, steps = plain_ints(offsets, n), plain_ints(window, n), plain_ints(steps, n)
+    if dims is None or offsets is None or window is None or steps is None or n > MAX_RANK:
+        return None
+    count = 1                                    # the output gradient: a valid TensorDesc
+    for d in dims:
+        if d < 1:
+            return None
+        count *= d
+    if count > MAX_ELEMENTS or not _plain_window(dims, in_sizes, offsets, window, steps):
+        return None
+    first, step, back = [], [], []
+    for o, s, w, g in zip(offsets, window, steps, in_sizes):
+        if w > 0:
+            first.append(o)
+            step.append(w)
+            back.append(0)
+        else:                                    # first_positions: the last element read; walked backwards
+            first.append(o + (s - 1) + w * (g - 1))
+            step.append(-w)
+            back.append(1)
+    return dims, first, step, back

@@ -282,13 +282,13 @@ class CpuBackend:
         return run
 
     def run_plain(self, kernel: str, x: np.ndarray, fields: tuple):
-        """A new shape's route (issue 19): run ``kernel`` ("copy" or
-        "unfold") on NumPy array ``x`` into a new packed array, with the
+        """A new shape's route (issue 19): run ``kernel`` ("copy", "unfold"
+        or "scatter") on NumPy array ``x`` into a new packed array, with the
         compiled kernels, from a plan given without ``x``'s layout
         (``planner.plain_plan``'s fields) and without building the plan: the
         layout, plan, parameter bytes and threads are those of ``runner`` on
-        the plan ``plan_for_strides`` gives (see ``copy_window`` and
-        ``unfold_window`` in newshape.c), for an output below
+        the plan ``plan_for_strides`` gives (see ``copy_window``,
+        ``unfold_window`` and ``scatter_window`` in newshape.c), for an output below
         ``CACHE_MIN_BYTES`` (no output blocks). ``(output, parameter bytes,
         threads, origin bytes)``, or None (nothing run) where the C side
         declines or the NumPy kernels run plans (the plan route then runs it)."""
@@ -296,6 +296,8 @@ class CpuBackend:
             return None
         if kernel == "copy":
             return self._native.copy_window(x, *fields, self.threads, self.grain, CACHE_MIN_BYTES)
+        if kernel == "scatter":
+            return self._native.scatter_window(x, *fields, self.threads, self.grain, CACHE_MIN_BYTES)
         return self._native.unfold_window(x, *fields, self.threads, self.grain, self.tile_stride,
                                           self.tile_columns, CACHE_MIN_BYTES)
 

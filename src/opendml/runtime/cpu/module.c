@@ -102,6 +102,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_torch_eager(PyObject *self, PyObject *fn);
 PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args);
+PyObject *odml_py_call_cache_torch_api(PyObject *self, PyObject *arg);
 PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused);
 PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list);
@@ -115,6 +116,7 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
@@ -137,6 +139,8 @@ static PyMethodDef methods[] = {
     {"call_cache_put_cuda", odml_py_call_cache_put_cuda, METH_VARARGS,
      "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, "
      "launch, generation) -> whether stored"},
+    {"call_cache_torch_api", odml_py_call_cache_torch_api, METH_O,
+     "call_cache_torch_api(capsule or None): PyTorch's tensor accessors for the call cache (torch_api.h)"},
     {"call_cache_torch", odml_py_call_cache_torch, METH_VARARGS,
      "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, "
      "current_device, from_numpy): PyTorch's hooks"},
@@ -166,6 +170,10 @@ static PyMethodDef methods[] = {
      "tile_stride, tile_columns, limit_bytes) -> (out, params, threads, origin_bytes): UNFOLD of NumPy array x "
      "with validated fields run at once into a new packed array, or None where the Python route must run it "
      "(newshape.c)"},
+    {"scatter_window", (PyCFunction)(void (*)(void))odml_py_scatter_window, METH_FASTCALL,
+     "scatter_window(x, out_sizes, first, step, reversed, max_threads, grain_bytes, limit_bytes) -> (out, params, "
+     "threads, origin_bytes): SLICE_GRAD of NumPy array x with a validated plan run at once into a new packed "
+     "array, or None where the Python route must run it (newshape.c)"},
     {"copy", py_copy, METH_VARARGS,
      "copy(dst_addr, src_addr, params: bytes of odml_copy_params, threads): strided copy"},
     {"unfold", py_unfold, METH_VARARGS,

@@ -384,3 +384,158 @@ PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_
     return Py_BuildValue("(Ny#iL)", out, (const char *)&p, (Py_ssize_t)sizeof p, threads, (long long)origin_bytes);
 #endif
 }
+
+/* scatter_window(x, out_sizes, first, step, reversed, max_threads,
+ * grain_bytes, limit_bytes) -> (out, params bytes, threads, origin_bytes), or
+ * None
+ *
+ * SLICE_GRAD of NumPy array x (the input gradient, an exact ndarray) with the
+ * plan its operator validated, given without x's layout (first and step per
+ * dimension; reversed where the window stride is negative), run at once into
+ * a new packed array of x's dtype and shape out_sizes. What it runs is what the
+ * Python route runs: x's layout as planner.array_layout gives it, the
+ * ScatterPlan that SliceGradOperatorDesc.lower() gives for it (a reversed
+ * dimension's element stride negated and the origin moved to its last
+ * element), its canonical form and odml_scatter_params as
+ * numpy_kernels.canonical_scatter and CpuBackend._native_scatter give them
+ * (dimensions of size 1 that take one element dropped; a stable order by
+ * output stride, largest first; a fully covered dimension with step 1 merged
+ * into the one outside it where that one has step 1 or takes one element and
+ * both walk memory as one), threads as CpuBackend._threads gives them for
+ * (output + input elements) * itemsize. None, nothing run, for anything else
+ * (as copy_window). No rule of DirectML is checked here. */
+PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "scatter_window(x, out_sizes, first, step, reversed, max_threads, "
+                                         "grain_bytes, limit_bytes) takes 8 arguments");
+        return NULL;
+    }
+#ifndef ODML_NUMPY
+    Py_RETURN_NONE;
+#else
+    if (!numpy_ready() || Py_TYPE(args[0]) != &PyArray_Type) Py_RETURN_NONE;
+    PyArrayObject *x = (PyArrayObject *)args[0];
+    int n = PyArray_NDIM(x);
+    if (n < 1 || n > ODML_MAX_RANK) Py_RETURN_NONE;
+    int64_t es = (int64_t)PyArray_ITEMSIZE(x), most, grain, limit;
+    int64_t sz[ODML_MAX_RANK], f[ODML_MAX_RANK], stp[ODML_MAX_RANK], back[ODML_MAX_RANK], os[ODML_MAX_RANK];
+    int64_t ins[ODML_MAX_RANK], taken[ODML_MAX_RANK];
+    if (es < 1 || read_seq(args[1], n, sz) || read_seq(args[2], n, f) || read_seq(args[3], n, stp)
+            || read_seq(args[4], n, back) || read_i64(args[5], &most) || read_i64(args[6], &grain)
+            || read_i64(args[7], &limit) || grain < 1 || most < 1) Py_RETURN_NONE;
+    const npy_intp *shape = PyArray_DIMS(x), *bs = PyArray_STRIDES(x);
+    int64_t origin = 0, in_off, step = 1, taken_count = 1;
+    for (int i = 0; i < n; i++) {
+        int64_t t = 0, v;
+        if (shape[i] < 1 || sz[i] < 1) Py_RETURN_NONE;
+        taken[i] = (int64_t)shape[i];
+        if ((int64_t)bs[i] % es) {
+            if (shape[i] > 1) Py_RETURN_NONE;    /* the caller copies the array first */
+        } else {
+            t = (int64_t)bs[i] / es;
+        }
+        if (t == INT64_MIN || __builtin_mul_overflow(taken_count, taken[i], &taken_count)) Py_RETURN_NONE;
+        if (t < 0) {
+            if (__builtin_mul_overflow(taken[i] - 1, -t, &v) || __builtin_add_overflow(origin, v, &origin))
+                Py_RETURN_NONE;
+        }
+        ins[i] = back[i] ? -t : t;
+    }
+    int64_t origin_bytes, nbytes;
+    if (__builtin_mul_overflow(origin, es, &origin_bytes)) Py_RETURN_NONE;
+    in_off = origin;
+    for (int i = 0; i < n; i++) {
+        int64_t v;
+        if (back[i] && (__builtin_mul_overflow(taken[i] - 1, ins[i] == 0 ? 0 : -ins[i], &v)
+                        || __builtin_add_overflow(in_off, v, &in_off))) Py_RETURN_NONE;
+    }
+    for (int i = n - 1; i >= 0; i--) {          /* packed output strides */
+        os[i] = step;
+        if (__builtin_mul_overflow(step, sz[i], &step)) Py_RETURN_NONE;
+    }
+    if (__builtin_mul_overflow(step, es, &nbytes) || nbytes >= limit) Py_RETURN_NONE;
+    /* canonical form: (size, out stride, first, step, taken, in stride) */
+    int64_t dims[ODML_MAX_RANK][6];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (sz[i] == 1 && taken[i] == 1) continue;
+        int64_t d[6] = {sz[i], os[i], f[i], stp[i], taken[i], ins[i]};
+        int b = m++;
+        while (b > 0 && d[1] > dims[b - 1][1]) {  /* stable: only past strictly smaller strides */
+            memcpy(dims[b], dims[b - 1], sizeof dims[b]);
+            b--;
+        }
+        memcpy(dims[b], d, sizeof d);
+    }
+    odml_scatter_params p;
+    memset(&p, 0, sizeof p);
+    int r = 0;
+    for (int k = 0; k < m; k++) {
+        int64_t *d = dims[k], on, in_n;
+        if (r > 0) {
+            int full = d[2] == 0 && d[3] == 1 && d[4] == d[0];
+            int q = r - 1;
+            if (full && (p.step[q] == 1 || p.taken[q] == 1) && !__builtin_mul_overflow(d[1], d[0], &on)
+                    && !__builtin_mul_overflow(d[5], d[0], &in_n) && p.out_strides[q] == on && p.in_strides[q] == in_n) {
+                if (__builtin_mul_overflow(p.sizes[q], d[0], &p.sizes[q])
+                        || __builtin_mul_overflow(p.first[q], d[0], &p.first[q])
+                        || __builtin_mul_overflow(p.taken[q], d[0], &p.taken[q])) Py_RETURN_NONE;
+                p.out_strides[q] = d[1];
+                p.step[q] = 1;
+                p.in_strides[q] = d[5];
+                continue;
+            }
+        }
+        p.sizes[r] = d[0];
+        p.out_strides[r] = d[1];
+        p.first[r] = d[2];
+        p.step[r] = d[3];
+        p.taken[r] = d[4];
+        p.in_strides[r] = d[5];
+        r++;
+    }
+    if (r == 0) {
+        p.sizes[0] = p.out_strides[0] = p.step[0] = p.taken[0] = p.in_strides[0] = 1;
+        p.first[0] = 0;
+        r = 1;
+    }
+    int64_t count = 1, moved;
+    for (int k = 0; k < r; k++)
+        if (__builtin_mul_overflow(count, p.sizes[k], &count)) Py_RETURN_NONE;
+    p.element_size = es;
+    p.rank = r;
+    p.count = count;
+    p.in_offset = in_off;
+    p.out_offset = 0;
+    if (__builtin_add_overflow(count, taken_count, &moved) || __builtin_mul_overflow(moved, es, &moved))
+        Py_RETURN_NONE;
+    int64_t t = moved / grain;
+    if (t > most) t = most;
+    if (t < 1) t = 1;
+    if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
+    npy_intp odims[ODML_MAX_RANK];
+    for (int i = 0; i < n; i++) odims[i] = (npy_intp)sz[i];
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, n, odims, NULL, NULL, 0, NULL);
+    if (out == NULL) {                           /* the Python route raises the error that names it */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int threads = (int)t, status;
+    const char *error = NULL;
+    char *dst = PyArray_BYTES((PyArrayObject *)out);
+    const char *low = PyArray_BYTES(x) - origin_bytes;
+    Py_BEGIN_ALLOW_THREADS
+    status = odml_scatter(dst, low, &p, threads, &error);
+    Py_END_ALLOW_THREADS
+    if (status != ODML_OK) {
+        Py_DECREF(out);
+        if (status == ODML_ENOMEM) return PyErr_NoMemory();
+        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.scatter: %s", error ? error : "bad parameters");
+        return NULL;
+    }
+    return Py_BuildValue("(Ny#iL)", out, (const char *)&p, (Py_ssize_t)sizeof p, threads, (long long)origin_bytes);
+#endif
+}
