@@ -19,6 +19,13 @@
 #include <torch/csrc/autograd/python_cpp_function.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "../runtime/cpu/torch_api.h"
 
 #include <array>
 #include <memory>
@@ -495,9 +502,170 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
 
 }  // namespace
 
+// -- tensor accessors for the C call cache ----------------------------------------------------------
+//
+// runtime/cpu/torch_api.h: what calls.c reads of a tensor on every served
+// call (dtype, sizes, strides, device, data pointer, routing facts), its
+// output allocation, the current stream and device, in C++ instead of a
+// dozen Python calls. Each gives what the Python accessor it replaces gives
+// (tests/test_torch_api.py compares them).
+
+namespace tapi {
+
+PyObject* fwad_globals = nullptr;  // torch.autograd.forward_ad's globals (its _current_level)
+PyObject* s_level = nullptr;
+
+// The dispatch keys of a plain dense tensor of a device type, normal and
+// made in inference mode, learned from a 0-element tensor on first use (with
+// the GIL held, as every accessor is called).
+struct PlainKeys {
+  bool ready = false;
+  c10::DispatchKeySet normal, inference;
+};
+PlainKeys cpu_keys, cuda_keys;
+
+bool plain_keys(const at::Tensor& t) {
+  PlainKeys* r = t.is_cpu() ? &cpu_keys : t.is_cuda() ? &cuda_keys : nullptr;
+  if (r == nullptr) return false;
+  if (!r->ready) {
+    const auto opts = at::TensorOptions().dtype(at::kFloat).device(t.device());
+    r->normal = at::empty({0}, opts).key_set();
+    {
+      c10::InferenceMode guard;
+      r->inference = at::empty({0}, opts).key_set();
+    }
+    r->ready = true;
+  }
+  const c10::DispatchKeySet ks = t.key_set();
+  return ks == r->normal || ks == r->inference;
+}
+
+// Whether a forward-AD level is open (torch.autograd.forward_ad._current_level >= 0);
+// open where it cannot be read.
+bool forward_level_open() {
+  PyObject* level = fwad_globals ? PyDict_GetItemWithError(fwad_globals, s_level) : nullptr;
+  if (level == nullptr || !PyLong_Check(level)) {
+    PyErr_Clear();
+    return true;
+  }
+  const long v = PyLong_AsLong(level);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return true;
+  }
+  return v >= 0;
+}
+
+int describe(PyObject* x, odml_torch_info* info) {
+  if (!THPVariable_Check(x)) return -1;
+  try {
+    const at::Tensor& t = THPVariable_Unpack(x);
+    if (!t.defined() || t.layout() != at::kStrided || t.unsafeGetTensorImpl()->has_symbolic_sizes_strides())
+      return -1;
+    const int64_t nd = t.dim();
+    if (nd > ODML_TORCH_API_RANK) return -1;
+    info->dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));
+    info->device = t.is_cpu() ? -1 : t.is_cuda() ? t.device().index() : -2;
+    info->ndim = static_cast<int32_t>(nd);
+    const auto sizes = t.sizes();
+    const auto strides = t.strides();
+    for (int64_t i = 0; i < nd; ++i) {
+      info->sizes[i] = sizes[i];
+      info->strides[i] = strides[i];
+    }
+    info->requires_grad = t.requires_grad();
+    info->grad_enabled = at::GradMode::is_enabled();
+    info->dispatch_modes = c10::impl::TorchDispatchModeTLS::stack_len() != 0;
+    info->wrapped = !plain_keys(t) || forward_level_open();
+    info->data_ptr = info->device >= -1 && t.has_storage() ? reinterpret_cast<uint64_t>(t.data_ptr()) : 0;
+    info->pad_ = 0;
+    return 0;
+  } catch (const std::exception&) {
+    return -1;  // (an accessor the tensor refuses): calls.c takes the Python route
+  }
+}
+
+PyObject* empty(PyObject* x, const int64_t* sizes, int ndim, PyObject* dtype, uint64_t* data_ptr) {
+  if (dtype != nullptr && !THPDtype_Check(dtype)) {
+    PyErr_SetString(PyExc_TypeError, "opendml torch_api.empty: dtype is not a torch.dtype");
+    return nullptr;
+  }
+  try {
+    const at::Tensor& t = THPVariable_Unpack(x);
+    auto options = t.options();
+    if (dtype != nullptr) options = options.dtype(reinterpret_cast<THPDtype*>(dtype)->scalar_type);
+    at::Tensor out = at::empty(c10::IntArrayRef(sizes, static_cast<size_t>(ndim)), options);
+    *data_ptr = reinterpret_cast<uint64_t>(out.data_ptr());
+    return THPVariable_Wrap(std::move(out));
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
+int current_stream(int64_t device, uint64_t* stream) {
+  try {
+    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+    const c10::Stream s = impl.getStream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
+    *stream = reinterpret_cast<uint64_t>(s.native_handle());
+    return 0;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return -1;
+  }
+}
+
+int64_t current_device() {
+  try {
+    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+    return impl.getDevice().index();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return -1;
+  }
+}
+
+const odml_torch_api table = {ODML_TORCH_API_VERSION, &describe, &empty, &current_stream, &current_device};
+
+void init() {
+  if (fwad_globals == nullptr) {
+    py::module_ fwad = py::module_::import("torch.autograd.forward_ad");
+    fwad_globals = py::object(fwad.attr("__dict__")).release().ptr();
+    s_level = PyUnicode_InternFromString("_current_level");
+    if (s_level == nullptr) throw py::error_already_set();
+  }
+}
+
+// The capsule calls.c takes (runtime.calls.register_torch_api).
+py::object capsule() {
+  init();
+  return py::reinterpret_steal<py::object>(
+      PyCapsule_New(const_cast<odml_torch_api*>(&table), ODML_TORCH_API_NAME, nullptr));
+}
+
+// describe(x) as a tuple, for tests: (dtype, device, data_ptr, sizes, strides,
+// requires_grad, grad_enabled, dispatch_modes, wrapped), or None.
+py::object describe_py(py::handle x) {
+  init();
+  odml_torch_info info{};
+  if (describe(x.ptr(), &info) < 0) return py::none();
+  py::tuple sizes(info.ndim), strides(info.ndim);
+  for (int i = 0; i < info.ndim; ++i) {
+    sizes[i] = py::int_(info.sizes[i]);
+    strides[i] = py::int_(info.strides[i]);
+  }
+  return py::make_tuple(py::reinterpret_borrow<py::object>(info.dtype), info.device, info.data_ptr, sizes, strides,
+                        bool(info.requires_grad), bool(info.grad_enabled), bool(info.dispatch_modes),
+                        bool(info.wrapped));
+}
+
+}  // namespace tapi
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
   m.def("apply", &apply, "kernel(x) recorded for autograd with adjoint as its backward");
   m.def("recorder", &recorder, "apply with the slot and specs bound: recorder(k, kernel, adjoint)(x)");
   m.def("register_ops", &register_ops, "CPU, CUDA and Autograd kernels for operators of a namespace");
+  m.def("torch_api", &tapi::capsule, "PyTorch's tensor accessors for the call cache (runtime/cpu/torch_api.h)");
+  m.def("describe", &tapi::describe_py, "what torch_api's describe reads of a tensor, as a tuple (tests)");
 }

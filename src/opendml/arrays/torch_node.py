@@ -37,11 +37,14 @@ import sysconfig
 import threading
 import time
 
+from ..runtime import calls
 from ..runtime.config import config
 
 __all__ = ["get", "status", "wait", "slot", "library_path", "cache_folder"]
 
 _SOURCE = pathlib.Path(__file__).with_name("torch_node.cpp")
+#: The header the library shares with the call cache (it includes it): part of the library's tag.
+_API_HEADER = pathlib.Path(__file__).parent.parent / "runtime" / "cpu" / "torch_api.h"
 _lock = threading.Lock()
 _state = {"module": None, "status": "not built", "thread": None}
 _slots: dict = {}
@@ -101,7 +104,7 @@ def _folder() -> pathlib.Path:
 def library_path() -> pathlib.Path:
     """Where this PyTorch's node library is (or will be) kept."""
     import torch
-    tag = hashlib.sha256(_SOURCE.read_bytes() + torch.__version__.encode() + sys.version.encode()
+    tag = hashlib.sha256(_SOURCE.read_bytes() + _API_HEADER.read_bytes() + torch.__version__.encode() + sys.version.encode()
                          + (sysconfig.get_config_var("EXT_SUFFIX") or "").encode()).hexdigest()[:12]
     name = f"opendml_torch_node_{tag}"
     return _folder() / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
@@ -247,6 +250,9 @@ def _obtain(timeout: float) -> None:
             _state["status"] = f"not loaded, eager autograd takes the Python autograd.Function: {why}"
             return
         module = _load(path)
+        # The call cache reads tensors through the library's C++ accessors from now on
+        # (runtime/cpu/torch_api.h): the same facts as through Python, in one call.
+        calls.register_torch_api(module.torch_api())
         _state["status"] = f"built ({path})"
         _state["module"] = module
     except Exception as e:                # noqa: BLE001 - any failure leaves the Python route, said in status()

@@ -187,6 +187,17 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
                                        tuple(origins), tuple(steps), multi, since)
 
 
+def register_torch_api(capsule) -> None:
+    """PyTorch's tensor accessors (``runtime/cpu/torch_api.h``), given by the
+    C++ node library (``arrays/torch_node.py`` registers them when it loads
+    it), or None: the call cache then reads dtype, sizes, strides, device,
+    data pointer and the routing facts of a tensor, allocates its outputs
+    and finds the current stream through them instead of through Python.
+    The values are the same (tests/test_torch_api.py); only the cost differs."""
+    if _HAS and hasattr(_native, "call_cache_torch_api"):
+        _native.call_cache_torch_api(capsule)
+
+
 def register_move_types(types: tuple) -> None:
     """Enum types (``PaddingMode``, ``DepthSpaceOrder``, ``DataType``) whose
     members, passed as family arguments, key by identity."""

@@ -66,6 +66,7 @@
 #include "blocks.h"
 #include "common.h"
 #include "move.h"
+#include "torch_api.h"
 
 #ifdef ODML_NUMPY
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -384,8 +385,25 @@ static PyObject *allocation_failed(void) {
 
 /* -- PyTorch tensors -------------------------------------------------------------------------------- */
 
+/* PyTorch's accessors (torch_api.h), once the C++ node library gives them
+ * (call_cache_torch_api); NULL: the same facts are read through Python. */
+static const odml_torch_api *tapi;
+static PyObject *tapi_owner;
+
 static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     int64_t p;
+    odml_torch_info in;
+    if (tapi && tapi->describe(x, &in) == 0) {  /* the same words as below: dtype, sizes, strides, device, alignment */
+        if (in.device < -1 || put(k, (int64_t)(intptr_t)in.dtype) < 0 || put(k, in.ndim) < 0) return -1;
+        for (int i = 0; i < in.ndim; i++)
+            if (put(k, in.sizes[i]) < 0) return -1;
+        if (put(k, in.ndim) < 0) return -1;
+        for (int i = 0; i < in.ndim; i++)
+            if (put(k, in.strides[i]) < 0) return -1;
+        *device = in.device;
+        *ptr = in.data_ptr;
+        return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
+    }
     PyObject *dtype = PyObject_GetAttr(x, s_dtype);
     if (!dtype) {
         drop_error();
@@ -409,11 +427,60 @@ static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
 /* Whether the kernel route may take x, a tensor that neither autograd nor a
  * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. */
 static int torch_plain(PyObject *x) {
+    odml_torch_info in;
+    if (tapi && tapi->describe(x, &in) == 0) {
+        /* (wrapped also where the negative bit is set: such a tensor takes the Python route, as below) */
+        if (in.dispatch_modes || in.wrapped) return 0;
+        if (in.requires_grad && in.grad_enabled) return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
+        return in.device >= 0 ? 2 : in.device == -1 ? 1 : 0;
+    }
     int record = is_true(PyObject_GetAttr(x, s_requires_grad)) && is_true(PyObject_CallNoArgs(t_grad_enabled));
     if (!equals(PyObject_CallNoArgs(t_dispatch_len), 0)) return 0;
     if (is_true(PyObject_CallOneArg(t_wrapped, x))) return 0;
     if (record) return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
     return is_true(PyObject_GetAttr(x, s_is_cuda)) ? 2 : is_true(PyObject_GetAttr(x, s_is_cpu)) ? 1 : 0;
+}
+
+/* Whether the current CUDA device is `device` (the launches need it current). */
+static int torch_device_is(int64_t device) {
+    if (tapi) {
+        int64_t d = tapi->current_device();
+        if (d < 0) drop_error();
+        return d == device;
+    }
+    return equals(PyObject_CallNoArgs(t_device), device);
+}
+
+/* The current stream of CUDA device `device`: 0, or -1 with an exception. */
+static int torch_stream(int64_t device, uint64_t *stream) {
+    if (tapi) return tapi->current_stream(device, stream);
+    PyObject *dev = PyLong_FromLongLong(device);
+    if (!dev) return -1;
+    int rc = stream_of(PyObject_CallOneArg(t_raw_stream, dev), stream);
+    Py_DECREF(dev);
+    return rc;
+}
+
+/* With PyTorch's accessors, x.new_empty(shape, dtype=dtype) (dtype NULL:
+ * x's) as a new reference, its data pointer in *dst; NULL with the
+ * allocator's exception; NULL and no exception where there are no accessors
+ * or the shape is not one they take (the caller allocates through Python). */
+static PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst) {
+    if (!tapi || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > MAX_RANK) return NULL;
+    int64_t sizes[MAX_RANK];
+    const Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (v == -1 && PyErr_Occurred()) {
+            drop_error();
+            return NULL;
+        }
+        sizes[i] = v;
+    }
+    uint64_t d = 0;
+    PyObject *out = tapi->empty(x, sizes, (int)nd, dtype, &d);
+    *dst = (int64_t)d;
+    return out;
 }
 
 /* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where
@@ -454,8 +521,8 @@ static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x
     Entry *e = lookup(&k);
     if (!e) Py_RETURN_NONE;
     PyObject *result = NULL;
-    if (e->cpu != (where == 1) || is_true(PyObject_CallMethodNoArgs(x, s_is_neg)) ||
-        (where == 2 && !equals(PyObject_CallNoArgs(t_device), device))) {
+    if (e->cpu != (where == 1) || (!tapi && is_true(PyObject_CallMethodNoArgs(x, s_is_neg))) ||
+        (where == 2 && !torch_device_is(device))) {
         result = Py_None;
         Py_INCREF(result);
         goto done;
@@ -471,26 +538,24 @@ static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x
         }
         goto done;
     }
-    PyObject *out = PyObject_CallMethodOneArg(x, s_new_empty, e->shape);
+    PyObject *out = tapi_empty(x, e->shape, NULL, &dst);
+    const int through_python = !out && !PyErr_Occurred();
+    if (through_python) out = PyObject_CallMethodOneArg(x, s_new_empty, e->shape);
     if (!out) {                                    /* the allocator's error (out of memory) */
         result = allocation_failed();
         goto done;
     }
-    if (output_address(e, out, 1, &dst) < 0) {
+    if (through_python ? output_address(e, out, 1, &dst) < 0 : ((uint64_t)dst & 15) != e->dst_align) {
         Py_DECREF(out);
         result = Py_None;
         Py_INCREF(result);
         goto done;
     }
-    PyObject *dev = PyLong_FromLongLong(device);
     uint64_t stream;
-    if (!dev || stream_of(PyObject_CallOneArg(t_raw_stream, dev), &stream) < 0 ||
-        launch(e, ptr - e->origin, (uint64_t)dst, stream) < 0) {
-        Py_XDECREF(dev);
+    if (torch_stream(device, &stream) < 0 || launch(e, ptr - e->origin, (uint64_t)dst, stream) < 0) {
         Py_DECREF(out);
         goto done;
     }
-    Py_DECREF(dev);
     result = out;
     hits++;
 done:
@@ -1350,7 +1415,8 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     if (cuda_inputs(args[1], (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) Py_RETURN_NONE;
     if (torch)
         for (int i = 0; i < n; i++)
-            if (torch_plain(in[i]) != 2 || is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg))) goto route;
+            if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg))))
+                goto route;
     if (cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr) < 0) goto route;
     {
         PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
@@ -1365,11 +1431,16 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         Py_INCREF(e);
     }
     /* the launches need the tensors' device current (the Python route makes it so) */
-    if (!equals(PyObject_CallNoArgs(torch ? t_device : c_device), device)) goto route;
+    if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
     for (int i = 0; i < e->n_out; i++) {
+        int through_python = 1;
         if (torch) {
-            PyObject *call[3] = {in[0], e->shape[i], e->dtype[i]};
-            outs[i] = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
+            outs[i] = tapi_empty(in[0], e->shape[i], e->dtype[i], &dst);
+            through_python = !outs[i] && !PyErr_Occurred();
+            if (through_python) {
+                PyObject *call[3] = {in[0], e->shape[i], e->dtype[i]};
+                outs[i] = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
+            }
         } else {
             outs[i] = PyObject_CallFunctionObjArgs(c_empty, e->shape[i], e->dtype[i], NULL);
         }
@@ -1377,8 +1448,9 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
             result = allocation_failed();
             goto done;
         }
-        int rc;
-        if (torch) {
+        int rc = 0;
+        if (!through_python) {
+        } else if (torch) {
             rc = int_of(outs[i], s_data_ptr, 1, &dst);
         } else {
             PyObject *mem = PyObject_GetAttr(outs[i], s_data);
@@ -1390,11 +1462,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         dsts[i] = (uint64_t)dst;
     }
     if (torch) {
-        PyObject *dev = PyLong_FromLongLong(device);
-        if (!dev) goto done;
-        int rc = stream_of(PyObject_CallOneArg(t_raw_stream, dev), &stream);
-        Py_DECREF(dev);
-        if (rc < 0) goto done;
+        if (torch_stream(device, &stream) < 0) goto done;
     } else if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0) {
         goto done;
     }
@@ -1849,6 +1917,27 @@ PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args) {
     PyObject **slots[] = {&t_type, &t_grad_enabled, &t_dispatch_len, &t_wrapped, &t_raw_stream, &t_device,
                           &t_from_numpy};
     return set_hooks(args, "call_cache_torch", slots, 7);
+}
+
+/* call_cache_torch_api(capsule or None): PyTorch's accessors (torch_api.h),
+ * given by the C++ node library; None goes back to reading through Python. */
+PyObject *odml_py_call_cache_torch_api(PyObject *self, PyObject *arg) {
+    (void)self;
+    const odml_torch_api *api = NULL;
+    if (arg != Py_None) {
+        api = (const odml_torch_api *)PyCapsule_GetPointer(arg, ODML_TORCH_API_NAME);
+        if (!api) return NULL;
+        if (api->version != ODML_TORCH_API_VERSION || !api->describe || !api->empty || !api->current_stream ||
+            !api->current_device) {
+            PyErr_Format(PyExc_ValueError, "call_cache_torch_api: the accessors are version %d, this extension "
+                         "takes version %d", api->version, ODML_TORCH_API_VERSION);
+            return NULL;
+        }
+    }
+    Py_XINCREF(arg == Py_None ? NULL : arg);
+    Py_XSETREF(tapi_owner, arg == Py_None ? NULL : arg);
+    tapi = api;
+    Py_RETURN_NONE;
 }
 
 /* call_cache_cupy(ndarray, empty, current_device, current_stream_ptr) */
