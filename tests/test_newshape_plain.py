@@ -201,7 +201,8 @@ def test_plain_lowering_takes_plain_valid_calls_and_declines_invalid_ones():
     assert unfold_op.plain_lowering((2, 3), 1) is None                          # no spatial axis
     assert slice_grad_op.plain_lowering((2, 3), [2, 6], [0, 1], [2, 5], [1, -2]) == ((2, 6), [0, 1], [1, 2], [0, 1])
     for bad in (([2, 5], [0, 1], [2, 4], [1, 0]), ([2, 5], [0, 2], [2, 4], [1, 1]), ([2], [0], [2], [1]),
-                ([2, 0], [0, 0], [2, 1], [1, 1]), ([2, 2**32], [0, 0], [2, 4], [1, 1]), ([2, 5], [0, 0], [2, 4], [1, 2])):
+                ([2, 0], [0, 0], [2, 1], [1, 1]), ([2, 2**32], [0, 0], [2, 4], [1, 1]),
+                ([2, 5], [0, 0], [2, 4], [1, 2])):
         assert slice_grad_op.plain_lowering((2, 3), *bad) is None, bad
 
 

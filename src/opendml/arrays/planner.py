@@ -27,8 +27,8 @@ from ..ops import slice_grad as _slice_grad_op
 from ..ops import unfold as _unfold_op
 from ..runtime.calls import info as call_cache_info
 
-__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "count_planned", "plan_cache_info",
-           "PLAN_CACHE_SIZE"]
+__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "count_planned",
+           "plan_cache_info", "PLAN_CACHE_SIZE"]
 
 #: Plans the cache keeps (least recently used dropped first).
 PLAN_CACHE_SIZE = 256

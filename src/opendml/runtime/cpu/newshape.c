@@ -477,7 +477,8 @@ PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize
             int full = d[2] == 0 && d[3] == 1 && d[4] == d[0];
             int q = r - 1;
             if (full && (p.step[q] == 1 || p.taken[q] == 1) && !__builtin_mul_overflow(d[1], d[0], &on)
-                    && !__builtin_mul_overflow(d[5], d[0], &in_n) && p.out_strides[q] == on && p.in_strides[q] == in_n) {
+                    && !__builtin_mul_overflow(d[5], d[0], &in_n) && p.out_strides[q] == on
+                    && p.in_strides[q] == in_n) {
                 if (__builtin_mul_overflow(p.sizes[q], d[0], &p.sizes[q])
                         || __builtin_mul_overflow(p.first[q], d[0], &p.first[q])
                         || __builtin_mul_overflow(p.taken[q], d[0], &p.taken[q])) Py_RETURN_NONE;
