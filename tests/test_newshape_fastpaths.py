@@ -429,7 +429,7 @@ def test_slice_and_slice_grad_new_shapes_cleared_warm_and_reference(data):
     got = run_twice_cleared_and_warm(dml.slice, x, o, s, t)
     if got[0] == "ok":
         assert np.array_equal(got[1], ref.slice_(np.asarray(x), list(o), list(s), list(t)))
-    out, grad, o, s, t = data.draw(slice1_args(grad=True))
+    grad, out, o, s, t = data.draw(slice1_args(grad=True))      # the input gradient first
     if isinstance(grad, TensorDesc) and isinstance(out, TensorDesc):
         g = data.draw(arrays(grad.sizes))
         got = run_twice_cleared_and_warm(dml.slice_grad, g, list(out.sizes), o, s, t)
