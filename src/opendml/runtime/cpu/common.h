@@ -16,6 +16,10 @@
  *               copies, conversions, scale/bias, fills; its own parameter struct)
  *   convert.h   CAST's conversions between the 11 types, per pair
  *   calls.c     the call cache: repeated array-API calls served from C
+ *   torch_api.h PyTorch's tensor accessors the call cache takes from the C++
+ *               node library (arrays/torch_node.cpp) when it is loaded
+ *   newshape.c  new shapes of SLICE/SLICE1/UNFOLD/SLICE_GRAD: layout, parameters,
+ *               allocation and kernel in one call (the plan from ops' plain_lowering)
  *   cuda_launch.c cuLaunchKernel through the driver library (dlopen)
  *   blocks.c    output memory blocks with a bounded reuse cache (Python type;
  *               blocks.h declares what module.c registers)
