@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 8's device calls. MODE=tests: build, the C++ node (timed), every
 # CUDA-marked test (TESTS overrides). MODE=bench: benchmarks/gpu_train.py
-# (PARTS) then benchmarks/gpu_family.py (FAMILY=0 skips). Logs land in $OUT.
+# (PARTS), benchmarks/gpu_family_small.py, the compiled-operator probe, and
+# benchmarks/gpu_family.py where FAMILY=1. Logs land in $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD" HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hyp
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -12,9 +13,11 @@ if ! python3 -c "import opendml.runtime.cpu._native" 2>/dev/null; then
 fi
 python3 -c "import time, opendml.torch as t; t0 = time.time(); ok = t.wait_for_node(); print('node', ok, t.node_status(), f'{time.time() - t0:.1f} s')" 2>&1 | tail -3
 if [ "${MODE:-tests}" = tests ]; then
-  timeout ${TEST_S:-400} python3 -m pytest -q -p no:cacheprovider -m cuda -x ${TESTS:-tests} > "$OUT/gpu-tests.log" 2>&1
+  timeout ${TEST_S:-400} python3 -m pytest -q -p no:cacheprovider -m cuda --maxfail=25 ${TESTS:-tests} > "$OUT/gpu-tests.log" 2>&1
   echo "tests rc=$?"; grep -E "passed|failed|Error" "$OUT/gpu-tests.log" | tail -8
 else
   timeout ${TRAIN_S:-330} python3 -m benchmarks.gpu_train --device cuda --parts ${PARTS:-eager,compiled,new,warm} --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/train.log"
-  if [ "${FAMILY:-1}" = 1 ]; then timeout ${FAMILY_S:-200} python3 -m benchmarks.gpu_family --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/family.log"; fi
+  timeout ${SMALL_S:-150} python3 -m benchmarks.gpu_family_small --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/family-small.log"
+  timeout ${PROBE_S:-120} python3 benchmarks/profiles/compiled_op_probe.py 2>&1 | grep -v -i warn | tee "$OUT/compiled-probe.log"
+  if [ "${FAMILY:-0}" = 1 ]; then timeout ${FAMILY_S:-200} python3 -m benchmarks.gpu_family --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/family.log"; fi
 fi
