@@ -222,7 +222,7 @@ def test_torch_cuda_served_on_a_side_stream_behind_a_long_kernel():
     import torch
     x = torch.zeros(1, 4, 16, 16, device="cuda")
     source = torch.randn(1, 4, 16, 16, device="cuda")
-    fn = lambda t: dml.split(dml.pad(t, 1, 1, "reflect"), 1, [1, 3])   # noqa: E731
+    fn = lambda t: dml.split(dml.pad(t, [0, 0, 1, 1], [0, 0, 1, 1], "reflect"), 1, [1, 3])   # noqa: E731
     with dml.configure(call_cache=False):
         want = [o.cpu() for o in fn(source)]
     fn(x)                                               # recorded

@@ -236,3 +236,24 @@ def test_a_wrong_capsule_is_refused(api):
         calls.register_torch_api(3)
     for _ in range(3):                              # the accessors registered before are still the ones used
         assert torch.equal(dml.unfold(x, 3, 1, 1, 1, 1), expect)
+
+
+def _fresh(env_extra: dict) -> str:
+    import os
+    import subprocess
+    import sys
+    code = ("import torch, opendml as dml\n"
+            "from opendml.arrays import torch_node\n"
+            "dml.identity(torch.zeros(3))\n"
+            "t = torch_node._state['thread']\n"
+            "print('started' if t is not None else 'not started', end=' ')\n"
+            "print(bool(t) and (t.join(240) or torch_node._state['module'] is not None))\n")
+    env = dict(os.environ, **env_extra)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+def test_the_first_pytorch_call_starts_loading_the_library_unless_off():
+    assert _fresh({"OPENDML_TORCH_NODE": "auto"}) == "started True"
+    assert _fresh({"OPENDML_TORCH_NODE": "off"}) == "not started False"

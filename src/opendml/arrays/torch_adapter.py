@@ -446,6 +446,10 @@ def _eager_ok() -> bool:
 
 calls.register_torch_eager(_eager_ok)
 
+# The node library's tensor accessors serve repeated calls on plain tensors
+# too (not only autograd's): start loading it now, in the background.
+torch_node.prefetch()
+
 
 def _compiled_autograd() -> bool:
     """Whether compiled autograd is on (``torch._dynamo.compiled_autograd``'s

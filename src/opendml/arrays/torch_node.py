@@ -40,7 +40,7 @@ import time
 from ..runtime import calls
 from ..runtime.config import config
 
-__all__ = ["get", "status", "wait", "slot", "library_path", "cache_folder"]
+__all__ = ["get", "status", "wait", "prefetch", "slot", "library_path", "cache_folder"]
 
 _SOURCE = pathlib.Path(__file__).with_name("torch_node.cpp")
 #: The header the library shares with the call cache (it includes it): part of the library's tag.
@@ -286,6 +286,16 @@ def get():
         if mode == "wait":
             thread.join(WAIT_S)
     return _state["module"]
+
+
+def prefetch() -> None:
+    """Start loading the library (building it first where this PyTorch has
+    none yet) in the background, unless ``torch_node="off"``; never waits.
+    The torch adapter calls it when it is first imported: once loaded, the
+    library's tensor accessors serve every repeated call on PyTorch tensors
+    (runtime/cpu/torch_api.h), with or without autograd."""
+    if _state["module"] is None and _state["thread"] is None and config().torch_node != "off":
+        _start(WAIT_S)
 
 
 def wait(timeout: float | None = WAIT_S) -> bool:
