@@ -257,3 +257,58 @@ def _fresh(env_extra: dict) -> str:
 def test_the_first_pytorch_call_starts_loading_the_library_unless_off():
     assert _fresh({"OPENDML_TORCH_NODE": "auto"}) == "started True"
     assert _fresh({"OPENDML_TORCH_NODE": "off"}) == "not started False"
+
+
+def test_a_first_call_inside_a_functorch_transform_leaves_plain_tensors_plain():
+    """The accessors' idea of a plain tensor comes from the tensor's backend,
+    not from a tensor made in whatever context the first call runs in (a
+    review found one learned inside torch.func.grad: plain tensors then never
+    served, grad wrappers served with no storage)."""
+    code = ("import torch, opendml as dml, opendml.torch as odt\n"
+            "assert odt.wait_for_node()\n"
+            "from opendml.arrays import torch_node\n"
+            "f = lambda t: dml.slice1(t, [0, 0], [4, 4], [1, -1]).sum() * 3\n"
+            "x = torch.randn(4, 4)\n"
+            "g1 = torch.func.grad(f)(x)\n"
+            "with torch.autograd.forward_ad.dual_level():\n"
+            "    pass\n"
+            "for _ in range(3):\n"
+            "    y = dml.slice1(x, [0, 0], [4, 4], [1, -1])\n"
+            "assert torch.equal(y, x.flip(1))\n"
+            "assert torch_node._state['module'].describe(x)[8] is False\n"
+            "g2 = torch.func.grad(f)(x)\n"
+            "assert torch.equal(g1, g2) and torch.equal(g1, torch.full_like(x, 3.0))\n"
+            "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+            "with FakeTensorMode():\n"
+            "    torch_node._state['module'].describe(torch.empty(2))\n"
+            "assert torch_node._state['module'].describe(x)[8] is False\n"
+            "print('ok')\n")
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_torch_node_off_stops_the_accessors(api):
+    """configure(torch_node="off") puts the Python reads back (the hooks are
+    asked again), and "auto" the accessors; answers are the same throughout."""
+    from opendml.arrays import torch_adapter as ta
+    asked = []
+
+    def dispatch_len():
+        asked.append(1)
+        return torch._C._len_torch_dispatch_stack()
+    x = torch.randn(1, 2, 5, 5)
+    expect = dml.unfold(x, 3, 1, 1, 1, 1)
+    calls.register_torch(torch.Tensor, torch.is_grad_enabled, dispatch_len, ta._not_plain,
+                         ta._raw_stream or ta._no_stream, ta._current_device, torch.from_numpy)
+    try:
+        for mode, python_reads in (("off", True), ("auto", False), ("off", True)):
+            with dml.configure(torch_node=mode):
+                for _ in range(3):
+                    del asked[:]
+                    assert torch.equal(dml.unfold(x, 3, 1, 1, 1, 1), expect)
+                assert bool(asked) is python_reads, mode
+    finally:
+        calls.register_torch(torch.Tensor, torch.is_grad_enabled, ta._dispatch_modes, ta._not_plain,
+                             ta._raw_stream or ta._no_stream, ta._current_device, torch.from_numpy)

@@ -136,7 +136,8 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
         autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
         the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
         ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through the ``opendml::`` custom operators. A JAX result is
+        goes through opendml's operators (``opendml_cpp::`` once the C++
+        library is loaded, else the ``opendml::`` custom operators). A JAX result is
         differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
 
     Raises
@@ -198,7 +199,8 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
         autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
         the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
         ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through the ``opendml::`` custom operators. A JAX result is
+        goes through opendml's operators (``opendml_cpp::`` once the C++
+        library is loaded, else the ``opendml::`` custom operators). A JAX result is
         differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
 
     Raises
@@ -263,7 +265,8 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
         autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
         the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
         ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through the ``opendml::`` custom operators. A JAX result is
+        goes through opendml's operators (``opendml_cpp::`` once the C++
+        library is loaded, else the ``opendml::`` custom operators). A JAX result is
         differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
 
     Raises
@@ -336,7 +339,8 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
         autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
         the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
         ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through the ``opendml::`` custom operators. A JAX result is
+        goes through opendml's operators (``opendml_cpp::`` once the C++
+        library is loaded, else the ``opendml::`` custom operators). A JAX result is
         differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
 
     Raises
@@ -410,7 +414,8 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
         autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
         the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
         ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through the ``opendml::`` custom operators. A JAX result is
+        goes through opendml's operators (``opendml_cpp::`` once the C++
+        library is loaded, else the ``opendml::`` custom operators). A JAX result is
         differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
 
     Raises

@@ -515,29 +515,32 @@ namespace tapi {
 PyObject* fwad_globals = nullptr;  // torch.autograd.forward_ad's globals (its _current_level)
 PyObject* s_level = nullptr;
 
-// The dispatch keys of a plain dense tensor of a device type, normal and
-// made in inference mode, learned from a 0-element tensor on first use (with
-// the GIL held, as every accessor is called).
-struct PlainKeys {
-  bool ready = false;
-  c10::DispatchKeySet normal, inference;
-};
-PlainKeys cpu_keys, cuda_keys;
-
+// Whether t's dispatch keys are exactly a plain dense tensor's of its
+// device type, made in normal or in inference mode: the backend key, the
+// autocast key, and (normal mode) the ADInplaceOrView and autograd keys, as
+// TensorImpl's constructor sets them. Computed from the backend, never
+// learned from a tensor made here: one made inside a functorch transform,
+// a fake-tensor or dispatch mode would carry that context's keys. Any other
+// key (functorch wrappers, negative or conjugate bits, Python subclasses,
+// sparse, ...) makes the tensor "wrapped": the Python route takes it. A key
+// set some PyTorch version adds to every tensor would only send every call
+// down the Python route (tests/test_torch_api.py checks plain tensors pass).
 bool plain_keys(const at::Tensor& t) {
-  PlainKeys* r = t.is_cpu() ? &cpu_keys : t.is_cuda() ? &cuda_keys : nullptr;
-  if (r == nullptr) return false;
-  if (!r->ready) {
-    const auto opts = at::TensorOptions().dtype(at::kFloat).device(t.device());
-    r->normal = at::empty({0}, opts).key_set();
-    {
-      c10::InferenceMode guard;
-      r->inference = at::empty({0}, opts).key_set();
-    }
-    r->ready = true;
+  c10::BackendComponent backend;
+  c10::DispatchKey key;
+  if (t.is_cpu()) {
+    backend = c10::BackendComponent::CPUBit;
+    key = c10::DispatchKey::CPU;
+  } else if (t.is_cuda()) {
+    backend = c10::BackendComponent::CUDABit;
+    key = c10::DispatchKey::CUDA;
+  } else {
+    return false;
   }
+  const c10::DispatchKeySet inference = c10::DispatchKeySet(key) | c10::getAutocastRelatedKeySetFromBackend(backend);
+  const c10::DispatchKeySet normal = inference | c10::getAutogradRelatedKeySetFromBackend(backend);
   const c10::DispatchKeySet ks = t.key_set();
-  return ks == r->normal || ks == r->inference;
+  return ks == normal || ks == inference;
 }
 
 // Whether a forward-AD level is open (torch.autograd.forward_ad._current_level >= 0);
@@ -576,7 +579,7 @@ int describe(PyObject* x, odml_torch_info* info) {
     info->requires_grad = t.requires_grad();
     info->grad_enabled = at::GradMode::is_enabled();
     info->dispatch_modes = c10::impl::TorchDispatchModeTLS::stack_len() != 0;
-    info->wrapped = !plain_keys(t) || forward_level_open();
+    info->wrapped = !plain_keys(t) || !t.has_storage() || forward_level_open();
     info->data_ptr = info->device >= -1 && t.has_storage() ? reinterpret_cast<uint64_t>(t.data_ptr()) : 0;
     info->pad_ = 0;
     return 0;

@@ -38,7 +38,7 @@ import threading
 import time
 
 from ..runtime import calls
-from ..runtime.config import config
+from ..runtime.config import _listeners as _config_listeners, config
 
 __all__ = ["get", "status", "wait", "prefetch", "slot", "library_path", "cache_folder"]
 
@@ -250,14 +250,27 @@ def _obtain(timeout: float) -> None:
             _state["status"] = f"not loaded, eager autograd takes the Python autograd.Function: {why}"
             return
         module = _load(path)
-        # The call cache reads tensors through the library's C++ accessors from now on
-        # (runtime/cpu/torch_api.h): the same facts as through Python, in one call.
-        calls.register_torch_api(module.torch_api())
         _state["status"] = f"built ({path})"
         _state["module"] = module
+        # The call cache reads tensors through the library's C++ accessors from now on
+        # (runtime/cpu/torch_api.h): the same facts as through Python, in one call.
+        _use_accessors(config())
     except Exception as e:                # noqa: BLE001 - any failure leaves the Python route, said in status()
         _state["status"] = f"build failed, eager autograd takes the Python autograd.Function: " \
                            f"{type(e).__name__}: {e}"
+
+
+def _use_accessors(cfg) -> None:
+    """The call cache's tensor accessors: the loaded library's unless
+    ``torch_node="off"`` (then the Python reads). Called when the library
+    loads and after every ``configure()``."""
+    with _lock:
+        module = _state["module"]
+        if module is not None:
+            calls.register_torch_api(module.torch_api() if cfg.torch_node != "off" else None)
+
+
+_config_listeners.append(_use_accessors)
 
 
 def _start(timeout: float):
