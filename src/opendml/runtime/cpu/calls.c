@@ -735,6 +735,24 @@ static PyObject *with_deferred(PyObject *result) {
     return NULL;
 }
 
+/* A served family call's result from its outputs (moved out of outs[]):
+ * the list of them for SPLIT (multi), else the one; NULL with an exception. */
+static PyObject *take_outputs(PyObject **outs, int n, int multi) {
+    PyObject *result;
+    if (!multi) {
+        result = outs[0];
+        outs[0] = NULL;
+        return result;
+    }
+    result = PyList_New(n);
+    if (!result) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyList_SET_ITEM(result, i, outs[i]);
+        outs[i] = NULL;
+    }
+    return result;
+}
+
 /* -- The data-movement family: move programs on NumPy arrays ------------------------------------------ */
 
 /* A family call (dml.identity, cast, pad, join, split, tile, space_to_depth,
@@ -976,17 +994,8 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
         Py_INCREF(result);
         goto done;
     }
-    if (e->multi) {
-        result = PyList_New(e->n_out);
-        if (!result) goto done;
-        for (int i = 0; i < e->n_out; i++) {
-            PyList_SET_ITEM(result, i, outs[i]);
-            outs[i] = NULL;
-        }
-    } else {
-        result = outs[0];
-        outs[0] = NULL;
-    }
+    result = take_outputs(outs, e->n_out, e->multi);
+    if (!result) goto done;
     hits++;
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
@@ -1471,17 +1480,8 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         uint64_t src = s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst];
         if (cuda_step(s, src, dsts[s->dst], stream) < 0) goto done;
     }
-    if (e->multi) {
-        result = PyList_New(e->n_out);
-        if (!result) goto done;
-        for (int i = 0; i < e->n_out; i++) {
-            PyList_SET_ITEM(result, i, outs[i]);
-            outs[i] = NULL;
-        }
-    } else {
-        result = outs[0];
-        outs[0] = NULL;
-    }
+    result = take_outputs(outs, e->n_out, e->multi);
+    if (!result) goto done;
     hits++;
     goto done;
 route:
