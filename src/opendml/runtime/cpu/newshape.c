@@ -165,6 +165,56 @@ static int numpy_ready(void) {
 }
 #endif
 
+#ifdef ODML_NUMPY
+/* The kernels as run_new calls them (their parameters by address). */
+typedef int (*new_kernel)(char *dst, const char *low, const void *params, int threads, const char **error);
+static int run_copy(char *dst, const char *low, const void *p, int threads, const char **error) {
+    return odml_copy(dst, low, (const odml_copy_params *)p, threads, error);
+}
+static int run_unfold(char *dst, const char *low, const void *p, int threads, const char **error) {
+    return odml_unfold(dst, low, (const odml_unfold_params *)p, threads, error);
+}
+static int run_scatter(char *dst, const char *low, const void *p, int threads, const char **error) {
+    return odml_scatter(dst, low, (const odml_scatter_params *)p, threads, error);
+}
+
+/* The end every window function shares: threads as CpuBackend._threads
+ * gives them for `work` bytes (None past ODML_MAX_THREADS), a new packed
+ * array of x's dtype and the nd sizes dims (None where it cannot be
+ * allocated: the Python route raises the error that names it), the kernel
+ * run into it with the GIL released; (out, params bytes, threads,
+ * origin_bytes), or NULL with the kernel's error (named `name`). */
+static PyObject *run_new(PyArrayObject *x, int nd, npy_intp *dims, int64_t work, int64_t grain, int64_t most,
+                         new_kernel kernel, const void *params, Py_ssize_t params_size, int64_t origin_bytes,
+                         const char *name) {
+    int64_t t = work / grain;
+    if (t > most) t = most;
+    if (t < 1) t = 1;
+    if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, NULL, 0, NULL);
+    if (out == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int threads = (int)t, status;
+    const char *error = NULL;
+    char *dst = PyArray_BYTES((PyArrayObject *)out);
+    const char *low = PyArray_BYTES(x) - origin_bytes;
+    Py_BEGIN_ALLOW_THREADS
+    status = kernel(dst, low, params, threads, &error);
+    Py_END_ALLOW_THREADS
+    if (status != ODML_OK) {
+        Py_DECREF(out);
+        if (status == ODML_ENOMEM) return PyErr_NoMemory();
+        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: %s", name, error ? error : "bad parameters");
+        return NULL;
+    }
+    return Py_BuildValue("(Ny#iL)", out, (const char *)params, params_size, threads, (long long)origin_bytes);
+}
+#endif
+
 /* copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes,
  * limit_bytes) -> (out, params bytes, threads, origin_bytes), or None
  *
@@ -235,33 +285,9 @@ PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (pack(es, n, sz, in_off, is, 0, os, &p)) Py_RETURN_NONE;
     if (__builtin_mul_overflow(p.count, es, &moved) || __builtin_mul_overflow(moved, (int64_t)2, &moved))
         Py_RETURN_NONE;
-    int64_t t = moved / grain;
-    if (t > most) t = most;
-    if (t < 1) t = 1;
-    if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
     npy_intp dims[ODML_MAX_RANK];
     for (int i = 0; i < n; i++) dims[i] = (npy_intp)sz[i];
-    PyArray_Descr *descr = PyArray_DESCR(x);
-    Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
-    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, n, dims, NULL, NULL, 0, NULL);
-    if (out == NULL) {                           /* the Python route raises the error that names it */
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    int threads = (int)t, status;
-    const char *error = NULL;
-    char *dst = PyArray_BYTES((PyArrayObject *)out);
-    const char *low = PyArray_BYTES(x) - origin_bytes;
-    Py_BEGIN_ALLOW_THREADS
-    status = odml_copy(dst, low, &p, threads, &error);
-    Py_END_ALLOW_THREADS
-    if (status != ODML_OK) {
-        Py_DECREF(out);
-        if (status == ODML_ENOMEM) return PyErr_NoMemory();
-        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.copy: %s", error ? error : "bad parameters");
-        return NULL;
-    }
-    return Py_BuildValue("(Ny#iL)", out, (const char *)&p, (Py_ssize_t)sizeof p, threads, (long long)origin_bytes);
+    return run_new(x, n, dims, moved, grain, most, run_copy, &p, sizeof p, origin_bytes, "copy");
 #endif
 }
 
@@ -356,32 +382,8 @@ PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_
         w->start_padding = pad[i];
         w->blocks = blk[i];
     }
-    int64_t t = nbytes / grain;
-    if (t > most) t = most;
-    if (t < 1) t = 1;
-    if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
     npy_intp dims[3] = {(npy_intp)out3[0], (npy_intp)out3[1], (npy_intp)out3[2]};
-    PyArray_Descr *descr = PyArray_DESCR(x);
-    Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
-    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, 3, dims, NULL, NULL, 0, NULL);
-    if (out == NULL) {                           /* the Python route raises the error that names it */
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    int threads = (int)t, status;
-    const char *error = NULL;
-    char *dst = PyArray_BYTES((PyArrayObject *)out);
-    const char *low = PyArray_BYTES(x) - origin_bytes;
-    Py_BEGIN_ALLOW_THREADS
-    status = odml_unfold(dst, low, &p, threads, &error);
-    Py_END_ALLOW_THREADS
-    if (status != ODML_OK) {
-        Py_DECREF(out);
-        if (status == ODML_ENOMEM) return PyErr_NoMemory();
-        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.unfold: %s", error ? error : "bad parameters");
-        return NULL;
-    }
-    return Py_BuildValue("(Ny#iL)", out, (const char *)&p, (Py_ssize_t)sizeof p, threads, (long long)origin_bytes);
+    return run_new(x, 3, dims, nbytes, grain, most, run_unfold, &p, sizeof p, origin_bytes, "unfold");
 #endif
 }
 
@@ -511,32 +513,8 @@ PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize
     p.out_offset = 0;
     if (__builtin_add_overflow(count, taken_count, &moved) || __builtin_mul_overflow(moved, es, &moved))
         Py_RETURN_NONE;
-    int64_t t = moved / grain;
-    if (t > most) t = most;
-    if (t < 1) t = 1;
-    if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
     npy_intp odims[ODML_MAX_RANK];
     for (int i = 0; i < n; i++) odims[i] = (npy_intp)sz[i];
-    PyArray_Descr *descr = PyArray_DESCR(x);
-    Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
-    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, n, odims, NULL, NULL, 0, NULL);
-    if (out == NULL) {                           /* the Python route raises the error that names it */
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    int threads = (int)t, status;
-    const char *error = NULL;
-    char *dst = PyArray_BYTES((PyArrayObject *)out);
-    const char *low = PyArray_BYTES(x) - origin_bytes;
-    Py_BEGIN_ALLOW_THREADS
-    status = odml_scatter(dst, low, &p, threads, &error);
-    Py_END_ALLOW_THREADS
-    if (status != ODML_OK) {
-        Py_DECREF(out);
-        if (status == ODML_ENOMEM) return PyErr_NoMemory();
-        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.scatter: %s", error ? error : "bad parameters");
-        return NULL;
-    }
-    return Py_BuildValue("(Ny#iL)", out, (const char *)&p, (Py_ssize_t)sizeof p, threads, (long long)origin_bytes);
+    return run_new(x, n, odims, moved, grain, most, run_scatter, &p, sizeof p, origin_bytes, "scatter");
 #endif
 }
