@@ -330,6 +330,20 @@ class OperatorDesc:
         return f"{type(self).__name__}({fields})"
 
 
+class FastPathDesc(OperatorDesc):
+    """An operator description with a one-pass check of the common valid
+    case: ``_fast_path()`` checks it by the rules of ``_check_rules`` and
+    stores the fields as ``_check_rules`` would store them (plain ints, an
+    output that is derived or agrees), returning True; it returns False,
+    nothing stored, for anything else, which ``_check_rules`` then checks
+    rule by rule, naming what is wrong. Both give the same description
+    (tests/test_newshape_fastpaths.py)."""
+
+    def __post_init__(self):
+        if not self._fast_path():
+            self._check_rules()
+
+
 def element_layout(tensor: TensorDesc, in_strides, in_offset):
     """The element strides and origin used to lower: the description's own, or
     those of an array the array API passed (signed, origin-relative)."""

@@ -29,7 +29,7 @@ from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_window
+from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_window
 
 MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
@@ -45,7 +45,7 @@ _FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class FoldOperatorDesc(OperatorDesc):
+class FoldOperatorDesc(FastPathDesc):
     """``OutputTensor`` is required (``(N, C, *spatial)``); the input is
     ``(N, C x prod(WindowSizes), BlockCount)``, optionally with leading 1s."""
 
@@ -66,15 +66,8 @@ class FoldOperatorDesc(OperatorDesc):
     INTRODUCED = FeatureLevel.FL_6_4
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
-    def __post_init__(self):
-        if not self._fast_path():
-            self._check_rules()
-
     def _fast_path(self) -> bool:
-        """The common valid description, checked in one pass by the rules of
-        ``_check_rules`` and stored as it would store it (fields of plain
-        ints). False (nothing stored) for anything else, which
-        ``_check_rules`` then checks rule by rule, naming what is wrong. The
+        """The one-pass check of the common valid case (``FastPathDesc``). The
         64-bit limits hold whenever the input's sizes agree: they multiply to
         its element count, at most 2**32 - 1."""
         inp, out = self.input_tensor, self.output_tensor

@@ -9,12 +9,12 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
+from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class SliceOperatorDesc(OperatorDesc):
+class SliceOperatorDesc(FastPathDesc):
     """``OutputTensor`` may be ``None``: a packed output of ``Sizes`` is derived."""
 
     input_tensor: TensorDesc
@@ -34,16 +34,8 @@ class SliceOperatorDesc(OperatorDesc):
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
 
-    def __post_init__(self):
-        if not self._fast_path():
-            self._check_rules()
-
     def _fast_path(self) -> bool:
-        """The common valid description, checked in one pass by the rules of
-        ``_check_rules`` and stored as it would store it (fields of plain
-        ints, an output that is derived or agrees). False (nothing stored)
-        for anything else, which ``_check_rules`` then checks rule by rule,
-        naming what is wrong."""
+        """The one-pass check of the common valid case (``FastPathDesc``)."""
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False

@@ -13,7 +13,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
-from ._common import (TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints,
+from ._common import (TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints,
                       sequence_of)
 
 
@@ -25,7 +25,7 @@ def max_copied_elements(window_size: int, window_stride: int) -> int:
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class Slice1OperatorDesc(OperatorDesc):
+class Slice1OperatorDesc(FastPathDesc):
     """``OutputTensor`` may be ``None``: a packed output copying every reachable
     element of the window (``max_copied_elements`` per dimension) is derived."""
 
@@ -46,17 +46,11 @@ class Slice1OperatorDesc(OperatorDesc):
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
 
-    def __post_init__(self):
-        if not self._fast_path():
-            self._check_rules()
-
     def _fast_path(self) -> bool:
-        """The common valid description, checked in one pass by the rules of
-        ``_check_rules`` and stored as it would store it: a TensorDesc input,
-        fields of plain ints, one per dimension, the window inside the input,
-        strides non-zero in INT32's range, an output that is derived or
-        agrees. False (nothing stored) for anything else, which
-        ``_check_rules`` then checks rule by rule, naming what is wrong."""
+        """The one-pass check of the common valid case (``FastPathDesc``): a
+        TensorDesc input, fields of plain ints, one per dimension, the window
+        inside the input, strides non-zero in INT32's range, an output that is
+        derived or agrees."""
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False

@@ -20,13 +20,13 @@ from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK
-from ._common import TYPES_2_1, TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_ints
+from ._common import TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints
 from .slice1 import max_copied_elements
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class SliceGradOperatorDesc(OperatorDesc):
+class SliceGradOperatorDesc(FastPathDesc):
     """``OutputGradientTensor`` is required (it has the shape of SLICE1's input,
     which the window does not determine). ``input_tensor``/``output_tensor``
     are the two gradient tensors, for code shared by every operator."""
@@ -57,15 +57,8 @@ class SliceGradOperatorDesc(OperatorDesc):
     def output_tensor(self) -> TensorDesc:
         return self.output_gradient_tensor
 
-    def __post_init__(self):
-        if not self._fast_path():
-            self._check_rules()
-
     def _fast_path(self) -> bool:
-        """The common valid description, checked in one pass by the rules of
-        ``_check_rules`` and stored as it would store it (fields of plain
-        ints). False (nothing stored) for anything else, which
-        ``_check_rules`` then checks rule by rule, naming what is wrong."""
+        """The one-pass check of the common valid case (``FastPathDesc``)."""
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         if (type(grad) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not grad.data_type
                 or out.flags):

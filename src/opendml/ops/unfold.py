@@ -18,14 +18,14 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, OperatorDesc, Field, SupportRow, element_layout, plain_window, plain_window_fields
+from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_window, plain_window_fields
 
 MAX_SPATIAL_DIMENSIONS = 6
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class UnfoldOperatorDesc(OperatorDesc):
+class UnfoldOperatorDesc(FastPathDesc):
     """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
 
     input_tensor: TensorDesc
@@ -44,16 +44,8 @@ class UnfoldOperatorDesc(OperatorDesc):
     INTRODUCED = FeatureLevel.FL_6_4
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
-    def __post_init__(self):
-        if not self._fast_path():
-            self._check_rules()
-
     def _fast_path(self) -> bool:
-        """The common valid description, checked in one pass by the rules of
-        ``_check_rules`` and stored as it would store it (fields of plain
-        ints, an output that is derived or agrees). False (nothing stored)
-        for anything else, which ``_check_rules`` then checks rule by rule,
-        naming what is wrong."""
+        """The one-pass check of the common valid case (``FastPathDesc``)."""
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False
