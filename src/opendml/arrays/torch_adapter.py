@@ -64,10 +64,10 @@ import torch.autograd.forward_ad as _fwad
 import opendml.arrays as api
 from ..model.errors import UnsupportedError
 from ..runtime import alloc, calls, get_backend
-from ..runtime.config import config
-from ..runtime.cuda.backend import check_alignment
+from ..runtime.config import CACHE_MIN_BYTES, config
+from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
 from . import numpy_adapter, torch_node
-from .planner import OpCall, array_layout, plan_for
+from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for
 
 __all__ = ["run", "numpy_dtype", "through_op", "prefix_window", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
            "slice1_op", "slice_grad_op", "operators", "cpp_op", "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -157,14 +157,57 @@ def _kernel(x, call: OpCall):
     if x.is_neg():
         x = x.resolve_neg()
     if x.is_cpu:
+        out = _new_shape(x, call, dtype)
+        if out is not None:
+            return out
         if x.requires_grad:
             x = x.detach()
         return torch.from_numpy(numpy_adapter.run(x.numpy(), call, record_as=x))
     if x.is_cuda:
+        out = _new_shape(x, call, dtype)
+        if out is not None:
+            return out
         return _cuda_kernel(x, call, dtype)
     if x.is_meta:                         # the operators' fake implementations give the output
         return through_op(x, call)
     raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+
+
+_NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
+
+
+def _new_shape(x, call: OpCall, dtype):
+    """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD and
+    SLICE_GRAD on a plain CPU or CUDA tensor: the operator's
+    ``plain_lowering`` gives the plan (``planner.plain_plan``, no
+    descriptions), and one C call (``calls.torch_new``) applies it to ``x``'s
+    layout, allocates the output through PyTorch, runs the kernel the plan
+    route would run (the CPU backend's, or the CUDA launch ``launch_spec``
+    gives) and records the call in the call cache. None where the call is
+    not such a case or C leaves it to the routes below (which then validate,
+    plan and run it)."""
+    got = plain_plan(call, dtype, tuple(x.shape), x.numel())
+    if got is None:
+        return None
+    since = calls.generation()            # before the settings are read
+    kernel, fields = got
+    kind = _NEW_KINDS[kernel]
+    kernels = new_kernels()
+    backend, cpu = _CPU_CONF
+    if backend is not get_backend("cpu"):
+        backend = get_backend("cpu")
+        cpu = None if backend._native is None else (backend.threads, backend.grain, backend.tile_stride,
+                                                     backend.tile_columns, CACHE_MIN_BYTES)
+        globals()["_CPU_CONF"] = (backend, cpu)
+    for _ in range(4):                    # a kernel compiled per miss: at most three per launch
+        out = calls.torch_new(call.name, x, call.args, kind, fields, since, kernels, dtype, cpu)
+        if type(out) is not str:
+            if out is not None:
+                count_planned()
+            return out
+        add_new_kernel(x.get_device(), out)
+    return None
 
 
 _CUDA: dict = {}                          # device index -> backend.record
@@ -228,6 +271,7 @@ def _not_plain(x) -> bool:
     return _fwad._current_level >= 0 or _is_functorch_wrapped(x)
 
 
+calls.register_cuda_retry(relaunch)
 calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_plain,
                      _raw_stream or _no_stream, _current_device, torch.from_numpy)
 

@@ -53,7 +53,8 @@ from ..model.errors import UnsupportedError, ValidationError
 from .config import config
 from .cpu.backend import _load_native
 
-__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda",
+__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda", "torch_new",
+           "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
 class _Codes(dict):
@@ -196,6 +197,33 @@ def register_torch_api(capsule) -> None:
     The values are the same (tests/test_torch_api.py); only the cost differs."""
     if _HAS and hasattr(_native, "call_cache_torch_api"):
         _native.call_cache_torch_api(capsule)
+
+
+_HAS_NEW = _HAS and hasattr(_native, "call_cache_torch_new")
+
+
+def torch_new(name: str, x, args: tuple, kind: int, fields: tuple, since: int, kernels, dtype, cpu):
+    """A new shape's call on PyTorch tensor ``x`` in one C call (issue 19):
+    the plan ``kind`` (0 copy, 1 unfold, 2 scatter) with ``planner.plain_plan``'s
+    ``fields`` applied to ``x``'s layout, the output from PyTorch's allocator,
+    the kernel run (a CPU kernel with ``cpu`` = (max_threads, grain_bytes,
+    tile_stride, tile_columns, limit_bytes), or a CUDA launch of a kernel of
+    ``kernels`` = {device: {name: CUfunction}} on the current stream), and the
+    call recorded here as the Python route records it, made on the settings
+    of ``generation()`` ``since``. ``dtype``: ``x``'s NumPy dtype. Returns the
+    output; None where the Python route must run the call (nothing run); or,
+    on CUDA, the name of a kernel ``kernels`` lacks (nothing run: compile it
+    and call again)."""
+    if not _HAS_NEW:
+        return None
+    return _native.call_cache_torch_new(OPS[name], x, args, kind, fields, since, kernels, dtype, cpu)
+
+
+def register_cuda_retry(retry) -> None:
+    """What retries a failed launch of an entry ``torch_new`` made:
+    ``retry(device, function, grid, shared_mem, params, src, dst, stream)``."""
+    if _HAS_NEW:
+        _native.call_cache_cuda_retry(retry)
 
 
 def register_move_types(types: tuple) -> None:

@@ -66,6 +66,7 @@
 #include "blocks.h"
 #include "common.h"
 #include "move.h"
+#include "newshape.h"
 #include "torch_api.h"
 
 #ifdef ODML_NUMPY
@@ -102,9 +103,12 @@ typedef struct {
         odml_scatter_params scatter;
     } p;
     /* CUDA */
-    uint64_t function, params;  /* params: host address of the Launch's parameter struct (by value) */
+    uint64_t function, params;  /* params: host address of the parameter struct (by value): the Launch's, or p */
     unsigned grid, block, shared, dst_align;
-    PyObject *launch;         /* the backend's Launch: owns the parameter struct; its call retries and raises */
+    PyObject *launch;         /* the backend's Launch: owns the parameter struct; its call retries and raises;
+                               * NULL for an entry call_cache_torch_new made (its parameters in p), whose
+                               * failed launch the retry hook (call_cache_cuda_retry) takes over */
+    int64_t device;           /* the CUDA device of an entry without a Launch */
     /* eager autograd (KIND_EAGER) */
     PyObject *eager;          /* records the call for autograd and runs it: eager(x) -> the output */
 } Entry;
@@ -332,11 +336,26 @@ static int equals(PyObject *r, int64_t want) {
 
 /* Queue e's kernel; on a failed launch the backend's Launch (its retry on a
  * thread without the device's context, its error message) takes over. */
+static PyObject *cuda_retry;            /* retry(device, function, grid, shared, params, src, dst, stream) */
+
 static int launch(Entry *e, uint64_t src, uint64_t dst, uint64_t stream) {
     int rc = odml_cuda_launch(e->function, e->grid, e->block, e->shared, stream, src, dst, e->params);
     if (rc == 0) return 0;
-    PyObject *r = PyObject_CallFunction(e->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
-                                        (unsigned long long)stream);
+    PyObject *r;
+    if (e->launch) {
+        r = PyObject_CallFunction(e->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
+                                  (unsigned long long)stream);
+    } else if (cuda_retry) {
+        const Py_ssize_t size = e->kernel == K_COPY ? (Py_ssize_t)sizeof(odml_copy_params)
+                              : e->kernel == K_UNFOLD ? (Py_ssize_t)sizeof(odml_unfold_params)
+                              : (Py_ssize_t)sizeof(odml_scatter_params);
+        r = PyObject_CallFunction(cuda_retry, "LKIIy#KKK", (long long)e->device, (unsigned long long)e->function,
+                                  e->grid, e->shared, (const char *)&e->p, size, (unsigned long long)src,
+                                  (unsigned long long)dst, (unsigned long long)stream);
+    } else {
+        PyErr_Format(PyExc_RuntimeError, "opendml CUDA: a cached launch failed (CUresult %d)", rc);
+        return -1;
+    }
     if (!r) return -1;
     Py_DECREF(r);
     return 0;
@@ -1795,6 +1814,189 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     PyBuffer_Release(&params);
     Py_RETURN_FALSE;
 #endif
+}
+
+/* call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> the output, None, or
+ * a kernel name
+ *
+ * A new shape's route on a PyTorch tensor (issue 19), in one C call: x read
+ * through the tensor accessors, the plan of plain_plan's `kind` (0 copy, 1
+ * unfold, 2 scatter) and `fields` applied to x's layout (newshape.h), the
+ * output allocated by PyTorch (at::empty), the kernel run, and the call
+ * recorded as the call cache's entry for (op, args) on x, as the Python
+ * route records it (put_numpy, put_cuda), where the cache is on and still
+ * in `generation`.
+ *
+ * On the CPU (x.get_device() == -1), `cpu` is (max_threads, grain_bytes,
+ * tile_stride, tile_columns, limit_bytes) of the CPU backend (None: its
+ * compiled kernels are off): the kernel, parameters and threads are
+ * CpuBackend's for the plan (odml_new_cpu), for outputs below limit_bytes;
+ * `dtype` is x's NumPy dtype (what a served call's NumPy output takes). On
+ * CUDA, `kernels` maps the device index to a dict of compiled kernels (name
+ * -> CUfunction; None: launches are not made natively): the launch is
+ * runtime/cuda/backend.py's for the plan (odml_new_cuda, cuda_spec.c), queued
+ * on the device's current stream, the device current; a name the dict lacks
+ * comes back as a str, nothing run (the caller compiles it and calls again).
+ *
+ * None, nothing run, wherever the Python route must run the call: no
+ * accessors, x not a plain dense tensor of at most 8 dimensions (a wrapper,
+ * a dispatch mode, a forward-AD level), another device or another current
+ * CUDA device, fields that do not fit x, an output that cannot be allocated
+ * (the Python route raises the error that names it), a launch the driver
+ * refuses. No rule of DirectML is checked here: the fields come from the
+ * operator's plain_lowering, which validated them. */
+PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
+                                         "cpu) takes 9 arguments");
+        return NULL;
+    }
+#ifndef ODML_NUMPY
+    Py_RETURN_NONE;
+#else
+    PyObject *op = args[0], *x = args[1], *call_args = args[2], *fields = args[4], *kernels = args[6];
+    PyObject *descr = args[7], *conf = args[8];
+    int64_t kind, gen;
+    odml_torch_info in;
+    if (!tapi || !numpy_ready || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type || !PyTuple_CheckExact(call_args)
+            || !PyTuple_CheckExact(fields) || !PyArray_DescrCheck(descr) || exact_int(args[3], &kind) < 0
+            || exact_int(args[5], &gen) < 0 || kind < 0 || kind > 2 || tapi->describe(x, &in) != 0
+            || in.dispatch_modes || in.wrapped || in.device < -1) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    odml_layout L;
+    odml_new_plan pl;
+    L.n = in.ndim;
+    L.es = (int64_t)PyDataType_ELSIZE((PyArray_Descr *)descr);
+    for (int i = 0; i < in.ndim && i < ODML_MAX_RANK; i++) {
+        L.shape[i] = in.sizes[i];
+        L.strides[i] = in.strides[i];
+    }
+    int64_t origin_bytes, out_bytes;
+    if (odml_new_plan_make((int)kind, &L, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &pl)
+            || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)
+            || __builtin_mul_overflow(pl.count, L.es, &out_bytes)) Py_RETURN_NONE;
+    static const int kernel_code[3] = {K_COPY, K_UNFOLD, K_SCATTER};
+    PyObject *out = NULL, *fn = NULL;
+    uint64_t dst = 0;
+    Entry *e = NULL;
+    if (in.device == -1) {                         /* the CPU kernel */
+        int64_t most, grain, tile_stride, tile_columns, limit;
+        odml_cpu_run run;
+        if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
+                || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 2), &tile_stride)
+                || exact_int(PyTuple_GET_ITEM(conf, 3), &tile_columns) || exact_int(PyTuple_GET_ITEM(conf, 4), &limit)
+                || grain < 1 || most < 1 || out_bytes >= limit || odml_new_cpu(&pl, tile_stride, tile_columns, &run)) {
+            if (PyErr_Occurred()) drop_error();
+            Py_RETURN_NONE;
+        }
+        const int64_t threads = odml_new_threads(run.work, grain, most);
+        if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
+        out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst);
+        if (!out) return allocation_failed();
+        e = PyObject_New(Entry, &EntryType);
+        if (!e) goto fail;
+        memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
+        e->kernel = kernel_code[kind];
+        e->cpu = 1;
+        e->threads = (int)threads;
+        e->out_bytes = out_bytes;                  /* run_kernel releases the GIL for large outputs */
+        memcpy(&e->p, &run.p, (size_t)run.size);
+        const char *error = NULL;
+        const int status = run_kernel(e, (char *)(uintptr_t)dst, (const char *)(uintptr_t)(in.data_ptr - origin_bytes),
+                                      &error);
+        if (status != ODML_OK) {
+            if (status == ODML_ENOMEM) PyErr_NoMemory();
+            else PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
+            goto fail;
+        }
+        Py_INCREF(descr);
+        e->dtype = descr;
+    } else {                                       /* a CUDA launch */
+        PyObject *dev = PyLong_FromLongLong(in.device);
+        PyObject *table_of = dev && PyDict_CheckExact(kernels) ? PyDict_GetItemWithError(kernels, dev) : NULL;
+        Py_XDECREF(dev);
+        if (!table_of || !PyDict_CheckExact(table_of)) {
+            if (PyErr_Occurred()) drop_error();
+            Py_RETURN_NONE;
+        }
+        if (!torch_device_is(in.device)) Py_RETURN_NONE;   /* the Python route makes the device current */
+        out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst);
+        if (!out) return allocation_failed();
+        odml_cuda_spec s;
+        const uint64_t src = in.data_ptr - (uint64_t)origin_bytes;
+        if (odml_new_cuda(&pl, src, dst, &s)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        fn = PyDict_GetItemString(table_of, s.name);
+        if (!fn || !PyLong_CheckExact(fn)) {
+            Py_DECREF(out);
+            return PyUnicode_FromString(s.name);
+        }
+        const unsigned long long function = PyLong_AsUnsignedLongLong(fn);
+        uint64_t stream;
+        if ((function == (unsigned long long)-1 && PyErr_Occurred()) || torch_stream(in.device, &stream) < 0) goto fail;
+        if (odml_cuda_launch(function, s.grid, ODML_CUDA_THREADS, s.smem, stream, src, dst, (uint64_t)(uintptr_t)&s.p)) {
+            Py_DECREF(out);                        /* nothing queued: the Python route's Launch retries and raises */
+            Py_RETURN_NONE;
+        }
+        e = PyObject_New(Entry, &EntryType);
+        if (!e) goto fail;
+        memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
+        e->kernel = kernel_code[kind];
+        memcpy(&e->p, &s.p, (size_t)s.size);
+        e->params = (uint64_t)(uintptr_t)&e->p;
+        e->function = function;
+        e->grid = s.grid;
+        e->block = ODML_CUDA_THREADS;
+        e->shared = s.smem;
+        e->dst_align = (unsigned)(dst & 15);
+        e->device = in.device;
+    }
+    /* the entry, as put_numpy and put_cuda store it */
+    e->kind = KIND_TORCH;
+    e->origin = (uint64_t)origin_bytes;
+    e->rank = pl.out_rank;
+    memcpy(e->dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
+    Key k;
+    int64_t device;
+    uint64_t ptr;
+    if (enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
+        for (int i = 0; i < pl.out_rank; i++) {
+            PyObject *v = PyLong_FromLongLong(pl.out_dims[i]);
+            if (!v) goto fail;
+            PyTuple_SET_ITEM(e->shape, i, v);
+        }
+        if (key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) == 0
+                && torch_key(&k, x, &device, &ptr) == 0 && store(&k, e) < 0) goto fail;
+        if (PyErr_Occurred()) drop_error();
+    } else if (PyErr_Occurred()) {
+        goto fail;
+    }
+    Py_DECREF(e);
+    return out;
+fail:
+    Py_XDECREF(e);
+    Py_XDECREF(out);
+    return NULL;
+#endif
+}
+
+/* call_cache_cuda_retry(retry): retry(device, function, grid, shared, params bytes, src, dst, stream) queues a
+ * launch of an entry call_cache_torch_new made whose launch failed (a thread without the device's context),
+ * or raises opendml's error (runtime/cuda/backend.py's relaunch). */
+PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
+    (void)self;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_cuda_retry: a callable is required");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    Py_XSETREF(cuda_retry, fn);
+    Py_RETURN_NONE;
 }
 
 /* call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, launch,

@@ -112,11 +112,14 @@ PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused);
 PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
+PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
@@ -139,6 +142,12 @@ static PyMethodDef methods[] = {
     {"call_cache_put_cuda", odml_py_call_cache_put_cuda, METH_VARARGS,
      "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, "
      "launch, generation) -> whether stored"},
+    {"call_cache_torch_new", (PyCFunction)(void (*)(void))odml_py_call_cache_torch_new, METH_FASTCALL,
+     "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> a new shape's output on "
+     "a PyTorch tensor, None where the Python route must run it, or the name of a CUDA kernel to compile first "
+     "(calls.c)"},
+    {"call_cache_cuda_retry", odml_py_call_cache_cuda_retry, METH_O,
+     "call_cache_cuda_retry(retry): what retries a failed launch of an entry call_cache_torch_new made"},
     {"call_cache_torch_api", odml_py_call_cache_torch_api, METH_O,
      "call_cache_torch_api(capsule or None): PyTorch's tensor accessors for the call cache (torch_api.h)"},
     {"call_cache_torch", odml_py_call_cache_torch, METH_VARARGS,
@@ -174,6 +183,9 @@ static PyMethodDef methods[] = {
      "scatter_window(x, out_sizes, first, step, reversed, max_threads, grain_bytes, limit_bytes) -> (out, params, "
      "threads, origin_bytes): SLICE_GRAD of NumPy array x with a validated plan run at once into a new packed "
      "array, or None where the Python route must run it (newshape.c)"},
+    {"cuda_spec", (PyCFunction)(void (*)(void))odml_py_cuda_spec, METH_FASTCALL,
+     "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, params, grid, "
+     "shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None"},
     {"copy", py_copy, METH_VARARGS,
      "copy(dst_addr, src_addr, params: bytes of odml_copy_params, threads): strided copy"},
     {"unfold", py_unfold, METH_VARARGS,

@@ -1,6 +1,12 @@
-/* copy_params: a CopyPlan's canonical form packed as odml_copy_params, in C
- * (issue 19: a call on a shape never seen before lowers and packs its plan on
- * every call, so this arithmetic is on the path of every new shape).
+/* New shapes (issue 19): a call on a shape never seen before lowers and packs
+ * its plan on every call, so this arithmetic is in C. This file: the plan of a
+ * layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
+ * (odml_new_cpu), and the Python functions copy_params, copy_window,
+ * unfold_window and scatter_window (NumPy arrays) and cuda_spec (the CUDA
+ * launch of cuda_spec.c, for tests). calls.c runs the same plans on PyTorch
+ * tensors (call_cache_torch_new).
+ *
+ * copy_params: a CopyPlan's canonical form packed as odml_copy_params.
  *
  * copy_params(element_size, sizes, in_offset, in_strides, out_offset,
  * out_strides) -> bytes, or None
@@ -21,6 +27,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "newshape.h"
 
 #ifdef ODML_NUMPY
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -149,8 +156,221 @@ static int read_seq(PyObject *t, Py_ssize_t n, int64_t *v) {
     return 0;
 }
 
+/* -- the plan of a layout (newshape.h) --------------------------------------------------------------- */
+
+static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
+    const int n = L->n;
+    int64_t sz[ODML_MAX_RANK], c[ODML_MAX_RANK], w[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
+    if (read_seq(f[0], n, sz) || read_seq(f[1], n, c) || read_seq(f[2], n, w)) return -1;
+    int64_t in_off = pl->origin, step = 1, v;
+    for (int i = 0; i < n; i++) {
+        const int64_t t = L->strides[i];
+        if (sz[i] < 1 || __builtin_mul_overflow(c[i], t, &v) || __builtin_add_overflow(in_off, v, &in_off)
+                || __builtin_mul_overflow(w[i], t, &is[i])) return -1;
+    }
+    for (int i = n - 1; i >= 0; i--) {          /* packed output strides */
+        os[i] = step;
+        if (__builtin_mul_overflow(step, sz[i], &step)) return -1;
+    }
+    if (pack(L->es, n, sz, in_off, is, 0, os, &pl->copy)) return -1;
+    pl->out_rank = n;
+    memcpy(pl->out_dims, sz, sizeof(int64_t) * (size_t)n);
+    pl->count = step;
+    return 0;
+}
+
+static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
+    const int rank = L->n, d = rank - 2;
+    if (d < 1 || d > ODML_MAX_SPATIAL) return -1;
+    int64_t out3[3], win[ODML_MAX_SPATIAL], st[ODML_MAX_SPATIAL], dil[ODML_MAX_SPATIAL], pad[ODML_MAX_SPATIAL];
+    int64_t blk[ODML_MAX_SPATIAL];
+    if (read_seq(f[0], 3, out3) || read_seq(f[1], d, win) || read_seq(f[2], d, st) || read_seq(f[3], d, dil)
+            || read_seq(f[4], d, pad) || read_seq(f[5], d, blk)) return -1;
+    int64_t k = 1, count, row;
+    for (int i = 0; i < d; i++)
+        if (__builtin_mul_overflow(k, win[i], &k)) return -1;
+    if (out3[0] < 1 || out3[1] < 1 || out3[2] < 1 || __builtin_mul_overflow(out3[1], out3[2], &row)
+            || __builtin_mul_overflow(out3[0], row, &count)) return -1;
+    odml_unfold_params *p = &pl->unfold;
+    p->element_size = L->es;
+    p->dims = d;
+    p->batch = L->shape[0];
+    p->channels = L->shape[1];
+    p->window_count = k;
+    p->block_count = out3[2];
+    p->in_offset = pl->origin;
+    p->in_batch_stride = L->strides[0];
+    p->in_channel_stride = L->strides[1];
+    p->out_batch_stride = row;
+    p->out_row_stride = out3[2];
+    p->out_column_stride = 1;
+    for (int i = 0; i < d; i++) {
+        odml_window_dim *wd = &p->dim[i];
+        wd->size = L->shape[2 + i];
+        wd->image_stride = L->strides[2 + i];
+        wd->window = win[i];
+        wd->stride = st[i];
+        wd->dilation = dil[i];
+        wd->start_padding = pad[i];
+        wd->blocks = blk[i];
+    }
+    pl->out_rank = 3;
+    memcpy(pl->out_dims, out3, sizeof out3);
+    pl->count = count;
+    return 0;
+}
+
+static int plan_scatter(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
+    const int n = L->n;
+    int64_t sz[ODML_MAX_RANK], first[ODML_MAX_RANK], stp[ODML_MAX_RANK], back[ODML_MAX_RANK];
+    if (read_seq(f[0], n, sz) || read_seq(f[1], n, first) || read_seq(f[2], n, stp) || read_seq(f[3], n, back))
+        return -1;
+    int64_t in_off = pl->origin, step = 1, v;
+    for (int i = 0; i < n; i++) {
+        const int64_t t = L->strides[i];
+        if (sz[i] < 1 || t == INT64_MIN) return -1;
+        /* lower(): a window walked backwards negates the stride and moves the origin to its last element */
+        if (back[i] && (__builtin_mul_overflow(L->shape[i] - 1, t, &v) || __builtin_add_overflow(in_off, v, &in_off)))
+            return -1;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        int64_t *dm = pl->sdims[i];
+        dm[0] = sz[i];
+        dm[1] = step;                           /* packed output strides */
+        dm[2] = first[i];
+        dm[3] = stp[i];
+        dm[4] = L->shape[i];
+        dm[5] = back[i] ? -L->strides[i] : L->strides[i];
+        if (__builtin_mul_overflow(step, sz[i], &step)) return -1;
+    }
+    pl->srank = n;
+    pl->s_in_offset = in_off;
+    pl->out_rank = n;
+    memcpy(pl->out_dims, sz, sizeof(int64_t) * (size_t)n);
+    pl->count = step;
+    return 0;
+}
+
+int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl) {
+    static const Py_ssize_t fields[3] = {3, 6, 4};
+    const int n = L->n;
+    if (kind < 0 || kind > 2 || nf != fields[kind] || n < 1 || n > ODML_MAX_RANK || !odml_valid_size(L->es)) return -1;
+    pl->kind = kind;
+    pl->es = L->es;
+    memset(&pl->copy, 0, sizeof pl->copy);
+    memset(&pl->unfold, 0, sizeof pl->unfold);
+    /* planner.array_layout: the origin (element 0 from the lowest address) and the span */
+    int64_t origin = 0, span = 1, v;
+    for (int i = 0; i < n; i++) {
+        const int64_t size = L->shape[i], t = L->strides[i];
+        if (size < 1 || t == INT64_MIN || __builtin_mul_overflow(size - 1, t < 0 ? -t : t, &v)
+                || __builtin_add_overflow(span, v, &span)) return -1;
+        if (t < 0) origin += v;
+    }
+    pl->origin = origin;
+    pl->span = span;
+    int rc = kind == ODML_NEW_COPY ? plan_copy(L, f, pl) : kind == ODML_NEW_UNFOLD ? plan_unfold(L, f, pl)
+                                                                                  : plan_scatter(L, f, pl);
+    if (rc) return -1;
+    int64_t bytes;
+    return pl->count < 1 || __builtin_mul_overflow(pl->count, L->es, &bytes) || bytes > ODML_LIMIT ? -1 : 0;
+}
+
+/* -- the CPU kernels' parameters (CpuBackend's runner) ----------------------------------------------- */
+
+/* numpy_kernels.canonical_scatter and CpuBackend._native_scatter: size-1
+ * dimensions that take one element dropped; a stable order by output
+ * stride, largest first; a fully covered dimension with step 1 merged into
+ * the one outside it where that one has step 1 or takes one element and
+ * both walk memory as one. */
+static int cpu_scatter(const odml_new_plan *pl, odml_scatter_params *p, int64_t *taken_count) {
+    int64_t dims[ODML_MAX_RANK][6];
+    int m = 0;
+    *taken_count = 1;
+    for (int i = 0; i < pl->srank; i++) {
+        const int64_t *d = pl->sdims[i];
+        if (__builtin_mul_overflow(*taken_count, d[4], taken_count)) return -1;
+        if (d[0] == 1 && d[4] == 1) continue;
+        int b = m++;
+        while (b > 0 && d[1] > dims[b - 1][1]) {  /* stable: only past strictly smaller strides */
+            memcpy(dims[b], dims[b - 1], sizeof dims[b]);
+            b--;
+        }
+        memcpy(dims[b], d, sizeof dims[b]);
+    }
+    memset(p, 0, sizeof *p);
+    int r = 0;
+    for (int k = 0; k < m; k++) {
+        int64_t *d = dims[k], on, in_n;
+        if (r > 0) {
+            int full = d[2] == 0 && d[3] == 1 && d[4] == d[0];
+            int q = r - 1;
+            if (full && (p->step[q] == 1 || p->taken[q] == 1) && !__builtin_mul_overflow(d[1], d[0], &on)
+                    && !__builtin_mul_overflow(d[5], d[0], &in_n) && p->out_strides[q] == on
+                    && p->in_strides[q] == in_n) {
+                if (__builtin_mul_overflow(p->sizes[q], d[0], &p->sizes[q])
+                        || __builtin_mul_overflow(p->first[q], d[0], &p->first[q])
+                        || __builtin_mul_overflow(p->taken[q], d[0], &p->taken[q])) return -1;
+                p->out_strides[q] = d[1];
+                p->step[q] = 1;
+                p->in_strides[q] = d[5];
+                continue;
+            }
+        }
+        p->sizes[r] = d[0];
+        p->out_strides[r] = d[1];
+        p->first[r] = d[2];
+        p->step[r] = d[3];
+        p->taken[r] = d[4];
+        p->in_strides[r] = d[5];
+        r++;
+    }
+    if (r == 0) {
+        p->sizes[0] = p->out_strides[0] = p->step[0] = p->taken[0] = p->in_strides[0] = 1;
+        r = 1;
+    }
+    int64_t count = 1;
+    for (int k = 0; k < r; k++)
+        if (__builtin_mul_overflow(count, p->sizes[k], &count)) return -1;
+    p->element_size = pl->es;
+    p->rank = r;
+    p->count = count;
+    p->in_offset = pl->s_in_offset;
+    p->out_offset = 0;
+    return 0;
+}
+
+int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_columns, odml_cpu_run *run) {
+    run->kernel = pl->kind;
+    if (pl->kind == ODML_NEW_COPY) {
+        const int64_t es = pl->es;
+        run->p.copy = pl->copy;
+        run->size = (Py_ssize_t)sizeof(odml_copy_params);
+        return __builtin_mul_overflow(pl->copy.count, es * 2, &run->work) ? -1 : 0;
+    }
+    if (pl->kind == ODML_NEW_UNFOLD) {
+        const odml_unfold_params *u = &pl->unfold;
+        const int64_t es = u->element_size, d = u->dims;
+        int64_t inner;
+        if (__builtin_mul_overflow(u->dim[d - 1].stride, u->dim[d - 1].image_stride, &inner) || inner == INT64_MIN
+                || __builtin_mul_overflow(inner < 0 ? -inner : inner, es, &inner)) return -1;
+        run->p.unfold = *u;
+        run->p.unfold.column_tiles = inner > tile_stride && u->window_count > 1;
+        run->p.unfold.tile_columns = tile_columns;
+        run->size = (Py_ssize_t)sizeof(odml_unfold_params);
+        return __builtin_mul_overflow(pl->count, es, &run->work) ? -1 : 0;
+    }
+    int64_t taken;
+    if (cpu_scatter(pl, &run->p.scatter, &taken)) return -1;
+    run->size = (Py_ssize_t)sizeof(odml_scatter_params);
+    return __builtin_add_overflow(run->p.scatter.count, taken, &run->work)
+        || __builtin_mul_overflow(run->work, run->p.scatter.element_size, &run->work) ? -1 : 0;
+}
+
+/* -- NumPy arrays ------------------------------------------------------------------------------------ */
+
 #ifdef ODML_NUMPY
-static int numpy_state;   /* 0 not tried, 1 NumPy's C API ready, -1 unusable (copy_window then declines) */
+static int numpy_state;   /* 0 not tried, 1 NumPy's C API ready, -1 unusable (the window functions then decline) */
 
 static int numpy_ready(void) {
     if (numpy_state == 0) {
@@ -163,37 +383,67 @@ static int numpy_ready(void) {
     }
     return numpy_state > 0;
 }
-#endif
 
-#ifdef ODML_NUMPY
-/* The kernels as run_new calls them (their parameters by address). */
-typedef int (*new_kernel)(char *dst, const char *low, const void *params, int threads, const char **error);
-static int run_copy(char *dst, const char *low, const void *p, int threads, const char **error) {
-    return odml_copy(dst, low, (const odml_copy_params *)p, threads, error);
-}
-static int run_unfold(char *dst, const char *low, const void *p, int threads, const char **error) {
-    return odml_unfold(dst, low, (const odml_unfold_params *)p, threads, error);
-}
-static int run_scatter(char *dst, const char *low, const void *p, int threads, const char **error) {
-    return odml_scatter(dst, low, (const odml_scatter_params *)p, threads, error);
+/* x's layout as planner.array_layout reads byte strides: -1 where a byte
+ * stride is not a whole number of elements along an axis of more than one
+ * element (the caller copies the array first); such a size-1 axis's stride
+ * is taken as 0. */
+static int numpy_layout(PyArrayObject *x, odml_layout *L) {
+    const int n = PyArray_NDIM(x);
+    if (n < 1 || n > ODML_MAX_RANK) return -1;
+    const npy_intp *shape = PyArray_DIMS(x), *bs = PyArray_STRIDES(x);
+    L->n = n;
+    L->es = (int64_t)PyArray_ITEMSIZE(x);
+    if (!odml_valid_size(L->es)) return -1;
+    for (int i = 0; i < n; i++) {
+        L->shape[i] = (int64_t)shape[i];
+        if ((int64_t)bs[i] % L->es) {
+            if (shape[i] > 1) return -1;
+            L->strides[i] = 0;
+        } else {
+            L->strides[i] = (int64_t)bs[i] / L->es;
+        }
+    }
+    return 0;
 }
 
-/* The end every window function shares: threads as CpuBackend._threads
- * gives them for `work` bytes (None past ODML_MAX_THREADS), a new packed
- * array of x's dtype and the nd sizes dims (None where it cannot be
- * allocated: the Python route raises the error that names it), the kernel
- * run into it with the GIL released; (out, params bytes, threads,
- * origin_bytes), or NULL with the kernel's error (named `name`). */
-static PyObject *run_new(PyArrayObject *x, int nd, npy_intp *dims, int64_t work, int64_t grain, int64_t most,
-                         new_kernel kernel, const void *params, Py_ssize_t params_size, int64_t origin_bytes,
-                         const char *name) {
-    int64_t t = work / grain;
-    if (t > most) t = most;
-    if (t < 1) t = 1;
+static int run_cpu(char *dst, const char *low, const odml_cpu_run *run, int threads, const char **error) {
+    switch (run->kernel) {
+    case ODML_NEW_COPY: return odml_copy(dst, low, &run->p.copy, threads, error);
+    case ODML_NEW_UNFOLD: return odml_unfold(dst, low, &run->p.unfold, threads, error);
+    default: return odml_scatter(dst, low, &run->p.scatter, threads, error);
+    }
+}
+
+/* What the three window functions share: x's layout, the plan of `kind` from
+ * fields f[0..nf), the CPU kernel's parameters and threads as
+ * CpuBackend._threads gives them (None past ODML_MAX_THREADS), a new packed
+ * array of x's dtype (None where the output is limit bytes or more, or
+ * cannot be allocated: the Python route raises the error that names it),
+ * the kernel run into it with the GIL released; (out, params bytes, threads,
+ * origin_bytes), or NULL with the kernel's error. */
+static PyObject *run_new(PyObject *xo, int kind, PyObject *const *f, Py_ssize_t nf, PyObject *const *conf) {
+    /* conf: max_threads, grain_bytes, [tile_stride, tile_columns,] limit_bytes */
+    if (!numpy_ready() || Py_TYPE(xo) != &PyArray_Type) Py_RETURN_NONE;
+    PyArrayObject *x = (PyArrayObject *)xo;
+    int64_t most, grain, limit, tile_stride = 0, tile_columns = 0, bytes, origin_bytes;
+    const int tiles = kind == ODML_NEW_UNFOLD;
+    if (read_i64(conf[0], &most) || read_i64(conf[1], &grain) || read_i64(conf[2 + 2 * tiles], &limit)
+            || (tiles && (read_i64(conf[2], &tile_stride) || read_i64(conf[3], &tile_columns))) || grain < 1
+            || most < 1) Py_RETURN_NONE;
+    odml_layout L;
+    odml_new_plan pl;
+    odml_cpu_run run;
+    if (numpy_layout(x, &L) || odml_new_plan_make(kind, &L, f, nf, &pl) || odml_new_cpu(&pl, tile_stride,
+            tile_columns, &run) || __builtin_mul_overflow(pl.count, L.es, &bytes) || bytes >= limit
+            || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)) Py_RETURN_NONE;
+    const int64_t t = odml_new_threads(run.work, grain, most);
     if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
+    npy_intp dims[ODML_MAX_RANK];
+    for (int i = 0; i < pl.out_rank; i++) dims[i] = (npy_intp)pl.out_dims[i];
     PyArray_Descr *descr = PyArray_DESCR(x);
     Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
-    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, NULL, 0, NULL);
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, pl.out_rank, dims, NULL, NULL, 0, NULL);
     if (out == NULL) {
         PyErr_Clear();
         Py_RETURN_NONE;
@@ -203,15 +453,17 @@ static PyObject *run_new(PyArrayObject *x, int nd, npy_intp *dims, int64_t work,
     char *dst = PyArray_BYTES((PyArrayObject *)out);
     const char *low = PyArray_BYTES(x) - origin_bytes;
     Py_BEGIN_ALLOW_THREADS
-    status = kernel(dst, low, params, threads, &error);
+    status = run_cpu(dst, low, &run, threads, &error);
     Py_END_ALLOW_THREADS
     if (status != ODML_OK) {
         Py_DECREF(out);
         if (status == ODML_ENOMEM) return PyErr_NoMemory();
-        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: %s", name, error ? error : "bad parameters");
+        static const char *names[3] = {"copy", "unfold", "scatter"};
+        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: %s", names[kind],
+                     error ? error : "bad parameters");
         return NULL;
     }
-    return Py_BuildValue("(Ny#iL)", out, (const char *)params, params_size, threads, (long long)origin_bytes);
+    return Py_BuildValue("(Ny#iL)", out, (const char *)&run.p, run.size, threads, (long long)origin_bytes);
 }
 #endif
 
@@ -234,10 +486,10 @@ static PyObject *run_new(PyArrayObject *x, int nd, npy_intp *dims, int64_t work,
  * needs. None, nothing run, for anything else: not an exact ndarray, NumPy's
  * C API unusable, sequences of other lengths (one entry per axis of x, at
  * most ODML_MAX_RANK), values outside 64 bits, a byte stride that is not a
- * whole number of elements along an axis of more than one element, an output
- * of limit_bytes or more or that cannot be allocated, more than
- * ODML_MAX_THREADS threads. Nothing of DirectML's rules is checked here: the
- * caller passes a plan its operator validated. */
+ * whole number of elements along an axis of more than one element, an empty
+ * input or output, an output of limit_bytes or more or that cannot be
+ * allocated, more than ODML_MAX_THREADS threads. Nothing of DirectML's rules
+ * is checked here: the caller passes a plan its operator validated. */
 PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 7) {
@@ -248,46 +500,7 @@ PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t 
 #ifndef ODML_NUMPY
     Py_RETURN_NONE;
 #else
-    if (!numpy_ready() || Py_TYPE(args[0]) != &PyArray_Type) Py_RETURN_NONE;
-    PyArrayObject *x = (PyArrayObject *)args[0];
-    int n = PyArray_NDIM(x);
-    if (n < 1 || n > ODML_MAX_RANK) Py_RETURN_NONE;
-    int64_t es = (int64_t)PyArray_ITEMSIZE(x), most, grain, limit;
-    int64_t sz[ODML_MAX_RANK], c[ODML_MAX_RANK], w[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
-    if (es < 1 || read_seq(args[1], n, sz) || read_seq(args[2], n, c) || read_seq(args[3], n, w)
-            || read_i64(args[4], &most) || read_i64(args[5], &grain) || read_i64(args[6], &limit) || grain < 1
-            || most < 1) Py_RETURN_NONE;
-    const npy_intp *shape = PyArray_DIMS(x), *bs = PyArray_STRIDES(x);
-    int64_t origin = 0, in_off = 0, step = 1;
-    for (int i = 0; i < n; i++) {
-        int64_t t = 0, v;
-        if (shape[i] < 0 || sz[i] < 0) Py_RETURN_NONE;
-        if ((int64_t)bs[i] % es) {
-            if (shape[i] > 1) Py_RETURN_NONE;    /* the caller copies the array first */
-        } else {
-            t = (int64_t)bs[i] / es;
-        }
-        if (t < 0) {
-            if (__builtin_mul_overflow((int64_t)shape[i] - 1, -t, &v) || __builtin_add_overflow(origin, v, &origin))
-                Py_RETURN_NONE;
-        }
-        if (__builtin_mul_overflow(c[i], t, &v) || __builtin_add_overflow(in_off, v, &in_off)
-                || __builtin_mul_overflow(w[i], t, &is[i])) Py_RETURN_NONE;
-    }
-    for (int i = n - 1; i >= 0; i--) {          /* packed output strides */
-        os[i] = step;
-        if (__builtin_mul_overflow(step, sz[i], &step)) Py_RETURN_NONE;
-    }
-    int64_t origin_bytes, nbytes, moved;
-    if (__builtin_add_overflow(in_off, origin, &in_off) || __builtin_mul_overflow(origin, es, &origin_bytes)
-            || __builtin_mul_overflow(step, es, &nbytes) || nbytes >= limit || nbytes < 1) Py_RETURN_NONE;
-    odml_copy_params p;
-    if (pack(es, n, sz, in_off, is, 0, os, &p)) Py_RETURN_NONE;
-    if (__builtin_mul_overflow(p.count, es, &moved) || __builtin_mul_overflow(moved, (int64_t)2, &moved))
-        Py_RETURN_NONE;
-    npy_intp dims[ODML_MAX_RANK];
-    for (int i = 0; i < n; i++) dims[i] = (npy_intp)sz[i];
-    return run_new(x, n, dims, moved, grain, most, run_copy, &p, sizeof p, origin_bytes, "copy");
+    return run_new(args[0], ODML_NEW_COPY, args + 1, 3, args + 4);
 #endif
 }
 
@@ -304,11 +517,8 @@ PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t 
  * CpuBackend._native_unfold fills for that plan (column tiles where
  * |strides[-1] * element stride| * itemsize > tile_stride and the window has
  * more than one element), threads as CpuBackend._threads gives them for
- * the output's bytes. None, nothing run, for anything else (as copy_window:
- * not an exact ndarray, lengths, values outside 64 bits, a stride that is not
- * a whole number of elements along an axis of more than one element, an
- * output of limit_bytes or more or that cannot be allocated, more than
- * ODML_MAX_THREADS threads). No rule of DirectML is checked here. */
+ * the output's bytes. None, nothing run, for anything else (as copy_window).
+ * No rule of DirectML is checked here. */
 PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 12) {
@@ -320,70 +530,7 @@ PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_
 #ifndef ODML_NUMPY
     Py_RETURN_NONE;
 #else
-    if (!numpy_ready() || Py_TYPE(args[0]) != &PyArray_Type) Py_RETURN_NONE;
-    PyArrayObject *x = (PyArrayObject *)args[0];
-    int rank = PyArray_NDIM(x), d = rank - 2;
-    if (d < 1 || d > ODML_MAX_SPATIAL) Py_RETURN_NONE;
-    int64_t es = (int64_t)PyArray_ITEMSIZE(x), most, grain, tile_stride, tile_columns, limit;
-    int64_t out3[3], win[ODML_MAX_SPATIAL], st[ODML_MAX_SPATIAL], dil[ODML_MAX_SPATIAL], pad[ODML_MAX_SPATIAL];
-    int64_t blk[ODML_MAX_SPATIAL], ts[ODML_MAX_RANK];
-    if (es < 1 || read_seq(args[1], 3, out3) || read_seq(args[2], d, win) || read_seq(args[3], d, st)
-            || read_seq(args[4], d, dil) || read_seq(args[5], d, pad) || read_seq(args[6], d, blk)
-            || read_i64(args[7], &most) || read_i64(args[8], &grain) || read_i64(args[9], &tile_stride)
-            || read_i64(args[10], &tile_columns) || read_i64(args[11], &limit) || grain < 1 || most < 1)
-        Py_RETURN_NONE;
-    const npy_intp *shape = PyArray_DIMS(x), *bs = PyArray_STRIDES(x);
-    int64_t origin = 0;
-    for (int i = 0; i < rank; i++) {
-        int64_t t = 0, v;
-        if (shape[i] < 1) Py_RETURN_NONE;
-        if ((int64_t)bs[i] % es) {
-            if (shape[i] > 1) Py_RETURN_NONE;    /* the caller copies the array first */
-        } else {
-            t = (int64_t)bs[i] / es;
-        }
-        if (t < 0) {
-            if (__builtin_mul_overflow((int64_t)shape[i] - 1, -t, &v) || __builtin_add_overflow(origin, v, &origin))
-                Py_RETURN_NONE;
-        }
-        ts[i] = t;
-    }
-    int64_t k = 1, count, nbytes, origin_bytes, inner, row;
-    for (int i = 0; i < d; i++)
-        if (__builtin_mul_overflow(k, win[i], &k)) Py_RETURN_NONE;
-    if (out3[0] < 1 || out3[1] < 1 || out3[2] < 1 || __builtin_mul_overflow(out3[1], out3[2], &row)
-            || __builtin_mul_overflow(out3[0], row, &count) || __builtin_mul_overflow(count, es, &nbytes)
-            || nbytes >= limit || __builtin_mul_overflow(origin, es, &origin_bytes)
-            || __builtin_mul_overflow(st[d - 1], ts[rank - 1], &inner) || inner == INT64_MIN
-            || __builtin_mul_overflow(inner < 0 ? -inner : inner, es, &inner)) Py_RETURN_NONE;
-    odml_unfold_params p;
-    memset(&p, 0, sizeof p);
-    p.element_size = es;
-    p.dims = d;
-    p.batch = (int64_t)shape[0];
-    p.channels = (int64_t)shape[1];
-    p.window_count = k;
-    p.block_count = out3[2];
-    p.in_offset = origin;
-    p.in_batch_stride = ts[0];
-    p.in_channel_stride = ts[1];
-    p.out_batch_stride = row;
-    p.out_row_stride = out3[2];
-    p.out_column_stride = 1;
-    p.column_tiles = inner > tile_stride && k > 1;
-    p.tile_columns = tile_columns;
-    for (int i = 0; i < d; i++) {
-        odml_window_dim *w = &p.dim[i];
-        w->size = (int64_t)shape[2 + i];
-        w->image_stride = ts[2 + i];
-        w->window = win[i];
-        w->stride = st[i];
-        w->dilation = dil[i];
-        w->start_padding = pad[i];
-        w->blocks = blk[i];
-    }
-    npy_intp dims[3] = {(npy_intp)out3[0], (npy_intp)out3[1], (npy_intp)out3[2]};
-    return run_new(x, 3, dims, nbytes, grain, most, run_unfold, &p, sizeof p, origin_bytes, "unfold");
+    return run_new(args[0], ODML_NEW_UNFOLD, args + 1, 6, args + 7);
 #endif
 }
 
@@ -400,10 +547,7 @@ PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_
  * dimension's element stride negated and the origin moved to its last
  * element), its canonical form and odml_scatter_params as
  * numpy_kernels.canonical_scatter and CpuBackend._native_scatter give them
- * (dimensions of size 1 that take one element dropped; a stable order by
- * output stride, largest first; a fully covered dimension with step 1 merged
- * into the one outside it where that one has step 1 or takes one element and
- * both walk memory as one), threads as CpuBackend._threads gives them for
+ * (cpu_scatter above), threads as CpuBackend._threads gives them for
  * (output + input elements) * itemsize. None, nothing run, for anything else
  * (as copy_window). No rule of DirectML is checked here. */
 PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -416,105 +560,38 @@ PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize
 #ifndef ODML_NUMPY
     Py_RETURN_NONE;
 #else
-    if (!numpy_ready() || Py_TYPE(args[0]) != &PyArray_Type) Py_RETURN_NONE;
-    PyArrayObject *x = (PyArrayObject *)args[0];
-    int n = PyArray_NDIM(x);
-    if (n < 1 || n > ODML_MAX_RANK) Py_RETURN_NONE;
-    int64_t es = (int64_t)PyArray_ITEMSIZE(x), most, grain, limit;
-    int64_t sz[ODML_MAX_RANK], f[ODML_MAX_RANK], stp[ODML_MAX_RANK], back[ODML_MAX_RANK], os[ODML_MAX_RANK];
-    int64_t ins[ODML_MAX_RANK], taken[ODML_MAX_RANK];
-    if (es < 1 || read_seq(args[1], n, sz) || read_seq(args[2], n, f) || read_seq(args[3], n, stp)
-            || read_seq(args[4], n, back) || read_i64(args[5], &most) || read_i64(args[6], &grain)
-            || read_i64(args[7], &limit) || grain < 1 || most < 1) Py_RETURN_NONE;
-    const npy_intp *shape = PyArray_DIMS(x), *bs = PyArray_STRIDES(x);
-    int64_t origin = 0, in_off, step = 1, taken_count = 1;
-    for (int i = 0; i < n; i++) {
-        int64_t t = 0, v;
-        if (shape[i] < 1 || sz[i] < 1) Py_RETURN_NONE;
-        taken[i] = (int64_t)shape[i];
-        if ((int64_t)bs[i] % es) {
-            if (shape[i] > 1) Py_RETURN_NONE;    /* the caller copies the array first */
-        } else {
-            t = (int64_t)bs[i] / es;
-        }
-        if (t == INT64_MIN || __builtin_mul_overflow(taken_count, taken[i], &taken_count)) Py_RETURN_NONE;
-        if (t < 0) {
-            if (__builtin_mul_overflow(taken[i] - 1, -t, &v) || __builtin_add_overflow(origin, v, &origin))
-                Py_RETURN_NONE;
-        }
-        ins[i] = back[i] ? -t : t;
-    }
-    int64_t origin_bytes, nbytes;
-    if (__builtin_mul_overflow(origin, es, &origin_bytes)) Py_RETURN_NONE;
-    in_off = origin;
-    for (int i = 0; i < n; i++) {
-        int64_t v;
-        if (back[i] && (__builtin_mul_overflow(taken[i] - 1, ins[i] == 0 ? 0 : -ins[i], &v)
-                        || __builtin_add_overflow(in_off, v, &in_off))) Py_RETURN_NONE;
-    }
-    for (int i = n - 1; i >= 0; i--) {          /* packed output strides */
-        os[i] = step;
-        if (__builtin_mul_overflow(step, sz[i], &step)) Py_RETURN_NONE;
-    }
-    if (__builtin_mul_overflow(step, es, &nbytes) || nbytes >= limit) Py_RETURN_NONE;
-    /* canonical form: (size, out stride, first, step, taken, in stride) */
-    int64_t dims[ODML_MAX_RANK][6];
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (sz[i] == 1 && taken[i] == 1) continue;
-        int64_t d[6] = {sz[i], os[i], f[i], stp[i], taken[i], ins[i]};
-        int b = m++;
-        while (b > 0 && d[1] > dims[b - 1][1]) {  /* stable: only past strictly smaller strides */
-            memcpy(dims[b], dims[b - 1], sizeof dims[b]);
-            b--;
-        }
-        memcpy(dims[b], d, sizeof d);
-    }
-    odml_scatter_params p;
-    memset(&p, 0, sizeof p);
-    int r = 0;
-    for (int k = 0; k < m; k++) {
-        int64_t *d = dims[k], on, in_n;
-        if (r > 0) {
-            int full = d[2] == 0 && d[3] == 1 && d[4] == d[0];
-            int q = r - 1;
-            if (full && (p.step[q] == 1 || p.taken[q] == 1) && !__builtin_mul_overflow(d[1], d[0], &on)
-                    && !__builtin_mul_overflow(d[5], d[0], &in_n) && p.out_strides[q] == on
-                    && p.in_strides[q] == in_n) {
-                if (__builtin_mul_overflow(p.sizes[q], d[0], &p.sizes[q])
-                        || __builtin_mul_overflow(p.first[q], d[0], &p.first[q])
-                        || __builtin_mul_overflow(p.taken[q], d[0], &p.taken[q])) Py_RETURN_NONE;
-                p.out_strides[q] = d[1];
-                p.step[q] = 1;
-                p.in_strides[q] = d[5];
-                continue;
-            }
-        }
-        p.sizes[r] = d[0];
-        p.out_strides[r] = d[1];
-        p.first[r] = d[2];
-        p.step[r] = d[3];
-        p.taken[r] = d[4];
-        p.in_strides[r] = d[5];
-        r++;
-    }
-    if (r == 0) {
-        p.sizes[0] = p.out_strides[0] = p.step[0] = p.taken[0] = p.in_strides[0] = 1;
-        p.first[0] = 0;
-        r = 1;
-    }
-    int64_t count = 1, moved;
-    for (int k = 0; k < r; k++)
-        if (__builtin_mul_overflow(count, p.sizes[k], &count)) Py_RETURN_NONE;
-    p.element_size = es;
-    p.rank = r;
-    p.count = count;
-    p.in_offset = in_off;
-    p.out_offset = 0;
-    if (__builtin_add_overflow(count, taken_count, &moved) || __builtin_mul_overflow(moved, es, &moved))
-        Py_RETURN_NONE;
-    npy_intp odims[ODML_MAX_RANK];
-    for (int i = 0; i < n; i++) odims[i] = (npy_intp)sz[i];
-    return run_new(x, n, odims, moved, grain, most, run_scatter, &p, sizeof p, origin_bytes, "scatter");
+    return run_new(args[0], ODML_NEW_SCATTER, args + 1, 4, args + 5);
 #endif
+}
+
+/* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) ->
+ * (kernel name, params bytes, grid, shared_mem, origin), or None
+ *
+ * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of
+ * `shape` with signed element `strides` whose lowest-addressed element is at
+ * device address src_ptr, into a packed output at dst_ptr: what
+ * runtime/cuda/backend.py's launch_spec gives for the plan the operator
+ * lowers for that layout (tests compare the two). kind: 0 copy, 1 unfold, 2
+ * scatter; fields: plain_plan's. No device is touched. */
+PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) takes "
+                                         "7 arguments");
+        return NULL;
+    }
+    int64_t kind;
+    odml_layout L;
+    if (read_i64(args[0], &kind) || read_i64(args[1], &L.es) || !PyTuple_CheckExact(args[2])
+            || !PyTuple_CheckExact(args[4])) Py_RETURN_NONE;
+    L.n = (int)PyTuple_GET_SIZE(args[2]);
+    if (L.n < 1 || L.n > ODML_MAX_RANK || read_seq(args[2], L.n, L.shape) || read_seq(args[3], L.n, L.strides))
+        Py_RETURN_NONE;
+    unsigned long long src = PyLong_AsUnsignedLongLong(args[5]), dst = PyLong_AsUnsignedLongLong(args[6]);
+    if (PyErr_Occurred()) return NULL;
+    odml_new_plan pl;
+    odml_cuda_spec s;
+    if (kind < 0 || kind > 2 || odml_new_plan_make((int)kind, &L, ((PyTupleObject *)args[4])->ob_item,
+            PyTuple_GET_SIZE(args[4]), &pl) || odml_new_cuda(&pl, src, dst, &s)) Py_RETURN_NONE;
+    return Py_BuildValue("(sy#IIL)", s.name, (const char *)&s.p, s.size, s.grid, s.smem, (long long)pl.origin);
 }

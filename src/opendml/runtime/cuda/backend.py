@@ -415,6 +415,49 @@ class Launch:
         return THREADS
 
 
+# -- launches made in C (calls.c's call_cache_torch_new) ----------------------------
+
+#: Compiled kernels by device for the launches C makes for new shapes:
+#: {device index: {kernel name: CUfunction}}, filled by ``add_new_kernel``.
+_NEW_KERNELS: dict = {}
+
+
+def new_kernels() -> dict | None:
+    """The compiled kernels C may launch new shapes with (``_NEW_KERNELS``),
+    or None where launches are not made by the C extension's launcher
+    (``LAUNCH_VIA`` is not "native", or the extension or the driver library
+    is missing): C then leaves CUDA calls to the Python route."""
+    if LAUNCH_VIA != "native" or _fast_launch() is None or _driver() is None:
+        return None
+    return _NEW_KERNELS
+
+
+def add_new_kernel(index: int, name: str) -> None:
+    """Compile (or load) kernel ``name`` for device ``index`` and list it for C."""
+    ptr = _kernel(index, name).ptr
+    _NEW_KERNELS.setdefault(index, {})[name] = ptr
+
+
+class _Function:
+    """A compiled kernel's handle, as ``Launch`` reads it."""
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
+def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, src: int, dst: int,
+             stream: int) -> None:
+    """Queue a launch C made (a call-cache entry of ``call_cache_torch_new``)
+    whose own launch failed: through a ``Launch`` of the same kernel, grid
+    and parameter bytes, which makes the device's context current on a
+    thread without it and raises opendml's error naming the CUDA error."""
+    from .. import get_backend
+    block = ctypes.create_string_buffer(bytes(params), len(params))
+    Launch(get_backend(f"cuda:{device}"), None, "a cached kernel", _Function(function), block, grid, smem,
+           LAUNCH_VIA)(src, dst, stream)
+
+
 def _plan_what(plan) -> str:
     return {CopyPlan: "SLICE/SLICE1 (strided copy)", UnfoldPlan: "UNFOLD", FoldPlan: "FOLD",
             ScatterPlan: "SLICE_GRAD (scatter)"}.get(type(plan), type(plan).__name__)

@@ -1,0 +1,336 @@
+/* odml_new_cuda (newshape.h): the CUDA launch of a new shape's plan, in C
+ * (issue 19), so that a PyTorch CUDA tensor of a never-seen shape is planned,
+ * allocated and launched in one C call (calls.c, call_cache_torch_new).
+ *
+ * It is runtime/cuda/backend.py's launch_spec for the plan the operator
+ * lowers, decision for decision: the copy's canonical form widened to the
+ * largest word (word_plan), UNFOLD's choice among unfold1d_tile, unfold_tile
+ * (unfold_box) and unfold_gather, SLICE_GRAD's canonical form
+ * (canonical_scatter) widened (scatter_word_plan); the same kernel names,
+ * parameter bytes, grids and shared memory. tests/runtime/test_cuda_spec.py
+ * compares the two on random plans, layouts and pointer alignments (no GPU
+ * needed: nothing here touches a device). Where a value would leave 64 bits
+ * or a grid reach 2^31 blocks, -1: the Python route then runs the call. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+#include "newshape.h"
+
+#define THREADS ODML_CUDA_THREADS
+
+static const char *scalar(int64_t w) {
+    switch (w) {
+    case 1: return "u8";
+    case 2: return "u16";
+    case 4: return "u32";
+    case 8: return "u64";
+    default: return "uint4";
+    }
+}
+
+/* items_per_thread */
+static int64_t items_for(int64_t w) { return w >= 16 ? 1 : (16 / w > 4 ? 16 / w : 4); }
+
+/* _index_type(count, items) */
+static const char *index_type(int64_t count, int64_t items) {
+    return count + THREADS * items < ((int64_t)1 << 32) ? "u32" : "u64";
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+/* ceil(count / per) as a grid: -1 where it is 2^31 blocks or more */
+static int grid_of(int64_t count, int64_t per, unsigned *grid) {
+    const int64_t g = ceil_div(count, per);
+    if (g < 1 || g > 0x7fffffff) return -1;
+    *grid = (unsigned)g;
+    return 0;
+}
+
+/* -- SLICE, SLICE1: word_plan -------------------------------------------------------------------------- */
+
+static int copy_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
+    const odml_copy_params *p = &pl->copy;
+    odml_copy_params *q = &s->p.copy;
+    *q = *p;
+    const int64_t es = p->element_size;
+    const int r = (int)p->rank;
+    const int64_t L = p->sizes[r - 1], inner_in = p->in_strides[r - 1], inner_out = p->out_strides[r - 1];
+    int64_t w = es, rev = 0, pick = 0;
+    if (inner_out == 1 && inner_in == 2) {
+        const int64_t f = 8 / es;             /* output elements per 8-byte word */
+        int64_t hi = p->in_offset;            /* the highest element the plan reads */
+        int ok = L % f == 0 && p->in_offset % (2 * f) == 0 && p->out_offset % f == 0 && src % 16 == 0
+                 && dst % 8 == 0;
+        for (int k = 0; k < r && ok; k++) {
+            if (k < r - 1 && (p->in_strides[k] % (2 * f) || p->out_strides[k] % f)) ok = 0;
+            if (p->in_strides[k] > 0) hi += (p->sizes[k] - 1) * p->in_strides[k];
+        }
+        if (ok && hi + 1 < pl->span) {
+            for (int k = 0; k < r - 1; k++) {
+                q->in_strides[k] /= 2 * f;
+                q->out_strides[k] /= f;
+            }
+            q->element_size = 8;
+            q->sizes[r - 1] = L / f;
+            q->in_offset = p->in_offset / (2 * f);
+            q->in_strides[r - 1] = 1;
+            q->out_offset = p->out_offset / f;
+            q->out_strides[r - 1] = 1;
+            w = 8;
+            pick = es;
+        }
+    } else if (inner_out == 1 && (inner_in == 1 || inner_in == -1)) {
+        const int64_t low = p->in_offset - (inner_in < 0 ? L - 1 : 0);   /* lowest element of a run at index 0 */
+        for (int64_t ww = 16; ww >= 2; ww /= 2) {
+            const int64_t f = ww / es;
+            if (f <= 1) break;
+            int ok = L % f == 0 && low % f == 0 && p->out_offset % f == 0 && src % (uint64_t)ww == 0
+                     && dst % (uint64_t)ww == 0;
+            for (int k = 0; k < r - 1 && ok; k++)
+                if (p->in_strides[k] % f || p->out_strides[k] % f) ok = 0;
+            if (!ok) continue;
+            for (int k = 0; k < r - 1; k++) {
+                q->in_strides[k] /= f;
+                q->out_strides[k] /= f;
+            }
+            q->element_size = ww;
+            q->sizes[r - 1] = L / f;
+            q->in_offset = inner_in > 0 ? low / f : low / f + L / f - 1;
+            q->out_offset = p->out_offset / f;
+            w = ww;
+            rev = inner_in < 0 ? es : 0;
+            break;
+        }
+    }
+    int64_t count = 1;
+    for (int k = 0; k < r; k++) count *= q->sizes[k];   /* at most the plan's count */
+    q->count = count;
+    const int64_t items = items_for(w);
+    s->size = (Py_ssize_t)sizeof(odml_copy_params);
+    s->smem = 0;
+    snprintf(s->name, sizeof s->name, "strided_copy<%s, %d, %lld, %s, %lld, %lld>", scalar(w), r, (long long)rev,
+             index_type(count, items), (long long)items, (long long)pick);
+    return grid_of(count, THREADS * items, &s->grid);
+}
+
+/* -- UNFOLD: _unfold_launch and unfold_box ------------------------------------------------------------ */
+
+#define TILE_MIN_STEP 8
+#define BOX_COLUMNS 1024
+#define BOX_LINE 128
+#define BOX_BYTES (24 * 1024)
+
+/* The staged region's extent along d for t blocks per box. */
+static int extent(const odml_window_dim *wd, int64_t t, int64_t *e) {
+    int64_t a, b;
+    if (__builtin_mul_overflow(t - 1, wd->stride, &a) || __builtin_mul_overflow(wd->window - 1, wd->dilation, &b)
+            || __builtin_add_overflow(a, b, e) || __builtin_add_overflow(*e, 1, e)) return -1;
+    return 0;
+}
+
+static int64_t prod_le(const int64_t *v, int n, int *overflow) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        if (__builtin_mul_overflow(p, v[i], &p)) *overflow = 1;
+    return p;
+}
+
+/* unfold_box: 1 with t and ext filled, 0 where staging does not pay, -1 on overflow. */
+static int unfold_box(const odml_unfold_params *u, int64_t *t, int64_t *ext) {
+    const int D = (int)u->dims;
+    int overflow = 0;
+    int64_t nb[ODML_MAX_SPATIAL], win[ODML_MAX_SPATIAL];
+    for (int d = 0; d < D; d++) {
+        nb[d] = u->dim[d].blocks;
+        win[d] = u->dim[d].window;
+        t[d] = 1;
+    }
+    const int64_t first = D > 1 ? BOX_LINE : BOX_COLUMNS;
+    t[D - 1] = nb[D - 1] < first ? nb[D - 1] : first;
+    for (int d = D - 2; d >= 0; d--) {
+        const int64_t inner = prod_le(t + d + 1, D - d - 1, &overflow);
+        int64_t want = ceil_div(BOX_COLUMNS, inner);
+        if (want < 1) want = 1;
+        t[d] = nb[d] < want ? nb[d] : want;
+    }
+    for (;;) {
+        for (int d = 0; d < D; d++)
+            if (extent(&u->dim[d], t[d], &ext[d])) return -1;
+        const int64_t region = prod_le(ext, D, &overflow);
+        int64_t bytes;
+        if (overflow || __builtin_mul_overflow(region, u->element_size, &bytes)) return -1;
+        if (bytes <= BOX_BYTES) break;
+        int d = 0;
+        while (d < D && t[d] <= 1) d++;
+        if (d == D) return 0;
+        t[d] = (t[d] + 1) / 2;
+    }
+    int64_t boxes = u->batch, two, inside;
+    if (__builtin_mul_overflow(boxes, u->channels, &boxes)) return -1;
+    for (int d = 0; d < D; d++)
+        if (__builtin_mul_overflow(boxes, ceil_div(nb[d], t[d]), &boxes)) return -1;
+    const int64_t region = prod_le(ext, D, &overflow), box = prod_le(t, D, &overflow);
+    const int64_t k = prod_le(win, D, &overflow);
+    if (overflow || __builtin_mul_overflow(box, k, &inside) || __builtin_mul_overflow(inside, 2, &two)) return -1;
+    return region > two || boxes >= ((int64_t)1 << 31) ? 0 : 1;
+}
+
+static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
+    odml_unfold_params *q = &s->p.unfold;
+    *q = pl->unfold;                          /* CUDA leaves the CPU's column-tile fields 0 */
+    const int64_t es = q->element_size, D = q->dims, B = q->block_count;
+    const int64_t r = es >= 2 ? 2 : 1, v = 16 / es * r;   /* columns per thread */
+    int64_t slots, rows, tiles, bc;
+    if (__builtin_mul_overflow(q->channels, q->window_count, &rows)
+            || __builtin_mul_overflow(q->batch, rows, &slots) || __builtin_mul_overflow(slots, ceil_div(B, v), &slots)
+            || __builtin_mul_overflow(q->batch, q->channels, &bc)
+            || __builtin_mul_overflow(bc, ceil_div(q->dim[0].window, 32), &tiles)
+            || __builtin_mul_overflow(tiles, ceil_div(B, 32), &tiles)) return -1;
+    q->work_items = slots;
+    s->size = (Py_ssize_t)sizeof(odml_unfold_params);
+    s->smem = 0;
+    const char *S = scalar(es);
+    int64_t step;
+    if (D == 1 && !__builtin_mul_overflow(q->dim[0].stride, q->dim[0].image_stride, &step) && step != INT64_MIN
+            && (step < 0 ? -step : step) >= TILE_MIN_STEP && q->dim[0].window >= 8 && tiles < ((int64_t)1 << 31)) {
+        int64_t most = tiles, bw, idx;
+        if (__builtin_mul_overflow(bc, q->dim[0].window, &bw)) return -1;
+        if (bw > most) most = bw;
+        if (B > most) most = B;
+        if (__builtin_mul_overflow(most, 32, &idx) || idx > ODML_LIMIT) return -1;
+        snprintf(s->name, sizeof s->name, "unfold1d_tile<%s, %s>", S, index_type(idx, 16));
+        return grid_of(tiles, 1, &s->grid);
+    }
+    int64_t t[ODML_MAX_SPATIAL], ext[ODML_MAX_SPATIAL];
+    const int box = unfold_box(q, t, ext);
+    if (box < 0) return -1;
+    if (box) {
+        int64_t work = bc, region = 1;
+        for (int d = 0; d < D; d++) {
+            const int64_t n = ceil_div(q->dim[d].blocks, t[d]);
+            work *= n;                        /* < 2^31: unfold_box checked it */
+            region *= ext[d];                 /* <= BOX_BYTES / es */
+            q->dim[d].box = t[d];
+            q->dim[d].box_extent = ext[d];
+            q->dim[d].box_count = n;
+        }
+        q->work_items = work;
+        s->smem = (unsigned)(region * es);
+        snprintf(s->name, sizeof s->name, "unfold_tile<%s, %d>", S, (int)D);
+        return grid_of(work, 1, &s->grid);
+    }
+    int64_t lanes;
+    if (__builtin_mul_overflow(slots, v, &lanes) || lanes > ODML_LIMIT) return -1;
+    snprintf(s->name, sizeof s->name, "unfold_gather<%s, %d, %s, %lld>", S, (int)D, index_type(lanes, 16),
+             (long long)r);
+    return grid_of(slots, THREADS, &s->grid);
+}
+
+/* -- SLICE_GRAD: canonical_scatter and scatter_word_plan ---------------------------------------------- */
+
+static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
+    /* canonical_scatter: size-1 dimensions that take one element dropped, a
+     * stable order by output stride (largest first), neighbours merged where
+     * the inner one is wholly inside the window with step 1 and the outer
+     * one has step 1 */
+    int64_t dims[ODML_MAX_RANK][6], merged[ODML_MAX_RANK][6];
+    int m = 0, r = 0;
+    for (int i = 0; i < pl->srank; i++) {
+        const int64_t *d = pl->sdims[i];
+        if (d[0] == 1 && d[4] == 1) continue;
+        int b = m++;
+        while (b > 0 && d[1] > dims[b - 1][1]) {
+            memcpy(dims[b], dims[b - 1], sizeof dims[b]);
+            b--;
+        }
+        memcpy(dims[b], d, sizeof dims[b]);
+    }
+    for (int k = 0; k < m; k++) {
+        const int64_t *d = dims[k];
+        if (r > 0) {
+            int64_t *o = merged[r - 1], os, is, size, first, taken;
+            if (!__builtin_mul_overflow(d[1], d[0], &os) && o[1] == os && d[2] == 0 && d[3] == 1 && d[4] == d[0]
+                    && o[3] == 1 && !__builtin_mul_overflow(d[5], d[4], &is) && o[5] == is) {
+                if (__builtin_mul_overflow(o[0], d[0], &size) || __builtin_mul_overflow(o[2], d[0], &first)
+                        || __builtin_mul_overflow(o[4], d[4], &taken)) return -1;
+                o[0] = size;
+                o[1] = d[1];
+                o[2] = first;
+                o[3] = 1;
+                o[4] = taken;
+                o[5] = d[5];
+                continue;
+            }
+        }
+        memcpy(merged[r++], d, sizeof merged[0]);
+    }
+    if (r == 0) {
+        static const int64_t one[6] = {1, 1, 0, 1, 1, 1};
+        memcpy(merged[0], one, sizeof one);
+        r = 1;
+    }
+    const int64_t es = pl->es;
+    int64_t in_offset = pl->s_in_offset, out_offset = 0, w = es, rev = 0;
+    /* scatter_word_plan */
+    int64_t *last = merged[r - 1];
+    const int64_t L = last[0], os_ = last[1], first = last[2], step = last[3], taken = last[4], is_ = last[5];
+    if (os_ == 1 && step == 1 && (is_ == 1 || is_ == -1)) {
+        for (int64_t ww = 16; ww >= 2; ww /= 2) {
+            const int64_t f = ww / es;
+            if (f <= 1) break;
+            const int64_t low = is_ > 0 ? in_offset : in_offset - (f - 1);   /* lowest element of the first word */
+            int ok = L % f == 0 && first % f == 0 && taken % f == 0 && low % f == 0 && out_offset % f == 0
+                     && src % (uint64_t)ww == 0 && dst % (uint64_t)ww == 0;
+            for (int k = 0; k < r - 1 && ok; k++)
+                if (merged[k][5] % f || merged[k][1] % f) ok = 0;
+            if (!ok) continue;
+            for (int k = 0; k < r - 1; k++) {
+                merged[k][1] /= f;
+                merged[k][5] /= f;
+            }
+            last[0] = L / f;
+            last[2] = first / f;
+            last[4] = taken / f;
+            in_offset = low / f;
+            out_offset /= f;
+            w = ww;
+            rev = is_ < 0 ? es : 0;
+            break;
+        }
+    }
+    odml_scatter_params *q = &s->p.scatter;
+    memset(q, 0, sizeof *q);
+    int64_t count = 1;
+    for (int k = 0; k < r; k++) {
+        if (__builtin_mul_overflow(count, merged[k][0], &count)) return -1;
+        q->sizes[k] = merged[k][0];
+        q->out_strides[k] = merged[k][1];
+        q->first[k] = merged[k][2];
+        q->step[k] = merged[k][3];
+        q->taken[k] = merged[k][4];
+        q->in_strides[k] = merged[k][5];
+    }
+    q->element_size = w;
+    q->rank = r;
+    q->count = count;
+    q->in_offset = in_offset;
+    q->out_offset = out_offset;
+    const int64_t items = items_for(w);
+    s->size = (Py_ssize_t)sizeof(odml_scatter_params);
+    s->smem = 0;
+    snprintf(s->name, sizeof s->name, "scatter<%s, %d, %lld, %s, %lld>", scalar(w), r, (long long)rev,
+             index_type(count, items), (long long)items);
+    return grid_of(count, THREADS * items, &s->grid);
+}
+
+int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
+    switch (pl->kind) {
+    case ODML_NEW_COPY: return copy_spec(pl, src, dst, s);
+    case ODML_NEW_UNFOLD: return unfold_spec(pl, s);
+    default: return scatter_spec(pl, src, dst, s);
+    }
+}

@@ -1,0 +1,104 @@
+/* A new shape's plan (issue 19), shared by newshape.c (NumPy arrays, the
+ * test entry cuda_spec), cuda_spec.c (CUDA launches) and calls.c (PyTorch
+ * tensors on the CPU and CUDA, through the tensor accessors).
+ *
+ * The plan of SLICE/SLICE1 ("copy"), UNFOLD and SLICE_GRAD ("scatter") comes
+ * from the operator's plain_lowering (arrays/planner.py's plain_plan) as
+ * Python fields in index space; odml_new_plan applies an input's element
+ * layout to them, as the operator's lower() does for the layout that
+ * planner.array_layout gives. Nothing of DirectML's rules is checked here:
+ * the caller passes fields its operator validated. Every function returns 0,
+ * or -1 (no exception set) where the Python route must run the call. */
+#ifndef OPENDML_NEWSHAPE_H
+#define OPENDML_NEWSHAPE_H
+
+#include <Python.h>
+#include <stdint.h>
+
+#include "common.h"
+
+/* The kernels a plan runs (plain_plan's kernel names, in this order). */
+enum { ODML_NEW_COPY = 0, ODML_NEW_UNFOLD = 1, ODML_NEW_SCATTER = 2 };
+
+/* An input's element layout: n sizes and signed element strides. */
+typedef struct {
+    int n;
+    int64_t es;                        /* bytes per element */
+    int64_t shape[ODML_MAX_RANK];
+    int64_t strides[ODML_MAX_RANK];
+} odml_layout;
+
+/* A new shape's plan for one input layout. */
+typedef struct {
+    int kind;                          /* ODML_NEW_COPY, ODML_NEW_UNFOLD, ODML_NEW_SCATTER */
+    int out_rank;
+    int64_t es;                        /* bytes per element */
+    int64_t out_dims[ODML_MAX_RANK];   /* the packed output's sizes */
+    int64_t count;                     /* output elements (>= 1) */
+    int64_t origin;                    /* elements from element 0 back to the lowest-addressed element */
+    int64_t span;                      /* elements bound from the lowest address (planner.Layout.span) */
+    /* copy: the CopyPlan's canonical form (CopyPlan.canonical()) */
+    odml_copy_params copy;
+    /* unfold: the UnfoldPlan's parameters, without CPU column tiles or CUDA
+     * work items and boxes */
+    odml_unfold_params unfold;
+    /* scatter: the ScatterPlan lower() gives, per dimension (size, out
+     * stride, first, step, taken, in stride), before any canonical form */
+    int srank;
+    int64_t s_in_offset;
+    int64_t sdims[ODML_MAX_RANK][6];
+} odml_new_plan;
+
+/* The plan of `kind` on layout L from plain_plan's fields f[0..nf): copy
+ * (out_sizes, starts, steps), unfold (out_sizes, window, strides, dilations,
+ * start_padding, blocks), scatter (out_sizes, first, step, reversed); each a
+ * list or tuple of ints. -1 where the fields do not fit L, a value or a
+ * product leaves 64 bits, or the output is empty. */
+int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl);
+
+/* The CPU kernel's run of a plan: the calls.c kernel code, its parameter
+ * block and the bytes CpuBackend._threads counts for its thread count. */
+typedef struct {
+    int kernel;                        /* ODML_NEW_* */
+    union {
+        odml_copy_params copy;
+        odml_unfold_params unfold;
+        odml_scatter_params scatter;
+    } p;
+    Py_ssize_t size;                   /* bytes of p used */
+    int64_t work;
+} odml_cpu_run;
+
+/* What CpuBackend runs for the plan (column tiles where the innermost image
+ * step exceeds tile_stride bytes, tile_columns per tile). -1 on overflow. */
+int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_columns, odml_cpu_run *run);
+
+/* The threads CpuBackend._threads gives for `work` bytes: max(1, min(most,
+ * work // grain)). */
+static inline int64_t odml_new_threads(int64_t work, int64_t grain, int64_t most) {
+    int64_t t = work / grain;
+    if (t > most) t = most;
+    return t < 1 ? 1 : t;
+}
+
+/* A CUDA launch of the plan, as runtime/cuda/backend.py's launch_spec gives
+ * it for the lowered plan, the lowest-addressed input element at device
+ * address src and the output at dst: the kernel's name (the template
+ * instance kernels.cu compiles), the parameter block passed by value, the
+ * grid of THREADS-thread blocks and the dynamic shared memory. */
+#define ODML_CUDA_THREADS 256
+typedef struct {
+    char name[96];
+    union {
+        odml_copy_params copy;
+        odml_unfold_params unfold;
+        odml_scatter_params scatter;
+    } p;
+    Py_ssize_t size;                   /* bytes of p used */
+    unsigned grid, smem;
+} odml_cuda_spec;
+
+/* -1 where the launch does not fit (a grid of 2^31 blocks or more). */
+int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s);
+
+#endif

@@ -1,0 +1,167 @@
+"""Issue 19 (new shapes on CUDA): the CUDA launch of a new shape's plan,
+computed in C (``cuda_spec.c``, through ``_native.cuda_spec``), is the launch
+``runtime/cuda/backend.py``'s ``launch_spec`` gives for the plan the operator
+lowers: the same kernel name, parameter bytes, grid, dynamic shared memory and
+origin, over random valid SLICE, SLICE1, UNFOLD and SLICE_GRAD calls, element
+layouts (permuted, reversed, gapped, size-1 axes with any stride), element
+sizes and pointer alignments. Nothing here needs a GPU: both sides only
+compute. ``call_cache_torch_new`` launches exactly this (tests/test_torch_new.py
+runs it on CUDA where there is one)."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import opendml as dml
+import opendml.arrays as api
+from opendml.arrays import planner
+from opendml.model import TensorDesc
+from opendml.runtime import get_backend
+from opendml.runtime.cuda import backend as cuda_backend
+from tests.conftest import native_available
+from tests.test_newshape_fastpaths import slice1_args, slice_args, window_args
+from tests.test_newshape_plain import unfold_fields
+
+pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
+
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+DTYPES = {1: np.uint8, 2: np.float16, 4: np.float32, 8: np.float64}
+
+
+def _native():
+    return get_backend("cpu")._native
+
+
+def call_of(fn, x, *args):
+    """The OpCall the array-API function ``fn`` makes for ``x`` and ``args``."""
+    got = []
+    real = api._run
+    api._run = lambda x, call: got.append(call)
+    try:
+        fn(x, *args)
+    finally:
+        api._run = real
+    return got[0] if got else None
+
+
+@st.composite
+def element_layout(draw, shape):
+    """Signed element strides for ``shape``: the axes packed in a random order,
+    some with gaps, some reversed; a size-1 axis's stride anything."""
+    order = draw(st.permutations(range(len(shape))))
+    strides = [0] * len(shape)
+    step = draw(st.sampled_from([1, 1, 1, 2, 3]))
+    for axis in reversed(order):
+        strides[axis] = step * draw(st.sampled_from([1, 1, 1, -1]))
+        step *= shape[axis] + draw(st.sampled_from([0, 0, 0, 1, 5]))
+    for axis, n in enumerate(shape):
+        if n == 1 and draw(st.booleans()):
+            strides[axis] = draw(st.integers(-50, 50))
+    return tuple(strides)
+
+
+def compare(call, shape, strides, es, src, dst):
+    dtype = np.dtype(DTYPES[es])
+    got = planner.plain_plan(call, dtype, tuple(shape), math.prod(shape))
+    if got is None:
+        return None
+    kernel, fields = got
+    spec = _native().cuda_spec(KINDS[kernel], es, tuple(shape), strides, tuple(fields), src, dst)
+    layout = planner.array_layout(tuple(shape), tuple(s * es for s in strides), es)
+    _, plan = planner.plan_for(call, dtype, tuple(shape), layout)
+    name, params, grid, smem = cuda_backend.launch_spec(plan, src, layout.span, dst)
+    assert spec is not None, (call, shape, strides, es)
+    assert spec == (name, bytes(params), grid[0], smem, layout.origin), (call, shape, strides, es, src, dst)
+    return spec
+
+
+ALIGN = st.sampled_from([0, 0, 0, 1, 2, 4, 8, 12]).map(lambda a: 1 << 20 | a)
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from([1, 2, 4, 8]), ALIGN, ALIGN)
+def test_slice1_launch_equals_launch_spec(data, es, src, dst):
+    inp, out, o, s, t = data.draw(slice1_args())
+    if not isinstance(inp, TensorDesc) or 0 in inp.sizes:
+        return
+    shape = inp.sizes
+    out_sizes = list(out.sizes) if isinstance(out, TensorDesc) else None
+    x = np.zeros(shape, DTYPES[es])
+    call = call_of(dml.slice1, x, o, s, t, out_sizes)
+    if call is not None and src % es == 0 and dst % es == 0:
+        compare(call, shape, data.draw(element_layout(shape)), es, src, dst)
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from([1, 2, 4, 8]), ALIGN, ALIGN)
+def test_slice_launch_equals_launch_spec(data, es, src, dst):
+    inp, _, o, s, t = data.draw(slice_args())
+    if not isinstance(inp, TensorDesc) or 0 in inp.sizes:
+        return
+    call = call_of(dml.slice, np.zeros(inp.sizes, DTYPES[es]), o, s, t)
+    if call is not None and src % es == 0 and dst % es == 0:
+        compare(call, inp.sizes, data.draw(element_layout(inp.sizes)), es, src, dst)
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from([1, 2, 4, 8]), ALIGN, ALIGN)
+def test_slice_grad_launch_equals_launch_spec(data, es, src, dst):
+    grad, out, o, s, t = data.draw(slice1_args(grad=True))
+    if not isinstance(grad, TensorDesc) or not isinstance(out, TensorDesc) or 0 in grad.sizes:
+        return
+    call = call_of(dml.slice_grad, np.zeros(grad.sizes, DTYPES[es]), list(out.sizes), o, s, t)
+    if call is not None and src % es == 0 and dst % es == 0:
+        compare(call, grad.sizes, data.draw(element_layout(grad.sizes)), es, src, dst)
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from([1, 2, 4, 8]), ALIGN)
+def test_unfold_launch_equals_launch_spec(data, es, src):
+    image, _, *_ = data.draw(window_args())
+    if not isinstance(image, TensorDesc) or 0 in image.sizes:
+        return
+    fields = data.draw(unfold_fields(len(image.sizes) - 2))
+    call = call_of(dml.unfold, np.zeros(image.sizes, DTYPES[es]), *fields)
+    if call is not None and src % es == 0:
+        compare(call, image.sizes, data.draw(element_layout(image.sizes)), es, src, 1 << 20)
+
+
+@pytest.mark.parametrize("case", [
+    # every kernel kind and choice, so the properties above cannot pass on a route that always declines
+    ("slice1", (1, 4, 16, 16), ([0, 0, 0, 0], [1, 4, 16, 16], [1, 1, -1, 1]), "strided_copy<uint4, 3, 0, u32, 1, 0>"),
+    ("slice1", (4, 6), ([0, 0], [4, 6], [1, -1]), "strided_copy<u64, 2, 4, u32, 4, 0>"),   # reversed words
+    ("slice1", (4, 5), ([0, 0], [4, 5], [1, -1]), "strided_copy<u32, 2, 0, u32, 4, 0>"),
+    ("slice", (4, 16), ([0, 0], [4, 8], [1, 2]), "strided_copy<u64, 1, 0, u32, 4, 4>"),
+    ("slice1", (3, 5), ([0, 0], [3, 5], [1, 3]), "strided_copy<u32, 2, 0, u32, 4, 0>"),
+    ("unfold", (1, 4, 16, 16), (3, 1, 1, 1, 1), "unfold_tile<u32, 2>"),
+    ("unfold", (2, 3, 64), ([9], [8], 1, 0, 1), "unfold1d_tile<u32, u32>"),
+    ("unfold", (1, 2, 40, 40), (3, 20, 1, 0, 1), "unfold_gather<u32, 2, u32, 2>"),
+    ("slice_grad", (2, 8), ([4, 8], [0, 0], [2, 8], [1, 1]), "scatter<uint4, 1, 0, u32, 1>"),
+    ("slice_grad", (3, 5), ([3, 10], [0, 0], [3, 10], [1, 2]), "scatter<u32, 2, 0, u32, 4>"),
+])
+def test_each_kernel_choice_is_made(case):
+    name, shape, args, kernel = case
+    fn = {"slice1": dml.slice1, "slice": dml.slice, "unfold": dml.unfold, "slice_grad": dml.slice_grad}[name]
+    if name == "slice_grad":
+        args = (args[0], *args[1:])
+    call = call_of(fn, np.zeros(shape, np.float32), *args)
+    strides = dml.packed_strides(shape)
+    spec = compare(call, shape, tuple(strides), 4, 1 << 20, 1 << 20)
+    assert spec is not None and spec[0] == kernel
+
+
+def test_cuda_spec_declines_what_does_not_fit():
+    spec = _native().cuda_spec
+    fields = ((2, 3), (0, 0), (1, 1))
+    assert spec(0, 4, (2, 3), (3, 1), fields, 0, 0)[0].startswith("strided_copy<")
+    assert spec(0, 4, (2, 3), (3, 1), ((2, 3), (0, 0)), 0, 0) is None          # a field short
+    assert spec(0, 4, (2, 3), (3, 1), ((2, 4), (0, 0), (1, 1)), 0, 0)[0]       # fields are not validated here
+    assert spec(0, 3, (2, 3), (3, 1), fields, 0, 0) is None                     # no 3-byte elements
+    assert spec(3, 4, (2, 3), (3, 1), fields, 0, 0) is None                     # no such kernel
+    assert spec(0, 4, (2, 0), (3, 1), ((2, 0), (0, 0), (1, 1)), 0, 0) is None  # empty
+    assert spec(0, 4, (2, 3), (3, 2), ((2, 3), (0, 0), (1, 2**62)), 0, 0) is None   # leaves 64 bits
+    assert spec(0, 4, (2,) * 9, (1,) * 9, ((2,) * 9, (0,) * 9, (1,) * 9), 0, 0) is None
+    assert spec(0, 4, (2, 3), (3, 1), ((2, 3), (0, True), (1, 1)), 0, 0) is None
