@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Session 9's device calls (the committed tree; COMMITTED=0 keeps uncommitted
-# edits). MODE=tests: build, the C++ node (timed), every
+# Session 9's device calls. MODE=tests: build, the C++ node (timed), every
 # CUDA-marked test (TESTS overrides). MODE=bench: benchmarks/gpu_train.py
 # (PARTS), benchmarks/gpu_family_small.py, the compiled-operator probe, and
 # benchmarks/gpu_family.py where FAMILY=1. MODE=both: the tests, then
@@ -10,10 +9,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD" HYPOTHESIS_STORAGE_DIRECTOR
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 git log --oneline -1 2>/dev/null
-# uncommitted edits (a helper's work in progress) travel with the working tree: run what is committed
-if [ "${COMMITTED:-1}" = 1 ] && [ -d .git ] && [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-  git stash -q && echo "stashed uncommitted edits: running the committed tree"
-fi
+# REVERT="paths": put those files back to git HEAD of the copy's .git first (where it is current)
+if [ -n "${REVERT:-}" ]; then git checkout -q HEAD -- ${REVERT} && echo "reverted ${REVERT}"; fi
 if ! python3 -c "import opendml.runtime.cpu._native" 2>/dev/null; then
   python3 -m pip install -e . --no-build-isolation --no-deps -q > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 fi
