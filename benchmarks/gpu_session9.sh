@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 9's device calls. MODE=tests: build, the C++ node (timed), every
+# Session 9's device calls (BUILD=1 rebuilds the C extension). MODE=tests: build, the C++ node (timed), every
 # CUDA-marked test (TESTS overrides). MODE=bench: benchmarks/gpu_train.py
 # (PARTS), benchmarks/gpu_family_small.py, the compiled-operator probe, and
 # benchmarks/gpu_family.py where FAMILY=1. MODE=both: the tests, then
@@ -11,6 +11,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 git log --oneline -1 2>/dev/null
 # REVERT="paths": put those files back to git HEAD of the copy's .git first (where it is current)
 if [ -n "${REVERT:-}" ]; then git checkout -q HEAD -- ${REVERT} && echo "reverted ${REVERT}"; fi
+if [ "${BUILD:-0}" = 1 ]; then
+  python3 setup.py -q build_ext --inplace --force > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+fi
 if ! python3 -c "import opendml.runtime.cpu._native" 2>/dev/null; then
   python3 -m pip install -e . --no-build-isolation --no-deps -q > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 fi

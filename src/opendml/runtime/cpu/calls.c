@@ -1915,11 +1915,12 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
         Py_INCREF(descr);
         e->dtype = descr;
     } else {                                       /* a CUDA launch */
+        if (!PyDict_CheckExact(kernels)) Py_RETURN_NONE;   /* launches are not made natively */
         PyObject *dev = PyLong_FromLongLong(in.device);
-        PyObject *table_of = dev && PyDict_CheckExact(kernels) ? PyDict_GetItemWithError(kernels, dev) : NULL;
+        PyObject *table_of = dev ? PyDict_GetItemWithError(kernels, dev) : NULL;   /* none yet: every name missing */
         Py_XDECREF(dev);
-        if (!table_of || !PyDict_CheckExact(table_of)) {
-            if (PyErr_Occurred()) drop_error();
+        if (PyErr_Occurred()) {
+            drop_error();
             Py_RETURN_NONE;
         }
         if (!torch_device_is(in.device)) Py_RETURN_NONE;   /* the Python route makes the device current */
@@ -1931,7 +1932,7 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
-        fn = PyDict_GetItemString(table_of, s.name);
+        fn = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, s.name) : NULL;
         if (!fn || !PyLong_CheckExact(fn)) {
             Py_DECREF(out);
             return PyUnicode_FromString(s.name);
