@@ -226,13 +226,13 @@ def test_cases_after_configure_changes_equal_the_plan_route(device, k):
 def test_the_route_runs_where_it_should(device):
     """Can fail: a route that always declined would pass the equalities above."""
     ran = []
-    real = calls.torch_new
+    real = ta._torch_new
 
     def spy(*a):
         r = real(*a)
         ran.append(r is not None and type(r) is not str)
         return r
-    calls.torch_new = spy
+    ta._torch_new = spy
     try:
         x = torch.randn(1, 3, 7, 9, device=device)
         y = dml.slice1(x, [0, 0, 0, 0], [1, 3, 7, 9], [1, 1, -1, 1])
@@ -250,7 +250,7 @@ def test_the_route_runs_where_it_should(device):
         if neg is not None:
             assert torch.equal(dml.slice1(neg, [0, 0, 0, 0], [1, 2, 5, 4], [1, 1, -1, 1]), neg.resolve_neg().flip(2))
     finally:
-        calls.torch_new = real
+        ta._torch_new = real
 
 
 def test_new_shapes_from_threads_equal_the_plan_route(device):

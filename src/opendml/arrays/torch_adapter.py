@@ -152,21 +152,20 @@ def _describe(x, call: OpCall, dtype):
 
 def _kernel(x, call: OpCall):
     dtype = numpy_dtype(x, call.name)
-    if x.is_cuda:                         # before resolve_neg, which would run a kernel on x
-        check_alignment(dtype.itemsize, x.data_ptr(), 0, call.name)
-    if x.is_neg():
-        x = x.resolve_neg()
-    if x.is_cpu:
+    neg = x.is_neg()
+    if not neg:                           # a new shape's route first (it declines misaligned CUDA data)
         out = _new_shape(x, call, dtype)
         if out is not None:
             return out
+    if x.is_cuda:                         # before resolve_neg, which would run a kernel on x
+        check_alignment(dtype.itemsize, x.data_ptr(), 0, call.name)
+    if neg:
+        x = x.resolve_neg()
+    if x.is_cpu:
         if x.requires_grad:
             x = x.detach()
         return torch.from_numpy(numpy_adapter.run(x.numpy(), call, record_as=x))
     if x.is_cuda:
-        out = _new_shape(x, call, dtype)
-        if out is not None:
-            return out
         return _cuda_kernel(x, call, dtype)
     if x.is_meta:                         # the operators' fake implementations give the output
         return through_op(x, call)
@@ -174,6 +173,7 @@ def _kernel(x, call: OpCall):
 
 
 _NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_torch_new = calls.torch_new
 _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
 
 
@@ -192,16 +192,19 @@ def _new_shape(x, call: OpCall, dtype):
         return None
     since = calls.generation()            # before the settings are read
     kernel, fields = got
-    kind = _NEW_KINDS[kernel]
-    kernels = new_kernels()
-    backend, cpu = _CPU_CONF
-    if backend is not get_backend("cpu"):
-        backend = get_backend("cpu")
-        cpu = None if backend._native is None else (backend.threads, backend.grain, backend.tile_stride,
-                                                     backend.tile_columns, CACHE_MIN_BYTES)
-        globals()["_CPU_CONF"] = (backend, cpu)
+    if x.is_cuda:
+        kernels, cpu = new_kernels(), None
+    else:
+        kernels = None
+        backend, cpu = _CPU_CONF
+        if backend is not get_backend("cpu"):
+            backend = get_backend("cpu")
+            cpu = None if backend._native is None else (backend.threads, backend.grain, backend.tile_stride,
+                                                         backend.tile_columns, CACHE_MIN_BYTES)
+            globals()["_CPU_CONF"] = (backend, cpu)
+    op, kind = calls.OPS[call.name], _NEW_KINDS[kernel]
     for _ in range(4):                    # a kernel compiled per miss: at most three per launch
-        out = calls.torch_new(call.name, x, call.args, kind, fields, since, kernels, dtype, cpu)
+        out = _torch_new(op, x, call.args, kind, fields, since, kernels, dtype, cpu)
         if type(out) is not str:
             if out is not None:
                 count_planned()

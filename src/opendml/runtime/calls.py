@@ -202,21 +202,23 @@ def register_torch_api(capsule) -> None:
 _HAS_NEW = _HAS and hasattr(_native, "call_cache_torch_new")
 
 
-def torch_new(name: str, x, args: tuple, kind: int, fields: tuple, since: int, kernels, dtype, cpu):
-    """A new shape's call on PyTorch tensor ``x`` in one C call (issue 19):
-    the plan ``kind`` (0 copy, 1 unfold, 2 scatter) with ``planner.plain_plan``'s
-    ``fields`` applied to ``x``'s layout, the output from PyTorch's allocator,
-    the kernel run (a CPU kernel with ``cpu`` = (max_threads, grain_bytes,
-    tile_stride, tile_columns, limit_bytes), or a CUDA launch of a kernel of
-    ``kernels`` = {device: {name: CUfunction}} on the current stream), and the
-    call recorded here as the Python route records it, made on the settings
-    of ``generation()`` ``since``. ``dtype``: ``x``'s NumPy dtype. Returns the
-    output; None where the Python route must run the call (nothing run); or,
-    on CUDA, the name of a kernel ``kernels`` lacks (nothing run: compile it
-    and call again)."""
-    if not _HAS_NEW:
-        return None
-    return _native.call_cache_torch_new(OPS[name], x, args, kind, fields, since, kernels, dtype, cpu)
+def _no_new(*args) -> None:
+    return None
+
+
+#: ``torch_new(op_code, x, args, kind, fields, since, kernels, dtype, cpu)``: a
+#: new shape's call on PyTorch tensor ``x`` in one C call (issue 19): the
+#: plan ``kind`` (0 copy, 1 unfold, 2 scatter) with ``planner.plain_plan``'s
+#: ``fields`` applied to ``x``'s layout, the output from PyTorch's allocator,
+#: the kernel run (a CPU kernel with ``cpu`` = (max_threads, grain_bytes,
+#: tile_stride, tile_columns, limit_bytes), or a CUDA launch of a kernel of
+#: ``kernels`` = {device: {name: CUfunction}} on the current stream), and the
+#: call recorded here as the Python route records it, made on the settings of
+#: ``generation()`` ``since``. ``dtype``: ``x``'s NumPy dtype. Returns the
+#: output; None where the Python route must run the call (nothing run); or, on
+#: CUDA, the name of a kernel ``kernels`` lacks (nothing run: compile it and
+#: call again).
+torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _no_new
 
 
 def register_cuda_retry(retry) -> None:

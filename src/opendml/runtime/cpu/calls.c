@@ -1915,7 +1915,8 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
         Py_INCREF(descr);
         e->dtype = descr;
     } else {                                       /* a CUDA launch */
-        if (!PyDict_CheckExact(kernels)) Py_RETURN_NONE;   /* launches are not made natively */
+        /* launches not made natively, or misaligned data (the Python route raises) */
+        if (!PyDict_CheckExact(kernels) || in.data_ptr % (uint64_t)L.es) Py_RETURN_NONE;
         PyObject *dev = PyLong_FromLongLong(in.device);
         PyObject *table_of = dev ? PyDict_GetItemWithError(kernels, dev) : NULL;   /* none yet: every name missing */
         Py_XDECREF(dev);
