@@ -1,0 +1,81 @@
+"""Where a never-seen shape's time goes on the torch route (issue 19), by
+stage: the whole call, the C call alone (``call_cache_torch_new`` with the
+plan precomputed), the plan (``plain_plan``), a served repeat, and
+PyTorch's peer, each over fresh shapes; then cProfile's top functions.
+``python benchmarks/profiles/new_shape_cuda.py [--device cuda|cpu]``."""
+import argparse
+import cProfile
+import pstats
+import time
+
+import numpy as np
+import torch
+
+import opendml as dml
+import opendml.torch as otorch
+from opendml.arrays import planner
+from opendml.arrays import torch_adapter as ta
+from opendml.arrays.planner import OpCall
+from opendml.runtime import calls
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--count", type=int, default=2000)
+    a = p.parse_args()
+    dev, n = a.device, a.count
+    otorch.wait_for_node()
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    k = [0]
+
+    def fresh():
+        k[0] += 1
+        return [torch.randn((1, 1 + i % 8, 8 + (i // 8) % 50, 20 + i // 400 + 7 * k[0]), device=dev)
+                for i in range(n)]
+
+    def timed(label, fn, xs=None):
+        xs = fresh() if xs is None else xs
+        sync()
+        t0 = time.perf_counter()
+        for x in xs:
+            fn(x)
+        sync()
+        print(f"{label:46s} {(time.perf_counter() - t0) / len(xs) * 1e6:8.2f} us", flush=True)
+        return xs
+
+    ours = lambda t: dml.slice1(t, [0, 0, 0, 0], list(t.shape), [1, 1, -1, 1])  # noqa: E731
+    timed("warm-up (kernels compiled)", ours)
+    xs = timed("slice1 reversing H, new shape", ours)
+    timed("slice1 reversing H, served repeat", ours, xs)
+    timed("flip().contiguous()", lambda t: torch.flip(t, [2]).contiguous())
+    dt = np.dtype(np.float32)
+    mk = lambda t: None  # noqa: E731
+    timed("plain_plan alone", lambda t: planner.plain_plan(
+        OpCall("slice1", ([0, 0, 0, 0], list(t.shape), [1, 1, -1, 1], None), mk), dt, tuple(t.shape), t.numel()))
+    kernels = __import__("opendml.runtime.cuda.backend", fromlist=["x"]).new_kernels() if dev == "cuda" else None
+    cpu = ta._CPU_CONF[1]
+    op = calls.OPS["slice1"]
+    pre = []
+    for x in fresh():
+        s = tuple(x.shape)
+        pre.append((x, ([0, 0, 0, 0], list(s), [1, 1, -1, 1], None), (s, [0, 0, s[2] - 1, 0], (1, 1, -1, 1))))
+    sync()
+    t0 = time.perf_counter()
+    for x, args, fields in pre:
+        calls.torch_new(op, x, args, 0, fields, calls.generation(), kernels, dt, cpu)
+    sync()
+    print(f"{'call_cache_torch_new alone (+ generation)':46s} {(time.perf_counter() - t0) / n * 1e6:8.2f} us")
+    timed("torch.empty of the output", lambda t: torch.empty(t.shape, device=dev))
+    timed("calls.call miss", lambda t: calls.call(op, t, [0, 0, 0, 0], [1, 2], [1, 1, -1, 1], None))
+    xs = fresh()
+    prof = cProfile.Profile()
+    prof.enable()
+    for x in xs:
+        ours(x)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+
+
+if __name__ == "__main__":
+    main()
