@@ -290,3 +290,99 @@ def test_a_dual_tensor_is_refused_not_dropped(cpp):
             cpp["unfold"](dual, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
         y = dml.unfold(dual, 3, 1, 1, 1, 1)           # the array API: exact forward-mode AD, eagerly
         assert torch.equal(fwad.unpack_dual(y).tangent, dml.unfold(torch.ones_like(x), 3, 1, 1, 1, 1))
+
+
+# -- the C++ operators' argument lists (run_op reuses the int list it made for an argument
+# when the next call's ints are the same; the answers and errors must be those of fresh lists)
+
+#: unfold arguments, alternated so that each argument's reused list is sometimes kept, sometimes
+#: replaced (other values, another length, values past 32 bits), and some calls are errors.
+_UNFOLD_ARGS = [
+    ([3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    ([2, 3], [1, 2], [2, 1], [1, 0], [0, 2]),
+    ([3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    ([3, 3], [2, 2], [1, 1], [1, 1], [1, 1]),
+    ([5, 1], [1, 1], [1, 1], [0, 0], [0, 0]),             # ValidationError: the window does not fit
+    ([3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    ([3, 3, 1], [1, 1, 1], [1, 1, 1], [1, 1, 0], [1, 1, 0]),   # another length: an error for a 4-D input
+    ([3, 3], [1, 1], [1, 1], [2 ** 40, 1], [1, 1]),       # past 32 bits: an error
+    ([3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+    ([1, 1], [1, 1], [1, 1], [0, 0], [0, 0]),
+    ([3, 3], [1, 1], [1, 1], [-1, 1], [1, 1]),            # negative padding: an error
+    ([1, 1], [1, 1], [1, 1], [0, 0], [0, 0]),
+]
+
+
+def _outcome(f, *args):
+    """A call's result (dtype, shape, strides, bytes) or its error (type, message)."""
+    try:
+        y = f(*args)
+    except Exception as e:                 # noqa: BLE001 - compared between routes
+        return type(e), str(e)
+    return y.dtype, tuple(y.shape), y.stride(), y.contiguous().view(torch.uint8).numpy().tobytes()
+
+
+def _plain(x, args):
+    """The same call with lists of its own (the custom operator: the Python kernel, then the call cache)."""
+    return _outcome(adapter._CUSTOM["unfold"], x, *[list(a) for a in args])
+
+
+def test_reused_argument_lists_give_the_answers_and_errors_of_fresh_ones(cpp):
+    x = _x(2, 3, 7, 6, dtype=torch.float32)
+    want = [_plain(x, a) for a in _UNFOLD_ARGS]
+    assert any(isinstance(w[0], type) for w in want) and any(not isinstance(w[0], type) for w in want)
+    for _ in range(3):
+        for a, w in zip(_UNFOLD_ARGS, want):
+            assert _outcome(cpp["unfold"], x, *a) == w, a
+        for a, w in zip(_UNFOLD_ARGS[::-1], want[::-1]):
+            assert _outcome(cpp["unfold"], x, *a) == w, a
+    # the caller's lists are the caller's: changing one changes nothing the operator kept
+    a = [list(v) for v in _UNFOLD_ARGS[0]]
+    assert _outcome(cpp["unfold"], x, *a) == want[0]
+    a[0][0] = 5
+    assert _outcome(cpp["unfold"], x, *a) == _plain(x, a)
+    assert _outcome(cpp["unfold"], x, *_UNFOLD_ARGS[0]) == want[0]
+    # slice1 (negative strides) and slice_grad through the same operands
+    s_args = ([0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2])
+    y = cpp["slice1"](x, *s_args)
+    assert _outcome(cpp["slice1"], x, *s_args) == _outcome(adapter._CUSTOM["slice1"], x, *s_args)
+    g_args = ([2, 3, 7, 6], *s_args)
+    assert _outcome(cpp["slice_grad"], y, *g_args) == _outcome(adapter._CUSTOM["slice_grad"], y, *g_args)
+
+
+@pytest.mark.parametrize("settings", [dict(cpu_kernels="numpy"), dict(threads=1), dict(call_cache=False),
+                                      dict(unfold_tile_columns=8)], ids=lambda s: next(iter(s)))
+def test_reused_argument_lists_after_configure(cpp, settings):
+    x = _x(2, 3, 7, 6, dtype=torch.float32)
+    want = [_plain(x, a) for a in _UNFOLD_ARGS]
+    for a, w in zip(_UNFOLD_ARGS, want):
+        assert _outcome(cpp["unfold"], x, *a) == w, a
+    with dml.configure(**settings):
+        for a in _UNFOLD_ARGS:
+            assert _outcome(cpp["unfold"], x, *a) == _plain(x, a), (settings, a)
+    for a, w in zip(_UNFOLD_ARGS, want):
+        assert _outcome(cpp["unfold"], x, *a) == w, a
+
+
+def test_reused_argument_lists_under_threads(cpp):
+    # outputs of 64 KiB and more: the call cache runs their kernels without the GIL, so the
+    # threads' calls interleave while each other's lists are kept or replaced
+    xs = [_x(2, 4, 24, 24, dtype=torch.float32) * (k + 1) for k in range(4)]
+    want = {(i, j): _plain(xs[i], a) for i in range(len(xs)) for j, a in enumerate(_UNFOLD_ARGS)}
+    errors = []
+
+    def work(k):
+        try:
+            for r in range(30):
+                i = (k + r) % len(xs)
+                order = range(len(_UNFOLD_ARGS)) if (k + r) % 2 else range(len(_UNFOLD_ARGS) - 1, -1, -1)
+                for j in order:
+                    assert _outcome(cpp["unfold"], xs[i], *_UNFOLD_ARGS[j]) == want[i, j], (i, j)
+        except BaseException as e:         # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

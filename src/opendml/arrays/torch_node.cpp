@@ -24,6 +24,7 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/SmallVector.h>
 
 #include "../runtime/cpu/torch_api.h"
 
@@ -221,6 +222,7 @@ py::cpp_function recorder(int k, py::tuple kernel, py::tuple adjoint) {
 // gradients of gradients, and AOTAutograd's traces of backward, take them).
 
 constexpr int kOps = 16;
+constexpr size_t kMaxArgs = 16;  // the code, arguments and extra arguments of a call; more take a vector (run_op)
 
 // An operator's kernel spec: cached(code, *args, *extra) is the call cache's
 // function (Py_None: none), fallback(*args) the Python kernel, list_out
@@ -234,6 +236,7 @@ struct OpSpec {
   PyObject* fallback = nullptr;
   bool list_out = false;
   int slot = -1;
+  std::array<PyObject*, kMaxArgs> lists{};  // per argument: the int list run_op made last (Operands)
 };
 std::array<OpSpec, kOps> op_specs{};
 int op_count = 0;
@@ -257,13 +260,17 @@ struct Held {
 // ints (what the call cache keys), None, else what TorchScript makes of it
 // (SymInts, strings, tensor lists).
 PyObject* to_py(const c10::IValue& v) {
-  if (v.isTensor()) return py::cast(v.toTensor()).release().ptr();
+  if (v.isTensor()) {
+    PyObject* out = THPVariable_Wrap(v.toTensor());
+    if (out == nullptr) throw py::error_already_set();
+    return out;
+  }
   if (v.isIntList()) {
-    const std::vector<int64_t> ints = v.toIntVector();
+    const auto ints = v.toListRef();
     PyObject* out = PyList_New(static_cast<Py_ssize_t>(ints.size()));
     if (out == nullptr) throw py::error_already_set();
     for (size_t i = 0; i < ints.size(); ++i) {
-      PyObject* n = PyLong_FromLongLong(ints[i]);
+      PyObject* n = PyLong_FromLongLong(ints[i].toInt());
       if (n == nullptr) {
         Py_DECREF(out);
         throw py::error_already_set();
@@ -279,38 +286,107 @@ PyObject* to_py(const c10::IValue& v) {
   return torch::jit::toPyObject(v).release().ptr();
 }
 
-void run_op(const OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// Whether `list` (an exact list that only this file and the call cache's C
+// function ever see) holds exactly the ints of the int[] argument `v`.
+bool same_ints(PyObject* list, const c10::IValue& v) {
+  const auto ints = v.toListRef();
+  if (PyList_GET_SIZE(list) != static_cast<Py_ssize_t>(ints.size())) return false;
+  for (size_t i = 0; i < ints.size(); ++i) {
+    PyObject* item = PyList_GET_ITEM(list, static_cast<Py_ssize_t>(i));
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(item, &overflow);  // (items are exact ints: made by to_py)
+    if (overflow != 0 || x != ints[i].toInt()) return false;
+  }
+  return true;
+}
+
+// The operands of one call to the call cache (with the GIL held): argv[0] is
+// the operator's code, then each argument, then the spec's extra arguments.
+// An int[] argument's list is the one the previous call of this operator
+// made for that argument where it holds the same ints (OpSpec::lists),
+// else a new one that the next call may reuse (Inductor's wrapper passes
+// the same lists on every call: this saves making, keying and freeing a
+// list per argument). These lists go to the call cache's C function only,
+// which reads them, passes them to no Python code and keeps no reference
+// (runtime/cpu/calls.c, key_head), so a reused list is never seen, kept
+// or changed by Python code; the Python kernel (a miss) gets lists of its
+// own (reuse off). Lists are made, compared and replaced with the GIL held;
+// a call holds its own reference to each, so another thread replacing one
+// while the call cache runs a kernel without the GIL frees nothing in use.
+struct Operands {
+  std::array<PyObject*, kMaxArgs> fixed{};
+  std::vector<PyObject*> spill;
+  PyObject** argv = nullptr;
+  size_t n = 0;      // arguments converted so far (each a reference this object holds)
+  size_t total = 0;  // the code, the arguments, the extra arguments
+
+  Operands(OpSpec& spec, c10::ArrayRef<c10::IValue> args, bool reuse) {
+    const size_t extra = static_cast<size_t>(PyTuple_GET_SIZE(spec.extra));
+    total = args.size() + extra + 1;
+    if (total <= kMaxArgs) {
+      argv = fixed.data();
+    } else {
+      spill.assign(total, nullptr);
+      argv = spill.data();
+    }
+    argv[0] = spec.code;
+    try {
+      for (; n < args.size(); ++n) {
+        const c10::IValue& a = args[n];
+        if (reuse && n < kMaxArgs && a.isIntList()) {
+          PyObject*& cached = spec.lists[n];
+          if (cached == nullptr || !same_ints(cached, a)) {
+            PyObject* made = to_py(a);
+            Py_XSETREF(cached, made);
+          }
+          Py_INCREF(cached);
+          argv[n + 1] = cached;
+        } else {
+          argv[n + 1] = to_py(a);
+        }
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
+    for (size_t j = 0; j < extra; ++j) argv[n + 1 + j] = PyTuple_GET_ITEM(spec.extra, static_cast<Py_ssize_t>(j));
+  }
+  Operands(const Operands&) = delete;
+  Operands& operator=(const Operands&) = delete;
+  ~Operands() { release(); }  // (the GIL is held: run_op takes it before and releases it after)
+
+  void release() {
+    for (size_t i = 1; i <= n; ++i) Py_DECREF(argv[i]);
+    n = 0;
+  }
+};
+
+void run_op(OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   py::gil_scoped_acquire gil;
-  const Py_ssize_t extra = PyTuple_GET_SIZE(spec.extra);
-  std::vector<py::object> owned;
-  owned.reserve(n);
-  std::vector<PyObject*> argv(n + static_cast<size_t>(extra) + 1);
-  argv[0] = spec.code;
-  {
-    auto args = torch::jit::last(*stack, n);
-    for (size_t i = 0; i < n; ++i) {
-      owned.push_back(py::reinterpret_steal<py::object>(to_py(args[i])));
-      argv[i + 1] = owned.back().ptr();
-    }
-  }
-  for (Py_ssize_t j = 0; j < extra; ++j) argv[n + 1 + static_cast<size_t>(j)] = PyTuple_GET_ITEM(spec.extra, j);
   py::object result;
-  if (spec.cached != Py_None) {
-    PyObject* out = PyObject_Vectorcall(spec.cached, argv.data(), argv.size(), nullptr);
-    if (out == nullptr) throw py::error_already_set();
-    result = py::reinterpret_steal<py::object>(out);
-  }
-  if (!result || result.is_none()) {
-    PyObject* out = PyObject_Vectorcall(spec.fallback, argv.data() + 1, n, nullptr);
-    if (out == nullptr) throw py::error_already_set();
-    result = py::reinterpret_steal<py::object>(out);
+  {
+    const auto args = torch::jit::last(*stack, n);
+    if (spec.cached != Py_None) {
+      Operands call(spec, args, true);
+      PyObject* out = PyObject_Vectorcall(spec.cached, call.argv, call.total, nullptr);
+      if (out == nullptr) throw py::error_already_set();
+      result = py::reinterpret_steal<py::object>(out);
+    }
+    if (!result || result.is_none()) {
+      Operands call(spec, args, false);
+      PyObject* out = PyObject_Vectorcall(spec.fallback, call.argv + 1, n, nullptr);
+      if (out == nullptr) throw py::error_already_set();
+      result = py::reinterpret_steal<py::object>(out);
+    }
   }
   torch::jit::drop(*stack, n);
   if (spec.list_out) {
     torch::jit::push(*stack, result.cast<std::vector<at::Tensor>>());
+  } else if (THPVariable_Check(result.ptr())) {
+    torch::jit::push(*stack, THPVariable_Unpack(result.ptr()));  // (what result.cast<at::Tensor>() gives)
   } else {
-    torch::jit::push(*stack, result.cast<at::Tensor>());
+    torch::jit::push(*stack, result.cast<at::Tensor>());  // (its cast error)
   }
 }
 
@@ -362,10 +438,10 @@ struct OpBackward : Node {
 
 using OpTypes = Types<OpBackward>;
 
-void record_op(const OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
-  std::vector<at::Tensor> inputs;
+  c10::SmallVector<at::Tensor, 4> inputs;
   for (const auto& a : torch::jit::last(*stack, n)) {
     if (a.isTensor()) {
       inputs.push_back(a.toTensor());
@@ -407,7 +483,7 @@ void record_op(const OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchK
     op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
   }
   if (!record) return;
-  std::vector<at::Tensor> outputs;
+  c10::SmallVector<at::Tensor, 4> outputs;
   for (const auto& r : torch::jit::last(*stack, schema.returns().size())) {
     if (r.isTensor()) {
       outputs.push_back(r.toTensor());
