@@ -13,6 +13,12 @@ Side by side, microseconds per call (best of 7 rounds):
 * ``call cache``: the call cache's C function alone (``calls.call``).
 * ``compiled ours`` / ``compiled F.unfold``: ``torch.compile(fullgraph=True)``
   of ``w @ dml.unfold(x, 3, 1, 1, 1, 1)`` and of ``w @ F.unfold(x, 3, 1, 1, 1)``.
+* ``entry, 5 int[]`` / ``entry, 1 int[]``: what PyTorch's Python entry to the
+  dispatcher costs with unfold's five ``int[]`` arguments and with the same
+  ten ints in one ``int[]``: two throwaway operators (namespace
+  ``opendml_probe``) whose kernel returns its input, so the difference is
+  the argument conversion (Python -> IValues -> Python) and the
+  ``__torch_function__`` checks, per list.
 
 The default input (1, 1, 3, 3) keeps the kernels' own work small, so the
 numbers are host overhead; (16, 16, 56, 56) is the issue's row."""
@@ -57,6 +63,14 @@ def main():
     assert torch.allclose(ours(x, w), peer(x, w), rtol=1e-4, atol=1e-4)
     rows["compiled ours"] = per_call(lambda: ours(x, w), n)
     rows["compiled F.unfold"] = per_call(lambda: peer(x, w), n)
+    lib = torch.library.Library("opendml_probe", "DEF")
+    lib.define("five(Tensor x, int[] a, int[] b, int[] c, int[] d, int[] e) -> Tensor")
+    lib.define("one(Tensor x, int[] a) -> Tensor")
+    lib.impl("five", lambda t, *lists: t, "CompositeExplicitAutograd")
+    lib.impl("one", lambda t, packed: t, "CompositeExplicitAutograd")
+    five, one = torch.ops.opendml_probe.five.default, torch.ops.opendml_probe.one.default
+    rows["entry, 5 int[]"] = per_call(lambda: five(x, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]), n)
+    rows["entry, 1 int[]"] = per_call(lambda: one(x, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1]), n)
     print(f"input {shape}, {torch.__version__}, node: {opendml.torch.compiled_status()}")
     for name, us in rows.items():
         print(f"  {name:22} {us:8.2f} us")
