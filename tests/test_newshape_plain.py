@@ -298,19 +298,15 @@ def _norm(v):
 
 
 def recorded(fn, *args):
-    """``outcome(fn, *args)`` and the call-cache records it made, all but the
-    settings generation of each."""
-    records = []
-    real_put = calls.put_numpy
-
-    def spy(*a):
-        records.append(_norm(a[:-1]))
-        return real_put(*a)
-    calls.put_numpy = spy
-    try:
-        return outcome(fn, *args), records
-    finally:
-        calls.put_numpy = real_put
+    """``outcome(fn, *args)`` and the call-cache entry it left for the call
+    (``calls.entry``: kernel, parameter bytes, threads, origin, output shape
+    and dtype), its dtype by type and str."""
+    calls.clear()
+    got = outcome(fn, *args)
+    e = calls.entry(fn.__name__, *args)
+    if e is not None:
+        e = dict(e, dtype=None if e["dtype"] is None else (type(e["dtype"]), e["dtype"].str))
+    return got, e
 
 
 def plain_off(fn, *args, with_records=False):
@@ -455,37 +451,26 @@ def test_plain_route_errors_and_odd_inputs_equal_the_plan_route():
 
 def test_plain_route_is_taken_and_records_what_the_plan_route_records(monkeypatch):
     """Can fail: the route is the one that runs plain valid calls (it builds
-    no description), and its call-cache record (shape, kernel parameters,
+    no description), and its call-cache entry (shape, kernel parameters,
     threads, origin) is the plan route's."""
-    records = []
-    real_put = calls.put_numpy
-
-    def spy(*a):
-        records.append(a)
-        return real_put(*a)
-    monkeypatch.setattr(calls, "put_numpy", spy)
     base = np.arange(2 * 3 * 5 * 7, dtype=np.float32).reshape(2, 3, 5, 7)
     refuse = (lambda self: pytest.fail("a description was built"))
     for x in (base, base[:, :, ::-1], base.transpose(0, 1, 3, 2), base[:, 1:2], np.asfortranarray(base)):
-        for fn, args in ((dml.slice1, ([0, 0, 0, 0], list(x.shape), [1, -1, 2, -3])),
+        for fn, args in ((dml.slice1, ([0, 0, 0, 0], list(x.shape), [1, -1, 2, -3], None)),
                          (dml.slice, ([0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 2, 3])),
                          (dml.unfold, (3, 1, 1, 1, 1)), (dml.unfold, ([2, 1], [1, 2], 2, 0, [0, 3])),
                          (dml.slice_grad, ([*x.shape[:2], 2 * x.shape[2] + 1, x.shape[3]], [0, 0, 1, 0],
                                            [*x.shape[:2], 2 * x.shape[2], x.shape[3]], [1, 1, -2, 1]))):
-            records.clear()
-            want = plain_off(fn, x, *args)
-            assert want[0] == "ok" and len(records) == 1
-            planned = records[0]
-            records.clear()
-            calls.clear()
+            want, planned = plain_off(fn, x, *args, with_records=True)
+            assert want[0] == "ok" and planned is not None
             with monkeypatch.context() as m:
                 m.setattr(Slice1OperatorDesc, "__post_init__", refuse)
                 m.setattr(SliceOperatorDesc, "__post_init__", refuse)
                 m.setattr(UnfoldOperatorDesc, "__post_init__", refuse)
                 m.setattr(SliceGradOperatorDesc, "__post_init__", refuse)
-                got = fn(x, *args)
-            assert got.tobytes() == want[1].tobytes() and len(records) == 1
-            assert records[0][:-1] == planned[:-1]           # all but the settings generation
+                got, entry = recorded(fn, x, *args)
+            assert got[0] == "ok" and got[1].tobytes() == want[1].tobytes()
+            assert entry == planned
 
 
 @pytest.mark.parametrize("kernels", ["compiled", "numpy"])

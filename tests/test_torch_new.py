@@ -97,12 +97,28 @@ def _norm(r):
     return r
 
 
+def entry(fn, x, *args):
+    """The call-cache entry of the call, comparable across routes: a CUDA
+    entry by its launch (function, grid, block, shared memory, alignment
+    class, origin, shape; a Launch's parameter block is not readable from C),
+    a CPU entry by everything (kernel, parameter bytes, threads, dtype...)."""
+    e = calls.entry(fn.__name__, x, *args)
+    if e is None:
+        return None
+    e = dict(e, dtype=None if e["dtype"] is None else e["dtype"].str)
+    if not e["cpu"]:
+        del e["params"], e["kernel"]
+    return e
+
+
 def served(fn, x, *args):
-    """(outcome of fn(x, *args), outcome of a repeat, whether the repeat was served)."""
+    """(outcome of fn(x, *args), its call-cache entry, outcome of a repeat,
+    whether the repeat was served)."""
     first = _norm(outcome(fn, x, *args))
+    recorded = entry(fn, x, *args)
     before = calls.info()["hits"]
     again = _norm(outcome(fn, x, *args))
-    return first, again, calls.info()["hits"] > before
+    return first, recorded, again, calls.info()["hits"] > before
 
 
 def plan_route(fn, x, *args, repeat=False):
@@ -122,10 +138,11 @@ def check(fn, x, *args):
     """The new-shape route (caches cleared), then a repeat (served by the
     call it recorded wherever the plan route's record serves one), equal the
     plan route; returns the new route's outcome."""
-    want, want_again, want_served = plan_route(fn, x, *args, repeat=True)
+    want, want_entry, want_again, want_served = plan_route(fn, x, *args, repeat=True)
     calls.clear()
     got = outcome(fn, x, *args)
     assert _norm(got) == want
+    assert entry(fn, x, *args) == want_entry
     before = calls.info()["hits"]
     assert _norm(outcome(fn, x, *args)) == want_again == want
     assert (calls.info()["hits"] > before) == want_served

@@ -79,21 +79,34 @@ def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int):
     plan ``plain_plan`` gives (no description, no plan cache), run by the
     compiled kernels in one C call with an output below ``CACHE_MIN_BYTES``
     (NumPy's allocator); the kernel, its parameter bytes, threads and the
-    call-cache record are those of the route below. None (nothing done) for
-    anything else."""
+    call-cache record are those of the route below (an array as given is
+    recorded by the same C call, ``calls.numpy_new``). None (nothing done)
+    for anything else."""
     got = plain_plan(call, x.dtype, x.shape, x.size)
     if got is None:
         return None
     kernel, fields = got
-    done = get_backend("cpu").run_plain(kernel, x, fields)
+    backend = get_backend("cpu")
+    if backend._native is None:
+        return None
+    if x is given and record_as is None:
+        out = _numpy_new(calls.OPS[call.name], x, call.args, _KINDS[kernel], fields, since, backend.plain_conf)
+        if out is not None:
+            count_planned()
+        return out
+    done = backend.run_plain(kernel, x, fields)
     if done is None:
         return None
     count_planned()
     out, blob, threads, origin = done
     if x is given:
-        calls.put_numpy(call.name, x if record_as is None else record_as, call.args, fields[0], out.dtype, origin,
-                        kernel, blob, threads, False, False, since)
+        calls.put_numpy(call.name, record_as, call.args, fields[0], out.dtype, origin, kernel, blob, threads, False,
+                        False, since)
     return out
+
+
+_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_numpy_new = calls.numpy_new
 
 
 def _address(a: np.ndarray) -> int:

@@ -54,7 +54,7 @@ from .config import config
 from .cpu.backend import _load_native
 
 __all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda", "torch_new",
-           "register_cuda_retry",
+           "numpy_new", "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
 class _Codes(dict):
@@ -219,6 +219,23 @@ def _no_new(*args) -> None:
 #: CUDA, the name of a kernel ``kernels`` lacks (nothing run: compile it and
 #: call again).
 torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _no_new
+
+
+#: ``numpy_new(op_code, x, args, kind, fields, since, cpu)``: the same for an
+#: exact, native-order NumPy array ``x`` (a CPU kernel into a new NumPy
+#: array), recorded as ``put_numpy`` records it; the output, or None.
+numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and hasattr(_native, "call_cache_numpy_new")
+                                 else _no_new)
+
+
+def entry(name: str, x, *args) -> dict | None:
+    """What the entry for ``name(x, *args)`` holds (a dict: kernel, parameter
+    bytes, threads, origin, output shape and dtype...; see calls.c's
+    ``call_cache_entry``), or None: for tests, which check that every route
+    records the same entry."""
+    if not _HAS or not hasattr(_native, "call_cache_entry"):
+        return None
+    return _native.call_cache_entry(OPS[name], x, *args)
 
 
 def register_cuda_retry(retry) -> None:

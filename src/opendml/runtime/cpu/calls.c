@@ -1987,6 +1987,147 @@ fail:
 #endif
 }
 
+/* call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> the output, or None
+ *
+ * A new shape's route on a NumPy array (issue 19) in one C call: what
+ * copy_window, unfold_window and scatter_window (newshape.c) run, with the
+ * record put_numpy would make stored here (where the cache is on and still
+ * in `generation`): x an exact, native-order ndarray; `kind` and `fields`
+ * plain_plan's (0 copy, 1 unfold, 2 scatter); `cpu` (max_threads,
+ * grain_bytes, tile_stride, tile_columns, limit_bytes). None, nothing run,
+ * wherever the Python route must run the call (as those functions decline). */
+PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) takes 7 "
+                                         "arguments");
+        return NULL;
+    }
+#ifndef ODML_NUMPY
+    Py_RETURN_NONE;
+#else
+    PyObject *op = args[0], *xo = args[1], *call_args = args[2], *fields = args[4], *conf = args[6];
+    int64_t kind, gen, most, grain, tile_stride, tile_columns, limit;
+    if (!numpy_ready || Py_TYPE(xo) != &PyArray_Type || !PyTuple_CheckExact(call_args) || !PyTuple_CheckExact(fields)
+            || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(args[3], &kind)
+            || exact_int(args[5], &gen) || kind < 0 || kind > 2 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
+            || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 2), &tile_stride)
+            || exact_int(PyTuple_GET_ITEM(conf, 3), &tile_columns) || exact_int(PyTuple_GET_ITEM(conf, 4), &limit)
+            || grain < 1 || most < 1) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyArrayObject *x = (PyArrayObject *)xo;
+    const int n = PyArray_NDIM(x);
+    if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK) Py_RETURN_NONE;
+    int64_t shape[ODML_MAX_RANK], bstrides[ODML_MAX_RANK];
+    for (int i = 0; i < n; i++) {
+        shape[i] = (int64_t)PyArray_DIM(x, i);
+        bstrides[i] = (int64_t)PyArray_STRIDE(x, i);
+    }
+    odml_layout L;
+    odml_new_plan pl;
+    odml_cpu_run run;
+    int64_t bytes, origin_bytes;
+    if (odml_layout_from_bytes(n, shape, bstrides, (int64_t)PyArray_ITEMSIZE(x), &L)
+            || odml_new_plan_make((int)kind, &L, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &pl)
+            || odml_new_cpu(&pl, tile_stride, tile_columns, &run) || __builtin_mul_overflow(pl.count, L.es, &bytes)
+            || bytes >= limit || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)) Py_RETURN_NONE;
+    const int64_t threads = odml_new_threads(run.work, grain, most);
+    if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
+    npy_intp dims[ODML_MAX_RANK];
+    for (int i = 0; i < pl.out_rank; i++) dims[i] = (npy_intp)pl.out_dims[i];
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);                              /* PyArray_NewFromDescr steals it */
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, pl.out_rank, dims, NULL, NULL, 0, NULL);
+    if (!out) return allocation_failed();
+    Entry *e = PyObject_New(Entry, &EntryType);
+    if (!e) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
+    static const int kernel_code[3] = {K_COPY, K_UNFOLD, K_SCATTER};
+    e->kind = KIND_NUMPY;
+    e->cpu = 1;
+    e->kernel = kernel_code[kind];
+    e->threads = (int)threads;
+    e->out_bytes = bytes;
+    e->origin = (uint64_t)origin_bytes;
+    e->rank = pl.out_rank;
+    memcpy(e->dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
+    memcpy(&e->p, &run.p, (size_t)run.size);
+    const char *error = NULL;
+    const int status = run_kernel(e, PyArray_BYTES((PyArrayObject *)out), PyArray_BYTES(x) - origin_bytes, &error);
+    if (status != ODML_OK) {
+        Py_DECREF(e);
+        Py_DECREF(out);
+        if (status == ODML_ENOMEM) return PyErr_NoMemory();
+        PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
+        return NULL;
+    }
+    Key k;
+    if (enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
+        for (int i = 0; i < pl.out_rank; i++) {
+            PyObject *v = PyLong_FromLongLong(pl.out_dims[i]);
+            if (!v) goto fail;
+            PyTuple_SET_ITEM(e->shape, i, v);
+        }
+        Py_INCREF(descr);
+        e->dtype = (PyObject *)descr;
+        if (key_head(&k, KIND_NUMPY, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) == 0
+                && numpy_key(&k, x) == 0 && store(&k, e) < 0) goto fail;
+        if (PyErr_Occurred()) drop_error();
+    } else if (PyErr_Occurred()) {
+        goto fail;
+    }
+    Py_DECREF(e);
+    return out;
+fail:
+    Py_DECREF(e);
+    Py_DECREF(out);
+    return NULL;
+#endif
+}
+
+/* call_cache_entry(op, x, *args) -> what the entry for this call holds (tests), or None
+ *
+ * A dict: kind, cpu, kernel, params (the parameter block's bytes), threads,
+ * use_blocks, prefault, origin, shape, out_bytes, dtype (CPU entries);
+ * function, grid, block, shared, dst_align (CUDA entries). Lets tests check
+ * that every route records the same entry. */
+PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs < 2 || !table) Py_RETURN_NONE;
+    Key k;
+    int64_t device;
+    uint64_t ptr;
+    PyObject *x = args[1];
+    int rc = -1;
+#ifdef ODML_NUMPY
+    if (numpy_ready && Py_TYPE(x) == &PyArray_Type)
+        rc = key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 ? -1 : numpy_key(&k, (PyArrayObject *)x);
+#endif
+    if (rc < 0 && t_type && Py_TYPE(x) == (PyTypeObject *)t_type)
+        rc = key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 ? -1 : torch_key(&k, x, &device, &ptr);
+    if (PyErr_Occurred()) drop_error();
+    if (rc < 0) Py_RETURN_NONE;
+    Entry *e = lookup(&k);
+    if (!e) Py_RETURN_NONE;
+    static const Py_ssize_t sizes[4] = {sizeof(odml_copy_params), sizeof(odml_unfold_params),
+                                        sizeof(odml_fold_params), sizeof(odml_scatter_params)};
+    const char *params = e->cpu || !e->launch ? (const char *)&e->p : (const char *)(uintptr_t)e->params;
+    PyObject *d = Py_BuildValue(
+        "{s:i,s:i,s:i,s:y#,s:i,s:i,s:i,s:K,s:O,s:L,s:O,s:K,s:I,s:I,s:I,s:I}", "kind", e->kind, "cpu", e->cpu,
+        "kernel", e->kernel, "params", params, e->launch && !e->cpu ? (Py_ssize_t)0 : sizes[e->kernel & 3],
+        "threads", e->threads, "use_blocks", e->use_blocks, "prefault", e->prefault, "origin",
+        (unsigned long long)e->origin, "shape", e->shape ? e->shape : Py_None, "out_bytes", (long long)e->out_bytes,
+        "dtype", e->dtype ? e->dtype : Py_None, "function", (unsigned long long)e->function, "grid", e->grid,
+        "block", e->block, "shared", e->shared, "dst_align", e->dst_align);
+    Py_DECREF(e);
+    return d;
+}
+
 /* call_cache_cuda_retry(retry): retry(device, function, grid, shared, params bytes, src, dst, stream) queues a
  * launch of an entry call_cache_torch_new made whose launch failed (a thread without the device's context),
  * or raises opendml's error (runtime/cuda/backend.py's relaunch). */

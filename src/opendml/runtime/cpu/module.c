@@ -114,6 +114,8 @@ PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
 PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn);
+PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -146,6 +148,11 @@ static PyMethodDef methods[] = {
      "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> a new shape's output on "
      "a PyTorch tensor, None where the Python route must run it, or the name of a CUDA kernel to compile first "
      "(calls.c)"},
+    {"call_cache_numpy_new", (PyCFunction)(void (*)(void))odml_py_call_cache_numpy_new, METH_FASTCALL,
+     "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new shape's output on a NumPy array "
+     "(recorded in the call cache), or None where the Python route must run it (calls.c)"},
+    {"call_cache_entry", (PyCFunction)(void (*)(void))odml_py_call_cache_entry, METH_FASTCALL,
+     "call_cache_entry(op, x, *args) -> a dict of what the entry for this call holds, or None (tests)"},
     {"call_cache_cuda_retry", odml_py_call_cache_cuda_retry, METH_O,
      "call_cache_cuda_retry(retry): what retries a failed launch of an entry call_cache_torch_new made"},
     {"call_cache_torch_api", odml_py_call_cache_torch_api, METH_O,

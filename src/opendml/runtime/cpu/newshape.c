@@ -276,6 +276,22 @@ int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ss
     return pl->count < 1 || __builtin_mul_overflow(pl->count, L->es, &bytes) || bytes > ODML_LIMIT ? -1 : 0;
 }
 
+int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_strides, int64_t es, odml_layout *L) {
+    if (n < 1 || n > ODML_MAX_RANK || !odml_valid_size(es)) return -1;
+    L->n = n;
+    L->es = es;
+    for (int i = 0; i < n; i++) {
+        L->shape[i] = shape[i];
+        if (byte_strides[i] % es) {
+            if (shape[i] > 1) return -1;
+            L->strides[i] = 0;
+        } else {
+            L->strides[i] = byte_strides[i] / es;
+        }
+    }
+    return 0;
+}
+
 /* -- the CPU kernels' parameters (CpuBackend's runner) ----------------------------------------------- */
 
 /* numpy_kernels.canonical_scatter and CpuBackend._native_scatter: size-1
@@ -384,27 +400,16 @@ static int numpy_ready(void) {
     return numpy_state > 0;
 }
 
-/* x's layout as planner.array_layout reads byte strides: -1 where a byte
- * stride is not a whole number of elements along an axis of more than one
- * element (the caller copies the array first); such a size-1 axis's stride
- * is taken as 0. */
+/* x's layout (odml_layout_from_bytes). */
 static int numpy_layout(PyArrayObject *x, odml_layout *L) {
     const int n = PyArray_NDIM(x);
     if (n < 1 || n > ODML_MAX_RANK) return -1;
-    const npy_intp *shape = PyArray_DIMS(x), *bs = PyArray_STRIDES(x);
-    L->n = n;
-    L->es = (int64_t)PyArray_ITEMSIZE(x);
-    if (!odml_valid_size(L->es)) return -1;
+    int64_t shape[ODML_MAX_RANK], bs[ODML_MAX_RANK];
     for (int i = 0; i < n; i++) {
-        L->shape[i] = (int64_t)shape[i];
-        if ((int64_t)bs[i] % L->es) {
-            if (shape[i] > 1) return -1;
-            L->strides[i] = 0;
-        } else {
-            L->strides[i] = (int64_t)bs[i] / L->es;
-        }
+        shape[i] = (int64_t)PyArray_DIM(x, i);
+        bs[i] = (int64_t)PyArray_STRIDE(x, i);
     }
-    return 0;
+    return odml_layout_from_bytes(n, shape, bs, (int64_t)PyArray_ITEMSIZE(x), L);
 }
 
 static int run_cpu(char *dst, const char *low, const odml_cpu_run *run, int threads, const char **error) {

@@ -49,6 +49,12 @@ typedef struct {
     int64_t sdims[ODML_MAX_RANK][6];
 } odml_new_plan;
 
+/* The layout planner.array_layout reads from byte strides: -1 where a byte
+ * stride is not a whole number of elements along an axis of more than one
+ * element (the caller copies the array first); such a size-1 axis's stride
+ * is taken as 0. */
+int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_strides, int64_t es, odml_layout *L);
+
 /* The plan of `kind` on layout L from plain_plan's fields f[0..nf): copy
  * (out_sizes, starts, steps), unfold (out_sizes, window, strides, dilations,
  * start_padding, blocks), scatter (out_sizes, first, step, reversed); each a
