@@ -42,6 +42,11 @@ def _device(device):
     return device
 
 
+def _pack(args):
+    """The C++ window operators' one list argument: their int lists one after another."""
+    return [v for a in args for v in a]
+
+
 def _x(*shape, device="cpu", dtype=torch.float64):
     return torch.arange(int(np.prod(shape)), dtype=dtype, device=device).reshape(shape) * 0.5 - 3
 
@@ -143,17 +148,19 @@ OPCHECK = [
 @pytest.mark.parametrize("name,args,shape", OPCHECK, ids=[f"{c[0]}{i}" for i, c in enumerate(OPCHECK)])
 def test_opcheck_gradcheck_and_vmap_of_the_cpp_operators(cpp, name, args, shape):
     op = cpp[name]
+    packed = _pack(args)
     x = _x(*shape).requires_grad_(True)
-    torch.library.opcheck(op, (x, *args))
-    torch.library.opcheck(op, (x.detach(), *args))
-    assert torch.autograd.gradcheck(lambda t: op(t, *args), (x,))
-    assert torch.autograd.gradgradcheck(lambda t: op(t, *args), (x,))
-    y = op(x, *args)
+    torch.library.opcheck(op, (x, packed))
+    torch.library.opcheck(op, (x.detach(), packed))
+    assert torch.autograd.gradcheck(lambda t: op(t, packed), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: op(t, packed), (x,))
+    y = op(x, packed)
     assert type(y.grad_fn).__name__ == f"opendml_{name}Backward"
     assert torch.equal(y, adapter._CUSTOM[name](x.detach(), *args))
     xs = torch.stack([x.detach(), x.detach() * 2 + 1])
-    batched = torch.func.vmap(lambda t: op(t, *args))(xs)
-    assert torch.equal(batched, torch.stack([op(t, *args) for t in xs]))
+    batched = torch.func.vmap(lambda t: op(t, packed))(xs)
+    assert torch.equal(batched, torch.stack([op(t, packed) for t in xs]))
+    assert torch.equal(batched, torch.stack([adapter._CUSTOM[name](t, *args) for t in xs]))
 
 
 def test_opcheck_of_the_cpp_move(cpp):
@@ -210,18 +217,18 @@ def test_errors_are_the_same_through_every_route(cpp, k):
 def test_a_cpp_operator_called_directly_raises_the_opendml_error(cpp):
     x = _x(1, 1, 4, 4)
     with pytest.raises(dml.ValidationError, match="UNFOLD: the dilated window must fit") as direct:
-        cpp["unfold"](x, [5, 1], [1, 1], [1, 1], [0, 0], [0, 0])
+        cpp["unfold"](x, [5, 1, 1, 1, 1, 1, 0, 0, 0, 0])
     with pytest.raises(dml.ValidationError) as custom:
         adapter._CUSTOM["unfold"](x, [5, 1], [1, 1], [1, 1], [0, 0], [0, 0])
     assert str(direct.value) == str(custom.value)
     with pytest.raises(dml.UnsupportedError, match="bfloat16") as direct:
-        cpp["slice1"](x.bfloat16(), [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, 1, 1])
+        cpp["slice1"](x.bfloat16(), [0, 0, 0, 0, 1, 1, 4, 4, 1, 1, 1, 1])
     with pytest.raises(dml.UnsupportedError) as custom:
         adapter._CUSTOM["slice1"](x.bfloat16(), [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, 1, 1])
     assert str(direct.value) == str(custom.value)
     # an error of the backward (its adjoint) reaches the caller as itself too
     xg = x.clone().requires_grad_(True)
-    y = cpp["unfold"](xg, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
+    y = cpp["unfold"](xg, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1])
     assert type(y.grad_fn).__name__ == "opendml_unfoldBackward"
 
 
@@ -269,7 +276,7 @@ def test_cpp_operators_under_threads(cpp):
             for _ in range(50):
                 x = xs[k % len(xs)]
                 assert torch.equal(compiled(x), want[k % len(xs)])
-                assert torch.equal(cpp["unfold"](x, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+                assert torch.equal(cpp["unfold"](x, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1]),
                                    dml.unfold(x, 3, 1, 1, 1, 1))
         except BaseException as e:         # noqa: BLE001 - reported by the main thread
             errors.append(e)
@@ -287,9 +294,129 @@ def test_a_dual_tensor_is_refused_not_dropped(cpp):
     with fwad.dual_level():
         dual = fwad.make_dual(x, torch.ones_like(x))
         with pytest.raises(NotImplementedError, match="forward-mode AD"):
-            cpp["unfold"](dual, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
+            cpp["unfold"](dual, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1])
         y = dml.unfold(dual, 3, 1, 1, 1, 1)           # the array API: exact forward-mode AD, eagerly
         assert torch.equal(fwad.unpack_dual(y).tangent, dml.unfold(torch.ones_like(x), 3, 1, 1, 1, 1))
+
+
+# -- the C++ window operators' packed schemas: one list argument that holds the operator's int lists
+# one after another (the custom operators ``opendml::`` keep one argument per list)
+
+#: (operator, array-API call of the same window, arguments after the tensor, input shape)
+PACKED = [
+    ("unfold", lambda x: dml.unfold(x, [2, 3], [1, 2], [2, 1], [1, 0], [0, 2]),
+     ([2, 3], [1, 2], [2, 1], [1, 0], [0, 2]), (2, 3, 5, 4)),
+    ("fold", lambda x: dml.fold(x, [5, 4], 3, 1, 1, 1, 1), ([5, 4], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+     (2, 27, 20)),
+    ("slice1", lambda x: dml.slice1(x, [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]),
+     ([0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]), (2, 3, 5, 6)),
+    ("slice_grad", lambda x: dml.slice_grad(x, [2, 3, 5, 6], [0, 0, 1, 0], [2, 3, 3, 5], [1, 1, -2, 2]),
+     ([2, 3, 5, 6], [0, 0, 1, 0], [2, 3, 3, 5], [1, 1, -2, 2]), (2, 3, 2, 3)),
+]
+PACKED_IDS = [c[0] for c in PACKED]
+
+
+def test_packed_schemas(cpp):
+    want = {"unfold": "opendml_cpp::unfold(Tensor x, int[] args) -> Tensor",
+            "fold": "opendml_cpp::fold(Tensor x, SymInt[] args) -> Tensor",
+            "slice1": "opendml_cpp::slice1(Tensor x, SymInt[] args) -> Tensor",
+            "slice_grad": "opendml_cpp::slice_grad(Tensor grad, SymInt[] args) -> Tensor"}
+    for name, schema in want.items():
+        assert str(getattr(torch.ops.opendml_cpp, name).default._schema) == schema
+        assert cpp[name] is getattr(torch.ops.opendml_cpp, name).default
+        # the custom operators keep their schemas: one argument per list
+        assert str(getattr(torch.ops.opendml, name).default._schema) == f"opendml::{name}{adapter._SCHEMAS[name]}"
+
+
+@pytest.mark.parametrize("name,fn,args,shape", PACKED, ids=PACKED_IDS)
+def test_packed_operators_called_directly_equal_the_array_api(cpp, name, fn, args, shape):
+    op = getattr(torch.ops.opendml_cpp, name).default
+    for dtype in (torch.float32, torch.float64):
+        x = _x(*shape, dtype=dtype)
+        want = fn(x)
+        for _ in range(3):                   # the call cache serves the repeats: the same bytes
+            assert torch.equal(op(x, _pack(args)), want)
+        with torch.inference_mode():
+            assert torch.equal(op(x, _pack(args)), want)
+        assert torch.equal(op(x, tuple(_pack(args))), want)
+        # under autograd: the gradient of the array API's
+        xg = x.clone().requires_grad_(True)
+        y = op(xg, _pack(args))
+        assert type(y.grad_fn).__name__ == f"opendml_{name}Backward"
+        (g,) = torch.autograd.grad(y.square().sum(), xg)
+        xe = x.clone().requires_grad_(True)
+        (ge,) = torch.autograd.grad(fn(xe).square().sum(), xe)
+        assert torch.equal(y, want) and torch.equal(g, ge)
+
+
+@pytest.mark.parametrize("name,fn,args,shape", PACKED, ids=PACKED_IDS)
+def test_a_wrong_packed_length_raises_a_clear_error(cpp, name, fn, args, shape):
+    op = getattr(torch.ops.opendml_cpp, name).default
+    k = len(args)
+    x = _x(*shape)
+    for packed in (_pack(args)[:-1], _pack(args) + [1], [1] * (k + 1)):
+        message = (f"opendml_cpp::{name}: args packs {k} lists of one length, one after another: its length "
+                   f"must be a multiple of {k}, not {len(packed)}")
+        for t in (x, x.clone().requires_grad_(True), x.to("meta")):     # CPU kernel, Autograd kernel, fake
+            with pytest.raises(ValueError) as info:
+                op(t, packed)
+            assert str(info.value) == message
+        with torch.inference_mode(), pytest.raises(ValueError, match="must be a multiple of"):
+            op(x, packed)
+        with pytest.raises(ValueError, match="must be a multiple of"):
+            torch.func.vmap(lambda t: op(t, packed))(torch.stack([x, x]))
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as info:       # Dynamo wraps the fake kernel's error
+            torch.compile(lambda t: op(t, packed), fullgraph=True, backend="aot_eager")(x)
+        assert "ValueError" in str(info.value) and message in str(info.value)
+    # the operator still serves right calls afterwards
+    assert torch.equal(op(x, _pack(args)), fn(x))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("name,fn,args,shape", PACKED, ids=PACKED_IDS)
+def test_packed_operators_compiled_with_backward_equal_eager(cpp, name, fn, args, shape, backend):
+    op = getattr(torch.ops.opendml_cpp, name).default
+    packed = _pack(args)
+    torch._dynamo.reset()
+    for call in (lambda t: op(t, packed).square(), lambda t: fn(t).square()):
+        compiled = torch.compile(call, fullgraph=True, backend=backend)
+        x = _x(*shape, dtype=torch.float32).requires_grad_(True)
+        got = compiled(x)
+        (g,) = torch.autograd.grad(got.sum(), x)
+        xe = x.detach().clone().requires_grad_(True)
+        want = fn(xe).square()
+        (ge,) = torch.autograd.grad(want.sum(), xe)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        torch.testing.assert_close(g, ge, rtol=0, atol=0)
+    assert dmlt.compiled_route() == "opendml_cpp"
+
+
+def test_the_compiled_graph_calls_the_packed_operators(cpp):
+    x = _x(2, 3, 6, 5, dtype=torch.float32).requires_grad_(True)
+    y, fw, bw = _compiled_graph(lambda t: dml.unfold(t, 3, 1, 1, 1, 1), x)
+    assert "torch.ops.opendml_cpp.unfold.default(primals_1, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1])" in fw, fw
+    assert "torch.ops.opendml_cpp.fold.default(" in bw and "[6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1]" in bw, bw
+    y, fw, bw = _compiled_graph(lambda t: dml.slice1(t, [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]),
+                                _x(2, 3, 5, 6, dtype=torch.float32).requires_grad_(True))
+    assert "torch.ops.opendml_cpp.slice1.default(primals_1, [0, 0, 1, 0, 2, 3, 4, 5, 1, 1, -2, 2])" in fw, fw
+    assert "torch.ops.opendml_cpp.slice_grad.default(" in bw, bw
+
+
+def test_call_op_packs_for_the_cpp_table_only(cpp):
+    lists = ([3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
+    assert adapter.bind_op(cpp, "unfold", lists) == (cpp["unfold"], ([3, 3, 1, 1, 1, 1, 1, 1, 1, 1],))
+    assert adapter.bind_op(adapter._CUSTOM, "unfold", lists) == (adapter._CUSTOM["unfold"], lists)
+    # lists of different lengths (no packed list holds them): the custom operator and its validation
+    odd = ([3, 3], [1], [1, 1], [1, 1], [1, 1])
+    assert adapter.bind_op(cpp, "unfold", odd) == (adapter._CUSTOM["unfold"], odd)
+    x = _x(1, 1, 4, 4)
+    with pytest.raises(dml.ValidationError) as via:
+        adapter.call_op(cpp, "unfold", x, *odd)
+    with pytest.raises(dml.ValidationError) as custom:
+        adapter._CUSTOM["unfold"](x, *odd)
+    assert str(via.value) == str(custom.value)
+    assert torch.equal(adapter.call_op(cpp, "unfold", x, *lists), adapter.call_op(adapter._CUSTOM, "unfold", x, *lists))
 
 
 # -- the C++ operators' argument lists (run_op reuses the int list it made for an argument
@@ -333,21 +460,21 @@ def test_reused_argument_lists_give_the_answers_and_errors_of_fresh_ones(cpp):
     assert any(isinstance(w[0], type) for w in want) and any(not isinstance(w[0], type) for w in want)
     for _ in range(3):
         for a, w in zip(_UNFOLD_ARGS, want):
-            assert _outcome(cpp["unfold"], x, *a) == w, a
+            assert _outcome(cpp["unfold"], x, _pack(a)) == w, a
         for a, w in zip(_UNFOLD_ARGS[::-1], want[::-1]):
-            assert _outcome(cpp["unfold"], x, *a) == w, a
-    # the caller's lists are the caller's: changing one changes nothing the operator kept
-    a = [list(v) for v in _UNFOLD_ARGS[0]]
-    assert _outcome(cpp["unfold"], x, *a) == want[0]
-    a[0][0] = 5
-    assert _outcome(cpp["unfold"], x, *a) == _plain(x, a)
-    assert _outcome(cpp["unfold"], x, *_UNFOLD_ARGS[0]) == want[0]
+            assert _outcome(cpp["unfold"], x, _pack(a)) == w, a
+    # the caller's list is the caller's: changing it changes nothing the operator kept
+    packed = _pack(_UNFOLD_ARGS[0])
+    assert _outcome(cpp["unfold"], x, packed) == want[0]
+    packed[0] = 5
+    assert _outcome(cpp["unfold"], x, packed) == _plain(x, adapter._unpack("unfold", packed))
+    assert _outcome(cpp["unfold"], x, _pack(_UNFOLD_ARGS[0])) == want[0]
     # slice1 (negative strides) and slice_grad through the same operands
     s_args = ([0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2])
-    y = cpp["slice1"](x, *s_args)
-    assert _outcome(cpp["slice1"], x, *s_args) == _outcome(adapter._CUSTOM["slice1"], x, *s_args)
+    y = cpp["slice1"](x, _pack(s_args))
+    assert _outcome(cpp["slice1"], x, _pack(s_args)) == _outcome(adapter._CUSTOM["slice1"], x, *s_args)
     g_args = ([2, 3, 7, 6], *s_args)
-    assert _outcome(cpp["slice_grad"], y, *g_args) == _outcome(adapter._CUSTOM["slice_grad"], y, *g_args)
+    assert _outcome(cpp["slice_grad"], y, _pack(g_args)) == _outcome(adapter._CUSTOM["slice_grad"], y, *g_args)
 
 
 @pytest.mark.parametrize("settings", [dict(cpu_kernels="numpy"), dict(threads=1), dict(call_cache=False),
@@ -356,12 +483,12 @@ def test_reused_argument_lists_after_configure(cpp, settings):
     x = _x(2, 3, 7, 6, dtype=torch.float32)
     want = [_plain(x, a) for a in _UNFOLD_ARGS]
     for a, w in zip(_UNFOLD_ARGS, want):
-        assert _outcome(cpp["unfold"], x, *a) == w, a
+        assert _outcome(cpp["unfold"], x, _pack(a)) == w, a
     with dml.configure(**settings):
         for a in _UNFOLD_ARGS:
-            assert _outcome(cpp["unfold"], x, *a) == _plain(x, a), (settings, a)
+            assert _outcome(cpp["unfold"], x, _pack(a)) == _plain(x, a), (settings, a)
     for a, w in zip(_UNFOLD_ARGS, want):
-        assert _outcome(cpp["unfold"], x, *a) == w, a
+        assert _outcome(cpp["unfold"], x, _pack(a)) == w, a
 
 
 def test_reused_argument_lists_under_threads(cpp):
@@ -377,7 +504,7 @@ def test_reused_argument_lists_under_threads(cpp):
                 i = (k + r) % len(xs)
                 order = range(len(_UNFOLD_ARGS)) if (k + r) % 2 else range(len(_UNFOLD_ARGS) - 1, -1, -1)
                 for j in order:
-                    assert _outcome(cpp["unfold"], xs[i], *_UNFOLD_ARGS[j]) == want[i, j], (i, j)
+                    assert _outcome(cpp["unfold"], xs[i], _pack(_UNFOLD_ARGS[j])) == want[i, j], (i, j)
         except BaseException as e:         # noqa: BLE001 - reported by the main thread
             errors.append(e)
     threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]

@@ -3,8 +3,10 @@ CPU (issue 19): ``python benchmarks/profiles/compiled_host_cpu.py [N C H W]``.
 
 Side by side, microseconds per call (best of 7 rounds):
 
-* ``C++ op``: ``torch.ops.opendml_cpp.unfold.default(x, ...)`` called as
-  Inductor's wrapper calls it (fresh int lists each call): PyTorch's Python
+* ``C++ op``: ``torch.ops.opendml_cpp.unfold.default(x, [3, 3, 1, ...])``
+  called as Inductor's wrapper calls it (a fresh list each call; the
+  operator's five int lists packed into one ``int[] args``, which ``run_op``
+  splits back into the five lists the call cache keys): PyTorch's Python
   entry to the dispatcher, the Autograd kernel (``record_op``), the CPU
   kernel (``run_op``) and the call cache.
 * ``C++ op, no autograd``: the same under ``torch.inference_mode()`` (no
@@ -18,7 +20,8 @@ Side by side, microseconds per call (best of 7 rounds):
   ten ints in one ``int[]``: two throwaway operators (namespace
   ``opendml_probe``) whose kernel returns its input, so the difference is
   the argument conversion (Python -> IValues -> Python) and the
-  ``__torch_function__`` checks, per list.
+  ``__torch_function__`` checks, per list. (This measurement is why the C++
+  window operators take one packed list.)
 
 The default input (1, 1, 3, 3) keeps the kernels' own work small, so the
 numbers are host overhead; (16, 16, 56, 56) is the issue's row."""
@@ -51,10 +54,11 @@ def main():
     op = ops["unfold"]
     code = calls.OPS["unfold"]
     a = ([3, 3], [1, 1], [1, 1], [1, 1], [1, 1])
+    assert str(op._schema) == "opendml_cpp::unfold(Tensor x, int[] args) -> Tensor", op._schema
     rows = {}
-    rows["C++ op"] = per_call(lambda: op(x, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]), n)
+    rows["C++ op"] = per_call(lambda: op(x, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1]), n)
     with torch.inference_mode():
-        rows["C++ op, no autograd"] = per_call(lambda: op(x, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]), n)
+        rows["C++ op, no autograd"] = per_call(lambda: op(x, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1]), n)
     rows["served dml.unfold"] = per_call(lambda: dml.unfold(x, 3, 1, 1, 1, 1), n)
     rows["call cache"] = per_call(lambda: calls.call(code, x, *a), n)
     torch._dynamo.reset()

@@ -547,29 +547,30 @@ def through_op(x, call: OpCall):
 
 
 def _operator_call(x, call: OpCall, ops: dict):
-    """(operator of ``ops``, its arguments after the tensor, whether x's leading 1s go)."""
+    """(operator of ``ops``, its arguments after the tensor, whether x's leading 1s go); the C++
+    table's operators take their lists packed into one (``bind_op``)."""
     name, args = call.name, call.args
     if name == "unfold":
         d = x.dim() - 2
-        return ops["unfold"], tuple(_ints(v, d) for v in args), False
+        return (*bind_op(ops, "unfold", tuple(_ints(v, d) for v in args)), False)
     if name == "fold":
         output_sizes, window_sizes = args[:2]     # spatial axes: as the array API counts them
         d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
         # (1, ..., N, C x K, B): leading 1s dropped
-        return ops["fold"], tuple(_ints(v, d) for v in args), x.dim() > 3
+        return (*bind_op(ops, "fold", tuple(_ints(v, d) for v in args)), x.dim() > 3)
     if name == "slice":
         offsets, sizes, strides = (_ints(v) for v in args)
-        return (ops["slice1"],
-                (offsets, [(s - 1) * t + 1 for s, t in zip(sizes, strides)], strides), False)
+        return (*bind_op(ops, "slice1", (offsets, [(s - 1) * t + 1 for s, t in zip(sizes, strides)], strides)),
+                False)
     if name == "slice1":
         offsets, sizes, strides = (_ints(v) for v in args[:3])
         if args[3] is not None:
             offsets, sizes = prefix_window(offsets, sizes, strides, _ints(args[3]))
-        return ops["slice1"], (offsets, sizes, strides), False
+        return (*bind_op(ops, "slice1", (offsets, sizes, strides)), False)
     if name == "slice_grad":
         input_sizes, offsets, sizes, strides = (_ints(v) for v in args)
         offsets, sizes = prefix_window(offsets, sizes, strides, list(x.shape))
-        return ops["slice_grad"], (input_sizes, offsets, sizes, strides), False
+        return (*bind_op(ops, "slice_grad", (input_sizes, offsets, sizes, strides)), False)
     raise UnsupportedError(f"{name}: no PyTorch operator")
 
 
@@ -693,19 +694,19 @@ def _keep_inputs(ctx, inputs, output):
 
 
 def _unfold_backward(ctx, grad):
-    return (ctx.ops["fold"](grad, list(ctx.sizes[2:]), *ctx.args),) + (None,) * 5
+    return (call_op(ctx.ops, "fold", grad, list(ctx.sizes[2:]), *ctx.args),) + (None,) * 5
 
 
 def _fold_backward(ctx, grad):
-    return (ctx.ops["unfold"](grad, *ctx.args[1:]),) + (None,) * 6
+    return (call_op(ctx.ops, "unfold", grad, *ctx.args[1:]),) + (None,) * 6
 
 
 def _slice1_backward(ctx, grad):
-    return (ctx.ops["slice_grad"](grad, list(ctx.sizes), *ctx.args),) + (None,) * 3
+    return (call_op(ctx.ops, "slice_grad", grad, list(ctx.sizes), *ctx.args),) + (None,) * 3
 
 
 def _slice_grad_backward(ctx, grad):
-    return (ctx.ops["slice1"](grad, *ctx.args[1:]),) + (None,) * 4
+    return (call_op(ctx.ops, "slice1", grad, *ctx.args[1:]),) + (None,) * 4
 
 
 _BACKWARDS = {"unfold": _unfold_backward, "fold": _fold_backward, "slice1": _slice1_backward,
@@ -777,14 +778,78 @@ _CPP: dict = {"ops": None, "libs": [], "failed": None, "last": None}
 #: code, extra arguments for the cache, fallback), returns a list, grad_fn
 #: name, fake, rule(op) giving op's batching rule or None, backward(saved,
 #: grads) -> a gradient or None per input tensor, ``saved`` the operator's
-#: arguments with each tensor replaced by its sizes).
+#: arguments with each tensor replaced by its sizes, split: how many int lists
+#: the operator's one list argument packs, 0 where it takes them unpacked).
 _CPP_DEFS: dict = {}
 _cpp_lock = threading.Lock()
 
 
-def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, backward) -> None:
-    """Add an operator to those the C++ library registers (``CPP_NAMESPACE``)."""
-    _CPP_DEFS[name] = (schema, spec, list_out, f"opendml_{name}Backward", fake, vmap, backward)
+def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, backward, split: int = 0) -> None:
+    """Add an operator to those the C++ library registers (``CPP_NAMESPACE``). ``split`` > 0: the
+    schema is (Tensor, int[] or SymInt[]) and its list packs ``split`` int lists of one length, one
+    after another; the C++ kernel hands the call cache and ``spec``'s fallback the lists unpacked
+    (fake, vmap and backward get the operator's arguments as they are: packed)."""
+    _CPP_DEFS[name] = (schema, spec, list_out, f"opendml_{name}Backward", fake, vmap, backward, split)
+
+
+#: The window operators' C++ schemas: their int lists packed into one list (PyTorch's Python entry to
+#: the dispatcher costs about half as much with one list argument as with five), split back into
+#: ``_SPLITS[name]`` lists of one length by the kernels (the call cache keys those lists, as it keys
+#: the custom operators'). The custom operators (``opendml::``) keep ``_SCHEMAS``.
+_SPLITS = {name: _SCHEMAS[name].count("[]") for name in _SCHEMAS}
+_PACKED_SCHEMAS = {
+    name: "(Tensor {0}, {1} args) -> Tensor".format(_SCHEMAS[name][len("(Tensor "):].split(",")[0],
+                                                   "SymInt[]" if "SymInt[]" in _SCHEMAS[name] else "int[]")
+    for name in _SCHEMAS}
+
+
+def _unpack(name: str, packed) -> list:
+    """The ``_SPLITS[name]`` lists a packed list holds (the C++ kernel's check_packed raises the same error)."""
+    k = _SPLITS[name]
+    n = len(packed)
+    if n % k:
+        raise ValueError(f"{CPP_NAMESPACE}::{name}: args packs {k} lists of one length, one after another: its "
+                         f"length must be a multiple of {k}, not {n}")
+    m = n // k
+    return [list(packed[i * m:(i + 1) * m]) for i in range(k)]
+
+
+def bind_op(ops: dict, name: str, lists: tuple):
+    """(operator, its arguments after the tensor) for the window operator ``name`` of table ``ops``
+    on ``lists``: the C++ operator takes them packed into one list, the custom operator as they are
+    (and so does a call whose lists differ in length, which no packed list can hold: the custom
+    operator's validation answers it, as before)."""
+    if ops is _CUSTOM or name not in _SPLITS:
+        return ops[name], tuple(lists)
+    n = len(lists[0]) if lists else 0
+    if any(len(v) != n for v in lists):
+        return _CUSTOM[name], tuple(lists)
+    return ops[name], ([v for part in lists for v in part],)
+
+
+def call_op(ops: dict, name: str, x, *lists):
+    """The window operator ``name`` of table ``ops`` on ``x`` and ``lists`` (packed for the C++ table)."""
+    op, args = bind_op(ops, name, lists)
+    return op(x, *args)
+
+
+def _packed_fake(name):
+    fake = _FAKES[name]
+
+    def packed_fake(x, args):
+        return fake(x, *_unpack(name, args))
+    packed_fake.__name__ = f"{name}_packed_fake"
+    return packed_fake
+
+
+def _packed_rule(name):
+    def rule_of(op):
+        inner = _RULES[name](lambda x, *lists: op(x, [v for part in lists for v in part]))
+
+        def rule(info, in_dims, x, args):
+            return inner(info, in_dims, x, *_unpack(name, args))
+        return rule
+    return rule_of
 
 
 def _ctx_backward(name):
@@ -793,17 +858,17 @@ def _ctx_backward(name):
     class _Saved:
         __slots__ = ("sizes", "args", "ops")
 
-    def backward(saved, grads):
+    def backward(saved, grads):       # saved: (x's sizes, the packed list)
         ctx = _Saved()
-        ctx.sizes, ctx.args, ctx.ops = saved[0], saved[1:], _CPP["ops"]
+        ctx.sizes, ctx.args, ctx.ops = saved[0], _unpack(name, saved[1]), _CPP["ops"]
         return formula(ctx, grads[0])[:1]
     return backward
 
 
 for _name in _SCHEMAS:
-    define_cpp(_name, _SCHEMAS[_name], (calls.call, calls.OPS[_name], (None,) if _name == "slice1" else (),
-                                        _KERNELS[_name]),
-               False, _FAKES[_name], _RULES[_name], _ctx_backward(_name))
+    define_cpp(_name, _PACKED_SCHEMAS[_name], (calls.call, calls.OPS[_name], (None,) if _name == "slice1" else (),
+                                               _KERNELS[_name]),
+               False, _packed_fake(_name), _packed_rule(_name), _ctx_backward(_name), _SPLITS[_name])
 
 
 def _cpp_backward(name, saved, grads):
@@ -818,8 +883,8 @@ def _register(node, names) -> dict:
     for name in names:
         lib.define(name + _CPP_DEFS[name][0], tags=tags)
     _CPP["libs"].append(lib)
-    node.register_ops(CPP_NAMESPACE, [(name, _CPP_DEFS[name][1], _CPP_DEFS[name][2], _CPP_DEFS[name][3])
-                                      for name in names], _cpp_backward)
+    node.register_ops(CPP_NAMESPACE, [(name, _CPP_DEFS[name][1], _CPP_DEFS[name][2], _CPP_DEFS[name][3],
+                                       _CPP_DEFS[name][7]) for name in names], _cpp_backward)
     ns = getattr(torch.ops, CPP_NAMESPACE)
     ops = {name: getattr(ns, name).default for name in names}
     for name in names:

@@ -226,8 +226,10 @@ constexpr size_t kMaxArgs = 16;  // the code, arguments and extra arguments of a
 
 // An operator's kernel spec: cached(code, *args, *extra) is the call cache's
 // function (Py_None: none), fallback(*args) the Python kernel, list_out
-// whether the schema returns Tensor[]. The objects are kept for the life of
-// the process (never released: a kernel may run until it ends).
+// whether the schema returns Tensor[], split the number of int lists the
+// operator's one list argument packs (0: not packed; see Operands). The
+// objects are kept for the life of the process (never released: a kernel
+// may run until it ends).
 struct OpSpec {
   PyObject* name = nullptr;
   PyObject* cached = nullptr;
@@ -236,6 +238,7 @@ struct OpSpec {
   PyObject* fallback = nullptr;
   bool list_out = false;
   int slot = -1;
+  size_t split = 0;
   std::array<PyObject*, kMaxArgs> lists{};  // per argument: the int list run_op made last (Operands)
 };
 std::array<OpSpec, kOps> op_specs{};
@@ -256,6 +259,21 @@ struct Held {
   }
 };
 
+// A new list of the ints items[start, start + count).
+PyObject* int_list(c10::ArrayRef<c10::IValue> items, size_t start, size_t count) {
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(count));
+  if (out == nullptr) throw py::error_already_set();
+  for (size_t i = 0; i < count; ++i) {
+    PyObject* n = PyLong_FromLongLong(items[start + i].toInt());
+    if (n == nullptr) {
+      Py_DECREF(out);
+      throw py::error_already_set();
+    }
+    PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), n);
+  }
+  return out;
+}
+
 // A new reference to the Python form of an argument: a tensor, a list of
 // ints (what the call cache keys), None, else what TorchScript makes of it
 // (SymInts, strings, tensor lists).
@@ -267,17 +285,7 @@ PyObject* to_py(const c10::IValue& v) {
   }
   if (v.isIntList()) {
     const auto ints = v.toListRef();
-    PyObject* out = PyList_New(static_cast<Py_ssize_t>(ints.size()));
-    if (out == nullptr) throw py::error_already_set();
-    for (size_t i = 0; i < ints.size(); ++i) {
-      PyObject* n = PyLong_FromLongLong(ints[i].toInt());
-      if (n == nullptr) {
-        Py_DECREF(out);
-        throw py::error_already_set();
-      }
-      PyList_SET_ITEM(out, static_cast<Py_ssize_t>(i), n);
-    }
-    return out;
+    return int_list(ints, 0, ints.size());
   }
   if (v.isNone()) {
     Py_INCREF(Py_None);
@@ -287,17 +295,31 @@ PyObject* to_py(const c10::IValue& v) {
 }
 
 // Whether `list` (an exact list that only this file and the call cache's C
-// function ever see) holds exactly the ints of the int[] argument `v`.
-bool same_ints(PyObject* list, const c10::IValue& v) {
-  const auto ints = v.toListRef();
-  if (PyList_GET_SIZE(list) != static_cast<Py_ssize_t>(ints.size())) return false;
-  for (size_t i = 0; i < ints.size(); ++i) {
+// function ever see) holds exactly the ints items[start, start + count).
+bool same_ints(PyObject* list, c10::ArrayRef<c10::IValue> items, size_t start, size_t count) {
+  if (PyList_GET_SIZE(list) != static_cast<Py_ssize_t>(count)) return false;
+  for (size_t i = 0; i < count; ++i) {
     PyObject* item = PyList_GET_ITEM(list, static_cast<Py_ssize_t>(i));
     int overflow = 0;
-    const long long x = PyLong_AsLongLongAndOverflow(item, &overflow);  // (items are exact ints: made by to_py)
-    if (overflow != 0 || x != ints[i].toInt()) return false;
+    const long long x = PyLong_AsLongLongAndOverflow(item, &overflow);  // (items are exact ints: made by int_list)
+    if (overflow != 0 || x != items[start + i].toInt()) return false;
   }
   return true;
+}
+
+// An int list for argument slot `index` of `spec` (argv[index + 1]), a new
+// reference: with reuse, the list this slot made last where it holds the
+// same ints, else a new one the slot keeps (see Operands).
+PyObject* ints_for(OpSpec& spec, size_t index, c10::ArrayRef<c10::IValue> items, size_t start, size_t count,
+                   bool reuse) {
+  if (!reuse || index >= kMaxArgs) return int_list(items, start, count);
+  PyObject*& cached = spec.lists[index];
+  if (cached == nullptr || !same_ints(cached, items, start, count)) {
+    PyObject* made = int_list(items, start, count);
+    Py_XSETREF(cached, made);
+  }
+  Py_INCREF(cached);
+  return cached;
 }
 
 // The operands of one call to the call cache (with the GIL held): argv[0] is
@@ -313,16 +335,27 @@ bool same_ints(PyObject* list, const c10::IValue& v) {
 // own (reuse off). Lists are made, compared and replaced with the GIL held;
 // a call holds its own reference to each, so another thread replacing one
 // while the call cache runs a kernel without the GIL frees nothing in use.
+//
+// A packed operator (spec.split = k > 0; schema (Tensor, int[] or SymInt[]
+// args)) takes one list that holds its k int lists of one length one after
+// another (PyTorch's Python entry to the dispatcher converts one list
+// argument for about half of what five cost): the operands are the k lists
+// again, each its own argument (reused as above), so the call cache's keys
+// and the Python kernel's arguments are those of the unpacked schema.
+// run_op checks the packed length first (check_packed).
 struct Operands {
   std::array<PyObject*, kMaxArgs> fixed{};
   std::vector<PyObject*> spill;
   PyObject** argv = nullptr;
   size_t n = 0;      // arguments converted so far (each a reference this object holds)
+  size_t nargs = 0;  // the arguments (after the code, before the extra arguments)
   size_t total = 0;  // the code, the arguments, the extra arguments
 
   Operands(OpSpec& spec, c10::ArrayRef<c10::IValue> args, bool reuse) {
     const size_t extra = static_cast<size_t>(PyTuple_GET_SIZE(spec.extra));
-    total = args.size() + extra + 1;
+    const size_t split = spec.split;
+    nargs = split > 0 ? args.size() - 1 + split : args.size();
+    total = nargs + extra + 1;
     if (total <= kMaxArgs) {
       argv = fixed.data();
     } else {
@@ -331,18 +364,35 @@ struct Operands {
     }
     argv[0] = spec.code;
     try {
-      for (; n < args.size(); ++n) {
-        const c10::IValue& a = args[n];
-        if (reuse && n < kMaxArgs && a.isIntList()) {
-          PyObject*& cached = spec.lists[n];
-          if (cached == nullptr || !same_ints(cached, a)) {
-            PyObject* made = to_py(a);
-            Py_XSETREF(cached, made);
+      if (split > 0) {
+        argv[1] = to_py(args[0]);
+        n = 1;
+        const c10::IValue& packed = args[1];
+        if (packed.isIntList()) {
+          const auto ints = packed.toListRef();
+          const size_t m = ints.size() / split;
+          for (size_t j = 0; j < split; ++j, ++n) argv[n + 1] = ints_for(spec, n, ints, j * m, m, reuse);
+        } else {  // (SymInts): slices of its Python list
+          py::object all = py::reinterpret_steal<py::object>(to_py(packed));
+          const Py_ssize_t size = PySequence_Size(all.ptr());
+          if (size < 0) throw py::error_already_set();
+          const Py_ssize_t m = size / static_cast<Py_ssize_t>(split);
+          for (size_t j = 0; j < split; ++j, ++n) {
+            const Py_ssize_t lo = static_cast<Py_ssize_t>(j) * m;
+            PyObject* part = PySequence_GetSlice(all.ptr(), lo, lo + m);
+            if (part == nullptr) throw py::error_already_set();
+            argv[n + 1] = part;
           }
-          Py_INCREF(cached);
-          argv[n + 1] = cached;
-        } else {
-          argv[n + 1] = to_py(a);
+        }
+      } else {
+        for (; n < args.size(); ++n) {
+          const c10::IValue& a = args[n];
+          if (a.isIntList()) {
+            const auto ints = a.toListRef();
+            argv[n + 1] = ints_for(spec, n, ints, 0, ints.size(), reuse);
+          } else {
+            argv[n + 1] = to_py(a);
+          }
         }
       }
     } catch (...) {
@@ -361,12 +411,27 @@ struct Operands {
   }
 };
 
+// A packed operator's list argument holds spec.split lists of one length:
+// its length must be a multiple of split (the Python fake kernel raises the
+// same ValueError, torch_adapter._unpack).
+void check_packed(const OpSpec& spec, const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  if (spec.split == 0) return;
+  const auto& schema = op.schema();
+  TORCH_CHECK_VALUE(args.size() == 2 && args[1].isList(), schema.name(),
+                    ": a packed operator takes a tensor and one list");
+  const size_t size = args[1].toListRef().size();
+  TORCH_CHECK_VALUE(size % spec.split == 0, schema.name(), ": ", schema.arguments()[1].name(), " packs ", spec.split,
+                    " lists of one length, one after another: its length must be a multiple of ", spec.split,
+                    ", not ", size);
+}
+
 void run_op(OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   py::gil_scoped_acquire gil;
   py::object result;
   {
     const auto args = torch::jit::last(*stack, n);
+    check_packed(spec, op, args);
     if (spec.cached != Py_None) {
       Operands call(spec, args, true);
       PyObject* out = PyObject_Vectorcall(spec.cached, call.argv, call.total, nullptr);
@@ -375,7 +440,7 @@ void run_op(OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stac
     }
     if (!result || result.is_none()) {
       Operands call(spec, args, false);
-      PyObject* out = PyObject_Vectorcall(spec.fallback, call.argv + 1, n, nullptr);
+      PyObject* out = PyObject_Vectorcall(spec.fallback, call.argv + 1, call.nargs, nullptr);
       if (out == nullptr) throw py::error_already_set();
       result = py::reinterpret_steal<py::object>(out);
     }
@@ -540,8 +605,9 @@ const auto kAutogradFns = autograd_fns(std::make_integer_sequence<int, kOps>{});
 
 // Kernels for operators already defined in namespace ns (CPU, CUDA,
 // Autograd), one per (name, (cached, code, extra tuple, fallback), returns a
-// list, grad_fn name); backward(name, saved, grads) is every operator's
-// backward. The registrations stay for the life of the process.
+// list, grad_fn name, split: how many int lists its one list argument packs,
+// 0 where it is not packed); backward(name, saved, grads) is every
+// operator's backward. The registrations stay for the life of the process.
 void register_ops(const std::string& ns, const py::list& ops, py::object backward) {
   if (op_count + static_cast<int>(ops.size()) > kOps) {
     throw std::runtime_error("opendml operators: more than 16 operators");
@@ -549,9 +615,10 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
   for (py::handle item : ops) {
     py::tuple entry = py::reinterpret_borrow<py::tuple>(item);
     py::tuple spec = entry[1].cast<py::tuple>();
-    if (entry.size() != 4 || spec.size() != 4 || !PyTuple_Check(spec[2].ptr())) {
+    if (entry.size() != 5 || spec.size() != 4 || !PyTuple_Check(spec[2].ptr()) || entry[4].cast<int>() < 0 ||
+        entry[4].cast<int>() + 2 > static_cast<int>(kMaxArgs)) {
       throw std::invalid_argument("opendml operators: an entry is (name, (cached, code, extra tuple, fallback), "
-                                  "list_out, grad_fn name)");
+                                  "list_out, grad_fn name, split count)");
     }
   }
   auto* lib = new torch::Library(torch::Library::FRAGMENT, ns, std::nullopt, __FILE__, __LINE__);  // kept
@@ -568,6 +635,7 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
     s.fallback = py::object(spec[3]).release().ptr();
     s.list_out = entry[2].cast<bool>();
     s.slot = OpTypes::slot(entry[3].cast<std::string>());
+    s.split = entry[4].cast<size_t>();
     const std::string name = entry[0].cast<std::string>();
     lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, kKernelFns[k]()));
     lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, kKernelFns[k]()));
