@@ -158,7 +158,14 @@ def test_cuda_spec_declines_what_does_not_fit():
     fields = ((2, 3), (0, 0), (1, 1))
     assert spec(0, 4, (2, 3), (3, 1), fields, 0, 0)[0].startswith("strided_copy<")
     assert spec(0, 4, (2, 3), (3, 1), ((2, 3), (0, 0)), 0, 0) is None          # a field short
-    assert spec(0, 4, (2, 3), (3, 1), ((2, 4), (0, 0), (1, 1)), 0, 0)[0]       # fields are not validated here
+    assert spec(0, 4, (2, 3), (3, 1), ((2, 4), (0, 0), (1, 1)), 0, 0) is None  # reads past the input
+    assert spec(0, 4, (2, 3), (3, 1), ((2, 3), (0, 1), (1, 1)), 0, 0) is None  # reads past the input
+    assert spec(0, 4, (2, 3), (3, 1), ((2, 3), (0, -1), (1, 1)), 0, 0) is None  # reads before it
+    assert spec(0, 4, (2, 3), (3, 1), ((2, 2), (0, 2), (1, -2)), 0, 0)[0]      # reversed, inside
+    assert spec(1, 4, (1, 2, 5), (10, 5, 1), ((1, 6, 3), (3,), (1,), (1,), (0,), (3,)), 0, 0)[0]
+    assert spec(1, 4, (1, 2, 5), (10, 5, 1), ((1, 6, 4), (3,), (1,), (1,), (0,), (3,)), 0, 0) is None  # not the output
+    assert spec(2, 4, (2, 3), (3, 1), ((2, 6), (0, 0), (1, 2), (0, 0)), 0, 0)[0]
+    assert spec(2, 4, (2, 3), (3, 1), ((2, 4), (0, 0), (1, 2), (0, 0)), 0, 0) is None  # writes past the output
     assert spec(0, 3, (2, 3), (3, 1), fields, 0, 0) is None                     # no 3-byte elements
     assert spec(3, 4, (2, 3), (3, 1), fields, 0, 0) is None                     # no such kernel
     assert spec(0, 4, (2, 0), (3, 1), ((2, 0), (0, 0), (1, 1)), 0, 0) is None  # empty

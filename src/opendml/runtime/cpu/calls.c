@@ -409,19 +409,24 @@ static PyObject *allocation_failed(void) {
 static const odml_torch_api *tapi;
 static PyObject *tapi_owner;
 
+/* The key words of a tensor the accessors described (torch_key's, below). */
+static int torch_key_info(Key *k, const odml_torch_info *in) {
+    if (in->device < -1 || put(k, (int64_t)(intptr_t)in->dtype) < 0 || put(k, in->ndim) < 0) return -1;
+    for (int i = 0; i < in->ndim; i++)
+        if (put(k, in->sizes[i]) < 0) return -1;
+    if (put(k, in->ndim) < 0) return -1;
+    for (int i = 0; i < in->ndim; i++)
+        if (put(k, in->strides[i]) < 0) return -1;
+    return put(k, in->device) < 0 || put(k, in->device < 0 ? 0 : (int64_t)(in->data_ptr & 15)) < 0 ? -1 : 0;
+}
+
 static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     int64_t p;
     odml_torch_info in;
     if (tapi && tapi->describe(x, &in) == 0) {  /* the same words as below: dtype, sizes, strides, device, alignment */
-        if (in.device < -1 || put(k, (int64_t)(intptr_t)in.dtype) < 0 || put(k, in.ndim) < 0) return -1;
-        for (int i = 0; i < in.ndim; i++)
-            if (put(k, in.sizes[i]) < 0) return -1;
-        if (put(k, in.ndim) < 0) return -1;
-        for (int i = 0; i < in.ndim; i++)
-            if (put(k, in.strides[i]) < 0) return -1;
         *device = in.device;
         *ptr = in.data_ptr;
-        return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
+        return torch_key_info(k, &in);
     }
     PyObject *dtype = PyObject_GetAttr(x, s_dtype);
     if (!dtype) {
@@ -1878,6 +1883,12 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
     if (odml_new_plan_make((int)kind, &L, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &pl)
             || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)
             || __builtin_mul_overflow(pl.count, L.es, &out_bytes)) Py_RETURN_NONE;
+    /* The entry's key, from the same snapshot the plan was made from: another
+     * thread may change x (its shape, its storage) once the GIL is released. */
+    Key k;
+    const int keyed = key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item,
+                               PyTuple_GET_SIZE(call_args)) == 0 && torch_key_info(&k, &in) == 0;
+    if (PyErr_Occurred()) drop_error();
     static const int kernel_code[3] = {K_COPY, K_UNFOLD, K_SCATTER};
     PyObject *out = NULL, *fn = NULL;
     uint64_t dst = 0;
@@ -1963,18 +1974,13 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
     e->origin = (uint64_t)origin_bytes;
     e->rank = pl.out_rank;
     memcpy(e->dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
-    Key k;
-    int64_t device;
-    uint64_t ptr;
-    if (enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
+    if (keyed && enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
         for (int i = 0; i < pl.out_rank; i++) {
             PyObject *v = PyLong_FromLongLong(pl.out_dims[i]);
             if (!v) goto fail;
             PyTuple_SET_ITEM(e->shape, i, v);
         }
-        if (key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) == 0
-                && torch_key(&k, x, &device, &ptr) == 0 && store(&k, e) < 0) goto fail;
-        if (PyErr_Occurred()) drop_error();
+        if (store(&k, e) < 0) goto fail;
     } else if (PyErr_Occurred()) {
         goto fail;
     }
@@ -2057,6 +2063,11 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
     e->rank = pl.out_rank;
     memcpy(e->dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
     memcpy(&e->p, &run.p, (size_t)run.size);
+    /* the key from x as planned, before the kernel releases the GIL */
+    Key k;
+    const int keyed = key_head(&k, KIND_NUMPY, op, ((PyTupleObject *)call_args)->ob_item,
+                               PyTuple_GET_SIZE(call_args)) == 0 && numpy_key(&k, x) == 0;
+    if (PyErr_Occurred()) drop_error();
     const char *error = NULL;
     const int status = run_kernel(e, PyArray_BYTES((PyArrayObject *)out), PyArray_BYTES(x) - origin_bytes, &error);
     if (status != ODML_OK) {
@@ -2066,8 +2077,7 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
         PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
         return NULL;
     }
-    Key k;
-    if (enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
+    if (keyed && enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
         for (int i = 0; i < pl.out_rank; i++) {
             PyObject *v = PyLong_FromLongLong(pl.out_dims[i]);
             if (!v) goto fail;
@@ -2075,9 +2085,7 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
         }
         Py_INCREF(descr);
         e->dtype = (PyObject *)descr;
-        if (key_head(&k, KIND_NUMPY, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) == 0
-                && numpy_key(&k, x) == 0 && store(&k, e) < 0) goto fail;
-        if (PyErr_Occurred()) drop_error();
+        if (store(&k, e) < 0) goto fail;
     } else if (PyErr_Occurred()) {
         goto fail;
     }
@@ -2112,7 +2120,9 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
         rc = key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 ? -1 : torch_key(&k, x, &device, &ptr);
     if (PyErr_Occurred()) drop_error();
     if (rc < 0) Py_RETURN_NONE;
+    const long long counted = misses;
     Entry *e = lookup(&k);
+    misses = counted;                              /* a test's look is not a miss */
     if (!e) Py_RETURN_NONE;
     static const Py_ssize_t sizes[4] = {sizeof(odml_copy_params), sizeof(odml_unfold_params),
                                         sizeof(odml_fold_params), sizeof(odml_scatter_params)};

@@ -162,10 +162,14 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     const int n = L->n;
     int64_t sz[ODML_MAX_RANK], c[ODML_MAX_RANK], w[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
     if (read_seq(f[0], n, sz) || read_seq(f[1], n, c) || read_seq(f[2], n, w)) return -1;
-    int64_t in_off = pl->origin, step = 1, v;
+    int64_t in_off = pl->origin, step = 1, v, last;
     for (int i = 0; i < n; i++) {
         const int64_t t = L->strides[i];
-        if (sz[i] < 1 || __builtin_mul_overflow(c[i], t, &v) || __builtin_add_overflow(in_off, v, &in_off)
+        /* every element read inside the input: the fields were checked against the shape plain_plan saw, which
+         * another thread may have changed since (x.resize_, x.shape = ...) */
+        if (sz[i] < 1 || c[i] < 0 || c[i] >= L->shape[i] || __builtin_mul_overflow(w[i], sz[i] - 1, &last)
+                || __builtin_add_overflow(c[i], last, &last) || last < 0 || last >= L->shape[i]) return -1;
+        if (__builtin_mul_overflow(c[i], t, &v) || __builtin_add_overflow(in_off, v, &in_off)
                 || __builtin_mul_overflow(w[i], t, &is[i])) return -1;
     }
     for (int i = n - 1; i >= 0; i--) {          /* packed output strides */
@@ -186,10 +190,13 @@ static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *
     int64_t blk[ODML_MAX_SPATIAL];
     if (read_seq(f[0], 3, out3) || read_seq(f[1], d, win) || read_seq(f[2], d, st) || read_seq(f[3], d, dil)
             || read_seq(f[4], d, pad) || read_seq(f[5], d, blk)) return -1;
-    int64_t k = 1, count, row;
+    int64_t k = 1, count, row, rows, blocks = 1;
     for (int i = 0; i < d; i++)
-        if (__builtin_mul_overflow(k, win[i], &k)) return -1;
-    if (out3[0] < 1 || out3[1] < 1 || out3[2] < 1 || __builtin_mul_overflow(out3[1], out3[2], &row)
+        if (win[i] < 1 || st[i] < 1 || dil[i] < 1 || pad[i] < 0 || blk[i] < 1 || __builtin_mul_overflow(k, win[i], &k)
+                || __builtin_mul_overflow(blocks, blk[i], &blocks)) return -1;
+    /* the output the fields describe is the one the kernel writes for this layout (see plan_copy) */
+    if (out3[0] != L->shape[0] || __builtin_mul_overflow(L->shape[1], k, &rows) || out3[1] != rows
+            || out3[2] != blocks || __builtin_mul_overflow(out3[1], out3[2], &row)
             || __builtin_mul_overflow(out3[0], row, &count)) return -1;
     odml_unfold_params *p = &pl->unfold;
     p->element_size = L->es;
@@ -225,10 +232,13 @@ static int plan_scatter(const odml_layout *L, PyObject *const *f, odml_new_plan 
     int64_t sz[ODML_MAX_RANK], first[ODML_MAX_RANK], stp[ODML_MAX_RANK], back[ODML_MAX_RANK];
     if (read_seq(f[0], n, sz) || read_seq(f[1], n, first) || read_seq(f[2], n, stp) || read_seq(f[3], n, back))
         return -1;
-    int64_t in_off = pl->origin, step = 1, v;
+    int64_t in_off = pl->origin, step = 1, v, last;
     for (int i = 0; i < n; i++) {
         const int64_t t = L->strides[i];
-        if (sz[i] < 1 || t == INT64_MIN) return -1;
+        /* every element written inside the output (see plan_copy) */
+        if (sz[i] < 1 || t == INT64_MIN || first[i] < 0 || stp[i] < 1
+                || __builtin_mul_overflow(stp[i], L->shape[i] - 1, &last) || __builtin_add_overflow(first[i], last, &last)
+                || last >= sz[i]) return -1;
         /* lower(): a window walked backwards negates the stride and moves the origin to its last element */
         if (back[i] && (__builtin_mul_overflow(L->shape[i] - 1, t, &v) || __builtin_add_overflow(in_off, v, &in_off)))
             return -1;
@@ -592,7 +602,9 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
     L.n = (int)PyTuple_GET_SIZE(args[2]);
     if (L.n < 1 || L.n > ODML_MAX_RANK || read_seq(args[2], L.n, L.shape) || read_seq(args[3], L.n, L.strides))
         Py_RETURN_NONE;
-    unsigned long long src = PyLong_AsUnsignedLongLong(args[5]), dst = PyLong_AsUnsignedLongLong(args[6]);
+    unsigned long long src = PyLong_AsUnsignedLongLong(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    unsigned long long dst = PyLong_AsUnsignedLongLong(args[6]);
     if (PyErr_Occurred()) return NULL;
     odml_new_plan pl;
     odml_cuda_spec s;

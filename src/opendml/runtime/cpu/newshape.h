@@ -58,8 +58,11 @@ int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_stri
 /* The plan of `kind` on layout L from plain_plan's fields f[0..nf): copy
  * (out_sizes, starts, steps), unfold (out_sizes, window, strides, dilations,
  * start_padding, blocks), scatter (out_sizes, first, step, reversed); each a
- * list or tuple of ints. -1 where the fields do not fit L, a value or a
- * product leaves 64 bits, or the output is empty. */
+ * list or tuple of ints. -1 where the fields do not fit L (every element
+ * read inside the input, every element written inside the output: the
+ * fields were validated against the shape plain_plan saw, which another
+ * thread may have changed since), a value or a product leaves 64 bits, or
+ * the output is empty. */
 int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl);
 
 /* The CPU kernel's run of a plan: the calls.c kernel code, its parameter
