@@ -49,3 +49,50 @@ def test_torch_tensor_resized_between_plan_and_c_call(monkeypatch):
     y = dml.unfold(x, [3], 1)                             # planned for (1, 1, 64); runs on what x is now
     assert tuple(y.shape) == (8, 24, 62)
     assert torch.equal(y, torch.nn.functional.unfold(small.unsqueeze(-1), (3, 1)).reshape(8, 24, 62))
+
+
+def _resize_before_record(monkeypatch, name, change):
+    """Wrap ``calls.<name>`` so that ``change()`` runs just before it records."""
+    real = getattr(calls, name)
+
+    def late(*a, **k):
+        change()
+        return real(*a, **k)
+    monkeypatch.setattr(calls, name, late)
+
+
+def test_numpy_record_refused_when_the_array_changed(monkeypatch):
+    x = np.arange(64 * 4096, dtype=np.float32).reshape(64, 4096)
+    monkeypatch.setattr(numpy_adapter, "_plain", lambda *a: None)      # the plan route, which records after
+    _resize_before_record(monkeypatch, "put_numpy", lambda: setattr(x, "shape", (4096, 64)))
+    calls.clear()
+    dml.slice(x, [0, 0], [64, 8], [1, 4])
+    assert calls.entry("slice", x, [0, 0], [64, 8], [1, 4]) is None      # nothing keyed on the new layout
+    x.shape = (64, 4096)
+    assert calls.entry("slice", x, [0, 0], [64, 8], [1, 4]) is None      # nor on the old one
+
+
+def test_torch_record_refused_when_the_tensor_changed(monkeypatch):
+    x = torch.arange(64 * 4096.0).reshape(64, 4096)
+    monkeypatch.setattr(torch_adapter, "_new_shape", lambda *a: None)   # the route through NumPy views
+    _resize_before_record(monkeypatch, "put_numpy", lambda: x.resize_(64, 8))
+    calls.clear()
+    y = dml.slice(x, [0, 0], [64, 1000], [1, 4])
+    assert tuple(y.shape) == (64, 1000)
+    assert calls.entry("slice", x, [0, 0], [64, 1000], [1, 4]) is None   # (64, 8) must not serve this plan
+    with pytest.raises(ValidationError):
+        dml.slice(x, [0, 0], [64, 1000], [1, 4])
+
+
+@pytest.mark.cuda
+def test_cuda_record_refused_when_the_tensor_changed(monkeypatch):
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available")
+    x = torch.arange(64 * 4096.0, device="cuda").reshape(64, 4096)
+    monkeypatch.setattr(torch_adapter, "_new_shape", lambda *a: None)
+    _resize_before_record(monkeypatch, "put_cuda", lambda: x.resize_(64, 8))
+    calls.clear()
+    dml.slice(x, [0, 0], [64, 1000], [1, 4])
+    assert calls.entry("slice", x, [0, 0], [64, 1000], [1, 4]) is None
+    with pytest.raises(ValidationError):
+        dml.slice(x, [0, 0], [64, 1000], [1, 4])

@@ -47,7 +47,8 @@ def _empty(shape, dtype):
 
 def run(x, call: OpCall):
     since = calls.generation()
-    desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
+    planned = (x.shape, x.strides)        # the record checks x still has them
+    desc, plan, layout = plan_for_strides(call, x.dtype, planned[0], planned[1], x.itemsize)
     # Before anything reads x (cupy.ascontiguousarray would fault too).
     check_alignment(x.itemsize, x.data.ptr, 0, call.name)
     given = x
@@ -71,7 +72,7 @@ def run(x, call: OpCall):
             launch(src, dst, _current_stream_ptr())
             if x is given:
                 # The next call like this one is served from C (runtime/calls.py).
-                calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since)
+                calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since, planned)
     return out
 
 

@@ -35,9 +35,10 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
     ``x`` views)."""
     since = calls.generation()            # before any setting is read
     given = x
+    planned = (x.shape, x.strides)        # what is planned: the record checks x still has it
     x = as_input(x)
     if type(x) is np.ndarray:
-        out = _plain(x, call, given, record_as, since)
+        out = _plain(x, call, given, record_as, since, planned)
         if out is not None:
             return out
     desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
@@ -65,7 +66,7 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
             # The next call like this one is served from C (runtime/calls.py).
             calls.put_numpy(call.name, x if record_as is None else record_as, call.args, out.shape, out.dtype,
                             origin, run.kernel.__name__, run.blob, run.threads, nbytes >= CACHE_MIN_BYTES,
-                            prefault, since)
+                            prefault, since, _planned(planned, record_as))
         return out
     low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     word = WORDS[x.itemsize]
@@ -74,7 +75,17 @@ def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
     return out
 
 
-def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int):
+def _planned(planned: tuple, record_as):
+    """The layout a record checks: the array's (shape, byte strides), or for
+    the PyTorch tensor ``record_as`` its (shape, element strides)."""
+    if record_as is None:
+        return planned
+    shape, strides = planned
+    item = record_as.element_size()
+    return shape, tuple(s // item for s in strides)
+
+
+def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int, planned: tuple):
     """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD or SLICE_GRAD call whose
     plan ``plain_plan`` gives (no description, no plan cache), run by the
     compiled kernels in one C call with an output below ``CACHE_MIN_BYTES``
@@ -101,7 +112,7 @@ def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int):
     out, blob, threads, origin = done
     if x is given:
         calls.put_numpy(call.name, record_as, call.args, fields[0], out.dtype, origin, kernel, blob, threads, False,
-                        False, since)
+                        False, since, _planned(planned, record_as))
     return out
 
 

@@ -235,8 +235,8 @@ def _layout(shape, strides, item):
 def _cuda_kernel(x, call: OpCall, dtype):
     since = calls.generation()
     item = dtype.itemsize
-    shape = tuple(x.shape)
-    layout = _layout(shape, x.stride(), item)
+    shape, strides = tuple(x.shape), x.stride()
+    layout = _layout(shape, strides, item)
     desc, plan = plan_for(call, dtype, shape, layout)
     index = x.get_device()
     out = alloc.output(call.name, desc.output_tensor.sizes, x.dtype, lambda s, _: x.new_empty(s),
@@ -257,7 +257,7 @@ def _cuda_kernel(x, call: OpCall, dtype):
         with torch.cuda.device(index):
             launch(src, dst, stream)
     # The next call like this one is served from C (runtime/calls.py).
-    calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since)
+    calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since, (shape, strides))
     return out
 
 

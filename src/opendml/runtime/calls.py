@@ -135,14 +135,17 @@ def _read_settings() -> None:
 
 
 def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: int, kernel: str, params: bytes,
-              threads: int, use_blocks: bool, prefault: bool, since: int) -> bool:
+              threads: int, use_blocks: bool, prefault: bool, since: int, planned=None) -> bool:
     """Record a compiled CPU kernel run on NumPy array ``x`` (or on a PyTorch
     CPU tensor ``x``, read through a NumPy view), made on the settings of
-    ``generation()`` ``since``; whether stored."""
+    ``generation()`` ``since``; whether stored. ``planned``: the (shape,
+    strides) the run was planned for (``x.stride()`` for a tensor, else
+    ``x.strides``); nothing is stored where ``x`` no longer has them
+    (another thread changed it in place)."""
     if not _HAS:
         return False
     return _native.call_cache_put_numpy(OPS[name], x, args, out_shape, dtype, origin_bytes, kernel, params, threads,
-                                        use_blocks, prefault, since)
+                                        use_blocks, prefault, since, planned)
 
 
 def put_move(name: str, x, args: tuple, outs: tuple, origins: tuple, passes: tuple, multi: bool,
@@ -253,15 +256,16 @@ def register_move_types(types: tuple) -> None:
 
 
 def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, launch, dst_ptr: int,
-             since: int) -> bool:
+             since: int, planned=None) -> bool:
     """Record a CUDA launch (a backend ``Launch`` made by the C extension's
-    launcher) on PyTorch tensor or CuPy array ``x``; whether stored."""
+    launcher) on PyTorch tensor or CuPy array ``x``; whether stored.
+    ``planned`` as for ``put_numpy``."""
     if not _HAS or launch.via != "native" or not launch.blocks:
         return False
     _bury()
     return _native.call_cache_put_cuda(OPS[name], x, args, out_shape, origin_bytes, launch.function_ptr,
                                        launch.blocks, launch.threads, launch.smem, launch.params_ptr, dst_ptr & 15,
-                                       launch, since)
+                                       launch, since, planned)
 
 
 def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:

@@ -1739,6 +1739,26 @@ static Entry *new_entry(int kind, PyObject *shape) {
     return e;
 }
 
+/* Whether x's shape and strides are still `planned`, the (shape, strides)
+ * tuple the route planned from (strides: x.stride() for a PyTorch tensor,
+ * x.strides otherwise), or planned is None: another thread may have changed
+ * x in place (x.resize_, x.set_, x.shape = ...) while the route ran, and the
+ * entry, keyed by x's layout as read now, must hold a plan for that layout.
+ * Read with the GIL held, right before the key is: no Python code runs in
+ * between. 0 (no exception) where not. */
+static int still_planned(PyObject *x, PyObject *planned, int torch) {
+    if (planned == Py_None) return 1;
+    if (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != 2) return 0;
+    PyObject *shape = PyObject_GetAttr(x, s_shape);
+    PyObject *strides = !shape ? NULL : torch ? PyObject_CallMethodNoArgs(x, s_stride) : PyObject_GetAttr(x, s_strides);
+    int same = shape && strides && PyObject_RichCompareBool(shape, PyTuple_GET_ITEM(planned, 0), Py_EQ) == 1
+               && PyObject_RichCompareBool(strides, PyTuple_GET_ITEM(planned, 1), Py_EQ) == 1;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    if (PyErr_Occurred()) drop_error();
+    return same;
+}
+
 /* call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, prefault,
  * generation) */
 PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
@@ -1749,8 +1769,9 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     Py_buffer params;
     int threads, use_blocks, prefault;
     unsigned long long gen;
-    if (!PyArg_ParseTuple(args, "OOO!O!OKsy*ippK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &dtype,
-                          &origin, &kernel, &params, &threads, &use_blocks, &prefault, &gen))
+    PyObject *planned = Py_None;
+    if (!PyArg_ParseTuple(args, "OOO!O!OKsy*ippK|O", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape,
+                          &dtype, &origin, &kernel, &params, &threads, &use_blocks, &prefault, &gen, &planned))
         return NULL;
     if (!enabled || gen != generation) {
         PyBuffer_Release(&params);
@@ -1778,7 +1799,8 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     uint64_t ptr;
     int kind = Py_TYPE(x) == &PyArray_Type ? KIND_NUMPY
              : t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH : 0;
-    if (!kind || key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+    if (!kind || !still_planned(x, planned, kind == KIND_TORCH) ||
+        key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         (kind == KIND_NUMPY ? numpy_key(&k, (PyArrayObject *)x) : torch_key(&k, x, &device, &ptr)) < 0 ||
         (kind == KIND_TORCH && device >= 0)) {
         PyBuffer_Release(&params);
@@ -2156,13 +2178,13 @@ PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
  * generation) */
 PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *op, *x, *call_args, *shape, *launch_obj, *dtype = NULL;
+    PyObject *op, *x, *call_args, *shape, *launch_obj, *dtype = NULL, *planned = Py_None;
     unsigned long long origin, function, params, grid, block, shared, dst_align, gen;
     int64_t device;
     uint64_t ptr;
     Key k;
-    if (!PyArg_ParseTuple(args, "OOO!O!KKKKKKKOK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape, &origin,
-                          &function, &grid, &block, &shared, &params, &dst_align, &launch_obj, &gen))
+    if (!PyArg_ParseTuple(args, "OOO!O!KKKKKKKOK|O", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape,
+                          &origin, &function, &grid, &block, &shared, &params, &dst_align, &launch_obj, &gen, &planned))
         return NULL;
     if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024 || shared > 0xffffffffu || dst_align > 15 ||
         !PyCallable_Check(launch_obj)) {
@@ -2172,7 +2194,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     }
     int kind = t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH
              : c_type && Py_TYPE(x) == (PyTypeObject *)c_type ? KIND_CUPY : 0;
-    if (!enabled || gen != generation || !kind ||
+    if (!enabled || gen != generation || !kind || !still_planned(x, planned, kind == KIND_TORCH) ||
         key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         (kind == KIND_TORCH ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dtype, &device, &ptr)) < 0) {
         Py_XDECREF(dtype);
