@@ -69,7 +69,7 @@ def main():
         ops = torch_adapter.operators()
         alone = {"custom_op": timed(lambda: torch.ops.opendml.unfold.default(x, *a), dev)}
         if ops is not torch_adapter._CUSTOM:
-            alone["C++ op"] = timed(lambda: ops["unfold"](x, *a), dev)
+            alone["C++ op"] = timed(lambda: torch_adapter.call_op(ops, "unfold", x, *a), dev)   # packed lists
         alone["F.unfold"] = timed(lambda: F.unfold(x, 3, 1, 1, 1), dev)
         print(f"{shape} op alone: " + ", ".join(f"{n} {us:.1f} us" for n, us in alone.items()))
 
