@@ -161,7 +161,10 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
     out = _cached(_SLICE, x, offsets, sizes, strides)
     if out is not None:
         return out
-    offsets, sizes, strides = _snaps(offsets, sizes, strides)
+    # _snaps, the common case (lists) inline: a new shape's call is timed (issue 19)
+    offsets = offsets[:] if type(offsets) is list else _snap(offsets)
+    sizes = sizes[:] if type(sizes) is list else _snap(sizes)
+    strides = strides[:] if type(strides) is list else _snap(strides)
     return _run(x, OpCall("slice", (offsets, sizes, strides),
                           lambda t: SliceOperatorDesc(t, None, offsets, sizes, strides)))
 
@@ -224,8 +227,12 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
     out = _cached(_SLICE1, x, window_offsets, window_sizes, window_strides, output_sizes)
     if out is not None:
         return out
-    window_offsets, window_sizes, window_strides, output_sizes = _snaps(window_offsets, window_sizes,
-                                                                        window_strides, output_sizes)
+    # _snaps, the common case (lists, no output sizes) inline: a new shape's call is timed (issue 19)
+    window_offsets = window_offsets[:] if type(window_offsets) is list else _snap(window_offsets)
+    window_sizes = window_sizes[:] if type(window_sizes) is list else _snap(window_sizes)
+    window_strides = window_strides[:] if type(window_strides) is list else _snap(window_strides)
+    if output_sizes is not None:
+        output_sizes = _snap(output_sizes)
 
     def make(t):
         out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)

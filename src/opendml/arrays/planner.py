@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import threading
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ from ..ops import slice1 as _slice1_op
 from ..ops import slice_grad as _slice_grad_op
 from ..ops import unfold as _unfold_op
 from ..runtime.calls import info as call_cache_info
+from ..runtime.cpu.backend import _load_native
 
 __all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "count_planned",
            "plan_cache_info", "PLAN_CACHE_SIZE"]
@@ -124,6 +126,11 @@ class _PlanCache:
         self._plans: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+        # calls planned without a lookup (count_planned, a miss each): next()
+        # of an itertools.count is atomic, so counting takes no lock; info()
+        # reads it with next() too and subtracts its own reads
+        self._planned = itertools.count()
+        self._planned_reads = 0
 
     def get(self, key):
         with self._lock:
@@ -152,10 +159,14 @@ class _PlanCache:
 
     def info(self) -> dict:
         with self._lock:
-            return {"size": self.size, "plans": len(self._plans), "hits": self.hits, "misses": self.misses}
+            planned = next(self._planned) - self._planned_reads
+            self._planned_reads += 1
+            return {"size": self.size, "plans": len(self._plans), "hits": self.hits,
+                    "misses": self.misses + planned}
 
 
 _CACHE = _PlanCache(PLAN_CACHE_SIZE)
+_PLANNED = _CACHE._planned
 
 
 def plan_for(call: OpCall, dtype, shape: tuple, layout: Layout):
@@ -195,8 +206,19 @@ def plan_for_strides(call: OpCall, dtype, shape: tuple, byte_strides: tuple, ite
     return desc, plan, layout
 
 
+_native = _load_native()
+
+#: The compiled fast paths of the operators' ``plain_lowering``, by array-API
+#: name: ``f(in_sizes, *call.args)`` gives the Python function's answer for
+#: the common valid case and None for anything else (newshape.c's
+#: ``slice1_lowering``, ``slice_lowering``). Empty without the compiled
+#: extension; tests empty it to compare the routes.
+NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in ("slice1", "slice")
+                         if hasattr(_native, f"{name}_lowering")}
+
 #: array-API name -> (the kernel, the operator's description-free plan of
-#: its common valid case, ``f(in_sizes, *call.args)``).
+#: its common valid case, ``f(in_sizes, *call.args)``: the reference, which
+#: runs wherever ``NATIVE_LOWERING`` has no answer).
 _PLAIN = {"slice1": ("copy", _slice1_op.plain_lowering), "slice": ("copy", _slice_op.plain_lowering),
           "unfold": ("unfold", _unfold_op.plain_lowering), "slice_grad": ("scatter", _slice_grad_op.plain_lowering)}
 
@@ -220,7 +242,9 @@ def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
     """A new shape's route for SLICE, SLICE1, UNFOLD and SLICE_GRAD (issue 19): ``(kernel,
     fields)``, the plan of ``plan_for_strides`` without the array's layout,
     computed without descriptions or the plan cache by the operator's
-    ``plain_lowering``: for ``"copy"`` (SLICE, SLICE1) ``(output sizes,
+    ``plain_lowering`` (for SLICE and SLICE1, its compiled fast path in
+    ``NATIVE_LOWERING`` first, which gives the same answer or none): for
+    ``"copy"`` (SLICE, SLICE1) ``(output sizes,
     starts, steps)`` in index space (the packed output's element ``c`` is
     the input's element ``starts + steps * c``), for ``"unfold"`` ``(output
     sizes, window, strides, dilations, start padding, blocks per
@@ -240,14 +264,17 @@ def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
             return None
     except TypeError:                     # a dtype that cannot be hashed
         return None
-    got = entry[1](shape, *call.args)
+    fast = NATIVE_LOWERING.get(call.name)
+    got = None if fast is None else fast(shape, *call.args)
+    if got is None:
+        got = entry[1](shape, *call.args)
     return None if got is None else (entry[0], got)
 
 
 def count_planned() -> None:
     """Count a call run from ``plain_plan`` as a plan-cache miss (it was
     validated and planned)."""
-    _CACHE.count_miss()
+    next(_PLANNED)
 
 
 def plan_cache_info() -> dict:

@@ -110,7 +110,11 @@ def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tup
     in_strides)``, its strides ``steps * in_strides``). The caller has
     checked that ``TensorDesc(t, in_sizes)`` is valid (``in_sizes`` a
     tuple). None for anything the description's fast path would not take:
-    that case takes the descriptions, whose rules say what is wrong."""
+    that case takes the descriptions, whose rules say what is wrong. This
+    function is the reference: ``runtime/cpu/newshape.c``'s
+    ``slice_lowering``, which ``planner.plain_plan`` tries first, gives its
+    answer for the common valid case and none otherwise
+    (``tests/test_newshape_lowering.py`` compares the two)."""
     n = len(in_sizes)
     offsets, sizes, strides = plain_ints(offsets, n), plain_ints(sizes, n), plain_ints(strides, n)
     if offsets is None or sizes is None or strides is None or not _plain_window(in_sizes, offsets, sizes, strides):

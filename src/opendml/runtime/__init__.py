@@ -60,6 +60,10 @@ _config.compiled_probe = _compiled_loads
 
 def get_backend(kind: str) -> Backend:
     """The backend for "cpu", "cuda" or "cuda:N" (created once, then shared)."""
+    if type(kind) is str:                 # the keys are normalised names: a kind given as one is looked up at once
+        backend = _BACKENDS.get(kind)
+        if backend is not None:
+            return backend
     if not isinstance(kind, str):
         raise UnsupportedError(f"Device: kind must be 'cpu' or 'cuda'; got {kind!r}")
     key = kind.strip().lower()

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import sys
 import threading
 
 from ..model.errors import UnsupportedError, ValidationError
@@ -123,8 +124,15 @@ def generation() -> int:
     thread has since replaced is refused."""
     if not _HAS:
         return 0
-    _read_settings()          # their first read drops the cache: read them before the generation
-    return _native.call_cache_generation()
+    if _SETTINGS._current is None:
+        _read_settings()      # their first read drops the cache: read them before the generation
+    return _generation()
+
+
+#: The configuration module (``config`` is its function of that name): its
+#: ``_current`` is None until the settings are first read.
+_SETTINGS = sys.modules[config.__module__]
+_generation = _native.call_cache_generation if _HAS else None
 
 
 def _read_settings() -> None:

@@ -122,6 +122,8 @@ PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t 
 PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
@@ -193,6 +195,12 @@ static PyMethodDef methods[] = {
     {"cuda_spec", (PyCFunction)(void (*)(void))odml_py_cuda_spec, METH_FASTCALL,
      "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, params, grid, "
      "shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None"},
+    {"slice1_lowering", (PyCFunction)(void (*)(void))odml_py_slice1_lowering, METH_FASTCALL,
+     "slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None) -> ops/slice1.py's plain_lowering of "
+     "the common valid case, or None where that Python function must answer (newshape.c)"},
+    {"slice_lowering", (PyCFunction)(void (*)(void))odml_py_slice_lowering, METH_FASTCALL,
+     "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's plain_lowering of the common valid case, "
+     "or None where that Python function must answer (newshape.c)"},
     {"copy", py_copy, METH_VARARGS,
      "copy(dst_addr, src_addr, params: bytes of odml_copy_params, threads): strided copy"},
     {"unfold", py_unfold, METH_VARARGS,

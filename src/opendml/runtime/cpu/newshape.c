@@ -2,9 +2,11 @@
  * its plan on every call, so this arithmetic is in C. This file: the plan of a
  * layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
  * (odml_new_cpu), and the Python functions copy_params, copy_window,
- * unfold_window and scatter_window (NumPy arrays) and cuda_spec (the CUDA
- * launch of cuda_spec.c, for tests). calls.c runs the same plans on PyTorch
- * tensors (call_cache_torch_new).
+ * unfold_window and scatter_window (NumPy arrays), cuda_spec (the CUDA
+ * launch of cuda_spec.c, for tests), and slice1_lowering and slice_lowering
+ * (the fast path of SLICE1's and SLICE's plain_lowering, which
+ * planner.plain_plan tries first; see the end of this file). calls.c runs
+ * the same plans on PyTorch tensors (call_cache_torch_new).
  *
  * copy_params: a CopyPlan's canonical form packed as odml_copy_params.
  *
@@ -611,4 +613,138 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (kind < 0 || kind > 2 || odml_new_plan_make((int)kind, &L, ((PyTupleObject *)args[4])->ob_item,
             PyTuple_GET_SIZE(args[4]), &pl) || odml_new_cuda(&pl, src, dst, &s)) Py_RETURN_NONE;
     return Py_BuildValue("(sy#IIL)", s.name, (const char *)&s.p, s.size, s.grid, s.smem, (long long)pl.origin);
+}
+
+/* -- the operators' plain lowering (planner.plain_plan) ---------------------------------------------- */
+
+/* slice1_lowering(in_sizes, offsets, window, steps[, output_sizes]) and
+ * slice_lowering(in_sizes, offsets, sizes, strides) -> the same tuple as
+ * ops/slice1.py's and ops/slice.py's plain_lowering, or None
+ *
+ * A fast path of those functions, which stay the reference (DirectML's
+ * rules are theirs; tests compare the two): the common valid case of
+ * SLICE1 ((output sizes, starts, steps): a tuple, a list and a tuple) and of
+ * SLICE ((sizes, offsets, strides), three tuples), computed in one pass.
+ * None (the caller then runs the Python function, which says what it makes
+ * of the call) for anything else, valid or not: in_sizes not an exact tuple
+ * of 1 to ODML_MAX_RANK exact ints in 64 bits; a field not an exact list or
+ * tuple of one exact int in 64 bits per dimension (bools, NumPy integers and
+ * int subclasses are not exact ints); output_sizes given (not None); a sum
+ * or product outside 64 bits; any rule of the common case broken. Every
+ * value is read before anything is allocated, with the GIL held and no
+ * Python code run, so a list another thread changes cannot make the answer
+ * mix two of its states; a list field's tuple is made from the values read. */
+
+/* A tuple of the n values v. */
+static PyObject *ints_tuple(const int64_t *v, Py_ssize_t n) {
+    PyObject *t = PyTuple_New(n);
+    if (!t) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong((long long)v[i]);
+        if (!x) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+/* A list of the n values v. */
+static PyObject *ints_list(const int64_t *v, Py_ssize_t n) {
+    PyObject *l = PyList_New(n);
+    if (!l) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong((long long)v[i]);
+        if (!x) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, i, x);
+    }
+    return l;
+}
+
+/* Field f (read by read_seq into v) as ops/_common.py's sequence_of and
+ * plain_ints return it: an exact tuple itself, a list's values as a tuple. */
+static PyObject *field_tuple(PyObject *f, const int64_t *v, Py_ssize_t n) {
+    if (PyTuple_CheckExact(f)) {
+        Py_INCREF(f);
+        return f;
+    }
+    return ints_tuple(v, n);
+}
+
+/* (a, b, c), stealing the three references; NULL (the error set) where one
+ * is NULL (the callers make none after a failure). */
+static PyObject *triple(PyObject *a, PyObject *b, PyObject *c) {
+    PyObject *t = a && b && c ? PyTuple_New(3) : NULL;
+    if (!t) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, a);
+    PyTuple_SET_ITEM(t, 1, b);
+    PyTuple_SET_ITEM(t, 2, c);
+    return t;
+}
+
+/* in_sizes (an exact tuple) and the three fields read into dims, a, b, c;
+ * their count in *n. -1 (no exception) where any is not as described above. */
+static int read_window(PyObject *const *args, Py_ssize_t *n, int64_t *dims, int64_t *a, int64_t *b, int64_t *c) {
+    PyObject *shape = args[0];
+    if (!PyTuple_CheckExact(shape)) return -1;
+    *n = PyTuple_GET_SIZE(shape);
+    if (*n < 1 || *n > ODML_MAX_RANK) return -1;
+    return read_i64s(shape, *n, dims) || read_seq(args[1], *n, a) || read_seq(args[2], *n, b)
+        || read_seq(args[3], *n, c) ? -1 : 0;
+}
+
+PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None) takes "
+                                         "4 or 5 arguments");
+        return NULL;
+    }
+    Py_ssize_t n;
+    int64_t dims[ODML_MAX_RANK], o[ODML_MAX_RANK], s[ODML_MAX_RANK], t[ODML_MAX_RANK];
+    int64_t most[ODML_MAX_RANK], starts[ODML_MAX_RANK];
+    if ((nargs == 5 && args[4] != Py_None) || read_window(args, &n, dims, o, s, t)) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t end;                               /* the window inside the input: o + s <= dim */
+        if (o[i] < 0 || s[i] < 1 || __builtin_add_overflow(o[i], s[i], &end) || end > dims[i]) Py_RETURN_NONE;
+        if (t[i] > 0 && t[i] <= INT32_MAX) {
+            most[i] = 1 + (s[i] - 1) / t[i];
+            starts[i] = o[i];
+        } else if (t[i] < 0 && t[i] >= INT32_MIN) {  /* a negative stride starts at the window's end */
+            most[i] = 1 + (s[i] - 1) / -t[i];
+            starts[i] = end - 1;
+        } else {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *sizes = ints_tuple(most, n), *first = sizes ? ints_list(starts, n) : NULL;
+    return triple(sizes, first, first ? field_tuple(args[3], t, n) : NULL);
+}
+
+PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "slice_lowering(in_sizes, offsets, sizes, strides) takes 4 arguments");
+        return NULL;
+    }
+    Py_ssize_t n;
+    int64_t dims[ODML_MAX_RANK], o[ODML_MAX_RANK], s[ODML_MAX_RANK], t[ODML_MAX_RANK];
+    if (read_window(args, &n, dims, o, s, t)) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t last;                              /* the last element read inside the input */
+        if (o[i] < 0 || s[i] < 1 || t[i] < 1 || t[i] > (int64_t)UINT32_MAX
+                || __builtin_mul_overflow(s[i] - 1, t[i], &last) || __builtin_add_overflow(o[i], last, &last)
+                || last >= dims[i]) Py_RETURN_NONE;
+    }
+    PyObject *sizes = field_tuple(args[2], s, n), *starts = sizes ? field_tuple(args[1], o, n) : NULL;
+    return triple(sizes, starts, starts ? field_tuple(args[3], t, n) : NULL);
 }
