@@ -66,7 +66,7 @@ from ..model.errors import UnsupportedError
 from ..runtime import alloc, calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES, config
 from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
-from . import numpy_adapter, torch_node
+from . import numpy_adapter, torch_inductor, torch_node
 from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for
 
 __all__ = ["run", "numpy_dtype", "through_op", "prefix_window", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
@@ -837,6 +837,9 @@ def _packed_fake(name):
     fake = _FAKES[name]
 
     def packed_fake(x, args):
+        ops = _CPP["ops"]
+        if ops is not None:
+            torch_inductor.prepare(CPP_NAMESPACE, ops)    # Inductor's direct calls (cheap once done)
         return fake(x, *_unpack(name, args))
     packed_fake.__name__ = f"{name}_packed_fake"
     return packed_fake
@@ -887,6 +890,7 @@ def _register(node, names) -> dict:
                                        _CPP_DEFS[name][7]) for name in names], _cpp_backward)
     ns = getattr(torch.ops, CPP_NAMESPACE)
     ops = {name: getattr(ns, name).default for name in names}
+    torch_inductor.attach(CPP_NAMESPACE, ops, _CPP_DEFS)
     for name in names:
         qualname = f"{CPP_NAMESPACE}::{name}"
         torch.library.register_fake(qualname, _CPP_DEFS[name][4], lib=lib)

@@ -89,6 +89,13 @@ def _miss(*args) -> None:
 #: ``call(op_code, x, *args)``: the output, or None (take the Python route).
 call: Callable[..., Any] = _native.call_cache_call if _HAS else _miss
 
+#: ``packed(op_code, split, fallback, extra, x, packed_list)``: a C++ window
+#: operator's direct kernel (``arrays/torch_inductor.py``): ``call`` on the
+#: packed list split back into ``split`` lists (then ``extra``) where it
+#: serves a PyTorch tensor autograd need not record, else ``fallback(x,
+#: packed_list)``. None without it.
+packed: Callable[..., Any] | None = getattr(_native, "call_cache_packed", None) if _HAS else None
+
 _HAS_MOVE = _HAS and all(hasattr(_native, f"call_cache_{name}") for name in ("move", "put_move", "move_types"))
 
 #: ``move(op_code, x, *args)``: a repeated data-movement family call on NumPy

@@ -534,12 +534,19 @@ static PyObject *cpu_run(Entry *e, void *dtype, uintptr_t data) {
 }
 #endif
 
+static PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
+
 static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
+    int where = torch_plain(x);
+    if (where == 3) return eager_call(args, nargs, x);
+    return torch_serve(args, nargs, x, where);
+}
+
+/* The kernel route of torch_call for x, whose torch_plain is `where` (0: None). */
+static PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where) {
     Key k;
     int64_t device, dst;
     uint64_t ptr;
-    int where = torch_plain(x);
-    if (where == 3) return eager_call(args, nargs, x);
     if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
         Py_RETURN_NONE;
     Entry *e = lookup(&k);
@@ -1714,6 +1721,69 @@ PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssiz
     else if (c_type && type == (PyTypeObject *)c_type) result = cupy_call(args, nargs, x);
     else Py_RETURN_NONE;
     return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
+}
+
+/* call_cache_packed(code, split, fallback, extra, x, packed) -> the output:
+ * a C++ window operator's direct kernel (arrays/torch_inductor.py), what
+ * Inductor's wrapper calls instead of the operator. As the operator's kernel
+ * (torch_node.cpp, run_op) does: the packed list split back into `split`
+ * lists of one length, then the call cache's call (code, x, *lists, *extra)
+ * on a PyTorch tensor that neither autograd nor a tracer must see (the
+ * operator's Autograd kernel records a tensor that requires grad with grad
+ * mode on: that call is the operator's). Every call not served, a list of
+ * another length included, is fallback(x, packed), the operator itself. */
+PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) > 4) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_packed(code, split, fallback, extra, x, packed) takes 6 "
+                        "arguments, extra a tuple of at most 4");
+        return NULL;
+    }
+    const Py_ssize_t split = PyLong_AsSsize_t(args[1]);
+    if (split == -1 && PyErr_Occurred()) return NULL;
+    if (split < 1 || split > 8) {
+        PyErr_SetString(PyExc_ValueError, "call_cache_packed: split must be in [1, 8]");
+        return NULL;
+    }
+    PyObject *x = args[4], *packed = args[5], *extra = args[3];
+    if (enabled && table && t_type && Py_TYPE(x) == (PyTypeObject *)t_type &&
+        (PyList_CheckExact(packed) || PyTuple_CheckExact(packed))) {
+        PyObject *seq = packed;
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), m = n / split;
+        int where = n > 0 && n % split == 0 ? torch_plain(x) : 0;
+        if (PyErr_Occurred()) {                     /* (torch_plain reads drop theirs; the operator answers) */
+            drop_error();
+            where = 0;
+        }
+        if (where == 1 || where == 2) {
+            PyObject *argv[2 + 8 + 4];
+            Py_ssize_t count = 2, made = 0;
+            argv[0] = args[0];
+            argv[1] = x;
+            PyObject **items = PySequence_Fast_ITEMS(seq);
+            for (Py_ssize_t j = 0; j < split; j++) {
+                PyObject *list = PyList_New(m);
+                if (!list) break;
+                for (Py_ssize_t i = 0; i < m; i++) {
+                    Py_INCREF(items[j * m + i]);
+                    PyList_SET_ITEM(list, i, items[j * m + i]);
+                }
+                argv[count++] = list;
+                made++;
+            }
+            PyObject *result = NULL;
+            if (made == split) {
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extra); i++) argv[count++] = PyTuple_GET_ITEM(extra, i);
+                result = with_deferred(torch_serve(argv, count, x, where));
+            }
+            for (Py_ssize_t j = 0; j < made; j++) Py_DECREF(argv[2 + j]);
+            if (!result) return NULL;               /* (an allocation failure: the operator's kernel raises it too) */
+            if (result != Py_None) return result;
+            Py_DECREF(result);
+        }
+    }
+    PyObject *fargs[2] = {x, packed};
+    return PyObject_Vectorcall(args[2], fargs, 2, NULL);
 }
 
 static Entry *new_entry(int kind, PyObject *shape) {

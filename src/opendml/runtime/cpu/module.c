@@ -97,6 +97,7 @@ PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
 /* calls.c */
 int odml_calls_init(void);
 PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args);
@@ -128,6 +129,9 @@ PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
      "call_cache_call(op, x, *args) -> the output, or None where the call must take the Python route (calls.c)"},
+    {"call_cache_packed", (PyCFunction)(void (*)(void))odml_py_call_cache_packed, METH_FASTCALL,
+     "call_cache_packed(code, split, fallback, extra, x, packed) -> the output: a C++ window operator's direct "
+     "kernel, the call cache's call on the packed list split back, else fallback(x, packed) (calls.c)"},
     {"call_cache_put_eager", odml_py_call_cache_put_eager, METH_VARARGS,
      "call_cache_put_eager(op, x, args, eager, generation) -> whether stored: eager(x) records a call like this "
      "one for autograd and runs it (calls.c)"},

@@ -1,0 +1,150 @@
+"""Inductor's calls of the C++ window operators, without the dispatcher's Python entry (issue 19).
+
+Inductor generates no code for an operator of its own: its Python wrapper
+calls it through PyTorch's dispatcher, ``torch.ops.opendml_cpp.unfold.default(x, [...])``.
+That entry (the arguments parsed against the schema, the Autograd kernel, the
+GIL given up and taken back, the output wrapped) costs more host time than
+what the operator's kernel then does on a repeated call: offer the call to
+the call cache's C function (``runtime.calls.call``), which runs it. A
+compiled layer around a small or mid-size tensor is host-bound, so that entry
+decided the layer's time (an H100 host: the operator 12.9 us through the
+dispatcher, 8.8 us through the call cache; the layer's wrapper 8 us less).
+
+So each packed C++ window operator (unfold, fold, slice1, slice_grad) gets a
+*direct kernel*, an attribute of the operator namespace
+(``torch.ops.opendml_cpp._direct_<name>``, set where the operators are
+registered), and an Inductor lowering that is Inductor's own fallback for the
+operator with one change: the wrapper calls the direct kernel by that name.
+The direct kernel takes the operator's arguments (the tensor, the packed
+list), offers the call to the call cache exactly as the operator's kernel
+does (``torch_node.cpp``'s ``run_op``: the packed list split back into its
+lists, the spec's extra arguments), and passes every call the cache does not
+serve to the operator itself: a first call (which the operator's kernel runs
+and records), a tensor that requires grad, a call under a dispatch mode or an
+open forward-AD level, a list of the wrong length. The call cache serves only
+calls it recorded from these kernels, so answers and errors are the
+operator's (``tests/arrays/test_torch_inductor.py`` compares the routes).
+
+This relies on Inductor internals (``torch._inductor.lowering``, the
+``python_kernel_name`` of ``ir.FallbackKernel``). ``prepare()`` installs the
+lowerings once Inductor is loaded (the operators' fake kernels call it, so it
+runs while AOTAutograd traces a graph for Inductor); anything unlike what it
+expects leaves Inductor's default, the dispatcher call, and ``status()`` says
+why. Only the Python wrapper takes the direct kernels: the C++ wrapper
+(``cpp_wrapper``, AOTInductor) and the FX wrapper keep the operator.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+
+import torch
+
+from ..runtime import calls as _calls
+
+#: The call cache's function, and its C direct kernel (None without the compiled extension).
+_call = _calls.call
+_packed = getattr(_calls, "packed", None)
+
+#: "waiting" (Inductor not loaded yet), "on", "off: <why>"; the operators installed (name -> op).
+_STATE = {"status": "waiting", "done": {}}
+_lock = threading.Lock()
+#: Name prefix of the direct kernels on the operator namespace.
+PREFIX = "_direct_"
+
+
+def direct_kernel(name: str, op, spec: tuple, split: int):
+    """The direct kernel of the C++ operator ``op`` named ``name`` (its kernel spec ``(cached, code,
+    extra, fallback)`` and the number of lists its one list argument packs)."""
+    cached, code, extra = spec[0], spec[1], tuple(spec[2])
+    if _packed is not None and cached is _call:
+        # in C (calls.c, call_cache_packed): the same steps as below, without a Python frame
+        return functools.partial(_packed, code, split, op, extra)
+    grad_enabled = torch.is_grad_enabled
+
+    def kernel(x, args):
+        n = len(args)
+        # (the operator's Autograd kernel records a node for a tensor that requires grad with grad
+        # mode on: the operator takes that call; with grad mode off it runs the call as below)
+        if n % split == 0 and not (x.requires_grad and grad_enabled()):
+            m = n // split
+            out = cached(code, x, *[args[i:i + m] for i in range(0, n, m)], *extra) if m else None
+            if out is not None:
+                return out
+        return op(x, args)
+    kernel.__name__ = kernel.__qualname__ = PREFIX + name
+    return kernel
+
+
+def attach(namespace: str, ops: dict, defs: dict) -> None:
+    """Set the direct kernel of each packed operator of ``ops`` (name -> OpOverload) on the operator
+    namespace ``torch.ops.<namespace>``; ``defs`` is ``torch_adapter._CPP_DEFS``."""
+    ns = getattr(torch.ops, namespace)
+    for name, op in ops.items():
+        split = defs[name][7]
+        if split > 0:
+            setattr(ns, PREFIX + name, direct_kernel(name, op, defs[name][1], split))
+
+
+def status() -> str:
+    """Whether Inductor's wrappers call the direct kernels: ``"on"``, ``"waiting"`` (Inductor not
+    loaded yet) or ``"off: <why>"``."""
+    return _STATE["status"]
+
+
+def prepare(namespace: str, ops: dict) -> None:
+    """Install the lowerings of ``ops``' packed operators once ``torch._inductor`` is loaded (cheap
+    when done or not yet possible)."""
+    if len(_STATE["done"]) == len(ops) or "torch._inductor.lowering" not in sys.modules:
+        return
+    with _lock:
+        if len(_STATE["done"]) == len(ops) or _STATE["status"].startswith("off"):
+            return
+        try:
+            _install(namespace, ops)
+            _STATE["status"] = "on"
+        except Exception as e:     # noqa: BLE001 - Inductor's own fallback (the dispatcher call) serves
+            _STATE["status"] = f"off: {type(e).__name__}: {e}"
+        _STATE["done"] = dict(ops)
+
+
+def _install(namespace: str, ops: dict) -> None:
+    from torch._inductor import ir
+    from torch._inductor.lowering import fallback_handler, lowerings, register_lowering
+    from torch._inductor.virtualized import V
+
+    ns = getattr(torch.ops, namespace)
+    for name, op in ops.items():
+        attr = PREFIX + name
+        if name in _STATE["done"] or not hasattr(ns, attr) or op in lowerings:
+            continue
+        default = fallback_handler(op)
+        kernel_name = f"torch.ops.{namespace}.{attr}"
+
+        def lower(*args, _default=default, _op=op, _name=kernel_name, **kwargs):
+            result = _default(*args, **kwargs)
+            graph = V.graph
+            if not (getattr(graph, "cpp_wrapper", True) or getattr(graph, "fx_wrapper", False)
+                    or getattr(graph, "aot_mode", True)):
+                node = _fallback_node(ir, result)
+                if node is not None and getattr(node, "op_overload", None) is _op:
+                    node.python_kernel_name = _name
+            return result
+        register_lowering(op, type_promotion_kind=None)(lower)
+
+
+def _fallback_node(ir, result):
+    """The ``FallbackKernel`` behind a fallback's one output (a TensorBox of a StorageBox of a
+    MultiOutput whose input is the kernel), or None."""
+    node = result
+    for _ in range(4):
+        if isinstance(node, ir.FallbackKernel):
+            return node
+        if isinstance(node, ir.MultiOutput):
+            inputs = getattr(node, "inputs", None)
+            return inputs[0] if inputs and isinstance(inputs[0], ir.FallbackKernel) else None
+        node = getattr(node, "data", None)
+        if node is None:
+            return None
+    return None

@@ -1,0 +1,283 @@
+"""Inductor's direct calls of the C++ window operators (``arrays/torch_inductor.py``):
+the direct kernels give the operator's bytes and errors on every route a call
+can take (first call, served repeat, requires_grad, no_grad, inference mode,
+dispatch modes, forward AD, wrong packed lengths, after ``configure()``,
+under threads), and Inductor's Python wrapper calls them, with compiled
+results (forward and backward) equal to eager ones."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import opendml as dml  # noqa: E402
+import opendml.torch as dmlt  # noqa: E402
+from opendml.arrays import torch_adapter as adapter  # noqa: E402
+from opendml.arrays import torch_inductor  # noqa: E402
+from opendml.arrays import torch_node  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+#: (name, array API call, its lists, input shape)
+CASES = [
+    ("unfold", lambda x: dml.unfold(x, [2, 3], [1, 2], [2, 1], [1, 0], [0, 2]),
+     ([2, 3], [1, 2], [2, 1], [1, 0], [0, 2]), (2, 3, 5, 4)),
+    ("fold", lambda x: dml.fold(x, [6, 5], 3, 1, 1, 1, 1), ([6, 5], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+     (2, 27, 30)),
+    ("slice1", lambda x: dml.slice1(x, [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]),
+     ([0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]), (2, 3, 5, 6)),
+    ("slice_grad", lambda x: dml.slice_grad(x, [2, 3, 5, 6], [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]),
+     ([2, 3, 5, 6], [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]), (2, 3, 2, 3)),
+]
+IDS = [c[0] for c in CASES]
+
+
+@pytest.fixture(scope="module")
+def cpp():
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        pytest.skip("no C++ compiler here: the custom operators serve")
+    with dml.configure(torch_node="wait"):
+        assert torch_node.wait(), torch_node.status()
+        ops = adapter.operators()
+    assert ops is not adapter._CUSTOM, dmlt.compiled_status()
+    return ops
+
+
+def _device(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    return device
+
+
+def _x(shape, device="cpu", dtype=torch.float32):
+    return (torch.arange(int(np.prod(shape)), dtype=dtype, device=device).reshape(shape) * 0.5 - 3)
+
+
+def _pack(lists):
+    return [v for part in lists for v in part]
+
+
+def _direct(name):
+    return getattr(torch.ops.opendml_cpp, torch_inductor.PREFIX + name)
+
+
+def _outcome(fn, *args):
+    """(bytes and grad_fn name, or the error's type and message) of fn(*args)."""
+    try:
+        y = fn(*args)
+    except Exception as e:  # noqa: BLE001 - compared below
+        return ("error", type(e), str(e))
+    return ("ok", y.dtype, tuple(y.shape), y.detach().cpu().numpy().tobytes(), type(y.grad_fn).__name__)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,fn,lists,shape", CASES, ids=IDS)
+def test_direct_kernels_equal_the_operator(cpp, name, fn, lists, shape, device):
+    device = _device(device)
+    op, direct = cpp[name], _direct(name)
+    packed = _pack(lists)
+    for dtype in (torch.float32, torch.float64, torch.int16):
+        x = _x(shape, device, dtype)
+        want = _outcome(op, x, packed)
+        assert want[0] == "ok"
+        for _ in range(3):                   # a first call, then the call cache's repeats
+            assert _outcome(direct, x, packed) == want
+        assert _outcome(direct, x, tuple(packed)) == want
+        with torch.no_grad():
+            assert _outcome(direct, x, packed) == _outcome(op, x, packed)
+        with torch.inference_mode():
+            assert _outcome(direct, x, packed) == _outcome(op, x, packed)
+        if dtype.is_floating_point:          # requires_grad: the operator records its node
+            xg = x.clone().requires_grad_(True)
+            got = _outcome(direct, xg, packed)
+            assert got == _outcome(op, xg, packed) and got[-1] == f"opendml_{name}Backward"
+            with torch.no_grad():
+                assert _outcome(direct, xg, packed) == _outcome(op, xg, packed)
+
+
+@pytest.mark.parametrize("name,fn,lists,shape", CASES, ids=IDS)
+def test_direct_kernels_raise_the_operators_errors(cpp, name, fn, lists, shape):
+    op, direct = cpp[name], _direct(name)
+    x = _x(shape)
+    k = len(lists)
+    bad = [
+        _pack(lists)[:-1],                                    # not a multiple of k
+        _pack(lists) + [1] * k,                               # lists one longer than the rank
+        [10 ** 6] * len(_pack(lists)),                        # far outside the input
+        [-1] * len(_pack(lists)),
+        [],
+    ]
+    for packed in bad:
+        want = _outcome(op, x, packed)
+        assert want[0] == "error", packed
+        for _ in range(2):
+            assert _outcome(direct, x, packed) == want
+    for t in (x.bfloat16(), x.to(torch.bool)):
+        assert _outcome(direct, t, _pack(lists)) == _outcome(op, t, _pack(lists))
+        assert _outcome(op, t, _pack(lists))[0] == "error"
+
+
+class _Seen(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name,fn,lists,shape", CASES, ids=IDS)
+def test_dispatch_modes_and_forward_ad_see_the_operator(cpp, name, fn, lists, shape):
+    op, direct = cpp[name], _direct(name)
+    x, packed = _x(shape), _pack(lists)
+    direct(x, packed)
+    direct(x, packed)                        # recorded: the call cache would serve it
+    with _Seen() as mode:
+        y = direct(x, packed)
+    assert mode.ops == [f"opendml_cpp.{name}.default"] and torch.equal(y, op(x, packed))
+    import torch.autograd.forward_ad as fwad
+    with fwad.dual_level():
+        dual = fwad.make_dual(x, torch.ones_like(x))
+        with pytest.raises(NotImplementedError) as a:
+            op(dual, packed)
+        with pytest.raises(NotImplementedError) as b:
+            direct(dual, packed)
+        assert str(a.value) == str(b.value)
+
+
+@pytest.mark.parametrize("settings", [{"call_cache": False}, {"torch_node": "off"}, {"cpu_kernels": "numpy"}])
+def test_direct_kernels_after_configure(cpp, settings):
+    name, fn, lists, shape = CASES[0]
+    x, packed = _x(shape), _pack(lists)
+    want = _outcome(cpp[name], x, packed)
+    _direct(name)(x, packed)
+    try:
+        with dml.configure(**settings):
+            assert _outcome(_direct(name), x, packed) == _outcome(cpp[name], x, packed) == want
+    except dml.ValidationError as e:         # a setting this build does not take
+        pytest.skip(str(e))
+    assert _outcome(_direct(name), x, packed) == want
+
+
+def test_direct_kernels_under_threads(cpp):
+    errors, results = [], {}
+
+    def work(i):
+        try:
+            name, fn, lists, shape = CASES[i % len(CASES)]
+            x = _x(shape) + i
+            packed = _pack(lists)
+            want = cpp[name](x, packed)
+            for _ in range(50):
+                if not torch.equal(_direct(name)(x, packed), want):
+                    results[i] = "differs"
+                    return
+            results[i] = "same"
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and set(results.values()) == {"same"}, (errors, results)
+
+
+def _compiled_code(fn, *args):
+    from torch._inductor.utils import run_and_get_code
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):
+        result, code = run_and_get_code(fn, *args)
+    return result, "\n".join(code)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,fn,lists,shape", CASES, ids=IDS)
+def test_inductor_wrapper_calls_the_direct_kernels(cpp, name, fn, lists, shape, device):
+    device = _device(device)
+    x = _x(shape, device).requires_grad_(True)
+    compiled = torch.compile(lambda t: fn(t).square(), fullgraph=True)
+
+    def step(t):
+        y = compiled(t)
+        (g,) = torch.autograd.grad(y.sum(), t)
+        return y, g
+    (y, g), code = _compiled_code(step, x)
+    assert torch_inductor.status() == "on"
+    assert f"torch.ops.opendml_cpp._direct_{name}(" in code, code
+    assert f"torch.ops.opendml_cpp.{name}.default(" not in code, code
+    xe = x.detach().clone().requires_grad_(True)
+    ye = fn(xe).square()
+    (ge,) = torch.autograd.grad(ye.sum(), xe)
+    assert torch.equal(y, ye) and torch.equal(g, ge)
+    for _ in range(3):                       # served repeats: the same bytes
+        y2, g2 = step(x)
+        assert torch.equal(y2, ye) and torch.equal(g2, ge)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inductor_layer_equals_eager(cpp, device):
+    device = _device(device)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 10, 10, generator=gen).to(device)
+    w = torch.randn(8, 36, generator=gen).to(device)
+
+    def layer(t, wt):
+        return wt @ dml.unfold(t, 3, 1, 1, 1, 1)
+    compiled = torch.compile(layer, fullgraph=True)
+    got, code = _compiled_code(compiled, x, w)
+    assert "torch.ops.opendml_cpp._direct_unfold(" in code, code
+    assert torch.equal(got, layer(x, w))
+    for _ in range(3):
+        assert torch.equal(compiled(x, w), got)
+    # a call the compiled graph was not traced for (another shape) recompiles and stays right
+    x2 = torch.randn(1, 4, 7, 9, generator=gen).to(device)
+    assert torch.equal(compiled(x2, w), layer(x2, w))
+
+
+@pytest.mark.parametrize("name,fn,lists,shape", CASES, ids=IDS)
+def test_the_python_direct_kernel_equals_the_compiled_one(cpp, name, fn, lists, shape, monkeypatch):
+    """Without the compiled extension's call_cache_packed, the direct kernel is a Python function
+    doing the same steps: the same answers and errors either way."""
+    spec, split = adapter._CPP_DEFS[name][1], adapter._CPP_DEFS[name][7]
+    compiled = torch_inductor.direct_kernel(name, cpp[name], spec, split)
+    monkeypatch.setattr(torch_inductor, "_packed", None)
+    python = torch_inductor.direct_kernel(name, cpp[name], spec, split)
+    assert compiled is not python and python.__name__ == f"_direct_{name}"
+    x = _x(shape)
+    for packed in (_pack(lists), _pack(lists)[:-1], [10 ** 6] * len(_pack(lists)), []):
+        want = _outcome(cpp[name], x, packed)
+        for _ in range(2):
+            assert _outcome(python, x, packed) == want
+            assert _outcome(compiled, x, packed) == want
+    xg = x.clone().requires_grad_(True)
+    assert _outcome(python, xg, _pack(lists)) == _outcome(compiled, xg, _pack(lists)) == \
+        _outcome(cpp[name], xg, _pack(lists))
+
+
+def test_call_cache_packed_checks_its_own_arguments(cpp):
+    from opendml.runtime import calls
+    if calls.packed is None:
+        pytest.skip("no compiled call cache here")
+    op = cpp["unfold"]
+    x = _x((1, 1, 4, 4))
+    code = calls.OPS["unfold"]
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        calls.packed(code, 5, op, (), x)
+    with pytest.raises(TypeError, match="extra a tuple"):
+        calls.packed(code, 5, op, [], x, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1])
+    for split in (0, 9, -1):
+        with pytest.raises(ValueError, match="split must be in"):
+            calls.packed(code, split, op, (), x, [3, 3, 1, 1, 1, 1, 1, 1, 1, 1])
+    # anything but a tensor and a list or tuple goes to the fallback as it is
+    seen = []
+    assert calls.packed(code, 5, lambda *a: seen.append(a) or "fallback", (), "x", [1] * 10) == "fallback"
+    assert calls.packed(code, 5, lambda *a: "fallback", (), x, iter([1] * 10)) == "fallback"
+    assert seen == [("x", [1] * 10)]
