@@ -136,7 +136,9 @@ def compiled(rows, device, shapes, reps, rounds):
         peer = torch.compile(peer_fn, fullgraph=True)
         a, b, e = ours(x, wt), peer(x, wt), ours_fn(x, wt)
         route = opendml.torch.compiled_route()     # which operators the trace above put in the graph
-        print(f"compiled  route: {route}:: ({opendml.torch.compiled_status()})", flush=True)
+        from opendml.arrays import torch_inductor
+        print(f"compiled  route: {route}:: ({opendml.torch.compiled_status()}; direct kernels in Inductor's "
+              f"wrapper: {torch_inductor.status()})", flush=True)
         assert torch.equal(a, e), "compiled != eager"
         assert torch.allclose(a, b, rtol=1e-3, atol=1e-3)
         t_ours = timed(lambda: ours(x, wt), device, reps, rounds)
