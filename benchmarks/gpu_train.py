@@ -93,6 +93,10 @@ def row(rows, part, name, ours, peer, peer_name, target, **extra):
           f"{peer / ours:5.2f}x (target {target:.2g}x) {'MET' if r['met'] else 'MISSED'}", flush=True)
 
 
+#: The eager part's floors (x.clone() forward + backward per shape), written to the JSON beside the rows.
+FLOORS: list = []
+
+
 def eager(rows, device, shapes, reps, rounds):
     for shape in shapes:
         n, c, h, w = shape
@@ -118,6 +122,14 @@ def eager(rows, device, shapes, reps, rounds):
                 return lambda: torch.autograd.grad(fn(inp), inp, g)
             t_ours, t_peer = timed_pair(step(ours), step(peer), device, reps, rounds)
             row(rows, "eager", f"{name} fwd+bwd {tuple(inp.shape)}", t_ours, t_peer, peer_name, target)
+            if name == "slice1":
+                # The harness's floor at this size: PyTorch's cheapest differentiable copy (clone: one copy kernel
+                # forward, none backward), timed the same way. A target below it is out of reach for any operator.
+                t_floor, _ = timed_pair(step(lambda t: t.clone()), step(peer), device, reps, rounds)
+                print(f"eager     floor {tuple(inp.shape)}: x.clone() fwd+bwd {t_floor * 1e6:.1f} us; the 1.5x target "
+                      f"allows {t_peer / 1.5 * 1e6:.1f} us", flush=True)
+                FLOORS.append({"workload": f"x.clone() fwd+bwd {tuple(inp.shape)}", "floor_us": t_floor * 1e6,
+                               "flip_us": t_peer * 1e6})
 
 
 def compiled(rows, device, shapes, reps, rounds):
@@ -241,7 +253,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
             "date": time.strftime("%Y-%m-%d"), "quick": quick, "torch_node": node}
-    (out / f"train-{dev}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (out / f"train-{dev}.json").write_text(json.dumps({"meta": meta, "rows": rows, "floors": FLOORS}, indent=1))
     try:
         import matplotlib
         matplotlib.use("Agg")
