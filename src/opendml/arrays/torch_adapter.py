@@ -63,11 +63,12 @@ import torch.autograd.forward_ad as _fwad
 
 import opendml.arrays as api
 from ..model.errors import UnsupportedError
-from ..runtime import alloc, calls, get_backend
+from ..runtime import _BACKENDS, alloc, calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES, config
 from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
 from . import numpy_adapter, torch_inductor, torch_node
-from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for
+from . import planner as _planner
+from .planner import _PLANNED, OpCall, array_layout, plain_plan, plan_for
 
 __all__ = ["run", "numpy_dtype", "through_op", "prefix_window", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
            "slice1_op", "slice_grad_op", "operators", "cpp_op", "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -95,15 +96,31 @@ _is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
+_mode_get = _MODE.get
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+
+
 def run(x, call: OpCall):
-    mode = _MODE.get()
+    mode = _mode_get()
     if mode is None:
-        if type(x) in _PLAIN and not (torch.compiler.is_compiling() or _dispatch_modes() > 0):
+        if type(x) in _PLAIN and not (_is_compiling() or _dispatch_modes() > 0):
+            # A new shape's route first (issue 19), before the checks below: its C call declines (None, nothing
+            # run) whatever they would send elsewhere but a tensor whose gradient must be recorded (checked
+            # here): a functorch wrapper, an open forward-AD level, a negative or conjugate view, a subclass,
+            # another device or layout. A dtype without a DirectML type and a nested tensor (whose sizes
+            # cannot be read) go to the checks below, which raise their errors.
+            if not ((x.requires_grad and _grad_enabled()) or x.is_nested):
+                dtype = _DTYPES.get(x.dtype)
+                if dtype is not None:
+                    out = _new_shape(x, call, dtype)
+                    if out is not None:
+                        return out
             if _is_functorch_wrapped(x):
                 return _through_function(x, call, _FUNC)
-            if (x.requires_grad and torch.is_grad_enabled()) or _fwad._current_level >= 0:
+            if (x.requires_grad and _grad_enabled()) or _fwad._current_level >= 0:
                 return _through_function(x, call, _EAGER_FN)
-            return _kernel(x, call)
+            return _kernel(x, call, False)        # the new shape's route was tried above
         return through_op(x, call)
     if mode is _KERNEL:
         return _kernel(x, call)
@@ -150,10 +167,12 @@ def _describe(x, call: OpCall, dtype):
 
 # -- kernel route ------------------------------------------------------------------------------------
 
-def _kernel(x, call: OpCall):
+def _kernel(x, call: OpCall, new: bool = True):
+    """The kernel route; ``new``: try a new shape's route first (``run``
+    passes False once it has)."""
     dtype = numpy_dtype(x, call.name)
     neg = x.is_neg()
-    if not neg:                           # a new shape's route first (it declines misaligned CUDA data)
+    if new and not neg:                   # a new shape's route first (it declines misaligned CUDA data)
         out = _new_shape(x, call, dtype)
         if out is not None:
             return out
@@ -173,6 +192,10 @@ def _kernel(x, call: OpCall):
 
 
 _NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_OPS = calls.OPS
+#: The operators whose compiled plain lowering call_cache_torch_new may call itself ("copy" plans)
+_LOWERED = frozenset(("slice1", "slice"))
+_SETTINGS, _generation = calls._SETTINGS, calls._generation
 _torch_new = calls.torch_new
 _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
 
@@ -187,27 +210,42 @@ def _new_shape(x, call: OpCall, dtype):
     gives) and records the call in the call cache. None where the call is
     not such a case or C leaves it to the routes below (which then validate,
     plan and run it)."""
-    got = plain_plan(call, dtype, tuple(x.shape), x.numel())
-    if got is None:
-        return None
-    since = calls.generation()            # before the settings are read
-    kernel, fields = got
+    name = call.name
+    # SLICE1 and SLICE: C calls their compiled lowering (planner.NATIVE_LOWERING) on x's sizes as it reads
+    # them, and answers False where it gives no fields: plain_plan then plans the call (its reference lowering)
+    fields = _planner.NATIVE_LOWERING.get(name) if name in _LOWERED else None
+    if fields is None:
+        got = plain_plan(call, dtype, tuple(x.shape), x.numel())
+        if got is None:
+            return None
+        kernel, fields = got
+    else:
+        kernel = "copy"
+    # calls.generation() inline, before the settings are read (their first read sets the C side up)
+    since = _generation() if _SETTINGS._current is not None and _generation is not None else calls.generation()
     if x.is_cuda:
         kernels, cpu = new_kernels(), None
     else:
         kernels = None
         backend, cpu = _CPU_CONF
-        if backend is not get_backend("cpu"):
+        if backend is None or backend is not _BACKENDS.get("cpu"):   # get_backend("cpu") when there is one
             backend = get_backend("cpu")
             cpu = None if backend._native is None else (backend.threads, backend.grain, backend.tile_stride,
                                                          backend.tile_columns, CACHE_MIN_BYTES)
             globals()["_CPU_CONF"] = (backend, cpu)
-    op, kind = calls.OPS[call.name], _NEW_KINDS[kernel]
-    for _ in range(4):                    # a kernel compiled per miss: at most three per launch
-        out = _torch_new(op, x, call.args, kind, fields, since, kernels, dtype, cpu)
+    op, kind, args = _OPS[name], _NEW_KINDS[kernel], call.args
+    for _ in range(5):                    # a kernel compiled per miss: at most three per launch (and a False)
+        out = _torch_new(op, x, args, kind, fields, since, kernels, dtype, cpu)
         if type(out) is not str:
+            if out is False:              # no compiled fields: the reference lowering's, if any
+                got = plain_plan(call, dtype, tuple(x.shape), x.numel())
+                if got is None:
+                    return None
+                kernel, fields = got
+                kind = _NEW_KINDS[kernel]
+                continue
             if out is not None:
-                count_planned()
+                next(_PLANNED)            # count_planned()
             return out
         add_new_kernel(x.get_device(), out)
     return None

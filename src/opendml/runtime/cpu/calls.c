@@ -1942,6 +1942,51 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
  * (the Python route raises the error that names it), a launch the driver
  * refuses. No rule of DirectML is checked here: the fields come from the
  * operator's plain_lowering, which validated them. */
+#ifdef ODML_NUMPY
+static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, const odml_torch_info *pin);
+
+/* The fields of `lowering` (a compiled plain lowering: planner.NATIVE_LOWERING's slice1_lowering or
+ * slice_lowering, which run no Python code) for x's sizes as describe read them: what plain_plan gives for
+ * them (the same count rule, plain_count: 1 to 8 sizes of 1 to UINT32_MAX elements in all). A new reference
+ * to a tuple, or NULL with no exception set where it gives none. */
+static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const odml_torch_info *in) {
+    const Py_ssize_t n_args = PyTuple_GET_SIZE(call_args);
+    if (in->ndim < 1 || in->ndim > ODML_MAX_RANK || n_args > 4) return NULL;
+    int64_t count = 1;
+    for (int i = 0; i < in->ndim; i++)
+        if (in->sizes[i] < 0 || __builtin_mul_overflow(count, in->sizes[i], &count)) return NULL;
+    if (count < 1 || count > (int64_t)UINT32_MAX) return NULL;
+    PyObject *shape = PyTuple_New(in->ndim);
+    if (!shape) {
+        drop_error();
+        return NULL;
+    }
+    for (int i = 0; i < in->ndim; i++) {
+        PyObject *v = PyLong_FromLongLong(in->sizes[i]);
+        if (!v) {
+            Py_DECREF(shape);
+            drop_error();
+            return NULL;
+        }
+        PyTuple_SET_ITEM(shape, i, v);
+    }
+    PyObject *stack[5];
+    stack[0] = shape;
+    for (Py_ssize_t i = 0; i < n_args; i++) stack[i + 1] = PyTuple_GET_ITEM(call_args, i);
+    PyObject *got = PyObject_Vectorcall(lowering, stack, (size_t)(n_args + 1), NULL);
+    Py_DECREF(shape);
+    if (!got || !PyTuple_CheckExact(got)) {
+        if (PyErr_Occurred()) drop_error();       /* plain_plan calls it again, and raises what it raises */
+        Py_XDECREF(got);
+        return NULL;
+    }
+    return got;
+}
+#endif
+
+/* `fields` may also be a compiled plain lowering (a builtin function, see lowered_fields): C then calls it
+ * on x's sizes as it reads them, after the checks above, and returns False (nothing run) where it gives no
+ * fields (plain_plan then plans the call and C is called again with its fields). */
 PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 9) {
@@ -1952,14 +1997,34 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
 #ifndef ODML_NUMPY
     Py_RETURN_NONE;
 #else
-    PyObject *op = args[0], *x = args[1], *call_args = args[2], *fields = args[4], *kernels = args[6];
-    PyObject *descr = args[7], *conf = args[8];
+    PyObject *x = args[1], *call_args = args[2], *fields = args[4], *descr = args[7];
     int64_t kind, gen;
     odml_torch_info in;
+    const int lower = PyCFunction_CheckExact(fields);
     if (!tapi || !numpy_ready || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type || !PyTuple_CheckExact(call_args)
-            || !PyTuple_CheckExact(fields) || !PyArray_DescrCheck(descr) || exact_int(args[3], &kind) < 0
+            || !(lower || PyTuple_CheckExact(fields)) || !PyArray_DescrCheck(descr) || exact_int(args[3], &kind) < 0
             || exact_int(args[5], &gen) < 0 || kind < 0 || kind > 2 || tapi->describe(x, &in) != 0
             || in.dispatch_modes || in.wrapped || in.device < -1) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    if (!lower) return torch_new_planned(args, fields, &in);
+    PyObject *got = lowered_fields(fields, call_args, &in);
+    if (!got) Py_RETURN_FALSE;
+    PyObject *out = torch_new_planned(args, got, &in);
+    Py_DECREF(got);
+    return out;
+#endif
+}
+
+#ifdef ODML_NUMPY
+/* call_cache_torch_new once x is described and the fields are a tuple */
+static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, const odml_torch_info *pin) {
+    PyObject *op = args[0], *x = args[1], *call_args = args[2], *kernels = args[6];
+    PyObject *descr = args[7], *conf = args[8];
+    int64_t kind, gen;
+    const odml_torch_info in = *pin;
+    if (exact_int(args[3], &kind) < 0 || exact_int(args[5], &gen) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
@@ -2082,8 +2147,8 @@ fail:
     Py_XDECREF(e);
     Py_XDECREF(out);
     return NULL;
-#endif
 }
+#endif
 
 /* call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> the output, or None
  *
