@@ -3,7 +3,7 @@ layer's host time goes, measured on Inductor's generated wrapper itself:
 ``python benchmarks/profiles/compiled_wrapper_probe.py``.
 
 For opendml's layer and ``F.unfold``'s, at a tiny shape (host cost only) and
-at (16,16,56,56) on CUDA:
+at (16,16,56,56) and (32,64,56,56) on CUDA:
 
 * ``whole``: the compiled function (Dynamo's guards, AOTAutograd's runtime
   wrapper, Inductor's ``call``);
@@ -91,7 +91,7 @@ def main():
     opendml.torch.wait_for_node()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"device {dev}, torch {torch.__version__}, route after tracing below")
-    for shape in [(2, 4, 10, 10), (16, 16, 56, 56)]:
+    for shape in [(2, 4, 10, 10), (16, 16, 56, 56), (32, 64, 56, 56)]:
         x = torch.randn(shape, device=dev)
         wt = torch.randn(64, shape[1] * 9, device=dev)
         torch._dynamo.reset()
