@@ -95,6 +95,8 @@ def main(argv=None):
     ap.add_argument("--lines", default="64,128", help="box line lengths to try")
     ap.add_argument("--boxes", default="", help='explicit boxes to try, "14x56,32x56" (where they fit the shape)')
     ap.add_argument("--peers", action="store_true", help="also time F.unfold eager and compiled (2-D)")
+    ap.add_argument("--scalar", action="store_true",
+                    help="where the default is unfold_tile with 16-byte stores (VEC 1), also time it with VEC 0")
     ap.add_argument("--no-gather", action="store_true", help="skip the gather kernel's variants")
     a = ap.parse_args(argv)
     shapes = parse_shapes(a.shapes) if a.shapes else SHAPES
@@ -112,6 +114,12 @@ def main(argv=None):
         ms = time_launch(*default, x, out)
         want = out.copy()
         print(f"{shape} {dtype} default: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s")
+        if a.scalar and default[0].endswith(", 1>") and default[0].startswith("unfold_tile"):
+            scalar = default[0][:-len(", 1>")] + ", 0>"
+            for name, label in ((scalar, "one-element stores (VEC 0)"), (default[0], "default")):
+                ms = time_launch(name, *default[1:], x, out)
+                same = bool((out.view(cupy.uint8) == want.view(cupy.uint8)).all())
+                print(f"{shape} {dtype} {label}: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s{'' if same else ' DIFFERS'}")
         for columns in (int(v) for v in a.columns.split(",")):
             for line in (int(v) for v in a.lines.split(",")):
                 box = cb.unfold_box(plan, columns=columns, line=line)

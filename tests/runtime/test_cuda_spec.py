@@ -142,7 +142,8 @@ def test_unfold_launch_equals_launch_spec(data, es, src):
     ("slice1", (4, 5), ([0, 0], [4, 5], [1, -1]), "strided_copy<u32, 2, 0, u32, 4, 0>"),
     ("slice", (4, 16), ([0, 0], [4, 8], [1, 2]), "strided_copy<u64, 1, 0, u32, 4, 4>"),
     ("slice1", (3, 5), ([0, 0], [3, 5], [1, 3]), "strided_copy<u32, 2, 0, u32, 4, 0>"),
-    ("unfold", (1, 4, 16, 16), (3, 1, 1, 1, 1), "unfold_tile<u32, 2>"),
+    ("unfold", (1, 4, 16, 16), (3, 1, 1, 1, 1), "unfold_tile<u32, 2, 1>"),   # 16-byte stores
+    ("unfold", (1, 4, 15, 15), (3, 1, 1, 1, 1), "unfold_tile<u32, 2, 0>"),   # rows 900 bytes apart: one by one
     ("unfold", (2, 3, 64), ([9], [8], 1, 0, 1), "unfold1d_tile<u32, u32>"),
     ("unfold", (1, 2, 40, 40), (3, 20, 1, 0, 1), "unfold_gather<u32, 2, u32, 2>"),
     ("slice_grad", (2, 8), ([4, 8], [0, 0], [2, 8], [1, 1]), "scatter<uint4, 1, 0, u32, 1>"),

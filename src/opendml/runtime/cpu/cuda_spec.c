@@ -220,7 +220,11 @@ static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
         }
         q->work_items = work;
         s->smem = (unsigned)(region * es);
-        snprintf(s->name, sizeof s->name, "unfold_tile<%s, %d>", S, (int)D);
+        /* tile_vectors: VEC = 1 where the columns are contiguous, the rows 16-byte multiples apart and the box
+         * spans every dimension but the first whole */
+        int vec = q->out_column_stride == 1 && q->out_row_stride >= 0 && (q->out_row_stride % 16) * es % 16 == 0;
+        for (int d = 1; d < D; d++) vec = vec && t[d] == q->dim[d].blocks;
+        snprintf(s->name, sizeof s->name, "unfold_tile<%s, %d, %d>", S, (int)D, vec);
         return grid_of(work, 1, &s->grid);
     }
     int64_t lanes;

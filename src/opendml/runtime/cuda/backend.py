@@ -830,6 +830,19 @@ def unfold_box(plan: UnfoldPlan, columns: int = BOX_COLUMNS, line: int = BOX_LIN
     return tuple(t), tuple(ext)
 
 
+def tile_vectors(plan: UnfoldPlan, box) -> int:
+    """unfold_tile's VEC argument: 1 where a box's output columns are one
+    contiguous run per window element whose rows start 16 bytes apart
+    (columns contiguous, rows a multiple of 16 bytes apart, the box spanning
+    every dimension but the first whole), so that the kernel can write them
+    with 16-byte stores (it checks the run's address itself); else 0, the
+    one-element stores alone (a kernel without the vector path: it would
+    cost the others registers)."""
+    _, orow, ocol = plan.out_strides
+    whole = all(box[d] == plan.blocks[d] for d in range(1, len(plan.window)))
+    return int(ocol == 1 and orow >= 0 and orow * plan.element_size % 16 == 0 and whole)
+
+
 def unfold_params(plan: UnfoldPlan, work_items: int) -> P.UnfoldParams:
     on, orow, ocol = plan.out_strides
     n_s, c_s, *sp_s = plan.in_strides
@@ -863,7 +876,8 @@ def _unfold_launch(plan: UnfoldPlan, box=None):
         params.work_items = plan.batch * plan.channels * math.prod(nboxes)
         for d in range(D):
             params.dim[d].box, params.dim[d].box_extent, params.dim[d].box_count = t[d], ext[d], nboxes[d]
-        return f"unfold_tile<{_SCALAR[es]}, {D}>", params, (params.work_items,), math.prod(ext) * es
+        return (f"unfold_tile<{_SCALAR[es]}, {D}, {tile_vectors(plan, t)}>", params, (params.work_items,),
+                math.prod(ext) * es)
     name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}, {r}>"
     return name, params, (math.ceil(slots / THREADS),), 0
 

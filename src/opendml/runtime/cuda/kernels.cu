@@ -46,6 +46,14 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef odml_i64 i64;  // the parameter blocks' integer type
 
+// unfold_tile's 16-byte stores: V = 16 / sizeof(T) elements, stored as one
+// vector (the address must be 16-byte aligned).
+template <typename T>
+struct alignas(16) Vec16 {
+    T v[16 / sizeof(T)];
+};
+
+
 
 // Reverse the order of ES-byte elements inside a word (SLICE1 with a negative
 // innermost stride, copied a whole word at a time).
@@ -264,7 +272,7 @@ __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, 
 // odml_unfold_params: work_items = boxes; per spatial d, box (t), box_extent
 // (region extent e) and box_count (boxes along d). Blocks run box fastest,
 // then channel, then batch.
-template <typename T, int D>
+template <typename T, int D, int VEC>
 __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T* __restrict__ dst,
                                                    const ODML_GRID_CONSTANT odml_unfold_params params) {
     const odml_unfold_params* __restrict__ p = &params;
@@ -333,34 +341,111 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
     }
     const i64 orow = p->out_row_stride;
     T* const out0 = dst + p->out_offset + (i64)n * p->out_batch_stride + (i64)c * (i64)K * orow;
-    for (int i = threadIdx.x; i < P; i += 256) {
-        int rest = i, loc = 0;
-        i64 col = 0, cs = 1;
+    // One element per store: positions from, from + 256, ... of the box.
+    auto one_by_one = [&](const int from) {
+        for (int i = from + (int)threadIdx.x; i < P; i += 256) {
+            int rest = i, loc = 0;
+            i64 col = 0, cs = 1;
 #pragma unroll
-        for (int d = D - 1; d >= 0; --d) {
-            const int y = rest % tb[d];
-            rest /= tb[d];
-            loc += y * (int)dm[d].stride * rs[d];
-            col += (b0[d] + y) * cs;
-            cs *= dm[d].blocks;
-        }
-        T* o = out0 + col * p->out_column_stride;
-        int kk[D];
+            for (int d = D - 1; d >= 0; --d) {
+                const int y = rest % tb[d];
+                rest /= tb[d];
+                loc += y * (int)dm[d].stride * rs[d];
+                col += (b0[d] + y) * cs;
+                cs *= dm[d].blocks;
+            }
+            T* o = out0 + col * p->out_column_stride;
+            int kk[D];
 #pragma unroll
-        for (int d = 0; d < D; ++d) kk[d] = 0;
-        int koff = loc;
-        for (int k = 0; k < K; ++k) {
-            *o = region[koff];
-            o += orow;
+            for (int d = 0; d < D; ++d) kk[d] = 0;
+            int koff = loc;
+            for (int k = 0; k < K; ++k) {
+                *o = region[koff];
+                o += orow;
 #pragma unroll
-            for (int d = D - 1; d >= 0; --d) {  // next window element, with carry
-                koff += kstep[d];
-                if (++kk[d] < wk[d]) break;
-                kk[d] = 0;
-                koff -= kwrap[d];
+                for (int d = D - 1; d >= 0; --d) {  // next window element, with carry
+                    koff += kstep[d];
+                    if (++kk[d] < wk[d]) break;
+                    kk[d] = 0;
+                    koff -= kwrap[d];
+                }
             }
         }
+    };
+    if (!VEC) {
+        one_by_one(0);
+        return;
     }
+    // VEC = 1 (the host asks for it where the box spans every inner
+    // dimension whole, the output's columns are contiguous and its rows
+    // 16-byte multiples): the box's output columns are one contiguous run per
+    // window element (columns col0 .. col0 + P - 1 of each row); where col0's
+    // address is 16-byte aligned too (checked here, the same for every
+    // thread of the block), a thread writes V consecutive positions with one
+    // 16-byte store per window element, their region offsets computed once.
+    // The positions after the last whole vector, and every position where
+    // the check fails, go to the one-element loop.
+    constexpr int V = (int)(16 / sizeof(T));
+    int first = 0;
+    bool whole = p->out_column_stride == 1 && (orow * (i64)sizeof(T)) % 16 == 0;
+    i64 col0 = b0[0];
+#pragma unroll
+    for (int d = 1; d < D; ++d) {
+        whole = whole && tb[d] == dm[d].blocks;
+        col0 *= dm[d].blocks;
+    }
+    if (whole && reinterpret_cast<unsigned long long>(out0 + col0) % 16 == 0) {
+        int sstep[D];
+#pragma unroll
+        for (int d = 0; d < D; ++d) sstep[d] = (int)dm[d].stride * rs[d];
+        const int G = P / V;
+        for (int g = threadIdx.x; g < G; g += 256) {
+            int y[D], rest = g * V, loc = 0;
+#pragma unroll
+            for (int d = D - 1; d >= 0; --d) {
+                y[d] = rest % tb[d];
+                rest /= tb[d];
+                loc += y[d] * sstep[d];
+            }
+            int locs[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                locs[e] = loc;
+                // next position, with carry (never past the box's last position within the vector)
+                if (e + 1 < V) {
+                    loc += sstep[D - 1];
+#pragma unroll
+                    for (int d = D - 1; d > 0; --d) {
+                        if (++y[d] < tb[d]) break;
+                        y[d] = 0;
+                        loc += sstep[d - 1] - tb[d] * sstep[d];
+                    }
+                }
+            }
+            Vec16<T>* o = reinterpret_cast<Vec16<T>*>(out0 + col0 + (i64)g * V);
+            const i64 ostep = orow / V;
+            int kk[D];
+#pragma unroll
+            for (int d = 0; d < D; ++d) kk[d] = 0;
+            int koff = 0;
+            for (int k = 0; k < K; ++k) {
+                Vec16<T> v;
+#pragma unroll
+                for (int e = 0; e < V; ++e) v.v[e] = region[locs[e] + koff];
+                *o = v;
+                o += ostep;
+#pragma unroll
+                for (int d = D - 1; d >= 0; --d) {  // next window element, with carry
+                    koff += kstep[d];
+                    if (++kk[d] < wk[d]) break;
+                    kk[d] = 0;
+                    koff -= kwrap[d];
+                }
+            }
+        }
+        first = G * V;
+    }
+    one_by_one(first);
 }
 
 // ---------------------------------------------------------------------------
@@ -779,10 +864,12 @@ template __global__ void strided_copy<u64, 3, 0, u32, 4, 4>(const u64*, u64*, co
 template __global__ void strided_copy<u64, 2, 0, u64, 4, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_copy_params);
 template __global__ void strided_copy<u64, 4, 0, u32, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_copy_params);
 template __global__ void strided_copy<u64, 1, 0, u32, 4, 8>(const u64*, u64*, const ODML_GRID_CONSTANT odml_copy_params);
-template __global__ void unfold_tile<u32, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_unfold_params);
-template __global__ void unfold_tile<u8, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_unfold_params);
-template __global__ void unfold_tile<u64, 6>(const u64*, u64*, const ODML_GRID_CONSTANT odml_unfold_params);
-template __global__ void unfold_tile<u16, 3>(const u16*, u16*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u32, 2, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u32, 2, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u8, 1, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u64, 6, 0>(const u64*, u64*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u16, 3, 1>(const u16*, u16*, const ODML_GRID_CONSTANT odml_unfold_params);
+template __global__ void unfold_tile<u64, 4, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_unfold_params);
 template __global__ void unfold1d_tile<u32, u32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_unfold_params);
 template __global__ void unfold1d_tile<u8, u64>(const u8*, u8*, const ODML_GRID_CONSTANT odml_unfold_params);
 template __global__ void unfold_gather<u8, 1, u32, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_unfold_params);
