@@ -23,6 +23,15 @@ def main():
         dml.UnfoldOperatorDesc(T(F16, [2, 3, 999]), None, [40], [9], [2], [7], [5]),
         dml.UnfoldOperatorDesc(T(F16, [2, 3, 67, 300]), None, [3, 5], [1, 2], [2, 1], [1, 2], [2, 1]),
         dml.UnfoldOperatorDesc(T(F64, [1, 2, 5, 7, 6], dml.nhwc_strides([1, 2, 5, 7, 6])), None, [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]),
+        # unfold_tile's 16-byte stores (VEC 1) up to the output's last element: whole vectors (a last box of
+        # 44 rows), a box of 1,026 positions (2 after its last vector) and a box whose run is not 16-byte
+        # aligned (one by one), 16 int8 per store, 8 float16, 2 float64
+        dml.UnfoldOperatorDesc(T(F32, [1, 1, 300, 8]), None, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+        dml.UnfoldOperatorDesc(T(F32, [1, 1, 200, 6]), None, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+        dml.UnfoldOperatorDesc(T(F32, [2, 3, 7, 8]), None, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+        dml.UnfoldOperatorDesc(T(I8, [1, 2, 5, 16]), None, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+        dml.UnfoldOperatorDesc(T(F16, [1, 1, 3, 8]), None, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+        dml.UnfoldOperatorDesc(T(F64, [1, 1, 3, 2]), None, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
         # stride 2 read in 16-byte words up to the buffer's last element, and a
         # layout whose last word would pass it (must stay element-wise)
         dml.SliceOperatorDesc(T(F16, [2, 4, 32]), None, [0, 0, 0], [2, 4, 16], [1, 1, 2]),
