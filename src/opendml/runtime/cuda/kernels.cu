@@ -53,8 +53,6 @@ struct alignas(16) Vec16 {
     T v[16 / sizeof(T)];
 };
 
-
-
 // Reverse the order of ES-byte elements inside a word (SLICE1 with a negative
 // innermost stride, copied a whole word at a time).
 template <int ES> __device__ __forceinline__ u32 rev32(u32 x) {
@@ -271,7 +269,8 @@ __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, 
 // shared memory it asks for); input and output offsets are 64-bit.
 // odml_unfold_params: work_items = boxes; per spatial d, box (t), box_extent
 // (region extent e) and box_count (boxes along d). Blocks run box fastest,
-// then channel, then batch.
+// then channel, then batch. VEC = 1: 16-byte stores where the output allows
+// (see the write below); VEC = 0: one element per store.
 template <typename T, int D, int VEC>
 __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T* __restrict__ dst,
                                                    const ODML_GRID_CONSTANT odml_unfold_params params) {
