@@ -11,6 +11,9 @@ from opendml.runtime.cuda import backend as cb
 
 
 def time_launch(name, params, grid, smem, x, out, reps=20):
+    """Milliseconds per launch; ``out`` is filled with a byte pattern first,
+    so that a variant that leaves an element unwritten differs."""
+    out.view(cupy.uint8).fill(0xAB)
     k = cb._kernel(0, name)
     args = (x.data.ptr, out.data.ptr, cb.device_params(params))
     k(grid, (cb.THREADS,), args, shared_mem=smem)

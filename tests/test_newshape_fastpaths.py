@@ -456,13 +456,16 @@ def modest_unfold(sizes, fields, limit=1 << 20):
         return True
     if any(not 0 <= v < 2**32 for f in (window, strides, dil, sp, ep) for v in f):
         return True
-    n = sizes[0] * sizes[1]
+    rows, blocks = sizes[1], 1
     for s, w, t, dl, a, b in zip(sizes[2:], window, strides, dil, sp, ep):
-        if t < 1 or w < 1 or dl < 1:
-            return True
         room = s + a + b - dl * (w - 1) - 1
-        n *= w * (room // t + 1 if room >= 0 else 1)
-    return n <= limit
+        if t < 1 or w < 1 or dl < 1 or room < 0:
+            return True                  # refused before any allocation (no window fits, or a zero field)
+        rows, blocks = rows * w, blocks * (room // t + 1)
+    count = sizes[0] * rows * blocks
+    if max(count, rows, blocks) > 2**32 - 1:
+        return True                      # refused: more elements than a tensor may have
+    return count <= limit
 
 
 @API_SETTINGS

@@ -131,6 +131,11 @@ TILE_PLANS = [
     ((8, 8, 8), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), 64, 8),
     ((300,), (5,), (2,), (3,), (4,), (0,), 64, 128),
     ((7, 3, 4, 5), (2, 1, 2, 3), (1, 1, 2, 1), (1, 1, 1, 2), (0, 0, 1, 2), (1, 0, 0, 2), 12, 5),
+    # 16-byte stores (VEC 1): a box of 1,026 positions (a tail) then one whose run is not aligned; 1-D boxes
+    # with a short far edge; a 3-D box spanning the inner dimensions
+    ((200, 6), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1024, 128),
+    ((2100,), (3,), (1,), (1,), (1,), (1,), 1024, 128),
+    ((6, 8, 8), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), 128, 8),
 ]
 
 
@@ -152,9 +157,36 @@ def test_unfold_tile_equals_numpy_path(es, case):
     name, params, grid, smem = _unfold_launch(plan, box)
     assert isinstance(params, P.UnfoldParams) and params.dims == D
     assert name.startswith("unfold_tile") and grid == (params.work_items,) and smem == math.prod(box[1]) * es
-    got = np.zeros_like(want)
-    emulate_unfold_tile(params, src, got)
-    assert np.array_equal(got, want)
+    vec = int(name[:-1].rsplit(",", 1)[1])
+    assert vec == cb.tile_vectors(plan, box[0])
+    for dst_byte in (0, es) if vec else (0,):       # an output 16-byte aligned, and one that is not
+        got, counts = np.zeros_like(want), np.zeros(len(want), np.int64)
+        emulate_unfold_tile(params, src, got, vec, dst_byte, es, counts)
+        assert np.array_equal(got, want)
+        assert counts.max() == 1 and counts.sum() == math.prod(desc.output_tensor.sizes)  # every element once
+
+
+def test_tile_vectors_follows_the_output_layout():
+    """unfold_tile's 16-byte stores are asked for only where a box's columns
+    are one contiguous run per window element whose rows start a multiple of
+    16 bytes apart."""
+    T, F32, I8 = dml.TensorDesc, dml.DataType.FLOAT32, dml.DataType.INT8
+
+    def vec(dtype, spatial, out_strides=None, box=None):
+        image = T(dtype, [2, 3, *spatial])
+        d = len(spatial)
+        desc = dml.UnfoldOperatorDesc(image, None, [3] * d, [1] * d, [1] * d, [1] * d, [1] * d)
+        if out_strides is not None:
+            out = T(dtype, desc.output_tensor.sizes, out_strides)
+            desc = dml.UnfoldOperatorDesc(image, out, [3] * d, [1] * d, [1] * d, [1] * d, [1] * d)
+        plan = desc.lower()
+        return cb.tile_vectors(plan, box or unfold_box(plan)[0])
+    assert vec(F32, (16, 16)) == 1                        # rows of 256 columns: 1,024 bytes
+    assert vec(F32, (15, 15)) == 0                        # rows of 225 columns: 900 bytes
+    assert vec(I8, (16, 16)) == 1 and vec(I8, (15, 15)) == 0
+    assert vec(F32, (15, 15), [27 * 228, 228, 1]) == 1    # padded rows, 912 bytes apart
+    assert vec(F32, (16, 16), [27 * 512, 512, 2]) == 0    # columns 2 apart
+    assert vec(F32, (16, 16), box=(4, 8)) == 0            # a box that does not span W: its columns are not one run
 
 
 def test_unfold_box_limits():

@@ -377,10 +377,16 @@ def emulate_scatter(q: P.ScatterParams, src, dst, items: int, rev: int = 0) -> N
 
 
 # -- unfold_tile ----------------------------------------------------------------------
-def emulate_unfold_tile(q: P.UnfoldParams, src, dst) -> None:
-    """unfold_tile as the kernel reads its parameters, one box at a time in
-    NumPy: stage the region (zeros outside the input), then write every box
-    position for every window element from it."""
+def emulate_unfold_tile(q: P.UnfoldParams, src, dst, vec: int = 0, dst_byte: int = 0, es: int = 0,
+                        counts=None) -> None:
+    """unfold_tile<T, D, vec> as the kernel reads its parameters, one box at a
+    time in NumPy: stage the region (zeros outside the input), then write
+    every box position for every window element from it. ``vec`` = 1: the
+    16-byte stores as the kernel makes them (its own conditions, with the
+    output at byte address ``dst_byte`` and ``es``-byte elements; each
+    vector's region offsets by the kernel's carry arithmetic; every store
+    asserted aligned and inside the box's run), the rest one by one.
+    ``counts`` (an int array like dst): every write counted."""
     D = q.dims
     dm = q.dim
     C, K = q.channels, q.window_count
@@ -399,12 +405,53 @@ def emulate_unfold_tile(q: P.UnfoldParams, src, dst) -> None:
         region = np.where(inside, src[np.where(inside, off, 0)], 0).reshape(-1)
         rs = [math.prod(ext[d + 1:]) for d in range(D)]
         ys = np.meshgrid(*[np.arange(v) for v in tb], indexing="ij")
-        loc = sum(y * dm[d].stride * rs[d] for d, y in enumerate(ys))
+        loc = sum(y * dm[d].stride * rs[d] for d, y in enumerate(ys)).reshape(-1)
         col = sum((b0[d] + y) * math.prod(dm[e].blocks for e in range(d + 1, D)) for d, y in enumerate(ys))
-        for kflat, k in enumerate(itertools.product(*(range(dm[d].window) for d in range(D)))):
-            koff = sum(k[d] * dm[d].dilation * rs[d] for d in range(D))
-            dst[q.out_offset + n * q.out_batch_stride + (c * K + kflat) * q.out_row_stride
-                + col * q.out_column_stride] = region[loc + koff]
+        col = col.reshape(-1)
+        out0 = q.out_offset + n * q.out_batch_stride + c * K * q.out_row_stride
+        koffs = [sum(k[d] * dm[d].dilation * rs[d] for d in range(D))
+                 for k in itertools.product(*(range(dm[d].window) for d in range(D)))]
+        first = 0
+        if vec:
+            V, orow = 16 // es, q.out_row_stride
+            whole = q.out_column_stride == 1 and orow * es % 16 == 0
+            col0 = b0[0]
+            for d in range(1, D):
+                whole = whole and tb[d] == dm[d].blocks
+                col0 *= dm[d].blocks
+            if whole and (dst_byte + (out0 + col0) * es) % 16 == 0:
+                P_, G = len(loc), len(loc) // V
+                sstep = [dm[d].stride * rs[d] for d in range(D)]
+                for g in range(G):               # the kernel's arithmetic, step by step
+                    y, rest, at = [0] * D, g * V, 0
+                    for d in reversed(range(D)):
+                        y[d], rest = rest % tb[d], rest // tb[d]
+                        at += y[d] * sstep[d]
+                    locs = []
+                    for e in range(V):
+                        locs.append(at)
+                        if e + 1 < V:
+                            at += sstep[D - 1]
+                            for d in range(D - 1, 0, -1):
+                                y[d] += 1
+                                if y[d] < tb[d]:
+                                    break
+                                y[d] = 0
+                                at += sstep[d - 1] - tb[d] * sstep[d]
+                    assert locs == loc[g * V:(g + 1) * V].tolist()
+                    for kflat, koff in enumerate(koffs):
+                        o = out0 + col0 + g * V + kflat * orow
+                        assert (dst_byte + o * es) % 16 == 0                       # an aligned 16-byte store
+                        assert out0 + col0 + kflat * orow <= o and o + V <= out0 + col0 + P_ + kflat * orow
+                        dst[o:o + V] = region[np.array(locs) + koff]
+                        if counts is not None:
+                            counts[o:o + V] += 1
+                first = G * V
+        for kflat, koff in enumerate(koffs):
+            o = out0 + kflat * q.out_row_stride + col[first:] * q.out_column_stride
+            dst[o] = region[loc[first:] + koff]
+            if counts is not None:
+                np.add.at(counts, o, 1)
 
 
 # -- random plans ---------------------------------------------------------------------

@@ -135,6 +135,23 @@ def test_unfold_launch_equals_launch_spec(data, es, src):
         compare(call, image.sizes, data.draw(element_layout(image.sizes)), es, src, 1 << 20)
 
 
+@pytest.mark.parametrize("es", [1, 2, 4, 8])
+def test_unfold_tile_stores_chosen_alike(es):
+    """C's and Python's launches agree on unfold_tile's VEC argument (16-byte
+    stores) for every element size, on shapes that give each value: rows a
+    multiple of 16 bytes or not, a box that spans the inner dimensions, 1-D
+    and 3-D."""
+    seen = set()
+    for shape in [(1, 4, 16, 16), (1, 4, 15, 15), (2, 3, 200, 6), (1, 2, 2100), (1, 2, 6, 8, 8), (1, 1, 3, 2),
+                  (2, 2, 57, 57)]:
+        d = len(shape) - 2
+        call = call_of(dml.unfold, zeros(shape, DTYPES[es]), [3] * d, [1] * d, [1] * d, [1] * d, [1] * d)
+        spec = compare(call, shape, tuple(dml.packed_strides(shape)), es, 1 << 20, 1 << 20)
+        if spec[0].startswith("unfold_tile"):
+            seen.add(spec[0][-2])
+    assert seen == {"0", "1"}
+
+
 @pytest.mark.parametrize("case", [
     # every kernel kind and choice, so the properties above cannot pass on a route that always declines
     ("slice1", (1, 4, 16, 16), ([0, 0, 0, 0], [1, 4, 16, 16], [1, 1, -1, 1]), "strided_copy<uint4, 3, 0, u32, 1, 0>"),
