@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 11's device call, one lending: build, the C++ node library (timed),
+# Session 11's device call (session 10's, with a sweep step), one lending: build, the C++ node library (timed),
 # the UNFOLD box sweep (sweep_unfold.py with SWEEP_ARGS; skipped when empty),
 # the compiled layer's wrapper probe (profiles/compiled_wrapper_probe.py), the
 # CUDA-marked tests of TESTS, then benchmarks/gpu_train.py (PARTS). Each step
