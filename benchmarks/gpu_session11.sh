@@ -2,8 +2,11 @@
 # Session 11's device call (session 10's, with a sweep step), one lending: build, the C++ node library (timed),
 # the UNFOLD box sweep (sweep_unfold.py with SWEEP_ARGS; skipped when empty),
 # the compiled layer's wrapper probe (profiles/compiled_wrapper_probe.py), the
-# CUDA-marked tests of TESTS, then benchmarks/gpu_train.py (PARTS). Each step
-# has its own time limit (SWEEP_S, PROBE_S, TEST_S, TRAIN_S). Logs land in $OUT.
+# CUDA-marked tests of TESTS, benchmarks/gpu_train.py (PARTS), then, when
+# REGRESS_S is set, the rows issue 19 asks to keep (gpu_torch.py: host cost,
+# window, im2col training steps; jax_ops.py on the GPU). Each step has its own
+# time limit (SWEEP_S, PROBE_S, TEST_S, TRAIN_S, REGRESS_S; 0 skips). Logs land
+# in $OUT.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD" HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hyp
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -23,4 +26,8 @@ if [ "${TEST_S:-150}" != 0 ]; then
 fi
 if [ "${TRAIN_S:-300}" != 0 ]; then
     timeout ${TRAIN_S:-300} python3 -m benchmarks.gpu_train --device cuda --parts ${PARTS:-eager,compiled,new,warm} --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/train.log"
+fi
+if [ -n "${REGRESS_S:-}" ] && [ "$REGRESS_S" != 0 ]; then
+    timeout "$REGRESS_S" python3 -m benchmarks.gpu_torch --device cuda --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/gpu-torch.log"
+    timeout "$REGRESS_S" python3 -m benchmarks.jax_ops --device gpu --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/jax.log"
 fi
