@@ -1,4 +1,5 @@
 import functools
+import threading
 
 import pytest
 
@@ -46,3 +47,21 @@ def backend(request):
             yield "cpu"
     else:
         yield "cpu"
+
+
+def run_in_threads(work, n: int = 4) -> None:
+    """``work(k)`` for k in 0..n-1, each in its own thread, all at once; an
+    exception raised in any of them fails the test."""
+    errors = []
+
+    def run(k):
+        try:
+            work(k)
+        except BaseException as exc:              # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

@@ -31,7 +31,7 @@ from opendml.arrays import torch_adapter as ta  # noqa: E402
 from opendml.model import TensorDesc  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 from tests import reference as ref  # noqa: E402
-from tests.conftest import cuda_available, native_available  # noqa: E402
+from tests.conftest import cuda_available, native_available, run_in_threads  # noqa: E402
 from tests.test_newshape_fastpaths import modest_unfold, outcome, per_axis, slice1_args, slice_args, window_args  # noqa: E402
 from tests.test_newshape_plain import unfold_fields  # noqa: E402
 
@@ -280,22 +280,13 @@ def test_new_shapes_from_threads_equal_the_plan_route(device):
     want = [plan_route(dml.slice1, x, [0, 0, 0, 0], list(x.shape), [1, 1, -1, 1]) for x in xs]
     wantu = [plan_route(dml.unfold, x, 2, 1, 1, 1, 0) for x in xs]
     calls.clear()
-    errors = []
 
     def work(k):
-        try:
-            for i in range(k, len(xs), 4):
-                x = xs[i]
-                assert _norm(outcome(dml.slice1, x, [0, 0, 0, 0], list(x.shape), [1, 1, -1, 1])) == want[i]
-                assert _norm(outcome(dml.unfold, x, 2, 1, 1, 1, 0)) == wantu[i]
-        except Exception as exc:                  # noqa: BLE001 - reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+        for i in range(k, len(xs), 4):
+            x = xs[i]
+            assert _norm(outcome(dml.slice1, x, [0, 0, 0, 0], list(x.shape), [1, 1, -1, 1])) == want[i]
+            assert _norm(outcome(dml.unfold, x, 2, 1, 1, 1, 0)) == wantu[i]
+    run_in_threads(work)
 
 
 @pytest.mark.cuda

@@ -8,7 +8,6 @@ plans the call). Against the two-step form (``NATIVE_LOWERING`` empty:
 refused): the same bytes, errors and call-cache entries, from several threads
 too, and the same autograd, forward-AD, ``torch.func`` and error behaviour.
 """
-import threading
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from opendml.arrays import planner  # noqa: E402
 from opendml.arrays import torch_adapter as ta  # noqa: E402
 from opendml.model import TensorDesc  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
+from tests.conftest import run_in_threads  # noqa: E402
 from tests.test_newshape_fastpaths import outcome, slice1_args, slice_args  # noqa: E402
 from tests.test_torch_new import SETTINGS, _accessors, _norm, device, entry, plan_route, tensor_of  # noqa: E402,F401
 
@@ -171,22 +171,13 @@ def test_lowered_from_threads_equal_the_two_step_route(device):
     want = [two_step(dml.slice1, x, [0, 0, 0, 0], list(x.shape), REV)[0] for x in xs]
     wants = [two_step(dml.slice, x, [0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 1, 2])[0] for x in xs]
     calls.clear()
-    errors = []
 
     def work(k):
-        try:
-            for i in range(k, len(xs), 4):
-                x = xs[i]
-                assert _norm(outcome(dml.slice1, x, [0, 0, 0, 0], list(x.shape), REV)) == want[i]
-                assert _norm(outcome(dml.slice, x, [0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 1, 2])) == wants[i]
-        except Exception as exc:                  # noqa: BLE001 - reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+        for i in range(k, len(xs), 4):
+            x = xs[i]
+            assert _norm(outcome(dml.slice1, x, [0, 0, 0, 0], list(x.shape), REV)) == want[i]
+            assert _norm(outcome(dml.slice, x, [0, 0, 1, 0], [1, 1, 2, 2], [1, 1, 1, 2])) == wants[i]
+    run_in_threads(work)
     calls.clear()
 
 

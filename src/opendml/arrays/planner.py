@@ -21,7 +21,7 @@ import numpy as np
 from ..model.data_type import DataType
 from ..model._frozen import stored_init
 from ..model.errors import ValidationError
-from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK, TensorDesc
+from ..model.tensor_desc import TensorDesc, plain_count
 from ..ops import slice as _slice_op
 from ..ops import slice1 as _slice1_op
 from ..ops import slice_grad as _slice_grad_op
@@ -256,7 +256,7 @@ def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
     NumPy shape (a tuple of non-negative ints) of ``count`` elements. A call
     run this way is counted as a plan-cache miss (``count_planned``)."""
     entry = _PLAIN.get(call.name)
-    if entry is None or not (0 < len(shape) <= MAX_RANK and 0 < count <= MAX_ELEMENTS):   # plain_count, inline
+    if entry is None or not plain_count(len(shape), count):
         return None
     try:
         known = _ELEMENT_DTYPES.get(dtype)

@@ -63,12 +63,12 @@ import torch.autograd.forward_ad as _fwad
 
 import opendml.arrays as api
 from ..model.errors import UnsupportedError
-from ..runtime import _BACKENDS, alloc, calls, get_backend
+from ..runtime import alloc, calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES, config
 from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
 from . import numpy_adapter, torch_inductor, torch_node
 from . import planner as _planner
-from .planner import _PLANNED, OpCall, array_layout, plain_plan, plan_for
+from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for
 
 __all__ = ["run", "numpy_dtype", "through_op", "prefix_window", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
            "slice1_op", "slice_grad_op", "operators", "cpp_op", "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -193,9 +193,6 @@ def _kernel(x, call: OpCall, new: bool = True):
 
 _NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
 _OPS = calls.OPS
-#: The operators whose compiled plain lowering call_cache_torch_new may call itself ("copy" plans)
-_LOWERED = frozenset(("slice1", "slice"))
-_SETTINGS, _generation = calls._SETTINGS, calls._generation
 _torch_new = calls.torch_new
 _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
 
@@ -213,7 +210,7 @@ def _new_shape(x, call: OpCall, dtype):
     name = call.name
     # SLICE1 and SLICE: C calls their compiled lowering (planner.NATIVE_LOWERING) on x's sizes as it reads
     # them, and answers False where it gives no fields: plain_plan then plans the call (its reference lowering)
-    fields = _planner.NATIVE_LOWERING.get(name) if name in _LOWERED else None
+    fields = _planner.NATIVE_LOWERING.get(name)
     if fields is None:
         got = plain_plan(call, dtype, tuple(x.shape), x.numel())
         if got is None:
@@ -221,14 +218,13 @@ def _new_shape(x, call: OpCall, dtype):
         kernel, fields = got
     else:
         kernel = "copy"
-    # calls.generation() inline, before the settings are read (their first read sets the C side up)
-    since = _generation() if _SETTINGS._current is not None and _generation is not None else calls.generation()
+    since = calls.generation()            # before the settings are read
     if x.is_cuda:
         kernels, cpu = new_kernels(), None
     else:
         kernels = None
         backend, cpu = _CPU_CONF
-        if backend is None or backend is not _BACKENDS.get("cpu"):   # get_backend("cpu") when there is one
+        if backend is not get_backend("cpu"):
             backend = get_backend("cpu")
             cpu = None if backend._native is None else (backend.threads, backend.grain, backend.tile_stride,
                                                          backend.tile_columns, CACHE_MIN_BYTES)
@@ -245,7 +241,7 @@ def _new_shape(x, call: OpCall, dtype):
                 kind = _NEW_KINDS[kernel]
                 continue
             if out is not None:
-                next(_PLANNED)            # count_planned()
+                count_planned()
             return out
         add_new_kernel(x.get_device(), out)
     return None
