@@ -260,6 +260,22 @@ __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, 
     }
 }
 
+// unfold_tile's step to the next window element: kk counts the element's
+// position along each spatial dimension (the last fastest) and koff is its
+// offset in the staged region; a dimension that reaches its window size wraps
+// to 0 and carries into the one before it.
+template <int D>
+__device__ __forceinline__ void next_window_element(int (&kk)[D], int& koff, const int (&kstep)[D],
+                                                    const int (&kwrap)[D], const int (&wk)[D]) {
+#pragma unroll
+    for (int d = D - 1; d >= 0; --d) {
+        koff += kstep[d];
+        if (++kk[d] < wk[d]) break;
+        kk[d] = 0;
+        koff -= kwrap[d];
+    }
+}
+
 // UNFOLD through shared memory: a block stages the input region that a box of
 // t[0] x ... x t[D-1] blocks reads (every window element included), zero-filled
 // outside the input, then writes the box's output columns for each of the K
@@ -361,13 +377,7 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
             for (int k = 0; k < K; ++k) {
                 *o = region[koff];
                 o += orow;
-#pragma unroll
-                for (int d = D - 1; d >= 0; --d) {  // next window element, with carry
-                    koff += kstep[d];
-                    if (++kk[d] < wk[d]) break;
-                    kk[d] = 0;
-                    koff -= kwrap[d];
-                }
+                next_window_element<D>(kk, koff, kstep, kwrap, wk);
             }
         }
     };
@@ -433,13 +443,7 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
                 for (int e = 0; e < V; ++e) v.v[e] = region[locs[e] + koff];
                 *o = v;
                 o += ostep;
-#pragma unroll
-                for (int d = D - 1; d >= 0; --d) {  // next window element, with carry
-                    koff += kstep[d];
-                    if (++kk[d] < wk[d]) break;
-                    kk[d] = 0;
-                    koff -= kwrap[d];
-                }
+                next_window_element<D>(kk, koff, kstep, kwrap, wk);
             }
         }
         first = G * V;
