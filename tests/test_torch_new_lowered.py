@@ -101,6 +101,34 @@ def test_c_is_given_the_lowering_and_falls_back_to_plain_plan(device):
         calls.clear()
 
 
+def test_a_declined_call_asks_the_compiled_lowering_once(device):
+    """Where C's call of the compiled lowering gives no fields (it answers
+    False), the fallback plans with the reference lowering alone: Python does
+    not fetch the compiled one to ask it the same question again (and the
+    answer is the plan route's)."""
+    fetched = []
+
+    class Counting(dict):
+        def get(self, name, default=None):
+            fetched.append(name)
+            return super().get(name, default)
+    ran, real, spy = _spy()
+    saved = planner.NATIVE_LOWERING
+    planner.NATIVE_LOWERING = Counting(saved)
+    ta._torch_new = spy
+    try:
+        calls.clear()
+        x = torch.randn(1, 3, 7, 9, device=device)
+        y = dml.slice1(x, [0, 0, 0, 0], [1, 3, 7, 9], REV, [1, 3, 5, 9])   # output sizes: the compiled one declines
+        assert torch.equal(y, x.flip(2)[:, :, :5])
+        assert [r for _, r in ran] == [False, "out"]                         # C asked it, then ran plain_plan's
+        assert fetched == ["slice1"]                                         # fetched once, for C
+    finally:
+        planner.NATIVE_LOWERING = saved
+        ta._torch_new = real
+        calls.clear()
+
+
 def test_c_call_given_the_lowering_directly():
     fast = planner.NATIVE_LOWERING["slice1"]
     op, dt, since = calls.OPS["slice1"], np.dtype(np.float32), calls.generation()

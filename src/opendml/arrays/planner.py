@@ -238,7 +238,7 @@ def _element_dtype(dtype) -> bool:
     return known
 
 
-def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
+def plain_plan(call: OpCall, dtype, shape: tuple, count: int, compiled: bool = True):
     """A new shape's route for SLICE, SLICE1, UNFOLD and SLICE_GRAD (issue 19): ``(kernel,
     fields)``, the plan of ``plan_for_strides`` without the array's layout,
     computed without descriptions or the plan cache by the operator's
@@ -254,7 +254,9 @@ def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
     type or shape ``TensorDesc`` refuses, arguments the operator's fast path
     would not take): ``plan_for_strides`` then validates it. ``shape`` is a
     NumPy shape (a tuple of non-negative ints) of ``count`` elements. A call
-    run this way is counted as a plan-cache miss (``count_planned``)."""
+    run this way is counted as a plan-cache miss (``count_planned``).
+    ``compiled=False``: the reference lowering only (a caller whose compiled
+    lowering has already declined these arguments)."""
     entry = _PLAIN.get(call.name)
     if entry is None or not plain_count(len(shape), count):
         return None
@@ -264,7 +266,7 @@ def plain_plan(call: OpCall, dtype, shape: tuple, count: int):
             return None
     except TypeError:                     # a dtype that cannot be hashed
         return None
-    fast = NATIVE_LOWERING.get(call.name)
+    fast = NATIVE_LOWERING.get(call.name) if compiled else None
     got = None if fast is None else fast(shape, *call.args)
     if got is None:
         got = entry[1](shape, *call.args)

@@ -234,7 +234,7 @@ def _new_shape(x, call: OpCall, dtype):
         out = _torch_new(op, x, args, kind, fields, since, kernels, dtype, cpu)
         if type(out) is not str:
             if out is False:              # no compiled fields: the reference lowering's, if any
-                got = plain_plan(call, dtype, tuple(x.shape), x.numel())
+                got = plain_plan(call, dtype, tuple(x.shape), x.numel(), compiled=False)
                 if got is None:
                     return None
                 kernel, fields = got
