@@ -32,8 +32,11 @@ def main():
                 f().block_until_ready()
             ts = []
             for _ in range(400):
-                t0 = time.perf_counter(); f().block_until_ready(); ts.append(time.perf_counter() - t0)
-            print(f"{tag} {name} {op} eager median {statistics.median(ts)*1e6:8.1f} us  p10 {np.percentile(ts,10)*1e6:8.1f} us", flush=True)
+                t0 = time.perf_counter()
+                f().block_until_ready()
+                ts.append(time.perf_counter() - t0)
+            print(f"{tag} {name} {op} eager median {statistics.median(ts) * 1e6:8.1f} us  "
+                  f"p10 {np.percentile(ts, 10) * 1e6:8.1f} us", flush=True)
 
 
 if __name__ == "__main__":
