@@ -6,7 +6,9 @@ For an A/B of two source trees on one machine, run it once per tree with
 that tree's ``src`` first on ``PYTHONPATH`` (alternating, several rounds:
 per-process noise on a lent GPU host reaches 2x)::
 
-    PYTHONPATH=$TREE/src python benchmarks/profiles/jax_eager_ab.py LABEL
+    cd $TREE && PYTHONPATH=$TREE/src:$TREE python $HERE/benchmarks/profiles/jax_eager_ab.py LABEL
+
+(the workloads are ``jax_ops.workloads``, of the tree run).
 """
 import statistics
 import sys
@@ -16,13 +18,14 @@ import jax
 import numpy as np
 
 import opendml as dml
+from benchmarks.jax_ops import workloads
 
 
 def main():
     dev = jax.devices("gpu")[0]
     rng = np.random.default_rng(0)
     tag = sys.argv[1] if len(sys.argv) > 1 else "run"
-    for name, shape, window in [("2-D", (8, 16, 64, 64), (3, 3)), ("3-D", (2, 8, 32, 32, 32), (3, 3, 3))]:
+    for name, shape, window in workloads(quick=False):
         x = jax.device_put(rng.standard_normal(shape).astype(np.float32), dev)
         spatial = shape[2:]
         cols = dml.unfold(x, window, 1, 1, 1, 1)
