@@ -315,6 +315,13 @@ class OperatorDesc:
         """An operator's rules that depend on the feature level beyond its
         support table (none by default)."""
 
+    @property
+    def output_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """The sizes of every output, in slot order (every operator; the
+        formula each operator states once gives them: see ``output_sizes_of``
+        where an operator has one)."""
+        return tuple(t.sizes for t in self.outputs)
+
     def lowest_feature_level(self) -> FeatureLevel | None:
         """The lowest feature level at which this description is valid."""
         for level in FeatureLevel:
@@ -344,48 +351,20 @@ class FastPathDesc(OperatorDesc):
             self._check_rules()
 
 
+def adjoint_by_call(desc, api, grad) -> tuple:
+    """``adjoint`` of an operator that states its adjoint as an array-API
+    call (``adjoint_call(input_sizes, call_args)`` -> ``(function name,
+    arguments, shape or None)``, symbolic-safe, which the PyTorch operators'
+    backward formulas read as well): that call on ``grad`` through ``api``,
+    reshaped to ``shape`` where one is given."""
+    name, args, shape = desc.adjoint_call(desc.inputs[0].sizes, desc.call_args())
+    out = getattr(api, name)(grad, *args)
+    return (out if shape is None else api.reshape(out, shape),)
+
+
 def element_layout(tensor: TensorDesc, in_strides, in_offset):
     """The element strides and origin used to lower: the description's own, or
     those of an array the array API passed (signed, origin-relative)."""
     if in_strides is None:
         return tensor.element_strides, 0
     return in_strides if type(in_strides) is tuple else tuple(in_strides), in_offset
-
-
-def plain_window(desc, spatial, max_dims: int) -> tuple | None:
-    """UNFOLD's and FOLD's window fields of ``desc`` over the spatial sizes
-    ``spatial`` (the input's for UNFOLD, the output's for FOLD), where they
-    are plain valid values (1 to ``max_dims`` axes, each window
-    fitting its padded axis): ``(window, strides, dilations, start, end,
-    window_count, block_count, blocks_per_axis)``; None for anything else,
-    which the operator's rule-by-rule checks then name."""
-    return plain_window_fields(desc.window_sizes, desc.strides, desc.dilations, desc.start_padding,
-                               desc.end_padding, spatial, max_dims)
-
-
-def plain_window_fields(window, strides, dilations, start, end, spatial, max_dims: int) -> tuple | None:
-    """``plain_window`` of the five fields given as values."""
-    window = plain_ints(window, None)
-    if window is None:
-        return None
-    d = len(window)
-    if not 1 <= d <= max_dims or len(spatial) != d:
-        return None
-    strides, dilations = sequence_of(strides, d), sequence_of(dilations, d)
-    start, end = sequence_of(start, d), sequence_of(end, d)
-    if strides is None or dilations is None or start is None or end is None:
-        return None
-    k = blocks = 1
-    per_dimension = []
-    for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, spatial):
-        if (type(st) is not int or type(dl) is not int or type(a) is not int or type(b) is not int
-                or w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
-                or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
-            return None
-        room = size + a + b - dl * (w - 1) - 1      # the padded size less the dilated window's extent
-        if room < 0:
-            return None
-        k *= w
-        per_dimension.append(room // st + 1)
-        blocks *= per_dimension[-1]
-    return window, strides, dilations, start, end, k, blocks, tuple(per_dimension)

@@ -106,11 +106,6 @@ class MoveOperatorDesc(OperatorDesc):
     def _passes(self, layouts):
         raise NotImplementedError
 
-    @property
-    def output_sizes(self) -> tuple[tuple[int, ...], ...]:
-        """The sizes of every output, in slot order."""
-        return tuple(t.sizes for t in self.outputs)
-
 
 def convert_scalar(value, data_type):
     """A FLOAT or scalar-union value as a value of ``data_type``, by CAST's

@@ -331,19 +331,37 @@ def snake(name: str) -> str:
 #   anywhere, the operator run on each block with the same fields giving
 #   the output's block (its sizes by the operator's own shape rule). An
 #   operator without ``chunking`` runs on whole arrays (one chunk).
+#   An operator whose blocks overlap or scatter instead names one of the
+#   kinds below; the Dask adapter has one graph builder per kind (not per
+#   operator), which reads the operator's fields from its description:
+#
+#   - ``GATHER``: the output reads a strided lattice of the input
+#     (``desc.gather_axes()``: (first position, signed step, count) per
+#     axis); one task per input chunk the lattice touches (SLICE, SLICE1).
+#   - ``SCATTER``: the output is zeros with the input written on such a
+#     lattice (``desc.scatter_axes()``); chunks the lattice misses are zeros
+#     (SLICE_GRAD).
+#   - ``WINDOWS``: sliding windows over spatial axes (N, C, *spatial), halo
+#     read from the neighbouring chunks (UNFOLD).
+#   - ``WINDOW_SUMS``: the sums of such windows back into an image, each
+#     output slab from every block that reaches it (FOLD).
+
+GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_sums"
 
 
 class AdjointApi:
     """What ``adjoint`` may call (documentation of the namespace the array
     layer passes; ``opendml.arrays.family.ADJOINT_API`` is the instance): the
     array API's ``identity``, ``cast``, ``pad``, ``join``, ``split``,
-    ``tile``, ``space_to_depth``, ``depth_to_space``, ``slice1`` and
-    ``slice_grad`` (any framework), and two framework-neutral helpers
-    ``reshape(x, shape)`` and ``sum(x, axes)`` (a sum over ``axes``, which
-    are dropped), for the adjoints that are sums (TILE, the EDGE pads)."""
+    ``tile``, ``space_to_depth``, ``depth_to_space``, ``slice1`` (with
+    ``output_sizes``), ``slice_grad``, ``unfold`` and ``fold`` (any
+    framework), and two framework-neutral helpers ``reshape(x, shape)`` and
+    ``sum(x, axes)`` (a sum over ``axes``, which are dropped), for the
+    adjoints that are sums (TILE, the EDGE pads) or that restore leading 1s
+    (FOLD)."""
 
     identity = cast = pad = join = split = tile = space_to_depth = depth_to_space = None
-    slice1 = slice_grad = reshape = sum = None
+    slice1 = slice_grad = unfold = fold = reshape = sum = None
 
 
 def is_float(data_type) -> bool:

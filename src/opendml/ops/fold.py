@@ -29,7 +29,10 @@ from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_window
+from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout
+from ._common import adjoint_by_call
+from ._spec import WINDOW_SUMS
+from .unfold import UnfoldOperatorDesc, blocks_per_dimension, plain_window
 
 MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
@@ -159,9 +162,8 @@ class FoldOperatorDesc(FastPathDesc):
         done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
         if done is not None:
             return done
-        return tuple([(s + sp + ep - dl * (w - 1) - 1) // st + 1
-                      for s, w, st, dl, sp, ep in zip(self.output_tensor.sizes[2:], self.window_sizes, self.strides,
-                                                     self.dilations, self.start_padding, self.end_padding)])
+        return blocks_per_dimension(self.output_tensor.sizes[2:], self.window_sizes, self.strides, self.dilations,
+                                    self.start_padding, self.end_padding)
 
     @property
     def block_count(self) -> int:
@@ -169,9 +171,60 @@ class FoldOperatorDesc(FastPathDesc):
 
     @property
     def expected_input_sizes(self) -> tuple[int, int, int]:
-        """``(N, C x prod(WindowSizes), BlockCount)`` from the output's sizes."""
-        n, c = self.output_tensor.sizes[:2]
-        return (n, c * self.window_count, self.block_count)
+        """``(N, C x prod(WindowSizes), BlockCount)`` from the output's sizes:
+        UNFOLD's output rule on them."""
+        return UnfoldOperatorDesc.output_sizes_of(self.output_tensor.sizes, self.window_sizes, self.strides,
+                                                  self.dilations, self.start_padding, self.end_padding)
+
+    @staticmethod
+    def output_sizes_of(input_sizes, output_spatial, window_sizes, strides=None, dilations=None,
+                        start_padding=None, end_padding=None) -> tuple:
+        """The output's sizes, ``(N, C, *output_spatial)``, for an input of
+        ``input_sizes`` (``(..., N, C x prod(WindowSizes), BlockCount)``): the
+        one copy of FOLD's shape rule (its input's rule is UNFOLD's
+        ``output_sizes_of`` on these sizes). Any int-like values, symbolic
+        sizes included; no rule is checked."""
+        return (input_sizes[-3], input_sizes[-2] // math.prod(window_sizes), *output_spatial)
+
+    # differentiation (see ``_spec``): FOLD sums (linear for every data type;
+    # integers wrap); its adjoint is UNFOLD with the same window, reshaped to
+    # the input's leading 1s where it has them.
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad):
+        return adjoint_by_call(self, api, grad)
+
+    @staticmethod
+    def adjoint_call(input_sizes, args) -> tuple:
+        """The adjoint as an array-API call: UNFOLD with the same window,
+        reshaped to the input's leading 1s where it has them."""
+        return "unfold", tuple(args[1:]), None if len(input_sizes) == 3 else tuple(input_sizes)
+
+    @staticmethod
+    def batched_args(args, b):
+        """vmap: None, the batch axis joins N (the same arguments on (B x N, C x K, BlockCount))."""
+        return None
+
+    @staticmethod
+    def framework_call(input_sizes, args, ints) -> tuple:
+        """The framework operators' form: one int list per field (the number of
+        spatial axes as the array API counts it), a 3-D input (leading 1s dropped)."""
+        output_sizes, window_sizes = args[:2]
+        d = next((len(v) for v in (output_sizes, window_sizes)
+                  if not isinstance(v, (str, bytes)) and hasattr(v, "__len__")), 1)
+        return "fold", tuple(ints(v, d) for v in args), tuple(input_sizes[-3:]) if len(input_sizes) > 3 else None
+
+    def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
+        return (list(self.output_tensor.sizes[2:]), list(self.window_sizes), list(self.strides),
+                list(self.dilations), list(self.start_padding), list(self.end_padding))
+
+    # chunking (see ``_spec``): each output slab sums every block reaching it.
+
+    def chunking(self):
+        return WINDOW_SUMS
 
     @property
     def sum_kind(self) -> int:

@@ -10,6 +10,9 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints
+from ._spec import GATHER
+from ._common import adjoint_by_call
+from .slice1 import Slice1OperatorDesc, batched_window, window_adjoint_call
 
 
 @stored_init
@@ -79,6 +82,56 @@ class SliceOperatorDesc(FastPathDesc):
             if s != o:
                 raise self._err(f"Sizes[{i}] must equal OutputTensor.Sizes[{i}]; got {s} != {o}")
 
+    @staticmethod
+    def output_sizes_of(input_sizes, offsets, sizes, strides) -> tuple:
+        """The output's sizes: ``Sizes`` (SLICE's shape rule)."""
+        return tuple(sizes)
+
+    def canonical(self) -> Slice1OperatorDesc:
+        """The same copy as a SLICE1 (``slice1_window``): the form the
+        framework operators take."""
+        return Slice1OperatorDesc(self.input_tensor, self.output_tensor, self.offsets,
+                                  slice1_window(self.sizes, self.strides), self.strides)
+
+    # differentiation (see ``_spec``): SLICE only moves elements (linear for
+    # every data type); its adjoint is SLICE1's over the same window.
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad):
+        return adjoint_by_call(self, api, grad)
+
+    @staticmethod
+    def adjoint_call(input_sizes, args) -> tuple:
+        """The adjoint as an array-API call: SLICE1's over ``slice1_window``."""
+        offsets, sizes, strides = args
+        return window_adjoint_call(input_sizes, offsets, slice1_window(sizes, strides), strides, sizes)
+
+    @staticmethod
+    def batched_args(args, b) -> tuple:
+        """vmap: the arguments for an input with a new leading axis of ``b`` (taken whole)."""
+        return batched_window(args, b)
+
+    @staticmethod
+    def framework_call(input_sizes, args, ints) -> tuple:
+        """The framework operators' form: SLICE1 over ``slice1_window``."""
+        offsets, sizes, strides = (ints(v) for v in args)
+        return "slice1", (offsets, slice1_window(sizes, strides), strides), None
+
+    def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
+        return (list(self.offsets), list(self.sizes), list(self.strides))
+
+    # chunking (see ``_spec``): the output reads a strided lattice of the input.
+
+    def chunking(self):
+        return GATHER
+
+    def gather_axes(self) -> tuple:
+        """(first position read, step, count) per axis."""
+        return tuple(zip(self.offsets, self.strides, self.sizes))
+
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> CopyPlan:
         ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
         return CopyPlan(
@@ -89,6 +142,13 @@ class SliceOperatorDesc(FastPathDesc):
             out_offset=0,
             out_strides=self.output_tensor.element_strides,
         )
+
+
+def slice1_window(sizes, strides) -> list:
+    """SLICE is SLICE1 over the window its elements span: window sizes
+    ``(Sizes - 1) * Strides + 1`` (every stride positive); the one copy of
+    that rewrite (any int-like values)."""
+    return [(s - 1) * t + 1 for s, t in zip(sizes, strides)]
 
 
 def _plain_window(dims, offsets, sizes, strides) -> bool:

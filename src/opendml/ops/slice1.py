@@ -15,12 +15,59 @@ from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
 from ._common import (TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints,
                       sequence_of)
+from ._common import adjoint_by_call
+from ._spec import GATHER
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
     """``1 + (InputWindowSize - 1) / |InputWindowStride|`` (erratum 3: the page
-    forgets the absolute value)."""
+    forgets the absolute value): SLICE1's output size along an axis when it
+    is not given, and the most it may be; the one copy of the formula (any
+    int-like values, symbolic sizes included)."""
     return 1 + (window_size - 1) // abs(window_stride)
+
+
+def reaching_window(offsets, sizes, strides, counts) -> tuple[list, list]:
+    """(offsets, sizes) of the SLICE1 window that reaches exactly the first
+    ``counts`` elements the window (offsets, sizes, strides) reaches along
+    each axis: a negative stride walks from the window's end, so the smaller
+    window keeps its end. Its ``max_copied_elements`` are ``counts``."""
+    new_offsets, new_sizes = [], []
+    for o, s, t, n in zip(offsets, sizes, strides, counts):
+        reach = (n - 1) * abs(t) + 1
+        new_offsets.append(o if t > 0 else o + s - reach)
+        new_sizes.append(reach)
+    return new_offsets, new_sizes
+
+
+def window_adjoint_call(input_sizes, offsets, sizes, strides, counts) -> tuple:
+    """The adjoint of SLICE1 (window ``offsets``/``sizes``/``strides``, output
+    sizes ``counts`` or None for every reachable element) on an input of
+    ``input_sizes``, as an array-API call ``(name, arguments, None)``:
+    SLICE_GRAD of the window; where the window reads every element exactly
+    once (each axis whole, strides +-1: a copy that reverses some axes; known
+    only for plain ints) the same SLICE1 again, a permutation that is its own
+    inverse (the same bytes, no fill)."""
+    offsets, sizes, strides = list(offsets), list(sizes), list(strides)
+    if _plain(offsets, sizes, strides, input_sizes) and all(
+            o == 0 and s == n and abs(t) == 1 for o, s, t, n in zip(offsets, sizes, strides, input_sizes)) and (
+            counts is None or list(counts) == list(input_sizes)):
+        return "slice1", (offsets, sizes, strides, None), None
+    return "slice_grad", (list(input_sizes), offsets, sizes, strides), None
+
+
+def _plain(*lists) -> bool:
+    return all(type(v) is int for values in lists for v in values)
+
+
+def batched_window(args, b) -> tuple:
+    """Window arguments (each a per-axis list, or None) for an input with a
+    new leading axis of ``b`` taken whole: offsets 0, sizes ``b``, strides 1,
+    counts ``b``; ``args`` are ``(offsets, sizes, strides[, counts])``."""
+    out = [[0, *args[0]], [b, *args[1]], [1, *args[2]]]
+    if len(args) > 3:
+        out.append(None if args[3] is None else [b, *args[3]])
+    return tuple(out)
 
 
 @stored_init
@@ -98,6 +145,73 @@ class Slice1OperatorDesc(FastPathDesc):
     def max_output_sizes(self) -> tuple[int, ...]:
         return tuple(max_copied_elements(s, t) for s, t in zip(self.input_window_sizes, self.input_window_strides))
 
+    @staticmethod
+    def output_sizes_of(input_sizes, window_offsets, window_sizes, window_strides, output_sizes=None) -> tuple:
+        """The output's sizes: ``output_sizes`` where given, else
+        ``max_copied_elements`` per axis; the one copy of SLICE1's shape
+        rule (any int-like values; no rule is checked)."""
+        if output_sizes is not None:
+            return tuple(output_sizes)
+        return tuple(max_copied_elements(s, t) for s, t in zip(window_sizes, window_strides))
+
+    def canonical(self) -> "Slice1OperatorDesc":
+        """The same copy as a SLICE1 whose window reaches exactly its output
+        (``reaching_window``): the form the framework operators take."""
+        counts = self.output_tensor.sizes
+        if counts == self.max_output_sizes:
+            return self
+        offsets, sizes = reaching_window(self.input_window_offsets, self.input_window_sizes,
+                                         self.input_window_strides, counts)
+        return Slice1OperatorDesc(self.input_tensor, self.output_tensor, offsets, sizes, self.input_window_strides)
+
+    # differentiation (see ``_spec``): SLICE1 only moves elements (linear for
+    # every data type); its adjoint is SLICE_GRAD of the same window.
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad):
+        return adjoint_by_call(self, api, grad)
+
+    @staticmethod
+    def adjoint_call(input_sizes, args) -> tuple:
+        """The adjoint as an array-API call on the arguments ``args`` (see
+        ``adjoint_by_call``)."""
+        return window_adjoint_call(input_sizes, *args[:3], args[3] if len(args) > 3 else None)
+
+    @staticmethod
+    def batched_args(args, b) -> tuple:
+        """vmap: the arguments for an input with a new leading axis of ``b``
+        (taken whole)."""
+        return batched_window(args, b)
+
+    @staticmethod
+    def framework_call(input_sizes, args, ints) -> tuple:
+        """The framework operators' form ``(operator, int lists, input shape
+        or None)``: SLICE1 with a window reaching exactly its output
+        (``reaching_window``); ``ints(value)`` gives a list of ints."""
+        offsets, sizes, strides = (ints(v) for v in args[:3])
+        if len(args) > 3 and args[3] is not None:
+            offsets, sizes = reaching_window(offsets, sizes, strides, ints(args[3]))
+        return "slice1", (offsets, sizes, strides), None
+
+    def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
+        out = self.output_tensor.sizes
+        return (list(self.input_window_offsets), list(self.input_window_sizes), list(self.input_window_strides),
+                None if out == self.max_output_sizes else list(out))
+
+    # chunking (see ``_spec``): the output reads a strided lattice of the input.
+
+    def chunking(self):
+        return GATHER
+
+    def gather_axes(self) -> tuple:
+        """(first position read, signed step, count) per axis."""
+        return tuple((o + (w - 1 if t < 0 else 0), t, n) for o, w, t, n in
+                     zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                         self.output_tensor.sizes))
+
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> CopyPlan:
         inp, out = self.input_tensor, self.output_tensor
         if in_strides is None:
@@ -118,13 +232,12 @@ def _plain_window(sizes, offsets, window, steps) -> tuple[list, list] | None:
         if type(o) is not int or type(s) is not int or type(t) is not int or o < 0 or s < 1 or o + s > dim:
             return None
         if 0 < t <= _INT32_MAX:
-            most.append(1 + (s - 1) // t)
             starts.append(o)
         elif _INT32_MIN <= t < 0:
-            most.append(1 + (s - 1) // -t)
             starts.append(o + s - 1)
         else:
             return None
+        most.append(max_copied_elements(s, t))
     return most, starts
 
 

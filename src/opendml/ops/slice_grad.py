@@ -21,7 +21,9 @@ from ..model._frozen import stored_init
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK
 from ._common import TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints
-from .slice1 import max_copied_elements
+from ._spec import SCATTER
+from ._common import adjoint_by_call
+from .slice1 import batched_window, max_copied_elements, reaching_window
 
 
 @stored_init
@@ -105,6 +107,71 @@ class SliceGradOperatorDesc(FastPathDesc):
                      for o, s, t, g in zip(self.input_window_offsets, self.input_window_sizes,
                                            self.input_window_strides, self.input_gradient_tensor.sizes))
 
+    @staticmethod
+    def output_sizes_of(input_sizes, output_gradient_sizes, window_offsets=None, window_sizes=None,
+                        window_strides=None) -> tuple:
+        """The output gradient's sizes: SLICE1's input sizes, which the call
+        gives (SLICE_GRAD's shape rule)."""
+        return tuple(output_gradient_sizes)
+
+    def canonical(self) -> "SliceGradOperatorDesc":
+        """The same scatter with a window that reaches exactly the input
+        gradient (``reaching_window``): the form the framework operators take."""
+        counts = self.input_gradient_tensor.sizes
+        if all(g == max_copied_elements(s, t) for g, s, t in zip(counts, self.input_window_sizes,
+                                                                 self.input_window_strides)):
+            return self
+        offsets, sizes = reaching_window(self.input_window_offsets, self.input_window_sizes,
+                                         self.input_window_strides, counts)
+        return SliceGradOperatorDesc(self.input_gradient_tensor, self.output_gradient_tensor, offsets, sizes,
+                                     self.input_window_strides)
+
+    # differentiation (see ``_spec``): SLICE_GRAD is SLICE1's adjoint, so its
+    # own adjoint is SLICE1 of the same window (linear for every data type).
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad):
+        return adjoint_by_call(self, api, grad)
+
+    @staticmethod
+    def adjoint_call(input_sizes, args) -> tuple:
+        """The adjoint as an array-API call: SLICE1 of the window, taking the
+        input gradient's sizes (``input_sizes``)."""
+        _, offsets, sizes, strides = args
+        return "slice1", (list(offsets), list(sizes), list(strides), list(input_sizes)), None
+
+    @staticmethod
+    def batched_args(args, b) -> tuple:
+        """vmap: the arguments for an input gradient with a new leading axis of ``b``."""
+        return ([b, *args[0]], *batched_window(args[1:], b))
+
+    @staticmethod
+    def framework_call(input_sizes, args, ints) -> tuple:
+        """The framework operators' form: a window reaching exactly the input gradient."""
+        output_sizes, offsets, sizes, strides = (ints(v) for v in args)
+        offsets, sizes = reaching_window(offsets, sizes, strides, list(input_sizes))
+        return "slice_grad", (output_sizes, offsets, sizes, strides), None
+
+    def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
+        return (list(self.output_gradient_tensor.sizes), list(self.input_window_offsets),
+                list(self.input_window_sizes), list(self.input_window_strides))
+
+    # chunking (see ``_spec``): zeros with the input gradient written on a
+    # strided lattice.
+
+    def chunking(self):
+        return SCATTER
+
+    def scatter_axes(self) -> tuple:
+        """(first position written, signed step, count) per axis: SLICE1's
+        CopyStart walked with the window's strides."""
+        return tuple((o + (w - 1 if t < 0 else 0), t, n) for o, w, t, n in
+                     zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                         self.input_gradient_tensor.sizes))
+
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> ScatterPlan:
         """The scatter plan, walking output positions upwards: where a stride is
         negative, position ``first + |stride| * i`` receives input-gradient
@@ -137,7 +204,7 @@ def _plain_window(dims, taken, offsets, window, steps) -> bool:
     elements taken (``taken``, the input gradient's sizes)."""
     for o, s, t, dim, g in zip(offsets, window, steps, dims, taken):
         if (o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX
-                or g > 1 + (s - 1) // (t if t > 0 else -t)):
+                or g > max_copied_elements(s, t)):
             return False
     return True
 

@@ -18,9 +18,21 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_window, plain_window_fields
+from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints, sequence_of
+from ._common import adjoint_by_call
+from ._spec import WINDOWS
 
 MAX_SPATIAL_DIMENSIONS = 6
+
+
+def blocks_per_dimension(spatial, window_sizes, strides, dilations, start_padding, end_padding) -> tuple:
+    """UNFOLD's block formula, written once: per spatial axis
+    ``(size + StartPadding + EndPadding - Dilations * (WindowSizes - 1) - 1) // Strides + 1``.
+    FOLD reads the same formula on its output's spatial sizes. Any int-like
+    values (a tracer's symbolic sizes too); no rule is checked here."""
+    return tuple([(s + a + b - dl * (w - 1) - 1) // st + 1
+                  for s, w, st, dl, a, b in zip(spatial, window_sizes, strides, dilations, start_padding,
+                                                 end_padding)])
 
 
 @stored_init
@@ -102,18 +114,65 @@ class UnfoldOperatorDesc(FastPathDesc):
         done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
         if done is not None:
             return done
-        return tuple([(s + sp + ep - dl * (w - 1) - 1) // st + 1
-                      for s, w, st, dl, sp, ep in zip(self.input_tensor.sizes[2:], self.window_sizes, self.strides,
-                                                     self.dilations, self.start_padding, self.end_padding)])
+        return blocks_per_dimension(self.input_tensor.sizes[2:], self.window_sizes, self.strides, self.dilations,
+                                    self.start_padding, self.end_padding)
 
     @property
     def block_count(self) -> int:
         return math.prod(self.blocks_per_dimension)
 
+    @staticmethod
+    def output_sizes_of(input_sizes, window_sizes, strides, dilations, start_padding, end_padding) -> tuple:
+        """The output's sizes, ``(N, C x prod(WindowSizes), BlockCount)``, for an
+        input of ``input_sizes`` (N, C, *spatial) and one entry per spatial axis
+        in each field: the one copy of UNFOLD's shape rule (the description,
+        FOLD's input rule, PyTorch's fake tensors, JAX and Dask read it). Any
+        int-like values, symbolic sizes included; no rule is checked."""
+        n, c, *spatial = input_sizes
+        blocks = blocks_per_dimension(spatial, window_sizes, strides, dilations, start_padding, end_padding)
+        return (n, c * math.prod(window_sizes), math.prod(blocks))
+
     @property
     def expected_output_sizes(self) -> tuple[int, int, int]:
         n, c = self.input_tensor.sizes[:2]
         return (n, c * math.prod(self.window_sizes), self.block_count)
+
+    # differentiation (see ``_spec``): UNFOLD only moves elements (linear for
+    # every data type); its adjoint is FOLD with the same window over the
+    # input's spatial sizes.
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad):
+        return adjoint_by_call(self, api, grad)
+
+    @staticmethod
+    def adjoint_call(input_sizes, args) -> tuple:
+        """The adjoint as an array-API call: FOLD over the input's spatial sizes."""
+        return "fold", (list(input_sizes[2:]), *args), None
+
+    @staticmethod
+    def batched_args(args, b):
+        """vmap: None, the batch axis joins N (the same arguments on (B x N, C, *spatial))."""
+        return None
+
+    @staticmethod
+    def framework_call(input_sizes, args, ints) -> tuple:
+        """The framework operators' form: one int list per field, one entry per spatial axis."""
+        d = len(input_sizes) - 2
+        return "unfold", tuple(ints(v, d) for v in args), None
+
+    def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
+        return (list(self.window_sizes), list(self.strides), list(self.dilations), list(self.start_padding),
+                list(self.end_padding))
+
+    # chunking (see ``_spec``): a block-wise run reads overlapping windows
+    # (a halo of Dilations x (WindowSizes - 1) along the first spatial axis).
+
+    def chunking(self):
+        return WINDOWS
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> UnfoldPlan:
         inp = self.input_tensor
@@ -148,3 +207,39 @@ def plain_lowering(in_sizes: tuple, window_sizes, strides=1, dilations=1, start_
     if n * c * k * blocks > MAX_ELEMENTS:            # every size >= 1: no size exceeds the count either
         return None
     return (n, c * k, blocks), window, strides, dilations, start, per_dimension
+
+
+def plain_window(desc, spatial, max_dims: int) -> tuple | None:
+    """UNFOLD's and FOLD's window fields of ``desc`` over the spatial sizes
+    ``spatial`` (the input's for UNFOLD, the output's for FOLD), where they
+    are plain valid values (1 to ``max_dims`` axes, each window
+    fitting its padded axis): ``(window, strides, dilations, start, end,
+    window_count, block_count, blocks_per_axis)``; None for anything else,
+    which the operator's rule-by-rule checks then name."""
+    return plain_window_fields(desc.window_sizes, desc.strides, desc.dilations, desc.start_padding,
+                               desc.end_padding, spatial, max_dims)
+
+
+def plain_window_fields(window, strides, dilations, start, end, spatial, max_dims: int) -> tuple | None:
+    """``plain_window`` of the five fields given as values."""
+    window = plain_ints(window, None)
+    if window is None:
+        return None
+    d = len(window)
+    if not 1 <= d <= max_dims or len(spatial) != d:
+        return None
+    strides, dilations = sequence_of(strides, d), sequence_of(dilations, d)
+    start, end = sequence_of(start, d), sequence_of(end, d)
+    if strides is None or dilations is None or start is None or end is None:
+        return None
+    k = 1
+    for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, spatial):
+        if (type(st) is not int or type(dl) is not int or type(a) is not int or type(b) is not int
+                or w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
+                or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
+            return None
+        if dl * (w - 1) + 1 > size + a + b:         # the dilated window must fit the padded axis
+            return None
+        k *= w
+    per_dimension = blocks_per_dimension(spatial, window, strides, dilations, start, end)
+    return window, strides, dilations, start, end, k, math.prod(per_dimension), per_dimension
