@@ -8,7 +8,11 @@ graph is built, by the same operator descriptions the in-memory calls use, so a
 bad description raises its ``opendml.DmlError`` before anything is computed.
 Every result equals the in-memory call on the whole array bit for bit.
 
-How the work is cut (the output's chunks):
+How the work is cut is the operator's declared chunking kind
+(``chunking()``, see ``opendml.ops._spec``), one graph builder per kind, each
+reading the operator's fields from its validated description: GATHER
+(SLICE, SLICE1), WINDOWS (UNFOLD), WINDOW_SUMS (FOLD), SCATTER (SLICE_GRAD).
+The output's chunks:
 
 * SLICE, SLICE1: one task per input chunk the slice touches, running the slice
   on that chunk alone; untouched chunks are never read. The result has one
@@ -62,6 +66,7 @@ import bisect
 import dataclasses
 import itertools
 import math
+import types
 
 import dask
 import dask.array as da
@@ -72,8 +77,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.utils import parse_bytes
 
 from ..model import DataType, TensorDesc, ValidationError
-from ..ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
-                   UnfoldOperatorDesc)
+from ..ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
 
 __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad"]
 
@@ -107,13 +111,6 @@ def _tensor(dtype, shape):
     if len(shape) == 0:
         raise ValidationError("TensorDesc: DimensionCount must be in [1, 8]; got 0 (a 0-d array)")
     return TensorDesc(DataType.from_numpy(dtype), tuple(shape))
-
-
-def _per_axis(value, d: int):
-    """A scalar applies to each of ``d`` spatial axes (as in ``opendml.unfold``)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (int(value),) * max(d, 1)
-    return value
 
 
 def _target_bytes() -> int:
@@ -260,11 +257,7 @@ def slice(x, offsets, sizes, strides):  # noqa: A001 - DirectML's name
     """DML_SLICE of a Dask array: ``out[c] = x[offsets + strides * c]``,
     ``out.shape == sizes``. One task per touched input chunk."""
     _check_array(x, "SLICE")
-    dt = _dtype(x)
-    desc = SliceOperatorDesc(_tensor(dt, x.shape), None, offsets, sizes, strides)
-    axes = list(zip(desc.offsets, desc.strides, desc.sizes))
-    name = "opendml-slice-" + tokenize(x, desc.offsets, desc.sizes, desc.strides)
-    return _strided(x, dt, axes, name, _slice1_task)
+    return _FRONT.slice(x, offsets, sizes, strides)
 
 
 def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
@@ -272,16 +265,13 @@ def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
     negative stride starts at the window's end). One task per touched input
     chunk; ``output_sizes`` defaults to ``1 + (window_sizes - 1) // |strides|``."""
     _check_array(x, "SLICE1")
-    dt = _dtype(x)
-    t = _tensor(dt, x.shape)
-    out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)
-    desc = Slice1OperatorDesc(t, out, window_offsets, window_sizes, window_strides)
-    axes = [(o + (w - 1 if s < 0 else 0), s, n) for o, w, s, n in
-            zip(desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides,
-                desc.output_tensor.sizes)]
-    token = tokenize(x, desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides,
-                     desc.output_tensor.sizes)
-    return _strided(x, dt, axes, "opendml-slice1-" + token, _slice1_task)
+    return _FRONT.slice1(x, window_offsets, window_sizes, window_strides, output_sizes)
+
+
+def _gather(x, dt, desc):
+    """GATHER (SLICE, SLICE1): the lattice ``desc.gather_axes()`` read chunk by chunk."""
+    axes = desc.gather_axes()
+    return _strided(x, dt, axes, f"opendml-{desc.OPERATOR.lower()}-" + tokenize(x, axes), _slice1_task)
 
 
 def _slice1_task(low, counts, steps):
@@ -335,10 +325,12 @@ def unfold(x, window_sizes, strides=1, dilations=1, start_padding=0, end_padding
     and along BlockCount by slabs of the first spatial axis (see the module's
     docstring). Scalars apply to every spatial axis."""
     _check_array(x, "UNFOLD")
-    dt = _dtype(x)
+    return _FRONT.unfold(x, window_sizes, strides, dilations, start_padding, end_padding)
+
+
+def _windows(x, dt, desc):
+    """WINDOWS (UNFOLD): slabs of block rows, each task reading its halo."""
     d = x.ndim - 2
-    args = [_per_axis(v, d) for v in (window_sizes, strides, dilations, start_padding, end_padding)]
-    desc = UnfoldOperatorDesc(_tensor(dt, x.shape), None, *args)
     W, st, dil, sp = desc.window_sizes, desc.strides, desc.dilations, desc.start_padding
     blocks = tuple(desc.blocks_per_dimension)
     n_chunks, c_total, spatial = x.chunks[0], x.shape[1], x.shape[2:]
@@ -448,36 +440,19 @@ def fold(x, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
     every block that touches it, so the sums are the in-memory FOLD's, bit for
     bit. Scalars apply to every spatial axis."""
     _check_array(x, "FOLD")
-    dt = _dtype(x)
-    # As opendml.fold: the number of spatial axes is the length of output_sizes,
-    # else of window_sizes, else 1; the input may have leading 1s.
-    d = next((len(v) for v in (output_sizes, window_sizes) if isinstance(v, (list, tuple))), 1)
-    spatial, *args = (_per_axis(v, d) for v in (output_sizes, window_sizes, strides, dilations, start_padding,
-                                                 end_padding))
-    inp = _tensor(dt, x.shape)
-    if x.ndim < 3:
-        raise ValidationError(f"fold: x must have shape (N, C x prod(window_sizes), BlockCount); "
-                                  f"got shape {list(x.shape)}")
-    rows, channels = x.shape[-2], x.shape[-2]
-    window = args[0]
-    if isinstance(window, (list, tuple)) and all(
-            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
-        k = math.prod(int(w) for w in window)
-        if rows % k:
-            raise ValidationError(
-                f"fold: x.shape[-2] must be C x prod(window_sizes), a multiple of prod(window_sizes) = {k}; "
-                f"got {rows} (shape {list(x.shape)})")
-        channels = rows // k
-    if not isinstance(spatial, (list, tuple)):
-        raise ValidationError(f"fold: output_sizes must be an int or a list of ints; got {spatial!r}")
-    out = TensorDesc(inp.data_type, (x.shape[-3], channels, *spatial))
-    desc = FoldOperatorDesc(inp, out, *args)
+    return _FRONT.fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+
+
+def _window_sums(x, dt, desc):
+    """WINDOW_SUMS (FOLD): output slabs, each summing every block that reaches it."""
+    out = desc.output_tensor
+    channels = out.sizes[1]
     if x.ndim > 3:                                     # leading 1s, accepted as in opendml.fold
         x = x.reshape(x.shape[-3:])
     W, st, dil, sp, ep = desc.window_sizes, desc.strides, desc.dilations, desc.start_padding, desc.end_padding
     S = tuple(out.sizes[2:])
     d = len(S)
-    blocks = tuple((s + a + b - dl * (w - 1) - 1) // t + 1 for s, w, t, dl, a, b in zip(S, W, st, dil, sp, ep))
+    blocks = tuple(desc.blocks_per_dimension)
     K = math.prod(W)
     per_block_row = math.prod(blocks[1:])
 
@@ -582,13 +557,14 @@ def slice_grad(grad, input_sizes, window_offsets, window_sizes, window_strides):
     scattered into the positions SLICE1 reads. Chunks outside the window are
     plain zeros; the others scatter the gradient chunks that reach them."""
     _check_array(grad, "SLICE_GRAD")
-    dt = _dtype(grad)
-    g_t = _tensor(dt, grad.shape)
-    out_t = TensorDesc(g_t.data_type, input_sizes)
-    desc = SliceGradOperatorDesc(g_t, out_t, window_offsets, window_sizes, window_strides)
+    return _FRONT.slice_grad(grad, input_sizes, window_offsets, window_sizes, window_strides)
+
+
+def _scatter(grad, dt, desc):
+    """SCATTER (SLICE_GRAD): zeros with the input written on the lattice ``desc.scatter_axes()``."""
     offsets, sizes, steps = desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides
-    S = tuple(out_t.sizes)
-    starts = [o + (w - 1 if t < 0 else 0) for o, w, t in zip(offsets, sizes, steps)]
+    S = tuple(desc.output_tensor.sizes)
+    starts = [start for start, _, _ in desc.scatter_axes()]
 
     # Cut each axis where the window starts and ends and where two gradient
     # chunks meet, then to Dask's auto chunk length along that axis.
@@ -641,6 +617,18 @@ class _SliceGrad:
 
 def run(x, call):
     """The adapter entry point: ``call`` (an ``OpCall`` of the array API) on a
-    Dask array, built lazily by the function of the same name above."""
-    return {"slice": slice, "slice1": slice1, "unfold": unfold, "fold": fold,
-            "slice_grad": slice_grad}[call.name](x, *call.args)
+    Dask array, validated on the whole array's shape, then built lazily by
+    the graph builder of the operator's declared chunking kind
+    (``chunking()``, see ``opendml.ops._spec``)."""
+    _check_array(x, call.name.upper())
+    dt = _dtype(x)
+    desc = call.make_desc(_tensor(dt, x.shape))
+    return _BUILDERS[desc.chunking()](x, dt, desc)
+
+
+_BUILDERS = {GATHER: _gather, SCATTER: _scatter, WINDOWS: _windows, WINDOW_SUMS: _window_sums}
+
+#: The array API's functions as this module found them when it loaded: the
+#: public functions above are those on a Dask array (the tasks look the
+#: functions up when they run, ``_api``).
+_FRONT = types.SimpleNamespace(**{name: getattr(_api(), name) for name in __all__})

@@ -813,18 +813,28 @@ def _depth_to_space(x: Any, block_size, order):
 
 class _AdjointApi:
     """The namespace the operator modules' ``adjoint`` methods are given
-    (``opendml.ops._spec.AdjointApi``): the family's functions, SLICE1 and
-    SLICE_GRAD, on any framework, and two neutral helpers."""
+    (``opendml.ops._spec.AdjointApi``): the family's functions, SLICE1,
+    SLICE_GRAD, UNFOLD and FOLD, on any framework, and two neutral helpers."""
 
     @staticmethod
-    def slice1(x, offsets, sizes, strides):
+    def slice1(x, offsets, sizes, strides, output_sizes=None):
         from . import slice1
-        return slice1(x, offsets, sizes, strides)
+        return slice1(x, offsets, sizes, strides, output_sizes)
 
     @staticmethod
     def slice_grad(g, input_sizes, offsets, sizes, strides):
         from . import slice_grad
         return slice_grad(g, input_sizes, offsets, sizes, strides)
+
+    @staticmethod
+    def unfold(x, window_sizes, strides, dilations, start_padding, end_padding):
+        from . import unfold
+        return unfold(x, window_sizes, strides, dilations, start_padding, end_padding)
+
+    @staticmethod
+    def fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding):
+        from . import fold
+        return fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
 
     @staticmethod
     def reshape(x, shape):

@@ -30,7 +30,6 @@ passes see concrete arrays and so run the kernels as well.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import math
@@ -44,6 +43,7 @@ import opendml.arrays as api
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError
 from . import numpy_adapter
+from ..ops.unfold import blocks_per_dimension
 from .planner import OpCall, logical_desc
 
 __all__ = ["run", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad", "SUPPORTED_DTYPES",
@@ -109,114 +109,45 @@ def _from_numpy(out: np.ndarray, dev):
     return y if dev in y.devices() else jax.device_put(y, dev)
 
 
-# -- static arguments: the validated, normalised parameters of one call -------
+# -- the static argument: the validated description of one call ---------------
 
-@dataclasses.dataclass(frozen=True)
-class _Slice1:
-    in_shape: tuple[int, ...]
-    offsets: tuple[int, ...]
-    sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-    out_sizes: tuple[int, ...]
+class _Static:
+    """The validated description as ``custom_vjp``'s static argument (hashed
+    and compared by the description's value), with the array-API function
+    that runs it on a concrete array."""
 
-    def lax(self, x):
-        return lax_slice1(x, self.offsets, self.sizes, self.strides, self.out_sizes)
+    __slots__ = ("desc", "name")
 
-    def kernel(self, x):
-        return api.slice1(x, self.offsets, self.sizes, self.strides, self.out_sizes)
+    def __init__(self, desc, name):
+        self.desc, self.name = desc, name
 
-    def adjoint(self, g):
-        return api.slice_grad(g, self.in_shape, self.offsets, self.sizes, self.strides)
+    def __hash__(self):
+        return hash(self.desc)
 
-
-@dataclasses.dataclass(frozen=True)
-class _SliceGrad:
-    in_shape: tuple[int, ...]
-    input_sizes: tuple[int, ...]
-    offsets: tuple[int, ...]
-    sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-
-    def lax(self, g):
-        return lax_slice_grad(g, self.input_sizes, self.offsets, self.sizes, self.strides)
-
-    def kernel(self, g):
-        return api.slice_grad(g, self.input_sizes, self.offsets, self.sizes, self.strides)
-
-    def adjoint(self, h):
-        return api.slice1(h, self.offsets, self.sizes, self.strides, self.in_shape)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Unfold:
-    in_shape: tuple[int, ...]
-    window: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    start_padding: tuple[int, ...]
-    end_padding: tuple[int, ...]
-
-    @property
-    def window_args(self):
-        return self.window, self.strides, self.dilations, self.start_padding, self.end_padding
+    def __eq__(self, other):
+        return isinstance(other, _Static) and other.desc == self.desc
 
     def lax(self, x):
-        return lax_unfold(x, *self.window_args)
+        """The operator's lax form (its canonical form's, where it declares one: SLICE is a SLICE1)."""
+        desc = self.desc
+        canonical = getattr(desc, "canonical", None)
+        if canonical is not None:
+            desc = canonical()
+        return _LAX[desc.OPERATOR](desc, x)
 
     def kernel(self, x):
-        return api.unfold(x, *self.window_args)
+        return getattr(api, self.name)(x, *self.desc.call_args())
 
     def adjoint(self, g):
-        return api.fold(g, self.in_shape[2:], *self.window_args)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Fold:
-    in_shape: tuple[int, ...]
-    out_spatial: tuple[int, ...]
-    window: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    start_padding: tuple[int, ...]
-    end_padding: tuple[int, ...]
-
-    @property
-    def window_args(self):
-        return self.window, self.strides, self.dilations, self.start_padding, self.end_padding
-
-    def lax(self, x):
-        return lax_fold(x, self.out_spatial, *self.window_args)
-
-    def kernel(self, x):
-        return api.fold(x, self.out_spatial, *self.window_args)
-
-    def adjoint(self, g):
-        y = api.unfold(g, *self.window_args)
-        return y if y.shape == self.in_shape else y.reshape(self.in_shape)   # FOLD's input may lead with 1s
+        from .family import ADJOINT_API
+        return self.desc.adjoint(ADJOINT_API, g)[0]
 
 
 def _static(call: OpCall, x):
     """Validate ``call`` on ``x``'s shape and dtype (opendml's errors, raised
-    while tracing) and return its parameters as a hashable static argument."""
+    while tracing) and return it as a hashable static argument."""
     shape = tuple(int(s) for s in x.shape)
-    desc = call.make_desc(logical_desc(x.dtype, shape))
-    if call.name == "slice":
-        # SLICE is SLICE1 over the window its elements span, with every stride positive.
-        return _Slice1(shape, desc.offsets, tuple((s - 1) * t + 1 for s, t in zip(desc.sizes, desc.strides)),
-                       desc.strides, desc.sizes)
-    if call.name == "slice1":
-        return _Slice1(shape, desc.input_window_offsets, desc.input_window_sizes, desc.input_window_strides,
-                       desc.output_tensor.sizes)
-    if call.name == "unfold":
-        return _Unfold(shape, desc.window_sizes, desc.strides, desc.dilations, desc.start_padding,
-                       desc.end_padding)
-    if call.name == "fold":
-        return _Fold(shape, desc.output_tensor.sizes[2:], desc.window_sizes, desc.strides, desc.dilations,
-                     desc.start_padding, desc.end_padding)
-    if call.name == "slice_grad":
-        return _SliceGrad(shape, desc.output_tensor.sizes, desc.input_window_offsets, desc.input_window_sizes,
-                          desc.input_window_strides)
-    raise UnsupportedError(f"{call.name.upper()}: no JAX form")       # pragma: no cover
+    return _Static(call.make_desc(logical_desc(x.dtype, shape)), call.name)
 
 
 # -- the differentiable operator ----------------------------------------------
@@ -229,7 +160,7 @@ def _forward(p, x):
 
 def _backward(p, _, g):
     if g.dtype == jax.dtypes.float0:  # the cotangent of an integer output
-        return (np.zeros(p.in_shape, jax.dtypes.float0),)
+        return (np.zeros(p.desc.input_tensor.sizes, jax.dtypes.float0),)
     return (p.adjoint(g),)
 
 
@@ -244,12 +175,14 @@ def _differentiable(name: str):
     return f
 
 
-_OPS = {cls: _differentiable(name) for cls, name in
-        ((_Slice1, "slice1"), (_SliceGrad, "slice_grad"), (_Unfold, "unfold"), (_Fold, "fold"))}
+_OPS: dict = {}
 
 
 def _linear(p, x):
-    return _OPS[type(p)](p, x)
+    f = _OPS.get(p.name)
+    if f is None:
+        f = _OPS[p.name] = _differentiable(p.name)
+    return f(p, x)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -258,11 +191,6 @@ def _lax_jit(p, x):
 
 
 # -- the lax forms (no validation: the arguments are a validated description's) -
-
-def _blocks(spatial, window, strides, dilations, start_padding, end_padding) -> tuple[int, ...]:
-    return tuple((s + a + b - d * (w - 1) - 1) // t + 1
-                 for s, w, t, d, a, b in zip(spatial, window, strides, dilations, start_padding, end_padding))
-
 
 def _zero(dtype):
     return np.zeros((), dtype)
@@ -291,7 +219,7 @@ def _padded(x, start_padding, end_padding):
 def _unfold_stacked(x, window, strides, dilations, start_padding, end_padding):
     """One strided slice per window element k (row-major), stacked."""
     n, c, *spatial = x.shape
-    blocks = _blocks(spatial, window, strides, dilations, start_padding, end_padding)
+    blocks = blocks_per_dimension(spatial, window, strides, dilations, start_padding, end_padding)
     padded = _padded(x, start_padding, end_padding)
     rows = []
     for k in itertools.product(*(range(w) for w in window)):
@@ -307,7 +235,7 @@ def _unfold_by_axis(x, window, strides, dilations, start_padding, end_padding):
     axis placed after the window axes already made, so the result is already
     laid out (N, C, k_0..k_{d-1}, b_0..b_{d-1})."""
     n, c, *spatial = x.shape
-    blocks = _blocks(spatial, window, strides, dilations, start_padding, end_padding)
+    blocks = blocks_per_dimension(spatial, window, strides, dilations, start_padding, end_padding)
     y = _padded(x, start_padding, end_padding)
     for a, (w, t, d, b) in enumerate(zip(window, strides, dilations, blocks)):
         axis = 2 + 2 * a                          # y is (N, C, k_0..k_{a-1}, b_0..b_{a-1}, P_a, ...)
@@ -329,7 +257,7 @@ def lax_fold(cols, out_spatial, window, strides, dilations, start_padding, end_p
     n, rows, _ = cols.shape[-3:]                  # the input may lead with 1s
     kk = math.prod(window)
     c = rows // kk
-    blocks = _blocks(out_spatial, window, strides, dilations, start_padding, end_padding)
+    blocks = blocks_per_dimension(out_spatial, window, strides, dilations, start_padding, end_padding)
     dtype = np.dtype(cols.dtype)
     acc = np.dtype(np.float32) if dtype == np.float16 else dtype
     terms = lax.convert_element_type(cols, acc).reshape(n, c, kk, *blocks)
@@ -378,3 +306,15 @@ def lax_slice_grad(g, input_sizes, offsets, sizes, strides):
     g = lax.rev(g, rev) if rev else g
     return lax.pad(g, _zero(g.dtype), [(f, s - f - (m - 1) * t - 1, t - 1)
                                       for f, s, m, t in zip(first, input_sizes, g.shape, step)])
+
+
+#: The lax form of each operator's canonical description (SLICE runs as SLICE1).
+_LAX = {
+    "SLICE1": lambda d, x: lax_slice1(x, d.input_window_offsets, d.input_window_sizes, d.input_window_strides,
+                                      d.output_tensor.sizes),
+    "SLICE_GRAD": lambda d, g: lax_slice_grad(g, d.output_tensor.sizes, d.input_window_offsets,
+                                              d.input_window_sizes, d.input_window_strides),
+    "UNFOLD": lambda d, x: lax_unfold(x, d.window_sizes, d.strides, d.dilations, d.start_padding, d.end_padding),
+    "FOLD": lambda d, x: lax_fold(x, d.output_tensor.sizes[2:], d.window_sizes, d.strides, d.dilations,
+                                  d.start_padding, d.end_padding),
+}

@@ -53,7 +53,7 @@ above it; ``opendml.torch`` is their public face.
 from __future__ import annotations
 
 import contextvars
-import math
+import inspect
 import sys
 import threading
 
@@ -63,6 +63,7 @@ import torch.autograd.forward_ad as _fwad
 
 import opendml.arrays as api
 from ..model.errors import UnsupportedError
+from ..ops import OPERATORS
 from ..runtime import alloc, calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES, config
 from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
@@ -70,7 +71,7 @@ from . import numpy_adapter, torch_inductor, torch_node
 from . import planner as _planner
 from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for
 
-__all__ = ["run", "numpy_dtype", "through_op", "prefix_window", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
+__all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
            "slice1_op", "slice_grad_op", "operators", "cpp_op", "define_cpp", "compiled_status", "CPP_NAMESPACE"]
 
 #: PyTorch dtypes with a DirectML data type.
@@ -329,10 +330,11 @@ class _Route:
 
     def __init__(self, call: OpCall, shape: tuple):
         self.call, self.args = call, call.args
-        self.fn = _API[call.name]
+        self.fn = getattr(api, call.name)
         self.code = calls.OPS[call.name]
-        name, args, reshape = _ADJOINTS[call.name](call.args, shape)
-        fn = _API[name]
+        # the operator's declared adjoint, an array-API call (ops/<op>.py: adjoint_call)
+        name, args, reshape = _operator(call.name).adjoint_call(shape, call.args)
+        fn = getattr(api, name)
         if reshape is None:
             self.backward = lambda g: fn(g, *args)
             self.adjoint = (calls.call, calls.OPS[name], args, self.backward)
@@ -349,50 +351,24 @@ class _Route:
         return out if out is not None else _kernel(x, self.call)
 
 
-# Adjoints: (array-API operator, its arguments after the gradient, the shape
-# to reshape its result to or None), exactly as the array API would pass them
-# to the call cache.
-
-def _adjoint_unfold(args, shape):
-    return "fold", (list(shape[2:]), *args), None
+def _operator(name: str):
+    """The operator class of an array-API function (``slice_grad`` -> SLICE_GRAD): what it declares
+    (shape rule, adjoint, batching, framework form) is read from it."""
+    return OPERATORS[name.upper()]
 
 
-def _adjoint_fold(args, shape):
-    return "unfold", tuple(args[1:]), None if len(shape) == 3 else shape     # x had leading 1s
+#: The array-API functions this adapter runs: those whose operator declares a framework form.
+_NAMES = tuple(name for name in calls.OPS if hasattr(OPERATORS.get(name.upper()), "framework_call"))
 
 
-def _adjoint_slice(args, shape):
-    offsets, sizes, strides = args
-    sizes = [(s - 1) * t + 1 for s, t in zip(sizes, strides)]   # SLICE is SLICE1 over this window
-    return _adjoint_window(shape, offsets, sizes, strides, None)
-
-
-def _adjoint_slice1(args, shape):
-    return _adjoint_window(shape, *args)
-
-
-def _adjoint_window(shape, offsets, sizes, strides, counts):
-    """SLICE_GRAD of a SLICE1 window, or, where the window reads every
-    element of the input exactly once (each axis whole, strides +-1: a copy
-    that reverses some axes), the same SLICE1 again: that permutation is its
-    own inverse, so the two give the same bytes and the copy skips the fill."""
-    offsets, sizes, strides = (list(map(int, v)) for v in (offsets, sizes, strides))
-    whole = all(o == 0 and s == n and abs(t) == 1 for o, s, t, n in zip(offsets, sizes, strides, shape)) and (
-        counts is None or list(map(int, counts)) == list(shape))
-    if whole:
-        return "slice1", (offsets, sizes, strides, None), None
-    return "slice_grad", (list(shape), offsets, sizes, strides), None
-
-
-def _adjoint_slice_grad(args, shape):
-    _, offsets, sizes, strides = args
-    return "slice1", (offsets, sizes, strides, list(shape)), None
-
-
-_API = {"slice": api.slice, "slice1": api.slice1, "unfold": api.unfold, "fold": api.fold,
-        "slice_grad": api.slice_grad}
-_ADJOINTS = {"slice": _adjoint_slice, "slice1": _adjoint_slice1, "unfold": _adjoint_unfold, "fold": _adjoint_fold,
-             "slice_grad": _adjoint_slice_grad}
+def _batched(cls, fn, x, args):
+    """``fn`` (an array-API function or an operator) on ``x`` with a leading batch axis, as ``cls``
+    declares (``batched_args``): its arguments for that axis taken whole, or (None) the batch axis
+    joined with axis 0 (N) and split out again."""
+    new = cls.batched_args(args, x.shape[0])
+    if new is None:
+        return fn(x.flatten(0, 1), *args).unflatten(0, x.shape[:2])
+    return fn(x, *new)
 
 
 class _Linear(torch.autograd.Function):
@@ -440,40 +416,13 @@ class _Func(_Linear):
 
     @staticmethod
     def vmap(info, in_dims, x, route):
-        return _BATCHED[route.call.name](x.movedim(in_dims[0], 0), route.args), 0
+        return _batched(_operator(route.call.name), route.fn, x.movedim(in_dims[0], 0), route.args), 0
 
-
-def _batched_windows(fn):
-    """unfold, fold: the batch axis joins N."""
-    def batched(x, args):
-        return fn(x.flatten(0, 1), *args).unflatten(0, x.shape[:2])
-    return batched
-
-
-def _batched_slice(x, args):
-    offsets, sizes, strides = args
-    return api.slice(x, [0, *offsets], [x.shape[0], *sizes], [1, *strides])
-
-
-def _batched_slice1(x, args):
-    offsets, sizes, strides, counts = args
-    b = x.shape[0]
-    return api.slice1(x, [0, *offsets], [b, *sizes], [1, *strides], None if counts is None else [b, *counts])
-
-
-def _batched_slice_grad(g, args):
-    input_sizes, offsets, sizes, strides = args
-    b = g.shape[0]
-    return api.slice_grad(g, [b, *input_sizes], [0, *offsets], [b, *sizes], [1, *strides])
-
-
-_BATCHED = {"slice": _batched_slice, "slice1": _batched_slice1, "unfold": _batched_windows(api.unfold),
-            "fold": _batched_windows(api.fold), "slice_grad": _batched_slice_grad}
 
 #: One subclass per operator, so a result's ``grad_fn`` says which:
 #: ``opendml_unfoldBackward``, ...
-_EAGER_FN = {name: type(f"opendml_{name}", (_Eager,), {}) for name in _API}
-_FUNC = {name: type(f"opendml_{name}", (_Func,), {}) for name in _API}
+_EAGER_FN = {name: type(f"opendml_{name}", (_Eager,), {}) for name in _NAMES}
+_FUNC = {name: type(f"opendml_{name}", (_Func,), {}) for name in _NAMES}
 
 #: (operator call key, shape) -> _Route.
 _EAGER: dict = {}
@@ -543,7 +492,7 @@ def _compiled_autograd() -> bool:
 # -- operator route ----------------------------------------------------------------------------------
 
 #: (operator call key, dtype, device type, shape, strides) -> (operator,
-#: arguments, whether fold's leading 1s are dropped): calls already validated
+#: arguments, the shape x takes first or None): calls already validated
 #: and converted, so a repeated call that needs the operator skips both.
 _ROUTES: dict = {}
 
@@ -568,56 +517,25 @@ def through_op(x, call: OpCall):
             memo = (key, x.dtype, x.device.type, shape, strides, ops is _CUSTOM)
             hit = _ROUTES.get(memo)
             if hit is not None:
-                op, args, squeeze = hit
-                return op(x.reshape(shape[-3:]) if squeeze else x, *args)
+                op, args, reshape = hit
+                return op(x if reshape is None else x.reshape(reshape), *args)
     if concrete:
         _describe(x, call, dtype)
-    op, args, squeeze = _operator_call(x, call, ops)
+    op, args, reshape = _operator_call(x, call, ops)
     if memo is not None:
         if len(_ROUTES) >= 1024:
             _ROUTES.clear()
-        _ROUTES[memo] = op, args, squeeze
-    return op(x.reshape(shape[-3:]) if squeeze else x, *args)
+        _ROUTES[memo] = op, args, reshape
+    return op(x if reshape is None else x.reshape(reshape), *args)
 
 
 def _operator_call(x, call: OpCall, ops: dict):
-    """(operator of ``ops``, its arguments after the tensor, whether x's leading 1s go); the C++
-    table's operators take their lists packed into one (``bind_op``)."""
-    name, args = call.name, call.args
-    if name == "unfold":
-        d = x.dim() - 2
-        return (*bind_op(ops, "unfold", tuple(_ints(v, d) for v in args)), False)
-    if name == "fold":
-        output_sizes, window_sizes = args[:2]     # spatial axes: as the array API counts them
-        d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
-        # (1, ..., N, C x K, B): leading 1s dropped
-        return (*bind_op(ops, "fold", tuple(_ints(v, d) for v in args)), x.dim() > 3)
-    if name == "slice":
-        offsets, sizes, strides = (_ints(v) for v in args)
-        return (*bind_op(ops, "slice1", (offsets, [(s - 1) * t + 1 for s, t in zip(sizes, strides)], strides)),
-                False)
-    if name == "slice1":
-        offsets, sizes, strides = (_ints(v) for v in args[:3])
-        if args[3] is not None:
-            offsets, sizes = prefix_window(offsets, sizes, strides, _ints(args[3]))
-        return (*bind_op(ops, "slice1", (offsets, sizes, strides)), False)
-    if name == "slice_grad":
-        input_sizes, offsets, sizes, strides = (_ints(v) for v in args)
-        offsets, sizes = prefix_window(offsets, sizes, strides, list(x.shape))
-        return (*bind_op(ops, "slice_grad", (input_sizes, offsets, sizes, strides)), False)
-    raise UnsupportedError(f"{name}: no PyTorch operator")
-
-
-def prefix_window(offsets, sizes, strides, counts):
-    """The SLICE1 window that reaches exactly the first ``counts`` elements
-    a window (offsets, sizes, strides) reaches along each axis: a negative
-    stride walks from the window's end, so the smaller window keeps its end."""
-    new_offsets, new_sizes = [], []
-    for o, s, t, n in zip(offsets, sizes, strides, counts):
-        reach = (n - 1) * abs(t) + 1
-        new_offsets.append(o if t > 0 else o + s - reach)
-        new_sizes.append(reach)
-    return new_offsets, new_sizes
+    """(operator of ``ops``, its arguments after the tensor, the shape x takes first or None), from
+    the operator's declared framework form (``framework_call``: SLICE as SLICE1, a window reaching
+    exactly the output, FOLD on 3-D columns); the C++ table's operators take their lists packed
+    into one (``bind_op``)."""
+    name, lists, reshape = _operator(call.name).framework_call(tuple(x.shape), call.args, _ints)
+    return (*bind_op(ops, name, lists), reshape)
 
 
 def _is_sequence(value) -> bool:
@@ -641,37 +559,32 @@ def _concrete(values) -> bool:
 
 # -- the operators -----------------------------------------------------------------------------------
 
-def _define(name: str, schema: str, fn):
-    return torch.library.custom_op(f"opendml::{name}", mutates_args=(), schema=schema)(fn)
+def _kernel_of(name: str):
+    """The operators' implementation: the array API's function ``name`` in kernel mode."""
+    fn = getattr(api, name)
+
+    def kernel(x, *args):
+        return _in_mode(_KERNEL, fn, x, *args)
+    kernel.__name__ = name
+    return kernel
 
 
-def _fake(x, fn, args, formula):
-    """A fake output: the validated description's sizes where every size is
-    known, else ``formula()`` on symbolic sizes. Outputs are packed."""
-    numpy_dtype(x, fn.__name__)
-    if _concrete(x.shape) and all(_concrete(a) for a in args):
-        return x.new_empty(_in_mode(_DESCRIBE, fn, x, *args).output_tensor.sizes)
-    return x.new_empty(formula())
+def _fake_of(name: str):
+    """A fake output: the validated description's sizes where every size is known, else the
+    operator's shape rule (``output_sizes_of``, ops/<op>.py) on symbolic sizes. Outputs are packed."""
+    fn, rule = getattr(api, name), _operator(name).output_sizes_of
+
+    def fake(x, *args):
+        numpy_dtype(x, name)
+        if _concrete(x.shape) and all(_concrete(a) for a in args):
+            return x.new_empty(_in_mode(_DESCRIBE, fn, x, *args).output_tensor.sizes)
+        return x.new_empty(rule(tuple(x.shape), *args))
+    fake.__name__ = f"{name}_fake"
+    return fake
 
 
-def _unfold(x, window_sizes, strides, dilations, start_padding, end_padding):
-    return _in_mode(_KERNEL, api.unfold, x, window_sizes, strides, dilations, start_padding, end_padding)
-
-
-def _fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding):
-    return _in_mode(_KERNEL, api.fold, x, output_sizes, window_sizes, strides, dilations, start_padding,
-                    end_padding)
-
-
-def _slice1(x, window_offsets, window_sizes, window_strides):
-    return _in_mode(_KERNEL, api.slice1, x, window_offsets, window_sizes, window_strides)
-
-
-def _slice_grad(grad, input_sizes, window_offsets, window_sizes, window_strides):
-    return _in_mode(_KERNEL, api.slice_grad, grad, input_sizes, window_offsets, window_sizes, window_strides)
-
-
-#: The operators' schemas (after the name), the same in both namespaces.
+#: The operators' schemas (after the name), the same in both namespaces: the framework form
+#: (``framework_call``) of the array API's calls, SLICE taking SLICE1's.
 _SCHEMAS = {
     "unfold": "(Tensor x, int[] window_sizes, int[] strides, int[] dilations, int[] start_padding, "
               "int[] end_padding) -> Tensor",
@@ -681,45 +594,19 @@ _SCHEMAS = {
     "slice_grad": "(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
                   "int[] window_strides) -> Tensor",
 }
-_KERNELS = {"unfold": _unfold, "fold": _fold, "slice1": _slice1, "slice_grad": _slice_grad}
+_KERNELS = {name: _kernel_of(name) for name in _SCHEMAS}
+_FAKES = {name: _fake_of(name) for name in _SCHEMAS}
 
-unfold_op, fold_op, slice1_op, slice_grad_op = (_define(name, _SCHEMAS[name], _KERNELS[name]) for name in _SCHEMAS)
-
-
-def _unfold_fake(x, window_sizes, strides, dilations, start_padding, end_padding):
-    def formula():
-        n, c, *spatial = x.shape
-        blocks = [(s + a + b - dl * (w - 1) - 1) // st + 1 for s, w, st, dl, a, b in
-                  zip(spatial, window_sizes, strides, dilations, start_padding, end_padding)]
-        return n, c * math.prod(window_sizes), math.prod(blocks)
-    return _fake(x, api.unfold, (window_sizes, strides, dilations, start_padding, end_padding), formula)
-
-
-def _fold_fake(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding):
-    def formula():
-        return (x.shape[-3], x.shape[-2] // math.prod(window_sizes), *output_sizes)
-    return _fake(x, api.fold, (output_sizes, window_sizes, strides, dilations, start_padding, end_padding),
-                 formula)
-
-
-def _slice1_fake(x, window_offsets, window_sizes, window_strides):
-    def formula():
-        return [1 + (s - 1) // abs(t) for s, t in zip(window_sizes, window_strides)]
-    return _fake(x, api.slice1, (window_offsets, window_sizes, window_strides), formula)
-
-
-def _slice_grad_fake(grad, input_sizes, window_offsets, window_sizes, window_strides):
-    return _fake(grad, api.slice_grad, (input_sizes, window_offsets, window_sizes, window_strides),
-                 lambda: list(input_sizes))
-
-
-_FAKES = {"unfold": _unfold_fake, "fold": _fold_fake, "slice1": _slice1_fake, "slice_grad": _slice_grad_fake}
+unfold_op, fold_op, slice1_op, slice_grad_op = (
+    torch.library.custom_op(f"opendml::{name}", mutates_args=(), schema=_SCHEMAS[name])(_KERNELS[name])
+    for name in _SCHEMAS)
 for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
     _op.register_fake(_FAKES[_name])
 
 
 # Backward formulas, over an operator table (``ctx.ops``: these custom
-# operators or the C++ ones). Non-tensor arguments get no gradient (None).
+# operators or the C++ ones): the operator's declared adjoint (``adjoint_call``)
+# in its framework form. Non-tensor arguments get no gradient (None).
 
 def _keep_inputs(ctx, inputs, output):
     ctx.sizes = inputs[0].shape
@@ -727,65 +614,43 @@ def _keep_inputs(ctx, inputs, output):
     ctx.ops = _CUSTOM
 
 
-def _unfold_backward(ctx, grad):
-    return (call_op(ctx.ops, "fold", grad, list(ctx.sizes[2:]), *ctx.args),) + (None,) * 5
+def _backward_of(name: str):
+    cls = _operator(name)
+
+    def backward(ctx, grad):
+        adjoint, args, reshape = cls.adjoint_call(tuple(ctx.sizes), tuple(ctx.args))
+        op, lists, grad_shape = _operator(adjoint).framework_call(tuple(grad.shape), args, _ints)
+        out = call_op(ctx.ops, op, grad if grad_shape is None else grad.reshape(grad_shape), *lists)
+        return (out if reshape is None else out.reshape(reshape),) + (None,) * len(ctx.args)
+    return backward
 
 
-def _fold_backward(ctx, grad):
-    return (call_op(ctx.ops, "unfold", grad, *ctx.args[1:]),) + (None,) * 6
-
-
-def _slice1_backward(ctx, grad):
-    return (call_op(ctx.ops, "slice_grad", grad, list(ctx.sizes), *ctx.args),) + (None,) * 3
-
-
-def _slice_grad_backward(ctx, grad):
-    return (call_op(ctx.ops, "slice1", grad, *ctx.args[1:]),) + (None,) * 4
-
-
-_BACKWARDS = {"unfold": _unfold_backward, "fold": _fold_backward, "slice1": _slice1_backward,
-              "slice_grad": _slice_grad_backward}
+_BACKWARDS = {name: _backward_of(name) for name in _SCHEMAS}
 for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
     _op.register_autograd(_BACKWARDS[_name], setup_context=_keep_inputs)
 
 # torch.compile: the array API's functions enter a graph as calls that
 # AOTAutograd traces with fake tensors (which take the operator route above).
-for _fn in (api.slice, api.slice1, api.unfold, api.fold, api.slice_grad):
-    torch.compiler.allow_in_graph(_fn)
+for _name in _NAMES:
+    torch.compiler.allow_in_graph(getattr(api, _name))
 
 
-# torch.func.vmap: the batch axis becomes part of N (unfold, fold) or a new
-# leading axis that the window takes whole (slice1, slice_grad).
+# torch.func.vmap: as each operator declares (``batched_args``): the batch axis
+# joins N (unfold, fold) or is a new leading axis that the window takes whole
+# (slice1, slice_grad).
 
-def _batched(in_dims, x):
-    return x.movedim(in_dims[0], 0)
+def _rule(name: str):
+    """rule(op): op's batching rule."""
+    cls = _operator(name)
 
-
-def _unfold_rule(op):
-    def rule(info, in_dims, x, *args):
-        x = _batched(in_dims, x)
-        return op(x.flatten(0, 1), *args).unflatten(0, x.shape[:2]), 0
-    return rule
-
-
-def _slice1_rule(op):
-    def rule(info, in_dims, x, offsets, sizes, strides):
-        x = _batched(in_dims, x)
-        b = x.shape[0]
-        return op(x, [0, *offsets], [b, *sizes], [1, *strides]), 0
-    return rule
+    def rule_of(op):
+        def rule(info, in_dims, x, *args):
+            return _batched(cls, op, x.movedim(in_dims[0], 0), args), 0
+        return rule
+    return rule_of
 
 
-def _slice_grad_rule(op):
-    def rule(info, in_dims, grad, input_sizes, offsets, sizes, strides):
-        grad = _batched(in_dims, grad)
-        b = grad.shape[0]
-        return op(grad, [b, *input_sizes], [0, *offsets], [b, *sizes], [1, *strides]), 0
-    return rule
-
-
-#: Batching rules by operator: rule(op) is op's (unfold and fold batch alike).
-_RULES = {"unfold": _unfold_rule, "fold": _unfold_rule, "slice1": _slice1_rule, "slice_grad": _slice_grad_rule}
+_RULES = {name: _rule(name) for name in _SCHEMAS}
 
 #: The custom operators by name (the table of the operator route without the C++ library).
 _CUSTOM = {name: getattr(torch.ops.opendml, name).default for name in _SCHEMAS}
@@ -903,8 +768,9 @@ def _ctx_backward(name):
 
 
 for _name in _SCHEMAS:
-    define_cpp(_name, _PACKED_SCHEMAS[_name], (calls.call, calls.OPS[_name], (None,) if _name == "slice1" else (),
-                                               _KERNELS[_name]),
+    # the call cache keys the array API's arguments: those the framework form leaves out, None
+    _extra = (None,) * (len(inspect.signature(getattr(api, _name)).parameters) - 1 - _SPLITS[_name])
+    define_cpp(_name, _PACKED_SCHEMAS[_name], (calls.call, calls.OPS[_name], _extra, _KERNELS[_name]),
                False, _packed_fake(_name), _packed_rule(_name), _ctx_backward(_name), _SPLITS[_name])
 
 
