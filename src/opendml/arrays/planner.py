@@ -22,10 +22,7 @@ from ..model.data_type import DataType
 from ..model._frozen import stored_init
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc, plain_count
-from ..ops import slice as _slice_op
-from ..ops import slice1 as _slice1_op
-from ..ops import slice_grad as _slice_grad_op
-from ..ops import unfold as _unfold_op
+from ..ops import OPERATORS
 from ..runtime.calls import info as call_cache_info
 from ..runtime.cpu.backend import _load_native
 
@@ -218,9 +215,10 @@ NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in 
 
 #: array-API name -> (the kernel, the operator's description-free plan of
 #: its common valid case, ``f(in_sizes, *call.args)``: the reference, which
-#: runs wherever ``NATIVE_LOWERING`` has no answer).
-_PLAIN = {"slice1": ("copy", _slice1_op.plain_lowering), "slice": ("copy", _slice_op.plain_lowering),
-          "unfold": ("unfold", _unfold_op.plain_lowering), "slice_grad": ("scatter", _slice_grad_op.plain_lowering)}
+#: runs wherever ``NATIVE_LOWERING`` has no answer), as each operator declares
+#: them (``PLAIN_KERNEL``, ``plain_lowering``).
+_PLAIN = {cls.OPERATOR.lower(): (cls.PLAIN_KERNEL, cls.plain_lowering) for cls in OPERATORS.values()
+          if hasattr(cls, "plain_lowering")}
 
 #: NumPy dtype -> whether it is one of DirectML's element types (few dtypes are seen).
 _ELEMENT_DTYPES: dict = {}

@@ -180,3 +180,9 @@ def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tup
     if offsets is None or sizes is None or strides is None or not _plain_window(in_sizes, offsets, sizes, strides):
         return None
     return sizes, offsets, strides
+
+
+#: A new shape's route (``planner.plain_plan``): the description-free lowering
+#: of the common valid case, and the kernel its plan runs on.
+SliceOperatorDesc.plain_lowering = staticmethod(plain_lowering)
+SliceOperatorDesc.PLAIN_KERNEL = "copy"

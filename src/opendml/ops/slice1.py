@@ -288,3 +288,9 @@ def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -
         if not 1 <= size <= m:
             return None
     return out, starts, steps
+
+
+#: A new shape's route (``planner.plain_plan``): the description-free lowering
+#: of the common valid case, and the kernel its plan runs on.
+Slice1OperatorDesc.plain_lowering = staticmethod(plain_lowering)
+Slice1OperatorDesc.PLAIN_KERNEL = "copy"

@@ -244,3 +244,9 @@ def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tupl
             step.append(-w)
             back.append(1)
     return dims, first, step, back
+
+
+#: A new shape's route (``planner.plain_plan``): the description-free lowering
+#: of the common valid case, and the kernel its plan runs on.
+SliceGradOperatorDesc.plain_lowering = staticmethod(plain_lowering)
+SliceGradOperatorDesc.PLAIN_KERNEL = "scatter"

@@ -243,3 +243,9 @@ def plain_window_fields(window, strides, dilations, start, end, spatial, max_dim
         k *= w
     per_dimension = blocks_per_dimension(spatial, window, strides, dilations, start, end)
     return window, strides, dilations, start, end, k, math.prod(per_dimension), per_dimension
+
+
+#: A new shape's route (``planner.plain_plan``): the description-free lowering
+#: of the common valid case, and the kernel its plan runs on.
+UnfoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
+UnfoldOperatorDesc.PLAIN_KERNEL = "unfold"
