@@ -125,10 +125,11 @@ def test_shape_rules_take_symbolic_values():
 
 
 def test_each_shape_formula_is_written_once():
-    """UNFOLD's block formula, SLICE1's output size and SLICE's SLICE1 window appear once in Python."""
+    """UNFOLD's block formula, SLICE1's output size and SLICE's SLICE1 window appear once in Python code
+    (docstrings spell them with DirectML's field names)."""
     text = {p: p.read_text() for p in SRC.rglob("*.py")}
     patterns = {
-        "block formula": r"\* \(w - 1\) - 1\)\s*//",
+        "block formula": r"\* \([a-z_]+ - 1\) - 1\)\s*//",
         "SLICE1 output size": r"1 \+ \(\w+ - 1\) // (abs\(|\(|-)",
         "SLICE to SLICE1 window": r"\(s - 1\) \* t \+ 1",
     }

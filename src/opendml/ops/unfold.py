@@ -25,14 +25,17 @@ from ._spec import WINDOWS
 MAX_SPATIAL_DIMENSIONS = 6
 
 
-def blocks_per_dimension(spatial, window_sizes, strides, dilations, start_padding, end_padding) -> tuple:
-    """UNFOLD's block formula, written once: per spatial axis
+def blocks_along(size, window, stride, dilation, start, end):
+    """UNFOLD's block formula, written once, for one spatial axis:
     ``(size + StartPadding + EndPadding - Dilations * (WindowSizes - 1) - 1) // Strides + 1``.
     FOLD reads the same formula on its output's spatial sizes. Any int-like
     values (a tracer's symbolic sizes too); no rule is checked here."""
-    return tuple([(s + a + b - dl * (w - 1) - 1) // st + 1
-                  for s, w, st, dl, a, b in zip(spatial, window_sizes, strides, dilations, start_padding,
-                                                 end_padding)])
+    return (size + start + end - dilation * (window - 1) - 1) // stride + 1
+
+
+def blocks_per_dimension(spatial, window_sizes, strides, dilations, start_padding, end_padding) -> tuple:
+    """``blocks_along`` for every spatial axis."""
+    return tuple(map(blocks_along, spatial, window_sizes, strides, dilations, start_padding, end_padding))
 
 
 @stored_init
@@ -232,17 +235,20 @@ def plain_window_fields(window, strides, dilations, start, end, spatial, max_dim
     start, end = sequence_of(start, d), sequence_of(end, d)
     if strides is None or dilations is None or start is None or end is None:
         return None
-    k = 1
+    k = blocks = 1
+    per_dimension = []
     for w, st, dl, a, b, size in zip(window, strides, dilations, start, end, spatial):
         if (type(st) is not int or type(dl) is not int or type(a) is not int or type(b) is not int
                 or w < 1 or st < 1 or dl < 1 or a < 0 or b < 0
                 or w > UINT32_MAX or st > UINT32_MAX or dl > UINT32_MAX or a > UINT32_MAX or b > UINT32_MAX):
             return None
-        if dl * (w - 1) + 1 > size + a + b:         # the dilated window must fit the padded axis
+        n = blocks_along(size, w, st, dl, a, b)
+        if n < 1:                                   # the dilated window must fit the padded axis
             return None
         k *= w
-    per_dimension = blocks_per_dimension(spatial, window, strides, dilations, start, end)
-    return window, strides, dilations, start, end, k, math.prod(per_dimension), per_dimension
+        blocks *= n
+        per_dimension.append(n)
+    return window, strides, dilations, start, end, k, blocks, tuple(per_dimension)
 
 
 #: A new shape's route (``planner.plain_plan``): the description-free lowering
