@@ -12,6 +12,15 @@ invalid description is the ``JsonFormError``/``ValidationError`` of
 ``jsonform.from_json``). Outputs are new packed tensors, one per output
 tensor of the description (SPLIT: several), on the inputs' device.
 
+An output tensor of the description may give ``Strides`` (a layout in a
+DirectML buffer): the op returns each output's elements as a new packed
+tensor, so the program runs with packed outputs of the same sizes and types
+(``packed_outputs``), which give the same elements wherever the strides map
+every element to its own place; strides that map two elements to one place
+(a stride of 0, overlapping dimensions) leave the values to the order of the
+writes (DirectML does not define it) and are a ``ValidationError``. No route
+writes an output through a layout other than the one it allocated.
+
 * Real implementation (CPU, CUDA, meta): ``kernel`` (here; the eager route of
   ``family_torch`` runs it too), the same move program (NumPy-viewed CPU tensors on the CPU
   backend, ``family_cuda`` for CUDA tensors).
@@ -39,13 +48,16 @@ with fake tensors, which reach this operator.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 
+import numpy as np
 import torch
 
 from ..jsonform import from_json, to_json
 from ..model.errors import UnsupportedError, ValidationError
+from ..model.tensor_desc import TensorDesc, packed_strides
 from . import family
 from .torch_adapter import _DTYPES, cpp_op, define_cpp
 
@@ -56,7 +68,13 @@ _CACHE_SIZE = 1024
 
 
 def kernel(desc, arrays) -> list:
-    """``desc``'s move program on plain tensors (no autograd)."""
+    """``desc``'s move program on plain tensors (no autograd), into new packed
+    outputs (a description whose outputs give other strides runs as
+    ``packed_outputs(desc)``)."""
+    for t in desc.outputs:
+        if t.strides is not None:
+            desc = packed_outputs(desc)
+            break
     x = arrays[0]
     if x.device.type == "cpu":
         views = []
@@ -106,9 +124,69 @@ def _torch_dtype(t):
     return _TORCH_DTYPES[t.data_type.numpy_dtype]
 
 
+#: The most elements whose places an overlap check lists one by one (8 bytes each).
+_OVERLAP_CHECK_ELEMENTS = 1 << 26
+
+
+def _self_overlapping(sizes, strides) -> bool:
+    """Whether element ``strides`` (non-negative) map two of the ``sizes``
+    elements to one place."""
+    dims = sorted((t, n) for n, t in zip(sizes, strides) if n > 1)
+    reach = 0                        # the last offset the dimensions so far reach
+    for t, n in dims:
+        if t <= reach:
+            break
+        reach += (n - 1) * t
+    else:
+        return False                 # each stride steps past everything the smaller ones reach
+    if any(t == 0 for t, _ in dims):
+        return True
+    count = 1
+    for _, n in dims:
+        count *= n
+    if count > _OVERLAP_CHECK_ELEMENTS:
+        return True                  # interleaved and too large to list: treated as overlapping
+    offsets = np.zeros(1, dtype=np.int64)
+    for t, n in dims:
+        offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * t).reshape(-1)
+    return np.unique(offsets).size != offsets.size
+
+
+def packed_outputs(desc):
+    """``desc`` with every output tensor packed (its sizes, data type and
+    flags kept; Strides, TotalTensorSizeInBytes and GuaranteedBaseOffsetAlignment
+    dropped): the outputs' elements are the same wherever the description's
+    strides give every element its own place; strides that do not are a
+    ``ValidationError``. ``desc`` itself where every output is packed."""
+    changes = {}
+    for slot in desc.SLOTS:
+        value = getattr(desc, slot.attr)
+        if slot.role != "output" or value is None:
+            continue
+        tensors = tuple(value) if slot.many else (value,)
+        new = []
+        for i, t in enumerate(tensors):
+            packed = packed_strides(t.sizes)
+            if t.strides is None or (tuple(t.strides) == packed and t.total_tensor_size_in_bytes ==
+                                     t.min_size_in_bytes and not t.guaranteed_base_offset_alignment):
+                new.append(t)
+                continue
+            if _self_overlapping(t.sizes, t.strides):
+                name = f"{slot.json}[{i}]" if slot.many else slot.json
+                raise ValidationError(f"opendml::move: {desc.OPERATOR}: {name}.Strides {list(t.strides)} map two "
+                                      f"elements of Sizes {list(t.sizes)} to one place; the op returns every "
+                                      f"output element as a tensor of its own, so an output's strides must not "
+                                      f"overlap (leave Strides out for a packed output)")
+            new.append(TensorDesc(t.data_type, t.sizes, flags=t.flags))
+        if any(a is not b for a, b in zip(new, tensors)):
+            changes[slot.attr] = tuple(new) if slot.many else new[0]
+    return dataclasses.replace(desc, **changes) if changes else desc
+
+
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def description(text: str):
-    """The validated family description of ``text`` (cached)."""
+    """The validated family description of ``text`` (cached), with packed
+    outputs (``packed_outputs``)."""
     if not isinstance(text, str):
         raise ValidationError(f"opendml::move: desc must be a JSON string; got {type(text).__qualname__}")
     desc = from_json(text)
@@ -116,7 +194,7 @@ def description(text: str):
         raise UnsupportedError(f"opendml::move: {desc.OPERATOR} is not an operator of the data-movement family "
                                f"(it has its own custom operator in opendml.torch)")
     desc.validate()
-    return desc
+    return packed_outputs(desc)
 
 
 def to_text(desc) -> str:
