@@ -407,7 +407,7 @@ def cmd_dispatch(args) -> int:
     else:
         if args.print_model:
             raise UsageError("--print-model prints a bundled example as a model: use it with --example")
-        model, folder = load_model(args.model)
+        model, folder = load_model(args.model, max_bytes=args.max_bytes)
     if args.output_dir is not None:
         resources_ = model.get("resources") if isinstance(model, dict) else None
         check_output_dir(args.output_dir, resources_ if isinstance(resources_, dict) else ())

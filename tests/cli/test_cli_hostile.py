@@ -26,3 +26,116 @@ def test_python_dash_m_opendml_is_the_command_line():
     assert "slice-contiguous" in r.stdout
     r = run_module("frobnicate")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def small_model(**resource):
+    r = resource or {"initialValuesDataType": "FLOAT32", "initialValues": [1, 2, 3, 4]}
+    return {"resources": {"r": r}, "dispatchables": {}, "commands": [{"type": "print", "resource": "r"}]}
+
+
+def dispatch(tmp_path, capsys, model, *args, name="model.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(model))
+    rc = main(["dispatch", str(path), *args])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def assert_one_line_exit_2(rc, out, err, *fragments):
+    assert rc == 2, (rc, out, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("opendml: error: "), (out, err)
+    for f in fragments:
+        assert f in err, err
+
+
+def _npy_bytes(x):
+    import io
+    f = io.BytesIO()
+    np.save(f, x)
+    return f.getvalue()
+
+
+NPY = _npy_bytes(np.arange(6, dtype=np.float32).reshape(2, 3))
+HEADER = NPY.index(b"\n") + 1          # the header ends with a newline
+
+
+@pytest.mark.parametrize("cut", [0, 3, 6, 8, 9, 10, 11, 12, 20, 30, 45, 60, HEADER - 2, HEADER - 1, HEADER,
+                                 HEADER + 5, len(NPY) - 1])
+def test_a_npy_file_cut_short_is_one_line(tmp_path, capsys, cut):
+    (tmp_path / "x.npy").write_bytes(NPY[:cut])
+    rc, out, err = dispatch(tmp_path, capsys, small_model(initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "initialValues.sourcePath")
+
+
+@pytest.mark.parametrize("header", [
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), ",          # unclosed
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3",             # a tokenizer's EOF in a bracket
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': '''",               # an unterminated string
+    b"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}",    # structured
+    b"{'descr': 'O', 'fortran_order': False, 'shape': (2,)}",
+    b"{'descr': '<f4', 'fortran_order': 'yes', 'shape': (2, 3)}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3)}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2**70,)}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (" + b"(" * 200 + b")" * 200 + b")}",
+    b"\xff\xfe{'descr': '<f4'}",
+    b"[1, 2, 3]",
+])
+def test_a_malformed_npy_header_is_one_line(tmp_path, capsys, header):
+    body = header + b" " * (-(len(header) + 11) % 64) + b"\n"
+    data = b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body + bytes(24)
+    (tmp_path / "x.npy").write_bytes(data)
+    rc, out, err = dispatch(tmp_path, capsys, small_model(initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "initialValues.sourcePath")
+
+
+def test_an_output_dir_that_cannot_be_written_fails_before_the_model_runs(tmp_path, capsys):
+    # /proc exists and is a folder, and nobody (root included) can make a folder in it
+    rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", "/proc")
+    assert_one_line_exit_2(rc, out, err, "--output-dir /proc: cannot write in /proc")
+    rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", "/proc/opendml-new")
+    assert_one_line_exit_2(rc, out, err, "cannot write in /proc")
+
+
+@pytest.mark.skipif(ROOT_LIKE, reason="permissions do not stop root")
+def test_an_output_dir_without_write_permission_fails_before_the_model_runs(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", str(locked))
+        assert_one_line_exit_2(rc, out, err, "cannot write in")
+        rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", str(locked / "new"))
+        assert_one_line_exit_2(rc, out, err, "cannot write in")
+    finally:
+        locked.chmod(stat.S_IRWXU)
+
+
+def test_a_writable_output_dir_gets_every_resource(tmp_path, capsys):
+    rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", str(tmp_path / "new"))
+    assert rc == 0 and err == "" and out == "Resource 'r': 1, 2, 3, 4\n"
+    assert np.load(tmp_path / "new" / "r.npy").tolist() == [1, 2, 3, 4]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".opendml")]
+
+
+def test_a_model_must_be_a_regular_file_of_bounded_size(tmp_path):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)                          # no writer: opening it to read would wait forever
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(3 << 20)                   # sparse: over the 1 MiB bound of --max-bytes 16 MiB
+    cases = [("/dev/zero", "this is a device"), (str(fifo), "this is a FIFO"), (str(tmp_path), "this is a folder"),
+             (str(big), "the model file holds 3145728 bytes; a model may hold at most 1048576"),
+             (str(tmp_path / "missing.json"), "cannot read the model")]
+    for path, message in cases:
+        r = run_module("dispatch", path, "--max-bytes", str(16 << 20), timeout=60)
+        assert r.returncode == 2 and r.stdout == "", (path, r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and message in r.stderr, (path, r.stderr)
+
+
+def test_the_size_bound_follows_max_bytes(tmp_path, capsys):
+    model = small_model(initialValuesDataType="UINT8", initialValues=list(range(200)) * 6000)   # about 4.4 MB
+    rc, out, err = dispatch(tmp_path, capsys, model, "--max-bytes", str(16 << 20))
+    assert_one_line_exit_2(rc, out, err, "a model may hold at most 1048576 (max_bytes / 16")
+    rc, out, err = dispatch(tmp_path, capsys, model, "--max-bytes", str(128 << 20))
+    assert rc == 0 and out.startswith("Resource 'r': 0, 1, 2") and err == ""
