@@ -62,10 +62,14 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     ``base_dir``, default the current folder). ``device`` is ``"cpu"``,
     ``"cuda"`` or a ``Device``; ``feature_level`` (default: the device's, or
     the latest, 6_4) is the level every dispatchable is validated at.
-    ``print`` commands write to ``out`` (default ``sys.stdout``); writeFile
-    targets are written once every command has run. ``max_bytes`` bounds the
-    memory the resources may take. Errors are ``DmlError`` subclasses naming
-    the resource, dispatchable or command.
+    ``print`` commands write to ``out`` (default ``sys.stdout``), piece by
+    piece; a writeFile command copies its resource to a temporary file beside
+    its target when it runs, and the targets are written (the temporary files
+    moved there) once every command has run. ``max_bytes`` bounds the
+    resources (the model holds them and a few MiB more: initial values are
+    written into their buffers in pieces) and the model file (``max_bytes /
+    16``, at least 1 MiB). Errors are ``DmlError`` subclasses naming the
+    resource, dispatchable or command.
 
     Parameters
     ----------
@@ -85,21 +89,26 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
         ``sys.stdout``).
     max_bytes : int, optional
         The most bytes the resources may take in all (default
-        ``DEFAULT_MAX_BYTES``, 2 GiB).
+        ``DEFAULT_MAX_BYTES``, 2 GiB); a model file may hold a sixteenth of
+        it (``model_limit``).
 
     Returns
     -------
     dict[str, numpy.ndarray]
         Every resource by name, after the last command: a 1-D array of its
         initialValuesDataType over the whole buffer (UINT8 bytes for a list
-        initialiser of mixed types).
+        initialiser of mixed types); on the CPU a view of the buffer's own
+        memory (no copy is made).
 
     Raises
     ------
     ModelError
         (a ``ValidationError``) If the model is malformed or cannot be read:
-        bad JSON, a missing or unknown key, a bad value, a file path outside
-        the model's folder, resources over ``max_bytes``, a writeFile that
+        bad JSON (the literals NaN and Infinity and numbers too big for a
+        double included), a model file that is not a regular file or is over
+        ``model_limit(max_bytes)``, a missing or unknown key, a bad value, a
+        file path outside the model's folder, a .npy file whose header is cut
+        short or malformed, resources over ``max_bytes``, a writeFile that
         fails.
     ValidationError
         If a dispatchable's description breaks an operator rule, or
