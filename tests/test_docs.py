@@ -268,6 +268,23 @@ def test_figures_are_what_opendml_computes():
         assert (DOCS / "figures" / f"{name}.png").is_file(), f"docs/figures/{name}.png is missing"
 
 
+def test_every_operator_page_shows_a_figure_drawn_by_the_generator():
+    """The home page and the operators index promise a figure on each
+    operator page: each page of docs/operators/ (not the index, not the
+    errata) shows at least one, and every figure shown is one that
+    docs/figures.py computes and draws."""
+    spec = importlib.util.spec_from_file_location("docs_figures", DOCS / "figures.py")
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    pages = [p for p in sorted((DOCS / "operators").glob("*.md")) if p.name not in ("index.md", "errata.md")]
+    assert len(pages) >= 11
+    for page in pages:
+        shown = re.findall(r"!\[[^\]]*\]\(\.\./figures/([\w-]+)\.png\)", page.read_text(encoding="utf-8"))
+        assert shown, f"docs/operators/{page.name} shows no figure"
+        unknown = [name for name in shown if name not in figures.FIGURES]
+        assert not unknown, f"docs/operators/{page.name} shows {unknown}, which docs/figures.py does not draw"
+
+
 def test_performance_charts_are_the_benchmarks_charts():
     charts = sorted((DOCS / "performance").glob("*.png"))
     assert charts
