@@ -462,6 +462,15 @@ def test_readme_quick_start_is_the_two_commands():
     assert 'python -m pip install -q -e ".[test]" torch==2.13.0 && python -m pytest -q' in ci
 
 
+def test_getting_started_counts_the_bundled_examples():
+    """The page says how many examples `opendml run` runs: the number it runs."""
+    code, listing = run_cli(["run", "--list"])
+    assert code == 0
+    count = len([line for line in listing.splitlines() if line.strip()])
+    text = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    assert f"bundled example, {count} of them" in text, f"docs/getting-started.md should say {count} examples"
+
+
 def test_version_flag_prints_the_package_version():
     done = subprocess.run([sys.executable, "-m", "opendml.cli", "--version"], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
