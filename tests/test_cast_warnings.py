@@ -69,3 +69,12 @@ def test_strided_and_reversed_signalling_nan_cast_is_silent():
         if native_available():
             assert cast_on("compiled", x, np.int32).tobytes() == got.tobytes()
     assert got[-1] == 0 and got[-2] == 0      # the first two elements of hostile(): signalling NaNs
+
+
+def test_a_warning_from_opendml_code_fails_the_suite():
+    """pyproject.toml's filterwarnings makes any warning raised from an
+    opendml module an error in the test suite, so no test can pass while
+    opendml leaks one."""
+    with pytest.raises(RuntimeWarning, match="leaked"):
+        warnings.warn_explicit("leaked", RuntimeWarning, "numpy_kernels.py", 1,
+                               module="opendml.runtime.cpu.numpy_kernels")
