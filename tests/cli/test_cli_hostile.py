@@ -139,3 +139,14 @@ def test_the_size_bound_follows_max_bytes(tmp_path, capsys):
     assert_one_line_exit_2(rc, out, err, "a model may hold at most 1048576 (max_bytes / 16")
     rc, out, err = dispatch(tmp_path, capsys, model, "--max-bytes", str(128 << 20))
     assert rc == 0 and out.startswith("Resource 'r': 0, 1, 2") and err == ""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_an_initialiser_file_must_be_a_regular_file(tmp_path, capsys, kind):
+    target = tmp_path / "x.npy"
+    if kind == "fifo":
+        os.mkfifo(target)                    # no writer: opening it to read would wait forever
+    else:
+        target.mkdir()
+    rc, out, err = dispatch(tmp_path, capsys, small_model(initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "is not a regular file")

@@ -240,7 +240,7 @@ def _file_values(source, dt: DataType | None, where: str, folder: str, budget: _
             raise ModelError(f"{w}: {_short(source)} is not a regular file")
         size = info.st_size
         if ext == ".npy":
-            with open(path, "rb") as f:
+            with _reading(path, w, source) as f:
                 header = _npy_header(f, size, dt, w, budget)
             return header[0], header[1], lambda target: _fill_npy(path, header[2], target, w)
         if dt is None or dt == DataType.UNKNOWN:
@@ -258,17 +258,32 @@ def _file_values(source, dt: DataType | None, where: str, folder: str, budget: _
     return size, dt, fill_raw
 
 
+def _open_regular(path: str, where: str, source):
+    """``path`` opened to read, if it is a regular file (checked on the open
+    file, which a FIFO without a writer cannot hold up: it is opened
+    non-blocking); every failure a ``ModelError`` naming the field."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as e:
+        raise ModelError(f"{where}: cannot read {_short(source)}: {e.strerror or e}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ModelError(f"{where}: {_short(source)} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class _reading:
-    """``open(path, "rb")`` with its errors as ``ModelError``s naming the field."""
+    """A regular file opened to read (``_open_regular``), its read errors
+    ``ModelError``s naming the field."""
 
     def __init__(self, path: str, where: str, source):
         self.path, self.where, self.source = path, where, source
 
     def __enter__(self):
-        try:
-            self.f = open(self.path, "rb")
-        except OSError as e:
-            raise ModelError(f"{self.where}: cannot read {_short(self.source)}: {e.strerror or e}") from None
+        self.f = _open_regular(self.path, self.where, self.source)
         return self.f
 
     def __exit__(self, exc_type, exc, tb):
