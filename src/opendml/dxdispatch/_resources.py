@@ -328,8 +328,9 @@ def _npy_header(f, size: int, dt: DataType | None, w: str, budget: _Budget):
         raise
     except (ValueError, SyntaxError, EOFError, TypeError, MemoryError, RecursionError, UnicodeError,
             tokenize.TokenError) as e:
-        raise ModelError(f"{w}: cannot read the .npy header: {' '.join(str(e).split())[:200] or type(e).__name__}"
-                         ) from None
+        why = f"malformed ({e.args[0]})" if isinstance(e, tokenize.TokenError) else \
+            " ".join(str(e).split())[:200] or type(e).__name__
+        raise ModelError(f"{w}: cannot read the .npy header: {why}") from None
     if not isinstance(dtype, np.dtype) or dtype.hasobject or dtype.names or dtype.subdtype is not None:
         raise ModelError(f"{w}: the .npy array's dtype {dtype} has no DirectML data type")
     native = dtype.newbyteorder("=")
