@@ -18,6 +18,7 @@ from opendml.dxdispatch import _output, _resources
 def pieces(request, monkeypatch):
     if request.param == "tiny":
         monkeypatch.setattr(_resources, "CHUNK_BYTES", 24)
+        monkeypatch.setattr(_resources, "LIST_ITEMS", 7)
         monkeypatch.setattr(_output, "PRINT_ELEMENTS", 5)
         monkeypatch.setattr(_output, "READ_BYTES", 16)
     return request.param

@@ -65,6 +65,9 @@ class _Budget:
 #: filled in pieces of this size, so initialising it holds its buffer and
 #: one piece, never a second copy of the buffer.
 CHUNK_BYTES = 1 << 22
+#: The most entries of a model's list converted at once (each passes through
+#: Python objects on its way into the buffer).
+LIST_ITEMS = 1 << 16
 
 
 class _Target:
@@ -112,11 +115,12 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
             return data.size, DataType.UNKNOWN, lambda target: target.write(0, data)
         budget.check(len(iv) * dt.size, where, "initialValues")
         w = f"{where}: initialValues"
-        first = _array_values(iv[:CHUNK_BYTES // dt.size], dt, w)   # the first piece checked before allocating
+        step = min(LIST_ITEMS, max(CHUNK_BYTES // dt.size, 1))
+        first = _array_values(iv[:step], dt, w)                    # the first piece checked before allocating
 
         def fill_list(target):
-            for lo, hi in _pieces(len(iv), dt.size):
-                target.write(lo * dt.size, first if lo == 0 else _array_values(iv[lo:hi], dt, w, lo))
+            for lo in range(0, len(iv), step):
+                target.write(lo * dt.size, first if lo == 0 else _array_values(iv[lo:lo + step], dt, w, lo))
         return len(iv) * dt.size, dt, fill_list
     if not isinstance(iv, dict):
         raise ModelError(f"{where}: initialValues must be an array of numbers or an object; got {_type_name(iv)}")
