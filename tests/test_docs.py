@@ -456,10 +456,13 @@ def test_readme_links_into_the_site_resolve_on_a_checkout():
 def test_readme_quick_start_is_the_two_commands():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = text.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    assert block.splitlines()[:2] == ['pip install -e . && opendml run',
-                                      'pip install -e ".[test]" torch==2.13.0 && python -m pytest -q']
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert 'python -m pip install -q -e ".[test]" torch==2.13.0 && python -m pytest -q' in ci
+    test = 'pip install -e ".[test]" torch==2.13.0 && python -m pytest -q -n auto --dist loadfile'
+    assert block.splitlines()[:2] == ['pip install -e . && opendml run', test]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "python -m " + test in [line.replace("pip install -q", "pip install") for line in ci]
+    with open(ROOT / "pyproject.toml", "rb") as f:             # -n needs pytest-xdist, which the extra installs
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["test"]
+    assert any(req.startswith("pytest-xdist") for req in extra)
 
 
 def test_getting_started_counts_the_bundled_examples():

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+import opendml as dml
 from opendml import dxdispatch
 from opendml.dxdispatch import _output, _resources
 
@@ -17,6 +18,7 @@ from opendml.dxdispatch import _output, _resources
 def pieces(request, monkeypatch):
     if request.param == "tiny":
         monkeypatch.setattr(_resources, "CHUNK_BYTES", 24)
+        monkeypatch.setattr(_resources, "LIST_ITEMS", 7)
         monkeypatch.setattr(_output, "PRINT_ELEMENTS", 5)
         monkeypatch.setattr(_output, "READ_BYTES", 16)
     return request.param
@@ -130,3 +132,30 @@ def test_results_view_cpu_buffers_without_a_copy(tmp_path):
     r = res["r"]
     assert r.base is not None and not r.flags.owndata and r.tolist() == [3.0] * 1000
     json.dumps(r.tolist())
+
+
+def _cuda():
+    try:
+        return dml.Device("cuda") is not None
+    except dml.DmlError:
+        return False
+
+
+@pytest.mark.skipif(not _cuda(), reason="CUDA is not available here")
+def test_cuda_buffers_are_filled_printed_and_written_in_pieces(pieces, tmp_path):
+    x = np.asfortranarray(np.arange(60, dtype=">f4").reshape(3, 4, 5))
+    np.save(tmp_path / "x.npy", x)
+    model = {"resources": {"f": {"initialValues": {"sourcePath": "x.npy"}},
+                           "s": {"initialValuesDataType": "FLOAT16",
+                                 "initialValues": {"valueCount": 77, "valueStart": 0.1, "valueDelta": 0.3}}},
+             "dispatchables": {},
+             "commands": [{"type": "print", "resource": "f"}, {"type": "print", "resource": "s", "verbose": True},
+                          {"type": "writeFile", "resource": "s", "targetPath": "s.npy"}]}
+    outs = {}
+    for device in ("cpu", "cuda"):
+        out = io.StringIO()
+        res = dxdispatch.run(model, device=device, out=out, base_dir=tmp_path)
+        outs[device] = ({k: v.tobytes() for k, v in res.items()}, out.getvalue().replace(device, "D"),
+                        (tmp_path / "s.npy").read_bytes())
+    assert outs["cpu"] == outs["cuda"]
+    assert outs["cuda"][0]["f"] == np.ascontiguousarray(x).astype("<f4").tobytes()

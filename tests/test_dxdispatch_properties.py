@@ -27,7 +27,7 @@ from opendml.cli import examples
 from opendml.jsonform import from_json, to_json
 from opendml.ops import OPERATORS
 from tests import reference as ref
-from tests.test_fuzz import BIG_LITERALS, DEEP, HUGE, Foreign, _walk, check_cli, junk, run_cli
+from tests.test_fuzz import BIG_LITERALS, DEEP, HUGE, Foreign, _walk, check_cli, junk, npy_file, run_cli
 from tests.test_properties import (dedupe_broadcast, finite_input, fold_cases, layouts, logical_input, slice1_cases,
                                    slice_cases, slice_grad_cases, unfold_cases)
 
@@ -291,29 +291,6 @@ def _base_models() -> list[dict]:
                                 "initialValues": {"valueCount": 9, "valueStart": 65000, "valueDelta": -1e4}}
     floats["commands"].append({"type": "print", "resource": "f"})
     return out + [many, files, floats]
-
-
-def npy_file(rng: random.Random) -> bytes:
-    """A .npy file, often broken: cut at any length, a header byte changed,
-    a header of another shape, dtype or order than its data."""
-    import io
-    x = (np.arange(6) % 2).astype(rng.choice(("<f4", ">i2", "|u1", "<f8", "|b1", "<c8"))).reshape(
-        rng.choice(((6,), (2, 3), (3, 2, 1))))
-    f = io.BytesIO()
-    np.save(f, np.asfortranarray(x) if rng.random() < 0.3 else x)
-    data = bytearray(f.getvalue())
-    r = rng.random()
-    if r < 0.3:
-        return bytes(data[:rng.randrange(len(data))])
-    if r < 0.6:
-        header = data.index(b"\n")
-        i = rng.randrange(8, header + 1)
-        data[i] = rng.choice(b"(){}[]',:0129 \n\xff\x00")
-    elif r < 0.7:
-        data[8:10] = rng.choice((b"\xff\xff", b"\x00\x00", b"\x10\x00"))
-    elif r < 0.75:
-        data[6:8] = rng.choice((b"\x02\x00", b"\x03\x00", b"\x09\x00"))
-    return bytes(data)
 
 
 BASES = _base_models()

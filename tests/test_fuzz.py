@@ -490,10 +490,38 @@ def check_cli(argv: list[str], text: str = "") -> int:
     return rc
 
 
+def npy_file(rng: random.Random) -> bytes:
+    """A .npy file, often broken: cut at any length, a header byte changed,
+    a header of another shape, dtype or order than its data."""
+    import io
+    x = (np.arange(6) % 2).astype(rng.choice(("<f4", ">i2", "|u1", "<f8", "|b1", "<c8"))).reshape(
+        rng.choice(((6,), (2, 3), (3, 2, 1))))
+    f = io.BytesIO()
+    np.save(f, np.asfortranarray(x) if rng.random() < 0.3 else x)
+    data = bytearray(f.getvalue())
+    r = rng.random()
+    if r < 0.3:
+        return bytes(data[:rng.randrange(len(data))])
+    if r < 0.6:
+        header = data.index(b"\n")
+        i = rng.randrange(8, header + 1)
+        data[i] = rng.choice(b"(){}[]',:0129 \n\xff\x00")
+    elif r < 0.7:
+        data[8:10] = rng.choice((b"\xff\xff", b"\x00\x00", b"\x10\x00"))
+    elif r < 0.75:
+        data[6:8] = rng.choice((b"\x02\x00", b"\x03\x00", b"\x09\x00"))
+    return bytes(data)
+
+
 def cli_argv(rng: random.Random, path: str, scratch: str) -> list[str]:
     argv = [rng.choice(("run", "run", "validate")), path]
     if argv[0] == "run":
         argv += ["--max-bytes", str(RUN_BYTES)]
+        if rng.random() < 0.15:                  # an --input .npy file, often cut short or malformed
+            npy = os.path.join(scratch, "in.npy")
+            with open(npy, "wb") as f:
+                f.write(npy_file(rng))
+            argv += ["--input", npy]
         if rng.random() < 0.2:
             argv += ["--output", rng.choice((os.path.join(scratch, "y.npy"), os.path.join(scratch, "no", "y"),
                                               scratch))]

@@ -139,3 +139,59 @@ def test_the_size_bound_follows_max_bytes(tmp_path, capsys):
     assert_one_line_exit_2(rc, out, err, "a model may hold at most 1048576 (max_bytes / 16")
     rc, out, err = dispatch(tmp_path, capsys, model, "--max-bytes", str(128 << 20))
     assert rc == 0 and out.startswith("Resource 'r': 0, 1, 2") and err == ""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_an_initialiser_file_must_be_a_regular_file(tmp_path, capsys, kind):
+    target = tmp_path / "x.npy"
+    if kind == "fifo":
+        os.mkfifo(target)                    # no writer: opening it to read would wait forever
+    else:
+        target.mkdir()
+    rc, out, err = dispatch(tmp_path, capsys, small_model(initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "is not a regular file")
+
+
+def test_opendml_run_and_validate_read_regular_files_only(tmp_path):
+    """The same rules for ``opendml run``/``validate``: a description file and
+    an --input file must be regular files; a description file is bounded by
+    --max-bytes / 16 (at least 1 MiB)."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(3 << 20)
+    for argv, message in [(["run", "/dev/zero"], "/dev/zero: must be a regular file; this is a device"),
+                          (["validate", str(fifo)], "must be a regular file; this is a FIFO"),
+                          (["run", str(tmp_path)], "must be a regular file; this is a folder"),
+                          (["run", str(spec), "--input", str(fifo)], "--input"),
+                          (["run", str(big), "--max-bytes", str(16 << 20)], "a description may hold at most 1048576")]:
+        r = run_module(*argv, timeout=60)
+        assert r.returncode == 2 and r.stdout == "", (argv, r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and message in r.stderr, (argv, r.stderr)
+
+
+@pytest.mark.parametrize("cut", [10, 20, 30, 45, HEADER - 1])
+def test_opendml_run_input_npy_cut_short(tmp_path, capsys, cut):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3]}}))
+    (tmp_path / "x.npy").write_bytes(NPY[:cut])
+    assert main(["run", str(spec), "--input", str(tmp_path / "x.npy")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "--input" in captured.err
+
+
+def test_opendml_run_input_npy_with_a_malformed_header(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (3"
+    body = header + b" " * (-(len(header) + 11) % 64) + b"\n"
+    (tmp_path / "x.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body + bytes(12))
+    assert main(["run", str(spec), "--input", str(tmp_path / "x.npy")]) == 2       # exit 3 before (TokenError)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read a .npy array: a malformed header (EOF in multi-line" in err

@@ -65,6 +65,9 @@ class _Budget:
 #: filled in pieces of this size, so initialising it holds its buffer and
 #: one piece, never a second copy of the buffer.
 CHUNK_BYTES = 1 << 22
+#: The most entries of a model's list converted at once (each passes through
+#: Python objects on its way into the buffer).
+LIST_ITEMS = 1 << 16
 
 
 class _Target:
@@ -112,11 +115,12 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
             return data.size, DataType.UNKNOWN, lambda target: target.write(0, data)
         budget.check(len(iv) * dt.size, where, "initialValues")
         w = f"{where}: initialValues"
-        first = _array_values(iv[:CHUNK_BYTES // dt.size], dt, w)   # the first piece checked before allocating
+        step = min(LIST_ITEMS, max(CHUNK_BYTES // dt.size, 1))
+        first = _array_values(iv[:step], dt, w)                    # the first piece checked before allocating
 
         def fill_list(target):
-            for lo, hi in _pieces(len(iv), dt.size):
-                target.write(lo * dt.size, first if lo == 0 else _array_values(iv[lo:hi], dt, w, lo))
+            for lo in range(0, len(iv), step):
+                target.write(lo * dt.size, first if lo == 0 else _array_values(iv[lo:lo + step], dt, w, lo))
         return len(iv) * dt.size, dt, fill_list
     if not isinstance(iv, dict):
         raise ModelError(f"{where}: initialValues must be an array of numbers or an object; got {_type_name(iv)}")
@@ -240,7 +244,7 @@ def _file_values(source, dt: DataType | None, where: str, folder: str, budget: _
             raise ModelError(f"{w}: {_short(source)} is not a regular file")
         size = info.st_size
         if ext == ".npy":
-            with open(path, "rb") as f:
+            with _reading(path, w, source) as f:
                 header = _npy_header(f, size, dt, w, budget)
             return header[0], header[1], lambda target: _fill_npy(path, header[2], target, w)
         if dt is None or dt == DataType.UNKNOWN:
@@ -258,17 +262,32 @@ def _file_values(source, dt: DataType | None, where: str, folder: str, budget: _
     return size, dt, fill_raw
 
 
+def _open_regular(path: str, where: str, source):
+    """``path`` opened to read, if it is a regular file (checked on the open
+    file, which a FIFO without a writer cannot hold up: it is opened
+    non-blocking); every failure a ``ModelError`` naming the field."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as e:
+        raise ModelError(f"{where}: cannot read {_short(source)}: {e.strerror or e}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ModelError(f"{where}: {_short(source)} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class _reading:
-    """``open(path, "rb")`` with its errors as ``ModelError``s naming the field."""
+    """A regular file opened to read (``_open_regular``), its read errors
+    ``ModelError``s naming the field."""
 
     def __init__(self, path: str, where: str, source):
         self.path, self.where, self.source = path, where, source
 
     def __enter__(self):
-        try:
-            self.f = open(self.path, "rb")
-        except OSError as e:
-            raise ModelError(f"{self.where}: cannot read {_short(self.source)}: {e.strerror or e}") from None
+        self.f = _open_regular(self.path, self.where, self.source)
         return self.f
 
     def __exit__(self, exc_type, exc, tb):
@@ -313,8 +332,9 @@ def _npy_header(f, size: int, dt: DataType | None, w: str, budget: _Budget):
         raise
     except (ValueError, SyntaxError, EOFError, TypeError, MemoryError, RecursionError, UnicodeError,
             tokenize.TokenError) as e:
-        raise ModelError(f"{w}: cannot read the .npy header: {' '.join(str(e).split())[:200] or type(e).__name__}"
-                         ) from None
+        why = f"malformed ({e.args[0]})" if isinstance(e, tokenize.TokenError) else \
+            " ".join(str(e).split())[:200] or type(e).__name__
+        raise ModelError(f"{w}: cannot read the .npy header: {why}") from None
     if not isinstance(dtype, np.dtype) or dtype.hasobject or dtype.names or dtype.subdtype is not None:
         raise ModelError(f"{w}: the .npy array's dtype {dtype} has no DirectML data type")
     native = dtype.newbyteorder("=")
