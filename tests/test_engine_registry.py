@@ -168,7 +168,8 @@ def test_array_api_refuses_huge_outputs_before_allocating():
         dml.pad(x, [-1, 0], 0)
     with pytest.raises(dml.ValidationError, match=r"^PADDING1: PaddingMode must be one of 'constant', "):
         dml.pad(x, 1, 1, mode="mirror")
-    with pytest.raises(dml.ValidationError, match=r"^SPLIT: OutputTensors\[1\].Sizes\[0\] must be an int >= 1 \(sizes\[1\]\); got 0$"):
+    with pytest.raises(dml.ValidationError, match=r"^SPLIT: OutputTensors\[1\].Sizes\[0\] must be an int >= 1 "
+                                                   r"\(sizes\[1\]\); got 0$"):
         dml.split(x, 0, [4, 0])
     with pytest.raises(dml.ValidationError, match=r"^join: axis must be in \[-2, 1\]"):
         dml.join([x, x], 2)

@@ -29,7 +29,8 @@ from ..runtime import calls as _calls
 from . import _contract
 from .planner import OpCall, plan_cache_info
 
-__all__ = ["slice1", "unfold", "fold", "slice_grad", "cpu_output_cache", "plan_cache_info", "adapter_for"]
+__all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast", "pad", "join", "split", "tile",
+           "space_to_depth", "depth_to_space", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
 #: An int, or one int per axis.
 Ints = Union[int, Sequence[int]]
@@ -145,12 +146,13 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
     Raises
     ------
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``x``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -211,12 +213,13 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
     Raises
     ------
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``x``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -282,12 +285,13 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
     Raises
     ------
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``x``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -356,12 +360,13 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     Raises
     ------
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``x``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -384,8 +389,8 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
         if k is not None:                # else the description names the bad window entry
             if rows % k:
                 raise ValidationError(
-                    f"fold: x.shape[-2] must be C x prod(window_sizes), a multiple of prod(window_sizes) = {k}; "
-                    f"got {rows} (shape {list(t.sizes)})")
+                    f"FOLD: InputTensor.Sizes[{t.rank - 2}] must be C x prod(WindowSizes), a multiple of "
+                    f"prod(WindowSizes) = {k} (x.shape[-2], window_sizes); got {rows} (shape {list(t.sizes)})")
             c = rows // k
         if not _is_sequence(spatial):
             raise _contract.field_error("fold", "OutputTensor.Sizes", "be an int or a sequence of ints (output_sizes)",
@@ -432,12 +437,13 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
     Raises
     ------
     ValidationError
-        If ``grad`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``grad`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``grad``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``grad``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError

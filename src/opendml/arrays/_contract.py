@@ -153,18 +153,16 @@ def data_type(spelling):
     name (``"FLOAT32"``, ``"DML_TENSOR_DATA_TYPE_FLOAT32"``). None where the
     spelling is a dtype that has no DirectML data type (bool, complex,
     bfloat16, float8...). ``TypeError`` where it is no dtype at all."""
+    key = (type(spelling), spelling)      # the type too: DataType.FLOAT32 == 1 and True == 1, but 1 is no dtype
     try:
-        hit = _SEEN.get(spelling)
+        hit = _SEEN.get(key)
     except TypeError:                     # not hashable: read below
-        hit = None
+        hit = key = None
     if hit is not None:
         return hit or None
     got = _data_type(spelling)
-    try:
-        if len(_SEEN) < 256:
-            _SEEN[spelling] = got if got is not None else False
-    except TypeError:
-        pass
+    if key is not None and len(_SEEN) < 256:
+        _SEEN[key] = got if got is not None else False
     return got
 
 

@@ -75,8 +75,20 @@ _ORDERS = {"DCR": DepthSpaceOrder.DEPTH_COLUMN_ROW, "CRD": DepthSpaceOrder.COLUM
 _move = _calls.move
 (_IDENTITY, _CAST, _PAD, _JOIN, _SPLIT, _TILE, _SPACE_TO_DEPTH, _DEPTH_TO_SPACE) = (
     _calls.OPS[k] for k in ("identity", "cast", "pad", "join", "split", "tile", "space_to_depth", "depth_to_space"))
-# Members of these key by identity in the C call cache (a mode, an order, a DataType as cast's dtype).
-_calls.register_move_types((PaddingMode, DepthSpaceOrder, DataType))
+# Members of these key by identity in the C call cache (a mode, an order, a DataType as cast's dtype);
+# PyTorch's dtype type joins them when cast first gets one (``_key_by_identity``).
+_MOVE_TYPES = (PaddingMode, DepthSpaceOrder, DataType)
+_calls.register_move_types(_MOVE_TYPES)
+
+
+def _key_by_identity(kind: type) -> None:
+    """Let the C call cache key arguments of type ``kind`` by identity from
+    now on (PyTorch's dtypes: singletons its module holds for good); the C
+    cache is emptied once, when the type is added."""
+    global _MOVE_TYPES
+    if kind not in _MOVE_TYPES:
+        _MOVE_TYPES = (*_MOVE_TYPES, kind)
+        _calls.register_move_types(_MOVE_TYPES)
 
 
 def _snapshot(value):
@@ -388,10 +400,12 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (``scale``/``bias`` on an integer dtype) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -418,8 +432,8 @@ def _identity(x: Any, scale: float | None, bias: float | None):
 
 
 def cast(x: Any, dtype) -> np.ndarray:
-    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy dtype, a
-    ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
+    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX
+    dtype, a ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
 
     Parameters
     ----------
@@ -427,10 +441,13 @@ def cast(x: Any, dtype) -> np.ndarray:
         The input, of any strides (read where it lies, negative strides
         included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
         framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    dtype : numpy.dtype, type, str or DataType
-        The result's element type: one of the 11 DirectML types, as a NumPy
-        dtype (or anything ``np.dtype`` takes), a ``DataType``, or a
-        ``DataType`` name (``"INT8"``, ``"DML_TENSOR_DATA_TYPE_INT8"``).
+    dtype : numpy.dtype, type, str, torch.dtype, JAX dtype or DataType
+        The result's element type: one of the 11 DirectML types, spelt as
+        any framework spells it: a NumPy dtype, scalar type or string
+        (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
+        (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
+        ``DataType``, or a ``DataType`` name (``"INT8"``,
+        ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework.
 
     Returns
     -------
@@ -440,11 +457,14 @@ def cast(x: Any, dtype) -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
-        argument breaks one of the operator's rules (``dtype`` not one of the 11 types) (the message names
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
+        argument breaks one of the operator's rules (``dtype`` not a dtype at all; a dtype CAST does not take is an
+        ``UnsupportedError``) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
         ``opendml.AllocationError`` (a ``ValidationError`` and a
@@ -463,6 +483,8 @@ def _cast(x: Any, dtype):
     below would give ``cast`` cells to make on every call)."""
     _checked("cast", (x,))
     dt = _contract.dtype_argument(dtype, "cast")
+    if type(dtype).__module__ == "torch" and type(dtype) not in _MOVE_TYPES:
+        _key_by_identity(type(dtype))          # a torch.dtype: the C call cache serves the next such call
     return _run(FamilyCall("cast", lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes)),
                            key=family_cache.call_key("cast", dt), ccall=("cast", (dtype,), False)), [x])
 
@@ -498,10 +520,12 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (an unknown ``mode``, a ``value`` out of the dtype's range) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -553,10 +577,12 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If an entry of ``arrays`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of an entry of ``arrays`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If an entry of ``arrays`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (dtypes or ranks differ, ``axis`` out of range) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -605,10 +631,12 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -645,8 +673,11 @@ def _split(x: Any, axis, sizes):
 
 
 def tile(x: Any, repeats: Ints) -> np.ndarray:
-    """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i (an int
-    repeats every axis); ``out.shape == x.shape * repeats``.
+    """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
+    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
+    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
+    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
+    of a (3, 4) array is (3, 8)).
 
     Parameters
     ----------
@@ -655,8 +686,11 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
         framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     repeats : int or sequence of int
-        The repeat count per axis (one entry per axis of ``x``), or an int
-        for every axis.
+        The repeat count per axis, each >= 1: one entry per axis of ``x``,
+        or fewer (ones are prepended for the leading axes), or an int (the
+        last axis' count). More entries than ``x`` has axes are refused
+        (``numpy.tile`` would add leading axes of size 1: reshape ``x``
+        first).
 
     Returns
     -------
@@ -666,11 +700,13 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
-        argument breaks one of the operator's rules (``repeats`` of the wrong length) (the message names
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
+        argument breaks one of the operator's rules (``repeats`` longer than ``x.ndim``, an entry < 1) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
         ``opendml.AllocationError`` (a ``ValidationError`` and a
@@ -727,10 +763,12 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (not 4-D, H or W not a multiple of ``block_size``, an unknown ``order``) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -779,10 +817,12 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (not 4-D, the channels not a multiple of ``block_size ** 2``, an unknown ``order``) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
