@@ -26,7 +26,7 @@ from ..model.tensor_desc import TensorDesc
 from ..ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
                    UnfoldOperatorDesc)
 from ..runtime import calls as _calls
-from . import _contract
+from . import _contract, _dispatch
 from .planner import OpCall, plan_cache_info
 
 __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast", "pad", "join", "split", "tile",
@@ -541,3 +541,6 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     return get_backend("cpu").cache_info()
 
 from .family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile  # noqa: E402,F401 (the data-movement family)
+
+# The framework modules call the array API through this namespace (``_dispatch.front``), never by importing it.
+_dispatch.front.__dict__.update({name: globals()[name] for name in _contract.OPERATOR_OF})

@@ -39,7 +39,6 @@ arguments alike.
 from __future__ import annotations
 
 import operator
-import sys
 
 import numpy as np
 
@@ -49,14 +48,10 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..ops import OPERATORS
 from ..ops._spec import binding_of
+from ._dispatch import FRAMEWORKS, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence", "check_inputs",
            "check_input", "data_type", "dtype_argument", "axis", "field_error", "sizes_of", "supported_row"]
-
-#: (module that must already be imported, attribute path of its array type),
-#: checked in order after NumPy; the fronts map the module's name to their
-#: adapter for it.
-FRAMEWORKS = (("torch", "Tensor"), ("cupy", "ndarray"), ("jax", "Array"), ("dask.array", "Array"))
 
 #: How the messages name what an array function takes.
 ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"
@@ -77,34 +72,7 @@ _BY_NAME = {name: t for t, name in _NAMES.items()}
 _BY_KIND = {(np.dtype(name).kind, np.dtype(name).itemsize): t for t, name in _NAMES.items()}
 
 
-# -- frameworks ------------------------------------------------------------------------------------
-
-#: Framework module name ("numpy", "torch", ...) per array type already seen.
-_KIND_BY_TYPE: dict = {}
-
-
-def framework_of(x) -> str | None:
-    """``"numpy"``, or the name of the framework module (in ``FRAMEWORKS``)
-    whose array type ``x`` is, or None: not an array the array API takes. A
-    framework is looked up only where it is already imported."""
-    t = type(x)
-    kind = _KIND_BY_TYPE.get(t)
-    if kind is not None:
-        return kind
-    if isinstance(x, np.ndarray):
-        kind = "numpy"
-    else:
-        for module, attr in FRAMEWORKS:
-            mod = sys.modules.get(module)
-            if mod is not None and isinstance(x, getattr(mod, attr)):
-                kind = module
-                break
-        else:
-            return None
-    if len(_KIND_BY_TYPE) < 256:
-        _KIND_BY_TYPE[t] = kind
-    return kind
-
+# -- arrays ----------------------------------------------------------------------------------------
 
 def _type_name(x) -> str:
     t = type(x)

@@ -74,6 +74,7 @@ from dask.utils import parse_bytes
 from ..model import DataType, TensorDesc, ValidationError
 from ..ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
                    UnfoldOperatorDesc)
+from ._dispatch import front
 from .planner import logical_desc
 
 __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad"]
@@ -83,9 +84,8 @@ __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad"]
 
 def _api():
     """opendml's in-memory array functions, run inside the tasks (looked up
-    when a task runs; this package's ``__init__`` defines them)."""
-    import opendml.arrays
-    return opendml.arrays
+    when a task runs: ``_dispatch.front``, which the array API fills)."""
+    return front
 
 
 def _check_array(x, where: str):

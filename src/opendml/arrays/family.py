@@ -54,7 +54,7 @@ from ..runtime import calls as _calls
 from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu.backend import WORDS
-from . import _contract, family_cache
+from . import _contract, _dispatch, family_cache
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
 
@@ -854,13 +854,11 @@ class _AdjointApi:
 
     @staticmethod
     def slice1(x, offsets, sizes, strides):
-        from . import slice1
-        return slice1(x, offsets, sizes, strides)
+        return _dispatch.front.slice1(x, offsets, sizes, strides)
 
     @staticmethod
     def slice_grad(g, input_sizes, offsets, sizes, strides):
-        from . import slice_grad
-        return slice_grad(g, input_sizes, offsets, sizes, strides)
+        return _dispatch.front.slice_grad(g, input_sizes, offsets, sizes, strides)
 
     @staticmethod
     def reshape(x, shape):

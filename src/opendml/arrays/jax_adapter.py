@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-import opendml.arrays as api
 from ..model.errors import UnsupportedError
+from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from . import numpy_adapter
 from .planner import OpCall, logical_desc
 
