@@ -166,15 +166,18 @@ def test_array_api_refuses_huge_outputs_before_allocating():
     with pytest.raises(dml.ValidationError, match=r"PADDING1: StartPadding\[0\] must be in \[0, 4294967295\]; "
                                                    r"got -1"):
         dml.pad(x, [-1, 0], 0)
-    with pytest.raises(dml.ValidationError, match=r"^pad: mode must be one of"):
+    with pytest.raises(dml.ValidationError, match=r"^PADDING1: PaddingMode must be one of 'constant', "):
         dml.pad(x, 1, 1, mode="mirror")
-    with pytest.raises(dml.ValidationError, match=r"^split: sizes\[1\] must be an int >= 1; got 0$"):
+    with pytest.raises(dml.ValidationError, match=r"^SPLIT: OutputTensors\[1\].Sizes\[0\] must be an int >= 1 "
+                                                   r"\(sizes\[1\]\); got 0$"):
         dml.split(x, 0, [4, 0])
     with pytest.raises(dml.ValidationError, match=r"^join: axis must be in \[-2, 1\]"):
         dml.join([x, x], 2)
-    with pytest.raises(dml.ValidationError, match=r"^cast: dtype must be one of the 11 types"):
+    with pytest.raises(dml.UnsupportedError, match=r"^cast: dtype complex64 is not supported by CAST at feature "
+                                                   r"level 6_4 \(supported: float16, float32, float64, int8, "):
         dml.cast(x, np.complex64)
-    with pytest.raises(dml.UnsupportedError, match=r"takes NumPy, CuPy, PyTorch, JAX or Dask arrays; got builtins.list"):
+    with pytest.raises(dml.ValidationError, match=r"^identity: x must be a NumPy, CuPy, PyTorch, JAX or Dask array; "
+                                                   r"got builtins.list$"):
         dml.identity([1.0, 2.0])
     with pytest.raises(dml.ValidationError, match=r"^JOIN: InputTensors\[1\].DataType must equal"):
         dml.join([x, x.astype(np.float64)], 0)

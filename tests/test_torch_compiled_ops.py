@@ -187,7 +187,7 @@ ERRORS = [
      r"SLICE1: InputWindowOffsets\[2\] \+ InputWindowSizes\[2\]"),
     (lambda x: dml.fold(x, [4, 4], 3, 1, 1, 1, 1), dml.ValidationError, r"fold: x.shape\[-2\] must be"),
     (lambda x: dml.split(x, 1, [2, 3]), dml.ValidationError, "SPLIT: the OutputTensors' Sizes"),
-    (lambda x: dml.unfold(x.bfloat16(), 3), dml.UnsupportedError, "bfloat16 has no DirectML data type"),
+    (lambda x: dml.unfold(x.bfloat16(), 3), dml.UnsupportedError, "x's dtype torch.bfloat16 is not supported by UNFOLD"),
 ]
 
 

@@ -74,6 +74,8 @@ from dask.utils import parse_bytes
 from ..model import DataType, TensorDesc, ValidationError
 from ..ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
                    UnfoldOperatorDesc)
+from ._dispatch import front
+from .planner import logical_desc
 
 __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad"]
 
@@ -82,9 +84,8 @@ __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad"]
 
 def _api():
     """opendml's in-memory array functions, run inside the tasks (looked up
-    when a task runs; this package's ``__init__`` defines them)."""
-    import opendml.arrays
-    return opendml.arrays
+    when a task runs: ``_dispatch.front``, which the array API fills)."""
+    return front
 
 
 def _check_array(x, where: str):
@@ -641,6 +642,10 @@ class _SliceGrad:
 
 def run(x, call):
     """The adapter entry point: ``call`` (an ``OpCall`` of the array API) on a
-    Dask array, built lazily by the function of the same name above."""
+    Dask array, built lazily by the function of the same name above, after
+    the call's own description is built and validated on the array's shape
+    (the in-memory call's rules and messages, whatever this module checks)."""
+    if all(isinstance(n, int) for n in x.shape):       # unknown (NaN) chunk sizes: the functions say so
+        call.make_desc(logical_desc(_dtype(x), tuple(x.shape))).validate()
     return {"slice": slice, "slice1": slice1, "unfold": unfold, "fold": fold,
             "slice_grad": slice_grad}[call.name](x, *call.args)

@@ -61,11 +61,11 @@ import numpy as np
 import torch
 import torch.autograd.forward_ad as _fwad
 
-import opendml.arrays as api
 from ..model.errors import UnsupportedError
 from ..runtime import alloc, calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES, config
 from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
+from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from . import numpy_adapter, torch_inductor, torch_node
 from . import planner as _planner
 from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for

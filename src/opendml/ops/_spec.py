@@ -319,6 +319,28 @@ class Struct(FieldKind):
         return {m: getattr(value, a) for m, a in self.members}
 
 
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """The array-API function that builds an operator's description, declared
+    by the operator class (``BINDING``; an operator that a newer one replaces
+    in the array API, such as PADDING beside PADDING1, declares none):
+    ``function`` is its name in ``opendml`` (``"pad"``), ``inputs`` the
+    shapes of a small valid call's input arrays and ``args`` that call's
+    other arguments by name (documentation, and the cases the generic tests
+    of the array API's contract run for every bound operator); ``array``
+    the name of its array argument (``"x"``, ``"grad"``; ``"arrays"`` for a
+    sequence of arrays, JOIN's)."""
+    function: str
+    inputs: tuple
+    args: dict = dataclasses.field(default_factory=dict)
+    array: str = "x"
+
+
+def binding_of(cls) -> "Binding | None":
+    """The ``Binding`` declared by ``cls`` itself (not inherited), or None."""
+    return cls.__dict__.get("BINDING")
+
+
 def snake(name: str) -> str:
     """``InputGradientTensor`` -> ``input_gradient_tensor``."""
     out = []

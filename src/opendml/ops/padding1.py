@@ -19,7 +19,7 @@ from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ._common import TYPES_4_1, SupportRow
-from ._spec import Enum, Field, PaddingMode, ScalarUnion, Tensor, to_float
+from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, Tensor, to_float
 from .padding import PaddingRules
 
 
@@ -43,6 +43,7 @@ class Padding1OperatorDesc(PaddingRules):
     end_padding: tuple[int, ...]
 
     OPERATOR = "PADDING1"
+    BINDING = Binding("pad", ((2, 3),), {"start_padding": 1, "end_padding": [0, 2], "mode": "reflect"})
     TYPE_VALUE = 155
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))

@@ -10,6 +10,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints
+from ._spec import Binding
 
 
 @stored_init
@@ -24,6 +25,7 @@ class SliceOperatorDesc(FastPathDesc):
     strides: tuple[int, ...]
 
     OPERATOR = "SLICE"
+    BINDING = Binding("slice", ((2, 3, 4),), {"offsets": [0, 1, 0], "sizes": [2, 2, 2], "strides": [1, 1, 2]})
     TYPE_VALUE = 60
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     INTRODUCED = FeatureLevel.FL_1_0

@@ -15,6 +15,7 @@ from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
 from ._common import (TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints,
                       sequence_of)
+from ._spec import Binding
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
@@ -36,6 +37,8 @@ class Slice1OperatorDesc(FastPathDesc):
     input_window_strides: tuple[int, ...]
 
     OPERATOR = "SLICE1"
+    BINDING = Binding("slice1", ((2, 3, 4),), {"window_offsets": [0, 0, 0], "window_sizes": [2, 3, 4],
+                                               "window_strides": [1, -1, 2]})
     TYPE_VALUE = 111
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))

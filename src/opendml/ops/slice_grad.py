@@ -21,6 +21,7 @@ from ..model._frozen import stored_init
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK
 from ._common import TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints
+from ._spec import Binding
 from .slice1 import max_copied_elements
 
 
@@ -38,6 +39,8 @@ class SliceGradOperatorDesc(FastPathDesc):
     input_window_strides: tuple[int, ...]
 
     OPERATOR = "SLICE_GRAD"
+    BINDING = Binding("slice_grad", ((2, 2, 2),), {"input_sizes": [2, 3, 4], "window_offsets": [0, 0, 0],
+                                                   "window_sizes": [2, 3, 4], "window_strides": [1, 2, 2]}, "grad")
     TYPE_VALUE = 135
     TENSORS = ("InputGradientTensor", "OutputGradientTensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),

@@ -19,6 +19,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_window, plain_window_fields
+from ._spec import Binding
 
 MAX_SPATIAL_DIMENSIONS = 6
 
@@ -37,6 +38,7 @@ class UnfoldOperatorDesc(FastPathDesc):
     end_padding: tuple[int, ...]
 
     OPERATOR = "UNFOLD"
+    BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1})
     TYPE_VALUE = 177
     FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
               Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
