@@ -448,6 +448,18 @@ static int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
 }
 
+/* Whether x still keys as words[0..n) (torch_key's words, read before an
+ * allocation): an allocation may run a garbage collection whose finalizers
+ * change x (x.resize_(), x.set_()) and release the memory a launch queued
+ * from the old words would read. */
+static int torch_still_keyed(PyObject *x, const int64_t *words, int n) {
+    Key now;
+    int64_t device;
+    uint64_t ptr;
+    now.n = 0;
+    return torch_key(&now, x, &device, &ptr) == 0 && now.n == n && !memcmp(now.w, words, (size_t)n * 8);
+}
+
 /* Whether the kernel route may take x, a tensor that neither autograd nor a
  * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. */
 static int torch_plain(PyObject *x) {
@@ -547,8 +559,9 @@ static PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *
     Key k;
     int64_t device, dst;
     uint64_t ptr;
-    if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
-        Py_RETURN_NONE;
+    if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0) Py_RETURN_NONE;
+    const int mark = k.n;                          /* x's words start here */
+    if (torch_key(&k, x, &device, &ptr) < 0) Py_RETURN_NONE;
     Entry *e = lookup(&k);
     if (!e) Py_RETURN_NONE;
     PyObject *result = NULL;
@@ -576,7 +589,8 @@ static PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *
         result = allocation_failed();
         goto done;
     }
-    if (through_python ? output_address(e, out, 1, &dst) < 0 : ((uint64_t)dst & 15) != e->dst_align) {
+    if ((through_python ? output_address(e, out, 1, &dst) < 0 : ((uint64_t)dst & 15) != e->dst_align) ||
+        !torch_still_keyed(x, k.w + mark, k.n - mark)) {
         Py_DECREF(out);
         result = Py_None;
         Py_INCREF(result);
@@ -1141,8 +1155,12 @@ static PyObject *put_move(PyObject *args) {
                         "64 passes are required");
         return NULL;
     }
+    /* in[] came from x's items: held while the record is read, which may run
+     * Python code (an origin's __index__, a flag's __bool__) that empties x */
+    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
+    PyObject *result = NULL;
     MoveEntry *e = PyObject_New(MoveEntry, &MoveEntryType);
-    if (!e) return NULL;
+    if (!e) goto release;
     memset((char *)e + sizeof(PyObject), 0, sizeof(MoveEntry) - sizeof(PyObject));
     e->n_in = n_in;
     e->n_out = (int)n_out;
@@ -1215,14 +1233,21 @@ static PyObject *put_move(PyObject *args) {
     e->key_n = k.n;
     int rc = store(&k, (Entry *)e);
     Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    if (rc == 0) {
+        result = Py_True;
+        Py_INCREF(result);
+    }
+    goto release;
 refuse:
     Py_DECREF(e);
-    Py_RETURN_FALSE;
+    result = Py_False;
+    Py_INCREF(result);
+    goto release;
 fail:
     Py_DECREF(e);
-    return NULL;
+release:
+    for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
+    return result;
 }
 #endif
 
@@ -1287,7 +1312,10 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) {
     if (!result || result == Py_None) return result;
     if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result); i++) {
-            PyObject *t = PyObject_CallOneArg(t_from_numpy, PyList_GET_ITEM(result, i));
+            PyObject *a = PyList_GET_ITEM(result, i);     /* held: from_numpy runs Python code */
+            Py_INCREF(a);
+            PyObject *t = PyObject_CallOneArg(t_from_numpy, a);
+            Py_DECREF(a);
             if (!t) {
                 Py_DECREF(result);
                 return NULL;
@@ -1500,6 +1528,14 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         }
         if (rc < 0 || ((uint64_t)dst & 15) != e->dst_align[i]) goto route;
         dsts[i] = (uint64_t)dst;
+    }
+    if (torch) {                                   /* the inputs as keyed, after the allocations (torch_still_keyed) */
+        Key again;
+        int64_t d2;
+        uint64_t p2[MAX_MOVE_IO];
+        if (cuda_move_key(&again, torch, args[0], args + 2, nargs - 2, in, n, seq, &d2, p2) < 0 || again.n != k.n ||
+            !same_words(again.w, k.w, k.n))
+            goto route;
     }
     if (torch) {
         if (torch_stream(device, &stream) < 0) goto done;
@@ -1748,33 +1784,42 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
     PyObject *x = args[4], *packed = args[5], *extra = args[3];
     if (enabled && table && t_type && Py_TYPE(x) == (PyTypeObject *)t_type &&
         (PyList_CheckExact(packed) || PyTuple_CheckExact(packed))) {
-        PyObject *seq = packed;
-        const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), m = n / split;
-        int where = n > 0 && n % split == 0 ? torch_plain(x) : 0;
+        int where = torch_plain(x);
         if (PyErr_Occurred()) {                     /* (torch_plain reads drop theirs; the operator answers) */
             drop_error();
             where = 0;
         }
-        if (where == 1 || where == 2) {
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(packed), m = n / split;
+        if ((where == 1 || where == 2) && n > 0 && n % split == 0) {
             PyObject *argv[2 + 8 + 4];
             Py_ssize_t count = 2, made = 0;
             argv[0] = args[0];
             argv[1] = x;
-            PyObject **items = PySequence_Fast_ITEMS(seq);
+            /* Every list is allocated first: an allocation may run a garbage
+             * collection, and a finalizer may change `packed` (empty it, free
+             * its items). The items are copied afterwards, read from packed as
+             * it is then, with no Python code run between the read and the
+             * copy; a length that changed meanwhile leaves the call to the
+             * operator. */
             for (Py_ssize_t j = 0; j < split; j++) {
                 PyObject *list = PyList_New(m);
                 if (!list) break;
-                for (Py_ssize_t i = 0; i < m; i++) {
-                    Py_INCREF(items[j * m + i]);
-                    PyList_SET_ITEM(list, i, items[j * m + i]);
-                }
                 argv[count++] = list;
                 made++;
             }
             PyObject *result = NULL;
-            if (made == split) {
+            if (made == split && PySequence_Fast_GET_SIZE(packed) == n) {
+                PyObject **items = PySequence_Fast_ITEMS(packed);
+                for (Py_ssize_t j = 0; j < split; j++)
+                    for (Py_ssize_t i = 0; i < m; i++) {
+                        Py_INCREF(items[j * m + i]);
+                        PyList_SET_ITEM(argv[2 + j], i, items[j * m + i]);
+                    }
                 for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extra); i++) argv[count++] = PyTuple_GET_ITEM(extra, i);
                 result = with_deferred(torch_serve(argv, count, x, where));
+            } else if (made == split) {
+                result = Py_None;                   /* (packed changed under us: the operator answers) */
+                Py_INCREF(result);
             }
             for (Py_ssize_t j = 0; j < made; j++) Py_DECREF(argv[2 + j]);
             if (!result) return NULL;               /* (an allocation failure: the operator's kernel raises it too) */
@@ -2018,6 +2063,20 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
 }
 
 #ifdef ODML_NUMPY
+/* Whether x is still as `in` described it (dtype, sizes, strides, data
+ * pointer). An allocation may run a garbage collection, whose finalizers may
+ * run Python code that changes x (x.resize_(), x.set_()) and frees the
+ * storage read before: the plan made from the old description must not run. */
+static int torch_still(PyObject *x, const odml_torch_info *in) {
+    odml_torch_info now;
+    if (tapi->describe(x, &now) != 0 || now.dtype != in->dtype || now.data_ptr != in->data_ptr ||
+        now.ndim != in->ndim || now.device != in->device)
+        return 0;
+    for (int i = 0; i < in->ndim; i++)
+        if (now.sizes[i] != in->sizes[i] || now.strides[i] != in->strides[i]) return 0;
+    return 1;
+}
+
 /* call_cache_torch_new once x is described and the fields are a tuple */
 static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, const odml_torch_info *pin) {
     PyObject *op = args[0], *x = args[1], *call_args = args[2], *kernels = args[6];
@@ -2064,6 +2123,10 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
         if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
         out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst);
         if (!out) return allocation_failed();
+        if (!torch_still(x, &in)) {               /* (changed by a finalizer: the Python route reads it anew) */
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
         e = PyObject_New(Entry, &EntryType);
         if (!e) goto fail;
         memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
@@ -2095,6 +2158,10 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
         if (!torch_device_is(in.device)) Py_RETURN_NONE;   /* the Python route makes the device current */
         out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst);
         if (!out) return allocation_failed();
+        if (!torch_still(x, &in)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
         odml_cuda_spec s;
         const uint64_t src = in.data_ptr - (uint64_t)origin_bytes;
         if (odml_new_cuda(&pl, src, dst, &s)) {
