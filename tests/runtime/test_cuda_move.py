@@ -221,6 +221,18 @@ def emulate_steps(plan, srcs, dsts, ptrs=None):
             emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
                                   q.fill_bits % 2**64), srcs, dsts)
             continue
+        if kind == "move_transpose":   # TILE x TILE tiles of (X, Y) over the outer index space dims[:rank]
+            tile = int(name[:-1].split(", ")[-1])
+            X, Y = q.dim[rank], q.dim[rank + 1]
+            assert X.dst_stride == 1 and Y.src_stride == 1 and q.count == int(np.prod([dd[0] for dd in dims]))
+            assert grid[0] == q.count * -(-X.size // tile) * -(-Y.size // tile)
+            idx = np.indices([dd[0] for dd in dims]).reshape(rank, -1).astype(np.int64) if rank else None
+            so = q.src_offset + sum((idx[i] * dd[1] for i, dd in enumerate(dims)), np.zeros(1, np.int64))
+            dof = q.dst_offset + sum((idx[i] * dd[2] for i, dd in enumerate(dims)), np.zeros(1, np.int64))
+            xs, ys = np.arange(X.size, dtype=np.int64)[:, None], np.arange(Y.size, dtype=np.int64)[None, :]
+            for a, b in zip(np.atleast_1d(so), np.atleast_1d(dof)):
+                dsts[d][b + xs * X.dst_stride + ys * Y.dst_stride] = srcs[s][a + xs * X.src_stride + ys]
+            continue
         if kind == "move_tile":
             R, V = (int(a) for a in name[:-1].split(", ")[-2:])
             X, Y = q.dim[rank], q.dim[rank + 1]
@@ -322,6 +334,68 @@ def test_move_steps_emulated_equal_cpu(name, desc, dtypes):
         assert np.array_equal(got, w.reshape(-1).view(WORD[w.itemsize])), name
     if "-tile-" in name:
         assert names == ["move_tile"], names
+
+
+def permuted_cases():
+    """Identity of permuted views (the input's strides a permutation of a
+    contiguous layout), each (name, desc, dtype, storage order): NCHW views
+    of NHWC tensors and the reverse, 5-D permutations, sizes that leave
+    partial tiles, every element size."""
+    f32, f16, u8, u64 = DataType.FLOAT32, DataType.FLOAT16, DataType.UINT8, DataType.UINT64
+    for dt, sizes, order in [(f32, (2, 24, 17, 19), (0, 2, 3, 1)), (f32, (2, 17, 19, 24), (0, 3, 1, 2)),
+                             (f16, (3, 70, 9, 20), (0, 2, 3, 1)), (u8, (2, 33, 5, 65), (0, 2, 3, 1)),
+                             (u64, (2, 40, 3, 30), (0, 2, 3, 1)), (f32, (2, 64, 5, 4, 66), (0, 3, 2, 4, 1)),
+                             (f32, (2, 20, 4, 3, 18), (0, 3, 4, 2, 1)), (f32, (130, 129), (1, 0)),
+                             (f16, (16, 16), (1, 0)), (f32, (3, 65, 2, 64), (2, 0, 3, 1))]:
+        # storage order: the axes from outermost to innermost in memory
+        strides = [0] * len(sizes)
+        step = 1
+        for axis in reversed(order):
+            strides[axis] = step
+            step *= sizes[axis]
+        yield (f"{dt.name}-{'x'.join(map(str, sizes))}-{''.join(map(str, order))}",
+               ElementWiseIdentityOperatorDesc(T(dt, list(sizes), strides)), dt)
+
+
+def _stored(x, desc_in):
+    """The flat buffer holding logical ``x`` in ``desc_in``'s element strides."""
+    span = 1 + sum((n - 1) * st for n, st in zip(desc_in.sizes, desc_in.strides))
+    buf = np.zeros(span, x.dtype)
+    view = np.lib.stride_tricks.as_strided(buf, x.shape, [st * x.itemsize for st in desc_in.strides])
+    view[...] = x
+    return buf
+
+
+@pytest.mark.parametrize("name,desc,dt", list(permuted_cases()), ids=[c[0] for c in permuted_cases()])
+def test_transpose_steps_emulated(name, desc, dt):
+    """A permuted view made contiguous is one move_transpose launch (tiles
+    through shared memory) whose parameters, executed, give the view's
+    elements in order."""
+    desc.validate(FL)
+    x = case_inputs([dt], [T(dt, desc.inputs[0].sizes)], seed=2)[0]
+    word = WORD[dt.size]
+    srcs = [_stored(x, desc.inputs[0]).view(word)]
+    dsts = [np.zeros(x.size, word)]
+    names = emulate_steps(desc.lower(), srcs, dsts)
+    assert names == ["move_transpose"], names
+    assert np.array_equal(dsts[0], np.ascontiguousarray(x).reshape(-1).view(word))
+
+
+def test_transpose_pass_declines_short_axes():
+    """Transposes with a short side keep move_tile / move_vec; the setting
+    TRANSPOSE_TILE = 0 turns the kernel off."""
+    f32 = DataType.FLOAT32
+    short = ElementWiseIdentityOperatorDesc(T(f32, [4, 100, 8], [800, 1, 100])).lower()
+    names = [st[0].split("<")[0] for st in cb.move_steps(short, [0], [3200], [0])]
+    assert "move_transpose" not in names, names
+    wide = ElementWiseIdentityOperatorDesc(T(f32, [4, 100, 40], [4000, 1, 100])).lower()
+    assert [st[0].split("<")[0] for st in cb.move_steps(wide, [0], [16000], [0])] == ["move_transpose"]
+    old = cb.TRANSPOSE_TILE
+    cb.TRANSPOSE_TILE = 0
+    try:
+        assert "move_transpose" not in [st[0].split("<")[0] for st in cb.move_steps(wide, [0], [16000], [0])]
+    finally:
+        cb.TRANSPOSE_TILE = old
 
 
 def test_pad_program_recognised_only_exactly():
@@ -452,6 +526,23 @@ def test_padded_and_broadcast_strides_on_cuda():
     _run_both(SpaceToDepth1OperatorDesc(T(f16, [2, 3, 4, 6], [200, 50, 12, 2]), None, 2,
                                         DepthSpaceOrder.COLUMN_ROW_DEPTH),
               [np.arange(144, dtype=np.float16).reshape(2, 3, 4, 6)])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("tile", [32, 64])
+def test_transposes_on_cuda(tile, monkeypatch):
+    """move_transpose (both tile sizes) gives the CPU backend's bytes for
+    every permuted case, at misaligned addresses, writing nothing outside
+    the output."""
+    for name, desc, dt in permuted_cases():
+        x = case_inputs([dt], [T(dt, desc.inputs[0].sizes)], seed=4)[0]
+        want = np.ascontiguousarray(x).reshape(-1)
+        buf = _stored(x, desc.inputs[0])
+        for so, do in ((0, 0), (1, 3)):
+            got, names = _run_raw(desc, buf, so, do, TRANSPOSE_TILE=tile)
+            assert names == ["move_transpose"], names
+            assert _bytes_equal(got.view(want.dtype), want), (name, so, do)
 
 
 @pytest.mark.cuda

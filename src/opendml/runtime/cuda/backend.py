@@ -1329,6 +1329,55 @@ def _tile_pass(k: _Pass, es: int):
     return g, R, V, dims[x], dims[y]
 
 
+#: Plain passes that transpose (the destination's innermost dimension is not
+#: the source's: ``_transpose_pass``) go through ``move_transpose`` in square
+#: tiles of this many elements a side (32 or 64; 0: off, the passes then take
+#: move_vec), where both transposed dimensions are at least
+#: ``TRANSPOSE_MIN`` long (shorter ones leave most of a tile idle; move_tile
+#: takes the small transposes of SPACE_TO_DEPTH and DEPTH_TO_SPACE).
+TRANSPOSE_TILE = 64
+TRANSPOSE_MIN = 16
+
+
+def _transpose_pass(k: _Pass):
+    """``(outer pass, X, Y)`` where the plain pass ``k`` is a transposing copy
+    that ``move_transpose`` moves in tiles, else None: X the destination's
+    innermost dimension (destination stride 1, its source stride not 1), Y
+    the dimension of source stride 1 (destination stride not 1), both at
+    least ``TRANSPOSE_MIN`` long; the outer pass holds the other dimensions
+    (its count: the tiles' outer positions, 1 where there are none)."""
+    if not TRANSPOSE_TILE:
+        return None
+    dims = k.dims
+    nd = len(dims)
+    if nd < 2 or nd + 1 > P.MAX_MOVE_RANK or dims[-1][2] != 1 or dims[-1][1] == 1:
+        return None
+    X = dims[-1]
+    y = next((i for i in range(nd - 1) if dims[i][1] == 1), None)
+    if y is None:
+        return None
+    Y = dims[y]
+    if X[0] < TRANSPOSE_MIN or Y[0] < TRANSPOSE_MIN or Y[2] == 1:
+        return None
+    outer = [list(d) for i, d in enumerate(dims[:-1]) if i != y]
+    g = _Pass(False, k.src, k.dst, outer, k.src_offset, k.dst_offset, k.st, k.dt)
+    t = TRANSPOSE_TILE
+    if g.count * -(-X[0] // t) * -(-Y[0] // t) >= 2**31:
+        return None
+    return g, X, Y
+
+
+def _transpose_params(g: _Pass, X, Y) -> P.MoveParams:
+    q = move_params(g)
+    n = len(g.dims)
+    q.rank = n
+    q.count = g.count
+    for i, d in ((n, X), (n + 1, Y)):
+        q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride = d[0], d[1], d[2]
+        q.dim[i].div_magic, q.dim[i].div_shift = _magic(d[0])
+    return q
+
+
 def _tile_params(g: _Pass, X, Y) -> P.MoveParams:
     q = move_params(g)
     n = len(g.dims)
@@ -1343,8 +1392,9 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
     slot or -1, destination slot). A padding program: one ``move_padw`` or
     ``move_pad`` launch (``FUSE_PAD``). Plain passes: ``strided_copy`` where it
     widens them to 16-byte words (or ``plain_via`` says so), else
-    ``move_tile`` where they are a small transpose (``_tile_pass``), else
-    ``move_vec``; contiguous one-dimensional conversions ``move_cvt``
+    ``move_transpose`` where they transpose two long dimensions
+    (``_transpose_pass``: tiles through shared memory), ``move_tile`` where
+    they are a small transpose (``_tile_pass``), else ``move_vec``; contiguous one-dimensional conversions ``move_cvt``
     (``CVT_UNROLL``); the others ``move_vec`` (V destination elements a
     thread). ``sms``: the device's multiprocessors, for kernels on a
     persistent grid (None: one block per work block)."""
@@ -1397,6 +1447,14 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
                     steps.append((name, params, g, smem, k.src, k.dst))
                     continue
         if not maps and not conv:
+            tr = _transpose_pass(k)
+            if tr is not None:
+                g, X, Y = tr
+                t = TRANSPOSE_TILE
+                blocks = g.count * -(-X[0] // t) * -(-Y[0] // t)
+                steps.append((f"move_transpose<{_SCALAR[ses]}, {len(g.dims)}, {t}>", _transpose_params(g, X, Y),
+                              (blocks,), 0, k.src, k.dst))
+                continue
             tile = _tile_pass(k, ses)
             if tile is not None:
                 g, R, V, X, Y = tile

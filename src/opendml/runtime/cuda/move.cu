@@ -840,6 +840,88 @@ __global__ void __launch_bounds__(256) move_tile(const S* __restrict__ src, S* _
 }
 
 
+// The shared-memory word of a transposed element: 4 bytes at least, so that
+// a warp reading a tile's column (stride TILE + 1 words) touches 32 banks.
+template <int B> struct odml_tword { typedef u32 t; };
+template <> struct odml_tword<8> { typedef u64 t; };
+
+// A plain copy that transposes: the destination's innermost dimension X
+// (p->dim[NB]: size, source stride, destination stride 1) is not the
+// source's, whose innermost dimension is Y (p->dim[NB + 1]: size, source
+// stride 1, destination stride) -- an NCHW view of an NHWC tensor made
+// contiguous, the reverse, a 5-D permutation. Each block moves one TILE x
+// TILE tile of (X, Y) through shared memory: it reads TILE runs of TILE
+// consecutive source elements along Y (coalesced across the warp), then
+// writes TILE runs of TILE consecutive destination elements along X
+// (coalesced), all of a thread's loads in flight before the barrier. Dims
+// 0..NB-1 are the tiles' outer index space (p->count positions, any
+// strides). Block b: tile column b % tx (X), tile row (b / tx) % ty (Y),
+// outer position b / (tx * ty); partial tiles at the ends of X and Y.
+template <typename T, int NB, int TILE>
+__global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src, T* __restrict__ dst,
+                                                      const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    typedef typename odml_tword<(int)sizeof(T)>::t W;
+    constexpr int ROWS = 256 / 32;                 // warps a block
+    constexpr int PER = TILE / ROWS;               // tile rows a warp
+    constexpr int LANES = TILE / 32;               // elements a lane along a run
+    __shared__ W tile[TILE][TILE + 1];
+    const odml_move_dim& X = p->dim[NB];
+    const odml_move_dim& Y = p->dim[NB + 1];
+    const u64 nx = (u64)X.size, ny = (u64)Y.size;
+    const u64 tx = (nx + TILE - 1) / TILE, ty = (ny + TILE - 1) / TILE;
+    u64 b = (u64)blockIdx.x;
+    const u64 bx = b % tx;
+    b /= tx;
+    const u64 by = b % ty;
+    u64 rest = b / ty;
+    i64 so = p->src_offset, dof = p->dst_offset;
+#pragma unroll
+    for (int d = NB - 1; d >= 0; --d) {
+        const odml_move_dim& q = p->dim[d];
+        u64 c = rest;
+        if (d > 0) {
+            c = rest % (u64)q.size;
+            rest /= (u64)q.size;
+        }
+        so += (i64)c * q.src_stride;
+        dof += (i64)c * q.dst_stride;
+    }
+    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+    const u64 x0 = bx * TILE, y0 = by * TILE;
+    const i64 sx = X.src_stride, dy = Y.dst_stride;
+    // reads: warp w takes tile rows (X) w, w + ROWS, ...; lanes run along Y
+    W v[PER][LANES];
+#pragma unroll
+    for (int r = 0; r < PER; ++r) {
+        const u64 x = x0 + (u64)(warp + r * ROWS);
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) {
+            const u64 y = y0 + (u64)(lane + 32 * l);
+            v[r][l] = 0;
+            if (x < nx && y < ny) v[r][l] = (W)src[so + (i64)x * sx + (i64)y];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < PER; ++r)
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) tile[warp + r * ROWS][lane + 32 * l] = v[r][l];
+    __syncthreads();
+    // writes: warp w takes tile columns (Y) w, w + ROWS, ...; lanes run along X
+#pragma unroll
+    for (int r = 0; r < PER; ++r) {
+        const u64 y = y0 + (u64)(warp + r * ROWS);
+        if (y >= ny) continue;
+        T* __restrict__ drow = dst + dof + (i64)y * dy;
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) {
+            const u64 x = x0 + (u64)(lane + 32 * l);
+            if (x < nx) drow[x] = (T)tile[lane + 32 * l][warp + r * ROWS];
+        }
+    }
+}
+
+
 // A padding program as one pass over the output, one warp per output row
 // (the innermost dimension, destination and source stride 1; p: the fused
 // padding pass, dims 0..NDIM-2 the rows' index space with their maps, dim
@@ -1236,6 +1318,11 @@ template __global__ void move_vec<u16, u16, 2, u64, 8, 2, 2, 1, 0>(const u16*, u
 template __global__ void move_vec<u8, u64, 3, u32, 4, 5, 9, 1, 1>(const u8*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u64, u64, 16, u64, 2, 11, 11, 0, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_tile<u32, 3, u32, 2, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u32, 1, 32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u32, 3, 64>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u8, 0, 64>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u16, 2, 32>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u64, 14, 64>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_tile<u16, 4, u64, 3, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_tile<u64, 14, u32, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_fill<u16, 3, u32, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
