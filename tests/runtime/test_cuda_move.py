@@ -190,7 +190,7 @@ def emulate_pass(k, srcs, dsts):
         dst[dof] = vals
 
 
-def emulate_steps(plan, srcs, dsts, ptrs=None):
+def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move"):
     """The launches ``cb.move_steps`` picks (plain passes forced off
     strided_copy), executed from their parameter blocks: move_vec/move_fill
     as move_copy/move_fill over params.dim[:rank], move_tile as R x V tiles
@@ -199,9 +199,20 @@ def emulate_steps(plan, srcs, dsts, ptrs=None):
     ptrs = ptrs or [0] * max(len(srcs), len(dsts))
     names = []
     for name, q, grid, smem, s, d in cb.move_steps(plan, ptrs[:len(srcs)], [a.size for a in srcs],
-                                                     ptrs[:len(dsts)], plain_via="move"):
+                                                     ptrs[:len(dsts)], plain_via=plain_via):
         kind = name.split("<")[0]
         names.append(kind)
+        if kind == "move_wcopy":     # U aligned 16-byte words a thread; sizes, strides and offsets in words
+            U = int(name[:-1].split(", ")[-1])
+            assert grid[0] * cb.THREADS * U >= q.count
+            f = 16 // srcs[s].itemsize
+            wd = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride] for i in range(q.rank)]
+            idx = np.indices([dd[0] for dd in wd]).reshape(q.rank, -1).astype(np.int64)
+            so = q.src_offset + sum(idx[i] * dd[1] for i, dd in enumerate(wd))
+            dof = q.dst_offset + sum(idx[i] * dd[2] for i, dd in enumerate(wd))
+            for e in range(f):
+                dsts[d][dof * f + e] = srcs[s][so * f + e]
+            continue
         rank = q.rank
         dims = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride, q.dim[i].map_mode, q.dim[i].map_shift,
                  q.dim[i].map_size] for i in range(rank)]
@@ -381,6 +392,32 @@ def test_transpose_steps_emulated(name, desc, dt):
     assert np.array_equal(dsts[0], np.ascontiguousarray(x).reshape(-1).view(word))
 
 
+def word_copy_cases():
+    f32, f16, i8, u64 = DataType.FLOAT32, DataType.FLOAT16, DataType.INT8, DataType.UINT64
+    yield "tile", TileOperatorDesc(T(f32, [2, 3, 8]), None, [3, 1, 2]), [f32]
+    yield "tile-2x2", TileOperatorDesc(T(f16, [2, 3, 5, 16]), None, [1, 2, 2, 3]), [f16]
+    yield "tile-i8", TileOperatorDesc(T(i8, [2, 2, 3, 32]), None, [2, 1, 2, 3]), [i8]
+    yield "join", JoinOperatorDesc([T(f32, [2, n, 4]) for n in (1, 4, 2)], None, 1), [f32] * 3
+    yield "split", SplitOperatorDesc(T(u64, [5, 7, 2]), [T(u64, [5, n, 2]) for n in (2, 1, 4)], 1), [u64]
+
+
+@pytest.mark.parametrize("U", [1, 2, 4])
+@pytest.mark.parametrize("name,desc,dtypes", list(word_copy_cases()), ids=[c[0] for c in word_copy_cases()])
+def test_word_copy_steps_emulated(name, desc, dtypes, U, monkeypatch):
+    """Plain passes of whole 16-byte words go through move_wcopy (WORD_COPY
+    words a thread) whose parameters, executed, give the CPU backend's bytes."""
+    monkeypatch.setattr(cb, "WORD_COPY", U)
+    desc.validate(FL)
+    arrays = case_inputs(dtypes, desc.inputs)
+    want = dml.Device("cpu", feature_level=FL).run_all(desc, *arrays)
+    srcs = [a.reshape(-1).view(WORD[a.itemsize]).copy() for a in arrays]
+    dsts = [np.zeros(int(np.prod(t.sizes)), WORD[t.data_type.size]) for t in desc.outputs]
+    names = emulate_steps(desc.lower(), srcs, dsts, plain_via=None)
+    assert "move_wcopy" in names, names
+    for got, w in zip(dsts, want):
+        assert np.array_equal(got, w.reshape(-1).view(WORD[w.itemsize])), name
+
+
 def test_transpose_pass_declines_short_axes():
     """Transposes with a short side keep move_tile / move_vec; the setting
     TRANSPOSE_TILE = 0 turns the kernel off."""
@@ -541,7 +578,27 @@ def test_transposes_on_cuda(tile, monkeypatch):
         buf = _stored(x, desc.inputs[0])
         for so, do in ((0, 0), (1, 3)):
             got, names = _run_raw(desc, buf, so, do, TRANSPOSE_TILE=tile)
-            assert names == ["move_transpose"], names
+            assert [n.split("<")[0] for n in names] == ["move_transpose"], names
+            assert _bytes_equal(got.view(want.dtype), want), (name, so, do)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("U", [1, 2, 4])
+def test_word_copies_on_cuda(U):
+    """move_wcopy (U words a thread) gives the CPU backend's bytes; at
+    misaligned addresses the pass keeps strided_copy; nothing is written
+    outside the output."""
+    for name, desc, dtypes in word_copy_cases():
+        if len(dtypes) != 1:
+            continue
+        x = case_inputs(dtypes, desc.inputs, seed=6)[0]
+        want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
+        es = x.itemsize
+        for so, do in ((0, 0), (16 // es, 32 // es), (1, 0)):
+            got, names = _run_raw(desc, x, so, do, WORD_COPY=U)
+            if so * es % 16 == 0 and do * es % 16 == 0:
+                assert any(n.startswith("move_wcopy<") for n in names), (name, names)
             assert _bytes_equal(got.view(want.dtype), want), (name, so, do)
 
 
@@ -625,8 +682,9 @@ def _run_raw(desc, x, so=0, do=0, sms=None, **knobs):
     return got[do:do + n_out], rec.names
 
 
-PAD_WORD_CASES = [(w, DataType.FLOAT32) for w in ((1, 1, 0), (1, 8, 0), (1, 8, 2), (2, 6, 0), (4, 4, 0))] + \
-    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cb.PAD_WORDS, (2, 4, 2))]
+PAD_WORD_CASES = [(w, DataType.FLOAT32) for w in ((1, 1, 0), (1, 8, 0), (1, 8, 2), (2, 6, 0), (4, 4, 0), (1, 8, 4),
+                                                  (2, 6, 4), (2, 4, 6))] + \
+    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cb.PAD_WORDS, (2, 4, 2), (1, 8, 4))]
 
 
 @pytest.mark.cuda

@@ -1084,6 +1084,11 @@ CVT_UNROLL = 1
 #: against 0.105 ms for float32 -> float16).
 CVT_FLAGS = 0
 PAD_ROWS_MIN = 16
+#: Plain passes that word_plan widens to aligned 16-byte words (no reversal):
+#: ``move_wcopy`` with this many words a thread (multiply-shift division, all
+#: loads first), where > 0; 0: ``strided_copy`` (one word a thread, hardware
+#: division).
+WORD_COPY = 0
 _MAP_CONSTANT = 5
 
 
@@ -1440,7 +1445,18 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
                 sizes = tuple(d[0] for d in k.dims)
                 cp = CopyPlan(ses, sizes, k.src_offset, tuple(d[1] for d in k.dims), k.dst_offset,
                               tuple(d[2] for d in k.dims))
-                w, _, _, wp = word_plan(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
+                w, rev, pick, wp = word_plan(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
+                if via != "strided_copy" and WORD_COPY and w == 16 and not rev and not pick \
+                        and not _tile_pass(k, ses) and len(wp.sizes) <= P.MAX_MOVE_RANK:
+                    U = WORD_COPY
+                    wk = _Pass(False, k.src, k.dst, [[n, a, b, 0, 0, 0] for n, a, b in
+                                                     zip(wp.sizes, wp.in_strides, wp.out_strides)],
+                               wp.in_offset, wp.out_offset, k.st, k.dt)
+                    wc = wp.count
+                    index = "u32" if wc + THREADS * U < 2**31 else "u64"
+                    steps.append((f"move_wcopy<{len(wp.sizes)}, {index}, {U}>", move_params(wk),
+                                  (math.ceil(wc / (THREADS * U)),), 0, k.src, k.dst))
+                    continue
                 if via == "strided_copy" or (w >= 16 and not _tile_pass(k, ses)):
                     name, params, g, smem = _copy_launch(cp, src_ptrs[k.src], dst_ptrs[k.dst],
                                                          src_elements[k.src])

@@ -840,6 +840,47 @@ __global__ void __launch_bounds__(256) move_tile(const S* __restrict__ src, S* _
 }
 
 
+// A plain copy in aligned 16-byte words (the pass widened by the host's
+// word_plan: sizes, strides and offsets count words): U words a thread,
+// word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (each load and store
+// instruction coalesced across the warp), every offset from the flat index by
+// multiply-shift division, all U loads in flight before the first store.
+// TILE with repeats, JOIN, SPLIT and slices whose rows are whole words.
+template <int NDIM, typename I, int U>
+__global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                  const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    const I count = (I)p->count;
+    i64 so[U], dof[U];
+    bool in[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+        I rest = ((I)blockIdx.x * (I)U + (I)j) * (I)blockDim.x + (I)threadIdx.x;
+        in[j] = rest < count;
+        so[j] = dof[j] = 0;
+        if (!in[j]) continue;
+        i64 a = p->src_offset, b = p->dst_offset;
+#pragma unroll
+        for (int d = NDIM - 1; d > 0; --d) {
+            const odml_move_dim& q = p->dim[d];
+            const I qd = odml_div<I>(rest, q);
+            const I c = rest - qd * (I)q.size;
+            a += (i64)c * q.src_stride;
+            b += (i64)c * q.dst_stride;
+            rest = qd;
+        }
+        so[j] = a + (i64)rest * p->dim[0].src_stride;
+        dof[j] = b + (i64)rest * p->dim[0].dst_stride;
+    }
+    uint4 v[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+        if (in[j]) v[j] = __ldg(src + so[j]);
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+        if (in[j]) dst[dof[j]] = v[j];
+}
+
 // The shared-memory word of a transposed element: 4 bytes at least, so that
 // a warp reading a tile's column (stride TILE + 1 words) touches 32 banks.
 template <int B> struct odml_tword { typedef u32 t; };
@@ -1110,7 +1151,10 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
 // the output go element by element after the loads. MINB: resident blocks per
 // multiprocessor the registers must allow (__launch_bounds__; on an H100 one
 // word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md,
-// session 7). FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x +
+// session 7). FL & 4: a lane's second source word is the next lane's first
+// where that is the next aligned word (one 16-byte load a word, exchanged by
+// warp shuffles; the last lane of a warp and a row's last words load it).
+// FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x +
 // gridDim.x, ...; measured no faster, off by default). (The row kernel
 // move_pad stored its rows' first and last elements, and read its border
 // words, in separate round trips to memory before and after the interior,
@@ -1138,6 +1182,7 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
         };
         Word A[U];
         uint4 B[U];
+        unsigned long long awj[U];   // FL & 4: the aligned address of A
         u32 state[U];   // 0: partial or outside, 1: gathered into A, 2 | byte shift << 2: realign A, B
 #pragma unroll
         for (int j = 0; j < U; ++j) {
@@ -1155,8 +1200,29 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
                     const uint4* a = reinterpret_cast<const uint4*>(sp & ~15ull);
                     const u32 kb = (u32)(sp & 15ull);
                     state[j] = 2u | (kb << 2);
+                    awj[j] = sp & ~15ull;
                     A[j].w = __ldg(a);
-                    B[j] = kb ? __ldg(a + 1) : A[j].w;
+                    if (!(FL & 4)) B[j] = kb ? __ldg(a + 1) : A[j].w;
+                }
+            }
+        }
+        if (FL & 4) {
+            // B from the next lane's A where that is the next aligned source
+            // word (a row's interior: every lane but the last); a load else
+            const u32 lane = threadIdx.x & 31u;
+#pragma unroll
+            for (int j = 0; j < U; ++j) {
+                const unsigned long long aw = state[j] >= 2u ? awj[j] : 0ull;
+                const unsigned long long na = __shfl_down_sync(0xffffffffu, aw, 1);
+                uint4 nb;
+                nb.x = __shfl_down_sync(0xffffffffu, A[j].w.x, 1);
+                nb.y = __shfl_down_sync(0xffffffffu, A[j].w.y, 1);
+                nb.z = __shfl_down_sync(0xffffffffu, A[j].w.z, 1);
+                nb.w = __shfl_down_sync(0xffffffffu, A[j].w.w, 1);
+                if (state[j] >= 2u) {
+                    if (!(state[j] >> 2)) B[j] = A[j].w;
+                    else if (lane < 31u && na == aw + 16ull) B[j] = nb;
+                    else B[j] = __ldg(reinterpret_cast<const uint4*>(aw) + 1);
                 }
             }
         }
@@ -1318,6 +1384,9 @@ template __global__ void move_vec<u16, u16, 2, u64, 8, 2, 2, 1, 0>(const u16*, u
 template __global__ void move_vec<u8, u64, 3, u32, 4, 5, 9, 1, 1>(const u8*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u64, u64, 16, u64, 2, 11, 11, 0, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_tile<u32, 3, u32, 2, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<5, u32, 4>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<1, u64, 2>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<3, u32, 1>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_transpose<u32, 1, 32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_transpose<u32, 3, 64>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_transpose<u8, 0, 64>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
@@ -1336,6 +1405,8 @@ template __global__ void move_padw<u32, 3, 2, 1, 0>(const u32*, u32*, const ODML
 template __global__ void move_padw<u8, 1, 4, 1, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 4, 2, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u64, 2, 1, 1, 0>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u32, 3, 1, 8, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u8, 2, 1, 8, 4>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u32, 3, 1, 8, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 2, 2, 4, 2>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_cvt<u32, u16, u32, 8, 1, 2, 0, 2, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
