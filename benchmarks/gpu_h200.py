@@ -160,7 +160,7 @@ def main(argv=None) -> int:
     def strided_desc(t):
         return ElementWiseIdentityOperatorDesc(dml.TensorDesc(f32, list(t.shape), list(t.stride())))
 
-    tv = [{"TRANSPOSE_TILE": 32}, {"TRANSPOSE_TILE": 0}]
+    tv = [{"TRANSPOSE_TILE": 0}]
     # transposing copies
     nhwc = torch.randn(16, 256, 256, 64, device=dev)
     v = nhwc.permute(0, 3, 1, 2)
@@ -189,8 +189,8 @@ def main(argv=None) -> int:
         DepthToSpace1OperatorDesc(dml.TensorDesc(f32, list(xd.shape)), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH),
         [xd], tv)
     # paddings: rows of 256 + 2p floats (1,048 bytes for p = 3: no multiple of 16)
-    pv = [{"PAD_WORDS": w} for w in ((1, 8, 0), (1, 8, 4), (1, 6, 4), (2, 6, 4), (2, 8, 0))
-          if w != cb.PAD_WORDS]
+    pv = [{"FUSE_PAD": "elems", "PAD_ITEMS": i} for i in (0, 2, 8)] + [{"FUSE_PAD": False}] + \
+        [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8, 0)}]
     modes = [("constant", PaddingMode.CONSTANT, "constant"), ("edge", PaddingMode.EDGE, "replicate"),
              ("reflection", PaddingMode.REFLECTION, "reflect"), ("wrap", PaddingMode.WRAP, "circular"),
              ("symmetric", PaddingMode.SYMMETRIC, None)]
@@ -202,11 +202,11 @@ def main(argv=None) -> int:
                 lambda p=p, mname=mname: dml.pad(x, [0, 0, p, p], [0, 0, p, p], mode=mname),
                 lambda p=p, tm=tm: F.pad(x, (p, p, p, p), mode=tm), f"F.pad {tm}",
                 PaddingOperatorDesc(X, None, mode, 0.0, [0, 0, p, p], [0, 0, p, p]), [x],
-                pv if (p == 3 or mname == "constant") else ())
+                pv if (p == 3 or mname == "constant") else pv[:1])
     # tiles
     s = torch.randn(16, 64, 128, 128, device=dev)
     S = dml.TensorDesc(f32, list(s.shape))
-    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 2, 4) if u != cb.WORD_COPY]
+    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cb.WORD_COPY]
     for reps in ((1, 1, 2, 2), (1, 1, 3, 1), (1, 1, 1, 3), (1, 1, 3, 3)):
         row(f"tile {reps}", "(16,64,128,128)", lambda reps=reps: dml.tile(s, list(reps)),
             lambda reps=reps: s.repeat(*reps), "Tensor.repeat", TileOperatorDesc(S, None, list(reps)), [s], tilev)
@@ -218,7 +218,7 @@ def main(argv=None) -> int:
     from opendml.ops import JoinOperatorDesc, SplitOperatorDesc
     H = dml.TensorDesc(f32, [16, 32, 256, 256])
     row("join 2 on axis 1", "2 x (16,32,256,256)", lambda: dml.join(halves, 1), lambda: torch.cat(halves, 1),
-        "torch.cat", JoinOperatorDesc([H, H], None, 1), halves, tilev)
+        "torch.cat", JoinOperatorDesc([H, H], None, 1), halves)
     del halves
 
     t_copy2, = timed_pair([lambda: copy_out.copy_(x)], args.reps, torch)

@@ -190,7 +190,7 @@ def emulate_pass(k, srcs, dsts):
         dst[dof] = vals
 
 
-def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move"):
+def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move", fuse=None):
     """The launches ``cb.move_steps`` picks (plain passes forced off
     strided_copy), executed from their parameter blocks: move_vec/move_fill
     as move_copy/move_fill over params.dim[:rank], move_tile as R x V tiles
@@ -199,7 +199,7 @@ def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move"):
     ptrs = ptrs or [0] * max(len(srcs), len(dsts))
     names = []
     for name, q, grid, smem, s, d in cb.move_steps(plan, ptrs[:len(srcs)], [a.size for a in srcs],
-                                                     ptrs[:len(dsts)], plain_via=plain_via):
+                                                     ptrs[:len(dsts)], plain_via=plain_via, fuse=fuse):
         kind = name.split("<")[0]
         names.append(kind)
         if kind == "move_wcopy":     # U aligned 16-byte words a thread; sizes, strides and offsets in words
@@ -218,6 +218,12 @@ def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move"):
                  q.dim[i].map_size] for i in range(rank)]
         if kind == "move_pad":       # a warp per row of the fused padding pass
             assert dims[-1][1] == dims[-1][2] == 1 and grid[0] * (cb.THREADS // 32) * dims[-1][0] >= q.count
+            emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
+                                  q.fill_bits % 2**64), srcs, dsts)
+            continue
+        if kind == "move_pade":      # ITEMS elements a thread over the flat (contiguous) output
+            items = int(name[:-1].split(", ")[2])
+            assert grid[0] * cb.THREADS * items >= q.count and q.dst_offset == 0
             emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
                                   q.fill_bits % 2**64), srcs, dsts)
             continue
@@ -407,6 +413,7 @@ def test_word_copy_steps_emulated(name, desc, dtypes, U, monkeypatch):
     """Plain passes of whole 16-byte words go through move_wcopy (WORD_COPY
     words a thread) whose parameters, executed, give the CPU backend's bytes."""
     monkeypatch.setattr(cb, "WORD_COPY", U)
+    monkeypatch.setattr(cb, "WORD_COPY_MIN_RANK", 1)
     desc.validate(FL)
     arrays = case_inputs(dtypes, desc.inputs)
     want = dml.Device("cpu", feature_level=FL).run_all(desc, *arrays)
@@ -416,6 +423,18 @@ def test_word_copy_steps_emulated(name, desc, dtypes, U, monkeypatch):
     assert "move_wcopy" in names, names
     for got, w in zip(dsts, want):
         assert np.array_equal(got, w.reshape(-1).view(WORD[w.itemsize])), name
+
+
+def test_word_copy_takes_three_dimensions_and_up():
+    """move_wcopy (the default WORD_COPY) where the word plan has at least
+    WORD_COPY_MIN_RANK dimensions (TILE), strided_copy below (a JOIN on the
+    outer axis)."""
+    f32 = DataType.FLOAT32
+    tile = TileOperatorDesc(T(f32, [2, 3, 8]), None, [1, 2, 2]).lower()
+    (name, *_), = cb.move_steps(tile, [0], [48], [0])
+    assert name.startswith("move_wcopy<") and name.endswith(f", u32, {cb.WORD_COPY}>"), name
+    join = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
+    assert [st[0].split("<")[0] for st in cb.move_steps(join, [0, 0], [32, 32], [0])] == ["strided_copy"] * 2
 
 
 def test_transpose_pass_declines_short_axes():
@@ -433,6 +452,41 @@ def test_transpose_pass_declines_short_axes():
         assert "move_transpose" not in [st[0].split("<")[0] for st in cb.move_steps(wide, [0], [16000], [0])]
     finally:
         cb.TRANSPOSE_TILE = old
+
+
+PAD_SHAPES = [((3, 5, 37), (1, 2, 1), (2, 1, 5)), ((2, 4, 30), (0, 1, 1), (0, 1, 1)),
+              ((40,), (3,), (7,)), ((2, 3, 17, 19), (1, 0, 2, 3), (0, 2, 1, 4)),
+              ((3, 40, 300), (1, 3, 2), (0, 2, 5)), ((2, 3, 20), (0, 1, 45), (1, 2, 33))]
+
+
+def pad_cases(dt, seed):
+    """(mode, sizes, desc, input) over PAD_SHAPES and every mode the shape allows."""
+    for mode in PaddingMode:
+        for sizes, start, end in PAD_SHAPES:
+            if mode == PaddingMode.REFLECTION and any(max(s, e) >= n for n, s, e in zip(sizes, start, end)):
+                continue
+            if mode == PaddingMode.SYMMETRIC and any(max(s, e) > n for n, s, e in zip(sizes, start, end)):
+                continue
+            desc = Padding1OperatorDesc(T(dt, sizes), None, mode, dt, 7 if dt.numpy_dtype.kind != "f" else -2.5,
+                                        list(start), list(end))
+            desc.validate(FL)
+            yield mode, sizes, desc, case_inputs([dt], [T(dt, sizes)], seed=seed)[0]
+
+
+@pytest.mark.parametrize("items", [0, 2])
+@pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.INT16, DataType.FLOAT64],
+                         ids=lambda t: t.name)
+def test_pad_elems_steps_emulated(dt, items, monkeypatch):
+    """FUSE_PAD "elems": one move_pade launch whose parameters, executed,
+    give the CPU backend's bytes."""
+    monkeypatch.setattr(cb, "PAD_ITEMS", items)
+    for mode, sizes, desc, x in pad_cases(dt, 12):
+        want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0]
+        srcs = [x.reshape(-1).view(WORD[x.itemsize]).copy()]
+        dsts = [np.zeros(want.size, WORD[want.itemsize])]
+        names = emulate_steps(desc.lower(), srcs, dsts, fuse="elems")
+        assert names == ["move_pade"], (mode, sizes, names)
+        assert np.array_equal(dsts[0], want.reshape(-1).view(WORD[want.itemsize])), (mode, sizes)
 
 
 def test_pad_program_recognised_only_exactly():
@@ -530,7 +584,8 @@ def test_identity_scale_bias_on_cuda(st):
 @pytest.mark.parametrize("mode", list(PaddingMode), ids=lambda m: m.name)
 @pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.FLOAT64, DataType.INT16],
                          ids=lambda t: t.name)
-@pytest.mark.parametrize("fuse", [False, True, "rows", "words"], ids=["passes", "fused", "rows", "words"])
+@pytest.mark.parametrize("fuse", [False, True, "rows", "words", "elems"], ids=["passes", "fused", "rows", "words",
+                                                                          "elems"])
 def test_pad_modes_on_cuda(mode, dt, fuse, monkeypatch):
     monkeypatch.setattr(cb, "FUSE_PAD", fuse)
     for sizes, start, end in [((3, 4, 17, 33), (0, 1, 2, 1), (1, 0, 3, 2)), ((1000,), (999,), (5,)),
@@ -590,13 +645,13 @@ def test_word_copies_on_cuda(U):
     misaligned addresses the pass keeps strided_copy; nothing is written
     outside the output."""
     for name, desc, dtypes in word_copy_cases():
-        if len(dtypes) != 1:
+        if len(dtypes) != 1 or len(desc.outputs) != 1:
             continue
         x = case_inputs(dtypes, desc.inputs, seed=6)[0]
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
         es = x.itemsize
         for so, do in ((0, 0), (16 // es, 32 // es), (1, 0)):
-            got, names = _run_raw(desc, x, so, do, WORD_COPY=U)
+            got, names = _run_raw(desc, x, so, do, WORD_COPY=U, WORD_COPY_MIN_RANK=1)
             if so * es % 16 == 0 and do * es % 16 == 0:
                 assert any(n.startswith("move_wcopy<") for n in names), (name, names)
             assert _bytes_equal(got.view(want.dtype), want), (name, so, do)
@@ -716,6 +771,25 @@ def test_pad_words_kernel_on_cuda(words, dt):
                 got, names = _run_raw(desc, x, so, do, sms=2, FUSE_PAD="words", PAD_WORDS=words)
                 assert names[0].startswith("move_padw<"), names
                 assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
+
+
+PAD_ELEM_CASES = [(i, t) for t in (DataType.FLOAT32, DataType.UINT8, DataType.INT16, DataType.FLOAT64)
+                  for i in (0, 2)]
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("items,dt", PAD_ELEM_CASES, ids=[f"I{i}-{t.name}" for i, t in PAD_ELEM_CASES])
+def test_pad_elems_kernel_on_cuda(items, dt):
+    """move_pade (FUSE_PAD "elems") gives the CPU backend's bytes for every
+    mode over move_padw's cases, at misaligned addresses, writing nothing
+    outside the output."""
+    for mode, sizes, desc, x in pad_cases(dt, 12):
+        want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
+        for so, do in ((0, 0), (1, 3)):
+            got, names = _run_raw(desc, x, so, do, FUSE_PAD="elems", PAD_ITEMS=items)
+            assert names[0].startswith("move_pade<"), names
+            assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
 
 
 CVT_CASES = [(0, 0), (1, 0), (2, 0), (4, 0), (1, 2), (2, 2), (4, 2)]

@@ -1047,7 +1047,9 @@ class MoveLaunch:
 #: division): "auto". "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
 #: How a padding program (PADDING/PADDING1's interior copy and border slabs)
-#: runs. "words" (the default): as one ``move_padw`` launch over the whole
+#: runs. "elems": one ``move_pade`` launch over the whole output, element by
+#: element (``PAD_ITEMS`` a thread), where ``move_padw`` could take it, else as
+#: "rows". "words": as one ``move_padw`` launch over the whole
 #: output, in aligned 16-byte output words whatever the row length (interior
 #: words as realigned 16-byte source words, borders and row crossings element
 #: by element through the maps, every load of a thread before its stores),
@@ -1072,6 +1074,10 @@ FUSE_PAD = "words"
 #: 0.91-0.96 of copy; 1 word with no register cap 0.234-0.240 ms, 2 words
 #: with 6 blocks 0.255-0.268 ms; the persistent grid no faster (H200).
 PAD_WORDS = (1, 8, 0)
+#: move_pade's elements a thread (FUSE_PAD "elems": the fused padding pass
+#: element by element, coalesced scalar accesses); 0: 16 bytes' worth, 4 at
+#: least.
+PAD_ITEMS = 0
 #: Contiguous one-dimensional conversion or scale/bias passes (CAST,
 #: identity with scale/bias on dense tensors): ``move_cvt`` with this many
 #: V-element runs a thread (all loads first; float32 -> float16 two elements
@@ -1084,11 +1090,16 @@ CVT_UNROLL = 1
 #: against 0.105 ms for float32 -> float16).
 CVT_FLAGS = 0
 PAD_ROWS_MIN = 16
-#: Plain passes that word_plan widens to aligned 16-byte words (no reversal):
-#: ``move_wcopy`` with this many words a thread (multiply-shift division, all
-#: loads first), where > 0; 0: ``strided_copy`` (one word a thread, hardware
-#: division).
-WORD_COPY = 0
+#: Plain passes that word_plan widens to aligned 16-byte words (no reversal)
+#: in at least ``WORD_COPY_MIN_RANK`` dimensions: ``move_wcopy`` with this
+#: many words a thread (multiply-shift division, all loads first), where > 0;
+#: else ``strided_copy`` (one word a thread, hardware division). On an H200
+#: (benchmarks/gpu_h200.py, session 13, 256 MiB float32 outputs) TILE
+#: (1,1,2,2) ran 0.103 ms through strided_copy (0.78 of copy), 0.092 / 0.087 /
+#: 0.089 ms with 1 / 2 / 4 words a thread; (1,1,3,3) 0.221 against 0.187 /
+#: 0.171 / 0.172; a 2-dimensional JOIN 0.135 against 0.134 / 0.139 / 0.140.
+WORD_COPY = 2
+WORD_COPY_MIN_RANK = 3
 _MAP_CONSTANT = 5
 
 
@@ -1407,11 +1418,16 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
     via = plain_via or MOVE_PLAIN_VIA
     steps = []
     how = FUSE_PAD if fuse is None else fuse
-    if how in ("rows", "words"):
+    if how in ("rows", "words", "elems"):
         pad = _pad_row_pass(plan)
         if pad is not None:
             k, rows = pad
             es = DataType(k.dt).size
+            if how == "elems" and _pad_words_ok(k):
+                items = PAD_ITEMS or max(4, 16 // es)
+                blocks = math.ceil(k.count / (THREADS * items))
+                return [(f"move_pade<{_SCALAR[es]}, {len(k.dims)}, {items}>", move_params(k), (blocks,), 0, k.src,
+                         k.dst)]
             if how == "words" and _pad_words_ok(k):
                 U, minb, flags = PAD_WORDS
                 blocks = math.ceil((k.count // (16 // es) + 2) / (THREADS * U))
@@ -1447,7 +1463,7 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
                               tuple(d[2] for d in k.dims))
                 w, rev, pick, wp = word_plan(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
                 if via != "strided_copy" and WORD_COPY and w == 16 and not rev and not pick \
-                        and not _tile_pass(k, ses) and len(wp.sizes) <= P.MAX_MOVE_RANK:
+                        and WORD_COPY_MIN_RANK <= len(wp.sizes) <= P.MAX_MOVE_RANK and not _tile_pass(k, ses):
                     U = WORD_COPY
                     wk = _Pass(False, k.src, k.dst, [[n, a, b, 0, 0, 0] for n, a, b in
                                                      zip(wp.sizes, wp.in_strides, wp.out_strides)],

@@ -1295,6 +1295,44 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
     }
 }
 
+// A padding program as one pass over the FLAT output (contiguous, as
+// move_padw takes it), element by element: ITEMS elements a thread, element
+// (blockIdx.x * ITEMS + j) * blockDim.x + threadIdx.x (each load and store
+// instruction coalesced across the warp whatever the rows' alignment), each
+// through its row's source offset and the row's map, all loads before the
+// first store.
+template <typename T, int NDIM, int ITEMS>
+__global__ void __launch_bounds__(256) move_pade(const T* __restrict__ src, T* __restrict__ dst,
+                                                 const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    const odml_move_dim& q0 = p->dim[NDIM - 1];
+    const u32 W = (u32)q0.size;
+    const u32 count = (u32)p->count;
+    const int mode = (int)q0.map_mode;
+    const int L = mode ? (int)q0.map_shift : 0;
+    const int n = mode ? (int)q0.map_size : (int)W;
+    const T fv = (T)p->fill_bits;
+    i64 off[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        const u32 f = ((blockIdx.x * (u32)ITEMS + (u32)j) * blockDim.x + threadIdx.x);
+        off[j] = -2;
+        if (f < count) {
+            const u32 r = odml_div<u32>(f, q0);
+            const i64 so = odml_row_offset32<NDIM - 1>(p, r);
+            int i = (int)(f - r * W) - L;
+            if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
+            off[j] = so < 0 || i < 0 ? (i64)-1 : so + i;
+        }
+    }
+    T v[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) v[j] = off[j] >= 0 ? src[off[j]] : fv;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+        if (off[j] != -2) dst[(blockIdx.x * (u32)ITEMS + (u32)j) * blockDim.x + threadIdx.x] = v[j];
+}
+
 // A contiguous conversion or scale/bias pass (one dimension, stride 1 on both
 // sides): dst[i] = f(src[i]), i < count. Each thread takes U runs of V
 // elements of a block of blockDim*U runs (run (b*U + j)*blockDim.x +
@@ -1387,6 +1425,9 @@ template __global__ void move_tile<u32, 3, u32, 2, 4>(const u32*, u32*, const OD
 template __global__ void move_wcopy<5, u32, 4>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_wcopy<1, u64, 2>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_wcopy<3, u32, 1>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_pade<u32, 3, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_pade<u8, 1, 16>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_pade<u64, 4, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_transpose<u32, 1, 32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_transpose<u32, 3, 64>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_transpose<u8, 0, 64>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
