@@ -1074,9 +1074,16 @@ FUSE_PAD = "words"
 #: 0.91-0.96 of copy; 1 word with no register cap 0.234-0.240 ms, 2 words
 #: with 6 blocks 0.255-0.268 ms; the persistent grid no faster (H200).
 PAD_WORDS = (1, 8, 0)
+#: On an H200 (session 13, benchmarks/gpu_h200.py, pad 1/3/5 of (16,64,256,256)
+#: float32; copy 4.0-4.15 TB/s) move_padw (1, 8, 0) ran 0.167-0.204 ms
+#: (0.68-0.81 of copy); its shuffle flag (1, 8, 4) 0.175-0.204 (0.65-0.74),
+#: (2, 8, 0) 0.193-0.227, (2, 4, 0) 0.280-0.300, (4, 4, 0) 0.349-0.383, the
+#: persistent grid (1, 8, 2) level with the default; move_pad rows
+#: 0.238-0.282; move_pade (below) 0.231-0.311 (0.44-0.58); pass by pass
+#: 0.223-0.295.
 #: move_pade's elements a thread (FUSE_PAD "elems": the fused padding pass
-#: element by element, coalesced scalar accesses); 0: 16 bytes' worth, 4 at
-#: least.
+#: element by element, coalesced scalar accesses; measured slower than
+#: move_padw, see above); 0: 16 bytes' worth, 4 at least.
 PAD_ITEMS = 0
 #: Contiguous one-dimensional conversion or scale/bias passes (CAST,
 #: identity with scale/bias on dense tensors): ``move_cvt`` with this many
@@ -1350,7 +1357,10 @@ def _tile_pass(k: _Pass, es: int):
 #: tiles of this many elements a side (32 or 64; 0: off, the passes then take
 #: move_vec), where both transposed dimensions are at least
 #: ``TRANSPOSE_MIN`` long (shorter ones leave most of a tile idle; move_tile
-#: takes the small transposes of SPACE_TO_DEPTH and DEPTH_TO_SPACE).
+#: takes the small transposes of SPACE_TO_DEPTH and DEPTH_TO_SPACE). On an
+#: H200 (session 13, 256 MiB float32) an NCHW view of an NHWC tensor made
+#: contiguous ran 0.134 ms with 64 (0.96 of copy), 0.159 ms with 32, 0.486 ms
+#: through move_vec; a 256 MiB 5-D permutation 0.071 / 0.103 / 0.248 ms.
 TRANSPOSE_TILE = 64
 TRANSPOSE_MIN = 16
 
