@@ -49,7 +49,9 @@ def _torch_cuda() -> bool:
 
 @pytest.fixture(scope="module", autouse=True)
 def _accessors():
-    """The route needs the node library's tensor accessors: wait for them."""
+    """These tests run the route through the node library's tensor
+    accessors: wait for them (tests/test_torch_new_no_accessors.py runs it
+    without them)."""
     if not otorch.wait_for_node():
         pytest.skip(f"the C++ node library is not available: {otorch.node_status()}")
     yield

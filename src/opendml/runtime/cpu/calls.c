@@ -177,7 +177,7 @@ static PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_st
 static PyObject *t_eager_ok;            /* eager autograd entries may serve now (no tracer, the node in use) */
 static PyObject *c_type, *c_empty, *c_device, *c_stream;
 static PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
-    *s_is_neg, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
+    *s_is_neg, *s_is_conj, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
 
 /* -- keys ----------------------------------------------------------------------------------------- */
 
@@ -1990,6 +1990,108 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
 #ifdef ODML_NUMPY
 static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, const odml_torch_info *pin);
 
+/* An int64 from a tuple item (a Python int); -1 with no exception left where it is none. */
+static int tuple_int(PyObject *t, Py_ssize_t i, int64_t *v) {
+    long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+    if (x == -1 && PyErr_Occurred()) {
+        drop_error();
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* The facts call_cache_torch_new reads of x (torch_api.h's describe) through Python, where PyTorch's
+ * accessors are not loaded (the library still building in the background, or torch_node="off"): a new
+ * shape then takes this route from the first call of a process, whatever was imported or run first
+ * (issue 33). 0 with *in filled; -1, no exception left, where x is not a plain strided tensor of at most
+ * ODML_TORCH_API_RANK dimensions (the Python route runs the call). `wrapped` covers what describe's does:
+ * a functorch wrapper or an open forward-AD level (t_wrapped), a negative or conjugate view, no storage
+ * (data_ptr raises). */
+static PyObject *torch_strided;           /* torch.strided, read once */
+
+static int torch_describe_py(PyObject *x, odml_torch_info *in) {
+    memset(in, 0, sizeof *in);
+    if (!torch_strided) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        torch_strided = torch ? PyObject_GetAttrString(torch, "strided") : NULL;
+        Py_XDECREF(torch);
+        if (!torch_strided) {
+            drop_error();
+            return -1;
+        }
+    }
+    PyObject *layout = PyObject_GetAttrString(x, "layout");
+    const int strided = layout == torch_strided;
+    Py_XDECREF(layout);
+    if (!strided) {
+        if (PyErr_Occurred()) drop_error();
+        return -1;
+    }
+    in->dispatch_modes = !equals(PyObject_CallNoArgs(t_dispatch_len), 0);
+    in->wrapped = is_true(PyObject_CallOneArg(t_wrapped, x)) || is_true(PyObject_CallMethodNoArgs(x, s_is_neg))
+                  || is_true(PyObject_CallMethodNoArgs(x, s_is_conj));
+    in->requires_grad = is_true(PyObject_GetAttr(x, s_requires_grad));
+    in->grad_enabled = is_true(PyObject_CallNoArgs(t_grad_enabled));
+    int64_t device, ptr;
+    if (is_true(PyObject_GetAttr(x, s_is_cuda))) {
+        if (int_of(x, s_get_device, 1, &device) < 0) return -1;
+    } else {
+        device = is_true(PyObject_GetAttr(x, s_is_cpu)) ? -1 : -2;
+    }
+    in->device = device;
+    if (device < -1) return 0;                    /* declined by the caller */
+    PyObject *dtype = PyObject_GetAttr(x, s_dtype);
+    if (!dtype) {
+        drop_error();
+        return -1;
+    }
+    in->dtype = dtype;                            /* borrowed: torch.dtype objects are immortal singletons */
+    Py_DECREF(dtype);
+    PyObject *shape = PyObject_GetAttr(x, s_shape);
+    PyObject *stride = shape ? PyObject_CallMethodNoArgs(x, s_stride) : NULL;
+    int rc = -1;
+    if (shape && stride && PyTuple_Check(shape) && PyTuple_CheckExact(stride)
+            && PyTuple_GET_SIZE(shape) == PyTuple_GET_SIZE(stride) && PyTuple_GET_SIZE(shape) <= ODML_TORCH_API_RANK) {
+        in->ndim = (int32_t)PyTuple_GET_SIZE(shape);
+        rc = 0;
+        for (int i = 0; i < in->ndim && rc == 0; i++)
+            rc = tuple_int(shape, i, &in->sizes[i]) < 0 || tuple_int(stride, i, &in->strides[i]) < 0 ? -1 : 0;
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    if (PyErr_Occurred()) drop_error();
+    if (rc < 0 || int_of(x, s_data_ptr, 1, &ptr) < 0) return -1;
+    in->data_ptr = (uint64_t)ptr;
+    return 0;
+}
+
+/* x.new_empty(dims) (x's dtype and device) and its data pointer: PyTorch's accessor, else through Python.
+ * NULL with the allocator's exception. */
+static PyObject *torch_new_empty(PyObject *x, const int64_t *dims, int rank, uint64_t *dst) {
+    if (tapi) return tapi->empty(x, dims, rank, NULL, dst);
+    PyObject *shape = PyTuple_New(rank);
+    if (!shape) return NULL;
+    for (int i = 0; i < rank; i++) {
+        PyObject *v = PyLong_FromLongLong(dims[i]);
+        if (!v) {
+            Py_DECREF(shape);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(shape, i, v);
+    }
+    PyObject *out = PyObject_CallMethodOneArg(x, s_new_empty, shape);
+    Py_DECREF(shape);
+    int64_t p;
+    if (out && int_of(out, s_data_ptr, 1, &p) < 0) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_RuntimeError, "opendml call cache: new_empty gave a tensor without a data pointer");
+        return NULL;
+    }
+    if (out) *dst = (uint64_t)p;
+    return out;
+}
+
 /* The fields of `lowering` (a compiled plain lowering: planner.NATIVE_LOWERING's slice1_lowering or
  * slice_lowering, which run no Python code) for x's sizes as describe read them: what plain_plan gives for
  * them (the same count rule, plain_count: 1 to 8 sizes of 1 to UINT32_MAX elements in all). A new reference
@@ -2046,9 +2148,10 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
     int64_t kind, gen;
     odml_torch_info in;
     const int lower = PyCFunction_CheckExact(fields);
-    if (!tapi || !numpy_ready || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type || !PyTuple_CheckExact(call_args)
+    if (!numpy_ready || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type || !PyTuple_CheckExact(call_args)
             || !(lower || PyTuple_CheckExact(fields)) || !PyArray_DescrCheck(descr) || exact_int(args[3], &kind) < 0
-            || exact_int(args[5], &gen) < 0 || kind < 0 || kind > 2 || tapi->describe(x, &in) != 0
+            || exact_int(args[5], &gen) < 0 || kind < 0 || kind > 2
+            || (tapi ? tapi->describe(x, &in) : torch_describe_py(x, &in)) != 0
             || in.dispatch_modes || in.wrapped || in.device < -1) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
@@ -2121,7 +2224,7 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
         }
         const int64_t threads = odml_new_threads(run.work, grain, most);
         if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
-        out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst);
+        out = torch_new_empty(x, pl.out_dims, pl.out_rank, &dst);
         if (!out) return allocation_failed();
         if (!torch_still(x, &in)) {               /* (changed by a finalizer: the Python route reads it anew) */
             Py_DECREF(out);
@@ -2156,7 +2259,7 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
             Py_RETURN_NONE;
         }
         if (!torch_device_is(in.device)) Py_RETURN_NONE;   /* the Python route makes the device current */
-        out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst);
+        out = torch_new_empty(x, pl.out_dims, pl.out_rank, &dst);
         if (!out) return allocation_failed();
         if (!torch_still(x, &in)) {
             Py_DECREF(out);
@@ -2583,7 +2686,7 @@ int odml_calls_init(void) {
     struct { PyObject **slot; const char *name; } names[] = {
         {&s_detach, "detach"}, {&s_numpy, "numpy"},
         {&s_requires_grad, "requires_grad"}, {&s_is_cuda, "is_cuda"}, {&s_is_cpu, "is_cpu"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},
-        {&s_stride, "stride"}, {&s_get_device, "get_device"}, {&s_data_ptr, "data_ptr"}, {&s_is_neg, "is_neg"},
+        {&s_stride, "stride"}, {&s_get_device, "get_device"}, {&s_data_ptr, "data_ptr"}, {&s_is_neg, "is_neg"}, {&s_is_conj, "is_conj"},
         {&s_new_empty, "new_empty"}, {&s_strides, "strides"}, {&s_data, "data"}, {&s_ptr, "ptr"},
         {&s_device_id, "device_id"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
