@@ -85,13 +85,14 @@ def not_an_array(x, function: str, argument: str = "x") -> ValidationError:
 
 
 def array_sequence(arrays, function: str) -> tuple:
-    """``arrays`` (a list or tuple of arrays, or another sequence that is not
-    itself an array) read once as a tuple; a lone array of any framework, a
-    string, a mapping, an empty sequence or a non-sequence is refused."""
+    """``arrays`` (a list or tuple of arrays, or another iterable that is not
+    itself an array) read once as a tuple; a lone array of any framework (it
+    would be taken as the list of its slices), a string, a mapping, a set,
+    an empty sequence or a non-iterable is refused."""
     if type(arrays) is list or type(arrays) is tuple:
         items = tuple(arrays)
     elif (framework_of(arrays) is not None or isinstance(arrays, (str, bytes, dict, set, frozenset))
-          or not hasattr(arrays, "__iter__") or not hasattr(arrays, "__len__")):
+          or not hasattr(arrays, "__iter__")):
         items = None
     else:
         try:
