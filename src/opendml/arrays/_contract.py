@@ -48,7 +48,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..ops import OPERATORS
 from ..ops._spec import binding_of
-from ._dispatch import FRAMEWORKS, framework_of
+from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence", "check_inputs",
            "check_input", "data_type", "dtype_argument", "axis", "field_error", "sizes_of", "supported_row"]
@@ -252,6 +252,9 @@ def check_inputs(function: str, arrays) -> None:
 
 
 def _check_input(function: str, x, argument: str) -> None:
+    readable = READABLE.get(framework_of(x))
+    if readable is not None:              # an array its framework's adapter cannot read says so first
+        readable(x, function)
     cls = OPERATOR_OF[function]
     row = supported_row(cls)
     try:
