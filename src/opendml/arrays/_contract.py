@@ -56,8 +56,31 @@ __all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array"
 #: How the messages name what an array function takes.
 ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"
 
+class _Bound(dict):
+    """Array-API function name -> what the operator classes in ``OPERATORS``
+    declare for it (``read(class, binding)``), read again from the registry
+    for a name not seen yet (an operator registered later)."""
+
+    def __init__(self, read):
+        super().__init__()
+        self._read = read
+        self._load()
+
+    def _load(self):
+        for cls in list(OPERATORS.values()):
+            b = binding_of(cls)
+            if b is not None:
+                self[b.function] = self._read(cls, b)
+
+    def __missing__(self, name):
+        self._load()
+        if name not in self.keys():
+            raise KeyError(f"no operator of opendml.ops.OPERATORS declares the array function {name!r}")
+        return self[name]
+
+
 #: Array-API function name -> the operator class it builds (declared by the classes).
-OPERATOR_OF: dict = {b.function: cls for cls in OPERATORS.values() if (b := binding_of(cls)) is not None}
+OPERATOR_OF: dict = _Bound(lambda cls, b: cls)
 
 #: The feature level the array API validates at.
 LEVEL = max(FeatureLevel)
@@ -212,7 +235,7 @@ def dtype_argument(dtype, function: str, slot_type=None):
 _PASSED: set = set()
 
 #: Array-API function name -> the name of its array argument (``Binding.array``).
-ARGUMENT: dict = {name: binding_of(cls).array for name, cls in OPERATOR_OF.items()}
+ARGUMENT: dict = _Bound(lambda cls, b: b.array)
 
 
 def check_input(function: str, x) -> None:
