@@ -40,7 +40,7 @@ __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast"
 #: An int, or one int per axis.
 Ints = Union[int, Sequence[int]]
 
-#: Framework module (``_contract.FRAMEWORKS``) -> opendml's adapter module for it.
+#: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's adapter module for it.
 _ADAPTERS = {"torch": "torch_adapter", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
 
 
