@@ -54,10 +54,36 @@ def _dask(a):
     return da.from_array(a, chunks=tuple(max(1, n // 2) for n in a.shape) if a.ndim else ())
 
 
-FRAMEWORKS = {"numpy": _numpy, "torch": _torch, "jax": _jax, "dask": _dask}
+def _cupy(a):
+    cupy = pytest.importorskip("cupy")
+    if not cupy.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return cupy.asarray(a)
+
+
+def _torch_cuda(a):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return torch.from_numpy(a.copy()).cuda()
+
+
+FRAMEWORKS = {"numpy": _numpy, "torch": _torch, "jax": _jax, "dask": _dask, "cupy": _cupy, "torch_cuda": _torch_cuda}
 
 #: How each framework writes a dtype in a message (``bool`` / ``torch.bool``).
-DTYPE_TEXT = {"numpy": str, "torch": lambda d: f"torch.{d}", "jax": str, "dask": str}
+DTYPE_TEXT = {"numpy": str, "torch": lambda d: f"torch.{d}", "jax": str, "dask": str, "cupy": str,
+              "torch_cuda": lambda d: f"torch.{d}"}
+
+
+def host(y, framework: str) -> np.ndarray:
+    """A result as a NumPy array."""
+    if framework == "dask":
+        y = y.compute()
+    if framework == "cupy":
+        return y.get()
+    if framework.startswith("torch"):
+        return y.cpu().numpy()
+    return np.asarray(y)
 
 
 def array(framework: str, shape, dtype="float32"):
@@ -67,9 +93,14 @@ def array(framework: str, shape, dtype="float32"):
 
 def bad_dtype_array(framework: str, shape, dtype: str):
     """An array of ``dtype``, which DirectML lacks or the operator's table does not list."""
-    if framework == "torch":
-        torch = pytest.importorskip("torch")
-        return torch.zeros(shape, dtype=getattr(torch, dtype))
+    if framework.startswith("torch"):
+        FRAMEWORKS[framework](np.zeros(1))             # skips where the framework or its device is missing
+        import torch
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device="cuda" if framework == "torch_cuda" else "cpu")
+    if framework == "cupy":
+        FRAMEWORKS[framework](np.zeros(1))
+        import cupy
+        return cupy.zeros(shape, dtype)
     if framework == "jax":
         jnp = pytest.importorskip("jax.numpy")
         return jnp.zeros(shape, getattr(jnp, "bool_" if dtype == "bool" else dtype))
@@ -126,8 +157,7 @@ def test_the_examples_run_and_agree_across_frameworks(name, cls, binding, framew
     got = call(binding, example_inputs(binding, framework))
     want, got = (want, got) if isinstance(want, list) else ([want], [got])
     for w, g in zip(want, got):
-        g = g.compute() if framework == "dask" else g
-        assert np.array_equal(np.asarray(g), w)
+        assert np.array_equal(host(g, framework), w)
 
 
 # -- not an array ---------------------------------------------------------------------------------------
@@ -163,7 +193,8 @@ def test_a_lone_array_is_not_a_sequence_of_arrays(framework):
 # -- dtypes ---------------------------------------------------------------------------------------------
 
 BAD_DTYPES = {"numpy": ["bool", "complex64"], "torch": ["bool", "bfloat16", "complex64"],
-              "jax": ["bool", "bfloat16"], "dask": ["bool"]}
+              "jax": ["bool", "bfloat16"], "dask": ["bool"], "cupy": ["bool", "complex64"],
+              "torch_cuda": ["bool", "bfloat16"]}
 
 
 def _unsupported(cls, framework):
@@ -300,12 +331,11 @@ def _spellings(framework: str, name: str) -> list:
     return out
 
 
-@pytest.mark.parametrize("framework", ["numpy", "torch", "jax", "dask"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("name, cls, binding", _dtype_bindings(), ids=[b.function for _, _, b in _dtype_bindings()])
 def test_every_dtype_spelling_is_accepted(name, cls, binding, framework):
     """``dml.cast(t, torch.float64)`` was refused (NumPy dtypes only)."""
-    if framework != "numpy":
-        pytest.importorskip("dask.array" if framework == "dask" else framework)
+    FRAMEWORKS[framework](np.zeros(1))                 # skips where the framework or its device is missing
     spellings = {f: _spellings(f, "int16") for f in ("numpy", "torch", "jax") if _available(f)}
     want = call(binding, example_inputs(binding), dtype="int16")
     want = want if isinstance(want, list) else [want]
@@ -314,9 +344,8 @@ def test_every_dtype_spelling_is_accepted(name, cls, binding, framework):
             got = call(binding, example_inputs(binding, framework), dtype=spelling)
             got = got if isinstance(got, list) else [got]
             for w, g in zip(want, got):
-                g = g.compute() if framework == "dask" else g
                 assert str(g.dtype).removeprefix("torch.") == "int16", (source, spelling)
-                assert np.array_equal(np.asarray(g), w), (source, spelling)
+                assert np.array_equal(host(g, framework), w), (source, spelling)
 
 
 def test_unsupported_dtype_arguments_name_the_supported_types():
@@ -358,10 +387,9 @@ def test_tile_follows_numpy_for_a_scalar_or_shorter_repeats(shape, repeats, fram
     """``dml.tile(x, 2)`` on a (3, 4) array gave (6, 8); ``np.tile`` gives (3, 8)."""
     x = array(framework, shape)
     got = dml.tile(x, repeats)
-    got = got.compute() if framework == "dask" else got
     want = np.tile(array("numpy", shape), repeats)
     assert tuple(got.shape) == want.shape
-    assert np.array_equal(np.asarray(got), want)
+    assert np.array_equal(host(got, framework), want)
 
 
 def test_tile_refuses_more_repeats_than_axes():

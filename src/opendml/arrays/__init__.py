@@ -7,9 +7,14 @@ One adapter per framework (``numpy_adapter``, ``cupy_adapter``,
 the planner (``planner``) turns an array's layout into a validated plan, with a
 bounded LRU plan cache. Each function first offers its call to the call cache
 (``opendml.runtime.calls``), which serves a repeated call from C; the
-adapters record what a first call ran. A framework is recognised by its array type, looked up
-only where the framework is already imported, so no framework is imported
-here. May import ``opendml.model``, ``opendml.ops``, ``opendml.plan`` and
+adapters record what a first call ran. Before any adapter runs, every function (these and the
+family's, ``family``) makes the checks of ``_contract``, one message per
+fault for every operator and framework: an array of a framework the API
+takes, a dtype and a rank the operator's support table lists. A framework is
+recognised by its array type (``_dispatch``), looked up only where the
+framework is already imported, so no framework is imported here; the
+adapters call these functions again through ``_dispatch.front``, never by
+importing this package. May import ``opendml.model``, ``opendml.ops``, ``opendml.plan`` and
 ``opendml.runtime``.
 """
 from __future__ import annotations
@@ -35,7 +40,7 @@ __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast"
 #: An int, or one int per axis.
 Ints = Union[int, Sequence[int]]
 
-#: Framework module (``_contract.FRAMEWORKS``) -> opendml's adapter module for it.
+#: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's adapter module for it.
 _ADAPTERS = {"torch": "torch_adapter", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
 
 

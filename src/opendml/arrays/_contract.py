@@ -48,7 +48,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..ops import OPERATORS
 from ..ops._spec import binding_of
-from ._dispatch import FRAMEWORKS, framework_of
+from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence", "check_inputs",
            "check_input", "data_type", "dtype_argument", "axis", "field_error", "sizes_of", "supported_row"]
@@ -56,8 +56,31 @@ __all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array"
 #: How the messages name what an array function takes.
 ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"
 
+class _Bound(dict):
+    """Array-API function name -> what the operator classes in ``OPERATORS``
+    declare for it (``read(class, binding)``), read again from the registry
+    for a name not seen yet (an operator registered later)."""
+
+    def __init__(self, read):
+        super().__init__()
+        self._read = read
+        self._load()
+
+    def _load(self):
+        for cls in list(OPERATORS.values()):
+            b = binding_of(cls)
+            if b is not None:
+                self[b.function] = self._read(cls, b)
+
+    def __missing__(self, name):
+        self._load()
+        if name not in self.keys():
+            raise KeyError(f"no operator of opendml.ops.OPERATORS declares the array function {name!r}")
+        return self[name]
+
+
 #: Array-API function name -> the operator class it builds (declared by the classes).
-OPERATOR_OF: dict = {b.function: cls for cls in OPERATORS.values() if (b := binding_of(cls)) is not None}
+OPERATOR_OF: dict = _Bound(lambda cls, b: cls)
 
 #: The feature level the array API validates at.
 LEVEL = max(FeatureLevel)
@@ -85,13 +108,14 @@ def not_an_array(x, function: str, argument: str = "x") -> ValidationError:
 
 
 def array_sequence(arrays, function: str) -> tuple:
-    """``arrays`` (a list or tuple of arrays, or another sequence that is not
-    itself an array) read once as a tuple; a lone array of any framework, a
-    string, a mapping, an empty sequence or a non-sequence is refused."""
+    """``arrays`` (a list or tuple of arrays, or another iterable that is not
+    itself an array) read once as a tuple; a lone array of any framework (it
+    would be taken as the list of its slices), a string, a mapping, a set,
+    an empty sequence or a non-iterable is refused."""
     if type(arrays) is list or type(arrays) is tuple:
         items = tuple(arrays)
     elif (framework_of(arrays) is not None or isinstance(arrays, (str, bytes, dict, set, frozenset))
-          or not hasattr(arrays, "__iter__") or not hasattr(arrays, "__len__")):
+          or not hasattr(arrays, "__iter__")):
         items = None
     else:
         try:
@@ -211,7 +235,7 @@ def dtype_argument(dtype, function: str, slot_type=None):
 _PASSED: set = set()
 
 #: Array-API function name -> the name of its array argument (``Binding.array``).
-ARGUMENT: dict = {name: binding_of(cls).array for name, cls in OPERATOR_OF.items()}
+ARGUMENT: dict = _Bound(lambda cls, b: b.array)
 
 
 def check_input(function: str, x) -> None:
@@ -251,6 +275,9 @@ def check_inputs(function: str, arrays) -> None:
 
 
 def _check_input(function: str, x, argument: str) -> None:
+    readable = READABLE.get(framework_of(x))
+    if readable is not None:              # an array its framework's adapter cannot read says so first
+        readable(x, function)
     cls = OPERATOR_OF[function]
     row = supported_row(cls)
     try:

@@ -15,7 +15,7 @@ import types
 
 import numpy as np
 
-__all__ = ["FRAMEWORKS", "front", "framework_of"]
+__all__ = ["FRAMEWORKS", "READABLE", "front", "framework_of"]
 
 #: (module that must already be imported, attribute of its array type),
 #: checked in order after NumPy; the fronts map the module's name to their
@@ -25,6 +25,13 @@ FRAMEWORKS = (("torch", "Tensor"), ("cupy", "ndarray"), ("jax", "Array"), ("dask
 #: The array API's public functions (``slice``, ``slice1``, ..., ``tile``),
 #: set by ``opendml.arrays`` as it is imported.
 front = types.SimpleNamespace()
+
+#: Framework module name -> ``check(x, function)``, registered by that
+#: framework's adapter: raises the ``UnsupportedError`` for an array of the
+#: framework that opendml cannot read at all (a sparse, nested or conjugated
+#: PyTorch tensor), which the array API's checks report before its dtype and
+#: rank.
+READABLE: dict = {}
 
 #: Framework module name ("numpy", "torch", ...) per array type already seen.
 _KIND_BY_TYPE: dict = {}

@@ -466,8 +466,8 @@ def fold(x, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
         k = math.prod(int(w) for w in window)
         if rows % k:
             raise ValidationError(
-                f"fold: x.shape[-2] must be C x prod(window_sizes), a multiple of prod(window_sizes) = {k}; "
-                f"got {rows} (shape {list(x.shape)})")
+                f"FOLD: InputTensor.Sizes[{x.ndim - 2}] must be C x prod(WindowSizes), a multiple of "
+                f"prod(WindowSizes) = {k} (x.shape[-2], window_sizes); got {rows} (shape {list(x.shape)})")
         channels = rows // k
     if not isinstance(spatial, (list, tuple)):
         raise ValidationError(f"fold: output_sizes must be an int or a list of ints; got {spatial!r}")

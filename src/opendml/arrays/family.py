@@ -178,7 +178,7 @@ def _many_out(desc) -> bool:
     return any(s.many and s.role == "output" for s in desc.SLOTS)
 
 
-#: Framework module (``_contract.FRAMEWORKS``) -> opendml's module that runs the family on it.
+#: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's module that runs the family on it.
 _MODULES = {"torch": "family_torch", "cupy": "family_cupy", "jax": "family_jax", "dask.array": "family_dask"}
 _BY_TYPE: dict = {}
 

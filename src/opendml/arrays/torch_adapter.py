@@ -66,6 +66,7 @@ from ..runtime import alloc, calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES, config
 from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
 from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
+from . import _dispatch
 from . import numpy_adapter, torch_inductor, torch_node
 from . import planner as _planner
 from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for
@@ -152,6 +153,17 @@ def numpy_dtype(x, name: str = "array API") -> np.dtype:
                                f"supported: DirectML has no complex types; supported dtypes: {SUPPORTED_DTYPES}")
     raise UnsupportedError(f"{name}: PyTorch dtype {x.dtype} has no DirectML data type; supported dtypes "
                            f"(the 11 DirectML types): {SUPPORTED_DTYPES}")
+
+
+def _readable(x, name: str) -> None:
+    """``numpy_dtype``'s errors for a tensor opendml cannot read at all
+    (nested, not strided, a conjugate view), which the array API's checks
+    (``_contract``) report before the dtype and rank."""
+    if x.is_nested or x.layout is not torch.strided or x.is_conj():
+        numpy_dtype(x, name)
+
+
+_dispatch.READABLE["torch"] = _readable
 
 
 def _check_device(x, name: str) -> None:
