@@ -2169,10 +2169,11 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
 /* Whether x is still as `in` described it (dtype, sizes, strides, data
  * pointer). An allocation may run a garbage collection, whose finalizers may
  * run Python code that changes x (x.resize_(), x.set_()) and frees the
- * storage read before: the plan made from the old description must not run. */
+ * storage read before: the plan made from the old description must not run.
+ * Read as the route read it: PyTorch's accessors, else through Python. */
 static int torch_still(PyObject *x, const odml_torch_info *in) {
     odml_torch_info now;
-    if (tapi->describe(x, &now) != 0 || now.dtype != in->dtype || now.data_ptr != in->data_ptr ||
+    if ((tapi ? tapi->describe(x, &now) : torch_describe_py(x, &now)) != 0 || now.dtype != in->dtype || now.data_ptr != in->data_ptr ||
         now.ndim != in->ndim || now.device != in->device)
         return 0;
     for (int i = 0; i < in->ndim; i++)
