@@ -210,8 +210,11 @@ class CpuBackend:
     def _native_move_pass(self, plan: MovePlan, p, srcs, dsts):
         """The compiled move kernel (move.c) for one pass of a move program:
         copies with or without index maps, conversion and scale/bias, and
-        fills; None (NumPy runs it) only for a pass of more than 16 dimensions
-        once canonical."""
+        fills; None (NumPy runs it) for a pass of more than 16 dimensions
+        once canonical, and for the index-driven passes (``Gather``,
+        ``Scatter``), which run through NumPy's bounds-checked indexing."""
+        if type(p) is not Copy and type(p) is not Fill:
+            return None
         sizes, ss, ds, maps, src_offset = canonical_move_pass(p)
         r = len(sizes)
         if r > MOVE_MAX_RANK:

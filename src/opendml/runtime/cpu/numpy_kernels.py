@@ -29,7 +29,8 @@ from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
 __all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter",
-           "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array", "fill_value"]
+           "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array", "fill_value",
+           "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass"]
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
 FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
@@ -342,10 +343,106 @@ def fill_value(value, type_value: int):
     return convert_array(np.array([value]), _dtype(type_value))[0]
 
 
+def _grid(offset: int, sizes, strides) -> np.ndarray:
+    """The element offsets ``offset + sum(d*strides)`` over ``sizes``, as an
+    int64 array of shape ``sizes`` (Python integers first: no wrap)."""
+    out = np.full(tuple(sizes), offset, dtype=np.int64)
+    r = len(sizes)
+    for k, (n, t) in enumerate(zip(sizes, strides)):
+        if n > 1 and t:
+            shape = [1] * r
+            shape[k] = n
+            out += (np.arange(n, dtype=np.int64) * t).reshape(shape)
+    return out
+
+
+def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
+    """The coordinates an ``IndexAxis`` gives over ``sizes``: ``(c, valid)``,
+    c an int64 array in ``[0, bound)`` and valid the mask of positions whose
+    value was in range (None: every one, or the axis clamps). Every value is
+    compared exactly: unsigned ones as uint64, signed ones as int64."""
+    from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP
+    v = view(_typed(index_words, index_type), ix.index_offset, sizes, ix.index_strides)
+    bound = ix.bound
+    signed = v.dtype.kind == "i"
+    if ix.mode == INDEX_REVERSE_LENGTH:
+        if signed:
+            length = np.clip(v.astype(np.int64), 0, bound)
+        else:
+            length = np.minimum(v.astype(np.uint64), np.uint64(bound)).astype(np.int64)
+        shape = [1] * len(sizes)
+        shape[ix.axis] = sizes[ix.axis]
+        e = np.arange(sizes[ix.axis], dtype=np.int64).reshape(shape)
+        return np.where(e < length, length - 1 - e, e), None
+    if signed:
+        w = v.astype(np.int64)
+        w = np.where(w < 0, w + bound, w)          # w >= INT64_MIN, bound > 0: no overflow
+        valid = (w >= 0) & (w < bound)
+        c = np.clip(w, 0, bound - 1)
+    else:
+        w = v.astype(np.uint64)
+        valid = w < np.uint64(bound)
+        c = np.minimum(w, np.uint64(bound - 1)).astype(np.int64)
+    return c, (valid if ix.out_of_range == INDEX_SKIP else None)
+
+
+def _indexed_offsets(plan, p, srcs, offset, strides):
+    """The data offsets of an indexed pass over its sizes, and the mask of
+    the positions written (None: all)."""
+    off = _grid(offset, p.sizes, strides)
+    keep = None
+    for ix in p.indices:
+        c, valid = index_coordinates(ix, srcs[ix.index], plan.in_types[ix.index], p.sizes)
+        off += c * ix.stride
+        if valid is not None:
+            keep = valid if keep is None else keep & valid
+    return off, keep
+
+
+def prepare_gather_pass(plan, p, srcs, dsts):
+    """A ``Gather`` pass: the source offsets computed from the index
+    tensors, then one bounds-checked ``np.take`` of the source words."""
+    def run():
+        off, _ = _indexed_offsets(plan, p, srcs, p.src_offset, p.src_strides)
+        d = view(dsts[p.dst], p.dst_offset, p.sizes, p.dst_strides)
+        d[...] = np.take(srcs[p.src], off)
+    return run
+
+
+def prepare_scatter_pass(plan, p, srcs, dsts):
+    """A ``Scatter`` pass: the destination offsets computed from the index
+    tensors (bounds-checked writes); overwriting keeps the last write in
+    row-major order of the pass (each destination element written once, from
+    the last source position reaching it); accumulating adds in that order
+    (``np.add.at``, unbuffered and sequential)."""
+    out_t = plan.out_types[p.dst]
+
+    def run():
+        off, keep = _indexed_offsets(plan, p, srcs, p.dst_offset, p.dst_strides)
+        vals = view(srcs[p.src], p.src_offset, p.sizes, p.src_strides)
+        off, vals = off.reshape(-1), vals.reshape(-1)
+        if keep is not None:
+            keep = keep.reshape(-1)
+            off, vals = off[keep], vals[keep]
+        dst = dsts[p.dst]
+        if p.accumulate:
+            typed = _typed(dst, out_t)
+            with np.errstate(all="ignore"):
+                np.add.at(typed, off, vals.view(typed.dtype))
+            return
+        last, first = np.unique(off[::-1], return_index=True)
+        dst[last] = vals[::-1][first]
+    return run
+
+
 def prepare_move_pass(plan, p, srcs, dsts):
     """A callable running one pass of a ``MovePlan`` with NumPy views of the
     bound word arrays."""
-    from ...plan import Fill
+    from ...plan import Fill, Gather, Scatter
+    if isinstance(p, Gather):
+        return prepare_gather_pass(plan, p, srcs, dsts)
+    if isinstance(p, Scatter):
+        return prepare_scatter_pass(plan, p, srcs, dsts)
     out_t = plan.out_types[p.dst]
     dst_view = view(_typed(dsts[p.dst], out_t), p.dst_offset, p.sizes, p.dst_strides)
     if isinstance(p, Fill):

@@ -1,0 +1,142 @@
+"""What the index-driven operators share (GATHER, GATHER_ELEMENTS, GATHER_ND,
+GATHER_ND1, SCATTER_ELEMENTS, SCATTER_ND, ONE_HOT, REVERSE_SUBSEQUENCES):
+their index types per feature level, their support tables as data, the
+checks every page repeats (an index tensor of an integer type, tensors of
+one DimensionCount, leading dimensions that "are ignored" being 1), and
+the lowering helpers to the move program's indexed passes (``plan.Gather``,
+``plan.Scatter``, ``plan.IndexAxis``).
+
+Out-of-range indices. A description holds no data, so index values are
+never checked here; the passes make every value safe:
+
+* the gathers and the scatters clamp a coordinate outside its dimension to
+  the nearest edge, after a negative value of a signed type was counted
+  from the end (-1 is the last). GATHER's page says reads "will be clamped
+  safely within the input tensor's memory"; opendml applies that one rule to
+  every gather and scatter (the other pages say nothing), so a bad index
+  reads or writes an edge element and never outside a buffer;
+* ONE_HOT: an index outside ``[-depth, depth)`` writes no OnValue (an all-off
+  sequence), as its page and its Example 4 say;
+* REVERSE_SUBSEQUENCES: a length past the axis is clamped to it, as its page
+  says.
+
+Duplicate scatter indices: the pages call them invalid with no guaranteed
+winner; opendml's scatters keep the last write in row-major order of the
+indices (the updates' order), on every backend.
+"""
+from __future__ import annotations
+
+from ..model.data_type import DataType
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import INDEX_CLAMP, INDEX_POSITION, IndexAxis
+from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._move import MoveOperatorDesc
+
+T = DataType
+#: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
+INDEX_TYPES_3_0 = frozenset({T.INT64, T.INT32, T.UINT64, T.UINT32})
+INDEX_TYPES_1_0 = frozenset({T.UINT32})
+#: Any integer type an index tensor may have at some level.
+INDEX_TYPES = INDEX_TYPES_3_0
+FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
+
+
+def index_support(index_slot: str, first: FeatureLevel, first_types: frozenset) -> tuple[SupportRow, ...]:
+    """The tables of the gathers, the scatters and ONE_HOT: from ``first``
+    (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
+    2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
+    types; 4_1 the 64-bit element types."""
+    rows = []
+    if first < FeatureLevel.FL_2_1:
+        rows.append(SupportRow(first, range(4, 5), first_types, ((index_slot, INDEX_TYPES_1_0),)))
+    rows += [SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, ((index_slot, INDEX_TYPES_1_0),)),
+             SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1, ((index_slot, INDEX_TYPES_3_0),)),
+             SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1, ((index_slot, INDEX_TYPES_3_0),))]
+    return tuple(rows)
+
+
+class IndexOperatorDesc(MoveOperatorDesc):
+    """Base of the index-driven operators: ``INDEX_SLOT`` names the index
+    tensor's field (``IndicesTensor``; REVERSE_SUBSEQUENCES'
+    ``SequenceLengthsTensor``), ``INDEX_ATTR`` its attribute."""
+
+    INDEX_SLOT = "IndicesTensor"
+    INDEX_ATTR = "indices_tensor"
+    #: The integer types the index tensor may have at any level.
+    INDEX_ANY_LEVEL = INDEX_TYPES
+
+    def _check_index_ops(self, data_slots: tuple[str, ...] = ()) -> None:
+        """Every slot a TensorDesc of one DimensionCount, outputs not
+        OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer
+        index type; every tensor of ``data_slots`` (DirectML names) of the
+        first one's DataType."""
+        self._check_slot_tensors(same_type=False)
+        idx = getattr(self, self.INDEX_ATTR)
+        if idx.data_type not in self.INDEX_ANY_LEVEL:
+            raise self._err(f"{self.INDEX_SLOT}.DataType must be an index type "
+                            f"({', '.join(t.name for t in sorted(self.INDEX_ANY_LEVEL))}); "
+                            f"got {idx.data_type.name}")
+        named = dict(self.named_tensors("input") + self.named_tensors("output"))
+        if data_slots:
+            first = named[data_slots[0]]
+            for name in data_slots[1:]:
+                t = named[name]
+                if t.data_type != first.data_type:
+                    raise self._err(f"{name}.DataType must equal {data_slots[0]}.DataType; "
+                                    f"got {t.data_type.name} != {first.data_type.name}")
+
+    def _axis_field(self, attr: str, field: str, rank: int, of: str) -> int:
+        axis = self._uint(attr, field)
+        self._check_bounds_scalar(field, axis, 0, rank - 1, f" ([0, {of}.DimensionCount))")
+        return axis
+
+    def _check_leading_ones(self, name: str, tensor: TensorDesc, meaningful: int, field: str) -> None:
+        """The dimensions before the last ``meaningful`` ones are 1 (the pages:
+        "after ignoring any irrelevant leading ones")."""
+        for d in range(tensor.rank - meaningful):
+            if tensor.sizes[d] != 1:
+                raise self._err(f"{name}.Sizes[{d}] must be 1 (a leading dimension before the last {field} = "
+                                f"{meaningful}); got {tensor.sizes[d]} (Sizes {list(tensor.sizes)})")
+
+    def _check_all_but_axis(self, name: str, tensor: TensorDesc, ref_name: str, ref: TensorDesc, axis: int,
+                            axis_size: int | None = None) -> None:
+        """``tensor.Sizes`` equals ``ref.Sizes`` in every dimension but ``axis``
+        (where it is ``axis_size``, if given)."""
+        for d in range(ref.rank):
+            if d == axis:
+                if axis_size is not None and tensor.sizes[d] != axis_size:
+                    raise self._err(f"{name}.Sizes[{d}] (the Axis dimension) must be {axis_size}; "
+                                    f"got {tensor.sizes[d]}")
+            elif tensor.sizes[d] != ref.sizes[d]:
+                raise self._err(f"{name}.Sizes[{d}] must equal {ref_name}.Sizes[{d}] (every dimension but "
+                                f"Axis {axis}); got {tensor.sizes[d]} != {ref.sizes[d]}")
+
+    def _passes(self, layouts):
+        return self._index_passes(layouts, [t.element_strides for t in self.outputs])
+
+    def _index_passes(self, layouts, out_strides):
+        """The passes for the inputs' ``layouts`` and the outputs' element
+        strides ``out_strides`` (the adjoints lower with a gradient's)."""
+        raise NotImplementedError
+
+    def _validate_level(self, level: FeatureLevel) -> None:
+        """Negative indices exist from 3_0 (signed index types exist only from
+        3_0 in the tables, so the support tables already say so)."""
+
+
+def right_aligned(strides, logical_rank: int) -> tuple[int, ...]:
+    """The strides of a tensor's last ``logical_rank`` dimensions for an index
+    space of that many dimensions (a tensor of fewer dimensions: 0 for the
+    extra leading ones, which have size 1)."""
+    strides = tuple(strides)
+    extra = logical_rank - len(strides)
+    if extra >= 0:
+        return (0,) * extra + strides
+    return strides[-extra:]
+
+
+def position(index: int, offset: int, index_strides, stride: int, bound: int, *,
+             out_of_range: int = INDEX_CLAMP, mode: int = INDEX_POSITION, axis: int = 0) -> IndexAxis:
+    return IndexAxis(index, int(offset), tuple(int(s) for s in index_strides), int(stride), int(bound), mode,
+                     out_of_range, axis)
