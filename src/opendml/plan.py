@@ -423,7 +423,8 @@ class Scatter:
     d. Where several d reach one destination element the last in row-major
     order of ``sizes`` wins (``accumulate`` False), or every one is added in
     that order, in the element type (``accumulate`` True: integers wrap). The
-    destination's other elements keep what earlier passes wrote."""
+    destination's other elements keep what earlier passes wrote. With
+    ``value`` set, that constant is written instead of the source."""
     src: int
     dst: int
     sizes: tuple[int, ...]
@@ -433,6 +434,9 @@ class Scatter:
     dst_strides: tuple[int, ...]       # non-negative, elements
     indices: tuple[IndexAxis, ...]
     accumulate: bool = False
+    #: Where set, this constant (of the destination's type) is written instead
+    #: of the source (which is then not read): a gradient's zeroed positions.
+    value: int | float | None = None
 
     @property
     def count(self) -> int:
@@ -475,7 +479,8 @@ class MovePlan:
         spans: list = [None] * len(self.in_types)
         for p in self.passes:
             if isinstance(p, (Copy, Gather, Scatter)) and p.count:
-                spans[p.src] = _union(spans[p.src], p.src_span())
+                if getattr(p, "value", None) is None:
+                    spans[p.src] = _union(spans[p.src], p.src_span())
                 for ix in getattr(p, "indices", ()):
                     spans[ix.index] = _union(spans[ix.index], ix.span(p.sizes))
         return spans

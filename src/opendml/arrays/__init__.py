@@ -537,3 +537,5 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     return get_backend("cpu").cache_info()
 
 from .family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile  # noqa: E402,F401 (the data-movement family)
+from .index_ops import (gather, gather_elements, gather_nd, one_hot, reverse_subsequences,  # noqa: E402,F401
+                        scatter_elements, scatter_nd)  # (the index-driven operators)

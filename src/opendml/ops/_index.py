@@ -26,12 +26,15 @@ indices (the updates' order), on every backend.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
-from ..plan import INDEX_CLAMP, INDEX_POSITION, IndexAxis
+from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._move import MoveOperatorDesc
+from ._spec import Tensor
 
 T = DataType
 #: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
@@ -75,7 +78,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
         idx = getattr(self, self.INDEX_ATTR)
         if idx.data_type not in self.INDEX_ANY_LEVEL:
             raise self._err(f"{self.INDEX_SLOT}.DataType must be an index type "
-                            f"({', '.join(t.name for t in sorted(self.INDEX_ANY_LEVEL))}); "
+                            f"({', '.join(t.name for t in sorted(self.INDEX_ANY_LEVEL, reverse=True))}); "
                             f"got {idx.data_type.name}")
         named = dict(self.named_tensors("input") + self.named_tensors("output"))
         if data_slots:
@@ -140,3 +143,99 @@ def position(index: int, offset: int, index_strides, stride: int, bound: int, *,
              out_of_range: int = INDEX_CLAMP, mode: int = INDEX_POSITION, axis: int = 0) -> IndexAxis:
     return IndexAxis(index, int(offset), tuple(int(s) for s in index_strides), int(stride), int(bound), mode,
                      out_of_range, axis)
+
+
+def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
+    return tuple(dataclasses.replace(ix, index=slot) for ix in indices)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class IndexAdjointDesc(IndexOperatorDesc):
+    """The adjoint of an index-driven operator's linear part with respect to
+    its data input ``wrt``, applied to a gradient of the operator's output
+    (``GradientTensor``) for the operator's indices (``IndicesTensor``): a
+    packed tensor of that input's sizes. Not a DirectML operator (none sums):
+    opendml's differentiation runs it. Built from the primal's own passes,
+    each transposed:
+
+    * a ``Gather`` reading the input: zero the result, then an accumulating
+      ``Scatter`` of the gradient at the same positions (repeated indices add
+      up in row-major order of the indices: the same bytes every run);
+    * the ``Copy`` of a scatter's input: the gradient copied, then every
+      position a ``Scatter`` writes set to zero;
+    * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the
+      positions written (every update, a repeated index's too, reads its
+      position's gradient).
+    """
+
+    primal: IndexOperatorDesc
+    wrt: int
+    gradient_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    output_tensor: TensorDesc | None = None
+
+    OPERATOR = "INDEX_ADJOINT"
+    TYPE_VALUE = -1
+    SLOTS = (Tensor("GradientTensor", "gradient_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
+
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.gradient_tensor
+
+    def __post_init__(self):
+        p = self.primal
+        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
+            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        data = [j for j, (name, _) in enumerate(p.named_tensors("input")) if name != p.INDEX_SLOT]
+        if self.wrt not in data:
+            raise self._err(f"wrt must name a data input of {p.OPERATOR} (one of {data}); got {self.wrt!r}")
+        want = p.outputs[0]
+        g, i = self.gradient_tensor, self.indices_tensor
+        if not isinstance(g, TensorDesc) or g.sizes != want.sizes or g.data_type != want.data_type:
+            raise self._err(f"GradientTensor must have {p.OPERATOR}'s output sizes {list(want.sizes)} and DataType "
+                            f"{want.data_type.name}; got {g!r}")
+        idx = getattr(p, p.INDEX_ATTR)
+        if not isinstance(i, TensorDesc) or i.sizes != idx.sizes or i.data_type != idx.data_type:
+            raise self._err(f"IndicesTensor must have {p.OPERATOR}'s index sizes {list(idx.sizes)} and DataType "
+                            f"{idx.data_type.name}; got {i!r}")
+        x = p.inputs[self.wrt]
+        self._set("output_tensor", TensorDesc(x.data_type, x.sizes))
+
+    def _index_passes(self, layouts, out_strides):
+        (gs, go), (is_, io) = layouts
+        p = self.primal
+        names = [name for name, _ in p.named_tensors("input")]
+        k = names.index(p.INDEX_SLOT)
+        primal_layouts = [(is_, io) if j == k else (t.element_strides, 0) for j, t in enumerate(p.inputs)]
+        on_grad = list(p._index_passes(primal_layouts, [tuple(gs)]))
+        on_packed = list(p._index_passes(primal_layouts, [tuple(out_strides[0])]))
+        x = self.output_tensor
+        ds = tuple(out_strides[0])
+        zeroed = False
+        for a, b in zip(on_grad, on_packed):
+            if isinstance(a, Gather) and a.src == self.wrt:
+                if not zeroed:
+                    yield Fill(0, x.sizes, 0, ds, 0)
+                    zeroed = True
+                yield Scatter(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
+                              _remap(a.indices, 1), accumulate=True)
+            elif isinstance(a, Copy) and a.src == self.wrt:
+                yield Copy(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides)
+                for c in on_packed:
+                    if isinstance(c, Scatter):
+                        yield Scatter(0, 0, c.sizes, 0, (0,) * len(c.sizes), c.dst_offset, c.dst_strides,
+                                      _remap(c.indices, 1), value=0)
+            elif isinstance(a, Scatter) and a.src == self.wrt:
+                yield Gather(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
+                             _remap(a.indices, 1))
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad, indices):
+        raise NotImplementedError("the adjoint of an adjoint: not needed by opendml's routes")

@@ -417,14 +417,20 @@ def prepare_scatter_pass(plan, p, srcs, dsts):
     (``np.add.at``, unbuffered and sequential)."""
     out_t = plan.out_types[p.dst]
 
+    constant = None if p.value is None else fill_value(p.value, out_t)
+
     def run():
         off, keep = _indexed_offsets(plan, p, srcs, p.dst_offset, p.dst_strides)
-        vals = view(srcs[p.src], p.src_offset, p.sizes, p.src_strides)
-        off, vals = off.reshape(-1), vals.reshape(-1)
+        off = off.reshape(-1)
         if keep is not None:
-            keep = keep.reshape(-1)
-            off, vals = off[keep], vals[keep]
+            off = off[keep.reshape(-1)]
         dst = dsts[p.dst]
+        if constant is not None:
+            _typed(dst, out_t)[off] = constant
+            return
+        vals = view(srcs[p.src], p.src_offset, p.sizes, p.src_strides).reshape(-1)
+        if keep is not None:
+            vals = vals[keep.reshape(-1)]
         if p.accumulate:
             typed = _typed(dst, out_t)
             with np.errstate(all="ignore"):
