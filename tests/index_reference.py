@@ -108,7 +108,7 @@ def reverse_subsequences(x, lengths, axis):
 
 def gather_adjoint(x_shape, idx, g, axis):
     """The gradient of ``gather`` for x: every output gradient added at the
-    position it was read from, in row-major order."""
+    position it was read from, in row-major order (sums in g's type)."""
     signed = idx.dtype.kind == "i"
     out = np.zeros(x_shape, g.dtype)
     k = idx.ndim

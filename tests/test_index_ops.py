@@ -399,3 +399,112 @@ def test_random_descriptions_give_opendml_errors_only(d):
             assert 0 <= span[0] and span[1] < t.total_tensor_size_in_bytes // t.element_size
     for span, t in zip(plan.out_spans(), desc.outputs):
         assert 0 <= span[0] and span[1] < t.total_tensor_size_in_bytes // t.element_size
+
+
+# -- differentiation ----------------------------------------------------------------------------------------
+
+def test_torch_gradients_gradcheck_and_forward_ad():
+    torch = pytest.importorskip("torch")
+    from torch.autograd import gradcheck, gradgradcheck
+    import torch.autograd.forward_ad as fwad
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    u = torch.randn(2, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    i = torch.tensor([[0, 3, 3], [1, -1, 0]])                       # repeated: gradients add up
+    ie = torch.tensor([[0, 3, 3, 1, 2], [1, 0, 2, 3, 3], [2, 2, 2, 2, 2]])
+    iu = torch.tensor([[0, 1, 2, 3, 0], [3, 2, 1, 0, 1]])           # no repeated target (a scatter's adjoint)
+    nd = torch.tensor([[1], [3]])
+    lengths = torch.tensor([[3, 1, 5, 0, 2]], dtype=torch.uint32)
+    cases = [(lambda x: dml.gather(x, i, 0), (x,)),
+             (lambda x: dml.gather_elements(x, ie, 0), (x,)),
+             (lambda x: dml.gather_nd(x, torch.tensor([[1, 2], [3, 4], [1, 2]])), (x,)),
+             (lambda x, u: dml.scatter_elements(x, iu, u, 0), (x, u)),
+             (lambda x, u: dml.scatter_nd(x, nd, u), (x, u)),
+             (lambda x: dml.reverse_subsequences(x, lengths, 0), (x,))]
+    for f, args in cases:
+        assert gradcheck(f, args) and gradgradcheck(f, args)
+        tangents = [torch.randn_like(a) for a in args]
+        with fwad.dual_level():
+            y = f(*[fwad.make_dual(a.detach(), t) for a, t in zip(args, tangents)])
+            jvp = fwad.unpack_dual(y).tangent
+        assert torch.allclose(jvp, torch.func.jvp(lambda *a: f(*a), tuple(a.detach() for a in args),
+                                                  tuple(tangents))[1])
+    assert dml.gather(x, i, 0).grad_fn.name() == "opendml_gatherBackward"
+    assert torch.func.grad(lambda x: dml.gather(x, i, 0).sum())(x.detach())[:, 0].tolist() == [2, 1, 0, 3]
+    assert torch.func.vmap(lambda x: dml.gather(x, i, 0))(torch.randn(3, 4, 5)).shape == (3, 2, 3, 5)
+
+
+def test_gather_adjoint_is_deterministic_and_sums_in_index_order():
+    """Many repeated indices: the accumulating scatter gives the reference's
+    sums (in row-major order of the indices), the same bytes on every run and
+    on every CPU path, and on NumPy, PyTorch and JAX alike."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    idx = rng.integers(-3, 3, (64, 7)).astype(np.int64)
+    x = torch.zeros(3, 5, dtype=torch.float32, requires_grad=True)
+    grad = rng.standard_normal((3, 64, 7)).astype(np.float32)
+    want = ref.gather_adjoint((3, 5), idx, grad, 1).astype(np.float32)
+    seen = set()
+    for kernels in ("compiled", "numpy") if dml.config().compiled_available else ("numpy",):
+        with dml.configure(cpu_kernels=kernels):
+            for _ in range(3):
+                x.grad = None
+                dml.gather(x, torch.from_numpy(idx), 1).backward(torch.from_numpy(grad))
+                seen.add(x.grad.numpy().tobytes())
+    assert len(seen) == 1
+    got = np.frombuffer(seen.pop(), np.float32).reshape(3, 5)
+    assert got.tobytes() == want.tobytes()      # float32 sums in row-major order of the indices: exact
+    from opendml.arrays.index_ops import index_adjoint
+    direct = index_adjoint(dml.GatherOperatorDesc(TensorDesc(F32, [1, 3, 5]), TensorDesc(I64, [1, 64, 7]), None, 2, 2),
+                           0, grad, idx.reshape(1, 64, 7))
+    assert direct.shape == (1, 3, 5) and direct.tobytes() == got.tobytes()
+
+
+def test_jax_gradients_check_grads_jit_vmap():
+    jax = pytest.importorskip("jax")
+    from jax.test_util import check_grads
+    import jax.numpy as jnp
+    old = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", True)
+    try:
+        _jax_checks(jax, check_grads, jnp)
+    finally:
+        jax.config.update("jax_enable_x64", old)
+
+
+def _jax_checks(jax, check_grads, jnp):
+    if True:
+        x = jnp.asarray(np.random.default_rng(0).standard_normal((4, 5)))
+        u = jnp.asarray(np.random.default_rng(1).standard_normal((2, 5)))
+        i = jnp.asarray(np.array([[0, 3, 3], [1, -1, 0]], np.int32))
+        iu = jnp.asarray(np.array([[0, 1, 2, 3, 0], [3, 2, 1, 0, 1]], np.int64))
+        lengths = jnp.asarray(np.array([[3, 1, 5, 0, 2]], np.uint32))
+        check_grads(lambda x: dml.gather(x, i, 0), (x,), order=2, modes=["rev"])
+        check_grads(lambda x: dml.gather_nd(x, i[:, :2]), (x,), order=2, modes=["rev"])
+        check_grads(lambda x, u: dml.scatter_elements(x, iu, u, 0), (x, u), order=2, modes=["rev"])
+        check_grads(lambda x: dml.reverse_subsequences(x, lengths, 0), (x,), order=2, modes=["rev"])
+        f = lambda x: dml.gather(x, i, 0)                    # noqa: E731
+        assert np.array_equal(jax.jit(f)(x), np.asarray(x)[np.array([[0, 3, 3], [1, 3, 0]])])
+        assert jax.vmap(f)(jnp.stack([x, x])).shape == (2, 2, 3, 5)
+        assert np.asarray(jax.jit(jax.grad(lambda x: f(x).sum()))(x))[:, 0].tolist() == [2, 1, 0, 3]
+        # traced indices: not checked (no values at trace time), clamped
+        g = jax.jit(lambda i: dml.gather(x, i, 0))
+        assert np.array_equal(g(jnp.asarray(np.array([9], np.int32))), np.asarray(x)[[3]])
+
+
+def test_dask_blocks_and_frameworks_give_the_numpy_bytes():
+    da = pytest.importorskip("dask.array")
+    torch = pytest.importorskip("torch")
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    i = np.random.default_rng(2).integers(-4, 4, (3, 6, 5)).astype(np.int64)
+    want = dml.gather_elements(x, i, 1)
+    r = dml.gather_elements(da.from_array(x, chunks=(1, 2, 2)), da.from_array(i, chunks=(1, 3, 2)), 1)
+    assert r.chunks[1] == (6,) and r.compute().tobytes() == want.tobytes()       # Axis whole, the others cut
+    g = dml.gather(da.from_array(x, chunks=(1, 2, 2)), da.from_array(np.array([0, 2], np.int32)), 1)
+    assert g.compute().tobytes() == np.take(x, [0, 2], 1).tobytes()
+    t = dml.gather_elements(torch.from_numpy(x), torch.from_numpy(i), 1)
+    assert isinstance(t, torch.Tensor) and t.numpy().tobytes() == want.tobytes()
+    # NumPy indices with PyTorch data: moved to the data's framework
+    assert dml.gather_elements(torch.from_numpy(x), i, 1).numpy().tobytes() == want.tobytes()
+    with pytest.raises(dml.ValidationError, match=r"^gather_elements: indices\[0, 0, 0\] = 9 is out of range"):
+        dml.gather_elements(torch.from_numpy(x), torch.full((3, 6, 5), 9), 1)

@@ -122,11 +122,26 @@ class _Route:
     def __init__(self, call, desc, device):
         self.call, self.desc, self.device = call, desc, device
 
-    def adjoint(self, grads):
-        return family.adjoint(self.desc, grads)
+    def adjoint(self, grads, constants=()):
+        return adjoint_with(self.desc, grads, constants)
 
     def tangent(self, tangents):
         return family.fixed(self.desc.linear_part(), self.call.name)(*tangents)
+
+
+def constant_inputs(desc) -> tuple:
+    """The input positions an operator's adjoint reads the values of
+    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index tensors), which get no
+    gradient and keep their values under forward-mode AD."""
+    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
+
+
+def adjoint_with(desc, grads, constants) -> tuple:
+    """``family.adjoint``, handing the operator the values of its
+    ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
+    if not constant_inputs(desc):
+        return family.adjoint(desc, grads)
+    return tuple(desc.linear_part().adjoint(family.ADJOINT_API, *grads, *constants))
 
 
 class _Linear(torch.autograd.Function):
@@ -142,16 +157,19 @@ class _Linear(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.route = inputs[0]
+        # the values an adjoint reads (index tensors: never differentiated)
+        ctx.constants = {i: inputs[1 + i].detach() for i in constant_inputs(ctx.route.desc)}
 
     @staticmethod
     def backward(ctx, *grads):
-        return (None, *ctx.route.adjoint(grads))
+        return (None, *ctx.route.adjoint(grads, tuple(ctx.constants.values())))
 
     @staticmethod
     def jvp(ctx, _, *tangents):
         route = ctx.route
-        ts = [t if t is not None else torch.zeros(d.sizes, dtype=_torch_dtype(d), device=route.device)
-              for t, d in zip(tangents, route.desc.inputs)]
+        ts = [ctx.constants[i] if i in ctx.constants else
+              t if t is not None else torch.zeros(d.sizes, dtype=_torch_dtype(d), device=route.device)
+              for i, (t, d) in enumerate(zip(tangents, route.desc.inputs))]
         return tuple(route.tangent(ts))
 
     @staticmethod

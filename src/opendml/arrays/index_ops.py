@@ -18,7 +18,10 @@ checked first: the first one outside its dimension raises
 ``opendml.ValidationError`` naming its value and position; with
 ``check_indices=False`` nothing is checked, and the kernels clamp an
 out-of-range index into its dimension (a deterministic result; nothing is
-read or written outside an array). ``one_hot`` defines out-of-range indices
+read or written outside an array). Indices traced by ``jax.jit`` have no
+values when the call is traced: they are not checked (clamped, as with the
+check off). Indices of another framework than the data are moved to the
+data's (NumPy indices for a PyTorch tensor, say). ``one_hot`` defines out-of-range indices
 (an all-off row) and ``reverse_subsequences`` clamps long lengths, as
 DirectML does: neither checks.
 
@@ -47,7 +50,7 @@ from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
                    ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc, ScatterNdOperatorDesc)
-from ..ops._index import IndexAdjointDesc
+from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
 from . import family
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
@@ -96,17 +99,32 @@ def _count(value, where: str, name: str, lo: int) -> int:
     return v
 
 
-def _host(a) -> np.ndarray:
-    """The values of an index array, on the host (NumPy), for the index check."""
+def _host(a) -> np.ndarray | None:
+    """The values of an index array, on the host (NumPy), for the index check
+    (None for a JAX tracer: see ``_traced``)."""
     if isinstance(a, np.ndarray):
         return a
-    detach = getattr(a, "detach", None)
-    if detach is not None:                        # PyTorch
-        return detach().cpu().numpy()
+    if _traced(a):
+        return None
+    if type(a).__module__.startswith("torch"):   # PyTorch, read past any torch.func transform
+        import torch
+        unwrap, wrapped = torch._C._functorch.get_unwrapped, torch._C._functorch.is_functorch_wrapped_tensor
+        with torch._C._DisableFuncTorch():
+            t = a.detach()
+            while wrapped(t):
+                t = unwrap(t)
+            return t.cpu().resolve_neg().numpy()
     get = getattr(a, "get", None)
     if get is not None and type(a).__module__.startswith("cupy"):
         return get()
     return np.asarray(a)
+
+
+def _traced(a) -> bool:
+    """Whether ``a`` is a JAX tracer (``jit`` over the indices): its values
+    are not known when the call is traced, so they are not checked (the
+    kernels clamp them)."""
+    return type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__
 
 
 def _index_dtype(indices, where: str, name: str = "indices") -> None:
@@ -130,7 +148,7 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
     ``bounds`` is one n, or (``last_axis``) one n per entry of the last
     axis (index tuples)."""
     v = values
-    if v.size == 0:
+    if v is None or v.size == 0:
         return
     n = np.asarray(bounds, dtype=np.int64)
     if last_axis:
@@ -151,7 +169,36 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
                               f"skip this check (out-of-range indices are then clamped)")
 
 
+def _like(a, x, where: str):
+    """Index (or values) array ``a`` in data array ``x``'s framework: as
+    given where both are of one framework, else its values moved there
+    (NumPy indices for a PyTorch tensor, say)."""
+    fx, fa = family._framework(x, where), family._framework(a, where)
+    if fx is fa:
+        return a
+    values = _host(a)
+    if values is None:
+        raise ValidationError(f"{where}: traced JAX indices need JAX data (got {type(x).__module__} data)")
+    if fx is None:
+        return values
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        import torch
+        return torch.as_tensor(values, device=x.device)
+    if mod.startswith("jax"):
+        import jax.numpy as jnp
+        return jnp.asarray(values)
+    if mod.startswith("cupy"):
+        import cupy
+        return cupy.asarray(values)
+    if mod.startswith("dask"):
+        import dask.array as da
+        return da.from_array(values, chunks=-1)
+    return values
+
+
 def _run(name: str, make, arrays, shape):
+    arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     out = family.run_list(family.FamilyCall(name, make), arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
 
@@ -345,3 +392,18 @@ def index_adjoint(primal, wrt: int, grad, indices):
     return _run(f"{primal.OPERATOR.lower()}_adjoint",
                 lambda tg, ti: IndexAdjointDesc(primal, wrt, tg, ti),
                 [_lead(grad, len(shape)), indices], shape)
+
+
+def index_primal(primal, wrt: int, data, indices):
+    """``primal``'s linear part as a function of its input ``wrt`` alone (the
+    other data inputs zero), on ``data``: the adjoint of ``index_adjoint``."""
+    shape = primal.outputs[0].sizes
+    return _run(f"{primal.OPERATOR.lower()}_linear", lambda td, ti: IndexPrimalDesc(primal, wrt, td, ti),
+                [data, indices], shape)
+
+
+# What the operator modules' ``adjoint`` methods call (``family.ADJOINT_API``,
+# the namespace ``opendml.ops._spec.AdjointApi`` documents), as the family's
+# own functions are registered there.
+for _name in ("index_adjoint", "index_primal", "reverse_subsequences"):
+    setattr(family._AdjointApi, _name, staticmethod(globals()[_name]))

@@ -69,6 +69,28 @@ class IndexOperatorDesc(MoveOperatorDesc):
     #: The integer types the index tensor may have at any level.
     INDEX_ANY_LEVEL = INDEX_TYPES
 
+    @property
+    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802 - the ``_spec`` declaration's name
+        """The index tensor's input position: its values are what the
+        adjoint reads (see ``_spec``)."""
+        return (self._index_position(),)
+
+    def _index_position(self) -> int:
+        return [name for name, _ in self.named_tensors("input")].index(self.INDEX_SLOT)
+
+    def chunking(self):
+        """Block-wise runs (Dask, see ``_spec``): every axis in one chunk
+        (the result's axes are not the inputs' one for one); the
+        element-wise gathers and scatters need only ``Axis`` whole."""
+        return {k: 0 for k in range(self.inputs[0].rank)}
+
+    def adjoint(self, api, grad, indices):
+        """One array per input: the index-driven adjoint program
+        (``IndexAdjointDesc``) for each data input, None for the indices."""
+        k = self._index_position()
+        return tuple(None if j == k else api.index_adjoint(self, j, grad, indices)
+                     for j in range(len(self.inputs)))
+
     def _check_index_ops(self, data_slots: tuple[str, ...] = ()) -> None:
         """Every slot a TensorDesc of one DimensionCount, outputs not
         OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer
@@ -209,8 +231,7 @@ class IndexAdjointDesc(IndexOperatorDesc):
     def _index_passes(self, layouts, out_strides):
         (gs, go), (is_, io) = layouts
         p = self.primal
-        names = [name for name, _ in p.named_tensors("input")]
-        k = names.index(p.INDEX_SLOT)
+        k = p._index_position()
         primal_layouts = [(is_, io) if j == k else (t.element_strides, 0) for j, t in enumerate(p.inputs)]
         on_grad = list(p._index_passes(primal_layouts, [tuple(gs)]))
         on_packed = list(p._index_passes(primal_layouts, [tuple(out_strides[0])]))
@@ -234,8 +255,80 @@ class IndexAdjointDesc(IndexOperatorDesc):
                 yield Gather(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
                              _remap(a.indices, 1))
 
+    @property
+    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
+        return (1,)
+
     def linear_part(self):
         return self
 
     def adjoint(self, api, grad, indices):
-        raise NotImplementedError("the adjoint of an adjoint: not needed by opendml's routes")
+        """The adjoint of the adjoint: the primal's linear part again (a
+        second derivative)."""
+        return (api.index_primal(self.primal, self.wrt, grad, indices), None)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class IndexPrimalDesc(IndexOperatorDesc):
+    """An index-driven operator's linear part as a function of its data input
+    ``wrt`` alone (its other data inputs zero): ``DataTensor`` (that input)
+    and ``IndicesTensor`` in, the primal's output out. The adjoint of
+    ``IndexAdjointDesc`` (a second derivative), built from the primal's
+    passes: a pass reading another data input writes zeros instead."""
+
+    primal: IndexOperatorDesc
+    wrt: int
+    data_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    output_tensor: TensorDesc | None = None
+
+    OPERATOR = "INDEX_PRIMAL"
+    TYPE_VALUE = -1
+    SLOTS = (Tensor("DataTensor", "data_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = IndexAdjointDesc.SUPPORT
+
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.data_tensor
+
+    def __post_init__(self):
+        p = self.primal
+        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
+            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        x, idx = p.inputs[self.wrt], getattr(p, p.INDEX_ATTR)
+        for name, got, want in (("DataTensor", self.data_tensor, x), ("IndicesTensor", self.indices_tensor, idx)):
+            if not isinstance(got, TensorDesc) or got.sizes != want.sizes or got.data_type != want.data_type:
+                raise self._err(f"{name} must have sizes {list(want.sizes)} and DataType {want.data_type.name}; "
+                                f"got {got!r}")
+        out = p.outputs[0]
+        self._set("output_tensor", TensorDesc(out.data_type, out.sizes))
+
+    @property
+    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
+        return (1,)
+
+    def _index_passes(self, layouts, out_strides):
+        p = self.primal
+        k = p._index_position()
+        lay = [layouts[1] if j == k else layouts[0] if j == self.wrt else (t.element_strides, 0)
+               for j, t in enumerate(p.inputs)]
+        for a in p._index_passes(lay, out_strides):
+            if a.src == self.wrt:
+                a = dataclasses.replace(a, src=0)
+            elif isinstance(a, Copy):
+                a = Fill(a.dst, a.sizes, a.dst_offset, a.dst_strides, 0)
+            elif isinstance(a, Scatter):
+                a = dataclasses.replace(a, src=0, src_offset=0, src_strides=(0,) * len(a.sizes), value=0)
+            if hasattr(a, "indices"):
+                a = dataclasses.replace(a, indices=_remap(a.indices, 1))
+            yield a
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad, indices):
+        return (api.index_adjoint(self.primal, self.wrt, grad, indices), None)

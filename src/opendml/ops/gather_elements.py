@@ -72,3 +72,6 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
 
     def linear_part(self):
         return self if is_float(self.input_tensor.data_type) else None
+
+    def chunking(self):
+        return {self.axis: 0}

@@ -67,6 +67,12 @@ class OneHotOperatorDesc(IndexOperatorDesc):
             raise self._err(f"ValuesTensor must hold at least two elements (OffValue, OnValue); got "
                             f"{n} (Sizes {list(self.values_tensor.sizes)})")
 
+    def linear_part(self):
+        """Not differentiated: the output is not a function of a data tensor
+        opendml differentiates (its values come from ValuesTensor, which the
+        array API takes as constants)."""
+        return None
+
     @property
     def depth(self) -> int:
         return self.output_tensor.sizes[self.axis]

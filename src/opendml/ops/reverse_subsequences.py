@@ -82,3 +82,10 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
 
     def linear_part(self):
         return self if is_float(self.input_tensor.data_type) else None
+
+    def chunking(self):
+        return {self.axis: 0}
+
+    def adjoint(self, api, grad, lengths):
+        """Its own adjoint: each sequence's permutation is its own inverse."""
+        return (api.reverse_subsequences(grad, lengths, self.axis), None)
