@@ -508,3 +508,22 @@ def test_dask_blocks_and_frameworks_give_the_numpy_bytes():
     assert dml.gather_elements(torch.from_numpy(x), i, 1).numpy().tobytes() == want.tobytes()
     with pytest.raises(dml.ValidationError, match=r"^gather_elements: indices\[0, 0, 0\] = 9 is out of range"):
         dml.gather_elements(torch.from_numpy(x), torch.full((3, 6, 5), 9), 1)
+
+
+def test_torch_compile_forward_and_backward():
+    torch = pytest.importorskip("torch")
+    from opendml.arrays import family_torch_op  # noqa: F401 - registers the functions with torch.compile
+    x = torch.randn(4, 5, requires_grad=True)
+    i = torch.tensor([[0, 3, 3], [1, -1, 0]])
+    f = torch.compile(lambda x: dml.gather(x, i, 0).sum() * 2, fullgraph=True)
+    y = f(x)
+    y.backward()
+    assert torch.equal(y, x[i % 4].sum() * 2) and x.grad[:, 0].tolist() == [4, 2, 0, 6]
+    u = torch.randn(2, 5, requires_grad=True)
+    iu = torch.tensor([[0, 1, 2, 3, 0], [3, 2, 1, 0, 1]])
+    x.grad = None
+    (torch.compile(lambda x, u: (dml.scatter_elements(x, iu, u, 0) ** 2).sum())(x, u)).backward()
+    want_u = 2 * u.detach()
+    want_x = 2 * x.detach()
+    want_x[iu, torch.arange(5)] = 0
+    assert torch.allclose(u.grad, want_u) and torch.allclose(x.grad, want_x)

@@ -46,7 +46,8 @@ import torch
 
 from ..jsonform import from_json, to_json
 from ..model.errors import UnsupportedError, ValidationError
-from . import family
+from ..ops import OPERATORS
+from . import family, index_ops
 from .torch_adapter import _DTYPES, cpp_op, define_cpp
 
 __all__ = ["move_op", "call_move", "description"]
@@ -111,6 +112,12 @@ def description(text: str):
     """The validated family description of ``text`` (cached)."""
     if not isinstance(text, str):
         raise ValidationError(f"opendml::move: desc must be a JSON string; got {type(text).__qualname__}")
+    if text.startswith("@"):
+        desc = _HELD_BY_KEY.get(text)
+        if desc is None:
+            raise ValidationError(f"opendml::move: unknown description key {text[:40]!r} (descriptions without a "
+                                  f"JSON form are named by keys this process made)")
+        return desc
     desc = from_json(text)
     if getattr(type(desc), "linear_part", None) is None:
         raise UnsupportedError(f"opendml::move: {desc.OPERATOR} is not an operator of the data-movement family "
@@ -119,8 +126,22 @@ def description(text: str):
     return desc
 
 
+#: Descriptions without a JSON form (not DirectML operators: the index-driven
+#: operators' adjoint programs), named by a key ("@...") for the custom
+#: operator's string argument; each distinct description is held once, for
+#: the life of the process (graphs traced with the key may run it later).
+_HELD_BY_KEY: dict = {}
+_KEY_OF: dict = {}
+
+
 def to_text(desc) -> str:
-    return json.dumps(to_json(desc), separators=(",", ":"))
+    if desc.OPERATOR in OPERATORS and OPERATORS[desc.OPERATOR] is type(desc):
+        return json.dumps(to_json(desc), separators=(",", ":"))
+    key = _KEY_OF.get(desc)
+    if key is None:
+        key = _KEY_OF.setdefault(desc, f"@{desc.OPERATOR}:{len(_KEY_OF)}")
+        _HELD_BY_KEY[key] = desc
+    return key
 
 
 def _checked(inputs, text: str):
@@ -155,14 +176,17 @@ def _move_fake(inputs, desc):
 def _setup(ctx, inputs, output):
     ctx.desc = inputs[1]
     ctx.n = len(inputs[0])
+    # the values the adjoint reads (``ADJOINT_INPUTS``: index tensors)
+    ctx.save_for_backward(*[inputs[0][i] for i in getattr(description(inputs[1]), "ADJOINT_INPUTS", ())])
 
 
 def _backward(ctx, grads):
+    from .family_torch import adjoint_with
     desc = description(ctx.desc)
     ref = next(g for g in grads if g is not None)
     grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=_torch_dtype(t))
              for g, t in zip(grads, desc.outputs)]
-    return list(family.adjoint(desc, grads)), None
+    return list(adjoint_with(desc, grads, tuple(ctx.saved_tensors))), None
 
 
 move_op.register_autograd(_backward, setup_context=_setup)
@@ -207,8 +231,9 @@ define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _
 def call_move(desc, arrays) -> list:
     """``desc`` (a validated family description) on ``arrays`` through
     ``opendml_cpp::move`` where traced calls take the C++ operators, else
-    ``opendml::move``."""
-    op = cpp_op("move") or torch.ops.opendml.move.default
+    ``opendml::move`` (always for an operator whose adjoint reads input
+    values, ``ADJOINT_INPUTS``: the C++ node keeps the inputs' sizes only)."""
+    op = (None if getattr(desc, "ADJOINT_INPUTS", ()) else cpp_op("move")) or torch.ops.opendml.move.default
     return list(op(list(arrays), to_text(desc)))
 
 
@@ -217,3 +242,5 @@ def call_move(desc, arrays) -> list:
 # fake tensors, which take the operator above.
 for _name in family.__all__:
     torch.compiler.allow_in_graph(getattr(family, _name))
+for _name in index_ops.__all__:
+    torch.compiler.allow_in_graph(getattr(index_ops, _name))

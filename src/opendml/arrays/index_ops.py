@@ -20,7 +20,7 @@ checked first: the first one outside its dimension raises
 out-of-range index into its dimension (a deterministic result; nothing is
 read or written outside an array). Indices traced by ``jax.jit`` have no
 values when the call is traced: they are not checked (clamped, as with the
-check off). Indices of another framework than the data are moved to the
+check off); so are PyTorch indices under ``torch.compile``. Indices of another framework than the data are moved to the
 data's (NumPy indices for a PyTorch tensor, say). ``one_hot`` defines out-of-range indices
 (an all-off row) and ``reverse_subsequences`` clamps long lengths, as
 DirectML does: neither checks.
@@ -109,6 +109,9 @@ def _host(a) -> np.ndarray | None:
     if type(a).__module__.startswith("torch"):   # PyTorch, read past any torch.func transform
         import torch
         unwrap, wrapped = torch._C._functorch.get_unwrapped, torch._C._functorch.is_functorch_wrapped_tensor
+        if torch.compiler.is_compiling() or a.device.type == "meta" or \
+                isinstance(a, torch._subclasses.fake_tensor.FakeTensor):
+            return None                           # traced (torch.compile): no values to check
         with torch._C._DisableFuncTorch():
             t = a.detach()
             while wrapped(t):
