@@ -386,58 +386,106 @@ def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
     return c, (valid if ix.out_of_range == INDEX_SKIP else None)
 
 
-def _indexed_offsets(plan, p, srcs, offset, strides):
-    """The data offsets of an indexed pass over its sizes, and the mask of
-    the positions written (None: all)."""
-    off = _grid(offset, p.sizes, strides)
+def _outer_count(p) -> int:
+    """How many leading dimensions of an indexed pass are "outer": the rest
+    (a suffix) read no index, so each outer position moves one block of
+    them (an embedding's row) with one fancy index of a block view."""
+    from ...plan import INDEX_REVERSE_LENGTH
+    k = len(p.sizes)
+    while k > 0:
+        d = k - 1
+        if any((ix.index_strides[d] and p.sizes[d] > 1) or (ix.mode == INDEX_REVERSE_LENGTH and ix.axis == d)
+               for ix in p.indices):
+            break
+        k -= 1
+    return k
+
+
+def _indexed_offsets(plan, p, srcs, offset, strides, k):
+    """The data offsets of an indexed pass over its first ``k`` dimensions
+    (int64, of those sizes), and the mask of the positions written (None:
+    all)."""
+    import dataclasses
+    outer = p.sizes[:k]
+    off = _grid(offset, outer, strides[:k])
     keep = None
     for ix in p.indices:
-        c, valid = index_coordinates(ix, srcs[ix.index], plan.in_types[ix.index], p.sizes)
+        ix = dataclasses.replace(ix, index_strides=ix.index_strides[:k])
+        c, valid = index_coordinates(ix, srcs[ix.index], plan.in_types[ix.index], outer)
         off += c * ix.stride
         if valid is not None:
             keep = valid if keep is None else keep & valid
     return off, keep
 
 
+def _blocks(flat: np.ndarray, sizes, strides):
+    """``(V, lo)``: a view of 1-D ``flat`` whose row r is the block of
+    ``sizes``/``strides`` (the pass's inner dimensions) with its origin at
+    element ``r - lo``; its rows are exactly the blocks that lie inside
+    ``flat``, so indexing it with a row outside raises (NumPy checks)."""
+    lo = sum((n - 1) * t for n, t in zip(sizes, strides) if t < 0)
+    hi = sum((n - 1) * t for n, t in zip(sizes, strides) if t > 0)
+    rows = flat.shape[0] - (hi - lo)
+    item = flat.itemsize
+    if rows <= 0:
+        return flat[:0].reshape((0,) + tuple(sizes)), lo
+    return as_strided(flat[-lo:], shape=(rows,) + tuple(sizes),
+                      strides=(item,) + tuple(t * item if n > 1 else 0 for n, t in zip(sizes, strides))), lo
+
+
 def prepare_gather_pass(plan, p, srcs, dsts):
-    """A ``Gather`` pass: the source offsets computed from the index
-    tensors, then one bounds-checked ``np.take`` of the source words."""
+    """A ``Gather`` pass: the source offsets of the outer positions computed
+    from the index tensors, then one bounds-checked fancy index of a view of
+    the source's blocks (the inner dimensions)."""
+    k = _outer_count(p)
+
     def run():
-        off, _ = _indexed_offsets(plan, p, srcs, p.src_offset, p.src_strides)
+        off, _ = _indexed_offsets(plan, p, srcs, p.src_offset, p.src_strides, k)
         d = view(dsts[p.dst], p.dst_offset, p.sizes, p.dst_strides)
-        d[...] = np.take(srcs[p.src], off)
+        if k == len(p.sizes):                     # one element per position
+            d[...] = np.take(srcs[p.src], off)
+            return
+        blocks, lo = _blocks(srcs[p.src], p.sizes[k:], p.src_strides[k:])
+        d[...] = blocks[off + lo]
     return run
 
 
 def prepare_scatter_pass(plan, p, srcs, dsts):
-    """A ``Scatter`` pass: the destination offsets computed from the index
-    tensors (bounds-checked writes); overwriting keeps the last write in
-    row-major order of the pass (each destination element written once, from
-    the last source position reaching it); accumulating adds in that order
-    (``np.add.at``, unbuffered and sequential)."""
+    """A ``Scatter`` pass: the destination offsets of the outer positions
+    computed from the index tensors, then bounds-checked writes of whole
+    blocks (the inner dimensions) through a view of the destination's
+    blocks; overwriting keeps the last write in row-major order of the pass
+    (each destination block written once, from the last source position
+    reaching it); accumulating adds in that order (``np.add.at``,
+    unbuffered and sequential)."""
     out_t = plan.out_types[p.dst]
-
+    k = _outer_count(p)
+    inner = p.sizes[k:]
     constant = None if p.value is None else fill_value(p.value, out_t)
 
     def run():
-        off, keep = _indexed_offsets(plan, p, srcs, p.dst_offset, p.dst_strides)
-        off = off.reshape(-1)
+        off, keep = _indexed_offsets(plan, p, srcs, p.dst_offset, p.dst_strides, k)
+        dst = _typed(dsts[p.dst], out_t)
+        blocks, lo = _blocks(dst, inner, p.dst_strides[k:])
+        rows = (off + lo).reshape(-1)
         if keep is not None:
-            off = off[keep.reshape(-1)]
-        dst = dsts[p.dst]
+            rows = rows[keep.reshape(-1)]
         if constant is not None:
-            _typed(dst, out_t)[off] = constant
+            blocks[rows] = constant
             return
-        vals = view(srcs[p.src], p.src_offset, p.sizes, p.src_strides).reshape(-1)
+        vals = view(_typed(srcs[p.src], out_t), p.src_offset, p.sizes, p.src_strides).reshape((-1,) + tuple(inner))
         if keep is not None:
             vals = vals[keep.reshape(-1)]
         if p.accumulate:
-            typed = _typed(dst, out_t)
             with np.errstate(all="ignore"):
-                np.add.at(typed, off, vals.view(typed.dtype))
+                np.add.at(blocks, rows, vals)
             return
-        last, first = np.unique(off[::-1], return_index=True)
-        dst[last] = vals[::-1][first]
+        if rows.size and np.bincount(rows, minlength=blocks.shape[0]).max() > 1:
+            # repeated positions: each written once, from the last source reaching it
+            last, first = np.unique(rows[::-1], return_index=True)
+            blocks[last] = vals[::-1][first]
+        else:
+            blocks[rows] = vals
     return run
 
 
