@@ -527,3 +527,49 @@ def test_torch_compile_forward_and_backward():
     want_x = 2 * x.detach()
     want_x[iu, torch.arange(5)] = 0
     assert torch.allclose(u.grad, want_u) and torch.allclose(x.grad, want_x)
+
+
+# -- the compiled index passes (runtime/cpu/indexed/index.c) ------------------------------------------------
+
+def _compiled_index():
+    from opendml.runtime.cpu import backend as cpu
+    if not dml.config().compiled_available or cpu._load_index() is None:
+        pytest.skip("the compiled CPU kernels are not installed")
+    return cpu
+
+
+def test_compiled_and_numpy_paths_give_the_same_bytes_float16_sums():
+    """The accumulating scatter (a gather's adjoint) in float16 with many
+    repeated indices: float32 additions rounded at each step, in row-major
+    order, on both CPU paths; and the compiled path really runs index.c."""
+    cpu = _compiled_index()
+    from opendml.arrays.index_ops import index_adjoint
+    from opendml.plan import Gather
+    rng = np.random.default_rng(3)
+    idx = rng.integers(-4, 4, (1, 50, 9)).astype(np.int32)
+    grad = rng.standard_normal((4, 50, 9)).astype(np.float16)
+    primal = dml.GatherOperatorDesc(TensorDesc(dml.DataType.FLOAT16, [1, 4, 6]), TensorDesc(I32, [1, 50, 9]), None,
+                                    2, 2)
+    outs = {}
+    for kernels in ("compiled", "numpy"):
+        with dml.configure(cpu_kernels=kernels):
+            outs[kernels] = index_adjoint(primal, 0, grad, idx)
+    assert outs["compiled"].tobytes() == outs["numpy"].tobytes()
+    plan = primal.lower()
+    backend = cpu.CpuBackend(dml.config())
+    words = [np.zeros(24, np.uint16), np.zeros(450, np.uint32)]
+    assert backend._native_move_pass(plan, plan.passes[0], words, [np.zeros(4 * 50 * 9, np.uint16)]) is not None
+    assert isinstance(plan.passes[0], Gather)
+
+
+def test_compiled_pass_refuses_a_block_outside_its_range():
+    """A pass whose reach exceeds the bound range (which validation never
+    lets through) stops with an error in index.c instead of reading past it."""
+    cpu = _compiled_index()
+    from opendml.plan import Gather, IndexAxis, MovePlan
+    plan = MovePlan((1, 6), (1,), (Gather(0, 0, (3,), 0, (0,), 0, (1,), (IndexAxis(1, 0, (1,), 1, 100),)),))
+    backend = cpu.CpuBackend(dml.config())
+    src, idx, dst = np.zeros(4, np.uint32), np.array([0, 50, 99], np.int32).view(np.uint32), np.zeros(3, np.uint32)
+    run = backend._native_move_pass(plan, plan.passes[0], [src, idx], [dst])
+    with pytest.raises(RuntimeError, match="outside a bound range"):
+        run()

@@ -30,7 +30,7 @@ from ..params import SUM_FLOAT, SUM_INTEGER
 
 __all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter",
            "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array", "fill_value",
-           "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass"]
+           "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass", "outer_count"]
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
 FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
@@ -386,7 +386,7 @@ def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
     return c, (valid if ix.out_of_range == INDEX_SKIP else None)
 
 
-def _outer_count(p) -> int:
+def outer_count(p) -> int:
     """How many leading dimensions of an indexed pass are "outer": the rest
     (a suffix) read no index, so each outer position moves one block of
     them (an embedding's row) with one fancy index of a block view."""
@@ -437,7 +437,7 @@ def prepare_gather_pass(plan, p, srcs, dsts):
     """A ``Gather`` pass: the source offsets of the outer positions computed
     from the index tensors, then one bounds-checked fancy index of a view of
     the source's blocks (the inner dimensions)."""
-    k = _outer_count(p)
+    k = outer_count(p)
 
     def run():
         off, _ = _indexed_offsets(plan, p, srcs, p.src_offset, p.src_strides, k)
@@ -459,7 +459,7 @@ def prepare_scatter_pass(plan, p, srcs, dsts):
     reaching it); accumulating adds in that order (``np.add.at``,
     unbuffered and sequential)."""
     out_t = plan.out_types[p.dst]
-    k = _outer_count(p)
+    k = outer_count(p)
     inner = p.sizes[k:]
     constant = None if p.value is None else fill_value(p.value, out_t)
 
