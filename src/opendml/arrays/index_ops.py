@@ -156,9 +156,19 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
     n = np.asarray(bounds, dtype=np.int64)
     if last_axis:
         n = n.reshape((1,) * (v.ndim - 1) + (-1,))
+        flat = v.reshape(-1, v.shape[-1])
+        lo, hi = flat.min(axis=0), flat.max(axis=0)
+    else:
+        lo, hi = v.min(), v.max()
+    # the common case, everything in range, from the extremes alone
     if v.dtype.kind == "u":
+        if (hi.astype(np.uint64) < n.reshape(-1).astype(np.uint64)).all():
+            return
         bad = v.astype(np.uint64) >= n.astype(np.uint64)
     else:
+        nn = n.reshape(-1)
+        if ((lo.astype(np.int64) >= -nn) & (hi.astype(np.int64) < nn)).all():
+            return
         w = v.astype(np.int64)
         bad = (w < -n) | (w >= n)
     if bad.any():

@@ -9,9 +9,11 @@
  * INDEX_REVERSE_LENGTH, the reversed coordinate of the first min(L, bound)
  * elements), and moves one block of the "inner" dimensions (those that read
  * no index). Values are compared exactly in their own type: no wrap-around.
- * Every block's first and last element are checked against the bound
- * ranges before anything is moved; a block outside them stops the pass with
- * an error (a plan that validation let through never has one).
+ * Before anything moves, the whole reach of the pass (its strides' span
+ * plus every coordinate's [0, bound) times its stride, and the index
+ * tensors' elements read) is checked against the bound ranges; a pass
+ * reaching outside them stops with an error (a plan that validation let
+ * through never does). The coordinates then never leave [0, bound).
  *
  * A scatter runs its positions in order on one thread: where positions
  * repeat, the last write wins (or, accumulating, the additions happen in
@@ -148,18 +150,97 @@ static int64_t span_hi(const int64_t* sizes, const int64_t* strides, int64_t a, 
     return v;
 }
 
-/* 0, or -1 where a block would leave a bound range. */
+/* The element-wise pass (every dimension outer, one position axis, plain
+ * copies): each innermost row in one typed loop. The reach was checked. */
+#define ELEMENT_ROW(IT, WT)                                                                       \
+    {                                                                                             \
+        const IT* ip = (const IT*)idx0 + io;                                                      \
+        for (int64_t i = 0; i < n; i++, ip += istride) {                                          \
+            int64_t c;                                                                            \
+            if (isigned) {                                                                        \
+                int64_t v = (int64_t)*ip;                                                         \
+                if (v < 0) v += bound;                                                            \
+                c = v < 0 ? 0 : (v >= bound ? bound - 1 : v);                                    \
+            } else {                                                                              \
+                uint64_t v = (uint64_t)*ip;                                                       \
+                c = v >= (uint64_t)bound ? bound - 1 : (int64_t)v;                                \
+            }                                                                                     \
+            if (gather) ((WT*)dst)[d + i * dstep] = ((const WT*)src)[s + i * sstep + c * cstride]; \
+            else ((WT*)dst)[d + i * dstep + c * cstride] = ((const WT*)src)[s + i * sstep];         \
+        }                                                                                         \
+    }
+
+#define ELEMENT_ROW_WT(IT)                                           \
+    switch (p->element_size) {                                       \
+    case 1: ELEMENT_ROW(IT, uint8_t) break;                          \
+    case 2: ELEMENT_ROW(IT, uint16_t) break;                         \
+    case 4: ELEMENT_ROW(IT, uint32_t) break;                         \
+    default: ELEMENT_ROW(IT, uint64_t) break;                        \
+    }
+
+static void run_elements(const idx_params* p, const char* src, char* dst, const char* idx0) {
+    const idx_axis* ax = &p->axes[0];
+    const int64_t r = p->rank, last = r - 1;
+    const int64_t n = p->sizes[last], sstep = p->src_strides[last], dstep = p->dst_strides[last];
+    const int64_t istride = ax->strides[last], cstride = ax->stride, bound = ax->bound;
+    const int gather = p->kind == 0, isigned = ax->type == T_I32 || ax->type == T_I64;
+    int64_t pos[IDX_MAX_RANK] = {0};
+    int64_t s = p->src_offset, d = p->dst_offset, io = ax->offset;
+    for (;;) {
+        switch (ax->type) {
+        case T_I32: ELEMENT_ROW_WT(int32_t) break;
+        case T_I64: ELEMENT_ROW_WT(int64_t) break;
+        case T_U32: ELEMENT_ROW_WT(uint32_t) break;
+        default: ELEMENT_ROW_WT(uint64_t) break;
+        }
+        int64_t k = last - 1;
+        for (; k >= 0; k--) {
+            if (++pos[k] < p->sizes[k]) {
+                s += p->src_strides[k];
+                d += p->dst_strides[k];
+                io += ax->strides[k];
+                break;
+            }
+            s -= (p->sizes[k] - 1) * p->src_strides[k];
+            d -= (p->sizes[k] - 1) * p->dst_strides[k];
+            io -= (p->sizes[k] - 1) * ax->strides[k];
+            pos[k] = 0;
+        }
+        if (k < 0) return;
+    }
+}
+
+/* 0, or -1 where the pass could leave a bound range. */
 static int run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
                const char* const* idx, const int64_t* idx_len) {
     const int64_t r = p->rank, outer = p->outer;
     for (int64_t k = 0; k < r; k++) if (p->sizes[k] == 0) return 0;
     const int64_t slo = span_lo(p->sizes, p->src_strides, outer, r), shi = span_hi(p->sizes, p->src_strides, outer, r);
     const int64_t dlo = span_lo(p->sizes, p->dst_strides, outer, r), dhi = span_hi(p->sizes, p->dst_strides, outer, r);
-    for (int64_t a = 0; a < p->naxes; a++) {          /* every index element read lies in its tensor */
+    /* every index element read lies in its tensor, and every data element
+       the pass may reach (its coordinates are always inside [0, bound))
+       lies in its range: checked once, before anything moves */
+    int64_t reach_lo = 0, reach_hi = 0;
+    for (int64_t a = 0; a < p->naxes; a++) {
         const idx_axis* ax = &p->axes[a];
         int64_t lo = ax->offset + span_lo(p->sizes, ax->strides, 0, outer);
         int64_t hi = ax->offset + span_hi(p->sizes, ax->strides, 0, outer);
         if (lo < 0 || hi >= idx_len[a]) return -1;
+        int64_t far = (ax->bound - 1) * ax->stride;
+        if (far < 0) reach_lo += far; else reach_hi += far;
+    }
+    {
+        int64_t s0 = p->src_offset + span_lo(p->sizes, p->src_strides, 0, outer) + slo;
+        int64_t s1 = p->src_offset + span_hi(p->sizes, p->src_strides, 0, outer) + shi;
+        int64_t d0 = p->dst_offset + span_lo(p->sizes, p->dst_strides, 0, outer) + dlo;
+        int64_t d1 = p->dst_offset + span_hi(p->sizes, p->dst_strides, 0, outer) + dhi;
+        if (p->kind == 0) { s0 += reach_lo; s1 += reach_hi; } else { d0 += reach_lo; d1 += reach_hi; }
+        if ((!p->has_value && (s0 < 0 || s1 >= src_len)) || d0 < 0 || d1 >= dst_len) return -1;
+    }
+    if (outer == r && r >= 1 && p->naxes == 1 && p->axes[0].mode == 0 && p->axes[0].out_of_range == 0 &&
+        !p->has_value && !(p->kind == 1 && p->accumulate)) {
+        run_elements(p, src, dst, idx[0]);
+        return 0;
     }
     int64_t pos[IDX_MAX_RANK] = {0};
     int64_t s = p->src_offset, d = p->dst_offset;
@@ -177,11 +258,7 @@ static int run(const idx_params* p, const char* src, int64_t src_len, char* dst,
                 else dd += c * ax->stride;
             }
         }
-        if (keep) {
-            if (!p->has_value && (so + slo < 0 || so + shi >= src_len)) return -1;
-            if (dd + dlo < 0 || dd + dhi >= dst_len) return -1;
-            block(p, src, dst, so, dd);
-        }
+        if (keep) block(p, src, dst, so, dd);
         int64_t k = outer - 1;
         for (; k >= 0; k--) {
             if (++pos[k] < p->sizes[k]) {
