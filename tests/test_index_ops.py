@@ -337,6 +337,14 @@ def test_support_tables_per_feature_level():
     assert o.lowest_feature_level() == dml.FeatureLevel.FL_2_0
 
 
+def test_json_form_takes_the_scatter_alias():
+    desc = jsonform.from_json({"Operator": "DML_OPERATOR_SCATTER", "InputTensor": {"DataType": "FLOAT32", "Sizes": [5]},
+                               "IndicesTensor": {"DataType": "UINT32", "Sizes": [4]},
+                               "UpdatesTensor": {"DataType": "FLOAT32", "Sizes": [4]}, "Axis": 0})
+    assert isinstance(desc, dml.ScatterElementsOperatorDesc)
+    assert jsonform.to_json(desc)["Operator"] == "SCATTER_ELEMENTS"
+
+
 def test_gather_nd_is_gather_nd1_without_batch():
     a = dml.GatherNdOperatorDesc(T(F32, [1, 2, 2, 2]), T(U32, [1, 1, 2, 2]), None, 3, 2)
     b = dml.GatherNd1OperatorDesc(T(F32, [1, 2, 2, 2]), T(U32, [1, 1, 2, 2]), None, 3, 2, 0)

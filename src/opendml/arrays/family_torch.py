@@ -44,7 +44,7 @@ import torch.autograd.forward_ad as _fwad
 from ..model.errors import UnsupportedError
 from . import family
 from ..runtime import calls as _calls
-from .family_torch_op import _cuda, _torch_dtype, call_move, kernel
+from .family_torch_op import _cuda, _torch_dtype, adjoint_with, call_move, constant_inputs, kernel
 from .torch_adapter import numpy_dtype
 
 __all__ = ["run"]
@@ -127,21 +127,6 @@ class _Route:
 
     def tangent(self, tangents):
         return family.fixed(self.desc.linear_part(), self.call.name)(*tangents)
-
-
-def constant_inputs(desc) -> tuple:
-    """The input positions an operator's adjoint reads the values of
-    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index tensors), which get no
-    gradient and keep their values under forward-mode AD."""
-    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
-
-
-def adjoint_with(desc, grads, constants) -> tuple:
-    """``family.adjoint``, handing the operator the values of its
-    ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
-    if not constant_inputs(desc):
-        return family.adjoint(desc, grads)
-    return tuple(desc.linear_part().adjoint(family.ADJOINT_API, *grads, *constants))
 
 
 class _Linear(torch.autograd.Function):

@@ -173,6 +173,21 @@ def _move_fake(inputs, desc):
     return [inputs[0].new_empty(tuple(t.sizes), dtype=_torch_dtype(t)) for t in d.outputs]
 
 
+def constant_inputs(desc) -> tuple:
+    """The input positions an operator's adjoint reads the values of
+    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index tensors), which get no
+    gradient and keep their values under forward-mode AD."""
+    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
+
+
+def adjoint_with(desc, grads, constants) -> tuple:
+    """``family.adjoint``, handing the operator the values of its
+    ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
+    if not constant_inputs(desc):
+        return family.adjoint(desc, grads)
+    return tuple(desc.linear_part().adjoint(family.ADJOINT_API, *grads, *constants))
+
+
 def _setup(ctx, inputs, output):
     ctx.desc = inputs[1]
     ctx.n = len(inputs[0])
@@ -181,7 +196,6 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, grads):
-    from .family_torch import adjoint_with
     desc = description(ctx.desc)
     ref = next(g for g in grads if g is not None)
     grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=_torch_dtype(t))

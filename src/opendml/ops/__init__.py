@@ -92,6 +92,10 @@ OPERATORS: dict[str, type[OperatorDesc]] = {cls.OPERATOR: cls for cls in (
     ReverseSubsequencesOperatorDesc,
 )}
 
+#: Other names DirectML gives an operator (``DML_OPERATOR_SCATTER`` for
+#: SCATTER_ELEMENTS), from each class's ``ALIASES``: the JSON form accepts them.
+ALIASES: dict[str, str] = {alias: cls.OPERATOR for cls in OPERATORS.values() for alias in getattr(cls, "ALIASES", ())}
+
 __all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Float", "Bool", "Enum", "ScalarUnion",
            "Struct", "Tensor", "REQUIRED", "PaddingMode", "DepthSpaceOrder", "ScaleBias",
            "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc", "FoldOperatorDesc",
@@ -100,4 +104,4 @@ __all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Fl
            "SpaceToDepthOperatorDesc", "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc",
            "DepthToSpace1OperatorDesc", "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc",
            "GatherNd1OperatorDesc", "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc",
-           "ReverseSubsequencesOperatorDesc", "max_copied_elements", "OPERATORS"]
+           "ReverseSubsequencesOperatorDesc", "max_copied_elements", "OPERATORS", "ALIASES"]

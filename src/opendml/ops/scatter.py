@@ -48,6 +48,7 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
     axis: int
 
     OPERATOR = "SCATTER_ELEMENTS"
+    ALIASES = ("SCATTER",)
     TYPE_VALUE = 94
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("IndicesTensor", "indices_tensor", "input"),

@@ -305,7 +305,8 @@ static PyObject* run_pass(PyObject* self, PyObject* args) {
         idx_len[a] = PyLong_AsLongLong(PyTuple_GET_ITEM(lens, a));
         if (PyErr_Occurred()) return NULL;
         const idx_axis* ax = &p.axes[a];
-        if (ax->bound < 1 || (ax->mode != 0 && ax->mode != 1) || (ax->mode == 1 && (ax->axis < 0 || ax->axis >= p.outer)) ||
+        if (ax->bound < 1 || (ax->mode != 0 && ax->mode != 1) ||
+            (ax->mode == 1 && (ax->axis < 0 || ax->axis >= p.outer || p.sizes[ax->axis] > ax->bound)) ||
             (ax->type != T_I32 && ax->type != T_I64 && ax->type != T_U32 && ax->type != T_U64))
             return PyErr_Format(PyExc_ValueError, "_index.run_pass: malformed index axis %zd", a);
     }
