@@ -154,12 +154,12 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
     if v is None or v.size == 0:
         return
     n = np.asarray(bounds, dtype=np.int64)
+    lo, hi = v.min(), v.max()              # one contiguous pass each: the whole array against the smallest bound
     if last_axis:
         n = n.reshape((1,) * (v.ndim - 1) + (-1,))
-        flat = v.reshape(-1, v.shape[-1])
-        lo, hi = flat.min(axis=0), flat.max(axis=0)
-    else:
-        lo, hi = v.min(), v.max()
+        if not ((v.dtype.kind == "u" or int(lo) >= -int(n.min())) and int(hi) < int(n.min())):
+            flat = v.reshape(-1, v.shape[-1])
+            lo, hi = flat.min(axis=0), flat.max(axis=0)
     # the common case, everything in range, from the extremes alone
     if v.dtype.kind == "u":
         if (hi.astype(np.uint64) < n.reshape(-1).astype(np.uint64)).all():

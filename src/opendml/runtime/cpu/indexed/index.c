@@ -53,7 +53,7 @@ enum { T_F32 = 1, T_F16 = 2, T_U32 = 3, T_U16 = 4, T_U8 = 5, T_I32 = 6, T_I16 = 
        T_U64 = 10, T_I64 = 11 };
 
 /* The coordinate of one index value; 0: skip the position. */
-static int coordinate(const idx_axis* ax, const char* base, int64_t at, int64_t e, int64_t* c) {
+static inline int coordinate(const idx_axis* ax, const char* base, int64_t at, int64_t e, int64_t* c) {
     int64_t bound = ax->bound;
     int is_signed = 0;
     int64_t sv = 0;
@@ -103,13 +103,18 @@ static void add_element(char* d, const char* s, int64_t type) {
 }
 
 /* Move one inner block: src element so, dst element dd, inner dims [outer, rank). */
-static void block(const idx_params* p, const char* src, char* dst, int64_t so, int64_t dd) {
+static inline void block(const idx_params* p, const char* src, char* dst, int64_t so, int64_t dd) {
     const int64_t es = p->element_size;
     const int64_t first = p->outer, r = p->rank;
     if (first == r) {
         const char* s = p->has_value ? (const char*)&p->value_bits : src + so * es;
         if (p->kind == 1 && p->accumulate) add_element(dst + dd * es, s, p->data_type);
-        else memcpy(dst + dd * es, s, (size_t)es);
+        else switch (es) {                         /* a fixed-size move the compiler inlines */
+            case 1: memcpy(dst + dd, s, 1); break;
+            case 2: memcpy(dst + dd * 2, s, 2); break;
+            case 4: memcpy(dst + dd * 4, s, 4); break;
+            default: memcpy(dst + dd * 8, s, 8); break;
+        }
         return;
     }
     if (first == r - 1 && p->src_strides[first] == 1 && p->dst_strides[first] == 1 && !p->has_value &&
@@ -210,6 +215,87 @@ static void run_elements(const idx_params* p, const char* src, char* dst, const 
     }
 }
 
+/* Every dimension outer (one element per position), any index axes, plain
+ * copies or skips: the parameters in locals (the destination's char
+ * writes would otherwise make the compiler reload them), the innermost
+ * dimension in one loop. The reach was checked. */
+static void run_elements_any(const idx_params* pp, const char* src, char* dst, const char* const* idx) {
+    const int64_t r = pp->rank, last = r - 1, na = pp->naxes, es = pp->element_size;
+    const int gather = pp->kind == 0;
+    const int64_t n = pp->sizes[last], sstep = pp->src_strides[last], dstep = pp->dst_strides[last];
+    int64_t type[IDX_MAX_AXES], stride[IDX_MAX_AXES], bound[IDX_MAX_AXES], mode[IDX_MAX_AXES], skip[IDX_MAX_AXES];
+    int64_t axis[IDX_MAX_AXES], istep[IDX_MAX_AXES], io[IDX_MAX_AXES];
+    for (int64_t a = 0; a < na; a++) {
+        const idx_axis* ax = &pp->axes[a];
+        type[a] = ax->type; stride[a] = ax->stride; bound[a] = ax->bound; mode[a] = ax->mode;
+        skip[a] = ax->out_of_range; axis[a] = ax->axis; istep[a] = ax->strides[last]; io[a] = ax->offset;
+    }
+    int64_t pos[IDX_MAX_RANK] = {0};
+    int64_t s = pp->src_offset, d = pp->dst_offset;
+    for (;;) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t off = 0;
+            int keep = 1;
+            for (int64_t a = 0; a < na; a++) {
+                const int64_t at = io[a] + i * istep[a], b = bound[a];
+                int64_t c;
+                if (mode[a] == 1) {
+                    int64_t len;
+                    switch (type[a]) {
+                    case T_I32: { int64_t v = ((const int32_t*)idx[a])[at]; len = v < 0 ? 0 : (v > b ? b : v); break; }
+                    case T_I64: { int64_t v = ((const int64_t*)idx[a])[at]; len = v < 0 ? 0 : (v > b ? b : v); break; }
+                    case T_U32: { uint64_t v = ((const uint32_t*)idx[a])[at]; len = v > (uint64_t)b ? b : (int64_t)v; break; }
+                    default: { uint64_t v = ((const uint64_t*)idx[a])[at]; len = v > (uint64_t)b ? b : (int64_t)v; break; }
+                    }
+                    const int64_t e = axis[a] == last ? i : pos[axis[a]];
+                    c = e < len ? len - 1 - e : e;
+                } else {
+                    int inside;
+                    switch (type[a]) {
+                    case T_I32: case T_I64: {
+                        int64_t v = type[a] == T_I32 ? (int64_t)((const int32_t*)idx[a])[at] : ((const int64_t*)idx[a])[at];
+                        if (v < 0) v += b;
+                        inside = v >= 0 && v < b;
+                        c = v < 0 ? 0 : (v >= b ? b - 1 : v);
+                        break;
+                    }
+                    default: {
+                        uint64_t v = type[a] == T_U32 ? (uint64_t)((const uint32_t*)idx[a])[at] : ((const uint64_t*)idx[a])[at];
+                        inside = v < (uint64_t)b;
+                        c = inside ? (int64_t)v : b - 1;
+                        break;
+                    }
+                    }
+                    if (!inside && skip[a]) { keep = 0; break; }
+                }
+                off += c * stride[a];
+            }
+            if (!keep) continue;
+            const int64_t so = s + i * sstep + (gather ? off : 0), dd = d + i * dstep + (gather ? 0 : off);
+            switch (es) {
+            case 1: ((uint8_t*)dst)[dd] = ((const uint8_t*)src)[so]; break;
+            case 2: ((uint16_t*)dst)[dd] = ((const uint16_t*)src)[so]; break;
+            case 4: ((uint32_t*)dst)[dd] = ((const uint32_t*)src)[so]; break;
+            default: ((uint64_t*)dst)[dd] = ((const uint64_t*)src)[so]; break;
+            }
+        }
+        int64_t k = last - 1;
+        for (; k >= 0; k--) {
+            if (++pos[k] < pp->sizes[k]) {
+                s += pp->src_strides[k];
+                d += pp->dst_strides[k];
+                for (int64_t a = 0; a < na; a++) io[a] += pp->axes[a].strides[k];
+                break;
+            }
+            s -= (pp->sizes[k] - 1) * pp->src_strides[k];
+            d -= (pp->sizes[k] - 1) * pp->dst_strides[k];
+            for (int64_t a = 0; a < na; a++) io[a] -= (pp->sizes[k] - 1) * pp->axes[a].strides[k];
+            pos[k] = 0;
+        }
+        if (k < 0) return;
+    }
+}
+
 /* 0, or -1 where the pass could leave a bound range. */
 static int run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
                const char* const* idx, const int64_t* idx_len) {
@@ -240,6 +326,10 @@ static int run(const idx_params* p, const char* src, int64_t src_len, char* dst,
     if (outer == r && r >= 1 && p->naxes == 1 && p->axes[0].mode == 0 && p->axes[0].out_of_range == 0 &&
         !p->has_value && !(p->kind == 1 && p->accumulate)) {
         run_elements(p, src, dst, idx[0]);
+        return 0;
+    }
+    if (outer == r && r >= 1 && !p->has_value && !(p->kind == 1 && p->accumulate)) {
+        run_elements_any(p, src, dst, idx);
         return 0;
     }
     int64_t pos[IDX_MAX_RANK] = {0};
