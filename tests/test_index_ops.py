@@ -581,3 +581,16 @@ def test_compiled_pass_refuses_a_block_outside_its_range():
     run = backend._native_move_pass(plan, plan.passes[0], [src, idx], [dst])
     with pytest.raises(RuntimeError, match="outside a bound range"):
         run()
+
+
+def test_repeated_calls_served_from_the_family_cache_read_new_indices():
+    from opendml.arrays import family_cache
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    before = family_cache.info()["hits"]
+    for k in range(3):
+        idx = np.array([[k, 2 - k]], np.int64)
+        same(dml.gather(x, idx, 0), ref.gather(x, idx, 0))
+        upd = np.full((1, 4), 100 + k, np.float32)
+        same(dml.scatter_elements(x, np.array([[k, 0, 1, 2]], np.int32), upd, 0),
+             ref.scatter_elements(x, np.array([[k, 0, 1, 2]], np.int32), upd, 0))
+    assert family_cache.info()["hits"] > before

@@ -51,7 +51,7 @@ from ..model.tensor_desc import TensorDesc
 from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
                    ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc, ScatterNdOperatorDesc)
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
-from . import family
+from . import family, family_cache
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
            "reverse_subsequences"]
@@ -210,9 +210,14 @@ def _like(a, x, where: str):
     return values
 
 
-def _run(name: str, make, arrays, shape):
+def _run(name: str, make, arrays, shape, fields=None):
+    """Run ``make``'s description on ``arrays``; ``fields`` (every value
+    ``make`` reads besides the arrays' dtypes and shapes) lets the NumPy
+    route serve a repeated call's description and plan from the family's
+    cache."""
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
-    out = family.run_list(family.FamilyCall(name, make), arrays)[0]
+    key = None if fields is None else family_cache.call_key(name, *fields)
+    out = family.run_list(family.FamilyCall(name, make, key=key), arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
 
 
@@ -262,7 +267,7 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
     shape = xs[:a] + is_[ri - k:] + xs[a + 1:]
     ap = a + r - len(xs)
     return _run(where, lambda tx, ti: GatherOperatorDesc(tx, ti, None, ap, k),
-                [_lead(x, r), _lead(indices, r)], shape)
+                [_lead(x, r), _lead(indices, r)], shape, (ap, k))
 
 
 def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = True):
@@ -278,7 +283,7 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     a = _axis(axis, max(len(xs), 1), where)
     if check_indices and len(xs):
         check_index_values(_host(indices), xs[a], where)
-    return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_)
+    return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_, (a,))
 
 
 def _nd_rank(xs, is_, b):
@@ -308,7 +313,7 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     r = _nd_rank(xs, is_, b)
     shape = is_[:-1] + xs[b + q:]
     return _run(where, lambda tx, ti: GatherNd1OperatorDesc(tx, ti, None, len(xs), len(is_), b),
-                [_lead(x, r), _lead(indices, r)], shape)
+                [_lead(x, r), _lead(indices, r)], shape, (len(xs), len(is_), b))
 
 
 def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_indices: bool = True):
@@ -327,7 +332,7 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     if check_indices and len(xs):
         check_index_values(_host(indices), xs[a], where)
     return _run(where, lambda tx, ti, tu: ScatterElementsOperatorDesc(tx, ti, tu, None, a), [x, indices, updates],
-                xs)
+                xs, (a,))
 
 
 def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True):
@@ -352,7 +357,7 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
         check_index_values(_host(indices), xs[:q], where, last_axis=True)
     r = max(_nd_rank(xs, is_, 0), len(us))
     return _run(where, lambda tx, ti, tu: ScatterNdOperatorDesc(tx, ti, tu, None, len(xs), len(is_)),
-                [_lead(x, r), _lead(indices, r), _lead(updates, r)], xs)
+                [_lead(x, r), _lead(indices, r), _lead(updates, r)], xs, (len(xs), len(is_)))
 
 
 def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
@@ -378,7 +383,7 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
 
     def make(ti, tv):
         return OneHotOperatorDesc(ti, tv, TensorDesc(tv.data_type, shape), a)
-    return _run(where, make, [ind, val], shape)
+    return _run(where, make, [ind, val], shape, (shape, a))
 
 
 def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
@@ -394,7 +399,8 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
                               f"types); got dtype {getattr(sequence_lengths, 'dtype', None)}")
     if len(ls) == len(xs) - 1:
         sequence_lengths = sequence_lengths.reshape(ls[:a] + (1,) + ls[a:])
-    return _run(where, lambda tx, tl: ReverseSubsequencesOperatorDesc(tx, tl, None, a), [x, sequence_lengths], xs)
+    return _run(where, lambda tx, tl: ReverseSubsequencesOperatorDesc(tx, tl, None, a), [x, sequence_lengths], xs,
+                (a,))
 
 
 def index_adjoint(primal, wrt: int, grad, indices):
