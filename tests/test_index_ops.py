@@ -420,8 +420,8 @@ def test_torch_gradients_gradcheck_and_forward_ad():
     u = torch.randn(2, 5, dtype=torch.float64, generator=g, requires_grad=True)
     i = torch.tensor([[0, 3, 3], [1, -1, 0]])                       # repeated: gradients add up
     ie = torch.tensor([[0, 3, 3, 1, 2], [1, 0, 2, 3, 3], [2, 2, 2, 2, 2]])
-    iu = torch.tensor([[0, 1, 2, 3, 0], [3, 2, 1, 0, 1]])           # no repeated target (a scatter's adjoint)
-    nd = torch.tensor([[1], [3]])
+    iu = torch.tensor([[0, 1, 2, 3, 0], [0, 2, 2, 0, 1]])           # repeated targets: the overwritten get 0
+    nd = torch.tensor([[1], [1]])
     lengths = torch.tensor([[3, 1, 5, 0, 2]], dtype=torch.uint32)
     cases = [(lambda x: dml.gather(x, i, 0), (x,)),
              (lambda x: dml.gather_elements(x, ie, 0), (x,)),
@@ -485,7 +485,7 @@ def _jax_checks(jax, check_grads, jnp):
         x = jnp.asarray(np.random.default_rng(0).standard_normal((4, 5)))
         u = jnp.asarray(np.random.default_rng(1).standard_normal((2, 5)))
         i = jnp.asarray(np.array([[0, 3, 3], [1, -1, 0]], np.int32))
-        iu = jnp.asarray(np.array([[0, 1, 2, 3, 0], [3, 2, 1, 0, 1]], np.int64))
+        iu = jnp.asarray(np.array([[0, 1, 2, 3, 0], [0, 2, 2, 0, 1]], np.int64))     # repeated targets
         lengths = jnp.asarray(np.array([[3, 1, 5, 0, 2]], np.uint32))
         check_grads(lambda x: dml.gather(x, i, 0), (x,), order=2, modes=["rev"])
         check_grads(lambda x: dml.gather_nd(x, i[:, :2]), (x,), order=2, modes=["rev"])

@@ -403,6 +403,11 @@ class Gather:
     dst_offset: int
     dst_strides: tuple[int, ...]       # non-negative, elements
     indices: tuple[IndexAxis, ...]
+    #: Where set, a position whose source element a later position (in
+    #: row-major order of ``sizes``) also reads gets 0 instead: the adjoint
+    #: of a last-write-wins scatter for its updates (a repeated index's
+    #: overwritten updates get no gradient).
+    last_only: bool = False
 
     @property
     def count(self) -> int:

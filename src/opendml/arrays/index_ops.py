@@ -33,8 +33,8 @@ the gathers, the scatters and ``reverse_subsequences`` are linear in their
 data inputs; the adjoints are index-driven move programs of their own
 (``ops._index.IndexAdjointDesc``): a gather's is an accumulating scatter
 (repeated indices add up in row-major order of the indices: the same bytes
-every run); a scatter's gathers the updates' gradient and zeroes the written
-positions of the input's; ``reverse_subsequences`` is its own adjoint.
+every run); a scatter's gathers the updates' gradient (0 for an update a
+repeated index overwrote) and zeroes the written positions of the input's; ``reverse_subsequences`` is its own adjoint.
 Indices get no gradient.
 """
 from __future__ import annotations

@@ -186,8 +186,8 @@ class IndexAdjointDesc(IndexOperatorDesc):
     * the ``Copy`` of a scatter's input: the gradient copied, then every
       position a ``Scatter`` writes set to zero;
     * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the
-      positions written (every update, a repeated index's too, reads its
-      position's gradient).
+      positions written, 0 for an update a later one overwrote (a repeated
+      index: only the update that wins gets its position's gradient).
     """
 
     primal: IndexOperatorDesc
@@ -253,7 +253,7 @@ class IndexAdjointDesc(IndexOperatorDesc):
                                       _remap(c.indices, 1), value=0)
             elif isinstance(a, Scatter) and a.src == self.wrt:
                 yield Gather(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
-                             _remap(a.indices, 1))
+                             _remap(a.indices, 1), last_only=not a.accumulate)
 
     @property
     def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802

@@ -286,8 +286,8 @@ class CpuBackend:
         writes and sums happen in row-major order of its positions."""
         mod = _load_index()
         r = len(p.sizes)
-        if mod is None or r > MOVE_MAX_RANK or len(p.indices) > INDEX_MAX_AXES:
-            return None
+        if mod is None or r > MOVE_MAX_RANK or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
+            return None                   # (a last-only gather, a gradient's: NumPy's kernel)
         is_scatter = type(p) is Scatter
         out_t = plan.out_types[p.dst]
         dst = dsts[p.dst]

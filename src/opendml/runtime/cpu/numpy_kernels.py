@@ -442,11 +442,18 @@ def prepare_gather_pass(plan, p, srcs, dsts):
     def run():
         off, _ = _indexed_offsets(plan, p, srcs, p.src_offset, p.src_strides, k)
         d = view(dsts[p.dst], p.dst_offset, p.sizes, p.dst_strides)
-        if k == len(p.sizes):                     # one element per position
+        if k == len(p.sizes) and not p.last_only:     # one element per position
             d[...] = np.take(srcs[p.src], off)
             return
         blocks, lo = _blocks(srcs[p.src], p.sizes[k:], p.src_strides[k:])
-        d[...] = blocks[off + lo]
+        got = blocks[off + lo]
+        if p.last_only and off.size:
+            rows = off.reshape(-1)
+            _, first = np.unique(rows[::-1], return_index=True)
+            last = np.zeros(rows.shape, bool)
+            last[rows.size - 1 - first] = True
+            got.reshape((-1,) + got.shape[k:])[~last] = 0
+        d[...] = got
     return run
 
 
