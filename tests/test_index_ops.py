@@ -611,15 +611,16 @@ def test_page_examples_with_padded_strides_through_the_directml_flow(backend, na
     ex = examples()[name]
     desc = jsonform.from_json(ex)
 
-    def padded(t):
+    def padded(t, gap):
         strides, step = [], 1
         for n in reversed(t.sizes):
-            strides.insert(0, 2 * step)
-            step = 2 * step * n + 1
+            strides.insert(0, gap * step)
+            step = gap * step * n + gap - 1
         return TensorDesc(t.data_type, t.sizes, strides=strides)
-    slots = {s.attr: getattr(desc, s.attr) for s in desc.SLOTS}
+    # each tensor its own gaps, so no lowering can use one tensor's strides for another's unnoticed
+    slots = {s.attr: (getattr(desc, s.attr), 2 + k) for k, s in enumerate(desc.SLOTS)}
     wide = type(desc)(**{**{f.name: getattr(desc, f.name) for f in __import__("dataclasses").fields(desc)
-                            if f.init}, **{a: padded(t) for a, t in slots.items()}})
+                            if f.init}, **{a: padded(t, g) for a, (t, g) in slots.items()}})
     dev = dml.Device(backend)
     compiled = dev.compile_operator(wide)
     table = dev.create_binding_table(compiled)
