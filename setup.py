@@ -42,4 +42,8 @@ headers = ["src/opendml/runtime/params.h"] + sorted(f"{NATIVE}/{n}" for n in os.
 setup(ext_modules=[Extension("opendml.runtime.cpu._native", sources, include_dirs=include, define_macros=macros,
                              depends=headers,
                              libraries=[] if sys.platform == "win32" else ["dl"],  # dlopen of libcuda (cuda_launch.c)
-                             extra_compile_args=args, extra_link_args=link, optional=True)])
+                             extra_compile_args=args, extra_link_args=link, optional=True),
+                   # the index-driven passes (plan.Gather, plan.Scatter): an extension of their own
+                   Extension("opendml.runtime.cpu._index", [f"{NATIVE}/indexed/index.c"], include_dirs=include,
+                             depends=[f"{NATIVE}/fp16.h"], extra_compile_args=args, extra_link_args=link,
+                             optional=True)])

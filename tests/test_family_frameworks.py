@@ -390,7 +390,7 @@ def test_every_family_operator_declares_its_adjoint_and_chunking():
     from opendml.ops import OPERATORS
     from opendml.ops._move import MoveOperatorDesc
     family_ops = [cls for cls in OPERATORS.values() if issubclass(cls, MoveOperatorDesc)]
-    assert len(family_ops) == 11
+    assert len(family_ops) == 19          # 11 strided/padded + 8 index-driven
     for cls in family_ops:
         for method in ("linear_part", "adjoint", "chunking"):
             assert callable(getattr(cls, method, None)), (cls.OPERATOR, method)

@@ -546,6 +546,8 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     return get_backend("cpu").cache_info()
 
 from .family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile  # noqa: E402,F401 (the data-movement family)
+from .index_ops import (gather, gather_elements, gather_nd, one_hot, reverse_subsequences,  # noqa: E402,F401
+                        scatter_elements, scatter_nd)  # (the index-driven operators)
 
 # The framework modules call the array API through this namespace (``_dispatch.front``), never by importing it.
 _dispatch.front.__dict__.update({name: globals()[name] for name in _contract.OPERATOR_OF})

@@ -58,7 +58,8 @@ import torch
 from ..jsonform import from_json, to_json
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.tensor_desc import TensorDesc, packed_strides
-from . import family
+from ..ops import OPERATORS
+from . import family, index_ops
 from .torch_adapter import _DTYPES, cpp_op, define_cpp
 
 __all__ = ["move_op", "call_move", "description"]
@@ -189,6 +190,12 @@ def description(text: str):
     outputs (``packed_outputs``)."""
     if not isinstance(text, str):
         raise ValidationError(f"opendml::move: desc must be a JSON string; got {type(text).__qualname__}")
+    if text.startswith("@"):
+        desc = _HELD_BY_KEY.get(text)
+        if desc is None:
+            raise ValidationError(f"opendml::move: unknown description key {text[:40]!r} (descriptions without a "
+                                  f"JSON form are named by keys this process made)")
+        return desc
     desc = from_json(text)
     if getattr(type(desc), "linear_part", None) is None:
         raise UnsupportedError(f"opendml::move: {desc.OPERATOR} is not an operator of the data-movement family "
@@ -197,8 +204,22 @@ def description(text: str):
     return packed_outputs(desc)
 
 
+#: Descriptions without a JSON form (not DirectML operators: the index-driven
+#: operators' adjoint programs), named by a key ("@...") for the custom
+#: operator's string argument; each distinct description is held once, for
+#: the life of the process (graphs traced with the key may run it later).
+_HELD_BY_KEY: dict = {}
+_KEY_OF: dict = {}
+
+
 def to_text(desc) -> str:
-    return json.dumps(to_json(desc), separators=(",", ":"))
+    if desc.OPERATOR in OPERATORS and OPERATORS[desc.OPERATOR] is type(desc):
+        return json.dumps(to_json(desc), separators=(",", ":"))
+    key = _KEY_OF.get(desc)
+    if key is None:
+        key = _KEY_OF.setdefault(desc, f"@{desc.OPERATOR}:{len(_KEY_OF)}")
+        _HELD_BY_KEY[key] = desc
+    return key
 
 
 def _checked(inputs, text: str):
@@ -230,9 +251,26 @@ def _move_fake(inputs, desc):
     return [inputs[0].new_empty(tuple(t.sizes), dtype=_torch_dtype(t)) for t in d.outputs]
 
 
+def constant_inputs(desc) -> tuple:
+    """The input positions an operator's adjoint reads the values of
+    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index tensors), which get no
+    gradient and keep their values under forward-mode AD."""
+    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
+
+
+def adjoint_with(desc, grads, constants) -> tuple:
+    """``family.adjoint``, handing the operator the values of its
+    ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
+    if not constant_inputs(desc):
+        return family.adjoint(desc, grads)
+    return tuple(desc.linear_part().adjoint(family.ADJOINT_API, *grads, *constants))
+
+
 def _setup(ctx, inputs, output):
     ctx.desc = inputs[1]
     ctx.n = len(inputs[0])
+    # the values the adjoint reads (``ADJOINT_INPUTS``: index tensors)
+    ctx.save_for_backward(*[inputs[0][i] for i in getattr(description(inputs[1]), "ADJOINT_INPUTS", ())])
 
 
 def _backward(ctx, grads):
@@ -240,7 +278,7 @@ def _backward(ctx, grads):
     ref = next(g for g in grads if g is not None)
     grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=_torch_dtype(t))
              for g, t in zip(grads, desc.outputs)]
-    return list(family.adjoint(desc, grads)), None
+    return list(adjoint_with(desc, grads, tuple(ctx.saved_tensors))), None
 
 
 move_op.register_autograd(_backward, setup_context=_setup)
@@ -285,8 +323,9 @@ define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _
 def call_move(desc, arrays) -> list:
     """``desc`` (a validated family description) on ``arrays`` through
     ``opendml_cpp::move`` where traced calls take the C++ operators, else
-    ``opendml::move``."""
-    op = cpp_op("move") or torch.ops.opendml.move.default
+    ``opendml::move`` (always for an operator whose adjoint reads input
+    values, ``ADJOINT_INPUTS``: the C++ node keeps the inputs' sizes only)."""
+    op = (None if getattr(desc, "ADJOINT_INPUTS", ()) else cpp_op("move")) or torch.ops.opendml.move.default
     return list(op(list(arrays), to_text(desc)))
 
 
@@ -295,3 +334,5 @@ def call_move(desc, arrays) -> list:
 # fake tensors, which take the operator above.
 for _name in family.__all__:
     torch.compiler.allow_in_graph(getattr(family, _name))
+for _name in index_ops.__all__:
+    torch.compiler.allow_in_graph(getattr(index_ops, _name))

@@ -368,6 +368,11 @@ def snake(name: str) -> str:
 #   ``api`` (an ``AdjointApi``): other opendml operators where one exists, so
 #   a gradient of a gradient takes the same routes again. The operator
 #   modules do not import the array layer: ``api`` is handed to them.
+# * ``ADJOINT_INPUTS`` (optional class attribute): the input positions whose
+#   values the adjoint reads (the index tensors of the index-driven
+#   operators); ``adjoint(api, *cotangents, *those inputs)`` then gets them
+#   after the cotangents and returns None for them: they get no gradient,
+#   and forward-mode AD keeps their values instead of a tangent.
 #
 # and, for block-wise execution (``arrays/family_dask.py``):
 #

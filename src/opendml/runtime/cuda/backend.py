@@ -647,6 +647,10 @@ class CudaBackend:
         if not isinstance(plan, MovePlan):
             raise TypeError(f"record_move takes a MovePlan; got {type(plan).__name__}")
         what = what or "the move program"
+        for p in plan.passes:
+            if type(p) is not Copy and type(p) is not Fill:
+                raise UnsupportedError(f"{what}: the CUDA backend does not run index-driven passes "
+                                       f"({type(p).__name__}) yet; run it on the CPU")
         from ...model.data_type import DataType
         for role, ptrs, counts, types, spans in (("input", src_ptrs, src_elements, plan.in_types, plan.in_spans()),
                                                  ("output", dst_ptrs, dst_elements, plan.out_types,
