@@ -87,6 +87,25 @@ def canonical_move_pass(p):
     return sizes, ss, ds, ms, src_offset
 
 
+_FILL_BITS: dict = {}
+
+
+def _fill_bits(value, out_t: int, itemsize: int) -> int:
+    """A ``Fill`` pass's bits: the value exactly as the NumPy path converts it
+    (``numpy_kernels.fill_value``), remembered for plain ints and floats (a
+    float by its bits: -0.0 and NaN payloads stay apart)."""
+    t = type(value)
+    key = (out_t, value) if t is int else (out_t, struct.pack("<d", value)) if t is float else None
+    bits = _FILL_BITS.get(key) if key is not None else None
+    if bits is None:
+        bits = int(numpy_kernels.fill_value(value, out_t).view(WORDS[itemsize]))
+        if key is not None:
+            if len(_FILL_BITS) >= 256:
+                _FILL_BITS.clear()
+            _FILL_BITS[key] = bits
+    return bits
+
+
 def _load_native():
     try:
         from . import _native
@@ -211,7 +230,29 @@ class CpuBackend:
         """The compiled move kernel (move.c) for one pass of a move program:
         copies with or without index maps, conversion and scale/bias, and
         fills; None (NumPy runs it) only for a pass of more than 16 dimensions
-        once canonical."""
+        once canonical. The parameters are packed in C (``move_params``,
+        move_params.c: the same bytes as below) where it takes the pass."""
+        out_t = plan.out_types[p.dst]
+        dst = dsts[p.dst]
+        fill = isinstance(p, Fill)
+        if fill:
+            bits = _fill_bits(p.value, out_t, dst.itemsize)
+            blob = self._native.move_params(1, 0, out_t, 0, p.dst_offset, p.sizes, None, p.dst_strides, None,
+                                            None, bits)
+            if blob is not None:
+                return self._launch(self._native.move, blob, dst, dst, p.count * dst.itemsize)
+        else:
+            maps = None if p.maps is None else tuple(None if m is None else (m.mode, m.shift, m.size)
+                                                     for m in p.maps)
+            src = srcs[p.src]
+            blob = self._native.move_params(0, plan.in_types[p.src], out_t, p.src_offset, p.dst_offset, p.sizes,
+                                            p.src_strides, p.dst_strides, maps, p.scale_bias, 0)
+            if blob is not None:
+                return self._launch(self._native.move, blob, src, dst, p.count * (src.itemsize + dst.itemsize))
+        return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be family_cache._Capture)
+
+    def _python_move_pass(self, plan: MovePlan, p, srcs, dsts):
+        """``_native_move_pass``'s parameters built in Python (canonical_move_pass, MoveParams)."""
         sizes, ss, ds, maps, src_offset = canonical_move_pass(p)
         r = len(sizes)
         if r > MOVE_MAX_RANK:
@@ -224,9 +265,7 @@ class CpuBackend:
         if isinstance(p, Fill):
             params.kind = 1
             params.src_type = out_t
-            # the value's bits exactly as the NumPy path converts it
-            word = WORDS[dst.itemsize]
-            params.fill_bits = int(numpy_kernels.fill_value(p.value, out_t).view(word))
+            params.fill_bits = _fill_bits(p.value, out_t, dst.itemsize)
             src = dst
             moved = p.count * dst.itemsize
         else:

@@ -119,6 +119,7 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* move_params.c */
 PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -183,6 +184,10 @@ static PyMethodDef methods[] = {
      "copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> the bytes of "
      "odml_copy_params for the CopyPlan's canonical form, or None where the Python route must pack it "
      "(newshape.c)"},
+    {"move_params", (PyCFunction)(void (*)(void))odml_py_move_params, METH_FASTCALL,
+     "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, dst_strides, maps, "
+     "scale_bias, fill_bits) -> the bytes of odml_cpu_move_params for a move pass's canonical form, or None "
+     "where the Python route must build it (move_params.c)"},
     {"copy_window", (PyCFunction)(void (*)(void))odml_py_copy_window, METH_FASTCALL,
      "copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes, limit_bytes) -> (out, params, threads, "
      "origin_bytes): a window plan in index space on NumPy array x run at once into a new packed array, or None "
