@@ -85,7 +85,6 @@
 #define PAGE 4096
 
 enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_EAGER = 5 };   /* KIND_MOVE is 4 (below) */
-enum { K_COPY, K_UNFOLD, K_FOLD, K_SCATTER };
 
 typedef struct {
     PyObject_HEAD
@@ -96,12 +95,7 @@ typedef struct {
     PyObject *dtype;          /* the output's PyArray_Descr */
     int rank, kernel, threads, use_blocks, prefault;
     int64_t dims[MAX_RANK], out_bytes;
-    union {
-        odml_copy_params copy;
-        odml_unfold_params unfold;
-        odml_fold_params fold;
-        odml_scatter_params scatter;
-    } p;
+    odml_kernel_params p;     /* kernel's block (common.h) */
     /* CUDA */
     uint64_t function, params;  /* params: host address of the parameter struct (by value): the Launch's, or p */
     unsigned grid, block, shared, dst_align;
@@ -346,9 +340,7 @@ static int launch(Entry *e, uint64_t src, uint64_t dst, uint64_t stream) {
         r = PyObject_CallFunction(e->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
                                   (unsigned long long)stream);
     } else if (cuda_retry) {
-        const Py_ssize_t size = e->kernel == K_COPY ? (Py_ssize_t)sizeof(odml_copy_params)
-                              : e->kernel == K_UNFOLD ? (Py_ssize_t)sizeof(odml_unfold_params)
-                              : (Py_ssize_t)sizeof(odml_scatter_params);
+        const Py_ssize_t size = (Py_ssize_t)odml_kernel_size[e->kernel];
         r = PyObject_CallFunction(cuda_retry, "LKIIy#KKK", (long long)e->device, (unsigned long long)e->function,
                                   e->grid, e->shared, (const char *)&e->p, size, (unsigned long long)src,
                                   (unsigned long long)dst, (unsigned long long)stream);
@@ -699,12 +691,7 @@ static int run_kernel(Entry *e, char *dst, const char *src, const char **error) 
     /* the caller's reference keeps e alive while the GIL is released */
     int status, release = e->out_bytes >= RELEASE_BYTES;
     PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
-    switch (e->kernel) {
-    case K_COPY: status = odml_copy(dst, src, &e->p.copy, e->threads, error); break;
-    case K_UNFOLD: status = odml_unfold(dst, src, &e->p.unfold, e->threads, error); break;
-    case K_FOLD: status = odml_fold(dst, src, &e->p.fold, e->threads, error); break;
-    default: status = odml_scatter(dst, src, &e->p.scatter, e->threads, error); break;
-    }
+    status = odml_run_kernel(e->kernel, dst, src, &e->p, e->threads, error);
     if (release) PyEval_RestoreThread(ts);
     return status;
 }
@@ -1894,17 +1881,14 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     }
 #ifdef ODML_NUMPY
     Key k;
-    static const struct { const char *name; size_t size; } kernels[] = {
-        {"copy", sizeof(odml_copy_params)}, {"unfold", sizeof(odml_unfold_params)},
-        {"fold", sizeof(odml_fold_params)}, {"scatter", sizeof(odml_scatter_params)}};
     int which = -1;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(kernel, kernels[i].name)) which = i;
+    for (int i = 0; i < ODML_KERNEL_COUNT; i++)
+        if (!strcmp(kernel, odml_kernel_name[i])) which = i;
     if (!numpy_ready) {
         PyBuffer_Release(&params);
         Py_RETURN_FALSE;
     }
-    if (which < 0 || params.len != (Py_ssize_t)kernels[which].size || !PyArray_DescrCheck(dtype)) {
+    if (which < 0 || params.len != (Py_ssize_t)odml_kernel_size[which] || !PyArray_DescrCheck(dtype)) {
         PyBuffer_Release(&params);
         PyErr_Format(PyExc_ValueError, "call_cache_put_numpy: unknown kernel %s, a parameter block of the wrong "
                      "size (%zd bytes) or dtype not a NumPy dtype", kernel, params.len);
@@ -1929,7 +1913,7 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     }
     e->kernel = which;
     e->cpu = 1;
-    memcpy(&e->p, params.buf, kernels[which].size);
+    memcpy(&e->p, params.buf, odml_kernel_size[which]);
     PyBuffer_Release(&params);
     Py_INCREF(dtype);
     e->dtype = dtype;
@@ -2105,7 +2089,6 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
     const int keyed = key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item,
                                PyTuple_GET_SIZE(call_args)) == 0 && torch_key_info(&k, &in) == 0;
     if (PyErr_Occurred()) drop_error();
-    static const int kernel_code[3] = {K_COPY, K_UNFOLD, K_SCATTER};
     PyObject *out = NULL, *fn = NULL;
     uint64_t dst = 0;
     Entry *e = NULL;
@@ -2130,7 +2113,7 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
         e = PyObject_New(Entry, &EntryType);
         if (!e) goto fail;
         memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
-        e->kernel = kernel_code[kind];
+        e->kernel = odml_new_kernel((int)kind);
         e->cpu = 1;
         e->threads = (int)threads;
         e->out_bytes = out_bytes;                  /* run_kernel releases the GIL for large outputs */
@@ -2183,7 +2166,7 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
         e = PyObject_New(Entry, &EntryType);
         if (!e) goto fail;
         memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
-        e->kernel = kernel_code[kind];
+        e->kernel = odml_new_kernel((int)kind);
         memcpy(&e->p, &s.p, (size_t)s.size);
         e->params = (uint64_t)(uintptr_t)&e->p;
         e->function = function;
@@ -2277,10 +2260,9 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
         return NULL;
     }
     memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
-    static const int kernel_code[3] = {K_COPY, K_UNFOLD, K_SCATTER};
     e->kind = KIND_NUMPY;
     e->cpu = 1;
-    e->kernel = kernel_code[kind];
+    e->kernel = odml_new_kernel((int)kind);
     e->threads = (int)threads;
     e->out_bytes = bytes;
     e->origin = (uint64_t)origin_bytes;
@@ -2348,12 +2330,10 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     Entry *e = lookup(&k);
     misses = counted;                              /* a test's look is not a miss */
     if (!e) Py_RETURN_NONE;
-    static const Py_ssize_t sizes[4] = {sizeof(odml_copy_params), sizeof(odml_unfold_params),
-                                        sizeof(odml_fold_params), sizeof(odml_scatter_params)};
     const char *params = e->cpu || !e->launch ? (const char *)&e->p : (const char *)(uintptr_t)e->params;
     PyObject *d = Py_BuildValue(
         "{s:i,s:i,s:i,s:y#,s:i,s:i,s:i,s:K,s:O,s:L,s:O,s:K,s:I,s:I,s:I,s:I}", "kind", e->kind, "cpu", e->cpu,
-        "kernel", e->kernel, "params", params, e->launch && !e->cpu ? (Py_ssize_t)0 : sizes[e->kernel & 3],
+        "kernel", e->kernel, "params", params, e->launch && !e->cpu ? (Py_ssize_t)0 : (Py_ssize_t)odml_kernel_size[e->kernel],
         "threads", e->threads, "use_blocks", e->use_blocks, "prefault", e->prefault, "origin",
         (unsigned long long)e->origin, "shape", e->shape ? e->shape : Py_None, "out_bytes", (long long)e->out_bytes,
         "dtype", e->dtype ? e->dtype : Py_None, "function", (unsigned long long)e->function, "grid", e->grid,
