@@ -17,9 +17,11 @@ from setuptools import Extension, setup
 
 NATIVE = "src/opendml/runtime/cpu"
 # -ffp-contract=off: IDENTITY's x * scale + bias rounds twice, as NumPy computes it (move.c);
-# -fno-trapping-math: no value changes, but CAST's clamping loops vectorise (convert.h)
+# -fno-trapping-math: no value changes, but CAST's clamping loops vectorise (convert.h);
+# -fvisibility=hidden: what the C files share (the call cache's calls.h) stays inside the
+# extension; only PyInit__native (PyMODINIT_FUNC) is exported
 args = [] if sys.platform == "win32" else ["-O3", "-std=c99", "-pthread", "-Wall", "-Wno-unused-function",
-                                          "-ffp-contract=off", "-fno-trapping-math"]
+                                          "-ffp-contract=off", "-fno-trapping-math", "-fvisibility=hidden"]
 link = [] if sys.platform == "win32" else ["-pthread"]
 if os.environ.get("OPENDML_SANITIZE") == "1":
     flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1"]

@@ -121,8 +121,10 @@ def _prepared(x: np.ndarray):
         x = np.ascontiguousarray(x)
         layout = array_layout(x.shape, x.strides, x.itemsize)
     desc = logical_desc(x.dtype, x.shape)
-    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     word = WORDS[x.itemsize]
+    if layout.span == x.size and x.flags.c_contiguous:     # (packed: the same words, without as_strided's cost)
+        return desc, (layout.strides, layout.origin), x.view(word).reshape(-1)
+    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
     return desc, (layout.strides, layout.origin), src
 
@@ -299,14 +301,22 @@ def _execute(desc, arrays, key, record) -> list:
     outs = [backend.empty(t.sizes, t.data_type.numpy_dtype, desc.OPERATOR)[0] for t in desc.outputs]
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
     srcs = [p[2] for p in prepared]
-    run = backend.prepare(plan, srcs, dsts)
-    run()
+    # A call to record runs the compiled passes it records (built once: the
+    # backend's own kernels, parameters and threads, as prepare would run them)
+    steps = family_cache.kernel_steps(backend, plan, srcs, dsts) \
+        if key is not None and backend.kernels == "compiled" else None
+    if steps is None:
+        backend.prepare(plan, srcs, dsts)()
+    else:
+        ins, dst_addrs = [a.ctypes.data for a in srcs], [o.ctypes.data for o in dsts]
+        for kernel, blob, threads, fill, s, d in steps:
+            kernel(dst_addrs[d], dst_addrs[s] if fill else ins[s], blob, threads)
     if key is not None:
-        _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts)
+        _record(key, record, backend, desc, plan, arrays, prepared, outs, steps)
     return outs
 
 
-def _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts) -> None:
+def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> None:
     # Only arrays read where they lie (not copied by _prepared; the key
     # admits no array that as_input converts) are replayed from their own
     # addresses.
@@ -317,7 +327,6 @@ def _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts
                 (src.size and x.ctypes.data + off != src.ctypes.data):
             return
         offsets.append(off)
-    steps = family_cache.kernel_steps(backend, plan, srcs, dsts) if backend.kernels == "compiled" else None
     family_cache.record(key, family_cache.Entry(backend, desc, plan,
                                                 tuple((o.shape, o.dtype) for o in outs), tuple(offsets), steps))
     _put_c(record, arrays, outs, offsets, steps)

@@ -116,6 +116,25 @@ def _load_index():
     return _index
 
 
+_FILL_BITS: dict = {}
+
+
+def _fill_bits(value, out_t: int, itemsize: int) -> int:
+    """A ``Fill`` pass's bits: the value exactly as the NumPy path converts it
+    (``numpy_kernels.fill_value``), remembered for plain ints and floats (a
+    float by its bits: -0.0 and NaN payloads stay apart)."""
+    t = type(value)
+    key = (out_t, value) if t is int else (out_t, struct.pack("<d", value)) if t is float else None
+    bits = _FILL_BITS.get(key) if key is not None else None
+    if bits is None:
+        bits = int(numpy_kernels.fill_value(value, out_t).view(WORDS[itemsize]))
+        if key is not None:
+            if len(_FILL_BITS) >= 256:
+                _FILL_BITS.clear()
+            _FILL_BITS[key] = bits
+    return bits
+
+
 def _load_native():
     try:
         from . import _native
@@ -242,11 +261,34 @@ class CpuBackend:
         fills; None (NumPy runs it) for a pass of more than 16 dimensions
         once canonical; the index-driven passes (``Gather``, ``Scatter``) run
         through the ``_index`` extension (runtime/cpu/indexed/index.c) where
-        it was built, else through NumPy."""
+        it was built, else through NumPy. The parameters of a copy or fill are
+        packed in C (``move_params``, move_params.c: the same bytes as
+        ``_python_move_pass``) where it takes the pass."""
         if type(p) is Gather or type(p) is Scatter:
             return self._index_pass(plan, p, srcs, dsts)
         if type(p) is not Copy and type(p) is not Fill:
             return None
+        out_t = plan.out_types[p.dst]
+        dst = dsts[p.dst]
+        fill = isinstance(p, Fill)
+        if fill:
+            bits = _fill_bits(p.value, out_t, dst.itemsize)
+            blob = self._native.move_params(1, 0, out_t, 0, p.dst_offset, p.sizes, None, p.dst_strides, None,
+                                            None, bits)
+            if blob is not None:
+                return self._launch(self._native.move, blob, dst, dst, p.count * dst.itemsize)
+        else:
+            maps = None if p.maps is None else tuple(None if m is None else (m.mode, m.shift, m.size)
+                                                     for m in p.maps)
+            src = srcs[p.src]
+            blob = self._native.move_params(0, plan.in_types[p.src], out_t, p.src_offset, p.dst_offset, p.sizes,
+                                            p.src_strides, p.dst_strides, maps, p.scale_bias, 0)
+            if blob is not None:
+                return self._launch(self._native.move, blob, src, dst, p.count * (src.itemsize + dst.itemsize))
+        return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be family_cache._Capture)
+
+    def _python_move_pass(self, plan: MovePlan, p, srcs, dsts):
+        """``_native_move_pass``'s parameters built in Python (canonical_move_pass, MoveParams)."""
         sizes, ss, ds, maps, src_offset = canonical_move_pass(p)
         r = len(sizes)
         if r > MOVE_MAX_RANK:
@@ -259,9 +301,7 @@ class CpuBackend:
         if isinstance(p, Fill):
             params.kind = 1
             params.src_type = out_t
-            # the value's bits exactly as the NumPy path converts it
-            word = WORDS[dst.itemsize]
-            params.fill_bits = int(numpy_kernels.fill_value(p.value, out_t).view(word))
+            params.fill_bits = _fill_bits(p.value, out_t, dst.itemsize)
             src = dst
             moved = p.count * dst.itemsize
         else:
