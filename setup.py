@@ -17,9 +17,11 @@ from setuptools import Extension, setup
 
 NATIVE = "src/opendml/runtime/cpu"
 # -ffp-contract=off: IDENTITY's x * scale + bias rounds twice, as NumPy computes it (move.c);
-# -fno-trapping-math: no value changes, but CAST's clamping loops vectorise (convert.h)
+# -fno-trapping-math: no value changes, but CAST's clamping loops vectorise (convert.h);
+# -fvisibility=hidden: what the C files share (the call cache's calls.h) stays inside the
+# extension; only PyInit__native (PyMODINIT_FUNC) is exported
 args = [] if sys.platform == "win32" else ["-O3", "-std=c99", "-pthread", "-Wall", "-Wno-unused-function",
-                                          "-ffp-contract=off", "-fno-trapping-math"]
+                                          "-ffp-contract=off", "-fno-trapping-math", "-fvisibility=hidden"]
 link = [] if sys.platform == "win32" else ["-pthread"]
 if os.environ.get("OPENDML_SANITIZE") == "1":
     flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g", "-O1"]
@@ -42,4 +44,8 @@ headers = ["src/opendml/runtime/params.h"] + sorted(f"{NATIVE}/{n}" for n in os.
 setup(ext_modules=[Extension("opendml.runtime.cpu._native", sources, include_dirs=include, define_macros=macros,
                              depends=headers,
                              libraries=[] if sys.platform == "win32" else ["dl"],  # dlopen of libcuda (cuda_launch.c)
-                             extra_compile_args=args, extra_link_args=link, optional=True)])
+                             extra_compile_args=args, extra_link_args=link, optional=True),
+                   # the index-driven passes (plan.Gather, plan.Scatter): an extension of their own
+                   Extension("opendml.runtime.cpu._index", [f"{NATIVE}/indexed/index.c"], include_dirs=include,
+                             depends=[f"{NATIVE}/fp16.h"], extra_compile_args=args, extra_link_args=link,
+                             optional=True)])

@@ -109,6 +109,71 @@ def slice_grad_example() -> dict:
             **{k: v[2:] for k, v in window.items()}}
 
 
+# -- the data-movement family -------------------------------------------------------------------------------
+
+def identity_strided() -> dict:
+    """ELEMENT_WISE_IDENTITY reading a transposed view: InputTensor Sizes
+    {4, 3}, Strides {1, 4} over a 3x4 buffer of 1..12."""
+    buf = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    view = buf.T
+    out = dml.identity(view)
+    return {"buffer": _ints(buf), "sizes": list(view.shape), "strides": [s // view.itemsize for s in view.strides],
+            "output": _ints(out), "reads": _ints(out - 1)}
+
+
+CAST_VALUES = [-1.5, 2.7, 300.0, -300.0, -0.5, float("nan"), float("inf"), float("-inf")]
+
+
+def cast_rules() -> dict:
+    """CAST of special float32 values to INT8, UINT8 and INT16."""
+    x = np.array(CAST_VALUES, np.float32)
+    return {"input": [str(v) for v in x],
+            "outputs": {t: _ints(dml.cast(x, t)) for t in ("int8", "uint8", "int16")}}
+
+
+PAD_MODES = ["constant", "edge", "reflection", "symmetric", "wrap"]
+
+
+def padding_modes() -> dict:
+    """PADDING1 of a 2x3 input (1..6), two elements on every side, in each
+    mode; the constant mode pads with 0, so 0 marks a padding value."""
+    x = np.arange(1, 7, dtype=np.int32).reshape(2, 3)
+    return {"input": _ints(x), "start_padding": [2, 2], "end_padding": [2, 2],
+            "modes": {m: _ints(dml.pad(x, [2, 2], [2, 2], mode=m)) for m in PAD_MODES}}
+
+
+def join_split() -> dict:
+    """JOIN of three inputs along axis 1 (their values continue each other's:
+    each output value says which input and element it came from), and SPLIT
+    of the result back into the same three sizes."""
+    widths = [2, 3, 1]
+    parts, start = [], 1
+    for w in widths:
+        parts.append(np.arange(start, start + 2 * w, dtype=np.int32).reshape(2, w))
+        start += 2 * w
+    joined = dml.join(parts, 1)
+    back = dml.split(joined, 1, widths)
+    return {"inputs": [_ints(p) for p in parts], "output": _ints(joined), "split": [_ints(b) for b in back]}
+
+
+def tile_example() -> dict:
+    x = np.arange(1, 7, dtype=np.int32).reshape(2, 3)
+    return {"input": _ints(x), "repeats": [2, 3], "output": _ints(dml.tile(x, [2, 3]))}
+
+
+def space_depth() -> dict:
+    """SPACE_TO_DEPTH1 of a {1, 2, 2, 4} input (1..16), BlockSize 2, in both
+    orders (the output {1, 8, 1, 2} drawn one channel per row), and
+    DEPTH_TO_SPACE1 of each back."""
+    x = np.arange(1, 17, dtype=np.int32).reshape(1, 2, 2, 4)
+    runs = {}
+    for order in ("DCR", "CRD"):
+        depth = dml.space_to_depth(x, 2, order=order)
+        runs[order] = {"depth_shape": list(depth.shape), "channels": _ints(depth[0].reshape(depth.shape[1], -1)),
+                       "back": _ints(dml.depth_to_space(depth, 2, order=order))}
+    return {"input": _ints(x[0]), "block_size": 2, "orders": runs}
+
+
 FIGURES = {
     "slice-examples": slice_examples,
     "slice1-examples": slice1_examples,
@@ -116,6 +181,12 @@ FIGURES = {
     "unfold-dilated": unfold_dilated,
     "fold-overlaps": fold_overlaps,
     "slice-grad": slice_grad_example,
+    "identity-strided": identity_strided,
+    "cast-rules": cast_rules,
+    "padding-modes": padding_modes,
+    "join-split": join_split,
+    "tile": tile_example,
+    "space-depth": space_depth,
 }
 
 
@@ -305,6 +376,189 @@ def draw_slice_grad(name, data):
     plt.close(fig)
 
 
+# -- the data-movement family's figures ----------------------------------------------------------------------
+
+def _flat_labels(rows, cols):
+    return [[f"{r},{c}" for c in range(cols)] for r in range(rows)]
+
+
+def draw_identity(name, data):
+    """The buffer with each element's output coordinate, and the output."""
+    import matplotlib.pyplot as plt
+    buf, out, reads = data["buffer"], data["output"], data["reads"]
+    rows, cols = len(buf), len(buf[0])
+    labels = [[""] * cols for _ in range(rows)]
+    fill = [[None] * cols for _ in range(rows)]
+    for r, row in enumerate(reads):
+        for c, flat in enumerate(row):
+            labels[flat // cols][flat % cols] = f"{r},{c}"
+            fill[flat // cols][flat % cols] = COLORS[r % len(COLORS)]
+    out_fill = [[COLORS[r % len(COLORS)]] * len(out[0]) for r in range(len(out))]
+    fig, ax = plt.subplots(figsize=(5.0, 3.6))
+    _grid(ax, buf, fill=fill, labels=labels, title="input buffer (3x4 in memory)")
+    ox = cols + 1.6
+    _grid(ax, out, fill=out_fill, labels=_out_labels((len(out), len(out[0]))), origin=(ox, 0),
+          title="OutputTensor")
+    _axes(ax, ox + len(out[0]), len(out) + 0.4)
+    ax.set_title(f"ELEMENT_WISE_IDENTITY of InputTensor Sizes {{{data['sizes'][0]}, {data['sizes'][1]}}}, "
+                 f"Strides {{{data['strides'][0]}, {data['strides'][1]}}}", fontsize=10)
+    fig.text(0.5, 0.0, "a transpose is one identity: the label is the output coordinate (row, column)\n"
+             "that receives the element; one colour per output row", ha="center", va="top", fontsize=8)
+    _save(fig, name)
+    plt.close(fig)
+
+
+def draw_cast(name, data):
+    """A table: the float32 inputs and each integer type's outputs, coloured
+    by the rule that gave them."""
+    import matplotlib.pyplot as plt
+    inputs = data["input"]
+    types = list(data["outputs"])
+    ranges = {t: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in types}
+    rule_colors = {"truncated": COLORS[2], "saturated": COLORS[1], "NaN -> 0": COLORS[3]}
+    values = [inputs] + [[str(v) for v in data["outputs"][t]] for t in types]
+    fill = [[PAD] * len(inputs)]
+    for t in types:
+        lo, hi = ranges[t]
+        row = []
+        for text in inputs:
+            v = float(text)
+            if v != v:
+                rule = "NaN -> 0"
+            elif not np.isfinite(v) or not lo <= int(np.trunc(v)) <= hi:
+                rule = "saturated"
+            else:
+                rule = "truncated"
+            row.append(rule_colors[rule])
+        fill.append(row)
+    fig, ax = plt.subplots(figsize=(9.2, 2.9))
+    _grid(ax, values, fill=fill, fontsize=7.5, origin=(1.6, 0))
+    for r, label in enumerate(["FLOAT32"] + [t.upper() for t in types]):
+        ax.text(1.45, -r - 0.5, label, ha="right", va="center", fontsize=8.5)
+    _axes(ax, 1.6 + len(inputs), len(values))
+    ax.set_title("CAST from FLOAT32 to integer types", fontsize=10)
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Patch(facecolor=c, edgecolor="#555555", label=k) for k, c in rule_colors.items()],
+               loc="lower center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, -0.02))
+    _save(fig, name)
+    plt.close(fig)
+
+
+def draw_padding(name, data):
+    """One panel per mode: the input framed, each cell the input element read
+    (0: the constant's padding value)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+    sp = data["start_padding"]
+    h, w = len(data["input"]), len(data["input"][0])
+    modes = data["modes"]
+    fig, axes = plt.subplots(1, len(modes), figsize=(2.9 * len(modes), 3.0))
+    for ax, (mode, out) in zip(axes, modes.items()):
+        fill = [[None if v == 0 else COLORS[(v - 1) % len(COLORS)] for v in row] for row in out]
+        for r, row in enumerate(out):
+            for c, v in enumerate(row):
+                if not (sp[0] <= r < sp[0] + h and sp[1] <= c < sp[1] + w):
+                    fill[r][c] = _lighten(fill[r][c]) if fill[r][c] else PAD
+        _grid(ax, out, fill=fill, fontsize=9)
+        ax.add_patch(Rectangle((sp[1], -sp[0] - h), w, h, fill=False, edgecolor="#222222", lw=2.2))
+        ax.set_title(mode.upper(), fontsize=10)
+        _axes(ax, len(out[0]), len(out))
+    fig.text(0.5, 0.02, f"PADDING1 of a {h}x{w} input (1..{h * w}, framed), StartPadding {sp}, EndPadding "
+             f"{data['end_padding']}; each cell shows the input element it holds (pale: padding), "
+             "CONSTANT pads with 0", ha="center", fontsize=8.5)
+    _save(fig, name)
+    plt.close(fig)
+
+
+def draw_join_split(name, data):
+    """The inputs, the joined output coloured by the input each element came
+    from, and SPLIT's outputs (the same inputs again)."""
+    import matplotlib.pyplot as plt
+    inputs, out, back = data["inputs"], data["output"], data["split"]
+    owner = {v: i for i, part in enumerate(inputs) for row in part for v in row}
+    fig, ax = plt.subplots(figsize=(9.0, 2.8))
+    x = 0.0
+    for i, part in enumerate(inputs):
+        _grid(ax, part, fill=[[COLORS[i]] * len(part[0]) for _ in part], origin=(x, 0), title=f"input {i}")
+        x += len(part[0]) + 0.5
+    ax.annotate("", xy=(x + 0.9, -1), xytext=(x, -1), arrowprops={"arrowstyle": "->"})
+    ax.text(x + 0.45, -0.55, "JOIN", ha="center", fontsize=7.5)
+    x += 1.2
+    _grid(ax, out, fill=[[COLORS[owner[v]] for v in row] for row in out], origin=(x, 0), title="JOIN, Axis 1")
+    x += len(out[0]) + 0.3
+    ax.annotate("", xy=(x + 0.9, -1), xytext=(x, -1), arrowprops={"arrowstyle": "->"})
+    ax.text(x + 0.45, -0.55, "SPLIT", ha="center", fontsize=7.5)
+    x += 1.2
+    for i, part in enumerate(back):
+        _grid(ax, part, fill=[[COLORS[owner[v]] for v in row] for row in part], origin=(x, 0),
+              title=f"output {i}")
+        x += len(part[0]) + 0.5
+    _axes(ax, x, 2.6)
+    fig.text(0.5, 0.04, "each colour is one input; SPLIT along Axis 1 with the same sizes gives the inputs back",
+             ha="center", fontsize=8.5)
+    _save(fig, name)
+    plt.close(fig)
+
+
+def draw_tile(name, data):
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+    inp, out, reps = data["input"], data["output"], data["repeats"]
+    h, w = len(inp), len(inp[0])
+    color = {v: COLORS[(v - 1) % len(COLORS)] for row in inp for v in row}
+    fig, ax = plt.subplots(figsize=(7.6, 3.0))
+    _grid(ax, inp, fill=[[color[v] for v in row] for row in inp], title="InputTensor")
+    ox = w + 1.2
+    _grid(ax, out, fill=[[color[v] for v in row] for row in out], origin=(ox, 0),
+          title=f"OutputTensor, Repeats {reps}")
+    for i in range(reps[0]):
+        for j in range(reps[1]):
+            ax.add_patch(Rectangle((ox + j * w, -(i + 1) * h), w, h, fill=False, edgecolor="#222222", lw=1.8))
+    _axes(ax, ox + len(out[0]), len(out) + 0.4)
+    fig.text(0.5, 0.03, "TILE: each output element is Input[o mod InputTensor.Sizes]; framed: one copy of the input",
+             ha="center", fontsize=8.5)
+    _save(fig, name)
+    plt.close(fig)
+
+
+def draw_space_depth(name, data):
+    """The space tensor's two channels, coloured by position within the
+    block, and the depth tensor in each order, one channel per row."""
+    import matplotlib.pyplot as plt
+    inp, b = data["input"], data["block_size"]
+    where = {}
+    for c, chan in enumerate(inp):
+        for hh, row in enumerate(chan):
+            for ww, v in enumerate(row):
+                where[v] = (c, hh % b, ww % b)
+    block_color = lambda v: COLORS[where[v][1] * b + where[v][2]]    # noqa: E731
+    fig, ax = plt.subplots(figsize=(8.4, 4.4))
+    x = 0.0
+    for c, chan in enumerate(inp):
+        _grid(ax, chan, fill=[[block_color(v) for v in row] for row in chan], origin=(x, 0),
+              title=f"channel {c}")
+        x += len(chan[0]) + 0.5
+    ax.text(x / 2, -3.0, f"space {{1, {len(inp)}, {len(inp[0])}, {len(inp[0][0])}}}, BlockSize {b}",
+            ha="center", fontsize=8.5)
+    x += 1.0
+    for order, run in data["orders"].items():
+        chans = run["channels"]
+        x += 1.2
+        for k in range(len(chans)):
+            ax.text(x - 0.12, -k - 0.5, f"ch {k}", ha="right", va="center", fontsize=7.5, color="#444444")
+        _grid(ax, chans, fill=[[block_color(v) for v in row] for row in chans], origin=(x, 0),
+              title=f"{order}", fontsize=9)
+        ax.text(x + 1, -len(chans) - 0.4, "{1, 8, 1, 2}", ha="center", va="top", fontsize=7.5)
+        x += len(chans[0]) + 0.6
+    _axes(ax, x, 8.8)
+    ax.set_title("SPACE_TO_DEPTH1 in both orders (DEPTH_TO_SPACE1 reads them back)", fontsize=10)
+    fig.text(0.5, 0.02, "colour: the element's position (row, column) inside its 2x2 block; 1..8 are channel 0, "
+             "9..16 channel 1.\nDCR orders the output channels by block position first, CRD by input channel first",
+             ha="center", fontsize=8)
+    _save(fig, name)
+    plt.close(fig)
+
+
 def draw(data: dict) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -315,6 +569,12 @@ def draw(data: dict) -> None:
     draw_unfold("unfold-dilated", data["unfold-dilated"], "UNFOLD with strides, dilations and asymmetric padding")
     draw_fold("fold-overlaps", data["fold-overlaps"])
     draw_slice_grad("slice-grad", data["slice-grad"])
+    draw_identity("identity-strided", data["identity-strided"])
+    draw_cast("cast-rules", data["cast-rules"])
+    draw_padding("padding-modes", data["padding-modes"])
+    draw_join_split("join-split", data["join-split"])
+    draw_tile("tile", data["tile"])
+    draw_space_depth("space-depth", data["space-depth"])
 
 
 def main(argv: list[str]) -> int:

@@ -1,8 +1,14 @@
 """The documentation's code runs, and what it shows is what it does.
 
 Every Markdown page under ``docs/`` and ``README.md`` is one test. Its fenced
-blocks run in page order, in one namespace and one fresh working directory
-per page (so a block may write a file a later command reads):
+blocks run in page order, and each runs alone: in a fresh namespace, a fresh
+working directory and opendml's default configuration, as a reader who copies
+that one block has them. A block continues the one before it (its names, its
+working directory, its configuration) only where the page says so, with a
+fence title starting "Continued" (``pycon title="Continued from above"``),
+which the rendered page shows; such a block must fail alone (else the marker
+is dropped). The files a page lists (``json title="NAME"``) are in every later
+block's directory.
 
 - ``python``: executed. A block fenced ``text title="Output"`` right after it
   is what it must print.
@@ -203,51 +209,153 @@ def check_bash(block: Block, where: str) -> None:
                 raise AssertionError(f"{where}: no rule checks the command `{part}` (tests/test_docs.py)")
 
 
-def run_page(path: pathlib.Path, namespace: dict) -> int:
-    """Run a page's blocks in order; the number of blocks run or checked."""
-    rel = path.relative_to(ROOT)
+RUNNABLE = ("python", "pycon", "console", "bash", "json")
+
+
+def continues(block: Block) -> bool:
+    """The page marks ``block`` as continuing the block before it."""
+    return (block.title or "").startswith("Continued")
+
+
+class _Alone:
+    """What one block (with the blocks that continue it) runs in: a namespace,
+    a working directory holding the page's listed files, and opendml's
+    default configuration, undone when the next block starts afresh."""
+
+    def __init__(self, name: str, workdir: pathlib.Path, files: dict):
+        self.namespace = {"__name__": name}
+        workdir.mkdir(parents=True)
+        for fname, text in files.items():
+            (workdir / fname).write_text(text, encoding="utf-8")
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(contextlib.chdir(workdir))
+        self._stack.enter_context(opendml.configure())
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def run_page(path: pathlib.Path, workdir: pathlib.Path) -> int:
+    """Run a page's blocks in order, each alone unless marked as continuing
+    the one before (``continues``); the number of blocks run or checked.
+    Each block's working directory is a new folder under ``workdir``."""
+    rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    name = f"docs_{path.stem.replace('-', '_')}"
+    files: dict[str, str] = {}
     count = 0
-    for block in parse_blocks(path.read_text(encoding="utf-8")):
-        where = f"{rel}:{block.line}"
-        if "cuda" in block.classes and not _cuda_available():
-            continue
-        if block.lang == "python":
-            buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                exec(compile(block.text, where, "exec"), namespace)
-            if block.output is not None:
-                _check(block.output.text, buf.getvalue(), where)
-        elif block.lang == "pycon":
-            test = doctest.DocTestParser().get_doctest(block.text, namespace, where, str(path), block.line)
-            runner = doctest.DocTestRunner(optionflags=FLAGS)
-            report = io.StringIO()
-            runner.run(test, out=report.write, clear_globs=False)
-            namespace.update(test.globs)            # DocTest ran on a copy of the namespace
-            if runner.failures:
-                raise AssertionError(f"{where}: doctest failed\n{report.getvalue()}")
-        elif block.lang == "console":
-            run_console(block, where)
-        elif block.lang == "bash":
-            check_bash(block, where)
-        elif block.lang == "json":
-            obj = json.loads(block.text)
-            if block.title:                         # a file the page's commands read (and check)
-                pathlib.Path(block.title).write_text(block.text, encoding="utf-8")
-            elif isinstance(obj, dict) and "Operator" in obj:
-                from opendml.jsonform import from_json
-                from_json(obj)
-        else:
-            continue
-        count += 1
+    scope = None
+    previous = None
+    try:
+        for block in parse_blocks(path.read_text(encoding="utf-8")):
+            where = f"{rel}:{block.line}"
+            if "cuda" in block.classes and not _cuda_available():
+                continue
+            if block.lang not in RUNNABLE:
+                continue
+            if continues(block):
+                if previous is None or previous.lang not in ("python", "pycon", "console"):
+                    raise AssertionError(f"{where}: marked as continuing the block before, but no code block "
+                                         "precedes it on the page")
+                alone = _Alone(name, workdir / f"alone-{block.line}", files)
+                try:
+                    run_block(block, where, alone.namespace, files)
+                except Exception:
+                    pass
+                else:
+                    raise AssertionError(f"{where}: marked as continuing the block before, but it runs alone: "
+                                         "drop the \"Continued\" title")
+                finally:
+                    alone.close()
+            else:
+                if scope is not None:
+                    scope.close()
+                scope = _Alone(name, workdir / f"block-{block.line}", files)
+            run_block(block, where, scope.namespace, files)
+            previous = block
+            count += 1
+    finally:
+        if scope is not None:
+            scope.close()
     return count
 
 
+def run_block(block: Block, where: str, namespace: dict, files: dict) -> None:
+    """Run or check one block in ``namespace`` and the current directory."""
+    if block.lang == "python":
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            exec(compile(block.text, where, "exec"), namespace)
+        if block.output is not None:
+            _check(block.output.text, buf.getvalue(), where)
+    elif block.lang == "pycon":
+        test = doctest.DocTestParser().get_doctest(block.text, namespace, where, where.rsplit(":", 1)[0],
+                                                   block.line)
+        runner = doctest.DocTestRunner(optionflags=FLAGS)
+        report = io.StringIO()
+        runner.run(test, out=report.write, clear_globs=False)
+        namespace.update(test.globs)            # DocTest ran on a copy of the namespace
+        if runner.failures:
+            raise AssertionError(f"{where}: doctest failed\n{report.getvalue()}")
+    elif block.lang == "console":
+        run_console(block, where)
+    elif block.lang == "bash":
+        check_bash(block, where)
+    elif block.lang == "json":
+        obj = json.loads(block.text)
+        if block.title and not continues(block):    # a file the page's later blocks read (and check)
+            pathlib.Path(block.title).write_text(block.text, encoding="utf-8")
+            files[block.title] = block.text
+        elif isinstance(obj, dict) and "Operator" in obj:
+            from opendml.jsonform import from_json
+            from_json(obj)
+
+
 @pytest.mark.parametrize("path", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_page_runs(path, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    namespace = {"__name__": f"docs_{path.stem.replace('-', '_')}"}
-    with opendml.configure():            # a page that configures leaves no trace
-        run_page(path, namespace)
+def test_page_runs(path, tmp_path):
+    before = opendml.config()
+    run_page(path, tmp_path)
+    assert opendml.config() == before, f"{path.name}: a block's configuration outlived the page"
+
+
+def _page(tmp_path, text: str) -> pathlib.Path:
+    page = tmp_path / "page.md"
+    page.write_text(text, encoding="utf-8")
+    return page
+
+
+def test_each_block_runs_alone(tmp_path):
+    """A block that uses a name, a file or a configuration of an earlier
+    block fails unless the page marks it as continuing that block."""
+    names = "```pycon\n>>> x = 41\n```\n\n```pycon\n>>> x + 1\n42\n```\n"
+    with pytest.raises(AssertionError, match="page.md:5: doctest failed"):
+        run_page(_page(tmp_path, names), tmp_path / "a")
+    marked = names.replace("```pycon\n>>> x + 1", '```pycon title="Continued from above"\n>>> x + 1')
+    assert run_page(_page(tmp_path, marked), tmp_path / "b") == 2
+    files = ('```python\nopen("f.txt", "w").write("hi")\n```\n\n'
+             '```python\nprint(open("f.txt").read())\n```\n\n```text title="Output"\nhi\n```\n')
+    with pytest.raises(FileNotFoundError):
+        run_page(_page(tmp_path, files), tmp_path / "c")
+    config = ("```python\nimport opendml\nopendml.configure(cpu_kernels='numpy')\n```\n\n"
+              "```python\nimport opendml\nprint(opendml.config().cpu_kernels)\n```\n\n"
+              '```text title="Output"\nnumpy\n```\n')
+    before = opendml.config()
+    with pytest.raises(AssertionError, match="differs"):
+        run_page(_page(tmp_path, config), tmp_path / "d")
+    assert opendml.config() == before          # and the configuration a block set is undone
+
+
+def test_a_continued_marker_must_be_needed(tmp_path):
+    page = '```pycon\n>>> 1\n1\n```\n\n```pycon title="Continued"\n>>> 2\n2\n```\n'
+    with pytest.raises(AssertionError, match="runs alone"):
+        run_page(_page(tmp_path, page), tmp_path / "a")
+    with pytest.raises(AssertionError, match="no code block precedes it"):
+        run_page(_page(tmp_path, '```pycon title="Continued"\n>>> 2\n2\n```\n'), tmp_path / "b")
+
+
+def test_listed_files_are_in_every_later_block(tmp_path):
+    page = ('```json title="spec.json"\n{"a": 1}\n```\n\n```python\nimport json\n'
+            'print(json.load(open("spec.json")))\n```\n\n```text title="Output"\n{\'a\': 1}\n```\n')
+    assert run_page(_page(tmp_path, page), tmp_path / "a") == 2
 
 
 # -- what the pages promise ----------------------------------------------------------------------
@@ -266,6 +374,23 @@ def test_figures_are_what_opendml_computes():
     assert figures.compute() == shown, "docs/figures/manifest.json is out of date: run python docs/figures.py"
     for name in figures.FIGURES:
         assert (DOCS / "figures" / f"{name}.png").is_file(), f"docs/figures/{name}.png is missing"
+
+
+def test_every_operator_page_shows_a_figure_drawn_by_the_generator():
+    """The home page and the operators index promise a figure on each
+    operator page: each page of docs/operators/ (not the index, not the
+    errata) shows at least one, and every figure shown is one that
+    docs/figures.py computes and draws."""
+    spec = importlib.util.spec_from_file_location("docs_figures", DOCS / "figures.py")
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    pages = [p for p in sorted((DOCS / "operators").glob("*.md")) if p.name not in ("index.md", "errata.md")]
+    assert len(pages) >= 11
+    for page in pages:
+        shown = re.findall(r"!\[[^\]]*\]\(\.\./figures/([\w-]+)\.png\)", page.read_text(encoding="utf-8"))
+        assert shown, f"docs/operators/{page.name} shows no figure"
+        unknown = [name for name in shown if name not in figures.FIGURES]
+        assert not unknown, f"docs/operators/{page.name} shows {unknown}, which docs/figures.py does not draw"
 
 
 def test_performance_charts_are_the_benchmarks_charts():
@@ -287,30 +412,37 @@ def test_performance_tables_are_copied_from_results_md():
     assert not missing, f"rows of docs/performance.md not in benchmarks/RESULTS.md: {missing[:3]}"
 
 
-def _hooks():
-    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
-    return hooks
+def public_names() -> list[str]:
+    """opendml's public names: ``__all__`` and ``slice`` (DirectML's name,
+    kept out of ``__all__`` so that ``import *`` leaves Python's alone)."""
+    return [n for n in (*opendml.__all__, "slice") if n != "__version__"]
 
 
-def test_every_public_name_is_in_the_api_reference():
-    """Each name of opendml.__all__ (and opendml.slice) is rendered: on a topic
-    page of docs/reference/, or else under "More public names" on the index."""
-    hooks = _hooks()
-    assert hooks.MARKER in (DOCS / "reference" / "index.md").read_text(encoding="utf-8")
-    placed, public = hooks.placed_names(), hooks.public_names()
-    assert set(public) <= placed | set(hooks.unplaced_names())
-    stale = [n for n in placed if not hasattr(opendml, n)]
+def placed_names() -> set[str]:
+    """The names the API reference's pages render (``::: opendml.NAME``)."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in (DOCS / "reference").glob("*.md"))
+    return set(re.findall(r"^::: opendml\.(\w+)\s*$", text, re.M))
+
+
+def test_every_public_name_is_on_a_reference_page():
+    """Each public name is rendered on a topic page of docs/reference/ (no
+    catch-all section), and no page renders a name opendml lacks."""
+    placed, public = placed_names(), public_names()
+    unplaced = [n for n in public if n not in placed]
+    assert not unplaced, f"public names on no page of docs/reference/: {unplaced}"
+    stale = [n for n in placed if not hasattr(opendml, n) and importlib.util.find_spec(f"opendml.{n}") is None]
     assert not stale, f"docs/reference/ documents names opendml does not have: {stale}"
-    # the tensor model, the five operators, the device flow, the caches and the configuration
+    # the tensor model, the operators, the device flow, the caches, the configuration and the errors
     core = ["DataType", "FeatureLevel", "TensorDesc", "TensorFlags", "calc_buffer_tensor_size", "packed_strides",
-            "nhwc_strides", "DmlError", "ValidationError", "UnsupportedError", "BindingError", "OperatorDesc",
-            "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc", "FoldOperatorDesc",
+            "nhwc_strides", "DmlError", "ValidationError", "UnsupportedError", "BindingError", "AllocationError",
+            "OperatorDesc", "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc", "FoldOperatorDesc",
             "SliceGradOperatorDesc", "Device", "Buffer", "BufferBinding", "BindingTable", "Operator",
-            "CompiledOperator", "slice", "slice1", "unfold", "fold", "slice_grad", "cpu_output_cache",
-            "plan_cache_info", "configure", "config", "Config"]
+            "CompiledOperator", "slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast", "pad", "join",
+            "split", "tile", "space_to_depth", "depth_to_space", "cpu_output_cache", "plan_cache_info",
+            "configure", "config", "Config"]
     assert not [n for n in core if n not in placed]
+    index = (DOCS / "reference" / "index.md").read_text(encoding="utf-8")
+    assert "More public names" not in index and "<!--" not in index
 
 
 def test_readme_links_into_the_site_resolve_on_a_checkout():
@@ -324,10 +456,22 @@ def test_readme_links_into_the_site_resolve_on_a_checkout():
 def test_readme_quick_start_is_the_two_commands():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = text.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    assert block.splitlines()[:2] == ['pip install -e . && opendml run',
-                                      'pip install -e ".[test]" torch==2.13.0 && python -m pytest -q']
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert 'python -m pip install -q -e ".[test]" torch==2.13.0 && python -m pytest -q' in ci
+    test = 'pip install -e ".[test]" torch==2.13.0 && python -m pytest -q -n auto --dist loadfile'
+    assert block.splitlines()[:2] == ['pip install -e . && opendml run', test]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "python -m " + test in [line.replace("pip install -q", "pip install") for line in ci]
+    with open(ROOT / "pyproject.toml", "rb") as f:             # -n needs pytest-xdist, which the extra installs
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["test"]
+    assert any(req.startswith("pytest-xdist") for req in extra)
+
+
+def test_getting_started_counts_the_bundled_examples():
+    """The page says how many examples `opendml run` runs: the number it runs."""
+    code, listing = run_cli(["run", "--list"])
+    assert code == 0
+    count = len([line for line in listing.splitlines() if line.strip()])
+    text = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    assert f"bundled example, {count} of them" in text, f"docs/getting-started.md should say {count} examples"
 
 
 def test_version_flag_prints_the_package_version():

@@ -12,7 +12,9 @@ and nothing in --output-dir."""
 import copy
 import json
 import os
+import pathlib
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -25,7 +27,7 @@ from opendml.cli import examples
 from opendml.jsonform import from_json, to_json
 from opendml.ops import OPERATORS
 from tests import reference as ref
-from tests.test_fuzz import DEEP, HUGE, Foreign, _walk, check_cli, junk
+from tests.test_fuzz import BIG_LITERALS, DEEP, HUGE, Foreign, _walk, check_cli, junk, npy_file, run_cli
 from tests.test_properties import (dedupe_broadcast, finite_input, fold_cases, layouts, logical_input, slice1_cases,
                                    slice_cases, slice_grad_cases, unfold_cases)
 
@@ -276,7 +278,19 @@ def _base_models() -> list[dict]:
                                             if isinstance(v, str) else v)
                                         for k, v in many["commands"][0]["bindings"].items()}
     many["dispatchables"][name]["executionFlags"] = ["NONE"]
-    return out + [many]
+    files = copy.deepcopy(out[0])                   # initialisers read from files the fuzz writes (NPY_FILES)
+    files["resources"]["from_npy"] = {"initialValues": {"sourcePath": "x.npy"}}
+    files["resources"]["from_raw"] = {"initialValuesDataType": "UINT16", "initialValues": {"sourcePath": "x.bin"}}
+    files["commands"].append({"type": "print", "resource": "from_npy", "verbose": True})
+    files["commands"].append({"type": "writeFile", "resource": "from_raw", "targetPath": "sub/raw.npy",
+                              "dimensions": [2, 3]})
+    floats = copy.deepcopy(out[0])                  # float values and fields as DxDispatch writes them
+    floats["resources"]["f"] = {"initialValuesDataType": "FLOAT32",
+                                "initialValues": [1.5, "nan", "inf", "-inf", -0.0, 3.4e38]}
+    floats["resources"]["s"] = {"initialValuesDataType": "FLOAT16",
+                                "initialValues": {"valueCount": 9, "valueStart": 65000, "valueDelta": -1e4}}
+    floats["commands"].append({"type": "print", "resource": "f"})
+    return out + [many, files, floats]
 
 
 BASES = _base_models()
@@ -345,7 +359,7 @@ def mutate_model(rng: random.Random, base: dict) -> str:
         elif isinstance(node, list):
             node.insert(key, copy.deepcopy(node[key]))
     text = json.dumps(obj)
-    text = text.replace(json.dumps(HUGE), "9" * rng.choice((25, 400, 4301)))
+    text = text.replace(json.dumps(HUGE), rng.choice(("9" * rng.choice((25, 400, 4301)),) + BIG_LITERALS))
     depth = rng.choice((9, 40, 3000))
     text = text.replace(json.dumps(DEEP), "[" * depth + "1" + "]" * depth)
     if rng.random() < 0.05:
@@ -369,12 +383,25 @@ def test_mutated_models_exit_0_or_2_with_one_line(scratch, rng, index):
     path = os.path.join(folder, "model.json")
     with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
         f.write(text)
+    with open(os.path.join(folder, "x.npy"), "wb") as f:
+        f.write(npy_file(rng))
+    with open(os.path.join(folder, "x.bin"), "wb") as f:
+        f.write(bytes(rng.choice((12, 12, 12, 0, 5, 4096))))
     out_dir = os.path.join(scratch, "out")
     if os.path.isdir(out_dir):
         for name in os.listdir(out_dir):
             os.unlink(os.path.join(out_dir, name))
         os.rmdir(out_dir)
-    argv = ["dispatch", path, "--output-dir", out_dir, "--max-bytes", str(1 << 22)]
+    # an output folder that cannot be written: nothing may run (no print) and the exit is 2
+    unwritable = rng.random() < 0.1
+    target = rng.choice(("/proc", "/proc/opendml-out", path + "/out")) if unwritable else out_dir
+    argv = ["dispatch", path, "--output-dir", target, "--max-bytes", str(1 << 22)]
+    if unwritable:
+        rc, out, err = run_cli(argv)
+        if rc != 2 or out or err.count("\n") != 1 or not err.startswith("opendml: error: "):
+            raise Foreign(f"--output-dir {target}: exit {rc}, {len(out)} characters printed, stderr {err!r}: "
+                          f"{text[:2000]}")
+        return
     rc = check_cli(argv, text)                 # 0, 1 or 2; a 2 with exactly one line; never a traceback
     if rc == 1:
         raise Foreign(f"exit 1 from a model: {text[:2000]}")
@@ -382,8 +409,12 @@ def test_mutated_models_exit_0_or_2_with_one_line(scratch, rng, index):
         raise Foreign(f"exit 2 left {os.listdir(out_dir)} in --output-dir: {text[:2000]}")
     if rc == 0:
         assert sorted(os.listdir(out_dir)) == sorted(n + ".npy" for n in json.loads(text)["resources"])
-    leftovers = [n for n in os.listdir(folder) if n.startswith(".opendml-")]
+    leftovers = [str(p) for p in pathlib.Path(folder).rglob(".opendml-*")]
     assert leftovers == [], leftovers
+    if rc == 2:
+        assert not os.path.exists(os.path.join(folder, "sub")), "a failed model left the folder it made"
+    else:
+        shutil.rmtree(os.path.join(folder, "sub"), ignore_errors=True)
 
 
 def test_the_mutations_reach_both_outcomes(scratch):

@@ -162,6 +162,10 @@ def _seeded(rng: random.Random, cls) -> dict | None:
 
 FLOATS = (0.0, -0.0, 1.0, -1.5, 2.5, 0.5, 1e30, -1e30, 3.5e38, 1e300, float("nan"), float("inf"),
           float("-inf"), 7, -3, 255, 2**31, 2**64)
+#: Values at and past the edges of FLOAT and of the double: an integer beyond
+#: the double range must be a DmlError in every float field, never OverflowError.
+EDGE_FLOATS = (10**400, -(10**400), 2**1024, 1e39, -1e39, 3.4028235e38, 3.4028236e38, 65504.0, 65520.0,
+               float.fromhex("0x1.fffffffffffffp+1023"), 5e-324, np.float64(1e300), np.float32(-2.5), np.int64(7))
 
 
 def random_field(rng: random.Random, f, d: int):
@@ -177,7 +181,7 @@ def random_field(rng: random.Random, f, d: int):
     if kind in ("uint", "int"):
         return rng.choice((0, 0, 1, 1, 2, 2, 2, 3, 4)) if rng.random() < 0.9 else _entry(rng)
     if kind == "float":
-        return rng.choice(FLOATS)
+        return rng.choice(FLOATS if rng.random() < 0.8 else EDGE_FLOATS[:10])
     if kind == "bool":
         return rng.choice((True, False, 0, 1))
     if kind == "enum":
@@ -193,7 +197,7 @@ def random_field(rng: random.Random, f, d: int):
             return int(m)
         return rng.choice(("NOPE", 99, -1, m.name.lower()))
     if kind == "scalar":
-        v = rng.choice(FLOATS + (0, 1, -1, 127, 128, -129, 65535, 2**63, -(2**63)))
+        v = rng.choice(FLOATS + (0, 1, -1, 127, 128, -129, 65535, 2**63, -(2**63)) + EDGE_FLOATS[:10])
         if rng.random() < 0.3:
             member = rng.choice(("Float32", "Int8", "UInt8", "Int16", "UInt16", "Int32", "UInt32", "Int64",
                                  "UInt64", "Float64", "Float16"))
@@ -202,7 +206,7 @@ def random_field(rng: random.Random, f, d: int):
     if kind == "struct":
         if rng.random() < 0.2:
             return None
-        value = {m: rng.choice(FLOATS) for m, _ in f.members}
+        value = {m: rng.choice(FLOATS if rng.random() < 0.8 else EDGE_FLOATS[:10]) for m, _ in f.members}
         if rng.random() < 0.1:
             value.pop(rng.choice(list(value)))
         if rng.random() < 0.05:
@@ -444,13 +448,18 @@ def mutate_spec(rng: random.Random, base: dict) -> str:
         elif isinstance(obj.get("Operator"), str):
             obj["Operator"] = rng.choice(list(OPERATORS))       # another operator's fields
     text = json.dumps(obj)
-    text = text.replace(json.dumps(HUGE), "9" * rng.choice((25, 400, 4301, 6000)))
+    text = text.replace(json.dumps(HUGE), rng.choice(("9" * rng.choice((25, 400, 4301, 6000)),) + BIG_LITERALS))
     depth = rng.choice((9, 40, 3000))
     text = text.replace(json.dumps(DEEP), "[" * depth + "1" + "]" * depth)
     if rng.random() < 0.05:
         cut = rng.randrange(len(text) + 1)
         text = text[:cut] + rng.choice(("", "}", ",", "\x00", "\ud800", "NaN", "\n")) + text[cut + 1:]
     return text
+
+
+#: Number literals past the double (Python's json reads them as infinities) or
+#: not JSON at all, which HUGE may become in a mutated text.
+BIG_LITERALS = ("1e400", "-1e999", "1E+309", "NaN", "Infinity", "-Infinity", "1e39", "-0.0e-400")
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
@@ -481,10 +490,38 @@ def check_cli(argv: list[str], text: str = "") -> int:
     return rc
 
 
+def npy_file(rng: random.Random) -> bytes:
+    """A .npy file, often broken: cut at any length, a header byte changed,
+    a header of another shape, dtype or order than its data."""
+    import io
+    x = (np.arange(6) % 2).astype(rng.choice(("<f4", ">i2", "|u1", "<f8", "|b1", "<c8"))).reshape(
+        rng.choice(((6,), (2, 3), (3, 2, 1))))
+    f = io.BytesIO()
+    np.save(f, np.asfortranarray(x) if rng.random() < 0.3 else x)
+    data = bytearray(f.getvalue())
+    r = rng.random()
+    if r < 0.3:
+        return bytes(data[:rng.randrange(len(data))])
+    if r < 0.6:
+        header = data.index(b"\n")
+        i = rng.randrange(8, header + 1)
+        data[i] = rng.choice(b"(){}[]',:0129 \n\xff\x00")
+    elif r < 0.7:
+        data[8:10] = rng.choice((b"\xff\xff", b"\x00\x00", b"\x10\x00"))
+    elif r < 0.75:
+        data[6:8] = rng.choice((b"\x02\x00", b"\x03\x00", b"\x09\x00"))
+    return bytes(data)
+
+
 def cli_argv(rng: random.Random, path: str, scratch: str) -> list[str]:
     argv = [rng.choice(("run", "run", "validate")), path]
     if argv[0] == "run":
         argv += ["--max-bytes", str(RUN_BYTES)]
+        if rng.random() < 0.15:                  # an --input .npy file, often cut short or malformed
+            npy = os.path.join(scratch, "in.npy")
+            with open(npy, "wb") as f:
+                f.write(npy_file(rng))
+            argv += ["--input", npy]
         if rng.random() < 0.2:
             argv += ["--output", rng.choice((os.path.join(scratch, "y.npy"), os.path.join(scratch, "no", "y"),
                                               scratch))]
@@ -677,3 +714,131 @@ def test_known_hostile_cli_inputs(scratch):
         with open(path, "w") as f:
             f.write(text)
         assert check_cli(["run", path]) == 2 and check_cli(["validate", path]) == 2
+
+
+# -- (d) strided output descriptions through every entry point ---------------------------------
+
+def strided_outputs(rng: random.Random, form: dict, desc) -> dict | None:
+    """``form`` with every output tensor given a random layout of its own
+    (dimensions permuted, rows padded, a base offset), none overlapping
+    itself; None where a layout would be too large."""
+    form = copy.deepcopy(form)
+    for name, t in desc.named_tensors("output"):
+        order = list(range(t.rank))
+        rng.shuffle(order)                              # order[0] varies fastest
+        strides, step = [0] * t.rank, rng.choice((1, 1, 2, 3))
+        for axis in order:
+            strides[axis] = step
+            step *= t.sizes[axis] + rng.choice((0, 0, 1, 3))
+        if step > 1 << 16:
+            return None
+        base, _, index = name.partition("[")
+        target = form[base][int(index[:-1])] if index else form[base]
+        target["Strides"] = strides
+        target.pop("TotalTensorSizeInBytes", None)
+    return form
+
+
+def _through(raw: np.ndarray, t) -> np.ndarray:
+    """A resource's bytes read through tensor ``t``."""
+    raw = raw.view(np.uint8)
+    scratch = dml.Device("cpu").create_buffer(max(raw.size, t.total_tensor_size_in_bytes, 4))
+    scratch.write(raw)
+    return scratch.read(t)
+
+
+def check_entry_points(form: dict) -> str:
+    """A valid description (often with strided outputs) run through the
+    Device, a DxDispatch model of it (``example_model``) and, for the
+    data-movement family, ``opendml::move``: the same elements everywhere.
+    Returns "ran", or why it did not."""
+    from opendml import dxdispatch
+    try:
+        desc = from_json(copy.deepcopy(form))
+        desc.validate()
+    except dml.DmlError:
+        return "invalid"
+    if any(t.total_tensor_size_in_bytes > RUN_BYTES for t in desc.inputs + desc.outputs):
+        return "large"
+    try:
+        model = dxdispatch.example_model(form)
+        results = dxdispatch.run(model, out=io.StringIO(), max_bytes=64 * RUN_BYTES)
+    except Exception as e:  # noqa: BLE001 - the finding
+        raise Foreign(f"a valid description failed as a model: {type(e).__name__}: {e}\n{json.dumps(form)}") from e
+    names = ["input"] if len(desc.inputs) == 1 else [f"input{i}" for i in range(len(desc.inputs))]
+    xs = [_through(results[n], t) for n, t in zip(names, desc.inputs)]
+    want = dml.Device("cpu").run_all(desc, *xs)
+    got = [y for _, y, _ in dxdispatch.example_outputs(form, results)]
+    routes = {"dxdispatch": got}
+    if getattr(type(desc), "linear_part", None) is not None:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            import opendml.torch  # noqa: F401 - registers the custom operators
+            try:
+                routes["opendml::move"] = [o.numpy() for o in torch.ops.opendml.move(
+                    [torch.from_numpy(np.ascontiguousarray(x)) for x in xs], json.dumps(form))]
+            except dml.ValidationError as e:
+                if "map two elements" not in str(e):
+                    raise Foreign(f"opendml::move refused a valid description: {e}\n{json.dumps(form)}") from e
+            except Exception as e:  # noqa: BLE001 - the finding
+                raise Foreign(f"opendml::move raised {type(e).__name__}: {e}\n{json.dumps(form)}") from e
+    for route, ys in routes.items():
+        if len(ys) != len(want) or any(y.tobytes() != w.tobytes() for y, w in zip(ys, want)):
+            raise Foreign(f"{route} differs from the Device route\n{json.dumps(form)}")
+    return "ran"
+
+
+@pytest.mark.parametrize("name", GENERATED)
+@settings(FUZZ, max_examples=40)
+@given(rng=st.randoms(use_true_random=False))
+def test_strided_outputs_through_every_entry_point(name, rng):
+    obj = random_description(rng, OPERATORS[name])
+    for _ in range(8):
+        try:
+            desc = from_json(copy.deepcopy(obj))
+            break
+        except dml.DmlError as e:
+            if not repair(obj, str(e)):
+                return
+        except Exception as e:  # noqa: BLE001 - the finding
+            raise Foreign(f"from_json raised {type(e).__name__}: {e}\n{json.dumps(obj, default=str)}") from e
+    else:
+        return
+    form = strided_outputs(rng, dml.jsonform.to_json(desc), desc)
+    if form is not None:
+        check_entry_points(form)
+
+
+def test_the_entry_point_check_reaches_every_family_operator():
+    """The examples with strided outputs run through every entry point."""
+    rng = random.Random(5)
+    ran = set()
+    for example in EXAMPLES:
+        form = {k: v for k, v in example.items() if k not in ("Name", "Title", "Source", "Input", "ExpectedOutput",
+                                                             "Inputs", "ExpectedOutputs")}
+        desc = from_json(copy.deepcopy(form))
+        strided = strided_outputs(rng, dml.jsonform.to_json(desc), desc)
+        if strided is not None and check_entry_points(strided) == "ran":
+            ran.add(desc.OPERATOR)
+    assert ran >= {n for n, c in OPERATORS.items() if getattr(c, "linear_part", None) is not None}, ran
+
+
+# -- (e) float arguments of the family's array API ------------------------------------------------
+
+@settings(FUZZ, max_examples=200)
+@given(rng=st.randoms(use_true_random=False))
+def test_family_float_arguments_at_the_edges(rng):
+    x = np.arange(6).reshape(2, 3).astype(rng.choice(("float16", "float32", "float64", "int8", "uint32")))
+    value = rng.choice(EDGE_FLOATS + FLOATS)
+    calls = [lambda: dml.pad(x, 1, 1, value=value), lambda: dml.identity(x, scale=value),
+             lambda: dml.identity(x, bias=value), lambda: dml.identity(x, scale=value, bias=value)]
+    try:
+        y = rng.choice(calls)()
+    except (dml.DmlError, TypeError):
+        return
+    except Exception as e:  # noqa: BLE001 - the finding
+        raise Foreign(f"{type(e).__name__}: {e} (x {x.dtype}, value {value!r})") from e
+    assert isinstance(y, np.ndarray)

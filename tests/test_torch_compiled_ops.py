@@ -185,9 +185,10 @@ ERRORS = [
     (lambda x: dml.unfold(x, 9, 1, 1, 0, 0), dml.ValidationError, "UNFOLD: the dilated window must fit"),
     (lambda x: dml.slice1(x, [0, 0, 3, 0], [1, 1, 2, 4], [1, 1, 1, 1]), dml.ValidationError,
      r"SLICE1: InputWindowOffsets\[2\] \+ InputWindowSizes\[2\]"),
-    (lambda x: dml.fold(x, [4, 4], 3, 1, 1, 1, 1), dml.ValidationError, r"fold: x.shape\[-2\] must be"),
+    (lambda x: dml.fold(x, [4, 4], 3, 1, 1, 1, 1), dml.ValidationError,
+     r"FOLD: InputTensor.Sizes\[2\] must be C x prod\(WindowSizes\)"),
     (lambda x: dml.split(x, 1, [2, 3]), dml.ValidationError, "SPLIT: the OutputTensors' Sizes"),
-    (lambda x: dml.unfold(x.bfloat16(), 3), dml.UnsupportedError, "bfloat16 has no DirectML data type"),
+    (lambda x: dml.unfold(x.bfloat16(), 3), dml.UnsupportedError, "x's dtype torch.bfloat16 is not supported by UNFOLD"),
 ]
 
 

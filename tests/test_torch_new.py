@@ -49,7 +49,9 @@ def _torch_cuda() -> bool:
 
 @pytest.fixture(scope="module", autouse=True)
 def _accessors():
-    """The route needs the node library's tensor accessors: wait for them."""
+    """These tests run the route through the node library's tensor
+    accessors: wait for them (tests/test_torch_new_no_accessors.py runs it
+    without them)."""
     if not otorch.wait_for_node():
         pytest.skip(f"the C++ node library is not available: {otorch.node_status()}")
     yield
@@ -314,3 +316,58 @@ def test_cuda_tensor_of_another_device_than_the_current_one():
     with torch.cuda.device(0):
         y = dml.slice1(x, [0, 0, 0, 0], [1, 2, 6, 5], [1, 1, -1, 1])
     assert y.device == x.device and torch.equal(y, x.flip(2))
+
+
+def test_a_tensor_changed_by_a_finalizer_during_the_allocation_is_not_read():
+    # call_cache_torch_new describes x, then allocates the output through
+    # PyTorch: the allocation may run a garbage collection whose finalizer
+    # changes x (here x.set_(): its 1 MiB storage, mapped by malloc alone, is
+    # released). The kernel must not read the storage described before; C
+    # sees x changed and leaves the call to the Python route (None).
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import gc, sys
+        import numpy as np, torch
+        from opendml.arrays import planner, torch_adapter
+        from opendml.runtime import calls
+        import opendml as dml
+        from opendml.runtime import get_backend
+        dml.slice1(torch.ones(1, 1, 2, 2), [0, 0, 0, 0], [1, 1, 2, 2], [1, 1, 1, 1])   # (loads the node library)
+        b = get_backend("cpu")
+        cpu = (b.threads, b.grain, b.tile_stride, b.tile_columns, 1 << 40)
+        op, lowering = calls.OPS["slice1"], planner.NATIVE_LOWERING["slice1"]
+        args = ([0, 0, 0, 0], [1, 1, 512, 512], [1, 1, 1, 1])
+        inside = 0
+        for round in range(40):
+            x = torch.ones(1, 1, 512, 512)
+            class Bomb:
+                def __del__(self, x=x):
+                    x.set_(torch.empty(0))
+            gc.disable()
+            a, b2 = Bomb(), Bomb()
+            a.other, b2.other = b2, a
+            del a, b2, Bomb
+            keep = [[] for _ in range(round % 12)]
+            dtype = np.dtype(np.float32)
+            since = calls.generation()
+            gc.set_threshold(1)
+            gc.enable()
+            n = x.numel()
+            got = calls.torch_new(op, x, args, 0, lowering, since, None, dtype, cpu)
+            gc.set_threshold(700)
+            if x.numel() == 0 and n:
+                inside += 1
+                assert got is None or got is False, type(got)
+            else:
+                assert got is not None and bool(torch.all(got == 1)), got
+            gc.collect()
+        assert inside > 0 or sys.version_info >= (3, 12), "no collection changed x during the call"
+        print("ok", inside)
+    """)
+    env = dict(os.environ, OPENDML_TORCH_NODE="wait")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), (out.returncode, out.stdout[-2000:],
+                                                                  out.stderr[-4000:])

@@ -28,6 +28,11 @@ from .ops import (CastOperatorDesc, DepthSpaceOrder, DepthToSpace1OperatorDesc, 
                   ElementWiseIdentityOperatorDesc, JoinOperatorDesc, Padding1OperatorDesc, PaddingMode,
                   PaddingOperatorDesc, ScaleBias, SpaceToDepth1OperatorDesc, SpaceToDepthOperatorDesc,
                   SplitOperatorDesc, TileOperatorDesc)
+from .arrays.index_ops import (gather, gather_elements, gather_nd, one_hot, reverse_subsequences, scatter_elements,
+                               scatter_nd)
+from .ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherNdOperatorDesc, GatherOperatorDesc,
+                  OneHotOperatorDesc, ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc,
+                  ScatterNdOperatorDesc)
 
 
 # ``slice`` is DirectML's name and stays importable as ``opendml.slice``, but is
@@ -46,6 +51,10 @@ __all__ = [
     "JoinOperatorDesc", "SplitOperatorDesc", "TileOperatorDesc", "SpaceToDepthOperatorDesc",
     "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc", "DepthToSpace1OperatorDesc", "PaddingMode",
     "DepthSpaceOrder", "ScaleBias",
+    # the index-driven operators
+    "gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot", "reverse_subsequences",
+    "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc", "GatherNd1OperatorDesc",
+    "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc", "ReverseSubsequencesOperatorDesc",
 ]
 
 

@@ -19,7 +19,9 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
+import tokenize
 from importlib import resources
 
 import numpy as np
@@ -111,6 +113,27 @@ def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None 
     return x if distinct == t.sizes else np.broadcast_to(x, t.sizes)
 
 
+def open_regular(path: str, what: str):
+    """``path`` opened to read, if it is a regular file: a folder, a device
+    (``/dev/zero``), a FIFO or a socket is refused before anything is read
+    (opened non-blocking, so a FIFO without a writer cannot hold the command
+    up)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{what}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                    "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+            raise UsageError(f"{what}: must be a regular file; this is {kind}")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) -> np.ndarray:
     """A .npy file holding an array of ``t``'s sizes and data type (either byte
     order). The header and the file's length are checked before any data is
@@ -118,7 +141,7 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
     fmt = np.lib.format
     what = f"--input {path}"
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, what) as f:
             head = f.read(len(fmt.MAGIC_PREFIX))
             if head != fmt.MAGIC_PREFIX:
                 kind = ("an empty file" if not head else "a .npz archive (zip); extract one of its .npy arrays"
@@ -149,8 +172,10 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
             x = np.fromfile(f, dtype=dtype, count=count)
     except OSError as e:
         raise UsageError(f"{what}: cannot read a .npy array: {e.strerror or e}") from None
-    except (ValueError, SyntaxError, EOFError) as e:
-        raise UsageError(f"{what}: cannot read a .npy array: {_one_line(e)}") from None
+    except (ValueError, SyntaxError, EOFError, TypeError, MemoryError, RecursionError, UnicodeError,
+            tokenize.TokenError) as e:                # a header cut short or malformed
+        why = f"a malformed header ({e.args[0]})" if isinstance(e, tokenize.TokenError) else _one_line(e)
+        raise UsageError(f"{what}: cannot read a .npy array: {why}") from None
     x = x.reshape(shape[::-1]).T if fortran else x.reshape(shape)
     return x.astype(want, copy=False)  # native byte order
 
@@ -323,12 +348,26 @@ def _text(value) -> str:
     return " ".join(text.split())[:200]
 
 
-def read_spec(path: str) -> dict:
+def spec_limit(max_bytes: int = DEFAULT_MAX_BYTES) -> int:
+    """The most bytes a description file may hold: a sixteenth of
+    ``max_bytes`` (parsed JSON takes up to about 16 bytes of memory per byte
+    of text), at least 1 MiB."""
+    return max(max_bytes // 16, 1 << 20)
+
+
+def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+    """A description file: a regular UTF-8 file of at most ``spec_limit(max_bytes)`` bytes."""
+    limit = spec_limit(max_bytes)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open_regular(path, path) as f:
+            raw = f.read(limit + 1)
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror or e}") from None
+    if len(raw) > limit:
+        raise UsageError(f"{path}: the file holds more than {limit} bytes; a description may hold at most {limit} "
+                         f"(--max-bytes / 16, at least 1 MiB)")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a UTF-8 text file") from None
     return loads(text)
@@ -359,7 +398,7 @@ def cmd_run(args) -> int:
                              f"`opendml run --list` names them: {', '.join(EXAMPLE_ORDER)}")
         obj = exs[args.example]
     else:
-        obj = read_spec(args.spec)
+        obj = read_spec(args.spec, args.max_bytes)
     result = run_one(obj, args, device, sys.stdout)
     return 1 if result is False else 0
 
@@ -407,7 +446,7 @@ def cmd_dispatch(args) -> int:
     else:
         if args.print_model:
             raise UsageError("--print-model prints a bundled example as a model: use it with --example")
-        model, folder = load_model(args.model)
+        model, folder = load_model(args.model, max_bytes=args.max_bytes)
     if args.output_dir is not None:
         resources_ = model.get("resources") if isinstance(model, dict) else None
         check_output_dir(args.output_dir, resources_ if isinstance(resources_, dict) else ())

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .ops import OPERATORS, OperatorDesc
+from .ops import ALIASES, OPERATORS, OperatorDesc
 from .ops._spec import OMIT, Field
 from .model._checks import _short
 from .model.data_type import DataType
@@ -251,6 +251,9 @@ def from_json(obj) -> OperatorDesc:
     if "Operator" not in obj:
         raise JsonFormError(f"$.Operator: missing required field; expected one of {', '.join(OPERATORS)}")
     name = obj["Operator"]
+    if isinstance(name, str):
+        key = name.upper().removeprefix("DML_OPERATOR_")
+        name = ALIASES.get(key, key)            # DML_OPERATOR_SCATTER is SCATTER_ELEMENTS
     if not isinstance(name, str) or name.upper().removeprefix("DML_OPERATOR_") not in OPERATORS:
         raise JsonFormError(f"$.Operator: unknown operator {json.dumps(name)}; expected one of {', '.join(OPERATORS)}")
     cls = OPERATORS[name.upper().removeprefix("DML_OPERATOR_")]

@@ -15,7 +15,15 @@ Five plan kinds cover the operators:
   inputs and outputs: ``Copy`` passes (strided, with optional per-axis index
   maps, data-type conversion and scale/bias) and ``Fill`` passes (a constant
   over a strided region). IDENTITY, CAST, PADDING/PADDING1, JOIN, SPLIT,
-  TILE and the SPACE_TO_DEPTH/DEPTH_TO_SPACE pairs lower to it.
+  TILE and the SPACE_TO_DEPTH/DEPTH_TO_SPACE pairs lower to it. The
+  index-driven operators add two pass kinds: ``Gather`` (a copy whose source
+  positions along some dimensions are read from index tensors) and
+  ``Scatter`` (a copy whose destination positions are, overwriting with the
+  last write in index order winning, or accumulating); each indexed
+  coordinate is an ``IndexAxis`` saying where its index values lie, what one
+  unit of it steps in the data, the valid range and what a value outside the
+  range does (clamped, or the write skipped). GATHER, GATHER_ELEMENTS,
+  GATHER_ND(1), SCATTER(_ND), ONE_HOT and REVERSE_SUBSEQUENCES lower to them.
 
 Input offsets and strides are relative to the lowest input element the plan
 may touch being at or after element 0 of the bound input range; ``in_span``
@@ -326,6 +334,126 @@ class Fill:
         return _span(self.dst_offset, self.sizes, self.dst_strides)
 
 
+#: ``IndexAxis.mode``: the index value is the coordinate (``INDEX_POSITION``),
+#: or a length L along the pass's axis ``axis`` whose first L coordinates are
+#: read reversed (``INDEX_REVERSE_LENGTH``: REVERSE_SUBSEQUENCES).
+INDEX_POSITION, INDEX_REVERSE_LENGTH = 0, 1
+#: ``IndexAxis.out_of_range``: a coordinate outside ``[0, bound)`` is clamped
+#: to the nearest edge (``INDEX_CLAMP``), or the element is not written at
+#: all (``INDEX_SKIP``: ONE_HOT's all-off rows).
+INDEX_CLAMP, INDEX_SKIP = 0, 1
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexAxis:
+    """One data coordinate taken from an index tensor. For each position d of
+    the pass's index space, the value ``v = indices[index_offset +
+    sum(d*index_strides)]`` (input slot ``index``, an INT32/INT64/UINT32/UINT64
+    tensor; the plan's ``in_types`` say which) gives a coordinate c in
+    ``[0, bound)``, and the data offset moves by ``c * stride``:
+
+    * ``INDEX_POSITION``: c = v; with a signed index type a negative v counts
+      from the end (``v + bound``). Outside ``[0, bound)`` after that:
+      ``INDEX_CLAMP`` clamps to ``[0, bound - 1]``, ``INDEX_SKIP`` drops the
+      element (a ``Gather`` never skips).
+    * ``INDEX_REVERSE_LENGTH``: L = min(v, bound) (lengths are unsigned); with
+      e the pass coordinate along ``axis``, c = L - 1 - e where e < L, else e.
+
+    Values are compared exactly whatever their type (no wrap-around of huge
+    unsigned values), so no index value can move an access outside
+    ``[0, bound)``."""
+    index: int
+    index_offset: int
+    index_strides: tuple[int, ...]     # signed, elements, one per pass dimension
+    stride: int                        # data elements per unit of the coordinate, signed
+    bound: int                         # >= 1
+    mode: int = INDEX_POSITION
+    out_of_range: int = INDEX_CLAMP
+    axis: int = 0                      # INDEX_REVERSE_LENGTH: the pass dimension reversed
+
+    def span(self, sizes) -> tuple[int, int]:
+        """Lowest and highest element of the index tensor read."""
+        return _span(self.index_offset, sizes, self.index_strides)
+
+    def reach(self) -> tuple[int, int]:
+        """Lowest and highest data offset the coordinate may add."""
+        far = (self.bound - 1) * self.stride
+        return min(0, far), max(0, far)
+
+
+def _indexed_span(offset, sizes, strides, indices) -> tuple[int, int]:
+    lo, hi = _span(offset, sizes, strides)
+    for ix in indices:
+        a, b = ix.reach()
+        lo, hi = lo + a, hi + b
+    return lo, hi
+
+
+@dataclasses.dataclass(frozen=True)
+class Gather:
+    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]``
+    over ``sizes``, each c_k an ``IndexAxis`` of ``indices`` (``src_strides``
+    is 0 along the dimensions an index stands for). Same source and
+    destination type."""
+    src: int
+    dst: int
+    sizes: tuple[int, ...]
+    src_offset: int
+    src_strides: tuple[int, ...]       # signed, elements
+    dst_offset: int
+    dst_strides: tuple[int, ...]       # non-negative, elements
+    indices: tuple[IndexAxis, ...]
+    #: Where set, a position whose source element a later position (in
+    #: row-major order of ``sizes``) also reads gets 0 instead: the adjoint
+    #: of a last-write-wins scatter for its updates (a repeated index's
+    #: overwritten updates get no gradient).
+    last_only: bool = False
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.sizes)
+
+    def src_span(self) -> tuple[int, int]:
+        return _indexed_span(self.src_offset, self.sizes, self.src_strides, self.indices)
+
+    def dst_span(self) -> tuple[int, int]:
+        return _span(self.dst_offset, self.sizes, self.dst_strides)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scatter:
+    """``dst[do + sum(d*ds) + sum_k c_k(d) * stride_k] = src[so + sum(d*ss)]``
+    over ``sizes`` (the source's index space), each c_k an ``IndexAxis``;
+    where an ``INDEX_SKIP`` coordinate is out of range nothing is written for
+    d. Where several d reach one destination element the last in row-major
+    order of ``sizes`` wins (``accumulate`` False), or every one is added in
+    that order, in the element type (``accumulate`` True: integers wrap). The
+    destination's other elements keep what earlier passes wrote. With
+    ``value`` set, that constant is written instead of the source."""
+    src: int
+    dst: int
+    sizes: tuple[int, ...]
+    src_offset: int
+    src_strides: tuple[int, ...]       # signed, elements
+    dst_offset: int
+    dst_strides: tuple[int, ...]       # non-negative, elements
+    indices: tuple[IndexAxis, ...]
+    accumulate: bool = False
+    #: Where set, this constant (of the destination's type) is written instead
+    #: of the source (which is then not read): a gradient's zeroed positions.
+    value: int | float | None = None
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.sizes)
+
+    def src_span(self) -> tuple[int, int]:
+        return _span(self.src_offset, self.sizes, self.src_strides)
+
+    def dst_span(self) -> tuple[int, int]:
+        return _indexed_span(self.dst_offset, self.sizes, self.dst_strides, self.indices)
+
+
 @dataclasses.dataclass(frozen=True)
 class MovePlan:
     """The move program: ``in_types``/``out_types`` (DataType values of each
@@ -355,8 +483,11 @@ class MovePlan:
     def in_spans(self) -> list[tuple[int, int] | None]:
         spans: list = [None] * len(self.in_types)
         for p in self.passes:
-            if isinstance(p, Copy) and p.count:
-                spans[p.src] = _union(spans[p.src], p.src_span())
+            if isinstance(p, (Copy, Gather, Scatter)) and p.count:
+                if getattr(p, "value", None) is None:
+                    spans[p.src] = _union(spans[p.src], p.src_span())
+                for ix in getattr(p, "indices", ()):
+                    spans[ix.index] = _union(spans[ix.index], ix.span(p.sizes))
         return spans
 
     def out_spans(self) -> list[tuple[int, int] | None]:

@@ -1429,3 +1429,105 @@ def test_operator_codes_are_given_out_on_first_use():
     assert all(calls.OPS[k] == v for k, v in before.items())
     with pytest.raises(KeyError):
         calls.OPS[3]
+
+
+@pytest.mark.parametrize("torch_node", ["off", "wait"])
+def test_call_cache_packed_survives_a_collection_that_empties_the_packed_list(torch_node):
+    # call_cache_packed (the direct kernel Inductor's wrapper calls) splits the
+    # packed list into `split` new lists. A garbage collection may run in each
+    # allocation, and a finalizer of an unreachable cycle may empty the packed
+    # list then: its items and item array are freed. The split must read the
+    # list as it is after the allocations (here: empty, so the call goes to the
+    # operator's fallback with the list as it now is), never a pointer read
+    # before them (issue 34: a heap use-after-free, a crash without ASan).
+    # 100 items: the item array is malloc's (pymalloc keeps at most 512 bytes),
+    # so ASan sees its release; the ints are made at run time and freed with it.
+    # (Python 3.12 and later collect at the next bytecode boundary, not inside
+    # an allocation: there the call always sees the whole list.)
+    pytest.importorskip("torch")
+    if not native_available():
+        pytest.skip("needs the compiled extension")
+    code = textwrap.dedent("""
+        import gc, torch
+        from opendml.arrays import torch_adapter  # (registers PyTorch's hooks with the call cache)
+        from opendml.runtime import calls
+        if calls.packed is None:
+            print("skip")
+            raise SystemExit
+        x = torch.zeros(1, 1, 4, 4)
+        op = calls.OPS["unfold"]
+        seen = []
+        def fallback(t, p):
+            seen.append(len(p))
+            return "fallback"
+        inside = 0
+        for round in range(60):
+            packed = [int(str(10 ** 12 + i)) for i in range(100)]
+            class Bomb:
+                def __del__(self, packed=packed):
+                    packed.clear()
+            gc.disable()
+            a, b = Bomb(), Bomb()
+            a.other, b.other = b, a
+            del a, b, Bomb
+            keep = [[] for _ in range(round % 12)]  # (the young generation's count above the threshold)
+            gc.set_threshold(1)
+            gc.enable()
+            n = len(packed)
+            got = calls.packed(op, 5, fallback, (), x, packed)
+            gc.set_threshold(700)
+            # (lists of 20 ints have no key: the call always ends at the fallback, given the list as it is)
+            assert got == "fallback" and seen[-1] == len(packed), (got, seen[-1], len(packed))
+            inside += n == 100 and packed == []
+            gc.collect()
+        import sys
+        assert inside > 0 or sys.version_info >= (3, 12), "no collection emptied the list during the call"
+        print("ok")
+    """)
+    # (malloc_debug fills freed memory: a read of the freed item array crashes without ASan too)
+    env = dict(os.environ, OPENDML_TORCH_NODE=torch_node, PYTHONMALLOC="malloc_debug")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    if out.stdout.strip() == "skip":
+        pytest.skip("no compiled call_cache_packed here")
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stdout[-2000:], out.stderr[-4000:])
+
+
+@needs_cache
+def test_a_family_record_holds_its_inputs_while_python_code_runs():
+    # call_cache_put_move reads the record's origins and outputs after keying
+    # the inputs, and reading them may run Python code (an origin's __index__,
+    # a flag's __bool__) that empties the input list and frees its arrays: the
+    # record must hold the arrays it keyed. PYTHONMALLOC=malloc_debug fills
+    # freed memory, so a freed array read makes the old code crash.
+    code = textwrap.dedent("""
+        import numpy as np
+        import opendml as dml
+        from opendml.runtime import calls
+        from opendml.runtime.cpu.backend import _load_native
+        from opendml.runtime.cpu.backend import MoveParams
+        native = _load_native()
+        dml.plan_cache_info()
+        p = MoveParams(kind=0, src_type=1, dst_type=1, rank=2)
+        p.sizes[:2], p.src_strides[:2], p.dst_strides[:2] = (4, 4), (4, 1), (4, 1)
+        x = [np.arange(16, dtype=np.float32).reshape(4, 4) + k for k in range(2)]
+        class Origin:
+            def __index__(self):
+                x.clear()
+                return 0
+        class Flag:
+            def __bool__(self):
+                x.clear()
+                return False
+        got = native.call_cache_put_move(calls.OPS["join"], x, (0,), (((8, 4), np.dtype(np.float32), False),),
+                                         (Origin(), 0), ((0, 0, 0, bytes(p), 1), (0, 1, 0, bytes(p), 1)), False,
+                                         native.call_cache_generation())
+        assert x == [] and got in (True, False), got
+        x[:] = [np.arange(16, dtype=np.float32).reshape(4, 4) + k for k in range(2)]
+        got = native.call_cache_put_move(calls.OPS["join"], x, (0,), (((8, 4), np.dtype(np.float32), Flag()),),
+                                         (0, 0), ((0, 0, 0, bytes(p), 1),), False, native.call_cache_generation())
+        assert x == [] and got in (True, False), got
+        print("ok")
+    """)
+    env = dict(os.environ, PYTHONMALLOC="malloc_debug")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stdout[-2000:], out.stderr[-4000:])

@@ -239,7 +239,7 @@ def test_input_files_that_are_no_npy_array(tmp_path, capsys):
              ("long.npy", r"the file holds 17 bytes of data; its header promises 16"),
              ("huge.npy", r"shape \[1099511627776\] must equal InputTensor.Sizes \[1, 1, 4, 4\]"),
              ("header.npy", r"cannot read a .npy array: "),
-             (".", r"cannot read a .npy array: Is a directory")]
+             (".", r"--input .*: must be a regular file; this is a folder")]
     for name, message in cases:
         one_line_exit_2(capsys, ["run", s, "--input", str(tmp_path / name)], message)
 

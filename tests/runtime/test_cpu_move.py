@@ -305,3 +305,71 @@ def test_malformed_parameter_blocks_raise():
             call(**bad)
     with pytest.raises(ValueError, match="848 bytes|bytes"):
         _native.move(addr, addr, b"\0" * 10, 1)
+
+
+class _Blob:
+    """Stands in for the CPU backend while a pass's parameters are built:
+    ``_launch`` returns the parameter bytes (as family_cache._Capture does)."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def _launch(self, kernel, params, src, dst, nbytes):
+        return bytes(params)
+
+
+def _native_module():
+    from opendml.runtime.cpu.backend import _load_native
+    native = _load_native()
+    if native is None or not hasattr(native, "move_params"):
+        pytest.skip("the compiled extension (with move_params) is not built")
+    return native
+
+
+_MAP = st.one_of(st.none(), st.builds(AxisMap, st.sampled_from([MAP_CLAMP, MAP_REFLECT, MAP_SYMMETRIC, MAP_WRAP]),
+                                      st.integers(-9, 9), st.integers(1, 6)))
+
+
+@st.composite
+def _move_pass(draw):
+    rank = draw(st.integers(1, 20))
+    sizes = tuple(draw(st.lists(st.sampled_from([0, 1, 1, 2, 3, 4, 5, 8, 17]), min_size=rank, max_size=rank)))
+    dst_strides = tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3, 4, 8, 12, 24, 96, 1 << 40]), min_size=rank,
+                                      max_size=rank)))
+    if draw(st.booleans()):
+        value = draw(st.one_of(st.integers(-300, 300), st.floats(allow_nan=True, width=64), st.just(-0.0)))
+        return Fill(0, sizes, draw(st.integers(0, 99)), dst_strides, value)
+    src_strides = tuple(draw(st.lists(st.sampled_from([0, 1, -1, 2, -3, 4, 8, -12, 24, 1 << 61]), min_size=rank,
+                                      max_size=rank)))
+    maps = draw(st.one_of(st.none(), st.lists(_MAP, min_size=rank, max_size=rank).map(tuple)))
+    sb = draw(st.one_of(st.none(), st.tuples(st.floats(width=32), st.floats(width=32))))
+    return Copy(0, 0, sizes, draw(st.integers(-99, 99)), src_strides, draw(st.integers(0, 99)), dst_strides, maps, sb)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=_move_pass(), types=st.tuples(st.integers(1, 11), st.integers(1, 11)))
+def test_move_params_in_c_are_the_python_bytes(p, types):
+    """move_params (move_params.c), the parameters of a never-seen shape's
+    passes, gives MoveParams' bytes for canonical_move_pass's form of any pass
+    (or None, and the Python route builds them: more than 16 dimensions once
+    canonical, a product beyond 64 bits)."""
+    native = _native_module()
+    plan = MovePlan((types[0],), (types[1],), (p,))
+    words = [np.zeros(4, WORDS[DataType(t).numpy_dtype.itemsize]) for t in types]
+    python = CpuBackend._python_move_pass(_Blob(native), plan, p, [words[0]], [words[1]])
+    c = CpuBackend._native_move_pass(_Blob(native), plan, p, [words[0]], [words[1]])
+    assert c == python
+
+
+def test_move_params_in_c_take_the_common_passes():
+    """C packs an ordinary copy (with a map and scale/bias) and fill itself (not None), and declines
+    what it cannot vouch for (a NumPy integer size), which the Python route then builds."""
+    native = _native_module()
+    copy = native.move_params(0, 1, 2, 5, 0, (2, 1, 3), (3, 7, 1), (3, 3, 1), (None, (MAP_REFLECT, 1, 2), None),
+                              (2.0, 0.5), 0)
+    fill = native.move_params(1, 0, 1, 0, 4, (2, 3), None, (3, 1), None, None, 0x3F800000)
+    assert isinstance(copy, bytes) and isinstance(fill, bytes)
+    p, f = MoveParams.from_buffer_copy(copy), MoveParams.from_buffer_copy(fill)
+    assert (p.rank, list(p.sizes[:1]), p.src_offset, p.has_scale_bias, p.scale) == (1, [6], 5 + 7 * 1, 1, 2.0)
+    assert (f.kind, f.rank, list(f.sizes[:1]), f.fill_bits, f.dst_offset) == (1, 1, [6], 0x3F800000, 4)
+    assert native.move_params(0, 1, 1, 0, 0, (np.int64(2),), (1,), (1,), None, None, 0) is None

@@ -190,7 +190,7 @@ def emulate_pass(k, srcs, dsts):
         dst[dof] = vals
 
 
-def emulate_steps(plan, srcs, dsts, ptrs=None):
+def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move", fuse=None):
     """The launches ``cb.move_steps`` picks (plain passes forced off
     strided_copy), executed from their parameter blocks: move_vec/move_fill
     as move_copy/move_fill over params.dim[:rank], move_tile as R x V tiles
@@ -199,14 +199,31 @@ def emulate_steps(plan, srcs, dsts, ptrs=None):
     ptrs = ptrs or [0] * max(len(srcs), len(dsts))
     names = []
     for name, q, grid, smem, s, d in cb.move_steps(plan, ptrs[:len(srcs)], [a.size for a in srcs],
-                                                     ptrs[:len(dsts)], plain_via="move"):
+                                                     ptrs[:len(dsts)], plain_via=plain_via, fuse=fuse):
         kind = name.split("<")[0]
         names.append(kind)
+        if kind == "move_wcopy":     # U aligned 16-byte words a thread; sizes, strides and offsets in words
+            U = int(name[:-1].split(", ")[-1])
+            assert grid[0] * cb.THREADS * U >= q.count
+            f = 16 // srcs[s].itemsize
+            wd = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride] for i in range(q.rank)]
+            idx = np.indices([dd[0] for dd in wd]).reshape(q.rank, -1).astype(np.int64)
+            so = q.src_offset + sum(idx[i] * dd[1] for i, dd in enumerate(wd))
+            dof = q.dst_offset + sum(idx[i] * dd[2] for i, dd in enumerate(wd))
+            for e in range(f):
+                dsts[d][dof * f + e] = srcs[s][so * f + e]
+            continue
         rank = q.rank
         dims = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride, q.dim[i].map_mode, q.dim[i].map_shift,
                  q.dim[i].map_size] for i in range(rank)]
         if kind == "move_pad":       # a warp per row of the fused padding pass
             assert dims[-1][1] == dims[-1][2] == 1 and grid[0] * (cb.THREADS // 32) * dims[-1][0] >= q.count
+            emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
+                                  q.fill_bits % 2**64), srcs, dsts)
+            continue
+        if kind == "move_pade":      # ITEMS elements a thread over the flat (contiguous) output
+            items = int(name[:-1].split(", ")[2])
+            assert grid[0] * cb.THREADS * items >= q.count and q.dst_offset == 0
             emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
                                   q.fill_bits % 2**64), srcs, dsts)
             continue
@@ -220,6 +237,18 @@ def emulate_steps(plan, srcs, dsts, ptrs=None):
                 stride *= dd[0]
             emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
                                   q.fill_bits % 2**64), srcs, dsts)
+            continue
+        if kind == "move_transpose":   # TILE x TILE tiles of (X, Y) over the outer index space dims[:rank]
+            tile = int(name[:-1].split(", ")[-1])
+            X, Y = q.dim[rank], q.dim[rank + 1]
+            assert X.dst_stride == 1 and Y.src_stride == 1 and q.count == int(np.prod([dd[0] for dd in dims]))
+            assert grid[0] == q.count * -(-X.size // tile) * -(-Y.size // tile)
+            idx = np.indices([dd[0] for dd in dims]).reshape(rank, -1).astype(np.int64) if rank else None
+            so = q.src_offset + sum((idx[i] * dd[1] for i, dd in enumerate(dims)), np.zeros(1, np.int64))
+            dof = q.dst_offset + sum((idx[i] * dd[2] for i, dd in enumerate(dims)), np.zeros(1, np.int64))
+            xs, ys = np.arange(X.size, dtype=np.int64)[:, None], np.arange(Y.size, dtype=np.int64)[None, :]
+            for a, b in zip(np.atleast_1d(so), np.atleast_1d(dof)):
+                dsts[d][b + xs * X.dst_stride + ys * Y.dst_stride] = srcs[s][a + xs * X.src_stride + ys]
             continue
         if kind == "move_tile":
             R, V = (int(a) for a in name[:-1].split(", ")[-2:])
@@ -324,6 +353,142 @@ def test_move_steps_emulated_equal_cpu(name, desc, dtypes):
         assert names == ["move_tile"], names
 
 
+def permuted_cases():
+    """Identity of permuted views (the input's strides a permutation of a
+    contiguous layout), each (name, desc, dtype, storage order): NCHW views
+    of NHWC tensors and the reverse, 5-D permutations, sizes that leave
+    partial tiles, every element size."""
+    f32, f16, u8, u64 = DataType.FLOAT32, DataType.FLOAT16, DataType.UINT8, DataType.UINT64
+    for dt, sizes, order in [(f32, (2, 24, 17, 19), (0, 2, 3, 1)), (f32, (2, 17, 19, 24), (0, 3, 1, 2)),
+                             (f16, (3, 70, 9, 20), (0, 2, 3, 1)), (u8, (2, 33, 5, 65), (0, 2, 3, 1)),
+                             (u64, (2, 40, 3, 30), (0, 2, 3, 1)), (f32, (2, 64, 5, 4, 66), (0, 3, 2, 4, 1)),
+                             (f32, (2, 20, 4, 3, 18), (0, 3, 4, 2, 1)), (f32, (130, 129), (1, 0)),
+                             (f16, (16, 16), (1, 0)), (f32, (3, 65, 2, 64), (2, 0, 3, 1))]:
+        # storage order: the axes from outermost to innermost in memory
+        strides = [0] * len(sizes)
+        step = 1
+        for axis in reversed(order):
+            strides[axis] = step
+            step *= sizes[axis]
+        yield (f"{dt.name}-{'x'.join(map(str, sizes))}-{''.join(map(str, order))}",
+               ElementWiseIdentityOperatorDesc(T(dt, list(sizes), strides)), dt)
+
+
+def _stored(x, desc_in):
+    """The flat buffer holding logical ``x`` in ``desc_in``'s element strides."""
+    span = 1 + sum((n - 1) * st for n, st in zip(desc_in.sizes, desc_in.strides))
+    buf = np.zeros(span, x.dtype)
+    view = np.lib.stride_tricks.as_strided(buf, x.shape, [st * x.itemsize for st in desc_in.strides])
+    view[...] = x
+    return buf
+
+
+@pytest.mark.parametrize("name,desc,dt", list(permuted_cases()), ids=[c[0] for c in permuted_cases()])
+def test_transpose_steps_emulated(name, desc, dt):
+    """A permuted view made contiguous is one move_transpose launch (tiles
+    through shared memory) whose parameters, executed, give the view's
+    elements in order."""
+    desc.validate(FL)
+    x = case_inputs([dt], [T(dt, desc.inputs[0].sizes)], seed=2)[0]
+    word = WORD[dt.size]
+    srcs = [_stored(x, desc.inputs[0]).view(word)]
+    dsts = [np.zeros(x.size, word)]
+    names = emulate_steps(desc.lower(), srcs, dsts)
+    assert names == ["move_transpose"], names
+    assert np.array_equal(dsts[0], np.ascontiguousarray(x).reshape(-1).view(word))
+
+
+def word_copy_cases():
+    f32, f16, i8, u64 = DataType.FLOAT32, DataType.FLOAT16, DataType.INT8, DataType.UINT64
+    yield "tile", TileOperatorDesc(T(f32, [2, 3, 8]), None, [3, 1, 2]), [f32]
+    yield "tile-2x2", TileOperatorDesc(T(f16, [2, 3, 5, 16]), None, [1, 2, 2, 3]), [f16]
+    yield "tile-i8", TileOperatorDesc(T(i8, [2, 2, 3, 32]), None, [2, 1, 2, 3]), [i8]
+    yield "join", JoinOperatorDesc([T(f32, [2, n, 4]) for n in (1, 4, 2)], None, 1), [f32] * 3
+    yield "split", SplitOperatorDesc(T(u64, [5, 7, 2]), [T(u64, [5, n, 2]) for n in (2, 1, 4)], 1), [u64]
+
+
+@pytest.mark.parametrize("U", [1, 2, 4])
+@pytest.mark.parametrize("name,desc,dtypes", list(word_copy_cases()), ids=[c[0] for c in word_copy_cases()])
+def test_word_copy_steps_emulated(name, desc, dtypes, U, monkeypatch):
+    """Plain passes of whole 16-byte words go through move_wcopy (WORD_COPY
+    words a thread) whose parameters, executed, give the CPU backend's bytes."""
+    monkeypatch.setattr(cb, "WORD_COPY", U)
+    monkeypatch.setattr(cb, "WORD_COPY_MIN_RANK", 1)
+    desc.validate(FL)
+    arrays = case_inputs(dtypes, desc.inputs)
+    want = dml.Device("cpu", feature_level=FL).run_all(desc, *arrays)
+    srcs = [a.reshape(-1).view(WORD[a.itemsize]).copy() for a in arrays]
+    dsts = [np.zeros(int(np.prod(t.sizes)), WORD[t.data_type.size]) for t in desc.outputs]
+    names = emulate_steps(desc.lower(), srcs, dsts, plain_via=None)
+    assert "move_wcopy" in names, names
+    for got, w in zip(dsts, want):
+        assert np.array_equal(got, w.reshape(-1).view(WORD[w.itemsize])), name
+
+
+def test_word_copy_takes_three_dimensions_and_up():
+    """move_wcopy (the default WORD_COPY) where the word plan has at least
+    WORD_COPY_MIN_RANK dimensions (TILE), strided_copy below (a JOIN on the
+    outer axis)."""
+    f32 = DataType.FLOAT32
+    tile = TileOperatorDesc(T(f32, [2, 3, 8]), None, [1, 2, 2]).lower()
+    (name, *_), = cb.move_steps(tile, [0], [48], [0])
+    assert name.startswith("move_wcopy<") and name.endswith(f", u32, {cb.WORD_COPY}>"), name
+    join = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
+    assert [st[0].split("<")[0] for st in cb.move_steps(join, [0, 0], [32, 32], [0])] == ["strided_copy"] * 2
+
+
+def test_transpose_pass_declines_short_axes():
+    """Transposes with a short side keep move_tile / move_vec; the setting
+    TRANSPOSE_TILE = 0 turns the kernel off."""
+    f32 = DataType.FLOAT32
+    short = ElementWiseIdentityOperatorDesc(T(f32, [4, 100, 8], [800, 1, 100])).lower()
+    names = [st[0].split("<")[0] for st in cb.move_steps(short, [0], [3200], [0])]
+    assert "move_transpose" not in names, names
+    wide = ElementWiseIdentityOperatorDesc(T(f32, [4, 100, 40], [4000, 1, 100])).lower()
+    assert [st[0].split("<")[0] for st in cb.move_steps(wide, [0], [16000], [0])] == ["move_transpose"]
+    old = cb.TRANSPOSE_TILE
+    cb.TRANSPOSE_TILE = 0
+    try:
+        assert "move_transpose" not in [st[0].split("<")[0] for st in cb.move_steps(wide, [0], [16000], [0])]
+    finally:
+        cb.TRANSPOSE_TILE = old
+
+
+PAD_SHAPES = [((3, 5, 37), (1, 2, 1), (2, 1, 5)), ((2, 4, 30), (0, 1, 1), (0, 1, 1)),
+              ((40,), (3,), (7,)), ((2, 3, 17, 19), (1, 0, 2, 3), (0, 2, 1, 4)),
+              ((3, 40, 300), (1, 3, 2), (0, 2, 5)), ((2, 3, 20), (0, 1, 45), (1, 2, 33))]
+
+
+def pad_cases(dt, seed):
+    """(mode, sizes, desc, input) over PAD_SHAPES and every mode the shape allows."""
+    for mode in PaddingMode:
+        for sizes, start, end in PAD_SHAPES:
+            if mode == PaddingMode.REFLECTION and any(max(s, e) >= n for n, s, e in zip(sizes, start, end)):
+                continue
+            if mode == PaddingMode.SYMMETRIC and any(max(s, e) > n for n, s, e in zip(sizes, start, end)):
+                continue
+            desc = Padding1OperatorDesc(T(dt, sizes), None, mode, dt, 7 if dt.numpy_dtype.kind != "f" else -2.5,
+                                        list(start), list(end))
+            desc.validate(FL)
+            yield mode, sizes, desc, case_inputs([dt], [T(dt, sizes)], seed=seed)[0]
+
+
+@pytest.mark.parametrize("items", [0, 2])
+@pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.INT16, DataType.FLOAT64],
+                         ids=lambda t: t.name)
+def test_pad_elems_steps_emulated(dt, items, monkeypatch):
+    """FUSE_PAD "elems": one move_pade launch whose parameters, executed,
+    give the CPU backend's bytes."""
+    monkeypatch.setattr(cb, "PAD_ITEMS", items)
+    for mode, sizes, desc, x in pad_cases(dt, 12):
+        want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0]
+        srcs = [x.reshape(-1).view(WORD[x.itemsize]).copy()]
+        dsts = [np.zeros(want.size, WORD[want.itemsize])]
+        names = emulate_steps(desc.lower(), srcs, dsts, fuse="elems")
+        assert names == ["move_pade"], (mode, sizes, names)
+        assert np.array_equal(dsts[0], want.reshape(-1).view(WORD[want.itemsize])), (mode, sizes)
+
+
 def test_pad_program_recognised_only_exactly():
     desc = PaddingOperatorDesc(T(DataType.FLOAT32, [3, 4]), None, PaddingMode.WRAP, 0.0, [1, 2], [3, 0])
     plan = desc.lower()
@@ -419,7 +584,8 @@ def test_identity_scale_bias_on_cuda(st):
 @pytest.mark.parametrize("mode", list(PaddingMode), ids=lambda m: m.name)
 @pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.FLOAT64, DataType.INT16],
                          ids=lambda t: t.name)
-@pytest.mark.parametrize("fuse", [False, True, "rows", "words"], ids=["passes", "fused", "rows", "words"])
+@pytest.mark.parametrize("fuse", [False, True, "rows", "words", "elems"], ids=["passes", "fused", "rows", "words",
+                                                                          "elems"])
 def test_pad_modes_on_cuda(mode, dt, fuse, monkeypatch):
     monkeypatch.setattr(cb, "FUSE_PAD", fuse)
     for sizes, start, end in [((3, 4, 17, 33), (0, 1, 2, 1), (1, 0, 3, 2)), ((1000,), (999,), (5,)),
@@ -452,6 +618,43 @@ def test_padded_and_broadcast_strides_on_cuda():
     _run_both(SpaceToDepth1OperatorDesc(T(f16, [2, 3, 4, 6], [200, 50, 12, 2]), None, 2,
                                         DepthSpaceOrder.COLUMN_ROW_DEPTH),
               [np.arange(144, dtype=np.float16).reshape(2, 3, 4, 6)])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("tile", [32, 64])
+def test_transposes_on_cuda(tile, monkeypatch):
+    """move_transpose (both tile sizes) gives the CPU backend's bytes for
+    every permuted case, at misaligned addresses, writing nothing outside
+    the output."""
+    for name, desc, dt in permuted_cases():
+        x = case_inputs([dt], [T(dt, desc.inputs[0].sizes)], seed=4)[0]
+        want = np.ascontiguousarray(x).reshape(-1)
+        buf = _stored(x, desc.inputs[0])
+        for so, do in ((0, 0), (1, 3)):
+            got, names = _run_raw(desc, buf, so, do, TRANSPOSE_TILE=tile)
+            assert [n.split("<")[0] for n in names] == ["move_transpose"], names
+            assert _bytes_equal(got.view(want.dtype), want), (name, so, do)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("U", [1, 2, 4])
+def test_word_copies_on_cuda(U):
+    """move_wcopy (U words a thread) gives the CPU backend's bytes; at
+    misaligned addresses the pass keeps strided_copy; nothing is written
+    outside the output."""
+    for name, desc, dtypes in word_copy_cases():
+        if len(dtypes) != 1 or len(desc.outputs) != 1:
+            continue
+        x = case_inputs(dtypes, desc.inputs, seed=6)[0]
+        want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
+        es = x.itemsize
+        for so, do in ((0, 0), (16 // es, 32 // es), (1, 0)):
+            got, names = _run_raw(desc, x, so, do, WORD_COPY=U, WORD_COPY_MIN_RANK=1)
+            if so * es % 16 == 0 and do * es % 16 == 0:
+                assert any(n.startswith("move_wcopy<") for n in names), (name, names)
+            assert _bytes_equal(got.view(want.dtype), want), (name, so, do)
 
 
 @pytest.mark.cuda
@@ -534,8 +737,9 @@ def _run_raw(desc, x, so=0, do=0, sms=None, **knobs):
     return got[do:do + n_out], rec.names
 
 
-PAD_WORD_CASES = [(w, DataType.FLOAT32) for w in ((1, 1, 0), (1, 8, 0), (1, 8, 2), (2, 6, 0), (4, 4, 0))] + \
-    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cb.PAD_WORDS, (2, 4, 2))]
+PAD_WORD_CASES = [(w, DataType.FLOAT32) for w in ((1, 1, 0), (1, 8, 0), (1, 8, 2), (2, 6, 0), (4, 4, 0), (1, 8, 4),
+                                                  (2, 6, 4), (2, 4, 6))] + \
+    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cb.PAD_WORDS, (2, 4, 2), (1, 8, 4))]
 
 
 @pytest.mark.cuda
@@ -567,6 +771,25 @@ def test_pad_words_kernel_on_cuda(words, dt):
                 got, names = _run_raw(desc, x, so, do, sms=2, FUSE_PAD="words", PAD_WORDS=words)
                 assert names[0].startswith("move_padw<"), names
                 assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
+
+
+PAD_ELEM_CASES = [(i, t) for t in (DataType.FLOAT32, DataType.UINT8, DataType.INT16, DataType.FLOAT64)
+                  for i in (0, 2)]
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("items,dt", PAD_ELEM_CASES, ids=[f"I{i}-{t.name}" for i, t in PAD_ELEM_CASES])
+def test_pad_elems_kernel_on_cuda(items, dt):
+    """move_pade (FUSE_PAD "elems") gives the CPU backend's bytes for every
+    mode over move_padw's cases, at misaligned addresses, writing nothing
+    outside the output."""
+    for mode, sizes, desc, x in pad_cases(dt, 12):
+        want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
+        for so, do in ((0, 0), (1, 3)):
+            got, names = _run_raw(desc, x, so, do, FUSE_PAD="elems", PAD_ITEMS=items)
+            assert names[0].startswith("move_pade<"), names
+            assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
 
 
 CVT_CASES = [(0, 0), (1, 0), (2, 0), (4, 0), (1, 2), (2, 2), (4, 2)]

@@ -41,3 +41,27 @@ def test_mirror_matches_header(name):
 def test_every_header_struct_is_mirrored():
     assert set(header_structs()) == set(params.STRUCTS)
     assert params.MAX_RANK == 8 and params.MAX_SPATIAL == 6
+
+
+def header_kernels() -> list:
+    text = params.HEADER.read_text()
+    body = re.search(r"#define ODML_CPU_KERNELS\(X\)(.*?)\n\n", text, flags=re.S)
+    assert body, "params.h declares no ODML_CPU_KERNELS list"
+    return re.findall(r"X\((\w+), (\w+), (\w+)\)", body.group(1))
+
+
+def test_kernel_list_mirror_matches_header():
+    """params.h's X-macro list of CPU kernels and params.py's KERNELS: the same
+    kernels, in the same order (each kernel's code is its position), with the
+    same parameter structs; the extension has each (and its code count)."""
+    header = header_kernels()
+    assert len(header) >= 4
+    assert [(name, params.STRUCTS[struct]) for _, name, struct in header] == list(params.KERNELS)
+    assert all(upper == name.upper() for upper, name, _ in header)
+    from opendml.runtime.cpu.backend import _load_native
+    native = _load_native()
+    if native is not None:
+        sizes = native.param_sizes()
+        for name, struct in params.KERNELS:
+            assert callable(getattr(native, name))
+            assert sizes[next(s for _, n, s in header if n == name)] == ctypes.sizeof(struct)

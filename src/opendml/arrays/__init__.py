@@ -7,16 +7,20 @@ One adapter per framework (``numpy_adapter``, ``cupy_adapter``,
 the planner (``planner``) turns an array's layout into a validated plan, with a
 bounded LRU plan cache. Each function first offers its call to the call cache
 (``opendml.runtime.calls``), which serves a repeated call from C; the
-adapters record what a first call ran. A framework is recognised by its array type, looked up
-only where the framework is already imported, so no framework is imported
-here. May import ``opendml.model``, ``opendml.ops``, ``opendml.plan`` and
+adapters record what a first call ran. Before any adapter runs, every function (these and the
+family's, ``family``) makes the checks of ``_contract``, one message per
+fault for every operator and framework: an array of a framework the API
+takes, a dtype and a rank the operator's support table lists. A framework is
+recognised by its array type (``_dispatch``), looked up only where the
+framework is already imported, so no framework is imported here; the
+adapters call these functions again through ``_dispatch.front``, never by
+importing this package. May import ``opendml.model``, ``opendml.ops``, ``opendml.plan`` and
 ``opendml.runtime``.
 """
 from __future__ import annotations
 
 import importlib
 import math
-import sys
 from collections.abc import MutableSequence as _MutableSequence
 from typing import Any, Sequence, Union
 
@@ -27,45 +31,47 @@ from ..model.tensor_desc import TensorDesc
 from ..ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc,
                    UnfoldOperatorDesc)
 from ..runtime import calls as _calls
+from . import _contract, _dispatch
 from .planner import OpCall, plan_cache_info
 
-__all__ = ["slice1", "unfold", "fold", "slice_grad", "cpu_output_cache", "plan_cache_info", "adapter_for"]
+__all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast", "pad", "join", "split", "tile",
+           "space_to_depth", "depth_to_space", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
 #: An int, or one int per axis.
 Ints = Union[int, Sequence[int]]
 
-#: (module that must already be imported, attribute path of its array type,
-#: opendml adapter module), checked in order after NumPy.
-_FRAMEWORKS = (
-    ("torch", "Tensor", "torch_adapter"),
-    ("cupy", "ndarray", "cupy_adapter"),
-    ("jax", "Array", "jax_adapter"),
-    ("dask.array", "Array", "dask_adapter"),
-)
+#: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's adapter module for it.
+_ADAPTERS = {"torch": "torch_adapter", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
 
 
 #: Adapter per array type already seen (types are few; lookups are per call).
 _BY_TYPE: dict = {}
 
 
-def adapter_for(x):
-    """The adapter module that runs operators on ``x``'s framework."""
+def adapter_for(x, function: str = "array API", argument: str = "x"):
+    """The adapter module that runs operators on ``x``'s framework;
+    ``ValidationError`` (``function: argument must be a NumPy, CuPy, PyTorch,
+    JAX or Dask array; got ...``) for anything else."""
     adapter = _BY_TYPE.get(type(x))
     if adapter is not None:
         return adapter
-    if isinstance(x, np.ndarray):
+    kind = _contract.framework_of(x)
+    if kind is None:
+        raise _contract.not_an_array(x, function, argument)
+    if kind == "numpy":
         from . import numpy_adapter
         return _BY_TYPE.setdefault(type(x), numpy_adapter)
-    for module, attr, name in _FRAMEWORKS:
-        mod = sys.modules.get(module)
-        if mod is not None and isinstance(x, getattr(mod, attr)):
-            return _BY_TYPE.setdefault(type(x), importlib.import_module(f"{__name__}.{name}"))
-    raise ValidationError(f"array API: expected a NumPy, CuPy, PyTorch, JAX or Dask array; got "
-                          f"{type(x).__module__}.{type(x).__qualname__}")
+    return _BY_TYPE.setdefault(type(x), importlib.import_module(f"{__name__}.{_ADAPTERS[kind]}"))
 
 
 def _run(x, call: OpCall):
-    return adapter_for(x).run(x, call)
+    """The array API's checks (``_contract``: an array of a framework it
+    takes, a dtype and rank the operator takes), then the adapter's route."""
+    adapter = _BY_TYPE.get(type(x))
+    if adapter is None:
+        adapter = adapter_for(x, call.name, _contract.ARGUMENT[call.name])
+    _check_input(call.name, x)
+    return adapter.run(x, call)
 
 
 def _snap(value):
@@ -105,6 +111,8 @@ def _snaps(*values):
 #: or None; each function below passes its arguments exactly as its OpCall
 #: holds them, which is how the adapters record the call after a first run.
 _cached = _calls.call
+_check_input = _contract.check_input
+_sizes_of = _contract.sizes_of
 _SLICE, _SLICE1, _UNFOLD, _FOLD, _SLICE_GRAD = (_calls.OPS[k] for k in ("slice", "slice1", "unfold", "fold",
                                                                       "slice_grad"))
 
@@ -143,12 +151,13 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
     Raises
     ------
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``x``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -209,12 +218,13 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
     Raises
     ------
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``x``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -235,7 +245,8 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
         output_sizes = _snap(output_sizes)
 
     def make(t):
-        out = None if output_sizes is None else TensorDesc(t.data_type, output_sizes)
+        out = None if output_sizes is None else _sizes_of("slice1", "OutputTensor",
+                                                          lambda: TensorDesc(t.data_type, output_sizes))
         return Slice1OperatorDesc(t, out, window_offsets, window_sizes, window_strides)
     return _run(x, OpCall("slice1", (window_offsets, window_sizes, window_strides, output_sizes), make))
 
@@ -279,12 +290,13 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
     Raises
     ------
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``x``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -353,12 +365,13 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     Raises
     ------
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``x``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``x``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -377,17 +390,18 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     def make(t):
         d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
         spatial, window, *rest = (per_axis(v, d) for v in args)
-        if t.rank < 3:
-            raise ValidationError(f"fold: x must have shape (N, C x prod(window_sizes), BlockCount); "
-                                  f"got shape {list(t.sizes)}")
         rows, c, k = t.sizes[-2], t.sizes[-2], _window_count(window)
         if k is not None:                # else the description names the bad window entry
             if rows % k:
                 raise ValidationError(
-                    f"fold: x.shape[-2] must be C x prod(window_sizes), a multiple of prod(window_sizes) = {k}; "
-                    f"got {rows} (shape {list(t.sizes)})")
+                    f"FOLD: InputTensor.Sizes[{t.rank - 2}] must be C x prod(WindowSizes), a multiple of "
+                    f"prod(WindowSizes) = {k} (x.shape[-2], window_sizes); got {rows} (shape {list(t.sizes)})")
             c = rows // k
-        out = TensorDesc(t.data_type, (t.sizes[-3], c, *_as_list(spatial, "output_sizes")))
+        if not _is_sequence(spatial):
+            raise _contract.field_error("fold", "OutputTensor.Sizes", "be an int or a sequence of ints (output_sizes)",
+                                        spatial)
+        spatial = list(spatial)
+        out = _sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, (t.sizes[-3], c, *spatial)))
         return FoldOperatorDesc(t, out, window, *rest)
     return _run(x, OpCall("fold", args, make))
 
@@ -428,12 +442,13 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
     Raises
     ------
     ValidationError
-        If ``grad`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, or an
-        argument breaks one of the operator's rules (the message names the
-        field and the rule).
+        If ``grad`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the operator's support table lacks, or an argument breaks one
+        of the operator's rules (the message names the field and the rule).
     UnsupportedError
-        If ``grad``'s dtype has no DirectML data type (bool, bfloat16,
-        complex...), or the array is one opendml cannot read (a PyTorch
+        If ``grad``'s dtype is not one of the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message
+        names the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested
         or conjugated; a JAX array sharded over several devices).
     AllocationError
@@ -450,8 +465,8 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
                                                                        window_strides)
 
     def make(t):
-        return SliceGradOperatorDesc(t, TensorDesc(t.data_type, input_sizes), window_offsets, window_sizes,
-                                     window_strides)
+        out = _sizes_of("slice_grad", "OutputGradientTensor", lambda: TensorDesc(t.data_type, input_sizes))
+        return SliceGradOperatorDesc(t, out, window_offsets, window_sizes, window_strides)
     return _run(grad, OpCall("slice_grad", (input_sizes, window_offsets, window_sizes, window_strides), make))
 
 
@@ -471,12 +486,6 @@ def _window_count(window) -> int | None:
 
 def _is_sequence(value) -> bool:
     return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
-
-
-def _as_list(value, name: str) -> list:
-    if not _is_sequence(value):
-        raise ValidationError(f"fold: {name} must be an int or a sequence of ints; got {value!r}")
-    return list(value)
 
 
 def per_axis(value, d: int):
@@ -537,3 +546,8 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     return get_backend("cpu").cache_info()
 
 from .family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile  # noqa: E402,F401 (the data-movement family)
+from .index_ops import (gather, gather_elements, gather_nd, one_hot, reverse_subsequences,  # noqa: E402,F401
+                        scatter_elements, scatter_nd)  # (the index-driven operators)
+
+# The framework modules call the array API through this namespace (``_dispatch.front``), never by importing it.
+_dispatch.front.__dict__.update({name: globals()[name] for name in _contract.OPERATOR_OF})

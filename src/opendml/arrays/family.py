@@ -38,15 +38,12 @@ checked before anything is allocated.
 from __future__ import annotations
 
 import importlib
-import operator
-import sys
 from collections.abc import Mapping, Set
 from typing import Any, Sequence, Union
 
 import numpy as np
 
-from ..model._checks import _short
-from ..model.data_type import ELEMENT_TYPES, DataType
+from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdentityOperatorDesc, JoinOperatorDesc,
@@ -57,7 +54,7 @@ from ..runtime import calls as _calls
 from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu.backend import WORDS
-from . import family_cache
+from . import _contract, _dispatch, family_cache
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
 
@@ -78,8 +75,20 @@ _ORDERS = {"DCR": DepthSpaceOrder.DEPTH_COLUMN_ROW, "CRD": DepthSpaceOrder.COLUM
 _move = _calls.move
 (_IDENTITY, _CAST, _PAD, _JOIN, _SPLIT, _TILE, _SPACE_TO_DEPTH, _DEPTH_TO_SPACE) = (
     _calls.OPS[k] for k in ("identity", "cast", "pad", "join", "split", "tile", "space_to_depth", "depth_to_space"))
-# Members of these key by identity in the C call cache (a mode, an order, a DataType as cast's dtype).
-_calls.register_move_types((PaddingMode, DepthSpaceOrder, DataType))
+# Members of these key by identity in the C call cache (a mode, an order, a DataType as cast's dtype);
+# PyTorch's dtype type joins them when cast first gets one (``_key_by_identity``).
+_MOVE_TYPES = (PaddingMode, DepthSpaceOrder, DataType)
+_calls.register_move_types(_MOVE_TYPES)
+
+
+def _key_by_identity(kind: type) -> None:
+    """Let the C call cache key arguments of type ``kind`` by identity from
+    now on (PyTorch's dtypes: singletons its module holds for good); the C
+    cache is emptied once, when the type is added."""
+    global _MOVE_TYPES
+    if kind not in _MOVE_TYPES:
+        _MOVE_TYPES = (*_MOVE_TYPES, kind)
+        _calls.register_move_types(_MOVE_TYPES)
 
 
 def _snapshot(value):
@@ -112,8 +121,10 @@ def _prepared(x: np.ndarray):
         x = np.ascontiguousarray(x)
         layout = array_layout(x.shape, x.strides, x.itemsize)
     desc = logical_desc(x.dtype, x.shape)
-    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     word = WORDS[x.itemsize]
+    if layout.span == x.size and x.flags.c_contiguous:     # (packed: the same words, without as_strided's cost)
+        return desc, (layout.strides, layout.origin), x.view(word).reshape(-1)
+    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
     return desc, (layout.strides, layout.origin), src
 
@@ -169,36 +180,49 @@ def _many_out(desc) -> bool:
     return any(s.many and s.role == "output" for s in desc.SLOTS)
 
 
-#: (module that must already be imported, its array type, opendml's module for it), after NumPy.
-_FRAMEWORKS = (("torch", "Tensor", "family_torch"), ("cupy", "ndarray", "family_cupy"),
-               ("jax", "Array", "family_jax"), ("dask.array", "Array", "family_dask"))
+#: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's module that runs the family on it.
+_MODULES = {"torch": "family_torch", "cupy": "family_cupy", "jax": "family_jax", "dask.array": "family_dask"}
 _BY_TYPE: dict = {}
 
 
-def _framework(x, where: str):
-    """The module that runs the family on ``x``'s framework (None: NumPy)."""
+def _framework(x, where: str, argument: str = "x"):
+    """The module that runs the family on ``x``'s framework (None: NumPy);
+    the contract's ``ValidationError`` for a non-array."""
     t = type(x)
     if t in _BY_TYPE:
         return _BY_TYPE[t]
-    if isinstance(x, np.ndarray):
+    kind = _contract.framework_of(x)
+    if kind is None:
+        raise _contract.not_an_array(x, where, argument)
+    if kind == "numpy":
         return _BY_TYPE.setdefault(t, None)
-    for module, attr, name in _FRAMEWORKS:
-        mod = sys.modules.get(module)
-        if mod is not None and isinstance(x, getattr(mod, attr)):
-            return _BY_TYPE.setdefault(t, importlib.import_module(f"{__package__}.{name}"))
-    raise UnsupportedError(f"{where}: the data-movement family's array API takes NumPy, CuPy, PyTorch, JAX or "
-                           f"Dask arrays; got {type(x).__module__}.{type(x).__qualname__}")
+    return _BY_TYPE.setdefault(t, importlib.import_module(f"{__package__}.{_MODULES[kind]}"))
+
+
+def _one_framework(name: str, arrays, many: bool):
+    """The module of ``arrays``' one framework (None: NumPy)."""
+    first = arrays[0]
+    fw = _framework(first, name, "arrays[0]" if many else "x")
+    for i, x in enumerate(arrays[1:], 1):
+        if type(x) is not type(first) and _framework(x, name, f"arrays[{i}]") is not fw:
+            raise ValidationError(f"{name}: every array must be of one framework; got "
+                                  f"{type(first).__module__}.{type(first).__qualname__} and "
+                                  f"{type(x).__module__}.{type(x).__qualname__} (arrays[{i}])")
+    return fw
+
+
+def _checked(name: str, arrays, many: bool = False):
+    """The array API's checks of a call's inputs, before its arguments are
+    read (``_contract``): arrays of one framework the API takes, of a dtype
+    and rank the operator takes."""
+    _one_framework(name, arrays, many)
+    _contract.check_inputs(name, arrays)
 
 
 def run_list(call: FamilyCall, arrays) -> list:
     """Run ``call`` on ``arrays`` (one framework); the outputs as a list."""
     arrays = list(arrays)
-    fw = _framework(arrays[0], call.name)
-    for i, x in enumerate(arrays[1:], 1):
-        if type(x) is not type(arrays[0]) and _framework(x, call.name) is not fw:
-            raise ValidationError(f"{call.name}: every array must be of one framework; got "
-                                  f"{type(arrays[0]).__module__}.{type(arrays[0]).__qualname__} and "
-                                  f"{type(x).__module__}.{type(x).__qualname__} (arrays[{i}])")
+    fw = _one_framework(call.name, arrays, len(arrays) > 1)
     if fw is None:
         return run_numpy(call, arrays)
     return fw.run(call, arrays)
@@ -277,14 +301,22 @@ def _execute(desc, arrays, key, record) -> list:
     outs = [backend.empty(t.sizes, t.data_type.numpy_dtype, desc.OPERATOR)[0] for t in desc.outputs]
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
     srcs = [p[2] for p in prepared]
-    run = backend.prepare(plan, srcs, dsts)
-    run()
+    # A call to record runs the compiled passes it records (built once: the
+    # backend's own kernels, parameters and threads, as prepare would run them)
+    steps = family_cache.kernel_steps(backend, plan, srcs, dsts) \
+        if key is not None and backend.kernels == "compiled" else None
+    if steps is None:
+        backend.prepare(plan, srcs, dsts)()
+    else:
+        ins, dst_addrs = [a.ctypes.data for a in srcs], [o.ctypes.data for o in dsts]
+        for kernel, blob, threads, fill, s, d in steps:
+            kernel(dst_addrs[d], dst_addrs[s] if fill else ins[s], blob, threads)
     if key is not None:
-        _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts)
+        _record(key, record, backend, desc, plan, arrays, prepared, outs, steps)
     return outs
 
 
-def _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts) -> None:
+def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> None:
     # Only arrays read where they lie (not copied by _prepared; the key
     # admits no array that as_input converts) are replayed from their own
     # addresses.
@@ -295,7 +327,6 @@ def _record(key, record, backend, desc, plan, arrays, prepared, outs, srcs, dsts
                 (src.size and x.ctypes.data + off != src.ctypes.data):
             return
         offsets.append(off)
-    steps = family_cache.kernel_steps(backend, plan, srcs, dsts) if backend.kernels == "compiled" else None
     family_cache.record(key, family_cache.Entry(backend, desc, plan,
                                                 tuple((o.shape, o.dtype) for o in outs), tuple(offsets), steps))
     _put_c(record, arrays, outs, offsets, steps)
@@ -334,34 +365,24 @@ def differentiable(desc) -> bool:
     return getattr(desc, "linear_part", None) is not None and desc.linear_part() is not None
 
 
-def _rank(x) -> int:
-    shape = getattr(x, "shape", None)
-    try:
-        return len(shape)
-    except TypeError:
-        return 1
-
-
-def _per_axis(value, rank: int, name: str, where: str) -> tuple:
+def _per_axis(value, rank: int):
+    """An int applies to every axis; anything else goes to the description
+    as given (which names what is wrong with it)."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return (int(value),) * rank
-    if isinstance(value, tuple):
-        return value
-    raise ValidationError(f"{where}: {name} must be an int or a sequence of ints; got {_short(value)}")
+    return value
 
 
-def _axis(axis, rank: int, where: str) -> int:
-    """``axis`` as DirectML's UINT Axis: negative values count from the end."""
-    if isinstance(axis, bool):
-        raise ValidationError(f"{where}: axis must be an integer; got {axis!r}")
-    try:
-        a = operator.index(axis)
-    except TypeError:
-        raise ValidationError(f"{where}: axis must be an integer; got {_short(axis)}") from None
-    if not -rank <= a < rank:
-        raise ValidationError(f"{where}: axis must be in [{-rank}, {rank - 1}] for arrays of {rank} dimensions; "
-                              f"got {a}")
-    return a % rank
+def _repeats(value, rank: int):
+    """TILE's ``repeats`` by NumPy's rule (``numpy.tile``): an int, or a
+    sequence shorter than the rank, has ones prepended (an int ``r`` is
+    ``(1, ..., 1, r)``: only the last axis repeats); anything else goes to
+    the description as given."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (1,) * (rank - 1) + (int(value),)
+    if isinstance(value, tuple) and len(value) < rank:
+        return (1,) * (rank - len(value)) + value
+    return value
 
 
 def identity(x: Any, scale: float | None = None, bias: float | None = None) -> np.ndarray:
@@ -388,10 +409,12 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (``scale``/``bias`` on an integer dtype) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -409,6 +432,7 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
 def _identity(x: Any, scale: float | None, bias: float | None):
     """``identity`` past the C call cache (its own function: the closures
     below would give ``identity`` cells to make on every call)."""
+    _checked("identity", (x,))
     sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
                                                                0.0 if bias is None else bias)
     return _run(FamilyCall("identity", lambda t: ElementWiseIdentityOperatorDesc(t, None, sb),
@@ -417,8 +441,8 @@ def _identity(x: Any, scale: float | None, bias: float | None):
 
 
 def cast(x: Any, dtype) -> np.ndarray:
-    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy dtype, a
-    ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
+    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX
+    dtype, a ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
 
     Parameters
     ----------
@@ -426,10 +450,13 @@ def cast(x: Any, dtype) -> np.ndarray:
         The input, of any strides (read where it lies, negative strides
         included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
         framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    dtype : numpy.dtype, type, str or DataType
-        The result's element type: one of the 11 DirectML types, as a NumPy
-        dtype (or anything ``np.dtype`` takes), a ``DataType``, or a
-        ``DataType`` name (``"INT8"``, ``"DML_TENSOR_DATA_TYPE_INT8"``).
+    dtype : numpy.dtype, type, str, torch.dtype, JAX dtype or DataType
+        The result's element type: one of the 11 DirectML types, spelt as
+        any framework spells it: a NumPy dtype, scalar type or string
+        (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
+        (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
+        ``DataType``, or a ``DataType`` name (``"INT8"``,
+        ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework.
 
     Returns
     -------
@@ -439,11 +466,14 @@ def cast(x: Any, dtype) -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
-        argument breaks one of the operator's rules (``dtype`` not one of the 11 types) (the message names
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
+        argument breaks one of the operator's rules (``dtype`` not a dtype at all; a dtype CAST does not take is an
+        ``UnsupportedError``) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
         ``opendml.AllocationError`` (a ``ValidationError`` and a
@@ -460,18 +490,10 @@ def cast(x: Any, dtype) -> np.ndarray:
 def _cast(x: Any, dtype):
     """``cast`` past the C call cache (its own function: the closures
     below would give ``cast`` cells to make on every call)."""
-    try:
-        if isinstance(dtype, DataType):
-            dt = dtype
-        elif isinstance(dtype, str) and dtype.upper().removeprefix("DML_TENSOR_DATA_TYPE_") in DataType.__members__:
-            dt = DataType.parse(dtype)
-        else:
-            dt = DataType.from_numpy(np.dtype(dtype))
-    except Exception:  # noqa: BLE001 - any unknown dtype spelling
-        dt = None
-    if dt not in ELEMENT_TYPES:
-        raise ValidationError(f"cast: dtype must be one of the 11 types (a NumPy dtype or a DataType); "
-                              f"got {_short(dtype)}")
+    _checked("cast", (x,))
+    dt = _contract.dtype_argument(dtype, "cast")
+    if type(dtype).__module__ == "torch" and type(dtype) not in _MOVE_TYPES:
+        _key_by_identity(type(dtype))          # a torch.dtype: the C call cache serves the next such call
     return _run(FamilyCall("cast", lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes)),
                            key=family_cache.call_key("cast", dt), ccall=("cast", (dtype,), False)), [x])
 
@@ -507,10 +529,12 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (an unknown ``mode``, a ``value`` out of the dtype's range) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -528,15 +552,16 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
 def _pad(x: Any, start_padding, end_padding, mode, value):
     """``pad`` past the C call cache (its own function: the closures
     below would give ``pad`` cells to make on every call)."""
+    _checked("pad", (x,))
     start_padding, end_padding = _snapshot(start_padding), _snapshot(end_padding)
     m = _MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
     if m is None:
-        raise ValidationError(f"pad: mode must be one of {', '.join(repr(k) for k in _MODES)}; got {_short(mode)}")
+        raise _contract.field_error("pad", "PaddingMode", f"be one of {', '.join(repr(k) for k in _MODES)} or a "
+                                    f"PaddingMode (mode)", mode)
 
     def make(t):
-        return Padding1OperatorDesc(t, None, m, t.data_type, value,
-                                    _per_axis(start_padding, t.rank, "start_padding", "pad"),
-                                    _per_axis(end_padding, t.rank, "end_padding", "pad"))
+        return Padding1OperatorDesc(t, None, m, t.data_type, value, _per_axis(start_padding, t.rank),
+                                    _per_axis(end_padding, t.rank))
     return _run(FamilyCall("pad", make, key=family_cache.call_key("pad", start_padding, end_padding, m, value),
                            ccall=("pad", (start_padding, end_padding, mode, value), False)), [x])
 
@@ -561,10 +586,12 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If an entry of ``arrays`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of an entry of ``arrays`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If an entry of ``arrays`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (dtypes or ranks differ, ``axis`` out of range) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -582,10 +609,9 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
 def _join(arrays, axis):
     """``join`` past the C call cache (its own function: the closures
     below would give ``join`` cells to make on every call)."""
-    arrays = _snapshot(arrays)
-    if not isinstance(arrays, tuple) or not arrays:
-        raise ValidationError(f"join: arrays must be a non-empty sequence of arrays; got {_short(arrays)}")
-    a = _axis(axis, max(_rank(arrays[0]), 1), "join")
+    arrays = _contract.array_sequence(arrays, "join")
+    _checked("join", arrays, True)
+    a = _contract.axis(axis, len(arrays[0].shape), "join")
     return _run(FamilyCall("join", lambda *ts: JoinOperatorDesc(ts, None, a), key=family_cache.call_key("join", a),
                            ccall=("join", (axis,), True)), arrays)
 
@@ -614,10 +640,12 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -635,13 +663,15 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
 def _split(x: Any, axis, sizes):
     """``split`` past the C call cache (its own function: the closures
     below would give ``split`` cells to make on every call)."""
+    _checked("split", (x,))
     sizes = _snapshot(sizes)
+    a = _contract.axis(axis, len(x.shape), "split")
     if not isinstance(sizes, tuple) or not sizes:
-        raise ValidationError(f"split: sizes must be a non-empty sequence of ints; got {_short(sizes)}")
+        raise _contract.field_error("split", "OutputTensors", "be one or more tensors (sizes: a non-empty sequence "
+                                    "of ints, one per output)", sizes)
     for i, s in enumerate(sizes):
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
-            raise ValidationError(f"split: sizes[{i}] must be an int >= 1; got {_short(s)}")
-    a = _axis(axis, max(_rank(x), 1), "split")
+            raise _contract.field_error("split", f"OutputTensors[{i}].Sizes[{a}]", f"be an int >= 1 (sizes[{i}])", s)
 
     def make(t):
         outs = tuple(TensorDesc(t.data_type, tuple(int(s) if d == a else n for d, n in enumerate(t.sizes)))
@@ -652,8 +682,11 @@ def _split(x: Any, axis, sizes):
 
 
 def tile(x: Any, repeats: Ints) -> np.ndarray:
-    """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i (an int
-    repeats every axis); ``out.shape == x.shape * repeats``.
+    """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
+    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
+    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
+    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
+    of a (3, 4) array is (3, 8)).
 
     Parameters
     ----------
@@ -662,8 +695,11 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
         framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
     repeats : int or sequence of int
-        The repeat count per axis (one entry per axis of ``x``), or an int
-        for every axis.
+        The repeat count per axis, each >= 1: one entry per axis of ``x``,
+        or fewer (ones are prepended for the leading axes), or an int (the
+        last axis' count). More entries than ``x`` has axes are refused
+        (``numpy.tile`` would add leading axes of size 1: reshape ``x``
+        first).
 
     Returns
     -------
@@ -673,11 +709,13 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
-        argument breaks one of the operator's rules (``repeats`` of the wrong length) (the message names
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
+        argument breaks one of the operator's rules (``repeats`` longer than ``x.ndim``, an entry < 1) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
         ``opendml.AllocationError`` (a ``ValidationError`` and a
@@ -694,8 +732,9 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
 def _tile(x: Any, repeats):
     """``tile`` past the C call cache (its own function: the closures
     below would give ``tile`` cells to make on every call)."""
+    _checked("tile", (x,))
     repeats = _snapshot(repeats)
-    return _run(FamilyCall("tile", lambda t: TileOperatorDesc(t, None, _per_axis(repeats, t.rank, "repeats", "tile")),
+    return _run(FamilyCall("tile", lambda t: TileOperatorDesc(t, None, _repeats(repeats, t.rank)),
                            key=family_cache.call_key("tile", repeats), ccall=("tile", (repeats,), False)), [x])
 
 
@@ -704,8 +743,8 @@ def _order(order, where: str) -> DepthSpaceOrder:
         return order
     o = _ORDERS.get(order.upper()) if isinstance(order, str) else None
     if o is None:
-        raise ValidationError(f"{where}: order must be 'DCR' (DEPTH_COLUMN_ROW) or 'CRD' (COLUMN_ROW_DEPTH); "
-                              f"got {_short(order)}")
+        raise _contract.field_error(where, "Order", "be 'DCR' (DEPTH_COLUMN_ROW), 'CRD' (COLUMN_ROW_DEPTH) or a "
+                                    "DepthSpaceOrder (order)", order)
     return o
 
 
@@ -733,10 +772,12 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (not 4-D, H or W not a multiple of ``block_size``, an unknown ``order``) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -754,6 +795,7 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
 def _space_to_depth(x: Any, block_size, order):
     """``space_to_depth`` past the C call cache (its own function: the closures
     below would give ``space_to_depth`` cells to make on every call)."""
+    _checked("space_to_depth", (x,))
     o = _order(order, "space_to_depth")
     return _run(FamilyCall("space_to_depth", lambda t: SpaceToDepth1OperatorDesc(t, None, block_size, o),
                            key=family_cache.call_key("space_to_depth", block_size, o),
@@ -784,10 +826,12 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
     Raises
     ------
     UnsupportedError
-        If ``x`` is not an array of a supported framework, or its dtype is missing from the operator's support table
-        at the newest feature level.
+        If the dtype of ``x`` is missing from the operator's support table at
+        the newest feature level (bool, complex...: the message names the
+        supported ones).
     ValidationError
-        If a dtype is not an integer or float type (bool, complex...), or an
+        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks, or an
         argument breaks one of the operator's rules (not 4-D, the channels not a multiple of ``block_size ** 2``, an unknown ``order``) (the message names
         the field and the rule). Checked before anything is allocated.
     AllocationError
@@ -805,6 +849,7 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
 def _depth_to_space(x: Any, block_size, order):
     """``depth_to_space`` past the C call cache (its own function: the closures
     below would give ``depth_to_space`` cells to make on every call)."""
+    _checked("depth_to_space", (x,))
     o = _order(order, "depth_to_space")
     return _run(FamilyCall("depth_to_space", lambda t: DepthToSpace1OperatorDesc(t, None, block_size, o),
                            key=family_cache.call_key("depth_to_space", block_size, o),
@@ -818,23 +863,19 @@ class _AdjointApi:
 
     @staticmethod
     def slice1(x, offsets, sizes, strides, output_sizes=None):
-        from . import slice1
-        return slice1(x, offsets, sizes, strides, output_sizes)
+        return _dispatch.front.slice1(x, offsets, sizes, strides, output_sizes)
 
     @staticmethod
     def slice_grad(g, input_sizes, offsets, sizes, strides):
-        from . import slice_grad
-        return slice_grad(g, input_sizes, offsets, sizes, strides)
+        return _dispatch.front.slice_grad(g, input_sizes, offsets, sizes, strides)
 
     @staticmethod
     def unfold(x, window_sizes, strides, dilations, start_padding, end_padding):
-        from . import unfold
-        return unfold(x, window_sizes, strides, dilations, start_padding, end_padding)
+        return _dispatch.front.unfold(x, window_sizes, strides, dilations, start_padding, end_padding)
 
     @staticmethod
     def fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding):
-        from . import fold
-        return fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+        return _dispatch.front.fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
 
     @staticmethod
     def reshape(x, shape):

@@ -26,7 +26,6 @@ import numpy as np
 
 from ..model.errors import UnsupportedError
 from . import family
-from .jax_adapter import _check_dtype
 
 __all__ = ["run"]
 
@@ -48,8 +47,7 @@ class _Static:
 
 
 def run(call, arrays) -> list:
-    for x in arrays:
-        _check_dtype(x.dtype, call.name)
+    # the arrays' dtypes and ranks were checked by the array API (``_contract.check_inputs``)
     desc = call.describe_arrays([np.dtype(x.dtype) for x in arrays], [tuple(x.shape) for x in arrays])
     for t in desc.outputs:
         dt = t.data_type.numpy_dtype
@@ -68,7 +66,9 @@ def _forward(p, xs):
         shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
         return tuple(jax.pure_callback(lambda *a: tuple(family.execute(desc, [np.asarray(v) for v in a])),
                                        shapes, *xs, vmap_method="sequential"))
-    devices = xs[0].devices()
+    # the first array that says where it lies (a constant JAX keeps as a NumPy
+    # array inside its transforms, such as a residual, says nothing)
+    devices = next((x.devices() for x in xs if hasattr(x, "devices")), None) or {jax.devices("cpu")[0]}
     if len(devices) != 1:
         raise UnsupportedError(f"{p.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
                                f"gather it on one device first")
@@ -83,11 +83,15 @@ def _linear(p, xs):
 
 
 def _fwd(p, xs):
-    return _linear(p, xs), None                   # linear: no residuals; the shapes are in p
+    # linear: no residuals but the values an adjoint reads (``ADJOINT_INPUTS``:
+    # index arrays, never differentiated); the shapes are in p
+    return _linear(p, xs), tuple(xs[i] for i in getattr(p.desc, "ADJOINT_INPUTS", ()))
 
 
-def _bwd(p, _, cts):
-    return (tuple(family.adjoint(p.desc, cts)),)
+def _bwd(p, constants, cts):
+    if not constants:
+        return (tuple(family.adjoint(p.desc, cts)),)
+    return (tuple(p.desc.linear_part().adjoint(family.ADJOINT_API, *cts, *constants)),)
 
 
 _linear.defvjp(_fwd, _bwd)

@@ -44,7 +44,7 @@ import torch.autograd.forward_ad as _fwad
 from ..model.errors import UnsupportedError
 from . import family
 from ..runtime import calls as _calls
-from .family_torch_op import _cuda, _torch_dtype, call_move, kernel
+from .family_torch_op import _cuda, _torch_dtype, adjoint_with, call_move, constant_inputs, kernel
 from .torch_adapter import numpy_dtype
 
 __all__ = ["run"]
@@ -122,8 +122,8 @@ class _Route:
     def __init__(self, call, desc, device):
         self.call, self.desc, self.device = call, desc, device
 
-    def adjoint(self, grads):
-        return family.adjoint(self.desc, grads)
+    def adjoint(self, grads, constants=()):
+        return adjoint_with(self.desc, grads, constants)
 
     def tangent(self, tangents):
         return family.fixed(self.desc.linear_part(), self.call.name)(*tangents)
@@ -142,16 +142,19 @@ class _Linear(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.route = inputs[0]
+        # the values an adjoint reads (index tensors: never differentiated)
+        ctx.constants = {i: inputs[1 + i].detach() for i in constant_inputs(ctx.route.desc)}
 
     @staticmethod
     def backward(ctx, *grads):
-        return (None, *ctx.route.adjoint(grads))
+        return (None, *ctx.route.adjoint(grads, tuple(ctx.constants.values())))
 
     @staticmethod
     def jvp(ctx, _, *tangents):
         route = ctx.route
-        ts = [t if t is not None else torch.zeros(d.sizes, dtype=_torch_dtype(d), device=route.device)
-              for t, d in zip(tangents, route.desc.inputs)]
+        ts = [ctx.constants[i] if i in ctx.constants else
+              t if t is not None else torch.zeros(d.sizes, dtype=_torch_dtype(d), device=route.device)
+              for i, (t, d) in enumerate(zip(tangents, route.desc.inputs))]
         return tuple(route.tangent(ts))
 
     @staticmethod

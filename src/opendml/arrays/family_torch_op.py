@@ -12,6 +12,15 @@ invalid description is the ``JsonFormError``/``ValidationError`` of
 ``jsonform.from_json``). Outputs are new packed tensors, one per output
 tensor of the description (SPLIT: several), on the inputs' device.
 
+An output tensor of the description may give ``Strides`` (a layout in a
+DirectML buffer): the op returns each output's elements as a new packed
+tensor, so the program runs with packed outputs of the same sizes and types
+(``packed_outputs``), which give the same elements wherever the strides map
+every element to its own place; strides that map two elements to one place
+(a stride of 0, overlapping dimensions) leave the values to the order of the
+writes (DirectML does not define it) and are a ``ValidationError``. No route
+writes an output through a layout other than the one it allocated.
+
 * Real implementation (CPU, CUDA, meta): ``kernel`` (here; the eager route of
   ``family_torch`` runs it too), the same move program (NumPy-viewed CPU tensors on the CPU
   backend, ``family_cuda`` for CUDA tensors).
@@ -39,14 +48,18 @@ with fake tensors, which reach this operator.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 
+import numpy as np
 import torch
 
 from ..jsonform import from_json, to_json
 from ..model.errors import UnsupportedError, ValidationError
-from . import family
+from ..model.tensor_desc import TensorDesc, packed_strides
+from ..ops import OPERATORS
+from . import family, index_ops
 from .torch_adapter import _DTYPES, cpp_op, define_cpp
 
 __all__ = ["move_op", "call_move", "description"]
@@ -56,7 +69,13 @@ _CACHE_SIZE = 1024
 
 
 def kernel(desc, arrays) -> list:
-    """``desc``'s move program on plain tensors (no autograd)."""
+    """``desc``'s move program on plain tensors (no autograd), into new packed
+    outputs (a description whose outputs give other strides runs as
+    ``packed_outputs(desc)``)."""
+    for t in desc.outputs:
+        if t.strides is not None:
+            desc = packed_outputs(desc)
+            break
     x = arrays[0]
     if x.device.type == "cpu":
         views = []
@@ -106,21 +125,101 @@ def _torch_dtype(t):
     return _TORCH_DTYPES[t.data_type.numpy_dtype]
 
 
+#: The most elements whose places an overlap check lists one by one (8 bytes each).
+_OVERLAP_CHECK_ELEMENTS = 1 << 26
+
+
+def _self_overlapping(sizes, strides) -> bool:
+    """Whether element ``strides`` (non-negative) map two of the ``sizes``
+    elements to one place."""
+    dims = sorted((t, n) for n, t in zip(sizes, strides) if n > 1)
+    reach = 0                        # the last offset the dimensions so far reach
+    for t, n in dims:
+        if t <= reach:
+            break
+        reach += (n - 1) * t
+    else:
+        return False                 # each stride steps past everything the smaller ones reach
+    if any(t == 0 for t, _ in dims):
+        return True
+    count = 1
+    for _, n in dims:
+        count *= n
+    if count > _OVERLAP_CHECK_ELEMENTS:
+        return True                  # interleaved and too large to list: treated as overlapping
+    offsets = np.zeros(1, dtype=np.int64)
+    for t, n in dims:
+        offsets = (offsets[:, None] + np.arange(n, dtype=np.int64)[None, :] * t).reshape(-1)
+    return np.unique(offsets).size != offsets.size
+
+
+def packed_outputs(desc):
+    """``desc`` with every output tensor packed (its sizes, data type and
+    flags kept; Strides, TotalTensorSizeInBytes and GuaranteedBaseOffsetAlignment
+    dropped): the outputs' elements are the same wherever the description's
+    strides give every element its own place; strides that do not are a
+    ``ValidationError``. ``desc`` itself where every output is packed."""
+    changes = {}
+    for slot in desc.SLOTS:
+        value = getattr(desc, slot.attr)
+        if slot.role != "output" or value is None:
+            continue
+        tensors = tuple(value) if slot.many else (value,)
+        new = []
+        for i, t in enumerate(tensors):
+            packed = packed_strides(t.sizes)
+            if t.strides is None or (tuple(t.strides) == packed and t.total_tensor_size_in_bytes ==
+                                     t.min_size_in_bytes and not t.guaranteed_base_offset_alignment):
+                new.append(t)
+                continue
+            if _self_overlapping(t.sizes, t.strides):
+                name = f"{slot.json}[{i}]" if slot.many else slot.json
+                raise ValidationError(f"opendml::move: {desc.OPERATOR}: {name}.Strides {list(t.strides)} map two "
+                                      f"elements of Sizes {list(t.sizes)} to one place; the op returns every "
+                                      f"output element as a tensor of its own, so an output's strides must not "
+                                      f"overlap (leave Strides out for a packed output)")
+            new.append(TensorDesc(t.data_type, t.sizes, flags=t.flags))
+        if any(a is not b for a, b in zip(new, tensors)):
+            changes[slot.attr] = tuple(new) if slot.many else new[0]
+    return dataclasses.replace(desc, **changes) if changes else desc
+
+
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def description(text: str):
-    """The validated family description of ``text`` (cached)."""
+    """The validated family description of ``text`` (cached), with packed
+    outputs (``packed_outputs``)."""
     if not isinstance(text, str):
         raise ValidationError(f"opendml::move: desc must be a JSON string; got {type(text).__qualname__}")
+    if text.startswith("@"):
+        desc = _HELD_BY_KEY.get(text)
+        if desc is None:
+            raise ValidationError(f"opendml::move: unknown description key {text[:40]!r} (descriptions without a "
+                                  f"JSON form are named by keys this process made)")
+        return desc
     desc = from_json(text)
     if getattr(type(desc), "linear_part", None) is None:
         raise UnsupportedError(f"opendml::move: {desc.OPERATOR} is not an operator of the data-movement family "
                                f"(it has its own custom operator in opendml.torch)")
     desc.validate()
-    return desc
+    return packed_outputs(desc)
+
+
+#: Descriptions without a JSON form (not DirectML operators: the index-driven
+#: operators' adjoint programs), named by a key ("@...") for the custom
+#: operator's string argument; each distinct description is held once, for
+#: the life of the process (graphs traced with the key may run it later).
+_HELD_BY_KEY: dict = {}
+_KEY_OF: dict = {}
 
 
 def to_text(desc) -> str:
-    return json.dumps(to_json(desc), separators=(",", ":"))
+    if desc.OPERATOR in OPERATORS and OPERATORS[desc.OPERATOR] is type(desc):
+        return json.dumps(to_json(desc), separators=(",", ":"))
+    key = _KEY_OF.get(desc)
+    if key is None:
+        key = _KEY_OF.setdefault(desc, f"@{desc.OPERATOR}:{len(_KEY_OF)}")
+        _HELD_BY_KEY[key] = desc
+    return key
 
 
 def _checked(inputs, text: str):
@@ -152,9 +251,26 @@ def _move_fake(inputs, desc):
     return [inputs[0].new_empty(tuple(t.sizes), dtype=_torch_dtype(t)) for t in d.outputs]
 
 
+def constant_inputs(desc) -> tuple:
+    """The input positions an operator's adjoint reads the values of
+    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index tensors), which get no
+    gradient and keep their values under forward-mode AD."""
+    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
+
+
+def adjoint_with(desc, grads, constants) -> tuple:
+    """``family.adjoint``, handing the operator the values of its
+    ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
+    if not constant_inputs(desc):
+        return family.adjoint(desc, grads)
+    return tuple(desc.linear_part().adjoint(family.ADJOINT_API, *grads, *constants))
+
+
 def _setup(ctx, inputs, output):
     ctx.desc = inputs[1]
     ctx.n = len(inputs[0])
+    # the values the adjoint reads (``ADJOINT_INPUTS``: index tensors)
+    ctx.save_for_backward(*[inputs[0][i] for i in getattr(description(inputs[1]), "ADJOINT_INPUTS", ())])
 
 
 def _backward(ctx, grads):
@@ -162,7 +278,7 @@ def _backward(ctx, grads):
     ref = next(g for g in grads if g is not None)
     grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=_torch_dtype(t))
              for g, t in zip(grads, desc.outputs)]
-    return list(family.adjoint(desc, grads)), None
+    return list(adjoint_with(desc, grads, tuple(ctx.saved_tensors))), None
 
 
 move_op.register_autograd(_backward, setup_context=_setup)
@@ -207,8 +323,9 @@ define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _
 def call_move(desc, arrays) -> list:
     """``desc`` (a validated family description) on ``arrays`` through
     ``opendml_cpp::move`` where traced calls take the C++ operators, else
-    ``opendml::move``."""
-    op = cpp_op("move") or torch.ops.opendml.move.default
+    ``opendml::move`` (always for an operator whose adjoint reads input
+    values, ``ADJOINT_INPUTS``: the C++ node keeps the inputs' sizes only)."""
+    op = (None if getattr(desc, "ADJOINT_INPUTS", ()) else cpp_op("move")) or torch.ops.opendml.move.default
     return list(op(list(arrays), to_text(desc)))
 
 
@@ -217,3 +334,5 @@ def call_move(desc, arrays) -> list:
 # fake tensors, which take the operator above.
 for _name in family.__all__:
     torch.compiler.allow_in_graph(getattr(family, _name))
+for _name in index_ops.__all__:
+    torch.compiler.allow_in_graph(getattr(index_ops, _name))

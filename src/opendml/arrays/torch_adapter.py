@@ -61,12 +61,13 @@ import numpy as np
 import torch
 import torch.autograd.forward_ad as _fwad
 
-import opendml.arrays as api
 from ..model.errors import UnsupportedError
 from ..ops import OPERATORS
 from ..runtime import alloc, calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES, config
 from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
+from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
+from . import _dispatch
 from . import numpy_adapter, torch_inductor, torch_node
 from . import planner as _planner
 from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for
@@ -153,6 +154,17 @@ def numpy_dtype(x, name: str = "array API") -> np.dtype:
                                f"supported: DirectML has no complex types; supported dtypes: {SUPPORTED_DTYPES}")
     raise UnsupportedError(f"{name}: PyTorch dtype {x.dtype} has no DirectML data type; supported dtypes "
                            f"(the 11 DirectML types): {SUPPORTED_DTYPES}")
+
+
+def _readable(x, name: str) -> None:
+    """``numpy_dtype``'s errors for a tensor opendml cannot read at all
+    (nested, not strided, a conjugate view), which the array API's checks
+    (``_contract``) report before the dtype and rank."""
+    if x.is_nested or x.layout is not torch.strided or x.is_conj():
+        numpy_dtype(x, name)
+
+
+_dispatch.READABLE["torch"] = _readable
 
 
 def _check_device(x, name: str) -> None:
@@ -561,10 +573,8 @@ def _concrete(values) -> bool:
 
 def _kernel_of(name: str):
     """The operators' implementation: the array API's function ``name`` in kernel mode."""
-    fn = getattr(api, name)
-
     def kernel(x, *args):
-        return _in_mode(_KERNEL, fn, x, *args)
+        return _in_mode(_KERNEL, getattr(api, name), x, *args)
     kernel.__name__ = name
     return kernel
 
@@ -572,12 +582,12 @@ def _kernel_of(name: str):
 def _fake_of(name: str):
     """A fake output: the validated description's sizes where every size is known, else the
     operator's shape rule (``output_sizes_of``, ops/<op>.py) on symbolic sizes. Outputs are packed."""
-    fn, rule = getattr(api, name), _operator(name).output_sizes_of
+    rule = _operator(name).output_sizes_of
 
     def fake(x, *args):
         numpy_dtype(x, name)
         if _concrete(x.shape) and all(_concrete(a) for a in args):
-            return x.new_empty(_in_mode(_DESCRIBE, fn, x, *args).output_tensor.sizes)
+            return x.new_empty(_in_mode(_DESCRIBE, getattr(api, name), x, *args).output_tensor.sizes)
         return x.new_empty(rule(tuple(x.shape), *args))
     fake.__name__ = f"{name}_fake"
     return fake

@@ -44,10 +44,17 @@ from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, In
                     ScaleBias, Struct, Tensor, UInt)
 from .cast import CastOperatorDesc
 from .fold import FoldOperatorDesc
+from .gather import GatherOperatorDesc
+from .gather_elements import GatherElementsOperatorDesc
+from .gather_nd import GatherNd1OperatorDesc, GatherNdOperatorDesc
 from .identity import ElementWiseIdentityOperatorDesc
 from .join import JoinOperatorDesc
+from .one_hot import OneHotOperatorDesc
 from .padding import PaddingOperatorDesc
 from .padding1 import Padding1OperatorDesc
+from .reverse_subsequences import ReverseSubsequencesOperatorDesc
+from .scatter import ScatterElementsOperatorDesc
+from .scatter_nd import ScatterNdOperatorDesc
 from .space_depth import (DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc, SpaceToDepth1OperatorDesc,
                           SpaceToDepthOperatorDesc)
 from .split import SplitOperatorDesc
@@ -75,7 +82,19 @@ OPERATORS: dict[str, type[OperatorDesc]] = {cls.OPERATOR: cls for cls in (
     DepthToSpaceOperatorDesc,
     SpaceToDepth1OperatorDesc,
     DepthToSpace1OperatorDesc,
+    GatherOperatorDesc,
+    GatherElementsOperatorDesc,
+    GatherNdOperatorDesc,
+    GatherNd1OperatorDesc,
+    ScatterElementsOperatorDesc,
+    ScatterNdOperatorDesc,
+    OneHotOperatorDesc,
+    ReverseSubsequencesOperatorDesc,
 )}
+
+#: Other names DirectML gives an operator (``DML_OPERATOR_SCATTER`` for
+#: SCATTER_ELEMENTS), from each class's ``ALIASES``: the JSON form accepts them.
+ALIASES: dict[str, str] = {alias: cls.OPERATOR for cls in OPERATORS.values() for alias in getattr(cls, "ALIASES", ())}
 
 __all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Float", "Bool", "Enum", "ScalarUnion",
            "Struct", "Tensor", "REQUIRED", "PaddingMode", "DepthSpaceOrder", "ScaleBias",
@@ -83,4 +102,6 @@ __all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Fl
            "SliceGradOperatorDesc", "ElementWiseIdentityOperatorDesc", "CastOperatorDesc", "PaddingOperatorDesc",
            "Padding1OperatorDesc", "JoinOperatorDesc", "SplitOperatorDesc", "TileOperatorDesc",
            "SpaceToDepthOperatorDesc", "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc",
-           "DepthToSpace1OperatorDesc", "max_copied_elements", "OPERATORS"]
+           "DepthToSpace1OperatorDesc", "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc",
+           "GatherNd1OperatorDesc", "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc",
+           "ReverseSubsequencesOperatorDesc", "max_copied_elements", "OPERATORS", "ALIASES"]

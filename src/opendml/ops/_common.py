@@ -24,10 +24,21 @@ FLOAT_TYPES = frozenset({T.FLOAT16, T.FLOAT32, T.FLOAT64})
 @dataclasses.dataclass(frozen=True)
 class SupportRow:
     """One "DML_FEATURE_LEVEL_x_y and above" table of a page: from ``level`` on,
-    both tensors may have ``ranks`` dimensions and ``types`` elements."""
+    every tensor may have ``ranks`` dimensions and ``types`` elements, except
+    the tensors ``slot_types`` names (``(("IndicesTensor", types), ...)``, by
+    their DirectML field name), which take their own types (an index
+    tensor's integer types)."""
     level: FeatureLevel
     ranks: range
     types: frozenset
+    slot_types: tuple = ()
+
+    def types_of(self, field: str) -> frozenset:
+        """The types the table allows for the tensor named ``field``."""
+        for name, types in self.slot_types:
+            if name == field:
+                return types
+        return self.types
 
 
 def plain_ints(values, n: int | None) -> tuple | None:
@@ -302,12 +313,13 @@ class OperatorDesc:
                 raise UnsupportedError(
                     f"{self.OPERATOR}: {field}.DimensionCount must be in [{ranks.start}, {ranks.stop - 1}] "
                     f"at feature level {level.label}; got {t.rank}")
-            if t.data_type not in row.types:
-                later = [r.level.label for r in self.SUPPORT if t.data_type in r.types]
+            types = row.types_of(field)
+            if t.data_type not in types:
+                later = [r.level.label for r in self.SUPPORT if t.data_type in r.types_of(field)]
                 hint = f"; it needs feature level {later[0]} or later" if later else ""
                 raise UnsupportedError(
                     f"{self.OPERATOR}: {field}.DataType {t.data_type.name} is not supported at feature "
-                    f"level {level.label} (supported: {_types(row.types)}){hint}")
+                    f"level {level.label} (supported: {_types(types)}){hint}")
         self._validate_level(level)
         return self
 

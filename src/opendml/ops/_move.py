@@ -14,6 +14,7 @@ from ..model._checks import UINT32_MAX, as_int
 from ..model.tensor_desc import TensorDesc, TensorFlags
 from ..plan import MovePlan
 from ._common import OperatorDesc, element_layout
+from ._spec import to_float
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -75,13 +76,11 @@ class MoveOperatorDesc(OperatorDesc):
     def _float32(self, value, field: str) -> float:
         """A FLOAT field: a real number whose magnitude fits a float32 (NaN and
         infinities are FLOAT values too), stored as its float32 value."""
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise self._err(f"{field} must be a number; got {value!r}")
-        v = float(value)
+        v = to_float(value, field, self._err)
         with np.errstate(over="ignore"):
             f = np.float32(v)
         if math.isfinite(v) and not np.isfinite(f):
-            raise self._err(f"{field} must fit a FLOAT (float32, magnitude <= {FLOAT32_MAX:g}); got {value!r}")
+            raise self._err(f"{field} must fit a FLOAT (float32, magnitude <= {FLOAT32_MAX:g}); got {v!r}")
         return float(f)
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,

@@ -21,7 +21,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from ..model._checks import _short
 from ..model.data_type import DataType
+from ..model.errors import ValidationError
 
 #: A field's ``default`` when the JSON form must give it.
 REQUIRED: Any = type("REQUIRED", (), {"__repr__": lambda self: "REQUIRED"})()
@@ -89,6 +93,25 @@ def _is_number(v) -> bool:
 
 
 Fail = Callable[[str], Exception]
+
+#: The largest finite double, for messages.
+DOUBLE_MAX = float.fromhex("0x1.fffffffffffffp+1023")
+
+
+def to_float(value, name: str, fail: Fail = ValidationError) -> float:
+    """A FLOAT field's value (``name``: the field, as messages name it) as a
+    Python float: a real number, an integer or float of Python or NumPy (bool
+    refused). An integer beyond the double range (``10**400``) cannot be a
+    FLOAT: ``fail(message)`` (by default a ``ValidationError``) names the
+    field and the value, never ``OverflowError``. NaN and the infinities
+    given as floats are FLOAT values and pass through."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise fail(f"{name} must be a number; got {_short(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise fail(f"{name} must be a number within the double range (magnitude at most {DOUBLE_MAX:g}); "
+                   f"got {_short(value)}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +192,7 @@ class Float(FieldKind):
     def from_json(self, value, path, parsed, fail):
         if not _is_number(value):
             raise fail(f"{path}: must be a number; got {json.dumps(value)[:80]}")
-        return float(value)
+        return to_float(value, f"{path}:", fail)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,7 +279,7 @@ class ScalarUnion(FieldKind):
             return value
         if not _is_number(value):
             raise fail(f"{path}: must be a number; got {json.dumps(value)[:80]}")
-        return float(value)
+        return to_float(value, f"{path}:", fail)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,13 +310,35 @@ class Struct(FieldKind):
                 raise fail(f"{path}.{m}: missing required field")
             if not _is_number(value[m]):
                 raise fail(f"{path}.{m}: must be a number; got {json.dumps(value[m])[:80]}")
-            kw[a] = float(value[m])
+            kw[a] = to_float(value[m], f"{path}.{m}:", fail)
         return self.struct(**kw)
 
     def to_json(self, value):
         if value is None:
             return OMIT
         return {m: getattr(value, a) for m, a in self.members}
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """The array-API function that builds an operator's description, declared
+    by the operator class (``BINDING``; an operator that a newer one replaces
+    in the array API, such as PADDING beside PADDING1, declares none):
+    ``function`` is its name in ``opendml`` (``"pad"``), ``inputs`` the
+    shapes of a small valid call's input arrays and ``args`` that call's
+    other arguments by name (documentation, and the cases the generic tests
+    of the array API's contract run for every bound operator); ``array``
+    the name of its array argument (``"x"``, ``"grad"``; ``"arrays"`` for a
+    sequence of arrays, JOIN's)."""
+    function: str
+    inputs: tuple
+    args: dict = dataclasses.field(default_factory=dict)
+    array: str = "x"
+
+
+def binding_of(cls) -> "Binding | None":
+    """The ``Binding`` declared by ``cls`` itself (not inherited), or None."""
+    return cls.__dict__.get("BINDING")
 
 
 def snake(name: str) -> str:
@@ -323,6 +368,11 @@ def snake(name: str) -> str:
 #   ``api`` (an ``AdjointApi``): other opendml operators where one exists, so
 #   a gradient of a gradient takes the same routes again. The operator
 #   modules do not import the array layer: ``api`` is handed to them.
+# * ``ADJOINT_INPUTS`` (optional class attribute): the input positions whose
+#   values the adjoint reads (the index tensors of the index-driven
+#   operators); ``adjoint(api, *cotangents, *those inputs)`` then gets them
+#   after the cotangents and returns None for them: they get no gradient,
+#   and forward-mode AD keeps their values instead of a tangent.
 #
 # and, for block-wise execution (``arrays/family_dask.py``):
 #

@@ -33,6 +33,7 @@ from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout
 from ._common import adjoint_by_call
 from ._spec import WINDOW_SUMS
 from .unfold import UnfoldOperatorDesc, blocks_per_dimension, plain_window
+from ._spec import Binding
 
 MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
@@ -61,6 +62,7 @@ class FoldOperatorDesc(FastPathDesc):
     end_padding: tuple[int, ...]
 
     OPERATOR = "FOLD"
+    BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]})
     TYPE_VALUE = 176
     FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
               Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))

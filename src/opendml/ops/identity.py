@@ -25,7 +25,7 @@ from ..plan import Copy
 from ._common import FLOAT_TYPES, TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import ScaleBias, Struct, Tensor, is_float
+from ._spec import Binding, ScaleBias, Struct, Tensor, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -37,6 +37,7 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
     scale_bias: ScaleBias | None = None
 
     OPERATOR = "ELEMENT_WISE_IDENTITY"
+    BINDING = Binding("identity", ((2, 3),), {"scale": 2.0, "bias": 1.0})
     TYPE_VALUE = 1
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))

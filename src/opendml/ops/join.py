@@ -19,7 +19,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, SupportRow
 from ._move import MoveOperatorDesc
-from ._spec import Tensor, UInt, is_float
+from ._spec import Binding, Tensor, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -31,6 +31,7 @@ class JoinOperatorDesc(MoveOperatorDesc):
     axis: int
 
     OPERATOR = "JOIN"
+    BINDING = Binding("join", ((2, 3), (1, 3)), {"axis": 0}, "arrays")
     TYPE_VALUE = 63
     SLOTS = (Tensor("InputTensors", "input_tensors", "input", many=True),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))

@@ -14,11 +14,12 @@ import math
 
 import numpy as np
 
+from ..model._checks import _short
 from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ._common import TYPES_4_1, SupportRow
-from ._spec import Enum, Field, PaddingMode, ScalarUnion, Tensor
+from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, Tensor, to_float
 from .padding import PaddingRules
 
 
@@ -42,6 +43,7 @@ class Padding1OperatorDesc(PaddingRules):
     end_padding: tuple[int, ...]
 
     OPERATOR = "PADDING1"
+    BINDING = Binding("pad", ((2, 3),), {"start_padding": 1, "end_padding": [0, 2], "mode": "reflect"})
     TYPE_VALUE = 155
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
@@ -66,7 +68,7 @@ class Padding1OperatorDesc(PaddingRules):
         self._set("padding_value_data_type", dt)
         v = self.padding_value
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise self._err(f"PaddingValue must be a number; got {v!r}")
+            raise self._err(f"PaddingValue must be a number; got {_short(v)}")
         npdt = dt.numpy_dtype
         if npdt.kind in "iu":
             if isinstance(v, (float, np.floating)):
@@ -76,9 +78,9 @@ class Padding1OperatorDesc(PaddingRules):
             info = np.iinfo(npdt)
             if not info.min <= v <= info.max:
                 raise self._err(f"PaddingValue must be in [{info.min}, {info.max}] for PaddingValueDataType "
-                                f"{dt.name}; got {v}")
+                                f"{dt.name}; got {_short(v)}")
         else:
-            v = float(v)
+            v = to_float(v, "PaddingValue", self._err)
             with np.errstate(over="ignore"):
                 overflow = math.isfinite(v) and not np.isfinite(np.array(v).astype(npdt))
             if overflow:

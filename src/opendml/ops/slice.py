@@ -13,6 +13,7 @@ from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, Suppo
 from ._spec import GATHER
 from ._common import adjoint_by_call
 from .slice1 import Slice1OperatorDesc, batched_window, window_adjoint_call
+from ._spec import Binding
 
 
 @stored_init
@@ -27,6 +28,7 @@ class SliceOperatorDesc(FastPathDesc):
     strides: tuple[int, ...]
 
     OPERATOR = "SLICE"
+    BINDING = Binding("slice", ((2, 3, 4),), {"offsets": [0, 1, 0], "sizes": [2, 2, 2], "strides": [1, 1, 2]})
     TYPE_VALUE = 60
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     INTRODUCED = FeatureLevel.FL_1_0

@@ -17,6 +17,7 @@ from ._common import (TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, ele
                       sequence_of)
 from ._common import adjoint_by_call
 from ._spec import GATHER
+from ._spec import Binding
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
@@ -83,6 +84,8 @@ class Slice1OperatorDesc(FastPathDesc):
     input_window_strides: tuple[int, ...]
 
     OPERATOR = "SLICE1"
+    BINDING = Binding("slice1", ((2, 3, 4),), {"window_offsets": [0, 0, 0], "window_sizes": [2, 3, 4],
+                                               "window_strides": [1, -1, 2]})
     TYPE_VALUE = 111
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))

@@ -24,6 +24,7 @@ from ._common import TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, elem
 from ._spec import SCATTER
 from ._common import adjoint_by_call
 from .slice1 import batched_window, max_copied_elements, reaching_window
+from ._spec import Binding
 
 
 @stored_init
@@ -40,6 +41,8 @@ class SliceGradOperatorDesc(FastPathDesc):
     input_window_strides: tuple[int, ...]
 
     OPERATOR = "SLICE_GRAD"
+    BINDING = Binding("slice_grad", ((2, 2, 2),), {"input_sizes": [2, 3, 4], "window_offsets": [0, 0, 0],
+                                                   "window_sizes": [2, 3, 4], "window_strides": [1, 2, 2]}, "grad")
     TYPE_VALUE = 135
     TENSORS = ("InputGradientTensor", "OutputGradientTensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),

@@ -34,7 +34,7 @@ from ..plan import Copy
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import DepthSpaceOrder, Enum, Tensor, UInt, is_float
+from ._spec import Binding, DepthSpaceOrder, Enum, Tensor, UInt, is_float
 
 _TYPES_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16})
 _SUPPORT_1_0 = (SupportRow(FeatureLevel.FL_1_0, range(4, 5), _TYPES_1_0),
@@ -168,6 +168,7 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth):
     order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
 
     OPERATOR = "SPACE_TO_DEPTH1"
+    BINDING = Binding("space_to_depth", ((1, 2, 4, 6),), {"block_size": 2, "order": "CRD"})
     TYPE_VALUE = 114
     TO_DEPTH = True
     SLOTS = _SLOTS
@@ -192,6 +193,7 @@ class DepthToSpace1OperatorDesc(_SpaceDepth):
     order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
 
     OPERATOR = "DEPTH_TO_SPACE1"
+    BINDING = Binding("depth_to_space", ((1, 8, 2, 3),), {"block_size": 2})
     TYPE_VALUE = 113
     TO_DEPTH = False
     SLOTS = _SLOTS

@@ -15,7 +15,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, SupportRow
 from ._move import MoveOperatorDesc
-from ._spec import Tensor, UInt, is_float
+from ._spec import Binding, Tensor, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -27,6 +27,7 @@ class SplitOperatorDesc(MoveOperatorDesc):
     axis: int
 
     OPERATOR = "SPLIT"
+    BINDING = Binding("split", ((4, 3),), {"axis": 0, "sizes": [1, 3]})
     TYPE_VALUE = 62
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("OutputTensors", "output_tensors", "output", many=True))

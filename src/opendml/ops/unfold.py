@@ -21,6 +21,7 @@ from ..model._frozen import stored_init
 from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints, sequence_of
 from ._common import adjoint_by_call
 from ._spec import WINDOWS
+from ._spec import Binding
 
 MAX_SPATIAL_DIMENSIONS = 6
 
@@ -52,6 +53,7 @@ class UnfoldOperatorDesc(FastPathDesc):
     end_padding: tuple[int, ...]
 
     OPERATOR = "UNFOLD"
+    BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1})
     TYPE_VALUE = 177
     FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
               Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))

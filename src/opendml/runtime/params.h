@@ -153,4 +153,21 @@ typedef struct odml_move_params {
     odml_move_dim dim[ODML_MAX_MOVE_RANK];
 } odml_move_params;
 
+/* The CPU kernels that take one of the blocks above, declared once:
+ * X(NAME, name, parameter struct), kernel code ODML_KERNEL_<NAME> = the
+ * position here. `name` is the kernel's everywhere: its C function
+ * odml_<name> (runtime/cpu/common.h), the extension's function of that name,
+ * the call cache's record of it (call_cache_put_numpy) and the member of
+ * the call cache's parameter union. runtime/params.py's KERNELS mirrors the
+ * list (tests/runtime/test_params.py checks the two agree). */
+#define ODML_CPU_KERNELS(X)                 \
+    X(COPY, copy, odml_copy_params)         \
+    X(UNFOLD, unfold, odml_unfold_params)   \
+    X(FOLD, fold, odml_fold_params)         \
+    X(SCATTER, scatter, odml_scatter_params)
+
+#define ODML_KERNEL_CODE_(NAME, name, type) ODML_KERNEL_##NAME,
+enum { ODML_CPU_KERNELS(ODML_KERNEL_CODE_) ODML_KERNEL_COUNT };
+#undef ODML_KERNEL_CODE_
+
 #endif /* OPENDML_PARAMS_H */

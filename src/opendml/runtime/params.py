@@ -79,3 +79,8 @@ class MoveParams(ctypes.Structure):
 STRUCTS = {"odml_copy_params": CopyParams, "odml_window_dim": WindowDim, "odml_unfold_params": UnfoldParams,
            "odml_fold_params": FoldParams, "odml_scatter_params": ScatterParams,
            "odml_move_dim": MoveDim, "odml_move_params": MoveParams}
+
+#: The CPU kernels taking these blocks, in their code order: (name, parameter
+#: struct) as params.h's ODML_CPU_KERNELS declares them (the kernel's code is
+#: its position; tests/runtime/test_params.py checks the two lists agree).
+KERNELS = (("copy", CopyParams), ("unfold", UnfoldParams), ("fold", FoldParams), ("scatter", ScatterParams))

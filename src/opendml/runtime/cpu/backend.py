@@ -24,7 +24,7 @@ import struct
 import numpy as np
 
 from ...model.errors import UnsupportedError
-from ...plan import Copy, CopyPlan, Fill, FoldPlan, MovePlan, ScatterPlan, UnfoldPlan
+from ...plan import Copy, CopyPlan, Fill, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, UnfoldPlan
 from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
 from ..params import MAX_RANK, CopyParams, FoldParams, ScatterParams, UnfoldParams, set_window_dims
@@ -85,6 +85,54 @@ def canonical_move_pass(p):
         merged[-2], merged[-1] = merged[-1], merged[-2]
     sizes, ss, ds, ms = zip(*merged)
     return sizes, ss, ds, ms, src_offset
+
+
+class IndexAxisParams(ctypes.Structure):
+    """ctypes mirror of ``idx_axis`` (runtime/cpu/indexed/index.c)."""
+    _fields_ = [(name, ctypes.c_int64) for name in ("slot", "type", "offset", "stride", "bound", "mode",
+                                                   "out_of_range", "axis")] + [
+        ("strides", ctypes.c_int64 * MOVE_MAX_RANK)]
+
+
+#: index.c's IDX_MAX_AXES
+INDEX_MAX_AXES = 8
+
+
+class IndexParams(ctypes.Structure):
+    """ctypes mirror of ``idx_params`` (runtime/cpu/indexed/index.c), same field order."""
+    _fields_ = [("kind", ctypes.c_int64), ("element_size", ctypes.c_int64), ("data_type", ctypes.c_int64),
+                ("rank", ctypes.c_int64), ("outer", ctypes.c_int64), ("accumulate", ctypes.c_int64),
+                ("has_value", ctypes.c_int64), ("value_bits", ctypes.c_uint64), ("src_offset", ctypes.c_int64),
+                ("dst_offset", ctypes.c_int64)] + [
+        (name, ctypes.c_int64 * MOVE_MAX_RANK) for name in ("sizes", "src_strides", "dst_strides")] + [
+        ("naxes", ctypes.c_int64), ("axes", IndexAxisParams * INDEX_MAX_AXES)]
+
+
+def _load_index():
+    try:
+        from . import _index
+    except ImportError:
+        return None
+    return _index
+
+
+_FILL_BITS: dict = {}
+
+
+def _fill_bits(value, out_t: int, itemsize: int) -> int:
+    """A ``Fill`` pass's bits: the value exactly as the NumPy path converts it
+    (``numpy_kernels.fill_value``), remembered for plain ints and floats (a
+    float by its bits: -0.0 and NaN payloads stay apart)."""
+    t = type(value)
+    key = (out_t, value) if t is int else (out_t, struct.pack("<d", value)) if t is float else None
+    bits = _FILL_BITS.get(key) if key is not None else None
+    if bits is None:
+        bits = int(numpy_kernels.fill_value(value, out_t).view(WORDS[itemsize]))
+        if key is not None:
+            if len(_FILL_BITS) >= 256:
+                _FILL_BITS.clear()
+            _FILL_BITS[key] = bits
+    return bits
 
 
 def _load_native():
@@ -210,8 +258,37 @@ class CpuBackend:
     def _native_move_pass(self, plan: MovePlan, p, srcs, dsts):
         """The compiled move kernel (move.c) for one pass of a move program:
         copies with or without index maps, conversion and scale/bias, and
-        fills; None (NumPy runs it) only for a pass of more than 16 dimensions
-        once canonical."""
+        fills; None (NumPy runs it) for a pass of more than 16 dimensions
+        once canonical; the index-driven passes (``Gather``, ``Scatter``) run
+        through the ``_index`` extension (runtime/cpu/indexed/index.c) where
+        it was built, else through NumPy. The parameters of a copy or fill are
+        packed in C (``move_params``, move_params.c: the same bytes as
+        ``_python_move_pass``) where it takes the pass."""
+        if type(p) is Gather or type(p) is Scatter:
+            return self._index_pass(plan, p, srcs, dsts)
+        if type(p) is not Copy and type(p) is not Fill:
+            return None
+        out_t = plan.out_types[p.dst]
+        dst = dsts[p.dst]
+        fill = isinstance(p, Fill)
+        if fill:
+            bits = _fill_bits(p.value, out_t, dst.itemsize)
+            blob = self._native.move_params(1, 0, out_t, 0, p.dst_offset, p.sizes, None, p.dst_strides, None,
+                                            None, bits)
+            if blob is not None:
+                return self._launch(self._native.move, blob, dst, dst, p.count * dst.itemsize)
+        else:
+            maps = None if p.maps is None else tuple(None if m is None else (m.mode, m.shift, m.size)
+                                                     for m in p.maps)
+            src = srcs[p.src]
+            blob = self._native.move_params(0, plan.in_types[p.src], out_t, p.src_offset, p.dst_offset, p.sizes,
+                                            p.src_strides, p.dst_strides, maps, p.scale_bias, 0)
+            if blob is not None:
+                return self._launch(self._native.move, blob, src, dst, p.count * (src.itemsize + dst.itemsize))
+        return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be family_cache._Capture)
+
+    def _python_move_pass(self, plan: MovePlan, p, srcs, dsts):
+        """``_native_move_pass``'s parameters built in Python (canonical_move_pass, MoveParams)."""
         sizes, ss, ds, maps, src_offset = canonical_move_pass(p)
         r = len(sizes)
         if r > MOVE_MAX_RANK:
@@ -224,9 +301,7 @@ class CpuBackend:
         if isinstance(p, Fill):
             params.kind = 1
             params.src_type = out_t
-            # the value's bits exactly as the NumPy path converts it
-            word = WORDS[dst.itemsize]
-            params.fill_bits = int(numpy_kernels.fill_value(p.value, out_t).view(word))
+            params.fill_bits = _fill_bits(p.value, out_t, dst.itemsize)
             src = dst
             moved = p.count * dst.itemsize
         else:
@@ -243,6 +318,47 @@ class CpuBackend:
             src = srcs[p.src]
             moved = p.count * (src.itemsize + dst.itemsize)
         return self._launch(self._native.move, params, src, dst, moved)
+
+    def _index_pass(self, plan: MovePlan, p, srcs, dsts):
+        """A compiled ``Gather``/``Scatter`` pass (index.c), or None (NumPy
+        runs it) where the extension is missing or the pass has more
+        dimensions or index axes than it takes. One thread: a scatter's
+        writes and sums happen in row-major order of its positions."""
+        mod = _load_index()
+        r = len(p.sizes)
+        if mod is None or r > MOVE_MAX_RANK or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
+            return None                   # (a last-only gather, a gradient's: NumPy's kernel)
+        is_scatter = type(p) is Scatter
+        out_t = plan.out_types[p.dst]
+        dst = dsts[p.dst]
+        params = IndexParams(kind=int(is_scatter), element_size=dst.itemsize, data_type=out_t, rank=r,
+                             outer=numpy_kernels.outer_count(p), src_offset=p.src_offset, dst_offset=p.dst_offset,
+                             naxes=len(p.indices))
+        params.sizes[:r] = p.sizes
+        params.src_strides[:r] = p.src_strides
+        params.dst_strides[:r] = p.dst_strides
+        if is_scatter:
+            params.accumulate = int(bool(p.accumulate))
+            if p.value is not None:
+                params.has_value = 1
+                params.value_bits = int(numpy_kernels.fill_value(p.value, out_t).view(WORDS[dst.itemsize]))
+        for a, ix in enumerate(p.indices):
+            ax = params.axes[a]
+            ax.slot, ax.type, ax.offset, ax.stride, ax.bound = (ix.index, plan.in_types[ix.index], ix.index_offset,
+                                                                ix.stride, ix.bound)
+            ax.mode, ax.out_of_range, ax.axis = ix.mode, ix.out_of_range, ix.axis
+            ax.strides[:r] = ix.index_strides
+        blob = bytes(params)
+        src = dst if is_scatter and p.value is not None else srcs[p.src]
+        idx = [srcs[ix.index] for ix in p.indices]
+        args = (blob, src.ctypes.data, src.shape[0], dst.ctypes.data, dst.shape[0],
+                tuple(a.ctypes.data for a in idx), tuple(a.shape[0] for a in idx))
+        run_pass = mod.run_pass
+
+        def run():
+            run_pass(*args)
+        run.keep_alive = (src, dst, idx)
+        return run
 
     def runner(self, plan):
         """With the compiled kernels, a callable ``run(src_addr, dst_addr)``

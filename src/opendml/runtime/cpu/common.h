@@ -46,10 +46,38 @@ enum { ODML_OK = 0, ODML_EPARAM = 1, ODML_ENOMEM = 2 };
 
 /* Entry points. `error` receives a static message on ODML_EPARAM. None of
  * them touches Python objects, so they run with the GIL released. */
-int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads, const char **error);
-int odml_unfold(char *dst, const char *src, const odml_unfold_params *p, int threads, const char **error);
-int odml_fold(char *dst, const char *src, const odml_fold_params *p, int threads, const char **error);
-int odml_scatter(char *dst, const char *src, const odml_scatter_params *p, int threads, const char **error);
+#define ODML_KERNEL_DECL_(CODE, NAME, STRUCT) \
+    int odml_##NAME(char *dst, const char *src, const STRUCT *p, int threads, const char **error);
+ODML_CPU_KERNELS(ODML_KERNEL_DECL_)
+#undef ODML_KERNEL_DECL_
+
+/* Each kernel's parameter block bytes and name, by kernel code (params.h). */
+#define ODML_KERNEL_SIZE_(CODE, NAME, STRUCT) sizeof(STRUCT),
+#define ODML_KERNEL_NAME_(CODE, NAME, STRUCT) #NAME,
+static const size_t odml_kernel_size[ODML_KERNEL_COUNT] = {ODML_CPU_KERNELS(ODML_KERNEL_SIZE_)};
+static const char *const odml_kernel_name[ODML_KERNEL_COUNT] = {ODML_CPU_KERNELS(ODML_KERNEL_NAME_)};
+#undef ODML_KERNEL_SIZE_
+#undef ODML_KERNEL_NAME_
+
+/* One parameter block of any kernel (the call cache's entries hold one). */
+typedef union {
+#define ODML_KERNEL_MEMBER_(CODE, NAME, STRUCT) STRUCT NAME;
+    ODML_CPU_KERNELS(ODML_KERNEL_MEMBER_)
+#undef ODML_KERNEL_MEMBER_
+} odml_kernel_params;
+
+/* Run kernel `code` (an ODML_KERNEL_* value) with the block p holds. */
+static inline int odml_run_kernel(int code, char *dst, const char *src, const odml_kernel_params *p, int threads,
+                                  const char **error) {
+    switch (code) {
+#define ODML_KERNEL_CASE_(CODE, NAME, STRUCT) \
+    case ODML_KERNEL_##CODE: return odml_##NAME(dst, src, &p->NAME, threads, error);
+        ODML_CPU_KERNELS(ODML_KERNEL_CASE_)
+#undef ODML_KERNEL_CASE_
+    }
+    *error = "unknown kernel code";
+    return ODML_EPARAM;
+}
 
 /* cuda_launch.c: cuLaunchKernel(function, grid, block, shared, stream, {src,
  * dst, params}); the CUresult, or -1 where the driver library is absent. */

@@ -50,7 +50,8 @@ static PyObject *finish(int status, const char *name, const char *error) {
     return NULL;
 }
 
-#define KERNEL(NAME, STRUCT)                                                             \
+/* One Python function per kernel of params.h's ODML_CPU_KERNELS list. */
+#define KERNEL(CODE, NAME, STRUCT)                                                       \
     static PyObject *py_##NAME(PyObject *self, PyObject *args) {                        \
         STRUCT p;                                                                        \
         char *dst;                                                                       \
@@ -63,12 +64,9 @@ static PyObject *finish(int status, const char *name, const char *error) {
         Py_END_ALLOW_THREADS                                                             \
         return finish(status, #NAME, error);                                             \
     }
-
-KERNEL(copy, odml_copy_params)
-KERNEL(unfold, odml_unfold_params)
-KERNEL(fold, odml_fold_params)
-KERNEL(scatter, odml_scatter_params)
-KERNEL(move, odml_cpu_move_params)
+ODML_CPU_KERNELS(KERNEL)
+KERNEL(MOVE, move, odml_cpu_move_params)   /* (move.h's pass kernel, outside params.h's list) */
+#undef KERNEL
 
 static PyObject *py_stream_min(PyObject *self, PyObject *args) {
     long long v = -1;
@@ -81,10 +79,18 @@ static PyObject *py_stream_min(PyObject *self, PyObject *args) {
 
 static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
-    return Py_BuildValue("{s:n,s:n,s:n,s:n}", "odml_copy_params", (Py_ssize_t)sizeof(odml_copy_params),
-                         "odml_unfold_params", (Py_ssize_t)sizeof(odml_unfold_params),
-                         "odml_fold_params", (Py_ssize_t)sizeof(odml_fold_params),
-                         "odml_scatter_params", (Py_ssize_t)sizeof(odml_scatter_params));
+    static const struct { const char *name; Py_ssize_t size; } blocks[] = {
+#define BLOCK(CODE, NAME, STRUCT) {#STRUCT, (Py_ssize_t)sizeof(STRUCT)},
+        ODML_CPU_KERNELS(BLOCK)
+#undef BLOCK
+    };
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < sizeof blocks / sizeof blocks[0]; i++) {
+        PyObject *v = PyLong_FromSsize_t(blocks[i].size);
+        if (!v || PyDict_SetItemString(d, blocks[i].name, v) < 0) Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
 }
 
 /* move.h's struct is the CPU kernels' own (not in params.h): its size apart. */
@@ -119,6 +125,7 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* move_params.c */
 PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -183,6 +190,10 @@ static PyMethodDef methods[] = {
      "copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> the bytes of "
      "odml_copy_params for the CopyPlan's canonical form, or None where the Python route must pack it "
      "(newshape.c)"},
+    {"move_params", (PyCFunction)(void (*)(void))odml_py_move_params, METH_FASTCALL,
+     "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, dst_strides, maps, "
+     "scale_bias, fill_bits) -> the bytes of odml_cpu_move_params for a move pass's canonical form, or None "
+     "where the Python route must build it (move_params.c)"},
     {"copy_window", (PyCFunction)(void (*)(void))odml_py_copy_window, METH_FASTCALL,
      "copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes, limit_bytes) -> (out, params, threads, "
      "origin_bytes): a window plan in index space on NumPy array x run at once into a new packed array, or None "
@@ -205,14 +216,11 @@ static PyMethodDef methods[] = {
     {"slice_lowering", (PyCFunction)(void (*)(void))odml_py_slice_lowering, METH_FASTCALL,
      "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's plain_lowering of the common valid case, "
      "or None where that Python function must answer (newshape.c)"},
-    {"copy", py_copy, METH_VARARGS,
-     "copy(dst_addr, src_addr, params: bytes of odml_copy_params, threads): strided copy"},
-    {"unfold", py_unfold, METH_VARARGS,
-     "unfold(dst_addr, src_addr, params: bytes of odml_unfold_params, threads): UNFOLD gather"},
-    {"fold", py_fold, METH_VARARGS,
-     "fold(dst_addr, src_addr, params: bytes of odml_fold_params, threads): FOLD windowed sum"},
-    {"scatter", py_scatter, METH_VARARGS,
-     "scatter(dst_addr, src_addr, params: bytes of odml_scatter_params, threads): SLICE_GRAD scatter"},
+#define METHOD(CODE, NAME, STRUCT) \
+    {#NAME, py_##NAME, METH_VARARGS, #NAME "(dst_addr, src_addr, params: bytes of " #STRUCT ", threads): the " #NAME \
+     " kernel (params.h's ODML_CPU_KERNELS)"},
+    ODML_CPU_KERNELS(METHOD)
+#undef METHOD
     {"move", py_move, METH_VARARGS,
      "move(dst_addr, src_addr, params: bytes of odml_cpu_move_params (move.h), threads): one pass of a move program"},
     {"move_params_size", py_move_params_size, METH_NOARGS,

@@ -425,11 +425,7 @@ static int numpy_layout(PyArrayObject *x, odml_layout *L) {
 }
 
 static int run_cpu(char *dst, const char *low, const odml_cpu_run *run, int threads, const char **error) {
-    switch (run->kernel) {
-    case ODML_NEW_COPY: return odml_copy(dst, low, &run->p.copy, threads, error);
-    case ODML_NEW_UNFOLD: return odml_unfold(dst, low, &run->p.unfold, threads, error);
-    default: return odml_scatter(dst, low, &run->p.scatter, threads, error);
-    }
+    return odml_run_kernel(odml_new_kernel(run->kernel), dst, low, &run->p, threads, error);
 }
 
 /* What the three window functions share: x's layout, the plan of `kind` from
@@ -475,8 +471,7 @@ static PyObject *run_new(PyObject *xo, int kind, PyObject *const *f, Py_ssize_t 
     if (status != ODML_OK) {
         Py_DECREF(out);
         if (status == ODML_ENOMEM) return PyErr_NoMemory();
-        static const char *names[3] = {"copy", "unfold", "scatter"};
-        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: %s", names[kind],
+        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: %s", odml_kernel_name[odml_new_kernel(kind)],
                      error ? error : "bad parameters");
         return NULL;
     }

@@ -17,8 +17,13 @@
 
 #include "common.h"
 
-/* The kernels a plan runs (plain_plan's kernel names, in this order). */
+/* The kernels a plan runs (plain_plan's kernel names, in this order: the
+ * `kind` Python passes), and the CPU kernel (params.h's code) each runs. */
 enum { ODML_NEW_COPY = 0, ODML_NEW_UNFOLD = 1, ODML_NEW_SCATTER = 2 };
+
+static inline int odml_new_kernel(int kind) {
+    return kind == ODML_NEW_COPY ? ODML_KERNEL_COPY : kind == ODML_NEW_UNFOLD ? ODML_KERNEL_UNFOLD : ODML_KERNEL_SCATTER;
+}
 
 /* An input's element layout: n sizes and signed element strides. */
 typedef struct {
@@ -69,11 +74,7 @@ int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ss
  * block and the bytes CpuBackend._threads counts for its thread count. */
 typedef struct {
     int kernel;                        /* ODML_NEW_* */
-    union {
-        odml_copy_params copy;
-        odml_unfold_params unfold;
-        odml_scatter_params scatter;
-    } p;
+    odml_kernel_params p;              /* (common.h) */
     Py_ssize_t size;                   /* bytes of p used */
     int64_t work;
 } odml_cpu_run;

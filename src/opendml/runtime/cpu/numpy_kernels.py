@@ -29,7 +29,8 @@ from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
 __all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter",
-           "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array", "fill_value"]
+           "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array", "fill_value",
+           "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass", "outer_count"]
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
 FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
@@ -316,19 +317,22 @@ def convert_array(x: np.ndarray, dst: np.dtype) -> np.ndarray:
     dst = np.dtype(dst)
     if x.dtype == dst:
         return x
-    if x.dtype.kind == "f" and dst.kind in "iu":
-        info = np.iinfo(dst)
-        t = np.trunc(x.astype(np.float64))
-        hi = t >= float(info.max) + 1.0        # max + 1 is a power of two: exact in float64
-        lo = t < float(info.min)
-        nan = np.isnan(t)
-        out = np.zeros(x.shape, dst)
-        ok = ~(hi | lo | nan)
-        out[ok] = t[ok].astype(dst)
-        out[hi] = info.max
-        out[lo] = info.min
-        return out
     with np.errstate(all="ignore"):
+        # A signalling NaN raises IEEE "invalid" in every operation that reads
+        # it (the widening, trunc, the comparisons): the result is defined
+        # (NaN -> 0), so the flag is no news, as in the compiled kernels.
+        if x.dtype.kind == "f" and dst.kind in "iu":
+            info = np.iinfo(dst)
+            t = np.trunc(x.astype(np.float64))
+            hi = t >= float(info.max) + 1.0        # max + 1 is a power of two: exact in float64
+            lo = t < float(info.min)
+            nan = np.isnan(t)
+            out = np.zeros(x.shape, dst)
+            ok = ~(hi | lo | nan)
+            out[ok] = t[ok].astype(dst)
+            out[hi] = info.max
+            out[lo] = info.min
+            return out
         return x.astype(dst)
 
 
@@ -342,10 +346,167 @@ def fill_value(value, type_value: int):
     return convert_array(np.array([value]), _dtype(type_value))[0]
 
 
+def _grid(offset: int, sizes, strides) -> np.ndarray:
+    """The element offsets ``offset + sum(d*strides)`` over ``sizes``, as an
+    int64 array of shape ``sizes`` (Python integers first: no wrap)."""
+    out = np.full(tuple(sizes), offset, dtype=np.int64)
+    r = len(sizes)
+    for k, (n, t) in enumerate(zip(sizes, strides)):
+        if n > 1 and t:
+            shape = [1] * r
+            shape[k] = n
+            out += (np.arange(n, dtype=np.int64) * t).reshape(shape)
+    return out
+
+
+def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
+    """The coordinates an ``IndexAxis`` gives over ``sizes``: ``(c, valid)``,
+    c an int64 array in ``[0, bound)`` and valid the mask of positions whose
+    value was in range (None: every one, or the axis clamps). Every value is
+    compared exactly: unsigned ones as uint64, signed ones as int64."""
+    from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP
+    v = view(_typed(index_words, index_type), ix.index_offset, sizes, ix.index_strides)
+    bound = ix.bound
+    signed = v.dtype.kind == "i"
+    if ix.mode == INDEX_REVERSE_LENGTH:
+        if signed:
+            length = np.clip(v.astype(np.int64), 0, bound)
+        else:
+            length = np.minimum(v.astype(np.uint64), np.uint64(bound)).astype(np.int64)
+        shape = [1] * len(sizes)
+        shape[ix.axis] = sizes[ix.axis]
+        e = np.arange(sizes[ix.axis], dtype=np.int64).reshape(shape)
+        return np.where(e < length, length - 1 - e, e), None
+    if signed:
+        w = v.astype(np.int64)
+        w = np.where(w < 0, w + bound, w)          # w >= INT64_MIN, bound > 0: no overflow
+        valid = (w >= 0) & (w < bound)
+        c = np.clip(w, 0, bound - 1)
+    else:
+        w = v.astype(np.uint64)
+        valid = w < np.uint64(bound)
+        c = np.minimum(w, np.uint64(bound - 1)).astype(np.int64)
+    return c, (valid if ix.out_of_range == INDEX_SKIP else None)
+
+
+def outer_count(p) -> int:
+    """How many leading dimensions of an indexed pass are "outer": the rest
+    (a suffix) read no index, so each outer position moves one block of
+    them (an embedding's row) with one fancy index of a block view."""
+    from ...plan import INDEX_REVERSE_LENGTH
+    k = len(p.sizes)
+    while k > 0:
+        d = k - 1
+        if any((ix.index_strides[d] and p.sizes[d] > 1) or (ix.mode == INDEX_REVERSE_LENGTH and ix.axis == d)
+               for ix in p.indices):
+            break
+        k -= 1
+    return k
+
+
+def _indexed_offsets(plan, p, srcs, offset, strides, k):
+    """The data offsets of an indexed pass over its first ``k`` dimensions
+    (int64, of those sizes), and the mask of the positions written (None:
+    all)."""
+    import dataclasses
+    outer = p.sizes[:k]
+    off = _grid(offset, outer, strides[:k])
+    keep = None
+    for ix in p.indices:
+        ix = dataclasses.replace(ix, index_strides=ix.index_strides[:k])
+        c, valid = index_coordinates(ix, srcs[ix.index], plan.in_types[ix.index], outer)
+        off += c * ix.stride
+        if valid is not None:
+            keep = valid if keep is None else keep & valid
+    return off, keep
+
+
+def _blocks(flat: np.ndarray, sizes, strides):
+    """``(V, lo)``: a view of 1-D ``flat`` whose row r is the block of
+    ``sizes``/``strides`` (the pass's inner dimensions) with its origin at
+    element ``r - lo``; its rows are exactly the blocks that lie inside
+    ``flat``, so indexing it with a row outside raises (NumPy checks)."""
+    lo = sum((n - 1) * t for n, t in zip(sizes, strides) if t < 0)
+    hi = sum((n - 1) * t for n, t in zip(sizes, strides) if t > 0)
+    rows = flat.shape[0] - (hi - lo)
+    item = flat.itemsize
+    if rows <= 0:
+        return flat[:0].reshape((0,) + tuple(sizes)), lo
+    return as_strided(flat[-lo:], shape=(rows,) + tuple(sizes),
+                      strides=(item,) + tuple(t * item if n > 1 else 0 for n, t in zip(sizes, strides))), lo
+
+
+def prepare_gather_pass(plan, p, srcs, dsts):
+    """A ``Gather`` pass: the source offsets of the outer positions computed
+    from the index tensors, then one bounds-checked fancy index of a view of
+    the source's blocks (the inner dimensions)."""
+    k = outer_count(p)
+
+    def run():
+        off, _ = _indexed_offsets(plan, p, srcs, p.src_offset, p.src_strides, k)
+        d = view(dsts[p.dst], p.dst_offset, p.sizes, p.dst_strides)
+        if k == len(p.sizes) and not p.last_only:     # one element per position
+            d[...] = np.take(srcs[p.src], off)
+            return
+        blocks, lo = _blocks(srcs[p.src], p.sizes[k:], p.src_strides[k:])
+        got = blocks[off + lo]
+        if p.last_only and off.size:
+            rows = off.reshape(-1)
+            _, first = np.unique(rows[::-1], return_index=True)
+            last = np.zeros(rows.shape, bool)
+            last[rows.size - 1 - first] = True
+            got.reshape((-1,) + got.shape[k:])[~last] = 0
+        d[...] = got
+    return run
+
+
+def prepare_scatter_pass(plan, p, srcs, dsts):
+    """A ``Scatter`` pass: the destination offsets of the outer positions
+    computed from the index tensors, then bounds-checked writes of whole
+    blocks (the inner dimensions) through a view of the destination's
+    blocks; overwriting keeps the last write in row-major order of the pass
+    (each destination block written once, from the last source position
+    reaching it); accumulating adds in that order (``np.add.at``,
+    unbuffered and sequential)."""
+    out_t = plan.out_types[p.dst]
+    k = outer_count(p)
+    inner = p.sizes[k:]
+    constant = None if p.value is None else fill_value(p.value, out_t)
+
+    def run():
+        off, keep = _indexed_offsets(plan, p, srcs, p.dst_offset, p.dst_strides, k)
+        dst = _typed(dsts[p.dst], out_t)
+        blocks, lo = _blocks(dst, inner, p.dst_strides[k:])
+        rows = (off + lo).reshape(-1)
+        if keep is not None:
+            rows = rows[keep.reshape(-1)]
+        if constant is not None:
+            blocks[rows] = constant
+            return
+        vals = view(_typed(srcs[p.src], out_t), p.src_offset, p.sizes, p.src_strides).reshape((-1,) + tuple(inner))
+        if keep is not None:
+            vals = vals[keep.reshape(-1)]
+        if p.accumulate:
+            with np.errstate(all="ignore"):
+                np.add.at(blocks, rows, vals)
+            return
+        if rows.size and np.bincount(rows, minlength=blocks.shape[0]).max() > 1:
+            # repeated positions: each written once, from the last source reaching it
+            last, first = np.unique(rows[::-1], return_index=True)
+            blocks[last] = vals[::-1][first]
+        else:
+            blocks[rows] = vals
+    return run
+
+
 def prepare_move_pass(plan, p, srcs, dsts):
     """A callable running one pass of a ``MovePlan`` with NumPy views of the
     bound word arrays."""
-    from ...plan import Fill
+    from ...plan import Fill, Gather, Scatter
+    if isinstance(p, Gather):
+        return prepare_gather_pass(plan, p, srcs, dsts)
+    if isinstance(p, Scatter):
+        return prepare_scatter_pass(plan, p, srcs, dsts)
     out_t = plan.out_types[p.dst]
     dst_view = view(_typed(dsts[p.dst], out_t), p.dst_offset, p.sizes, p.dst_strides)
     if isinstance(p, Fill):

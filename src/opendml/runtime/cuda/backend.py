@@ -647,6 +647,10 @@ class CudaBackend:
         if not isinstance(plan, MovePlan):
             raise TypeError(f"record_move takes a MovePlan; got {type(plan).__name__}")
         what = what or "the move program"
+        for p in plan.passes:
+            if type(p) is not Copy and type(p) is not Fill:
+                raise UnsupportedError(f"{what}: the CUDA backend does not run index-driven passes "
+                                       f"({type(p).__name__}) yet; run it on the CPU")
         from ...model.data_type import DataType
         for role, ptrs, counts, types, spans in (("input", src_ptrs, src_elements, plan.in_types, plan.in_spans()),
                                                  ("output", dst_ptrs, dst_elements, plan.out_types,
@@ -1047,7 +1051,9 @@ class MoveLaunch:
 #: division): "auto". "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
 #: How a padding program (PADDING/PADDING1's interior copy and border slabs)
-#: runs. "words" (the default): as one ``move_padw`` launch over the whole
+#: runs. "elems": one ``move_pade`` launch over the whole output, element by
+#: element (``PAD_ITEMS`` a thread), where ``move_padw`` could take it, else as
+#: "rows". "words": as one ``move_padw`` launch over the whole
 #: output, in aligned 16-byte output words whatever the row length (interior
 #: words as realigned 16-byte source words, borders and row crossings element
 #: by element through the maps, every load of a thread before its stores),
@@ -1072,6 +1078,17 @@ FUSE_PAD = "words"
 #: 0.91-0.96 of copy; 1 word with no register cap 0.234-0.240 ms, 2 words
 #: with 6 blocks 0.255-0.268 ms; the persistent grid no faster (H200).
 PAD_WORDS = (1, 8, 0)
+#: On an H200 (session 13, benchmarks/gpu_h200.py, pad 1/3/5 of (16,64,256,256)
+#: float32; copy 4.0-4.15 TB/s) move_padw (1, 8, 0) ran 0.167-0.204 ms
+#: (0.68-0.81 of copy); its shuffle flag (1, 8, 4) 0.175-0.204 (0.65-0.74),
+#: (2, 8, 0) 0.193-0.227, (2, 4, 0) 0.280-0.300, (4, 4, 0) 0.349-0.383, the
+#: persistent grid (1, 8, 2) level with the default; move_pad rows
+#: 0.238-0.282; move_pade (below) 0.231-0.311 (0.44-0.58); pass by pass
+#: 0.223-0.295.
+#: move_pade's elements a thread (FUSE_PAD "elems": the fused padding pass
+#: element by element, coalesced scalar accesses; measured slower than
+#: move_padw, see above); 0: 16 bytes' worth, 4 at least.
+PAD_ITEMS = 0
 #: Contiguous one-dimensional conversion or scale/bias passes (CAST,
 #: identity with scale/bias on dense tensors): ``move_cvt`` with this many
 #: V-element runs a thread (all loads first; float32 -> float16 two elements
@@ -1084,6 +1101,16 @@ CVT_UNROLL = 1
 #: against 0.105 ms for float32 -> float16).
 CVT_FLAGS = 0
 PAD_ROWS_MIN = 16
+#: Plain passes that word_plan widens to aligned 16-byte words (no reversal)
+#: in at least ``WORD_COPY_MIN_RANK`` dimensions: ``move_wcopy`` with this
+#: many words a thread (multiply-shift division, all loads first), where > 0;
+#: else ``strided_copy`` (one word a thread, hardware division). On an H200
+#: (benchmarks/gpu_h200.py, session 13, 256 MiB float32 outputs) TILE
+#: (1,1,2,2) ran 0.103 ms through strided_copy (0.78 of copy), 0.092 / 0.087 /
+#: 0.089 ms with 1 / 2 / 4 words a thread; (1,1,3,3) 0.221 against 0.187 /
+#: 0.171 / 0.172; a 2-dimensional JOIN 0.135 against 0.134 / 0.139 / 0.140.
+WORD_COPY = 2
+WORD_COPY_MIN_RANK = 3
 _MAP_CONSTANT = 5
 
 
@@ -1329,6 +1356,58 @@ def _tile_pass(k: _Pass, es: int):
     return g, R, V, dims[x], dims[y]
 
 
+#: Plain passes that transpose (the destination's innermost dimension is not
+#: the source's: ``_transpose_pass``) go through ``move_transpose`` in square
+#: tiles of this many elements a side (32 or 64; 0: off, the passes then take
+#: move_vec), where both transposed dimensions are at least
+#: ``TRANSPOSE_MIN`` long (shorter ones leave most of a tile idle; move_tile
+#: takes the small transposes of SPACE_TO_DEPTH and DEPTH_TO_SPACE). On an
+#: H200 (session 13, 256 MiB float32) an NCHW view of an NHWC tensor made
+#: contiguous ran 0.134 ms with 64 (0.96 of copy), 0.159 ms with 32, 0.486 ms
+#: through move_vec; a 256 MiB 5-D permutation 0.071 / 0.103 / 0.248 ms.
+TRANSPOSE_TILE = 64
+TRANSPOSE_MIN = 16
+
+
+def _transpose_pass(k: _Pass):
+    """``(outer pass, X, Y)`` where the plain pass ``k`` is a transposing copy
+    that ``move_transpose`` moves in tiles, else None: X the destination's
+    innermost dimension (destination stride 1, its source stride not 1), Y
+    the dimension of source stride 1 (destination stride not 1), both at
+    least ``TRANSPOSE_MIN`` long; the outer pass holds the other dimensions
+    (its count: the tiles' outer positions, 1 where there are none)."""
+    if not TRANSPOSE_TILE:
+        return None
+    dims = k.dims
+    nd = len(dims)
+    if nd < 2 or nd + 1 > P.MAX_MOVE_RANK or dims[-1][2] != 1 or dims[-1][1] == 1:
+        return None
+    X = dims[-1]
+    y = next((i for i in range(nd - 1) if dims[i][1] == 1), None)
+    if y is None:
+        return None
+    Y = dims[y]
+    if X[0] < TRANSPOSE_MIN or Y[0] < TRANSPOSE_MIN or Y[2] == 1:
+        return None
+    outer = [list(d) for i, d in enumerate(dims[:-1]) if i != y]
+    g = _Pass(False, k.src, k.dst, outer, k.src_offset, k.dst_offset, k.st, k.dt)
+    t = TRANSPOSE_TILE
+    if g.count * -(-X[0] // t) * -(-Y[0] // t) >= 2**31:
+        return None
+    return g, X, Y
+
+
+def _transpose_params(g: _Pass, X, Y) -> P.MoveParams:
+    q = move_params(g)
+    n = len(g.dims)
+    q.rank = n
+    q.count = g.count
+    for i, d in ((n, X), (n + 1, Y)):
+        q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride = d[0], d[1], d[2]
+        q.dim[i].div_magic, q.dim[i].div_shift = _magic(d[0])
+    return q
+
+
 def _tile_params(g: _Pass, X, Y) -> P.MoveParams:
     q = move_params(g)
     n = len(g.dims)
@@ -1343,8 +1422,9 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
     slot or -1, destination slot). A padding program: one ``move_padw`` or
     ``move_pad`` launch (``FUSE_PAD``). Plain passes: ``strided_copy`` where it
     widens them to 16-byte words (or ``plain_via`` says so), else
-    ``move_tile`` where they are a small transpose (``_tile_pass``), else
-    ``move_vec``; contiguous one-dimensional conversions ``move_cvt``
+    ``move_transpose`` where they transpose two long dimensions
+    (``_transpose_pass``: tiles through shared memory), ``move_tile`` where
+    they are a small transpose (``_tile_pass``), else ``move_vec``; contiguous one-dimensional conversions ``move_cvt``
     (``CVT_UNROLL``); the others ``move_vec`` (V destination elements a
     thread). ``sms``: the device's multiprocessors, for kernels on a
     persistent grid (None: one block per work block)."""
@@ -1352,11 +1432,16 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
     via = plain_via or MOVE_PLAIN_VIA
     steps = []
     how = FUSE_PAD if fuse is None else fuse
-    if how in ("rows", "words"):
+    if how in ("rows", "words", "elems"):
         pad = _pad_row_pass(plan)
         if pad is not None:
             k, rows = pad
             es = DataType(k.dt).size
+            if how == "elems" and _pad_words_ok(k):
+                items = PAD_ITEMS or max(4, 16 // es)
+                blocks = math.ceil(k.count / (THREADS * items))
+                return [(f"move_pade<{_SCALAR[es]}, {len(k.dims)}, {items}>", move_params(k), (blocks,), 0, k.src,
+                         k.dst)]
             if how == "words" and _pad_words_ok(k):
                 U, minb, flags = PAD_WORDS
                 blocks = math.ceil((k.count // (16 // es) + 2) / (THREADS * U))
@@ -1390,13 +1475,32 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse: bool | No
                 sizes = tuple(d[0] for d in k.dims)
                 cp = CopyPlan(ses, sizes, k.src_offset, tuple(d[1] for d in k.dims), k.dst_offset,
                               tuple(d[2] for d in k.dims))
-                w, _, _, wp = word_plan(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
+                w, rev, pick, wp = word_plan(cp, src_ptrs[k.src], dst_ptrs[k.dst], src_elements[k.src])
+                if via != "strided_copy" and WORD_COPY and w == 16 and not rev and not pick \
+                        and WORD_COPY_MIN_RANK <= len(wp.sizes) <= P.MAX_MOVE_RANK and not _tile_pass(k, ses):
+                    U = WORD_COPY
+                    wk = _Pass(False, k.src, k.dst, [[n, a, b, 0, 0, 0] for n, a, b in
+                                                     zip(wp.sizes, wp.in_strides, wp.out_strides)],
+                               wp.in_offset, wp.out_offset, k.st, k.dt)
+                    wc = wp.count
+                    index = "u32" if wc + THREADS * U < 2**31 else "u64"
+                    steps.append((f"move_wcopy<{len(wp.sizes)}, {index}, {U}>", move_params(wk),
+                                  (math.ceil(wc / (THREADS * U)),), 0, k.src, k.dst))
+                    continue
                 if via == "strided_copy" or (w >= 16 and not _tile_pass(k, ses)):
                     name, params, g, smem = _copy_launch(cp, src_ptrs[k.src], dst_ptrs[k.dst],
                                                          src_elements[k.src])
                     steps.append((name, params, g, smem, k.src, k.dst))
                     continue
         if not maps and not conv:
+            tr = _transpose_pass(k)
+            if tr is not None:
+                g, X, Y = tr
+                t = TRANSPOSE_TILE
+                blocks = g.count * -(-X[0] // t) * -(-Y[0] // t)
+                steps.append((f"move_transpose<{_SCALAR[ses]}, {len(g.dims)}, {t}>", _transpose_params(g, X, Y),
+                              (blocks,), 0, k.src, k.dst))
+                continue
             tile = _tile_pass(k, ses)
             if tile is not None:
                 g, R, V, X, Y = tile

@@ -840,6 +840,129 @@ __global__ void __launch_bounds__(256) move_tile(const S* __restrict__ src, S* _
 }
 
 
+// A plain copy in aligned 16-byte words (the pass widened by the host's
+// word_plan: sizes, strides and offsets count words): U words a thread,
+// word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (each load and store
+// instruction coalesced across the warp), every offset from the flat index by
+// multiply-shift division, all U loads in flight before the first store.
+// TILE with repeats, JOIN, SPLIT and slices whose rows are whole words.
+template <int NDIM, typename I, int U>
+__global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                  const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    const I count = (I)p->count;
+    i64 so[U], dof[U];
+    bool in[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+        I rest = ((I)blockIdx.x * (I)U + (I)j) * (I)blockDim.x + (I)threadIdx.x;
+        in[j] = rest < count;
+        so[j] = dof[j] = 0;
+        if (!in[j]) continue;
+        i64 a = p->src_offset, b = p->dst_offset;
+#pragma unroll
+        for (int d = NDIM - 1; d > 0; --d) {
+            const odml_move_dim& q = p->dim[d];
+            const I qd = odml_div<I>(rest, q);
+            const I c = rest - qd * (I)q.size;
+            a += (i64)c * q.src_stride;
+            b += (i64)c * q.dst_stride;
+            rest = qd;
+        }
+        so[j] = a + (i64)rest * p->dim[0].src_stride;
+        dof[j] = b + (i64)rest * p->dim[0].dst_stride;
+    }
+    uint4 v[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+        if (in[j]) v[j] = __ldg(src + so[j]);
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+        if (in[j]) dst[dof[j]] = v[j];
+}
+
+// The shared-memory word of a transposed element: 4 bytes at least, so that
+// a warp reading a tile's column (stride TILE + 1 words) touches 32 banks.
+template <int B> struct odml_tword { typedef u32 t; };
+template <> struct odml_tword<8> { typedef u64 t; };
+
+// A plain copy that transposes: the destination's innermost dimension X
+// (p->dim[NB]: size, source stride, destination stride 1) is not the
+// source's, whose innermost dimension is Y (p->dim[NB + 1]: size, source
+// stride 1, destination stride) -- an NCHW view of an NHWC tensor made
+// contiguous, the reverse, a 5-D permutation. Each block moves one TILE x
+// TILE tile of (X, Y) through shared memory: it reads TILE runs of TILE
+// consecutive source elements along Y (coalesced across the warp), then
+// writes TILE runs of TILE consecutive destination elements along X
+// (coalesced), all of a thread's loads in flight before the barrier. Dims
+// 0..NB-1 are the tiles' outer index space (p->count positions, any
+// strides). Block b: tile column b % tx (X), tile row (b / tx) % ty (Y),
+// outer position b / (tx * ty); partial tiles at the ends of X and Y.
+template <typename T, int NB, int TILE>
+__global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src, T* __restrict__ dst,
+                                                      const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    typedef typename odml_tword<(int)sizeof(T)>::t W;
+    constexpr int ROWS = 256 / 32;                 // warps a block
+    constexpr int PER = TILE / ROWS;               // tile rows a warp
+    constexpr int LANES = TILE / 32;               // elements a lane along a run
+    __shared__ W tile[TILE][TILE + 1];
+    const odml_move_dim& X = p->dim[NB];
+    const odml_move_dim& Y = p->dim[NB + 1];
+    const u64 nx = (u64)X.size, ny = (u64)Y.size;
+    const u64 tx = (nx + TILE - 1) / TILE, ty = (ny + TILE - 1) / TILE;
+    u64 b = (u64)blockIdx.x;
+    const u64 bx = b % tx;
+    b /= tx;
+    const u64 by = b % ty;
+    u64 rest = b / ty;
+    i64 so = p->src_offset, dof = p->dst_offset;
+#pragma unroll
+    for (int d = NB - 1; d >= 0; --d) {
+        const odml_move_dim& q = p->dim[d];
+        u64 c = rest;
+        if (d > 0) {
+            c = rest % (u64)q.size;
+            rest /= (u64)q.size;
+        }
+        so += (i64)c * q.src_stride;
+        dof += (i64)c * q.dst_stride;
+    }
+    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+    const u64 x0 = bx * TILE, y0 = by * TILE;
+    const i64 sx = X.src_stride, dy = Y.dst_stride;
+    // reads: warp w takes tile rows (X) w, w + ROWS, ...; lanes run along Y
+    W v[PER][LANES];
+#pragma unroll
+    for (int r = 0; r < PER; ++r) {
+        const u64 x = x0 + (u64)(warp + r * ROWS);
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) {
+            const u64 y = y0 + (u64)(lane + 32 * l);
+            v[r][l] = 0;
+            if (x < nx && y < ny) v[r][l] = (W)src[so + (i64)x * sx + (i64)y];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < PER; ++r)
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) tile[warp + r * ROWS][lane + 32 * l] = v[r][l];
+    __syncthreads();
+    // writes: warp w takes tile columns (Y) w, w + ROWS, ...; lanes run along X
+#pragma unroll
+    for (int r = 0; r < PER; ++r) {
+        const u64 y = y0 + (u64)(warp + r * ROWS);
+        if (y >= ny) continue;
+        T* __restrict__ drow = dst + dof + (i64)y * dy;
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) {
+            const u64 x = x0 + (u64)(lane + 32 * l);
+            if (x < nx) drow[x] = (T)tile[lane + 32 * l][warp + r * ROWS];
+        }
+    }
+}
+
+
 // A padding program as one pass over the output, one warp per output row
 // (the innermost dimension, destination and source stride 1; p: the fused
 // padding pass, dims 0..NDIM-2 the rows' index space with their maps, dim
@@ -1028,7 +1151,10 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
 // the output go element by element after the loads. MINB: resident blocks per
 // multiprocessor the registers must allow (__launch_bounds__; on an H100 one
 // word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md,
-// session 7). FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x +
+// session 7). FL & 4: a lane's second source word is the next lane's first
+// where that is the next aligned word (one 16-byte load a word, exchanged by
+// warp shuffles; the last lane of a warp and a row's last words load it).
+// FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x +
 // gridDim.x, ...; measured no faster, off by default). (The row kernel
 // move_pad stored its rows' first and last elements, and read its border
 // words, in separate round trips to memory before and after the interior,
@@ -1056,6 +1182,7 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
         };
         Word A[U];
         uint4 B[U];
+        unsigned long long awj[U];   // FL & 4: the aligned address of A
         u32 state[U];   // 0: partial or outside, 1: gathered into A, 2 | byte shift << 2: realign A, B
 #pragma unroll
         for (int j = 0; j < U; ++j) {
@@ -1073,8 +1200,29 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
                     const uint4* a = reinterpret_cast<const uint4*>(sp & ~15ull);
                     const u32 kb = (u32)(sp & 15ull);
                     state[j] = 2u | (kb << 2);
+                    awj[j] = sp & ~15ull;
                     A[j].w = __ldg(a);
-                    B[j] = kb ? __ldg(a + 1) : A[j].w;
+                    if (!(FL & 4)) B[j] = kb ? __ldg(a + 1) : A[j].w;
+                }
+            }
+        }
+        if (FL & 4) {
+            // B from the next lane's A where that is the next aligned source
+            // word (a row's interior: every lane but the last); a load else
+            const u32 lane = threadIdx.x & 31u;
+#pragma unroll
+            for (int j = 0; j < U; ++j) {
+                const unsigned long long aw = state[j] >= 2u ? awj[j] : 0ull;
+                const unsigned long long na = __shfl_down_sync(0xffffffffu, aw, 1);
+                uint4 nb;
+                nb.x = __shfl_down_sync(0xffffffffu, A[j].w.x, 1);
+                nb.y = __shfl_down_sync(0xffffffffu, A[j].w.y, 1);
+                nb.z = __shfl_down_sync(0xffffffffu, A[j].w.z, 1);
+                nb.w = __shfl_down_sync(0xffffffffu, A[j].w.w, 1);
+                if (state[j] >= 2u) {
+                    if (!(state[j] >> 2)) B[j] = A[j].w;
+                    else if (lane < 31u && na == aw + 16ull) B[j] = nb;
+                    else B[j] = __ldg(reinterpret_cast<const uint4*>(aw) + 1);
                 }
             }
         }
@@ -1145,6 +1293,44 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
             }
         }
     }
+}
+
+// A padding program as one pass over the FLAT output (contiguous, as
+// move_padw takes it), element by element: ITEMS elements a thread, element
+// (blockIdx.x * ITEMS + j) * blockDim.x + threadIdx.x (each load and store
+// instruction coalesced across the warp whatever the rows' alignment), each
+// through its row's source offset and the row's map, all loads before the
+// first store.
+template <typename T, int NDIM, int ITEMS>
+__global__ void __launch_bounds__(256) move_pade(const T* __restrict__ src, T* __restrict__ dst,
+                                                 const ODML_GRID_CONSTANT odml_move_params params) {
+    const odml_move_params* __restrict__ p = &params;
+    const odml_move_dim& q0 = p->dim[NDIM - 1];
+    const u32 W = (u32)q0.size;
+    const u32 count = (u32)p->count;
+    const int mode = (int)q0.map_mode;
+    const int L = mode ? (int)q0.map_shift : 0;
+    const int n = mode ? (int)q0.map_size : (int)W;
+    const T fv = (T)p->fill_bits;
+    i64 off[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+        const u32 f = ((blockIdx.x * (u32)ITEMS + (u32)j) * blockDim.x + threadIdx.x);
+        off[j] = -2;
+        if (f < count) {
+            const u32 r = odml_div<u32>(f, q0);
+            const i64 so = odml_row_offset32<NDIM - 1>(p, r);
+            int i = (int)(f - r * W) - L;
+            if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
+            off[j] = so < 0 || i < 0 ? (i64)-1 : so + i;
+        }
+    }
+    T v[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) v[j] = off[j] >= 0 ? src[off[j]] : fv;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+        if (off[j] != -2) dst[(blockIdx.x * (u32)ITEMS + (u32)j) * blockDim.x + threadIdx.x] = v[j];
 }
 
 // A contiguous conversion or scale/bias pass (one dimension, stride 1 on both
@@ -1236,6 +1422,17 @@ template __global__ void move_vec<u16, u16, 2, u64, 8, 2, 2, 1, 0>(const u16*, u
 template __global__ void move_vec<u8, u64, 3, u32, 4, 5, 9, 1, 1>(const u8*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u64, u64, 16, u64, 2, 11, 11, 0, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_tile<u32, 3, u32, 2, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<5, u32, 4>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<1, u64, 2>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<3, u32, 1>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_pade<u32, 3, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_pade<u8, 1, 16>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_pade<u64, 4, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u32, 1, 32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u32, 3, 64>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u8, 0, 64>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u16, 2, 32>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_transpose<u64, 14, 64>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_tile<u16, 4, u64, 3, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_tile<u64, 14, u32, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_fill<u16, 3, u32, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
@@ -1249,6 +1446,8 @@ template __global__ void move_padw<u32, 3, 2, 1, 0>(const u32*, u32*, const ODML
 template __global__ void move_padw<u8, 1, 4, 1, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 4, 2, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u64, 2, 1, 1, 0>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u32, 3, 1, 8, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u8, 2, 1, 8, 4>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u32, 3, 1, 8, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 2, 2, 4, 2>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_cvt<u32, u16, u32, 8, 1, 2, 0, 2, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);

@@ -1,0 +1,239 @@
+"""GPU benchmark of issue 33: the data-movement family on 256 MiB float32
+tensors beside PyTorch's own op, as fractions of the device's measured copy
+bandwidth, with the rows where the kernels were short on an H200: transposing
+copies (an NCHW view of an NHWC tensor made contiguous and the reverse, a 5-D
+permutation, space_to_depth / depth_to_space), paddings by 1, 3 and 5 in every
+mode (output rows that are no multiple of 16 bytes), tiles with odd repeats,
+and a slice window starting at column 1.
+
+    python -m benchmarks.gpu_h200 [--out DIR] [--reps N] [--variants] [--only a,b]
+
+Prints the device, its copy bandwidth (a 256 MiB device-to-device copy,
+bytes read + written) and, per row, the shapes, opendml's time and fraction
+of copy bandwidth beside PyTorch's. Two opendml columns:
+
+* ``user``: the array API on PyTorch tensors (``dml.pad(x, ...)``), as a user
+  calls it (its output allocated per call by PyTorch's caching allocator);
+* ``kernel``: the CUDA backend's launch of the same plan
+  (``CudaBackend.record_move`` on the tensors' addresses, PyTorch's current
+  stream): the kernels alone.
+
+Each time is the median over --reps of ``LOOP`` back-to-back calls between
+two CUDA events (divided by ``LOOP``), so the host's cost of one call hides
+behind the previous call's kernel as it does in a real program; opendml and
+PyTorch alternate rep by rep. Outputs are compared with PyTorch's
+(``match``). ``--variants`` adds the backend's other routes for the same
+rows (move_transpose tile sizes and off, move_padw's words a thread and
+register caps, move_pad rows, plain passes via strided_copy / move kernels).
+Writes gpu-h200.json to --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent))
+sys.path.insert(0, str(ROOT.parent / "src"))
+
+LOOP = 5
+
+
+def timed_pair(fns, reps: int, torch) -> list:
+    """Median milliseconds a call of each of ``fns`` (LOOP calls back to back
+    between CUDA events), the functions alternating rep by rep, after 2
+    warm-up loops of each."""
+    for f in fns:
+        for _ in range(2 * LOOP):
+            f()
+    torch.cuda.synchronize()
+    out = [[] for _ in fns]
+    for _ in range(reps):
+        for f, ts in zip(fns, out):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(LOOP):
+                f()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) / LOOP)
+    return [statistics.median(ts) for ts in out]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results/session13")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--only", default="")
+    args = ap.parse_args(argv)
+    import torch
+    import torch.nn.functional as F
+
+    import opendml as dml
+    import opendml.torch  # noqa: F401
+    from opendml.model.data_type import DataType
+    from opendml.ops import (DepthToSpace1OperatorDesc, ElementWiseIdentityOperatorDesc, PaddingOperatorDesc,
+                             SliceOperatorDesc, SpaceToDepth1OperatorDesc, TileOperatorDesc)
+    from opendml.ops._spec import DepthSpaceOrder, PaddingMode
+    from opendml.runtime.cuda import backend as cb
+
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    f32 = DataType.FLOAT32
+    only = [a for a in args.only.split(",") if a]
+    backend = cb.CudaBackend(torch.cuda.current_device())
+    stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
+
+    x = torch.randn(16, 64, 256, 256, device=dev)
+    copy_out = torch.empty_like(x)
+    for _ in range(500):                # clocks up before anything is timed
+        copy_out.copy_(x)
+    t_copy, = timed_pair([lambda: copy_out.copy_(x)], args.reps, torch)
+    copy_bw = 2 * x.nbytes / (t_copy * 1e-3) / 1e9
+    name = torch.cuda.get_device_name()
+    print(f"device: {name}  torch {torch.__version__}  copy {copy_bw:.0f} GB/s ({t_copy:.3f} ms for 256 MiB "
+          f"read + 256 MiB written)", flush=True)
+    rows = []
+
+    def kernel_launch(desc, inputs, outs, variant=None):
+        old = {k: getattr(cb, k) for k in (variant or {})}
+        try:
+            for k, v in (variant or {}).items():
+                setattr(cb, k, v)
+            be = cb.CudaBackend(torch.cuda.current_device()) if variant else backend
+            sp, dp = [t.data_ptr() for t in inputs], [t.data_ptr() for t in outs]
+            spans = [t.untyped_storage().nbytes() // t.element_size() for t in inputs]
+            plan = desc.lower()
+            if not isinstance(plan, cb.MovePlan):         # SLICE: a CopyPlan, one strided_copy launch
+                launch = be.record(plan, sp[0], spans[0], dp[0])
+                return (lambda: launch(sp[0], dp[0], stream())), [launch.name]
+            rec = be.record_move(plan, sp, spans, dp, [t.numel() for t in outs])
+        finally:
+            for k, v in old.items():
+                setattr(cb, k, v)
+        return (lambda: rec(sp, dp, stream())), rec.names
+
+    def row(op, shape, user, peer, peer_name, desc=None, inputs=(), variants=()):
+        if only and not any(a in op for a in only):
+            return
+        ref = peer()
+        out = user()
+        match = bool(torch.equal(out, ref))
+        fns = [user, peer]
+        kern = None
+        if desc is not None:
+            kout = torch.empty_like(ref)
+            kern, names = kernel_launch(desc, inputs, [kout])
+            kern()
+            match = match and bool(torch.equal(kout, ref))
+            fns.append(kern)
+        ts = timed_pair(fns, args.reps, torch)
+        nbytes = sum(t.numel() * t.element_size() for t in inputs) + ref.nbytes if inputs else 2 * ref.nbytes
+        frac = lambda t: nbytes / (t * 1e-3) / 1e9 / copy_bw  # noqa: E731
+        r = {"op": op, "shape": shape, "bytes": nbytes, "user_ms": ts[0], "user_fraction": frac(ts[0]),
+             "torch": peer_name, "torch_ms": ts[1], "torch_fraction": frac(ts[1]), "x_torch": ts[1] / ts[0],
+             "match": match}
+        if kern is not None:
+            r.update(kernel_ms=ts[2], kernel_fraction=frac(ts[2]), kernels=names)
+        rows.append(r)
+        print(f"{op:40s} user {ts[0]:7.3f} ms {r['user_fraction']:5.2f} | kernel "
+              f"{r.get('kernel_ms', float('nan')):7.3f} ms {r.get('kernel_fraction', float('nan')):5.2f} | "
+              f"{peer_name} {ts[1]:7.3f} ms {r['torch_fraction']:5.2f} | x{r['x_torch']:4.2f} match={match} "
+              f"{(names[0].split(',')[0] + '>') if kern else ''}", flush=True)
+        if args.variants and desc is not None:
+            for v in variants:
+                vout = torch.empty_like(ref)
+                f, vnames = kernel_launch(desc, inputs, [vout], v)
+                f()
+                ok = bool(torch.equal(vout, ref))
+                t, = timed_pair([f], args.reps, torch)
+                rows.append({"op": op, "variant": {k: list(a) if isinstance(a, tuple) else a for k, a in v.items()},
+                             "kernel_ms": t, "kernel_fraction": frac(t), "kernels": vnames, "match": ok})
+                print(f"   [{' '.join(f'{k}={a}' for k, a in v.items())}] kernel {t:7.3f} ms {frac(t):5.2f} "
+                      f"match={ok} {vnames[0].split(',')[0]}>", flush=True)
+                del vout
+
+    def strided_desc(t):
+        return ElementWiseIdentityOperatorDesc(dml.TensorDesc(f32, list(t.shape), list(t.stride())))
+
+    tv = [{"TRANSPOSE_TILE": 0}]
+    # transposing copies
+    nhwc = torch.randn(16, 256, 256, 64, device=dev)
+    v = nhwc.permute(0, 3, 1, 2)
+    row("identity NCHW view of NHWC", "(16,256,256,64).permute(0,3,1,2)", lambda: dml.identity(v),
+        lambda: v.contiguous(), ".contiguous()", strided_desc(v), [nhwc], tv)
+    v2 = x.permute(0, 2, 3, 1)
+    row("identity NHWC view of NCHW", "(16,64,256,256).permute(0,2,3,1)", lambda: dml.identity(v2),
+        lambda: v2.contiguous(), ".contiguous()", strided_desc(v2), [x], tv)
+    five = torch.randn(8, 16, 32, 32, 64, device=dev)
+    v5 = five.permute(0, 4, 2, 1, 3)
+    row("identity 5-D permuted view", "(8,16,32,32,64).permute(0,4,2,1,3)", lambda: dml.identity(v5),
+        lambda: v5.contiguous(), ".contiguous()", strided_desc(v5), [five], tv)
+    del five, v5
+    five = torch.randn(8, 16, 64, 64, 64, device=dev)
+    v5 = five.permute(0, 4, 2, 1, 3)
+    row("identity 5-D permuted view 256 MiB", "(8,16,64,64,64).permute(0,4,2,1,3)", lambda: dml.identity(v5),
+        lambda: v5.contiguous(), ".contiguous()", strided_desc(v5), [five], tv)
+    del five, v5
+    X = dml.TensorDesc(f32, list(x.shape))
+    row("space_to_depth 2 CRD", "(16,64,256,256)", lambda: dml.space_to_depth(x, 2, "CRD"),
+        lambda: F.pixel_unshuffle(x, 2), "F.pixel_unshuffle",
+        SpaceToDepth1OperatorDesc(X, None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH), [x], tv)
+    xd = x.reshape(16, 256, 128, 128)
+    row("depth_to_space 2 CRD", "(16,256,128,128)", lambda: dml.depth_to_space(xd, 2, "CRD"),
+        lambda: F.pixel_shuffle(xd, 2), "F.pixel_shuffle",
+        DepthToSpace1OperatorDesc(dml.TensorDesc(f32, list(xd.shape)), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH),
+        [xd], tv)
+    # paddings: rows of 256 + 2p floats (1,048 bytes for p = 3: no multiple of 16)
+    pv = [{"FUSE_PAD": "elems", "PAD_ITEMS": i} for i in (0, 2, 8)] + [{"FUSE_PAD": False}] + \
+        [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8, 0)}]
+    modes = [("constant", PaddingMode.CONSTANT, "constant"), ("edge", PaddingMode.EDGE, "replicate"),
+             ("reflection", PaddingMode.REFLECTION, "reflect"), ("wrap", PaddingMode.WRAP, "circular"),
+             ("symmetric", PaddingMode.SYMMETRIC, None)]
+    for p in (1, 3, 5):
+        for mname, mode, tm in modes:
+            if tm is None:
+                continue
+            row(f"pad {p} {mname}", "(16,64,256,256)",
+                lambda p=p, mname=mname: dml.pad(x, [0, 0, p, p], [0, 0, p, p], mode=mname),
+                lambda p=p, tm=tm: F.pad(x, (p, p, p, p), mode=tm), f"F.pad {tm}",
+                PaddingOperatorDesc(X, None, mode, 0.0, [0, 0, p, p], [0, 0, p, p]), [x],
+                pv if (p == 3 or mname == "constant") else pv[:1])
+    # tiles
+    s = torch.randn(16, 64, 128, 128, device=dev)
+    S = dml.TensorDesc(f32, list(s.shape))
+    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cb.WORD_COPY]
+    for reps in ((1, 1, 2, 2), (1, 1, 3, 1), (1, 1, 1, 3), (1, 1, 3, 3)):
+        row(f"tile {reps}", "(16,64,128,128)", lambda reps=reps: dml.tile(s, list(reps)),
+            lambda reps=reps: s.repeat(*reps), "Tensor.repeat", TileOperatorDesc(S, None, list(reps)), [s], tilev)
+    # a slice window starting at column 1 (rows of 255 floats)
+    row("slice [:, :, :, 1:]", "(16,64,256,256)", lambda: dml.slice(x, [0, 0, 0, 1], [16, 64, 256, 255], [1, 1, 1, 1]),
+        lambda: x[:, :, :, 1:].contiguous(), "[..., 1:].contiguous()",
+        SliceOperatorDesc(X, None, [0, 0, 0, 1], [16, 64, 256, 255], [1, 1, 1, 1]), [x])
+    halves = [x[:, :32].contiguous(), x[:, 32:].contiguous()]
+    from opendml.ops import JoinOperatorDesc, SplitOperatorDesc
+    H = dml.TensorDesc(f32, [16, 32, 256, 256])
+    row("join 2 on axis 1", "2 x (16,32,256,256)", lambda: dml.join(halves, 1), lambda: torch.cat(halves, 1),
+        "torch.cat", JoinOperatorDesc([H, H], None, 1), halves)
+    del halves
+
+    t_copy2, = timed_pair([lambda: copy_out.copy_(x)], args.reps, torch)
+    print(f"copy again at the end: {2 * x.nbytes / (t_copy2 * 1e-3) / 1e9:.0f} GB/s ({t_copy2:.3f} ms)")
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms": t_copy,
+            "copy_again_ms": t_copy2, "reps": args.reps, "loop": LOOP,
+            "defaults": {"PAD_WORDS": cb.PAD_WORDS, "TRANSPOSE_TILE": cb.TRANSPOSE_TILE, "FUSE_PAD": cb.FUSE_PAD,
+                         "WORD_COPY": cb.WORD_COPY},
+            "timing": f"CUDA events around {LOOP} back-to-back calls, median of --reps, opendml and PyTorch "
+                      f"alternating"}
+    (out / "gpu-h200.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,330 @@
+"""The array API's contract, in one place: what every array function checks
+before any framework's route runs, and the one message each fault gets,
+whatever the operator and whatever the framework.
+
+* **Not an array** (a list, a scalar, an object of an unknown framework):
+  ``ValidationError("<function>: <argument> must be a NumPy, CuPy, PyTorch,
+  JAX or Dask array; got <module>.<type>")`` (``not_an_array``). JOIN's
+  ``arrays`` that is not a sequence of arrays (a lone array included):
+  ``ValidationError("join: arrays must be a sequence of arrays (a list or
+  tuple); got ...")`` (``array_sequence``).
+* **A dtype the operator does not take** (no DirectML data type, such as
+  bool or bfloat16, or a DirectML type missing from the operator's support
+  table at the newest feature level, such as FLOAT64 for TILE):
+  ``UnsupportedError("<function>: <argument>'s dtype <dtype> is not
+  supported by <OPERATOR> at feature level <level> (supported: float16,
+  ...)")``, the list being that table's types (``check_inputs``). A dtype
+  given as an argument (``cast``'s) reads the same, without the ``'s``:
+  ``"cast: dtype torch.bool is not supported by CAST ..."`` (``data_type``).
+* **A rank the operator does not take** (the same table's ranks):
+  ``ValidationError("<function>: <argument> must have <n> (or <lo> to <hi>)
+  dimensions for <OPERATOR>; got <rank> (shape [...])")``.
+* **A bad axis**: ``ValidationError("<function>: axis must be an integer;
+  got ...")`` or ``"<function>: axis must be in [-r, r - 1] for arrays of
+  r dimensions; got ..."`` (``axis``).
+* **A bad field**: the description's own rule, ``ValidationError("<OPERATOR>:
+  <DirectML field>[i] must ...; got ...")``; the array functions hand their
+  arguments to the description as given (a scalar spread over the axes
+  first), and name a DirectML field where they read an argument themselves
+  (``field_error``; ``sizes_of`` for an argument that becomes a tensor's
+  sizes).
+
+Which operator a function builds is what the operator classes declare
+(``BINDING``, ``opendml.ops._spec.Binding``): ``OPERATOR_OF`` is read from
+``opendml.ops.OPERATORS``, never written by hand. ``data_type`` is the one
+conversion of a dtype spelling (NumPy, PyTorch, JAX/ml_dtypes, ``DataType``
+or a name) to a ``DataType``, used for arrays' dtypes and for dtype
+arguments alike.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..model._checks import _short
+from ..model.data_type import DataType
+from ..model.errors import UnsupportedError, ValidationError
+from ..model.feature_level import FeatureLevel
+from ..ops import OPERATORS
+from ..ops._spec import binding_of
+from ._dispatch import FRAMEWORKS, READABLE, framework_of
+
+__all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence", "check_inputs",
+           "check_input", "data_type", "dtype_argument", "axis", "field_error", "sizes_of", "supported_row"]
+
+#: How the messages name what an array function takes.
+ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"
+
+class _Bound(dict):
+    """Array-API function name -> what the operator classes in ``OPERATORS``
+    declare for it (``read(class, binding)``), read again from the registry
+    for a name not seen yet (an operator registered later)."""
+
+    def __init__(self, read):
+        super().__init__()
+        self._read = read
+        self._load()
+
+    def _load(self):
+        for cls in list(OPERATORS.values()):
+            b = binding_of(cls)
+            if b is not None:
+                self[b.function] = self._read(cls, b)
+
+    def __missing__(self, name):
+        self._load()
+        if name not in self.keys():
+            raise KeyError(f"no operator of opendml.ops.OPERATORS declares the array function {name!r}")
+        return self[name]
+
+
+#: Array-API function name -> the operator class it builds (declared by the classes).
+OPERATOR_OF: dict = _Bound(lambda cls, b: cls)
+
+#: The feature level the array API validates at.
+LEVEL = max(FeatureLevel)
+
+#: DataType -> its lower-case name, in the order the messages list them.
+_NAMES = {DataType.FLOAT16: "float16", DataType.FLOAT32: "float32", DataType.FLOAT64: "float64",
+          DataType.INT8: "int8", DataType.INT16: "int16", DataType.INT32: "int32", DataType.INT64: "int64",
+          DataType.UINT8: "uint8", DataType.UINT16: "uint16", DataType.UINT32: "uint32",
+          DataType.UINT64: "uint64"}
+_BY_NAME = {name: t for t, name in _NAMES.items()}
+#: (NumPy kind, itemsize) -> DataType: a NumPy dtype of any byte order.
+_BY_KIND = {(np.dtype(name).kind, np.dtype(name).itemsize): t for t, name in _NAMES.items()}
+
+
+# -- arrays ----------------------------------------------------------------------------------------
+
+def _type_name(x) -> str:
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def not_an_array(x, function: str, argument: str = "x") -> ValidationError:
+    """The error for a non-array where ``function`` takes an array."""
+    return ValidationError(f"{function}: {argument} must be {ARRAYS}; got {_type_name(x)}")
+
+
+def array_sequence(arrays, function: str) -> tuple:
+    """``arrays`` (a list or tuple of arrays, or another iterable that is not
+    itself an array) read once as a tuple; a lone array of any framework (it
+    would be taken as the list of its slices), a string, a mapping, a set,
+    an empty sequence or a non-iterable is refused."""
+    if type(arrays) is list or type(arrays) is tuple:
+        items = tuple(arrays)
+    elif (framework_of(arrays) is not None or isinstance(arrays, (str, bytes, dict, set, frozenset))
+          or not hasattr(arrays, "__iter__")):
+        items = None
+    else:
+        try:
+            items = tuple(arrays)
+        except Exception:                 # noqa: BLE001 - then it is not a sequence of arrays
+            items = None
+    if items is None:
+        got = f"a {_type_name(arrays)}" if framework_of(arrays) is not None else _short(arrays)
+        raise ValidationError(f"{function}: arrays must be a sequence of arrays (a list or tuple); got {got}"
+                              + (" (a lone array: pass [x])" if framework_of(arrays) is not None else ""))
+    if not items:
+        raise ValidationError(f"{function}: arrays must be a non-empty sequence of arrays; got {_short(arrays)}")
+    return items
+
+
+# -- dtypes ----------------------------------------------------------------------------------------
+
+#: dtype spelling -> DataType, or False (a dtype with no DirectML type), for hashable spellings seen.
+_SEEN: dict = {}
+
+
+def data_type(spelling):
+    """The ``DataType`` of a dtype spelling: a ``DataType``; a NumPy dtype, a
+    NumPy scalar type (``np.float32``) or anything ``numpy.dtype`` takes
+    (``"float32"``, ``"<f4"``, ``float``), a JAX or ml_dtypes dtype (NumPy
+    dtypes themselves); a PyTorch dtype (``torch.float32``); a ``DataType``
+    name (``"FLOAT32"``, ``"DML_TENSOR_DATA_TYPE_FLOAT32"``). None where the
+    spelling is a dtype that has no DirectML data type (bool, complex,
+    bfloat16, float8...). ``TypeError`` where it is no dtype at all."""
+    key = (type(spelling), spelling)      # the type too: DataType.FLOAT32 == 1 and True == 1, but 1 is no dtype
+    try:
+        hit = _SEEN.get(key)
+    except TypeError:                     # not hashable: read below
+        hit = key = None
+    if hit is not None:
+        return hit or None
+    got = _data_type(spelling)
+    if key is not None and len(_SEEN) < 256:
+        _SEEN[key] = got if got is not None else False
+    return got
+
+
+def _data_type(spelling):
+    if isinstance(spelling, DataType):
+        return spelling if spelling in _NAMES else None
+    t = type(spelling)
+    if t.__module__ == "torch" and t.__name__ == "dtype":       # a PyTorch dtype, without importing PyTorch
+        return _BY_NAME.get(str(spelling).removeprefix("torch."))
+    if isinstance(spelling, str):
+        name = spelling.strip().upper().removeprefix("DML_TENSOR_DATA_TYPE_")
+        if name in DataType.__members__:
+            return DataType[name] if DataType[name] in _NAMES else None
+        if spelling.startswith("torch."):
+            torch = sys.modules.get("torch")
+            if torch is not None and isinstance(getattr(torch, spelling[6:], None), torch.dtype):
+                return _BY_NAME.get(spelling[6:])
+    if spelling is None or isinstance(spelling, (bool, int, float)):
+        raise TypeError(spelling)        # np.dtype(None) is float64, and numbers are no dtypes
+    try:
+        dt = np.dtype(spelling)
+    except Exception:                     # noqa: BLE001 - numpy.dtype refuses it: no dtype
+        raise TypeError(spelling) from None
+    if dt.kind == "V" or dt.fields is not None or dt.subdtype is not None:
+        return None                       # ml_dtypes' types (bfloat16, float8...), structured dtypes
+    return _BY_KIND.get((dt.kind, dt.itemsize))
+
+
+def supported_row(cls):
+    """The support table row of ``cls`` at the array API's feature level."""
+    return [r for r in cls.SUPPORT if r.level <= LEVEL][-1]
+
+
+def _supported(row) -> str:
+    return ", ".join(name for t, name in _NAMES.items() if t in row.types)
+
+
+def _dtype_text(dtype) -> str:
+    """A dtype as its framework writes it (``bool``, ``torch.bfloat16``,
+    ``DataType.INT4``; a NumPy scalar type as its dtype's name)."""
+    if isinstance(dtype, DataType):
+        return f"DataType.{dtype.name}"
+    if isinstance(dtype, str):
+        return repr(dtype)
+    if isinstance(dtype, type):
+        try:
+            return str(np.dtype(dtype))
+        except Exception:                 # noqa: BLE001 - then its own name
+            return dtype.__qualname__
+    return str(dtype)
+
+
+def dtype_error(function: str, what: str, dtype, cls) -> UnsupportedError:
+    row = supported_row(cls)
+    return UnsupportedError(f"{function}: {what} {_dtype_text(dtype)} is not supported by {cls.OPERATOR} at feature "
+                            f"level {LEVEL.label} (supported: {_supported(row)})")
+
+
+def dtype_argument(dtype, function: str, slot_type=None):
+    """``dtype`` (a dtype argument, any spelling ``data_type`` takes) as the
+    ``DataType`` the operator's support table lists; ``UnsupportedError``
+    naming the supported types where it is a dtype the operator does not
+    take, ``ValidationError`` where it is no dtype at all."""
+    cls = OPERATOR_OF[function]
+    try:
+        dt = data_type(dtype)
+    except TypeError:
+        raise ValidationError(f"{function}: dtype must be a NumPy, PyTorch or JAX dtype, a DataType or a DataType "
+                              f"name; got {_short(dtype)}") from None
+    if dt is None or dt not in supported_row(cls).types:
+        raise dtype_error(function, "dtype", dtype, cls)
+    return dt
+
+
+# -- inputs ----------------------------------------------------------------------------------------
+
+#: (function, dtype, rank) of inputs that passed ``check_inputs``.
+_PASSED: set = set()
+
+#: Array-API function name -> the name of its array argument (``Binding.array``).
+ARGUMENT: dict = _Bound(lambda cls, b: b.array)
+
+
+def check_input(function: str, x) -> None:
+    """``x``'s dtype and rank against the support table of the operator
+    ``function`` builds, at the newest feature level: ``UnsupportedError``
+    for a dtype it does not take, ``ValidationError`` for a rank (an array
+    of any framework: ``dtype`` and ``shape`` are all that is read)."""
+    try:
+        key = (function, x.dtype, len(x.shape))
+        if key in _PASSED:
+            return
+    except TypeError:                     # a dtype that cannot be hashed
+        key = None
+    _check_input(function, x, ARGUMENT[function])
+    if key is not None and len(_PASSED) < 1024:
+        _PASSED.add(key)
+
+
+def check_inputs(function: str, arrays) -> None:
+    """``check_input`` for each array; entries of a sequence argument
+    (JOIN's ``arrays``) are named ``arrays[i]``."""
+    argument = ARGUMENT[function]
+    if argument != "arrays":
+        for x in arrays:
+            check_input(function, x)
+        return
+    for i, x in enumerate(arrays):
+        try:
+            key = (function, x.dtype, len(x.shape))
+            if key in _PASSED:
+                continue
+        except TypeError:
+            key = None
+        _check_input(function, x, f"arrays[{i}]")
+        if key is not None and len(_PASSED) < 1024:
+            _PASSED.add(key)
+
+
+def _check_input(function: str, x, argument: str) -> None:
+    readable = READABLE.get(framework_of(x))
+    if readable is not None:              # an array its framework's adapter cannot read says so first
+        readable(x, function)
+    cls = OPERATOR_OF[function]
+    row = supported_row(cls)
+    try:
+        dt = data_type(x.dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt not in row.types:
+        raise dtype_error(function, f"{argument}'s dtype", x.dtype, cls)
+    rank = len(x.shape)
+    ranks = row.ranks
+    if rank not in ranks:
+        want = str(ranks.start) if len(ranks) == 1 else f"{ranks.start} to {ranks.stop - 1}"
+        raise ValidationError(f"{function}: {argument} must have {want} dimensions for {cls.OPERATOR}; got {rank} "
+                              f"(shape {[int(n) for n in x.shape]})")
+
+
+# -- arguments -------------------------------------------------------------------------------------
+
+def axis(value, rank: int, function: str) -> int:
+    """``value`` as DirectML's UINT Axis for arrays of ``rank`` dimensions:
+    negative values count from the end."""
+    if isinstance(value, bool):
+        raise ValidationError(f"{function}: axis must be an integer; got {value!r}")
+    try:
+        a = operator.index(value)
+    except TypeError:
+        raise ValidationError(f"{function}: axis must be an integer; got {_short(value)}") from None
+    if not -rank <= a < rank:
+        raise ValidationError(f"{function}: axis must be in [{-rank}, {rank - 1}] for arrays of {rank} dimensions; "
+                              f"got {a}")
+    return a % rank
+
+
+def field_error(function: str, field: str, rule: str, value) -> ValidationError:
+    """A bad field read by the array function itself, in the descriptions'
+    form: ``<OPERATOR>: <field> must <rule>; got <value>``."""
+    return ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {field} must {rule}; got {_short(value)}")
+
+
+def sizes_of(function: str, slot: str, make):
+    """``make()`` (a ``TensorDesc`` built from an argument's sizes), its
+    errors named as the operator's: ``TensorDesc: Sizes[3] ...`` becomes
+    ``<OPERATOR>: <slot>.Sizes[3] ...``."""
+    try:
+        return make()
+    except ValidationError as e:
+        text = str(e)
+        if not text.startswith("TensorDesc: "):
+            raise
+        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {slot}.{text[len('TensorDesc: '):]}") from None

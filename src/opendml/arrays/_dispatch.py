@@ -1,0 +1,59 @@
+"""What the array API's front and its framework modules share, below both:
+which framework an array belongs to (``framework_of``, by type, looked up
+only where the framework is already imported) and ``front``, the namespace
+holding the array API's public functions, which the front fills once it is
+imported. A framework module that calls the array API again (an adjoint, a
+batching rule, a Dask task) reads ``front.slice1`` there at call time, so no
+framework module imports the front (``opendml.arrays``) back: the front
+imports them (by name, through ``importlib``, when an array of theirs first
+comes in), never the other way.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+
+__all__ = ["FRAMEWORKS", "READABLE", "front", "framework_of"]
+
+#: (module that must already be imported, attribute of its array type),
+#: checked in order after NumPy; the fronts map the module's name to their
+#: module for it.
+FRAMEWORKS = (("torch", "Tensor"), ("cupy", "ndarray"), ("jax", "Array"), ("dask.array", "Array"))
+
+#: The array API's public functions (``slice``, ``slice1``, ..., ``tile``),
+#: set by ``opendml.arrays`` as it is imported.
+front = types.SimpleNamespace()
+
+#: Framework module name -> ``check(x, function)``, registered by that
+#: framework's adapter: raises the ``UnsupportedError`` for an array of the
+#: framework that opendml cannot read at all (a sparse, nested or conjugated
+#: PyTorch tensor), which the array API's checks report before its dtype and
+#: rank.
+READABLE: dict = {}
+
+#: Framework module name ("numpy", "torch", ...) per array type already seen.
+_KIND_BY_TYPE: dict = {}
+
+
+def framework_of(x) -> str | None:
+    """``"numpy"``, or the name of the framework module (in ``FRAMEWORKS``)
+    whose array type ``x`` is, or None: not an array the array API takes."""
+    t = type(x)
+    kind = _KIND_BY_TYPE.get(t)
+    if kind is not None:
+        return kind
+    if isinstance(x, np.ndarray):
+        kind = "numpy"
+    else:
+        for module, attr in FRAMEWORKS:
+            mod = sys.modules.get(module)
+            if mod is not None and isinstance(x, getattr(mod, attr)):
+                kind = module
+                break
+        else:
+            return None
+    if len(_KIND_BY_TYPE) < 256:
+        _KIND_BY_TYPE[t] = kind
+    return kind

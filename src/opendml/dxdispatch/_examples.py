@@ -1,0 +1,124 @@
+"""The bundled ``opendml run`` examples as DxDispatch models."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from ..device import Device
+from ..jsonform import JsonFormError, array_from_json, from_json, to_json
+
+# -- the bundled examples as models ----------------------------------------------------------
+
+def _json_number(v):
+    """A value as a model writes it: non-finite floats as DxDispatch's strings,
+    integral floats as integers (``-0.0`` kept)."""
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
+        if v.is_integer() and abs(v) < 2**53 and (v != 0 or math.copysign(1, v) > 0):
+            return int(v)
+    return v
+
+
+def dumps(model: dict) -> str:
+    """A model as indented JSON text, each array of numbers on one line."""
+    def compact(value, indent: int) -> str:
+        pad, inner = " " * indent, " " * (indent + 2)
+        if isinstance(value, dict) and value:
+            items = [f"{inner}{json.dumps(k)}: {compact(v, indent + 2)}" for k, v in value.items()]
+            return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+        if isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+            return "[\n" + ",\n".join(inner + compact(v, indent + 2) for v in value) + "\n" + pad + "]"
+        return json.dumps(value)
+    return compact(model, 0)
+
+
+def _example_names(desc) -> tuple[list[str], list[str]]:
+    """Resource names of an example's tensors: ``input``/``output`` where there
+    is one, else ``input0``, ``input1``... in the operator's tensor order."""
+    n_in, n_out = len(desc.inputs), len(desc.outputs)
+    ins = ["input"] if n_in == 1 else [f"input{i}" for i in range(n_in)]
+    outs = ["output"] if n_out == 1 else [f"output{i}" for i in range(n_out)]
+    return ins, outs
+
+
+def _example_arrays(example: dict, key: str, tensors, path: str) -> list:
+    """An example's ``Input``/``ExpectedOutput`` (one tensor) or
+    ``Inputs``/``ExpectedOutputs`` (one array per tensor) as arrays, None
+    where it gives none."""
+    many = key + "s"
+    if key in example and len(tensors) == 1:
+        values = [example[key]]
+    elif many in example:
+        values = example[many]
+        if not isinstance(values, list) or len(values) != len(tensors):
+            raise JsonFormError(f"$.{many}: must be an array of {len(tensors)} arrays (one per tensor)")
+    else:
+        return [None] * len(tensors)
+    out = []
+    for i, (v, t) in enumerate(zip(values, tensors)):
+        where = f"$.{key}" if key in example else f"$.{many}[{i}]"
+        x = array_from_json(v, t.data_type, where)
+        if x.shape != t.sizes:
+            raise JsonFormError(f"{where}: shape {list(x.shape)} must equal the tensor's Sizes {list(t.sizes)}")
+        out.append(x)
+    return out
+
+
+def example_model(example: dict) -> dict:
+    """A bundled ``opendml run`` example (its JSON form, with ``Input``/``Inputs``
+    or the pages' default input 1..N or 0..N-1) as a DxDispatch model: one
+    resource per input tensor (its buffer, laid out by the tensor's strides),
+    one per output tensor (zeros over its TotalTensorSizeInBytes), one
+    dispatchable named after the example, a dispatch and a print of each
+    output. The resources are ``input``/``output``, or ``input0``, ``input1``...
+    where an operator has several."""
+    desc = from_json(example)
+    in_names, out_names = _example_names(desc)
+    start = getattr(desc, "DEFAULT_INPUT_START", 1)
+    resources = {}
+    for name, t, x in zip(in_names, desc.inputs, _example_arrays(example, "Input", desc.inputs, "$.Input")):
+        if x is None:
+            with np.errstate(over="ignore"):
+                x = np.arange(start, start + math.prod(t.sizes)).astype(t.data_type.numpy_dtype).reshape(t.sizes)
+        raw = Device("cpu").upload(x, t).read()
+        elements = raw[:len(raw) // t.element_size * t.element_size].view(t.data_type.numpy_dtype)
+        resources[name] = {"initialValuesDataType": t.data_type.name,
+                           "initialValues": [_json_number(v) for v in elements.tolist()]}
+    for name, t in zip(out_names, desc.outputs):
+        resources[name] = {"initialValuesDataType": t.data_type.name,
+                           "initialValues": {"valueCount": t.total_tensor_size_in_bytes // t.element_size,
+                                             "value": 0}}
+    bindings = {}
+    names = {"input": iter(in_names), "output": iter(out_names)}
+    for slot in desc.SLOTS:
+        value = getattr(desc, slot.attr)
+        it = names[slot.role]
+        bindings[slot.json] = [next(it) for _ in value] if slot.many else next(it)
+    form = to_json(desc)
+    name = example.get("Name", desc.OPERATOR.lower())
+    return {
+        "resources": resources,
+        "dispatchables": {name: {"type": f"DML_OPERATOR_{desc.OPERATOR}",
+                                 "desc": {k: v for k, v in form.items() if k != "Operator"}}},
+        "commands": [{"type": "dispatch", "dispatchable": name, "bindings": bindings},
+                     *({"type": "print", "resource": n} for n in out_names)],
+    }
+
+
+def example_outputs(example: dict, results: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray, object]]:
+    """For each output tensor of an example run as a model (``example_model``):
+    ``(resource name, its elements read through the tensor, the documented
+    array or None)``."""
+    desc = from_json(example)
+    _, out_names = _example_names(desc)
+    expected = _example_arrays(example, "ExpectedOutput", desc.outputs, "$.ExpectedOutput")
+    out = []
+    for name, t, want in zip(out_names, desc.outputs, expected):
+        raw = results[name].view(np.uint8)
+        scratch = Device("cpu").create_buffer(max(raw.size, 4))
+        scratch.write(raw)
+        out.append((name, scratch.read(t), want))
+    return out

@@ -1,0 +1,336 @@
+"""Reading a DxDispatch model: its JSON text, the checks every part of it
+uses, and its values (numbers of a data type, as DxDispatch converts them)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..jsonform import MAX_DEPTH, JsonFormError, check_depth
+from ..model._checks import UINT64_MAX
+from ..model.data_type import DataType
+from ..model.errors import ValidationError
+from ..ops._spec import DOUBLE_MAX
+
+#: DML_OPERATOR_TYPE in DirectML.h order (the index is the enum value; 0 is
+#: DML_OPERATOR_INVALID), through DML_TARGET_VERSION 0x6400. Names without
+#: their ``DML_OPERATOR_`` prefix. ``SCATTER`` is an alias of SCATTER_ELEMENTS.
+OPERATOR_TYPES: tuple[str, ...] = tuple("""
+INVALID ELEMENT_WISE_IDENTITY ELEMENT_WISE_ABS ELEMENT_WISE_ACOS ELEMENT_WISE_ADD ELEMENT_WISE_ASIN
+ELEMENT_WISE_ATAN ELEMENT_WISE_CEIL ELEMENT_WISE_CLIP ELEMENT_WISE_COS ELEMENT_WISE_DIVIDE ELEMENT_WISE_EXP
+ELEMENT_WISE_FLOOR ELEMENT_WISE_LOG ELEMENT_WISE_LOGICAL_AND ELEMENT_WISE_LOGICAL_EQUALS
+ELEMENT_WISE_LOGICAL_GREATER_THAN ELEMENT_WISE_LOGICAL_LESS_THAN ELEMENT_WISE_LOGICAL_NOT ELEMENT_WISE_LOGICAL_OR
+ELEMENT_WISE_LOGICAL_XOR ELEMENT_WISE_MAX ELEMENT_WISE_MEAN ELEMENT_WISE_MIN ELEMENT_WISE_MULTIPLY ELEMENT_WISE_POW
+ELEMENT_WISE_CONSTANT_POW ELEMENT_WISE_RECIP ELEMENT_WISE_SIN ELEMENT_WISE_SQRT ELEMENT_WISE_SUBTRACT
+ELEMENT_WISE_TAN ELEMENT_WISE_THRESHOLD ELEMENT_WISE_QUANTIZE_LINEAR ELEMENT_WISE_DEQUANTIZE_LINEAR ACTIVATION_ELU
+ACTIVATION_HARDMAX ACTIVATION_HARD_SIGMOID ACTIVATION_IDENTITY ACTIVATION_LEAKY_RELU ACTIVATION_LINEAR
+ACTIVATION_LOG_SOFTMAX ACTIVATION_PARAMETERIZED_RELU ACTIVATION_PARAMETRIC_SOFTPLUS ACTIVATION_RELU
+ACTIVATION_SCALED_ELU ACTIVATION_SCALED_TANH ACTIVATION_SIGMOID ACTIVATION_SOFTMAX ACTIVATION_SOFTPLUS
+ACTIVATION_SOFTSIGN ACTIVATION_TANH ACTIVATION_THRESHOLDED_RELU CONVOLUTION GEMM REDUCE AVERAGE_POOLING LP_POOLING
+MAX_POOLING ROI_POOLING SLICE CAST SPLIT JOIN PADDING VALUE_SCALE_2D UPSAMPLE_2D GATHER SPACE_TO_DEPTH
+DEPTH_TO_SPACE TILE TOP_K BATCH_NORMALIZATION MEAN_VARIANCE_NORMALIZATION LOCAL_RESPONSE_NORMALIZATION
+LP_NORMALIZATION RNN LSTM GRU
+ELEMENT_WISE_SIGN ELEMENT_WISE_IS_NAN ELEMENT_WISE_ERF ELEMENT_WISE_SINH ELEMENT_WISE_COSH ELEMENT_WISE_TANH
+ELEMENT_WISE_ASINH ELEMENT_WISE_ACOSH ELEMENT_WISE_ATANH ELEMENT_WISE_IF ELEMENT_WISE_ADD1 ACTIVATION_SHRINK
+MAX_POOLING1 MAX_UNPOOLING DIAGONAL_MATRIX SCATTER_ELEMENTS ONE_HOT RESAMPLE
+ELEMENT_WISE_BIT_SHIFT_LEFT ELEMENT_WISE_BIT_SHIFT_RIGHT ELEMENT_WISE_ROUND ELEMENT_WISE_IS_INFINITY
+ELEMENT_WISE_MODULUS_TRUNCATE ELEMENT_WISE_MODULUS_FLOOR FILL_VALUE_CONSTANT FILL_VALUE_SEQUENCE
+CUMULATIVE_SUMMATION REVERSE_SUBSEQUENCES GATHER_ELEMENTS GATHER_ND SCATTER_ND MAX_POOLING2 SLICE1 TOP_K1
+DEPTH_TO_SPACE1 SPACE_TO_DEPTH1 MEAN_VARIANCE_NORMALIZATION1 RESAMPLE1 MATRIX_MULTIPLY_INTEGER
+QUANTIZED_LINEAR_MATRIX_MULTIPLY CONVOLUTION_INTEGER QUANTIZED_LINEAR_CONVOLUTION
+ELEMENT_WISE_BIT_AND ELEMENT_WISE_BIT_OR ELEMENT_WISE_BIT_XOR ELEMENT_WISE_BIT_NOT ELEMENT_WISE_BIT_COUNT
+ELEMENT_WISE_LOGICAL_GREATER_THAN_OR_EQUAL ELEMENT_WISE_LOGICAL_LESS_THAN_OR_EQUAL ACTIVATION_CELU
+ACTIVATION_RELU_GRAD AVERAGE_POOLING_GRAD MAX_POOLING_GRAD RANDOM_GENERATOR NONZERO_COORDINATES RESAMPLE_GRAD
+SLICE_GRAD ADAM_OPTIMIZER ARGMIN ARGMAX ROI_ALIGN GATHER_ND1
+ELEMENT_WISE_ATAN_YX ELEMENT_WISE_CLIP_GRAD ELEMENT_WISE_DIFFERENCE_SQUARE LOCAL_RESPONSE_NORMALIZATION_GRAD
+CUMULATIVE_PRODUCT BATCH_NORMALIZATION_GRAD
+ELEMENT_WISE_QUANTIZED_LINEAR_ADD DYNAMIC_QUANTIZE_LINEAR ROI_ALIGN1
+ROI_ALIGN_GRAD BATCH_NORMALIZATION_TRAINING BATCH_NORMALIZATION_TRAINING_GRAD
+ELEMENT_WISE_CLIP1 ELEMENT_WISE_CLIP_GRAD1 PADDING1 ELEMENT_WISE_NEGATE
+ACTIVATION_GELU ACTIVATION_SOFTMAX1 ACTIVATION_LOG_SOFTMAX1 ACTIVATION_HARDMAX1 RESAMPLE2 RESAMPLE_GRAD1
+DIAGONAL_MATRIX1
+MULTIHEAD_ATTENTION
+LP_POOLING1 AVERAGE_POOLING1 ACTIVATION_SWISH ACTIVATION_HARD_SWISH QUANTIZED_LINEAR_AVERAGE_POOLING
+MATRIX_MULTIPLY_INTEGER_TO_FLOAT
+MEAN_VARIANCE_NORMALIZATION2 MULTIHEAD_ATTENTION1 QUANTIZE DEQUANTIZE
+RESAMPLE3 FOLD UNFOLD
+""".split())
+_OPERATOR_ALIASES = {"SCATTER": "SCATTER_ELEMENTS"}
+
+#: Memory a model may allocate for its resources unless told otherwise (2 GiB).
+DEFAULT_MAX_BYTES = 2 << 30
+
+#: The dispatchable types of DxDispatch that are not DirectML operators.
+_OTHER_DISPATCHABLES = {"hlsl": "HLSL compute shaders", "onnx": "ONNX models",
+                        "dmlserializedgraph": "serialized DirectML graphs"}
+
+
+class ModelError(ValidationError):
+    """A DxDispatch model is malformed: the message names the resource,
+    dispatchable or command, the field and the rule."""
+
+
+def _type_name(v) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _short(v, limit: int = 60) -> str:
+    try:
+        text = json.dumps(v)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _q(name: str) -> str:
+    """A model-given name quoted for a one-line message."""
+    text = json.dumps(name)[1:-1]
+    return "'" + (text if len(text) <= 80 else text[:77] + "...") + "'"
+
+
+# -- reading the JSON --------------------------------------------------------------------
+
+#: Python reads integers of at most this many digits (sys.int_info.default_max_str_digits).
+_MAX_INT_DIGITS = 4300
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise ModelError(f"malformed JSON: an integer of {len(text.lstrip('-'))} digits is longer than the "
+                         f"{_MAX_INT_DIGITS} digits that can be read")
+    return int(text)
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ModelError(f"malformed JSON: the key {_q(k)} appears twice in one object (names in a model "
+                             f"must be unique)")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str):
+    raise ModelError(f"malformed JSON: {name} is not a JSON number; a float value may be the string \"nan\", "
+                     f"\"inf\" or \"-inf\"")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ModelError(f"malformed JSON: the number {text[:40]}{'...' if len(text) > 40 else ''} is too big to be "
+                         f"stored in a double (magnitude at most {DOUBLE_MAX:g}); write infinity as the string "
+                         f"\"inf\"")
+    return value
+
+
+def loads(text: str) -> dict:
+    """Parse a model's JSON text: malformed JSON, duplicate keys, integers too
+    long to read, nesting deeper than ``jsonform.MAX_DEPTH``, the literals
+    ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; a model writes
+    ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double
+    (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them."""
+    try:
+        obj = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant,
+                         object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as e:
+        raise ModelError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise ModelError(f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep") from None
+    if not isinstance(obj, dict):
+        raise ModelError(f"a model must be a JSON object; got {_type_name(obj)}")
+    try:
+        check_depth(obj)
+    except JsonFormError:
+        raise ModelError(f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep") from None
+    return obj
+
+
+def model_limit(max_bytes: int) -> int:
+    """The most bytes a model file may hold under ``max_bytes``: a sixteenth
+    of it (parsed JSON takes up to about 16 bytes of memory per byte of text:
+    a list of numbers becomes Python objects), at least 1 MiB."""
+    return max(max_bytes // 16, 1 << 20)
+
+
+def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+         ) -> tuple[dict, str]:
+    """``(model dict, base folder)`` of a path (the folder is the file's) or of
+    an already parsed dict (the folder is ``base_dir`` or the current one).
+    A path must name a regular file of at most ``model_limit(max_bytes)``
+    bytes (a device, a FIFO or a folder is refused before it is read)."""
+    if isinstance(model, Mapping):
+        check_depth(model)
+        return dict(model), os.path.abspath(base_dir if base_dir is not None else os.getcwd())
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"dxdispatch: model must be a path or a dict; got {type(model).__name__}")
+    path = os.fspath(model)
+    limit = model_limit(max_bytes)
+    try:
+        # O_NONBLOCK: opening a FIFO without a writer returns at once (then is refused), never waits
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{path}: cannot read the model: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else
+                    "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
+                    "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+            raise ModelError(f"{path}: a model is a regular file (a JSON text); this is {kind}")
+        if info.st_size > limit:
+            raise ModelError(f"{path}: the model file holds {info.st_size} bytes; a model may hold at most "
+                             f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(limit + 1)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the model: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        raise ModelError(f"{path}: the model file holds more than {limit} bytes; a model may hold at most "
+                         f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ModelError(f"{path}: the model is not UTF-8 text") from None
+    folder = base_dir if base_dir is not None else os.path.dirname(os.path.abspath(path))
+    return loads(text), os.path.abspath(folder)
+
+
+def _check_keys(obj, allowed, where: str, required=()) -> None:
+    if not isinstance(obj, dict):
+        raise ModelError(f"{where}: must be an object; got {_type_name(obj)}")
+    for k in obj:
+        if k not in allowed:
+            raise ModelError(f"{where}: unknown field {_q(k)}; expected one of {', '.join(allowed)}")
+    for k in required:
+        if k not in obj:
+            raise ModelError(f"{where}: missing required field {_q(k)}")
+
+
+def _uint(value, where: str, lo: int = 0, hi: int = UINT64_MAX) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelError(f"{where}: must be an unsigned integer; got {_short(value)}")
+    if not lo <= value <= hi:
+        raise ModelError(f"{where}: must be in [{lo}, {hi}]; got {value}")
+    return value
+
+
+def _string(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise ModelError(f"{where}: must be a string; got {_type_name(value)} {_short(value)}")
+    return value
+
+
+def _data_type(value, where: str, *, unknown_ok: bool) -> DataType:
+    """A DML_TENSOR_DATA_TYPE in full (``DML_TENSOR_DATA_TYPE_FLOAT32``) or
+    abbreviated (``FLOAT32``); the names are case-sensitive, as DxDispatch reads them."""
+    if not isinstance(value, str):
+        raise ModelError(f"{where}: must be a string such as \"FLOAT32\"; got {_short(value)}")
+    name = value.removeprefix("DML_TENSOR_DATA_TYPE_")
+    if name not in _DATA_TYPES or (name == "UNKNOWN" and not unknown_ok):
+        expected = ", ".join(n for n in _DATA_TYPES if unknown_ok or n != "UNKNOWN")
+        raise ModelError(f"{where}: unknown data type {_short(value)}; expected one of {expected} "
+                         f"(with or without the DML_TENSOR_DATA_TYPE_ prefix)")
+    return DataType[name]
+
+
+#: DML_TENSOR_DATA_TYPE values a model may name (DxDispatch has no UINT4/INT4).
+_DATA_TYPES = ("UNKNOWN", "FLOAT32", "FLOAT16", "UINT32", "UINT16", "UINT8", "INT32", "INT16", "INT8",
+               "FLOAT64", "UINT64", "INT64")
+
+
+# -- values ------------------------------------------------------------------------------
+
+_FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _to_float(value, where: str) -> float:
+    if isinstance(value, str) and value.lower() in _FLOAT_WORDS:
+        return _FLOAT_WORDS[value.lower()]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelError(f"{where}: must be a number or \"nan\", \"inf\", \"-inf\"; got {_short(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ModelError(f"{where}: {_short(value)} is out of range for a float") from None
+
+
+def _float_values(floats: np.ndarray, dt: DataType, where: str, indexed: bool = False, start: int = 0
+                  ) -> np.ndarray:
+    """float64 values converted as DxDispatch converts them (FLOAT16 through
+    float32, as ``half(float(double))``); a finite value that overflows to
+    infinity is refused."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dt == DataType.FLOAT64:
+            out = floats
+        elif dt == DataType.FLOAT32:
+            out = floats.astype(np.float32)
+        else:
+            out = floats.astype(np.float32).astype(np.float16)
+    bad = np.isfinite(floats) & ~np.isfinite(out)
+    if bad.any():
+        i = int(np.argmax(bad))
+        at = f"{where}[{start + i}]" if indexed else where
+        hi = float(np.finfo(dt.numpy_dtype).max)
+        raise ModelError(f"{at}: {float(floats[i])!r} is out of range for {dt.name} (magnitude at most {hi:g})")
+    return out
+
+
+def _int_value(value, dt: DataType, where: str) -> int:
+    info = np.iinfo(dt.numpy_dtype)
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "an unsigned" if info.min == 0 else "a signed"
+        raise ModelError(f"{where}: must be {kind} integer for {dt.name}; got {_short(value)}")
+    if not info.min <= value <= info.max:
+        raise ModelError(f"{where}: {_short(value)} is out of range for {dt.name} [{info.min}, {info.max}]")
+    return value
+
+
+def _scalar(value, dt: DataType, where: str) -> np.ndarray:
+    """One JSON value as a 0-d array of ``dt``, by DxDispatch's rules: floats
+    take numbers and "nan"/"inf"/"-inf"; integers take JSON integers in range."""
+    if dt.numpy_dtype.kind == "f":
+        return _float_values(np.array([_to_float(value, where)]), dt, where)[0:1].reshape(())
+    return np.array(_int_value(value, dt, where), dtype=dt.numpy_dtype)
+
+
+def _array_values(values: list, dt: DataType, where: str, start: int = 0) -> np.ndarray:
+    """``values`` (entries ``start``, ``start + 1``... of a model's list, as
+    messages number them) as an array of ``dt``."""
+    npdt = dt.numpy_dtype
+    if npdt.kind == "f":
+        floats = np.array([_to_float(v, f"{where}[{i}]") for i, v in enumerate(values, start)], dtype=np.float64)
+        return _float_values(floats, dt, where, indexed=True, start=start)
+    return np.array([_int_value(v, dt, f"{where}[{i}]") for i, v in enumerate(values, start)], dtype=npdt)
+
+
+# -- paths -------------------------------------------------------------------------------
+
+def _inside(folder: str, path: str) -> bool:
+    real_folder, real = os.path.realpath(folder), os.path.realpath(path)
+    return os.path.commonpath([real_folder, real]) == real_folder
+
+
+def _model_path(value, folder: str, where: str) -> str:
+    """A path of the model resolved against its folder; it must stay inside it."""
+    text = _string(value, where)
+    try:
+        os.fsencode(text)
+    except UnicodeError:
+        text = "\0"
+    if not text or "\0" in text:
+        raise ModelError(f"{where}: must be a file name (not empty, encodable for the file system); "
+                         f"got {_short(value)}")
+    path = os.path.join(folder, text)
+    if not _inside(folder, path):
+        raise ModelError(f"{where}: {_short(text)} lies outside the model's folder {folder}; a model may only "
+                         f"name files inside its own folder")
+    return path

@@ -1,0 +1,334 @@
+"""What the index-driven operators share (GATHER, GATHER_ELEMENTS, GATHER_ND,
+GATHER_ND1, SCATTER_ELEMENTS, SCATTER_ND, ONE_HOT, REVERSE_SUBSEQUENCES):
+their index types per feature level, their support tables as data, the
+checks every page repeats (an index tensor of an integer type, tensors of
+one DimensionCount, leading dimensions that "are ignored" being 1), and
+the lowering helpers to the move program's indexed passes (``plan.Gather``,
+``plan.Scatter``, ``plan.IndexAxis``).
+
+Out-of-range indices. A description holds no data, so index values are
+never checked here; the passes make every value safe:
+
+* the gathers and the scatters clamp a coordinate outside its dimension to
+  the nearest edge, after a negative value of a signed type was counted
+  from the end (-1 is the last). GATHER's page says reads "will be clamped
+  safely within the input tensor's memory"; opendml applies that one rule to
+  every gather and scatter (the other pages say nothing), so a bad index
+  reads or writes an edge element and never outside a buffer;
+* ONE_HOT: an index outside ``[-depth, depth)`` writes no OnValue (an all-off
+  sequence), as its page and its Example 4 say;
+* REVERSE_SUBSEQUENCES: a length past the axis is clamped to it, as its page
+  says.
+
+Duplicate scatter indices: the pages call them invalid with no guaranteed
+winner; opendml's scatters keep the last write in row-major order of the
+indices (the updates' order), on every backend.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.data_type import DataType
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
+from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._move import MoveOperatorDesc
+from ._spec import Tensor
+
+T = DataType
+#: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
+INDEX_TYPES_3_0 = frozenset({T.INT64, T.INT32, T.UINT64, T.UINT32})
+INDEX_TYPES_1_0 = frozenset({T.UINT32})
+#: Any integer type an index tensor may have at some level.
+INDEX_TYPES = INDEX_TYPES_3_0
+FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
+
+
+def index_support(index_slot: str, first: FeatureLevel, first_types: frozenset) -> tuple[SupportRow, ...]:
+    """The tables of the gathers, the scatters and ONE_HOT: from ``first``
+    (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
+    2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
+    types; 4_1 the 64-bit element types."""
+    rows = []
+    if first < FeatureLevel.FL_2_1:
+        rows.append(SupportRow(first, range(4, 5), first_types, ((index_slot, INDEX_TYPES_1_0),)))
+    rows += [SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, ((index_slot, INDEX_TYPES_1_0),)),
+             SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1, ((index_slot, INDEX_TYPES_3_0),)),
+             SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1, ((index_slot, INDEX_TYPES_3_0),))]
+    return tuple(rows)
+
+
+class IndexOperatorDesc(MoveOperatorDesc):
+    """Base of the index-driven operators: ``INDEX_SLOT`` names the index
+    tensor's field (``IndicesTensor``; REVERSE_SUBSEQUENCES'
+    ``SequenceLengthsTensor``), ``INDEX_ATTR`` its attribute."""
+
+    INDEX_SLOT = "IndicesTensor"
+    INDEX_ATTR = "indices_tensor"
+    #: The integer types the index tensor may have at any level.
+    INDEX_ANY_LEVEL = INDEX_TYPES
+
+    @property
+    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802 - the ``_spec`` declaration's name
+        """The index tensor's input position: its values are what the
+        adjoint reads (see ``_spec``)."""
+        return (self._index_position(),)
+
+    def _index_position(self) -> int:
+        return [name for name, _ in self.named_tensors("input")].index(self.INDEX_SLOT)
+
+    def chunking(self):
+        """Block-wise runs (Dask, see ``_spec``): every axis in one chunk
+        (the result's axes are not the inputs' one for one); the
+        element-wise gathers and scatters need only ``Axis`` whole."""
+        return {k: 0 for k in range(self.inputs[0].rank)}
+
+    def adjoint(self, api, grad, indices):
+        """One array per input: the index-driven adjoint program
+        (``IndexAdjointDesc``) for each data input, None for the indices."""
+        k = self._index_position()
+        return tuple(None if j == k else api.index_adjoint(self, j, grad, indices)
+                     for j in range(len(self.inputs)))
+
+    def _check_index_ops(self, data_slots: tuple[str, ...] = ()) -> None:
+        """Every slot a TensorDesc of one DimensionCount, outputs not
+        OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer
+        index type; every tensor of ``data_slots`` (DirectML names) of the
+        first one's DataType."""
+        self._check_slot_tensors(same_type=False)
+        idx = getattr(self, self.INDEX_ATTR)
+        if idx.data_type not in self.INDEX_ANY_LEVEL:
+            raise self._err(f"{self.INDEX_SLOT}.DataType must be an index type "
+                            f"({', '.join(t.name for t in sorted(self.INDEX_ANY_LEVEL, reverse=True))}); "
+                            f"got {idx.data_type.name}")
+        named = dict(self.named_tensors("input") + self.named_tensors("output"))
+        if data_slots:
+            first = named[data_slots[0]]
+            for name in data_slots[1:]:
+                t = named[name]
+                if t.data_type != first.data_type:
+                    raise self._err(f"{name}.DataType must equal {data_slots[0]}.DataType; "
+                                    f"got {t.data_type.name} != {first.data_type.name}")
+
+    def _axis_field(self, attr: str, field: str, rank: int, of: str) -> int:
+        axis = self._uint(attr, field)
+        self._check_bounds_scalar(field, axis, 0, rank - 1, f" ([0, {of}.DimensionCount))")
+        return axis
+
+    def _check_leading_ones(self, name: str, tensor: TensorDesc, meaningful: int, field: str) -> None:
+        """The dimensions before the last ``meaningful`` ones are 1 (the pages:
+        "after ignoring any irrelevant leading ones")."""
+        for d in range(tensor.rank - meaningful):
+            if tensor.sizes[d] != 1:
+                raise self._err(f"{name}.Sizes[{d}] must be 1 (a leading dimension before the last {field} = "
+                                f"{meaningful}); got {tensor.sizes[d]} (Sizes {list(tensor.sizes)})")
+
+    def _check_all_but_axis(self, name: str, tensor: TensorDesc, ref_name: str, ref: TensorDesc, axis: int,
+                            axis_size: int | None = None) -> None:
+        """``tensor.Sizes`` equals ``ref.Sizes`` in every dimension but ``axis``
+        (where it is ``axis_size``, if given)."""
+        for d in range(ref.rank):
+            if d == axis:
+                if axis_size is not None and tensor.sizes[d] != axis_size:
+                    raise self._err(f"{name}.Sizes[{d}] (the Axis dimension) must be {axis_size}; "
+                                    f"got {tensor.sizes[d]}")
+            elif tensor.sizes[d] != ref.sizes[d]:
+                raise self._err(f"{name}.Sizes[{d}] must equal {ref_name}.Sizes[{d}] (every dimension but "
+                                f"Axis {axis}); got {tensor.sizes[d]} != {ref.sizes[d]}")
+
+    def _passes(self, layouts):
+        return self._index_passes(layouts, [t.element_strides for t in self.outputs])
+
+    def _index_passes(self, layouts, out_strides):
+        """The passes for the inputs' ``layouts`` and the outputs' element
+        strides ``out_strides`` (the adjoints lower with a gradient's)."""
+        raise NotImplementedError
+
+    def _validate_level(self, level: FeatureLevel) -> None:
+        """Negative indices exist from 3_0 (signed index types exist only from
+        3_0 in the tables, so the support tables already say so)."""
+
+
+def right_aligned(strides, logical_rank: int) -> tuple[int, ...]:
+    """The strides of a tensor's last ``logical_rank`` dimensions for an index
+    space of that many dimensions (a tensor of fewer dimensions: 0 for the
+    extra leading ones, which have size 1)."""
+    strides = tuple(strides)
+    extra = logical_rank - len(strides)
+    if extra >= 0:
+        return (0,) * extra + strides
+    return strides[-extra:]
+
+
+def position(index: int, offset: int, index_strides, stride: int, bound: int, *,
+             out_of_range: int = INDEX_CLAMP, mode: int = INDEX_POSITION, axis: int = 0) -> IndexAxis:
+    return IndexAxis(index, int(offset), tuple(int(s) for s in index_strides), int(stride), int(bound), mode,
+                     out_of_range, axis)
+
+
+def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
+    return tuple(dataclasses.replace(ix, index=slot) for ix in indices)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class IndexAdjointDesc(IndexOperatorDesc):
+    """The adjoint of an index-driven operator's linear part with respect to
+    its data input ``wrt``, applied to a gradient of the operator's output
+    (``GradientTensor``) for the operator's indices (``IndicesTensor``): a
+    packed tensor of that input's sizes. Not a DirectML operator (none sums):
+    opendml's differentiation runs it. Built from the primal's own passes,
+    each transposed:
+
+    * a ``Gather`` reading the input: zero the result, then an accumulating
+      ``Scatter`` of the gradient at the same positions (repeated indices add
+      up in row-major order of the indices: the same bytes every run);
+    * the ``Copy`` of a scatter's input: the gradient copied, then every
+      position a ``Scatter`` writes set to zero;
+    * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the
+      positions written, 0 for an update a later one overwrote (a repeated
+      index: only the update that wins gets its position's gradient).
+    """
+
+    primal: IndexOperatorDesc
+    wrt: int
+    gradient_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    output_tensor: TensorDesc | None = None
+
+    OPERATOR = "INDEX_ADJOINT"
+    TYPE_VALUE = -1
+    SLOTS = (Tensor("GradientTensor", "gradient_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
+
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.gradient_tensor
+
+    def __post_init__(self):
+        p = self.primal
+        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
+            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        data = [j for j, (name, _) in enumerate(p.named_tensors("input")) if name != p.INDEX_SLOT]
+        if self.wrt not in data:
+            raise self._err(f"wrt must name a data input of {p.OPERATOR} (one of {data}); got {self.wrt!r}")
+        want = p.outputs[0]
+        g, i = self.gradient_tensor, self.indices_tensor
+        if not isinstance(g, TensorDesc) or g.sizes != want.sizes or g.data_type != want.data_type:
+            raise self._err(f"GradientTensor must have {p.OPERATOR}'s output sizes {list(want.sizes)} and DataType "
+                            f"{want.data_type.name}; got {g!r}")
+        idx = getattr(p, p.INDEX_ATTR)
+        if not isinstance(i, TensorDesc) or i.sizes != idx.sizes or i.data_type != idx.data_type:
+            raise self._err(f"IndicesTensor must have {p.OPERATOR}'s index sizes {list(idx.sizes)} and DataType "
+                            f"{idx.data_type.name}; got {i!r}")
+        x = p.inputs[self.wrt]
+        self._set("output_tensor", TensorDesc(x.data_type, x.sizes))
+
+    def _index_passes(self, layouts, out_strides):
+        (gs, go), (is_, io) = layouts
+        p = self.primal
+        k = p._index_position()
+        primal_layouts = [(is_, io) if j == k else (t.element_strides, 0) for j, t in enumerate(p.inputs)]
+        on_grad = list(p._index_passes(primal_layouts, [tuple(gs)]))
+        on_packed = list(p._index_passes(primal_layouts, [tuple(out_strides[0])]))
+        x = self.output_tensor
+        ds = tuple(out_strides[0])
+        zeroed = False
+        for a, b in zip(on_grad, on_packed):
+            if isinstance(a, Gather) and a.src == self.wrt:
+                if not zeroed:
+                    yield Fill(0, x.sizes, 0, ds, 0)
+                    zeroed = True
+                yield Scatter(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
+                              _remap(a.indices, 1), accumulate=True)
+            elif isinstance(a, Copy) and a.src == self.wrt:
+                yield Copy(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides)
+                for c in on_packed:
+                    if isinstance(c, Scatter):
+                        yield Scatter(0, 0, c.sizes, 0, (0,) * len(c.sizes), c.dst_offset, c.dst_strides,
+                                      _remap(c.indices, 1), value=0)
+            elif isinstance(a, Scatter) and a.src == self.wrt:
+                yield Gather(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
+                             _remap(a.indices, 1), last_only=not a.accumulate)
+
+    @property
+    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
+        return (1,)
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad, indices):
+        """The adjoint of the adjoint: the primal's linear part again (a
+        second derivative)."""
+        return (api.index_primal(self.primal, self.wrt, grad, indices), None)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class IndexPrimalDesc(IndexOperatorDesc):
+    """An index-driven operator's linear part as a function of its data input
+    ``wrt`` alone (its other data inputs zero): ``DataTensor`` (that input)
+    and ``IndicesTensor`` in, the primal's output out. The adjoint of
+    ``IndexAdjointDesc`` (a second derivative), built from the primal's
+    passes: a pass reading another data input writes zeros instead."""
+
+    primal: IndexOperatorDesc
+    wrt: int
+    data_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    output_tensor: TensorDesc | None = None
+
+    OPERATOR = "INDEX_PRIMAL"
+    TYPE_VALUE = -1
+    SLOTS = (Tensor("DataTensor", "data_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = IndexAdjointDesc.SUPPORT
+
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.data_tensor
+
+    def __post_init__(self):
+        p = self.primal
+        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
+            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        x, idx = p.inputs[self.wrt], getattr(p, p.INDEX_ATTR)
+        for name, got, want in (("DataTensor", self.data_tensor, x), ("IndicesTensor", self.indices_tensor, idx)):
+            if not isinstance(got, TensorDesc) or got.sizes != want.sizes or got.data_type != want.data_type:
+                raise self._err(f"{name} must have sizes {list(want.sizes)} and DataType {want.data_type.name}; "
+                                f"got {got!r}")
+        out = p.outputs[0]
+        self._set("output_tensor", TensorDesc(out.data_type, out.sizes))
+
+    @property
+    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
+        return (1,)
+
+    def _index_passes(self, layouts, out_strides):
+        p = self.primal
+        k = p._index_position()
+        lay = [layouts[1] if j == k else layouts[0] if j == self.wrt else (t.element_strides, 0)
+               for j, t in enumerate(p.inputs)]
+        for a in p._index_passes(lay, out_strides):
+            if a.src == self.wrt:
+                a = dataclasses.replace(a, src=0)
+            elif isinstance(a, Copy):
+                a = Fill(a.dst, a.sizes, a.dst_offset, a.dst_strides, 0)
+            elif isinstance(a, Scatter):
+                a = dataclasses.replace(a, src=0, src_offset=0, src_strides=(0,) * len(a.sizes), value=0)
+            if hasattr(a, "indices"):
+                a = dataclasses.replace(a, indices=_remap(a.indices, 1))
+            yield a
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad, indices):
+        return (api.index_adjoint(self.primal, self.wrt, grad, indices), None)

@@ -1,0 +1,121 @@
+"""DML_GATHER_OPERATOR_DESC: elements of the input taken along ``Axis`` at the
+positions ``IndicesTensor`` holds,
+
+    output[..., j..., ...] = input[..., indices[j...], ...]
+    OutputTensor.Sizes = { InputTensor.Sizes[0..Axis],
+                           IndicesTensor.Sizes[DimensionCount - IndexDimensions ..],
+                           InputTensor.Sizes[Axis + 1 ..] }
+
+right-aligned to the tensors' one DimensionCount D: leading 1s are cropped
+where the concatenation is longer than D, prepended where it is shorter.
+Lowered to one ``Gather`` pass over the concatenation's index space whose
+coordinate along ``Axis`` is read from the indices (clamped into the
+dimension, see ``_index``).
+
+Errata of the page this module follows:
+
+* IndexDimensions "ranging [0, IndicesTensor.DimensionCount)", but Example 1
+  uses IndexDimensions 1 with 1-D indices: opendml accepts
+  ``[0, IndicesTensor.DimensionCount]``.
+* Example 3 (a {3,2} input, Axis 1, IndexDimensions 2, indices {1,2}) shows
+  a {3,2} output, while the page's own size rule gives {3,1,2} (rank 2 + 2 -
+  1 = 3 > 2): opendml's bundled example uses IndexDimensions 1, with which
+  the example is consistent.
+* OutputTensor: "The DimensionCount and DataType of this tensor must match
+  InputTensor.DimensionCount" (garbled): the constraints say same
+  DimensionCount and same DataType, which opendml checks.
+
+Rules beyond the page's words that make the description well defined: the
+indices' dimensions before the last IndexDimensions ("irrelevant leading
+ones") must be 1, and the concatenation's dimensions cropped to fit D must
+be 1. The page's own rule, the input's original rank (D less its leading
+1s) + IndexDimensions - 1 <= D, is checked as written.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Gather
+from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position, right_aligned
+from ._spec import Tensor, UInt, is_float
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class GatherOperatorDesc(IndexOperatorDesc):
+    """``OutputTensor`` may be None: a packed output of the gathered sizes."""
+
+    input_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    axis: int
+    index_dimensions: int
+
+    OPERATOR = "GATHER"
+    TYPE_VALUE = 67
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_1_0, FLOAT16_32)
+    DEFAULT_INPUT_START = 0
+
+    def __post_init__(self):
+        inp = self._check_input()
+        idx = self.indices_tensor
+        if not isinstance(idx, TensorDesc):
+            raise self._err(f"IndicesTensor must be a TensorDesc; got {type(idx).__name__}")
+        if idx.rank != inp.rank:
+            raise self._err(f"IndicesTensor.DimensionCount must equal InputTensor.DimensionCount; "
+                            f"got {idx.rank} != {inp.rank}")
+        d = inp.rank
+        axis = self._axis_field("axis", "Axis", d, "InputTensor")
+        k = self._uint("index_dimensions", "IndexDimensions")
+        self._check_bounds_scalar("IndexDimensions", k, 0, d, " ([0, IndicesTensor.DimensionCount]: the page's "
+                                  "Example 1 uses IndexDimensions 1 with 1-D indices)")
+        self._check_leading_ones("IndicesTensor", idx, k, "IndexDimensions")
+        original = d - next((i for i, n in enumerate(inp.sizes) if n != 1), d)
+        if original + k - 1 > d:
+            raise self._err(f"the original rank of InputTensor (DimensionCount less its leading 1s) + "
+                            f"IndexDimensions - 1 must be <= OutputTensor.DimensionCount: {original} + {k} - 1 > {d}")
+        full = self.full_sizes
+        if len(full) > d and any(n != 1 for n in full[:len(full) - d]):
+            raise self._err(f"the gathered sizes {list(full)} (InputTensor.Sizes[0..Axis], the last IndexDimensions "
+                            f"of IndicesTensor.Sizes, InputTensor.Sizes[Axis+1..]) must fit DimensionCount {d}: "
+                            f"the {len(full) - d} leading ones cropped must be 1")
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, self.gathered_sizes))
+        self._check_index_ops(("InputTensor", "OutputTensor"))
+        self._check_sizes("OutputTensor", self.output_tensor, self.gathered_sizes,
+                          "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
+                          "InputTensor.Sizes[Axis+1..]} right-aligned")
+
+    @property
+    def full_sizes(self) -> tuple[int, ...]:
+        """The concatenation, before fitting it to DimensionCount."""
+        x, i, a, k = self.input_tensor.sizes, self.indices_tensor.sizes, self.axis, self.index_dimensions
+        return tuple(x[:a]) + tuple(i[len(i) - k:]) + tuple(x[a + 1:])
+
+    @property
+    def gathered_sizes(self) -> tuple[int, ...]:
+        full, d = self.full_sizes, self.input_tensor.rank
+        return full[len(full) - d:] if len(full) >= d else (1,) * (d - len(full)) + full
+
+    def _index_passes(self, layouts, out_strides):
+        (xs, xo), (is_, io) = layouts
+        x, a, k = self.input_tensor, self.axis, self.index_dimensions
+        d = x.rank
+        sizes = self.full_sizes
+        src = tuple(xs[:a]) + (0,) * k + tuple(xs[a + 1:])
+        istr = (0,) * a + tuple(is_[d - k:]) + (0,) * (d - a - 1)
+        dst = right_aligned(out_strides[0], len(sizes))
+        yield Gather(0, 0, sizes, xo, src, 0, dst, (position(1, io, istr, xs[a], x.sizes[a]),))
+
+    # differentiation (see ``_index``): linear in InputTensor; the adjoint is
+    # an accumulating scatter of the gradient at the same positions.
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None

@@ -1,0 +1,77 @@
+"""DML_GATHER_ELEMENTS_OPERATOR_DESC: one element of the input per index,
+along ``Axis`` (NumPy's ``take_along_axis``),
+
+    output[i, j, k, ...] = input[i, j, indices[i, j, k, ...], ...]    (Axis 2)
+    OutputTensor.Sizes = IndicesTensor.Sizes
+
+lowered to one ``Gather`` pass over the indices' index space whose
+coordinate along ``Axis`` is read from the indices (clamped into the
+dimension, see ``_index``).
+
+Erratum of the page this module follows: its example shows an OutputTensor
+of DataType UINT32 for a FLOAT32 input, against its own constraint
+("InputTensor and OutputTensor must have the same DataType"), which opendml
+checks; the bundled example uses FLOAT32.
+
+The page says the IndicesTensor's sizes "must match InputTensor.Sizes for
+every dimension except Axis"; opendml checks that.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Gather
+from ._common import TYPES_2_1
+from ._index import IndexOperatorDesc, index_support, position
+from ._spec import Tensor, UInt, is_float
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class GatherElementsOperatorDesc(IndexOperatorDesc):
+    """``OutputTensor`` may be None: a packed output of the indices' sizes."""
+
+    input_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    axis: int
+
+    OPERATOR = "GATHER_ELEMENTS"
+    TYPE_VALUE = 107
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (UInt("Axis", "axis"),)
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_2_1
+    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+    DEFAULT_INPUT_START = 0
+
+    def __post_init__(self):
+        inp = self._check_input()
+        idx = self.indices_tensor
+        if not isinstance(idx, TensorDesc):
+            raise self._err(f"IndicesTensor must be a TensorDesc; got {type(idx).__name__}")
+        if idx.rank != inp.rank:
+            raise self._err(f"IndicesTensor.DimensionCount must equal InputTensor.DimensionCount; "
+                            f"got {idx.rank} != {inp.rank}")
+        axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
+        self._check_all_but_axis("IndicesTensor", idx, "InputTensor", inp, axis)
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, idx.sizes))
+        self._check_index_ops(("InputTensor", "OutputTensor"))
+        self._check_sizes("OutputTensor", self.output_tensor, idx.sizes, "IndicesTensor.Sizes")
+
+    def _index_passes(self, layouts, out_strides):
+        (xs, xo), (is_, io) = layouts
+        a = self.axis
+        src = tuple(0 if d == a else s for d, s in enumerate(xs))
+        yield Gather(0, 0, self.indices_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
+                     (position(1, io, is_, xs[a], self.input_tensor.sizes[a]),))
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None
+
+    def chunking(self):
+        return {self.axis: 0}

@@ -1,0 +1,186 @@
+"""DML_GATHER_ND_OPERATOR_DESC and DML_GATHER_ND1_OPERATOR_DESC: whole
+sub-blocks of the input taken at the index tuples of ``IndicesTensor`` (its
+last dimension is the tuple size q), within ``BatchDimensionCount`` leading
+batch dimensions (GATHER_ND1; GATHER_ND is GATHER_ND1 with none),
+
+    output[b..., j..., t...] = input[b..., indices[b..., j..., 0], ...,
+                                     indices[b..., j..., q-1], t...]
+    OutputTensor.Sizes = {1..., IndicesTensor.Sizes[D - IndicesDimensionCount .. D-1],
+                          InputTensor.Sizes[D - InputDimensionCount + Batch + q .. D]}
+
+(D the tensors' one DimensionCount; the batch dimensions are the first
+``BatchDimensionCount`` of the meaningful dimensions of both tensors, and
+must agree). Lowered to one ``Gather`` pass with one indexed coordinate per
+tuple entry (each clamped into its dimension, see ``_index``).
+
+Errata of the pages this module follows:
+
+* OutputTensor: "The DimensionCount and DataType of this tensor must match
+  InputTensor.DimensionCount" (garbled): same DimensionCount and DataType.
+* The size formula reads ``InputTensor.Sizes[(InputTensor.DimensionCount -
+  indexTupleSize) .. InputTensor.DimensionCount]``, the last q input
+  dimensions, but the page's own worked example ({3,4,5,6,7} with 3-tuples
+  gives {6,7}, "ignoring the first 3 dimensions") and GATHER_ND's Example 2
+  take the dimensions after the first q meaningful ones, as above; opendml
+  follows the examples.
+
+Rules that make the description well defined, beyond the pages' words: the
+dimensions before the last InputDimensionCount (IndicesDimensionCount) are 1
+("irrelevant leading ones"); the tuple size q is in ``[1, InputDimensionCount -
+BatchDimensionCount]``; BatchDimensionCount < IndicesDimensionCount (the
+tuple dimension is not a batch); the output's meaningful dimensions fit D.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Gather
+from ._common import TYPES_2_1
+from ._index import IndexOperatorDesc, index_support, position, right_aligned
+from ._spec import Tensor, UInt, is_float
+
+
+class _NdIndexing(IndexOperatorDesc):
+    """The index-tuple rules GATHER_ND, GATHER_ND1 and SCATTER_ND share: the
+    input is ``input_tensor``; ``_nd_batch`` the batch dimension count."""
+
+    _nd_batch = 0
+
+    def _check_nd(self, inp: TensorDesc, idx: TensorDesc, batch: int, closed: bool = True) -> None:
+        d = inp.rank
+        if idx.rank != d:
+            raise self._err(f"IndicesTensor.DimensionCount must equal InputTensor.DimensionCount; "
+                            f"got {idx.rank} != {d}")
+        n_in = self._uint("input_dimension_count", "InputDimensionCount")
+        n_idx = self._uint("indices_dimension_count", "IndicesDimensionCount")
+        self._check_bounds_scalar("InputDimensionCount", n_in, 1, d, " ([1, InputTensor.DimensionCount])")
+        self._check_bounds_scalar("IndicesDimensionCount", n_idx, 1, d, " ([1, IndicesTensor.DimensionCount])")
+        self._check_leading_ones("InputTensor", inp, n_in, "InputDimensionCount")
+        self._check_leading_ones("IndicesTensor", idx, n_idx, "IndicesDimensionCount")
+        if batch >= n_in or batch >= n_idx:
+            raise self._err(f"BatchDimensionCount must be < InputDimensionCount and < IndicesDimensionCount "
+                            f"(the batch dimensions are leading meaningful dimensions of both, and the index "
+                            f"tuple's dimension is not one); got {batch} (InputDimensionCount {n_in}, "
+                            f"IndicesDimensionCount {n_idx})")
+        for k in range(batch):
+            a, b = inp.sizes[d - n_in + k], idx.sizes[d - n_idx + k]
+            if a != b:
+                raise self._err(f"batch dimension {k}: InputTensor.Sizes[{d - n_in + k}] must equal "
+                                f"IndicesTensor.Sizes[{d - n_idx + k}]; got {a} != {b}")
+        q = idx.sizes[d - 1]
+        if not 1 <= q <= n_in - batch:
+            raise self._err(f"IndicesTensor.Sizes[{d - 1}] (the index tuple size) must be in [1, "
+                            f"InputDimensionCount - BatchDimensionCount] = [1, {n_in - batch}]; got {q}")
+        full = self.nd_sizes
+        if len(full) > d:
+            raise self._err(f"the result's meaningful sizes {list(full)} (IndicesTensor.Sizes[D - "
+                            f"IndicesDimensionCount .. D-1], then InputTensor's dimensions after the batch and the "
+                            f"{q} indexed ones) must fit DimensionCount {d}; got {len(full)} dimensions")
+
+    @property
+    def nd_sizes(self) -> tuple[int, ...]:
+        """The meaningful sizes of the gathered result (SCATTER_ND's updates)."""
+        inp, idx, b = self.input_tensor, self.indices_tensor, self._nd_batch
+        d = inp.rank
+        q = idx.sizes[d - 1]
+        return tuple(idx.sizes[d - self.indices_dimension_count:d - 1]) + \
+            tuple(inp.sizes[d - self.input_dimension_count + b + q:])
+
+    @property
+    def nd_result_sizes(self) -> tuple[int, ...]:
+        full, d = self.nd_sizes, self.input_tensor.rank
+        return (1,) * (d - len(full)) + full
+
+    def _nd_axes(self, xs, is_, io, data_strides):
+        """(pass sizes, the data tensor's strides over them, the IndexAxes):
+        ``xs`` the input's strides (where the batch and trailing dimensions
+        read), ``data_strides`` those of the tensor indexed (the input for a
+        gather, the output for a scatter)."""
+        inp, idx, b = self.input_tensor, self.indices_tensor, self._nd_batch
+        d = inp.rank
+        q = idx.sizes[d - 1]
+        n_in, n_idx = self.input_dimension_count, self.indices_dimension_count
+        lead = n_idx - 1                       # index dimensions in the pass (batch ones first)
+        trail = n_in - b - q                   # the input's dimensions after the tuple
+        sizes = self.nd_sizes
+        first = d - n_in
+        data = tuple(data_strides[first + k] for k in range(b)) + (0,) * (lead - b) + \
+            tuple(data_strides[first + b + q + k] for k in range(trail))
+        istr = tuple(is_[d - n_idx + k] for k in range(lead)) + (0,) * trail
+        axes = tuple(position(1, io + j * is_[d - 1], istr, data_strides[first + b + j], inp.sizes[first + b + j])
+                     for j in range(q))
+        return sizes, data, axes
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class GatherNd1OperatorDesc(_NdIndexing):
+    """``OutputTensor`` may be None: a packed output of the gathered sizes."""
+
+    input_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    input_dimension_count: int
+    indices_dimension_count: int
+    batch_dimension_count: int
+
+    OPERATOR = "GATHER_ND1"
+    TYPE_VALUE = 140
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
+              UInt("IndicesDimensionCount", "indices_dimension_count"),
+              UInt("BatchDimensionCount", "batch_dimension_count"))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_3_0
+    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)[1:]
+    DEFAULT_INPUT_START = 0
+
+    @property
+    def _nd_batch(self) -> int:
+        return self.batch_dimension_count
+
+    def __post_init__(self):
+        inp = self._check_input()
+        idx = self.indices_tensor
+        if not isinstance(idx, TensorDesc):
+            raise self._err(f"IndicesTensor must be a TensorDesc; got {type(idx).__name__}")
+        batch = self._uint("batch_dimension_count", "BatchDimensionCount")
+        self._check_nd(inp, idx, batch)
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, self.nd_result_sizes))
+        self._check_index_ops(("InputTensor", "OutputTensor"))
+        self._check_sizes("OutputTensor", self.output_tensor, self.nd_result_sizes,
+                          "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
+                          "the batch and indexed dimensions]}")
+
+    def _index_passes(self, layouts, out_strides):
+        (xs, xo), (is_, io) = layouts
+        sizes, src, axes = self._nd_axes(xs, is_, io, xs)
+        yield Gather(0, 0, sizes, xo, src, 0, right_aligned(out_strides[0], len(sizes)), axes)
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class GatherNdOperatorDesc(GatherNd1OperatorDesc):
+    """GATHER_ND: GATHER_ND1 without batch dimensions (feature level 2_1)."""
+
+    input_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    input_dimension_count: int
+    indices_dimension_count: int
+    batch_dimension_count: int = dataclasses.field(default=0, init=False)
+
+    OPERATOR = "GATHER_ND"
+    TYPE_VALUE = 108
+    SLOTS = GatherNd1OperatorDesc.SLOTS
+    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
+              UInt("IndicesDimensionCount", "indices_dimension_count"))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_2_1
+    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)

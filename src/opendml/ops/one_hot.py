@@ -1,0 +1,89 @@
+"""DML_ONE_HOT_OPERATOR_DESC: along ``Axis`` of the output, every sequence is
+OffValue but for OnValue at the position its index gives,
+
+    output[..., k, ...] = OnValue if k == indices[..., 0, ...] else OffValue
+    IndicesTensor.Sizes = OutputTensor.Sizes, with 1 along Axis
+
+OffValue is ValuesTensor's element 0; OnValue its element 1 along the
+fastest-changing dimension of size > 1. The output's type is the values'.
+A negative index of a signed type counts from the end of the sequence (from
+feature level 3_0); an index outside ``[-depth, depth)`` (depth =
+``OutputTensor.Sizes[Axis]``) sets no OnValue: the sequence is all
+OffValue (the page's Example 4). Lowered to a ``Copy`` broadcasting
+OffValue over the output and a ``Scatter`` of OnValue whose coordinate
+along ``Axis`` is read from the indices, skipped where out of range.
+
+Erratum (a gap of the page): it says what an index past the sequence does
+but not one below -depth; opendml gives the all-off sequence for both (as
+ONNX's OneHot does).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import INDEX_SKIP, Copy, Scatter
+from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position
+from ._spec import Tensor, UInt
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class OneHotOperatorDesc(IndexOperatorDesc):
+    """Every tensor is given: the output's size along ``Axis`` is the depth."""
+
+    indices_tensor: TensorDesc
+    values_tensor: TensorDesc
+    output_tensor: TensorDesc
+    axis: int
+
+    OPERATOR = "ONE_HOT"
+    TYPE_VALUE = 95
+    SLOTS = (Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("ValuesTensor", "values_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output"))
+    FIELDS = (UInt("Axis", "axis"),)
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_2_0
+    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
+    DEFAULT_INPUT_START = 0
+
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.indices_tensor
+
+    def __post_init__(self):
+        idx = self._check_input()
+        for name, t in (("ValuesTensor", self.values_tensor), ("OutputTensor", self.output_tensor)):
+            if not isinstance(t, TensorDesc):
+                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
+        self._check_index_ops(("ValuesTensor", "OutputTensor"))
+        out = self.output_tensor
+        axis = self._axis_field("axis", "Axis", idx.rank, "IndicesTensor")
+        self._check_all_but_axis("IndicesTensor", idx, "OutputTensor", out, axis, axis_size=1)
+        n = math.prod(self.values_tensor.sizes)
+        if n < 2:
+            raise self._err(f"ValuesTensor must hold at least two elements (OffValue, OnValue); got "
+                            f"{n} (Sizes {list(self.values_tensor.sizes)})")
+
+    def linear_part(self):
+        """Not differentiated: the output is not a function of a data tensor
+        opendml differentiates (its values come from ValuesTensor, which the
+        array API takes as constants)."""
+        return None
+
+    @property
+    def depth(self) -> int:
+        return self.output_tensor.sizes[self.axis]
+
+    def _index_passes(self, layouts, out_strides):
+        (is_, io), (vs, vo) = layouts
+        out, a = self.output_tensor, self.axis
+        os_ = tuple(out_strides[0])
+        sizes = self.values_tensor.sizes
+        inner = max(d for d, n in enumerate(sizes) if n > 1)
+        yield Copy(1, 0, out.sizes, vo, (0,) * out.rank, 0, os_)
+        dst = tuple(0 if d == a else s for d, s in enumerate(os_))
+        yield Scatter(1, 0, self.indices_tensor.sizes, vo + vs[inner], (0,) * out.rank, 0, dst,
+                      (position(0, io, is_, os_[a], out.sizes[a], out_of_range=INDEX_SKIP),))

@@ -1,0 +1,91 @@
+"""DML_REVERSE_SUBSEQUENCES_OPERATOR_DESC: along ``Axis``, the first L
+elements of every sequence reversed, L read from ``SequenceLengthsTensor``
+(sizes of the input, 1 along Axis), the rest copied,
+
+    output[..., k, ...] = input[..., L - 1 - k, ...]   if k < L
+                          input[..., k, ...]           otherwise
+
+A length past the axis behaves as if clamped to it (the page); lengths 0 and
+1 copy the sequence. Lowered to one ``Gather`` pass whose coordinate along
+Axis is computed from the length (``INDEX_REVERSE_LENGTH``). The operation
+is its own adjoint (a permutation of each sequence that is its own
+inverse).
+
+Erratum (a gap of the page): the examples call the tensor "SequenceTensor";
+the struct field is SequenceLengthsTensor, the name opendml uses.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..model.data_type import DataType
+from ..plan import INDEX_REVERSE_LENGTH, Gather
+from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._index import IndexOperatorDesc, position
+from ._spec import Tensor, UInt, is_float
+
+_U32 = (("SequenceLengthsTensor", frozenset({DataType.UINT32})),)
+_U64 = (("SequenceLengthsTensor", frozenset({DataType.UINT32, DataType.UINT64})),)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
+    """``OutputTensor`` may be None: a packed output of the input's sizes."""
+
+    input_tensor: TensorDesc
+    sequence_lengths_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    axis: int
+
+    OPERATOR = "REVERSE_SUBSEQUENCES"
+    TYPE_VALUE = 106
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("SequenceLengthsTensor", "sequence_lengths_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (UInt("Axis", "axis"),)
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_2_1
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, _U32),
+        SupportRow(FeatureLevel.FL_3_0, range(4, 6), TYPES_2_1, _U32),
+        SupportRow(FeatureLevel.FL_4_0, range(1, 9), TYPES_2_1, _U32),
+        SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1, _U64),
+    )
+    INDEX_SLOT = "SequenceLengthsTensor"
+    INDEX_ATTR = "sequence_lengths_tensor"
+    INDEX_ANY_LEVEL = frozenset({DataType.UINT32, DataType.UINT64})
+
+    def __post_init__(self):
+        inp = self._check_input()
+        lengths = self.sequence_lengths_tensor
+        if not isinstance(lengths, TensorDesc):
+            raise self._err(f"SequenceLengthsTensor must be a TensorDesc; got {type(lengths).__name__}")
+        if lengths.rank != inp.rank:
+            raise self._err(f"SequenceLengthsTensor.DimensionCount must equal InputTensor.DimensionCount; "
+                            f"got {lengths.rank} != {inp.rank}")
+        axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
+        self._check_all_but_axis("SequenceLengthsTensor", lengths, "InputTensor", inp, axis, axis_size=1)
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
+        self._check_index_ops(("InputTensor", "OutputTensor"))
+        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+
+    def _index_passes(self, layouts, out_strides):
+        (xs, xo), (ls, lo) = layouts
+        a = self.axis
+        src = tuple(0 if d == a else s for d, s in enumerate(xs))
+        lstr = tuple(0 if d == a else s for d, s in enumerate(ls))
+        yield Gather(0, 0, self.input_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
+                     (position(1, lo, lstr, xs[a], self.input_tensor.sizes[a], mode=INDEX_REVERSE_LENGTH, axis=a),))
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None
+
+    def chunking(self):
+        return {self.axis: 0}
+
+    def adjoint(self, api, grad, lengths):
+        """Its own adjoint: each sequence's permutation is its own inverse."""
+        return (api.reverse_subsequences(grad, lengths, self.axis), None)

@@ -1,0 +1,95 @@
+"""DML_SCATTER_OPERATOR_DESC, alias DML_SCATTER_ELEMENTS_OPERATOR_DESC: the
+input copied, then each update written at the position its index gives
+along ``Axis`` (the counterpart of GATHER_ELEMENTS),
+
+    output = input
+    output[i, j, indices[i, j, k, ...], ...] = updates[i, j, k, ...]    (Axis 2)
+
+lowered to a ``Copy`` of the input and a ``Scatter`` pass of the updates whose
+destination coordinate along ``Axis`` is read from the indices (clamped into
+the dimension; where indices repeat, the last update in row-major order
+wins: see ``_index``).
+
+Errata of the page this module follows:
+
+* Example 1 writes index 3 twice (indices [3,1,3,0]), which the page calls
+  invalid with no guaranteed winner, yet shows a definite result (7, the
+  last write): opendml's rule (the last write in index order wins) gives
+  that result, and the bundled example keeps it.
+* Example 2 gives InputTensor Sizes {2,3} with 3x3 data and a {3,3} output:
+  the bundled example uses Sizes {3,3}.
+* "introduced in DML_FEATURE_LEVEL_1_0" with a 1_0 table, but DirectML.h
+  declares DML_OPERATOR_SCATTER_ELEMENTS in its feature level 2_0 block and
+  the feature-level history lists it in 2_0: opendml follows the header
+  (introduced in 2_0, with the page's 1_0 table's types there).
+* The description calls it "the inverse of DML_GATHER_OPERATOR_DESC", the
+  remarks "not really symmetric" to it: it is the counterpart of
+  GATHER_ELEMENTS (same index space), as the remarks and the alias say.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy, Scatter
+from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position
+from ._spec import Tensor, UInt, is_float
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class ScatterElementsOperatorDesc(IndexOperatorDesc):
+    """``OutputTensor`` may be None: a packed output of the input's sizes."""
+
+    input_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    updates_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    axis: int
+
+    OPERATOR = "SCATTER_ELEMENTS"
+    ALIASES = ("SCATTER",)
+    TYPE_VALUE = 94
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("UpdatesTensor", "updates_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (UInt("Axis", "axis"),)
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_2_0
+    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
+    DEFAULT_INPUT_START = 0
+
+    def __post_init__(self):
+        inp = self._check_input()
+        for name, t in (("IndicesTensor", self.indices_tensor), ("UpdatesTensor", self.updates_tensor)):
+            if not isinstance(t, TensorDesc):
+                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
+            if t.rank != inp.rank:
+                raise self._err(f"{name}.DimensionCount must equal InputTensor.DimensionCount; "
+                                f"got {t.rank} != {inp.rank}")
+        idx, upd = self.indices_tensor, self.updates_tensor
+        axis = self._axis_field("axis", "Axis", inp.rank, "OutputTensor")
+        self._check_all_but_axis("IndicesTensor", idx, "InputTensor", inp, axis)
+        for d in range(inp.rank):
+            if upd.sizes[d] != idx.sizes[d]:
+                raise self._err(f"UpdatesTensor.Sizes[{d}] must equal IndicesTensor.Sizes[{d}]; "
+                                f"got {upd.sizes[d]} != {idx.sizes[d]}")
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
+        self._check_index_ops(("InputTensor", "UpdatesTensor", "OutputTensor"))
+        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+
+    def _index_passes(self, layouts, out_strides):
+        (xs, xo), (is_, io), (us, uo) = layouts
+        a, os_ = self.axis, tuple(out_strides[0])
+        yield Copy(0, 0, self.input_tensor.sizes, xo, tuple(xs), 0, os_)
+        dst = tuple(0 if d == a else s for d, s in enumerate(os_))
+        yield Scatter(2, 0, self.updates_tensor.sizes, uo, tuple(us), 0, dst,
+                      (position(1, io, is_, os_[a], self.output_tensor.sizes[a]),))
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None
+
+    def chunking(self):
+        return {self.axis: 0}

@@ -1,0 +1,97 @@
+"""DML_SCATTER_ND_OPERATOR_DESC: the input copied, then whole sub-blocks of
+the updates written at the index tuples of ``IndicesTensor`` (the last
+dimension holds the tuple, of size q),
+
+    output = input
+    output[indices[j..., 0], ..., indices[j..., q-1], t...] = updates[j..., t...]
+    UpdatesTensor.Sizes = {1..., IndicesTensor.Sizes[D - IndicesDimensionCount .. D-1],
+                           InputTensor.Sizes[D - InputDimensionCount + q .. D]}
+
+lowered to a ``Copy`` of the input and a ``Scatter`` pass with one indexed
+coordinate per tuple entry (clamped into its dimension; where tuples repeat,
+the last update in row-major order wins: see ``_index``).
+
+Errata of the page this module follows:
+
+* The title names DML_SCATTER_ELEMENTS_OPERATOR_DESC (copied from SCATTER;
+  SCATTER_ND is no alias of it), and the pseudocode's "behavior determined
+  by the axis" (there is no Axis).
+* Its example gives an IndicesTensor of DataType FLOAT32 (index types are
+  integers) and tensors of different DimensionCount ({8}, {4,1}, {4})
+  against "must have the same DimensionCount": the bundled example uses
+  UINT32 indices and {1,8}, {4,1}, {1,4} (IndicesDimensionCount 2,
+  InputDimensionCount 1).
+* InputDimensionCount / IndicesDimensionCount "ranging [1, DimensionCount)"
+  (half-open), where GATHER_ND says [1, DimensionCount] and the page's own
+  1-D example needs the closed range: opendml accepts the closed range.
+* "Sizes and DataType of this tensor must match InputTensor.Sizes" (garbled):
+  same Sizes and DataType.
+* The updates' size formula takes the last q input dimensions, against the
+  page's own worked example ({3,4,5,6,7} with 3-tuples gives {6,7}): opendml
+  follows the example (the dimensions after the first q meaningful ones), as
+  for GATHER_ND.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy, Scatter
+from ._common import TYPES_2_1
+from ._index import index_support, right_aligned
+from ._spec import Tensor, UInt, is_float
+from .gather_nd import _NdIndexing
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class ScatterNdOperatorDesc(_NdIndexing):
+    """``OutputTensor`` may be None: a packed output of the input's sizes."""
+
+    input_tensor: TensorDesc
+    indices_tensor: TensorDesc
+    updates_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    input_dimension_count: int
+    indices_dimension_count: int
+
+    OPERATOR = "SCATTER_ND"
+    TYPE_VALUE = 109
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("IndicesTensor", "indices_tensor", "input"),
+             Tensor("UpdatesTensor", "updates_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
+              UInt("IndicesDimensionCount", "indices_dimension_count"))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_2_1
+    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+    DEFAULT_INPUT_START = 0
+
+    def __post_init__(self):
+        inp = self._check_input()
+        for name, t in (("IndicesTensor", self.indices_tensor), ("UpdatesTensor", self.updates_tensor)):
+            if not isinstance(t, TensorDesc):
+                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
+        upd = self.updates_tensor
+        if upd.rank != inp.rank:
+            raise self._err(f"UpdatesTensor.DimensionCount must equal InputTensor.DimensionCount; "
+                            f"got {upd.rank} != {inp.rank}")
+        self._check_nd(inp, self.indices_tensor, 0)
+        self._check_sizes("UpdatesTensor", upd, self.nd_result_sizes,
+                          "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
+                          "the indexed dimensions]}")
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
+        self._check_index_ops(("InputTensor", "UpdatesTensor", "OutputTensor"))
+        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+
+    def _index_passes(self, layouts, out_strides):
+        (xs, xo), (is_, io), (us, uo) = layouts
+        os_ = tuple(out_strides[0])
+        yield Copy(0, 0, self.input_tensor.sizes, xo, tuple(xs), 0, os_)
+        sizes, dst, axes = self._nd_axes(xs, is_, io, os_)
+        yield Scatter(2, 0, sizes, uo, right_aligned(us, len(sizes)), 0, dst, axes)
+
+    def linear_part(self):
+        return self if is_float(self.input_tensor.data_type) else None

@@ -1,0 +1,117 @@
+/* The call cache's shared parts (calls.c, calls_move.c, calls_new.c; see calls.c
+ * for what the cache is). calls.c holds the table, the keys, the hooks and
+ * the entries of the first five operators; calls_move.c the data-movement
+ * family's entries (NumPy arrays, PyTorch CPU views, CUDA memory);
+ * calls_new.c the calls run in one C call without an entry of their own
+ * (Inductor's direct kernel, the new-shape routes on PyTorch tensors and
+ * NumPy arrays). What they share is declared here; the extension is built
+ * with hidden symbol visibility (setup.py), so none of it is exported. */
+#ifndef OPENDML_CALLS_H
+#define OPENDML_CALLS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "common.h"
+#include "move.h"
+#include "newshape.h"
+#include "torch_api.h"
+
+#ifdef ODML_NUMPY
+/* One NumPy API table for the three files, imported by calls.c (odml_calls_init);
+ * calls_move.c and calls_new.c define NO_IMPORT_ARRAY before including this. */
+#define PY_ARRAY_UNIQUE_SYMBOL odml_calls_ARRAY_API
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#if NPY_ABI_VERSION < 0x02000000          /* NumPy 1.x headers */
+#define PyDataType_ELSIZE(d) ((d)->elsize)
+#endif
+#endif
+
+#define MAX_KEY 384
+#define MAX_ENTRIES 4096
+#define MAX_RANK 8
+#define MAX_ARG_INTS 8
+#define RELEASE_BYTES (64 * 1024)
+#define PAGE 4096
+
+enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_EAGER = 5 };   /* KIND_MOVE is 4 (below) */
+
+typedef struct {
+    PyObject_HEAD
+    int kind, cpu;            /* the array's kind; 1: a CPU kernel (NumPy arrays, PyTorch CPU tensors) */
+    PyObject *shape;          /* the output's shape, a tuple of ints */
+    uint64_t origin;          /* bytes from the input's data pointer back to element 0 of the bound range */
+    /* NumPy */
+    PyObject *dtype;          /* the output's PyArray_Descr */
+    int rank, kernel, threads, use_blocks, prefault;
+    int64_t dims[MAX_RANK], out_bytes;
+    odml_kernel_params p;     /* kernel's block (common.h) */
+    /* CUDA */
+    uint64_t function, params;  /* params: host address of the parameter struct (by value): the Launch's, or p */
+    unsigned grid, block, shared, dst_align;
+    PyObject *launch;         /* the backend's Launch: owns the parameter struct; its call retries and raises;
+                               * NULL for an entry call_cache_torch_new made (its parameters in p), whose
+                               * failed launch the retry hook (call_cache_cuda_retry) takes over */
+    int64_t device;           /* the CUDA device of an entry without a Launch */
+    /* eager autograd (KIND_EAGER) */
+    PyObject *eager;          /* records the call for autograd and runs it: eager(x) -> the output */
+} Entry;
+
+
+typedef struct {
+    int64_t w[MAX_KEY];
+    int n;
+} Key;
+
+/* -- state (calls.c) */
+extern PyTypeObject EntryType;
+extern PyObject *table;                 /* key bytes -> entry */
+extern int enabled, numpy_ready;
+extern long long hits, misses;
+extern unsigned long long generation;   /* bumped by every clear */
+extern PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
+extern PyObject *c_type, *c_empty, *c_device, *c_stream;
+extern PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
+    *s_is_neg, *s_is_conj, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
+extern const odml_torch_api *tapi;
+
+/* -- errors, keys, the table (calls.c) */
+void drop_error(void);
+void drop_all(void);
+PyObject *with_deferred(PyObject *result);
+PyObject *allocation_failed(void);
+int put(Key *k, int64_t v);
+int exact_int(PyObject *o, int64_t *v);
+int key_arg(Key *k, PyObject *a);
+int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+int store(const Key *k, Entry *e);
+int int_of(PyObject *o, PyObject *name, int call, int64_t *v);
+int is_true(PyObject *r);
+int equals(PyObject *r, int64_t want);
+int stream_of(PyObject *s, uint64_t *stream);
+PyObject *take_outputs(PyObject **outs, int n, int multi);
+
+/* -- PyTorch, CuPy, NumPy (calls.c) */
+int torch_key_info(Key *k, const odml_torch_info *in);
+int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
+int torch_still_keyed(PyObject *x, const int64_t *words, int n);
+int torch_plain(PyObject *x);
+int torch_device_is(int64_t device);
+int torch_stream(int64_t device, uint64_t *stream);
+PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst);
+PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
+int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
+int run_kernel(Entry *e, char *dst, const char *src, const char **error);
+#ifdef ODML_NUMPY
+int numpy_key(Key *k, PyArrayObject *x);
+#endif
+
+/* -- the family's entries (calls_move.c) */
+void front_clear(void);                 /* empties the family's front table (with the dict) */
+int odml_calls_move_init(void);
+
+#endif

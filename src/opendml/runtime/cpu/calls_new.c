@@ -1,0 +1,547 @@
+/* Calls the call cache runs in one C call without an entry of their own (see
+ * calls.c and calls.h): Inductor's direct kernel (call_cache_packed) and the
+ * new-shape routes (call_cache_torch_new, call_cache_numpy_new), which record
+ * the entry a repeated call is then served from. */
+#define NO_IMPORT_ARRAY
+#include "calls.h"
+
+/* call_cache_packed(code, split, fallback, extra, x, packed) -> the output:
+ * a C++ window operator's direct kernel (arrays/torch_inductor.py), what
+ * Inductor's wrapper calls instead of the operator. As the operator's kernel
+ * (torch_node.cpp, run_op) does: the packed list split back into `split`
+ * lists of one length, then the call cache's call (code, x, *lists, *extra)
+ * on a PyTorch tensor that neither autograd nor a tracer must see (the
+ * operator's Autograd kernel records a tensor that requires grad with grad
+ * mode on: that call is the operator's). Every call not served, a list of
+ * another length included, is fallback(x, packed), the operator itself. */
+PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) > 4) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_packed(code, split, fallback, extra, x, packed) takes 6 "
+                        "arguments, extra a tuple of at most 4");
+        return NULL;
+    }
+    const Py_ssize_t split = PyLong_AsSsize_t(args[1]);
+    if (split == -1 && PyErr_Occurred()) return NULL;
+    if (split < 1 || split > 8) {
+        PyErr_SetString(PyExc_ValueError, "call_cache_packed: split must be in [1, 8]");
+        return NULL;
+    }
+    PyObject *x = args[4], *packed = args[5], *extra = args[3];
+    if (enabled && table && t_type && Py_TYPE(x) == (PyTypeObject *)t_type &&
+        (PyList_CheckExact(packed) || PyTuple_CheckExact(packed))) {
+        int where = torch_plain(x);
+        if (PyErr_Occurred()) {                     /* (torch_plain reads drop theirs; the operator answers) */
+            drop_error();
+            where = 0;
+        }
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(packed), m = n / split;
+        if ((where == 1 || where == 2) && n > 0 && n % split == 0) {
+            PyObject *argv[2 + 8 + 4];
+            Py_ssize_t count = 2, made = 0;
+            argv[0] = args[0];
+            argv[1] = x;
+            /* Every list is allocated first: an allocation may run a garbage
+             * collection, and a finalizer may change `packed` (empty it, free
+             * its items). The items are copied afterwards, read from packed as
+             * it is then, with no Python code run between the read and the
+             * copy; a length that changed meanwhile leaves the call to the
+             * operator. */
+            for (Py_ssize_t j = 0; j < split; j++) {
+                PyObject *list = PyList_New(m);
+                if (!list) break;
+                argv[count++] = list;
+                made++;
+            }
+            PyObject *result = NULL;
+            if (made == split && PySequence_Fast_GET_SIZE(packed) == n) {
+                PyObject **items = PySequence_Fast_ITEMS(packed);
+                for (Py_ssize_t j = 0; j < split; j++)
+                    for (Py_ssize_t i = 0; i < m; i++) {
+                        Py_INCREF(items[j * m + i]);
+                        PyList_SET_ITEM(argv[2 + j], i, items[j * m + i]);
+                    }
+                for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extra); i++) argv[count++] = PyTuple_GET_ITEM(extra, i);
+                result = with_deferred(torch_serve(argv, count, x, where));
+            } else if (made == split) {
+                result = Py_None;                   /* (packed changed under us: the operator answers) */
+                Py_INCREF(result);
+            }
+            for (Py_ssize_t j = 0; j < made; j++) Py_DECREF(argv[2 + j]);
+            if (!result) return NULL;               /* (an allocation failure: the operator's kernel raises it too) */
+            if (result != Py_None) return result;
+            Py_DECREF(result);
+        }
+    }
+    PyObject *fargs[2] = {x, packed};
+    return PyObject_Vectorcall(args[2], fargs, 2, NULL);
+}
+
+#ifdef ODML_NUMPY
+/* An int64 from a tuple item (a Python int); -1 with no exception left where it is none. */
+static int tuple_int(PyObject *t, Py_ssize_t i, int64_t *v) {
+    long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+    if (x == -1 && PyErr_Occurred()) {
+        drop_error();
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* The facts call_cache_torch_new reads of x (torch_api.h's describe) through Python, where PyTorch's
+ * accessors are not loaded (the library still building in the background, or torch_node="off"): a new
+ * shape then takes this route from the first call of a process, whatever was imported or run first
+ * (issue 33). 0 with *in filled; -1, no exception left, where x is not a plain strided tensor of at most
+ * ODML_TORCH_API_RANK dimensions (the Python route runs the call). `wrapped` covers what describe's does:
+ * a functorch wrapper or an open forward-AD level (t_wrapped), a negative or conjugate view, no storage
+ * (data_ptr raises). */
+static PyObject *torch_strided;           /* torch.strided, read once */
+
+static int torch_describe_py(PyObject *x, odml_torch_info *in) {
+    memset(in, 0, sizeof *in);
+    if (!torch_strided) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        torch_strided = torch ? PyObject_GetAttrString(torch, "strided") : NULL;
+        Py_XDECREF(torch);
+        if (!torch_strided) {
+            drop_error();
+            return -1;
+        }
+    }
+    PyObject *layout = PyObject_GetAttrString(x, "layout");
+    const int strided = layout == torch_strided;
+    Py_XDECREF(layout);
+    if (!strided) {
+        if (PyErr_Occurred()) drop_error();
+        return -1;
+    }
+    in->dispatch_modes = !equals(PyObject_CallNoArgs(t_dispatch_len), 0);
+    in->wrapped = is_true(PyObject_CallOneArg(t_wrapped, x)) || is_true(PyObject_CallMethodNoArgs(x, s_is_neg))
+                  || is_true(PyObject_CallMethodNoArgs(x, s_is_conj));
+    in->requires_grad = is_true(PyObject_GetAttr(x, s_requires_grad));
+    in->grad_enabled = is_true(PyObject_CallNoArgs(t_grad_enabled));
+    int64_t device, ptr;
+    if (is_true(PyObject_GetAttr(x, s_is_cuda))) {
+        if (int_of(x, s_get_device, 1, &device) < 0) return -1;
+    } else {
+        device = is_true(PyObject_GetAttr(x, s_is_cpu)) ? -1 : -2;
+    }
+    in->device = device;
+    if (device < -1) return 0;                    /* declined by the caller */
+    PyObject *dtype = PyObject_GetAttr(x, s_dtype);
+    if (!dtype) {
+        drop_error();
+        return -1;
+    }
+    in->dtype = dtype;                            /* borrowed: torch.dtype objects are immortal singletons */
+    Py_DECREF(dtype);
+    PyObject *shape = PyObject_GetAttr(x, s_shape);
+    PyObject *stride = shape ? PyObject_CallMethodNoArgs(x, s_stride) : NULL;
+    int rc = -1;
+    if (shape && stride && PyTuple_Check(shape) && PyTuple_CheckExact(stride)
+            && PyTuple_GET_SIZE(shape) == PyTuple_GET_SIZE(stride) && PyTuple_GET_SIZE(shape) <= ODML_TORCH_API_RANK) {
+        in->ndim = (int32_t)PyTuple_GET_SIZE(shape);
+        rc = 0;
+        for (int i = 0; i < in->ndim && rc == 0; i++)
+            rc = tuple_int(shape, i, &in->sizes[i]) < 0 || tuple_int(stride, i, &in->strides[i]) < 0 ? -1 : 0;
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    if (PyErr_Occurred()) drop_error();
+    if (rc < 0 || int_of(x, s_data_ptr, 1, &ptr) < 0) return -1;
+    in->data_ptr = (uint64_t)ptr;
+    return 0;
+}
+
+/* x.new_empty(dims) (x's dtype and device) and its data pointer: PyTorch's accessor, else through Python.
+ * NULL with the allocator's exception. */
+static PyObject *torch_new_empty(PyObject *x, const int64_t *dims, int rank, uint64_t *dst) {
+    if (tapi) return tapi->empty(x, dims, rank, NULL, dst);
+    PyObject *shape = PyTuple_New(rank);
+    if (!shape) return NULL;
+    for (int i = 0; i < rank; i++) {
+        PyObject *v = PyLong_FromLongLong(dims[i]);
+        if (!v) {
+            Py_DECREF(shape);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(shape, i, v);
+    }
+    PyObject *out = PyObject_CallMethodOneArg(x, s_new_empty, shape);
+    Py_DECREF(shape);
+    int64_t p;
+    if (out && int_of(out, s_data_ptr, 1, &p) < 0) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_RuntimeError, "opendml call cache: new_empty gave a tensor without a data pointer");
+        return NULL;
+    }
+    if (out) *dst = (uint64_t)p;
+    return out;
+}
+
+#endif
+
+/* call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> the output, None, or
+ * a kernel name
+ *
+ * A new shape's route on a PyTorch tensor (issue 19), in one C call: x read
+ * through the tensor accessors, the plan of plain_plan's `kind` (0 copy, 1
+ * unfold, 2 scatter) and `fields` applied to x's layout (newshape.h), the
+ * output allocated by PyTorch (at::empty), the kernel run, and the call
+ * recorded as the call cache's entry for (op, args) on x, as the Python
+ * route records it (put_numpy, put_cuda), where the cache is on and still
+ * in `generation`.
+ *
+ * On the CPU (x.get_device() == -1), `cpu` is (max_threads, grain_bytes,
+ * tile_stride, tile_columns, limit_bytes) of the CPU backend (None: its
+ * compiled kernels are off): the kernel, parameters and threads are
+ * CpuBackend's for the plan (odml_new_cpu), for outputs below limit_bytes;
+ * `dtype` is x's NumPy dtype (what a served call's NumPy output takes). On
+ * CUDA, `kernels` maps the device index to a dict of compiled kernels (name
+ * -> CUfunction; None: launches are not made natively): the launch is
+ * runtime/cuda/backend.py's for the plan (odml_new_cuda, cuda_spec.c), queued
+ * on the device's current stream, the device current; a name the dict lacks
+ * comes back as a str, nothing run (the caller compiles it and calls again).
+ *
+ * None, nothing run, wherever the Python route must run the call: no
+ * accessors, x not a plain dense tensor of at most 8 dimensions (a wrapper,
+ * a dispatch mode, a forward-AD level), another device or another current
+ * CUDA device, fields that do not fit x, an output that cannot be allocated
+ * (the Python route raises the error that names it), a launch the driver
+ * refuses. No rule of DirectML is checked here: the fields come from the
+ * operator's plain_lowering, which validated them. */
+#ifdef ODML_NUMPY
+static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, const odml_torch_info *pin);
+
+/* The fields of `lowering` (a compiled plain lowering: planner.NATIVE_LOWERING's slice1_lowering or
+ * slice_lowering, which run no Python code) for x's sizes as describe read them: what plain_plan gives for
+ * them (the same count rule, plain_count: 1 to 8 sizes of 1 to UINT32_MAX elements in all). A new reference
+ * to a tuple, or NULL with no exception set where it gives none. */
+static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const odml_torch_info *in) {
+    const Py_ssize_t n_args = PyTuple_GET_SIZE(call_args);
+    if (in->ndim < 1 || in->ndim > ODML_MAX_RANK || n_args > 4) return NULL;
+    int64_t count = 1;
+    for (int i = 0; i < in->ndim; i++)
+        if (in->sizes[i] < 0 || __builtin_mul_overflow(count, in->sizes[i], &count)) return NULL;
+    if (count < 1 || count > (int64_t)UINT32_MAX) return NULL;
+    PyObject *shape = PyTuple_New(in->ndim);
+    if (!shape) {
+        drop_error();
+        return NULL;
+    }
+    for (int i = 0; i < in->ndim; i++) {
+        PyObject *v = PyLong_FromLongLong(in->sizes[i]);
+        if (!v) {
+            Py_DECREF(shape);
+            drop_error();
+            return NULL;
+        }
+        PyTuple_SET_ITEM(shape, i, v);
+    }
+    PyObject *stack[5];
+    stack[0] = shape;
+    for (Py_ssize_t i = 0; i < n_args; i++) stack[i + 1] = PyTuple_GET_ITEM(call_args, i);
+    PyObject *got = PyObject_Vectorcall(lowering, stack, (size_t)(n_args + 1), NULL);
+    Py_DECREF(shape);
+    if (!got || !PyTuple_CheckExact(got)) {
+        if (PyErr_Occurred()) drop_error();       /* plain_plan calls it again, and raises what it raises */
+        Py_XDECREF(got);
+        return NULL;
+    }
+    return got;
+}
+#endif
+
+/* `fields` may also be a compiled plain lowering (a builtin function, see lowered_fields): C then calls it
+ * on x's sizes as it reads them, after the checks above, and returns False (nothing run) where it gives no
+ * fields (plain_plan then plans the call and C is called again with its fields). */
+PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
+                                         "cpu) takes 9 arguments");
+        return NULL;
+    }
+#ifndef ODML_NUMPY
+    Py_RETURN_NONE;
+#else
+    PyObject *x = args[1], *call_args = args[2], *fields = args[4], *descr = args[7];
+    int64_t kind, gen;
+    odml_torch_info in;
+    const int lower = PyCFunction_CheckExact(fields);
+    if (!numpy_ready || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type || !PyTuple_CheckExact(call_args)
+            || !(lower || PyTuple_CheckExact(fields)) || !PyArray_DescrCheck(descr) || exact_int(args[3], &kind) < 0
+            || exact_int(args[5], &gen) < 0 || kind < 0 || kind > 2
+            || (tapi ? tapi->describe(x, &in) : torch_describe_py(x, &in)) != 0
+            || in.dispatch_modes || in.wrapped || in.device < -1) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    if (!lower) return torch_new_planned(args, fields, &in);
+    PyObject *got = lowered_fields(fields, call_args, &in);
+    if (!got) Py_RETURN_FALSE;
+    PyObject *out = torch_new_planned(args, got, &in);
+    Py_DECREF(got);
+    return out;
+#endif
+}
+
+#ifdef ODML_NUMPY
+/* Whether x is still as `in` described it (dtype, sizes, strides, data
+ * pointer). An allocation may run a garbage collection, whose finalizers may
+ * run Python code that changes x (x.resize_(), x.set_()) and frees the
+ * storage read before: the plan made from the old description must not run.
+ * Read as the route read it: PyTorch's accessors, else through Python. */
+static int torch_still(PyObject *x, const odml_torch_info *in) {
+    odml_torch_info now;
+    if ((tapi ? tapi->describe(x, &now) : torch_describe_py(x, &now)) != 0 || now.dtype != in->dtype || now.data_ptr != in->data_ptr ||
+        now.ndim != in->ndim || now.device != in->device)
+        return 0;
+    for (int i = 0; i < in->ndim; i++)
+        if (now.sizes[i] != in->sizes[i] || now.strides[i] != in->strides[i]) return 0;
+    return 1;
+}
+
+/* call_cache_torch_new once x is described and the fields are a tuple */
+static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, const odml_torch_info *pin) {
+    PyObject *op = args[0], *x = args[1], *call_args = args[2], *kernels = args[6];
+    PyObject *descr = args[7], *conf = args[8];
+    int64_t kind, gen;
+    const odml_torch_info in = *pin;
+    if (exact_int(args[3], &kind) < 0 || exact_int(args[5], &gen) < 0) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    odml_layout L;
+    odml_new_plan pl;
+    L.n = in.ndim;
+    L.es = (int64_t)PyDataType_ELSIZE((PyArray_Descr *)descr);
+    for (int i = 0; i < in.ndim && i < ODML_MAX_RANK; i++) {
+        L.shape[i] = in.sizes[i];
+        L.strides[i] = in.strides[i];
+    }
+    int64_t origin_bytes, out_bytes;
+    if (odml_new_plan_make((int)kind, &L, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &pl)
+            || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)
+            || __builtin_mul_overflow(pl.count, L.es, &out_bytes)) Py_RETURN_NONE;
+    /* The entry's key, from the same snapshot the plan was made from: another
+     * thread may change x (its shape, its storage) once the GIL is released. */
+    Key k;
+    const int keyed = key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item,
+                               PyTuple_GET_SIZE(call_args)) == 0 && torch_key_info(&k, &in) == 0;
+    if (PyErr_Occurred()) drop_error();
+    PyObject *out = NULL, *fn = NULL;
+    uint64_t dst = 0;
+    Entry *e = NULL;
+    if (in.device == -1) {                         /* the CPU kernel */
+        int64_t most, grain, tile_stride, tile_columns, limit;
+        odml_cpu_run run;
+        if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
+                || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 2), &tile_stride)
+                || exact_int(PyTuple_GET_ITEM(conf, 3), &tile_columns) || exact_int(PyTuple_GET_ITEM(conf, 4), &limit)
+                || grain < 1 || most < 1 || out_bytes >= limit || odml_new_cpu(&pl, tile_stride, tile_columns, &run)) {
+            if (PyErr_Occurred()) drop_error();
+            Py_RETURN_NONE;
+        }
+        const int64_t threads = odml_new_threads(run.work, grain, most);
+        if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
+        out = torch_new_empty(x, pl.out_dims, pl.out_rank, &dst);
+        if (!out) return allocation_failed();
+        if (!torch_still(x, &in)) {               /* (changed by a finalizer: the Python route reads it anew) */
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        e = PyObject_New(Entry, &EntryType);
+        if (!e) goto fail;
+        memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
+        e->kernel = odml_new_kernel((int)kind);
+        e->cpu = 1;
+        e->threads = (int)threads;
+        e->out_bytes = out_bytes;                  /* run_kernel releases the GIL for large outputs */
+        memcpy(&e->p, &run.p, (size_t)run.size);
+        const char *error = NULL;
+        const int status = run_kernel(e, (char *)(uintptr_t)dst, (const char *)(uintptr_t)(in.data_ptr - origin_bytes),
+                                      &error);
+        if (status != ODML_OK) {
+            if (status == ODML_ENOMEM) PyErr_NoMemory();
+            else PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
+            goto fail;
+        }
+        Py_INCREF(descr);
+        e->dtype = descr;
+    } else {                                       /* a CUDA launch */
+        /* launches not made natively, or misaligned data (the Python route raises) */
+        if (!PyDict_CheckExact(kernels) || in.data_ptr % (uint64_t)L.es) Py_RETURN_NONE;
+        PyObject *dev = PyLong_FromLongLong(in.device);
+        PyObject *table_of = dev ? PyDict_GetItemWithError(kernels, dev) : NULL;   /* none yet: every name missing */
+        Py_XDECREF(dev);
+        if (PyErr_Occurred()) {
+            drop_error();
+            Py_RETURN_NONE;
+        }
+        if (!torch_device_is(in.device)) Py_RETURN_NONE;   /* the Python route makes the device current */
+        out = torch_new_empty(x, pl.out_dims, pl.out_rank, &dst);
+        if (!out) return allocation_failed();
+        if (!torch_still(x, &in)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        odml_cuda_spec s;
+        const uint64_t src = in.data_ptr - (uint64_t)origin_bytes;
+        if (odml_new_cuda(&pl, src, dst, &s)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        fn = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, s.name) : NULL;
+        if (!fn || !PyLong_CheckExact(fn)) {
+            Py_DECREF(out);
+            return PyUnicode_FromString(s.name);
+        }
+        const unsigned long long function = PyLong_AsUnsignedLongLong(fn);
+        uint64_t stream;
+        if ((function == (unsigned long long)-1 && PyErr_Occurred()) || torch_stream(in.device, &stream) < 0) goto fail;
+        if (odml_cuda_launch(function, s.grid, ODML_CUDA_THREADS, s.smem, stream, src, dst, (uint64_t)(uintptr_t)&s.p)) {
+            Py_DECREF(out);                        /* nothing queued: the Python route's Launch retries and raises */
+            Py_RETURN_NONE;
+        }
+        e = PyObject_New(Entry, &EntryType);
+        if (!e) goto fail;
+        memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
+        e->kernel = odml_new_kernel((int)kind);
+        memcpy(&e->p, &s.p, (size_t)s.size);
+        e->params = (uint64_t)(uintptr_t)&e->p;
+        e->function = function;
+        e->grid = s.grid;
+        e->block = ODML_CUDA_THREADS;
+        e->shared = s.smem;
+        e->dst_align = (unsigned)(dst & 15);
+        e->device = in.device;
+    }
+    /* the entry, as put_numpy and put_cuda store it */
+    e->kind = KIND_TORCH;
+    e->origin = (uint64_t)origin_bytes;
+    e->rank = pl.out_rank;
+    memcpy(e->dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
+    if (keyed && enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
+        for (int i = 0; i < pl.out_rank; i++) {
+            PyObject *v = PyLong_FromLongLong(pl.out_dims[i]);
+            if (!v) goto fail;
+            PyTuple_SET_ITEM(e->shape, i, v);
+        }
+        if (store(&k, e) < 0) goto fail;
+    } else if (PyErr_Occurred()) {
+        goto fail;
+    }
+    Py_DECREF(e);
+    return out;
+fail:
+    Py_XDECREF(e);
+    Py_XDECREF(out);
+    return NULL;
+}
+#endif
+
+/* call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> the output, or None
+ *
+ * A new shape's route on a NumPy array (issue 19) in one C call: what
+ * copy_window, unfold_window and scatter_window (newshape.c) run, with the
+ * record put_numpy would make stored here (where the cache is on and still
+ * in `generation`): x an exact, native-order ndarray; `kind` and `fields`
+ * plain_plan's (0 copy, 1 unfold, 2 scatter); `cpu` (max_threads,
+ * grain_bytes, tile_stride, tile_columns, limit_bytes). None, nothing run,
+ * wherever the Python route must run the call (as those functions decline). */
+PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) takes 7 "
+                                         "arguments");
+        return NULL;
+    }
+#ifndef ODML_NUMPY
+    Py_RETURN_NONE;
+#else
+    PyObject *op = args[0], *xo = args[1], *call_args = args[2], *fields = args[4], *conf = args[6];
+    int64_t kind, gen, most, grain, tile_stride, tile_columns, limit;
+    if (!numpy_ready || Py_TYPE(xo) != &PyArray_Type || !PyTuple_CheckExact(call_args) || !PyTuple_CheckExact(fields)
+            || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(args[3], &kind)
+            || exact_int(args[5], &gen) || kind < 0 || kind > 2 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
+            || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 2), &tile_stride)
+            || exact_int(PyTuple_GET_ITEM(conf, 3), &tile_columns) || exact_int(PyTuple_GET_ITEM(conf, 4), &limit)
+            || grain < 1 || most < 1) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyArrayObject *x = (PyArrayObject *)xo;
+    const int n = PyArray_NDIM(x);
+    if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK) Py_RETURN_NONE;
+    int64_t shape[ODML_MAX_RANK], bstrides[ODML_MAX_RANK];
+    for (int i = 0; i < n; i++) {
+        shape[i] = (int64_t)PyArray_DIM(x, i);
+        bstrides[i] = (int64_t)PyArray_STRIDE(x, i);
+    }
+    odml_layout L;
+    odml_new_plan pl;
+    odml_cpu_run run;
+    int64_t bytes, origin_bytes;
+    if (odml_layout_from_bytes(n, shape, bstrides, (int64_t)PyArray_ITEMSIZE(x), &L)
+            || odml_new_plan_make((int)kind, &L, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &pl)
+            || odml_new_cpu(&pl, tile_stride, tile_columns, &run) || __builtin_mul_overflow(pl.count, L.es, &bytes)
+            || bytes >= limit || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)) Py_RETURN_NONE;
+    const int64_t threads = odml_new_threads(run.work, grain, most);
+    if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
+    npy_intp dims[ODML_MAX_RANK];
+    for (int i = 0; i < pl.out_rank; i++) dims[i] = (npy_intp)pl.out_dims[i];
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);                              /* PyArray_NewFromDescr steals it */
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, pl.out_rank, dims, NULL, NULL, 0, NULL);
+    if (!out) return allocation_failed();
+    Entry *e = PyObject_New(Entry, &EntryType);
+    if (!e) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
+    e->kind = KIND_NUMPY;
+    e->cpu = 1;
+    e->kernel = odml_new_kernel((int)kind);
+    e->threads = (int)threads;
+    e->out_bytes = bytes;
+    e->origin = (uint64_t)origin_bytes;
+    e->rank = pl.out_rank;
+    memcpy(e->dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
+    memcpy(&e->p, &run.p, (size_t)run.size);
+    /* the key from x as planned, before the kernel releases the GIL */
+    Key k;
+    const int keyed = key_head(&k, KIND_NUMPY, op, ((PyTupleObject *)call_args)->ob_item,
+                               PyTuple_GET_SIZE(call_args)) == 0 && numpy_key(&k, x) == 0;
+    if (PyErr_Occurred()) drop_error();
+    const char *error = NULL;
+    const int status = run_kernel(e, PyArray_BYTES((PyArrayObject *)out), PyArray_BYTES(x) - origin_bytes, &error);
+    if (status != ODML_OK) {
+        Py_DECREF(e);
+        Py_DECREF(out);
+        if (status == ODML_ENOMEM) return PyErr_NoMemory();
+        PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
+        return NULL;
+    }
+    if (keyed && enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
+        for (int i = 0; i < pl.out_rank; i++) {
+            PyObject *v = PyLong_FromLongLong(pl.out_dims[i]);
+            if (!v) goto fail;
+            PyTuple_SET_ITEM(e->shape, i, v);
+        }
+        Py_INCREF(descr);
+        e->dtype = (PyObject *)descr;
+        if (store(&k, e) < 0) goto fail;
+    } else if (PyErr_Occurred()) {
+        goto fail;
+    }
+    Py_DECREF(e);
+    return out;
+fail:
+    Py_DECREF(e);
+    Py_DECREF(out);
+    return NULL;
+#endif
+}

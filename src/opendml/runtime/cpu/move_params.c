@@ -1,0 +1,202 @@
+/* move_params: one pass of the family's move program (plan.Copy or
+ * plan.Fill) in its canonical form, packed as odml_cpu_move_params (move.h):
+ * what CpuBackend._native_move_pass builds in Python (canonical_move_pass,
+ * then MoveParams), in one C call. A never-seen shape of a family operator
+ * builds every pass of its program on each call, so this is on its path.
+ *
+ * move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes,
+ * src_strides, dst_strides, maps, scale_bias, fill_bits) -> bytes, or None
+ *
+ * fill: 1 for a Fill (src_type, src_offset, src_strides, maps and scale_bias
+ * unused: give 0, 0, None, None, None), 0 for a Copy; sizes, src_strides,
+ * dst_strides: tuples of one exact int per dimension; maps: None or a tuple
+ * of None or (mode, shift, size) per dimension (plan.AxisMap's fields);
+ * scale_bias: None or a tuple of two exact floats; fill_bits the fill's bits
+ * (an int in [0, 2^64)). The canonical form is canonical_move_pass's: size-1
+ * dimensions dropped (a mapped one's source index, AxisMap.source(0), folded
+ * into the source offset), a stable sort by (destination stride, |source
+ * stride|), largest first, unmapped neighbours that walk memory as one
+ * merged, no dimension left -> one of size 1 and strides 0, then a tiny
+ * innermost unmapped dimension under a long unmapped one swapped with it.
+ * The bytes equal MoveParams' (tests/runtime/test_cpu_move.py compares them
+ * on random passes). None, for the Python route to build, where the pass is
+ * not as described, a value or product leaves 64 bits, or the canonical
+ * form has more than ODML_CPU_MOVE_MAX_RANK dimensions. Reads only exact
+ * ints and floats: no Python code runs. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "move.h"
+
+#define MAX_IN_RANK 64
+
+static int exact_i64(PyObject *o, int64_t *v) {
+    if (!PyLong_CheckExact(o)) return -1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* Python's i % n (n > 0): in [0, n). */
+static int64_t pymod(int64_t i, int64_t n) {
+    int64_t r = i % n;
+    return r < 0 ? r + n : r;
+}
+
+/* plan.AxisMap.source(d) */
+static int64_t map_source(int64_t mode, int64_t shift, int64_t n, int64_t d) {
+    int64_t i = d - shift;
+    if (i >= 0 && i < n) return i;
+    if (mode == ODML_MAP_CLAMP) return i < 0 ? 0 : n - 1;
+    if (mode == ODML_MAP_WRAP) return pymod(i, n);
+    if (mode == ODML_MAP_SYMMETRIC) {
+        int64_t r = pymod(i, 2 * n);
+        return r < n ? r : 2 * n - 1 - r;
+    }
+    if (n == 1) return 0;
+    int64_t r = pymod(i, 2 * (n - 1));
+    return r < n ? r : 2 * (n - 1) - r;
+}
+
+typedef struct {
+    int64_t size, src, dst, mode, shift, msize;   /* mode 0: no map */
+} Dim;
+
+static int64_t absv(int64_t x) { return x < 0 ? -x : x; }
+
+/* Whether a sorts after b (the sort is by (dst, |src|), largest first). */
+static int before(const Dim *a, const Dim *b) {
+    return a->dst > b->dst || (a->dst == b->dst && absv(a->src) > absv(b->src));
+}
+
+PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
+                                         "src_strides, dst_strides, maps, scale_bias, fill_bits) takes 11 arguments");
+        return NULL;
+    }
+    int64_t fill, src_type, dst_type, src_offset, dst_offset;
+    PyObject *sizes = args[5], *ss = args[6], *ds = args[7], *maps = args[8], *sb = args[9];
+    if (exact_i64(args[0], &fill) || exact_i64(args[1], &src_type) || exact_i64(args[2], &dst_type)
+            || exact_i64(args[3], &src_offset) || exact_i64(args[4], &dst_offset) || (fill != 0 && fill != 1)
+            || !PyTuple_CheckExact(sizes) || !PyTuple_CheckExact(ds) || !PyLong_CheckExact(args[10]))
+        Py_RETURN_NONE;
+    const Py_ssize_t n = PyTuple_GET_SIZE(sizes);
+    if (n < 1 || n > MAX_IN_RANK || PyTuple_GET_SIZE(ds) != n) Py_RETURN_NONE;
+    if (!fill && (!PyTuple_CheckExact(ss) || PyTuple_GET_SIZE(ss) != n
+                  || (maps != Py_None && (!PyTuple_CheckExact(maps) || PyTuple_GET_SIZE(maps) != n))
+                  || (sb != Py_None && (!PyTuple_CheckExact(sb) || PyTuple_GET_SIZE(sb) != 2
+                                        || !PyFloat_CheckExact(PyTuple_GET_ITEM(sb, 0))
+                                        || !PyFloat_CheckExact(PyTuple_GET_ITEM(sb, 1))))))
+        Py_RETURN_NONE;
+    const unsigned long long bits = PyLong_AsUnsignedLongLong(args[10]);
+    if (bits == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (fill) src_offset = 0;
+    Dim dims[MAX_IN_RANK];
+    int m = 0;
+    for (Py_ssize_t a = 0; a < n; a++) {
+        Dim d = {0, 0, 0, 0, 0, 0};
+        if (exact_i64(PyTuple_GET_ITEM(sizes, a), &d.size) || exact_i64(PyTuple_GET_ITEM(ds, a), &d.dst)
+                || d.size < 0)
+            Py_RETURN_NONE;
+        if (!fill) {
+            if (exact_i64(PyTuple_GET_ITEM(ss, a), &d.src)) Py_RETURN_NONE;
+            PyObject *mp = maps == Py_None ? Py_None : PyTuple_GET_ITEM(maps, a);
+            if (mp != Py_None) {
+                if (!PyTuple_CheckExact(mp) || PyTuple_GET_SIZE(mp) != 3 || exact_i64(PyTuple_GET_ITEM(mp, 0), &d.mode)
+                        || exact_i64(PyTuple_GET_ITEM(mp, 1), &d.shift) || exact_i64(PyTuple_GET_ITEM(mp, 2), &d.msize)
+                        || d.mode < ODML_MAP_CLAMP || d.mode > ODML_MAP_WRAP || d.msize < 1
+                        || d.msize > ((int64_t)1 << 60) || d.shift < -((int64_t)1 << 60)
+                        || d.shift > ((int64_t)1 << 60))
+                    Py_RETURN_NONE;
+            }
+        }
+        if (d.size == 1) {
+            if (d.mode) {
+                int64_t fold;
+                if (__builtin_mul_overflow(map_source(d.mode, d.shift, d.msize, 0), d.src, &fold)
+                        || __builtin_add_overflow(src_offset, fold, &src_offset))
+                    Py_RETURN_NONE;
+            }
+            continue;
+        }
+        /* insertion: stable, equal keys keep their order (Python's sort with reverse=True) */
+        int at = m;
+        while (at > 0 && before(&d, &dims[at - 1])) {
+            dims[at] = dims[at - 1];
+            at--;
+        }
+        dims[at] = d;
+        m++;
+    }
+    Dim merged[MAX_IN_RANK];
+    int r = 0;
+    for (int k = 0; k < m; k++) {
+        const Dim *d = &dims[k];
+        if (r && !d->mode && !merged[r - 1].mode) {
+            Dim *p = &merged[r - 1];
+            int64_t is, os, ps;
+            if (!__builtin_mul_overflow(d->src, d->size, &is) && !__builtin_mul_overflow(d->dst, d->size, &os)
+                    && p->src == is && p->dst == os) {
+                if (__builtin_mul_overflow(p->size, d->size, &ps)) Py_RETURN_NONE;
+                p->size = ps;
+                p->src = d->src;
+                p->dst = d->dst;
+                continue;
+            }
+        }
+        merged[r++] = *d;
+    }
+    if (!r) {
+        Dim one = {1, 0, 0, 0, 0, 0};
+        merged[r++] = one;
+    }
+    if (r >= 2 && merged[r - 1].size <= 4 && merged[r - 2].size >= 4 * merged[r - 1].size && !merged[r - 1].mode
+            && !merged[r - 2].mode) {
+        Dim t = merged[r - 1];
+        merged[r - 1] = merged[r - 2];
+        merged[r - 2] = t;
+    }
+    if (r > ODML_CPU_MOVE_MAX_RANK) Py_RETURN_NONE;
+    odml_cpu_move_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = fill;
+    p.dst_type = dst_type;
+    p.src_type = fill ? dst_type : src_type;
+    p.rank = r;
+    p.dst_offset = dst_offset;
+    for (int k = 0; k < r; k++) {
+        p.sizes[k] = merged[k].size;
+        p.dst_strides[k] = merged[k].dst;
+    }
+    if (fill) {
+        p.fill_bits = bits;
+    } else {
+        p.src_offset = src_offset;
+        for (int k = 0; k < r; k++) {
+            p.src_strides[k] = merged[k].src;
+            if (merged[k].mode) {
+                p.map_mode[k] = merged[k].mode;
+                p.map_shift[k] = merged[k].shift;
+                p.map_size[k] = merged[k].msize;
+            }
+        }
+        if (sb != Py_None) {
+            p.has_scale_bias = 1;
+            p.scale = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(sb, 0));
+            p.bias = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(sb, 1));
+        }
+    }
+    return PyBytes_FromStringAndSize((const char *)&p, (Py_ssize_t)sizeof p);
+}

@@ -1,0 +1,197 @@
+"""The command line against hostile input: ``python -m opendml``, ``opendml
+dispatch`` on files that are not models (a device, a FIFO, a huge file),
+truncated ``.npy`` initialisers and folders it cannot write. Every failure
+is one line on stderr and exit 2, before anything runs."""
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from opendml.cli import main
+
+ROOT_LIKE = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def run_module(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "opendml", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_python_dash_m_opendml_is_the_command_line():
+    r = run_module("dispatch", "--list")
+    assert r.returncode == 0, r.stderr
+    assert "slice-contiguous" in r.stdout
+    r = run_module("frobnicate")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def small_model(**resource):
+    r = resource or {"initialValuesDataType": "FLOAT32", "initialValues": [1, 2, 3, 4]}
+    return {"resources": {"r": r}, "dispatchables": {}, "commands": [{"type": "print", "resource": "r"}]}
+
+
+def dispatch(tmp_path, capsys, model, *args, name="model.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(model))
+    rc = main(["dispatch", str(path), *args])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def assert_one_line_exit_2(rc, out, err, *fragments):
+    assert rc == 2, (rc, out, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("opendml: error: "), (out, err)
+    for f in fragments:
+        assert f in err, err
+
+
+def _npy_bytes(x):
+    import io
+    f = io.BytesIO()
+    np.save(f, x)
+    return f.getvalue()
+
+
+NPY = _npy_bytes(np.arange(6, dtype=np.float32).reshape(2, 3))
+HEADER = NPY.index(b"\n") + 1          # the header ends with a newline
+
+
+@pytest.mark.parametrize("cut", [0, 3, 6, 8, 9, 10, 11, 12, 20, 30, 45, 60, HEADER - 2, HEADER - 1, HEADER,
+                                 HEADER + 5, len(NPY) - 1])
+def test_a_npy_file_cut_short_is_one_line(tmp_path, capsys, cut):
+    (tmp_path / "x.npy").write_bytes(NPY[:cut])
+    rc, out, err = dispatch(tmp_path, capsys, small_model(initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "initialValues.sourcePath")
+
+
+@pytest.mark.parametrize("header", [
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), ",          # unclosed
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3",             # a tokenizer's EOF in a bracket
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': '''",               # an unterminated string
+    b"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}",    # structured
+    b"{'descr': 'O', 'fortran_order': False, 'shape': (2,)}",
+    b"{'descr': '<f4', 'fortran_order': 'yes', 'shape': (2, 3)}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3)}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (2**70,)}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (" + b"(" * 200 + b")" * 200 + b")}",
+    b"\xff\xfe{'descr': '<f4'}",
+    b"[1, 2, 3]",
+])
+def test_a_malformed_npy_header_is_one_line(tmp_path, capsys, header):
+    body = header + b" " * (-(len(header) + 11) % 64) + b"\n"
+    data = b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body + bytes(24)
+    (tmp_path / "x.npy").write_bytes(data)
+    rc, out, err = dispatch(tmp_path, capsys, small_model(initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "initialValues.sourcePath")
+
+
+def test_an_output_dir_that_cannot_be_written_fails_before_the_model_runs(tmp_path, capsys):
+    # /proc exists and is a folder, and nobody (root included) can make a folder in it
+    rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", "/proc")
+    assert_one_line_exit_2(rc, out, err, "--output-dir /proc: cannot write in /proc")
+    rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", "/proc/opendml-new")
+    assert_one_line_exit_2(rc, out, err, "cannot write in /proc")
+
+
+@pytest.mark.skipif(ROOT_LIKE, reason="permissions do not stop root")
+def test_an_output_dir_without_write_permission_fails_before_the_model_runs(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", str(locked))
+        assert_one_line_exit_2(rc, out, err, "cannot write in")
+        rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", str(locked / "new"))
+        assert_one_line_exit_2(rc, out, err, "cannot write in")
+    finally:
+        locked.chmod(stat.S_IRWXU)
+
+
+def test_a_writable_output_dir_gets_every_resource(tmp_path, capsys):
+    rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", str(tmp_path / "new"))
+    assert rc == 0 and err == "" and out == "Resource 'r': 1, 2, 3, 4\n"
+    assert np.load(tmp_path / "new" / "r.npy").tolist() == [1, 2, 3, 4]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".opendml")]
+
+
+def test_a_model_must_be_a_regular_file_of_bounded_size(tmp_path):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)                          # no writer: opening it to read would wait forever
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(3 << 20)                   # sparse: over the 1 MiB bound of --max-bytes 16 MiB
+    cases = [("/dev/zero", "this is a device"), (str(fifo), "this is a FIFO"), (str(tmp_path), "this is a folder"),
+             (str(big), "the model file holds 3145728 bytes; a model may hold at most 1048576"),
+             (str(tmp_path / "missing.json"), "cannot read the model")]
+    for path, message in cases:
+        r = run_module("dispatch", path, "--max-bytes", str(16 << 20), timeout=60)
+        assert r.returncode == 2 and r.stdout == "", (path, r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and message in r.stderr, (path, r.stderr)
+
+
+def test_the_size_bound_follows_max_bytes(tmp_path, capsys):
+    model = small_model(initialValuesDataType="UINT8", initialValues=list(range(200)) * 6000)   # about 4.4 MB
+    rc, out, err = dispatch(tmp_path, capsys, model, "--max-bytes", str(16 << 20))
+    assert_one_line_exit_2(rc, out, err, "a model may hold at most 1048576 (max_bytes / 16")
+    rc, out, err = dispatch(tmp_path, capsys, model, "--max-bytes", str(128 << 20))
+    assert rc == 0 and out.startswith("Resource 'r': 0, 1, 2") and err == ""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_an_initialiser_file_must_be_a_regular_file(tmp_path, capsys, kind):
+    target = tmp_path / "x.npy"
+    if kind == "fifo":
+        os.mkfifo(target)                    # no writer: opening it to read would wait forever
+    else:
+        target.mkdir()
+    rc, out, err = dispatch(tmp_path, capsys, small_model(initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "is not a regular file")
+
+
+def test_opendml_run_and_validate_read_regular_files_only(tmp_path):
+    """The same rules for ``opendml run``/``validate``: a description file and
+    an --input file must be regular files; a description file is bounded by
+    --max-bytes / 16 (at least 1 MiB)."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(3 << 20)
+    for argv, message in [(["run", "/dev/zero"], "/dev/zero: must be a regular file; this is a device"),
+                          (["validate", str(fifo)], "must be a regular file; this is a FIFO"),
+                          (["run", str(tmp_path)], "must be a regular file; this is a folder"),
+                          (["run", str(spec), "--input", str(fifo)], "--input"),
+                          (["run", str(big), "--max-bytes", str(16 << 20)], "a description may hold at most 1048576")]:
+        r = run_module(*argv, timeout=60)
+        assert r.returncode == 2 and r.stdout == "", (argv, r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and message in r.stderr, (argv, r.stderr)
+
+
+@pytest.mark.parametrize("cut", [10, 20, 30, 45, HEADER - 1])
+def test_opendml_run_input_npy_cut_short(tmp_path, capsys, cut):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3]}}))
+    (tmp_path / "x.npy").write_bytes(NPY[:cut])
+    assert main(["run", str(spec), "--input", str(tmp_path / "x.npy")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "--input" in captured.err
+
+
+def test_opendml_run_input_npy_with_a_malformed_header(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (3"
+    body = header + b" " * (-(len(header) + 11) % 64) + b"\n"
+    (tmp_path / "x.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body + bytes(12))
+    assert main(["run", str(spec), "--input", str(tmp_path / "x.npy")]) == 2       # exit 3 before (TokenError)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read a .npy array: a malformed header (EOF in multi-line" in err

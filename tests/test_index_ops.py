@@ -1,0 +1,650 @@
+"""The index-driven operators (GATHER, GATHER_ELEMENTS, GATHER_ND(1),
+SCATTER_ELEMENTS, SCATTER_ND, ONE_HOT, REVERSE_SUBSEQUENCES): the array API
+against the independent reference (tests/index_reference.py) over the 11
+data types, the 4 index types, ranks and layouts (packed, padded, negative
+strides, broadcast) on every CPU path; hostile indices (huge, negative, out
+of range, int64/uint64 extremes) with the check off, through the array API
+and the DirectML flow; the index check's message; random descriptions give
+opendml errors only; the rules' messages; the support tables per level."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import opendml as dml
+from opendml import jsonform
+from opendml.model.errors import DmlError
+from opendml.model.tensor_desc import TensorDesc
+
+from . import index_reference as ref
+from .conftest import cuda_lacks_index_passes
+
+TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+         np.uint32, np.uint64]
+INDEX_TYPES = [np.int32, np.int64, np.uint32, np.uint64]
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                         HealthCheck.too_slow])
+F32, U32, I32, I64, U64 = (dml.DataType.FLOAT32, dml.DataType.UINT32, dml.DataType.INT32, dml.DataType.INT64,
+                           dml.DataType.UINT64)
+
+
+def _layout(draw, x):
+    """``x``'s values in one of four layouts."""
+    layout = draw(st.sampled_from(["packed", "padded", "negative", "broadcast"]))
+    if layout == "padded":
+        big = np.zeros(tuple(2 * s for s in x.shape), x.dtype)
+        big[tuple(slice(0, 2 * s, 2) for s in x.shape)] = x
+        return big[tuple(slice(0, 2 * s, 2) for s in x.shape)]
+    if layout == "negative":
+        flip = tuple(slice(None, None, -1) for _ in x.shape)
+        return x[flip].copy()[flip]
+    if layout == "broadcast" and x.ndim >= 2 and x.shape[0] > 1:      # axis 0 (never an index tuple axis)
+        return np.broadcast_to(x[:1], x.shape)
+    return x
+
+
+@st.composite
+def data(draw, shape):
+    dt = np.dtype(draw(st.sampled_from(TYPES)))
+    n = int(np.prod(shape))
+    with np.errstate(over="ignore"):
+        x = (np.arange(n) + 1).astype(dt).reshape(shape)
+    return _layout(draw, x)
+
+
+@st.composite
+def index_array(draw, shape, bounds, dtype=None):
+    """In-range indices for dimensions of sizes ``bounds`` (one, or one per
+    entry of the last axis), negative ones for signed types."""
+    dt = np.dtype(dtype or draw(st.sampled_from(INDEX_TYPES)))
+    b = np.broadcast_to(np.asarray(bounds), shape) if shape else np.asarray(bounds).reshape(())
+    u = draw(hnp.arrays(np.float64, shape, elements=st.floats(0, 1, exclude_max=True)))
+    v = np.floor(u * b).astype(np.int64)
+    if dt.kind == "i":
+        neg = draw(hnp.arrays(np.bool_, shape))
+        v = np.where(neg, v - b, v)
+    return _layout(draw, v.astype(dt))
+
+
+def shape_of(draw, rank, lo=1, hi=4):
+    return tuple(draw(st.lists(st.integers(lo, hi), min_size=rank, max_size=rank)))
+
+
+def same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+# -- properties ---------------------------------------------------------------------------------------------
+
+@SETTINGS
+@given(st.data())
+def test_gather(backend, d):
+    rx = d.draw(st.integers(1, 3))
+    xs = shape_of(d.draw, rx)
+    x = d.draw(data(xs))
+    axis = d.draw(st.integers(-rx, rx - 1))
+    ri = d.draw(st.integers(0, 2))
+    idx = d.draw(index_array(shape_of(d.draw, ri), xs[axis]))
+    same(dml.gather(x, idx, axis), ref.gather(x, idx, axis % rx))
+
+
+@SETTINGS
+@given(st.data())
+def test_gather_elements(backend, d):
+    rx = d.draw(st.integers(1, 4))
+    xs = shape_of(d.draw, rx)
+    x = d.draw(data(xs))
+    axis = d.draw(st.integers(0, rx - 1))
+    ishape = tuple(d.draw(st.integers(1, 5)) if k == axis else n for k, n in enumerate(xs))
+    idx = d.draw(index_array(ishape, xs[axis]))
+    same(dml.gather_elements(x, idx, axis), ref.gather_elements(x, idx, axis))
+
+
+@SETTINGS
+@given(st.data())
+def test_gather_nd(backend, d):
+    rx = d.draw(st.integers(1, 4))
+    xs = shape_of(d.draw, rx)
+    b = d.draw(st.integers(0, rx - 1))
+    q = d.draw(st.integers(1, rx - b))
+    mid = shape_of(d.draw, d.draw(st.integers(0, 2)))
+    ishape = xs[:b] + mid + (q,)
+    x = d.draw(data(xs))
+    idx = d.draw(index_array(ishape, xs[b:b + q]))
+    same(dml.gather_nd(x, idx, b), ref.gather_nd(x, idx, b))
+
+
+@SETTINGS
+@given(st.data())
+def test_scatter_elements(backend, d):
+    rx = d.draw(st.integers(1, 4))
+    xs = shape_of(d.draw, rx)
+    x = d.draw(data(xs))
+    axis = d.draw(st.integers(0, rx - 1))
+    ishape = tuple(d.draw(st.integers(1, 5)) if k == axis else n for k, n in enumerate(xs))
+    idx = d.draw(index_array(ishape, xs[axis]))
+    with np.errstate(over="ignore"):
+        upd = _layout(d.draw, (np.arange(int(np.prod(ishape))) + 100).astype(x.dtype).reshape(ishape))
+    same(dml.scatter_elements(x, idx, upd, axis), ref.scatter_elements(x, idx, upd, axis))
+
+
+@SETTINGS
+@given(st.data())
+def test_scatter_nd(backend, d):
+    rx = d.draw(st.integers(1, 4))
+    xs = shape_of(d.draw, rx)
+    q = d.draw(st.integers(1, rx))
+    mid = shape_of(d.draw, d.draw(st.integers(0, 2)))
+    x = d.draw(data(xs))
+    idx = d.draw(index_array(mid + (q,), xs[:q]))
+    ushape = mid + xs[q:]
+    with np.errstate(over="ignore"):
+        upd = _layout(d.draw, (np.arange(int(np.prod(ushape))) + 100).astype(x.dtype).reshape(ushape))
+    same(dml.scatter_nd(x, idx, upd), ref.scatter_nd(x, idx, upd))
+
+
+@SETTINGS
+@given(st.data())
+def test_one_hot(backend, d):
+    ri = d.draw(st.integers(0, 3))
+    ishape = shape_of(d.draw, ri)
+    depth = d.draw(st.integers(1, 5))
+    dt = np.dtype(d.draw(st.sampled_from(INDEX_TYPES)))
+    lo = -depth - 2 if dt.kind == "i" else 0
+    idx = _layout(d.draw, d.draw(hnp.arrays(dt, ishape, elements=st.integers(lo, depth + 2))))
+    vt = np.dtype(d.draw(st.sampled_from(TYPES)))
+    values = np.array([3, 7], vt)
+    axis = d.draw(st.integers(-ri - 1, ri))
+    same(dml.one_hot(idx, depth, values, axis), ref.one_hot(idx, depth, 3, 7, axis % (ri + 1), vt))
+
+
+@SETTINGS
+@given(st.data())
+def test_reverse_subsequences(backend, d):
+    rx = d.draw(st.integers(1, 4))
+    xs = shape_of(d.draw, rx, hi=5)
+    x = d.draw(data(xs))
+    axis = d.draw(st.integers(0, rx - 1))
+    lshape = tuple(1 if k == axis else n for k, n in enumerate(xs))
+    dt = d.draw(st.sampled_from([np.uint32, np.uint64]))
+    lengths = _layout(d.draw, d.draw(hnp.arrays(dt, lshape, elements=st.integers(0, xs[axis] + 3))))
+    same(dml.reverse_subsequences(x, lengths, axis), ref.reverse_subsequences(x, lengths, axis))
+
+
+# -- hostile indices ----------------------------------------------------------------------------------------
+
+EXTREMES = [-2 ** 63, -2 ** 63 + 1, -2 ** 31, -2 ** 31 + 1, -7, -6, -5, -4, -1, 0, 1, 4, 5, 6, 2 ** 31 - 1,
+            2 ** 31, 2 ** 32 - 1, 2 ** 63 - 1, 2 ** 64 - 1]
+
+
+def hostile(dt, n):
+    info = np.iinfo(dt)
+    v = [e for e in EXTREMES if info.min <= e <= info.max]
+    return np.array((v * (n // len(v) + 1))[:n], dt)
+
+
+@pytest.mark.parametrize("dt", INDEX_TYPES)
+def test_hostile_indices_are_clamped_never_outside(backend, dt):
+    x = np.arange(1, 31, dtype=np.float32).reshape(5, 6)
+    idx = hostile(dt, 12).reshape(2, 6)
+    same(dml.gather(x, idx, 1, check_indices=False), ref.gather(x, idx, 1))
+    same(dml.gather_elements(x, idx, 0, check_indices=False), ref.gather_elements(x, idx, 0))
+    upd = np.arange(100, 112, dtype=np.float32).reshape(2, 6)
+    same(dml.scatter_elements(x, idx, upd, 0, check_indices=False), ref.scatter_elements(x, idx, upd, 0))
+    tup = hostile(dt, 24).reshape(12, 2)
+    same(dml.gather_nd(x, tup, check_indices=False), ref.gather_nd(x, tup))
+    same(dml.scatter_nd(x, tup, np.arange(12, dtype=np.float32), check_indices=False),
+         ref.scatter_nd(x, tup, np.arange(12, dtype=np.float32)))
+    same(dml.one_hot(idx, 5, np.array([0, 1], np.float32)), ref.one_hot(idx, 5, 0, 1, 2, np.float32))
+    if dt in (np.uint32, np.uint64):
+        lengths = hostile(dt, 6).reshape(1, 6)
+        same(dml.reverse_subsequences(x, lengths, 0), ref.reverse_subsequences(x, lengths, 0))
+
+
+@pytest.mark.parametrize("dt", [U32, I32, I64, U64])
+def test_hostile_indices_through_the_directml_flow(backend, dt):
+    """The DirectML flow has no index check (a description holds no data):
+    every value is clamped into the dimension, the output's padded strides
+    keep their gaps untouched."""
+    npdt = dt.numpy_dtype
+    x = np.arange(1, 21, dtype=np.float32).reshape(4, 5)
+    idx = hostile(npdt, 8).reshape(1, 8)
+    out = TensorDesc(F32, [4, 8], strides=[9, 1])
+    desc = dml.GatherOperatorDesc(TensorDesc(F32, [4, 5]), TensorDesc(dt, [1, 8]), out, 1, 1)
+    dev = dml.Device(backend)
+    compiled = dev.compile_operator(desc)
+    table = dev.create_binding_table(compiled)
+    bx, bi = dev.upload(x), dev.upload(idx)
+    ob = dev.create_buffer(out.total_tensor_size_in_bytes + 64)
+    ob.write(np.full((out.total_tensor_size_in_bytes + 64) // 4, 77, np.float32))
+    table.bind_inputs([dml.BufferBinding(bx), dml.BufferBinding(bi)])
+    table.bind_outputs([dml.BufferBinding(ob)])
+    if cuda_lacks_index_passes(backend, desc):
+        with pytest.raises(dml.UnsupportedError, match="index-driven passes"):
+            dev.execute(compiled, table)
+        return
+    dev.execute(compiled, table)
+    raw = ob.read(TensorDesc(F32, [(out.total_tensor_size_in_bytes + 64) // 4]))
+    got = np.lib.stride_tricks.as_strided(raw, (4, 8), (36, 4))
+    same(np.ascontiguousarray(got), ref.gather(x, idx[0], 1))
+    gaps = np.ones(raw.shape, bool)
+    gaps[[r * 9 + c for r in range(4) for c in range(8)]] = False
+    assert (raw[gaps] == 77).all()
+
+
+def test_index_check_names_the_first_bad_index():
+    x = np.zeros((3, 4), np.float32)
+    with pytest.raises(dml.ValidationError, match=r"^gather: indices\[1, 0\] = 4 is out of range: it must be in "
+                                                  r"\[-4, 3\]"):
+        dml.gather(x, np.array([[0, 1], [4, 9]], np.int64), 1)
+    with pytest.raises(dml.ValidationError, match=r"^gather: indices\[2\] = 3 is out of range: it must be in \[0, 2\]"):
+        dml.gather(x, np.array([0, 2, 3], np.uint32), 0)
+    with pytest.raises(dml.ValidationError, match=r"^gather_nd: indices\[0, 1\] = -5 is out of range"):
+        dml.gather_nd(x, np.array([[0, -5]], np.int32))
+    with pytest.raises(dml.ValidationError, match=r"^scatter_elements: indices\[0, 3\] = 18446744073709551615"):
+        dml.scatter_elements(x, np.array([[0, 1, 2, 2 ** 64 - 1]], np.uint64), np.zeros((1, 4), np.float32), 0)
+    with pytest.raises(dml.ValidationError, match=r"^scatter_nd: indices\[0, 0\] = -9223372036854775808"):
+        dml.scatter_nd(x, np.array([[-2 ** 63]], np.int64), np.zeros((1, 4), np.float32))
+    with pytest.raises(dml.ValidationError, match=r"^gather_elements: indices\[0, 0\] = 3"):
+        dml.gather_elements(x, np.array([[3, 0, 0, 0]], np.int32), 0)
+
+
+def test_duplicate_scatter_indices_keep_the_last_write():
+    x = np.zeros(4, np.float32)
+    out = dml.scatter_elements(x, np.array([1, 1, 3, 1, 3], np.int32), np.arange(1, 6, dtype=np.float32), 0)
+    assert out.tolist() == [0, 4, 0, 5]
+    out = dml.scatter_nd(np.zeros((3, 2), np.int16), np.array([[2], [0], [2]], np.uint64),
+                         np.array([[1, 2], [3, 4], [5, 6]], np.int16))
+    assert out.tolist() == [[3, 4], [0, 0], [5, 6]]
+
+
+# -- descriptions: rules and messages -----------------------------------------------------------------------
+
+def T(dt, sizes, **kw):
+    return TensorDesc(dt, sizes, **kw)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(U32, [1, 2]), None, 2, 1),
+     r"^GATHER: Axis must be in \[0, 1\] \(\[0, InputTensor.DimensionCount\)\); got 2$"),
+    (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(U32, [1, 2]), None, 1, 3),
+     r"^GATHER: IndexDimensions must be in \[0, 2\]"),
+    (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(U32, [1, 2]), None, 1, 2),
+     r"^GATHER: the original rank of InputTensor .* 2 \+ 2 - 1 > 2$"),
+    (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(U32, [2, 2]), None, 1, 1),
+     r"^GATHER: IndicesTensor.Sizes\[0\] must be 1 \(a leading dimension before the last IndexDimensions = 1\); "
+     r"got 2"),
+    (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(dml.DataType.FLOAT32, [1, 2]), None, 1, 1),
+     r"^GATHER: IndicesTensor.DataType must be an index type \(INT64, UINT64, INT32, UINT32\); got FLOAT32$"),
+    (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(U32, [1, 2]), T(I32, [3, 2]), 1, 1),
+     r"^GATHER: OutputTensor.DataType must equal InputTensor.DataType; got INT32 != FLOAT32$"),
+    (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(U32, [1, 2]), T(F32, [3, 3]), 1, 1),
+     r"^GATHER: OutputTensor.Sizes\[1\] must be .* = 2; got 3"),
+    (lambda: dml.GatherElementsOperatorDesc(T(F32, [3, 3]), T(U32, [2, 2]), None, 0),
+     r"^GATHER_ELEMENTS: IndicesTensor.Sizes\[1\] must equal InputTensor.Sizes\[1\] \(every dimension but Axis "
+     r"0\); got 2 != 3$"),
+    (lambda: dml.GatherNdOperatorDesc(T(F32, [2, 2]), T(U32, [2, 3]), None, 2, 2),
+     r"^GATHER_ND: IndicesTensor.Sizes\[1\] \(the index tuple size\) must be in \[1, InputDimensionCount - "
+     r"BatchDimensionCount\] = \[1, 2\]; got 3$"),
+    (lambda: dml.GatherNd1OperatorDesc(T(F32, [1, 3, 2, 2]), T(U32, [1, 2, 2, 2]), None, 3, 3, 1),
+     r"^GATHER_ND1: batch dimension 0: InputTensor.Sizes\[1\] must equal IndicesTensor.Sizes\[1\]; got 3 != 2$"),
+    (lambda: dml.GatherNd1OperatorDesc(T(F32, [3, 2]), T(U32, [3, 1]), None, 2, 2, 2),
+     r"^GATHER_ND1: BatchDimensionCount must be < InputDimensionCount and < IndicesDimensionCount"),
+    (lambda: dml.GatherNdOperatorDesc(T(F32, [3, 2]), T(U32, [3, 1]), None, 0, 2),
+     r"^GATHER_ND: InputDimensionCount must be in \[1, 2\] \(\[1, InputTensor.DimensionCount\]\); got 0$"),
+    (lambda: dml.ScatterElementsOperatorDesc(T(F32, [3, 3]), T(U32, [2, 3]), T(F32, [2, 2]), None, 0),
+     r"^SCATTER_ELEMENTS: UpdatesTensor.Sizes\[1\] must equal IndicesTensor.Sizes\[1\]; got 2 != 3$"),
+    (lambda: dml.ScatterElementsOperatorDesc(T(F32, [3, 3]), T(U32, [2, 3]), T(I32, [2, 3]), None, 0),
+     r"^SCATTER_ELEMENTS: UpdatesTensor.DataType must equal InputTensor.DataType; got INT32 != FLOAT32$"),
+    (lambda: dml.ScatterNdOperatorDesc(T(F32, [1, 8]), T(U32, [4, 1]), T(F32, [1, 3]), None, 1, 2),
+     r"^SCATTER_ND: UpdatesTensor.Sizes\[1\] must be .* = 4; got 3"),
+    (lambda: dml.OneHotOperatorDesc(T(U32, [1, 3, 2]), T(F32, [1, 1, 2]), T(F32, [1, 3, 4]), 2),
+     r"^ONE_HOT: IndicesTensor.Sizes\[2\] \(the Axis dimension\) must be 1; got 2$"),
+    (lambda: dml.OneHotOperatorDesc(T(U32, [3, 1]), T(F32, [1, 1]), T(F32, [3, 4]), 1),
+     r"^ONE_HOT: ValuesTensor must hold at least two elements \(OffValue, OnValue\); got 1"),
+    (lambda: dml.OneHotOperatorDesc(T(U32, [3, 1]), T(F32, [1, 2]), T(I32, [3, 4]), 1),
+     r"^ONE_HOT: OutputTensor.DataType must equal ValuesTensor.DataType; got INT32 != FLOAT32$"),
+    (lambda: dml.ReverseSubsequencesOperatorDesc(T(F32, [3, 4]), T(I32, [3, 1]), None, 1),
+     r"^REVERSE_SUBSEQUENCES: SequenceLengthsTensor.DataType must be an index type \(UINT64, UINT32\); got INT32$"),
+    (lambda: dml.ReverseSubsequencesOperatorDesc(T(F32, [3, 4]), T(U32, [3, 4]), None, 1),
+     r"^REVERSE_SUBSEQUENCES: SequenceLengthsTensor.Sizes\[1\] \(the Axis dimension\) must be 1; got 4$"),
+])
+def test_rule_messages(make, message):
+    with pytest.raises(dml.ValidationError, match=message):
+        make()
+
+
+def test_support_tables_per_feature_level():
+    g = dml.GatherOperatorDesc(T(F32, [1, 1, 3, 2]), T(I64, [1, 1, 1, 4]), None, 2, 1)
+    with pytest.raises(dml.UnsupportedError, match=r"^GATHER: IndicesTensor.DataType INT64 is not supported at "
+                                                   r"feature level 2_1 \(supported: UINT32\); it needs feature "
+                                                   r"level 3_0 or later$"):
+        g.validate("2_1")
+    assert g.lowest_feature_level() == dml.FeatureLevel.FL_3_0
+    u = dml.GatherOperatorDesc(T(F32, [1, 1, 3, 2]), T(U32, [1, 1, 1, 4]), None, 2, 1)
+    assert u.lowest_feature_level() == dml.FeatureLevel.FL_1_0
+    assert dml.GatherOperatorDesc(T(dml.DataType.INT8, [3, 2]), T(U32, [1, 4]), None, 0, 1) \
+        .lowest_feature_level() == dml.FeatureLevel.FL_3_0          # 2-D: 1 to 8 dimensions from 3_0
+    assert dml.GatherOperatorDesc(T(dml.DataType.FLOAT64, [3, 2]), T(U32, [1, 4]), None, 0, 1) \
+        .lowest_feature_level() == dml.FeatureLevel.FL_4_1
+    s = dml.ScatterElementsOperatorDesc(T(F32, [1, 1, 1, 5]), T(U32, [1, 1, 1, 4]), T(F32, [1, 1, 1, 4]), None, 3)
+    assert s.lowest_feature_level() == dml.FeatureLevel.FL_2_0      # the header's level (erratum 7)
+    r = dml.ReverseSubsequencesOperatorDesc(T(F32, [2, 3]), T(U64, [2, 1]), None, 1)
+    assert r.lowest_feature_level() == dml.FeatureLevel.FL_5_0
+    r = dml.ReverseSubsequencesOperatorDesc(T(F32, [1, 1, 1, 2, 3]), T(U32, [1, 1, 1, 2, 1]), None, 4)
+    assert r.lowest_feature_level() == dml.FeatureLevel.FL_3_0
+    n1 = dml.GatherNd1OperatorDesc(T(F32, [1, 1, 2, 2]), T(U32, [1, 1, 2, 1]), None, 2, 2, 0)
+    assert n1.lowest_feature_level() == dml.FeatureLevel.FL_3_0
+    assert dml.GatherNdOperatorDesc(T(F32, [1, 1, 2, 2]), T(U32, [1, 1, 2, 1]), None, 2, 2) \
+        .lowest_feature_level() == dml.FeatureLevel.FL_2_1
+    o = dml.OneHotOperatorDesc(T(U32, [1, 1, 3, 1]), T(F32, [1, 1, 1, 2]), T(F32, [1, 1, 3, 4]), 3)
+    assert o.lowest_feature_level() == dml.FeatureLevel.FL_2_0
+
+
+def test_json_form_takes_the_scatter_alias():
+    desc = jsonform.from_json({"Operator": "DML_OPERATOR_SCATTER", "InputTensor": {"DataType": "FLOAT32", "Sizes": [5]},
+                               "IndicesTensor": {"DataType": "UINT32", "Sizes": [4]},
+                               "UpdatesTensor": {"DataType": "FLOAT32", "Sizes": [4]}, "Axis": 0})
+    assert isinstance(desc, dml.ScatterElementsOperatorDesc)
+    assert jsonform.to_json(desc)["Operator"] == "SCATTER_ELEMENTS"
+
+
+def test_gather_nd_is_gather_nd1_without_batch():
+    a = dml.GatherNdOperatorDesc(T(F32, [1, 2, 2, 2]), T(U32, [1, 1, 2, 2]), None, 3, 2)
+    b = dml.GatherNd1OperatorDesc(T(F32, [1, 2, 2, 2]), T(U32, [1, 1, 2, 2]), None, 3, 2, 0)
+    assert a.lower() == b.lower() and a.output_tensor == b.output_tensor
+    assert jsonform.from_json(jsonform.to_json(a)) == a
+
+
+def test_dxdispatch_scatter_alias_runs(tmp_path):
+    from opendml import dxdispatch
+    model = {"resources": {"in": {"initialValuesDataType": "FLOAT32", "initialValues": [0, 1, 2, 3, 4]},
+                           "idx": {"initialValuesDataType": "UINT32", "initialValues": [3, 1, 3, 0]},
+                           "upd": {"initialValuesDataType": "FLOAT32", "initialValues": [5, 6, 7, 8]},
+                           "out": {"initialValuesDataType": "FLOAT32",
+                                   "initialValues": {"valueCount": 5, "value": 0}}},
+             "dispatchables": {"s": {"type": "DML_OPERATOR_SCATTER", "desc": {
+                 "InputTensor": {"DataType": "FLOAT32", "Sizes": [5]},
+                 "IndicesTensor": {"DataType": "UINT32", "Sizes": [4]},
+                 "UpdatesTensor": {"DataType": "FLOAT32", "Sizes": [4]},
+                 "OutputTensor": {"DataType": "FLOAT32", "Sizes": [5]}, "Axis": 0}}},
+             "commands": [{"type": "dispatch", "dispatchable": "s",
+                           "bindings": {"InputTensor": "in", "IndicesTensor": "idx", "UpdatesTensor": "upd",
+                                        "OutputTensor": "out"}}]}
+    import io
+    results = dxdispatch.run(model, out=io.StringIO())
+    assert results["out"].tolist() == [8, 6, 2, 7, 4]
+
+
+OPS = ["GATHER", "GATHER_ELEMENTS", "GATHER_ND", "GATHER_ND1", "SCATTER_ELEMENTS", "SCATTER_ND", "ONE_HOT",
+       "REVERSE_SUBSEQUENCES"]
+ALL_DT = ["FLOAT32", "FLOAT16", "UINT32", "UINT16", "UINT8", "INT32", "INT16", "INT8", "FLOAT64", "UINT64", "INT64"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_random_descriptions_give_opendml_errors_only(d):
+    """Random JSON descriptions of the eight operators: each is valid (and
+    then lowers, and its program stays inside its tensors), or raises an
+    opendml error; nothing else."""
+    from opendml.ops import OPERATORS
+    op = d.draw(st.sampled_from(OPS))
+    cls = OPERATORS[op]
+    rank = d.draw(st.integers(0, 9))
+    obj = {"Operator": op}
+    for s in cls.SLOTS:
+        if s.optional and d.draw(st.booleans()):
+            continue
+        r = rank if d.draw(st.integers(0, 5)) else d.draw(st.integers(0, 9))
+        obj[s.json] = {"DataType": d.draw(st.sampled_from(ALL_DT)),
+                       "Sizes": d.draw(st.lists(st.integers(-1, 5), min_size=r, max_size=r))}
+    for f in cls.FIELDS:
+        obj[f.json] = d.draw(st.one_of(st.integers(-2, 9), st.sampled_from([2 ** 32, "1", None, 1.5])))
+    try:
+        desc = jsonform.from_json(obj)
+        desc.validate(d.draw(st.sampled_from(["1_0", "2_0", "2_1", "3_0", "4_1", "5_0", "6_4"])))
+    except DmlError:
+        return
+    plan = desc.lower()
+    for span, t in zip(plan.in_spans(), desc.inputs):
+        if span is not None:
+            assert 0 <= span[0] and span[1] < t.total_tensor_size_in_bytes // t.element_size
+    for span, t in zip(plan.out_spans(), desc.outputs):
+        assert 0 <= span[0] and span[1] < t.total_tensor_size_in_bytes // t.element_size
+
+
+# -- differentiation ----------------------------------------------------------------------------------------
+
+def test_torch_gradients_gradcheck_and_forward_ad():
+    torch = pytest.importorskip("torch")
+    from torch.autograd import gradcheck, gradgradcheck
+    import torch.autograd.forward_ad as fwad
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    u = torch.randn(2, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    i = torch.tensor([[0, 3, 3], [1, -1, 0]])                       # repeated: gradients add up
+    ie = torch.tensor([[0, 3, 3, 1, 2], [1, 0, 2, 3, 3], [2, 2, 2, 2, 2]])
+    iu = torch.tensor([[0, 1, 2, 3, 0], [0, 2, 2, 0, 1]])           # repeated targets: the overwritten get 0
+    nd = torch.tensor([[1], [1]])
+    lengths = torch.tensor([[3, 1, 5, 0, 2]], dtype=torch.uint32)
+    cases = [(lambda x: dml.gather(x, i, 0), (x,)),
+             (lambda x: dml.gather_elements(x, ie, 0), (x,)),
+             (lambda x: dml.gather_nd(x, torch.tensor([[1, 2], [3, 4], [1, 2]])), (x,)),
+             (lambda x, u: dml.scatter_elements(x, iu, u, 0), (x, u)),
+             (lambda x, u: dml.scatter_nd(x, nd, u), (x, u)),
+             (lambda x: dml.reverse_subsequences(x, lengths, 0), (x,))]
+    for f, args in cases:
+        assert gradcheck(f, args) and gradgradcheck(f, args)
+        tangents = [torch.randn_like(a) for a in args]
+        with fwad.dual_level():
+            y = f(*[fwad.make_dual(a.detach(), t) for a, t in zip(args, tangents)])
+            jvp = fwad.unpack_dual(y).tangent
+        assert torch.allclose(jvp, torch.func.jvp(lambda *a: f(*a), tuple(a.detach() for a in args),
+                                                  tuple(tangents))[1])
+    assert dml.gather(x, i, 0).grad_fn.name() == "opendml_gatherBackward"
+    assert torch.func.grad(lambda x: dml.gather(x, i, 0).sum())(x.detach())[:, 0].tolist() == [2, 1, 0, 3]
+    assert torch.func.vmap(lambda x: dml.gather(x, i, 0))(torch.randn(3, 4, 5)).shape == (3, 2, 3, 5)
+
+
+def test_gather_adjoint_is_deterministic_and_sums_in_index_order():
+    """Many repeated indices: the accumulating scatter gives the reference's
+    sums (in row-major order of the indices), the same bytes on every run and
+    on every CPU path, and on NumPy, PyTorch and JAX alike."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    idx = rng.integers(-3, 3, (64, 7)).astype(np.int64)
+    x = torch.zeros(3, 5, dtype=torch.float32, requires_grad=True)
+    grad = rng.standard_normal((3, 64, 7)).astype(np.float32)
+    want = ref.gather_adjoint((3, 5), idx, grad, 1).astype(np.float32)
+    seen = set()
+    for kernels in ("compiled", "numpy") if dml.config().compiled_available else ("numpy",):
+        with dml.configure(cpu_kernels=kernels):
+            for _ in range(3):
+                x.grad = None
+                dml.gather(x, torch.from_numpy(idx), 1).backward(torch.from_numpy(grad))
+                seen.add(x.grad.numpy().tobytes())
+    assert len(seen) == 1
+    got = np.frombuffer(seen.pop(), np.float32).reshape(3, 5)
+    assert got.tobytes() == want.tobytes()      # float32 sums in row-major order of the indices: exact
+    from opendml.arrays.index_ops import index_adjoint
+    direct = index_adjoint(dml.GatherOperatorDesc(TensorDesc(F32, [1, 3, 5]), TensorDesc(I64, [1, 64, 7]), None, 2, 2),
+                           0, grad, idx.reshape(1, 64, 7))
+    assert direct.shape == (1, 3, 5) and direct.tobytes() == got.tobytes()
+
+
+def test_jax_gradients_check_grads_jit_vmap():
+    jax = pytest.importorskip("jax")
+    from jax.test_util import check_grads
+    import jax.numpy as jnp
+    old = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", True)
+    try:
+        _jax_checks(jax, check_grads, jnp)
+    finally:
+        jax.config.update("jax_enable_x64", old)
+
+
+def _jax_checks(jax, check_grads, jnp):
+    if True:
+        x = jnp.asarray(np.random.default_rng(0).standard_normal((4, 5)))
+        u = jnp.asarray(np.random.default_rng(1).standard_normal((2, 5)))
+        i = jnp.asarray(np.array([[0, 3, 3], [1, -1, 0]], np.int32))
+        iu = jnp.asarray(np.array([[0, 1, 2, 3, 0], [0, 2, 2, 0, 1]], np.int64))     # repeated targets
+        lengths = jnp.asarray(np.array([[3, 1, 5, 0, 2]], np.uint32))
+        check_grads(lambda x: dml.gather(x, i, 0), (x,), order=2, modes=["rev"])
+        check_grads(lambda x: dml.gather_nd(x, i[:, :2]), (x,), order=2, modes=["rev"])
+        check_grads(lambda x, u: dml.scatter_elements(x, iu, u, 0), (x, u), order=2, modes=["rev"])
+        check_grads(lambda x: dml.reverse_subsequences(x, lengths, 0), (x,), order=2, modes=["rev"])
+        f = lambda x: dml.gather(x, i, 0)                    # noqa: E731
+        assert np.array_equal(jax.jit(f)(x), np.asarray(x)[np.array([[0, 3, 3], [1, 3, 0]])])
+        assert jax.vmap(f)(jnp.stack([x, x])).shape == (2, 2, 3, 5)
+        assert np.asarray(jax.jit(jax.grad(lambda x: f(x).sum()))(x))[:, 0].tolist() == [2, 1, 0, 3]
+        # traced indices: not checked (no values at trace time), clamped
+        g = jax.jit(lambda i: dml.gather(x, i, 0))
+        assert np.array_equal(g(jnp.asarray(np.array([9], np.int32))), np.asarray(x)[[3]])
+
+
+def test_dask_blocks_and_frameworks_give_the_numpy_bytes():
+    da = pytest.importorskip("dask.array")
+    torch = pytest.importorskip("torch")
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    i = np.random.default_rng(2).integers(-4, 4, (3, 6, 5)).astype(np.int64)
+    want = dml.gather_elements(x, i, 1)
+    r = dml.gather_elements(da.from_array(x, chunks=(1, 2, 2)), da.from_array(i, chunks=(1, 3, 2)), 1)
+    assert r.chunks[1] == (6,) and r.compute().tobytes() == want.tobytes()       # Axis whole, the others cut
+    g = dml.gather(da.from_array(x, chunks=(1, 2, 2)), da.from_array(np.array([0, 2], np.int32)), 1)
+    assert g.compute().tobytes() == np.take(x, [0, 2], 1).tobytes()
+    t = dml.gather_elements(torch.from_numpy(x), torch.from_numpy(i), 1)
+    assert isinstance(t, torch.Tensor) and t.numpy().tobytes() == want.tobytes()
+    # NumPy indices with PyTorch data: moved to the data's framework
+    assert dml.gather_elements(torch.from_numpy(x), i, 1).numpy().tobytes() == want.tobytes()
+    with pytest.raises(dml.ValidationError, match=r"^gather_elements: indices\[0, 0, 0\] = 9 is out of range"):
+        dml.gather_elements(torch.from_numpy(x), torch.full((3, 6, 5), 9), 1)
+
+
+def test_torch_compile_forward_and_backward():
+    torch = pytest.importorskip("torch")
+    from opendml.arrays import family_torch_op  # noqa: F401 - registers the functions with torch.compile
+    x = torch.randn(4, 5, requires_grad=True)
+    i = torch.tensor([[0, 3, 3], [1, -1, 0]])
+    f = torch.compile(lambda x: dml.gather(x, i, 0).sum() * 2, fullgraph=True)
+    y = f(x)
+    y.backward()
+    assert torch.allclose(y, x[i % 4].sum() * 2) and x.grad[:, 0].tolist() == [4, 2, 0, 6]
+    u = torch.randn(2, 5, requires_grad=True)
+    iu = torch.tensor([[0, 1, 2, 3, 0], [3, 2, 1, 0, 1]])
+    x.grad = None
+    (torch.compile(lambda x, u: (dml.scatter_elements(x, iu, u, 0) ** 2).sum())(x, u)).backward()
+    want_u = 2 * u.detach()
+    want_x = 2 * x.detach()
+    want_x[iu, torch.arange(5)] = 0
+    assert torch.allclose(u.grad, want_u) and torch.allclose(x.grad, want_x)
+
+
+# -- the compiled index passes (runtime/cpu/indexed/index.c) ------------------------------------------------
+
+def _compiled_index():
+    from opendml.runtime.cpu import backend as cpu
+    if not dml.config().compiled_available or cpu._load_index() is None:
+        pytest.skip("the compiled CPU kernels are not installed")
+    return cpu
+
+
+def test_compiled_and_numpy_paths_give_the_same_bytes_float16_sums():
+    """The accumulating scatter (a gather's adjoint) in float16 with many
+    repeated indices: float32 additions rounded at each step, in row-major
+    order, on both CPU paths; and the compiled path really runs index.c."""
+    cpu = _compiled_index()
+    from opendml.arrays.index_ops import index_adjoint
+    from opendml.plan import Gather
+    rng = np.random.default_rng(3)
+    idx = rng.integers(-4, 4, (1, 50, 9)).astype(np.int32)
+    grad = rng.standard_normal((4, 50, 9)).astype(np.float16)
+    primal = dml.GatherOperatorDesc(TensorDesc(dml.DataType.FLOAT16, [1, 4, 6]), TensorDesc(I32, [1, 50, 9]), None,
+                                    2, 2)
+    outs = {}
+    for kernels in ("compiled", "numpy"):
+        with dml.configure(cpu_kernels=kernels):
+            outs[kernels] = index_adjoint(primal, 0, grad, idx)
+    assert outs["compiled"].tobytes() == outs["numpy"].tobytes()
+    plan = primal.lower()
+    backend = cpu.CpuBackend(dml.config())
+    words = [np.zeros(24, np.uint16), np.zeros(450, np.uint32)]
+    assert backend._native_move_pass(plan, plan.passes[0], words, [np.zeros(4 * 50 * 9, np.uint16)]) is not None
+    assert isinstance(plan.passes[0], Gather)
+
+
+def test_compiled_pass_refuses_a_block_outside_its_range():
+    """A pass whose reach exceeds the bound range (which validation never
+    lets through) stops with an error in index.c instead of reading past it."""
+    cpu = _compiled_index()
+    from opendml.plan import Gather, IndexAxis, MovePlan
+    plan = MovePlan((1, 6), (1,), (Gather(0, 0, (3,), 0, (0,), 0, (1,), (IndexAxis(1, 0, (1,), 1, 100),)),))
+    backend = cpu.CpuBackend(dml.config())
+    src, idx, dst = np.zeros(4, np.uint32), np.array([0, 50, 99], np.int32).view(np.uint32), np.zeros(3, np.uint32)
+    run = backend._native_move_pass(plan, plan.passes[0], [src, idx], [dst])
+    with pytest.raises(RuntimeError, match="outside a bound range"):
+        run()
+
+
+def test_repeated_calls_served_from_the_family_cache_read_new_indices():
+    from opendml.arrays import family_cache
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    before = family_cache.info()["hits"]
+    for k in range(3):
+        idx = np.array([[k, 2 - k]], np.int64)
+        same(dml.gather(x, idx, 0), ref.gather(x, idx, 0))
+        upd = np.full((1, 4), 100 + k, np.float32)
+        same(dml.scatter_elements(x, np.array([[k, 0, 1, 2]], np.int32), upd, 0),
+             ref.scatter_elements(x, np.array([[k, 0, 1, 2]], np.int32), upd, 0))
+    assert family_cache.info()["hits"] > before
+
+
+INDEX_EXAMPLES = ["gather-1d", "gather-rows", "gather-swap-columns", "gather-nested-axis2", "gather-nested-axis1",
+                  "gather-elements", "gather-nd-1", "gather-nd-2", "gather-nd1-1", "gather-nd1-batch", "scatter-1d",
+                  "scatter-2d", "scatter-nd", "one-hot-1", "one-hot-axis2", "one-hot-values", "one-hot-out-of-range",
+                  "reverse-subsequences", "reverse-subsequences-axis2"]
+
+
+@pytest.mark.parametrize("name", INDEX_EXAMPLES)
+def test_page_examples_with_padded_strides_through_the_directml_flow(backend, name):
+    """Every bundled example again with every tensor's strides padded (a gap
+    after each element and each row): the documented output, read through
+    the output's strides, and the gaps of the output buffer untouched."""
+    from opendml.cli import examples
+    ex = examples()[name]
+    desc = jsonform.from_json(ex)
+
+    def padded(t, gap):
+        strides, step = [], 1
+        for n in reversed(t.sizes):
+            strides.insert(0, gap * step)
+            step = gap * step * n + gap - 1
+        return TensorDesc(t.data_type, t.sizes, strides=strides)
+    # each tensor its own gaps, so no lowering can use one tensor's strides for another's unnoticed
+    slots = {s.attr: (getattr(desc, s.attr), 2 + k) for k, s in enumerate(desc.SLOTS)}
+    wide = type(desc)(**{**{f.name: getattr(desc, f.name) for f in __import__("dataclasses").fields(desc)
+                            if f.init}, **{a: padded(t, g) for a, (t, g) in slots.items()}})
+    dev = dml.Device(backend)
+    compiled = dev.compile_operator(wide)
+    table = dev.create_binding_table(compiled)
+    table.bind_inputs([dml.BufferBinding(dev.upload(np.array(v, t.data_type.numpy_dtype), t))
+                       for v, t in zip(ex["Inputs"], wide.inputs)])
+    out_t = wide.outputs[0]
+    buf = dev.create_buffer(out_t.total_tensor_size_in_bytes)
+    filler = np.full(out_t.total_tensor_size_in_bytes // out_t.element_size, 77, out_t.data_type.numpy_dtype)
+    buf.write(filler)
+    table.bind_outputs([dml.BufferBinding(buf)])
+    if cuda_lacks_index_passes(backend, wide):
+        with pytest.raises(dml.UnsupportedError, match="index-driven passes"):
+            dev.execute(compiled, table)
+        return
+    dev.execute(compiled, table)
+    got = buf.read(out_t)
+    assert np.array_equal(got, np.array(ex["ExpectedOutput"], out_t.data_type.numpy_dtype))
+    raw = buf.read(TensorDesc(out_t.data_type, [filler.size]))
+    used = np.zeros(filler.size, bool)
+    for c in np.ndindex(*out_t.sizes):
+        used[sum(i * s for i, s in zip(c, out_t.strides))] = True
+    assert (raw[~used] == 77).all()
