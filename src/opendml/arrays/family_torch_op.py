@@ -59,6 +59,7 @@ from ..jsonform import from_json, to_json
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.tensor_desc import TensorDesc, packed_strides
 from ..ops import OPERATORS
+from ..ops._move import MoveOperatorDesc
 from . import family, index_ops
 from .torch_adapter import _DTYPES, cpp_op, define_cpp
 
@@ -197,7 +198,7 @@ def description(text: str):
                                   f"JSON form are named by keys this process made)")
         return desc
     desc = from_json(text)
-    if getattr(type(desc), "linear_part", None) is None:
+    if not isinstance(desc, MoveOperatorDesc):
         raise UnsupportedError(f"opendml::move: {desc.OPERATOR} is not an operator of the data-movement family "
                                f"(it has its own custom operator in opendml.torch)")
     desc.validate()
