@@ -51,7 +51,7 @@ from ..model.tensor_desc import TensorDesc
 from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
                    ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc, ScatterNdOperatorDesc)
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
-from . import family, family_cache
+from . import _dispatch, family, family_cache
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
            "reverse_subsequences"]
@@ -426,3 +426,6 @@ def index_primal(primal, wrt: int, data, indices):
 # own functions are registered there.
 for _name in ("index_adjoint", "index_primal", "reverse_subsequences"):
     setattr(family._AdjointApi, _name, staticmethod(globals()[_name]))
+
+# torch.compile takes these functions into a graph whole (``_dispatch.enter_graph_whole``).
+_dispatch.enter_graph_whole([globals()[_name] for _name in __all__])
