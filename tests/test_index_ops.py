@@ -28,8 +28,11 @@ F32, U32, I32, I64, U64 = (dml.DataType.FLOAT32, dml.DataType.UINT32, dml.DataTy
 
 
 def _layout(draw, x):
-    """``x``'s values in one of four layouts."""
+    """``x``'s values in one of four layouts (a 0-d array as it is: indexing
+    it with ``()`` would give a NumPy scalar, which is not an array)."""
     layout = draw(st.sampled_from(["packed", "padded", "negative", "broadcast"]))
+    if x.ndim == 0:
+        return x
     if layout == "padded":
         big = np.zeros(tuple(2 * s for s in x.shape), x.dtype)
         big[tuple(slice(0, 2 * s, 2) for s in x.shape)] = x
@@ -62,7 +65,7 @@ def index_array(draw, shape, bounds, dtype=None):
     if dt.kind == "i":
         neg = draw(hnp.arrays(np.bool_, shape))
         v = np.where(neg, v - b, v)
-    return _layout(draw, v.astype(dt))
+    return _layout(draw, np.asarray(v.astype(dt)))      # 0-d: an array (np.floor gave a scalar)
 
 
 def shape_of(draw, rank, lo=1, hi=4):
