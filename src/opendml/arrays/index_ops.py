@@ -44,8 +44,6 @@ from typing import Any
 
 import numpy as np
 
-from ..model._checks import _short
-from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
@@ -57,10 +55,8 @@ __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatte
            "reverse_subsequences"]
 
 def _shape(x, where: str, name: str) -> tuple[int, ...]:
-    shape = getattr(x, "shape", None)
-    if shape is None:
-        raise ValidationError(f"{where}: {name} must be an array (NumPy, PyTorch, JAX...); got {_short(x)}")
-    return tuple(int(n) for n in shape)
+    """An array's shape as ints (``_checked`` has made sure it is an array)."""
+    return tuple(int(n) for n in x.shape)
 
 
 def _lead(x, rank: int):
