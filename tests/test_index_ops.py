@@ -521,6 +521,30 @@ def test_dask_blocks_and_frameworks_give_the_numpy_bytes():
         dml.gather_elements(torch.from_numpy(x), torch.full((3, 6, 5), 9), 1)
 
 
+def test_the_array_functions_are_registered_to_enter_a_graph_whole():
+    """family_torch_op marks the family's and the index functions for
+    torch.compile through ``_dispatch`` (it imports neither index_ops nor the
+    front: the import cycle through index_ops is gone); a hook set later sees
+    the functions registered before, and one registered later reaches the
+    hooks already set."""
+    from opendml.arrays import _dispatch, family, index_ops
+    for module in (family, index_ops):
+        assert [n for n in module.__all__ if getattr(module, n) not in _dispatch.WHOLE_IN_GRAPH] == []
+    seen = []
+
+    def extra():
+        pass
+    _dispatch.on_enter_graph_whole(seen.append)
+    try:
+        assert seen == _dispatch.WHOLE_IN_GRAPH
+        _dispatch.enter_graph_whole([extra])
+        assert seen[-1] is extra
+    finally:
+        _dispatch._WHOLE_HOOKS.remove(seen.append)
+        if extra in _dispatch.WHOLE_IN_GRAPH:
+            _dispatch.WHOLE_IN_GRAPH.remove(extra)
+
+
 def test_torch_compile_forward_and_backward():
     torch = pytest.importorskip("torch")
     from opendml.arrays import family_torch_op  # noqa: F401 - registers the functions with torch.compile
