@@ -190,11 +190,11 @@ def gather_examples() -> dict:
     rows, elems, nd = (np.array([2, 0, 2], np.int32), np.array([[3, 0], [1, 1], [2, 0]], np.int32),
                        np.array([[0, 1], [2, 3]], np.int64))
     return {"runs": [
-        _index_run("GATHER, Axis 0: whole rows", "dml.gather(x, [2, 0, 2], 0)", input=x, indices=rows,
+        _index_run("GATHER, Axis 0: whole rows", "dml.gather(x, indices, 0)", input=x, indices=rows,
                    output=dml.gather(x, rows, 0)),
         _index_run("GATHER_ELEMENTS, Axis 1: one element per index", "dml.gather_elements(x, indices, 1)",
                    input=x, indices=elems, output=dml.gather_elements(x, elems, 1)),
-        _index_run("GATHER_ND: an index tuple per element", "dml.gather_nd(x, [[0, 1], [2, 3]])", input=x,
+        _index_run("GATHER_ND: an index tuple per element", "dml.gather_nd(x, indices)", input=x,
                    indices=nd, output=dml.gather_nd(x, nd))]}
 
 
@@ -207,7 +207,7 @@ def scatter_examples() -> dict:
     return {"runs": [
         _index_run("SCATTER_ELEMENTS, Axis 0", "dml.scatter_elements(x, indices, updates, 0)", input=x,
                    indices=ei, updates=eu, output=dml.scatter_elements(x, ei, eu, 0)),
-        _index_run("SCATTER_ND: an index tuple per update", "dml.scatter_nd(x, [[0, 1], [2, 3]], [31, 32])",
+        _index_run("SCATTER_ND: an index tuple per update", "dml.scatter_nd(x, indices, updates)",
                    input=x, indices=ni, updates=nu, output=dml.scatter_nd(x, ni, nu))]}
 
 
@@ -216,7 +216,7 @@ def one_hot_example() -> dict:
     from the end, 5 is outside [-4, 4) and gives an all-off row."""
     i = np.array([0, 3, 2, -1, 5], np.int32)
     out = dml.one_hot(i, 4, np.array([0, 1], np.int32))
-    return {"runs": [_index_run("ONE_HOT, depth 4, values [0, 1]", "dml.one_hot([0, 3, 2, -1, 5], 4, [0, 1])",
+    return {"runs": [_index_run("ONE_HOT, depth 4, values [0, 1]", "dml.one_hot(indices, 4, values), values [0, 1]",
                                 indices=i[:, None], output=out)]}
 
 
@@ -224,7 +224,7 @@ def reverse_subsequences_example() -> dict:
     """REVERSE_SUBSEQUENCES of a 3x4 input (1..12) along axis 1, a length per row."""
     x = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
     lengths = np.array([2, 4, 3], np.uint32)
-    return {"runs": [_index_run("REVERSE_SUBSEQUENCES, Axis 1", "dml.reverse_subsequences(x, [2, 4, 3], 1)",
+    return {"runs": [_index_run("REVERSE_SUBSEQUENCES, Axis 1", "dml.reverse_subsequences(x, sequence_lengths, 1)",
                                 input=x, sequence_lengths=lengths[:, None],
                                 output=dml.reverse_subsequences(x, lengths, 1))]}
 
@@ -236,7 +236,7 @@ def index_clamp() -> dict:
     x = np.arange(1, 5, dtype=np.int32)
     i = np.array([-1, 5, 1, -7], np.int64)
     return {"runs": [_index_run("GATHER of 1..4 with out-of-range indices",
-                                "dml.gather(x, [-1, 5, 1, -7], 0, check_indices=False)", input=x, indices=i,
+                                "dml.gather(x, indices, 0, check_indices=False)", input=x, indices=i,
                                 output=dml.gather(x, i, 0, check_indices=False))]}
 
 
