@@ -332,7 +332,15 @@ def check_others(function: str, **arrays) -> None:
         readable = READABLE.get(kind)
         if readable is not None:
             readable(x, function)
+        try:
+            key = ("others", function, argument, x.dtype)      # 4 entries: never check_input's key
+            if key in _PASSED:
+                continue
+        except TypeError:                 # a dtype that cannot be hashed
+            key = None
         _check_dtype(function, x, argument, cls, supported_row(cls), others[argument][0])
+        if key is not None and len(_PASSED) < 1024:
+            _PASSED.add(key)
 
 
 # -- arguments -------------------------------------------------------------------------------------
