@@ -174,6 +174,72 @@ def space_depth() -> dict:
     return {"input": _ints(x[0]), "block_size": 2, "orders": runs}
 
 
+# -- the index-driven operators ------------------------------------------------------------------------------
+
+def _index_run(title, fields, **grids) -> dict:
+    """One run of an index-driven operator: its arrays as nested lists (a 1-D
+    array as one row), in the order drawn."""
+    return {"title": title, "fields": fields,
+            "grids": {k: _ints(np.atleast_2d(v)) for k, v in grids.items()}}
+
+
+def gather_examples() -> dict:
+    """GATHER, GATHER_ELEMENTS and GATHER_ND of a 3x4 input (1..12): each
+    output value names the input element it read."""
+    x = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    rows, elems, nd = (np.array([2, 0, 2], np.int32), np.array([[3, 0], [1, 1], [2, 0]], np.int32),
+                       np.array([[0, 1], [2, 3]], np.int64))
+    return {"runs": [
+        _index_run("GATHER, Axis 0: whole rows", "dml.gather(x, indices, 0)", input=x, indices=rows,
+                   output=dml.gather(x, rows, 0)),
+        _index_run("GATHER_ELEMENTS, Axis 1: one element per index", "dml.gather_elements(x, indices, 1)",
+                   input=x, indices=elems, output=dml.gather_elements(x, elems, 1)),
+        _index_run("GATHER_ND: an index tuple per element", "dml.gather_nd(x, indices)", input=x,
+                   indices=nd, output=dml.gather_nd(x, nd))]}
+
+
+def scatter_examples() -> dict:
+    """SCATTER_ELEMENTS and SCATTER_ND into a 3x4 input (1..12), updates from
+    21 and 31: an output value above 20 is an update written there."""
+    x = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    ei, eu = np.array([[2, 0, 1, 2]], np.int32), np.array([[21, 22, 23, 24]], np.int32)
+    ni, nu = np.array([[0, 1], [2, 3]], np.int64), np.array([31, 32], np.int32)
+    return {"runs": [
+        _index_run("SCATTER_ELEMENTS, Axis 0", "dml.scatter_elements(x, indices, updates, 0)", input=x,
+                   indices=ei, updates=eu, output=dml.scatter_elements(x, ei, eu, 0)),
+        _index_run("SCATTER_ND: an index tuple per update", "dml.scatter_nd(x, indices, updates)",
+                   input=x, indices=ni, updates=nu, output=dml.scatter_nd(x, ni, nu))]}
+
+
+def one_hot_example() -> dict:
+    """ONE_HOT of five indices, depth 4, OffValue 0 and OnValue 1: -1 counts
+    from the end, 5 is outside [-4, 4) and gives an all-off row."""
+    i = np.array([0, 3, 2, -1, 5], np.int32)
+    out = dml.one_hot(i, 4, np.array([0, 1], np.int32))
+    return {"runs": [_index_run("ONE_HOT, depth 4, values [0, 1]", "dml.one_hot(indices, 4, values), values [0, 1]",
+                                indices=i[:, None], output=out)]}
+
+
+def reverse_subsequences_example() -> dict:
+    """REVERSE_SUBSEQUENCES of a 3x4 input (1..12) along axis 1, a length per row."""
+    x = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    lengths = np.array([2, 4, 3], np.uint32)
+    return {"runs": [_index_run("REVERSE_SUBSEQUENCES, Axis 1", "dml.reverse_subsequences(x, sequence_lengths, 1)",
+                                input=x, sequence_lengths=lengths[:, None],
+                                output=dml.reverse_subsequences(x, lengths, 1))]}
+
+
+def index_clamp() -> dict:
+    """GATHER with indices outside the dimension, unchecked
+    (``check_indices=False``): a negative index counts from the end, then the
+    kernels clamp to the nearest edge."""
+    x = np.arange(1, 5, dtype=np.int32)
+    i = np.array([-1, 5, 1, -7], np.int64)
+    return {"runs": [_index_run("GATHER of 1..4 with out-of-range indices",
+                                "dml.gather(x, indices, 0, check_indices=False)", input=x, indices=i,
+                                output=dml.gather(x, i, 0, check_indices=False))]}
+
+
 FIGURES = {
     "slice-examples": slice_examples,
     "slice1-examples": slice1_examples,
@@ -187,6 +253,11 @@ FIGURES = {
     "join-split": join_split,
     "tile": tile_example,
     "space-depth": space_depth,
+    "gather": gather_examples,
+    "scatter": scatter_examples,
+    "one-hot": one_hot_example,
+    "reverse-subsequences": reverse_subsequences_example,
+    "index-clamp": index_clamp,
 }
 
 
@@ -559,6 +630,40 @@ def draw_space_depth(name, data):
     plt.close(fig)
 
 
+# -- the index-driven operators' figures ---------------------------------------------------------------------
+
+#: How the index figures name their arrays.
+_INDEX_TITLES = {"input": "InputTensor", "indices": "IndicesTensor", "updates": "UpdatesTensor",
+                 "sequence_lengths": "SequenceLengthsTensor", "output": "OutputTensor"}
+
+
+def draw_index(name, data, caption):
+    """One row per run: the data arrays coloured by value (the same colour is
+    the same element wherever it appears), the index arrays white."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    runs = data["runs"]
+    cmap = matplotlib.colormaps["tab20"]
+    width = max(sum(len(g[0]) + 1.2 for g in run["grids"].values()) for run in runs)
+    height = max(max(len(g) for g in run["grids"].values()) for run in runs)
+    fig, axes = plt.subplots(len(runs), 1, figsize=(0.55 * width + 1.0, (0.55 * height + 1.1) * len(runs) + 0.4))
+    for ax, run in zip(np.atleast_1d(axes), runs):
+        data_grids = [k for k in run["grids"] if k in ("input", "updates", "output")]
+        values = sorted({v for k in data_grids for row in run["grids"][k] for v in row} - {0})
+        color = {v: _hex(cmap(i % 20)) for i, v in enumerate(values)}
+        x = 0.0
+        for key, grid in run["grids"].items():
+            fill = ([[color.get(v) for v in row] for row in grid] if key in data_grids else None)
+            _grid(ax, grid, fill=fill, origin=(x, 0), title=_INDEX_TITLES[key], fontsize=9)
+            x += len(grid[0]) + 1.2
+        ax.set_title(run["title"], fontsize=10, pad=14)
+        ax.text(x / 2, -height - 0.35, run["fields"], ha="center", va="top", fontsize=8.5, family="monospace")
+        _axes(ax, x, height + 0.9)
+    fig.text(0.5, 0.0, caption, ha="center", va="top", fontsize=8.5)
+    _save(fig, name)
+    plt.close(fig)
+
+
 def draw(data: dict) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -575,6 +680,16 @@ def draw(data: dict) -> None:
     draw_join_split("join-split", data["join-split"])
     draw_tile("tile", data["tile"])
     draw_space_depth("space-depth", data["space-depth"])
+    same = "the input holds 1..12 (its flat index + 1): a colour is one input element wherever it appears"
+    draw_index("gather", data["gather"], same)
+    draw_index("scatter", data["scatter"], "the input holds 1..12, the updates 21.. and 31..: each update's colour "
+               "shows where it was written")
+    draw_index("one-hot", data["one-hot"], "each row is one index's sequence: OnValue where the index points, "
+               "OffValue elsewhere (all off for 5, outside [-4, 4))")
+    draw_index("reverse-subsequences", data["reverse-subsequences"], "each row's first SequenceLengths[i] "
+               "elements are reversed, the rest copied; a colour is one input element")
+    draw_index("index-clamp", data["index-clamp"], "-1 counts from the end (4), 5 is clamped to the last element, "
+               "-7 (-3 after counting from the end) to the first")
 
 
 def main(argv: list[str]) -> int:

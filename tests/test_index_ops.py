@@ -29,8 +29,11 @@ F32, U32, I32, I64, U64 = (dml.DataType.FLOAT32, dml.DataType.UINT32, dml.DataTy
 
 
 def _layout(draw, x):
-    """``x``'s values in one of four layouts."""
+    """``x``'s values in one of four layouts (a 0-d array as it is: indexing
+    it with ``()`` would give a NumPy scalar, which is not an array)."""
     layout = draw(st.sampled_from(["packed", "padded", "negative", "broadcast"]))
+    if x.ndim == 0:
+        return x
     if layout == "padded":
         big = np.zeros(tuple(2 * s for s in x.shape), x.dtype)
         big[tuple(slice(0, 2 * s, 2) for s in x.shape)] = x
@@ -63,7 +66,7 @@ def index_array(draw, shape, bounds, dtype=None):
     if dt.kind == "i":
         neg = draw(hnp.arrays(np.bool_, shape))
         v = np.where(neg, v - b, v)
-    return _layout(draw, v.astype(dt))
+    return _layout(draw, np.asarray(v.astype(dt)))      # 0-d: an array (np.floor gave a scalar)
 
 
 def shape_of(draw, rank, lo=1, hi=4):
@@ -521,6 +524,30 @@ def test_dask_blocks_and_frameworks_give_the_numpy_bytes():
     assert dml.gather_elements(torch.from_numpy(x), i, 1).numpy().tobytes() == want.tobytes()
     with pytest.raises(dml.ValidationError, match=r"^gather_elements: indices\[0, 0, 0\] = 9 is out of range"):
         dml.gather_elements(torch.from_numpy(x), torch.full((3, 6, 5), 9), 1)
+
+
+def test_the_array_functions_are_registered_to_enter_a_graph_whole():
+    """family_torch_op marks the family's and the index functions for
+    torch.compile through ``_dispatch`` (it imports neither index_ops nor the
+    front: the import cycle through index_ops is gone); a hook set later sees
+    the functions registered before, and one registered later reaches the
+    hooks already set."""
+    from opendml.arrays import _dispatch, family, index_ops
+    for module in (family, index_ops):
+        assert [n for n in module.__all__ if getattr(module, n) not in _dispatch.WHOLE_IN_GRAPH] == []
+    seen = []
+
+    def extra():
+        pass
+    _dispatch.on_enter_graph_whole(seen.append)
+    try:
+        assert seen == _dispatch.WHOLE_IN_GRAPH
+        _dispatch.enter_graph_whole([extra])
+        assert seen[-1] is extra
+    finally:
+        _dispatch._WHOLE_HOOKS.remove(seen.append)
+        if extra in _dispatch.WHOLE_IN_GRAPH:
+            _dispatch.WHOLE_IN_GRAPH.remove(extra)
 
 
 def test_torch_compile_forward_and_backward():

@@ -28,9 +28,30 @@ def newest(cls):
     return [r for r in cls.SUPPORT if r.level <= max(dml.FeatureLevel)][-1]
 
 
-def supported(cls) -> list[str]:
-    types = {t.numpy_dtype.name for t in newest(cls).types}
+def supported(cls, slot=None) -> list[str]:
+    """The types the newest table lists for the DirectML tensor ``slot``
+    (None: the data types)."""
+    row = newest(cls)
+    types = {t.numpy_dtype.name for t in (row.types if slot is None else row.types_of(slot))}
     return [n for n in NAMES if n in types]
+
+
+def example_dtype(cls, binding) -> str:
+    """float32 where the array argument's tensor takes it, else its first type
+    (ONE_HOT's indices: int32)."""
+    types = supported(cls, binding.slot)
+    return "float32" if "float32" in types else types[0]
+
+
+def possessive(argument: str) -> str:
+    return argument + ("'" if argument.endswith("s") else "'s")
+
+
+def ranks_of(binding, cls) -> range:
+    """The ranks the array argument may have: the table's, less the axes the
+    operator adds (ONE_HOT's)."""
+    ranks = newest(cls).ranks
+    return range(max(0, ranks.start - binding.added_axes), ranks.stop - binding.added_axes)
 
 
 # -- frameworks ---------------------------------------------------------------------------------------
@@ -107,18 +128,28 @@ def bad_dtype_array(framework: str, shape, dtype: str):
     return FRAMEWORKS[framework](np.zeros(shape, dtype))
 
 
+def others(binding) -> dict:
+    """The binding's further arrays (indices, updates...) as NumPy arrays."""
+    return {name: np.array(values, dtype) for name, (slot, values, dtype) in binding.others.items()}
+
+
 def call(binding, inputs, **changes):
-    """The binding's example call on ``inputs``, with ``changes`` to its arguments."""
+    """The binding's example call on ``inputs`` (and the binding's further
+    arrays), with ``changes`` to its arguments."""
     fn = getattr(dml, binding.function)
-    args = {**binding.args, **changes}
+    args = {**others(binding), **binding.args, **changes}
     if binding.array == "arrays":
         return fn(list(inputs), **args)
     (x,) = inputs
     return fn(x, **args)
 
 
-def example_inputs(binding, framework="numpy", dtype="float32"):
+def example_inputs(binding, framework="numpy", dtype=None):
+    dtype = dtype or example_dtype(OPERATORS_BY_FUNCTION[binding.function], binding)
     return [array(framework, s, dtype) for s in binding.inputs]
+
+
+OPERATORS_BY_FUNCTION = {b.function: cls for _, cls, b in BOUND}
 
 
 def argument(binding, i=0):
@@ -145,8 +176,8 @@ def test_every_array_function_is_bound_once_and_declares_its_arguments():
         fn = getattr(dml, b.function)
         params = list(inspect.signature(fn).parameters)
         assert params[0] == b.array, name
-        assert set(b.args) <= set(params[1:]), name
-        assert set(params[1:]) - set(b.args) <= {p for p, v in inspect.signature(fn).parameters.items()
+        assert set(b.args) | set(b.others) <= set(params[1:]), name
+        assert set(params[1:]) - set(b.args) - set(b.others) <= {p for p, v in inspect.signature(fn).parameters.items()
                                                   if v.default is not inspect.Parameter.empty}, name
 
 
@@ -197,16 +228,16 @@ BAD_DTYPES = {"numpy": ["bool", "complex64"], "torch": ["bool", "bfloat16", "com
               "torch_cuda": ["bool", "bfloat16"]}
 
 
-def _unsupported(cls, framework):
+def _unsupported(cls, framework, slot=None):
     """The framework's dtypes without a DirectML type, and the DirectML types the
-    operator's newest table does not list (TILE's float64)."""
-    return BAD_DTYPES[framework] + [n for n in NAMES if n not in supported(cls)]
+    operator's newest table does not list for ``slot`` (TILE's float64)."""
+    return BAD_DTYPES[framework] + [n for n in NAMES if n not in supported(cls, slot)]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("name, cls, binding", BOUND, ids=IDS)
 def test_an_unsupported_dtype_is_one_unsupported_error_naming_the_supported_types(name, cls, binding, framework):
-    dtypes = _unsupported(cls, framework)
+    dtypes = _unsupported(cls, framework, binding.slot)
     if framework == "jax":
         import jax
         if not jax.config.jax_enable_x64:                 # JAX makes 32-bit arrays of the 64-bit types then
@@ -215,8 +246,9 @@ def test_an_unsupported_dtype_is_one_unsupported_error_naming_the_supported_type
         inputs = [bad_dtype_array(framework, s, dtype) for s in binding.inputs]
         text = DTYPE_TEXT[framework](dtype)
         raises(dml.UnsupportedError,
-               rf"{binding.function}: {re.escape(argument(binding))}'s dtype {re.escape(text)} is not supported by "
-               rf"{cls.OPERATOR} at feature level 6_4 \(supported: {', '.join(supported(cls))}\)",
+               rf"{binding.function}: {re.escape(possessive(argument(binding)))} dtype {re.escape(text)} is not "
+               rf"supported by {cls.OPERATOR} at feature level 6_4 \(supported: "
+               rf"{', '.join(supported(cls, binding.slot))}\)",
                lambda: call(binding, inputs))
 
 
@@ -225,29 +257,63 @@ def test_an_unsupported_jax_dtype_reads_the_same_under_jit(name, cls, binding):
     jax = pytest.importorskip("jax")
     for dtype in ("bool", "bfloat16"):
         inputs = [bad_dtype_array("jax", s, dtype) for s in binding.inputs]
-        pattern = (rf"{binding.function}: {re.escape(argument(binding))}'s dtype {dtype} is not supported by "
-                   rf"{cls.OPERATOR} at feature level 6_4 \(supported: {', '.join(supported(cls))}\)")
+        pattern = (rf"{binding.function}: {re.escape(possessive(argument(binding)))} dtype {dtype} is not supported "
+                   rf"by {cls.OPERATOR} at feature level 6_4 \(supported: {', '.join(supported(cls, binding.slot))}\)")
         raises(dml.UnsupportedError, pattern, lambda: call(binding, inputs))
         raises(dml.UnsupportedError, pattern, lambda: jax.jit(lambda *xs: call(binding, xs))(*inputs))
 
 
+# -- further arrays (indices, updates, values, sequence lengths) ------------------------------------------
+
+OTHERS = [(name, cls, b, other) for name, cls, b in BOUND for other in b.others]
+
+
+@pytest.mark.parametrize("bad", NOT_ARRAYS, ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize("name, cls, binding, other", OTHERS, ids=[f"{b.function}-{o}" for _, _, b, o in OTHERS])
+def test_a_further_non_array_is_one_validation_error(name, cls, binding, other, bad):
+    got = f"{type(bad).__module__}.{type(bad).__qualname__}"
+    raises(dml.ValidationError, rf"{binding.function}: {other} must be {ARRAYS}; got {re.escape(got)}",
+           lambda: call(binding, example_inputs(binding), **{other: bad}))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("name, cls, binding, other", OTHERS, ids=[f"{b.function}-{o}" for _, _, b, o in OTHERS])
+def test_a_further_arrays_unsupported_dtype_names_its_tensors_types(name, cls, binding, other, framework):
+    """Indices of a type the table does not list for IndicesTensor (bool,
+    int16...) name the index types; updates and values the data types."""
+    slot, values, _ = binding.others[other]
+    shape = np.shape(values)
+    dtypes = _unsupported(cls, framework, slot)
+    if framework == "jax":
+        import jax
+        if not jax.config.jax_enable_x64:
+            dtypes = [d for d in dtypes if not d.endswith("64") or d == "complex64"]
+    for dtype in dtypes:
+        bad = bad_dtype_array(framework, shape, dtype)
+        text = DTYPE_TEXT[framework](dtype)
+        raises(dml.UnsupportedError,
+               rf"{binding.function}: {re.escape(possessive(other))} dtype {re.escape(text)} is not supported by "
+               rf"{cls.OPERATOR} at feature level 6_4 \(supported: {', '.join(supported(cls, slot))}\)",
+               lambda: call(binding, example_inputs(binding, framework), **{other: bad}))
+
+
 # -- ranks ----------------------------------------------------------------------------------------------
 
-def _bad_ranks(cls):
-    ranks = newest(cls).ranks
-    return sorted({0, ranks.start - 1, ranks.stop} - {-1})
+def _bad_ranks(cls, binding):
+    ranks = ranks_of(binding, cls)
+    return sorted(r for r in {0, ranks.start - 1, ranks.stop} if r >= 0 and r not in ranks)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 @pytest.mark.parametrize("name, cls, binding", BOUND, ids=IDS)
 def test_a_wrong_rank_is_one_validation_error(name, cls, binding, framework):
-    ranks = newest(cls).ranks
+    ranks = ranks_of(binding, cls)
     want = str(ranks.start) if len(ranks) == 1 else f"{ranks.start} to {ranks.stop - 1}"
-    for rank in _bad_ranks(cls):
+    for rank in _bad_ranks(cls, binding):
         if framework == "dask" and rank == 0:
             continue                                  # a 0-d Dask array has no chunks to give
         shape = (1,) * rank
-        inputs = [array(framework, shape) for _ in binding.inputs]
+        inputs = [array(framework, shape, example_dtype(cls, binding)) for _ in binding.inputs]
         raises(dml.ValidationError,
                rf"{binding.function}: {re.escape(argument(binding))} must have {want} dimensions for "
                rf"{cls.OPERATOR}; got {rank} \(shape {re.escape(str(list(shape)))}\)", lambda: call(binding, inputs))
@@ -263,7 +329,7 @@ AXIS_FORMS = [r"axis must be an integer; got .+",
 @pytest.mark.parametrize("name, cls, binding", [b for b in BOUND if "axis" in b[2].args],
                          ids=[b.function for _, _, b in BOUND if "axis" in b.args])
 def test_a_bad_axis_is_one_validation_error(name, cls, binding, framework):
-    rank = len(binding.inputs[0])
+    rank = len(binding.inputs[0]) + binding.added_axes       # ONE_HOT's axis is the output's
     for bad, form in ((rank, 1), (-rank - 1, 1), ("0", 0), (1.0, 0), (True, 0), (None, 0)):
         text = raises(dml.ValidationError, rf"{binding.function}: {AXIS_FORMS[form]}",
                       lambda: call(binding, example_inputs(binding, framework), axis=bad))
@@ -280,7 +346,8 @@ FIELD_FORM = r"{op}: [A-Z][A-Za-z]*(\[\d+\])?(\.[A-Za-z]+(\[\d+\])?)*('s)? .*"
 
 def _field_params(binding):
     fn = getattr(dml, binding.function)
-    return [p for p in list(inspect.signature(fn).parameters)[1:] if p not in ("axis", "dtype")]
+    return [p for p in list(inspect.signature(fn).parameters)[1:]
+            if p not in ("axis", "dtype") and p not in binding.others]
 
 
 @pytest.mark.parametrize("name, cls, binding", BOUND, ids=IDS)

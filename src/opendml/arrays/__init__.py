@@ -35,7 +35,8 @@ from . import _contract, _dispatch
 from .planner import OpCall, plan_cache_info
 
 __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast", "pad", "join", "split", "tile",
-           "space_to_depth", "depth_to_space", "cpu_output_cache", "plan_cache_info", "adapter_for"]
+           "space_to_depth", "depth_to_space", "gather", "gather_elements", "gather_nd", "scatter_elements",
+           "scatter_nd", "one_hot", "reverse_subsequences", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
 #: An int, or one int per axis.
 Ints = Union[int, Sequence[int]]

@@ -16,6 +16,12 @@ whatever the operator and whatever the framework.
   ...)")``, the list being that table's types (``check_inputs``). A dtype
   given as an argument (``cast``'s) reads the same, without the ``'s``:
   ``"cast: dtype torch.bool is not supported by CAST ..."`` (``data_type``).
+  The index-driven operators' further arrays (``indices``, ``updates``,
+  ``values``, ``sequence_lengths``: ``Binding.others``) get the same two
+  errors (``check_others``), their types being those the table lists for
+  their tensor (``"gather: indices' dtype int16 is not supported by GATHER
+  at feature level 6_4 (supported: int32, int64, uint32, uint64)"``); an
+  argument ending in s takes ``'`` (``possessive``).
 * **A rank the operator does not take** (the same table's ranks):
   ``ValidationError("<function>: <argument> must have <n> (or <lo> to <hi>)
   dimensions for <OPERATOR>; got <rank> (shape [...])")``.
@@ -39,6 +45,7 @@ arguments alike.
 from __future__ import annotations
 
 import operator
+import sys
 
 import numpy as np
 
@@ -51,7 +58,8 @@ from ..ops._spec import binding_of
 from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence", "check_inputs",
-           "check_input", "data_type", "dtype_argument", "axis", "field_error", "sizes_of", "supported_row"]
+           "check_input", "check_others", "data_type", "dtype_argument", "axis", "field_error", "sizes_of",
+           "supported_row"]
 
 #: How the messages name what an array function takes.
 ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"
@@ -188,10 +196,6 @@ def supported_row(cls):
     return [r for r in cls.SUPPORT if r.level <= LEVEL][-1]
 
 
-def _supported(row) -> str:
-    return ", ".join(name for t, name in _NAMES.items() if t in row.types)
-
-
 def _dtype_text(dtype) -> str:
     """A dtype as its framework writes it (``bool``, ``torch.bfloat16``,
     ``DataType.INT4``; a NumPy scalar type as its dtype's name)."""
@@ -207,10 +211,18 @@ def _dtype_text(dtype) -> str:
     return str(dtype)
 
 
-def dtype_error(function: str, what: str, dtype, cls) -> UnsupportedError:
+def possessive(argument: str) -> str:
+    """``x's``, ``arrays[0]'s``; ``indices'``, ``updates'`` (a name ending in s)."""
+    return argument + ("'" if argument.endswith("s") else "'s")
+
+
+def dtype_error(function: str, what: str, dtype, cls, slot: str | None = None) -> UnsupportedError:
+    """``slot``: the DirectML tensor whose types to name (an index tensor's
+    own); None for the data types."""
     row = supported_row(cls)
+    types = row.types if slot is None else row.types_of(slot)
     return UnsupportedError(f"{function}: {what} {_dtype_text(dtype)} is not supported by {cls.OPERATOR} at feature "
-                            f"level {LEVEL.label} (supported: {_supported(row)})")
+                            f"level {LEVEL.label} (supported: {', '.join(n for t, n in _NAMES.items() if t in types)})")
 
 
 def dtype_argument(dtype, function: str, slot_type=None):
@@ -236,6 +248,9 @@ _PASSED: set = set()
 
 #: Array-API function name -> the name of its array argument (``Binding.array``).
 ARGUMENT: dict = _Bound(lambda cls, b: b.array)
+
+#: Array-API function name -> its ``Binding`` (the array's DirectML tensor, its other arrays).
+BINDING: dict = _Bound(lambda cls, b: b)
 
 
 def check_input(function: str, x) -> None:
@@ -280,18 +295,52 @@ def _check_input(function: str, x, argument: str) -> None:
         readable(x, function)
     cls = OPERATOR_OF[function]
     row = supported_row(cls)
-    try:
-        dt = data_type(x.dtype)
-    except TypeError:
-        dt = None
-    if dt is None or dt not in row.types:
-        raise dtype_error(function, f"{argument}'s dtype", x.dtype, cls)
+    binding = BINDING[function]
+    _check_dtype(function, x, argument, cls, row, binding.slot)
     rank = len(x.shape)
     ranks = row.ranks
+    if binding.added_axes:                # ONE_HOT's indices: the output has a dimension more
+        ranks = range(max(0, ranks.start - binding.added_axes), ranks.stop - binding.added_axes)
     if rank not in ranks:
         want = str(ranks.start) if len(ranks) == 1 else f"{ranks.start} to {ranks.stop - 1}"
         raise ValidationError(f"{function}: {argument} must have {want} dimensions for {cls.OPERATOR}; got {rank} "
                               f"(shape {[int(n) for n in x.shape]})")
+
+
+def _check_dtype(function: str, x, argument: str, cls, row, slot: str) -> None:
+    types = row.types_of(slot)
+    try:
+        dt = data_type(x.dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt not in types:
+        raise dtype_error(function, f"{possessive(argument)} dtype", x.dtype, cls, slot)
+
+
+def check_others(function: str, **arrays) -> None:
+    """The array arguments besides the first (``Binding.others``: GATHER's
+    ``indices``, SCATTER's ``updates``...): each an array of a framework the
+    API takes (``not_an_array``), of a type the support table lists for its
+    DirectML tensor (``UnsupportedError`` naming them: the index types for
+    indices). Their shapes are the function's own rules."""
+    cls = OPERATOR_OF[function]
+    others = BINDING[function].others
+    for argument, x in arrays.items():
+        kind = framework_of(x)
+        if kind is None:
+            raise not_an_array(x, function, argument)
+        readable = READABLE.get(kind)
+        if readable is not None:
+            readable(x, function)
+        try:
+            key = ("others", function, argument, x.dtype)      # 4 entries: never check_input's key
+            if key in _PASSED:
+                continue
+        except TypeError:                 # a dtype that cannot be hashed
+            key = None
+        _check_dtype(function, x, argument, cls, supported_row(cls), others[argument][0])
+        if key is not None and len(_PASSED) < 1024:
+            _PASSED.add(key)
 
 
 # -- arguments -------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import types
 
 import numpy as np
 
-__all__ = ["FRAMEWORKS", "READABLE", "front", "framework_of"]
+__all__ = ["FRAMEWORKS", "READABLE", "front", "framework_of", "enter_graph_whole", "on_enter_graph_whole"]
 
 #: (module that must already be imported, attribute of its array type),
 #: checked in order after NumPy; the fronts map the module's name to their
@@ -32,6 +32,31 @@ front = types.SimpleNamespace()
 #: PyTorch tensor), which the array API's checks report before its dtype and
 #: rank.
 READABLE: dict = {}
+
+#: The array API functions that a ``torch.compile`` graph takes whole (the
+#: data-movement family's and the index-driven operators'), registered by the
+#: modules defining them (``enter_graph_whole``); the PyTorch route marks each
+#: one (``on_enter_graph_whole``) without importing those modules.
+WHOLE_IN_GRAPH: list = []
+_WHOLE_HOOKS: list = []
+
+
+def enter_graph_whole(functions) -> None:
+    """Register ``functions`` as entering a traced graph whole; the hooks
+    already set (``on_enter_graph_whole``) see them at once."""
+    for f in functions:
+        WHOLE_IN_GRAPH.append(f)
+        for hook in _WHOLE_HOOKS:
+            hook(f)
+
+
+def on_enter_graph_whole(hook) -> None:
+    """Call ``hook(f)`` for each function registered by ``enter_graph_whole``,
+    those registered so far and those registered later."""
+    _WHOLE_HOOKS.append(hook)
+    for f in list(WHOLE_IN_GRAPH):
+        hook(f)
+
 
 #: Framework module name ("numpy", "torch", ...) per array type already seen.
 _KIND_BY_TYPE: dict = {}

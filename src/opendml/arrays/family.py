@@ -892,3 +892,6 @@ for _name in __all__:                     # the family's functions, whatever the
 
 #: What ``adjoint`` hands to the operator modules.
 ADJOINT_API = _AdjointApi()
+
+# torch.compile takes the family's functions into a graph whole (``_dispatch.enter_graph_whole``).
+_dispatch.enter_graph_whole([globals()[_name] for _name in __all__])

@@ -60,7 +60,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.tensor_desc import TensorDesc, packed_strides
 from ..ops import OPERATORS
 from ..ops._move import MoveOperatorDesc
-from . import family, index_ops
+from . import _dispatch, family
 from .torch_adapter import _DTYPES, cpp_op, define_cpp
 
 __all__ = ["move_op", "call_move", "description"]
@@ -333,7 +333,7 @@ def call_move(desc, arrays) -> list:
 # torch.compile: the family's array API functions enter a graph whole; the
 # tracer behind Dynamo (AOTAutograd) then reaches ``family_torch.run`` with
 # fake tensors, which take the operator above.
-for _name in family.__all__:
-    torch.compiler.allow_in_graph(getattr(family, _name))
-for _name in index_ops.__all__:
-    torch.compiler.allow_in_graph(getattr(index_ops, _name))
+# The functions are registered by their modules (``_dispatch.enter_graph_whole``:
+# the family's and the index-driven operators'), so this module imports
+# neither the index operators nor any other front module back.
+_dispatch.on_enter_graph_whole(torch.compiler.allow_in_graph)

@@ -44,26 +44,19 @@ from typing import Any
 
 import numpy as np
 
-from ..model._checks import _short
-from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
                    ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc, ScatterNdOperatorDesc)
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
-from . import family, family_cache
+from . import _contract, _dispatch, family, family_cache
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
            "reverse_subsequences"]
 
-_INDEX_KINDS = "iu"
-
-
 def _shape(x, where: str, name: str) -> tuple[int, ...]:
-    shape = getattr(x, "shape", None)
-    if shape is None:
-        raise ValidationError(f"{where}: {name} must be an array (NumPy, PyTorch, JAX...); got {_short(x)}")
-    return tuple(int(n) for n in shape)
+    """An array's shape as ints (``_checked`` has made sure it is an array)."""
+    return tuple(int(n) for n in x.shape)
 
 
 def _lead(x, rank: int):
@@ -74,29 +67,29 @@ def _lead(x, rank: int):
     return x.reshape((1,) * (rank - len(shape)) + shape)
 
 
-def _axis(axis, rank: int, where: str) -> int:
-    if isinstance(axis, bool):
-        raise ValidationError(f"{where}: axis must be an integer; got {axis!r}")
-    try:
-        a = operator.index(axis)
-    except TypeError:
-        raise ValidationError(f"{where}: axis must be an integer; got {_short(axis)}") from None
-    if not -rank <= a < rank:
-        raise ValidationError(f"{where}: axis must be in [{-rank}, {rank - 1}] for arrays of {rank} dimensions; "
-                              f"got {a}")
-    return a % rank
-
-
-def _count(value, where: str, name: str, lo: int) -> int:
+def _count(value, where: str, field: str, lo: int, what: str) -> int:
+    """An integer argument that is a DirectML field (``field``, in the
+    contract's form: ``GATHER: IndexDimensions must ...``)."""
     if isinstance(value, bool):
-        raise ValidationError(f"{where}: {name} must be an integer; got {value!r}")
+        raise _contract.field_error(where, field, f"be an integer ({what})", value)
     try:
         v = operator.index(value)
     except TypeError:
-        raise ValidationError(f"{where}: {name} must be an integer; got {_short(value)}") from None
+        raise _contract.field_error(where, field, f"be an integer ({what})", value) from None
     if v < lo:
-        raise ValidationError(f"{where}: {name} must be >= {lo}; got {v}")
+        raise _contract.field_error(where, field, f"be >= {lo} ({what})", v)
     return v
+
+
+def _checked(where: str, x, **others) -> None:
+    """The array API's contract (``_contract``): ``x`` (the first array) an
+    array of a framework the API takes, of a dtype and rank the operator
+    takes; ``others`` (indices, updates, values, lengths) arrays of the
+    types the operator's table lists for their tensors."""
+    if _contract.framework_of(x) is None:
+        raise _contract.not_an_array(x, where, _contract.ARGUMENT[where])
+    _contract.check_input(where, x)
+    _contract.check_others(where, **others)
 
 
 def _host(a) -> np.ndarray | None:
@@ -128,21 +121,6 @@ def _traced(a) -> bool:
     are not known when the call is traced, so they are not checked (the
     kernels clamp them)."""
     return type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__
-
-
-def _index_dtype(indices, where: str, name: str = "indices") -> None:
-    dt = getattr(indices, "dtype", None)
-    if _kind(dt) not in _INDEX_KINDS:
-        raise ValidationError(f"{where}: {name} must be an integer array (int32, int64, uint32 or uint64: "
-                              f"DirectML's index types); got dtype {dt}")
-
-
-def _kind(dt) -> str:
-    try:
-        return np.dtype(dt).kind
-    except TypeError:
-        text = str(dt)                            # torch.int64, ...
-        return "i" if "int" in text and "uint" not in text else ("u" if "uint" in text else "?")
 
 
 def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indices", last_axis: bool = False):
@@ -250,13 +228,14 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
         named with its value and position.
     """
     where = "gather"
+    _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
-    _index_dtype(indices, where)
-    rx, ri = max(len(xs), 1), len(is_)
-    a = _axis(axis, rx, where)
-    k = ri if index_dimensions is None else _count(index_dimensions, where, "index_dimensions", 0)
+    rx, ri = len(xs), len(is_)
+    a = _contract.axis(axis, rx, where)
+    k = ri if index_dimensions is None else _count(index_dimensions, where, "IndexDimensions", 0, "index_dimensions")
     if k > ri:
-        raise ValidationError(f"{where}: index_dimensions must be <= indices.ndim = {ri}; got {k}")
+        raise _contract.field_error(where, "IndexDimensions", f"be <= the indices' number of dimensions {ri} "
+                                    "(index_dimensions)", k)
     for d in range(ri - k):
         if is_[d] != 1:
             raise ValidationError(f"{where}: indices.shape[{d}] must be 1 (before the last index_dimensions = {k}); "
@@ -276,11 +255,11 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
     ``gather``."""
     where = "gather_elements"
+    _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
-    _index_dtype(indices, where)
     if len(xs) != len(is_):
         raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
-    a = _axis(axis, max(len(xs), 1), where)
+    a = _contract.axis(axis, len(xs), where)
     if check_indices and len(xs):
         check_index_values(_host(indices), xs[a], where)
     return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_, (a,))
@@ -297,17 +276,18 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
     where = "gather_nd"
+    _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
-    _index_dtype(indices, where)
-    b = _count(batch_dimensions, where, "batch_dimensions", 0)
+    b = _count(batch_dimensions, where, "BatchDimensionCount", 0, "batch_dimensions")
     if not is_:
         raise ValidationError(f"{where}: indices must have at least one dimension (the index tuples); got 0")
+    if b >= len(is_):
+        raise _contract.field_error(where, "BatchDimensionCount", f"be < the indices' number of dimensions "
+                                    f"{len(is_)} (batch_dimensions)", b)
     q = is_[-1]
     if not 1 <= q <= len(xs) - b:
         raise ValidationError(f"{where}: indices.shape[-1] (the tuple size) must be in [1, x.ndim - "
                               f"batch_dimensions] = [1, {len(xs) - b}]; got {q}")
-    if b >= len(is_):
-        raise ValidationError(f"{where}: batch_dimensions must be < indices.ndim = {len(is_)}; got {b}")
     if check_indices:
         check_index_values(_host(indices), xs[b:b + q], where, last_axis=True)
     r = _nd_rank(xs, is_, b)
@@ -323,12 +303,11 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     repeat, the last update in row-major order wins. Indices and
     ``check_indices`` as for ``gather``."""
     where = "scatter_elements"
+    _checked(where, x, indices=indices, updates=updates)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
-    _shape(updates, where, "updates")
-    _index_dtype(indices, where)
     if len(xs) != len(is_):
         raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
-    a = _axis(axis, max(len(xs), 1), where)
+    a = _contract.axis(axis, len(xs), where)
     if check_indices and len(xs):
         check_index_values(_host(indices), xs[a], where)
     return _run(where, lambda tx, ti, tu: ScatterElementsOperatorDesc(tx, ti, tu, None, a), [x, indices, updates],
@@ -341,8 +320,8 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
     update in row-major order wins."""
     where = "scatter_nd"
+    _checked(where, x, indices=indices, updates=updates)
     xs, is_, us = _shape(x, where, "x"), _shape(indices, where, "indices"), _shape(updates, where, "updates")
-    _index_dtype(indices, where)
     if not is_:
         raise ValidationError(f"{where}: indices must have at least one dimension (the index tuples); got 0")
     q = is_[-1]
@@ -367,22 +346,21 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
     negative index of a signed type counts from the end; an index outside
     ``[-depth, depth)`` gives an all-off row (no check)."""
     where = "one_hot"
+    _checked(where, indices, values=values)
     is_ = _shape(indices, where, "indices")
-    _index_dtype(indices, where)
-    depth = _count(depth, where, "depth", 1)
-    if isinstance(values, (list, tuple)) and isinstance(indices, np.ndarray):
-        values = np.asarray(values)
+    depth = _count(depth, where, "OutputTensor's size along Axis", 1, "depth")
     vs = _shape(values, where, "values")
     if len(vs) != 1 or vs[0] != 2:
         raise ValidationError(f"{where}: values must be a two-element array [off, on]; got shape {list(vs)}")
     ro = len(is_) + 1
-    a = _axis(axis, ro, where)
+    a = _contract.axis(axis, ro, where)
     shape = is_[:a] + (depth,) + is_[a:]
     ind = indices.reshape(is_[:a] + (1,) + is_[a:])
     val = _lead(values, ro)
 
     def make(ti, tv):
-        return OneHotOperatorDesc(ti, tv, TensorDesc(tv.data_type, shape), a)
+        return OneHotOperatorDesc(ti, tv, _contract.sizes_of(where, "OutputTensor",
+                                                             lambda: TensorDesc(tv.data_type, shape)), a)
     return _run(where, make, [ind, val], shape, (shape, a))
 
 
@@ -392,11 +370,9 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
     ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
     the axis are clamped to it."""
     where = "reverse_subsequences"
+    _checked(where, x, sequence_lengths=sequence_lengths)
     xs, ls = _shape(x, where, "x"), _shape(sequence_lengths, where, "sequence_lengths")
-    a = _axis(axis, max(len(xs), 1), where)
-    if _kind(getattr(sequence_lengths, "dtype", None)) != "u":
-        raise ValidationError(f"{where}: sequence_lengths must be a uint32 or uint64 array (DirectML's length "
-                              f"types); got dtype {getattr(sequence_lengths, 'dtype', None)}")
+    a = _contract.axis(axis, len(xs), where)
     if len(ls) == len(xs) - 1:
         sequence_lengths = sequence_lengths.reshape(ls[:a] + (1,) + ls[a:])
     return _run(where, lambda tx, tl: ReverseSubsequencesOperatorDesc(tx, tl, None, a), [x, sequence_lengths], xs,
@@ -426,3 +402,6 @@ def index_primal(primal, wrt: int, data, indices):
 # own functions are registered there.
 for _name in ("index_adjoint", "index_primal", "reverse_subsequences"):
     setattr(family._AdjointApi, _name, staticmethod(globals()[_name]))
+
+# torch.compile takes these functions into a graph whole (``_dispatch.enter_graph_whole``).
+_dispatch.enter_graph_whole([globals()[_name] for _name in __all__])

@@ -329,11 +329,21 @@ class Binding:
     other arguments by name (documentation, and the cases the generic tests
     of the array API's contract run for every bound operator); ``array``
     the name of its array argument (``"x"``, ``"grad"``; ``"arrays"`` for a
-    sequence of arrays, JOIN's)."""
+    sequence of arrays, JOIN's). The index-driven operators take more
+    arrays: ``slot`` is the DirectML tensor the array argument becomes
+    (whose types the support table gives: ONE_HOT's ``indices`` is its
+    ``IndicesTensor``), ``others`` each further array argument as
+    ``name -> (DirectML tensor, example values, example dtype)`` (GATHER's
+    ``indices``), and ``added_axes`` how many dimensions the operator's
+    tensors have beyond the array argument's (ONE_HOT's new axis: its
+    indices may have one dimension fewer than the table's ranks)."""
     function: str
     inputs: tuple
     args: dict = dataclasses.field(default_factory=dict)
     array: str = "x"
+    slot: str = "InputTensor"
+    others: dict = dataclasses.field(default_factory=dict)
+    added_axes: int = 0
 
 
 def binding_of(cls) -> "Binding | None":

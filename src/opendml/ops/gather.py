@@ -39,7 +39,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position, right_aligned
-from ._spec import Tensor, UInt, is_float
+from ._spec import Binding, Tensor, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -54,6 +54,8 @@ class GatherOperatorDesc(IndexOperatorDesc):
 
     OPERATOR = "GATHER"
     TYPE_VALUE = 67
+    BINDING = Binding("gather", ((3, 4),), {"axis": 0},
+                      others={"indices": ("IndicesTensor", [2, 0, 2], "int32")})
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("IndicesTensor", "indices_tensor", "input"),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))

@@ -39,7 +39,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._common import TYPES_2_1
 from ._index import IndexOperatorDesc, index_support, position, right_aligned
-from ._spec import Tensor, UInt, is_float
+from ._spec import Binding, Tensor, UInt, is_float
 
 
 class _NdIndexing(IndexOperatorDesc):
@@ -127,6 +127,8 @@ class GatherNd1OperatorDesc(_NdIndexing):
 
     OPERATOR = "GATHER_ND1"
     TYPE_VALUE = 140
+    BINDING = Binding("gather_nd", ((3, 4),), {"batch_dimensions": 0},
+                      others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64")})
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("IndicesTensor", "indices_tensor", "input"),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))

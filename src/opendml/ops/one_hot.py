@@ -26,7 +26,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_SKIP, Copy, Scatter
 from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position
-from ._spec import Tensor, UInt
+from ._spec import Binding, Tensor, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -40,6 +40,8 @@ class OneHotOperatorDesc(IndexOperatorDesc):
 
     OPERATOR = "ONE_HOT"
     TYPE_VALUE = 95
+    BINDING = Binding("one_hot", ((5,),), {"depth": 4, "axis": -1}, "indices", slot="IndicesTensor",
+                      others={"values": ("ValuesTensor", [0, 1], "float32")}, added_axes=1)
     SLOTS = (Tensor("IndicesTensor", "indices_tensor", "input"),
              Tensor("ValuesTensor", "values_tensor", "input"),
              Tensor("OutputTensor", "output_tensor", "output"))

@@ -34,7 +34,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position
-from ._spec import Tensor, UInt, is_float
+from ._spec import Binding, Tensor, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -50,6 +50,9 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
     OPERATOR = "SCATTER_ELEMENTS"
     ALIASES = ("SCATTER",)
     TYPE_VALUE = 94
+    BINDING = Binding("scatter_elements", ((3, 4),), {"axis": 0},
+                      others={"indices": ("IndicesTensor", [[2, 0, 1, 2]], "int32"),
+                              "updates": ("UpdatesTensor", [[21, 22, 23, 24]], "float32")})
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("IndicesTensor", "indices_tensor", "input"),
              Tensor("UpdatesTensor", "updates_tensor", "input"),
