@@ -243,6 +243,14 @@ def dtype_argument(dtype, function: str, slot_type=None):
 
 # -- inputs ----------------------------------------------------------------------------------------
 
+def rank_of(x) -> int:
+    """``x.ndim``, else ``len(x.shape)`` (an object without ``ndim``). Read
+    ``ndim`` first: a nested PyTorch tensor has one but raises on ``shape``,
+    which its adapter's own check names before any rank is compared."""
+    ndim = getattr(x, "ndim", None)
+    return ndim if isinstance(ndim, int) else len(x.shape)
+
+
 #: (function, dtype, rank) of inputs that passed ``check_inputs``.
 _PASSED: set = set()
 
@@ -257,9 +265,9 @@ def check_input(function: str, x) -> None:
     """``x``'s dtype and rank against the support table of the operator
     ``function`` builds, at the newest feature level: ``UnsupportedError``
     for a dtype it does not take, ``ValidationError`` for a rank (an array
-    of any framework: ``dtype`` and ``shape`` are all that is read)."""
+    of any framework: ``dtype`` and ``ndim`` (else ``len(shape)``) are all that is read)."""
     try:
-        key = (function, x.dtype, len(x.shape))
+        key = (function, x.dtype, rank_of(x))
         if key in _PASSED:
             return
     except TypeError:                     # a dtype that cannot be hashed
@@ -279,7 +287,7 @@ def check_inputs(function: str, arrays) -> None:
         return
     for i, x in enumerate(arrays):
         try:
-            key = (function, x.dtype, len(x.shape))
+            key = (function, x.dtype, rank_of(x))
             if key in _PASSED:
                 continue
         except TypeError:
@@ -297,7 +305,7 @@ def _check_input(function: str, x, argument: str) -> None:
     row = supported_row(cls)
     binding = BINDING[function]
     _check_dtype(function, x, argument, cls, row, binding.slot)
-    rank = len(x.shape)
+    rank = rank_of(x)
     ranks = row.ranks
     if binding.added_axes:                # ONE_HOT's indices: the output has a dimension more
         ranks = range(max(0, ranks.start - binding.added_axes), ranks.stop - binding.added_axes)

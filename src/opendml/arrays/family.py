@@ -611,7 +611,7 @@ def _join(arrays, axis):
     below would give ``join`` cells to make on every call)."""
     arrays = _contract.array_sequence(arrays, "join")
     _checked("join", arrays, True)
-    a = _contract.axis(axis, len(arrays[0].shape), "join")
+    a = _contract.axis(axis, _contract.rank_of(arrays[0]), "join")
     return _run(FamilyCall("join", lambda *ts: JoinOperatorDesc(ts, None, a), key=family_cache.call_key("join", a),
                            ccall=("join", (axis,), True)), arrays)
 
@@ -665,7 +665,7 @@ def _split(x: Any, axis, sizes):
     below would give ``split`` cells to make on every call)."""
     _checked("split", (x,))
     sizes = _snapshot(sizes)
-    a = _contract.axis(axis, len(x.shape), "split")
+    a = _contract.axis(axis, _contract.rank_of(x), "split")
     if not isinstance(sizes, tuple) or not sizes:
         raise _contract.field_error("split", "OutputTensors", "be one or more tensors (sizes: a non-empty sequence "
                                     "of ints, one per output)", sizes)
