@@ -147,6 +147,65 @@ def test_scatter_nd(backend, d):
     same(dml.scatter_nd(x, idx, upd), ref.scatter_nd(x, idx, upd))
 
 
+def _fixed_layout(x, layout):
+    """``x``'s values in ``layout`` (as ``_layout`` draws them); "broadcast"
+    repeats row 0 along axis 0 with stride 0 (``x`` is constant along it)."""
+    if layout == "broadcast":
+        assert (x == x[:1]).all()
+        return np.broadcast_to(x[:1], x.shape)
+    if layout == "padded":
+        big = np.zeros(tuple(2 * s for s in x.shape), x.dtype)
+        big[tuple(slice(0, 2 * s, 2) for s in x.shape)] = x
+        return big[tuple(slice(0, 2 * s, 2) for s in x.shape)]
+    if layout == "negative":
+        flip = tuple(slice(None, None, -1) for _ in x.shape)
+        return x[flip].copy()[flip]
+    return x
+
+
+# (operator, x shape, indices (every one repeated), updates shape, axis of scatter_elements)
+DUPLICATE_SCATTERS = [
+    ("nd", (1,), [[0], [0]], (2,), None),
+    ("nd", (1, 1), [[0], [0]], (2, 1), None),
+    ("nd", (3, 2), [[1], [1], [1]], (3, 2), None),
+    ("nd", (4,), [[2], [0], [2], [0]], (4,), None),
+    ("elements", (1,), [0, 0, 0], (3,), 0),
+    ("elements", (1, 1), [[0], [0]], (2, 1), 0),
+    ("elements", (2, 3), [[0, 2, 0, 2], [0, 2, 0, 2]], (2, 4), 1),
+    ("elements", (3, 2), [[1, 0], [1, 0], [1, 0]], (3, 2), 0),
+]
+
+
+@pytest.mark.parametrize("case", DUPLICATE_SCATTERS, ids=lambda c: f"{c[0]}-{c[1]}-{len(c[2])}")
+def test_scatter_duplicates_last_write_wins_on_every_layout(case):
+    """Repeated destinations keep the last update in index order, whatever the
+    layouts of x, indices (packed, padded, negative strides, broadcast: stride
+    0 along axis 0, which left a repeated destination inside the block NumPy
+    copied in its own order, backwards for a negative-stride source) and
+    updates, on both CPU kernel kinds, and on a repeated call of one layout
+    after calls with the others (the cached plans and call caches)."""
+    op, xs, idx_values, us, axis = case
+    kinds = ("numpy", "compiled") if dml.config().compiled_available else ("numpy",)
+    x0 = (np.arange(int(np.prod(xs))) + 1).astype(np.float32).reshape(xs)
+    i0 = np.array(idx_values, np.uint32)
+    u0 = (np.arange(int(np.prod(us))) + 100).astype(np.float32).reshape(us)
+    if op == "nd":
+        run, want = (lambda x, i, u: dml.scatter_nd(x, i, u)), ref.scatter_nd(x0, i0, u0)
+    else:
+        run, want = (lambda x, i, u: dml.scatter_elements(x, i, u, axis)), ref.scatter_elements(x0, i0, u0, axis)
+    if op == "nd" and xs == (1,):
+        assert want.tolist() == [101.0]                  # the last of the repeated writes
+    index_layouts = ["packed", "padded", "negative"] + (["broadcast"] if (i0 == i0[:1]).all() else [])
+    combos = [(lx, li, lu) for lx in ("packed", "padded", "negative") for li in index_layouts
+              for lu in ("packed", "padded", "negative")]
+    for kind in kinds:
+        with dml.configure(cpu_kernels=kind):
+            for lx, li, lu in combos + combos[::-1] + combos:     # each layout again after the others
+                for itype in (np.uint32, np.int64):
+                    got = run(_fixed_layout(x0, lx), _fixed_layout(i0.astype(itype), li), _fixed_layout(u0, lu))
+                    assert got.tobytes() == want.tobytes(), (kind, lx, li, lu, itype, got, want)
+
+
 @SETTINGS
 @given(st.data())
 def test_one_hot(backend, d):

@@ -392,8 +392,15 @@ def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
 def outer_count(p) -> int:
     """How many leading dimensions of an indexed pass are "outer": the rest
     (a suffix) read no index, so each outer position moves one block of
-    them (an embedding's row) with one fancy index of a block view."""
-    from ...plan import INDEX_REVERSE_LENGTH
+    them (an embedding's row) with one fancy index of a block view.
+
+    A ``Scatter`` pass whose inner block would reach one destination element
+    more than once (a dimension of destination stride 0, as an index tensor
+    broadcast along it gives, or strides that alias) has every dimension
+    outer: the block copy's order is NumPy's (which walks a negative-stride
+    source backwards) and a compiled block loop has no duplicate rule, while
+    the outer positions keep the last write (or add) in row-major order."""
+    from ...plan import INDEX_REVERSE_LENGTH, Scatter
     k = len(p.sizes)
     while k > 0:
         d = k - 1
@@ -401,7 +408,21 @@ def outer_count(p) -> int:
                for ix in p.indices):
             break
         k -= 1
+    if isinstance(p, Scatter) and not _distinct(p.sizes[k:], p.dst_strides[k:]):
+        return len(p.sizes)
     return k
+
+
+def _distinct(sizes, strides) -> bool:
+    """Whether the positions of ``sizes`` reach distinct elements through
+    ``strides``: with the dimensions of more than one position ordered by
+    stride magnitude, each stride passes the span of the ones before it."""
+    span = 0
+    for n, t in sorted(((n, abs(t)) for n, t in zip(sizes, strides) if n > 1), key=lambda d: d[1]):
+        if t <= span:
+            return False
+        span += (n - 1) * t
+    return True
 
 
 def _indexed_offsets(plan, p, srcs, offset, strides, k):
