@@ -81,6 +81,26 @@ _MOVE_TYPES = (PaddingMode, DepthSpaceOrder, DataType)
 _calls.register_move_types(_MOVE_TYPES)
 
 
+#: ``_new(op, x, args)``: a never-seen shape of identity, cast, tile or pad on
+#: an exact NumPy array, lowered in C (``runtime.calls.move_new``: the same
+#: passes, output and call-cache record as the route below), or None (the
+#: Python route runs the call and raises whatever it raises).
+_move_new = _calls.move_new
+# each with the element types its support table takes at the newest level (bit 8 + DataType value)
+_LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_row(_contract.OPERATOR_OF[k]).types)
+          for k, v in _calls.MOVE_LOWERINGS.items()}
+_generation = _calls.generation
+
+
+def _new(op: int, x, args: tuple):
+    since = _generation()                   # before any setting is read
+    backend = get_backend("cpu")
+    # the NumPy kernels, or a replaced prepare (a spy): the Python route
+    if backend._native is None or "prepare" in backend.__dict__:
+        return None
+    return _move_new(op, _LOWER[op], x, args, since, backend.plain_conf)
+
+
 def _key_by_identity(kind: type) -> None:
     """Let the C call cache key arguments of type ``kind`` by identity from
     now on (PyTorch's dtypes: singletons its module holds for good); the C
@@ -426,6 +446,10 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
         out = _move(_IDENTITY, x, scale, bias)
         if out is not None:
             return out
+        if type(x) is np.ndarray:
+            out = _new(_IDENTITY, x, (scale, bias))
+            if out is not None:
+                return out
     return _identity(x, scale, bias)
 
 
@@ -484,6 +508,10 @@ def cast(x: Any, dtype) -> np.ndarray:
         out = _move(_CAST, x, dtype)
         if out is not None:
             return out
+        if type(x) is np.ndarray:
+            out = _new(_CAST, x, (dtype,))
+            if out is not None:
+                return out
     return _cast(x, dtype)
 
 
@@ -546,6 +574,10 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         out = _move(_PAD, x, start_padding, end_padding, mode, value)
         if out is not None:
             return out
+        if type(x) is np.ndarray:
+            out = _new(_PAD, x, (start_padding, end_padding, mode, value))
+            if out is not None:
+                return out
     return _pad(x, start_padding, end_padding, mode, value)
 
 
@@ -726,6 +758,10 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         out = _move(_TILE, x, repeats)
         if out is not None:
             return out
+        if type(x) is np.ndarray:
+            out = _new(_TILE, x, (repeats,))
+            if out is not None:
+                return out
     return _tile(x, repeats)
 
 

@@ -960,3 +960,298 @@ int odml_calls_move_init(void) {
 #endif
     return 0;
 }
+
+/* -- New shapes of the family on NumPy arrays (issue 31) ----------------------------------------------- */
+
+#ifdef ODML_NUMPY
+/* DataType values 1..11 -> NumPy type numbers (DataType.numpy_dtype). */
+static const int move_npy_type[12] = {0, NPY_FLOAT32, NPY_FLOAT16, NPY_UINT32, NPY_UINT16, NPY_UINT8, NPY_INT32,
+                                      NPY_INT16, NPY_INT8, NPY_FLOAT64, NPY_UINT64, NPY_INT64};
+
+/* The DataType value of a NumPy dtype of one of the 11 element types (kind and size), else 0. */
+static int64_t descr_type(PyArray_Descr *d) {
+    const int es = (int)PyDataType_ELSIZE(d);
+    switch (d->kind) {
+        case 'f': return es == 2 ? ODML_T_FLOAT16 : es == 4 ? ODML_T_FLOAT32 : es == 8 ? ODML_T_FLOAT64 : 0;
+        case 'i': return es == 1 ? ODML_T_INT8 : es == 2 ? ODML_T_INT16 : es == 4 ? ODML_T_INT32 : es == 8 ? ODML_T_INT64 : 0;
+        case 'u': return es == 1 ? ODML_T_UINT8 : es == 2 ? ODML_T_UINT16 : es == 4 ? ODML_T_UINT32 : es == 8 ? ODML_T_UINT64 : 0;
+        default: return 0;
+    }
+}
+#endif
+
+int64_t odml_move_dtype_type(PyObject *o) {
+#ifdef ODML_NUMPY
+    if (!numpy_ready) return 0;
+    PyArray_Descr *d = NULL;
+    if (PyArray_DescrCheck(o)) {             /* only NumPy's own dtype object of a number type */
+        const int num = ((PyArray_Descr *)o)->type_num;
+        if (!PyTypeNum_ISNUMBER(num)) return 0;
+        d = PyArray_DescrFromType(num);
+        if (!d) {
+            PyErr_Clear();
+            return 0;
+        }
+        if ((PyObject *)d != o) {
+            Py_DECREF(d);
+            return 0;
+        }
+    } else if (PyType_Check(o) && PyType_IsSubtype((PyTypeObject *)o, &PyGenericArrType_Type)
+               && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {   /* numpy.float16, numpy.int8, ... */
+        d = PyArray_DescrFromTypeObject(o);
+        if (!d) {
+            PyErr_Clear();
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    const int64_t t = PyTypeNum_ISNUMBER(d->type_num) && PyArray_ISNBO(d->byteorder) ? descr_type(d) : 0;
+    Py_DECREF(d);
+    return t;
+#else
+    (void)o;
+    return 0;
+#endif
+}
+
+#ifdef ODML_NUMPY
+/* The entry of a lowered call of `lowering` on x (not stored, not run): the
+ * passes packed (odml_move_pack), threads as CpuBackend._threads gives them
+ * for `conf` (max threads, grain bytes, ..., the output size from which
+ * output blocks are used: CpuBackend.plain_conf), each checked to stay inside
+ * the buffers and laid out (odml_move_prepare). NULL with no exception set
+ * where the Python route must run the call; NULL with one for no memory. */
+static MoveEntry *move_new_entry(int lowering, PyArrayObject *x, PyObject *call_args, PyObject *conf) {
+    int64_t most, grain, min_bytes;
+    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
+            || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 4), &min_bytes)
+            || most < 1 || grain < 1) {
+        if (PyErr_Occurred()) drop_error();
+        return NULL;
+    }
+    const int n = PyArray_NDIM(x);
+    odml_move_input in;
+    int64_t origin, span;
+    if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK || (in.type = descr_type(PyArray_DESCR(x))) == 0
+            || PyArray_SIZE(x) == 0 || input_layout(x, &origin, &span) < 0)
+        return NULL;
+    const int64_t es = PyArray_ITEMSIZE(x);
+    in.n = n;
+    in.origin = origin / es;
+    for (int i = 0; i < n; i++) {
+        in.shape[i] = PyArray_DIM(x, i);
+        in.strides[i] = PyArray_STRIDE(x, i) / es;
+    }
+    odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof(odml_move_prog));
+    if (!g) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    MoveEntry *e = NULL;
+    if (odml_move_lower(lowering, &in, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), g))
+        goto out;
+    e = PyObject_New(MoveEntry, &MoveEntryType);
+    if (!e) goto out;
+    memset((char *)e + sizeof(PyObject), 0, sizeof(MoveEntry) - sizeof(PyObject));
+    e->n_in = 1;
+    e->n_out = g->n_out;
+    e->origin[0] = origin;
+    int in_size[1] = {(int)es}, out_size[MAX_MOVE_IO];
+    for (int i = 0; i < g->n_out; i++) {
+        PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g->out_type[i]]);
+        if (!d) goto fail;
+        e->dtype[i] = (PyObject *)d;
+        out_size[i] = move_type_size[g->out_type[i]];
+        e->rank[i] = g->out_rank[i];
+        memcpy(e->dims[i], g->out_dims[i], sizeof(int64_t) * (size_t)g->out_rank[i]);
+        e->bytes[i] = g->out_count[i] * out_size[i];
+        e->use_blocks[i] = e->bytes[i] >= min_bytes;
+        e->total += e->bytes[i];
+    }
+    e->passes = (MovePass *)PyMem_Calloc((size_t)g->n_pass, sizeof(MovePass));
+    if (!e->passes) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    e->n_pass = g->n_pass;
+    for (int i = 0; i < g->n_pass; i++) {
+        const odml_move_pass *raw = &g->passes[i];
+        MovePass *mp = &e->passes[i];
+        int64_t count = 1, bytes, t;
+        for (int d = 0; d < raw->n; d++) count *= raw->sizes[d];   /* (each output element once: no overflow) */
+        bytes = count * (out_size[g->pass_dst[i]] + (raw->fill ? 0 : in_size[g->pass_src[i]]));
+        t = bytes / grain;
+        mp->threads = (int)(t > most ? most : t < 1 ? 1 : t);
+        mp->fill = raw->fill;
+        mp->src = g->pass_src[i];
+        mp->dst = g->pass_dst[i];
+        if (t > most && most > ODML_MAX_THREADS) goto refuse;
+        if (odml_move_pack(raw, &mp->p) || !move_pass_fits(mp, &span, in_size, g->out_count, out_size, 1, g->n_out))
+            goto refuse;
+        const char *error = NULL;
+        const int status = odml_move_prepare(&mp->p, mp->threads, &mp->prep, &error);
+        if (status == ODML_ENOMEM) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (status != ODML_OK) goto refuse;
+    }
+    goto out;
+refuse:
+fail:
+    Py_CLEAR(e);
+out:
+    PyMem_Free(g);
+    return e;
+}
+
+/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output, or None
+ *
+ * A never-seen shape of a family call on an exact NumPy array in one C call
+ * (issue 31): the call's C lowering (newshape_move.c; `lowering` its
+ * ODML_LOWER_* number), the passes packed, a new output, the passes run,
+ * and the call recorded as call_cache_put_move records it (where the cache
+ * is on and still in `generation`), so the next such call is a hit of
+ * call_cache_move. `op` and `args` are what the function offers
+ * call_cache_move (the key's); conf is CpuBackend.plain_conf. None, nothing
+ * run, wherever the Python route must run the call: the lowering declines
+ * (anything but a valid call in its simple forms), an output cannot be
+ * allocated (the Python route raises the error naming it), x changed while
+ * the output was allocated. */
+static PyObject *move_new(PyObject *const *args) {
+    PyObject *op = args[0], *xo = args[2], *call_args = args[3];
+    int64_t lowering, gen;
+    if (!numpy_ready || Py_TYPE(xo) != &PyArray_Type || !PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering)
+            || exact_int(args[4], &gen)) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyArrayObject *x = (PyArrayObject *)xo;
+    Py_INCREF(x);
+    PyObject *out = NULL, *result = NULL;
+    MoveEntry *e = move_new_entry((int)lowering, x, call_args, args[5]);
+    if (!e) {
+        if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* the key and x's layout as lowered, before anything can run Python code */
+    Key k;
+    PyArrayObject *ins[MAX_MOVE_IO];
+    int n_in = 0;
+    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), ins,
+                               &n_in) == 0;
+    if (PyErr_Occurred()) drop_error();
+    const int nd = PyArray_NDIM(x);
+    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    memcpy(shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)nd);
+    memcpy(strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)nd);
+    char *data = PyArray_BYTES(x);
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    char *dst;
+    out = new_output((PyArray_Descr *)e->dtype[0], e->rank[0], e->dims[0], e->bytes[0], e->use_blocks[0], &dst);
+    if (!out) {
+        result = allocation_failed();
+        goto done;
+    }
+    /* a finalizer run by the allocation may have changed x (its shape, its buffer) */
+    if (PyArray_NDIM(x) != nd || PyArray_BYTES(x) != data || PyArray_DESCR(x) != descr
+            || memcmp(shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)nd)
+            || memcmp(strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)nd)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int status = ODML_OK;
+    {
+        const char *src = data - e->origin[0];
+        const int release = e->total >= RELEASE_BYTES;
+        PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
+        for (int i = 0; i < e->n_pass && status == ODML_OK; i++)
+            status = odml_move_run(e->passes[i].prep, dst, e->passes[i].fill ? dst : src);
+        if (release) PyEval_RestoreThread(ts);
+    }
+    if (status != ODML_OK) {                       /* the Python route runs it again and raises its own error */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (keyed && enabled && (unsigned long long)gen == generation) {
+        e->key = (int64_t *)PyMem_Malloc((size_t)k.n * 8);
+        if (!e->key) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(e->key, k.w, (size_t)k.n * 8);
+        e->key_n = k.n;
+        if (store(&k, (Entry *)e) < 0) goto done;
+    }
+    result = Py_NewRef(out);
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(e);
+    Py_DECREF(x);
+    return result;
+}
+
+/* move_lowering(lowering, x, args, conf) -> (shape, dtype, ((fill, src, dst, params, threads), ...)) or None:
+ * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's). */
+static PyObject *move_lowering(PyObject *const *args) {
+    int64_t lowering;
+    if (!numpy_ready || Py_TYPE(args[1]) != &PyArray_Type || !PyTuple_CheckExact(args[2])
+            || exact_int(args[0], &lowering)) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    MoveEntry *e = move_new_entry((int)lowering, (PyArrayObject *)args[1], args[2], args[3]);
+    if (!e) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *shape = PyTuple_New(e->rank[0]), *passes = PyTuple_New(e->n_pass), *result = NULL;
+    if (!shape || !passes) goto done;
+    for (int i = 0; i < e->rank[0]; i++) {
+        PyObject *v = PyLong_FromLongLong(e->dims[0][i]);
+        if (!v) goto done;
+        PyTuple_SET_ITEM(shape, i, v);
+    }
+    for (int i = 0; i < e->n_pass; i++) {
+        const MovePass *mp = &e->passes[i];
+        PyObject *t = Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p,
+                                    (Py_ssize_t)sizeof mp->p, mp->threads);
+        if (!t) goto done;
+        PyTuple_SET_ITEM(passes, i, t);
+    }
+    result = Py_BuildValue("(OOO)", shape, e->dtype[0], passes);
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(passes);
+    Py_DECREF(e);
+    return result;
+}
+#endif
+
+PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "call_cache_move_new(op, lowering, x, args, generation, conf) takes 6 "
+                                         "arguments");
+        return NULL;
+    }
+#ifdef ODML_NUMPY
+    return with_deferred(move_new(args));
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "move_lowering(lowering, x, args, conf) takes 4 arguments");
+        return NULL;
+    }
+#ifdef ODML_NUMPY
+    return move_lowering(args);
+#else
+    Py_RETURN_NONE;
+#endif
+}
