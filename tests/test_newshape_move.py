@@ -1,5 +1,5 @@
 """The data-movement family's new-shape route (issue 31): identity, cast,
-tile and pad on a never-seen NumPy shape lowered in C
+tile, pad, space_to_depth and depth_to_space on a never-seen NumPy shape lowered in C
 (runtime/cpu/newshape_move.c, run and recorded by ``calls.move_new``).
 
 Each C lowering is checked against the Python route it mirrors: the passes
@@ -77,6 +77,10 @@ def python_steps(name, args, x):
         "pad": lambda t: family.Padding1OperatorDesc(
             t, None, family._MODES[args[2].lower()], t.data_type, args[3],
             family._per_axis(family._snapshot(args[0]), t.rank), family._per_axis(family._snapshot(args[1]), t.rank)),
+        "space_to_depth": lambda t: family.SpaceToDepth1OperatorDesc(t, None, args[0],
+                                                                    family._order(args[1], "space_to_depth")),
+        "depth_to_space": lambda t: family.DepthToSpace1OperatorDesc(t, None, args[0],
+                                                                    family._order(args[1], "depth_to_space")),
     }[name]
     backend = get_backend("cpu")
     desc = family.FamilyCall(name, make).describe([logical_desc(x.dtype, x.shape)])
@@ -99,8 +103,16 @@ def calls(draw):
     rank = draw(st.integers(1, 5))
     shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
     dt = draw(st.sampled_from(DTYPES))
-    name = draw(st.sampled_from(["identity", "cast", "tile", "pad"]))
-    if name == "identity":
+    name = draw(st.sampled_from(["identity", "cast", "tile", "pad", "space_to_depth", "depth_to_space"]))
+    if name in ("space_to_depth", "depth_to_space"):
+        b = draw(st.integers(1, 3))
+        n, c, h, w = (draw(st.integers(1, 3)) for _ in range(4))
+        shape = (n, c, h * b, w * b) if name == "space_to_depth" else (n, c * b * b, h, w)
+        if draw(st.integers(0, 9)) == 0:          # sizes that break the block rule
+            shape = (n, c * b * b + 1, h * b + 1, w)
+        args = (draw(st.sampled_from([b, b, b + 1])), draw(st.sampled_from(["DCR", "CRD", "crd", "COLUMN_ROW_DEPTH",
+                                                                             "depth_column_row"])))
+    elif name == "identity":
         sb = draw(st.sampled_from([(None, None), (2.0, None), (None, -1.5), (0.5, 3.0), (1e300, None)]))
         args = sb
     elif name == "cast":
@@ -172,6 +184,14 @@ INVALID = [
     ("pad", np.zeros((2, 3), np.float32), (1, 0, "constant", True)),
     ("pad", np.zeros((2, 3), np.float32), (1, 0, "constant", "0")),
     ("pad", np.zeros((2, 3), np.float32), (2 ** 32, 0, "constant", 0)),
+    ("space_to_depth", np.zeros((1, 2, 4, 4), np.float32), (3, "DCR")),       # H not a multiple
+    ("space_to_depth", np.zeros((1, 2, 4, 4), np.float32), (0, "DCR")),
+    ("space_to_depth", np.zeros((2, 4, 4), np.float32), (2, "DCR")),          # not 4-D
+    ("space_to_depth", np.zeros((1, 2, 4, 4), np.float32), (2, "RCD")),
+    ("space_to_depth", np.zeros((1, 2, 4, 4), np.float32), (2.0, "DCR")),
+    ("depth_to_space", np.zeros((1, 6, 4, 4), np.float32), (2, "CRD")),       # C not a multiple of 4
+    ("depth_to_space", np.zeros((1, 4, 4, 4), bool), (2, "CRD")),
+    ("depth_to_space", np.zeros((1, 4, 4, 4), np.float32), (-2, "CRD")),
 ]
 
 
@@ -190,7 +210,9 @@ def test_a_new_shape_takes_the_c_route_and_its_record_serves_a_repeat():
     for fn, args, peer in ((dml.identity, (), x.copy()), (dml.cast, (np.float16,), x.astype(np.float16)),
                            (dml.tile, ((2, 1, 3),), np.tile(x, (1, 2, 1, 3))),
                            (dml.pad, ((0, 0, 1, 2), (0, 1, 0, 2), "reflect", 0),
-                            np.pad(x, ((0, 0), (0, 1), (1, 0), (2, 2)), "reflect"))):
+                            np.pad(x, ((0, 0), (0, 1), (1, 0), (2, 2)), "reflect")),
+                           (dml.space_to_depth, (1, "CRD"), x.copy()),
+                           (dml.depth_to_space, (1, "DCR"), x.copy())):
         ccache.clear()
         family_cache.clear()
         before, py_before = ccache.info(), family_cache.info()

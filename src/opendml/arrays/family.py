@@ -81,7 +81,8 @@ _MOVE_TYPES = (PaddingMode, DepthSpaceOrder, DataType)
 _calls.register_move_types(_MOVE_TYPES)
 
 
-#: ``_new(op, x, args)``: a never-seen shape of identity, cast, tile or pad on
+#: ``_new(op, x, args)``: a never-seen shape of identity, cast, tile, pad,
+#: space_to_depth or depth_to_space on
 #: an exact NumPy array, lowered in C (``runtime.calls.move_new``: the same
 #: passes, output and call-cache record as the route below), or None (the
 #: Python route runs the call and raises whatever it raises).
@@ -825,6 +826,10 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         out = _move(_SPACE_TO_DEPTH, x, block_size, order)
         if out is not None:
             return out
+        if type(x) is np.ndarray:
+            out = _new(_SPACE_TO_DEPTH, x, (block_size, order))
+            if out is not None:
+                return out
     return _space_to_depth(x, block_size, order)
 
 
@@ -879,6 +884,10 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         out = _move(_DEPTH_TO_SPACE, x, block_size, order)
         if out is not None:
             return out
+        if type(x) is np.ndarray:
+            out = _new(_DEPTH_TO_SPACE, x, (block_size, order))
+            if out is not None:
+                return out
     return _depth_to_space(x, block_size, order)
 
 

@@ -335,6 +335,66 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
     return 0;
 }
 
+/* arrays/family.py _order's spellings: 0 DEPTH_COLUMN_ROW, 1 COLUMN_ROW_DEPTH, -1 none. */
+static int depth_order(PyObject *o) {
+    if (!PyUnicode_CheckExact(o)) return -1;
+    if (same_word(o, "dcr") || same_word(o, "depth_column_row")) return 0;
+    if (same_word(o, "crd") || same_word(o, "column_row_depth")) return 1;
+    return -1;
+}
+
+/* arrays/family.py _space_to_depth and _depth_to_space with ops/space_depth.py
+ * _SpaceDepth._check and _passes: x 4-D, block_size an exact int in [1,
+ * UINT32_MAX] dividing H and W (to depth) or with b * b dividing C (to
+ * space), order a str of _ORDERS; one Copy over (N, b, b, C, H, W) of the
+ * space side, the depth index (bh, bw, c) for DCR or (c, bh, bw) for CRD. */
+static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g,
+                             int to_depth) {
+    int64_t b, bb;
+    const int order = na == 2 ? depth_order(a[1]) : -1;
+    if (order < 0 || x->n != 4 || exact_int(a[0], &b) || b < 1 || b > U32MAX || __builtin_mul_overflow(b, b, &bb))
+        return -1;
+    const int64_t *in = x->shape;
+    int64_t dims[4];
+    if (to_depth) {
+        if (in[2] % b || in[3] % b || __builtin_mul_overflow(in[1], bb, &dims[1])) return -1;
+        dims[0] = in[0];
+        dims[2] = in[2] / b;
+        dims[3] = in[3] / b;
+    } else {
+        if (in[1] % bb || __builtin_mul_overflow(in[2], b, &dims[2]) || __builtin_mul_overflow(in[3], b, &dims[3]))
+            return -1;
+        dims[0] = in[0];
+        dims[1] = in[1] / bb;
+    }
+    if (set_out(g, 0, x->type, 4, dims)) return -1;
+    const int64_t *space = to_depth ? in : dims, *s = to_depth ? x->strides : g->out_strides[0];
+    const int64_t *d = to_depth ? g->out_strides[0] : x->strides;
+    const int64_t n = space[0], c = space[1], h = space[2] / b, w = space[3] / b;
+    int64_t bh, bw, cc;
+    if (order == 0) {
+        bh = b * c * d[1];
+        bw = c * d[1];
+        cc = d[1];
+    } else {
+        bh = b * d[1];
+        bw = d[1];
+        cc = bb * d[1];
+    }
+    const int64_t sizes[6] = {n, b, b, c, h, w};
+    const int64_t ss[6] = {s[0], s[2], s[3], s[1], b * s[2], b * s[3]};
+    const int64_t ds[6] = {d[0], bh, bw, cc, d[2], d[3]};
+    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    if (!p) return -1;
+    p->src_type = p->dst_type = x->type;
+    p->src_offset = x->origin;
+    p->n = 6;
+    memcpy(p->sizes, sizes, sizeof sizes);
+    memcpy(p->src_strides, to_depth ? ss : ds, sizeof ss);
+    memcpy(p->dst_strides, to_depth ? ds : ss, sizeof ds);
+    return 0;
+}
+
 int odml_move_lower(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g) {
     memset(g, 0, offsetof(odml_move_prog, passes));
@@ -351,6 +411,8 @@ int odml_move_lower(int lowering, const odml_move_input *x, PyObject *const *arg
         case ODML_LOWER_CAST: return lower_cast(x, args, nargs, g);
         case ODML_LOWER_TILE: return lower_tile(x, args, nargs, g);
         case ODML_LOWER_PAD: return lower_pad(x, args, nargs, g);
+        case ODML_LOWER_SPACE_TO_DEPTH: return lower_space_depth(x, args, nargs, g, 1);
+        case ODML_LOWER_DEPTH_TO_SPACE: return lower_space_depth(x, args, nargs, g, 0);
         default: return -1;
     }
 }
