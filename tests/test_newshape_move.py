@@ -1,5 +1,5 @@
 """The data-movement family's new-shape route (issue 31): identity, cast,
-tile, pad, space_to_depth and depth_to_space on a never-seen NumPy shape lowered in C
+tile, pad, space_to_depth, depth_to_space, join and split on a never-seen NumPy shape lowered in C
 (runtime/cpu/newshape_move.c, run and recorded by ``calls.move_new``).
 
 Each C lowering is checked against the Python route it mirrors: the passes
@@ -35,7 +35,8 @@ def outcome(fn, *args, **kwargs):
         out = fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - compared below
         return ("error", type(e), str(e))
-    return ("ok", out.dtype.str, out.shape, out.flags.c_contiguous, out.tobytes())
+    outs = out if isinstance(out, list) else [out]
+    return ("ok", isinstance(out, list), [(o.dtype.str, o.shape, o.flags.c_contiguous, o.tobytes()) for o in outs])
 
 
 def python_route(fn, *args, **kwargs):
@@ -81,15 +82,22 @@ def python_steps(name, args, x):
                                                                     family._order(args[1], "space_to_depth")),
         "depth_to_space": lambda t: family.DepthToSpace1OperatorDesc(t, None, args[0],
                                                                     family._order(args[1], "depth_to_space")),
+        "join": lambda *ts: family.JoinOperatorDesc(ts, None, family._contract.axis(args[0], ts[0].rank, "join")),
+        "split": lambda t: family.SplitOperatorDesc(
+            t, tuple(family.TensorDesc(t.data_type, tuple(s if d == family._contract.axis(args[0], t.rank, "split")
+                                                          else n for d, n in enumerate(t.sizes)))
+                     for s in args[1]), family._contract.axis(args[0], t.rank, "split")),
     }[name]
+    xs = list(x) if name == "join" else [x]
     backend = get_backend("cpu")
-    desc = family.FamilyCall(name, make).describe([logical_desc(x.dtype, x.shape)])
-    prepared = family._prepared(x)
-    plan = desc.lower(in_layouts=[prepared[1]])
+    desc = family.FamilyCall(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
+    prepared = [family._prepared(a) for a in xs]
+    plan = desc.lower(in_layouts=[p[1] for p in prepared])
     outs = [np.empty(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs]
     dsts = [o.view(cpu_backend.WORDS[o.itemsize]).reshape(-1) for o in outs]
-    steps = family_cache.kernel_steps(backend, plan, [prepared[2]], dsts)
-    return outs[0].shape, outs[0].dtype, tuple((int(f), s, d, blob, t) for _, blob, t, f, s, d in steps)
+    steps = family_cache.kernel_steps(backend, plan, [p[2] for p in prepared], dsts)
+    return (tuple(o.shape for o in outs), outs[0].dtype,
+            tuple((int(f), s, d, blob, t) for _, blob, t, f, s, d in steps))
 
 
 def c_steps(name, args, x):
@@ -103,8 +111,22 @@ def calls(draw):
     rank = draw(st.integers(1, 5))
     shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
     dt = draw(st.sampled_from(DTYPES))
-    name = draw(st.sampled_from(["identity", "cast", "tile", "pad", "space_to_depth", "depth_to_space"]))
-    if name in ("space_to_depth", "depth_to_space"):
+    name = draw(st.sampled_from(["identity", "cast", "tile", "pad", "space_to_depth", "depth_to_space", "join",
+                                 "split"]))
+    if name == "join":
+        axis = draw(st.integers(-rank - 1, rank))
+        others = [tuple(draw(st.integers(1, 4)) if d == axis % rank or draw(st.integers(0, 20)) == 0 else n
+                        for d, n in enumerate(shape)) for _ in range(draw(st.integers(0, 3)))]
+        args = (axis, others)
+    elif name == "split":
+        axis = draw(st.integers(-rank - 1, rank))
+        n = shape[axis % rank]
+        cuts = sorted(draw(st.sets(st.integers(1, max(1, n - 1)), max_size=n - 1))) if n > 1 else []
+        sizes = [b - a for a, b in zip([0] + cuts, cuts + [n])]
+        if draw(st.integers(0, 9)) == 0:
+            sizes = sizes + [1]                    # not summing to the axis' size
+        args = (axis, draw(st.sampled_from([sizes, tuple(sizes)])))
+    elif name in ("space_to_depth", "depth_to_space"):
         b = draw(st.integers(1, 3))
         n, c, h, w = (draw(st.integers(1, 3)) for _ in range(4))
         shape = (n, c, h * b, w * b) if name == "space_to_depth" else (n, c * b * b, h, w)
@@ -129,11 +151,20 @@ def calls(draw):
     return name, args, shape, dt, draw(st.booleans())
 
 
+def inputs(rng, name, args, shape, dt, view):
+    """(x, args after x) of a drawn call: for join, x is the list of arrays
+    (the drawn shape's, then the other shapes drawn) and args just the axis."""
+    x = array(rng, shape, dt, view)
+    if name != "join":
+        return x, args
+    return [x] + [array(rng, s, dt, not view) for s in args[1]], args[:1]
+
+
 @settings(max_examples=400, deadline=None)
 @given(calls(), st.integers(0, 2 ** 32 - 1))
 def test_passes_equal_the_python_routes(call, seed):
     name, args, shape, dt, view = call
-    x = array(np.random.default_rng(seed), shape, dt, view)
+    x, args = inputs(np.random.default_rng(seed), name, args, shape, dt, view)
     got = c_steps(name, args, x)
     try:
         want = python_steps(name, args, x)
@@ -151,7 +182,7 @@ def test_passes_equal_the_python_routes(call, seed):
 @given(calls(), st.integers(0, 2 ** 32 - 1))
 def test_outputs_and_errors_equal_the_python_routes(call, seed):
     name, args, shape, dt, view = call
-    x = array(np.random.default_rng(seed), shape, dt, view)
+    x, args = inputs(np.random.default_rng(seed), name, args, shape, dt, view)
     fn = getattr(dml, name)
     ccache.clear()
     assert outcome(fn, x, *args) == python_route(fn, x, *args)
@@ -192,6 +223,18 @@ INVALID = [
     ("depth_to_space", np.zeros((1, 6, 4, 4), np.float32), (2, "CRD")),       # C not a multiple of 4
     ("depth_to_space", np.zeros((1, 4, 4, 4), bool), (2, "CRD")),
     ("depth_to_space", np.zeros((1, 4, 4, 4), np.float32), (-2, "CRD")),
+    ("split", np.zeros((2, 3), np.float32), (1, [1, 1])),                   # not summing to 3
+    ("split", np.zeros((2, 3), np.float32), (2, [1, 2])),                   # axis out of range
+    ("split", np.zeros((2, 3), np.float32), (1, [])),
+    ("split", np.zeros((2, 3), np.float32), (1, [0, 3])),
+    ("split", np.zeros((2, 3), np.float32), (1.0, [1, 2])),
+    ("split", np.zeros((2, 3), np.float32), (1, 3)),
+    ("join", [np.zeros((2, 3), np.float32), np.zeros((3, 3), np.float32)], (1,)),   # sizes differ off the axis
+    ("join", [np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float64)], (0,)),   # dtypes differ
+    ("join", [np.zeros((2, 3), np.float32), np.zeros((2, 3, 1), np.float32)], (0,)),  # ranks differ
+    ("join", [np.zeros((2, 3), np.float32)], (-3,)),
+    ("join", [np.zeros((2, 3), np.float32), [[1.0, 2.0, 3.0]]], (0,)),     # a list entry
+    ("join", [], (0,)),
 ]
 
 
@@ -212,7 +255,9 @@ def test_a_new_shape_takes_the_c_route_and_its_record_serves_a_repeat():
                            (dml.pad, ((0, 0, 1, 2), (0, 1, 0, 2), "reflect", 0),
                             np.pad(x, ((0, 0), (0, 1), (1, 0), (2, 2)), "reflect")),
                            (dml.space_to_depth, (1, "CRD"), x.copy()),
-                           (dml.depth_to_space, (1, "DCR"), x.copy())):
+                           (dml.depth_to_space, (1, "DCR"), x.copy()),
+                           (lambda x, *a: dml.join([x, x[:, :1]], *a), (1,), np.concatenate([x, x[:, :1]], 1)),
+                           (lambda x, *a: np.concatenate(dml.split(x, *a), 3), (3, [2, 5]), x.copy())):
         ccache.clear()
         family_cache.clear()
         before, py_before = ccache.info(), family_cache.info()

@@ -81,9 +81,8 @@ _MOVE_TYPES = (PaddingMode, DepthSpaceOrder, DataType)
 _calls.register_move_types(_MOVE_TYPES)
 
 
-#: ``_new(op, x, args)``: a never-seen shape of identity, cast, tile, pad,
-#: space_to_depth or depth_to_space on
-#: an exact NumPy array, lowered in C (``runtime.calls.move_new``: the same
+#: ``_new(op, x, args)``: a never-seen shape of a family function on exact
+#: NumPy arrays (x one array, or join's list or tuple of them), lowered in C (``runtime.calls.move_new``: the same
 #: passes, output and call-cache record as the route below), or None (the
 #: Python route runs the call and raises whatever it raises).
 _move_new = _calls.move_new
@@ -636,6 +635,10 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
         out = _move(_JOIN, arrays, axis)
         if out is not None:
             return out
+        if type(arrays) is list or type(arrays) is tuple:
+            out = _new(_JOIN, arrays, (axis,))
+            if out is not None:
+                return out
     return _join(arrays, axis)
 
 
@@ -690,6 +693,10 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
         out = _move(_SPLIT, x, axis, sizes)
         if out is not None:
             return out
+        if type(x) is np.ndarray:
+            out = _new(_SPLIT, x, (axis, sizes))
+            if out is not None:
+                return out
     return _split(x, axis, sizes)
 
 

@@ -247,9 +247,8 @@ numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and ha
 
 
 #: ``move_new(op_code, lowering, x, args, since, cpu)``: a never-seen shape of
-#: a data-movement family call (``identity``, ``cast``, ``tile``, ``pad``,
-#: ``space_to_depth``, ``depth_to_space``) on
-#: an exact, native-order NumPy array, lowered, run and recorded in one C call
+#: a data-movement family call (every function of ``arrays/family.py``) on
+#: exact, native-order NumPy arrays, lowered, run and recorded in one C call
 #: (runtime/cpu/newshape_move.c; ``lowering`` the function's number there,
 #: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,
 #: or None where the Python route must run the call (nothing run).
@@ -257,7 +256,8 @@ move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasa
                                 else _no_new)
 
 #: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*).
-MOVE_LOWERINGS = {"identity": 0, "cast": 1, "tile": 2, "pad": 3, "space_to_depth": 4, "depth_to_space": 5}
+MOVE_LOWERINGS = {"identity": 0, "cast": 1, "tile": 2, "pad": 3, "space_to_depth": 4, "depth_to_space": 5,
+                  "join": 6, "split": 7}
 
 
 def entry(name: str, x, *args) -> dict | None:

@@ -1016,13 +1016,34 @@ int64_t odml_move_dtype_type(PyObject *o) {
 }
 
 #ifdef ODML_NUMPY
-/* The entry of a lowered call of `lowering` on x (not stored, not run): the
- * passes packed (odml_move_pack), threads as CpuBackend._threads gives them
- * for `conf` (max threads, grain bytes, ..., the output size from which
- * output blocks are used: CpuBackend.plain_conf), each checked to stay inside
- * the buffers and laid out (odml_move_prepare). NULL with no exception set
- * where the Python route must run the call; NULL with one for no memory. */
-static MoveEntry *move_new_entry(int lowering, PyArrayObject *x, PyObject *call_args, PyObject *conf) {
+/* The inputs of a family call: x one exact ndarray, or (JOIN) an exact list
+ * or tuple of 1..MAX_MOVE_IO of them, stored in `in` (borrowed); -1 else. */
+static int move_inputs(PyObject *x, PyArrayObject **in, int *n_in) {
+    if (Py_TYPE(x) == &PyArray_Type) {
+        in[0] = (PyArrayObject *)x;
+        *n_in = 1;
+        return 0;
+    }
+    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(x);
+    if (n < 1 || n > MAX_MOVE_IO) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_ITEMS(x)[i];
+        if (Py_TYPE(item) != &PyArray_Type) return -1;
+        in[i] = (PyArrayObject *)item;
+    }
+    *n_in = (int)n;
+    return 0;
+}
+
+/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not
+ * stored, not run): the passes packed (odml_move_pack), threads as
+ * CpuBackend._threads gives them for `conf` (max threads, grain bytes, ...,
+ * the output size from which output blocks are used: CpuBackend.plain_conf),
+ * each checked to stay inside the buffers and laid out (odml_move_prepare).
+ * NULL with no exception set where the Python route must run the call; NULL
+ * with one for no memory. */
+static MoveEntry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
     int64_t most, grain, min_bytes;
     if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
             || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 4), &min_bytes)
@@ -1030,18 +1051,24 @@ static MoveEntry *move_new_entry(int lowering, PyArrayObject *x, PyObject *call_
         if (PyErr_Occurred()) drop_error();
         return NULL;
     }
-    const int n = PyArray_NDIM(x);
-    odml_move_input in;
-    int64_t origin, span;
-    if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK || (in.type = descr_type(PyArray_DESCR(x))) == 0
-            || PyArray_SIZE(x) == 0 || input_layout(x, &origin, &span) < 0)
-        return NULL;
-    const int64_t es = PyArray_ITEMSIZE(x);
-    in.n = n;
-    in.origin = origin / es;
-    for (int i = 0; i < n; i++) {
-        in.shape[i] = PyArray_DIM(x, i);
-        in.strides[i] = PyArray_STRIDE(x, i) / es;
+    odml_move_input xs[MAX_MOVE_IO];
+    int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
+    int in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
+    for (int j = 0; j < n_in; j++) {
+        PyArrayObject *x = in[j];
+        odml_move_input *xi = &xs[j];
+        const int n = PyArray_NDIM(x);
+        if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK || (xi->type = descr_type(PyArray_DESCR(x))) == 0
+                || PyArray_SIZE(x) == 0 || input_layout(x, &origin[j], &span[j]) < 0)
+            return NULL;
+        const int64_t es = PyArray_ITEMSIZE(x);
+        in_size[j] = (int)es;
+        xi->n = n;
+        xi->origin = origin[j] / es;
+        for (int i = 0; i < n; i++) {
+            xi->shape[i] = PyArray_DIM(x, i);
+            xi->strides[i] = PyArray_STRIDE(x, i) / es;
+        }
     }
     odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof(odml_move_prog));
     if (!g) {
@@ -1049,15 +1076,16 @@ static MoveEntry *move_new_entry(int lowering, PyArrayObject *x, PyObject *call_
         return NULL;
     }
     MoveEntry *e = NULL;
-    if (odml_move_lower(lowering, &in, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), g))
+    if (odml_move_lower(lowering, xs, n_in, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), g)
+            || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
         goto out;
     e = PyObject_New(MoveEntry, &MoveEntryType);
     if (!e) goto out;
     memset((char *)e + sizeof(PyObject), 0, sizeof(MoveEntry) - sizeof(PyObject));
-    e->n_in = 1;
+    e->n_in = n_in;
     e->n_out = g->n_out;
-    e->origin[0] = origin;
-    int in_size[1] = {(int)es}, out_size[MAX_MOVE_IO];
+    e->multi = g->multi;
+    for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
     for (int i = 0; i < g->n_out; i++) {
         PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g->out_type[i]]);
         if (!d) goto fail;
@@ -1086,19 +1114,18 @@ static MoveEntry *move_new_entry(int lowering, PyArrayObject *x, PyObject *call_
         mp->fill = raw->fill;
         mp->src = g->pass_src[i];
         mp->dst = g->pass_dst[i];
-        if (t > most && most > ODML_MAX_THREADS) goto refuse;
-        if (odml_move_pack(raw, &mp->p) || !move_pass_fits(mp, &span, in_size, g->out_count, out_size, 1, g->n_out))
-            goto refuse;
+        if (t > most && most > ODML_MAX_THREADS) goto fail;
+        if (odml_move_pack(raw, &mp->p) || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
+            goto fail;
         const char *error = NULL;
         const int status = odml_move_prepare(&mp->p, mp->threads, &mp->prep, &error);
         if (status == ODML_ENOMEM) {
             PyErr_NoMemory();
             goto fail;
         }
-        if (status != ODML_OK) goto refuse;
+        if (status != ODML_OK) goto fail;
     }
     goto out;
-refuse:
 fail:
     Py_CLEAR(e);
 out:
@@ -1106,68 +1133,93 @@ out:
     return e;
 }
 
-/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output, or None
+/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
  *
- * A never-seen shape of a family call on an exact NumPy array in one C call
+ * A never-seen shape of a family call on exact NumPy arrays in one C call
  * (issue 31): the call's C lowering (newshape_move.c; `lowering` its
- * ODML_LOWER_* number), the passes packed, a new output, the passes run,
- * and the call recorded as call_cache_put_move records it (where the cache
- * is on and still in `generation`), so the next such call is a hit of
- * call_cache_move. `op` and `args` are what the function offers
- * call_cache_move (the key's); conf is CpuBackend.plain_conf. None, nothing
- * run, wherever the Python route must run the call: the lowering declines
- * (anything but a valid call in its simple forms), an output cannot be
- * allocated (the Python route raises the error naming it), x changed while
- * the output was allocated. */
+ * ODML_LOWER_* number with the operator's element types), the passes
+ * packed, new outputs, the passes run, and the call recorded as
+ * call_cache_put_move records it (where the cache is on and still in
+ * `generation`), so the next such call is a hit of call_cache_move. `op`, x
+ * (an array, or JOIN's list or tuple of arrays) and `args` are what the
+ * function offers call_cache_move (the key's); conf is CpuBackend.plain_conf.
+ * None, nothing run, wherever the Python route must run the call: the
+ * lowering declines (anything but a valid call in its simple forms), an
+ * output cannot be allocated (the Python route raises the error naming it),
+ * an input changed while the outputs were allocated. */
+typedef struct {
+    int nd;
+    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    char *data;
+    PyArray_Descr *descr;
+} InputState;
+
+static void input_state(PyArrayObject *x, InputState *s) {
+    s->nd = PyArray_NDIM(x);
+    memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
+    memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+    s->data = PyArray_BYTES(x);
+    s->descr = PyArray_DESCR(x);
+}
+
+static int input_same(PyArrayObject *x, const InputState *s) {
+    return PyArray_NDIM(x) == s->nd && PyArray_BYTES(x) == s->data && PyArray_DESCR(x) == s->descr
+           && !memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
+           && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+}
+
 static PyObject *move_new(PyObject *const *args) {
     PyObject *op = args[0], *xo = args[2], *call_args = args[3];
     int64_t lowering, gen;
-    if (!numpy_ready || Py_TYPE(xo) != &PyArray_Type || !PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering)
-            || exact_int(args[4], &gen)) {
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in = 0;
+    if (!numpy_ready || !PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering) || exact_int(args[4], &gen)
+            || move_inputs(xo, in, &n_in) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    PyArrayObject *x = (PyArrayObject *)xo;
-    Py_INCREF(x);
-    PyObject *out = NULL, *result = NULL;
-    MoveEntry *e = move_new_entry((int)lowering, x, call_args, args[5]);
+    /* the inputs stay alive whatever the call meets (a finalizer emptying JOIN's list) */
+    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
+    PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
+    char *dsts[MAX_MOVE_IO];
+    MoveEntry *e = move_new_entry((int)lowering, in, n_in, call_args, args[5]);
     if (!e) {
         if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
         goto done;
     }
-    /* the key and x's layout as lowered, before anything can run Python code */
+    /* the key and the inputs' layouts as lowered, before anything can run Python code */
     Key k;
-    PyArrayObject *ins[MAX_MOVE_IO];
-    int n_in = 0;
-    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), ins,
-                               &n_in) == 0;
+    PyArrayObject *keyed_in[MAX_MOVE_IO];
+    int keyed_n = 0;
+    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
+                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
     if (PyErr_Occurred()) drop_error();
-    const int nd = PyArray_NDIM(x);
-    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
-    memcpy(shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)nd);
-    memcpy(strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)nd);
-    char *data = PyArray_BYTES(x);
-    PyArray_Descr *descr = PyArray_DESCR(x);
-    char *dst;
-    out = new_output((PyArray_Descr *)e->dtype[0], e->rank[0], e->dims[0], e->bytes[0], e->use_blocks[0], &dst);
-    if (!out) {
-        result = allocation_failed();
-        goto done;
+    InputState state[MAX_MOVE_IO];
+    for (int i = 0; i < n_in; i++) input_state(in[i], &state[i]);
+    for (int i = 0; i < e->n_out; i++) {
+        outs[i] = new_output((PyArray_Descr *)e->dtype[i], e->rank[i], e->dims[i], e->bytes[i], e->use_blocks[i],
+                             &dsts[i]);
+        if (!outs[i]) {
+            result = allocation_failed();
+            goto done;
+        }
     }
-    /* a finalizer run by the allocation may have changed x (its shape, its buffer) */
-    if (PyArray_NDIM(x) != nd || PyArray_BYTES(x) != data || PyArray_DESCR(x) != descr
-            || memcmp(shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)nd)
-            || memcmp(strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)nd)) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
+    /* a finalizer run by an allocation may have changed an input (its shape, its buffer) */
+    for (int i = 0; i < n_in; i++)
+        if (!input_same(in[i], &state[i])) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
     int status = ODML_OK;
     {
-        const char *src = data - e->origin[0];
+        const char *srcs[MAX_MOVE_IO];
+        for (int i = 0; i < n_in; i++) srcs[i] = state[i].data - e->origin[i];
         const int release = e->total >= RELEASE_BYTES;
         PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
-        for (int i = 0; i < e->n_pass && status == ODML_OK; i++)
-            status = odml_move_run(e->passes[i].prep, dst, e->passes[i].fill ? dst : src);
+        for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
+            const MovePass *p = &e->passes[i];
+            status = odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
+        }
         if (release) PyEval_RestoreThread(ts);
     }
     if (status != ODML_OK) {                       /* the Python route runs it again and raises its own error */
@@ -1184,34 +1236,41 @@ static PyObject *move_new(PyObject *const *args) {
         e->key_n = k.n;
         if (store(&k, (Entry *)e) < 0) goto done;
     }
-    result = Py_NewRef(out);
+    result = take_outputs(outs, e->n_out, e->multi);
 done:
-    Py_XDECREF(out);
+    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
     Py_XDECREF(e);
-    Py_DECREF(x);
+    for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
 
-/* move_lowering(lowering, x, args, conf) -> (shape, dtype, ((fill, src, dst, params, threads), ...)) or None:
+/* move_lowering(lowering, x, args, conf) -> (shapes, dtype, ((fill, src, dst, params, threads), ...)) or None:
  * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's). */
 static PyObject *move_lowering(PyObject *const *args) {
     int64_t lowering;
-    if (!numpy_ready || Py_TYPE(args[1]) != &PyArray_Type || !PyTuple_CheckExact(args[2])
-            || exact_int(args[0], &lowering)) {
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in;
+    if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
+            || move_inputs(args[1], in, &n_in) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    MoveEntry *e = move_new_entry((int)lowering, (PyArrayObject *)args[1], args[2], args[3]);
+    MoveEntry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
     if (!e) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
-    PyObject *shape = PyTuple_New(e->rank[0]), *passes = PyTuple_New(e->n_pass), *result = NULL;
+    PyObject *shape = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
     if (!shape || !passes) goto done;
-    for (int i = 0; i < e->rank[0]; i++) {
-        PyObject *v = PyLong_FromLongLong(e->dims[0][i]);
-        if (!v) goto done;
-        PyTuple_SET_ITEM(shape, i, v);
+    for (int j = 0; j < e->n_out; j++) {
+        PyObject *one = PyTuple_New(e->rank[j]);
+        if (!one) goto done;
+        PyTuple_SET_ITEM(shape, j, one);
+        for (int i = 0; i < e->rank[j]; i++) {
+            PyObject *v = PyLong_FromLongLong(e->dims[j][i]);
+            if (!v) goto done;
+            PyTuple_SET_ITEM(one, i, v);
+        }
     }
     for (int i = 0; i < e->n_pass; i++) {
         const MovePass *mp = &e->passes[i];

@@ -395,17 +395,103 @@ static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ss
     return 0;
 }
 
-int odml_move_lower(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
+/* An exact int as DirectML's Axis for `rank` dimensions (arrays/_contract.py
+ * axis: negative values count from the end); -1 for anything else. */
+static int axis_of(PyObject *o, int rank) {
+    int64_t a;
+    if (exact_int(o, &a) || a < -rank || a >= rank) return -1;
+    return (int)(a < 0 ? a + rank : a);
+}
+
+/* arrays/family.py _join with ops/join.py JoinOperatorDesc: 1 to 16 inputs of
+ * one type and rank, sizes equal but along axis (an exact int); its
+ * _passes: one Copy per input into its place along axis. */
+static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    const int n = xs[0].n, axis = na == 1 ? axis_of(a[0], n) : -1;
+    if (axis < 0 || n_in < 1 || n_in > ODML_MOVE_PROG_MAX_IO) return -1;
+    int64_t dims[ODML_MAX_RANK];
+    memcpy(dims, xs[0].shape, sizeof(int64_t) * (size_t)n);
+    dims[axis] = 0;
+    for (int i = 0; i < n_in; i++) {
+        if (xs[i].n != n || xs[i].type != xs[0].type) return -1;
+        for (int d = 0; d < n; d++)
+            if (d != axis && xs[i].shape[d] != xs[0].shape[d]) return -1;
+        dims[axis] += xs[i].shape[axis];         /* (each at most UINT32_MAX: no overflow) */
+    }
+    if (set_out(g, 0, xs[0].type, n, dims)) return -1;
+    const int64_t *os = g->out_strides[0];
+    int64_t at = 0;
+    for (int i = 0; i < n_in; i++) {
+        odml_move_pass *p = new_pass(g, 0, i, 0);
+        if (!p) return -1;
+        p->src_type = p->dst_type = xs[i].type;
+        p->src_offset = xs[i].origin;
+        p->dst_offset = at * os[axis];
+        p->n = n;
+        for (int d = 0; d < n; d++) {
+            p->sizes[d] = xs[i].shape[d];
+            p->src_strides[d] = xs[i].strides[d];
+            p->dst_strides[d] = os[d];
+        }
+        at += xs[i].shape[axis];
+    }
+    return 0;
+}
+
+/* arrays/family.py _split with ops/split.py SplitOperatorDesc: axis an exact
+ * int, sizes an exact list or tuple of 1 to 16 exact ints >= 1 summing to
+ * the input's size along axis; its _passes: one Copy per output from its
+ * place along axis. */
+static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    const int n = x->n, axis = na == 2 ? axis_of(a[0], n) : -1;
+    int64_t sizes[ODML_MOVE_PROG_MAX_IO], total = 0, dims[ODML_MAX_RANK];
+    int m;
+    if (axis < 0 || int_seq(a[1], ODML_MOVE_PROG_MAX_IO, sizes, &m) || m < 1) return -1;
+    for (int i = 0; i < m; i++) {
+        if (sizes[i] < 1 || sizes[i] > U32MAX) return -1;
+        total += sizes[i];
+    }
+    if (total != x->shape[axis]) return -1;
+    g->n_out = m;
+    g->multi = 1;
+    memcpy(dims, x->shape, sizeof(int64_t) * (size_t)n);
+    int64_t at = 0;
+    for (int i = 0; i < m; i++) {
+        dims[axis] = sizes[i];
+        if (set_out(g, i, x->type, n, dims)) return -1;
+        odml_move_pass *p = new_pass(g, 0, 0, i);
+        if (!p) return -1;
+        p->src_type = p->dst_type = x->type;
+        p->src_offset = x->origin + at * x->strides[axis];
+        p->n = n;
+        for (int d = 0; d < n; d++) {
+            p->sizes[d] = dims[d];
+            p->src_strides[d] = x->strides[d];
+            p->dst_strides[d] = g->out_strides[i][d];
+        }
+        at += sizes[i];
+    }
+    return 0;
+}
+
+int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g) {
     memset(g, 0, offsetof(odml_move_prog, passes));
     g->n_out = 1;
     g->types = (unsigned)(lowering >> 8) & 0xffeu;
     lowering &= 0xff;
-    if (x->n < 1 || x->n > ODML_MAX_RANK || x->type < 1 || x->type > 11 || !(g->types & (1u << x->type))) return -1;
-    int64_t count = 1;
-    for (int d = 0; d < x->n; d++)       /* TensorDesc's bounds on the input (the Python route names them) */
-        if (x->shape[d] < 1 || x->shape[d] > U32MAX || __builtin_mul_overflow(count, x->shape[d], &count)) return -1;
-    if (count > U32MAX) return -1;
+    if (n_in < 1 || (n_in > 1 && lowering != ODML_LOWER_JOIN)) return -1;
+    for (int i = 0; i < n_in; i++) {
+        const odml_move_input *x = &xs[i];
+        if (x->n < 1 || x->n > ODML_MAX_RANK || x->type < 1 || x->type > 11 || !(g->types & (1u << x->type)))
+            return -1;
+        int64_t count = 1;
+        for (int d = 0; d < x->n; d++)   /* TensorDesc's bounds on an input (the Python route names them) */
+            if (x->shape[d] < 1 || x->shape[d] > U32MAX || __builtin_mul_overflow(count, x->shape[d], &count))
+                return -1;
+        if (count > U32MAX) return -1;
+    }
+    const odml_move_input *x = xs;
     switch (lowering) {
         case ODML_LOWER_IDENTITY: return lower_identity(x, args, nargs, g);
         case ODML_LOWER_CAST: return lower_cast(x, args, nargs, g);
@@ -413,6 +499,8 @@ int odml_move_lower(int lowering, const odml_move_input *x, PyObject *const *arg
         case ODML_LOWER_PAD: return lower_pad(x, args, nargs, g);
         case ODML_LOWER_SPACE_TO_DEPTH: return lower_space_depth(x, args, nargs, g, 1);
         case ODML_LOWER_DEPTH_TO_SPACE: return lower_space_depth(x, args, nargs, g, 0);
+        case ODML_LOWER_JOIN: return lower_join(xs, n_in, args, nargs, g);
+        case ODML_LOWER_SPLIT: return lower_split(x, args, nargs, g);
         default: return -1;
     }
 }
