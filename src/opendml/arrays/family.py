@@ -16,7 +16,13 @@ strides) are served from C first: each function offers its arguments to the
 C call cache (``runtime.calls.move``, ``runtime/cpu/calls.c``) before
 anything else, and a call whose compiled passes were recorded there gets new
 outputs and those passes without entering Python again (its Python route is
-``_<function>``). Behind it, ``family_cache`` serves what the C cache cannot
+``_<function>``). A call the C cache has not seen (a never-seen shape) is
+then offered to the function's C lowering (``runtime.calls.move_new``,
+``runtime/cpu/newshape_move.c``): a valid call in its simple forms (exact
+ints, floats, strs, NumPy dtypes; NumPy arrays) is lowered, run and recorded
+in that one C call, with the passes, outputs and record the Python route
+would make; anything else is declined and the Python route runs it (and
+raises whatever it raises). Behind it, ``family_cache`` serves what the C cache cannot
 key, and the NumPy kernels: the recorded description and passes replayed on
 the new arrays' addresses. Every ``opendml.configure()`` empties both;
 ``configure(call_cache=False)`` turns both off; a replaced ``execute`` (a spy)
