@@ -337,3 +337,26 @@ def test_threads_with_configure_racing():
     stop.set()
     tog.join()
     assert not errors, errors[:3]
+
+
+GARBAGE = [None, True, 0, -1, 1, 2, 2 ** 31, 2 ** 32, 2 ** 63, -2 ** 63, 2 ** 70, 1.5, float("nan"), float("inf"),
+           "DCR", "crd", "reflect", "constant", "", "x" * 100, "\u00e9", (), [], (1,), [1, 2], (0, 0, 0, 0),
+           (2 ** 40, 1), [[1]], (1.0,), np.float32, np.dtype("f2"), np.dtype(">f4"), np.dtype("c8"), np.int64(2),
+           object(), dml.PaddingMode.EDGE]
+
+
+@pytest.mark.parametrize("name", sorted(ccache.MOVE_LOWERINGS))
+def test_garbage_arguments_never_crash_and_match_the_python_route(name):
+    """Arguments from a pool of odd values, in every position: the C lowering
+    gives the Python route's passes or declines."""
+    rng = np.random.default_rng(len(name))
+    nargs = {"identity": 2, "cast": 1, "tile": 1, "pad": 4, "space_to_depth": 2, "depth_to_space": 2, "join": 1,
+             "split": 2}[name]
+    x = array(rng, (2, 4, 4, 6), "f4", True)
+    xs = [x, x] if name == "join" else x
+    for _ in range(400):
+        args = tuple(GARBAGE[int(i)] for i in rng.integers(0, len(GARBAGE), nargs))
+        got = c_steps(name, args, xs)
+        if got is None:
+            continue
+        assert got == python_steps(name, args, xs), (name, args)
