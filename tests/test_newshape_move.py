@@ -235,6 +235,7 @@ INVALID = [
     ("join", [np.zeros((2, 3), np.float32)], (-3,)),
     ("join", [np.zeros((2, 3), np.float32), [[1.0, 2.0, 3.0]]], (0,)),     # a list entry
     ("join", [], (0,)),
+    ("join", np.zeros((2, 3), np.float32), (0,)),                        # a lone array
 ]
 
 
@@ -360,3 +361,42 @@ def test_garbage_arguments_never_crash_and_match_the_python_route(name):
         if got is None:
             continue
         assert got == python_steps(name, args, xs), (name, args)
+
+
+def test_torch_cpu_tensors_take_the_c_route_with_the_python_routes_outputs_and_errors():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x = torch.from_numpy(array(rng, (1, 4, 6, 8), "f4", False))
+    cases = [(dml.identity, (x,)), (dml.identity, (x, 2.0, 1.0)), (dml.cast, (x, np.float16)),
+             (dml.tile, (x, (1, 2, 1, 2))), (dml.pad, (x, 1, (0, 1, 2, 3), "symmetric")),
+             (dml.space_to_depth, (x, 2)), (dml.depth_to_space, (x, 2)), (dml.join, ([x, x[:, :1]], 1)),
+             (dml.split, (x, 3, [3, 5])),
+             # invalid: the C route declines, the Python route raises
+             (dml.tile, (x, (0, 1))), (dml.pad, (x, 1, 1, "bogus")), (dml.split, (x, 3, [3, 4])),
+             (dml.depth_to_space, (x, 3)), (dml.cast, (x, np.bool_))]
+
+    def result(fn, args):
+        try:
+            out = fn(*args)
+        except Exception as e:  # noqa: BLE001 - compared below
+            return ("error", type(e), str(e))
+        outs = out if isinstance(out, list) else [out]
+        return ("ok", [(type(o), o.dtype, tuple(o.shape), o.numpy().tobytes()) for o in outs])
+
+    dml.identity(torch.zeros(3))        # (the process's first PyTorch call teaches C PyTorch's tensor type)
+    for fn, args in cases:
+        ccache.clear()
+        before, py_misses = ccache.info()["entries"], family_cache.info()["misses"]
+        got = result(fn, args)
+        made = ccache.info()["entries"] - before
+        if got[0] == "ok":                      # C made the record: the Python route's cache saw no call
+            assert family_cache.info()["misses"] == py_misses, fn
+        real = family._move_new
+        family._move_new = lambda *a: None
+        try:
+            with dml.configure(call_cache=False):
+                want = result(fn, args)
+        finally:
+            family._move_new = real
+        assert got == want, fn
+        assert made == (1 if got[0] == "ok" else 0), fn       # the C route recorded each valid call

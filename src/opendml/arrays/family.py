@@ -88,7 +88,8 @@ _calls.register_move_types(_MOVE_TYPES)
 
 
 #: ``_new(op, x, args)``: a never-seen shape of a family function on exact
-#: NumPy arrays (x one array, or join's list or tuple of them), lowered in C (``runtime.calls.move_new``: the same
+#: NumPy arrays or plain PyTorch CPU tensors (x one array, or join's list or
+#: tuple of them; C declines any other input at once), lowered in C (``runtime.calls.move_new``: the same
 #: passes, output and call-cache record as the route below), or None (the
 #: Python route runs the call and raises whatever it raises).
 _move_new = _calls.move_new
@@ -452,10 +453,9 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
         out = _move(_IDENTITY, x, scale, bias)
         if out is not None:
             return out
-        if type(x) is np.ndarray:
-            out = _new(_IDENTITY, x, (scale, bias))
-            if out is not None:
-                return out
+        out = _new(_IDENTITY, x, (scale, bias))
+        if out is not None:
+            return out
     return _identity(x, scale, bias)
 
 
@@ -514,10 +514,9 @@ def cast(x: Any, dtype) -> np.ndarray:
         out = _move(_CAST, x, dtype)
         if out is not None:
             return out
-        if type(x) is np.ndarray:
-            out = _new(_CAST, x, (dtype,))
-            if out is not None:
-                return out
+        out = _new(_CAST, x, (dtype,))
+        if out is not None:
+            return out
     return _cast(x, dtype)
 
 
@@ -580,10 +579,9 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         out = _move(_PAD, x, start_padding, end_padding, mode, value)
         if out is not None:
             return out
-        if type(x) is np.ndarray:
-            out = _new(_PAD, x, (start_padding, end_padding, mode, value))
-            if out is not None:
-                return out
+        out = _new(_PAD, x, (start_padding, end_padding, mode, value))
+        if out is not None:
+            return out
     return _pad(x, start_padding, end_padding, mode, value)
 
 
@@ -641,10 +639,9 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
         out = _move(_JOIN, arrays, axis)
         if out is not None:
             return out
-        if type(arrays) is list or type(arrays) is tuple:
-            out = _new(_JOIN, arrays, (axis,))
-            if out is not None:
-                return out
+        out = _new(_JOIN, arrays, (axis,))
+        if out is not None:
+            return out
     return _join(arrays, axis)
 
 
@@ -699,10 +696,9 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
         out = _move(_SPLIT, x, axis, sizes)
         if out is not None:
             return out
-        if type(x) is np.ndarray:
-            out = _new(_SPLIT, x, (axis, sizes))
-            if out is not None:
-                return out
+        out = _new(_SPLIT, x, (axis, sizes))
+        if out is not None:
+            return out
     return _split(x, axis, sizes)
 
 
@@ -772,10 +768,9 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         out = _move(_TILE, x, repeats)
         if out is not None:
             return out
-        if type(x) is np.ndarray:
-            out = _new(_TILE, x, (repeats,))
-            if out is not None:
-                return out
+        out = _new(_TILE, x, (repeats,))
+        if out is not None:
+            return out
     return _tile(x, repeats)
 
 
@@ -839,10 +834,9 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         out = _move(_SPACE_TO_DEPTH, x, block_size, order)
         if out is not None:
             return out
-        if type(x) is np.ndarray:
-            out = _new(_SPACE_TO_DEPTH, x, (block_size, order))
-            if out is not None:
-                return out
+        out = _new(_SPACE_TO_DEPTH, x, (block_size, order))
+        if out is not None:
+            return out
     return _space_to_depth(x, block_size, order)
 
 
@@ -897,10 +891,9 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         out = _move(_DEPTH_TO_SPACE, x, block_size, order)
         if out is not None:
             return out
-        if type(x) is np.ndarray:
-            out = _new(_DEPTH_TO_SPACE, x, (block_size, order))
-            if out is not None:
-                return out
+        out = _new(_DEPTH_TO_SPACE, x, (block_size, order))
+        if out is not None:
+            return out
     return _depth_to_space(x, block_size, order)
 
 

@@ -479,11 +479,14 @@ static PyObject *torch_view(PyObject *t) {
 
 #define MAX_MOVE_ARGS 16
 
-/* The family on PyTorch CPU tensors: the NumPy entry, run on views of the
- * tensors (the Python route records it on the same views: the same key),
- * its outputs handed to torch.from_numpy as the Python route does. */
-static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *x = args[1], *view, *call[MAX_MOVE_ARGS], *result;
+/* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or
+ * move_new for a new shape) run on views of the tensors args[xi] (the
+ * Python route records it on the same views: the same key), its outputs
+ * handed to torch.from_numpy as the Python route does. */
+typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
+
+static PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
+    PyObject *x = args[xi], *view, *call[MAX_MOVE_ARGS], *result;
     if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
     if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {     /* JOIN's arrays: a tuple of views */
         Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
@@ -512,8 +515,8 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) {
         if (!view) Py_RETURN_NONE;
     }
     for (Py_ssize_t i = 0; i < nargs; i++) call[i] = args[i];
-    call[1] = view;
-    result = move_call(call, nargs);
+    call[xi] = view;
+    result = fn(call, nargs);
     Py_DECREF(view);
     if (!result || result == Py_None) return result;
     if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
@@ -534,6 +537,8 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) {
     Py_DECREF(result);
     return t;
 }
+
+static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return torch_views(args, nargs, 1, move_call); }
 
 /* -- The family on CUDA memory: PyTorch CUDA tensors and CuPy arrays ----------------------------------- */
 
@@ -1016,10 +1021,14 @@ int64_t odml_move_dtype_type(PyObject *o) {
 }
 
 #ifdef ODML_NUMPY
-/* The inputs of a family call: x one exact ndarray, or (JOIN) an exact list
- * or tuple of 1..MAX_MOVE_IO of them, stored in `in` (borrowed); -1 else. */
-static int move_inputs(PyObject *x, PyArrayObject **in, int *n_in) {
-    if (Py_TYPE(x) == &PyArray_Type) {
+/* The inputs of a family call: x one exact ndarray, or for JOIN (lowering's
+ * number ODML_LOWER_JOIN) an exact list or tuple of 1..MAX_MOVE_IO of them
+ * (a lone array is refused there: the Python route names the fault), stored
+ * in `in` (borrowed); -1 else. */
+static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
+    const int seq = (lowering & 0xff) == ODML_LOWER_JOIN;
+    if (!seq) {
+        if (Py_TYPE(x) != &PyArray_Type) return -1;
         in[0] = (PyArrayObject *)x;
         *n_in = 1;
         return 0;
@@ -1135,8 +1144,9 @@ out:
 
 /* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
  *
- * A never-seen shape of a family call on exact NumPy arrays in one C call
- * (issue 31): the call's C lowering (newshape_move.c; `lowering` its
+ * A never-seen shape of a family call on exact NumPy arrays (or plain
+ * PyTorch CPU tensors, through NumPy views, as call_cache_move serves them)
+ * in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
  * ODML_LOWER_* number with the operator's element types), the passes
  * packed, new outputs, the passes run, and the call recorded as
  * call_cache_put_move records it (where the cache is on and still in
@@ -1168,13 +1178,14 @@ static int input_same(PyArrayObject *x, const InputState *s) {
            && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
 }
 
-static PyObject *move_new(PyObject *const *args) {
+static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
+    (void)nargs;
     PyObject *op = args[0], *xo = args[2], *call_args = args[3];
     int64_t lowering, gen;
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in = 0;
     if (!numpy_ready || !PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering) || exact_int(args[4], &gen)
-            || move_inputs(xo, in, &n_in) < 0) {
+            || move_inputs(xo, lowering, in, &n_in) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
@@ -1251,7 +1262,7 @@ static PyObject *move_lowering(PyObject *const *args) {
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
     if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
-            || move_inputs(args[1], in, &n_in) < 0) {
+            || move_inputs(args[1], lowering, in, &n_in) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
@@ -1296,7 +1307,18 @@ PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_
         return NULL;
     }
 #ifdef ODML_NUMPY
-    return with_deferred(move_new(args));
+    if (torch_input(args[2])) {                                /* CPU tensors, through views */
+        PyObject *first = args[2];
+        if (PyList_CheckExact(first) || PyTuple_CheckExact(first))
+            first = PySequence_Fast_ITEMS(first)[0];
+        Py_INCREF(first);
+        const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
+        Py_DECREF(first);
+        if (PyErr_Occurred()) drop_error();
+        if (cuda) Py_RETURN_NONE;
+        return with_deferred(torch_views(args, nargs, 2, move_new));
+    }
+    return with_deferred(move_new(args, nargs));
 #else
     Py_RETURN_NONE;
 #endif
