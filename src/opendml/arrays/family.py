@@ -16,7 +16,13 @@ strides) are served from C first: each function offers its arguments to the
 C call cache (``runtime.calls.move``, ``runtime/cpu/calls.c``) before
 anything else, and a call whose compiled passes were recorded there gets new
 outputs and those passes without entering Python again (its Python route is
-``_<function>``). Behind it, ``family_cache`` serves what the C cache cannot
+``_<function>``). A call the C cache has not seen (a never-seen shape) is
+then offered to the function's C lowering (``runtime.calls.move_new``,
+``runtime/cpu/newshape_move.c``): a valid call in its simple forms (exact
+ints, floats, strs, NumPy dtypes; NumPy arrays) is lowered, run and recorded
+in that one C call, with the passes, outputs and record the Python route
+would make; anything else is declined and the Python route runs it (and
+raises whatever it raises). Behind it, ``family_cache`` serves what the C cache cannot
 key, and the NumPy kernels: the recorded description and passes replayed on
 the new arrays' addresses. Every ``opendml.configure()`` empties both;
 ``configure(call_cache=False)`` turns both off; a replaced ``execute`` (a spy)
@@ -79,6 +85,27 @@ _move = _calls.move
 # PyTorch's dtype type joins them when cast first gets one (``_key_by_identity``).
 _MOVE_TYPES = (PaddingMode, DepthSpaceOrder, DataType)
 _calls.register_move_types(_MOVE_TYPES)
+
+
+#: ``_new(op, x, args)``: a never-seen shape of a family function on exact
+#: NumPy arrays or plain PyTorch CPU tensors (x one array, or join's list or
+#: tuple of them; C declines any other input at once), lowered in C (``runtime.calls.move_new``: the same
+#: passes, output and call-cache record as the route below), or None (the
+#: Python route runs the call and raises whatever it raises).
+_move_new = _calls.move_new
+# each with the element types its support table takes at the newest level (bit 8 + DataType value)
+_LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_row(_contract.OPERATOR_OF[k]).types)
+          for k, v in _calls.MOVE_LOWERINGS.items()}
+_generation = _calls.generation
+
+
+def _new(op: int, x, args: tuple):
+    since = _generation()                   # before any setting is read
+    backend = get_backend("cpu")
+    # the NumPy kernels, or a replaced prepare (a spy): the Python route
+    if backend._native is None or "prepare" in backend.__dict__:
+        return None
+    return _move_new(op, _LOWER[op], x, args, since, backend.plain_conf)
 
 
 def _key_by_identity(kind: type) -> None:
@@ -426,6 +453,9 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
         out = _move(_IDENTITY, x, scale, bias)
         if out is not None:
             return out
+        out = _new(_IDENTITY, x, (scale, bias))
+        if out is not None:
+            return out
     return _identity(x, scale, bias)
 
 
@@ -482,6 +512,9 @@ def cast(x: Any, dtype) -> np.ndarray:
     """
     if execute is _EXECUTE:
         out = _move(_CAST, x, dtype)
+        if out is not None:
+            return out
+        out = _new(_CAST, x, (dtype,))
         if out is not None:
             return out
     return _cast(x, dtype)
@@ -546,6 +579,9 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         out = _move(_PAD, x, start_padding, end_padding, mode, value)
         if out is not None:
             return out
+        out = _new(_PAD, x, (start_padding, end_padding, mode, value))
+        if out is not None:
+            return out
     return _pad(x, start_padding, end_padding, mode, value)
 
 
@@ -603,6 +639,9 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
         out = _move(_JOIN, arrays, axis)
         if out is not None:
             return out
+        out = _new(_JOIN, arrays, (axis,))
+        if out is not None:
+            return out
     return _join(arrays, axis)
 
 
@@ -655,6 +694,9 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
     """
     if execute is _EXECUTE:
         out = _move(_SPLIT, x, axis, sizes)
+        if out is not None:
+            return out
+        out = _new(_SPLIT, x, (axis, sizes))
         if out is not None:
             return out
     return _split(x, axis, sizes)
@@ -726,6 +768,9 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         out = _move(_TILE, x, repeats)
         if out is not None:
             return out
+        out = _new(_TILE, x, (repeats,))
+        if out is not None:
+            return out
     return _tile(x, repeats)
 
 
@@ -789,6 +834,9 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         out = _move(_SPACE_TO_DEPTH, x, block_size, order)
         if out is not None:
             return out
+        out = _new(_SPACE_TO_DEPTH, x, (block_size, order))
+        if out is not None:
+            return out
     return _space_to_depth(x, block_size, order)
 
 
@@ -841,6 +889,9 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
     """
     if execute is _EXECUTE:
         out = _move(_DEPTH_TO_SPACE, x, block_size, order)
+        if out is not None:
+            return out
+        out = _new(_DEPTH_TO_SPACE, x, (block_size, order))
         if out is not None:
             return out
     return _depth_to_space(x, block_size, order)

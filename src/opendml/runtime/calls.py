@@ -55,7 +55,7 @@ from .config import config
 from .cpu.backend import _load_native
 
 __all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda", "torch_new",
-           "numpy_new", "register_cuda_retry",
+           "numpy_new", "move_new", "MOVE_LOWERINGS", "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
 class _Codes(dict):
@@ -244,6 +244,20 @@ torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _n
 #: array), recorded as ``put_numpy`` records it; the output, or None.
 numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and hasattr(_native, "call_cache_numpy_new")
                                  else _no_new)
+
+
+#: ``move_new(op_code, lowering, x, args, since, cpu)``: a never-seen shape of
+#: a data-movement family call (every function of ``arrays/family.py``) on
+#: exact, native-order NumPy arrays, lowered, run and recorded in one C call
+#: (runtime/cpu/newshape_move.c; ``lowering`` the function's number there,
+#: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,
+#: or None where the Python route must run the call (nothing run).
+move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasattr(_native, "call_cache_move_new")
+                                else _no_new)
+
+#: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*).
+MOVE_LOWERINGS = {"identity": 0, "cast": 1, "tile": 2, "pad": 3, "space_to_depth": 4, "depth_to_space": 5,
+                  "join": 6, "split": 7}
 
 
 def entry(name: str, x, *args) -> dict | None:

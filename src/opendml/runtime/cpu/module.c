@@ -122,6 +122,8 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
 PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn);
 PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* calls_move.c */
+PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -161,6 +163,11 @@ static PyMethodDef methods[] = {
      "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> a new shape's output on "
      "a PyTorch tensor, None where the Python route must run it, or the name of a CUDA kernel to compile first "
      "(calls.c)"},
+    {"call_cache_move_new", (PyCFunction)(void (*)(void))odml_py_call_cache_move_new, METH_FASTCALL,
+     "call_cache_move_new(op, lowering, x, args, generation, conf) -> a never-seen shape's output of a family call "
+     "on a NumPy array, lowered in C (newshape_move.c) and recorded in the call cache, or None (calls_move.c)"},
+    {"move_lowering", (PyCFunction)(void (*)(void))odml_py_move_lowering, METH_FASTCALL,
+     "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) call_cache_move_new would run, or None"},
     {"call_cache_numpy_new", (PyCFunction)(void (*)(void))odml_py_call_cache_numpy_new, METH_FASTCALL,
      "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new shape's output on a NumPy array "
      "(recorded in the call cache), or None where the Python route must run it (calls.c)"},

@@ -52,6 +52,26 @@ typedef struct odml_cpu_move_params {
     int64_t map_size[ODML_CPU_MOVE_MAX_RANK];     /* source extent of a mapped axis (>= 1) */
 } odml_cpu_move_params;
 
+/* One pass of a move program before its canonical form (plan.Copy or
+ * plan.Fill as the operators' lowerings give it): n dimensions (sizes, both
+ * sides' strides, per dimension a map (map_mode 0: none) for a copy), the
+ * fill's bits. odml_move_pack (move_params.c) packs its canonical form, the
+ * bytes CpuBackend._native_move_pass gives: 0, or -1 (the Python route
+ * builds it). */
+#define ODML_MOVE_PASS_MAX_DIMS 64
+typedef struct {
+    int fill, n, has_scale_bias;
+    int64_t src_type, dst_type, src_offset, dst_offset;
+    int64_t sizes[ODML_MOVE_PASS_MAX_DIMS], src_strides[ODML_MOVE_PASS_MAX_DIMS];
+    int64_t dst_strides[ODML_MOVE_PASS_MAX_DIMS];
+    int64_t map_mode[ODML_MOVE_PASS_MAX_DIMS], map_shift[ODML_MOVE_PASS_MAX_DIMS];
+    int64_t map_size[ODML_MOVE_PASS_MAX_DIMS];
+    double scale, bias;
+    uint64_t fill_bits;
+} odml_move_pass;
+
+int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out);
+
 int odml_move(char *dst, const char *src, const odml_cpu_move_params *p, int threads, const char **error);
 
 /* odml_move in two steps, for a pass run many times (the call cache,

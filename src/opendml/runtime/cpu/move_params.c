@@ -30,7 +30,6 @@
 
 #include "move.h"
 
-#define MAX_IN_RANK 64
 
 static int exact_i64(PyObject *o, int64_t *v) {
     if (!PyLong_CheckExact(o)) return -1;
@@ -76,50 +75,28 @@ static int before(const Dim *a, const Dim *b) {
     return a->dst > b->dst || (a->dst == b->dst && absv(a->src) > absv(b->src));
 }
 
-PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
-                                         "src_strides, dst_strides, maps, scale_bias, fill_bits) takes 11 arguments");
-        return NULL;
-    }
-    int64_t fill, src_type, dst_type, src_offset, dst_offset;
-    PyObject *sizes = args[5], *ss = args[6], *ds = args[7], *maps = args[8], *sb = args[9];
-    if (exact_i64(args[0], &fill) || exact_i64(args[1], &src_type) || exact_i64(args[2], &dst_type)
-            || exact_i64(args[3], &src_offset) || exact_i64(args[4], &dst_offset) || (fill != 0 && fill != 1)
-            || !PyTuple_CheckExact(sizes) || !PyTuple_CheckExact(ds) || !PyLong_CheckExact(args[10]))
-        Py_RETURN_NONE;
-    const Py_ssize_t n = PyTuple_GET_SIZE(sizes);
-    if (n < 1 || n > MAX_IN_RANK || PyTuple_GET_SIZE(ds) != n) Py_RETURN_NONE;
-    if (!fill && (!PyTuple_CheckExact(ss) || PyTuple_GET_SIZE(ss) != n
-                  || (maps != Py_None && (!PyTuple_CheckExact(maps) || PyTuple_GET_SIZE(maps) != n))
-                  || (sb != Py_None && (!PyTuple_CheckExact(sb) || PyTuple_GET_SIZE(sb) != 2
-                                        || !PyFloat_CheckExact(PyTuple_GET_ITEM(sb, 0))
-                                        || !PyFloat_CheckExact(PyTuple_GET_ITEM(sb, 1))))))
-        Py_RETURN_NONE;
-    const unsigned long long bits = PyLong_AsUnsignedLongLong(args[10]);
-    if (bits == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    if (fill) src_offset = 0;
-    Dim dims[MAX_IN_RANK];
+/* The canonical form of pass `in` packed into *p (move.h's odml_move_pack):
+ * 0, or -1 where the pass is not as described (a negative size, a map
+ * outside its bounds), a value or product leaves 64 bits, or the canonical
+ * form has more than ODML_CPU_MOVE_MAX_RANK dimensions. */
+int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out) {
+    const int fill = in->fill, n = in->n;
+    int64_t src_offset = fill ? 0 : in->src_offset;
+    if ((fill != 0 && fill != 1) || n < 1 || n > ODML_MOVE_PASS_MAX_DIMS) return -1;
+    Dim dims[ODML_MOVE_PASS_MAX_DIMS];
     int m = 0;
-    for (Py_ssize_t a = 0; a < n; a++) {
-        Dim d = {0, 0, 0, 0, 0, 0};
-        if (exact_i64(PyTuple_GET_ITEM(sizes, a), &d.size) || exact_i64(PyTuple_GET_ITEM(ds, a), &d.dst)
-                || d.size < 0)
-            Py_RETURN_NONE;
+    for (int a = 0; a < n; a++) {
+        Dim d = {in->sizes[a], 0, in->dst_strides[a], 0, 0, 0};
+        if (d.size < 0) return -1;
         if (!fill) {
-            if (exact_i64(PyTuple_GET_ITEM(ss, a), &d.src)) Py_RETURN_NONE;
-            PyObject *mp = maps == Py_None ? Py_None : PyTuple_GET_ITEM(maps, a);
-            if (mp != Py_None) {
-                if (!PyTuple_CheckExact(mp) || PyTuple_GET_SIZE(mp) != 3 || exact_i64(PyTuple_GET_ITEM(mp, 0), &d.mode)
-                        || exact_i64(PyTuple_GET_ITEM(mp, 1), &d.shift) || exact_i64(PyTuple_GET_ITEM(mp, 2), &d.msize)
-                        || d.mode < ODML_MAP_CLAMP || d.mode > ODML_MAP_WRAP || d.msize < 1
-                        || d.msize > ((int64_t)1 << 60) || d.shift < -((int64_t)1 << 60)
-                        || d.shift > ((int64_t)1 << 60))
-                    Py_RETURN_NONE;
+            d.src = in->src_strides[a];
+            if (in->map_mode[a]) {
+                d.mode = in->map_mode[a];
+                d.shift = in->map_shift[a];
+                d.msize = in->map_size[a];
+                if (d.mode < ODML_MAP_CLAMP || d.mode > ODML_MAP_WRAP || d.msize < 1 || d.msize > ((int64_t)1 << 60)
+                        || d.shift < -((int64_t)1 << 60) || d.shift > ((int64_t)1 << 60))
+                    return -1;
             }
         }
         if (d.size == 1) {
@@ -127,7 +104,7 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
                 int64_t fold;
                 if (__builtin_mul_overflow(map_source(d.mode, d.shift, d.msize, 0), d.src, &fold)
                         || __builtin_add_overflow(src_offset, fold, &src_offset))
-                    Py_RETURN_NONE;
+                    return -1;
             }
             continue;
         }
@@ -140,7 +117,7 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
         dims[at] = d;
         m++;
     }
-    Dim merged[MAX_IN_RANK];
+    Dim merged[ODML_MOVE_PASS_MAX_DIMS];
     int r = 0;
     for (int k = 0; k < m; k++) {
         const Dim *d = &dims[k];
@@ -149,7 +126,7 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
             int64_t is, os, ps;
             if (!__builtin_mul_overflow(d->src, d->size, &is) && !__builtin_mul_overflow(d->dst, d->size, &os)
                     && p->src == is && p->dst == os) {
-                if (__builtin_mul_overflow(p->size, d->size, &ps)) Py_RETURN_NONE;
+                if (__builtin_mul_overflow(p->size, d->size, &ps)) return -1;
                 p->size = ps;
                 p->src = d->src;
                 p->dst = d->dst;
@@ -168,20 +145,20 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
         merged[r - 1] = merged[r - 2];
         merged[r - 2] = t;
     }
-    if (r > ODML_CPU_MOVE_MAX_RANK) Py_RETURN_NONE;
+    if (r > ODML_CPU_MOVE_MAX_RANK) return -1;
     odml_cpu_move_params p;
     memset(&p, 0, sizeof p);
     p.kind = fill;
-    p.dst_type = dst_type;
-    p.src_type = fill ? dst_type : src_type;
+    p.dst_type = in->dst_type;
+    p.src_type = fill ? in->dst_type : in->src_type;
     p.rank = r;
-    p.dst_offset = dst_offset;
+    p.dst_offset = in->dst_offset;
     for (int k = 0; k < r; k++) {
         p.sizes[k] = merged[k].size;
         p.dst_strides[k] = merged[k].dst;
     }
     if (fill) {
-        p.fill_bits = bits;
+        p.fill_bits = in->fill_bits;
     } else {
         p.src_offset = src_offset;
         for (int k = 0; k < r; k++) {
@@ -192,11 +169,72 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
                 p.map_size[k] = merged[k].msize;
             }
         }
-        if (sb != Py_None) {
+        if (in->has_scale_bias) {
             p.has_scale_bias = 1;
-            p.scale = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(sb, 0));
-            p.bias = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(sb, 1));
+            p.scale = in->scale;
+            p.bias = in->bias;
         }
     }
+    *out = p;
+    return 0;
+}
+
+PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
+                                         "src_strides, dst_strides, maps, scale_bias, fill_bits) takes 11 arguments");
+        return NULL;
+    }
+    int64_t fill, src_type, dst_type, src_offset, dst_offset;
+    PyObject *sizes = args[5], *ss = args[6], *ds = args[7], *maps = args[8], *sb = args[9];
+    if (exact_i64(args[0], &fill) || exact_i64(args[1], &src_type) || exact_i64(args[2], &dst_type)
+            || exact_i64(args[3], &src_offset) || exact_i64(args[4], &dst_offset) || (fill != 0 && fill != 1)
+            || !PyTuple_CheckExact(sizes) || !PyTuple_CheckExact(ds) || !PyLong_CheckExact(args[10]))
+        Py_RETURN_NONE;
+    const Py_ssize_t n = PyTuple_GET_SIZE(sizes);
+    if (n < 1 || n > ODML_MOVE_PASS_MAX_DIMS || PyTuple_GET_SIZE(ds) != n) Py_RETURN_NONE;
+    if (!fill && (!PyTuple_CheckExact(ss) || PyTuple_GET_SIZE(ss) != n
+                  || (maps != Py_None && (!PyTuple_CheckExact(maps) || PyTuple_GET_SIZE(maps) != n))
+                  || (sb != Py_None && (!PyTuple_CheckExact(sb) || PyTuple_GET_SIZE(sb) != 2
+                                        || !PyFloat_CheckExact(PyTuple_GET_ITEM(sb, 0))
+                                        || !PyFloat_CheckExact(PyTuple_GET_ITEM(sb, 1))))))
+        Py_RETURN_NONE;
+    const unsigned long long bits = PyLong_AsUnsignedLongLong(args[10]);
+    if (bits == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    odml_move_pass pass;
+    memset(&pass, 0, sizeof pass);
+    pass.fill = (int)fill;
+    pass.src_type = src_type;
+    pass.dst_type = dst_type;
+    pass.src_offset = src_offset;
+    pass.dst_offset = dst_offset;
+    pass.n = (int)n;
+    pass.fill_bits = bits;
+    for (Py_ssize_t a = 0; a < n; a++) {
+        if (exact_i64(PyTuple_GET_ITEM(sizes, a), &pass.sizes[a]) || exact_i64(PyTuple_GET_ITEM(ds, a), &pass.dst_strides[a]))
+            Py_RETURN_NONE;
+        if (!fill) {
+            if (exact_i64(PyTuple_GET_ITEM(ss, a), &pass.src_strides[a])) Py_RETURN_NONE;
+            PyObject *mp = maps == Py_None ? Py_None : PyTuple_GET_ITEM(maps, a);
+            if (mp != Py_None) {
+                if (!PyTuple_CheckExact(mp) || PyTuple_GET_SIZE(mp) != 3
+                        || exact_i64(PyTuple_GET_ITEM(mp, 0), &pass.map_mode[a])
+                        || exact_i64(PyTuple_GET_ITEM(mp, 1), &pass.map_shift[a])
+                        || exact_i64(PyTuple_GET_ITEM(mp, 2), &pass.map_size[a]) || pass.map_mode[a] == 0)
+                    Py_RETURN_NONE;
+            }
+        }
+    }
+    if (!fill && sb != Py_None) {
+        pass.has_scale_bias = 1;
+        pass.scale = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(sb, 0));
+        pass.bias = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(sb, 1));
+    }
+    odml_cpu_move_params p;
+    if (odml_move_pack(&pass, &p)) Py_RETURN_NONE;
     return PyBytes_FromStringAndSize((const char *)&p, (Py_ssize_t)sizeof p);
 }

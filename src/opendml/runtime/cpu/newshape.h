@@ -111,4 +111,54 @@ typedef struct {
 /* -1 where the launch does not fit (a grid of 2^31 blocks or more). */
 int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s);
 
+/* -- the data-movement family (newshape_move.c) -------------------------------------------------- */
+
+#include "move.h"
+
+/* The C lowerings (the Python function each mirrors is named at it), by the
+ * number arrays/family.py passes (its _LOWERINGS). */
+enum {
+    ODML_LOWER_IDENTITY = 0, ODML_LOWER_CAST = 1, ODML_LOWER_TILE = 2, ODML_LOWER_PAD = 3,
+    ODML_LOWER_SPACE_TO_DEPTH = 4, ODML_LOWER_DEPTH_TO_SPACE = 5, ODML_LOWER_JOIN = 6, ODML_LOWER_SPLIT = 7
+};
+
+/* An input: DataType value, sizes, signed element strides and origin
+ * (elements from its lowest-addressed element to element 0; planner.Layout). */
+typedef struct {
+    int n;
+    int64_t type;
+    int64_t shape[ODML_MAX_RANK];
+    int64_t strides[ODML_MAX_RANK];
+    int64_t origin;
+} odml_move_input;
+
+#define ODML_MOVE_PROG_MAX_IO 16        /* inputs (JOIN) or outputs (SPLIT); calls_move.c's MAX_MOVE_IO */
+#define ODML_MOVE_PROG_MAX_PASSES (1 + 2 * ODML_MAX_RANK)
+
+/* A lowered call: packed outputs (DataType, sizes, element strides, count)
+ * and the passes in order, each with its input and output index. */
+typedef struct {
+    int n_out, n_pass, multi;          /* multi: the function returns a list (SPLIT) */
+    unsigned types;                    /* the operator's element types: bit t for DataType value t */
+    int64_t out_type[ODML_MOVE_PROG_MAX_IO];
+    int out_rank[ODML_MOVE_PROG_MAX_IO];
+    int64_t out_dims[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK], out_strides[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK];
+    int64_t out_count[ODML_MOVE_PROG_MAX_IO];
+    int pass_src[ODML_MOVE_PROG_MAX_PASSES], pass_dst[ODML_MOVE_PROG_MAX_PASSES];
+    odml_move_pass passes[ODML_MOVE_PROG_MAX_PASSES];
+} odml_move_prog;
+
+/* The passes `lowering` gives for the n_in inputs xs (one but for JOIN) and
+ * the call's arguments: 0, or -1 (no exception set) where the Python route
+ * must run the call. `lowering`: its ODML_LOWER_* number in bits 0-7 and,
+ * from bit 8, the element types the operator's support table takes at the
+ * newest feature level (bit 8 + t for DataType value t; family.py reads
+ * them from the table, so they are not written here twice). */
+int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
+                    odml_move_prog *g);
+
+/* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of
+ * one of the 11 element types; 0 for anything else (calls_move.c). */
+int64_t odml_move_dtype_type(PyObject *o);
+
 #endif

@@ -1,0 +1,506 @@
+/* New shapes of the data-movement family (issue 31): the C lowerings of the
+ * family's copy-like operators on a NumPy array, each giving the passes its
+ * Python operator's `_passes` gives for that array's layout (before their
+ * canonical form, which odml_move_pack in move_params.c gives, as
+ * CpuBackend._native_move_pass does). calls_move.c's call_cache_move_new
+ * runs them and records the call as call_cache_put_move would, so a never-
+ * seen shape costs one C call instead of the description, validation,
+ * lowering and parameter packing in Python.
+ *
+ * Each lowering takes only a VALID call in the simple forms listed at its
+ * function and declines (-1, no exception set) anything else: an argument
+ * of another type or spelling, a value a rule refuses, a size outside
+ * TensorDesc's bounds. The Python route then runs the call and raises its
+ * own error, so no error is written twice. tests/test_newshape_move.py
+ * checks each lowering's passes, outputs and errors against the Python
+ * route's. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "newshape.h"
+
+#define U32MAX 4294967295LL
+
+static int exact_int(PyObject *o, int64_t *v) {
+    if (!PyLong_CheckExact(o)) return -1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* An int, or an exact list or tuple of at most `most` exact ints (*n of them). */
+static int int_seq(PyObject *o, int most, int64_t *v, int *n) {
+    if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return -1;
+    const Py_ssize_t m = PySequence_Fast_GET_SIZE(o);
+    if (m > most) return -1;
+    PyObject **items = PySequence_Fast_ITEMS(o);
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (exact_int(items[i], &v[i])) return -1;
+    *n = (int)m;
+    return 0;
+}
+
+static int is_float_type(int64_t t) { return t == ODML_T_FLOAT32 || t == ODML_T_FLOAT16 || t == ODML_T_FLOAT64; }
+
+/* The packed output, its element strides and a pass template copying the
+ * whole input into it (what identity's and cast's Copy is). */
+static int set_out(odml_move_prog *g, int i, int64_t type, int rank, const int64_t *dims) {
+    int64_t count = 1;
+    for (int d = 0; d < rank; d++)
+        if (dims[d] < 1 || dims[d] > U32MAX || __builtin_mul_overflow(count, dims[d], &count)) return -1;
+    if (count > U32MAX) return -1;                 /* TensorDesc: at most UINT32_MAX elements */
+    g->out_type[i] = type;
+    g->out_rank[i] = rank;
+    memcpy(g->out_dims[i], dims, sizeof(int64_t) * (size_t)rank);
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        g->out_strides[i][d] = s;
+        s *= dims[d];
+    }
+    g->out_count[i] = count;
+    return 0;
+}
+
+static odml_move_pass *new_pass(odml_move_prog *g, int fill, int src, int dst) {
+    if (g->n_pass >= ODML_MOVE_PROG_MAX_PASSES) return NULL;
+    odml_move_pass *p = &g->passes[g->n_pass];
+    memset(p, 0, sizeof *p);
+    p->fill = fill;
+    g->pass_src[g->n_pass] = src;
+    g->pass_dst[g->n_pass] = dst;
+    g->n_pass++;
+    return p;
+}
+
+/* ops/identity.py ElementWiseIdentityOperatorDesc._passes (and cast.py
+ * CastOperatorDesc._passes): Copy(0, 0, out.sizes, origin, strides, 0,
+ * out.element_strides[, scale_bias]). */
+static int whole_copy(odml_move_prog *g, const odml_move_input *x, int64_t out_type, int sb, double scale,
+                      double bias) {
+    if (set_out(g, 0, out_type, x->n, x->shape)) return -1;
+    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    if (!p) return -1;
+    p->src_type = x->type;
+    p->dst_type = out_type;
+    p->src_offset = x->origin;
+    p->n = x->n;
+    for (int d = 0; d < x->n; d++) {
+        p->sizes[d] = x->shape[d];
+        p->src_strides[d] = x->strides[d];
+        p->dst_strides[d] = g->out_strides[0][d];
+    }
+    p->has_scale_bias = sb;
+    p->scale = scale;
+    p->bias = bias;
+    return 0;
+}
+
+/* ops/_move.py MoveOperatorDesc._float32: a float's float32 value; -1 where
+ * it overflows float32 (the rule's error). */
+static int float32_field(PyObject *o, double *v) {
+    if (!PyFloat_CheckExact(o)) return -1;
+    const double d = PyFloat_AS_DOUBLE(o);
+    const float f = (float)d;
+    if (isfinite(d) && !isfinite(f)) return -1;
+    *v = (double)f;
+    return 0;
+}
+
+/* arrays/family.py _identity with ops/identity.py: (scale, bias) each None or
+ * an exact float; scale/bias only on float types. */
+static int lower_identity(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    if (na != 2) return -1;
+    double scale = 1.0, bias = 0.0;
+    const int sb = a[0] != Py_None || a[1] != Py_None;
+    if (sb && (!is_float_type(x->type) || (a[0] != Py_None && float32_field(a[0], &scale))
+               || (a[1] != Py_None && float32_field(a[1], &bias))))
+        return -1;
+    return whole_copy(g, x, x->type, sb, scale, bias);
+}
+
+/* arrays/family.py _cast with ops/cast.py: dtype a NumPy dtype object or a
+ * NumPy scalar type of one of the 11 element types (odml_move_dtype_type). */
+static int lower_cast(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    if (na != 1) return -1;
+    const int64_t t = odml_move_dtype_type(a[0]);
+    if (t < 1 || !(g->types & (1u << t))) return -1;
+    return whole_copy(g, x, t, 0, 1.0, 0.0);
+}
+
+/* arrays/family.py _tile (_repeats) with ops/tile.py TileOperatorDesc._passes:
+ * repeats an exact int (the last axis') or a list or tuple of at most rank
+ * exact ints (ones prepended), each in [1, UINT32_MAX]; per axis the
+ * dimensions (r, n), source strides (0, s), output strides (n * o, o). */
+static int lower_tile(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    if (na != 1) return -1;
+    const int n = x->n;
+    int64_t given[ODML_MAX_RANK], rep[ODML_MAX_RANK], dims[ODML_MAX_RANK];
+    int m = 1;
+    if (PyLong_CheckExact(a[0])) {
+        if (exact_int(a[0], &given[0])) return -1;
+    } else if (int_seq(a[0], n, given, &m)) {
+        return -1;
+    }
+    for (int d = 0; d < n; d++) {
+        rep[d] = d < n - m ? 1 : given[d - (n - m)];
+        if (rep[d] < 1 || rep[d] > U32MAX || __builtin_mul_overflow(x->shape[d], rep[d], &dims[d])) return -1;
+    }
+    if (set_out(g, 0, x->type, n, dims)) return -1;
+    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    if (!p) return -1;
+    p->src_type = p->dst_type = x->type;
+    p->src_offset = x->origin;
+    p->n = 2 * n;
+    for (int d = 0; d < n; d++) {
+        const int64_t o = g->out_strides[0][d];
+        p->sizes[2 * d] = rep[d];
+        p->sizes[2 * d + 1] = x->shape[d];
+        p->src_strides[2 * d] = 0;
+        p->src_strides[2 * d + 1] = x->strides[d];
+        if (__builtin_mul_overflow(x->shape[d], o, &p->dst_strides[2 * d])) return -1;
+        p->dst_strides[2 * d + 1] = o;
+    }
+    return 0;
+}
+
+/* ASCII s equals lower-case word w, whatever the case of s. */
+static int same_word(PyObject *s, const char *w) {
+    if (!PyUnicode_IS_COMPACT_ASCII(s)) return 0;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    const char *c = (const char *)PyUnicode_DATA(s);
+    if ((size_t)n != strlen(w)) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char ch = c[i];
+        if (ch >= 'A' && ch <= 'Z') ch = (char)(ch - 'A' + 'a');
+        if (ch != w[i]) return 0;
+    }
+    return 1;
+}
+
+/* arrays/family.py _MODES: the mode's PaddingMode value, -1 for none. */
+static int pad_mode(PyObject *m) {
+    static const char *const names[] = {"constant", "edge", "reflect", "reflection", "symmetric", "wrap"};
+    static const int modes[] = {0, 1, 2, 2, 3, 4};
+    if (!PyUnicode_CheckExact(m)) return -1;
+    for (int i = 0; i < 6; i++)
+        if (same_word(m, names[i])) return modes[i];
+    return -1;
+}
+
+/* ops/padding1.py Padding1OperatorDesc's PaddingValue rule and
+ * runtime/cpu/backend.py _fill_bits: the fill's bits of value v for type t;
+ * -1 where the rule refuses v or the value is not in a simple form (an exact
+ * int within int64, an exact float). float16 takes a float only where it is
+ * a float32 value (one rounding, as NumPy's). */
+static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
+    int64_t i;
+    double d;
+    const int is_int = PyLong_CheckExact(v), is_flt = PyFloat_CheckExact(v);
+    if (!is_int && !is_flt) return -1;
+    if (is_int && exact_int(v, &i)) return -1;
+    if (!is_float_type(t)) {
+        if (is_flt) {
+            d = PyFloat_AS_DOUBLE(v);
+            if (!isfinite(d) || d != floor(d) || d < -9.2e18 || d > 9.2e18) return -1;
+            i = (int64_t)d;
+        }
+        int64_t lo, hi;
+        switch (t) {
+            case ODML_T_INT8: lo = INT8_MIN; hi = INT8_MAX; break;
+            case ODML_T_INT16: lo = INT16_MIN; hi = INT16_MAX; break;
+            case ODML_T_INT32: lo = INT32_MIN; hi = INT32_MAX; break;
+            case ODML_T_INT64: lo = INT64_MIN; hi = INT64_MAX; break;
+            case ODML_T_UINT8: lo = 0; hi = UINT8_MAX; break;
+            case ODML_T_UINT16: lo = 0; hi = UINT16_MAX; break;
+            case ODML_T_UINT32: lo = 0; hi = UINT32_MAX; break;
+            default: lo = 0; hi = INT64_MAX; break;      /* UINT64 (values past 2^63: the Python route) */
+        }
+        if (i < lo || i > hi) return -1;
+        const int size = t == ODML_T_INT8 || t == ODML_T_UINT8 ? 1 : t == ODML_T_INT16 || t == ODML_T_UINT16 ? 2
+                         : t == ODML_T_INT32 || t == ODML_T_UINT32 ? 4 : 8;
+        *bits = size == 8 ? (uint64_t)i : (uint64_t)i & ((1ULL << (8 * size)) - 1);
+        return 0;
+    }
+    if (is_int) {
+        if (i < -((int64_t)1 << 53) || i > ((int64_t)1 << 53)) return -1;
+        d = (double)i;
+    } else {
+        d = PyFloat_AS_DOUBLE(v);
+    }
+    if (t == ODML_T_FLOAT64) {
+        memcpy(bits, &d, 8);
+        return 0;
+    }
+    const float f = (float)d;
+    if (isfinite(d) && !isfinite(f)) return -1;
+    if (t == ODML_T_FLOAT32) {
+        uint32_t b;
+        memcpy(&b, &f, 4);
+        *bits = b;
+        return 0;
+    }
+    if ((double)f != d && !isnan(d)) return -1;    /* (a double NaN's payload: the Python route) */
+    if (isnan(d)) return -1;
+    const uint16_t h = odml_f2h(f);
+    if (isfinite(d) && (h & 0x7c00u) == 0x7c00u) return -1;   /* overflows float16: the rule's error */
+    *bits = h;
+    return 0;
+}
+
+/* arrays/family.py _pad (_per_axis) with ops/_move.py _pad_passes: start
+ * and end each an exact int (every axis) or a list or tuple of rank exact
+ * ints, in [0, UINT32_MAX]; mode a str of _MODES; value as pad_value_bits.
+ * The interior Copy, then per axis k its start and end slabs: a Fill
+ * (CONSTANT) or a Copy whose index maps read the input position the mode
+ * chooses. */
+static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    if (na != 4) return -1;
+    const int n = x->n;
+    int64_t st[ODML_MAX_RANK], en[ODML_MAX_RANK], dims[ODML_MAX_RANK];
+    int m;
+    for (int side = 0; side < 2; side++) {
+        int64_t *v = side ? en : st;
+        if (PyLong_CheckExact(a[side])) {
+            if (exact_int(a[side], &v[0])) return -1;
+            for (int d = 1; d < n; d++) v[d] = v[0];
+        } else if (int_seq(a[side], n, v, &m) || m != n) {
+            return -1;
+        }
+        for (int d = 0; d < n; d++)
+            if (v[d] < 0 || v[d] > U32MAX) return -1;
+    }
+    const int mode = pad_mode(a[2]);
+    uint64_t bits;
+    if (mode < 0 || pad_value_bits(a[3], x->type, &bits)) return -1;
+    for (int d = 0; d < n; d++) dims[d] = x->shape[d] + st[d] + en[d];
+    if (set_out(g, 0, x->type, n, dims)) return -1;
+    const int64_t *os = g->out_strides[0];
+    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    if (!p) return -1;
+    p->src_type = p->dst_type = x->type;
+    p->src_offset = x->origin;
+    p->n = n;
+    for (int d = 0; d < n; d++) {
+        p->sizes[d] = x->shape[d];
+        p->src_strides[d] = x->strides[d];
+        p->dst_strides[d] = os[d];
+        p->dst_offset += st[d] * os[d];
+    }
+    for (int k = 0; k < n; k++)
+        for (int side = 0; side < 2; side++) {
+            const int64_t count = side ? en[k] : st[k];
+            if (count == 0) continue;
+            p = new_pass(g, mode == 0, 0, 0);
+            if (!p) return -1;
+            p->src_type = p->dst_type = x->type;
+            p->n = n;
+            for (int j = 0; j < n; j++) {
+                p->dst_strides[j] = os[j];
+                if (j < k) {
+                    p->sizes[j] = x->shape[j];
+                    p->dst_offset += st[j] * os[j];
+                } else if (j == k) {
+                    p->sizes[j] = count;
+                    p->dst_offset += (side ? st[k] + x->shape[k] : 0) * os[j];
+                    p->map_mode[j] = mode;
+                    p->map_shift[j] = side ? -x->shape[k] : st[k];
+                    p->map_size[j] = x->shape[k];
+                } else {
+                    p->sizes[j] = dims[j];
+                    if (st[j] || en[j]) {
+                        p->map_mode[j] = mode;
+                        p->map_shift[j] = st[j];
+                        p->map_size[j] = x->shape[j];
+                    }
+                }
+            }
+            if (mode == 0) {
+                p->fill_bits = bits;
+                memset(p->map_mode, 0, sizeof p->map_mode);
+            } else {
+                p->src_offset = x->origin;
+                for (int j = 0; j < n; j++) p->src_strides[j] = x->strides[j];
+            }
+        }
+    return 0;
+}
+
+/* arrays/family.py _order's spellings: 0 DEPTH_COLUMN_ROW, 1 COLUMN_ROW_DEPTH, -1 none. */
+static int depth_order(PyObject *o) {
+    if (!PyUnicode_CheckExact(o)) return -1;
+    if (same_word(o, "dcr") || same_word(o, "depth_column_row")) return 0;
+    if (same_word(o, "crd") || same_word(o, "column_row_depth")) return 1;
+    return -1;
+}
+
+/* arrays/family.py _space_to_depth and _depth_to_space with ops/space_depth.py
+ * _SpaceDepth._check and _passes: x 4-D, block_size an exact int in [1,
+ * UINT32_MAX] dividing H and W (to depth) or with b * b dividing C (to
+ * space), order a str of _ORDERS; one Copy over (N, b, b, C, H, W) of the
+ * space side, the depth index (bh, bw, c) for DCR or (c, bh, bw) for CRD. */
+static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g,
+                             int to_depth) {
+    int64_t b, bb;
+    const int order = na == 2 ? depth_order(a[1]) : -1;
+    if (order < 0 || x->n != 4 || exact_int(a[0], &b) || b < 1 || b > U32MAX || __builtin_mul_overflow(b, b, &bb))
+        return -1;
+    const int64_t *in = x->shape;
+    int64_t dims[4];
+    if (to_depth) {
+        if (in[2] % b || in[3] % b || __builtin_mul_overflow(in[1], bb, &dims[1])) return -1;
+        dims[0] = in[0];
+        dims[2] = in[2] / b;
+        dims[3] = in[3] / b;
+    } else {
+        if (in[1] % bb || __builtin_mul_overflow(in[2], b, &dims[2]) || __builtin_mul_overflow(in[3], b, &dims[3]))
+            return -1;
+        dims[0] = in[0];
+        dims[1] = in[1] / bb;
+    }
+    if (set_out(g, 0, x->type, 4, dims)) return -1;
+    const int64_t *space = to_depth ? in : dims, *s = to_depth ? x->strides : g->out_strides[0];
+    const int64_t *d = to_depth ? g->out_strides[0] : x->strides;
+    const int64_t n = space[0], c = space[1], h = space[2] / b, w = space[3] / b;
+    int64_t bh, bw, cc;
+    if (order == 0) {
+        bh = b * c * d[1];
+        bw = c * d[1];
+        cc = d[1];
+    } else {
+        bh = b * d[1];
+        bw = d[1];
+        cc = bb * d[1];
+    }
+    const int64_t sizes[6] = {n, b, b, c, h, w};
+    const int64_t ss[6] = {s[0], s[2], s[3], s[1], b * s[2], b * s[3]};
+    const int64_t ds[6] = {d[0], bh, bw, cc, d[2], d[3]};
+    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    if (!p) return -1;
+    p->src_type = p->dst_type = x->type;
+    p->src_offset = x->origin;
+    p->n = 6;
+    memcpy(p->sizes, sizes, sizeof sizes);
+    memcpy(p->src_strides, to_depth ? ss : ds, sizeof ss);
+    memcpy(p->dst_strides, to_depth ? ds : ss, sizeof ds);
+    return 0;
+}
+
+/* An exact int as DirectML's Axis for `rank` dimensions (arrays/_contract.py
+ * axis: negative values count from the end); -1 for anything else. */
+static int axis_of(PyObject *o, int rank) {
+    int64_t a;
+    if (exact_int(o, &a) || a < -rank || a >= rank) return -1;
+    return (int)(a < 0 ? a + rank : a);
+}
+
+/* arrays/family.py _join with ops/join.py JoinOperatorDesc: 1 to 16 inputs of
+ * one type and rank, sizes equal but along axis (an exact int); its
+ * _passes: one Copy per input into its place along axis. */
+static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    const int n = xs[0].n, axis = na == 1 ? axis_of(a[0], n) : -1;
+    if (axis < 0 || n_in < 1 || n_in > ODML_MOVE_PROG_MAX_IO) return -1;
+    int64_t dims[ODML_MAX_RANK];
+    memcpy(dims, xs[0].shape, sizeof(int64_t) * (size_t)n);
+    dims[axis] = 0;
+    for (int i = 0; i < n_in; i++) {
+        if (xs[i].n != n || xs[i].type != xs[0].type) return -1;
+        for (int d = 0; d < n; d++)
+            if (d != axis && xs[i].shape[d] != xs[0].shape[d]) return -1;
+        dims[axis] += xs[i].shape[axis];         /* (each at most UINT32_MAX: no overflow) */
+    }
+    if (set_out(g, 0, xs[0].type, n, dims)) return -1;
+    const int64_t *os = g->out_strides[0];
+    int64_t at = 0;
+    for (int i = 0; i < n_in; i++) {
+        odml_move_pass *p = new_pass(g, 0, i, 0);
+        if (!p) return -1;
+        p->src_type = p->dst_type = xs[i].type;
+        p->src_offset = xs[i].origin;
+        p->dst_offset = at * os[axis];
+        p->n = n;
+        for (int d = 0; d < n; d++) {
+            p->sizes[d] = xs[i].shape[d];
+            p->src_strides[d] = xs[i].strides[d];
+            p->dst_strides[d] = os[d];
+        }
+        at += xs[i].shape[axis];
+    }
+    return 0;
+}
+
+/* arrays/family.py _split with ops/split.py SplitOperatorDesc: axis an exact
+ * int, sizes an exact list or tuple of 1 to 16 exact ints >= 1 summing to
+ * the input's size along axis; its _passes: one Copy per output from its
+ * place along axis. */
+static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    const int n = x->n, axis = na == 2 ? axis_of(a[0], n) : -1;
+    int64_t sizes[ODML_MOVE_PROG_MAX_IO], total = 0, dims[ODML_MAX_RANK];
+    int m;
+    if (axis < 0 || int_seq(a[1], ODML_MOVE_PROG_MAX_IO, sizes, &m) || m < 1) return -1;
+    for (int i = 0; i < m; i++) {
+        if (sizes[i] < 1 || sizes[i] > U32MAX) return -1;
+        total += sizes[i];
+    }
+    if (total != x->shape[axis]) return -1;
+    g->n_out = m;
+    g->multi = 1;
+    memcpy(dims, x->shape, sizeof(int64_t) * (size_t)n);
+    int64_t at = 0;
+    for (int i = 0; i < m; i++) {
+        dims[axis] = sizes[i];
+        if (set_out(g, i, x->type, n, dims)) return -1;
+        odml_move_pass *p = new_pass(g, 0, 0, i);
+        if (!p) return -1;
+        p->src_type = p->dst_type = x->type;
+        p->src_offset = x->origin + at * x->strides[axis];
+        p->n = n;
+        for (int d = 0; d < n; d++) {
+            p->sizes[d] = dims[d];
+            p->src_strides[d] = x->strides[d];
+            p->dst_strides[d] = g->out_strides[i][d];
+        }
+        at += sizes[i];
+    }
+    return 0;
+}
+
+int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
+                    odml_move_prog *g) {
+    memset(g, 0, offsetof(odml_move_prog, passes));
+    g->n_out = 1;
+    g->types = (unsigned)(lowering >> 8) & 0xffeu;
+    lowering &= 0xff;
+    if (n_in < 1 || (n_in > 1 && lowering != ODML_LOWER_JOIN)) return -1;
+    for (int i = 0; i < n_in; i++) {
+        const odml_move_input *x = &xs[i];
+        if (x->n < 1 || x->n > ODML_MAX_RANK || x->type < 1 || x->type > 11 || !(g->types & (1u << x->type)))
+            return -1;
+        int64_t count = 1;
+        for (int d = 0; d < x->n; d++)   /* TensorDesc's bounds on an input (the Python route names them) */
+            if (x->shape[d] < 1 || x->shape[d] > U32MAX || __builtin_mul_overflow(count, x->shape[d], &count))
+                return -1;
+        if (count > U32MAX) return -1;
+    }
+    const odml_move_input *x = xs;
+    switch (lowering) {
+        case ODML_LOWER_IDENTITY: return lower_identity(x, args, nargs, g);
+        case ODML_LOWER_CAST: return lower_cast(x, args, nargs, g);
+        case ODML_LOWER_TILE: return lower_tile(x, args, nargs, g);
+        case ODML_LOWER_PAD: return lower_pad(x, args, nargs, g);
+        case ODML_LOWER_SPACE_TO_DEPTH: return lower_space_depth(x, args, nargs, g, 1);
+        case ODML_LOWER_DEPTH_TO_SPACE: return lower_space_depth(x, args, nargs, g, 0);
+        case ODML_LOWER_JOIN: return lower_join(xs, n_in, args, nargs, g);
+        case ODML_LOWER_SPLIT: return lower_split(x, args, nargs, g);
+        default: return -1;
+    }
+}
