@@ -722,3 +722,25 @@ def test_reachable_from_a_plain_import():
     code = "import opendml; print(opendml.dxdispatch.run.__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "run"
+
+
+def test_example_model_binds_owned_by_dml_inputs_at_initialisation():
+    """A description whose input is OWNED_BY_DML becomes a model that binds it
+    in the dispatchable's "bindings" (DirectML binds it once, at
+    initialisation), not in the dispatch: before, example_model put every
+    binding in the dispatch and the model was refused (found by test_fuzz)."""
+    import io
+    from opendml import dxdispatch
+    for form, want in (
+            ({"Operator": "ELEMENT_WISE_IDENTITY", "InputTensor": {"DataType": "FLOAT32", "Sizes": [4],
+                                                                   "Flags": "OWNED_BY_DML"},
+              "OutputTensor": {"DataType": "FLOAT32", "Sizes": [4]}}, [1, 2, 3, 4]),
+            ({"Operator": "JOIN", "InputTensors": [{"DataType": "FLOAT32", "Sizes": [1, 2], "Flags": "OWNED_BY_DML"},
+                                                   {"DataType": "FLOAT32", "Sizes": [1, 2], "Flags": "OWNED_BY_DML"}],
+              "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2, 2]}, "Axis": 0}, [1, 2, 1, 2])):
+        model = dxdispatch.example_model(form)
+        (d,) = model["dispatchables"].values()
+        assert list(d["bindings"]) == [s for s in ("InputTensor", "InputTensors") if s in form]
+        assert "OutputTensor" in model["commands"][0]["bindings"]
+        out = dxdispatch.run(model, out=io.StringIO())["output"].view(np.float32)
+        assert out.tolist() == want

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..device import Device
+from ..model.tensor_desc import TensorFlags
 from ..jsonform import JsonFormError, array_from_json, from_json, to_json
 
 # -- the bundled examples as models ----------------------------------------------------------
@@ -91,18 +92,26 @@ def example_model(example: dict) -> dict:
         resources[name] = {"initialValuesDataType": t.data_type.name,
                            "initialValues": {"valueCount": t.total_tensor_size_in_bytes // t.element_size,
                                              "value": 0}}
-    bindings = {}
+    bindings, owned = {}, {}
     names = {"input": iter(in_names), "output": iter(out_names)}
     for slot in desc.SLOTS:
         value = getattr(desc, slot.attr)
         it = names[slot.role]
-        bindings[slot.json] = [next(it) for _ in value] if slot.many else next(it)
+        tensors = value if slot.many else (value,)
+        # an input slot holding an OWNED_BY_DML tensor is bound once, at
+        # initialisation (the dispatchable's "bindings"), not by the dispatch
+        where = owned if slot.role == "input" and any(
+            t is not None and t.flags & TensorFlags.OWNED_BY_DML for t in tensors) else bindings
+        where[slot.json] = [next(it) for _ in value] if slot.many else next(it)
     form = to_json(desc)
     name = example.get("Name", desc.OPERATOR.lower())
+    dispatchable = {"type": f"DML_OPERATOR_{desc.OPERATOR}",
+                    "desc": {k: v for k, v in form.items() if k != "Operator"}}
+    if owned:
+        dispatchable["bindings"] = owned
     return {
         "resources": resources,
-        "dispatchables": {name: {"type": f"DML_OPERATOR_{desc.OPERATOR}",
-                                 "desc": {k: v for k, v in form.items() if k != "Operator"}}},
+        "dispatchables": {name: dispatchable},
         "commands": [{"type": "dispatch", "dispatchable": name, "bindings": bindings},
                      *({"type": "print", "resource": n} for n in out_names)],
     }
