@@ -111,6 +111,17 @@ class IndexOperatorDesc(MoveOperatorDesc):
                     raise self._err(f"{name}.DataType must equal {data_slots[0]}.DataType; "
                                     f"got {t.data_type.name} != {first.data_type.name}")
 
+    def _same_rank(self, name: str, tensor, inp: TensorDesc) -> TensorDesc:
+        """``tensor`` (the slot ``name``) is a TensorDesc of InputTensor's
+        DimensionCount: every tensor of these operators has the same
+        DimensionCount (leading 1s pad the meaningful dimensions)."""
+        if not isinstance(tensor, TensorDesc):
+            raise self._err(f"{name} must be a TensorDesc; got {type(tensor).__name__}")
+        if tensor.rank != inp.rank:
+            raise self._err(f"{name}.DimensionCount must equal InputTensor.DimensionCount; "
+                            f"got {tensor.rank} != {inp.rank}")
+        return tensor
+
     def _axis_field(self, attr: str, field: str, rank: int, of: str) -> int:
         axis = self._uint(attr, field)
         self._check_bounds_scalar(field, axis, 0, rank - 1, f" ([0, {of}.DimensionCount))")

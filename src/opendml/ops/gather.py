@@ -67,12 +67,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
 
     def __post_init__(self):
         inp = self._check_input()
-        idx = self.indices_tensor
-        if not isinstance(idx, TensorDesc):
-            raise self._err(f"IndicesTensor must be a TensorDesc; got {type(idx).__name__}")
-        if idx.rank != inp.rank:
-            raise self._err(f"IndicesTensor.DimensionCount must equal InputTensor.DimensionCount; "
-                            f"got {idx.rank} != {inp.rank}")
+        idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         d = inp.rank
         axis = self._axis_field("axis", "Axis", d, "InputTensor")
         k = self._uint("index_dimensions", "IndexDimensions")

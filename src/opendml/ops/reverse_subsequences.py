@@ -61,12 +61,7 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
 
     def __post_init__(self):
         inp = self._check_input()
-        lengths = self.sequence_lengths_tensor
-        if not isinstance(lengths, TensorDesc):
-            raise self._err(f"SequenceLengthsTensor must be a TensorDesc; got {type(lengths).__name__}")
-        if lengths.rank != inp.rank:
-            raise self._err(f"SequenceLengthsTensor.DimensionCount must equal InputTensor.DimensionCount; "
-                            f"got {lengths.rank} != {inp.rank}")
+        lengths = self._same_rank("SequenceLengthsTensor", self.sequence_lengths_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("SequenceLengthsTensor", lengths, "InputTensor", inp, axis, axis_size=1)
         if self.output_tensor is None:

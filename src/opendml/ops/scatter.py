@@ -65,13 +65,8 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
 
     def __post_init__(self):
         inp = self._check_input()
-        for name, t in (("IndicesTensor", self.indices_tensor), ("UpdatesTensor", self.updates_tensor)):
-            if not isinstance(t, TensorDesc):
-                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
-            if t.rank != inp.rank:
-                raise self._err(f"{name}.DimensionCount must equal InputTensor.DimensionCount; "
-                                f"got {t.rank} != {inp.rank}")
-        idx, upd = self.indices_tensor, self.updates_tensor
+        idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
+        upd = self._same_rank("UpdatesTensor", self.updates_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "OutputTensor")
         self._check_all_but_axis("IndicesTensor", idx, "InputTensor", inp, axis)
         for d in range(inp.rank):
