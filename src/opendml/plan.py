@@ -455,6 +455,69 @@ class Scatter:
 
 
 @dataclasses.dataclass(frozen=True)
+class Unfold:
+    """UNFOLD's tuned windowed gather as a pass of the move program:
+    ``plan`` (an ``UnfoldPlan``, offsets relative to the slots' bound
+    ranges) from input slot ``src`` to output slot ``dst``."""
+    src: int
+    dst: int
+    plan: UnfoldPlan
+
+    @property
+    def count(self) -> int:
+        return self.plan.out_count
+
+    def src_span(self) -> tuple[int, int]:
+        return self.plan.in_span
+
+    def dst_span(self) -> tuple[int, int]:
+        return self.plan.out_span
+
+
+@dataclasses.dataclass(frozen=True)
+class Fold:
+    """FOLD's tuned windowed sum (a gather: no atomics, one summation order)
+    as a pass: ``plan`` (a ``FoldPlan``) from ``src`` to ``dst``."""
+    src: int
+    dst: int
+    plan: FoldPlan
+
+    @property
+    def count(self) -> int:
+        return self.plan.out_count
+
+    def src_span(self) -> tuple[int, int]:
+        return self.plan.in_span
+
+    def dst_span(self) -> tuple[int, int]:
+        return self.plan.out_span
+
+
+@dataclasses.dataclass(frozen=True)
+class SliceScatter:
+    """SLICE_GRAD's one-write scatter as a pass: ``plan`` (a
+    ``ScatterPlan``: every destination element written once, the source's
+    value or zero) from ``src`` to ``dst``."""
+    src: int
+    dst: int
+    plan: ScatterPlan
+
+    @property
+    def count(self) -> int:
+        return self.plan.count
+
+    def src_span(self) -> tuple[int, int]:
+        return self.plan.in_span
+
+    def dst_span(self) -> tuple[int, int]:
+        return self.plan.out_span
+
+
+#: The pass kinds that read a source slot (every kind but ``Fill``).
+READING_PASSES = (Copy, Gather, Scatter, Unfold, Fold, SliceScatter)
+
+
+@dataclasses.dataclass(frozen=True)
 class MovePlan:
     """The move program: ``in_types``/``out_types`` (DataType values of each
     input and output) and the passes, run in order; every output element is
@@ -483,7 +546,7 @@ class MovePlan:
     def in_spans(self) -> list[tuple[int, int] | None]:
         spans: list = [None] * len(self.in_types)
         for p in self.passes:
-            if isinstance(p, (Copy, Gather, Scatter)) and p.count:
+            if isinstance(p, READING_PASSES) and p.count:
                 if getattr(p, "value", None) is None:
                     spans[p.src] = _union(spans[p.src], p.src_span())
                 for ix in getattr(p, "indices", ()):
