@@ -27,10 +27,12 @@ class MoveOperatorDesc(OperatorDesc):
 
     def _check_slot_tensors(self, *, same_type: bool = True, same_rank: bool = True) -> None:
         """Every slot holds TensorDescs (a ``many`` slot a non-empty sequence of
-        them, stored as a tuple); outputs are not OWNED_BY_DML; where asked,
+        them, stored as a tuple; an optional input may be None); outputs are not OWNED_BY_DML; where asked,
         every tensor has the first input's DataType and DimensionCount."""
         for s in self.SLOTS:
             v = getattr(self, s.attr)
+            if v is None and s.optional and s.role == "input":
+                continue
             if s.many:
                 if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
                     raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
@@ -44,8 +46,9 @@ class MoveOperatorDesc(OperatorDesc):
                 self._set(s.attr, v)
             elif not isinstance(v, TensorDesc):
                 raise self._err(f"{s.json} must be a TensorDesc; got {type(v).__name__}")
-        first_name, first = self.named_tensors("input")[0]
-        for name, t in self.named_tensors("input")[1:] + self.named_tensors("output"):
+        tensors = self.named_tensors("input") + self.named_tensors("output")
+        first_name, first = tensors[0]
+        for name, t in tensors[1:]:
             if same_type and t.data_type != first.data_type:
                 raise self._err(f"{name}.DataType must equal {first_name}.DataType; "
                                 f"got {t.data_type.name} != {first.data_type.name}")
