@@ -1,6 +1,7 @@
 """The array API of the index-driven operators: ``gather``, ``gather_elements``,
-``gather_nd``, ``scatter_elements``, ``scatter_nd``, ``one_hot`` and
-``reverse_subsequences``, on NumPy arrays (and through the family's
+``gather_nd``, ``scatter_elements``, ``scatter_nd``, ``one_hot``,
+``reverse_subsequences`` and ``diagonal_matrix`` (DIAGONAL_MATRIX1, which
+DirectML's index pages list beside them), on NumPy arrays (and through the family's
 framework routes, ``family.run_list``, on the frameworks it runs).
 
 Each function builds the operator's description (``opendml.ops``) for its
@@ -49,10 +50,11 @@ from ..model.tensor_desc import TensorDesc
 from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
                    ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc, ScatterNdOperatorDesc)
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
+from ..ops.diagonal_matrix import DiagonalMatrix1OperatorDesc
 from . import _contract, _dispatch, family, family_cache
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
-           "reverse_subsequences"]
+           "reverse_subsequences", "diagonal_matrix"]
 
 def _shape(x, where: str, name: str) -> tuple[int, ...]:
     """An array's shape as ints (``_checked`` has made sure it is an array)."""
@@ -379,6 +381,55 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
                 (a,))
 
 
+def diagonal_matrix(x: Any = None, *, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1):
+    """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
+    ``[begin, end)`` of each matrix (the last two axes; the axes before them
+    count a stack), ``x``'s elements elsewhere, or zeros without ``x``. An
+    inverted range (``begin > end``) fills the diagonals outside ``[end,
+    begin)``: ``begin=1, end=0`` keeps only the main diagonal; ``begin ==
+    end`` fills nothing. The defaults give the identity (``np.eye``);
+    ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
+    ``begin=-2**31, end=1, value=0`` zeroes the lower triangle (``np.triu(x,
+    1)``).
+
+    Parameters
+    ----------
+    x : array, optional
+        The input (2 to 4 dimensions, any framework and strides); the result
+        has its shape, dtype and framework and is differentiable in it
+        (float dtypes: the gradient is the cotangent with the filled
+        diagonals zeroed).
+    shape : sequence of int, optional
+        Without ``x``: the result's shape (2 to 4 dimensions); the result is
+        a NumPy array.
+    dtype : dtype, optional
+        Without ``x``: the result's dtype (any spelling ``cast`` takes;
+        default float64, as ``np.eye``).
+    value : int or float, optional
+        The value on the filled diagonals (default 1); it must fit the dtype.
+    begin, end : int, optional
+        DiagonalFillBegin and DiagonalFillEnd (INT32 values).
+    """
+    where = "diagonal_matrix"
+    if x is None:
+        if shape is None:
+            raise ValidationError(f"{where}: give x (an array) or shape (the output's sizes); got neither")
+        dt = _contract.dtype_argument("float64" if dtype is None else dtype, where)
+        sizes = family._snapshot(shape)
+        if not isinstance(sizes, tuple) or not 2 <= len(sizes) <= 4:
+            raise ValidationError(f"{where}: shape must be a sequence of 2 to 4 sizes for DIAGONAL_MATRIX1; got "
+                                  f"{sizes!r}")
+        out = _contract.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
+        call = family.FamilyCall(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end))
+        return family.run_numpy(call, [])[0]
+    if shape is not None or dtype is not None:
+        raise ValidationError(f"{where}: shape and dtype are x's where x is given; got shape={shape!r}, "
+                              f"dtype={dtype!r}")
+    _checked(where, x)
+    return _run(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, value, begin, end), [x],
+                _shape(x, where, "x"), (value, begin, end))
+
+
 def index_adjoint(primal, wrt: int, grad, indices):
     """The adjoint of ``primal`` (an index-driven description) with respect to
     its input ``wrt``, applied to ``grad`` (the output's cotangent), for
@@ -400,7 +451,7 @@ def index_primal(primal, wrt: int, data, indices):
 # What the operator modules' ``adjoint`` methods call (``family.ADJOINT_API``,
 # the namespace ``opendml.ops._spec.AdjointApi`` documents), as the family's
 # own functions are registered there.
-for _name in ("index_adjoint", "index_primal", "reverse_subsequences"):
+for _name in ("index_adjoint", "index_primal", "reverse_subsequences", "diagonal_matrix"):
     setattr(family._AdjointApi, _name, staticmethod(globals()[_name]))
 
 # torch.compile takes these functions into a graph whole (``_dispatch.enter_graph_whole``).
