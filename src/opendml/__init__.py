@@ -30,6 +30,8 @@ from .ops import (CastOperatorDesc, DepthSpaceOrder, DepthToSpace1OperatorDesc, 
                   SplitOperatorDesc, TileOperatorDesc)
 from .arrays.index_ops import (gather, gather_elements, gather_nd, one_hot, reverse_subsequences, scatter_elements,
                                scatter_nd)
+from .arrays.index_ops import diagonal_matrix
+from .ops.diagonal_matrix import DiagonalMatrix1OperatorDesc, DiagonalMatrixOperatorDesc
 from .ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherNdOperatorDesc, GatherOperatorDesc,
                   OneHotOperatorDesc, ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc,
                   ScatterNdOperatorDesc)
@@ -55,6 +57,7 @@ __all__ = [
     "gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot", "reverse_subsequences",
     "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc", "GatherNd1OperatorDesc",
     "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc", "ReverseSubsequencesOperatorDesc",
+    "diagonal_matrix", "DiagonalMatrixOperatorDesc", "DiagonalMatrix1OperatorDesc",
 ]
 
 

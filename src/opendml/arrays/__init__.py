@@ -36,7 +36,7 @@ from .planner import OpCall, plan_cache_info
 
 __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast", "pad", "join", "split", "tile",
            "space_to_depth", "depth_to_space", "gather", "gather_elements", "gather_nd", "scatter_elements",
-           "scatter_nd", "one_hot", "reverse_subsequences", "cpu_output_cache", "plan_cache_info", "adapter_for"]
+           "scatter_nd", "one_hot", "reverse_subsequences", "diagonal_matrix", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
 #: An int, or one int per axis.
 Ints = Union[int, Sequence[int]]
@@ -549,6 +549,7 @@ def cpu_output_cache(limit: int | None = None) -> dict:
 from .family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile  # noqa: E402,F401 (the data-movement family)
 from .index_ops import (gather, gather_elements, gather_nd, one_hot, reverse_subsequences,  # noqa: E402,F401
                         scatter_elements, scatter_nd)  # (the index-driven operators)
+from .index_ops import diagonal_matrix  # noqa: E402,F401
 
 # The framework modules call the array API through this namespace (``_dispatch.front``), never by importing it.
 _dispatch.front.__dict__.update({name: globals()[name] for name in _contract.OPERATOR_OF})
