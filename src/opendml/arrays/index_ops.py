@@ -381,7 +381,11 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
                 (a,))
 
 
-def diagonal_matrix(x: Any = None, *, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1):
+#: ``diagonal_matrix``'s x when left out (None is "not an array", as for every function).
+_NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
+
+
+def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1):
     """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
     ``[begin, end)`` of each matrix (the last two axes; the axes before them
     count a stack), ``x``'s elements elsewhere, or zeros without ``x``. An
@@ -389,8 +393,8 @@ def diagonal_matrix(x: Any = None, *, shape=None, dtype=None, value=1, begin: in
     begin)``: ``begin=1, end=0`` keeps only the main diagonal; ``begin ==
     end`` fills nothing. The defaults give the identity (``np.eye``);
     ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
-    ``begin=-2**31, end=1, value=0`` zeroes the lower triangle (``np.triu(x,
-    1)``).
+    ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
+    triangle (``np.triu(x, 1)``).
 
     Parameters
     ----------
@@ -398,36 +402,50 @@ def diagonal_matrix(x: Any = None, *, shape=None, dtype=None, value=1, begin: in
         The input (2 to 4 dimensions, any framework and strides); the result
         has its shape, dtype and framework and is differentiable in it
         (float dtypes: the gradient is the cotangent with the filled
-        diagonals zeroed).
+        diagonals zeroed). Left out: a generator, of ``shape`` and ``dtype``.
     shape : sequence of int, optional
         Without ``x``: the result's shape (2 to 4 dimensions); the result is
-        a NumPy array.
+        a NumPy array. With ``x``: None or ``x``'s shape.
     dtype : dtype, optional
         Without ``x``: the result's dtype (any spelling ``cast`` takes;
-        default float64, as ``np.eye``).
+        default float64, as ``np.eye``). With ``x``: None or ``x``'s dtype.
     value : int or float, optional
         The value on the filled diagonals (default 1); it must fit the dtype.
     begin, end : int, optional
         DiagonalFillBegin and DiagonalFillEnd (INT32 values).
+
+    Raises
+    ------
+    ValidationError
+        A bad argument, named by its DirectML field (``DIAGONAL_MATRIX1:
+        DiagonalFillEnd must be in [-2147483648, 2147483647] (an INT); got
+        ...``), or ``x`` not an array.
+    UnsupportedError
+        A dtype DIAGONAL_MATRIX1 does not take.
     """
     where = "diagonal_matrix"
-    if x is None:
-        if shape is None:
-            raise ValidationError(f"{where}: give x (an array) or shape (the output's sizes); got neither")
+    if x is _NO_ARRAY:
         dt = _contract.dtype_argument("float64" if dtype is None else dtype, where)
         sizes = family._snapshot(shape)
-        if not isinstance(sizes, tuple) or not 2 <= len(sizes) <= 4:
-            raise ValidationError(f"{where}: shape must be a sequence of 2 to 4 sizes for DIAGONAL_MATRIX1; got "
-                                  f"{sizes!r}")
+        if not isinstance(sizes, tuple):
+            raise _contract.field_error(where, "OutputTensor.Sizes", "be given, a sequence of 2 to 4 sizes (shape, "
+                                        "without x)", shape)
+        if not 2 <= len(sizes) <= 4:
+            raise ValidationError(f"{where}: shape must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got "
+                                  f"{len(sizes)} (shape {list(sizes)})")
         out = _contract.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
         call = family.FamilyCall(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end))
         return family.run_numpy(call, [])[0]
-    if shape is not None or dtype is not None:
-        raise ValidationError(f"{where}: shape and dtype are x's where x is given; got shape={shape!r}, "
-                              f"dtype={dtype!r}")
     _checked(where, x)
-    return _run(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, value, begin, end), [x],
-                _shape(x, where, "x"), (value, begin, end))
+    xs = _shape(x, where, "x")
+    if shape is not None and family._snapshot(shape) != xs:
+        raise _contract.field_error(where, "OutputTensor.Sizes", f"be None or x's shape {list(xs)} (shape, with "
+                                    "x)", shape)
+    if dtype is not None and _contract.dtype_argument(dtype, where) != _contract.data_type(x.dtype):
+        raise _contract.field_error(where, "OutputTensor.DataType", f"be None or x's dtype {x.dtype} (dtype, with "
+                                    "x)", dtype)
+    return _run(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, value, begin, end), [x], xs,
+                (value, begin, end))
 
 
 def index_adjoint(primal, wrt: int, grad, indices):
