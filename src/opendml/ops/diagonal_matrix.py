@@ -55,24 +55,30 @@ _FAR = 1 << 62
 def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple]]:
     """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix,
     each ``(row, column, sizes, steps)`` with steps in matrix units
-    (``(1, 1)`` along a diagonal or down the rows of a parallelogram,
-    ``(0, 1)`` along a row): one run per diagonal, or, where fewer, one per
-    row the band clips and one parallelogram for the rows it crosses whole
-    (row runs are contiguous; ties go to them)."""
+    (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or
+    ``(1, 1)`` from row to row): one run per diagonal, or, where fewer, the
+    rows' contiguous runs, consecutive rows of one length whose start moves
+    by 0 or 1 column merged into one two-dimensional run (the band's
+    parallelogram, the full-width rectangle). Ties go to the row runs
+    (contiguous memory)."""
     lo, hi = max(lo, 1 - h), min(hi, w)
     if lo >= hi:
         return []
-    diagonals = [(max(0, -k), max(0, k), (min(h - max(0, -k), w - max(0, k)),), ((1, 1),)) for k in range(lo, hi)]
-    whole = range(max(0, -lo), min(h, w - hi + 1))         # rows y with 0 <= y + lo and y + hi <= w
-    rows = [(whole.start, whole.start + lo, (len(whole), hi - lo), ((1, 1), (0, 1)))] if len(whole) else []
+    groups: list[list[int]] = []                      # [row, column, rows, length, column step]
     for y in range(h):
-        if y not in whole:
-            x0, x1 = max(0, y + lo), min(w, y + hi)
-            if x0 < x1:
-                rows.append((y, x0, (x1 - x0,), ((0, 1),)))
-            if len(rows) > len(diagonals):
-                return diagonals
-    return rows
+        x0, x1 = max(0, y + lo), min(w, y + hi)
+        if x0 >= x1:
+            continue
+        g = groups[-1] if groups else None
+        if g and g[0] + g[2] == y and g[3] == x1 - x0 and (x0 - g[1] in (0, 1) if g[2] == 1 else
+                                                           x0 == g[1] + g[2] * g[4]):
+            g[4], g[2] = x0 - g[1] if g[2] == 1 else g[4], g[2] + 1
+        else:
+            groups.append([y, x0, 1, x1 - x0, 0])
+            if len(groups) > hi - lo:
+                return [(max(0, -k), max(0, k), (min(h - max(0, -k), w - max(0, k)),), ((1, 1),))
+                        for k in range(lo, hi)]
+    return [(y, x, (n, m), ((1, dx), (0, 1))) if n > 1 else (y, x, (m,), ((0, 1),)) for y, x, n, m, dx in groups]
 
 
 class _DiagonalRules(MoveOperatorDesc):
@@ -165,6 +171,13 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
         return convert_scalar(self.value, self.output_tensor.data_type)
 
 
+def _input_type(parsed: dict):
+    """``ValueDataType`` left out of the JSON form: the input's type, or None
+    (then the output's) without an input."""
+    inp = parsed.get("InputTensor")
+    return inp.data_type if isinstance(inp, TensorDesc) else None
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class DiagonalMatrix1OperatorDesc(_DiagonalRules):
     """``InputTensor`` may be None (zeros elsewhere); ``OutputTensor`` may be
@@ -182,7 +195,7 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
     BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0})
     SLOTS = (Tensor("InputTensor", "input_tensor", "input", optional=True),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
-    FIELDS = (Enum("ValueDataType", "value_data_type", enum=DataType, default=None),
+    FIELDS = (Enum("ValueDataType", "value_data_type", enum=DataType, default=_input_type),
               ScalarUnion("Value", "value", type_field="ValueDataType", default=1),
               Int("DiagonalFillBegin", "diagonal_fill_begin", default=0),
               Int("DiagonalFillEnd", "diagonal_fill_end", default=1))
