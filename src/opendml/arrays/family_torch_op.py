@@ -10,7 +10,8 @@ per operator here. The inputs must match the description's input tensors in
 number, dtype and sizes (``ValidationError`` otherwise; a malformed or
 invalid description is the ``JsonFormError``/``ValidationError`` of
 ``jsonform.from_json``). Outputs are new packed tensors, one per output
-tensor of the description (SPLIT: several), on the inputs' device.
+tensor of the description (SPLIT: several), on the inputs' device (the CPU for
+an operator without inputs: DIAGONAL_MATRIX).
 
 An output tensor of the description may give ``Strides`` (a layout in a
 DirectML buffer): the op returns each output's elements as a new packed
@@ -77,7 +78,7 @@ def kernel(desc, arrays) -> list:
         if t.strides is not None:
             desc = packed_outputs(desc)
             break
-    x = arrays[0]
+    x = arrays[0] if arrays else torch.empty(0)   # (a generator, DIAGONAL_MATRIX: no input, on the CPU)
     if x.device.type == "cpu":
         views = []
         for t in arrays:
@@ -229,7 +230,7 @@ def _checked(inputs, text: str):
     want = desc.inputs
     if len(inputs) != len(want):
         raise ValidationError(f"opendml::move: {desc.OPERATOR} takes {len(want)} input tensor(s); got {len(inputs)}")
-    device = inputs[0].device
+    device = inputs[0].device if inputs else None
     for i, (x, t) in enumerate(zip(inputs, want)):
         dtype = _torch_dtype(t)
         if x.dtype != dtype or x.dim() != len(t.sizes) or any(a != b for a, b in zip(x.shape, t.sizes)):
@@ -249,7 +250,8 @@ def move_op(inputs, desc):
 @move_op.register_fake
 def _move_fake(inputs, desc):
     d = _checked(inputs, desc)
-    return [inputs[0].new_empty(tuple(t.sizes), dtype=_torch_dtype(t)) for t in d.outputs]
+    return [inputs[0].new_empty(tuple(t.sizes), dtype=_torch_dtype(t)) if inputs else
+            torch.empty(tuple(t.sizes), dtype=_torch_dtype(t)) for t in d.outputs]
 
 
 def constant_inputs(desc) -> tuple:
