@@ -807,6 +807,10 @@ def _register(node, names) -> dict:
         rule = _CPP_DEFS[name][5]
         if rule is not None:
             torch.library.register_vmap(qualname, rule(ops[name]), lib=lib)
+        if _CPP_DEFS[name][0].startswith("(Tensor[]"):
+            # an empty list (a generator's inputs: DIAGONAL_MATRIX) gives the dispatcher no tensor to
+            # dispatch on: the Python kernel serves that call
+            lib.impl(name, _CPP_DEFS[name][1][3], "CompositeExplicitAutograd")
     return ops
 
 
