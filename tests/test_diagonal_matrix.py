@@ -341,3 +341,32 @@ def test_dask_blocks_keep_whole_matrices():
     d = da.from_array(x, chunks=(1, 2, 3))
     got = dml.diagonal_matrix(d, value=-5.0, begin=-2, end=3)
     assert np.array_equal(got.compute(), dml.diagonal_matrix(x, value=-5.0, begin=-2, end=3))
+
+
+def test_pytorch_compile_and_vmap():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    want_mask = torch.from_numpy(np.triu(np.ones((3, 4), bool), -1) & ~np.triu(np.ones((3, 4), bool), 1))
+    f = torch.compile(lambda v: dml.diagonal_matrix(v, value=5.0, begin=-1, end=1) * 2)
+    y = f(x)
+    assert torch.equal(y, torch.where(want_mask, torch.tensor(10.0, dtype=torch.float64), 2 * x))
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.where(want_mask, 0.0, 2.0).to(torch.float64).expand(2, 3, 4))
+    xs = torch.randn(5, 3, 4)
+    got = torch.func.vmap(lambda t: dml.diagonal_matrix(t, value=1.0))(xs)
+    assert torch.equal(got, dml.diagonal_matrix(xs, value=1.0))
+
+
+def test_generator_through_the_custom_operators():
+    """A description without inputs through opendml::move and opendml_cpp::move
+    (an empty tensor list: CPU outputs)."""
+    torch = pytest.importorskip("torch")
+    import json
+    import opendml.torch  # noqa: F401 - registers the custom operators
+    from opendml.arrays import family_torch_op
+    text = json.dumps(jsonform.to_json(DM(T("INT32", [3, 4]), -1, 6.0)))
+    want = np.where(np.eye(3, 4, -1, dtype=bool), 6, 0).astype(np.int32)
+    assert np.array_equal(torch.ops.opendml.move([], text)[0].numpy(), want)
+    cpp = family_torch_op.cpp_op("move")
+    if cpp is not None:
+        assert np.array_equal(cpp([], text)[0].numpy(), want)
