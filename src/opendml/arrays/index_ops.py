@@ -434,7 +434,8 @@ def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begi
             raise ValidationError(f"{where}: shape must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got "
                                   f"{len(sizes)} (shape {list(sizes)})")
         out = _contract.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
-        call = family.FamilyCall(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end))
+        call = family.FamilyCall(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end),
+                                 key=family_cache.call_key(where, sizes, dt, value, begin, end))
         return family.run_numpy(call, [])[0]
     _checked(where, x)
     xs = _shape(x, where, "x")
