@@ -106,4 +106,5 @@ __all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Fl
            "SpaceToDepthOperatorDesc", "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc",
            "DepthToSpace1OperatorDesc", "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc",
            "GatherNd1OperatorDesc", "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc",
-           "ReverseSubsequencesOperatorDesc", "max_copied_elements", "OPERATORS", "ALIASES"]
+           "ReverseSubsequencesOperatorDesc", "DiagonalMatrixOperatorDesc", "DiagonalMatrix1OperatorDesc",
+           "max_copied_elements", "OPERATORS", "ALIASES"]
