@@ -87,7 +87,7 @@ import threading
 import numpy as np
 
 from ...model.errors import UnsupportedError
-from ...plan import Copy, CopyPlan, Fill, FoldPlan, MovePlan, ScatterPlan, UnfoldPlan
+from ...plan import Copy, CopyPlan, Fill, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, UnfoldPlan
 from .. import params as P
 
 KERNELS = pathlib.Path(__file__).with_name("kernels.cu")
@@ -647,10 +647,11 @@ class CudaBackend:
         if not isinstance(plan, MovePlan):
             raise TypeError(f"record_move takes a MovePlan; got {type(plan).__name__}")
         what = what or "the move program"
+        indexed = any(type(p) is Gather or type(p) is Scatter for p in plan.passes)
         for p in plan.passes:
-            if type(p) is not Copy and type(p) is not Fill:
-                raise UnsupportedError(f"{what}: the CUDA backend does not run index-driven passes "
-                                       f"({type(p).__name__}) yet; run it on the CPU")
+            if type(p) not in (Copy, Fill, Gather, Scatter):
+                raise UnsupportedError(f"{what}: the CUDA backend does not run {type(p).__name__} passes yet; "
+                                       f"run it on the CPU")
         from ...model.data_type import DataType
         for role, ptrs, counts, types, spans in (("input", src_ptrs, src_elements, plan.in_types, plan.in_spans()),
                                                  ("output", dst_ptrs, dst_elements, plan.out_types,
@@ -665,12 +666,15 @@ class CudaBackend:
                     raise ValueError(f"{what} on CUDA: the program reaches elements {span[0]}..{span[1]} of "
                                      f"{role} {i}, outside its {n} bound elements")
         steps = []
-        for spec in move_steps(plan, src_ptrs, src_elements, dst_ptrs, sms=self.multiprocessors):
+        for spec in [] if indexed else move_steps(plan, src_ptrs, src_elements, dst_ptrs, sms=self.multiprocessors):
             name, params, grid, smem, s_slot, d_slot = spec
             with self.device:
                 kernel = _kernel(self.index, name)
             steps.append((Launch(self, plan, name, kernel, params, grid[0], smem, LAUNCH_VIA), s_slot, d_slot))
         rec = MoveLaunch(plan, tuple(steps))
+        if indexed:                        # Gather/Scatter passes: index.cu's kernels (index.py)
+            from .index import index_move_launch
+            rec = index_move_launch(self, plan, src_ptrs, src_elements, dst_ptrs)
         with self._lock:
             if len(self._launches) >= LAUNCH_CACHE:
                 self._evict(self._launches)
