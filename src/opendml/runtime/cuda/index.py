@@ -148,7 +148,7 @@ class IndexPass:
                     f = g
                     break
         word = es * f
-        inner = [(n // f, a // f, b // f) if i == len(inner) - 1 else (n, a // f, b // f)
+        inner = [(n // f, 1, 1) if i == len(inner) - 1 and f > 1 else (n, a // f, b // f)
                  for i, (n, a, b) in enumerate(inner)] or [(1, 0, 0)]
         q = IndexParams(outer=k, inner=len(inner), n_outer=math.prod(p.sizes[:k]),
                         n_inner=math.prod(n for n, _, _ in inner), src_offset=p.src_offset // f,
