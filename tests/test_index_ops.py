@@ -17,7 +17,6 @@ from opendml.model.errors import DmlError
 from opendml.model.tensor_desc import TensorDesc
 
 from . import index_reference as ref
-from .conftest import cuda_lacks_index_passes
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
          np.uint32, np.uint64]
@@ -282,10 +281,6 @@ def test_hostile_indices_through_the_directml_flow(backend, dt):
     ob.write(np.full((out.total_tensor_size_in_bytes + 64) // 4, 77, np.float32))
     table.bind_inputs([dml.BufferBinding(bx), dml.BufferBinding(bi)])
     table.bind_outputs([dml.BufferBinding(ob)])
-    if cuda_lacks_index_passes(backend, desc):
-        with pytest.raises(dml.UnsupportedError, match="index-driven passes"):
-            dev.execute(compiled, table)
-        return
     dev.execute(compiled, table)
     raw = ob.read(TensorDesc(F32, [(out.total_tensor_size_in_bytes + 64) // 4]))
     got = np.lib.stride_tricks.as_strided(raw, (4, 8), (36, 4))
@@ -722,10 +717,6 @@ def test_page_examples_with_padded_strides_through_the_directml_flow(backend, na
     filler = np.full(out_t.total_tensor_size_in_bytes // out_t.element_size, 77, out_t.data_type.numpy_dtype)
     buf.write(filler)
     table.bind_outputs([dml.BufferBinding(buf)])
-    if cuda_lacks_index_passes(backend, wide):
-        with pytest.raises(dml.UnsupportedError, match="index-driven passes"):
-            dev.execute(compiled, table)
-        return
     dev.execute(compiled, table)
     got = buf.read(out_t)
     assert np.array_equal(got, np.array(ex["ExpectedOutput"], out_t.data_type.numpy_dtype))

@@ -60,6 +60,8 @@ RANK, AXES = 16, 8
 #: 4-byte slot per possible destination block) has at most
 #: max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
 OWNER_SLOTS = 1 << 24
+#: How overwriting scatters run: "auto" (above), "owner" or "sort" (tests, benchmarks).
+SCATTER_VIA = "auto"
 _WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
@@ -190,7 +192,8 @@ class IndexPass:
             self.mode = "sort"
         elif const:
             self.mode = "direct"
-        elif self.slots <= max(OWNER_SLOTS, 4 * n_outer) and n_outer < 2**32 - 1:
+        elif SCATTER_VIA != "sort" and n_outer < 2**32 - 1 and (
+                SCATTER_VIA == "owner" or self.slots <= max(OWNER_SLOTS, 4 * n_outer)):
             self.mode = "owner"
         else:
             self.mode = "sort"
