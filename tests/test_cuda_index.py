@@ -171,7 +171,7 @@ def test_torch_cuda_forward_and_deterministic_backward(cp):
         grad = torch.from_numpy(rng.standard_normal((300, 24))).to(dt)
         outs = {}
         for dev in ("cpu", "cuda", "cuda"):
-            t = table.to(dev).requires_grad_()
+            t = table.to(dev).detach().requires_grad_()
             y = dml.gather(t, idx.to(dev), 0)
             y.backward(grad.to(dev))            # an accumulating scatter: 300 rows into 20
             outs.setdefault(dev, []).append((y.detach().cpu().numpy().tobytes(), t.grad.cpu().numpy().tobytes()))
@@ -183,7 +183,7 @@ def test_torch_cuda_forward_and_deterministic_backward(cp):
         g = torch.from_numpy(rng.standard_normal((10, 6))).to(dt)
         got = {}
         for dev in ("cpu", "cuda"):
-            xx, uu = x.to(dev).requires_grad_(), upd.to(dev).requires_grad_()
+            xx, uu = x.to(dev).detach().requires_grad_(), upd.to(dev).detach().requires_grad_()
             y = dml.scatter_nd(xx, pos.to(dev), uu)
             y.backward(g.to(dev))
             got[dev] = [a.detach().cpu().numpy().tobytes() for a in (y, xx.grad, uu.grad)]
