@@ -155,9 +155,10 @@ def test_the_kernels_that_run(cp, scatter_via):
         dml.one_hot(cp.asarray([1, 7, 2], cp.int32), 4, cp.asarray([0, 1], cp.float16))
     finally:
         family_cuda.get_backend = real
-    want = {"auto": "ix_scatter<uint4, u32, 1>", "owner": "ix_scatter<uint4, u32, 1>",
-            "sort": "ix_apply<uint4, u32, u32, 0>"}[scatter_via]
-    assert want in seen and "ix_scatter<u16, u32, 0>" in seen, seen
+    want = {"auto": "ix_scatter<uint4, u32, 1,", "owner": "ix_scatter<uint4, u32, 1,",
+            "sort": "ix_apply<uint4, u32, u32, 0,"}[scatter_via]
+    assert any(n.startswith(want) for n in seen), seen
+    assert any(n.startswith("ix_scatter<u16, u32, 0,") for n in seen), seen     # one_hot: no owner pass
 
 
 def test_torch_cuda_forward_and_deterministic_backward(cp):

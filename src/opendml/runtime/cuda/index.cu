@@ -16,19 +16,23 @@
 // coordinates), so no index value can move an access outside what the host
 // checked against the bound ranges.
 //
-//   ix_gather<W, I>        dst block = src block at the indexed offset (or 0
+//   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
 //                          where last_only and a later position reads it)
-//   ix_scatter<W, I, OWN>  src block written at the indexed offset; OWN: only
-//                          by the position that owns its destination block
-//   ix_owner<I>            owner of each destination block: the last position
+//   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
+//                          only by the position that owns its destination block
+//   ix_owner<I, ...>       owner of each destination block: the last position
 //                          reaching it (atomicMax: the same result in any order)
-//   ix_keys<I, K>          each position's keyed block (destination, or the
+//   ix_keys<I, K, ...>     each position's keyed block (destination, or the
 //                          source for last_only) as a slot number, K max where
 //                          skipped; the host sorts them stably (CuPy's argsort)
-//   ix_apply<W, I, K, ACC> one thread per run of equal sorted keys and inner
-//                          word: the last position of the run is written, or
-//                          (ACC) every one is added in row-major order of the
-//                          positions, as the CPU kernel adds them
+//   ix_apply<W, I, K, ACC, ...> one thread per run of equal sorted keys and
+//                          inner words: the last position of the run is
+//                          written, or (ACC) every one is added in row-major
+//                          order of the positions, as the CPU kernel adds them
+// The trailing template arguments are exact counts, so every loop over them
+// unrolls: NO outer dimensions, NA index axes, NI inner dimensions, and ITEMS
+// inner words a thread (words g, g + groups, ...: neighbouring threads take
+// neighbouring words), all loaded before the first store.
 // No kernel's result depends on the order threads run in: the same bytes on
 // every run. Additions follow the CPU backend on x86 bit for bit: float16
 // adds in float32 and rounds each sum (NumPy's rounding), float32 and
@@ -59,6 +63,7 @@ struct ix_axis {
 struct ix_params {
     i64 outer, inner;                       // ranks
     i64 n_outer, n_inner, total;            // positions, inner words a position, threads
+    i64 groups;                             // threads a position (ITEMS inner words each)
     i64 src_offset, dst_offset;             // words
     i64 sizes[IX_RANK], src_strides[IX_RANK], dst_strides[IX_RANK];        // outer dims
     i64 isizes[IX_RANK], isrc_strides[IX_RANK], idst_strides[IX_RANK];     // inner dims
@@ -110,95 +115,90 @@ __device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 a
 // Source and destination word offsets of outer position o (INDEXED: with the
 // index axes' coordinates added, to the source where GATHER, else to the
 // destination); false where an INDEX_SKIP coordinate drops the position (a
-// gather never skips: it clamps).
-template <typename I, bool INDEXED, bool GATHER>
+// gather never skips: it clamps). NO outer dimensions, NA index axes, exactly.
+template <typename I, bool INDEXED, bool GATHER, int NO, int NA>
 __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& dd) {
     so = p.src_offset;
     dd = p.dst_offset;
-    i64 at[IX_AXES], e[IX_AXES];
+    i64 at[NA > 0 ? NA : 1], e[NA > 0 ? NA : 1];
 #pragma unroll
-    for (int a = 0; a < IX_AXES; a++) {
+    for (int a = 0; a < NA; a++) {
         at[a] = p.axes[a].offset;
         e[a] = 0;
     }
     I r = o;
 #pragma unroll
-    for (int k = IX_RANK - 1; k >= 0; --k) {
-        if (k < p.outer) {
-            I ck;
-            if (k == 0) {
-                ck = r;
-            } else {
-                const I n = (I)p.sizes[k];
-                const I q = r / n;
-                ck = r - q * n;
-                r = q;
-            }
-            so += (i64)ck * p.src_strides[k];
-            dd += (i64)ck * p.dst_strides[k];
-            if (INDEXED) {
+    for (int k = NO - 1; k >= 0; --k) {
+        I ck;
+        if (k == 0) {
+            ck = r;
+        } else {
+            const I n = (I)p.sizes[k];
+            const I q = r / n;
+            ck = r - q * n;
+            r = q;
+        }
+        so += (i64)ck * p.src_strides[k];
+        dd += (i64)ck * p.dst_strides[k];
+        if (INDEXED) {
 #pragma unroll
-                for (int a = 0; a < IX_AXES; a++) {
-                    if (a < p.naxes) {
-                        at[a] += (i64)ck * p.axes[a].strides[k];
-                        if (p.axes[a].axis == k) e[a] = (i64)ck;
-                    }
-                }
+            for (int a = 0; a < NA; a++) {
+                at[a] += (i64)ck * p.axes[a].strides[k];
+                if (p.axes[a].axis == k) e[a] = (i64)ck;
             }
         }
     }
     if (INDEXED) {
 #pragma unroll
-        for (int a = 0; a < IX_AXES; a++) {
-            if (a < p.naxes) {
-                i64 c;
-                const bool keep = ix_coordinate(p.axes[a], p.idx[a], at[a], e[a], c);
-                if (GATHER) {
-                    so += c * p.axes[a].stride;
-                } else {
-                    if (!keep) return false;
-                    dd += c * p.axes[a].stride;
-                }
+        for (int a = 0; a < NA; a++) {
+            i64 c;
+            const bool keep = ix_coordinate(p.axes[a], p.idx[a], at[a], e[a], c);
+            if (GATHER) {
+                so += c * p.axes[a].stride;
+            } else {
+                if (!keep) return false;
+                dd += c * p.axes[a].stride;
             }
         }
     }
     return true;
 }
 
-template <typename I>
+// Inner word j's offsets from its block's origin (NI inner dimensions).
+template <typename I, int NI>
 __device__ __forceinline__ void ix_inner(const ix_params& p, I j, i64& si, i64& di) {
     si = 0;
     di = 0;
     I r = j;
 #pragma unroll
-    for (int k = IX_RANK - 1; k >= 0; --k) {
-        if (k < p.inner) {
-            I ck;
-            if (k == 0) {
-                ck = r;
-            } else {
-                const I n = (I)p.isizes[k];
-                const I q = r / n;
-                ck = r - q * n;
-                r = q;
-            }
-            si += (i64)ck * p.isrc_strides[k];
-            di += (i64)ck * p.idst_strides[k];
+    for (int k = NI - 1; k >= 0; --k) {
+        I ck;
+        if (k == 0) {
+            ck = r;
+        } else {
+            const I n = (I)p.isizes[k];
+            const I q = r / n;
+            ck = r - q * n;
+            r = q;
         }
+        si += (i64)ck * p.isrc_strides[k];
+        di += (i64)ck * p.idst_strides[k];
     }
 }
 
+// This thread's position o (or sorted run member) and first inner word g:
+// it takes words g, g + groups, ..., g + (ITEMS - 1) * groups below n_inner.
 template <typename I>
-__device__ __forceinline__ bool ix_split(const ix_params& p, I& o, I& j) {
+__device__ __forceinline__ bool ix_split(const ix_params& p, I& o, I& g) {
     const I t = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
     if (t >= (I)p.total) return false;
-    if (p.n_inner == 1) {
+    if (p.groups == 1) {
         o = t;
-        j = 0;
+        g = 0;
     } else {
-        const I n = (I)p.n_inner;
+        const I n = (I)p.groups;
         o = t / n;
-        j = t - o * n;
+        g = t - o * n;
     }
     return true;
 }
@@ -208,52 +208,75 @@ __device__ __forceinline__ W ix_value(const ix_params& p) {
     return *reinterpret_cast<const W*>(&p.value_bits);   // (never 16-byte words: the host widens no constant)
 }
 
-template <typename W, typename I>
+template <typename W, typename I, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
-    I o, j;
-    if (!ix_split<I>(p, o, j)) return;
-    i64 so, dd, si, di;
-    ix_outer<I, true, true>(p, o, so, dd);
-    ix_inner<I>(p, j, si, di);
-    W v;
-    if (p.last_only && !((const u8*)p.aux)[o]) {
-        v = W();
-    } else {
-        v = ((const W*)p.src)[so + si];
+    I o, g;
+    if (!ix_split<I>(p, o, g)) return;
+    i64 so, dd;
+    ix_outer<I, true, true, NO, NA>(p, o, so, dd);
+    const bool zero = p.last_only && !((const u8*)p.aux)[o];
+    W v[ITEMS];
+    i64 at[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {        // every load before the first store
+        const I j = g + (I)u * (I)p.groups;
+        at[u] = -1;
+        if (ITEMS == 1 || j < (I)p.n_inner) {
+            i64 si, di;
+            ix_inner<I, NI>(p, j, si, di);
+            v[u] = zero ? W() : ((const W*)p.src)[so + si];
+            at[u] = dd + di;
+        }
     }
-    ((W*)p.dst)[dd + di] = v;
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++)
+        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
-template <typename W, typename I, int OWN>
+template <typename W, typename I, int OWN, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
-    I o, j;
-    if (!ix_split<I>(p, o, j)) return;
-    i64 so, dd, si, di;
-    if (!ix_outer<I, true, false>(p, o, so, dd)) return;
+    I o, g;
+    if (!ix_split<I>(p, o, g)) return;
+    i64 so, dd;
+    if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
     if (OWN && ((const u32*)p.aux)[(dd - p.key_base) / p.key_div] != (u32)o + 1u) return;
-    ix_inner<I>(p, j, si, di);
-    ((W*)p.dst)[dd + di] = p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si];
+    W v[ITEMS];
+    i64 at[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const I j = g + (I)u * (I)p.groups;
+        at[u] = -1;
+        if (ITEMS == 1 || j < (I)p.n_inner) {
+            i64 si, di;
+            ix_inner<I, NI>(p, j, si, di);
+            v[u] = p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si];
+            at[u] = dd + di;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++)
+        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
-template <typename I>
+template <typename I, int NO, int NA>
 __global__ void __launch_bounds__(IX_THREADS) ix_owner(IX_PARAMS) {
     const I o = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
     if (o >= (I)p.n_outer) return;
     i64 so, dd;
-    if (!ix_outer<I, true, false>(p, o, so, dd)) return;
+    if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
     atomicMax(((u32*)p.aux) + (dd - p.key_base) / p.key_div, (u32)o + 1u);
 }
 
-template <typename I, typename K>
+template <typename I, typename K, int NO, int NA>
 __global__ void __launch_bounds__(IX_THREADS) ix_keys(IX_PARAMS) {
     const I o = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
     if (o >= (I)p.n_outer) return;
     i64 so, dd;
     K key = (K)-1;                           // the unsigned maximum: a skipped position sorts last
     if (p.last_only) {
-        ix_outer<I, true, true>(p, o, so, dd);
+        ix_outer<I, true, true, NO, NA>(p, o, so, dd);
         key = (K)((so - p.key_base) / p.key_div);
-    } else if (ix_outer<I, true, false>(p, o, so, dd)) {
+    } else if (ix_outer<I, true, false, NO, NA>(p, o, so, dd)) {
         key = (K)((dd - p.key_base) / p.key_div);
     }
     ((K*)p.keys)[o] = key;
@@ -315,35 +338,51 @@ __device__ __forceinline__ W ix_add(W a, W b, i64 type) {
     return (W)(a + b);                       // integers: two's complement wrap
 }
 
-template <typename W, typename I, typename K, int ACC>
+template <typename W, typename I, typename K, int ACC, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
-    I i, j;
-    if (!ix_split<I>(p, i, j)) return;
+    I i, g;
+    if (!ix_split<I>(p, i, g)) return;
     const K* sk = (const K*)p.keys;          // sorted keys
     const i64* order = (const i64*)p.order;  // the positions in that order (stable)
     const K key = sk[i];
     if (key == (K)-1 || (i > 0 && sk[i - 1] == key)) return;
     I end = i;
     while (end + 1 < (I)p.n_outer && sk[end + 1] == key) ++end;
-    i64 si, di, so, dd;
-    ix_inner<I>(p, j, si, di);
-    const i64 at = p.key_base + (i64)key * p.key_div + di;
+    const i64 base = p.key_base + (i64)key * p.key_div;
     W* dst = (W*)p.dst;
     const W* src = (const W*)p.src;
+    i64 si[ITEMS], at[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const I j = g + (I)u * (I)p.groups;
+        at[u] = -1;
+        si[u] = 0;
+        if (ITEMS == 1 || j < (I)p.n_inner) {
+            i64 di;
+            ix_inner<I, NI>(p, j, si[u], di);
+            at[u] = base + di;
+        }
+    }
+    i64 so, dd;
     if constexpr (!ACC) {
-        ix_outer<I, false, false>(p, (I)order[end], so, dd);
-        dst[at] = p.has_value ? ix_value<W>(p) : src[so + si];
+        ix_outer<I, false, false, NO, NA>(p, (I)order[end], so, dd);
+#pragma unroll
+        for (int u = 0; u < ITEMS; u++)
+            if (ITEMS == 1 || at[u] >= 0) dst[at[u]] = p.has_value ? ix_value<W>(p) : src[so + si[u]];
     } else {
-        W acc = dst[at];
+        W acc[ITEMS];
+#pragma unroll
+        for (int u = 0; u < ITEMS; u++)
+            if (ITEMS == 1 || at[u] >= 0) acc[u] = dst[at[u]];
         const W value = ix_value<W>(p);
         for (I r = i; r <= end; ++r) {
-            W v = value;
-            if (!p.has_value) {
-                ix_outer<I, false, false>(p, (I)order[r], so, dd);
-                v = src[so + si];
-            }
-            acc = ix_add<W>(acc, v, p.data_type);
+            if (!p.has_value) ix_outer<I, false, false, NO, NA>(p, (I)order[r], so, dd);
+#pragma unroll
+            for (int u = 0; u < ITEMS; u++)
+                if (ITEMS == 1 || at[u] >= 0) acc[u] = ix_add<W>(acc[u], p.has_value ? value : src[so + si[u]], p.data_type);
         }
-        dst[at] = acc;
+#pragma unroll
+        for (int u = 0; u < ITEMS; u++)
+            if (ITEMS == 1 || at[u] >= 0) dst[at[u]] = acc[u];
     }
 }

@@ -62,6 +62,8 @@ RANK, AXES = 16, 8
 OWNER_SLOTS = 1 << 24
 #: How overwriting scatters run: "auto" (above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
+#: Inner words a thread moves (where a block has at least this many).
+ITEMS = 4
 _WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
@@ -74,7 +76,8 @@ class IndexAxisParams(ctypes.Structure):
 
 class IndexParams(ctypes.Structure):
     """Mirror of ``ix_params`` (index.cu), same field order."""
-    _fields_ = [(n, i64) for n in ("outer", "inner", "n_outer", "n_inner", "total", "src_offset", "dst_offset")] + [
+    _fields_ = [(n, i64) for n in ("outer", "inner", "n_outer", "n_inner", "total", "groups", "src_offset",
+                                   "dst_offset")] + [
         (n, i64 * RANK) for n in ("sizes", "src_strides", "dst_strides", "isizes", "isrc_strides", "idst_strides")] + [
         (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div")] + [
         ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
@@ -136,6 +139,9 @@ class IndexPass:
         k = outer_count(p)
         if scatter and not (const and not acc) and not _disjoint(p, k):
             k = len(p.sizes)
+        # an overwriting scatter whose positions all write one source block
+        # (ONE_HOT's on value): repeats write the same bytes, in any order
+        same = scatter and not acc and all(t == 0 for n, t in zip(p.sizes[:k], p.src_strides[:k]) if n > 1)
         inner = _inner(p.sizes[k:], p.src_strides[k:], p.dst_strides[k:])
         f = 1
         src_ptr = dst_ptrs[p.dst] if const else src_ptrs[p.src]
@@ -190,28 +196,31 @@ class IndexPass:
             self.mode = "sort" if last_only else "direct"
         elif acc:
             self.mode = "sort"
-        elif const:
+        elif const or same:
             self.mode = "direct"
         elif SCATTER_VIA != "sort" and n_outer < 2**32 - 1 and (
                 SCATTER_VIA == "owner" or self.slots <= max(OWNER_SLOTS, 4 * n_outer)):
             self.mode = "owner"
         else:
             self.mode = "sort"
-        q.total = n_outer * q.n_inner
-        index = "u32" if max(q.total, n_outer) + THREADS < 2**32 else "u64"
+        items = ITEMS if q.n_inner >= ITEMS else 1
+        q.groups = -(-q.n_inner // items)
+        q.total = n_outer * q.groups
+        index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * items < 2**32 else "u64"
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
-        W = _WORD[word]
+        W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
+        shape = f"{ranks}, {len(inner)}, {items}"
         if not scatter:
-            main = f"ix_gather<{W}, {index}>"
+            main = f"ix_gather<{W}, {index}, {shape}>"
         elif self.mode == "sort":
-            main = f"ix_apply<{W}, {index}, {self.key_t}, {int(acc)}>"
+            main = f"ix_apply<{W}, {index}, {self.key_t}, {int(acc)}, {shape}>"
         else:
-            main = f"ix_scatter<{W}, {index}, {int(self.mode == 'owner')}>"
+            main = f"ix_scatter<{W}, {index}, {int(self.mode == 'owner')}, {shape}>"
         names = [main]
         if self.mode == "owner":
-            names.append(f"ix_owner<{index}>")
+            names.append(f"ix_owner<{index}, {ranks}>")
         if self.mode == "sort":
-            names.append(f"ix_keys<{index}, {self.key_t}>")
+            names.append(f"ix_keys<{index}, {self.key_t}, {ranks}>")
         with backend.device:
             self.functions = {n: _function(backend.index, n)[1].kernel.ptr for n in names}
         self.names = names
@@ -247,12 +256,12 @@ class IndexPass:
             if self.mode == "owner":
                 slots = cupy.zeros(self.slots, dtype=cupy.uint32)
                 q.aux = slots.data.ptr
-                self._launch(f"ix_owner<{self.index_t}>", q.n_outer, q, stream_ptr)
+                self._launch(self.names[1], q.n_outer, q, stream_ptr)
                 self._launch(self.main, q.total, q, stream_ptr)
                 return
             keys = cupy.empty(q.n_outer, dtype=cupy.uint32 if self.key_t == "u32" else cupy.uint64)
             q.keys = keys.data.ptr
-            self._launch(f"ix_keys<{self.index_t}, {self.key_t}>", q.n_outer, q, stream_ptr)
+            self._launch(self.names[1], q.n_outer, q, stream_ptr)
             order = cupy.argsort(keys)                 # stable: equal keys keep row-major order
             sk = keys[order]
             if not self.scatter:                       # last_only: the last position of each run
