@@ -674,7 +674,8 @@ class CudaBackend:
         rec = MoveLaunch(plan, tuple(steps))
         if indexed:                        # Gather/Scatter passes: index.cu's kernels (index.py)
             from .index import index_move_launch
-            rec = index_move_launch(self, plan, src_ptrs, src_elements, dst_ptrs)
+            rec = index_move_launch(self, plan, src_ptrs, dst_ptrs, capture_relaxed, lambda sub: self.record_move(
+                sub, src_ptrs, src_elements, dst_ptrs, dst_elements, what))
         with self._lock:
             if len(self._launches) >= LAUNCH_CACHE:
                 self._evict(self._launches)

@@ -52,9 +52,12 @@ from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
 from ..cpu.numpy_kernels import _distinct, fill_value, outer_count
-from .backend import LAUNCH_VIA, OPTIONS, THREADS, Launch, _cupy, _kernel, capture_relaxed, move_steps
 
 INDEX_KERNELS = pathlib.Path(__file__).with_name("index.cu")
+#: NVRTC options (as the backend's, index.cu includes no header); threads a
+#: CUDA block (index.cu's IX_THREADS); IX_RANK and IX_AXES.
+OPTIONS = ("-std=c++17", "--fmad=false")
+THREADS = 256
 RANK, AXES = 16, 8
 #: The overwriting scatter takes the owner pass where its slot array (one
 #: 4-byte slot per possible destination block) has at most
@@ -85,11 +88,12 @@ class IndexParams(ctypes.Structure):
 
 
 @functools.cache
-def _function(device: int, name: str):
+def _function(device: int, name: str, relaxed):
     """The compiled specialisation ``name`` of index.cu on ``device``
-    (module, function); compiled with the stream-capture mode relaxed."""
-    cupy = _cupy()
-    with capture_relaxed(), cupy.cuda.Device(device):
+    (module, function), compiled inside ``relaxed()`` (the backend's
+    ``capture_relaxed``: a first call may come during a graph capture)."""
+    import cupy
+    with relaxed(), cupy.cuda.Device(device):
         module = cupy.RawModule(code=INDEX_KERNELS.read_text(encoding="utf-8"), options=OPTIONS,
                                 name_expressions=(name,))
         return module, module.get_function(name)
@@ -126,7 +130,7 @@ class IndexPass:
 
     blocks, via = 1, "index"
 
-    def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs):
+    def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs, relaxed):
         scatter = type(p) is Scatter
         self.backend, self.pass_, self.scatter = backend, p, scatter
         es = DataType(plan.out_types[p.dst]).size
@@ -222,7 +226,7 @@ class IndexPass:
         if self.mode == "sort":
             names.append(f"ix_keys<{index}, {self.key_t}, {ranks}>")
         with backend.device:
-            self.functions = {n: _function(backend.index, n)[1].kernel.ptr for n in names}
+            self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in names}
         self.names = names
         self.main, self.index_t, self.params, self.const = main, index, q, const
 
@@ -301,27 +305,24 @@ class IndexMoveLaunch:
         return [n for rec, _, _ in self.steps for n in (rec.names if isinstance(rec, IndexPass) else [rec.name])]
 
 
-def index_move_launch(backend, plan: MovePlan, src_ptrs, src_elements, dst_ptrs) -> IndexMoveLaunch:
+def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plain) -> IndexMoveLaunch:
     """The launches of ``plan`` (already checked against the bound ranges):
-    runs of ``Copy``/``Fill`` passes through ``move_steps``, each
-    ``Gather``/``Scatter`` pass an ``IndexPass``."""
+    each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)`` gives them
+    (the backend's ``MoveLaunch`` of a plan of those passes alone), each
+    ``Gather``/``Scatter`` pass an ``IndexPass`` (kernels compiled inside
+    ``relaxed()``)."""
     steps: list = []
     run: list = []
 
     def flush():
         if run:
-            sub = MovePlan(plan.in_types, plan.out_types, tuple(run))
-            for name, params, grid, smem, s, d in move_steps(sub, src_ptrs, src_elements, dst_ptrs,
-                                                             sms=backend.multiprocessors):
-                with backend.device:
-                    kernel = _kernel(backend.index, name)
-                steps.append((Launch(backend, plan, name, kernel, params, grid[0], smem, LAUNCH_VIA), s, d))
+            steps.extend(plain(MovePlan(plan.in_types, plan.out_types, tuple(run))).steps)
             run.clear()
     for p in plan.passes:
         if type(p) is Gather or type(p) is Scatter:
             flush()
             if p.count:
-                steps.append((IndexPass(backend, plan, p, src_ptrs, dst_ptrs), -1, p.dst))
+                steps.append((IndexPass(backend, plan, p, src_ptrs, dst_ptrs, relaxed), -1, p.dst))
         else:
             run.append(p)
     flush()
