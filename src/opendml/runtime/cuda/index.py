@@ -10,13 +10,16 @@ caller's stream.
 A pass walks its outer positions (the leading dimensions that read an index,
 ``cpu.numpy_kernels.outer_count``) and moves one block of inner words at each
 (widened to 16-byte words where the block, every offset, stride and address
-allow). How each kind runs:
+allow), ``ITEMS`` words a thread where the block has that many. Kernels are
+compiled per word size, index width and exact counts of outer dimensions,
+index axes and inner dimensions. How each kind runs:
 
-* ``Gather``: one thread per destination word (``ix_gather``). With
-  ``last_only`` the positions' source blocks are numbered (``ix_keys``) and
-  stably sorted (CuPy's ``argsort``); a position that is not the last
-  (row-major) of its run writes 0.
-* ``Scatter`` of a constant (``value``) without accumulation: every position
+* ``Gather``: the destination's words, each thread reading its position's
+  indices once (``ix_gather``). With ``last_only`` the positions' source
+  blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
+  position that is not the last (row-major) of its run writes 0.
+* ``Scatter`` of a constant (``value``), or whose positions all read one
+  source block (ONE_HOT's on value), without accumulation: every position
   writes the same bytes, in any order (``ix_scatter``).
 * ``Scatter`` overwriting: each destination block's owner is the last
   position reaching it (``ix_owner``: an ``atomicMax`` into a zeroed slot
@@ -228,11 +231,7 @@ class IndexPass:
         with backend.device:
             self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in names}
         self.names = names
-        self.main, self.index_t, self.params, self.const = main, index, q, const
-
-    @property
-    def name(self) -> str:
-        return self.main
+        self.main, self.params, self.const = main, q, const
 
     def _launch(self, name: str, count: int, q, stream_ptr: int) -> None:
         if count <= 0:
