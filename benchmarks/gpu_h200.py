@@ -79,7 +79,8 @@ def main(argv=None) -> int:
     from opendml.ops import (DepthToSpace1OperatorDesc, ElementWiseIdentityOperatorDesc, PaddingOperatorDesc,
                              SliceOperatorDesc, SpaceToDepth1OperatorDesc, TileOperatorDesc)
     from opendml.ops._spec import DepthSpaceOrder, PaddingMode
-    from opendml.runtime.cuda import backend as cb
+    from opendml.plan import MovePlan
+    from opendml.runtime.cuda import backend as cb, steps as cs
 
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -100,21 +101,20 @@ def main(argv=None) -> int:
     rows = []
 
     def kernel_launch(desc, inputs, outs, variant=None):
-        old = {k: getattr(cb, k) for k in (variant or {})}
+        old = {k: getattr(cs, k) for k in (variant or {})}
         try:
             for k, v in (variant or {}).items():
-                setattr(cb, k, v)
+                setattr(cs, k, v)
             be = cb.CudaBackend(torch.cuda.current_device()) if variant else backend
             sp, dp = [t.data_ptr() for t in inputs], [t.data_ptr() for t in outs]
             spans = [t.untyped_storage().nbytes() // t.element_size() for t in inputs]
             plan = desc.lower()
-            if not isinstance(plan, cb.MovePlan):         # SLICE: a CopyPlan, one strided_copy launch
-                launch = be.record(plan, sp[0], spans[0], dp[0])
-                return (lambda: launch(sp[0], dp[0], stream())), [launch.name]
+            if not isinstance(plan, MovePlan):         # SLICE before every lowering gives a MovePlan
+                plan = cb.one_pass(plan)
             rec = be.record_move(plan, sp, spans, dp, [t.numel() for t in outs])
         finally:
             for k, v in old.items():
-                setattr(cb, k, v)
+                setattr(cs, k, v)
         return (lambda: rec(sp, dp, stream())), rec.names
 
     def row(op, shape, user, peer, peer_name, desc=None, inputs=(), variants=()):
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
     # tiles
     s = torch.randn(16, 64, 128, 128, device=dev)
     S = dml.TensorDesc(f32, list(s.shape))
-    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cb.WORD_COPY]
+    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cs.WORD_COPY]
     for reps in ((1, 1, 2, 2), (1, 1, 3, 1), (1, 1, 1, 3), (1, 1, 3, 3)):
         row(f"tile {reps}", "(16,64,128,128)", lambda reps=reps: dml.tile(s, list(reps)),
             lambda reps=reps: s.repeat(*reps), "Tensor.repeat", TileOperatorDesc(S, None, list(reps)), [s], tilev)
@@ -227,8 +227,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms": t_copy,
             "copy_again_ms": t_copy2, "reps": args.reps, "loop": LOOP,
-            "defaults": {"PAD_WORDS": cb.PAD_WORDS, "TRANSPOSE_TILE": cb.TRANSPOSE_TILE, "FUSE_PAD": cb.FUSE_PAD,
-                         "WORD_COPY": cb.WORD_COPY},
+            "defaults": {"PAD_WORDS": cs.PAD_WORDS, "TRANSPOSE_TILE": cs.TRANSPOSE_TILE, "FUSE_PAD": cs.FUSE_PAD,
+                         "WORD_COPY": cs.WORD_COPY},
             "timing": f"CUDA events around {LOOP} back-to-back calls, median of --reps, opendml and PyTorch "
                       f"alternating"}
     (out / "gpu-h200.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

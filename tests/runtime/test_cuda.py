@@ -15,8 +15,9 @@ import pytest
 import opendml as dml
 from opendml.plan import CopyPlan
 from opendml.runtime import params as P
-from opendml.runtime.cuda import backend as cb
-from opendml.runtime.cuda.backend import INCLUDE, KERNELS, _unfold_launch, unfold_box, word_plan
+from opendml.runtime.cuda import tuned as ct
+from opendml.runtime.cuda.launch import INCLUDE, KERNELS
+from opendml.runtime.cuda.tuned import _unfold_launch, unfold_box, word_plan
 from tests import reference as ref
 from tests.conftest import cuda_available
 from tests.runtime.test_cuda_emulation import copy_reference, emulate_unfold_tile, unfold_reference
@@ -61,7 +62,7 @@ def test_launch_specs_fill_the_declared_structures():
     assert (params.dims, params.window_count, params.block_count) == (2, 12, plan.columns)
     assert [params.dim[d].window for d in range(2)] == [3, 4] and params.dim[1].image_stride == 1
     copy = CopyPlan(4, (3, 64), 5, (70, 1), 0, (64, 1))
-    name, params, grid, _ = cb._copy_launch(copy, 0, 0, 300)
+    name, params, grid, _ = ct._copy_launch(copy, 0, 0, 300)
     assert isinstance(params, P.CopyParams) and params.count == 3 * 64 and params.element_size == 4
     assert name.startswith("strided_copy<u32, 2,") and list(params.sizes[:2]) == [3, 64]
 
@@ -158,7 +159,7 @@ def test_unfold_tile_equals_numpy_path(es, case):
     assert isinstance(params, P.UnfoldParams) and params.dims == D
     assert name.startswith("unfold_tile") and grid == (params.work_items,) and smem == math.prod(box[1]) * es
     vec = int(name[:-1].rsplit(",", 1)[1])
-    assert vec == cb.tile_vectors(plan, box[0])
+    assert vec == ct.tile_vectors(plan, box[0])
     for dst_byte in (0, es) if vec else (0,):       # an output 16-byte aligned, and one that is not
         got, counts = np.zeros_like(want), np.zeros(len(want), np.int64)
         emulate_unfold_tile(params, src, got, vec, dst_byte, es, counts)
@@ -180,7 +181,7 @@ def test_tile_vectors_follows_the_output_layout():
             out = T(dtype, desc.output_tensor.sizes, out_strides)
             desc = dml.UnfoldOperatorDesc(image, out, [3] * d, [1] * d, [1] * d, [1] * d, [1] * d)
         plan = desc.lower()
-        return cb.tile_vectors(plan, box or unfold_box(plan)[0])
+        return ct.tile_vectors(plan, box or unfold_box(plan)[0])
     assert vec(F32, (16, 16)) == 1                        # rows of 256 columns: 1,024 bytes
     assert vec(F32, (15, 15)) == 0                        # rows of 225 columns: 900 bytes
     assert vec(I8, (16, 16)) == 1 and vec(I8, (15, 15)) == 0
