@@ -452,3 +452,14 @@ def test_launches_go_through_the_c_extension_where_it_is_built():
     assert dml.Device("cuda").run(dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, list(x.shape)),
                                                           None, [3, 3], [1, 2], [1, 1], [1, 0], [1, 2]), x).tobytes() \
         == dml.unfold(x, [3, 3], [1, 2], 1, [1, 0], [1, 2]).tobytes()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_available(), reason="CUDA is not available here")
+def test_relaunch_raises_naming_the_kernel():
+    """A launch C made that fails again through ``relaunch`` (here: no
+    compiled function) raises opendml's error naming it, with no backend
+    object needed."""
+    from opendml.runtime.cuda import launch as cl
+    with pytest.raises(RuntimeError, match="launching a cached kernel"):
+        cl.relaunch(0, 0, 1, 0, bytes(16), 0, 0, 0)

@@ -36,6 +36,7 @@ import hashlib
 import pathlib
 import sys
 import threading
+import types
 
 import numpy as np
 
@@ -391,7 +392,9 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, sr
     whose own launch failed: through a ``Launch`` of the same kernel, grid
     and parameter bytes, which makes the device's context current on a
     thread without it and raises opendml's error naming the CUDA error."""
-    from .. import get_backend
+    block = ctypes.create_string_buffer(bytes(params), len(params))
+    device_of = types.SimpleNamespace(cupy=_cupy(), index=device)   # what a Launch reads of its backend
+    Launch(device_of, None, "a cached kernel", _Function(function), block, grid, smem, LAUNCH_VIA)(src, dst, stream)
 
 
 def check_alignment(element_size: int, src_ptr: int, dst_ptr: int, what: str) -> None:
