@@ -220,6 +220,34 @@ class CudaBackend:
             return rec
         if not isinstance(plan, MovePlan):
             raise TypeError(f"record_move takes a MovePlan; got {type(plan).__name__}")
+        what = what or "the move program"
+        for role, ptrs, counts, types, spans in (("input", src_ptrs, src_elements, plan.in_types, plan.in_spans()),
+                                                 ("output", dst_ptrs, dst_elements, plan.out_types,
+                                                  plan.out_spans())):
+            if len(ptrs) != len(types) or len(counts) != len(types):
+                raise ValueError(f"{what} on CUDA: the program has {len(types)} {role}(s); got {len(ptrs)} "
+                                 f"address(es) and {len(counts)} element count(s)")
+            for i, (ptr, n, t, span) in enumerate(zip(ptrs, counts, types, spans)):
+                es = DataType(t).size
+                check_alignment(es, ptr if role == "input" else 0, ptr if role == "output" else 0, what)
+                if span is not None and (span[0] < 0 or span[1] >= n):
+                    raise ValueError(f"{what} on CUDA: the program reaches elements {span[0]}..{span[1]} of "
+                                     f"{role} {i}, outside its {n} bound elements")
+        steps = []
+        for name, params, grid, smem, s_slot, d_slot in move_steps(plan, src_ptrs, src_elements, dst_ptrs,
+                                                                   sms=self.multiprocessors, what=what):
+            with self.device:
+                kernel = _kernel(self.index, name)
+            steps.append((Launch(self, plan, name, kernel, params, grid[0], smem, LAUNCH_VIA), s_slot, d_slot))
+        return self._store(key, MoveLaunch(plan, tuple(steps)))
+
+    def _store(self, key, rec):
+        with self._lock:
+            if len(self._launches) >= LAUNCH_CACHE:
+                self._evict(self._launches)
+            self._launches[key] = rec   # holds the plan: its id stays unique while cached
+        return rec
+
     @functools.cached_property
     def multiprocessors(self) -> int:
         """The device's multiprocessor count (persistent grids)."""

@@ -31,9 +31,9 @@ from .. import params as P
 from .launch import _NUMPY_WORD, _SCALAR, THREADS
 from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, word_plan
 
-#: Plain passes that ``word_plan`` does not widen to 16-byte words: "auto"
-#: (``strided_copy`` for reversed, stride-2 and widened copies, else the move
-#: kernels); "strided_copy" / "move" force one (benchmarks, tests).
+#: Plain passes (same type, no map, no scale/bias): "auto" (``move_wcopy``,
+#: ``strided_copy``, ``move_transpose`` or ``move_tile``: ``_plain_step``);
+#: "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
 #: How a padding program (PADDING/PADDING1's interior copy and border slabs)
 #: runs. "padr": one ``move_padr`` launch, a warp per output row, the row's
@@ -432,16 +432,22 @@ def _pad_step(plan: MovePlan, how: str, sms):
 
 def _plain_step(k: _Pass, slots: _Slots):
     """The launch of a plain pass (same type both sides, no map, no
-    scale/bias), or None where it goes through move_vec."""
+    scale/bias), or None where it goes through move_vec: ``move_wcopy``
+    where ``word_plan`` widens it to 16-byte words in 3 dimensions and more,
+    ``strided_copy`` where it widens it otherwise (or reverses or picks
+    every other element), ``move_transpose`` / ``move_tile`` where it
+    transposes, else ``strided_copy`` by element (SLICE's window at an odd
+    column: 0.96 of copy on an H200, session 13)."""
     es = DataType(k.st).size
     nd = len(k.dims)
     via = slots.via
-    if via != "move" and nd <= P.MAX_RANK:
+    tile = _tile_pass(k, es)
+    copy = via != "move" and nd <= P.MAX_RANK
+    if copy:
         cp = CopyPlan(es, tuple(d[0] for d in k.dims), k.src_offset, tuple(d[1] for d in k.dims), k.dst_offset,
                       tuple(d[2] for d in k.dims))
-        src_ptr, dst_ptr = slots.src_ptrs[k.src], slots.dst_ptrs[k.dst]
-        w, rev, pick, wp = word_plan(cp, src_ptr, dst_ptr, slots.src_elements[k.src])
-        tile = _tile_pass(k, es)
+        src_ptr, dst_ptr, src_n = slots.src_ptrs[k.src], slots.dst_ptrs[k.dst], slots.src_elements[k.src]
+        w, rev, pick, wp = word_plan(cp, src_ptr, dst_ptr, src_n)
         if (via != "strided_copy" and WORD_COPY and w == 16 and not rev and not pick and not tile
                 and WORD_COPY_MIN_RANK <= len(wp.sizes) <= P.MAX_MOVE_RANK):
             U = WORD_COPY
@@ -452,20 +458,19 @@ def _plain_step(k: _Pass, slots: _Slots):
             return (f"move_wcopy<{len(wp.sizes)}, {index}, {U}>", move_params(wk),
                     (math.ceil(wp.count / (THREADS * U)),), 0, k.src, k.dst)
         if via == "strided_copy" or (not tile and (w >= 16 or rev or pick)):
-            return (*_copy_launch(cp, src_ptr, dst_ptr, slots.src_elements[k.src]), k.src, k.dst)
+            return (*_copy_launch(cp, src_ptr, dst_ptr, src_n), k.src, k.dst)
     tr = _transpose_pass(k)
     if tr is not None:
         g, X, Y, t = tr
         blocks = g.count * -(-X[0] // t) * -(-Y[0] // t)
         return (f"move_transpose<{_SCALAR[es]}, {len(g.dims)}, {t}>", _extra_dims(g, X, Y, True), (blocks,), 0,
                 k.src, k.dst)
-    tile = _tile_pass(k, es)
     if tile is not None:
         g, R, V, X, Y = tile
         index = "u32" if g.count + THREADS < 2**31 else "u64"
         return (f"move_tile<{_SCALAR[es]}, {len(g.dims)}, {index}, {R}, {V}>",
                 _extra_dims(g, X, [0, *Y[1:]], False), (math.ceil(g.count / THREADS),), 0, k.src, k.dst)
-    return None
+    return (*_copy_launch(cp, src_ptr, dst_ptr, src_n), k.src, k.dst) if copy else None
 
 
 def _pass_step(k: _Pass, slots: _Slots):
