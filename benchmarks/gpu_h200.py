@@ -228,7 +228,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms": t_copy,
             "copy_again_ms": t_copy2, "reps": args.reps, "loop": LOOP,
-            "defaults": {"PAD_ROWS": cs.PAD_ROWS, "PAD_WORDS": cs.PAD_WORDS, "TRANSPOSE_TILE": cs.TRANSPOSE_TILE, "FUSE_PAD": cs.FUSE_PAD,
+            "defaults": {"PAD_ROWS": cs.PAD_ROWS, "PAD_WORDS": cs.PAD_WORDS, "TRANSPOSE_TILE": cs.TRANSPOSE_TILE,
+                         "FUSE_PAD": cs.FUSE_PAD,
                          "WORD_COPY": cs.WORD_COPY},
             "timing": f"CUDA events around {LOOP} back-to-back calls, median of --reps, opendml and PyTorch "
                       f"alternating"}

@@ -54,7 +54,8 @@ import numpy as np
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Copy, CopyPlan, Fold, FoldPlan, MovePlan, ScatterPlan, SliceScatter, Unfold, UnfoldPlan
-from .launch import (_NEW_KERNELS, _NUMPY_WORD, LAUNCH_VIA, Launch, _Function, _cupy, _driver, _fast_launch, _kernel,
+from . import launch as _launch
+from .launch import (_NEW_KERNELS, _NUMPY_WORD, Launch, _Function, _cupy, _driver, _fast_launch, _kernel,
                      add_new_kernel, capture_relaxed, check_alignment, new_kernels, probe, relaunch)
 from .steps import move_steps
 
@@ -115,8 +116,8 @@ class CudaBackend:
     def cache_info(self) -> dict:
         """{'launches', 'launch_via'}: cached launches of this device, and how
         launches are made."""
-        via = "cupy" if LAUNCH_VIA == "cupy" or _driver() is None else (
-            "native" if LAUNCH_VIA == "native" and _fast_launch() is not None else "driver")
+        via = "cupy" if _launch.LAUNCH_VIA == "cupy" or _driver() is None else (
+            "native" if _launch.LAUNCH_VIA == "native" and _fast_launch() is not None else "driver")
         return {"launches": len(self._launches), "launch_via": via}
 
     # -- memory ----------------------------------------------------------------
@@ -160,7 +161,7 @@ class CudaBackend:
             move = self.record_move(one_pass(plan), (src_ptr,), (src_elements,), (dst_ptr,),
                                     (plan.out_span[1] + 1,), what or _WHAT[type(plan)])
             rec = move.steps[0][0] if move.steps else Launch(self, move, "nothing", _Function(0),
-                                                            ctypes.c_int(0), 0, 0, LAUNCH_VIA)
+                                                            ctypes.c_int(0), 0, 0, _launch.LAUNCH_VIA)
             self._store(key, rec)
         return rec
 
@@ -238,7 +239,7 @@ class CudaBackend:
                                                                    sms=self.multiprocessors, what=what):
             with self.device:
                 kernel = _kernel(self.index, name)
-            steps.append((Launch(self, plan, name, kernel, params, grid[0], smem, LAUNCH_VIA), s_slot, d_slot))
+            steps.append((Launch(self, plan, name, kernel, params, grid[0], smem, _launch.LAUNCH_VIA), s_slot, d_slot))
         return self._store(key, MoveLaunch(plan, tuple(steps)))
 
     def _store(self, key, rec):

@@ -51,8 +51,12 @@ MOVE_PLAIN_VIA = "auto"
 FUSE_PAD = "padr"
 #: move_padr's (output words a lane moves at once, minimum resident blocks
 #: per multiprocessor (its register cap), flags: 4 a lane's second source
-#: word from the next lane by warp shuffles).
-PAD_ROWS = (2, 1, 0)
+#: word from the next lane by warp shuffles). On an H200 (session 14,
+#: benchmarks/gpu_h200.py, pad 1/3/5 of (16,64,256,256) float32, copy 4,135
+#: GB/s): (2, 1, 4) 0.157-0.162 ms (0.82-0.84 of copy), (2, 1, 0) 0.166-0.175
+#: (0.77-0.79), (1, 1, 0) 0.172-0.180, (4, 1, 0) 0.201-0.209; move_padw
+#: (1, 8, 0) 0.167-0.196 (0.68-0.79).
+PAD_ROWS = (2, 1, 4)
 PADR_MIN_BYTES = 256
 #: move_padw's (words per thread, minimum resident blocks per multiprocessor
 #: (its register cap: __launch_bounds__(256, MINB)), flags: 2 a persistent
@@ -308,34 +312,17 @@ def _tile_pass(k: _Pass, es: int):
 #: Plain passes that transpose (the destination's innermost dimension is not
 #: the source's: ``_transpose_pass``) go through ``move_transpose`` in square
 #: tiles of this many elements a side (32 or 64; 0: off, the passes then take
-#: move_vec), where both transposed dimensions are at least
-#: ``TRANSPOSE_MIN`` long (shorter ones leave most of a tile idle; move_tile
-#: takes the small transposes of SPACE_TO_DEPTH and DEPTH_TO_SPACE). On an
-#: H200 (session 13, 256 MiB float32) an NCHW view of an NHWC tensor made
-#: contiguous ran 0.134 ms with 64 (0.96 of copy), 0.159 ms with 32, 0.486 ms
-#: through move_vec; a 256 MiB 5-D permutation 0.071 / 0.103 / 0.248 ms.
-
-#: Plain passes that transpose (the destination's innermost dimension is not
-#: the source's: ``_transpose_pass``) go through ``move_transpose`` in square
-#: tiles of this many elements a side (64; 0: off, the passes then take
-#: move_vec), or of 32 where that fills the tiles better (``transpose_tile``),
-#: where both transposed dimensions are at least ``TRANSPOSE_MIN`` long
-#: (move_tile takes the small transposes of SPACE_TO_DEPTH and
-#: DEPTH_TO_SPACE). On an H200 (session 13, 256 MiB float32) an NCHW view of
-#: an NHWC tensor made contiguous ran 0.134 ms with 64 (0.96 of copy), 0.159
-#: ms with 32, 0.486 ms through move_vec.
+#: strided_copy), where both transposed dimensions are at least
+#: ``TRANSPOSE_MIN`` long (move_tile takes the small transposes of
+#: SPACE_TO_DEPTH and DEPTH_TO_SPACE). On an H200 (session 13, 256 MiB
+#: float32) an NCHW view of an NHWC tensor made contiguous ran 0.134 ms with
+#: 64 (0.96 of copy), 0.159 ms with 32, 0.486 ms through move_vec; a 256 MiB
+#: 5-D permutation 0.071 / 0.103 / 0.248 ms; the 32 MiB one
+#: ((8,16,32,32,64).permute(0,4,2,1,3), a 32-long side) 0.028-0.030 ms with
+#: either (0.54-0.57: 67 MB in 16 us at copy speed, the launch and the
+#: first and last waves of blocks take the rest).
 TRANSPOSE_TILE = 64
 TRANSPOSE_MIN = 16
-
-
-def transpose_tile(x: int, y: int) -> int:
-    """The tile side for transposed dimensions of x and y positions:
-    ``TRANSPOSE_TILE``, or 32 where 64-tiles would leave over a tenth more of
-    their positions idle (a 32-long dimension leaves half of each 64-tile
-    idle)."""
-    t = TRANSPOSE_TILE
-    used = lambda t: x * y / (t * -(-x // t) * t * -(-y // t))  # noqa: E731
-    return 32 if t > 32 and used(32) > 1.1 * used(t) else t
 
 
 def _transpose_pass(k: _Pass):
@@ -357,7 +344,7 @@ def _transpose_pass(k: _Pass):
     Y = dims[y]
     g = _Pass(False, k.src, k.dst, [list(d) for i, d in enumerate(dims[:-1]) if i != y], k.src_offset,
               k.dst_offset, k.st, k.dt)
-    t = transpose_tile(X[0], Y[0])
+    t = TRANSPOSE_TILE
     if g.count * -(-X[0] // t) * -(-Y[0] // t) >= 2**31:
         return None
     return g, X, Y, t
