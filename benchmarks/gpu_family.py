@@ -203,9 +203,9 @@ def main(argv=None) -> int:
         if args.variants:
             row(f"pad {mode.name} (move_pad rows)", desc, [x], fn, f"F.pad {tm}" if tm else "",
                 variant={"FUSE_PAD": "rows"})
-            for pw in ((1, 1, 0), (1, 8, 0), (1, 8, 2), (2, 6, 0)):
+            for pw in ((1, 1), (1, 8), (2, 6)):
                 if pw != cs.PAD_WORDS:
-                    row(f"pad {mode.name} (words {pw[0]} {pw[1]} {pw[2]})", desc, [x], fn,
+                    row(f"pad {mode.name} (words {pw[0]} {pw[1]})", desc, [x], fn,
                         f"F.pad {tm}" if tm else "", variant={"FUSE_PAD": "words", "PAD_WORDS": pw})
             if mode == PaddingMode.CONSTANT:
                 row(f"pad {mode.name} (pass by pass)", desc, [x], None, variant={"FUSE_PAD": False})

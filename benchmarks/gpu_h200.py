@@ -190,7 +190,7 @@ def main(argv=None) -> int:
         [xd], tv)
     # paddings: rows of 256 + 2p floats (1,048 bytes for p = 3: no multiple of 16)
     pv = [{"FUSE_PAD": "padr", "PAD_ROWS": w} for w in ((1, 1, 0), (2, 1, 4), (4, 1, 0))
-          if w != cs.PAD_ROWS] + [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8, 0)}]
+          if w != cs.PAD_ROWS] + [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}]
     modes = [("constant", PaddingMode.CONSTANT, "constant"), ("edge", PaddingMode.EDGE, "replicate"),
              ("reflection", PaddingMode.REFLECTION, "reflect"), ("wrap", PaddingMode.WRAP, "circular"),
              ("symmetric", PaddingMode.SYMMETRIC, None)]

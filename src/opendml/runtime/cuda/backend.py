@@ -175,44 +175,15 @@ class CudaBackend:
 
     def record_move(self, plan: MovePlan, src_ptrs, src_elements, dst_ptrs, dst_elements,
                     what: str | None = None) -> "MoveLaunch":
-        """The cached ``MoveLaunch`` of a ``MovePlan`` for these addresses'
-        alignment classes: ``record_move(...)(src_ptrs, dst_ptrs, stream_ptr)``
-        queues every pass of the program, in order, on the raw CUDA stream
-        ``stream_ptr`` (one kernel launch per pass; a padding program is one
-        launch, see ``move_steps``).
-
-        Parameters
-        ----------
-        plan : MovePlan
-            The program (already validated; offsets count from element 0 of
-            each bound range).
-        src_ptrs, dst_ptrs : sequence of int
-            Device address of element 0 of each input's (output's) bound
-            range, one per ``plan.in_types`` (``plan.out_types``), in slot
-            order (JOIN's inputs, SPLIT's outputs each counting); each a
-            multiple of its DataType's size.
-        src_elements, dst_elements : sequence of int
-            How many elements (of each slot's own type) each bound range
-            holds; the program must stay inside them.
-        what : str, optional
-            The operator's name, for error messages.
-
-        Returns
-        -------
-        MoveLaunch
-            Reusable for any addresses of the same alignment classes (mod 16)
-            and the same element counts; asynchronous and stream-ordered like
-            ``launch`` (the caller keeps the buffers alive until the stream
-            has run it).
-
-        Raises
-        ------
-        UnsupportedError
-            If an address is not a multiple of its element size.
-        ValueError
-            If the program reads or writes outside a bound range, or the
-            numbers of addresses do not match the program's slots.
-        """
+        """The cached ``MoveLaunch`` of ``plan`` (validated; offsets count
+        from element 0 of each bound range) for these addresses' alignment
+        classes: ``rec(src_ptrs, dst_ptrs, stream_ptr)`` queues its kernels in
+        order (see the module docstring). One address and one bound element
+        count per input and output slot (JOIN's inputs, SPLIT's outputs each
+        counting), each address a multiple of its slot's element size
+        (``UnsupportedError`` naming ``what``, the operator, else);
+        ``ValueError`` where the program reaches outside a bound range or the
+        counts do not match its slots."""
         src_ptrs, dst_ptrs = tuple(src_ptrs), tuple(dst_ptrs)
         key = ("move", id(plan), tuple(a & 15 for a in src_ptrs), tuple(a & 15 for a in dst_ptrs),
                tuple(src_elements), tuple(dst_elements))

@@ -1,31 +1,20 @@
 """Compiling opendml's CUDA kernels and launching them.
 
 Kernels are compiled at run time by NVRTC through CuPy and cached per device
-and specialisation (``kernels.cu``: the tuned SLICE, UNFOLD, FOLD and
-SLICE_GRAD kernels; ``move.cu``: the move program's copies, fills and
-conversions; ``layout.cu``: its transposes and the padding kernels).
-
-Every kernel takes (source words, destination words, parameter block). The
-block is one of the C structs of ``runtime/params.h``, which the sources
-include (NVRTC gets ``-I<runtime dir>``, see ``INCLUDE``) and read by field
-name; the host fills its ctypes mirror from ``opendml.runtime.params`` and
-passes it BY VALUE: the launch's third argument points at the structure in
-host memory and ``cuLaunchKernel`` copies its bytes (at most
-``MAX_PARAM_BYTES``) into the launch. opendml allocates no device memory of
-its own for a launch, so a user's CuPy allocator cannot misalign it, a first
-call makes no upload and no stream synchronisation, and the launch can be
-captured into a CUDA graph, whose nodes keep their own copy of the
-parameters. Kernels are compiled with ``--fmad=false``: FOLD's sums are plain
-round-to-nearest additions (CuPy appends ``-ftz=true`` to every NVRTC
-compile, so float32 sums are written as PTX ``add.rn.f32``, which keeps
-subnormals as NumPy does).
-
-A first launch (compiling or loading its kernel) runs with the calling
-thread's stream-capture mode relaxed, so it may happen while a CUDA graph is
-being captured on the caller's stream. Launch errors raise ``RuntimeError``
-naming the kernel and the driver's error.
-
-CuPy is imported here only, i.e. only when a CUDA device is asked for.
+and specialisation (``kernel_file``: ``kernels.cu``, the tuned SLICE, UNFOLD,
+FOLD and SLICE_GRAD kernels; ``move.cu``, the move program's copies, fills
+and conversions; ``layout.cu``, its transposes and padding kernels). Every
+kernel takes (source words, destination words, parameter block): one of the
+C structs of ``runtime/params.h`` (NVRTC gets ``-I<runtime dir>``), filled
+through its ctypes mirror in ``opendml.runtime.params`` and passed BY VALUE
+(``cuLaunchKernel`` copies its bytes, at most ``MAX_PARAM_BYTES``): a launch
+allocates no device memory, makes no upload and can be captured into a CUDA
+graph. ``--fmad=false``: FOLD's sums are plain round-to-nearest additions
+(float32 sums are written as PTX ``add.rn.f32``, which keeps subnormals
+despite CuPy's ``-ftz=true``). A first launch (compiling or loading its
+kernel) runs with the thread's stream-capture mode relaxed; launch errors
+raise ``RuntimeError`` naming the kernel and the driver's error. CuPy is
+imported here only, i.e. only when a CUDA device is asked for.
 """
 from __future__ import annotations
 

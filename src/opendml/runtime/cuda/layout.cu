@@ -10,6 +10,24 @@
 #define ODML_LAYOUT
 #include "move.cu"
 
+// 16 bytes starting kb bytes into the 32 bytes a, b (kb a multiple of ES,
+// the element size): whole 4-byte words (kw) selected, then (2-byte and
+// 1-byte elements) funnel shifts.
+template <int ES>
+__device__ __forceinline__ uint4 odml_realign(const uint4 a, const uint4 b, const u32 kb) {
+    const u32 x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    const u32 kw = kb >> 2;
+    u32 z[6], y[5];
+#pragma unroll
+    for (int e = 0; e < 6; ++e) z[e] = (kw & 2u) ? x[e + 2] : x[e];
+#pragma unroll
+    for (int e = 0; e < 5; ++e) y[e] = (ES < 8 && (kw & 1u)) ? z[e + 1] : z[e];
+    if (ES >= 4) return make_uint4(y[0], y[1], y[2], y[3]);
+    const u32 kr = (kb & 3u) * 8u;
+    return make_uint4(__funnelshift_r(y[0], y[1], kr), __funnelshift_r(y[1], y[2], kr),
+                      __funnelshift_r(y[2], y[3], kr), __funnelshift_r(y[3], y[4], kr));
+}
+
 // A plain copy whose destination runs are a small transpose of its source
 // runs (SPACE_TO_DEPTH, DEPTH_TO_SPACE): each thread moves an R x V tile,
 // axis X (R positions: p->dim[NDIM]) by axis Y (V positions: element strides
@@ -201,7 +219,7 @@ __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __
         if (fill) return fv;
         i64 s = (i64)(c - L);
         if ((u64)s >= (u64)n) {
-            s = odml_map_outside(s, (i64)mode, (i64)n);
+            s = odml_map_outside(s, mode, (i64)n);
             if (s < 0) return fv;
         }
         return srow[s];
@@ -211,7 +229,7 @@ __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __
     // interior words: the source of column c is srow[c - L]; its byte
     // misalignment kb is the same for every aligned destination word
     const unsigned long long s0 = (unsigned long long)(srow + (head - L));
-    const int kb = (int)(s0 & 15ull), kw = kb >> 2, kr = (kb & 3) * 8;
+    const int kb = (int)(s0 & 15ull);
     for (int i0 = lane; i0 < nvec; i0 += 64) {
         uint4 out[2];
         bool inner[2];
@@ -222,21 +240,7 @@ __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __
             inner[u] = i < nvec && !fill && c >= L && c + V <= L + n;
             if (inner[u]) {
                 const uint4* a = reinterpret_cast<const uint4*>((s0 + (unsigned long long)(i * 16)) & ~15ull);
-                const uint4 A = a[0];
-                uint4 B = A;
-                if (kb) B = a[1];
-                const u32 x[8] = {A.x, A.y, A.z, A.w, B.x, B.y, B.z, B.w};
-                u32 y[5];
-#pragma unroll
-                for (int w = 0; w < 4; ++w)
-                    if (kw == w) {
-#pragma unroll
-                        for (int e = 0; e < 5; ++e) y[e] = e + w < 8 ? x[e + w] : 0u;
-                    }
-                out[u].x = __funnelshift_r(y[0], y[1], kr);
-                out[u].y = __funnelshift_r(y[1], y[2], kr);
-                out[u].z = __funnelshift_r(y[2], y[3], kr);
-                out[u].w = __funnelshift_r(y[3], y[4], kr);
+                out[u] = odml_realign<sizeof(T)>(a[0], kb ? a[1] : a[0], (u32)kb);
             }
         }
 #pragma unroll
@@ -253,36 +257,6 @@ __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __
                 odml_run<T, V>::store(drow + c, v);
             }
         }
-    }
-}
-
-// odml_map_outside in 32-bit arithmetic (|i| < 2^31, n < 2^30).
-__device__ __forceinline__ int odml_map_outside32(int i, int mode, int n) {
-    switch (mode) {
-        case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
-        case ODML_MAP_WRAP: {
-            if (i < 0 && i >= -n) return i + n;
-            if (i >= n && i - n < n) return i - n;
-            const int r = i % n;
-            return r < 0 ? r + n : r;
-        }
-        case ODML_MAP_SYMMETRIC: {
-            if (i < 0 && i >= -n) return -1 - i;
-            if (i >= n && i - n < n) return 2 * n - 1 - i;
-            int r = i % (2 * n);
-            if (r < 0) r += 2 * n;
-            return r < n ? r : 2 * n - 1 - r;
-        }
-        case ODML_MAP_REFLECT: {
-            if (n == 1) return 0;
-            if (i < 0 && i > -n) return -i;
-            if (i >= n && i - n < n - 1) return 2 * (n - 1) - i;
-            int r = i % (2 * (n - 1));
-            if (r < 0) r += 2 * (n - 1);
-            return r < n ? r : 2 * (n - 1) - r;
-        }
-        default:
-            return -1;
     }
 }
 
@@ -308,7 +282,7 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
         if (q.map_mode) {
             s -= (int)q.map_shift;
             if ((u32)s >= (u32)q.map_size) {
-                s = odml_map_outside32(s, (int)q.map_mode, (int)q.map_size);
+                s = odml_map_outside(s, (int)q.map_mode, (int)q.map_size);
                 if (s < 0) {
                     fill = true;
                     s = 0;
@@ -318,24 +292,6 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
         a += (i64)s * q.src_stride;
     }
     return fill ? (i64)-1 : a;
-}
-
-// 16 bytes starting kb bytes into the 32 bytes a, b (kb a multiple of ES,
-// the element size): whole 4-byte words (kw) selected, then (2-byte and
-// 1-byte elements) funnel shifts.
-template <int ES>
-__device__ __forceinline__ uint4 odml_realign(const uint4 a, const uint4 b, const u32 kb) {
-    const u32 x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    const u32 kw = kb >> 2;
-    u32 z[6], y[5];
-#pragma unroll
-    for (int e = 0; e < 6; ++e) z[e] = (kw & 2u) ? x[e + 2] : x[e];
-#pragma unroll
-    for (int e = 0; e < 5; ++e) y[e] = (ES < 8 && (kw & 1u)) ? z[e + 1] : z[e];
-    if (ES >= 4) return make_uint4(y[0], y[1], y[2], y[3]);
-    const u32 kr = (kb & 3u) * 8u;
-    return make_uint4(__funnelshift_r(y[0], y[1], kr), __funnelshift_r(y[1], y[2], kr),
-                      __funnelshift_r(y[2], y[3], kr), __funnelshift_r(y[3], y[4], kr));
 }
 
 // A padding program as one pass over the FLAT output (contiguous: the fused
@@ -355,17 +311,11 @@ __device__ __forceinline__ uint4 odml_realign(const uint4 a, const uint4 b, cons
 // the output go element by element after the loads. MINB: resident blocks per
 // multiprocessor the registers must allow (__launch_bounds__; on an H100 one
 // word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md,
-// session 7). FL & 4: a lane's second source word is the next lane's first
-// where that is the next aligned word (one 16-byte load a word, exchanged by
-// warp shuffles; the last lane of a warp and a row's last words load it).
-// FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x +
-// gridDim.x, ...; measured no faster, off by default). (The row kernel
-// move_pad stored its rows' first and last elements, and read its border
-// words, in separate round trips to memory before and after the interior,
-// with 56 registers a thread. Measured slower and not kept: two or four words
-// a thread (more registers, fewer resident warps), the L2::256B load hint, and
-// an affine form of the one-period border map, which spilled a register.)
-template <typename T, int NDIM, int U, int MINB, int FL>
+// session 7). (Measured no faster and not kept: shuffled source words, a
+// persistent grid, the L2::256B load hint, an affine form of the one-period
+// border map; move_padr, a warp per row, is the default for rows of 256 bytes
+// and more.)
+template <typename T, int NDIM, int U, int MINB>
 __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src, T* __restrict__ dst,
                                                        const ODML_GRID_CONSTANT odml_move_params params) {
     const odml_move_params* __restrict__ p = &params;
@@ -377,102 +327,77 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
     const int L = mode ? (int)q0.map_shift : 0;
     const int n = mode ? (int)q0.map_size : (int)W;
     const u32 m = (u32)(((unsigned long long)dst & 15ull) / sizeof(T));
-    const u32 nblk = (FL & 2) ? ((count + m + (u32)V - 1) / (u32)V + blockDim.x * (u32)U - 1) / (blockDim.x * (u32)U)
-                              : blockIdx.x + 1;
-    for (u32 blk = blockIdx.x; blk < nblk; blk += gridDim.x) {
-        union Word {
-            uint4 w;
-            T t[V];
-        };
-        Word A[U];
-        uint4 B[U];
-        unsigned long long awj[U];   // FL & 4: the aligned address of A
-        u32 state[U];   // 0: partial or outside, 1: gathered into A, 2 | byte shift << 2: realign A, B
+    const u32 blk = blockIdx.x;
+    union Word {
+        uint4 w;
+        T t[V];
+    };
+    Word A[U];
+    uint4 B[U];
+    u32 state[U];   // 0: partial or outside, 1: gathered into A, 2 | byte shift << 2: realign A, B
 #pragma unroll
-        for (int j = 0; j < U; ++j) {
-            const u32 start = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V;
-            state[j] = 0;
-            if (start >= m && start - m + (u32)V <= count) {
-                const u32 f = start - m;
-                const u32 r = odml_div<u32>(f, q0);
-                const u32 c = f - r * W;
-                const i64 so = odml_row_offset32<NDIM - 1>(p, r);
-                const int s = (int)c - L;
-                state[j] = 1;
-                if (so >= 0 && c + (u32)V <= W && s >= 0 && s + V <= n) {
-                    const unsigned long long sp = (unsigned long long)(src + so + s);
-                    const uint4* a = reinterpret_cast<const uint4*>(sp & ~15ull);
-                    const u32 kb = (u32)(sp & 15ull);
-                    state[j] = 2u | (kb << 2);
-                    awj[j] = sp & ~15ull;
-                    A[j].w = __ldg(a);
-                    if (!(FL & 4)) B[j] = kb ? __ldg(a + 1) : A[j].w;
-                }
-            }
-        }
-        if (FL & 4) {
-            // B from the next lane's A where that is the next aligned source
-            // word (a row's interior: every lane but the last); a load else
-            const u32 lane = threadIdx.x & 31u;
-#pragma unroll
-            for (int j = 0; j < U; ++j) {
-                const unsigned long long aw = state[j] >= 2u ? awj[j] : 0ull;
-                const unsigned long long na = __shfl_down_sync(0xffffffffu, aw, 1);
-                uint4 nb;
-                nb.x = __shfl_down_sync(0xffffffffu, A[j].w.x, 1);
-                nb.y = __shfl_down_sync(0xffffffffu, A[j].w.y, 1);
-                nb.z = __shfl_down_sync(0xffffffffu, A[j].w.z, 1);
-                nb.w = __shfl_down_sync(0xffffffffu, A[j].w.w, 1);
-                if (state[j] >= 2u) {
-                    if (!(state[j] >> 2)) B[j] = A[j].w;
-                    else if (lane < 31u && na == aw + 16ull) B[j] = nb;
-                    else B[j] = __ldg(reinterpret_cast<const uint4*>(aw) + 1);
-                }
-            }
-        }
-        const T fv = (T)p->fill_bits;
-#pragma unroll
-        for (int j = 0; j < U; ++j) {
-            if (state[j] != 1u) continue;
-            // a border word, a word crossing into row r + 1, or a fill row
-            const u32 f = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V - m;
+    for (int j = 0; j < U; ++j) {
+        const u32 start = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V;
+        state[j] = 0;
+        if (start >= m && start - m + (u32)V <= count) {
+            const u32 f = start - m;
             const u32 r = odml_div<u32>(f, q0);
             const u32 c = f - r * W;
             const i64 so = odml_row_offset32<NDIM - 1>(p, r);
-            const i64 so2 = c + (u32)V > W ? odml_row_offset32<NDIM - 1>(p, r + 1) : so;
-            i64 off[V];
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const u32 ce = c + (u32)e;
-                const bool nx = ce >= W;
-                const i64 base = nx ? so2 : so;
-                int i = (int)(nx ? ce - W : ce) - L;
-                if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
-                off[e] = base < 0 || i < 0 ? (i64)-1 : base + i;
+            const int s = (int)c - L;
+            state[j] = 1;
+            if (so >= 0 && c + (u32)V <= W && s >= 0 && s + V <= n) {
+                const unsigned long long sp = (unsigned long long)(src + so + s);
+                const uint4* a = reinterpret_cast<const uint4*>(sp & ~15ull);
+                const u32 kb = (u32)(sp & 15ull);
+                state[j] = 2u | (kb << 2);
+                A[j].w = __ldg(a);
+                B[j] = kb ? __ldg(a + 1) : A[j].w;
             }
+        }
+    }
+    const T fv = (T)p->fill_bits;
 #pragma unroll
-            for (int e = 0; e < V; ++e) A[j].t[e] = off[e] < 0 ? fv : src[off[e]];
+    for (int j = 0; j < U; ++j) {
+        if (state[j] != 1u) continue;
+        // a border word, a word crossing into row r + 1, or a fill row
+        const u32 f = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V - m;
+        const u32 r = odml_div<u32>(f, q0);
+        const u32 c = f - r * W;
+        const i64 so = odml_row_offset32<NDIM - 1>(p, r);
+        const i64 so2 = c + (u32)V > W ? odml_row_offset32<NDIM - 1>(p, r + 1) : so;
+        i64 off[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const u32 ce = c + (u32)e;
+            const bool nx = ce >= W;
+            const i64 base = nx ? so2 : so;
+            int i = (int)(nx ? ce - W : ce) - L;
+            if ((u32)i >= (u32)n) i = odml_map_outside(i, mode, n);
+            off[e] = base < 0 || i < 0 ? (i64)-1 : base + i;
         }
 #pragma unroll
-        for (int j = 0; j < U; ++j) {
-            const u32 start = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V;
-            if (state[j] >= 2u) {
-                const uint4 o = odml_realign<sizeof(T)>(A[j].w, B[j], state[j] >> 2);
-                *reinterpret_cast<uint4*>(dst + (start - m)) = o;
-            } else if (state[j] == 1u) {
-                *reinterpret_cast<uint4*>(dst + (start - m)) = A[j].w;
-            } else if (start < count + m && start + (u32)V > m) {
-                // a partial word at either end of the output
+        for (int e = 0; e < V; ++e) A[j].t[e] = off[e] < 0 ? fv : src[off[e]];
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+        const u32 start = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V;
+        if (state[j] >= 2u) {
+            const uint4 o = odml_realign<sizeof(T)>(A[j].w, B[j], state[j] >> 2);
+            *reinterpret_cast<uint4*>(dst + (start - m)) = o;
+        } else if (state[j] == 1u) {
+            *reinterpret_cast<uint4*>(dst + (start - m)) = A[j].w;
+        } else if (start < count + m && start + (u32)V > m) {
+            // a partial word at either end of the output
 #pragma unroll 1
-                for (int e = 0; e < V; ++e) {
-                    const u32 pos = start + (u32)e;
-                    if (pos >= m && pos - m < count) {
-                        const u32 fe = pos - m, re = odml_div<u32>(fe, q0);
-                        const i64 so = odml_row_offset32<NDIM - 1>(p, re);
-                        int i = (int)(fe - re * W) - L;
-                        if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
-                        dst[fe] = so < 0 || i < 0 ? fv : src[so + i];
-                    }
+            for (int e = 0; e < V; ++e) {
+                const u32 pos = start + (u32)e;
+                if (pos >= m && pos - m < count) {
+                    const u32 fe = pos - m, re = odml_div<u32>(fe, q0);
+                    const i64 so = odml_row_offset32<NDIM - 1>(p, re);
+                    int i = (int)(fe - re * W) - L;
+                    if ((u32)i >= (u32)n) i = odml_map_outside(i, mode, n);
+                    dst[fe] = so < 0 || i < 0 ? fv : src[so + i];
                 }
             }
         }
@@ -523,7 +448,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
         if (so < 0) return fv;
         int i = c - L;
         if ((u32)i >= (u32)n) {
-            i = odml_map_outside32(i, mode, n);
+            i = odml_map_outside(i, mode, n);
             if (i < 0) return fv;
         }
         return srow[i];
@@ -591,15 +516,14 @@ template __global__ void move_pad<u32, 3, u32>(const u32*, u32*, const ODML_GRID
 template __global__ void move_pad<u8, 1, u32>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_pad<u16, 4, u64>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_pad<u64, 2, u32>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 4, 1, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 2, 1, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u8, 1, 4, 1, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u16, 4, 2, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u64, 2, 1, 1, 0>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 1, 8, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u8, 2, 1, 8, 4>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 1, 8, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u16, 2, 2, 4, 2>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u32, 3, 4, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u32, 3, 2, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u8, 1, 4, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u16, 4, 2, 1>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u64, 2, 1, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u32, 3, 1, 8>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u8, 2, 1, 8>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padw<u16, 2, 2, 4>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u32, 3, 2, 6, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u8, 2, 1, 8, 4>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u16, 4, 4, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);

@@ -414,32 +414,32 @@ typedef odml_i64 i64;
 #define ODML_MAP_WRAP 4
 #define ODML_MAP_CONSTANT 5
 
-__device__ __forceinline__ i64 odml_floor_mod(i64 a, i64 m) {
-    i64 r = a % m;
+template <typename N> __device__ __forceinline__ N odml_floor_mod(N a, N m) {
+    const N r = a % m;
     return r < 0 ? r + m : r;
 }
 
 // The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT.
 // Within one period of the border (every padding narrower than the input)
-// without a division.
-__device__ __forceinline__ i64 odml_map_outside(i64 i, i64 mode, i64 n) {
+// without a division. N: i64, or int where |i| < 2^31 and n < 2^30.
+template <typename N> __device__ __forceinline__ N odml_map_outside(N i, int mode, N n) {
     switch (mode) {
         case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
         case ODML_MAP_WRAP:
             if (i < 0 && i >= -n) return i + n;
-            if (i >= n && i < 2 * n) return i - n;
+            if (i >= n && i - n < n) return i - n;
             return odml_floor_mod(i, n);
         case ODML_MAP_SYMMETRIC: {
             if (i < 0 && i >= -n) return -1 - i;
-            if (i >= n && i < 2 * n) return 2 * n - 1 - i;
-            const i64 r = odml_floor_mod(i, 2 * n);
+            if (i >= n && i - n < n) return 2 * n - 1 - i;
+            const N r = odml_floor_mod(i, 2 * n);
             return r < n ? r : 2 * n - 1 - r;
         }
         case ODML_MAP_REFLECT: {
             if (n == 1) return 0;
             if (i < 0 && i > -n) return -i;
-            if (i >= n && i < 2 * n - 1) return 2 * (n - 1) - i;
-            const i64 r = odml_floor_mod(i, 2 * (n - 1));
+            if (i >= n && i - n < n - 1) return 2 * (n - 1) - i;
+            const N r = odml_floor_mod(i, 2 * (n - 1));
             return r < n ? r : 2 * (n - 1) - r;
         }
         default:
@@ -480,7 +480,7 @@ __device__ __forceinline__ void odml_offsets(const odml_move_params* __restrict_
         if (MAPS && q.map_mode) {
             s -= q.map_shift;
             if ((u64)s >= (u64)q.map_size) {
-                s = odml_map_outside(s, q.map_mode, q.map_size);
+                s = odml_map_outside(s, (int)q.map_mode, q.map_size);
                 if (s < 0) {
                     fill = true;
                     s = 0;
@@ -597,7 +597,7 @@ template <typename T, int N> struct odml_run {
 template <int MAPS> __device__ __forceinline__ i64 odml_src_coord(i64 c, const odml_move_dim& q) {
     if (MAPS && q.map_mode) {
         const i64 s = c - q.map_shift;
-        return (u64)s < (u64)q.map_size ? s : odml_map_outside(s, q.map_mode, q.map_size);
+        return (u64)s < (u64)q.map_size ? s : odml_map_outside(s, (int)q.map_mode, q.map_size);
     }
     return c;
 }

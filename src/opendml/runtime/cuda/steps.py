@@ -58,12 +58,11 @@ FUSE_PAD = "padr"
 #: (1, 8, 0) 0.167-0.196 (0.68-0.79).
 PAD_ROWS = (2, 1, 4)
 PADR_MIN_BYTES = 256
-#: move_padw's (words per thread, minimum resident blocks per multiprocessor
-#: (its register cap: __launch_bounds__(256, MINB)), flags: 2 a persistent
-#: grid of multiprocessors x MINB blocks, 4 shuffled source words). On an
-#: H100 (session 7) (1, 8, 0) ran 0.91-0.96 of copy; on an H200 (session 13,
-#: pad 1/3/5 of (16,64,256,256) float32) 0.68-0.81, every other setting slower.
-PAD_WORDS = (1, 8, 0)
+#: move_padw's (words per thread, minimum resident blocks per multiprocessor:
+#: its register cap, __launch_bounds__(256, MINB)). On an H100 (session 7)
+#: (1, 8) ran 0.91-0.96 of copy; on an H200 (session 13) 0.68-0.81, every
+#: other setting, shuffles and a persistent grid included, slower.
+PAD_WORDS = (1, 8)
 PAD_ROWS_MIN = 16
 #: Contiguous one-dimensional conversion or scale/bias passes: ``move_cvt``
 #: with this many V-element runs a thread (all loads first), where > 0; 0:
@@ -407,11 +406,9 @@ def _pad_step(plan: MovePlan, how: str, sms):
             return (f"move_padr<{_SCALAR[es]}, {nd}, {U}, {minb}, {flags}>", move_params(k),
                     (math.ceil(rows / (THREADS // 32)),), 0, k.src, k.dst)
         if how in ("padr", "words"):
-            U, minb, flags = PAD_WORDS
+            U, minb = PAD_WORDS
             blocks = math.ceil((k.count // (16 // es) + 2) / (THREADS * U))
-            if flags & 2 and sms:
-                blocks = min(blocks, sms * minb)
-            return f"move_padw<{_SCALAR[es]}, {nd}, {U}, {minb}, {flags}>", move_params(k), (blocks,), 0, k.src, k.dst
+            return f"move_padw<{_SCALAR[es]}, {nd}, {U}, {minb}>", move_params(k), (blocks,), 0, k.src, k.dst
     index = "u32" if rows + 8 < 2**31 else "u64"
     return (f"move_pad<{_SCALAR[es]}, {nd}, {index}>", move_params(k), (math.ceil(rows / (THREADS // 32)),), 0,
             k.src, k.dst)
