@@ -463,3 +463,42 @@ def test_relaunch_raises_naming_the_kernel():
     from opendml.runtime.cuda import launch as cl
     with pytest.raises(RuntimeError, match="launching a cached kernel"):
         cl.relaunch(0, 0, 1, 0, bytes(16), 0, 0, 0)
+
+
+def test_one_table_runs_every_pass_kind():
+    """The backend dispatches passes through one table with an entry per pass
+    kind of ``opendml.plan``; a lone Unfold, Fold or SliceScatter pass (and
+    an older plan wrapped by ``one_pass``) keeps its tuned launch, and the
+    index-driven passes are refused by name until CUDA kernels exist."""
+    from opendml import plan as pl
+    from opendml.ops import FoldOperatorDesc, SliceGradOperatorDesc, UnfoldOperatorDesc
+    from opendml.runtime.cuda import backend as cb, steps as cs
+    kinds = {v for v in vars(pl).values() if isinstance(v, type) and v.__module__ == pl.__name__
+             and dataclasses_fields(v) and ("dst" in dataclasses_fields(v))}
+    assert kinds == set(cs.PASS_STEPS), kinds ^ set(cs.PASS_STEPS)
+    f32 = dml.DataType.FLOAT32
+    descs = [UnfoldOperatorDesc(dml.TensorDesc(f32, [2, 3, 8, 8]), None, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+             FoldOperatorDesc(dml.TensorDesc(f32, [2, 27, 64]), dml.TensorDesc(f32, [2, 3, 8, 8]), [3, 3], [1, 1],
+                              [1, 1], [1, 1], [1, 1]),
+             SliceGradOperatorDesc(dml.TensorDesc(f32, [2, 3, 4]), dml.TensorDesc(f32, [2, 3, 9]), [0, 0, 1],
+                                   [2, 3, 8], [1, 1, 2])]
+    for desc in descs:
+        desc.validate(dml.FeatureLevel.FL_6_4)
+        legacy = desc.lower()
+        n_in = math.prod(desc.inputs[0].sizes)
+        want = ct.launch_spec(legacy, 256, n_in, 512)
+        (name, params, grid, smem, s, d), = cs.move_steps(cb.one_pass(legacy), [256], [n_in], [512])
+        assert (name, grid, smem, s, d) == (want[0], want[2], want[3], 0, 0)
+        assert bytes(params) == bytes(want[1])
+        assert cb.one_pass(legacy) is cb.one_pass(legacy)     # one wrapper per plan object: the cache's key
+    ix = pl.IndexAxis(index=1, index_offset=0, index_strides=(1,), stride=1, bound=4)
+    for kind in (pl.Gather, pl.Scatter):
+        move = pl.MovePlan((1, 6), (1,), (kind(0, 0, (4,), 0, (0,), 0, (1,), (ix,)),))
+        with pytest.raises(dml.UnsupportedError, match=f"GATHER: the CUDA backend does not run index-driven "
+                                                       f"passes \\({kind.__name__}\\)"):
+            cs.move_steps(move, [0, 0], [4, 4], [0], what="GATHER")
+
+
+def dataclasses_fields(cls):
+    import dataclasses
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
