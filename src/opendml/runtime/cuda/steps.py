@@ -21,6 +21,7 @@ contiguous one-dimensional conversions); fills through ``move_fill``.
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 
@@ -360,17 +361,6 @@ def _extra_dims(g: _Pass, X, Y, magic: bool) -> P.MoveParams:
     return q
 
 
-class _Slots:
-    """What a pass's launch depends on beside the pass: the program, the
-    slots' addresses and bound element counts, the plain-copy route, the
-    multiprocessor count and the operator's name."""
-    __slots__ = ("plan", "src_ptrs", "src_elements", "dst_ptrs", "via", "sms", "what")
-
-    def __init__(self, plan, src_ptrs, src_elements, dst_ptrs, via, sms, what):
-        self.plan, self.src_ptrs, self.src_elements, self.dst_ptrs = plan, src_ptrs, src_elements, dst_ptrs
-        self.via, self.sms, self.what = via, sms, what
-
-
 def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse=None, plain_via: str | None = None,
                sms: int | None = None, what: str = "the move program"):
     """Per kernel: (name, parameter block, grid, shared memory bytes, source
@@ -379,7 +369,9 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse=None, plai
     ``PASS_STEPS[type(pass)]``. ``plain_via`` overrides ``MOVE_PLAIN_VIA``;
     ``sms``: the device's multiprocessors, for kernels on a persistent grid
     (None: one block per work block)."""
-    slots = _Slots(plan, src_ptrs, src_elements, dst_ptrs, plain_via or MOVE_PLAIN_VIA, sms, what)
+    # what a pass's launch depends on beside the pass
+    slots = types.SimpleNamespace(plan=plan, src_ptrs=src_ptrs, src_elements=src_elements, dst_ptrs=dst_ptrs,
+                                  via=plain_via or MOVE_PLAIN_VIA, sms=sms, what=what)
     how = FUSE_PAD if fuse is None else fuse
     if how in ("padr", "words", "rows"):
         step = _pad_step(plan, how, sms)
@@ -414,7 +406,7 @@ def _pad_step(plan: MovePlan, how: str, sms):
             k.src, k.dst)
 
 
-def _plain_step(k: _Pass, slots: _Slots):
+def _plain_step(k: _Pass, slots):
     """The launch of a plain pass (same type both sides, no map, no
     scale/bias), or None where it goes through move_vec: ``move_wcopy``
     where ``word_plan`` widens it to 16-byte words in 3 dimensions and more,
@@ -457,7 +449,7 @@ def _plain_step(k: _Pass, slots: _Slots):
     return (*_copy_launch(cp, src_ptr, dst_ptr, src_n), k.src, k.dst) if copy else None
 
 
-def _pass_step(k: _Pass, slots: _Slots):
+def _pass_step(k: _Pass, slots):
     """The launch of a canonical kernel pass (a Copy's or a Fill's)."""
     count, nd = k.count, len(k.dims)
     des = DataType(k.dt).size
@@ -488,7 +480,7 @@ def _pass_step(k: _Pass, slots: _Slots):
     return name, move_params(k), (math.ceil(count / (THREADS * V)),), 0, k.src, k.dst
 
 
-def _index_step(q, slots: _Slots):
+def _index_step(q, slots):
     raise UnsupportedError(f"{slots.what}: the CUDA backend does not run index-driven passes "
                            f"({type(q).__name__}) yet; run it on the CPU")
 

@@ -1,23 +1,14 @@
-"""The tuned launches of single-purpose passes: SLICE/SLICE1's strided copy
-widened to 16-byte words, UNFOLD, FOLD and SLICE_GRAD.
-
-Each ``*_launch`` function gives (kernel name, parameter block, grid, dynamic
-shared memory bytes) for one pass, kernels from ``kernels.cu``:
-
-* plain copy (``CopyPlan``): ``strided_copy`` (widened to 16-byte words where
-  layouts and pointers allow: ``word_plan``);
-* ``UnfoldPlan``: ``unfold_tile`` (staged boxes), ``unfold1d_tile`` (framing
-  transpose) or ``unfold_gather``;
-* ``FoldPlan``: ``fold1d_tile`` for 1-D folds with a stride of 32 or more
-  (overlap-add: columns staged in shared memory per window stride, sums in
-  registers), else ``fold_gather`` (a warp sums 32*V neighbouring image
-  positions of a line, loads coalesced along the columns);
-* ``ScatterPlan``: ``scatter`` (every output word written once, 16-byte words
-  where the innermost dimension is contiguous on both sides).
-
-No kernel uses atomics; FOLD sums each image element's contributions in
-increasing window order, as the CPU does. ``runtime/cpu/cuda_spec.c`` mirrors
-these choices for the C new-shape route (``launch_spec``).
+"""The tuned launches of single-purpose passes, kernels from ``kernels.cu``:
+each ``*_launch`` gives (kernel name, parameter block, grid, dynamic shared
+memory bytes). A plain copy (``CopyPlan``): ``strided_copy``, widened to
+16-byte words where layouts and pointers allow (``word_plan``). UNFOLD:
+``unfold_tile`` (staged boxes), ``unfold1d_tile`` (framing transpose) or
+``unfold_gather``. FOLD: ``fold1d_tile`` for 1-D folds with a stride of 32 or
+more (overlap-add in shared memory), else ``fold_gather`` (a warp sums 32*V
+neighbouring image positions); no atomics, each image element's
+contributions summed in increasing window order, as on the CPU. SLICE_GRAD:
+``scatter`` (every output word written once). ``runtime/cpu/cuda_spec.c``
+mirrors these choices for the C new-shape route (``launch_spec``).
 """
 from __future__ import annotations
 
