@@ -56,29 +56,29 @@ def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple
     """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix,
     each ``(row, column, sizes, steps)`` with steps in matrix units
     (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or
-    ``(1, 1)`` from row to row): one run per diagonal, or, where fewer, the
-    rows' contiguous runs, consecutive rows of one length whose start moves
-    by 0 or 1 column merged into one two-dimensional run (the band's
-    parallelogram, the full-width rectangle). Ties go to the row runs
-    (contiguous memory)."""
+    ``(1, 1)`` from row to row): one run per diagonal, or, where fewer
+    (ties too: contiguous memory), the rows' runs: each row the band clips
+    on one side alone is its own run (its length changes from row to row);
+    the rows it crosses whole are one parallelogram, the rows it clips on
+    both sides one full-width rectangle. Counted before any run is made:
+    the cost follows the runs made, not the matrix' height."""
     lo, hi = max(lo, 1 - h), min(hi, w)
     if lo >= hi:
         return []
-    groups: list[list[int]] = []                      # [row, column, rows, length, column step]
-    for y in range(h):
-        x0, x1 = max(0, y + lo), min(w, y + hi)
-        if x0 >= x1:
-            continue
-        g = groups[-1] if groups else None
-        if g and g[0] + g[2] == y and g[3] == x1 - x0 and (x0 - g[1] in (0, 1) if g[2] == 1 else
-                                                           x0 == g[1] + g[2] * g[4]):
-            g[4], g[2] = x0 - g[1] if g[2] == 1 else g[4], g[2] + 1
-        else:
-            groups.append([y, x0, 1, x1 - x0, 0])
-            if len(groups) > hi - lo:
-                return [(max(0, -k), max(0, k), (min(h - max(0, -k), w - max(0, k)),), ((1, 1),))
-                        for k in range(lo, hi)]
-    return [(y, x, (n, m), ((1, dx), (0, 1))) if n > 1 else (y, x, (m,), ((0, 1),)) for y, x, n, m, dx in groups]
+    ys, ye = max(0, 1 - hi), min(h, w - lo)           # the rows the band reaches
+    left, right = -lo, w - hi + 1                     # y < left: clipped on the left; y >= right: on the right
+    one_side = (range(ys, min(left, right, ye)), range(max(ys, left, right), ye))
+    whole = range(max(ys, left), min(right, ye))      # neither side clipped
+    full = range(max(ys, right), min(left, ye))       # both sides clipped
+    if sum(map(len, one_side)) + (len(whole) > 0) + (len(full) > 0) > hi - lo:
+        return [(max(0, -k), max(0, k), (min(h - max(0, -k), w - max(0, k)),), ((1, 1),)) for k in range(lo, hi)]
+    runs = [(y, max(0, y + lo), (min(w, y + hi) - max(0, y + lo),), ((0, 1),)) for r in one_side for y in r]
+    for rows, x, m, step in ((whole, whole.start + lo, hi - lo, 1), (full, 0, w, 0)):
+        if len(rows) == 1:
+            runs.append((rows.start, x, (m,), ((0, 1),)))
+        elif rows:
+            runs.append((rows.start, x, (len(rows), m), ((1, step), (0, 1))))
+    return runs
 
 
 class _DiagonalRules(MoveOperatorDesc):
