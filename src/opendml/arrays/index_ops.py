@@ -52,6 +52,7 @@ from ..plan import Copy, Fill, Gather, Scatter
 from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
                    ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc, ScatterNdOperatorDesc)
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
+from ..runtime import calls as _calls
 from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES, _listeners as _config_listeners
 from ..runtime.cpu import numpy_kernels
@@ -230,6 +231,14 @@ if _call is not _miss:
 _blocks_set = False
 
 
+def _generation() -> int:
+    """The C cache's generation, read before the call reads any setting: a
+    ``configure()`` since then makes ``_index.put`` refuse the record (the
+    settings' first read empties the caches: it happens first)."""
+    _calls.generation()
+    return _index.generation()
+
+
 def _pass_params(plan, p, checked: bool):
     """``(source slot or -1, checked, parameter bytes)`` of one pass for
     ``_index``'s kernel (as ``CpuBackend._index_pass`` packs a Gather or a
@@ -334,7 +343,7 @@ def _run(name: str, make, arrays, shape, fields=None, ccall=None):
     ``make`` reads besides the arrays' dtypes and shapes) lets the NumPy
     route serve a repeated call's description and plan from the family's
     cache."""
-    since = _index.generation() if ccall is not None and _call is not _miss else None   # before any setting
+    since = _generation() if ccall is not None and _call is not _miss else None     # before any setting is read
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     key = None if fields is None else family_cache.call_key(name, *fields)
     call = family.FamilyCall(name, make, key=key)

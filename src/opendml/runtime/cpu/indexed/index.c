@@ -261,8 +261,14 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
         const WT* sp = (const WT*)src + s;                                                        \
         WT* dp = (WT*)dst + d;                                                                    \
         const int64_t back = sstep - stride[0], fwd = sstep + stride[0];                          \
-        for (int64_t i = 0; i < len; i++) dp[i * dstep] = sp[i * back + (len - 1) * stride[0]];    \
-        for (int64_t i = len; i < n; i++) dp[i * dstep] = sp[i * fwd];                            \
+        if (dstep == 1 && back == -1 && fwd == 1) {           /* packed rows: loops that vectorise */ \
+            const WT* end = sp + len - 1;                                                         \
+            for (int64_t i = 0; i < len; i++) dp[i] = end[-i];                                    \
+            memcpy(dp + len, sp + len, (size_t)(n - len) * sizeof(WT));                           \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < len; i++) dp[i * dstep] = sp[i * back + (len - 1) * stride[0]]; \
+            for (int64_t i = len; i < n; i++) dp[i * dstep] = sp[i * fwd];                        \
+        }                                                                                         \
     }
 
 typedef struct {
