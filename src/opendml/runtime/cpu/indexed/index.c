@@ -231,7 +231,12 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
     }
 
 /* Every dimension outer, mode-0 index axes of one type that clamp (no skip),
- * plain copies: each innermost row in one typed loop. The reach was checked. */
+ * plain copies: each innermost row in one typed loop. The reach was checked.
+ * pf: the indexed reach is larger than the caches keep (random addresses),
+ * so the element PREFETCH_E positions ahead is prefetched (its loads then
+ * overlap: 1.5x on a 4 MiB table here). */
+#define PREFETCH_E 16
+#define PREFETCH_REACH ((int64_t)1 << 18)
 #define ELEMENT_ROW(IT, WT)                                                                       \
     for (int64_t i = 0; i < n; i++) {                                                             \
         int64_t off = 0;                                                                          \
@@ -246,11 +251,43 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
 #define ELEMENT_ROW1(IT, WT)                                                                      \
     for (int64_t i = 0; i < n; i++) {                                                             \
         int64_t c;                                                                                \
+        if (pf && i + PREFETCH_E < n) {                                                           \
+            int64_t f, ignored = 0;                                                               \
+            CLAMP(IT, ((const IT*)idx[0])[io[0] + (i + PREFETCH_E) * istep[0]], bound[0], f, ignored) \
+            (void)ignored;                                                                        \
+            if (gather) PREFETCH_LINE((const WT*)src + s + (i + PREFETCH_E) * sstep + f * stride[0]); \
+            else PREFETCH_LINE((WT*)dst + d + (i + PREFETCH_E) * dstep + f * stride[0]);          \
+        }                                                                                         \
         CLAMP(IT, ((const IT*)idx[0])[io[0] + i * istep[0]], bound[0], c, out)                    \
         if (gather) ((WT*)dst)[d + i * dstep] = ((const WT*)src)[s + i * sstep + c * stride[0]];  \
         else ((WT*)dst)[d + i * dstep + c * stride[0]] = ((const WT*)src)[s + i * sstep];         \
     }
-#define ELEMENT_ROWS(IT, ES) if (na == 1) { BY_WORD(ES, ELEMENT_ROW1, IT) } else { BY_WORD(ES, ELEMENT_ROW, IT) }
+#define ELEMENT_ROW2(IT, WT)                                                                      \
+    {                                                                                             \
+        const IT *i0 = (const IT*)idx[0] + io[0], *i1 = (const IT*)idx[1] + io[1];                 \
+        const int64_t t0 = istep[0], t1 = istep[1], b0 = bound[0], b1 = bound[1];                 \
+        const int64_t m0 = stride[0], m1 = stride[1];                                             \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            int64_t c0, c1;                                                                       \
+            if (pf && i + PREFETCH_E < n) {                                                       \
+                int64_t f0, f1, ignored = 0;                                                      \
+                CLAMP(IT, i0[(i + PREFETCH_E) * t0], b0, f0, ignored)                             \
+                CLAMP(IT, i1[(i + PREFETCH_E) * t1], b1, f1, ignored)                             \
+                (void)ignored;                                                                    \
+                if (gather) PREFETCH_LINE((const WT*)src + s + (i + PREFETCH_E) * sstep + f0 * m0 + f1 * m1); \
+                else PREFETCH_LINE((WT*)dst + d + (i + PREFETCH_E) * dstep + f0 * m0 + f1 * m1);  \
+            }                                                                                     \
+            CLAMP(IT, i0[i * t0], b0, c0, out)                                                    \
+            CLAMP(IT, i1[i * t1], b1, c1, out)                                                    \
+            const int64_t off = c0 * m0 + c1 * m1;                                                \
+            if (gather) ((WT*)dst)[d + i * dstep] = ((const WT*)src)[s + i * sstep + off];        \
+            else ((WT*)dst)[d + i * dstep + off] = ((const WT*)src)[s + i * sstep];               \
+        }                                                                                         \
+    }
+#define ELEMENT_ROWS(IT, ES)                                                                      \
+    if (na == 1) { BY_WORD(ES, ELEMENT_ROW1, IT) }                                                \
+    else if (na == 2) { BY_WORD(ES, ELEMENT_ROW2, IT) }                                           \
+    else { BY_WORD(ES, ELEMENT_ROW, IT) }
 
 /* REVERSE_SUBSEQUENCES along the innermost dimension (one length per row). */
 #define REVERSE_ROW(IT, WT)                                                                       \
@@ -294,6 +331,9 @@ static void run_elements(const idx_params* pp, const char* src, char* dst, const
         if (mode[a] != 0 || skip[a] || type[a] != type[0]) typed = 0;
     }
     if (na == 1 && mode[0] == 1 && axis[0] == last && istep[0] == 0) reverse_rows = 1;
+    int64_t far = 0;
+    for (int64_t a = 0; a < na; a++) far += (bound[a] - 1) * (stride[a] < 0 ? -stride[a] : stride[a]) * es;
+    const int pf = far >= PREFETCH_REACH;
     int out = 0;
     int64_t pos[IDX_MAX_RANK] = {0};
     int64_t s = pp->src_offset, d = pp->dst_offset;
