@@ -28,6 +28,12 @@ DirectML does: neither checks.
 Scatters with repeated indices keep the last update in row-major order of
 the indices, on every backend.
 
+Repeated NumPy calls are served by the compiled kernels' call cache for
+these functions (``_index.call``, runtime/cpu/indexed/index.c; see "The C
+call cache" below), where the index check is done by the kernel as it reads
+each index; a bad index there sends the call to the route, which raises the
+same error.
+
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
 data inputs; the adjoints are index-driven move programs of their own
@@ -218,7 +224,7 @@ def _like(a, x, where: str):
 
 (_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND, _ONE_HOT, _REVERSE) = range(7)
 _CHECKED = frozenset((_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND))
-_EXECUTE = family.execute
+_EXECUTE = family._EXECUTE
 
 
 def _miss(*args):
