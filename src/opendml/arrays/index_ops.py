@@ -209,7 +209,7 @@ def _like(a, x, where: str):
 
 
 # -- The C call cache ------------------------------------------------------------------------------------
-#
+
 # A repeated call on NumPy arrays (same function, dtypes, shapes, byte strides
 # and exact int/None arguments) is served by ``_index.call`` (the compiled
 # kernels' call cache, runtime/cpu/indexed/index.c) before any Python runs:

@@ -692,7 +692,11 @@ static PyObject* new_output(const ientry* e, PyObject* descr) {
             PyObject* block = PyObject_CallFunction(block_type, "L", (long long)e->out_bytes);
             if (!block) { Py_DECREF(descr); return NULL; }
             Py_buffer view;
-            if (PyObject_GetBuffer(block, &view, PyBUF_WRITABLE) < 0) { Py_DECREF(block); Py_DECREF(descr); return NULL; }
+            if (PyObject_GetBuffer(block, &view, PyBUF_WRITABLE) < 0) {
+                Py_DECREF(block);
+                Py_DECREF(descr);
+                return NULL;
+            }
             void* mem = view.buf;
             PyBuffer_Release(&view);
             PyObject* out = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr*)descr, (int)e->ndim, dims, NULL, mem,
