@@ -310,24 +310,28 @@ def _reads_all(plan, passes, arrays, checked: bool) -> bool:
     return True
 
 
-def _record(ccall, call, arrays, shape, out, since) -> None:
-    """Record the call the route just ran (``ccall``: ``_index.call``'s
-    arguments; ``call`` its FamilyCall; ``arrays`` the route's NumPy inputs,
-    views of ``ccall``'s arrays) in the C call cache, where its passes all
-    run on ``_index``'s kernel and every input is read where it lies."""
+def _record(ccall, call, arrays, shape, since):
+    """The route of a call on NumPy arrays that the C call cache can hold
+    (``ccall``: ``_index.call``'s arguments; ``call`` its FamilyCall;
+    ``arrays`` the route's inputs, views of ``ccall``'s arrays; ``shape``
+    the result's): validated
+    and lowered as ``family.run_numpy`` does (the same errors), its passes
+    recorded in the C call cache, then run from there. None where the cache
+    cannot hold it (the family's route then runs it)."""
     global _blocks_set
-    backend = get_backend("cpu")
-    if backend._native is None or backend.kernels != "compiled" or not backend.config.call_cache or \
-            "prepare" in backend.__dict__ or family.execute is not _EXECUTE or type(out) is not np.ndarray:
-        return
-    if not _blocks_set:
-        _index.setup(backend._native.Block, backend._native.cache_limit, CACHE_MIN_BYTES)
-        _blocks_set = True
     given = ccall[2:2 + len(arrays)]
     if type(ccall[1]) is not bool or any(f is not None and type(f) is not int for f in ccall[2 + len(arrays):]) or \
             any(type(a) is not np.ndarray or type(g) is not np.ndarray or a.ctypes.data != g.ctypes.data or
                 not g.flags.aligned or not g.dtype.isnative for a, g in zip(arrays, given)):
-        return                             # what _index.call would not key
+        return None                        # what _index.call would not key
+    backend = get_backend("cpu")
+    if backend._native is None or backend.kernels != "compiled" or not backend.config.call_cache or \
+            "prepare" in backend.__dict__ or family.execute is not _EXECUTE:
+        return None
+    if not _blocks_set:
+        _index.setup(backend._native.Block, backend._native.cache_limit, CACHE_MIN_BYTES)
+        _blocks_set = True
+    arrays = [family._array(x, call.name) for x in arrays]
     desc = call.describe([logical_desc(a.dtype, a.shape) for a in arrays])
     prepared = [family._prepared(a) for a in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
@@ -337,11 +341,15 @@ def _record(ccall, call, arrays, shape, out, since) -> None:
     for p in passes:
         got = _pass_params(plan, p, checked and type(p) in (Gather, Scatter))
         if got is None:
-            return
+            return None
         params.append(got)
+    dtype = desc.outputs[0].data_type.numpy_dtype
     origins = tuple(g.ctypes.data - src.ctypes.data for g, (_, _, src) in zip(given, prepared))
-    _index.put(ccall, since, out.dtype, tuple(out.shape), out.nbytes >= CACHE_MIN_BYTES, origins,
-               _reads_all(plan, passes, arrays, checked), tuple(params))
+    if not _index.put(ccall, since, dtype, tuple(shape), math.prod(shape) * dtype.itemsize >= CACHE_MIN_BYTES,
+                      origins, _reads_all(plan, passes, arrays, checked), tuple(params)):
+        return None
+    got = _call(*ccall)
+    return got if type(got) is np.ndarray else None
 
 
 def _run(name: str, make, arrays, shape, fields=None, ccall=None):
@@ -349,15 +357,16 @@ def _run(name: str, make, arrays, shape, fields=None, ccall=None):
     ``make`` reads besides the arrays' dtypes and shapes) lets the NumPy
     route serve a repeated call's description and plan from the family's
     cache."""
-    since = _generation() if ccall is not None and _call is not _miss else None     # before any setting is read
+    since = _generation() if ccall is not None and _call is not _miss and type(ccall[2]) is np.ndarray else None
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     key = None if fields is None else family_cache.call_key(name, *fields)
     call = family.FamilyCall(name, make, key=key)
-    out = family.run_list(call, arrays)[0]
-    out = out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
     if since is not None:
-        _record(ccall, call, arrays, shape, out, since)
-    return out
+        out = _record(ccall, call, arrays, shape, since)
+        if out is not None:
+            return out
+    out = family.run_list(call, arrays)[0]
+    return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
 
 
 def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None, *,
