@@ -313,7 +313,9 @@ def _reads_all(plan, passes, arrays, checked: bool) -> bool:
 def _record(ccall, call, arrays, shape, since):
     """The route of a call on NumPy arrays that the C call cache can hold
     (``ccall``: ``_index.call``'s arguments; ``call`` its FamilyCall;
-    ``arrays`` the route's inputs, views of ``ccall``'s arrays; ``shape``
+    ``arrays`` the route's inputs, views of ``ccall``'s arrays (reshaped,
+    never copied: ``_index.put`` checks each one's element 0 against its own
+    reading of ``ccall``'s array); ``shape``
     the result's): validated
     and lowered as ``family.run_numpy`` does (the same errors), its passes
     recorded in the C call cache, then run from there. None where the cache
@@ -321,8 +323,8 @@ def _record(ccall, call, arrays, shape, since):
     global _blocks_set
     given = ccall[2:2 + len(arrays)]
     if type(ccall[1]) is not bool or any(f is not None and type(f) is not int for f in ccall[2 + len(arrays):]) or \
-            any(type(a) is not np.ndarray or type(g) is not np.ndarray or a.ctypes.data != g.ctypes.data or
-                not g.flags.aligned or not g.dtype.isnative for a, g in zip(arrays, given)):
+            any(type(a) is not np.ndarray or type(g) is not np.ndarray or not g.flags.aligned or
+                not g.dtype.isnative for a, g in zip(arrays, given)):
         return None                        # what _index.call would not key
     backend = get_backend("cpu")
     if backend._native is None or backend.kernels != "compiled" or not backend.config.call_cache or \
@@ -344,7 +346,7 @@ def _record(ccall, call, arrays, shape, since):
             return None
         params.append(got)
     dtype = desc.outputs[0].data_type.numpy_dtype
-    origins = tuple(g.ctypes.data - src.ctypes.data for g, (_, _, src) in zip(given, prepared))
+    origins = tuple(origin * a.itemsize for a, (_, (_, origin), _) in zip(arrays, prepared))
     if not _index.put(ccall, since, dtype, tuple(shape), math.prod(shape) * dtype.itemsize >= CACHE_MIN_BYTES,
                       origins, _reads_all(plan, passes, arrays, checked), tuple(params)):
         return None
