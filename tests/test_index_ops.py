@@ -429,6 +429,60 @@ def test_c_call_cache_follows_the_settings_and_a_spy():
     assert seen == ["GATHER"] * 3 and _cache_hits() == hits
 
 
+def test_c_call_cache_refuses_malformed_records_and_arguments():
+    """``_index.put`` keeps nothing it cannot run safely (parameters of the
+    wrong size, index slots past the inputs, a wrong origin, a stale
+    generation) and ``_index.call`` answers None for what it does not key."""
+    from opendml.arrays import index_ops
+    from opendml.runtime.cpu.backend import IndexParams
+    if index_ops._call is index_ops._miss:
+        pytest.skip("the compiled kernels are not installed")
+    ix = index_ops._index
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ids = np.array([1, 2], np.int64)
+    args = (index_ops._GATHER, True, x, ids, 0, None)
+    good = IndexParams(kind=0, element_size=4, data_type=1, rank=2, outer=1, naxes=1)
+    good.sizes[:2] = (2, 4)
+    good.src_strides[:2] = (0, 1)
+    good.dst_strides[:2] = (4, 1)
+    ax = good.axes[0]
+    ax.slot, ax.type, ax.offset, ax.stride, ax.bound = 1, 11, 0, 4, 3
+    ax.strides[:2] = (1, 0)
+    bad_slot = IndexParams.from_buffer_copy(bytes(good))
+    bad_slot.axes[0].slot = 2
+    bad_bound = IndexParams.from_buffer_copy(bytes(good))
+    bad_bound.axes[0].bound = 0
+    since = ix.generation()
+    for passes, origins, gen in [(((0, True, b"short"),), (0, 0), since), (((0, True, bytes(bad_slot)),), (0, 0), since),
+                                 (((0, True, bytes(bad_bound)),), (0, 0), since),
+                                 (((5, True, bytes(good)),), (0, 0), since), (((0, True, bytes(good)),), (4, 0), since),
+                                 (((0, True, bytes(good)),), (0, 0), since + 1)]:
+        assert ix.put(args, gen, x.dtype, (2, 4), False, origins, True, passes) is False
+        assert ix.call(*args) is None
+    assert ix.put(args, since, x.dtype, (2, 4), False, (0, 0), True, ((0, True, bytes(good)),)) is True
+    same(ix.call(*args), x[[1, 2]])
+    for other in [(index_ops._GATHER, 1, x, ids, 0, None), (index_ops._GATHER, True, x, ids, np.int64(0), None),
+                  (index_ops._GATHER, True, x, ids.astype(">i8"), 0, None), (99, True, x, ids, 0, None),
+                  (index_ops._GATHER, True, x, list(ids), 0, None), (index_ops._GATHER, True, x),
+                  (index_ops._GATHER, True, x, ids, 2 ** 70, None)]:
+        assert ix.call(*other) is None
+    dml.configure()                                   # any configure() empties it
+    assert ix.call(*args) is None
+
+
+def test_cached_calls_from_threads():
+    from .conftest import run_in_threads
+    xs = [np.arange(40, dtype=np.float32).reshape(5, 8) + k for k in range(4)]
+
+    def work(k):
+        for j in range(300):
+            ids = np.array([(j + k) % 5, (j * 3) % 5], np.int64)
+            same(dml.gather(xs[k], ids, 0), ref.gather(xs[k], ids, 0))
+            tup = np.array([[j % 5, (j + k) % 8]], np.int32)
+            same(dml.gather_nd(xs[k], tup), ref.gather_nd(xs[k], tup))
+    run_in_threads(work)
+
+
 # -- hostile indices ----------------------------------------------------------------------------------------
 
 EXTREMES = [-2 ** 63, -2 ** 63 + 1, -2 ** 31, -2 ** 31 + 1, -7, -6, -5, -4, -1, 0, 1, 4, 5, 6, 2 ** 31 - 1,
