@@ -321,16 +321,16 @@ static void run_elements(const idx_params* pp, const char* src, char* dst, const
     const int64_t r = pp->rank, last = r - 1, na = pp->naxes, es = pp->element_size;
     const int gather = pp->kind == 0;
     const int64_t n = pp->sizes[last], sstep = pp->src_strides[last], dstep = pp->dst_strides[last];
-    int64_t type[IDX_MAX_AXES], stride[IDX_MAX_AXES], bound[IDX_MAX_AXES], mode[IDX_MAX_AXES], skip[IDX_MAX_AXES];
-    int64_t axis[IDX_MAX_AXES], istep[IDX_MAX_AXES], io[IDX_MAX_AXES];
-    int typed = 1, reverse_rows = 0;         /* typed: one index type, mode 0, clamping */
+    int64_t stride[IDX_MAX_AXES], bound[IDX_MAX_AXES], axis[IDX_MAX_AXES], istep[IDX_MAX_AXES], io[IDX_MAX_AXES];
+    const int64_t type = na ? pp->axes[0].type : 0;
+    int typed = na > 0;                      /* one index type, mode 0, clamping */
     for (int64_t a = 0; a < na; a++) {
         const idx_axis* ax = &pp->axes[a];
-        type[a] = ax->type; stride[a] = ax->stride; bound[a] = ax->bound; mode[a] = ax->mode;
-        skip[a] = ax->out_of_range; axis[a] = ax->axis; istep[a] = ax->strides[last]; io[a] = ax->offset;
-        if (mode[a] != 0 || skip[a] || type[a] != type[0]) typed = 0;
+        stride[a] = ax->stride; bound[a] = ax->bound; axis[a] = ax->axis; istep[a] = ax->strides[last];
+        io[a] = ax->offset;
+        if (ax->mode != 0 || ax->out_of_range || ax->type != type) typed = 0;
     }
-    if (na == 1 && mode[0] == 1 && axis[0] == last && istep[0] == 0) reverse_rows = 1;
+    const int reverse_rows = na == 1 && pp->axes[0].mode == 1 && axis[0] == last && istep[0] == 0;
     int64_t far = 0;
     for (int64_t a = 0; a < na; a++) far += (bound[a] - 1) * (stride[a] < 0 ? -stride[a] : stride[a]) * es;
     const int pf = far >= PREFETCH_REACH;
@@ -338,38 +338,18 @@ static void run_elements(const idx_params* pp, const char* src, char* dst, const
     int64_t pos[IDX_MAX_RANK] = {0};
     int64_t s = pp->src_offset, d = pp->dst_offset;
     do {
-        if (typed && na > 0) {
-            BY_INDEX_TYPE(type[0], ELEMENT_ROWS, es)
+        if (typed) {
+            BY_INDEX_TYPE(type, ELEMENT_ROWS, es)
         } else if (reverse_rows) {
 #define REVERSE_WORDS(IT, ES) BY_WORD(ES, REVERSE_ROW, IT)
-            BY_INDEX_TYPE(type[0], REVERSE_WORDS, es)
+            BY_INDEX_TYPE(type, REVERSE_WORDS, es)
         } else for (int64_t i = 0; i < n; i++) {
             int64_t off = 0;
             int keep = 1;
-            for (int64_t a = 0; a < na; a++) {
-                const int64_t at = io[a] + i * istep[a], b = bound[a];
-                int64_t c;
-                if (mode[a] == 1) {
-                    int64_t len;
-                    switch (type[a]) {
-                    case T_I32: { int64_t v = ((const int32_t*)idx[a])[at]; len = v < 0 ? 0 : (v > b ? b : v); break; }
-                    case T_I64: { int64_t v = ((const int64_t*)idx[a])[at]; len = v < 0 ? 0 : (v > b ? b : v); break; }
-                    case T_U32: { uint64_t v = ((const uint32_t*)idx[a])[at]; len = v > (uint64_t)b ? b : (int64_t)v; break; }
-                    default: { uint64_t v = ((const uint64_t*)idx[a])[at]; len = v > (uint64_t)b ? b : (int64_t)v; break; }
-                    }
-                    const int64_t e = axis[a] == last ? i : pos[axis[a]];
-                    c = e < len ? len - 1 - e : e;
-                } else {
-                    int outside = 0;
-                    switch (type[a]) {
-                    case T_I32: CLAMP(int32_t, ((const int32_t*)idx[a])[at], b, c, outside) break;
-                    case T_I64: CLAMP(int64_t, ((const int64_t*)idx[a])[at], b, c, outside) break;
-                    case T_U32: CLAMP(uint32_t, ((const uint32_t*)idx[a])[at], b, c, outside) break;
-                    default: CLAMP(uint64_t, ((const uint64_t*)idx[a])[at], b, c, outside) break;
-                    }
-                    out |= outside;
-                    if (outside && skip[a]) { keep = 0; break; }
-                }
+            for (int64_t a = 0; a < na && keep; a++) {
+                int64_t c = 0;
+                keep = coordinate(&pp->axes[a], idx[a], io[a] + i * istep[a], axis[a] == last ? i : pos[axis[a]], &c,
+                                  &out);
                 off += c * stride[a];
             }
             if (!keep) continue;
