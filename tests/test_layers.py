@@ -98,8 +98,6 @@ def test_imports_point_down(module):
 #: Import cycles known today, each with why it is there; the test below fails
 #: on any other cycle, and on one of these once it is gone (drop it here then).
 KNOWN_CYCLES = {
-    frozenset({"opendml.runtime", "opendml.runtime.cuda", "opendml.runtime.cuda.backend"}):
-        "get_backend imports the CUDA backend lazily; the CUDA backend calls get_backend lazily",
     frozenset({"opendml.arrays.family", "opendml.arrays.family_dask", "opendml.arrays.family_jax",
                "opendml.arrays.family_torch", "opendml.arrays.family_torch_op"}):
         "family.py loads the framework modules by name (importlib) and they use its engine (run_numpy, execute, "
