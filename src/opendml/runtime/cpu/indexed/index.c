@@ -19,6 +19,12 @@
  * repeat, the last write wins (or, accumulating, the additions happen in
  * that order: float16 adds in float32 and rounds each sum, as NumPy does;
  * integers wrap), so the result is the same bytes on every run.
+ *
+ * Every pass also reports whether a (clamping or skipping) index value lay
+ * outside its dimension: the array API's index check, fused into the read.
+ * A pass without index axes is a plain copy or fill (the Copy passes of the
+ * scatters and ONE_HOT, as the call cache at the end of this file keeps
+ * them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
