@@ -100,7 +100,7 @@ def test_imports_point_down(module):
 KNOWN_CYCLES = {
     frozenset({"opendml.runtime", "opendml.runtime.cuda", "opendml.runtime.cuda.backend"}):
         "get_backend imports the CUDA backend lazily; the CUDA backend calls get_backend lazily",
-    frozenset({"opendml.arrays.family", "opendml.arrays.family_dask", "opendml.arrays.family_jax",
+    frozenset({"opendml.arrays.family", "opendml.arrays.dask_adapter", "opendml.arrays.jax_adapter",
                "opendml.arrays.family_torch", "opendml.arrays.family_torch_op"}):
         "family.py loads the framework modules by name (importlib) and they use its engine (run_numpy, execute, "
         "adjoint, fixed): the engine has yet to move below the front",

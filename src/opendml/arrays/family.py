@@ -3,8 +3,8 @@
 NumPy, CuPy, PyTorch, JAX and Dask arrays, each a thin function building a
 ``FamilyCall`` (the inputs' descriptions -> the operator's description,
 ``opendml.ops``). NumPy arrays run the move program on the CPU backend here;
-the other frameworks' modules (``family_torch``, ``family_cupy``,
-``family_jax``, ``family_dask``; ``family_cuda`` for CUDA memory) run the
+the frameworks' adapters (``family_torch``, ``cupy_adapter``,
+``jax_adapter``, ``dask_adapter``; ``cuda`` for CUDA memory) run the
 same call and read what they need of the operator (adjoint, linear part,
 chunking) from its description: no branch per operator there. Inputs are
 read where they lie (any strides, negative ones included); results are new
@@ -161,7 +161,7 @@ class FamilyCall:
     framework: ``name`` (the function's, for messages), ``make`` (the
     inputs' logical ``TensorDesc``s -> the operator's description) and
     ``multi`` (the function returns a list: SPLIT). The framework modules
-    (``family_torch``, ``family_jax``, ``family_dask``) run it; what they
+    (``family_torch``, ``jax_adapter``, ``dask_adapter``) run it; what they
     need of the operator (its adjoint, its linear part, its chunking) the
     description declares (``opendml.ops._spec``). ``key`` (optional): the
     function and its arguments frozen (``family_cache.call_key``), which
@@ -208,7 +208,7 @@ def _many_out(desc) -> bool:
 
 
 #: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's module that runs the family on it.
-_MODULES = {"torch": "family_torch", "cupy": "family_cupy", "jax": "family_jax", "dask.array": "family_dask"}
+_MODULES = {"torch": "family_torch", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
 _BY_TYPE: dict = {}
 
 
@@ -252,7 +252,7 @@ def run_list(call: FamilyCall, arrays) -> list:
     fw = _one_framework(call.name, arrays, len(arrays) > 1)
     if fw is None:
         return run_numpy(call, arrays)
-    return fw.run(call, arrays)
+    return fw.run_move(call, arrays)
 
 
 def run_numpy(call: FamilyCall, arrays) -> list:

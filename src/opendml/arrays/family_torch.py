@@ -27,7 +27,7 @@ description's own rules and messages), then takes one of two routes:
 
 ``torch.compile`` and other tracers: the family is one custom operator,
 ``opendml::move(Tensor[] inputs, str desc) -> Tensor[]`` (``desc`` the
-operator's JSON form; ``family_torch_op``), which ``run`` calls whenever
+operator's JSON form; ``family_torch_op``), which ``run_move`` calls whenever
 something traces it (Dynamo compiling, a dispatch mode such as fake tensors,
 ``make_fx`` or functionalization, or a tensor subclass): its fake
 implementation gives the outputs' sizes, its backward is the declared
@@ -47,7 +47,7 @@ from ..runtime import calls as _calls
 from .family_torch_op import _cuda, _torch_dtype, adjoint_with, call_move, constant_inputs, kernel
 from .torch_adapter import numpy_dtype
 
-__all__ = ["run"]
+__all__ = ["run_move"]
 
 _is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _dispatch_modes = torch._C._len_torch_dispatch_stack
@@ -71,7 +71,7 @@ def _traced(arrays) -> bool:
     return torch.compiler.is_compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
 
 
-def run(call, arrays) -> list:
+def run_move(call, arrays) -> list:
     # the C call cache's generation, read before any setting (a CUDA call is recorded there)
     since = _calls.generation() if call.ccall is not None and arrays[0].device.type == "cuda" else None
     dtypes = _check(call, arrays)

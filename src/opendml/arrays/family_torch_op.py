@@ -23,7 +23,7 @@ writes an output through a layout other than the one it allocated.
 
 * Real implementation (CPU, CUDA, meta): ``kernel`` (here; the eager route of
   ``family_torch`` runs it too), the same move program (NumPy-viewed CPU tensors on the CPU
-  backend, ``family_cuda`` for CUDA tensors).
+  backend, ``arrays.cuda`` for CUDA tensors).
 * Fake implementation: empty packed outputs of the description's sizes and
   types. Symbolic sizes are *specialised*: comparing an input's symbolic
   size with the description's (concrete) size installs a guard, so a
@@ -40,7 +40,7 @@ writes an output through a layout other than the one it allocated.
   ``UnsupportedError`` if a gradient is asked of it.
 * vmap: the call once per batch element, stacked.
 
-``family_torch.run`` takes this route whenever something traces the call;
+``family_torch.run_move`` takes this route whenever something traces the call;
 the array API's functions are registered with
 ``torch.compiler.allow_in_graph`` here, so Dynamo puts a call into the graph
 whole (no graph break; ``fullgraph=True`` works) and AOTAutograd traces it
@@ -94,10 +94,10 @@ def kernel(desc, arrays) -> list:
 
 
 def _cuda(desc, arrays, record=None) -> list:
-    """The move program on the tensors' GPU (``family_cuda``), outputs from
+    """The move program on the tensors' GPU (``arrays.cuda``), outputs from
     PyTorch's caching allocator, on the device's current stream (``record``:
-    ``family_cuda.run_move``'s, for the C call cache)."""
-    from .family_cuda import run_move
+    ``cuda.move``'s, for the C call cache)."""
+    from .cuda import move
 
     def entry(t):
         t = t.detach()
@@ -113,7 +113,7 @@ def _cuda(desc, arrays, record=None) -> list:
         out = torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=device)
         return out, out.data_ptr()
     with torch.cuda.device(index):
-        return run_move(desc, [entry(t) for t in arrays], allocate, index,
+        return move(desc, [entry(t) for t in arrays], allocate, index,
                         torch.cuda.current_stream(index).cuda_stream, errors=(torch.OutOfMemoryError,),
                         record=record)
 
@@ -331,7 +331,7 @@ def call_move(desc, arrays) -> list:
 
 
 # torch.compile: the family's array API functions enter a graph whole; the
-# tracer behind Dynamo (AOTAutograd) then reaches ``family_torch.run`` with
+# tracer behind Dynamo (AOTAutograd) then reaches ``family_torch.run_move`` with
 # fake tensors, which take the operator above.
 # The functions are registered by their modules (``_dispatch.enter_graph_whole``:
 # the family's and the index-driven operators'), so this module imports

@@ -1,5 +1,6 @@
-"""The data-movement family on CUDA memory: one launch path for PyTorch CUDA
-tensors and CuPy arrays. Each input is read where it lies (by address,
+"""The data-movement family on CUDA memory: one launch path (``move``) for
+PyTorch CUDA tensors and CuPy arrays, which their adapters' ``run_move``
+take. Each input is read where it lies (by address,
 element strides and origin; a stride that is not a whole number of elements
 is packed first), the outputs come from the framework's own allocator
 through ``runtime.alloc.output`` (``AllocationError`` where it fails), and
@@ -18,10 +19,10 @@ from ..runtime import alloc, calls, get_backend
 from ..runtime.cuda.backend import check_alignment
 from .planner import array_layout
 
-__all__ = ["run_move"]
+__all__ = ["move"]
 
 
-def run_move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = (),
+def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = (),
              record=None) -> list:
     """Run ``desc`` on ``inputs``, each ``(array, address, shape, byte
     strides, item size, pack)`` where ``pack()`` returns the same form for a
