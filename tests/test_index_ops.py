@@ -611,7 +611,7 @@ def test_the_array_functions_are_registered_to_enter_a_graph_whole():
 
 def test_torch_compile_forward_and_backward():
     torch = pytest.importorskip("torch")
-    from opendml.arrays import family_torch_op  # noqa: F401 - registers the functions with torch.compile
+    from opendml.arrays.torch import library as family_torch_op  # noqa: F401 - registers the functions with torch.compile
     x = torch.randn(4, 5, requires_grad=True)
     i = torch.tensor([[0, 3, 3], [1, -1, 0]])
     f = torch.compile(lambda x: dml.gather(x, i, 0).sum() * 2, fullgraph=True)

@@ -42,7 +42,7 @@ __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast"
 Ints = Union[int, Sequence[int]]
 
 #: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's adapter module for it.
-_ADAPTERS = {"torch": "torch_adapter", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
+_ADAPTERS = {"torch": "torch.adapter", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
 
 
 #: Adapter per array type already seen (types are few; lookups are per call).

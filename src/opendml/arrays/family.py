@@ -208,7 +208,7 @@ def _many_out(desc) -> bool:
 
 
 #: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's module that runs the family on it.
-_MODULES = {"torch": "family_torch", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
+_MODULES = {"torch": "torch.adapter", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
 _BY_TYPE: dict = {}
 
 
