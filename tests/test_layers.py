@@ -101,9 +101,9 @@ def test_imports_point_down(module):
 KNOWN_CYCLES = {
     frozenset({"opendml.runtime", "opendml.runtime.cuda", "opendml.runtime.cuda.backend"}):
         "get_backend imports the CUDA backend lazily; the CUDA backend calls get_backend lazily",
-    frozenset({"opendml.arrays.family", "opendml.arrays.dask_adapter", "opendml.arrays.jax_adapter",
+    frozenset({"opendml.arrays.front", "opendml.arrays.dask_adapter", "opendml.arrays.jax_adapter",
                "opendml.arrays.torch.adapter", "opendml.arrays.torch.library"}):
-        "family.py loads the framework modules by name (importlib) and they use its engine (run_numpy, execute, "
+        "front.py loads the framework modules by name (importlib) and they use its engine (run_numpy, execute, "
         "adjoint, fixed): the engine has yet to move below the front",
 }
 
@@ -153,8 +153,8 @@ def test_the_import_graph_sees_importlib_tables_lazy_imports_and_package_edges()
     seen."""
     front = imports(MODULES["opendml.arrays"])
     assert {"opendml.arrays.torch.adapter", "opendml.arrays.jax_adapter", "opendml.arrays.dask_adapter",
-            "opendml.arrays.cupy_adapter", "opendml.arrays.family"} <= front
-    assert "opendml.arrays.torch.adapter" in imports(MODULES["opendml.arrays.family"])   # a dotted importlib name
+            "opendml.arrays.cupy_adapter"} <= imports(MODULES["opendml.arrays.front"])   # a dotted importlib name
+    assert "opendml.arrays.front" in front
     assert "opendml.runtime.cuda" in imports(MODULES["opendml.runtime"])            # a lazy import
     graph = {m: {t for t in imports(p) if t in MODULES and t != m} for m, p in MODULES.items()}
     graph["opendml.arrays.torch.adapter"] = graph["opendml.arrays.torch.adapter"] | {"opendml.arrays"}

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
 import opendml.torch as dmlt  # noqa: E402
-from opendml.arrays.torch import adapter  # noqa: E402
+from opendml.arrays.torch import adapter, library  # noqa: E402
 from opendml.arrays.torch import inductor as torch_inductor  # noqa: E402
 from opendml.arrays.torch import node as torch_node  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
@@ -246,7 +246,7 @@ def test_inductor_layer_equals_eager(cpp, device):
 def test_the_python_direct_kernel_equals_the_compiled_one(cpp, name, fn, lists, shape, monkeypatch):
     """Without the compiled extension's call_cache_packed, the direct kernel is a Python function
     doing the same steps: the same answers and errors either way."""
-    spec, split = adapter.CPP_DEFS[name][1], adapter.CPP_DEFS[name][7]
+    spec, split = library.CPP_DEFS[name][1], library.CPP_DEFS[name][7]
     compiled = torch_inductor.direct_kernel(name, cpp[name], spec, split)
     monkeypatch.setattr(torch_inductor, "_packed", None)
     python = torch_inductor.direct_kernel(name, cpp[name], spec, split)

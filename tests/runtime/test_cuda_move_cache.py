@@ -473,13 +473,13 @@ class FakeBackend:
 
 @pytest.fixture
 def fake_framework(fake, monkeypatch):
-    """The family's functions on ``FakeArray``s, through family.py's route
+    """The family's functions on ``FakeArray``s, through front.py's route
     as CuPy's module runs it (``cupy_adapter.run_move``, without CuPy): validated,
     then ``cuda.move`` with the fake allocator and stream, and a
     backend of stand-in launches."""
     import types
 
-    from opendml.arrays import cuda, family
+    from opendml.arrays import cuda, front
     log = []
     monkeypatch.setattr(cuda, "get_backend", lambda name: FakeBackend(log))
 
@@ -499,7 +499,7 @@ def fake_framework(fake, monkeypatch):
         record = None if since is None else (call, tuple(arrays) if call.ccall[2] else arrays[0], since)
         return cuda.move(desc, [entry(x) for x in arrays], allocate, 0, fake.stream_ptr(),
                                     record=record)
-    monkeypatch.setitem(family._BY_TYPE, FakeArray, types.SimpleNamespace(run_move=run))
+    monkeypatch.setitem(front._BY_TYPE, FakeArray, types.SimpleNamespace(run_move=run))
     return log
 
 
@@ -529,7 +529,7 @@ def _fake_calls():
 
 @pytest.mark.parametrize("case", range(len(_fake_calls())))
 def test_the_route_records_what_it_ran_and_the_cache_replays_it(fake_framework, case):
-    """The route (family.py -> cuda.move) records its launches; the
+    """The route (front.py -> cuda.move) records its launches; the
     next call is served from C and queues the same launches, in the same
     order, from the same source addresses, into its own outputs."""
     log = fake_framework

@@ -32,7 +32,7 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
     exceptions. The launches are queued on ``stream_ptr``. Returns the
     outputs.
 
-    ``record`` (optional): ``(FamilyCall, x, since)``, the call as its array
+    ``record`` (optional): ``(Call, x, since)``, the call as its array
     function offered it to the C call cache (``x`` its input or inputs as
     given; ``since`` the cache's generation read before any setting) and
     whose inputs are read where they lie (no negative view resolved by the

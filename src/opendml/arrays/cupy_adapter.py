@@ -23,7 +23,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..runtime import alloc, calls, get_backend
 from ..runtime.cuda.backend import check_alignment
 from . import cuda
-from .planner import OpCall, plan_for_strides
+from .planner import plan_for_strides
 
 #: CUDA backends per device number (get_backend's lookup, without its string keys).
 _BACKENDS: dict = {}
@@ -54,7 +54,7 @@ def _empty(shape, dtype):
     return cupy.ndarray(shape, dtype, raw.data + (-raw.data.ptr % 16))
 
 
-def run(x, call: OpCall):
+def run(x, call):
     since = calls.generation()
     planned = (x.shape, x.strides)        # the record checks x still has them
     desc, plan, layout = plan_for_strides(call, x.dtype, planned[0], planned[1], x.itemsize)

@@ -92,7 +92,7 @@ from dask.utils import parse_bytes
 
 from ..model import ValidationError
 from ..ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
-from . import family
+from .front import run_list
 from ._dispatch import front
 from .planner import logical_desc
 
@@ -626,7 +626,7 @@ class _SliceGrad:
 
 
 def run(x, call):
-    """The adapter entry point: ``call`` (an ``OpCall`` of the array API) on a
+    """The adapter entry point: ``call`` (a ``Call`` of the array API) on a
     Dask array, validated on the whole array's shape, then built lazily by
     the graph builder of the operator's declared chunking kind
     (``chunking()``, see ``opendml.ops._spec``)."""
@@ -657,7 +657,7 @@ def _aligned(chunks: tuple, m: int) -> tuple:
 
 
 def _run_block(call, index, *blocks):
-    outs = family.run_list(call, blocks)
+    outs = run_list(call, blocks)
     return outs if index is None else outs[index]
 
 

@@ -411,7 +411,7 @@ GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_
 
 class AdjointApi:
     """What ``adjoint`` may call (documentation of the namespace the array
-    layer passes; ``opendml.arrays.family.ADJOINT_API`` is the instance): the
+    layer passes; ``opendml.arrays.front.ADJOINT_API`` is the instance): the
     array API's ``identity``, ``cast``, ``pad``, ``join``, ``split``,
     ``tile``, ``space_to_depth``, ``depth_to_space``, ``slice1`` (with
     ``output_sizes``), ``slice_grad``, ``unfold`` and ``fold`` (any

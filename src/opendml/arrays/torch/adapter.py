@@ -49,7 +49,7 @@ array API in kernel mode (``_MODE``), so every rule lives in one place.
 The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``, ...)
 takes the same three routes, generic over what each operator module declares
 (no branch per operator): the kernel route runs the NumPy move program on
-views of CPU tensors (``family.run_numpy``, so its caches serve it) or the
+views of CPU tensors (``front.run_numpy``, so its caches serve it) or the
 CUDA move program (``arrays.cuda``) by address on the current stream; the
 autograd route is one ``torch.autograd.Function`` (``opendml_<operator>Backward``)
 whose backward is the operator's declared adjoint, whose forward-mode
@@ -71,9 +71,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import sys
-import threading
 
-import numpy as np
 import torch
 import torch.autograd.forward_ad as _fwad
 
@@ -86,11 +84,11 @@ from .._dispatch import front as api          # the array API's functions (fille
 from .. import _dispatch
 from .. import numpy_adapter
 from . import inductor as torch_inductor, library, node as torch_node
-from .. import family
+from .. import front
 from .dtypes import DTYPES, SUPPORTED_DTYPES, numpy_dtype, torch_dtype
-from .library import CPP, CPP_DEFS, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, operators
+from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, operators
 from .. import planner as _planner
-from ..planner import OpCall, array_layout, count_planned, plain_plan, plan_for
+from ..planner import array_layout, count_planned, plain_plan, plan_for
 
 __all__ = ["run", "run_move", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
            "slice1_op", "slice_grad_op", "operators", "cpp_op", "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -115,7 +113,7 @@ _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 
 
-def run(x, call: OpCall):
+def run(x, call):
     mode = _mode_get()
     if mode is None:
         if type(x) in _PLAIN and not (_is_compiling() or _dispatch_modes() > 0):
@@ -165,7 +163,7 @@ def _check_device(x, name: str) -> None:
         raise UnsupportedError(f"{name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-def _describe(x, call: OpCall, dtype):
+def _describe(x, call, dtype):
     """The validated description of ``call`` on ``x``'s shape (sizes must be concrete)."""
     shape = tuple(x.shape)
     return plan_for(call, dtype, shape, _layout(shape, tuple(x.stride()), dtype.itemsize))[0]
@@ -173,7 +171,7 @@ def _describe(x, call: OpCall, dtype):
 
 # -- kernel route ------------------------------------------------------------------------------------
 
-def _kernel(x, call: OpCall, new: bool = True):
+def _kernel(x, call, new: bool = True):
     """The kernel route; ``new``: try a new shape's route first (``run``
     passes False once it has)."""
     dtype = numpy_dtype(x, call.name)
@@ -203,7 +201,7 @@ _torch_new = calls.torch_new
 _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
 
 
-def _new_shape(x, call: OpCall, dtype):
+def _new_shape(x, call, dtype):
     """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD and
     SLICE_GRAD on a plain CPU or CUDA tensor: the operator's
     ``plain_lowering`` gives the plan (``planner.plain_plan``, no
@@ -272,7 +270,7 @@ def _layout(shape, strides, item):
     return layout
 
 
-def _cuda_kernel(x, call: OpCall, dtype):
+def _cuda_kernel(x, call, dtype):
     since = calls.generation()
     item = dtype.itemsize
     shape, strides = tuple(x.shape), x.stride()
@@ -333,7 +331,7 @@ class _Route:
 
     __slots__ = ("fn", "code", "args", "call", "backward", "slot", "kernel", "adjoint", "recorder")
 
-    def __init__(self, call: OpCall, shape: tuple):
+    def __init__(self, call, shape: tuple):
         self.call, self.args = call, call.args
         self.fn = getattr(api, call.name)
         self.code = calls.OPS[call.name]
@@ -433,7 +431,7 @@ _FUNC = {name: type(f"opendml_{name}", (_Func,), {}) for name in _NAMES}
 _EAGER: dict = {}
 
 
-def _through_function(x, call: OpCall, function):
+def _through_function(x, call, function):
     dtype = numpy_dtype(x, call.name)     # an unsupported dtype or layout says so before anything runs
     key = call.key
     shape = tuple(x.shape)
@@ -502,7 +500,7 @@ def _compiled_autograd() -> bool:
 _ROUTES: dict = {}
 
 
-def through_op(x, call: OpCall):
+def through_op(x, call):
     """``call`` through the custom operators: validated first where ``x``'s
     sizes are known, with the array API's own rules and messages."""
     dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
@@ -534,7 +532,7 @@ def through_op(x, call: OpCall):
     return op(x if reshape is None else x.reshape(reshape), *args)
 
 
-def _operator_call(x, call: OpCall, ops: dict):
+def _operator_call(x, call, ops: dict):
     """(operator of ``ops``, its arguments after the tensor, the shape x takes first or None), from
     the operator's declared framework form (``framework_call``: SLICE as SLICE1, a window reaching
     exactly the output, FOLD on 3-D columns); the C++ table's operators take their lists packed
@@ -784,10 +782,10 @@ def run_move(call, arrays) -> list:
         # same rules, and recorded for the caches (the array function's
         # first step, the C call cache, serves the next such call on the
         # tensors themselves).
-        return [torch.from_numpy(o) for o in family.run_numpy(call, _views(arrays))]
+        return [torch.from_numpy(o) for o in front.run_numpy(call, library.numpy_views(arrays))]
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record:
-        if family.differentiable(desc):
+        if front.differentiable(desc):
             return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
         if wrapped:
             raise UnsupportedError(f"{call.name}: {desc.OPERATOR} is not differentiable for these types, and "
@@ -798,17 +796,6 @@ def run_move(call, arrays) -> list:
         seq = call.ccall[2]
         return library.cuda_move(desc, arrays, (call, tuple(arrays) if seq else arrays[0], since))
     return library.kernel(desc, arrays)
-
-
-def _views(arrays) -> list:
-    """NumPy views of plain CPU tensors (a negative view resolved first)."""
-    views = []
-    for t in arrays:
-        t = t.detach()
-        if t.is_neg():
-            t = t.resolve_neg()
-        views.append(t.numpy())
-    return views
 
 
 class _MoveRoute:
@@ -824,7 +811,7 @@ class _MoveRoute:
         return library.adjoint_with(self.desc, grads, constants)
 
     def tangent(self, tangents):
-        return family.fixed(self.desc.linear_part(), self.call.name)(*tangents)
+        return front.fixed(self.desc.linear_part(), self.call.name)(*tangents)
 
 
 class _MoveLinear(torch.autograd.Function):

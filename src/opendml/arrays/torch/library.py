@@ -37,7 +37,7 @@ writes an output through a layout other than the one it allocated.
   therefore makes Dynamo report its constraint violation.
 * Autograd: the backward is the operator's declared adjoint
   (``desc.linear_part().adjoint``) through the array API
-  (``family.adjoint``), so under a tracer it enters this operator again
+  (``front.adjoint``), so under a tracer it enters this operator again
   (and ``opendml::slice1``/``slice_grad`` where the adjoint is a slice):
   gradients of gradients trace too. A description with no linear part
   (integer types, CAST to or from an integer type) raises
@@ -66,7 +66,7 @@ from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
 from ...ops._move import MoveOperatorDesc
 from ...runtime.config import config
-from .. import _dispatch, family
+from .. import _dispatch, front
 from . import inductor, node as _node
 from .dtypes import TORCH_DTYPES, torch_dtype
 
@@ -74,6 +74,17 @@ __all__ = ["move_op", "call_move", "description"]
 
 #: Parsed descriptions by JSON text (descriptions are immutable).
 _CACHE_SIZE = 1024
+
+
+def numpy_views(arrays) -> list:
+    """NumPy views of plain CPU tensors (a negative view resolved first)."""
+    views = []
+    for t in arrays:
+        t = t.detach()
+        if t.is_neg():
+            t = t.resolve_neg()
+        views.append(t.numpy())
+    return views
 
 
 def kernel(desc, arrays) -> list:
@@ -86,13 +97,7 @@ def kernel(desc, arrays) -> list:
             break
     x = arrays[0]
     if x.device.type == "cpu":
-        views = []
-        for t in arrays:
-            t = t.detach()
-            if t.is_neg():
-                t = t.resolve_neg()
-            views.append(t.numpy())
-        return [torch.from_numpy(o) for o in family.execute(desc, views)]
+        return [torch.from_numpy(o) for o in front.execute(desc, numpy_views(arrays))]
     if x.device.type == "meta":
         return [torch.empty(t.sizes, dtype=torch_dtype(t), device="meta") for t in desc.outputs]
     if x.device.type == "cuda":
@@ -370,11 +375,11 @@ def constant_inputs(desc) -> tuple:
 
 
 def adjoint_with(desc, grads, constants) -> tuple:
-    """``family.adjoint``, handing the operator the values of its
+    """``front.adjoint``, handing the operator the values of its
     ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
     if not constant_inputs(desc):
-        return family.adjoint(desc, grads)
-    return tuple(desc.linear_part().adjoint(family.ADJOINT_API, *grads, *constants))
+        return front.adjoint(desc, grads)
+    return tuple(desc.linear_part().adjoint(front.ADJOINT_API, *grads, *constants))
 
 
 def _setup(ctx, inputs, output):
@@ -420,7 +425,7 @@ def _cpp_move_backward(saved, grads):
     ref = next(g for g in grads if g is not None)
     grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
              for g, t in zip(grads, desc.outputs)]
-    return list(family.adjoint(desc, grads))
+    return list(front.adjoint(desc, grads))
 
 
 # The same operator among the C++ dispatcher operators (the registry
