@@ -1472,22 +1472,6 @@ class _AdjointApi:
     SLICE_GRAD, UNFOLD and FOLD, on any framework, and two neutral helpers."""
 
     @staticmethod
-    def slice1(x, offsets, sizes, strides, output_sizes=None):
-        return _dispatch.front.slice1(x, offsets, sizes, strides, output_sizes)
-
-    @staticmethod
-    def slice_grad(g, input_sizes, offsets, sizes, strides):
-        return _dispatch.front.slice_grad(g, input_sizes, offsets, sizes, strides)
-
-    @staticmethod
-    def unfold(x, window_sizes, strides, dilations, start_padding, end_padding):
-        return _dispatch.front.unfold(x, window_sizes, strides, dilations, start_padding, end_padding)
-
-    @staticmethod
-    def fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding):
-        return _dispatch.front.fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
-
-    @staticmethod
     def reshape(x, shape):
         return x.reshape(tuple(int(n) for n in shape))
 
@@ -1496,7 +1480,7 @@ class _AdjointApi:
         return x.sum(axis=tuple(axes))
 
 
-for _name in FAMILY:                      # the family's functions, whatever they are
+for _name in ("slice1", "slice_grad", "unfold", "fold", *FAMILY):     # whatever the family's functions are
     setattr(_AdjointApi, _name, staticmethod(globals()[_name]))
 
 
