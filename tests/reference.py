@@ -111,6 +111,23 @@ def slice_grad(g, out_sizes, offsets, window_sizes, window_strides):
     return out
 
 
+def as_program(kernel_plan):
+    """A tuned pass's parameter block (``CopyPlan``, ``UnfoldPlan``,
+    ``FoldPlan``, ``ScatterPlan``) as the one-pass move program the backends
+    run, its slots typed as unsigned words of the block's element size."""
+    from opendml import DataType
+    from opendml.plan import Copy, CopyPlan, Fold, FoldPlan, MovePlan, SliceScatter, Unfold
+    t = int({1: DataType.UINT8, 2: DataType.UINT16, 4: DataType.UINT32, 8: DataType.UINT64}[
+        kernel_plan.element_size])
+    if isinstance(kernel_plan, CopyPlan):
+        p = kernel_plan
+        step = Copy(0, 0, p.sizes, p.in_offset, p.in_strides, p.out_offset, p.out_strides)
+    else:
+        step = (Fold if isinstance(kernel_plan, FoldPlan) else
+                Unfold if hasattr(kernel_plan, "window") else SliceScatter)(0, 0, kernel_plan)
+    return MovePlan((t,), (t,), (step,))
+
+
 # -- plan executors: what a backend does with a FoldPlan or ScatterPlan, written
 # plainly over element-sized words (the plans are duck-typed; nothing imported).
 

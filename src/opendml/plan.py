@@ -1,36 +1,41 @@
 """What the backends execute, in elements, already validated.
 
-Five plan kinds cover the operators:
+Every operator lowers to one plan type, the move program ``MovePlan``: the
+types of its inputs and outputs and a sequence of passes, each from an input
+slot (``src``) to an output slot (``dst``), run in order. The pass kinds:
 
-* ``CopyPlan``: ``out[o0 + sum(i*os)] = in[i0 + sum(i*is)]`` over ``sizes``.
-  SLICE and SLICE1 lower to it (SLICE1's negative window strides become
-  negative input strides with the origin at the window's end).
-* ``UnfoldPlan``: the windowed gather of UNFOLD with zero fill outside the
-  input.
-* ``FoldPlan``: FOLD's windowed sum, as a gather (no atomics, one summation
-  order on every backend).
-* ``ScatterPlan``: SLICE_GRAD, every output element written once (input value
-  or zero).
-* ``MovePlan``: the move program of the data-movement family, over several
-  inputs and outputs: ``Copy`` passes (strided, with optional per-axis index
-  maps, data-type conversion and scale/bias) and ``Fill`` passes (a constant
-  over a strided region). IDENTITY, CAST, PADDING/PADDING1, JOIN, SPLIT,
-  TILE and the SPACE_TO_DEPTH/DEPTH_TO_SPACE pairs lower to it. The
-  index-driven operators add two pass kinds: ``Gather`` (a copy whose source
-  positions along some dimensions are read from index tensors) and
-  ``Scatter`` (a copy whose destination positions are, overwriting with the
-  last write in index order winning, or accumulating); each indexed
-  coordinate is an ``IndexAxis`` saying where its index values lie, what one
-  unit of it steps in the data, the valid range and what a value outside the
-  range does (clamped, or the write skipped). GATHER, GATHER_ELEMENTS,
-  GATHER_ND(1), SCATTER(_ND), ONE_HOT and REVERSE_SUBSEQUENCES lower to them.
+* ``Copy``: ``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])``, strided,
+  with optional per-axis index maps (``AxisMap``: PADDING's modes),
+  data-type conversion and scale/bias. SLICE and SLICE1 lower to one plain
+  ``Copy`` (SLICE1's negative window strides become negative source strides
+  with the origin at the window's end); IDENTITY, CAST, PADDING/PADDING1,
+  JOIN, SPLIT, TILE and the SPACE_TO_DEPTH/DEPTH_TO_SPACE pairs to copies
+  and fills.
+* ``Fill``: a constant over a strided region.
+* ``Gather`` and ``Scatter``: a copy whose source (``Gather``) or
+  destination (``Scatter``: last write in index order wins, or
+  accumulating) positions along some dimensions are read from index
+  tensors; each indexed coordinate is an ``IndexAxis`` saying where its
+  index values lie, what one unit of it steps in the data, the valid range
+  and what a value outside the range does (clamped, or the write skipped).
+  GATHER, GATHER_ELEMENTS, GATHER_ND(1), SCATTER(_ND), ONE_HOT and
+  REVERSE_SUBSEQUENCES lower to them.
+* ``Unfold``, ``Fold`` and ``SliceScatter``: the tuned passes of UNFOLD
+  (windowed gather with zero fill outside the input), FOLD (windowed sum,
+  computed as a gather: no atomics, one summation order on every backend)
+  and SLICE_GRAD (every output element written once: input value or zero).
+  Each carries its kernel's parameter block (``UnfoldPlan``, ``FoldPlan``,
+  ``ScatterPlan``), as a plain ``Copy`` of the same type carries
+  ``CopyPlan``'s (``Copy.as_copy_plan``; ``MovePlan.kernel_plan`` gives the
+  block of a program that is one such pass).
 
-Input offsets and strides are relative to the lowest input element the plan
-may touch being at or after element 0 of the bound input range; ``in_span``
-says how many elements from there the plan reads, so a backend can check once
-that a plan stays inside what was bound. Dimensions are canonicalised here,
-once, for every backend: size-1 dimensions dropped, dimensions ordered by
-output stride, neighbours that walk memory as one merged.
+Offsets of each pass are relative to element 0 of the bound range of its
+slot, the lowest element it may touch being at or after it;
+``MovePlan.in_spans``/``out_spans`` say which elements the program reads and
+writes, so a backend can check once that it stays inside what was bound. A
+``CopyPlan``'s dimensions are canonicalised here, once, for every backend:
+size-1 dimensions dropped, dimensions ordered by output stride, neighbours
+that walk memory as one merged.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ import dataclasses
 import math
 
 from .model._frozen import stored_init
+from .model.data_type import DataType
 
 
 @stored_init
@@ -542,6 +548,25 @@ class MovePlan:
         plan = cls(tuple(in_types), tuple(out_types), tuple(passes))
         object.__setattr__(plan, "pad", (int(pad[0]), pad[1], tuple(pad[2]), tuple(pad[3])))
         return plan
+
+    def kernel_plan(self):
+        """The tuned kernel's parameter block where the program is one tuned
+        pass: a plain ``Copy`` (no maps, no conversion, no scale/bias: SLICE's
+        and SLICE1's form) as a ``CopyPlan``, an ``Unfold``, ``Fold`` or
+        ``SliceScatter`` pass as its ``plan``; else None. Computed once per
+        plan (backends key launches by the block's identity)."""
+        done = self.__dict__.get("_kernel_plan", self)
+        if done is self:
+            done = None
+            if len(self.passes) == 1:
+                p = self.passes[0]
+                if type(p) is not Copy:
+                    done = getattr(p, "plan", None)
+                elif (p.scale_bias is None and not any(p.maps or ())
+                      and self.in_types[p.src] == self.out_types[p.dst]):
+                    done = p.as_copy_plan(DataType(self.in_types[p.src]).size)
+            object.__setattr__(self, "_kernel_plan", done)
+        return done
 
     def in_spans(self) -> list[tuple[int, int] | None]:
         spans: list = [None] * len(self.in_types)

@@ -55,7 +55,7 @@ def test_kernels_read_parameters_by_field_name():
 
 def test_launch_specs_fill_the_declared_structures():
     plan = dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT16, [2, 3, 9, 11]), None, [3, 4], [2, 3],
-                                  [2, 1], [2, 0], [0, 3]).lower()
+                                  [2, 1], [2, 0], [0, 3]).lower().kernel_plan()
     name, params, grid, smem = _unfold_launch(plan)
     assert isinstance(params, P.UnfoldParams) and len(bytes(params)) == ctypes.sizeof(P.UnfoldParams)
     assert (params.dims, params.window_count, params.block_count) == (2, 12, plan.columns)
@@ -147,7 +147,7 @@ def test_unfold_tile_equals_numpy_path(es, case):
     desc = dml.UnfoldOperatorDesc(dml.TensorDesc({1: dml.DataType.INT8, 2: dml.DataType.INT16, 4: dml.DataType.INT32,
                                                   8: dml.DataType.INT64}[es], [N, C, *spatial]),
                                   None, window, strides, dil, sp, ep)
-    plan = desc.lower()
+    plan = desc.lower().kernel_plan()
     word = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]
     src = (np.arange(plan.in_span[1] + 1) % 251 + 1).astype(word)
     want = np.zeros(plan.out_span[1] + 1, word)
@@ -179,7 +179,7 @@ def test_tile_vectors_follows_the_output_layout():
         if out_strides is not None:
             out = T(dtype, desc.output_tensor.sizes, out_strides)
             desc = dml.UnfoldOperatorDesc(image, out, [3] * d, [1] * d, [1] * d, [1] * d, [1] * d)
-        plan = desc.lower()
+        plan = desc.lower().kernel_plan()
         return cb.tile_vectors(plan, box or unfold_box(plan)[0])
     assert vec(F32, (16, 16)) == 1                        # rows of 256 columns: 1,024 bytes
     assert vec(F32, (15, 15)) == 0                        # rows of 225 columns: 900 bytes
@@ -193,7 +193,7 @@ def test_unfold_box_limits():
     def plan(spatial, window, strides, dil=None):
         D = len(spatial)
         return dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [1, 1, *spatial]), None, window, strides,
-                                      dil or [1] * D, [0] * D, [0] * D).lower()
+                                      dil or [1] * D, [0] * D, [0] * D).lower().kernel_plan()
     t, ext = unfold_box(plan((56, 56), (3, 3), (1, 1)))
     assert math.prod(ext) * 4 <= 24 * 1024 and t[-1] == 54  # whole lines (no padding: 54 blocks)
     t, ext = unfold_box(plan((400, 400), (3, 3), (1, 1)), budget=4096)   # shrunk to fit

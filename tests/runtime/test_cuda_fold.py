@@ -37,7 +37,7 @@ def on_gpu(plan, src, dst, src_shift=0, dst_shift=0):
 def on_cpu(plan, src, dst):
     """The CPU backend's result, or None where it does not run this plan kind yet."""
     try:
-        run = get_backend("cpu").prepare(plan, src, dst)
+        run = get_backend("cpu").prepare(ref.as_program(plan), [src], [dst])
     except (TypeError, NotImplementedError, dml.UnsupportedError):
         return None
     run()

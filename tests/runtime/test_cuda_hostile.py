@@ -286,7 +286,8 @@ def test_parameters_go_by_value_on_every_launch_path(via):
         report("torch", all(g.cpu().numpy().tobytes() == want.tobytes() for g in got))
         report("via", get_backend("cuda").cache_info()["launch_via"] == {via!r} or {via!r} == "native",
                get_backend("cuda").cache_info())
-        plan = dml.Slice1OperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [64]), None, [0], [64], [-1]).lower()
+        plan = dml.Slice1OperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [64]), None, [0], [64],
+                                      [-1]).lower().kernel_plan()
         name, params, grid, smem = cb.launch_spec(plan, 0, 64, 0)
         a = cupy.arange(64, dtype=cupy.float32)
         b = cupy.zeros(64, cupy.float32)

@@ -68,7 +68,7 @@ def run(x, call: OpCall):
             # is x's lowest-addressed element (its origin minus the turned-around axes).
             origin = layout.origin * x.itemsize
             src, dst = x.data.ptr - origin, out.data.ptr
-            launch = backend.record(plan, src, layout.span, dst, call.name)
+            launch = backend.record(plan.kernel_plan(), src, layout.span, dst, call.name)
             launch(src, dst, _current_stream_ptr())
             if x is given:
                 # The next call like this one is served from C (runtime/calls.py).

@@ -297,7 +297,7 @@ def _cuda_kernel(x, call: OpCall, dtype):
     # The plan reads from the lowest-addressed element: x's origin minus its turned-around axes.
     origin = layout.origin * item
     src, dst = x.data_ptr() - origin, out.data_ptr()
-    launch = record(plan, src, layout.span, dst, call.name)
+    launch = record(plan.kernel_plan(), src, layout.span, dst, call.name)
     if _current_device() == index:
         launch(src, dst, stream)
     else:                                 # the launch needs the tensor's device current
