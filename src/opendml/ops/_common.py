@@ -210,21 +210,6 @@ class OperatorDesc:
             raise self._err(f"{self.TENSORS[0]} must be a TensorDesc; got {type(t).__name__}")
         return t
 
-    def _check_tensors(self, *, same_rank: bool = True):
-        i_name, o_name = self.TENSORS
-        for name, t in ((i_name, self.input_tensor), (o_name, self.output_tensor)):
-            if not isinstance(t, TensorDesc):
-                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
-        i, o = self.input_tensor, self.output_tensor
-        if o.data_type != i.data_type:
-            raise self._err(f"{o_name}.DataType must equal {i_name}.DataType; "
-                            f"got {o.data_type.name} != {i.data_type.name}")
-        if same_rank and o.rank != i.rank:
-            raise self._err(f"{o_name}.DimensionCount must equal {i_name}.DimensionCount; "
-                            f"got {o.rank} != {i.rank}")
-        if o.flags & TensorFlags.OWNED_BY_DML:
-            raise self._err(f"{o_name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
-
     def _check_bounds(self, field: str, index: int, value: int, lo: int, hi: int, why: str = "") -> None:
         """``lo <= value <= hi`` for entry ``index`` of a field, in the one message form."""
         if not lo <= value <= hi:

@@ -107,7 +107,7 @@ class FoldOperatorDesc(FastPathDesc):
         if self.output_tensor is None:
             raise self._err("OutputTensor is required (the output's spatial sizes cannot be derived from "
                             "the input); got None")
-        self._check_tensors(same_rank=False)
+        self._check_slot_tensors(same_rank=False)
         out = self.output_tensor
         self._check_window_fields("OutputTensor", out, d)
         n, c = out.sizes[:2]

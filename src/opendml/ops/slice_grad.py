@@ -88,7 +88,7 @@ class SliceGradOperatorDesc(FastPathDesc):
         if self.output_gradient_tensor is None:
             raise self._err("OutputGradientTensor is required (it has the sizes of SLICE1's input, which the "
                             "window does not determine); got None")
-        self._check_tensors()
+        self._check_slot_tensors()
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         n = grad.rank
         self._check_slice_window("OutputGradientTensor", out)

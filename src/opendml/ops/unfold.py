@@ -105,7 +105,7 @@ class UnfoldOperatorDesc(FastPathDesc):
                             f"holds at most {MAX_ELEMENTS} elements of at most {UINT32_MAX} per dimension")
         if self.output_tensor is None:
             self._set("output_tensor", TensorDesc(inp.data_type, expected))
-        self._check_tensors(same_rank=False)
+        self._check_slot_tensors(same_rank=False)
         out = self.output_tensor.sizes
         lead = out[:-3]
         if out[-3:] != expected or any(s != 1 for s in lead) or len(out) > inp.rank:

@@ -1,10 +1,13 @@
 """CPU backend.
 
-Plans run through opendml's compiled kernels (the C sources beside this file:
-strided copy, UNFOLD gather, FOLD sum, SLICE_GRAD scatter and the move
-program's passes (move.c: index maps, CAST's conversions, scale/bias, fills),
-split over the CPU's cores with the GIL released) when the extension was built at install
-time, and otherwise through NumPy strided views (``numpy_kernels.py``). Copies
+A move program (``plan.MovePlan``) runs pass by pass, each pass kind through
+its entry of ``PASSES``: opendml's compiled kernels (the C sources beside
+this file, split over the CPU's cores with the GIL released: the strided
+copy for a program that is one plain copy, the UNFOLD gather, FOLD sum and
+SLICE_GRAD scatter for their tuned passes, move.c for every other copy and
+fill (index maps, CAST's conversions, scale/bias), index.c for gathers and
+scatters) when the extension was built at install time, and otherwise NumPy
+strided views (``numpy_kernels.py``). Copies
 move unsigned words of the element's size, never values, so every bit pattern
 (float16 NaN payloads, negative zero) survives exactly; FOLD sums values in
 one order on both paths. Both give identical bytes (the tests run both).
@@ -383,7 +386,8 @@ class CpuBackend:
     def _launch(self, kernel, params, src, dst, nbytes: int):
         """The callable running one compiled kernel on ``src``/``dst`` (or, with
         both None, a ``_Kernel`` taking the addresses at each call): the
-        parameter struct's bytes and the thread count are fixed here."""
+        parameter struct's bytes (or ``params`` as given, bytes) and the
+        thread count are fixed here."""
         k = _Kernel(kernel, bytes(params), self._threads(nbytes))
         if src is None:
             return k
@@ -408,15 +412,7 @@ class CpuBackend:
                                         plan.out_offset, plan.out_strides)
         if blob is None:                  # not plain 64-bit tuples: packed here
             blob = bytes(copy_params(plan))
-        k = _Kernel(self._native.copy, blob, self._threads(2 * _count_of(blob) * plan.element_size))
-        if src is None:
-            return k
-        d_addr, s_addr = dst.ctypes.data, src.ctypes.data
-
-        def run():
-            k(s_addr, d_addr)
-        run.keep_alive = (src, dst)  # the addresses stay valid while the closure lives
-        return run
+        return self._launch(self._native.copy, blob, src, dst, 2 * _count_of(blob) * plan.element_size)
 
     def run_plain(self, kernel: str, x: np.ndarray, fields: tuple):
         """A new shape's route (issue 19): run ``kernel`` ("copy", "unfold"
