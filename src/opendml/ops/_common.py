@@ -104,7 +104,9 @@ class OperatorDesc:
       ``RepeatsCount``...) mapped to the JSON name of the array each counts;
       by default ``DimensionCount`` counts the first integer-array field;
     * ``DEFAULT_INPUT_START``: the first value of the pages' example inputs
-      (1, 2, ... or 0, 1, ...).
+      (1, 2, ... or 0, 1, ...);
+    * ``_passes(layouts)``: the passes of its move program, which ``lower``
+      frames into the one plan type (``plan.MovePlan``) for every operator.
 
     ``inputs``/``outputs`` give every tensor, in slot order (a ``many`` slot
     spread out); ``input_tensor``/``output_tensor`` are the first of each.
