@@ -286,6 +286,7 @@ class AxisMap:
         return r if r < n else 2 * (n - 1) - r
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Copy:
     """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``, where
@@ -318,10 +319,11 @@ class Copy:
 
     def as_copy_plan(self, element_size: int) -> CopyPlan:
         """The pass as a ``CopyPlan`` (no maps, no conversion, no scale/bias)."""
-        return CopyPlan(element_size=element_size, sizes=self.sizes, in_offset=self.src_offset,
-                        in_strides=self.src_strides, out_offset=self.dst_offset, out_strides=self.dst_strides)
+        return CopyPlan(element_size, self.sizes, self.src_offset, self.src_strides, self.dst_offset,
+                        self.dst_strides)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Fill:
     """``dst[do + sum(d*ds)] = value`` over ``sizes`` (``value`` a Python int or
@@ -460,6 +462,7 @@ class Scatter:
         return _indexed_span(self.dst_offset, self.sizes, self.dst_strides, self.indices)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Unfold:
     """UNFOLD's tuned windowed gather as a pass of the move program:
@@ -480,6 +483,7 @@ class Unfold:
         return self.plan.out_span
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Fold:
     """FOLD's tuned windowed sum (a gather: no atomics, one summation order)
@@ -499,6 +503,7 @@ class Fold:
         return self.plan.out_span
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class SliceScatter:
     """SLICE_GRAD's one-write scatter as a pass: ``plan`` (a
@@ -523,6 +528,7 @@ class SliceScatter:
 READING_PASSES = (Copy, Gather, Scatter, Unfold, Fold, SliceScatter)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class MovePlan:
     """The move program: ``in_types``/``out_types`` (DataType values of each
@@ -555,17 +561,19 @@ class MovePlan:
         and SLICE1's form) as a ``CopyPlan``, an ``Unfold``, ``Fold`` or
         ``SliceScatter`` pass as its ``plan``; else None. Computed once per
         plan (backends key launches by the block's identity)."""
-        done = self.__dict__.get("_kernel_plan", self)
+        d = self.__dict__
+        done = d.get("_kernel_plan", self)
         if done is self:
             done = None
             if len(self.passes) == 1:
                 p = self.passes[0]
                 if type(p) is not Copy:
                     done = getattr(p, "plan", None)
-                elif (p.scale_bias is None and not any(p.maps or ())
-                      and self.in_types[p.src] == self.out_types[p.dst]):
-                    done = p.as_copy_plan(DataType(self.in_types[p.src]).size)
-            object.__setattr__(self, "_kernel_plan", done)
+                elif p.scale_bias is None and (p.maps is None or not any(p.maps)) and \
+                        self.in_types[p.src] == self.out_types[p.dst]:
+                    t = self.in_types[p.src]
+                    done = p.as_copy_plan(_SIZES.get(t) or _element_size(t))
+            d["_kernel_plan"] = done            # (frozen: stored as object.__setattr__ would)
         return done
 
     def in_spans(self) -> list[tuple[int, int] | None]:
@@ -584,6 +592,16 @@ class MovePlan:
             if p.count:
                 spans[p.dst] = _union(spans[p.dst], p.dst_span())
         return spans
+
+
+def _element_size(type_value: int) -> int:
+    size = _SIZES.get(type_value)
+    if size is None:
+        size = _SIZES[type_value] = DataType(type_value).size
+    return size
+
+
+_SIZES: dict = {}
 
 
 def _union(a, b):

@@ -161,19 +161,23 @@ class OperatorDesc:
         elif "TENSORS" in cls.__dict__ or "OUTPUT_DERIVABLE" in cls.__dict__ or not hasattr(cls, "SLOTS"):
             i, o = cls.TENSORS
             cls.SLOTS = (Tensor(i, snake(i), "input"), Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
+        cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}
         if "COUNTS" not in cls.__dict__:
             arrays = [f for f in cls.FIELDS if isinstance(f, Field)]
             cls.COUNTS = {"DimensionCount": arrays[0].json} if arrays else {}
 
     @classmethod
     def slots(cls, role: str) -> tuple[Tensor, ...]:
-        return tuple(s for s in cls.SLOTS if s.role == role)
+        return cls._ROLES[role]
 
     def _slot_tensors(self, role: str) -> tuple:
         out = []
-        for s in self.slots(role):
+        for s in self._ROLES[role]:
             v = getattr(self, s.attr)
-            out.extend(v if s.many else (v,))
+            if s.many:
+                out.extend(v)
+            else:
+                out.append(v)
         return tuple(out)
 
     def named_tensors(self, role: str) -> tuple[tuple[str, TensorDesc], ...]:
@@ -284,15 +288,16 @@ class OperatorDesc:
                 self._set(s.attr, v)
             elif not isinstance(v, TensorDesc):
                 raise self._err(f"{s.json} must be a TensorDesc; got {type(v).__name__}")
-        first_name, first = self.named_tensors("input")[0]
-        for name, t in self.named_tensors("input")[1:] + self.named_tensors("output"):
+        ins, outs = self.named_tensors("input"), self.named_tensors("output")
+        first_name, first = ins[0]
+        for name, t in ins[1:] + outs:
             if same_type and t.data_type != first.data_type:
                 raise self._err(f"{name}.DataType must equal {first_name}.DataType; "
                                 f"got {t.data_type.name} != {first.data_type.name}")
             if same_rank and t.rank != first.rank:
                 raise self._err(f"{name}.DimensionCount must equal {first_name}.DimensionCount; "
                                 f"got {t.rank} != {first.rank}")
-        for name, t in self.named_tensors("output"):
+        for name, t in outs:
             if t.flags & TensorFlags.OWNED_BY_DML:
                 raise self._err(f"{name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
 
@@ -331,21 +336,18 @@ class OperatorDesc:
         (one ``(strides, origin)`` or None per input): the inputs' signed
         element strides and origins where the array API passes arrays'
         layouts; None uses each description's own strides."""
-        inputs = self.inputs
+        inputs, outputs = self._slot_tensors("input"), self._slot_tensors("output")
         if in_layouts is None:
-            layouts = [element_layout(inputs[0], in_strides, in_offset)] + [(t.element_strides, 0)
-                                                                            for t in inputs[1:]]
-        else:
-            layouts = [element_layout(t, *(lay if lay is not None else (None, 0)))
-                       for t, lay in zip(inputs, in_layouts)]
+            in_layouts = ((in_strides, in_offset),) + (None,) * (len(inputs) - 1)
+        layouts = [(t.element_strides, 0) if lay is None or lay[0] is None else
+                   (lay[0] if type(lay[0]) is tuple else tuple(lay[0]), lay[1]) for t, lay in zip(inputs, in_layouts)]
         passes = self._passes(layouts)
+        in_types = (int(inputs[0].data_type),) if len(inputs) == 1 else tuple([int(t.data_type) for t in inputs])
+        out_types = (int(outputs[0].data_type),) if len(outputs) == 1 else tuple([int(t.data_type) for t in outputs])
         pad = getattr(passes, "pad", None)           # pad_passes' program: the backends may run it as one pass
-        in_types = tuple(int(t.data_type) for t in inputs)
-        out_types = tuple(int(t.data_type) for t in self.outputs)
-        passes = tuple(passes)
         if pad is not None and len(passes) > 1 and len(in_types) == len(out_types) == 1 and in_types == out_types:
-            return MovePlan.padded(in_types, out_types, passes, pad)
-        return MovePlan(in_types=in_types, out_types=out_types, passes=passes)
+            return MovePlan.padded(in_types, out_types, tuple(passes), pad)
+        return MovePlan(in_types, out_types, passes if type(passes) is tuple else tuple(passes))
 
     def _passes(self, layouts) -> Sequence:
         """The program's passes, ``layouts`` holding one ``(element strides,
@@ -452,11 +454,3 @@ def adjoint_by_call(desc, api, grad) -> tuple:
     name, args, shape = desc.adjoint_call(desc.inputs[0].sizes, desc.call_args())
     out = getattr(api, name)(grad, *args)
     return (out if shape is None else api.reshape(out, shape),)
-
-
-def element_layout(tensor: TensorDesc, in_strides, in_offset):
-    """The element strides and origin used to lower: the description's own, or
-    those of an array the array API passed (signed, origin-relative)."""
-    if in_strides is None:
-        return tensor.element_strides, 0
-    return in_strides if type(in_strides) is tuple else tuple(in_strides), in_offset

@@ -403,8 +403,8 @@ class CpuBackend:
         ``MAX_RANK`` dimensions once canonical runs the strided-copy kernel
         (copy.c); any other copy the move kernel (none for ``runner``)."""
         k = plan.kernel_plan()
-        if k is not None and len(k.canonical().sizes) <= MAX_RANK:
-            return self._native_copy(k, _slot(srcs, p.src), _slot(dsts, p.dst))
+        if k is not None and (len(k.sizes) <= MAX_RANK or len(k.canonical().sizes) <= MAX_RANK):
+            return self._native_copy(k, None, None) if srcs is None else self._native_copy(k, srcs[p.src], dsts[p.dst])
         return None if srcs is None else self._native_move_pass(plan, p, srcs, dsts)
 
     def _native_copy(self, plan: CopyPlan, src, dst):
@@ -493,16 +493,12 @@ def _count_of(blob: bytes) -> int:
     return _COUNT.unpack_from(blob, 16)[0]
 
 
-def _slot(arrays, index: int):
-    """``arrays[index]``, or None where no arrays are bound (``runner``)."""
-    return None if arrays is None else arrays[index]
-
-
 def _tuned(kernel):
     """A tuned pass's preparer: ``kernel(backend, parameter block, source
     range, destination range)`` on the pass's ``plan``."""
-    def prepare(backend, plan, p, srcs, dsts):
-        return kernel(backend, p.plan, _slot(srcs, p.src), _slot(dsts, p.dst))
+    def prepare(backend, plan, p, srcs, dsts):       # (no srcs/dsts: runner's address-free kernel)
+        return kernel(backend, p.plan, None, None) if srcs is None else \
+            kernel(backend, p.plan, srcs[p.src], dsts[p.dst])
     return prepare
 
 
