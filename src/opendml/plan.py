@@ -595,9 +595,8 @@ class MovePlan:
 
 
 def _element_size(type_value: int) -> int:
-    size = _SIZES.get(type_value)
-    if size is None:
-        size = _SIZES[type_value] = DataType(type_value).size
+    """A DataType value's element size, remembered in ``_SIZES``."""
+    size = _SIZES[type_value] = DataType(type_value).size
     return size
 
 
