@@ -102,6 +102,7 @@ def run_model(step, plan, p, srcs, dsts, seen):
     q, w = step.params, {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "uint4": 16}[step.main.split("<")[1].split(",")[0]]
     items = int(step.main.rstrip(">").split(",")[-1])
     seen.add((step.main.split("<")[0], step.mode, w))
+    seen.add(("outer", step.main, tuple(q.sizes[:q.outer])))
     dst = dsts[p.dst].view(np.uint8).view(f"V{w}")
     src = dst if step.const else srcs[p.src].view(np.uint8).view(f"V{w}")
     idx = [srcs[a.index].view(TYPES[plan.in_types[a.index]]) for a in p.indices]
@@ -177,7 +178,7 @@ def model(monkeypatch):
         step = ix.IndexPass(fake, plan, p, [a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts], None)
         return lambda: run_model(step, plan, p, srcs, dsts, seen)
     monkeypatch.setattr(cpu_backend.CpuBackend, "_index_pass", index_pass)
-    with dml.configure(cpu_kernels="compiled"):
+    with dml.configure(cpu_kernels="compiled", call_cache=False):   # (the C call cache would skip the pass)
         yield seen
 
 
@@ -240,3 +241,22 @@ def test_the_accumulating_and_last_only_adjoints_give_the_cpu_bytes(model):
         same(index_adjoint, scatter, 2, rng.standard_normal((5, 6)).astype(dt), pos)
     assert {("ix_apply", "sort", 2), ("ix_apply", "sort", 4), ("ix_apply", "sort", 8)} <= model, model
     assert any(k == "ix_gather" and m == "sort" for k, m, _ in model), model
+
+
+def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model):
+    """An element-wise REVERSE_SUBSEQUENCES (lengths per column) walks its
+    outer positions as (..., columns / lo, reversed axis, lo) with lo words
+    of 32 bytes, and still gives the CPU bytes, along every axis, for every
+    word size, with and without the split."""
+    rng = np.random.default_rng(7)
+    for dt in (np.float32, np.int8, np.uint64, np.float16):
+        for shape in ((5, 3, 64), (6, 3, 10), (4, 64), (3, 2, 4, 32)):
+            x = rng.integers(0, 100, shape).astype(dt)
+            for axis in range(len(shape)):
+                ls = tuple(1 if k == axis else n for k, n in enumerate(shape))
+                same(dml.reverse_subsequences, x, rng.integers(0, shape[axis] + 3, ls).astype(np.uint32), axis)
+    outer = {s for k, _, s in model if k == "outer"}
+    assert (3, 8, 5, 8) in outer            # (5, 3, 64) float32 along axis 0: (3, 64 / 8, 5, 8)
+    assert (3, 2, 5, 32) in outer           # int8: lo = 32
+    assert (3, 4, 4, 2, 8) in outer         # (3, 2, 4, 32) float32 along axis 1: (3, 4, 32 / 8, 2, 8)
+    assert (3, 6, 10) in outer              # 10 words: no split, the axis moved next to the last

@@ -112,6 +112,42 @@ def _disjoint(p, k: int) -> bool:
     return _distinct([n for n, _ in dims], [t for _, t in dims])
 
 
+def _column_walk(q, k: int, word: int) -> int:
+    """Reorder (in ``q``) the outer dimensions of an element-wise gather that
+    reverses subsequences along an outer dimension r before the last: r moves
+    next to the last dimension, which splits into (n / lo, lo) with lo words
+    of 32 bytes where it divides, so the threads of a block walk one narrow
+    column set down the whole reversed axis (row-major over
+    (..., n / lo, r, lo)). Each position still writes its own element (a
+    gather's result does not depend on the order), but the source elements
+    of one 32-byte sector, read at different reversed rows by neighbouring
+    columns of random lengths, are now read by neighbouring blocks while the
+    sector is in cache instead of once each at rows far apart in time.
+    Returns the new outer rank."""
+    rs = {q.axes[a].axis for a in range(q.naxes) if q.axes[a].mode == 1}
+    if len(rs) != 1 or not 0 <= (r := rs.pop()) < k - 1 or q.sizes[r] < 2:
+        return k
+    dims = [(q.sizes[d], q.src_strides[d], q.dst_strides[d], [q.axes[a].strides[d] for a in range(q.naxes)], d)
+            for d in range(k)]
+    n, ss, ds, xs, last = dims[-1]
+    lo = max(1, 32 // word)
+    if n > lo and n % lo == 0:
+        tail = [(n // lo, ss * lo, ds * lo, [t * lo for t in xs], -1), dims[r], (lo, ss, ds, xs, -1)]
+    else:
+        tail = [dims[r], dims[-1]]
+    order = [dims[d] for d in range(k - 1) if d != r] + tail
+    if len(order) > RANK:
+        return k
+    for i, (size, a, b, ts, d) in enumerate(order):
+        q.sizes[i], q.src_strides[i], q.dst_strides[i] = size, a, b
+        for x in range(q.naxes):
+            q.axes[x].strides[i] = ts[x]
+            if q.axes[x].mode == 1 and d == r:
+                q.axes[x].axis = i
+    q.outer = len(order)
+    return len(order)
+
+
 def _inner(sizes, ss, ds):
     """The inner dimensions without size 1, by destination stride (largest
     first), neighbours that walk both sides as one merged."""
@@ -210,6 +246,8 @@ class IndexPass:
             self.mode = "owner"
         else:
             self.mode = "sort"
+        if not scatter and not last_only and q.n_inner == 1:
+            k = _column_walk(q, k, word)
         items = ITEMS if q.n_inner >= ITEMS else 1
         q.groups = -(-q.n_inner // items)
         q.total = n_outer * q.groups
