@@ -69,6 +69,28 @@ def main(argv=None) -> int:
           flush=True)
     rows = []
 
+    def device_time(fn, n=5):
+        """(ms a call on the device, {kernel: ms a call}) of ``fn``'s kernels,
+        copies and fills as the profiler records them (CUPTI: the kernels
+        opendml launches through CuPy's driver calls too), or (None, {})
+        where the profiler gives nothing: with the timed ms a call it tells
+        host-bound rows (timed well above device) from device-bound ones."""
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(n):
+                    fn()
+                torch.cuda.synchronize()
+            per: dict = {}
+            for e in prof.events():
+                if str(getattr(e, "device_type", "")).endswith("CUDA"):
+                    per[e.name[:60]] = per.get(e.name[:60], 0.0) + e.time_range.elapsed_us() / n / 1e3
+            return (sum(per.values()) if per else None), per
+        except Exception as exc:                  # (a profiler that fails says so, the row stays)
+            print(f"  (no device time: {type(exc).__name__}: {exc})", flush=True)
+            return None, {}
+
     def row(label, ours, theirs: dict, nbytes, check=None):
         fns = [ours] + list(theirs.values())
         ts = timed_pair(fns, args.reps, torch)
@@ -80,9 +102,18 @@ def main(argv=None) -> int:
         r = {"row": label, "opendml_ms": ts[0], "frac_copy": nbytes / (ts[0] * 1e-3) / 1e9 / copy_bw,
              "same_bytes": same, "match": match,
              "torch": {k: {"ms": t, "ratio": t / ts[0]} for k, t in zip(theirs, ts[1:])}}
+        dev, kernels = device_time(ours)
+        tdev, _ = device_time(fns[1])
+        r["opendml_device_ms"], r["opendml_kernels_ms"], r["torch_first_device_ms"] = dev, kernels, tdev
         rows.append(r)
         print(f"{label:34s} opendml {ts[0]:.3f} ms ({r['frac_copy']:.2f} of copy) same_bytes={same} match={match}  "
               + "  ".join(f"{k} {v['ms']:.3f} ms ({v['ratio']:.2f}x)" for k, v in r["torch"].items()), flush=True)
+        if dev is not None:
+            print(f"  device time a call: opendml {dev:.3f} ms "
+                  + (f"(of copy at that: {nbytes / (dev * 1e-3) / 1e9 / copy_bw:.2f}) " if dev else "")
+                  + (f"{next(iter(theirs))} {tdev:.3f} ms  " if tdev is not None else "")
+                  + "; ".join(f"{k} {v:.3f}" for k, v in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]),
+                  flush=True)
 
     # embedding lookup
     V, D, N = 1 << 20, 256, 1 << 20

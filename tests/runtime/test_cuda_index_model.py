@@ -147,6 +147,23 @@ def run_model(step, plan, p, srcs, dsts, seen):
                     acc = _add(acc, v, q.data_type, w) if p.accumulate else v
                 write(dst, at, acc)
             return
+    if step.mode == "group":                 # ix_scatter_group: a block a group, owners in shared memory
+        members, ax = q.members, q.axes[0]
+        for first in range(0, q.n_outer, members):
+            own = np.zeros(ax.bound, np.int64)
+            d0 = _outer(q, first, idx, False, False)[1]
+            for pss in (0, 1):
+                for m in range(members):
+                    r = _outer(q, first + m, idx, True, False)
+                    if r is None:
+                        continue
+                    c, rem = divmod(r[1] - d0, ax.stride)
+                    assert rem == 0 and 0 <= c < ax.bound, (r, d0, ax.stride)
+                    if pss == 0:
+                        own[c] = max(own[c], m + 1)
+                    elif own[c] == m + 1:
+                        write(dst, r[1], read(src, r[0]))
+        return
     if step.mode == "owner":
         owner = np.zeros(step.slots, np.int64)
         for o in range(q.n_outer):
@@ -219,6 +236,9 @@ def test_the_planned_launches_give_the_cpu_bytes(model, monkeypatch, via, it):
             same(dml.reverse_subsequences, x, idx((1, 5, 6), 5), 0)
     assert {("ix_gather", "direct", 16), ("ix_gather", "direct", 4), ("ix_scatter", "direct", 1)} <= model
     assert ("ix_apply", "sort", 16) in model if via == "sort" else ("ix_scatter", "owner", 16) in model
+    if via == "auto":                        # scatter_elements along the last axis: a block a row
+        assert {("ix_scatter_group", "group", 1), ("ix_scatter_group", "group", 2), ("ix_scatter_group", "group", 4),
+                ("ix_scatter_group", "group", 8)} <= model, model
 
 
 def test_the_accumulating_and_last_only_adjoints_give_the_cpu_bytes(model):
@@ -260,3 +280,20 @@ def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model):
     assert (3, 2, 5, 32) in outer           # int8: lo = 32
     assert (3, 4, 4, 2, 8) in outer         # (3, 2, 4, 32) float32 along axis 1: (3, 4, 32 / 8, 2, 8)
     assert (3, 6, 10) in outer              # 10 words: no split, the axis moved next to the last
+
+
+def test_group_scatter_gives_the_cpu_bytes(model):
+    """scatter_elements along the last axis, one block a row (owners in shared
+    memory): repeats, hostile and skipped indices, reversed views, three dimensions."""
+    rng = np.random.default_rng(9)
+    for it in (np.int64, np.uint32):
+        x = rng.standard_normal((3, 40)).astype(np.float32)
+        i = rng.integers(0, 40, (3, 90)).astype(it)
+        i.reshape(-1)[::7] = hostile(it, i.size)[::7]
+        u = rng.standard_normal((3, 90)).astype(np.float32)
+        same(dml.scatter_elements, x, i, u, 1, check_indices=False)
+        same(dml.scatter_elements, x[::-1, ::-1], i[::-1], u[:, ::-1], 1, check_indices=False)
+        x3 = rng.integers(0, 9, (2, 3, 8)).astype(np.int16)
+        same(dml.scatter_elements, x3, rng.integers(0, 8, (2, 3, 20)).astype(it), np.ones((2, 3, 20), np.int16), 2,
+             check_indices=False)
+    assert ("ix_scatter_group", "group", 4) in model and ("ix_scatter_group", "group", 2) in model, model

@@ -20,6 +20,8 @@
 //                          where last_only and a later position reads it)
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
 //                          only by the position that owns its destination block
+//   ix_scatter_group<W, I, NO> a block a group of positions sharing one
+//                          destination segment: owners in shared memory, then writes
 //   ix_owner<I, ...>       owner of each destination block: the last position
 //                          reaching it (atomicMax: the same result in any order)
 //   ix_keys<I, K, ...>     each position's keyed block (destination, or the
@@ -69,6 +71,7 @@ struct ix_params {
     i64 isizes[IX_RANK], isrc_strides[IX_RANK], idst_strides[IX_RANK];     // inner dims
     i64 naxes, data_type, has_value, value_bits, last_only;
     i64 key_base, key_div;                  // slot = (offset - key_base) / key_div
+    i64 members;                            // ix_scatter_group: positions a group (a block)
     ix_axis axes[IX_AXES];
     u64 src, dst, keys, order, aux;
     u64 idx[IX_AXES];
@@ -258,6 +261,33 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
         if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
+// One block a group of `members` consecutive positions (trailing outer
+// dimensions of destination stride 0: they differ only by the index
+// coordinate, which stays inside the group's own `bound` destination words,
+// distinct from every other group's) of one index axis and one word: the
+// owners in shared memory (atomicMax of the member number: the last position
+// in row-major order), then the owners write. No global slot array, one launch.
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_scatter_group(IX_PARAMS) {
+    extern __shared__ u32 own[];
+    const I members = (I)p.members, first = (I)blockIdx.x * members;
+    const i64 bound = p.axes[0].bound, stride = p.axes[0].stride;
+    for (i64 s = threadIdx.x; s < bound; s += IX_THREADS) own[s] = 0;
+    i64 so, d0;
+    ix_outer<I, false, false, NO, 1>(p, first, so, d0);     // the group's origin (index coordinate 0)
+    __syncthreads();
+    for (I m = threadIdx.x; m < members; m += IX_THREADS) {
+        i64 dd;
+        if (ix_outer<I, true, false, NO, 1>(p, first + m, so, dd)) atomicMax(own + (dd - d0) / stride, (u32)m + 1u);
+    }
+    __syncthreads();
+    for (I m = threadIdx.x; m < members; m += IX_THREADS) {
+        i64 dd;
+        if (ix_outer<I, true, false, NO, 1>(p, first + m, so, dd) && own[(dd - d0) / stride] == (u32)m + 1u)
+            ((W*)p.dst)[dd] = ((const W*)p.src)[so];
+    }
+}
+
 template <typename I, int NO, int NA>
 __global__ void __launch_bounds__(IX_THREADS) ix_owner(IX_PARAMS) {
     const I o = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
@@ -391,6 +421,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);
 template __global__ void ix_owner<u32, 2, 1>(IX_PARAMS);
+template __global__ void ix_scatter_group<u32, u32, 2>(IX_PARAMS);
 template __global__ void ix_keys<u64, u64, 3, 2>(IX_PARAMS);
 template __global__ void ix_apply<u16, u32, u32, 1, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_apply<uint4, u32, u32, 0, 1, 1, 2, 4>(IX_PARAMS);

@@ -15,13 +15,20 @@ compiled per word size, index width and exact counts of outer dimensions,
 index axes and inner dimensions. How each kind runs:
 
 * ``Gather``: the destination's words, each thread reading its position's
-  indices once (``ix_gather``). With ``last_only`` the positions' source
+  indices once (``ix_gather``); an element-wise reversal of subsequences
+  walks columns down the reversed axis (``_column_walk``). With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
 * ``Scatter`` of a constant (``value``), or whose positions all read one
   source block (ONE_HOT's on value), without accumulation: every position
   writes the same bytes, in any order (``ix_scatter``).
-* ``Scatter`` overwriting: each destination block's owner is the last
+* ``Scatter`` overwriting one word a position through one index axis
+  whose positions fall in groups (trailing outer dimensions of destination
+  stride 0) each reaching its own segment of at most ``GROUP_SLOTS`` words
+  (``scatter_elements`` along the last axis: a row): one block a group, the
+  owners in shared memory, then the owners write (``ix_scatter_group``,
+  one launch, no slot array).
+* ``Scatter`` overwriting, otherwise: each destination block's owner is the last
   position reaching it (``ix_owner``: an ``atomicMax`` into a zeroed slot
   array, the same result in any order), then only owners write; where the
   slot array would be large (``OWNER_SLOTS``) the positions are sorted
@@ -66,7 +73,8 @@ RANK, AXES = 16, 8
 #: 4-byte slot per possible destination block) has at most
 #: max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
 OWNER_SLOTS = 1 << 24
-#: How overwriting scatters run: "auto" (above), "owner" or "sort" (tests, benchmarks).
+#: How overwriting scatters run: "auto" (group where it applies, else as
+#: above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
@@ -85,7 +93,8 @@ class IndexParams(ctypes.Structure):
     _fields_ = [(n, i64) for n in ("outer", "inner", "n_outer", "n_inner", "total", "groups", "src_offset",
                                    "dst_offset")] + [
         (n, i64 * RANK) for n in ("sizes", "src_strides", "dst_strides", "isizes", "isrc_strides", "idst_strides")] + [
-        (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div")] + [
+        (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div",
+                            "members")] + [
         ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
         ("idx", u64 * AXES)]
 
@@ -110,6 +119,30 @@ def _disjoint(p, k: int) -> bool:
     dims += [(ix.bound, ix.stride) for ix in p.indices if ix.stride]
     dims += list(zip(p.sizes[k:], p.dst_strides[k:]))
     return _distinct([n for n, _ in dims], [t for _, t in dims])
+
+
+#: A group scatter's owner table (4 bytes a destination word of its segment)
+#: stays inside the shared memory a block gets without raising its limit.
+GROUP_SLOTS = 12 * 1024
+
+
+def _group(q, k: int) -> int:
+    """Positions a group where an overwriting scatter of one word a position
+    and one index axis can run as ``ix_scatter_group``, else 0: the trailing
+    outer dimensions of destination stride 0 (the members, which reach one
+    destination segment of ``bound`` words, differing only by the index
+    coordinate), the leading ones and the index axis reaching distinct words
+    (so no two groups write one word), the segment at most GROUP_SLOTS."""
+    if q.naxes != 1 or q.n_inner != 1 or not q.axes[0].stride or q.axes[0].bound > GROUP_SLOTS:
+        return 0
+    m = k
+    while m > 0 and (q.dst_strides[m - 1] == 0 or q.sizes[m - 1] == 1):
+        m -= 1
+    members = math.prod(q.sizes[m:k])
+    if members < 2 or q.n_outer // members > 2**31 - 1 or not _distinct(
+            list(q.sizes[:m]) + [q.axes[0].bound], list(q.dst_strides[:m]) + [q.axes[0].stride]):
+        return 0
+    return members
 
 
 def _column_walk(q, k: int, word: int) -> int:
@@ -241,6 +274,8 @@ class IndexPass:
             self.mode = "sort"
         elif const or same:
             self.mode = "direct"
+        elif SCATTER_VIA == "auto" and (members := _group(q, k)):
+            self.mode, q.members = "group", members
         elif SCATTER_VIA != "sort" and n_outer < 2**32 - 1 and (
                 SCATTER_VIA == "owner" or self.slots <= max(OWNER_SLOTS, 4 * n_outer)):
             self.mode = "owner"
@@ -257,6 +292,8 @@ class IndexPass:
         shape = f"{ranks}, {len(inner)}, {items}"
         if not scatter:
             main = f"ix_gather<{W}, {index}, {shape}>"
+        elif self.mode == "group":
+            main = f"ix_scatter_group<{W}, {index}, {k}>"
         elif self.mode == "sort":
             main = f"ix_apply<{W}, {index}, {self.key_t}, {int(acc)}, {shape}>"
         else:
@@ -271,12 +308,12 @@ class IndexPass:
         self.names = names
         self.main, self.params, self.const = main, q, const
 
-    def _launch(self, name: str, count: int, q, stream_ptr: int) -> None:
+    def _launch(self, name: str, count: int, q, stream_ptr: int, smem: int = 0) -> None:
         if count <= 0:
             return
         argv = (ctypes.c_void_p * 1)(ctypes.addressof(q))
         blocks = -(-count // THREADS)
-        self.backend.cupy.cuda.driver.launchKernel(self.functions[name], blocks, 1, 1, THREADS, 1, 1, 0,
+        self.backend.cupy.cuda.driver.launchKernel(self.functions[name], blocks, 1, 1, THREADS, 1, 1, smem,
                                                    stream_ptr, ctypes.addressof(argv), 0)
 
     def __call__(self, src_ptrs, dst_ptrs, stream_ptr: int = 0) -> None:
@@ -291,6 +328,10 @@ class IndexPass:
         if self.mode == "direct":
             with backend.device:
                 self._launch(self.main, q.total, q, stream_ptr)
+            return
+        if self.mode == "group":
+            with backend.device:
+                self._launch(self.main, (q.n_outer // q.members) * THREADS, q, stream_ptr, 4 * q.axes[0].bound)
             return
         cupy = backend.cupy
         with backend.device, backend._external_stream(stream_ptr):
