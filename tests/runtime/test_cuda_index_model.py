@@ -77,8 +77,15 @@ def _inner(q, j):
     return si, di
 
 
-def _words(q, items):
-    """(position or sorted member, inner word) of every thread's words (ix_split)."""
+def _words(q, items, positions=False):
+    """(position or sorted member, inner word) of every thread's words
+    (ix_split; ``positions``: ix_gather_positions, positions t, t + total, ...)."""
+    if positions:
+        for t in range(q.total):
+            for u in range(items):
+                if t + u * q.total < q.n_outer:
+                    yield t + u * q.total, 0
+        return
     for t in range(q.total):
         o, g = divmod(t, q.groups)
         for u in range(items):
@@ -170,7 +177,7 @@ def run_model(step, plan, p, srcs, dsts, seen):
             r = _outer(q, o, idx, True, False)
             if r is not None:
                 owner[slot(r[1])] = max(owner[slot(r[1])], o + 1)
-    for o, j in _words(q, items):
+    for o, j in _words(q, items, step.main.startswith("ix_gather_positions<")):
         si, di = _inner(q, j)
         r = _outer(q, o, idx, True, not step.scatter)
         if r is None or (owner is not None and owner[slot(r[1])] != o + 1):
@@ -234,7 +241,8 @@ def test_the_planned_launches_give_the_cpu_bytes(model, monkeypatch, via, it):
         same(dml.one_hot, idx((3, 4), 5), 5, np.array([0, 1], dt), 1)
         if np.dtype(it).kind == "u":
             same(dml.reverse_subsequences, x, idx((1, 5, 6), 5), 0)
-    assert {("ix_gather", "direct", 16), ("ix_gather", "direct", 4), ("ix_scatter", "direct", 1)} <= model
+    assert {("ix_gather", "direct", 16), ("ix_gather_positions", "direct", 4), ("ix_gather_positions", "direct", 1),
+            ("ix_scatter", "direct", 1)} <= model
     assert ("ix_apply", "sort", 16) in model if via == "sort" else ("ix_scatter", "owner", 16) in model
     if via == "auto":                        # scatter_elements along the last axis: a block a row
         assert {("ix_scatter_group", "group", 1), ("ix_scatter_group", "group", 2), ("ix_scatter_group", "group", 4),

@@ -18,6 +18,8 @@
 //
 //   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
 //                          where last_only and a later position reads it)
+//   ix_gather_positions<W, I, NO, NA, ITEMS> an element-wise gather, ITEMS
+//                          positions a thread
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
 //                          only by the position that owns its destination block
 //   ix_scatter_group<W, I, NO> a block a group of positions sharing one
@@ -236,6 +238,31 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
         if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
+// An element-wise gather (one word a position): ITEMS positions a thread,
+// t, t + total, ... (neighbouring threads take neighbouring positions), every
+// index and source load before the first store.
+template <typename W, typename I, int NO, int NA, int ITEMS>
+__global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
+    const I t = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
+    if (t >= (I)p.total) return;
+    W v[ITEMS];
+    i64 at[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const I o = t + (I)u * (I)p.total;
+        at[u] = -1;
+        if (o < (I)p.n_outer) {
+            i64 so, dd;
+            ix_outer<I, true, true, NO, NA>(p, o, so, dd);
+            v[u] = ((const W*)p.src)[so];
+            at[u] = dd;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++)
+        if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+}
+
 template <typename W, typename I, int OWN, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
     I o, g;
@@ -419,6 +446,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 
 #ifdef OPENDML_INSTANTIATE   // nvcc -DOPENDML_INSTANTIATE -c: one of each kernel (a syntax check without a GPU)
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
+template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
 template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);
 template __global__ void ix_owner<u32, 2, 1>(IX_PARAMS);
 template __global__ void ix_scatter_group<u32, u32, 2>(IX_PARAMS);

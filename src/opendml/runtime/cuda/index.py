@@ -78,6 +78,10 @@ OWNER_SLOTS = 1 << 24
 SCATTER_VIA = "auto"
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
+#: Positions a thread of an element-wise gather moves (1: ix_gather, one).
+POSITION_ITEMS = 4
+#: Whether an element-wise reversal of subsequences walks columns (_column_walk).
+COLUMN_WALK = True
 _WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
@@ -281,16 +285,21 @@ class IndexPass:
             self.mode = "owner"
         else:
             self.mode = "sort"
-        if not scatter and not last_only and q.n_inner == 1:
+        positions = not scatter and not last_only and q.n_inner == 1
+        if positions and COLUMN_WALK:
             k = _column_walk(q, k, word)
         items = ITEMS if q.n_inner >= ITEMS else 1
         q.groups = -(-q.n_inner // items)
         q.total = n_outer * q.groups
+        if positions and POSITION_ITEMS > 1:             # ix_gather_positions: POSITION_ITEMS positions a thread
+            items, q.total = POSITION_ITEMS, -(-n_outer // POSITION_ITEMS)
         index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * items < 2**32 else "u64"
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
         W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
         shape = f"{ranks}, {len(inner)}, {items}"
-        if not scatter:
+        if positions and POSITION_ITEMS > 1:
+            main = f"ix_gather_positions<{W}, {index}, {ranks}, {items}>"
+        elif not scatter:
             main = f"ix_gather<{W}, {index}, {shape}>"
         elif self.mode == "group":
             main = f"ix_scatter_group<{W}, {index}, {k}>"
