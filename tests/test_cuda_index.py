@@ -166,8 +166,8 @@ def test_the_kernels_that_run(cp, scatter_via):
             "sort": "ix_apply<uint4, u32, u32, 0,"}[scatter_via]
     assert any(n.startswith(want) for n in seen), seen
     assert any(n.startswith("ix_scatter<u16, u32, 0,") for n in seen), seen     # one_hot: no owner pass
-    want = {"auto": "ix_scatter_group<u32, u32, 2>", "owner": "ix_owner<u32, 2, 1>", "sort": "ix_keys<u32, u32, 2, 1>"}
-    assert want[scatter_via] in seen, seen                                       # scatter_elements along rows
+    want = {"auto": "ix_scatter_group<u32, u32, 2", "owner": "ix_owner<u32, 2,", "sort": "ix_keys<u32, u32, 2,"}
+    assert any(n.startswith(want[scatter_via]) for n in seen), seen             # scatter_elements along rows
 
 
 def test_torch_cuda_forward_and_deterministic_backward(cp):
