@@ -23,7 +23,8 @@ Rows (float32; int64 indices, uniformly random, so repeats occur):
 Rows marked ``[NAME=value]`` run again under another setting of
 ``runtime/cuda/index.py`` (the previous kernels: ``POSITION_ITEMS=1`` one
 position a thread, ``COLUMN_WALK=False`` row-major positions,
-``SCATTER_VIA=owner`` the global owner pass), in the same process. Under each
+``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_TILE=False`` no
+shared-memory staging), in the same process. Under each
 row, ``device time`` is what the profiler records of the call's kernels, copies
 and fills (median-free: the mean of 5 calls), beside the timed ms a call:
 where the timed time is well above it the row is host-bound.
@@ -218,7 +219,8 @@ def main(argv=None) -> int:
     rs = ("reverse_subsequences 512x256x512", lambda: dml.reverse_subsequences(x6, lengths, 0),
           {"torch.flip (full)": lambda: torch.flip(x6, [0])}, 2 * x6.nbytes + lengths.nbytes)
     row(*rs)
-    variant(rs[0], {"POSITION_ITEMS": 1}, *rs[1:])
+    variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
+    variant(rs[0], {"REVERSE_TILE": False, "POSITION_ITEMS": 1}, *rs[1:])
     variant(rs[0], {"COLUMN_WALK": False, "POSITION_ITEMS": 1}, *rs[1:])
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

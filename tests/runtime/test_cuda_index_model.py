@@ -25,6 +25,7 @@ from ..test_index_ops import hostile
 TYPES = {6: np.int32, 11: np.int64, 3: np.uint32, 10: np.uint64}
 FLOATS = {1: np.float32, 2: np.float16, 9: np.float64}
 SKIPPED = 2**64 - 1
+THREADS = 256                                # index.cu's IX_THREADS
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -154,6 +155,25 @@ def run_model(step, plan, p, srcs, dsts, seen):
                     acc = _add(acc, v, q.data_type, w) if p.accumulate else v
                 write(dst, at, acc)
             return
+    if step.mode == "tile":                  # ix_reverse_tile: a block a column set, staged in shared memory
+        ax, k = q.axes[0], q.outer
+        lo, n_e = q.sizes[k - 1], q.sizes[k - 2]
+        assert THREADS % lo == 0 and n_e == ax.bound and q.src_strides[k - 2] == 0 and ax.axis == k - 2
+        for g in range(q.n_outer // q.members):
+            sb, db, ab, r = q.src_offset, q.dst_offset, ax.offset, g
+            for d in reversed(range(k - 2)):
+                r, c = (0, r) if d == 0 else divmod(r, q.sizes[d])
+                sb, db, ab = sb + c * q.src_strides[d], db + c * q.dst_strides[d], ab + c * ax.strides[d]
+            tile = [None] * (ax.bound * lo)
+            for kk in range(lo):
+                for c in range(ax.bound):
+                    tile[c * lo + kk] = read(src, sb + kk * q.src_strides[k - 1] + c * ax.stride)
+            for kk in range(lo):
+                for e in range(n_e):
+                    _, c = _coordinate(ax, idx[0], ab + kk * ax.strides[k - 1] + e * ax.strides[k - 2], e)
+                    assert 0 <= c < ax.bound
+                    write(dst, db + kk * q.dst_strides[k - 1] + e * q.dst_strides[k - 2], tile[c * lo + kk])
+        return
     if step.mode == "group":                 # ix_scatter_group: a block a group, owners in shared memory
         members, ax = q.members, q.axes[0]
         for first in range(0, q.n_outer, members):
@@ -288,6 +308,7 @@ def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model):
     assert (3, 2, 5, 32) in outer           # int8: lo = 32
     assert (3, 4, 4, 2, 8) in outer         # (3, 2, 4, 32) float32 along axis 1: (3, 4, 32 / 8, 2, 8)
     assert (3, 6, 10) in outer              # 10 words: no split, the axis moved next to the last
+    assert ("ix_reverse_tile", "tile", 4) in model and ("ix_reverse_tile", "tile", 8) in model, model
 
 
 def test_group_scatter_gives_the_cpu_bytes(model):

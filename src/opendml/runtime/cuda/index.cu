@@ -20,6 +20,8 @@
 //                          where last_only and a later position reads it)
 //   ix_gather_positions<W, I, NO, NA, ITEMS> an element-wise gather, ITEMS
 //                          positions a thread
+//   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns staged
+//                          in shared memory
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
 //                          only by the position that owns its destination block
 //   ix_scatter_group<W, I, NO> a block a group of positions sharing one
@@ -263,6 +265,49 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
         if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
+// An element-wise reversal of subsequences walked as columns (index.py's
+// _column_walk: outer dimensions (..., reversed axis, lo columns), the
+// reversed axis of source stride 0 and of size `bound`, lo dividing
+// IX_THREADS): one block a combination of the leading dimensions; its source
+// columns (bound rows of lo words) staged in shared memory by coalesced
+// loads, then each position reads its reversed row there and the block
+// writes its rows in order. Every thread keeps one column.
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
+    extern __shared__ uint4 ix_tile_raw[];
+    W* tile = reinterpret_cast<W*>(ix_tile_raw);
+    const ix_axis& ax = p.axes[0];
+    const i64 lo = p.sizes[NO - 1], rows = ax.bound, n_e = p.sizes[NO - 2];   // lo divides IX_THREADS
+    i64 sb = p.src_offset, db = p.dst_offset, ab = ax.offset;
+    I r = (I)blockIdx.x;                     // the group: the leading dimensions
+#pragma unroll
+    for (int k = NO - 3; k >= 0; --k) {
+        I ck;
+        if (k == 0) {
+            ck = r;
+        } else {
+            const I n = (I)p.sizes[k];
+            const I q = r / n;
+            ck = r - q * n;
+            r = q;
+        }
+        sb += (i64)ck * p.src_strides[k];
+        db += (i64)ck * p.dst_strides[k];
+        ab += (i64)ck * ax.strides[k];
+    }
+    const i64 kk = (i64)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
+    const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
+    for (i64 c = (i64)threadIdx.x / lo; c < rows; c += step) tile[c * lo + kk] = src[c * ax.stride];
+    __syncthreads();
+    W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
+    const i64 at = ab + kk * ax.strides[NO - 1], as = ax.strides[NO - 2], ds = p.dst_strides[NO - 2];
+    for (i64 e = (i64)threadIdx.x / lo; e < n_e; e += step) {
+        i64 c;
+        ix_coordinate(ax, p.idx[0], at + e * as, e, c);    // in [0, rows): e < n_e == rows
+        dst[e * ds] = tile[c * lo + kk];
+    }
+}
+
 template <typename W, typename I, int OWN, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
     I o, g;
@@ -447,6 +492,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 #ifdef OPENDML_INSTANTIATE   // nvcc -DOPENDML_INSTANTIATE -c: one of each kernel (a syntax check without a GPU)
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
+template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
 template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);
 template __global__ void ix_owner<u32, 2, 1>(IX_PARAMS);
 template __global__ void ix_scatter_group<u32, u32, 2>(IX_PARAMS);

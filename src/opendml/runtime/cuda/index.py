@@ -15,8 +15,11 @@ compiled per word size, index width and exact counts of outer dimensions,
 index axes and inner dimensions. How each kind runs:
 
 * ``Gather``: the destination's words, each thread reading its position's
-  indices once (``ix_gather``); an element-wise reversal of subsequences
-  walks columns down the reversed axis (``_column_walk``). With ``last_only`` the positions' source
+  indices once (``ix_gather``); an element-wise one (every dimension reads
+  an index: ``gather_elements``) ``POSITION_ITEMS`` positions a thread
+  (``ix_gather_positions``); an element-wise reversal of subsequences walks
+  columns down the reversed axis (``_column_walk``), staged in shared
+  memory a block a column set where they fit (``ix_reverse_tile``). With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
 * ``Scatter`` of a constant (``value``), or whose positions all read one
@@ -80,8 +83,9 @@ SCATTER_VIA = "auto"
 ITEMS = 4
 #: Positions a thread of an element-wise gather moves (1: ix_gather, one).
 POSITION_ITEMS = 4
-#: Whether an element-wise reversal of subsequences walks columns (_column_walk).
-COLUMN_WALK = True
+#: Whether an element-wise reversal of subsequences walks columns
+#: (_column_walk), and stages them in shared memory where they fit (_tile).
+COLUMN_WALK = REVERSE_TILE = True
 _WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
@@ -147,6 +151,22 @@ def _group(q, k: int) -> int:
             list(q.sizes[:m]) + [q.axes[0].bound], list(q.dst_strides[:m]) + [q.axes[0].stride]):
         return 0
     return members
+
+
+def _tile(q, k: int, word: int) -> bool:
+    """Whether a column-walked reversal (``_column_walk``'s order) runs as
+    ``ix_reverse_tile``: one reversing index axis along dimension k - 2 of
+    source stride 0 and of the axis's size, the last dimension's lo words
+    dividing a block's threads, bound x lo words in a block's shared memory;
+    sets ``q.members`` (positions a block)."""
+    if k < 2 or q.naxes != 1:
+        return False
+    ax, lo = q.axes[0], q.sizes[k - 1]
+    if ax.mode != 1 or ax.axis != k - 2 or q.src_strides[k - 2] or not ax.stride or ax.bound != q.sizes[k - 2] or \
+            THREADS % lo or ax.bound * lo * word > 4 * GROUP_SLOTS or q.n_outer // (ax.bound * lo) > 2**31 - 1:
+        return False
+    q.members = ax.bound * lo
+    return True
 
 
 def _column_walk(q, k: int, word: int) -> int:
@@ -291,13 +311,17 @@ class IndexPass:
         items = ITEMS if q.n_inner >= ITEMS else 1
         q.groups = -(-q.n_inner // items)
         q.total = n_outer * q.groups
-        if positions and POSITION_ITEMS > 1:             # ix_gather_positions: POSITION_ITEMS positions a thread
+        if positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word):
+            self.mode = "tile"                         # ix_reverse_tile: a block a column set
+        elif positions and POSITION_ITEMS > 1:         # ix_gather_positions: POSITION_ITEMS positions a thread
             items, q.total = POSITION_ITEMS, -(-n_outer // POSITION_ITEMS)
         index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * items < 2**32 else "u64"
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
         W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
         shape = f"{ranks}, {len(inner)}, {items}"
-        if positions and POSITION_ITEMS > 1:
+        if self.mode == "tile":
+            main = f"ix_reverse_tile<{W}, {index}, {k}>"
+        elif positions and POSITION_ITEMS > 1:
             main = f"ix_gather_positions<{W}, {index}, {ranks}, {items}>"
         elif not scatter:
             main = f"ix_gather<{W}, {index}, {shape}>"
@@ -315,7 +339,7 @@ class IndexPass:
         with backend.device:
             self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in names}
         self.names = names
-        self.main, self.params, self.const = main, q, const
+        self.main, self.params, self.const, self.word = main, q, const, word
 
     def _launch(self, name: str, count: int, q, stream_ptr: int, smem: int = 0) -> None:
         if count <= 0:
@@ -337,6 +361,11 @@ class IndexPass:
         if self.mode == "direct":
             with backend.device:
                 self._launch(self.main, q.total, q, stream_ptr)
+            return
+        if self.mode == "tile":
+            with backend.device:
+                self._launch(self.main, (q.n_outer // q.members) * THREADS, q, stream_ptr,
+                             q.axes[0].bound * q.sizes[q.outer - 1] * self.word)
             return
         if self.mode == "group":
             with backend.device:
