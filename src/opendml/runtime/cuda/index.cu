@@ -55,6 +55,7 @@ typedef unsigned char u8;
 #define IX_RANK 16
 #define IX_AXES 8
 #define IX_THREADS 256
+#define IX_BATCH 4                           // loads a thread issues before using the first (shared-memory kernels)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
 #define IX_PARAMS const ix_params p
 #else
@@ -297,14 +298,29 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
     }
     const i64 kk = (i64)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
     const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
-    for (i64 c = (i64)threadIdx.x / lo; c < rows; c += step) tile[c * lo + kk] = src[c * ax.stride];
+    for (i64 c0 = (i64)threadIdx.x / lo; c0 < rows; c0 += IX_BATCH * step) {
+        W v[IX_BATCH];                       // IX_BATCH loads in flight before the first store
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (c0 + u * step < rows) v[u] = src[(c0 + u * step) * ax.stride];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
+    }
     __syncthreads();
     W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
     const i64 at = ab + kk * ax.strides[NO - 1], as = ax.strides[NO - 2], ds = p.dst_strides[NO - 2];
-    for (i64 e = (i64)threadIdx.x / lo; e < n_e; e += step) {
-        i64 c;
-        ix_coordinate(ax, p.idx[0], at + e * as, e, c);    // in [0, rows): e < n_e == rows
-        dst[e * ds] = tile[c * lo + kk];
+    for (i64 e0 = (i64)threadIdx.x / lo; e0 < n_e; e0 += IX_BATCH * step) {
+        i64 c[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            const i64 e = e0 + u * step;
+            c[u] = 0;
+            if (e < n_e) ix_coordinate(ax, p.idx[0], at + e * as, e, c[u]);   // in [0, rows): e < n_e == rows
+        }
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (e0 + u * step < n_e) dst[(e0 + u * step) * ds] = tile[c[u] * lo + kk];
     }
 }
 
@@ -348,15 +364,36 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter_group(IX_PARAMS) {
     i64 so, d0;
     ix_outer<I, false, false, NO, 1>(p, first, so, d0);     // the group's origin (index coordinate 0)
     __syncthreads();
-    for (I m = threadIdx.x; m < members; m += IX_THREADS) {
-        i64 dd;
-        if (ix_outer<I, true, false, NO, 1>(p, first + m, so, dd)) atomicMax(own + (dd - d0) / stride, (u32)m + 1u);
+    for (I m0 = threadIdx.x; m0 < members; m0 += IX_BATCH * IX_THREADS) {
+        i64 dd[IX_BATCH];                    // IX_BATCH index loads in flight
+        bool keep[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            const I m = m0 + (I)u * IX_THREADS;
+            keep[u] = m < members && ix_outer<I, true, false, NO, 1>(p, first + m, so, dd[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (keep[u]) atomicMax(own + (dd[u] - d0) / stride, (u32)(m0 + (I)u * IX_THREADS) + 1u);
     }
     __syncthreads();
-    for (I m = threadIdx.x; m < members; m += IX_THREADS) {
-        i64 dd;
-        if (ix_outer<I, true, false, NO, 1>(p, first + m, so, dd) && own[(dd - d0) / stride] == (u32)m + 1u)
-            ((W*)p.dst)[dd] = ((const W*)p.src)[so];
+    for (I m0 = threadIdx.x; m0 < members; m0 += IX_BATCH * IX_THREADS) {
+        i64 sv[IX_BATCH], dd[IX_BATCH];
+        bool keep[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            const I m = m0 + (I)u * IX_THREADS;
+            keep[u] = m < members && ix_outer<I, true, false, NO, 1>(p, first + m, sv[u], dd[u]);
+        }
+        W v[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            keep[u] = keep[u] && own[(dd[u] - d0) / stride] == (u32)(m0 + (I)u * IX_THREADS) + 1u;
+            if (keep[u]) v[u] = ((const W*)p.src)[sv[u]];
+        }
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (keep[u]) ((W*)p.dst)[dd[u]] = v[u];
     }
 }
 

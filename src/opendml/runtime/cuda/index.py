@@ -147,7 +147,7 @@ def _group(q, k: int) -> int:
     while m > 0 and (q.dst_strides[m - 1] == 0 or q.sizes[m - 1] == 1):
         m -= 1
     members = math.prod(q.sizes[m:k])
-    if members < 2 or q.n_outer // members > 2**31 - 1 or not _distinct(
+    if not 2 <= members < 2**32 - 1 or q.n_outer // members > 2**31 - 1 or not _distinct(
             list(q.sizes[:m]) + [q.axes[0].bound], list(q.dst_strides[:m]) + [q.axes[0].stride]):
         return 0
     return members
@@ -315,7 +315,7 @@ class IndexPass:
             self.mode = "tile"                         # ix_reverse_tile: a block a column set
         elif positions and POSITION_ITEMS > 1:         # ix_gather_positions: POSITION_ITEMS positions a thread
             items, q.total = POSITION_ITEMS, -(-n_outer // POSITION_ITEMS)
-        index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * items < 2**32 else "u64"
+        index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * max(items, 4) < 2**32 else "u64"   # (IX_BATCH)
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
         W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
         shape = f"{ranks}, {len(inner)}, {items}"
