@@ -207,20 +207,47 @@ def run_model(step, plan, p, srcs, dsts, seen):
         write(dst, r[1] + di, v)
 
 
+class _Dev(np.ndarray):
+    """A NumPy array standing for a CuPy one (``.data.ptr``)."""
+
+    @property
+    def data(self):
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+#: What ``IndexPass.__call__`` takes from CuPy, on NumPy (scratch allocation,
+#: the stable sort, streams): the call runs on the CPU with launches recorded.
+FAKE_CUPY = types.SimpleNamespace(
+    zeros=lambda n, dtype: np.zeros(n, dtype).view(_Dev), empty=lambda n, dtype: np.empty(n, dtype).view(_Dev),
+    argsort=lambda a: np.argsort(a, kind="stable").view(_Dev), not_equal=np.not_equal, uint32=np.uint32,
+    uint64=np.uint64, bool_=np.bool_, uint8=np.uint8,
+    cuda=types.SimpleNamespace(ExternalStream=lambda ptr, device: contextlib.nullcontext(),
+                               Stream=types.SimpleNamespace(null=contextlib.nullcontext())))
+
+
 @pytest.fixture
 def model(monkeypatch):
     """The CPU backend's compiled index pass replaced by the model of the
-    launches index.py plans; yields the (kernel, strategy, word bytes) seen."""
+    launches index.py plans; yields the (kernel, strategy, word bytes) seen.
+    Each pass's ``IndexPass.__call__`` runs too (on FAKE_CUPY, its launches
+    recorded as ("launch", kernel, (blocks, shared bytes)))."""
     if not native_available():
         pytest.skip("the compiled CPU kernels are not installed")
     seen = set()
     monkeypatch.setattr(ix, "_function", lambda device, name, relaxed: (None, types.SimpleNamespace(
         kernel=types.SimpleNamespace(ptr=0))))
-    fake = types.SimpleNamespace(device=contextlib.nullcontext(), index=0)
+    monkeypatch.setattr(ix, "_STREAMS", {})
+    monkeypatch.setattr(ix.IndexPass, "_launch", lambda self, name, count, q, stream_ptr, smem=0: seen.add(
+        ("launch", name, (-(-count // ix.THREADS), smem))))
+    fake = types.SimpleNamespace(device=contextlib.nullcontext(), index=0, cupy=FAKE_CUPY)
 
     def index_pass(self, plan, p, srcs, dsts):
         step = ix.IndexPass(fake, plan, p, [a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts], None)
-        return lambda: run_model(step, plan, p, srcs, dsts, seen)
+
+        def run():
+            step([a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts], 0)
+            run_model(step, plan, p, srcs, dsts, seen)
+        return run
     monkeypatch.setattr(cpu_backend.CpuBackend, "_index_pass", index_pass)
     with dml.configure(cpu_kernels="compiled", call_cache=False):   # (the C call cache would skip the pass)
         yield seen
@@ -326,3 +353,22 @@ def test_group_scatter_gives_the_cpu_bytes(model):
         same(dml.scatter_elements, x3, rng.integers(0, 8, (2, 3, 20)).astype(it), np.ones((2, 3, 20), np.int16), 2,
              check_indices=False)
     assert ("ix_scatter_group", "group", 4) in model and ("ix_scatter_group", "group", 2) in model, model
+
+
+def test_each_strategy_s_call_queues_its_launches(model, monkeypatch):
+    """``IndexPass.__call__`` of every strategy runs (scratch, sort and stream
+    through CuPy's calls) and queues its kernels in order, with the grid and
+    shared memory its kernel needs."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 40)).astype(np.float32)
+    i = rng.integers(0, 40, (4, 50))
+    u = rng.standard_normal((4, 50)).astype(np.float32)
+    for via in ("auto", "owner", "sort"):
+        monkeypatch.setattr(ix, "SCATTER_VIA", via)
+        same(dml.scatter_elements, x, i, u, 1, check_indices=False)
+    same(dml.reverse_subsequences, rng.standard_normal((6, 3, 16)).astype(np.float32),
+         rng.integers(0, 8, (1, 3, 16)).astype(np.uint32), 0)
+    launched = {(n.split("<")[0], grid) for k, n, grid in model if k == "launch"}
+    assert ("ix_scatter_group", (4, 4 * 40)) in launched               # a block a row, 40 slots
+    assert ("ix_owner", (1, 0)) in launched and ("ix_keys", (1, 0)) in launched and ("ix_apply", (1, 0)) in launched
+    assert ("ix_reverse_tile", (3 * 2, 6 * 8 * 4)) in launched          # (3, 16 / 8) column sets of 6 x 8 words

@@ -219,6 +219,23 @@ def _inner(sizes, ss, ds):
     return out
 
 
+_STREAMS: dict = {}
+
+
+def _stream(backend, ptr: int):
+    """CuPy's stream object for the caller's stream ``ptr`` on ``backend``'s
+    device (0: the legacy default stream), cached: the scratch of the sorts
+    and slot arrays is allocated and ordered on it."""
+    s = _STREAMS.get((backend.index, ptr))
+    if s is None:
+        if len(_STREAMS) > 64:
+            _STREAMS.clear()
+        cupy = backend.cupy
+        s = _STREAMS[backend.index, ptr] = cupy.cuda.ExternalStream(ptr, backend.index) if ptr else \
+            cupy.cuda.Stream.null
+    return s
+
+
 class IndexPass:
     """One ``Gather``/``Scatter`` pass's launches: ``(src_ptrs, dst_ptrs,
     stream_ptr)`` queues them. ``blocks``/``via`` tell the C call cache
@@ -372,7 +389,7 @@ class IndexPass:
                 self._launch(self.main, (q.n_outer // q.members) * THREADS, q, stream_ptr, 4 * q.axes[0].bound)
             return
         cupy = backend.cupy
-        with backend.device, backend._external_stream(stream_ptr):
+        with backend.device, _stream(backend, stream_ptr):
             if self.mode == "owner":
                 slots = cupy.zeros(self.slots, dtype=cupy.uint32)
                 q.aux = slots.data.ptr
