@@ -141,7 +141,7 @@ def test_index_errors_are_the_cpu_errors(cp):
 
 def test_the_kernels_that_run(cp, scatter_via):
     """Each strategy really runs: the recorded launches name its kernels."""
-    from opendml.arrays import family_cuda
+    from opendml.arrays import cuda as family_cuda
     seen = []
     real = family_cuda.get_backend
 

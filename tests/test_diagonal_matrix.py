@@ -363,7 +363,7 @@ def test_generator_through_the_custom_operators():
     torch = pytest.importorskip("torch")
     import json
     import opendml.torch  # noqa: F401 - registers the custom operators
-    from opendml.arrays import family_torch_op
+    from opendml.arrays.torch import library as family_torch_op
     text = json.dumps(jsonform.to_json(DM(T("INT32", [3, 4]), -1, 6.0)))
     want = np.where(np.eye(3, 4, -1, dtype=bool), 6, 0).astype(np.int32)
     assert np.array_equal(torch.ops.opendml.move([], text)[0].numpy(), want)

@@ -832,14 +832,14 @@ def test_dask_blocks_and_frameworks_give_the_numpy_bytes():
 
 
 def test_the_array_functions_are_registered_to_enter_a_graph_whole():
-    """family_torch_op marks the family's and the index functions for
+    """The PyTorch wing (``arrays.torch.library``) marks the family's and the index functions for
     torch.compile through ``_dispatch`` (it imports neither index_ops nor the
     front: the import cycle through index_ops is gone); a hook set later sees
     the functions registered before, and one registered later reaches the
     hooks already set."""
-    from opendml.arrays import _dispatch, family, index_ops
-    for module in (family, index_ops):
-        assert [n for n in module.__all__ if getattr(module, n) not in _dispatch.WHOLE_IN_GRAPH] == []
+    from opendml.arrays import _dispatch, front, index_ops
+    for module, names in ((front, front.FAMILY), (index_ops, index_ops.__all__)):
+        assert [n for n in names if getattr(module, n) not in _dispatch.WHOLE_IN_GRAPH] == []
     seen = []
 
     def extra():
@@ -857,7 +857,7 @@ def test_the_array_functions_are_registered_to_enter_a_graph_whole():
 
 def test_torch_compile_forward_and_backward():
     torch = pytest.importorskip("torch")
-    from opendml.arrays import family_torch_op  # noqa: F401 - registers the functions with torch.compile
+    from opendml.arrays.torch import library as family_torch_op  # noqa: F401 - registers the functions with torch.compile
     x = torch.randn(4, 5, requires_grad=True)
     i = torch.tensor([[0, 3, 3], [1, -1, 0]])
     f = torch.compile(lambda x: dml.gather(x, i, 0).sum() * 2, fullgraph=True)

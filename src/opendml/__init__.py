@@ -23,7 +23,7 @@ from .ops import (FoldOperatorDesc, OperatorDesc, Slice1OperatorDesc, SliceGradO
                   UnfoldOperatorDesc)
 from .runtime.alloc import AllocationError
 from .runtime.config import Config, config, configure
-from .arrays.family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile
+from .arrays import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile
 from .ops import (CastOperatorDesc, DepthSpaceOrder, DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc,
                   ElementWiseIdentityOperatorDesc, JoinOperatorDesc, Padding1OperatorDesc, PaddingMode,
                   PaddingOperatorDesc, ScaleBias, SpaceToDepth1OperatorDesc, SpaceToDepthOperatorDesc,

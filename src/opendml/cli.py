@@ -492,7 +492,7 @@ def cmd_info(args) -> int:
                             if served["enabled"] else
                             "off (call_cache=False / OPENDML_CALL_CACHE=0)" if not cfg.call_cache else
                             "unavailable (compiled extension not installed)"))
-    from .arrays.torch_node import cache_folder
+    from .arrays.torch.node import cache_folder
     print(f"pytorch autograd: torch_node={cfg.torch_node} " + (
         "(always the Python autograd.Function)" if cfg.torch_node == "off" else
         f"(a C++ node compiled on first need into {cache_folder()}; the Python autograd.Function until then)"))

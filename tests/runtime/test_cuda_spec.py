@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import opendml as dml
-import opendml.arrays as api
+import opendml.arrays.front as api
 from opendml.arrays import planner
 from opendml.model import TensorDesc
 from opendml.runtime import get_backend
@@ -42,7 +42,7 @@ def zeros(shape, dtype):
 
 
 def call_of(fn, x, *args):
-    """The OpCall the array-API function ``fn`` makes for ``x`` and ``args``."""
+    """The Call the array-API function ``fn`` makes for ``x`` and ``args``."""
     got = []
     real = api._run
     api._run = lambda x, call: got.append(call)

@@ -65,7 +65,8 @@ from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES, _listeners as _config_listeners
 from ..runtime.cpu import numpy_kernels
 from ..runtime.cpu.backend import INDEX_MAX_AXES, MOVE_MAX_RANK, WORDS, IndexParams
-from . import _contract, _dispatch, family, family_cache
+from . import _contract, _dispatch, family_cache
+from . import front as family
 from .planner import logical_desc
 
 try:
