@@ -399,8 +399,8 @@ def test_cached_call_on_broadcast_indices_checks_each_one():
 
 def test_c_call_cache_follows_the_settings_and_a_spy():
     """configure(call_cache=False) and the NumPy kernels serve nothing from
-    the C cache; a replaced family.execute (a spy) is given every call."""
-    from opendml.arrays import family
+    the C cache; a replaced front.execute (a spy) is given every call."""
+    from opendml.arrays import front as family
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     ids = np.array([2, 0], np.int32)
     for _ in range(2):

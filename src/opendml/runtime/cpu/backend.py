@@ -508,8 +508,9 @@ def _tuned(kernel):
 PASSES = {
     Copy: (CpuBackend._copy_pass, numpy_kernels.prepare_copy_pass),
     Fill: (CpuBackend._native_move_pass, numpy_kernels.prepare_fill_pass),
-    Gather: (CpuBackend._index_pass, numpy_kernels.prepare_gather_pass),
-    Scatter: (CpuBackend._index_pass, numpy_kernels.prepare_scatter_pass),
+    # (looked up at each call: a test may replace the method with a model of another backend's kernels)
+    Gather: (lambda *a: CpuBackend._index_pass(*a), numpy_kernels.prepare_gather_pass),
+    Scatter: (lambda *a: CpuBackend._index_pass(*a), numpy_kernels.prepare_scatter_pass),
     Unfold: (_tuned(CpuBackend._native_unfold), numpy_kernels.tuned(numpy_kernels.prepare_unfold)),
     Fold: (_tuned(CpuBackend._native_fold), numpy_kernels.tuned(numpy_kernels.prepare_fold)),
     SliceScatter: (_tuned(CpuBackend._native_scatter), numpy_kernels.tuned(numpy_kernels.prepare_scatter)),
