@@ -13,7 +13,7 @@ through ``torch.from_numpy``, as on the Python route. Anything the cache cannot 
 None and takes the Python route: other array types, PyTorch tensors that a
 tracer must see, negative views, arguments other than None,
 plain ints and lists or tuples of plain ints, a device that is not current.
-The C side is ``runtime/cpu/calls.c``.
+The C side is ``runtime/native/calls.c``.
 
 A PyTorch tensor that autograd must record (``requires_grad`` with grad mode
 on) is served by an eager entry (``put_eager``) where opendml's C++ autograd
@@ -207,7 +207,7 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
 
 
 def register_torch_api(capsule) -> None:
-    """PyTorch's tensor accessors (``runtime/cpu/torch_api.h``), given by the
+    """PyTorch's tensor accessors (``runtime/native/torch_api.h``), given by the
     C++ node library (``arrays/torch_node.py`` registers them when it loads
     it), or None: the call cache then reads dtype, sizes, strides, device,
     data pointer and the routing facts of a tensor, allocates its outputs
@@ -249,7 +249,7 @@ numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and ha
 #: ``move_new(op_code, lowering, x, args, since, cpu)``: a never-seen shape of
 #: a data-movement family call (every function of ``arrays/family.py``) on
 #: exact, native-order NumPy arrays, lowered, run and recorded in one C call
-#: (runtime/cpu/newshape_move.c; ``lowering`` the function's number there,
+#: (runtime/native/newshape_move.c; ``lowering`` the function's number there,
 #: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,
 #: or None where the Python route must run the call (nothing run).
 move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasattr(_native, "call_cache_move_new")

@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common.h"
+#include "cpu/common.h"
 #include "newshape.h"
 
 #ifdef ODML_NUMPY

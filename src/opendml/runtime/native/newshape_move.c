@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "fp16.h"
+#include "cpu/fp16.h"
 #include "newshape.h"
 
 #define U32MAX 4294967295LL

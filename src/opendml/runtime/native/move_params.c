@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "move.h"
+#include "cpu/move.h"
 
 
 static int exact_i64(PyObject *o, int64_t *v) {

@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "blocks.h"
-#include "common.h"
-#include "move.h"
+#include "cpu/blocks.h"
+#include "cpu/common.h"
+#include "cpu/move.h"
 #include "newshape.h"
 #include "torch_api.h"
 

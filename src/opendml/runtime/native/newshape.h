@@ -15,7 +15,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "common.h"
+#include "cpu/common.h"
 
 /* The kernels a plan runs (plain_plan's kernel names, in this order: the
  * `kind` Python passes), and the CPU kernel (params.h's code) each runs. */
@@ -113,7 +113,7 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
 
 /* -- the data-movement family (newshape_move.c) -------------------------------------------------- */
 
-#include "move.h"
+#include "cpu/move.h"
 
 /* The C lowerings (the Python function each mirrors is named at it), by the
  * number arrays/family.py passes (its _LOWERINGS). */

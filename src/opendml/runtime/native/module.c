@@ -19,9 +19,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "blocks.h"
-#include "common.h"
-#include "move.h"
+#include "cpu/blocks.h"
+#include "cpu/common.h"
+#include "cpu/move.h"
 
 /* Parse (dst, src, params, threads) with params exactly `size` bytes, copied
  * into `out` (the bytes object need not be aligned for the struct). */
