@@ -1,7 +1,8 @@
 /* The call cache's shared parts (calls.c, calls_move.c, calls_new.c; see calls.c
  * for what the cache is). calls.c holds the table, the keys, the hooks and
  * the entries of the first five operators; calls_move.c the data-movement
- * family's entries (NumPy arrays, PyTorch CPU views, CUDA memory);
+ * family's entries (NumPy arrays, PyTorch CPU views, CUDA memory) and
+ * calls_move_new.c its new-shape route on NumPy arrays;
  * calls_new.c the calls run in one C call without an entry of their own
  * (Inductor's direct kernel, the new-shape routes on PyTorch tensors and
  * NumPy arrays). What they share is declared here; the extension is built
@@ -111,6 +112,52 @@ int numpy_key(Key *k, PyArrayObject *x);
 #endif
 
 /* -- the family's entries (calls_move.c) */
+/* The family's entries (calls_move.c): the move program's passes (move.h)
+ * on NumPy arrays, N inputs and M outputs. */
+#define MAX_MOVE_IO 16
+#define MAX_MOVE_PASSES 64
+
+typedef struct {
+    int fill, src, dst, threads;
+    odml_cpu_move_params p;
+    odml_move_prepared *prep;               /* p checked and laid out once (move.h) */
+} MovePass;
+
+typedef struct {
+    PyObject_HEAD
+    int n_in, n_out, n_pass, multi;
+    int64_t origin[MAX_MOVE_IO];            /* per input: bytes from its data pointer back to element 0 */
+    PyObject *dtype[MAX_MOVE_IO];           /* per output: its PyArray_Descr */
+    int rank[MAX_MOVE_IO], use_blocks[MAX_MOVE_IO];
+    int64_t dims[MAX_MOVE_IO][MAX_RANK], bytes[MAX_MOVE_IO], total;
+    MovePass *passes;
+    int64_t *key;                           /* the key's words, for the front table */
+    int key_n;
+} MoveEntry;
+
+/* DataType values 1..11 -> element bytes (model/data_type.py, convert.h). */
+static const int move_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
+
+extern PyTypeObject MoveEntryType;
+#ifdef ODML_NUMPY
+enum { KIND_MOVE = 4 };
+/* the key of a family call on NumPy arrays; its inputs in `in` (borrowed); -1: no key */
+int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
+             int *n_in);
+/* a new C-contiguous output (an output block where large enough), its data in *data */
+PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
+                     char **data);
+/* whether a pass stays inside its buffers; an input's origin and span */
+int move_pass_fits(const MovePass *mp, const int64_t *span, const int *in_size, const int64_t *count,
+                   const int *out_size, int n_in, int n_out);
+int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
+/* e's passes run in order (calls_move.c); the first status other than ODML_OK */
+int run_passes(const MoveEntry *e, char *const *dsts, const char *const *srcs);
+/* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
+int torch_input(PyObject *x);
+typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
+PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
+#endif
 void front_clear(void);                 /* empties the family's front table (with the dict) */
 int odml_calls_move_init(void);
 
