@@ -134,6 +134,7 @@ PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_slice_grad_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
@@ -223,6 +224,9 @@ static PyMethodDef methods[] = {
     {"slice_lowering", (PyCFunction)(void (*)(void))odml_py_slice_lowering, METH_FASTCALL,
      "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's plain_lowering of the common valid case, "
      "or None where that Python function must answer (newshape.c)"},
+    {"slice_grad_lowering", (PyCFunction)(void (*)(void))odml_py_slice_grad_lowering, METH_FASTCALL,
+     "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> ops/slice_grad.py's plain_lowering of "
+     "the common valid case, or None where that Python function must answer (newshape.c)"},
 #define METHOD(CODE, NAME, STRUCT) \
     {#NAME, py_##NAME, METH_VARARGS, #NAME "(dst_addr, src_addr, params: bytes of " #STRUCT ", threads): the " #NAME \
      " kernel (params.h's ODML_CPU_KERNELS)"},

@@ -612,23 +612,30 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* -- the operators' plain lowering (planner.plain_plan) ---------------------------------------------- */
 
-/* slice1_lowering(in_sizes, offsets, window, steps[, output_sizes]) and
- * slice_lowering(in_sizes, offsets, sizes, strides) -> the same tuple as
- * ops/slice1.py's and ops/slice.py's plain_lowering, or None
+/* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it,
+ * slice_lowering(in_sizes, offsets, sizes, strides),
+ * slice1_lowering(in_sizes, offsets, window, steps[, output_sizes]) and
+ * slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> the
+ * same tuple as the Python function each mirrors, or None:
+ *
+ *   ODML_PLAIN_SLICE       ops/slice.py's plain_lowering       (sizes, offsets, strides): three tuples
+ *   ODML_PLAIN_SLICE1      ops/slice1.py's plain_lowering      (output sizes, starts, steps): tuple, list, tuple
+ *   ODML_PLAIN_SLICE_GRAD  ops/slice_grad.py's plain_lowering  (output sizes, first, step, reversed): tuple and
+ *                                                              three lists
  *
  * A fast path of those functions, which stay the reference (DirectML's
- * rules are theirs; tests compare the two): the common valid case of
- * SLICE1 ((output sizes, starts, steps): a tuple, a list and a tuple) and of
- * SLICE ((sizes, offsets, strides), three tuples), computed in one pass.
- * None (the caller then runs the Python function, which says what it makes
- * of the call) for anything else, valid or not: in_sizes not an exact tuple
- * of 1 to ODML_MAX_RANK exact ints in 64 bits; a field not an exact list or
- * tuple of one exact int in 64 bits per dimension (bools, NumPy integers and
- * int subclasses are not exact ints); output_sizes given (not None); a sum
- * or product outside 64 bits; any rule of the common case broken. Every
- * value is read before anything is allocated, with the GIL held and no
- * Python code run, so a list another thread changes cannot make the answer
- * mix two of its states; a list field's tuple is made from the values read. */
+ * rules are theirs; tests/test_newshape_lowering.py compares each pair): the
+ * common valid case, computed in one pass. None (the caller then runs the
+ * Python function, which says what it makes of the call) for anything else,
+ * valid or not: in_sizes not an exact tuple of 1 to ODML_MAX_RANK exact ints
+ * in 64 bits; a field not an exact list or tuple of one exact int in 64 bits
+ * per dimension (bools, NumPy integers and int subclasses are not exact
+ * ints); SLICE1's output_sizes given (not None); a sum or product outside 64
+ * bits; any rule of the common case broken. Every value is read before
+ * anything is allocated, with the GIL held and no Python code run, so a list
+ * another thread changes cannot make the answer mix two of its states; a
+ * list field's tuple is made from the values read. The call cache's miss
+ * (calls_new.c, numpy_plain) runs the same function on a NumPy array's shape. */
 
 /* A tuple of the n values v. */
 static PyObject *ints_tuple(const int64_t *v, Py_ssize_t n) {
@@ -686,15 +693,78 @@ static PyObject *triple(PyObject *a, PyObject *b, PyObject *c) {
     return t;
 }
 
-/* in_sizes (an exact tuple) and the three fields read into dims, a, b, c;
- * their count in *n. -1 (no exception) where any is not as described above. */
-static int read_window(PyObject *const *args, Py_ssize_t *n, int64_t *dims, int64_t *a, int64_t *b, int64_t *c) {
-    PyObject *shape = args[0];
-    if (!PyTuple_CheckExact(shape)) return -1;
-    *n = PyTuple_GET_SIZE(shape);
-    if (*n < 1 || *n > ODML_MAX_RANK) return -1;
-    return read_i64s(shape, *n, dims) || read_seq(args[1], *n, a) || read_seq(args[2], *n, b)
-        || read_seq(args[3], *n, c) ? -1 : 0;
+PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf) {
+    static const Py_ssize_t arity[3] = {3, 4, 4};     /* SLICE1's fourth field: output_sizes, None only */
+    int64_t v[4][ODML_MAX_RANK], a[ODML_MAX_RANK], b[ODML_MAX_RANK], c[ODML_MAX_RANK];
+    if (which < 0 || which > 2 || n < 1 || n > ODML_MAX_RANK || (nf != arity[which] && !(which == 1 && nf == 3))
+            || (which == ODML_PLAIN_SLICE1 && nf == 4 && f[3] != Py_None))
+        Py_RETURN_NONE;
+    const Py_ssize_t nread = which == ODML_PLAIN_SLICE_GRAD ? 4 : 3;
+    for (Py_ssize_t j = 0; j < nread; j++)
+        if (read_seq(f[j], n, v[j])) Py_RETURN_NONE;
+    const int64_t *o = v[0], *s = v[1], *t = v[2];
+    if (which == ODML_PLAIN_SLICE) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t last;                              /* the last element read inside the input */
+            if (o[i] < 0 || s[i] < 1 || t[i] < 1 || t[i] > (int64_t)UINT32_MAX
+                    || __builtin_mul_overflow(s[i] - 1, t[i], &last) || __builtin_add_overflow(o[i], last, &last)
+                    || last >= dims[i]) Py_RETURN_NONE;
+        }
+        PyObject *sizes = field_tuple(f[1], s, n), *starts = sizes ? field_tuple(f[0], o, n) : NULL;
+        return triple(sizes, starts, starts ? field_tuple(f[2], t, n) : NULL);
+    }
+    if (which == ODML_PLAIN_SLICE1) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t end;                               /* the window inside the input: o + s <= dim */
+            if (o[i] < 0 || s[i] < 1 || __builtin_add_overflow(o[i], s[i], &end) || end > dims[i]) Py_RETURN_NONE;
+            if (t[i] > 0 && t[i] <= INT32_MAX) {
+                a[i] = 1 + (s[i] - 1) / t[i];
+                b[i] = o[i];
+            } else if (t[i] < 0 && t[i] >= INT32_MIN) {  /* a negative stride starts at the window's end */
+                a[i] = 1 + (s[i] - 1) / -t[i];
+                b[i] = end - 1;
+            } else {
+                Py_RETURN_NONE;
+            }
+        }
+        PyObject *sizes = ints_tuple(a, n), *first = sizes ? ints_list(b, n) : NULL;
+        return triple(sizes, first, first ? field_tuple(f[2], t, n) : NULL);
+    }
+    /* SLICE_GRAD: the output gradient's sizes v[0] (each >= 1, at most MAX_ELEMENTS in all), the window
+     * (offsets v[1], sizes v[2], strides v[3]) inside them, at most the reachable elements taken (dims) */
+    const int64_t *g = v[0], *wo = v[1], *ws = v[2], *wt = v[3];
+    int64_t count = 1, end;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (g[i] < 1 || __builtin_mul_overflow(count, g[i], &count) || count > (int64_t)UINT32_MAX) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (wo[i] < 0 || ws[i] < 1 || __builtin_add_overflow(wo[i], ws[i], &end) || end > g[i] || wt[i] == 0
+                || wt[i] < INT32_MIN || wt[i] > INT32_MAX || dims[i] > 1 + (ws[i] - 1) / (wt[i] < 0 ? -wt[i] : wt[i]))
+            Py_RETURN_NONE;
+        a[i] = wt[i] > 0 ? wo[i] : wo[i] + (ws[i] - 1) + wt[i] * (dims[i] - 1);   /* walked backwards from the last */
+        b[i] = wt[i] > 0 ? wt[i] : -wt[i];
+        c[i] = wt[i] < 0;
+    }
+    PyObject *sizes = field_tuple(f[0], g, n), *rest = sizes ? triple(ints_list(a, n), ints_list(b, n), ints_list(c, n))
+                                                             : NULL;
+    PyObject *out = rest ? PyTuple_New(4) : NULL;
+    if (!out) {
+        Py_XDECREF(sizes);
+        Py_XDECREF(rest);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, sizes);
+    for (int j = 0; j < 3; j++) PyTuple_SET_ITEM(out, j + 1, Py_NewRef(PyTuple_GET_ITEM(rest, j)));
+    Py_DECREF(rest);
+    return out;
+}
+
+/* The Python face of odml_plain_lower: in_sizes (an exact tuple) as dims, then the fields. */
+static PyObject *plain_lowering(int which, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t dims[ODML_MAX_RANK];
+    if (!PyTuple_CheckExact(args[0])) Py_RETURN_NONE;
+    const Py_ssize_t n = PyTuple_GET_SIZE(args[0]);
+    if (n < 1 || n > ODML_MAX_RANK || read_i64s(args[0], n, dims)) Py_RETURN_NONE;
+    return odml_plain_lower(which, n, dims, args + 1, nargs - 1);
 }
 
 PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -704,25 +774,7 @@ PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssiz
                                          "4 or 5 arguments");
         return NULL;
     }
-    Py_ssize_t n;
-    int64_t dims[ODML_MAX_RANK], o[ODML_MAX_RANK], s[ODML_MAX_RANK], t[ODML_MAX_RANK];
-    int64_t most[ODML_MAX_RANK], starts[ODML_MAX_RANK];
-    if ((nargs == 5 && args[4] != Py_None) || read_window(args, &n, dims, o, s, t)) Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t end;                               /* the window inside the input: o + s <= dim */
-        if (o[i] < 0 || s[i] < 1 || __builtin_add_overflow(o[i], s[i], &end) || end > dims[i]) Py_RETURN_NONE;
-        if (t[i] > 0 && t[i] <= INT32_MAX) {
-            most[i] = 1 + (s[i] - 1) / t[i];
-            starts[i] = o[i];
-        } else if (t[i] < 0 && t[i] >= INT32_MIN) {  /* a negative stride starts at the window's end */
-            most[i] = 1 + (s[i] - 1) / -t[i];
-            starts[i] = end - 1;
-        } else {
-            Py_RETURN_NONE;
-        }
-    }
-    PyObject *sizes = ints_tuple(most, n), *first = sizes ? ints_list(starts, n) : NULL;
-    return triple(sizes, first, first ? field_tuple(args[3], t, n) : NULL);
+    return plain_lowering(ODML_PLAIN_SLICE1, args, nargs);
 }
 
 PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -731,15 +783,15 @@ PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_TypeError, "slice_lowering(in_sizes, offsets, sizes, strides) takes 4 arguments");
         return NULL;
     }
-    Py_ssize_t n;
-    int64_t dims[ODML_MAX_RANK], o[ODML_MAX_RANK], s[ODML_MAX_RANK], t[ODML_MAX_RANK];
-    if (read_window(args, &n, dims, o, s, t)) Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t last;                              /* the last element read inside the input */
-        if (o[i] < 0 || s[i] < 1 || t[i] < 1 || t[i] > (int64_t)UINT32_MAX
-                || __builtin_mul_overflow(s[i] - 1, t[i], &last) || __builtin_add_overflow(o[i], last, &last)
-                || last >= dims[i]) Py_RETURN_NONE;
+    return plain_lowering(ODML_PLAIN_SLICE, args, nargs);
+}
+
+PyObject *odml_py_slice_grad_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) takes 5 "
+                                         "arguments");
+        return NULL;
     }
-    PyObject *sizes = field_tuple(args[2], s, n), *starts = sizes ? field_tuple(args[1], o, n) : NULL;
-    return triple(sizes, starts, starts ? field_tuple(args[3], t, n) : NULL);
+    return plain_lowering(ODML_PLAIN_SLICE_GRAD, args, nargs);
 }

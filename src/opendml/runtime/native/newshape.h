@@ -161,4 +161,10 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
  * one of the 11 element types; 0 for anything else (calls_move.c). */
 int64_t odml_move_dtype_type(PyObject *o);
 
+/* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
+ * there): the fields of a call on an input of n sizes `dims` with the call's fields f, or None (a new
+ * reference either way); NULL with an exception for no memory. */
+enum { ODML_PLAIN_SLICE = 0, ODML_PLAIN_SLICE1 = 1, ODML_PLAIN_SLICE_GRAD = 2 };
+PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
+
 #endif
