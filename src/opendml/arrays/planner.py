@@ -290,12 +290,14 @@ def plan_cache_info() -> dict:
         ``plans`` (int): the plans it holds; ``hits`` (int): calls that reused
         a plan, plus the calls the call cache served; ``misses`` (int): lookups
         that found no plan (the call was then validated and planned), plus
-        the calls planned without a lookup (``plain_plan``); ``call_cache`` (dict): the call
+        the calls planned without a lookup (``plain_plan``, or the call cache's C
+        lowering at its miss: its ``planned``); ``call_cache`` (dict): the call
         cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
-        'misses'}``.
+        'misses', 'planned'}``.
     """
     info = _CACHE.info()
     served = call_cache_info()
     info["hits"] += served["hits"]
+    info["misses"] += served["planned"]   # new shapes the call cache lowered and ran itself
     info["call_cache"] = served
     return info

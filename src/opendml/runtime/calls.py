@@ -242,8 +242,14 @@ torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _n
 #: ``numpy_new(op_code, x, args, kind, fields, since, cpu)``: the same for an
 #: exact, native-order NumPy array ``x`` (a CPU kernel into a new NumPy
 #: array), recorded as ``put_numpy`` records it; the output, or None.
+#: Once such a call was recorded, a miss of ``call`` on a NumPy array of the
+#: same operator, dtype and rank is itself served as a new shape, lowered in C
+#: (``slice``, ``slice1`` and ``slice_grad``: their ``plain_lowering`` in
+#: ``runtime/native/newshape.c``), until the cache is next emptied.
 numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and hasattr(_native, "call_cache_numpy_new")
                                  else _no_new)
+if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
+    _native.call_cache_plain_ops(OPS["slice"], OPS["slice1"], OPS["slice_grad"])
 
 
 #: ``move_new(op_code, lowering, x, args, since, cpu)``: a never-seen shape of
@@ -342,10 +348,11 @@ def set_enabled(flag: bool) -> None:
 
 
 def info() -> dict:
-    """{'enabled', 'numpy', 'entries', 'hits', 'misses'}: whether the cache is
-    on, whether it serves NumPy arrays, its entries, the calls it served and
-    the lookups that found no entry."""
+    """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned'}: whether
+    the cache is on, whether it serves NumPy arrays, its entries, the calls it
+    served, the lookups that found no entry and the new shapes it lowered and
+    ran itself at such a miss (see ``numpy_new``)."""
     if not _HAS:
-        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0}
+        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0}
     _read_settings()
     return _native.call_cache_info()

@@ -1,12 +1,15 @@
-/* The call cache's shared parts (calls.c, calls_move.c, calls_new.c; see calls.c
- * for what the cache is). calls.c holds the table, the keys, the hooks and
- * the entries of the first five operators; calls_move.c the data-movement
- * family's entries (NumPy arrays, PyTorch CPU views, CUDA memory) and
- * calls_move_new.c its new-shape route on NumPy arrays;
- * calls_new.c the calls run in one C call without an entry of their own
- * (Inductor's direct kernel, the new-shape routes on PyTorch tensors and
- * NumPy arrays). What they share is declared here; the extension is built
- * with hidden symbol visibility (setup.py), so none of it is exported. */
+/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c,
+ * calls_new.c; see calls.c for what the cache is). One entry kind, Entry
+ * (below): the outputs to allocate and the passes to run into them. calls.c
+ * holds the table, the keys, the hooks and the first five operators' entries
+ * (one pass: their CPU kernel or CUDA launch); calls_move.c the data-movement
+ * family's (the move program's passes on NumPy arrays, PyTorch CPU views and
+ * CUDA memory); calls_move_new.c the family's new-shape route on NumPy
+ * arrays; calls_new.c the calls run in one C call before any entry exists
+ * (Inductor's direct kernel, the first five's new shapes on PyTorch tensors
+ * and NumPy arrays, and at a miss). What they share is declared here; the
+ * extension is built with hidden symbol visibility (setup.py), so none of it
+ * is exported. */
 #ifndef OPENDML_CALLS_H
 #define OPENDML_CALLS_H
 
@@ -41,25 +44,56 @@
 
 enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_EAGER = 5 };   /* KIND_MOVE is 4 (below) */
 
+#define MAX_MOVE_IO 16
+#define MAX_MOVE_PASSES 64
+
+/* One pass of an entry, run in order on each call the entry serves. On the CPU, a kernel: one of the first
+ * five's (kernel an ODML_KERNEL_* code, its parameter block in p.k) or a move pass (kernel PASS_MOVE: p.move,
+ * checked and laid out once in prep, move.h). On CUDA, a launch: function, grid, block, shared and the
+ * parameter struct passed by value at `params` (the backend's Launch owns it; with no Launch, p.k). src: the
+ * input it reads (a fill's is unused: it is given its destination), dst: the output it writes. */
+enum { PASS_MOVE = ODML_KERNEL_COUNT };
+typedef struct {
+    int kernel, fill, src, dst, threads;
+    union {
+        odml_kernel_params k;
+        odml_cpu_move_params move;
+    } p;
+    odml_move_prepared *prep;
+    uint64_t function, params;
+    unsigned grid, block, shared;
+    PyObject *launch;         /* the backend's Launch: launch(src, dst, stream) retries a failed launch and raises;
+                               * NULL for an entry call_cache_torch_new made (its parameters in p.k), whose
+                               * failed launch the retry hook (call_cache_cuda_retry) takes over */
+} Pass;
+
+/* One output of an entry. */
+typedef struct {
+    PyObject *shape;          /* its shape, a tuple of ints (NULL where only rank and dims are used) */
+    PyObject *dtype;          /* its PyArray_Descr (NumPy) or torch.dtype; NULL: the input's */
+    int rank, use_blocks;     /* use_blocks: allocated from the output blocks where small enough (NumPy) */
+    unsigned dst_align;       /* CUDA: its address mod 16 when the launches were chosen */
+    int64_t dims[MAX_RANK], bytes;
+} Out;
+
+/* One call-cache entry, of every kind: the outputs to allocate and the passes to run into them. The first
+ * five's entries have one input, one output and one pass (their kernel, or their CUDA launch); the
+ * data-movement family's, N inputs, M outputs and the move program's passes; an eager entry (KIND_EAGER)
+ * none: its callable records the call for autograd and runs it (eager(x) -> the output). */
 typedef struct {
     PyObject_HEAD
-    int kind, cpu;            /* the array's kind; 1: a CPU kernel (NumPy arrays, PyTorch CPU tensors) */
-    PyObject *shape;          /* the output's shape, a tuple of ints */
-    uint64_t origin;          /* bytes from the input's data pointer back to element 0 of the bound range */
-    /* NumPy */
-    PyObject *dtype;          /* the output's PyArray_Descr */
-    int rank, kernel, threads, use_blocks, prefault;
-    int64_t dims[MAX_RANK], out_bytes;
-    odml_kernel_params p;     /* kernel's block (common.h) */
-    /* CUDA */
-    uint64_t function, params;  /* params: host address of the parameter struct (by value): the Launch's, or p */
-    unsigned grid, block, shared, dst_align;
-    PyObject *launch;         /* the backend's Launch: owns the parameter struct; its call retries and raises;
-                               * NULL for an entry call_cache_torch_new made (its parameters in p), whose
-                               * failed launch the retry hook (call_cache_cuda_retry) takes over */
+    int kind, cpu;            /* the array's kind; cpu 1: CPU kernels (NumPy arrays, PyTorch CPU tensors) */
+    int n_in, n_out, n_pass, multi, prefault;   /* multi: a list of outputs (SPLIT); prefault: touch fresh pages */
+    int64_t origin[MAX_MOVE_IO];   /* per input: bytes from its data pointer back to element 0 of the bound range */
+    int64_t total;            /* the outputs' bytes */
     int64_t device;           /* the CUDA device of an entry without a Launch */
-    /* eager autograd (KIND_EAGER) */
-    PyObject *eager;          /* records the call for autograd and runs it: eager(x) -> the output */
+    PyObject *eager;
+    Out *outs;                /* n_out of them (out1 for one) */
+    Pass *passes;             /* n_pass of them (pass1 for one) */
+    int64_t *key;             /* the key's words, for the family's front table; NULL else */
+    int key_n;
+    Out out1;
+    Pass pass1;
 } Entry;
 
 
@@ -90,10 +124,14 @@ int exact_int(PyObject *o, int64_t *v);
 int key_arg(Key *k, PyObject *a);
 int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
 int store(const Key *k, Entry *e);
+/* a new entry of `kind` with n_out outputs and n_pass passes, zeroed; NULL with an exception */
+Entry *entry_alloc(int kind, int n_out, int n_pass);
 int int_of(PyObject *o, PyObject *name, int call, int64_t *v);
 int is_true(PyObject *r);
 int equals(PyObject *r, int64_t want);
 int stream_of(PyObject *s, uint64_t *stream);
+/* queue pass p of e, a CUDA launch; -1 with an exception where its retry fails */
+int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream);
 PyObject *take_outputs(PyObject **outs, int n, int multi);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
@@ -109,50 +147,31 @@ int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *p
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY
 int numpy_key(Key *k, PyArrayObject *x);
+/* a new shape of SLICE, SLICE1 or SLICE_GRAD served at a miss (calls_new.c), or None */
+PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k);
+void plain_forget(void);                /* drops what numpy_plain learned (with the dict) */
 #endif
+extern long long plain_served;               /* new shapes numpy_plain served */
 
 /* -- the family's entries (calls_move.c) */
-/* The family's entries (calls_move.c): the move program's passes (move.h)
- * on NumPy arrays, N inputs and M outputs. */
-#define MAX_MOVE_IO 16
-#define MAX_MOVE_PASSES 64
-
-typedef struct {
-    int fill, src, dst, threads;
-    odml_cpu_move_params p;
-    odml_move_prepared *prep;               /* p checked and laid out once (move.h) */
-} MovePass;
-
-typedef struct {
-    PyObject_HEAD
-    int n_in, n_out, n_pass, multi;
-    int64_t origin[MAX_MOVE_IO];            /* per input: bytes from its data pointer back to element 0 */
-    PyObject *dtype[MAX_MOVE_IO];           /* per output: its PyArray_Descr */
-    int rank[MAX_MOVE_IO], use_blocks[MAX_MOVE_IO];
-    int64_t dims[MAX_MOVE_IO][MAX_RANK], bytes[MAX_MOVE_IO], total;
-    MovePass *passes;
-    int64_t *key;                           /* the key's words, for the front table */
-    int key_n;
-} MoveEntry;
-
 /* DataType values 1..11 -> element bytes (model/data_type.py, convert.h). */
 static const int move_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
 
-extern PyTypeObject MoveEntryType;
 #ifdef ODML_NUMPY
 enum { KIND_MOVE = 4 };
 /* the key of a family call on NumPy arrays; its inputs in `in` (borrowed); -1: no key */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in);
-/* a new C-contiguous output (an output block where large enough), its data in *data */
+/* a new C-contiguous output (an output block where large enough), its data in *data, whether never touched
+ * in *fresh (where not NULL) */
 PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
-                     char **data);
+                     char **data, int *fresh);
 /* whether a pass stays inside its buffers; an input's origin and span */
-int move_pass_fits(const MovePass *mp, const int64_t *span, const int *in_size, const int64_t *count,
+int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
                    const int *out_size, int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
 /* e's passes run in order (calls_move.c); the first status other than ODML_OK */
-int run_passes(const MoveEntry *e, char *const *dsts, const char *const *srcs);
+int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
 /* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
 int torch_input(PyObject *x);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);

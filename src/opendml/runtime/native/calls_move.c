@@ -26,7 +26,7 @@
  * (strong references), checked before the dict, whose bytes key costs an
  * allocation and a SipHash per call. Emptied with the dict. */
 #define FRONT 256
-static MoveEntry *front[FRONT];
+static Entry *front[FRONT];
 
 static unsigned front_slot(const Key *k) {
     uint64_t h = 0x243f6a8885a308d3ull;
@@ -43,24 +43,6 @@ static int same_words(const int64_t *a, const int64_t *b, int n) {
 void front_clear(void) {
     for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
 }
-
-static void MoveEntry_dealloc(MoveEntry *e) {
-    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(e->dtype[i]);
-    if (e->passes)
-        for (int i = 0; i < e->n_pass; i++) odml_move_free(e->passes[i].prep);
-    PyMem_Free(e->passes);
-    PyMem_Free(e->key);
-    Py_TYPE(e)->tp_free((PyObject *)e);
-}
-
-PyTypeObject MoveEntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "opendml.runtime.cpu._native.MoveCallEntry",
-    .tp_basicsize = sizeof(MoveEntry),
-    .tp_dealloc = (destructor)MoveEntry_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One call-cache entry of the data-movement family (see calls.c).",
-};
 
 static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
 
@@ -142,17 +124,20 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
 }
 
 /* A new C-contiguous output (an output block where large enough, as
- * CpuBackend.empty gives), its data in *data; NULL with an exception. */
+ * CpuBackend.empty gives), its data in *data, whether its memory was never
+ * touched in *fresh (where not NULL); NULL with an exception. */
 PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
-                     char **data) {
+                     char **data, int *fresh) {
     npy_intp dims[MAX_RANK];
     PyObject *out;
+    int unused;
+    if (!fresh) fresh = &unused;
+    *fresh = 1;
     for (int i = 0; i < rank; i++) dims[i] = (npy_intp)dims64[i];
     Py_INCREF(dtype);
     if (use_blocks && bytes <= odml_block_cache_max()) {
         char *mem;
-        int fresh;
-        PyObject *block = odml_block_new((Py_ssize_t)bytes, &mem, &fresh);
+        PyObject *block = odml_block_new((Py_ssize_t)bytes, &mem, fresh);
         if (!block) {
             Py_DECREF(dtype);
             return NULL;
@@ -169,12 +154,12 @@ PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int6
 
 /* e's passes in order, from the inputs' element 0 at srcs into the outputs at dsts, the GIL released where
  * they write at least RELEASE_BYTES (the caller's reference keeps e alive); the first status other than ODML_OK. */
-int run_passes(const MoveEntry *e, char *const *dsts, const char *const *srcs) {
+int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
     int status = ODML_OK;
     const int release = e->total >= RELEASE_BYTES;
     PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
     for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
-        const MovePass *p = &e->passes[i];
+        const Pass *p = &e->passes[i];
         status = odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
     }
     if (release) PyEval_RestoreThread(ts);
@@ -191,7 +176,7 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     if (move_key(&k, args[0], args[1], args + 2, nargs - 2, in, &n_in) < 0) Py_RETURN_NONE;
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list, the GIL released) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
-    MoveEntry *e = NULL;
+    Entry *e = NULL;
     unsigned slot = front_slot(&k);
     if (front[slot] && front[slot]->key_n == k.n && same_words(front[slot]->key, k.w, k.n)) {
         e = front[slot];
@@ -200,21 +185,21 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
         PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
         PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
         Py_XDECREF(kb);
-        if (!hit || Py_TYPE(hit) != &MoveEntryType || ((MoveEntry *)hit)->n_in != n_in) {
+        if (!hit || Py_TYPE(hit) != &EntryType || ((Entry *)hit)->kind != KIND_MOVE || ((Entry *)hit)->n_in != n_in) {
             drop_error();
             misses++;
             result = Py_None;
             Py_INCREF(result);
             goto done;
         }
-        e = (MoveEntry *)hit;
+        e = (Entry *)hit;
         Py_INCREF(e);
         Py_INCREF(e);
         Py_XSETREF(front[slot], e);
     }
     for (int i = 0; i < e->n_out; i++) {
-        outs[i] = new_output((PyArray_Descr *)e->dtype[i], e->rank[i], e->dims[i], e->bytes[i], e->use_blocks[i],
-                             &dsts[i]);
+        const Out *o = &e->outs[i];
+        outs[i] = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dsts[i], NULL);
         if (!outs[i]) {                            /* the Python route allocates again and raises */
             result = allocation_failed();
             goto done;
@@ -256,9 +241,9 @@ static int move_span(int rank, int64_t offset, const int64_t *extent, const int6
 
 /* Whether pass p, on inputs of `span` elements of `in_size` bytes and
  * outputs of `count` elements of `out_size` bytes, stays inside them. */
-int move_pass_fits(const MovePass *mp, const int64_t *span, const int *in_size, const int64_t *count,
+int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
                    const int *out_size, int n_in, int n_out) {
-    const odml_cpu_move_params *p = &mp->p;
+    const odml_cpu_move_params *p = &mp->p.move;
     int64_t lo, hi, extent[ODML_CPU_MOVE_MAX_RANK];
     if (p->rank < 1 || p->rank > ODML_CPU_MOVE_MAX_RANK || p->kind != mp->fill || mp->dst < 0 || mp->dst >= n_out ||
         mp->threads < 1 || mp->threads > ODML_MAX_THREADS || p->dst_type < 1 || p->dst_type > 11 ||
@@ -347,12 +332,9 @@ static PyObject *put_move(PyObject *args) {
      * Python code (an origin's __index__, a flag's __bool__) that empties x */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     PyObject *result = NULL;
-    MoveEntry *e = PyObject_New(MoveEntry, &MoveEntryType);
+    Entry *e = entry_alloc(KIND_MOVE, (int)n_out, (int)n_pass);
     if (!e) goto release;
-    memset((char *)e + sizeof(PyObject), 0, sizeof(MoveEntry) - sizeof(PyObject));
     e->n_in = n_in;
-    e->n_out = (int)n_out;
-    e->n_pass = (int)n_pass;
     e->multi = multi;
     for (int i = 0; i < n_in; i++) {
         int64_t given;
@@ -369,28 +351,25 @@ static PyObject *put_move(PyObject *args) {
         int es = (int)PyDataType_ELSIZE((PyArray_Descr *)dtype), rank = (int)PyTuple_GET_SIZE(shape);
         if ((es != 1 && es != 2 && es != 4 && es != 8) || rank < 1 || rank > MAX_RANK)
             PUT_MOVE_FAIL("an output needs 1 to 8 dimensions and elements of 1, 2, 4 or 8 bytes");
+        Out *eo = &e->outs[i];
         Py_INCREF(dtype);
-        e->dtype[i] = dtype;
-        e->rank[i] = rank;
-        e->use_blocks[i] = blocks;
+        eo->dtype = dtype;
+        eo->rank = rank;
+        eo->use_blocks = blocks;
         out_size[i] = es;
         count[i] = 1;
         for (int d = 0; d < rank; d++) {
-            if (int64_item(shape, d, &e->dims[i][d]) < 0) goto fail;
-            if (e->dims[i][d] < 0 || !odml_mul_le(count[i], e->dims[i][d], ODML_LIMIT / 8))
+            if (int64_item(shape, d, &eo->dims[d]) < 0) goto fail;
+            if (eo->dims[d] < 0 || !odml_mul_le(count[i], eo->dims[d], ODML_LIMIT / 8))
                 PUT_MOVE_FAIL("an output's sizes must be >= 0 and its size below 2^59 elements");
-            count[i] *= e->dims[i][d];
+            count[i] *= eo->dims[d];
         }
-        e->bytes[i] = count[i] * es;
-        e->total += e->bytes[i];
-    }
-    e->passes = (MovePass *)PyMem_Calloc(n_pass ? (size_t)n_pass : 1, sizeof(MovePass));
-    if (!e->passes) {
-        PyErr_NoMemory();
-        goto fail;
+        eo->bytes = count[i] * es;
+        e->total += eo->bytes;
     }
     for (Py_ssize_t i = 0; i < n_pass; i++) {
-        MovePass *mp = &e->passes[i];
+        Pass *mp = &e->passes[i];
+        mp->kernel = PASS_MOVE;
         Py_buffer pb;
         if (!PyTuple_Check(PyTuple_GET_ITEM(passes, i)))
             PUT_MOVE_FAIL("each pass must be a tuple (fill, src, dst, params, threads)");
@@ -401,11 +380,11 @@ static PyObject *put_move(PyObject *args) {
             PyBuffer_Release(&pb);
             PUT_MOVE_FAIL("a pass's parameters must be the bytes of odml_cpu_move_params (move.h)");
         }
-        memcpy(&mp->p, pb.buf, sizeof(odml_cpu_move_params));
+        memcpy(&mp->p.move, pb.buf, sizeof(odml_cpu_move_params));
         PyBuffer_Release(&pb);
         if (!move_pass_fits(mp, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
         const char *error = NULL;
-        int status = odml_move_prepare(&mp->p, mp->threads, &mp->prep, &error);
+        int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
         if (status == ODML_ENOMEM) {
             PyErr_NoMemory();
             goto fail;
@@ -419,7 +398,7 @@ static PyObject *put_move(PyObject *args) {
     }
     memcpy(e->key, k.w, (size_t)k.n * 8);
     e->key_n = k.n;
-    int rc = store(&k, (Entry *)e);
+    int rc = store(&k, e);
     Py_DECREF(e);
     if (rc == 0) {
         result = Py_True;
@@ -544,43 +523,6 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return to
 
 enum { KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
 
-typedef struct {
-    uint64_t function, params;          /* params: host address of the Launch's parameter struct (by value) */
-    unsigned grid, block, shared;
-    int src, dst;                       /* src -1: a fill */
-    PyObject *launch;                   /* the backend's Launch (owns the struct); launch(src, dst, stream) */
-} CudaStep;
-
-typedef struct {
-    PyObject_HEAD
-    int kind, n_in, n_out, n_step, multi;
-    int64_t origin[MAX_MOVE_IO];        /* per input: bytes from its data pointer back to element 0 */
-    PyObject *shape[MAX_MOVE_IO];       /* per output: its shape (a tuple) */
-    PyObject *dtype[MAX_MOVE_IO];       /* per output: its torch.dtype or NumPy dtype */
-    unsigned dst_align[MAX_MOVE_IO];    /* per output: its address mod 16 when the launches were chosen */
-    CudaStep *steps;
-} CudaMoveEntry;
-
-static void CudaMoveEntry_dealloc(CudaMoveEntry *e) {
-    for (int i = 0; i < MAX_MOVE_IO; i++) {
-        Py_XDECREF(e->shape[i]);
-        Py_XDECREF(e->dtype[i]);
-    }
-    if (e->steps)
-        for (int i = 0; i < e->n_step; i++) Py_XDECREF(e->steps[i].launch);   /* by value: released at once */
-    PyMem_Free(e->steps);
-    Py_TYPE(e)->tp_free((PyObject *)e);
-}
-
-static PyTypeObject CudaMoveEntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "opendml.runtime.cpu._native.CudaMoveCallEntry",
-    .tp_basicsize = sizeof(CudaMoveEntry),
-    .tp_dealloc = (destructor)CudaMoveEntry_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One call-cache entry of the data-movement family on CUDA memory (see calls.c).",
-};
-
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 static int cuda_framework(PyObject *x) {
     if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {
@@ -648,18 +590,6 @@ static int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args,
     return 0;
 }
 
-/* Queue one step; on a failed launch the backend's Launch (its retry on a
- * thread without the device's context, its error message) takes over. */
-static int cuda_step(const CudaStep *s, uint64_t src, uint64_t dst, uint64_t stream) {
-    int rc = odml_cuda_launch(s->function, s->grid, s->block, s->shared, stream, src, dst, s->params);
-    if (rc == 0) return 0;
-    PyObject *r = PyObject_CallFunction(s->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
-                                        (unsigned long long)stream);
-    if (!r) return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
 static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (odml_calls_move_init) */
 
 /* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
@@ -670,7 +600,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], stream;
     int64_t device = -1, dst;
     int n = 0, seq = 0;
-    CudaMoveEntry *e = NULL;
+    Entry *e = NULL;
     if (cuda_inputs(args[1], (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) Py_RETURN_NONE;
     if (torch)
         for (int i = 0; i < n; i++)
@@ -681,27 +611,29 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
         PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
         Py_XDECREF(kb);
-        if (!hit || Py_TYPE(hit) != &CudaMoveEntryType || ((CudaMoveEntry *)hit)->n_in != n) {
+        if (!hit || Py_TYPE(hit) != &EntryType || ((Entry *)hit)->kind != (torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY)
+                || ((Entry *)hit)->n_in != n) {
             drop_error();
             misses++;
             goto route;
         }
-        e = (CudaMoveEntry *)hit;
+        e = (Entry *)hit;
         Py_INCREF(e);
     }
     /* the launches need the tensors' device current (the Python route makes it so) */
     if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
     for (int i = 0; i < e->n_out; i++) {
+        const Out *o = &e->outs[i];
         int through_python = 1;
         if (torch) {
-            outs[i] = tapi_empty(in[0], e->shape[i], e->dtype[i], &dst);
+            outs[i] = tapi_empty(in[0], o->shape, o->dtype, &dst);
             through_python = !outs[i] && !PyErr_Occurred();
             if (through_python) {
-                PyObject *call[3] = {in[0], e->shape[i], e->dtype[i]};
+                PyObject *call[3] = {in[0], o->shape, o->dtype};
                 outs[i] = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
             }
         } else {
-            outs[i] = PyObject_CallFunctionObjArgs(c_empty, e->shape[i], e->dtype[i], NULL);
+            outs[i] = PyObject_CallFunctionObjArgs(c_empty, o->shape, o->dtype, NULL);
         }
         if (!outs[i]) {                            /* the allocator's error (out of memory): the route raises */
             result = allocation_failed();
@@ -717,7 +649,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
             Py_XDECREF(mem);
             if (PyErr_Occurred()) drop_error();
         }
-        if (rc < 0 || ((uint64_t)dst & 15) != e->dst_align[i]) goto route;
+        if (rc < 0 || ((uint64_t)dst & 15) != o->dst_align) goto route;
         dsts[i] = (uint64_t)dst;
     }
     if (torch) {                                   /* the inputs as keyed, after the allocations (torch_still_keyed) */
@@ -733,10 +665,10 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     } else if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0) {
         goto done;
     }
-    for (int i = 0; i < e->n_step; i++) {
-        const CudaStep *s = &e->steps[i];
+    for (int i = 0; i < e->n_pass; i++) {
+        const Pass *s = &e->passes[i];
         uint64_t src = s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst];
-        if (cuda_step(s, src, dsts[s->dst], stream) < 0) goto done;
+        if (launch_pass(e, s, src, dsts[s->dst], stream) < 0) goto done;
     }
     result = take_outputs(outs, e->n_out, e->multi);
     if (!result) goto done;
@@ -774,7 +706,7 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
     int64_t device = -1;
     uint64_t ptr[MAX_MOVE_IO];
     Key k;
-    CudaMoveEntry *e = NULL;
+    Entry *e = NULL;
     if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
                           &PyTuple_Type, &origins, &PyTuple_Type, &steps, &multi, &gen))
         return NULL;
@@ -798,12 +730,9 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         return NULL;
     }
     if (n_out > MAX_MOVE_IO || n_step > MAX_MOVE_PASSES) Py_RETURN_FALSE;   /* (SPLIT into 17): the route serves */
-    e = PyObject_New(CudaMoveEntry, &CudaMoveEntryType);
+    e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, (int)n_out, (int)n_step);
     if (!e) return NULL;
-    memset((char *)e + sizeof(PyObject), 0, sizeof(CudaMoveEntry) - sizeof(PyObject));
-    e->kind = torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY;
     e->n_in = n_in;
-    e->n_out = (int)n_out;
     e->multi = multi;
     for (int i = 0; i < n_in; i++) {
         if (int64_item(origins, i, &e->origin[i]) < 0) goto fail;
@@ -828,19 +757,14 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         }
         if (!torch && !PyArray_DescrCheck(dtype)) PUT_CUDA_MOVE_FAIL("a CuPy output's dtype must be a NumPy dtype");
         Py_INCREF(shape);
-        e->shape[i] = shape;
+        e->outs[i].shape = shape;
         Py_INCREF(dtype);
-        e->dtype[i] = dtype;
-        e->dst_align[i] = (unsigned)align;
-    }
-    e->steps = (CudaStep *)PyMem_Calloc(n_step ? (size_t)n_step : 1, sizeof(CudaStep));
-    if (!e->steps) {
-        PyErr_NoMemory();
-        goto fail;
+        e->outs[i].dtype = dtype;
+        e->outs[i].dst_align = (unsigned)align;
     }
     for (Py_ssize_t i = 0; i < n_step; i++) {
         PyObject *t = PyTuple_GET_ITEM(steps, i);
-        CudaStep *s = &e->steps[i];
+        Pass *s = &e->passes[i];
         unsigned long long v[5];
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8)
             PUT_CUDA_MOVE_FAIL("each launch must be a tuple (function, grid, block, shared, params, src, dst, launch)");
@@ -862,9 +786,8 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         s->params = v[4];
         Py_INCREF(launch_obj);
         s->launch = launch_obj;
-        e->n_step = (int)i + 1;
     }
-    int rc = store(&k, (Entry *)e);
+    int rc = store(&k, e);
     Py_DECREF(e);
     if (rc < 0) return NULL;
     Py_RETURN_TRUE;
@@ -939,9 +862,8 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types) {
 
 /* The family's entry types and new_empty's keyword tuple (odml_calls_init calls this once). */
 int odml_calls_move_init(void) {
-    if (PyType_Ready(&MoveEntryType) < 0) return -1;
 #ifdef ODML_NUMPY
-    if (PyType_Ready(&CudaMoveEntryType) < 0 || !(s_dtype_kw = Py_BuildValue("(s)", "dtype"))) return -1;
+    if (!(s_dtype_kw = Py_BuildValue("(s)", "dtype"))) return -1;
 #endif
     return 0;
 }

@@ -92,7 +92,7 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * each checked to stay inside the buffers and laid out (odml_move_prepare).
  * NULL with no exception set where the Python route must run the call; NULL
  * with one for no memory. */
-static MoveEntry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
+static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
     int64_t most, grain, min_bytes;
     if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
             || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 4), &min_bytes)
@@ -124,37 +124,31 @@ static MoveEntry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyO
         PyErr_NoMemory();
         return NULL;
     }
-    MoveEntry *e = NULL;
+    Entry *e = NULL;
     if (odml_move_lower(lowering, xs, n_in, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), g)
             || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
         goto out;
-    e = PyObject_New(MoveEntry, &MoveEntryType);
+    e = entry_alloc(KIND_MOVE, g->n_out, g->n_pass);
     if (!e) goto out;
-    memset((char *)e + sizeof(PyObject), 0, sizeof(MoveEntry) - sizeof(PyObject));
     e->n_in = n_in;
-    e->n_out = g->n_out;
     e->multi = g->multi;
     for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
     for (int i = 0; i < g->n_out; i++) {
+        Out *o = &e->outs[i];
         PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g->out_type[i]]);
         if (!d) goto fail;
-        e->dtype[i] = (PyObject *)d;
+        o->dtype = (PyObject *)d;
         out_size[i] = move_type_size[g->out_type[i]];
-        e->rank[i] = g->out_rank[i];
-        memcpy(e->dims[i], g->out_dims[i], sizeof(int64_t) * (size_t)g->out_rank[i]);
-        e->bytes[i] = g->out_count[i] * out_size[i];
-        e->use_blocks[i] = e->bytes[i] >= min_bytes;
-        e->total += e->bytes[i];
+        o->rank = g->out_rank[i];
+        memcpy(o->dims, g->out_dims[i], sizeof(int64_t) * (size_t)g->out_rank[i]);
+        o->bytes = g->out_count[i] * out_size[i];
+        o->use_blocks = o->bytes >= min_bytes;
+        e->total += o->bytes;
     }
-    e->passes = (MovePass *)PyMem_Calloc((size_t)g->n_pass, sizeof(MovePass));
-    if (!e->passes) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    e->n_pass = g->n_pass;
     for (int i = 0; i < g->n_pass; i++) {
         const odml_move_pass *raw = &g->passes[i];
-        MovePass *mp = &e->passes[i];
+        Pass *mp = &e->passes[i];
+        mp->kernel = PASS_MOVE;
         int64_t count = 1, bytes, t;
         for (int d = 0; d < raw->n; d++) count *= raw->sizes[d];   /* (each output element once: no overflow) */
         bytes = count * (out_size[g->pass_dst[i]] + (raw->fill ? 0 : in_size[g->pass_src[i]]));
@@ -164,10 +158,10 @@ static MoveEntry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyO
         mp->src = g->pass_src[i];
         mp->dst = g->pass_dst[i];
         if (t > most && most > ODML_MAX_THREADS) goto fail;
-        if (odml_move_pack(raw, &mp->p) || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
+        if (odml_move_pack(raw, &mp->p.move) || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
             goto fail;
         const char *error = NULL;
-        const int status = odml_move_prepare(&mp->p, mp->threads, &mp->prep, &error);
+        const int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
         if (status == ODML_ENOMEM) {
             PyErr_NoMemory();
             goto fail;
@@ -233,7 +227,7 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     char *dsts[MAX_MOVE_IO];
-    MoveEntry *e = move_new_entry((int)lowering, in, n_in, call_args, args[5]);
+    Entry *e = move_new_entry((int)lowering, in, n_in, call_args, args[5]);
     if (!e) {
         if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
         goto done;
@@ -248,8 +242,8 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     InputState state[MAX_MOVE_IO];
     for (int i = 0; i < n_in; i++) input_state(in[i], &state[i]);
     for (int i = 0; i < e->n_out; i++) {
-        outs[i] = new_output((PyArray_Descr *)e->dtype[i], e->rank[i], e->dims[i], e->bytes[i], e->use_blocks[i],
-                             &dsts[i]);
+        const Out *o = &e->outs[i];
+        outs[i] = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dsts[i], NULL);
         if (!outs[i]) {
             result = allocation_failed();
             goto done;
@@ -296,7 +290,7 @@ static PyObject *move_lowering(PyObject *const *args) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    MoveEntry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
+    Entry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
     if (!e) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
@@ -304,23 +298,18 @@ static PyObject *move_lowering(PyObject *const *args) {
     PyObject *shape = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
     if (!shape || !passes) goto done;
     for (int j = 0; j < e->n_out; j++) {
-        PyObject *one = PyTuple_New(e->rank[j]);
+        PyObject *one = odml_ints_tuple(e->outs[j].dims, e->outs[j].rank);
         if (!one) goto done;
         PyTuple_SET_ITEM(shape, j, one);
-        for (int i = 0; i < e->rank[j]; i++) {
-            PyObject *v = PyLong_FromLongLong(e->dims[j][i]);
-            if (!v) goto done;
-            PyTuple_SET_ITEM(one, i, v);
-        }
     }
     for (int i = 0; i < e->n_pass; i++) {
-        const MovePass *mp = &e->passes[i];
-        PyObject *t = Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p,
-                                    (Py_ssize_t)sizeof mp->p, mp->threads);
+        const Pass *mp = &e->passes[i];
+        PyObject *t = Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p.move,
+                                    (Py_ssize_t)sizeof mp->p.move, mp->threads);
         if (!t) goto done;
         PyTuple_SET_ITEM(passes, i, t);
     }
-    result = Py_BuildValue("(OOO)", shape, e->dtype[0], passes);
+    result = Py_BuildValue("(OOO)", shape, e->outs[0].dtype, passes);
 done:
     Py_XDECREF(shape);
     Py_XDECREF(passes);

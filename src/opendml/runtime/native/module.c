@@ -122,6 +122,7 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
 PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn);
 PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args);
 PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* calls_move.c */
 PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -169,6 +170,9 @@ static PyMethodDef methods[] = {
      "on a NumPy array, lowered in C (newshape_move.c) and recorded in the call cache, or None (calls_move.c)"},
     {"move_lowering", (PyCFunction)(void (*)(void))odml_py_move_lowering, METH_FASTCALL,
      "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) call_cache_move_new would run, or None"},
+    {"call_cache_plain_ops", odml_py_call_cache_plain_ops, METH_VARARGS,
+     "call_cache_plain_ops(slice, slice1, slice_grad): the operator codes whose misses on NumPy arrays the cache "
+     "serves as new shapes, lowered in C (calls_new.c)"},
     {"call_cache_numpy_new", (PyCFunction)(void (*)(void))odml_py_call_cache_numpy_new, METH_FASTCALL,
      "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new shape's output on a NumPy array "
      "(recorded in the call cache), or None where the Python route must run it (calls.c)"},

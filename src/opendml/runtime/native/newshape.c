@@ -36,23 +36,11 @@
 #include <numpy/arrayobject.h>
 #endif
 
-/* Read o into *v; -1 (no exception left set) where it is not an int in 64 bits. */
-static int read_i64(PyObject *o, int64_t *v) {
-    if (!PyLong_CheckExact(o)) return -1;
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return -1;
-    }
-    *v = (int64_t)x;
-    return 0;
-}
 
-/* Read the n entries of tuple t into v, as read_i64. */
+/* Read the n entries of tuple t into v, as odml_exact_i64. */
 static int read_i64s(PyObject *t, Py_ssize_t n, int64_t *v) {
     for (Py_ssize_t i = 0; i < n; i++)
-        if (read_i64(PyTuple_GET_ITEM(t, i), &v[i])) return -1;
+        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i])) return -1;
     return 0;
 }
 
@@ -66,7 +54,9 @@ static int before(const int64_t *a, const int64_t *b) {
 }
 
 /* The canonical form of the plan (es, n sizes sz, in_off, in strides is,
- * out_off, out strides os) packed into *p: 0, or -1 where the Python route
+ * out_off, out strides os) packed into *p, as plan.CopyPlan.canonical and
+ * runtime/cpu/backend.py's copy_params give it (tests/test_newshape_plain.py
+ * compares them): 0, or -1 where the Python route
  * must pack it (see the file's comment). */
 static int pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                 const int64_t *os, odml_copy_params *p) {
@@ -139,7 +129,7 @@ PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t 
     Py_ssize_t n = PyTuple_GET_SIZE(ts);
     if (n > ODML_MAX_RANK || PyTuple_GET_SIZE(ti) != n || PyTuple_GET_SIZE(to) != n) Py_RETURN_NONE;
     int64_t es, in_off, out_off, sz[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
-    if (read_i64(args[0], &es) || read_i64(args[2], &in_off) || read_i64(args[4], &out_off)
+    if (odml_exact_i64(args[0], &es) || odml_exact_i64(args[2], &in_off) || odml_exact_i64(args[4], &out_off)
             || read_i64s(ts, n, sz) || read_i64s(ti, n, is) || read_i64s(to, n, os)) Py_RETURN_NONE;
     odml_copy_params p;
     if (pack(es, n, sz, in_off, is, out_off, os, &p)) Py_RETURN_NONE;
@@ -154,12 +144,16 @@ static int read_seq(PyObject *t, Py_ssize_t n, int64_t *v) {
     }
     if (!PyList_CheckExact(t) || PyList_GET_SIZE(t) != n) return -1;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (read_i64(PyList_GET_ITEM(t, i), &v[i])) return -1;
+        if (odml_exact_i64(PyList_GET_ITEM(t, i), &v[i])) return -1;
     return 0;
 }
 
 /* -- the plan of a layout (newshape.h) --------------------------------------------------------------- */
 
+/* Each mirrors its operator's lower() on a layout (ops/slice.py and ops/slice1.py SliceOperatorDesc.lower and
+ * Slice1OperatorDesc.lower: plan_copy; ops/unfold.py UnfoldOperatorDesc.lower: plan_unfold; ops/slice_grad.py
+ * SliceGradOperatorDesc.lower: plan_scatter), from plain_plan's fields; tests/test_newshape_plain.py runs each
+ * route against the one through descriptions and plans (same bytes, same call-cache record). */
 static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int n = L->n;
     int64_t sz[ODML_MAX_RANK], c[ODML_MAX_RANK], w[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
@@ -441,8 +435,8 @@ static PyObject *run_new(PyObject *xo, int kind, PyObject *const *f, Py_ssize_t 
     PyArrayObject *x = (PyArrayObject *)xo;
     int64_t most, grain, limit, tile_stride = 0, tile_columns = 0, bytes, origin_bytes;
     const int tiles = kind == ODML_NEW_UNFOLD;
-    if (read_i64(conf[0], &most) || read_i64(conf[1], &grain) || read_i64(conf[2 + 2 * tiles], &limit)
-            || (tiles && (read_i64(conf[2], &tile_stride) || read_i64(conf[3], &tile_columns))) || grain < 1
+    if (odml_exact_i64(conf[0], &most) || odml_exact_i64(conf[1], &grain) || odml_exact_i64(conf[2 + 2 * tiles], &limit)
+            || (tiles && (odml_exact_i64(conf[2], &tile_stride) || odml_exact_i64(conf[3], &tile_columns))) || grain < 1
             || most < 1) Py_RETURN_NONE;
     odml_layout L;
     odml_new_plan pl;
@@ -594,7 +588,7 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     int64_t kind;
     odml_layout L;
-    if (read_i64(args[0], &kind) || read_i64(args[1], &L.es) || !PyTuple_CheckExact(args[2])
+    if (odml_exact_i64(args[0], &kind) || odml_exact_i64(args[1], &L.es) || !PyTuple_CheckExact(args[2])
             || !PyTuple_CheckExact(args[4])) Py_RETURN_NONE;
     L.n = (int)PyTuple_GET_SIZE(args[2]);
     if (L.n < 1 || L.n > ODML_MAX_RANK || read_seq(args[2], L.n, L.shape) || read_seq(args[3], L.n, L.strides))
@@ -638,7 +632,7 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
  * (calls_new.c, numpy_plain) runs the same function on a NumPy array's shape. */
 
 /* A tuple of the n values v. */
-static PyObject *ints_tuple(const int64_t *v, Py_ssize_t n) {
+PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n) {
     PyObject *t = PyTuple_New(n);
     if (!t) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -674,7 +668,7 @@ static PyObject *field_tuple(PyObject *f, const int64_t *v, Py_ssize_t n) {
         Py_INCREF(f);
         return f;
     }
-    return ints_tuple(v, n);
+    return odml_ints_tuple(v, n);
 }
 
 /* (a, b, c), stealing the three references; NULL (the error set) where one
@@ -727,7 +721,7 @@ PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObjec
                 Py_RETURN_NONE;
             }
         }
-        PyObject *sizes = ints_tuple(a, n), *first = sizes ? ints_list(b, n) : NULL;
+        PyObject *sizes = odml_ints_tuple(a, n), *first = sizes ? ints_list(b, n) : NULL;
         return triple(sizes, first, first ? field_tuple(f[2], t, n) : NULL);
     }
     /* SLICE_GRAD: the output gradient's sizes v[0] (each >= 1, at most MAX_ELEMENTS in all), the window

@@ -25,6 +25,20 @@ static inline int odml_new_kernel(int kind) {
     return kind == ODML_NEW_COPY ? ODML_KERNEL_COPY : kind == ODML_NEW_UNFOLD ? ODML_KERNEL_UNFOLD : ODML_KERNEL_SCATTER;
 }
 
+/* Read o into *v: 0, or -1 (no exception left set) where it is not an exact int in 64 bits (what every C
+ * lowering here reads: bools, NumPy integers and int subclasses are not exact ints). */
+static inline int odml_exact_i64(PyObject *o, int64_t *v) {
+    if (!PyLong_CheckExact(o)) return -1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    *v = (int64_t)x;
+    return 0;
+}
+
 /* An input's element layout: n sizes and signed element strides. */
 typedef struct {
     int n;
@@ -164,6 +178,9 @@ int64_t odml_move_dtype_type(PyObject *o);
 /* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
  * there): the fields of a call on an input of n sizes `dims` with the call's fields f, or None (a new
  * reference either way); NULL with an exception for no memory. */
+/* A tuple of the n values v; NULL with an exception (newshape.c). */
+PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n);
+
 enum { ODML_PLAIN_SLICE = 0, ODML_PLAIN_SLICE1 = 1, ODML_PLAIN_SLICE_GRAD = 2 };
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
 
