@@ -448,13 +448,18 @@ static int read_conf(PyObject *conf, plain_conf *c) {
     return 0;
 }
 
-/* A new shape's plan of `kind` (fields f) on x run into a new array and, with `record` (the cache on and
- * in the generation the caller read), stored under key k (NULL: the key of op, cargs and x): what
- * copy_window, unfold_window and scatter_window (newshape.c) run, with the entry put_numpy would make.
- * The output, or None (a new reference) wherever the Python route must run the call; NULL with an
- * exception for a kernel's failure. */
+/* A new shape's plan of `kind` (fields f, plain_plan's) on x run into a new array, as the Python route
+ * runs it: x's layout as planner.array_layout gives it, the plan its operator's lower() gives for that
+ * layout, the kernel's parameters as CpuBackend's runner packs them, threads as CpuBackend._threads gives
+ * them (newshape.h), the kernel from x's lowest-addressed element; with `record` (the cache on and in the
+ * generation the caller read) the entry put_numpy would make stored under key k (NULL: the key of op, cargs
+ * and x); with `got`, that entry handed back. The output, or None (a new reference) wherever the Python
+ * route must run the call (an output of c->limit bytes or more, or that cannot be allocated, more than
+ * ODML_MAX_THREADS threads, a layout or plan newshape.c declines); NULL with an exception for a kernel's
+ * failure. Nothing of DirectML's rules is checked here: the caller passes fields its operator validated. */
 static PyObject *numpy_new_run(PyObject *op, PyArrayObject *x, PyObject *const *cargs, Py_ssize_t ncargs, int kind,
-                               PyObject *const *f, Py_ssize_t nf, const plain_conf *c, int record, const Key *k) {
+                               PyObject *const *f, Py_ssize_t nf, const plain_conf *c, int record, const Key *k,
+                               Entry **got) {
     const int n = PyArray_NDIM(x);
     if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK) Py_RETURN_NONE;
     int64_t shape[ODML_MAX_RANK], bstrides[ODML_MAX_RANK];
@@ -514,12 +519,50 @@ static PyObject *numpy_new_run(PyObject *op, PyArrayObject *x, PyObject *const *
     } else if (PyErr_Occurred()) {
         goto fail;
     }
-    Py_DECREF(e);
+    if (got) *got = e;
+    else Py_DECREF(e);
     return out;
 fail:
     Py_DECREF(e);
     Py_DECREF(out);
     return NULL;
+}
+
+/* plain_window(x, kind, fields, cpu) -> (out, params bytes, threads, origin_bytes), or None
+ *
+ * numpy_new_run on an exact NumPy array x with nothing recorded (CpuBackend.run_plain: the caller records
+ * the run itself, under a PyTorch tensor x views): kind 0 copy (fields: out_sizes, starts, steps in index
+ * space: the output's element c is x's element starts + steps * c), 1 unfold (out_sizes, window, strides,
+ * dilations, start_padding, blocks), 2 scatter (out_sizes, first, step, reversed); cpu CpuBackend.plain_conf.
+ * origin_bytes is what the call cache's record needs. None, nothing run, for anything else, as numpy_new_run
+ * declines (not an exact ndarray, fields of other lengths or outside 64 bits, a byte stride not a whole number
+ * of elements, an empty input, ...). */
+PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "plain_window(x, kind, fields, cpu) takes 4 arguments");
+        return NULL;
+    }
+#ifdef ODML_NUMPY
+    int64_t kind;
+    plain_conf c;
+    Entry *e = NULL;
+    if (!numpy_ready || Py_TYPE(args[0]) != &PyArray_Type || exact_int(args[1], &kind) || kind < 0 || kind > 2
+            || !PyTuple_CheckExact(args[2]) || read_conf(args[3], &c)) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = numpy_new_run(NULL, (PyArrayObject *)args[0], NULL, 0, (int)kind,
+                                  ((PyTupleObject *)args[2])->ob_item, PyTuple_GET_SIZE(args[2]), &c, 0, NULL, &e);
+    if (!out || out == Py_None) return out;
+    const Pass *p = &e->pass1;
+    PyObject *r = Py_BuildValue("(Ny#iL)", out, (const char *)&p->p.k, (Py_ssize_t)odml_kernel_size[p->kernel],
+                                p->threads, (long long)e->origin[0]);
+    Py_DECREF(e);
+    return r;
+#else
+    Py_RETURN_NONE;
+#endif
 }
 
 /* -- a new shape served at the cache's miss ----------------------------------------------------------
@@ -572,7 +615,8 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
     if (fields == Py_None) return fields;
     PyObject *out = numpy_new_run(args[0], x, args + 2, nargs - 2,
                                   which == ODML_PLAIN_SLICE_GRAD ? ODML_NEW_SCATTER : ODML_NEW_COPY,
-                                  ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &known_conf, 1, k);
+                                  ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &known_conf, 1, k,
+                                  NULL);
     Py_DECREF(fields);
     if (out && out != Py_None) plain_served++;
     return out;
@@ -621,7 +665,7 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
     const int record = enabled && (unsigned long long)gen == generation;
     PyObject *out = numpy_new_run(op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
                                   (int)kind, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &c, record,
-                                  NULL);
+                                  NULL, NULL);
     if (out && out != Py_None && record && exact_int(op, &op_code) == 0) {
         const int type = PyArray_TYPE(x), rank = PyArray_NDIM(x);
         if (template_of(op_code, type, rank) < 0 && n_templates < MAX_TEMPLATES) {

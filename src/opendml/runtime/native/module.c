@@ -123,15 +123,13 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn);
 PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args);
+PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* calls_move.c */
 PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* move_params.c */
-PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -206,19 +204,10 @@ static PyMethodDef methods[] = {
      "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, dst_strides, maps, "
      "scale_bias, fill_bits) -> the bytes of odml_cpu_move_params for a move pass's canonical form, or None "
      "where the Python route must build it (move_params.c)"},
-    {"copy_window", (PyCFunction)(void (*)(void))odml_py_copy_window, METH_FASTCALL,
-     "copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes, limit_bytes) -> (out, params, threads, "
-     "origin_bytes): a window plan in index space on NumPy array x run at once into a new packed array, or None "
-     "where the Python route must run it (newshape.c)"},
-    {"unfold_window", (PyCFunction)(void (*)(void))odml_py_unfold_window, METH_FASTCALL,
-     "unfold_window(x, out_sizes, window, strides, dilations, start_padding, blocks, max_threads, grain_bytes, "
-     "tile_stride, tile_columns, limit_bytes) -> (out, params, threads, origin_bytes): UNFOLD of NumPy array x "
-     "with validated fields run at once into a new packed array, or None where the Python route must run it "
-     "(newshape.c)"},
-    {"scatter_window", (PyCFunction)(void (*)(void))odml_py_scatter_window, METH_FASTCALL,
-     "scatter_window(x, out_sizes, first, step, reversed, max_threads, grain_bytes, limit_bytes) -> (out, params, "
-     "threads, origin_bytes): SLICE_GRAD of NumPy array x with a validated plan run at once into a new packed "
-     "array, or None where the Python route must run it (newshape.c)"},
+    {"plain_window", (PyCFunction)(void (*)(void))odml_py_plain_window, METH_FASTCALL,
+     "plain_window(x, kind, fields, cpu) -> (out, params, threads, origin_bytes): a new shape's plan in index "
+     "space (plain_plan's kind and fields) on NumPy array x run at once into a new packed array, or None where "
+     "the Python route must run it (calls_new.c)"},
     {"cuda_spec", (PyCFunction)(void (*)(void))odml_py_cuda_spec, METH_FASTCALL,
      "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, params, grid, "
      "shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None"},

@@ -1,12 +1,11 @@
 /* New shapes (issue 19): a call on a shape never seen before lowers and packs
  * its plan on every call, so this arithmetic is in C. This file: the plan of a
  * layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
- * (odml_new_cpu), and the Python functions copy_params, copy_window,
- * unfold_window and scatter_window (NumPy arrays), cuda_spec (the CUDA
- * launch of cuda_spec.c, for tests), and slice1_lowering and slice_lowering
- * (the fast path of SLICE1's and SLICE's plain_lowering, which
- * planner.plain_plan tries first; see the end of this file). calls.c runs
- * the same plans on PyTorch tensors (call_cache_torch_new).
+ * (odml_new_cpu), and the Python functions copy_params, cuda_spec (the
+ * CUDA launch of cuda_spec.c, for tests), and slice_lowering,
+ * slice1_lowering and slice_grad_lowering (the fast path of the operators'
+ * plain_lowering, which planner.plain_plan tries first; see the end of this
+ * file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors.
  *
  * copy_params: a CopyPlan's canonical form packed as odml_copy_params.
  *
@@ -30,11 +29,6 @@
 
 #include "cpu/common.h"
 #include "newshape.h"
-
-#ifdef ODML_NUMPY
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/arrayobject.h>
-#endif
 
 
 /* Read the n entries of tuple t into v, as odml_exact_i64. */
@@ -387,187 +381,6 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
     run->size = (Py_ssize_t)sizeof(odml_scatter_params);
     return __builtin_add_overflow(run->p.scatter.count, taken, &run->work)
         || __builtin_mul_overflow(run->work, run->p.scatter.element_size, &run->work) ? -1 : 0;
-}
-
-/* -- NumPy arrays ------------------------------------------------------------------------------------ */
-
-#ifdef ODML_NUMPY
-static int numpy_state;   /* 0 not tried, 1 NumPy's C API ready, -1 unusable (the window functions then decline) */
-
-static int numpy_ready(void) {
-    if (numpy_state == 0) {
-        if (_import_array() < 0) {
-            PyErr_Clear();
-            numpy_state = -1;
-        } else {
-            numpy_state = 1;
-        }
-    }
-    return numpy_state > 0;
-}
-
-/* x's layout (odml_layout_from_bytes). */
-static int numpy_layout(PyArrayObject *x, odml_layout *L) {
-    const int n = PyArray_NDIM(x);
-    if (n < 1 || n > ODML_MAX_RANK) return -1;
-    int64_t shape[ODML_MAX_RANK], bs[ODML_MAX_RANK];
-    for (int i = 0; i < n; i++) {
-        shape[i] = (int64_t)PyArray_DIM(x, i);
-        bs[i] = (int64_t)PyArray_STRIDE(x, i);
-    }
-    return odml_layout_from_bytes(n, shape, bs, (int64_t)PyArray_ITEMSIZE(x), L);
-}
-
-static int run_cpu(char *dst, const char *low, const odml_cpu_run *run, int threads, const char **error) {
-    return odml_run_kernel(odml_new_kernel(run->kernel), dst, low, &run->p, threads, error);
-}
-
-/* What the three window functions share: x's layout, the plan of `kind` from
- * fields f[0..nf), the CPU kernel's parameters and threads as
- * CpuBackend._threads gives them (None past ODML_MAX_THREADS), a new packed
- * array of x's dtype (None where the output is limit bytes or more, or
- * cannot be allocated: the Python route raises the error that names it),
- * the kernel run into it with the GIL released; (out, params bytes, threads,
- * origin_bytes), or NULL with the kernel's error. */
-static PyObject *run_new(PyObject *xo, int kind, PyObject *const *f, Py_ssize_t nf, PyObject *const *conf) {
-    /* conf: max_threads, grain_bytes, [tile_stride, tile_columns,] limit_bytes */
-    if (!numpy_ready() || Py_TYPE(xo) != &PyArray_Type) Py_RETURN_NONE;
-    PyArrayObject *x = (PyArrayObject *)xo;
-    int64_t most, grain, limit, tile_stride = 0, tile_columns = 0, bytes, origin_bytes;
-    const int tiles = kind == ODML_NEW_UNFOLD;
-    if (odml_exact_i64(conf[0], &most) || odml_exact_i64(conf[1], &grain) || odml_exact_i64(conf[2 + 2 * tiles], &limit)
-            || (tiles && (odml_exact_i64(conf[2], &tile_stride) || odml_exact_i64(conf[3], &tile_columns))) || grain < 1
-            || most < 1) Py_RETURN_NONE;
-    odml_layout L;
-    odml_new_plan pl;
-    odml_cpu_run run;
-    if (numpy_layout(x, &L) || odml_new_plan_make(kind, &L, f, nf, &pl) || odml_new_cpu(&pl, tile_stride,
-            tile_columns, &run) || __builtin_mul_overflow(pl.count, L.es, &bytes) || bytes >= limit
-            || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)) Py_RETURN_NONE;
-    const int64_t t = odml_new_threads(run.work, grain, most);
-    if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
-    npy_intp dims[ODML_MAX_RANK];
-    for (int i = 0; i < pl.out_rank; i++) dims[i] = (npy_intp)pl.out_dims[i];
-    PyArray_Descr *descr = PyArray_DESCR(x);
-    Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
-    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, pl.out_rank, dims, NULL, NULL, 0, NULL);
-    if (out == NULL) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    int threads = (int)t, status;
-    const char *error = NULL;
-    char *dst = PyArray_BYTES((PyArrayObject *)out);
-    const char *low = PyArray_BYTES(x) - origin_bytes;
-    Py_BEGIN_ALLOW_THREADS
-    status = run_cpu(dst, low, &run, threads, &error);
-    Py_END_ALLOW_THREADS
-    if (status != ODML_OK) {
-        Py_DECREF(out);
-        if (status == ODML_ENOMEM) return PyErr_NoMemory();
-        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: %s", odml_kernel_name[odml_new_kernel(kind)],
-                     error ? error : "bad parameters");
-        return NULL;
-    }
-    return Py_BuildValue("(Ny#iL)", out, (const char *)&run.p, run.size, threads, (long long)origin_bytes);
-}
-#endif
-
-/* copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes,
- * limit_bytes) -> (out, params bytes, threads, origin_bytes), or None
- *
- * A window plan given in index space (the packed output's element c is the
- * input's element starts + steps * c) on NumPy array x (an exact ndarray),
- * run at once into a new packed array `out` of x's dtype and shape out_sizes.
- * What it runs is what the Python route runs: x's layout as
- * planner.array_layout gives it (element strides, a size-1 axis's taken as 0
- * where its byte stride is not a whole number of elements; origin, the
- * element offset of element 0 from the lowest-addressed element), the
- * CopyPlan(itemsize, out_sizes, origin + sum(starts * strides), steps *
- * strides, 0, packed strides) that the operator's lower() gives for that
- * layout, its parameter bytes as copy_params gives them, its threads as
- * CpuBackend._threads gives them (max(1, min(max_threads, 2 * count *
- * itemsize // grain_bytes))), the kernel odml_copy from the lowest-addressed
- * element. origin_bytes (origin * itemsize) is what the call cache's record
- * needs. None, nothing run, for anything else: not an exact ndarray, NumPy's
- * C API unusable, sequences of other lengths (one entry per axis of x, at
- * most ODML_MAX_RANK), values outside 64 bits, a byte stride that is not a
- * whole number of elements along an axis of more than one element, an empty
- * input or output, an output of limit_bytes or more or that cannot be
- * allocated, more than ODML_MAX_THREADS threads. Nothing of DirectML's rules
- * is checked here: the caller passes a plan its operator validated. */
-PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes, "
-                                         "limit_bytes) takes 7 arguments");
-        return NULL;
-    }
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    return run_new(args[0], ODML_NEW_COPY, args + 1, 3, args + 4);
-#endif
-}
-
-/* unfold_window(x, out_sizes, window, strides, dilations, start_padding,
- * blocks, max_threads, grain_bytes, tile_stride, tile_columns, limit_bytes)
- * -> (out, params bytes, threads, origin_bytes), or None
- *
- * UNFOLD of NumPy array x (an exact ndarray, N, C and d spatial axes) with
- * the fields its operator validated (d entries each; blocks per spatial axis;
- * out_sizes (N, C * prod(window), prod(blocks))), run at once into a new
- * packed array of x's dtype. What it runs is what the Python route runs: x's
- * layout as planner.array_layout gives it, the UnfoldPlan that
- * UnfoldOperatorDesc.lower() gives for it, the odml_unfold_params that
- * CpuBackend._native_unfold fills for that plan (column tiles where
- * |strides[-1] * element stride| * itemsize > tile_stride and the window has
- * more than one element), threads as CpuBackend._threads gives them for
- * the output's bytes. None, nothing run, for anything else (as copy_window).
- * No rule of DirectML is checked here. */
-PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "unfold_window(x, out_sizes, window, strides, dilations, start_padding, "
-                                         "blocks, max_threads, grain_bytes, tile_stride, tile_columns, limit_bytes) "
-                                         "takes 12 arguments");
-        return NULL;
-    }
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    return run_new(args[0], ODML_NEW_UNFOLD, args + 1, 6, args + 7);
-#endif
-}
-
-/* scatter_window(x, out_sizes, first, step, reversed, max_threads,
- * grain_bytes, limit_bytes) -> (out, params bytes, threads, origin_bytes), or
- * None
- *
- * SLICE_GRAD of NumPy array x (the input gradient, an exact ndarray) with the
- * plan its operator validated, given without x's layout (first and step per
- * dimension; reversed where the window stride is negative), run at once into
- * a new packed array of x's dtype and shape out_sizes. What it runs is what the
- * Python route runs: x's layout as planner.array_layout gives it, the
- * ScatterPlan that SliceGradOperatorDesc.lower() gives for it (a reversed
- * dimension's element stride negated and the origin moved to its last
- * element), its canonical form and odml_scatter_params as
- * numpy_kernels.canonical_scatter and CpuBackend._native_scatter give them
- * (cpu_scatter above), threads as CpuBackend._threads gives them for
- * (output + input elements) * itemsize. None, nothing run, for anything else
- * (as copy_window). No rule of DirectML is checked here. */
-PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "scatter_window(x, out_sizes, first, step, reversed, max_threads, "
-                                         "grain_bytes, limit_bytes) takes 8 arguments");
-        return NULL;
-    }
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    return run_new(args[0], ODML_NEW_SCATTER, args + 1, 4, args + 5);
-#endif
 }
 
 /* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) ->
