@@ -233,6 +233,15 @@ static Entry *lookup(const Key *k) {
 }
 
 int store(const Key *k, Entry *e) {
+    if (e->kind == KIND_MOVE && !e->key) {         /* the family's front table compares the key's words */
+        e->key = (int64_t *)PyMem_Malloc((size_t)k->n * 8);
+        if (!e->key) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(e->key, k->w, (size_t)k->n * 8);
+        e->key_n = k->n;
+    }
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     if (!kb) return -1;
     if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) {   /* full: not a settings change */
@@ -242,6 +251,14 @@ int store(const Key *k, Entry *e) {
     int rc = PyDict_SetItem(table, kb, (PyObject *)e);
     Py_DECREF(kb);
     return rc;
+}
+
+/* e stored under k, the caller's reference released: True, or NULL with an exception (a put's answer). */
+PyObject *stored(const Key *k, Entry *e) {
+    const int rc = store(k, e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
 }
 
 /* An attribute (or, with call, a no-argument method) as an int64; -1 with no
@@ -880,10 +897,7 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
         }
         o->bytes *= o->dims[i];
     }
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    return stored(&k, e);
 #else
     (void)op; (void)x; (void)call_args; (void)shape; (void)dtype; (void)origin; (void)kernel; (void)threads;
     (void)use_blocks; (void)prefault;
@@ -980,10 +994,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     e->out1.dst_align = (unsigned)dst_align;
     Py_INCREF(launch_obj);
     p->launch = launch_obj;
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    return stored(&k, e);
 }
 
 /* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a
@@ -991,7 +1002,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
  * device) for autograd and runs it. */
 PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *op, *x, *call_args, *eager, *shape;
+    PyObject *op, *x, *call_args, *eager;
     unsigned long long gen;
     int64_t device;
     uint64_t ptr;
@@ -1007,17 +1018,11 @@ PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
         Py_INCREF(Py_False);
         return with_deferred(Py_False);
     }
-    shape = Py_BuildValue("(i)", 1);
-    if (!shape) return NULL;
-    Entry *e = new_entry(KIND_EAGER, shape);
-    Py_DECREF(shape);
+    Entry *e = entry_alloc(KIND_EAGER, 1, 0);   /* no output nor pass of its own: eager(x) runs the call */
     if (!e) return NULL;
     Py_INCREF(eager);
     e->eager = eager;
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    return stored(&k, e);
 }
 
 /* call_cache_torch_eager(eager_ok): the check an eager entry's call passes first. */

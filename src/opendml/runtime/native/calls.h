@@ -42,7 +42,10 @@
 #define RELEASE_BYTES (64 * 1024)
 #define PAGE 4096
 
-enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_EAGER = 5 };   /* KIND_MOVE is 4 (below) */
+/* The array kinds that head every key: the first five's entries (NumPy, PyTorch, CuPy, eager autograd) and
+ * the data-movement family's (NumPy arrays and PyTorch CPU views, PyTorch CUDA tensors, CuPy arrays). */
+enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6,
+       KIND_MOVE_CUPY = 7 };
 
 #define MAX_MOVE_IO 16
 #define MAX_MOVE_PASSES 64
@@ -124,6 +127,7 @@ int exact_int(PyObject *o, int64_t *v);
 int key_arg(Key *k, PyObject *a);
 int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
 int store(const Key *k, Entry *e);
+PyObject *stored(const Key *k, Entry *e);     /* store, e released: True, or NULL (a put's answer) */
 /* a new entry of `kind` with n_out outputs and n_pass passes, zeroed; NULL with an exception */
 Entry *entry_alloc(int kind, int n_out, int n_pass);
 int int_of(PyObject *o, PyObject *name, int call, int64_t *v);
@@ -158,7 +162,6 @@ extern long long plain_served;               /* new shapes numpy_plain served */
 static const int move_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
 
 #ifdef ODML_NUMPY
-enum { KIND_MOVE = 4 };
 /* the key of a family call on NumPy arrays; its inputs in `in` (borrowed); -1: no key */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in);

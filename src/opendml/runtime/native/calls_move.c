@@ -391,13 +391,6 @@ static PyObject *put_move(PyObject *args) {
         }
         if (status != ODML_OK) goto refuse;      /* parameters the kernel itself rejects */
     }
-    e->key = (int64_t *)PyMem_Malloc((size_t)k.n * 8);
-    if (!e->key) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    memcpy(e->key, k.w, (size_t)k.n * 8);
-    e->key_n = k.n;
     int rc = store(&k, e);
     Py_DECREF(e);
     if (rc == 0) {
@@ -520,8 +513,6 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return to
  * Launch objects: they own the parameter structures (copied by each launch,
  * so nothing queued reads the entry) and make a failed launch's retry and
  * error, as the Python route does. */
-
-enum { KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 static int cuda_framework(PyObject *x) {
@@ -787,10 +778,7 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         Py_INCREF(launch_obj);
         s->launch = launch_obj;
     }
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    return stored(&k, e);
 fail:
     Py_XDECREF(e);
     return NULL;

@@ -158,7 +158,8 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
         mp->src = g->pass_src[i];
         mp->dst = g->pass_dst[i];
         if (t > most && most > ODML_MAX_THREADS) goto fail;
-        if (odml_move_pack(raw, &mp->p.move) || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
+        if (odml_move_pack(raw, &mp->p.move)
+                || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
             goto fail;
         const char *error = NULL;
         const int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
@@ -261,16 +262,7 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if (keyed && enabled && (unsigned long long)gen == generation) {
-        e->key = (int64_t *)PyMem_Malloc((size_t)k.n * 8);
-        if (!e->key) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        memcpy(e->key, k.w, (size_t)k.n * 8);
-        e->key_n = k.n;
-        if (store(&k, (Entry *)e) < 0) goto done;
-    }
+    if (keyed && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
     result = take_outputs(outs, e->n_out, e->multi);
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
@@ -320,11 +312,7 @@ done:
 
 PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_move_new(op, lowering, x, args, generation, conf) takes 6 "
-                                         "arguments");
-        return NULL;
-    }
+    if (odml_arity("call_cache_move_new(op, lowering, x, args, generation, conf)", nargs, 6, 6)) return NULL;
 #ifdef ODML_NUMPY
     if (torch_input(args[2])) {                                /* CPU tensors, through views */
         PyObject *first = args[2];
@@ -345,10 +333,7 @@ PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_
 
 PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "move_lowering(lowering, x, args, conf) takes 4 arguments");
-        return NULL;
-    }
+    if (odml_arity("move_lowering(lowering, x, args, conf)", nargs, 4, 4)) return NULL;
 #ifdef ODML_NUMPY
     return move_lowering(args);
 #else

@@ -258,11 +258,9 @@ static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const o
  * fields (plain_plan then plans the call and C is called again with its fields). */
 PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
-                                         "cpu) takes 9 arguments");
+    if (odml_arity("call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
+                   "cpu)", nargs, 9, 9))
         return NULL;
-    }
 #ifndef ODML_NUMPY
     Py_RETURN_NONE;
 #else
@@ -421,7 +419,8 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
     e->origin[0] = origin_bytes;
     e->out1.rank = pl.out_rank;
     memcpy(e->out1.dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
-    if (keyed && enabled && (unsigned long long)gen == generation && (e->out1.shape = odml_ints_tuple(pl.out_dims, pl.out_rank))) {
+    if (keyed && enabled && (unsigned long long)gen == generation
+            && (e->out1.shape = odml_ints_tuple(pl.out_dims, pl.out_rank))) {
         if (store(&k, e) < 0) goto fail;
     } else if (PyErr_Occurred()) {
         goto fail;
@@ -539,10 +538,7 @@ fail:
  * of elements, an empty input, ...). */
 PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "plain_window(x, kind, fields, cpu) takes 4 arguments");
-        return NULL;
-    }
+    if (odml_arity("plain_window(x, kind, fields, cpu)", nargs, 4, 4)) return NULL;
 #ifdef ODML_NUMPY
     int64_t kind;
     plain_conf c;
@@ -644,11 +640,7 @@ PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args) {
  * numpy_plain's, with `cpu` its conf, until the cache is next emptied. */
 PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) takes 7 "
-                                         "arguments");
-        return NULL;
-    }
+    if (odml_arity("call_cache_numpy_new(op, x, args, kind, fields, generation, cpu)", nargs, 7, 7)) return NULL;
 #ifndef ODML_NUMPY
     Py_RETURN_NONE;
 #else

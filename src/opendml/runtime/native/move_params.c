@@ -170,11 +170,9 @@ int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out) {
 
 PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
-                                         "src_strides, dst_strides, maps, scale_bias, fill_bits) takes 11 arguments");
+    if (odml_arity("move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
+                   "src_strides, dst_strides, maps, scale_bias, fill_bits)", nargs, 11, 11))
         return NULL;
-    }
     int64_t fill, src_type, dst_type, src_offset, dst_offset;
     PyObject *sizes = args[5], *ss = args[6], *ds = args[7], *maps = args[8], *sb = args[9];
     if (odml_exact_i64(args[0], &fill) || odml_exact_i64(args[1], &src_type) || odml_exact_i64(args[2], &dst_type)

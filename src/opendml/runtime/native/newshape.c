@@ -113,11 +113,9 @@ static int pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, con
 
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "copy_params(element_size, sizes, in_offset, in_strides, out_offset, "
-                                         "out_strides) takes 6 arguments");
+    if (odml_arity("copy_params(element_size, sizes, in_offset, in_strides, out_offset, "
+                   "out_strides)", nargs, 6, 6))
         return NULL;
-    }
     PyObject *ts = args[1], *ti = args[3], *to = args[5];
     if (!PyTuple_CheckExact(ts) || !PyTuple_CheckExact(ti) || !PyTuple_CheckExact(to)) Py_RETURN_NONE;
     Py_ssize_t n = PyTuple_GET_SIZE(ts);
@@ -394,11 +392,7 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
  * scatter; fields: plain_plan's. No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) takes "
-                                         "7 arguments");
-        return NULL;
-    }
+    if (odml_arity("cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr)", nargs, 7, 7)) return NULL;
     int64_t kind;
     odml_layout L;
     if (odml_exact_i64(args[0], &kind) || odml_exact_i64(args[1], &L.es) || !PyTuple_CheckExact(args[2])
@@ -576,29 +570,18 @@ static PyObject *plain_lowering(int which, PyObject *const *args, Py_ssize_t nar
 
 PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None) takes "
-                                         "4 or 5 arguments");
-        return NULL;
-    }
+    if (odml_arity("slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None)", nargs, 4, 5)) return NULL;
     return plain_lowering(ODML_PLAIN_SLICE1, args, nargs);
 }
 
 PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "slice_lowering(in_sizes, offsets, sizes, strides) takes 4 arguments");
-        return NULL;
-    }
+    if (odml_arity("slice_lowering(in_sizes, offsets, sizes, strides)", nargs, 4, 4)) return NULL;
     return plain_lowering(ODML_PLAIN_SLICE, args, nargs);
 }
 
 PyObject *odml_py_slice_grad_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) takes 5 "
-                                         "arguments");
-        return NULL;
-    }
+    if (odml_arity("slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps)", nargs, 5, 5)) return NULL;
     return plain_lowering(ODML_PLAIN_SLICE_GRAD, args, nargs);
 }

@@ -25,6 +25,15 @@ static inline int odml_new_kernel(int kind) {
     return kind == ODML_NEW_COPY ? ODML_KERNEL_COPY : kind == ODML_NEW_UNFOLD ? ODML_KERNEL_UNFOLD : ODML_KERNEL_SCATTER;
 }
 
+/* 0 where a Python function given nargs positional arguments takes them (lo to hi), else -1 with the
+ * TypeError "<signature> takes <lo> [or <hi>] arguments". */
+static inline int odml_arity(const char *signature, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi) {
+    if (nargs >= lo && nargs <= hi) return 0;
+    if (lo == hi) PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", signature, lo);
+    else PyErr_Format(PyExc_TypeError, "%s takes %zd or %zd arguments", signature, lo, hi);
+    return -1;
+}
+
 /* Read o into *v: 0, or -1 (no exception left set) where it is not an exact int in 64 bits (what every C
  * lowering here reads: bools, NumPy integers and int subclasses are not exact ints). */
 static inline int odml_exact_i64(PyObject *o, int64_t *v) {
