@@ -55,5 +55,6 @@ setup(ext_modules=[Extension("opendml.runtime.cpu._native", sources, include_dir
                              extra_compile_args=args, extra_link_args=link, optional=True),
                    # the index-driven passes (plan.Gather, plan.Scatter): an extension of their own
                    Extension("opendml.runtime.cpu._index", [f"{CPU}/indexed/index.c"], include_dirs=include,
+                             define_macros=macros,
                              depends=[f"{CPU}/fp16.h"], extra_compile_args=args, extra_link_args=link,
                              optional=True)])

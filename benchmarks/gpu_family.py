@@ -100,7 +100,7 @@ def main(argv=None) -> int:
                              JoinOperatorDesc, PaddingOperatorDesc, SpaceToDepth1OperatorDesc, SplitOperatorDesc,
                              TileOperatorDesc)
     from opendml.ops._spec import DepthSpaceOrder, PaddingMode, ScaleBias
-    from opendml.runtime.cuda import backend as cb
+    from opendml.runtime.cuda import backend as cb, steps as cs
 
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -132,17 +132,17 @@ def main(argv=None) -> int:
             return
         plan = desc.lower()
         outs = [torch.empty(tuple(t.sizes), dtype=TORCH[t.data_type], device=dev) for t in desc.outputs]
-        old = {k: getattr(cb, k) for k in (variant or {})}
+        old = {k: getattr(cs, k) for k in (variant or {})}
         try:
             for k, v in (variant or {}).items():
-                setattr(cb, k, v)
+                setattr(cs, k, v)
             be = cb.CudaBackend(torch.cuda.current_device()) if variant else backend
             sp, dp = [t.data_ptr() for t in inputs], [t.data_ptr() for t in outs]
             rec = be.record_move(plan, sp, [t.numel() for t in inputs], dp, [t.numel() for t in outs],
                                  desc.OPERATOR)
         finally:
             for k, v in old.items():
-                setattr(cb, k, v)
+                setattr(cs, k, v)
         ours = lambda: rec(sp, dp, stream())  # noqa: E731
         if torch_fn is not None:
             ref = torch_fn()
@@ -179,7 +179,7 @@ def main(argv=None) -> int:
         lambda: x * 2 + 1, "x * 2 + 1")
     cvt_variants = [{"CVT_UNROLL": u, "CVT_FLAGS": f}
                     for u, f in ((0, 0), (1, 0), (2, 0), (4, 0), (2, 2))
-                    if (u, f) != (cb.CVT_UNROLL, cb.CVT_FLAGS)]
+                    if (u, f) != (cs.CVT_UNROLL, cs.CVT_FLAGS)]
     if args.variants:
         for v in cvt_variants:
             row(f"identity scale 2 bias 1 [cvt {v['CVT_UNROLL']} {v['CVT_FLAGS']}]",
@@ -203,9 +203,9 @@ def main(argv=None) -> int:
         if args.variants:
             row(f"pad {mode.name} (move_pad rows)", desc, [x], fn, f"F.pad {tm}" if tm else "",
                 variant={"FUSE_PAD": "rows"})
-            for pw in ((1, 1, 0), (1, 8, 0), (1, 8, 2), (2, 6, 0)):
-                if pw != cb.PAD_WORDS:
-                    row(f"pad {mode.name} (words {pw[0]} {pw[1]} {pw[2]})", desc, [x], fn,
+            for pw in ((1, 1), (1, 8), (2, 6)):
+                if pw != cs.PAD_WORDS:
+                    row(f"pad {mode.name} (words {pw[0]} {pw[1]})", desc, [x], fn,
                         f"F.pad {tm}" if tm else "", variant={"FUSE_PAD": "words", "PAD_WORDS": pw})
             if mode == PaddingMode.CONSTANT:
                 row(f"pad {mode.name} (pass by pass)", desc, [x], None, variant={"FUSE_PAD": False})
@@ -242,8 +242,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": SHAPE,
             "copy_GBps": copy_bw, "copy_ms": t_copy, "copy_again_ms": t_copy2, "reps": args.reps,
-            "numpy": np.__version__, "defaults": {"FUSE_PAD": cb.FUSE_PAD, "PAD_WORDS": cb.PAD_WORDS,
-                                                  "CVT_UNROLL": cb.CVT_UNROLL, "CVT_FLAGS": cb.CVT_FLAGS},
+            "numpy": np.__version__, "defaults": {"FUSE_PAD": cs.FUSE_PAD, "PAD_WORDS": cs.PAD_WORDS,
+                                                  "CVT_UNROLL": cs.CVT_UNROLL, "CVT_FLAGS": cs.CVT_FLAGS},
             "timing": "CUDA events, median of --reps; rows with a PyTorch peer alternate the two rep by rep",
             "route": "CudaBackend.record_move on torch tensors' addresses, torch's current stream"}
     (out / "gpu-family.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

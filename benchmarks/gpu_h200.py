@@ -23,8 +23,8 @@ two CUDA events (divided by ``LOOP``), so the host's cost of one call hides
 behind the previous call's kernel as it does in a real program; opendml and
 PyTorch alternate rep by rep. Outputs are compared with PyTorch's
 (``match``). ``--variants`` adds the backend's other routes for the same
-rows (move_transpose tile sizes and off, move_padw's words a thread and
-register caps, move_pad rows, plain passes via strided_copy / move kernels).
+rows (move_transpose tile sizes and off, move_padr's words a lane, register
+caps and shuffles, move_padw, plain passes via strided_copy / move kernels).
 Writes gpu-h200.json to --out.
 """
 from __future__ import annotations
@@ -79,7 +79,8 @@ def main(argv=None) -> int:
     from opendml.ops import (DepthToSpace1OperatorDesc, ElementWiseIdentityOperatorDesc, PaddingOperatorDesc,
                              SliceOperatorDesc, SpaceToDepth1OperatorDesc, TileOperatorDesc)
     from opendml.ops._spec import DepthSpaceOrder, PaddingMode
-    from opendml.runtime.cuda import backend as cb
+    from opendml.plan import MovePlan
+    from opendml.runtime.cuda import backend as cb, steps as cs
 
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -100,21 +101,20 @@ def main(argv=None) -> int:
     rows = []
 
     def kernel_launch(desc, inputs, outs, variant=None):
-        old = {k: getattr(cb, k) for k in (variant or {})}
+        old = {k: getattr(cs, k) for k in (variant or {})}
         try:
             for k, v in (variant or {}).items():
-                setattr(cb, k, v)
+                setattr(cs, k, v)
             be = cb.CudaBackend(torch.cuda.current_device()) if variant else backend
             sp, dp = [t.data_ptr() for t in inputs], [t.data_ptr() for t in outs]
             spans = [t.untyped_storage().nbytes() // t.element_size() for t in inputs]
             plan = desc.lower()
-            if not isinstance(plan, cb.MovePlan):         # SLICE: a CopyPlan, one strided_copy launch
-                launch = be.record(plan, sp[0], spans[0], dp[0])
-                return (lambda: launch(sp[0], dp[0], stream())), [launch.name]
+            if not isinstance(plan, MovePlan):         # SLICE before every lowering gives a MovePlan
+                plan = cb.one_pass(plan)
             rec = be.record_move(plan, sp, spans, dp, [t.numel() for t in outs])
         finally:
             for k, v in old.items():
-                setattr(cb, k, v)
+                setattr(cs, k, v)
         return (lambda: rec(sp, dp, stream())), rec.names
 
     def row(op, shape, user, peer, peer_name, desc=None, inputs=(), variants=()):
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
     def strided_desc(t):
         return ElementWiseIdentityOperatorDesc(dml.TensorDesc(f32, list(t.shape), list(t.stride())))
 
-    tv = [{"TRANSPOSE_TILE": 0}]
+    tv = [{"TRANSPOSE_TILE": 0}, {"TRANSPOSE_TILE": 32}]
     # transposing copies
     nhwc = torch.randn(16, 256, 256, 64, device=dev)
     v = nhwc.permute(0, 3, 1, 2)
@@ -189,8 +189,8 @@ def main(argv=None) -> int:
         DepthToSpace1OperatorDesc(dml.TensorDesc(f32, list(xd.shape)), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH),
         [xd], tv)
     # paddings: rows of 256 + 2p floats (1,048 bytes for p = 3: no multiple of 16)
-    pv = [{"FUSE_PAD": "elems", "PAD_ITEMS": i} for i in (0, 2, 8)] + [{"FUSE_PAD": False}] + \
-        [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8, 0)}]
+    pv = [{"FUSE_PAD": "padr", "PAD_ROWS": w} for w in ((1, 1, 0), (2, 1, 4), (4, 1, 0))
+          if w != cs.PAD_ROWS] + [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}]
     modes = [("constant", PaddingMode.CONSTANT, "constant"), ("edge", PaddingMode.EDGE, "replicate"),
              ("reflection", PaddingMode.REFLECTION, "reflect"), ("wrap", PaddingMode.WRAP, "circular"),
              ("symmetric", PaddingMode.SYMMETRIC, None)]
@@ -206,14 +206,15 @@ def main(argv=None) -> int:
     # tiles
     s = torch.randn(16, 64, 128, 128, device=dev)
     S = dml.TensorDesc(f32, list(s.shape))
-    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cb.WORD_COPY]
+    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cs.WORD_COPY]
     for reps in ((1, 1, 2, 2), (1, 1, 3, 1), (1, 1, 1, 3), (1, 1, 3, 3)):
         row(f"tile {reps}", "(16,64,128,128)", lambda reps=reps: dml.tile(s, list(reps)),
             lambda reps=reps: s.repeat(*reps), "Tensor.repeat", TileOperatorDesc(S, None, list(reps)), [s], tilev)
     # a slice window starting at column 1 (rows of 255 floats)
     row("slice [:, :, :, 1:]", "(16,64,256,256)", lambda: dml.slice(x, [0, 0, 0, 1], [16, 64, 256, 255], [1, 1, 1, 1]),
         lambda: x[:, :, :, 1:].contiguous(), "[..., 1:].contiguous()",
-        SliceOperatorDesc(X, None, [0, 0, 0, 1], [16, 64, 256, 255], [1, 1, 1, 1]), [x])
+        SliceOperatorDesc(X, None, [0, 0, 0, 1], [16, 64, 256, 255], [1, 1, 1, 1]), [x],
+        [{"MOVE_PLAIN_VIA": "strided_copy"}])
     halves = [x[:, :32].contiguous(), x[:, 32:].contiguous()]
     from opendml.ops import JoinOperatorDesc, SplitOperatorDesc
     H = dml.TensorDesc(f32, [16, 32, 256, 256])
@@ -227,8 +228,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms": t_copy,
             "copy_again_ms": t_copy2, "reps": args.reps, "loop": LOOP,
-            "defaults": {"PAD_WORDS": cb.PAD_WORDS, "TRANSPOSE_TILE": cb.TRANSPOSE_TILE, "FUSE_PAD": cb.FUSE_PAD,
-                         "WORD_COPY": cb.WORD_COPY},
+            "defaults": {"PAD_ROWS": cs.PAD_ROWS, "PAD_WORDS": cs.PAD_WORDS, "TRANSPOSE_TILE": cs.TRANSPOSE_TILE,
+                         "FUSE_PAD": cs.FUSE_PAD,
+                         "WORD_COPY": cs.WORD_COPY},
             "timing": f"CUDA events around {LOOP} back-to-back calls, median of --reps, opendml and PyTorch "
                       f"alternating"}
     (out / "gpu-h200.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT.parent / "src"))
 
 import opendml as dml  # noqa: E402
 from opendml.runtime import get_backend  # noqa: E402
-from opendml.runtime.cuda import backend as cb  # noqa: E402
+from opendml.runtime.cuda import backend as cb, launch as cl  # noqa: E402
 
 
 def per_call(fn, sync, calls):
@@ -104,21 +104,21 @@ def main(argv=None):
     }
     # the CuPy-function fallback of the launch path: a new plan object gets a
     # new cached launch, built the fallback way
-    saved = cb.LAUNCH_VIA
+    saved = cl.LAUNCH_VIA
     try:
-        cb.LAUNCH_VIA = "cupy"
+        cl.LAUNCH_VIA = "cupy"
         plan2 = desc.lower()
         backend.launch(plan2, xp, 16, yp, stream)
     finally:
-        cb.LAUNCH_VIA = saved
+        cl.LAUNCH_VIA = saved
     cases["opendml launch (CuPy Function fallback)"] = lambda: backend.launch(plan2, xp, 16, yp, stream)
     # the ctypes cuLaunchKernel path (before the C launch existed)
     try:
-        cb.LAUNCH_VIA = "driver"
+        cl.LAUNCH_VIA = "driver"
         plan3 = desc.lower()
         backend.launch(plan3, xp, 16, yp, stream)
     finally:
-        cb.LAUNCH_VIA = saved
+        cl.LAUNCH_VIA = saved
     cases["opendml launch (ctypes cuLaunchKernel)"] = lambda: backend.launch(plan3, xp, 16, yp, stream)
     results = measure(cases, sync, args.calls)
     # The array API's Python route: the same calls with the call cache off.

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from opendml.runtime import get_backend  # noqa: E402
-from opendml.runtime.cuda import backend as cb  # noqa: E402
+from opendml.runtime.cuda import tuned as ct  # noqa: E402
 from tests.runtime.test_cuda_emulation import (dense_fold_plans, fold_reference, random_fold_plan,  # noqa: E402
                                                random_scatter_plan, random_words, scatter_reference, span_hi,
                                                wide_scatter_plans)
@@ -54,22 +54,22 @@ def main():
         es, flt = np.dtype(dtype).itemsize, np.dtype(dtype).kind == "f"
         plans = dense_fold_plans(es, flt) + [random_fold_plan(rng, es, flt, D) for D in (1, 2, 3, 3)]
         for lanes in (None, 1, 4):
-            cb.FOLD_LANES = lanes
+            ct.FOLD_LANES = lanes
             for plan in plans:
                 run(cupy, plan, span_hi(plan.in_offset, (plan.batch, plan.rows, plan.columns), plan.in_strides) + 1,
                     span_hi(plan.out_offset, (plan.batch, plan.channels, *plan.spatial), plan.out_strides) + 1,
                     dtype, fold_reference, rng)
                 n += 1
-        cb.FOLD_LANES = None
-        cb.FOLD_TILE_MIN_STRIDE = 1
+        ct.FOLD_LANES = None
+        ct.FOLD_TILE_MIN_STRIDE = 1
         for stride in (2, 32, 40, 256, 300):
             plan = random_fold_plan(rng, es, flt, 1, stride=stride)
-            assert cb._fold_launch(plan)[0].startswith("fold1d_tile")
+            assert ct._fold_launch(plan)[0].startswith("fold1d_tile")
             run(cupy, plan, span_hi(plan.in_offset, (plan.batch, plan.rows, plan.columns), plan.in_strides) + 1,
                 span_hi(plan.out_offset, (plan.batch, plan.channels, *plan.spatial), plan.out_strides) + 1,
                 dtype, fold_reference, rng)
             n += 1
-        cb.FOLD_TILE_MIN_STRIDE = 32
+        ct.FOLD_TILE_MIN_STRIDE = 32
         for plan in wide_scatter_plans(es) + [random_scatter_plan(rng, es) for _ in range(6)]:
             run(cupy, plan, span_hi(plan.in_offset, plan.taken, plan.in_strides) + 1,
                 span_hi(plan.out_offset, plan.sizes, plan.out_strides) + 1, dtype, scatter_reference, rng)

@@ -148,7 +148,7 @@ def compiled(rows, device, shapes, reps, rounds):
         peer = torch.compile(peer_fn, fullgraph=True)
         a, b, e = ours(x, wt), peer(x, wt), ours_fn(x, wt)
         route = opendml.torch.compiled_route()     # which operators the trace above put in the graph
-        from opendml.arrays import torch_inductor
+        from opendml.arrays.torch import inductor as torch_inductor
         print(f"compiled  route: {route}:: ({opendml.torch.compiled_status()}; direct kernels in Inductor's "
               f"wrapper: {torch_inductor.status()})", flush=True)
         assert torch.equal(a, e), "compiled != eager"

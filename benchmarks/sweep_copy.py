@@ -9,16 +9,16 @@ import cupy
 import numpy as np
 
 import opendml as dml
-from opendml.runtime.cuda import backend as cb
+from opendml.runtime.cuda import launch as cl, tuned as ct
 from opendml.plan import CopyPlan
 
 
 def time_kernel(k, grid, args, reps=20):
-    k(grid, (cb.THREADS,), args)
+    k(grid, (cl.THREADS,), args)
     a, b = cupy.cuda.Event(), cupy.cuda.Event()
     a.record()
     for _ in range(reps):
-        k(grid, (cb.THREADS,), args)
+        k(grid, (cl.THREADS,), args)
     b.record()
     b.synchronize()
     return cupy.cuda.get_elapsed_time(a, b) / reps
@@ -42,8 +42,8 @@ def window_alignment():
             desc = dml.SliceOperatorDesc(dml.TensorDesc(dml.DataType.from_numpy(x.dtype), x.shape), None,
                                          [0, 0, lo, lo], [n, 64, hi - lo, hi - lo], [1, 1, 1, 1])
             out = cupy.empty(desc.output_tensor.sizes, dtype)
-            name, params, grid, smem = cb._copy_launch(desc.lower(), x.data.ptr, out.data.ptr, x.size)
-            ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, cb.device_params(params)))
+            name, params, grid, smem = ct._copy_launch(desc.lower(), x.data.ptr, out.data.ptr, x.size)
+            ms = time_kernel(cl._kernel(0, name), grid, (x.data.ptr, out.data.ptr, cl.device_params(params)))
             gbs = 2 * out.nbytes / ms / 1e6
             print(f"window [{lo}:{hi}] {dtype} ({(lo * es) % 64}-byte row offset, {((hi - lo) * es) % 64} tail):"
                   f" {gbs:.0f} GB/s = {gbs / copy:.3f} of copy ({copy:.0f} GB/s)")
@@ -74,10 +74,10 @@ def window_items():
                           tuple(t // f for t in p.in_strides[:-1]) + (1,), p.out_offset // f,
                           tuple(t // f for t in p.out_strides[:-1]) + (1,))
             for items in (1, 2, 4, 8):
-                name = f"strided_copy<{cb._SCALAR[w]}, {len(wp.sizes)}, 0, u32, {items}, 0>"
-                params = cb.device_params(cb.copy_params(wp))
-                grid = (math.ceil(wp.count / (cb.THREADS * items)),)
-                ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
+                name = f"strided_copy<{cl._SCALAR[w]}, {len(wp.sizes)}, 0, u32, {items}, 0>"
+                params = cl.device_params(ct.copy_params(wp))
+                grid = (math.ceil(wp.count / (cl.THREADS * items)),)
+                ms = time_kernel(cl._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
                 print(f"window {dtype} word {w} items {items}: {2 * out.nbytes / ms / 1e6:.0f} GB/s")
         del x, out
 
@@ -95,7 +95,7 @@ def main():
         out = cupy.empty(desc.output_tensor.sizes, dtype)
         useful = 2 * out.nbytes
         variants = []
-        w, rev, pick, wp = cb.word_plan(plan, x.data.ptr, out.data.ptr, x.size)
+        w, rev, pick, wp = ct.word_plan(plan, x.data.ptr, out.data.ptr, x.size)
         p = plan.canonical()
         for items in (2, 4, 8, 16):
             variants.append((f"element items={items}", es, 0, p, items))
@@ -104,10 +104,10 @@ def main():
         for label, word, pk, pl, items in variants:
             count = pl.count
             nd = len(pl.sizes)
-            name = f"strided_copy<{cb._SCALAR[word]}, {nd}, 0, {cb._index_type(count, items)}, {items}, {pk}>"
-            params = cb.device_params(cb.copy_params(pl))
-            grid = (math.ceil(count / (cb.THREADS * items)),)
-            ms = time_kernel(cb._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
+            name = f"strided_copy<{cl._SCALAR[word]}, {nd}, 0, {ct._index_type(count, items)}, {items}, {pk}>"
+            params = cl.device_params(ct.copy_params(pl))
+            grid = (math.ceil(count / (cl.THREADS * items)),)
+            ms = time_kernel(cl._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
             print(f"stride 2 {dtype} {label}: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s")
         del x, out
 

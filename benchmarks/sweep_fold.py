@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "src"))
 
 from opendml.plan import FoldPlan, ScatterPlan  # noqa: E402
-from opendml.runtime.cuda import backend as cb  # noqa: E402
+from opendml.runtime.cuda import launch as cl, tuned as ct  # noqa: E402
 from opendml.runtime.params import SUM_FLOAT  # noqa: E402
 
 
@@ -44,15 +44,15 @@ def packed(sizes):
     return tuple(out)
 
 
-def time_kernel(cupy, name, params, grid, smem, x, out, options=cb.OPTIONS, reps=20):
-    k = cb._kernel(0, name, options)
-    p = cb.device_params(params)
+def time_kernel(cupy, name, params, grid, smem, x, out, options=cl.OPTIONS, reps=20):
+    k = cl._kernel(0, name, options)
+    p = cl.device_params(params)
     args = (x.data.ptr, out.data.ptr, p)
-    k(grid, (cb.THREADS,), args, shared_mem=smem)
+    k(grid, (cl.THREADS,), args, shared_mem=smem)
     a, b = cupy.cuda.Event(), cupy.cuda.Event()
     a.record()
     for _ in range(reps):
-        k(grid, (cb.THREADS,), args, shared_mem=smem)
+        k(grid, (cl.THREADS,), args, shared_mem=smem)
     b.record()
     b.synchronize()
     return cupy.cuda.get_elapsed_time(a, b) / reps
@@ -85,7 +85,7 @@ def main(argv=None):
         x = cupy.random.randint(-8, 8, size=(plan.batch, plan.rows, plan.columns)).astype(dtype)
         out = cupy.empty((plan.batch, plan.channels, *plan.spatial), dtype)
         useful = x.nbytes + out.nbytes
-        default = cb._fold_launch(plan)[0]
+        default = ct._fold_launch(plan)[0]
         variants = []
         D = len(plan.window)
         if D == 1 and plan.strides[0] >= 32:
@@ -94,9 +94,9 @@ def main(argv=None):
             variants += [("gather", v) for v in (1, 2)]
         want = None
         for variant in variants:
-            name, params, grid, smem = cb._fold_launch(plan, variant)
+            name, params, grid, smem = ct._fold_launch(plan, variant)
             for mb in MIN_BLOCKS:
-                opts = cb.OPTIONS + (f"-DODML_FOLD_MIN_BLOCKS={mb}",)
+                opts = cl.OPTIONS + (f"-DODML_FOLD_MIN_BLOCKS={mb}",)
                 try:
                     ms = time_kernel(cupy, name, params, grid, smem, x, out, opts)
                 except Exception as exc:
@@ -116,12 +116,12 @@ def main(argv=None):
     g = cupy.random.randint(-8, 8, size=(N, 256, 112, 112)).astype(cupy.float32)
     out = cupy.empty((N, 256, 128, 128), cupy.float32)
     useful = g.nbytes + out.nbytes
-    w, rev, wp = cb.scatter_word_plan(plan, g.data.ptr, out.data.ptr)
-    default, params, _, _ = cb._scatter_launch(plan, g.data.ptr, out.data.ptr)
+    w, rev, wp = ct.scatter_word_plan(plan, g.data.ptr, out.data.ptr)
+    default, params, _, _ = ct._scatter_launch(plan, g.data.ptr, out.data.ptr)
     want = None
     for items in (1, 2, 4):
-        name = f"scatter<{cb._SCALAR[w]}, {len(wp.sizes)}, {rev}, {cb._index_type(wp.count, items)}, {items}>"
-        grid = (math.ceil(wp.count / (cb.THREADS * items)),)
+        name = f"scatter<{cl._SCALAR[w]}, {len(wp.sizes)}, {rev}, {ct._index_type(wp.count, items)}, {items}>"
+        grid = (math.ceil(wp.count / (cl.THREADS * items)),)
         ms = time_kernel(cupy, name, params, grid, 0, g, out)
         got = out.view(cupy.uint8).copy()
         want = got if want is None else want

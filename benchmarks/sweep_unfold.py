@@ -7,20 +7,20 @@ import math
 import cupy
 
 import opendml as dml
-from opendml.runtime.cuda import backend as cb
+from opendml.runtime.cuda import launch as cl, tuned as ct
 
 
 def time_launch(name, params, grid, smem, x, out, reps=20):
     """Milliseconds per launch; ``out`` is filled with a byte pattern first,
     so that a variant that leaves an element unwritten differs."""
     out.view(cupy.uint8).fill(0xAB)
-    k = cb._kernel(0, name)
-    args = (x.data.ptr, out.data.ptr, cb.device_params(params))
-    k(grid, (cb.THREADS,), args, shared_mem=smem)
+    k = cl._kernel(0, name)
+    args = (x.data.ptr, out.data.ptr, cl.device_params(params))
+    k(grid, (cl.THREADS,), args, shared_mem=smem)
     a, b = cupy.cuda.Event(), cupy.cuda.Event()
     a.record()
     for _ in range(reps):
-        k(grid, (cb.THREADS,), args, shared_mem=smem)
+        k(grid, (cl.THREADS,), args, shared_mem=smem)
     b.record()
     b.synchronize()
     return cupy.cuda.get_elapsed_time(a, b) / reps
@@ -41,7 +41,7 @@ def box_floor(plan, columns, line):
     for d in range(D - 2, -1, -1):
         t[d] = min(nb[d], max(1, columns // math.prod(t[d + 1:])))
     ext = [(t[d] - 1) * plan.strides[d] + (plan.window[d] - 1) * plan.dilations[d] + 1 for d in range(D)]
-    if math.prod(ext) * plan.element_size > cb.BOX_BYTES:
+    if math.prod(ext) * plan.element_size > ct.BOX_BYTES:
         return None
     return tuple(t), tuple(ext)
 
@@ -111,7 +111,7 @@ def main(argv=None):
         plan = desc.lower()
         out = cupy.empty(desc.output_tensor.sizes, dtype)
         useful = out.nbytes + x.nbytes
-        default = cb._unfold_launch(plan)
+        default = ct._unfold_launch(plan)
         print(f"{shape} {dtype}: default {default[0]} grid {default[2]}")
         want = None
         ms = time_launch(*default, x, out)
@@ -125,17 +125,17 @@ def main(argv=None):
                 print(f"{shape} {dtype} {label}: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s{'' if same else ' DIFFERS'}")
         for columns in (int(v) for v in a.columns.split(",")):
             for line in (int(v) for v in a.lines.split(",")):
-                box = cb.unfold_box(plan, columns=columns, line=line)
+                box = ct.unfold_box(plan, columns=columns, line=line)
                 if box is None:
                     continue
-                name, params, grid, smem = cb._unfold_launch(plan, box)
+                name, params, grid, smem = ct._unfold_launch(plan, box)
                 ms = time_launch(name, params, grid, smem, x, out)
                 same = bool((out.view(cupy.uint8) == want.view(cupy.uint8)).all())
                 print(f"{shape} {dtype} columns {columns} line {line} box {box[0]} region {box[1]} grid {grid[0]}: "
                       f"{ms:.4f} ms {useful / ms / 1e6:.0f} GB/s{'' if same else ' DIFFERS'}")
                 fbox = box_floor(plan, columns, line)
                 if fbox is not None and fbox != box:
-                    name, params, grid, smem = cb._unfold_launch(plan, fbox)
+                    name, params, grid, smem = ct._unfold_launch(plan, fbox)
                     ms = time_launch(name, params, grid, smem, x, out)
                     same = bool((out.view(cupy.uint8) == want.view(cupy.uint8)).all())
                     print(f"{shape} {dtype} columns {columns} line {line} floor box {fbox[0]} region {fbox[1]} "
@@ -146,22 +146,22 @@ def main(argv=None):
                 continue
             ext = tuple((t[d] - 1) * plan.strides[d] + (plan.window[d] - 1) * plan.dilations[d] + 1
                         for d in range(len(t)))
-            if math.prod(ext) * plan.element_size > cb.BOX_BYTES:
+            if math.prod(ext) * plan.element_size > ct.BOX_BYTES:
                 continue
-            name, params, grid, smem = cb._unfold_launch(plan, (t, ext))
+            name, params, grid, smem = ct._unfold_launch(plan, (t, ext))
             ms = time_launch(name, params, grid, smem, x, out)
             same = bool((out.view(cupy.uint8) == want.view(cupy.uint8)).all())
             print(f"{shape} {dtype} box {t} region {ext} grid {grid[0]}: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s"
                   f"{'' if same else ' DIFFERS'}")
         if not a.no_gather:
             es = x.itemsize
-            name, params, grid, smem = cb._unfold_launch(plan, box=False)
+            name, params, grid, smem = ct._unfold_launch(plan, box=False)
             for r in (1, 2, 4):
                 v = 16 // es * r
                 slots = plan.batch * plan.rows * math.ceil(plan.columns / v)
                 params.work_items = slots
                 kname = name.rsplit(",", 1)[0] + f", {r}>"
-                ms = time_launch(kname, params, (math.ceil(slots / cb.THREADS),), 0, x, out)
+                ms = time_launch(kname, params, (math.ceil(slots / cl.THREADS),), 0, x, out)
                 same = bool((out.view(cupy.uint8) == want.view(cupy.uint8)).all())
                 print(f"{shape} {dtype} gather R={r}: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s"
                       f"{'' if same else ' DIFFERS'}")

@@ -229,6 +229,23 @@ def reverse_subsequences_example() -> dict:
                                 output=dml.reverse_subsequences(x, lengths, 1))]}
 
 
+def diagonal_matrix_example() -> dict:
+    """DIAGONAL_MATRIX1 without and with an input (1..20): a diagonal strip
+    of 7s, the strictly upper triangle kept, an inverted range keeping the
+    main diagonal."""
+    x = np.arange(1, 21, dtype=np.int32).reshape(4, 5)
+    return {"runs": [
+        _index_run("no input, Value 7, [0, 3): a strip of three diagonals",
+                   "dml.diagonal_matrix(shape=(4, 5), dtype='int32', value=7, begin=0, end=3)",
+                   output=dml.diagonal_matrix(shape=(4, 5), dtype="int32", value=7, begin=0, end=3)),
+        _index_run("Value 0, [INT32_MIN, 1): the strictly upper triangle kept",
+                   "dml.diagonal_matrix(x, value=0, begin=-2**31, end=1)", input=x,
+                   output=dml.diagonal_matrix(x, value=0, begin=-2 ** 31, end=1)),
+        _index_run("Value 0, [1, 0) inverted: all but the main diagonal filled",
+                   "dml.diagonal_matrix(x, value=0, begin=1, end=0)", input=x,
+                   output=dml.diagonal_matrix(x, value=0, begin=1, end=0))]}
+
+
 def index_clamp() -> dict:
     """GATHER with indices outside the dimension, unchecked
     (``check_indices=False``): a negative index counts from the end, then the
@@ -258,6 +275,7 @@ FIGURES = {
     "one-hot": one_hot_example,
     "reverse-subsequences": reverse_subsequences_example,
     "index-clamp": index_clamp,
+    "diagonal-matrix": diagonal_matrix_example,
 }
 
 
@@ -688,6 +706,8 @@ def draw(data: dict) -> None:
                "OffValue elsewhere (all off for 5, outside [-4, 4))")
     draw_index("reverse-subsequences", data["reverse-subsequences"], "each row's first SequenceLengths[i] "
                "elements are reversed, the rest copied; a colour is one input element")
+    draw_index("diagonal-matrix", data["diagonal-matrix"], "each element's diagonal is column - row; the filled "
+               "diagonals hold Value, the others the input's element (or 0 without an input)")
     draw_index("index-clamp", data["index-clamp"], "-1 counts from the end (4), 5 is clamped to the last element, "
                "-7 (-3 after counting from the end) to the first")
 

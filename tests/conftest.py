@@ -65,15 +65,3 @@ def run_in_threads(work, n: int = 4) -> None:
     for t in threads:
         t.join()
     assert not errors, errors
-
-
-def cuda_lacks_index_passes(backend, desc) -> bool:
-    """Whether ``desc`` lowers to index-driven passes (``plan.Gather``,
-    ``plan.Scatter``) that the CUDA backend has no kernel for yet: there the
-    DirectML flow must refuse the run with an ``UnsupportedError`` naming
-    them (tests assert that refusal instead of the output)."""
-    if backend != "cuda":
-        return False
-    from opendml.plan import Gather, MovePlan, Scatter
-    plan = desc.lower()
-    return isinstance(plan, MovePlan) and any(type(p) in (Gather, Scatter) for p in plan.passes)

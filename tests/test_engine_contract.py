@@ -13,7 +13,7 @@ import pytest
 
 import opendml as dml
 from opendml import jsonform
-from opendml.arrays.family import ADJOINT_API
+from opendml.arrays.front import ADJOINT_API
 from opendml.ops import OPERATORS
 from opendml.ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
 
@@ -140,7 +140,7 @@ def test_each_shape_formula_is_written_once():
 
 def test_adapters_name_no_operator_in_their_routes():
     """The PyTorch, JAX and Dask adapters read the declarations: no ``if name == ...`` branch."""
-    for module in ("torch_adapter.py", "jax_adapter.py", "dask_adapter.py"):
+    for module in ("torch/adapter.py", "jax_adapter.py", "dask_adapter.py"):
         text = (SRC / "arrays" / module).read_text()
         assert not re.search(r"\bname\s*==\s*[\"']", text), module
         assert not re.search(r"call\.name\s*==", text), module

@@ -17,7 +17,7 @@ import pytest
 
 import opendml as dml
 from opendml import jsonform, ops
-from opendml.arrays.family import FamilyCall
+from opendml.arrays.front import Call
 from opendml.model.feature_level import FeatureLevel
 from opendml.model.tensor_desc import TensorDesc
 from opendml.ops._common import TYPES_4_1, SupportRow
@@ -69,7 +69,7 @@ class ReverseOperatorDesc(MoveOperatorDesc):
 
 def reverse(x):
     """The array function: a thin ``def`` over the framework-neutral call."""
-    return FamilyCall("reverse", lambda t: ReverseOperatorDesc(t, None))(x)[0]
+    return Call("reverse", lambda t: ReverseOperatorDesc(t, None))(x)[0]
 
 
 # -- the registry line -----------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import pytest
 import opendml as dml
 from opendml.cli import EXAMPLE_ORDER, examples
 from opendml.jsonform import from_json
-from tests.conftest import cuda_lacks_index_passes
 
 EXAMPLES = examples()
 SPEC = pathlib.Path(__file__).resolve().parents[2] / "shared" / "spec"
@@ -44,10 +43,6 @@ def test_example_through_device_flow(name, backend):
     ex = EXAMPLES[name]
     desc = from_json(ex)
     xs, ys = _arrays(ex, desc)
-    if cuda_lacks_index_passes(backend, desc):
-        with pytest.raises(dml.UnsupportedError, match="index-driven passes"):
-            dml.Device(backend, feature_level="6_4").run_all(desc, *xs)
-        return
     got = dml.Device(backend, feature_level="6_4").run_all(desc, *xs)
     assert len(got) == len(ys)
     for g, y in zip(got, ys):

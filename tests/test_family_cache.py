@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import opendml as dml
-from opendml.arrays import family, family_cache
+from opendml.arrays import family_cache, front
 from opendml.runtime import calls as ccache
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
@@ -369,9 +369,9 @@ def test_threads(kernels):
 
 
 def test_family_call_interface_unchanged():
-    """FamilyCall without a key (the frameworks' and ``fixed``'s) is never cached."""
+    """A Call without a key (the frameworks' and ``fixed``'s) is never cached."""
     clear()
-    call = family.FamilyCall("identity", lambda t: dml.ops.ElementWiseIdentityOperatorDesc(t, None, None))
+    call = front.Call("identity", lambda t: dml.ops.ElementWiseIdentityOperatorDesc(t, None, None))
     assert call.key is None and call.ccall is None
     out = call(X)[0]
     assert out.tobytes() == X.tobytes()

@@ -1,6 +1,6 @@
 """The data-movement family under torch.compile(fullgraph=True) and other
 tracers, through the one custom operator ``opendml::move(Tensor[] inputs,
-str desc) -> Tensor[]`` (``opendml.arrays.family_torch_op``)."""
+str desc) -> Tensor[]`` (``opendml.arrays.torch.library``)."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
-from opendml.arrays import family_torch  # noqa: E402,F401 - registers the family with torch.compile
-from opendml.arrays.family_torch_op import to_text  # noqa: E402
+from opendml.arrays.torch import adapter  # noqa: E402,F401 - registers the family with torch.compile
+from opendml.arrays.torch.library import to_text  # noqa: E402
 from opendml.jsonform import JsonFormError  # noqa: E402
 from opendml.model.errors import DmlError, UnsupportedError, ValidationError  # noqa: E402
 
@@ -21,7 +21,7 @@ move = torch.ops.opendml.move.default
 
 def _ns():
     """The namespace traced calls take now: opendml_cpp once the C++ node library is loaded, else opendml."""
-    from opendml.arrays import torch_adapter
+    from opendml.arrays.torch import adapter as torch_adapter
     return "opendml" if torch_adapter.operators() is torch_adapter._CUSTOM else torch_adapter.CPP_NAMESPACE
 
 
@@ -257,7 +257,7 @@ def test_bad_descriptions_are_opendml_errors(text, inputs, error, match):
 
 
 def test_to_text_round_trips_every_case():
-    from opendml.arrays.family_torch_op import description
+    from opendml.arrays.torch.library import description
     for name, (fn, xs) in CASES.items():
         for text in _desc_text(fn, xs):
             assert to_text(description(text)) == text, name

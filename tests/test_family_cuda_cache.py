@@ -1,6 +1,6 @@
 """The data-movement family on CUDA memory served by the C call cache: a call
 on PyTorch CUDA tensors or CuPy arrays recorded by the Python route
-(``family_cuda.run_move`` -> ``runtime.calls.put_move_cuda``) is served from
+(``cuda.move`` -> ``runtime.calls.put_move_cuda``) is served from
 C the next time (outputs from the framework's allocator, the recorded
 launches on its current stream). Every served answer equals the uncached
 route's byte for byte, and every error is the uncached route's, over every

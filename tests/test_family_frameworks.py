@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.arrays import family
+from opendml.arrays import front
 from tests.conftest import cuda_available
 
 torch = pytest.importorskip("torch")
@@ -342,12 +342,12 @@ class _Capture:
 
     def __init__(self, monkeypatch):
         self.descs = []
-        real = family.execute
+        real = front.execute
 
         def spy(desc, arrays):
             self.descs.append(desc)
             return real(desc, arrays)
-        monkeypatch.setattr(family, "execute", spy)
+        monkeypatch.setattr(front, "execute", spy)
 
 
 @pytest.mark.parametrize("name,fn,ref,shape", ADJOINT_CASES, ids=[c[0] for c in ADJOINT_CASES])
@@ -363,7 +363,7 @@ def test_declared_adjoint_satisfies_the_inner_product_identity(name, fn, ref, sh
     if ref is not None:
         np.testing.assert_array_equal(out, want.astype(out.dtype))          # the operator is what we think
     y = np.round(RNG.standard_normal(want.shape) * 8).astype(out.dtype)
-    (adj,) = family.adjoint(desc, [y])[:1] if len(desc.inputs) == 1 else (family.adjoint(desc, [y]),)
+    (adj,) = front.adjoint(desc, [y])[:1] if len(desc.inputs) == 1 else (front.adjoint(desc, [y]),)
     if isinstance(adj, tuple):                                              # JOIN: one per input
         lhs = float(np.sum(want.astype(np.float64) * y))
         # x appears twice (x and x[:, 1:]): the adjoint of the input map adds both
@@ -381,7 +381,7 @@ def test_split_adjoint_is_join(monkeypatch):
     parts = dml.split(x, 1, [2, 4, 1])
     desc = cap.descs[-1]
     ys = [np.round(RNG.standard_normal(p.shape) * 8) for p in parts]
-    (adj,) = family.adjoint(desc, ys)
+    (adj,) = front.adjoint(desc, ys)
     assert float(sum(np.sum(p * y) for p, y in zip(np.split(x, [2, 6], 1), ys))) == float(np.sum(x * adj))
     _same(adj, np.concatenate(ys, 1))
 

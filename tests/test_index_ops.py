@@ -17,7 +17,6 @@ from opendml.model.errors import DmlError
 from opendml.model.tensor_desc import TensorDesc
 
 from . import index_reference as ref
-from .conftest import cuda_lacks_index_passes
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
          np.uint32, np.uint64]
@@ -234,6 +233,255 @@ def test_reverse_subsequences(backend, d):
     same(dml.reverse_subsequences(x, lengths, axis), ref.reverse_subsequences(x, lengths, axis))
 
 
+# -- the C call cache (repeated NumPy calls) ---------------------------------------------------------------
+
+def _cache_hits():
+    from opendml.arrays import index_ops
+    return index_ops._index.info()["hits"] if index_ops._call is not index_ops._miss else None
+
+
+def _renew(a, index_bound=None):
+    """New values in ``a`` in place, its layout kept (a read-only broadcast
+    view keeps its values): an index array reversed along axis 0 (every value
+    stays in range for its position's bound; "tuples": the last axis holds
+    index tuples), data shifted by one."""
+    if not a.flags.writeable or a.ndim == 0 or (index_bound == "tuples" and a.ndim == 1):
+        return                                      # (an index tuple's entries have bounds of their own)
+    with np.errstate(over="ignore"):
+        a[...] = a[::-1].copy() if index_bound else a + np.ones((), a.dtype)
+
+
+def _cache_case(d):
+    """(function of check_indices, reference function, arrays to renew, index arrays, whether their last
+    axis holds index tuples) for one drawn call."""
+    op = d.draw(st.sampled_from(["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd",
+                                 "one_hot", "reverse"]))
+    rx = d.draw(st.integers(1, 3))
+    xs = shape_of(d.draw, rx)
+    x = d.draw(data(xs))
+    if op == "gather":
+        axis = d.draw(st.integers(-rx, rx - 1))
+        idx = d.draw(index_array(shape_of(d.draw, d.draw(st.integers(0, 2))), xs[axis]))
+        return (lambda c: dml.gather(x, idx, axis, check_indices=c)), (lambda: ref.gather(x, idx, axis % rx)), \
+            [x], [idx], False
+    if op in ("gather_elements", "scatter_elements"):
+        axis = d.draw(st.integers(0, rx - 1))
+        ishape = tuple(d.draw(st.integers(1, 4)) if k == axis else n for k, n in enumerate(xs))
+        idx = d.draw(index_array(ishape, xs[axis]))
+        if op == "gather_elements":
+            return (lambda c: dml.gather_elements(x, idx, axis, check_indices=c)), \
+                (lambda: ref.gather_elements(x, idx, axis)), [x], [idx], False
+        with np.errstate(over="ignore"):
+            upd = _layout(d.draw, (np.arange(int(np.prod(ishape))) + 100).astype(x.dtype).reshape(ishape))
+        return (lambda c: dml.scatter_elements(x, idx, upd, axis, check_indices=c)), \
+            (lambda: ref.scatter_elements(x, idx, upd, axis)), [x, upd], [idx], False
+    if op in ("gather_nd", "scatter_nd"):
+        b = d.draw(st.integers(0, rx - 1)) if op == "gather_nd" else 0
+        q = d.draw(st.integers(1, rx - b))
+        mid = shape_of(d.draw, d.draw(st.integers(0, 2)))
+        idx = d.draw(index_array(xs[:b] + mid + (q,), xs[b:b + q]))
+        if op == "gather_nd":
+            return (lambda c: dml.gather_nd(x, idx, b, check_indices=c)), (lambda: ref.gather_nd(x, idx, b)), \
+                [x], [idx], True
+        ushape = mid + xs[q:]
+        with np.errstate(over="ignore"):
+            upd = _layout(d.draw, (np.arange(int(np.prod(ushape))) + 100).astype(x.dtype).reshape(ushape))
+        return (lambda c: dml.scatter_nd(x, idx, upd, check_indices=c)), (lambda: ref.scatter_nd(x, idx, upd)), \
+            [x, upd], [idx], True
+    if op == "one_hot":
+        depth = d.draw(st.integers(1, 5))
+        dt = np.dtype(d.draw(st.sampled_from(INDEX_TYPES)))
+        idx = _layout(d.draw, d.draw(hnp.arrays(dt, xs, elements=st.integers(-depth - 2 if dt.kind == "i" else 0,
+                                                                               depth + 2))))
+        values = np.array([3, 7], x.dtype)
+        axis = d.draw(st.integers(-rx - 1, rx))
+        return (lambda c: dml.one_hot(idx, depth, values, axis)), \
+            (lambda: ref.one_hot(idx, depth, values[0], values[1], axis % (rx + 1), x.dtype)), [values], [idx], False
+    axis = d.draw(st.integers(0, rx - 1))
+    lshape = tuple(1 if k == axis else n for k, n in enumerate(xs))
+    dt = d.draw(st.sampled_from([np.uint32, np.uint64]))
+    lengths = _layout(d.draw, d.draw(hnp.arrays(dt, lshape, elements=st.integers(0, xs[axis] + 3))))
+    return (lambda c: dml.reverse_subsequences(x, lengths, axis)), \
+        (lambda: ref.reverse_subsequences(x, lengths, axis)), [x], [lengths], False
+
+
+@SETTINGS
+@given(st.data())
+def test_repeated_calls_from_the_c_call_cache_equal_the_reference(backend, d):
+    """A call repeated on arrays of the same dtypes, shapes and strides but
+    new values (served from the C call cache with the compiled kernels) gives
+    the reference's bytes, with and without the index check, and leaves the
+    earlier output alone; every operator, data type, index type, rank and
+    layout."""
+    run, want, data_arrays, index_arrays, tuples = _cache_case(d)
+    check = d.draw(st.booleans())
+    first = run(check)
+    same(first, want())
+    kept = first.copy()
+    for a in data_arrays:
+        _renew(a)
+    for a in index_arrays:
+        _renew(a, index_bound="tuples" if tuples else True)
+    hits = _cache_hits()
+    for _ in range(2):
+        same(run(check), want())
+    same(first, kept)
+    # (indices broadcast along an axis are not all read by the passes: a checked call takes the route)
+    broadcast = any(t == 0 and n > 1 for a in index_arrays for t, n in zip(a.strides, a.shape))
+    if hits is not None and backend == "cpu" and dml.config().cpu_kernels == "compiled" and not (check and broadcast):
+        assert _cache_hits() > hits
+
+
+@pytest.mark.parametrize("dt", INDEX_TYPES)
+def test_cached_calls_name_the_same_bad_index_and_clamp_hostile_ones(dt):
+    """A bad index in a call the C cache holds: with the check, the route's
+    error (the first bad index, by position) whatever the index's place; without,
+    the reference's clamped result, for every hostile value."""
+    x = np.arange(1, 31, dtype=np.float32).reshape(5, 6)
+    good = np.array([[0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0]], dt)
+    upd = np.arange(100, 112, dtype=np.float32).reshape(2, 6)
+    calls = {"gather": lambda i, c: dml.gather(x, i, 1, check_indices=c),
+             "gather_elements": lambda i, c: dml.gather_elements(x, i % 5 if i is good else i, 0, check_indices=c),
+             "scatter_elements": lambda i, c: dml.scatter_elements(x, i % 5 if i is good else i, upd, 0,
+                                                                   check_indices=c)}
+    refs = {"gather": lambda i: ref.gather(x, i, 1), "gather_elements": lambda i: ref.gather_elements(x, i, 0),
+            "scatter_elements": lambda i: ref.scatter_elements(x, i, upd, 0)}
+    for name, call in calls.items():
+        for c in (True, False):
+            call(good, c)
+            call(good, c)                           # recorded, then served from the cache
+        for pos in [(0, 0), (1, 3), (1, 5)]:
+            for v in hostile(dt, 19):
+                bad = (good % 5).astype(dt)
+                bad[pos] = v
+                n = 6 if name == "gather" else 5
+                if -n <= int(v) < n and not (dt in (np.uint32, np.uint64) and int(v) < 0):
+                    continue
+                with pytest.raises(dml.ValidationError) as cached:
+                    call(bad, True)
+                with dml.configure(call_cache=False):
+                    with pytest.raises(dml.ValidationError) as route:
+                        call(bad, True)
+                assert str(cached.value) == str(route.value)
+                assert f"indices[{pos[0]}, {pos[1]}] = {int(v)} is out of range" in str(cached.value)
+                same(call(bad, False), refs[name](bad))
+    tup = np.array([[0, 1], [4, 5], [2, 2]], dt)
+    for c in (True, False, True):
+        same(dml.gather_nd(x, tup, check_indices=c), ref.gather_nd(x, tup))
+        same(dml.scatter_nd(x, tup, upd[0, :3], check_indices=c), ref.scatter_nd(x, tup, upd[0, :3]))
+    for v in hostile(dt, 19):
+        bad = tup.copy()
+        bad[2, 1] = v
+        if 0 <= int(v) < 6 or (dt in (np.int32, np.int64) and -6 <= int(v) < 0):
+            continue
+        for run in (lambda c: dml.gather_nd(x, bad, check_indices=c),
+                    lambda c: dml.scatter_nd(x, bad, upd[0, :3], check_indices=c)):
+            with pytest.raises(dml.ValidationError, match=rf"indices\[2, 1\] = {int(v)} is out of range"):
+                run(True)
+        same(dml.gather_nd(x, bad, check_indices=False), ref.gather_nd(x, bad))
+        same(dml.scatter_nd(x, bad, upd[0, :3], check_indices=False), ref.scatter_nd(x, bad, upd[0, :3]))
+
+
+def test_cached_call_on_broadcast_indices_checks_each_one():
+    """Indices broadcast along an axis (stride 0) are read once per distinct
+    element, so the fused check does not see every logical index: a cached
+    call with the check takes the route, which names the first bad one."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    good = np.broadcast_to(np.array([[0, 3]], np.int64), (3, 2))
+    bad = np.broadcast_to(np.array([[0, 7]], np.int64), (3, 2))
+    for _ in range(3):
+        same(dml.gather_elements(x, good, 1), ref.gather_elements(x, good, 1))
+        same(dml.gather_elements(x, bad, 1, check_indices=False), ref.gather_elements(x, bad, 1))
+    for _ in range(2):
+        with pytest.raises(dml.ValidationError, match=r"indices\[0, 1\] = 7 is out of range"):
+            dml.gather_elements(x, bad, 1)
+
+
+def test_c_call_cache_follows_the_settings_and_a_spy():
+    """configure(call_cache=False) and the NumPy kernels serve nothing from
+    the C cache; a replaced family.execute (a spy) is given every call."""
+    from opendml.arrays import family
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ids = np.array([2, 0], np.int32)
+    for _ in range(2):
+        same(dml.gather(x, ids, 1), ref.gather(x, ids, 1))
+    hits = _cache_hits()
+    if hits is None:
+        pytest.skip("the compiled kernels are not installed")
+    for settings_ in ({"call_cache": False}, {"cpu_kernels": "numpy"}):
+        with dml.configure(**settings_):
+            for _ in range(3):
+                same(dml.gather(x, ids, 1), ref.gather(x, ids, 1))
+        assert _cache_hits() == hits
+    seen = []
+    real = family.execute
+
+    def spy(desc, arrays):
+        seen.append(desc.OPERATOR)
+        return real(desc, arrays)
+    family.execute = spy
+    try:
+        for _ in range(3):
+            same(dml.gather(x, ids, 1), ref.gather(x, ids, 1))
+    finally:
+        family.execute = real
+    assert seen == ["GATHER"] * 3 and _cache_hits() == hits
+
+
+def test_c_call_cache_refuses_malformed_records_and_arguments():
+    """``_index.put`` keeps nothing it cannot run safely (parameters of the
+    wrong size, index slots past the inputs, a wrong origin, a stale
+    generation) and ``_index.call`` answers None for what it does not key."""
+    from opendml.arrays import index_ops
+    from opendml.runtime.cpu.backend import IndexParams
+    if index_ops._call is index_ops._miss:
+        pytest.skip("the compiled kernels are not installed")
+    ix = index_ops._index
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ids = np.array([1, 2], np.int64)
+    args = (index_ops._GATHER, True, x, ids, 0, None)
+    good = IndexParams(kind=0, element_size=4, data_type=1, rank=2, outer=1, naxes=1)
+    good.sizes[:2] = (2, 4)
+    good.src_strides[:2] = (0, 1)
+    good.dst_strides[:2] = (4, 1)
+    ax = good.axes[0]
+    ax.slot, ax.type, ax.offset, ax.stride, ax.bound = 1, 11, 0, 4, 3
+    ax.strides[:2] = (1, 0)
+    bad_slot = IndexParams.from_buffer_copy(bytes(good))
+    bad_slot.axes[0].slot = 2
+    bad_bound = IndexParams.from_buffer_copy(bytes(good))
+    bad_bound.axes[0].bound = 0
+    since = ix.generation()
+    for passes, origins, gen in [(((0, True, b"short"),), (0, 0), since), (((0, True, bytes(bad_slot)),), (0, 0), since),
+                                 (((0, True, bytes(bad_bound)),), (0, 0), since),
+                                 (((5, True, bytes(good)),), (0, 0), since), (((0, True, bytes(good)),), (4, 0), since),
+                                 (((0, True, bytes(good)),), (0, 0), since + 1)]:
+        assert ix.put(args, gen, x.dtype, (2, 4), False, origins, True, passes) is False
+        assert ix.call(*args) is None
+    assert ix.put(args, since, x.dtype, (2, 4), False, (0, 0), True, ((0, True, bytes(good)),)) is True
+    same(ix.call(*args), x[[1, 2]])
+    for other in [(index_ops._GATHER, 1, x, ids, 0, None), (index_ops._GATHER, True, x, ids, np.int64(0), None),
+                  (index_ops._GATHER, True, x, ids.astype(">i8"), 0, None), (99, True, x, ids, 0, None),
+                  (index_ops._GATHER, True, x, list(ids), 0, None), (index_ops._GATHER, True, x),
+                  (index_ops._GATHER, True, x, ids, 2 ** 70, None)]:
+        assert ix.call(*other) is None
+    dml.configure()                                   # any configure() empties it
+    assert ix.call(*args) is None
+
+
+def test_cached_calls_from_threads():
+    from .conftest import run_in_threads
+    xs = [np.arange(40, dtype=np.float32).reshape(5, 8) + k for k in range(4)]
+
+    def work(k):
+        for j in range(300):
+            ids = np.array([(j + k) % 5, (j * 3) % 5], np.int64)
+            same(dml.gather(xs[k], ids, 0), ref.gather(xs[k], ids, 0))
+            tup = np.array([[j % 5, (j + k) % 8]], np.int32)
+            same(dml.gather_nd(xs[k], tup), ref.gather_nd(xs[k], tup))
+    run_in_threads(work)
+
+
 # -- hostile indices ----------------------------------------------------------------------------------------
 
 EXTREMES = [-2 ** 63, -2 ** 63 + 1, -2 ** 31, -2 ** 31 + 1, -7, -6, -5, -4, -1, 0, 1, 4, 5, 6, 2 ** 31 - 1,
@@ -282,10 +530,6 @@ def test_hostile_indices_through_the_directml_flow(backend, dt):
     ob.write(np.full((out.total_tensor_size_in_bytes + 64) // 4, 77, np.float32))
     table.bind_inputs([dml.BufferBinding(bx), dml.BufferBinding(bi)])
     table.bind_outputs([dml.BufferBinding(ob)])
-    if cuda_lacks_index_passes(backend, desc):
-        with pytest.raises(dml.UnsupportedError, match="index-driven passes"):
-            dev.execute(compiled, table)
-        return
     dev.execute(compiled, table)
     raw = ob.read(TensorDesc(F32, [(out.total_tensor_size_in_bytes + 64) // 4]))
     got = np.lib.stride_tricks.as_strided(raw, (4, 8), (36, 4))
@@ -338,7 +582,8 @@ def T(dt, sizes, **kw):
      r"^GATHER: IndicesTensor.Sizes\[0\] must be 1 \(a leading dimension before the last IndexDimensions = 1\); "
      r"got 2"),
     (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(dml.DataType.FLOAT32, [1, 2]), None, 1, 1),
-     r"^GATHER: IndicesTensor.DataType must be an index type \(INT64, UINT64, INT32, UINT32\); got FLOAT32$"),
+     r"^GATHER: IndicesTensor.DataType FLOAT32 is not supported at feature level 6_4 \(supported: UINT32, INT32, "
+     r"UINT64, INT64\)$"),
     (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(U32, [1, 2]), T(I32, [3, 2]), 1, 1),
      r"^GATHER: OutputTensor.DataType must equal InputTensor.DataType; got INT32 != FLOAT32$"),
     (lambda: dml.GatherOperatorDesc(T(F32, [3, 2]), T(U32, [1, 2]), T(F32, [3, 3]), 1, 1),
@@ -368,12 +613,13 @@ def T(dt, sizes, **kw):
     (lambda: dml.OneHotOperatorDesc(T(U32, [3, 1]), T(F32, [1, 2]), T(I32, [3, 4]), 1),
      r"^ONE_HOT: OutputTensor.DataType must equal ValuesTensor.DataType; got INT32 != FLOAT32$"),
     (lambda: dml.ReverseSubsequencesOperatorDesc(T(F32, [3, 4]), T(I32, [3, 1]), None, 1),
-     r"^REVERSE_SUBSEQUENCES: SequenceLengthsTensor.DataType must be an index type \(UINT64, UINT32\); got INT32$"),
+     r"^REVERSE_SUBSEQUENCES: SequenceLengthsTensor.DataType INT32 is not supported at feature level 6_4 "
+     r"\(supported: UINT32, UINT64\)$"),
     (lambda: dml.ReverseSubsequencesOperatorDesc(T(F32, [3, 4]), T(U32, [3, 4]), None, 1),
      r"^REVERSE_SUBSEQUENCES: SequenceLengthsTensor.Sizes\[1\] \(the Axis dimension\) must be 1; got 4$"),
 ])
 def test_rule_messages(make, message):
-    with pytest.raises(dml.ValidationError, match=message):
+    with pytest.raises((dml.ValidationError, dml.UnsupportedError), match=message):
         make()
 
 
@@ -586,14 +832,14 @@ def test_dask_blocks_and_frameworks_give_the_numpy_bytes():
 
 
 def test_the_array_functions_are_registered_to_enter_a_graph_whole():
-    """family_torch_op marks the family's and the index functions for
+    """The PyTorch wing (``arrays.torch.library``) marks the family's and the index functions for
     torch.compile through ``_dispatch`` (it imports neither index_ops nor the
     front: the import cycle through index_ops is gone); a hook set later sees
     the functions registered before, and one registered later reaches the
     hooks already set."""
-    from opendml.arrays import _dispatch, family, index_ops
-    for module in (family, index_ops):
-        assert [n for n in module.__all__ if getattr(module, n) not in _dispatch.WHOLE_IN_GRAPH] == []
+    from opendml.arrays import _dispatch, front, index_ops
+    for module, names in ((front, front.FAMILY), (index_ops, index_ops.__all__)):
+        assert [n for n in names if getattr(module, n) not in _dispatch.WHOLE_IN_GRAPH] == []
     seen = []
 
     def extra():
@@ -611,7 +857,7 @@ def test_the_array_functions_are_registered_to_enter_a_graph_whole():
 
 def test_torch_compile_forward_and_backward():
     torch = pytest.importorskip("torch")
-    from opendml.arrays import family_torch_op  # noqa: F401 - registers the functions with torch.compile
+    from opendml.arrays.torch import library as family_torch_op  # noqa: F401 - registers the functions with torch.compile
     x = torch.randn(4, 5, requires_grad=True)
     i = torch.tensor([[0, 3, 3], [1, -1, 0]])
     f = torch.compile(lambda x: dml.gather(x, i, 0).sum() * 2, fullgraph=True)
@@ -674,17 +920,20 @@ def test_compiled_pass_refuses_a_block_outside_its_range():
         run()
 
 
-def test_repeated_calls_served_from_the_family_cache_read_new_indices():
-    from opendml.arrays import family_cache
+def test_repeated_calls_served_from_a_cache_read_new_indices():
+    """Repeated calls are served from the C call cache (compiled kernels) or
+    the family's Python cache, and read each call's own indices."""
+    from opendml.arrays import family_cache, index_ops
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    before = family_cache.info()["hits"]
+    info = index_ops._index.info if index_ops._call is not index_ops._miss else family_cache.info
+    before = info()["hits"]
     for k in range(3):
         idx = np.array([[k, 2 - k]], np.int64)
         same(dml.gather(x, idx, 0), ref.gather(x, idx, 0))
         upd = np.full((1, 4), 100 + k, np.float32)
         same(dml.scatter_elements(x, np.array([[k, 0, 1, 2]], np.int32), upd, 0),
              ref.scatter_elements(x, np.array([[k, 0, 1, 2]], np.int32), upd, 0))
-    assert family_cache.info()["hits"] > before
+    assert info()["hits"] > before
 
 
 INDEX_EXAMPLES = ["gather-1d", "gather-rows", "gather-swap-columns", "gather-nested-axis2", "gather-nested-axis1",
@@ -722,10 +971,6 @@ def test_page_examples_with_padded_strides_through_the_directml_flow(backend, na
     filler = np.full(out_t.total_tensor_size_in_bytes // out_t.element_size, 77, out_t.data_type.numpy_dtype)
     buf.write(filler)
     table.bind_outputs([dml.BufferBinding(buf)])
-    if cuda_lacks_index_passes(backend, wide):
-        with pytest.raises(dml.UnsupportedError, match="index-driven passes"):
-            dev.execute(compiled, table)
-        return
     dev.execute(compiled, table)
     got = buf.read(out_t)
     assert np.array_equal(got, np.array(ex["ExpectedOutput"], out_t.data_type.numpy_dtype))

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import opendml as dml
-from opendml.arrays import planner
+from opendml.arrays import front, planner
 from opendml.model import TensorDesc
 from opendml.ops import slice as slice_op
 from opendml.ops import slice1 as slice1_op
@@ -300,7 +300,7 @@ def _python_lowering(monkeypatch):
 def test_plain_plan_uses_the_compiled_lowering():
     assert set(planner.NATIVE_LOWERING) == {"slice1", "slice", "slice_grad"}
     x = np.zeros((2, 3, 4, 5), np.float32)
-    call = planner.OpCall("slice1", ([0] * 4, [2, 3, 4, 5], [1, 1, -1, 1], None), None)
+    call = front.Call("slice1", None, key=front.PLAN_KEY, args=([0] * 4, [2, 3, 4, 5], [1, 1, -1, 1], None))
     assert planner.plain_plan(call, x.dtype, x.shape, x.size) == ("copy", ((2, 3, 4, 5), [0, 0, 3, 0],
                                                                            (1, 1, -1, 1)))
 
@@ -324,7 +324,7 @@ def test_plain_plan_with_and_without_the_compiled_lowering(data):
         args = (list(out.sizes) if isinstance(out, TensorDesc) else [1] * len(inp.sizes), o, s, t)
     dtype = np.dtype(data.draw(st.sampled_from([np.float32, np.int8, np.float64, np.uint64, np.bool_,
                                                 np.complex64])))
-    call = planner.OpCall(name, args, None)
+    call = front.Call(name, None, key=front.PLAN_KEY, args=args)
     count = int(np.prod(inp.sizes))
     got = planner.plain_plan(call, dtype, inp.sizes, count)
     saved = planner.NATIVE_LOWERING

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import opendml as dml
-from opendml.arrays import family, family_cache
+from opendml.arrays import family_cache, front
 from opendml.arrays.planner import logical_desc
 from opendml.runtime import calls as ccache
 from opendml.runtime import get_backend
@@ -41,13 +41,13 @@ def outcome(fn, *args, **kwargs):
 
 def python_route(fn, *args, **kwargs):
     """``fn``'s outcome through the Python route: neither cache, no C lowering."""
-    real = family._move_new
-    family._move_new = lambda *a: None
+    real = front._move_new
+    front._move_new = lambda *a: None
     try:
         with dml.configure(call_cache=False):
             return outcome(fn, *args, **kwargs)
     finally:
-        family._move_new = real
+        front._move_new = real
 
 
 def array(rng, shape, dt, view):
@@ -69,29 +69,29 @@ def python_steps(name, args, x):
     function builds, lowered for x's layout, each pass's compiled kernel
     parameters and threads (``family_cache.kernel_steps``)."""
     make = {
-        "identity": lambda t: family.ElementWiseIdentityOperatorDesc(
-            t, None, None if args == (None, None) else family.ScaleBias(1.0 if args[0] is None else args[0],
+        "identity": lambda t: front.ElementWiseIdentityOperatorDesc(
+            t, None, None if args == (None, None) else front.ScaleBias(1.0 if args[0] is None else args[0],
                                                                          0.0 if args[1] is None else args[1])),
-        "cast": lambda t: family.CastOperatorDesc(
-            t, family.TensorDesc(family._contract.dtype_argument(args[0], "cast"), t.sizes)),
-        "tile": lambda t: family.TileOperatorDesc(t, None, family._repeats(family._snapshot(args[0]), t.rank)),
-        "pad": lambda t: family.Padding1OperatorDesc(
-            t, None, family._MODES[args[2].lower()], t.data_type, args[3],
-            family._per_axis(family._snapshot(args[0]), t.rank), family._per_axis(family._snapshot(args[1]), t.rank)),
-        "space_to_depth": lambda t: family.SpaceToDepth1OperatorDesc(t, None, args[0],
-                                                                    family._order(args[1], "space_to_depth")),
-        "depth_to_space": lambda t: family.DepthToSpace1OperatorDesc(t, None, args[0],
-                                                                    family._order(args[1], "depth_to_space")),
-        "join": lambda *ts: family.JoinOperatorDesc(ts, None, family._contract.axis(args[0], ts[0].rank, "join")),
-        "split": lambda t: family.SplitOperatorDesc(
-            t, tuple(family.TensorDesc(t.data_type, tuple(s if d == family._contract.axis(args[0], t.rank, "split")
+        "cast": lambda t: front.CastOperatorDesc(
+            t, front.TensorDesc(front._contract.dtype_argument(args[0], "cast"), t.sizes)),
+        "tile": lambda t: front.TileOperatorDesc(t, None, front._repeats(front._snapshot(args[0]), t.rank)),
+        "pad": lambda t: front.Padding1OperatorDesc(
+            t, None, front._MODES[args[2].lower()], t.data_type, args[3],
+            front._per_axis(front._snapshot(args[0]), t.rank), front._per_axis(front._snapshot(args[1]), t.rank)),
+        "space_to_depth": lambda t: front.SpaceToDepth1OperatorDesc(t, None, args[0],
+                                                                    front._order(args[1], "space_to_depth")),
+        "depth_to_space": lambda t: front.DepthToSpace1OperatorDesc(t, None, args[0],
+                                                                    front._order(args[1], "depth_to_space")),
+        "join": lambda *ts: front.JoinOperatorDesc(ts, None, front._contract.axis(args[0], ts[0].rank, "join")),
+        "split": lambda t: front.SplitOperatorDesc(
+            t, tuple(front.TensorDesc(t.data_type, tuple(s if d == front._contract.axis(args[0], t.rank, "split")
                                                           else n for d, n in enumerate(t.sizes)))
-                     for s in args[1]), family._contract.axis(args[0], t.rank, "split")),
+                     for s in args[1]), front._contract.axis(args[0], t.rank, "split")),
     }[name]
     xs = list(x) if name == "join" else [x]
     backend = get_backend("cpu")
-    desc = family.FamilyCall(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
-    prepared = [family._prepared(a) for a in xs]
+    desc = front.Call(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
+    prepared = [front._prepared(a) for a in xs]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     outs = [np.empty(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs]
     dsts = [o.view(cpu_backend.WORDS[o.itemsize]).reshape(-1) for o in outs]
@@ -102,7 +102,7 @@ def python_steps(name, args, x):
 
 def c_steps(name, args, x):
     nat = cpu_backend._load_native()
-    return nat.move_lowering(family._LOWER[ccache.OPS[name]], x, args, get_backend("cpu").plain_conf)
+    return nat.move_lowering(front._LOWER[ccache.OPS[name]], x, args, get_backend("cpu").plain_conf)
 
 
 @st.composite
@@ -391,12 +391,12 @@ def test_torch_cpu_tensors_take_the_c_route_with_the_python_routes_outputs_and_e
         made = ccache.info()["entries"] - before
         if got[0] == "ok":                      # C made the record: the Python route's cache saw no call
             assert family_cache.info()["misses"] == py_misses, fn
-        real = family._move_new
-        family._move_new = lambda *a: None
+        real = front._move_new
+        front._move_new = lambda *a: None
         try:
             with dml.configure(call_cache=False):
                 want = result(fn, args)
         finally:
-            family._move_new = real
+            front._move_new = real
         assert got == want, fn
         assert made == (1 if got[0] == "ok" else 0), fn       # the C route recorded each valid call

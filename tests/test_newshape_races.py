@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 import opendml as dml  # noqa: E402
 import opendml.torch as otorch  # noqa: E402
 from opendml import ValidationError  # noqa: E402
-from opendml.arrays import numpy_adapter, torch_adapter  # noqa: E402
+from opendml.arrays import numpy_adapter
+from opendml.arrays.torch import adapter as torch_adapter  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 from tests.conftest import native_available  # noqa: E402
 

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
 import opendml.torch as dmlt  # noqa: E402
-from opendml.arrays import torch_adapter as adapter  # noqa: E402
+from opendml.arrays.torch import adapter  # noqa: E402
 
 F = torch.nn.functional
 SUPPORTED = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",

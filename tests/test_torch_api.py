@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
 import opendml.torch as odt  # noqa: E402
-from opendml.arrays import torch_node  # noqa: E402
+from opendml.arrays.torch import node as torch_node  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not odt.wait_for_node(), reason="the C++ node library is not built here")
@@ -243,7 +243,7 @@ def _fresh(env_extra: dict) -> str:
     import subprocess
     import sys
     code = ("import torch, opendml as dml\n"
-            "from opendml.arrays import torch_node\n"
+            "from opendml.arrays.torch import node as torch_node\n"
             "dml.identity(torch.zeros(3))\n"
             "t = torch_node._state['thread']\n"
             "print('started' if t is not None else 'not started', end=' ')\n"
@@ -266,7 +266,7 @@ def test_a_first_call_inside_a_functorch_transform_leaves_plain_tensors_plain():
     served, grad wrappers served with no storage)."""
     code = ("import torch, opendml as dml, opendml.torch as odt\n"
             "assert odt.wait_for_node()\n"
-            "from opendml.arrays import torch_node\n"
+            "from opendml.arrays.torch import node as torch_node\n"
             "f = lambda t: dml.slice1(t, [0, 0], [4, 4], [1, -1]).sum() * 3\n"
             "x = torch.randn(4, 4)\n"
             "g1 = torch.func.grad(f)(x)\n"
@@ -292,7 +292,7 @@ def test_a_first_call_inside_a_functorch_transform_leaves_plain_tensors_plain():
 def test_torch_node_off_stops_the_accessors(api):
     """configure(torch_node="off") puts the Python reads back (the hooks are
     asked again), and "auto" the accessors; answers are the same throughout."""
-    from opendml.arrays import torch_adapter as ta
+    from opendml.arrays.torch import adapter as ta
     asked = []
 
     def dispatch_len():

@@ -1,5 +1,5 @@
 """The C++ dispatcher operators (``opendml_cpp::``, registered by the node
-library ``arrays/torch_node.cpp``) that traced calls take once the library is
+library ``arrays/torch/node.cpp``) that traced calls take once the library is
 loaded: compiled results equal eager ones byte for byte, forward + backward
 under ``torch.compile``, ``opcheck``, ``gradcheck``/``gradgradcheck``,
 ``vmap``, dynamic shapes, errors equal across routes, graphs traced before
@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
 import opendml.torch as dmlt  # noqa: E402
-from opendml.arrays import torch_adapter as adapter  # noqa: E402
-from opendml.arrays import torch_node  # noqa: E402
+from opendml.arrays.torch import adapter  # noqa: E402
+from opendml.arrays.torch import node as torch_node  # noqa: E402
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 

@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 
 import opendml as dml  # noqa: E402
 from opendml.arrays import planner  # noqa: E402
-from opendml.arrays import torch_adapter as ta  # noqa: E402
+from opendml.arrays.torch import adapter as ta  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 
 SL1 = ([0, 0], [4, 6], [1, -1])

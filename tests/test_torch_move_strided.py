@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 import opendml as dml  # noqa: E402
 from opendml.ops._move import MoveOperatorDesc  # noqa: E402
 from opendml import cli  # noqa: E402
-from opendml.arrays import family_torch_op  # noqa: E402
+from opendml.arrays.torch import library as family_torch_op  # noqa: E402
 from opendml.jsonform import from_json  # noqa: E402
 from opendml.model.tensor_desc import packed_strides  # noqa: E402
 

@@ -27,7 +27,7 @@ torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
 import opendml.torch as otorch  # noqa: E402
-from opendml.arrays import torch_adapter as ta  # noqa: E402
+from opendml.arrays.torch import adapter as ta  # noqa: E402
 from opendml.model import TensorDesc  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 from tests import reference as ref  # noqa: E402
@@ -331,7 +331,8 @@ def test_a_tensor_changed_by_a_finalizer_during_the_allocation_is_not_read():
     code = textwrap.dedent("""
         import gc, sys
         import numpy as np, torch
-        from opendml.arrays import planner, torch_adapter
+        from opendml.arrays import planner
+        from opendml.arrays.torch import adapter as torch_adapter
         from opendml.runtime import calls
         import opendml as dml
         from opendml.runtime import get_backend

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 import opendml as dml  # noqa: E402
 from opendml import UnsupportedError  # noqa: E402
 from opendml.arrays import planner  # noqa: E402
-from opendml.arrays import torch_adapter as ta  # noqa: E402
+from opendml.arrays.torch import adapter as ta  # noqa: E402
 from opendml.model import TensorDesc  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 from tests.conftest import run_in_threads  # noqa: E402

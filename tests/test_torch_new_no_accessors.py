@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent("""
     import torch.nn.functional as F
     import opendml as dml
     import opendml.torch  # noqa: F401
-    from opendml.arrays import torch_adapter as ta, torch_node
+    from opendml.arrays.torch import adapter as ta, node as torch_node
     from opendml.runtime import calls
     assert torch_node.status().startswith("off"), torch_node.status()
     counts = {"c": 0, "python": 0}

@@ -1,4 +1,4 @@
-"""The C++ autograd node (``arrays/torch_node.cpp``) against the Python
+"""The C++ autograd node (``arrays/torch/node.cpp``) against the Python
 ``autograd.Function`` route: same values, gradients, second derivatives,
 errors and ``grad_fn`` names, under threads and after ``configure``; the
 setting's validation (``torch_node`` / ``OPENDML_TORCH_NODE``)."""
@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
-from opendml.arrays import torch_node  # noqa: E402
+from opendml.arrays.torch import node as torch_node  # noqa: E402
 from opendml.model.errors import ValidationError  # noqa: E402
 
 from .test_torch_autodiff import CASES  # noqa: E402
@@ -277,7 +277,7 @@ class _Reenter(torch.autograd.Function):
 
 @pytest.mark.parametrize("depth", [0, 60])
 def test_an_adjoint_error_reaches_the_caller_as_itself(node, depth):
-    from opendml.arrays import torch_adapter
+    from opendml.arrays.torch import adapter as torch_adapter
     for mode in ("wait", "off"):                         # (no call cache: its entries hold the specs made first)
         with dml.configure(torch_node=mode, call_cache=False):
             dml.unfold(torch.randn(1, 2, 6, 6, requires_grad=True), 3, 1, 1, 1, 1)

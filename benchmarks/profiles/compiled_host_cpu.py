@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 import opendml as dml
 import opendml.torch
-from opendml.arrays import torch_adapter
+from opendml.arrays.torch import adapter as torch_adapter
 from opendml.runtime import calls
 
 

@@ -7,7 +7,7 @@ layer on ``F.unfold``: ``python benchmarks/profiles/compiled_op_probe.py``.
   and backend wrappers, then the array API's call-cache lookup).
 * ``C++ op``: ``dml.unfold`` traced with the node library loaded, so the graph
   holds ``opendml_cpp::unfold``, the dispatcher operator of
-  ``arrays/torch_node.cpp`` (C++ Autograd and backend kernels; the backend
+  ``arrays/torch/node.cpp`` (C++ Autograd and backend kernels; the backend
   kernel calls the call cache's C function, Python only on a miss).
 
 Also the operator alone (eager, no graph), each route. Median of 11 rounds
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 import opendml as dml
 import opendml.torch
-from opendml.arrays import torch_adapter
+from opendml.arrays.torch import adapter as torch_adapter
 
 
 def timed(f, dev):

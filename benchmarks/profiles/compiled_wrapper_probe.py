@@ -96,7 +96,7 @@ def main():
         wt = torch.randn(64, shape[1] * 9, device=dev)
         torch._dynamo.reset()
         ours_f, ours_m = compiled(lambda t, w: w @ dml.unfold(t, 3, 1, 1, 1, 1), x, wt)
-        from opendml.arrays import torch_inductor
+        from opendml.arrays.torch import inductor as torch_inductor
         print(f"  route {opendml.torch.compiled_route()}, direct kernels in Inductor's wrapper: "
               f"{torch_inductor.status()}, generated: "
               f"{'direct' if '_direct_unfold' in open(ours_m.__file__).read() else 'dispatcher'}")

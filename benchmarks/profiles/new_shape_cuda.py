@@ -14,7 +14,7 @@ import torch
 import opendml as dml
 import opendml.torch as otorch
 from opendml.arrays import planner
-from opendml.arrays import torch_adapter as ta
+from opendml.arrays.torch import adapter as ta
 from opendml.arrays.planner import OpCall
 from opendml.runtime import calls
 

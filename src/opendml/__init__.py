@@ -23,13 +23,15 @@ from .ops import (FoldOperatorDesc, OperatorDesc, Slice1OperatorDesc, SliceGradO
                   UnfoldOperatorDesc)
 from .runtime.alloc import AllocationError
 from .runtime.config import Config, config, configure
-from .arrays.family import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile
+from .arrays import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile
 from .ops import (CastOperatorDesc, DepthSpaceOrder, DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc,
                   ElementWiseIdentityOperatorDesc, JoinOperatorDesc, Padding1OperatorDesc, PaddingMode,
                   PaddingOperatorDesc, ScaleBias, SpaceToDepth1OperatorDesc, SpaceToDepthOperatorDesc,
                   SplitOperatorDesc, TileOperatorDesc)
 from .arrays.index_ops import (gather, gather_elements, gather_nd, one_hot, reverse_subsequences, scatter_elements,
                                scatter_nd)
+from .arrays.index_ops import diagonal_matrix
+from .ops.diagonal_matrix import DiagonalMatrix1OperatorDesc, DiagonalMatrixOperatorDesc
 from .ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherNdOperatorDesc, GatherOperatorDesc,
                   OneHotOperatorDesc, ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc,
                   ScatterNdOperatorDesc)
@@ -55,6 +57,7 @@ __all__ = [
     "gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot", "reverse_subsequences",
     "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc", "GatherNd1OperatorDesc",
     "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc", "ReverseSubsequencesOperatorDesc",
+    "diagonal_matrix", "DiagonalMatrixOperatorDesc", "DiagonalMatrix1OperatorDesc",
 ]
 
 

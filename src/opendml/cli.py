@@ -412,11 +412,13 @@ def cmd_validate(args) -> int:
     print(f"{desc.OPERATOR} is valid" + (f" at feature level {FeatureLevel.parse(args.feature_level).label}"
                                          if args.feature_level else ""))
     print(f"lowest feature level: {lowest.label if lowest else 'none'}")
-    for name, t in zip(desc.TENSORS, (desc.input_tensor, desc.output_tensor)):
+    # the first input (none for a generator) and the first output
+    out_slot = desc.slots("output")[0].json
+    for name, t in [(desc.TENSORS[0], t) for t in desc.inputs[:1]] + [(out_slot, desc.outputs[0])]:
         print(f"{name}: {fmt_tensor(t)}")
         print(f"  DMLCalcBufferTensorSize: {t.min_size_in_bytes} bytes; binding: SizeInBytes >= "
               f"{t.total_tensor_size_in_bytes}, Offset a multiple of {t.required_alignment}")
-    print("output description (JSON): " + json.dumps(to_json(desc)[desc.TENSORS[1]]))
+    print("output description (JSON): " + json.dumps(to_json(desc)[out_slot]))
     return 0
 
 
@@ -490,7 +492,7 @@ def cmd_info(args) -> int:
                             if served["enabled"] else
                             "off (call_cache=False / OPENDML_CALL_CACHE=0)" if not cfg.call_cache else
                             "unavailable (compiled extension not installed)"))
-    from .arrays.torch_node import cache_folder
+    from .arrays.torch.node import cache_folder
     print(f"pytorch autograd: torch_node={cfg.torch_node} " + (
         "(always the Python autograd.Function)" if cfg.torch_node == "off" else
         f"(a C++ node compiled on first need into {cache_folder()}; the Python autograd.Function until then)"))

@@ -263,8 +263,8 @@ def from_json(obj) -> OperatorDesc:
     _check_keys(obj, allowed, "$", required)
     kw: dict = {}
     parsed: dict = {}
-    for s in cls.slots("input"):
-        kw[s.attr] = parsed[s.json] = _slot_from_json(obj, s)
+    for s in cls.slots("input"):           # an optional input (DIAGONAL_MATRIX1's) may be left out or null
+        kw[s.attr] = parsed[s.json] = None if s.optional and obj.get(s.json) is None else _slot_from_json(obj, s)
     dims = None
     for f in fields:
         if f.json in obj:
@@ -329,7 +329,8 @@ def to_json(desc: OperatorDesc) -> dict:
     d = {"Operator": desc.OPERATOR}
     for s in desc.SLOTS:
         v = getattr(desc, s.attr)
-        d[s.json] = [tensor_to_json(t) for t in v] if s.many else tensor_to_json(v)
+        if v is not None:
+            d[s.json] = [tensor_to_json(t) for t in v] if s.many else tensor_to_json(v)
     for f in desc.FIELDS:
         v = f.to_json(getattr(desc, f.attr))
         if v is not OMIT:

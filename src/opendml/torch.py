@@ -60,8 +60,7 @@ from __future__ import annotations
 import torch
 
 from .arrays import fold, slice, slice1, slice_grad, unfold  # noqa: A004 - DirectML's names
-from .arrays import family_torch as _family  # noqa: F401 - the family in torch.compile graphs
-from .arrays import torch_adapter as _adapter
+from .arrays.torch import adapter as _adapter, library as _library, node as _node
 
 __all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "unfold_op", "fold_op", "slice1_op",
            "slice_grad_op", "split_padding", "node_status", "wait_for_node", "compiled_status", "compiled_route"]
@@ -85,14 +84,14 @@ def node_status() -> str:
     ``"built (<path>)"``, ``"building"``, ``"not built"``, ``"off (...)"`` or
     ``"build failed, ...: <reason>"``.
     """
-    return _adapter.torch_node.status()
+    return _node.status()
 
 
 def wait_for_node(timeout: float | None = 600.0) -> bool:
     """Build (or load) the C++ autograd node now and wait for it, at most
     ``timeout`` seconds; whether it is ready. Call it before timing training
     steps, so that the first steps do not run while it compiles."""
-    return _adapter.torch_node.wait(timeout)
+    return _node.wait(timeout)
 
 
 def compiled_status() -> str:
@@ -109,7 +108,7 @@ def compiled_status() -> str:
 def compiled_route() -> str | None:
     """The namespace of the operators the latest traced call went through
     (``"opendml_cpp"`` or ``"opendml"``), or None before any."""
-    return _adapter._CPP["last"]
+    return _library.CPP["last"]
 
 
 def _is_sequence(value) -> bool:

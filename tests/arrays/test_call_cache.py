@@ -1182,7 +1182,7 @@ def test_a_keyboard_interrupt_in_a_hook_is_raised_not_swallowed():
         pytest.skip("needs the compiled extension")
     code = textwrap.dedent("""
         import torch, opendml as dml
-        from opendml.arrays import torch_adapter as ta
+        from opendml.arrays.torch import adapter as ta
         from opendml.runtime import calls
         def interrupted():
             raise KeyboardInterrupt
@@ -1449,7 +1449,7 @@ def test_call_cache_packed_survives_a_collection_that_empties_the_packed_list(to
         pytest.skip("needs the compiled extension")
     code = textwrap.dedent("""
         import gc, torch
-        from opendml.arrays import torch_adapter  # (registers PyTorch's hooks with the call cache)
+        from opendml.arrays.torch import adapter as torch_adapter  # (registers PyTorch's hooks with the call cache)
         from opendml.runtime import calls
         if calls.packed is None:
             print("skip")

@@ -25,7 +25,7 @@ def _fresh_caches():
     def clear():
         dml.configure()                   # the call cache
         planner._CACHE.clear()
-        from opendml.arrays import torch_adapter
+        from opendml.arrays.torch import adapter as torch_adapter
         torch_adapter._ROUTES.clear()
     clear()
     yield

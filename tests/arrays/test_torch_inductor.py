@@ -1,4 +1,4 @@
-"""Inductor's direct calls of the C++ window operators (``arrays/torch_inductor.py``):
+"""Inductor's direct calls of the C++ window operators (``arrays/torch/inductor.py``):
 the direct kernels give the operator's bytes and errors on every route a call
 can take (first call, served repeat, requires_grad, no_grad, inference mode,
 dispatch modes, forward AD, wrong packed lengths, after ``configure()``,
@@ -17,9 +17,9 @@ torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
 import opendml.torch as dmlt  # noqa: E402
-from opendml.arrays import torch_adapter as adapter  # noqa: E402
-from opendml.arrays import torch_inductor  # noqa: E402
-from opendml.arrays import torch_node  # noqa: E402
+from opendml.arrays.torch import adapter, library  # noqa: E402
+from opendml.arrays.torch import inductor as torch_inductor  # noqa: E402
+from opendml.arrays.torch import node as torch_node  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
@@ -246,7 +246,7 @@ def test_inductor_layer_equals_eager(cpp, device):
 def test_the_python_direct_kernel_equals_the_compiled_one(cpp, name, fn, lists, shape, monkeypatch):
     """Without the compiled extension's call_cache_packed, the direct kernel is a Python function
     doing the same steps: the same answers and errors either way."""
-    spec, split = adapter._CPP_DEFS[name][1], adapter._CPP_DEFS[name][7]
+    spec, split = library.CPP_DEFS[name][1], library.CPP_DEFS[name][7]
     compiled = torch_inductor.direct_kernel(name, cpp[name], spec, split)
     monkeypatch.setattr(torch_inductor, "_packed", None)
     python = torch_inductor.direct_kernel(name, cpp[name], spec, split)

@@ -79,6 +79,24 @@ def test_validate(tmp_path, capsys):
     assert main(["validate", spec(tmp_path, s), "--feature-level", "3_0"]) == 0
 
 
+def test_validate_names_the_first_input_and_the_output(tmp_path, capsys):
+    """A generator (DIAGONAL_MATRIX) has no input: only its output is shown
+    (was an internal error); ONE_HOT's output is shown as OutputTensor (was
+    under ValuesTensor's name, its second input)."""
+    gen = {"Operator": "DIAGONAL_MATRIX", "OutputTensor": {"DataType": "FLOAT16", "Sizes": [3, 2]}, "Offset": -1}
+    assert main(["validate", spec(tmp_path, gen)]) == 0
+    out = capsys.readouterr().out
+    assert "lowest feature level: 4_0" in out and "InputTensor" not in out
+    assert "OutputTensor: (Sizes:{3, 2}, DataType:FLOAT16)" in out
+    hot = {"Operator": "ONE_HOT", "IndicesTensor": {"DataType": "UINT32", "Sizes": [3, 1]},
+           "ValuesTensor": {"DataType": "FLOAT32", "Sizes": [1, 2]},
+           "OutputTensor": {"DataType": "FLOAT32", "Sizes": [3, 4]}, "Axis": 1}
+    assert main(["validate", spec(tmp_path, hot)]) == 0
+    out = capsys.readouterr().out
+    assert "IndicesTensor: (Sizes:{3, 1}, DataType:UINT32)" in out and "ValuesTensor" not in out
+    assert 'output description (JSON): {"DataType": "FLOAT32", "Sizes": [3, 4]}' in out
+
+
 def test_info(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out

@@ -15,8 +15,9 @@ import pytest
 import opendml as dml
 from opendml.plan import CopyPlan
 from opendml.runtime import params as P
-from opendml.runtime.cuda import backend as cb
-from opendml.runtime.cuda.backend import INCLUDE, KERNELS, _unfold_launch, unfold_box, word_plan
+from opendml.runtime.cuda import tuned as ct
+from opendml.runtime.cuda.launch import INCLUDE, KERNELS
+from opendml.runtime.cuda.tuned import _unfold_launch, unfold_box, word_plan
 from tests import reference as ref
 from tests.conftest import cuda_available
 from tests.runtime.test_cuda_emulation import copy_reference, emulate_unfold_tile, unfold_reference
@@ -61,7 +62,7 @@ def test_launch_specs_fill_the_declared_structures():
     assert (params.dims, params.window_count, params.block_count) == (2, 12, plan.columns)
     assert [params.dim[d].window for d in range(2)] == [3, 4] and params.dim[1].image_stride == 1
     copy = CopyPlan(4, (3, 64), 5, (70, 1), 0, (64, 1))
-    name, params, grid, _ = cb._copy_launch(copy, 0, 0, 300)
+    name, params, grid, _ = ct._copy_launch(copy, 0, 0, 300)
     assert isinstance(params, P.CopyParams) and params.count == 3 * 64 and params.element_size == 4
     assert name.startswith("strided_copy<u32, 2,") and list(params.sizes[:2]) == [3, 64]
 
@@ -158,7 +159,7 @@ def test_unfold_tile_equals_numpy_path(es, case):
     assert isinstance(params, P.UnfoldParams) and params.dims == D
     assert name.startswith("unfold_tile") and grid == (params.work_items,) and smem == math.prod(box[1]) * es
     vec = int(name[:-1].rsplit(",", 1)[1])
-    assert vec == cb.tile_vectors(plan, box[0])
+    assert vec == ct.tile_vectors(plan, box[0])
     for dst_byte in (0, es) if vec else (0,):       # an output 16-byte aligned, and one that is not
         got, counts = np.zeros_like(want), np.zeros(len(want), np.int64)
         emulate_unfold_tile(params, src, got, vec, dst_byte, es, counts)
@@ -180,7 +181,7 @@ def test_tile_vectors_follows_the_output_layout():
             out = T(dtype, desc.output_tensor.sizes, out_strides)
             desc = dml.UnfoldOperatorDesc(image, out, [3] * d, [1] * d, [1] * d, [1] * d, [1] * d)
         plan = desc.lower()
-        return cb.tile_vectors(plan, box or unfold_box(plan)[0])
+        return ct.tile_vectors(plan, box or unfold_box(plan)[0])
     assert vec(F32, (16, 16)) == 1                        # rows of 256 columns: 1,024 bytes
     assert vec(F32, (15, 15)) == 0                        # rows of 225 columns: 900 bytes
     assert vec(I8, (16, 16)) == 1 and vec(I8, (15, 15)) == 0
@@ -451,3 +452,53 @@ def test_launches_go_through_the_c_extension_where_it_is_built():
     assert dml.Device("cuda").run(dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, list(x.shape)),
                                                           None, [3, 3], [1, 2], [1, 1], [1, 0], [1, 2]), x).tobytes() \
         == dml.unfold(x, [3, 3], [1, 2], 1, [1, 0], [1, 2]).tobytes()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not cuda_available(), reason="CUDA is not available here")
+def test_relaunch_raises_naming_the_kernel():
+    """A launch C made that fails again through ``relaunch`` (here: no
+    compiled function) raises opendml's error naming it, with no backend
+    object needed."""
+    from opendml.runtime.cuda import launch as cl
+    with pytest.raises(RuntimeError, match="launching a cached kernel"):
+        cl.relaunch(0, 0, 1, 0, bytes(16), 0, 0, 0)
+
+
+def test_one_table_runs_every_pass_kind():
+    """The backend dispatches passes through one table with an entry per pass
+    kind of ``opendml.plan``; a lone Unfold, Fold or SliceScatter pass (and
+    an older plan wrapped by ``one_pass``) keeps its tuned launch, and the
+    index-driven passes are left to ``index.py`` (move_steps alone refuses them by name)."""
+    from opendml import plan as pl
+    from opendml.ops import FoldOperatorDesc, SliceGradOperatorDesc, UnfoldOperatorDesc
+    from opendml.runtime.cuda import backend as cb, steps as cs
+    kinds = {v for v in vars(pl).values() if isinstance(v, type) and v.__module__ == pl.__name__
+             and dataclasses_fields(v) and ("dst" in dataclasses_fields(v))}
+    assert kinds == set(cs.PASS_STEPS), kinds ^ set(cs.PASS_STEPS)
+    f32 = dml.DataType.FLOAT32
+    descs = [UnfoldOperatorDesc(dml.TensorDesc(f32, [2, 3, 8, 8]), None, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+             FoldOperatorDesc(dml.TensorDesc(f32, [2, 27, 64]), dml.TensorDesc(f32, [2, 3, 8, 8]), [3, 3], [1, 1],
+                              [1, 1], [1, 1], [1, 1]),
+             SliceGradOperatorDesc(dml.TensorDesc(f32, [2, 3, 4]), dml.TensorDesc(f32, [2, 3, 9]), [0, 0, 1],
+                                   [2, 3, 8], [1, 1, 2])]
+    for desc in descs:
+        desc.validate(dml.FeatureLevel.FL_6_4)
+        legacy = desc.lower()
+        n_in = math.prod(desc.inputs[0].sizes)
+        want = ct.launch_spec(legacy, 256, n_in, 512)
+        (name, params, grid, smem, s, d), = cs.move_steps(cb.one_pass(legacy), [256], [n_in], [512])
+        assert (name, grid, smem, s, d) == (want[0], want[2], want[3], 0, 0)
+        assert bytes(params) == bytes(want[1])
+        assert cb.one_pass(legacy) is cb.one_pass(legacy)     # one wrapper per plan object: the cache's key
+    ix = pl.IndexAxis(index=1, index_offset=0, index_strides=(1,), stride=1, bound=4)
+    for kind in (pl.Gather, pl.Scatter):
+        move = pl.MovePlan((1, 6), (1,), (kind(0, 0, (4,), 0, (0,), 0, (1,), (ix,)),))
+        with pytest.raises(dml.UnsupportedError, match=f"GATHER: index-driven passes \\({kind.__name__}\\) are "
+                                                       f"launched by runtime/cuda/index.py"):
+            cs.move_steps(move, [0, 0], [4, 4], [0], what="GATHER")
+
+
+def dataclasses_fields(cls):
+    import dataclasses
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()

@@ -602,7 +602,7 @@ def scatter_buffers(rng, plan, dtype, sentinel=0xA5, round_to=16):
 # -- CPU tests of the kernels' index arithmetic -------------------------------------------
 import pytest  # noqa: E402
 
-from opendml.runtime.cuda import backend as cb  # noqa: E402
+from opendml.runtime.cuda import launch as cl, tuned as ct  # noqa: E402
 
 
 def _flt(dtype) -> bool:
@@ -617,9 +617,9 @@ def test_fold_gather_emulation_equals_reference(dtype, D, V):
     es = np.dtype(dtype).itemsize
     dense = [p for p in dense_fold_plans(es, _flt(dtype)) if len(p.window) == D]
     for plan in [random_fold_plan(rng, es, _flt(dtype), D, small=D == 3) for _ in range(3)] + dense:
-        name, params, grid, smem = cb._fold_launch(plan, ("gather", V))
+        name, params, grid, smem = ct._fold_launch(plan, ("gather", V))
         assert name.startswith("fold_gather<") and name.endswith(f", {V}>") and smem == 0
-        assert isinstance(params, P.FoldParams) and grid[0] * cb.THREADS >= params.work_items * 32
+        assert isinstance(params, P.FoldParams) and grid[0] * cl.THREADS >= params.work_items * 32
         src, want = fold_buffers(rng, plan, dtype)
         got = want.copy()
         fold_reference(plan, src, want)
@@ -636,8 +636,8 @@ def test_fold1d_tile_emulation_equals_reference(dtype, stride):
         if es == 8 and rc == 256:
             continue
         plan = random_fold_plan(rng, es, _flt(dtype), 1, stride=stride)
-        name, params, grid, _ = cb._fold_launch(plan, ("tile", rc))
-        assert name == f"fold1d_tile<{cb._SCALAR[es]}, {int(_flt(dtype))}, {rc}>" and grid == (params.work_items,)
+        name, params, grid, _ = ct._fold_launch(plan, ("tile", rc))
+        assert name == f"fold1d_tile<{cl._SCALAR[es]}, {int(_flt(dtype))}, {rc}>" and grid == (params.work_items,)
         src, want = fold_buffers(rng, plan, dtype)
         got = want.copy()
         fold_reference(plan, src, want)
@@ -663,10 +663,10 @@ def test_fold_reference_agrees_with_the_definition():
 
 
 def _scatter_emulated(plan, src, dst, ptr_src=0, ptr_dst=0):
-    w, rev, wp = cb.scatter_word_plan(plan, ptr_src, ptr_dst)
-    name, params, grid, _ = cb._scatter_launch(plan, ptr_src, ptr_dst)
-    items = cb.items_per_thread(w)
-    assert name == f"scatter<{cb._SCALAR[w]}, {len(wp.sizes)}, {rev}, {cb._index_type(wp.count, items)}, {items}>"
+    w, rev, wp = ct.scatter_word_plan(plan, ptr_src, ptr_dst)
+    name, params, grid, _ = ct._scatter_launch(plan, ptr_src, ptr_dst)
+    items = ct.items_per_thread(w)
+    assert name == f"scatter<{cl._SCALAR[w]}, {len(wp.sizes)}, {rev}, {ct._index_type(wp.count, items)}, {items}>"
     if w == 16:
         s16, d16 = src.view(np.uint8).reshape(-1, 16), dst.view(np.uint8).reshape(-1, 16)
         emulate_scatter(params, s16, d16, items, rev)
@@ -714,9 +714,9 @@ def test_canonical_scatter_merges_the_full_dimensions():
     from opendml.plan import ScatterPlan
     plan = ScatterPlan(4, (64, 256, 128, 128), 0, (256 * 128 * 128, 128 * 128, 128, 1), (0, 0, 8, 8),
                        (1, 1, 1, 1), (64, 256, 112, 112), 0, (256 * 112 * 112, 112 * 112, 112, 1))
-    c = cb.canonical_scatter(plan)
+    c = ct.canonical_scatter(plan)
     assert c.sizes == (16384, 128, 128) and c.first == (0, 8, 8) and c.taken == (16384, 112, 112)
-    w, rev, wp = cb.scatter_word_plan(plan, 0, 0)
+    w, rev, wp = ct.scatter_word_plan(plan, 0, 0)
     assert (w, rev, wp.sizes, wp.first, wp.taken) == (16, 0, (16384, 128, 32), (0, 8, 2), (16384, 112, 28))
 
 
@@ -724,12 +724,12 @@ def test_kernel_choice_for_the_issue_shapes():
     from opendml.plan import FoldPlan
     f2 = FoldPlan(4, P.SUM_FLOAT, 32, 64, (56, 56), 0, (576 * 3136, 3136, 1), (3, 3), (1, 1), (1, 1), (1, 1),
                   (56, 56), 0, (64 * 3136, 3136, 56, 1))
-    assert cb._fold_launch(f2)[0] == "fold_gather<u32, 1, 2, u32, 2>"
+    assert ct._fold_launch(f2)[0] == "fold_gather<u32, 1, 2, u32, 2>"
     f3 = FoldPlan(2, P.SUM_FLOAT, 4, 32, (32, 32, 32), 0, (864 * 32768, 32768, 1), (3, 3, 3), (1, 1, 1),
                   (1, 1, 1), (1, 1, 1), (32, 32, 32), 0, (32 * 32768, 32768, 1024, 32, 1))
-    assert cb._fold_launch(f3)[0] == "fold_gather<u16, 1, 3, u32, 1>"
+    assert ct._fold_launch(f3)[0] == "fold_gather<u16, 1, 3, u32, 1>"
     ola = FoldPlan(4, P.SUM_FLOAT, 8, 1, (2**22,), 0, (1024 * 16381, 16381, 1), (1024,), (256,), (1,), (0,),
                    (16381,), 0, (2**22, 2**22, 1))
-    name, params, grid, _ = cb._fold_launch(ola)
+    name, params, grid, _ = ct._fold_launch(ola)
     assert name == "fold1d_tile<u32, 1, 128>" and grid == (8 * 2 * 2**22 // (256 * 32),)
     assert params.dim[0].stride == 256 and params.in_row_stride == 16381 and params.window_count == 1024

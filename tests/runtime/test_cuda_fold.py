@@ -9,7 +9,7 @@ import pytest
 
 import opendml as dml
 from opendml.runtime import get_backend
-from opendml.runtime.cuda import backend as cb
+from opendml.runtime.cuda import tuned as ct
 from tests import reference as ref
 from tests.conftest import cuda_available
 from tests.runtime.test_cuda_emulation import (DTYPES, dense_fold_plans, fold_buffers, fold_reference,
@@ -70,11 +70,11 @@ def test_fold_matches_reference(dtype, D):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lanes", [1, 2, 4])
 def test_fold_gather_lane_variants(dtype, lanes, monkeypatch):
-    monkeypatch.setattr(cb, "FOLD_LANES", lanes)
+    monkeypatch.setattr(ct, "FOLD_LANES", lanes)
     rng = np.random.default_rng(DTYPES.index(dtype))
     es, flt = np.dtype(dtype).itemsize, np.dtype(dtype).kind == "f"
     for plan in (random_fold_plan(rng, es, flt, 2), random_fold_plan(rng, es, flt, 3), dense_fold_plans(es, flt)[0]):
-        assert cb._fold_launch(plan)[0].endswith(f", {lanes}>")
+        assert ct._fold_launch(plan)[0].endswith(f", {lanes}>")
         src, dst = fold_buffers(rng, plan, dtype, SENTINEL)
         check(plan, src, dst, fold_reference, shifts=((0, 0),))
 
@@ -82,12 +82,12 @@ def test_fold_gather_lane_variants(dtype, lanes, monkeypatch):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("stride", [2, 32, 40, 256, 300])
 def test_fold1d_tile_matches_reference(dtype, stride, monkeypatch):
-    monkeypatch.setattr(cb, "FOLD_TILE_MIN_STRIDE", 1)   # the staged kernel for every 1-D fold
+    monkeypatch.setattr(ct, "FOLD_TILE_MIN_STRIDE", 1)   # the staged kernel for every 1-D fold
     rng = np.random.default_rng(stride + DTYPES.index(dtype))
     es, flt = np.dtype(dtype).itemsize, np.dtype(dtype).kind == "f"
     for _ in range(3):
         plan = random_fold_plan(rng, es, flt, 1, stride=stride)
-        assert cb._fold_launch(plan)[0].startswith("fold1d_tile<")
+        assert ct._fold_launch(plan)[0].startswith("fold1d_tile<")
         src, dst = fold_buffers(rng, plan, dtype, SENTINEL)
         check(plan, src, dst, fold_reference)
 
@@ -101,7 +101,7 @@ def test_overlap_add_scaled_down(dtype):
     L = (B - 1) * 256 + 1024
     plan = FoldPlan(np.dtype(dtype).itemsize, SUM_FLOAT, 2, 1, (L,), 0, (1024 * B, B, 1), (1024,), (256,), (1,),
                     (0,), (B,), 0, (L, L, 1))
-    assert cb._fold_launch(plan)[0].startswith("fold1d_tile<")
+    assert ct._fold_launch(plan)[0].startswith("fold1d_tile<")
     rng = np.random.default_rng(5)
     src, dst = fold_buffers(rng, plan, dtype, SENTINEL)
     check(plan, src, dst, fold_reference)
@@ -124,7 +124,7 @@ def test_slice_grad_issue_window_words():
     from opendml.plan import ScatterPlan
     plan = ScatterPlan(4, (2, 3, 128, 128), 0, (3 * 128 * 128, 128 * 128, 128, 1), (0, 0, 8, 8), (1, 1, 1, 1),
                        (2, 3, 112, 112), 0, (3 * 112 * 112, 112 * 112, 112, 1))
-    assert cb._scatter_launch(plan, 0, 0)[0].startswith("scatter<uint4, 3, 0,")
+    assert ct._scatter_launch(plan, 0, 0)[0].startswith("scatter<uint4, 3, 0,")
     g = cupy.asarray(random_words(np.random.default_rng(1), 2 * 3 * 112 * 112, np.float32))
     out = cupy.full(2 * 3 * 128 * 128, SENTINEL * 0x01010101, cupy.uint32)
     get_backend("cuda").prepare(plan, g, out)()

@@ -22,7 +22,7 @@ import numpy as np
 import cupy
 import opendml as dml
 from opendml.runtime import get_backend
-from opendml.runtime.cuda import backend as cb
+from opendml.runtime.cuda import launch as cl, tuned as ct
 
 def report(label, ok, detail=""):
     print(label, "OK" if ok else f"BAD {detail}", flush=True)
@@ -103,12 +103,12 @@ def test_fold_nan_sums_on_the_gpu_are_the_cpus_bytes():
                 src = cupy.asarray(x.view(WORD[es]).reshape(-1))
                 for lanes in (1, 2, 4):
                     for min_stride in (32, 1 << 40):          # with and without fold1d_tile
-                        cb.FOLD_LANES, cb.FOLD_TILE_MIN_STRIDE = lanes, min_stride
+                        ct.FOLD_LANES, ct.FOLD_TILE_MIN_STRIDE = lanes, min_stride
                         dst = cupy.zeros(want.size, WORD[es])
                         backend.prepare(copy.copy(plan), src, dst)()
                         if cupy.asnumpy(dst).tobytes() != want.tobytes():
                             bad.append(f"V={lanes} tile={min_stride == 32}")
-                cb.FOLD_LANES, cb.FOLD_TILE_MIN_STRIDE = None, 32
+                ct.FOLD_LANES, ct.FOLD_TILE_MIN_STRIDE = None, 32
                 report(label, not bad, bad)
         report("context", alive())
     """)
@@ -271,7 +271,7 @@ def test_parameters_go_by_value_on_every_launch_path(via):
     # CPU's bytes; tuning scripts' Kernel calls take the structure by value.
     lines = run_child(f"""
         import torch
-        cb.LAUNCH_VIA = {via!r}
+        cl.LAUNCH_VIA = {via!r}
         pool = cupy.cuda.MemoryPool()
         count = [0]
         def counting(n):
@@ -287,10 +287,10 @@ def test_parameters_go_by_value_on_every_launch_path(via):
         report("via", get_backend("cuda").cache_info()["launch_via"] == {via!r} or {via!r} == "native",
                get_backend("cuda").cache_info())
         plan = dml.Slice1OperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [64]), None, [0], [64], [-1]).lower()
-        name, params, grid, smem = cb.launch_spec(plan, 0, 64, 0)
+        name, params, grid, smem = ct.launch_spec(plan, 0, 64, 0)
         a = cupy.arange(64, dtype=cupy.float32)
         b = cupy.zeros(64, cupy.float32)
-        cb._kernel(0, name)(grid, (cb.THREADS,), (a.data.ptr, b.data.ptr, cb.device_params(params)))
+        cl._kernel(0, name)(grid, (cl.THREADS,), (a.data.ptr, b.data.ptr, cl.device_params(params)))
         report("kernel-call", float(b[0]) == 63.0 and float(b[63]) == 0.0)
         report("context", alive())
     """)

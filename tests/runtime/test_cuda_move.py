@@ -31,7 +31,7 @@ from opendml.ops import (CastOperatorDesc, DepthToSpace1OperatorDesc, DepthToSpa
 from opendml.ops._spec import DepthSpaceOrder, PaddingMode, ScaleBias
 from opendml.runtime import params as P
 from opendml.runtime.cpu.numpy_kernels import convert_array
-from opendml.runtime.cuda import backend as cb
+from opendml.runtime.cuda import backend as cb, launch as cl, steps as cs
 from tests.conftest import cuda_available
 
 TYPES = [t for t in DataType if 1 <= t.value <= 11]
@@ -91,17 +91,18 @@ def reference_convert(words: np.ndarray, st: DataType, dt: DataType, sb=None) ->
 # -- without a GPU -------------------------------------------------------------------
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-def test_move_kernels_compile_with_nvcc(tmp_path):
-    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{cb.INCLUDE}",
-                        "-DOPENDML_INSTANTIATE", "-c", str(cb.MOVE_KERNELS), "-o", str(tmp_path / "m.o")],
+@pytest.mark.parametrize("path", [cl.MOVE_KERNELS, cl.LAYOUT_KERNELS], ids=lambda p: p.name)
+def test_move_kernels_compile_with_nvcc(tmp_path, path):
+    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{cl.INCLUDE}", f"-I{cl.HERE}",
+                        "-DOPENDML_INSTANTIATE", "-c", str(path), "-o", str(tmp_path / "m.o")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stderr.lower(), r.stderr
 
 
 def test_move_kernels_take_parameters_by_value():
-    src = cb.MOVE_KERNELS.read_text()
-    for name in ("move_copy", "move_vec", "move_tile", "move_fill"):
+    src = cl.MOVE_KERNELS.read_text() + cl.LAYOUT_KERNELS.read_text()
+    for name in ("move_copy", "move_vec", "move_tile", "move_fill", "move_transpose", "move_padw", "move_padr"):
         assert f"{name}(const " in src
         assert "const ODML_GRID_CONSTANT odml_move_params params) {\n    const odml_move_params* __restrict__ p = &params;" in src
         assert f"template __global__ void {name}<" in src
@@ -115,7 +116,7 @@ def host_convert(tmp_path_factory):
         pytest.skip("no C++ compiler")
     lib = tmp_path_factory.mktemp("move") / "move_host.so"
     r = subprocess.run([cxx, "-x", "c++", "-std=c++17", "-O2", "-ffp-contract=off", "-shared", "-fPIC",
-                        "-DODML_MOVE_HOST", str(cb.MOVE_KERNELS), "-o", str(lib)], capture_output=True, text=True,
+                        "-DODML_MOVE_HOST", str(cl.MOVE_KERNELS), "-o", str(lib)], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
     f = ctypes.CDLL(str(lib)).odml_convert_host
@@ -125,7 +126,7 @@ def host_convert(tmp_path_factory):
     def convert(words, st, dt, sb=None):
         x = np.ascontiguousarray(words.astype(np.uint64))
         y = np.zeros_like(x)
-        q = cb.move_params(cb._Pass(False, 0, 0, [[1, 0, 0, 0, 0, 0]], 0, 0, st.value, dt.value, sb))
+        q = cs.move_params(cs._Pass(False, 0, 0, [[1, 0, 0, 0, 0, 0]], 0, 0, st.value, dt.value, sb))
         f(x.ctypes.data, y.ctypes.data, len(x), st.value, dt.value, q.scale_bias, q.scale32 % 2**64,
           q.bias32 % 2**64, q.scale64 % 2**64, q.bias64 % 2**64)
         return y.astype(WORD[dt.size])
@@ -162,7 +163,7 @@ def emulate(plan, srcs, dsts, **kw):
     """move_copy / move_fill / strided_copy semantics on the backend's kernel
     passes, in NumPy (plain copies by element, conversions by the CPU's
     convert_array: the conversion itself is checked above)."""
-    for k in cb.kernel_passes(plan, **kw):
+    for k in cs.kernel_passes(plan, **kw):
         emulate_pass(k, srcs, dsts)
 
 
@@ -180,7 +181,7 @@ def emulate_pass(k, srcs, dsts):
         for i, (n, ss, ds, mode, shift, msize) in enumerate(k.dims):
             c = idx[i]
             if mode:
-                c = np.array([cb._map_source(mode, shift, msize, int(v)) if True else 0 for v in c], dtype=object)
+                c = np.array([cs._map_source(mode, shift, msize, int(v)) if True else 0 for v in c], dtype=object)
                 outside |= np.array([v is None for v in c])
                 c = np.array([0 if v is None else v for v in c], np.int64)
             so = so + c * ss
@@ -191,20 +192,20 @@ def emulate_pass(k, srcs, dsts):
 
 
 def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move", fuse=None):
-    """The launches ``cb.move_steps`` picks (plain passes forced off
+    """The launches ``cs.move_steps`` picks (plain passes forced off
     strided_copy), executed from their parameter blocks: move_vec/move_fill
     as move_copy/move_fill over params.dim[:rank], move_tile as R x V tiles
     over its group index space (dims[:rank]) with X = dim[rank] and
     Y = dim[rank + 1]."""
     ptrs = ptrs or [0] * max(len(srcs), len(dsts))
     names = []
-    for name, q, grid, smem, s, d in cb.move_steps(plan, ptrs[:len(srcs)], [a.size for a in srcs],
+    for name, q, grid, smem, s, d in cs.move_steps(plan, ptrs[:len(srcs)], [a.size for a in srcs],
                                                      ptrs[:len(dsts)], plain_via=plain_via, fuse=fuse):
         kind = name.split("<")[0]
         names.append(kind)
         if kind == "move_wcopy":     # U aligned 16-byte words a thread; sizes, strides and offsets in words
             U = int(name[:-1].split(", ")[-1])
-            assert grid[0] * cb.THREADS * U >= q.count
+            assert grid[0] * cl.THREADS * U >= q.count
             f = 16 // srcs[s].itemsize
             wd = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride] for i in range(q.rank)]
             idx = np.indices([dd[0] for dd in wd]).reshape(q.rank, -1).astype(np.int64)
@@ -217,25 +218,24 @@ def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move", fuse=None):
         dims = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride, q.dim[i].map_mode, q.dim[i].map_shift,
                  q.dim[i].map_size] for i in range(rank)]
         if kind == "move_pad":       # a warp per row of the fused padding pass
-            assert dims[-1][1] == dims[-1][2] == 1 and grid[0] * (cb.THREADS // 32) * dims[-1][0] >= q.count
-            emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
+            assert dims[-1][1] == dims[-1][2] == 1 and grid[0] * (cl.THREADS // 32) * dims[-1][0] >= q.count
+            emulate_pass(cs._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
                                   q.fill_bits % 2**64), srcs, dsts)
             continue
-        if kind == "move_pade":      # ITEMS elements a thread over the flat (contiguous) output
-            items = int(name[:-1].split(", ")[2])
-            assert grid[0] * cb.THREADS * items >= q.count and q.dst_offset == 0
-            emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
+        if kind == "move_padr":      # a warp per row of the contiguous output
+            assert grid[0] * (cl.THREADS // 32) * dims[-1][0] >= q.count and q.dst_offset == 0
+            emulate_pass(cs._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
                                   q.fill_bits % 2**64), srcs, dsts)
             continue
         if kind == "move_padw":      # U aligned 16-byte words a thread over the flat (contiguous) output
             U = int(name[:-1].split(", ")[2])
             es = DataType(q.dst_type).size
-            assert grid[0] * cb.THREADS * U * (16 // es) >= q.count + 16 // es and q.dst_offset == 0
+            assert grid[0] * cl.THREADS * U * (16 // es) >= q.count + 16 // es and q.dst_offset == 0
             stride = 1
             for dd in reversed(dims):
                 assert dd[2] == stride
                 stride *= dd[0]
-            emulate_pass(cb._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
+            emulate_pass(cs._Pass(False, s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, None,
                                   q.fill_bits % 2**64), srcs, dsts)
             continue
         if kind == "move_transpose":   # TILE x TILE tiles of (X, Y) over the outer index space dims[:rank]
@@ -253,7 +253,7 @@ def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move", fuse=None):
         if kind == "move_tile":
             R, V = (int(a) for a in name[:-1].split(", ")[-2:])
             X, Y = q.dim[rank], q.dim[rank + 1]
-            assert X.size == R and grid[0] * cb.THREADS >= q.count
+            assert X.size == R and grid[0] * cl.THREADS >= q.count
             idx = np.indices([dd[0] for dd in dims]).reshape(rank, -1).astype(np.int64)
             so = q.src_offset + sum(idx[i] * dd[1] for i, dd in enumerate(dims))
             dof = q.dst_offset + sum(idx[i] * dd[2] for i, dd in enumerate(dims))
@@ -266,11 +266,11 @@ def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move", fuse=None):
         if kind == "move_cvt":       # U runs of V a thread over one contiguous dimension
             items *= int(name[:-1].split(", ")[7])
             assert rank == 1 and dims[0][1] == dims[0][2] == 1
-        assert grid[0] * cb.THREADS * items >= q.count
+        assert grid[0] * cl.THREADS * items >= q.count
         sb = None
         if kind in ("move_vec", "move_cvt") and q.scale_bias:
             sb = (float(np.int64(q.scale64).view(np.float64)), float(np.int64(q.bias64).view(np.float64)))
-        k = cb._Pass(kind == "move_fill", s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, sb,
+        k = cs._Pass(kind == "move_fill", s, d, dims, q.src_offset, q.dst_offset, q.src_type, q.dst_type, sb,
                      q.fill_bits % 2**64)
         emulate_pass(k, srcs, dsts)
     return names
@@ -334,7 +334,7 @@ def test_kernel_passes_emulated_equal_cpu(name, desc, dtypes, fuse):
     for got, w in zip(dsts, want):
         assert np.array_equal(got, w.reshape(-1).view(WORD[w.itemsize])), name
     if fuse and name.startswith("pad"):
-        assert len(cb.kernel_passes(plan, fuse=True)) == 1     # the fused padding program
+        assert len(cs.kernel_passes(plan, fuse=True)) == 1     # the fused padding program
 
 
 @pytest.mark.parametrize("name,desc,dtypes", list(family_cases()), ids=[c[0] for c in family_cases()])
@@ -412,8 +412,8 @@ def word_copy_cases():
 def test_word_copy_steps_emulated(name, desc, dtypes, U, monkeypatch):
     """Plain passes of whole 16-byte words go through move_wcopy (WORD_COPY
     words a thread) whose parameters, executed, give the CPU backend's bytes."""
-    monkeypatch.setattr(cb, "WORD_COPY", U)
-    monkeypatch.setattr(cb, "WORD_COPY_MIN_RANK", 1)
+    monkeypatch.setattr(cs, "WORD_COPY", U)
+    monkeypatch.setattr(cs, "WORD_COPY_MIN_RANK", 1)
     desc.validate(FL)
     arrays = case_inputs(dtypes, desc.inputs)
     want = dml.Device("cpu", feature_level=FL).run_all(desc, *arrays)
@@ -431,10 +431,10 @@ def test_word_copy_takes_three_dimensions_and_up():
     outer axis)."""
     f32 = DataType.FLOAT32
     tile = TileOperatorDesc(T(f32, [2, 3, 8]), None, [1, 2, 2]).lower()
-    (name, *_), = cb.move_steps(tile, [0], [48], [0])
-    assert name.startswith("move_wcopy<") and name.endswith(f", u32, {cb.WORD_COPY}>"), name
+    (name, *_), = cs.move_steps(tile, [0], [48], [0])
+    assert name.startswith("move_wcopy<") and name.endswith(f", u32, {cs.WORD_COPY}>"), name
     join = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
-    assert [st[0].split("<")[0] for st in cb.move_steps(join, [0, 0], [32, 32], [0])] == ["strided_copy"] * 2
+    assert [st[0].split("<")[0] for st in cs.move_steps(join, [0, 0], [32, 32], [0])] == ["strided_copy"] * 2
 
 
 def test_transpose_pass_declines_short_axes():
@@ -442,16 +442,16 @@ def test_transpose_pass_declines_short_axes():
     TRANSPOSE_TILE = 0 turns the kernel off."""
     f32 = DataType.FLOAT32
     short = ElementWiseIdentityOperatorDesc(T(f32, [4, 100, 8], [800, 1, 100])).lower()
-    names = [st[0].split("<")[0] for st in cb.move_steps(short, [0], [3200], [0])]
+    names = [st[0].split("<")[0] for st in cs.move_steps(short, [0], [3200], [0])]
     assert "move_transpose" not in names, names
     wide = ElementWiseIdentityOperatorDesc(T(f32, [4, 100, 40], [4000, 1, 100])).lower()
-    assert [st[0].split("<")[0] for st in cb.move_steps(wide, [0], [16000], [0])] == ["move_transpose"]
-    old = cb.TRANSPOSE_TILE
-    cb.TRANSPOSE_TILE = 0
+    assert [st[0].split("<")[0] for st in cs.move_steps(wide, [0], [16000], [0])] == ["move_transpose"]
+    old = cs.TRANSPOSE_TILE
+    cs.TRANSPOSE_TILE = 0
     try:
-        assert "move_transpose" not in [st[0].split("<")[0] for st in cb.move_steps(wide, [0], [16000], [0])]
+        assert "move_transpose" not in [st[0].split("<")[0] for st in cs.move_steps(wide, [0], [16000], [0])]
     finally:
-        cb.TRANSPOSE_TILE = old
+        cs.TRANSPOSE_TILE = old
 
 
 PAD_SHAPES = [((3, 5, 37), (1, 2, 1), (2, 1, 5)), ((2, 4, 30), (0, 1, 1), (0, 1, 1)),
@@ -473,66 +473,71 @@ def pad_cases(dt, seed):
             yield mode, sizes, desc, case_inputs([dt], [T(dt, sizes)], seed=seed)[0]
 
 
-@pytest.mark.parametrize("items", [0, 2])
 @pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.INT16, DataType.FLOAT64],
                          ids=lambda t: t.name)
-def test_pad_elems_steps_emulated(dt, items, monkeypatch):
-    """FUSE_PAD "elems": one move_pade launch whose parameters, executed,
-    give the CPU backend's bytes."""
-    monkeypatch.setattr(cb, "PAD_ITEMS", items)
+def test_pad_rows_steps_emulated(dt, monkeypatch):
+    """FUSE_PAD "padr": one move_padr launch (rows of any length once
+    PADR_MIN_BYTES allows) whose parameters, executed, give the CPU
+    backend's bytes."""
+    monkeypatch.setattr(cs, "PADR_MIN_BYTES", 0)
     for mode, sizes, desc, x in pad_cases(dt, 12):
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0]
         srcs = [x.reshape(-1).view(WORD[x.itemsize]).copy()]
         dsts = [np.zeros(want.size, WORD[want.itemsize])]
-        names = emulate_steps(desc.lower(), srcs, dsts, fuse="elems")
-        assert names == ["move_pade"], (mode, sizes, names)
+        names = emulate_steps(desc.lower(), srcs, dsts, fuse="padr")
+        assert names == ["move_padr"], (mode, sizes, names)
         assert np.array_equal(dsts[0], want.reshape(-1).view(WORD[want.itemsize])), (mode, sizes)
 
 
 def test_pad_program_recognised_only_exactly():
     desc = PaddingOperatorDesc(T(DataType.FLOAT32, [3, 4]), None, PaddingMode.WRAP, 0.0, [1, 2], [3, 0])
     plan = desc.lower()
-    assert cb._pad_program(plan) == (PaddingMode.WRAP, None, (1, 2), (3, 0))
+    assert cs._pad_program(plan) == (PaddingMode.WRAP, None, (1, 2), (3, 0))
     altered = dml.plan.MovePlan(plan.in_types, plan.out_types, plan.passes[:-1])
-    assert cb._pad_program(altered) is None
-    assert len(cb.kernel_passes(altered, fuse=True)) == len(altered.passes)
-    assert len(cb.kernel_passes(plan, fuse=False)) == len(plan.passes)
+    assert cs._pad_program(altered) is None
+    assert len(cs.kernel_passes(altered, fuse=True)) == len(altered.passes)
+    assert len(cs.kernel_passes(plan, fuse=False)) == len(plan.passes)
 
 
 def test_move_steps_pick_kernels():
     f32 = DataType.FLOAT32
     plan = CastOperatorDesc(T(f32, [8, 64]), T(DataType.FLOAT16, [8, 64])).lower()
-    (name, params, grid, smem, s, d), = cb.move_steps(plan, [0], [512], [0])
-    U = cb.CVT_UNROLL
-    assert name == f"move_cvt<u32, u16, u32, 8, 1, 2, 0, {U}, {cb.CVT_FLAGS}>" and params.count == 512
+    (name, params, grid, smem, s, d), = cs.move_steps(plan, [0], [512], [0])
+    U = cs.CVT_UNROLL
+    assert name == f"move_cvt<u32, u16, u32, 8, 1, 2, 0, {U}, {cs.CVT_FLAGS}>" and params.count == 512
     assert (s, d) == (0, 0)
-    assert grid == (-(-512 // (cb.THREADS * 8 * U)),)
+    assert grid == (-(-512 // (cl.THREADS * 8 * U)),)
     plan = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
-    steps = cb.move_steps(plan, [0, 0], [32, 32], [0])
+    steps = cs.move_steps(plan, [0, 0], [32, 32], [0])
     assert [st[0].split("<")[0] for st in steps] == ["strided_copy"] * 2 and [st[4] for st in steps] == [0, 1]
     plan = PaddingOperatorDesc(T(f32, [4, 8]), None, PaddingMode.CONSTANT, 2.5, [1, 1], [1, 1]).lower()
-    (name, params, *_), = cb.move_steps(plan, [0], [32], [0], fuse=True)
+    (name, params, *_), = cs.move_steps(plan, [0], [32], [0], fuse=True)
     assert name.startswith("move_vec<u32, u32, 2,") and name.endswith(", 1, 1, 0, 1>")
     assert params.fill_bits == int(np.float32(2.5).view(np.uint32))
     assert [params.dim[i].map_mode for i in range(2)] == [5, 5]
     wide = PaddingOperatorDesc(T(f32, [4, 30]), None, PaddingMode.REFLECTION, 0.0, [1, 1], [1, 1]).lower()
-    (name, params, grid, *_), = cb.move_steps(wide, [0], [120], [0], fuse="rows")
+    (name, params, grid, *_), = cs.move_steps(wide, [0], [120], [0], fuse="rows")
     assert name == "move_pad<u32, 2, u32>" and grid == (1,) and params.dim[1].size == 32
-    assert [st[0].split("<")[0] for st in cb.move_steps(plan, [0], [32], [0], fuse="rows")][0] != "move_pad"
-    U, minb, flags = cb.PAD_WORDS
-    (name, params, grid, *_), = cb.move_steps(wide, [0], [120], [0], fuse="words")
-    assert name == f"move_padw<u32, 2, {U}, {minb}, {flags}>" and params.count == 6 * 32
-    assert grid == (-(-(6 * 32 // 4 + 2) // (cb.THREADS * U)),)
+    assert [st[0].split("<")[0] for st in cs.move_steps(plan, [0], [32], [0], fuse="rows")][0] != "move_pad"
+    U, minb = cs.PAD_WORDS
+    (name, params, grid, *_), = cs.move_steps(wide, [0], [120], [0], fuse="words")
+    assert name == f"move_padw<u32, 2, {U}, {minb}>" and params.count == 6 * 32
+    assert grid == (-(-(6 * 32 // 4 + 2) // (cl.THREADS * U)),)
+    # rows of 128 bytes: move_padw; of PADR_MIN_BYTES and more: move_padr, a warp per row
+    assert cs.move_steps(wide, [0], [120], [0], fuse="padr")[0][0].startswith("move_padw<")
+    long = PaddingOperatorDesc(T(f32, [5, 100]), None, PaddingMode.REFLECTION, 0.0, [1, 3], [1, 3]).lower()
+    (name, params, grid, *_), = cs.move_steps(long, [0], [500], [0], fuse="padr")
+    assert name == "move_padr<u32, 2, {}, {}, {}>".format(*cs.PAD_ROWS) and grid == (1,) and params.count == 7 * 106
     # a padded output (not contiguous) keeps the row kernel
     padded_out = PaddingOperatorDesc(T(f32, [4, 30]), T(f32, [6, 32], [40, 1]), PaddingMode.REFLECTION, 0.0,
                                      [1, 1], [1, 1]).lower()
-    (name, *_), = cb.move_steps(padded_out, [0], [120], [0], fuse="words")
+    (name, *_), = cs.move_steps(padded_out, [0], [120], [0], fuse="words")
     assert name == "move_pad<u32, 2, u32>"
     plan = SpaceToDepth1OperatorDesc(T(f32, [2, 3, 8, 16]), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH).lower()
-    (name, params, grid, *_), = cb.move_steps(plan, [0], [768], [0])
+    (name, params, grid, *_), = cs.move_steps(plan, [0], [768], [0])
     assert name.startswith("move_tile<u32, ") and name.endswith(", 2, 4>")
     plan = DepthToSpace1OperatorDesc(T(f32, [2, 12, 4, 8]), None, 2, DepthSpaceOrder.DEPTH_COLUMN_ROW).lower()
-    (name, params, grid, *_), = cb.move_steps(plan, [0], [768], [0])
+    (name, params, grid, *_), = cs.move_steps(plan, [0], [768], [0])
     assert name.startswith("move_tile<u32, ") and name.endswith(", 2, 4>")
 
 
@@ -584,10 +589,10 @@ def test_identity_scale_bias_on_cuda(st):
 @pytest.mark.parametrize("mode", list(PaddingMode), ids=lambda m: m.name)
 @pytest.mark.parametrize("dt", [DataType.FLOAT32, DataType.UINT8, DataType.FLOAT64, DataType.INT16],
                          ids=lambda t: t.name)
-@pytest.mark.parametrize("fuse", [False, True, "rows", "words", "elems"], ids=["passes", "fused", "rows", "words",
-                                                                          "elems"])
+@pytest.mark.parametrize("fuse", [False, True, "rows", "words", "padr"], ids=["passes", "fused", "rows", "words",
+                                                                          "padr"])
 def test_pad_modes_on_cuda(mode, dt, fuse, monkeypatch):
-    monkeypatch.setattr(cb, "FUSE_PAD", fuse)
+    monkeypatch.setattr(cs, "FUSE_PAD", fuse)
     for sizes, start, end in [((3, 4, 17, 33), (0, 1, 2, 1), (1, 0, 3, 2)), ((1000,), (999,), (5,)),
                               ((2, 1, 5), (1, 0, 4), (0, 0, 9)), ((64, 130), (1, 1), (1, 1)),
                               ((3, 5, 37), (2, 1, 5), (1, 3, 2)), ((2, 3, 40), (0, 2, 0), (1, 1, 0))]:
@@ -687,16 +692,16 @@ def test_record_move_on_raw_pointers_and_variants():
         x = case_inputs([f32], desc.inputs, seed=5)[0]
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0]
         src = cupy.asarray(x.reshape(-1))
-        for fuse, via in itertools.product((True, False, "rows", "words"), ("auto", "move", "strided_copy")):
-            old = cb.FUSE_PAD, cb.MOVE_PLAIN_VIA
-            cb.FUSE_PAD, cb.MOVE_PLAIN_VIA = fuse, via
+        for fuse, via in itertools.product((True, False, "rows", "words", "padr"), ("auto", "move", "strided_copy")):
+            old = cs.FUSE_PAD, cs.MOVE_PLAIN_VIA
+            cs.FUSE_PAD, cs.MOVE_PLAIN_VIA = fuse, via
             try:
                 out = cupy.full(want.size, 0xAB, dtype=want.dtype)
                 be = cb.CudaBackend(0)          # fresh launch cache: the variant is built
                 be.run_move(plan, [src.data.ptr], [src.size], [out.data.ptr], [out.size], stream.ptr)
                 stream.synchronize()
             finally:
-                cb.FUSE_PAD, cb.MOVE_PLAIN_VIA = old
+                cs.FUSE_PAD, cs.MOVE_PLAIN_VIA = old
             assert _bytes_equal(out.get(), want.reshape(-1)), (desc.OPERATOR, fuse, via)
     with pytest.raises(dml.UnsupportedError, match="not a multiple"):
         plan = cases[-1].lower()
@@ -717,10 +722,10 @@ def _run_raw(desc, x, so=0, do=0, sms=None, **knobs):
     es_in, es_out = x.dtype.itemsize, want_dt.itemsize
     poison = WORD[es_out](int("AB" * es_out, 16))
     out_buf = cupy.full(n_out + do + 8, poison, dtype=WORD[es_out])
-    old = {k: getattr(cb, k) for k in knobs}
+    old = {k: getattr(cs, k) for k in knobs}
     try:
         for k, v in knobs.items():
-            setattr(cb, k, v)
+            setattr(cs, k, v)
         be = cb.CudaBackend(0)
         if sms:
             be.__dict__["multiprocessors"] = sms
@@ -730,29 +735,27 @@ def _run_raw(desc, x, so=0, do=0, sms=None, **knobs):
         cupy.cuda.Device().synchronize()
     finally:
         for k, v in old.items():
-            setattr(cb, k, v)
+            setattr(cs, k, v)
     got = out_buf.get()
     assert (got[:do] == poison).all(), "written before the output"
     assert (got[do + n_out:] == poison).all(), "written past the output"
     return got[do:do + n_out], rec.names
 
 
-PAD_WORD_CASES = [(w, DataType.FLOAT32) for w in ((1, 1, 0), (1, 8, 0), (1, 8, 2), (2, 6, 0), (4, 4, 0), (1, 8, 4),
-                                                  (2, 6, 4), (2, 4, 6))] + \
-    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cb.PAD_WORDS, (2, 4, 2), (1, 8, 4))]
+PAD_WORD_CASES = [(w, DataType.FLOAT32) for w in ((1, 1), (1, 8), (2, 6), (4, 4))] + \
+    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cs.PAD_WORDS, (2, 4))]
 
 
 @pytest.mark.cuda
 @needs_cuda
 @pytest.mark.parametrize("words,dt", PAD_WORD_CASES,
-                         ids=[f"U{w[0]}B{w[1]}F{w[2]}-{t.name}" for w, t in PAD_WORD_CASES])
+                         ids=[f"U{w[0]}B{w[1]}-{t.name}" for w, t in PAD_WORD_CASES])
 def test_pad_words_kernel_on_cuda(words, dt):
     """move_padw (every variant benchmarked, on float32; the default on
     other element sizes) gives the CPU backend's bytes for
     every mode, with misaligned input and output addresses, row lengths that
     are no multiple of a 16-byte word, fill rows and planes (CONSTANT along
-    outer axes), one-row outputs, persistent grids of a few blocks, and it
-    writes nothing outside the output."""
+    outer axes), one-row outputs, and it writes nothing outside the output."""
     shapes = [((3, 5, 37), (1, 2, 1), (2, 1, 5)), ((2, 4, 30), (0, 1, 1), (0, 1, 1)),
               ((40,), (3,), (7,)), ((2, 3, 17, 19), (1, 0, 2, 3), (0, 2, 1, 4)),
               ((3, 40, 300), (1, 3, 2), (0, 2, 5)), ((2, 3, 20), (0, 1, 45), (1, 2, 33))]
@@ -768,27 +771,28 @@ def test_pad_words_kernel_on_cuda(words, dt):
             x = case_inputs([dt], [T(dt, sizes)], seed=11)[0]
             want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
             for so, do in ((0, 0), (1, 3), (3, 1), (2, 2)):
-                got, names = _run_raw(desc, x, so, do, sms=2, FUSE_PAD="words", PAD_WORDS=words)
+                got, names = _run_raw(desc, x, so, do, FUSE_PAD="words", PAD_WORDS=words)
                 assert names[0].startswith("move_padw<"), names
                 assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
 
 
-PAD_ELEM_CASES = [(i, t) for t in (DataType.FLOAT32, DataType.UINT8, DataType.INT16, DataType.FLOAT64)
-                  for i in (0, 2)]
+PAD_ROW_CASES = [(w, DataType.FLOAT32) for w in ((2, 1, 0), (1, 8, 0), (2, 1, 4), (4, 1, 0), (1, 1, 4))] + \
+    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cs.PAD_ROWS, (1, 8, 4))]
 
 
 @pytest.mark.cuda
 @needs_cuda
-@pytest.mark.parametrize("items,dt", PAD_ELEM_CASES, ids=[f"I{i}-{t.name}" for i, t in PAD_ELEM_CASES])
-def test_pad_elems_kernel_on_cuda(items, dt):
-    """move_pade (FUSE_PAD "elems") gives the CPU backend's bytes for every
-    mode over move_padw's cases, at misaligned addresses, writing nothing
-    outside the output."""
+@pytest.mark.parametrize("rows,dt", PAD_ROW_CASES, ids=[f"U{w[0]}B{w[1]}F{w[2]}-{t.name}" for w, t in PAD_ROW_CASES])
+def test_pad_rows_kernel_on_cuda(rows, dt):
+    """move_padr (FUSE_PAD "padr", rows of any length) gives the CPU
+    backend's bytes for every mode over move_padw's cases (fill rows, rows
+    no multiple of 16 bytes, borders wider than a word), at misaligned
+    addresses, writing nothing outside the output."""
     for mode, sizes, desc, x in pad_cases(dt, 12):
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
-        for so, do in ((0, 0), (1, 3)):
-            got, names = _run_raw(desc, x, so, do, FUSE_PAD="elems", PAD_ITEMS=items)
-            assert names[0].startswith("move_pade<"), names
+        for so, do in ((0, 0), (1, 3), (3, 1)):
+            got, names = _run_raw(desc, x, so, do, FUSE_PAD="padr", PAD_ROWS=rows, PADR_MIN_BYTES=0)
+            assert names[0].startswith("move_padr<"), names
             assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
 
 
@@ -839,7 +843,7 @@ def test_cvt_kernel_every_pair_on_cuda(unroll):
         words = special_words(st, 3001)
         x = words.view(st.numpy_dtype)
         for dt in TYPES:
-            if unroll != cb.CVT_UNROLL and (st, dt) not in few:
+            if unroll != cs.CVT_UNROLL and (st, dt) not in few:
                 continue
             desc = CastOperatorDesc(T(st, x.shape), T(dt, x.shape))
             want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
@@ -868,11 +872,11 @@ def test_pad_hint_comes_only_from_the_lowering():
         desc = PaddingOperatorDesc(T(DataType.FLOAT32, [3, 4, 5]), None, mode, value, [1, 0, 2], [2, 1, 0])
         plan = desc.lower()
         want_value = value if mode == PaddingMode.CONSTANT else None
-        assert cb._pad_program(plan) == (int(mode), want_value, (1, 0, 2), (2, 1, 0))
-        assert len(cb.kernel_passes(plan, fuse=True)) == 1
-        assert cb._pad_program(dataclasses.replace(plan)) is None
-        assert cb._pad_program(dml.plan.MovePlan(plan.in_types, plan.out_types, plan.passes)) is None
+        assert cs._pad_program(plan) == (int(mode), want_value, (1, 0, 2), (2, 1, 0))
+        assert len(cs.kernel_passes(plan, fuse=True)) == 1
+        assert cs._pad_program(dataclasses.replace(plan)) is None
+        assert cs._pad_program(dml.plan.MovePlan(plan.in_types, plan.out_types, plan.passes)) is None
         assert dataclasses.replace(plan) == plan                 # the hint is not part of the program's value
     # no padding at all: a single copy, nothing to fuse
     plan = PaddingOperatorDesc(T(DataType.FLOAT32, [3, 4]), None, PaddingMode.EDGE, 0.0, [0, 0], [0, 0]).lower()
-    assert cb._pad_program(plan) is None
+    assert cs._pad_program(plan) is None

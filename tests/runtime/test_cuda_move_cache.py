@@ -452,7 +452,7 @@ def test_threads(fake):
     assert all(src == 0x1000_0000 for _, src, _, _ in log)
 
 
-# -- the Python route's record (family_cuda.run_move -> put_move_cuda), end to end ----------------
+# -- the Python route's record (cuda.move -> put_move_cuda), end to end ----------------
 
 class FakeBackend:
     """A CUDA backend's ``record_move`` giving one stand-in launch per pass
@@ -473,15 +473,15 @@ class FakeBackend:
 
 @pytest.fixture
 def fake_framework(fake, monkeypatch):
-    """The family's functions on ``FakeArray``s, through family.py's route
-    as CuPy's module runs it (``family_cupy.run``, without CuPy): validated,
-    then ``family_cuda.run_move`` with the fake allocator and stream, and a
+    """The family's functions on ``FakeArray``s, through front.py's route
+    as CuPy's module runs it (``cupy_adapter.run_move``, without CuPy): validated,
+    then ``cuda.move`` with the fake allocator and stream, and a
     backend of stand-in launches."""
     import types
 
-    from opendml.arrays import family, family_cuda
+    from opendml.arrays import cuda, front
     log = []
-    monkeypatch.setattr(family_cuda, "get_backend", lambda name: FakeBackend(log))
+    monkeypatch.setattr(cuda, "get_backend", lambda name: FakeBackend(log))
 
     def run(call, arrays):
         since = calls.generation() if call.ccall is not None else None
@@ -497,9 +497,9 @@ def fake_framework(fake, monkeypatch):
             out = fake.empty(shape, dtype)
             return out, out.data.ptr
         record = None if since is None else (call, tuple(arrays) if call.ccall[2] else arrays[0], since)
-        return family_cuda.run_move(desc, [entry(x) for x in arrays], allocate, 0, fake.stream_ptr(),
+        return cuda.move(desc, [entry(x) for x in arrays], allocate, 0, fake.stream_ptr(),
                                     record=record)
-    monkeypatch.setitem(family._BY_TYPE, FakeArray, types.SimpleNamespace(run=run))
+    monkeypatch.setitem(front._BY_TYPE, FakeArray, types.SimpleNamespace(run_move=run))
     return log
 
 
@@ -529,7 +529,7 @@ def _fake_calls():
 
 @pytest.mark.parametrize("case", range(len(_fake_calls())))
 def test_the_route_records_what_it_ran_and_the_cache_replays_it(fake_framework, case):
-    """The route (family.py -> family_cuda.run_move) records its launches; the
+    """The route (front.py -> cuda.move) records its launches; the
     next call is served from C and queues the same launches, in the same
     order, from the same source addresses, into its own outputs."""
     log = fake_framework

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import opendml as dml
-import opendml.arrays as api
+import opendml.arrays.front as api
 from opendml.arrays import planner
 from opendml.model import TensorDesc
 from opendml.runtime import get_backend
-from opendml.runtime.cuda import backend as cuda_backend
+from opendml.runtime.cuda import tuned as ct
 from tests.conftest import native_available
 from tests.test_newshape_fastpaths import slice1_args, slice_args, window_args
 from tests.test_newshape_plain import unfold_fields
@@ -42,7 +42,7 @@ def zeros(shape, dtype):
 
 
 def call_of(fn, x, *args):
-    """The OpCall the array-API function ``fn`` makes for ``x`` and ``args``."""
+    """The Call the array-API function ``fn`` makes for ``x`` and ``args``."""
     got = []
     real = api._run
     api._run = lambda x, call: got.append(call)
@@ -78,7 +78,7 @@ def compare(call, shape, strides, es, src, dst):
     spec = _native().cuda_spec(KINDS[kernel], es, tuple(shape), strides, tuple(fields), src, dst)
     layout = planner.array_layout(tuple(shape), tuple(s * es for s in strides), es)
     _, plan = planner.plan_for(call, dtype, tuple(shape), layout)
-    name, params, grid, smem = cuda_backend.launch_spec(plan, src, layout.span, dst)
+    name, params, grid, smem = ct.launch_spec(plan, src, layout.span, dst)
     assert spec is not None, (call, shape, strides, es)
     assert spec == (name, bytes(params), grid[0], smem, layout.origin), (call, shape, strides, es, src, dst)
     return spec

@@ -222,7 +222,7 @@ def test_allocation_error_is_an_opendml_validation_and_memory_error():
 
 def test_family_outputs_that_cannot_be_allocated_raise_allocation_error(monkeypatch):
     import opendml as dml
-    from opendml.arrays import family
+    from opendml.arrays import front
     x = np.zeros((2, 3), np.float32)
 
     def no_memory(shape, dtype):
@@ -231,6 +231,6 @@ def test_family_outputs_that_cannot_be_allocated_raise_allocation_error(monkeypa
     # C's new-shape route allocates without np.empty; where its own allocation
     # fails it answers None (calls.c allocation_failed) and the Python route
     # below runs, allocates again and names the error: decline as it then does
-    monkeypatch.setattr(family, "_move_new", lambda *args: None)
+    monkeypatch.setattr(front, "_move_new", lambda *args: None)
     with pytest.raises(dml.AllocationError, match=r"TILE: cannot allocate the output of shape \(4, 9\)"):
         dml.tile(x, [2, 3])

@@ -1,12 +1,16 @@
-"""What the array API's front and its framework modules share, below both:
+"""What the array API's front and its framework adapters share, below both:
 which framework an array belongs to (``framework_of``, by type, looked up
 only where the framework is already imported) and ``front``, the namespace
-holding the array API's public functions, which the front fills once it is
-imported. A framework module that calls the array API again (an adjoint, a
-batching rule, a Dask task) reads ``front.slice1`` there at call time, so no
-framework module imports the front (``opendml.arrays``) back: the front
-imports them (by name, through ``importlib``, when an array of theirs first
-comes in), never the other way.
+holding the array API's public functions, which ``opendml.arrays`` fills
+once the front (``arrays/front.py``) and the index functions are imported.
+An adapter that calls the array API again (an adjoint, a batching rule, a
+Dask task) reads ``front.slice1`` there at call time, so no adapter imports
+``opendml.arrays`` back: the front loads them (by name, through
+``importlib``: ``torch.adapter``, ``cupy_adapter``, ``jax_adapter``,
+``dask_adapter``) when an array of theirs first comes in. (The JAX, Dask
+and PyTorch adapters still import the front's NumPy move route and adjoints,
+``front.execute``, ``run_numpy``, ``adjoint``: the one import cycle of this
+layer, listed in ``tests/test_layers.py``.)
 """
 from __future__ import annotations
 
@@ -18,12 +22,12 @@ import numpy as np
 __all__ = ["FRAMEWORKS", "READABLE", "front", "framework_of", "enter_graph_whole", "on_enter_graph_whole"]
 
 #: (module that must already be imported, attribute of its array type),
-#: checked in order after NumPy; the fronts map the module's name to their
-#: module for it.
+#: checked in order after NumPy; the front maps the module's name to its
+#: adapter for it.
 FRAMEWORKS = (("torch", "Tensor"), ("cupy", "ndarray"), ("jax", "Array"), ("dask.array", "Array"))
 
-#: The array API's public functions (``slice``, ``slice1``, ..., ``tile``),
-#: set by ``opendml.arrays`` as it is imported.
+#: The array API's public functions (``slice``, ``slice1``, ..., ``tile``,
+#: ``gather``, ...), set by ``opendml.arrays`` as it is imported.
 front = types.SimpleNamespace()
 
 #: Framework module name -> ``check(x, function)``, registered by that

@@ -7,14 +7,23 @@ device and current stream.
 An array whose data pointer is not a multiple of its item size (made at an
 odd offset of a raw allocation) is refused with ``UnsupportedError`` naming
 the pointer, before anything reads it; an output the allocator cannot give
-raises ``AllocationError`` (``runtime/alloc.py``)."""
+raises ``AllocationError`` (``runtime/alloc.py``).
+
+The data-movement family (``run_move``) is validated on the arrays' shapes
+and dtypes, then its move program runs on the array's GPU (``arrays.cuda``)
+on CuPy's current stream, outputs placed as above; results equal the NumPy
+call byte for byte. A call offered to the C call cache is recorded there
+(its launches) and the next such call is served from C
+(``runtime.calls.move``)."""
 from __future__ import annotations
 
 import cupy
 
+from ..model.errors import UnsupportedError, ValidationError
 from ..runtime import alloc, calls, get_backend
 from ..runtime.cuda.backend import check_alignment
-from .planner import OpCall, plan_for_strides
+from . import cuda
+from .planner import plan_for_strides
 
 #: CUDA backends per device number (get_backend's lookup, without its string keys).
 _BACKENDS: dict = {}
@@ -45,7 +54,7 @@ def _empty(shape, dtype):
     return cupy.ndarray(shape, dtype, raw.data + (-raw.data.ptr % 16))
 
 
-def run(x, call: OpCall):
+def run(x, call):
     since = calls.generation()
     planned = (x.shape, x.strides)        # the record checks x still has them
     desc, plan, layout = plan_for_strides(call, x.dtype, planned[0], planned[1], x.itemsize)
@@ -74,6 +83,38 @@ def run(x, call: OpCall):
                 # The next call like this one is served from C (runtime/calls.py).
                 calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since, planned)
     return out
+
+
+_KINDS = "iuf"
+
+
+def run_move(call, arrays) -> list:
+    since = calls.generation() if call.ccall is not None else None   # before any setting is read
+    for x in arrays:
+        if x.dtype.kind not in _KINDS or x.dtype.itemsize not in (1, 2, 4, 8):
+            raise ValidationError(f"{call.name}: unsupported dtype {x.dtype}")
+    device_id = arrays[0].device.id
+    for i, x in enumerate(arrays):
+        if x.device.id != device_id:
+            raise UnsupportedError(f"{call.name}: every array must be on one GPU; got devices {device_id} and "
+                                   f"{x.device.id} (arrays[{i}])")
+    desc = call.describe_arrays([x.dtype for x in arrays], [x.shape for x in arrays])
+
+    def entry(a):
+        def pack():
+            with a.device:
+                packed = _empty(a.shape, a.dtype)
+                packed[...] = a
+            return entry(packed)
+        return a, a.data.ptr, a.shape, a.strides, a.itemsize, pack
+
+    def allocate(shape, dtype):
+        out = _empty(shape, dtype)
+        return out, out.data.ptr
+    with cupy.cuda.Device(device_id):
+        record = None if since is None else (call, tuple(arrays) if call.ccall[2] else arrays[0], since)
+        return cuda.move(desc, [entry(x) for x in arrays], allocate, device_id, _current_stream_ptr(),
+                        errors=(cupy.cuda.memory.OutOfMemoryError,), record=record)
 
 
 calls.register_cupy(cupy.ndarray, cupy.empty, cupy.cuda.runtime.getDevice, _current_stream_ptr)

@@ -57,6 +57,19 @@ at most 1 GiB by default) for the next output of about the same size; Dask
 counts that memory as unmanaged, so on workers with a memory limit set it to
 a few chunk sizes, or 0.
 
+The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``,
+...) is lazy and block by block too, generic over what each operator module
+declares: the operator's ``chunking()`` says which input axes a block-wise
+run needs in one chunk (PADDING's padded axes, JOIN's and SPLIT's ``Axis``,
+TILE's repeated axes, the channels of SPACE_TO_DEPTH/DEPTH_TO_SPACE) or cut
+at multiples of a size (the spatial axes of SPACE_TO_DEPTH, at multiples of
+``BlockSize``); the inputs are rechunked so (other axes keep their chunks;
+several inputs take the first one's chunks there), and one task per block
+runs the same call on that block in memory: IDENTITY and CAST element-wise
+on the chunks as they are. The output's chunks follow from the operator's
+own shape rule applied to the blocks; SPLIT's outputs share one task per
+block. The call is validated on the whole arrays when the graph is built.
+
 Dask is imported by this module only; opendml imports it when a Dask array
 comes in.
 """
@@ -66,6 +79,7 @@ import bisect
 import dataclasses
 import itertools
 import math
+import operator
 import types
 
 import dask
@@ -73,12 +87,14 @@ import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from dask.utils import parse_bytes
 
-from ..model import DataType, TensorDesc, ValidationError
+from ..model import ValidationError
 from ..ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
+from .front import run_list
 from ._dispatch import front
+from .planner import logical_desc
 
 __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad"]
 
@@ -105,12 +121,6 @@ def _dtype(x) -> np.dtype:
     around first, so the result is always in native (little-endian) order."""
     dt = np.dtype(x.dtype)
     return dt.newbyteorder("=") if dt.byteorder == ">" else dt
-
-
-def _tensor(dtype, shape):
-    if len(shape) == 0:
-        raise ValidationError("TensorDesc: DimensionCount must be in [1, 8]; got 0 (a 0-d array)")
-    return TensorDesc(DataType.from_numpy(dtype), tuple(shape))
 
 
 def _target_bytes() -> int:
@@ -616,18 +626,95 @@ class _SliceGrad:
 
 
 def run(x, call):
-    """The adapter entry point: ``call`` (an ``OpCall`` of the array API) on a
+    """The adapter entry point: ``call`` (a ``Call`` of the array API) on a
     Dask array, validated on the whole array's shape, then built lazily by
     the graph builder of the operator's declared chunking kind
     (``chunking()``, see ``opendml.ops._spec``)."""
     _check_array(x, call.name.upper())
     dt = _dtype(x)
-    desc = call.make_desc(_tensor(dt, x.shape))
+    desc = call.make_desc(logical_desc(dt, x.shape))
     desc.validate()                                    # the in-memory call's support tables and messages
     return _BUILDERS[desc.chunking()](x, dt, desc)
 
 
 _BUILDERS = {GATHER: _gather, SCATTER: _scatter, WINDOWS: _windows, WINDOW_SUMS: _window_sums}
+
+
+# -- the data-movement family: one builder for every operator -----------------
+
+def _aligned(chunks: tuple, m: int) -> tuple:
+    """``chunks`` with every boundary moved down to a multiple of ``m``
+    (the total is one)."""
+    total = sum(chunks)
+    cuts, at = [], 0
+    for c in chunks[:-1]:
+        at += c
+        cut = at - at % m
+        if cut > (cuts[-1] if cuts else 0):
+            cuts.append(cut)
+    edges = [0, *cuts, total]
+    return tuple(b - a for a, b in zip(edges, edges[1:]))
+
+
+def _run_block(call, index, *blocks):
+    outs = run_list(call, blocks)
+    return outs if index is None else outs[index]
+
+
+def run_move(call, arrays) -> list:
+    for i, x in enumerate(arrays):
+        if any(math.isnan(c) for axis in x.chunks for c in axis):
+            raise ValidationError(f"{call.name}: the chunk sizes of arrays[{i}] are unknown (NaN); call "
+                                  f"x.compute_chunk_sizes() first")
+    dtypes = [np.dtype(x.dtype) for x in arrays]
+    desc = call.describe_arrays(dtypes, [x.shape for x in arrays])
+    rules = desc.chunking() if hasattr(desc, "chunking") else {k: 0 for k in range(len(arrays[0].shape))}
+    first = arrays[0]
+    chunks = []
+    for k, c in enumerate(first.chunks):
+        rule = rules.get(k)
+        chunks.append(c if rule is None else (sum(c),) if rule == 0 else _aligned(c, rule))
+    inputs = []
+    for x in arrays:
+        want = tuple((x.shape[k],) if rules.get(k) == 0 else c for k, c in enumerate(chunks))
+        inputs.append(x if x.chunks == want else x.rechunk(want))
+    grid = [len(c) for c in inputs[0].chunks]
+
+    def block_desc(index):
+        shapes = [tuple(x.chunks[k][i] for k, i in enumerate(index)) for x in inputs]
+        return call.describe_arrays(dtypes, shapes)
+
+    # The output's chunks: the operator's shape rule on the blocks along each axis.
+    n_out = len(desc.outputs)
+    out_chunks = [[[] for _ in grid] for _ in range(n_out)]
+    for k, n in enumerate(grid):
+        for i in range(n):
+            d = block_desc(tuple(i if j == k else 0 for j in range(len(grid))))
+            for o, t in enumerate(d.outputs):
+                out_chunks[o][k].append(t.sizes[k])
+    token = tokenize(call.name, desc, *inputs)
+    raw = f"opendml-{call.name}-{token}"
+    names = [raw] if n_out == 1 and not call.multi else [f"opendml-{call.name}-{o}-{token}" for o in range(n_out)]
+    tasks: dict = {}
+    picks: list = [{} for _ in names]
+    for index in np.ndindex(*grid):
+        keys = [(x.name, *index) for x in inputs]
+        if names[0] == raw:
+            tasks[(raw, *index)] = (_run_block, call, 0, *keys)
+        else:
+            tasks[(raw, *index)] = (_run_block, call, None, *keys)
+            for o, name in enumerate(names):
+                picks[o][(name, *index)] = (operator.getitem, (raw, *index), o)
+    graph = HighLevelGraph.from_collections(raw, tasks, dependencies=inputs)
+    outs = []
+    for o, name in enumerate(names):
+        g = graph if name == raw else HighLevelGraph({**graph.layers, name: MaterializedLayer(picks[o])},
+                                                     {**graph.dependencies, name: {raw}})
+        t = desc.outputs[o]
+        meta = meta_from_array(first._meta, len(t.sizes), t.data_type.numpy_dtype)
+        outs.append(da.Array(g, name, tuple(tuple(c) for c in out_chunks[o]), meta=meta))
+    return outs
+
 
 #: The array API's functions as this module found them when it loaded: the
 #: public functions above are those on a Dask array (the tasks look the

@@ -1,6 +1,7 @@
 """The array API of the index-driven operators: ``gather``, ``gather_elements``,
-``gather_nd``, ``scatter_elements``, ``scatter_nd``, ``one_hot`` and
-``reverse_subsequences``, on NumPy arrays (and through the family's
+``gather_nd``, ``scatter_elements``, ``scatter_nd``, ``one_hot``,
+``reverse_subsequences`` and ``diagonal_matrix`` (DIAGONAL_MATRIX1, which
+DirectML's index pages list beside them), on NumPy arrays (and through the family's
 framework routes, ``family.run_list``, on the frameworks it runs).
 
 Each function builds the operator's description (``opendml.ops``) for its
@@ -28,6 +29,12 @@ DirectML does: neither checks.
 Scatters with repeated indices keep the last update in row-major order of
 the indices, on every backend.
 
+Repeated NumPy calls are served by the compiled kernels' call cache for
+these functions (``_index.call``, runtime/cpu/indexed/index.c; see "The C
+call cache" below), where the index check is done by the kernel as it reads
+each index; a bad index there sends the call to the route, which raises the
+same error.
+
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
 data inputs; the adjoints are index-driven move programs of their own
@@ -39,20 +46,36 @@ Indices get no gradient.
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
 import numpy as np
 
+from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
+from ..plan import Copy, Fill, Gather, Scatter
 from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
                    ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc, ScatterNdOperatorDesc)
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
-from . import _contract, _dispatch, family, family_cache
+from ..ops.diagonal_matrix import DiagonalMatrix1OperatorDesc
+from ..runtime import calls as _calls
+from ..runtime import get_backend
+from ..runtime.config import CACHE_MIN_BYTES, _listeners as _config_listeners
+from ..runtime.cpu import numpy_kernels
+from ..runtime.cpu.backend import INDEX_MAX_AXES, MOVE_MAX_RANK, WORDS, IndexParams
+from . import _contract, _dispatch, family_cache
+from . import front as family
+from .planner import logical_desc
+
+try:
+    from ..runtime.cpu import _index
+except ImportError:                    # no compiled kernels: the Python route serves every call
+    _index = None
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
-           "reverse_subsequences"]
+           "reverse_subsequences", "diagonal_matrix"]
 
 def _shape(x, where: str, name: str) -> tuple[int, ...]:
     """An array's shape as ints (``_checked`` has made sure it is an array)."""
@@ -188,14 +211,166 @@ def _like(a, x, where: str):
     return values
 
 
-def _run(name: str, make, arrays, shape, fields=None):
+# -- The C call cache ------------------------------------------------------------------------------------
+
+# A repeated call on NumPy arrays (same function, dtypes, shapes, byte strides
+# and exact int/None arguments) is served by ``_index.call`` (the compiled
+# kernels' call cache, runtime/cpu/indexed/index.c) before any Python runs:
+# the new output, with the index check fused into the passes (a bad index
+# makes it answer False, and the Python route then runs the call and raises
+# its error naming the first one); None where it has no entry. The Python
+# route records each call it ran there (``_record``): the move program's
+# passes as that kernel's parameters. Every ``opendml.configure()`` empties
+# it (``configure(call_cache=False)`` or the NumPy kernels turn it off); a
+# replaced ``family.execute`` (a spy) or a backend whose ``prepare`` was
+# replaced on the instance is given every call.
+
+(_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND, _ONE_HOT, _REVERSE) = range(7)
+_CHECKED = frozenset((_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND))
+_EXECUTE = family._EXECUTE
+
+
+def _miss(*args):
+    return None
+
+
+_call = _index.call if _index is not None and hasattr(_index, "call") else _miss
+if _call is not _miss:
+    _config_listeners.append(lambda cfg: _index.clear(cfg.call_cache and cfg.cpu_kernels == "compiled"))
+_blocks_set = False
+
+
+def _generation() -> int:
+    """The C cache's generation, read before the call reads any setting: a
+    ``configure()`` since then makes ``_index.put`` refuse the record (the
+    settings' first read empties the caches: it happens first)."""
+    _calls.generation()
+    return _index.generation()
+
+
+def _pass_params(plan, p, checked: bool):
+    """``(source slot or -1, checked, parameter bytes)`` of one pass for
+    ``_index``'s kernel (as ``CpuBackend._index_pass`` packs a Gather or a
+    Scatter; a same-type Copy without maps or scale/bias, or a Fill, as a
+    pass without index axes), or None where the kernel does not take it."""
+    r = len(getattr(p, "sizes", ()))
+    if r > MOVE_MAX_RANK or getattr(p, "dst", None) != 0:
+        return None
+    t = type(p)
+    out_t = plan.out_types[0]
+    size = DataType(out_t).numpy_dtype.itemsize
+    params = IndexParams(element_size=size, data_type=out_t, rank=r, dst_offset=p.dst_offset)
+    params.sizes[:r] = p.sizes
+    params.dst_strides[:r] = p.dst_strides
+    src = -1
+    if t is Fill:
+        params.kind, params.has_value = 1, 1
+        params.value_bits = int(numpy_kernels.fill_value(p.value, out_t).view(WORDS[size]))
+        return src, False, bytes(params)
+    if t is Copy:
+        if p.maps is not None or p.scale_bias is not None or plan.in_types[p.src] != out_t:
+            return None
+        params.outer, params.src_offset, src = r, p.src_offset, p.src
+        params.src_strides[:r] = p.src_strides
+        return src, False, bytes(params)
+    if (t is not Gather and t is not Scatter) or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
+        return None
+    params.kind, params.outer, params.src_offset = int(t is Scatter), numpy_kernels.outer_count(p), p.src_offset
+    params.naxes = len(p.indices)
+    params.src_strides[:r] = p.src_strides
+    src = p.src
+    if t is Scatter:
+        params.accumulate = int(bool(p.accumulate))
+        if p.value is not None:
+            params.has_value, src = 1, -1
+            params.value_bits = int(numpy_kernels.fill_value(p.value, out_t).view(WORDS[size]))
+    for a, ix in enumerate(p.indices):
+        ax = params.axes[a]
+        ax.slot, ax.type, ax.offset, ax.stride, ax.bound = (ix.index, plan.in_types[ix.index], ix.index_offset,
+                                                            ix.stride, ix.bound)
+        ax.mode, ax.out_of_range, ax.axis = ix.mode, ix.out_of_range, ix.axis
+        ax.strides[:r] = ix.index_strides
+    return src, checked, bytes(params)
+
+
+def _reads_all(plan, passes, arrays, checked: bool) -> bool:
+    """Whether the checked passes read every element of every index array
+    they read (the fused check is then the whole check): each index axis
+    reads its share (the array's size over the axes reading it) at distinct
+    positions; an empty pass reads nothing."""
+    if not checked:
+        return True
+    slots = {ix.index for p in passes for ix in getattr(p, "indices", ())}
+    for slot in slots:
+        n = arrays[slot].size
+        reading = [(p, ix) for p in passes for ix in getattr(p, "indices", ()) if ix.index == slot]
+        if n and not reading:
+            return False
+        for p, ix in reading:
+            reads = math.prod(s for s, t in zip(p.sizes, ix.index_strides) if t and s > 1) if p.count else 0
+            if reads * sum(1 for q, _ in reading if q is p) != n:
+                return False
+    return True
+
+
+def _record(ccall, call, arrays, shape, since):
+    """The route of a call on NumPy arrays that the C call cache can hold
+    (``ccall``: ``_index.call``'s arguments; ``call`` its FamilyCall;
+    ``arrays`` the route's inputs, views of ``ccall``'s arrays (reshaped,
+    never copied: ``_index.put`` checks each one's element 0 against its own
+    reading of ``ccall``'s array); ``shape``
+    the result's): validated
+    and lowered as ``family.run_numpy`` does (the same errors), its passes
+    recorded in the C call cache, then run from there. None where the cache
+    cannot hold it (the family's route then runs it)."""
+    global _blocks_set
+    given = ccall[2:2 + len(arrays)]
+    if type(ccall[1]) is not bool or any(f is not None and type(f) is not int for f in ccall[2 + len(arrays):]) or \
+            any(type(a) is not np.ndarray or type(g) is not np.ndarray or not g.flags.aligned or
+                not g.dtype.isnative for a, g in zip(arrays, given)):
+        return None                        # what _index.call would not key
+    backend = get_backend("cpu")
+    if backend._native is None or backend.kernels != "compiled" or not backend.config.call_cache or \
+            "prepare" in backend.__dict__ or family.execute is not _EXECUTE:
+        return None
+    if not _blocks_set:
+        _index.setup(backend._native.Block, backend._native.cache_limit, CACHE_MIN_BYTES)
+        _blocks_set = True
+    arrays = [family._array(x, call.name) for x in arrays]
+    desc = call.describe([logical_desc(a.dtype, a.shape) for a in arrays])
+    prepared = [family._prepared(a) for a in arrays]
+    plan = desc.lower(in_layouts=[p[1] for p in prepared])
+    checked = ccall[0] in _CHECKED
+    passes = [p for p in plan.passes if p.count]
+    params = []
+    for p in passes:
+        got = _pass_params(plan, p, checked and type(p) in (Gather, Scatter))
+        if got is None:
+            return None
+        params.append(got)
+    dtype = desc.outputs[0].data_type.numpy_dtype
+    origins = tuple(origin * a.itemsize for a, (_, (_, origin), _) in zip(arrays, prepared))
+    if not _index.put(ccall, since, dtype, tuple(shape), math.prod(shape) * dtype.itemsize >= CACHE_MIN_BYTES,
+                      origins, _reads_all(plan, passes, arrays, checked), tuple(params)):
+        return None
+    got = _call(*ccall)
+    return got if type(got) is np.ndarray else None
+
+
+def _run(name: str, make, arrays, shape, fields=None, ccall=None):
     """Run ``make``'s description on ``arrays``; ``fields`` (every value
     ``make`` reads besides the arrays' dtypes and shapes) lets the NumPy
     route serve a repeated call's description and plan from the family's
     cache."""
+    since = _generation() if ccall is not None and _call is not _miss and type(ccall[2]) is np.ndarray else None
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     key = None if fields is None else family_cache.call_key(name, *fields)
-    out = family.run_list(family.FamilyCall(name, make, key=key), arrays)[0]
+    call = family.FamilyCall(name, make, key=key)
+    if since is not None:
+        out = _record(ccall, call, arrays, shape, since)
+        if out is not None:
+            return out
+    out = family.run_list(call, arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
 
 
@@ -227,6 +402,15 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
         A bad argument, or (``check_indices``) the first index out of range,
         named with its value and position.
     """
+    if family.execute is _EXECUTE:
+        out = _call(_GATHER, check_indices, x, indices, axis, index_dimensions)
+        if out is not None and out is not False:     # (False: an index out of range; the route names it)
+            return out
+    return _gather(x, indices, axis, index_dimensions, check_indices)
+
+
+def _gather(x, indices, axis, index_dimensions, check_indices):
+    ccall = (_GATHER, check_indices, x, indices, axis, index_dimensions)
     where = "gather"
     _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
@@ -246,7 +430,7 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
     shape = xs[:a] + is_[ri - k:] + xs[a + 1:]
     ap = a + r - len(xs)
     return _run(where, lambda tx, ti: GatherOperatorDesc(tx, ti, None, ap, k),
-                [_lead(x, r), _lead(indices, r)], shape, (ap, k))
+                [_lead(x, r), _lead(indices, r)], shape, (ap, k), ccall)
 
 
 def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = True):
@@ -254,6 +438,15 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
     ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
     ``gather``."""
+    if family.execute is _EXECUTE:
+        out = _call(_GATHER_ELEMENTS, check_indices, x, indices, axis)
+        if out is not None and out is not False:     # (False: an index out of range; the route names it)
+            return out
+    return _gather_elements(x, indices, axis, check_indices)
+
+
+def _gather_elements(x, indices, axis, check_indices):
+    ccall = (_GATHER_ELEMENTS, check_indices, x, indices, axis)
     where = "gather_elements"
     _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
@@ -262,7 +455,7 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     a = _contract.axis(axis, len(xs), where)
     if check_indices and len(xs):
         check_index_values(_host(indices), xs[a], where)
-    return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_, (a,))
+    return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_, (a,), ccall)
 
 
 def _nd_rank(xs, is_, b):
@@ -275,6 +468,15 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     tuples of q entries into ``x``'s dimensions after the first
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
+    if family.execute is _EXECUTE:
+        out = _call(_GATHER_ND, check_indices, x, indices, batch_dimensions)
+        if out is not None and out is not False:     # (False: an index out of range; the route names it)
+            return out
+    return _gather_nd(x, indices, batch_dimensions, check_indices)
+
+
+def _gather_nd(x, indices, batch_dimensions, check_indices):
+    ccall = (_GATHER_ND, check_indices, x, indices, batch_dimensions)
     where = "gather_nd"
     _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
@@ -293,7 +495,7 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     r = _nd_rank(xs, is_, b)
     shape = is_[:-1] + xs[b + q:]
     return _run(where, lambda tx, ti: GatherNd1OperatorDesc(tx, ti, None, len(xs), len(is_), b),
-                [_lead(x, r), _lead(indices, r)], shape, (len(xs), len(is_), b))
+                [_lead(x, r), _lead(indices, r)], shape, (len(xs), len(is_), b), ccall)
 
 
 def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_indices: bool = True):
@@ -302,6 +504,15 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins. Indices and
     ``check_indices`` as for ``gather``."""
+    if family.execute is _EXECUTE:
+        out = _call(_SCATTER_ELEMENTS, check_indices, x, indices, updates, axis)
+        if out is not None and out is not False:     # (False: an index out of range; the route names it)
+            return out
+    return _scatter_elements(x, indices, updates, axis, check_indices)
+
+
+def _scatter_elements(x, indices, updates, axis, check_indices):
+    ccall = (_SCATTER_ELEMENTS, check_indices, x, indices, updates, axis)
     where = "scatter_elements"
     _checked(where, x, indices=indices, updates=updates)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
@@ -311,7 +522,7 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     if check_indices and len(xs):
         check_index_values(_host(indices), xs[a], where)
     return _run(where, lambda tx, ti, tu: ScatterElementsOperatorDesc(tx, ti, tu, None, a), [x, indices, updates],
-                xs, (a,))
+                xs, (a,), ccall)
 
 
 def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True):
@@ -319,6 +530,15 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
     ``indices``' tuples (its last axis, q entries) replaced by ``updates``
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
     update in row-major order wins."""
+    if family.execute is _EXECUTE:
+        out = _call(_SCATTER_ND, check_indices, x, indices, updates)
+        if out is not None and out is not False:     # (False: an index out of range; the route names it)
+            return out
+    return _scatter_nd(x, indices, updates, check_indices)
+
+
+def _scatter_nd(x, indices, updates, check_indices):
+    ccall = (_SCATTER_ND, check_indices, x, indices, updates)
     where = "scatter_nd"
     _checked(where, x, indices=indices, updates=updates)
     xs, is_, us = _shape(x, where, "x"), _shape(indices, where, "indices"), _shape(updates, where, "updates")
@@ -336,7 +556,7 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
         check_index_values(_host(indices), xs[:q], where, last_axis=True)
     r = max(_nd_rank(xs, is_, 0), len(us))
     return _run(where, lambda tx, ti, tu: ScatterNdOperatorDesc(tx, ti, tu, None, len(xs), len(is_)),
-                [_lead(x, r), _lead(indices, r), _lead(updates, r)], xs, (len(xs), len(is_)))
+                [_lead(x, r), _lead(indices, r), _lead(updates, r)], xs, (len(xs), len(is_)), ccall)
 
 
 def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
@@ -345,6 +565,15 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
     and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
     negative index of a signed type counts from the end; an index outside
     ``[-depth, depth)`` gives an all-off row (no check)."""
+    if family.execute is _EXECUTE:
+        out = _call(_ONE_HOT, False, indices, values, depth, axis)
+        if out is not None:
+            return out
+    return _one_hot(indices, depth, values, axis)
+
+
+def _one_hot(indices, depth, values, axis):
+    ccall = (_ONE_HOT, False, indices, values, depth, axis)
     where = "one_hot"
     _checked(where, indices, values=values)
     is_ = _shape(indices, where, "indices")
@@ -361,7 +590,7 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
     def make(ti, tv):
         return OneHotOperatorDesc(ti, tv, _contract.sizes_of(where, "OutputTensor",
                                                              lambda: TensorDesc(tv.data_type, shape)), a)
-    return _run(where, make, [ind, val], shape, (shape, a))
+    return _run(where, make, [ind, val], shape, (shape, a), ccall)
 
 
 def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
@@ -369,6 +598,15 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
     sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
     ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
     the axis are clamped to it."""
+    if family.execute is _EXECUTE:
+        out = _call(_REVERSE, False, x, sequence_lengths, axis)
+        if out is not None:
+            return out
+    return _reverse_subsequences(x, sequence_lengths, axis)
+
+
+def _reverse_subsequences(x, sequence_lengths, axis):
+    ccall = (_REVERSE, False, x, sequence_lengths, axis)
     where = "reverse_subsequences"
     _checked(where, x, sequence_lengths=sequence_lengths)
     xs, ls = _shape(x, where, "x"), _shape(sequence_lengths, where, "sequence_lengths")
@@ -376,7 +614,75 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
     if len(ls) == len(xs) - 1:
         sequence_lengths = sequence_lengths.reshape(ls[:a] + (1,) + ls[a:])
     return _run(where, lambda tx, tl: ReverseSubsequencesOperatorDesc(tx, tl, None, a), [x, sequence_lengths], xs,
-                (a,))
+                (a,), ccall)
+
+
+#: ``diagonal_matrix``'s x when left out (None is "not an array", as for every function).
+_NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
+
+
+def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1):
+    """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
+    ``[begin, end)`` of each matrix (the last two axes; the axes before them
+    count a stack), ``x``'s elements elsewhere, or zeros without ``x``. An
+    inverted range (``begin > end``) fills the diagonals outside ``[end,
+    begin)``: ``begin=1, end=0`` keeps only the main diagonal; ``begin ==
+    end`` fills nothing. The defaults give the identity (``np.eye``);
+    ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
+    ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
+    triangle (``np.triu(x, 1)``).
+
+    Parameters
+    ----------
+    x : array, optional
+        The input (2 to 4 dimensions, any framework and strides); the result
+        has its shape, dtype and framework and is differentiable in it
+        (float dtypes: the gradient is the cotangent with the filled
+        diagonals zeroed). Left out: a generator, of ``shape`` and ``dtype``.
+    shape : sequence of int, optional
+        Without ``x``: the result's shape (2 to 4 dimensions); the result is
+        a NumPy array. With ``x``: None or ``x``'s shape.
+    dtype : dtype, optional
+        Without ``x``: the result's dtype (any spelling ``cast`` takes;
+        default float64, as ``np.eye``). With ``x``: None or ``x``'s dtype.
+    value : int or float, optional
+        The value on the filled diagonals (default 1); it must fit the dtype.
+    begin, end : int, optional
+        DiagonalFillBegin and DiagonalFillEnd (INT32 values).
+
+    Raises
+    ------
+    ValidationError
+        A bad argument, named by its DirectML field (``DIAGONAL_MATRIX1:
+        DiagonalFillEnd must be in [-2147483648, 2147483647] (an INT); got
+        ...``), or ``x`` not an array.
+    UnsupportedError
+        A dtype DIAGONAL_MATRIX1 does not take.
+    """
+    where = "diagonal_matrix"
+    if x is _NO_ARRAY:
+        dt = _contract.dtype_argument("float64" if dtype is None else dtype, where)
+        sizes = family._snapshot(shape)
+        if not isinstance(sizes, tuple):
+            raise _contract.field_error(where, "OutputTensor.Sizes", "be given, a sequence of 2 to 4 sizes (shape, "
+                                        "without x)", shape)
+        if not 2 <= len(sizes) <= 4:
+            raise ValidationError(f"{where}: shape must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got "
+                                  f"{len(sizes)} (shape {list(sizes)})")
+        out = _contract.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
+        call = family.FamilyCall(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end),
+                                 key=family_cache.call_key(where, sizes, dt, value, begin, end))
+        return family.run_numpy(call, [])[0]
+    _checked(where, x)
+    xs = _shape(x, where, "x")
+    if shape is not None and family._snapshot(shape) != xs:
+        raise _contract.field_error(where, "OutputTensor.Sizes", f"be None or x's shape {list(xs)} (shape, with "
+                                    "x)", shape)
+    if dtype is not None and _contract.dtype_argument(dtype, where) != _contract.data_type(x.dtype):
+        raise _contract.field_error(where, "OutputTensor.DataType", f"be None or x's dtype {x.dtype} (dtype, with "
+                                    "x)", dtype)
+    return _run(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, value, begin, end), [x], xs,
+                (value, begin, end))
 
 
 def index_adjoint(primal, wrt: int, grad, indices):
@@ -400,7 +706,7 @@ def index_primal(primal, wrt: int, data, indices):
 # What the operator modules' ``adjoint`` methods call (``family.ADJOINT_API``,
 # the namespace ``opendml.ops._spec.AdjointApi`` documents), as the family's
 # own functions are registered there.
-for _name in ("index_adjoint", "index_primal", "reverse_subsequences"):
+for _name in ("index_adjoint", "index_primal", "reverse_subsequences", "diagonal_matrix"):
     setattr(family._AdjointApi, _name, staticmethod(globals()[_name]))
 
 # torch.compile takes these functions into a graph whole (``_dispatch.enter_graph_whole``).

@@ -27,6 +27,16 @@ differentiable): UNFOLD <-> FOLD, SLICE1 (and SLICE) -> SLICE_GRAD, SLICE_GRAD
 (``jax.jvp``, ``jax.jacfwd``) is not available; reverse mode is, to any order.
 Under ``jax.grad`` of an eager (not jitted) function the forward and backward
 passes see concrete arrays and so run the kernels as well.
+
+The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``, ...)
+takes one route for every operator, generic over what its module declares:
+the call is validated on the arrays' (abstract) shapes and dtypes; a
+concrete array runs the NumPy move program on ``np.asarray(x)`` and comes
+back on its device, a traced one runs the same program through
+``jax.pure_callback`` (``vmap_method="sequential"``), the output shapes and
+dtypes read from the description. Where the operator is differentiable for
+its types (``desc.linear_part()``) the call is one ``custom_vjp`` whose
+backward is the operator module's ``adjoint``.
 """
 from __future__ import annotations
 
@@ -41,11 +51,11 @@ from jax import lax
 
 from ..model.errors import UnsupportedError
 from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
-from . import numpy_adapter
+from . import front, numpy_adapter
 from ..ops.unfold import blocks_per_dimension
-from .planner import OpCall, logical_desc
+from .planner import logical_desc
 
-__all__ = ["run", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad", "SUPPORTED_DTYPES",
+__all__ = ["run", "run_move", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad", "SUPPORTED_DTYPES",
            "ZERO_COPY_BYTES", "KERNEL_PLATFORMS"]
 
 #: The 11 element types of DirectML that opendml's operators take, as NumPy names.
@@ -65,7 +75,7 @@ KERNEL_PLATFORMS = ("cpu", "gpu")
 
 # -- entry point ---------------------------------------------------------------
 
-def run(x, call: OpCall):
+def run(x, call):
     # x's dtype and rank were checked by the array API (``_contract.check_input``)
     if isinstance(x, jax.core.Tracer):
         return _linear(_static(call, x), x)
@@ -129,11 +139,10 @@ class _Static:
         return getattr(api, self.name)(x, *self.desc.call_args())
 
     def adjoint(self, g):
-        from .family import ADJOINT_API
-        return self.desc.adjoint(ADJOINT_API, g)[0]
+        return self.desc.adjoint(front.ADJOINT_API, g)[0]
 
 
-def _static(call: OpCall, x):
+def _static(call, x):
     """Validate ``call`` on ``x``'s shape and dtype (opendml's errors, raised
     while tracing) and return it as a hashable static argument."""
     shape = tuple(int(s) for s in x.shape)
@@ -308,3 +317,56 @@ _LAX = {
     "FOLD": lambda d, x: lax_fold(x, d.output_tensor.sizes[2:], d.window_sizes, d.strides, d.dilations,
                                   d.start_padding, d.end_padding),
 }
+
+
+# -- the data-movement family: one route for every operator -------------------
+
+def run_move(call, arrays) -> list:
+    # the arrays' dtypes and ranks were checked by the array API (``_contract.check_inputs``)
+    desc = call.describe_arrays([np.dtype(x.dtype) for x in arrays], [tuple(x.shape) for x in arrays])
+    for t in desc.outputs:
+        dt = t.data_type.numpy_dtype
+        if jax.dtypes.canonicalize_dtype(dt) != dt:
+            raise UnsupportedError(f"{call.name}: the output's dtype {dt} is a 64-bit type, which JAX has turned "
+                                   f"off (jax_enable_x64 is False); enable it or choose a 32-bit type")
+    p = _Static(desc, call.name)
+    if front.differentiable(desc):
+        return list(_move_linear(p, tuple(arrays)))
+    return list(_move_forward(p, tuple(arrays)))
+
+
+def _move_forward(p, xs):
+    desc = p.desc
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
+        return tuple(jax.pure_callback(lambda *a: tuple(front.execute(desc, [np.asarray(v) for v in a])),
+                                       shapes, *xs, vmap_method="sequential"))
+    # the first array that says where it lies (a constant JAX keeps as a NumPy
+    # array inside its transforms, such as a residual, says nothing)
+    devices = next((x.devices() for x in xs if hasattr(x, "devices")), None) or {jax.devices("cpu")[0]}
+    if len(devices) != 1:
+        raise UnsupportedError(f"{p.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
+                               f"gather it on one device first")
+    (dev,) = devices
+    outs = front.execute(desc, [np.asarray(x) for x in xs])
+    return tuple(jax.device_put(o, dev) for o in outs)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _move_linear(p, xs):
+    return _move_forward(p, xs)
+
+
+def _move_fwd(p, xs):
+    # linear: no residuals but the values an adjoint reads (``ADJOINT_INPUTS``:
+    # index arrays, never differentiated); the shapes are in p
+    return _move_linear(p, xs), tuple(xs[i] for i in getattr(p.desc, "ADJOINT_INPUTS", ()))
+
+
+def _move_bwd(p, constants, cts):
+    if not constants:
+        return (tuple(front.adjoint(p.desc, cts)),)
+    return (tuple(p.desc.linear_part().adjoint(front.ADJOINT_API, *cts, *constants)),)
+
+
+_move_linear.defvjp(_move_fwd, _move_bwd)

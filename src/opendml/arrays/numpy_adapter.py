@@ -10,7 +10,7 @@ from ..model.errors import ValidationError
 from ..runtime import calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import WORDS
-from .planner import OpCall, count_planned, plain_plan, plan_for_strides
+from .planner import count_planned, plain_plan, plan_for_strides
 
 _LITTLE = np.little_endian
 
@@ -31,7 +31,7 @@ def as_input(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def run(x: np.ndarray, call: OpCall, record_as=None) -> np.ndarray:
+def run(x: np.ndarray, call, record_as=None) -> np.ndarray:
     """``call`` on ``x``. A compiled-kernel run is recorded in the call cache
     under ``x`` or, where given, ``record_as`` (the PyTorch CPU tensor that
     ``x`` views)."""
@@ -94,7 +94,7 @@ def _planned(planned: tuple, record_as):
     return shape, tuple(s // item for s in strides)
 
 
-def _plain(x: np.ndarray, call: OpCall, given, record_as, since: int, planned: tuple):
+def _plain(x: np.ndarray, call, given, record_as, since: int, planned: tuple):
     """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD or SLICE_GRAD call whose
     plan ``plain_plan`` gives (no description, no plan cache), run by the
     compiled kernels in one C call with an output below ``CACHE_MIN_BYTES``

@@ -1,5 +1,5 @@
 """The planner: an array's layout (shape, byte strides, element size) plus an
-operator call become a validated description and its plan.
+operator call (``front.Call``) become a validated description and its plan.
 
 The input is read where it lies, whatever its strides: axes with negative
 strides are turned around so the lowest address is the plan's origin, and the
@@ -14,7 +14,6 @@ import collections
 import dataclasses
 import itertools
 import threading
-from typing import Any, Callable
 
 import numpy as np
 
@@ -26,48 +25,11 @@ from ..ops import OPERATORS
 from ..runtime.calls import info as call_cache_info
 from ..runtime.cpu.backend import _load_native
 
-__all__ = ["OpCall", "Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "count_planned",
+__all__ = ["Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "count_planned",
            "plan_cache_info", "PLAN_CACHE_SIZE"]
 
 #: Plans the cache keeps (least recently used dropped first).
 PLAN_CACHE_SIZE = 256
-
-#: None's place in a key (None itself means "no key").
-_NONE = ("None",)
-
-
-@stored_init
-@dataclasses.dataclass(frozen=True)
-class OpCall:
-    """One array-API call: the operator name, its arguments as the user gave
-    them, and ``make_desc(input TensorDesc) -> OperatorDesc``."""
-    name: str
-    args: tuple
-    make_desc: Callable[[TensorDesc], Any]
-
-    @property
-    def key(self):
-        """``(name, *frozen arguments)``, or None when an argument has no
-        hashable form: an argument freezes when it is a plain int, None, or a
-        list or tuple of plain ints; anything else gives no key (validated
-        every call). Types are checked exactly: 1.0 == 1 must not reuse an
-        int's plan, nor a NumPy integer (validated as it is) a plain int's.
-        A list or tuple becomes a tuple, which an int or None never equals."""
-        key = [self.name]
-        for value in self.args:
-            t = type(value)
-            if t is list or t is tuple:
-                for v in value:
-                    if type(v) is not int:
-                        return None
-                key.append(tuple(value))
-            elif t is int:
-                key.append(value)
-            elif value is None:
-                key.append(_NONE)
-            else:
-                return None
-        return tuple(key)
 
 
 @stored_init
@@ -166,7 +128,7 @@ _CACHE = _PlanCache(PLAN_CACHE_SIZE)
 _PLANNED = _CACHE._planned
 
 
-def plan_for(call: OpCall, dtype, shape: tuple, layout: Layout):
+def plan_for(call, dtype, shape: tuple, layout: Layout):
     """(description, plan) of ``call`` on an array of ``dtype`` and ``shape``
     laid out as ``layout``, from the cache where the same call was seen."""
     op_key = call.key
@@ -182,7 +144,7 @@ def plan_for(call: OpCall, dtype, shape: tuple, layout: Layout):
     return desc, plan
 
 
-def plan_for_strides(call: OpCall, dtype, shape: tuple, byte_strides: tuple, itemsize: int):
+def plan_for_strides(call, dtype, shape: tuple, byte_strides: tuple, itemsize: int):
     """(description, plan, layout) of ``call`` on an array of ``dtype`` and
     ``shape`` with ``byte_strides``; on a cache hit nothing is computed (the
     layout is cached with the plan). The layout is None when a stride is not a
@@ -236,7 +198,7 @@ def _element_dtype(dtype) -> bool:
     return known
 
 
-def plain_plan(call: OpCall, dtype, shape: tuple, count: int, compiled: bool = True):
+def plain_plan(call, dtype, shape: tuple, count: int, compiled: bool = True):
     """A new shape's route for SLICE, SLICE1, UNFOLD and SLICE_GRAD (issue 19): ``(kernel,
     fields)``, the plan of ``plan_for_strides`` without the array's layout,
     computed without descriptions or the plan cache by the operator's

@@ -115,7 +115,9 @@ def _desc_json(cls, desc, where: str) -> dict:
             raise ModelError(f"{where}: unknown field {_q(key)}; DML_{cls.OPERATOR}_OPERATOR_DESC has "
                              f"{', '.join(allowed)}")
     out = {"Operator": cls.OPERATOR, **desc}
-    for slot in _slots(cls):
+    for slot, declared in zip(_slots(cls), cls.SLOTS):
+        if declared.optional and declared.role == "input" and desc.get(slot.json) is None:
+            continue                       # a _Maybenull_ input left out or null (DIAGONAL_MATRIX1's)
         if slot.json not in desc:
             raise ModelError(f"{where}: missing required field {_q(slot.json)} (a tensor of "
                              f"DML_{cls.OPERATOR}_OPERATOR_DESC)")

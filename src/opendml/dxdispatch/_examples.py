@@ -96,6 +96,8 @@ def example_model(example: dict) -> dict:
     names = {"input": iter(in_names), "output": iter(out_names)}
     for slot in desc.SLOTS:
         value = getattr(desc, slot.attr)
+        if value is None:                  # an optional input left out: nothing to bind
+            continue
         it = names[slot.role]
         tensors = value if slot.many else (value,)
         # an input slot holding an OWNED_BY_DML tensor is bound once, at

@@ -43,6 +43,7 @@ from ._common import OperatorDesc, SupportRow
 from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, IntArray, PaddingMode, ScalarUnion,
                     ScaleBias, Struct, Tensor, UInt)
 from .cast import CastOperatorDesc
+from .diagonal_matrix import DiagonalMatrix1OperatorDesc, DiagonalMatrixOperatorDesc
 from .fold import FoldOperatorDesc
 from .gather import GatherOperatorDesc
 from .gather_elements import GatherElementsOperatorDesc
@@ -90,6 +91,7 @@ OPERATORS: dict[str, type[OperatorDesc]] = {cls.OPERATOR: cls for cls in (
     ScatterNdOperatorDesc,
     OneHotOperatorDesc,
     ReverseSubsequencesOperatorDesc,
+    DiagonalMatrixOperatorDesc, DiagonalMatrix1OperatorDesc,
 )}
 
 #: Other names DirectML gives an operator (``DML_OPERATOR_SCATTER`` for
@@ -104,4 +106,5 @@ __all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Fl
            "SpaceToDepthOperatorDesc", "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc",
            "DepthToSpace1OperatorDesc", "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc",
            "GatherNd1OperatorDesc", "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc",
-           "ReverseSubsequencesOperatorDesc", "max_copied_elements", "OPERATORS", "ALIASES"]
+           "ReverseSubsequencesOperatorDesc", "DiagonalMatrixOperatorDesc", "DiagonalMatrix1OperatorDesc",
+           "max_copied_elements", "OPERATORS", "ALIASES"]

@@ -165,7 +165,8 @@ class OperatorDesc:
         out = []
         for s in self.slots(role):
             v = getattr(self, s.attr)
-            out.extend(v if s.many else (v,))
+            if v is not None or not s.optional:         # (an optional input left out: DIAGONAL_MATRIX1's)
+                out.extend(v if s.many else (v,))
         return tuple(out)
 
     def named_tensors(self, role: str) -> tuple[tuple[str, TensorDesc], ...]:
@@ -176,7 +177,7 @@ class OperatorDesc:
             v = getattr(self, s.attr)
             if s.many:
                 out.extend((f"{s.json}[{i}]", t) for i, t in enumerate(v))
-            else:
+            elif v is not None or not s.optional:
                 out.append((s.json, v))
         return tuple(out)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.data_type import DataType
+from ..model.errors import UnsupportedError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
@@ -99,9 +100,12 @@ class IndexOperatorDesc(MoveOperatorDesc):
         self._check_slot_tensors(same_type=False)
         idx = getattr(self, self.INDEX_ATTR)
         if idx.data_type not in self.INDEX_ANY_LEVEL:
-            raise self._err(f"{self.INDEX_SLOT}.DataType must be an index type "
-                            f"({', '.join(t.name for t in sorted(self.INDEX_ANY_LEVEL, reverse=True))}); "
-                            f"got {idx.data_type.name}")
+            # at no level: the support tables' fault, worded as ``validate``'s
+            newest = max(FeatureLevel)
+            raise UnsupportedError(
+                f"{self.OPERATOR}: {self.INDEX_SLOT}.DataType {idx.data_type.name} is not supported at feature "
+                f"level {newest.label} (supported: "
+                f"{', '.join(t.name for t in sorted(self.SUPPORT[-1].types_of(self.INDEX_SLOT)))})")
         named = dict(self.named_tensors("input") + self.named_tensors("output"))
         if data_slots:
             first = named[data_slots[0]]

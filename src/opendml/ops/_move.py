@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..model._checks import UINT32_MAX, as_int
+from ..model._checks import UINT32_MAX, _short, as_int
+from ..model.data_type import DataType
 from ..model.tensor_desc import TensorDesc, TensorFlags
 from ..plan import MovePlan
 from ._common import OperatorDesc, element_layout
@@ -26,10 +27,12 @@ class MoveOperatorDesc(OperatorDesc):
 
     def _check_slot_tensors(self, *, same_type: bool = True, same_rank: bool = True) -> None:
         """Every slot holds TensorDescs (a ``many`` slot a non-empty sequence of
-        them, stored as a tuple); outputs are not OWNED_BY_DML; where asked,
+        them, stored as a tuple; an optional input may be None); outputs are not OWNED_BY_DML; where asked,
         every tensor has the first input's DataType and DimensionCount."""
         for s in self.SLOTS:
             v = getattr(self, s.attr)
+            if v is None and s.optional and s.role == "input":
+                continue
             if s.many:
                 if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
                     raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
@@ -43,8 +46,9 @@ class MoveOperatorDesc(OperatorDesc):
                 self._set(s.attr, v)
             elif not isinstance(v, TensorDesc):
                 raise self._err(f"{s.json} must be a TensorDesc; got {type(v).__name__}")
-        first_name, first = self.named_tensors("input")[0]
-        for name, t in self.named_tensors("input")[1:] + self.named_tensors("output"):
+        tensors = self.named_tensors("input") + self.named_tensors("output")
+        first_name, first = tensors[0]
+        for name, t in tensors[1:]:
             if same_type and t.data_type != first.data_type:
                 raise self._err(f"{name}.DataType must equal {first_name}.DataType; "
                                 f"got {t.data_type.name} != {first.data_type.name}")
@@ -82,6 +86,43 @@ class MoveOperatorDesc(OperatorDesc):
         if math.isfinite(v) and not np.isfinite(f):
             raise self._err(f"{field} must fit a FLOAT (float32, magnitude <= {FLOAT32_MAX:g}); got {v!r}")
         return float(f)
+
+    def _typed_scalar(self, type_attr: str, type_field: str, value_attr: str, value_field: str) -> None:
+        """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE``
+        field that must equal ``OutputTensor.DataType`` (PADDING1's
+        ``PaddingValue``, DIAGONAL_MATRIX1's ``Value``): an integer value in
+        its type's range, a float one not overflowing its type (a finite value
+        becoming infinity); both stored checked. FLOAT16 has no member of the
+        union: its value is a number rounded to float16 by the kernels."""
+        out = self.output_tensor
+        try:
+            dt = DataType.parse(getattr(self, type_attr))
+        except Exception:
+            raise self._err(f"{type_field} must be a DataType; got {getattr(self, type_attr)!r}") from None
+        if dt != out.data_type:
+            raise self._err(f"{type_field} must equal OutputTensor.DataType; got {dt.name} != {out.data_type.name}")
+        self._set(type_attr, dt)
+        v = getattr(self, value_attr)
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise self._err(f"{value_field} must be a number; got {_short(v)}")
+        npdt = dt.numpy_dtype
+        if npdt.kind in "iu":
+            if isinstance(v, (float, np.floating)):
+                if not (math.isfinite(v) and v == math.floor(v)):
+                    raise self._err(f"{value_field} must be an integer for {type_field} {dt.name}; got {v!r}")
+            v = int(v)
+            info = np.iinfo(npdt)
+            if not info.min <= v <= info.max:
+                raise self._err(f"{value_field} must be in [{info.min}, {info.max}] for {type_field} {dt.name}; "
+                                f"got {_short(v)}")
+        else:
+            v = to_float(v, value_field, self._err)
+            with np.errstate(over="ignore"):
+                overflow = math.isfinite(v) and not np.isfinite(np.array(v).astype(npdt))
+            if overflow:
+                raise self._err(f"{value_field} must fit {type_field} {dt.name} (magnitude <= "
+                                f"{float(np.finfo(npdt).max):g}); got {v!r}")
+        self._set(value_attr, v)
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,
               in_layouts: Sequence | None = None) -> MovePlan:

@@ -365,7 +365,7 @@ def snake(name: str) -> str:
 #
 # A linear (or affine) operator of the family declares two methods on its
 # description class, read by the array API's PyTorch and JAX adapters
-# (``arrays/family_torch.py``, ``arrays/family_jax.py``) without any branch
+# (``arrays/torch/adapter.py``, ``arrays/jax_adapter.py``) without any branch
 # per operator:
 #
 # * ``linear_part()``: the description without its constant term (IDENTITY's
@@ -384,7 +384,7 @@ def snake(name: str) -> str:
 #   after the cotangents and returns None for them: they get no gradient,
 #   and forward-mode AD keeps their values instead of a tangent.
 #
-# and, for block-wise execution (``arrays/family_dask.py``):
+# and, for block-wise execution (``arrays/dask_adapter.py``):
 #
 # * ``chunking()``: ``{input axis: 0 or m}``, the axes a block-wise run needs
 #   whole (0) or cut at multiples of ``m``; every other axis may be cut
@@ -411,7 +411,7 @@ GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_
 
 class AdjointApi:
     """What ``adjoint`` may call (documentation of the namespace the array
-    layer passes; ``opendml.arrays.family.ADJOINT_API`` is the instance): the
+    layer passes; ``opendml.arrays.front.ADJOINT_API`` is the instance): the
     array API's ``identity``, ``cast``, ``pad``, ``join``, ``split``,
     ``tile``, ``space_to_depth``, ``depth_to_space``, ``slice1`` (with
     ``output_sizes``), ``slice_grad``, ``unfold`` and ``fold`` (any

@@ -10,16 +10,12 @@ rounded to float16 (nearest).
 from __future__ import annotations
 
 import dataclasses
-import math
 
-import numpy as np
-
-from ..model._checks import _short
 from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ._common import TYPES_4_1, SupportRow
-from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, Tensor, to_float
+from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, Tensor
 from .padding import PaddingRules
 
 
@@ -57,33 +53,4 @@ class Padding1OperatorDesc(PaddingRules):
 
     def __post_init__(self):
         self._check_padding()
-        out = self.output_tensor
-        try:
-            dt = DataType.parse(self.padding_value_data_type)
-        except Exception:
-            raise self._err(f"PaddingValueDataType must be a DataType; got {self.padding_value_data_type!r}") from None
-        if dt != out.data_type:
-            raise self._err(f"PaddingValueDataType must equal OutputTensor.DataType; got {dt.name} != "
-                            f"{out.data_type.name}")
-        self._set("padding_value_data_type", dt)
-        v = self.padding_value
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise self._err(f"PaddingValue must be a number; got {_short(v)}")
-        npdt = dt.numpy_dtype
-        if npdt.kind in "iu":
-            if isinstance(v, (float, np.floating)):
-                if not (math.isfinite(v) and v == math.floor(v)):
-                    raise self._err(f"PaddingValue must be an integer for PaddingValueDataType {dt.name}; got {v!r}")
-            v = int(v)
-            info = np.iinfo(npdt)
-            if not info.min <= v <= info.max:
-                raise self._err(f"PaddingValue must be in [{info.min}, {info.max}] for PaddingValueDataType "
-                                f"{dt.name}; got {_short(v)}")
-        else:
-            v = to_float(v, "PaddingValue", self._err)
-            with np.errstate(over="ignore"):
-                overflow = math.isfinite(v) and not np.isfinite(np.array(v).astype(npdt))
-            if overflow:
-                raise self._err(f"PaddingValue must fit PaddingValueDataType {dt.name} (magnitude <= "
-                                f"{float(np.finfo(npdt).max):g}); got {v!r}")
-        self._set("padding_value", v)
+        self._typed_scalar("padding_value_data_type", "PaddingValueDataType", "padding_value", "PaddingValue")

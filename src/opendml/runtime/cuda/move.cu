@@ -414,32 +414,32 @@ typedef odml_i64 i64;
 #define ODML_MAP_WRAP 4
 #define ODML_MAP_CONSTANT 5
 
-__device__ __forceinline__ i64 odml_floor_mod(i64 a, i64 m) {
-    i64 r = a % m;
+template <typename N> __device__ __forceinline__ N odml_floor_mod(N a, N m) {
+    const N r = a % m;
     return r < 0 ? r + m : r;
 }
 
 // The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT.
 // Within one period of the border (every padding narrower than the input)
-// without a division.
-__device__ __forceinline__ i64 odml_map_outside(i64 i, i64 mode, i64 n) {
+// without a division. N: i64, or int where |i| < 2^31 and n < 2^30.
+template <typename N> __device__ __forceinline__ N odml_map_outside(N i, int mode, N n) {
     switch (mode) {
         case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
         case ODML_MAP_WRAP:
             if (i < 0 && i >= -n) return i + n;
-            if (i >= n && i < 2 * n) return i - n;
+            if (i >= n && i - n < n) return i - n;
             return odml_floor_mod(i, n);
         case ODML_MAP_SYMMETRIC: {
             if (i < 0 && i >= -n) return -1 - i;
-            if (i >= n && i < 2 * n) return 2 * n - 1 - i;
-            const i64 r = odml_floor_mod(i, 2 * n);
+            if (i >= n && i - n < n) return 2 * n - 1 - i;
+            const N r = odml_floor_mod(i, 2 * n);
             return r < n ? r : 2 * n - 1 - r;
         }
         case ODML_MAP_REFLECT: {
             if (n == 1) return 0;
             if (i < 0 && i > -n) return -i;
-            if (i >= n && i < 2 * n - 1) return 2 * (n - 1) - i;
-            const i64 r = odml_floor_mod(i, 2 * (n - 1));
+            if (i >= n && i - n < n - 1) return 2 * (n - 1) - i;
+            const N r = odml_floor_mod(i, 2 * (n - 1));
             return r < n ? r : 2 * (n - 1) - r;
         }
         default:
@@ -480,7 +480,7 @@ __device__ __forceinline__ void odml_offsets(const odml_move_params* __restrict_
         if (MAPS && q.map_mode) {
             s -= q.map_shift;
             if ((u64)s >= (u64)q.map_size) {
-                s = odml_map_outside(s, q.map_mode, q.map_size);
+                s = odml_map_outside(s, (int)q.map_mode, q.map_size);
                 if (s < 0) {
                     fill = true;
                     s = 0;
@@ -597,7 +597,7 @@ template <typename T, int N> struct odml_run {
 template <int MAPS> __device__ __forceinline__ i64 odml_src_coord(i64 c, const odml_move_dim& q) {
     if (MAPS && q.map_mode) {
         const i64 s = c - q.map_shift;
-        return (u64)s < (u64)q.map_size ? s : odml_map_outside(s, q.map_mode, q.map_size);
+        return (u64)s < (u64)q.map_size ? s : odml_map_outside(s, (int)q.map_mode, q.map_size);
     }
     return c;
 }
@@ -770,75 +770,6 @@ __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __
     }
 }
 
-// A plain copy whose destination runs are a small transpose of its source
-// runs (SPACE_TO_DEPTH, DEPTH_TO_SPACE): each thread moves an R x V tile,
-// axis X (R positions: p->dim[NDIM]) by axis Y (V positions: element strides
-// in p->dim[NDIM + 1]); dims 0..NDIM-1 are the tiles' index space (the pass
-// without X, Y's dimension divided by V: count tiles). Loads: R runs of V
-// (Y consecutive in the source) or one run of R*V (X consecutive, Y stride R);
-// stores likewise on the destination side; vector words where aligned.
-template <typename S, int NDIM, typename I, int R, int V>
-__global__ void __launch_bounds__(256) move_tile(const S* __restrict__ src, S* __restrict__ dst,
-                                                 const ODML_GRID_CONSTANT odml_move_params params) {
-    const odml_move_params* __restrict__ p = &params;
-    const I g = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x;
-    if (g >= (I)p->count) return;
-    i64 so, dof;
-    bool fill = false;
-    odml_offsets<NDIM, I, 0>(p, g, so, dof, fill);
-    const i64 sx = p->dim[NDIM].src_stride, dx = p->dim[NDIM].dst_stride;
-    const i64 sy = p->dim[NDIM + 1].src_stride, dy = p->dim[NDIM + 1].dst_stride;
-    S v[R][V];
-    if (sy == 1) {
-#pragma unroll
-        for (int x = 0; x < R; ++x) {
-            const S* a = src + so + x * sx;
-            if (odml_run<S, V>::aligned(a)) {
-                odml_run<S, V>::load(a, v[x]);
-            } else {
-#pragma unroll
-                for (int y = 0; y < V; ++y) v[x][y] = a[y];
-            }
-        }
-    } else if (sx == 1 && sy == R && odml_run<S, R * V>::aligned(src + so)) {
-        S t[R * V];
-        odml_run<S, R * V>::load(src + so, t);
-#pragma unroll
-        for (int y = 0; y < V; ++y)
-#pragma unroll
-            for (int x = 0; x < R; ++x) v[x][y] = t[y * R + x];
-    } else {
-#pragma unroll
-        for (int x = 0; x < R; ++x)
-#pragma unroll
-            for (int y = 0; y < V; ++y) v[x][y] = src[so + x * sx + y * sy];
-    }
-    if (dy == 1) {
-#pragma unroll
-        for (int x = 0; x < R; ++x) {
-            S* a = dst + dof + x * dx;
-            if (odml_run<S, V>::aligned(a)) {
-                odml_run<S, V>::store(a, v[x]);
-            } else {
-#pragma unroll
-                for (int y = 0; y < V; ++y) a[y] = v[x][y];
-            }
-        }
-    } else if (dx == 1 && dy == R && odml_run<S, R * V>::aligned(dst + dof)) {
-        S t[R * V];
-#pragma unroll
-        for (int y = 0; y < V; ++y)
-#pragma unroll
-            for (int x = 0; x < R; ++x) t[y * R + x] = v[x][y];
-        odml_run<S, R * V>::store(dst + dof, t);
-    } else {
-#pragma unroll
-        for (int x = 0; x < R; ++x)
-#pragma unroll
-            for (int y = 0; y < V; ++y) dst[dof + x * dx + y * dy] = v[x][y];
-    }
-}
-
 
 // A plain copy in aligned 16-byte words (the pass widened by the host's
 // word_plan: sizes, strides and offsets count words): U words a thread,
@@ -879,458 +810,6 @@ __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src,
 #pragma unroll
     for (int j = 0; j < U; ++j)
         if (in[j]) dst[dof[j]] = v[j];
-}
-
-// The shared-memory word of a transposed element: 4 bytes at least, so that
-// a warp reading a tile's column (stride TILE + 1 words) touches 32 banks.
-template <int B> struct odml_tword { typedef u32 t; };
-template <> struct odml_tword<8> { typedef u64 t; };
-
-// A plain copy that transposes: the destination's innermost dimension X
-// (p->dim[NB]: size, source stride, destination stride 1) is not the
-// source's, whose innermost dimension is Y (p->dim[NB + 1]: size, source
-// stride 1, destination stride) -- an NCHW view of an NHWC tensor made
-// contiguous, the reverse, a 5-D permutation. Each block moves one TILE x
-// TILE tile of (X, Y) through shared memory: it reads TILE runs of TILE
-// consecutive source elements along Y (coalesced across the warp), then
-// writes TILE runs of TILE consecutive destination elements along X
-// (coalesced), all of a thread's loads in flight before the barrier. Dims
-// 0..NB-1 are the tiles' outer index space (p->count positions, any
-// strides). Block b: tile column b % tx (X), tile row (b / tx) % ty (Y),
-// outer position b / (tx * ty); partial tiles at the ends of X and Y.
-template <typename T, int NB, int TILE>
-__global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src, T* __restrict__ dst,
-                                                      const ODML_GRID_CONSTANT odml_move_params params) {
-    const odml_move_params* __restrict__ p = &params;
-    typedef typename odml_tword<(int)sizeof(T)>::t W;
-    constexpr int ROWS = 256 / 32;                 // warps a block
-    constexpr int PER = TILE / ROWS;               // tile rows a warp
-    constexpr int LANES = TILE / 32;               // elements a lane along a run
-    __shared__ W tile[TILE][TILE + 1];
-    const odml_move_dim& X = p->dim[NB];
-    const odml_move_dim& Y = p->dim[NB + 1];
-    const u64 nx = (u64)X.size, ny = (u64)Y.size;
-    const u64 tx = (nx + TILE - 1) / TILE, ty = (ny + TILE - 1) / TILE;
-    u64 b = (u64)blockIdx.x;
-    const u64 bx = b % tx;
-    b /= tx;
-    const u64 by = b % ty;
-    u64 rest = b / ty;
-    i64 so = p->src_offset, dof = p->dst_offset;
-#pragma unroll
-    for (int d = NB - 1; d >= 0; --d) {
-        const odml_move_dim& q = p->dim[d];
-        u64 c = rest;
-        if (d > 0) {
-            c = rest % (u64)q.size;
-            rest /= (u64)q.size;
-        }
-        so += (i64)c * q.src_stride;
-        dof += (i64)c * q.dst_stride;
-    }
-    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
-    const u64 x0 = bx * TILE, y0 = by * TILE;
-    const i64 sx = X.src_stride, dy = Y.dst_stride;
-    // reads: warp w takes tile rows (X) w, w + ROWS, ...; lanes run along Y
-    W v[PER][LANES];
-#pragma unroll
-    for (int r = 0; r < PER; ++r) {
-        const u64 x = x0 + (u64)(warp + r * ROWS);
-#pragma unroll
-        for (int l = 0; l < LANES; ++l) {
-            const u64 y = y0 + (u64)(lane + 32 * l);
-            v[r][l] = 0;
-            if (x < nx && y < ny) v[r][l] = (W)src[so + (i64)x * sx + (i64)y];
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < PER; ++r)
-#pragma unroll
-        for (int l = 0; l < LANES; ++l) tile[warp + r * ROWS][lane + 32 * l] = v[r][l];
-    __syncthreads();
-    // writes: warp w takes tile columns (Y) w, w + ROWS, ...; lanes run along X
-#pragma unroll
-    for (int r = 0; r < PER; ++r) {
-        const u64 y = y0 + (u64)(warp + r * ROWS);
-        if (y >= ny) continue;
-        T* __restrict__ drow = dst + dof + (i64)y * dy;
-#pragma unroll
-        for (int l = 0; l < LANES; ++l) {
-            const u64 x = x0 + (u64)(lane + 32 * l);
-            if (x < nx) drow[x] = (T)tile[lane + 32 * l][warp + r * ROWS];
-        }
-    }
-}
-
-
-// A padding program as one pass over the output, one warp per output row
-// (the innermost dimension, destination and source stride 1; p: the fused
-// padding pass, dims 0..NDIM-2 the rows' index space with their maps, dim
-// NDIM-1 the row with its map). The row's first elements up to a 16-byte
-// boundary and its last ones are stored element by element; in between each
-// lane stores aligned 16-byte words: one whose elements all come from the
-// source row's interior is read as the one or two aligned 16-byte source words
-// holding them, realigned with funnel shifts (the shift is the same all along
-// the row); the others (the row's borders, CONSTANT rows) element by element
-// through the row's map. Rows whose source coordinate is CONSTANT-outside are
-// the fill word.
-// A padding program as one pass over the output, one warp per output row
-// (the innermost dimension, destination and source stride 1; p: the fused
-// padding pass, dims 0..NDIM-2 the rows' index space with their maps, dim
-// NDIM-1 the row with its map). The row's first elements up to a 16-byte
-// boundary and its last ones are stored element by element; in between each
-// lane stores aligned 16-byte words: one whose elements all come from the
-// source row's interior is read as the one or two aligned 16-byte source words
-// holding them, realigned with funnel shifts (the shift is the same all along
-// the row); the others (the row's borders, CONSTANT rows) element by element
-// through the row's map. Rows whose source coordinate is CONSTANT-outside are
-// the fill word. (Two rows a warp, all loads first, measured slower on an
-// H100: 0.39-0.40 ms against 0.27 ms.)
-template <typename T, int NDIM, typename I>
-__global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __restrict__ dst,
-                                                const ODML_GRID_CONSTANT odml_move_params params) {
-    const odml_move_params* __restrict__ p = &params;
-    constexpr int V = 16 / (int)sizeof(T);
-    const odml_move_dim& q0 = p->dim[NDIM - 1];
-    const int W = (int)q0.size;
-    const I rows = (I)(p->count / q0.size);
-    const I row = (I)blockIdx.x * (I)(blockDim.x >> 5) + (I)(threadIdx.x >> 5);
-    if (row >= rows) return;
-    const int lane = (int)(threadIdx.x & 31u);
-    i64 so, dof;
-    bool fill = false;
-    odml_offsets<NDIM - 1, I, 1>(p, row, so, dof, fill);
-    T* __restrict__ drow = dst + dof;
-    const T* __restrict__ srow = src + so;
-    const T fv = (T)p->fill_bits;
-    const int mode = (int)q0.map_mode;
-    const int L = mode ? (int)q0.map_shift : 0;
-    const int n = mode ? (int)q0.map_size : W;
-    const int h0 = (int)(((16u - (u32)((unsigned long long)drow & 15ull)) & 15u) / (u32)sizeof(T));
-    const int head = h0 < W ? h0 : W;
-    const int nvec = (W - head) / V;
-    const int tail = head + nvec * V;
-    // the source element of column c (the fill word where CONSTANT-outside)
-    auto col = [&](int c) -> T {
-        if (fill) return fv;
-        i64 s = (i64)(c - L);
-        if ((u64)s >= (u64)n) {
-            s = odml_map_outside(s, (i64)mode, (i64)n);
-            if (s < 0) return fv;
-        }
-        return srow[s];
-    };
-    if (lane < head) drow[lane] = col(lane);
-    if (tail + lane < W) drow[tail + lane] = col(tail + lane);
-    // interior words: the source of column c is srow[c - L]; its byte
-    // misalignment kb is the same for every aligned destination word
-    const unsigned long long s0 = (unsigned long long)(srow + (head - L));
-    const int kb = (int)(s0 & 15ull), kw = kb >> 2, kr = (kb & 3) * 8;
-    for (int i0 = lane; i0 < nvec; i0 += 64) {
-        uint4 out[2];
-        bool inner[2];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const int i = i0 + 32 * u;
-            const int c = head + i * V;
-            inner[u] = i < nvec && !fill && c >= L && c + V <= L + n;
-            if (inner[u]) {
-                const uint4* a = reinterpret_cast<const uint4*>((s0 + (unsigned long long)(i * 16)) & ~15ull);
-                const uint4 A = a[0];
-                uint4 B = A;
-                if (kb) B = a[1];
-                const u32 x[8] = {A.x, A.y, A.z, A.w, B.x, B.y, B.z, B.w};
-                u32 y[5];
-#pragma unroll
-                for (int w = 0; w < 4; ++w)
-                    if (kw == w) {
-#pragma unroll
-                        for (int e = 0; e < 5; ++e) y[e] = e + w < 8 ? x[e + w] : 0u;
-                    }
-                out[u].x = __funnelshift_r(y[0], y[1], kr);
-                out[u].y = __funnelshift_r(y[1], y[2], kr);
-                out[u].z = __funnelshift_r(y[2], y[3], kr);
-                out[u].w = __funnelshift_r(y[3], y[4], kr);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const int i = i0 + 32 * u;
-            if (i >= nvec) continue;
-            const int c = head + i * V;
-            if (inner[u]) {
-                *reinterpret_cast<uint4*>(drow + c) = out[u];
-            } else {
-                T v[V];
-#pragma unroll
-                for (int j = 0; j < V; ++j) v[j] = col(c + j);
-                odml_run<T, V>::store(drow + c, v);
-            }
-        }
-    }
-}
-
-// odml_map_outside in 32-bit arithmetic (|i| < 2^31, n < 2^30).
-__device__ __forceinline__ int odml_map_outside32(int i, int mode, int n) {
-    switch (mode) {
-        case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
-        case ODML_MAP_WRAP: {
-            if (i < 0 && i >= -n) return i + n;
-            if (i >= n && i - n < n) return i - n;
-            const int r = i % n;
-            return r < 0 ? r + n : r;
-        }
-        case ODML_MAP_SYMMETRIC: {
-            if (i < 0 && i >= -n) return -1 - i;
-            if (i >= n && i - n < n) return 2 * n - 1 - i;
-            int r = i % (2 * n);
-            if (r < 0) r += 2 * n;
-            return r < n ? r : 2 * n - 1 - r;
-        }
-        case ODML_MAP_REFLECT: {
-            if (n == 1) return 0;
-            if (i < 0 && i > -n) return -i;
-            if (i >= n && i - n < n - 1) return 2 * (n - 1) - i;
-            int r = i % (2 * (n - 1));
-            if (r < 0) r += 2 * (n - 1);
-            return r < n ? r : 2 * (n - 1) - r;
-        }
-        default:
-            return -1;
-    }
-}
-
-// The source offset of row `rest` of a padding pass over dims 0..NDIM-1
-// (sizes, map shifts and map sizes below 2^30), or -1 where a CONSTANT map
-// falls outside the source (a fill row).
-template <int NDIM>
-__device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restrict__ p, u32 rest) {
-    i64 a = p->src_offset;
-    bool fill = false;
-#pragma unroll
-    for (int d = NDIM - 1; d >= 0; --d) {
-        const odml_move_dim& q = p->dim[d];
-        u32 c;
-        if (d > 0) {
-            const u32 qd = odml_div<u32>(rest, q);
-            c = rest - qd * (u32)q.size;
-            rest = qd;
-        } else {
-            c = rest;
-        }
-        int s = (int)c;
-        if (q.map_mode) {
-            s -= (int)q.map_shift;
-            if ((u32)s >= (u32)q.map_size) {
-                s = odml_map_outside32(s, (int)q.map_mode, (int)q.map_size);
-                if (s < 0) {
-                    fill = true;
-                    s = 0;
-                }
-            }
-        }
-        a += (i64)s * q.src_stride;
-    }
-    return fill ? (i64)-1 : a;
-}
-
-// A padding program as one pass over the FLAT output (contiguous: the fused
-// padding pass of move_pad with destination offset 0 and row-major
-// destination strides; 32-bit indices, every size below 2^30), in aligned
-// 16-byte output words: word k covers flat elements [k*V - m, k*V - m + V)
-// (m: the output address's misalignment in elements), so every full word is
-// one aligned 16-byte store whatever the row length. Each thread takes U
-// words of a block of blockDim*U words (word (b*U + j)*blockDim.x +
-// threadIdx.x of block b: each store instruction is coalesced across the
-// warp) and issues the loads of all of them before the first store: first
-// every word whose V elements lie in one row and all come from the source
-// row's interior, as the one or two aligned 16-byte source words holding them
-// (realigned after the loads), then the others (a row's borders, a word
-// crossing into the next row, a fill row) element by element through the
-// row's and the column's maps. The (at most two) partial words at the ends of
-// the output go element by element after the loads. MINB: resident blocks per
-// multiprocessor the registers must allow (__launch_bounds__; on an H100 one
-// word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md,
-// session 7). FL & 4: a lane's second source word is the next lane's first
-// where that is the next aligned word (one 16-byte load a word, exchanged by
-// warp shuffles; the last lane of a warp and a row's last words load it).
-// FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x +
-// gridDim.x, ...; measured no faster, off by default). (The row kernel
-// move_pad stored its rows' first and last elements, and read its border
-// words, in separate round trips to memory before and after the interior,
-// with 56 registers a thread. Measured slower and not kept: two or four words
-// a thread (more registers, fewer resident warps), the L2::256B load hint, and
-// an affine form of the one-period border map, which spilled a register.)
-template <typename T, int NDIM, int U, int MINB, int FL>
-__global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src, T* __restrict__ dst,
-                                                       const ODML_GRID_CONSTANT odml_move_params params) {
-    const odml_move_params* __restrict__ p = &params;
-    constexpr int V = 16 / (int)sizeof(T);
-    const odml_move_dim& q0 = p->dim[NDIM - 1];
-    const u32 W = (u32)q0.size;
-    const u32 count = (u32)p->count;
-    const int mode = (int)q0.map_mode;
-    const int L = mode ? (int)q0.map_shift : 0;
-    const int n = mode ? (int)q0.map_size : (int)W;
-    const u32 m = (u32)(((unsigned long long)dst & 15ull) / sizeof(T));
-    const u32 nblk = (FL & 2) ? ((count + m + (u32)V - 1) / (u32)V + blockDim.x * (u32)U - 1) / (blockDim.x * (u32)U)
-                              : blockIdx.x + 1;
-    for (u32 blk = blockIdx.x; blk < nblk; blk += gridDim.x) {
-        union Word {
-            uint4 w;
-            T t[V];
-        };
-        Word A[U];
-        uint4 B[U];
-        unsigned long long awj[U];   // FL & 4: the aligned address of A
-        u32 state[U];   // 0: partial or outside, 1: gathered into A, 2 | byte shift << 2: realign A, B
-#pragma unroll
-        for (int j = 0; j < U; ++j) {
-            const u32 start = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V;
-            state[j] = 0;
-            if (start >= m && start - m + (u32)V <= count) {
-                const u32 f = start - m;
-                const u32 r = odml_div<u32>(f, q0);
-                const u32 c = f - r * W;
-                const i64 so = odml_row_offset32<NDIM - 1>(p, r);
-                const int s = (int)c - L;
-                state[j] = 1;
-                if (so >= 0 && c + (u32)V <= W && s >= 0 && s + V <= n) {
-                    const unsigned long long sp = (unsigned long long)(src + so + s);
-                    const uint4* a = reinterpret_cast<const uint4*>(sp & ~15ull);
-                    const u32 kb = (u32)(sp & 15ull);
-                    state[j] = 2u | (kb << 2);
-                    awj[j] = sp & ~15ull;
-                    A[j].w = __ldg(a);
-                    if (!(FL & 4)) B[j] = kb ? __ldg(a + 1) : A[j].w;
-                }
-            }
-        }
-        if (FL & 4) {
-            // B from the next lane's A where that is the next aligned source
-            // word (a row's interior: every lane but the last); a load else
-            const u32 lane = threadIdx.x & 31u;
-#pragma unroll
-            for (int j = 0; j < U; ++j) {
-                const unsigned long long aw = state[j] >= 2u ? awj[j] : 0ull;
-                const unsigned long long na = __shfl_down_sync(0xffffffffu, aw, 1);
-                uint4 nb;
-                nb.x = __shfl_down_sync(0xffffffffu, A[j].w.x, 1);
-                nb.y = __shfl_down_sync(0xffffffffu, A[j].w.y, 1);
-                nb.z = __shfl_down_sync(0xffffffffu, A[j].w.z, 1);
-                nb.w = __shfl_down_sync(0xffffffffu, A[j].w.w, 1);
-                if (state[j] >= 2u) {
-                    if (!(state[j] >> 2)) B[j] = A[j].w;
-                    else if (lane < 31u && na == aw + 16ull) B[j] = nb;
-                    else B[j] = __ldg(reinterpret_cast<const uint4*>(aw) + 1);
-                }
-            }
-        }
-        const T fv = (T)p->fill_bits;
-#pragma unroll
-        for (int j = 0; j < U; ++j) {
-            if (state[j] != 1u) continue;
-            // a border word, a word crossing into row r + 1, or a fill row
-            const u32 f = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V - m;
-            const u32 r = odml_div<u32>(f, q0);
-            const u32 c = f - r * W;
-            const i64 so = odml_row_offset32<NDIM - 1>(p, r);
-            const i64 so2 = c + (u32)V > W ? odml_row_offset32<NDIM - 1>(p, r + 1) : so;
-            i64 off[V];
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const u32 ce = c + (u32)e;
-                const bool nx = ce >= W;
-                const i64 base = nx ? so2 : so;
-                int i = (int)(nx ? ce - W : ce) - L;
-                if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
-                off[e] = base < 0 || i < 0 ? (i64)-1 : base + i;
-            }
-#pragma unroll
-            for (int e = 0; e < V; ++e) A[j].t[e] = off[e] < 0 ? fv : src[off[e]];
-        }
-#pragma unroll
-        for (int j = 0; j < U; ++j) {
-            const u32 start = ((blk * (u32)U + (u32)j) * blockDim.x + threadIdx.x) * (u32)V;
-            if (state[j] >= 2u) {
-                // the V elements start kb bytes into A: whole 4-byte words
-                // (kw) selected, then (2-byte and 1-byte elements) funnel shifts
-                const u32 kb = state[j] >> 2;
-                const uint4 a0 = A[j].w, b0 = B[j];
-                const u32 x[8] = {a0.x, a0.y, a0.z, a0.w, b0.x, b0.y, b0.z, b0.w};
-                const u32 kw = kb >> 2;
-                u32 z[6], y[5];
-#pragma unroll
-                for (int e = 0; e < 6; ++e) z[e] = (kw & 2u) ? x[e + 2] : x[e];
-#pragma unroll
-                for (int e = 0; e < 5; ++e) y[e] = (sizeof(T) < 8 && (kw & 1u)) ? z[e + 1] : z[e];
-                uint4 o;
-                if (sizeof(T) >= 4) {
-                    o = make_uint4(y[0], y[1], y[2], y[3]);
-                } else {
-                    const u32 kr = (kb & 3u) * 8u;
-                    o.x = __funnelshift_r(y[0], y[1], kr);
-                    o.y = __funnelshift_r(y[1], y[2], kr);
-                    o.z = __funnelshift_r(y[2], y[3], kr);
-                    o.w = __funnelshift_r(y[3], y[4], kr);
-                }
-                *reinterpret_cast<uint4*>(dst + (start - m)) = o;
-            } else if (state[j] == 1u) {
-                *reinterpret_cast<uint4*>(dst + (start - m)) = A[j].w;
-            } else if (start < count + m && start + (u32)V > m) {
-                // a partial word at either end of the output
-#pragma unroll 1
-                for (int e = 0; e < V; ++e) {
-                    const u32 pos = start + (u32)e;
-                    if (pos >= m && pos - m < count) {
-                        const u32 fe = pos - m, re = odml_div<u32>(fe, q0);
-                        const i64 so = odml_row_offset32<NDIM - 1>(p, re);
-                        int i = (int)(fe - re * W) - L;
-                        if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
-                        dst[fe] = so < 0 || i < 0 ? fv : src[so + i];
-                    }
-                }
-            }
-        }
-    }
-}
-
-// A padding program as one pass over the FLAT output (contiguous, as
-// move_padw takes it), element by element: ITEMS elements a thread, element
-// (blockIdx.x * ITEMS + j) * blockDim.x + threadIdx.x (each load and store
-// instruction coalesced across the warp whatever the rows' alignment), each
-// through its row's source offset and the row's map, all loads before the
-// first store.
-template <typename T, int NDIM, int ITEMS>
-__global__ void __launch_bounds__(256) move_pade(const T* __restrict__ src, T* __restrict__ dst,
-                                                 const ODML_GRID_CONSTANT odml_move_params params) {
-    const odml_move_params* __restrict__ p = &params;
-    const odml_move_dim& q0 = p->dim[NDIM - 1];
-    const u32 W = (u32)q0.size;
-    const u32 count = (u32)p->count;
-    const int mode = (int)q0.map_mode;
-    const int L = mode ? (int)q0.map_shift : 0;
-    const int n = mode ? (int)q0.map_size : (int)W;
-    const T fv = (T)p->fill_bits;
-    i64 off[ITEMS];
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-        const u32 f = ((blockIdx.x * (u32)ITEMS + (u32)j) * blockDim.x + threadIdx.x);
-        off[j] = -2;
-        if (f < count) {
-            const u32 r = odml_div<u32>(f, q0);
-            const i64 so = odml_row_offset32<NDIM - 1>(p, r);
-            int i = (int)(f - r * W) - L;
-            if ((u32)i >= (u32)n) i = odml_map_outside32(i, mode, n);
-            off[j] = so < 0 || i < 0 ? (i64)-1 : so + i;
-        }
-    }
-    T v[ITEMS];
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) v[j] = off[j] >= 0 ? src[off[j]] : fv;
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j)
-        if (off[j] != -2) dst[(blockIdx.x * (u32)ITEMS + (u32)j) * blockDim.x + threadIdx.x] = v[j];
 }
 
 // A contiguous conversion or scale/bias pass (one dimension, stride 1 on both
@@ -1407,7 +886,7 @@ __global__ void __launch_bounds__(256, (FL & 2) ? (U <= 2 ? 8 : 4) : 1)
     }
 }
 
-#ifdef OPENDML_INSTANTIATE
+#if defined(OPENDML_INSTANTIATE) && !defined(ODML_LAYOUT)
 // For `nvcc -c` syntax checks on machines without a GPU (tests/runtime).
 template __global__ void move_copy<u32, u16, 1, u32, 4, 1, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_copy<u64, u8, 3, u64, 4, 1, 1>(const u64*, u8*, const ODML_GRID_CONSTANT odml_move_params);
@@ -1421,35 +900,11 @@ template __global__ void move_vec<u32, u32, 4, u32, 4, 1, 1, 0, 1>(const u32*, u
 template __global__ void move_vec<u16, u16, 2, u64, 8, 2, 2, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u8, u64, 3, u32, 4, 5, 9, 1, 1>(const u8*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u64, u64, 16, u64, 2, 11, 11, 0, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_tile<u32, 3, u32, 2, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_wcopy<5, u32, 4>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_wcopy<1, u64, 2>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_wcopy<3, u32, 1>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pade<u32, 3, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pade<u8, 1, 16>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pade<u64, 4, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u32, 1, 32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u32, 3, 64>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u8, 0, 64>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u16, 2, 32>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u64, 14, 64>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_tile<u16, 4, u64, 3, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_tile<u64, 14, u32, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_fill<u16, 3, u32, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_fill<u64, 16, u64, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pad<u32, 3, u32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pad<u8, 1, u32>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pad<u16, 4, u64>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pad<u64, 2, u32>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 4, 1, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 2, 1, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u8, 1, 4, 1, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u16, 4, 2, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u64, 2, 1, 1, 0>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 1, 8, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u8, 2, 1, 8, 4>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 1, 8, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u16, 2, 2, 4, 2>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_cvt<u32, u16, u32, 8, 1, 2, 0, 2, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_cvt<u32, u16, u32, 8, 1, 2, 0, 4, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_cvt<u32, u32, u32, 4, 1, 6, 0, 2, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);

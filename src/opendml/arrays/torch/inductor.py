@@ -17,7 +17,7 @@ registered), and an Inductor lowering that is Inductor's own fallback for the
 operator with one change: the wrapper calls the direct kernel by that name.
 The direct kernel takes the operator's arguments (the tensor, the packed
 list), offers the call to the call cache exactly as the operator's kernel
-does (``torch_node.cpp``'s ``run_op``: the packed list split back into its
+does (``node.cpp``'s ``run_op``: the packed list split back into its
 lists, the spec's extra arguments), and passes every call the cache does not
 serve to the operator itself: a first call (which the operator's kernel runs
 and records), a tensor that requires grad, a call under a dispatch mode or an
@@ -41,7 +41,7 @@ import threading
 
 import torch
 
-from ..runtime import calls as _calls
+from ...runtime import calls as _calls
 
 #: The call cache's function, and its C direct kernel (None without the compiled extension).
 _call = _calls.call
@@ -79,7 +79,7 @@ def direct_kernel(name: str, op, spec: tuple, split: int):
 
 def attach(namespace: str, ops: dict, defs: dict) -> None:
     """Set the direct kernel of each packed operator of ``ops`` (name -> OpOverload) on the operator
-    namespace ``torch.ops.<namespace>``; ``defs`` is ``torch_adapter._CPP_DEFS``."""
+    namespace ``torch.ops.<namespace>``; ``defs`` is ``library.CPP_DEFS``."""
     ns = getattr(torch.ops, namespace)
     for name, op in ops.items():
         split = defs[name][7]

@@ -1,5 +1,6 @@
-"""The data-movement family on CUDA memory: one launch path for PyTorch CUDA
-tensors and CuPy arrays. Each input is read where it lies (by address,
+"""The data-movement family on CUDA memory: one launch path (``move``) for
+PyTorch CUDA tensors and CuPy arrays, which their adapters' ``run_move``
+take. Each input is read where it lies (by address,
 element strides and origin; a stride that is not a whole number of elements
 is packed first), the outputs come from the framework's own allocator
 through ``runtime.alloc.output`` (``AllocationError`` where it fails), and
@@ -18,10 +19,10 @@ from ..runtime import alloc, calls, get_backend
 from ..runtime.cuda.backend import check_alignment
 from .planner import array_layout
 
-__all__ = ["run_move"]
+__all__ = ["move"]
 
 
-def run_move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = (),
+def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = (),
              record=None) -> list:
     """Run ``desc`` on ``inputs``, each ``(array, address, shape, byte
     strides, item size, pack)`` where ``pack()`` returns the same form for a
@@ -31,7 +32,7 @@ def run_move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors:
     exceptions. The launches are queued on ``stream_ptr``. Returns the
     outputs.
 
-    ``record`` (optional): ``(FamilyCall, x, since)``, the call as its array
+    ``record`` (optional): ``(Call, x, since)``, the call as its array
     function offered it to the C call cache (``x`` its input or inputs as
     given; ``since`` the cache's generation read before any setting) and
     whose inputs are read where they lie (no negative view resolved by the

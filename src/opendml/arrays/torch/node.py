@@ -1,11 +1,11 @@
-"""opendml's C++ autograd node for eager PyTorch (``torch_node.cpp``), built
+"""opendml's C++ autograd node for eager PyTorch (``node.cpp``), built
 for the installed PyTorch on first need and loaded from opendml's cache after
 that.
 
 Why: a Python ``torch.autograd.Function`` costs tens of microseconds more per
 forward + backward than PyTorch's generated C++ nodes, which decides the
 race on small and mid-size tensors. The node records the same call as the
-Python route (``torch_adapter._Route``): the same kernel (the call cache's),
+Python route (``adapter._Route``): the same kernel (the call cache's),
 the same adjoint operator through the array API; only where autograd keeps
 the record differs. Forward-mode AD and ``torch.func`` keep the Python
 ``autograd.Function`` (a C++ node has neither).
@@ -37,14 +37,14 @@ import sysconfig
 import threading
 import time
 
-from ..runtime import calls
-from ..runtime.config import _listeners as _config_listeners, config
+from ...runtime import calls
+from ...runtime.config import _listeners as _config_listeners, config
 
 __all__ = ["get", "status", "wait", "prefetch", "slot", "library_path", "cache_folder"]
 
-_SOURCE = pathlib.Path(__file__).with_name("torch_node.cpp")
+_SOURCE = pathlib.Path(__file__).with_name("node.cpp")
 #: The header the library shares with the call cache (it includes it): part of the library's tag.
-_API_HEADER = pathlib.Path(__file__).parent.parent / "runtime" / "native" / "torch_api.h"
+_API_HEADER = pathlib.Path(__file__).parents[2] / "runtime" / "native" / "torch_api.h"
 _lock = threading.Lock()
 _state = {"module": None, "status": "not built", "thread": None}
 _slots: dict = {}

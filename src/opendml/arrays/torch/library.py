@@ -1,4 +1,8 @@
-"""The data-movement family as ONE PyTorch custom operator, for tracers
+"""PyTorch's operator library for opendml: the registry of the C++
+dispatcher operators (``define_cpp``, ``operators``, ``cpp_op``: the node
+library, ``node.cpp``, registers them in the ``opendml_cpp`` namespace; the
+custom operators, ``CUSTOM``, serve until it is loaded), and the
+data-movement family as ONE PyTorch custom operator, for tracers
 (``torch.compile``, ``make_fx``, fake tensors, dispatch modes)::
 
     opendml::move(Tensor[] inputs, str desc) -> Tensor[]
@@ -10,7 +14,8 @@ per operator here. The inputs must match the description's input tensors in
 number, dtype and sizes (``ValidationError`` otherwise; a malformed or
 invalid description is the ``JsonFormError``/``ValidationError`` of
 ``jsonform.from_json``). Outputs are new packed tensors, one per output
-tensor of the description (SPLIT: several), on the inputs' device.
+tensor of the description (SPLIT: several), on the inputs' device (the CPU for
+an operator without inputs: DIAGONAL_MATRIX).
 
 An output tensor of the description may give ``Strides`` (a layout in a
 DirectML buffer): the op returns each output's elements as a new packed
@@ -22,8 +27,8 @@ writes (DirectML does not define it) and are a ``ValidationError``. No route
 writes an output through a layout other than the one it allocated.
 
 * Real implementation (CPU, CUDA, meta): ``kernel`` (here; the eager route of
-  ``family_torch`` runs it too), the same move program (NumPy-viewed CPU tensors on the CPU
-  backend, ``family_cuda`` for CUDA tensors).
+  ``adapter.run_move`` runs it too), the same move program (NumPy-viewed CPU tensors on the CPU
+  backend, ``arrays.cuda`` for CUDA tensors).
 * Fake implementation: empty packed outputs of the description's sizes and
   types. Symbolic sizes are *specialised*: comparing an input's symbolic
   size with the description's (concrete) size installs a guard, so a
@@ -33,14 +38,14 @@ writes an output through a layout other than the one it allocated.
   therefore makes Dynamo report its constraint violation.
 * Autograd: the backward is the operator's declared adjoint
   (``desc.linear_part().adjoint``) through the array API
-  (``family.adjoint``), so under a tracer it enters this operator again
+  (``front.adjoint``), so under a tracer it enters this operator again
   (and ``opendml::slice1``/``slice_grad`` where the adjoint is a slice):
   gradients of gradients trace too. A description with no linear part
   (integer types, CAST to or from an integer type) raises
   ``UnsupportedError`` if a gradient is asked of it.
 * vmap: the call once per batch element, stacked.
 
-``family_torch.run`` takes this route whenever something traces the call;
+``adapter.run_move`` takes this route whenever something traces the call;
 the array API's functions are registered with
 ``torch.compiler.allow_in_graph`` here, so Dynamo puts a call into the graph
 whole (no graph break; ``fullgraph=True`` works) and AOTAutograd traces it
@@ -51,22 +56,36 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import threading
 
 import numpy as np
 import torch
 
-from ..jsonform import from_json, to_json
-from ..model.errors import UnsupportedError, ValidationError
-from ..model.tensor_desc import TensorDesc, packed_strides
-from ..ops import OPERATORS
-from ..ops._move import MoveOperatorDesc
-from . import _dispatch, family
-from .torch_adapter import _DTYPES, cpp_op, define_cpp
+from ...jsonform import from_json, to_json
+from ...model.errors import UnsupportedError, ValidationError
+from ...model.tensor_desc import TensorDesc, packed_strides
+from ...ops import OPERATORS
+from ...ops._move import MoveOperatorDesc
+from ...runtime.config import config
+from .. import _dispatch, front
+from . import inductor, node as _node
+from .dtypes import TORCH_DTYPES, torch_dtype
 
 __all__ = ["move_op", "call_move", "description"]
 
 #: Parsed descriptions by JSON text (descriptions are immutable).
 _CACHE_SIZE = 1024
+
+
+def numpy_views(arrays) -> list:
+    """NumPy views of plain CPU tensors (a negative view resolved first)."""
+    views = []
+    for t in arrays:
+        t = t.detach()
+        if t.is_neg():
+            t = t.resolve_neg()
+        views.append(t.numpy())
+    return views
 
 
 def kernel(desc, arrays) -> list:
@@ -77,27 +96,21 @@ def kernel(desc, arrays) -> list:
         if t.strides is not None:
             desc = packed_outputs(desc)
             break
-    x = arrays[0]
+    x = arrays[0] if arrays else torch.empty(0)   # (a generator, DIAGONAL_MATRIX: no input, on the CPU)
     if x.device.type == "cpu":
-        views = []
-        for t in arrays:
-            t = t.detach()
-            if t.is_neg():
-                t = t.resolve_neg()
-            views.append(t.numpy())
-        return [torch.from_numpy(o) for o in family.execute(desc, views)]
+        return [torch.from_numpy(o) for o in front.execute(desc, numpy_views(arrays))]
     if x.device.type == "meta":
-        return [torch.empty(t.sizes, dtype=_torch_dtype(t), device="meta") for t in desc.outputs]
+        return [torch.empty(t.sizes, dtype=torch_dtype(t), device="meta") for t in desc.outputs]
     if x.device.type == "cuda":
-        return _cuda(desc, arrays)
+        return cuda_move(desc, arrays)
     raise UnsupportedError(f"{desc.OPERATOR}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-def _cuda(desc, arrays, record=None) -> list:
-    """The move program on the tensors' GPU (``family_cuda``), outputs from
+def cuda_move(desc, arrays, record=None) -> list:
+    """The move program on the tensors' GPU (``arrays.cuda``), outputs from
     PyTorch's caching allocator, on the device's current stream (``record``:
-    ``family_cuda.run_move``'s, for the C call cache)."""
-    from .family_cuda import run_move
+    ``cuda.move``'s, for the C call cache)."""
+    from ..cuda import move
 
     def entry(t):
         t = t.detach()
@@ -110,20 +123,127 @@ def _cuda(desc, arrays, record=None) -> list:
     device = arrays[0].device
 
     def allocate(shape, dtype):
-        out = torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=device)
+        out = torch.empty(shape, dtype=TORCH_DTYPES[dtype], device=device)
         return out, out.data_ptr()
     with torch.cuda.device(index):
-        return run_move(desc, [entry(t) for t in arrays], allocate, index,
+        return move(desc, [entry(t) for t in arrays], allocate, index,
                         torch.cuda.current_stream(index).cuda_stream, errors=(torch.OutOfMemoryError,),
                         record=record)
 
 
-_TORCH_DTYPES = {v: k for k, v in _DTYPES.items()}
+# -- the C++ operators -------------------------------------------------------------------------------
+
+# The first five's window operators (``adapter``) and the family's move
+# (below), registered with PyTorch's dispatcher by the node library
+# (``node.cpp``), in a namespace of their own: CPU and CUDA kernels
+# that go to the call cache's C function and to the Python kernel above only
+# on a miss, and a C++ Autograd kernel whose node calls the backward formulas
+# above over the C++ table. A traced call (torch.compile) takes them once the
+# library is loaded and on; before that, without a compiler and with
+# torch_node="off" it takes the custom operators, which stay defined (and
+# are what opcheck of ``opendml::`` checks). A graph traced either way keeps
+# working: both tables stay registered.
+
+#: The C++ operators' namespace.
+CPP_NAMESPACE = "opendml_cpp"
+#: The custom operators by name (``opendml::``, filled by ``adapter``): the
+#: table a traced call takes without the C++ library.
+CUSTOM: dict = {}
+CPP: dict = {"ops": None, "libs": [], "failed": None, "last": None}
+#: Definitions the C++ library registers: name -> (schema, kernel spec (cached,
+#: code, extra arguments for the cache, fallback), returns a list, grad_fn
+#: name, fake, rule(op) giving op's batching rule or None, backward(saved,
+#: grads) -> a gradient or None per input tensor, ``saved`` the operator's
+#: arguments with each tensor replaced by its sizes, split: how many int lists
+#: the operator's one list argument packs, 0 where it takes them unpacked).
+CPP_DEFS: dict = {}
+_cpp_lock = threading.Lock()
 
 
-def _torch_dtype(t):
-    """The PyTorch dtype of a ``TensorDesc``."""
-    return _TORCH_DTYPES[t.data_type.numpy_dtype]
+def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, backward, split: int = 0) -> None:
+    """Add an operator to those the C++ library registers (``CPP_NAMESPACE``). ``split`` > 0: the
+    schema is (Tensor, int[] or SymInt[]) and its list packs ``split`` int lists of one length, one
+    after another; the C++ kernel hands the call cache and ``spec``'s fallback the lists unpacked
+    (fake, vmap and backward get the operator's arguments as they are: packed)."""
+    CPP_DEFS[name] = (schema, spec, list_out, f"opendml_{name}Backward", fake, vmap, backward, split)
+
+
+def _cpp_backward(name, saved, grads):
+    """Every C++ operator's backward (the node's apply calls it)."""
+    return CPP_DEFS[name][6](saved, grads)
+
+
+def _register(node, names) -> dict:
+    """Register ``names`` of ``CPP_DEFS`` with the node library (under _cpp_lock)."""
+    lib = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
+    tags = (torch.Tag.pt2_compliant_tag,)
+    for name in names:
+        lib.define(name + CPP_DEFS[name][0], tags=tags)
+    CPP["libs"].append(lib)
+    node.register_ops(CPP_NAMESPACE, [(name, CPP_DEFS[name][1], CPP_DEFS[name][2], CPP_DEFS[name][3],
+                                       CPP_DEFS[name][7]) for name in names], _cpp_backward)
+    ns = getattr(torch.ops, CPP_NAMESPACE)
+    ops = {name: getattr(ns, name).default for name in names}
+    inductor.attach(CPP_NAMESPACE, ops, CPP_DEFS)
+    for name in names:
+        qualname = f"{CPP_NAMESPACE}::{name}"
+        torch.library.register_fake(qualname, CPP_DEFS[name][4], lib=lib)
+        rule = CPP_DEFS[name][5]
+        if rule is not None:
+            torch.library.register_vmap(qualname, rule(ops[name]), lib=lib)
+        if CPP_DEFS[name][0].startswith("(Tensor[]"):
+            # an empty list (a generator's inputs: DIAGONAL_MATRIX) gives the dispatcher no tensor to
+            # dispatch on: the Python kernel serves that call
+            lib.impl(name, CPP_DEFS[name][1][3], "CompositeExplicitAutograd")
+    return ops
+
+
+def operators() -> dict:
+    """The operator table a traced call takes: the C++ operators once the
+    node library is loaded and on, else the custom operators."""
+    ops = CPP["ops"]
+    if ops is not None:
+        return ops if config().torch_node != "off" else CUSTOM
+    if CPP["failed"] is not None:
+        return CUSTOM
+    node = _node.get()
+    if node is None:
+        return CUSTOM
+    with _cpp_lock:
+        if CPP["ops"] is None and CPP["failed"] is None:
+            try:
+                CPP["ops"] = _register(node, list(CPP_DEFS))
+            except Exception as e:     # noqa: BLE001 - the custom operators serve; compiled_status() says why
+                CPP["failed"] = f"{type(e).__name__}: {e}"
+    return CPP["ops"] if CPP["ops"] is not None else CUSTOM
+
+
+def cpp_op(name: str):
+    """The C++ operator ``name`` where traced calls take the C++ operators
+    (registering it first if it was defined after the others), else None."""
+    ops = operators()
+    if ops is CUSTOM:
+        return None
+    op = ops.get(name)
+    if op is None and name in CPP_DEFS:
+        with _cpp_lock:
+            op = ops.get(name)
+            if op is None:
+                try:
+                    new = _register(_node.get(), [name])
+                except Exception:     # noqa: BLE001 - the custom operator serves
+                    return None
+                ops.update(new)
+                op = ops[name]
+    return op
+
+
+def compiled_status() -> str:
+    """Which operators a traced call (``torch.compile``) takes, and why."""
+    if CPP["ops"] is not None and config().torch_node != "off":
+        return f"C++ dispatcher operators ({CPP_NAMESPACE}::)"
+    why = CPP["failed"] or _node.status()
+    return f"custom operators (opendml::): {why}"
 
 
 #: The most elements whose places an overlap check lists one by one (8 bytes each).
@@ -229,9 +349,9 @@ def _checked(inputs, text: str):
     want = desc.inputs
     if len(inputs) != len(want):
         raise ValidationError(f"opendml::move: {desc.OPERATOR} takes {len(want)} input tensor(s); got {len(inputs)}")
-    device = inputs[0].device
+    device = inputs[0].device if inputs else None
     for i, (x, t) in enumerate(zip(inputs, want)):
-        dtype = _torch_dtype(t)
+        dtype = torch_dtype(t)
         if x.dtype != dtype or x.dim() != len(t.sizes) or any(a != b for a, b in zip(x.shape, t.sizes)):
             raise ValidationError(f"opendml::move: {desc.OPERATOR}: inputs[{i}] must have sizes {list(t.sizes)} and "
                                   f"dtype {dtype} as the description's input tensor; got {list(x.shape)} {x.dtype}")
@@ -249,7 +369,8 @@ def move_op(inputs, desc):
 @move_op.register_fake
 def _move_fake(inputs, desc):
     d = _checked(inputs, desc)
-    return [inputs[0].new_empty(tuple(t.sizes), dtype=_torch_dtype(t)) for t in d.outputs]
+    return [inputs[0].new_empty(tuple(t.sizes), dtype=torch_dtype(t)) if inputs else
+            torch.empty(tuple(t.sizes), dtype=torch_dtype(t)) for t in d.outputs]
 
 
 def constant_inputs(desc) -> tuple:
@@ -260,11 +381,11 @@ def constant_inputs(desc) -> tuple:
 
 
 def adjoint_with(desc, grads, constants) -> tuple:
-    """``family.adjoint``, handing the operator the values of its
+    """``front.adjoint``, handing the operator the values of its
     ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
     if not constant_inputs(desc):
-        return family.adjoint(desc, grads)
-    return tuple(desc.linear_part().adjoint(family.ADJOINT_API, *grads, *constants))
+        return front.adjoint(desc, grads)
+    return tuple(desc.linear_part().adjoint(front.ADJOINT_API, *grads, *constants))
 
 
 def _setup(ctx, inputs, output):
@@ -277,7 +398,7 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grads):
     desc = description(ctx.desc)
     ref = next(g for g in grads if g is not None)
-    grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=_torch_dtype(t))
+    grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
              for g, t in zip(grads, desc.outputs)]
     return list(adjoint_with(desc, grads, tuple(ctx.saved_tensors))), None
 
@@ -308,13 +429,13 @@ def _cpp_move_backward(saved, grads):
     """The C++ operator's backward: ``saved`` is (the inputs' sizes, desc)."""
     desc = description(saved[1])
     ref = next(g for g in grads if g is not None)
-    grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=_torch_dtype(t))
+    grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
              for g, t in zip(grads, desc.outputs)]
-    return list(family.adjoint(desc, grads))
+    return list(front.adjoint(desc, grads))
 
 
-# The same operator among the C++ dispatcher operators (torch_adapter's
-# "the C++ operators"), which traced calls take once the node library is
+# The same operator among the C++ dispatcher operators (the registry
+# above), which traced calls take once the node library is
 # loaded: its kernel is the Python one (the call cache has no entry for a
 # description's text), without the custom operator's Python dispatch.
 define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _move), True, _move_fake,
@@ -331,7 +452,7 @@ def call_move(desc, arrays) -> list:
 
 
 # torch.compile: the family's array API functions enter a graph whole; the
-# tracer behind Dynamo (AOTAutograd) then reaches ``family_torch.run`` with
+# tracer behind Dynamo (AOTAutograd) then reaches ``adapter.run_move`` with
 # fake tensors, which take the operator above.
 # The functions are registered by their modules (``_dispatch.enter_graph_whole``:
 # the family's and the index-driven operators'), so this module imports

@@ -1,4 +1,4 @@
-// opendml's autograd node for eager PyTorch (arrays/torch_node.py builds and loads it).
+// opendml's autograd node for eager PyTorch (arrays/torch/node.py builds and loads it).
 //
 // A Python torch.autograd.Function costs tens of microseconds per forward +
 // backward more than PyTorch's own C++ nodes (its apply, the Python context
@@ -26,7 +26,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/SmallVector.h>
 
-#include "../runtime/native/torch_api.h"
+#include "../../runtime/native/torch_api.h"
 
 #include <array>
 #include <memory>
@@ -211,7 +211,7 @@ py::cpp_function recorder(int k, py::tuple kernel, py::tuple adjoint) {
 
 // -- dispatcher operators ---------------------------------------------------------------------------
 //
-// The operators torch.compile graphs call (arrays/torch_adapter.py defines
+// The operators torch.compile graphs call (arrays/torch/adapter.py defines
 // their schemas and fake kernels in a namespace of their own). Every kernel
 // here is boxed and generic over the schema: the CPU and CUDA kernels turn
 // the arguments into Python objects once and call the operator's spec, the
@@ -413,7 +413,7 @@ struct Operands {
 
 // A packed operator's list argument holds spec.split lists of one length:
 // its length must be a multiple of split (the Python fake kernel raises the
-// same ValueError, torch_adapter._unpack).
+// same ValueError, adapter._unpack).
 void check_packed(const OpSpec& spec, const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   if (spec.split == 0) return;
   const auto& schema = op.schema();

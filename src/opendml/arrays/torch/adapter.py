@@ -15,7 +15,7 @@ A call takes one of three routes (``run``):
 * **Autograd route**, when a derivative is needed in eager mode
   (``torch.is_grad_enabled() and x.requires_grad``, an open forward-AD level,
   or a ``torch.func`` transform's wrapper). Reverse mode on a plain tensor:
-  opendml's C++ autograd node (``torch_node``) once it is built and on (not
+  opendml's C++ autograd node (``node``) once it is built and on (not
   while ``torch.jit.trace`` traces or compiled autograd is on), its forward
   the kernel route and its backward the adjoint operator, both tried in the
   call cache first; a repeated such call is served from C by the call
@@ -46,43 +46,53 @@ reaches exactly those. Calls are validated, with the array API's messages,
 before they enter an operator; the operators' own implementations call the
 array API in kernel mode (``_MODE``), so every rule lives in one place.
 
-The operators live here, not in ``opendml.torch``, because the array API
-(this layer) must be able to route through them without importing a layer
-above it; ``opendml.torch`` is their public face.
+The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``, ...)
+takes the same three routes, generic over what each operator module declares
+(no branch per operator): the kernel route runs the NumPy move program on
+views of CPU tensors (``front.run_numpy``, so its caches serve it) or the
+CUDA move program (``arrays.cuda``) by address on the current stream; the
+autograd route is one ``torch.autograd.Function`` (``opendml_<operator>Backward``)
+whose backward is the operator's declared adjoint, whose forward-mode
+derivative is its linear part and whose ``vmap`` rule runs the call per batch
+element; a traced call is the one custom operator ``opendml::move``
+(``library``), sizes specialised.
+
+The PyTorch wing (``opendml.arrays.torch``): this adapter; ``library``, the
+``torch.library`` operators (``opendml::move`` and the registry of the C++
+operators); ``node`` and ``node.cpp``, the C++ autograd node and dispatcher
+operators; ``inductor``, the direct kernels in Inductor's wrapper; ``dtypes``,
+the dtype tables they share. The operators live here, not in
+``opendml.torch``, because the array API (this layer) must be able to route
+through them without importing a layer above it; ``opendml.torch`` is their
+public face.
 """
 from __future__ import annotations
 
 import contextvars
 import inspect
 import sys
-import threading
 
-import numpy as np
 import torch
 import torch.autograd.forward_ad as _fwad
 
-from ..model.errors import UnsupportedError
-from ..ops import OPERATORS
-from ..runtime import alloc, calls, get_backend
-from ..runtime.config import CACHE_MIN_BYTES, config
-from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
-from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
-from . import _dispatch
-from . import numpy_adapter, torch_inductor, torch_node
-from . import planner as _planner
-from .planner import OpCall, array_layout, count_planned, plain_plan, plan_for
+from ...model.errors import UnsupportedError
+from ...ops import OPERATORS
+from ...runtime import alloc, calls, get_backend
+from ...runtime.config import CACHE_MIN_BYTES, config
+from ...runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
+from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
+from .. import _dispatch
+from .. import numpy_adapter
+from . import inductor as torch_inductor, library, node as torch_node
+from .. import front
+from .dtypes import DTYPES, SUPPORTED_DTYPES, numpy_dtype, torch_dtype
+from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, operators
+from .. import planner as _planner
+from ..planner import array_layout, count_planned, plain_plan, plan_for
 
-__all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
+__all__ = ["run", "run_move", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
            "slice1_op", "slice_grad_op", "operators", "cpp_op", "define_cpp", "compiled_status", "CPP_NAMESPACE"]
 
-#: PyTorch dtypes with a DirectML data type.
-_DTYPES = {
-    torch.float16: np.dtype(np.float16), torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
-    torch.int8: np.dtype(np.int8), torch.int16: np.dtype(np.int16), torch.int32: np.dtype(np.int32),
-    torch.int64: np.dtype(np.int64), torch.uint8: np.dtype(np.uint8), torch.uint16: np.dtype(np.uint16),
-    torch.uint32: np.dtype(np.uint32), torch.uint64: np.dtype(np.uint64),
-}
-SUPPORTED_DTYPES = ", ".join(str(t).removeprefix("torch.") for t in _DTYPES)
 _DEVICES = ("cpu", "cuda", "meta")
 #: Tensor types whose memory the kernel route may read directly.
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -103,7 +113,7 @@ _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 
 
-def run(x, call: OpCall):
+def run(x, call):
     mode = _mode_get()
     if mode is None:
         if type(x) in _PLAIN and not (_is_compiling() or _dispatch_modes() > 0):
@@ -113,7 +123,7 @@ def run(x, call: OpCall):
             # another device or layout. A dtype without a DirectML type and a nested tensor (whose sizes
             # cannot be read) go to the checks below, which raise their errors.
             if not ((x.requires_grad and _grad_enabled()) or x.is_nested):
-                dtype = _DTYPES.get(x.dtype)
+                dtype = DTYPES.get(x.dtype)
                 if dtype is not None:
                     out = _new_shape(x, call, dtype)
                     if out is not None:
@@ -137,25 +147,6 @@ def _in_mode(mode, fn, *args):
         _MODE.reset(token)
 
 
-def numpy_dtype(x, name: str = "array API") -> np.dtype:
-    """The NumPy dtype of ``x``'s elements, or an ``UnsupportedError`` naming
-    what DirectML cannot take (dtype, layout, conjugate view)."""
-    dtype = _DTYPES.get(x.dtype)
-    if dtype is not None and x.layout is torch.strided and not x.is_nested:
-        return dtype
-    if x.is_nested:
-        raise UnsupportedError(f"{name}: nested PyTorch tensors are not supported (opendml reads strided, dense "
-                               f"tensors); pass x.to_padded_tensor(0) or the tensors of x.unbind()")
-    if x.layout is not torch.strided:
-        raise UnsupportedError(f"{name}: PyTorch tensors of layout {x.layout} are not supported (opendml reads "
-                               f"strided, dense tensors); pass x.to_dense()")
-    if x.is_complex() and x.is_conj():
-        raise UnsupportedError(f"{name}: a conjugated complex tensor (x.is_conj()) of dtype {x.dtype} is not "
-                               f"supported: DirectML has no complex types; supported dtypes: {SUPPORTED_DTYPES}")
-    raise UnsupportedError(f"{name}: PyTorch dtype {x.dtype} has no DirectML data type; supported dtypes "
-                           f"(the 11 DirectML types): {SUPPORTED_DTYPES}")
-
-
 def _readable(x, name: str) -> None:
     """``numpy_dtype``'s errors for a tensor opendml cannot read at all
     (nested, not strided, a conjugate view), which the array API's checks
@@ -172,7 +163,7 @@ def _check_device(x, name: str) -> None:
         raise UnsupportedError(f"{name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-def _describe(x, call: OpCall, dtype):
+def _describe(x, call, dtype):
     """The validated description of ``call`` on ``x``'s shape (sizes must be concrete)."""
     shape = tuple(x.shape)
     return plan_for(call, dtype, shape, _layout(shape, tuple(x.stride()), dtype.itemsize))[0]
@@ -180,7 +171,7 @@ def _describe(x, call: OpCall, dtype):
 
 # -- kernel route ------------------------------------------------------------------------------------
 
-def _kernel(x, call: OpCall, new: bool = True):
+def _kernel(x, call, new: bool = True):
     """The kernel route; ``new``: try a new shape's route first (``run``
     passes False once it has)."""
     dtype = numpy_dtype(x, call.name)
@@ -210,7 +201,7 @@ _torch_new = calls.torch_new
 _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
 
 
-def _new_shape(x, call: OpCall, dtype):
+def _new_shape(x, call, dtype):
     """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD and
     SLICE_GRAD on a plain CPU or CUDA tensor: the operator's
     ``plain_lowering`` gives the plan (``planner.plain_plan``, no
@@ -279,7 +270,7 @@ def _layout(shape, strides, item):
     return layout
 
 
-def _cuda_kernel(x, call: OpCall, dtype):
+def _cuda_kernel(x, call, dtype):
     since = calls.generation()
     item = dtype.itemsize
     shape, strides = tuple(x.shape), x.stride()
@@ -312,7 +303,7 @@ def _no_stream(index):
     raise RuntimeError("opendml call cache: this PyTorch has no CUDA streams")
 
 
-# What the call cache needs to serve a plain tensor (runtime/cpu/calls.c): the
+# What the call cache needs to serve a plain tensor (runtime/native/calls.c): the
 # routing checks of run, a CUDA tensor's current stream and device, and
 # torch.from_numpy for CPU results (which it computes into NumPy arrays).
 def _not_plain(x) -> bool:
@@ -334,13 +325,13 @@ class _Route:
     array API, so a gradient of a gradient takes the same routes again.
 
     ``kernel`` and ``adjoint`` are the same two calls as specs for the C++
-    node (``torch_node.cpp``): (call-cache function, operator code,
+    node (``node.cpp``): (call-cache function, operator code,
     arguments, Python fallback); the node tries the call cache first, as the
     array API itself does, and falls back to the Python route."""
 
     __slots__ = ("fn", "code", "args", "call", "backward", "slot", "kernel", "adjoint", "recorder")
 
-    def __init__(self, call: OpCall, shape: tuple):
+    def __init__(self, call, shape: tuple):
         self.call, self.args = call, call.args
         self.fn = getattr(api, call.name)
         self.code = calls.OPS[call.name]
@@ -440,7 +431,7 @@ _FUNC = {name: type(f"opendml_{name}", (_Func,), {}) for name in _NAMES}
 _EAGER: dict = {}
 
 
-def _through_function(x, call: OpCall, function):
+def _through_function(x, call, function):
     dtype = numpy_dtype(x, call.name)     # an unsupported dtype or layout says so before anything runs
     key = call.key
     shape = tuple(x.shape)
@@ -509,7 +500,7 @@ def _compiled_autograd() -> bool:
 _ROUTES: dict = {}
 
 
-def through_op(x, call: OpCall):
+def through_op(x, call):
     """``call`` through the custom operators: validated first where ``x``'s
     sizes are known, with the array API's own rules and messages."""
     dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
@@ -521,7 +512,7 @@ def through_op(x, call: OpCall):
     shape, strides = tuple(x.shape), x.stride()
     concrete = _concrete(shape) and _concrete(strides)
     ops = operators()
-    _CPP["last"] = "opendml" if ops is _CUSTOM else CPP_NAMESPACE
+    CPP["last"] = "opendml" if ops is _CUSTOM else CPP_NAMESPACE
     memo = None
     if concrete:
         key = call.key
@@ -541,7 +532,7 @@ def through_op(x, call: OpCall):
     return op(x if reshape is None else x.reshape(reshape), *args)
 
 
-def _operator_call(x, call: OpCall, ops: dict):
+def _operator_call(x, call, ops: dict):
     """(operator of ``ops``, its arguments after the tensor, the shape x takes first or None), from
     the operator's declared framework form (``framework_call``: SLICE as SLICE1, a window reaching
     exactly the output, FOLD on 3-D columns); the C++ table's operators take their lists packed
@@ -663,43 +654,16 @@ def _rule(name: str):
 _RULES = {name: _rule(name) for name in _SCHEMAS}
 
 #: The custom operators by name (the table of the operator route without the C++ library).
-_CUSTOM = {name: getattr(torch.ops.opendml, name).default for name in _SCHEMAS}
+_CUSTOM = library.CUSTOM
+_CUSTOM.update({name: getattr(torch.ops.opendml, name).default for name in _SCHEMAS})
 for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
     _op.register_vmap(_RULES[_name](_CUSTOM[_name]))
 
 
 # -- the C++ operators -------------------------------------------------------------------------------
 
-# The same four operators (and the family's move, family_torch_op) registered with PyTorch's dispatcher by the node
-# library (torch_node.cpp), in a namespace of their own: CPU and CUDA kernels
-# that go to the call cache's C function and to the Python kernel above only
-# on a miss, and a C++ Autograd kernel whose node calls the backward formulas
-# above over the C++ table. A traced call (torch.compile) takes them once the
-# library is loaded and on; before that, without a compiler and with
-# torch_node="off" it takes the custom operators, which stay defined (and
-# are what opcheck of ``opendml::`` checks). A graph traced either way keeps
-# working: both tables stay registered.
-
-#: The C++ operators' namespace.
-CPP_NAMESPACE = "opendml_cpp"
-_CPP: dict = {"ops": None, "libs": [], "failed": None, "last": None}
-#: Definitions the C++ library registers: name -> (schema, kernel spec (cached,
-#: code, extra arguments for the cache, fallback), returns a list, grad_fn
-#: name, fake, rule(op) giving op's batching rule or None, backward(saved,
-#: grads) -> a gradient or None per input tensor, ``saved`` the operator's
-#: arguments with each tensor replaced by its sizes, split: how many int lists
-#: the operator's one list argument packs, 0 where it takes them unpacked).
-_CPP_DEFS: dict = {}
-_cpp_lock = threading.Lock()
-
-
-def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, backward, split: int = 0) -> None:
-    """Add an operator to those the C++ library registers (``CPP_NAMESPACE``). ``split`` > 0: the
-    schema is (Tensor, int[] or SymInt[]) and its list packs ``split`` int lists of one length, one
-    after another; the C++ kernel hands the call cache and ``spec``'s fallback the lists unpacked
-    (fake, vmap and backward get the operator's arguments as they are: packed)."""
-    _CPP_DEFS[name] = (schema, spec, list_out, f"opendml_{name}Backward", fake, vmap, backward, split)
-
+# The same four operators registered with PyTorch's dispatcher by the node
+# library (``library``'s registry, ``define_cpp``), their int lists packed.
 
 #: The window operators' C++ schemas: their int lists packed into one list (PyTorch's Python entry to
 #: the dispatcher costs about half as much with one list argument as with five), split back into
@@ -746,7 +710,7 @@ def _packed_fake(name):
     fake = _FAKES[name]
 
     def packed_fake(x, args):
-        ops = _CPP["ops"]
+        ops = CPP["ops"]
         if ops is not None:
             torch_inductor.prepare(CPP_NAMESPACE, ops)    # Inductor's direct calls (cheap once done)
         return fake(x, *_unpack(name, args))
@@ -772,7 +736,7 @@ def _ctx_backward(name):
 
     def backward(saved, grads):       # saved: (x's sizes, the packed list)
         ctx = _Saved()
-        ctx.sizes, ctx.args, ctx.ops = saved[0], _unpack(name, saved[1]), _CPP["ops"]
+        ctx.sizes, ctx.args, ctx.ops = saved[0], _unpack(name, saved[1]), CPP["ops"]
         return formula(ctx, grads[0])[:1]
     return backward
 
@@ -784,75 +748,117 @@ for _name in _SCHEMAS:
                False, _packed_fake(_name), _packed_rule(_name), _ctx_backward(_name), _SPLITS[_name])
 
 
-def _cpp_backward(name, saved, grads):
-    """Every C++ operator's backward (the node's apply calls it)."""
-    return _CPP_DEFS[name][6](saved, grads)
+# -- the data-movement family: one route for every operator ----------------------------------------
+
+def _check_move(call, arrays):
+    dtypes = [numpy_dtype(x, call.name) for x in arrays]
+    device = arrays[0].device
+    for i, x in enumerate(arrays):
+        if x.device.type not in ("cpu", "cuda", "meta"):
+            raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+        if x.device != device:
+            raise UnsupportedError(f"{call.name}: every tensor must be on one device; got {device} and "
+                                   f"{x.device} (arrays[{i}])")
+    return dtypes
 
 
-def _register(node, names) -> dict:
-    """Register ``names`` of ``_CPP_DEFS`` with the node library (under _cpp_lock)."""
-    lib = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
-    tags = (torch.Tag.pt2_compliant_tag,)
-    for name in names:
-        lib.define(name + _CPP_DEFS[name][0], tags=tags)
-    _CPP["libs"].append(lib)
-    node.register_ops(CPP_NAMESPACE, [(name, _CPP_DEFS[name][1], _CPP_DEFS[name][2], _CPP_DEFS[name][3],
-                                       _CPP_DEFS[name][7]) for name in names], _cpp_backward)
-    ns = getattr(torch.ops, CPP_NAMESPACE)
-    ops = {name: getattr(ns, name).default for name in names}
-    torch_inductor.attach(CPP_NAMESPACE, ops, _CPP_DEFS)
-    for name in names:
-        qualname = f"{CPP_NAMESPACE}::{name}"
-        torch.library.register_fake(qualname, _CPP_DEFS[name][4], lib=lib)
-        rule = _CPP_DEFS[name][5]
-        if rule is not None:
-            torch.library.register_vmap(qualname, rule(ops[name]), lib=lib)
-    return ops
+def _traced(arrays) -> bool:
+    """Whether something traces this call (the custom operator's route)."""
+    return torch.compiler.is_compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
 
 
-def operators() -> dict:
-    """The operator table a traced call takes: the C++ operators once the
-    node library is loaded and on, else the custom operators."""
-    ops = _CPP["ops"]
-    if ops is not None:
-        return ops if config().torch_node != "off" else _CUSTOM
-    if _CPP["failed"] is not None:
-        return _CUSTOM
-    node = torch_node.get()
-    if node is None:
-        return _CUSTOM
-    with _cpp_lock:
-        if _CPP["ops"] is None and _CPP["failed"] is None:
-            try:
-                _CPP["ops"] = _register(node, list(_CPP_DEFS))
-            except Exception as e:     # noqa: BLE001 - the custom operators serve; compiled_status() says why
-                _CPP["failed"] = f"{type(e).__name__}: {e}"
-    return _CPP["ops"] if _CPP["ops"] is not None else _CUSTOM
+def run_move(call, arrays) -> list:
+    # the C call cache's generation, read before any setting (a CUDA call is recorded there)
+    since = calls.generation() if call.ccall is not None and arrays[0].device.type == "cuda" else None
+    dtypes = _check_move(call, arrays)
+    if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
+        desc = call.describe_arrays(dtypes, [tuple(int(n) for n in x.shape) for x in arrays])
+        return library.call_move(desc, arrays)
+    wrapped = any(_is_functorch_wrapped(x) for x in arrays)
+    record = wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad
+                                                                                      for x in arrays))
+    if not record and arrays[0].device.type == "cpu":
+        # The NumPy path on views of the tensors: validated there with the
+        # same rules, and recorded for the caches (the array function's
+        # first step, the C call cache, serves the next such call on the
+        # tensors themselves).
+        return [torch.from_numpy(o) for o in front.run_numpy(call, library.numpy_views(arrays))]
+    desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
+    if record:
+        if front.differentiable(desc):
+            return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
+        if wrapped:
+            raise UnsupportedError(f"{call.name}: {desc.OPERATOR} is not differentiable for these types, and "
+                                   f"runs under torch.func transforms only where it is")
+    if since is not None and arrays[0].device.type == "cuda" and not any(x.is_neg() for x in arrays):
+        # recorded in the C call cache, which serves the next such call on
+        # the tensors themselves (the array function's first step)
+        seq = call.ccall[2]
+        return library.cuda_move(desc, arrays, (call, tuple(arrays) if seq else arrays[0], since))
+    return library.kernel(desc, arrays)
 
 
-def cpp_op(name: str):
-    """The C++ operator ``name`` where traced calls take the C++ operators
-    (registering it first if it was defined after the others), else None."""
-    ops = operators()
-    if ops is _CUSTOM:
-        return None
-    op = ops.get(name)
-    if op is None and name in _CPP_DEFS:
-        with _cpp_lock:
-            op = ops.get(name)
-            if op is None:
-                try:
-                    new = _register(torch_node.get(), [name])
-                except Exception:     # noqa: BLE001 - the custom operator serves
-                    return None
-                ops.update(new)
-                op = ops[name]
-    return op
+class _MoveRoute:
+    """A validated call: re-run it (``call``), run its kernel, its adjoint
+    and its linear part (both as the operator module declares them)."""
+
+    __slots__ = ("call", "desc", "device")
+
+    def __init__(self, call, desc, device):
+        self.call, self.desc, self.device = call, desc, device
+
+    def adjoint(self, grads, constants=()):
+        return library.adjoint_with(self.desc, grads, constants)
+
+    def tangent(self, tangents):
+        return front.fixed(self.desc.linear_part(), self.call.name)(*tangents)
 
 
-def compiled_status() -> str:
-    """Which operators a traced call (``torch.compile``) takes, and why."""
-    if _CPP["ops"] is not None and config().torch_node != "off":
-        return f"C++ dispatcher operators ({CPP_NAMESPACE}::)"
-    why = _CPP["failed"] or torch_node.status()
-    return f"custom operators (opendml::): {why}"
+class _MoveLinear(torch.autograd.Function):
+    """The family's one autograd Function: ``apply(route, *inputs)`` returns
+    every output as a tuple."""
+
+    @staticmethod
+    def forward(route, *xs):
+        if any(_is_functorch_wrapped(x) for x in xs):      # a lower transform still wraps them: route again
+            return tuple(route.call(*xs))
+        return tuple(library.kernel(route.desc, xs))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.route = inputs[0]
+        # the values an adjoint reads (index tensors: never differentiated)
+        ctx.constants = {i: inputs[1 + i].detach() for i in library.constant_inputs(ctx.route.desc)}
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, *ctx.route.adjoint(grads, tuple(ctx.constants.values())))
+
+    @staticmethod
+    def jvp(ctx, _, *tangents):
+        route = ctx.route
+        ts = [ctx.constants[i] if i in ctx.constants else
+              t if t is not None else torch.zeros(d.sizes, dtype=torch_dtype(d), device=route.device)
+              for i, (t, d) in enumerate(zip(tangents, route.desc.inputs))]
+        return tuple(route.tangent(ts))
+
+    @staticmethod
+    def vmap(info, in_dims, route, *xs):
+        n = info.batch_size
+        xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(xs, in_dims[1:])]
+        per = [route.call(*[x[i] for x in xs]) for i in range(n)]
+        outs = tuple(torch.stack([p[j] for p in per]) for j in range(len(per[0])))
+        return outs, (0,) * len(outs)
+
+
+_MOVE_FUNCTIONS: dict = {}
+
+
+def _move_function(desc):
+    """``_MoveLinear`` under the operator's name (``opendml_pad1``...), so a
+    result's ``grad_fn`` says which operator made it."""
+    name = desc.OPERATOR.lower()
+    fn = _MOVE_FUNCTIONS.get(name)
+    if fn is None:
+        fn = _MOVE_FUNCTIONS[name] = type(f"opendml_{name}", (_MoveLinear,), {})
+    return fn

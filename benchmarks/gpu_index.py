@@ -1,0 +1,188 @@
+"""GPU benchmark of issue 32: the index-driven operators on PyTorch CUDA
+tensors beside PyTorch's own ops, in one run, as ratios (PyTorch's time over
+opendml's: above 1 opendml is faster) and as fractions of the device's
+measured copy bandwidth (bytes read + written over the time).
+
+    python -m benchmarks.gpu_index [--out DIR] [--reps N]
+
+Rows (float32; int64 indices, uniformly random, so repeats occur):
+
+* embedding: a 1M x 256 table, 1M indices: ``dml.gather`` against
+  ``torch.index_select`` and ``F.embedding``;
+* gather_elements (4096 x 4096, along axis 1) against ``torch.gather``;
+* gather_nd (1M pairs into 1024 x 1024 x 64) against advanced indexing;
+* scatter_elements (4096 x 4096) against ``Tensor.scatter``; scatter_nd of
+  256K rows of 256 into 256K rows against ``Tensor.index_put``;
+* the embedding's accumulating backward (1M rows of 256 into a 1M-row
+  table, ``index_adjoint``: deterministic) against ``index_add_`` in
+  PyTorch's default and deterministic modes and the embedding backward;
+* one_hot (1M indices, depth 128) against ``F.one_hot(...).to(float32)``;
+* reverse_subsequences (512 x 256 x 512, axis 0, random lengths) as a
+  fraction of copy, beside ``torch.flip``.
+
+opendml's calls are the array API as a user makes them, with
+``check_indices=False`` (the check reads the indices on the host). Each time
+is the median over --reps of 5 back-to-back calls between CUDA events
+(``gpu_h200.timed_pair``), the functions alternating rep by rep. Each row
+says whether opendml's output equals PyTorch's (``match``: bitwise where
+PyTorch's is deterministic, else to float32 rounding) and whether two of
+opendml's runs gave the same bytes (``same_bytes``). Writes gpu-index.json
+and gpu-index.png to --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent))
+sys.path.insert(0, str(ROOT.parent / "src"))
+
+from benchmarks.gpu_h200 import timed_pair  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/gpu_index"))
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args(argv)
+    import torch
+    import torch.nn.functional as F
+
+    import opendml as dml
+    from opendml.arrays.index_ops import index_adjoint
+    from opendml.model.data_type import DataType
+    from opendml.model.tensor_desc import TensorDesc
+
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(256, 1024, 1024, device=dev)
+    copy_out = torch.empty_like(x)
+    t_copy, = timed_pair([lambda: copy_out.copy_(x)], args.reps, torch)
+    copy_bw = 2 * x.nbytes / (t_copy * 1e-3) / 1e9
+    del x, copy_out
+    name = torch.cuda.get_device_name()
+    print(f"device: {name}  torch {torch.__version__}  copy {copy_bw:.0f} GB/s ({t_copy:.3f} ms for 1 GiB)",
+          flush=True)
+    rows = []
+
+    def row(label, ours, theirs: dict, nbytes, check=None):
+        fns = [ours] + list(theirs.values())
+        ts = timed_pair(fns, args.reps, torch)
+        a, b = ours(), ours()
+        torch.cuda.synchronize()
+        same = bool(torch.equal(a.view(torch.uint8) if a.dtype != torch.bool else a,
+                                b.view(torch.uint8) if b.dtype != torch.bool else b))
+        match = check(a) if check else None
+        r = {"row": label, "opendml_ms": ts[0], "frac_copy": nbytes / (ts[0] * 1e-3) / 1e9 / copy_bw,
+             "same_bytes": same, "match": match,
+             "torch": {k: {"ms": t, "ratio": t / ts[0]} for k, t in zip(theirs, ts[1:])}}
+        rows.append(r)
+        print(f"{label:34s} opendml {ts[0]:.3f} ms ({r['frac_copy']:.2f} of copy) same_bytes={same} match={match}  "
+              + "  ".join(f"{k} {v['ms']:.3f} ms ({v['ratio']:.2f}x)" for k, v in r["torch"].items()), flush=True)
+
+    # embedding lookup
+    V, D, N = 1 << 20, 256, 1 << 20
+    table = torch.randn(V, D, device=dev)
+    idx = torch.randint(0, V, (N,), device=dev, generator=g)
+    want = torch.index_select(table, 0, idx)
+    row("embedding 1M x 256, 1M indices", lambda: dml.gather(table, idx, 0, check_indices=False),
+        {"index_select": lambda: torch.index_select(table, 0, idx), "F.embedding": lambda: F.embedding(idx, table)},
+        2 * N * D * 4 + idx.nbytes, lambda a: bool(torch.equal(a, want)))
+    # the accumulating backward of the embedding
+    grad = torch.randn(N, D, device=dev)
+    primal = dml.GatherOperatorDesc(TensorDesc(DataType.FLOAT32, [V, D]), TensorDesc(DataType.INT64, [1, N]), None,
+                                    0, 1)
+    idx1 = idx.reshape(1, N)
+
+    def add_default():
+        return torch.zeros(V, D, device=dev).index_add_(0, idx, grad)
+
+    def add_deterministic():
+        torch.use_deterministic_algorithms(True)
+        try:
+            return torch.zeros(V, D, device=dev).index_add_(0, idx, grad)
+        finally:
+            torch.use_deterministic_algorithms(False)
+    ref = add_default().double()
+    row("embedding backward (accumulate)", lambda: index_adjoint(primal, 0, grad, idx1),
+        {"index_add_": add_default, "index_add_ deterministic": add_deterministic,
+         "embedding_dense_backward": lambda: torch.ops.aten.embedding_dense_backward(grad, idx, V, -1, False)},
+        N * D * 4 * 2 + V * D * 4 * 2 + idx.nbytes,
+        lambda a: bool(torch.allclose(a.double(), ref, atol=1e-4, rtol=1e-5)))
+    del table, grad, want, ref
+    # gather_elements / scatter_elements
+    M = 4096
+    x2 = torch.randn(M, M, device=dev)
+    i2 = torch.randint(0, M, (M, M), device=dev, generator=g)
+    u2 = torch.randn(M, M, device=dev)
+    want = torch.gather(x2, 1, i2)
+    row("gather_elements 4096 x 4096", lambda: dml.gather_elements(x2, i2, 1, check_indices=False),
+        {"torch.gather": lambda: torch.gather(x2, 1, i2)}, 2 * x2.nbytes + i2.nbytes,
+        lambda a: bool(torch.equal(a, want)))
+    row("scatter_elements 4096 x 4096", lambda: dml.scatter_elements(x2, i2, u2, 1, check_indices=False),
+        {"Tensor.scatter": lambda: x2.scatter(1, i2, u2)}, 2 * x2.nbytes + u2.nbytes + i2.nbytes,
+        lambda a: bool(torch.equal(a == 0, x2.scatter(1, i2, u2) == 0)))   # repeats: PyTorch's winner is arbitrary
+    del x2, i2, u2, want
+    # gather_nd
+    x3 = torch.randn(1024, 1024, 64, device=dev)
+    i3 = torch.randint(0, 1024, (N, 2), device=dev, generator=g)
+    want = x3[i3[:, 0], i3[:, 1]]
+    row("gather_nd 1M pairs into 1024^2 x 64", lambda: dml.gather_nd(x3, i3, check_indices=False),
+        {"advanced indexing": lambda: x3[i3[:, 0], i3[:, 1]]}, 2 * want.nbytes + i3.nbytes,
+        lambda a: bool(torch.equal(a, want)))
+    del x3, i3, want
+    # scatter_nd of rows
+    R = 1 << 18
+    x4 = torch.randn(R, D, device=dev)
+    i4 = torch.randint(0, R, (R, 1), device=dev, generator=g)
+    u4 = torch.randn(R, D, device=dev)
+    row("scatter_nd 256K rows of 256", lambda: dml.scatter_nd(x4, i4, u4, check_indices=False),
+        {"Tensor.index_put": lambda: x4.index_put((i4[:, 0],), u4)}, 2 * x4.nbytes + u4.nbytes + i4.nbytes,
+        lambda a: bool(torch.equal(a == x4, x4.index_put((i4[:, 0],), u4) == x4)))
+    del x4, i4, u4
+    # one_hot
+    i5 = torch.randint(0, 128, (N,), device=dev, generator=g)
+    on_off = torch.tensor([0.0, 1.0], device=dev)
+    want = F.one_hot(i5, 128).to(torch.float32)
+    row("one_hot 1M, depth 128", lambda: dml.one_hot(i5, 128, on_off),
+        {"F.one_hot().to(float32)": lambda: F.one_hot(i5, 128).to(torch.float32)}, want.nbytes + i5.nbytes,
+        lambda a: bool(torch.equal(a, want)))
+    del i5, want
+    # reverse_subsequences
+    x6 = torch.randn(512, 256, 512, device=dev)
+    lengths = torch.randint(0, 513, (1, 256, 512), device=dev, generator=g).to(torch.uint32)
+    row("reverse_subsequences 512x256x512", lambda: dml.reverse_subsequences(x6, lengths, 0),
+        {"torch.flip (full)": lambda: torch.flip(x6, [0])}, 2 * x6.nbytes + lengths.nbytes)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,
+              "reps": args.reps, "rows": rows}
+    (out / "gpu-index.json").write_text(json.dumps(result, indent=1))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(11, 5))
+        labels, vals = [], []
+        for r in rows:
+            for k, v in r["torch"].items():
+                labels.append(f"{r['row']}\nvs {k}")
+                vals.append(v["ratio"])
+        ax.barh(range(len(vals)), vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
+        ax.axvline(1.0, color="k", lw=0.8)
+        ax.set_yticks(range(len(vals)), labels, fontsize=6)
+        ax.set_xlabel("PyTorch time / opendml time (>1: opendml faster)")
+        ax.set_title(f"opendml index operators on {name}, copy {copy_bw:.0f} GB/s")
+        fig.tight_layout()
+        fig.savefig(out / "gpu-index.png", dpi=110)
+    except ImportError as exc:
+        print(f"no figure: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

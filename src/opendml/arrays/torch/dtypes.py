@@ -1,0 +1,47 @@
+"""The PyTorch wing's dtype tables, in one place (the adapter and the
+``torch.library`` operators both read them): which PyTorch dtypes have a
+DirectML data type (``DTYPES``, to NumPy's; ``TORCH_DTYPES`` back), and
+``numpy_dtype``, the one check that names what DirectML cannot take."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...model.errors import UnsupportedError
+
+__all__ = ["DTYPES", "TORCH_DTYPES", "SUPPORTED_DTYPES", "numpy_dtype", "torch_dtype"]
+
+#: PyTorch dtypes with a DirectML data type.
+DTYPES = {
+    torch.float16: np.dtype(np.float16), torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
+    torch.int8: np.dtype(np.int8), torch.int16: np.dtype(np.int16), torch.int32: np.dtype(np.int32),
+    torch.int64: np.dtype(np.int64), torch.uint8: np.dtype(np.uint8), torch.uint16: np.dtype(np.uint16),
+    torch.uint32: np.dtype(np.uint32), torch.uint64: np.dtype(np.uint64),
+}
+SUPPORTED_DTYPES = ", ".join(str(t).removeprefix("torch.") for t in DTYPES)
+#: NumPy dtype -> its PyTorch dtype.
+TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
+
+
+def numpy_dtype(x, name: str = "array API") -> np.dtype:
+    """The NumPy dtype of ``x``'s elements, or an ``UnsupportedError`` naming
+    what DirectML cannot take (dtype, layout, conjugate view)."""
+    dtype = DTYPES.get(x.dtype)
+    if dtype is not None and x.layout is torch.strided and not x.is_nested:
+        return dtype
+    if x.is_nested:
+        raise UnsupportedError(f"{name}: nested PyTorch tensors are not supported (opendml reads strided, dense "
+                               f"tensors); pass x.to_padded_tensor(0) or the tensors of x.unbind()")
+    if x.layout is not torch.strided:
+        raise UnsupportedError(f"{name}: PyTorch tensors of layout {x.layout} are not supported (opendml reads "
+                               f"strided, dense tensors); pass x.to_dense()")
+    if x.is_complex() and x.is_conj():
+        raise UnsupportedError(f"{name}: a conjugated complex tensor (x.is_conj()) of dtype {x.dtype} is not "
+                               f"supported: DirectML has no complex types; supported dtypes: {SUPPORTED_DTYPES}")
+    raise UnsupportedError(f"{name}: PyTorch dtype {x.dtype} has no DirectML data type; supported dtypes "
+                           f"(the 11 DirectML types): {SUPPORTED_DTYPES}")
+
+
+def torch_dtype(t) -> torch.dtype:
+    """The PyTorch dtype of a ``TensorDesc``'s data type."""
+    return TORCH_DTYPES[t.data_type.numpy_dtype]

@@ -1,0 +1,241 @@
+"""DML_DIAGONAL_MATRIX_OPERATOR_DESC (feature level 2_0) and
+DML_DIAGONAL_MATRIX1_OPERATOR_DESC (5_1): generators of identity-like
+matrices. The last two dimensions of the output are a matrix (height H,
+width W); the dimensions before them count a stack of matrices. With y the
+row and x the column of an element, its diagonal is ``x - y``:
+
+* DIAGONAL_MATRIX: ``Value`` on diagonal ``Offset``, 0 elsewhere.
+  ``Value`` is a FLOAT; for an integer output it is converted by CAST's
+  rules (truncated toward zero: 10.6 gives 10; saturated; NaN gives 0).
+* DIAGONAL_MATRIX1: ``Value`` (a ``DML_SCALAR_UNION`` read as
+  ``ValueDataType``, which must equal ``OutputTensor.DataType``) on the
+  diagonals in ``[DiagonalFillBegin, DiagonalFillEnd)``; an inverted range
+  (begin > end) fills the diagonals outside ``[DiagonalFillEnd,
+  DiagonalFillBegin)`` instead (the page's pseudocode:
+  ``(End >= Begin) ^ (x - y >= Begin) ^ (x - y < End)``); begin == end fills
+  nothing. Elsewhere the optional ``InputTensor``'s element, or 0 without
+  one. ``InputTensor`` has the output's DataType and DimensionCount (the
+  page's constraint) and, as the pseudocode reads it at every output
+  coordinate, its Sizes (opendml's rule: the page states no Sizes rule).
+
+Lowered to the move program: a ``Copy`` of the input (or a ``Fill`` of 0),
+then ``Fill`` passes of the value over each band of diagonals, clipped to
+the matrix: one strided ``Fill`` per diagonal (step ``W + 1`` within a
+matrix, the stack's dimensions in front), or, where fewer, one per row's
+contiguous run and one two-dimensional ``Fill`` (rows stepping ``W + 1``)
+for the rows the band crosses whole. Every backend runs it; no kernel of its
+own.
+
+DIAGONAL_MATRIX1 with an InputTensor is affine in it: the derivative is the
+operator with Value 0 (the input with the filled diagonals zeroed), its own
+adjoint. Without an input neither operator has anything to differentiate.
+
+Erratum: the DIAGONAL_MATRIX1 page's "Default identity matrix" example gives
+Value 7 and shows an output of 1s; by the pseudocode (and opendml) Value 7
+puts 7s on the diagonal: the printed output is Value 1's.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model._checks import INT32_MAX, INT32_MIN, as_int
+from ..model.data_type import DataType
+from ..model.feature_level import FeatureLevel
+from ..model.tensor_desc import TensorDesc
+from ..plan import Copy, Fill
+from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._move import MoveOperatorDesc, convert_scalar
+from ._spec import Binding, Enum, Float, Int, ScalarUnion, Tensor, is_float
+
+T = DataType
+#: Beyond every diagonal of any matrix: the open ends of an inverted range.
+_FAR = 1 << 62
+
+
+def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple]]:
+    """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix,
+    each ``(row, column, sizes, steps)`` with steps in matrix units
+    (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or
+    ``(1, 1)`` from row to row): one run per diagonal, or, where fewer
+    (ties too: contiguous memory), the rows' runs: each row the band clips
+    on one side alone is its own run (its length changes from row to row);
+    the rows it crosses whole are one parallelogram, the rows it clips on
+    both sides one full-width rectangle. Counted before any run is made:
+    the cost follows the runs made, not the matrix' height."""
+    lo, hi = max(lo, 1 - h), min(hi, w)
+    if lo >= hi:
+        return []
+    ys, ye = max(0, 1 - hi), min(h, w - lo)           # the rows the band reaches
+    left, right = -lo, w - hi + 1                     # y < left: clipped on the left; y >= right: on the right
+    one_side = (range(ys, min(left, right, ye)), range(max(ys, left, right), ye))
+    whole = range(max(ys, left), min(right, ye))      # neither side clipped
+    full = range(max(ys, right), min(left, ye))       # both sides clipped
+    if sum(map(len, one_side)) + (len(whole) > 0) + (len(full) > 0) > hi - lo:
+        return [(max(0, -k), max(0, k), (min(h - max(0, -k), w - max(0, k)),), ((1, 1),)) for k in range(lo, hi)]
+    runs = [(y, max(0, y + lo), (min(w, y + hi) - max(0, y + lo),), ((0, 1),)) for r in one_side for y in r]
+    for rows, x, m, step in ((whole, whole.start + lo, hi - lo, 1), (full, 0, w, 0)):
+        if len(rows) == 1:
+            runs.append((rows.start, x, (m,), ((0, 1),)))
+        elif rows:
+            runs.append((rows.start, x, (len(rows), m), ((1, step), (0, 1))))
+    return runs
+
+
+class _DiagonalRules(MoveOperatorDesc):
+    """What both generators share: the output's checks, the fill ranges and
+    the lowering."""
+
+    DEFAULT_INPUT_START = 1
+
+    def _check_output(self, out: TensorDesc) -> None:
+        if not isinstance(out, TensorDesc):
+            raise self._err(f"OutputTensor must be a TensorDesc; got {type(out).__name__}")
+        if out.rank < 2:
+            raise self._err(f"OutputTensor.DimensionCount must be at least 2 (the matrix' height and width); "
+                            f"got {out.rank} (Sizes {list(out.sizes)})")
+
+    def _int_field(self, attr: str, field: str) -> int:
+        v = as_int(getattr(self, attr), field, where=self.OPERATOR)
+        self._check_bounds_scalar(field, v, INT32_MIN, INT32_MAX, " (an INT)")
+        self._set(attr, v)
+        return v
+
+    def fill_ranges(self) -> list[tuple[int, int]]:
+        """The diagonals (``x - y``) filled with the value: half-open ranges."""
+        raise NotImplementedError
+
+    def fill_value(self):
+        """The value written, as a value of the output's type."""
+        raise NotImplementedError
+
+    def _passes(self, layouts):
+        out = self.output_tensor
+        sizes, steps = out.sizes, out.element_strides
+        if layouts:
+            (strides, origin), = layouts
+            yield Copy(0, 0, sizes, origin, tuple(strides), 0, steps)
+        else:
+            yield Fill(0, sizes, 0, steps, 0.0 if is_float(out.data_type) else 0)
+        h, w = sizes[-2:]
+        sh, sw = steps[-2:]
+        value = self.fill_value()
+        for lo, hi in self.fill_ranges():
+            for y, x, n, units in _band(lo, hi, h, w):
+                yield Fill(0, sizes[:-2] + n, y * sh + x * sw, steps[:-2] + tuple(a * sh + b * sw for a, b in units),
+                           value)
+
+    def linear_part(self):
+        """None: the output is no function of a data tensor (DIAGONAL_MATRIX1
+        with an InputTensor overrides this)."""
+        return None
+
+    def adjoint(self, api, grad):
+        raise NotImplementedError(f"{self.OPERATOR}: no input to differentiate")
+
+    def chunking(self):
+        """A block-wise run needs whole matrices (the diagonals are counted
+        from each matrix' corner); the stack's dimensions may be cut anywhere."""
+        r = self.output_tensor.rank
+        return {r - 2: 0, r - 1: 0} if self.inputs else {}
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class DiagonalMatrixOperatorDesc(_DiagonalRules):
+    """``OutputTensor[..., y, y + Offset] = Value``, 0 elsewhere."""
+
+    output_tensor: TensorDesc
+    offset: int = 0
+    value: float = 1.0
+
+    OPERATOR = "DIAGONAL_MATRIX"
+    TYPE_VALUE = 93
+    SLOTS = (Tensor("OutputTensor", "output_tensor", "output"),)
+    FIELDS = (Int("Offset", "offset", default=0), Float("Value", "value", default=1.0))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_2_0
+    SUPPORT = (SupportRow(FeatureLevel.FL_2_0, range(4, 5), frozenset({T.FLOAT32, T.FLOAT16})),
+               SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
+               SupportRow(FeatureLevel.FL_4_0, range(2, 5), TYPES_2_1),
+               SupportRow(FeatureLevel.FL_5_1, range(2, 5), TYPES_4_1))
+
+    def __post_init__(self):
+        self._check_output(self.output_tensor)
+        self._check_slot_tensors()
+        self._int_field("offset", "Offset")
+        self._set("value", self._float32(self.value, "Value"))
+
+    def fill_ranges(self):
+        return [(self.offset, self.offset + 1)]
+
+    def fill_value(self):
+        return convert_scalar(self.value, self.output_tensor.data_type)
+
+
+def _input_type(parsed: dict):
+    """``ValueDataType`` left out of the JSON form: the input's type, or None
+    (then the output's) without an input."""
+    inp = parsed.get("InputTensor")
+    return inp.data_type if isinstance(inp, TensorDesc) else None
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class DiagonalMatrix1OperatorDesc(_DiagonalRules):
+    """``InputTensor`` may be None (zeros elsewhere); ``OutputTensor`` may be
+    None where there is an input (its sizes and type)."""
+
+    input_tensor: TensorDesc | None
+    output_tensor: TensorDesc | None
+    value_data_type: DataType | None = None
+    value: int | float = 1
+    diagonal_fill_begin: int = 0
+    diagonal_fill_end: int = 1
+
+    OPERATOR = "DIAGONAL_MATRIX1"
+    TYPE_VALUE = 163
+    BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0})
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input", optional=True),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = (Enum("ValueDataType", "value_data_type", enum=DataType, default=_input_type),
+              ScalarUnion("Value", "value", type_field="ValueDataType", default=1),
+              Int("DiagonalFillBegin", "diagonal_fill_begin", default=0),
+              Int("DiagonalFillEnd", "diagonal_fill_end", default=1))
+    COUNTS = {}
+    INTRODUCED = FeatureLevel.FL_5_1
+    SUPPORT = (SupportRow(FeatureLevel.FL_5_1, range(2, 5), TYPES_4_1),)
+
+    def __post_init__(self):
+        inp = self.input_tensor
+        if inp is not None:
+            if not isinstance(inp, TensorDesc):
+                raise self._err(f"InputTensor must be a TensorDesc or None; got {type(inp).__name__}")
+            if self.output_tensor is None:
+                self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
+        elif self.output_tensor is None:
+            raise self._err("OutputTensor is required when InputTensor is None (its sizes cannot be derived)")
+        self._check_output(self.output_tensor)
+        self._check_slot_tensors()
+        if self.value_data_type is None:        # (the JSON form left it out: the output's)
+            self._set("value_data_type", self.output_tensor.data_type)
+        if inp is not None:
+            self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        self._typed_scalar("value_data_type", "ValueDataType", "value", "Value")
+        self._int_field("diagonal_fill_begin", "DiagonalFillBegin")
+        self._int_field("diagonal_fill_end", "DiagonalFillEnd")
+
+    def fill_ranges(self):
+        b, e = self.diagonal_fill_begin, self.diagonal_fill_end
+        return [(b, e)] if e >= b else [(-_FAR, e), (b, _FAR)]
+
+    def fill_value(self):
+        return self.value
+
+    def linear_part(self):
+        """Where there is a float InputTensor: the operator with Value 0 (the
+        input with the filled diagonals zeroed)."""
+        if self.input_tensor is None or not is_float(self.input_tensor.data_type):
+            return None
+        return self if self.value == 0 else dataclasses.replace(self, value=0.0)
+
+    def adjoint(self, api, grad):
+        """Zeroing the filled diagonals is its own adjoint."""
+        return (api.diagonal_matrix(grad, value=0, begin=self.diagonal_fill_begin, end=self.diagonal_fill_end),)

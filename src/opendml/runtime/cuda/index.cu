@@ -1,0 +1,397 @@
+// opendml CUDA kernels of the index-driven passes of the move program
+// (plan.Gather, plan.Scatter), launched by index.py. Compiled at run time by
+// NVRTC through CuPy (one specialisation per template arguments, the same
+// options as kernels.cu and move.cu).
+//
+// Every kernel takes one ix_params block BY VALUE (its mirror is index.py's
+// IndexParams, same field order, every field 8 bytes), the device addresses
+// included. A pass walks its "outer" positions (the dimensions that read an
+// index, row-major, decomposed from a flat number) and, at each, a block of
+// "inner" words (the dimensions that read none, the embedding's row); data
+// offsets and strides count words of W (the element, or a 2-16 byte run of
+// elements where the host widened the block). Each IndexAxis value becomes a
+// coordinate inside [0, bound) exactly as runtime/cpu/indexed/index.c does
+// (a negative value of a signed type counted from the end, then clamped, or
+// the position skipped; INDEX_REVERSE_LENGTH reverses the first min(L, bound)
+// coordinates), so no index value can move an access outside what the host
+// checked against the bound ranges.
+//
+//   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
+//                          where last_only and a later position reads it)
+//   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
+//                          only by the position that owns its destination block
+//   ix_owner<I, ...>       owner of each destination block: the last position
+//                          reaching it (atomicMax: the same result in any order)
+//   ix_keys<I, K, ...>     each position's keyed block (destination, or the
+//                          source for last_only) as a slot number, K max where
+//                          skipped; the host sorts them stably (CuPy's argsort)
+//   ix_apply<W, I, K, ACC, ...> one thread per run of equal sorted keys and
+//                          inner words: the last position of the run is
+//                          written, or (ACC) every one is added in row-major
+//                          order of the positions, as the CPU kernel adds them
+// The trailing template arguments are exact counts, so every loop over them
+// unrolls: NO outer dimensions, NA index axes, NI inner dimensions, and ITEMS
+// inner words a thread (words g, g + groups, ...: neighbouring threads take
+// neighbouring words), all loaded before the first store.
+// No kernel's result depends on the order threads run in: the same bytes on
+// every run. Additions follow the CPU backend on x86 bit for bit: float16
+// adds in float32 and rounds each sum (NumPy's rounding), float32 and
+// float64 round to nearest with subnormals kept (PTX add.rn without .ftz:
+// CuPy appends -ftz=true to NVRTC compiles), a NaN sum is the first NaN
+// operand quieted (x86's rule), integers wrap.
+
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+#define IX_RANK 16
+#define IX_AXES 8
+#define IX_THREADS 256
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#define IX_PARAMS const ix_params p
+#else
+#define IX_PARAMS const __grid_constant__ ix_params p   // read in place, never copied to local memory
+#endif
+
+struct ix_axis {
+    i64 type, offset, stride, bound, mode, skip, axis, reserved;
+    i64 strides[IX_RANK];                   // per outer dimension
+};
+
+struct ix_params {
+    i64 outer, inner;                       // ranks
+    i64 n_outer, n_inner, total;            // positions, inner words a position, threads
+    i64 groups;                             // threads a position (ITEMS inner words each)
+    i64 src_offset, dst_offset;             // words
+    i64 sizes[IX_RANK], src_strides[IX_RANK], dst_strides[IX_RANK];        // outer dims
+    i64 isizes[IX_RANK], isrc_strides[IX_RANK], idst_strides[IX_RANK];     // inner dims
+    i64 naxes, data_type, has_value, value_bits, last_only;
+    i64 key_base, key_div;                  // slot = (offset - key_base) / key_div
+    ix_axis axes[IX_AXES];
+    u64 src, dst, keys, order, aux;
+    u64 idx[IX_AXES];
+};
+
+// DML_TENSOR_DATA_TYPE values
+enum { T_F32 = 1, T_F16 = 2, T_U32 = 3, T_I32 = 6, T_F64 = 9, T_U64 = 10, T_I64 = 11 };
+
+__device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 at, i64 e, i64& c) {
+    const i64 bound = ax.bound;
+    bool sgn = true;
+    i64 sv = 0;
+    u64 uv = 0;
+    switch (ax.type) {
+    case T_I32: sv = ((const int*)base)[at]; break;
+    case T_I64: sv = ((const i64*)base)[at]; break;
+    case T_U32: uv = ((const u32*)base)[at]; sgn = false; break;
+    default: uv = ((const u64*)base)[at]; sgn = false; break;
+    }
+    if (ax.mode == 1) {                     // INDEX_REVERSE_LENGTH
+        const i64 len = sgn ? (sv < 0 ? 0 : (sv > bound ? bound : sv)) : (uv > (u64)bound ? bound : (i64)uv);
+        c = e < len ? len - 1 - e : e;
+        return true;
+    }
+    if (sgn) {
+        if (sv < 0) sv += bound;            // sv >= INT64_MIN, bound > 0: no overflow
+        if (sv < 0 || sv >= bound) {
+            c = 0;
+            if (ax.skip) return false;
+            sv = sv < 0 ? 0 : bound - 1;
+        }
+        c = sv;
+    } else {
+        if (uv >= (u64)bound) {
+            c = 0;
+            if (ax.skip) return false;
+            uv = (u64)bound - 1;
+        }
+        c = (i64)uv;
+    }
+    return true;
+}
+
+// Source and destination word offsets of outer position o (INDEXED: with the
+// index axes' coordinates added, to the source where GATHER, else to the
+// destination); false where an INDEX_SKIP coordinate drops the position (a
+// gather never skips: it clamps). NO outer dimensions, NA index axes, exactly.
+template <typename I, bool INDEXED, bool GATHER, int NO, int NA>
+__device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& dd) {
+    so = p.src_offset;
+    dd = p.dst_offset;
+    i64 at[NA > 0 ? NA : 1], e[NA > 0 ? NA : 1];
+#pragma unroll
+    for (int a = 0; a < NA; a++) {
+        at[a] = p.axes[a].offset;
+        e[a] = 0;
+    }
+    I r = o;
+#pragma unroll
+    for (int k = NO - 1; k >= 0; --k) {
+        I ck;
+        if (k == 0) {
+            ck = r;
+        } else {
+            const I n = (I)p.sizes[k];
+            const I q = r / n;
+            ck = r - q * n;
+            r = q;
+        }
+        so += (i64)ck * p.src_strides[k];
+        dd += (i64)ck * p.dst_strides[k];
+        if (INDEXED) {
+#pragma unroll
+            for (int a = 0; a < NA; a++) {
+                at[a] += (i64)ck * p.axes[a].strides[k];
+                if (p.axes[a].axis == k) e[a] = (i64)ck;
+            }
+        }
+    }
+    if (INDEXED) {
+#pragma unroll
+        for (int a = 0; a < NA; a++) {
+            i64 c;
+            const bool keep = ix_coordinate(p.axes[a], p.idx[a], at[a], e[a], c);
+            if (GATHER) {
+                so += c * p.axes[a].stride;
+            } else {
+                if (!keep) return false;
+                dd += c * p.axes[a].stride;
+            }
+        }
+    }
+    return true;
+}
+
+// Inner word j's offsets from its block's origin (NI inner dimensions).
+template <typename I, int NI>
+__device__ __forceinline__ void ix_inner(const ix_params& p, I j, i64& si, i64& di) {
+    si = 0;
+    di = 0;
+    I r = j;
+#pragma unroll
+    for (int k = NI - 1; k >= 0; --k) {
+        I ck;
+        if (k == 0) {
+            ck = r;
+        } else {
+            const I n = (I)p.isizes[k];
+            const I q = r / n;
+            ck = r - q * n;
+            r = q;
+        }
+        si += (i64)ck * p.isrc_strides[k];
+        di += (i64)ck * p.idst_strides[k];
+    }
+}
+
+// This thread's position o (or sorted run member) and first inner word g:
+// it takes words g, g + groups, ..., g + (ITEMS - 1) * groups below n_inner.
+template <typename I>
+__device__ __forceinline__ bool ix_split(const ix_params& p, I& o, I& g) {
+    const I t = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
+    if (t >= (I)p.total) return false;
+    if (p.groups == 1) {
+        o = t;
+        g = 0;
+    } else {
+        const I n = (I)p.groups;
+        o = t / n;
+        g = t - o * n;
+    }
+    return true;
+}
+
+template <typename W>
+__device__ __forceinline__ W ix_value(const ix_params& p) {
+    return *reinterpret_cast<const W*>(&p.value_bits);   // (never 16-byte words: the host widens no constant)
+}
+
+template <typename W, typename I, int NO, int NA, int NI, int ITEMS>
+__global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
+    I o, g;
+    if (!ix_split<I>(p, o, g)) return;
+    i64 so, dd;
+    ix_outer<I, true, true, NO, NA>(p, o, so, dd);
+    const bool zero = p.last_only && !((const u8*)p.aux)[o];
+    W v[ITEMS];
+    i64 at[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {        // every load before the first store
+        const I j = g + (I)u * (I)p.groups;
+        at[u] = -1;
+        if (ITEMS == 1 || j < (I)p.n_inner) {
+            i64 si, di;
+            ix_inner<I, NI>(p, j, si, di);
+            v[u] = zero ? W() : ((const W*)p.src)[so + si];
+            at[u] = dd + di;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++)
+        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+}
+
+template <typename W, typename I, int OWN, int NO, int NA, int NI, int ITEMS>
+__global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
+    I o, g;
+    if (!ix_split<I>(p, o, g)) return;
+    i64 so, dd;
+    if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
+    if (OWN && ((const u32*)p.aux)[(dd - p.key_base) / p.key_div] != (u32)o + 1u) return;
+    W v[ITEMS];
+    i64 at[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const I j = g + (I)u * (I)p.groups;
+        at[u] = -1;
+        if (ITEMS == 1 || j < (I)p.n_inner) {
+            i64 si, di;
+            ix_inner<I, NI>(p, j, si, di);
+            v[u] = p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si];
+            at[u] = dd + di;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++)
+        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+}
+
+template <typename I, int NO, int NA>
+__global__ void __launch_bounds__(IX_THREADS) ix_owner(IX_PARAMS) {
+    const I o = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
+    if (o >= (I)p.n_outer) return;
+    i64 so, dd;
+    if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
+    atomicMax(((u32*)p.aux) + (dd - p.key_base) / p.key_div, (u32)o + 1u);
+}
+
+template <typename I, typename K, int NO, int NA>
+__global__ void __launch_bounds__(IX_THREADS) ix_keys(IX_PARAMS) {
+    const I o = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
+    if (o >= (I)p.n_outer) return;
+    i64 so, dd;
+    K key = (K)-1;                           // the unsigned maximum: a skipped position sorts last
+    if (p.last_only) {
+        ix_outer<I, true, true, NO, NA>(p, o, so, dd);
+        key = (K)((so - p.key_base) / p.key_div);
+    } else if (ix_outer<I, true, false, NO, NA>(p, o, so, dd)) {
+        key = (K)((dd - p.key_base) / p.key_div);
+    }
+    ((K*)p.keys)[o] = key;
+}
+
+// --- additions as the CPU backend makes them (x86, NumPy) ----------------------
+
+__device__ __forceinline__ float ix_add32(float a, float b) {
+    const u32 ab = __float_as_uint(a), bb = __float_as_uint(b);
+    if ((ab & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(ab | 0x00400000u);
+    if ((bb & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(bb | 0x00400000u);
+    float c;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(c) : "f"(a), "f"(b));
+    return c;
+}
+
+__device__ __forceinline__ double ix_add64(double a, double b) {
+    const u64 ab = __double_as_longlong(a), bb = __double_as_longlong(b);
+    if ((ab & 0x7fffffffffffffffull) > 0x7ff0000000000000ull) return __longlong_as_double(ab | 0x0008000000000000ull);
+    if ((bb & 0x7fffffffffffffffull) > 0x7ff0000000000000ull) return __longlong_as_double(bb | 0x0008000000000000ull);
+    return __dadd_rn(a, b);
+}
+
+__device__ __forceinline__ float ix_h2f(u16 h) {   // exact, NaN payload kept
+    const u32 sign = (u32)(h & 0x8000u) << 16, em = h & 0x7fffu;
+    u32 bits;
+    if (em >= 0x7c00u) bits = 0x7f800000u | ((em & 0x3ffu) << 13);
+    else if (em >= 0x0400u) bits = (em << 13) + 0x38000000u;
+    else bits = __float_as_uint((float)em * 5.9604644775390625e-08f);   // em * 2^-24, exact
+    return __uint_as_float(bits | sign);
+}
+
+// float32 -> float16 as NumPy rounds it: the hardware's round to nearest even
+// (cvt.rn.f16.f32 without .ftz, NumPy's result for every non-NaN value), a
+// NaN by NumPy's rule (the payload's top bits kept, still a NaN).
+__device__ __forceinline__ u16 ix_f2h(float value) {
+    const u32 f = __float_as_uint(value);
+    if ((f & 0x7fffffffu) > 0x7f800000u) {
+        u16 ret = (u16)(0x7c00u + ((f & 0x007fffffu) >> 13));
+        if (ret == 0x7c00u) ret++;
+        return (u16)(((f & 0x80000000u) >> 16) + ret);
+    }
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(value));
+    return h;
+}
+
+template <typename W>
+__device__ __forceinline__ W ix_add(W a, W b, i64 type) {
+    if (sizeof(W) == 4 && type == T_F32) {
+        const float r = ix_add32(__uint_as_float((u32)a), __uint_as_float((u32)b));
+        return (W)__float_as_uint(r);
+    }
+    if (sizeof(W) == 8 && type == T_F64) {
+        const double r = ix_add64(__longlong_as_double((i64)a), __longlong_as_double((i64)b));
+        return (W)(u64)__double_as_longlong(r);
+    }
+    if (sizeof(W) == 2 && type == T_F16) return (W)ix_f2h(ix_add32(ix_h2f((u16)a), ix_h2f((u16)b)));
+    return (W)(a + b);                       // integers: two's complement wrap
+}
+
+template <typename W, typename I, typename K, int ACC, int NO, int NA, int NI, int ITEMS>
+__global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
+    I i, g;
+    if (!ix_split<I>(p, i, g)) return;
+    const K* sk = (const K*)p.keys;          // sorted keys
+    const i64* order = (const i64*)p.order;  // the positions in that order (stable)
+    const K key = sk[i];
+    if (key == (K)-1 || (i > 0 && sk[i - 1] == key)) return;
+    I end = i;
+    while (end + 1 < (I)p.n_outer && sk[end + 1] == key) ++end;
+    const i64 base = p.key_base + (i64)key * p.key_div;
+    W* dst = (W*)p.dst;
+    const W* src = (const W*)p.src;
+    i64 si[ITEMS], at[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const I j = g + (I)u * (I)p.groups;
+        at[u] = -1;
+        si[u] = 0;
+        if (ITEMS == 1 || j < (I)p.n_inner) {
+            i64 di;
+            ix_inner<I, NI>(p, j, si[u], di);
+            at[u] = base + di;
+        }
+    }
+    i64 so, dd;
+    if constexpr (!ACC) {
+        ix_outer<I, false, false, NO, NA>(p, (I)order[end], so, dd);
+#pragma unroll
+        for (int u = 0; u < ITEMS; u++)
+            if (ITEMS == 1 || at[u] >= 0) dst[at[u]] = p.has_value ? ix_value<W>(p) : src[so + si[u]];
+    } else {
+        W acc[ITEMS];
+#pragma unroll
+        for (int u = 0; u < ITEMS; u++)
+            if (ITEMS == 1 || at[u] >= 0) acc[u] = dst[at[u]];
+        const W value = ix_value<W>(p);
+        for (I r = i; r <= end; ++r) {
+            if (!p.has_value) ix_outer<I, false, false, NO, NA>(p, (I)order[r], so, dd);
+#pragma unroll
+            for (int u = 0; u < ITEMS; u++)
+                if (ITEMS == 1 || at[u] >= 0) acc[u] = ix_add<W>(acc[u], p.has_value ? value : src[so + si[u]], p.data_type);
+        }
+#pragma unroll
+        for (int u = 0; u < ITEMS; u++)
+            if (ITEMS == 1 || at[u] >= 0) dst[at[u]] = acc[u];
+    }
+}
+
+#ifdef OPENDML_INSTANTIATE   // nvcc -DOPENDML_INSTANTIATE -c: one of each kernel (a syntax check without a GPU)
+template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
+template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);
+template __global__ void ix_owner<u32, 2, 1>(IX_PARAMS);
+template __global__ void ix_keys<u64, u64, 3, 2>(IX_PARAMS);
+template __global__ void ix_apply<u16, u32, u32, 1, 1, 1, 1, 4>(IX_PARAMS);
+template __global__ void ix_apply<uint4, u32, u32, 0, 1, 1, 2, 4>(IX_PARAMS);
+#endif

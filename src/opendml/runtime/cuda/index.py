@@ -1,0 +1,331 @@
+"""The index-driven passes of the move program (``plan.Gather``,
+``plan.Scatter``) on CUDA: the kernels of ``index.cu`` and their launches.
+
+``index_move_launch`` builds, for a ``MovePlan`` holding such passes, one
+``IndexMoveLaunch`` (what ``CudaBackend.record_move`` caches and returns):
+its ``Copy``/``Fill`` passes run through the move program's launches, each
+``Gather``/``Scatter`` pass through these kernels, in the plan's order on the
+caller's stream.
+
+A pass walks its outer positions (the leading dimensions that read an index,
+``cpu.numpy_kernels.outer_count``) and moves one block of inner words at each
+(widened to 16-byte words where the block, every offset, stride and address
+allow), ``ITEMS`` words a thread where the block has that many. Kernels are
+compiled per word size, index width and exact counts of outer dimensions,
+index axes and inner dimensions. How each kind runs:
+
+* ``Gather``: the destination's words, each thread reading its position's
+  indices once (``ix_gather``). With ``last_only`` the positions' source
+  blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
+  position that is not the last (row-major) of its run writes 0.
+* ``Scatter`` of a constant (``value``), or whose positions all read one
+  source block (ONE_HOT's on value), without accumulation: every position
+  writes the same bytes, in any order (``ix_scatter``).
+* ``Scatter`` overwriting: each destination block's owner is the last
+  position reaching it (``ix_owner``: an ``atomicMax`` into a zeroed slot
+  array, the same result in any order), then only owners write; where the
+  slot array would be large (``OWNER_SLOTS``) the positions are sorted
+  instead, as for accumulation.
+* ``Scatter`` accumulating: the positions sorted stably by destination block,
+  then one thread per run and inner element adds the run's values in
+  row-major order of the positions (``ix_apply``): the CPU kernel's order and
+  roundings, so the same bytes as the CPU backend on every run.
+
+Where blocks of different destinations could overlap (a lowering whose
+strides alias), every dimension is outer: each element is its own block.
+Scratch (slots, keys, order) comes from CuPy's allocator on the caller's
+stream, so a launch made here allocates device memory (unlike the move
+program's) and cannot be captured into a CUDA graph where it sorts.
+
+Every access stays inside the bound ranges whatever the index values: the
+kernels turn each value into a coordinate inside ``[0, bound)`` exactly as
+the CPU kernel does, and ``record_move`` checked each pass's reach over
+those coordinates against the bound element counts before anything runs.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import pathlib
+
+import numpy as np
+
+from ...model.data_type import DataType
+from ...model.errors import UnsupportedError
+from ...plan import Gather, MovePlan, Scatter
+from ..cpu.numpy_kernels import _distinct, fill_value, outer_count
+
+INDEX_KERNELS = pathlib.Path(__file__).with_name("index.cu")
+#: NVRTC options (as the backend's, index.cu includes no header); threads a
+#: CUDA block (index.cu's IX_THREADS); IX_RANK and IX_AXES.
+OPTIONS = ("-std=c++17", "--fmad=false")
+THREADS = 256
+RANK, AXES = 16, 8
+#: The overwriting scatter takes the owner pass where its slot array (one
+#: 4-byte slot per possible destination block) has at most
+#: max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
+OWNER_SLOTS = 1 << 24
+#: How overwriting scatters run: "auto" (above), "owner" or "sort" (tests, benchmarks).
+SCATTER_VIA = "auto"
+#: Inner words a thread moves (where a block has at least this many).
+ITEMS = 4
+_WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
+i64, u64 = ctypes.c_int64, ctypes.c_uint64
+
+
+class IndexAxisParams(ctypes.Structure):
+    """Mirror of ``ix_axis`` (index.cu)."""
+    _fields_ = [(n, i64) for n in ("type", "offset", "stride", "bound", "mode", "skip", "axis", "reserved")] + [
+        ("strides", i64 * RANK)]
+
+
+class IndexParams(ctypes.Structure):
+    """Mirror of ``ix_params`` (index.cu), same field order."""
+    _fields_ = [(n, i64) for n in ("outer", "inner", "n_outer", "n_inner", "total", "groups", "src_offset",
+                                   "dst_offset")] + [
+        (n, i64 * RANK) for n in ("sizes", "src_strides", "dst_strides", "isizes", "isrc_strides", "idst_strides")] + [
+        (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div")] + [
+        ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
+        ("idx", u64 * AXES)]
+
+
+@functools.cache
+def _function(device: int, name: str, relaxed):
+    """The compiled specialisation ``name`` of index.cu on ``device``
+    (module, function), compiled inside ``relaxed()`` (the backend's
+    ``capture_relaxed``: a first call may come during a graph capture)."""
+    import cupy
+    with relaxed(), cupy.cuda.Device(device):
+        module = cupy.RawModule(code=INDEX_KERNELS.read_text(encoding="utf-8"), options=OPTIONS,
+                                name_expressions=(name,))
+        return module, module.get_function(name)
+
+
+def _disjoint(p, k: int) -> bool:
+    """Whether the destination blocks of different outer positions never
+    overlap: every destination element lies at one combination of the outer
+    coordinates, the index coordinates and the inner coordinates."""
+    dims = [(n, t) for n, t in zip(p.sizes[:k], p.dst_strides[:k]) if t]
+    dims += [(ix.bound, ix.stride) for ix in p.indices if ix.stride]
+    dims += list(zip(p.sizes[k:], p.dst_strides[k:]))
+    return _distinct([n for n, _ in dims], [t for _, t in dims])
+
+
+def _inner(sizes, ss, ds):
+    """The inner dimensions without size 1, by destination stride (largest
+    first), neighbours that walk both sides as one merged."""
+    dims = sorted(((n, a, b) for n, a, b in zip(sizes, ss, ds) if n > 1), key=lambda d: abs(d[2]), reverse=True)
+    out: list = []
+    for n, a, b in dims:
+        if out and out[-1][1] == a * n and out[-1][2] == b * n:
+            m = out[-1][0]
+            out[-1] = (m * n, a, b)
+        else:
+            out.append((n, a, b))
+    return out
+
+
+class IndexPass:
+    """One ``Gather``/``Scatter`` pass's launches: ``(src_ptrs, dst_ptrs,
+    stream_ptr)`` queues them. ``blocks``/``via`` tell the C call cache
+    (``calls.put_move_cuda``) not to record it."""
+
+    blocks, via = 1, "index"
+
+    def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs, relaxed):
+        scatter = type(p) is Scatter
+        self.backend, self.pass_, self.scatter = backend, p, scatter
+        es = DataType(plan.out_types[p.dst]).size
+        acc = scatter and bool(p.accumulate)
+        const = scatter and p.value is not None
+        last_only = not scatter and p.last_only
+        if len(p.sizes) > RANK or len(p.indices) > AXES:
+            raise UnsupportedError(f"the CUDA index kernels take at most {RANK} dimensions and {AXES} index axes; "
+                                   f"got {len(p.sizes)} and {len(p.indices)}")
+        k = outer_count(p)
+        if scatter and not (const and not acc) and not _disjoint(p, k):
+            k = len(p.sizes)
+        # an overwriting scatter whose positions all write one source block
+        # (ONE_HOT's on value): repeats write the same bytes, in any order
+        same = scatter and not acc and all(t == 0 for n, t in zip(p.sizes[:k], p.src_strides[:k]) if n > 1)
+        inner = _inner(p.sizes[k:], p.src_strides[k:], p.dst_strides[k:])
+        f = 1
+        src_ptr = dst_ptrs[p.dst] if const else src_ptrs[p.src]
+        if not acc and not const and inner and inner[-1][1] == 1 and inner[-1][2] == 1:
+            outer_t = [t for n, a, b in zip(p.sizes[:k], p.src_strides[:k], p.dst_strides[:k]) if n > 1
+                       for t in (a, b)]
+            rest = [t for _, a, b in inner[:-1] for t in (a, b)] + [ix.stride for ix in p.indices]
+            for w in (16, 8, 4, 2):
+                g = w // es
+                if g > 1 and inner[-1][0] % g == 0 and src_ptr % w == 0 and dst_ptrs[p.dst] % w == 0 and all(
+                        t % g == 0 for t in outer_t + rest + [p.src_offset, p.dst_offset]):
+                    f = g
+                    break
+        word = es * f
+        inner = [(n // f, 1, 1) if i == len(inner) - 1 and f > 1 else (n, a // f, b // f)
+                 for i, (n, a, b) in enumerate(inner)] or [(1, 0, 0)]
+        q = IndexParams(outer=k, inner=len(inner), n_outer=math.prod(p.sizes[:k]),
+                        n_inner=math.prod(n for n, _, _ in inner), src_offset=p.src_offset // f,
+                        dst_offset=p.dst_offset // f, naxes=len(p.indices), data_type=plan.out_types[p.dst],
+                        last_only=int(last_only))
+        for d in range(k):
+            q.sizes[d], q.src_strides[d], q.dst_strides[d] = p.sizes[d], p.src_strides[d] // f, p.dst_strides[d] // f
+        for d, (n, a, b) in enumerate(inner):
+            q.isizes[d], q.isrc_strides[d], q.idst_strides[d] = n, a, b
+        if const:
+            bits = int(np.asarray(fill_value(p.value, plan.out_types[p.dst])).reshape(1).view(f"<u{es}")[0])
+            q.has_value, q.value_bits = 1, bits - (1 << 64) if bits >= 1 << 63 else bits
+        for a, ix in enumerate(p.indices):
+            ax = q.axes[a]
+            ax.type, ax.offset, ax.stride, ax.bound = plan.in_types[ix.index], ix.index_offset, ix.stride // f, ix.bound
+            ax.mode, ax.skip, ax.axis = ix.mode, int(scatter and ix.out_of_range == 1), ix.axis if ix.mode else -1
+            for d in range(k):
+                ax.strides[d] = ix.index_strides[d]
+        # the keyed side (the destination of a scatter, the source of a
+        # last-only gather): block origin = key_base + slot * key_div
+        off, strides = (q.dst_offset, q.dst_strides) if scatter else (q.src_offset, q.src_strides)
+        lo = hi = off
+        div = 0
+        for d in range(k):
+            t, n = strides[d], p.sizes[d]
+            if n > 1 and t:
+                lo, hi, div = lo + min(0, (n - 1) * t), hi + max(0, (n - 1) * t), math.gcd(div, abs(t))
+        for ix in p.indices:
+            t = ix.stride // f
+            if ix.bound > 1 and t:
+                lo, hi, div = lo + min(0, (ix.bound - 1) * t), hi + max(0, (ix.bound - 1) * t), math.gcd(div, abs(t))
+        div = div or 1
+        q.key_base, q.key_div = lo, div
+        self.slots = (hi - lo) // div + 1
+        n_outer = q.n_outer
+        if not scatter:
+            self.mode = "sort" if last_only else "direct"
+        elif acc:
+            self.mode = "sort"
+        elif const or same:
+            self.mode = "direct"
+        elif SCATTER_VIA != "sort" and n_outer < 2**32 - 1 and (
+                SCATTER_VIA == "owner" or self.slots <= max(OWNER_SLOTS, 4 * n_outer)):
+            self.mode = "owner"
+        else:
+            self.mode = "sort"
+        items = ITEMS if q.n_inner >= ITEMS else 1
+        q.groups = -(-q.n_inner // items)
+        q.total = n_outer * q.groups
+        index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * items < 2**32 else "u64"
+        self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
+        W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
+        shape = f"{ranks}, {len(inner)}, {items}"
+        if not scatter:
+            main = f"ix_gather<{W}, {index}, {shape}>"
+        elif self.mode == "sort":
+            main = f"ix_apply<{W}, {index}, {self.key_t}, {int(acc)}, {shape}>"
+        else:
+            main = f"ix_scatter<{W}, {index}, {int(self.mode == 'owner')}, {shape}>"
+        names = [main]
+        if self.mode == "owner":
+            names.append(f"ix_owner<{index}, {ranks}>")
+        if self.mode == "sort":
+            names.append(f"ix_keys<{index}, {self.key_t}, {ranks}>")
+        with backend.device:
+            self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in names}
+        self.names = names
+        self.main, self.params, self.const = main, q, const
+
+    def _launch(self, name: str, count: int, q, stream_ptr: int) -> None:
+        if count <= 0:
+            return
+        argv = (ctypes.c_void_p * 1)(ctypes.addressof(q))
+        blocks = -(-count // THREADS)
+        self.backend.cupy.cuda.driver.launchKernel(self.functions[name], blocks, 1, 1, THREADS, 1, 1, 0,
+                                                   stream_ptr, ctypes.addressof(argv), 0)
+
+    def __call__(self, src_ptrs, dst_ptrs, stream_ptr: int = 0) -> None:
+        p, q = self.pass_, IndexParams.from_buffer_copy(self.params)
+        if q.n_outer == 0 or q.total == 0:
+            return
+        q.dst = dst_ptrs[p.dst]
+        q.src = q.dst if self.const else src_ptrs[p.src]
+        for a, ix in enumerate(p.indices):
+            q.idx[a] = src_ptrs[ix.index]
+        backend = self.backend
+        if self.mode == "direct":
+            with backend.device:
+                self._launch(self.main, q.total, q, stream_ptr)
+            return
+        cupy = backend.cupy
+        with backend.device, backend._external_stream(stream_ptr):
+            if self.mode == "owner":
+                slots = cupy.zeros(self.slots, dtype=cupy.uint32)
+                q.aux = slots.data.ptr
+                self._launch(self.names[1], q.n_outer, q, stream_ptr)
+                self._launch(self.main, q.total, q, stream_ptr)
+                return
+            keys = cupy.empty(q.n_outer, dtype=cupy.uint32 if self.key_t == "u32" else cupy.uint64)
+            q.keys = keys.data.ptr
+            self._launch(self.names[1], q.n_outer, q, stream_ptr)
+            order = cupy.argsort(keys)                 # stable: equal keys keep row-major order
+            sk = keys[order]
+            if not self.scatter:                       # last_only: the last position of each run
+                last = cupy.empty(q.n_outer, dtype=cupy.bool_)
+                last[-1] = True
+                cupy.not_equal(sk[1:], sk[:-1], out=last[:-1])
+                flags = cupy.empty(q.n_outer, dtype=cupy.uint8)
+                flags[order] = last
+                q.aux = flags.data.ptr
+            else:
+                q.keys, q.order = sk.data.ptr, order.data.ptr
+            self._launch(self.main, q.total, q, stream_ptr)
+
+
+class IndexMoveLaunch:
+    """A ``MovePlan`` holding index-driven passes, as ``MoveLaunch``: called
+    with ``(src_ptrs, dst_ptrs, stream_ptr=0)`` it queues every pass in
+    order. ``steps``: ``(launch, source slot, destination slot)`` per kernel
+    of the ``Copy``/``Fill`` passes and one ``IndexPass`` per index pass."""
+
+    __slots__ = ("plan", "steps")
+
+    def __init__(self, plan, steps):
+        self.plan, self.steps = plan, steps
+
+    def __call__(self, src_ptrs, dst_ptrs, stream_ptr: int = 0) -> None:
+        for rec, s, d in self.steps:
+            if isinstance(rec, IndexPass):
+                rec(src_ptrs, dst_ptrs, stream_ptr)
+            else:
+                dp = dst_ptrs[d]
+                rec(src_ptrs[s] if s >= 0 else dp, dp, stream_ptr)
+
+    @property
+    def names(self) -> list[str]:
+        """The kernels launched, in order."""
+        return [n for rec, _, _ in self.steps for n in (rec.names if isinstance(rec, IndexPass) else [rec.name])]
+
+
+def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plain) -> IndexMoveLaunch:
+    """The launches of ``plan`` (already checked against the bound ranges):
+    each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)`` gives them
+    (the backend's ``MoveLaunch`` of a plan of those passes alone), each
+    ``Gather``/``Scatter`` pass an ``IndexPass`` (kernels compiled inside
+    ``relaxed()``)."""
+    steps: list = []
+    run: list = []
+
+    def flush():
+        if run:
+            steps.extend(plain(MovePlan(plan.in_types, plan.out_types, tuple(run))).steps)
+            run.clear()
+    for p in plan.passes:
+        if type(p) is Gather or type(p) is Scatter:
+            flush()
+            if p.count:
+                steps.append((IndexPass(backend, plan, p, src_ptrs, dst_ptrs, relaxed), -1, p.dst))
+        else:
+            run.append(p)
+    flush()
+    return IndexMoveLaunch(plan, tuple(steps))
+
+
+__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch"]

@@ -1,0 +1,500 @@
+"""Launch planning of the move program on CUDA: which kernels run a
+``MovePlan``, with which parameter blocks and grids (``move_steps``).
+
+Every pass kind has one entry in ``PASS_STEPS``, keyed by its class in
+``opendml.plan``: ``Copy`` and ``Fill`` become canonical kernel passes
+(``_Pass``: size-1 dimensions dropped, ordered by destination stride,
+neighbours merged) and go through the copy kernels below; ``Unfold``,
+``Fold`` and ``SliceScatter`` keep their tuned launches (``tuned.py``);
+``Gather`` and ``Scatter`` (the index-driven passes) are launched by
+``index.py``: ``CudaBackend.record_move`` hands a plan holding them there, and
+``move_steps`` alone refuses them by name. A padding program
+(PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch.
+
+Plain copies (same type, no map, no scale/bias) are widened to 16-byte words
+where layouts and pointers allow (``tuned.word_plan``): ``move_wcopy`` in 3
+dimensions and more, else ``strided_copy``; transposing ones go through
+``move_transpose`` (square tiles through shared memory) or ``move_tile``
+(SPACE_TO_DEPTH/DEPTH_TO_SPACE's small transposes); the others and every
+conversion, map or scale/bias through ``move_vec`` (``move_cvt`` for
+contiguous one-dimensional conversions); fills through ``move_fill``.
+"""
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+
+from ...model.data_type import DataType
+from ...model.errors import UnsupportedError
+from ...plan import AxisMap, Copy, CopyPlan, Fill, Fold, Gather, MovePlan, Scatter, SliceScatter, Unfold
+from .. import params as P
+from .launch import _NUMPY_WORD, _SCALAR, THREADS
+from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, word_plan
+
+#: Plain passes (same type, no map, no scale/bias): "auto" (``move_wcopy``,
+#: ``strided_copy``, ``move_transpose`` or ``move_tile``: ``_plain_step``);
+#: "strided_copy" / "move" force one (benchmarks, tests).
+MOVE_PLAIN_VIA = "auto"
+#: How a padding program (PADDING/PADDING1's interior copy and border slabs)
+#: runs. "padr": one ``move_padr`` launch, a warp per output row, the row's
+#: source offset computed once, aligned 16-byte stores of the interior words
+#: (realigned from 16-byte source loads) and the row's ends element by element,
+#: every load before the stores (``PAD_ROWS``), where the output is
+#: contiguous and its rows at least ``PADR_MIN_BYTES`` long, else as "words".
+#: "words": one ``move_padw`` launch over the whole flat output, a thread per
+#: aligned 16-byte output word (``PAD_WORDS``), where the output is
+#: contiguous, else as "rows". "rows": one ``move_pad`` launch, a warp per
+#: output row, where the output's innermost dimension is contiguous on both
+#: sides and at least ``PAD_ROWS_MIN`` elements long, else pass by pass.
+#: True: one ``move_vec`` pass over the whole output with per-axis maps.
+#: False: pass by pass. Measurements: benchmarks/RESULTS.md.
+FUSE_PAD = "padr"
+#: move_padr's (output words a lane moves at once, minimum resident blocks
+#: per multiprocessor (its register cap), flags: 4 a lane's second source
+#: word from the next lane by warp shuffles). On an H200 (session 14,
+#: benchmarks/gpu_h200.py, pad 1/3/5 of (16,64,256,256) float32, copy 4,135
+#: GB/s): (2, 1, 4) 0.157-0.162 ms (0.82-0.84 of copy), (2, 1, 0) 0.166-0.175
+#: (0.77-0.79), (1, 1, 0) 0.172-0.180, (4, 1, 0) 0.201-0.209; move_padw
+#: (1, 8, 0) 0.167-0.196 (0.68-0.79).
+PAD_ROWS = (2, 1, 4)
+PADR_MIN_BYTES = 256
+#: move_padw's (words per thread, minimum resident blocks per multiprocessor:
+#: its register cap, __launch_bounds__(256, MINB)). On an H100 (session 7)
+#: (1, 8) ran 0.91-0.96 of copy; on an H200 (session 13) 0.68-0.81, every
+#: other setting, shuffles and a persistent grid included, slower.
+PAD_WORDS = (1, 8)
+PAD_ROWS_MIN = 16
+#: Contiguous one-dimensional conversion or scale/bias passes: ``move_cvt``
+#: with this many V-element runs a thread (all loads first), where > 0; 0:
+#: ``move_vec``. On an H100 (session 7) 1 was the fastest or tied; flags 2 (a
+#: persistent grid) slower on an H200.
+CVT_UNROLL = 1
+CVT_FLAGS = 0
+#: Plain passes that word_plan widens to aligned 16-byte words (no reversal)
+#: in at least ``WORD_COPY_MIN_RANK`` dimensions: ``move_wcopy`` with this
+#: many words a thread, where > 0; else ``strided_copy``. On an H200 (session
+#: 13) TILE (1,1,2,2) ran 0.103 ms through strided_copy, 0.087 ms with 2.
+WORD_COPY = 2
+WORD_COPY_MIN_RANK = 3
+_MAP_CONSTANT = 5
+
+
+class _Pass:
+    """One kernel's work: dims are [size, src_stride, dst_stride, map mode,
+    map shift, map size] (mode 0: no map)."""
+
+    __slots__ = ("fill", "src", "dst", "dims", "src_offset", "dst_offset", "st", "dt", "sb", "fill_bits")
+
+    def __init__(self, fill, src, dst, dims, src_offset, dst_offset, st, dt, sb=None, fill_bits=0):
+        self.fill, self.src, self.dst, self.dims = fill, src, dst, dims
+        self.src_offset, self.dst_offset, self.st, self.dt = src_offset, dst_offset, st, dt
+        self.sb, self.fill_bits = sb, fill_bits
+
+    @property
+    def count(self) -> int:
+        return math.prod(d[0] for d in self.dims)
+
+def _map_source(mode: int, shift: int, n: int, d: int):
+    """plan.AxisMap.source, with CONSTANT (None outside the input)."""
+    if mode == _MAP_CONSTANT:
+        return d - shift if 0 <= d - shift < n else None
+    return AxisMap(mode, shift, n).source(d)
+
+
+def _fill_bits(value, type_value: int) -> int:
+    """The destination word of a Fill value, by the CPU backend's conversion."""
+    from ..cpu.numpy_kernels import convert_array
+    dt = DataType(type_value).numpy_dtype
+    word = convert_array(np.array([value]), dt)[0:1].view(_NUMPY_WORD[dt.itemsize])[0]
+    return int(word)
+
+
+def _canonical(k: _Pass) -> _Pass:
+    """Size-1 dimensions dropped (a mapped one's source coordinate folded into
+    the source offset; a CONSTANT one outside the input makes the pass a
+    fill), dimensions ordered by destination stride (largest first), unmapped
+    neighbours that walk both sides as one merged."""
+    kept, src_offset, fill = [], k.src_offset, k.fill
+    for d in k.dims:
+        n, ss, ds, mode, shift, msize = d
+        if n == 1:
+            if mode and not fill:
+                i = _map_source(mode, shift, msize, 0)
+                if i is None:
+                    fill = True
+                else:
+                    src_offset += i * ss
+            continue
+        kept.append(list(d))
+    if fill:
+        kept = [[n, 0, ds, 0, 0, 0] for n, _, ds, *_ in kept]
+    kept.sort(key=lambda d: d[2], reverse=True)
+    merged: list = []
+    for d in kept:
+        if merged:
+            o = merged[-1]
+            if not o[3] and not d[3] and o[2] == d[2] * d[0] and o[1] == d[1] * d[0]:
+                merged[-1] = [o[0] * d[0], d[1], d[2], 0, 0, 0]
+                continue
+        merged.append(d)
+    if not merged:
+        merged = [[1, 0, 0, 0, 0, 0]]
+    return _Pass(fill, -1 if fill else k.src, k.dst, merged, src_offset, k.dst_offset, k.st, k.dt, k.sb,
+                 k.fill_bits)
+
+
+def _pad_program(plan: MovePlan):
+    """``(mode, fill value, start, end)`` where ``plan`` is exactly the
+    program PADDING/PADDING1 lower to (``ops._move.pad_passes``: the interior
+    copy, then per axis the start and end slabs, Fills for CONSTANT (mode 0)
+    or Copies with AxisMaps): the plan's own ``pad``, which only that
+    lowering sets (``MovePlan.padded``); else None (pass by pass)."""
+    pad = plan.pad
+    if pad is None or len(plan.passes) < 2 or len(plan.in_types) != 1 or plan.in_types != plan.out_types:
+        return None
+    first = plan.passes[0]
+    if not isinstance(first, Copy) or first.maps is not None or first.scale_bias is not None:
+        return None
+    return pad
+
+
+def kernel_passes(plan: MovePlan, fuse: bool | None = None) -> list[_Pass]:
+    """The program's passes as kernel work, canonical (a padding program fused
+    into one pass over the whole output where ``fuse``, default ``FUSE_PAD``)."""
+    st_of, dt_of = plan.in_types, plan.out_types
+    if (FUSE_PAD if fuse is None else fuse) is True:
+        pad = _pad_program(plan)
+        if pad is not None:
+            mode, value, start, end = pad
+            first = plan.passes[0]
+            dims = []
+            for a, s, e, ss, ds in zip(first.sizes, start, end, first.src_strides, first.dst_strides):
+                m = (mode or _MAP_CONSTANT) if s or e else 0
+                dims.append([a + s + e, ss, ds, m, s if m else 0, a if m else 0])
+            bits = _fill_bits(value, dt_of[0]) if mode == 0 else 0
+            return [_canonical(_Pass(False, 0, 0, dims, first.src_offset, 0, st_of[0], dt_of[0], None, bits))]
+    return [_KERNEL_PASS[type(q)](q, plan) for q in plan.passes if q.count]
+
+
+def _fill_pass(q: Fill, plan: MovePlan) -> _Pass:
+    t = plan.out_types[q.dst]
+    return _canonical(_Pass(True, -1, q.dst, [[n, 0, ds, 0, 0, 0] for n, ds in zip(q.sizes, q.dst_strides)], 0,
+                            q.dst_offset, t, t, None, _fill_bits(q.value, t)))
+
+
+def _copy_pass(q: Copy, plan: MovePlan) -> _Pass:
+    maps = q.maps or (None,) * len(q.sizes)
+    dims = [[n, ss, ds, m.mode if m else 0, m.shift if m else 0, m.size if m else 0]
+            for n, ss, ds, m in zip(q.sizes, q.src_strides, q.dst_strides, maps)]
+    return _canonical(_Pass(False, q.src, q.dst, dims, q.src_offset, q.dst_offset, plan.in_types[q.src],
+                            plan.out_types[q.dst], q.scale_bias))
+
+
+_KERNEL_PASS = {Copy: _copy_pass, Fill: _fill_pass}
+
+
+def _magic(d: int) -> tuple[int, int]:
+    """(multiplier, shift) of the 32-bit multiply-shift division by d
+    (q = (umulhi(n, m) + n) >> s, exact for n < 2^31)."""
+    s = 0
+    while (1 << s) < d:
+        s += 1
+    return ((1 << 32) * ((1 << s) - d)) // d + 1, s
+
+
+def _i64(v: int) -> int:
+    """An unsigned 64-bit pattern as the signed value a c_int64 field holds."""
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def move_params(k: _Pass) -> P.MoveParams:
+    q = P.MoveParams(rank=len(k.dims), count=k.count, src_offset=k.src_offset, dst_offset=k.dst_offset,
+                     src_type=k.st, dst_type=k.dt, scale_bias=1 if k.sb is not None else 0,
+                     fill_bits=_i64(k.fill_bits))
+    if k.sb is not None:
+        q.scale32 = int(np.float32(k.sb[0]).view(np.uint32))
+        q.bias32 = int(np.float32(k.sb[1]).view(np.uint32))
+        q.scale64 = _i64(int(np.float64(k.sb[0]).view(np.uint64)))
+        q.bias64 = _i64(int(np.float64(k.sb[1]).view(np.uint64)))
+    for i, (n, ss, ds, mode, shift, msize) in enumerate(k.dims):
+        d = q.dim[i]
+        d.size, d.src_stride, d.dst_stride, d.map_mode, d.map_shift, d.map_size = n, ss, ds, mode, shift, msize
+        d.div_magic, d.div_shift = _magic(n)
+    return q
+
+
+def _pad_row_pass(plan: MovePlan):
+    """``(fused pass, rows)`` where ``plan`` is a padding program that
+    ``move_pad`` runs (its fused pass's innermost dimension of stride 1 on
+    both sides and at least ``PAD_ROWS_MIN`` long), else None."""
+    if _pad_program(plan) is None:
+        return None
+    ks = kernel_passes(plan, True)
+    if len(ks) != 1:
+        return None
+    k = ks[0]
+    if k.fill or k.st != k.dt or k.sb is not None or len(k.dims) >= P.MAX_MOVE_RANK:
+        return None
+    n, ss, ds = k.dims[-1][:3]
+    if ss != 1 or ds != 1 or n < PAD_ROWS_MIN or n >= 2**31 - 64 or k.dims[-1][5] >= 2**31:
+        return None
+    return k, k.count // n
+
+
+def _pad_words_ok(k: _Pass) -> bool:
+    """Whether ``move_padw`` takes the fused padding pass ``k`` (one of
+    ``_pad_row_pass``): the output contiguous (destination offset 0,
+    row-major strides), 32-bit indices with room for the grid's last words,
+    every size, map shift and map size below 2^30."""
+    if k.dst_offset != 0:
+        return False
+    stride = 1
+    for n, ss, ds, mode, shift, msize in reversed(k.dims):
+        if ds != stride or n >= 2**30 or abs(shift) >= 2**30 or msize >= 2**30:
+            return False
+        stride *= n
+    return k.count + THREADS * 16 * 16 + 64 < 2**31
+
+
+def _move_items(src_bytes: int, dst_bytes: int) -> int:
+    """move_vec's V: 16 bytes of the wider side (4 elements at least); a
+    narrowing conversion twice that where it fills 16 destination bytes
+    (float32 -> float16: 8, two 16-byte loads and one 16-byte store)."""
+    v = max(4, 16 // max(src_bytes, dst_bytes))
+    if dst_bytes < src_bytes:
+        v = max(v, min(16 // dst_bytes, 2 * v))
+    return v
+
+
+def _tile_pass(k: _Pass, es: int):
+    """``(group pass, R, V, X, Y)`` where the plain pass ``k`` is a small
+    transpose that ``move_tile`` moves as R x V tiles, else None: X a
+    dimension of at most 8 positions, Y one whose V positions (a 16-byte run
+    of elements) are consecutive on one side while X's are on the other
+    (SPACE_TO_DEPTH: X the block column, stride 1 in the source, Y the
+    output's innermost dimension, source stride R; DEPTH_TO_SPACE: X the
+    output's innermost dimension, Y the next, source stride 1, destination
+    stride R). The group pass is ``k`` without X and with Y divided by V."""
+    dims = k.dims
+    nd = len(dims)
+    V = max(2, 16 // es)
+    if nd < 2 or nd + 1 > P.MAX_MOVE_RANK or dims[-1][2] != 1:
+        return None
+    L = nd - 1
+    pick = None
+    if 2 <= dims[L][0] <= 8 and dims[L - 1][1] == 1 and dims[L - 1][2] == dims[L][0]:
+        pick = (L, L - 1)                                      # X innermost, Y the next
+    else:
+        for x in range(L):
+            if 2 <= dims[x][0] <= 8 and dims[x][1] == 1 and dims[L][1] == dims[x][0]:
+                pick = (x, L)
+                break
+    if pick is None:
+        return None
+    x, y = pick
+    if dims[y][0] % V:
+        return None
+    R = dims[x][0]
+    group = []
+    for i, d in enumerate(dims):
+        if i == x:
+            continue
+        if i == y:
+            group.append([d[0] // V, d[1] * V, d[2] * V, 0, 0, 0])
+        else:
+            group.append(list(d))
+    g = _Pass(False, k.src, k.dst, group, k.src_offset, k.dst_offset, k.st, k.dt)
+    return g, R, V, dims[x], dims[y]
+
+
+#: Plain passes that transpose (the destination's innermost dimension is not
+#: the source's: ``_transpose_pass``) go through ``move_transpose`` in square
+#: tiles of this many elements a side (32 or 64; 0: off, the passes then take
+#: strided_copy), where both transposed dimensions are at least
+#: ``TRANSPOSE_MIN`` long (move_tile takes the small transposes of
+#: SPACE_TO_DEPTH and DEPTH_TO_SPACE). On an H200 (session 13, 256 MiB
+#: float32) an NCHW view of an NHWC tensor made contiguous ran 0.134 ms with
+#: 64 (0.96 of copy), 0.159 ms with 32, 0.486 ms through move_vec; a 256 MiB
+#: 5-D permutation 0.071 / 0.103 / 0.248 ms; the 32 MiB one
+#: ((8,16,32,32,64).permute(0,4,2,1,3), a 32-long side) 0.028-0.030 ms with
+#: either (0.54-0.57: 67 MB in 16 us at copy speed, the launch and the
+#: first and last waves of blocks take the rest).
+TRANSPOSE_TILE = 64
+TRANSPOSE_MIN = 16
+
+
+def _transpose_pass(k: _Pass):
+    """``(outer pass, X, Y, tile)`` where the plain pass ``k`` is a
+    transposing copy that ``move_transpose`` moves in tiles, else None: X the
+    destination's innermost dimension (destination stride 1, its source
+    stride not 1), Y the dimension of source stride 1 (destination stride not
+    1), both at least ``TRANSPOSE_MIN`` long; the outer pass holds the other
+    dimensions (its count: the tiles' outer positions, 1 where there are
+    none)."""
+    dims = k.dims
+    nd = len(dims)
+    if not TRANSPOSE_TILE or nd < 2 or nd + 1 > P.MAX_MOVE_RANK or dims[-1][2] != 1 or dims[-1][1] == 1:
+        return None
+    X = dims[-1]
+    y = next((i for i in range(nd - 1) if dims[i][1] == 1), None)
+    if y is None or X[0] < TRANSPOSE_MIN or dims[y][0] < TRANSPOSE_MIN or dims[y][2] == 1:
+        return None
+    Y = dims[y]
+    g = _Pass(False, k.src, k.dst, [list(d) for i, d in enumerate(dims[:-1]) if i != y], k.src_offset,
+              k.dst_offset, k.st, k.dt)
+    t = TRANSPOSE_TILE
+    if g.count * -(-X[0] // t) * -(-Y[0] // t) >= 2**31:
+        return None
+    return g, X, Y, t
+
+
+def _extra_dims(g: _Pass, X, Y, magic: bool) -> P.MoveParams:
+    """``move_params(g)`` with X and Y in the two dimensions after g's."""
+    q = move_params(g)
+    n = len(g.dims)
+    for i, d in ((n, X), (n + 1, Y)):
+        q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride = d[0], d[1], d[2]
+        if magic:
+            q.dim[i].div_magic, q.dim[i].div_shift = _magic(d[0])
+    return q
+
+
+def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse=None, plain_via: str | None = None,
+               sms: int | None = None, what: str = "the move program"):
+    """Per kernel: (name, parameter block, grid, shared memory bytes, source
+    slot or -1, destination slot). A padding program: one fused launch
+    (``FUSE_PAD``); otherwise one launch per non-empty pass, by
+    ``PASS_STEPS[type(pass)]``. ``plain_via`` overrides ``MOVE_PLAIN_VIA``;
+    ``sms``: the device's multiprocessors, for kernels on a persistent grid
+    (None: one block per work block)."""
+    # what a pass's launch depends on beside the pass
+    slots = types.SimpleNamespace(plan=plan, src_ptrs=src_ptrs, src_elements=src_elements, dst_ptrs=dst_ptrs,
+                                  via=plain_via or MOVE_PLAIN_VIA, sms=sms, what=what)
+    how = FUSE_PAD if fuse is None else fuse
+    if how in ("padr", "words", "rows"):
+        step = _pad_step(plan, how, sms)
+        if step is not None:
+            return [step]
+    elif how is True and _pad_program(plan) is not None:
+        return [_pass_step(kernel_passes(plan, True)[0], slots)]
+    return [PASS_STEPS[type(q)](q, slots) for q in plan.passes if q.count]
+
+
+def _pad_step(plan: MovePlan, how: str, sms):
+    """The one launch of a padding program (``FUSE_PAD`` "padr", "words" or
+    "rows"), or None where none of them takes it."""
+    pad = _pad_row_pass(plan)
+    if pad is None:
+        return None
+    k, rows = pad
+    es = DataType(k.dt).size
+    W = k.dims[-1][0]
+    nd = len(k.dims)
+    if _pad_words_ok(k):
+        if how == "padr" and W * es >= PADR_MIN_BYTES:
+            U, minb, flags = PAD_ROWS
+            return (f"move_padr<{_SCALAR[es]}, {nd}, {U}, {minb}, {flags}>", move_params(k),
+                    (math.ceil(rows / (THREADS // 32)),), 0, k.src, k.dst)
+        if how in ("padr", "words"):
+            U, minb = PAD_WORDS
+            blocks = math.ceil((k.count // (16 // es) + 2) / (THREADS * U))
+            return f"move_padw<{_SCALAR[es]}, {nd}, {U}, {minb}>", move_params(k), (blocks,), 0, k.src, k.dst
+    index = "u32" if rows + 8 < 2**31 else "u64"
+    return (f"move_pad<{_SCALAR[es]}, {nd}, {index}>", move_params(k), (math.ceil(rows / (THREADS // 32)),), 0,
+            k.src, k.dst)
+
+
+def _plain_step(k: _Pass, slots):
+    """The launch of a plain pass (same type both sides, no map, no
+    scale/bias), or None where it goes through move_vec: ``move_wcopy``
+    where ``word_plan`` widens it to 16-byte words in 3 dimensions and more,
+    ``strided_copy`` where it widens it otherwise (or reverses or picks
+    every other element), ``move_transpose`` / ``move_tile`` where it
+    transposes, else ``strided_copy`` by element (SLICE's window at an odd
+    column: 0.96 of copy on an H200, session 13)."""
+    es = DataType(k.st).size
+    nd = len(k.dims)
+    via = slots.via
+    tile = _tile_pass(k, es)
+    copy = via != "move" and nd <= P.MAX_RANK
+    if copy:
+        cp = CopyPlan(es, tuple(d[0] for d in k.dims), k.src_offset, tuple(d[1] for d in k.dims), k.dst_offset,
+                      tuple(d[2] for d in k.dims))
+        src_ptr, dst_ptr, src_n = slots.src_ptrs[k.src], slots.dst_ptrs[k.dst], slots.src_elements[k.src]
+        w, rev, pick, wp = word_plan(cp, src_ptr, dst_ptr, src_n)
+        if (via != "strided_copy" and WORD_COPY and w == 16 and not rev and not pick and not tile
+                and WORD_COPY_MIN_RANK <= len(wp.sizes) <= P.MAX_MOVE_RANK):
+            U = WORD_COPY
+            wk = _Pass(False, k.src, k.dst, [[n, a, b, 0, 0, 0] for n, a, b in
+                                             zip(wp.sizes, wp.in_strides, wp.out_strides)],
+                       wp.in_offset, wp.out_offset, k.st, k.dt)
+            index = "u32" if wp.count + THREADS * U < 2**31 else "u64"
+            return (f"move_wcopy<{len(wp.sizes)}, {index}, {U}>", move_params(wk),
+                    (math.ceil(wp.count / (THREADS * U)),), 0, k.src, k.dst)
+        if via == "strided_copy" or (not tile and (w >= 16 or rev or pick)):
+            return (*_copy_launch(cp, src_ptr, dst_ptr, src_n), k.src, k.dst)
+    tr = _transpose_pass(k)
+    if tr is not None:
+        g, X, Y, t = tr
+        blocks = g.count * -(-X[0] // t) * -(-Y[0] // t)
+        return (f"move_transpose<{_SCALAR[es]}, {len(g.dims)}, {t}>", _extra_dims(g, X, Y, True), (blocks,), 0,
+                k.src, k.dst)
+    if tile is not None:
+        g, R, V, X, Y = tile
+        index = "u32" if g.count + THREADS < 2**31 else "u64"
+        return (f"move_tile<{_SCALAR[es]}, {len(g.dims)}, {index}, {R}, {V}>",
+                _extra_dims(g, X, [0, *Y[1:]], False), (math.ceil(g.count / THREADS),), 0, k.src, k.dst)
+    return (*_copy_launch(cp, src_ptr, dst_ptr, src_n), k.src, k.dst) if copy else None
+
+
+def _pass_step(k: _Pass, slots):
+    """The launch of a canonical kernel pass (a Copy's or a Fill's)."""
+    count, nd = k.count, len(k.dims)
+    des = DataType(k.dt).size
+    if k.fill:
+        items = _move_items(des, des)
+        index = "u32" if count + THREADS * items < 2**31 else "u64"
+        return (f"move_fill<{_SCALAR[des]}, {nd}, {index}, {items}>", move_params(k),
+                (math.ceil(count / (THREADS * items)),), 0, -1, k.dst)
+    maps = any(d[3] for d in k.dims)
+    conv = k.st != k.dt or k.sb is not None
+    if not maps and not conv:
+        step = _plain_step(k, slots)
+        if step is not None:
+            return step
+    ses = DataType(k.st).size
+    V = _move_items(ses, des)
+    sb = int(k.sb is not None)
+    if conv and not maps and CVT_UNROLL > 0 and nd == 1 and k.dims[0][1] == 1 and k.dims[0][2] == 1:
+        U, flags = CVT_UNROLL, CVT_FLAGS
+        index = "u32" if count + THREADS * V * U < 2**31 else "u64"
+        grid = math.ceil(count / (THREADS * V * U))
+        if flags & 2 and slots.sms:
+            grid = min(grid, slots.sms * (8 if U <= 2 else 4))
+        name = f"move_cvt<{_SCALAR[ses]}, {_SCALAR[des]}, {index}, {V}, {k.st}, {k.dt}, {sb}, {U}, {flags}>"
+        return name, move_params(k), (grid,), 0, k.src, k.dst
+    index = "u32" if count + THREADS * V < 2**31 else "u64"
+    name = f"move_vec<{_SCALAR[ses]}, {_SCALAR[des]}, {nd}, {index}, {V}, {k.st}, {k.dt}, {sb}, {int(maps)}>"
+    return name, move_params(k), (math.ceil(count / (THREADS * V)),), 0, k.src, k.dst
+
+
+def _index_step(q, slots):
+    raise UnsupportedError(f"{slots.what}: index-driven passes ({type(q).__name__}) are launched by "
+                           f"runtime/cuda/index.py (CudaBackend.record_move), not by move_steps")
+
+
+#: The launch of each pass kind: ``PASS_STEPS[type(q)](q, slots)`` gives
+#: (name, parameter block, grid, shared memory bytes, source slot or -1,
+#: destination slot). Gather and Scatter: ``record_move`` hands plans with them to ``index.py``.
+PASS_STEPS = {
+    Copy: lambda q, s: _pass_step(_copy_pass(q, s.plan), s),
+    Fill: lambda q, s: _pass_step(_fill_pass(q, s.plan), s),
+    Unfold: lambda q, s: (*_unfold_launch(q.plan), q.src, q.dst),
+    Fold: lambda q, s: (*_fold_launch(q.plan), q.src, q.dst),
+    SliceScatter: lambda q, s: (*_scatter_launch(q.plan, s.src_ptrs[q.src], s.dst_ptrs[q.dst]), q.src, q.dst),
+    Gather: _index_step,
+    Scatter: _index_step,
+}

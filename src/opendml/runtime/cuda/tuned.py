@@ -1,0 +1,341 @@
+"""The tuned launches of single-purpose passes, kernels from ``kernels.cu``:
+each ``*_launch`` gives (kernel name, parameter block, grid, dynamic shared
+memory bytes). A plain copy (``CopyPlan``): ``strided_copy``, widened to
+16-byte words where layouts and pointers allow (``word_plan``). UNFOLD:
+``unfold_tile`` (staged boxes), ``unfold1d_tile`` (framing transpose) or
+``unfold_gather``. FOLD: ``fold1d_tile`` for 1-D folds with a stride of 32 or
+more (overlap-add in shared memory), else ``fold_gather`` (a warp sums 32*V
+neighbouring image positions); no atomics, each image element's
+contributions summed in increasing window order, as on the CPU. SLICE_GRAD:
+``scatter`` (every output word written once). ``runtime/cpu/cuda_spec.c``
+mirrors these choices for the C new-shape route (``launch_spec``).
+"""
+from __future__ import annotations
+
+import math
+
+from ...model.errors import UnsupportedError
+from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from .. import params as P
+from .launch import _SCALAR, THREADS
+
+#: 1-D UNFOLDs whose neighbouring blocks lie at least this many elements apart
+#: in the input go through the shared-memory transpose (unfold1d_tile).
+TILE_MIN_STEP = 8
+#: unfold_tile: output columns per box (a box is one CUDA block's share), the
+#: longest box line in 2-D and up, and the shared memory a box's region may use.
+BOX_COLUMNS = 1024
+BOX_LINE = 128
+BOX_BYTES = 24 * 1024
+#: 1-D FOLDs with at least this stride go through the staged kernel
+#: (fold1d_tile); the others through fold_gather.
+FOLD_TILE_MIN_STRIDE = 32
+#: fold_gather: image positions a lane sums (V), tried largest first; the
+#: largest whose lanes stay this busy on the image's lines is taken, unless
+#: FOLD_LANES names one (1, 2 or 4: tests, sweeps).
+FOLD_LANE_USE = 0.85
+FOLD_LANES = None
+
+
+def items_per_thread(word_bytes: int) -> int:
+    """Words per thread of strided_copy and scatter: one 16-byte word (the
+    window sweep in benchmarks/sweep_copy.py measured 1 about 2% faster than 2,
+    4 or 8 on an H200), else at least four words and 16 bytes in flight."""
+    return 1 if word_bytes >= 16 else max(4, 16 // word_bytes)
+
+
+def launch_spec(plan, src_ptr: int, src_elements: int, dst_ptr: int):
+    """(kernel name, parameter block, grid, dynamic shared memory bytes) of a
+    ``CopyPlan`` (strided_copy), ``UnfoldPlan``, ``FoldPlan`` or
+    ``ScatterPlan``: the launch ``runtime/cpu/cuda_spec.c`` mirrors."""
+    return {CopyPlan: lambda: _copy_launch(plan, src_ptr, dst_ptr, src_elements),
+            UnfoldPlan: lambda: _unfold_launch(plan), FoldPlan: lambda: _fold_launch(plan),
+            ScatterPlan: lambda: _scatter_launch(plan, src_ptr, dst_ptr)}[type(plan)]()
+
+
+def _index_type(count: int, items: int = 16) -> str:
+    return "u32" if count + THREADS * items < 2**32 else "u64"
+
+
+def _fill(array, values) -> None:
+    for i, v in enumerate(values):
+        array[i] = v
+
+
+# -- SLICE, SLICE1 ------------------------------------------------------------------
+
+def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
+    """Widen the copy to the largest word (up to 16 bytes) that the innermost
+    dimension, every offset, stride and pointer allow; a negative innermost
+    stride becomes a reversed word copy with the elements reversed inside each
+    word; a stride-2 innermost dimension becomes 8-byte output words, each
+    the even elements of one 16-byte input word (input offsets and strides of
+    the returned plan then count 16-byte words), when the element after the
+    plan's last read is still inside the ``src_len`` bound elements (the
+    word's unused tail). Returns (output word bytes, reversed element size or
+    0, picked element size or 0, plan in words)."""
+    p = plan.canonical()
+    es = p.element_size
+    L, inner_in, inner_out = p.sizes[-1], p.in_strides[-1], p.out_strides[-1]
+    outer_ok = lambda f: all(t % f == 0 for t in p.in_strides[:-1] + p.out_strides[:-1])  # noqa: E731
+    if inner_out == 1 and inner_in == 2:
+        f = 8 // es                       # output elements per 8-byte word
+        if (L % f == 0 and p.in_offset % (2 * f) == 0 and p.out_offset % f == 0 and src_ptr % 16 == 0
+                and dst_ptr % 8 == 0 and all(t % (2 * f) == 0 for t in p.in_strides[:-1])
+                and all(t % f == 0 for t in p.out_strides[:-1]) and p.in_span[1] + 1 < src_len):
+            wp = CopyPlan(8, p.sizes[:-1] + (L // f,), p.in_offset // (2 * f),
+                          tuple(t // (2 * f) for t in p.in_strides[:-1]) + (1,),
+                          p.out_offset // f, tuple(t // f for t in p.out_strides[:-1]) + (1,))
+            return 8, 0, es, wp
+    if inner_out != 1 or abs(inner_in) != 1:
+        return es, 0, 0, p
+    low = p.in_offset - (L - 1 if inner_in < 0 else 0)  # lowest element of a run at index 0
+    for w in (16, 8, 4, 2):
+        f = w // es
+        if f <= 1:
+            break
+        if (L % f == 0 and low % f == 0 and p.out_offset % f == 0 and src_ptr % w == 0 and dst_ptr % w == 0
+                and outer_ok(f)):
+            first = low // f if inner_in > 0 else low // f + L // f - 1
+            wp = CopyPlan(w, p.sizes[:-1] + (L // f,), first, tuple(t // f for t in p.in_strides[:-1]) + (inner_in,),
+                          p.out_offset // f, tuple(t // f for t in p.out_strides[:-1]) + (1,))
+            return w, (es if inner_in < 0 else 0), 0, wp
+    return es, 0, 0, p
+
+
+def copy_params(p: CopyPlan) -> P.CopyParams:
+    q = P.CopyParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
+                     out_offset=p.out_offset)
+    _fill(q.sizes, p.sizes)
+    _fill(q.in_strides, p.in_strides)
+    _fill(q.out_strides, p.out_strides)
+    return q
+
+
+def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int):
+    w, rev, pick, p = word_plan(plan, src_ptr, dst_ptr, src_len)
+    count = p.count
+    nd = len(p.sizes)
+    items = items_per_thread(w)
+    name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count, items)}, {items}, {pick}>"
+    grid = (math.ceil(count / (THREADS * items)),)
+    return name, copy_params(p), grid, 0
+
+
+# -- UNFOLD -------------------------------------------------------------------------
+
+def unfold_box(plan: UnfoldPlan, columns: int = BOX_COLUMNS, line: int = BOX_LINE, budget: int = BOX_BYTES):
+    """The box of blocks (t[0], ..., t[D-1]) one CUDA block of unfold_tile
+    writes, and the extents of the input region it stages, or None where
+    staging does not pay: the region would not fit in ``budget`` bytes even
+    for a single column, it would hold more than twice the elements the box
+    writes (strides far beyond the window), or there are 2^31 boxes or more."""
+    D, nb = len(plan.window), plan.blocks
+    if plan.out_count == 0:
+        return None
+    t = [1] * D
+    t[-1] = min(nb[-1], line if D > 1 else columns)
+    for d in range(D - 2, -1, -1):
+        t[d] = min(nb[d], max(1, -(-columns // math.prod(t[d + 1:]))))
+
+    def extents(t):
+        return [(t[d] - 1) * plan.strides[d] + (plan.window[d] - 1) * plan.dilations[d] + 1 for d in range(D)]
+
+    while math.prod(extents(t)) * plan.element_size > budget:
+        d = next((d for d in range(D) if t[d] > 1), None)
+        if d is None:
+            return None
+        t[d] = (t[d] + 1) // 2
+    ext = extents(t)
+    boxes = plan.batch * plan.channels * math.prod(-(-nb[d] // t[d]) for d in range(D))
+    if math.prod(ext) > 2 * math.prod(t) * math.prod(plan.window) or boxes >= 2**31:
+        return None
+    return tuple(t), tuple(ext)
+
+
+def tile_vectors(plan: UnfoldPlan, box) -> int:
+    """unfold_tile's VEC argument: 1 where a box's output columns are one
+    contiguous run per window element whose rows start 16 bytes apart
+    (columns contiguous, rows a multiple of 16 bytes apart, the box spanning
+    every dimension but the first whole), so that the kernel can write them
+    with 16-byte stores (it checks the run's address itself); else 0, the
+    one-element stores alone (a kernel without the vector path: it would
+    cost the others registers)."""
+    _, orow, ocol = plan.out_strides
+    whole = all(box[d] == plan.blocks[d] for d in range(1, len(plan.window)))
+    return int(ocol == 1 and orow >= 0 and orow * plan.element_size % 16 == 0 and whole)
+
+
+def unfold_params(plan: UnfoldPlan, work_items: int) -> P.UnfoldParams:
+    on, orow, ocol = plan.out_strides
+    n_s, c_s, *sp_s = plan.in_strides
+    q = P.UnfoldParams(element_size=plan.element_size, dims=len(plan.window), batch=plan.batch,
+                       channels=plan.channels, window_count=math.prod(plan.window), block_count=plan.columns,
+                       work_items=work_items, in_offset=plan.in_offset, in_batch_stride=n_s,
+                       in_channel_stride=c_s, out_offset=plan.out_offset, out_batch_stride=on,
+                       out_row_stride=orow, out_column_stride=ocol)
+    P.set_window_dims(q, plan, sp_s)
+    return q
+
+
+def _unfold_launch(plan: UnfoldPlan, box=None):
+    """(kernel name, parameter block, grid, dynamic shared memory bytes)."""
+    es = plan.element_size
+    r = 2 if es >= 2 else 1          # vectors of 16 bytes per thread
+    v = 16 // es * r                 # columns per thread
+    B = plan.columns
+    slots = plan.batch * plan.rows * math.ceil(B / v)
+    D = len(plan.window)
+    sp_s = plan.in_strides[2:]
+    params = unfold_params(plan, slots)
+    tiles = plan.batch * plan.channels * math.ceil(plan.window[0] / 32) * math.ceil(B / 32)
+    if D == 1 and abs(plan.strides[0] * sp_s[0]) >= TILE_MIN_STEP and plan.window[0] >= 8 and tiles < 2**31:
+        index = _index_type(max(tiles, plan.batch * plan.channels * plan.window[0], B) * 32)
+        return f"unfold1d_tile<{_SCALAR[es]}, {index}>", params, (tiles,), 0
+    box = unfold_box(plan) if box is None else box
+    if box:
+        t, ext = box
+        nboxes = [-(-plan.blocks[d] // t[d]) for d in range(D)]
+        params.work_items = plan.batch * plan.channels * math.prod(nboxes)
+        for d in range(D):
+            params.dim[d].box, params.dim[d].box_extent, params.dim[d].box_count = t[d], ext[d], nboxes[d]
+        return (f"unfold_tile<{_SCALAR[es]}, {D}, {tile_vectors(plan, t)}>", params, (params.work_items,),
+                math.prod(ext) * es)
+    name = f"unfold_gather<{_SCALAR[es]}, {D}, {_index_type(slots * v)}, {r}>"
+    return name, params, (math.ceil(slots / THREADS),), 0
+
+
+# -- FOLD ---------------------------------------------------------------------------
+
+def fold_params(plan: FoldPlan, work_items: int) -> P.FoldParams:
+    isn, isr, isc = plan.in_strides
+    osn, osc, *sp_s = plan.out_strides
+    q = P.FoldParams(element_size=plan.element_size, sum_kind=plan.sum_kind, dims=len(plan.window),
+                     batch=plan.batch, channels=plan.channels, window_count=math.prod(plan.window),
+                     block_count=plan.columns, work_items=work_items, in_offset=plan.in_offset,
+                     in_batch_stride=isn, in_row_stride=isr, in_column_stride=isc, out_offset=plan.out_offset,
+                     out_batch_stride=osn, out_channel_stride=osc)
+    P.set_window_dims(q, plan, sp_s)
+    return q
+
+
+def fold_tile_residues(plan: FoldPlan) -> int:
+    """fold1d_tile's residues per CUDA block (RC): 128 (on an H100 the
+    overlap-add ran 0.280 ms with 128, 0.297 with 256: benchmarks/sweep_fold.py),
+    halved while at least twice the stride, down to 32."""
+    rc = 128
+    while rc > 32 and rc >= 2 * plan.strides[0]:
+        rc //= 2
+    return rc
+
+
+def fold_lanes(plan: FoldPlan) -> int:
+    """fold_gather's image positions per lane (V): the largest of 4, 2, 1
+    whose warps' runs of 32*V positions keep FOLD_LANE_USE of the lanes of an
+    image line busy."""
+    width = plan.spatial[-1]
+    for v in (4, 2):
+        if width / (math.ceil(width / (32 * v)) * 32 * v) >= FOLD_LANE_USE:
+            return v
+    return 1
+
+
+def _fold_launch(plan: FoldPlan, variant=None):
+    """(kernel name, parameter block, grid, 0). ``variant``: ("tile", RC) or
+    ("gather", V) to force a kernel (tests, sweeps)."""
+    es, D = plan.element_size, len(plan.window)
+    flt = 1 if plan.sum_kind == P.SUM_FLOAT else 0
+    if flt and es == 1:
+        raise UnsupportedError("FOLD: no 1-byte floating-point type")
+    if variant is None:
+        variant = ("gather", FOLD_LANES or fold_lanes(plan))
+        if D == 1 and plan.strides[0] >= FOLD_TILE_MIN_STRIDE:
+            rc = fold_tile_residues(plan)
+            if _fold_tiles(plan, rc) < 2**31:
+                variant = ("tile", rc)
+    if plan.out_count == 0:
+        return f"fold_gather<{_SCALAR[es]}, {flt}, {D}, u32, 1>", fold_params(plan, 0), (0,), 0
+    kind, arg = variant
+    if kind == "tile":
+        blocks = _fold_tiles(plan, arg)
+        return f"fold1d_tile<{_SCALAR[es]}, {flt}, {arg}>", fold_params(plan, blocks), (blocks,), 0
+    v = arg
+    width = plan.spatial[-1]
+    warps = plan.batch * plan.channels * math.prod(plan.spatial[:-1]) * math.ceil(width / (32 * v))
+    name = f"fold_gather<{_SCALAR[es]}, {flt}, {D}, {_index_type(warps * 32)}, {v}>"
+    return name, fold_params(plan, warps), (math.ceil(warps * 32 / THREADS),), 0
+
+
+def _fold_tiles(plan: FoldPlan, rc: int) -> int:
+    s, pad, width = plan.strides[0], plan.start_padding[0], plan.spatial[0]
+    hops = (pad + width - 1) // s - pad // s + 1
+    return plan.batch * plan.channels * math.ceil(hops / 32) * math.ceil(s / rc)
+
+
+# -- SLICE_GRAD ---------------------------------------------------------------------
+
+def canonical_scatter(plan: ScatterPlan) -> ScatterPlan:
+    """Drop size-1 dimensions, order by output stride (largest first) and
+    merge neighbours that walk both tensors as one dimension (the inner one
+    wholly inside the window with step 1, the outer one with step 1)."""
+    dims = [d for d in zip(plan.sizes, plan.out_strides, plan.first, plan.step, plan.taken, plan.in_strides)
+            if not (d[0] == 1 and d[4] == 1)]
+    dims.sort(key=lambda d: d[1], reverse=True)
+    merged: list = []
+    for d in dims:
+        if merged:
+            size, os, first, step, taken, is_ = merged[-1]
+            if (os == d[1] * d[0] and d[2] == 0 and d[3] == 1 and d[4] == d[0] and step == 1
+                    and is_ == d[5] * d[4]):
+                merged[-1] = (size * d[0], d[1], first * d[0], 1, taken * d[0], d[5])
+                continue
+        merged.append(d)
+    if not merged:
+        merged = [(1, 1, 0, 1, 1, 1)]
+    size, os, first, step, taken, is_ = (tuple(x) for x in zip(*merged))
+    return ScatterPlan(plan.element_size, size, plan.out_offset, os, first, step, taken, plan.in_offset, is_)
+
+
+def scatter_word_plan(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
+    """Widen SLICE_GRAD to the largest word (up to 16 bytes) where the
+    innermost dimension is contiguous in the output and in the input (+1, or
+    -1: elements reversed inside each word), the window's first position and
+    size, every offset, stride and pointer allow. Returns (word bytes,
+    reversed element size or 0, plan in words)."""
+    p = canonical_scatter(plan)
+    es = p.element_size
+    L, first, step, taken, is_, os_ = (p.sizes[-1], p.first[-1], p.step[-1], p.taken[-1], p.in_strides[-1],
+                                       p.out_strides[-1])
+    if os_ != 1 or step != 1 or abs(is_) != 1:
+        return es, 0, p
+    for w in (16, 8, 4, 2):
+        f = w // es
+        if f <= 1:
+            break
+        low = p.in_offset if is_ > 0 else p.in_offset - (f - 1)   # lowest element of the first input word
+        if (L % f == 0 and first % f == 0 and taken % f == 0 and low % f == 0 and p.out_offset % f == 0
+                and src_ptr % w == 0 and dst_ptr % w == 0
+                and all(t % f == 0 for t in p.in_strides[:-1] + p.out_strides[:-1])):
+            wp = ScatterPlan(w, p.sizes[:-1] + (L // f,), p.out_offset // f,
+                             tuple(t // f for t in p.out_strides[:-1]) + (1,), p.first[:-1] + (first // f,),
+                             p.step, p.taken[:-1] + (taken // f,), low // f,
+                             tuple(t // f for t in p.in_strides[:-1]) + (is_,))
+            return w, (es if is_ < 0 else 0), wp
+    return es, 0, p
+
+
+def scatter_params(p: ScatterPlan) -> P.ScatterParams:
+    q = P.ScatterParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
+                        out_offset=p.out_offset)
+    for name in ("sizes", "out_strides", "first", "step", "taken", "in_strides"):
+        _fill(getattr(q, name), getattr(p, name))
+    return q
+
+
+def _scatter_launch(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
+    w, rev, p = scatter_word_plan(plan, src_ptr, dst_ptr)
+    count = p.count
+    items = items_per_thread(w)
+    name = f"scatter<{_SCALAR[w]}, {len(p.sizes)}, {rev}, {_index_type(count, items)}, {items}>"
+    return name, scatter_params(p), (math.ceil(count / (THREADS * items)),), 0
+

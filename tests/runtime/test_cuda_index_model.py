@@ -1,0 +1,242 @@
+"""The index-driven passes on CUDA without a GPU: index.cu compiles with nvcc,
+and the launches ``runtime/cuda/index.py`` plans (outer and inner dimensions,
+16-byte words, slot numbering, each scatter strategy), executed by a NumPy
+model of index.cu's kernels in place of the CPU backend's compiled index pass,
+give the CPU backend's bytes for every index operator and gradient, and never
+read or write outside a buffer (the model checks every access). The GPU
+tests (``tests/test_cuda_index.py``) run the kernels themselves."""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import types
+
+import numpy as np
+import pytest
+
+import opendml as dml
+from opendml.runtime.cpu import backend as cpu_backend
+from opendml.runtime.cuda import index as ix
+
+from ..conftest import native_available
+from ..test_index_ops import hostile
+
+TYPES = {6: np.int32, 11: np.int64, 3: np.uint32, 10: np.uint64}
+FLOATS = {1: np.float32, 2: np.float16, 9: np.float64}
+SKIPPED = 2**64 - 1
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_index_kernels_compile_with_nvcc(tmp_path):
+    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", "-DOPENDML_INSTANTIATE", "-c",
+                        str(ix.INDEX_KERNELS), "-o", str(tmp_path / "i.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def _coordinate(ax, values, at, e):
+    """(keep, c): index.cu's ix_coordinate."""
+    assert 0 <= at < values.size, f"index read {at} outside {values.size}"
+    v, b = int(values[at]), ax.bound
+    if ax.mode == 1:
+        n = min(max(v, 0), b)
+        return True, n - 1 - e if e < n else e
+    if values.dtype.kind == "i" and v < 0:
+        v += b
+    if 0 <= v < b:
+        return True, v
+    return (False, 0) if ax.skip else (True, 0 if v < 0 else b - 1)
+
+
+def _outer(q, o, idx, indexed, gather):
+    """index.cu's ix_outer: (source, destination) word offsets, or None (skipped)."""
+    so, dd = q.src_offset, q.dst_offset
+    at, e = [q.axes[a].offset for a in range(q.naxes)], [0] * q.naxes
+    for k in reversed(range(q.outer)):
+        o, c = (0, o) if k == 0 else divmod(o, q.sizes[k])
+        so, dd = so + c * q.src_strides[k], dd + c * q.dst_strides[k]
+        for a in range(q.naxes):
+            at[a] += c * q.axes[a].strides[k]
+            e[a] = c if q.axes[a].axis == k else e[a]
+    for a in range(q.naxes if indexed else 0):
+        keep, c = _coordinate(q.axes[a], idx[a], at[a], e[a])
+        if gather:
+            so += c * q.axes[a].stride
+        elif not keep:
+            return None
+        else:
+            dd += c * q.axes[a].stride
+    return so, dd
+
+
+def _inner(q, j):
+    si = di = 0
+    for k in reversed(range(q.inner)):
+        j, c = (0, j) if k == 0 else divmod(j, q.isizes[k])
+        si, di = si + c * q.isrc_strides[k], di + c * q.idst_strides[k]
+    return si, di
+
+
+def _words(q, items):
+    """(position or sorted member, inner word) of every thread's words (ix_split)."""
+    for t in range(q.total):
+        o, g = divmod(t, q.groups)
+        for u in range(items):
+            if g + u * q.groups < q.n_inner:
+                yield o, g + u * q.groups
+
+
+def _add(a, b, data_type, w):
+    if data_type in FLOATS:
+        ft = FLOATS[data_type]
+        x, y = np.frombuffer(a.tobytes(), ft)[0], np.frombuffer(b.tobytes(), ft)[0]
+        with np.errstate(all="ignore"):
+            s = (np.float32(x) + np.float32(y)).astype(np.float16) if ft is np.float16 else x + y
+        return np.array([s], ft).view(f"V{w}")[0]
+    return np.array([int.from_bytes(a.tobytes(), "little") + int.from_bytes(b.tobytes(), "little") & (1 << 8 * w) - 1],
+                    f"<u{w}").view(f"V{w}")[0]
+
+
+def run_model(step, plan, p, srcs, dsts, seen):
+    """One ``IndexPass`` executed by the model on the CPU backend's word arrays."""
+    q, w = step.params, {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "uint4": 16}[step.main.split("<")[1].split(",")[0]]
+    items = int(step.main.rstrip(">").split(",")[-1])
+    seen.add((step.main.split("<")[0], step.mode, w))
+    dst = dsts[p.dst].view(np.uint8).view(f"V{w}")
+    src = dst if step.const else srcs[p.src].view(np.uint8).view(f"V{w}")
+    idx = [srcs[a.index].view(TYPES[plan.in_types[a.index]]) for a in p.indices]
+    value = np.frombuffer((q.value_bits % 2**64).to_bytes(8, "little")[:w], f"V{w}")[0] if step.const else None
+
+    def read(a, i):
+        assert 0 <= i < a.size, f"read {i} outside {a.size}"
+        return a[i]
+
+    def write(a, i, v):
+        assert 0 <= i < a.size, f"write {i} outside {a.size}"
+        a[i] = v
+
+    def slot(off):
+        assert (off - q.key_base) % q.key_div == 0 and 0 <= (off - q.key_base) // q.key_div < step.slots
+        return (off - q.key_base) // q.key_div
+    flags = owner = None
+    if step.mode == "sort":
+        keys = []
+        for o in range(q.n_outer):
+            r = _outer(q, o, idx, True, bool(q.last_only))
+            keys.append(SKIPPED if r is None else slot(r[0] if q.last_only else r[1]))
+        keys = np.array(keys, np.uint64)
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        if q.last_only:
+            flags = np.empty(q.n_outer, bool)
+            flags[order] = np.append(sk[1:] != sk[:-1], True)
+        else:
+            for i, j in _words(q, items):
+                if sk[i] == SKIPPED or (i > 0 and sk[i - 1] == sk[i]):
+                    continue
+                end = i
+                while end + 1 < q.n_outer and sk[end + 1] == sk[i]:
+                    end += 1
+                si, di = _inner(q, j)
+                at = q.key_base + int(sk[i]) * q.key_div + di
+                members = range(i, end + 1) if p.accumulate else [end]
+                acc = read(dst, at) if p.accumulate else None
+                for r in members:
+                    v = value if step.const else read(src, _outer(q, int(order[r]), idx, False, False)[0] + si)
+                    acc = _add(acc, v, q.data_type, w) if p.accumulate else v
+                write(dst, at, acc)
+            return
+    if step.mode == "owner":
+        owner = np.zeros(step.slots, np.int64)
+        for o in range(q.n_outer):
+            r = _outer(q, o, idx, True, False)
+            if r is not None:
+                owner[slot(r[1])] = max(owner[slot(r[1])], o + 1)
+    for o, j in _words(q, items):
+        si, di = _inner(q, j)
+        r = _outer(q, o, idx, True, not step.scatter)
+        if r is None or (owner is not None and owner[slot(r[1])] != o + 1):
+            continue
+        zero = flags is not None and not flags[o]
+        v = np.zeros(1, f"V{w}")[0] if zero else value if step.const else read(src, r[0] + si)
+        write(dst, r[1] + di, v)
+
+
+@pytest.fixture
+def model(monkeypatch):
+    """The CPU backend's compiled index pass replaced by the model of the
+    launches index.py plans; yields the (kernel, strategy, word bytes) seen."""
+    if not native_available():
+        pytest.skip("the compiled CPU kernels are not installed")
+    seen = set()
+    monkeypatch.setattr(ix, "_function", lambda device, name, relaxed: (None, types.SimpleNamespace(
+        kernel=types.SimpleNamespace(ptr=0))))
+    fake = types.SimpleNamespace(device=contextlib.nullcontext(), index=0)
+
+    def index_pass(self, plan, p, srcs, dsts):
+        step = ix.IndexPass(fake, plan, p, [a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts], None)
+        return lambda: run_model(step, plan, p, srcs, dsts, seen)
+    monkeypatch.setattr(cpu_backend.CpuBackend, "_index_pass", index_pass)
+    with dml.configure(cpu_kernels="compiled"):
+        yield seen
+
+
+def same(fn, *args, **kw):
+    with dml.configure(cpu_kernels="numpy"):
+        want = fn(*args, **kw)
+    got = fn(*args, **kw)
+    assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("via", ["auto", "owner", "sort"])
+@pytest.mark.parametrize("it", [np.int32, np.int64, np.uint32, np.uint64])
+def test_the_planned_launches_give_the_cpu_bytes(model, monkeypatch, via, it):
+    monkeypatch.setattr(ix, "SCATTER_VIA", via)
+    rng = np.random.default_rng(2)
+    lo = 0 if np.dtype(it).kind == "u" else -6
+
+    def idx(shape, n):
+        out = rng.integers(lo, n + 2, shape).astype(it)
+        out.reshape(-1)[::5] = hostile(it, out.size)[::5]
+        return out
+    for dt in (np.float32, np.float16, np.int8, np.uint64):
+        x = rng.standard_normal((4, 5, 6)).astype(dt) if dt in (np.float32, np.float16) else \
+            rng.integers(0, 100, (4, 5, 6)).astype(dt)
+        for axis in range(3):
+            same(dml.gather, x, idx((3, 2), x.shape[axis]), axis, check_indices=False)
+            shape = tuple(7 if k == axis else n for k, n in enumerate(x.shape))
+            same(dml.gather_elements, x, idx(shape, x.shape[axis]), axis, check_indices=False)
+            same(dml.scatter_elements, x, idx(shape, 3), np.ones(shape, dt), axis, check_indices=False)
+        same(dml.gather_nd, x, idx((4, 3, 2), 5), 1, check_indices=False)
+        same(dml.scatter_nd, x, idx((9, 1), 4), np.arange(9 * 30).astype(dt).reshape(9, 5, 6), check_indices=False)
+        same(dml.scatter_nd, x, idx((9, 3), 4), np.arange(9).astype(dt), check_indices=False)
+        rows = rng.integers(0, 9, (12, 16)).astype(dt)            # 16-byte words
+        same(dml.gather, rows, idx((20,), 12), 0, check_indices=False)
+        same(dml.scatter_nd, rows, idx((20, 1), 12), np.ones((20, 16), dt), check_indices=False)
+        same(dml.one_hot, idx((3, 4), 5), 5, np.array([0, 1], dt), 1)
+        if np.dtype(it).kind == "u":
+            same(dml.reverse_subsequences, x, idx((1, 5, 6), 5), 0)
+    assert {("ix_gather", "direct", 16), ("ix_gather", "direct", 4), ("ix_scatter", "direct", 1)} <= model
+    assert ("ix_apply", "sort", 16) in model if via == "sort" else ("ix_scatter", "owner", 16) in model
+
+
+def test_the_accumulating_and_last_only_adjoints_give_the_cpu_bytes(model):
+    """A gather's gradient (sorted, added in index order with the CPU's
+    roundings) and a scatter's updates' gradient (0 where a later repeat
+    wins: the last-only gather)."""
+    from opendml.arrays.index_ops import index_adjoint
+    from opendml.model.tensor_desc import TensorDesc
+    rng = np.random.default_rng(4)
+    for dt, t in ((np.float16, dml.DataType.FLOAT16), (np.float32, dml.DataType.FLOAT32),
+                  (np.float64, dml.DataType.FLOAT64)):
+        i = rng.integers(-4, 4, (1, 60, 9)).astype(np.int64)
+        g = (rng.standard_normal((4, 60, 9)) * 50).astype(dt)
+        primal = dml.GatherOperatorDesc(TensorDesc(t, [1, 4, 6]), TensorDesc(dml.DataType.INT64, [1, 60, 9]),
+                                        None, 2, 2)
+        same(index_adjoint, primal, 0, g, i)
+        pos = rng.integers(0, 5, (30, 1)).astype(np.int64)
+        scatter = dml.ScatterNdOperatorDesc(TensorDesc(t, [5, 6]), TensorDesc(dml.DataType.INT64, [30, 1]),
+                                            TensorDesc(t, [30, 6]), None, 2, 2)
+        same(index_adjoint, scatter, 2, rng.standard_normal((5, 6)).astype(dt), pos)
+    assert {("ix_apply", "sort", 2), ("ix_apply", "sort", 4), ("ix_apply", "sort", 8)} <= model, model
+    assert any(k == "ix_gather" and m == "sort" for k, m, _ in model), model

@@ -1,0 +1,191 @@
+"""The index-driven operators on CUDA (runtime/cuda/index.cu): CuPy arrays and
+PyTorch CUDA tensors give the CPU backend's bytes for every operator, data
+type and index type, hostile index values (huge, negative, int64 extremes,
+out of range with the check off) and non-contiguous layouts included;
+scatters with repeated indices and the accumulating adjoints give the same
+bytes on every run, through each of the scatter's strategies."""
+import numpy as np
+import pytest
+
+import opendml as dml
+
+from .conftest import cuda_available
+from .test_index_ops import hostile
+
+pytestmark = pytest.mark.cuda
+
+INDEX_TYPES = (np.int32, np.int64, np.uint32, np.uint64)
+DATA_TYPES = (np.float32, np.float16, np.float64, np.int8, np.uint16, np.int32, np.uint64)
+
+
+@pytest.fixture(scope="module")
+def cp():
+    if not cuda_available():
+        pytest.skip("CUDA is not available here")
+    return pytest.importorskip("cupy")
+
+
+@pytest.fixture(params=["auto", "owner", "sort"])
+def scatter_via(request, cp):
+    """Overwriting scatters through each strategy (launches recorded under
+    another are dropped first)."""
+    from opendml.runtime import get_backend
+    from opendml.runtime.cuda import index
+    old, index.SCATTER_VIA = index.SCATTER_VIA, request.param
+    get_backend("cuda:0")._launches.clear()
+    yield request.param
+    index.SCATTER_VIA = old
+    get_backend("cuda:0")._launches.clear()
+
+
+def values(rng, shape, dt):
+    dt = np.dtype(dt)
+    if dt.kind == "f":
+        return (rng.standard_normal(shape) * 8).astype(dt)
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
+
+
+def indices(rng, shape, n, dt, hostile_every=5):
+    """Values around [-n, n) (only [0, n + 2] for unsigned types), every
+    ``hostile_every``-th one an extreme of the type; many repeats."""
+    lo = 0 if np.dtype(dt).kind == "u" else -n - 2
+    out = rng.integers(lo, n + 2, shape).astype(dt)
+    flat = out.reshape(-1)
+    extremes = hostile(dt, flat.size)
+    flat[::hostile_every] = extremes[::hostile_every]
+    return out
+
+
+def check(cp, fn, *arrays, views=None, **kw):
+    """``fn`` on NumPy arrays (the CPU backend) and on CuPy copies (CUDA),
+    twice: the same dtype, shape and bytes every time. ``views`` maps each
+    array to the view both sides take of it (non-contiguous layouts)."""
+    views = views or (lambda a: a)
+    want = fn(*[views(a) for a in arrays], **kw)
+    outs = []
+    for _ in range(2):
+        got = fn(*[views(cp.asarray(a)) for a in arrays], **kw)
+        assert isinstance(got, cp.ndarray)
+        outs.append(cp.asnumpy(got))
+    for g in outs:
+        assert g.dtype == want.dtype and g.shape == want.shape
+        assert g.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@pytest.mark.parametrize("it", INDEX_TYPES)
+@pytest.mark.parametrize("dt", DATA_TYPES)
+def test_gathers_match_the_cpu_bytes(cp, dt, it):
+    rng = np.random.default_rng(7)
+    x = values(rng, (4, 5, 6), dt)
+    for axis in range(3):
+        idx = indices(rng, (3, 7), x.shape[axis], it)
+        check(cp, dml.gather, x, idx, axis=axis, check_indices=False)
+        ie = indices(rng, tuple(9 if k == axis else n for k, n in enumerate(x.shape)), x.shape[axis], it)
+        check(cp, dml.gather_elements, x, ie, axis=axis, check_indices=False)
+    table = values(rng, (40, 64), dt)                     # embedding rows: 16-byte words
+    check(cp, dml.gather, table, indices(rng, (200,), 40, it), axis=0, check_indices=False)
+    check(cp, dml.gather, table, indices(rng, (50,), 40, it), axis=0, check_indices=False,
+          views=lambda a: a[:, ::-1] if a.ndim == 2 else a)                 # a reversed row
+    check(cp, dml.gather, x, indices(rng, (5,), 6, it), axis=1, check_indices=False,
+          views=lambda a: a.transpose(2, 0, 1) if a.ndim == 3 else a)       # a permuted layout
+    check(cp, dml.gather_nd, x, indices(rng, (6, 2), 4, it), check_indices=False)
+    check(cp, dml.gather_nd, x, indices(rng, (4, 3, 2), 5, it), batch_dimensions=1, check_indices=False)
+    check(cp, dml.gather_nd, x, indices(rng, (8, 3), 4, it), check_indices=False)
+
+
+@pytest.mark.parametrize("it", INDEX_TYPES)
+@pytest.mark.parametrize("dt", DATA_TYPES)
+def test_scatters_with_repeats_match_the_cpu_bytes(cp, dt, it, scatter_via):
+    rng = np.random.default_rng(11)
+    x = values(rng, (6, 5, 4), dt)
+    for axis in range(3):
+        shape = tuple(9 if k == axis else n for k, n in enumerate(x.shape))
+        idx = indices(rng, shape, 3, it)                  # few positions: many repeats
+        check(cp, dml.scatter_elements, x, idx, values(rng, shape, dt), axis=axis, check_indices=False)
+    for q, mid in ((1, (10,)), (2, (7,)), (3, (12,)), (1, (3, 4))):
+        idx = indices(rng, mid + (q,), 3, it)
+        upd = values(rng, mid + x.shape[q:], dt)
+        check(cp, dml.scatter_nd, x, idx, upd, check_indices=False)
+    rows = values(rng, (30, 64), dt)                      # row scatter: 16-byte words
+    check(cp, dml.scatter_nd, rows, indices(rng, (50, 1), 30, it), values(rng, (50, 64), dt),
+          check_indices=False)
+
+
+@pytest.mark.parametrize("it", INDEX_TYPES)
+def test_one_hot_and_reverse_subsequences_match_the_cpu_bytes(cp, it):
+    rng = np.random.default_rng(5)
+    for dt in DATA_TYPES:
+        idx = indices(rng, (5, 7), 6, it, hostile_every=3)
+        for axis in (-1, 0, 1):
+            check(cp, lambda i, v: dml.one_hot(i, 6, v, axis), idx, values(rng, (2,), dt))
+        if it in (np.uint32, np.uint64):
+            x = values(rng, (6, 5, 4), dt)
+            check(cp, dml.reverse_subsequences, x, indices(rng, (1, 5, 4), 9, it, 4), axis=0)
+            check(cp, dml.reverse_subsequences, x, indices(rng, (6, 1, 4), 7, it, 4), axis=1)
+            check(cp, dml.reverse_subsequences, x, indices(rng, (6, 5), 6, it, 4), axis=2)
+
+
+def test_index_errors_are_the_cpu_errors(cp):
+    x = np.zeros((3, 4), np.float32)
+    bad = np.array([[0, 4]], np.int64)
+    for a, i in ((x, bad), (cp.asarray(x), cp.asarray(bad))):
+        with pytest.raises(dml.ValidationError, match=r"^gather: indices\[0, 1\] = 4 is out of range"):
+            dml.gather(a, i, 1)
+
+
+def test_the_kernels_that_run(cp, scatter_via):
+    """Each strategy really runs: the recorded launches name its kernels."""
+    from opendml.arrays import cuda as family_cuda
+    seen = []
+    real = family_cuda.get_backend
+
+    class Spy:
+        def __init__(self, b):
+            self.b = b
+
+        def record_move(self, *a, **k):
+            rec = self.b.record_move(*a, **k)
+            seen.extend(rec.names)
+            return rec
+    family_cuda.get_backend = lambda name: Spy(real(name))
+    try:
+        x = cp.zeros((8, 16), cp.float32)
+        dml.scatter_nd(x, cp.asarray([[1], [1], [3]], cp.int64), cp.ones((3, 16), cp.float32))
+        dml.one_hot(cp.asarray([1, 7, 2], cp.int32), 4, cp.asarray([0, 1], cp.float16))
+    finally:
+        family_cuda.get_backend = real
+    want = {"auto": "ix_scatter<uint4, u32, 1,", "owner": "ix_scatter<uint4, u32, 1,",
+            "sort": "ix_apply<uint4, u32, u32, 0,"}[scatter_via]
+    assert any(n.startswith(want) for n in seen), seen
+    assert any(n.startswith("ix_scatter<u16, u32, 0,") for n in seen), seen     # one_hot: no owner pass
+
+
+def test_torch_cuda_forward_and_deterministic_backward(cp):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA here")
+    rng = np.random.default_rng(3)
+    for dt in (torch.float32, torch.float16, torch.float64):
+        table = torch.from_numpy(rng.standard_normal((20, 24))).to(dt)
+        idx = torch.from_numpy(rng.integers(-20, 20, (300,)))
+        grad = torch.from_numpy(rng.standard_normal((300, 24))).to(dt)
+        outs = {}
+        for dev in ("cpu", "cuda", "cuda"):
+            t = table.to(dev).detach().requires_grad_()
+            y = dml.gather(t, idx.to(dev), 0)
+            y.backward(grad.to(dev))            # an accumulating scatter: 300 rows into 20
+            outs.setdefault(dev, []).append((y.detach().cpu().numpy().tobytes(), t.grad.cpu().numpy().tobytes()))
+        assert outs["cuda"][0] == outs["cuda"][1] == outs["cpu"][0], dt
+        # scatter: the updates' gradient gathers with 0 for overwritten repeats (last_only)
+        x = torch.from_numpy(rng.standard_normal((10, 6))).to(dt)
+        pos = torch.from_numpy(rng.integers(0, 10, (40, 1)))
+        upd = torch.from_numpy(rng.standard_normal((40, 6))).to(dt)
+        g = torch.from_numpy(rng.standard_normal((10, 6))).to(dt)
+        got = {}
+        for dev in ("cpu", "cuda"):
+            xx, uu = x.to(dev).detach().requires_grad_(), upd.to(dev).detach().requires_grad_()
+            y = dml.scatter_nd(xx, pos.to(dev), uu)
+            y.backward(g.to(dev))
+            got[dev] = [a.detach().cpu().numpy().tobytes() for a in (y, xx.grad, uu.grad)]
+        assert got["cuda"] == got["cpu"], dt
