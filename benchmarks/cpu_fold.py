@@ -40,7 +40,7 @@ def opendml_fold(x, out_sizes, window, pad):
         return lambda: dml.fold(x, out_sizes, window, 1, 1, pad, pad)
     # Before the array API had fold: the plan on the CPU backend directly.
     import math
-    from opendml.plan import FoldPlan
+    from opendml.plan import Fold, FoldPlan, MovePlan
     from opendml.runtime import get_backend
     from opendml.runtime.params import SUM_FLOAT
     n, rows, cols = x.shape
@@ -52,11 +52,12 @@ def opendml_fold(x, out_sizes, window, pad):
                     strides=(1,) * len(out_sizes), dilations=(1,) * len(out_sizes),
                     start_padding=(pad,) * len(out_sizes), blocks=blocks, out_offset=0,
                     out_strides=tuple(math.prod(shape[i + 1:]) for i in range(len(shape))))
+    plan = MovePlan((1,), (1,), (Fold(0, 0, plan),))
 
     def run():
         backend = get_backend("cpu")
         out, _ = backend.empty(shape, x.dtype)
-        backend.prepare(plan, x.view(np.uint32).reshape(-1), out.view(np.uint32).reshape(-1))()
+        backend.prepare(plan, [x.view(np.uint32).reshape(-1)], [out.view(np.uint32).reshape(-1)])()
         return out
     return run
 
@@ -85,17 +86,18 @@ def opendml_slice_grad(g, in_sizes, lo, hi):
         return lambda: dml.slice_grad(g, in_sizes, [0, 0, lo, lo], [in_sizes[0], in_sizes[1], hi - lo, hi - lo],
                                       [1, 1, 1, 1])
     import math
-    from opendml.plan import ScatterPlan
+    from opendml.plan import MovePlan, ScatterPlan, SliceScatter
     from opendml.runtime import get_backend
     plan = ScatterPlan(element_size=4, sizes=tuple(in_sizes), out_offset=0,
                        out_strides=tuple(math.prod(in_sizes[i + 1:]) for i in range(4)), first=(0, 0, lo, lo),
                        step=(1, 1, 1, 1), taken=g.shape, in_offset=0,
                        in_strides=tuple(math.prod(g.shape[i + 1:]) for i in range(4)))
+    plan = MovePlan((1,), (1,), (SliceScatter(0, 0, plan),))
 
     def run():
         backend = get_backend("cpu")
         out, _ = backend.empty(tuple(in_sizes), g.dtype)
-        backend.prepare(plan, g.view(np.uint32).reshape(-1), out.view(np.uint32).reshape(-1))()
+        backend.prepare(plan, [g.view(np.uint32).reshape(-1)], [out.view(np.uint32).reshape(-1)])()
         return out
     return run
 

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT.parent / "src"))
 
 import opendml as dml  # noqa: E402
 from benchmarks.__main__ import timer_cuda  # noqa: E402
-from opendml.plan import FoldPlan, ScatterPlan  # noqa: E402
+from opendml.plan import FoldPlan, MovePlan, ScatterPlan  # noqa: E402
 from opendml.runtime import get_backend  # noqa: E402
 from opendml.runtime.params import SUM_FLOAT  # noqa: E402
 
@@ -68,7 +68,7 @@ class Ours:
     """opendml on a fixed plan: allocate the output, launch on the current stream."""
 
     def __init__(self, cupy, plan, x, out_shape, dtype):
-        self.cupy, self.plan, self.x, self.shape, self.dtype = cupy, plan, x, out_shape, dtype
+        self.cupy, self.plan, self.x, self.shape, self.dtype = cupy, MovePlan.of(plan), x, out_shape, dtype
         self.backend = get_backend("cuda")
 
     def __call__(self):

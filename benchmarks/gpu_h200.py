@@ -109,8 +109,6 @@ def main(argv=None) -> int:
             sp, dp = [t.data_ptr() for t in inputs], [t.data_ptr() for t in outs]
             spans = [t.untyped_storage().nbytes() // t.element_size() for t in inputs]
             plan = desc.lower()
-            if not isinstance(plan, MovePlan):         # SLICE before every lowering gives a MovePlan
-                plan = cb.one_pass(plan)
             rec = be.record_move(plan, sp, spans, dp, [t.numel() for t in outs])
         finally:
             for k, v in old.items():

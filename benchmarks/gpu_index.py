@@ -20,6 +20,15 @@ Rows (float32; int64 indices, uniformly random, so repeats occur):
 * reverse_subsequences (512 x 256 x 512, axis 0, random lengths) as a
   fraction of copy, beside ``torch.flip``.
 
+Rows marked ``[NAME=value]`` run again under another setting of
+``runtime/cuda/index.py`` (the previous kernels: ``POSITION_ITEMS=1`` one
+position a thread, ``COLUMN_WALK=False`` row-major positions,
+``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_TILE=False`` no
+shared-memory staging), in the same process. Under each
+row, ``device time`` is what the profiler records of the call's kernels, copies
+and fills (median-free: the mean of 5 calls), beside the timed ms a call:
+where the timed time is well above it the row is host-bound.
+
 opendml's calls are the array API as a user makes them, with
 ``check_indices=False`` (the check reads the indices on the host). Each time
 is the median over --reps of 5 back-to-back calls between CUDA events
@@ -69,6 +78,28 @@ def main(argv=None) -> int:
           flush=True)
     rows = []
 
+    def device_time(fn, n=5):
+        """(ms a call on the device, {kernel: ms a call}) of ``fn``'s kernels,
+        copies and fills as the profiler records them (CUPTI: the kernels
+        opendml launches through CuPy's driver calls too), or (None, {})
+        where the profiler gives nothing: with the timed ms a call it tells
+        host-bound rows (timed well above device) from device-bound ones."""
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(n):
+                    fn()
+                torch.cuda.synchronize()
+            per: dict = {}
+            for e in prof.events():
+                if str(getattr(e, "device_type", "")).endswith("CUDA"):
+                    per[e.name[:60]] = per.get(e.name[:60], 0.0) + e.time_range.elapsed_us() / n / 1e3
+            return (sum(per.values()) if per else None), per
+        except Exception as exc:                  # (a profiler that fails says so, the row stays)
+            print(f"  (no device time: {type(exc).__name__}: {exc})", flush=True)
+            return None, {}
+
     def row(label, ours, theirs: dict, nbytes, check=None):
         fns = [ours] + list(theirs.values())
         ts = timed_pair(fns, args.reps, torch)
@@ -80,9 +111,35 @@ def main(argv=None) -> int:
         r = {"row": label, "opendml_ms": ts[0], "frac_copy": nbytes / (ts[0] * 1e-3) / 1e9 / copy_bw,
              "same_bytes": same, "match": match,
              "torch": {k: {"ms": t, "ratio": t / ts[0]} for k, t in zip(theirs, ts[1:])}}
+        dev, kernels = device_time(ours)
+        tdev, _ = device_time(fns[1])
+        r["opendml_device_ms"], r["opendml_kernels_ms"], r["torch_first_device_ms"] = dev, kernels, tdev
         rows.append(r)
         print(f"{label:34s} opendml {ts[0]:.3f} ms ({r['frac_copy']:.2f} of copy) same_bytes={same} match={match}  "
               + "  ".join(f"{k} {v['ms']:.3f} ms ({v['ratio']:.2f}x)" for k, v in r["torch"].items()), flush=True)
+        if dev is not None:
+            print(f"  device time a call: opendml {dev:.3f} ms "
+                  + (f"(of copy at that: {nbytes / (dev * 1e-3) / 1e9 / copy_bw:.2f}) " if dev else "")
+                  + (f"{next(iter(theirs))} {tdev:.3f} ms  " if tdev is not None else "")
+                  + "; ".join(f"{k} {v:.3f}" for k, v in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]),
+                  flush=True)
+
+    from opendml.runtime import get_backend
+    from opendml.runtime.cuda import index as cuda_index
+
+    def variant(label, settings: dict, *a, **kw):
+        """The row again under other index.py settings (the launches recorded
+        under the defaults dropped first, and again after)."""
+        old = {k: getattr(cuda_index, k) for k in settings}
+        get_backend("cuda:0")._launches.clear()
+        for k, v in settings.items():
+            setattr(cuda_index, k, v)
+        try:
+            row(f"{label} [{', '.join(f'{k}={v}' for k, v in settings.items())}]", *a, **kw)
+        finally:
+            for k, v in old.items():
+                setattr(cuda_index, k, v)
+            get_backend("cuda:0")._launches.clear()
 
     # embedding lookup
     V, D, N = 1 << 20, 256, 1 << 20
@@ -120,12 +177,16 @@ def main(argv=None) -> int:
     i2 = torch.randint(0, M, (M, M), device=dev, generator=g)
     u2 = torch.randn(M, M, device=dev)
     want = torch.gather(x2, 1, i2)
-    row("gather_elements 4096 x 4096", lambda: dml.gather_elements(x2, i2, 1, check_indices=False),
-        {"torch.gather": lambda: torch.gather(x2, 1, i2)}, 2 * x2.nbytes + i2.nbytes,
-        lambda a: bool(torch.equal(a, want)))
-    row("scatter_elements 4096 x 4096", lambda: dml.scatter_elements(x2, i2, u2, 1, check_indices=False),
-        {"Tensor.scatter": lambda: x2.scatter(1, i2, u2)}, 2 * x2.nbytes + u2.nbytes + i2.nbytes,
-        lambda a: bool(torch.equal(a == 0, x2.scatter(1, i2, u2) == 0)))   # repeats: PyTorch's winner is arbitrary
+    ge = ("gather_elements 4096 x 4096", lambda: dml.gather_elements(x2, i2, 1, check_indices=False),
+          {"torch.gather": lambda: torch.gather(x2, 1, i2)}, 2 * x2.nbytes + i2.nbytes,
+          lambda a: bool(torch.equal(a, want)))
+    row(*ge)
+    variant(ge[0], {"POSITION_ITEMS": 1}, *ge[1:])
+    se = ("scatter_elements 4096 x 4096", lambda: dml.scatter_elements(x2, i2, u2, 1, check_indices=False),
+          {"Tensor.scatter": lambda: x2.scatter(1, i2, u2)}, 2 * x2.nbytes + u2.nbytes + i2.nbytes,
+          lambda a: bool(torch.equal(a == 0, x2.scatter(1, i2, u2) == 0)))   # repeats: PyTorch's winner is arbitrary
+    row(*se)
+    variant(se[0], {"SCATTER_VIA": "owner"}, *se[1:])
     del x2, i2, u2, want
     # gather_nd
     x3 = torch.randn(1024, 1024, 64, device=dev)
@@ -155,8 +216,12 @@ def main(argv=None) -> int:
     # reverse_subsequences
     x6 = torch.randn(512, 256, 512, device=dev)
     lengths = torch.randint(0, 513, (1, 256, 512), device=dev, generator=g).to(torch.uint32)
-    row("reverse_subsequences 512x256x512", lambda: dml.reverse_subsequences(x6, lengths, 0),
-        {"torch.flip (full)": lambda: torch.flip(x6, [0])}, 2 * x6.nbytes + lengths.nbytes)
+    rs = ("reverse_subsequences 512x256x512", lambda: dml.reverse_subsequences(x6, lengths, 0),
+          {"torch.flip (full)": lambda: torch.flip(x6, [0])}, 2 * x6.nbytes + lengths.nbytes)
+    row(*rs)
+    variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
+    variant(rs[0], {"REVERSE_TILE": False, "POSITION_ITEMS": 1}, *rs[1:])
+    variant(rs[0], {"COLUMN_WALK": False, "POSITION_ITEMS": 1}, *rs[1:])
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,

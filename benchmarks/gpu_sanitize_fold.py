@@ -15,6 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from opendml.plan import MovePlan  # noqa: E402
 from opendml.runtime import get_backend  # noqa: E402
 from opendml.runtime.cuda import tuned as ct  # noqa: E402
 from tests.runtime.test_cuda_emulation import (dense_fold_plans, fold_reference, random_fold_plan,  # noqa: E402
@@ -40,7 +41,7 @@ def run(cupy, plan, n_in, n_out, dtype, reference, rng):
     for shift in (0, 1):
         _, s = exact(cupy, src, shift)
         _, d = exact(cupy, dst, shift)
-        get_backend("cuda").prepare(plan, s, d)()
+        get_backend("cuda").prepare(MovePlan.of(plan), [s], [d])()
         got = d.get()
         assert got.tobytes() == want.tobytes(), (shift, plan)
 

@@ -42,7 +42,7 @@ def window_alignment():
             desc = dml.SliceOperatorDesc(dml.TensorDesc(dml.DataType.from_numpy(x.dtype), x.shape), None,
                                          [0, 0, lo, lo], [n, 64, hi - lo, hi - lo], [1, 1, 1, 1])
             out = cupy.empty(desc.output_tensor.sizes, dtype)
-            name, params, grid, smem = ct._copy_launch(desc.lower(), x.data.ptr, out.data.ptr, x.size)
+            name, params, grid, smem = ct._copy_launch(desc.lower().kernel_plan(), x.data.ptr, out.data.ptr, x.size)
             ms = time_kernel(cl._kernel(0, name), grid, (x.data.ptr, out.data.ptr, cl.device_params(params)))
             gbs = 2 * out.nbytes / ms / 1e6
             print(f"window [{lo}:{hi}] {dtype} ({(lo * es) % 64}-byte row offset, {((hi - lo) * es) % 64} tail):"
@@ -61,7 +61,7 @@ def window_items():
         desc = dml.SliceOperatorDesc(dml.TensorDesc(dml.DataType.from_numpy(x.dtype), x.shape), None,
                                      [0, 0, 8, 8], [n, 64, 112, 112], [1, 1, 1, 1])
         out = cupy.empty(desc.output_tensor.sizes, dtype)
-        plan = desc.lower()
+        plan = desc.lower().kernel_plan()
         for w in (16, 8):
             if w < es:
                 continue
@@ -91,7 +91,7 @@ def main():
         x = cupy.random.randint(0, 100, size=(n, 64, 128, 128)).astype(dtype)
         desc = dml.SliceOperatorDesc(dml.TensorDesc(dml.DataType.from_numpy(x.dtype), x.shape), None,
                                      [0] * 4, [n, 64, 64, 64], [1, 1, 2, 2])
-        plan = desc.lower()
+        plan = desc.lower().kernel_plan()
         out = cupy.empty(desc.output_tensor.sizes, dtype)
         useful = 2 * out.nbytes
         variants = []

@@ -108,7 +108,7 @@ def main(argv=None):
         d = len(shape) - 2
         desc = dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.from_numpy(x.dtype), shape), None,
                                       [w] * d, [1] * d, [1] * d, [1] * d, [1] * d)
-        plan = desc.lower()
+        plan = desc.lower().kernel_plan()
         out = cupy.empty(desc.output_tensor.sizes, dtype)
         useful = out.nbytes + x.nbytes
         default = ct._unfold_launch(plan)

@@ -111,6 +111,15 @@ def slice_grad(g, out_sizes, offsets, window_sizes, window_strides):
     return out
 
 
+def as_program(kernel_plan):
+    """A tuned pass's parameter block (``CopyPlan``, ``UnfoldPlan``,
+    ``FoldPlan``, ``ScatterPlan``) as the one-pass move program the backends
+    run (``MovePlan.of``: its slots typed as unsigned words of the block's
+    element size)."""
+    from opendml.plan import MovePlan
+    return MovePlan.of(kernel_plan)
+
+
 # -- plan executors: what a backend does with a FoldPlan or ScatterPlan, written
 # plainly over element-sized words (the plans are duck-typed; nothing imported).
 

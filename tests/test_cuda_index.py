@@ -107,6 +107,11 @@ def test_scatters_with_repeats_match_the_cpu_bytes(cp, dt, it, scatter_via):
         idx = indices(rng, mid + (q,), 3, it)
         upd = values(rng, mid + x.shape[q:], dt)
         check(cp, dml.scatter_nd, x, idx, upd, check_indices=False)
+    wide = values(rng, (3, 1000), dt)                     # a group scatter's rows: more members than threads
+    for view in (None, lambda a: a[::-1, ::-1]):
+        idx = indices(rng, (3, 1300), 1000, it)
+        check(cp, dml.scatter_elements, wide, idx, values(rng, (3, 1300), dt), axis=1, check_indices=False,
+              views=view)
     rows = values(rng, (30, 64), dt)                      # row scatter: 16-byte words
     check(cp, dml.scatter_nd, rows, indices(rng, (50, 1), 30, it), values(rng, (50, 64), dt),
           check_indices=False)
@@ -153,12 +158,16 @@ def test_the_kernels_that_run(cp, scatter_via):
         x = cp.zeros((8, 16), cp.float32)
         dml.scatter_nd(x, cp.asarray([[1], [1], [3]], cp.int64), cp.ones((3, 16), cp.float32))
         dml.one_hot(cp.asarray([1, 7, 2], cp.int32), 4, cp.asarray([0, 1], cp.float16))
+        dml.scatter_elements(cp.zeros((4, 600), cp.float32), cp.asarray(np.arange(2800).reshape(4, 700) % 600),
+                             cp.ones((4, 700), cp.float32), 1)
     finally:
         family_cuda.get_backend = real
     want = {"auto": "ix_scatter<uint4, u32, 1,", "owner": "ix_scatter<uint4, u32, 1,",
             "sort": "ix_apply<uint4, u32, u32, 0,"}[scatter_via]
     assert any(n.startswith(want) for n in seen), seen
     assert any(n.startswith("ix_scatter<u16, u32, 0,") for n in seen), seen     # one_hot: no owner pass
+    want = {"auto": "ix_scatter_group<u32, u32, 2", "owner": "ix_owner<u32, 2,", "sort": "ix_keys<u32, u32, 2,"}
+    assert any(n.startswith(want[scatter_via]) for n in seen), seen             # scatter_elements along rows
 
 
 def test_torch_cuda_forward_and_deterministic_backward(cp):

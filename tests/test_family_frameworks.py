@@ -446,3 +446,20 @@ def test_bad_inputs_raise_opendml_errors_on_jax_and_dask():
     unknown = d[d[:, 0] > 0]
     with pytest.raises(dml.ValidationError, match=r"chunk sizes of arrays\[0\] are unknown"):
         dml.identity(unknown)
+
+
+def test_torch_func_vmap_runs_operators_not_differentiable_for_their_types():
+    """vmap needs no derivative: CAST to an integer type and ONE_HOT run
+    under it, equal to the calls one example at a time; a derivative of
+    them (grad, jvp) is refused by name."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(3, 4, 5)
+    got = torch.func.vmap(lambda t: dml.cast(t, torch.int32))(x)
+    assert torch.equal(got, torch.stack([dml.cast(t, torch.int32) for t in x]))
+    ids, values = torch.tensor([[1, 2], [0, 3]]), torch.tensor([0.0, 1.0])
+    got = torch.func.vmap(lambda i: dml.one_hot(i, 4, values))(ids)
+    assert torch.equal(got, torch.stack([dml.one_hot(i, 4, values) for i in ids]))
+    with pytest.raises(dml.UnsupportedError, match=r"^one_hot: ONE_HOT is not differentiable for these types$"):
+        torch.func.grad(lambda v: dml.one_hot(ids[0], 4, v).sum())(values)
+    with pytest.raises(dml.UnsupportedError, match=r"^cast: CAST is not differentiable for these types$"):
+        torch.func.jvp(lambda t: dml.cast(t, torch.int32), (x,), (x,))

@@ -399,8 +399,8 @@ def test_cached_call_on_broadcast_indices_checks_each_one():
 
 def test_c_call_cache_follows_the_settings_and_a_spy():
     """configure(call_cache=False) and the NumPy kernels serve nothing from
-    the C cache; a replaced family.execute (a spy) is given every call."""
-    from opendml.arrays import family
+    the C cache; a replaced front.execute (a spy) is given every call."""
+    from opendml.arrays import front as family
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     ids = np.array([2, 0], np.int32)
     for _ in range(2):
@@ -903,7 +903,7 @@ def test_compiled_and_numpy_paths_give_the_same_bytes_float16_sums():
     plan = primal.lower()
     backend = cpu.CpuBackend(dml.config())
     words = [np.zeros(24, np.uint16), np.zeros(450, np.uint32)]
-    assert backend._native_move_pass(plan, plan.passes[0], words, [np.zeros(4 * 50 * 9, np.uint16)]) is not None
+    assert backend._index_pass(plan, plan.passes[0], words, [np.zeros(4 * 50 * 9, np.uint16)]) is not None
     assert isinstance(plan.passes[0], Gather)
 
 
@@ -915,7 +915,7 @@ def test_compiled_pass_refuses_a_block_outside_its_range():
     plan = MovePlan((1, 6), (1,), (Gather(0, 0, (3,), 0, (0,), 0, (1,), (IndexAxis(1, 0, (1,), 1, 100),)),))
     backend = cpu.CpuBackend(dml.config())
     src, idx, dst = np.zeros(4, np.uint32), np.array([0, 50, 99], np.int32).view(np.uint32), np.zeros(3, np.uint32)
-    run = backend._native_move_pass(plan, plan.passes[0], [src, idx], [dst])
+    run = backend._index_pass(plan, plan.passes[0], [src, idx], [dst])
     with pytest.raises(RuntimeError, match="outside a bound range"):
         run()
 

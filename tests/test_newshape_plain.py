@@ -89,7 +89,7 @@ def test_slice1_plain_lowering_is_the_descriptions_plan(data):
     assert sizes == d.output_tensor.sizes and type(sizes) is tuple
     ts = tuple(range(2, 2 + len(inp.sizes)))[::-1]
     ts = tuple(v * (-1) ** i for i, v in enumerate(ts))
-    plan = d.lower(in_strides=ts, in_offset=7)
+    plan = d.lower(in_strides=ts, in_offset=7).kernel_plan()
     assert plan.sizes == sizes and plan.out_strides == dml.packed_strides(sizes) and plan.out_offset == 0
     assert plan.in_offset == 7 + sum(c * v for c, v in zip(starts, ts))
     assert plan.in_strides == tuple(w * v for w, v in zip(steps, ts))
@@ -111,7 +111,7 @@ def test_slice_plain_lowering_is_the_descriptions_plan(args):
     d = desc[1]
     sizes, starts, steps = got
     ts = tuple(3 + i for i in range(len(inp.sizes)))
-    plan = d.lower(in_strides=ts, in_offset=5)
+    plan = d.lower(in_strides=ts, in_offset=5).kernel_plan()
     assert sizes == d.output_tensor.sizes == plan.sizes and type(sizes) is tuple
     assert plan.in_offset == 5 + sum(c * v for c, v in zip(starts, ts))
     assert plan.in_strides == tuple(w * v for w, v in zip(steps, ts))
@@ -149,7 +149,7 @@ def test_unfold_plain_lowering_is_the_descriptions_plan(data):
             assert desc[0] != "ok", f"declined a plain valid call: {image.sizes} {fields}"
         return
     assert desc[0] == "ok", desc
-    plan = desc[1].lower(in_strides=tuple(range(len(image.sizes), 0, -1)), in_offset=3)
+    plan = desc[1].lower(in_strides=tuple(range(len(image.sizes), 0, -1)), in_offset=3).kernel_plan()
     out, window, strides, dilations, start, blocks = got
     assert out == desc[1].output_tensor.sizes
     assert (window, strides, dilations, start, blocks) == (plan.window, plan.strides, plan.dilations,
@@ -174,7 +174,7 @@ def test_slice_grad_plain_lowering_is_the_descriptions_plan(data):
         return
     assert desc[0] == "ok", desc
     ts = tuple(3 + i for i in range(len(grad.sizes)))
-    plan = desc[1].lower(in_strides=ts, in_offset=4)
+    plan = desc[1].lower(in_strides=ts, in_offset=4).kernel_plan()
     dims, first, step, back = got
     assert dims == plan.sizes and tuple(first) == plan.first and tuple(step) == plan.step
     assert plan.in_strides == tuple(-v if b else v for v, b in zip(ts, back))
@@ -569,7 +569,7 @@ def test_plain_window_declines_and_runs_like_the_kernel():
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     out, blob, threads, origin = cw(x, (2, 3, 2), [0, 2, 0], [1, -1, 2], 1, 1 << 16, 1 << 20)
     assert np.array_equal(out, x[:, ::-1, ::2]) and origin == 0 and threads == 1
-    want = get_backend("cpu").runner(CopyPlan(4, (2, 3, 2), 8, (12, -4, 2), 0, (6, 2, 1)))
+    want = get_backend("cpu").runner(ref.as_program(CopyPlan(4, (2, 3, 2), 8, (12, -4, 2), 0, (6, 2, 1))))
     assert blob == want.blob
     r = x[:, ::-1]
     out, blob, threads, origin = cw(r, (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 1 << 16, 1 << 20)

@@ -337,7 +337,7 @@ def test_fold_plan_matches_reference(case, seed):
     desc, in_pad, out_pad = case
     x = dedupe_broadcast(finite_input(desc.input_tensor.data_type, desc.input_tensor.sizes,
                                       np.random.default_rng(seed)), desc.input_tensor)
-    plan = desc.lower()
+    plan = desc.lower().kernel_plan()
     src = bound_words(desc, x, in_pad)
     lo, hi = plan.in_span
     assert 0 <= lo and hi < src.size and plan.out_span[0] >= 0
@@ -351,7 +351,7 @@ def test_slice_grad_plan_matches_reference(case, seed):
     desc, in_pad, out_pad = case
     g = dedupe_broadcast(logical_input(desc.input_tensor.data_type, desc.input_tensor.sizes,
                                        np.random.default_rng(seed)), desc.input_tensor)
-    plan = desc.lower()
+    plan = desc.lower().kernel_plan()
     src = bound_words(desc, g, in_pad)
     lo, hi = plan.in_span
     assert 0 <= lo and hi < src.size
@@ -402,7 +402,7 @@ def test_lowering_with_numpy_layouts(data):
                         dml.TensorDesc(desc.output_tensor.data_type, desc.output_tensor.sizes),
                         *(getattr(desc, f.attr) for f in desc.FIELDS))
     layout, words = array_words(view)
-    plan = packed.lower(in_strides=layout.strides, in_offset=layout.origin)
+    plan = packed.lower(in_strides=layout.strides, in_offset=layout.origin).kernel_plan()
     assert plan.in_span == (0, layout.span - 1)          # every element read, none outside
     got, _ = run_plan(packed, plan, words, 0, 0)
     assert same(got, want)

@@ -27,7 +27,6 @@ from numpy.lib.stride_tricks import as_strided
 
 from .runtime import alloc, get_backend
 from .ops import OperatorDesc
-from .plan import MovePlan
 from .model._checks import UINT64_MAX, _short, as_int
 from .model.data_type import DataType
 from .model.errors import BindingError, UnsupportedError, ValidationError
@@ -860,33 +859,19 @@ class Device:
                 raise BindingError(f"{compiled.desc.OPERATOR}: input {i} is OWNED_BY_DML; call "
                                    f"initialize_operator with its binding first")
             bound.append(b)
-        if isinstance(plan, MovePlan):   # CPU: NumPy/C passes; CUDA: CudaBackend.record_move
-            return self._prepare_move(plan, bound, outputs)
-        b_in = bound[0]
-        es = plan.element_size
-        src = self.backend.element_range(b_in.buffer._storage, b_in.offset, b_in.size_in_bytes, es)
-        dst = self.backend.element_range(outputs[0].buffer._storage, outputs[0].offset,
-                                         outputs[0].size_in_bytes, es)
-        # Validation guarantees both; a failure here is a bug of opendml, not of the user.
-        lo, hi = plan.in_span
-        olo, ohi = plan.out_span
-        if lo < 0 or hi >= src.shape[0] or olo < 0 or ohi >= dst.shape[0]:
-            raise RuntimeError(f"opendml internal error: plan spans {plan.in_span}/{plan.out_span} "
-                               f"outside the bound ranges")
-        return self.backend.prepare(plan, src, dst)
 
-    def _prepare_move(self, plan: MovePlan, inputs, outputs):
-        """Word arrays of every bound range (each of its tensor's element size),
-        checked to hold what the program reads and writes."""
+        # Word arrays of every bound range (each of its tensor's element size),
+        # checked to hold what the program reads and writes.
         def ranges(bindings, types, spans):
             out = []
             for b, t, span in zip(bindings, types, spans):
                 words = self.backend.element_range(b.buffer._storage, b.offset, b.size_in_bytes, DataType(t).size)
                 if span is not None and (span[0] < 0 or span[1] >= words.shape[0]):
-                    raise RuntimeError(f"opendml internal error: a move program spans {span} outside a bound "
+                    # Validation guarantees it; a failure here is a bug of opendml, not of the user.
+                    raise RuntimeError(f"opendml internal error: a plan spans {span} outside a bound "
                                        f"range of {words.shape[0]} elements")
                 out.append(words)
             return out
-        srcs = ranges(inputs, plan.in_types, plan.in_spans())
+        srcs = ranges(bound, plan.in_types, plan.in_spans())
         dsts = ranges(outputs, plan.out_types, plan.out_spans())
         return self.backend.prepare(plan, srcs, dsts)

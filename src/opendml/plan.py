@@ -1,36 +1,41 @@
 """What the backends execute, in elements, already validated.
 
-Five plan kinds cover the operators:
+Every operator lowers to one plan type, the move program ``MovePlan``: the
+types of its inputs and outputs and a sequence of passes, each from an input
+slot (``src``) to an output slot (``dst``), run in order. The pass kinds:
 
-* ``CopyPlan``: ``out[o0 + sum(i*os)] = in[i0 + sum(i*is)]`` over ``sizes``.
-  SLICE and SLICE1 lower to it (SLICE1's negative window strides become
-  negative input strides with the origin at the window's end).
-* ``UnfoldPlan``: the windowed gather of UNFOLD with zero fill outside the
-  input.
-* ``FoldPlan``: FOLD's windowed sum, as a gather (no atomics, one summation
-  order on every backend).
-* ``ScatterPlan``: SLICE_GRAD, every output element written once (input value
-  or zero).
-* ``MovePlan``: the move program of the data-movement family, over several
-  inputs and outputs: ``Copy`` passes (strided, with optional per-axis index
-  maps, data-type conversion and scale/bias) and ``Fill`` passes (a constant
-  over a strided region). IDENTITY, CAST, PADDING/PADDING1, JOIN, SPLIT,
-  TILE and the SPACE_TO_DEPTH/DEPTH_TO_SPACE pairs lower to it. The
-  index-driven operators add two pass kinds: ``Gather`` (a copy whose source
-  positions along some dimensions are read from index tensors) and
-  ``Scatter`` (a copy whose destination positions are, overwriting with the
-  last write in index order winning, or accumulating); each indexed
-  coordinate is an ``IndexAxis`` saying where its index values lie, what one
-  unit of it steps in the data, the valid range and what a value outside the
-  range does (clamped, or the write skipped). GATHER, GATHER_ELEMENTS,
-  GATHER_ND(1), SCATTER(_ND), ONE_HOT and REVERSE_SUBSEQUENCES lower to them.
+* ``Copy``: ``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])``, strided,
+  with optional per-axis index maps (``AxisMap``: PADDING's modes),
+  data-type conversion and scale/bias. SLICE and SLICE1 lower to one plain
+  ``Copy`` (SLICE1's negative window strides become negative source strides
+  with the origin at the window's end); IDENTITY, CAST, PADDING/PADDING1,
+  JOIN, SPLIT, TILE and the SPACE_TO_DEPTH/DEPTH_TO_SPACE pairs to copies
+  and fills.
+* ``Fill``: a constant over a strided region.
+* ``Gather`` and ``Scatter``: a copy whose source (``Gather``) or
+  destination (``Scatter``: last write in index order wins, or
+  accumulating) positions along some dimensions are read from index
+  tensors; each indexed coordinate is an ``IndexAxis`` saying where its
+  index values lie, what one unit of it steps in the data, the valid range
+  and what a value outside the range does (clamped, or the write skipped).
+  GATHER, GATHER_ELEMENTS, GATHER_ND(1), SCATTER(_ND), ONE_HOT and
+  REVERSE_SUBSEQUENCES lower to them.
+* ``Unfold``, ``Fold`` and ``SliceScatter``: the tuned passes of UNFOLD
+  (windowed gather with zero fill outside the input), FOLD (windowed sum,
+  computed as a gather: no atomics, one summation order on every backend)
+  and SLICE_GRAD (every output element written once: input value or zero).
+  Each carries its kernel's parameter block (``UnfoldPlan``, ``FoldPlan``,
+  ``ScatterPlan``), as a plain ``Copy`` of the same type carries
+  ``CopyPlan``'s (``Copy.as_copy_plan``; ``MovePlan.kernel_plan`` gives the
+  block of a program that is one such pass).
 
-Input offsets and strides are relative to the lowest input element the plan
-may touch being at or after element 0 of the bound input range; ``in_span``
-says how many elements from there the plan reads, so a backend can check once
-that a plan stays inside what was bound. Dimensions are canonicalised here,
-once, for every backend: size-1 dimensions dropped, dimensions ordered by
-output stride, neighbours that walk memory as one merged.
+Offsets of each pass are relative to element 0 of the bound range of its
+slot, the lowest element it may touch being at or after it;
+``MovePlan.in_spans``/``out_spans`` say which elements the program reads and
+writes, so a backend can check once that it stays inside what was bound. A
+``CopyPlan``'s dimensions are canonicalised here, once, for every backend:
+size-1 dimensions dropped, dimensions ordered by output stride, neighbours
+that walk memory as one merged.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ import dataclasses
 import math
 
 from .model._frozen import stored_init
+from .model.data_type import DataType
 
 
 @stored_init
@@ -280,6 +286,7 @@ class AxisMap:
         return r if r < n else 2 * (n - 1) - r
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Copy:
     """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``, where
@@ -312,10 +319,11 @@ class Copy:
 
     def as_copy_plan(self, element_size: int) -> CopyPlan:
         """The pass as a ``CopyPlan`` (no maps, no conversion, no scale/bias)."""
-        return CopyPlan(element_size=element_size, sizes=self.sizes, in_offset=self.src_offset,
-                        in_strides=self.src_strides, out_offset=self.dst_offset, out_strides=self.dst_strides)
+        return CopyPlan(element_size, self.sizes, self.src_offset, self.src_strides, self.dst_offset,
+                        self.dst_strides)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Fill:
     """``dst[do + sum(d*ds)] = value`` over ``sizes`` (``value`` a Python int or
@@ -454,6 +462,7 @@ class Scatter:
         return _indexed_span(self.dst_offset, self.sizes, self.dst_strides, self.indices)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Unfold:
     """UNFOLD's tuned windowed gather as a pass of the move program:
@@ -474,6 +483,7 @@ class Unfold:
         return self.plan.out_span
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class Fold:
     """FOLD's tuned windowed sum (a gather: no atomics, one summation order)
@@ -493,6 +503,7 @@ class Fold:
         return self.plan.out_span
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class SliceScatter:
     """SLICE_GRAD's one-write scatter as a pass: ``plan`` (a
@@ -517,6 +528,7 @@ class SliceScatter:
 READING_PASSES = (Copy, Gather, Scatter, Unfold, Fold, SliceScatter)
 
 
+@stored_init
 @dataclasses.dataclass(frozen=True)
 class MovePlan:
     """The move program: ``in_types``/``out_types`` (DataType values of each
@@ -543,6 +555,45 @@ class MovePlan:
         object.__setattr__(plan, "pad", (int(pad[0]), pad[1], tuple(pad[2]), tuple(pad[3])))
         return plan
 
+    @classmethod
+    def of(cls, kernel_plan) -> "MovePlan":
+        """The one-pass program of a tuned pass's parameter block (a
+        ``CopyPlan``, ``UnfoldPlan``, ``FoldPlan`` or ``ScatterPlan``), its
+        slots typed as unsigned words of the block's element size: the
+        inverse of ``kernel_plan``. Made once per block (backends key their
+        launches by the program's identity)."""
+        done = kernel_plan.__dict__.get("_program")
+        if done is None:
+            t = _WORDS[kernel_plan.element_size]
+            kind = _TUNED[type(kernel_plan)]
+            step = (Copy(0, 0, kernel_plan.sizes, kernel_plan.in_offset, kernel_plan.in_strides,
+                         kernel_plan.out_offset, kernel_plan.out_strides) if kind is Copy else kind(0, 0, kernel_plan))
+            done = cls((t,), (t,), (step,))
+            object.__setattr__(done, "_kernel_plan", kernel_plan)
+            object.__setattr__(kernel_plan, "_program", done)
+        return done
+
+    def kernel_plan(self):
+        """The tuned kernel's parameter block where the program is one tuned
+        pass: a plain ``Copy`` (no maps, no conversion, no scale/bias: SLICE's
+        and SLICE1's form) as a ``CopyPlan``, an ``Unfold``, ``Fold`` or
+        ``SliceScatter`` pass as its ``plan``; else None. Computed once per
+        plan (backends key launches by the block's identity)."""
+        d = self.__dict__
+        done = d.get("_kernel_plan", self)
+        if done is self:
+            done = None
+            if len(self.passes) == 1:
+                p = self.passes[0]
+                if type(p) is not Copy:
+                    done = getattr(p, "plan", None)
+                elif p.scale_bias is None and (p.maps is None or not any(p.maps)) and \
+                        self.in_types[p.src] == self.out_types[p.dst]:
+                    t = self.in_types[p.src]
+                    done = p.as_copy_plan(_SIZES.get(t) or _element_size(t))
+            d["_kernel_plan"] = done            # (frozen: stored as object.__setattr__ would)
+        return done
+
     def in_spans(self) -> list[tuple[int, int] | None]:
         spans: list = [None] * len(self.in_types)
         for p in self.passes:
@@ -561,6 +612,15 @@ class MovePlan:
         return spans
 
 
+def _element_size(type_value: int) -> int:
+    """A DataType value's element size, remembered in ``_SIZES``."""
+    size = _SIZES[type_value] = DataType(type_value).size
+    return size
+
+
+_SIZES: dict = {}
+
+
 def _union(a, b):
     return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
 
@@ -571,3 +631,9 @@ def _span(offset: int, sizes, strides) -> tuple[int, int]:
     lo = offset + sum((s - 1) * t for s, t in zip(sizes, strides) if t < 0)
     hi = offset + sum((s - 1) * t for s, t in zip(sizes, strides) if t > 0)
     return lo, hi
+
+
+#: The tuned passes by their parameter block's class (``MovePlan.of``), and
+#: the unsigned word type (a DataType value) of each element size.
+_TUNED = {CopyPlan: Copy, UnfoldPlan: Unfold, FoldPlan: Fold, ScatterPlan: SliceScatter}
+_WORDS = {1: 5, 2: 4, 4: 3, 8: 10}     # UINT8, UINT16, UINT32, UINT64

@@ -6,7 +6,7 @@ import pytest
 import opendml as dml
 from opendml.jsonform import JsonFormError, from_json, to_json
 from opendml.ops.fold import SUM_FLOAT, SUM_INTEGER
-from opendml.plan import FoldPlan
+from opendml.plan import Fold, FoldPlan
 from tests import reference as ref
 
 T = dml.TensorDesc
@@ -145,7 +145,7 @@ def test_feature_level_rule(make, level, message):
 def test_every_type_from_6_4(dtype):
     d = fold(input_tensor=T(dtype, [1, 9, 4]), output_tensor=T(dtype, [1, 1, 4, 4]))
     assert d.validate("6_4") is d and d.lowest_feature_level().label == "6_4"
-    assert d.lower().sum_kind == (SUM_FLOAT if dtype in (F16, F32, F64) else SUM_INTEGER)
+    assert d.lower().kernel_plan().sum_kind == (SUM_FLOAT if dtype in (F16, F32, F64) else SUM_INTEGER)
 
 
 @pytest.mark.parametrize("d", range(1, 7))
@@ -199,8 +199,10 @@ def test_json_needs_the_output_and_fills_defaults():
 # -- lowering -----------------------------------------------------------------------
 
 def test_lowering_example_1():
-    p = fold().lower()
-    assert isinstance(p, FoldPlan)
+    plan = fold().lower()
+    assert [type(q) for q in plan.passes] == [Fold] and plan.in_types == plan.out_types == (F32,)
+    p = plan.kernel_plan()
+    assert p is plan.passes[0].plan and isinstance(p, FoldPlan)
     assert (p.element_size, p.sum_kind, p.batch, p.channels, p.spatial) == (4, SUM_FLOAT, 1, 1, (4, 4))
     assert (p.in_offset, p.in_strides, p.out_offset, p.out_strides) == (0, (36, 4, 1), 0, (16, 16, 4, 1))
     assert (p.window, p.strides, p.dilations, p.start_padding, p.blocks) == ((3, 3), (1, 1), (1, 1), (0, 0), (2, 2))
@@ -209,10 +211,10 @@ def test_lowering_example_1():
 
 def test_lowering_takes_the_last_three_input_strides():
     d = fold(input_tensor=T(F32, [1, 1, 9, 4], strides=[100, 100, 1, 9]))
-    p = d.lower()
+    p = d.lower().kernel_plan()
     assert p.in_strides == (100, 1, 9)
     # the array API's signed strides and origin
-    p = d.lower(in_strides=(0, 36, -4, 1), in_offset=32)
+    p = d.lower(in_strides=(0, 36, -4, 1), in_offset=32).kernel_plan()
     assert p.in_strides == (36, -4, 1) and p.in_offset == 32 and p.in_span == (0, 35)
 
 
@@ -223,5 +225,5 @@ def test_lowered_examples_through_the_plan_reference(name):
     desc = from_json(ex)
     x = np.array(ex["Input"], dtype=np.float32)
     dst = np.full(desc.output_tensor.total_tensor_size_in_bytes // 4, 0xFFFFFFFF, np.uint32)
-    ref.run_fold_plan(desc.lower(), x.reshape(-1).view(np.uint32), dst)
+    ref.run_fold_plan(desc.lower().kernel_plan(), x.reshape(-1).view(np.uint32), dst)
     assert np.array_equal(dst.view(np.float32).reshape(desc.output_tensor.sizes), ex["ExpectedOutput"])

@@ -5,7 +5,7 @@ import pytest
 
 import opendml as dml
 from opendml.jsonform import JsonFormError, from_json, to_json
-from opendml.plan import ScatterPlan
+from opendml.plan import ScatterPlan, SliceScatter
 from tests import reference as ref
 
 T = dml.TensorDesc
@@ -160,8 +160,10 @@ def test_json_uses_directml_tensor_names():
 # -- lowering -----------------------------------------------------------------------
 
 def test_lowering_negative_stride():
-    p = grad().lower()
-    assert isinstance(p, ScatterPlan)
+    plan = grad().lower()
+    assert [type(q) for q in plan.passes] == [SliceScatter]
+    p = plan.kernel_plan()
+    assert p is plan.passes[0].plan and isinstance(p, ScatterPlan)
     assert (p.element_size, p.sizes, p.out_offset, p.out_strides) == (4, (1, 1, 4, 4), 0, (16, 16, 4, 1))
     # positions 1 and 3 of dimension 2 receive gradient rows 1 and 0: walked backwards
     assert (p.first, p.step, p.taken) == ((0, 0, 1, 1), (1, 1, 2, 2), (1, 1, 2, 2))
@@ -171,7 +173,7 @@ def test_lowering_negative_stride():
 
 def test_lowering_with_array_layout():
     # a gradient whose last axis is reversed in memory: signed strides and origin
-    p = grad().lower(in_strides=(4, 4, 2, -1), in_offset=1)
+    p = grad().lower(in_strides=(4, 4, 2, -1), in_offset=1).kernel_plan()
     assert p.in_strides == (4, 4, -2, -1) and p.in_offset == 1 + 2 and p.in_span == (0, 3)
 
 
@@ -181,7 +183,7 @@ def test_lowered_example_through_the_plan_reference():
     desc = from_json(ex)
     g = np.array(ex["Input"], dtype=np.float32)
     dst = np.full(16, 0xFFFFFFFF, np.uint32)
-    ref.run_scatter_plan(desc.lower(), g.reshape(-1).view(np.uint32), dst)
+    ref.run_scatter_plan(desc.lower().kernel_plan(), g.reshape(-1).view(np.uint32), dst)
     assert np.array_equal(dst.view(np.float32).reshape(1, 1, 4, 4), ex["ExpectedOutput"])
     assert np.array_equal(ref.slice_grad(g, (1, 1, 4, 4), desc.input_window_offsets, desc.input_window_sizes,
                                          desc.input_window_strides), ex["ExpectedOutput"])

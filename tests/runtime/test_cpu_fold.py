@@ -14,6 +14,7 @@ import opendml as dml
 from opendml.plan import FoldPlan, ScatterPlan
 from opendml.runtime import get_backend
 from opendml.runtime.params import SUM_FLOAT, SUM_INTEGER
+from tests import reference as ref
 from tests.conftest import native_available
 
 TYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -34,7 +35,7 @@ KERNELS = kernel_sets()
 
 def run(plan, src_words, dst_words, **settings):
     with dml.configure(**settings):
-        get_backend("cpu").prepare(plan, src_words, dst_words)()
+        get_backend("cpu").prepare(ref.as_program(plan), [src_words], [dst_words])()
 
 
 def random_words(dtype, count, seed):

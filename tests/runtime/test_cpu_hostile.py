@@ -70,7 +70,7 @@ def test_unfold_plan_with_size_one_dimensions_and_int64_range_strides(kernels):
                       start_padding=(2**31, 1), blocks=(2, 3), out_offset=0, out_strides=(24, 6, 1))
     src = np.array([5, 6, 7], np.uint32)
     out = np.full(24, 99, np.uint32)
-    get_backend("cpu").prepare(plan, src, out)()
+    get_backend("cpu").prepare(ref.as_program(plan), [src], [out])()
     # dim 0: position b*2^31 + k*2^31 - 2^31 is 0 for (b, k) = (1, 0), (0, 1)
     want = np.zeros((4, 6), np.uint32)
     for k0, k1 in np.ndindex(2, 2):
@@ -112,7 +112,7 @@ def test_fold_and_scatter_outputs_sharing_memory_hold_one_of_their_values(kernel
                     blocks=(3,), out_offset=0, out_strides=(8, 0, 1))
     src = rng.integers(1, 50, 18).astype(np.float32)
     out = np.full(8, -1.0, np.float32)
-    get_backend("cpu").prepare(plan, src.view(np.uint32), out.view(np.uint32))()
+    get_backend("cpu").prepare(ref.as_program(plan), [src.view(np.uint32)], [out.view(np.uint32)])()
     per_channel = np.zeros((3, 8), np.float32)
     rows = src.reshape(6, 3)
     for c in range(3):
@@ -125,7 +125,7 @@ def test_fold_and_scatter_outputs_sharing_memory_hold_one_of_their_values(kernel
                        taken=(2, 3), in_offset=0, in_strides=(3, 1))
     src = np.arange(1, 7, dtype=np.uint32)
     out = np.full(6, 99, np.uint32)
-    get_backend("cpu").prepare(plan, src, out)()
+    get_backend("cpu").prepare(ref.as_program(plan), [src], [out])()
     full = np.zeros((4, 6), np.uint32)
     full[1::2, 1::2] = src.reshape(2, 3)
     assert all(out[p] in full[:, p] for p in range(6))
@@ -150,7 +150,7 @@ def test_numpy_unfold_of_a_huge_window_builds_few_views():
     with dml.configure(cpu_kernels="numpy"):
         tracemalloc.start()
         try:
-            get_backend("cpu").prepare(plan, src, out)()
+            get_backend("cpu").prepare(ref.as_program(plan), [src], [out])()
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -167,7 +167,7 @@ def test_compiled_unfold_of_a_huge_window_needs_no_scratch_per_window_position()
     # stay small (16 bytes of scratch per window position were 256 MiB).
     code = textwrap.dedent("""
         import numpy as np, opendml as dml
-        from opendml.plan import UnfoldPlan
+        from opendml.plan import MovePlan, Unfold, UnfoldPlan
         from opendml.runtime import get_backend
         W = 1 << 24
         plan = UnfoldPlan(element_size=1, batch=1, channels=1, spatial=(1,), in_offset=0, in_strides=(1, 1, 1),
@@ -176,7 +176,7 @@ def test_compiled_unfold_of_a_huge_window_needs_no_scratch_per_window_position()
         src = np.array([7], np.uint8)
         out = np.ones(W, np.uint8)
         dml.configure(cpu_kernels="compiled", threads=2)
-        run = get_backend("cpu").prepare(plan, src, out)
+        run = get_backend("cpu").prepare(MovePlan((5,), (5,), (Unfold(0, 0, plan),)), [src], [out])
         def peak():   # this process's resident high-water mark (ru_maxrss may carry the parent's)
             with open("/proc/self/status") as f:
                 return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
@@ -203,7 +203,7 @@ def test_numpy_fold_of_a_huge_window_builds_few_views():
     with dml.configure(cpu_kernels="numpy"):
         tracemalloc.start()
         try:
-            get_backend("cpu").prepare(plan, src.view(np.uint32), out.view(np.uint32))()
+            get_backend("cpu").prepare(ref.as_program(plan), [src.view(np.uint32)], [out.view(np.uint32)])()
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

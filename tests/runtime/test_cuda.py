@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.plan import CopyPlan
+from opendml.plan import CopyPlan, MovePlan
 from opendml.runtime import params as P
 from opendml.runtime.cuda import tuned as ct
 from opendml.runtime.cuda.launch import INCLUDE, KERNELS
@@ -56,7 +56,7 @@ def test_kernels_read_parameters_by_field_name():
 
 def test_launch_specs_fill_the_declared_structures():
     plan = dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT16, [2, 3, 9, 11]), None, [3, 4], [2, 3],
-                                  [2, 1], [2, 0], [0, 3]).lower()
+                                  [2, 1], [2, 0], [0, 3]).lower().kernel_plan()
     name, params, grid, smem = _unfold_launch(plan)
     assert isinstance(params, P.UnfoldParams) and len(bytes(params)) == ctypes.sizeof(P.UnfoldParams)
     assert (params.dims, params.window_count, params.block_count) == (2, 12, plan.columns)
@@ -148,7 +148,7 @@ def test_unfold_tile_equals_numpy_path(es, case):
     desc = dml.UnfoldOperatorDesc(dml.TensorDesc({1: dml.DataType.INT8, 2: dml.DataType.INT16, 4: dml.DataType.INT32,
                                                   8: dml.DataType.INT64}[es], [N, C, *spatial]),
                                   None, window, strides, dil, sp, ep)
-    plan = desc.lower()
+    plan = desc.lower().kernel_plan()
     word = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]
     src = (np.arange(plan.in_span[1] + 1) % 251 + 1).astype(word)
     want = np.zeros(plan.out_span[1] + 1, word)
@@ -180,7 +180,7 @@ def test_tile_vectors_follows_the_output_layout():
         if out_strides is not None:
             out = T(dtype, desc.output_tensor.sizes, out_strides)
             desc = dml.UnfoldOperatorDesc(image, out, [3] * d, [1] * d, [1] * d, [1] * d, [1] * d)
-        plan = desc.lower()
+        plan = desc.lower().kernel_plan()
         return ct.tile_vectors(plan, box or unfold_box(plan)[0])
     assert vec(F32, (16, 16)) == 1                        # rows of 256 columns: 1,024 bytes
     assert vec(F32, (15, 15)) == 0                        # rows of 225 columns: 900 bytes
@@ -194,7 +194,7 @@ def test_unfold_box_limits():
     def plan(spatial, window, strides, dil=None):
         D = len(spatial)
         return dml.UnfoldOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [1, 1, *spatial]), None, window, strides,
-                                      dil or [1] * D, [0] * D, [0] * D).lower()
+                                      dil or [1] * D, [0] * D, [0] * D).lower().kernel_plan()
     t, ext = unfold_box(plan((56, 56), (3, 3), (1, 1)))
     assert math.prod(ext) * 4 <= 24 * 1024 and t[-1] == 54  # whole lines (no padding: 54 blocks)
     t, ext = unfold_box(plan((400, 400), (3, 3), (1, 1)), budget=4096)   # shrunk to fit
@@ -324,7 +324,7 @@ def test_kernels_run_on_the_callers_stream(how):
     x = cupy.zeros(n, cupy.uint32)
     y = cupy.full(n, 1, cupy.uint32)
     cupy.cuda.Device().synchronize()
-    plan = CopyPlan(4, (n,), 0, (1,), 0, (1,))
+    plan = MovePlan.of(CopyPlan(4, (n,), 0, (1,), 0, (1,)))
     s = _busy_stream(cupy)
     with s:
         x.fill(7)
@@ -334,7 +334,7 @@ def test_kernels_run_on_the_callers_stream(how):
         backend.launcher(plan, x.data.ptr, n, y.data.ptr)(s.ptr)
     else:
         with s:
-            backend.prepare(plan, x, y)()
+            backend.prepare(plan, [x], [y])()
     s.synchronize()
     assert int((y == 7).sum()) == n
 
@@ -349,7 +349,7 @@ def test_kernels_run_on_a_torch_stream():
     backend = get_backend("cuda")
     x = torch.zeros(1 << 20, dtype=torch.float32, device="cuda")
     y = torch.empty_like(x)
-    plan = CopyPlan(4, (x.numel(),), 0, (1,), 0, (1,))
+    plan = MovePlan.of(CopyPlan(4, (x.numel(),), 0, (1,), 0, (1,)))
     side = torch.cuda.Stream()
     torch.cuda.synchronize()
     with torch.cuda.stream(side):
@@ -366,7 +366,7 @@ def test_launches_are_cached_per_plan_and_alignment():
     import cupy
     from opendml.runtime import get_backend
     backend = get_backend("cuda")
-    plan = CopyPlan(2, (4, 6), 1, (8, 1), 0, (6, 1))
+    plan = MovePlan.of(CopyPlan(2, (4, 6), 1, (8, 1), 0, (6, 1)))
     a = cupy.arange(64, dtype=cupy.uint16)
     before = backend.cache_info()["launches"]
     outs = [cupy.zeros(32, cupy.uint16) for _ in range(4)]
@@ -467,8 +467,8 @@ def test_relaunch_raises_naming_the_kernel():
 
 def test_one_table_runs_every_pass_kind():
     """The backend dispatches passes through one table with an entry per pass
-    kind of ``opendml.plan``; a lone Unfold, Fold or SliceScatter pass (and
-    an older plan wrapped by ``one_pass``) keeps its tuned launch, and the
+    kind of ``opendml.plan``; a lone Unfold, Fold or SliceScatter pass keeps
+    its tuned launch, and the
     index-driven passes are left to ``index.py`` (move_steps alone refuses them by name)."""
     from opendml import plan as pl
     from opendml.ops import FoldOperatorDesc, SliceGradOperatorDesc, UnfoldOperatorDesc
@@ -484,13 +484,12 @@ def test_one_table_runs_every_pass_kind():
                                    [2, 3, 8], [1, 1, 2])]
     for desc in descs:
         desc.validate(dml.FeatureLevel.FL_6_4)
-        legacy = desc.lower()
+        legacy = desc.lower().kernel_plan()
         n_in = math.prod(desc.inputs[0].sizes)
         want = ct.launch_spec(legacy, 256, n_in, 512)
-        (name, params, grid, smem, s, d), = cs.move_steps(cb.one_pass(legacy), [256], [n_in], [512])
+        (name, params, grid, smem, s, d), = cs.move_steps(desc.lower(), [256], [n_in], [512])
         assert (name, grid, smem, s, d) == (want[0], want[2], want[3], 0, 0)
         assert bytes(params) == bytes(want[1])
-        assert cb.one_pass(legacy) is cb.one_pass(legacy)     # one wrapper per plan object: the cache's key
     ix = pl.IndexAxis(index=1, index_offset=0, index_strides=(1,), stride=1, bound=4)
     for kind in (pl.Gather, pl.Scatter):
         move = pl.MovePlan((1, 6), (1,), (kind(0, 0, (4,), 0, (0,), 0, (1,), (ix,)),))

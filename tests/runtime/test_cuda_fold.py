@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import opendml as dml
+from opendml.plan import MovePlan
 from opendml.runtime import get_backend
 from opendml.runtime.cuda import tuned as ct
 from tests import reference as ref
@@ -28,7 +29,7 @@ def on_gpu(plan, src, dst, src_shift=0, dst_shift=0):
     backend = get_backend("cuda")
     s = cupy.asarray(np.concatenate([np.zeros(src_shift, src.dtype), src]))[src_shift:]
     d = cupy.asarray(np.concatenate([np.full(dst_shift, SENTINEL, dst.dtype), dst]))[dst_shift:]
-    backend.prepare(plan, s, d)()
+    backend.prepare(MovePlan.of(plan), [s], [d])()
     out = d.get()
     backend.synchronize()
     return out
@@ -37,7 +38,7 @@ def on_gpu(plan, src, dst, src_shift=0, dst_shift=0):
 def on_cpu(plan, src, dst):
     """The CPU backend's result, or None where it does not run this plan kind yet."""
     try:
-        run = get_backend("cpu").prepare(plan, src, dst)
+        run = get_backend("cpu").prepare(ref.as_program(plan), [src], [dst])
     except (TypeError, NotImplementedError, dml.UnsupportedError):
         return None
     run()
@@ -127,7 +128,7 @@ def test_slice_grad_issue_window_words():
     assert ct._scatter_launch(plan, 0, 0)[0].startswith("scatter<uint4, 3, 0,")
     g = cupy.asarray(random_words(np.random.default_rng(1), 2 * 3 * 112 * 112, np.float32))
     out = cupy.full(2 * 3 * 128 * 128, SENTINEL * 0x01010101, cupy.uint32)
-    get_backend("cuda").prepare(plan, g, out)()
+    get_backend("cuda").prepare(MovePlan.of(plan), [g], [out])()
     want = np.zeros((2, 3, 128, 128), np.uint32)
     want[:, :, 8:120, 8:120] = g.get().reshape(2, 3, 112, 112)
     assert np.array_equal(out.get().reshape(want.shape), want)

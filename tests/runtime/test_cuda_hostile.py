@@ -105,7 +105,7 @@ def test_fold_nan_sums_on_the_gpu_are_the_cpus_bytes():
                     for min_stride in (32, 1 << 40):          # with and without fold1d_tile
                         ct.FOLD_LANES, ct.FOLD_TILE_MIN_STRIDE = lanes, min_stride
                         dst = cupy.zeros(want.size, WORD[es])
-                        backend.prepare(copy.copy(plan), src, dst)()
+                        backend.prepare(copy.copy(plan), [src], [dst])()
                         if cupy.asnumpy(dst).tobytes() != want.tobytes():
                             bad.append(f"V={lanes} tile={min_stride == 32}")
                 ct.FOLD_LANES, ct.FOLD_TILE_MIN_STRIDE = None, 32
@@ -286,7 +286,7 @@ def test_parameters_go_by_value_on_every_launch_path(via):
         report("torch", all(g.cpu().numpy().tobytes() == want.tobytes() for g in got))
         report("via", get_backend("cuda").cache_info()["launch_via"] == {via!r} or {via!r} == "native",
                get_backend("cuda").cache_info())
-        plan = dml.Slice1OperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [64]), None, [0], [64], [-1]).lower()
+        plan = dml.Slice1OperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, [64]), None, [0], [64], [-1]).lower().kernel_plan()
         name, params, grid, smem = ct.launch_spec(plan, 0, 64, 0)
         a = cupy.arange(64, dtype=cupy.float32)
         b = cupy.zeros(64, cupy.float32)

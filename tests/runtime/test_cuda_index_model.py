@@ -25,6 +25,7 @@ from ..test_index_ops import hostile
 TYPES = {6: np.int32, 11: np.int64, 3: np.uint32, 10: np.uint64}
 FLOATS = {1: np.float32, 2: np.float16, 9: np.float64}
 SKIPPED = 2**64 - 1
+THREADS = 256                                # index.cu's IX_THREADS
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -77,8 +78,15 @@ def _inner(q, j):
     return si, di
 
 
-def _words(q, items):
-    """(position or sorted member, inner word) of every thread's words (ix_split)."""
+def _words(q, items, positions=False):
+    """(position or sorted member, inner word) of every thread's words
+    (ix_split; ``positions``: ix_gather_positions, positions t, t + total, ...)."""
+    if positions:
+        for t in range(q.total):
+            for u in range(items):
+                if t + u * q.total < q.n_outer:
+                    yield t + u * q.total, 0
+        return
     for t in range(q.total):
         o, g = divmod(t, q.groups)
         for u in range(items):
@@ -102,6 +110,7 @@ def run_model(step, plan, p, srcs, dsts, seen):
     q, w = step.params, {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "uint4": 16}[step.main.split("<")[1].split(",")[0]]
     items = int(step.main.rstrip(">").split(",")[-1])
     seen.add((step.main.split("<")[0], step.mode, w))
+    seen.add(("outer", step.main, tuple(q.sizes[:q.outer])))
     dst = dsts[p.dst].view(np.uint8).view(f"V{w}")
     src = dst if step.const else srcs[p.src].view(np.uint8).view(f"V{w}")
     idx = [srcs[a.index].view(TYPES[plan.in_types[a.index]]) for a in p.indices]
@@ -146,13 +155,49 @@ def run_model(step, plan, p, srcs, dsts, seen):
                     acc = _add(acc, v, q.data_type, w) if p.accumulate else v
                 write(dst, at, acc)
             return
+    if step.mode == "tile":                  # ix_reverse_tile: a block a column set, staged in shared memory
+        ax, k = q.axes[0], q.outer
+        lo, n_e = q.sizes[k - 1], q.sizes[k - 2]
+        assert THREADS % lo == 0 and n_e == ax.bound and q.src_strides[k - 2] == 0 and ax.axis == k - 2
+        for g in range(q.n_outer // q.members):
+            sb, db, ab, r = q.src_offset, q.dst_offset, ax.offset, g
+            for d in reversed(range(k - 2)):
+                r, c = (0, r) if d == 0 else divmod(r, q.sizes[d])
+                sb, db, ab = sb + c * q.src_strides[d], db + c * q.dst_strides[d], ab + c * ax.strides[d]
+            tile = [None] * (ax.bound * lo)
+            for kk in range(lo):
+                for c in range(ax.bound):
+                    tile[c * lo + kk] = read(src, sb + kk * q.src_strides[k - 1] + c * ax.stride)
+            for kk in range(lo):
+                for e in range(n_e):
+                    _, c = _coordinate(ax, idx[0], ab + kk * ax.strides[k - 1] + e * ax.strides[k - 2], e)
+                    assert 0 <= c < ax.bound
+                    write(dst, db + kk * q.dst_strides[k - 1] + e * q.dst_strides[k - 2], tile[c * lo + kk])
+        return
+    if step.mode == "group":                 # ix_scatter_group: a block a group, owners in shared memory
+        members, ax = q.members, q.axes[0]
+        for first in range(0, q.n_outer, members):
+            own = np.zeros(ax.bound, np.int64)
+            d0 = _outer(q, first, idx, False, False)[1]
+            for pss in (0, 1):
+                for m in range(members):
+                    r = _outer(q, first + m, idx, True, False)
+                    if r is None:
+                        continue
+                    c, rem = divmod(r[1] - d0, ax.stride)
+                    assert rem == 0 and 0 <= c < ax.bound, (r, d0, ax.stride)
+                    if pss == 0:
+                        own[c] = max(own[c], m + 1)
+                    elif own[c] == m + 1:
+                        write(dst, r[1], read(src, r[0]))
+        return
     if step.mode == "owner":
         owner = np.zeros(step.slots, np.int64)
         for o in range(q.n_outer):
             r = _outer(q, o, idx, True, False)
             if r is not None:
                 owner[slot(r[1])] = max(owner[slot(r[1])], o + 1)
-    for o, j in _words(q, items):
+    for o, j in _words(q, items, step.main.startswith("ix_gather_positions<")):
         si, di = _inner(q, j)
         r = _outer(q, o, idx, True, not step.scatter)
         if r is None or (owner is not None and owner[slot(r[1])] != o + 1):
@@ -162,22 +207,49 @@ def run_model(step, plan, p, srcs, dsts, seen):
         write(dst, r[1] + di, v)
 
 
+class _Dev(np.ndarray):
+    """A NumPy array standing for a CuPy one (``.data.ptr``)."""
+
+    @property
+    def data(self):
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+#: What ``IndexPass.__call__`` takes from CuPy, on NumPy (scratch allocation,
+#: the stable sort, streams): the call runs on the CPU with launches recorded.
+FAKE_CUPY = types.SimpleNamespace(
+    zeros=lambda n, dtype: np.zeros(n, dtype).view(_Dev), empty=lambda n, dtype: np.empty(n, dtype).view(_Dev),
+    argsort=lambda a: np.argsort(a, kind="stable").view(_Dev), not_equal=np.not_equal, uint32=np.uint32,
+    uint64=np.uint64, bool_=np.bool_, uint8=np.uint8,
+    cuda=types.SimpleNamespace(ExternalStream=lambda ptr, device: contextlib.nullcontext(),
+                               Stream=types.SimpleNamespace(null=contextlib.nullcontext())))
+
+
 @pytest.fixture
 def model(monkeypatch):
     """The CPU backend's compiled index pass replaced by the model of the
-    launches index.py plans; yields the (kernel, strategy, word bytes) seen."""
+    launches index.py plans; yields the (kernel, strategy, word bytes) seen.
+    Each pass's ``IndexPass.__call__`` runs too (on FAKE_CUPY, its launches
+    recorded as ("launch", kernel, (blocks, shared bytes)))."""
     if not native_available():
         pytest.skip("the compiled CPU kernels are not installed")
     seen = set()
     monkeypatch.setattr(ix, "_function", lambda device, name, relaxed: (None, types.SimpleNamespace(
         kernel=types.SimpleNamespace(ptr=0))))
-    fake = types.SimpleNamespace(device=contextlib.nullcontext(), index=0)
+    monkeypatch.setattr(ix, "_STREAMS", {})
+    monkeypatch.setattr(ix.IndexPass, "_launch", lambda self, name, count, q, stream_ptr, smem=0: seen.add(
+        ("launch", name, (-(-count // ix.THREADS), smem))))
+    fake = types.SimpleNamespace(device=contextlib.nullcontext(), index=0, cupy=FAKE_CUPY)
 
     def index_pass(self, plan, p, srcs, dsts):
         step = ix.IndexPass(fake, plan, p, [a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts], None)
-        return lambda: run_model(step, plan, p, srcs, dsts, seen)
+
+        def run():
+            step([a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts], 0)
+            run_model(step, plan, p, srcs, dsts, seen)
+        return run
     monkeypatch.setattr(cpu_backend.CpuBackend, "_index_pass", index_pass)
-    with dml.configure(cpu_kernels="compiled"):
+    with dml.configure(cpu_kernels="compiled", call_cache=False):   # (the C call cache would skip the pass)
         yield seen
 
 
@@ -216,8 +288,12 @@ def test_the_planned_launches_give_the_cpu_bytes(model, monkeypatch, via, it):
         same(dml.one_hot, idx((3, 4), 5), 5, np.array([0, 1], dt), 1)
         if np.dtype(it).kind == "u":
             same(dml.reverse_subsequences, x, idx((1, 5, 6), 5), 0)
-    assert {("ix_gather", "direct", 16), ("ix_gather", "direct", 4), ("ix_scatter", "direct", 1)} <= model
+    assert {("ix_gather", "direct", 16), ("ix_gather_positions", "direct", 4), ("ix_gather_positions", "direct", 1),
+            ("ix_scatter", "direct", 1)} <= model
     assert ("ix_apply", "sort", 16) in model if via == "sort" else ("ix_scatter", "owner", 16) in model
+    if via == "auto":                        # scatter_elements along the last axis: a block a row
+        assert {("ix_scatter_group", "group", 1), ("ix_scatter_group", "group", 2), ("ix_scatter_group", "group", 4),
+                ("ix_scatter_group", "group", 8)} <= model, model
 
 
 def test_the_accumulating_and_last_only_adjoints_give_the_cpu_bytes(model):
@@ -240,3 +316,59 @@ def test_the_accumulating_and_last_only_adjoints_give_the_cpu_bytes(model):
         same(index_adjoint, scatter, 2, rng.standard_normal((5, 6)).astype(dt), pos)
     assert {("ix_apply", "sort", 2), ("ix_apply", "sort", 4), ("ix_apply", "sort", 8)} <= model, model
     assert any(k == "ix_gather" and m == "sort" for k, m, _ in model), model
+
+
+def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model):
+    """An element-wise REVERSE_SUBSEQUENCES (lengths per column) walks its
+    outer positions as (..., columns / lo, reversed axis, lo) with lo words
+    of 32 bytes, and still gives the CPU bytes, along every axis, for every
+    word size, with and without the split."""
+    rng = np.random.default_rng(7)
+    for dt in (np.float32, np.int8, np.uint64, np.float16):
+        for shape in ((5, 3, 64), (6, 3, 10), (4, 64), (3, 2, 4, 32)):
+            x = rng.integers(0, 100, shape).astype(dt)
+            for axis in range(len(shape)):
+                ls = tuple(1 if k == axis else n for k, n in enumerate(shape))
+                same(dml.reverse_subsequences, x, rng.integers(0, shape[axis] + 3, ls).astype(np.uint32), axis)
+    outer = {s for k, _, s in model if k == "outer"}
+    assert (3, 8, 5, 8) in outer            # (5, 3, 64) float32 along axis 0: (3, 64 / 8, 5, 8)
+    assert (3, 2, 5, 32) in outer           # int8: lo = 32
+    assert (3, 4, 4, 2, 8) in outer         # (3, 2, 4, 32) float32 along axis 1: (3, 4, 32 / 8, 2, 8)
+    assert (3, 6, 10) in outer              # 10 words: no split, the axis moved next to the last
+    assert ("ix_reverse_tile", "tile", 4) in model and ("ix_reverse_tile", "tile", 8) in model, model
+
+
+def test_group_scatter_gives_the_cpu_bytes(model):
+    """scatter_elements along the last axis, one block a row (owners in shared
+    memory): repeats, hostile and skipped indices, reversed views, three dimensions."""
+    rng = np.random.default_rng(9)
+    for it in (np.int64, np.uint32):
+        x = rng.standard_normal((3, 40)).astype(np.float32)
+        i = rng.integers(0, 40, (3, 90)).astype(it)
+        i.reshape(-1)[::7] = hostile(it, i.size)[::7]
+        u = rng.standard_normal((3, 90)).astype(np.float32)
+        same(dml.scatter_elements, x, i, u, 1, check_indices=False)
+        same(dml.scatter_elements, x[::-1, ::-1], i[::-1], u[:, ::-1], 1, check_indices=False)
+        x3 = rng.integers(0, 9, (2, 3, 8)).astype(np.int16)
+        same(dml.scatter_elements, x3, rng.integers(0, 8, (2, 3, 20)).astype(it), np.ones((2, 3, 20), np.int16), 2,
+             check_indices=False)
+    assert ("ix_scatter_group", "group", 4) in model and ("ix_scatter_group", "group", 2) in model, model
+
+
+def test_each_strategy_s_call_queues_its_launches(model, monkeypatch):
+    """``IndexPass.__call__`` of every strategy runs (scratch, sort and stream
+    through CuPy's calls) and queues its kernels in order, with the grid and
+    shared memory its kernel needs."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 40)).astype(np.float32)
+    i = rng.integers(0, 40, (4, 50))
+    u = rng.standard_normal((4, 50)).astype(np.float32)
+    for via in ("auto", "owner", "sort"):
+        monkeypatch.setattr(ix, "SCATTER_VIA", via)
+        same(dml.scatter_elements, x, i, u, 1, check_indices=False)
+    same(dml.reverse_subsequences, rng.standard_normal((6, 3, 16)).astype(np.float32),
+         rng.integers(0, 8, (1, 3, 16)).astype(np.uint32), 0)
+    launched = {(n.split("<")[0], grid) for k, n, grid in model if k == "launch"}
+    assert ("ix_scatter_group", (4, 4 * 40)) in launched               # a block a row, 40 slots
+    assert ("ix_owner", (1, 0)) in launched and ("ix_keys", (1, 0)) in launched and ("ix_apply", (1, 0)) in launched
+    assert ("ix_reverse_tile", (3 * 2, 6 * 8 * 4)) in launched          # (3, 16 / 8) column sets of 6 x 8 words

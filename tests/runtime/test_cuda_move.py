@@ -75,7 +75,7 @@ def special_words(t: DataType, n_random: int = 2000, seed: int = 0) -> np.ndarra
 
 
 def reference_convert(words: np.ndarray, st: DataType, dt: DataType, sb=None) -> np.ndarray:
-    """The CPU backend's conversion (numpy_kernels.prepare_move_pass)."""
+    """The CPU backend's conversion (numpy_kernels.prepare_copy_pass)."""
     x = words.view(st.numpy_dtype)
     if sb is not None:
         ct = np.float64 if x.dtype == np.float64 else np.float32

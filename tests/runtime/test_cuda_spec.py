@@ -78,7 +78,7 @@ def compare(call, shape, strides, es, src, dst):
     spec = _native().cuda_spec(KINDS[kernel], es, tuple(shape), strides, tuple(fields), src, dst)
     layout = planner.array_layout(tuple(shape), tuple(s * es for s in strides), es)
     _, plan = planner.plan_for(call, dtype, tuple(shape), layout)
-    name, params, grid, smem = ct.launch_spec(plan, src, layout.span, dst)
+    name, params, grid, smem = ct.launch_spec(plan.kernel_plan(), src, layout.span, dst)
     assert spec is not None, (call, shape, strides, es)
     assert spec == (name, bytes(params), grid[0], smem, layout.origin), (call, shape, strides, es, src, dst)
     return spec

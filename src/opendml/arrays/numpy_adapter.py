@@ -80,7 +80,7 @@ def run(x: np.ndarray, call, record_as=None) -> np.ndarray:
     low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     word = WORDS[x.itemsize]
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
-    backend.prepare(plan, src, out.view(word).reshape(-1))()
+    backend.prepare(plan, [src], [out.view(word).reshape(-1)])()
     return out
 
 

@@ -1,5 +1,6 @@
 """One module per operator: its DirectML-shaped description (a frozen
-dataclass), its rules and support tables, and its lowering to a plan.
+dataclass), its rules and support tables, and its lowering to the move
+program (``plan.MovePlan``, every operator's one plan type).
 ``OPERATORS`` maps DirectML's names (the JSON form, the command line, the
 DxDispatch runner) to the descriptions: adding an operator is one module plus
 one line here. May import ``opendml.model`` and ``opendml.plan`` only.
@@ -37,7 +38,8 @@ What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
 A description offers ``inputs``/``outputs`` (every tensor in slot order) and
 ``named_tensors(role)`` (``("InputTensors[1]", desc)`` pairs), ``validate(level)``
 (the support tables for every tensor, then the operator's own
-``_validate_level``), and ``lower()`` (its plan).
+``_validate_level``), and ``lower()`` (its move program: the passes its
+``_passes(layouts)`` gives, framed by ``OperatorDesc.lower``).
 """
 from ._common import OperatorDesc, SupportRow
 from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, IntArray, PaddingMode, ScalarUnion,

@@ -4,13 +4,18 @@ and lowering helpers."""
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence
 
-from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX, as_int_tuple
+import numpy as np
+
+from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX, _short, as_int, as_int_tuple
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
-from ._spec import Field, FieldKind, Tensor, snake
+from ..plan import MovePlan
+from ._spec import Field, FieldKind, Tensor, snake, to_float
 
 T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
@@ -19,6 +24,7 @@ TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
 #: The 11 element types of the family's newest tables (FLOAT64 ... UINT8).
 ALL_TYPES = TYPES_4_1
 FLOAT_TYPES = frozenset({T.FLOAT16, T.FLOAT32, T.FLOAT64})
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +104,9 @@ class OperatorDesc:
       ``RepeatsCount``...) mapped to the JSON name of the array each counts;
       by default ``DimensionCount`` counts the first integer-array field;
     * ``DEFAULT_INPUT_START``: the first value of the pages' example inputs
-      (1, 2, ... or 0, 1, ...).
+      (1, 2, ... or 0, 1, ...);
+    * ``_passes(layouts)``: the passes of its move program, which ``lower``
+      frames into the one plan type (``plan.MovePlan``) for every operator.
 
     ``inputs``/``outputs`` give every tensor, in slot order (a ``many`` slot
     spread out); ``input_tensor``/``output_tensor`` are the first of each.
@@ -153,17 +161,18 @@ class OperatorDesc:
         elif "TENSORS" in cls.__dict__ or "OUTPUT_DERIVABLE" in cls.__dict__ or not hasattr(cls, "SLOTS"):
             i, o = cls.TENSORS
             cls.SLOTS = (Tensor(i, snake(i), "input"), Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
+        cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}
         if "COUNTS" not in cls.__dict__:
             arrays = [f for f in cls.FIELDS if isinstance(f, Field)]
             cls.COUNTS = {"DimensionCount": arrays[0].json} if arrays else {}
 
     @classmethod
     def slots(cls, role: str) -> tuple[Tensor, ...]:
-        return tuple(s for s in cls.SLOTS if s.role == role)
+        return cls._ROLES[role]
 
     def _slot_tensors(self, role: str) -> tuple:
         out = []
-        for s in self.slots(role):
+        for s in self._ROLES[role]:
             v = getattr(self, s.attr)
             if v is not None or not s.optional:         # (an optional input left out: DIAGONAL_MATRIX1's)
                 out.extend(v if s.many else (v,))
@@ -204,21 +213,6 @@ class OperatorDesc:
         if not isinstance(t, TensorDesc):
             raise self._err(f"{self.TENSORS[0]} must be a TensorDesc; got {type(t).__name__}")
         return t
-
-    def _check_tensors(self, *, same_rank: bool = True):
-        i_name, o_name = self.TENSORS
-        for name, t in ((i_name, self.input_tensor), (o_name, self.output_tensor)):
-            if not isinstance(t, TensorDesc):
-                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
-        i, o = self.input_tensor, self.output_tensor
-        if o.data_type != i.data_type:
-            raise self._err(f"{o_name}.DataType must equal {i_name}.DataType; "
-                            f"got {o.data_type.name} != {i.data_type.name}")
-        if same_rank and o.rank != i.rank:
-            raise self._err(f"{o_name}.DimensionCount must equal {i_name}.DimensionCount; "
-                            f"got {o.rank} != {i.rank}")
-        if o.flags & TensorFlags.OWNED_BY_DML:
-            raise self._err(f"{o_name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
 
     def _check_bounds(self, field: str, index: int, value: int, lo: int, hi: int, why: str = "") -> None:
         """``lo <= value <= hi`` for entry ``index`` of a field, in the one message form."""
@@ -272,6 +266,132 @@ class OperatorDesc:
             if t == 0 or not INT32_MIN <= t <= INT32_MAX:
                 raise self._err(
                     f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
+
+    def _check_slot_tensors(self, *, same_type: bool = True, same_rank: bool = True) -> None:
+        """Every slot holds TensorDescs (a ``many`` slot a non-empty sequence of
+        them, stored as a tuple; an optional input may be None); outputs are
+        not OWNED_BY_DML; where asked, every tensor has the first one's
+        DataType and DimensionCount."""
+        for s in self.SLOTS:
+            v = getattr(self, s.attr)
+            if v is None and s.optional and s.role == "input":
+                continue
+            if s.many:
+                if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
+                    raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
+                v = tuple(v)
+                if not v:
+                    raise self._err(f"{s.json} must hold at least one tensor "
+                                    f"({'InputCount' if s.role == 'input' else 'OutputCount'} > 0); got 0")
+                for i, t in enumerate(v):
+                    if not isinstance(t, TensorDesc):
+                        raise self._err(f"{s.json}[{i}] must be a TensorDesc; got {type(t).__name__}")
+                self._set(s.attr, v)
+            elif not isinstance(v, TensorDesc):
+                raise self._err(f"{s.json} must be a TensorDesc; got {type(v).__name__}")
+        ins, outs = self.named_tensors("input"), self.named_tensors("output")
+        tensors = ins + outs                    # (a generator, DIAGONAL_MATRIX, has no input)
+        first_name, first = tensors[0]
+        for name, t in tensors[1:]:
+            if same_type and t.data_type != first.data_type:
+                raise self._err(f"{name}.DataType must equal {first_name}.DataType; "
+                                f"got {t.data_type.name} != {first.data_type.name}")
+            if same_rank and t.rank != first.rank:
+                raise self._err(f"{name}.DimensionCount must equal {first_name}.DimensionCount; "
+                                f"got {t.rank} != {first.rank}")
+        for name, t in outs:
+            if t.flags & TensorFlags.OWNED_BY_DML:
+                raise self._err(f"{name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
+
+    def _check_sizes(self, name: str, tensor: TensorDesc, expected, rule: str) -> None:
+        """``tensor.Sizes`` equals ``expected``; ``rule`` says where that comes from."""
+        expected = tuple(expected)
+        for i, (got, want) in enumerate(zip(tensor.sizes, expected)):
+            if got != want:
+                raise self._err(f"{name}.Sizes[{i}] must be {rule} = {want}; got {got} "
+                                f"(Sizes {list(tensor.sizes)}, expected {list(expected)})")
+
+    def _uint(self, attr: str, field: str, lo: int = 0) -> int:
+        v = as_int(getattr(self, attr), field, where=self.OPERATOR)
+        self._check_bounds_scalar(field, v, lo, UINT32_MAX)
+        self._set(attr, v)
+        return v
+
+    def _check_bounds_scalar(self, field: str, value: int, lo: int, hi: int, why: str = "") -> None:
+        if not lo <= value <= hi:
+            raise self._err(f"{field} must be in [{lo}, {hi}]{why}; got {value}")
+
+    def _float32(self, value, field: str) -> float:
+        """A FLOAT field: a real number whose magnitude fits a float32 (NaN and
+        infinities are FLOAT values too), stored as its float32 value."""
+        v = to_float(value, field, self._err)
+        with np.errstate(over="ignore"):
+            f = np.float32(v)
+        if math.isfinite(v) and not np.isfinite(f):
+            raise self._err(f"{field} must fit a FLOAT (float32, magnitude <= {FLOAT32_MAX:g}); got {v!r}")
+        return float(f)
+
+    def _typed_scalar(self, type_attr: str, type_field: str, value_attr: str, value_field: str) -> None:
+        """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE``
+        field that must equal ``OutputTensor.DataType`` (PADDING1's
+        ``PaddingValue``, DIAGONAL_MATRIX1's ``Value``): an integer value in
+        its type's range, a float one not overflowing its type (a finite value
+        becoming infinity); both stored checked. FLOAT16 has no member of the
+        union: its value is a number rounded to float16 by the kernels."""
+        out = self.output_tensor
+        try:
+            dt = DataType.parse(getattr(self, type_attr))
+        except Exception:
+            raise self._err(f"{type_field} must be a DataType; got {getattr(self, type_attr)!r}") from None
+        if dt != out.data_type:
+            raise self._err(f"{type_field} must equal OutputTensor.DataType; got {dt.name} != {out.data_type.name}")
+        self._set(type_attr, dt)
+        v = getattr(self, value_attr)
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise self._err(f"{value_field} must be a number; got {_short(v)}")
+        npdt = dt.numpy_dtype
+        if npdt.kind in "iu":
+            if isinstance(v, (float, np.floating)):
+                if not (math.isfinite(v) and v == math.floor(v)):
+                    raise self._err(f"{value_field} must be an integer for {type_field} {dt.name}; got {v!r}")
+            v = int(v)
+            info = np.iinfo(npdt)
+            if not info.min <= v <= info.max:
+                raise self._err(f"{value_field} must be in [{info.min}, {info.max}] for {type_field} {dt.name}; "
+                                f"got {_short(v)}")
+        else:
+            v = to_float(v, value_field, self._err)
+            with np.errstate(over="ignore"):
+                overflow = math.isfinite(v) and not np.isfinite(np.array(v).astype(npdt))
+            if overflow:
+                raise self._err(f"{value_field} must fit {type_field} {dt.name} (magnitude <= "
+                                f"{float(np.finfo(npdt).max):g}); got {v!r}")
+        self._set(value_attr, v)
+
+    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,
+              in_layouts: Sequence | None = None) -> MovePlan:
+        """The move program (``plan.MovePlan``), every operator's one plan
+        type. ``in_strides``/``in_offset`` (the first input) or ``in_layouts``
+        (one ``(strides, origin)`` or None per input): the inputs' signed
+        element strides and origins where the array API passes arrays'
+        layouts; None uses each description's own strides."""
+        inputs, outputs = self._slot_tensors("input"), self._slot_tensors("output")
+        if in_layouts is None:
+            in_layouts = ((in_strides, in_offset),) + (None,) * (len(inputs) - 1)
+        layouts = [(t.element_strides, 0) if lay is None or lay[0] is None else
+                   (lay[0] if type(lay[0]) is tuple else tuple(lay[0]), lay[1]) for t, lay in zip(inputs, in_layouts)]
+        passes = self._passes(layouts)
+        in_types = (int(inputs[0].data_type),) if len(inputs) == 1 else tuple([int(t.data_type) for t in inputs])
+        out_types = (int(outputs[0].data_type),) if len(outputs) == 1 else tuple([int(t.data_type) for t in outputs])
+        pad = getattr(passes, "pad", None)           # pad_passes' program: the backends may run it as one pass
+        if pad is not None and len(passes) > 1 and len(in_types) == len(out_types) == 1 and in_types == out_types:
+            return MovePlan.padded(in_types, out_types, tuple(passes), pad)
+        return MovePlan(in_types, out_types, passes if type(passes) is tuple else tuple(passes))
+
+    def _passes(self, layouts) -> Sequence:
+        """The program's passes, ``layouts`` holding one ``(element strides,
+        origin)`` per input (each operator's lowering)."""
+        raise NotImplementedError
 
     def validate(self, feature_level: "FeatureLevel | str" = FeatureLevel.FL_6_4) -> "OperatorDesc":
         """Check the page's support tables at ``feature_level`` for every tensor
@@ -373,11 +493,3 @@ def adjoint_by_call(desc, api, grad) -> tuple:
     name, args, shape = desc.adjoint_call(desc.inputs[0].sizes, desc.call_args())
     out = getattr(api, name)(grad, *args)
     return (out if shape is None else api.reshape(out, shape),)
-
-
-def element_layout(tensor: TensorDesc, in_strides, in_offset):
-    """The element strides and origin used to lower: the description's own, or
-    those of an array the array API passed (signed, origin-relative)."""
-    if in_strides is None:
-        return tensor.element_strides, 0
-    return in_strides if type(in_strides) is tuple else tuple(in_strides), in_offset

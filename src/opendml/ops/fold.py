@@ -21,15 +21,14 @@ float32 and rounds once, float32 and float64 sum in their own type.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 import math
 
-from ..plan import FoldPlan
+from ..plan import Fold, FoldPlan
 from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout
+from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow
 from ._common import adjoint_by_call
 from ._spec import WINDOW_SUMS
 from .unfold import UnfoldOperatorDesc, blocks_per_dimension, plain_window
@@ -108,7 +107,7 @@ class FoldOperatorDesc(FastPathDesc):
         if self.output_tensor is None:
             raise self._err("OutputTensor is required (the output's spatial sizes cannot be derived from "
                             "the input); got None")
-        self._check_tensors(same_rank=False)
+        self._check_slot_tensors(same_rank=False)
         out = self.output_tensor
         self._check_window_fields("OutputTensor", out, d)
         n, c = out.sizes[:2]
@@ -232,14 +231,13 @@ class FoldOperatorDesc(FastPathDesc):
     def sum_kind(self) -> int:
         return SUM_FLOAT if self.input_tensor.data_type in _FLOAT_TYPES else SUM_INTEGER
 
-    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> FoldPlan:
-        """The gather plan. ``in_strides``/``in_offset``: the input's signed
-        element strides and origin where the array API passes an array's
-        layout; only the last three (N, rows, columns) matter, leading
-        dimensions having size 1."""
+    def _passes(self, layouts):
+        """One ``Fold`` pass (the gather form). Of the input's strides only
+        the last three (N, rows, columns) matter, leading dimensions having
+        size 1."""
+        ((ts, origin),) = layouts
         inp, out = self.input_tensor, self.output_tensor
-        ts, origin = element_layout(inp, in_strides, in_offset)
         sizes = out.sizes
-        return FoldPlan(inp.element_size, SUM_FLOAT if inp.data_type in _FLOAT_TYPES else SUM_INTEGER,
-                        sizes[0], sizes[1], sizes[2:], origin, ts[-3:], self.window_sizes, self.strides,
-                        self.dilations, self.start_padding, self.blocks_per_dimension, 0, out.element_strides)
+        return (Fold(0, 0, FoldPlan(inp.element_size, self.sum_kind, sizes[0], sizes[1], sizes[2:], origin,
+                                    ts[-3:], self.window_sizes, self.strides, self.dilations, self.start_padding,
+                                    self.blocks_per_dimension, 0, out.element_strides)),)

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
-from ..plan import CopyPlan
+from ..plan import Copy
 from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints
+from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
 from ._spec import GATHER
 from ._common import adjoint_by_call
 from .slice1 import Slice1OperatorDesc, batched_window, window_adjoint_call
@@ -79,7 +78,7 @@ class SliceOperatorDesc(FastPathDesc):
                     f"got {o} + ({s} - 1) * {t} = {o + (s - 1) * t} >= {dim}")
         if self.output_tensor is None:
             self._set("output_tensor", TensorDesc(inp.data_type, self.sizes))
-        self._check_tensors()
+        self._check_slot_tensors()
         for i, (s, o) in enumerate(zip(self.sizes, self.output_tensor.sizes)):
             if s != o:
                 raise self._err(f"Sizes[{i}] must equal OutputTensor.Sizes[{i}]; got {s} != {o}")
@@ -134,16 +133,12 @@ class SliceOperatorDesc(FastPathDesc):
         """(first position read, step, count) per axis."""
         return tuple(zip(self.offsets, self.strides, self.sizes))
 
-    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> CopyPlan:
-        ts, origin = element_layout(self.input_tensor, in_strides, in_offset)
-        return CopyPlan(
-            element_size=self.input_tensor.element_size,
-            sizes=self.sizes,
-            in_offset=origin + sum(o * t for o, t in zip(self.offsets, ts)),
-            in_strides=tuple(s * t for s, t in zip(self.strides, ts)),
-            out_offset=0,
-            out_strides=self.output_tensor.element_strides,
-        )
+    def _passes(self, layouts):
+        """One plain ``Copy``: output element ``c`` is input element
+        ``Offsets + Strides * c``."""
+        ((ts, origin),) = layouts
+        return (Copy(0, 0, self.sizes, origin + sum(o * t for o, t in zip(self.offsets, ts)),
+                     tuple(s * t for s, t in zip(self.strides, ts)), 0, self.output_tensor.element_strides),)
 
 
 def slice1_window(sizes, strides) -> list:

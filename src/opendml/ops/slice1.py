@@ -6,14 +6,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
-from ..plan import CopyPlan
+from ..plan import Copy
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
-from ._common import (TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints,
+from ._common import (TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints,
                       sequence_of)
 from ._common import adjoint_by_call
 from ._spec import GATHER
@@ -136,7 +135,7 @@ class Slice1OperatorDesc(FastPathDesc):
         self._check_slice_window("InputTensor", inp)
         if self.output_tensor is None:
             self._set("output_tensor", TensorDesc(inp.data_type, self.max_output_sizes))
-        self._check_tensors()
+        self._check_slot_tensors()
         for i, out in enumerate(self.output_tensor.sizes):
             most = max_copied_elements(self.input_window_sizes[i], self.input_window_strides[i])
             if not 1 <= out <= most:
@@ -215,13 +214,13 @@ class Slice1OperatorDesc(FastPathDesc):
                      zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
                          self.output_tensor.sizes))
 
-    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> CopyPlan:
-        inp, out = self.input_tensor, self.output_tensor
-        if in_strides is None:
-            in_strides, in_offset = inp.element_strides, 0
-        in_offset, steps = _lowered(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
-                                    in_strides, in_offset)
-        return CopyPlan(inp.element_size, out.sizes, in_offset, steps, 0, out.element_strides)
+    def _passes(self, layouts):
+        """One plain ``Copy`` from CopyStart with the window's strides (signed)."""
+        ((ts, origin),) = layouts
+        out = self.output_tensor
+        origin, steps = _lowered(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                                 ts, origin)
+        return (Copy(0, 0, out.sizes, origin, steps, 0, out.element_strides),)
 
 
 def _plain_window(sizes, offsets, window, steps) -> tuple[list, list] | None:

@@ -12,15 +12,14 @@ per dimension). ``slice1(slice_grad(g)) == g`` for the same window.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
-from ..plan import ScatterPlan
+from ..plan import ScatterPlan, SliceScatter
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK
-from ._common import TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints
+from ._common import TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
 from ._spec import SCATTER
 from ._common import adjoint_by_call
 from .slice1 import batched_window, max_copied_elements, reaching_window
@@ -89,7 +88,7 @@ class SliceGradOperatorDesc(FastPathDesc):
         if self.output_gradient_tensor is None:
             raise self._err("OutputGradientTensor is required (it has the sizes of SLICE1's input, which the "
                             "window does not determine); got None")
-        self._check_tensors()
+        self._check_slot_tensors()
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         n = grad.rank
         self._check_slice_window("OutputGradientTensor", out)
@@ -175,15 +174,13 @@ class SliceGradOperatorDesc(FastPathDesc):
                      zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
                          self.input_gradient_tensor.sizes))
 
-    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> ScatterPlan:
-        """The scatter plan, walking output positions upwards: where a stride is
-        negative, position ``first + |stride| * i`` receives input-gradient
-        element ``taken - 1 - i``, so that dimension's input stride is negated
-        and its origin moved to the last element. ``in_strides``/``in_offset``:
-        the input gradient's signed element strides and origin where the array
-        API passes an array's layout."""
+    def _passes(self, layouts):
+        """One ``SliceScatter`` pass, walking output positions upwards: where
+        a stride is negative, position ``first + |stride| * i`` receives
+        input-gradient element ``taken - 1 - i``, so that dimension's input
+        stride is negated and its origin moved to the last element."""
+        ((ts, origin),) = layouts
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
-        ts, origin = element_layout(grad, in_strides, in_offset)
         first, step, steps = [], [], []
         for o, s, w, g, t in zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
                                  grad.sizes, ts):
@@ -196,8 +193,8 @@ class SliceGradOperatorDesc(FastPathDesc):
                 step.append(-w)
                 steps.append(-t)
                 origin += (g - 1) * t
-        return ScatterPlan(grad.element_size, out.sizes, 0, out.element_strides, tuple(first), tuple(step),
-                           grad.sizes, origin, tuple(steps))
+        return (SliceScatter(0, 0, ScatterPlan(grad.element_size, out.sizes, 0, out.element_strides, tuple(first),
+                                               tuple(step), grad.sizes, origin, tuple(steps))),)
 
 
 def _plain_window(dims, taken, offsets, window, steps) -> bool:

@@ -10,15 +10,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 import math
 
-from ..plan import UnfoldPlan
+from ..plan import Unfold, UnfoldPlan
 from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, element_layout, plain_ints, sequence_of
+from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints, sequence_of
 from ._common import adjoint_by_call
 from ._spec import WINDOWS
 from ._spec import Binding
@@ -106,7 +105,7 @@ class UnfoldOperatorDesc(FastPathDesc):
                             f"holds at most {MAX_ELEMENTS} elements of at most {UINT32_MAX} per dimension")
         if self.output_tensor is None:
             self._set("output_tensor", TensorDesc(inp.data_type, expected))
-        self._check_tensors(same_rank=False)
+        self._check_slot_tensors(same_rank=False)
         out = self.output_tensor.sizes
         lead = out[:-3]
         if out[-3:] != expected or any(s != 1 for s in lead) or len(out) > inp.rank:
@@ -179,13 +178,14 @@ class UnfoldOperatorDesc(FastPathDesc):
     def chunking(self):
         return WINDOWS
 
-    def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0) -> UnfoldPlan:
+    def _passes(self, layouts):
+        """One ``Unfold`` pass."""
+        ((ts, origin),) = layouts
         inp = self.input_tensor
-        ts, origin = element_layout(inp, in_strides, in_offset)
         sizes = inp.sizes
-        return UnfoldPlan(inp.element_size, sizes[0], sizes[1], sizes[2:], origin, ts, self.window_sizes,
-                          self.strides, self.dilations, self.start_padding, self.blocks_per_dimension, 0,
-                          self.output_tensor.element_strides[-3:])
+        return (Unfold(0, 0, UnfoldPlan(inp.element_size, sizes[0], sizes[1], sizes[2:], origin, ts,
+                                        self.window_sizes, self.strides, self.dilations, self.start_padding,
+                                        self.blocks_per_dimension, 0, self.output_tensor.element_strides[-3:])),)
 
 
 def plain_lowering(in_sizes: tuple, window_sizes, strides=1, dilations=1, start_padding=0,

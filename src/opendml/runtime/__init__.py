@@ -7,8 +7,9 @@ rule of the specification; it imports only ``opendml.model`` (errors) and
 
 Every backend offers the same small protocol (see ``Backend``): byte storage
 (``allocate``, ``write_bytes``, ``read_bytes``, ``element_range``), ``prepare``
-(plan + source + destination word arrays -> a callable that runs it) and
-``synchronize``.
+(a move program, ``plan.MovePlan``, the one plan type every operator lowers
+to, plus the bound word arrays of its inputs and outputs -> a callable that
+runs it pass by pass) and ``synchronize``.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import threading
 from typing import Any, Callable, Protocol
 
 from ..model.errors import UnsupportedError
+from ..plan import MovePlan
 from . import config as _config
 from .config import Config, config, configure
 
@@ -29,7 +31,11 @@ class Backend(Protocol):
     def write_bytes(self, storage: Any, offset: int, data: Any) -> None: ...
     def read_bytes(self, storage: Any, offset: int, nbytes: int) -> Any: ...
     def element_range(self, storage: Any, offset: int, nbytes: int, element_size: int) -> Any: ...
-    def prepare(self, plan: Any, src: Any, dst: Any) -> Callable[[], None]: ...
+    def prepare(self, plan: MovePlan, srcs: list, dsts: list) -> Callable[[], None]:
+        """A callable running ``plan`` from ``srcs`` into ``dsts``: one bound
+        range per input and output slot, each a 1-D array of words of its
+        slot's element size (``element_range``) whose element 0 is the
+        origin of the passes' offsets."""
     def synchronize(self) -> None: ...
 
 

@@ -784,12 +784,10 @@ def run_move(call, arrays) -> list:
         # tensors themselves).
         return [torch.from_numpy(o) for o in front.run_numpy(call, library.numpy_views(arrays))]
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
-    if record:
-        if front.differentiable(desc):
-            return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
-        if wrapped:
-            raise UnsupportedError(f"{call.name}: {desc.OPERATOR} is not differentiable for these types, and "
-                                   f"runs under torch.func transforms only where it is")
+    if record and (wrapped or front.differentiable(desc)):
+        # (under torch.func transforms, vmap included, the Function routes every call; its
+        # backward and jvp refuse an operator not differentiable for these types)
+        return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
     if since is not None and arrays[0].device.type == "cuda" and not any(x.is_neg() for x in arrays):
         # recorded in the C call cache, which serves the next such call on
         # the tensors themselves (the array function's first step)
@@ -807,10 +805,16 @@ class _MoveRoute:
     def __init__(self, call, desc, device):
         self.call, self.desc, self.device = call, desc, device
 
+    def _differentiable(self):
+        if not front.differentiable(self.desc):
+            raise UnsupportedError(f"{self.call.name}: {self.desc.OPERATOR} is not differentiable for these types")
+
     def adjoint(self, grads, constants=()):
+        self._differentiable()
         return library.adjoint_with(self.desc, grads, constants)
 
     def tangent(self, tangents):
+        self._differentiable()
         return front.fixed(self.desc.linear_part(), self.call.name)(*tangents)
 
 

@@ -1,10 +1,13 @@
 """CPU backend.
 
-Plans run through opendml's compiled kernels (the C sources beside this file:
-strided copy, UNFOLD gather, FOLD sum, SLICE_GRAD scatter and the move
-program's passes (move.c: index maps, CAST's conversions, scale/bias, fills),
-split over the CPU's cores with the GIL released) when the extension was built at install
-time, and otherwise through NumPy strided views (``numpy_kernels.py``). Copies
+A move program (``plan.MovePlan``) runs pass by pass, each pass kind through
+its entry of ``PASSES``: opendml's compiled kernels (the C sources beside
+this file, split over the CPU's cores with the GIL released: the strided
+copy for a program that is one plain copy, the UNFOLD gather, FOLD sum and
+SLICE_GRAD scatter for their tuned passes, move.c for every other copy and
+fill (index maps, CAST's conversions, scale/bias), index.c for gathers and
+scatters) when the extension was built at install time, and otherwise NumPy
+strided views (``numpy_kernels.py``). Copies
 move unsigned words of the element's size, never values, so every bit pattern
 (float16 NaN payloads, negative zero) survives exactly; FOLD sums values in
 one order on both paths. Both give identical bytes (the tests run both).
@@ -24,7 +27,8 @@ import struct
 import numpy as np
 
 from ...model.errors import UnsupportedError
-from ...plan import Copy, CopyPlan, Fill, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, UnfoldPlan
+from ...plan import (Copy, CopyPlan, Fill, Fold, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, SliceScatter,
+                     Unfold, UnfoldPlan)
 from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
 from ..params import MAX_RANK, CopyParams, FoldParams, ScatterParams, UnfoldParams, set_window_dims
@@ -245,32 +249,39 @@ class CpuBackend:
 
     # -- execution --------------------------------------------------------------
 
-    def prepare(self, plan, src: np.ndarray, dst: np.ndarray):
-        """Return a callable that runs ``plan`` from ``src`` into ``dst`` (1-D word
-        arrays whose element 0 is the plan's origin; for a ``MovePlan``, lists
-        of them, one per input and output)."""
-        kind = type(plan)
-        if kind is MovePlan:
-            return numpy_kernels.prepare_move(plan, src, dst,
-                                              self._native_move_pass if self._native is not None else None)
-        if kind not in _PLANS:
-            raise TypeError(f"unknown plan {kind.__name__}")
-        native, numpy_path = _PLANS[kind]
-        if self._native is not None:
-            return native(self, plan, src, dst)
-        return numpy_path(plan, src, dst)
+    def prepare(self, plan: MovePlan, srcs, dsts):
+        """Return a callable that runs ``plan`` from the bound input ranges
+        ``srcs`` into the output ranges ``dsts`` (lists, one 1-D word array of
+        its slot's element size per input and output, element 0 the origin
+        of the passes' offsets): pass by pass, each through its kind's entry
+        of ``PASSES`` (the compiled kernel where the extension is loaded and
+        takes the pass, else NumPy)."""
+        native = self._native is not None
+        runs = []
+        for p in plan.passes:
+            if p.count == 0:
+                continue
+            entry = PASSES.get(type(p))
+            if entry is None:
+                raise TypeError(f"unknown pass {type(p).__name__}")
+            run = entry[0](self, plan, p, srcs, dsts) if native else None
+            runs.append(run if run is not None else entry[1](plan, p, srcs, dsts))
+        if len(runs) == 1:
+            return runs[0]
+
+        def run():
+            for r in runs:
+                r()
+        run.keep_alive = (srcs, dsts)
+        return run
 
     def _native_move_pass(self, plan: MovePlan, p, srcs, dsts):
         """The compiled move kernel (move.c) for one pass of a move program:
         copies with or without index maps, conversion and scale/bias, and
         fills; None (NumPy runs it) for a pass of more than 16 dimensions
-        once canonical; the index-driven passes (``Gather``, ``Scatter``) run
-        through the ``_index`` extension (runtime/cpu/indexed/index.c) where
-        it was built, else through NumPy. The parameters of a copy or fill are
+        once canonical, or of another kind. The parameters of a copy or fill are
         packed in C (``move_params``, move_params.c: the same bytes as
         ``_python_move_pass``) where it takes the pass."""
-        if type(p) is Gather or type(p) is Scatter:
-            return self._index_pass(plan, p, srcs, dsts)
         if type(p) is not Copy and type(p) is not Fill:
             return None
         out_t = plan.out_types[p.dst]
@@ -365,22 +376,23 @@ class CpuBackend:
         run.keep_alive = (src, dst, idx)
         return run
 
-    def runner(self, plan):
-        """With the compiled kernels, a callable ``run(src_addr, dst_addr)``
-        running ``plan`` between raw addresses (element 0 of each bound range),
-        built once and reusable for any buffers; None on the NumPy path. The
-        array API keeps one per cached plan, so a repeated call packs nothing."""
-        if self._native is None or type(plan) is MovePlan:
+    def runner(self, plan: MovePlan):
+        """With the compiled kernels, for a plan that is one tuned pass
+        (``MovePlan.kernel_plan``: a plain copy, UNFOLD, FOLD, SLICE_GRAD), a
+        callable ``run(src_addr, dst_addr)`` running it between raw addresses
+        (element 0 of each bound range), built once and reusable for any
+        buffers; else None. The array API keeps one per cached plan, so a
+        repeated call packs nothing."""
+        if self._native is None or plan.kernel_plan() is None:
             return None
-        kind = type(plan)
-        if kind not in _PLANS:
-            raise TypeError(f"unknown plan {kind.__name__}")
-        return _PLANS[kind][0](self, plan, None, None)
+        p = plan.passes[0]
+        return PASSES[type(p)][0](self, plan, p, None, None)
 
     def _launch(self, kernel, params, src, dst, nbytes: int):
         """The callable running one compiled kernel on ``src``/``dst`` (or, with
         both None, a ``_Kernel`` taking the addresses at each call): the
-        parameter struct's bytes and the thread count are fixed here."""
+        parameter struct's bytes (or ``params`` as given, bytes) and the
+        thread count are fixed here."""
         k = _Kernel(kernel, bytes(params), self._threads(nbytes))
         if src is None:
             return k
@@ -391,20 +403,21 @@ class CpuBackend:
         run.keep_alive = (src, dst)  # the addresses stay valid while the closure lives
         return run
 
+    def _copy_pass(self, plan: MovePlan, p, srcs, dsts):
+        """A plan that is one plain ``Copy`` (SLICE's and SLICE1's) of at most
+        ``MAX_RANK`` dimensions once canonical runs the strided-copy kernel
+        (copy.c); any other copy the move kernel (none for ``runner``)."""
+        k = plan.kernel_plan()
+        if k is not None and (len(k.sizes) <= MAX_RANK or len(k.canonical().sizes) <= MAX_RANK):
+            return self._native_copy(k, None, None) if srcs is None else self._native_copy(k, srcs[p.src], dsts[p.dst])
+        return None if srcs is None else self._native_move_pass(plan, p, srcs, dsts)
+
     def _native_copy(self, plan: CopyPlan, src, dst):
         blob = self._native.copy_params(plan.element_size, plan.sizes, plan.in_offset, plan.in_strides,
                                         plan.out_offset, plan.out_strides)
         if blob is None:                  # not plain 64-bit tuples: packed here
             blob = bytes(copy_params(plan))
-        k = _Kernel(self._native.copy, blob, self._threads(2 * _count_of(blob) * plan.element_size))
-        if src is None:
-            return k
-        d_addr, s_addr = dst.ctypes.data, src.ctypes.data
-
-        def run():
-            k(s_addr, d_addr)
-        run.keep_alive = (src, dst)  # the addresses stay valid while the closure lives
-        return run
+        return self._launch(self._native.copy, blob, src, dst, 2 * _count_of(blob) * plan.element_size)
 
     def run_plain(self, kernel: str, x: np.ndarray, fields: tuple):
         """A new shape's route (issue 19): run ``kernel`` ("copy", "unfold"
@@ -480,10 +493,25 @@ def _count_of(blob: bytes) -> int:
     return _COUNT.unpack_from(blob, 16)[0]
 
 
-#: plan type -> (compiled-kernel preparation, NumPy-path preparation)
-_PLANS = {
-    CopyPlan: (CpuBackend._native_copy, numpy_kernels.prepare_copy),
-    UnfoldPlan: (CpuBackend._native_unfold, numpy_kernels.prepare_unfold),
-    FoldPlan: (CpuBackend._native_fold, numpy_kernels.prepare_fold),
-    ScatterPlan: (CpuBackend._native_scatter, numpy_kernels.prepare_scatter),
+def _tuned(kernel):
+    """A tuned pass's preparer: ``kernel(backend, parameter block, source
+    range, destination range)`` on the pass's ``plan``."""
+    def prepare(backend, plan, p, srcs, dsts):       # (no srcs/dsts: runner's address-free kernel)
+        return kernel(backend, p.plan, None, None) if srcs is None else \
+            kernel(backend, p.plan, srcs[p.src], dsts[p.dst])
+    return prepare
+
+
+#: pass type -> (compiled preparer ``(backend, plan, pass, srcs, dsts)``, a
+#: callable or None where NumPy must run the pass; NumPy preparer ``(plan,
+#: pass, srcs, dsts)``): how the CPU runs each pass kind of the move program.
+PASSES = {
+    Copy: (CpuBackend._copy_pass, numpy_kernels.prepare_copy_pass),
+    Fill: (CpuBackend._native_move_pass, numpy_kernels.prepare_fill_pass),
+    # (looked up at each call: a test may replace the method with a model of another backend's kernels)
+    Gather: (lambda *a: CpuBackend._index_pass(*a), numpy_kernels.prepare_gather_pass),
+    Scatter: (lambda *a: CpuBackend._index_pass(*a), numpy_kernels.prepare_scatter_pass),
+    Unfold: (_tuned(CpuBackend._native_unfold), numpy_kernels.tuned(numpy_kernels.prepare_unfold)),
+    Fold: (_tuned(CpuBackend._native_fold), numpy_kernels.tuned(numpy_kernels.prepare_fold)),
+    SliceScatter: (_tuned(CpuBackend._native_scatter), numpy_kernels.tuned(numpy_kernels.prepare_scatter)),
 }

@@ -1,10 +1,14 @@
-"""The CPU backend's NumPy path: every plan kind through strided views of the
-bound word arrays, ``np.copyto``, ``fill`` and ``np.add``. It runs where the
+"""The CPU backend's NumPy path: every pass kind of the move program through
+strided views of the bound word arrays, ``np.copyto``, ``fill`` and
+``np.add``. It runs where the
 compiled kernels were not built, or when ``opendml.configure(cpu_kernels=
 "numpy")`` asks for it, and gives the same bytes as the compiled kernels.
 
 Each ``prepare_*`` builds its views once and returns a callable that replays
-them. Views never carry a stride for a dimension of size 1 (it is never
+them: ``prepare_copy``, ``prepare_unfold``, ``prepare_fold`` and
+``prepare_scatter`` take a tuned pass's parameter block and its two word
+arrays (``tuned`` makes them pass preparers), the others ``(plan, pass,
+srcs, dsts)``. Views never carry a stride for a dimension of size 1 (it is never
 stepped, and may not fit in a C ``ssize_t``), and positions are computed in
 Python integers, so any plan validation accepts is representable.
 
@@ -28,8 +32,8 @@ from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
 from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
-__all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter",
-           "FLOATS", "view", "fold_types", "prepare_move", "prepare_move_pass", "convert_array", "fill_value",
+__all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter", "tuned",
+           "FLOATS", "view", "fold_types", "prepare_copy_pass", "prepare_fill_pass", "convert_array", "fill_value",
            "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass", "outer_count"]
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
@@ -520,22 +524,34 @@ def prepare_scatter_pass(plan, p, srcs, dsts):
     return run
 
 
-def prepare_move_pass(plan, p, srcs, dsts):
-    """A callable running one pass of a ``MovePlan`` with NumPy views of the
-    bound word arrays."""
-    from ...plan import Fill, Gather, Scatter
-    if isinstance(p, Gather):
-        return prepare_gather_pass(plan, p, srcs, dsts)
-    if isinstance(p, Scatter):
-        return prepare_scatter_pass(plan, p, srcs, dsts)
+def tuned(prepare):
+    """A tuned pass's NumPy preparer: ``prepare(parameter block, source
+    words, destination words)`` on the pass's ``plan``."""
+    def prepare_pass(plan, p, srcs, dsts):
+        return prepare(p.plan, srcs[p.src], dsts[p.dst])
+    return prepare_pass
+
+
+def prepare_fill_pass(plan, p, srcs, dsts):
+    """A ``Fill`` pass: the value, of the destination's type, over a view."""
     out_t = plan.out_types[p.dst]
     dst_view = view(_typed(dsts[p.dst], out_t), p.dst_offset, p.sizes, p.dst_strides)
-    if isinstance(p, Fill):
-        value = fill_value(p.value, out_t)
+    value = fill_value(p.value, out_t)
 
-        def fill():
-            dst_view[...] = value
-        return fill
+    def fill():
+        dst_view[...] = value
+    return fill
+
+
+def prepare_copy_pass(plan, p, srcs, dsts):
+    """A ``Copy`` pass: a plan that is one plain copy (``kernel_plan``) as
+    ``prepare_copy`` (words, canonical form); any other through typed views,
+    index maps (``np.take``), scale/bias and conversion."""
+    k = plan.kernel_plan()
+    if k is not None:
+        return prepare_copy(k, srcs[p.src], dsts[p.dst])
+    out_t = plan.out_types[p.dst]
+    dst_view = view(_typed(dsts[p.dst], out_t), p.dst_offset, p.sizes, p.dst_strides)
     in_t = plan.in_types[p.src]
     maps = p.maps or (None,) * len(p.sizes)
     extent = tuple(m.size if m is not None else s for s, m in zip(p.sizes, maps))
@@ -566,21 +582,3 @@ def prepare_move_pass(plan, p, srcs, dsts):
         else:
             np.copyto(dst_view, convert_array(x, out_dt), casting="unsafe")
     return copy
-
-
-def prepare_move(plan, srcs, dsts, pass_runner=None):
-    """A callable running every pass of a ``MovePlan`` in order: each through
-    ``pass_runner(plan, pass, srcs, dsts)`` where it returns one (the compiled
-    copy kernel for plain copies), else through NumPy."""
-    runs = []
-    for p in plan.passes:
-        if p.count == 0:
-            continue
-        r = pass_runner(plan, p, srcs, dsts) if pass_runner is not None else None
-        runs.append(r if r is not None else prepare_move_pass(plan, p, srcs, dsts))
-
-    def run():
-        for r in runs:
-            r()
-    run.keep_alive = (srcs, dsts)
-    return run

@@ -36,12 +36,12 @@ Launch path (issue 12)
       the current CUDA device of the calling thread; otherwise the launch is
       retried once with the backend's device made current.
 
-    ``record``/``launch``/``launcher`` take one of the older single-pass
-    plans (``CopyPlan``, ``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``) by one
-    source and one destination address and give its single ``Launch`` (the C
-    call cache replays it); ``prepare(plan, src, dst)`` (CuPy arrays, lists
-    of them for a ``MovePlan``) returns a callable running the plan on CuPy's
-    current stream, read at each call.
+    ``record``/``launch``/``launcher`` take a plan of one tuned pass (the
+    first five's: a plain copy, UNFOLD, FOLD, SLICE_GRAD) by one source and
+    one destination address and give its single ``Launch`` (the C call cache
+    replays it); ``prepare(plan, srcs, dsts)`` (lists of CuPy word arrays, one
+    per slot) returns a callable running the plan on CuPy's current stream,
+    read at each call.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ import numpy as np
 
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
-from ...plan import Copy, CopyPlan, Fold, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, SliceScatter, Unfold, UnfoldPlan
+from ...plan import Gather, MovePlan, Scatter
 from . import launch as _launch
 # _NEW_KERNELS, add_new_kernel, check_alignment, new_kernels, relaunch: the adapters import them from here
 from .launch import (_NEW_KERNELS, _NUMPY_WORD, Launch, _Function, _cupy, _driver, _fast_launch, _kernel,
@@ -64,27 +64,7 @@ __all__ = ["CudaBackend", "MoveLaunch", "probe", "check_alignment", "add_new_ker
 
 LAUNCH_CACHE = 1024  # cached launches kept per device
 ALIGNMENT = 16       # of Buffer storage (allocate)
-_WORD_TYPE = {1: DataType.UINT8, 2: DataType.UINT16, 4: DataType.UINT32, 8: DataType.UINT64}
 
-
-# TODO(one engine): delete once every operator's lower() returns a MovePlan.
-def one_pass(plan) -> MovePlan:
-    """An older single-pass plan as the one-pass ``MovePlan`` that runs it
-    (made once per plan object: the launch cache keys on it)."""
-    done = plan.__dict__.get("_move")
-    if done is None:
-        t = (_WORD_TYPE[plan.element_size].value,)
-        p = {CopyPlan: lambda: Copy(0, 0, plan.sizes, plan.in_offset, plan.in_strides, plan.out_offset,
-                                    plan.out_strides),
-             UnfoldPlan: lambda: Unfold(0, 0, plan), FoldPlan: lambda: Fold(0, 0, plan),
-             ScatterPlan: lambda: SliceScatter(0, 0, plan)}[type(plan)]()
-        done = MovePlan(t, t, (p,))
-        object.__setattr__(plan, "_move", done)
-    return done
-
-
-_WHAT = {CopyPlan: "SLICE/SLICE1 (strided copy)", UnfoldPlan: "UNFOLD", FoldPlan: "FOLD",
-         ScatterPlan: "SLICE_GRAD (scatter)"}
 
 
 class CudaBackend:
@@ -152,15 +132,22 @@ class CudaBackend:
 
     # -- execution --------------------------------------------------------------
 
-    def record(self, plan, src_ptr: int, src_elements: int, dst_ptr: int, what: str | None = None) -> Launch:
-        """The cached single ``Launch`` of an older single-pass plan (see the
-        module docstring) for these addresses' alignment classes:
+    def record(self, plan: MovePlan, src_ptr: int, src_elements: int, dst_ptr: int,
+               what: str | None = None) -> Launch:
+        """The cached single ``Launch`` of a one-input, one-output ``plan``
+        of one tuned pass (the first five's: ``plan.kernel_plan()`` is not
+        None) for these addresses' alignment classes:
         ``record(...)(src_ptr, dst_ptr, stream_ptr)`` queues it."""
         key = (id(plan), src_ptr & 15, dst_ptr & 15, src_elements)
         rec = self._launches.get(key)
         if rec is None:
-            move = self.record_move(one_pass(plan), (src_ptr,), (src_elements,), (dst_ptr,),
-                                    (plan.out_span[1] + 1,), what or _WHAT[type(plan)])
+            span = plan.out_spans()[0]
+            move = self.record_move(plan, (src_ptr,), (src_elements,), (dst_ptr,),
+                                    (0 if span is None else span[1] + 1,),
+                                    what or "the move program")
+            if len(move.steps) > 1:
+                raise ValueError(f"CudaBackend.record takes a plan of one launch; {what or 'this plan'} has "
+                                 f"{len(move.steps)} (run it with record_move)")
             rec = move.steps[0][0] if move.steps else Launch(self, move, "nothing", _Function(0),
                                                             ctypes.c_int(0), 0, 0, _launch.LAUNCH_VIA)
             self._store(key, rec)
@@ -171,7 +158,7 @@ class CudaBackend:
         return functools.partial(self.record(plan, src_ptr, src_elements, dst_ptr), src_ptr, dst_ptr)
 
     def launch(self, plan, src_ptr: int, src_elements: int, dst_ptr: int, stream_ptr: int = 0) -> None:
-        """Queue an older single-pass plan on ``stream_ptr`` now."""
+        """Queue a one-launch plan (``record``) on ``stream_ptr`` now."""
         self.record(plan, src_ptr, src_elements, dst_ptr)(src_ptr, dst_ptr, stream_ptr)
 
     def record_move(self, plan: MovePlan, src_ptrs, src_elements, dst_ptrs, dst_elements,
@@ -191,8 +178,6 @@ class CudaBackend:
         rec = self._launches.get(key)
         if rec is not None:
             return rec
-        if not isinstance(plan, MovePlan):
-            raise TypeError(f"record_move takes a MovePlan; got {type(plan).__name__}")
         what = what or "the move program"
         for role, ptrs, counts, types, spans in (("input", src_ptrs, src_elements, plan.in_types, plan.in_spans()),
                                                  ("output", dst_ptrs, dst_elements, plan.out_types,
@@ -246,8 +231,6 @@ class CudaBackend:
         """A callable running ``plan`` from the CuPy word arrays ``src`` into
         ``dst`` (one per input and output, each of its slot's element size)
         on CuPy's current stream (read at each call)."""
-        if not isinstance(plan, MovePlan):      # TODO(one engine): delete with one_pass
-            plan, src, dst = one_pass(plan), [src], [dst]
         sps, dps = [a.data.ptr for a in src], [a.data.ptr for a in dst]
         rec = self.record_move(plan, sps, [a.size for a in src], dps, [a.size for a in dst])
         device, current = self.device, self.cupy.cuda.get_current_stream

@@ -18,8 +18,14 @@
 //
 //   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
 //                          where last_only and a later position reads it)
+//   ix_gather_positions<W, I, NO, NA, ITEMS> an element-wise gather, ITEMS
+//                          positions a thread
+//   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns staged
+//                          in shared memory
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
 //                          only by the position that owns its destination block
+//   ix_scatter_group<W, I, NO> a block a group of positions sharing one
+//                          destination segment: owners in shared memory, then writes
 //   ix_owner<I, ...>       owner of each destination block: the last position
 //                          reaching it (atomicMax: the same result in any order)
 //   ix_keys<I, K, ...>     each position's keyed block (destination, or the
@@ -49,6 +55,7 @@ typedef unsigned char u8;
 #define IX_RANK 16
 #define IX_AXES 8
 #define IX_THREADS 256
+#define IX_BATCH 4                           // loads a thread issues before using the first (shared-memory kernels)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
 #define IX_PARAMS const ix_params p
 #else
@@ -69,6 +76,7 @@ struct ix_params {
     i64 isizes[IX_RANK], isrc_strides[IX_RANK], idst_strides[IX_RANK];     // inner dims
     i64 naxes, data_type, has_value, value_bits, last_only;
     i64 key_base, key_div;                  // slot = (offset - key_base) / key_div
+    i64 members;                            // ix_scatter_group: positions a group (a block)
     ix_axis axes[IX_AXES];
     u64 src, dst, keys, order, aux;
     u64 idx[IX_AXES];
@@ -233,6 +241,89 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
         if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
+// An element-wise gather (one word a position): ITEMS positions a thread,
+// t, t + total, ... (neighbouring threads take neighbouring positions), every
+// index and source load before the first store.
+template <typename W, typename I, int NO, int NA, int ITEMS>
+__global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
+    const I t = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
+    if (t >= (I)p.total) return;
+    W v[ITEMS];
+    i64 at[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const I o = t + (I)u * (I)p.total;
+        at[u] = -1;
+        if (o < (I)p.n_outer) {
+            i64 so, dd;
+            ix_outer<I, true, true, NO, NA>(p, o, so, dd);
+            v[u] = ((const W*)p.src)[so];
+            at[u] = dd;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++)
+        if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+}
+
+// An element-wise reversal of subsequences walked as columns (index.py's
+// _column_walk: outer dimensions (..., reversed axis, lo columns), the
+// reversed axis of source stride 0 and of size `bound`, lo dividing
+// IX_THREADS): one block a combination of the leading dimensions; its source
+// columns (bound rows of lo words) staged in shared memory by coalesced
+// loads, then each position reads its reversed row there and the block
+// writes its rows in order. Every thread keeps one column.
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
+    extern __shared__ uint4 ix_tile_raw[];
+    W* tile = reinterpret_cast<W*>(ix_tile_raw);
+    const ix_axis& ax = p.axes[0];
+    const i64 lo = p.sizes[NO - 1], rows = ax.bound, n_e = p.sizes[NO - 2];   // lo divides IX_THREADS
+    i64 sb = p.src_offset, db = p.dst_offset, ab = ax.offset;
+    I r = (I)blockIdx.x;                     // the group: the leading dimensions
+#pragma unroll
+    for (int k = NO - 3; k >= 0; --k) {
+        I ck;
+        if (k == 0) {
+            ck = r;
+        } else {
+            const I n = (I)p.sizes[k];
+            const I q = r / n;
+            ck = r - q * n;
+            r = q;
+        }
+        sb += (i64)ck * p.src_strides[k];
+        db += (i64)ck * p.dst_strides[k];
+        ab += (i64)ck * ax.strides[k];
+    }
+    const i64 kk = (i64)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
+    const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
+    for (i64 c0 = (i64)threadIdx.x / lo; c0 < rows; c0 += IX_BATCH * step) {
+        W v[IX_BATCH];                       // IX_BATCH loads in flight before the first store
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (c0 + u * step < rows) v[u] = src[(c0 + u * step) * ax.stride];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
+    }
+    __syncthreads();
+    W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
+    const i64 at = ab + kk * ax.strides[NO - 1], as = ax.strides[NO - 2], ds = p.dst_strides[NO - 2];
+    for (i64 e0 = (i64)threadIdx.x / lo; e0 < n_e; e0 += IX_BATCH * step) {
+        i64 c[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            const i64 e = e0 + u * step;
+            c[u] = 0;
+            if (e < n_e) ix_coordinate(ax, p.idx[0], at + e * as, e, c[u]);   // in [0, rows): e < n_e == rows
+        }
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (e0 + u * step < n_e) dst[(e0 + u * step) * ds] = tile[c[u] * lo + kk];
+    }
+}
+
 template <typename W, typename I, int OWN, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
     I o, g;
@@ -256,6 +347,54 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
 #pragma unroll
     for (int u = 0; u < ITEMS; u++)
         if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+}
+
+// One block a group of `members` consecutive positions (trailing outer
+// dimensions of destination stride 0: they differ only by the index
+// coordinate, which stays inside the group's own `bound` destination words,
+// distinct from every other group's) of one index axis and one word: the
+// owners in shared memory (atomicMax of the member number: the last position
+// in row-major order), then the owners write. No global slot array, one launch.
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_scatter_group(IX_PARAMS) {
+    extern __shared__ u32 own[];
+    const I members = (I)p.members, first = (I)blockIdx.x * members;
+    const i64 bound = p.axes[0].bound, stride = p.axes[0].stride;
+    for (i64 s = threadIdx.x; s < bound; s += IX_THREADS) own[s] = 0;
+    i64 so, d0;
+    ix_outer<I, false, false, NO, 1>(p, first, so, d0);     // the group's origin (index coordinate 0)
+    __syncthreads();
+    for (I m0 = threadIdx.x; m0 < members; m0 += IX_BATCH * IX_THREADS) {
+        i64 dd[IX_BATCH];                    // IX_BATCH index loads in flight
+        bool keep[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            const I m = m0 + (I)u * IX_THREADS;
+            keep[u] = m < members && ix_outer<I, true, false, NO, 1>(p, first + m, so, dd[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (keep[u]) atomicMax(own + (dd[u] - d0) / stride, (u32)(m0 + (I)u * IX_THREADS) + 1u);
+    }
+    __syncthreads();
+    for (I m0 = threadIdx.x; m0 < members; m0 += IX_BATCH * IX_THREADS) {
+        i64 sv[IX_BATCH], dd[IX_BATCH];
+        bool keep[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            const I m = m0 + (I)u * IX_THREADS;
+            keep[u] = m < members && ix_outer<I, true, false, NO, 1>(p, first + m, sv[u], dd[u]);
+        }
+        W v[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            keep[u] = keep[u] && own[(dd[u] - d0) / stride] == (u32)(m0 + (I)u * IX_THREADS) + 1u;
+            if (keep[u]) v[u] = ((const W*)p.src)[sv[u]];
+        }
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (keep[u]) ((W*)p.dst)[dd[u]] = v[u];
+    }
 }
 
 template <typename I, int NO, int NA>
@@ -389,8 +528,11 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 
 #ifdef OPENDML_INSTANTIATE   // nvcc -DOPENDML_INSTANTIATE -c: one of each kernel (a syntax check without a GPU)
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
+template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
+template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
 template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);
 template __global__ void ix_owner<u32, 2, 1>(IX_PARAMS);
+template __global__ void ix_scatter_group<u32, u32, 2>(IX_PARAMS);
 template __global__ void ix_keys<u64, u64, 3, 2>(IX_PARAMS);
 template __global__ void ix_apply<u16, u32, u32, 1, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_apply<uint4, u32, u32, 0, 1, 1, 2, 4>(IX_PARAMS);

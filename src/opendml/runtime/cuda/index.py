@@ -15,13 +15,23 @@ compiled per word size, index width and exact counts of outer dimensions,
 index axes and inner dimensions. How each kind runs:
 
 * ``Gather``: the destination's words, each thread reading its position's
-  indices once (``ix_gather``). With ``last_only`` the positions' source
+  indices once (``ix_gather``); an element-wise one (every dimension reads
+  an index: ``gather_elements``) ``POSITION_ITEMS`` positions a thread
+  (``ix_gather_positions``); an element-wise reversal of subsequences walks
+  columns down the reversed axis (``_column_walk``), staged in shared
+  memory a block a column set where they fit (``ix_reverse_tile``). With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
 * ``Scatter`` of a constant (``value``), or whose positions all read one
   source block (ONE_HOT's on value), without accumulation: every position
   writes the same bytes, in any order (``ix_scatter``).
-* ``Scatter`` overwriting: each destination block's owner is the last
+* ``Scatter`` overwriting one word a position through one index axis
+  whose positions fall in groups (trailing outer dimensions of destination
+  stride 0) each reaching its own segment of at most ``GROUP_SLOTS`` words
+  (``scatter_elements`` along the last axis: a row): one block a group, the
+  owners in shared memory, then the owners write (``ix_scatter_group``,
+  one launch, no slot array).
+* ``Scatter`` overwriting, otherwise: each destination block's owner is the last
   position reaching it (``ix_owner``: an ``atomicMax`` into a zeroed slot
   array, the same result in any order), then only owners write; where the
   slot array would be large (``OWNER_SLOTS``) the positions are sorted
@@ -66,10 +76,16 @@ RANK, AXES = 16, 8
 #: 4-byte slot per possible destination block) has at most
 #: max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
 OWNER_SLOTS = 1 << 24
-#: How overwriting scatters run: "auto" (above), "owner" or "sort" (tests, benchmarks).
+#: How overwriting scatters run: "auto" (group where it applies, else as
+#: above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
+#: Positions a thread of an element-wise gather moves (1: ix_gather, one).
+POSITION_ITEMS = 4
+#: Whether an element-wise reversal of subsequences walks columns
+#: (_column_walk), and stages them in shared memory where they fit (_tile).
+COLUMN_WALK = REVERSE_TILE = True
 _WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
@@ -85,7 +101,8 @@ class IndexParams(ctypes.Structure):
     _fields_ = [(n, i64) for n in ("outer", "inner", "n_outer", "n_inner", "total", "groups", "src_offset",
                                    "dst_offset")] + [
         (n, i64 * RANK) for n in ("sizes", "src_strides", "dst_strides", "isizes", "isrc_strides", "idst_strides")] + [
-        (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div")] + [
+        (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div",
+                            "members")] + [
         ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
         ("idx", u64 * AXES)]
 
@@ -112,6 +129,82 @@ def _disjoint(p, k: int) -> bool:
     return _distinct([n for n, _ in dims], [t for _, t in dims])
 
 
+#: A group scatter's owner table (4 bytes a destination word of its segment)
+#: stays inside the shared memory a block gets without raising its limit.
+GROUP_SLOTS = 12 * 1024
+
+
+def _group(q, k: int) -> int:
+    """Positions a group where an overwriting scatter of one word a position
+    and one index axis can run as ``ix_scatter_group``, else 0: the trailing
+    outer dimensions of destination stride 0 (the members, which reach one
+    destination segment of ``bound`` words, differing only by the index
+    coordinate), the leading ones and the index axis reaching distinct words
+    (so no two groups write one word), the segment at most GROUP_SLOTS."""
+    if q.naxes != 1 or q.n_inner != 1 or not q.axes[0].stride or q.axes[0].bound > GROUP_SLOTS:
+        return 0
+    m = k
+    while m > 0 and (q.dst_strides[m - 1] == 0 or q.sizes[m - 1] == 1):
+        m -= 1
+    members = math.prod(q.sizes[m:k])
+    if not 2 <= members < 2**32 - 1 or q.n_outer // members > 2**31 - 1 or not _distinct(
+            list(q.sizes[:m]) + [q.axes[0].bound], list(q.dst_strides[:m]) + [q.axes[0].stride]):
+        return 0
+    return members
+
+
+def _tile(q, k: int, word: int) -> bool:
+    """Whether a column-walked reversal (``_column_walk``'s order) runs as
+    ``ix_reverse_tile``: one reversing index axis along dimension k - 2 of
+    source stride 0 and of the axis's size, the last dimension's lo words
+    dividing a block's threads, bound x lo words in a block's shared memory;
+    sets ``q.members`` (positions a block)."""
+    if k < 2 or q.naxes != 1:
+        return False
+    ax, lo = q.axes[0], q.sizes[k - 1]
+    if ax.mode != 1 or ax.axis != k - 2 or q.src_strides[k - 2] or not ax.stride or ax.bound != q.sizes[k - 2] or \
+            THREADS % lo or ax.bound * lo * word > 4 * GROUP_SLOTS or q.n_outer // (ax.bound * lo) > 2**31 - 1:
+        return False
+    q.members = ax.bound * lo
+    return True
+
+
+def _column_walk(q, k: int, word: int) -> int:
+    """Reorder (in ``q``) the outer dimensions of an element-wise gather that
+    reverses subsequences along an outer dimension r before the last: r moves
+    next to the last dimension, which splits into (n / lo, lo) with lo words
+    of 32 bytes where it divides, so the threads of a block walk one narrow
+    column set down the whole reversed axis (row-major over
+    (..., n / lo, r, lo)). Each position still writes its own element (a
+    gather's result does not depend on the order), but the source elements
+    of one 32-byte sector, read at different reversed rows by neighbouring
+    columns of random lengths, are now read by neighbouring blocks while the
+    sector is in cache instead of once each at rows far apart in time.
+    Returns the new outer rank."""
+    rs = {q.axes[a].axis for a in range(q.naxes) if q.axes[a].mode == 1}
+    if len(rs) != 1 or not 0 <= (r := rs.pop()) < k - 1 or q.sizes[r] < 2:
+        return k
+    dims = [(q.sizes[d], q.src_strides[d], q.dst_strides[d], [q.axes[a].strides[d] for a in range(q.naxes)], d)
+            for d in range(k)]
+    n, ss, ds, xs, last = dims[-1]
+    lo = max(1, 32 // word)
+    if n > lo and n % lo == 0:
+        tail = [(n // lo, ss * lo, ds * lo, [t * lo for t in xs], -1), dims[r], (lo, ss, ds, xs, -1)]
+    else:
+        tail = [dims[r], dims[-1]]
+    order = [dims[d] for d in range(k - 1) if d != r] + tail
+    if len(order) > RANK:
+        return k
+    for i, (size, a, b, ts, d) in enumerate(order):
+        q.sizes[i], q.src_strides[i], q.dst_strides[i] = size, a, b
+        for x in range(q.naxes):
+            q.axes[x].strides[i] = ts[x]
+            if q.axes[x].mode == 1 and d == r:
+                q.axes[x].axis = i
+    q.outer = len(order)
+    return len(order)
+
+
 def _inner(sizes, ss, ds):
     """The inner dimensions without size 1, by destination stride (largest
     first), neighbours that walk both sides as one merged."""
@@ -124,6 +217,23 @@ def _inner(sizes, ss, ds):
         else:
             out.append((n, a, b))
     return out
+
+
+_STREAMS: dict = {}
+
+
+def _stream(backend, ptr: int):
+    """CuPy's stream object for the caller's stream ``ptr`` on ``backend``'s
+    device (0: the legacy default stream), cached: the scratch of the sorts
+    and slot arrays is allocated and ordered on it."""
+    s = _STREAMS.get((backend.index, ptr))
+    if s is None:
+        if len(_STREAMS) > 64:
+            _STREAMS.clear()
+        cupy = backend.cupy
+        s = _STREAMS[backend.index, ptr] = cupy.cuda.ExternalStream(ptr, backend.index) if ptr else \
+            cupy.cuda.Stream.null
+    return s
 
 
 class IndexPass:
@@ -205,20 +315,35 @@ class IndexPass:
             self.mode = "sort"
         elif const or same:
             self.mode = "direct"
+        elif SCATTER_VIA == "auto" and (members := _group(q, k)):
+            self.mode, q.members = "group", members
         elif SCATTER_VIA != "sort" and n_outer < 2**32 - 1 and (
                 SCATTER_VIA == "owner" or self.slots <= max(OWNER_SLOTS, 4 * n_outer)):
             self.mode = "owner"
         else:
             self.mode = "sort"
+        positions = not scatter and not last_only and q.n_inner == 1
+        if positions and COLUMN_WALK:
+            k = _column_walk(q, k, word)
         items = ITEMS if q.n_inner >= ITEMS else 1
         q.groups = -(-q.n_inner // items)
         q.total = n_outer * q.groups
-        index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * items < 2**32 else "u64"
+        if positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word):
+            self.mode = "tile"                         # ix_reverse_tile: a block a column set
+        elif positions and POSITION_ITEMS > 1:         # ix_gather_positions: POSITION_ITEMS positions a thread
+            items, q.total = POSITION_ITEMS, -(-n_outer // POSITION_ITEMS)
+        index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * max(items, 4) < 2**32 else "u64"   # (IX_BATCH)
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
         W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
         shape = f"{ranks}, {len(inner)}, {items}"
-        if not scatter:
+        if self.mode == "tile":
+            main = f"ix_reverse_tile<{W}, {index}, {k}>"
+        elif positions and POSITION_ITEMS > 1:
+            main = f"ix_gather_positions<{W}, {index}, {ranks}, {items}>"
+        elif not scatter:
             main = f"ix_gather<{W}, {index}, {shape}>"
+        elif self.mode == "group":
+            main = f"ix_scatter_group<{W}, {index}, {k}>"
         elif self.mode == "sort":
             main = f"ix_apply<{W}, {index}, {self.key_t}, {int(acc)}, {shape}>"
         else:
@@ -231,14 +356,14 @@ class IndexPass:
         with backend.device:
             self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in names}
         self.names = names
-        self.main, self.params, self.const = main, q, const
+        self.main, self.params, self.const, self.word = main, q, const, word
 
-    def _launch(self, name: str, count: int, q, stream_ptr: int) -> None:
+    def _launch(self, name: str, count: int, q, stream_ptr: int, smem: int = 0) -> None:
         if count <= 0:
             return
         argv = (ctypes.c_void_p * 1)(ctypes.addressof(q))
         blocks = -(-count // THREADS)
-        self.backend.cupy.cuda.driver.launchKernel(self.functions[name], blocks, 1, 1, THREADS, 1, 1, 0,
+        self.backend.cupy.cuda.driver.launchKernel(self.functions[name], blocks, 1, 1, THREADS, 1, 1, smem,
                                                    stream_ptr, ctypes.addressof(argv), 0)
 
     def __call__(self, src_ptrs, dst_ptrs, stream_ptr: int = 0) -> None:
@@ -254,8 +379,17 @@ class IndexPass:
             with backend.device:
                 self._launch(self.main, q.total, q, stream_ptr)
             return
+        if self.mode == "tile":
+            with backend.device:
+                self._launch(self.main, (q.n_outer // q.members) * THREADS, q, stream_ptr,
+                             q.axes[0].bound * q.sizes[q.outer - 1] * self.word)
+            return
+        if self.mode == "group":
+            with backend.device:
+                self._launch(self.main, (q.n_outer // q.members) * THREADS, q, stream_ptr, 4 * q.axes[0].bound)
+            return
         cupy = backend.cupy
-        with backend.device, backend._external_stream(stream_ptr):
+        with backend.device, _stream(backend, stream_ptr):
             if self.mode == "owner":
                 slots = cupy.zeros(self.slots, dtype=cupy.uint32)
                 q.aux = slots.data.ptr
