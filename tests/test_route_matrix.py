@@ -549,13 +549,21 @@ def test_jax_vmap(name):
 
 @pytest.mark.parametrize("name", marked("dask", ALL))
 def test_dask(name):
-    """Every array cut into chunks (halves of each axis): the operator's
-    declared chunking is the adapter's business; the bytes are the NumPy
-    route's."""
+    """Every array cut into chunks (halves of each axis): the bytes are the
+    NumPy route's, and where the operator declares an axis free to cut
+    (``chunking()``, a dict without it) and the input is cut there, the run
+    is block-wise (more than one output block)."""
     case = case_of(name)
     pytest.importorskip("dask.array")
-    got = case.run([FRAMEWORKS["dask"](a) for a in case.arrays])
+    arrays = [FRAMEWORKS["dask"](a) for a in case.arrays]
+    got = case.run(arrays)
     same([np.asarray(y.compute()) for y in got], case.want, "dask")
+    declared = case.desc.chunking()
+    if isinstance(declared, dict):
+        free = [k for k, n in enumerate(arrays[0].numblocks) if n > 1 and declared.get(k) != 0]
+        if free:
+            assert any(np.prod(y.numblocks) > 1 for y in got), \
+                f"{name}: input axes {free} are free to cut, yet the result is one block"
 
 
 # -- CUDA: CuPy and PyTorch ----------------------------------------------------------------------------
