@@ -253,6 +253,12 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
         "UNFOLD": "a never-seen shape runs plain_lowering in Python (no C lowering of UNFOLD's fields)",
         "SLICE_GRAD": "a never-seen shape runs plain_lowering in Python (no C lowering of SLICE_GRAD's fields)",
     },
+    # every bound operator: Dynamo traces into the array function, whose first step (the C call cache) it
+    # cannot trace; the functions enter a graph whole only once opendml.torch (or an eager call's adapter)
+    # has been imported
+    "torch-compile-first": dict.fromkeys(CASES, "torch._dynamo.exc.Unsupported: Attempted to call function "
+                                                "marked as skipped (opendml.runtime.cpu._native.call_cache_call "
+                                                "or call_cache_move), unless opendml.torch was imported first"),
     "torch-vmap": {
         "CAST": "UnsupportedError: cast: CAST is not differentiable for these types, and runs under torch.func "
                 "transforms only where it is (vmap needs no derivative)",
@@ -322,6 +328,8 @@ def test_call_cache_serves_a_torch_cpu_repeat(name):
 #: What runs first in the fresh process, and the arrays it calls on.
 ORDERS = {"numpy-only": ("", "numpy"), "torch-first-numpy": ("import torch", "numpy"),
           "torch-first-torch": ("import torch", "torch")}
+#: Every fresh process: the import orders, and one that compiles first.
+PROCESSES = {**ORDERS, "torch-compile-first": ("import torch", "torch.compile")}
 
 
 def _fresh_process_main(framework: str) -> None:
@@ -330,6 +338,8 @@ def _fresh_process_main(framework: str) -> None:
     operator: the operator-module functions Python ran, the call cache's new
     entries, whether the bytes equal the NumPy route's (computed after)."""
     rows = {}
+    if framework == "torch.compile":
+        return _compile_first_main()
     for name, case in CASES.items():
         arrays = [a.copy() for a in case.arrays]
         if framework == "torch":
@@ -358,11 +368,35 @@ def _start_fresh_processes() -> None:
     """Start every import order's process at once (they run beside the
     other tests; ``fresh_process`` collects each)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pathlib.Path(dml.__file__).parents[1]), str(ROOT)])}
-    for order, (first, framework) in ORDERS.items():
+    for order, (first, framework) in PROCESSES.items():
         if order not in _STARTED:
             code = f"{first}\nimport tests.test_route_matrix as m\nm._fresh_process_main({framework!r})\n"
             _STARTED[order] = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                                                stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+
+def _compile_first_main() -> None:
+    """In a fresh process where PyTorch came first and opendml has run
+    nothing: each bound operator's example inside ``torch.compile(fullgraph=True)``
+    (``opendml.torch`` not imported); prints, per operator, the error or
+    whether the bytes equal the NumPy route's."""
+    import torch
+    rows = {}
+    for name, case in CASES.items():
+        torch._dynamo.reset()
+        fn = torch.compile(lambda *a, case=case: tuple(case.run(list(a))), backend="aot_eager", fullgraph=True)
+        try:
+            got = [y.numpy() for y in fn(*[torch.from_numpy(a.copy()) for a in case.arrays])]
+            rows[name] = {"got": got}
+        except Exception as e:  # noqa: BLE001 - reported per operator
+            rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
+    for name, row in rows.items():
+        if "got" in row:
+            want = CASES[name].want
+            row["same"] = len(want) == len(row["got"]) and all(
+                g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
+                for g, w in zip(row.pop("got"), want))
+    print(json.dumps({"modules": sorted(m for m in ("torch", "jax", "cupy") if m in sys.modules), "rows": rows}))
 
 
 @functools.cache
@@ -377,16 +411,16 @@ def fresh_process(order: str) -> dict:
 def _fresh_processes_early(request):
     """Where this session runs a fresh-process test, start the processes
     with the module's first test."""
-    if any(getattr(item, "originalname", "").startswith(("test_new_shape", "test_fresh"))
+    if any(getattr(item, "originalname", "").startswith(("test_new_shape", "test_fresh", "test_torch_compile_first"))
            for item in request.session.items):
         _start_fresh_processes()
     yield
 
 
-@pytest.mark.parametrize("order", list(ORDERS))
+@pytest.mark.parametrize("order", list(PROCESSES))
 def test_fresh_processes_import_what_they_say(order):
     got = fresh_process(order)["modules"]
-    assert ("torch" in got) == ("torch" in ORDERS[order][0]), got
+    assert ("torch" in got) == ("torch" in PROCESSES[order][0]), got
     assert "jax" not in got and "cupy" not in got, got
 
 
@@ -478,13 +512,33 @@ def test_torch_func_vmap(name):
 @pytest.mark.parametrize("name", marked("torch-compile", ALL))
 def test_torch_compile(name):
     """The call inside ``torch.compile(fullgraph=True)`` (AOTAutograd's
-    graph, run eagerly): no graph break, the graph runs and gives the NumPy
-    route's bytes."""
+    graph, run eagerly) once ``opendml.torch`` is imported (which, as its
+    documentation says, lets the array functions into a graph whole): no
+    graph break, the graph runs and gives the NumPy route's bytes. Without
+    that import: ``test_torch_compile_first``."""
     case = case_of(name)
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
+    same(_np(_compiled(case, _torch(case.arrays))), case.want, "torch.compile")
+
+
+@pytest.mark.parametrize("name", marked("torch-compile-first", ALL))
+def test_torch_compile_first(name):
+    """In a fresh process that imported PyTorch and nothing of opendml's
+    PyTorch side: the call inside ``torch.compile(fullgraph=True)`` is the
+    process's first, and it runs in the graph with the NumPy route's bytes."""
+    case_of(name)
+    pytest.importorskip("torch")
+    row = fresh_process("torch-compile-first")["rows"][name]
+    assert "error" not in row, f"{name}: {row['error']}"
+    assert row["same"], f"{name}: compiled first, the bytes differ from the NumPy route's"
+
+
+def _compiled(case, tensors):
+    import torch
+
+    import opendml.torch  # noqa: F401 - what lets the array functions into a graph whole
     torch._dynamo.reset()
-    fn = torch.compile(lambda *a: tuple(case.run(list(a))), backend="aot_eager", fullgraph=True)
-    same(_np(fn(*_torch(case.arrays))), case.want, "torch.compile")
+    return torch.compile(lambda *a: tuple(case.run(list(a))), backend="aot_eager", fullgraph=True)(*tensors)
 
 
 # -- JAX -----------------------------------------------------------------------------------------------
