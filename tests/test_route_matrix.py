@@ -224,7 +224,8 @@ def same(got, want, what=""):
     assert len(got) == len(want), f"{what}: {len(got)} outputs, want {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
         g = np.asarray(g)
-        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"{what} output {k}: {g.dtype}{g.shape}, want {w.dtype}{w.shape}"
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), \
+            f"{what} output {k}: {g.dtype}{g.shape}, want {w.dtype}{w.shape}"
         assert g.tobytes() == w.tobytes(), f"{what} output {k}: {g.reshape(-1)[:12]} != {w.reshape(-1)[:12]}"
 
 
