@@ -473,3 +473,70 @@ def test_tile_keeps_its_gradient_under_the_numpy_rule():
     y.backward(torch.ones_like(y))
     assert torch.equal(x.grad, torch.full((3, 4), 2.0))
     assert x.tile(2).shape == y.shape                    # PyTorch's own tile reads an int the same way
+
+
+# -- the DirectML flow: an unsupported DataType in a description, for every registered operator ---------
+
+def _unsupported_descriptions():
+    """(operator, slot, DataType, the description's JSON form) for every
+    registered operator (those without an array function included), every
+    input slot of its first bundled example, and every DataType its newest
+    support table does not list for that slot: a data slot's type changed
+    with every tensor of the same type (so the operator's equal-type rules
+    hold), an index slot's alone."""
+    import copy
+    from tests.test_engine_registry import _examples
+    out = []
+    for name, cls in OPERATORS.items():
+        ex = _examples(name)[0]
+        row = newest(cls)
+        for slot in [s.json for s in cls.SLOTS if s.role == "input"]:
+            value = ex[slot]
+            first = (value[0] if isinstance(value, list) else value)["DataType"]
+            own = any(n == slot for n, _ in row.slot_types)
+            for t in dml.DataType:
+                if t.name in ("UNKNOWN", "UINT4", "INT4") or t in row.types_of(slot):
+                    continue
+                form = copy.deepcopy(ex)
+                for key, v in form.items():
+                    for tensor in (v if isinstance(v, list) else [v]):
+                        if isinstance(tensor, dict) and "Sizes" in tensor and tensor.get("DataType") == first \
+                                and (key == slot or not own):
+                            tensor["DataType"] = t.name
+                out.append((name, slot, t, form))
+    return out
+
+
+UNSUPPORTED_DESCRIPTIONS = _unsupported_descriptions()
+
+#: Operators whose index tensors of another type are a ValidationError
+#: ("IndicesTensor.DataType must be an index type (INT64, UINT64, INT32,
+#: UINT32); got FLOAT32", no feature level) in their descriptions, where a
+#: data tensor's is this UnsupportedError (the array API's are both).
+_INDEX_TYPE_IS_A_VALIDATION_ERROR = ("GATHER", "GATHER_ELEMENTS", "GATHER_ND", "GATHER_ND1", "SCATTER_ELEMENTS",
+                                     "SCATTER_ND", "ONE_HOT", "REVERSE_SUBSEQUENCES")
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, id=n, marks=pytest.mark.xfail(strict=True, reason=(
+        f"{n}: an index tensor's unsupported DataType is a ValidationError 'must be an index type', not an "
+        f"UnsupportedError naming the feature level"))) if n in _INDEX_TYPE_IS_A_VALIDATION_ERROR
+    else pytest.param(n, id=n)
+    for n in sorted({n for n, *_ in UNSUPPORTED_DESCRIPTIONS})])
+def test_an_unsupported_data_type_in_a_description_is_one_unsupported_error(name):
+    """The JSON form, ``Device``, ``opendml run`` and DxDispatch read
+    descriptions: a tensor of a type the newest table does not list is an
+    UnsupportedError naming the tensor, the type, the level and the
+    supported types, for every operator and every tensor."""
+    from opendml import jsonform
+    for op, slot, t, form in UNSUPPORTED_DESCRIPTIONS:
+        if op != name:
+            continue
+        with pytest.raises(dml.DmlError) as info:
+            jsonform.from_json(form).validate(max(dml.FeatureLevel))
+        text = str(info.value)
+        assert type(info.value) is dml.UnsupportedError, (slot, t.name, text)
+        m = re.fullmatch(rf"{op}: {slot}(\[\d+\])?\.DataType {t.name} is not supported at feature level "
+                         rf"{max(dml.FeatureLevel).name[3:]} \(supported: ([A-Z0-9, ]+)\)(; .*)?", text)
+        assert m, (slot, t.name, text)
+        assert set(m.group(2).split(", ")) == {x.name for x in newest(OPERATORS[op]).types_of(slot)}, text

@@ -1,0 +1,720 @@
+"""Every registered operator on every route (issue 31), and a gap fails.
+
+The operators come from the registry (``opendml.ops.OPERATORS``), never from a
+list here, and each operator's cases from one source:
+
+* the array-API routes run the operator's declared example call (its
+  ``BINDING``: the input shapes and arguments, loaded as
+  ``tests/arrays/test_contract.py`` loads them); every result is compared
+  byte for byte with the NumPy route's, and the NumPy route with the same
+  description run through ``opendml.Device``;
+* the description routes (the JSON form, ``opendml run``, ``Device``,
+  DxDispatch) run the operator's bundled examples (``src/opendml/examples``,
+  loaded as ``tests/test_engine_registry.py`` loads them) against the
+  outputs the pages document.
+
+Where a route does not apply, the operator's own declarations say so and this
+file reads them: no ``BINDING`` (an operator a newer one replaces in the array
+API) means no array-API route; ``linear_part()`` None means no derivative
+for those types, and ``ADJOINT_INPUTS`` names the inputs (indices) that get
+none. Gradients and tangents are checked exactly, against the Jacobian the
+NumPy route gives column by column (the cases' values are small integers,
+so every sum is exact).
+
+Routes that do not work today are strict ``xfail``s (``KNOWN_GAPS``), each
+with the assertion that fails: the suite stays green and each flips to a
+failure when its gap is closed, so the entry must then be removed.
+
+Counters (the call cache's hits, the operator modules' Python running during
+a call) are read in one helper, ``observe``, so that a change of the engine's
+internals touches one function here.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import opendml as dml
+from opendml import cli, jsonform
+from opendml.ops import OPERATORS
+from tests.arrays.test_contract import BOUND, FRAMEWORKS, example_inputs, host
+from tests.arrays.test_contract import others as binding_others
+from tests.conftest import cuda_available, native_available
+from tests.test_engine_registry import _examples
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE_DIR = str(pathlib.Path(dml.__file__).parent) + os.sep
+OPS_DIR = PACKAGE_DIR + "ops" + os.sep
+
+
+# -- the one place this file reads the engine's counters -----------------------------------------------
+
+def observe(fn):
+    """Run ``fn()`` and return ``(its result, what the engine did meanwhile)``:
+    ``hits`` and ``entries``, the call cache's served calls and new entries
+    (``plan_cache_info()["call_cache"]``), ``ops`` the functions of the
+    operator modules (``opendml/ops/``) that Python ran, ``plans`` those of
+    them that make a description or a plan (``PLANNING``), and ``descs``
+    the operator descriptions those functions ran on or opendml's functions
+    returned (a plan cache's hit). A call served wholly in C (the call
+    cache, a C new-shape lowering) makes no plan."""
+    ops, descs = [], []
+    kinds = tuple(OPERATORS.values())
+
+    def seen(d):
+        if isinstance(d, kinds) and all(d is not e for e in descs):
+            descs.append(d)
+
+    def profile(frame, event, arg):
+        name = frame.f_code.co_filename
+        if event == "call" and name.startswith(OPS_DIR):
+            ops.append(frame.f_code.co_name)
+            seen(frame.f_locals.get("self"))
+        elif event == "return" and name.startswith(PACKAGE_DIR):
+            for d in arg if type(arg) is tuple else (arg,):
+                seen(d)
+
+    before = dml.plan_cache_info()["call_cache"]
+    old = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        result = fn()
+    finally:
+        sys.setprofile(old)
+    after = dml.plan_cache_info()["call_cache"]
+    return result, {"hits": after["hits"] - before["hits"], "entries": after["entries"] - before["entries"],
+                    "ops": ops, "plans": [f for f in ops if f in PLANNING], "descs": descs}
+
+
+#: The operator modules' functions that make a description or a plan: a
+#: description's checks, its lowering, the description-free lowering.
+PLANNING = ("__post_init__", "lower", "plain_lowering")
+
+
+# -- the cases -----------------------------------------------------------------------------------------
+
+class Case:
+    """An operator's declared example call: ``arrays`` (NumPy) are its array
+    argument(s) (``binding.inputs``) then its further arrays
+    (``binding.others``: indices, updates...), ``run(arrays)`` calls the
+    operator's array function on arrays of any framework and returns its
+    outputs as a list."""
+
+    def __init__(self, name, cls, binding):
+        self.name, self.cls, self.binding = name, cls, binding
+        self.main = len(binding.inputs)
+        self.arrays = example_inputs(binding) + list(binding_others(binding).values())
+
+    def run(self, arrays):
+        b = self.binding
+        fn = getattr(dml, b.function)
+        kw = {**b.args, **dict(zip(b.others, arrays[self.main:]))}
+        main = arrays[:self.main]
+        out = fn(list(main), **kw) if b.array == "arrays" else fn(main[0], **kw)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+    @functools.cached_property
+    def want(self) -> list[np.ndarray]:
+        """The NumPy route's outputs."""
+        return self.run(self.arrays)
+
+    @functools.cached_property
+    def desc(self):
+        """The call's description, seen while the Python route (the NumPy
+        kernels, no call cache) runs it."""
+        with dml.configure(cpu_kernels="numpy", call_cache=False):
+            _, seen = observe(lambda: self.run([a.copy() for a in self.arrays]))
+        descs = [d for d in seen["descs"] if type(d) is self.cls]
+        assert descs, f"{self.name}: the Python route ran no {self.cls.__name__}"
+        return descs[-1]
+
+    @functools.cached_property
+    def positions(self) -> list[int]:
+        """Each array's input position in the description (slot order)."""
+        names = [n for n, _ in self.desc.named_tensors("input")]
+        taken = [names.index(slot) for slot, _, _ in self.binding.others.values()]
+        free = [i for i in range(len(names)) if i not in taken]
+        return free[:self.main] + taken
+
+    @functools.cached_property
+    def differentiable(self) -> list[int]:
+        """The arrays the operator declares a derivative for: none where
+        ``linear_part()`` is None, else its float inputs but those
+        ``ADJOINT_INPUTS`` names."""
+        if self.desc.linear_part() is None:
+            return []
+        fixed = set(getattr(self.desc, "ADJOINT_INPUTS", ()))
+        return [i for i, a in enumerate(self.arrays) if a.dtype.kind == "f" and self.positions[i] not in fixed]
+
+    @functools.cached_property
+    def cotangents(self) -> list[np.ndarray]:
+        return [(np.arange(w.size) % 5 - 2).astype(w.dtype).reshape(w.shape) for w in self.want]
+
+    def tangent(self, i) -> np.ndarray:
+        a = self.arrays[i]
+        return (np.arange(a.size) % 3 + 1).astype(a.dtype).reshape(a.shape)
+
+    @functools.cached_property
+    def jacobian(self) -> dict:
+        """{array i: [per output, (outputs' elements, array i's elements) float64]}
+        from the NumPy route: column k is f(e_k) - f(0) (the other arrays as
+        given), exact for the data-movement operators' small integer values."""
+        out = {}
+        for i in self.differentiable:
+            a = self.arrays[i]
+
+            def at(v):
+                arrays = list(self.arrays)
+                arrays[i] = v.reshape(a.shape).astype(a.dtype)
+                return [np.asarray(y, np.float64).reshape(-1) for y in self.run(arrays)]
+            base = at(np.zeros(a.size))
+            cols = []
+            for k in range(a.size):
+                e = np.zeros(a.size)
+                e[k] = 1
+                cols.append([y - b for y, b in zip(at(e), base)])
+            out[i] = [np.stack([c[o] for c in cols], axis=1) for o in range(len(self.want))]
+        return out
+
+    def gradient(self, i) -> np.ndarray:
+        """J_i^T g for the cotangents."""
+        a = self.arrays[i]
+        g = sum(j.T @ np.asarray(c, np.float64).reshape(-1) for j, c in zip(self.jacobian[i], self.cotangents))
+        return np.asarray(g).astype(a.dtype).reshape(a.shape)
+
+    def jvp(self) -> list[np.ndarray]:
+        """sum_i J_i t_i for the tangents of the differentiable arrays."""
+        return [sum(self.jacobian[i][o] @ np.asarray(self.tangent(i), np.float64).reshape(-1)
+                    for i in self.differentiable).astype(w.dtype).reshape(w.shape)
+                for o, w in enumerate(self.want)]
+
+    def batch(self) -> list[np.ndarray]:
+        """A batch of two for each array argument: the example and its
+        elements in reverse order (still valid indices where they are)."""
+        return [np.stack([a, a.reshape(-1)[::-1].reshape(a.shape)]) for a in self.arrays[:self.main]]
+
+    def batched_want(self) -> list[np.ndarray]:
+        rows = [self.run([m[b] for m in self.batch()] + self.arrays[self.main:]) for b in range(2)]
+        return [np.stack([r[o] for r in rows]) for o in range(len(self.want))]
+
+
+CASES = {name: Case(name, cls, b) for name, cls, b in BOUND}
+
+
+def case_of(name: str) -> Case:
+    """The operator's array-API case, or a skip naming the declaration that
+    leaves it without one."""
+    if name not in CASES:
+        pytest.skip(f"{name} declares no array function (no BINDING: a newer operator has its place in the "
+                    f"array API)")
+    return CASES[name]
+
+
+def same(got, want, what=""):
+    """Outputs equal byte for byte: count, dtype, shape and bytes."""
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, want {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g)
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), \
+            f"{what} output {k}: {g.dtype}{g.shape}, want {w.dtype}{w.shape}"
+        assert g.tobytes() == w.tobytes(), f"{what} output {k}: {g.reshape(-1)[:12]} != {w.reshape(-1)[:12]}"
+
+
+def needs_differentiable(case: Case):
+    if not case.differentiable:
+        pytest.skip(f"{case.name} declares no derivative for its example's types (linear_part() is None "
+                    f"or every float input is in ADJOINT_INPUTS)")
+
+
+# -- the known gaps (strict xfails: remove an entry when its route works) --------------------------------
+
+_INDEX_OPS = ("GATHER", "GATHER_ELEMENTS", "GATHER_ND1", "SCATTER_ELEMENTS", "SCATTER_ND", "ONE_HOT",
+              "REVERSE_SUBSEQUENCES")
+_NO_C_CACHE = "the index-driven operators have no C call-cache entry: a repeat is not served (hits +0)"
+_PY_NEW_SHAPE = "a never-seen shape builds the description and lowers it in Python (__post_init__, lower)"
+
+#: route -> {operator: the assertion that fails today}.
+KNOWN_GAPS: dict[str, dict[str, str]] = {
+    "call-cache": dict.fromkeys(_INDEX_OPS, _NO_C_CACHE),
+    "call-cache-torch": dict.fromkeys(_INDEX_OPS, _NO_C_CACHE),
+    "new-shape": {
+        **dict.fromkeys(_INDEX_OPS, _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
+        "FOLD": _PY_NEW_SHAPE + ": FOLD has no plain_lowering and no C lowering",
+        "CAST": _PY_NEW_SHAPE + ": the C lowering declines a dtype given as a string ('int32') or a DataType "
+                                "(it takes numpy.int32 and np.dtype('int32'))",
+        "UNFOLD": "a never-seen shape runs plain_lowering in Python (no C lowering of UNFOLD's fields)",
+        "SLICE_GRAD": "a never-seen shape runs plain_lowering in Python (no C lowering of SLICE_GRAD's fields)",
+    },
+    # every bound operator: Dynamo traces into the array function, whose first step (the C call cache) it
+    # cannot trace; the functions enter a graph whole only once opendml.torch (or an eager call's adapter)
+    # has been imported
+    "torch-compile-first": dict.fromkeys(CASES, "torch._dynamo.exc.Unsupported: Attempted to call function "
+                                                "marked as skipped (opendml.runtime.cpu._native.call_cache_call "
+                                                "or call_cache_move), unless opendml.torch was imported first"),
+    "torch-vmap": {
+        "CAST": "UnsupportedError: cast: CAST is not differentiable for these types, and runs under torch.func "
+                "transforms only where it is (vmap needs no derivative)",
+        "ONE_HOT": "UnsupportedError: one_hot: ONE_HOT is not differentiable for these types, and runs under "
+                   "torch.func transforms only where it is (vmap needs no derivative)",
+    },
+}
+
+
+def marked(route: str, names):
+    gaps = KNOWN_GAPS.get(route, {})
+    return [pytest.param(n, id=n, marks=pytest.mark.xfail(strict=True, reason=f"{route} x {n}: {gaps[n]}"))
+            if n in gaps else pytest.param(n, id=n) for n in names]
+
+
+ALL = sorted(OPERATORS)
+
+
+# -- NumPy ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", marked("numpy", ALL))
+def test_numpy(name):
+    """The NumPy route equals the Python route on the NumPy kernels and the
+    description run through ``Device``."""
+    case = case_of(name)
+    with dml.configure(cpu_kernels="numpy", call_cache=False):
+        same(case.run([a.copy() for a in case.arrays]), case.want, "NumPy kernels")
+    # the description's tensors hold the arrays' elements (the index operators' give every tensor the
+    # input's rank: leading 1s)
+    tensors = case.desc.inputs
+    ins = [None] * len(case.arrays)
+    for i, p in enumerate(case.positions):
+        ins[p] = case.arrays[i].reshape(tensors[p].sizes)
+    got = dml.Device("cpu").run_all(case.desc, *ins)
+    assert [g.size for g in got] == [w.size for w in case.want]
+    same([g.reshape(w.shape) for g, w in zip(got, case.want)], case.want, "Device")
+
+
+@pytest.mark.parametrize("name", marked("call-cache", ALL))
+def test_call_cache_serves_a_repeat(name):
+    """A repeated call (same arguments, new arrays of the same shape) is
+    served by the C call cache: its hit counter moves, the bytes are the same."""
+    if not native_available():
+        pytest.skip("the compiled extension is not built")
+    case = case_of(name)
+    case.run([a.copy() for a in case.arrays])
+    got, seen = observe(lambda: case.run([a.copy() for a in case.arrays]))
+    same(got, case.want, "repeat")
+    assert seen["hits"] >= 1, f"{name}: a repeated NumPy call was not served by the call cache (hits +0)"
+
+
+@pytest.mark.parametrize("name", marked("call-cache-torch", ALL))
+def test_call_cache_serves_a_torch_cpu_repeat(name):
+    torch = pytest.importorskip("torch")
+    if not native_available():
+        pytest.skip("the compiled extension is not built")
+    case = case_of(name)
+    args = lambda: [torch.from_numpy(a.copy()) for a in case.arrays]  # noqa: E731
+    case.run(args())
+    got, seen = observe(lambda: case.run(args()))
+    same([g.numpy() for g in got], case.want, "repeat")
+    assert seen["hits"] >= 1, f"{name}: a repeated PyTorch CPU call was not served by the call cache (hits +0)"
+
+
+# -- the C new-shape route, in fresh processes ------------------------------------------------------------
+
+#: What runs first in the fresh process, and the arrays it calls on.
+ORDERS = {"numpy-only": ("", "numpy"), "torch-first-numpy": ("import torch", "numpy"),
+          "torch-first-torch": ("import torch", "torch")}
+#: Every fresh process: the import orders, and one that compiles first.
+PROCESSES = {**ORDERS, "torch-compile-first": ("import torch", "torch.compile")}
+
+
+def _fresh_process_main(framework: str) -> None:
+    """In a fresh process: each bound operator's example once (a shape this
+    process never saw), on ``framework``'s CPU arrays; prints one JSON line per
+    operator: the operator-module functions Python ran, the call cache's new
+    entries, whether the bytes equal the NumPy route's (computed after)."""
+    rows = {}
+    if framework == "torch.compile":
+        return _compile_first_main()
+    for name, case in CASES.items():
+        arrays = [a.copy() for a in case.arrays]
+        if framework == "torch":
+            import torch
+            arrays = [torch.from_numpy(a) for a in arrays]
+        try:
+            got, seen = observe(lambda: case.run(arrays))
+            got = [np.asarray(host(g, framework)) for g in got]
+            rows[name] = {"plans": sorted(set(seen["plans"])), "ops": sorted(set(seen["ops"])),
+                          "entries": seen["entries"], "got": got}
+        except Exception as e:  # noqa: BLE001 - reported per operator
+            rows[name] = {"error": f"{type(e).__name__}: {e}"}
+    for name, row in rows.items():
+        if "got" in row:
+            want = CASES[name].want
+            row["same"] = len(want) == len(row["got"]) and all(
+                g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
+                for g, w in zip(row.pop("got"), want))
+    print(json.dumps({"modules": sorted(m for m in ("torch", "jax", "cupy") if m in sys.modules), "rows": rows}))
+
+
+_STARTED: dict = {}
+
+
+def _start_fresh_processes() -> None:
+    """Start every import order's process at once (they run beside the
+    other tests; ``fresh_process`` collects each)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pathlib.Path(dml.__file__).parents[1]), str(ROOT)])}
+    for order, (first, framework) in PROCESSES.items():
+        if order not in _STARTED:
+            code = f"{first}\nimport tests.test_route_matrix as m\nm._fresh_process_main({framework!r})\n"
+            _STARTED[order] = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+
+def _compile_first_main() -> None:
+    """In a fresh process where PyTorch came first and opendml has run
+    nothing: each bound operator's example inside ``torch.compile(fullgraph=True)``
+    (``opendml.torch`` not imported); prints, per operator, the error or
+    whether the bytes equal the NumPy route's."""
+    import torch
+    rows = {}
+    for name, case in CASES.items():
+        torch._dynamo.reset()
+        fn = torch.compile(lambda *a, case=case: tuple(case.run(list(a))), backend="aot_eager", fullgraph=True)
+        try:
+            got = [y.numpy() for y in fn(*[torch.from_numpy(a.copy()) for a in case.arrays])]
+            rows[name] = {"got": got}
+        except Exception as e:  # noqa: BLE001 - reported per operator
+            rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
+    for name, row in rows.items():
+        if "got" in row:
+            want = CASES[name].want
+            row["same"] = len(want) == len(row["got"]) and all(
+                g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
+                for g, w in zip(row.pop("got"), want))
+    print(json.dumps({"modules": sorted(m for m in ("torch", "jax", "cupy") if m in sys.modules), "rows": rows}))
+
+
+@functools.cache
+def fresh_process(order: str) -> dict:
+    _start_fresh_processes()
+    out, err = _STARTED[order].communicate(timeout=300)
+    assert _STARTED[order].returncode == 0, err[-2000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fresh_processes_early(request):
+    """Where this session runs a fresh-process test, start the processes
+    with the module's first test."""
+    if any(getattr(item, "originalname", "").startswith(("test_new_shape", "test_fresh", "test_torch_compile_first"))
+           for item in request.session.items):
+        _start_fresh_processes()
+    yield
+
+
+@pytest.mark.parametrize("order", list(PROCESSES))
+def test_fresh_processes_import_what_they_say(order):
+    got = fresh_process(order)["modules"]
+    assert ("torch" in got) == ("torch" in PROCESSES[order][0]), got
+    assert "jax" not in got and "cupy" not in got, got
+
+
+@pytest.mark.parametrize("order", [pytest.param(o, id=o) for o in ORDERS])
+@pytest.mark.parametrize("name", marked("new-shape", ALL))
+def test_new_shape_runs_in_c(name, order):
+    """A never-seen shape (the first call in a fresh process) is lowered, run
+    and recorded in C: no function of the operator modules runs in Python
+    (no description, no plan), the call cache holds a new entry, and the
+    bytes are the NumPy route's."""
+    if not native_available():
+        pytest.skip("the compiled extension is not built")
+    case_of(name)
+    if ORDERS[order][1] == "torch":
+        pytest.importorskip("torch")
+    row = fresh_process(order)["rows"][name]
+    assert "error" not in row, row
+    assert row["same"], f"{name} ({order}): the first call's bytes differ from the NumPy route's"
+    assert not row["plans"], (f"{name} ({order}): a never-seen shape was planned in Python ({row['plans']}; "
+                              f"the operator module ran {row['ops']})")
+    assert row["entries"] >= 1, f"{name} ({order}): the never-seen shape's call left no call-cache entry"
+
+
+# -- PyTorch -------------------------------------------------------------------------------------------
+
+def _torch(arrays, grad=()):
+    torch = pytest.importorskip("torch")
+    return [torch.from_numpy(a.copy()).requires_grad_(i in grad) for i, a in enumerate(arrays)]
+
+
+def _np(ts):
+    return [t.detach().cpu().numpy() for t in ts]
+
+
+@pytest.mark.parametrize("name", marked("torch", ALL))
+def test_torch_cpu_eager(name):
+    case = case_of(name)
+    got = case.run(_torch(case.arrays))
+    same(_np(got), case.want, "torch")
+
+
+@pytest.mark.parametrize("name", marked("torch-autograd", ALL))
+def test_torch_autograd(name):
+    """Float inputs that require grad: the forward bytes are the NumPy
+    route's; where the operator declares a derivative, ``backward`` gives
+    J^T g exactly for every differentiable input."""
+    case = case_of(name)
+    floats = [i for i, a in enumerate(case.arrays) if a.dtype.kind == "f"]
+    if not floats:
+        pytest.skip(f"{name}'s example has no float input")
+    xs = _torch(case.arrays, grad=floats)
+    ys = case.run(xs)
+    same(_np(ys), case.want, "torch autograd forward")
+    needs_differentiable(case)
+    import torch
+    loss = sum((y * torch.from_numpy(c)).sum() for y, c in zip(ys, case.cotangents))
+    loss.backward()
+    for i in case.differentiable:
+        assert xs[i].grad is not None, f"{name}: no gradient for array {i}"
+        same([xs[i].grad.numpy()], [case.gradient(i)], f"gradient of array {i}")
+
+
+@pytest.mark.parametrize("name", marked("torch-forward-ad", ALL))
+def test_torch_forward_ad(name):
+    case = case_of(name)
+    needs_differentiable(case)
+    import torch.autograd.forward_ad as fwad
+    with fwad.dual_level():
+        xs = _torch(case.arrays)
+        for i in case.differentiable:
+            xs[i] = fwad.make_dual(xs[i], _torch([case.tangent(i)])[0])
+        ys = case.run(xs)
+        prim = [fwad.unpack_dual(y).primal for y in ys]
+        tang = [fwad.unpack_dual(y).tangent for y in ys]
+    same(_np(prim), case.want, "forward AD primal")
+    assert all(t is not None for t in tang), f"{name}: forward AD gave no tangent"
+    same(_np(tang), case.jvp(), "forward AD tangent")
+
+
+@pytest.mark.parametrize("name", marked("torch-vmap", ALL))
+def test_torch_func_vmap(name):
+    case = case_of(name)
+    torch = pytest.importorskip("torch")
+    rest = _torch(case.arrays[case.main:])
+    got = torch.func.vmap(lambda *m: tuple(case.run(list(m) + rest)))(*_torch(case.batch()))
+    same(_np(got), case.batched_want(), "vmap")
+
+
+@pytest.mark.parametrize("name", marked("torch-compile", ALL))
+def test_torch_compile(name):
+    """The call inside ``torch.compile(fullgraph=True)`` (AOTAutograd's
+    graph, run eagerly) once ``opendml.torch`` is imported (which, as its
+    documentation says, lets the array functions into a graph whole): no
+    graph break, the graph runs and gives the NumPy route's bytes. Without
+    that import: ``test_torch_compile_first``."""
+    case = case_of(name)
+    pytest.importorskip("torch")
+    same(_np(_compiled(case, _torch(case.arrays))), case.want, "torch.compile")
+
+
+@pytest.mark.parametrize("name", marked("torch-compile-first", ALL))
+def test_torch_compile_first(name):
+    """In a fresh process that imported PyTorch and nothing of opendml's
+    PyTorch side: the call inside ``torch.compile(fullgraph=True)`` is the
+    process's first, and it runs in the graph with the NumPy route's bytes."""
+    case_of(name)
+    pytest.importorskip("torch")
+    row = fresh_process("torch-compile-first")["rows"][name]
+    assert "error" not in row, f"{name}: {row['error']}"
+    assert row["same"], f"{name}: compiled first, the bytes differ from the NumPy route's"
+
+
+def _compiled(case, tensors):
+    import torch
+
+    import opendml.torch  # noqa: F401 - what lets the array functions into a graph whole
+    torch._dynamo.reset()
+    return torch.compile(lambda *a: tuple(case.run(list(a))), backend="aot_eager", fullgraph=True)(*tensors)
+
+
+# -- JAX -----------------------------------------------------------------------------------------------
+
+def _jax(arrays):
+    jnp = pytest.importorskip("jax.numpy")
+    return [jnp.asarray(a) for a in arrays]
+
+
+def _jnp_want(case):
+    """The NumPy route's outputs as JAX holds them (64-bit types are 32-bit
+    unless JAX's x64 mode is on)."""
+    import jax
+    if jax.config.jax_enable_x64:
+        return case.want
+    return [w.astype({"int64": "int32", "uint64": "uint32", "float64": "float32"}.get(w.dtype.name, w.dtype))
+            for w in case.want]
+
+
+@pytest.mark.parametrize("name", marked("jax", ALL))
+def test_jax_eager(name):
+    case = case_of(name)
+    same([np.asarray(y) for y in case.run(_jax(case.arrays))], _jnp_want(case), "jax")
+
+
+@pytest.mark.parametrize("name", marked("jax-jit", ALL))
+def test_jax_jit(name):
+    case = case_of(name)
+    import jax
+    got = jax.jit(lambda *a: tuple(case.run(list(a))))(*_jax(case.arrays))
+    same([np.asarray(y) for y in got], _jnp_want(case), "jax.jit")
+
+
+@pytest.mark.parametrize("name", marked("jax-grad", ALL))
+def test_jax_grad(name):
+    case = case_of(name)
+    needs_differentiable(case)
+    import jax
+    import jax.numpy as jnp
+    cts = _jax(case.cotangents)
+
+    def loss(*a):
+        return sum(jnp.sum(y * c) for y, c in zip(case.run(list(a)), cts))
+    got = jax.grad(loss, argnums=tuple(case.differentiable))(*_jax(case.arrays))
+    same([np.asarray(g) for g in got], [case.gradient(i) for i in case.differentiable], "jax.grad")
+
+
+@pytest.mark.parametrize("name", marked("jax-vmap", ALL))
+def test_jax_vmap(name):
+    case = case_of(name)
+    import jax
+    rest = _jax(case.arrays[case.main:])
+    got = jax.vmap(lambda *m: tuple(case.run(list(m) + rest)))(*_jax(case.batch()))
+    want = case.batched_want()
+    if not jax.config.jax_enable_x64:
+        want = [w.astype({"int64": "int32", "uint64": "uint32", "float64": "float32"}.get(w.dtype.name, w.dtype))
+                for w in want]
+    same([np.asarray(y) for y in got], want, "jax.vmap")
+
+
+# -- Dask ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", marked("dask", ALL))
+def test_dask(name):
+    """Every array cut into chunks (halves of each axis): the bytes are the
+    NumPy route's, and where the operator declares an axis free to cut
+    (``chunking()``, a dict without it) and the input is cut there, the run
+    is block-wise (more than one output block)."""
+    case = case_of(name)
+    pytest.importorskip("dask.array")
+    arrays = [FRAMEWORKS["dask"](a) for a in case.arrays]
+    got = case.run(arrays)
+    same([np.asarray(y.compute()) for y in got], case.want, "dask")
+    declared = case.desc.chunking()
+    if isinstance(declared, dict):
+        free = [k for k, n in enumerate(arrays[0].numblocks) if n > 1 and declared.get(k) != 0]
+        if free:
+            assert any(np.prod(y.numblocks) > 1 for y in got), \
+                f"{name}: input axes {free} are free to cut, yet the result is one block"
+
+
+# -- CUDA: CuPy and PyTorch ----------------------------------------------------------------------------
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("framework", ["cupy", "torch_cuda"])
+@pytest.mark.parametrize("name", marked("cuda", ALL))
+def test_cuda(name, framework):
+    if not cuda_available():
+        pytest.skip("CUDA is not available here")
+    case = case_of(name)
+    got = case.run([FRAMEWORKS[framework](a) for a in case.arrays])
+    same([host(y, framework) for y in got], case.want, framework)
+
+
+# -- the description routes: the JSON form, `opendml run`, Device, DxDispatch ----------------------------
+
+def _example_cases():
+    return [(name, ex) for name in ALL for ex in _examples(name)]
+
+
+EXAMPLE_IDS = [ex["Name"] for _, ex in _example_cases()]
+
+
+def _documented(ex, desc):
+    xs = cli.load_inputs(None, ex, desc)
+    want = cli.expected_outputs(ex, desc)
+    assert want is not None, f"{ex['Name']}: the bundled example documents no output"
+    return xs, want
+
+
+def desc_params(route):
+    gaps = KNOWN_GAPS.get(route, {})
+    return [pytest.param(n, ex, id=ex["Name"], marks=pytest.mark.xfail(strict=True, reason=f"{route} x {n}: {gaps[n]}"))
+            if n in gaps else pytest.param(n, ex, id=ex["Name"]) for n, ex in _example_cases()]
+
+
+@pytest.mark.parametrize("name, ex", desc_params("jsonform"))
+def test_json_form_and_device(name, ex):
+    """The JSON form reads the example, writes it back the same, and the
+    description runs through ``Device`` (on the compiled and the NumPy CPU
+    kernels) to the documented outputs."""
+    desc = jsonform.from_json(ex)
+    assert jsonform.from_json(json.loads(json.dumps(jsonform.to_json(desc)))) == desc
+    xs, want = _documented(ex, desc)
+    same(dml.Device("cpu").run_all(desc, *xs), want, "Device")
+    with dml.configure(cpu_kernels="numpy"):
+        same(dml.Device("cpu").run_all(desc, *xs), want, "Device (NumPy kernels)")
+
+
+@pytest.mark.parametrize("name, ex", desc_params("cli"))
+def test_opendml_run(name, ex, tmp_path):
+    """``opendml run --example NAME --output ...``: exit 0 (the documented
+    outputs matched), and the saved arrays are those outputs."""
+    desc = jsonform.from_json(ex)
+    _, want = _documented(ex, desc)
+    paths = [str(tmp_path / f"y{k}.npy") for k in range(len(desc.outputs))]
+    argv = ["run", "--example", ex["Name"]] + [a for p in paths for a in ("--output", p)]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    assert code == 0, (code, err.getvalue(), out.getvalue()[-500:])
+    same([np.load(p) for p in paths], want, "opendml run")
+
+
+@pytest.mark.parametrize("name, ex", desc_params("dxdispatch"))
+def test_dxdispatch(name, ex):
+    """The example as a DxDispatch model (one dispatchable of the operator):
+    the outputs read back through their tensors are the documented ones."""
+    model = dml.dxdispatch.example_model(ex)
+    assert [d["type"] for d in model["dispatchables"].values()] == [f"DML_OPERATOR_{name}"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        results = dml.dxdispatch.run(model)
+    rows = dml.dxdispatch.example_outputs(ex, results)
+    same([got for _, got, _ in rows], [w for _, _, w in rows], "DxDispatch")
+    _, want = _documented(ex, jsonform.from_json(ex))
+    same([got for _, got, _ in rows], want, "DxDispatch")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name, ex", desc_params("device-cuda"))
+def test_device_cuda(name, ex):
+    if not cuda_available():
+        pytest.skip("CUDA is not available here")
+    desc = jsonform.from_json(ex)
+    xs, want = _documented(ex, desc)
+    same(dml.Device("cuda", feature_level="6_4").run_all(desc, *xs), want, "Device cuda")
+
+
+# -- the matrix itself ---------------------------------------------------------------------------------
+
+def test_every_operator_is_in_the_matrix():
+    """Every registered operator is a case of the array routes or declares
+    why not, and has a bundled example for the description routes."""
+    for name, cls in OPERATORS.items():
+        assert name in CASES or cls.__dict__.get("BINDING") is None, name
+        assert _examples(name), name
+    for route, gaps in KNOWN_GAPS.items():
+        assert set(gaps) <= set(OPERATORS), (route, set(gaps) - set(OPERATORS))
