@@ -83,16 +83,28 @@ def observe(fn):
             for d in arg if type(arg) is tuple else (arg,):
                 seen(d)
 
-    before = dml.plan_cache_info()["call_cache"]
+    before = _c_cache()
     old = sys.getprofile()
     sys.setprofile(profile)
     try:
         result = fn()
     finally:
         sys.setprofile(old)
-    after = dml.plan_cache_info()["call_cache"]
+    after = _c_cache()
     return result, {"hits": after["hits"] - before["hits"], "entries": after["entries"] - before["entries"],
                     "ops": ops, "plans": [f for f in ops if f in PLANNING], "descs": descs}
+
+
+def _c_cache() -> dict:
+    """Hits and entries of the C call caches: the engine's
+    (``plan_cache_info()["call_cache"]``) and the index functions' own
+    (``index.c``, ``index_ops._index.info()``)."""
+    out = dict(dml.plan_cache_info()["call_cache"])
+    from opendml.arrays import index_ops
+    if index_ops._index is not None:
+        idx = index_ops._index.info()
+        out["hits"], out["entries"] = out["hits"] + idx["hits"], out["entries"] + idx["entries"]
+    return out
 
 
 #: The operator modules' functions that make a description or a plan: a
@@ -239,20 +251,20 @@ def needs_differentiable(case: Case):
 
 _INDEX_OPS = ("GATHER", "GATHER_ELEMENTS", "GATHER_ND1", "SCATTER_ELEMENTS", "SCATTER_ND", "ONE_HOT",
               "REVERSE_SUBSEQUENCES")
-_NO_C_CACHE = "the index-driven operators have no C call-cache entry: a repeat is not served (hits +0)"
 _PY_NEW_SHAPE = "a never-seen shape builds the description and lowers it in Python (__post_init__, lower)"
 
 #: route -> {operator: the assertion that fails today}.
 KNOWN_GAPS: dict[str, dict[str, str]] = {
-    "call-cache": dict.fromkeys(_INDEX_OPS, _NO_C_CACHE),
-    "call-cache-torch": dict.fromkeys(_INDEX_OPS, _NO_C_CACHE),
+    "call-cache": {"DIAGONAL_MATRIX1": "diagonal_matrix has no C call-cache entry: a repeat is not served"},
+    "call-cache-torch": {**dict.fromkeys(_INDEX_OPS, "the index functions' C cache serves NumPy arrays only"),
+                         "DIAGONAL_MATRIX1": "diagonal_matrix has no C call-cache entry: a repeat is not served"},
     "new-shape": {
-        **dict.fromkeys(_INDEX_OPS, _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
+        **dict.fromkeys(_INDEX_OPS + ("DIAGONAL_MATRIX1",),
+                        _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
         "FOLD": _PY_NEW_SHAPE + ": FOLD has no plain_lowering and no C lowering",
         "CAST": _PY_NEW_SHAPE + ": the C lowering declines a dtype given as a string ('int32') or a DataType "
                                 "(it takes numpy.int32 and np.dtype('int32'))",
         "UNFOLD": "a never-seen shape runs plain_lowering in Python (no C lowering of UNFOLD's fields)",
-        "SLICE_GRAD": "a never-seen shape runs plain_lowering in Python (no C lowering of SLICE_GRAD's fields)",
     },
     # every bound operator: Dynamo traces into the array function, whose first step (the C call cache) it
     # cannot trace; the functions enter a graph whole only once opendml.torch (or an eager call's adapter)
@@ -260,12 +272,6 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
     "torch-compile-first": dict.fromkeys(CASES, "torch._dynamo.exc.Unsupported: Attempted to call function "
                                                 "marked as skipped (opendml.runtime.cpu._native.call_cache_call "
                                                 "or call_cache_move), unless opendml.torch was imported first"),
-    "torch-vmap": {
-        "CAST": "UnsupportedError: cast: CAST is not differentiable for these types, and runs under torch.func "
-                "transforms only where it is (vmap needs no derivative)",
-        "ONE_HOT": "UnsupportedError: one_hot: ONE_HOT is not differentiable for these types, and runs under "
-                   "torch.func transforms only where it is (vmap needs no derivative)",
-    },
 }
 
 
