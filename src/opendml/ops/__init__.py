@@ -44,69 +44,55 @@ A description offers ``inputs``/``outputs`` (every tensor in slot order) and
 from ._common import OperatorDesc, SupportRow
 from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, IntArray, PaddingMode, ScalarUnion,
                     ScaleBias, Struct, Tensor, UInt)
-from .cast import CastOperatorDesc
-from .diagonal_matrix import DiagonalMatrix1OperatorDesc, DiagonalMatrixOperatorDesc
-from .fold import FoldOperatorDesc
-from .gather import GatherOperatorDesc
-from .gather_elements import GatherElementsOperatorDesc
-from .gather_nd import GatherNd1OperatorDesc, GatherNdOperatorDesc
-from .identity import ElementWiseIdentityOperatorDesc
-from .join import JoinOperatorDesc
-from .one_hot import OneHotOperatorDesc
-from .padding import PaddingOperatorDesc
-from .padding1 import Padding1OperatorDesc
-from .reverse_subsequences import ReverseSubsequencesOperatorDesc
-from .scatter import ScatterElementsOperatorDesc
-from .scatter_nd import ScatterNdOperatorDesc
-from .space_depth import (DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc, SpaceToDepth1OperatorDesc,
-                          SpaceToDepthOperatorDesc)
-from .split import SplitOperatorDesc
-from .tile import TileOperatorDesc
-from .slice import SliceOperatorDesc
-from .slice1 import Slice1OperatorDesc, max_copied_elements
-from .slice_grad import SliceGradOperatorDesc
-from .unfold import UnfoldOperatorDesc
+from importlib import import_module as _import_module
 
-#: DirectML's operator name -> its description class, one line per operator.
-OPERATORS: dict[str, type[OperatorDesc]] = {cls.OPERATOR: cls for cls in (
-    SliceOperatorDesc,
-    Slice1OperatorDesc,
-    UnfoldOperatorDesc,
-    FoldOperatorDesc,
-    SliceGradOperatorDesc,
-    ElementWiseIdentityOperatorDesc,
-    CastOperatorDesc,
-    PaddingOperatorDesc,
-    Padding1OperatorDesc,
-    JoinOperatorDesc,
-    SplitOperatorDesc,
-    TileOperatorDesc,
-    SpaceToDepthOperatorDesc,
-    DepthToSpaceOperatorDesc,
-    SpaceToDepth1OperatorDesc,
-    DepthToSpace1OperatorDesc,
-    GatherOperatorDesc,
-    GatherElementsOperatorDesc,
-    GatherNdOperatorDesc,
-    GatherNd1OperatorDesc,
-    ScatterElementsOperatorDesc,
-    ScatterNdOperatorDesc,
-    OneHotOperatorDesc,
-    ReverseSubsequencesOperatorDesc,
-    DiagonalMatrixOperatorDesc, DiagonalMatrix1OperatorDesc,
-)}
+from .slice1 import max_copied_elements
+
+#: The operator modules, one line each (adding an operator is its module and
+#: its line here): every public class of a module that declares ``OPERATOR``
+#: is registered, a module's classes in the order of their DirectML type values.
+_MODULES = (
+    "slice",
+    "slice1",
+    "unfold",
+    "fold",
+    "slice_grad",
+    "identity",
+    "cast",
+    "padding",
+    "padding1",
+    "join",
+    "split",
+    "tile",
+    "space_depth",
+    "gather",
+    "gather_elements",
+    "gather_nd",
+    "scatter",
+    "scatter_nd",
+    "one_hot",
+    "reverse_subsequences",
+    "diagonal_matrix",
+)
+
+
+def _declared(module: str) -> list:
+    mod = _import_module(f"{__name__}.{module}")
+    return sorted((c for n, c in vars(mod).items() if isinstance(c, type) and c.__module__ == mod.__name__
+                   and not n.startswith("_") and issubclass(c, OperatorDesc) and "OPERATOR" in c.__dict__),
+                  key=lambda c: c.TYPE_VALUE)
+
+
+#: DirectML's operator name -> its description class.
+OPERATORS: dict[str, type[OperatorDesc]] = {cls.OPERATOR: cls for m in _MODULES for cls in _declared(m)}
+#: The description classes by their Python names (``SliceOperatorDesc``...), exported here.
+DESCRIPTIONS: dict[str, type[OperatorDesc]] = {cls.__name__: cls for cls in OPERATORS.values()}
+globals().update(DESCRIPTIONS)
 
 #: Other names DirectML gives an operator (``DML_OPERATOR_SCATTER`` for
 #: SCATTER_ELEMENTS), from each class's ``ALIASES``: the JSON form accepts them.
 ALIASES: dict[str, str] = {alias: cls.OPERATOR for cls in OPERATORS.values() for alias in getattr(cls, "ALIASES", ())}
 
 __all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Float", "Bool", "Enum", "ScalarUnion",
-           "Struct", "Tensor", "REQUIRED", "PaddingMode", "DepthSpaceOrder", "ScaleBias",
-           "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc", "FoldOperatorDesc",
-           "SliceGradOperatorDesc", "ElementWiseIdentityOperatorDesc", "CastOperatorDesc", "PaddingOperatorDesc",
-           "Padding1OperatorDesc", "JoinOperatorDesc", "SplitOperatorDesc", "TileOperatorDesc",
-           "SpaceToDepthOperatorDesc", "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc",
-           "DepthToSpace1OperatorDesc", "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc",
-           "GatherNd1OperatorDesc", "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc",
-           "ReverseSubsequencesOperatorDesc", "DiagonalMatrixOperatorDesc", "DiagonalMatrix1OperatorDesc",
+           "Struct", "Tensor", "REQUIRED", "PaddingMode", "DepthSpaceOrder", "ScaleBias", *DESCRIPTIONS,
            "max_copied_elements", "OPERATORS", "ALIASES"]
