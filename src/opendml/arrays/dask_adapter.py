@@ -92,7 +92,6 @@ from dask.utils import parse_bytes
 
 from ..model import ValidationError
 from ..ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
-from .front import run_list
 from ._dispatch import front
 from .planner import logical_desc
 
@@ -657,7 +656,7 @@ def _aligned(chunks: tuple, m: int) -> tuple:
 
 
 def _run_block(call, index, *blocks):
-    outs = run_list(call, blocks)
+    outs = front.run_list(call, blocks)
     return outs if index is None else outs[index]
 
 
