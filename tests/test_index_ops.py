@@ -923,9 +923,9 @@ def test_compiled_pass_refuses_a_block_outside_its_range():
 def test_repeated_calls_served_from_a_cache_read_new_indices():
     """Repeated calls are served from the C call cache (compiled kernels) or
     the family's Python cache, and read each call's own indices."""
-    from opendml.arrays import family_cache, index_ops
+    from opendml.arrays import index_ops, planner
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    info = index_ops._index.info if index_ops._call is not index_ops._miss else family_cache.info
+    info = index_ops._index.info if index_ops._call is not index_ops._miss else planner.info
     before = info()["hits"]
     for k in range(3):
         idx = np.array([[k, 2 - k]], np.int64)

@@ -24,7 +24,7 @@ from ..runtime import calls as _calls
 from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu.backend import WORDS
-from . import _dispatch, family_cache
+from . import _dispatch, planner
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
 
@@ -50,7 +50,7 @@ class Call:
     planner's from ``args``: the name and each argument frozen where it is a
     plain int, None, or a list or tuple of plain ints (types exactly: 1.0 ==
     1 must not reuse an int's plan), else None. The family's is
-    ``family_cache.call_key``'s. ``ccall`` (the family, optional):
+    ``planner.call_key``'s. ``ccall`` (the family, optional):
     ``(function, args, seq)``, the arguments exactly as the function offered
     them to the C call cache (lists snapshotted) and whether the inputs were
     a sequence (JOIN): a compiled run is then recorded there. The adapters
@@ -128,7 +128,7 @@ def _many_out(desc) -> bool:
     return any(s.many and s.role == "output" for s in desc.SLOTS)
 
 
-# -- NumPy's move route, behind family_cache -------------------------------------------------------
+# -- NumPy's move route, behind the move cache -------------------------------------------------------
 
 def _array(x, where: str) -> np.ndarray:
     if x.dtype.kind not in "iuf" or x.dtype.itemsize not in WORDS:
@@ -156,13 +156,13 @@ def _prepared(x: np.ndarray):
 def run_numpy(call: Call, arrays) -> list:
     """The NumPy path: validate on the arrays' shapes, then execute; a call
     seen before (same function, arguments, dtypes, shapes and strides, on
-    the CPU backend in force) is served from ``family_cache`` (the C call
+    the CPU backend in force) is served from the move cache (``planner.lookup``; the C call
     cache, ``runtime.calls.move``, serves it before the function gets here
     once a compiled run was recorded there)."""
     key = record = None
     # A replaced ``execute`` (a spy, a mock) is given every call, uncached.
     if call.key is not None and execute is _EXECUTE:
-        arrays_key = family_cache.array_key(arrays)
+        arrays_key = planner.array_key(arrays)
         if arrays_key is not None:
             since = _calls.generation() if call.ccall is not None else None   # before any setting is read
             backend = get_backend("cpu")
@@ -173,7 +173,7 @@ def run_numpy(call: Call, arrays) -> list:
             if "prepare" not in backend.__dict__ and backend.config.call_cache:
                 key = (call.key, arrays_key)
                 record = (call, since)
-                entry = family_cache.lookup(key, backend)
+                entry = planner.lookup(key, backend)
                 if entry is not None:
                     outs = _replay(entry, arrays, call.name)
                     # another spelling of a recorded call (cast's float and
@@ -216,7 +216,7 @@ _EXECUTE = execute
 
 def _execute(desc, arrays, key, record) -> list:
     """``execute``; where ``key`` is given and the call succeeds, it is
-    recorded in ``family_cache`` under ``key`` and, with ``record`` ((the
+    recorded in the move cache (``planner``) under ``key`` and, with ``record`` ((the
     Call, the call cache's generation read before any setting)) and
     the compiled kernels, in the C call cache."""
     arrays = [_array(x, desc.OPERATOR) for x in arrays]
@@ -228,7 +228,7 @@ def _execute(desc, arrays, key, record) -> list:
     srcs = [p[2] for p in prepared]
     # A call to record runs the compiled passes it records (built once: the
     # backend's own kernels, parameters and threads, as prepare would run them)
-    steps = family_cache.kernel_steps(backend, plan, srcs, dsts) \
+    steps = planner.kernel_steps(backend, plan, srcs, dsts) \
         if key is not None and backend.kernels == "compiled" else None
     if steps is None:
         backend.prepare(plan, srcs, dsts)()
@@ -252,7 +252,7 @@ def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> 
                 (src.size and x.ctypes.data + off != src.ctypes.data):
             return
         offsets.append(off)
-    family_cache.record(key, family_cache.Entry(backend, desc, plan,
+    planner.record(key, planner.Entry(backend, desc, plan,
                                                 tuple((o.shape, o.dtype) for o in outs), tuple(offsets), steps))
     _put_c(record, arrays, outs, offsets, steps)
 

@@ -29,7 +29,7 @@ Every function takes the same steps, in this order:
    ``dask_adapter``) runs the call: ``run`` plans the first five through the
    planner (a bounded LRU plan cache), ``run_move`` the family's move
    program; NumPy's move route is the engine's (``engine.run_numpy``),
-   behind its Python cache (``family_cache``). Each adapter records what a
+   behind its Python cache (the move cache, ``planner``). Each adapter records what a
    first call ran in the C call cache.
 
 Which operator a function builds, the name of its array argument and
@@ -72,7 +72,7 @@ from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdenti
 from ..ops.cast import CastOperatorDesc
 from ..runtime import calls as _calls
 from ..runtime import get_backend
-from . import _contract, _dispatch, engine as _engine, family_cache, numpy_adapter
+from . import _contract, _dispatch, engine as _engine, numpy_adapter, planner
 from .engine import ADJOINT_API, PLAN_KEY, Call, FamilyCall, _many_out, adjoint, fixed, run_numpy  # noqa: F401
 from .engine import _EXECUTE
 from .planner import plan_cache_info
@@ -308,7 +308,7 @@ def _move_call(op: int, x, args: tuple):
     snap = _SNAPSHOTS[name]
     args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(args))
     make, key = _MOVES[name](arrays[0], *args)
-    return _run_move(Call(name, make, name in _MULTI, family_cache.call_key(name, *key), (name, args, seq)),
+    return _run_move(Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)),
                      arrays)
 
 

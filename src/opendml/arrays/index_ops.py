@@ -65,7 +65,7 @@ from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES, _listeners as _config_listeners
 from ..runtime.cpu import numpy_kernels
 from ..runtime.cpu.backend import INDEX_MAX_AXES, MOVE_MAX_RANK, WORDS, IndexParams
-from . import _contract, _dispatch, engine, family_cache
+from . import _contract, _dispatch, engine, planner
 from . import front as family
 from .planner import logical_desc
 
@@ -364,7 +364,7 @@ def _run(name: str, make, arrays, shape, fields=None, ccall=None):
     cache."""
     since = _generation() if ccall is not None and _call is not _miss and type(ccall[2]) is np.ndarray else None
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
-    key = None if fields is None else family_cache.call_key(name, *fields)
+    key = None if fields is None else planner.call_key(name, *fields)
     call = engine.Call(name, make, key=key)
     if since is not None:
         out = _record(ccall, call, arrays, shape, since)
@@ -671,7 +671,7 @@ def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begi
                                   f"{len(sizes)} (shape {list(sizes)})")
         out = _contract.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
         call = engine.Call(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end),
-                                 key=family_cache.call_key(where, sizes, dt, value, begin, end))
+                                 key=planner.call_key(where, sizes, dt, value, begin, end))
         return engine.run_numpy(call, [])[0]
     _checked(where, x)
     xs = _shape(x, where, "x")
