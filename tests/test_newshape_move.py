@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import opendml as dml
-from opendml.arrays import front, planner
+from opendml.arrays import engine, front, planner
 from opendml.arrays.planner import logical_desc
 from opendml.runtime import calls as ccache
 from opendml.runtime import get_backend
@@ -91,7 +91,7 @@ def python_steps(name, args, x):
     xs = list(x) if name == "join" else [x]
     backend = get_backend("cpu")
     desc = front.Call(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
-    prepared = [front._prepared(a) for a in xs]
+    prepared = [engine._prepared(a) for a in xs]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     outs = [np.empty(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs]
     dsts = [o.view(cpu_backend.WORDS[o.itemsize]).reshape(-1) for o in outs]

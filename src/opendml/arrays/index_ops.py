@@ -234,6 +234,7 @@ def _miss(*args):
     return None
 
 
+# (answers False for an index out of range: each function's route then names it)
 _call = _index.call if _index is not None and hasattr(_index, "call") else _miss
 if _call is not _miss:
     _config_listeners.append(lambda cfg: _index.clear(cfg.call_cache and cfg.cpu_kernels == "compiled"))
@@ -402,11 +403,8 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
         A bad argument, or (``check_indices``) the first index out of range,
         named with its value and position.
     """
-    if engine.execute is _EXECUTE:
-        out = _call(_GATHER, check_indices, x, indices, axis, index_dimensions)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _gather(x, indices, axis, index_dimensions, check_indices)
+    out = _call(_GATHER, check_indices, x, indices, axis, index_dimensions) if engine.execute is _EXECUTE else None
+    return _gather(x, indices, axis, index_dimensions, check_indices) if out is None or out is False else out
 
 
 def _gather(x, indices, axis, index_dimensions, check_indices):
@@ -438,11 +436,8 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
     ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
     ``gather``."""
-    if engine.execute is _EXECUTE:
-        out = _call(_GATHER_ELEMENTS, check_indices, x, indices, axis)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _gather_elements(x, indices, axis, check_indices)
+    out = _call(_GATHER_ELEMENTS, check_indices, x, indices, axis) if engine.execute is _EXECUTE else None
+    return _gather_elements(x, indices, axis, check_indices) if out is None or out is False else out
 
 
 def _gather_elements(x, indices, axis, check_indices):
@@ -468,11 +463,8 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     tuples of q entries into ``x``'s dimensions after the first
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
-    if engine.execute is _EXECUTE:
-        out = _call(_GATHER_ND, check_indices, x, indices, batch_dimensions)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _gather_nd(x, indices, batch_dimensions, check_indices)
+    out = _call(_GATHER_ND, check_indices, x, indices, batch_dimensions) if engine.execute is _EXECUTE else None
+    return _gather_nd(x, indices, batch_dimensions, check_indices) if out is None or out is False else out
 
 
 def _gather_nd(x, indices, batch_dimensions, check_indices):
@@ -504,11 +496,8 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins. Indices and
     ``check_indices`` as for ``gather``."""
-    if engine.execute is _EXECUTE:
-        out = _call(_SCATTER_ELEMENTS, check_indices, x, indices, updates, axis)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _scatter_elements(x, indices, updates, axis, check_indices)
+    out = _call(_SCATTER_ELEMENTS, check_indices, x, indices, updates, axis) if engine.execute is _EXECUTE else None
+    return _scatter_elements(x, indices, updates, axis, check_indices) if out is None or out is False else out
 
 
 def _scatter_elements(x, indices, updates, axis, check_indices):
@@ -530,11 +519,8 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
     ``indices``' tuples (its last axis, q entries) replaced by ``updates``
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
     update in row-major order wins."""
-    if engine.execute is _EXECUTE:
-        out = _call(_SCATTER_ND, check_indices, x, indices, updates)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _scatter_nd(x, indices, updates, check_indices)
+    out = _call(_SCATTER_ND, check_indices, x, indices, updates) if engine.execute is _EXECUTE else None
+    return _scatter_nd(x, indices, updates, check_indices) if out is None or out is False else out
 
 
 def _scatter_nd(x, indices, updates, check_indices):
@@ -565,11 +551,8 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
     and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
     negative index of a signed type counts from the end; an index outside
     ``[-depth, depth)`` gives an all-off row (no check)."""
-    if engine.execute is _EXECUTE:
-        out = _call(_ONE_HOT, False, indices, values, depth, axis)
-        if out is not None:
-            return out
-    return _one_hot(indices, depth, values, axis)
+    out = _call(_ONE_HOT, False, indices, values, depth, axis) if engine.execute is _EXECUTE else None
+    return _one_hot(indices, depth, values, axis) if out is None else out
 
 
 def _one_hot(indices, depth, values, axis):
@@ -598,11 +581,8 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
     sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
     ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
     the axis are clamped to it."""
-    if engine.execute is _EXECUTE:
-        out = _call(_REVERSE, False, x, sequence_lengths, axis)
-        if out is not None:
-            return out
-    return _reverse_subsequences(x, sequence_lengths, axis)
+    out = _call(_REVERSE, False, x, sequence_lengths, axis) if engine.execute is _EXECUTE else None
+    return _reverse_subsequences(x, sequence_lengths, axis) if out is None else out
 
 
 def _reverse_subsequences(x, sequence_lengths, axis):
