@@ -1,5 +1,6 @@
-"""Issue 19 (new shapes): the compiled fast path of SLICE1's and SLICE's
-``plain_lowering`` (newshape.c's ``slice1_lowering`` and ``slice_lowering``,
+"""Issue 19 (new shapes): the compiled fast path of SLICE1's, SLICE's and
+SLICE_GRAD's ``plain_lowering`` (newshape.c's ``slice1_lowering``,
+``slice_lowering`` and ``slice_grad_lowering``,
 used by ``planner.plain_plan`` through ``planner.NATIVE_LOWERING``) against
 the Python functions, which stay the reference.
 
@@ -32,6 +33,7 @@ from opendml.arrays import front, planner
 from opendml.model import TensorDesc
 from opendml.ops import slice as slice_op
 from opendml.ops import slice1 as slice1_op
+from opendml.ops import slice_grad as slice_grad_op
 from opendml.runtime import calls, get_backend
 from tests.conftest import native_available
 from tests.test_newshape_fastpaths import outcome, slice1_args, slice_args
@@ -180,6 +182,46 @@ def test_slice_lowering_equals_python(data):
 
 
 @SETTINGS
+@given(st.data())
+def test_slice_grad_lowering_equals_python(data):
+    shape = data.draw(in_sizes())
+    n = len(shape)
+    dims = data.draw(field(n, 9, valid=[data.draw(st.integers(1, 9)) for _ in range(n)]))
+    o = data.draw(field(n, 9, valid=[0] * n))
+    s = data.draw(field(n, 9, valid=list(dims) if type(dims) in (list, tuple) and len(dims) == n else [1] * n))
+    t = data.draw(field(n, 4, valid=[data.draw(st.sampled_from([1, 2, -1, -3, I32, -I32 - 1])) for _ in range(n)]))
+    compare(_native().slice_grad_lowering, slice_grad_op.plain_lowering, plain_fields(shape, dims, o, s, t),
+            shape, dims, o, s, t)
+
+
+@SETTINGS
+@given(slice1_args(grad=True))
+def test_slice_grad_lowering_on_the_description_strategies(args):
+    out, inp, o, s, t = args
+    if isinstance(inp, TensorDesc) and isinstance(out, TensorDesc):
+        # SLICE_GRAD's input gradient is slice1's output (``out``), its output gradient slice1's input
+        compare(_native().slice_grad_lowering, slice_grad_op.plain_lowering,
+                plain_fields(out.sizes, list(inp.sizes), o, s, t), out.sizes, list(inp.sizes), o, s, t)
+
+
+def test_slice_grad_lowering_edges():
+    g = _native().slice_grad_lowering
+    # (output sizes, first, step, reversed): a tuple (the given one, or a list's values) and three lists
+    got = g((2, 3, 2), [2, 3, 4], [0, 0, 0], [2, 3, 4], [1, 1, -2])
+    assert typed(got) == typed(((2, 3, 4), [0, 0, 1], [1, 1, 2], [0, 0, 1]))
+    assert typed(got) == typed(slice_grad_op.plain_lowering((2, 3, 2), [2, 3, 4], [0, 0, 0], [2, 3, 4], [1, 1, -2]))
+    sizes = (2, 3, 4)
+    assert g((2, 3, 2), sizes, (0, 0, 1), (2, 3, 3), (1, 1, 2))[0] is sizes
+    assert g((2, 3, 3), [2, 3, 4], [0, 0, 0], [2, 3, 4], [1, 1, 2]) is None       # more taken than reachable
+    assert g((2, 3, 2), [2, 3, 4], [0, 0, 1], [2, 3, 4], [1, 1, 2]) is None       # the window leaves the output
+    assert g((2, 3, 2), [2, 3, 4], [0, 0, 0], [2, 3, 4], [1, 1, 0]) is None       # a zero stride
+    assert g((1,), [2**32], [0], [1], [1]) is None                                # more than MAX_ELEMENTS
+    assert g((1,), [1], [0], [1], [I32 + 1]) is None                              # a stride beyond INT32
+    with pytest.raises(TypeError):
+        g((1,), [1], [0], [1])
+
+
+@SETTINGS
 @given(slice1_args())
 def test_slice1_lowering_on_the_description_strategies(args):
     inp, out, o, s, t = args
@@ -256,7 +298,7 @@ def _python_lowering(monkeypatch):
 
 
 def test_plain_plan_uses_the_compiled_lowering():
-    assert set(planner.NATIVE_LOWERING) == {"slice1", "slice"}
+    assert set(planner.NATIVE_LOWERING) == {"slice1", "slice", "slice_grad"}
     x = np.zeros((2, 3, 4, 5), np.float32)
     call = front.Call("slice1", None, key=front.PLAN_KEY, args=([0] * 4, [2, 3, 4, 5], [1, 1, -1, 1], None))
     assert planner.plain_plan(call, x.dtype, x.shape, x.size) == ("copy", ((2, 3, 4, 5), [0, 0, 3, 0],
@@ -266,12 +308,20 @@ def test_plain_plan_uses_the_compiled_lowering():
 @SETTINGS
 @given(st.data())
 def test_plain_plan_with_and_without_the_compiled_lowering(data):
-    name = data.draw(st.sampled_from(["slice1", "slice"]))
-    inp, out, o, s, t = data.draw(slice1_args() if name == "slice1" else slice_args())
+    name = data.draw(st.sampled_from(["slice1", "slice", "slice_grad"]))
+    if name == "slice_grad":                     # the input gradient is slice1's output, the output slice1's input
+        out, inp, o, s, t = data.draw(slice1_args(grad=True))
+        if not isinstance(out, TensorDesc):
+            return
+        inp, out = out, inp
+    else:
+        inp, out, o, s, t = data.draw(slice1_args() if name == "slice1" else slice_args())
     if not isinstance(inp, TensorDesc):
         return
     args = (o, s, t, data.draw(st.sampled_from([None, None, list(out.sizes) if isinstance(out, TensorDesc)
                                                  else None]))) if name == "slice1" else (o, s, t)
+    if name == "slice_grad":
+        args = (list(out.sizes) if isinstance(out, TensorDesc) else [1] * len(inp.sizes), o, s, t)
     dtype = np.dtype(data.draw(st.sampled_from([np.float32, np.int8, np.float64, np.uint64, np.bool_,
                                                 np.complex64])))
     call = front.Call(name, None, key=front.PLAN_KEY, args=args)

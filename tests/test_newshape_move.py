@@ -1,6 +1,6 @@
 """The data-movement family's new-shape route (issue 31): identity, cast,
 tile, pad, space_to_depth, depth_to_space, join and split on a never-seen NumPy shape lowered in C
-(runtime/cpu/newshape_move.c, run and recorded by ``calls.move_new``).
+(runtime/native/newshape_move.c, run and recorded by ``calls.move_new``).
 
 Each C lowering is checked against the Python route it mirrors: the passes
 (parameter bytes, threads, source and destination) equal those the Python

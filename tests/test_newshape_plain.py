@@ -1,7 +1,7 @@
 """Issue 19 (new shapes): the description-free route of SLICE, SLICE1 and
 UNFOLD on NumPy arrays (``planner.plain_plan`` -> the operators'
-``plain_lowering`` -> ``CpuBackend.run_plain`` -> ``copy_window`` or
-``unfold_window`` in newshape.c) against the route through descriptions and
+``plain_lowering`` -> ``CpuBackend.run_plain`` -> ``plain_window`` in
+runtime/native/calls_new.c) against the route through descriptions and
 plans.
 
 * ``plain_lowering``: wherever it answers, the description is valid and its
@@ -560,8 +560,12 @@ def test_new_shape_cycle_stays_right_and_bounded():
     assert info["plans"] <= info["size"]
 
 
-def test_copy_window_declines_and_runs_like_the_kernel():
-    cw = _native().copy_window
+def test_plain_window_declines_and_runs_like_the_kernel():
+    pw = _native().plain_window
+
+    def cw(x, sizes, starts, steps, threads, grain, limit):
+        return pw(x, 0, (sizes, starts, steps), (threads, grain, 0, 0, limit))
+
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     out, blob, threads, origin = cw(x, (2, 3, 2), [0, 2, 0], [1, -1, 2], 1, 1 << 16, 1 << 20)
     assert np.array_equal(out, x[:, ::-1, ::2]) and origin == 0 and threads == 1
@@ -578,9 +582,16 @@ def test_copy_window_declines_and_runs_like_the_kernel():
     assert cw(x, (2, 3, 4), [0, 0, 0], [1, 1, 1], 100, 1, 1 << 20) is None               # > 64 threads
     odd = np.ndarray((2, 3), np.float32, buffer=np.zeros(64, np.uint8), offset=1, strides=(13, 4))
     assert cw(odd, (2, 3), [0, 0], [1, 1], 1, 1, 1 << 20) is None                        # not whole elements
+    assert pw(x, 3, ((2, 3, 4), [0, 0, 0], [1, 1, 1]), (1, 1, 0, 0, 1 << 20)) is None    # no such kind
+    assert pw(x, 0, [(2, 3, 4), [0, 0, 0], [1, 1, 1]], (1, 1, 0, 0, 1 << 20)) is None    # fields not a tuple
+    assert pw(x, 0, ((2, 3, 4), [0, 0, 0], [1, 1, 1]), (1, 1, 0, 1 << 20)) is None       # conf of 4
     with pytest.raises(TypeError):
-        cw(x, (2, 3, 4))
-    uw = _native().unfold_window
+        pw(x, 0, ((2, 3, 4),))
+
+    def uw(img, *a):
+        *fields, threads, grain, tile_stride, tile_columns, limit = a
+        return pw(img, 1, tuple(fields), (threads, grain, tile_stride, tile_columns, limit))
+
     img = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
     out, blob, threads, origin = uw(img, (2, 27, 20), (3, 3), (1, 1), (1, 1), (1, 1), (4, 5), 1, 1 << 16, 1 << 20,
                                     64, 1 << 20)
@@ -592,5 +603,3 @@ def test_copy_window_declines_and_runs_like_the_kernel():
     assert uw(img, *args, 1, 1, 0, 1, 2 * 27 * 20 * 4) is None                        # at the limit
     assert uw(img, *args, 100, 1, 0, 1, 1 << 20) is None                              # > 64 threads
     assert uw(img, *args, 1, 0, 0, 1, 1 << 20) is None                                # grain
-    with pytest.raises(TypeError):
-        uw(img, (2, 27, 20))

@@ -1,4 +1,4 @@
-"""PyTorch's tensor accessors for the call cache (runtime/cpu/torch_api.h,
+"""PyTorch's tensor accessors for the call cache (runtime/native/torch_api.h,
 given by the C++ node library): each reads what the Python accessor it
 replaces reads, and a call served with them gives the same bytes and errors
 as one served without them and as the plain route."""

@@ -1,4 +1,4 @@
-"""The call cache (runtime/calls.py, runtime/cpu/calls.c): a repeated
+"""The call cache (runtime/calls.py, runtime/native/calls.c): a repeated
 array-API call served from C gives exactly what the Python route gives
 (``configure(call_cache=False)``): the same bytes, dtype, shape and array
 type, or the same opendml error; anything the cache cannot vouch for (another

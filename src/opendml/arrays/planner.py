@@ -217,7 +217,7 @@ _native = _load_native()
 #: the common valid case and None for anything else (newshape.c's
 #: ``slice1_lowering``, ``slice_lowering``). Empty without the compiled
 #: extension; tests empty it to compare the routes.
-NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in ("slice1", "slice")
+NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in ("slice1", "slice", "slice_grad")
                          if hasattr(_native, f"{name}_lowering")}
 
 #: array-API name -> (the kernel, the operator's description-free plan of
@@ -297,13 +297,15 @@ def plan_cache_info() -> dict:
         ``plans`` (int): the plans it holds; ``hits`` (int): calls that reused
         a plan, plus the calls the call cache served; ``misses`` (int): lookups
         that found no plan (the call was then validated and planned), plus
-        the calls planned without a lookup (``plain_plan``); ``call_cache`` (dict): the call
+        the calls planned without a lookup (``plain_plan``, or the call cache's C
+        lowering at its miss: its ``planned``); ``call_cache`` (dict): the call
         cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
-        'misses'}``.
+        'misses', 'planned'}``.
     """
     info = _CACHE.info()
     served = call_cache_info()
     info["hits"] += served["hits"]
+    info["misses"] += served["planned"]   # new shapes the call cache lowered and ran itself
     info["call_cache"] = served
     return info
 

@@ -267,7 +267,7 @@ def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -
     otherwise. The caller has checked that ``TensorDesc(t, in_sizes)`` is
     valid (``in_sizes`` a tuple). None for anything the description's fast
     path would not take: that case takes the descriptions, whose rules say
-    what is wrong. This function is the reference: ``runtime/cpu/newshape.c``'s
+    what is wrong. This function is the reference: ``runtime/native/newshape.c``'s
     ``slice1_lowering``, which ``planner.plain_plan`` tries first, gives its
     answer for the common valid case (no ``output_sizes``) and none
     otherwise (``tests/test_newshape_lowering.py`` compares the two)."""

@@ -13,7 +13,7 @@ through ``torch.from_numpy``, as on the Python route. Anything the cache cannot 
 None and takes the Python route: other array types, PyTorch tensors that a
 tracer must see, negative views, arguments other than None,
 plain ints and lists or tuples of plain ints, a device that is not current.
-The C side is ``runtime/cpu/calls.c``.
+The C side is ``runtime/native/calls.c``.
 
 A PyTorch tensor that autograd must record (``requires_grad`` with grad mode
 on) is served by an eager entry (``put_eager``) where opendml's C++ autograd
@@ -207,7 +207,7 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
 
 
 def register_torch_api(capsule) -> None:
-    """PyTorch's tensor accessors (``runtime/cpu/torch_api.h``), given by the
+    """PyTorch's tensor accessors (``runtime/native/torch_api.h``), given by the
     C++ node library (``arrays/torch_node.py`` registers them when it loads
     it), or None: the call cache then reads dtype, sizes, strides, device,
     data pointer and the routing facts of a tensor, allocates its outputs
@@ -242,14 +242,20 @@ torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _n
 #: ``numpy_new(op_code, x, args, kind, fields, since, cpu)``: the same for an
 #: exact, native-order NumPy array ``x`` (a CPU kernel into a new NumPy
 #: array), recorded as ``put_numpy`` records it; the output, or None.
+#: Once such a call was recorded, a miss of ``call`` on a NumPy array of the
+#: same operator, dtype and rank is itself served as a new shape, lowered in C
+#: (``slice``, ``slice1`` and ``slice_grad``: their ``plain_lowering`` in
+#: ``runtime/native/newshape.c``), until the cache is next emptied.
 numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and hasattr(_native, "call_cache_numpy_new")
                                  else _no_new)
+if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
+    _native.call_cache_plain_ops(OPS["slice"], OPS["slice1"], OPS["slice_grad"])
 
 
 #: ``move_new(op_code, lowering, x, args, since, cpu)``: a never-seen shape of
 #: a data-movement family call (every function of ``arrays/family.py``) on
 #: exact, native-order NumPy arrays, lowered, run and recorded in one C call
-#: (runtime/cpu/newshape_move.c; ``lowering`` the function's number there,
+#: (runtime/native/newshape_move.c; ``lowering`` the function's number there,
 #: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,
 #: or None where the Python route must run the call (nothing run).
 move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasattr(_native, "call_cache_move_new")
@@ -342,10 +348,11 @@ def set_enabled(flag: bool) -> None:
 
 
 def info() -> dict:
-    """{'enabled', 'numpy', 'entries', 'hits', 'misses'}: whether the cache is
-    on, whether it serves NumPy arrays, its entries, the calls it served and
-    the lookups that found no entry."""
+    """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned'}: whether
+    the cache is on, whether it serves NumPy arrays, its entries, the calls it
+    served, the lookups that found no entry and the new shapes it lowered and
+    ran itself at such a miss (see ``numpy_new``)."""
     if not _HAS:
-        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0}
+        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0}
     _read_settings()
     return _native.call_cache_info()

@@ -303,7 +303,7 @@ def _no_stream(index):
     raise RuntimeError("opendml call cache: this PyTorch has no CUDA streams")
 
 
-# What the call cache needs to serve a plain tensor (runtime/cpu/calls.c): the
+# What the call cache needs to serve a plain tensor (runtime/native/calls.c): the
 # routing checks of run, a CUDA tensor's current stream and device, and
 # torch.from_numpy for CPU results (which it computes into NumPy arrays).
 def _not_plain(x) -> bool:

@@ -26,7 +26,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/SmallVector.h>
 
-#include "../../runtime/cpu/torch_api.h"
+#include "../../runtime/native/torch_api.h"
 
 #include <array>
 #include <memory>
@@ -330,7 +330,7 @@ PyObject* ints_for(OpSpec& spec, size_t index, c10::ArrayRef<c10::IValue> items,
 // the same lists on every call: this saves making, keying and freeing a
 // list per argument). These lists go to the call cache's C function only,
 // which reads them, passes them to no Python code and keeps no reference
-// (runtime/cpu/calls.c, key_head), so a reused list is never seen, kept
+// (runtime/native/calls.c, key_head), so a reused list is never seen, kept
 // or changed by Python code; the Python kernel (a miss) gets lists of its
 // own (reuse off). Lists are made, compared and replaced with the GIL held;
 // a call holds its own reference to each, so another thread replacing one
@@ -648,7 +648,7 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
 
 // -- tensor accessors for the C call cache ----------------------------------------------------------
 //
-// runtime/cpu/torch_api.h: what calls.c reads of a tensor on every served
+// runtime/native/torch_api.h: what calls.c reads of a tensor on every served
 // call (dtype, sizes, strides, device, data pointer, routing facts), its
 // output allocation, the current stream and device, in C++ instead of a
 // dozen Python calls. Each gives what the Python accessor it replaces gives
@@ -813,6 +813,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("apply", &apply, "kernel(x) recorded for autograd with adjoint as its backward");
   m.def("recorder", &recorder, "apply with the slot and specs bound: recorder(k, kernel, adjoint)(x)");
   m.def("register_ops", &register_ops, "CPU, CUDA and Autograd kernels for operators of a namespace");
-  m.def("torch_api", &tapi::capsule, "PyTorch's tensor accessors for the call cache (runtime/cpu/torch_api.h)");
+  m.def("torch_api", &tapi::capsule, "PyTorch's tensor accessors for the call cache (runtime/native/torch_api.h)");
   m.def("describe", &tapi::describe_py, "what torch_api's describe reads of a tensor, as a tuple (tests)");
 }

@@ -44,7 +44,7 @@ __all__ = ["get", "status", "wait", "prefetch", "slot", "library_path", "cache_f
 
 _SOURCE = pathlib.Path(__file__).with_name("node.cpp")
 #: The header the library shares with the call cache (it includes it): part of the library's tag.
-_API_HEADER = pathlib.Path(__file__).parents[2] / "runtime" / "cpu" / "torch_api.h"
+_API_HEADER = pathlib.Path(__file__).parents[2] / "runtime" / "native" / "torch_api.h"
 _lock = threading.Lock()
 _state = {"module": None, "status": "not built", "thread": None}
 _slots: dict = {}
@@ -253,7 +253,7 @@ def _obtain(timeout: float) -> None:
         _state["status"] = f"built ({path})"
         _state["module"] = module
         # The call cache reads tensors through the library's C++ accessors from now on
-        # (runtime/cpu/torch_api.h): the same facts as through Python, in one call.
+        # (runtime/native/torch_api.h): the same facts as through Python, in one call.
         _use_accessors(config())
     except Exception as e:                # noqa: BLE001 - any failure leaves the Python route, said in status()
         _state["status"] = f"build failed, eager autograd takes the Python autograd.Function: " \
@@ -306,7 +306,7 @@ def prefetch() -> None:
     none yet) in the background, unless ``torch_node="off"``; never waits.
     The torch adapter calls it when it is first imported: once loaded, the
     library's tensor accessors serve every repeated call on PyTorch tensors
-    (runtime/cpu/torch_api.h), with or without autograd."""
+    (runtime/native/torch_api.h), with or without autograd."""
     if _state["module"] is None and _state["thread"] is None and config().torch_node != "off":
         _start(WAIT_S)
 

@@ -167,6 +167,11 @@ def apply_cache_limit(cfg: Config) -> None:
         mod.cache_limit(cfg.output_cache_bytes if cfg.cpu_kernels == "compiled" else 0)
 
 
+#: ``planner.plain_plan``'s kernel names -> the kinds ``plain_window`` and
+#: ``calls.numpy_new`` take (runtime/native/newshape.h's ODML_NEW_*).
+_PLAIN_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+
+
 class CpuBackend:
     """Runs plans with the settings of one ``Config`` (see ``opendml.configure``):
     the compiled kernels or NumPy, threads, and the output-block cache limit."""
@@ -420,19 +425,14 @@ class CpuBackend:
         compiled kernels, from a plan given without ``x``'s layout
         (``planner.plain_plan``'s fields) and without building the plan: the
         layout, plan, parameter bytes and threads are those of ``runner`` on
-        the plan ``plan_for_strides`` gives (see ``copy_window``,
-        ``unfold_window`` and ``scatter_window`` in newshape.c), for an output below
-        ``CACHE_MIN_BYTES`` (no output blocks). ``(output, parameter bytes,
-        threads, origin bytes)``, or None (nothing run) where the C side
-        declines or the NumPy kernels run plans (the plan route then runs it)."""
+        the plan ``plan_for_strides`` gives (``plain_window`` in
+        runtime/native/calls_new.c), for an output below ``CACHE_MIN_BYTES``
+        (no output blocks). ``(output, parameter bytes, threads, origin
+        bytes)``, or None (nothing run) where the C side declines or the
+        NumPy kernels run plans (the plan route then runs it)."""
         if self._native is None:
             return None
-        if kernel == "copy":
-            return self._native.copy_window(x, *fields, self.threads, self.grain, CACHE_MIN_BYTES)
-        if kernel == "scatter":
-            return self._native.scatter_window(x, *fields, self.threads, self.grain, CACHE_MIN_BYTES)
-        return self._native.unfold_window(x, *fields, self.threads, self.grain, self.tile_stride,
-                                          self.tile_columns, CACHE_MIN_BYTES)
+        return self._native.plain_window(x, _PLAIN_KINDS[kernel], fields, self.plain_conf)
 
     def _native_unfold(self, plan: UnfoldPlan, src, dst):
         es = plan.element_size

@@ -224,7 +224,7 @@ def _error_name(rc: int) -> str:
 
 
 #: How launches are made: "native" (cuLaunchKernel from opendml's C extension,
-#: cpu/cuda_launch.c) where the extension and the driver library load, else
+#: native/cuda_launch.c) where the extension and the driver library load, else
 #: "driver" (cuLaunchKernel through ctypes), else "cupy" (CuPy's binding of
 #: cuLaunchKernel). Benchmarks may set it before a backend builds its launches.
 LAUNCH_VIA = "native"
@@ -249,7 +249,7 @@ class Launch:
         drv = _driver() if via in ("native", "driver") else None
         self._via = "cupy" if drv is None else "driver"
         # The same cuLaunchKernel from opendml's C extension: no per-call
-        # argument conversion (cpu/cuda_launch.c); ctypes where it is absent.
+        # argument conversion (native/cuda_launch.c); ctypes where it is absent.
         # The ctypes objects of the other routes are made on their first use
         # (_slow): a launch made for one new shape is usually never retried.
         self._fast = _fast_launch() if drv is not None and via == "native" else None
@@ -335,7 +335,7 @@ class Launch:
     def params_ptr(self) -> int:
         """The HOST address of the parameter structure (owned by this Launch,
         alive while it is): the launch's third argument, copied by value by
-        each cuLaunchKernel (cpu/cuda_launch.c takes it so)."""
+        each cuLaunchKernel (native/cuda_launch.c takes it so)."""
         return self._pptr
 
     @property

@@ -19,9 +19,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "blocks.h"
-#include "common.h"
-#include "move.h"
+#include "cpu/blocks.h"
+#include "cpu/common.h"
+#include "cpu/move.h"
 
 /* Parse (dst, src, params, threads) with params exactly `size` bytes, copied
  * into `out` (the bytes object need not be aligned for the struct). */
@@ -122,18 +122,18 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
 PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn);
 PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args);
+PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* calls_move.c */
 PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* move_params.c */
-PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_slice_grad_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef methods[] = {
     {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
@@ -168,6 +168,9 @@ static PyMethodDef methods[] = {
      "on a NumPy array, lowered in C (newshape_move.c) and recorded in the call cache, or None (calls_move.c)"},
     {"move_lowering", (PyCFunction)(void (*)(void))odml_py_move_lowering, METH_FASTCALL,
      "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) call_cache_move_new would run, or None"},
+    {"call_cache_plain_ops", odml_py_call_cache_plain_ops, METH_VARARGS,
+     "call_cache_plain_ops(slice, slice1, slice_grad): the operator codes whose misses on NumPy arrays the cache "
+     "serves as new shapes, lowered in C (calls_new.c)"},
     {"call_cache_numpy_new", (PyCFunction)(void (*)(void))odml_py_call_cache_numpy_new, METH_FASTCALL,
      "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new shape's output on a NumPy array "
      "(recorded in the call cache), or None where the Python route must run it (calls.c)"},
@@ -201,19 +204,10 @@ static PyMethodDef methods[] = {
      "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, dst_strides, maps, "
      "scale_bias, fill_bits) -> the bytes of odml_cpu_move_params for a move pass's canonical form, or None "
      "where the Python route must build it (move_params.c)"},
-    {"copy_window", (PyCFunction)(void (*)(void))odml_py_copy_window, METH_FASTCALL,
-     "copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes, limit_bytes) -> (out, params, threads, "
-     "origin_bytes): a window plan in index space on NumPy array x run at once into a new packed array, or None "
-     "where the Python route must run it (newshape.c)"},
-    {"unfold_window", (PyCFunction)(void (*)(void))odml_py_unfold_window, METH_FASTCALL,
-     "unfold_window(x, out_sizes, window, strides, dilations, start_padding, blocks, max_threads, grain_bytes, "
-     "tile_stride, tile_columns, limit_bytes) -> (out, params, threads, origin_bytes): UNFOLD of NumPy array x "
-     "with validated fields run at once into a new packed array, or None where the Python route must run it "
-     "(newshape.c)"},
-    {"scatter_window", (PyCFunction)(void (*)(void))odml_py_scatter_window, METH_FASTCALL,
-     "scatter_window(x, out_sizes, first, step, reversed, max_threads, grain_bytes, limit_bytes) -> (out, params, "
-     "threads, origin_bytes): SLICE_GRAD of NumPy array x with a validated plan run at once into a new packed "
-     "array, or None where the Python route must run it (newshape.c)"},
+    {"plain_window", (PyCFunction)(void (*)(void))odml_py_plain_window, METH_FASTCALL,
+     "plain_window(x, kind, fields, cpu) -> (out, params, threads, origin_bytes): a new shape's plan in index "
+     "space (plain_plan's kind and fields) on NumPy array x run at once into a new packed array, or None where "
+     "the Python route must run it (calls_new.c)"},
     {"cuda_spec", (PyCFunction)(void (*)(void))odml_py_cuda_spec, METH_FASTCALL,
      "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, params, grid, "
      "shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None"},
@@ -223,6 +217,9 @@ static PyMethodDef methods[] = {
     {"slice_lowering", (PyCFunction)(void (*)(void))odml_py_slice_lowering, METH_FASTCALL,
      "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's plain_lowering of the common valid case, "
      "or None where that Python function must answer (newshape.c)"},
+    {"slice_grad_lowering", (PyCFunction)(void (*)(void))odml_py_slice_grad_lowering, METH_FASTCALL,
+     "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> ops/slice_grad.py's plain_lowering of "
+     "the common valid case, or None where that Python function must answer (newshape.c)"},
 #define METHOD(CODE, NAME, STRUCT) \
     {#NAME, py_##NAME, METH_VARARGS, #NAME "(dst_addr, src_addr, params: bytes of " #STRUCT ", threads): the " #NAME \
      " kernel (params.h's ODML_CPU_KERNELS)"},

@@ -20,7 +20,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "common.h"
+#include "cpu/common.h"
 
 #ifndef _WIN32
 #include <dlfcn.h>

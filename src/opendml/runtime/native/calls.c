@@ -63,13 +63,21 @@
 static PyObject *graveyard;             /* registered by runtime/calls.py; no longer filled (Entry_dealloc) */
 
 static void Entry_dealloc(Entry *e) {
-    Py_XDECREF(e->shape);
-    Py_XDECREF(e->dtype);
+    for (int i = 0; e->outs && i < e->n_out; i++) {
+        Py_XDECREF(e->outs[i].shape);
+        Py_XDECREF(e->outs[i].dtype);
+    }
     /* A Launch owns no device memory (its parameters went by value into each
      * launch queued from it), so it is released at once: nothing goes to the
      * graveyard, and no device synchronisation (which would break a CUDA
      * graph capture) is ever needed for it. */
-    Py_XDECREF(e->launch);
+    for (int i = 0; e->passes && i < e->n_pass; i++) {
+        odml_move_free(e->passes[i].prep);
+        Py_XDECREF(e->passes[i].launch);
+    }
+    if (e->outs != &e->out1) PyMem_Free(e->outs);
+    if (e->passes != &e->pass1) PyMem_Free(e->passes);
+    PyMem_Free(e->key);
     Py_XDECREF(e->eager);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -89,6 +97,17 @@ long long hits, misses;
 /* Bumped by every clear: a put made on settings read before the last clear
  * (another thread called configure() meanwhile) is refused. */
 unsigned long long generation;
+
+/* v kept in *slot (a new reference) where ok, None returned; else a TypeError saying `need`. */
+static PyObject *keep(PyObject **slot, PyObject *v, int ok, const char *need) {
+    if (!ok) {
+        PyErr_SetString(PyExc_TypeError, need);
+        return NULL;
+    }
+    Py_INCREF(v);
+    Py_XSETREF(*slot, v);
+    Py_RETURN_NONE;
+}
 
 /* An exception that is not an Exception (KeyboardInterrupt, SystemExit) met
  * while a call probed a hook: kept and raised when the call returns, not
@@ -115,6 +134,9 @@ void drop_all(void) {
     generation++;
     if (table) PyDict_Clear(table);
     front_clear();
+#ifdef ODML_NUMPY
+    plain_forget();
+#endif
 }
 
 /* PyTorch's and CuPy's hooks, registered by their adapters (call_cache_torch / _cupy). */
@@ -201,7 +223,7 @@ static Entry *lookup(const Key *k) {
     }
     PyObject *e = PyDict_GetItemWithError(table, kb);
     Py_DECREF(kb);
-    if (!e || Py_TYPE(e) != &EntryType) {   /* (the family's MoveEntry objects share the table, keyed apart) */
+    if (!e || Py_TYPE(e) != &EntryType) {
         drop_error();
         misses++;
         return NULL;
@@ -211,6 +233,15 @@ static Entry *lookup(const Key *k) {
 }
 
 int store(const Key *k, Entry *e) {
+    if (e->kind == KIND_MOVE && !e->key) {         /* the family's front table compares the key's words */
+        e->key = (int64_t *)PyMem_Malloc((size_t)k->n * 8);
+        if (!e->key) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(e->key, k->w, (size_t)k->n * 8);
+        e->key_n = k->n;
+    }
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     if (!kb) return -1;
     if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) {   /* full: not a settings change */
@@ -220,6 +251,14 @@ int store(const Key *k, Entry *e) {
     int rc = PyDict_SetItem(table, kb, (PyObject *)e);
     Py_DECREF(kb);
     return rc;
+}
+
+/* e stored under k, the caller's reference released: True, or NULL with an exception (a put's answer). */
+PyObject *stored(const Key *k, Entry *e) {
+    const int rc = store(k, e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
 }
 
 /* An attribute (or, with call, a no-argument method) as an int64; -1 with no
@@ -274,21 +313,22 @@ int equals(PyObject *r, int64_t want) {
 
 /* -- CUDA launches ----------------------------------------------------------------------------------- */
 
-/* Queue e's kernel; on a failed launch the backend's Launch (its retry on a
- * thread without the device's context, its error message) takes over. */
+/* Queue pass p of e (a CUDA launch); on a failed launch the backend's Launch
+ * (its retry on a thread without the device's context, its error message)
+ * takes over, or for a pass without one, the retry hook. */
 static PyObject *cuda_retry;            /* retry(device, function, grid, shared, params, src, dst, stream) */
 
-static int launch(Entry *e, uint64_t src, uint64_t dst, uint64_t stream) {
-    int rc = odml_cuda_launch(e->function, e->grid, e->block, e->shared, stream, src, dst, e->params);
+int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream) {
+    int rc = odml_cuda_launch(p->function, p->grid, p->block, p->shared, stream, src, dst, p->params);
     if (rc == 0) return 0;
     PyObject *r;
-    if (e->launch) {
-        r = PyObject_CallFunction(e->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
+    if (p->launch) {
+        r = PyObject_CallFunction(p->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
                                   (unsigned long long)stream);
     } else if (cuda_retry) {
-        const Py_ssize_t size = (Py_ssize_t)odml_kernel_size[e->kernel];
-        r = PyObject_CallFunction(cuda_retry, "LKIIy#KKK", (long long)e->device, (unsigned long long)e->function,
-                                  e->grid, e->shared, (const char *)&e->p, size, (unsigned long long)src,
+        const Py_ssize_t size = (Py_ssize_t)odml_kernel_size[p->kernel];
+        r = PyObject_CallFunction(cuda_retry, "LKIIy#KKK", (long long)e->device, (unsigned long long)p->function,
+                                  p->grid, p->shared, (const char *)&p->p.k, size, (unsigned long long)src,
                                   (unsigned long long)dst, (unsigned long long)stream);
     } else {
         PyErr_Format(PyExc_RuntimeError, "opendml CUDA: a cached launch failed (CUresult %d)", rc);
@@ -301,7 +341,7 @@ static int launch(Entry *e, uint64_t src, uint64_t dst, uint64_t stream) {
 
 /* The output's device address where it is in the alignment class the
  * launch was chosen for (always, with PyTorch's and CuPy's allocators). */
-static int output_address(Entry *e, PyObject *out, int torch, int64_t *dst) {
+static int output_address(const Out *o, PyObject *out, int torch, int64_t *dst) {
     int rc;
     if (torch) {
         rc = int_of(out, s_data_ptr, 1, dst);
@@ -311,7 +351,7 @@ static int output_address(Entry *e, PyObject *out, int torch, int64_t *dst) {
         Py_XDECREF(mem);
         if (PyErr_Occurred()) drop_error();
     }
-    return rc < 0 || ((uint64_t)*dst & 15) != e->dst_align ? -1 : 0;
+    return rc < 0 || ((uint64_t)*dst & 15) != o->dst_align ? -1 : 0;
 }
 
 /* The stream handle a hook returned (a new reference, or NULL); consumes it. */
@@ -509,7 +549,7 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
         goto done;
     }
     if (where == 1) {                              /* a CPU kernel into a NumPy output, as torch.from_numpy */
-        PyObject *out = cpu_run(e, (PyArray_Descr *)e->dtype, (uintptr_t)ptr);
+        PyObject *out = cpu_run(e, (PyArray_Descr *)e->out1.dtype, (uintptr_t)ptr);
         if (out) {
             result = PyObject_CallOneArg(t_from_numpy, out);
             Py_DECREF(out);
@@ -519,14 +559,14 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
         }
         goto done;
     }
-    PyObject *out = tapi_empty(x, e->shape, NULL, &dst);
+    PyObject *out = tapi_empty(x, e->out1.shape, NULL, &dst);
     const int through_python = !out && !PyErr_Occurred();
-    if (through_python) out = PyObject_CallMethodOneArg(x, s_new_empty, e->shape);
+    if (through_python) out = PyObject_CallMethodOneArg(x, s_new_empty, e->out1.shape);
     if (!out) {                                    /* the allocator's error (out of memory) */
         result = allocation_failed();
         goto done;
     }
-    if ((through_python ? output_address(e, out, 1, &dst) < 0 : ((uint64_t)dst & 15) != e->dst_align) ||
+    if ((through_python ? output_address(&e->out1, out, 1, &dst) < 0 : ((uint64_t)dst & 15) != e->out1.dst_align) ||
         !torch_still_keyed(x, k.w + mark, k.n - mark)) {
         Py_DECREF(out);
         result = Py_None;
@@ -534,7 +574,7 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
         goto done;
     }
     uint64_t stream;
-    if (torch_stream(device, &stream) < 0 || launch(e, ptr - e->origin, (uint64_t)dst, stream) < 0) {
+    if (torch_stream(device, &stream) < 0 || launch_pass(e, &e->pass1, ptr - e->origin[0], (uint64_t)dst, stream) < 0) {
         Py_DECREF(out);
         goto done;
     }
@@ -594,20 +634,21 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
         Py_DECREF(dtype);
         Py_RETURN_NONE;
     }
-    PyObject *out = PyObject_CallFunctionObjArgs(c_empty, e->shape, dtype, NULL);
+    PyObject *out = PyObject_CallFunctionObjArgs(c_empty, e->out1.shape, dtype, NULL);
     Py_DECREF(dtype);
     if (!out) {                                    /* the pool's error (out of memory) */
         result = allocation_failed();
         goto done;
     }
-    if (output_address(e, out, 0, &dst) < 0) {
+    if (output_address(&e->out1, out, 0, &dst) < 0) {
         Py_DECREF(out);
         result = Py_None;
         Py_INCREF(result);
         goto done;
     }
     uint64_t stream;
-    if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0 || launch(e, ptr - e->origin, (uint64_t)dst, stream) < 0) {
+    if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0
+            || launch_pass(e, &e->pass1, ptr - e->origin[0], (uint64_t)dst, stream) < 0) {
         Py_DECREF(out);
         goto done;
     }
@@ -634,9 +675,9 @@ int numpy_key(Key *k, PyArrayObject *x) {
 
 int run_kernel(Entry *e, char *dst, const char *src, const char **error) {
     /* the caller's reference keeps e alive while the GIL is released */
-    int status, release = e->out_bytes >= RELEASE_BYTES;
+    int status, release = e->out1.bytes >= RELEASE_BYTES;
     PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
-    status = odml_run_kernel(e->kernel, dst, src, &e->p, e->threads, error);
+    status = odml_run_kernel(e->pass1.kernel, dst, src, &e->pass1.p.k, e->pass1.threads, error);
     if (release) PyEval_RestoreThread(ts);
     return status;
 }
@@ -645,33 +686,14 @@ int run_kernel(Entry *e, char *dst, const char *src, const char **error) {
  * array of `dtype` (an output block where large enough, as CpuBackend.empty
  * does). */
 static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
-    npy_intp dims[MAX_RANK];
-    for (int i = 0; i < e->rank; i++) dims[i] = (npy_intp)e->dims[i];
-    PyObject *out;
+    const Out *o = &e->out1;
+    char *dst;
     int fresh = 1;
-    Py_INCREF(dtype);
-    if (e->use_blocks && e->out_bytes <= odml_block_cache_max()) {
-        char *mem;
-        PyObject *block = odml_block_new((Py_ssize_t)e->out_bytes, &mem, &fresh);
-        if (!block) {
-            Py_DECREF(dtype);
-            return NULL;
-        }
-        out = PyArray_NewFromDescr(&PyArray_Type, dtype, e->rank, dims, NULL, mem,
-                                   NPY_ARRAY_CARRAY, NULL);
-        if (!out) {
-            Py_DECREF(block);
-        } else if (PyArray_SetBaseObject((PyArrayObject *)out, block) < 0) {   /* steals block */
-            Py_CLEAR(out);
-        }
-    } else {
-        out = PyArray_NewFromDescr(&PyArray_Type, dtype, e->rank, dims, NULL, NULL, 0, NULL);
-    }
+    PyObject *out = new_output(dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dst, &fresh);
     if (!out) return NULL;
-    char *dst = PyArray_BYTES((PyArrayObject *)out);
     if (fresh && e->prefault)                      /* as numpy_adapter.run: fault pages in before threads write */
-        for (int64_t i = 0; i < e->out_bytes; i += PAGE) dst[i] = 0;
-    const char *src = (const char *)(data - (uintptr_t)e->origin), *error = NULL;
+        for (int64_t i = 0; i < o->bytes; i += PAGE) dst[i] = 0;
+    const char *src = (const char *)(data - (uintptr_t)e->origin[0]), *error = NULL;
     int status = run_kernel(e, dst, src, &error);
     if (status == ODML_OK) return out;
     Py_DECREF(out);
@@ -684,7 +706,7 @@ static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObje
     Key k;
     if (key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 || numpy_key(&k, x) < 0) Py_RETURN_NONE;
     Entry *e = lookup(&k);
-    if (!e) Py_RETURN_NONE;
+    if (!e) return numpy_plain(args, nargs, x, &k);   /* a new shape of SLICE, SLICE1, SLICE_GRAD (calls_new.c) */
     /* the output takes x's own dtype object, as the Python route does (a
      * dtype with metadata or fields keys like its plain type) */
     PyObject *out = cpu_run(e, PyArray_DESCR(x), (uintptr_t)PyArray_BYTES(x));
@@ -744,26 +766,44 @@ PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssiz
     return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
 }
 
+Entry *entry_alloc(int kind, int n_out, int n_pass) {
+    Entry *e = PyObject_New(Entry, &EntryType);
+    if (!e) return NULL;
+    memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
+    e->kind = kind;
+    e->n_in = 1;
+    e->outs = n_out > 1 ? (Out *)PyMem_Calloc((size_t)n_out, sizeof(Out)) : &e->out1;
+    e->passes = n_pass > 1 ? (Pass *)PyMem_Calloc((size_t)n_pass, sizeof(Pass)) : &e->pass1;
+    if (!e->outs || !e->passes) {
+        Py_DECREF(e);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    e->n_out = n_out;
+    e->n_pass = n_pass;
+    return e;
+}
+
+/* A new entry of one input, one output of `shape` and one pass. */
 static Entry *new_entry(int kind, PyObject *shape) {
     if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) < 1 || PyTuple_GET_SIZE(shape) > MAX_RANK) {
         PyErr_SetString(PyExc_ValueError, "call cache: the output shape must be a tuple of 1 to 8 ints");
         return NULL;
     }
-    Entry *e = PyObject_New(Entry, &EntryType);
+    Entry *e = entry_alloc(kind, 1, 1);
     if (!e) return NULL;
-    memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
-    e->kind = kind;
-    e->rank = (int)PyTuple_GET_SIZE(shape);
-    for (int i = 0; i < e->rank; i++) {
-        e->dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-        if (e->dims[i] < 0) {
+    Out *o = &e->out1;
+    o->rank = (int)PyTuple_GET_SIZE(shape);
+    for (int i = 0; i < o->rank; i++) {
+        o->dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (o->dims[i] < 0) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "call cache: negative output size");
             Py_DECREF(e);
             return NULL;
         }
     }
     Py_INCREF(shape);
-    e->shape = shape;
+    o->shape = shape;
     return e;
 }
 
@@ -837,29 +877,27 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
         PyBuffer_Release(&params);
         return NULL;
     }
-    e->kernel = which;
+    Out *o = &e->out1;
+    e->pass1.kernel = which;
     e->cpu = 1;
-    memcpy(&e->p, params.buf, odml_kernel_size[which]);
+    memcpy(&e->pass1.p.k, params.buf, odml_kernel_size[which]);
     PyBuffer_Release(&params);
     Py_INCREF(dtype);
-    e->dtype = dtype;
-    e->origin = origin;
-    e->threads = threads;
-    e->use_blocks = use_blocks;
+    o->dtype = dtype;
+    e->origin[0] = (int64_t)origin;
+    e->pass1.threads = threads;
+    o->use_blocks = use_blocks;
     e->prefault = prefault;
-    e->out_bytes = PyDataType_ELSIZE((PyArray_Descr *)dtype);
-    for (int i = 0; i < e->rank; i++) {
-        if (!odml_mul_le(e->out_bytes, e->dims[i], ODML_LIMIT)) {
+    o->bytes = PyDataType_ELSIZE((PyArray_Descr *)dtype);
+    for (int i = 0; i < o->rank; i++) {
+        if (!odml_mul_le(o->bytes, o->dims[i], ODML_LIMIT)) {
             Py_DECREF(e);
             PyErr_SetString(PyExc_ValueError, "call_cache_put_numpy: the output is too large");
             return NULL;
         }
-        e->out_bytes *= e->dims[i];
+        o->bytes *= o->dims[i];
     }
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    return stored(&k, e);
 #else
     (void)op; (void)x; (void)call_args; (void)shape; (void)dtype; (void)origin; (void)kernel; (void)threads;
     (void)use_blocks; (void)prefault;
@@ -894,14 +932,16 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     Entry *e = lookup(&k);
     misses = counted;                              /* a test's look is not a miss */
     if (!e) Py_RETURN_NONE;
-    const char *params = e->cpu || !e->launch ? (const char *)&e->p : (const char *)(uintptr_t)e->params;
+    const Pass *p = &e->pass1;
+    const Out *o = &e->out1;
+    const char *params = e->cpu || !p->launch ? (const char *)&p->p.k : (const char *)(uintptr_t)p->params;
     PyObject *d = Py_BuildValue(
         "{s:i,s:i,s:i,s:y#,s:i,s:i,s:i,s:K,s:O,s:L,s:O,s:K,s:I,s:I,s:I,s:I}", "kind", e->kind, "cpu", e->cpu,
-        "kernel", e->kernel, "params", params, e->launch && !e->cpu ? (Py_ssize_t)0 : (Py_ssize_t)odml_kernel_size[e->kernel],
-        "threads", e->threads, "use_blocks", e->use_blocks, "prefault", e->prefault, "origin",
-        (unsigned long long)e->origin, "shape", e->shape ? e->shape : Py_None, "out_bytes", (long long)e->out_bytes,
-        "dtype", e->dtype ? e->dtype : Py_None, "function", (unsigned long long)e->function, "grid", e->grid,
-        "block", e->block, "shared", e->shared, "dst_align", e->dst_align);
+        "kernel", p->kernel, "params", params, p->launch && !e->cpu ? (Py_ssize_t)0 : (Py_ssize_t)odml_kernel_size[p->kernel],
+        "threads", p->threads, "use_blocks", o->use_blocks, "prefault", e->prefault, "origin",
+        (unsigned long long)e->origin[0], "shape", o->shape ? o->shape : Py_None, "out_bytes", (long long)o->bytes,
+        "dtype", o->dtype ? o->dtype : Py_None, "function", (unsigned long long)p->function, "grid", p->grid,
+        "block", p->block, "shared", p->shared, "dst_align", o->dst_align);
     Py_DECREF(e);
     return d;
 }
@@ -911,13 +951,7 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
  * or raises opendml's error (runtime/cuda/backend.py's relaunch). */
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
     (void)self;
-    if (!PyCallable_Check(fn)) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_cuda_retry: a callable is required");
-        return NULL;
-    }
-    Py_INCREF(fn);
-    Py_XSETREF(cuda_retry, fn);
-    Py_RETURN_NONE;
+    return keep(&cuda_retry, fn, PyCallable_Check(fn), "call_cache_cuda_retry: a callable is required");
 }
 
 /* call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, launch,
@@ -950,19 +984,17 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     Py_XDECREF(dtype);
     Entry *e = new_entry(kind, shape);
     if (!e) return NULL;
-    e->origin = origin;
-    e->function = function;
-    e->params = params;
-    e->grid = (unsigned)grid;
-    e->block = (unsigned)block;
-    e->shared = (unsigned)shared;
-    e->dst_align = (unsigned)dst_align;
+    Pass *p = &e->pass1;
+    e->origin[0] = (int64_t)origin;
+    p->function = function;
+    p->params = params;
+    p->grid = (unsigned)grid;
+    p->block = (unsigned)block;
+    p->shared = (unsigned)shared;
+    e->out1.dst_align = (unsigned)dst_align;
     Py_INCREF(launch_obj);
-    e->launch = launch_obj;
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    p->launch = launch_obj;
+    return stored(&k, e);
 }
 
 /* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a
@@ -970,7 +1002,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
  * device) for autograd and runs it. */
 PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *op, *x, *call_args, *eager, *shape;
+    PyObject *op, *x, *call_args, *eager;
     unsigned long long gen;
     int64_t device;
     uint64_t ptr;
@@ -986,30 +1018,19 @@ PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
         Py_INCREF(Py_False);
         return with_deferred(Py_False);
     }
-    shape = Py_BuildValue("(i)", 1);
-    if (!shape) return NULL;
-    Entry *e = new_entry(KIND_EAGER, shape);
-    Py_DECREF(shape);
+    Entry *e = entry_alloc(KIND_EAGER, 1, 0);   /* no output nor pass of its own: eager(x) runs the call */
     if (!e) return NULL;
     Py_INCREF(eager);
     e->eager = eager;
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    return stored(&k, e);
 }
 
 /* call_cache_torch_eager(eager_ok): the check an eager entry's call passes first. */
 PyObject *odml_py_call_cache_torch_eager(PyObject *self, PyObject *fn) {
     (void)self;
-    if (!PyCallable_Check(fn)) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_torch_eager: a callable is required");
-        return NULL;
-    }
-    Py_INCREF(fn);
-    Py_XSETREF(t_eager_ok, fn);
-    drop_all();
-    Py_RETURN_NONE;
+    PyObject *r = keep(&t_eager_ok, fn, PyCallable_Check(fn), "call_cache_torch_eager: a callable is required");
+    if (r) drop_all();
+    return r;
 }
 
 /* Keep the hooks of one framework: its array type, then callables. */
@@ -1073,13 +1094,7 @@ PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args) {
 /* call_cache_graveyard(list): kept for runtime/calls.py; nothing is put there since parameters go by value */
 PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list) {
     (void)self;
-    if (!PyList_CheckExact(list)) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_graveyard: a list is required");
-        return NULL;
-    }
-    Py_INCREF(list);
-    Py_XSETREF(graveyard, list);
-    Py_RETURN_NONE;
+    return keep(&graveyard, list, PyList_CheckExact(list), "call_cache_graveyard: a list is required");
 }
 
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused) {
@@ -1106,9 +1121,9 @@ PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args) {
 
 PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
-    return Py_BuildValue("{s:O,s:O,s:n,s:L,s:L}", "enabled", enabled ? Py_True : Py_False, "numpy",
+    return Py_BuildValue("{s:O,s:O,s:n,s:L,s:L,s:L}", "enabled", enabled ? Py_True : Py_False, "numpy",
                          numpy_ready ? Py_True : Py_False, "entries", table ? PyDict_GET_SIZE(table) : 0, "hits",
-                         hits, "misses", misses);
+                         hits, "misses", misses, "planned", plain_served);
 }
 
 int odml_calls_init(void) {

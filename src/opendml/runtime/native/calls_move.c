@@ -20,33 +20,13 @@
  * sizes of the pass's types) and refuses what does not fit, so a bad record
  * cannot make a later call read or write outside a buffer. */
 
-#define MAX_MOVE_IO 16
-#define MAX_MOVE_PASSES 64
 #define MAX_STR 32
-
-typedef struct {
-    int fill, src, dst, threads;
-    odml_cpu_move_params p;
-    odml_move_prepared *prep;               /* p checked and laid out once (move.h) */
-} MovePass;
-
-typedef struct {
-    PyObject_HEAD
-    int n_in, n_out, n_pass, multi;
-    int64_t origin[MAX_MOVE_IO];            /* per input: bytes from its data pointer back to element 0 */
-    PyObject *dtype[MAX_MOVE_IO];           /* per output: its PyArray_Descr */
-    int rank[MAX_MOVE_IO], use_blocks[MAX_MOVE_IO];
-    int64_t dims[MAX_MOVE_IO][MAX_RANK], bytes[MAX_MOVE_IO], total;
-    MovePass *passes;
-    int64_t *key;                           /* the key's words, for the front table */
-    int key_n;
-} MoveEntry;
 
 /* The front table: recent move entries by a cheap hash of their key words
  * (strong references), checked before the dict, whose bytes key costs an
  * allocation and a SipHash per call. Emptied with the dict. */
 #define FRONT 256
-static MoveEntry *front[FRONT];
+static Entry *front[FRONT];
 
 static unsigned front_slot(const Key *k) {
     uint64_t h = 0x243f6a8885a308d3ull;
@@ -64,28 +44,8 @@ void front_clear(void) {
     for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
 }
 
-static void MoveEntry_dealloc(MoveEntry *e) {
-    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(e->dtype[i]);
-    if (e->passes)
-        for (int i = 0; i < e->n_pass; i++) odml_move_free(e->passes[i].prep);
-    PyMem_Free(e->passes);
-    PyMem_Free(e->key);
-    Py_TYPE(e)->tp_free((PyObject *)e);
-}
-
-static PyTypeObject MoveEntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "opendml.runtime.cpu._native.MoveCallEntry",
-    .tp_basicsize = sizeof(MoveEntry),
-    .tp_dealloc = (destructor)MoveEntry_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One call-cache entry of the data-movement family (see calls.c).",
-};
-
 static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
 
-/* DataType values 1..11 -> element bytes (model/data_type.py, convert.h). */
-static const int move_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
 
 /* A family argument (see above); -1: no key. */
 static int key_move_arg(Key *k, PyObject *a) {
@@ -135,13 +95,11 @@ static int key_move_arg(Key *k, PyObject *a) {
 }
 
 #ifdef ODML_NUMPY
-enum { KIND_MOVE = 4 };
-
 /* The key of a family call: operator, arguments, then the inputs (x: one
  * exact ndarray, or an exact list or tuple of 1..MAX_MOVE_IO of them), which
  * are stored in `in` (borrowed). -1: no key. */
-static int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
-                    int *n_in) {
+int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
+             int *n_in) {
     int64_t o;
     k->n = 0;
     if (exact_int(op, &o) < 0 || put(k, KIND_MOVE) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
@@ -166,17 +124,20 @@ static int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py
 }
 
 /* A new C-contiguous output (an output block where large enough, as
- * CpuBackend.empty gives), its data in *data; NULL with an exception. */
-static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
-                            char **data) {
+ * CpuBackend.empty gives), its data in *data, whether its memory was never
+ * touched in *fresh (where not NULL); NULL with an exception. */
+PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
+                     char **data, int *fresh) {
     npy_intp dims[MAX_RANK];
     PyObject *out;
+    int unused;
+    if (!fresh) fresh = &unused;
+    *fresh = 1;
     for (int i = 0; i < rank; i++) dims[i] = (npy_intp)dims64[i];
     Py_INCREF(dtype);
     if (use_blocks && bytes <= odml_block_cache_max()) {
         char *mem;
-        int fresh;
-        PyObject *block = odml_block_new((Py_ssize_t)bytes, &mem, &fresh);
+        PyObject *block = odml_block_new((Py_ssize_t)bytes, &mem, fresh);
         if (!block) {
             Py_DECREF(dtype);
             return NULL;
@@ -191,6 +152,20 @@ static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims6
     return out;
 }
 
+/* e's passes in order, from the inputs' element 0 at srcs into the outputs at dsts, the GIL released where
+ * they write at least RELEASE_BYTES (the caller's reference keeps e alive); the first status other than ODML_OK. */
+int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
+    int status = ODML_OK;
+    const int release = e->total >= RELEASE_BYTES;
+    PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
+    for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
+        const Pass *p = &e->passes[i];
+        status = odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
+    }
+    if (release) PyEval_RestoreThread(ts);
+    return status;
+}
+
 static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     Key k;
     PyArrayObject *in[MAX_MOVE_IO];
@@ -201,7 +176,7 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     if (move_key(&k, args[0], args[1], args + 2, nargs - 2, in, &n_in) < 0) Py_RETURN_NONE;
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list, the GIL released) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
-    MoveEntry *e = NULL;
+    Entry *e = NULL;
     unsigned slot = front_slot(&k);
     if (front[slot] && front[slot]->key_n == k.n && same_words(front[slot]->key, k.w, k.n)) {
         e = front[slot];
@@ -210,36 +185,28 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
         PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
         PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
         Py_XDECREF(kb);
-        if (!hit || Py_TYPE(hit) != &MoveEntryType || ((MoveEntry *)hit)->n_in != n_in) {
+        if (!hit || Py_TYPE(hit) != &EntryType || ((Entry *)hit)->kind != KIND_MOVE || ((Entry *)hit)->n_in != n_in) {
             drop_error();
             misses++;
             result = Py_None;
             Py_INCREF(result);
             goto done;
         }
-        e = (MoveEntry *)hit;
+        e = (Entry *)hit;
         Py_INCREF(e);
         Py_INCREF(e);
         Py_XSETREF(front[slot], e);
     }
     for (int i = 0; i < e->n_out; i++) {
-        outs[i] = new_output((PyArray_Descr *)e->dtype[i], e->rank[i], e->dims[i], e->bytes[i], e->use_blocks[i],
-                             &dsts[i]);
+        const Out *o = &e->outs[i];
+        outs[i] = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dsts[i], NULL);
         if (!outs[i]) {                            /* the Python route allocates again and raises */
             result = allocation_failed();
             goto done;
         }
     }
     for (int i = 0; i < n_in; i++) srcs[i] = PyArray_BYTES(in[i]) - e->origin[i];
-    {
-        int release = e->total >= RELEASE_BYTES;
-        PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
-        for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
-            const MovePass *p = &e->passes[i];
-            status = odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
-        }
-        if (release) PyEval_RestoreThread(ts);
-    }
+    status = run_passes(e, dsts, srcs);
     if (status != ODML_OK) {                       /* the Python route runs it again and raises its own error */
         result = Py_None;
         Py_INCREF(result);
@@ -274,9 +241,9 @@ static int move_span(int rank, int64_t offset, const int64_t *extent, const int6
 
 /* Whether pass p, on inputs of `span` elements of `in_size` bytes and
  * outputs of `count` elements of `out_size` bytes, stays inside them. */
-static int move_pass_fits(const MovePass *mp, const int64_t *span, const int *in_size, const int64_t *count,
-                          const int *out_size, int n_in, int n_out) {
-    const odml_cpu_move_params *p = &mp->p;
+int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
+                   const int *out_size, int n_in, int n_out) {
+    const odml_cpu_move_params *p = &mp->p.move;
     int64_t lo, hi, extent[ODML_CPU_MOVE_MAX_RANK];
     if (p->rank < 1 || p->rank > ODML_CPU_MOVE_MAX_RANK || p->kind != mp->fill || mp->dst < 0 || mp->dst >= n_out ||
         mp->threads < 1 || mp->threads > ODML_MAX_THREADS || p->dst_type < 1 || p->dst_type > 11 ||
@@ -304,7 +271,7 @@ static int move_pass_fits(const MovePass *mp, const int64_t *span, const int *in
 /* An input's element 0 (its lowest-addressed element) as bytes back from its
  * data pointer, and its span in elements; -1 where a stride is not a whole
  * number of elements (the route copies such an array first). */
-static int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span) {
+int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span) {
     int64_t es = PyArray_ITEMSIZE(x), back = 0, reach = 0;
     *span = 0;
     for (int i = 0; i < PyArray_NDIM(x); i++)
@@ -365,12 +332,9 @@ static PyObject *put_move(PyObject *args) {
      * Python code (an origin's __index__, a flag's __bool__) that empties x */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     PyObject *result = NULL;
-    MoveEntry *e = PyObject_New(MoveEntry, &MoveEntryType);
+    Entry *e = entry_alloc(KIND_MOVE, (int)n_out, (int)n_pass);
     if (!e) goto release;
-    memset((char *)e + sizeof(PyObject), 0, sizeof(MoveEntry) - sizeof(PyObject));
     e->n_in = n_in;
-    e->n_out = (int)n_out;
-    e->n_pass = (int)n_pass;
     e->multi = multi;
     for (int i = 0; i < n_in; i++) {
         int64_t given;
@@ -387,28 +351,25 @@ static PyObject *put_move(PyObject *args) {
         int es = (int)PyDataType_ELSIZE((PyArray_Descr *)dtype), rank = (int)PyTuple_GET_SIZE(shape);
         if ((es != 1 && es != 2 && es != 4 && es != 8) || rank < 1 || rank > MAX_RANK)
             PUT_MOVE_FAIL("an output needs 1 to 8 dimensions and elements of 1, 2, 4 or 8 bytes");
+        Out *eo = &e->outs[i];
         Py_INCREF(dtype);
-        e->dtype[i] = dtype;
-        e->rank[i] = rank;
-        e->use_blocks[i] = blocks;
+        eo->dtype = dtype;
+        eo->rank = rank;
+        eo->use_blocks = blocks;
         out_size[i] = es;
         count[i] = 1;
         for (int d = 0; d < rank; d++) {
-            if (int64_item(shape, d, &e->dims[i][d]) < 0) goto fail;
-            if (e->dims[i][d] < 0 || !odml_mul_le(count[i], e->dims[i][d], ODML_LIMIT / 8))
+            if (int64_item(shape, d, &eo->dims[d]) < 0) goto fail;
+            if (eo->dims[d] < 0 || !odml_mul_le(count[i], eo->dims[d], ODML_LIMIT / 8))
                 PUT_MOVE_FAIL("an output's sizes must be >= 0 and its size below 2^59 elements");
-            count[i] *= e->dims[i][d];
+            count[i] *= eo->dims[d];
         }
-        e->bytes[i] = count[i] * es;
-        e->total += e->bytes[i];
-    }
-    e->passes = (MovePass *)PyMem_Calloc(n_pass ? (size_t)n_pass : 1, sizeof(MovePass));
-    if (!e->passes) {
-        PyErr_NoMemory();
-        goto fail;
+        eo->bytes = count[i] * es;
+        e->total += eo->bytes;
     }
     for (Py_ssize_t i = 0; i < n_pass; i++) {
-        MovePass *mp = &e->passes[i];
+        Pass *mp = &e->passes[i];
+        mp->kernel = PASS_MOVE;
         Py_buffer pb;
         if (!PyTuple_Check(PyTuple_GET_ITEM(passes, i)))
             PUT_MOVE_FAIL("each pass must be a tuple (fill, src, dst, params, threads)");
@@ -419,25 +380,18 @@ static PyObject *put_move(PyObject *args) {
             PyBuffer_Release(&pb);
             PUT_MOVE_FAIL("a pass's parameters must be the bytes of odml_cpu_move_params (move.h)");
         }
-        memcpy(&mp->p, pb.buf, sizeof(odml_cpu_move_params));
+        memcpy(&mp->p.move, pb.buf, sizeof(odml_cpu_move_params));
         PyBuffer_Release(&pb);
         if (!move_pass_fits(mp, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
         const char *error = NULL;
-        int status = odml_move_prepare(&mp->p, mp->threads, &mp->prep, &error);
+        int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
         if (status == ODML_ENOMEM) {
             PyErr_NoMemory();
             goto fail;
         }
         if (status != ODML_OK) goto refuse;      /* parameters the kernel itself rejects */
     }
-    e->key = (int64_t *)PyMem_Malloc((size_t)k.n * 8);
-    if (!e->key) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    memcpy(e->key, k.w, (size_t)k.n * 8);
-    e->key_n = k.n;
-    int rc = store(&k, (Entry *)e);
+    int rc = store(&k, e);
     Py_DECREF(e);
     if (rc == 0) {
         result = Py_True;
@@ -483,9 +437,7 @@ static PyObject *torch_view(PyObject *t) {
  * move_new for a new shape) run on views of the tensors args[xi] (the
  * Python route records it on the same views: the same key), its outputs
  * handed to torch.from_numpy as the Python route does. */
-typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
-
-static PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
+PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
     PyObject *x = args[xi], *view, *call[MAX_MOVE_ARGS], *result;
     if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
     if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {     /* JOIN's arrays: a tuple of views */
@@ -562,45 +514,6 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return to
  * so nothing queued reads the entry) and make a failed launch's retry and
  * error, as the Python route does. */
 
-enum { KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
-
-typedef struct {
-    uint64_t function, params;          /* params: host address of the Launch's parameter struct (by value) */
-    unsigned grid, block, shared;
-    int src, dst;                       /* src -1: a fill */
-    PyObject *launch;                   /* the backend's Launch (owns the struct); launch(src, dst, stream) */
-} CudaStep;
-
-typedef struct {
-    PyObject_HEAD
-    int kind, n_in, n_out, n_step, multi;
-    int64_t origin[MAX_MOVE_IO];        /* per input: bytes from its data pointer back to element 0 */
-    PyObject *shape[MAX_MOVE_IO];       /* per output: its shape (a tuple) */
-    PyObject *dtype[MAX_MOVE_IO];       /* per output: its torch.dtype or NumPy dtype */
-    unsigned dst_align[MAX_MOVE_IO];    /* per output: its address mod 16 when the launches were chosen */
-    CudaStep *steps;
-} CudaMoveEntry;
-
-static void CudaMoveEntry_dealloc(CudaMoveEntry *e) {
-    for (int i = 0; i < MAX_MOVE_IO; i++) {
-        Py_XDECREF(e->shape[i]);
-        Py_XDECREF(e->dtype[i]);
-    }
-    if (e->steps)
-        for (int i = 0; i < e->n_step; i++) Py_XDECREF(e->steps[i].launch);   /* by value: released at once */
-    PyMem_Free(e->steps);
-    Py_TYPE(e)->tp_free((PyObject *)e);
-}
-
-static PyTypeObject CudaMoveEntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "opendml.runtime.cpu._native.CudaMoveCallEntry",
-    .tp_basicsize = sizeof(CudaMoveEntry),
-    .tp_dealloc = (destructor)CudaMoveEntry_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One call-cache entry of the data-movement family on CUDA memory (see calls.c).",
-};
-
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 static int cuda_framework(PyObject *x) {
     if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {
@@ -668,18 +581,6 @@ static int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args,
     return 0;
 }
 
-/* Queue one step; on a failed launch the backend's Launch (its retry on a
- * thread without the device's context, its error message) takes over. */
-static int cuda_step(const CudaStep *s, uint64_t src, uint64_t dst, uint64_t stream) {
-    int rc = odml_cuda_launch(s->function, s->grid, s->block, s->shared, stream, src, dst, s->params);
-    if (rc == 0) return 0;
-    PyObject *r = PyObject_CallFunction(s->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
-                                        (unsigned long long)stream);
-    if (!r) return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
 static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (odml_calls_move_init) */
 
 /* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
@@ -690,7 +591,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], stream;
     int64_t device = -1, dst;
     int n = 0, seq = 0;
-    CudaMoveEntry *e = NULL;
+    Entry *e = NULL;
     if (cuda_inputs(args[1], (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) Py_RETURN_NONE;
     if (torch)
         for (int i = 0; i < n; i++)
@@ -701,27 +602,29 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
         PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
         Py_XDECREF(kb);
-        if (!hit || Py_TYPE(hit) != &CudaMoveEntryType || ((CudaMoveEntry *)hit)->n_in != n) {
+        if (!hit || Py_TYPE(hit) != &EntryType || ((Entry *)hit)->kind != (torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY)
+                || ((Entry *)hit)->n_in != n) {
             drop_error();
             misses++;
             goto route;
         }
-        e = (CudaMoveEntry *)hit;
+        e = (Entry *)hit;
         Py_INCREF(e);
     }
     /* the launches need the tensors' device current (the Python route makes it so) */
     if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
     for (int i = 0; i < e->n_out; i++) {
+        const Out *o = &e->outs[i];
         int through_python = 1;
         if (torch) {
-            outs[i] = tapi_empty(in[0], e->shape[i], e->dtype[i], &dst);
+            outs[i] = tapi_empty(in[0], o->shape, o->dtype, &dst);
             through_python = !outs[i] && !PyErr_Occurred();
             if (through_python) {
-                PyObject *call[3] = {in[0], e->shape[i], e->dtype[i]};
+                PyObject *call[3] = {in[0], o->shape, o->dtype};
                 outs[i] = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
             }
         } else {
-            outs[i] = PyObject_CallFunctionObjArgs(c_empty, e->shape[i], e->dtype[i], NULL);
+            outs[i] = PyObject_CallFunctionObjArgs(c_empty, o->shape, o->dtype, NULL);
         }
         if (!outs[i]) {                            /* the allocator's error (out of memory): the route raises */
             result = allocation_failed();
@@ -737,7 +640,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
             Py_XDECREF(mem);
             if (PyErr_Occurred()) drop_error();
         }
-        if (rc < 0 || ((uint64_t)dst & 15) != e->dst_align[i]) goto route;
+        if (rc < 0 || ((uint64_t)dst & 15) != o->dst_align) goto route;
         dsts[i] = (uint64_t)dst;
     }
     if (torch) {                                   /* the inputs as keyed, after the allocations (torch_still_keyed) */
@@ -753,10 +656,10 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     } else if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0) {
         goto done;
     }
-    for (int i = 0; i < e->n_step; i++) {
-        const CudaStep *s = &e->steps[i];
+    for (int i = 0; i < e->n_pass; i++) {
+        const Pass *s = &e->passes[i];
         uint64_t src = s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst];
-        if (cuda_step(s, src, dsts[s->dst], stream) < 0) goto done;
+        if (launch_pass(e, s, src, dsts[s->dst], stream) < 0) goto done;
     }
     result = take_outputs(outs, e->n_out, e->multi);
     if (!result) goto done;
@@ -794,7 +697,7 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
     int64_t device = -1;
     uint64_t ptr[MAX_MOVE_IO];
     Key k;
-    CudaMoveEntry *e = NULL;
+    Entry *e = NULL;
     if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
                           &PyTuple_Type, &origins, &PyTuple_Type, &steps, &multi, &gen))
         return NULL;
@@ -818,12 +721,9 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         return NULL;
     }
     if (n_out > MAX_MOVE_IO || n_step > MAX_MOVE_PASSES) Py_RETURN_FALSE;   /* (SPLIT into 17): the route serves */
-    e = PyObject_New(CudaMoveEntry, &CudaMoveEntryType);
+    e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, (int)n_out, (int)n_step);
     if (!e) return NULL;
-    memset((char *)e + sizeof(PyObject), 0, sizeof(CudaMoveEntry) - sizeof(PyObject));
-    e->kind = torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY;
     e->n_in = n_in;
-    e->n_out = (int)n_out;
     e->multi = multi;
     for (int i = 0; i < n_in; i++) {
         if (int64_item(origins, i, &e->origin[i]) < 0) goto fail;
@@ -848,19 +748,14 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         }
         if (!torch && !PyArray_DescrCheck(dtype)) PUT_CUDA_MOVE_FAIL("a CuPy output's dtype must be a NumPy dtype");
         Py_INCREF(shape);
-        e->shape[i] = shape;
+        e->outs[i].shape = shape;
         Py_INCREF(dtype);
-        e->dtype[i] = dtype;
-        e->dst_align[i] = (unsigned)align;
-    }
-    e->steps = (CudaStep *)PyMem_Calloc(n_step ? (size_t)n_step : 1, sizeof(CudaStep));
-    if (!e->steps) {
-        PyErr_NoMemory();
-        goto fail;
+        e->outs[i].dtype = dtype;
+        e->outs[i].dst_align = (unsigned)align;
     }
     for (Py_ssize_t i = 0; i < n_step; i++) {
         PyObject *t = PyTuple_GET_ITEM(steps, i);
-        CudaStep *s = &e->steps[i];
+        Pass *s = &e->passes[i];
         unsigned long long v[5];
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8)
             PUT_CUDA_MOVE_FAIL("each launch must be a tuple (function, grid, block, shared, params, src, dst, launch)");
@@ -882,18 +777,14 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         s->params = v[4];
         Py_INCREF(launch_obj);
         s->launch = launch_obj;
-        e->n_step = (int)i + 1;
     }
-    int rc = store(&k, (Entry *)e);
-    Py_DECREF(e);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    return stored(&k, e);
 fail:
     Py_XDECREF(e);
     return NULL;
 }
 
-static int torch_input(PyObject *x) {
+int torch_input(PyObject *x) {
     if (!t_type || !t_from_numpy) return 0;
     if (Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
     if (PyList_CheckExact(x)) return PyList_GET_SIZE(x) > 0 && Py_TYPE(PyList_GET_ITEM(x, 0)) == (PyTypeObject *)t_type;
@@ -959,380 +850,8 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types) {
 
 /* The family's entry types and new_empty's keyword tuple (odml_calls_init calls this once). */
 int odml_calls_move_init(void) {
-    if (PyType_Ready(&MoveEntryType) < 0) return -1;
 #ifdef ODML_NUMPY
-    if (PyType_Ready(&CudaMoveEntryType) < 0 || !(s_dtype_kw = Py_BuildValue("(s)", "dtype"))) return -1;
+    if (!(s_dtype_kw = Py_BuildValue("(s)", "dtype"))) return -1;
 #endif
     return 0;
-}
-
-/* -- New shapes of the family on NumPy arrays (issue 31) ----------------------------------------------- */
-
-#ifdef ODML_NUMPY
-/* DataType values 1..11 -> NumPy type numbers (DataType.numpy_dtype). */
-static const int move_npy_type[12] = {0, NPY_FLOAT32, NPY_FLOAT16, NPY_UINT32, NPY_UINT16, NPY_UINT8, NPY_INT32,
-                                      NPY_INT16, NPY_INT8, NPY_FLOAT64, NPY_UINT64, NPY_INT64};
-
-/* The DataType value of a NumPy dtype of one of the 11 element types (kind and size), else 0. */
-static int64_t descr_type(PyArray_Descr *d) {
-    const int es = (int)PyDataType_ELSIZE(d);
-    switch (d->kind) {
-        case 'f': return es == 2 ? ODML_T_FLOAT16 : es == 4 ? ODML_T_FLOAT32 : es == 8 ? ODML_T_FLOAT64 : 0;
-        case 'i': return es == 1 ? ODML_T_INT8 : es == 2 ? ODML_T_INT16 : es == 4 ? ODML_T_INT32 : es == 8 ? ODML_T_INT64 : 0;
-        case 'u': return es == 1 ? ODML_T_UINT8 : es == 2 ? ODML_T_UINT16 : es == 4 ? ODML_T_UINT32 : es == 8 ? ODML_T_UINT64 : 0;
-        default: return 0;
-    }
-}
-#endif
-
-int64_t odml_move_dtype_type(PyObject *o) {
-#ifdef ODML_NUMPY
-    if (!numpy_ready) return 0;
-    PyArray_Descr *d = NULL;
-    if (PyArray_DescrCheck(o)) {             /* only NumPy's own dtype object of a number type */
-        const int num = ((PyArray_Descr *)o)->type_num;
-        if (!PyTypeNum_ISNUMBER(num)) return 0;
-        d = PyArray_DescrFromType(num);
-        if (!d) {
-            PyErr_Clear();
-            return 0;
-        }
-        if ((PyObject *)d != o) {
-            Py_DECREF(d);
-            return 0;
-        }
-    } else if (PyType_Check(o) && PyType_IsSubtype((PyTypeObject *)o, &PyGenericArrType_Type)
-               && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {   /* numpy.float16, numpy.int8, ... */
-        d = PyArray_DescrFromTypeObject(o);
-        if (!d) {
-            PyErr_Clear();
-            return 0;
-        }
-    } else {
-        return 0;
-    }
-    const int64_t t = PyTypeNum_ISNUMBER(d->type_num) && PyArray_ISNBO(d->byteorder) ? descr_type(d) : 0;
-    Py_DECREF(d);
-    return t;
-#else
-    (void)o;
-    return 0;
-#endif
-}
-
-#ifdef ODML_NUMPY
-/* The inputs of a family call: x one exact ndarray, or for JOIN (lowering's
- * number ODML_LOWER_JOIN) an exact list or tuple of 1..MAX_MOVE_IO of them
- * (a lone array is refused there: the Python route names the fault), stored
- * in `in` (borrowed); -1 else. */
-static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
-    const int seq = (lowering & 0xff) == ODML_LOWER_JOIN;
-    if (!seq) {
-        if (Py_TYPE(x) != &PyArray_Type) return -1;
-        in[0] = (PyArrayObject *)x;
-        *n_in = 1;
-        return 0;
-    }
-    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(x);
-    if (n < 1 || n > MAX_MOVE_IO) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_ITEMS(x)[i];
-        if (Py_TYPE(item) != &PyArray_Type) return -1;
-        in[i] = (PyArrayObject *)item;
-    }
-    *n_in = (int)n;
-    return 0;
-}
-
-/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not
- * stored, not run): the passes packed (odml_move_pack), threads as
- * CpuBackend._threads gives them for `conf` (max threads, grain bytes, ...,
- * the output size from which output blocks are used: CpuBackend.plain_conf),
- * each checked to stay inside the buffers and laid out (odml_move_prepare).
- * NULL with no exception set where the Python route must run the call; NULL
- * with one for no memory. */
-static MoveEntry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
-    int64_t most, grain, min_bytes;
-    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
-            || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 4), &min_bytes)
-            || most < 1 || grain < 1) {
-        if (PyErr_Occurred()) drop_error();
-        return NULL;
-    }
-    odml_move_input xs[MAX_MOVE_IO];
-    int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
-    int in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
-    for (int j = 0; j < n_in; j++) {
-        PyArrayObject *x = in[j];
-        odml_move_input *xi = &xs[j];
-        const int n = PyArray_NDIM(x);
-        if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK || (xi->type = descr_type(PyArray_DESCR(x))) == 0
-                || PyArray_SIZE(x) == 0 || input_layout(x, &origin[j], &span[j]) < 0)
-            return NULL;
-        const int64_t es = PyArray_ITEMSIZE(x);
-        in_size[j] = (int)es;
-        xi->n = n;
-        xi->origin = origin[j] / es;
-        for (int i = 0; i < n; i++) {
-            xi->shape[i] = PyArray_DIM(x, i);
-            xi->strides[i] = PyArray_STRIDE(x, i) / es;
-        }
-    }
-    odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof(odml_move_prog));
-    if (!g) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    MoveEntry *e = NULL;
-    if (odml_move_lower(lowering, xs, n_in, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), g)
-            || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
-        goto out;
-    e = PyObject_New(MoveEntry, &MoveEntryType);
-    if (!e) goto out;
-    memset((char *)e + sizeof(PyObject), 0, sizeof(MoveEntry) - sizeof(PyObject));
-    e->n_in = n_in;
-    e->n_out = g->n_out;
-    e->multi = g->multi;
-    for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
-    for (int i = 0; i < g->n_out; i++) {
-        PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g->out_type[i]]);
-        if (!d) goto fail;
-        e->dtype[i] = (PyObject *)d;
-        out_size[i] = move_type_size[g->out_type[i]];
-        e->rank[i] = g->out_rank[i];
-        memcpy(e->dims[i], g->out_dims[i], sizeof(int64_t) * (size_t)g->out_rank[i]);
-        e->bytes[i] = g->out_count[i] * out_size[i];
-        e->use_blocks[i] = e->bytes[i] >= min_bytes;
-        e->total += e->bytes[i];
-    }
-    e->passes = (MovePass *)PyMem_Calloc((size_t)g->n_pass, sizeof(MovePass));
-    if (!e->passes) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    e->n_pass = g->n_pass;
-    for (int i = 0; i < g->n_pass; i++) {
-        const odml_move_pass *raw = &g->passes[i];
-        MovePass *mp = &e->passes[i];
-        int64_t count = 1, bytes, t;
-        for (int d = 0; d < raw->n; d++) count *= raw->sizes[d];   /* (each output element once: no overflow) */
-        bytes = count * (out_size[g->pass_dst[i]] + (raw->fill ? 0 : in_size[g->pass_src[i]]));
-        t = bytes / grain;
-        mp->threads = (int)(t > most ? most : t < 1 ? 1 : t);
-        mp->fill = raw->fill;
-        mp->src = g->pass_src[i];
-        mp->dst = g->pass_dst[i];
-        if (t > most && most > ODML_MAX_THREADS) goto fail;
-        if (odml_move_pack(raw, &mp->p) || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
-            goto fail;
-        const char *error = NULL;
-        const int status = odml_move_prepare(&mp->p, mp->threads, &mp->prep, &error);
-        if (status == ODML_ENOMEM) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        if (status != ODML_OK) goto fail;
-    }
-    goto out;
-fail:
-    Py_CLEAR(e);
-out:
-    PyMem_Free(g);
-    return e;
-}
-
-/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
- *
- * A never-seen shape of a family call on exact NumPy arrays (or plain
- * PyTorch CPU tensors, through NumPy views, as call_cache_move serves them)
- * in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
- * ODML_LOWER_* number with the operator's element types), the passes
- * packed, new outputs, the passes run, and the call recorded as
- * call_cache_put_move records it (where the cache is on and still in
- * `generation`), so the next such call is a hit of call_cache_move. `op`, x
- * (an array, or JOIN's list or tuple of arrays) and `args` are what the
- * function offers call_cache_move (the key's); conf is CpuBackend.plain_conf.
- * None, nothing run, wherever the Python route must run the call: the
- * lowering declines (anything but a valid call in its simple forms), an
- * output cannot be allocated (the Python route raises the error naming it),
- * an input changed while the outputs were allocated. */
-typedef struct {
-    int nd;
-    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
-    char *data;
-    PyArray_Descr *descr;
-} InputState;
-
-static void input_state(PyArrayObject *x, InputState *s) {
-    s->nd = PyArray_NDIM(x);
-    memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
-    memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
-    s->data = PyArray_BYTES(x);
-    s->descr = PyArray_DESCR(x);
-}
-
-static int input_same(PyArrayObject *x, const InputState *s) {
-    return PyArray_NDIM(x) == s->nd && PyArray_BYTES(x) == s->data && PyArray_DESCR(x) == s->descr
-           && !memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
-           && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
-}
-
-static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
-    (void)nargs;
-    PyObject *op = args[0], *xo = args[2], *call_args = args[3];
-    int64_t lowering, gen;
-    PyArrayObject *in[MAX_MOVE_IO];
-    int n_in = 0;
-    if (!numpy_ready || !PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering) || exact_int(args[4], &gen)
-            || move_inputs(xo, lowering, in, &n_in) < 0) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
-    /* the inputs stay alive whatever the call meets (a finalizer emptying JOIN's list) */
-    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
-    PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
-    char *dsts[MAX_MOVE_IO];
-    MoveEntry *e = move_new_entry((int)lowering, in, n_in, call_args, args[5]);
-    if (!e) {
-        if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-        goto done;
-    }
-    /* the key and the inputs' layouts as lowered, before anything can run Python code */
-    Key k;
-    PyArrayObject *keyed_in[MAX_MOVE_IO];
-    int keyed_n = 0;
-    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
-                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
-    if (PyErr_Occurred()) drop_error();
-    InputState state[MAX_MOVE_IO];
-    for (int i = 0; i < n_in; i++) input_state(in[i], &state[i]);
-    for (int i = 0; i < e->n_out; i++) {
-        outs[i] = new_output((PyArray_Descr *)e->dtype[i], e->rank[i], e->dims[i], e->bytes[i], e->use_blocks[i],
-                             &dsts[i]);
-        if (!outs[i]) {
-            result = allocation_failed();
-            goto done;
-        }
-    }
-    /* a finalizer run by an allocation may have changed an input (its shape, its buffer) */
-    for (int i = 0; i < n_in; i++)
-        if (!input_same(in[i], &state[i])) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    int status = ODML_OK;
-    {
-        const char *srcs[MAX_MOVE_IO];
-        for (int i = 0; i < n_in; i++) srcs[i] = state[i].data - e->origin[i];
-        const int release = e->total >= RELEASE_BYTES;
-        PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
-        for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
-            const MovePass *p = &e->passes[i];
-            status = odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
-        }
-        if (release) PyEval_RestoreThread(ts);
-    }
-    if (status != ODML_OK) {                       /* the Python route runs it again and raises its own error */
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    if (keyed && enabled && (unsigned long long)gen == generation) {
-        e->key = (int64_t *)PyMem_Malloc((size_t)k.n * 8);
-        if (!e->key) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        memcpy(e->key, k.w, (size_t)k.n * 8);
-        e->key_n = k.n;
-        if (store(&k, (Entry *)e) < 0) goto done;
-    }
-    result = take_outputs(outs, e->n_out, e->multi);
-done:
-    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
-    Py_XDECREF(e);
-    for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
-    return result;
-}
-
-/* move_lowering(lowering, x, args, conf) -> (shapes, dtype, ((fill, src, dst, params, threads), ...)) or None:
- * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's). */
-static PyObject *move_lowering(PyObject *const *args) {
-    int64_t lowering;
-    PyArrayObject *in[MAX_MOVE_IO];
-    int n_in;
-    if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
-            || move_inputs(args[1], lowering, in, &n_in) < 0) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
-    MoveEntry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
-    if (!e) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    PyObject *shape = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
-    if (!shape || !passes) goto done;
-    for (int j = 0; j < e->n_out; j++) {
-        PyObject *one = PyTuple_New(e->rank[j]);
-        if (!one) goto done;
-        PyTuple_SET_ITEM(shape, j, one);
-        for (int i = 0; i < e->rank[j]; i++) {
-            PyObject *v = PyLong_FromLongLong(e->dims[j][i]);
-            if (!v) goto done;
-            PyTuple_SET_ITEM(one, i, v);
-        }
-    }
-    for (int i = 0; i < e->n_pass; i++) {
-        const MovePass *mp = &e->passes[i];
-        PyObject *t = Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p,
-                                    (Py_ssize_t)sizeof mp->p, mp->threads);
-        if (!t) goto done;
-        PyTuple_SET_ITEM(passes, i, t);
-    }
-    result = Py_BuildValue("(OOO)", shape, e->dtype[0], passes);
-done:
-    Py_XDECREF(shape);
-    Py_XDECREF(passes);
-    Py_DECREF(e);
-    return result;
-}
-#endif
-
-PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_move_new(op, lowering, x, args, generation, conf) takes 6 "
-                                         "arguments");
-        return NULL;
-    }
-#ifdef ODML_NUMPY
-    if (torch_input(args[2])) {                                /* CPU tensors, through views */
-        PyObject *first = args[2];
-        if (PyList_CheckExact(first) || PyTuple_CheckExact(first))
-            first = PySequence_Fast_ITEMS(first)[0];
-        Py_INCREF(first);
-        const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
-        Py_DECREF(first);
-        if (PyErr_Occurred()) drop_error();
-        if (cuda) Py_RETURN_NONE;
-        return with_deferred(torch_views(args, nargs, 2, move_new));
-    }
-    return with_deferred(move_new(args, nargs));
-#else
-    Py_RETURN_NONE;
-#endif
-}
-
-PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "move_lowering(lowering, x, args, conf) takes 4 arguments");
-        return NULL;
-    }
-#ifdef ODML_NUMPY
-    return move_lowering(args);
-#else
-    Py_RETURN_NONE;
-#endif
 }

@@ -1,12 +1,11 @@
 /* New shapes (issue 19): a call on a shape never seen before lowers and packs
  * its plan on every call, so this arithmetic is in C. This file: the plan of a
  * layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
- * (odml_new_cpu), and the Python functions copy_params, copy_window,
- * unfold_window and scatter_window (NumPy arrays), cuda_spec (the CUDA
- * launch of cuda_spec.c, for tests), and slice1_lowering and slice_lowering
- * (the fast path of SLICE1's and SLICE's plain_lowering, which
- * planner.plain_plan tries first; see the end of this file). calls.c runs
- * the same plans on PyTorch tensors (call_cache_torch_new).
+ * (odml_new_cpu), and the Python functions copy_params, cuda_spec (the
+ * CUDA launch of cuda_spec.c, for tests), and slice_lowering,
+ * slice1_lowering and slice_grad_lowering (the fast path of the operators'
+ * plain_lowering, which planner.plain_plan tries first; see the end of this
+ * file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors.
  *
  * copy_params: a CopyPlan's canonical form packed as odml_copy_params.
  *
@@ -28,31 +27,14 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common.h"
+#include "cpu/common.h"
 #include "newshape.h"
 
-#ifdef ODML_NUMPY
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/arrayobject.h>
-#endif
 
-/* Read o into *v; -1 (no exception left set) where it is not an int in 64 bits. */
-static int read_i64(PyObject *o, int64_t *v) {
-    if (!PyLong_CheckExact(o)) return -1;
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return -1;
-    }
-    *v = (int64_t)x;
-    return 0;
-}
-
-/* Read the n entries of tuple t into v, as read_i64. */
+/* Read the n entries of tuple t into v, as odml_exact_i64. */
 static int read_i64s(PyObject *t, Py_ssize_t n, int64_t *v) {
     for (Py_ssize_t i = 0; i < n; i++)
-        if (read_i64(PyTuple_GET_ITEM(t, i), &v[i])) return -1;
+        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i])) return -1;
     return 0;
 }
 
@@ -66,7 +48,9 @@ static int before(const int64_t *a, const int64_t *b) {
 }
 
 /* The canonical form of the plan (es, n sizes sz, in_off, in strides is,
- * out_off, out strides os) packed into *p: 0, or -1 where the Python route
+ * out_off, out strides os) packed into *p, as plan.CopyPlan.canonical and
+ * runtime/cpu/backend.py's copy_params give it (tests/test_newshape_plain.py
+ * compares them): 0, or -1 where the Python route
  * must pack it (see the file's comment). */
 static int pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                 const int64_t *os, odml_copy_params *p) {
@@ -129,17 +113,15 @@ static int pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, con
 
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "copy_params(element_size, sizes, in_offset, in_strides, out_offset, "
-                                         "out_strides) takes 6 arguments");
+    if (odml_arity("copy_params(element_size, sizes, in_offset, in_strides, out_offset, "
+                   "out_strides)", nargs, 6, 6))
         return NULL;
-    }
     PyObject *ts = args[1], *ti = args[3], *to = args[5];
     if (!PyTuple_CheckExact(ts) || !PyTuple_CheckExact(ti) || !PyTuple_CheckExact(to)) Py_RETURN_NONE;
     Py_ssize_t n = PyTuple_GET_SIZE(ts);
     if (n > ODML_MAX_RANK || PyTuple_GET_SIZE(ti) != n || PyTuple_GET_SIZE(to) != n) Py_RETURN_NONE;
     int64_t es, in_off, out_off, sz[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
-    if (read_i64(args[0], &es) || read_i64(args[2], &in_off) || read_i64(args[4], &out_off)
+    if (odml_exact_i64(args[0], &es) || odml_exact_i64(args[2], &in_off) || odml_exact_i64(args[4], &out_off)
             || read_i64s(ts, n, sz) || read_i64s(ti, n, is) || read_i64s(to, n, os)) Py_RETURN_NONE;
     odml_copy_params p;
     if (pack(es, n, sz, in_off, is, out_off, os, &p)) Py_RETURN_NONE;
@@ -154,12 +136,16 @@ static int read_seq(PyObject *t, Py_ssize_t n, int64_t *v) {
     }
     if (!PyList_CheckExact(t) || PyList_GET_SIZE(t) != n) return -1;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (read_i64(PyList_GET_ITEM(t, i), &v[i])) return -1;
+        if (odml_exact_i64(PyList_GET_ITEM(t, i), &v[i])) return -1;
     return 0;
 }
 
 /* -- the plan of a layout (newshape.h) --------------------------------------------------------------- */
 
+/* Each mirrors its operator's lower() on a layout (ops/slice.py and ops/slice1.py SliceOperatorDesc.lower and
+ * Slice1OperatorDesc.lower: plan_copy; ops/unfold.py UnfoldOperatorDesc.lower: plan_unfold; ops/slice_grad.py
+ * SliceGradOperatorDesc.lower: plan_scatter), from plain_plan's fields; tests/test_newshape_plain.py runs each
+ * route against the one through descriptions and plans (same bytes, same call-cache record). */
 static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int n = L->n;
     int64_t sz[ODML_MAX_RANK], c[ODML_MAX_RANK], w[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
@@ -395,187 +381,6 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
         || __builtin_mul_overflow(run->work, run->p.scatter.element_size, &run->work) ? -1 : 0;
 }
 
-/* -- NumPy arrays ------------------------------------------------------------------------------------ */
-
-#ifdef ODML_NUMPY
-static int numpy_state;   /* 0 not tried, 1 NumPy's C API ready, -1 unusable (the window functions then decline) */
-
-static int numpy_ready(void) {
-    if (numpy_state == 0) {
-        if (_import_array() < 0) {
-            PyErr_Clear();
-            numpy_state = -1;
-        } else {
-            numpy_state = 1;
-        }
-    }
-    return numpy_state > 0;
-}
-
-/* x's layout (odml_layout_from_bytes). */
-static int numpy_layout(PyArrayObject *x, odml_layout *L) {
-    const int n = PyArray_NDIM(x);
-    if (n < 1 || n > ODML_MAX_RANK) return -1;
-    int64_t shape[ODML_MAX_RANK], bs[ODML_MAX_RANK];
-    for (int i = 0; i < n; i++) {
-        shape[i] = (int64_t)PyArray_DIM(x, i);
-        bs[i] = (int64_t)PyArray_STRIDE(x, i);
-    }
-    return odml_layout_from_bytes(n, shape, bs, (int64_t)PyArray_ITEMSIZE(x), L);
-}
-
-static int run_cpu(char *dst, const char *low, const odml_cpu_run *run, int threads, const char **error) {
-    return odml_run_kernel(odml_new_kernel(run->kernel), dst, low, &run->p, threads, error);
-}
-
-/* What the three window functions share: x's layout, the plan of `kind` from
- * fields f[0..nf), the CPU kernel's parameters and threads as
- * CpuBackend._threads gives them (None past ODML_MAX_THREADS), a new packed
- * array of x's dtype (None where the output is limit bytes or more, or
- * cannot be allocated: the Python route raises the error that names it),
- * the kernel run into it with the GIL released; (out, params bytes, threads,
- * origin_bytes), or NULL with the kernel's error. */
-static PyObject *run_new(PyObject *xo, int kind, PyObject *const *f, Py_ssize_t nf, PyObject *const *conf) {
-    /* conf: max_threads, grain_bytes, [tile_stride, tile_columns,] limit_bytes */
-    if (!numpy_ready() || Py_TYPE(xo) != &PyArray_Type) Py_RETURN_NONE;
-    PyArrayObject *x = (PyArrayObject *)xo;
-    int64_t most, grain, limit, tile_stride = 0, tile_columns = 0, bytes, origin_bytes;
-    const int tiles = kind == ODML_NEW_UNFOLD;
-    if (read_i64(conf[0], &most) || read_i64(conf[1], &grain) || read_i64(conf[2 + 2 * tiles], &limit)
-            || (tiles && (read_i64(conf[2], &tile_stride) || read_i64(conf[3], &tile_columns))) || grain < 1
-            || most < 1) Py_RETURN_NONE;
-    odml_layout L;
-    odml_new_plan pl;
-    odml_cpu_run run;
-    if (numpy_layout(x, &L) || odml_new_plan_make(kind, &L, f, nf, &pl) || odml_new_cpu(&pl, tile_stride,
-            tile_columns, &run) || __builtin_mul_overflow(pl.count, L.es, &bytes) || bytes >= limit
-            || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)) Py_RETURN_NONE;
-    const int64_t t = odml_new_threads(run.work, grain, most);
-    if (t > ODML_MAX_THREADS) Py_RETURN_NONE;
-    npy_intp dims[ODML_MAX_RANK];
-    for (int i = 0; i < pl.out_rank; i++) dims[i] = (npy_intp)pl.out_dims[i];
-    PyArray_Descr *descr = PyArray_DESCR(x);
-    Py_INCREF(descr);                            /* PyArray_NewFromDescr steals it */
-    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, pl.out_rank, dims, NULL, NULL, 0, NULL);
-    if (out == NULL) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    int threads = (int)t, status;
-    const char *error = NULL;
-    char *dst = PyArray_BYTES((PyArrayObject *)out);
-    const char *low = PyArray_BYTES(x) - origin_bytes;
-    Py_BEGIN_ALLOW_THREADS
-    status = run_cpu(dst, low, &run, threads, &error);
-    Py_END_ALLOW_THREADS
-    if (status != ODML_OK) {
-        Py_DECREF(out);
-        if (status == ODML_ENOMEM) return PyErr_NoMemory();
-        PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.%s: %s", odml_kernel_name[odml_new_kernel(kind)],
-                     error ? error : "bad parameters");
-        return NULL;
-    }
-    return Py_BuildValue("(Ny#iL)", out, (const char *)&run.p, run.size, threads, (long long)origin_bytes);
-}
-#endif
-
-/* copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes,
- * limit_bytes) -> (out, params bytes, threads, origin_bytes), or None
- *
- * A window plan given in index space (the packed output's element c is the
- * input's element starts + steps * c) on NumPy array x (an exact ndarray),
- * run at once into a new packed array `out` of x's dtype and shape out_sizes.
- * What it runs is what the Python route runs: x's layout as
- * planner.array_layout gives it (element strides, a size-1 axis's taken as 0
- * where its byte stride is not a whole number of elements; origin, the
- * element offset of element 0 from the lowest-addressed element), the
- * CopyPlan(itemsize, out_sizes, origin + sum(starts * strides), steps *
- * strides, 0, packed strides) that the operator's lower() gives for that
- * layout, its parameter bytes as copy_params gives them, its threads as
- * CpuBackend._threads gives them (max(1, min(max_threads, 2 * count *
- * itemsize // grain_bytes))), the kernel odml_copy from the lowest-addressed
- * element. origin_bytes (origin * itemsize) is what the call cache's record
- * needs. None, nothing run, for anything else: not an exact ndarray, NumPy's
- * C API unusable, sequences of other lengths (one entry per axis of x, at
- * most ODML_MAX_RANK), values outside 64 bits, a byte stride that is not a
- * whole number of elements along an axis of more than one element, an empty
- * input or output, an output of limit_bytes or more or that cannot be
- * allocated, more than ODML_MAX_THREADS threads. Nothing of DirectML's rules
- * is checked here: the caller passes a plan its operator validated. */
-PyObject *odml_py_copy_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "copy_window(x, out_sizes, starts, steps, max_threads, grain_bytes, "
-                                         "limit_bytes) takes 7 arguments");
-        return NULL;
-    }
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    return run_new(args[0], ODML_NEW_COPY, args + 1, 3, args + 4);
-#endif
-}
-
-/* unfold_window(x, out_sizes, window, strides, dilations, start_padding,
- * blocks, max_threads, grain_bytes, tile_stride, tile_columns, limit_bytes)
- * -> (out, params bytes, threads, origin_bytes), or None
- *
- * UNFOLD of NumPy array x (an exact ndarray, N, C and d spatial axes) with
- * the fields its operator validated (d entries each; blocks per spatial axis;
- * out_sizes (N, C * prod(window), prod(blocks))), run at once into a new
- * packed array of x's dtype. What it runs is what the Python route runs: x's
- * layout as planner.array_layout gives it, the UnfoldPlan that
- * UnfoldOperatorDesc.lower() gives for it, the odml_unfold_params that
- * CpuBackend._native_unfold fills for that plan (column tiles where
- * |strides[-1] * element stride| * itemsize > tile_stride and the window has
- * more than one element), threads as CpuBackend._threads gives them for
- * the output's bytes. None, nothing run, for anything else (as copy_window).
- * No rule of DirectML is checked here. */
-PyObject *odml_py_unfold_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "unfold_window(x, out_sizes, window, strides, dilations, start_padding, "
-                                         "blocks, max_threads, grain_bytes, tile_stride, tile_columns, limit_bytes) "
-                                         "takes 12 arguments");
-        return NULL;
-    }
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    return run_new(args[0], ODML_NEW_UNFOLD, args + 1, 6, args + 7);
-#endif
-}
-
-/* scatter_window(x, out_sizes, first, step, reversed, max_threads,
- * grain_bytes, limit_bytes) -> (out, params bytes, threads, origin_bytes), or
- * None
- *
- * SLICE_GRAD of NumPy array x (the input gradient, an exact ndarray) with the
- * plan its operator validated, given without x's layout (first and step per
- * dimension; reversed where the window stride is negative), run at once into
- * a new packed array of x's dtype and shape out_sizes. What it runs is what the
- * Python route runs: x's layout as planner.array_layout gives it, the
- * ScatterPlan that SliceGradOperatorDesc.lower() gives for it (a reversed
- * dimension's element stride negated and the origin moved to its last
- * element), its canonical form and odml_scatter_params as
- * numpy_kernels.canonical_scatter and CpuBackend._native_scatter give them
- * (cpu_scatter above), threads as CpuBackend._threads gives them for
- * (output + input elements) * itemsize. None, nothing run, for anything else
- * (as copy_window). No rule of DirectML is checked here. */
-PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "scatter_window(x, out_sizes, first, step, reversed, max_threads, "
-                                         "grain_bytes, limit_bytes) takes 8 arguments");
-        return NULL;
-    }
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    return run_new(args[0], ODML_NEW_SCATTER, args + 1, 4, args + 5);
-#endif
-}
-
 /* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) ->
  * (kernel name, params bytes, grid, shared_mem, origin), or None
  *
@@ -587,14 +392,10 @@ PyObject *odml_py_scatter_window(PyObject *self, PyObject *const *args, Py_ssize
  * scatter; fields: plain_plan's. No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) takes "
-                                         "7 arguments");
-        return NULL;
-    }
+    if (odml_arity("cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr)", nargs, 7, 7)) return NULL;
     int64_t kind;
     odml_layout L;
-    if (read_i64(args[0], &kind) || read_i64(args[1], &L.es) || !PyTuple_CheckExact(args[2])
+    if (odml_exact_i64(args[0], &kind) || odml_exact_i64(args[1], &L.es) || !PyTuple_CheckExact(args[2])
             || !PyTuple_CheckExact(args[4])) Py_RETURN_NONE;
     L.n = (int)PyTuple_GET_SIZE(args[2]);
     if (L.n < 1 || L.n > ODML_MAX_RANK || read_seq(args[2], L.n, L.shape) || read_seq(args[3], L.n, L.strides))
@@ -612,26 +413,33 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* -- the operators' plain lowering (planner.plain_plan) ---------------------------------------------- */
 
-/* slice1_lowering(in_sizes, offsets, window, steps[, output_sizes]) and
- * slice_lowering(in_sizes, offsets, sizes, strides) -> the same tuple as
- * ops/slice1.py's and ops/slice.py's plain_lowering, or None
+/* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it,
+ * slice_lowering(in_sizes, offsets, sizes, strides),
+ * slice1_lowering(in_sizes, offsets, window, steps[, output_sizes]) and
+ * slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> the
+ * same tuple as the Python function each mirrors, or None:
+ *
+ *   ODML_PLAIN_SLICE       ops/slice.py's plain_lowering       (sizes, offsets, strides): three tuples
+ *   ODML_PLAIN_SLICE1      ops/slice1.py's plain_lowering      (output sizes, starts, steps): tuple, list, tuple
+ *   ODML_PLAIN_SLICE_GRAD  ops/slice_grad.py's plain_lowering  (output sizes, first, step, reversed): tuple and
+ *                                                              three lists
  *
  * A fast path of those functions, which stay the reference (DirectML's
- * rules are theirs; tests compare the two): the common valid case of
- * SLICE1 ((output sizes, starts, steps): a tuple, a list and a tuple) and of
- * SLICE ((sizes, offsets, strides), three tuples), computed in one pass.
- * None (the caller then runs the Python function, which says what it makes
- * of the call) for anything else, valid or not: in_sizes not an exact tuple
- * of 1 to ODML_MAX_RANK exact ints in 64 bits; a field not an exact list or
- * tuple of one exact int in 64 bits per dimension (bools, NumPy integers and
- * int subclasses are not exact ints); output_sizes given (not None); a sum
- * or product outside 64 bits; any rule of the common case broken. Every
- * value is read before anything is allocated, with the GIL held and no
- * Python code run, so a list another thread changes cannot make the answer
- * mix two of its states; a list field's tuple is made from the values read. */
+ * rules are theirs; tests/test_newshape_lowering.py compares each pair): the
+ * common valid case, computed in one pass. None (the caller then runs the
+ * Python function, which says what it makes of the call) for anything else,
+ * valid or not: in_sizes not an exact tuple of 1 to ODML_MAX_RANK exact ints
+ * in 64 bits; a field not an exact list or tuple of one exact int in 64 bits
+ * per dimension (bools, NumPy integers and int subclasses are not exact
+ * ints); SLICE1's output_sizes given (not None); a sum or product outside 64
+ * bits; any rule of the common case broken. Every value is read before
+ * anything is allocated, with the GIL held and no Python code run, so a list
+ * another thread changes cannot make the answer mix two of its states; a
+ * list field's tuple is made from the values read. The call cache's miss
+ * (calls_new.c, numpy_plain) runs the same function on a NumPy array's shape. */
 
 /* A tuple of the n values v. */
-static PyObject *ints_tuple(const int64_t *v, Py_ssize_t n) {
+PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n) {
     PyObject *t = PyTuple_New(n);
     if (!t) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -667,7 +475,7 @@ static PyObject *field_tuple(PyObject *f, const int64_t *v, Py_ssize_t n) {
         Py_INCREF(f);
         return f;
     }
-    return ints_tuple(v, n);
+    return odml_ints_tuple(v, n);
 }
 
 /* (a, b, c), stealing the three references; NULL (the error set) where one
@@ -686,60 +494,94 @@ static PyObject *triple(PyObject *a, PyObject *b, PyObject *c) {
     return t;
 }
 
-/* in_sizes (an exact tuple) and the three fields read into dims, a, b, c;
- * their count in *n. -1 (no exception) where any is not as described above. */
-static int read_window(PyObject *const *args, Py_ssize_t *n, int64_t *dims, int64_t *a, int64_t *b, int64_t *c) {
-    PyObject *shape = args[0];
-    if (!PyTuple_CheckExact(shape)) return -1;
-    *n = PyTuple_GET_SIZE(shape);
-    if (*n < 1 || *n > ODML_MAX_RANK) return -1;
-    return read_i64s(shape, *n, dims) || read_seq(args[1], *n, a) || read_seq(args[2], *n, b)
-        || read_seq(args[3], *n, c) ? -1 : 0;
+PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf) {
+    static const Py_ssize_t arity[3] = {3, 4, 4};     /* SLICE1's fourth field: output_sizes, None only */
+    int64_t v[4][ODML_MAX_RANK], a[ODML_MAX_RANK], b[ODML_MAX_RANK], c[ODML_MAX_RANK];
+    if (which < 0 || which > 2 || n < 1 || n > ODML_MAX_RANK || (nf != arity[which] && !(which == 1 && nf == 3))
+            || (which == ODML_PLAIN_SLICE1 && nf == 4 && f[3] != Py_None))
+        Py_RETURN_NONE;
+    const Py_ssize_t nread = which == ODML_PLAIN_SLICE_GRAD ? 4 : 3;
+    for (Py_ssize_t j = 0; j < nread; j++)
+        if (read_seq(f[j], n, v[j])) Py_RETURN_NONE;
+    const int64_t *o = v[0], *s = v[1], *t = v[2];
+    if (which == ODML_PLAIN_SLICE) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t last;                              /* the last element read inside the input */
+            if (o[i] < 0 || s[i] < 1 || t[i] < 1 || t[i] > (int64_t)UINT32_MAX
+                    || __builtin_mul_overflow(s[i] - 1, t[i], &last) || __builtin_add_overflow(o[i], last, &last)
+                    || last >= dims[i]) Py_RETURN_NONE;
+        }
+        PyObject *sizes = field_tuple(f[1], s, n), *starts = sizes ? field_tuple(f[0], o, n) : NULL;
+        return triple(sizes, starts, starts ? field_tuple(f[2], t, n) : NULL);
+    }
+    if (which == ODML_PLAIN_SLICE1) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t end;                               /* the window inside the input: o + s <= dim */
+            if (o[i] < 0 || s[i] < 1 || __builtin_add_overflow(o[i], s[i], &end) || end > dims[i]) Py_RETURN_NONE;
+            if (t[i] > 0 && t[i] <= INT32_MAX) {
+                a[i] = 1 + (s[i] - 1) / t[i];
+                b[i] = o[i];
+            } else if (t[i] < 0 && t[i] >= INT32_MIN) {  /* a negative stride starts at the window's end */
+                a[i] = 1 + (s[i] - 1) / -t[i];
+                b[i] = end - 1;
+            } else {
+                Py_RETURN_NONE;
+            }
+        }
+        PyObject *sizes = odml_ints_tuple(a, n), *first = sizes ? ints_list(b, n) : NULL;
+        return triple(sizes, first, first ? field_tuple(f[2], t, n) : NULL);
+    }
+    /* SLICE_GRAD: the output gradient's sizes v[0] (each >= 1, at most MAX_ELEMENTS in all), the window
+     * (offsets v[1], sizes v[2], strides v[3]) inside them, at most the reachable elements taken (dims) */
+    const int64_t *g = v[0], *wo = v[1], *ws = v[2], *wt = v[3];
+    int64_t count = 1, end;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (g[i] < 1 || __builtin_mul_overflow(count, g[i], &count) || count > (int64_t)UINT32_MAX) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (wo[i] < 0 || ws[i] < 1 || __builtin_add_overflow(wo[i], ws[i], &end) || end > g[i] || wt[i] == 0
+                || wt[i] < INT32_MIN || wt[i] > INT32_MAX || dims[i] > 1 + (ws[i] - 1) / (wt[i] < 0 ? -wt[i] : wt[i]))
+            Py_RETURN_NONE;
+        a[i] = wt[i] > 0 ? wo[i] : wo[i] + (ws[i] - 1) + wt[i] * (dims[i] - 1);   /* walked backwards from the last */
+        b[i] = wt[i] > 0 ? wt[i] : -wt[i];
+        c[i] = wt[i] < 0;
+    }
+    PyObject *sizes = field_tuple(f[0], g, n), *rest = sizes ? triple(ints_list(a, n), ints_list(b, n), ints_list(c, n))
+                                                             : NULL;
+    PyObject *out = rest ? PyTuple_New(4) : NULL;
+    if (!out) {
+        Py_XDECREF(sizes);
+        Py_XDECREF(rest);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, sizes);
+    for (int j = 0; j < 3; j++) PyTuple_SET_ITEM(out, j + 1, Py_NewRef(PyTuple_GET_ITEM(rest, j)));
+    Py_DECREF(rest);
+    return out;
+}
+
+/* The Python face of odml_plain_lower: in_sizes (an exact tuple) as dims, then the fields. */
+static PyObject *plain_lowering(int which, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t dims[ODML_MAX_RANK];
+    if (!PyTuple_CheckExact(args[0])) Py_RETURN_NONE;
+    const Py_ssize_t n = PyTuple_GET_SIZE(args[0]);
+    if (n < 1 || n > ODML_MAX_RANK || read_i64s(args[0], n, dims)) Py_RETURN_NONE;
+    return odml_plain_lower(which, n, dims, args + 1, nargs - 1);
 }
 
 PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None) takes "
-                                         "4 or 5 arguments");
-        return NULL;
-    }
-    Py_ssize_t n;
-    int64_t dims[ODML_MAX_RANK], o[ODML_MAX_RANK], s[ODML_MAX_RANK], t[ODML_MAX_RANK];
-    int64_t most[ODML_MAX_RANK], starts[ODML_MAX_RANK];
-    if ((nargs == 5 && args[4] != Py_None) || read_window(args, &n, dims, o, s, t)) Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t end;                               /* the window inside the input: o + s <= dim */
-        if (o[i] < 0 || s[i] < 1 || __builtin_add_overflow(o[i], s[i], &end) || end > dims[i]) Py_RETURN_NONE;
-        if (t[i] > 0 && t[i] <= INT32_MAX) {
-            most[i] = 1 + (s[i] - 1) / t[i];
-            starts[i] = o[i];
-        } else if (t[i] < 0 && t[i] >= INT32_MIN) {  /* a negative stride starts at the window's end */
-            most[i] = 1 + (s[i] - 1) / -t[i];
-            starts[i] = end - 1;
-        } else {
-            Py_RETURN_NONE;
-        }
-    }
-    PyObject *sizes = ints_tuple(most, n), *first = sizes ? ints_list(starts, n) : NULL;
-    return triple(sizes, first, first ? field_tuple(args[3], t, n) : NULL);
+    if (odml_arity("slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None)", nargs, 4, 5)) return NULL;
+    return plain_lowering(ODML_PLAIN_SLICE1, args, nargs);
 }
 
 PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "slice_lowering(in_sizes, offsets, sizes, strides) takes 4 arguments");
-        return NULL;
-    }
-    Py_ssize_t n;
-    int64_t dims[ODML_MAX_RANK], o[ODML_MAX_RANK], s[ODML_MAX_RANK], t[ODML_MAX_RANK];
-    if (read_window(args, &n, dims, o, s, t)) Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t last;                              /* the last element read inside the input */
-        if (o[i] < 0 || s[i] < 1 || t[i] < 1 || t[i] > (int64_t)UINT32_MAX
-                || __builtin_mul_overflow(s[i] - 1, t[i], &last) || __builtin_add_overflow(o[i], last, &last)
-                || last >= dims[i]) Py_RETURN_NONE;
-    }
-    PyObject *sizes = field_tuple(args[2], s, n), *starts = sizes ? field_tuple(args[1], o, n) : NULL;
-    return triple(sizes, starts, starts ? field_tuple(args[3], t, n) : NULL);
+    if (odml_arity("slice_lowering(in_sizes, offsets, sizes, strides)", nargs, 4, 4)) return NULL;
+    return plain_lowering(ODML_PLAIN_SLICE, args, nargs);
+}
+
+PyObject *odml_py_slice_grad_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps)", nargs, 5, 5)) return NULL;
+    return plain_lowering(ODML_PLAIN_SLICE_GRAD, args, nargs);
 }

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common.h"
+#include "cpu/common.h"
 #include "newshape.h"
 
 #define THREADS ODML_CUDA_THREADS

@@ -28,20 +28,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "move.h"
+#include "newshape.h"
 
 
-static int exact_i64(PyObject *o, int64_t *v) {
-    if (!PyLong_CheckExact(o)) return -1;
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return -1;
-    }
-    *v = x;
-    return 0;
-}
 
 /* Python's i % n (n > 0): in [0, n). */
 static int64_t pymod(int64_t i, int64_t n) {
@@ -181,15 +170,13 @@ int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out) {
 
 PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
-                                         "src_strides, dst_strides, maps, scale_bias, fill_bits) takes 11 arguments");
+    if (odml_arity("move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
+                   "src_strides, dst_strides, maps, scale_bias, fill_bits)", nargs, 11, 11))
         return NULL;
-    }
     int64_t fill, src_type, dst_type, src_offset, dst_offset;
     PyObject *sizes = args[5], *ss = args[6], *ds = args[7], *maps = args[8], *sb = args[9];
-    if (exact_i64(args[0], &fill) || exact_i64(args[1], &src_type) || exact_i64(args[2], &dst_type)
-            || exact_i64(args[3], &src_offset) || exact_i64(args[4], &dst_offset) || (fill != 0 && fill != 1)
+    if (odml_exact_i64(args[0], &fill) || odml_exact_i64(args[1], &src_type) || odml_exact_i64(args[2], &dst_type)
+            || odml_exact_i64(args[3], &src_offset) || odml_exact_i64(args[4], &dst_offset) || (fill != 0 && fill != 1)
             || !PyTuple_CheckExact(sizes) || !PyTuple_CheckExact(ds) || !PyLong_CheckExact(args[10]))
         Py_RETURN_NONE;
     const Py_ssize_t n = PyTuple_GET_SIZE(sizes);
@@ -215,16 +202,17 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
     pass.n = (int)n;
     pass.fill_bits = bits;
     for (Py_ssize_t a = 0; a < n; a++) {
-        if (exact_i64(PyTuple_GET_ITEM(sizes, a), &pass.sizes[a]) || exact_i64(PyTuple_GET_ITEM(ds, a), &pass.dst_strides[a]))
+        if (odml_exact_i64(PyTuple_GET_ITEM(sizes, a), &pass.sizes[a])
+                || odml_exact_i64(PyTuple_GET_ITEM(ds, a), &pass.dst_strides[a]))
             Py_RETURN_NONE;
         if (!fill) {
-            if (exact_i64(PyTuple_GET_ITEM(ss, a), &pass.src_strides[a])) Py_RETURN_NONE;
+            if (odml_exact_i64(PyTuple_GET_ITEM(ss, a), &pass.src_strides[a])) Py_RETURN_NONE;
             PyObject *mp = maps == Py_None ? Py_None : PyTuple_GET_ITEM(maps, a);
             if (mp != Py_None) {
                 if (!PyTuple_CheckExact(mp) || PyTuple_GET_SIZE(mp) != 3
-                        || exact_i64(PyTuple_GET_ITEM(mp, 0), &pass.map_mode[a])
-                        || exact_i64(PyTuple_GET_ITEM(mp, 1), &pass.map_shift[a])
-                        || exact_i64(PyTuple_GET_ITEM(mp, 2), &pass.map_size[a]) || pass.map_mode[a] == 0)
+                        || odml_exact_i64(PyTuple_GET_ITEM(mp, 0), &pass.map_mode[a])
+                        || odml_exact_i64(PyTuple_GET_ITEM(mp, 1), &pass.map_shift[a])
+                        || odml_exact_i64(PyTuple_GET_ITEM(mp, 2), &pass.map_size[a]) || pass.map_mode[a] == 0)
                     Py_RETURN_NONE;
             }
         }

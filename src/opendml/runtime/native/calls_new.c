@@ -258,11 +258,9 @@ static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const o
  * fields (plain_plan then plans the call and C is called again with its fields). */
 PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
-                                         "cpu) takes 9 arguments");
+    if (odml_arity("call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
+                   "cpu)", nargs, 9, 9))
         return NULL;
-    }
 #ifndef ODML_NUMPY
     Py_RETURN_NONE;
 #else
@@ -352,14 +350,13 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
-        e = PyObject_New(Entry, &EntryType);
+        e = entry_alloc(KIND_TORCH, 1, 1);
         if (!e) goto fail;
-        memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
-        e->kernel = odml_new_kernel((int)kind);
+        e->pass1.kernel = odml_new_kernel((int)kind);
         e->cpu = 1;
-        e->threads = (int)threads;
-        e->out_bytes = out_bytes;                  /* run_kernel releases the GIL for large outputs */
-        memcpy(&e->p, &run.p, (size_t)run.size);
+        e->pass1.threads = (int)threads;
+        e->out1.bytes = out_bytes;                 /* run_kernel releases the GIL for large outputs */
+        memcpy(&e->pass1.p.k, &run.p, (size_t)run.size);
         const char *error = NULL;
         const int status = run_kernel(e, (char *)(uintptr_t)dst, (const char *)(uintptr_t)(in.data_ptr - origin_bytes),
                                       &error);
@@ -369,7 +366,7 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
             goto fail;
         }
         Py_INCREF(descr);
-        e->dtype = descr;
+        e->out1.dtype = descr;
     } else {                                       /* a CUDA launch */
         /* launches not made natively, or misaligned data (the Python route raises) */
         if (!PyDict_CheckExact(kernels) || in.data_ptr % (uint64_t)L.es) Py_RETURN_NONE;
@@ -405,30 +402,25 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
             Py_DECREF(out);                        /* nothing queued: the Python route's Launch retries and raises */
             Py_RETURN_NONE;
         }
-        e = PyObject_New(Entry, &EntryType);
+        e = entry_alloc(KIND_TORCH, 1, 1);
         if (!e) goto fail;
-        memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
-        e->kernel = odml_new_kernel((int)kind);
-        memcpy(&e->p, &s.p, (size_t)s.size);
-        e->params = (uint64_t)(uintptr_t)&e->p;
-        e->function = function;
-        e->grid = s.grid;
-        e->block = ODML_CUDA_THREADS;
-        e->shared = s.smem;
-        e->dst_align = (unsigned)(dst & 15);
+        Pass *p = &e->pass1;
+        p->kernel = odml_new_kernel((int)kind);
+        memcpy(&p->p.k, &s.p, (size_t)s.size);
+        p->params = (uint64_t)(uintptr_t)&p->p.k;
+        p->function = function;
+        p->grid = s.grid;
+        p->block = ODML_CUDA_THREADS;
+        p->shared = s.smem;
+        e->out1.dst_align = (unsigned)(dst & 15);
         e->device = in.device;
     }
     /* the entry, as put_numpy and put_cuda store it */
-    e->kind = KIND_TORCH;
-    e->origin = (uint64_t)origin_bytes;
-    e->rank = pl.out_rank;
-    memcpy(e->dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
-    if (keyed && enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
-        for (int i = 0; i < pl.out_rank; i++) {
-            PyObject *v = PyLong_FromLongLong(pl.out_dims[i]);
-            if (!v) goto fail;
-            PyTuple_SET_ITEM(e->shape, i, v);
-        }
+    e->origin[0] = origin_bytes;
+    e->out1.rank = pl.out_rank;
+    memcpy(e->out1.dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
+    if (keyed && enabled && (unsigned long long)gen == generation
+            && (e->out1.shape = odml_ints_tuple(pl.out_dims, pl.out_rank))) {
         if (store(&k, e) < 0) goto fail;
     } else if (PyErr_Occurred()) {
         goto fail;
@@ -442,37 +434,31 @@ fail:
 }
 #endif
 
-/* call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> the output, or None
- *
- * A new shape's route on a NumPy array (issue 19) in one C call: what
- * copy_window, unfold_window and scatter_window (newshape.c) run, with the
- * record put_numpy would make stored here (where the cache is on and still
- * in `generation`): x an exact, native-order ndarray; `kind` and `fields`
- * plain_plan's (0 copy, 1 unfold, 2 scatter); `cpu` (max_threads,
- * grain_bytes, tile_stride, tile_columns, limit_bytes). None, nothing run,
- * wherever the Python route must run the call (as those functions decline). */
-PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) takes 7 "
-                                         "arguments");
-        return NULL;
-    }
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    PyObject *op = args[0], *xo = args[1], *call_args = args[2], *fields = args[4], *conf = args[6];
-    int64_t kind, gen, most, grain, tile_stride, tile_columns, limit;
-    if (!numpy_ready || Py_TYPE(xo) != &PyArray_Type || !PyTuple_CheckExact(call_args) || !PyTuple_CheckExact(fields)
-            || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(args[3], &kind)
-            || exact_int(args[5], &gen) || kind < 0 || kind > 2 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
-            || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 2), &tile_stride)
-            || exact_int(PyTuple_GET_ITEM(conf, 3), &tile_columns) || exact_int(PyTuple_GET_ITEM(conf, 4), &limit)
-            || grain < 1 || most < 1) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
-    PyArrayObject *x = (PyArrayObject *)xo;
+#ifdef ODML_NUMPY
+/* What a new shape's run on a NumPy array needs of the CPU backend (CpuBackend.plain_conf). */
+typedef struct { int64_t most, grain, tile_stride, tile_columns, limit; } plain_conf;
+
+static int read_conf(PyObject *conf, plain_conf *c) {
+    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &c->most)
+            || exact_int(PyTuple_GET_ITEM(conf, 1), &c->grain) || exact_int(PyTuple_GET_ITEM(conf, 2), &c->tile_stride)
+            || exact_int(PyTuple_GET_ITEM(conf, 3), &c->tile_columns) || exact_int(PyTuple_GET_ITEM(conf, 4), &c->limit)
+            || c->grain < 1 || c->most < 1)
+        return -1;
+    return 0;
+}
+
+/* A new shape's plan of `kind` (fields f, plain_plan's) on x run into a new array, as the Python route
+ * runs it: x's layout as planner.array_layout gives it, the plan its operator's lower() gives for that
+ * layout, the kernel's parameters as CpuBackend's runner packs them, threads as CpuBackend._threads gives
+ * them (newshape.h), the kernel from x's lowest-addressed element; with `record` (the cache on and in the
+ * generation the caller read) the entry put_numpy would make stored under key k (NULL: the key of op, cargs
+ * and x); with `got`, that entry handed back. The output, or None (a new reference) wherever the Python
+ * route must run the call (an output of c->limit bytes or more, or that cannot be allocated, more than
+ * ODML_MAX_THREADS threads, a layout or plan newshape.c declines); NULL with an exception for a kernel's
+ * failure. Nothing of DirectML's rules is checked here: the caller passes fields its operator validated. */
+static PyObject *numpy_new_run(PyObject *op, PyArrayObject *x, PyObject *const *cargs, Py_ssize_t ncargs, int kind,
+                               PyObject *const *f, Py_ssize_t nf, const plain_conf *c, int record, const Key *k,
+                               Entry **got) {
     const int n = PyArray_NDIM(x);
     if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK) Py_RETURN_NONE;
     int64_t shape[ODML_MAX_RANK], bstrides[ODML_MAX_RANK];
@@ -485,37 +471,37 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
     odml_cpu_run run;
     int64_t bytes, origin_bytes;
     if (odml_layout_from_bytes(n, shape, bstrides, (int64_t)PyArray_ITEMSIZE(x), &L)
-            || odml_new_plan_make((int)kind, &L, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &pl)
-            || odml_new_cpu(&pl, tile_stride, tile_columns, &run) || __builtin_mul_overflow(pl.count, L.es, &bytes)
-            || bytes >= limit || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)) Py_RETURN_NONE;
-    const int64_t threads = odml_new_threads(run.work, grain, most);
+            || odml_new_plan_make(kind, &L, f, nf, &pl) || odml_new_cpu(&pl, c->tile_stride, c->tile_columns, &run)
+            || __builtin_mul_overflow(pl.count, L.es, &bytes) || bytes >= c->limit
+            || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)) Py_RETURN_NONE;
+    const int64_t threads = odml_new_threads(run.work, c->grain, c->most);
     if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
+    /* the key from x as planned, before anything is allocated (an allocation may run a finalizer) */
+    Key own;
+    if (record && !k) {
+        record = key_head(&own, KIND_NUMPY, op, cargs, ncargs) == 0 && numpy_key(&own, x) == 0;
+        if (PyErr_Occurred()) drop_error();
+        k = &own;
+    }
     npy_intp dims[ODML_MAX_RANK];
     for (int i = 0; i < pl.out_rank; i++) dims[i] = (npy_intp)pl.out_dims[i];
     PyArray_Descr *descr = PyArray_DESCR(x);
     Py_INCREF(descr);                              /* PyArray_NewFromDescr steals it */
     PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, pl.out_rank, dims, NULL, NULL, 0, NULL);
     if (!out) return allocation_failed();
-    Entry *e = PyObject_New(Entry, &EntryType);
+    Entry *e = entry_alloc(KIND_NUMPY, 1, 1);
     if (!e) {
         Py_DECREF(out);
         return NULL;
     }
-    memset((char *)e + sizeof(PyObject), 0, sizeof(Entry) - sizeof(PyObject));
-    e->kind = KIND_NUMPY;
     e->cpu = 1;
-    e->kernel = odml_new_kernel((int)kind);
-    e->threads = (int)threads;
-    e->out_bytes = bytes;
-    e->origin = (uint64_t)origin_bytes;
-    e->rank = pl.out_rank;
-    memcpy(e->dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
-    memcpy(&e->p, &run.p, (size_t)run.size);
-    /* the key from x as planned, before the kernel releases the GIL */
-    Key k;
-    const int keyed = key_head(&k, KIND_NUMPY, op, ((PyTupleObject *)call_args)->ob_item,
-                               PyTuple_GET_SIZE(call_args)) == 0 && numpy_key(&k, x) == 0;
-    if (PyErr_Occurred()) drop_error();
+    e->pass1.kernel = odml_new_kernel(kind);
+    e->pass1.threads = (int)threads;
+    e->out1.bytes = bytes;
+    e->origin[0] = origin_bytes;
+    e->out1.rank = pl.out_rank;
+    memcpy(e->out1.dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
+    memcpy(&e->pass1.p.k, &run.p, (size_t)run.size);
     const char *error = NULL;
     const int status = run_kernel(e, PyArray_BYTES((PyArrayObject *)out), PyArray_BYTES(x) - origin_bytes, &error);
     if (status != ODML_OK) {
@@ -525,23 +511,163 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
         PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
         return NULL;
     }
-    if (keyed && enabled && (unsigned long long)gen == generation && (e->shape = PyTuple_New(pl.out_rank)) != NULL) {
-        for (int i = 0; i < pl.out_rank; i++) {
-            PyObject *v = PyLong_FromLongLong(pl.out_dims[i]);
-            if (!v) goto fail;
-            PyTuple_SET_ITEM(e->shape, i, v);
-        }
+    if (record && (e->out1.shape = odml_ints_tuple(pl.out_dims, pl.out_rank))) {
         Py_INCREF(descr);
-        e->dtype = (PyObject *)descr;
-        if (store(&k, e) < 0) goto fail;
+        e->out1.dtype = (PyObject *)descr;
+        if (store(k, e) < 0) goto fail;
     } else if (PyErr_Occurred()) {
         goto fail;
     }
-    Py_DECREF(e);
+    if (got) *got = e;
+    else Py_DECREF(e);
     return out;
 fail:
     Py_DECREF(e);
     Py_DECREF(out);
     return NULL;
+}
+
+/* plain_window(x, kind, fields, cpu) -> (out, params bytes, threads, origin_bytes), or None
+ *
+ * numpy_new_run on an exact NumPy array x with nothing recorded (CpuBackend.run_plain: the caller records
+ * the run itself, under a PyTorch tensor x views): kind 0 copy (fields: out_sizes, starts, steps in index
+ * space: the output's element c is x's element starts + steps * c), 1 unfold (out_sizes, window, strides,
+ * dilations, start_padding, blocks), 2 scatter (out_sizes, first, step, reversed); cpu CpuBackend.plain_conf.
+ * origin_bytes is what the call cache's record needs. None, nothing run, for anything else, as numpy_new_run
+ * declines (not an exact ndarray, fields of other lengths or outside 64 bits, a byte stride not a whole number
+ * of elements, an empty input, ...). */
+PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("plain_window(x, kind, fields, cpu)", nargs, 4, 4)) return NULL;
+#ifdef ODML_NUMPY
+    int64_t kind;
+    plain_conf c;
+    Entry *e = NULL;
+    if (!numpy_ready || Py_TYPE(args[0]) != &PyArray_Type || exact_int(args[1], &kind) || kind < 0 || kind > 2
+            || !PyTuple_CheckExact(args[2]) || read_conf(args[3], &c)) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = numpy_new_run(NULL, (PyArrayObject *)args[0], NULL, 0, (int)kind,
+                                  ((PyTupleObject *)args[2])->ob_item, PyTuple_GET_SIZE(args[2]), &c, 0, NULL, &e);
+    if (!out || out == Py_None) return out;
+    const Pass *p = &e->pass1;
+    PyObject *r = Py_BuildValue("(Ny#iL)", out, (const char *)&p->p.k, (Py_ssize_t)odml_kernel_size[p->kernel],
+                                p->threads, (long long)e->origin[0]);
+    Py_DECREF(e);
+    return r;
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+/* -- a new shape served at the cache's miss ----------------------------------------------------------
+ *
+ * A call_cache_call miss on an exact NumPy array of SLICE, SLICE1 or SLICE_GRAD (the operator codes
+ * runtime/calls.py registers, call_cache_plain_ops) is served in the same C call where the Python route
+ * would do nothing else: the route has run call_cache_numpy_new, recording, since the cache was last
+ * emptied (every configure() empties it), a call of that operator on an array of the same dtype and
+ * rank (so the array API's checks, which read only those, have passed: `templates`) and the CPU
+ * backend's conf; the C lowering (odml_plain_lower: the operator's plain_lowering) takes the arguments;
+ * and the plan fits as numpy_new_run requires. Then the call is lowered, run and recorded as that route
+ * does (counted in `plain_served`, which plan_cache_info counts as misses); anything else returns None and
+ * takes the Python route, which gives every error. */
+#define MAX_TEMPLATES 64
+static struct { int64_t op; int type, rank; } templates[MAX_TEMPLATES];
+static int n_templates, conf_known;
+static plain_conf known_conf;
+static int64_t plain_ops[3] = {-1, -1, -1};     /* by ODML_PLAIN_*: the operator codes */
+long long plain_served;
+
+void plain_forget(void) {
+    n_templates = 0;
+    conf_known = 0;
+}
+
+static int template_of(int64_t op, int type, int rank) {
+    for (int i = 0; i < n_templates; i++)
+        if (templates[i].op == op && templates[i].type == type && templates[i].rank == rank) return i;
+    return -1;
+}
+
+PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k) {
+    int64_t op, dims[ODML_MAX_RANK], count = 1;
+    int which = -1;
+    const int n = PyArray_NDIM(x);
+    if (!conf_known || exact_int(args[0], &op) < 0) Py_RETURN_NONE;
+    for (int i = 0; i < 3; i++)
+        if (plain_ops[i] == op) which = i;
+    if (which < 0 || n < 1 || n > ODML_MAX_RANK || template_of(op, PyArray_TYPE(x), n) < 0) Py_RETURN_NONE;
+    for (int i = 0; i < n; i++) {                  /* plain_count: a valid packed TensorDesc of x's shape */
+        dims[i] = (int64_t)PyArray_DIM(x, i);
+        if (dims[i] < 1 || __builtin_mul_overflow(count, dims[i], &count) || count > (int64_t)UINT32_MAX)
+            Py_RETURN_NONE;
+    }
+    PyObject *fields = odml_plain_lower(which, n, dims, args + 2, nargs - 2);
+    if (!fields) {                                 /* no memory: the Python route says so */
+        drop_error();
+        Py_RETURN_NONE;
+    }
+    if (fields == Py_None) return fields;
+    PyObject *out = numpy_new_run(args[0], x, args + 2, nargs - 2,
+                                  which == ODML_PLAIN_SLICE_GRAD ? ODML_NEW_SCATTER : ODML_NEW_COPY,
+                                  ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &known_conf, 1, k,
+                                  NULL);
+    Py_DECREF(fields);
+    if (out && out != Py_None) plain_served++;
+    return out;
+}
+#endif
+
+/* call_cache_plain_ops(slice, slice1, slice_grad): the operator codes whose misses numpy_plain serves */
+PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args) {
+    (void)self;
+    long long ops[3];
+    if (!PyArg_ParseTuple(args, "LLL", &ops[0], &ops[1], &ops[2])) return NULL;
+#ifdef ODML_NUMPY
+    for (int i = 0; i < 3; i++) plain_ops[i] = ops[i];
+#endif
+    Py_RETURN_NONE;
+}
+
+/* call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> the output, or None
+ *
+ * A new shape's route on a NumPy array (issue 19) in one C call: numpy_new_run, with the record put_numpy
+ * would make stored (where the cache is on and still in `generation`): x an exact, native-order ndarray;
+ * `kind` and `fields` plain_plan's (0 copy, 1 unfold, 2 scatter); `cpu` (max_threads, grain_bytes,
+ * tile_stride, tile_columns, limit_bytes). None, nothing run, wherever the Python route must run the call
+ * (as those functions decline). A recorded call also makes its operator, dtype and rank a template of
+ * numpy_plain's, with `cpu` its conf, until the cache is next emptied. */
+PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("call_cache_numpy_new(op, x, args, kind, fields, generation, cpu)", nargs, 7, 7)) return NULL;
+#ifndef ODML_NUMPY
+    Py_RETURN_NONE;
+#else
+    PyObject *op = args[0], *xo = args[1], *call_args = args[2], *fields = args[4];
+    int64_t kind, gen, op_code;
+    plain_conf c;
+    if (!numpy_ready || Py_TYPE(xo) != &PyArray_Type || !PyTuple_CheckExact(call_args) || !PyTuple_CheckExact(fields)
+            || exact_int(args[3], &kind) || exact_int(args[5], &gen) || kind < 0 || kind > 2
+            || read_conf(args[6], &c)) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyArrayObject *x = (PyArrayObject *)xo;
+    const int record = enabled && (unsigned long long)gen == generation;
+    PyObject *out = numpy_new_run(op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
+                                  (int)kind, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &c, record,
+                                  NULL, NULL);
+    if (out && out != Py_None && record && exact_int(op, &op_code) == 0) {
+        const int type = PyArray_TYPE(x), rank = PyArray_NDIM(x);
+        if (template_of(op_code, type, rank) < 0 && n_templates < MAX_TEMPLATES) {
+            templates[n_templates].op = op_code;
+            templates[n_templates].type = type;
+            templates[n_templates++].rank = rank;
+        }
+        known_conf = c;
+        conf_known = 1;
+    }
+    return out;
 #endif
 }

@@ -21,22 +21,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "fp16.h"
+#include "cpu/fp16.h"
 #include "newshape.h"
 
 #define U32MAX 4294967295LL
 
-static int exact_int(PyObject *o, int64_t *v) {
-    if (!PyLong_CheckExact(o)) return -1;
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return -1;
-    }
-    *v = x;
-    return 0;
-}
 
 /* An int, or an exact list or tuple of at most `most` exact ints (*n of them). */
 static int int_seq(PyObject *o, int most, int64_t *v, int *n) {
@@ -45,7 +34,7 @@ static int int_seq(PyObject *o, int most, int64_t *v, int *n) {
     if (m > most) return -1;
     PyObject **items = PySequence_Fast_ITEMS(o);
     for (Py_ssize_t i = 0; i < m; i++)
-        if (exact_int(items[i], &v[i])) return -1;
+        if (odml_exact_i64(items[i], &v[i])) return -1;
     *n = (int)m;
     return 0;
 }
@@ -147,7 +136,7 @@ static int lower_tile(const odml_move_input *x, PyObject *const *a, Py_ssize_t n
     int64_t given[ODML_MAX_RANK], rep[ODML_MAX_RANK], dims[ODML_MAX_RANK];
     int m = 1;
     if (PyLong_CheckExact(a[0])) {
-        if (exact_int(a[0], &given[0])) return -1;
+        if (odml_exact_i64(a[0], &given[0])) return -1;
     } else if (int_seq(a[0], n, given, &m)) {
         return -1;
     }
@@ -207,7 +196,7 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
     double d;
     const int is_int = PyLong_CheckExact(v), is_flt = PyFloat_CheckExact(v);
     if (!is_int && !is_flt) return -1;
-    if (is_int && exact_int(v, &i)) return -1;
+    if (is_int && odml_exact_i64(v, &i)) return -1;
     if (!is_float_type(t)) {
         if (is_flt) {
             d = PyFloat_AS_DOUBLE(v);
@@ -271,7 +260,7 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
     for (int side = 0; side < 2; side++) {
         int64_t *v = side ? en : st;
         if (PyLong_CheckExact(a[side])) {
-            if (exact_int(a[side], &v[0])) return -1;
+            if (odml_exact_i64(a[side], &v[0])) return -1;
             for (int d = 1; d < n; d++) v[d] = v[0];
         } else if (int_seq(a[side], n, v, &m) || m != n) {
             return -1;
@@ -352,7 +341,7 @@ static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ss
                              int to_depth) {
     int64_t b, bb;
     const int order = na == 2 ? depth_order(a[1]) : -1;
-    if (order < 0 || x->n != 4 || exact_int(a[0], &b) || b < 1 || b > U32MAX || __builtin_mul_overflow(b, b, &bb))
+    if (order < 0 || x->n != 4 || odml_exact_i64(a[0], &b) || b < 1 || b > U32MAX || __builtin_mul_overflow(b, b, &bb))
         return -1;
     const int64_t *in = x->shape;
     int64_t dims[4];
@@ -399,7 +388,7 @@ static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ss
  * axis: negative values count from the end); -1 for anything else. */
 static int axis_of(PyObject *o, int rank) {
     int64_t a;
-    if (exact_int(o, &a) || a < -rank || a >= rank) return -1;
+    if (odml_exact_i64(o, &a) || a < -rank || a >= rank) return -1;
     return (int)(a < 0 ? a + rank : a);
 }
 

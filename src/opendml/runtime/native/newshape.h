@@ -15,7 +15,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "common.h"
+#include "cpu/common.h"
 
 /* The kernels a plan runs (plain_plan's kernel names, in this order: the
  * `kind` Python passes), and the CPU kernel (params.h's code) each runs. */
@@ -23,6 +23,29 @@ enum { ODML_NEW_COPY = 0, ODML_NEW_UNFOLD = 1, ODML_NEW_SCATTER = 2 };
 
 static inline int odml_new_kernel(int kind) {
     return kind == ODML_NEW_COPY ? ODML_KERNEL_COPY : kind == ODML_NEW_UNFOLD ? ODML_KERNEL_UNFOLD : ODML_KERNEL_SCATTER;
+}
+
+/* 0 where a Python function given nargs positional arguments takes them (lo to hi), else -1 with the
+ * TypeError "<signature> takes <lo> [or <hi>] arguments". */
+static inline int odml_arity(const char *signature, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi) {
+    if (nargs >= lo && nargs <= hi) return 0;
+    if (lo == hi) PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", signature, lo);
+    else PyErr_Format(PyExc_TypeError, "%s takes %zd or %zd arguments", signature, lo, hi);
+    return -1;
+}
+
+/* Read o into *v: 0, or -1 (no exception left set) where it is not an exact int in 64 bits (what every C
+ * lowering here reads: bools, NumPy integers and int subclasses are not exact ints). */
+static inline int odml_exact_i64(PyObject *o, int64_t *v) {
+    if (!PyLong_CheckExact(o)) return -1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    *v = (int64_t)x;
+    return 0;
 }
 
 /* An input's element layout: n sizes and signed element strides. */
@@ -113,7 +136,7 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
 
 /* -- the data-movement family (newshape_move.c) -------------------------------------------------- */
 
-#include "move.h"
+#include "cpu/move.h"
 
 /* The C lowerings (the Python function each mirrors is named at it), by the
  * number arrays/family.py passes (its _LOWERINGS). */
@@ -160,5 +183,14 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
 /* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of
  * one of the 11 element types; 0 for anything else (calls_move.c). */
 int64_t odml_move_dtype_type(PyObject *o);
+
+/* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
+ * there): the fields of a call on an input of n sizes `dims` with the call's fields f, or None (a new
+ * reference either way); NULL with an exception for no memory. */
+/* A tuple of the n values v; NULL with an exception (newshape.c). */
+PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n);
+
+enum { ODML_PLAIN_SLICE = 0, ODML_PLAIN_SLICE1 = 1, ODML_PLAIN_SLICE_GRAD = 2 };
+PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
 
 #endif

@@ -1,0 +1,186 @@
+/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c,
+ * calls_new.c; see calls.c for what the cache is). One entry kind, Entry
+ * (below): the outputs to allocate and the passes to run into them. calls.c
+ * holds the table, the keys, the hooks and the first five operators' entries
+ * (one pass: their CPU kernel or CUDA launch); calls_move.c the data-movement
+ * family's (the move program's passes on NumPy arrays, PyTorch CPU views and
+ * CUDA memory); calls_move_new.c the family's new-shape route on NumPy
+ * arrays; calls_new.c the calls run in one C call before any entry exists
+ * (Inductor's direct kernel, the first five's new shapes on PyTorch tensors
+ * and NumPy arrays, and at a miss). What they share is declared here; the
+ * extension is built with hidden symbol visibility (setup.py), so none of it
+ * is exported. */
+#ifndef OPENDML_CALLS_H
+#define OPENDML_CALLS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu/blocks.h"
+#include "cpu/common.h"
+#include "cpu/move.h"
+#include "newshape.h"
+#include "torch_api.h"
+
+#ifdef ODML_NUMPY
+/* One NumPy API table for the three files, imported by calls.c (odml_calls_init);
+ * calls_move.c and calls_new.c define NO_IMPORT_ARRAY before including this. */
+#define PY_ARRAY_UNIQUE_SYMBOL odml_calls_ARRAY_API
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#if NPY_ABI_VERSION < 0x02000000          /* NumPy 1.x headers */
+#define PyDataType_ELSIZE(d) ((d)->elsize)
+#endif
+#endif
+
+#define MAX_KEY 384
+#define MAX_ENTRIES 4096
+#define MAX_RANK 8
+#define MAX_ARG_INTS 8
+#define RELEASE_BYTES (64 * 1024)
+#define PAGE 4096
+
+/* The array kinds that head every key: the first five's entries (NumPy, PyTorch, CuPy, eager autograd) and
+ * the data-movement family's (NumPy arrays and PyTorch CPU views, PyTorch CUDA tensors, CuPy arrays). */
+enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6,
+       KIND_MOVE_CUPY = 7 };
+
+#define MAX_MOVE_IO 16
+#define MAX_MOVE_PASSES 64
+
+/* One pass of an entry, run in order on each call the entry serves. On the CPU, a kernel: one of the first
+ * five's (kernel an ODML_KERNEL_* code, its parameter block in p.k) or a move pass (kernel PASS_MOVE: p.move,
+ * checked and laid out once in prep, move.h). On CUDA, a launch: function, grid, block, shared and the
+ * parameter struct passed by value at `params` (the backend's Launch owns it; with no Launch, p.k). src: the
+ * input it reads (a fill's is unused: it is given its destination), dst: the output it writes. */
+enum { PASS_MOVE = ODML_KERNEL_COUNT };
+typedef struct {
+    int kernel, fill, src, dst, threads;
+    union {
+        odml_kernel_params k;
+        odml_cpu_move_params move;
+    } p;
+    odml_move_prepared *prep;
+    uint64_t function, params;
+    unsigned grid, block, shared;
+    PyObject *launch;         /* the backend's Launch: launch(src, dst, stream) retries a failed launch and raises;
+                               * NULL for an entry call_cache_torch_new made (its parameters in p.k), whose
+                               * failed launch the retry hook (call_cache_cuda_retry) takes over */
+} Pass;
+
+/* One output of an entry. */
+typedef struct {
+    PyObject *shape;          /* its shape, a tuple of ints (NULL where only rank and dims are used) */
+    PyObject *dtype;          /* its PyArray_Descr (NumPy) or torch.dtype; NULL: the input's */
+    int rank, use_blocks;     /* use_blocks: allocated from the output blocks where small enough (NumPy) */
+    unsigned dst_align;       /* CUDA: its address mod 16 when the launches were chosen */
+    int64_t dims[MAX_RANK], bytes;
+} Out;
+
+/* One call-cache entry, of every kind: the outputs to allocate and the passes to run into them. The first
+ * five's entries have one input, one output and one pass (their kernel, or their CUDA launch); the
+ * data-movement family's, N inputs, M outputs and the move program's passes; an eager entry (KIND_EAGER)
+ * none: its callable records the call for autograd and runs it (eager(x) -> the output). */
+typedef struct {
+    PyObject_HEAD
+    int kind, cpu;            /* the array's kind; cpu 1: CPU kernels (NumPy arrays, PyTorch CPU tensors) */
+    int n_in, n_out, n_pass, multi, prefault;   /* multi: a list of outputs (SPLIT); prefault: touch fresh pages */
+    int64_t origin[MAX_MOVE_IO];   /* per input: bytes from its data pointer back to element 0 of the bound range */
+    int64_t total;            /* the outputs' bytes */
+    int64_t device;           /* the CUDA device of an entry without a Launch */
+    PyObject *eager;
+    Out *outs;                /* n_out of them (out1 for one) */
+    Pass *passes;             /* n_pass of them (pass1 for one) */
+    int64_t *key;             /* the key's words, for the family's front table; NULL else */
+    int key_n;
+    Out out1;
+    Pass pass1;
+} Entry;
+
+
+typedef struct {
+    int64_t w[MAX_KEY];
+    int n;
+} Key;
+
+/* -- state (calls.c) */
+extern PyTypeObject EntryType;
+extern PyObject *table;                 /* key bytes -> entry */
+extern int enabled, numpy_ready;
+extern long long hits, misses;
+extern unsigned long long generation;   /* bumped by every clear */
+extern PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
+extern PyObject *c_type, *c_empty, *c_device, *c_stream;
+extern PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
+    *s_is_neg, *s_is_conj, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
+extern const odml_torch_api *tapi;
+
+/* -- errors, keys, the table (calls.c) */
+void drop_error(void);
+void drop_all(void);
+PyObject *with_deferred(PyObject *result);
+PyObject *allocation_failed(void);
+int put(Key *k, int64_t v);
+int exact_int(PyObject *o, int64_t *v);
+int key_arg(Key *k, PyObject *a);
+int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+int store(const Key *k, Entry *e);
+PyObject *stored(const Key *k, Entry *e);     /* store, e released: True, or NULL (a put's answer) */
+/* a new entry of `kind` with n_out outputs and n_pass passes, zeroed; NULL with an exception */
+Entry *entry_alloc(int kind, int n_out, int n_pass);
+int int_of(PyObject *o, PyObject *name, int call, int64_t *v);
+int is_true(PyObject *r);
+int equals(PyObject *r, int64_t want);
+int stream_of(PyObject *s, uint64_t *stream);
+/* queue pass p of e, a CUDA launch; -1 with an exception where its retry fails */
+int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream);
+PyObject *take_outputs(PyObject **outs, int n, int multi);
+
+/* -- PyTorch, CuPy, NumPy (calls.c) */
+int torch_key_info(Key *k, const odml_torch_info *in);
+int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
+int torch_still_keyed(PyObject *x, const int64_t *words, int n);
+int torch_plain(PyObject *x);
+int torch_device_is(int64_t device);
+int torch_stream(int64_t device, uint64_t *stream);
+PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst);
+PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
+int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
+int run_kernel(Entry *e, char *dst, const char *src, const char **error);
+#ifdef ODML_NUMPY
+int numpy_key(Key *k, PyArrayObject *x);
+/* a new shape of SLICE, SLICE1 or SLICE_GRAD served at a miss (calls_new.c), or None */
+PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k);
+void plain_forget(void);                /* drops what numpy_plain learned (with the dict) */
+#endif
+extern long long plain_served;               /* new shapes numpy_plain served */
+
+/* -- the family's entries (calls_move.c) */
+/* DataType values 1..11 -> element bytes (model/data_type.py, convert.h). */
+static const int move_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
+
+#ifdef ODML_NUMPY
+/* the key of a family call on NumPy arrays; its inputs in `in` (borrowed); -1: no key */
+int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
+             int *n_in);
+/* a new C-contiguous output (an output block where large enough), its data in *data, whether never touched
+ * in *fresh (where not NULL) */
+PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
+                     char **data, int *fresh);
+/* whether a pass stays inside its buffers; an input's origin and span */
+int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
+                   const int *out_size, int n_in, int n_out);
+int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
+/* e's passes run in order (calls_move.c); the first status other than ODML_OK */
+int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
+/* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
+int torch_input(PyObject *x);
+typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
+PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
+#endif
+void front_clear(void);                 /* empties the family's front table (with the dict) */
+int odml_calls_move_init(void);
+
+#endif

@@ -1,0 +1,342 @@
+/* The call cache's new-shape route of the data-movement family on NumPy
+ * arrays (and PyTorch CPU tensors through NumPy views): a never-seen shape
+ * lowered in C (newshape_move.c), run and recorded as call_cache_put_move
+ * records it, in one call (see calls.c and calls.h; the entries themselves
+ * are calls_move.c's). */
+#define NO_IMPORT_ARRAY
+#include "calls.h"
+
+/* -- New shapes of the family on NumPy arrays (issue 31) ----------------------------------------------- */
+
+#ifdef ODML_NUMPY
+/* DataType values 1..11 -> NumPy type numbers (DataType.numpy_dtype). */
+static const int move_npy_type[12] = {0, NPY_FLOAT32, NPY_FLOAT16, NPY_UINT32, NPY_UINT16, NPY_UINT8, NPY_INT32,
+                                      NPY_INT16, NPY_INT8, NPY_FLOAT64, NPY_UINT64, NPY_INT64};
+
+/* The DataType value of a NumPy dtype of one of the 11 element types (kind and size), else 0. */
+static int64_t descr_type(PyArray_Descr *d) {
+    const int es = (int)PyDataType_ELSIZE(d);
+    switch (d->kind) {
+        case 'f': return es == 2 ? ODML_T_FLOAT16 : es == 4 ? ODML_T_FLOAT32 : es == 8 ? ODML_T_FLOAT64 : 0;
+        case 'i': return es == 1 ? ODML_T_INT8 : es == 2 ? ODML_T_INT16 : es == 4 ? ODML_T_INT32 : es == 8 ? ODML_T_INT64 : 0;
+        case 'u': return es == 1 ? ODML_T_UINT8 : es == 2 ? ODML_T_UINT16 : es == 4 ? ODML_T_UINT32 : es == 8 ? ODML_T_UINT64 : 0;
+        default: return 0;
+    }
+}
+#endif
+
+int64_t odml_move_dtype_type(PyObject *o) {
+#ifdef ODML_NUMPY
+    if (!numpy_ready) return 0;
+    PyArray_Descr *d = NULL;
+    if (PyArray_DescrCheck(o)) {             /* only NumPy's own dtype object of a number type */
+        const int num = ((PyArray_Descr *)o)->type_num;
+        if (!PyTypeNum_ISNUMBER(num)) return 0;
+        d = PyArray_DescrFromType(num);
+        if (!d) {
+            PyErr_Clear();
+            return 0;
+        }
+        if ((PyObject *)d != o) {
+            Py_DECREF(d);
+            return 0;
+        }
+    } else if (PyType_Check(o) && PyType_IsSubtype((PyTypeObject *)o, &PyGenericArrType_Type)
+               && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {   /* numpy.float16, numpy.int8, ... */
+        d = PyArray_DescrFromTypeObject(o);
+        if (!d) {
+            PyErr_Clear();
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    const int64_t t = PyTypeNum_ISNUMBER(d->type_num) && PyArray_ISNBO(d->byteorder) ? descr_type(d) : 0;
+    Py_DECREF(d);
+    return t;
+#else
+    (void)o;
+    return 0;
+#endif
+}
+
+#ifdef ODML_NUMPY
+/* The inputs of a family call: x one exact ndarray, or for JOIN (lowering's
+ * number ODML_LOWER_JOIN) an exact list or tuple of 1..MAX_MOVE_IO of them
+ * (a lone array is refused there: the Python route names the fault), stored
+ * in `in` (borrowed); -1 else. */
+static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
+    const int seq = (lowering & 0xff) == ODML_LOWER_JOIN;
+    if (!seq) {
+        if (Py_TYPE(x) != &PyArray_Type) return -1;
+        in[0] = (PyArrayObject *)x;
+        *n_in = 1;
+        return 0;
+    }
+    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(x);
+    if (n < 1 || n > MAX_MOVE_IO) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_ITEMS(x)[i];
+        if (Py_TYPE(item) != &PyArray_Type) return -1;
+        in[i] = (PyArrayObject *)item;
+    }
+    *n_in = (int)n;
+    return 0;
+}
+
+/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not
+ * stored, not run): the passes packed (odml_move_pack), threads as
+ * CpuBackend._threads gives them for `conf` (max threads, grain bytes, ...,
+ * the output size from which output blocks are used: CpuBackend.plain_conf),
+ * each checked to stay inside the buffers and laid out (odml_move_prepare).
+ * NULL with no exception set where the Python route must run the call; NULL
+ * with one for no memory. */
+static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
+    int64_t most, grain, min_bytes;
+    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
+            || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 4), &min_bytes)
+            || most < 1 || grain < 1) {
+        if (PyErr_Occurred()) drop_error();
+        return NULL;
+    }
+    odml_move_input xs[MAX_MOVE_IO];
+    int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
+    int in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
+    for (int j = 0; j < n_in; j++) {
+        PyArrayObject *x = in[j];
+        odml_move_input *xi = &xs[j];
+        const int n = PyArray_NDIM(x);
+        if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK || (xi->type = descr_type(PyArray_DESCR(x))) == 0
+                || PyArray_SIZE(x) == 0 || input_layout(x, &origin[j], &span[j]) < 0)
+            return NULL;
+        const int64_t es = PyArray_ITEMSIZE(x);
+        in_size[j] = (int)es;
+        xi->n = n;
+        xi->origin = origin[j] / es;
+        for (int i = 0; i < n; i++) {
+            xi->shape[i] = PyArray_DIM(x, i);
+            xi->strides[i] = PyArray_STRIDE(x, i) / es;
+        }
+    }
+    odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof(odml_move_prog));
+    if (!g) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Entry *e = NULL;
+    if (odml_move_lower(lowering, xs, n_in, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), g)
+            || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
+        goto out;
+    e = entry_alloc(KIND_MOVE, g->n_out, g->n_pass);
+    if (!e) goto out;
+    e->n_in = n_in;
+    e->multi = g->multi;
+    for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
+    for (int i = 0; i < g->n_out; i++) {
+        Out *o = &e->outs[i];
+        PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g->out_type[i]]);
+        if (!d) goto fail;
+        o->dtype = (PyObject *)d;
+        out_size[i] = move_type_size[g->out_type[i]];
+        o->rank = g->out_rank[i];
+        memcpy(o->dims, g->out_dims[i], sizeof(int64_t) * (size_t)g->out_rank[i]);
+        o->bytes = g->out_count[i] * out_size[i];
+        o->use_blocks = o->bytes >= min_bytes;
+        e->total += o->bytes;
+    }
+    for (int i = 0; i < g->n_pass; i++) {
+        const odml_move_pass *raw = &g->passes[i];
+        Pass *mp = &e->passes[i];
+        mp->kernel = PASS_MOVE;
+        int64_t count = 1, bytes, t;
+        for (int d = 0; d < raw->n; d++) count *= raw->sizes[d];   /* (each output element once: no overflow) */
+        bytes = count * (out_size[g->pass_dst[i]] + (raw->fill ? 0 : in_size[g->pass_src[i]]));
+        t = bytes / grain;
+        mp->threads = (int)(t > most ? most : t < 1 ? 1 : t);
+        mp->fill = raw->fill;
+        mp->src = g->pass_src[i];
+        mp->dst = g->pass_dst[i];
+        if (t > most && most > ODML_MAX_THREADS) goto fail;
+        if (odml_move_pack(raw, &mp->p.move)
+                || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
+            goto fail;
+        const char *error = NULL;
+        const int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
+        if (status == ODML_ENOMEM) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (status != ODML_OK) goto fail;
+    }
+    goto out;
+fail:
+    Py_CLEAR(e);
+out:
+    PyMem_Free(g);
+    return e;
+}
+
+/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
+ *
+ * A never-seen shape of a family call on exact NumPy arrays (or plain
+ * PyTorch CPU tensors, through NumPy views, as call_cache_move serves them)
+ * in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
+ * ODML_LOWER_* number with the operator's element types), the passes
+ * packed, new outputs, the passes run, and the call recorded as
+ * call_cache_put_move records it (where the cache is on and still in
+ * `generation`), so the next such call is a hit of call_cache_move. `op`, x
+ * (an array, or JOIN's list or tuple of arrays) and `args` are what the
+ * function offers call_cache_move (the key's); conf is CpuBackend.plain_conf.
+ * None, nothing run, wherever the Python route must run the call: the
+ * lowering declines (anything but a valid call in its simple forms), an
+ * output cannot be allocated (the Python route raises the error naming it),
+ * an input changed while the outputs were allocated. */
+typedef struct {
+    int nd;
+    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    char *data;
+    PyArray_Descr *descr;
+} InputState;
+
+static void input_state(PyArrayObject *x, InputState *s) {
+    s->nd = PyArray_NDIM(x);
+    memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
+    memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+    s->data = PyArray_BYTES(x);
+    s->descr = PyArray_DESCR(x);
+}
+
+static int input_same(PyArrayObject *x, const InputState *s) {
+    return PyArray_NDIM(x) == s->nd && PyArray_BYTES(x) == s->data && PyArray_DESCR(x) == s->descr
+           && !memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
+           && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+}
+
+static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
+    (void)nargs;
+    PyObject *op = args[0], *xo = args[2], *call_args = args[3];
+    int64_t lowering, gen;
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in = 0;
+    if (!numpy_ready || !PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering) || exact_int(args[4], &gen)
+            || move_inputs(xo, lowering, in, &n_in) < 0) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    /* the inputs stay alive whatever the call meets (a finalizer emptying JOIN's list) */
+    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
+    PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
+    char *dsts[MAX_MOVE_IO];
+    Entry *e = move_new_entry((int)lowering, in, n_in, call_args, args[5]);
+    if (!e) {
+        if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* the key and the inputs' layouts as lowered, before anything can run Python code */
+    Key k;
+    PyArrayObject *keyed_in[MAX_MOVE_IO];
+    int keyed_n = 0;
+    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
+                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
+    if (PyErr_Occurred()) drop_error();
+    InputState state[MAX_MOVE_IO];
+    for (int i = 0; i < n_in; i++) input_state(in[i], &state[i]);
+    for (int i = 0; i < e->n_out; i++) {
+        const Out *o = &e->outs[i];
+        outs[i] = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dsts[i], NULL);
+        if (!outs[i]) {
+            result = allocation_failed();
+            goto done;
+        }
+    }
+    /* a finalizer run by an allocation may have changed an input (its shape, its buffer) */
+    for (int i = 0; i < n_in; i++)
+        if (!input_same(in[i], &state[i])) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    const char *srcs[MAX_MOVE_IO];
+    for (int i = 0; i < n_in; i++) srcs[i] = state[i].data - e->origin[i];
+    if (run_passes(e, dsts, srcs) != ODML_OK) {                       /* the Python route runs it again and raises its own error */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (keyed && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
+    result = take_outputs(outs, e->n_out, e->multi);
+done:
+    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
+    Py_XDECREF(e);
+    for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
+    return result;
+}
+
+/* move_lowering(lowering, x, args, conf) -> (shapes, dtype, ((fill, src, dst, params, threads), ...)) or None:
+ * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's). */
+static PyObject *move_lowering(PyObject *const *args) {
+    int64_t lowering;
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in;
+    if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
+            || move_inputs(args[1], lowering, in, &n_in) < 0) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    Entry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
+    if (!e) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *shape = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
+    if (!shape || !passes) goto done;
+    for (int j = 0; j < e->n_out; j++) {
+        PyObject *one = odml_ints_tuple(e->outs[j].dims, e->outs[j].rank);
+        if (!one) goto done;
+        PyTuple_SET_ITEM(shape, j, one);
+    }
+    for (int i = 0; i < e->n_pass; i++) {
+        const Pass *mp = &e->passes[i];
+        PyObject *t = Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p.move,
+                                    (Py_ssize_t)sizeof mp->p.move, mp->threads);
+        if (!t) goto done;
+        PyTuple_SET_ITEM(passes, i, t);
+    }
+    result = Py_BuildValue("(OOO)", shape, e->outs[0].dtype, passes);
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(passes);
+    Py_DECREF(e);
+    return result;
+}
+#endif
+
+PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("call_cache_move_new(op, lowering, x, args, generation, conf)", nargs, 6, 6)) return NULL;
+#ifdef ODML_NUMPY
+    if (torch_input(args[2])) {                                /* CPU tensors, through views */
+        PyObject *first = args[2];
+        if (PyList_CheckExact(first) || PyTuple_CheckExact(first))
+            first = PySequence_Fast_ITEMS(first)[0];
+        Py_INCREF(first);
+        const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
+        Py_DECREF(first);
+        if (PyErr_Occurred()) drop_error();
+        if (cuda) Py_RETURN_NONE;
+        return with_deferred(torch_views(args, nargs, 2, move_new));
+    }
+    return with_deferred(move_new(args, nargs));
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("move_lowering(lowering, x, args, conf)", nargs, 4, 4)) return NULL;
+#ifdef ODML_NUMPY
+    return move_lowering(args);
+#else
+    Py_RETURN_NONE;
+#endif
+}
