@@ -12,7 +12,7 @@ The move cache: the family's Python-level call cache (NumPy arrays on the
 CPU backend), behind the C call cache.
 
 A repeated call with the compiled kernels is served by the C call cache
-(``opendml.runtime.calls.move``, ``runtime/cpu/calls.c``) before any Python
+(``opendml.runtime.calls.move``, ``runtime/native/calls.c``) before any Python
 runs; this cache serves what that one cannot key (a NumPy scalar argument,
 say) and the NumPy kernels, and a hit here also records the call in the C
 cache (another spelling of a recorded call: ``cast(x, float)`` after
