@@ -373,12 +373,12 @@ def test_generator_through_the_custom_operators():
 
 
 def test_repeated_generator_calls_are_served_from_the_cache_with_the_same_bytes_and_errors():
-    from opendml.arrays import family_cache
-    before = family_cache.info()["hits"]
+    from opendml.arrays import planner
+    before = planner.info()["hits"]
     a = dml.diagonal_matrix(shape=(3, 5), dtype=np.int16, value=4, begin=-1, end=2)
     a[:] = 99                                                   # a new array each call: the next is not this
     b = dml.diagonal_matrix(shape=(3, 5), dtype=np.int16, value=4, begin=-1, end=2)
-    assert family_cache.info()["hits"] > before
+    assert planner.info()["hits"] > before
     assert np.array_equal(b, reference(None, (3, 5), np.int16, 4, -1, 2))
     for _ in range(2):                                          # True is no Value, before and after a 1
         with pytest.raises(dml.ValidationError, match=r"^DIAGONAL_MATRIX1: Value must be a number; got True$"):

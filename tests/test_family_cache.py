@@ -1,6 +1,6 @@
 """The family's call caches (the C call cache, ``runtime.calls.move``, which
 serves repeated compiled calls before any Python runs, and
-``opendml.arrays.family_cache`` behind it): a repeated call gives the same
+the move cache, ``opendml.arrays.planner``, behind it): a repeated call gives the same
 bytes, and the same error, as the uncached route (``configure(call_cache=False)``),
 over every operator, dtypes and layouts, under threads and on both CPU kernel
 paths; calls that differ in one thing (a dtype of the same size, strides, 1
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import opendml as dml
-from opendml.arrays import family_cache, front
+from opendml.arrays import front, planner
 from opendml.runtime import calls as ccache
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
@@ -30,29 +30,29 @@ def kernels(request):
 
 def uncached(fn, *args, **kwargs):
     """``fn``'s result (or the exception it raised) with neither cache read
-    nor written (``call_cache=False`` turns both off; family_cache's lookup and
+    nor written (``call_cache=False`` turns both off; the move cache's lookup and
     record are replaced too)."""
-    lookup, record = family_cache.lookup, family_cache.record
-    family_cache.lookup, family_cache.record = (lambda *a: None), (lambda *a: None)
+    lookup, record = planner.lookup, planner.record
+    planner.lookup, planner.record = (lambda *a: None), (lambda *a: None)
     try:
         with dml.configure(call_cache=False):
             return outcome(fn, *args, **kwargs)
     finally:
-        family_cache.lookup, family_cache.record = lookup, record
+        planner.lookup, planner.record = lookup, record
 
 
 def clear():
-    family_cache.clear()
+    planner.clear()
     ccache.clear()
 
 
 def served() -> int:
     """Calls served by either cache."""
-    return family_cache.info()["hits"] + ccache.info()["hits"]
+    return planner.info()["hits"] + ccache.info()["hits"]
 
 
 def entries() -> int:
-    return family_cache.info()["entries"] + ccache.info()["entries"]
+    return planner.info()["entries"] + ccache.info()["entries"]
 
 
 def c_served() -> int:
@@ -186,7 +186,7 @@ def test_common_calls_are_served(kernels):
         # the compiled kernels' calls are served from C
         assert c_served() == c_hits + (kernels == "compiled")
     if kernels == "compiled":
-        assert all(e.steps is not None for e in family_cache._CACHE._entries.values())
+        assert all(e.steps is not None for e in planner._MOVES._entries.values())
 
 
 def COMMON(x, img):
@@ -278,7 +278,7 @@ def test_errors_are_never_cached():
 
 def test_arrays_the_route_converts_are_not_served():
     """Big-endian, masked and subclassed arrays keep their own route."""
-    family_cache.clear()
+    planner.clear()
     big = X.astype(">f4")
     assert outcome(dml.identity, big) == uncached(dml.identity, big)
     assert outcome(dml.identity, big) == uncached(dml.identity, big)
@@ -303,40 +303,40 @@ def test_configure_invalidates():
     calls_ = [lambda: dml.pad(x, 1, 2, mode=dml.PaddingMode.REFLECTION), lambda: dml.identity(x, np.float64(2.0), 1.0),
               lambda: dml.cast(x, "float16"), lambda: dml.tile(x, np.int64(2))]
     want = [uncached(c) for c in calls_]
-    family_cache.clear()
+    planner.clear()
     assert [outcome(c) for c in calls_] == want
-    assert family_cache.info()["entries"] == len(calls_)
-    old = [e.backend for e in family_cache._CACHE._entries.values()]
+    assert planner.info()["entries"] == len(calls_)
+    old = [e.backend for e in planner._MOVES._entries.values()]
     with dml.configure(cpu_kernels="numpy"):
-        assert family_cache.info()["entries"] == 0
-        hits = family_cache.info()["hits"]
+        assert planner.info()["entries"] == 0
+        hits = planner.info()["hits"]
         assert [outcome(c) for c in calls_] == want
         assert [outcome(c) for c in calls_] == want
-        assert family_cache.info()["hits"] == hits + len(calls_)
-        entries = list(family_cache._CACHE._entries.values())
+        assert planner.info()["hits"] == hits + len(calls_)
+        entries = list(planner._MOVES._entries.values())
         assert all(e.steps is None and e.backend.kernels == "numpy" for e in entries)
         assert not any(e.backend is b for e in entries for b in old)
-    assert family_cache.info()["entries"] == 0
+    assert planner.info()["entries"] == 0
     assert [outcome(c) for c in calls_] == want
     # an entry made on a backend no longer in force (a configure() racing a
     # call) is not used
-    key = next(iter(family_cache._CACHE._entries))
-    entry = family_cache._CACHE._entries[key]
+    key = next(iter(planner._MOVES._entries))
+    entry = planner._MOVES._entries[key]
     with dml.configure(threads=1):
-        family_cache._CACHE.put(key, entry)
+        planner._MOVES.put(key, entry)
         from opendml.runtime import get_backend
-        assert family_cache.lookup(key, get_backend("cpu")) is None
+        assert planner.lookup(key, get_backend("cpu")) is None
 
 
 def test_bounded(monkeypatch):
-    monkeypatch.setattr(family_cache._CACHE, "size", 5)
+    monkeypatch.setattr(planner._MOVES, "size", 5)
     xs = [np.zeros(n, np.float32) for n in range(1, 12)]
     # (a NumPy scalar scale: the C new-shape lowering declines it, so each call takes the Python route)
     want = [uncached(dml.identity, x, np.float64(1.0)) for x in xs]         # (configure() empties the caches)
-    family_cache.clear()
+    planner.clear()
     for x, w in zip(xs, want):
         assert outcome(dml.identity, x, np.float64(1.0)) == w
-    assert family_cache.info()["entries"] == 5
+    assert planner.info()["entries"] == 5
 
 
 def test_threads(kernels):
@@ -349,7 +349,7 @@ def test_threads(kernels):
            lambda x: dml.split(x, -1, [1, x.shape[-1] - 1]), lambda x: dml.pad(x, 2, 0, mode="symmetric", value=0)]
     work = [(op, x) for op in ops for x in xs]
     want = [uncached(op, x) for op, x in work]
-    family_cache.clear()
+    planner.clear()
     bad = []
 
     def worker(seed):
@@ -559,3 +559,19 @@ def test_packed_copies_of_every_length_and_offset(kernels, dt):
                 got = outcome(fn)
                 assert got == outcome(fn) == uncached(fn)
             assert dml.identity(x).tobytes() == x.tobytes()
+
+
+def test_the_plan_cache_and_the_move_cache_are_one_lru_type():
+    """One Python cache type in ``planner`` serves both: the plan cache
+    (``plans``) and the move cache (``entries``, an entry made on another CPU
+    backend being a miss); each is bounded, least recently used dropped first."""
+    assert type(planner._CACHE) is type(planner._MOVES)
+    lru = type(planner._MOVES)(2, "entries")
+    this, other = object(), object()
+    entry = planner.Entry(this, None, None, (), (), None)
+    lru.put("a", entry)
+    assert lru.get("a", other) is None and lru.get("a", this) is entry and lru.get("a") is entry
+    lru.put("b", entry)
+    lru.put("c", entry)
+    assert lru.get("a") is None and lru.get("c") is entry
+    assert lru.info() == {"size": 2, "entries": 2, "hits": 3, "misses": 2}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.arrays import front
+from opendml.arrays import engine, front
 from tests.conftest import cuda_available
 
 torch = pytest.importorskip("torch")
@@ -342,12 +342,12 @@ class _Capture:
 
     def __init__(self, monkeypatch):
         self.descs = []
-        real = front.execute
+        real = engine.execute
 
         def spy(desc, arrays):
             self.descs.append(desc)
             return real(desc, arrays)
-        monkeypatch.setattr(front, "execute", spy)
+        monkeypatch.setattr(engine, "execute", spy)
 
 
 @pytest.mark.parametrize("name,fn,ref,shape", ADJOINT_CASES, ids=[c[0] for c in ADJOINT_CASES])

@@ -10,13 +10,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
-from opendml.arrays import family_cache  # noqa: E402
+from opendml.arrays import planner  # noqa: E402
 from opendml.model.errors import ValidationError  # noqa: E402
 from opendml.runtime import calls as ccache  # noqa: E402
 
 
 def served() -> int:
-    return family_cache.info()["hits"] + ccache.info()["hits"]
+    return planner.info()["hits"] + ccache.info()["hits"]
 
 
 CALLS = [

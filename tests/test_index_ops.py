@@ -399,8 +399,8 @@ def test_cached_call_on_broadcast_indices_checks_each_one():
 
 def test_c_call_cache_follows_the_settings_and_a_spy():
     """configure(call_cache=False) and the NumPy kernels serve nothing from
-    the C cache; a replaced front.execute (a spy) is given every call."""
-    from opendml.arrays import front as family
+    the C cache; a replaced engine.execute (a spy) is given every call."""
+    from opendml.arrays import engine
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     ids = np.array([2, 0], np.int32)
     for _ in range(2):
@@ -414,17 +414,17 @@ def test_c_call_cache_follows_the_settings_and_a_spy():
                 same(dml.gather(x, ids, 1), ref.gather(x, ids, 1))
         assert _cache_hits() == hits
     seen = []
-    real = family.execute
+    real = engine.execute
 
     def spy(desc, arrays):
         seen.append(desc.OPERATOR)
         return real(desc, arrays)
-    family.execute = spy
+    engine.execute = spy
     try:
         for _ in range(3):
             same(dml.gather(x, ids, 1), ref.gather(x, ids, 1))
     finally:
-        family.execute = real
+        engine.execute = real
     assert seen == ["GATHER"] * 3 and _cache_hits() == hits
 
 
@@ -923,9 +923,9 @@ def test_compiled_pass_refuses_a_block_outside_its_range():
 def test_repeated_calls_served_from_a_cache_read_new_indices():
     """Repeated calls are served from the C call cache (compiled kernels) or
     the family's Python cache, and read each call's own indices."""
-    from opendml.arrays import family_cache, index_ops
+    from opendml.arrays import index_ops, planner
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    info = index_ops._index.info if index_ops._call is not index_ops._miss else family_cache.info
+    info = index_ops._index.info if index_ops._call is not index_ops._miss else planner.info
     before = info()["hits"]
     for k in range(3):
         idx = np.array([[k, 2 - k]], np.int64)

@@ -4,7 +4,7 @@ tile, pad, space_to_depth, depth_to_space, join and split on a never-seen NumPy 
 
 Each C lowering is checked against the Python route it mirrors: the passes
 (parameter bytes, threads, source and destination) equal those the Python
-route builds (``family_cache.kernel_steps`` of the operator's ``lower``) on
+route builds (``planner.kernel_steps`` of the operator's ``lower``) on
 random shapes, strides, dtypes and arguments; the outputs and errors of
 calls through both routes are equal (invalid calls are declined by C and
 raised by Python), also after ``configure`` changes and under threads; and
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import opendml as dml
-from opendml.arrays import family_cache, front
+from opendml.arrays import engine, front, planner
 from opendml.arrays.planner import logical_desc
 from opendml.runtime import calls as ccache
 from opendml.runtime import get_backend
@@ -67,7 +67,7 @@ def array(rng, shape, dt, view):
 def python_steps(name, args, x):
     """(output shape, dtype, passes) of the Python route: the description the
     function builds, lowered for x's layout, each pass's compiled kernel
-    parameters and threads (``family_cache.kernel_steps``)."""
+    parameters and threads (``planner.kernel_steps``)."""
     make = {
         "identity": lambda t: front.ElementWiseIdentityOperatorDesc(
             t, None, None if args == (None, None) else front.ScaleBias(1.0 if args[0] is None else args[0],
@@ -91,11 +91,11 @@ def python_steps(name, args, x):
     xs = list(x) if name == "join" else [x]
     backend = get_backend("cpu")
     desc = front.Call(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
-    prepared = [front._prepared(a) for a in xs]
+    prepared = [engine._prepared(a) for a in xs]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     outs = [np.empty(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs]
     dsts = [o.view(cpu_backend.WORDS[o.itemsize]).reshape(-1) for o in outs]
-    steps = family_cache.kernel_steps(backend, plan, [p[2] for p in prepared], dsts)
+    steps = planner.kernel_steps(backend, plan, [p[2] for p in prepared], dsts)
     return (tuple(o.shape for o in outs), outs[0].dtype,
             tuple((int(f), s, d, blob, t) for _, blob, t, f, s, d in steps))
 
@@ -260,12 +260,12 @@ def test_a_new_shape_takes_the_c_route_and_its_record_serves_a_repeat():
                            (lambda x, *a: dml.join([x, x[:, :1]], *a), (1,), np.concatenate([x, x[:, :1]], 1)),
                            (lambda x, *a: np.concatenate(dml.split(x, *a), 3), (3, [2, 5]), x.copy())):
         ccache.clear()
-        family_cache.clear()
-        before, py_before = ccache.info(), family_cache.info()
+        planner.clear()
+        before, py_before = ccache.info(), planner.info()
         y = fn(x, *args)
         assert np.array_equal(y, peer)
         # recorded by C, not by the Python route (whose cache saw no call)
-        assert family_cache.info()["misses"] == py_before["misses"] and family_cache.info()["entries"] == 0
+        assert planner.info()["misses"] == py_before["misses"] and planner.info()["entries"] == 0
         assert ccache.info()["entries"] == before["entries"] + 1
         z = fn(x, *args)
         assert ccache.info()["hits"] == before["hits"] + 1
@@ -386,11 +386,11 @@ def test_torch_cpu_tensors_take_the_c_route_with_the_python_routes_outputs_and_e
     dml.identity(torch.zeros(3))        # (the process's first PyTorch call teaches C PyTorch's tensor type)
     for fn, args in cases:
         ccache.clear()
-        before, py_misses = ccache.info()["entries"], family_cache.info()["misses"]
+        before, py_misses = ccache.info()["entries"], planner.info()["misses"]
         got = result(fn, args)
         made = ccache.info()["entries"] - before
         if got[0] == "ok":                      # C made the record: the Python route's cache saw no call
-            assert family_cache.info()["misses"] == py_misses, fn
+            assert planner.info()["misses"] == py_misses, fn
         real = front._move_new
         front._move_new = lambda *a: None
         try:

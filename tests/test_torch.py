@@ -612,3 +612,10 @@ def test_cuda_tensor_on_the_second_gpu():
     torch.testing.assert_close(s.cpu(), slice1_ref(want, [0, 1, 1, 0], [2, 2, 4, 4], [1, -1, -2, 3]))
     xg = arange(2, 3, 6, 7, device="cuda:1").requires_grad_()
     assert torch.autograd.gradcheck(lambda t: dml.unfold(t, 2, start_padding=1), (xg,))
+
+
+def test_the_modules_forward_methods_are_documented():
+    """``Unfold.forward`` and ``Fold.forward`` carry their docstrings (a
+    string after the first statement is no docstring)."""
+    assert dmlt.Unfold.forward.__doc__.startswith("Unfold ``x``.")
+    assert dmlt.Fold.forward.__doc__.startswith("Fold ``x``.")

@@ -240,12 +240,22 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     return arrays.fold(_jax(x), output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
 
 
-def _frozen(value):
-    return tuple(value) if isinstance(value, (list, tuple)) else value
+class _Fixed:
+    """A frozen dataclass of an array function's arguments, all but the
+    array: lists are kept as tuples (hashable, so it can be a static argument
+    of ``jax.jit``), and calling it with ``x`` calls ``FUNCTION(x, *fields)``."""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            object.__setattr__(self, f.name, tuple(value) if isinstance(value, (list, tuple)) else value)
+
+    def __call__(self, x: Any) -> jax.Array:
+        return self.FUNCTION(x, *(getattr(self, f.name) for f in dataclasses.fields(self)))
 
 
 @dataclasses.dataclass(frozen=True)
-class Unfold:
+class Unfold(_Fixed):
     """UNFOLD with fixed arguments, shaped like ``torch.nn.Unfold`` but N-D with
     asymmetric padding: ``Unfold((3, 3), start_padding=1, end_padding=1)(x)``
     maps (N, C, *S) to (N, C * prod(window_sizes), BlockCount). Hashable, so
@@ -267,17 +277,11 @@ class Unfold:
     dilations: Ints = 1
     start_padding: Ints = 0
     end_padding: Ints = 0
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
-
-    def __call__(self, x: Any) -> jax.Array:
-        return unfold(x, self.window_sizes, self.strides, self.dilations, self.start_padding, self.end_padding)
+    FUNCTION = staticmethod(unfold)
 
 
 @dataclasses.dataclass(frozen=True)
-class Fold:
+class Fold(_Fixed):
     """FOLD with fixed arguments, shaped like ``torch.nn.Fold``:
     ``Fold(output_sizes, window_sizes, ...)(x)`` maps (N, C * prod(window_sizes),
     BlockCount) to (N, C, *output_sizes), summing overlapping windows.
@@ -302,11 +306,4 @@ class Fold:
     dilations: Ints = 1
     start_padding: Ints = 0
     end_padding: Ints = 0
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
-
-    def __call__(self, x: Any) -> jax.Array:
-        return fold(x, self.output_sizes, self.window_sizes, self.strides, self.dilations, self.start_padding,
-                    self.end_padding)
+    FUNCTION = staticmethod(fold)

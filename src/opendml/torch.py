@@ -147,6 +147,14 @@ def _spatial_rank(*values) -> int:
     return next((len(v) for v in values if _is_sequence(v)), 2)
 
 
+def _per_sample(x, unbatched_dims: int, run):
+    """``run(x)``; an unbatched ``x`` (of ``unbatched_dims`` dimensions) runs
+    as a batch of one, its result unbatched again."""
+    if x.dim() == unbatched_dims:
+        return run(x.unsqueeze(0)).squeeze(0)
+    return run(x)
+
+
 class Unfold(torch.nn.Module):
     """Sliding local blocks (im2col), like ``torch.nn.Unfold`` but over 1 to 6
     spatial axes, with asymmetric padding: input (N, C, *spatial) or
@@ -179,9 +187,6 @@ class Unfold(torch.nn.Module):
         self.spatial_dims = _spatial_rank(kernel_size, dilation, stride, self.start_padding, self.end_padding)
 
     def forward(self, x):
-        unbatched = x.dim() == self.spatial_dims + 1
-        if unbatched:
-            x = x.unsqueeze(0)
         """Unfold ``x``.
 
         Parameters
@@ -205,8 +210,8 @@ class Unfold(torch.nn.Module):
         UnsupportedError
             If ``x``'s dtype, layout or device is not supported.
         """
-        out = unfold(x, self.kernel_size, self.stride, self.dilation, self.start_padding, self.end_padding)
-        return out.squeeze(0) if unbatched else out
+        return _per_sample(x, self.spatial_dims + 1, lambda b: unfold(b, self.kernel_size, self.stride, self.dilation,
+                                                                     self.start_padding, self.end_padding))
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
@@ -251,9 +256,6 @@ class Fold(torch.nn.Module):
         self._window = list(kernel_size) if _is_sequence(kernel_size) else [kernel_size] * d
 
     def forward(self, x):
-        unbatched = x.dim() == 2
-        if unbatched:
-            x = x.unsqueeze(0)
         """Fold ``x``.
 
         Parameters
@@ -279,9 +281,8 @@ class Fold(torch.nn.Module):
         UnsupportedError
             If ``x``'s dtype, layout or device is not supported.
         """
-        out = fold(x, self._output_sizes, self._window, self.stride, self.dilation, self.start_padding,
-                   self.end_padding)
-        return out.squeeze(0) if unbatched else out
+        return _per_sample(x, 2, lambda b: fold(b, self._output_sizes, self._window, self.stride, self.dilation,
+                                                self.start_padding, self.end_padding))
 
     def extra_repr(self) -> str:
         return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "

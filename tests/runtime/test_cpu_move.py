@@ -309,7 +309,7 @@ def test_malformed_parameter_blocks_raise():
 
 class _Blob:
     """Stands in for the CPU backend while a pass's parameters are built:
-    ``_launch`` returns the parameter bytes (as family_cache._Capture does)."""
+    ``_launch`` returns the parameter bytes (as planner._Capture does)."""
 
     def __init__(self, native):
         self._native = native

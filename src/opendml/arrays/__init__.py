@@ -4,14 +4,15 @@ arrays, returning new packed arrays of the same framework on the same device.
 The layout (lowest first): ``_dispatch`` (which framework an array belongs
 to, and the namespace through which the adapters call the API again, so none
 imports it back) and ``_contract`` (the checks and messages every function
-shares); ``planner`` (the first five's plans and plan cache) and
-``family_cache`` (the move program's Python cache); one adapter per framework
-(``numpy_adapter``, ``cupy_adapter`` with ``cuda``, the CUDA move launch
-PyTorch shares, ``jax_adapter``, ``dask_adapter``, and the PyTorch wing
-``torch``: ``adapter``, ``library``, ``node``, ``inductor``, ``dtypes``);
-then the front, ``front`` (every operator's thin function and its one
-``Call`` type) and ``index_ops`` (the index-driven operators). This package
-re-exports their public functions.
+shares); ``planner`` (the first five's plans and plan cache, and the move
+program's Python cache); ``numpy_adapter``;
+``engine`` (the one ``Call`` type, NumPy's move route and the adjoints: what
+the other adapters and the front share); the other adapters (``cupy_adapter``
+with ``cuda``, the CUDA move launch PyTorch shares, ``jax_adapter``,
+``dask_adapter``, and the PyTorch wing ``torch``: ``adapter``, ``library``,
+``node``, ``inductor``, ``dtypes``); then the front, ``front`` (every
+operator's thin function) and ``index_ops`` (the index-driven operators).
+This package re-exports their public functions.
 """
 from . import _contract, _dispatch
 from .front import (adapter_for, cast, cpu_output_cache, depth_to_space, fold, identity, join, pad,  # noqa: F401

@@ -7,10 +7,10 @@ An adapter that calls the array API again (an adjoint, a batching rule, a
 Dask task) reads ``front.slice1`` there at call time, so no adapter imports
 ``opendml.arrays`` back: the front loads them (by name, through
 ``importlib``: ``torch.adapter``, ``cupy_adapter``, ``jax_adapter``,
-``dask_adapter``) when an array of theirs first comes in. (The JAX, Dask
-and PyTorch adapters still import the front's NumPy move route and adjoints,
-``front.execute``, ``run_numpy``, ``adjoint``: the one import cycle of this
-layer, listed in ``tests/test_layers.py``.)
+``dask_adapter``) when an array of theirs first comes in. What the
+adapters share with the front (the ``Call`` type, NumPy's move route, the
+adjoints) is ``engine``'s, below them all; the front puts its ``run_list``
+(a ``Call``'s route on any framework) in ``front`` too.
 """
 from __future__ import annotations
 

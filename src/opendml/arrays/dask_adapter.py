@@ -92,7 +92,6 @@ from dask.utils import parse_bytes
 
 from ..model import ValidationError
 from ..ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
-from .front import run_list
 from ._dispatch import front
 from .planner import logical_desc
 
@@ -378,8 +377,17 @@ def _windows(x, dt, desc):
     return g.array(chunks, meta)
 
 
+class _Task:
+    """A task: the array API's ``FUNCTION`` on a region's pieces joined
+    (``grid``, the first field), given the other fields in order."""
+
+    def __call__(self, pieces):
+        return getattr(_api(), self.FUNCTION)(_assemble(pieces, self.grid),
+                                              *(getattr(self, f.name) for f in dataclasses.fields(self)[1:]))
+
+
 @dataclasses.dataclass(frozen=True)
-class _Unfold:
+class _Unfold(_Task):
     """A task: ``opendml.unfold`` of a region (its pieces joined), with the
     region's own padding and (sub-)window."""
     grid: tuple[int, ...]
@@ -388,10 +396,7 @@ class _Unfold:
     dilations: tuple[int, ...]
     start_padding: tuple[int, ...]
     end_padding: tuple[int, ...]
-
-    def __call__(self, pieces):
-        x = _assemble(pieces, self.grid)
-        return _api().unfold(x, self.window, self.strides, self.dilations, self.start_padding, self.end_padding)
+    FUNCTION = "unfold"
 
 
 def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, pad0, itemsize, target):
@@ -496,7 +501,7 @@ def _window_sums(x, dt, desc):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Fold:
+class _Fold(_Task):
     """A task: ``opendml.fold`` of the blocks that reach one output slab, with
     the slab's own padding (values that land outside the slab are dropped)."""
     grid: tuple[int, ...]
@@ -506,11 +511,7 @@ class _Fold:
     dilations: tuple[int, ...]
     start_padding: tuple[int, ...]
     end_padding: tuple[int, ...]
-
-    def __call__(self, pieces):
-        x = _assemble(pieces, self.grid)
-        return _api().fold(x, self.output_sizes, self.window, self.strides, self.dilations,
-                           self.start_padding, self.end_padding)
+    FUNCTION = "fold"
 
 
 def _fold_chunking(n_chunks, channels, K, S, w0, stride0, dil0, pad0, blocks, col_bounds, itemsize, target):
@@ -657,7 +658,7 @@ def _aligned(chunks: tuple, m: int) -> tuple:
 
 
 def _run_block(call, index, *blocks):
-    outs = run_list(call, blocks)
+    outs = front.run_list(call, blocks)
     return outs if index is None else outs[index]
 
 

@@ -28,9 +28,9 @@ Every function takes the same steps, in this order:
    ``numpy_adapter``, ``cupy_adapter``, ``torch.adapter``, ``jax_adapter``,
    ``dask_adapter``) runs the call: ``run`` plans the first five through the
    planner (a bounded LRU plan cache), ``run_move`` the family's move
-   program; NumPy's move route is here (``run_numpy``), behind its Python
-   cache (``family_cache``). Each adapter records what a first call ran in
-   the C call cache.
+   program; NumPy's move route is the engine's (``engine.run_numpy``),
+   behind its Python cache (the move cache, ``planner``). Each adapter records what a
+   first call ran in the C call cache.
 
 Which operator a function builds, the name of its array argument and
 whether it takes a sequence of arrays come from the operator class's
@@ -38,22 +38,23 @@ whether it takes a sequence of arrays come from the operator class's
 from the function's signature; the rest, per operator, from one small
 builder (``_PLANS``, ``_MOVES``). Every ``opendml.configure()`` empties the
 caches; ``configure(call_cache=False)`` turns them off; a replaced
-``execute`` (a spy) is given every family call.
+``engine.execute`` (a spy) is given every family call.
 
 Differentiation: where the operation is linear for its types, PyTorch
 results are differentiable (autograd, forward-mode AD, ``torch.func``) and
 JAX results in reverse mode (``jax.grad``); each backward formula is the
 operator module's declared ``adjoint`` (``opendml.ops._spec``), given
-``ADJOINT_API`` (these functions). No framework is imported here; the
-adapters call these functions again through ``_dispatch.front``, never by
-importing this module. May import ``opendml.model``, ``opendml.ops``,
+``engine.ADJOINT_API`` (these functions, registered there). The ``Call``
+type, NumPy's move route and the adjoints are the engine's (``engine``),
+below the adapters, which import it and never this module: they call these
+functions again through ``_dispatch.front`` (``run_list`` included, the
+route a ``Call`` takes). No framework is imported here. May import ``opendml.model``, ``opendml.ops``,
 ``opendml.plan`` and ``opendml.runtime``.
 """
 from __future__ import annotations
 
 import importlib
 import inspect
-from builtins import slice as _slice      # (``slice`` is the operator's function here)
 import math
 from collections.abc import Mapping, Set
 from collections.abc import MutableSequence as _MutableSequence
@@ -62,7 +63,7 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from ..model.data_type import DataType
-from ..model.errors import UnsupportedError, ValidationError
+from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdentityOperatorDesc, FoldOperatorDesc,
                    JoinOperatorDesc, Padding1OperatorDesc, PaddingMode, ScaleBias, Slice1OperatorDesc,
@@ -71,11 +72,10 @@ from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdenti
 from ..ops.cast import CastOperatorDesc
 from ..runtime import calls as _calls
 from ..runtime import get_backend
-from ..runtime.config import CACHE_MIN_BYTES
-from ..runtime.cpu.backend import WORDS
-from . import _contract, _dispatch, family_cache, numpy_adapter
-from .numpy_adapter import as_input
-from .planner import array_layout, logical_desc, plan_cache_info
+from . import _contract, _dispatch, engine as _engine, numpy_adapter, planner
+from .engine import ADJOINT_API, PLAN_KEY, Call, FamilyCall, _many_out, adjoint, fixed, run_numpy  # noqa: F401
+from .engine import _EXECUTE
+from .planner import plan_cache_info
 
 __all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast", "pad", "join", "split", "tile",
            "space_to_depth", "depth_to_space", "cpu_output_cache", "plan_cache_info", "adapter_for"]
@@ -91,102 +91,6 @@ _MODES = {"constant": PaddingMode.CONSTANT, "edge": PaddingMode.EDGE, "reflect":
 _ORDERS = {"DCR": DepthSpaceOrder.DEPTH_COLUMN_ROW, "CRD": DepthSpaceOrder.COLUMN_ROW_DEPTH,
            "DEPTH_COLUMN_ROW": DepthSpaceOrder.DEPTH_COLUMN_ROW, "COLUMN_ROW_DEPTH": DepthSpaceOrder.COLUMN_ROW_DEPTH}
 
-
-# -- one call type ---------------------------------------------------------------------------------
-
-#: ``Call(key=PLAN_KEY)``: the key is the planner's, read from ``args`` when asked.
-PLAN_KEY = object()
-_NONE = ("None",)
-
-
-class Call:
-    """One call of the array API, whatever the operator and the framework:
-    ``name`` (the function's, for messages), ``make`` (the inputs' logical
-    ``TensorDesc``s -> the operator's description), ``multi`` (the function
-    returns a list: SPLIT), ``args`` (the arguments as snapshotted: what the
-    call cache records for the first five), ``key`` and ``ccall``.
-
-    ``key``: the Python caches' key for the call's function and arguments,
-    or None (never cached). ``PLAN_KEY`` (the first five) reads the
-    planner's from ``args``: the name and each argument frozen where it is a
-    plain int, None, or a list or tuple of plain ints (types exactly: 1.0 ==
-    1 must not reuse an int's plan), else None. The family's is
-    ``family_cache.call_key``'s. ``ccall`` (the family, optional):
-    ``(function, args, seq)``, the arguments exactly as the function offered
-    them to the C call cache (lists snapshotted) and whether the inputs were
-    a sequence (JOIN): a compiled run is then recorded there. The adapters
-    run it (``run`` for a plan, ``run_move`` for a move program); what they
-    need of the operator (its adjoint, linear part, chunking) the
-    description declares (``opendml.ops._spec``)."""
-
-    __slots__ = ("name", "make", "multi", "_key", "ccall", "args")
-
-    def __init__(self, name: str, make, multi: bool = False, key=None, ccall=None, args: tuple = ()):
-        self.name, self.make, self.multi, self._key, self.ccall, self.args = name, make, multi, key, ccall, args
-
-    @property
-    def key(self):
-        key = self._key
-        if key is PLAN_KEY:
-            key = self._key = _plan_key(self.name, self.args)
-        return key
-
-    def make_desc(self, t):
-        """The (unvalidated) description for one input of description ``t``."""
-        return self.make(t)
-
-    def describe(self, descs):
-        """The validated description for inputs of these logical descriptions
-        (the newest feature level's rules)."""
-        desc = self.make(*descs)
-        desc.validate()
-        return desc
-
-    def describe_arrays(self, dtypes, shapes):
-        return self.describe([logical_desc(np.dtype(d), tuple(int(n) for n in s)) for d, s in zip(dtypes, shapes)])
-
-    def __call__(self, *arrays) -> list:
-        """The outputs (always a list) for ``arrays`` of any framework."""
-        return run_list(self, arrays)
-
-
-#: The name the index-driven operators' module gives it.
-FamilyCall = Call
-
-
-def _plan_key(name: str, args: tuple):
-    key = [name]
-    for value in args:
-        t = type(value)
-        if t is list or t is tuple:
-            for v in value:
-                if type(v) is not int:
-                    return None
-            key.append(tuple(value))
-        elif t is int:
-            key.append(value)
-        elif value is None:
-            key.append(_NONE)
-        else:
-            return None
-    return tuple(key)
-
-
-def fixed(desc, name: str | None = None) -> Call:
-    """A ``Call`` that runs ``desc`` itself (its linear part on
-    tangents, for instance) on arrays of its inputs' sizes and types."""
-    def make(*descs):
-        for (where, want), got in zip(desc.named_tensors("input"), descs):
-            if got.sizes != want.sizes or got.data_type != want.data_type:
-                raise ValidationError(f"{desc.OPERATOR}: {where} must have sizes {list(want.sizes)} and DataType "
-                                      f"{want.data_type.name}; got {list(got.sizes)} {got.data_type.name}")
-        return desc
-    return Call(name or desc.OPERATOR.lower(), make, _many_out(desc))
-
-
-def _many_out(desc) -> bool:
-    """Whether the operator (a description or its class) has a list of outputs."""
-    return any(s.many and s.role == "output" for s in desc.SLOTS)
 
 
 # -- frameworks: one adapter each ------------------------------------------------------------------
@@ -367,162 +271,6 @@ def _key_by_identity(kind: type) -> None:
         _calls.register_move_types(_MOVE_TYPES)
 
 
-def _array(x, where: str) -> np.ndarray:
-    if x.dtype.kind not in "iuf" or x.dtype.itemsize not in WORDS:
-        raise ValidationError(f"{where}: unsupported dtype {x.dtype}")
-    return as_input(x)
-
-
-def _prepared(x: np.ndarray):
-    """(input description, (strides, origin), source word array) of ``x``,
-    read where it lies (copied first only when a stride is not a whole
-    number of elements)."""
-    layout = array_layout(x.shape, x.strides, x.itemsize)
-    if layout is None:
-        x = np.ascontiguousarray(x)
-        layout = array_layout(x.shape, x.strides, x.itemsize)
-    desc = logical_desc(x.dtype, x.shape)
-    word = WORDS[x.itemsize]
-    if layout.span == x.size and x.flags.c_contiguous:     # (packed: the same words, without as_strided's cost)
-        return desc, (layout.strides, layout.origin), x.view(word).reshape(-1)
-    low = x[tuple(_slice(None, None, -1) if f else _slice(None) for f in layout.flips)] if any(layout.flips) else x
-    src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
-    return desc, (layout.strides, layout.origin), src
-
-
-# -- NumPy's move route, behind family_cache -------------------------------------------------------
-
-def run_numpy(call: Call, arrays) -> list:
-    """The NumPy path: validate on the arrays' shapes, then execute; a call
-    seen before (same function, arguments, dtypes, shapes and strides, on
-    the CPU backend in force) is served from ``family_cache`` (the C call
-    cache, ``runtime.calls.move``, serves it before the function gets here
-    once a compiled run was recorded there)."""
-    key = record = None
-    # A replaced ``execute`` (a spy, a mock) is given every call, uncached.
-    if call.key is not None and execute is _EXECUTE:
-        arrays_key = family_cache.array_key(arrays)
-        if arrays_key is not None:
-            since = _calls.generation() if call.ccall is not None else None   # before any setting is read
-            backend = get_backend("cpu")
-            # A backend whose prepare was replaced on the instance (a spy, a
-            # mock) records nothing new here (calls the C cache already holds
-            # are still served from C: only a replaced ``execute`` is given
-            # every call); configure(call_cache=False) turns this cache off too.
-            if "prepare" not in backend.__dict__ and backend.config.call_cache:
-                key = (call.key, arrays_key)
-                record = (call, since)
-                entry = family_cache.lookup(key, backend)
-                if entry is not None:
-                    outs = _replay(entry, arrays, call.name)
-                    # another spelling of a recorded call (cast's float and
-                    # DataType.FLOAT64): the C cache learns it too
-                    _put_c(record, arrays, outs, entry.offsets, entry.steps)
-                    return outs
-    arrays = [_array(x, call.name) for x in arrays]
-    desc = call.describe([logical_desc(x.dtype, x.shape) for x in arrays])
-    return execute(desc, arrays) if key is None else _execute(desc, arrays, key, record)
-
-
-def _replay(entry, arrays, name: str) -> list:
-    """A cached call on new arrays of the recorded dtypes, shapes and
-    strides: new outputs, then the recorded kernels on the new addresses (or,
-    without them, the recorded plan prepared again)."""
-    backend = entry.backend
-    # named as the uncached route names it (the operator), so an allocation
-    # error reads the same whichever route the call took
-    outs = [backend.empty(shape, dtype, entry.desc.OPERATOR)[0] for shape, dtype in entry.outs]
-    steps = entry.steps
-    if steps is None:
-        srcs = [_prepared(x)[2] for x in arrays]
-        backend.prepare(entry.plan, srcs, [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs])()
-        return outs
-    ins = [x.ctypes.data + off for x, off in zip(arrays, entry.offsets)]
-    dsts = [o.ctypes.data for o in outs]
-    for kernel, blob, threads, fill, s, d in steps:
-        kernel(dsts[d], dsts[s] if fill else ins[s], blob, threads)
-    return outs
-
-
-def execute(desc, arrays) -> list:
-    """Run the validated ``desc``'s move program on NumPy arrays (any
-    strides) into new packed arrays, on the CPU backend."""
-    return _execute(desc, arrays, None, None)
-
-
-_EXECUTE = execute
-
-
-def _execute(desc, arrays, key, record) -> list:
-    """``execute``; where ``key`` is given and the call succeeds, it is
-    recorded in ``family_cache`` under ``key`` and, with ``record`` ((the
-    Call, the call cache's generation read before any setting)) and
-    the compiled kernels, in the C call cache."""
-    arrays = [_array(x, desc.OPERATOR) for x in arrays]
-    prepared = [_prepared(x) for x in arrays]
-    plan = desc.lower(in_layouts=[p[1] for p in prepared])
-    backend = get_backend("cpu")           # large outputs reuse released, already-resident blocks
-    outs = [backend.empty(t.sizes, t.data_type.numpy_dtype, desc.OPERATOR)[0] for t in desc.outputs]
-    dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
-    srcs = [p[2] for p in prepared]
-    # A call to record runs the compiled passes it records (built once: the
-    # backend's own kernels, parameters and threads, as prepare would run them)
-    steps = family_cache.kernel_steps(backend, plan, srcs, dsts) \
-        if key is not None and backend.kernels == "compiled" else None
-    if steps is None:
-        backend.prepare(plan, srcs, dsts)()
-    else:
-        ins, dst_addrs = [a.ctypes.data for a in srcs], [o.ctypes.data for o in dsts]
-        for kernel, blob, threads, fill, s, d in steps:
-            kernel(dst_addrs[d], dst_addrs[s] if fill else ins[s], blob, threads)
-    if key is not None:
-        _record(key, record, backend, desc, plan, arrays, prepared, outs, steps)
-    return outs
-
-
-def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> None:
-    # Only arrays read where they lie (not copied by _prepared; the key
-    # admits no array that as_input converts) are replayed from their own
-    # addresses.
-    offsets = []
-    for x, (_, (_, origin), src) in zip(arrays, prepared):
-        off = -origin * x.itemsize
-        if array_layout(x.shape, x.strides, x.itemsize) is None or \
-                (src.size and x.ctypes.data + off != src.ctypes.data):
-            return
-        offsets.append(off)
-    family_cache.record(key, family_cache.Entry(backend, desc, plan,
-                                                tuple((o.shape, o.dtype) for o in outs), tuple(offsets), steps))
-    _put_c(record, arrays, outs, offsets, steps)
-
-
-def _put_c(record, arrays, outs, offsets, steps) -> None:
-    """Record a compiled run in the C call cache (``runtime.calls.put_move``):
-    the next such call is served before any Python runs."""
-    call, since = record if record is not None else (None, None)
-    if steps is None or call is None or call.ccall is None:
-        return
-    name, args, seq = call.ccall
-    _calls.put_move(name, tuple(arrays) if seq else arrays[0], args,
-                    tuple((o.shape, o.dtype, o.nbytes >= CACHE_MIN_BYTES) for o in outs),
-                    tuple(-off for off in offsets),
-                    tuple((int(fill), s, d, blob, threads) for _, blob, threads, fill, s, d in steps),
-                    call.multi, since)
-
-
-def adjoint(desc, cotangents) -> tuple:
-    """The adjoint of ``desc``'s linear part applied to ``cotangents`` (one
-    per output): one array per input, as the operator module declares it."""
-    lin = desc.linear_part()
-    if lin is None:
-        raise UnsupportedError(f"{desc.OPERATOR}: not differentiable for these data types "
-                               f"({', '.join(t.data_type.name for t in desc.inputs + desc.outputs)})")
-    return tuple(lin.adjoint(ADJOINT_API, *cotangents))
-
-
-def differentiable(desc) -> bool:
-    return getattr(desc, "linear_part", None) is not None and desc.linear_part() is not None
-
 
 # -- the two routes past the C call cache, for every function ------------------------------------
 
@@ -543,13 +291,13 @@ def _plan(op: int, x, args: tuple):
 
 def _move_call(op: int, x, args: tuple):
     """A family call past the C call cache: the C new-shape route first
-    (unless ``execute`` is replaced), then the contract's checks on the
+    (unless ``engine.execute`` is replaced), then the contract's checks on the
     inputs (a sequence of them where the binding's array argument is
     ``arrays``), the list arguments snapshotted (those the signature types as
     sequences), and the builder's description (``_MOVES``), keyed for the
     Python cache and recorded in the C call cache by the arguments as
     offered."""
-    if execute is _EXECUTE:
+    if _engine.execute is _EXECUTE:
         out = _new(op, x, args)
         if out is not None:
             return out
@@ -560,7 +308,7 @@ def _move_call(op: int, x, args: tuple):
     snap = _SNAPSHOTS[name]
     args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(args))
     make, key = _MOVES[name](arrays[0], *args)
-    return _run_move(Call(name, make, name in _MULTI, family_cache.call_key(name, *key), (name, args, seq)),
+    return _run_move(Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)),
                      arrays)
 
 
@@ -790,9 +538,7 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
         output's shape and its bytes.
     """
     out = _cached(_SLICE, x, offsets, sizes, strides)
-    if out is not None:
-        return out
-    return _plan(_SLICE, x, (offsets, sizes, strides))
+    return out if out is not None else _plan(_SLICE, x, (offsets, sizes, strides))
 
 
 def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int],
@@ -852,9 +598,7 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
         output's shape and its bytes.
     """
     out = _cached(_SLICE1, x, window_offsets, window_sizes, window_strides, output_sizes)
-    if out is not None:
-        return out
-    return _plan(_SLICE1, x, (window_offsets, window_sizes, window_strides, output_sizes))
+    return out if out is not None else _plan(_SLICE1, x, (window_offsets, window_sizes, window_strides, output_sizes))
 
 
 def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0,
@@ -913,9 +657,7 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
         output's shape and its bytes.
     """
     out = _cached(_UNFOLD, x, window_sizes, strides, dilations, start_padding, end_padding)
-    if out is not None:
-        return out
-    return _plan(_UNFOLD, x, (window_sizes, strides, dilations, start_padding, end_padding))
+    return out if out is not None else _plan(_UNFOLD, x, (window_sizes, strides, dilations, start_padding, end_padding))
 
 
 def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1,
@@ -983,9 +725,8 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
         output's shape and its bytes.
     """
     out = _cached(_FOLD, x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
-    if out is not None:
-        return out
-    return _plan(_FOLD, x, (output_sizes, window_sizes, strides, dilations, start_padding, end_padding))
+    return out if out is not None else _plan(_FOLD, x, (output_sizes, window_sizes, strides, dilations,
+                                                        start_padding, end_padding))
 
 
 def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int],
@@ -1041,9 +782,8 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
         output's shape and its bytes.
     """
     out = _cached(_SLICE_GRAD, grad, input_sizes, window_offsets, window_sizes, window_strides)
-    if out is not None:
-        return out
-    return _plan(_SLICE_GRAD, grad, (input_sizes, window_offsets, window_sizes, window_strides))
+    return out if out is not None else _plan(_SLICE_GRAD, grad, (input_sizes, window_offsets, window_sizes,
+                                                                 window_strides))
 
 
 def identity(x: Any, scale: float | None = None, bias: float | None = None) -> np.ndarray:
@@ -1083,11 +823,8 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> n
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    if execute is _EXECUTE:
-        out = _move(_IDENTITY, x, scale, bias)
-        if out is not None:
-            return out
-    return _move_call(_IDENTITY, x, (scale, bias))
+    out = _move(_IDENTITY, x, scale, bias) if _engine.execute is _EXECUTE else None
+    return out if out is not None else _move_call(_IDENTITY, x, (scale, bias))
 
 
 def cast(x: Any, dtype) -> np.ndarray:
@@ -1130,11 +867,8 @@ def cast(x: Any, dtype) -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    if execute is _EXECUTE:
-        out = _move(_CAST, x, dtype)
-        if out is not None:
-            return out
-    return _move_call(_CAST, x, (dtype,))
+    out = _move(_CAST, x, dtype) if _engine.execute is _EXECUTE else None
+    return out if out is not None else _move_call(_CAST, x, (dtype,))
 
 
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", value=0) -> np.ndarray:
@@ -1181,11 +915,8 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", 
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    if execute is _EXECUTE:
-        out = _move(_PAD, x, start_padding, end_padding, mode, value)
-        if out is not None:
-            return out
-    return _move_call(_PAD, x, (start_padding, end_padding, mode, value))
+    out = _move(_PAD, x, start_padding, end_padding, mode, value) if _engine.execute is _EXECUTE else None
+    return out if out is not None else _move_call(_PAD, x, (start_padding, end_padding, mode, value))
 
 
 def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
@@ -1221,11 +952,8 @@ def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    if execute is _EXECUTE:
-        out = _move(_JOIN, arrays, axis)
-        if out is not None:
-            return out
-    return _move_call(_JOIN, arrays, (axis,))
+    out = _move(_JOIN, arrays, axis) if _engine.execute is _EXECUTE else None
+    return out if out is not None else _move_call(_JOIN, arrays, (axis,))
 
 
 def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
@@ -1265,11 +993,8 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    if execute is _EXECUTE:
-        out = _move(_SPLIT, x, axis, sizes)
-        if out is not None:
-            return out
-    return _move_call(_SPLIT, x, (axis, sizes))
+    out = _move(_SPLIT, x, axis, sizes) if _engine.execute is _EXECUTE else None
+    return out if out is not None else _move_call(_SPLIT, x, (axis, sizes))
 
 
 def tile(x: Any, repeats: Ints) -> np.ndarray:
@@ -1313,11 +1038,8 @@ def tile(x: Any, repeats: Ints) -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    if execute is _EXECUTE:
-        out = _move(_TILE, x, repeats)
-        if out is not None:
-            return out
-    return _move_call(_TILE, x, (repeats,))
+    out = _move(_TILE, x, repeats) if _engine.execute is _EXECUTE else None
+    return out if out is not None else _move_call(_TILE, x, (repeats,))
 
 
 def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
@@ -1357,11 +1079,8 @@ def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    if execute is _EXECUTE:
-        out = _move(_SPACE_TO_DEPTH, x, block_size, order)
-        if out is not None:
-            return out
-    return _move_call(_SPACE_TO_DEPTH, x, (block_size, order))
+    out = _move(_SPACE_TO_DEPTH, x, block_size, order) if _engine.execute is _EXECUTE else None
+    return out if out is not None else _move_call(_SPACE_TO_DEPTH, x, (block_size, order))
 
 
 def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
@@ -1401,11 +1120,8 @@ def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    if execute is _EXECUTE:
-        out = _move(_DEPTH_TO_SPACE, x, block_size, order)
-        if out is not None:
-            return out
-    return _move_call(_DEPTH_TO_SPACE, x, (block_size, order))
+    out = _move(_DEPTH_TO_SPACE, x, block_size, order) if _engine.execute is _EXECUTE else None
+    return out if out is not None else _move_call(_DEPTH_TO_SPACE, x, (block_size, order))
 
 
 def cpu_output_cache(limit: int | None = None) -> dict:
@@ -1456,6 +1172,7 @@ def cpu_output_cache(limit: int | None = None) -> dict:
         configure(output_cache_bytes=int(limit))
     return get_backend("cpu").cache_info()
 
+
 #: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an
 #: operator with a list of outputs: SPLIT), and which arguments are lists to snapshot (typed as
 #: sequences in the signature), read once from the bindings and the functions above.
@@ -1465,27 +1182,11 @@ _SNAPSHOTS = {name: frozenset(i for i, p in enumerate(list(inspect.signature(glo
                               if "Sequence" in str(p.annotation) or "Ints" in str(p.annotation))
               for name in FAMILY}
 
-
-class _AdjointApi:
-    """The namespace the operator modules' ``adjoint`` methods are given
-    (``opendml.ops._spec.AdjointApi``): the family's functions, SLICE1,
-    SLICE_GRAD, UNFOLD and FOLD, on any framework, and two neutral helpers."""
-
-    @staticmethod
-    def reshape(x, shape):
-        return x.reshape(tuple(int(n) for n in shape))
-
-    @staticmethod
-    def sum(x, axes):
-        return x.sum(axis=tuple(axes))
-
-
-for _name in ("slice1", "slice_grad", "unfold", "fold", *FAMILY):     # whatever the family's functions are
-    setattr(_AdjointApi, _name, staticmethod(globals()[_name]))
-
-
-#: What ``adjoint`` hands to the operator modules.
-ADJOINT_API = _AdjointApi()
+# What the operator modules' ``adjoint`` methods call (``ADJOINT_API``), and the route a ``Call`` on
+# arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``).
+for _name in ("slice1", "slice_grad", "unfold", "fold", *FAMILY):
+    setattr(_engine._AdjointApi, _name, staticmethod(globals()[_name]))
+_dispatch.front.run_list = run_list
 
 # torch.compile takes the family's functions into a graph whole (``_dispatch.enter_graph_whole``).
 _dispatch.enter_graph_whole([globals()[_name] for _name in FAMILY])

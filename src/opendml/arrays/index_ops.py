@@ -6,7 +6,7 @@ framework routes, ``family.run_list``, on the frameworks it runs).
 
 Each function builds the operator's description (``opendml.ops``) for its
 arrays and runs it through the family's framework-neutral call
-(``family.FamilyCall``). DirectML gives every tensor of an operator one
+(``engine.Call``). DirectML gives every tensor of an operator one
 DimensionCount; the functions take arrays of the natural ranks (NumPy's
 ``take``, ``take_along_axis``, ONNX's GatherND and ScatterND) and pad them
 with leading 1s (views) to that DimensionCount, then give the result its
@@ -65,7 +65,7 @@ from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES, _listeners as _config_listeners
 from ..runtime.cpu import numpy_kernels
 from ..runtime.cpu.backend import INDEX_MAX_AXES, MOVE_MAX_RANK, WORDS, IndexParams
-from . import _contract, _dispatch, family_cache
+from . import _contract, _dispatch, engine, planner
 from . import front as family
 from .planner import logical_desc
 
@@ -222,18 +222,19 @@ def _like(a, x, where: str):
 # route records each call it ran there (``_record``): the move program's
 # passes as that kernel's parameters. Every ``opendml.configure()`` empties
 # it (``configure(call_cache=False)`` or the NumPy kernels turn it off); a
-# replaced ``family.execute`` (a spy) or a backend whose ``prepare`` was
+# replaced ``engine.execute`` (a spy) or a backend whose ``prepare`` was
 # replaced on the instance is given every call.
 
 (_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND, _ONE_HOT, _REVERSE) = range(7)
 _CHECKED = frozenset((_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND))
-_EXECUTE = family._EXECUTE
+_EXECUTE = engine._EXECUTE
 
 
 def _miss(*args):
     return None
 
 
+# (answers False for an index out of range: each function's route then names it)
 _call = _index.call if _index is not None and hasattr(_index, "call") else _miss
 if _call is not _miss:
     _config_listeners.append(lambda cfg: _index.clear(cfg.call_cache and cfg.cpu_kernels == "compiled"))
@@ -320,7 +321,7 @@ def _record(ccall, call, arrays, shape, since):
     never copied: ``_index.put`` checks each one's element 0 against its own
     reading of ``ccall``'s array); ``shape``
     the result's): validated
-    and lowered as ``family.run_numpy`` does (the same errors), its passes
+    and lowered as ``engine.run_numpy`` does (the same errors), its passes
     recorded in the C call cache, then run from there. None where the cache
     cannot hold it (the family's route then runs it)."""
     global _blocks_set
@@ -331,14 +332,14 @@ def _record(ccall, call, arrays, shape, since):
         return None                        # what _index.call would not key
     backend = get_backend("cpu")
     if backend._native is None or backend.kernels != "compiled" or not backend.config.call_cache or \
-            "prepare" in backend.__dict__ or family.execute is not _EXECUTE:
+            "prepare" in backend.__dict__ or engine.execute is not _EXECUTE:
         return None
     if not _blocks_set:
         _index.setup(backend._native.Block, backend._native.cache_limit, CACHE_MIN_BYTES)
         _blocks_set = True
-    arrays = [family._array(x, call.name) for x in arrays]
+    arrays = [engine._array(x, call.name) for x in arrays]
     desc = call.describe([logical_desc(a.dtype, a.shape) for a in arrays])
-    prepared = [family._prepared(a) for a in arrays]
+    prepared = [engine._prepared(a) for a in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     checked = ccall[0] in _CHECKED
     passes = [p for p in plan.passes if p.count]
@@ -364,8 +365,8 @@ def _run(name: str, make, arrays, shape, fields=None, ccall=None):
     cache."""
     since = _generation() if ccall is not None and _call is not _miss and type(ccall[2]) is np.ndarray else None
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
-    key = None if fields is None else family_cache.call_key(name, *fields)
-    call = family.FamilyCall(name, make, key=key)
+    key = None if fields is None else planner.call_key(name, *fields)
+    call = engine.Call(name, make, key=key)
     if since is not None:
         out = _record(ccall, call, arrays, shape, since)
         if out is not None:
@@ -402,11 +403,8 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
         A bad argument, or (``check_indices``) the first index out of range,
         named with its value and position.
     """
-    if family.execute is _EXECUTE:
-        out = _call(_GATHER, check_indices, x, indices, axis, index_dimensions)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _gather(x, indices, axis, index_dimensions, check_indices)
+    out = _call(_GATHER, check_indices, x, indices, axis, index_dimensions) if engine.execute is _EXECUTE else None
+    return _gather(x, indices, axis, index_dimensions, check_indices) if out is None or out is False else out
 
 
 def _gather(x, indices, axis, index_dimensions, check_indices):
@@ -438,11 +436,8 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
     ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
     ``gather``."""
-    if family.execute is _EXECUTE:
-        out = _call(_GATHER_ELEMENTS, check_indices, x, indices, axis)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _gather_elements(x, indices, axis, check_indices)
+    out = _call(_GATHER_ELEMENTS, check_indices, x, indices, axis) if engine.execute is _EXECUTE else None
+    return _gather_elements(x, indices, axis, check_indices) if out is None or out is False else out
 
 
 def _gather_elements(x, indices, axis, check_indices):
@@ -468,11 +463,8 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     tuples of q entries into ``x``'s dimensions after the first
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
-    if family.execute is _EXECUTE:
-        out = _call(_GATHER_ND, check_indices, x, indices, batch_dimensions)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _gather_nd(x, indices, batch_dimensions, check_indices)
+    out = _call(_GATHER_ND, check_indices, x, indices, batch_dimensions) if engine.execute is _EXECUTE else None
+    return _gather_nd(x, indices, batch_dimensions, check_indices) if out is None or out is False else out
 
 
 def _gather_nd(x, indices, batch_dimensions, check_indices):
@@ -504,11 +496,8 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins. Indices and
     ``check_indices`` as for ``gather``."""
-    if family.execute is _EXECUTE:
-        out = _call(_SCATTER_ELEMENTS, check_indices, x, indices, updates, axis)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _scatter_elements(x, indices, updates, axis, check_indices)
+    out = _call(_SCATTER_ELEMENTS, check_indices, x, indices, updates, axis) if engine.execute is _EXECUTE else None
+    return _scatter_elements(x, indices, updates, axis, check_indices) if out is None or out is False else out
 
 
 def _scatter_elements(x, indices, updates, axis, check_indices):
@@ -530,11 +519,8 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
     ``indices``' tuples (its last axis, q entries) replaced by ``updates``
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
     update in row-major order wins."""
-    if family.execute is _EXECUTE:
-        out = _call(_SCATTER_ND, check_indices, x, indices, updates)
-        if out is not None and out is not False:     # (False: an index out of range; the route names it)
-            return out
-    return _scatter_nd(x, indices, updates, check_indices)
+    out = _call(_SCATTER_ND, check_indices, x, indices, updates) if engine.execute is _EXECUTE else None
+    return _scatter_nd(x, indices, updates, check_indices) if out is None or out is False else out
 
 
 def _scatter_nd(x, indices, updates, check_indices):
@@ -565,11 +551,8 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
     and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
     negative index of a signed type counts from the end; an index outside
     ``[-depth, depth)`` gives an all-off row (no check)."""
-    if family.execute is _EXECUTE:
-        out = _call(_ONE_HOT, False, indices, values, depth, axis)
-        if out is not None:
-            return out
-    return _one_hot(indices, depth, values, axis)
+    out = _call(_ONE_HOT, False, indices, values, depth, axis) if engine.execute is _EXECUTE else None
+    return _one_hot(indices, depth, values, axis) if out is None else out
 
 
 def _one_hot(indices, depth, values, axis):
@@ -598,11 +581,8 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
     sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
     ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
     the axis are clamped to it."""
-    if family.execute is _EXECUTE:
-        out = _call(_REVERSE, False, x, sequence_lengths, axis)
-        if out is not None:
-            return out
-    return _reverse_subsequences(x, sequence_lengths, axis)
+    out = _call(_REVERSE, False, x, sequence_lengths, axis) if engine.execute is _EXECUTE else None
+    return _reverse_subsequences(x, sequence_lengths, axis) if out is None else out
 
 
 def _reverse_subsequences(x, sequence_lengths, axis):
@@ -670,9 +650,9 @@ def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begi
             raise ValidationError(f"{where}: shape must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got "
                                   f"{len(sizes)} (shape {list(sizes)})")
         out = _contract.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
-        call = family.FamilyCall(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end),
-                                 key=family_cache.call_key(where, sizes, dt, value, begin, end))
-        return family.run_numpy(call, [])[0]
+        call = engine.Call(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end),
+                                 key=planner.call_key(where, sizes, dt, value, begin, end))
+        return engine.run_numpy(call, [])[0]
     _checked(where, x)
     xs = _shape(x, where, "x")
     if shape is not None and family._snapshot(shape) != xs:
@@ -703,11 +683,11 @@ def index_primal(primal, wrt: int, data, indices):
                 [data, indices], shape)
 
 
-# What the operator modules' ``adjoint`` methods call (``family.ADJOINT_API``,
+# What the operator modules' ``adjoint`` methods call (``engine.ADJOINT_API``,
 # the namespace ``opendml.ops._spec.AdjointApi`` documents), as the family's
 # own functions are registered there.
 for _name in ("index_adjoint", "index_primal", "reverse_subsequences", "diagonal_matrix"):
-    setattr(family._AdjointApi, _name, staticmethod(globals()[_name]))
+    setattr(engine._AdjointApi, _name, staticmethod(globals()[_name]))
 
 # torch.compile takes these functions into a graph whole (``_dispatch.enter_graph_whole``).
 _dispatch.enter_graph_whole([globals()[_name] for _name in __all__])

@@ -51,7 +51,7 @@ from jax import lax
 
 from ..model.errors import UnsupportedError
 from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
-from . import front, numpy_adapter
+from . import engine, numpy_adapter
 from ..ops.unfold import blocks_per_dimension
 from .planner import logical_desc
 
@@ -139,7 +139,7 @@ class _Static:
         return getattr(api, self.name)(x, *self.desc.call_args())
 
     def adjoint(self, g):
-        return self.desc.adjoint(front.ADJOINT_API, g)[0]
+        return self.desc.adjoint(engine.ADJOINT_API, g)[0]
 
 
 def _static(call, x):
@@ -330,7 +330,7 @@ def run_move(call, arrays) -> list:
             raise UnsupportedError(f"{call.name}: the output's dtype {dt} is a 64-bit type, which JAX has turned "
                                    f"off (jax_enable_x64 is False); enable it or choose a 32-bit type")
     p = _Static(desc, call.name)
-    if front.differentiable(desc):
+    if engine.differentiable(desc):
         return list(_move_linear(p, tuple(arrays)))
     return list(_move_forward(p, tuple(arrays)))
 
@@ -339,7 +339,7 @@ def _move_forward(p, xs):
     desc = p.desc
     if any(isinstance(x, jax.core.Tracer) for x in xs):
         shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
-        return tuple(jax.pure_callback(lambda *a: tuple(front.execute(desc, [np.asarray(v) for v in a])),
+        return tuple(jax.pure_callback(lambda *a: tuple(engine.execute(desc, [np.asarray(v) for v in a])),
                                        shapes, *xs, vmap_method="sequential"))
     # the first array that says where it lies (a constant JAX keeps as a NumPy
     # array inside its transforms, such as a residual, says nothing)
@@ -348,7 +348,7 @@ def _move_forward(p, xs):
         raise UnsupportedError(f"{p.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
                                f"gather it on one device first")
     (dev,) = devices
-    outs = front.execute(desc, [np.asarray(x) for x in xs])
+    outs = engine.execute(desc, [np.asarray(x) for x in xs])
     return tuple(jax.device_put(o, dev) for o in outs)
 
 
@@ -365,8 +365,8 @@ def _move_fwd(p, xs):
 
 def _move_bwd(p, constants, cts):
     if not constants:
-        return (tuple(front.adjoint(p.desc, cts)),)
-    return (tuple(p.desc.linear_part().adjoint(front.ADJOINT_API, *cts, *constants)),)
+        return (tuple(engine.adjoint(p.desc, cts)),)
+    return (tuple(p.desc.linear_part().adjoint(engine.ADJOINT_API, *cts, *constants)),)
 
 
 _move_linear.defvjp(_move_fwd, _move_bwd)

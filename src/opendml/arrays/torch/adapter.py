@@ -49,7 +49,7 @@ array API in kernel mode (``_MODE``), so every rule lives in one place.
 The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``, ...)
 takes the same three routes, generic over what each operator module declares
 (no branch per operator): the kernel route runs the NumPy move program on
-views of CPU tensors (``front.run_numpy``, so its caches serve it) or the
+views of CPU tensors (``engine.run_numpy``, so its caches serve it) or the
 CUDA move program (``arrays.cuda``) by address on the current stream; the
 autograd route is one ``torch.autograd.Function`` (``opendml_<operator>Backward``)
 whose backward is the operator's declared adjoint, whose forward-mode
@@ -84,7 +84,7 @@ from .._dispatch import front as api          # the array API's functions (fille
 from .. import _dispatch
 from .. import numpy_adapter
 from . import inductor as torch_inductor, library, node as torch_node
-from .. import front
+from .. import engine
 from .dtypes import DTYPES, SUPPORTED_DTYPES, numpy_dtype, torch_dtype
 from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, operators
 from .. import planner as _planner
@@ -782,9 +782,9 @@ def run_move(call, arrays) -> list:
         # same rules, and recorded for the caches (the array function's
         # first step, the C call cache, serves the next such call on the
         # tensors themselves).
-        return [torch.from_numpy(o) for o in front.run_numpy(call, library.numpy_views(arrays))]
+        return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
-    if record and (wrapped or front.differentiable(desc)):
+    if record and (wrapped or engine.differentiable(desc)):
         # (under torch.func transforms, vmap included, the Function routes every call; its
         # backward and jvp refuse an operator not differentiable for these types)
         return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
@@ -806,7 +806,7 @@ class _MoveRoute:
         self.call, self.desc, self.device = call, desc, device
 
     def _differentiable(self):
-        if not front.differentiable(self.desc):
+        if not engine.differentiable(self.desc):
             raise UnsupportedError(f"{self.call.name}: {self.desc.OPERATOR} is not differentiable for these types")
 
     def adjoint(self, grads, constants=()):
@@ -815,7 +815,7 @@ class _MoveRoute:
 
     def tangent(self, tangents):
         self._differentiable()
-        return front.fixed(self.desc.linear_part(), self.call.name)(*tangents)
+        return engine.fixed(self.desc.linear_part(), self.call.name)(*tangents)
 
 
 class _MoveLinear(torch.autograd.Function):

@@ -38,7 +38,7 @@ writes an output through a layout other than the one it allocated.
   therefore makes Dynamo report its constraint violation.
 * Autograd: the backward is the operator's declared adjoint
   (``desc.linear_part().adjoint``) through the array API
-  (``front.adjoint``), so under a tracer it enters this operator again
+  (``engine.adjoint``), so under a tracer it enters this operator again
   (and ``opendml::slice1``/``slice_grad`` where the adjoint is a slice):
   gradients of gradients trace too. A description with no linear part
   (integer types, CAST to or from an integer type) raises
@@ -67,7 +67,7 @@ from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
 from ...ops._move import MoveOperatorDesc
 from ...runtime.config import config
-from .. import _dispatch, front
+from .. import _dispatch, engine
 from . import inductor, node as _node
 from .dtypes import TORCH_DTYPES, torch_dtype
 
@@ -98,7 +98,7 @@ def kernel(desc, arrays) -> list:
             break
     x = arrays[0] if arrays else torch.empty(0)   # (a generator, DIAGONAL_MATRIX: no input, on the CPU)
     if x.device.type == "cpu":
-        return [torch.from_numpy(o) for o in front.execute(desc, numpy_views(arrays))]
+        return [torch.from_numpy(o) for o in engine.execute(desc, numpy_views(arrays))]
     if x.device.type == "meta":
         return [torch.empty(t.sizes, dtype=torch_dtype(t), device="meta") for t in desc.outputs]
     if x.device.type == "cuda":
@@ -381,11 +381,11 @@ def constant_inputs(desc) -> tuple:
 
 
 def adjoint_with(desc, grads, constants) -> tuple:
-    """``front.adjoint``, handing the operator the values of its
+    """``engine.adjoint``, handing the operator the values of its
     ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
     if not constant_inputs(desc):
-        return front.adjoint(desc, grads)
-    return tuple(desc.linear_part().adjoint(front.ADJOINT_API, *grads, *constants))
+        return engine.adjoint(desc, grads)
+    return tuple(desc.linear_part().adjoint(engine.ADJOINT_API, *grads, *constants))
 
 
 def _setup(ctx, inputs, output):
@@ -431,7 +431,7 @@ def _cpp_move_backward(saved, grads):
     ref = next(g for g in grads if g is not None)
     grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
              for g, t in zip(grads, desc.outputs)]
-    return list(front.adjoint(desc, grads))
+    return list(engine.adjoint(desc, grads))
 
 
 # The same operator among the C++ dispatcher operators (the registry

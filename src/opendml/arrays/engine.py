@@ -1,0 +1,305 @@
+"""The array API's engine, below the front and every framework adapter
+(which import it; it imports none of them): the one ``Call`` type (an
+operator call: the inputs' logical descriptions -> the operator's
+description), ``fixed`` (a ``Call`` of a given description), NumPy's move
+route (``run_numpy``, behind the Python plan cache of ``planner``;
+``execute``, which a test may replace with a spy: every family call is then
+given to it, uncached) and the differentiation helpers every adapter shares
+(``adjoint``, ``differentiable``, ``ADJOINT_API``).
+
+A ``Call`` run on arrays of any framework (``Call(*arrays)``) goes through
+``_dispatch.front.run_list``, the front's route, set by ``front``: so this
+module never loads an adapter. May import ``opendml.model``,
+``opendml.runtime`` and the array API's lower modules (``_dispatch``,
+``planner``, ``numpy_adapter``).
+"""
+from __future__ import annotations
+
+from builtins import slice as _slice
+
+import numpy as np
+
+from ..model.errors import UnsupportedError, ValidationError
+from ..runtime import calls as _calls
+from ..runtime import get_backend
+from ..runtime.config import CACHE_MIN_BYTES
+from ..runtime.cpu.backend import WORDS
+from . import _dispatch, planner
+from .numpy_adapter import as_input
+from .planner import array_layout, logical_desc
+
+__all__ = ["Call", "FamilyCall", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "differentiable",
+           "ADJOINT_API"]
+
+# -- one call type ---------------------------------------------------------------------------------
+
+#: ``Call(key=PLAN_KEY)``: the key is the planner's, read from ``args`` when asked.
+PLAN_KEY = object()
+_NONE = ("None",)
+
+
+class Call:
+    """One call of the array API, whatever the operator and the framework:
+    ``name`` (the function's, for messages), ``make`` (the inputs' logical
+    ``TensorDesc``s -> the operator's description), ``multi`` (the function
+    returns a list: SPLIT), ``args`` (the arguments as snapshotted: what the
+    call cache records for the first five), ``key`` and ``ccall``.
+
+    ``key``: the Python caches' key for the call's function and arguments,
+    or None (never cached). ``PLAN_KEY`` (the first five) reads the
+    planner's from ``args``: the name and each argument frozen where it is a
+    plain int, None, or a list or tuple of plain ints (types exactly: 1.0 ==
+    1 must not reuse an int's plan), else None. The family's is
+    ``planner.call_key``'s. ``ccall`` (the family, optional):
+    ``(function, args, seq)``, the arguments exactly as the function offered
+    them to the C call cache (lists snapshotted) and whether the inputs were
+    a sequence (JOIN): a compiled run is then recorded there. The adapters
+    run it (``run`` for a plan, ``run_move`` for a move program); what they
+    need of the operator (its adjoint, linear part, chunking) the
+    description declares (``opendml.ops._spec``)."""
+
+    __slots__ = ("name", "make", "multi", "_key", "ccall", "args")
+
+    def __init__(self, name: str, make, multi: bool = False, key=None, ccall=None, args: tuple = ()):
+        self.name, self.make, self.multi, self._key, self.ccall, self.args = name, make, multi, key, ccall, args
+
+    @property
+    def key(self):
+        key = self._key
+        if key is PLAN_KEY:
+            key = self._key = _plan_key(self.name, self.args)
+        return key
+
+    def make_desc(self, t):
+        """The (unvalidated) description for one input of description ``t``."""
+        return self.make(t)
+
+    def describe(self, descs):
+        """The validated description for inputs of these logical descriptions
+        (the newest feature level's rules)."""
+        desc = self.make(*descs)
+        desc.validate()
+        return desc
+
+    def describe_arrays(self, dtypes, shapes):
+        return self.describe([logical_desc(np.dtype(d), tuple(int(n) for n in s)) for d, s in zip(dtypes, shapes)])
+
+    def __call__(self, *arrays) -> list:
+        """The outputs (always a list) for ``arrays`` of any framework."""
+        return _dispatch.front.run_list(self, arrays)
+
+
+#: The name the index-driven operators' module gives it.
+FamilyCall = Call
+
+
+def _plan_key(name: str, args: tuple):
+    key = [name]
+    for value in args:
+        t = type(value)
+        if t is list or t is tuple:
+            for v in value:
+                if type(v) is not int:
+                    return None
+            key.append(tuple(value))
+        elif t is int:
+            key.append(value)
+        elif value is None:
+            key.append(_NONE)
+        else:
+            return None
+    return tuple(key)
+
+
+def fixed(desc, name: str | None = None) -> Call:
+    """A ``Call`` that runs ``desc`` itself (its linear part on
+    tangents, for instance) on arrays of its inputs' sizes and types."""
+    def make(*descs):
+        for (where, want), got in zip(desc.named_tensors("input"), descs):
+            if got.sizes != want.sizes or got.data_type != want.data_type:
+                raise ValidationError(f"{desc.OPERATOR}: {where} must have sizes {list(want.sizes)} and DataType "
+                                      f"{want.data_type.name}; got {list(got.sizes)} {got.data_type.name}")
+        return desc
+    return Call(name or desc.OPERATOR.lower(), make, _many_out(desc))
+
+
+def _many_out(desc) -> bool:
+    """Whether the operator (a description or its class) has a list of outputs."""
+    return any(s.many and s.role == "output" for s in desc.SLOTS)
+
+
+# -- NumPy's move route, behind the move cache -------------------------------------------------------
+
+def _array(x, where: str) -> np.ndarray:
+    if x.dtype.kind not in "iuf" or x.dtype.itemsize not in WORDS:
+        raise ValidationError(f"{where}: unsupported dtype {x.dtype}")
+    return as_input(x)
+
+
+def _prepared(x: np.ndarray):
+    """(input description, (strides, origin), source word array) of ``x``,
+    read where it lies (copied first only when a stride is not a whole
+    number of elements)."""
+    layout = array_layout(x.shape, x.strides, x.itemsize)
+    if layout is None:
+        x = np.ascontiguousarray(x)
+        layout = array_layout(x.shape, x.strides, x.itemsize)
+    desc = logical_desc(x.dtype, x.shape)
+    word = WORDS[x.itemsize]
+    if layout.span == x.size and x.flags.c_contiguous:     # (packed: the same words, without as_strided's cost)
+        return desc, (layout.strides, layout.origin), x.view(word).reshape(-1)
+    low = x[tuple(_slice(None, None, -1) if f else _slice(None) for f in layout.flips)] if any(layout.flips) else x
+    src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
+    return desc, (layout.strides, layout.origin), src
+
+
+def run_numpy(call: Call, arrays) -> list:
+    """The NumPy path: validate on the arrays' shapes, then execute; a call
+    seen before (same function, arguments, dtypes, shapes and strides, on
+    the CPU backend in force) is served from the move cache (``planner.lookup``; the C call
+    cache, ``runtime.calls.move``, serves it before the function gets here
+    once a compiled run was recorded there)."""
+    key = record = None
+    # A replaced ``execute`` (a spy, a mock) is given every call, uncached.
+    if call.key is not None and execute is _EXECUTE:
+        arrays_key = planner.array_key(arrays)
+        if arrays_key is not None:
+            since = _calls.generation() if call.ccall is not None else None   # before any setting is read
+            backend = get_backend("cpu")
+            # A backend whose prepare was replaced on the instance (a spy, a
+            # mock) records nothing new here (calls the C cache already holds
+            # are still served from C: only a replaced ``execute`` is given
+            # every call); configure(call_cache=False) turns this cache off too.
+            if "prepare" not in backend.__dict__ and backend.config.call_cache:
+                key = (call.key, arrays_key)
+                record = (call, since)
+                entry = planner.lookup(key, backend)
+                if entry is not None:
+                    outs = _replay(entry, arrays, call.name)
+                    # another spelling of a recorded call (cast's float and
+                    # DataType.FLOAT64): the C cache learns it too
+                    _put_c(record, arrays, outs, entry.offsets, entry.steps)
+                    return outs
+    arrays = [_array(x, call.name) for x in arrays]
+    desc = call.describe([logical_desc(x.dtype, x.shape) for x in arrays])
+    return execute(desc, arrays) if key is None else _execute(desc, arrays, key, record)
+
+
+def _replay(entry, arrays, name: str) -> list:
+    """A cached call on new arrays of the recorded dtypes, shapes and
+    strides: new outputs, then the recorded kernels on the new addresses (or,
+    without them, the recorded plan prepared again)."""
+    backend = entry.backend
+    # named as the uncached route names it (the operator), so an allocation
+    # error reads the same whichever route the call took
+    outs = [backend.empty(shape, dtype, entry.desc.OPERATOR)[0] for shape, dtype in entry.outs]
+    steps = entry.steps
+    if steps is None:
+        srcs = [_prepared(x)[2] for x in arrays]
+        backend.prepare(entry.plan, srcs, [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs])()
+        return outs
+    ins = [x.ctypes.data + off for x, off in zip(arrays, entry.offsets)]
+    dsts = [o.ctypes.data for o in outs]
+    for kernel, blob, threads, fill, s, d in steps:
+        kernel(dsts[d], dsts[s] if fill else ins[s], blob, threads)
+    return outs
+
+
+def execute(desc, arrays) -> list:
+    """Run the validated ``desc``'s move program on NumPy arrays (any
+    strides) into new packed arrays, on the CPU backend."""
+    return _execute(desc, arrays, None, None)
+
+
+_EXECUTE = execute
+
+
+def _execute(desc, arrays, key, record) -> list:
+    """``execute``; where ``key`` is given and the call succeeds, it is
+    recorded in the move cache (``planner``) under ``key`` and, with ``record`` ((the
+    Call, the call cache's generation read before any setting)) and
+    the compiled kernels, in the C call cache."""
+    arrays = [_array(x, desc.OPERATOR) for x in arrays]
+    prepared = [_prepared(x) for x in arrays]
+    plan = desc.lower(in_layouts=[p[1] for p in prepared])
+    backend = get_backend("cpu")           # large outputs reuse released, already-resident blocks
+    outs = [backend.empty(t.sizes, t.data_type.numpy_dtype, desc.OPERATOR)[0] for t in desc.outputs]
+    dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
+    srcs = [p[2] for p in prepared]
+    # A call to record runs the compiled passes it records (built once: the
+    # backend's own kernels, parameters and threads, as prepare would run them)
+    steps = planner.kernel_steps(backend, plan, srcs, dsts) \
+        if key is not None and backend.kernels == "compiled" else None
+    if steps is None:
+        backend.prepare(plan, srcs, dsts)()
+    else:
+        ins, dst_addrs = [a.ctypes.data for a in srcs], [o.ctypes.data for o in dsts]
+        for kernel, blob, threads, fill, s, d in steps:
+            kernel(dst_addrs[d], dst_addrs[s] if fill else ins[s], blob, threads)
+    if key is not None:
+        _record(key, record, backend, desc, plan, arrays, prepared, outs, steps)
+    return outs
+
+
+def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> None:
+    # Only arrays read where they lie (not copied by _prepared; the key
+    # admits no array that as_input converts) are replayed from their own
+    # addresses.
+    offsets = []
+    for x, (_, (_, origin), src) in zip(arrays, prepared):
+        off = -origin * x.itemsize
+        if array_layout(x.shape, x.strides, x.itemsize) is None or \
+                (src.size and x.ctypes.data + off != src.ctypes.data):
+            return
+        offsets.append(off)
+    planner.record(key, planner.Entry(backend, desc, plan,
+                                                tuple((o.shape, o.dtype) for o in outs), tuple(offsets), steps))
+    _put_c(record, arrays, outs, offsets, steps)
+
+
+def _put_c(record, arrays, outs, offsets, steps) -> None:
+    """Record a compiled run in the C call cache (``runtime.calls.put_move``):
+    the next such call is served before any Python runs."""
+    call, since = record if record is not None else (None, None)
+    if steps is None or call is None or call.ccall is None:
+        return
+    name, args, seq = call.ccall
+    _calls.put_move(name, tuple(arrays) if seq else arrays[0], args,
+                    tuple((o.shape, o.dtype, o.nbytes >= CACHE_MIN_BYTES) for o in outs),
+                    tuple(-off for off in offsets),
+                    tuple((int(fill), s, d, blob, threads) for _, blob, threads, fill, s, d in steps),
+                    call.multi, since)
+
+
+def adjoint(desc, cotangents) -> tuple:
+    """The adjoint of ``desc``'s linear part applied to ``cotangents`` (one
+    per output): one array per input, as the operator module declares it."""
+    lin = desc.linear_part()
+    if lin is None:
+        raise UnsupportedError(f"{desc.OPERATOR}: not differentiable for these data types "
+                               f"({', '.join(t.data_type.name for t in desc.inputs + desc.outputs)})")
+    return tuple(lin.adjoint(ADJOINT_API, *cotangents))
+
+
+def differentiable(desc) -> bool:
+    return getattr(desc, "linear_part", None) is not None and desc.linear_part() is not None
+
+
+class _AdjointApi:
+    """The namespace the operator modules' ``adjoint`` methods are given
+    (``opendml.ops._spec.AdjointApi``): the family's functions, SLICE1,
+    SLICE_GRAD, UNFOLD and FOLD, on any framework (registered by ``front``),
+    the index-driven operators' (registered by ``index_ops``), and two
+    neutral helpers."""
+
+    @staticmethod
+    def reshape(x, shape):
+        return x.reshape(tuple(int(n) for n in shape))
+
+    @staticmethod
+    def sum(x, axes):
+        return x.sum(axis=tuple(axes))
+
+
+#: What ``adjoint`` hands to the operator modules.
+ADJOINT_API = _AdjointApi()
