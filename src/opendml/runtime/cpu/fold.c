@@ -121,7 +121,9 @@ int odml_fold(char *dst, const char *src, const odml_fold_params *p, int threads
     fold_job j;
     const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8;
     memset(&j, 0, sizeof j);
-    if (odml_bad_rank_size(p->dims, MAXS, p->element_size, "fold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error)) return ODML_EPARAM;
+    if (odml_bad_rank_size(p->dims, MAXS, p->element_size,
+                           "fold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
+        return ODML_EPARAM;
     j.es = (int)p->element_size; j.D = (int)p->dims;
     const int64_t es = j.es;
     odml_work_fn fn;

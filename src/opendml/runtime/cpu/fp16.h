@@ -43,7 +43,8 @@ static inline uint16_t odml_f2h(float value) {
     h_sgn = (uint16_t)((f & 0x80000000u) >> 16);
     f_exp = f & 0x7f800000u;
     if (f_exp >= 0x47800000u)                 /* overflow, infinity, NaN */
-        return odml_h_beyond(h_sgn, f_exp == 0x7f800000u && (f & 0x007fffffu), (uint16_t)((f & 0x007fffffu) >> 13));
+        return odml_h_beyond(h_sgn, f_exp == 0x7f800000u && (f & 0x007fffffu),
+                             (uint16_t)((f & 0x007fffffu) >> 13));
     if (f_exp <= 0x38000000u) {               /* subnormal half or signed zero */
         if (f_exp < 0x33000000u) return h_sgn;
         f_exp >>= 23;

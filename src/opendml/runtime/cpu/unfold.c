@@ -119,7 +119,9 @@ int odml_unfold(char *dst, const char *src, const odml_unfold_params *p, int thr
     unfold_job j;
     const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8;   /* position parts; strides, offsets */
     memset(&j, 0, sizeof j);
-    if (odml_bad_rank_size(p->dims, MAXS, p->element_size, "unfold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error)) return ODML_EPARAM;
+    if (odml_bad_rank_size(p->dims, MAXS, p->element_size,
+                           "unfold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
+        return ODML_EPARAM;
     j.es = (int)p->element_size; j.D = (int)p->dims;
     const int64_t es = j.es;
     if (!IN_RANGE(p->batch, 0, L) || !IN_RANGE(p->channels, 0, L) || !IN_RANGE(p->in_offset, -S, S) ||
