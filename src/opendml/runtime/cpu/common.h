@@ -103,10 +103,9 @@ static inline int odml_valid_size(int64_t es) { return es == 1 || es == 2 || es 
 /* v in [lo, hi]: the kernels' range checks. */
 #define IN_RANGE(v, lo, hi) ((v) >= (lo) && (v) <= (hi))
 
-/* A kernel's first check: its rank in [1, max_rank] and its element size 1,
- * 2, 4 or 8; else 1, with `message` in *error. */
-static inline int odml_bad_rank_size(int64_t rank, int64_t max_rank, int64_t es, const char *message,
-                                     const char **error) {
+/* A kernel's first check: its number of dimensions in [1, max_rank] and its
+ * element size 1, 2, 4 or 8; else 1, with `message` in *error. */
+static inline int odml_bad_dims(int64_t rank, int64_t max_rank, int64_t es, const char *message, const char **error) {
     if (rank >= 1 && rank <= max_rank && odml_valid_size(es)) return 0;
     *error = message;
     return 1;

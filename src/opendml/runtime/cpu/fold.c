@@ -118,14 +118,10 @@ static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; do
 #define TILE_MAX 65536
 
 int odml_fold(char *dst, const char *src, const odml_fold_params *p, int threads, const char **error) {
-    fold_job j;
-    const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8;
-    memset(&j, 0, sizeof j);
-    if (odml_bad_rank_size(p->dims, MAXS, p->element_size,
-                           "fold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
+    const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8, es = p->element_size;
+    if (odml_bad_dims(p->dims, MAXS, es, "fold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
         return ODML_EPARAM;
-    j.es = (int)p->element_size; j.D = (int)p->dims;
-    const int64_t es = j.es;
+    fold_job j = {.es = (int)es, .D = (int)p->dims};
     odml_work_fn fn;
     size_t acc_size;
     if (p->sum_kind == ODML_SUM_INTEGER) {
