@@ -59,8 +59,6 @@ import functools
 import math
 import pathlib
 
-import numpy as np
-
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
