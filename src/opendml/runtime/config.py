@@ -303,14 +303,15 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
                 del _env_errors[key]
             previous = config()
         changes: dict = {}
-        if cpu_kernels is not None:
-            if not isinstance(cpu_kernels, str) or cpu_kernels.strip().lower() not in KERNEL_CHOICES:
-                raise ValidationError(f"configure: cpu_kernels must be one of {', '.join(KERNEL_CHOICES)}; "
-                                      f"got {cpu_kernels!r}")
-            changes["cpu_kernels"] = cpu_kernels.strip().lower()
-            if changes["cpu_kernels"] == "compiled" and not previous.compiled_available:
-                raise UnsupportedError("configure: cpu_kernels='compiled' needs opendml's compiled CPU kernels, "
-                                       "which are not installed (reinstall with a C compiler present)")
+        for name, value, choices in (("cpu_kernels", cpu_kernels, KERNEL_CHOICES),
+                                     ("torch_node", torch_node, TORCH_NODE_CHOICES)):
+            if value is not None:
+                if not isinstance(value, str) or value.strip().lower() not in choices:
+                    raise ValidationError(f"configure: {name} must be one of {', '.join(choices)}; got {value!r}")
+                changes[name] = value.strip().lower()
+        if changes.get("cpu_kernels") == "compiled" and not previous.compiled_available:
+            raise UnsupportedError("configure: cpu_kernels='compiled' needs opendml's compiled CPU kernels, "
+                                   "which are not installed (reinstall with a C compiler present)")
         for name, value, lo, hi in (("threads", threads, 1, MAX_THREADS),
                                     ("output_cache_bytes", output_cache_bytes, 0, MAX_CACHE_BYTES),
                                     ("thread_grain_bytes", thread_grain_bytes, 1, 2**62),
@@ -322,11 +323,6 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
             if not isinstance(call_cache, bool):
                 raise TypeError(f"configure: call_cache must be True or False; got {type(call_cache).__name__}")
             changes["call_cache"] = call_cache
-        if torch_node is not None:
-            if not isinstance(torch_node, str) or torch_node.strip().lower() not in TORCH_NODE_CHOICES:
-                raise ValidationError(f"configure: torch_node must be one of {', '.join(TORCH_NODE_CHOICES)}; "
-                                      f"got {torch_node!r}")
-            changes["torch_node"] = torch_node.strip().lower()
         _apply(dataclasses.replace(previous, **changes))
         return _Restore(previous)
 

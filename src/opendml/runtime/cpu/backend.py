@@ -123,7 +123,7 @@ def _load_index():
 _FILL_BITS: dict = {}
 
 
-def _fill_bits(value, out_t: int, itemsize: int) -> int:
+def _fill_bits(value, out_t: int) -> int:
     """A ``Fill`` pass's bits: the value exactly as the NumPy path converts it
     (``numpy_kernels.fill_value``), remembered for plain ints and floats (a
     float by its bits: -0.0 and NaN payloads stay apart)."""
@@ -131,7 +131,7 @@ def _fill_bits(value, out_t: int, itemsize: int) -> int:
     key = (out_t, value) if t is int else (out_t, struct.pack("<d", value)) if t is float else None
     bits = _FILL_BITS.get(key) if key is not None else None
     if bits is None:
-        bits = int(numpy_kernels.fill_value(value, out_t).view(WORDS[itemsize]))
+        bits = numpy_kernels.fill_bits(value, out_t)
         if key is not None:
             if len(_FILL_BITS) >= 256:
                 _FILL_BITS.clear()
@@ -288,7 +288,7 @@ class CpuBackend:
         dst = dsts[p.dst]
         fill = isinstance(p, Fill)
         if fill:
-            bits = _fill_bits(p.value, out_t, dst.itemsize)
+            bits = _fill_bits(p.value, out_t)
             blob = self._native.move_params(1, 0, out_t, 0, p.dst_offset, p.sizes, None, p.dst_strides, None,
                                             None, bits)
             if blob is not None:
@@ -317,7 +317,7 @@ class CpuBackend:
         if isinstance(p, Fill):
             params.kind = 1
             params.src_type = out_t
-            params.fill_bits = _fill_bits(p.value, out_t, dst.itemsize)
+            params.fill_bits = _fill_bits(p.value, out_t)
             src = dst
             moved = p.count * dst.itemsize
         else:
@@ -357,7 +357,7 @@ class CpuBackend:
             params.accumulate = int(bool(p.accumulate))
             if p.value is not None:
                 params.has_value = 1
-                params.value_bits = int(numpy_kernels.fill_value(p.value, out_t).view(WORDS[dst.itemsize]))
+                params.value_bits = _fill_bits(p.value, out_t)
         for a, ix in enumerate(p.indices):
             ax = params.axes[a]
             ax.slot, ax.type, ax.offset, ax.stride, ax.bound = (ix.index, plan.in_types[ix.index], ix.index_offset,

@@ -100,6 +100,17 @@ void odml_parallel(odml_work_fn fn, const void *job, int64_t units, int threads)
 
 static inline int odml_valid_size(int64_t es) { return es == 1 || es == 2 || es == 4 || es == 8; }
 
+/* v in [lo, hi]: the kernels' range checks. */
+#define IN_RANGE(v, lo, hi) ((v) >= (lo) && (v) <= (hi))
+
+/* A kernel's first check: its number of dimensions in [1, max_rank] and its
+ * element size 1, 2, 4 or 8; else 1, with `message` in *error. */
+static inline int odml_bad_dims(int64_t rank, int64_t max_rank, int64_t es, const char *message, const char **error) {
+    if (rank >= 1 && rank <= max_rank && odml_valid_size(es)) return 0;
+    *error = message;
+    return 1;
+}
+
 /* a * b <= lim for 0 <= a, b (no overflow in the test). */
 static inline int odml_mul_le(int64_t a, int64_t b, int64_t lim) { return a == 0 || b <= lim / a; }
 

@@ -33,17 +33,9 @@ static inline uint16_t odml_d2h(double value) {
     memcpy(&d, &value, 8);
     h_sgn = (uint16_t)((d & 0x8000000000000000ull) >> 48);
     d_exp = d & 0x7ff0000000000000ull;
-    if (d_exp >= 0x40f0000000000000ull) {
-        if (d_exp == 0x7ff0000000000000ull) {
-            d_sig = d & 0x000fffffffffffffull;
-            if (d_sig != 0) {
-                uint16_t ret = (uint16_t)(0x7c00u + (d_sig >> 42));
-                if (ret == 0x7c00u) ret++;
-                return (uint16_t)(h_sgn + ret);
-            }
-        }
-        return (uint16_t)(h_sgn + 0x7c00u);
-    }
+    if (d_exp >= 0x40f0000000000000ull)
+        return odml_h_beyond(h_sgn, d_exp == 0x7ff0000000000000ull && (d & 0x000fffffffffffffull),
+                             (uint16_t)((d & 0x000fffffffffffffull) >> 42));
     if (d_exp <= 0x3f00000000000000ull) {
         if (d_exp < 0x3e60000000000000ull) return h_sgn;
         d_exp >>= 52;
@@ -103,25 +95,24 @@ ODML_F2I_CLAMP(f2i_i32, int32_t, INT32_MIN, INT32_MAX)
 
 typedef void (*odml_conv_fn)(char *d, const char *s, int64_t n, int64_t ds, int64_t ss);
 
+/* The loop of a conversion run: n elements from s to d (byte strides SS, DS). */
+#define ODML_CONV_LOOP(S, D, EXPR, DS, SS)                                            \
+    for (int64_t i = 0; i < n; i++) {                                                \
+        S x; D y;                                                                    \
+        memcpy(&x, s + i * (SS), sizeof x);                                          \
+        y = (EXPR);                                                                  \
+        memcpy(d + i * (DS), &y, sizeof y);                                          \
+    }
+
 /* One run function per pair: a packed form (both strides the element sizes,
  * which compilers vectorise) and a strided one. */
 #define ODML_CONV(NAME, S, D, EXPR)                                                   \
     static void NAME(char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {    \
         if (ds == (int64_t)sizeof(D) && ss == (int64_t)sizeof(S)) {                  \
-            for (int64_t i = 0; i < n; i++) {                                        \
-                S x; D y;                                                            \
-                memcpy(&x, s + i * (int64_t)sizeof(S), sizeof x);                    \
-                y = (EXPR);                                                          \
-                memcpy(d + i * (int64_t)sizeof(D), &y, sizeof y);                    \
-            }                                                                        \
+            ODML_CONV_LOOP(S, D, EXPR, (int64_t)sizeof(D), (int64_t)sizeof(S))       \
             return;                                                                  \
         }                                                                            \
-        for (int64_t i = 0; i < n; i++) {                                            \
-            S x; D y;                                                                \
-            memcpy(&x, s + i * ss, sizeof x);                                        \
-            y = (EXPR);                                                              \
-            memcpy(d + i * ds, &y, sizeof y);                                        \
-        }                                                                            \
+        ODML_CONV_LOOP(S, D, EXPR, ds, ss)                                           \
     }
 
 /* Storage types: float16 is its bits (uint16_t). The value of a source x as a

@@ -111,8 +111,6 @@ static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; do
 #define FOLD_SAME 1
 #include "fold_impl.h"
 
-#define IN_RANGE(v, lo, hi) ((v) >= (lo) && (v) <= (hi))
-
 /* Accumulator rows of about this many bytes: a tile stays in L1/L2 while the
  * window rows are added into it; wider for large strides, so each window
  * index still adds a run of several elements per tile. */
@@ -120,15 +118,10 @@ static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; do
 #define TILE_MAX 65536
 
 int odml_fold(char *dst, const char *src, const odml_fold_params *p, int threads, const char **error) {
-    fold_job j;
-    const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8;
-    memset(&j, 0, sizeof j);
-    if (p->dims < 1 || p->dims > MAXS || !odml_valid_size(p->element_size)) {
-        *error = "fold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]";
+    const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8, es = p->element_size;
+    if (odml_bad_dims(p->dims, MAXS, es, "fold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
         return ODML_EPARAM;
-    }
-    j.es = (int)p->element_size; j.D = (int)p->dims;
-    const int64_t es = j.es;
+    fold_job j = {.es = (int)es, .D = (int)p->dims};
     odml_work_fn fn;
     size_t acc_size;
     if (p->sum_kind == ODML_SUM_INTEGER) {

@@ -29,23 +29,22 @@ static inline float odml_h2f(uint16_t h) {
     return f;
 }
 
+/* A value beyond float16's range (odml_f2h, odml_d2h): infinity of sign
+ * h_sgn, or, for a NaN, a NaN keeping its payload's top 10 bits `top` (made
+ * 1 where they are all 0, so it stays a NaN). */
+static inline uint16_t odml_h_beyond(uint16_t h_sgn, int nan, uint16_t top) {
+    return (uint16_t)(h_sgn + 0x7c00u + (nan ? (top ? top : 1u) : 0u));
+}
+
 static inline uint16_t odml_f2h(float value) {
     uint32_t f, f_exp, f_sig;
     uint16_t h_sgn, h_exp, h_sig;
     memcpy(&f, &value, 4);
     h_sgn = (uint16_t)((f & 0x80000000u) >> 16);
     f_exp = f & 0x7f800000u;
-    if (f_exp >= 0x47800000u) {               /* overflow, infinity, NaN */
-        if (f_exp == 0x7f800000u) {
-            f_sig = f & 0x007fffffu;
-            if (f_sig != 0) {                 /* NaN: keep the payload's top bits, stay a NaN */
-                uint16_t ret = (uint16_t)(0x7c00u + (f_sig >> 13));
-                if (ret == 0x7c00u) ret++;
-                return (uint16_t)(h_sgn + ret);
-            }
-        }
-        return (uint16_t)(h_sgn + 0x7c00u);
-    }
+    if (f_exp >= 0x47800000u)                 /* overflow, infinity, NaN */
+        return odml_h_beyond(h_sgn, f_exp == 0x7f800000u && (f & 0x007fffffu),
+                             (uint16_t)((f & 0x007fffffu) >> 13));
     if (f_exp <= 0x38000000u) {               /* subnormal half or signed zero */
         if (f_exp < 0x33000000u) return h_sgn;
         f_exp >>= 23;

@@ -40,12 +40,7 @@ typedef void (*packed_fn)(char *d, const char *s, int64_t n);
 #define ODML_AVX2 __attribute__((target("avx2")))
 #define PACKED(NAME, S, D, EXPR)                                                     \
     static ODML_AVX2 void NAME(char *d, const char *s, int64_t n) {                 \
-        for (int64_t i = 0; i < n; i++) {                                            \
-            S x; D y;                                                                \
-            memcpy(&x, s + i * (int64_t)sizeof(S), sizeof x);                        \
-            y = (EXPR);                                                              \
-            memcpy(d + i * (int64_t)sizeof(D), &y, sizeof y);                        \
-        }                                                                            \
+        ODML_CONV_LOOP(S, D, EXPR, (int64_t)sizeof(D), (int64_t)sizeof(S))           \
     }
 PACKED(packed_i32_f32, int32_t, float, (float)x)
 PACKED(packed_u32_f32, uint32_t, float, (float)x)
@@ -277,6 +272,22 @@ typedef struct {
     const char *src;
 } move_call;
 
+/* The outer axes' odometer: index idx over axes [0, top] one step on (the
+ * last axis fastest), the destination and source offsets moved with it. */
+static inline void next_outer(const move_job *j, int64_t *idx, int top, int64_t *doff, int64_t *soff) {
+    for (int a = top; a >= 0; a--) {
+        int64_t prev = idx[a];
+        if (++idx[a] < j->sizes[a]) {
+            *doff += j->ds[a];
+            *soff += j->tab[a] ? j->tab[a][idx[a]] - j->tab[a][prev] : j->ss[a];
+            return;
+        }
+        idx[a] = 0;
+        *doff -= (j->sizes[a] - 1) * j->ds[a];
+        *soff -= j->tab[a] ? j->tab[a][prev] - j->tab[a][0] : (j->sizes[a] - 1) * j->ss[a];
+    }
+}
+
 static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
     const move_call *call = (const move_call *)vcall;
     const move_job *j = call->j;
@@ -317,17 +328,7 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
             idx[last - 1] = 0;
             doff -= n1 * ds1;
             soff -= n1 * ss1;
-            for (int a = last - 2; a >= 0; a--) {
-                int64_t prev = idx[a];
-                if (++idx[a] < j->sizes[a]) {
-                    doff += j->ds[a];
-                    soff += j->tab[a] ? j->tab[a][idx[a]] - j->tab[a][prev] : j->ss[a];
-                    break;
-                }
-                idx[a] = 0;
-                doff -= (j->sizes[a] - 1) * j->ds[a];
-                soff -= j->tab[a] ? j->tab[a][prev] - j->tab[a][0] : (j->sizes[a] - 1) * j->ss[a];
-            }
+            next_outer(j, idx, last - 2, &doff, &soff);
         }
         stream_fence(j->nt);
         return;
@@ -350,17 +351,7 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
         }
         if (++c < j->chunks) continue;
         c = 0;
-        for (int a = last - 1; a >= 0; a--) {
-            int64_t prev = idx[a];
-            if (++idx[a] < j->sizes[a]) {
-                doff += j->ds[a];
-                soff += j->tab[a] ? j->tab[a][idx[a]] - j->tab[a][prev] : j->ss[a];
-                break;
-            }
-            idx[a] = 0;
-            doff -= (j->sizes[a] - 1) * j->ds[a];
-            soff -= j->tab[a] ? j->tab[a][prev] - j->tab[a][0] : (j->sizes[a] - 1) * j->ss[a];
-        }
+        next_outer(j, idx, last - 1, &doff, &soff);
     }
     stream_fence(j->nt);
 }

@@ -33,7 +33,7 @@ from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
 __all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter", "tuned",
-           "FLOATS", "view", "fold_types", "prepare_copy_pass", "prepare_fill_pass", "convert_array", "fill_value",
+           "FLOATS", "view", "fold_types", "prepare_copy_pass", "prepare_fill_pass", "convert_array", "fill_value", "fill_bits",
            "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass", "outer_count"]
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
@@ -348,6 +348,12 @@ def fill_value(value, type_value: int):
     """A ``Fill`` pass's value as a NumPy scalar of the destination's type
     (both CPU paths write these bits)."""
     return convert_array(np.array([value]), _dtype(type_value))[0]
+
+
+def fill_bits(value, type_value: int) -> int:
+    """``fill_value``'s bits, an unsigned integer: the word the kernels store."""
+    v = fill_value(value, type_value)
+    return int(v.view(f"u{v.itemsize}"))
 
 
 def _grid(offset: int, sizes, strides) -> np.ndarray:

@@ -94,18 +94,12 @@ static void scatter_units(const void *vjob, int64_t u0, int64_t u1, int part) {
     }
 }
 
-#define IN_RANGE(v, lo, hi) ((v) >= (lo) && (v) <= (hi))
-
 int odml_scatter(char *dst, const char *src, const odml_scatter_params *p, int threads, const char **error) {
-    scatter_job j;
-    const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8;
-    memset(&j, 0, sizeof j);
-    if (p->rank < 1 || p->rank > ODML_MAX_RANK || !odml_valid_size(p->element_size)) {
-        *error = "scatter: element_size must be 1, 2, 4 or 8 and rank in [1, 8]";
+    const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8, es = p->element_size;
+    if (odml_bad_dims(p->rank, ODML_MAX_RANK, es,
+                      "scatter: element_size must be 1, 2, 4 or 8 and rank in [1, 8]", error))
         return ODML_EPARAM;
-    }
-    j.es = (int)p->element_size; j.R = (int)p->rank;
-    const int64_t es = j.es;
+    scatter_job j = {.es = (int)es, .R = (int)p->rank};
     if (!IN_RANGE(p->in_offset, -S, S) || !IN_RANGE(p->out_offset, 0, S)) {
         *error = "scatter: offsets must be in [-2^59, 2^59] (output offset >= 0)";
         return ODML_EPARAM;

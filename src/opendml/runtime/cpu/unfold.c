@@ -115,18 +115,11 @@ static void unfold_units(const void *vjob, int64_t u0, int64_t u1, int part) {
     }
 }
 
-#define IN_RANGE(v, lo, hi) ((v) >= (lo) && (v) <= (hi))
-
 int odml_unfold(char *dst, const char *src, const odml_unfold_params *p, int threads, const char **error) {
-    unfold_job j;
-    const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8;   /* position parts; strides, offsets */
-    memset(&j, 0, sizeof j);
-    if (p->dims < 1 || p->dims > MAXS || !odml_valid_size(p->element_size)) {
-        *error = "unfold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]";
+    const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8, es = p->element_size;   /* position parts; strides, offsets */
+    if (odml_bad_dims(p->dims, MAXS, es, "unfold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
         return ODML_EPARAM;
-    }
-    j.es = (int)p->element_size; j.D = (int)p->dims;
-    const int64_t es = j.es;
+    unfold_job j = {.es = (int)es, .D = (int)p->dims};
     if (!IN_RANGE(p->batch, 0, L) || !IN_RANGE(p->channels, 0, L) || !IN_RANGE(p->in_offset, -S, S) ||
         !IN_RANGE(p->out_offset, 0, S)) {
         *error = "unfold: batch, channels or an offset out of range";

@@ -59,12 +59,10 @@ import functools
 import math
 import pathlib
 
-import numpy as np
-
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
-from ..cpu.numpy_kernels import _distinct, fill_value, outer_count
+from ..cpu.numpy_kernels import _distinct, fill_bits, outer_count
 
 INDEX_KERNELS = pathlib.Path(__file__).with_name("index.cu")
 #: NVRTC options (as the backend's, index.cu includes no header); threads a
@@ -284,7 +282,7 @@ class IndexPass:
         for d, (n, a, b) in enumerate(inner):
             q.isizes[d], q.isrc_strides[d], q.idst_strides[d] = n, a, b
         if const:
-            bits = int(np.asarray(fill_value(p.value, plan.out_types[p.dst])).reshape(1).view(f"<u{es}")[0])
+            bits = fill_bits(p.value, plan.out_types[p.dst])
             q.has_value, q.value_bits = 1, bits - (1 << 64) if bits >= 1 << 63 else bits
         for a, ix in enumerate(p.indices):
             ax = q.axes[a]

@@ -292,13 +292,18 @@ class Launch:
         stream = _STREAM_ARGS.get(stream_ptr)
         if stream is None:
             stream = _stream_arg(stream_ptr)
+        rc = self._driver_launch(src_ptr, dst_ptr, stream)
+        if rc:
+            self._retry(rc, src_ptr, dst_ptr, stream)
+
+    def _driver_launch(self, src_ptr, dst_ptr, stream) -> int:
+        """cuLaunchKernel through ctypes, the two pointer slots rewritten
+        under the lock: the driver's return code."""
         with self._lock:
             self._slow()
             self._src.value = src_ptr
             self._dst.value = dst_ptr
-            rc = self._call(stream, self._argv, None)
-        if rc:
-            self._retry(rc, src_ptr, dst_ptr, stream)
+            return self._call(stream, self._argv, None)
 
     def _retry(self, rc, src_ptr, dst_ptr, stream):
         if rc in (_CU_ERROR_INVALID_CONTEXT, _CU_ERROR_INVALID_HANDLE, _CU_ERROR_CONTEXT_IS_DESTROYED):
@@ -310,11 +315,7 @@ class Launch:
             previous = rt.getDevice()
             rt.setDevice(self.backend.index)
             try:
-                with self._lock:
-                    self._slow()
-                    self._src.value = src_ptr
-                    self._dst.value = dst_ptr
-                    rc = self._call(stream, self._argv, None)
+                rc = self._driver_launch(src_ptr, dst_ptr, stream)
             finally:
                 if previous != self.backend.index:
                     rt.setDevice(previous)

@@ -30,7 +30,8 @@ from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import AxisMap, Copy, CopyPlan, Fill, Fold, Gather, MovePlan, Scatter, SliceScatter, Unfold
 from .. import params as P
-from .launch import _NUMPY_WORD, _SCALAR, THREADS
+from ..cpu.numpy_kernels import fill_bits
+from .launch import _SCALAR, THREADS
 from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, word_plan
 
 #: Plain passes (same type, no map, no scale/bias): "auto" (``move_wcopy``,
@@ -103,14 +104,6 @@ def _map_source(mode: int, shift: int, n: int, d: int):
     return AxisMap(mode, shift, n).source(d)
 
 
-def _fill_bits(value, type_value: int) -> int:
-    """The destination word of a Fill value, by the CPU backend's conversion."""
-    from ..cpu.numpy_kernels import convert_array
-    dt = DataType(type_value).numpy_dtype
-    word = convert_array(np.array([value]), dt)[0:1].view(_NUMPY_WORD[dt.itemsize])[0]
-    return int(word)
-
-
 def _canonical(k: _Pass) -> _Pass:
     """Size-1 dimensions dropped (a mapped one's source coordinate folded into
     the source offset; a CONSTANT one outside the input makes the pass a
@@ -173,7 +166,7 @@ def kernel_passes(plan: MovePlan, fuse: bool | None = None) -> list[_Pass]:
             for a, s, e, ss, ds in zip(first.sizes, start, end, first.src_strides, first.dst_strides):
                 m = (mode or _MAP_CONSTANT) if s or e else 0
                 dims.append([a + s + e, ss, ds, m, s if m else 0, a if m else 0])
-            bits = _fill_bits(value, dt_of[0]) if mode == 0 else 0
+            bits = fill_bits(value, dt_of[0]) if mode == 0 else 0
             return [_canonical(_Pass(False, 0, 0, dims, first.src_offset, 0, st_of[0], dt_of[0], None, bits))]
     return [_KERNEL_PASS[type(q)](q, plan) for q in plan.passes if q.count]
 
@@ -181,7 +174,7 @@ def kernel_passes(plan: MovePlan, fuse: bool | None = None) -> list[_Pass]:
 def _fill_pass(q: Fill, plan: MovePlan) -> _Pass:
     t = plan.out_types[q.dst]
     return _canonical(_Pass(True, -1, q.dst, [[n, 0, ds, 0, 0, 0] for n, ds in zip(q.sizes, q.dst_strides)], 0,
-                            q.dst_offset, t, t, None, _fill_bits(q.value, t)))
+                            q.dst_offset, t, t, None, fill_bits(q.value, t)))
 
 
 def _copy_pass(q: Copy, plan: MovePlan) -> _Pass:
