@@ -47,7 +47,7 @@ def kernel_of(call):
     backend's ``prepare``): a callable replaying the passes into that call's
     output."""
     got = []
-    # The call caches (C and family_cache) would serve the call without
+    # The call caches (C and the move cache) would serve the call without
     # preparing anything: off while capturing (a new backend; the caches refill
     # on the timed route's warm-up call).
     with dml.configure(call_cache=False):

@@ -4,7 +4,7 @@ benchmarks.newshape_cpu [--calls N] [--rounds R] [--only NAMES] [--out DIR]``.
 
 Each call is on a (1, C, H, W) float32 array of a shape no earlier call of the
 process used (C, H, W random, each shape drawn once: a miss of the plan
-cache, ``family_cache`` and the C call cache, so the whole route runs:
+cache, the move cache (``planner``) and the C call cache, so the whole route runs:
 validation, lowering, the kernels' parameters, a new output, the kernels).
 The NumPy peer runs on the same array right after opendml's call:
 ``np.ascontiguousarray`` of the strided view (SLICE, SLICE1), a padded

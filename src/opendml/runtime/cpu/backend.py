@@ -301,7 +301,7 @@ class CpuBackend:
                                             p.src_strides, p.dst_strides, maps, p.scale_bias, 0)
             if blob is not None:
                 return self._launch(self._native.move, blob, src, dst, p.count * (src.itemsize + dst.itemsize))
-        return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be family_cache._Capture)
+        return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be planner._Capture)
 
     def _python_move_pass(self, plan: MovePlan, p, srcs, dsts):
         """``_native_move_pass``'s parameters built in Python (canonical_move_pass, MoveParams)."""
