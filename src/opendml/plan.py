@@ -243,6 +243,8 @@ class ScatterPlan:
     def count(self) -> int:
         return math.prod(self.sizes)
 
+    out_count = count
+
     @property
     def in_span(self) -> tuple[int, int]:
         return _span(self.in_offset, self.taken, self.in_strides)
@@ -462,66 +464,47 @@ class Scatter:
         return _indexed_span(self.dst_offset, self.sizes, self.dst_strides, self.indices)
 
 
-@stored_init
 @dataclasses.dataclass(frozen=True)
-class Unfold:
-    """UNFOLD's tuned windowed gather as a pass of the move program:
-    ``plan`` (an ``UnfoldPlan``, offsets relative to the slots' bound
-    ranges) from input slot ``src`` to output slot ``dst``."""
+class _TunedPass:
+    """A tuned pass of the move program: its parameter block ``plan``
+    (offsets relative to the slots' bound ranges) from input slot ``src`` to
+    output slot ``dst``."""
     src: int
     dst: int
+    plan: object
+
+    @property
+    def count(self) -> int:
+        return self.plan.out_count
+
+    def src_span(self) -> tuple[int, int]:
+        return self.plan.in_span
+
+    def dst_span(self) -> tuple[int, int]:
+        return self.plan.out_span
+
+
+@stored_init
+@dataclasses.dataclass(frozen=True)
+class Unfold(_TunedPass):
+    """UNFOLD's tuned windowed gather: ``plan`` an ``UnfoldPlan``."""
     plan: UnfoldPlan
 
-    @property
-    def count(self) -> int:
-        return self.plan.out_count
-
-    def src_span(self) -> tuple[int, int]:
-        return self.plan.in_span
-
-    def dst_span(self) -> tuple[int, int]:
-        return self.plan.out_span
-
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class Fold:
-    """FOLD's tuned windowed sum (a gather: no atomics, one summation order)
-    as a pass: ``plan`` (a ``FoldPlan``) from ``src`` to ``dst``."""
-    src: int
-    dst: int
+class Fold(_TunedPass):
+    """FOLD's tuned windowed sum (a gather: no atomics, one summation order):
+    ``plan`` a ``FoldPlan``."""
     plan: FoldPlan
 
-    @property
-    def count(self) -> int:
-        return self.plan.out_count
-
-    def src_span(self) -> tuple[int, int]:
-        return self.plan.in_span
-
-    def dst_span(self) -> tuple[int, int]:
-        return self.plan.out_span
-
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class SliceScatter:
-    """SLICE_GRAD's one-write scatter as a pass: ``plan`` (a
-    ``ScatterPlan``: every destination element written once, the source's
-    value or zero) from ``src`` to ``dst``."""
-    src: int
-    dst: int
+class SliceScatter(_TunedPass):
+    """SLICE_GRAD's one-write scatter: ``plan`` a ``ScatterPlan`` (every
+    destination element written once, the source's value or zero)."""
     plan: ScatterPlan
-
-    @property
-    def count(self) -> int:
-        return self.plan.count
-
-    def src_span(self) -> tuple[int, int]:
-        return self.plan.in_span
-
-    def dst_span(self) -> tuple[int, int]:
-        return self.plan.out_span
 
 
 #: The pass kinds that read a source slot (every kind but ``Fill``).
