@@ -484,12 +484,18 @@ class FastPathDesc(OperatorDesc):
             self._check_rules()
 
 
-def adjoint_by_call(desc, api, grad) -> tuple:
-    """``adjoint`` of an operator that states its adjoint as an array-API
-    call (``adjoint_call(input_sizes, call_args)`` -> ``(function name,
-    arguments, shape or None)``, symbolic-safe, which the PyTorch operators'
-    backward formulas read as well): that call on ``grad`` through ``api``,
-    reshaped to ``shape`` where one is given."""
-    name, args, shape = desc.adjoint_call(desc.inputs[0].sizes, desc.call_args())
-    out = getattr(api, name)(grad, *args)
-    return (out if shape is None else api.reshape(out, shape),)
+class AdjointByCall:
+    """Mixin of an operator linear for every data type that states its
+    adjoint as an array-API call (``adjoint_call(input_sizes, call_args)``
+    -> ``(function name, arguments, shape or None)``, symbolic-safe, which
+    the PyTorch operators' backward formulas read as well): ``adjoint`` is
+    that call on ``grad`` through ``api``, reshaped to ``shape`` where one is
+    given."""
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad) -> tuple:
+        name, args, shape = self.adjoint_call(self.inputs[0].sizes, self.call_args())
+        out = getattr(api, name)(grad, *args)
+        return (out if shape is None else api.reshape(out, shape),)

@@ -28,10 +28,9 @@ from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow
-from ._common import adjoint_by_call
+from ._common import AdjointByCall, TYPES_4_1, FastPathDesc, Field, SupportRow
 from ._spec import WINDOW_SUMS
-from .unfold import UnfoldOperatorDesc, blocks_per_dimension, plain_window
+from .unfold import UnfoldOperatorDesc, WindowBlocks, plain_window
 from ._spec import Binding
 
 MAX_SPATIAL_DIMENSIONS = 6
@@ -48,7 +47,7 @@ _FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class FoldOperatorDesc(FastPathDesc):
+class FoldOperatorDesc(WindowBlocks, AdjointByCall, FastPathDesc):
     """``OutputTensor`` is required (``(N, C, *spatial)``); the input is
     ``(N, C x prod(WindowSizes), BlockCount)``, optionally with leading 1s."""
 
@@ -61,6 +60,7 @@ class FoldOperatorDesc(FastPathDesc):
     end_padding: tuple[int, ...]
 
     OPERATOR = "FOLD"
+    SPATIAL = "output_tensor"
     BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]})
     TYPE_VALUE = 176
     FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
@@ -159,18 +159,6 @@ class FoldOperatorDesc(FastPathDesc):
         return math.prod(self.window_sizes)
 
     @property
-    def blocks_per_dimension(self) -> tuple[int, ...]:
-        done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
-        if done is not None:
-            return done
-        return blocks_per_dimension(self.output_tensor.sizes[2:], self.window_sizes, self.strides, self.dilations,
-                                    self.start_padding, self.end_padding)
-
-    @property
-    def block_count(self) -> int:
-        return math.prod(self.blocks_per_dimension)
-
-    @property
     def expected_input_sizes(self) -> tuple[int, int, int]:
         """``(N, C x prod(WindowSizes), BlockCount)`` from the output's sizes:
         UNFOLD's output rule on them."""
@@ -190,12 +178,6 @@ class FoldOperatorDesc(FastPathDesc):
     # differentiation (see ``_spec``): FOLD sums (linear for every data type;
     # integers wrap); its adjoint is UNFOLD with the same window, reshaped to
     # the input's leading 1s where it has them.
-
-    def linear_part(self):
-        return self
-
-    def adjoint(self, api, grad):
-        return adjoint_by_call(self, api, grad)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:

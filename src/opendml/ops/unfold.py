@@ -17,8 +17,7 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints, sequence_of
-from ._common import adjoint_by_call
+from ._common import AdjointByCall, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints, sequence_of
 from ._spec import WINDOWS
 from ._spec import Binding
 
@@ -38,9 +37,27 @@ def blocks_per_dimension(spatial, window_sizes, strides, dilations, start_paddin
     return tuple(map(blocks_along, spatial, window_sizes, strides, dilations, start_padding, end_padding))
 
 
+class WindowBlocks:
+    """Mixin of UNFOLD and FOLD: the window's block grid over the spatial
+    sizes of ``SPATIAL`` (UNFOLD's input, FOLD's output)."""
+    SPATIAL = "input_tensor"
+
+    @property
+    def blocks_per_dimension(self) -> tuple[int, ...]:
+        done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
+        if done is not None:
+            return done
+        return blocks_per_dimension(getattr(self, self.SPATIAL).sizes[2:], self.window_sizes, self.strides,
+                                    self.dilations, self.start_padding, self.end_padding)
+
+    @property
+    def block_count(self) -> int:
+        return math.prod(self.blocks_per_dimension)
+
+
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class UnfoldOperatorDesc(FastPathDesc):
+class UnfoldOperatorDesc(WindowBlocks, AdjointByCall, FastPathDesc):
     """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
 
     input_tensor: TensorDesc
@@ -113,18 +130,6 @@ class UnfoldOperatorDesc(FastPathDesc):
                 f"OutputTensor.Sizes must be {list(expected)} (N, C x prod(WindowSizes), BlockCount), "
                 f"optionally preceded by 1s up to InputTensor.DimensionCount {inp.rank}; got {list(out)}")
 
-    @property
-    def blocks_per_dimension(self) -> tuple[int, ...]:
-        done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
-        if done is not None:
-            return done
-        return blocks_per_dimension(self.input_tensor.sizes[2:], self.window_sizes, self.strides, self.dilations,
-                                    self.start_padding, self.end_padding)
-
-    @property
-    def block_count(self) -> int:
-        return math.prod(self.blocks_per_dimension)
-
     @staticmethod
     def output_sizes_of(input_sizes, window_sizes, strides, dilations, start_padding, end_padding) -> tuple:
         """The output's sizes, ``(N, C x prod(WindowSizes), BlockCount)``, for an
@@ -144,12 +149,6 @@ class UnfoldOperatorDesc(FastPathDesc):
     # differentiation (see ``_spec``): UNFOLD only moves elements (linear for
     # every data type); its adjoint is FOLD with the same window over the
     # input's spatial sizes.
-
-    def linear_part(self):
-        return self
-
-    def adjoint(self, api, grad):
-        return adjoint_by_call(self, api, grad)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
