@@ -93,10 +93,10 @@ class OperatorDesc:
       (its ``DML_OPERATOR_TYPE`` value), ``INTRODUCED`` and ``SUPPORT`` (the
       page's tensor-support tables, one ``SupportRow`` per level);
     * ``SLOTS``: the tensor slots (``_spec.Tensor``) in the struct's order. An
-      operator with one input and one output may instead give ``TENSORS``
-      (their two DirectML names) and ``OUTPUT_DERIVABLE``; ``SLOTS`` is then
-      derived from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from ``SLOTS``
-      otherwise);
+      operator of single tensors, one output last, may instead give
+      ``TENSORS`` (their DirectML names) and ``OUTPUT_DERIVABLE``; ``SLOTS``
+      is then derived from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from
+      ``SLOTS`` otherwise);
     * ``FIELDS``: the other fields (``_spec`` kinds: ``Field``/``IntArray``,
       ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``,
       ``Struct``) in the struct's order;
@@ -159,8 +159,9 @@ class OperatorDesc:
             cls.TENSORS = tuple(s.json for s in cls.SLOTS)
             cls.OUTPUT_DERIVABLE = all(s.optional for s in cls.SLOTS if s.role == "output")
         elif "TENSORS" in cls.__dict__ or "OUTPUT_DERIVABLE" in cls.__dict__ or not hasattr(cls, "SLOTS"):
-            i, o = cls.TENSORS
-            cls.SLOTS = (Tensor(i, snake(i), "input"), Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
+            *ins, o = cls.TENSORS
+            cls.SLOTS = (*(Tensor(i, snake(i), "input") for i in ins),
+                         Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
         cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}
         if "COUNTS" not in cls.__dict__:
             arrays = [f for f in cls.FIELDS if isinstance(f, Field)]

@@ -35,7 +35,6 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._move import MoveOperatorDesc
-from ._spec import Tensor
 
 T = DataType
 #: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
@@ -213,10 +212,7 @@ class IndexAdjointDesc(IndexOperatorDesc):
 
     OPERATOR = "INDEX_ADJOINT"
     TYPE_VALUE = -1
-    SLOTS = (Tensor("GradientTensor", "gradient_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
-    COUNTS = {}
+    TENSORS = ("GradientTensor", "IndicesTensor", "OutputTensor")
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
 
@@ -299,10 +295,7 @@ class IndexPrimalDesc(IndexOperatorDesc):
 
     OPERATOR = "INDEX_PRIMAL"
     TYPE_VALUE = -1
-    SLOTS = (Tensor("DataTensor", "data_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
-    COUNTS = {}
+    TENSORS = ("DataTensor", "IndicesTensor", "OutputTensor")
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = IndexAdjointDesc.SUPPORT
 

@@ -39,7 +39,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position, right_aligned
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -56,11 +56,8 @@ class GatherOperatorDesc(IndexOperatorDesc):
     TYPE_VALUE = 67
     BINDING = Binding("gather", ((3, 4),), {"axis": 0},
                       others={"indices": ("IndicesTensor", [2, 0, 2], "int32")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_1_0, FLOAT16_32)
     DEFAULT_INPUT_START = 0

@@ -39,7 +39,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._common import TYPES_2_1
 from ._index import IndexOperatorDesc, index_support, position, right_aligned
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 
 
 class _NdIndexing(IndexOperatorDesc):
@@ -129,13 +129,10 @@ class GatherNd1OperatorDesc(_NdIndexing):
     TYPE_VALUE = 140
     BINDING = Binding("gather_nd", ((3, 4),), {"batch_dimensions": 0},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
               UInt("IndicesDimensionCount", "indices_dimension_count"),
               UInt("BatchDimensionCount", "batch_dimension_count"))
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_3_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)[1:]
     DEFAULT_INPUT_START = 0
@@ -183,6 +180,5 @@ class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     SLOTS = GatherNd1OperatorDesc.SLOTS
     FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
               UInt("IndicesDimensionCount", "indices_dimension_count"))
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)

@@ -24,7 +24,7 @@ from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._index import IndexOperatorDesc, position
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 
 _U32 = (("SequenceLengthsTensor", frozenset({DataType.UINT32})),)
 _U64 = (("SequenceLengthsTensor", frozenset({DataType.UINT32, DataType.UINT64})),)
@@ -43,11 +43,8 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     TYPE_VALUE = 106
     BINDING = Binding("reverse_subsequences", ((3, 4),), {"axis": 1},
                       others={"sequence_lengths": ("SequenceLengthsTensor", [2, 4, 3], "uint32")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("SequenceLengthsTensor", "sequence_lengths_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    TENSORS = ("InputTensor", "SequenceLengthsTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = (
         SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, _U32),

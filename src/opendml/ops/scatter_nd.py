@@ -40,7 +40,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._common import TYPES_2_1
 from ._index import index_support, right_aligned
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 from .gather_nd import _NdIndexing
 
 
@@ -60,13 +60,9 @@ class ScatterNdOperatorDesc(_NdIndexing):
     BINDING = Binding("scatter_nd", ((3, 4),), {},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64"),
                               "updates": ("UpdatesTensor", [31, 32], "float32")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("UpdatesTensor", "updates_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
               UInt("IndicesDimensionCount", "indices_dimension_count"))
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
     DEFAULT_INPUT_START = 0

@@ -34,15 +34,13 @@ from ..plan import Copy
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Binding, DepthSpaceOrder, Enum, Tensor, UInt, is_float
+from ._spec import Binding, DepthSpaceOrder, Enum, UInt, is_float
 
 _TYPES_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16})
 _SUPPORT_1_0 = (SupportRow(FeatureLevel.FL_1_0, range(4, 5), _TYPES_1_0),
                 SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
                 SupportRow(FeatureLevel.FL_5_0, range(4, 5), TYPES_4_1))
 _SUPPORT_2_1 = _SUPPORT_1_0[1:]
-_SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-          Tensor("OutputTensor", "output_tensor", "output", optional=True))
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -52,7 +50,6 @@ class _SpaceDepth(MoveOperatorDesc):
     output_tensor: TensorDesc | None
     block_size: int
 
-    SLOTS = _SLOTS
     FIELDS = (UInt("BlockSize", "block_size"),)
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = _SUPPORT_1_0
