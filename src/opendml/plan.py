@@ -400,11 +400,10 @@ def _indexed_span(offset, sizes, strides, indices) -> tuple[int, int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Gather:
-    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]``
-    over ``sizes``, each c_k an ``IndexAxis`` of ``indices`` (``src_strides``
-    is 0 along the dimensions an index stands for). Same source and
-    destination type."""
+class _IndexedPass:
+    """The fields of ``Gather`` and ``Scatter``: ``sizes`` walked from
+    ``src_offset``/``dst_offset`` by the strides, the ``indices`` adding to
+    one side."""
     src: int
     dst: int
     sizes: tuple[int, ...]
@@ -413,15 +412,23 @@ class Gather:
     dst_offset: int
     dst_strides: tuple[int, ...]       # non-negative, elements
     indices: tuple[IndexAxis, ...]
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.sizes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gather(_IndexedPass):
+    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]``
+    over ``sizes``, each c_k an ``IndexAxis`` of ``indices`` (``src_strides``
+    is 0 along the dimensions an index stands for). Same source and
+    destination type."""
     #: Where set, a position whose source element a later position (in
     #: row-major order of ``sizes``) also reads gets 0 instead: the adjoint
     #: of a last-write-wins scatter for its updates (a repeated index's
     #: overwritten updates get no gradient).
     last_only: bool = False
-
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
 
     def src_span(self) -> tuple[int, int]:
         return _indexed_span(self.src_offset, self.sizes, self.src_strides, self.indices)
@@ -431,7 +438,7 @@ class Gather:
 
 
 @dataclasses.dataclass(frozen=True)
-class Scatter:
+class Scatter(_IndexedPass):
     """``dst[do + sum(d*ds) + sum_k c_k(d) * stride_k] = src[so + sum(d*ss)]``
     over ``sizes`` (the source's index space), each c_k an ``IndexAxis``;
     where an ``INDEX_SKIP`` coordinate is out of range nothing is written for
@@ -440,22 +447,10 @@ class Scatter:
     that order, in the element type (``accumulate`` True: integers wrap). The
     destination's other elements keep what earlier passes wrote. With
     ``value`` set, that constant is written instead of the source."""
-    src: int
-    dst: int
-    sizes: tuple[int, ...]
-    src_offset: int
-    src_strides: tuple[int, ...]       # signed, elements
-    dst_offset: int
-    dst_strides: tuple[int, ...]       # non-negative, elements
-    indices: tuple[IndexAxis, ...]
     accumulate: bool = False
     #: Where set, this constant (of the destination's type) is written instead
     #: of the source (which is then not read): a gradient's zeroed positions.
     value: int | float | None = None
-
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
 
     def src_span(self) -> tuple[int, int]:
         return _span(self.src_offset, self.sizes, self.src_strides)

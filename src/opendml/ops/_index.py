@@ -91,6 +91,14 @@ class IndexOperatorDesc(MoveOperatorDesc):
         return tuple(None if j == k else api.index_adjoint(self, j, grad, indices)
                      for j in range(len(self.inputs)))
 
+    def _check_index_output(self, inp, sizes, rule, data_slots=("InputTensor", "OutputTensor")) -> None:
+        """The output of ``sizes`` (``rule`` in words; a packed one of the
+        input's type derived where None), then ``_check_index_ops``."""
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, sizes))
+        self._check_index_ops(data_slots)
+        self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
+
     def _check_index_ops(self, data_slots: tuple[str, ...] = ()) -> None:
         """Every slot a TensorDesc of one DimensionCount, outputs not
         OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer

@@ -80,12 +80,9 @@ class GatherOperatorDesc(IndexOperatorDesc):
             raise self._err(f"the gathered sizes {list(full)} (InputTensor.Sizes[0..Axis], the last IndexDimensions "
                             f"of IndicesTensor.Sizes, InputTensor.Sizes[Axis+1..]) must fit DimensionCount {d}: "
                             f"the {len(full) - d} leading ones cropped must be 1")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.gathered_sizes))
-        self._check_index_ops(("InputTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, self.gathered_sizes,
-                          "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
-                          "InputTensor.Sizes[Axis+1..]} right-aligned")
+        self._check_index_output(inp, self.gathered_sizes,
+                                 "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
+                                 "InputTensor.Sizes[Axis+1..]} right-aligned")
 
     @property
     def full_sizes(self) -> tuple[int, ...]:

@@ -52,10 +52,7 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("IndicesTensor", idx, "InputTensor", inp, axis)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, idx.sizes))
-        self._check_index_ops(("InputTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, idx.sizes, "IndicesTensor.Sizes")
+        self._check_index_output(inp, idx.sizes, "IndicesTensor.Sizes")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io) = layouts

@@ -148,12 +148,9 @@ class GatherNd1OperatorDesc(_NdIndexing):
             raise self._err(f"IndicesTensor must be a TensorDesc; got {type(idx).__name__}")
         batch = self._uint("batch_dimension_count", "BatchDimensionCount")
         self._check_nd(inp, idx, batch)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.nd_result_sizes))
-        self._check_index_ops(("InputTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, self.nd_result_sizes,
-                          "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
-                          "the batch and indexed dimensions]}")
+        self._check_index_output(inp, self.nd_result_sizes,
+                                 "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
+                                 "the batch and indexed dimensions]}")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io) = layouts

@@ -61,10 +61,7 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
         lengths = self._same_rank("SequenceLengthsTensor", self.sequence_lengths_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("SequenceLengthsTensor", lengths, "InputTensor", inp, axis, axis_size=1)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
-        self._check_index_ops(("InputTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (ls, lo) = layouts

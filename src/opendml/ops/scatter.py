@@ -69,10 +69,8 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
             if upd.sizes[d] != idx.sizes[d]:
                 raise self._err(f"UpdatesTensor.Sizes[{d}] must equal IndicesTensor.Sizes[{d}]; "
                                 f"got {upd.sizes[d]} != {idx.sizes[d]}")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
-        self._check_index_ops(("InputTensor", "UpdatesTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes",
+                                 ("InputTensor", "UpdatesTensor", "OutputTensor"))
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts

@@ -80,10 +80,8 @@ class ScatterNdOperatorDesc(_NdIndexing):
         self._check_sizes("UpdatesTensor", upd, self.nd_result_sizes,
                           "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
                           "the indexed dimensions]}")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
-        self._check_index_ops(("InputTensor", "UpdatesTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes",
+                                 ("InputTensor", "UpdatesTensor", "OutputTensor"))
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts
