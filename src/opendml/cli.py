@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import os
-import stat
 import sys
 import tokenize
 from importlib import resources
@@ -29,6 +28,7 @@ import numpy as np
 from ._version import __version__
 from .device import Device
 from .jsonform import array_from_json, from_json, loads, tensor_to_json, to_json
+from .jsonform import open_regular as _open_regular
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -119,19 +119,12 @@ def open_regular(path: str, what: str):
     (opened non-blocking, so a FIFO without a writer cannot hold the command
     up)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        f, kind = _open_regular(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"{what}: {getattr(e, 'strerror', None) or e}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-                    "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
-            raise UsageError(f"{what}: must be a regular file; this is {kind}")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    if f is None:
+        raise UsageError(f"{what}: must be a regular file; this is {kind}")
+    return f
 
 
 def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) -> np.ndarray:
