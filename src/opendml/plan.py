@@ -123,9 +123,22 @@ class CopyPlan:
         return CopyPlan(self.element_size, tuple(sizes), self.in_offset, tuple(ins), self.out_offset, tuple(outs))
 
 
+class _WindowGrid:
+    """UNFOLD's and FOLD's plans: the 3-D side's ``rows`` (a channel's
+    window elements, ``C x prod(window)``) and ``columns`` (the blocks)."""
+
+    @property
+    def rows(self) -> int:
+        return self.channels * math.prod(self.window)
+
+    @property
+    def columns(self) -> int:
+        return math.prod(self.blocks)
+
+
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class UnfoldPlan:
+class UnfoldPlan(_WindowGrid):
     """``out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]``
     (multi-indices k over ``window``, b over ``blocks``, row-major), or 0 where
     that coordinate lies outside the input."""
@@ -143,14 +156,6 @@ class UnfoldPlan:
     blocks: tuple[int, ...]
     out_offset: int
     out_strides: tuple[int, int, int]  # (n, row, column), elements
-
-    @property
-    def rows(self) -> int:
-        return self.channels * math.prod(self.window)
-
-    @property
-    def columns(self) -> int:
-        return math.prod(self.blocks)
 
     @property
     def out_count(self) -> int:
@@ -178,7 +183,7 @@ class UnfoldPlan:
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class FoldPlan:
+class FoldPlan(_WindowGrid):
     """FOLD (col2im), computed as a gather: ``out[n, c, p] = +0``, then ``+=
     in[n, c*K + k, b]`` for every window element k, in increasing row-major
     order, whose block b satisfies ``b*stride + k*dilation - start_padding == p``
@@ -200,14 +205,6 @@ class FoldPlan:
     blocks: tuple[int, ...]
     out_offset: int
     out_strides: tuple[int, ...]      # (n, c, *spatial), non-negative, elements
-
-    @property
-    def rows(self) -> int:
-        return self.channels * math.prod(self.window)
-
-    @property
-    def columns(self) -> int:
-        return math.prod(self.blocks)
 
     @property
     def out_count(self) -> int:
