@@ -193,8 +193,31 @@ def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
     return tuple(dataclasses.replace(ix, index=slot) for ix in indices)
 
 
+class _OfPrimal(IndexOperatorDesc):
+    """``IndexAdjointDesc`` and ``IndexPrimalDesc``: linear maps built from
+    the passes of ``primal`` (an index-driven description) for its data
+    input ``wrt``, the indices their input 1. Not DirectML operators."""
+
+    TYPE_VALUE = -1
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
+
+    @property
+    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
+        return (1,)
+
+    def linear_part(self):
+        return self
+
+    def _primal(self) -> IndexOperatorDesc:
+        p = self.primal
+        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
+            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        return p
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
-class IndexAdjointDesc(IndexOperatorDesc):
+class IndexAdjointDesc(_OfPrimal):
     """The adjoint of an index-driven operator's linear part with respect to
     its data input ``wrt``, applied to a gradient of the operator's output
     (``GradientTensor``) for the operator's indices (``IndicesTensor``): a
@@ -219,19 +242,14 @@ class IndexAdjointDesc(IndexOperatorDesc):
     output_tensor: TensorDesc | None = None
 
     OPERATOR = "INDEX_ADJOINT"
-    TYPE_VALUE = -1
     TENSORS = ("GradientTensor", "IndicesTensor", "OutputTensor")
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
 
     @property
     def input_tensor(self) -> TensorDesc:
         return self.gradient_tensor
 
     def __post_init__(self):
-        p = self.primal
-        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
-            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        p = self._primal()
         data = [j for j, (name, _) in enumerate(p.named_tensors("input")) if name != p.INDEX_SLOT]
         if self.wrt not in data:
             raise self._err(f"wrt must name a data input of {p.OPERATOR} (one of {data}); got {self.wrt!r}")
@@ -274,13 +292,6 @@ class IndexAdjointDesc(IndexOperatorDesc):
                 yield Gather(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
                              _remap(a.indices, 1), last_only=not a.accumulate)
 
-    @property
-    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
-        return (1,)
-
-    def linear_part(self):
-        return self
-
     def adjoint(self, api, grad, indices):
         """The adjoint of the adjoint: the primal's linear part again (a
         second derivative)."""
@@ -288,7 +299,7 @@ class IndexAdjointDesc(IndexOperatorDesc):
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class IndexPrimalDesc(IndexOperatorDesc):
+class IndexPrimalDesc(_OfPrimal):
     """An index-driven operator's linear part as a function of its data input
     ``wrt`` alone (its other data inputs zero): ``DataTensor`` (that input)
     and ``IndicesTensor`` in, the primal's output out. The adjoint of
@@ -302,19 +313,14 @@ class IndexPrimalDesc(IndexOperatorDesc):
     output_tensor: TensorDesc | None = None
 
     OPERATOR = "INDEX_PRIMAL"
-    TYPE_VALUE = -1
     TENSORS = ("DataTensor", "IndicesTensor", "OutputTensor")
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = IndexAdjointDesc.SUPPORT
 
     @property
     def input_tensor(self) -> TensorDesc:
         return self.data_tensor
 
     def __post_init__(self):
-        p = self.primal
-        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
-            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        p = self._primal()
         x, idx = p.inputs[self.wrt], getattr(p, p.INDEX_ATTR)
         for name, got, want in (("DataTensor", self.data_tensor, x), ("IndicesTensor", self.indices_tensor, idx)):
             if not isinstance(got, TensorDesc) or got.sizes != want.sizes or got.data_type != want.data_type:
@@ -322,10 +328,6 @@ class IndexPrimalDesc(IndexOperatorDesc):
                                 f"got {got!r}")
         out = p.outputs[0]
         self._set("output_tensor", TensorDesc(out.data_type, out.sizes))
-
-    @property
-    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
-        return (1,)
 
     def _index_passes(self, layouts, out_strides):
         p = self.primal
@@ -342,9 +344,6 @@ class IndexPrimalDesc(IndexOperatorDesc):
             if hasattr(a, "indices"):
                 a = dataclasses.replace(a, indices=_remap(a.indices, 1))
             yield a
-
-    def linear_part(self):
-        return self
 
     def adjoint(self, api, grad, indices):
         return (api.index_adjoint(self.primal, self.wrt, grad, indices), None)
