@@ -25,12 +25,10 @@ import math
 
 from ..plan import Fold, FoldPlan
 from ..model.data_type import DataType
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import AdjointByCall, TYPES_4_1, FastPathDesc, Field, SupportRow
 from ._spec import WINDOW_SUMS
-from .unfold import UnfoldOperatorDesc, WindowBlocks, plain_window
+from .unfold import UnfoldOperatorDesc, _Windowed, plain_window
 from ._spec import Binding
 
 MAX_SPATIAL_DIMENSIONS = 6
@@ -47,28 +45,15 @@ _FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class FoldOperatorDesc(WindowBlocks, AdjointByCall, FastPathDesc):
+class FoldOperatorDesc(_Windowed):
     """``OutputTensor`` is required (``(N, C, *spatial)``); the input is
     ``(N, C x prod(WindowSizes), BlockCount)``, optionally with leading 1s."""
-
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc
-    window_sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    start_padding: tuple[int, ...]
-    end_padding: tuple[int, ...]
 
     OPERATOR = "FOLD"
     SPATIAL = "output_tensor"
     BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]})
     TYPE_VALUE = 176
-    FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
-              Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
     OUTPUT_DERIVABLE = False
-    DEFAULT_INPUT_START = 0
-    INTRODUCED = FeatureLevel.FL_6_4
-    SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``). The

@@ -37,10 +37,25 @@ def blocks_per_dimension(spatial, window_sizes, strides, dilations, start_paddin
     return tuple(map(blocks_along, spatial, window_sizes, strides, dilations, start_padding, end_padding))
 
 
-class WindowBlocks:
-    """Mixin of UNFOLD and FOLD: the window's block grid over the spatial
-    sizes of ``SPATIAL`` (UNFOLD's input, FOLD's output)."""
+@dataclasses.dataclass(frozen=True, repr=False)
+class _Windowed(AdjointByCall, FastPathDesc):
+    """UNFOLD's and FOLD's fields, tables and the window's block grid over
+    the spatial sizes of ``SPATIAL`` (UNFOLD's input, FOLD's output)."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    window_sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    start_padding: tuple[int, ...]
+    end_padding: tuple[int, ...]
+
     SPATIAL = "input_tensor"
+    FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
+              Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
+    DEFAULT_INPUT_START = 0
+    INTRODUCED = FeatureLevel.FL_6_4
+    SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
     @property
     def blocks_per_dimension(self) -> tuple[int, ...]:
@@ -57,25 +72,12 @@ class WindowBlocks:
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class UnfoldOperatorDesc(WindowBlocks, AdjointByCall, FastPathDesc):
+class UnfoldOperatorDesc(_Windowed):
     """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
-
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc | None
-    window_sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    start_padding: tuple[int, ...]
-    end_padding: tuple[int, ...]
 
     OPERATOR = "UNFOLD"
     BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1})
     TYPE_VALUE = 177
-    FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
-              Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
-    DEFAULT_INPUT_START = 0
-    INTRODUCED = FeatureLevel.FL_6_4
-    SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``)."""
