@@ -80,18 +80,18 @@ class CopyPlan:
         object.__setattr__(self, "_canonical", done)
         return done
 
-    def _canonical_form(self) -> "CopyPlan":
+    def _canonical_form(self, ordered: bool = False) -> "CopyPlan":
         # One pass where the dimensions already come by output stride, then
-        # |input stride|, largest first (a packed output's order): drop size 1,
-        # merge neighbours. Otherwise sort them first (a stable sort: equal
-        # keys keep their order) and merge.
+        # |input stride|, largest first (a packed output's order; ``ordered``:
+        # ``_sorted_form`` put them so): drop size 1, merge neighbours.
+        # Otherwise sort them first (``_sorted_form``) and merge.
         sizes, ins, outs = [], [], []
         po = pa = None
         for s, i, o in zip(self.sizes, self.in_strides, self.out_strides):
             if s == 1:
                 continue
             a = i if i >= 0 else -i
-            if o < 0 or (po is not None and (o > po or (o == po and a > pa))):
+            if not ordered and (o < 0 or (po is not None and (o > po or (o == po and a > pa)))):
                 return self._sorted_form()
             po, pa = o, a
             if sizes and ins[-1] == i * s and outs[-1] == o * s:
@@ -104,18 +104,11 @@ class CopyPlan:
         return self._merged(sizes, ins, outs)
 
     def _sorted_form(self) -> "CopyPlan":
-        dims = [(s, i, o) for s, i, o in zip(self.sizes, self.in_strides, self.out_strides) if s != 1]
-        dims.sort(key=lambda d: (d[2], abs(d[1])), reverse=True)
-        sizes, ins, outs = [], [], []
-        for s, i, o in dims:
-            if sizes and ins[-1] == i * s and outs[-1] == o * s:
-                sizes[-1] *= s
-                ins[-1], outs[-1] = i, o
-            else:
-                sizes.append(s)
-                ins.append(i)
-                outs.append(o)
-        return self._merged(sizes, ins, outs)
+        # A stable sort: equal keys keep their order. (Some dimension is not size 1.)
+        dims = sorted((d for d in zip(self.sizes, self.in_strides, self.out_strides) if d[0] != 1),
+                      key=lambda d: (d[2], abs(d[1])), reverse=True)
+        sizes, ins, outs = zip(*dims)
+        return CopyPlan(self.element_size, sizes, self.in_offset, ins, self.out_offset, outs)._canonical_form(True)
 
     def _merged(self, sizes, ins, outs) -> "CopyPlan":
         if not sizes:
