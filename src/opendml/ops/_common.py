@@ -318,6 +318,18 @@ class OperatorDesc:
         self._set(attr, v)
         return v
 
+    def _check_axis_parts(self, many: str, parts, whole_name: str, whole) -> int:
+        """JOIN's and SPLIT's ``Axis`` (checked against ``whole``) and their
+        ``parts`` (the ``many`` slot), each of ``whole``'s sizes but along Axis."""
+        axis = self._uint("axis", "Axis")
+        self._check_bounds_scalar("Axis", axis, 0, whole.rank - 1, f" ({whole_name}.DimensionCount - 1)")
+        for i, t in enumerate(parts):
+            for d in range(whole.rank):
+                if d != axis and t.sizes[d] != whole.sizes[d]:
+                    raise self._err(f"{many}[{i}].Sizes[{d}] must equal {whole_name}.Sizes[{d}] (every "
+                                    f"dimension but Axis {axis}); got {t.sizes[d]} != {whole.sizes[d]}")
+        return axis
+
     def _check_bounds_scalar(self, field: str, value: int, lo: int, hi: int, why: str = "") -> None:
         if not lo <= value <= hi:
             raise self._err(f"{field} must be in [{lo}, {hi}]{why}; got {value}")
