@@ -66,6 +66,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
 
     INDEX_SLOT = "IndicesTensor"
     INDEX_ATTR = "indices_tensor"
+    DEFAULT_INPUT_START = 0
     #: The integer types the index tensor may have at any level.
     INDEX_ANY_LEVEL = INDEX_TYPES
 
@@ -199,6 +200,7 @@ class _OfPrimal(IndexOperatorDesc):
     input ``wrt``, the indices their input 1. Not DirectML operators."""
 
     TYPE_VALUE = -1
+    DEFAULT_INPUT_START = 1
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
 

@@ -60,7 +60,6 @@ class GatherOperatorDesc(IndexOperatorDesc):
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_1_0, FLOAT16_32)
-    DEFAULT_INPUT_START = 0
 
     def __post_init__(self):
         inp = self._check_input()

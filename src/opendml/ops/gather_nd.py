@@ -135,7 +135,6 @@ class GatherNd1OperatorDesc(_NdIndexing):
               UInt("BatchDimensionCount", "batch_dimension_count"))
     INTRODUCED = FeatureLevel.FL_3_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)[1:]
-    DEFAULT_INPUT_START = 0
 
     @property
     def _nd_batch(self) -> int:

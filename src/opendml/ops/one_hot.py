@@ -47,7 +47,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
     FIELDS = (UInt("Axis", "axis"),)
     INTRODUCED = FeatureLevel.FL_2_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
-    DEFAULT_INPUT_START = 0
 
     @property
     def input_tensor(self) -> TensorDesc:

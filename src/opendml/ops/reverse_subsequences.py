@@ -44,6 +44,7 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     BINDING = Binding("reverse_subsequences", ((3, 4),), {"axis": 1},
                       others={"sequence_lengths": ("SequenceLengthsTensor", [2, 4, 3], "uint32")})
     TENSORS = ("InputTensor", "SequenceLengthsTensor", "OutputTensor")
+    DEFAULT_INPUT_START = 1
     FIELDS = (UInt("Axis", "axis"),)
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = (

@@ -57,7 +57,6 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
     FIELDS = (UInt("Axis", "axis"),)
     INTRODUCED = FeatureLevel.FL_2_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
-    DEFAULT_INPUT_START = 0
 
     def __post_init__(self):
         inp = self._check_input()

@@ -65,7 +65,6 @@ class ScatterNdOperatorDesc(_NdIndexing):
               UInt("IndicesDimensionCount", "indices_dimension_count"))
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
-    DEFAULT_INPUT_START = 0
 
     def __post_init__(self):
         inp = self._check_input()
