@@ -47,6 +47,8 @@ class _NdIndexing(IndexOperatorDesc):
     input is ``input_tensor``; ``_nd_batch`` the batch dimension count."""
 
     _nd_batch = 0
+    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
+              UInt("IndicesDimensionCount", "indices_dimension_count"))
 
     def _check_nd(self, inp: TensorDesc, idx: TensorDesc, batch: int, closed: bool = True) -> None:
         d = inp.rank
@@ -130,9 +132,7 @@ class GatherNd1OperatorDesc(_NdIndexing):
     BINDING = Binding("gather_nd", ((3, 4),), {"batch_dimensions": 0},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64")})
     TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
-    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
-              UInt("IndicesDimensionCount", "indices_dimension_count"),
-              UInt("BatchDimensionCount", "batch_dimension_count"))
+    FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))
     INTRODUCED = FeatureLevel.FL_3_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)[1:]
 
@@ -174,7 +174,6 @@ class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     OPERATOR = "GATHER_ND"
     TYPE_VALUE = 108
     SLOTS = GatherNd1OperatorDesc.SLOTS
-    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
-              UInt("IndicesDimensionCount", "indices_dimension_count"))
+    FIELDS = _NdIndexing.FIELDS
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)

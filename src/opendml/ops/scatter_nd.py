@@ -40,7 +40,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._common import TYPES_2_1
 from ._index import index_support, right_aligned
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, is_float
 from .gather_nd import _NdIndexing
 
 
@@ -61,8 +61,6 @@ class ScatterNdOperatorDesc(_NdIndexing):
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64"),
                               "updates": ("UpdatesTensor", [31, 32], "float32")})
     TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
-    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
-              UInt("IndicesDimensionCount", "indices_dimension_count"))
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
 
