@@ -278,15 +278,10 @@ class AxisMap:
         return r if r < n else 2 * (n - 1) - r
 
 
-@stored_init
 @dataclasses.dataclass(frozen=True)
-class Copy:
-    """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``, where
-    ``m`` is the axis's ``AxisMap`` (or the identity where ``maps`` is None or
-    has None) and ``f`` converts ``src_type`` to ``dst_type`` (DataType
-    values), applying ``x * scale + bias`` first where ``scale_bias`` is set
-    (float types: float16 and float32 compute in float32, float64 in
-    float64). ``src``/``dst`` index the plan's inputs and outputs."""
+class _Walk:
+    """The fields the passes but ``Fill`` start with: ``sizes`` walked from
+    the offsets by the strides, from input ``src`` to output ``dst``."""
     src: int
     dst: int
     sizes: tuple[int, ...]
@@ -294,12 +289,23 @@ class Copy:
     src_strides: tuple[int, ...]       # signed, elements
     dst_offset: int
     dst_strides: tuple[int, ...]       # non-negative, elements
-    maps: tuple[AxisMap | None, ...] | None = None
-    scale_bias: tuple[float, float] | None = None
 
     @property
     def count(self) -> int:
         return math.prod(self.sizes)
+
+
+@stored_init
+@dataclasses.dataclass(frozen=True)
+class Copy(_Walk):
+    """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``, where
+    ``m`` is the axis's ``AxisMap`` (or the identity where ``maps`` is None or
+    has None) and ``f`` converts ``src_type`` to ``dst_type`` (DataType
+    values), applying ``x * scale + bias`` first where ``scale_bias`` is set
+    (float types: float16 and float32 compute in float32, float64 in
+    float64). ``src``/``dst`` index the plan's inputs and outputs."""
+    maps: tuple[AxisMap | None, ...] | None = None
+    scale_bias: tuple[float, float] | None = None
 
     def src_span(self) -> tuple[int, int]:
         extent = tuple(m.size if m is not None else s
@@ -390,22 +396,9 @@ def _indexed_span(offset, sizes, strides, indices) -> tuple[int, int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _IndexedPass:
-    """The fields of ``Gather`` and ``Scatter``: ``sizes`` walked from
-    ``src_offset``/``dst_offset`` by the strides, the ``indices`` adding to
-    one side."""
-    src: int
-    dst: int
-    sizes: tuple[int, ...]
-    src_offset: int
-    src_strides: tuple[int, ...]       # signed, elements
-    dst_offset: int
-    dst_strides: tuple[int, ...]       # non-negative, elements
+class _IndexedPass(_Walk):
+    """``Gather`` and ``Scatter``: the ``indices`` add to one side's walk."""
     indices: tuple[IndexAxis, ...]
-
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
 
 
 @dataclasses.dataclass(frozen=True)
