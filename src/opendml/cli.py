@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import os
-import stat
 import sys
 import tokenize
 from importlib import resources
@@ -29,6 +28,7 @@ import numpy as np
 from ._version import __version__
 from .device import Device
 from .jsonform import array_from_json, from_json, loads, tensor_to_json, to_json
+from .jsonform import open_regular as _open_regular
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -119,19 +119,12 @@ def open_regular(path: str, what: str):
     (opened non-blocking, so a FIFO without a writer cannot hold the command
     up)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        f, kind = _open_regular(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"{what}: {getattr(e, 'strerror', None) or e}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-                    "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
-            raise UsageError(f"{what}: must be a regular file; this is {kind}")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    if f is None:
+        raise UsageError(f"{what}: must be a regular file; this is {kind}")
+    return f
 
 
 def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) -> np.ndarray:
@@ -518,6 +511,14 @@ def _byte_count(text: str) -> int:
     return int(t)
 
 
+def _running_options(q, level_help: str, bytes_help: str) -> None:
+    """``run``'s and ``dispatch``'s --device, --feature-level, --max-bytes and --list."""
+    q.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
+    q.add_argument("--feature-level", default="6_4", metavar="L", help=level_help)
+    q.add_argument("--max-bytes", type=_byte_count, default=DEFAULT_MAX_BYTES, metavar="N", help=bytes_help)
+    q.add_argument("--list", action="store_true", help="list the bundled examples and exit")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="opendml", description="Run, validate and inspect DirectML operator "
                 "descriptions (" + ", ".join(OPERATORS) + ") without DirectML.",
@@ -541,13 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", metavar="Y.npy", action="append",
                    help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
                    "directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")
-    r.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
-    r.add_argument("--feature-level", default="6_4", metavar="L",
-                   help="DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)")
-    r.add_argument("--max-bytes", type=_byte_count, default=DEFAULT_MAX_BYTES, metavar="N",
-                   help="refuse a run that would touch more than N bytes of memory (the input and output "
-                   f"elements, on the host and in buffers; default: {DEFAULT_MAX_BYTES} = 2 GiB)")
-    r.add_argument("--list", action="store_true", help="list the bundled examples and exit")
+    _running_options(r, "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
+                     "refuse a run that would touch more than N bytes of memory (the input and output "
+                     f"elements, on the host and in buffers; default: {DEFAULT_MAX_BYTES} = 2 GiB)")
     r.add_argument("--example", metavar="NAME", help="run one bundled example by name (see --list)")
     r.set_defaults(func=cmd_run)
     v = sub.add_parser("validate", help="check a JSON description without running it",
@@ -563,15 +560,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "DirectML's binding rules. File initialisers and writeFile targets must lie in the "
                        "model's folder. --example runs a bundled example of `opendml run` as a model.")
     d.add_argument("model", nargs="?", metavar="MODEL.json", help="a DxDispatch model")
-    d.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
-    d.add_argument("--feature-level", default="6_4", metavar="L",
-                   help="DirectML feature level every dispatchable is validated at (default: 6_4)")
     d.add_argument("--output-dir", metavar="DIR", help="after the last command, write every resource as "
                    "DIR/NAME.npy (a 1-D array of its initialValuesDataType holding the whole buffer); all "
                    "files or none")
-    d.add_argument("--max-bytes", type=_byte_count, default=DEFAULT_MAX_BYTES, metavar="N",
-                   help=f"refuse a model whose resources take more than N bytes (default: {DEFAULT_MAX_BYTES})")
-    d.add_argument("--list", action="store_true", help="list the bundled examples and exit")
+    _running_options(d, "DirectML feature level every dispatchable is validated at (default: 6_4)",
+                     f"refuse a model whose resources take more than N bytes (default: {DEFAULT_MAX_BYTES})")
     d.add_argument("--example", metavar="NAME", help="run a bundled example (see --list) as a DxDispatch model; "
                    "exits 1 if its output differs from the documented one")
     d.add_argument("--print-model", action="store_true", help="with --example: print the model and exit")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 
 import numpy as np
 
@@ -155,6 +157,27 @@ def _index_path(path: str, flat: int, shape) -> str:
         return path
     index = np.unravel_index(flat, shape) if all(shape) else ()
     return path + "".join(f"[{int(i)}]" for i in index)
+
+
+def open_regular(path):
+    """``(file, None)``: ``path`` opened to read (binary), if it is a regular
+    file; else ``(None, kind)``, ``kind`` naming what it is ("a folder", "a
+    FIFO", "a device", "a socket" or "not a regular file"). Checked on the
+    open file, opened non-blocking: a FIFO without a writer cannot hold the
+    caller up. OSError (ValueError: a NUL in the path) where it cannot be
+    opened."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            return os.fdopen(fd, "rb"), None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None, ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                  "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+                  "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
 def _type_name(v) -> str:

@@ -80,18 +80,18 @@ class CopyPlan:
         object.__setattr__(self, "_canonical", done)
         return done
 
-    def _canonical_form(self) -> "CopyPlan":
+    def _canonical_form(self, ordered: bool = False) -> "CopyPlan":
         # One pass where the dimensions already come by output stride, then
-        # |input stride|, largest first (a packed output's order): drop size 1,
-        # merge neighbours. Otherwise sort them first (a stable sort: equal
-        # keys keep their order) and merge.
+        # |input stride|, largest first (a packed output's order; ``ordered``:
+        # ``_sorted_form`` put them so): drop size 1, merge neighbours.
+        # Otherwise sort them first (``_sorted_form``) and merge.
         sizes, ins, outs = [], [], []
         po = pa = None
         for s, i, o in zip(self.sizes, self.in_strides, self.out_strides):
             if s == 1:
                 continue
             a = i if i >= 0 else -i
-            if o < 0 or (po is not None and (o > po or (o == po and a > pa))):
+            if not ordered and (o < 0 or (po is not None and (o > po or (o == po and a > pa)))):
                 return self._sorted_form()
             po, pa = o, a
             if sizes and ins[-1] == i * s and outs[-1] == o * s:
@@ -104,18 +104,11 @@ class CopyPlan:
         return self._merged(sizes, ins, outs)
 
     def _sorted_form(self) -> "CopyPlan":
-        dims = [(s, i, o) for s, i, o in zip(self.sizes, self.in_strides, self.out_strides) if s != 1]
-        dims.sort(key=lambda d: (d[2], abs(d[1])), reverse=True)
-        sizes, ins, outs = [], [], []
-        for s, i, o in dims:
-            if sizes and ins[-1] == i * s and outs[-1] == o * s:
-                sizes[-1] *= s
-                ins[-1], outs[-1] = i, o
-            else:
-                sizes.append(s)
-                ins.append(i)
-                outs.append(o)
-        return self._merged(sizes, ins, outs)
+        # A stable sort: equal keys keep their order. (Some dimension is not size 1.)
+        dims = sorted((d for d in zip(self.sizes, self.in_strides, self.out_strides) if d[0] != 1),
+                      key=lambda d: (d[2], abs(d[1])), reverse=True)
+        sizes, ins, outs = zip(*dims)
+        return CopyPlan(self.element_size, sizes, self.in_offset, ins, self.out_offset, outs)._canonical_form(True)
 
     def _merged(self, sizes, ins, outs) -> "CopyPlan":
         if not sizes:
@@ -123,9 +116,22 @@ class CopyPlan:
         return CopyPlan(self.element_size, tuple(sizes), self.in_offset, tuple(ins), self.out_offset, tuple(outs))
 
 
+class _WindowGrid:
+    """UNFOLD's and FOLD's plans: the 3-D side's ``rows`` (a channel's
+    window elements, ``C x prod(window)``) and ``columns`` (the blocks)."""
+
+    @property
+    def rows(self) -> int:
+        return self.channels * math.prod(self.window)
+
+    @property
+    def columns(self) -> int:
+        return math.prod(self.blocks)
+
+
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class UnfoldPlan:
+class UnfoldPlan(_WindowGrid):
     """``out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]``
     (multi-indices k over ``window``, b over ``blocks``, row-major), or 0 where
     that coordinate lies outside the input."""
@@ -143,14 +149,6 @@ class UnfoldPlan:
     blocks: tuple[int, ...]
     out_offset: int
     out_strides: tuple[int, int, int]  # (n, row, column), elements
-
-    @property
-    def rows(self) -> int:
-        return self.channels * math.prod(self.window)
-
-    @property
-    def columns(self) -> int:
-        return math.prod(self.blocks)
 
     @property
     def out_count(self) -> int:
@@ -178,7 +176,7 @@ class UnfoldPlan:
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class FoldPlan:
+class FoldPlan(_WindowGrid):
     """FOLD (col2im), computed as a gather: ``out[n, c, p] = +0``, then ``+=
     in[n, c*K + k, b]`` for every window element k, in increasing row-major
     order, whose block b satisfies ``b*stride + k*dilation - start_padding == p``
@@ -200,14 +198,6 @@ class FoldPlan:
     blocks: tuple[int, ...]
     out_offset: int
     out_strides: tuple[int, ...]      # (n, c, *spatial), non-negative, elements
-
-    @property
-    def rows(self) -> int:
-        return self.channels * math.prod(self.window)
-
-    @property
-    def columns(self) -> int:
-        return math.prod(self.blocks)
 
     @property
     def out_count(self) -> int:
@@ -242,6 +232,8 @@ class ScatterPlan:
     @property
     def count(self) -> int:
         return math.prod(self.sizes)
+
+    out_count = count
 
     @property
     def in_span(self) -> tuple[int, int]:
@@ -286,15 +278,10 @@ class AxisMap:
         return r if r < n else 2 * (n - 1) - r
 
 
-@stored_init
 @dataclasses.dataclass(frozen=True)
-class Copy:
-    """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``, where
-    ``m`` is the axis's ``AxisMap`` (or the identity where ``maps`` is None or
-    has None) and ``f`` converts ``src_type`` to ``dst_type`` (DataType
-    values), applying ``x * scale + bias`` first where ``scale_bias`` is set
-    (float types: float16 and float32 compute in float32, float64 in
-    float64). ``src``/``dst`` index the plan's inputs and outputs."""
+class _Walk:
+    """The fields the passes but ``Fill`` start with: ``sizes`` walked from
+    the offsets by the strides, from input ``src`` to output ``dst``."""
     src: int
     dst: int
     sizes: tuple[int, ...]
@@ -302,12 +289,23 @@ class Copy:
     src_strides: tuple[int, ...]       # signed, elements
     dst_offset: int
     dst_strides: tuple[int, ...]       # non-negative, elements
-    maps: tuple[AxisMap | None, ...] | None = None
-    scale_bias: tuple[float, float] | None = None
 
     @property
     def count(self) -> int:
         return math.prod(self.sizes)
+
+
+@stored_init
+@dataclasses.dataclass(frozen=True)
+class Copy(_Walk):
+    """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``, where
+    ``m`` is the axis's ``AxisMap`` (or the identity where ``maps`` is None or
+    has None) and ``f`` converts ``src_type`` to ``dst_type`` (DataType
+    values), applying ``x * scale + bias`` first where ``scale_bias`` is set
+    (float types: float16 and float32 compute in float32, float64 in
+    float64). ``src``/``dst`` index the plan's inputs and outputs."""
+    maps: tuple[AxisMap | None, ...] | None = None
+    scale_bias: tuple[float, float] | None = None
 
     def src_span(self) -> tuple[int, int]:
         extent = tuple(m.size if m is not None else s
@@ -398,28 +396,22 @@ def _indexed_span(offset, sizes, strides, indices) -> tuple[int, int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Gather:
+class _IndexedPass(_Walk):
+    """``Gather`` and ``Scatter``: the ``indices`` add to one side's walk."""
+    indices: tuple[IndexAxis, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Gather(_IndexedPass):
     """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]``
     over ``sizes``, each c_k an ``IndexAxis`` of ``indices`` (``src_strides``
     is 0 along the dimensions an index stands for). Same source and
     destination type."""
-    src: int
-    dst: int
-    sizes: tuple[int, ...]
-    src_offset: int
-    src_strides: tuple[int, ...]       # signed, elements
-    dst_offset: int
-    dst_strides: tuple[int, ...]       # non-negative, elements
-    indices: tuple[IndexAxis, ...]
     #: Where set, a position whose source element a later position (in
     #: row-major order of ``sizes``) also reads gets 0 instead: the adjoint
     #: of a last-write-wins scatter for its updates (a repeated index's
     #: overwritten updates get no gradient).
     last_only: bool = False
-
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
 
     def src_span(self) -> tuple[int, int]:
         return _indexed_span(self.src_offset, self.sizes, self.src_strides, self.indices)
@@ -429,7 +421,7 @@ class Gather:
 
 
 @dataclasses.dataclass(frozen=True)
-class Scatter:
+class Scatter(_IndexedPass):
     """``dst[do + sum(d*ds) + sum_k c_k(d) * stride_k] = src[so + sum(d*ss)]``
     over ``sizes`` (the source's index space), each c_k an ``IndexAxis``;
     where an ``INDEX_SKIP`` coordinate is out of range nothing is written for
@@ -438,22 +430,10 @@ class Scatter:
     that order, in the element type (``accumulate`` True: integers wrap). The
     destination's other elements keep what earlier passes wrote. With
     ``value`` set, that constant is written instead of the source."""
-    src: int
-    dst: int
-    sizes: tuple[int, ...]
-    src_offset: int
-    src_strides: tuple[int, ...]       # signed, elements
-    dst_offset: int
-    dst_strides: tuple[int, ...]       # non-negative, elements
-    indices: tuple[IndexAxis, ...]
     accumulate: bool = False
     #: Where set, this constant (of the destination's type) is written instead
     #: of the source (which is then not read): a gradient's zeroed positions.
     value: int | float | None = None
-
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
 
     def src_span(self) -> tuple[int, int]:
         return _span(self.src_offset, self.sizes, self.src_strides)
@@ -462,66 +442,47 @@ class Scatter:
         return _indexed_span(self.dst_offset, self.sizes, self.dst_strides, self.indices)
 
 
-@stored_init
 @dataclasses.dataclass(frozen=True)
-class Unfold:
-    """UNFOLD's tuned windowed gather as a pass of the move program:
-    ``plan`` (an ``UnfoldPlan``, offsets relative to the slots' bound
-    ranges) from input slot ``src`` to output slot ``dst``."""
+class _TunedPass:
+    """A tuned pass of the move program: its parameter block ``plan``
+    (offsets relative to the slots' bound ranges) from input slot ``src`` to
+    output slot ``dst``."""
     src: int
     dst: int
+    plan: object
+
+    @property
+    def count(self) -> int:
+        return self.plan.out_count
+
+    def src_span(self) -> tuple[int, int]:
+        return self.plan.in_span
+
+    def dst_span(self) -> tuple[int, int]:
+        return self.plan.out_span
+
+
+@stored_init
+@dataclasses.dataclass(frozen=True)
+class Unfold(_TunedPass):
+    """UNFOLD's tuned windowed gather: ``plan`` an ``UnfoldPlan``."""
     plan: UnfoldPlan
 
-    @property
-    def count(self) -> int:
-        return self.plan.out_count
-
-    def src_span(self) -> tuple[int, int]:
-        return self.plan.in_span
-
-    def dst_span(self) -> tuple[int, int]:
-        return self.plan.out_span
-
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class Fold:
-    """FOLD's tuned windowed sum (a gather: no atomics, one summation order)
-    as a pass: ``plan`` (a ``FoldPlan``) from ``src`` to ``dst``."""
-    src: int
-    dst: int
+class Fold(_TunedPass):
+    """FOLD's tuned windowed sum (a gather: no atomics, one summation order):
+    ``plan`` a ``FoldPlan``."""
     plan: FoldPlan
 
-    @property
-    def count(self) -> int:
-        return self.plan.out_count
-
-    def src_span(self) -> tuple[int, int]:
-        return self.plan.in_span
-
-    def dst_span(self) -> tuple[int, int]:
-        return self.plan.out_span
-
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class SliceScatter:
-    """SLICE_GRAD's one-write scatter as a pass: ``plan`` (a
-    ``ScatterPlan``: every destination element written once, the source's
-    value or zero) from ``src`` to ``dst``."""
-    src: int
-    dst: int
+class SliceScatter(_TunedPass):
+    """SLICE_GRAD's one-write scatter: ``plan`` a ``ScatterPlan`` (every
+    destination element written once, the source's value or zero)."""
     plan: ScatterPlan
-
-    @property
-    def count(self) -> int:
-        return self.plan.count
-
-    def src_span(self) -> tuple[int, int]:
-        return self.plan.in_span
-
-    def dst_span(self) -> tuple[int, int]:
-        return self.plan.out_span
 
 
 #: The pass kinds that read a source slot (every kind but ``Fill``).

@@ -174,6 +174,23 @@ def test_opendml_run_and_validate_read_regular_files_only(tmp_path):
         assert r.stderr.count("\n") == 1 and message in r.stderr, (argv, r.stderr)
 
 
+def test_open_regular_is_the_one_regular_file_check(tmp_path):
+    """The CLI's and the DxDispatch reader's one check (``jsonform.open_regular``):
+    a regular file opened, anything else named without reading (a FIFO with no
+    writer does not block), a missing path an OSError."""
+    from opendml.jsonform import open_regular
+    (tmp_path / "a.json").write_bytes(b"{}")
+    os.mkfifo(tmp_path / "fifo")
+    f, kind = open_regular(tmp_path / "a.json")
+    with f:
+        assert kind is None and f.read() == b"{}"
+    assert open_regular(tmp_path) == (None, "a folder")
+    assert open_regular(tmp_path / "fifo") == (None, "a FIFO")
+    assert open_regular("/dev/null") == (None, "a device")
+    with pytest.raises(FileNotFoundError):
+        open_regular(tmp_path / "missing")
+
+
 @pytest.mark.parametrize("cut", [10, 20, 30, 45, HEADER - 1])
 def test_opendml_run_input_npy_cut_short(tmp_path, capsys, cut):
     spec = tmp_path / "spec.json"

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from collections.abc import Mapping
 
 import numpy as np
 
-from ..jsonform import MAX_DEPTH, JsonFormError, check_depth
+from ..jsonform import MAX_DEPTH, JsonFormError, check_depth, open_regular
 from ..model._checks import UINT64_MAX
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
@@ -173,26 +172,20 @@ def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = D
     path = os.fspath(model)
     limit = model_limit(max_bytes)
     try:
-        # O_NONBLOCK: opening a FIFO without a writer returns at once (then is refused), never waits
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        f, kind = open_regular(path)
     except (OSError, ValueError) as e:
         raise ModelError(f"{path}: cannot read the model: {getattr(e, 'strerror', None) or e}") from None
+    if f is None:
+        raise ModelError(f"{path}: a model is a regular file (a JSON text); this is {kind}")
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else
-                    "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
-                    "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
-            raise ModelError(f"{path}: a model is a regular file (a JSON text); this is {kind}")
-        if info.st_size > limit:
-            raise ModelError(f"{path}: the model file holds {info.st_size} bytes; a model may hold at most "
-                             f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")
-        with os.fdopen(fd, "rb", closefd=False) as f:
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise ModelError(f"{path}: the model file holds {size} bytes; a model may hold at most "
+                                 f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")
             raw = f.read(limit + 1)
     except OSError as e:
         raise ModelError(f"{path}: cannot read the model: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
     if len(raw) > limit:
         raise ModelError(f"{path}: the model file holds more than {limit} bytes; a model may hold at most "
                          f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")

@@ -15,6 +15,7 @@ from ..model._checks import UINT32_MAX
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError
 from ..model.tensor_desc import round_up_4
+from ..jsonform import open_regular
 from ._read import (_DATA_TYPES, ModelError, _array_values, _check_keys, _data_type, _model_path, _q, _scalar,
                     _short, _type_name, _uint)
 
@@ -267,16 +268,12 @@ def _open_regular(path: str, where: str, source):
     file, which a FIFO without a writer cannot hold up: it is opened
     non-blocking); every failure a ``ModelError`` naming the field."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        f, _ = open_regular(path)
     except OSError as e:
         raise ModelError(f"{where}: cannot read {_short(source)}: {e.strerror or e}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ModelError(f"{where}: {_short(source)} is not a regular file")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    if f is None:
+        raise ModelError(f"{where}: {_short(source)} is not a regular file")
+    return f
 
 
 class _reading:

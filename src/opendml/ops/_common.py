@@ -93,10 +93,10 @@ class OperatorDesc:
       (its ``DML_OPERATOR_TYPE`` value), ``INTRODUCED`` and ``SUPPORT`` (the
       page's tensor-support tables, one ``SupportRow`` per level);
     * ``SLOTS``: the tensor slots (``_spec.Tensor``) in the struct's order. An
-      operator with one input and one output may instead give ``TENSORS``
-      (their two DirectML names) and ``OUTPUT_DERIVABLE``; ``SLOTS`` is then
-      derived from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from ``SLOTS``
-      otherwise);
+      operator of single tensors, one output last, may instead give
+      ``TENSORS`` (their DirectML names) and ``OUTPUT_DERIVABLE``; ``SLOTS``
+      is then derived from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from
+      ``SLOTS`` otherwise);
     * ``FIELDS``: the other fields (``_spec`` kinds: ``Field``/``IntArray``,
       ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``,
       ``Struct``) in the struct's order;
@@ -159,8 +159,9 @@ class OperatorDesc:
             cls.TENSORS = tuple(s.json for s in cls.SLOTS)
             cls.OUTPUT_DERIVABLE = all(s.optional for s in cls.SLOTS if s.role == "output")
         elif "TENSORS" in cls.__dict__ or "OUTPUT_DERIVABLE" in cls.__dict__ or not hasattr(cls, "SLOTS"):
-            i, o = cls.TENSORS
-            cls.SLOTS = (Tensor(i, snake(i), "input"), Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
+            *ins, o = cls.TENSORS
+            cls.SLOTS = (*(Tensor(i, snake(i), "input") for i in ins),
+                         Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
         cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}
         if "COUNTS" not in cls.__dict__:
             arrays = [f for f in cls.FIELDS if isinstance(f, Field)]
@@ -316,6 +317,18 @@ class OperatorDesc:
         self._check_bounds_scalar(field, v, lo, UINT32_MAX)
         self._set(attr, v)
         return v
+
+    def _check_axis_parts(self, many: str, parts, whole_name: str, whole) -> int:
+        """JOIN's and SPLIT's ``Axis`` (checked against ``whole``) and their
+        ``parts`` (the ``many`` slot), each of ``whole``'s sizes but along Axis."""
+        axis = self._uint("axis", "Axis")
+        self._check_bounds_scalar("Axis", axis, 0, whole.rank - 1, f" ({whole_name}.DimensionCount - 1)")
+        for i, t in enumerate(parts):
+            for d in range(whole.rank):
+                if d != axis and t.sizes[d] != whole.sizes[d]:
+                    raise self._err(f"{many}[{i}].Sizes[{d}] must equal {whole_name}.Sizes[{d}] (every "
+                                    f"dimension but Axis {axis}); got {t.sizes[d]} != {whole.sizes[d]}")
+        return axis
 
     def _check_bounds_scalar(self, field: str, value: int, lo: int, hi: int, why: str = "") -> None:
         if not lo <= value <= hi:
@@ -484,12 +497,18 @@ class FastPathDesc(OperatorDesc):
             self._check_rules()
 
 
-def adjoint_by_call(desc, api, grad) -> tuple:
-    """``adjoint`` of an operator that states its adjoint as an array-API
-    call (``adjoint_call(input_sizes, call_args)`` -> ``(function name,
-    arguments, shape or None)``, symbolic-safe, which the PyTorch operators'
-    backward formulas read as well): that call on ``grad`` through ``api``,
-    reshaped to ``shape`` where one is given."""
-    name, args, shape = desc.adjoint_call(desc.inputs[0].sizes, desc.call_args())
-    out = getattr(api, name)(grad, *args)
-    return (out if shape is None else api.reshape(out, shape),)
+class AdjointByCall:
+    """Mixin of an operator linear for every data type that states its
+    adjoint as an array-API call (``adjoint_call(input_sizes, call_args)``
+    -> ``(function name, arguments, shape or None)``, symbolic-safe, which
+    the PyTorch operators' backward formulas read as well): ``adjoint`` is
+    that call on ``grad`` through ``api``, reshaped to ``shape`` where one is
+    given."""
+
+    def linear_part(self):
+        return self
+
+    def adjoint(self, api, grad) -> tuple:
+        name, args, shape = self.adjoint_call(self.inputs[0].sizes, self.call_args())
+        out = getattr(api, name)(grad, *args)
+        return (out if shape is None else api.reshape(out, shape),)

@@ -35,7 +35,6 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._move import MoveOperatorDesc
-from ._spec import Tensor
 
 T = DataType
 #: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
@@ -67,6 +66,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
 
     INDEX_SLOT = "IndicesTensor"
     INDEX_ATTR = "indices_tensor"
+    DEFAULT_INPUT_START = 0
     #: The integer types the index tensor may have at any level.
     INDEX_ANY_LEVEL = INDEX_TYPES
 
@@ -91,6 +91,14 @@ class IndexOperatorDesc(MoveOperatorDesc):
         k = self._index_position()
         return tuple(None if j == k else api.index_adjoint(self, j, grad, indices)
                      for j in range(len(self.inputs)))
+
+    def _check_index_output(self, inp, sizes, rule, data_slots=("InputTensor", "OutputTensor")) -> None:
+        """The output of ``sizes`` (``rule`` in words; a packed one of the
+        input's type derived where None), then ``_check_index_ops``."""
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, sizes))
+        self._check_index_ops(data_slots)
+        self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
 
     def _check_index_ops(self, data_slots: tuple[str, ...] = ()) -> None:
         """Every slot a TensorDesc of one DimensionCount, outputs not
@@ -186,8 +194,32 @@ def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
     return tuple(dataclasses.replace(ix, index=slot) for ix in indices)
 
 
+class _OfPrimal(IndexOperatorDesc):
+    """``IndexAdjointDesc`` and ``IndexPrimalDesc``: linear maps built from
+    the passes of ``primal`` (an index-driven description) for its data
+    input ``wrt``, the indices their input 1. Not DirectML operators."""
+
+    TYPE_VALUE = -1
+    DEFAULT_INPUT_START = 1
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
+
+    @property
+    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
+        return (1,)
+
+    def linear_part(self):
+        return self
+
+    def _primal(self) -> IndexOperatorDesc:
+        p = self.primal
+        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
+            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        return p
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
-class IndexAdjointDesc(IndexOperatorDesc):
+class IndexAdjointDesc(_OfPrimal):
     """The adjoint of an index-driven operator's linear part with respect to
     its data input ``wrt``, applied to a gradient of the operator's output
     (``GradientTensor``) for the operator's indices (``IndicesTensor``): a
@@ -212,22 +244,14 @@ class IndexAdjointDesc(IndexOperatorDesc):
     output_tensor: TensorDesc | None = None
 
     OPERATOR = "INDEX_ADJOINT"
-    TYPE_VALUE = -1
-    SLOTS = (Tensor("GradientTensor", "gradient_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
-    COUNTS = {}
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
+    TENSORS = ("GradientTensor", "IndicesTensor", "OutputTensor")
 
     @property
     def input_tensor(self) -> TensorDesc:
         return self.gradient_tensor
 
     def __post_init__(self):
-        p = self.primal
-        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
-            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        p = self._primal()
         data = [j for j, (name, _) in enumerate(p.named_tensors("input")) if name != p.INDEX_SLOT]
         if self.wrt not in data:
             raise self._err(f"wrt must name a data input of {p.OPERATOR} (one of {data}); got {self.wrt!r}")
@@ -270,13 +294,6 @@ class IndexAdjointDesc(IndexOperatorDesc):
                 yield Gather(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
                              _remap(a.indices, 1), last_only=not a.accumulate)
 
-    @property
-    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
-        return (1,)
-
-    def linear_part(self):
-        return self
-
     def adjoint(self, api, grad, indices):
         """The adjoint of the adjoint: the primal's linear part again (a
         second derivative)."""
@@ -284,7 +301,7 @@ class IndexAdjointDesc(IndexOperatorDesc):
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class IndexPrimalDesc(IndexOperatorDesc):
+class IndexPrimalDesc(_OfPrimal):
     """An index-driven operator's linear part as a function of its data input
     ``wrt`` alone (its other data inputs zero): ``DataTensor`` (that input)
     and ``IndicesTensor`` in, the primal's output out. The adjoint of
@@ -298,22 +315,14 @@ class IndexPrimalDesc(IndexOperatorDesc):
     output_tensor: TensorDesc | None = None
 
     OPERATOR = "INDEX_PRIMAL"
-    TYPE_VALUE = -1
-    SLOTS = (Tensor("DataTensor", "data_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
-    COUNTS = {}
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = IndexAdjointDesc.SUPPORT
+    TENSORS = ("DataTensor", "IndicesTensor", "OutputTensor")
 
     @property
     def input_tensor(self) -> TensorDesc:
         return self.data_tensor
 
     def __post_init__(self):
-        p = self.primal
-        if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
-            raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
+        p = self._primal()
         x, idx = p.inputs[self.wrt], getattr(p, p.INDEX_ATTR)
         for name, got, want in (("DataTensor", self.data_tensor, x), ("IndicesTensor", self.indices_tensor, idx)):
             if not isinstance(got, TensorDesc) or got.sizes != want.sizes or got.data_type != want.data_type:
@@ -321,10 +330,6 @@ class IndexPrimalDesc(IndexOperatorDesc):
                                 f"got {got!r}")
         out = p.outputs[0]
         self._set("output_tensor", TensorDesc(out.data_type, out.sizes))
-
-    @property
-    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
-        return (1,)
 
     def _index_passes(self, layouts, out_strides):
         p = self.primal
@@ -341,9 +346,6 @@ class IndexPrimalDesc(IndexOperatorDesc):
             if hasattr(a, "indices"):
                 a = dataclasses.replace(a, indices=_remap(a.indices, 1))
             yield a
-
-    def linear_part(self):
-        return self
 
     def adjoint(self, api, grad, indices):
         return (api.index_adjoint(self.primal, self.wrt, grad, indices), None)

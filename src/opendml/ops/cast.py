@@ -30,7 +30,7 @@ from ..plan import Copy
 from ._common import TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Binding, Tensor, is_float
+from ._spec import Binding, is_float
 
 _CAST_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16, _T.INT16, _T.INT8, _T.UINT16, _T.UINT8})
 _CAST_3_0 = _CAST_1_0 | {_T.INT64, _T.INT32, _T.UINT64, _T.UINT32}
@@ -46,7 +46,7 @@ class CastOperatorDesc(MoveOperatorDesc):
     OPERATOR = "CAST"
     BINDING = Binding("cast", ((2, 3),), {"dtype": "int32"})
     TYPE_VALUE = 61
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"), Tensor("OutputTensor", "output_tensor", "output"))
+    OUTPUT_DERIVABLE = False
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = (
         SupportRow(FeatureLevel.FL_1_0, range(4, 5), _CAST_1_0),

@@ -151,7 +151,6 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
     TYPE_VALUE = 93
     SLOTS = (Tensor("OutputTensor", "output_tensor", "output"),)
     FIELDS = (Int("Offset", "offset", default=0), Float("Value", "value", default=1.0))
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_2_0
     SUPPORT = (SupportRow(FeatureLevel.FL_2_0, range(4, 5), frozenset({T.FLOAT32, T.FLOAT16})),
                SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
@@ -199,7 +198,6 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
               ScalarUnion("Value", "value", type_field="ValueDataType", default=1),
               Int("DiagonalFillBegin", "diagonal_fill_begin", default=0),
               Int("DiagonalFillEnd", "diagonal_fill_end", default=1))
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_5_1
     SUPPORT = (SupportRow(FeatureLevel.FL_5_1, range(2, 5), TYPES_4_1),)
 

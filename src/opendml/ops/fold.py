@@ -25,13 +25,10 @@ import math
 
 from ..plan import Fold, FoldPlan
 from ..model.data_type import DataType
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow
-from ._common import adjoint_by_call
 from ._spec import WINDOW_SUMS
-from .unfold import UnfoldOperatorDesc, blocks_per_dimension, plain_window
+from .unfold import UnfoldOperatorDesc, _Windowed, plain_window
 from ._spec import Binding
 
 MAX_SPATIAL_DIMENSIONS = 6
@@ -48,27 +45,15 @@ _FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class FoldOperatorDesc(FastPathDesc):
+class FoldOperatorDesc(_Windowed):
     """``OutputTensor`` is required (``(N, C, *spatial)``); the input is
     ``(N, C x prod(WindowSizes), BlockCount)``, optionally with leading 1s."""
 
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc
-    window_sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    start_padding: tuple[int, ...]
-    end_padding: tuple[int, ...]
-
     OPERATOR = "FOLD"
+    SPATIAL = "output_tensor"
     BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]})
     TYPE_VALUE = 176
-    FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
-              Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
     OUTPUT_DERIVABLE = False
-    DEFAULT_INPUT_START = 0
-    INTRODUCED = FeatureLevel.FL_6_4
-    SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``). The
@@ -159,18 +144,6 @@ class FoldOperatorDesc(FastPathDesc):
         return math.prod(self.window_sizes)
 
     @property
-    def blocks_per_dimension(self) -> tuple[int, ...]:
-        done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
-        if done is not None:
-            return done
-        return blocks_per_dimension(self.output_tensor.sizes[2:], self.window_sizes, self.strides, self.dilations,
-                                    self.start_padding, self.end_padding)
-
-    @property
-    def block_count(self) -> int:
-        return math.prod(self.blocks_per_dimension)
-
-    @property
     def expected_input_sizes(self) -> tuple[int, int, int]:
         """``(N, C x prod(WindowSizes), BlockCount)`` from the output's sizes:
         UNFOLD's output rule on them."""
@@ -190,12 +163,6 @@ class FoldOperatorDesc(FastPathDesc):
     # differentiation (see ``_spec``): FOLD sums (linear for every data type;
     # integers wrap); its adjoint is UNFOLD with the same window, reshaped to
     # the input's leading 1s where it has them.
-
-    def linear_part(self):
-        return self
-
-    def adjoint(self, api, grad):
-        return adjoint_by_call(self, api, grad)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:

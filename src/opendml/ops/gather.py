@@ -39,7 +39,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position, right_aligned
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -56,14 +56,10 @@ class GatherOperatorDesc(IndexOperatorDesc):
     TYPE_VALUE = 67
     BINDING = Binding("gather", ((3, 4),), {"axis": 0},
                       others={"indices": ("IndicesTensor", [2, 0, 2], "int32")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_1_0, FLOAT16_32)
-    DEFAULT_INPUT_START = 0
 
     def __post_init__(self):
         inp = self._check_input()
@@ -83,12 +79,9 @@ class GatherOperatorDesc(IndexOperatorDesc):
             raise self._err(f"the gathered sizes {list(full)} (InputTensor.Sizes[0..Axis], the last IndexDimensions "
                             f"of IndicesTensor.Sizes, InputTensor.Sizes[Axis+1..]) must fit DimensionCount {d}: "
                             f"the {len(full) - d} leading ones cropped must be 1")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.gathered_sizes))
-        self._check_index_ops(("InputTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, self.gathered_sizes,
-                          "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
-                          "InputTensor.Sizes[Axis+1..]} right-aligned")
+        self._check_index_output(inp, self.gathered_sizes,
+                                 "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
+                                 "InputTensor.Sizes[Axis+1..]} right-aligned")
 
     @property
     def full_sizes(self) -> tuple[int, ...]:

@@ -25,7 +25,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._common import TYPES_2_1
 from ._index import IndexOperatorDesc, index_support, position
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -41,24 +41,17 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
     TYPE_VALUE = 107
     BINDING = Binding("gather_elements", ((3, 4),), {"axis": 1},
                       others={"indices": ("IndicesTensor", [[3, 0], [1, 1], [2, 0]], "int32")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
-    DEFAULT_INPUT_START = 0
 
     def __post_init__(self):
         inp = self._check_input()
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("IndicesTensor", idx, "InputTensor", inp, axis)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, idx.sizes))
-        self._check_index_ops(("InputTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, idx.sizes, "IndicesTensor.Sizes")
+        self._check_index_output(inp, idx.sizes, "IndicesTensor.Sizes")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io) = layouts

@@ -39,7 +39,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._common import TYPES_2_1
 from ._index import IndexOperatorDesc, index_support, position, right_aligned
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 
 
 class _NdIndexing(IndexOperatorDesc):
@@ -47,6 +47,8 @@ class _NdIndexing(IndexOperatorDesc):
     input is ``input_tensor``; ``_nd_batch`` the batch dimension count."""
 
     _nd_batch = 0
+    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
+              UInt("IndicesDimensionCount", "indices_dimension_count"))
 
     def _check_nd(self, inp: TensorDesc, idx: TensorDesc, batch: int, closed: bool = True) -> None:
         d = inp.rank
@@ -129,16 +131,10 @@ class GatherNd1OperatorDesc(_NdIndexing):
     TYPE_VALUE = 140
     BINDING = Binding("gather_nd", ((3, 4),), {"batch_dimensions": 0},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
-    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
-              UInt("IndicesDimensionCount", "indices_dimension_count"),
-              UInt("BatchDimensionCount", "batch_dimension_count"))
-    COUNTS = {}
+    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
+    FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))
     INTRODUCED = FeatureLevel.FL_3_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)[1:]
-    DEFAULT_INPUT_START = 0
 
     @property
     def _nd_batch(self) -> int:
@@ -151,12 +147,9 @@ class GatherNd1OperatorDesc(_NdIndexing):
             raise self._err(f"IndicesTensor must be a TensorDesc; got {type(idx).__name__}")
         batch = self._uint("batch_dimension_count", "BatchDimensionCount")
         self._check_nd(inp, idx, batch)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.nd_result_sizes))
-        self._check_index_ops(("InputTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, self.nd_result_sizes,
-                          "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
-                          "the batch and indexed dimensions]}")
+        self._check_index_output(inp, self.nd_result_sizes,
+                                 "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
+                                 "the batch and indexed dimensions]}")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io) = layouts
@@ -181,8 +174,6 @@ class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     OPERATOR = "GATHER_ND"
     TYPE_VALUE = 108
     SLOTS = GatherNd1OperatorDesc.SLOTS
-    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
-              UInt("IndicesDimensionCount", "indices_dimension_count"))
-    COUNTS = {}
+    FIELDS = _NdIndexing.FIELDS
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)

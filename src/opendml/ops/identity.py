@@ -25,7 +25,7 @@ from ..plan import Copy
 from ._common import FLOAT_TYPES, TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Binding, ScaleBias, Struct, Tensor, is_float
+from ._spec import Binding, ScaleBias, Struct, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -39,8 +39,6 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
     OPERATOR = "ELEMENT_WISE_IDENTITY"
     BINDING = Binding("identity", ((2, 3),), {"scale": 2.0, "bias": 1.0})
     TYPE_VALUE = 1
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
     FIELDS = (Struct("ScaleBias", "scale_bias", default=None),)
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = (

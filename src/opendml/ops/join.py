@@ -54,13 +54,7 @@ class JoinOperatorDesc(MoveOperatorDesc):
         out = self.output_tensor
         self._check_inputs_only()
         first = self.input_tensors[0]
-        axis = self._uint("axis", "Axis")
-        self._check_bounds_scalar("Axis", axis, 0, first.rank - 1, " (InputTensors[0].DimensionCount - 1)")
-        for i, t in enumerate(self.input_tensors):
-            for d in range(first.rank):
-                if d != axis and t.sizes[d] != first.sizes[d]:
-                    raise self._err(f"InputTensors[{i}].Sizes[{d}] must equal InputTensors[0].Sizes[{d}] (every "
-                                    f"dimension but Axis {axis}); got {t.sizes[d]} != {first.sizes[d]}")
+        self._check_axis_parts("InputTensors", self.input_tensors, "InputTensors[0]", first)
         if out is None:
             self._set("output_tensor", TensorDesc(first.data_type, self.joined_sizes))
         self._check_slot_tensors()

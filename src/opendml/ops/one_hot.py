@@ -26,7 +26,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_SKIP, Copy, Scatter
 from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position
-from ._spec import Binding, Tensor, UInt
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -42,14 +42,11 @@ class OneHotOperatorDesc(IndexOperatorDesc):
     TYPE_VALUE = 95
     BINDING = Binding("one_hot", ((5,),), {"depth": 4, "axis": -1}, "indices", slot="IndicesTensor",
                       others={"values": ("ValuesTensor", [0, 1], "float32")}, added_axes=1)
-    SLOTS = (Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("ValuesTensor", "values_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output"))
+    TENSORS = ("IndicesTensor", "ValuesTensor", "OutputTensor")
+    OUTPUT_DERIVABLE = False
     FIELDS = (UInt("Axis", "axis"),)
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_2_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
-    DEFAULT_INPUT_START = 0
 
     @property
     def input_tensor(self) -> TensorDesc:

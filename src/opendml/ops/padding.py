@@ -33,7 +33,7 @@ from ..model.errors import UnsupportedError
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc, convert_scalar, pad_passes
-from ._spec import Enum, Field, Float, PaddingMode, Tensor, is_float
+from ._spec import Enum, Field, Float, PaddingMode, is_float
 
 #: The feature level each padding mode came with.
 MODE_INTRODUCED = {PaddingMode.CONSTANT: FeatureLevel.FL_1_0, PaddingMode.EDGE: FeatureLevel.FL_1_0,
@@ -149,8 +149,6 @@ class PaddingOperatorDesc(PaddingRules):
 
     OPERATOR = "PADDING"
     TYPE_VALUE = 64
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode), Float("PaddingValue", "padding_value", default=0.0),
               Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
     COUNTS = {"DimensionCount": "StartPadding"}

@@ -15,7 +15,7 @@ from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ._common import TYPES_4_1, SupportRow
-from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, Tensor
+from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion
 from .padding import PaddingRules
 
 
@@ -41,8 +41,6 @@ class Padding1OperatorDesc(PaddingRules):
     OPERATOR = "PADDING1"
     BINDING = Binding("pad", ((2, 3),), {"start_padding": 1, "end_padding": [0, 2], "mode": "reflect"})
     TYPE_VALUE = 155
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode),
               Enum("PaddingValueDataType", "padding_value_data_type", enum=DataType, default=_default_value_type),
               ScalarUnion("PaddingValue", "padding_value", type_field="PaddingValueDataType", default=0),

@@ -24,7 +24,7 @@ from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._index import IndexOperatorDesc, position
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 
 _U32 = (("SequenceLengthsTensor", frozenset({DataType.UINT32})),)
 _U64 = (("SequenceLengthsTensor", frozenset({DataType.UINT32, DataType.UINT64})),)
@@ -43,11 +43,9 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     TYPE_VALUE = 106
     BINDING = Binding("reverse_subsequences", ((3, 4),), {"axis": 1},
                       others={"sequence_lengths": ("SequenceLengthsTensor", [2, 4, 3], "uint32")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("SequenceLengthsTensor", "sequence_lengths_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    TENSORS = ("InputTensor", "SequenceLengthsTensor", "OutputTensor")
+    DEFAULT_INPUT_START = 1
     FIELDS = (UInt("Axis", "axis"),)
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = (
         SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, _U32),
@@ -64,10 +62,7 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
         lengths = self._same_rank("SequenceLengthsTensor", self.sequence_lengths_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("SequenceLengthsTensor", lengths, "InputTensor", inp, axis, axis_size=1)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
-        self._check_index_ops(("InputTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (ls, lo) = layouts

@@ -34,7 +34,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, UInt, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -53,15 +53,10 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
     BINDING = Binding("scatter_elements", ((3, 4),), {"axis": 0},
                       others={"indices": ("IndicesTensor", [[2, 0, 1, 2]], "int32"),
                               "updates": ("UpdatesTensor", [[21, 22, 23, 24]], "float32")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("UpdatesTensor", "updates_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
-    COUNTS = {}
     INTRODUCED = FeatureLevel.FL_2_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
-    DEFAULT_INPUT_START = 0
 
     def __post_init__(self):
         inp = self._check_input()
@@ -73,10 +68,8 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
             if upd.sizes[d] != idx.sizes[d]:
                 raise self._err(f"UpdatesTensor.Sizes[{d}] must equal IndicesTensor.Sizes[{d}]; "
                                 f"got {upd.sizes[d]} != {idx.sizes[d]}")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
-        self._check_index_ops(("InputTensor", "UpdatesTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes",
+                                 ("InputTensor", "UpdatesTensor", "OutputTensor"))
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts

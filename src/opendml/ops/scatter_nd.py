@@ -40,7 +40,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._common import TYPES_2_1
 from ._index import index_support, right_aligned
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, is_float
 from .gather_nd import _NdIndexing
 
 
@@ -60,16 +60,9 @@ class ScatterNdOperatorDesc(_NdIndexing):
     BINDING = Binding("scatter_nd", ((3, 4),), {},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64"),
                               "updates": ("UpdatesTensor", [31, 32], "float32")})
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("IndicesTensor", "indices_tensor", "input"),
-             Tensor("UpdatesTensor", "updates_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
-    FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
-              UInt("IndicesDimensionCount", "indices_dimension_count"))
-    COUNTS = {}
+    TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
-    DEFAULT_INPUT_START = 0
 
     def __post_init__(self):
         inp = self._check_input()
@@ -84,10 +77,8 @@ class ScatterNdOperatorDesc(_NdIndexing):
         self._check_sizes("UpdatesTensor", upd, self.nd_result_sizes,
                           "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
                           "the indexed dimensions]}")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
-        self._check_index_ops(("InputTensor", "UpdatesTensor", "OutputTensor"))
-        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes",
+                                 ("InputTensor", "UpdatesTensor", "OutputTensor"))
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts

@@ -8,16 +8,15 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
+from ._common import AdjointByCall, TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
 from ._spec import GATHER
-from ._common import adjoint_by_call
 from .slice1 import Slice1OperatorDesc, batched_window, window_adjoint_call
 from ._spec import Binding
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class SliceOperatorDesc(FastPathDesc):
+class SliceOperatorDesc(AdjointByCall, FastPathDesc):
     """``OutputTensor`` may be ``None``: a packed output of ``Sizes`` is derived."""
 
     input_tensor: TensorDesc
@@ -96,12 +95,6 @@ class SliceOperatorDesc(FastPathDesc):
 
     # differentiation (see ``_spec``): SLICE only moves elements (linear for
     # every data type); its adjoint is SLICE1's over the same window.
-
-    def linear_part(self):
-        return self
-
-    def adjoint(self, api, grad):
-        return adjoint_by_call(self, api, grad)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:

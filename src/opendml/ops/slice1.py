@@ -12,9 +12,8 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
-from ._common import (TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints,
+from ._common import (AdjointByCall, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints,
                       sequence_of)
-from ._common import adjoint_by_call
 from ._spec import GATHER
 from ._spec import Binding
 
@@ -72,7 +71,7 @@ def batched_window(args, b) -> tuple:
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class Slice1OperatorDesc(FastPathDesc):
+class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
     """``OutputTensor`` may be ``None``: a packed output copying every reachable
     element of the window (``max_copied_elements`` per dimension) is derived."""
 
@@ -169,16 +168,10 @@ class Slice1OperatorDesc(FastPathDesc):
     # differentiation (see ``_spec``): SLICE1 only moves elements (linear for
     # every data type); its adjoint is SLICE_GRAD of the same window.
 
-    def linear_part(self):
-        return self
-
-    def adjoint(self, api, grad):
-        return adjoint_by_call(self, api, grad)
-
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
         """The adjoint as an array-API call on the arguments ``args`` (see
-        ``adjoint_by_call``)."""
+        ``AdjointByCall``)."""
         return window_adjoint_call(input_sizes, *args[:3], args[3] if len(args) > 3 else None)
 
     @staticmethod

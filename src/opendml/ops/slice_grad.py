@@ -19,16 +19,15 @@ from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK
-from ._common import TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
+from ._common import AdjointByCall, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
 from ._spec import SCATTER
-from ._common import adjoint_by_call
 from .slice1 import batched_window, max_copied_elements, reaching_window
 from ._spec import Binding
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class SliceGradOperatorDesc(FastPathDesc):
+class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
     """``OutputGradientTensor`` is required (it has the shape of SLICE1's input,
     which the window does not determine). ``input_tensor``/``output_tensor``
     are the two gradient tensors, for code shared by every operator."""
@@ -130,12 +129,6 @@ class SliceGradOperatorDesc(FastPathDesc):
 
     # differentiation (see ``_spec``): SLICE_GRAD is SLICE1's adjoint, so its
     # own adjoint is SLICE1 of the same window (linear for every data type).
-
-    def linear_part(self):
-        return self
-
-    def adjoint(self, api, grad):
-        return adjoint_by_call(self, api, grad)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:

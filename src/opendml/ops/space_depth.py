@@ -34,19 +34,28 @@ from ..plan import Copy
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Binding, DepthSpaceOrder, Enum, Tensor, UInt, is_float
+from ._spec import Binding, DepthSpaceOrder, Enum, UInt, is_float
 
 _TYPES_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16})
 _SUPPORT_1_0 = (SupportRow(FeatureLevel.FL_1_0, range(4, 5), _TYPES_1_0),
                 SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
                 SupportRow(FeatureLevel.FL_5_0, range(4, 5), TYPES_4_1))
 _SUPPORT_2_1 = _SUPPORT_1_0[1:]
-_SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-          Tensor("OutputTensor", "output_tensor", "output", optional=True))
 
 
+@dataclasses.dataclass(frozen=True, repr=False)
 class _SpaceDepth(MoveOperatorDesc):
-    TO_DEPTH: bool
+    """``OutputTensor`` may be None: packed, of the sizes ``_check`` gives."""
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+    block_size: int
+
+    FIELDS = (UInt("BlockSize", "block_size"),)
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = _SUPPORT_1_0
+
+    def __post_init__(self):
+        self._check()
 
     def _order(self) -> DepthSpaceOrder:
         return DepthSpaceOrder.DEPTH_COLUMN_ROW
@@ -124,86 +133,49 @@ def _check_order(desc) -> None:
 @dataclasses.dataclass(frozen=True, repr=False)
 class SpaceToDepthOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C*b*b, H/b, W/b}`` packed."""
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc | None
-    block_size: int
-
     OPERATOR = "SPACE_TO_DEPTH"
     TYPE_VALUE = 68
     TO_DEPTH = True
-    SLOTS = _SLOTS
-    FIELDS = (UInt("BlockSize", "block_size"),)
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = _SUPPORT_1_0
-
-    def __post_init__(self):
-        self._check()
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class DepthToSpaceOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C/(b*b), H*b, W*b}`` packed."""
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc | None
-    block_size: int
-
     OPERATOR = "DEPTH_TO_SPACE"
     TYPE_VALUE = 69
     TO_DEPTH = False
-    SLOTS = _SLOTS
-    FIELDS = (UInt("BlockSize", "block_size"),)
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = _SUPPORT_1_0
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class _SpaceDepth1(_SpaceDepth):
+    """The ``1`` versions: with ``Order`` (feature level 2_1)."""
+    order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
+
+    FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
+    INTRODUCED = FeatureLevel.FL_2_1
+    SUPPORT = _SUPPORT_2_1
+
+    def _order(self):
+        return self.order
 
     def __post_init__(self):
+        _check_order(self)
         self._check()
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class SpaceToDepth1OperatorDesc(_SpaceDepth):
+class SpaceToDepth1OperatorDesc(_SpaceDepth1):
     """SPACE_TO_DEPTH with ``Order`` (feature level 2_1)."""
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc | None
-    block_size: int
-    order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
-
     OPERATOR = "SPACE_TO_DEPTH1"
     BINDING = Binding("space_to_depth", ((1, 2, 4, 6),), {"block_size": 2, "order": "CRD"})
     TYPE_VALUE = 114
     TO_DEPTH = True
-    SLOTS = _SLOTS
-    FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = _SUPPORT_2_1
-
-    def _order(self):
-        return self.order
-
-    def __post_init__(self):
-        _check_order(self)
-        self._check()
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class DepthToSpace1OperatorDesc(_SpaceDepth):
+class DepthToSpace1OperatorDesc(_SpaceDepth1):
     """DEPTH_TO_SPACE with ``Order`` (feature level 2_1)."""
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc | None
-    block_size: int
-    order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
-
     OPERATOR = "DEPTH_TO_SPACE1"
     BINDING = Binding("depth_to_space", ((1, 8, 2, 3),), {"block_size": 2})
     TYPE_VALUE = 113
     TO_DEPTH = False
-    SLOTS = _SLOTS
-    FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = _SUPPORT_2_1
-
-    def _order(self):
-        return self.order
-
-    def __post_init__(self):
-        _check_order(self)
-        self._check()

@@ -50,15 +50,8 @@ class SplitOperatorDesc(MoveOperatorDesc):
         if self.output_tensors is None:
             raise self._err("OutputTensors is required (the output sizes along Axis are the split); got None")
         self._check_slot_tensors()
-        axis = self._uint("axis", "Axis")
-        self._check_bounds_scalar("Axis", axis, 0, inp.rank - 1, " (InputTensor.DimensionCount - 1)")
-        total = 0
-        for i, t in enumerate(self.output_tensors):
-            for d in range(inp.rank):
-                if d != axis and t.sizes[d] != inp.sizes[d]:
-                    raise self._err(f"OutputTensors[{i}].Sizes[{d}] must equal InputTensor.Sizes[{d}] (every "
-                                    f"dimension but Axis {axis}); got {t.sizes[d]} != {inp.sizes[d]}")
-            total += t.sizes[axis]
+        axis = self._check_axis_parts("OutputTensors", self.output_tensors, "InputTensor", inp)
+        total = sum(t.sizes[axis] for t in self.output_tensors)
         if total != inp.sizes[axis]:
             terms = " + ".join(str(t.sizes[axis]) for t in self.output_tensors)
             raise self._err(f"the OutputTensors' Sizes[{axis}] must sum to InputTensor.Sizes[{axis}] (Axis); "

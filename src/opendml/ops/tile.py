@@ -22,7 +22,7 @@ from ..plan import Copy
 from ._common import TYPES_2_1, SupportRow
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Binding, Field, Tensor, is_float
+from ._spec import Binding, Field, is_float
 
 _TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
 
@@ -38,8 +38,6 @@ class TileOperatorDesc(MoveOperatorDesc):
     OPERATOR = "TILE"
     BINDING = Binding("tile", ((2, 3),), {"repeats": [2, 1]})
     TYPE_VALUE = 70
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("OutputTensor", "output_tensor", "output", optional=True))
     FIELDS = (Field("Repeats", "repeats"),)
     COUNTS = {"RepeatsCount": "Repeats"}
     INTRODUCED = FeatureLevel.FL_1_0

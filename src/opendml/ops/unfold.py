@@ -17,8 +17,7 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints, sequence_of
-from ._common import adjoint_by_call
+from ._common import AdjointByCall, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints, sequence_of
 from ._spec import WINDOWS
 from ._spec import Binding
 
@@ -38,10 +37,10 @@ def blocks_per_dimension(spatial, window_sizes, strides, dilations, start_paddin
     return tuple(map(blocks_along, spatial, window_sizes, strides, dilations, start_padding, end_padding))
 
 
-@stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class UnfoldOperatorDesc(FastPathDesc):
-    """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
+class _Windowed(AdjointByCall, FastPathDesc):
+    """UNFOLD's and FOLD's fields, tables and the window's block grid over
+    the spatial sizes of ``SPATIAL`` (UNFOLD's input, FOLD's output)."""
 
     input_tensor: TensorDesc
     output_tensor: TensorDesc | None
@@ -51,14 +50,34 @@ class UnfoldOperatorDesc(FastPathDesc):
     start_padding: tuple[int, ...]
     end_padding: tuple[int, ...]
 
-    OPERATOR = "UNFOLD"
-    BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1})
-    TYPE_VALUE = 177
+    SPATIAL = "input_tensor"
     FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
               Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
     DEFAULT_INPUT_START = 0
     INTRODUCED = FeatureLevel.FL_6_4
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
+
+    @property
+    def blocks_per_dimension(self) -> tuple[int, ...]:
+        done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
+        if done is not None:
+            return done
+        return blocks_per_dimension(getattr(self, self.SPATIAL).sizes[2:], self.window_sizes, self.strides,
+                                    self.dilations, self.start_padding, self.end_padding)
+
+    @property
+    def block_count(self) -> int:
+        return math.prod(self.blocks_per_dimension)
+
+
+@stored_init
+@dataclasses.dataclass(frozen=True, repr=False)
+class UnfoldOperatorDesc(_Windowed):
+    """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
+
+    OPERATOR = "UNFOLD"
+    BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1})
+    TYPE_VALUE = 177
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``)."""
@@ -113,18 +132,6 @@ class UnfoldOperatorDesc(FastPathDesc):
                 f"OutputTensor.Sizes must be {list(expected)} (N, C x prod(WindowSizes), BlockCount), "
                 f"optionally preceded by 1s up to InputTensor.DimensionCount {inp.rank}; got {list(out)}")
 
-    @property
-    def blocks_per_dimension(self) -> tuple[int, ...]:
-        done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
-        if done is not None:
-            return done
-        return blocks_per_dimension(self.input_tensor.sizes[2:], self.window_sizes, self.strides, self.dilations,
-                                    self.start_padding, self.end_padding)
-
-    @property
-    def block_count(self) -> int:
-        return math.prod(self.blocks_per_dimension)
-
     @staticmethod
     def output_sizes_of(input_sizes, window_sizes, strides, dilations, start_padding, end_padding) -> tuple:
         """The output's sizes, ``(N, C x prod(WindowSizes), BlockCount)``, for an
@@ -144,12 +151,6 @@ class UnfoldOperatorDesc(FastPathDesc):
     # differentiation (see ``_spec``): UNFOLD only moves elements (linear for
     # every data type); its adjoint is FOLD with the same window over the
     # input's spatial sizes.
-
-    def linear_part(self):
-        return self
-
-    def adjoint(self, api, grad):
-        return adjoint_by_call(self, api, grad)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
