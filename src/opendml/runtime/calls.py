@@ -253,7 +253,7 @@ if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
 
 
 #: ``move_new(op_code, lowering, x, args, since, cpu)``: a never-seen shape of
-#: a data-movement family call (every function of ``arrays/family.py``) on
+#: a data-movement family call (every family function of ``arrays/front.py``) on
 #: exact, native-order NumPy arrays, lowered, run and recorded in one C call
 #: (runtime/native/newshape_move.c; ``lowering`` the function's number there,
 #: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,

@@ -7,7 +7,7 @@ memory bytes). A plain copy (``CopyPlan``): ``strided_copy``, widened to
 more (overlap-add in shared memory), else ``fold_gather`` (a warp sums 32*V
 neighbouring image positions); no atomics, each image element's
 contributions summed in increasing window order, as on the CPU. SLICE_GRAD:
-``scatter`` (every output word written once). ``runtime/cpu/cuda_spec.c``
+``scatter`` (every output word written once). ``runtime/native/cuda_spec.c``
 mirrors these choices for the C new-shape route (``launch_spec``).
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ def items_per_thread(word_bytes: int) -> int:
 def launch_spec(plan, src_ptr: int, src_elements: int, dst_ptr: int):
     """(kernel name, parameter block, grid, dynamic shared memory bytes) of a
     ``CopyPlan`` (strided_copy), ``UnfoldPlan``, ``FoldPlan`` or
-    ``ScatterPlan``: the launch ``runtime/cpu/cuda_spec.c`` mirrors."""
+    ``ScatterPlan``: the launch ``runtime/native/cuda_spec.c`` mirrors."""
     return {CopyPlan: lambda: _copy_launch(plan, src_ptr, dst_ptr, src_elements),
             UnfoldPlan: lambda: _unfold_launch(plan), FoldPlan: lambda: _fold_launch(plan),
             ScatterPlan: lambda: _scatter_launch(plan, src_ptr, dst_ptr)}[type(plan)]()
