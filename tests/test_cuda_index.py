@@ -198,3 +198,23 @@ def test_torch_cuda_forward_and_deterministic_backward(cp):
             y.backward(g.to(dev))
             got[dev] = [a.detach().cpu().numpy().tobytes() for a in (y, xx.grad, uu.grad)]
         assert got["cuda"] == got["cpu"], dt
+
+
+@pytest.mark.parametrize("it", INDEX_TYPES)
+def test_row_gathers_and_wide_tiles_match_the_cpu_bytes(cp, it):
+    """gather_elements along rows (``ix_gather_row``: the row staged in shared
+    memory, or read in place where it is too long to stage) and reversals
+    staged as 128-byte columns (a tile above 48 KiB opts in), hostile values
+    included."""
+    rng = np.random.default_rng(13)
+    for dt in (np.float32, np.float16, np.float64, np.int8):
+        x = values(rng, (3, 300), dt)
+        check(cp, dml.gather_elements, x, indices(rng, (3, 400), 300, it), axis=1, check_indices=False)
+        check(cp, dml.gather_elements, x, indices(rng, (2, 300), 300, it), axis=1, check_indices=False,
+              views=lambda a: a[::-1, ::-1])
+        long = values(rng, (2, 14000), dt)                # 14000 words: staged only where they fit 48 KiB
+        check(cp, dml.gather_elements, long, indices(rng, (2, 3000), 14000, it), axis=1, check_indices=False)
+        if it in (np.uint32, np.uint64):
+            y = values(rng, (500, 2, 64), dt)
+            check(cp, dml.reverse_subsequences, y, indices(rng, (1, 2, 64), 510, it, 4), axis=0)
+            check(cp, dml.reverse_subsequences, y[:, :, ::-1], indices(rng, (1, 2, 64), 510, it, 4), axis=0)

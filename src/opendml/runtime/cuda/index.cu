@@ -20,8 +20,11 @@
 //                          where last_only and a later position reads it)
 //   ix_gather_positions<W, I, NO, NA, ITEMS> an element-wise gather, ITEMS
 //                          positions a thread
-//   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns staged
-//                          in shared memory
+//   ix_gather_row<W, I, NO, STAGE> an element-wise gather a block a row
+//                          (gather_elements along rows), the source row
+//                          staged in shared memory (STAGE) or read in place
+//   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns (up to
+//                          128-byte lines) staged in shared memory
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
 //                          only by the position that owns its destination block
 //   ix_scatter_group<W, I, NO> a block a group of positions sharing one
@@ -35,6 +38,7 @@
 //                          inner words: the last position of the run is
 //                          written, or (ACC) every one is added in row-major
 //                          order of the positions, as the CPU kernel adds them
+//                          (a word of several elements: each on its own)
 // The trailing template arguments are exact counts, so every loop over them
 // unrolls: NO outer dimensions, NA index axes, NI inner dimensions, and ITEMS
 // inner words a thread (words g, g + groups, ...: neighbouring threads take
@@ -375,6 +379,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
     const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
     const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
     const i64 ss = ax.stride;
+    const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);   // read and clamped once
     for (int c0 = (int)threadIdx.x / lo; c0 < rows; c0 += 2 * IX_TILE_BATCH * step) {
         W v[2 * IX_TILE_BATCH];              // the loads in flight before the first store
 #pragma unroll
@@ -384,7 +389,6 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
         for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
             if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
     }
-    const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);   // read and clamped once
     __syncthreads();
     W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
     const i64 ds = p.dst_strides[NO - 2];

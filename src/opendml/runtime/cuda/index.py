@@ -16,10 +16,14 @@ index axes and inner dimensions. How each kind runs:
 
 * ``Gather``: the destination's words, each thread reading its position's
   indices once (``ix_gather``); an element-wise one (every dimension reads
-  an index: ``gather_elements``) ``POSITION_ITEMS`` positions a thread
-  (``ix_gather_positions``); an element-wise reversal of subsequences walks
-  columns down the reversed axis (``_column_walk``), staged in shared
-  memory a block a column set where they fit (``ix_reverse_tile``). With ``last_only`` the positions' source
+  an index: ``gather_elements``) a block a row where the last dimension
+  reads no source (``ix_gather_row``: gather_elements along rows, the source
+  row staged in shared memory where it fits), else ``POSITION_ITEMS``
+  positions a thread (``ix_gather_positions``); an element-wise reversal of
+  subsequences walks columns down the reversed axis (``_column_walk``),
+  staged in shared memory a block a column set of 128-byte lines (32-byte
+  sectors where those do not fit) with each column's length read once
+  (``ix_reverse_tile``). With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
 * ``Scatter`` of a constant (``value``), or whose positions all read one
@@ -37,9 +41,10 @@ index axes and inner dimensions. How each kind runs:
   slot array would be large (``OWNER_SLOTS``) the positions are sorted
   instead, as for accumulation.
 * ``Scatter`` accumulating: the positions sorted stably by destination block,
-  then one thread per run and inner element adds the run's values in
-  row-major order of the positions (``ix_apply``): the CPU kernel's order and
-  roundings, so the same bytes as the CPU backend on every run.
+  then one thread per run and inner word (up to 16 bytes of contiguous
+  elements, each added on its own) adds the run's values in row-major order
+  of the positions (``ix_apply``): the CPU kernel's order and roundings, so
+  the same bytes as the CPU backend on every run.
 
 Where blocks of different destinations could overlap (a lowering whose
 strides alias), every dimension is outer: each element is its own block.
