@@ -210,11 +210,14 @@ def test_row_gathers_and_wide_tiles_match_the_cpu_bytes(cp, it):
     for dt in (np.float32, np.float16, np.float64, np.int8):
         x = values(rng, (3, 300), dt)
         check(cp, dml.gather_elements, x, indices(rng, (3, 400), 300, it), axis=1, check_indices=False)
-        check(cp, dml.gather_elements, x, indices(rng, (2, 300), 300, it), axis=1, check_indices=False,
-              views=lambda a: a[::-1, ::-1])
+        check(cp, dml.gather_elements, x, indices(rng, (3, 300), 300, it), axis=1, check_indices=False,
+              views=lambda a: a[::-1, ::-1])                # reversed rows and rows read backwards
         long = values(rng, (2, 14000), dt)                # 14000 words: staged only where they fit 48 KiB
         check(cp, dml.gather_elements, long, indices(rng, (2, 3000), 14000, it), axis=1, check_indices=False)
         if it in (np.uint32, np.uint64):
             y = values(rng, (500, 2, 64), dt)
             check(cp, dml.reverse_subsequences, y, indices(rng, (1, 2, 64), 510, it, 4), axis=0)
-            check(cp, dml.reverse_subsequences, y[:, :, ::-1], indices(rng, (1, 2, 64), 510, it, 4), axis=0)
+            check(cp, dml.reverse_subsequences, y, indices(rng, (1, 2, 64), 510, it, 4), axis=0,
+                  views=lambda a: a[:, :, ::-1])          # columns read backwards: no 16-byte copies
+            check(cp, dml.reverse_subsequences, y, indices(rng, (1, 2, 64), 510, it, 4), axis=0,
+                  views=lambda a: a[:, :, 1:33])          # rows starting off 16 bytes: no 16-byte copies

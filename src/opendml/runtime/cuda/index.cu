@@ -380,14 +380,32 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
     const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
     const i64 ss = ax.stride;
     const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);   // read and clamped once
-    for (int c0 = (int)threadIdx.x / lo; c0 < rows; c0 += 2 * IX_TILE_BATCH * step) {
-        W v[2 * IX_TILE_BATCH];              // the loads in flight before the first store
+    const int chunks = lo * (int)sizeof(W) / 16;                     // 16-byte pieces of a staged row
+    const u64 base = (u64)((const W*)p.src + sb);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (chunks >= 1 && p.src_strides[NO - 1] == 1 && base % 16 == 0 && (ss * (i64)sizeof(W)) % 16 == 0) {
+        // the whole tile in flight at once: asynchronous 16-byte copies to
+        // shared memory (no registers held), then one wait
+        const int h = (int)threadIdx.x % chunks, cstep = IX_THREADS / chunks;   // chunks divides lo, lo divides IX_THREADS
+        u32 s0;
+        asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s0) : "l"(tile));
+        for (int c = (int)threadIdx.x / chunks; c < rows; c += cstep)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::
+                         "r"(s0 + (u32)(c * lo * (int)sizeof(W) + h * 16)),
+                         "l"(base + (u64)((i64)c * ss * (i64)sizeof(W)) + (u64)(h * 16)) : "memory");
+        asm volatile("cp.async.wait_all;" ::: "memory");
+    } else
+#endif
+    {
+        for (int c0 = (int)threadIdx.x / lo; c0 < rows; c0 += 2 * IX_TILE_BATCH * step) {
+            W v[2 * IX_TILE_BATCH];          // the loads in flight before the first store
 #pragma unroll
-        for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
-            if (c0 + u * step < rows) v[u] = src[(i64)(c0 + u * step) * ss];
+            for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
+                if (c0 + u * step < rows) v[u] = src[(i64)(c0 + u * step) * ss];
 #pragma unroll
-        for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
-            if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
+            for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
+                if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
+        }
     }
     __syncthreads();
     W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
