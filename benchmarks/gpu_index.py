@@ -17,8 +17,8 @@ Rows (float32; int64 indices, uniformly random, so repeats occur):
   table, ``index_adjoint``: deterministic) against ``index_add_`` in
   PyTorch's default and deterministic modes and the embedding backward;
 * one_hot (1M indices, depth 128) against ``F.one_hot(...).to(float32)``;
-* reverse_subsequences (512 x 256 x 512, axis 0, random lengths) as a
-  fraction of copy, beside ``torch.flip``.
+* reverse_subsequences (512 x 256 x 512, axis 0, random lengths, and
+  axis 2: a length a row) as a fraction of copy, beside ``torch.flip``.
 
 Rows marked ``[NAME=value]`` run again under another setting of
 ``runtime/cuda/index.py`` (the previous kernels: ``GATHER_ROW=False`` no
@@ -228,6 +228,11 @@ def main(argv=None) -> int:
     variant(rs[0], {"REVERSE_BYTES": 64}, *rs[1:])
     variant(rs[0], {"REVERSE_BYTES": 32}, *rs[1:])
     variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
+    lengths2 = torch.randint(0, 513, (512, 256, 1), device=dev, generator=g).to(torch.uint32)
+    rs2 = ("reverse_subsequences axis 2 (rows)", lambda: dml.reverse_subsequences(x6, lengths2, 2),
+           {"torch.flip (full)": lambda: torch.flip(x6, [2])}, 2 * x6.nbytes + lengths2.nbytes)
+    row(*rs2)
+    variant(rs2[0], {"GATHER_ROW": False}, *rs2[1:])
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,

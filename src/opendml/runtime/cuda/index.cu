@@ -283,8 +283,9 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
 }
 
 // An element-wise gather along a row (index.py's _row: one index axis that
-// clamps, the last outer dimension of source stride 0, e.g. gather_elements
-// along the last axis): one block a row (the leading dimensions decoded once
+// clamps, or that reverses subsequences along the row, the last outer
+// dimension of source stride 0, e.g. gather_elements along the last axis):
+// one block a row (the leading dimensions decoded once
 // from blockIdx.x); STAGE: the source row's `bound` words first copied to
 // shared memory by coalesced loads, so each position's read is a shared one
 // instead of a scattered global sector. IX_TILE_BATCH positions a thread in
@@ -315,7 +316,19 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
     const W* src = (const W*)p.src + sb;
     const I n = (I)p.sizes[NO - 1], bound = (I)ax.bound;
     if (STAGE) {
-        for (I c0 = threadIdx.x; c0 < bound; c0 += IX_TILE_BATCH * IX_THREADS) {
+        I c_from = 0;                        // the words below it copied asynchronously
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        if (ax.stride == 1 && (u64)src % 16 == 0) {   // the whole row in flight: 16-byte cp.async pieces
+            const I pieces = bound * (I)sizeof(W) / 16;
+            u32 s0;
+            asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s0) : "l"(row));
+            for (I h = threadIdx.x; h < pieces; h += IX_THREADS)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s0 + (u32)h * 16u),
+                             "l"((u64)src + (u64)h * 16u) : "memory");
+            c_from = pieces * 16 / (I)sizeof(W);
+        }
+#endif
+        for (I c0 = c_from + threadIdx.x; c0 < bound; c0 += IX_TILE_BATCH * IX_THREADS) {
             W v[IX_TILE_BATCH];
 #pragma unroll
             for (int u = 0; u < IX_TILE_BATCH; u++)
@@ -324,6 +337,9 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
             for (int u = 0; u < IX_TILE_BATCH; u++)
                 if (c0 + u * IX_THREADS < bound) row[c0 + u * IX_THREADS] = v[u];
         }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
         __syncthreads();
     }
     W* dst = (W*)p.dst + db;
@@ -333,7 +349,8 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
 #pragma unroll
         for (int u = 0; u < IX_TILE_BATCH; u++) {
             c[u] = 0;
-            if (j0 + u * IX_THREADS < n) ix_coordinate(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs, 0, c[u]);
+            if (j0 + u * IX_THREADS < n)    // (a reversal along the row: e = j)
+                ix_coordinate(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs, (i64)(j0 + u * IX_THREADS), c[u]);
         }
         W v[IX_TILE_BATCH];
 #pragma unroll
