@@ -232,7 +232,6 @@ def main(argv=None) -> int:
     rs2 = ("reverse_subsequences axis 2 (rows)", lambda: dml.reverse_subsequences(x6, lengths2, 2),
            {"torch.flip (full)": lambda: torch.flip(x6, [2])}, 2 * x6.nbytes + lengths2.nbytes)
     row(*rs2)
-    variant(rs2[0], {"GATHER_ROW": False}, *rs2[1:])
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,

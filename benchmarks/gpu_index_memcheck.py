@@ -67,7 +67,7 @@ def main() -> int:
             check("reverse_subsequences along the last axis", dml.reverse_subsequences, y[:4],
                   hostile(rng, (4, 2, 1), 64, it), axis=2)
             z = rng.standard_normal((4, 2, 200)).astype(np.float32)
-            check("reverse_subsequences along rows (row kernel)", dml.reverse_subsequences, z,
+            check("reverse_subsequences along rows of 200", dml.reverse_subsequences, z,
                   hostile(rng, (4, 2, 1), 200, it), axis=2)
     old = ix.ROW_STAGE, ix.SCATTER_VIA
     ix.ROW_STAGE, ix.SCATTER_VIA = False, "sort"

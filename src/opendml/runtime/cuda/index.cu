@@ -283,9 +283,8 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
 }
 
 // An element-wise gather along a row (index.py's _row: one index axis that
-// clamps, or that reverses subsequences along the row, the last outer
-// dimension of source stride 0, e.g. gather_elements along the last axis):
-// one block a row (the leading dimensions decoded once
+// clamps, the last outer dimension of source stride 0, e.g. gather_elements
+// along the last axis): one block a row (the leading dimensions decoded once
 // from blockIdx.x); STAGE: the source row's `bound` words first copied to
 // shared memory by coalesced loads, so each position's read is a shared one
 // instead of a scattered global sector. IX_TILE_BATCH positions a thread in
@@ -349,8 +348,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
 #pragma unroll
         for (int u = 0; u < IX_TILE_BATCH; u++) {
             c[u] = 0;
-            if (j0 + u * IX_THREADS < n)    // (a reversal along the row: e = j)
-                ix_coordinate(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs, (i64)(j0 + u * IX_THREADS), c[u]);
+            if (j0 + u * IX_THREADS < n) ix_coordinate(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs, 0, c[u]);
         }
         W v[IX_TILE_BATCH];
 #pragma unroll
