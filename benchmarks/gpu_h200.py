@@ -69,6 +69,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--pad-rows", default="",
+                    help="move_padr settings to time with --variants, 'U,MINB,FLAGS;...' (default: a few)")
     args = ap.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -187,8 +189,10 @@ def main(argv=None) -> int:
         DepthToSpace1OperatorDesc(dml.TensorDesc(f32, list(xd.shape)), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH),
         [xd], tv)
     # paddings: rows of 256 + 2p floats (1,048 bytes for p = 3: no multiple of 16)
-    pv = [{"FUSE_PAD": "padr", "PAD_ROWS": w} for w in ((1, 1, 0), (2, 1, 4), (4, 1, 0))
-          if w != cs.PAD_ROWS] + [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}]
+    rows_v = [tuple(int(a) for a in w.split(",")) for w in args.pad_rows.split(";") if w] or \
+        [(2, 1, 4), (2, 5, 4), (2, 3, 12), (2, 1, 20)]
+    pv = [{"FUSE_PAD": "padr", "PAD_ROWS": w} for w in rows_v if w != cs.PAD_ROWS] + \
+        [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}]
     modes = [("constant", PaddingMode.CONSTANT, "constant"), ("edge", PaddingMode.EDGE, "replicate"),
              ("reflection", PaddingMode.REFLECTION, "reflect"), ("wrap", PaddingMode.WRAP, "circular"),
              ("symmetric", PaddingMode.SYMMETRIC, None)]
@@ -200,7 +204,7 @@ def main(argv=None) -> int:
                 lambda p=p, mname=mname: dml.pad(x, [0, 0, p, p], [0, 0, p, p], mode=mname),
                 lambda p=p, tm=tm: F.pad(x, (p, p, p, p), mode=tm), f"F.pad {tm}",
                 PaddingOperatorDesc(X, None, mode, 0.0, [0, 0, p, p], [0, 0, p, p]), [x],
-                pv if (p == 3 or mname == "constant") else pv[:1])
+                pv if (p == 3 or mname == "constant" or args.pad_rows) else pv[:1])
     # tiles
     s = torch.randn(16, 64, 128, 128, device=dev)
     S = dml.TensorDesc(f32, list(s.shape))

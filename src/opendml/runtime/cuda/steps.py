@@ -389,8 +389,11 @@ def _pad_step(plan: MovePlan, how: str, sms):
     if _pad_words_ok(k):
         if how == "padr" and W * es >= PADR_MIN_BYTES:
             U, minb, flags = PAD_ROWS
-            return (f"move_padr<{_SCALAR[es]}, {nd}, {U}, {minb}, {flags}>", move_params(k),
-                    (math.ceil(rows / (THREADS // 32)),), 0, k.src, k.dst)
+            blocks = math.ceil(rows / (THREADS // 32))
+            if flags & 8 and sms:       # a persistent grid: MINB blocks a multiprocessor
+                blocks = min(blocks, sms * minb)
+            return (f"move_padr<{_SCALAR[es]}, {nd}, {U}, {minb}, {flags}>", move_params(k), (blocks,), 0, k.src,
+                    k.dst)
         if how in ("padr", "words"):
             U, minb = PAD_WORDS
             blocks = math.ceil((k.count // (16 // es) + 2) / (THREADS * U))
