@@ -411,26 +411,12 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
     }
 }
 
-// One output row of move_padr: its source row (so < 0: a fill row), its
-// aligned interior words (nvec 16-byte words from column lo, realigned by kb
-// bytes from the aligned source words at sa) and its other columns (E of
-// them: the first `left` and those from `right` on), of which lane's is ec,
-// its value ev.
-template <typename T>
-struct odml_padrow {
-    T* drow;
-    const uint4* sa;
-    i64 so;
-    u32 kb;
-    int lo, nvec, left, right, E, ec;
-    T ev;
-};
-
 // A column of a padded row: the source element of column c through the
-// row's map, the fill word where CONSTANT-outside or in a fill row.
+// row's map (srow: the source row; live: false in a fill row), the fill word
+// where CONSTANT-outside or in a fill row.
 template <typename T>
-__device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, i64 so, int c, int L, int n, int mode, T fv) {
-    if (so < 0) return fv;
+__device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, int c, int L, int n, int mode, T fv) {
+    if (!live) return fv;
     int i = c - L;
     if ((u32)i >= (u32)n) {
         i = odml_map_outside(i, mode, n);
@@ -446,16 +432,18 @@ __device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, i64 so, int
 // come from the source row's interior (for a fill row: all its aligned
 // words), U words a lane a round, each realigned from the one or two aligned
 // 16-byte source words holding it (the byte shift kb is the same all along
-// the row; FL & 4: the second from the next lane by warp shuffles, only the
-// round's last word loaded twice), and (2) the row's other columns (its
-// borders and the partial words it shares with the rows beside it), one
-// element a lane through the row's map, loaded with the first round. Every
-// load of a round is issued before its stores. FL & 8: a persistent grid
-// (the host launches MINB blocks a multiprocessor), each warp taking rows
-// r, r + (warps in the grid), ..., the next row's first round loaded before
-// the current row's stores. FL & 16: streaming (evict-first) stores. MINB:
-// resident blocks per multiprocessor the registers must allow
-// (__launch_bounds__).
+// the row): the second is the next lane's first (warp shuffles), loaded only
+// for the round's last word of each lane that has no next one, and (2) the
+// row's other columns (its borders and the partial words it shares with the
+// rows beside it), one element a lane through the row's map, loaded with the
+// first round. Every load of a round is issued before its stores. Few live
+// registers (the state of a row is a handful of words), so that many warps
+// fit: the kernel waits on memory, and on an H200 (session 15, ncu) 56
+// registers a thread (4 blocks a multiprocessor) held it at 0.84-0.86 of
+// copy bandwidth. MINB: resident blocks per multiprocessor the registers
+// must allow (__launch_bounds__); FL & 1: streaming (evict-first) stores;
+// FL & 2: (elements of 4 bytes and more) each interior word read as its V
+// elements, coalesced across the warp, with no realignment nor shuffles.
 template <typename T, int NDIM, int U, int MINB, int FL>
 __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src, T* __restrict__ dst,
                                                  const ODML_GRID_CONSTANT odml_move_params params) {
@@ -463,62 +451,82 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
     constexpr int V = 16 / (int)sizeof(T);
     const odml_move_dim& q0 = p->dim[NDIM - 1];
     const int W = (int)q0.size;
-    const u32 rows = (u32)p->count / (u32)W;
-    u32 r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r >= rows) return;       // whole warps
-    const u32 step = (FL & 8) ? gridDim.x * (blockDim.x >> 5) : 0u;
+    const u32 r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= (u32)p->count / (u32)W) return;       // whole warps
     const int lane = (int)(threadIdx.x & 31u);
     const int mode = (int)q0.map_mode;
     const int L = mode ? (int)q0.map_shift : 0;
     const int n = mode ? (int)q0.map_size : W;
+    const i64 so = odml_row_offset32<NDIM - 1>(p, r);
+    const bool live = so >= 0;
+    const T* __restrict__ srow = src + (live ? so : 0);
+    T* __restrict__ drow = dst + (u64)r * (u64)W;
+    // the aligned words: columns a0 + k*V; those of (1): [lo, lo + nvec*V)
+    const int a0 = (int)((16u - (u32)((unsigned long long)drow & 15ull)) & 15u) / (int)sizeof(T);
+    int lo = a0, lim = W;
+    if (live) {
+        if (L > a0) lo = a0 + (L - a0 + V - 1) / V * V;
+        if (L + n < lim) lim = L + n;
+    }
+    const int nvec = lim > lo ? (lim - lo) / V : 0;
+    const unsigned long long sb = (unsigned long long)(srow + (lo - L));
+    const u32 kb = (u32)(sb & 15ull);
+    const uint4* __restrict__ sa = reinterpret_cast<const uint4*>(sb & ~15ull);
+    uint4* __restrict__ dw = reinterpret_cast<uint4*>(drow + lo);
     const T fv = (T)p->fill_bits;
-    union Word {
-        uint4 w;
-        T t[V];
-    } fw;
+    // (2): lane's first other column and its value
+    const int left = nvec ? lo : 0, right = nvec ? lo + nvec * V : 0, E = left + W - right;
+    const int ec = lane < left ? lane : right + lane - left;
+    T ev = fv;
+    for (int i0 = 0; i0 < nvec; i0 += 32 * U) {
+        uint4 A[U], X;
+        if ((FL & 2) && sizeof(T) >= 4) {           // V elements a word, no realignment
+            const T* __restrict__ s0 = srow + (lo - L) + (i0 + lane) * V;
 #pragma unroll
-    for (int e = 0; e < V; ++e) fw.t[e] = fv;
-    // row r's layout (its border element ev loaded after the words of its first round)
-    auto setup = [&](u32 row, odml_padrow<T>& w) {
-        w.so = odml_row_offset32<NDIM - 1>(p, row);
-        w.drow = dst + (u64)row * (u64)W;
-        const T* srow = src + (w.so < 0 ? 0 : w.so);
-        const int a0 = (int)((16u - (u32)((unsigned long long)w.drow & 15ull)) & 15u) / (int)sizeof(T);
-        int lo = a0, lim = W;
-        if (w.so >= 0) {
-            if (L > a0) lo = a0 + (L - a0 + V - 1) / V * V;
-            if (L + n < lim) lim = L + n;
-        }
-        w.nvec = lim > lo ? (lim - lo) / V : 0;
-        w.lo = lo;
-        w.left = w.nvec ? lo : 0;
-        w.right = w.nvec ? lo + w.nvec * V : 0;
-        w.E = w.left + W - w.right;
-        w.ec = lane < w.left ? lane : w.right + lane - w.left;
-        const unsigned long long sb = (unsigned long long)(srow + (lo - L));
-        w.kb = (u32)(sb & 15ull);
-        w.sa = reinterpret_cast<const uint4*>(sb & ~15ull);
-    };
-    auto border = [&](odml_padrow<T>& w) {
-        w.ev = lane < w.E ? odml_padcol<T>(src + (w.so < 0 ? 0 : w.so), w.so, w.ec, L, n, mode, fv) : fv;
-    };
-    // a round's loads: A the words, B the second source words where loaded
-    auto load = [&](const odml_padrow<T>& w, int i0, uint4 (&A)[U], uint4 (&B)[U]) {
+            for (int u = 0; u < U; ++u) {
+                union {
+                    uint4 w;
+                    T t[V];
+                } a;
+                if (live && i0 + 32 * u + lane < nvec) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int i = i0 + 32 * u + lane;
-            A[u] = B[u] = fw.w;
-            if (w.so >= 0 && i < w.nvec) {
-                A[u] = __ldg(w.sa + i);
-                if (w.kb && (!(FL & 4) || i + 1 == w.nvec || (u == U - 1 && lane == 31))) B[u] = __ldg(w.sa + i + 1);
+                    for (int e = 0; e < V; ++e) a.t[e] = __ldg(s0 + 32 * u * V + e);
+                }
+                A[u] = a.w;
             }
-        }
-    };
-    auto store = [&](const odml_padrow<T>& w, int i0, const uint4 (&A)[U], uint4 (&B)[U]) {
-        if ((FL & 4) && w.so >= 0 && w.kb) {        // warp-uniform
+            if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const int i = i0 + 32 * u + lane;
+                if (i < nvec) {
+                    union {
+                        uint4 w;
+                        T t[V];
+                    } f;
+#pragma unroll
+                    for (int e = 0; e < V; ++e) f.t[e] = fv;
+                    const uint4 o = live ? A[u] : f.w;
+                    if (FL & 1) __stcs(dw + i, o);
+                    else dw[i] = o;
+                }
+            }
+            continue;
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int i = i0 + 32 * u + lane;
+            if (live && i < nvec) {
+                A[u] = __ldg(sa + i);
+                // the one word a lane loads twice: after its last word of the round
+                if (kb && (i + 1 == nvec || (u == U - 1 && lane == 31))) X = __ldg(sa + i + 1);
+            }
+        }
+        if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int i = i0 + 32 * u + lane;
+            uint4 o;
+            if (live && kb) {                       // warp-uniform
                 uint4 nb;
                 nb.x = __shfl_down_sync(0xffffffffu, A[u].x, 1);
                 nb.y = __shfl_down_sync(0xffffffffu, A[u].y, 1);
@@ -530,53 +538,29 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
                                                 __shfl_sync(0xffffffffu, a1.z, 0), __shfl_sync(0xffffffffu, a1.w, 0));
                     if (lane == 31) nb = n0;
                 }
-                if (i + 1 < w.nvec && (lane < 31 || u + 1 < U)) B[u] = nb;
+                o = odml_realign<sizeof(T)>(A[u], i + 1 < nvec && (lane < 31 || u + 1 < U) ? nb : X, kb);
+            } else if (live) {
+                o = A[u];
+            } else {
+                union {
+                    uint4 w;
+                    T t[V];
+                } f;
+#pragma unroll
+                for (int e = 0; e < V; ++e) f.t[e] = fv;
+                o = f.w;
+            }
+            if (i < nvec) {
+                if (FL & 1) __stcs(dw + i, o);
+                else dw[i] = o;
             }
         }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int i = i0 + 32 * u + lane;
-            if (i < w.nvec) {
-                uint4* a = reinterpret_cast<uint4*>(w.drow + w.lo + i * V);
-                const uint4 o = w.so < 0 ? fw.w : odml_realign<sizeof(T)>(A[u], B[u], w.kb);
-                if (FL & 16) __stcs(a, o);
-                else *a = o;
-            }
-        }
-    };
-    odml_padrow<T> cur;
-    uint4 A[U], B[U];
-    setup(r, cur);
-    load(cur, 0, A, B);
-    border(cur);
-    for (;;) {
-        const u32 r2 = r + step;
-        const bool more = (FL & 8) && r2 < rows;   // warp-uniform
-        odml_padrow<T> nxt;
-        uint4 A2[U], B2[U];
-        if (more) {
-            setup(r2, nxt);
-            load(nxt, 0, A2, B2);
-            border(nxt);
-        }
-        store(cur, 0, A, B);
-        for (int i0 = 32 * U; i0 < cur.nvec; i0 += 32 * U) {   // rows of more words than a round
-            load(cur, i0, A, B);
-            store(cur, i0, A, B);
-        }
-        if (lane < cur.E) cur.drow[cur.ec] = cur.ev;
-        for (int j = lane + 32; j < cur.E; j += 32) {
-            const int c = j < cur.left ? j : cur.right + j - cur.left;
-            cur.drow[c] = odml_padcol<T>(src + (cur.so < 0 ? 0 : cur.so), cur.so, c, L, n, mode, fv);
-        }
-        if (!more) break;
-        cur = nxt;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            A[u] = A2[u];
-            B[u] = B2[u];
-        }
-        r = r2;
+    }
+    if (!nvec && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
+    if (lane < E) drow[ec] = ev;
+    for (int j = lane + 32; j < E; j += 32) {
+        const int c = j < left ? j : right + j - left;
+        drow[c] = odml_padcol<T>(srow, live, c, L, n, mode, fv);
     }
 }
 
@@ -604,9 +588,7 @@ template __global__ void move_padw<u32, 3, 1, 8>(const u32*, u32*, const ODML_GR
 template __global__ void move_padw<u8, 2, 1, 8>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 2, 2, 4>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u32, 3, 2, 6, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u8, 2, 1, 8, 4>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u16, 4, 4, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u64, 1, 2, 4, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u32, 3, 2, 4, 12>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u16, 2, 1, 3, 28>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u8, 2, 1, 8, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u16, 4, 3, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u64, 1, 2, 4, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 #endif
