@@ -587,8 +587,8 @@ template __global__ void move_padw<u64, 2, 1, 1>(const u64*, u64*, const ODML_GR
 template __global__ void move_padw<u32, 3, 1, 8>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u8, 2, 1, 8>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 2, 2, 4>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u32, 3, 2, 6, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u32, 3, 2, 6, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u8, 2, 1, 8, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u16, 4, 3, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u64, 1, 2, 4, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u64, 1, 2, 4, 3>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 #endif
