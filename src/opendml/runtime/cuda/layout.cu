@@ -479,8 +479,8 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
     const int ec = lane < left ? lane : right + lane - left;
     T ev = fv;
     for (int i0 = 0; i0 < nvec; i0 += 32 * U) {
-        uint4 A[U], X;
-        if ((FL & 2) && sizeof(T) >= 4) {           // V elements a word, no realignment
+        uint4 A[U];
+        if constexpr ((FL & 2) && sizeof(T) >= 4) {  // V elements a word, no realignment
             const T* __restrict__ s0 = srow + (lo - L) + (i0 + lane) * V;
 #pragma unroll
             for (int u = 0; u < U; ++u) {
@@ -510,49 +510,51 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
                     else dw[i] = o;
                 }
             }
-            continue;
-        }
+        } else {
+            uint4 X;
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int i = i0 + 32 * u + lane;
-            if (live && i < nvec) {
-                A[u] = __ldg(sa + i);
-                // the one word a lane loads twice: after its last word of the round
-                if (kb && (i + 1 == nvec || (u == U - 1 && lane == 31))) X = __ldg(sa + i + 1);
-            }
-        }
-        if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int i = i0 + 32 * u + lane;
-            uint4 o;
-            if (live && kb) {                       // warp-uniform
-                uint4 nb;
-                nb.x = __shfl_down_sync(0xffffffffu, A[u].x, 1);
-                nb.y = __shfl_down_sync(0xffffffffu, A[u].y, 1);
-                nb.z = __shfl_down_sync(0xffffffffu, A[u].z, 1);
-                nb.w = __shfl_down_sync(0xffffffffu, A[u].w, 1);
-                if (u + 1 < U) {                    // lane 31: lane 0's word of the next u
-                    const uint4 a1 = A[u + 1 < U ? u + 1 : u];
-                    const uint4 n0 = make_uint4(__shfl_sync(0xffffffffu, a1.x, 0), __shfl_sync(0xffffffffu, a1.y, 0),
-                                                __shfl_sync(0xffffffffu, a1.z, 0), __shfl_sync(0xffffffffu, a1.w, 0));
-                    if (lane == 31) nb = n0;
+            for (int u = 0; u < U; ++u) {
+                const int i = i0 + 32 * u + lane;
+                if (live && i < nvec) {
+                    A[u] = __ldg(sa + i);
+                    // the one word a lane loads twice: after its last word of the round
+                    if (kb && (i + 1 == nvec || (u == U - 1 && lane == 31))) X = __ldg(sa + i + 1);
                 }
-                o = odml_realign<sizeof(T)>(A[u], i + 1 < nvec && (lane < 31 || u + 1 < U) ? nb : X, kb);
-            } else if (live) {
-                o = A[u];
-            } else {
-                union {
-                    uint4 w;
-                    T t[V];
-                } f;
-#pragma unroll
-                for (int e = 0; e < V; ++e) f.t[e] = fv;
-                o = f.w;
             }
-            if (i < nvec) {
-                if (FL & 1) __stcs(dw + i, o);
-                else dw[i] = o;
+            if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int i = i0 + 32 * u + lane;
+                uint4 o;
+                if (live && kb) {                       // warp-uniform
+                    uint4 nb;
+                    nb.x = __shfl_down_sync(0xffffffffu, A[u].x, 1);
+                    nb.y = __shfl_down_sync(0xffffffffu, A[u].y, 1);
+                    nb.z = __shfl_down_sync(0xffffffffu, A[u].z, 1);
+                    nb.w = __shfl_down_sync(0xffffffffu, A[u].w, 1);
+                    if (u + 1 < U) {                    // lane 31: lane 0's word of the next u
+                        const uint4 a1 = A[u + 1 < U ? u + 1 : u];
+                        const uint4 n0 = make_uint4(
+                            __shfl_sync(0xffffffffu, a1.x, 0), __shfl_sync(0xffffffffu, a1.y, 0),
+                            __shfl_sync(0xffffffffu, a1.z, 0), __shfl_sync(0xffffffffu, a1.w, 0));
+                        if (lane == 31) nb = n0;
+                    }
+                    o = odml_realign<sizeof(T)>(A[u], i + 1 < nvec && (lane < 31 || u + 1 < U) ? nb : X, kb);
+                } else if (live) {
+                    o = A[u];
+                } else {
+                    union {
+                        uint4 w;
+                        T t[V];
+                    } f;
+#pragma unroll
+                    for (int e = 0; e < V; ++e) f.t[e] = fv;
+                    o = f.w;
+                }
+                if (i < nvec) {
+                    if (FL & 1) __stcs(dw + i, o);
+                    else dw[i] = o;
+                }
             }
         }
     }

@@ -65,6 +65,10 @@ FUSE_PAD = "padr"
 #: (32 registers, spills) 0.76-0.78; a persistent grid with the next row's
 #: loads in flight (80 registers) ran 0.67-0.70. benchmarks/RESULTS.md.
 PAD_ROWS = (2, 6, 2)
+#: move_padr's settings for 1- and 2-byte elements (their words realigned
+#: through shuffles and funnel shifts: 40 registers would spill 48-64 bytes),
+#: uncapped as in session 14 (not measured on a GPU since).
+PAD_ROWS_SMALL = (2, 1, 0)
 PADR_MIN_BYTES = 256
 #: move_padw's (words per thread, minimum resident blocks per multiprocessor:
 #: its register cap, __launch_bounds__(256, MINB)). On an H100 (session 7)
@@ -393,7 +397,7 @@ def _pad_step(plan: MovePlan, how: str, sms):
     nd = len(k.dims)
     if _pad_words_ok(k):
         if how == "padr" and W * es >= PADR_MIN_BYTES:
-            U, minb, flags = PAD_ROWS
+            U, minb, flags = PAD_ROWS if es >= 4 else PAD_ROWS_SMALL
             return (f"move_padr<{_SCALAR[es]}, {nd}, {U}, {minb}, {flags}>", move_params(k),
                     (math.ceil(rows / (THREADS // 32)),), 0, k.src, k.dst)
         if how in ("padr", "words"):
