@@ -199,7 +199,7 @@ def main(argv=None) -> int:
         [xd], tv)
     # paddings: rows of 256 + 2p floats (1,048 bytes for p = 3: no multiple of 16)
     rows_v = [tuple(int(a) for a in w.split(",")) for w in args.pad_rows.split(";") if w] or \
-        [(2, 5, 0), (2, 5, 1), (2, 6, 2), (2, 6, 3), (2, 8, 3), (1, 8, 3)]
+        [(2, 5, 0), (2, 6, 2), (2, 8, 2), (1, 8, 2)]
     pv = [{"FUSE_PAD": "padr", "PAD_ROWS": w} for w in rows_v if w != cs.PAD_ROWS] + \
         ([] if args.pad_rows else [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}])
     modes = [("constant", PaddingMode.CONSTANT, "constant"), ("edge", PaddingMode.EDGE, "replicate"),

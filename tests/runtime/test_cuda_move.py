@@ -780,10 +780,10 @@ def test_pad_words_kernel_on_cuda(words, dt):
                 assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
 
 
-PAD_ROW_CASES = [(w, DataType.FLOAT32) for w in ((2, 1, 0), (1, 8, 0), (2, 5, 1), (4, 1, 0), (3, 1, 0), (2, 6, 2),
-                                                  (2, 6, 3), (2, 8, 2), (2, 8, 3), (1, 8, 3), (3, 6, 2))] + \
+PAD_ROW_CASES = [(w, DataType.FLOAT32) for w in ((2, 1, 0), (1, 8, 0), (2, 5, 0), (4, 1, 0), (3, 1, 0), (2, 6, 2),
+                                                  (2, 8, 2), (1, 8, 2), (3, 6, 2))] + \
     [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64)
-     for w in (cs.PAD_ROWS, cs.PAD_ROWS_SMALL, (1, 8, 0), (3, 1, 1), (2, 8, 2))]
+     for w in (cs.PAD_ROWS, cs.PAD_ROWS_SMALL, (1, 8, 0), (3, 1, 0), (2, 8, 2))]
 
 
 @pytest.mark.cuda

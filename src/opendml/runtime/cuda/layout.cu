@@ -441,9 +441,9 @@ __device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, 
 // fit: the kernel waits on memory, and on an H200 (session 15, ncu) 56
 // registers a thread (4 blocks a multiprocessor) held it at 0.84-0.86 of
 // copy bandwidth. MINB: resident blocks per multiprocessor the registers
-// must allow (__launch_bounds__); FL & 1: streaming (evict-first) stores;
-// FL & 2: (elements of 4 bytes and more) each interior word read as its V
-// elements, coalesced across the warp, with no realignment nor shuffles.
+// must allow (__launch_bounds__); FL & 2: (elements of 4 bytes and more)
+// each interior word read as its V elements, coalesced across the warp, with
+// no realignment nor shuffles.
 template <typename T, int NDIM, int U, int MINB, int FL>
 __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src, T* __restrict__ dst,
                                                  const ODML_GRID_CONSTANT odml_move_params params) {
@@ -506,8 +506,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
 #pragma unroll
                     for (int e = 0; e < V; ++e) f.t[e] = fv;
                     const uint4 o = live ? A[u] : f.w;
-                    if (FL & 1) __stcs(dw + i, o);
-                    else dw[i] = o;
+                    dw[i] = o;
                 }
             }
         } else {
@@ -552,8 +551,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
                     o = f.w;
                 }
                 if (i < nvec) {
-                    if (FL & 1) __stcs(dw + i, o);
-                    else dw[i] = o;
+                    dw[i] = o;
                 }
             }
         }
@@ -590,7 +588,7 @@ template __global__ void move_padw<u32, 3, 1, 8>(const u32*, u32*, const ODML_GR
 template __global__ void move_padw<u8, 2, 1, 8>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 2, 2, 4>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u32, 3, 2, 6, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u8, 2, 1, 8, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u8, 2, 1, 8, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u16, 4, 3, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u64, 1, 2, 4, 3>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u64, 1, 2, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 #endif

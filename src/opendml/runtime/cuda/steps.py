@@ -53,14 +53,14 @@ MOVE_PLAIN_VIA = "auto"
 #: False: pass by pass. Measurements: benchmarks/RESULTS.md.
 FUSE_PAD = "padr"
 #: move_padr's (output words a lane moves at once, minimum resident blocks
-#: per multiprocessor (its register cap), flags: 1 streaming stores, 2 each
-#: interior word read as its elements where they are 4 bytes or more, no
-#: shuffles). The kernel waits on memory: on an H200 (session 15, ncu, pad 3
+#: per multiprocessor (its register cap), flags: 2 each interior word read
+#: as its elements where they are 4 bytes or more, no shuffles). The kernel waits on memory: on an H200 (session 15, ncu, pad 3
 #: of (16,64,256,256) float32) the session-14 kernel's 56 registers a thread
 #: (4 blocks a multiprocessor, 42% achieved occupancy) held it at 3.43 TB/s,
 #: 0.83-0.86 of copy, where the slice's strided_copy (30 registers, 85%)
 #: moves 3.94 TB/s. Pads 1/3/5 in every mode, copy 4,146 GB/s, kernel time:
-#: (2, 6, 2) 40 registers 0.146-0.155 ms (0.87-0.90), (2, 6, 3) 0.147-0.155,
+#: (2, 6, 2) 40 registers 0.146-0.155 ms (0.87-0.90), with streaming stores
+#: (a flag since removed) 0.147-0.155,
 #: (1, 8, 3) 0.84-0.85, (2, 5, 1) (shuffles, 48 registers) 0.79-0.82, (2, 8, 3)
 #: (32 registers, spills) 0.76-0.78; a persistent grid with the next row's
 #: loads in flight (80 registers) ran 0.67-0.70. benchmarks/RESULTS.md.
