@@ -141,13 +141,8 @@ __global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src,
     for (int d = NB - 1; d >= 0; --d) {
         const odml_move_dim& q = p->dim[d];
         u32 c = rest;
-        if (d > 0 && q.size < (i64)0xffffffffll) {
-            const u32 qd = odml_div<u32>(rest, q);
-            c = rest - qd * (u32)q.size;
-            rest = qd;
-        } else if (d > 0) {
-            rest = 0;
-        }
+        if (d > 0 && q.size < (i64)0xffffffffll) c = odml_split<u32>(rest, q);
+        else if (d > 0) rest = 0;
         so += (i64)c * q.src_stride;
         dof += (i64)c * q.dst_stride;
     }
@@ -277,14 +272,7 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
 #pragma unroll
     for (int d = NDIM - 1; d >= 0; --d) {
         const odml_move_dim& q = p->dim[d];
-        u32 c;
-        if (d > 0) {
-            const u32 qd = odml_div<u32>(rest, q);
-            c = rest - qd * (u32)q.size;
-            rest = qd;
-        } else {
-            c = rest;
-        }
+        const u32 c = odml_split<u32>(rest, q, d == 0);
         int s = (int)c;
         if (q.map_mode) {
             s -= (int)q.map_shift;

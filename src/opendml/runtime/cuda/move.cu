@@ -393,6 +393,17 @@ template <> __device__ __forceinline__ u64 odml_div<u64>(u64 n, const odml_move_
     return n / (u64)d.size;
 }
 
+// The coordinate of flat index `rest` along dimension q, rest becoming the
+// index over the dimensions outside it; the outermost (outer) takes it whole.
+template <typename I>
+__device__ __forceinline__ I odml_split(I& rest, const odml_move_dim& q, bool outer = false) {
+    if (outer) return rest;
+    const I qd = odml_div<I>(rest, q);
+    const I c = rest - qd * (I)q.size;
+    rest = qd;
+    return c;
+}
+
 // Destination and source offsets of flat destination index `rest`; `fill`
 // set where a CONSTANT map falls outside the source.
 template <int NDIM, typename I, int MAPS>
@@ -402,14 +413,7 @@ __device__ __forceinline__ void odml_offsets(const odml_move_params* __restrict_
 #pragma unroll
     for (int d = NDIM - 1; d >= 0; --d) {
         const odml_move_dim& q = p->dim[d];
-        I c;
-        if (d > 0) {
-            const I qd = odml_div<I>(rest, q);
-            c = rest - qd * (I)q.size;
-            rest = qd;
-        } else {
-            c = rest;
-        }
+        const I c = odml_split<I>(rest, q, d == 0);
         b += (i64)c * q.dst_stride;
         i64 s = (i64)c;
         if (MAPS && q.map_mode) {
@@ -552,33 +556,16 @@ __device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ 
         c0 = rest;
         return;
     }
-    {
-        const odml_move_dim& q = p->dim[NDIM - 1];
-        const I qd = odml_div<I>(rest, q);
-        c0 = rest - qd * (I)q.size;
-        rest = qd;
-    }
+    c0 = odml_split<I>(rest, p->dim[NDIM - 1]);
     if (NDIM == 2) {
         c1 = rest;
         return;
     }
-    {
-        const odml_move_dim& q = p->dim[NDIM >= 2 ? NDIM - 2 : 0];
-        const I qd = odml_div<I>(rest, q);
-        c1 = rest - qd * (I)q.size;
-        rest = qd;
-    }
+    c1 = odml_split<I>(rest, p->dim[NDIM >= 2 ? NDIM - 2 : 0]);
 #pragma unroll
     for (int d = NDIM - 3; d >= 0; --d) {
         const odml_move_dim& q = p->dim[d];
-        I c;
-        if (d > 0) {
-            const I qd = odml_div<I>(rest, q);
-            c = rest - qd * (I)q.size;
-            rest = qd;
-        } else {
-            c = rest;
-        }
+        const I c = odml_split<I>(rest, q, d == 0);
         b += (i64)c * q.dst_stride;
         const i64 s = odml_src_coord<MAPS>((i64)c, q);
         if (MAPS && s < 0) fill = true;
@@ -729,11 +716,9 @@ __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src,
 #pragma unroll
         for (int d = NDIM - 1; d > 0; --d) {
             const odml_move_dim& q = p->dim[d];
-            const I qd = odml_div<I>(rest, q);
-            const I c = rest - qd * (I)q.size;
+            const I c = odml_split<I>(rest, q);
             a += (i64)c * q.src_stride;
             b += (i64)c * q.dst_stride;
-            rest = qd;
         }
         so[j] = a + (i64)rest * p->dim[0].src_stride;
         dof[j] = b + (i64)rest * p->dim[0].dst_stride;
