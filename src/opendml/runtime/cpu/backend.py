@@ -103,7 +103,7 @@ INDEX_MAX_AXES = 8
 
 
 class IndexParams(ctypes.Structure):
-    """ctypes mirror of ``idx_params`` (runtime/cpu/indexed/index.c), same field order."""
+    """ctypes mirror of ``idx_params`` (runtime/cpu/indexed/index.h), same field order."""
     _fields_ = [("kind", ctypes.c_int64), ("element_size", ctypes.c_int64), ("data_type", ctypes.c_int64),
                 ("rank", ctypes.c_int64), ("outer", ctypes.c_int64), ("accumulate", ctypes.c_int64),
                 ("has_value", ctypes.c_int64), ("value_bits", ctypes.c_uint64), ("src_offset", ctypes.c_int64),
@@ -112,12 +112,6 @@ class IndexParams(ctypes.Structure):
         ("naxes", ctypes.c_int64), ("axes", IndexAxisParams * INDEX_MAX_AXES)]
 
 
-def _load_index():
-    try:
-        from . import _index
-    except ImportError:
-        return None
-    return _index
 
 
 _FILL_BITS: dict = {}
@@ -340,9 +334,9 @@ class CpuBackend:
         runs it) where the extension is missing or the pass has more
         dimensions or index axes than it takes. One thread: a scatter's
         writes and sums happen in row-major order of its positions."""
-        mod = _load_index()
+        run_pass = getattr(self._native, "index_run_pass", None)
         r = len(p.sizes)
-        if mod is None or r > MOVE_MAX_RANK or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
+        if run_pass is None or r > MOVE_MAX_RANK or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
             return None                   # (a last-only gather, a gradient's: NumPy's kernel)
         is_scatter = type(p) is Scatter
         out_t = plan.out_types[p.dst]
@@ -369,7 +363,6 @@ class CpuBackend:
         idx = [srcs[ix.index] for ix in p.indices]
         args = (blob, src.ctypes.data, src.shape[0], dst.ctypes.data, dst.shape[0],
                 tuple(a.ctypes.data for a in idx), tuple(a.shape[0] for a in idx))
-        run_pass = mod.run_pass
 
         def run():
             run_pass(*args)

@@ -74,6 +74,7 @@ static void Entry_dealloc(Entry *e) {
     for (int i = 0; e->passes && i < e->n_pass; i++) {
         odml_move_free(e->passes[i].prep);
         Py_XDECREF(e->passes[i].launch);
+        PyMem_Free(e->passes[i].index);
     }
     if (e->outs != &e->out1) PyMem_Free(e->outs);
     if (e->passes != &e->pass1) PyMem_Free(e->passes);
