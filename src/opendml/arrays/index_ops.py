@@ -353,7 +353,7 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     None where the cache cannot hold it (the family's route then runs it)."""
     views = _host_views(given)
     backend = get_backend("cpu")
-    if views is None or not 1 <= len(shape) <= 8 or backend._native is None or backend.kernels != "compiled" or \
+    if views is None or len(shape) > 8 or backend._native is None or backend.kernels != "compiled" or \
             not backend.config.call_cache or "prepare" in backend.__dict__ or engine.execute is not _EXECUTE:
         return None
     arrays = [v.reshape(tuple(a.shape)) for v, a in zip(views, arrays)]

@@ -386,8 +386,8 @@ static PyObject *put_move(PyObject *args) {
         if (!PyArg_ParseTuple(o, "O!Op", &PyTuple_Type, &shape, &dtype, &blocks)) goto fail;
         if (!PyArray_DescrCheck(dtype)) PUT_MOVE_FAIL("an output's dtype must be a NumPy dtype");
         int es = (int)PyDataType_ELSIZE((PyArray_Descr *)dtype), rank = (int)PyTuple_GET_SIZE(shape);
-        if ((es != 1 && es != 2 && es != 4 && es != 8) || rank < 1 || rank > MAX_RANK)
-            PUT_MOVE_FAIL("an output needs 1 to 8 dimensions and elements of 1, 2, 4 or 8 bytes");
+        if ((es != 1 && es != 2 && es != 4 && es != 8) || rank > MAX_RANK)
+            PUT_MOVE_FAIL("an output needs at most 8 dimensions and elements of 1, 2, 4 or 8 bytes");
         Out *eo = &e->outs[i];
         Py_INCREF(dtype);
         eo->dtype = dtype;
