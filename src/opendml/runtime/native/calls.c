@@ -149,12 +149,6 @@ PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride,
 
 /* -- keys ----------------------------------------------------------------------------------------- */
 
-int put(Key *k, int64_t v) {
-    if (k->n >= MAX_KEY) return -1;
-    k->w[k->n++] = v;
-    return 0;
-}
-
 /* An exact int's value; -1 (no exception left) where it is not one or overflows. */
 int exact_int(PyObject *o, int64_t *v) {
     if (!PyLong_CheckExact(o)) return -1;

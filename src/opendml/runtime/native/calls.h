@@ -133,7 +133,12 @@ void drop_error(void);
 void drop_all(void);
 PyObject *with_deferred(PyObject *result);
 PyObject *allocation_failed(void);
-int put(Key *k, int64_t v);
+/* append one word to a key; -1 where it is full (inline: a key takes tens of them a call) */
+static inline int put(Key *k, int64_t v) {
+    if (k->n >= MAX_KEY) return -1;
+    k->w[k->n++] = v;
+    return 0;
+}
 int exact_int(PyObject *o, int64_t *v);
 int key_arg(Key *k, PyObject *a);
 int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);

@@ -29,9 +29,15 @@
 static Entry *front[FRONT];
 
 static unsigned front_slot(const Key *k) {
-    uint64_t h = 0x243f6a8885a308d3ull;
-    for (int i = 0; i < k->n; i++) h = (h ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
-    return (unsigned)(h >> 56);
+    /* two chains, so the multiplies overlap (a key has tens of words) */
+    uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
+    int i = 0;
+    for (; i + 1 < k->n; i += 2) {
+        a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+        b = (b ^ (uint64_t)k->w[i + 1]) * 0xc2b2ae3d27d4eb4full;
+    }
+    if (i < k->n) a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+    return (unsigned)((a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull >> 56);
 }
 
 static int same_words(const int64_t *a, const int64_t *b, int n) {
@@ -152,18 +158,16 @@ PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int6
     return out;
 }
 
-/* One index-driven pass (index.c): ODML_OK, or ODML_EPARAM where the pass would leave its ranges or, in a
- * checked pass, an index lay outside its dimension (the Python route then runs the call and raises its error
- * naming the first one: the same error as a call the cache never saw). */
+/* One index-driven pass (index.c; its reach over the key's ranges was checked when it was recorded):
+ * ODML_OK, or ODML_EPARAM where, in a checked pass, an index lay outside its dimension (the Python route then
+ * runs the call and raises its error naming the first one: the same error as a call the cache never saw). */
 static int index_pass(const Pass *p, char *const *dsts, const char *const *srcs) {
     const IndexPass *ip = (const IndexPass *)p->index;
     const char *idx[IDX_MAX_AXES];
     char *dst = dsts[p->dst];
     int bad = 0;
     for (int64_t a = 0; a < ip->p.naxes; a++) idx[a] = srcs[ip->p.axes[a].slot];
-    if (odml_index_run(&ip->p, p->src < 0 ? dst : srcs[p->src], ip->src_len, dst, ip->dst_len, idx, ip->idx_len,
-                       &bad) != 0)
-        return ODML_EPARAM;
+    odml_index_move(&ip->p, p->src < 0 ? dst : srcs[p->src], dst, idx, &bad);
     return p->checked && bad ? ODML_EPARAM : ODML_OK;
 }
 

@@ -437,22 +437,27 @@ int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const
  * dimension (see coordinate). */
 int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
                    const char* const* idx, const int64_t* idx_len, int* bad) {
-    const int64_t r = p->rank, outer = p->outer;
-    for (int64_t k = 0; k < r; k++) if (p->sizes[k] == 0) return 0;
     if (!odml_index_fits(p, src_len, dst_len, idx_len)) return -1;
+    odml_index_move(p, src, dst, idx, bad);
+    return 0;
+}
+
+void odml_index_move(const idx_params* p, const char* src, char* dst, const char* const* idx, int* bad) {
+    const int64_t r = p->rank, outer = p->outer;
+    for (int64_t k = 0; k < r; k++) if (p->sizes[k] == 0) return;
     const int plain = !p->has_value && !(p->kind == 1 && p->accumulate);
     if (p->naxes == 0 && plain) {
         run_copy(p, src, dst);
-        return 0;
+        return;
     }
     if (outer == r && r >= 1 && plain) {
         run_elements(p, src, dst, idx, bad);
-        return 0;
+        return;
     }
     const int64_t packed = packed_block(p);
     if (outer >= 1 && plain && packed && p->naxes == 1 && p->axes[0].mode == 0 && p->axes[0].out_of_range == 0) {
         run_rows(p, src, dst, idx[0], packed, bad);
-        return 0;
+        return;
     }
     int64_t pos[IDX_MAX_RANK] = {0};
     int64_t s = p->src_offset, d = p->dst_offset;
@@ -472,7 +477,6 @@ int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* 
         }
         if (keep) block(p, src, dst, so, dd, packed);
     } while (walk_next(p, outer, pos, &s, &d, p->naxes, io));
-    return 0;
 }
 
 /* NULL, or what is wrong with a pass's parameters. */

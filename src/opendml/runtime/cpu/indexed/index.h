@@ -37,6 +37,8 @@ typedef struct {
  * index check, fused into the read). */
 int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
                    const char* const* idx, const int64_t* idx_len, int* bad);
+/* odml_index_run without the reach check: for a pass odml_index_fits accepted for these ranges. */
+void odml_index_move(const idx_params* p, const char* src, char* dst, const char* const* idx, int* bad);
 /* Whether pass p stays inside ranges of these lengths whatever the index values. */
 int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const int64_t* idx_len);
 /* NULL, or what is wrong with a pass's parameters (ninputs >= 0: each axis's slot below it). */
