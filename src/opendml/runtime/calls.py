@@ -30,6 +30,10 @@ above plus exact floats (by their bits), bools, short ASCII strings, static
 types (``numpy.float16``), NumPy's own dtype objects and members of the
 enum types ``register_move_types`` names. ``put_move`` checks every pass
 against the buffers it will be given and refuses one that reaches outside.
+The index-driven functions (``arrays/index_ops.py``) use the same entries:
+their arrays offered as one tuple, their passes index.c's
+(``runtime/cpu/indexed``; a bad checked index makes ``move`` answer None),
+their CUDA launches index.cu's kernels, queued from C.
 ``move`` also serves plain PyTorch CPU tensors (no autograd record, no
 tracer, not a negative view) from the same entries, through NumPy views of
 them, handing the outputs to ``torch.from_numpy``. On PyTorch CUDA tensors

@@ -3,8 +3,8 @@
  * (below): the outputs to allocate and the passes to run into them. calls.c
  * holds the table, the keys, the hooks and the first five operators' entries
  * (one pass: their CPU kernel or CUDA launch); calls_move.c the data-movement
- * family's (the move program's passes on NumPy arrays, PyTorch CPU views and
- * CUDA memory); calls_move_new.c the family's new-shape route on NumPy
+ * family's and the index-driven functions' (the move program's passes, index.c's
+ * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the family's new-shape route on NumPy
  * arrays; calls_new.c the calls run in one C call before any entry exists
  * (Inductor's direct kernel, the first five's new shapes on PyTorch tensors
  * and NumPy arrays, and at a miss). What they share is declared here; the
