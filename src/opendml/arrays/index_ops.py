@@ -65,7 +65,7 @@ from ..runtime import calls as _calls
 from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import numpy_kernels
-from ..runtime.cpu.backend import INDEX_MAX_AXES, MOVE_MAX_RANK, WORDS, IndexParams
+from ..runtime.cpu.backend import MOVE_MAX_RANK, WORDS, IndexParams, index_params
 from . import _contract, _dispatch, engine, planner
 from . import front as family
 from .planner import logical_desc
@@ -240,48 +240,32 @@ _INDEX_PASS = 2                          # put_move's pass kind of index.c's ker
 
 
 def _pass_params(plan, p, checked: bool):
-    """``(put_move's pass tuple)`` of one pass for index.c's kernel (as
-    ``CpuBackend._index_pass`` packs a Gather or a Scatter; a same-type Copy
-    without maps or scale/bias, or a Fill, as a pass without index axes), or
-    None where the kernel does not take it."""
-    r = len(getattr(p, "sizes", ()))
-    if r > MOVE_MAX_RANK or getattr(p, "dst", None) != 0:
-        return None
+    """``put_move``'s tuple of one pass for index.c's kernel (a Gather or a
+    Scatter as the CPU backend runs it, ``cpu.backend.index_params``; a
+    same-type Copy without maps or scale/bias, or a Fill, as a pass without
+    index axes), or None where the kernel does not take it."""
     t = type(p)
+    if t is Gather or t is Scatter:
+        params = index_params(plan, p) if p.dst == 0 else None
+        return None if params is None else (_INDEX_PASS, -1 if params.has_value else p.src, 0, bytes(params), 1,
+                                             checked)
+    r = len(getattr(p, "sizes", ()))
+    if r > MOVE_MAX_RANK or getattr(p, "dst", None) != 0 or (t is not Fill and t is not Copy):
+        return None
     out_t = plan.out_types[0]
     size = DataType(out_t).numpy_dtype.itemsize
     params = IndexParams(element_size=size, data_type=out_t, rank=r, dst_offset=p.dst_offset)
     params.sizes[:r] = p.sizes
     params.dst_strides[:r] = p.dst_strides
-    src = -1
     if t is Fill:
         params.kind, params.has_value = 1, 1
         params.value_bits = int(numpy_kernels.fill_value(p.value, out_t).view(WORDS[size]))
-        return _INDEX_PASS, src, 0, bytes(params), 1, False
-    if t is Copy:
-        if p.maps is not None or p.scale_bias is not None or plan.in_types[p.src] != out_t:
-            return None
-        params.outer, params.src_offset, src = r, p.src_offset, p.src
-        params.src_strides[:r] = p.src_strides
-        return _INDEX_PASS, src, 0, bytes(params), 1, False
-    if (t is not Gather and t is not Scatter) or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
+        return _INDEX_PASS, -1, 0, bytes(params), 1, False
+    if p.maps is not None or p.scale_bias is not None or plan.in_types[p.src] != out_t:
         return None
-    params.kind, params.outer, params.src_offset = int(t is Scatter), numpy_kernels.outer_count(p), p.src_offset
-    params.naxes = len(p.indices)
+    params.outer, params.src_offset = r, p.src_offset
     params.src_strides[:r] = p.src_strides
-    src = p.src
-    if t is Scatter:
-        params.accumulate = int(bool(p.accumulate))
-        if p.value is not None:
-            params.has_value, src = 1, -1
-            params.value_bits = int(numpy_kernels.fill_value(p.value, out_t).view(WORDS[size]))
-    for a, ix in enumerate(p.indices):
-        ax = params.axes[a]
-        ax.slot, ax.type, ax.offset, ax.stride, ax.bound = (ix.index, plan.in_types[ix.index], ix.index_offset,
-                                                            ix.stride, ix.bound)
-        ax.mode, ax.out_of_range, ax.axis = ix.mode, ix.out_of_range, ix.axis
-        ax.strides[:r] = ix.index_strides
-    return _INDEX_PASS, src, 0, bytes(params), 1, checked
+    return _INDEX_PASS, p.src, 0, bytes(params), 1, False
 
 
 def _reads_all(plan, passes, arrays) -> bool:
