@@ -309,7 +309,7 @@ def _host_views(given) -> tuple | None:
     return tuple(a.detach().numpy() for a in given)
 
 
-def _cuda_record(given, name: str) -> bool:
+def _cuda_record(given) -> bool:
     """Whether the route may record ``given`` (plain PyTorch CUDA tensors or
     CuPy arrays, all of one type) as the CUDA entry's key (``_run``)."""
     t = type(given[0])
@@ -373,14 +373,14 @@ def _run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = 
     since = _calls.generation() if given is not None else None     # before any setting is read
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     key = None if fields is None else planner.call_key(name, *fields)
-    ccall = None
+    call = engine.Call(name, make, key=key)
     if since is not None:
-        out = _record(name, given, args, engine.Call(name, make, key=key), arrays, shape, since)
+        out = _record(name, given, args, call, arrays, shape, since)
         if out is not None:
             return out
-        if not (name in _CHECKED and args[0]) and _cuda_record(given, name):
-            ccall = (name, args, given, (tuple(shape),))    # the launches, keyed by the inputs as given
-    out = family.run_list(engine.Call(name, make, key=key, ccall=ccall), arrays)[0]
+        if not (name in _CHECKED and args[0]) and _cuda_record(given):
+            call.ccall = (name, args, given, (tuple(shape),))    # the launches, keyed by the inputs as given
+    out = family.run_list(call, arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
 
 
