@@ -127,14 +127,16 @@ def main(argv=None) -> int:
                   + "; ".join(f"{k} {v:.3f}" for k, v in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]),
                   flush=True)
 
-    from opendml.runtime import get_backend
+    from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index as cuda_index
 
     def variant(label, settings: dict, *a, **kw):
         """The row again under other index.py settings (the launches recorded
-        under the defaults dropped first, and again after)."""
+        under the defaults, and the C call cache's entries holding them,
+        dropped first, and again after)."""
         old = {k: getattr(cuda_index, k) for k in settings}
         get_backend("cuda:0")._launches.clear()
+        calls.clear()
         for k, v in settings.items():
             setattr(cuda_index, k, v)
         try:
@@ -143,6 +145,7 @@ def main(argv=None) -> int:
             for k, v in old.items():
                 setattr(cuda_index, k, v)
             get_backend("cuda:0")._launches.clear()
+            calls.clear()
 
     # embedding lookup
     V, D, N = 1 << 20, 256, 1 << 20

@@ -28,14 +28,16 @@ def cp():
 @pytest.fixture(params=["auto", "owner", "sort"])
 def scatter_via(request, cp):
     """Overwriting scatters through each strategy (launches recorded under
-    another are dropped first)."""
-    from opendml.runtime import get_backend
+    another, and the C call cache's entries holding them, are dropped first)."""
+    from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index
     old, index.SCATTER_VIA = index.SCATTER_VIA, request.param
     get_backend("cuda:0")._launches.clear()
+    calls.clear()
     yield request.param
     index.SCATTER_VIA = old
     get_backend("cuda:0")._launches.clear()
+    calls.clear()
 
 
 def values(rng, shape, dt):

@@ -96,15 +96,8 @@ def observe(fn):
 
 
 def _c_cache() -> dict:
-    """Hits and entries of the C call caches: the engine's
-    (``plan_cache_info()["call_cache"]``) and the index functions' own
-    (``index.c``, ``index_ops._index.info()``)."""
-    out = dict(dml.plan_cache_info()["call_cache"])
-    from opendml.arrays import index_ops
-    if index_ops._index is not None:
-        idx = index_ops._index.info()
-        out["hits"], out["entries"] = out["hits"] + idx["hits"], out["entries"] + idx["entries"]
-    return out
+    """Hits and entries of the C call cache (``plan_cache_info()["call_cache"]``)."""
+    return dict(dml.plan_cache_info()["call_cache"])
 
 
 #: The operator modules' functions that make a description or a plan: a
@@ -255,9 +248,6 @@ _PY_NEW_SHAPE = "a never-seen shape builds the description and lowers it in Pyth
 
 #: route -> {operator: the assertion that fails today}.
 KNOWN_GAPS: dict[str, dict[str, str]] = {
-    "call-cache": {"DIAGONAL_MATRIX1": "diagonal_matrix has no C call-cache entry: a repeat is not served"},
-    "call-cache-torch": {**dict.fromkeys(_INDEX_OPS, "the index functions' C cache serves NumPy arrays only"),
-                         "DIAGONAL_MATRIX1": "diagonal_matrix has no C call-cache entry: a repeat is not served"},
     "new-shape": {
         **dict.fromkeys(_INDEX_OPS + ("DIAGONAL_MATRIX1",),
                         _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),

@@ -791,8 +791,9 @@ def run_move(call, arrays) -> list:
     if since is not None and arrays[0].device.type == "cuda" and not any(x.is_neg() for x in arrays):
         # recorded in the C call cache, which serves the next such call on
         # the tensors themselves (the array function's first step)
-        seq = call.ccall[2]
-        return library.cuda_move(desc, arrays, (call, tuple(arrays) if seq else arrays[0], since))
+        seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
+        x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
+        return library.cuda_move(desc, arrays, (call, x, since))
     return library.kernel(desc, arrays)
 
 

@@ -270,8 +270,8 @@ def _stream(backend, ptr: int):
 
 class IndexPass:
     """One ``Gather``/``Scatter`` pass's launches: ``(src_ptrs, dst_ptrs,
-    stream_ptr)`` queues them. ``blocks``/``via`` tell the C call cache
-    (``calls.put_move_cuda``) not to record it."""
+    stream_ptr)`` queues them. ``via`` tells the C call cache
+    (``calls.put_move_cuda``) to record it through ``call_cache_step``."""
 
     blocks, via, smem = 1, "index", 0
 
@@ -405,6 +405,30 @@ class IndexPass:
                 backend.cupy.cuda.driver.funcSetAttribute(self.functions[main], 8, self.smem)   # MAX_DYNAMIC_SHARED
         self.names = names
         self.main, self.params, self.const, self.word = main, q, const, word
+
+    def call_cache_step(self):
+        """This pass as the C call cache records it (``calls.put_move_cuda``):
+        ``(function, grid, block, shared, parameter block, src, dst, self,
+        (offsets of src, dst and idx in the block, the inputs the index axes
+        read))``; the cache patches this call's addresses into a copy of the
+        block and launches the kernel. Where the pass needs scratch (the
+        owner and sort modes) the function is 0 and the cache calls this
+        object instead. None where it launches nothing."""
+        p, q = self.pass_, self.params
+        if q.n_outer == 0 or q.total == 0:
+            return None
+        at = (IndexParams.src.offset, IndexParams.dst.offset, IndexParams.idx.offset,
+              tuple(ix.index for ix in p.indices))
+        src = -1 if self.const else p.src
+        if self.mode == "direct":
+            count, smem = q.total, 0
+        elif self.mode == "tile":
+            count, smem = (q.n_outer // q.members) * THREADS, q.axes[0].bound * q.sizes[q.outer - 1] * self.word
+        elif self.mode == "group":
+            count, smem = (q.n_outer // q.members) * THREADS, 4 * q.axes[0].bound
+        else:
+            return 0, 0, 0, 0, b"", src, p.dst, self, at
+        return self.functions[self.main], -(-count // THREADS), THREADS, smem, bytes(q), src, p.dst, self, at
 
     def _launch(self, name: str, count: int, q, stream_ptr: int, smem: int = 0) -> None:
         if count <= 0:
