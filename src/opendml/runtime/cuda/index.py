@@ -420,15 +420,24 @@ class IndexPass:
         at = (IndexParams.src.offset, IndexParams.dst.offset, IndexParams.idx.offset,
               tuple(ix.index for ix in p.indices))
         src = -1 if self.const else p.src
-        if self.mode == "direct":
-            count, smem = q.total, 0
-        elif self.mode == "tile":
-            count, smem = (q.n_outer // q.members) * THREADS, q.axes[0].bound * q.sizes[q.outer - 1] * self.word
-        elif self.mode == "group":
-            count, smem = (q.n_outer // q.members) * THREADS, 4 * q.axes[0].bound
-        else:
+        one = self._one_kernel(q)
+        if one is None:
             return 0, 0, 0, 0, b"", src, p.dst, self, at
+        count, smem = one
         return self.functions[self.main], -(-count // THREADS), THREADS, smem, bytes(q), src, p.dst, self, at
+
+    def _one_kernel(self, q):
+        """``(threads, shared bytes)`` of the one launch of a mode that needs
+        no scratch (the Python launch and the C call cache's record both read
+        it), None for the owner and sort modes."""
+        mode = self.mode
+        if mode == "direct":
+            return q.total, 0
+        if mode in ("tile", "row"):
+            return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, self.smem
+        if mode == "group":
+            return (q.n_outer // q.members) * THREADS, 4 * q.axes[0].bound
+        return None
 
     def _launch(self, name: str, count: int, q, stream_ptr: int, smem: int = 0) -> None:
         if count <= 0:
@@ -447,21 +456,10 @@ class IndexPass:
         for a, ix in enumerate(p.indices):
             q.idx[a] = src_ptrs[ix.index]
         backend = self.backend
-        if self.mode == "direct":
+        one = self._one_kernel(q)
+        if one is not None:
             with backend.device:
-                self._launch(self.main, q.total, q, stream_ptr)
-            return
-        if self.mode == "tile":
-            with backend.device:
-                self._launch(self.main, (q.n_outer // q.members) * THREADS, q, stream_ptr, self.smem)
-            return
-        if self.mode == "row":
-            with backend.device:
-                self._launch(self.main, (q.n_outer // q.sizes[q.outer - 1]) * THREADS, q, stream_ptr, self.smem)
-            return
-        if self.mode == "group":
-            with backend.device:
-                self._launch(self.main, (q.n_outer // q.members) * THREADS, q, stream_ptr, 4 * q.axes[0].bound)
+                self._launch(self.main, one[0], q, stream_ptr, one[1])
             return
         cupy = backend.cupy
         with backend.device, _stream(backend, stream_ptr):
