@@ -183,66 +183,43 @@ def load_inputs(paths: list[str] | None, obj: dict, desc, max_bytes: int | None 
             raise UsageError(f"--input: {desc.OPERATOR} takes {len(named)} input(s) "
                              f"({', '.join(n for n, _ in named)}); got {len(paths)} --input file(s)")
         return [read_npy(p, t, n, max_bytes) for p, (n, t) in zip(paths, named)]
-    if "Inputs" in obj or "Input" in obj:
-        key = "Inputs" if "Inputs" in obj else "Input"
-        values = obj[key]
-        if key == "Input":
-            if len(named) != 1:
-                raise UsageError(f"$.Input: {desc.OPERATOR} takes {len(named)} inputs; give them as \"Inputs\" "
-                                 f"(a list of {len(named)} arrays)")
-            values = [values]
-        elif not isinstance(values, list) or len(values) != len(named):
-            got = len(values) if isinstance(values, list) else type(values).__name__
-            raise UsageError(f"$.Inputs: must be a list of {len(named)} arrays (one per input tensor: "
-                             f"{', '.join(n for n, _ in named)}); got {got}")
-        out = []
-        for i, (v, (n, t)) in enumerate(zip(values, named)):
-            where = "$.Input" if key == "Input" else f"$.Inputs[{i}]"
-            x = array_from_json(v, t.data_type, where)
-            if x.shape != t.sizes:
-                raise UsageError(f"{where}: shape {list(x.shape)} must equal {n}.Sizes {list(t.sizes)}")
-            out.append(x)
-        return out
-    return [default_input(desc, max_bytes, t, n) for n, t in named]
-
-
-def load_input(path: str | None, obj: dict, desc, max_bytes: int | None = None) -> np.ndarray:
-    """The first input (see ``load_inputs``)."""
-    return load_inputs([path] if path is not None else None, obj, desc, max_bytes)[0]
+    xs = _json_arrays(obj, "Input", desc, "input")
+    return xs if xs is not None else [default_input(desc, max_bytes, t, n) for n, t in named]
 
 
 def expected_outputs(obj: dict, desc) -> list[np.ndarray] | None:
     """The file's "ExpectedOutputs" (one per output) or "ExpectedOutput" (one
     output), checked against the output tensors' sizes and types; None where
     the file has neither."""
-    named = desc.named_tensors("output")
-    if "ExpectedOutputs" in obj:
-        values = obj["ExpectedOutputs"]
+    return _json_arrays(obj, "ExpectedOutput", desc, "output")
+
+
+def _json_arrays(obj: dict, key: str, desc, side: str) -> list[np.ndarray] | None:
+    """The file's ``key + "s"`` (a list, one array per ``side`` tensor) or
+    ``key`` (the one ``side`` tensor's array), each checked against its
+    tensor's sizes and type; None where the file has neither."""
+    named = desc.named_tensors(side)
+    if key + "s" in obj:
+        values = obj[key + "s"]
         if not isinstance(values, list) or len(values) != len(named):
             got = len(values) if isinstance(values, list) else type(values).__name__
-            raise UsageError(f"$.ExpectedOutputs: must be a list of {len(named)} arrays (one per output tensor: "
+            raise UsageError(f"$.{key}s: must be a list of {len(named)} arrays (one per {side} tensor: "
                              f"{', '.join(n for n, _ in named)}); got {got}")
-        wheres = [f"$.ExpectedOutputs[{i}]" for i in range(len(named))]
-    elif "ExpectedOutput" in obj:
+        wheres = [f"$.{key}s[{i}]" for i in range(len(named))]
+    elif key in obj:
         if len(named) != 1:
-            raise UsageError(f"$.ExpectedOutput: {desc.OPERATOR} has {len(named)} outputs; give them as "
-                             f"\"ExpectedOutputs\" (a list of {len(named)} arrays)")
-        values, wheres = [obj["ExpectedOutput"]], ["$.ExpectedOutput"]
+            raise UsageError(f"$.{key}: {desc.OPERATOR} {'takes' if side == 'input' else 'has'} {len(named)} "
+                             f"{side}s; give them as \"{key}s\" (a list of {len(named)} arrays)")
+        values, wheres = [obj[key]], [f"$.{key}"]
     else:
         return None
     out = []
     for v, where, (n, t) in zip(values, wheres, named):
-        e = array_from_json(v, t.data_type, where)
-        if e.shape != t.sizes:
-            raise UsageError(f"{where}: shape {list(e.shape)} must equal {n}.Sizes {list(t.sizes)}")
-        out.append(e)
+        x = array_from_json(v, t.data_type, where)
+        if x.shape != t.sizes:
+            raise UsageError(f"{where}: shape {list(x.shape)} must equal {n}.Sizes {list(t.sizes)}")
+        out.append(x)
     return out
-
-
-def expected_output(obj: dict, desc) -> np.ndarray | None:
-    """The file's ExpectedOutput, checked against OutputTensor's sizes and type."""
-    e = expected_outputs(obj, desc)
-    return None if e is None else e[0]
 
 
 def check_output_path(path: str) -> None:
@@ -511,12 +488,16 @@ def _byte_count(text: str) -> int:
     return int(t)
 
 
-def _running_options(q, level_help: str, bytes_help: str) -> None:
-    """``run``'s and ``dispatch``'s --device, --feature-level, --max-bytes and --list."""
+def _running_options(q, positional, level_help: str, bytes_help: str, example_help: str) -> None:
+    """``run``'s and ``dispatch``'s optional file (``positional``: name,
+    metavar, help), --device, --feature-level, --max-bytes, --list and
+    --example."""
+    q.add_argument(positional[0], nargs="?", metavar=positional[1], help=positional[2])
     q.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
     q.add_argument("--feature-level", default="6_4", metavar="L", help=level_help)
     q.add_argument("--max-bytes", type=_byte_count, default=DEFAULT_MAX_BYTES, metavar="N", help=bytes_help)
     q.add_argument("--list", action="store_true", help="list the bundled examples and exit")
+    q.add_argument("--example", metavar="NAME", help=example_help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -533,7 +514,6 @@ def build_parser() -> argparse.ArgumentParser:
                        "one bundled example (--example), or a description in DirectML's JSON field names (SPEC). "
                        "Prints the description, its input and its output; exits 1 if an output differs from "
                        "its documented ExpectedOutput.")
-    r.add_argument("spec", nargs="?", metavar="SPEC.json", help="a JSON description (DirectML's field names)")
     r.add_argument("--input", metavar="X.npy", action="append",
                    help="input array (.npy, not .npz) of InputTensor's sizes and data type; once per input "
                    "tensor, in order, for an operator of several (JOIN); default: the file's \"Input\" (or "
@@ -542,10 +522,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", metavar="Y.npy", action="append",
                    help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
                    "directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")
-    _running_options(r, "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
+    _running_options(r, ("spec", "SPEC.json", "a JSON description (DirectML's field names)"),
+                     "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
                      "refuse a run that would touch more than N bytes of memory (the input and output "
-                     f"elements, on the host and in buffers; default: {DEFAULT_MAX_BYTES} = 2 GiB)")
-    r.add_argument("--example", metavar="NAME", help="run one bundled example by name (see --list)")
+                     f"elements, on the host and in buffers; default: {DEFAULT_MAX_BYTES} = 2 GiB)",
+                     "run one bundled example by name (see --list)")
     r.set_defaults(func=cmd_run)
     v = sub.add_parser("validate", help="check a JSON description without running it",
                        description="Check a description; print the output description, DMLCalcBufferTensorSize "
@@ -559,14 +540,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "(DirectML's field names) and its commands in order (dispatch, print, writeFile), with "
                        "DirectML's binding rules. File initialisers and writeFile targets must lie in the "
                        "model's folder. --example runs a bundled example of `opendml run` as a model.")
-    d.add_argument("model", nargs="?", metavar="MODEL.json", help="a DxDispatch model")
     d.add_argument("--output-dir", metavar="DIR", help="after the last command, write every resource as "
                    "DIR/NAME.npy (a 1-D array of its initialValuesDataType holding the whole buffer); all "
                    "files or none")
-    _running_options(d, "DirectML feature level every dispatchable is validated at (default: 6_4)",
-                     f"refuse a model whose resources take more than N bytes (default: {DEFAULT_MAX_BYTES})")
-    d.add_argument("--example", metavar="NAME", help="run a bundled example (see --list) as a DxDispatch model; "
-                   "exits 1 if its output differs from the documented one")
+    _running_options(d, ("model", "MODEL.json", "a DxDispatch model"),
+                     "DirectML feature level every dispatchable is validated at (default: 6_4)",
+                     f"refuse a model whose resources take more than N bytes (default: {DEFAULT_MAX_BYTES})",
+                     "run a bundled example (see --list) as a DxDispatch model; exits 1 if its output differs "
+                     "from the documented one")
     d.add_argument("--print-model", action="store_true", help="with --example: print the model and exit")
     d.set_defaults(func=cmd_dispatch)
     i = sub.add_parser("info", help="version, backends and feature levels",
