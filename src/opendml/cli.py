@@ -27,7 +27,7 @@ import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import array_from_json, from_json, loads, tensor_to_json, to_json
+from .jsonform import from_json, json_arrays, loads, tensor_to_json, to_json
 from .jsonform import open_regular as _open_regular
 from .ops import OPERATORS
 from .model.errors import DmlError
@@ -183,7 +183,7 @@ def load_inputs(paths: list[str] | None, obj: dict, desc, max_bytes: int | None 
             raise UsageError(f"--input: {desc.OPERATOR} takes {len(named)} input(s) "
                              f"({', '.join(n for n, _ in named)}); got {len(paths)} --input file(s)")
         return [read_npy(p, t, n, max_bytes) for p, (n, t) in zip(paths, named)]
-    xs = _json_arrays(obj, "Input", desc, "input")
+    xs = json_arrays(obj, "Input", desc, "input", UsageError)
     return xs if xs is not None else [default_input(desc, max_bytes, t, n) for n, t in named]
 
 
@@ -191,35 +191,7 @@ def expected_outputs(obj: dict, desc) -> list[np.ndarray] | None:
     """The file's "ExpectedOutputs" (one per output) or "ExpectedOutput" (one
     output), checked against the output tensors' sizes and types; None where
     the file has neither."""
-    return _json_arrays(obj, "ExpectedOutput", desc, "output")
-
-
-def _json_arrays(obj: dict, key: str, desc, side: str) -> list[np.ndarray] | None:
-    """The file's ``key + "s"`` (a list, one array per ``side`` tensor) or
-    ``key`` (the one ``side`` tensor's array), each checked against its
-    tensor's sizes and type; None where the file has neither."""
-    named = desc.named_tensors(side)
-    if key + "s" in obj:
-        values = obj[key + "s"]
-        if not isinstance(values, list) or len(values) != len(named):
-            got = len(values) if isinstance(values, list) else type(values).__name__
-            raise UsageError(f"$.{key}s: must be a list of {len(named)} arrays (one per {side} tensor: "
-                             f"{', '.join(n for n, _ in named)}); got {got}")
-        wheres = [f"$.{key}s[{i}]" for i in range(len(named))]
-    elif key in obj:
-        if len(named) != 1:
-            raise UsageError(f"$.{key}: {desc.OPERATOR} {'takes' if side == 'input' else 'has'} {len(named)} "
-                             f"{side}s; give them as \"{key}s\" (a list of {len(named)} arrays)")
-        values, wheres = [obj[key]], [f"$.{key}"]
-    else:
-        return None
-    out = []
-    for v, where, (n, t) in zip(values, wheres, named):
-        x = array_from_json(v, t.data_type, where)
-        if x.shape != t.sizes:
-            raise UsageError(f"{where}: shape {list(x.shape)} must equal {n}.Sizes {list(t.sizes)}")
-        out.append(x)
-    return out
+    return json_arrays(obj, "ExpectedOutput", desc, "output", UsageError)
 
 
 def check_output_path(path: str) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..jsonform import MAX_DEPTH, JsonFormError, check_depth, open_regular
-from ..model._checks import UINT64_MAX
+from ..jsonform import MAX_DEPTH, JsonFormError, check_depth, check_keys, open_regular
+from ..model._checks import UINT64_MAX, type_name as _type_name
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..ops._spec import DOUBLE_MAX
@@ -71,11 +71,6 @@ _OTHER_DISPATCHABLES = {"hlsl": "HLSL compute shaders", "onnx": "ONNX models",
 class ModelError(ValidationError):
     """A DxDispatch model is malformed: the message names the resource,
     dispatchable or command, the field and the rule."""
-
-
-def _type_name(v) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
 def _short(v, limit: int = 60) -> str:
@@ -198,14 +193,7 @@ def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = D
 
 
 def _check_keys(obj, allowed, where: str, required=()) -> None:
-    if not isinstance(obj, dict):
-        raise ModelError(f"{where}: must be an object; got {_type_name(obj)}")
-    for k in obj:
-        if k not in allowed:
-            raise ModelError(f"{where}: unknown field {_q(k)}; expected one of {', '.join(allowed)}")
-    for k in required:
-        if k not in obj:
-            raise ModelError(f"{where}: missing required field {_q(k)}")
+    check_keys(obj, allowed, where, required, ModelError, lambda where, k: (where, " " + _q(k)))
 
 
 def _uint(value, where: str, lo: int = 0, hi: int = UINT64_MAX) -> int:
