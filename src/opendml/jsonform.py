@@ -81,15 +81,26 @@ def loads(text: str) -> dict:
         For malformed text, integers too long to read, nesting deeper than
         ``MAX_DEPTH``, and anything but an object.
     """
+    return parse_object(text, parse_int=_parse_int)
+
+
+def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
+                 too_deep: str = f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep",
+                 **hooks) -> dict:
+    """``json.loads(text, **hooks)``, which must be an object (``what``) of at
+    most ``MAX_DEPTH`` levels (else ``error(too_deep)``)."""
     try:
-        obj = json.loads(text, parse_int=_parse_int)
+        obj = json.loads(text, **hooks)
     except json.JSONDecodeError as e:
-        raise JsonFormError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+        raise error(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
     except RecursionError:
-        raise JsonFormError(f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep") from None
+        raise error(too_deep) from None
     if not isinstance(obj, dict):
-        raise JsonFormError(f"$: a description must be a JSON object; got {type_name(obj)}")
-    check_depth(obj)
+        raise error(f"{what} must be a JSON object; got {type_name(obj)}")
+    try:
+        check_depth(obj)
+    except JsonFormError:
+        raise error(too_deep) from None
     return obj
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..jsonform import MAX_DEPTH, JsonFormError, check_depth, check_keys, open_regular
+from ..jsonform import MAX_DEPTH, MAX_INT_DIGITS, check_depth, check_keys, open_regular, parse_object
 from ..model._checks import UINT64_MAX, type_name as _type_name
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
@@ -89,14 +89,10 @@ def _q(name: str) -> str:
 
 # -- reading the JSON --------------------------------------------------------------------
 
-#: Python reads integers of at most this many digits (sys.int_info.default_max_str_digits).
-_MAX_INT_DIGITS = 4300
-
-
 def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
         raise ModelError(f"malformed JSON: an integer of {len(text.lstrip('-'))} digits is longer than the "
-                         f"{_MAX_INT_DIGITS} digits that can be read")
+                         f"{MAX_INT_DIGITS} digits that can be read")
     return int(text)
 
 
@@ -130,20 +126,10 @@ def loads(text: str) -> dict:
     ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; a model writes
     ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double
     (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them."""
-    try:
-        obj = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant,
-                         object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as e:
-        raise ModelError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
-    except RecursionError:
-        raise ModelError(f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep") from None
-    if not isinstance(obj, dict):
-        raise ModelError(f"a model must be a JSON object; got {_type_name(obj)}")
-    try:
-        check_depth(obj)
-    except JsonFormError:
-        raise ModelError(f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep") from None
-    return obj
+    return parse_object(text, "a model", ModelError,
+                        f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep",
+                        parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant,
+                        object_pairs_hook=_no_duplicates)
 
 
 def model_limit(max_bytes: int) -> int:
