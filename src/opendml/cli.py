@@ -27,7 +27,7 @@ import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import from_json, json_arrays, loads, tensor_to_json, to_json
+from .jsonform import from_json, json_arrays, loads, read_regular, tensor_to_json, to_json
 from .jsonform import open_regular as _open_regular
 from .ops import OPERATORS
 from .model.errors import DmlError
@@ -300,19 +300,13 @@ def spec_limit(max_bytes: int = DEFAULT_MAX_BYTES) -> int:
 def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """A description file: a regular UTF-8 file of at most ``spec_limit(max_bytes)`` bytes."""
     limit = spec_limit(max_bytes)
-    try:
-        with open_regular(path, path) as f:
-            raw = f.read(limit + 1)
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror or e}") from None
-    if len(raw) > limit:
-        raise UsageError(f"{path}: the file holds more than {limit} bytes; a description may hold at most {limit} "
-                         f"(--max-bytes / 16, at least 1 MiB)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a UTF-8 text file") from None
-    return loads(text)
+
+    def fail(reason, detail):
+        why = (f"must be a regular file; this is {detail}" if reason == "kind" else
+               f"the file holds more than {limit} bytes; a description may hold at most {limit} (--max-bytes / 16, "
+               f"at least 1 MiB)" if reason == "size" else "not a UTF-8 text file" if reason == "text" else detail)
+        raise UsageError(f"{path}: {why}") from None
+    return loads(read_regular(path, limit, fail))
 
 
 def cmd_run(args) -> int:

@@ -191,6 +191,35 @@ def open_regular(path):
                   "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
+def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
+    """The text of the regular file ``path`` (see ``open_regular``), of at
+    most ``limit`` bytes, decoded. Each refusal calls ``fail(reason,
+    detail)``, which raises: ``"open"`` (why it cannot be opened or read),
+    ``"kind"`` (what it is instead), ``"size"`` (the bytes it holds, a count
+    or "more than LIMIT"; checked before reading), ``"text"`` (not text in
+    ``encoding``)."""
+    try:
+        f, kind = open_regular(path)
+    except (OSError, ValueError) as e:
+        fail("open", getattr(e, "strerror", None) or e)
+    if f is None:
+        fail("kind", kind)
+    try:
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                fail("size", str(size))
+            raw = f.read(limit + 1)
+    except OSError as e:
+        fail("open", e.strerror or e)
+    if len(raw) > limit:
+        fail("size", f"more than {limit}")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError:
+        fail("text", encoding)
+
+
 def _int_list(obj, key, path):
     v = obj[key]
     if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..jsonform import MAX_DEPTH, MAX_INT_DIGITS, check_depth, check_keys, open_regular, parse_object
+from ..jsonform import MAX_DEPTH, MAX_INT_DIGITS, check_depth, check_keys, parse_object, read_regular
 from ..model._checks import UINT64_MAX, type_name as _type_name
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
@@ -152,28 +152,14 @@ def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = D
         raise TypeError(f"dxdispatch: model must be a path or a dict; got {type(model).__name__}")
     path = os.fspath(model)
     limit = model_limit(max_bytes)
-    try:
-        f, kind = open_regular(path)
-    except (OSError, ValueError) as e:
-        raise ModelError(f"{path}: cannot read the model: {getattr(e, 'strerror', None) or e}") from None
-    if f is None:
-        raise ModelError(f"{path}: a model is a regular file (a JSON text); this is {kind}")
-    try:
-        with f:
-            size = os.fstat(f.fileno()).st_size
-            if size > limit:
-                raise ModelError(f"{path}: the model file holds {size} bytes; a model may hold at most "
-                                 f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")
-            raw = f.read(limit + 1)
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read the model: {e.strerror or e}") from None
-    if len(raw) > limit:
-        raise ModelError(f"{path}: the model file holds more than {limit} bytes; a model may hold at most "
-                         f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ModelError(f"{path}: the model is not UTF-8 text") from None
+
+    def fail(reason, detail):
+        why = (f"a model is a regular file (a JSON text); this is {detail}" if reason == "kind" else
+               f"the model file holds {detail} bytes; a model may hold at most {limit} (max_bytes / 16, at least "
+               f"1 MiB; max_bytes / --max-bytes sets it)" if reason == "size" else
+               "the model is not UTF-8 text" if reason == "text" else f"cannot read the model: {detail}")
+        raise ModelError(f"{path}: {why}") from None
+    text = read_regular(path, limit, fail, "utf-8-sig")
     folder = base_dir if base_dir is not None else os.path.dirname(os.path.abspath(path))
     return loads(text), os.path.abspath(folder)
 
