@@ -309,11 +309,25 @@ def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     return loads(read_regular(path, limit, fail))
 
 
-def cmd_run(args) -> int:
-    exs = examples()
+def _listed(args, exs) -> bool:
+    """--list: print the bundled examples in ``EXAMPLE_ORDER`` with their titles."""
     if args.list:
         for name in EXAMPLE_ORDER:
-            print(f"{name:26s} {exs[name]['Title']}")
+            print(f"{name:26s} {exs[name].get('Title', '')}")
+    return args.list
+
+
+def _bundled(args, exs) -> dict:
+    """The bundled example that --example names."""
+    if args.example not in exs:
+        raise UsageError(f"--example: unknown example {args.example!r}; "
+                         f"`opendml {args.command} --list` names them: {', '.join(EXAMPLE_ORDER)}")
+    return exs[args.example]
+
+
+def cmd_run(args) -> int:
+    exs = examples()
+    if _listed(args, exs):
         return 0
     device = Device(args.device, feature_level=args.feature_level)
     if args.spec is not None and args.example is not None:
@@ -328,13 +342,7 @@ def cmd_run(args) -> int:
         passed = sum(1 for r in results if r)
         print(f"{passed} of {len(results)} examples match their documented outputs")
         return 0 if passed == len(results) else 1
-    if args.example is not None:
-        if args.example not in exs:
-            raise UsageError(f"--example: unknown example {args.example!r}; "
-                             f"`opendml run --list` names them: {', '.join(EXAMPLE_ORDER)}")
-        obj = exs[args.example]
-    else:
-        obj = read_spec(args.spec, args.max_bytes)
+    obj = _bundled(args, exs) if args.example is not None else read_spec(args.spec, args.max_bytes)
     result = run_one(obj, args, device, sys.stdout)
     return 1 if result is False else 0
 
@@ -364,19 +372,13 @@ def cmd_dispatch(args) -> int:
     from .dxdispatch import check_output_dir, dumps, example_model, example_outputs, load as load_model, \
         run as run_model, write_resources
     exs = examples()
-    names = [n for n in EXAMPLE_ORDER if n in exs] + sorted(n for n in exs if n not in EXAMPLE_ORDER)
-    if args.list:
-        for name in names:
-            print(f"{name:26s} {exs[name].get('Title', '')}")
+    if _listed(args, exs):
         return 0
     if (args.model is None) == (args.example is None):
         raise UsageError("give MODEL.json or --example NAME (one of them)")
     example = None
     if args.example is not None:
-        if args.example not in exs:
-            raise UsageError(f"--example: unknown example {args.example!r}; "
-                             f"`opendml dispatch --list` names them: {', '.join(names)}")
-        example = exs[args.example]
+        example = _bundled(args, exs)
         model, folder = example_model(example), os.getcwd()
         if args.print_model:
             print(dumps(model))
