@@ -496,17 +496,23 @@ struct OpBackward : TupleNode {  // held_: (name, saved, input count)
 
 using OpTypes = Types<OpBackward>;
 
+// The tensors among the last `n` values of `stack`, tensor lists flattened.
+c10::SmallVector<at::Tensor, 4> stack_tensors(torch::jit::Stack* stack, size_t n) {
+  c10::SmallVector<at::Tensor, 4> out;
+  for (const auto& v : torch::jit::last(*stack, n)) {
+    if (v.isTensor()) {
+      out.push_back(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+    }
+  }
+  return out;
+}
+
 void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
-  c10::SmallVector<at::Tensor, 4> inputs;
-  for (const auto& a : torch::jit::last(*stack, n)) {
-    if (a.isTensor()) {
-      inputs.push_back(a.toTensor());
-    } else if (a.isTensorList()) {
-      for (const at::Tensor& t : a.toTensorList()) inputs.push_back(t);
-    }
-  }
+  const c10::SmallVector<at::Tensor, 4> inputs = stack_tensors(stack, n);
   bool record = false;
   for (const auto& t : inputs) {
     // A tangent would be dropped without a word: refused, as the custom operators' route refuses it.
@@ -541,14 +547,7 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
     op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
   }
   if (!record) return;
-  c10::SmallVector<at::Tensor, 4> outputs;
-  for (const auto& r : torch::jit::last(*stack, schema.returns().size())) {
-    if (r.isTensor()) {
-      outputs.push_back(r.toTensor());
-    } else if (r.isTensorList()) {
-      for (const at::Tensor& t : r.toTensorList()) outputs.push_back(t);
-    }
-  }
+  const c10::SmallVector<at::Tensor, 4> outputs = stack_tensors(stack, schema.returns().size());
   NodePtr node;
   {
     py::gil_scoped_acquire gil;
