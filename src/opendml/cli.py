@@ -27,8 +27,7 @@ import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import from_json, json_arrays, loads, read_regular, tensor_to_json, to_json
-from .jsonform import open_regular as _open_regular
+from .jsonform import from_json, json_arrays, loads, open_checked, read_regular, tensor_to_json, to_json
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -113,18 +112,17 @@ def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None 
     return x if distinct == t.sizes else np.broadcast_to(x, t.sizes)
 
 
-def open_regular(path: str, what: str):
-    """``path`` opened to read, if it is a regular file: a folder, a device
-    (``/dev/zero``), a FIFO or a socket is refused before anything is read
-    (opened non-blocking, so a FIFO without a writer cannot hold the command
-    up)."""
-    try:
-        f, kind = _open_regular(path)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{what}: {getattr(e, 'strerror', None) or e}") from None
-    if f is None:
-        raise UsageError(f"{what}: must be a regular file; this is {kind}")
-    return f
+def _refuse(what: str, limit: int = 0):
+    """The ``fail`` of ``jsonform.open_checked``/``read_regular`` for a file
+    named on the command line: a ``UsageError`` about ``what``. Only regular
+    files are read: a folder, a device (``/dev/zero``), a FIFO or a socket
+    is refused before anything is read."""
+    def fail(reason, detail):
+        why = (f"must be a regular file; this is {detail}" if reason == "kind" else
+               f"the file holds more than {limit} bytes; a description may hold at most {limit} (--max-bytes / 16, "
+               f"at least 1 MiB)" if reason == "size" else "not a UTF-8 text file" if reason == "text" else detail)
+        raise UsageError(f"{what}: {why}") from None
+    return fail
 
 
 def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) -> np.ndarray:
@@ -134,7 +132,7 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
     fmt = np.lib.format
     what = f"--input {path}"
     try:
-        with open_regular(path, what) as f:
+        with open_checked(path, _refuse(what)) as f:
             head = f.read(len(fmt.MAGIC_PREFIX))
             if head != fmt.MAGIC_PREFIX:
                 kind = ("an empty file" if not head else "a .npz archive (zip); extract one of its .npy arrays"
@@ -300,13 +298,7 @@ def spec_limit(max_bytes: int = DEFAULT_MAX_BYTES) -> int:
 def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """A description file: a regular UTF-8 file of at most ``spec_limit(max_bytes)`` bytes."""
     limit = spec_limit(max_bytes)
-
-    def fail(reason, detail):
-        why = (f"must be a regular file; this is {detail}" if reason == "kind" else
-               f"the file holds more than {limit} bytes; a description may hold at most {limit} (--max-bytes / 16, "
-               f"at least 1 MiB)" if reason == "size" else "not a UTF-8 text file" if reason == "text" else detail)
-        raise UsageError(f"{path}: {why}") from None
-    return loads(read_regular(path, limit, fail))
+    return loads(read_regular(path, limit, _refuse(path, limit)))
 
 
 def _listed(args, exs) -> bool:

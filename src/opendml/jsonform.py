@@ -191,6 +191,19 @@ def open_regular(path):
                   "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
+def open_checked(path, fail):
+    """``open_regular(path)``'s file; where there is none, ``fail("open",
+    why it cannot be opened)`` or ``fail("kind", what it is instead)``,
+    which raises."""
+    try:
+        f, kind = open_regular(path)
+    except (OSError, ValueError) as e:
+        fail("open", getattr(e, "strerror", None) or e)
+    if f is None:
+        fail("kind", kind)
+    return f
+
+
 def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
     """The text of the regular file ``path`` (see ``open_regular``), of at
     most ``limit`` bytes, decoded. Each refusal calls ``fail(reason,
@@ -198,12 +211,7 @@ def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
     ``"kind"`` (what it is instead), ``"size"`` (the bytes it holds, a count
     or "more than LIMIT"; checked before reading), ``"text"`` (not text in
     ``encoding``)."""
-    try:
-        f, kind = open_regular(path)
-    except (OSError, ValueError) as e:
-        fail("open", getattr(e, "strerror", None) or e)
-    if f is None:
-        fail("kind", kind)
+    f = open_checked(path, fail)
     try:
         with f:
             size = os.fstat(f.fileno()).st_size
