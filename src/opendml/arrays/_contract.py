@@ -211,6 +211,11 @@ def _dtype_text(dtype) -> str:
     return str(dtype)
 
 
+def type_list(types) -> str:
+    """``types`` (DataTypes) by name, in the messages' order."""
+    return ", ".join(n for t, n in _NAMES.items() if t in types)
+
+
 def possessive(argument: str) -> str:
     """``x's``, ``arrays[0]'s``; ``indices'``, ``updates'`` (a name ending in s)."""
     return argument + ("'" if argument.endswith("s") else "'s")
@@ -222,7 +227,7 @@ def dtype_error(function: str, what: str, dtype, cls, slot: str | None = None) -
     row = supported_row(cls)
     types = row.types if slot is None else row.types_of(slot)
     return UnsupportedError(f"{function}: {what} {_dtype_text(dtype)} is not supported by {cls.OPERATOR} at feature "
-                            f"level {LEVEL.label} (supported: {', '.join(n for t, n in _NAMES.items() if t in types)})")
+                            f"level {LEVEL.label} (supported: {type_list(types)})")
 
 
 def dtype_argument(dtype, function: str, slot_type=None):
