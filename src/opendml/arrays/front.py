@@ -55,8 +55,11 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.abc
+import importlib.util
 import inspect
 import linecache
+import sys
 import types
 from collections.abc import Mapping, Set
 from collections.abc import MutableSequence as _MutableSequence
@@ -468,5 +471,36 @@ for _name, _fn in FUNCTIONS.items():
     setattr(_engine._AdjointApi, _name, staticmethod(_fn))
 _dispatch.front.run_list = run_list
 
-# torch.compile takes the family's functions into a graph whole (``_dispatch.enter_graph_whole``).
-_dispatch.enter_graph_whole([FUNCTIONS[_name] for _name in FAMILY])
+# torch.compile takes every function into a graph whole (``_dispatch.enter_graph_whole``): Dynamo,
+# which cannot trace the C call cache, puts the call in the graph, and AOTAutograd then runs it on fake
+# tensors, which take the PyTorch adapter's custom operators.
+_dispatch.enter_graph_whole(FUNCTIONS.values())
+
+
+class _OnDynamo(importlib.abc.MetaPathFinder):
+    """Tells Dynamo (``torch._dynamo.allow_in_graph``) about the functions
+    that enter a graph whole the moment it is imported, whatever was imported
+    first (PyTorch, opendml, ``opendml.torch``), without importing it here:
+    ``torch.compile(lambda t: dml.pad(t, 1, 1))`` works in a process that
+    never imported ``opendml.torch``, and the eager path has no check for it.
+    A one-shot finder: it removes itself on Dynamo's import."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)       # the finders after this one
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                _dispatch.on_enter_graph_whole(module.allow_in_graph)
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+if "torch._dynamo" in sys.modules:
+    _dispatch.on_enter_graph_whole(sys.modules["torch._dynamo"].allow_in_graph)
+else:
+    sys.meta_path.insert(0, _OnDynamo())

@@ -630,10 +630,8 @@ _BACKWARDS = {name: _backward_of(name) for name in _SCHEMAS}
 for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
     _op.register_autograd(_BACKWARDS[_name], setup_context=_keep_inputs)
 
-# torch.compile: the array API's functions enter a graph as calls that
-# AOTAutograd traces with fake tensors (which take the operator route above).
-for _name in _NAMES:
-    torch.compiler.allow_in_graph(getattr(api, _name))
+# torch.compile: the array API's functions enter a graph as calls that AOTAutograd traces with fake
+# tensors (which take the operator route above); ``arrays.front`` tells Dynamo (``enter_graph_whole``).
 
 
 # torch.func.vmap: as each operator declares (``batched_args``): the batch axis
