@@ -11,7 +11,7 @@ the other adapters and the front share); the other adapters (``cupy_adapter``
 with ``cuda``, the CUDA move launch PyTorch shares, ``jax_adapter``,
 ``dask_adapter``, and the PyTorch wing ``torch``: ``adapter``, ``library``,
 ``node``, ``inductor``, ``dtypes``); then the front, ``front`` (every
-operator's thin function) and ``index_ops`` (the index-driven operators).
+operator's function, generated from its module's binding) and ``index_ops`` (the index-driven operators).
 This package re-exports their public functions.
 """
 from . import _contract, _dispatch, front, index_ops

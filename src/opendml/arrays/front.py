@@ -1,9 +1,18 @@
-"""The array API's front: one thin function per operator (``slice``,
-``slice1``, ``unfold``, ``fold``, ``slice_grad``; ``identity``, ``cast``,
-``pad``, ``join``, ``split``, ``tile``, ``space_to_depth``,
-``depth_to_space``) on NumPy, CuPy, PyTorch, JAX and Dask arrays, each
-building one ``Call`` (the inputs' logical descriptions -> the operator's
-description, ``opendml.ops``) that the array's adapter runs.
+"""The array API's front: one function per bound operator (``slice``,
+``unfold``, ``pad``, ``split``...; ``FUNCTIONS``) on NumPy, CuPy, PyTorch,
+JAX and Dask arrays, each building one ``Call`` (the inputs' logical
+descriptions -> the operator's description, ``opendml.ops``) that the
+array's adapter runs.
+
+The functions are generated here, once, from what each operator module
+declares in its ``BINDING`` (``opendml.ops._spec.Binding``): the name, the
+parameters as a ``def`` writes them, the docstring's own parts (the rest is
+one template filled from the binding and the support table) and the route;
+the class's ``arguments`` turns the arguments into the description. Each is
+a plain Python function compiled from its own source (``inspect.getsource``
+shows it), so ``help``, ``inspect.signature`` and completion in a session
+read it as they would a ``def``; nothing here names an operator. The API
+reference reads them through a Griffe extension (``docs/griffe_registry.py``).
 
 Every function takes the same steps, in this order:
 
@@ -32,11 +41,8 @@ Every function takes the same steps, in this order:
    behind its Python cache (the move cache, ``planner``). Each adapter records what a
    first call ran in the C call cache.
 
-Which operator a function builds, the name of its array argument and
-whether it takes a sequence of arrays come from the operator class's
-``BINDING`` (``_contract.BINDING``); which arguments are lists to snapshot,
-from the function's signature; the description from the arguments, from the
-class's ``arguments``. Every ``opendml.configure()`` empties the
+Which arguments are lists to snapshot comes from the function's signature
+(those typed as sequences). Every ``opendml.configure()`` empties the
 caches; ``configure(call_cache=False)`` turns them off; a replaced
 ``engine.execute`` (a spy) is given every family call.
 
