@@ -266,7 +266,7 @@ ARGUMENT: dict = _Bound(lambda cls, b: b.array)
 BINDING: dict = _Bound(lambda cls, b: b)
 
 
-def check_input(function: str, x) -> None:
+def check_input(function: str, x, argument: str | None = None) -> None:
     """``x``'s dtype and rank against the support table of the operator
     ``function`` builds, at the newest feature level: ``UnsupportedError``
     for a dtype it does not take, ``ValidationError`` for a rank (an array
@@ -277,7 +277,7 @@ def check_input(function: str, x) -> None:
             return
     except TypeError:                     # a dtype that cannot be hashed
         key = None
-    _check_input(function, x, ARGUMENT[function])
+    _check_input(function, x, argument or ARGUMENT[function])
     if key is not None and len(_PASSED) < 1024:
         _PASSED.add(key)
 
@@ -285,21 +285,9 @@ def check_input(function: str, x) -> None:
 def check_inputs(function: str, arrays) -> None:
     """``check_input`` for each array; entries of a sequence argument
     (JOIN's ``arrays``) are named ``arrays[i]``."""
-    argument = ARGUMENT[function]
-    if argument != "arrays":
-        for x in arrays:
-            check_input(function, x)
-        return
+    many = ARGUMENT[function] == "arrays"
     for i, x in enumerate(arrays):
-        try:
-            key = (function, x.dtype, rank_of(x))
-            if key in _PASSED:
-                continue
-        except TypeError:
-            key = None
-        _check_input(function, x, f"arrays[{i}]")
-        if key is not None and len(_PASSED) < 1024:
-            _PASSED.add(key)
+        check_input(function, x, f"arrays[{i}]" if many else None)
 
 
 def _check_input(function: str, x, argument: str) -> None:

@@ -59,12 +59,6 @@ class CastOperatorDesc(MoveOperatorDesc):
         (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
         ``DataType``, or a ``DataType`` name (``"INT8"``,
         ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework.""")
-
-    @classmethod
-    def arguments(cls, api, x, dtype):
-        dt = api.dtype_argument(dtype, "cast")
-        api.key_by_identity(dtype)     # a torch.dtype: the C call cache serves the next such call
-        return (lambda t: cls(t, TensorDesc(dt, t.sizes))), (dt,)
     TYPE_VALUE = 61
     OUTPUT_DERIVABLE = False
     INTRODUCED = FeatureLevel.FL_1_0
@@ -74,6 +68,12 @@ class CastOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_1, range(1, 9), _CAST_3_0),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, dtype):
+        dt = api.dtype_argument(dtype, "cast")
+        api.key_by_identity(dtype)     # a torch.dtype: the C call cache serves the next such call
+        return (lambda t: cls(t, TensorDesc(dt, t.sizes))), (dt,)
 
     def __post_init__(self):
         self._check_input()

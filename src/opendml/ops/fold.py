@@ -96,6 +96,8 @@ class FoldOperatorDesc(_Windowed):
     start_padding, end_padding : int or sequence of int, optional
         The padding ``unfold`` applied before and after each spatial axis
         (default 0); padded positions are dropped.""")
+    TYPE_VALUE = 176
+    OUTPUT_DERIVABLE = False
 
     @classmethod
     def arguments(cls, api, x, output_sizes, window_sizes, *rest):
@@ -117,8 +119,6 @@ class FoldOperatorDesc(_Windowed):
             out = api.sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, (t.sizes[-3], c, *spatial)))
             return cls(t, out, window, *others)
         return make
-    TYPE_VALUE = 176
-    OUTPUT_DERIVABLE = False
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``). The

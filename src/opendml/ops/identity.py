@@ -50,12 +50,6 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
         The factor (default: none, or 1 where ``bias`` is given).
     bias : float or None, optional
         The addend (default: none, or 0 where ``scale`` is given).""")
-
-    @classmethod
-    def arguments(cls, api, x, scale, bias):
-        sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
-                                                                   0.0 if bias is None else bias)
-        return (lambda t: cls(t, None, sb)), (scale, bias)
     TYPE_VALUE = 1
     FIELDS = (Struct("ScaleBias", "scale_bias", default=None),)
     INTRODUCED = FeatureLevel.FL_1_0
@@ -65,6 +59,12 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, scale, bias):
+        sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
+                                                                   0.0 if bias is None else bias)
+        return (lambda t: cls(t, None, sb)), (scale, bias)
 
     def __post_init__(self):
         inp = self._check_input()

@@ -40,11 +40,6 @@ class JoinOperatorDesc(MoveOperatorDesc):
     ----------
     axis : int
         The axis to concatenate along; negative values count from the end.""")
-
-    @classmethod
-    def arguments(cls, api, x, axis):
-        a = api.axis(axis, api.rank_of(x), "join")
-        return (lambda *ts: cls(ts, None, a)), (a,)
     TYPE_VALUE = 63
     SLOTS = (Tensor("InputTensors", "input_tensors", "input", many=True),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
@@ -58,6 +53,11 @@ class JoinOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, axis):
+        a = api.axis(axis, api.rank_of(x), "join")
+        return (lambda *ts: cls(ts, None, a)), (a,)
 
     @property
     def input_tensor(self) -> TensorDesc:

@@ -63,6 +63,14 @@ class Padding1OperatorDesc(PaddingRules):
         ``PaddingMode``.
     value : int or float, optional
         The constant mode's value (default 0); it must fit ``x``'s dtype.""")
+    TYPE_VALUE = 155
+    FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode),
+              Enum("PaddingValueDataType", "padding_value_data_type", enum=DataType, default=_default_value_type),
+              ScalarUnion("PaddingValue", "padding_value", type_field="PaddingValueDataType", default=0),
+              Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
+    COUNTS = {"DimensionCount": "StartPadding"}
+    INTRODUCED = FeatureLevel.FL_5_0
+    SUPPORT = (SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1),)
 
     @classmethod
     def arguments(cls, api, x, start_padding, end_padding, mode, value):
@@ -74,14 +82,6 @@ class Padding1OperatorDesc(PaddingRules):
         def make(t):
             return cls(t, None, m, t.data_type, value, spread(start_padding, t.rank), spread(end_padding, t.rank))
         return make, (start_padding, end_padding, m, value)
-    TYPE_VALUE = 155
-    FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode),
-              Enum("PaddingValueDataType", "padding_value_data_type", enum=DataType, default=_default_value_type),
-              ScalarUnion("PaddingValue", "padding_value", type_field="PaddingValueDataType", default=0),
-              Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
-    COUNTS = {"DimensionCount": "StartPadding"}
-    INTRODUCED = FeatureLevel.FL_5_0
-    SUPPORT = (SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1),)
 
     def __post_init__(self):
         self._check_padding()

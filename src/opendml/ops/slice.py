@@ -41,10 +41,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         The step between elements read, one entry per axis (each >= 1); the
         last element read, ``offsets + (sizes - 1) * strides``, must lie in
         ``x``.""")
-
-    @classmethod
-    def arguments(cls, api, x, offsets, sizes, strides):
-        return lambda t: cls(t, None, offsets, sizes, strides)
     TYPE_VALUE = 60
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     INTRODUCED = FeatureLevel.FL_1_0
@@ -54,6 +50,10 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, offsets, sizes, strides):
+        return lambda t: cls(t, None, offsets, sizes, strides)
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``)."""

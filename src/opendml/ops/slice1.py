@@ -104,14 +104,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
     output_sizes : sequence of int or None, optional
         The output's shape, at most the reachable elements per axis; None
         (the default) takes them all.""")
-
-    @classmethod
-    def arguments(cls, api, x, offsets, sizes, strides, output_sizes):
-        def make(t):
-            out = None if output_sizes is None else api.sizes_of(
-                "slice1", "OutputTensor", lambda: TensorDesc(t.data_type, output_sizes))
-            return cls(t, out, offsets, sizes, strides)
-        return make
     TYPE_VALUE = 111
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
@@ -121,6 +113,14 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, offsets, sizes, strides, output_sizes):
+        def make(t):
+            out = None if output_sizes is None else api.sizes_of(
+                "slice1", "OutputTensor", lambda: TensorDesc(t.data_type, output_sizes))
+            return cls(t, out, offsets, sizes, strides)
+        return make
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``): a

@@ -58,13 +58,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
         negative ones walking from the window's end); the window must lie in
         ``input_sizes``.""")
-
-    @classmethod
-    def arguments(cls, api, grad, input_sizes, offsets, sizes, strides):
-        def make(t):
-            out = api.sizes_of("slice_grad", "OutputGradientTensor", lambda: TensorDesc(t.data_type, input_sizes))
-            return cls(t, out, offsets, sizes, strides)
-        return make
     TYPE_VALUE = 135
     TENSORS = ("InputGradientTensor", "OutputGradientTensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
@@ -75,6 +68,13 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, grad, input_sizes, offsets, sizes, strides):
+        def make(t):
+            out = api.sizes_of("slice_grad", "OutputGradientTensor", lambda: TensorDesc(t.data_type, input_sizes))
+            return cls(t, out, offsets, sizes, strides)
+        return make
 
     @property
     def input_tensor(self) -> TensorDesc:

@@ -42,6 +42,18 @@ class SplitOperatorDesc(MoveOperatorDesc):
     sizes : sequence of int
         The length of each piece along ``axis``, each >= 1, summing to
         ``x.shape[axis]``.""")
+    TYPE_VALUE = 62
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("OutputTensors", "output_tensors", "output", many=True))
+    FIELDS = (UInt("Axis", "axis"),)
+    COUNTS = {"OutputCount": "OutputTensors"}
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (
+        SupportRow(FeatureLevel.FL_1_0, range(4, 5), TYPES_1_0),
+        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
+        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
+    )
 
     @classmethod
     def arguments(cls, api, x, axis, sizes):
@@ -58,18 +70,6 @@ class SplitOperatorDesc(MoveOperatorDesc):
                          for s in sizes)
             return cls(t, outs, a)
         return make, (a, sizes)
-    TYPE_VALUE = 62
-    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
-             Tensor("OutputTensors", "output_tensors", "output", many=True))
-    FIELDS = (UInt("Axis", "axis"),)
-    COUNTS = {"OutputCount": "OutputTensors"}
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_1_0, range(4, 5), TYPES_1_0),
-        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
-    )
 
     @property
     def output_tensor(self) -> TensorDesc:

@@ -66,10 +66,6 @@ class TileOperatorDesc(MoveOperatorDesc):
         last axis' count). More entries than ``x`` has axes are refused
         (``numpy.tile`` would add leading axes of size 1: reshape ``x``
         first).""")
-
-    @classmethod
-    def arguments(cls, api, x, repeats):
-        return (lambda t: cls(t, None, numpy_repeats(repeats, t.rank))), (repeats,)
     TYPE_VALUE = 70
     FIELDS = (Field("Repeats", "repeats"),)
     COUNTS = {"RepeatsCount": "Repeats"}
@@ -80,6 +76,10 @@ class TileOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), _TILE_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, repeats):
+        return (lambda t: cls(t, None, numpy_repeats(repeats, t.rank))), (repeats,)
 
     def __post_init__(self):
         inp = self._check_input()

@@ -96,11 +96,11 @@ class UnfoldOperatorDesc(_Windowed):
     start_padding, end_padding : int or sequence of int, optional
         Zeros added before and after each spatial axis (default 0); the
         dilated window must fit the padded input.""")
+    TYPE_VALUE = 177
 
     @classmethod
     def arguments(cls, api, x, *fields):
         return lambda t: cls(t, None, *[per_axis(v, len(t.sizes) - 2) for v in fields])
-    TYPE_VALUE = 177
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``)."""
