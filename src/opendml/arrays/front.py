@@ -324,7 +324,7 @@ _DOC = """{summary}
     Returns
     -------
     {result}
-        {one} packed (C-contiguous) array {returns}, of ``{first}``'s
+        {one} packed (C-contiguous) array {returns}, of {owner}
         framework and device; for a Dask array, a lazy Dask array (nothing is computed
         until it is). Where the operator is linear for the dtypes, a PyTorch
         result is differentiable (autograd, forward-mode AD and the
@@ -335,13 +335,13 @@ _DOC = """{summary}
     Raises
     ------
     UnsupportedError
-        If the dtype of ``{first}`` is missing from the operator's support table at
+        If the dtype of {subject} is missing from the operator's support table at
         the newest feature level (bool, bfloat16, complex...: the message names
         the supported ones), or the array is one opendml cannot read (a PyTorch
         tensor on a device other than cpu, cuda or meta, or sparse, nested or
         conjugated; a JAX array sharded over several devices).
     ValidationError
-        If ``{first}`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
         rank the support table lacks (it takes {ranks}), or an argument
         breaks one of the operator's rules ({rules}): the message names the
         field and the rule. Checked before anything is allocated.
@@ -362,7 +362,8 @@ def _docstring(b, cls) -> str:
         shape=("A non-empty sequence of arrays of one framework, dtype and rank" if many
                else b.shape or "The input"), types=_contract.type_list(row.types),
         params="\n" + params if params else "", result="list of arrays" if multi else "array",
-        one="One new" if multi else "A new", returns=b.returns, first="arrays[0]" if many else b.array,
+        one="One new" if multi else "A new", returns=b.returns,
+        owner="the inputs'" if many else f"``{b.array}``'s", subject="an entry of ``arrays``" if many else f"``{b.array}``",
         ranks=f"{ranks.start} to {ranks.stop - 1} dimensions" if len(ranks) > 1 else f"{ranks.start} dimensions",
         rules=b.rules)
 
