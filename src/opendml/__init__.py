@@ -1,7 +1,8 @@
-"""opendml: DirectML's tensor model and data-movement operators (SLICE, SLICE1,
-UNFOLD, and their adjoints FOLD and SLICE_GRAD), with DirectML's validation
-rules, on the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels
-through CuPy).
+"""opendml: DirectML's tensor model and data-movement operators (the
+slicing and window operators, the data-movement family, the index-driven
+operators: ``opendml.ops.OPERATORS``), with DirectML's validation rules, on
+the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels through
+CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and Dask arrays.
 
 Layers, each importing only those below it: ``model`` (data types, feature
 levels, tensor descriptions, errors) < ``ops`` (one module per operator) <

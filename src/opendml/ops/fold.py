@@ -30,7 +30,7 @@ from ..model.data_type import DataType
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ._spec import WINDOW_SUMS
-from .unfold import UnfoldOperatorDesc, _Windowed, plain_window
+from .unfold import WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window
 from ._spec import Binding, per_axis
 from ..model.errors import ValidationError
 
@@ -71,7 +71,7 @@ class FoldOperatorDesc(_Windowed):
                              "start_padding: Ints = 0, end_padding: Ints = 0", route="plan",
                       shape="The columns, of shape (N, C * prod(window_sizes), BlockCount)",
                       returns="of ``x``'s dtype and shape (N, C, *output_sizes)",
-                      rules="BlockCount or the channels not what the window gives", doc="""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
+                      rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
     prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
     *output_sizes), each output element adding its window elements in
     increasing window order (float16 sums in float32; integers wrap).
@@ -86,13 +86,7 @@ class FoldOperatorDesc(_Windowed):
     ----------
     output_sizes : int or sequence of int
         The spatial sizes of the result.
-    window_sizes : int or sequence of int
-        The window size per spatial axis, each >= 1.
-    strides : int or sequence of int, optional
-        The step between windows per spatial axis, each >= 1 (default 1).
-    dilations : int or sequence of int, optional
-        The step between a window's elements per spatial axis, each >= 1
-        (default 1).
+{WINDOW_DOC}
     start_padding, end_padding : int or sequence of int, optional
         The padding ``unfold`` applied before and after each spatial axis
         (default 0); padded positions are dropped.""")

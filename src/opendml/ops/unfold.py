@@ -70,6 +70,16 @@ class _Windowed(AdjointByCall, FastPathDesc):
         return math.prod(self.blocks_per_dimension)
 
 
+#: The parameters UNFOLD's and FOLD's array functions share, as their docstrings write them.
+WINDOW_DOC = """    window_sizes : int or sequence of int
+        The window (kernel) size per spatial axis, each >= 1.
+    strides : int or sequence of int, optional
+        The step between windows per spatial axis, each >= 1 (default 1).
+    dilations : int or sequence of int, optional
+        The step between a window's elements per spatial axis, each >= 1
+        (default 1)."""
+
+
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class UnfoldOperatorDesc(_Windowed):
@@ -80,19 +90,13 @@ class UnfoldOperatorDesc(_Windowed):
                       params="window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, "
                              "end_padding: Ints = 0", route="plan", shape="The input of shape (N, C, *spatial)",
                       returns="of ``x``'s dtype and shape (N, C * prod(window_sizes), BlockCount)",
-                      rules="a dilated window larger than the padded input", doc="""DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
+                      rules="a dilated window larger than the padded input", doc=f"""DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
     ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
     every spatial axis.
 
     Parameters
     ----------
-    window_sizes : int or sequence of int
-        The window (kernel) size per spatial axis, each >= 1.
-    strides : int or sequence of int, optional
-        The step between windows per spatial axis, each >= 1 (default 1).
-    dilations : int or sequence of int, optional
-        The step between a window's elements per spatial axis, each >= 1
-        (default 1).
+{WINDOW_DOC}
     start_padding, end_padding : int or sequence of int, optional
         Zeros added before and after each spatial axis (default 0); the
         dilated window must fit the padded input.""")
