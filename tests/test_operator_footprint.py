@@ -171,8 +171,7 @@ KNOWN: dict[str, list[str]] = {
     'DEPTH_TO_SPACE1': ['runtime/calls.py'],
     'DIAGONAL_MATRIX1': ['arrays/index_ops.py'],
     'ELEMENT_WISE_IDENTITY': ['runtime/calls.py'],
-    'FOLD': ['arrays/torch/adapter.py', 'jax.py', 'runtime/cpu/numpy_kernels.py', 'runtime/params.h',
-        'runtime/params.py', 'torch.py'],
+    'FOLD': ['jax.py', 'runtime/cpu/numpy_kernels.py', 'runtime/params.h', 'runtime/params.py', 'torch.py'],
     'GATHER': ['arrays/index_ops.py'],
     'GATHER_ELEMENTS': ['arrays/index_ops.py'],
     'GATHER_ND1': ['arrays/index_ops.py'],
@@ -183,13 +182,12 @@ KNOWN: dict[str, list[str]] = {
     'SCATTER_ELEMENTS': ['arrays/index_ops.py', 'dxdispatch/_read.py'],
     'SCATTER_ND': ['arrays/index_ops.py'],
     'SLICE': ['jax.py', 'runtime/calls.py', 'torch.py'],
-    'SLICE1': ['arrays/torch/adapter.py', 'jax.py', 'runtime/calls.py', 'torch.py'],
-    'SLICE_GRAD': ['arrays/torch/adapter.py', 'jax.py', 'runtime/calls.py', 'runtime/native/calls_new.c', 'torch.py'],
+    'SLICE1': ['jax.py', 'runtime/calls.py', 'torch.py'],
+    'SLICE_GRAD': ['jax.py', 'runtime/calls.py', 'runtime/native/calls_new.c', 'torch.py'],
     'SPACE_TO_DEPTH1': ['runtime/calls.py'],
     'SPLIT': ['runtime/calls.py'],
     'TILE': ['runtime/calls.py'],
-    'UNFOLD': ['arrays/torch/adapter.py', 'jax.py', 'runtime/native/cuda_spec.c', 'runtime/params.h',
-        'runtime/params.py', 'torch.py'],
+    'UNFOLD': ['jax.py', 'runtime/native/cuda_spec.c', 'runtime/params.h', 'runtime/params.py', 'torch.py'],
 }
 
 

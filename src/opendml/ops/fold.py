@@ -91,6 +91,9 @@ class FoldOperatorDesc(_Windowed):
         The padding ``unfold`` applied before and after each spatial axis
         (default 0); padded positions are dropped.""")
     TYPE_VALUE = 176
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
+              "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
 
     @classmethod

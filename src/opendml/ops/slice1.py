@@ -105,6 +105,8 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         The output's shape, at most the reachable elements per axis; None
         (the default) takes them all.""")
     TYPE_VALUE = 111
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
     INTRODUCED = FeatureLevel.FL_2_1

@@ -59,6 +59,9 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         negative ones walking from the window's end); the window must lie in
         ``input_sizes``.""")
     TYPE_VALUE = 135
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
+              "int[] window_strides) -> Tensor")
     TENSORS = ("InputGradientTensor", "OutputGradientTensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))

@@ -101,6 +101,9 @@ class UnfoldOperatorDesc(_Windowed):
         Zeros added before and after each spatial axis (default 0); the
         dilated window must fit the padded input.""")
     TYPE_VALUE = 177
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor x, int[] window_sizes, int[] strides, int[] dilations, int[] start_padding, "
+              "int[] end_padding) -> Tensor")
 
     @classmethod
     def arguments(cls, api, x, *fields):
