@@ -75,7 +75,8 @@ import numpy as np
 
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
-from ..ops import DepthSpaceOrder, PaddingMode
+from ..ops import OPERATORS
+from ..ops._spec import Enum
 from ..ops._spec import per_axis  # noqa: F401 - the array API's spelling of a scalar over the spatial axes
 from ..runtime import calls as _calls
 from ..runtime import get_backend
@@ -213,9 +214,11 @@ _OPS = _calls.OPS
 #: arguments exactly as received, first thing; the route records a compiled
 #: run with the same arguments snapshotted (``Call.ccall``).
 _move = _calls.move
-# Members of these key by identity in the C call cache (a mode, an order, a DataType as cast's dtype);
-# PyTorch's dtype type joins them when cast first gets one (``_key_by_identity``).
-_MOVE_TYPES = (PaddingMode, DepthSpaceOrder, DataType)
+# Members of these key by identity in the C call cache: the enums the operators' fields take (a mode, an
+# order) and DataType (a dtype argument); PyTorch's dtype type joins them when a function first gets one
+# (``_key_by_identity``).
+_MOVE_TYPES = tuple(sorted({DataType} | {f.enum for cls in OPERATORS.values() for f in cls.FIELDS
+                                          if isinstance(f, Enum)}, key=lambda t: t.__name__))
 _calls.register_move_types(_MOVE_TYPES)
 
 
