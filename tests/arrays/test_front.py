@@ -13,10 +13,18 @@ import types
 import numpy as np
 import pytest
 
+import dataclasses
+
 import opendml as dml
-from opendml.arrays import _contract, front, planner
-from opendml.ops import OPERATORS
-from opendml.ops._spec import binding_of
+from opendml.arrays import _contract, _dispatch, engine, front, planner
+from opendml.model.feature_level import FeatureLevel
+from opendml.model.tensor_desc import TensorDesc
+from opendml.ops import OPERATORS, ElementWiseIdentityOperatorDesc
+from opendml.ops._common import TYPES_4_1, SupportRow
+from opendml.ops._move import MoveOperatorDesc
+from opendml.ops._spec import Binding, Tensor, binding_of
+from opendml.plan import Copy
+from opendml.runtime import calls
 
 
 def bound():
@@ -42,8 +50,9 @@ def test_one_call_type():
 
 
 def test_snapshotted_arguments_come_from_the_signatures():
-    assert front._SNAPSHOTS == {"identity": set(), "cast": set(), "pad": {0, 1}, "join": set(), "split": {1},
-                                "tile": {0}, "space_to_depth": set(), "depth_to_space": set()}
+    assert {name: front._SNAPSHOTS[name] for name in front.FAMILY} == {
+        "identity": set(), "cast": set(), "pad": {0, 1}, "join": set(), "split": {1}, "tile": {0},
+        "space_to_depth": set(), "depth_to_space": set()}
     assert front._SEQUENCES == {"join"} and front._MULTI == {"split"}
 
 
@@ -117,3 +126,77 @@ def test_the_api_reference_finds_the_generated_functions():
             assert fn.docstring.value.startswith(f"DML_{cls.OPERATOR}")
     for name in dml.ops.DESCRIPTIONS:
         assert pkg[name].is_class, name
+
+
+# -- a new operator's function: its module's binding, nothing else -------------------------------------
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class _MirrorOperatorDesc(MoveOperatorDesc):
+    """Output[..., i] = Input[..., Sizes[-1] - 1 - i] (a made-up operator: its module)."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+
+    OPERATOR = "TEST_MIRROR"
+    BINDING = Binding("mirror", ((2, 3),), params="times: int = 1", returns="of ``x``'s shape and dtype",
+                      rules="``times`` not an int", doc="""DML_TEST_MIRROR: ``x`` reversed along its last axis, ``times`` times.
+
+    Parameters
+    ----------
+    times : int, optional
+        How many times to reverse (default 1).""")
+    TYPE_VALUE = 10_001
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = ()
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1),)
+
+    @classmethod
+    def arguments(cls, api, x, times):
+        if type(times) is not int:
+            raise api.field_error("mirror", "Times", "be an int (times)", times)
+        return (lambda t: cls(t, None) if times % 2 else ElementWiseIdentityOperatorDesc(t, None)), (times,)
+
+    def __post_init__(self):
+        inp = self._check_input()
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
+        self._check_slot_tensors()
+
+    def _passes(self, layouts):
+        (strides, origin), = layouts
+        sizes = self.input_tensor.sizes
+        start = origin + (sizes[-1] - 1) * strides[-1]
+        yield Copy(0, 0, tuple(sizes), start, (*strides[:-1], -strides[-1]), 0, self.output_tensor.element_strides)
+
+
+def test_a_new_operators_binding_is_its_function(monkeypatch):
+    """An operator registered after import gets its array function from
+    ``front.bind``: the signature and docstring its binding declares, the
+    contract's checks and messages, the C call cache on a repeat."""
+    monkeypatch.setitem(OPERATORS, _MirrorOperatorDesc.OPERATOR, _MirrorOperatorDesc)
+    for table in ("FUNCTIONS", "_BUILD", "_NAMES", "_SNAPSHOTS", "_SEQUENCES", "_MULTI"):
+        monkeypatch.setattr(front, table, type(getattr(front, table))(getattr(front, table)))
+    monkeypatch.setattr(_dispatch, "WHOLE_IN_GRAPH", list(_dispatch.WHOLE_IN_GRAPH))
+    for where in (front, engine._AdjointApi, _dispatch.front):
+        monkeypatch.setattr(where, "mirror", None, raising=False)
+    for table in (_contract.OPERATOR_OF, _contract.BINDING, _contract.ARGUMENT):
+        monkeypatch.setitem(table, "mirror", None)
+        del table["mirror"]
+    mirror = front.bind(_MirrorOperatorDesc)
+    assert str(inspect.signature(mirror)) == "(x: 'Any', times: 'int' = 1) -> 'Any'"
+    assert inspect.getdoc(mirror).startswith("DML_TEST_MIRROR") and "``times`` not an int" in mirror.__doc__
+    x = np.arange(12, dtype=np.int16).reshape(3, 4)[:, ::2]
+    for _ in range(2):
+        assert np.array_equal(mirror(x), x[:, ::-1]) and np.array_equal(mirror(x, 2), x)
+    if calls.info()["numpy"]:                        # the compiled extension: a repeat is served from C
+        hits = calls.info()["hits"]
+        assert np.array_equal(mirror(x), x[:, ::-1]) and calls.info()["hits"] == hits + 1
+    with pytest.raises(dml.UnsupportedError, match=r"^mirror: x's dtype bool is not supported by TEST_MIRROR"):
+        mirror(np.zeros(2, bool))
+    with pytest.raises(dml.ValidationError, match=r"^mirror: x must be a NumPy, CuPy, PyTorch, JAX or Dask array"):
+        mirror([1, 2])
+    with pytest.raises(dml.ValidationError, match=r"^TEST_MIRROR: Times must be an int \(times\); got 1.5$"):
+        mirror(x, 1.5)
+    assert mirror in _dispatch.WHOLE_IN_GRAPH and engine.ADJOINT_API.mirror is mirror

@@ -237,10 +237,12 @@ _generation = _calls.generation
 def _new(op: int, x, args: tuple):
     since = _generation()                   # before any setting is read
     backend = get_backend("cpu")
-    # the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if backend._native is None or "prepare" in backend.__dict__:
+    lower = _LOWER.get(op)
+    # no C lowering (an operator without one), the NumPy kernels, or a replaced prepare (a spy): the
+    # Python route
+    if lower is None or backend._native is None or "prepare" in backend.__dict__:
         return None
-    return _move_new(op, _LOWER[op], x, args, since, backend.plain_conf)
+    return _move_new(op, lower, x, args, since, backend.plain_conf)
 
 
 def _key_by_identity(value) -> None:
@@ -390,19 +392,38 @@ def _generate(b, cls) -> Any:
 
 
 #: Array-API function name -> its operator class's ``arguments`` (the description from the arguments).
-_BUILD = {}
+_BUILD: dict = {}
 #: The generated functions, by name, in the registry's order.
-FUNCTIONS = {}
-for _name, _cls in _contract.OPERATOR_OF.items():
-    _b = _contract.BINDING[_name]
-    if _b.params is not None:
-        _NAMES[_OPS[_name]] = _name
-        FUNCTIONS[_name] = globals()[_name] = _generate(_b, _cls)
-        _BUILD[_name] = _cls.arguments
+FUNCTIONS: dict = {}
+#: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an
+#: operator with a list of outputs: SPLIT), and which arguments are lists to snapshot (those the
+#: signature types as sequences), read from the bindings and the functions.
+_SEQUENCES: set = set()
+_MULTI: set = set()
+_SNAPSHOTS: dict = {}
 
-#: The move program's functions (a list result where the operator has several outputs).
-FAMILY = tuple(name for name in FUNCTIONS if _contract.BINDING[name].route == "move")
-__all__ = [*FUNCTIONS, "cpu_output_cache", "plan_cache_info", "adapter_for"]
+
+def bind(cls) -> Any:
+    """The array function ``cls``'s ``BINDING`` declares, generated and entered in every table a call
+    reads (the call cache's code, the builders, the snapshots, ``ADJOINT_API``, the functions that enter
+    a ``torch.compile`` graph whole). The registry's operators are bound as this module loads; an
+    operator registered later is bound by this."""
+    b = _contract.BINDING[cls.BINDING.function]
+    name = b.function
+    fn = FUNCTIONS[name] = globals()[name] = _generate(b, cls)
+    _NAMES[_OPS[name]], _BUILD[name] = name, cls.arguments
+    if b.array == "arrays":
+        _SEQUENCES.add(name)
+    if _many_out(cls):
+        _MULTI.add(name)
+    _SNAPSHOTS[name] = frozenset(i for i, p in enumerate(list(inspect.signature(fn).parameters.values())[1:])
+                                 if "Sequence" in str(p.annotation) or "Ints" in str(p.annotation))
+    setattr(_engine._AdjointApi, name, staticmethod(fn))     # what the operators' ``adjoint`` may call
+    setattr(_dispatch.front, name, fn)                      # what the adapters call again
+    _dispatch.enter_graph_whole([fn])
+    return fn
+
+
 
 
 def cpu_output_cache(limit: int | None = None) -> dict:
@@ -454,25 +475,18 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     return get_backend("cpu").cache_info()
 
 
-#: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an
-#: operator with a list of outputs: SPLIT), and which arguments are lists to snapshot (typed as
-#: sequences in the signature), read once from the bindings and the functions above.
-_SEQUENCES = frozenset(name for name in FAMILY if _contract.ARGUMENT[name] == "arrays")
-_MULTI = frozenset(name for name in FAMILY if _many_out(_contract.OPERATOR_OF[name]))
-_SNAPSHOTS = {name: frozenset(i for i, p in enumerate(list(inspect.signature(FUNCTIONS[name]).parameters.values())[1:])
-                              if "Sequence" in str(p.annotation) or "Ints" in str(p.annotation))
-              for name in FAMILY}
+for _cls in _contract.OPERATOR_OF.values():
+    if _cls.BINDING.params is not None:
+        bind(_cls)
+#: The move program's functions (a list result where the operator has several outputs).
+FAMILY = tuple(name for name in FUNCTIONS if _contract.BINDING[name].route == "move")
+__all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
-# What the operator modules' ``adjoint`` methods call (``ADJOINT_API``), and the route a ``Call`` on
-# arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``).
-for _name, _fn in FUNCTIONS.items():
-    setattr(_engine._AdjointApi, _name, staticmethod(_fn))
+# The route a ``Call`` on arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``).
 _dispatch.front.run_list = run_list
-
-# torch.compile takes every function into a graph whole (``_dispatch.enter_graph_whole``): Dynamo,
-# which cannot trace the C call cache, puts the call in the graph, and AOTAutograd then runs it on fake
-# tensors, which take the PyTorch adapter's custom operators.
-_dispatch.enter_graph_whole(FUNCTIONS.values())
+# torch.compile takes every function into a graph whole (``bind``: ``_dispatch.enter_graph_whole``):
+# Dynamo, which cannot trace the C call cache, puts the call in the graph, and AOTAutograd then runs it
+# on fake tensors, which take the PyTorch adapter's custom operators.
 
 
 class _OnDynamo(importlib.abc.MetaPathFinder):
