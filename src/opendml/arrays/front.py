@@ -185,6 +185,20 @@ def _snap(value):
     return value
 
 
+def _snaps(values) -> tuple:
+    """``_snap`` of each value, the common kinds (lists, ints, tuples, None) inline: the window
+    operators' route snapshots every argument."""
+    out = []
+    for value in values:
+        t = type(value)
+        if t is list:
+            value = value[:]
+        elif not (t is int or t is tuple or value is None):
+            value = _snap(value)
+        out.append(value)
+    return tuple(out)
+
+
 def _snapshot(value):
     """A list argument read once, as a tuple (a NumPy array as a tuple of its
     items); anything else as given (validation names what is wrong with it)."""
@@ -265,12 +279,12 @@ _NAMES: dict = {}
 
 def _plan(op: int, x, args: tuple):
     """A call of the first five past the C call cache: its list arguments
-    snapshotted (``_snap``), then the contract's checks and the adapter's
+    snapshotted (``_snaps``), then the contract's checks and the adapter's
     plan route (whose first step, for NumPy and PyTorch CPU arrays, is the C
     new-shape route); the description is the function's builder's
     (its operator class's ``arguments``) on the input's description."""
     name = _NAMES[op]
-    args = tuple(map(_snap, args))
+    args = _snaps(args)
     return _run(x, Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args))
 
 

@@ -369,7 +369,7 @@ class Binding:
 def spread(value, rank: int):
     """An int applies to each of ``rank`` axes; anything else goes to the
     description as given (which names what is wrong with it)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    if type(value) is int or isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return (int(value),) * rank
     return value
 

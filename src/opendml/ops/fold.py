@@ -41,6 +41,12 @@ def _is_sequence(value) -> bool:
 
 def _window_count(window) -> int | None:
     """``prod(window)`` where every entry is an int >= 1, else None."""
+    if type(window) is tuple or type(window) is list:
+        for w in window:
+            if type(w) is not int or w < 1:
+                break
+        else:
+            return math.prod(window)
     if not _is_sequence(window) or not all(
             isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
         return None
@@ -99,9 +105,9 @@ class FoldOperatorDesc(_Windowed):
     @classmethod
     def arguments(cls, api, x, output_sizes, window_sizes, *rest):
         fields = (output_sizes, window_sizes, *rest)
-        d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
 
-        def make(t):
+        def make(t):                        # run on a plan-cache miss only
+            d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
             spatial, window, *others = (per_axis(v, d) for v in fields)
             rows, c, k = t.sizes[-2], t.sizes[-2], _window_count(window)
             if k is not None:                # else the description names the bad window entry
