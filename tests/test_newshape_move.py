@@ -68,27 +68,10 @@ def python_steps(name, args, x):
     """(output shape, dtype, passes) of the Python route: the description the
     function builds, lowered for x's layout, each pass's compiled kernel
     parameters and threads (``planner.kernel_steps``)."""
-    make = {
-        "identity": lambda t: front.ElementWiseIdentityOperatorDesc(
-            t, None, None if args == (None, None) else front.ScaleBias(1.0 if args[0] is None else args[0],
-                                                                         0.0 if args[1] is None else args[1])),
-        "cast": lambda t: front.CastOperatorDesc(
-            t, front.TensorDesc(front._contract.dtype_argument(args[0], "cast"), t.sizes)),
-        "tile": lambda t: front.TileOperatorDesc(t, None, front._repeats(front._snapshot(args[0]), t.rank)),
-        "pad": lambda t: front.Padding1OperatorDesc(
-            t, None, front._MODES[args[2].lower()], t.data_type, args[3],
-            front._per_axis(front._snapshot(args[0]), t.rank), front._per_axis(front._snapshot(args[1]), t.rank)),
-        "space_to_depth": lambda t: front.SpaceToDepth1OperatorDesc(t, None, args[0],
-                                                                    front._order(args[1], "space_to_depth")),
-        "depth_to_space": lambda t: front.DepthToSpace1OperatorDesc(t, None, args[0],
-                                                                    front._order(args[1], "depth_to_space")),
-        "join": lambda *ts: front.JoinOperatorDesc(ts, None, front._contract.axis(args[0], ts[0].rank, "join")),
-        "split": lambda t: front.SplitOperatorDesc(
-            t, tuple(front.TensorDesc(t.data_type, tuple(s if d == front._contract.axis(args[0], t.rank, "split")
-                                                          else n for d, n in enumerate(t.sizes)))
-                     for s in args[1]), front._contract.axis(args[0], t.rank, "split")),
-    }[name]
     xs = list(x) if name == "join" else [x]
+    snap = front._SNAPSHOTS[name]
+    args = tuple(front._snapshot(v) if i in snap else v for i, v in enumerate(args))
+    make, _ = front._contract.OPERATOR_OF[name].arguments(front.ARGUMENT_API, xs[0], *args)
     backend = get_backend("cpu")
     desc = front.Call(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
     prepared = [engine._prepared(a) for a in xs]

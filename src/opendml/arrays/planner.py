@@ -217,8 +217,8 @@ _native = _load_native()
 #: the common valid case and None for anything else (newshape.c's
 #: ``slice1_lowering``, ``slice_lowering``). Empty without the compiled
 #: extension; tests empty it to compare the routes.
-NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in ("slice1", "slice", "slice_grad")
-                         if hasattr(_native, f"{name}_lowering")}
+NATIVE_LOWERING: dict = {name[:-len("_lowering")]: getattr(_native, name) for name in dir(_native or object)
+                         if name.endswith("_lowering") and name != "move_lowering"}
 
 #: array-API name -> (the kernel, the operator's description-free plan of
 #: its common valid case, ``f(in_sizes, *call.args)``: the reference, which
