@@ -43,49 +43,7 @@ from . import dxdispatch as dxdispatch
 def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> Any:
     """DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``.
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    offsets : sequence of int
-        The first element read, one entry per axis of ``x`` (each >= 0).
-    sizes : sequence of int
-        The output's shape, one entry per axis (each >= 1).
-    strides : sequence of int
-        The step between elements read, one entry per axis (each >= 1); the
-        last element read, ``offsets + (sizes - 1) * strides``, must lie in
-        ``x``.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s dtype and shape ``sizes``, of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (a window reaching outside ``x``): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.slice)``.
     """
 
 
@@ -94,52 +52,7 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
     stride starts at the window's end). ``output_sizes`` defaults to every
     reachable element: ``1 + (window_sizes - 1) // |window_strides|``.
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    window_offsets : sequence of int
-        Where the window starts, one entry per axis (each >= 0).
-    window_sizes : sequence of int
-        The window's sizes, one entry per axis (each >= 1); the window must
-        lie in ``x``: ``window_offsets + window_sizes <= x.shape``.
-    window_strides : sequence of int
-        The step per axis: non-zero, in INT32's range; a negative stride
-        walks the window from its last element.
-    output_sizes : sequence of int or None, optional
-        The output's shape, at most the reachable elements per axis; None
-        (the default) takes them all.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s dtype and shape ``output_sizes``, of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (a window reaching outside ``x``, a zero stride): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.slice1)``.
     """
 
 
@@ -148,51 +61,7 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
     ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
     every spatial axis.
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input of shape (N, C, *spatial), of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    window_sizes : int or sequence of int
-        The window (kernel) size per spatial axis, each >= 1.
-    strides : int or sequence of int, optional
-        The step between windows per spatial axis, each >= 1 (default 1).
-    dilations : int or sequence of int, optional
-        The step between a window's elements per spatial axis, each >= 1
-        (default 1).
-    start_padding, end_padding : int or sequence of int, optional
-        Zeros added before and after each spatial axis (default 0); the
-        dilated window must fit the padded input.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s dtype and shape (N, C * prod(window_sizes), BlockCount), of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 3 to 8 dimensions), or an argument
-        breaks one of the operator's rules (a dilated window larger than the padded input): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.unfold)``.
     """
 
 
@@ -202,59 +71,7 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     *output_sizes), each output element adding its window elements in
     increasing window order (float16 sums in float32; integers wrap).
 
-    ``output_sizes`` are the spatial sizes of the result. Scalars apply to
-    every spatial axis; the number of spatial axes is the length of
-    ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
-    what ``unfold`` gives for an input of the output's shape with the same
-    window, strides, dilations and padding.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The columns, of shape (N, C * prod(window_sizes), BlockCount), of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    output_sizes : int or sequence of int
-        The spatial sizes of the result.
-    window_sizes : int or sequence of int
-        The window (kernel) size per spatial axis, each >= 1.
-    strides : int or sequence of int, optional
-        The step between windows per spatial axis, each >= 1 (default 1).
-    dilations : int or sequence of int, optional
-        The step between a window's elements per spatial axis, each >= 1
-        (default 1).
-    start_padding, end_padding : int or sequence of int, optional
-        The padding ``unfold`` applied before and after each spatial axis
-        (default 0); padded positions are dropped.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s dtype and shape (N, C, *output_sizes), of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 3 to 8 dimensions), or an argument
-        breaks one of the operator's rules (BlockCount or the channels not what the window gives): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.fold)``.
     """
 
 
@@ -264,47 +81,7 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
     ``slice1`` with this window reads, which receives the matching element of
     ``grad`` (``grad.shape`` being ``slice1``'s output shape).
 
-    Parameters
-    ----------
-    grad : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The gradient of ``slice1``'s output, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    input_sizes : sequence of int
-        The shape of the result (``slice1``'s input), one entry per axis.
-    window_offsets, window_sizes, window_strides : sequence of int
-        ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
-        negative ones walking from the window's end); the window must lie in
-        ``input_sizes``.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``grad``'s dtype and shape ``input_sizes``, of ``grad``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``grad`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``grad`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (a window reaching outside ``input_sizes``, ``grad.shape`` not the window's output): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.slice_grad)``.
     """
 
 
@@ -313,45 +90,7 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> A
     bias`` (float types; ``scale`` defaults to 1 and ``bias`` to 0 where only
     the other is given; computed in float32 for float16/float32).
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    scale : float or None, optional
-        The factor (default: none, or 1 where ``bias`` is given).
-    bias : float or None, optional
-        The addend (default: none, or 0 where ``scale`` is given).
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s shape and dtype, of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (``scale``/``bias`` on an integer dtype): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.identity)``.
     """
 
 
@@ -359,48 +98,7 @@ def cast(x: Any, dtype: Any) -> Any:
     """DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX
     dtype, a ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    dtype : numpy.dtype, type, str, torch.dtype, JAX dtype or DataType
-        The result's element type: one of the 11 DirectML types, spelt as
-        any framework spells it: a NumPy dtype, scalar type or string
-        (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
-        (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
-        ``DataType``, or a ``DataType`` name (``"INT8"``,
-        ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s shape and dtype ``dtype``, of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (``dtype`` not a dtype at all; a dtype CAST does not take is an ``UnsupportedError``): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.cast)``.
     """
 
 
@@ -411,50 +109,7 @@ def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = 'constant', 
     DML_PADDING_MODE (padding may exceed the axis' size; it repeats
     periodically).
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    start_padding, end_padding : int or sequence of int
-        Elements added before and after each axis: an int for every axis,
-        or one int per axis.
-    mode : str or PaddingMode, optional
-        ``"constant"`` (the default), ``"edge"``, ``"reflect"`` (or
-        ``"reflection"``), ``"symmetric"``, ``"wrap"`` (any case), or a
-        ``PaddingMode``.
-    value : int or float, optional
-        The constant mode's value (default 0); it must fit ``x``'s dtype.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s dtype, each axis ``start + size + end`` long, of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (an unknown ``mode``, a ``value`` out of the dtype's range): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.pad)``.
     """
 
 
@@ -462,43 +117,7 @@ def join(arrays: Sequence[Any], axis: int) -> Any:
     """DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank;
     equal sizes but along ``axis``).
 
-    Parameters
-    ----------
-    arrays : sequence of arrays
-        A non-empty sequence of arrays of one framework, dtype and rank, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    axis : int
-        The axis to concatenate along; negative values count from the end.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of the inputs' dtype, of the inputs'
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of an entry of ``arrays`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If an entry of ``arrays`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (dtypes or ranks differ, ``axis`` out of range): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.join)``.
     """
 
 
@@ -506,46 +125,7 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[Any]:
     """DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements
     there (the sizes sum to ``x.shape[axis]``); returns a list.
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    axis : int
-        The axis to cut along; negative values count from the end.
-    sizes : sequence of int
-        The length of each piece along ``axis``, each >= 1, summing to
-        ``x.shape[axis]``.
-
-    Returns
-    -------
-    list of arrays
-        One new packed (C-contiguous) array per entry of ``sizes``, of ``x``'s dtype, of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.split)``.
     """
 
 
@@ -556,47 +136,7 @@ def tile(x: Any, repeats: Ints) -> Any:
     ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
     of a (3, 4) array is (3, 8)).
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    repeats : int or sequence of int
-        The repeat count per axis, each >= 1: one entry per axis of ``x``,
-        or fewer (ones are prepended for the leading axes), or an int (the
-        last axis' count). More entries than ``x`` has axes are refused
-        (``numpy.tile`` would add leading axes of size 1: reshape ``x``
-        first).
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s dtype and shape ``x.shape * repeats``, of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 1 to 8 dimensions), or an argument
-        breaks one of the operator's rules (``repeats`` longer than ``x.ndim``, an entry < 1): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.tile)``.
     """
 
 
@@ -604,46 +144,7 @@ def depth_to_space(x: Any, block_size: int, order: str = 'DCR') -> Any:
     """DML_DEPTH_TO_SPACE1: (N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
     of ``space_to_depth`` with the same order.
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input of shape (N, C * b * b, H, W), of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    block_size : int
-        ``b``, the block's height and width.
-    order : str or DepthSpaceOrder, optional
-        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
-        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s dtype and shape (N, C, H * b, W * b), of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 4 dimensions), or an argument
-        breaks one of the operator's rules (not 4-D, the channels not a multiple of ``block_size ** 2``, an unknown ``order``): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.depth_to_space)``.
     """
 
 
@@ -651,46 +152,7 @@ def space_to_depth(x: Any, block_size: int, order: str = 'DCR') -> Any:
     """DML_SPACE_TO_DEPTH1: (N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
     index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".
 
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input of shape (N, C, H * b, W * b), of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64.
-    block_size : int
-        ``b``, the block's height and width.
-    order : str or DepthSpaceOrder, optional
-        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
-        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.
-
-    Returns
-    -------
-    array
-        A new packed (C-contiguous) array of ``x``'s dtype and shape (N, C * b * b, H, W), of ``x``'s
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes 4 dimensions), or an argument
-        breaks one of the operator's rules (not 4-D, H or W not a multiple of ``block_size``, an unknown ``order``): the message names the
-        field and the rule. Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+    Arguments, result and errors: ``help(opendml.space_to_depth)``.
     """
 
 
@@ -699,27 +161,7 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
     ``take``): ``out.shape == x.shape[:axis] + indices.shape[-k:] +
     x.shape[axis + 1:]`` with k = ``index_dimensions``.
 
-    Parameters
-    ----------
-    x : array
-        The data, of an integer or float dtype of 1, 2, 4 or 8 bytes.
-    indices : integer array
-        Positions along ``axis`` (int32, int64, uint32 or uint64; negative
-        values of a signed type count from the end).
-    axis : int
-        The axis of ``x`` (negative values count from the end).
-    index_dimensions : int, optional
-        DirectML's IndexDimensions: how many trailing dimensions of
-        ``indices`` are meaningful (the others must be 1); default all.
-    check_indices : bool, optional
-        Check every index first (default); False skips the check
-        (out-of-range indices are clamped into the dimension).
-
-    Raises
-    ------
-    ValidationError
-        A bad argument, or (``check_indices``) the first index out of range,
-        named with its value and position.
+    Arguments, result and errors: ``help(opendml.gather)``.
     """
 
 
@@ -728,6 +170,8 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
     ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
     ``gather``.
+
+    Arguments, result and errors: ``help(opendml.gather_elements)``.
     """
 
 
@@ -736,6 +180,8 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     tuples of q entries into ``x``'s dimensions after the first
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``.
+
+    Arguments, result and errors: ``help(opendml.gather_nd)``.
     """
 
 
@@ -745,6 +191,8 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins. Indices and
     ``check_indices`` as for ``gather``.
+
+    Arguments, result and errors: ``help(opendml.scatter_elements)``.
     """
 
 
@@ -753,6 +201,8 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
     ``indices``' tuples (its last axis, q entries) replaced by ``updates``
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
     update in row-major order wins.
+
+    Arguments, result and errors: ``help(opendml.scatter_nd)``.
     """
 
 
@@ -762,6 +212,8 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1) -> Any:
     and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
     negative index of a signed type counts from the end; an index outside
     ``[-depth, depth)`` gives an all-off row (no check).
+
+    Arguments, result and errors: ``help(opendml.one_hot)``.
     """
 
 
@@ -770,6 +222,8 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int) -> Any:
     sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
     ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
     the axis are clamped to it.
+
+    Arguments, result and errors: ``help(opendml.reverse_subsequences)``.
     """
 
 
@@ -784,32 +238,7 @@ def diagonal_matrix(x: Any = ..., *, shape: Any = None, dtype: Any = None, value
     ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
     triangle (``np.triu(x, 1)``).
 
-    Parameters
-    ----------
-    x : array, optional
-        The input (2 to 4 dimensions, any framework and strides); the result
-        has its shape, dtype and framework and is differentiable in it
-        (float dtypes: the gradient is the cotangent with the filled
-        diagonals zeroed). Left out: a generator, of ``shape`` and ``dtype``.
-    shape : sequence of int, optional
-        Without ``x``: the result's shape (2 to 4 dimensions); the result is
-        a NumPy array. With ``x``: None or ``x``'s shape.
-    dtype : dtype, optional
-        Without ``x``: the result's dtype (any spelling ``cast`` takes;
-        default float64, as ``np.eye``). With ``x``: None or ``x``'s dtype.
-    value : int or float, optional
-        The value on the filled diagonals (default 1); it must fit the dtype.
-    begin, end : int, optional
-        DiagonalFillBegin and DiagonalFillEnd (INT32 values).
-
-    Raises
-    ------
-    ValidationError
-        A bad argument, named by its DirectML field (``DIAGONAL_MATRIX1:
-        DiagonalFillEnd must be in [-2147483648, 2147483647] (an INT); got
-        ...``), or ``x`` not an array.
-    UnsupportedError
-        A dtype DIAGONAL_MATRIX1 does not take.
+    Arguments, result and errors: ``help(opendml.diagonal_matrix)``.
     """
 
 __all__ = ['AllocationError', 'BindingError', 'BindingTable', 'Buffer', 'BufferBinding', 'CastOperatorDesc', 'CompiledOperator', 'Config', 'DataType', 'DepthSpaceOrder', 'DepthToSpace1OperatorDesc', 'DepthToSpaceOperatorDesc', 'Device', 'DiagonalMatrix1OperatorDesc', 'DiagonalMatrixOperatorDesc', 'DmlError', 'ElementWiseIdentityOperatorDesc', 'FeatureLevel', 'FoldOperatorDesc', 'GatherElementsOperatorDesc', 'GatherNd1OperatorDesc', 'GatherNdOperatorDesc', 'GatherOperatorDesc', 'JoinOperatorDesc', 'OneHotOperatorDesc', 'Operator', 'OperatorDesc', 'Padding1OperatorDesc', 'PaddingMode', 'PaddingOperatorDesc', 'ReverseSubsequencesOperatorDesc', 'ScaleBias', 'ScatterElementsOperatorDesc', 'ScatterNdOperatorDesc', 'Slice1OperatorDesc', 'SliceGradOperatorDesc', 'SliceOperatorDesc', 'SpaceToDepth1OperatorDesc', 'SpaceToDepthOperatorDesc', 'SplitOperatorDesc', 'TensorDesc', 'TensorFlags', 'TileOperatorDesc', 'UnfoldOperatorDesc', 'UnsupportedError', 'ValidationError', '__version__', 'calc_buffer_tensor_size', 'cast', 'config', 'configure', 'cpu_output_cache', 'depth_to_space', 'diagonal_matrix', 'fold', 'gather', 'gather_elements', 'gather_nd', 'identity', 'join', 'nhwc_strides', 'one_hot', 'packed_strides', 'pad', 'plan_cache_info', 'reverse_subsequences', 'scatter_elements', 'scatter_nd', 'slice1', 'slice_grad', 'space_to_depth', 'split', 'tile', 'unfold']

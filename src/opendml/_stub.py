@@ -60,11 +60,12 @@ def text() -> str:
               for name, cls in ops.DESCRIPTIONS.items()]
     lines += ["from . import dxdispatch as dxdispatch", ""]
     for name, fn in arrays.FUNCTIONS.items():
-        doc = inspect.getdoc(fn) or ""
+        # the summary only: the full text is help(opendml.<name>)'s (a second copy would repeat it here)
+        summary = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
         ret = "list[Any]" if name == "split" else "Any"
         lines.append(f"\ndef {name}{_signature(fn)} -> {ret}:")
-        lines.append('    """' + doc.replace("\\", "\\\\").replace('"""', '\\"\\"\\"').replace("\n", "\n    ")
-                     .replace("\n    \n", "\n\n") + '\n    """\n')
+        lines.append('    """' + summary.replace("\n", "\n    ") +
+                     f"\n\n    Arguments, result and errors: ``help(opendml.{name})``.\n    \"\"\"\n")
     lines.append(f"__all__ = {sorted(set(__import__('opendml').__all__))!r}")
     return "\n".join(lines).rstrip() + "\n"
 
