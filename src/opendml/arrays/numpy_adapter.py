@@ -114,7 +114,7 @@ def _plain(x: np.ndarray, call, given, record_as, since: int, planned: tuple):
         if out is not None:
             count_planned()
         return out
-    done = backend.run_plain(kernel, x, fields)
+    done = backend.run_plain(_KINDS[kernel], x, fields)
     if done is None:
         return None
     count_planned()
@@ -125,7 +125,7 @@ def _plain(x: np.ndarray, call, given, record_as, since: int, planned: tuple):
     return out
 
 
-_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_KINDS = calls.NEW_KINDS
 _numpy_new = calls.numpy_new
 
 

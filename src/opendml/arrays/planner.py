@@ -62,6 +62,7 @@ from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc, plain_count
 from ..ops import OPERATORS
 from ..plan import Fill
+from ..runtime import calls
 from ..runtime.calls import info as call_cache_info
 from ..runtime.config import _listeners as _config_listeners
 from ..runtime.cpu.backend import _load_native
@@ -217,7 +218,7 @@ _native = _load_native()
 #: the common valid case and None for anything else (newshape.c's
 #: ``slice1_lowering``, ``slice_lowering``). Empty without the compiled
 #: extension; tests empty it to compare the routes.
-NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in ("slice1", "slice", "slice_grad")
+NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in calls.PLAIN_LOWERED
                          if hasattr(_native, f"{name}_lowering")}
 
 #: array-API name -> (the kernel, the operator's description-free plan of

@@ -195,7 +195,7 @@ def _kernel(x, call, new: bool = True):
     raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-_NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_NEW_KINDS = calls.NEW_KINDS
 _OPS = calls.OPS
 _torch_new = calls.torch_new
 _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)

@@ -22,6 +22,7 @@
 #include "cpu/blocks.h"
 #include "cpu/common.h"
 #include "cpu/move.h"
+#include "newshape.h"
 
 /* Parse (dst, src, params, threads) with params exactly `size` bytes, copied
  * into `out` (the bytes object need not be aligned for the struct). */
@@ -217,6 +218,8 @@ static PyMethodDef methods[] = {
     {"slice_lowering", (PyCFunction)(void (*)(void))odml_py_slice_lowering, METH_FASTCALL,
      "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's plain_lowering of the common valid case, "
      "or None where that Python function must answer (newshape.c)"},
+    {"unfold_lowering", (PyCFunction)(void (*)(void))odml_py_unfold_lowering, METH_FASTCALL, ODML_UNFOLD_LOWERING_DOC},
+    {"fold_lowering", (PyCFunction)(void (*)(void))odml_py_fold_lowering, METH_FASTCALL, ODML_FOLD_LOWERING_DOC},
     {"slice_grad_lowering", (PyCFunction)(void (*)(void))odml_py_slice_grad_lowering, METH_FASTCALL,
      "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> ops/slice_grad.py's plain_lowering of "
      "the common valid case, or None where that Python function must answer (newshape.c)"},
