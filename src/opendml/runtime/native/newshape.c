@@ -609,24 +609,25 @@ static PyObject *plain_window_lower(int which, Py_ssize_t n, const int64_t *dims
     }
     /* plain_window_fields: every window fitting its padded axis; spatial: UNFOLD's input's, FOLD's output's */
     const int64_t *spatial = fold ? v[0] : dims + 2;
-    int64_t k = 1, blocks = 1, count, extent;
+    int64_t k = 1, blocks = 1, count, extent, padded;
     for (Py_ssize_t i = 0; i < d; i++) {
         const int64_t w = v[1][i], st = v[2][i], dl = v[3][i], a = v[4][i], b = v[5][i], size = spatial[i];
         if (w < 1 || st < 1 || dl < 1 || a < 0 || b < 0 || w > (int64_t)UINT32_MAX || st > (int64_t)UINT32_MAX
-                || dl > (int64_t)UINT32_MAX || a > (int64_t)UINT32_MAX || b > (int64_t)UINT32_MAX || size < 1
-                || size > (int64_t)UINT32_MAX || __builtin_mul_overflow(dl, w - 1, &extent)
-                || size + a + b - 1 < extent)
+                || dl > (int64_t)UINT32_MAX || a > (int64_t)UINT32_MAX || b > (int64_t)UINT32_MAX
+                || (fold && (size < 1 || size > (int64_t)UINT32_MAX))         /* (FOLD's output's: checked later) */
+                || __builtin_mul_overflow(dl, w - 1, &extent) || __builtin_add_overflow(size, a + b - 1, &padded)
+                || padded < extent)
             Py_RETURN_NONE;
-        blk[i] = (size + a + b - 1 - extent) / st + 1;
+        blk[i] = (padded - extent) / st + 1;
         if (__builtin_mul_overflow(k, w, &k) || __builtin_mul_overflow(blocks, blk[i], &blocks)) Py_RETURN_NONE;
     }
     if (fold) {                                        /* the columns (..., N, C x K, BlockCount), leading 1s */
         const int64_t *in3 = dims + n - 3;
-        count = in3[0] * (in3[1] / k);
         out[0] = in3[0];
         out[1] = in3[1] / k;
         for (Py_ssize_t i = 0; i < n - 3; i++)
             if (dims[i] != 1) Py_RETURN_NONE;
+        if (__builtin_mul_overflow(out[0], out[1], &count)) Py_RETURN_NONE;
         for (Py_ssize_t i = 0; i < d; i++)
             if (__builtin_mul_overflow(count, spatial[i], &count)) Py_RETURN_NONE;
         if (in3[1] % k || in3[2] != blocks || count > (int64_t)UINT32_MAX) Py_RETURN_NONE;
