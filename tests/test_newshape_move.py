@@ -27,6 +27,32 @@ from tests.conftest import native_available
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
 DTYPES = ["f4", "f2", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8"]
+NAMES = ["float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+def spellings(name: str) -> list:
+    """Every way a user spells the dtype ``name`` (one of NAMES) as cast's
+    argument: NumPy's dtype and scalar type, the string, the DataType name in
+    both cases and with DirectML's prefix, the DataType, PyTorch's dtype
+    where PyTorch is installed; and spellings only the Python route reads
+    (a NumPy code, spaces, mixed case, a PyTorch name as a string)."""
+    upper = name.upper()
+    out = [np.dtype(name), np.dtype(name).type, name, upper, "DML_TENSOR_DATA_TYPE_" + upper, dml.DataType[upper],
+           np.dtype(name).str, f" {name} ", name.capitalize()]
+    try:
+        import torch
+        out += [getattr(torch, name), f"torch.{name}"]
+    except ImportError:
+        pass
+    return out
+
+
+def read_in_c(dtype) -> bool:
+    """Whether the C lowering reads this spelling of cast's dtype (the others
+    take the Python route)."""
+    if isinstance(dtype, str):
+        return dtype in NAMES or dtype.removeprefix("DML_TENSOR_DATA_TYPE_").lower() in NAMES and dtype.isupper()
+    return not isinstance(dtype, (int, float)) or isinstance(dtype, dml.DataType)
 MODES = ["constant", "edge", "reflect", "reflection", "symmetric", "wrap", "WRAP", "Edge"]
 
 
@@ -138,7 +164,7 @@ def calls(draw):
         sb = draw(st.sampled_from([(None, None), (2.0, None), (None, -1.5), (0.5, 3.0), (1e300, None)]))
         args = sb
     elif name == "cast":
-        args = (draw(st.sampled_from([np.dtype(d) for d in DTYPES] + [np.float16, np.int64, np.uint8])),)
+        args = (draw(st.sampled_from(spellings(draw(st.sampled_from(NAMES))))),)
     elif name == "tile":
         reps = draw(st.lists(st.integers(1, 3), min_size=1, max_size=rank))
         args = (draw(st.sampled_from([tuple(reps), list(reps), reps[-1]])),)
@@ -174,6 +200,9 @@ def test_passes_equal_the_python_routes(call, seed):
     if name == "pad" and np.dtype(dt) == np.float16 and isinstance(args[3], float) and np.isnan(args[3]):
         assert got is None                    # (a NaN fill for float16: the Python route builds it)
         return
+    if name == "cast" and not read_in_c(args[0]):
+        assert got is None, "the C lowering read a dtype spelling it does not know"
+        return
     assert got is not None, "the C lowering declined a valid call in its simple forms"
     assert got == want
 
@@ -198,6 +227,14 @@ INVALID = [
     ("cast", np.zeros((2, 3), np.float32), (np.dtype(np.complex64),)),
     ("cast", np.zeros((2, 3), np.float32), ("nonsense",)),
     ("cast", np.zeros((2, 3), np.float32), (object(),)),
+    ("cast", np.zeros((2, 3), np.float32), ("bool",)),
+    ("cast", np.zeros((2, 3), np.float32), ("UINT4",)),
+    ("cast", np.zeros((2, 3), np.float32), (dml.DataType.UINT4,)),
+    ("cast", np.zeros((2, 3), np.float32), (dml.DataType.UNKNOWN,)),
+    ("cast", np.zeros((2, 3), np.float32), ("DML_TENSOR_DATA_TYPE_INT4",)),
+    ("cast", np.zeros((2, 3), np.float32), ("int32\x00",)),
+    ("cast", np.zeros((2, 3), np.float32), ("\ud800",)),
+    ("cast", np.zeros((2, 3), np.float32), (6,)),                    # DataType.INT32's value, but no dtype
     ("tile", np.zeros((2, 3), np.float64), (2,)),                   # FLOAT64: not in TILE's table
     ("tile", np.zeros((2, 3), np.float32), ((1, 2, 3),)),           # longer than the rank
     ("tile", np.zeros((2, 3), np.float32), ((0, 2),)),
@@ -400,3 +437,25 @@ def test_torch_cpu_tensors_take_the_c_route_with_the_python_routes_outputs_and_e
             front._move_new = real
         assert got == want, fn
         assert made == (1 if got[0] == "ok" else 0), fn       # the C route recorded each valid call
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_dtype_spelling_of_cast(name, monkeypatch):
+    """Can fail: cast of a never-seen shape with each spelling of its dtype
+    that the C lowering reads (NumPy's dtype and type, the name as a string,
+    the DataType name with and without DirectML's prefix, the DataType,
+    PyTorch's dtype) takes the C route (the Python route's builder never
+    runs) and gives the Python route's bytes; the others (a NumPy code,
+    spaces, mixed case, a PyTorch name as a string) give them through the
+    Python route."""
+    rng = np.random.default_rng(3)
+    for i, dtype in enumerate(spellings(name)):
+        x = array(rng, (1, 3, 5 + i, 7), "f4", i % 2)
+        want = python_route(dml.cast, x, dtype)
+        assert want[0] == "ok" and want[2][0][0] == np.dtype(name).str
+        ccache.clear()
+        with monkeypatch.context() as m:
+            if read_in_c(dtype):
+                m.setitem(front._MOVES, "cast", lambda *a: pytest.fail(f"the Python route ran for {dtype!r}"))
+            assert outcome(dml.cast, x, dtype) == want, dtype
+        assert ccache.info()["entries"] == 1, dtype             # recorded: a repeat is a hit

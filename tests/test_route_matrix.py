@@ -261,8 +261,6 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
     "new-shape": {
         **dict.fromkeys(_INDEX_OPS + ("DIAGONAL_MATRIX1",),
                         _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
-        "CAST": _PY_NEW_SHAPE + ": the C lowering declines a dtype given as a string ('int32') or a DataType "
-                                "(it takes numpy.int32 and np.dtype('int32'))",
     },
     # every bound operator: Dynamo traces into the array function, whose first step (the C call cache) it
     # cannot trace; the functions enter a graph whole only once opendml.torch (or an eager call's adapter)

@@ -188,7 +188,10 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
                     odml_move_prog *g);
 
 /* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of
- * one of the 11 element types; 0 for anything else (calls_move.c). */
+ * one of the 11 element types, a DataType member, a PyTorch dtype or a
+ * DataType name ("int8", "INT8", "DML_TENSOR_DATA_TYPE_INT8"): what
+ * arrays/_contract.py's data_type gives for it; 0 for anything else, other
+ * spellings data_type takes included (calls_move_new.c). */
 int64_t odml_move_dtype_type(PyObject *o);
 
 /* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named

@@ -117,8 +117,8 @@ static int lower_identity(const odml_move_input *x, PyObject *const *a, Py_ssize
     return whole_copy(g, x, x->type, sb, scale, bias);
 }
 
-/* arrays/family.py _cast with ops/cast.py: dtype a NumPy dtype object or a
- * NumPy scalar type of one of the 11 element types (odml_move_dtype_type). */
+/* arrays/front.py _cast_make with ops/cast.py: dtype one of the 11 element types spelt as a NumPy dtype object
+ * or scalar type, a DataType, a PyTorch dtype or a DataType name (odml_move_dtype_type). */
 static int lower_cast(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     if (na != 1) return -1;
     const int64_t t = odml_move_dtype_type(a[0]);
