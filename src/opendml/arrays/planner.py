@@ -227,6 +227,8 @@ NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in 
 #: them (``PLAIN_KERNEL``, ``plain_lowering``).
 _PLAIN = {cls.OPERATOR.lower(): (cls.PLAIN_KERNEL, cls.plain_lowering) for cls in OPERATORS.values()
           if hasattr(cls, "plain_lowering")}
+#: array-API name -> the kernel of its plain lowering's plan (``PLAIN_KERNEL``).
+PLAIN_KERNEL = {name: kernel for name, (kernel, _) in _PLAIN.items()}
 
 #: NumPy dtype -> whether it is one of DirectML's element types (few dtypes are seen).
 _ELEMENT_DTYPES: dict = {}

@@ -212,7 +212,7 @@ def _new_shape(x, call, dtype):
     not such a case or C leaves it to the routes below (which then validate,
     plan and run it)."""
     name = call.name
-    # SLICE1 and SLICE: C calls their compiled lowering (planner.NATIVE_LOWERING) on x's sizes as it reads
+    # the operators with a compiled lowering (planner.NATIVE_LOWERING): C calls it on x's sizes as it reads
     # them, and answers False where it gives no fields: plain_plan then plans the call (its reference lowering)
     fields = _planner.NATIVE_LOWERING.get(name)
     if fields is None:
@@ -221,7 +221,7 @@ def _new_shape(x, call, dtype):
             return None
         kernel, fields = got
     else:
-        kernel = "copy"
+        kernel = _planner.PLAIN_KERNEL[name]
     since = calls.generation()            # before the settings are read
     if x.is_cuda:
         kernels, cpu = new_kernels(), None
