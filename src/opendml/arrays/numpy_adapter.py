@@ -95,7 +95,7 @@ def _planned(planned: tuple, record_as):
 
 
 def _plain(x: np.ndarray, call, given, record_as, since: int, planned: tuple):
-    """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD or SLICE_GRAD call whose
+    """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD call whose
     plan ``plain_plan`` gives (no description, no plan cache), run by the
     compiled kernels in one C call with an output below ``CACHE_MIN_BYTES``
     (NumPy's allocator); the kernel, its parameter bytes, threads and the

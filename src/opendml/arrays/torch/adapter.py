@@ -202,7 +202,7 @@ _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_to
 
 
 def _new_shape(x, call, dtype):
-    """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD and
+    """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD, FOLD and
     SLICE_GRAD on a plain CPU or CUDA tensor: the operator's
     ``plain_lowering`` gives the plan (``planner.plain_plan``, no
     descriptions), and one C call (``calls.torch_new``) applies it to ``x``'s

@@ -565,7 +565,7 @@ PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t
 
 /* -- a new shape served at the cache's miss ----------------------------------------------------------
  *
- * A call_cache_call miss on an exact NumPy array of SLICE, SLICE1 or SLICE_GRAD (the operator codes
+ * A call_cache_call miss on an exact NumPy array of a plain-lowered operator (the operator codes
  * runtime/calls.py registers, call_cache_plain_ops) is served in the same C call where the Python route
  * would do nothing else: the route has run call_cache_numpy_new, recording, since the cache was last
  * emptied (every configure() empties it), a call of that operator on an array of the same dtype and

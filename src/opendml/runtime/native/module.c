@@ -170,8 +170,8 @@ static PyMethodDef methods[] = {
     {"move_lowering", (PyCFunction)(void (*)(void))odml_py_move_lowering, METH_FASTCALL,
      "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) call_cache_move_new would run, or None"},
     {"call_cache_plain_ops", odml_py_call_cache_plain_ops, METH_VARARGS,
-     "call_cache_plain_ops(slice, slice1, slice_grad): the operator codes whose misses on NumPy arrays the cache "
-     "serves as new shapes, lowered in C (calls_new.c)"},
+     "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the operator codes whose misses on NumPy "
+     "arrays the cache serves as new shapes, lowered in C (calls_new.c)"},
     {"call_cache_numpy_new", (PyCFunction)(void (*)(void))odml_py_call_cache_numpy_new, METH_FASTCALL,
      "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new shape's output on a NumPy array "
      "(recorded in the call cache), or None where the Python route must run it (calls.c)"},
