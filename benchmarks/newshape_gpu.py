@@ -353,7 +353,11 @@ def _run_child(args, role, variant) -> dict:
            "--device", args.device, "--calls", str(args.calls), "--rounds", str(args.rounds), "--probe",
            str(args.probe), "--seed", str(args.seed)]
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT.parent, timeout=args.timeout)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT.parent, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  {role} {variant}: stopped after {args.timeout} s (--timeout)", flush=True)
+        return {"rows": [], "error": f"timed out after {args.timeout} s"}
     took = time.perf_counter() - t0
     if done.returncode != 0:
         print(f"  {role} {variant}: failed ({took:.0f} s): {done.stderr.strip().splitlines()[-1:]}", flush=True)
