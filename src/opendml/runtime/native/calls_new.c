@@ -545,8 +545,8 @@ PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t
     int64_t kind;
     plain_conf c;
     Entry *e = NULL;
-    if (!numpy_ready || Py_TYPE(args[0]) != &PyArray_Type || exact_int(args[1], &kind) || kind < 0 || kind >= ODML_NEW_KINDS
-            || !PyTuple_CheckExact(args[2]) || read_conf(args[3], &c)) {
+    if (!numpy_ready || Py_TYPE(args[0]) != &PyArray_Type || exact_int(args[1], &kind) || kind < 0
+            || kind >= ODML_NEW_KINDS || !PyTuple_CheckExact(args[2]) || read_conf(args[3], &c)) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
