@@ -349,15 +349,16 @@ def device_name(device: str) -> str:
 
 
 def _run_child(args, role, variant) -> dict:
+    limit = args.prime_timeout if role == "prime" else args.timeout
     cmd = [sys.executable, "-m", "benchmarks.newshape_gpu", "--child", role, "--variant", variant,
            "--device", args.device, "--calls", str(args.calls), "--rounds", str(args.rounds), "--probe",
            str(args.probe), "--seed", str(args.seed)]
     t0 = time.perf_counter()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT.parent, timeout=args.timeout)
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT.parent, timeout=limit)
     except subprocess.TimeoutExpired:
-        print(f"  {role} {variant}: stopped after {args.timeout} s (--timeout)", flush=True)
-        return {"rows": [], "error": f"timed out after {args.timeout} s"}
+        print(f"  {role} {variant}: stopped after {limit} s", flush=True)
+        return {"rows": [], "error": f"timed out after {limit} s"}
     took = time.perf_counter() - t0
     if done.returncode != 0:
         print(f"  {role} {variant}: failed ({took:.0f} s): {done.stderr.strip().splitlines()[-1:]}", flush=True)
@@ -414,12 +415,14 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "results"))
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                    help="cpu: a smoke run on PyTorch CPU tensors (no CuPy)")
-    p.add_argument("--calls", type=int, default=40, help="new shapes per round and operator")
+    p.add_argument("--calls", type=int, default=30, help="new shapes per round and operator")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--probe", type=int, default=10, help="further new shapes whose route is checked")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--variants", default="torch,cupy,both")
-    p.add_argument("--timeout", type=int, default=120, help="seconds per process")
+    p.add_argument("--timeout", type=int, default=60, help="seconds per timed process")
+    p.add_argument("--prime-timeout", type=int, default=150,
+                   help="seconds per priming process (it compiles the kernels a cold on-disk cache lacks)")
     p.add_argument("--child", choices=("prime", "warm", "fresh"), help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -447,6 +450,13 @@ def main(argv=None) -> int:
         except ImportError:
             pass
     rows, errors = [], {}
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save():                                           # after every process: a stopped run keeps its rows
+        meta["seconds"] = time.perf_counter() - start
+        (out / "newshape-gpu.json").write_text(json.dumps({"meta": meta, "rows": rows, "errors": errors},
+                                                          indent=1))
     for fw in dict.fromkeys("cupy" if v == "cupy" else "torch" for v in variants):
         got = _run_child(a, "prime", "cupy" if fw == "cupy" else "torch")
         if "error" in got:
@@ -457,11 +467,9 @@ def main(argv=None) -> int:
             rows += got["rows"]
             if "error" in got:
                 errors[f"{role} {v}"] = got["error"]
+            save()
     print(table(rows))
-    out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    meta["seconds"] = time.perf_counter() - start
-    (out / "newshape-gpu.json").write_text(json.dumps({"meta": meta, "rows": rows, "errors": errors}, indent=1))
+    save()
     drawn = plot(rows, out / "newshape-gpu.png", head)
     print(f"wrote {out / 'newshape-gpu.json'}" + (f" and {out / 'newshape-gpu.png'}" if drawn else "")
           + f" in {meta['seconds']:.0f} s")
