@@ -729,34 +729,17 @@ static PyObject *plain_lowering(int which, PyObject *const *args, Py_ssize_t nar
     return odml_plain_lower(which, n, dims, args + 1, nargs - 1);
 }
 
-PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None)", nargs, 4, 5)) return NULL;
-    return plain_lowering(ODML_PLAIN_SLICE1, args, nargs);
-}
-
-PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("slice_lowering(in_sizes, offsets, sizes, strides)", nargs, 4, 4)) return NULL;
-    return plain_lowering(ODML_PLAIN_SLICE, args, nargs);
-}
-
-PyObject *odml_py_unfold_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("unfold_lowering(in_sizes, window_sizes, strides=1, dilations=1, start_padding=0, "
-                   "end_padding=0)", nargs, 2, 6)) return NULL;
-    return plain_lowering(ODML_PLAIN_UNFOLD, args, nargs);
-}
-
-PyObject *odml_py_fold_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("fold_lowering(in_sizes, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, "
-                   "end_padding=0)", nargs, 3, 7)) return NULL;
-    return plain_lowering(ODML_PLAIN_FOLD, args, nargs);
-}
-
-PyObject *odml_py_slice_grad_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps)", nargs, 5, 5)) return NULL;
-    return plain_lowering(ODML_PLAIN_SLICE_GRAD, args, nargs);
-}
+/* The Python functions (newshape.h, module.c's table): NAME_lowering(in_sizes, *fields) with the signature SIG. */
+#define ODML_PLAIN_FUNCTION(NAME, WHICH, SIG, LO, HI)                                                \
+    PyObject *odml_py_##NAME##_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {  \
+        (void)self;                                                                                 \
+        if (odml_arity(#NAME "_lowering(in_sizes, " SIG ")", nargs, LO, HI)) return NULL;           \
+        return plain_lowering(WHICH, args, nargs);                                                  \
+    }
+ODML_PLAIN_FUNCTION(slice1, ODML_PLAIN_SLICE1, "offsets, window, steps, output_sizes=None", 4, 5)
+ODML_PLAIN_FUNCTION(slice, ODML_PLAIN_SLICE, "offsets, sizes, strides", 4, 4)
+ODML_PLAIN_FUNCTION(slice_grad, ODML_PLAIN_SLICE_GRAD, "input_sizes, offsets, window, steps", 5, 5)
+ODML_PLAIN_FUNCTION(unfold, ODML_PLAIN_UNFOLD, "window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0",
+                    2, 6)
+ODML_PLAIN_FUNCTION(fold, ODML_PLAIN_FOLD,
+                    "output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0", 3, 7)
