@@ -315,3 +315,21 @@ def test_new_window_shapes_from_threads_and_after_configure():
             assert np.array_equal(dml.unfold(x, [2, 3], [1, 2], 1, [0, 1], [1, 0]), want)
             assert np.array_equal(dml.fold(want, list(x.shape[2:]), [2, 3], [1, 2], 1, [0, 1], [1, 0]),
                                   ref.fold(want, list(x.shape[2:]), [2, 3], [1, 2], [1, 1], [0, 1], [1, 0]))
+
+
+def test_a_list_changed_by_a_finalizer_during_the_c_lowering():
+    """unfold_lowering and fold_lowering read every field before they
+    allocate: a collection their allocations start, whose finalizers change
+    the fields, cannot change the answer (Python's for the fields as they
+    were at the call)."""
+    from tests.test_newshape_lowering import _collected_during
+    u, f = _native().unfold_lowering, _native().fold_lowering
+    window, strides = [3, 2], [1, 2]
+    want = unfold_op.plain_lowering((1, 2, 9, 8), window, strides, 1, [1, 0], 0)
+    got, _ = _collected_during(u, (1, 2, 9, 8), window, strides, 1, [1, 0], 0,
+                               changes=[(window, 0, 1), (strides, 1, 5)])
+    assert got == want and window[0] == 1 and strides[1] == 5
+    out, window = [4, 5], [2, 2]
+    want = fold_op.plain_lowering((1, 8, 12), out, window)
+    got, _ = _collected_during(f, (1, 8, 12), out, window, changes=[(out, 0, 7), (window, 1, 1)])
+    assert got == want and out[0] == 7 and window[1] == 1
