@@ -25,7 +25,10 @@ new-shape route). The first call of each operator in the fresh process is
 its own row (``first``): a kernel loaded from the disk cache (compiled where
 the cache is cold); a user avoids it with one warm-up call per operator.
 Prints the device and its measured device-to-device copy bandwidth; writes
-``newshape-gpu.json`` and ``newshape-gpu.png`` (matplotlib) into ``--out``.
+``newshape-gpu.json`` (after every process: a stopped run keeps its rows) and
+``newshape-gpu.png`` (matplotlib) into ``--out``. PyTorch's variants run
+first; ``--budget`` (default 220 s) bounds the whole run: a process that
+would pass it is cut short or skipped, and the JSON says which.
 """
 from __future__ import annotations
 
@@ -348,8 +351,11 @@ def device_name(device: str) -> str:
         return name.decode() if isinstance(name, bytes) else name
 
 
-def _run_child(args, role, variant) -> dict:
-    limit = args.prime_timeout if role == "prime" else args.timeout
+def _run_child(args, role, variant, deadline: float) -> dict:
+    limit = min(args.prime_timeout if role == "prime" else args.timeout, int(deadline - time.perf_counter()))
+    if limit < 10:
+        print(f"  {role} {variant}: skipped (--budget spent)", flush=True)
+        return {"rows": [], "error": "skipped: --budget spent"}
     cmd = [sys.executable, "-m", "benchmarks.newshape_gpu", "--child", role, "--variant", variant,
            "--device", args.device, "--calls", str(args.calls), "--rounds", str(args.rounds), "--probe",
            str(args.probe), "--seed", str(args.seed)]
@@ -423,6 +429,8 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=int, default=60, help="seconds per timed process")
     p.add_argument("--prime-timeout", type=int, default=150,
                    help="seconds per priming process (it compiles the kernels a cold on-disk cache lacks)")
+    p.add_argument("--budget", type=int, default=220,
+                   help="seconds for the whole run: a process that would pass it is cut short or skipped")
     p.add_argument("--child", choices=("prime", "warm", "fresh"), help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -457,13 +465,13 @@ def main(argv=None) -> int:
         meta["seconds"] = time.perf_counter() - start
         (out / "newshape-gpu.json").write_text(json.dumps({"meta": meta, "rows": rows, "errors": errors},
                                                           indent=1))
-    for fw in dict.fromkeys("cupy" if v == "cupy" else "torch" for v in variants):
-        got = _run_child(a, "prime", "cupy" if fw == "cupy" else "torch")
-        if "error" in got:
-            errors[f"prime {fw}"] = got["error"]
-    for v in variants:
-        for role in ("warm", "fresh"):
-            got = _run_child(a, role, v)
+    deadline, primed = start + a.budget, set()
+    for v in sorted(variants, key=lambda v: v == "cupy"):        # PyTorch's rows first
+        fw = "cupy" if v == "cupy" else "torch"
+        roles = ("warm", "fresh") if fw in primed else ("prime", "warm", "fresh")
+        primed.add(fw)
+        for role in roles:
+            got = _run_child(a, role, fw if role == "prime" else v, deadline)
             rows += got["rows"]
             if "error" in got:
                 errors[f"{role} {v}"] = got["error"]
