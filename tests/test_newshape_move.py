@@ -459,3 +459,18 @@ def test_every_dtype_spelling_of_cast(name, monkeypatch):
                 m.setitem(front._MOVES, "cast", lambda *a: pytest.fail(f"the Python route ran for {dtype!r}"))
             assert outcome(dml.cast, x, dtype) == want, dtype
         assert ccache.info()["entries"] == 1, dtype             # recorded: a repeat is a hit
+
+
+def test_cast_of_a_torch_tensor_with_torch_and_string_dtypes_takes_the_c_route(monkeypatch):
+    """Can fail: a PyTorch CPU tensor of a never-seen shape cast to a PyTorch
+    dtype or a dtype name is lowered in C (the Python route's builder never
+    runs) and equals ``Tensor.to``."""
+    torch = pytest.importorskip("torch")
+    dml.cast(torch.zeros(2), torch.int8)              # (opendml's PyTorch adapter loaded: its hooks registered)
+    monkeypatch.setitem(front._MOVES, "cast", lambda *a: pytest.fail("the Python route ran"))
+    for i, (dtype, peer) in enumerate([(torch.int8, torch.int8), ("int32", torch.int32),
+                                       (dml.DataType.FLOAT16, torch.float16), ("INT16", torch.int16)]):
+        t = (torch.randn(1, 3, 4 + i, 5) * 30).clamp(-100, 100)      # (inside every target type)
+        ccache.clear()
+        got = dml.cast(t, dtype)
+        assert type(got) is torch.Tensor and got.dtype == peer and torch.equal(got, t.to(peer)), dtype
