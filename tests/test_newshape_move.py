@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import opendml as dml
 from opendml.arrays import engine, front, planner
 from opendml.arrays.planner import logical_desc
+from opendml.ops import DiagonalMatrix1OperatorDesc
 from opendml.runtime import calls as ccache
 from opendml.runtime import get_backend
 from opendml.runtime.cpu import backend as cpu_backend
@@ -65,6 +66,13 @@ def outcome(fn, *args, **kwargs):
     return ("ok", isinstance(out, list), [(o.dtype.str, o.shape, o.flags.c_contiguous, o.tobytes()) for o in outs])
 
 
+def function(name):
+    """The array function ``name`` taking every argument positionally."""
+    if name == "diagonal_matrix":
+        return lambda x, value, begin, end: dml.diagonal_matrix(x, value=value, begin=begin, end=end)
+    return getattr(dml, name)
+
+
 def python_route(fn, *args, **kwargs):
     """``fn``'s outcome through the Python route: neither cache, no C lowering."""
     real = front._move_new
@@ -109,6 +117,7 @@ def python_steps(name, args, x):
         "depth_to_space": lambda t: front.DepthToSpace1OperatorDesc(t, None, args[0],
                                                                     front._order(args[1], "depth_to_space")),
         "join": lambda *ts: front.JoinOperatorDesc(ts, None, front._contract.axis(args[0], ts[0].rank, "join")),
+        "diagonal_matrix": lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, *args),
         "split": lambda t: front.SplitOperatorDesc(
             t, tuple(front.TensorDesc(t.data_type, tuple(s if d == front._contract.axis(args[0], t.rank, "split")
                                                           else n for d, n in enumerate(t.sizes)))
@@ -138,7 +147,7 @@ def calls(draw):
     shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
     dt = draw(st.sampled_from(DTYPES))
     name = draw(st.sampled_from(["identity", "cast", "tile", "pad", "space_to_depth", "depth_to_space", "join",
-                                 "split"]))
+                                 "split", "diagonal_matrix"]))
     if name == "join":
         axis = draw(st.integers(-rank - 1, rank))
         others = [tuple(draw(st.integers(1, 4)) if d == axis % rank or draw(st.integers(0, 20)) == 0 else n
@@ -165,6 +174,11 @@ def calls(draw):
         args = sb
     elif name == "cast":
         args = (draw(st.sampled_from(spellings(draw(st.sampled_from(NAMES))))),)
+    elif name == "diagonal_matrix":
+        if rank < 2 or draw(st.integers(0, 3)) == 0:
+            shape = (*shape, *(draw(st.integers(1, 9)) for _ in range(draw(st.integers(1, 2)))))
+        ends = st.one_of(st.integers(-10, 10), st.sampled_from([-2**31, 2**31 - 1, 2**31, True]))
+        args = (draw(st.sampled_from([0, 1, -3, 7, 2.5, 300, 1e39, float("nan"), -1.0])), draw(ends), draw(ends))
     elif name == "tile":
         reps = draw(st.lists(st.integers(1, 3), min_size=1, max_size=rank))
         args = (draw(st.sampled_from([tuple(reps), list(reps), reps[-1]])),)
@@ -212,7 +226,7 @@ def test_passes_equal_the_python_routes(call, seed):
 def test_outputs_and_errors_equal_the_python_routes(call, seed):
     name, args, shape, dt, view = call
     x, args = inputs(np.random.default_rng(seed), name, args, shape, dt, view)
-    fn = getattr(dml, name)
+    fn = function(name)
     ccache.clear()
     assert outcome(fn, x, *args) == python_route(fn, x, *args)
 
@@ -273,13 +287,21 @@ INVALID = [
     ("join", [np.zeros((2, 3), np.float32), [[1.0, 2.0, 3.0]]], (0,)),     # a list entry
     ("join", [], (0,)),
     ("join", np.zeros((2, 3), np.float32), (0,)),                        # a lone array
+    ("diagonal_matrix", np.zeros((2, 3), bool), (1, 0, 1)),
+    ("diagonal_matrix", np.zeros((3,), np.float32), (1, 0, 1)),            # rank 1
+    ("diagonal_matrix", np.zeros((1,) * 5, np.float32), (1, 0, 1)),        # rank 5
+    ("diagonal_matrix", np.zeros((2, 3), np.uint8), (-1, 0, 1)),           # outside UINT8
+    ("diagonal_matrix", np.zeros((2, 3), np.int8), (1.5, 0, 1)),
+    ("diagonal_matrix", np.zeros((2, 3), np.float16), (1e6, 0, 1)),
+    ("diagonal_matrix", np.zeros((2, 3), np.float32), (1, 2**31, 1)),       # outside INT32
+    ("diagonal_matrix", np.zeros((2, 3), np.float32), ("1", 0, 1)),
 ]
 
 
 @pytest.mark.parametrize("name,x,args", INVALID)
 def test_invalid_calls_are_declined_and_raise_the_python_routes_error(name, x, args):
     assert c_steps(name, args, x) is None
-    fn = getattr(dml, name)
+    fn = function(name)
     ccache.clear()
     got = outcome(fn, x, *args)
     assert got[0] == "error" and got == python_route(fn, x, *args)
@@ -321,7 +343,7 @@ def test_after_configure(settings_):
                           ("pad", (1, (0, 1, 2, 3), MODES[i % len(MODES)], 2))][i % 4]
             if name == "tile" and x.dtype == np.float64:
                 continue
-            fn = getattr(dml, name)
+            fn = function(name)
             if "cpu_kernels" not in settings_:
                 want = python_steps(name, args, x)
                 assert c_steps(name, args, x) == want       # the threads of these settings
@@ -389,7 +411,7 @@ def test_garbage_arguments_never_crash_and_match_the_python_route(name):
     gives the Python route's passes or declines."""
     rng = np.random.default_rng(len(name))
     nargs = {"identity": 2, "cast": 1, "tile": 1, "pad": 4, "space_to_depth": 2, "depth_to_space": 2, "join": 1,
-             "split": 2}[name]
+             "split": 2, "diagonal_matrix": 3}[name]
     x = array(rng, (2, 4, 4, 6), "f4", True)
     xs = [x, x] if name == "join" else x
     for _ in range(400):
@@ -474,3 +496,22 @@ def test_cast_of_a_torch_tensor_with_torch_and_string_dtypes_takes_the_c_route(m
         ccache.clear()
         got = dml.cast(t, dtype)
         assert type(got) is torch.Tensor and got.dtype == peer and torch.equal(got, t.to(peer)), dtype
+
+
+def test_diagonal_matrix_of_a_new_shape_builds_no_description(monkeypatch):
+    """Can fail: diagonal_matrix(x, ...) of a never-seen shape is lowered in C
+    (no DiagonalMatrix1OperatorDesc is built), records the call (a repeat is
+    a hit) and gives the Python route's bytes, for bands that fill whole
+    rows, single runs per row or single diagonals, inverted ranges included."""
+    rng = np.random.default_rng(5)
+    cases = [(1, 0, 1), (0, 1, 0), (7, -1, 2), (2.5, 3, -2), (-4, -2**31, 1), (9, 0, 2**31 - 1), (0, 5, 5)]
+    for i, (value, begin, end) in enumerate(cases):
+        x = array(rng, (2, 1 + i, 9 - i, 6 + i % 3), "f4" if i % 2 else "i4", i % 3 == 0)
+        want = python_route(function("diagonal_matrix"), x, value, begin, end)
+        ccache.clear()
+        with monkeypatch.context() as m:
+            m.setattr(DiagonalMatrix1OperatorDesc, "__init__", lambda *a, **k: pytest.fail("a description was built"))
+            assert outcome(dml.diagonal_matrix, x, value=value, begin=begin, end=end) == want
+            hits = ccache.info()["hits"]
+            assert outcome(dml.diagonal_matrix, x, value=value, begin=begin, end=end) == want
+            assert ccache.info()["hits"] == hits + 1

@@ -255,12 +255,9 @@ _PY_NEW_SHAPE = "a never-seen shape builds the description and lowers it in Pyth
 
 #: route -> {operator: the assertion that fails today}.
 KNOWN_GAPS: dict[str, dict[str, str]] = {
-    "call-cache": {"DIAGONAL_MATRIX1": "diagonal_matrix has no C call-cache entry: a repeat is not served"},
-    "call-cache-torch": {**dict.fromkeys(_INDEX_OPS, "the index functions' C cache serves NumPy arrays only"),
-                         "DIAGONAL_MATRIX1": "diagonal_matrix has no C call-cache entry: a repeat is not served"},
+    "call-cache-torch": dict.fromkeys(_INDEX_OPS, "the index functions' C cache serves NumPy arrays only"),
     "new-shape": {
-        **dict.fromkeys(_INDEX_OPS + ("DIAGONAL_MATRIX1",),
-                        _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
+        **dict.fromkeys(_INDEX_OPS, _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
     },
     # every bound operator: Dynamo traces into the array function, whose first step (the C call cache) it
     # cannot trace; the functions enter a graph whole only once opendml.torch (or an eager call's adapter)

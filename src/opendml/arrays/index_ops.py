@@ -598,6 +598,7 @@ def _reverse_subsequences(x, sequence_lengths, axis):
 
 
 #: ``diagonal_matrix``'s x when left out (None is "not an array", as for every function).
+_DIAGONAL = _calls.OPS["diagonal_matrix"]
 _NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
 
 
@@ -640,6 +641,13 @@ def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begi
         A dtype DIAGONAL_MATRIX1 does not take.
     """
     where = "diagonal_matrix"
+    if shape is None and dtype is None and x is not _NO_ARRAY and engine.execute is _EXECUTE:
+        # a repeat served by the C call cache, or a never-seen shape lowered there (front._new)
+        out = _calls.move(_DIAGONAL, x, value, begin, end)
+        if out is None:
+            out = family._new(_DIAGONAL, x, (value, begin, end))
+        if out is not None:
+            return out
     if x is _NO_ARRAY:
         dt = _contract.dtype_argument("float64" if dtype is None else dtype, where)
         sizes = family._snapshot(shape)
@@ -661,8 +669,11 @@ def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begi
     if dtype is not None and _contract.dtype_argument(dtype, where) != _contract.data_type(x.dtype):
         raise _contract.field_error(where, "OutputTensor.DataType", f"be None or x's dtype {x.dtype} (dtype, with "
                                     "x)", dtype)
-    return _run(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, value, begin, end), [x], xs,
-                (value, begin, end))
+    # the family's route: a compiled run is recorded in the C call cache under the arguments as offered
+    fields = (value, begin, end)
+    call = engine.Call(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, *fields),
+                       key=planner.call_key(where, *fields), ccall=(where, fields, False))
+    return family.run_list(call, [x])[0]
 
 
 def index_adjoint(primal, wrt: int, grad, indices):

@@ -270,7 +270,7 @@ move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasa
 
 #: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*).
 MOVE_LOWERINGS = {"identity": 0, "cast": 1, "tile": 2, "pad": 3, "space_to_depth": 4, "depth_to_space": 5,
-                  "join": 6, "split": 7}
+                  "join": 6, "split": 7, "diagonal_matrix": 8}
 
 
 def entry(name: str, x, *args) -> dict | None:
