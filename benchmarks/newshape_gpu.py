@@ -82,8 +82,8 @@ class Fw:
         return self.xp.random.randint(0, hi, shape).astype(dtype)
 
     def full(self, shape, v, dtype):
-        if self.name == "torch":
-            return self.xp.full(shape, v, device=self.device, dtype=getattr(self.xp, dtype))
+        if self.name == "torch":                          # (through NumPy: PyTorch fills few unsigned types)
+            return self.xp.from_numpy(np.full(shape, v, dtype)).to(self.device)
         return self.xp.full(shape, v, dtype=dtype)
 
 
@@ -256,59 +256,70 @@ def child(role: str, variant: str, device: str, calls: int, rounds: int, probe: 
     fw = Fw("cupy" if variant == "cupy" else "torch", device)
     fw.randn(1, 1, 8, 8)                                  # the framework's device set up before any timing
     fw.sync()
-    clock = time.perf_counter
     timed = [shapes(seed + 1 + r, calls) for r in range(rounds)]
     probed = shapes(seed + 100, probe)
     rows = []
     for name, peer_name, make, ours, peer in operators(fw):
-        if role == "prime":
-            for sh in [s for r in timed for s in r] + probed + shapes(seed + 200, 4, 201, 256):
-                ours(*make(*sh))
-            fw.sync()
-            continue
-        row = {"operator": name, "peer": peer_name, "variant": variant, "process": role}
-        if role == "warm":
-            for sh in shapes(seed + 200, 24, 201, 256):
-                ours(*make(*sh))
-                if peer:
-                    peer(*make(*sh))
-            fw.sync()
-        else:                                             # the first call of the operator in this process
-            args = make(*timed[0][0])
-            fw.sync()
-            t0 = clock()
-            ours(*args)
-            fw.sync()
-            row["first_us"] = (clock() - t0) * 1e6
+        try:
+            row = _measure(role, variant, fw, timed, probed, seed, name, peer_name, make, ours, peer)
+        except Exception as e:  # noqa: BLE001 - one operator's failure is its row's, not the run's
+            row = {"operator": name, "peer": peer_name, "variant": variant, "process": role,
+                   "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        if row is not None:
+            rows.append(row)
+    return {"rows": rows}
+
+
+def _measure(role, variant, fw, timed, probed, seed, name, peer_name, make, ours, peer):
+    """One operator's row in this process (None for the priming process)."""
+    clock = time.perf_counter
+    if role == "prime":
+        for sh in [s for r in timed for s in r] + probed + shapes(seed + 200, 4, 201, 256):
+            ours(*make(*sh))
+        fw.sync()
+        return None
+    row = {"operator": name, "peer": peer_name, "variant": variant, "process": role}
+    if role == "warm":
+        for sh in shapes(seed + 200, 24, 201, 256):
+            ours(*make(*sh))
             if peer:
-                t0 = clock()
-                peer(*args)
-                fw.sync()
-                row["first_peer_us"] = (clock() - t0) * 1e6
-        best, best_peer = float("inf"), float("inf")
-        for r, round_shapes in enumerate(timed):
-            if role == "fresh" and r == 0:
-                round_shapes = round_shapes[1:]           # (its first shape made the first call)
-            inputs = [make(*sh) for sh in round_shapes]
+                peer(*make(*sh))
+        fw.sync()
+    else:                                             # the first call of the operator in this process
+        args = make(*timed[0][0])
+        fw.sync()
+        t0 = clock()
+        ours(*args)
+        fw.sync()
+        row["first_us"] = (clock() - t0) * 1e6
+        if peer:
+            t0 = clock()
+            peer(*args)
             fw.sync()
+            row["first_peer_us"] = (clock() - t0) * 1e6
+    best, best_peer = float("inf"), float("inf")
+    for r, round_shapes in enumerate(timed):
+        if role == "fresh" and r == 0:
+            round_shapes = round_shapes[1:]           # (its first shape made the first call)
+        inputs = [make(*sh) for sh in round_shapes]
+        fw.sync()
+        t0 = clock()
+        for args in inputs:
+            ours(*args)
+        fw.sync()
+        best = min(best, (clock() - t0) / len(inputs))
+        if peer:
             t0 = clock()
             for args in inputs:
-                ours(*args)
+                peer(*args)
             fw.sync()
-            best = min(best, (clock() - t0) / len(inputs))
-            if peer:
-                t0 = clock()
-                for args in inputs:
-                    peer(*args)
-                fw.sync()
-                best_peer = min(best_peer, (clock() - t0) / len(inputs))
-        row["opendml_us"] = best * 1e6
-        row["peer_us"] = best_peer * 1e6 if peer else None
-        row["ratio"] = best / best_peer if peer else None
-        row["c_route"] = sum(not python_lowered(ours, make(*sh)) for sh in probed)
-        row["probed"] = len(probed)
-        rows.append(row)
-    return {"rows": rows}
+            best_peer = min(best_peer, (clock() - t0) / len(inputs))
+    row["opendml_us"] = best * 1e6
+    row["peer_us"] = best_peer * 1e6 if peer else None
+    row["ratio"] = best / best_peer if peer else None
+    row["c_route"] = sum(not python_lowered(ours, make(*sh)) for sh in probed)
+    row["probed"] = len(probed)
+    return row
 
 
 def copy_bandwidth(device: str) -> float:
@@ -377,6 +388,9 @@ def table(rows: list) -> str:
     lines = [f"{'operator (new shape, float32)':38} {'variant':7} {'process':7} {'ours us':>9} {'peer us':>9} "
              f"{'ratio':>6} {'C route':>8} {'first us':>9} {'first peer':>10}  peer"]
     for r in rows:
+        if "error" in r:
+            lines.append(f"{r['operator']:38} {r['variant']:7} {r['process']:7} failed: {r['error']}")
+            continue
         ratio = f"{r['ratio']:6.2f}" if r["ratio"] is not None else f"{'-':>6}"
         peer = f"{r['peer_us']:9.1f}" if r["peer_us"] is not None else f"{'-':>9}"
         first = f"{r['first_us']:9.0f}" if "first_us" in r else f"{'':>9}"
@@ -399,7 +413,7 @@ def plot(rows: list, path: pathlib.Path, title: str) -> bool:
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(names) * max(1, len(series)) / 3 + 2))
     height = 0.8 / max(1, len(series))
     for k, (variant, process) in enumerate(series):
-        got = {r["operator"]: r["ratio"] for r in rows if (r["variant"], r["process"]) == (variant, process)}
+        got = {r["operator"]: r.get("ratio") for r in rows if (r["variant"], r["process"]) == (variant, process)}
         ys = [i + k * height for i in range(len(names))]
         ax.barh(ys, [got.get(n) or 0 for n in names], height=height, label=f"{variant}, {process} process")
     ax.axvline(TARGET, color="k", linestyle="--", linewidth=1, label=f"target {TARGET:g}x")
