@@ -469,7 +469,8 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
     odml_layout L;
     if (odml_exact_i64(args[0], &kind) || odml_exact_i64(args[1], &L.es) || !PyTuple_CheckExact(args[2])
             || !PyTuple_CheckExact(args[4])) Py_RETURN_NONE;
-    L.flt = nargs == 8 && PyObject_IsTrue(args[7]) == 1;
+    L.flt = nargs == 8 ? PyObject_IsTrue(args[7]) : 0;
+    if (L.flt < 0) return NULL;
     L.n = (int)PyTuple_GET_SIZE(args[2]);
     if (L.n < 1 || L.n > ODML_MAX_RANK || read_seq(args[2], L.n, L.shape) || read_seq(args[3], L.n, L.strides))
         Py_RETURN_NONE;
