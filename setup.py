@@ -45,16 +45,11 @@ else:
     macros.append(("ODML_NUMPY", "1"))
 
 def files(ext):
-    return sorted(f"{d}/{n}" for d in (CPU, GLUE) for n in os.listdir(d) if n.endswith(ext))
+    return sorted(f"{d}/{n}" for d in (CPU, f"{CPU}/indexed", GLUE) for n in os.listdir(d) if n.endswith(ext))
 
 
 sources, headers = files(".c"), [f"{RUNTIME}/params.h"] + files(".h")
 setup(ext_modules=[Extension("opendml.runtime.cpu._native", sources, include_dirs=include, define_macros=macros,
                              depends=headers,
                              libraries=[] if sys.platform == "win32" else ["dl"],  # dlopen of libcuda (native/cuda_launch.c)
-                             extra_compile_args=args, extra_link_args=link, optional=True),
-                   # the index-driven passes (plan.Gather, plan.Scatter): an extension of their own
-                   Extension("opendml.runtime.cpu._index", [f"{CPU}/indexed/index.c"], include_dirs=include,
-                             define_macros=macros,
-                             depends=[f"{CPU}/fp16.h"], extra_compile_args=args, extra_link_args=link,
-                             optional=True)])
+                             extra_compile_args=args, extra_link_args=link, optional=True)])

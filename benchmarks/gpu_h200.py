@@ -69,6 +69,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--pad-default", default="", help="move_padr's settings for every row, 'U,MINB,FLAGS'")
+    ap.add_argument("--pad-rows", default="",
+                    help="move_padr settings to time with --variants, 'U,MINB,FLAGS;...' (default: a few)")
     args = ap.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -86,6 +89,8 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     f32 = DataType.FLOAT32
     only = [a for a in args.only.split(",") if a]
+    if args.pad_default:
+        cs.PAD_ROWS = tuple(int(a) for a in args.pad_default.split(","))
     backend = cb.CudaBackend(torch.cuda.current_device())
     stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
 
@@ -167,6 +172,12 @@ def main(argv=None) -> int:
     v2 = x.permute(0, 2, 3, 1)
     row("identity NHWC view of NCHW", "(16,64,256,256).permute(0,2,3,1)", lambda: dml.identity(v2),
         lambda: v2.contiguous(), ".contiguous()", strided_desc(v2), [x], tv)
+    # the ceiling of a 32 MiB move: a plain copy of that size, against the 256 MiB copy's bandwidth
+    small, small_out = torch.randn(8 * 16 * 32 * 32 * 64, device=dev), torch.empty(8 * 16 * 32 * 32 * 64, device=dev)
+    t_small, = timed_pair([lambda: small_out.copy_(small)], args.reps, torch)
+    copy32 = 2 * small.nbytes / (t_small * 1e-3) / 1e9 / copy_bw
+    print(f"copy of 32 MiB: {t_small:.4f} ms, {copy32:.2f} of the 256 MiB copy's bandwidth", flush=True)
+    del small, small_out
     five = torch.randn(8, 16, 32, 32, 64, device=dev)
     v5 = five.permute(0, 4, 2, 1, 3)
     row("identity 5-D permuted view", "(8,16,32,32,64).permute(0,4,2,1,3)", lambda: dml.identity(v5),
@@ -187,8 +198,10 @@ def main(argv=None) -> int:
         DepthToSpace1OperatorDesc(dml.TensorDesc(f32, list(xd.shape)), None, 2, DepthSpaceOrder.COLUMN_ROW_DEPTH),
         [xd], tv)
     # paddings: rows of 256 + 2p floats (1,048 bytes for p = 3: no multiple of 16)
-    pv = [{"FUSE_PAD": "padr", "PAD_ROWS": w} for w in ((1, 1, 0), (2, 1, 4), (4, 1, 0))
-          if w != cs.PAD_ROWS] + [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}]
+    rows_v = [tuple(int(a) for a in w.split(",")) for w in args.pad_rows.split(";") if w] or \
+        [(2, 5, 0), (2, 6, 2), (2, 8, 2), (1, 8, 2)]
+    pv = [{"FUSE_PAD": "padr", "PAD_ROWS": w} for w in rows_v if w != cs.PAD_ROWS] + \
+        ([] if args.pad_rows else [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}])
     modes = [("constant", PaddingMode.CONSTANT, "constant"), ("edge", PaddingMode.EDGE, "replicate"),
              ("reflection", PaddingMode.REFLECTION, "reflect"), ("wrap", PaddingMode.WRAP, "circular"),
              ("symmetric", PaddingMode.SYMMETRIC, None)]
@@ -200,7 +213,7 @@ def main(argv=None) -> int:
                 lambda p=p, mname=mname: dml.pad(x, [0, 0, p, p], [0, 0, p, p], mode=mname),
                 lambda p=p, tm=tm: F.pad(x, (p, p, p, p), mode=tm), f"F.pad {tm}",
                 PaddingOperatorDesc(X, None, mode, 0.0, [0, 0, p, p], [0, 0, p, p]), [x],
-                pv if (p == 3 or mname == "constant") else pv[:1])
+                pv if (p == 3 or mname == "constant" or args.pad_rows) else pv[:1])
     # tiles
     s = torch.randn(16, 64, 128, 128, device=dev)
     S = dml.TensorDesc(f32, list(s.shape))
@@ -225,7 +238,8 @@ def main(argv=None) -> int:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms": t_copy,
-            "copy_again_ms": t_copy2, "reps": args.reps, "loop": LOOP,
+            "copy_again_ms": t_copy2, "copy_32MiB_ms": t_small, "copy_32MiB_fraction": copy32, "reps": args.reps,
+            "loop": LOOP,
             "defaults": {"PAD_ROWS": cs.PAD_ROWS, "PAD_WORDS": cs.PAD_WORDS, "TRANSPOSE_TILE": cs.TRANSPOSE_TILE,
                          "FUSE_PAD": cs.FUSE_PAD,
                          "WORD_COPY": cs.WORD_COPY},

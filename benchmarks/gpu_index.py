@@ -17,20 +17,24 @@ Rows (float32; int64 indices, uniformly random, so repeats occur):
   table, ``index_adjoint``: deterministic) against ``index_add_`` in
   PyTorch's default and deterministic modes and the embedding backward;
 * one_hot (1M indices, depth 128) against ``F.one_hot(...).to(float32)``;
-* reverse_subsequences (512 x 256 x 512, axis 0, random lengths) as a
-  fraction of copy, beside ``torch.flip``.
+* reverse_subsequences (512 x 256 x 512, axis 0, random lengths, and
+  axis 2: a length a row) as a fraction of copy, beside ``torch.flip``.
 
 Rows marked ``[NAME=value]`` run again under another setting of
-``runtime/cuda/index.py`` (the previous kernels: ``POSITION_ITEMS=1`` one
-position a thread, ``COLUMN_WALK=False`` row-major positions,
-``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_TILE=False`` no
-shared-memory staging), in the same process. Under each
-row, ``device time`` is what the profiler records of the call's kernels, copies
-and fills (median-free: the mean of 5 calls), beside the timed ms a call:
-where the timed time is well above it the row is host-bound.
+``runtime/cuda/index.py`` (the previous kernels: ``GATHER_ROW=False`` no
+block-a-row gather, ``ROW_STAGE=False`` the row read in place,
+``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_BYTES=32``/``64``
+narrower staged columns, ``REVERSE_TILE=False`` no shared-memory staging,
+``WIDE_ACC=False`` the sums one element a word), in the same process. Under
+each row, ``device time`` is what the profiler records of the call's
+kernels, copies and fills (median-free: the mean of 5 calls), opendml's and
+each PyTorch function's, beside the timed ms a call: where the timed time is
+well above it the row is host-bound.
 
 opendml's calls are the array API as a user makes them, with
-``check_indices=False`` (the check reads the indices on the host). Each time
+``check_indices=False``, and the embedding row once more with the check on
+(the default: the indices' extremes reduced on the device, one small read
+back, so that row includes a synchronisation). Each time
 is the median over --reps of 5 back-to-back calls between CUDA events
 (``gpu_h200.timed_pair``), the functions alternating rep by rep. Each row
 says whether opendml's output equals PyTorch's (``match``: bitwise where
@@ -114,24 +118,27 @@ def main(argv=None) -> int:
         dev, kernels = device_time(ours)
         tdev, _ = device_time(fns[1])
         r["opendml_device_ms"], r["opendml_kernels_ms"], r["torch_first_device_ms"] = dev, kernels, tdev
+        r["torch_device_ms"] = {k: device_time(f)[0] for k, f in theirs.items()}
         rows.append(r)
         print(f"{label:34s} opendml {ts[0]:.3f} ms ({r['frac_copy']:.2f} of copy) same_bytes={same} match={match}  "
               + "  ".join(f"{k} {v['ms']:.3f} ms ({v['ratio']:.2f}x)" for k, v in r["torch"].items()), flush=True)
         if dev is not None:
             print(f"  device time a call: opendml {dev:.3f} ms "
                   + (f"(of copy at that: {nbytes / (dev * 1e-3) / 1e9 / copy_bw:.2f}) " if dev else "")
-                  + (f"{next(iter(theirs))} {tdev:.3f} ms  " if tdev is not None else "")
+                  + "".join(f"{k} {t:.3f} ms  " for k, t in r["torch_device_ms"].items() if t is not None)
                   + "; ".join(f"{k} {v:.3f}" for k, v in sorted(kernels.items(), key=lambda kv: -kv[1])[:4]),
                   flush=True)
 
-    from opendml.runtime import get_backend
+    from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index as cuda_index
 
     def variant(label, settings: dict, *a, **kw):
         """The row again under other index.py settings (the launches recorded
-        under the defaults dropped first, and again after)."""
+        under the defaults, and the C call cache's entries holding them,
+        dropped first, and again after)."""
         old = {k: getattr(cuda_index, k) for k in settings}
         get_backend("cuda:0")._launches.clear()
+        calls.clear()
         for k, v in settings.items():
             setattr(cuda_index, k, v)
         try:
@@ -140,6 +147,7 @@ def main(argv=None) -> int:
             for k, v in old.items():
                 setattr(cuda_index, k, v)
             get_backend("cuda:0")._launches.clear()
+            calls.clear()
 
     # embedding lookup
     V, D, N = 1 << 20, 256, 1 << 20
@@ -147,6 +155,9 @@ def main(argv=None) -> int:
     idx = torch.randint(0, V, (N,), device=dev, generator=g)
     want = torch.index_select(table, 0, idx)
     row("embedding 1M x 256, 1M indices", lambda: dml.gather(table, idx, 0, check_indices=False),
+        {"index_select": lambda: torch.index_select(table, 0, idx), "F.embedding": lambda: F.embedding(idx, table)},
+        2 * N * D * 4 + idx.nbytes, lambda a: bool(torch.equal(a, want)))
+    row("embedding, check_indices=True (the default)", lambda: dml.gather(table, idx, 0),
         {"index_select": lambda: torch.index_select(table, 0, idx), "F.embedding": lambda: F.embedding(idx, table)},
         2 * N * D * 4 + idx.nbytes, lambda a: bool(torch.equal(a, want)))
     # the accumulating backward of the embedding
@@ -165,11 +176,13 @@ def main(argv=None) -> int:
         finally:
             torch.use_deterministic_algorithms(False)
     ref = add_default().double()
-    row("embedding backward (accumulate)", lambda: index_adjoint(primal, 0, grad, idx1),
-        {"index_add_": add_default, "index_add_ deterministic": add_deterministic,
-         "embedding_dense_backward": lambda: torch.ops.aten.embedding_dense_backward(grad, idx, V, -1, False)},
-        N * D * 4 * 2 + V * D * 4 * 2 + idx.nbytes,
-        lambda a: bool(torch.allclose(a.double(), ref, atol=1e-4, rtol=1e-5)))
+    bw = ("embedding backward (accumulate)", lambda: index_adjoint(primal, 0, grad, idx1),
+          {"index_add_": add_default, "index_add_ deterministic": add_deterministic,
+           "embedding_dense_backward": lambda: torch.ops.aten.embedding_dense_backward(grad, idx, V, -1, False)},
+          N * D * 4 * 2 + V * D * 4 * 2 + idx.nbytes,
+          lambda a: bool(torch.allclose(a.double(), ref, atol=1e-4, rtol=1e-5)))
+    row(*bw)
+    variant(bw[0], {"WIDE_ACC": False}, *bw[1:])
     del table, grad, want, ref
     # gather_elements / scatter_elements
     M = 4096
@@ -181,7 +194,8 @@ def main(argv=None) -> int:
           {"torch.gather": lambda: torch.gather(x2, 1, i2)}, 2 * x2.nbytes + i2.nbytes,
           lambda a: bool(torch.equal(a, want)))
     row(*ge)
-    variant(ge[0], {"POSITION_ITEMS": 1}, *ge[1:])
+    variant(ge[0], {"ROW_STAGE": False}, *ge[1:])
+    variant(ge[0], {"GATHER_ROW": False}, *ge[1:])
     se = ("scatter_elements 4096 x 4096", lambda: dml.scatter_elements(x2, i2, u2, 1, check_indices=False),
           {"Tensor.scatter": lambda: x2.scatter(1, i2, u2)}, 2 * x2.nbytes + u2.nbytes + i2.nbytes,
           lambda a: bool(torch.equal(a == 0, x2.scatter(1, i2, u2) == 0)))   # repeats: PyTorch's winner is arbitrary
@@ -219,9 +233,13 @@ def main(argv=None) -> int:
     rs = ("reverse_subsequences 512x256x512", lambda: dml.reverse_subsequences(x6, lengths, 0),
           {"torch.flip (full)": lambda: torch.flip(x6, [0])}, 2 * x6.nbytes + lengths.nbytes)
     row(*rs)
+    variant(rs[0], {"REVERSE_BYTES": 64}, *rs[1:])
+    variant(rs[0], {"REVERSE_BYTES": 32}, *rs[1:])
     variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
-    variant(rs[0], {"REVERSE_TILE": False, "POSITION_ITEMS": 1}, *rs[1:])
-    variant(rs[0], {"COLUMN_WALK": False, "POSITION_ITEMS": 1}, *rs[1:])
+    lengths2 = torch.randint(0, 513, (512, 256, 1), device=dev, generator=g).to(torch.uint32)
+    rs2 = ("reverse_subsequences axis 2 (rows)", lambda: dml.reverse_subsequences(x6, lengths2, 2),
+           {"torch.flip (full)": lambda: torch.flip(x6, [2])}, 2 * x6.nbytes + lengths2.nbytes)
+    row(*rs2)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,

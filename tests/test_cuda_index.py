@@ -28,14 +28,16 @@ def cp():
 @pytest.fixture(params=["auto", "owner", "sort"])
 def scatter_via(request, cp):
     """Overwriting scatters through each strategy (launches recorded under
-    another are dropped first)."""
-    from opendml.runtime import get_backend
+    another, and the C call cache's entries holding them, are dropped first)."""
+    from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index
     old, index.SCATTER_VIA = index.SCATTER_VIA, request.param
     get_backend("cuda:0")._launches.clear()
+    calls.clear()
     yield request.param
     index.SCATTER_VIA = old
     get_backend("cuda:0")._launches.clear()
+    calls.clear()
 
 
 def values(rng, shape, dt):
@@ -198,3 +200,60 @@ def test_torch_cuda_forward_and_deterministic_backward(cp):
             y.backward(g.to(dev))
             got[dev] = [a.detach().cpu().numpy().tobytes() for a in (y, xx.grad, uu.grad)]
         assert got["cuda"] == got["cpu"], dt
+
+
+@pytest.mark.parametrize("it", INDEX_TYPES)
+def test_row_gathers_and_wide_tiles_match_the_cpu_bytes(cp, it):
+    """gather_elements along rows (``ix_gather_row``: the row staged in shared
+    memory, or read in place where it is too long to stage) and reversals
+    staged as 128-byte columns (a tile above 48 KiB opts in), hostile values
+    included."""
+    rng = np.random.default_rng(13)
+    for dt in (np.float32, np.float16, np.float64, np.int8):
+        x = values(rng, (3, 300), dt)
+        check(cp, dml.gather_elements, x, indices(rng, (3, 400), 300, it), axis=1, check_indices=False)
+        check(cp, dml.gather_elements, x, indices(rng, (3, 300), 300, it), axis=1, check_indices=False,
+              views=lambda a: a[::-1, ::-1])                # reversed rows and rows read backwards
+        long = values(rng, (2, 14000), dt)                # 14000 words: staged only where they fit 48 KiB
+        check(cp, dml.gather_elements, long, indices(rng, (2, 3000), 14000, it), axis=1, check_indices=False)
+        if it in (np.uint32, np.uint64):
+            y = values(rng, (500, 2, 64), dt)
+            check(cp, dml.reverse_subsequences, y, indices(rng, (1, 2, 64), 510, it, 4), axis=0)
+            check(cp, dml.reverse_subsequences, y, indices(rng, (1, 2, 64), 510, it, 4), axis=0,
+                  views=lambda a: a[:, :, ::-1])          # columns read backwards: no 16-byte copies
+            check(cp, dml.reverse_subsequences, y, indices(rng, (1, 2, 64), 510, it, 4), axis=0,
+                  views=lambda a: a[:, :, 1:33])          # rows starting off 16 bytes: no 16-byte copies
+
+
+@pytest.mark.parametrize("framework", ["cupy", "torch"])
+@pytest.mark.parametrize("it", (np.int32, np.int64))
+def test_the_device_index_check_names_the_cpus_first_bad_index(cp, framework, it):
+    """With the check on, signed GPU indices are reduced to their extremes on
+    the device; in range, the call runs; one bad index anywhere raises the
+    CPU's error, naming it (gather_nd: a bound per column of the tuples)."""
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        move = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    else:
+        move = cp.asarray
+    rng = np.random.default_rng(7)
+    x = values(rng, (5, 9, 4), np.float32)
+    calls = [   # (function, index shape, the bound of each index: one, or one per tuple column)
+        (lambda a, i: dml.gather(a, i, 1), (6, 3), np.int64(9)),
+        (lambda a, i: dml.gather_elements(a, i, 1), (5, 7, 4), np.int64(9)),
+        (lambda a, i: dml.gather_nd(a, i), (6, 2), np.array([5, 9])),
+    ]
+    for fn, shape, bound in calls:
+        b = np.broadcast_to(bound, shape)
+        good = (rng.integers(0, 1 << 20, shape) % (2 * b) - b).astype(it)      # in [-bound, bound)
+        want = fn(x, good)
+        got = fn(move(x), move(good))
+        assert np.asarray(got.cpu() if framework == "torch" else got.get()).tobytes() == want.tobytes()
+        for flat in (0, good.size // 2, good.size - 1):
+            bad = good.copy().reshape(-1)
+            bad[flat] = b.reshape(-1)[flat]                                 # one past its bound
+            with pytest.raises(dml.ValidationError) as cpu:
+                fn(x, bad.reshape(shape))
+            with pytest.raises(dml.ValidationError) as gpu:
+                fn(move(x), move(bad.reshape(shape)))
+            assert str(gpu.value) == str(cpu.value)

@@ -744,3 +744,21 @@ def test_example_model_binds_owned_by_dml_inputs_at_initialisation():
         assert "OutputTensor" in model["commands"][0]["bindings"]
         out = dxdispatch.run(model, out=io.StringIO())["output"].view(np.float32)
         assert out.tolist() == want
+
+
+def test_example_model_reads_inputs_as_the_command_line_does():
+    """An example's "Input"/"Inputs" and "ExpectedOutput(s)" are read by the
+    one reader the command line uses (jsonform.json_arrays): a lone "Input"
+    for an operator of several inputs is refused with the command line's
+    message, where example_model used to drop it silently and run the
+    default values 1..N instead."""
+    join = {"Operator": "JOIN", "InputTensors": [{"DataType": "FLOAT32", "Sizes": [1, 2]},
+                                                 {"DataType": "FLOAT32", "Sizes": [1, 2]}],
+            "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2, 2]}, "Axis": 0}
+    with pytest.raises(dml.ValidationError, match=r'^\$\.Input: JOIN takes 2 inputs; give them as "Inputs"'):
+        dxdispatch.example_model({**join, "Input": [[5, 6]]})
+    with pytest.raises(dml.ValidationError, match=r"^\$\.Inputs: must be a list of 2 arrays \(one per input "
+                                                  r"tensor: InputTensors\[0\], InputTensors\[1\]\); got 1"):
+        dxdispatch.example_model({**join, "Inputs": [[[5, 6]]]})
+    model = dxdispatch.example_model({**join, "Inputs": [[[5, 6]], [[7, 8]]]})
+    assert [r["initialValues"] for r in model["resources"].values()][:2] == [[5, 6], [7, 8]]

@@ -236,8 +236,8 @@ def test_reverse_subsequences(backend, d):
 # -- the C call cache (repeated NumPy calls) ---------------------------------------------------------------
 
 def _cache_hits():
-    from opendml.arrays import index_ops
-    return index_ops._index.info()["hits"] if index_ops._call is not index_ops._miss else None
+    from opendml.runtime import calls
+    return calls.info()["hits"] if calls.move is not calls._miss else None
 
 
 def _renew(a, index_bound=None):
@@ -429,17 +429,19 @@ def test_c_call_cache_follows_the_settings_and_a_spy():
 
 
 def test_c_call_cache_refuses_malformed_records_and_arguments():
-    """``_index.put`` keeps nothing it cannot run safely (parameters of the
-    wrong size, index slots past the inputs, a wrong origin, a stale
-    generation) and ``_index.call`` answers None for what it does not key."""
+    """``put_move`` keeps no index pass it cannot run safely (parameters of
+    the wrong size, index slots past the inputs, an element size or index
+    type that does not match the arrays, a reach past a buffer, a wrong
+    origin, a stale generation) and ``move`` answers None for what it does
+    not key."""
     from opendml.arrays import index_ops
+    from opendml.runtime import calls
     from opendml.runtime.cpu.backend import IndexParams
-    if index_ops._call is index_ops._miss:
+    if calls.move is calls._miss:
         pytest.skip("the compiled kernels are not installed")
-    ix = index_ops._index
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     ids = np.array([1, 2], np.int64)
-    args = (index_ops._GATHER, True, x, ids, 0, None)
+    given, args = (x, ids), (True, 0, None)
     good = IndexParams(kind=0, element_size=4, data_type=1, rank=2, outer=1, naxes=1)
     good.sizes[:2] = (2, 4)
     good.src_strides[:2] = (0, 1)
@@ -447,26 +449,38 @@ def test_c_call_cache_refuses_malformed_records_and_arguments():
     ax = good.axes[0]
     ax.slot, ax.type, ax.offset, ax.stride, ax.bound = 1, 11, 0, 4, 3
     ax.strides[:2] = (1, 0)
-    bad_slot = IndexParams.from_buffer_copy(bytes(good))
-    bad_slot.axes[0].slot = 2
-    bad_bound = IndexParams.from_buffer_copy(bytes(good))
-    bad_bound.axes[0].bound = 0
-    since = ix.generation()
-    for passes, origins, gen in [(((0, True, b"short"),), (0, 0), since), (((0, True, bytes(bad_slot)),), (0, 0), since),
-                                 (((0, True, bytes(bad_bound)),), (0, 0), since),
-                                 (((5, True, bytes(good)),), (0, 0), since), (((0, True, bytes(good)),), (4, 0), since),
-                                 (((0, True, bytes(good)),), (0, 0), since + 1)]:
-        assert ix.put(args, gen, x.dtype, (2, 4), False, origins, True, passes) is False
-        assert ix.call(*args) is None
-    assert ix.put(args, since, x.dtype, (2, 4), False, (0, 0), True, ((0, True, bytes(good)),)) is True
-    same(ix.call(*args), x[[1, 2]])
-    for other in [(index_ops._GATHER, 1, x, ids, 0, None), (index_ops._GATHER, True, x, ids, np.int64(0), None),
-                  (index_ops._GATHER, True, x, ids.astype(">i8"), 0, None), (99, True, x, ids, 0, None),
-                  (index_ops._GATHER, True, x, list(ids), 0, None), (index_ops._GATHER, True, x),
-                  (index_ops._GATHER, True, x, ids, 2 ** 70, None)]:
-        assert ix.call(*other) is None
+
+    def changed(**fields):
+        p = IndexParams.from_buffer_copy(bytes(good))
+        for name, value in fields.items():
+            if name.startswith("ax_"):
+                setattr(p.axes[0], name[3:], value)
+            else:
+                setattr(p, name, value)
+        return bytes(p)
+    out = (((2, 4), x.dtype, False),)
+    dml.configure()
+    since = calls.generation()
+    for params, origins, gen in [(b"short", (0, 0), since), (changed(ax_slot=2), (0, 0), since),
+                                 (changed(ax_bound=0), (0, 0), since), (changed(ax_bound=4), (0, 0), since),
+                                 (changed(ax_type=6), (0, 0), since), (changed(element_size=8), (0, 0), since),
+                                 (changed(dst_offset=1), (0, 0), since), (bytes(good), (4, 0), since),
+                                 (bytes(good), (0, 0), since + 1)]:
+        try:
+            stored = calls.put_move("gather", given, args, out, origins, ((2, 0, 0, params, 1, True),), False, gen)
+        except ValueError:
+            stored = False
+        assert stored is False
+        assert calls.move(index_ops._GATHER, given, *args) is None
+    assert calls.put_move("gather", given, args, out, (0, 0), ((2, 0, 0, bytes(good), 1, True),), False, since)
+    same(calls.move(index_ops._GATHER, given, *args), x[[1, 2]])
+    # a bad index in a checked pass: None (the route raises)
+    assert calls.move(index_ops._GATHER, (x, np.array([1, 3], np.int64)), *args) is None
+    for other in [((x, ids), (1, 0, None)), ((x, ids), (True, np.int64(0), None)),
+                  ((x, ids.astype(">i8")), args), ((x, list(ids)), args), ((x,), args), ((x, ids), (True, 2 ** 70, None))]:
+        assert calls.move(index_ops._GATHER, *other[:1], *other[1]) is None
     dml.configure()                                   # any configure() empties it
-    assert ix.call(*args) is None
+    assert calls.move(index_ops._GATHER, given, *args) is None
 
 
 def test_cached_calls_from_threads():
@@ -878,7 +892,8 @@ def test_torch_compile_forward_and_backward():
 
 def _compiled_index():
     from opendml.runtime.cpu import backend as cpu
-    if not dml.config().compiled_available or cpu._load_index() is None:
+    native = cpu._load_native()
+    if not dml.config().compiled_available or native is None or not hasattr(native, "index_run_pass"):
         pytest.skip("the compiled CPU kernels are not installed")
     return cpu
 
@@ -923,9 +938,10 @@ def test_compiled_pass_refuses_a_block_outside_its_range():
 def test_repeated_calls_served_from_a_cache_read_new_indices():
     """Repeated calls are served from the C call cache (compiled kernels) or
     the family's Python cache, and read each call's own indices."""
-    from opendml.arrays import index_ops, planner
+    from opendml.arrays import planner
+    from opendml.runtime import calls
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    info = index_ops._index.info if index_ops._call is not index_ops._miss else planner.info
+    info = calls.info if calls.move is not calls._miss else planner.info
     before = info()["hits"]
     for k in range(3):
         idx = np.array([[k, 2 - k]], np.int64)
@@ -979,3 +995,29 @@ def test_page_examples_with_padded_strides_through_the_directml_flow(backend, na
     for c in np.ndindex(*out_t.sizes):
         used[sum(i * s for i, s in zip(c, out_t.strides))] = True
     assert (raw[~used] == 77).all()
+
+
+def test_the_extremes_check_agrees_with_the_full_check(monkeypatch):
+    """``_check``'s decision from the extremes alone (what GPU indices take)
+    lets through exactly what the full check lets through, signed types,
+    scalar bounds and one bound per tuple column."""
+    from opendml.arrays import index_ops
+    monkeypatch.setattr(index_ops, "_device_extremes", lambda a, last_axis: np.stack(
+        (a.reshape(-1, a.shape[-1]).min(axis=0), a.reshape(-1, a.shape[-1]).max(axis=0)) if last_axis
+        else (a.min(), a.max())))
+    rng = np.random.default_rng(3)
+    for dt in (np.int32, np.int64):
+        for _ in range(200):
+            last = bool(rng.integers(2))
+            shape = tuple(int(n) for n in rng.integers(1, 5, rng.integers(1, 4)))
+            bounds = [int(n) for n in rng.integers(1, 6, shape[-1])] if last else int(rng.integers(1, 6))
+            a = rng.integers(-7, 7, shape).astype(dt)
+            errors = []
+            for check in (index_ops._check, lambda v, b, w, last_axis=False: index_ops.check_index_values(
+                    v, b, w, last_axis=last_axis)):
+                try:
+                    check(a, bounds, "gather", last_axis=last)
+                    errors.append(None)
+                except dml.ValidationError as e:
+                    errors.append(str(e))
+            assert errors[0] == errors[1]

@@ -102,28 +102,13 @@ def python_steps(name, args, x):
     """(output shape, dtype, passes) of the Python route: the description the
     function builds, lowered for x's layout, each pass's compiled kernel
     parameters and threads (``planner.kernel_steps``)."""
-    make = {
-        "identity": lambda t: front.ElementWiseIdentityOperatorDesc(
-            t, None, None if args == (None, None) else front.ScaleBias(1.0 if args[0] is None else args[0],
-                                                                         0.0 if args[1] is None else args[1])),
-        "cast": lambda t: front.CastOperatorDesc(
-            t, front.TensorDesc(front._contract.dtype_argument(args[0], "cast"), t.sizes)),
-        "tile": lambda t: front.TileOperatorDesc(t, None, front._repeats(front._snapshot(args[0]), t.rank)),
-        "pad": lambda t: front.Padding1OperatorDesc(
-            t, None, front._MODES[args[2].lower()], t.data_type, args[3],
-            front._per_axis(front._snapshot(args[0]), t.rank), front._per_axis(front._snapshot(args[1]), t.rank)),
-        "space_to_depth": lambda t: front.SpaceToDepth1OperatorDesc(t, None, args[0],
-                                                                    front._order(args[1], "space_to_depth")),
-        "depth_to_space": lambda t: front.DepthToSpace1OperatorDesc(t, None, args[0],
-                                                                    front._order(args[1], "depth_to_space")),
-        "join": lambda *ts: front.JoinOperatorDesc(ts, None, front._contract.axis(args[0], ts[0].rank, "join")),
-        "diagonal_matrix": lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, *args),
-        "split": lambda t: front.SplitOperatorDesc(
-            t, tuple(front.TensorDesc(t.data_type, tuple(s if d == front._contract.axis(args[0], t.rank, "split")
-                                                          else n for d, n in enumerate(t.sizes)))
-                     for s in args[1]), front._contract.axis(args[0], t.rank, "split")),
-    }[name]
     xs = list(x) if name == "join" else [x]
+    if name == "diagonal_matrix":                 # (value, begin, end): index_ops.diagonal_matrix's description
+        make = lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, *args)  # noqa: E731
+    else:
+        snap = front._SNAPSHOTS[name]
+        args = tuple(front._snapshot(v) if i in snap else v for i, v in enumerate(args))
+        make, _ = front._contract.OPERATOR_OF[name].arguments(front.ARGUMENT_API, xs[0], *args)
     backend = get_backend("cpu")
     desc = front.Call(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
     prepared = [engine._prepared(a) for a in xs]
@@ -137,6 +122,8 @@ def python_steps(name, args, x):
 
 def c_steps(name, args, x):
     nat = cpu_backend._load_native()
+    if name == "diagonal_matrix":                 # offered as index_ops does: (x,), (shape, dtype, value, begin, end)
+        x, args = (x,), (None, None, *args)
     return nat.move_lowering(front._LOWER[ccache.OPS[name]], x, args, get_backend("cpu").plain_conf)
 
 
@@ -478,7 +465,7 @@ def test_every_dtype_spelling_of_cast(name, monkeypatch):
         ccache.clear()
         with monkeypatch.context() as m:
             if read_in_c(dtype):
-                m.setitem(front._MOVES, "cast", lambda *a: pytest.fail(f"the Python route ran for {dtype!r}"))
+                m.setitem(front._BUILD, "cast", lambda *a: pytest.fail(f"the Python route ran for {dtype!r}"))
             assert outcome(dml.cast, x, dtype) == want, dtype
         assert ccache.info()["entries"] == 1, dtype             # recorded: a repeat is a hit
 
@@ -489,7 +476,7 @@ def test_cast_of_a_torch_tensor_with_torch_and_string_dtypes_takes_the_c_route(m
     runs) and equals ``Tensor.to``."""
     torch = pytest.importorskip("torch")
     dml.cast(torch.zeros(2), torch.int8)              # (opendml's PyTorch adapter loaded: its hooks registered)
-    monkeypatch.setitem(front._MOVES, "cast", lambda *a: pytest.fail("the Python route ran"))
+    monkeypatch.setitem(front._BUILD, "cast", lambda *a: pytest.fail("the Python route ran"))
     for i, (dtype, peer) in enumerate([(torch.int8, torch.int8), ("int32", torch.int32),
                                        (dml.DataType.FLOAT16, torch.float16), ("INT16", torch.int16)]):
         t = (torch.randn(1, 3, 4 + i, 5) * 30).clamp(-100, 100)      # (inside every target type)

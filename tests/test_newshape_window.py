@@ -157,7 +157,7 @@ def test_fold_plain_lowering_is_the_descriptions_plan(data):
             or cols.flags:
         return
     spatial = data.draw(st.sampled_from([list(image.sizes[2:]), tuple(image.sizes[2:])]))
-    desc = outcome(lambda: front._fold_make(spatial, *fields)(cols))
+    desc = outcome(lambda: FoldOperatorDesc.arguments(front.ARGUMENT_API, None, spatial, *fields)(cols))
     got = fold_op.plain_lowering(cols.sizes, spatial, *fields)
     if got is None:
         # declined: only where the description's fast path declines too

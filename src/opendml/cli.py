@@ -27,8 +27,7 @@ import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import array_from_json, from_json, loads, tensor_to_json, to_json
-from .jsonform import open_regular as _open_regular
+from .jsonform import from_json, json_arrays, loads, open_checked, read_regular, tensor_to_json, to_json
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -113,18 +112,17 @@ def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None 
     return x if distinct == t.sizes else np.broadcast_to(x, t.sizes)
 
 
-def open_regular(path: str, what: str):
-    """``path`` opened to read, if it is a regular file: a folder, a device
-    (``/dev/zero``), a FIFO or a socket is refused before anything is read
-    (opened non-blocking, so a FIFO without a writer cannot hold the command
-    up)."""
-    try:
-        f, kind = _open_regular(path)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{what}: {getattr(e, 'strerror', None) or e}") from None
-    if f is None:
-        raise UsageError(f"{what}: must be a regular file; this is {kind}")
-    return f
+def _refuse(what: str, limit: int = 0):
+    """The ``fail`` of ``jsonform.open_checked``/``read_regular`` for a file
+    named on the command line: a ``UsageError`` about ``what``. Only regular
+    files are read: a folder, a device (``/dev/zero``), a FIFO or a socket
+    is refused before anything is read."""
+    def fail(reason, detail):
+        why = (f"must be a regular file; this is {detail}" if reason == "kind" else
+               f"the file holds more than {limit} bytes; a description may hold at most {limit} (--max-bytes / 16, "
+               f"at least 1 MiB)" if reason == "size" else "not a UTF-8 text file" if reason == "text" else detail)
+        raise UsageError(f"{what}: {why}") from None
+    return fail
 
 
 def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) -> np.ndarray:
@@ -134,7 +132,7 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
     fmt = np.lib.format
     what = f"--input {path}"
     try:
-        with open_regular(path, what) as f:
+        with open_checked(path, _refuse(what)) as f:
             head = f.read(len(fmt.MAGIC_PREFIX))
             if head != fmt.MAGIC_PREFIX:
                 kind = ("an empty file" if not head else "a .npz archive (zip); extract one of its .npy arrays"
@@ -183,66 +181,15 @@ def load_inputs(paths: list[str] | None, obj: dict, desc, max_bytes: int | None 
             raise UsageError(f"--input: {desc.OPERATOR} takes {len(named)} input(s) "
                              f"({', '.join(n for n, _ in named)}); got {len(paths)} --input file(s)")
         return [read_npy(p, t, n, max_bytes) for p, (n, t) in zip(paths, named)]
-    if "Inputs" in obj or "Input" in obj:
-        key = "Inputs" if "Inputs" in obj else "Input"
-        values = obj[key]
-        if key == "Input":
-            if len(named) != 1:
-                raise UsageError(f"$.Input: {desc.OPERATOR} takes {len(named)} inputs; give them as \"Inputs\" "
-                                 f"(a list of {len(named)} arrays)")
-            values = [values]
-        elif not isinstance(values, list) or len(values) != len(named):
-            got = len(values) if isinstance(values, list) else type(values).__name__
-            raise UsageError(f"$.Inputs: must be a list of {len(named)} arrays (one per input tensor: "
-                             f"{', '.join(n for n, _ in named)}); got {got}")
-        out = []
-        for i, (v, (n, t)) in enumerate(zip(values, named)):
-            where = "$.Input" if key == "Input" else f"$.Inputs[{i}]"
-            x = array_from_json(v, t.data_type, where)
-            if x.shape != t.sizes:
-                raise UsageError(f"{where}: shape {list(x.shape)} must equal {n}.Sizes {list(t.sizes)}")
-            out.append(x)
-        return out
-    return [default_input(desc, max_bytes, t, n) for n, t in named]
-
-
-def load_input(path: str | None, obj: dict, desc, max_bytes: int | None = None) -> np.ndarray:
-    """The first input (see ``load_inputs``)."""
-    return load_inputs([path] if path is not None else None, obj, desc, max_bytes)[0]
+    xs = json_arrays(obj, "Input", desc, "input", UsageError)
+    return xs if xs is not None else [default_input(desc, max_bytes, t, n) for n, t in named]
 
 
 def expected_outputs(obj: dict, desc) -> list[np.ndarray] | None:
     """The file's "ExpectedOutputs" (one per output) or "ExpectedOutput" (one
     output), checked against the output tensors' sizes and types; None where
     the file has neither."""
-    named = desc.named_tensors("output")
-    if "ExpectedOutputs" in obj:
-        values = obj["ExpectedOutputs"]
-        if not isinstance(values, list) or len(values) != len(named):
-            got = len(values) if isinstance(values, list) else type(values).__name__
-            raise UsageError(f"$.ExpectedOutputs: must be a list of {len(named)} arrays (one per output tensor: "
-                             f"{', '.join(n for n, _ in named)}); got {got}")
-        wheres = [f"$.ExpectedOutputs[{i}]" for i in range(len(named))]
-    elif "ExpectedOutput" in obj:
-        if len(named) != 1:
-            raise UsageError(f"$.ExpectedOutput: {desc.OPERATOR} has {len(named)} outputs; give them as "
-                             f"\"ExpectedOutputs\" (a list of {len(named)} arrays)")
-        values, wheres = [obj["ExpectedOutput"]], ["$.ExpectedOutput"]
-    else:
-        return None
-    out = []
-    for v, where, (n, t) in zip(values, wheres, named):
-        e = array_from_json(v, t.data_type, where)
-        if e.shape != t.sizes:
-            raise UsageError(f"{where}: shape {list(e.shape)} must equal {n}.Sizes {list(t.sizes)}")
-        out.append(e)
-    return out
-
-
-def expected_output(obj: dict, desc) -> np.ndarray | None:
-    """The file's ExpectedOutput, checked against OutputTensor's sizes and type."""
-    e = expected_outputs(obj, desc)
-    return None if e is None else e[0]
+    return json_arrays(obj, "ExpectedOutput", desc, "output", UsageError)
 
 
 def check_output_path(path: str) -> None:
@@ -351,26 +298,28 @@ def spec_limit(max_bytes: int = DEFAULT_MAX_BYTES) -> int:
 def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """A description file: a regular UTF-8 file of at most ``spec_limit(max_bytes)`` bytes."""
     limit = spec_limit(max_bytes)
-    try:
-        with open_regular(path, path) as f:
-            raw = f.read(limit + 1)
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror or e}") from None
-    if len(raw) > limit:
-        raise UsageError(f"{path}: the file holds more than {limit} bytes; a description may hold at most {limit} "
-                         f"(--max-bytes / 16, at least 1 MiB)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a UTF-8 text file") from None
-    return loads(text)
+    return loads(read_regular(path, limit, _refuse(path, limit)))
+
+
+def _listed(args, exs) -> bool:
+    """--list: print the bundled examples in ``EXAMPLE_ORDER`` with their titles."""
+    if args.list:
+        for name in EXAMPLE_ORDER:
+            print(f"{name:26s} {exs[name].get('Title', '')}")
+    return args.list
+
+
+def _bundled(args, exs) -> dict:
+    """The bundled example that --example names."""
+    if args.example not in exs:
+        raise UsageError(f"--example: unknown example {args.example!r}; "
+                         f"`opendml {args.command} --list` names them: {', '.join(EXAMPLE_ORDER)}")
+    return exs[args.example]
 
 
 def cmd_run(args) -> int:
     exs = examples()
-    if args.list:
-        for name in EXAMPLE_ORDER:
-            print(f"{name:26s} {exs[name]['Title']}")
+    if _listed(args, exs):
         return 0
     device = Device(args.device, feature_level=args.feature_level)
     if args.spec is not None and args.example is not None:
@@ -385,13 +334,7 @@ def cmd_run(args) -> int:
         passed = sum(1 for r in results if r)
         print(f"{passed} of {len(results)} examples match their documented outputs")
         return 0 if passed == len(results) else 1
-    if args.example is not None:
-        if args.example not in exs:
-            raise UsageError(f"--example: unknown example {args.example!r}; "
-                             f"`opendml run --list` names them: {', '.join(EXAMPLE_ORDER)}")
-        obj = exs[args.example]
-    else:
-        obj = read_spec(args.spec, args.max_bytes)
+    obj = _bundled(args, exs) if args.example is not None else read_spec(args.spec, args.max_bytes)
     result = run_one(obj, args, device, sys.stdout)
     return 1 if result is False else 0
 
@@ -421,19 +364,13 @@ def cmd_dispatch(args) -> int:
     from .dxdispatch import check_output_dir, dumps, example_model, example_outputs, load as load_model, \
         run as run_model, write_resources
     exs = examples()
-    names = [n for n in EXAMPLE_ORDER if n in exs] + sorted(n for n in exs if n not in EXAMPLE_ORDER)
-    if args.list:
-        for name in names:
-            print(f"{name:26s} {exs[name].get('Title', '')}")
+    if _listed(args, exs):
         return 0
     if (args.model is None) == (args.example is None):
         raise UsageError("give MODEL.json or --example NAME (one of them)")
     example = None
     if args.example is not None:
-        if args.example not in exs:
-            raise UsageError(f"--example: unknown example {args.example!r}; "
-                             f"`opendml dispatch --list` names them: {', '.join(names)}")
-        example = exs[args.example]
+        example = _bundled(args, exs)
         model, folder = example_model(example), os.getcwd()
         if args.print_model:
             print(dumps(model))
@@ -511,12 +448,16 @@ def _byte_count(text: str) -> int:
     return int(t)
 
 
-def _running_options(q, level_help: str, bytes_help: str) -> None:
-    """``run``'s and ``dispatch``'s --device, --feature-level, --max-bytes and --list."""
+def _running_options(q, positional, level_help: str, bytes_help: str, example_help: str) -> None:
+    """``run``'s and ``dispatch``'s optional file (``positional``: name,
+    metavar, help), --device, --feature-level, --max-bytes, --list and
+    --example."""
+    q.add_argument(positional[0], nargs="?", metavar=positional[1], help=positional[2])
     q.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
     q.add_argument("--feature-level", default="6_4", metavar="L", help=level_help)
     q.add_argument("--max-bytes", type=_byte_count, default=DEFAULT_MAX_BYTES, metavar="N", help=bytes_help)
     q.add_argument("--list", action="store_true", help="list the bundled examples and exit")
+    q.add_argument("--example", metavar="NAME", help=example_help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -533,7 +474,6 @@ def build_parser() -> argparse.ArgumentParser:
                        "one bundled example (--example), or a description in DirectML's JSON field names (SPEC). "
                        "Prints the description, its input and its output; exits 1 if an output differs from "
                        "its documented ExpectedOutput.")
-    r.add_argument("spec", nargs="?", metavar="SPEC.json", help="a JSON description (DirectML's field names)")
     r.add_argument("--input", metavar="X.npy", action="append",
                    help="input array (.npy, not .npz) of InputTensor's sizes and data type; once per input "
                    "tensor, in order, for an operator of several (JOIN); default: the file's \"Input\" (or "
@@ -542,10 +482,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", metavar="Y.npy", action="append",
                    help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
                    "directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")
-    _running_options(r, "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
+    _running_options(r, ("spec", "SPEC.json", "a JSON description (DirectML's field names)"),
+                     "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
                      "refuse a run that would touch more than N bytes of memory (the input and output "
-                     f"elements, on the host and in buffers; default: {DEFAULT_MAX_BYTES} = 2 GiB)")
-    r.add_argument("--example", metavar="NAME", help="run one bundled example by name (see --list)")
+                     f"elements, on the host and in buffers; default: {DEFAULT_MAX_BYTES} = 2 GiB)",
+                     "run one bundled example by name (see --list)")
     r.set_defaults(func=cmd_run)
     v = sub.add_parser("validate", help="check a JSON description without running it",
                        description="Check a description; print the output description, DMLCalcBufferTensorSize "
@@ -559,14 +500,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "(DirectML's field names) and its commands in order (dispatch, print, writeFile), with "
                        "DirectML's binding rules. File initialisers and writeFile targets must lie in the "
                        "model's folder. --example runs a bundled example of `opendml run` as a model.")
-    d.add_argument("model", nargs="?", metavar="MODEL.json", help="a DxDispatch model")
     d.add_argument("--output-dir", metavar="DIR", help="after the last command, write every resource as "
                    "DIR/NAME.npy (a 1-D array of its initialValuesDataType holding the whole buffer); all "
                    "files or none")
-    _running_options(d, "DirectML feature level every dispatchable is validated at (default: 6_4)",
-                     f"refuse a model whose resources take more than N bytes (default: {DEFAULT_MAX_BYTES})")
-    d.add_argument("--example", metavar="NAME", help="run a bundled example (see --list) as a DxDispatch model; "
-                   "exits 1 if its output differs from the documented one")
+    _running_options(d, ("model", "MODEL.json", "a DxDispatch model"),
+                     "DirectML feature level every dispatchable is validated at (default: 6_4)",
+                     f"refuse a model whose resources take more than N bytes (default: {DEFAULT_MAX_BYTES})",
+                     "run a bundled example (see --list) as a DxDispatch model; exits 1 if its output differs "
+                     "from the documented one")
     d.add_argument("--print-model", action="store_true", help="with --example: print the model and exit")
     d.set_defaults(func=cmd_dispatch)
     i = sub.add_parser("info", help="version, backends and feature levels",

@@ -566,10 +566,12 @@ class Device:
         Parameters
         ----------
         desc : OperatorDesc
+            The description to validate.
 
         Returns
         -------
         Operator
+            The operator on this device (to compile next).
 
         Raises
         ------
@@ -724,6 +726,7 @@ class Device:
         Returns
         -------
         Buffer
+            Written: the tensor's elements, or the array's bytes and zeros.
 
         Raises
         ------
@@ -809,30 +812,16 @@ class Device:
         return self.run_all(desc, *arrays)[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
-        """``run`` returning every output, in slot order (one array per input
-        tensor, JOIN's ``InputTensors`` each counting).
-
-        Parameters
-        ----------
-        desc : OperatorDesc
-            The description to run.
-        *arrays : array_like
-            One input array per input tensor, in slot order.
+        """``run`` returning every output, in slot order: the same arguments
+        (one input array per input tensor, JOIN's ``InputTensors`` each
+        counting) and the same errors (an ``UnsupportedError`` also where the
+        device cannot run the operator).
 
         Returns
         -------
         list of numpy.ndarray
             One array per output tensor (SPLIT's ``OutputTensors`` each
             counting).
-
-        Raises
-        ------
-        ValidationError
-            If the number of arrays is wrong or an array does not fit its
-            tensor.
-        UnsupportedError
-            If the description is not valid at this device's feature level,
-            or the device cannot run the operator.
         """
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors

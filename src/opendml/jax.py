@@ -25,9 +25,12 @@ Which code runs:
   ``benchmarks/jax_ops.py`` measures the lax forms against
   ``lax.conv_general_dilated_patches``, JAX's own im2col, and its VJP.
 
-Either way the operator's description is built from the (abstract) shape and
-dtype first, so a bad argument raises opendml's own ``ValidationError`` while
-tracing, with the message an eager call gives.
+Every function below takes a ``jax.Array``, concrete or traced, or anything
+``jnp.asarray`` converts (a NumPy array), and returns a new array of its
+dtype. Either way the operator's description is built from the (abstract)
+shape and dtype first, so a bad argument raises opendml's own
+``ValidationError`` while tracing, with the message an eager call gives; an
+array sharded over several devices raises ``opendml.UnsupportedError``.
 
 Gradients follow ``jax.custom_vjp``: the backward of UNFOLD is FOLD and of
 FOLD is UNFOLD; SLICE1 (and SLICE) go back through SLICE_GRAD, and SLICE_GRAD
@@ -65,14 +68,12 @@ def _jax(x) -> jax.Array:
 
 
 def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> jax.Array:  # noqa: A001
-    """``opendml.slice`` on ``x`` as a JAX array (NumPy arrays are converted).
+    """``opendml.slice`` on ``x`` as a JAX array; its gradient is ``slice_grad``.
 
     Parameters
     ----------
     x : jax.Array or array-like
-        The input; anything else (a NumPy array) is converted with
-        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
-        ``jax_enable_x64``); concrete or traced.
+        The array sliced.
     offsets, sizes, strides : sequence of int
         As ``opendml.slice`` takes them: one entry per axis, ``sizes`` being
         the output's shape.
@@ -80,18 +81,7 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
     Returns
     -------
     jax.Array
-        A new array of ``x``'s dtype, of shape ``sizes``; differentiable in reverse
-        mode (``custom_vjp``: its gradient is ``slice_grad``; forward mode is not
-        available).
-
-    Raises
-    ------
-    ValidationError
-        If an argument breaks the operator's rules for ``x``'s shape
-        (raised while tracing too, with the eager message).
-    UnsupportedError
-        If ``x``'s dtype is not one of the 11 DirectML types (bfloat16,
-        complex, bool, float8...), or ``x`` is sharded over several devices.
+        Of shape ``sizes``.
     """
     return arrays.slice(_jax(x), offsets, sizes, strides)
 
@@ -103,9 +93,7 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
     Parameters
     ----------
     x : jax.Array or array-like
-        The input; anything else (a NumPy array) is converted with
-        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
-        ``jax_enable_x64``); concrete or traced.
+        The array the window reads.
     window_offsets, window_sizes, window_strides : sequence of int
         The window, one entry per axis (strides non-zero; a negative stride
         walks from the window's end), as ``opendml.slice1`` takes it.
@@ -116,18 +104,7 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
     Returns
     -------
     jax.Array
-        A new array of ``x``'s dtype, of shape ``output_sizes``; differentiable in reverse
-        mode (``custom_vjp``: its gradient is ``slice_grad``; forward mode is not
-        available).
-
-    Raises
-    ------
-    ValidationError
-        If an argument breaks the operator's rules for ``x``'s shape
-        (raised while tracing too, with the eager message).
-    UnsupportedError
-        If ``x``'s dtype is not one of the 11 DirectML types (bfloat16,
-        complex, bool, float8...), or ``x`` is sharded over several devices.
+        Of shape ``output_sizes``.
     """
     return arrays.slice1(_jax(x), window_offsets, window_sizes, window_strides, output_sizes)
 
@@ -139,9 +116,7 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
     Parameters
     ----------
     grad : jax.Array or array-like
-        The gradient of ``slice1``'s output; anything else (a NumPy array) is converted with
-        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
-        ``jax_enable_x64``); concrete or traced.
+        The gradient of ``slice1``'s output.
     input_sizes : sequence of int
         The result's shape (``slice1``'s input).
     window_offsets, window_sizes, window_strides : sequence of int
@@ -150,18 +125,7 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
     Returns
     -------
     jax.Array
-        A new array of ``grad``'s dtype, of shape ``input_sizes``, 0 where ``slice1`` does not read; differentiable in reverse
-        mode (``custom_vjp``: its gradient is ``slice1``; forward mode is not
-        available).
-
-    Raises
-    ------
-    ValidationError
-        If an argument breaks the operator's rules for ``grad``'s shape
-        (raised while tracing too, with the eager message).
-    UnsupportedError
-        If ``grad``'s dtype is not one of the 11 DirectML types (bfloat16,
-        complex, bool, float8...), or ``grad`` is sharded over several devices.
+        Of shape ``input_sizes``, 0 where ``slice1`` does not read.
     """
     return arrays.slice_grad(_jax(grad), input_sizes, window_offsets, window_sizes, window_strides)
 
@@ -173,9 +137,7 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
     Parameters
     ----------
     x : jax.Array or array-like
-        The input, (N, C, *spatial); anything else (a NumPy array) is converted with
-        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
-        ``jax_enable_x64``); concrete or traced.
+        (N, C, *spatial).
     window_sizes : int or sequence of int
         The window size per spatial axis, each >= 1.
     strides, dilations : int or sequence of int, optional
@@ -186,18 +148,7 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
     Returns
     -------
     jax.Array
-        A new array of ``x``'s dtype, of shape (N, C * prod(window_sizes), BlockCount); differentiable in reverse
-        mode (``custom_vjp``: its gradient is ``fold``; forward mode is not
-        available).
-
-    Raises
-    ------
-    ValidationError
-        If an argument breaks the operator's rules for ``x``'s shape
-        (raised while tracing too, with the eager message).
-    UnsupportedError
-        If ``x``'s dtype is not one of the 11 DirectML types (bfloat16,
-        complex, bool, float8...), or ``x`` is sharded over several devices.
+        (N, C * prod(window_sizes), BlockCount).
     """
     return arrays.unfold(_jax(x), window_sizes, strides, dilations, start_padding, end_padding)
 
@@ -209,33 +160,16 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
     Parameters
     ----------
     x : jax.Array or array-like
-        The columns, (N, C * prod(window_sizes), BlockCount); anything else (a NumPy array) is converted with
-        ``jnp.asarray``. One of DirectML's 11 dtypes (64-bit ones need
-        ``jax_enable_x64``); concrete or traced.
+        The columns, (N, C * prod(window_sizes), BlockCount).
     output_sizes : int or sequence of int
         The spatial sizes of the result.
-    window_sizes : int or sequence of int
-        The window size per spatial axis, each >= 1.
-    strides, dilations : int or sequence of int, optional
-        Per spatial axis, each >= 1 (default 1).
-    start_padding, end_padding : int or sequence of int, optional
-        Zeros before and after each spatial axis (default 0).
+    window_sizes, strides, dilations, start_padding, end_padding
+        As ``unfold`` takes them.
 
     Returns
     -------
     jax.Array
-        A new array of ``x``'s dtype, of shape (N, C, *output_sizes); differentiable in reverse
-        mode (``custom_vjp``: its gradient is ``unfold``; forward mode is not
-        available).
-
-    Raises
-    ------
-    ValidationError
-        If an argument breaks the operator's rules for ``x``'s shape
-        (raised while tracing too, with the eager message).
-    UnsupportedError
-        If ``x``'s dtype is not one of the 11 DirectML types (bfloat16,
-        complex, bool, float8...), or ``x`` is sharded over several devices.
+        (N, C, *output_sizes), overlapping windows summed.
     """
     return arrays.fold(_jax(x), output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
 
@@ -243,7 +177,8 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
 class _Fixed:
     """A frozen dataclass of an array function's arguments, all but the
     array: lists are kept as tuples (hashable, so it can be a static argument
-    of ``jax.jit``), and calling it with ``x`` calls ``FUNCTION(x, *fields)``."""
+    of ``jax.jit``), and calling it with ``x`` calls its function
+    (``_FUNCTIONS``) as ``function(x, *fields)``."""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -251,7 +186,7 @@ class _Fixed:
             object.__setattr__(self, f.name, tuple(value) if isinstance(value, (list, tuple)) else value)
 
     def __call__(self, x: Any) -> jax.Array:
-        return self.FUNCTION(x, *(getattr(self, f.name) for f in dataclasses.fields(self)))
+        return _FUNCTIONS[type(self)](x, *(getattr(self, f.name) for f in dataclasses.fields(self)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,12 +199,8 @@ class Unfold(_Fixed):
 
     Parameters
     ----------
-    window_sizes : int or sequence of int
-        The window size per spatial axis, each >= 1.
-    strides, dilations : int or sequence of int, optional
-        Per spatial axis, each >= 1 (default 1).
-    start_padding, end_padding : int or sequence of int, optional
-        Zeros before and after each spatial axis (default 0).
+    window_sizes, strides, dilations, start_padding, end_padding
+        As ``unfold`` takes them.
     """
 
     window_sizes: Ints
@@ -277,7 +208,6 @@ class Unfold(_Fixed):
     dilations: Ints = 1
     start_padding: Ints = 0
     end_padding: Ints = 0
-    FUNCTION = staticmethod(unfold)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,14 +220,8 @@ class Fold(_Fixed):
 
     Parameters
     ----------
-    output_sizes : int or sequence of int
-        The spatial sizes of the result.
-    window_sizes : int or sequence of int
-        The window size per spatial axis, each >= 1.
-    strides, dilations : int or sequence of int, optional
-        Per spatial axis, each >= 1 (default 1).
-    start_padding, end_padding : int or sequence of int, optional
-        Zeros before and after each spatial axis (default 0).
+    output_sizes, window_sizes, strides, dilations, start_padding, end_padding
+        As ``fold`` takes them.
     """
 
     output_sizes: Ints
@@ -306,4 +230,6 @@ class Fold(_Fixed):
     dilations: Ints = 1
     start_padding: Ints = 0
     end_padding: Ints = 0
-    FUNCTION = staticmethod(fold)
+
+
+_FUNCTIONS = {Unfold: unfold, Fold: fold}

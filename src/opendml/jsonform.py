@@ -20,7 +20,7 @@ import numpy as np
 
 from .ops import ALIASES, OPERATORS, OperatorDesc
 from .ops._spec import OMIT, Field
-from .model._checks import _short
+from .model._checks import _short, type_name
 from .model.data_type import DataType
 from .model.errors import DmlError, ValidationError
 from .model.tensor_desc import MAX_RANK, TensorDesc, TensorFlags
@@ -81,15 +81,26 @@ def loads(text: str) -> dict:
         For malformed text, integers too long to read, nesting deeper than
         ``MAX_DEPTH``, and anything but an object.
     """
+    return parse_object(text, parse_int=_parse_int)
+
+
+def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
+                 too_deep: str = f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep",
+                 **hooks) -> dict:
+    """``json.loads(text, **hooks)``, which must be an object (``what``) of at
+    most ``MAX_DEPTH`` levels (else ``error(too_deep)``)."""
     try:
-        obj = json.loads(text, parse_int=_parse_int)
+        obj = json.loads(text, **hooks)
     except json.JSONDecodeError as e:
-        raise JsonFormError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+        raise error(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
     except RecursionError:
-        raise JsonFormError(f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep") from None
+        raise error(too_deep) from None
     if not isinstance(obj, dict):
-        raise JsonFormError(f"$: a description must be a JSON object; got {_type_name(obj)}")
-    check_depth(obj)
+        raise error(f"{what} must be a JSON object; got {type_name(obj)}")
+    try:
+        check_depth(obj)
+    except JsonFormError:
+        raise error(too_deep) from None
     return obj
 
 
@@ -102,7 +113,7 @@ def array_from_json(value, data_type: DataType, path: str) -> np.ndarray:
     overflow it (NaN and Infinity, which Python's JSON reads, are kept)."""
     dt = data_type.numpy_dtype
     if not isinstance(value, list):
-        raise JsonFormError(f"{path}: must be an array of numbers; got {_type_name(value)}")
+        raise JsonFormError(f"{path}: must be an array of numbers; got {type_name(value)}")
     shape: list[int] = []
     level = [value]
     while level and isinstance(level[0], list):
@@ -110,7 +121,7 @@ def array_from_json(value, data_type: DataType, path: str) -> np.ndarray:
         for p, item in enumerate(level):
             if not isinstance(item, list) or len(item) != n:
                 where = _index_path(path, p, shape)
-                got = f"an array of {len(item)}" if isinstance(item, list) else _type_name(item)
+                got = f"an array of {len(item)}" if isinstance(item, list) else type_name(item)
                 raise JsonFormError(f"{where}: the array must be rectangular: expected an array of {n} "
                                     f"entries like {_index_path(path, 0, shape)}; got {got}")
         shape.append(n)
@@ -124,7 +135,7 @@ def array_from_json(value, data_type: DataType, path: str) -> np.ndarray:
     for p, x in enumerate(level):
         bad = None
         if isinstance(x, bool) or not isinstance(x, (int, float)):
-            bad = f"must be a number; got {_type_name(x)} {_short(x)}"
+            bad = f"must be a number; got {type_name(x)} {_short(x)}"
         elif integer:
             if isinstance(x, float):
                 if not math.isfinite(x) or x != math.floor(x):
@@ -180,9 +191,41 @@ def open_regular(path):
                   "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
-def _type_name(v) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
+def open_checked(path, fail):
+    """``open_regular(path)``'s file; where there is none, ``fail("open",
+    why it cannot be opened)`` or ``fail("kind", what it is instead)``,
+    which raises."""
+    try:
+        f, kind = open_regular(path)
+    except (OSError, ValueError) as e:
+        fail("open", getattr(e, "strerror", None) or e)
+    if f is None:
+        fail("kind", kind)
+    return f
+
+
+def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
+    """The text of the regular file ``path`` (see ``open_regular``), of at
+    most ``limit`` bytes, decoded. Each refusal calls ``fail(reason,
+    detail)``, which raises: ``"open"`` (why it cannot be opened or read),
+    ``"kind"`` (what it is instead), ``"size"`` (the bytes it holds, a count
+    or "more than LIMIT"; checked before reading), ``"text"`` (not text in
+    ``encoding``)."""
+    f = open_checked(path, fail)
+    try:
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                fail("size", str(size))
+            raw = f.read(limit + 1)
+    except OSError as e:
+        fail("open", e.strerror or e)
+    if len(raw) > limit:
+        fail("size", f"more than {limit}")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError:
+        fail("text", encoding)
 
 
 def _int_list(obj, key, path):
@@ -192,19 +235,53 @@ def _int_list(obj, key, path):
     return v
 
 
-def _check_keys(obj, allowed, path, required=()):
+def json_arrays(obj: dict, key: str, desc, side: str, error=JsonFormError) -> list[np.ndarray] | None:
+    """``obj``'s ``key + "s"`` (a list, one array per ``side`` tensor) or
+    ``key`` (the one ``side`` tensor's array), each checked against its
+    tensor's sizes and type (``Input``/``Inputs``, ``ExpectedOutput``/
+    ``ExpectedOutputs``); None where ``obj`` has neither."""
+    named = desc.named_tensors(side)
+    if key + "s" in obj:
+        values = obj[key + "s"]
+        if not isinstance(values, list) or len(values) != len(named):
+            got = len(values) if isinstance(values, list) else type(values).__name__
+            raise error(f"$.{key}s: must be a list of {len(named)} arrays (one per {side} tensor: "
+                        f"{', '.join(n for n, _ in named)}); got {got}")
+        wheres = [f"$.{key}s[{i}]" for i in range(len(named))]
+    elif key in obj:
+        if len(named) != 1:
+            raise error(f"$.{key}: {desc.OPERATOR} {'takes' if side == 'input' else 'has'} {len(named)} "
+                        f"{side}s; give them as \"{key}s\" (a list of {len(named)} arrays)")
+        values, wheres = [obj[key]], [f"$.{key}"]
+    else:
+        return None
+    out = []
+    for v, where, (n, t) in zip(values, wheres, named):
+        x = array_from_json(v, t.data_type, where)
+        if x.shape != t.sizes:
+            raise error(f"{where}: shape {list(x.shape)} must equal {n}.Sizes {list(t.sizes)}")
+        out.append(x)
+    return out
+
+
+def check_keys(obj, allowed, path, required=(), error=JsonFormError, field=lambda path, k: (f"{path}.{k}", "")):
+    """``obj`` is a JSON object with only ``allowed`` keys and every key of
+    ``required``, else ``error``: ``field(path, key)`` gives the message's
+    place and the words after the rule's name."""
     if not isinstance(obj, dict):
-        raise JsonFormError(f"{path}: must be an object; got {_type_name(obj)}")
+        raise error(f"{path}: must be an object; got {type_name(obj)}")
     for k in obj:
         if k not in allowed:
-            raise JsonFormError(f"{path}.{k}: unknown field; expected one of {', '.join(allowed)}")
+            at, name = field(path, k)
+            raise error(f"{at}: unknown field{name}; expected one of {', '.join(allowed)}")
     for k in required:
         if k not in obj:
-            raise JsonFormError(f"{path}.{k}: missing required field")
+            at, name = field(path, k)
+            raise error(f"{at}: missing required field{name}")
 
 
 def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> TensorDesc:
-    _check_keys(obj, TENSOR_FIELDS, path, required=() if sizes is not None else ("DataType", "Sizes"))
+    check_keys(obj, TENSOR_FIELDS, path, required=() if sizes is not None else ("DataType", "Sizes"))
     kw = {}
     dt = obj.get("DataType", default_type)
     if not isinstance(dt, (str, DataType)):
@@ -270,7 +347,7 @@ def from_json(obj) -> OperatorDesc:
     if isinstance(obj, str):
         obj = loads(obj)
     if not isinstance(obj, dict):
-        raise JsonFormError(f"$: a description must be a JSON object; got {_type_name(obj)}")
+        raise JsonFormError(f"$: a description must be a JSON object; got {type_name(obj)}")
     if "Operator" not in obj:
         raise JsonFormError(f"$.Operator: missing required field; expected one of {', '.join(OPERATORS)}")
     name = obj["Operator"]
@@ -283,7 +360,7 @@ def from_json(obj) -> OperatorDesc:
     fields = cls.FIELDS
     allowed = ("Operator", *(s.json for s in cls.SLOTS), *cls.COUNTS, *(f.json for f in fields), *EXTRA_FIELDS)
     required = (*(s.json for s in cls.SLOTS if not s.optional), *(f.json for f in fields if f.required))
-    _check_keys(obj, allowed, "$", required)
+    check_keys(obj, allowed, "$", required)
     kw: dict = {}
     parsed: dict = {}
     for s in cls.slots("input"):           # an optional input (DIAGONAL_MATRIX1's) may be left out or null
@@ -328,7 +405,7 @@ def _slot_from_json(obj: dict, slot) -> "TensorDesc | tuple[TensorDesc, ...]":
     if not slot.many:
         return tensor_from_json(value, path)
     if not isinstance(value, list) or not value:
-        got = "an empty array" if value == [] else _type_name(value)
+        got = "an empty array" if value == [] else type_name(value)
         raise JsonFormError(f"{path}: must be a non-empty array of tensor descriptions; got {got}")
     return tuple(tensor_from_json(t, f"{path}[{i}]") for i, t in enumerate(value))
 

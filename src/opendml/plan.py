@@ -46,9 +46,21 @@ from .model._frozen import stored_init
 from .model.data_type import DataType
 
 
+class _Sized:
+    count = property(lambda self: math.prod(self.sizes), doc="The number of positions of the index space ``sizes``.")
+
+
+def _spans(in_sizes, out_sizes):
+    """A kernel plan's ``in_span`` and ``out_span`` properties: the lowest and
+    highest element index it reads and writes, its index spaces
+    ``in_sizes(plan)`` and ``out_sizes(plan)``."""
+    return (property(lambda p: _span(p.in_offset, in_sizes(p), p.in_strides)),
+            property(lambda p: _span(p.out_offset, out_sizes(p), p.out_strides)))
+
+
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class CopyPlan:
+class CopyPlan(_Sized):
     element_size: int
     sizes: tuple[int, ...]
     in_offset: int
@@ -56,18 +68,7 @@ class CopyPlan:
     out_offset: int
     out_strides: tuple[int, ...]     # non-negative, elements
 
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
-
-    @property
-    def in_span(self) -> tuple[int, int]:
-        """Lowest and highest input element index the plan reads."""
-        return _span(self.in_offset, self.sizes, self.in_strides)
-
-    @property
-    def out_span(self) -> tuple[int, int]:
-        return self.out_offset, self.out_offset + sum((s - 1) * t for s, t in zip(self.sizes, self.out_strides))
+    in_span, out_span = _spans(lambda p: p.sizes, lambda p: p.sizes)
 
     def canonical(self) -> "CopyPlan":
         """Drop size-1 dimensions, order by output stride (largest first) so the
@@ -146,7 +147,7 @@ class UnfoldPlan(_WindowGrid):
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
     start_padding: tuple[int, ...]
-    blocks: tuple[int, ...]
+    blocks: tuple[int, ...]           # per spatial axis: the output's columns are their product
     out_offset: int
     out_strides: tuple[int, int, int]  # (n, row, column), elements
 
@@ -154,24 +155,7 @@ class UnfoldPlan(_WindowGrid):
     def out_count(self) -> int:
         return self.batch * self.rows * self.columns
 
-    @property
-    def in_span(self) -> tuple[int, int]:
-        return _span(self.in_offset, (self.batch, self.channels, *self.spatial), self.in_strides)
-
-    @property
-    def out_span(self) -> tuple[int, int]:
-        sizes = (self.batch, self.rows, self.columns)
-        return self.out_offset, self.out_offset + sum((s - 1) * t for s, t in zip(sizes, self.out_strides))
-
-    def valid_block_range(self, d: int, k: int) -> tuple[int, int]:
-        """Blocks b of spatial dimension d whose window element k reads inside
-        the input: ``0 <= b*stride + k*dilation - start_padding < size``."""
-        shift = k * self.dilations[d] - self.start_padding[d]
-        st = self.strides[d]
-        lo = min(self.blocks[d], (-shift + st - 1) // st if shift < 0 else 0)
-        last = self.spatial[d] - 1 - shift          # highest b*st allowed
-        hi = min(self.blocks[d], last // st + 1) if last >= 0 else 0
-        return lo, max(lo, hi)
+    in_span, out_span = _spans(lambda p: (p.batch, p.channels, *p.spatial), lambda p: (p.batch, p.rows, p.columns))
 
 
 @stored_init
@@ -203,18 +187,12 @@ class FoldPlan(_WindowGrid):
     def out_count(self) -> int:
         return self.batch * self.channels * math.prod(self.spatial)
 
-    @property
-    def in_span(self) -> tuple[int, int]:
-        return _span(self.in_offset, (self.batch, self.rows, self.columns), self.in_strides)
-
-    @property
-    def out_span(self) -> tuple[int, int]:
-        return _span(self.out_offset, (self.batch, self.channels, *self.spatial), self.out_strides)
+    in_span, out_span = _spans(lambda p: (p.batch, p.rows, p.columns), lambda p: (p.batch, p.channels, *p.spatial))
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class ScatterPlan:
+class ScatterPlan(_Sized):
     """SLICE_GRAD: ``out[p] = in[i]`` where ``p == first + i*step`` (every
     dimension, ``0 <= i < taken``), else 0; each output element is written once.
     Input strides are signed (a SLICE1 window walked backwards)."""
@@ -229,19 +207,8 @@ class ScatterPlan:
     in_offset: int
     in_strides: tuple[int, ...]       # signed, elements
 
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
-
-    out_count = count
-
-    @property
-    def in_span(self) -> tuple[int, int]:
-        return _span(self.in_offset, self.taken, self.in_strides)
-
-    @property
-    def out_span(self) -> tuple[int, int]:
-        return _span(self.out_offset, self.sizes, self.out_strides)
+    out_count = _Sized.count
+    in_span, out_span = _spans(lambda p: p.taken, lambda p: p.sizes)
 
 
 #: ``AxisMap.mode`` values: how a destination coordinate outside the source
@@ -279,20 +246,17 @@ class AxisMap:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Walk:
+class _Walk(_Sized):
     """The fields the passes but ``Fill`` start with: ``sizes`` walked from
-    the offsets by the strides, from input ``src`` to output ``dst``."""
+    the offsets by the strides (in elements: the source's signed, the
+    destination's non-negative), from input ``src`` to output ``dst``."""
     src: int
     dst: int
     sizes: tuple[int, ...]
     src_offset: int
-    src_strides: tuple[int, ...]       # signed, elements
+    src_strides: tuple[int, ...]
     dst_offset: int
-    dst_strides: tuple[int, ...]       # non-negative, elements
-
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
+    dst_strides: tuple[int, ...]
 
 
 @stored_init
@@ -323,7 +287,7 @@ class Copy(_Walk):
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class Fill:
+class Fill(_Sized):
     """``dst[do + sum(d*ds)] = value`` over ``sizes`` (``value`` a Python int or
     float of the destination's type)."""
     dst: int
@@ -331,10 +295,6 @@ class Fill:
     dst_offset: int
     dst_strides: tuple[int, ...]
     value: int | float
-
-    @property
-    def count(self) -> int:
-        return math.prod(self.sizes)
 
     def dst_span(self) -> tuple[int, int]:
         return _span(self.dst_offset, self.sizes, self.dst_strides)

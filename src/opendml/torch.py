@@ -65,10 +65,9 @@ from .arrays.torch import adapter as _adapter, library as _library, node as _nod
 __all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "unfold_op", "fold_op", "slice1_op",
            "slice_grad_op", "split_padding", "node_status", "wait_for_node", "compiled_status", "compiled_route"]
 
-unfold_op = _adapter.unfold_op
-fold_op = _adapter.fold_op
-slice1_op = _adapter.slice1_op
-slice_grad_op = _adapter.slice_grad_op
+# the custom operators (``opendml::unfold``...), as the adapter registers them
+unfold_op, fold_op, slice1_op, slice_grad_op = (_adapter.CUSTOM_OPS[f]
+                                                 for f in ("unfold", "fold", "slice1", "slice_grad"))
 
 
 def node_status() -> str:
@@ -155,7 +154,21 @@ def _per_sample(x, unbatched_dims: int, run):
     return run(x)
 
 
-class Unfold(torch.nn.Module):
+class _Blocks(torch.nn.Module):
+    """``Unfold``'s and ``Fold``'s common arguments (``sized``: Fold's
+    ``output_size``, which counts first for the number of spatial axes)."""
+
+    def __init__(self, kernel_size, dilation, padding, stride, *sized):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+        self.start_padding, self.end_padding = split_padding(padding)
+        self.spatial_dims = _spatial_rank(*sized, kernel_size, dilation, stride, self.start_padding, self.end_padding)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{name}={getattr(self, name)}" for name in self._SHOWN)
+
+
+class Unfold(_Blocks):
     """Sliding local blocks (im2col), like ``torch.nn.Unfold`` but over 1 to 6
     spatial axes, with asymmetric padding: input (N, C, *spatial) or
     unbatched (C, *spatial); output (N, C * prod(kernel_size), L) or
@@ -180,11 +193,10 @@ class Unfold(torch.nn.Module):
         The step between windows, each >= 1 (default 1).
     """
 
+    _SHOWN = ("kernel_size", "dilation", "padding", "stride")
+
     def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
-        self.start_padding, self.end_padding = split_padding(padding)
-        self.spatial_dims = _spatial_rank(kernel_size, dilation, stride, self.start_padding, self.end_padding)
+        super().__init__(kernel_size, dilation, padding, stride)
 
     def forward(self, x):
         """Unfold ``x``.
@@ -213,45 +225,30 @@ class Unfold(torch.nn.Module):
         return _per_sample(x, self.spatial_dims + 1, lambda b: unfold(b, self.kernel_size, self.stride, self.dilation,
                                                                      self.start_padding, self.end_padding))
 
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
-                f"stride={self.stride}")
 
-
-class Fold(torch.nn.Module):
+class Fold(_Blocks):
     """The adjoint of ``Unfold`` (col2im), like ``torch.nn.Fold`` but over 1 to
     6 spatial axes, with asymmetric padding: input (N, C * prod(kernel_size),
     L) or unbatched (C * prod(kernel_size), L); output (N, C, *output_size)
     or (C, *output_size). Overlapping values are summed.
 
-    ``output_size``, ``kernel_size``, ``dilation`` and ``stride`` are an int or
-    one int per spatial axis; ``padding`` is what ``split_padding`` takes. The
-    number of spatial axes is the length of the first of them that is a
-    sequence, else 2, as in PyTorch.
+    ``output_size`` is an int or one int per spatial axis, the first argument
+    whose length may give the number of spatial axes; the others are
+    ``Unfold``'s.
 
     Parameters
     ----------
     output_size : int or sequence of int
         The spatial sizes of the output.
-    kernel_size : int or sequence of int
-        The window size per spatial axis, each >= 1.
-    dilation : int or sequence of int, optional
-        The step between a window's elements, each >= 1 (default 1).
-    padding : int, sequence of int, or pair, optional
-        What ``split_padding`` takes: an int (every side of every axis), one
-        int per spatial axis (both sides), or ``(start, end)`` with at least
-        one a sequence (default 0).
-    stride : int or sequence of int, optional
-        The step between windows, each >= 1 (default 1).
+    kernel_size, dilation, padding, stride
+        As ``Unfold`` takes them.
     """
 
+    _SHOWN = ("output_size", "kernel_size", "dilation", "padding", "stride")
+
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.output_size, self.kernel_size = output_size, kernel_size
-        self.dilation, self.padding, self.stride = dilation, padding, stride
-        self.start_padding, self.end_padding = split_padding(padding)
-        d = _spatial_rank(output_size, kernel_size, dilation, stride, self.start_padding, self.end_padding)
-        self.spatial_dims = d
+        super().__init__(kernel_size, dilation, padding, stride, output_size)
+        self.output_size, d = output_size, self.spatial_dims
         self._output_sizes = list(output_size) if _is_sequence(output_size) else [output_size] * d
         self._window = list(kernel_size) if _is_sequence(kernel_size) else [kernel_size] * d
 
@@ -283,7 +280,3 @@ class Fold(torch.nn.Module):
         """
         return _per_sample(x, 2, lambda b: fold(b, self._output_sizes, self._window, self.stride, self.dilation,
                                                 self.start_padding, self.end_padding))
-
-    def extra_repr(self) -> str:
-        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
-                f"padding={self.padding}, stride={self.stride}")

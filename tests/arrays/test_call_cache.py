@@ -1317,13 +1317,14 @@ def test_family_records_naming_the_wrong_buffers_are_refused(passes, origins):
 @pytest.mark.parametrize("kw", [
     dict(passes=((0, 0, 0, b"short", 1),)),
     dict(passes=((0, 0, 0, _move_params()),)),
+    dict(passes=((2, 0, 0, _move_params(), 1, True),)),       # an index pass needs index.h's idx_params
     dict(passes="not a tuple"),
     dict(passes=([0, 0, 0, _move_params(), 1],)),
     dict(outs=([(4, 4), np.dtype(np.float32), False],)),
     dict(outs=(((4, 4.5), np.dtype(np.float32), False),)),
     dict(passes=((0, 0, 0, _move_params(), 1),) * 65),
     dict(outs=()),
-    dict(outs=(((), np.dtype(np.float32), False),)),
+    dict(outs=(((1,) * 9, np.dtype(np.float32), False),)),    # (a scalar output is one: the index functions')
     dict(outs=(((4, 4), "float32", False),)),
     dict(outs=(((4, 4), np.dtype(np.complex128), False),)),
     dict(outs=(((4, -4), np.dtype(np.float32), False),)),

@@ -95,6 +95,12 @@ def _words(q, items, positions=False):
 
 
 def _add(a, b, data_type, w):
+    """a + b of two words of w bytes, element by element (index.cu's
+    ix_add_words: an accumulating pass's widened words)."""
+    es = dml.DataType(data_type).size
+    if es < w:
+        return np.frombuffer(b"".join(_add(x, y, data_type, es).tobytes() for x, y in zip(
+            np.frombuffer(a.tobytes(), f"V{es}"), np.frombuffer(b.tobytes(), f"V{es}"))), f"V{w}")[0]
     if data_type in FLOATS:
         ft = FLOATS[data_type]
         x, y = np.frombuffer(a.tobytes(), ft)[0], np.frombuffer(b.tobytes(), ft)[0]
@@ -168,11 +174,28 @@ def run_model(step, plan, p, srcs, dsts, seen):
             for kk in range(lo):
                 for c in range(ax.bound):
                     tile[c * lo + kk] = read(src, sb + kk * q.src_strides[k - 1] + c * ax.stride)
-            for kk in range(lo):
+            assert ax.strides[k - 2] == 0 and step.smem == ax.bound * lo * w <= ix.TILE_SMEM
+            for kk in range(lo):             # the column's length read and clamped once (ix_length)
+                n = min(max(int(read(idx[0], ab + kk * ax.strides[k - 1])), 0), ax.bound)
                 for e in range(n_e):
-                    _, c = _coordinate(ax, idx[0], ab + kk * ax.strides[k - 1] + e * ax.strides[k - 2], e)
-                    assert 0 <= c < ax.bound
+                    c = n - 1 - e if e < n else e
                     write(dst, db + kk * q.dst_strides[k - 1] + e * q.dst_strides[k - 2], tile[c * lo + kk])
+        return
+    if step.mode == "row":                   # ix_gather_row: a block a row, the source row staged (STAGE)
+        ax, k, stage = q.axes[0], q.outer, step.main.rstrip(">").endswith(", 1")
+        n = q.sizes[k - 1]
+        assert q.src_strides[k - 1] == 0 and q.naxes == 1 and ax.mode == 0
+        assert step.smem == (ax.bound * w if stage else 0)
+        for g in range(q.n_outer // n):
+            sb, db, ab, r = q.src_offset, q.dst_offset, ax.offset, g
+            for d in reversed(range(k - 1)):
+                r, c = (0, r) if d == 0 else divmod(r, q.sizes[d])
+                sb, db, ab = sb + c * q.src_strides[d], db + c * q.dst_strides[d], ab + c * ax.strides[d]
+            row = [read(src, sb + c * ax.stride) for c in range(ax.bound)] if stage else None
+            for j in range(n):
+                _, c = _coordinate(ax, idx[0], ab + j * ax.strides[k - 1], 0)
+                assert 0 <= c < ax.bound
+                write(dst, db + j * q.dst_strides[k - 1], row[c] if stage else read(src, sb + c * ax.stride))
         return
     if step.mode == "group":                 # ix_scatter_group: a block a group, owners in shared memory
         members, ax = q.members, q.axes[0]
@@ -222,7 +245,9 @@ FAKE_CUPY = types.SimpleNamespace(
     argsort=lambda a: np.argsort(a, kind="stable").view(_Dev), not_equal=np.not_equal, uint32=np.uint32,
     uint64=np.uint64, bool_=np.bool_, uint8=np.uint8,
     cuda=types.SimpleNamespace(ExternalStream=lambda ptr, device: contextlib.nullcontext(),
-                               Stream=types.SimpleNamespace(null=contextlib.nullcontext())))
+                               Stream=types.SimpleNamespace(null=contextlib.nullcontext()),
+                               driver=types.SimpleNamespace(funcSetAttribute=lambda f, a, v: OPT_INS.append((a, v)))))
+OPT_INS: list = []                           # (attribute, value) of each funcSetAttribute
 
 
 @pytest.fixture
@@ -310,32 +335,79 @@ def test_the_accumulating_and_last_only_adjoints_give_the_cpu_bytes(model):
         primal = dml.GatherOperatorDesc(TensorDesc(t, [1, 4, 6]), TensorDesc(dml.DataType.INT64, [1, 60, 9]),
                                         None, 2, 2)
         same(index_adjoint, primal, 0, g, i)
+        # embedding rows (16 elements): the sum widened into 16-byte words, added element by element
+        rows = dml.GatherOperatorDesc(TensorDesc(t, [7, 16]), TensorDesc(dml.DataType.INT64, [1, 50]), None, 0, 1)
+        g = (rng.standard_normal((50, 16)) * 50).astype(dt)
+        g.reshape(-1)[::13] = np.array([np.inf, -np.inf, np.nan], dt)[rng.integers(0, 3, g.size)[::13]]
+        same(index_adjoint, rows, 0, g, rng.integers(-7, 7, (1, 50)).astype(np.int64))
         pos = rng.integers(0, 5, (30, 1)).astype(np.int64)
         scatter = dml.ScatterNdOperatorDesc(TensorDesc(t, [5, 6]), TensorDesc(dml.DataType.INT64, [30, 1]),
                                             TensorDesc(t, [30, 6]), None, 2, 2)
         same(index_adjoint, scatter, 2, rng.standard_normal((5, 6)).astype(dt), pos)
-    assert {("ix_apply", "sort", 2), ("ix_apply", "sort", 4), ("ix_apply", "sort", 8)} <= model, model
+    assert {("ix_apply", "sort", 2), ("ix_apply", "sort", 4), ("ix_apply", "sort", 8), ("ix_apply", "sort", 16)} <= \
+        model, model
     assert any(k == "ix_gather" and m == "sort" for k, m, _ in model), model
 
 
-def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model):
+@pytest.mark.parametrize("tile", [True, False])
+def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model, monkeypatch, tile):
     """An element-wise REVERSE_SUBSEQUENCES (lengths per column) walks its
-    outer positions as (..., columns / lo, reversed axis, lo) with lo words
-    of 32 bytes, and still gives the CPU bytes, along every axis, for every
-    word size, with and without the split."""
+    outer positions as (..., columns / lo, reversed axis, lo): staged in
+    shared memory (``ix_reverse_tile``) with lo words of 128 bytes (whole
+    lines), else with lo words of 32 bytes; and still gives the CPU bytes,
+    along every axis, for every word size, with and without the split."""
+    monkeypatch.setattr(ix, "REVERSE_TILE", tile)
     rng = np.random.default_rng(7)
     for dt in (np.float32, np.int8, np.uint64, np.float16):
-        for shape in ((5, 3, 64), (6, 3, 10), (4, 64), (3, 2, 4, 32)):
+        for shape in ((5, 3, 64), (6, 3, 10), (4, 64), (3, 2, 4, 32), (3, 2, 256)):
             x = rng.integers(0, 100, shape).astype(dt)
             for axis in range(len(shape)):
                 ls = tuple(1 if k == axis else n for k, n in enumerate(shape))
                 same(dml.reverse_subsequences, x, rng.integers(0, shape[axis] + 3, ls).astype(np.uint32), axis)
     outer = {s for k, _, s in model if k == "outer"}
-    assert (3, 8, 5, 8) in outer            # (5, 3, 64) float32 along axis 0: (3, 64 / 8, 5, 8)
-    assert (3, 2, 5, 32) in outer           # int8: lo = 32
-    assert (3, 4, 4, 2, 8) in outer         # (3, 2, 4, 32) float32 along axis 1: (3, 4, 32 / 8, 2, 8)
     assert (3, 6, 10) in outer              # 10 words: no split, the axis moved next to the last
-    assert ("ix_reverse_tile", "tile", 4) in model and ("ix_reverse_tile", "tile", 8) in model, model
+    if tile:
+        assert (3, 2, 5, 32) in outer       # (5, 3, 64) float32 along axis 0: (3, 64 / 32, 5, 32), 128 bytes
+        assert (3, 5, 64) in outer          # int8: the whole 64-byte row
+        assert (3, 4, 5, 16) in outer       # uint64: 16 words
+        assert (2, 8, 3, 32) in outer       # (3, 2, 256) float32 along axis 0
+        assert {("ix_reverse_tile", "tile", w) for w in (1, 2, 4, 8)} <= model, model
+    else:
+        assert (3, 8, 5, 8) in outer        # (5, 3, 64) float32 along axis 0: (3, 64 / 8, 5, 8)
+        assert (3, 2, 5, 32) in outer       # int8: lo = 32
+        assert (3, 4, 4, 2, 8) in outer     # (3, 2, 4, 32) float32 along axis 1: (3, 4, 32 / 8, 2, 8)
+        assert not any(k == "ix_reverse_tile" for k, *_ in model)
+
+
+def test_a_long_reversed_axis_stages_32_byte_columns(model, monkeypatch):
+    """Where 128-byte rows of the whole reversed axis pass TILE_SMEM, the tile
+    takes 32-byte columns instead."""
+    monkeypatch.setattr(ix, "TILE_SMEM", 4096)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((40, 2, 64)).astype(np.float32)          # 40 x 128 bytes > 4096, 40 x 32 below
+    same(dml.reverse_subsequences, x, rng.integers(0, 45, (1, 2, 64)).astype(np.uint32), 0)
+    assert (2, 8, 40, 8) in {s for k, _, s in model if k == "outer"}
+    assert ("ix_reverse_tile", "tile", 4) in model
+
+
+@pytest.mark.parametrize("stage", [True, False])
+def test_gather_elements_along_rows_runs_a_block_a_row(model, monkeypatch, stage):
+    """gather_elements along the last axis (rows of at least 128 positions):
+    ``ix_gather_row``, the source row staged in shared memory or read in
+    place, hostile indices clamped into the row, any layout."""
+    monkeypatch.setattr(ix, "ROW_STAGE", stage)
+    rng = np.random.default_rng(12)
+    for it in (np.int64, np.int32, np.uint32, np.uint64):
+        for dt in (np.float32, np.float16, np.uint64):
+            x = rng.integers(0, 100, (3, 2, 150)).astype(dt)
+            lo = 0 if np.dtype(it).kind == "u" else -160
+            i = rng.integers(lo, 160, (3, 2, 200)).astype(it)
+            i.reshape(-1)[::7] = hostile(it, i.size)[::7]
+            same(dml.gather_elements, x, i, 2, check_indices=False)
+            same(dml.gather_elements, x[::-1, :, ::-1], i[:, ::-1], 2, check_indices=False)
+    assert {("ix_gather_row", "row", w) for w in (2, 4, 8)} <= model, model
+    launched = {(n, grid) for k, n, grid in model if k == "launch" and n.startswith("ix_gather_row<")}
+    assert (f"ix_gather_row<u32, u32, 3, {int(stage)}>", (6, 150 * 4 if stage else 0)) in launched, launched
 
 
 def test_group_scatter_gives_the_cpu_bytes(model):
@@ -371,4 +443,15 @@ def test_each_strategy_s_call_queues_its_launches(model, monkeypatch):
     launched = {(n.split("<")[0], grid) for k, n, grid in model if k == "launch"}
     assert ("ix_scatter_group", (4, 4 * 40)) in launched               # a block a row, 40 slots
     assert ("ix_owner", (1, 0)) in launched and ("ix_keys", (1, 0)) in launched and ("ix_apply", (1, 0)) in launched
-    assert ("ix_reverse_tile", (3 * 2, 6 * 8 * 4)) in launched          # (3, 16 / 8) column sets of 6 x 8 words
+    assert ("ix_reverse_tile", (3, 6 * 16 * 4)) in launched             # 3 column sets of 6 x 16 words
+
+
+def test_a_tile_above_48_kib_opts_in(model):
+    """A staged tile above the 48 KiB a block gets by default raises the
+    kernel's dynamic shared memory limit to its size before it launches."""
+    OPT_INS.clear()
+    rng = np.random.default_rng(3)
+    same(dml.reverse_subsequences, rng.standard_normal((500, 1, 32)).astype(np.float32),
+         rng.integers(0, 520, (1, 1, 32)).astype(np.uint32), 0)
+    assert ("ix_reverse_tile", (1, 500 * 128)) in {(n.split("<")[0], g) for k, n, g in model if k == "launch"}
+    assert OPT_INS == [(8, 500 * 128)]

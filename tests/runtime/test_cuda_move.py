@@ -528,6 +528,10 @@ def test_move_steps_pick_kernels():
     long = PaddingOperatorDesc(T(f32, [5, 100]), None, PaddingMode.REFLECTION, 0.0, [1, 3], [1, 3]).lower()
     (name, params, grid, *_), = cs.move_steps(long, [0], [500], [0], fuse="padr")
     assert name == "move_padr<u32, 2, {}, {}, {}>".format(*cs.PAD_ROWS) and grid == (1,) and params.count == 7 * 106
+    # 1- and 2-byte elements (realigned through shuffles) take their own register cap
+    small = PaddingOperatorDesc(T(DataType.UINT8, [5, 400]), None, PaddingMode.REFLECTION, 0, [1, 3], [1, 3]).lower()
+    (name, *_), = cs.move_steps(small, [0], [2000], [0], fuse="padr")
+    assert name == "move_padr<u8, 2, {}, {}, {}>".format(*cs.PAD_ROWS_SMALL)
     # a padded output (not contiguous) keeps the row kernel
     padded_out = PaddingOperatorDesc(T(f32, [4, 30]), T(f32, [6, 32], [40, 1]), PaddingMode.REFLECTION, 0.0,
                                      [1, 1], [1, 1]).lower()
@@ -776,8 +780,10 @@ def test_pad_words_kernel_on_cuda(words, dt):
                 assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
 
 
-PAD_ROW_CASES = [(w, DataType.FLOAT32) for w in ((2, 1, 0), (1, 8, 0), (2, 1, 4), (4, 1, 0), (1, 1, 4))] + \
-    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64) for w in (cs.PAD_ROWS, (1, 8, 4))]
+PAD_ROW_CASES = [(w, DataType.FLOAT32) for w in ((2, 1, 0), (1, 8, 0), (2, 5, 0), (4, 1, 0), (3, 1, 0), (2, 6, 2),
+                                                  (2, 8, 2), (1, 8, 2), (3, 6, 2))] + \
+    [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64)
+     for w in (cs.PAD_ROWS, cs.PAD_ROWS_SMALL, (1, 8, 0), (3, 1, 0), (2, 8, 2))]
 
 
 @pytest.mark.cuda
@@ -791,7 +797,9 @@ def test_pad_rows_kernel_on_cuda(rows, dt):
     for mode, sizes, desc, x in pad_cases(dt, 12):
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
         for so, do in ((0, 0), (1, 3), (3, 1)):
-            got, names = _run_raw(desc, x, so, do, FUSE_PAD="padr", PAD_ROWS=rows, PADR_MIN_BYTES=0)
+            got, names = _run_raw(desc, x, so, do, FUSE_PAD="padr", PAD_ROWS=rows, PAD_ROWS_SMALL=rows,
+                                  PADR_MIN_BYTES=0)
+            assert names[0].endswith(", {}, {}, {}>".format(*rows)), (names, rows)
             assert names[0].startswith("move_padr<"), names
             assert _bytes_equal(got.view(want.dtype), want), (mode.name, sizes, so, do)
 

@@ -68,7 +68,9 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
     if record is not None and not packed:
         call, x, since = record
         if call.ccall is not None:
-            name, args, _ = call.ccall
-            calls.put_move_cuda(name, x, args, tuple((tuple(o.shape), o.dtype, p) for o, p in zip(outs, dsts)),
+            # (the index functions' ccall names the outputs' shapes as returned: their own, without leading 1s)
+            name, args, shapes = call.ccall[0], call.ccall[1], call.ccall[3] if len(call.ccall) > 3 else None
+            calls.put_move_cuda(name, x, args, tuple((tuple(o.shape) if shapes is None else shapes[i], o.dtype, p)
+                                                     for i, (o, p) in enumerate(zip(outs, dsts))),
                                 tuple(origins), launches, call.multi, since)
     return outs

@@ -112,7 +112,9 @@ def run_move(call, arrays) -> list:
         out = _empty(shape, dtype)
         return out, out.data.ptr
     with cupy.cuda.Device(device_id):
-        record = None if since is None else (call, tuple(arrays) if call.ccall[2] else arrays[0], since)
+        seq = None if since is None else call.ccall[2]     # (the index functions': their inputs as given, a tuple)
+        record = None if since is None else (call, seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0],
+                                             since)
         return cuda.move(desc, [entry(x) for x in arrays], allocate, device_id, _current_stream_ptr(),
                         errors=(cupy.cuda.memory.OutOfMemoryError,), record=record)
 

@@ -29,11 +29,12 @@ DirectML does: neither checks.
 Scatters with repeated indices keep the last update in row-major order of
 the indices, on every backend.
 
-Repeated NumPy calls are served by the compiled kernels' call cache for
-these functions (``_index.call``, runtime/cpu/indexed/index.c; see "The C
-call cache" below), where the index check is done by the kernel as it reads
-each index; a bad index there sends the call to the route, which raises the
-same error.
+A repeated call (same function, ``check_indices``, dtypes, shapes, byte
+strides and exact int/None arguments) is served by the one C call cache
+(``runtime.calls.move``; see "The C call cache" below) on NumPy arrays,
+PyTorch CPU and CUDA tensors and CuPy arrays; on the CPU the index check is
+done by the kernel as it reads each index, and a bad index there sends the
+call to the route, which raises the same error.
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
@@ -62,17 +63,12 @@ from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
 from ..ops.diagonal_matrix import DiagonalMatrix1OperatorDesc
 from ..runtime import calls as _calls
 from ..runtime import get_backend
-from ..runtime.config import CACHE_MIN_BYTES, _listeners as _config_listeners
+from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import numpy_kernels
-from ..runtime.cpu.backend import INDEX_MAX_AXES, MOVE_MAX_RANK, WORDS, IndexParams
+from ..runtime.cpu.backend import MOVE_MAX_RANK, WORDS, IndexParams, index_params
 from . import _contract, _dispatch, engine, planner
 from . import front as family
 from .planner import logical_desc
-
-try:
-    from ..runtime.cpu import _index
-except ImportError:                    # no compiled kernels: the Python route serves every call
-    _index = None
 
 __all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
            "reverse_subsequences", "diagonal_matrix"]
@@ -183,6 +179,41 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
                               f"skip this check (out-of-range indices are then clamped)")
 
 
+def _device_extremes(a, last_axis: bool):
+    """The smallest and largest index (per entry of the last axis where
+    ``last_axis``) of signed GPU indices (a PyTorch CUDA tensor outside any
+    transform, a CuPy array), reduced on the device and read back as one
+    small array: ``(2, ...)``. None where the host check reads the values
+    (host arrays, unsigned or traced indices)."""
+    mod = type(a).__module__
+    if mod.startswith("torch"):
+        import torch
+        if not a.is_cuda or a.numel() == 0 or a.dtype not in (torch.int32, torch.int64) or \
+                torch.compiler.is_compiling() or torch._C._functorch.is_functorch_wrapped_tensor(a):
+            return None
+        v = a.detach().reshape(-1, a.shape[-1]) if last_axis else a.detach().reshape(-1)
+        return torch.stack(torch.aminmax(v, dim=0) if last_axis else torch.aminmax(v)).cpu().numpy()
+    if mod.startswith("cupy") and a.dtype.kind == "i" and a.size:
+        v = a.reshape(-1, a.shape[-1]) if last_axis else a.reshape(-1)
+        import cupy
+        return cupy.stack((v.min(axis=0), v.max(axis=0))).get()
+    return None
+
+
+def _check(indices, bounds, where: str, last_axis: bool = False) -> None:
+    """``check_index_values`` on any framework's indices. Signed GPU indices
+    are first reduced to their extremes on the device (one small read back
+    instead of copying every index to the host); only where an index is out
+    of range are the values read to name the first one."""
+    ext = _device_extremes(indices, last_axis)
+    if ext is not None:
+        n = np.asarray(bounds, dtype=np.int64).reshape(-1)
+        lo, hi = ext[0].astype(np.int64), ext[1].astype(np.int64)
+        if ((lo >= -n) & (hi < n)).all():
+            return
+    check_index_values(_host(indices), bounds, where, last_axis=last_axis)
+
+
 def _like(a, x, where: str):
     """Index (or values) array ``a`` in data array ``x``'s framework: as
     given where both are of one framework, else its values moved there
@@ -213,94 +244,70 @@ def _like(a, x, where: str):
 
 # -- The C call cache ------------------------------------------------------------------------------------
 
-# A repeated call on NumPy arrays (same function, dtypes, shapes, byte strides
-# and exact int/None arguments) is served by ``_index.call`` (the compiled
-# kernels' call cache, runtime/cpu/indexed/index.c) before any Python runs:
-# the new output, with the index check fused into the passes (a bad index
-# makes it answer False, and the Python route then runs the call and raises
-# its error naming the first one); None where it has no entry. The Python
-# route records each call it ran there (``_record``): the move program's
-# passes as that kernel's parameters. Every ``opendml.configure()`` empties
-# it (``configure(call_cache=False)`` or the NumPy kernels turn it off); a
-# replaced ``engine.execute`` (a spy) or a backend whose ``prepare`` was
-# replaced on the instance is given every call.
+# Each function first offers its call to the one C call cache
+# (``runtime.calls.move``, runtime/native/calls_move.c): its arrays as one
+# tuple (the key reads each one's dtype, shape and byte strides; on CUDA also
+# its device and alignment class), then its other arguments as given (exact
+# ints, None and bools key; anything else is not served). A hit returns the
+# new output before any Python runs; None sends the call to its route. The
+# route records the calls the cache can hold (``_run``): on the CPU
+# (NumPy arrays, and plain PyTorch CPU tensors through NumPy views of them)
+# the move program's passes as index.c's parameters (``_record``), with the
+# index check fused into the passes that read the checked indices (a bad
+# index makes the served call answer None, and the route then raises its
+# error naming the first one); on CUDA the index kernels' launches
+# (``arrays/cuda.move``, without the check: a call with ``check_indices``
+# reads its indices on the host and always takes the route). Every
+# ``opendml.configure()`` empties the cache (``configure(call_cache=False)``
+# turns it off; the NumPy kernels record nothing); a replaced
+# ``engine.execute`` (a spy) or a backend whose ``prepare`` was replaced on
+# the instance is given every call.
 
-(_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND, _ONE_HOT, _REVERSE) = range(7)
-_CHECKED = frozenset((_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND))
+_OPS = _calls.OPS
+(_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND, _ONE_HOT, _REVERSE, _DIAGONAL) = (
+    _OPS[name] for name in ("gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
+                            "reverse_subsequences", "diagonal_matrix"))
+#: The functions with an index check (``check_indices``, their first argument after the arrays).
+_CHECKED = frozenset(("gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd"))
 _EXECUTE = engine._EXECUTE
-
-
-def _miss(*args):
-    return None
-
-
-# (answers False for an index out of range: each function's route then names it)
-_call = _index.call if _index is not None and hasattr(_index, "call") else _miss
-if _call is not _miss:
-    _config_listeners.append(lambda cfg: _index.clear(cfg.call_cache and cfg.cpu_kernels == "compiled"))
-_blocks_set = False
-
-
-def _generation() -> int:
-    """The C cache's generation, read before the call reads any setting: a
-    ``configure()`` since then makes ``_index.put`` refuse the record (the
-    settings' first read empties the caches: it happens first)."""
-    _calls.generation()
-    return _index.generation()
+_move = _calls.move
+_INDEX_PASS = 2                          # put_move's pass kind of index.c's kernel
 
 
 def _pass_params(plan, p, checked: bool):
-    """``(source slot or -1, checked, parameter bytes)`` of one pass for
-    ``_index``'s kernel (as ``CpuBackend._index_pass`` packs a Gather or a
-    Scatter; a same-type Copy without maps or scale/bias, or a Fill, as a
-    pass without index axes), or None where the kernel does not take it."""
-    r = len(getattr(p, "sizes", ()))
-    if r > MOVE_MAX_RANK or getattr(p, "dst", None) != 0:
-        return None
+    """``put_move``'s tuple of one pass for index.c's kernel (a Gather or a
+    Scatter as the CPU backend runs it, ``cpu.backend.index_params``; a
+    same-type Copy without maps or scale/bias, or a Fill, as a pass without
+    index axes), or None where the kernel does not take it."""
     t = type(p)
+    if t is Gather or t is Scatter:
+        params = index_params(plan, p) if p.dst == 0 else None
+        return None if params is None else (_INDEX_PASS, -1 if params.has_value else p.src, 0, bytes(params), 1,
+                                             checked)
+    r = len(getattr(p, "sizes", ()))
+    if r > MOVE_MAX_RANK or getattr(p, "dst", None) != 0 or (t is not Fill and t is not Copy):
+        return None
     out_t = plan.out_types[0]
     size = DataType(out_t).numpy_dtype.itemsize
     params = IndexParams(element_size=size, data_type=out_t, rank=r, dst_offset=p.dst_offset)
     params.sizes[:r] = p.sizes
     params.dst_strides[:r] = p.dst_strides
-    src = -1
     if t is Fill:
         params.kind, params.has_value = 1, 1
         params.value_bits = int(numpy_kernels.fill_value(p.value, out_t).view(WORDS[size]))
-        return src, False, bytes(params)
-    if t is Copy:
-        if p.maps is not None or p.scale_bias is not None or plan.in_types[p.src] != out_t:
-            return None
-        params.outer, params.src_offset, src = r, p.src_offset, p.src
-        params.src_strides[:r] = p.src_strides
-        return src, False, bytes(params)
-    if (t is not Gather and t is not Scatter) or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
+        return _INDEX_PASS, -1, 0, bytes(params), 1, False
+    if p.maps is not None or p.scale_bias is not None or plan.in_types[p.src] != out_t:
         return None
-    params.kind, params.outer, params.src_offset = int(t is Scatter), numpy_kernels.outer_count(p), p.src_offset
-    params.naxes = len(p.indices)
+    params.outer, params.src_offset = r, p.src_offset
     params.src_strides[:r] = p.src_strides
-    src = p.src
-    if t is Scatter:
-        params.accumulate = int(bool(p.accumulate))
-        if p.value is not None:
-            params.has_value, src = 1, -1
-            params.value_bits = int(numpy_kernels.fill_value(p.value, out_t).view(WORDS[size]))
-    for a, ix in enumerate(p.indices):
-        ax = params.axes[a]
-        ax.slot, ax.type, ax.offset, ax.stride, ax.bound = (ix.index, plan.in_types[ix.index], ix.index_offset,
-                                                            ix.stride, ix.bound)
-        ax.mode, ax.out_of_range, ax.axis = ix.mode, ix.out_of_range, ix.axis
-        ax.strides[:r] = ix.index_strides
-    return src, checked, bytes(params)
+    return _INDEX_PASS, p.src, 0, bytes(params), 1, False
 
 
-def _reads_all(plan, passes, arrays, checked: bool) -> bool:
+def _reads_all(plan, passes, arrays) -> bool:
     """Whether the checked passes read every element of every index array
     they read (the fused check is then the whole check): each index axis
     reads its share (the array's size over the axes reading it) at distinct
     positions; an empty pass reads nothing."""
-    if not checked:
-        return True
     slots = {ix.index for p in passes for ix in getattr(p, "indices", ())}
     for slot in slots:
         n = arrays[slot].size
@@ -314,34 +321,67 @@ def _reads_all(plan, passes, arrays, checked: bool) -> bool:
     return True
 
 
-def _record(ccall, call, arrays, shape, since):
-    """The route of a call on NumPy arrays that the C call cache can hold
-    (``ccall``: ``_index.call``'s arguments; ``call`` its FamilyCall;
-    ``arrays`` the route's inputs, views of ``ccall``'s arrays (reshaped,
-    never copied: ``_index.put`` checks each one's element 0 against its own
-    reading of ``ccall``'s array); ``shape``
-    the result's): validated
-    and lowered as ``engine.run_numpy`` does (the same errors), its passes
-    recorded in the C call cache, then run from there. None where the cache
-    cannot hold it (the family's route then runs it)."""
-    global _blocks_set
-    given = ccall[2:2 + len(arrays)]
-    if type(ccall[1]) is not bool or any(f is not None and type(f) is not int for f in ccall[2 + len(arrays):]) or \
-            any(type(a) is not np.ndarray or type(g) is not np.ndarray or not g.flags.aligned or
-                not g.dtype.isnative for a, g in zip(arrays, given)):
-        return None                        # what _index.call would not key
-    backend = get_backend("cpu")
-    if backend._native is None or backend.kernels != "compiled" or not backend.config.call_cache or \
-            "prepare" in backend.__dict__ or engine.execute is not _EXECUTE:
+def _host_views(given) -> tuple | None:
+    """``given`` (the inputs as offered to the C call cache) as NumPy arrays
+    the CPU entries key and read: themselves (exact, aligned, native-order
+    ndarrays), or NumPy views of plain PyTorch CPU tensors (no autograd
+    record, no tracer or transform, no negative or conjugate bit: what the
+    cache serves through views); else None."""
+    if all(type(a) is np.ndarray for a in given):
+        return given if all(a.flags.aligned and a.dtype.isnative for a in given) else None
+    if not type(given[0]).__module__.startswith("torch"):
         return None
-    if not _blocks_set:
-        _index.setup(backend._native.Block, backend._native.cache_limit, CACHE_MIN_BYTES)
-        _blocks_set = True
-    arrays = [engine._array(x, call.name) for x in arrays]
+    import torch
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
+            torch.autograd.forward_ad._current_level >= 0:
+        return None
+    grad = torch.is_grad_enabled()
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    for a in given:
+        if type(a) is not torch.Tensor or a.device.type != "cpu" or a.layout is not torch.strided or \
+                (grad and a.requires_grad) or a.is_neg() or a.is_conj() or wrapped(a):
+            return None
+    return tuple(a.detach().numpy() for a in given)
+
+
+def _cuda_record(given) -> bool:
+    """Whether the route may record ``given`` (plain PyTorch CUDA tensors or
+    CuPy arrays, all of one type) as the CUDA entry's key (``_run``)."""
+    t = type(given[0])
+    if t.__module__.startswith("cupy"):
+        return all(type(a) is t for a in given)
+    if not t.__module__.startswith("torch"):
+        return False
+    import torch
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
+            torch.autograd.forward_ad._current_level >= 0:
+        return False
+    grad, wrapped = torch.is_grad_enabled(), torch._C._functorch.is_functorch_wrapped_tensor
+    return all(type(a) is torch.Tensor and a.device.type == "cuda" and not (grad and a.requires_grad) and
+               not wrapped(a) for a in given)
+
+
+def _record(name: str, given, args: tuple, call, arrays, shape, since):
+    """The route of a CPU call that the C call cache can hold: ``given`` the
+    inputs as the function offered them (``_host_views``), ``args`` its
+    other arguments as offered, ``arrays`` the route's inputs (views of
+    ``given``: reshaped, never copied; ``put_move`` checks each one's element
+    0 against its own reading of ``given``'s array), ``shape`` the
+    result's. Validated and lowered as ``engine.run_numpy`` does (the same
+    errors), its passes recorded in the C call cache, then run from there.
+    None where the cache cannot hold it (the family's route then runs it)."""
+    views = _host_views(given)
+    backend = get_backend("cpu")
+    if views is None or len(shape) > 8 or backend._native is None or backend.kernels != "compiled" or \
+            not backend.config.call_cache or "prepare" in backend.__dict__ or engine.execute is not _EXECUTE:
+        return None
+    arrays = [v.reshape(tuple(a.shape)) for v, a in zip(views, arrays)]
+    if any(engine._array(a, call.name) is not a for a in arrays):
+        return None
     desc = call.describe([logical_desc(a.dtype, a.shape) for a in arrays])
     prepared = [engine._prepared(a) for a in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
-    checked = ccall[0] in _CHECKED
+    checked = name in _CHECKED and bool(args[0])
     passes = [p for p in plan.passes if p.count]
     params = []
     for p in passes:
@@ -349,28 +389,32 @@ def _record(ccall, call, arrays, shape, since):
         if got is None:
             return None
         params.append(got)
+    if checked and not _reads_all(plan, passes, arrays):
+        return None
     dtype = desc.outputs[0].data_type.numpy_dtype
     origins = tuple(origin * a.itemsize for a, (_, (_, origin), _) in zip(arrays, prepared))
-    if not _index.put(ccall, since, dtype, tuple(shape), math.prod(shape) * dtype.itemsize >= CACHE_MIN_BYTES,
-                      origins, _reads_all(plan, passes, arrays, checked), tuple(params)):
+    out = ((tuple(shape), dtype, math.prod(shape) * dtype.itemsize >= CACHE_MIN_BYTES),)
+    if not _calls.put_move(name, views, args, out, origins, tuple(params), False, since):
         return None
-    got = _call(*ccall)
-    return got if type(got) is np.ndarray else None
+    return _move(_OPS[name], given, *args)
 
 
-def _run(name: str, make, arrays, shape, fields=None, ccall=None):
+def _run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = ()):
     """Run ``make``'s description on ``arrays``; ``fields`` (every value
     ``make`` reads besides the arrays' dtypes and shapes) lets the NumPy
     route serve a repeated call's description and plan from the family's
-    cache."""
-    since = _generation() if ccall is not None and _call is not _miss and type(ccall[2]) is np.ndarray else None
+    cache; ``given`` and ``args`` (the inputs and the other arguments as the
+    function offered them to the C call cache) record the call there."""
+    since = _calls.generation() if given is not None else None     # before any setting is read
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     key = None if fields is None else planner.call_key(name, *fields)
     call = engine.Call(name, make, key=key)
     if since is not None:
-        out = _record(ccall, call, arrays, shape, since)
+        out = _record(name, given, args, call, arrays, shape, since)
         if out is not None:
             return out
+        if not (name in _CHECKED and args[0]) and _cuda_record(given):
+            call.ccall = (name, args, given, (tuple(shape),))    # the launches, keyed by the inputs as given
     out = family.run_list(call, arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
 
@@ -403,12 +447,11 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
         A bad argument, or (``check_indices``) the first index out of range,
         named with its value and position.
     """
-    out = _call(_GATHER, check_indices, x, indices, axis, index_dimensions) if engine.execute is _EXECUTE else None
-    return _gather(x, indices, axis, index_dimensions, check_indices) if out is None or out is False else out
+    out = _move(_GATHER, (x, indices), check_indices, axis, index_dimensions) if engine.execute is _EXECUTE else None
+    return _gather(x, indices, axis, index_dimensions, check_indices) if out is None else out
 
 
 def _gather(x, indices, axis, index_dimensions, check_indices):
-    ccall = (_GATHER, check_indices, x, indices, axis, index_dimensions)
     where = "gather"
     _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
@@ -423,12 +466,12 @@ def _gather(x, indices, axis, index_dimensions, check_indices):
             raise ValidationError(f"{where}: indices.shape[{d}] must be 1 (before the last index_dimensions = {k}); "
                                   f"got {is_[d]}")
     if check_indices and len(xs):
-        check_index_values(_host(indices), xs[a], where)
+        _check(indices, xs[a], where)
     r = max(rx, ri, rx + k - 1, 1)
     shape = xs[:a] + is_[ri - k:] + xs[a + 1:]
     ap = a + r - len(xs)
     return _run(where, lambda tx, ti: GatherOperatorDesc(tx, ti, None, ap, k),
-                [_lead(x, r), _lead(indices, r)], shape, (ap, k), ccall)
+                [_lead(x, r), _lead(indices, r)], shape, (ap, k), (x, indices), (check_indices, axis, index_dimensions))
 
 
 def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = True):
@@ -436,12 +479,11 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
     ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
     ``gather``."""
-    out = _call(_GATHER_ELEMENTS, check_indices, x, indices, axis) if engine.execute is _EXECUTE else None
-    return _gather_elements(x, indices, axis, check_indices) if out is None or out is False else out
+    out = _move(_GATHER_ELEMENTS, (x, indices), check_indices, axis) if engine.execute is _EXECUTE else None
+    return _gather_elements(x, indices, axis, check_indices) if out is None else out
 
 
 def _gather_elements(x, indices, axis, check_indices):
-    ccall = (_GATHER_ELEMENTS, check_indices, x, indices, axis)
     where = "gather_elements"
     _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
@@ -449,8 +491,9 @@ def _gather_elements(x, indices, axis, check_indices):
         raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
     a = _contract.axis(axis, len(xs), where)
     if check_indices and len(xs):
-        check_index_values(_host(indices), xs[a], where)
-    return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_, (a,), ccall)
+        _check(indices, xs[a], where)
+    return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_, (a,),
+                (x, indices), (check_indices, axis))
 
 
 def _nd_rank(xs, is_, b):
@@ -463,12 +506,11 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     tuples of q entries into ``x``'s dimensions after the first
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
-    out = _call(_GATHER_ND, check_indices, x, indices, batch_dimensions) if engine.execute is _EXECUTE else None
-    return _gather_nd(x, indices, batch_dimensions, check_indices) if out is None or out is False else out
+    out = _move(_GATHER_ND, (x, indices), check_indices, batch_dimensions) if engine.execute is _EXECUTE else None
+    return _gather_nd(x, indices, batch_dimensions, check_indices) if out is None else out
 
 
 def _gather_nd(x, indices, batch_dimensions, check_indices):
-    ccall = (_GATHER_ND, check_indices, x, indices, batch_dimensions)
     where = "gather_nd"
     _checked(where, x, indices=indices)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
@@ -483,11 +525,12 @@ def _gather_nd(x, indices, batch_dimensions, check_indices):
         raise ValidationError(f"{where}: indices.shape[-1] (the tuple size) must be in [1, x.ndim - "
                               f"batch_dimensions] = [1, {len(xs) - b}]; got {q}")
     if check_indices:
-        check_index_values(_host(indices), xs[b:b + q], where, last_axis=True)
+        _check(indices, xs[b:b + q], where, last_axis=True)
     r = _nd_rank(xs, is_, b)
     shape = is_[:-1] + xs[b + q:]
     return _run(where, lambda tx, ti: GatherNd1OperatorDesc(tx, ti, None, len(xs), len(is_), b),
-                [_lead(x, r), _lead(indices, r)], shape, (len(xs), len(is_), b), ccall)
+                [_lead(x, r), _lead(indices, r)], shape, (len(xs), len(is_), b), (x, indices),
+                (check_indices, batch_dimensions))
 
 
 def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_indices: bool = True):
@@ -496,12 +539,11 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins. Indices and
     ``check_indices`` as for ``gather``."""
-    out = _call(_SCATTER_ELEMENTS, check_indices, x, indices, updates, axis) if engine.execute is _EXECUTE else None
-    return _scatter_elements(x, indices, updates, axis, check_indices) if out is None or out is False else out
+    out = _move(_SCATTER_ELEMENTS, (x, indices, updates), check_indices, axis) if engine.execute is _EXECUTE else None
+    return _scatter_elements(x, indices, updates, axis, check_indices) if out is None else out
 
 
 def _scatter_elements(x, indices, updates, axis, check_indices):
-    ccall = (_SCATTER_ELEMENTS, check_indices, x, indices, updates, axis)
     where = "scatter_elements"
     _checked(where, x, indices=indices, updates=updates)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
@@ -509,9 +551,9 @@ def _scatter_elements(x, indices, updates, axis, check_indices):
         raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
     a = _contract.axis(axis, len(xs), where)
     if check_indices and len(xs):
-        check_index_values(_host(indices), xs[a], where)
+        _check(indices, xs[a], where)
     return _run(where, lambda tx, ti, tu: ScatterElementsOperatorDesc(tx, ti, tu, None, a), [x, indices, updates],
-                xs, (a,), ccall)
+                xs, (a,), (x, indices, updates), (check_indices, axis))
 
 
 def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True):
@@ -519,12 +561,11 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
     ``indices``' tuples (its last axis, q entries) replaced by ``updates``
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
     update in row-major order wins."""
-    out = _call(_SCATTER_ND, check_indices, x, indices, updates) if engine.execute is _EXECUTE else None
-    return _scatter_nd(x, indices, updates, check_indices) if out is None or out is False else out
+    out = _move(_SCATTER_ND, (x, indices, updates), check_indices) if engine.execute is _EXECUTE else None
+    return _scatter_nd(x, indices, updates, check_indices) if out is None else out
 
 
 def _scatter_nd(x, indices, updates, check_indices):
-    ccall = (_SCATTER_ND, check_indices, x, indices, updates)
     where = "scatter_nd"
     _checked(where, x, indices=indices, updates=updates)
     xs, is_, us = _shape(x, where, "x"), _shape(indices, where, "indices"), _shape(updates, where, "updates")
@@ -539,10 +580,11 @@ def _scatter_nd(x, indices, updates, check_indices):
         raise ValidationError(f"{where}: updates.shape must be indices.shape[:-1] + x.shape[q:] = {list(want)}; "
                               f"got {list(us)}")
     if check_indices:
-        check_index_values(_host(indices), xs[:q], where, last_axis=True)
+        _check(indices, xs[:q], where, last_axis=True)
     r = max(_nd_rank(xs, is_, 0), len(us))
     return _run(where, lambda tx, ti, tu: ScatterNdOperatorDesc(tx, ti, tu, None, len(xs), len(is_)),
-                [_lead(x, r), _lead(indices, r), _lead(updates, r)], xs, (len(xs), len(is_)), ccall)
+                [_lead(x, r), _lead(indices, r), _lead(updates, r)], xs, (len(xs), len(is_)),
+                (x, indices, updates), (check_indices,))
 
 
 def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
@@ -551,12 +593,11 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
     and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
     negative index of a signed type counts from the end; an index outside
     ``[-depth, depth)`` gives an all-off row (no check)."""
-    out = _call(_ONE_HOT, False, indices, values, depth, axis) if engine.execute is _EXECUTE else None
+    out = _move(_ONE_HOT, (indices, values), depth, axis) if engine.execute is _EXECUTE else None
     return _one_hot(indices, depth, values, axis) if out is None else out
 
 
 def _one_hot(indices, depth, values, axis):
-    ccall = (_ONE_HOT, False, indices, values, depth, axis)
     where = "one_hot"
     _checked(where, indices, values=values)
     is_ = _shape(indices, where, "indices")
@@ -573,7 +614,7 @@ def _one_hot(indices, depth, values, axis):
     def make(ti, tv):
         return OneHotOperatorDesc(ti, tv, _contract.sizes_of(where, "OutputTensor",
                                                              lambda: TensorDesc(tv.data_type, shape)), a)
-    return _run(where, make, [ind, val], shape, (shape, a), ccall)
+    return _run(where, make, [ind, val], shape, (shape, a), (indices, values), (depth, axis))
 
 
 def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
@@ -581,20 +622,18 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
     sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
     ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
     the axis are clamped to it."""
-    out = _call(_REVERSE, False, x, sequence_lengths, axis) if engine.execute is _EXECUTE else None
+    out = _move(_REVERSE, (x, sequence_lengths), axis) if engine.execute is _EXECUTE else None
     return _reverse_subsequences(x, sequence_lengths, axis) if out is None else out
 
 
 def _reverse_subsequences(x, sequence_lengths, axis):
-    ccall = (_REVERSE, False, x, sequence_lengths, axis)
     where = "reverse_subsequences"
     _checked(where, x, sequence_lengths=sequence_lengths)
     xs, ls = _shape(x, where, "x"), _shape(sequence_lengths, where, "sequence_lengths")
     a = _contract.axis(axis, len(xs), where)
-    if len(ls) == len(xs) - 1:
-        sequence_lengths = sequence_lengths.reshape(ls[:a] + (1,) + ls[a:])
-    return _run(where, lambda tx, tl: ReverseSubsequencesOperatorDesc(tx, tl, None, a), [x, sequence_lengths], xs,
-                (a,), ccall)
+    lengths = sequence_lengths.reshape(ls[:a] + (1,) + ls[a:]) if len(ls) == len(xs) - 1 else sequence_lengths
+    return _run(where, lambda tx, tl: ReverseSubsequencesOperatorDesc(tx, tl, None, a), [x, lengths], xs, (a,),
+                (x, sequence_lengths), (axis,))
 
 
 #: ``diagonal_matrix``'s x when left out (None is "not an array", as for every function).
@@ -640,14 +679,13 @@ def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begi
     UnsupportedError
         A dtype DIAGONAL_MATRIX1 does not take.
     """
-    where = "diagonal_matrix"
-    if shape is None and dtype is None and x is not _NO_ARRAY and engine.execute is _EXECUTE:
-        # a repeat served by the C call cache, or a never-seen shape lowered there (front._new)
-        out = _calls.move(_DIAGONAL, x, value, begin, end)
-        if out is None:
-            out = family._new(_DIAGONAL, x, (value, begin, end))
+    if x is not _NO_ARRAY and engine.execute is _EXECUTE:
+        out = _move(_DIAGONAL, (x,), shape, dtype, value, begin, end)
+        if out is None and shape is None and dtype is None:       # a never-seen shape lowered in C
+            out = family._new(_DIAGONAL, (x,), (shape, dtype, value, begin, end))
         if out is not None:
             return out
+    where = "diagonal_matrix"
     if x is _NO_ARRAY:
         dt = _contract.dtype_argument("float64" if dtype is None else dtype, where)
         sizes = family._snapshot(shape)
@@ -669,11 +707,8 @@ def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begi
     if dtype is not None and _contract.dtype_argument(dtype, where) != _contract.data_type(x.dtype):
         raise _contract.field_error(where, "OutputTensor.DataType", f"be None or x's dtype {x.dtype} (dtype, with "
                                     "x)", dtype)
-    # the family's route: a compiled run is recorded in the C call cache under the arguments as offered
-    fields = (value, begin, end)
-    call = engine.Call(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, *fields),
-                       key=planner.call_key(where, *fields), ccall=(where, fields, False))
-    return family.run_list(call, [x])[0]
+    return _run(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, value, begin, end), [x], xs,
+                (value, begin, end), (x,), (shape, dtype, value, begin, end))
 
 
 def index_adjoint(primal, wrt: int, grad, indices):

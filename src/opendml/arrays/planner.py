@@ -62,7 +62,6 @@ from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc, plain_count
 from ..ops import OPERATORS
 from ..plan import Fill
-from ..runtime import calls
 from ..runtime.calls import info as call_cache_info
 from ..runtime.config import _listeners as _config_listeners
 from ..runtime.cpu.backend import _load_native
@@ -219,8 +218,8 @@ _native = _load_native()
 #: ``slice1_lowering``, ``slice_lowering``, ``slice_grad_lowering``,
 #: ``unfold_lowering``, ``fold_lowering``). Empty without the compiled
 #: extension; tests empty it to compare the routes.
-NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in calls.PLAIN_LOWERED
-                         if hasattr(_native, f"{name}_lowering")}
+NATIVE_LOWERING: dict = {name[:-len("_lowering")]: getattr(_native, name) for name in dir(_native or object)
+                         if name.endswith("_lowering") and name != "move_lowering"}
 
 #: array-API name -> (the kernel, the operator's description-free plan of
 #: its common valid case, ``f(in_sizes, *call.args)``: the reference, which

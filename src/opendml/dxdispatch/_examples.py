@@ -8,7 +8,7 @@ import numpy as np
 
 from ..device import Device
 from ..model.tensor_desc import TensorFlags
-from ..jsonform import JsonFormError, array_from_json, from_json, to_json
+from ..jsonform import from_json, json_arrays, to_json
 
 # -- the bundled examples as models ----------------------------------------------------------
 
@@ -45,27 +45,11 @@ def _example_names(desc) -> tuple[list[str], list[str]]:
     return ins, outs
 
 
-def _example_arrays(example: dict, key: str, tensors, path: str) -> list:
-    """An example's ``Input``/``ExpectedOutput`` (one tensor) or
-    ``Inputs``/``ExpectedOutputs`` (one array per tensor) as arrays, None
-    where it gives none."""
-    many = key + "s"
-    if key in example and len(tensors) == 1:
-        values = [example[key]]
-    elif many in example:
-        values = example[many]
-        if not isinstance(values, list) or len(values) != len(tensors):
-            raise JsonFormError(f"$.{many}: must be an array of {len(tensors)} arrays (one per tensor)")
-    else:
-        return [None] * len(tensors)
-    out = []
-    for i, (v, t) in enumerate(zip(values, tensors)):
-        where = f"$.{key}" if key in example else f"$.{many}[{i}]"
-        x = array_from_json(v, t.data_type, where)
-        if x.shape != t.sizes:
-            raise JsonFormError(f"{where}: shape {list(x.shape)} must equal the tensor's Sizes {list(t.sizes)}")
-        out.append(x)
-    return out
+def _example_arrays(example: dict, key: str, desc, side: str) -> list:
+    """An example's ``key``/``key + "s"`` arrays (``jsonform.json_arrays``),
+    or None for each ``side`` tensor where it gives none."""
+    arrays = json_arrays(example, key, desc, side)
+    return arrays if arrays is not None else [None] * len(desc.named_tensors(side))
 
 
 def example_model(example: dict) -> dict:
@@ -80,7 +64,7 @@ def example_model(example: dict) -> dict:
     in_names, out_names = _example_names(desc)
     start = getattr(desc, "DEFAULT_INPUT_START", 1)
     resources = {}
-    for name, t, x in zip(in_names, desc.inputs, _example_arrays(example, "Input", desc.inputs, "$.Input")):
+    for name, t, x in zip(in_names, desc.inputs, _example_arrays(example, "Input", desc, "input")):
         if x is None:
             with np.errstate(over="ignore"):
                 x = np.arange(start, start + math.prod(t.sizes)).astype(t.data_type.numpy_dtype).reshape(t.sizes)
@@ -125,7 +109,7 @@ def example_outputs(example: dict, results: dict[str, np.ndarray]) -> list[tuple
     array or None)``."""
     desc = from_json(example)
     _, out_names = _example_names(desc)
-    expected = _example_arrays(example, "ExpectedOutput", desc.outputs, "$.ExpectedOutput")
+    expected = _example_arrays(example, "ExpectedOutput", desc, "output")
     out = []
     for name, t, want in zip(out_names, desc.outputs, expected):
         raw = results[name].view(np.uint8)

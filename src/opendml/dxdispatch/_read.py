@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..jsonform import MAX_DEPTH, JsonFormError, check_depth, open_regular
-from ..model._checks import UINT64_MAX
+from ..jsonform import MAX_DEPTH, MAX_INT_DIGITS, check_depth, check_keys, parse_object, read_regular
+from ..model._checks import UINT64_MAX, type_name as _type_name
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..ops._spec import DOUBLE_MAX
@@ -73,11 +73,6 @@ class ModelError(ValidationError):
     dispatchable or command, the field and the rule."""
 
 
-def _type_name(v) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
-
-
 def _short(v, limit: int = 60) -> str:
     try:
         text = json.dumps(v)
@@ -94,14 +89,10 @@ def _q(name: str) -> str:
 
 # -- reading the JSON --------------------------------------------------------------------
 
-#: Python reads integers of at most this many digits (sys.int_info.default_max_str_digits).
-_MAX_INT_DIGITS = 4300
-
-
 def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
         raise ModelError(f"malformed JSON: an integer of {len(text.lstrip('-'))} digits is longer than the "
-                         f"{_MAX_INT_DIGITS} digits that can be read")
+                         f"{MAX_INT_DIGITS} digits that can be read")
     return int(text)
 
 
@@ -135,20 +126,10 @@ def loads(text: str) -> dict:
     ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; a model writes
     ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double
     (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them."""
-    try:
-        obj = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant,
-                         object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as e:
-        raise ModelError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
-    except RecursionError:
-        raise ModelError(f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep") from None
-    if not isinstance(obj, dict):
-        raise ModelError(f"a model must be a JSON object; got {_type_name(obj)}")
-    try:
-        check_depth(obj)
-    except JsonFormError:
-        raise ModelError(f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep") from None
-    return obj
+    return parse_object(text, "a model", ModelError,
+                        f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep",
+                        parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant,
+                        object_pairs_hook=_no_duplicates)
 
 
 def model_limit(max_bytes: int) -> int:
@@ -171,41 +152,20 @@ def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = D
         raise TypeError(f"dxdispatch: model must be a path or a dict; got {type(model).__name__}")
     path = os.fspath(model)
     limit = model_limit(max_bytes)
-    try:
-        f, kind = open_regular(path)
-    except (OSError, ValueError) as e:
-        raise ModelError(f"{path}: cannot read the model: {getattr(e, 'strerror', None) or e}") from None
-    if f is None:
-        raise ModelError(f"{path}: a model is a regular file (a JSON text); this is {kind}")
-    try:
-        with f:
-            size = os.fstat(f.fileno()).st_size
-            if size > limit:
-                raise ModelError(f"{path}: the model file holds {size} bytes; a model may hold at most "
-                                 f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")
-            raw = f.read(limit + 1)
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read the model: {e.strerror or e}") from None
-    if len(raw) > limit:
-        raise ModelError(f"{path}: the model file holds more than {limit} bytes; a model may hold at most "
-                         f"{limit} (max_bytes / 16, at least 1 MiB; max_bytes / --max-bytes sets it)")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ModelError(f"{path}: the model is not UTF-8 text") from None
+
+    def fail(reason, detail):
+        why = (f"a model is a regular file (a JSON text); this is {detail}" if reason == "kind" else
+               f"the model file holds {detail} bytes; a model may hold at most {limit} (max_bytes / 16, at least "
+               f"1 MiB; max_bytes / --max-bytes sets it)" if reason == "size" else
+               "the model is not UTF-8 text" if reason == "text" else f"cannot read the model: {detail}")
+        raise ModelError(f"{path}: {why}") from None
+    text = read_regular(path, limit, fail, "utf-8-sig")
     folder = base_dir if base_dir is not None else os.path.dirname(os.path.abspath(path))
     return loads(text), os.path.abspath(folder)
 
 
 def _check_keys(obj, allowed, where: str, required=()) -> None:
-    if not isinstance(obj, dict):
-        raise ModelError(f"{where}: must be an object; got {_type_name(obj)}")
-    for k in obj:
-        if k not in allowed:
-            raise ModelError(f"{where}: unknown field {_q(k)}; expected one of {', '.join(allowed)}")
-    for k in required:
-        if k not in obj:
-            raise ModelError(f"{where}: missing required field {_q(k)}")
+    check_keys(obj, allowed, where, required, ModelError, lambda where, k: (where, " " + _q(k)))
 
 
 def _uint(value, where: str, lo: int = 0, hi: int = UINT64_MAX) -> int:

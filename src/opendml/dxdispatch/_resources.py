@@ -15,7 +15,7 @@ from ..model._checks import UINT32_MAX
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError
 from ..model.tensor_desc import round_up_4
-from ..jsonform import open_regular
+from ..jsonform import open_checked
 from ._read import (_DATA_TYPES, ModelError, _array_values, _check_keys, _data_type, _model_path, _q, _scalar,
                     _short, _type_name, _uint)
 
@@ -267,13 +267,10 @@ def _open_regular(path: str, where: str, source):
     """``path`` opened to read, if it is a regular file (checked on the open
     file, which a FIFO without a writer cannot hold up: it is opened
     non-blocking); every failure a ``ModelError`` naming the field."""
-    try:
-        f, _ = open_regular(path)
-    except OSError as e:
-        raise ModelError(f"{where}: cannot read {_short(source)}: {e.strerror or e}") from None
-    if f is None:
-        raise ModelError(f"{where}: {_short(source)} is not a regular file")
-    return f
+    def fail(reason, detail):
+        raise ModelError(f"{where}: cannot read {_short(source)}: {detail}" if reason == "open" else
+                         f"{where}: {_short(source)} is not a regular file") from None
+    return open_checked(path, fail)
 
 
 class _reading:

@@ -85,3 +85,9 @@ def _short(value) -> str:
         return _REPR.repr(value)
     except Exception:  # a hostile __repr__: name the type only
         return f"<{type(value).__name__}>"
+
+
+def type_name(v) -> str:
+    """A value's JSON type name ("object", "array", ...), else its Python type's name."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+            float: "number", type(None): "null"}.get(type(v), type(v).__name__)

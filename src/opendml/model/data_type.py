@@ -136,17 +136,8 @@ class DataType(enum.IntEnum):
             f"supported: {', '.join(sorted(set(_NUMPY.values())))}")
 
 
-_SIZES = {
-    DataType.FLOAT32: 4, DataType.FLOAT16: 2, DataType.UINT32: 4, DataType.UINT16: 2,
-    DataType.UINT8: 1, DataType.INT32: 4, DataType.INT16: 2, DataType.INT8: 1,
-    DataType.FLOAT64: 8, DataType.UINT64: 8, DataType.INT64: 8,
-}
-_NUMPY = {
-    DataType.FLOAT32: "float32", DataType.FLOAT16: "float16", DataType.UINT32: "uint32",
-    DataType.UINT16: "uint16", DataType.UINT8: "uint8", DataType.INT32: "int32",
-    DataType.INT16: "int16", DataType.INT8: "int8", DataType.FLOAT64: "float64",
-    DataType.UINT64: "uint64", DataType.INT64: "int64",
-}
+_NUMPY = {t: t.name.lower() for t in DataType if t.name not in ("UNKNOWN", "UINT4", "INT4")}
+_SIZES = {t: np.dtype(name).itemsize for t, name in _NUMPY.items()}
 
 #: NumPy dtype -> DataType for the 11 native-order dtypes (``from_numpy``'s
 #: common case; any other dtype is compared with each in turn).

@@ -369,6 +369,7 @@ class TensorDesc:
         Returns
         -------
         TensorDesc
+            The new description (this one is left as it is).
 
         Raises
         ------

@@ -23,14 +23,35 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from ..plan import Fold, FoldPlan
 from ..model.data_type import DataType
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._spec import WINDOW_SUMS
-from .unfold import UnfoldOperatorDesc, _Windowed, plain_window, plain_window_fields
+from .unfold import WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window, plain_window_fields
 from ._common import plain_ints
-from ._spec import Binding
+from ._spec import Binding, per_axis
+from ..model.errors import ValidationError
+
+
+def _is_sequence(value) -> bool:
+    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
+
+
+def _window_count(window) -> int | None:
+    """``prod(window)`` where every entry is an int >= 1, else None."""
+    if type(window) is tuple or type(window) is list:
+        for w in window:
+            if type(w) is not int or w < 1:
+                break
+        else:
+            return math.prod(window)
+    if not _is_sequence(window) or not all(
+            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
+        return None
+    return math.prod(int(w) for w in window)
 
 MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
@@ -52,9 +73,56 @@ class FoldOperatorDesc(_Windowed):
 
     OPERATOR = "FOLD"
     SPATIAL = "output_tensor"
-    BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]})
+    BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]},
+                      params="output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, "
+                             "start_padding: Ints = 0, end_padding: Ints = 0", route="plan",
+                      shape="The columns, of shape (N, C * prod(window_sizes), BlockCount)",
+                      returns="of ``x``'s dtype and shape (N, C, *output_sizes)",
+                      rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
+    *output_sizes), each output element adding its window elements in
+    increasing window order (float16 sums in float32; integers wrap).
+
+    ``output_sizes`` are the spatial sizes of the result. Scalars apply to
+    every spatial axis; the number of spatial axes is the length of
+    ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
+    what ``unfold`` gives for an input of the output's shape with the same
+    window, strides, dilations and padding.
+
+    Parameters
+    ----------
+    output_sizes : int or sequence of int
+        The spatial sizes of the result.
+{WINDOW_DOC}
+    start_padding, end_padding : int or sequence of int, optional
+        The padding ``unfold`` applied before and after each spatial axis
+        (default 0); padded positions are dropped.""")
     TYPE_VALUE = 176
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
+              "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
+
+    @classmethod
+    def arguments(cls, api, x, output_sizes, window_sizes, *rest):
+        fields = (output_sizes, window_sizes, *rest)
+
+        def make(t):                        # run on a plan-cache miss only
+            d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
+            spatial, window, *others = (per_axis(v, d) for v in fields)
+            rows, c, k = t.sizes[-2], t.sizes[-2], _window_count(window)
+            if k is not None:                # else the description names the bad window entry
+                if rows % k:
+                    raise ValidationError(
+                        f"FOLD: InputTensor.Sizes[{t.rank - 2}] must be C x prod(WindowSizes), a multiple of "
+                        f"prod(WindowSizes) = {k} (x.shape[-2], window_sizes); got {rows} (shape {list(t.sizes)})")
+                c = rows // k
+            if not _is_sequence(spatial):
+                raise api.field_error("fold", "OutputTensor.Sizes", "be an int or a sequence of ints (output_sizes)",
+                                      spatial)
+            out = api.sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, (t.sizes[-3], c, *spatial)))
+            return cls(t, out, window, *others)
+        return make
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``). The

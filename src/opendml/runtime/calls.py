@@ -30,6 +30,10 @@ above plus exact floats (by their bits), bools, short ASCII strings, static
 types (``numpy.float16``), NumPy's own dtype objects and members of the
 enum types ``register_move_types`` names. ``put_move`` checks every pass
 against the buffers it will be given and refuses one that reaches outside.
+The index-driven functions (``arrays/index_ops.py``) use the same entries:
+their arrays offered as one tuple, their passes index.c's
+(``runtime/cpu/indexed``; a bad checked index makes ``move`` answer None),
+their CUDA launches index.cu's kernels, queued from C.
 ``move`` also serves plain PyTorch CPU tensors (no autograd record, no
 tracer, not a negative view) from the same entries, through NumPy views of
 them, handing the outputs to ``torch.from_numpy``. On PyTorch CUDA tensors
@@ -187,7 +191,8 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
     dtype; the address's alignment class mod 16 is what a later call's
     output must have), ``origins`` per input the bytes from its data pointer
     back to element 0 of its bound range, ``launches`` the backend's
-    ``MoveLaunch`` that ran (every kernel launch of the program, in order).
+    ``MoveLaunch`` that ran (every kernel launch of the program, in order;
+    an index-driven pass's as its ``IndexPass.call_cache_step`` gives it).
     The next such call is served from C: outputs from the framework's
     allocator, the launches queued on its current stream. Nothing is stored
     (False) where a launch is not made by the C extension's launcher."""
@@ -195,6 +200,11 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
         return False
     steps = []
     for rec, s, d in launches.steps:
+        if rec.via == "index":                  # an index-driven pass (runtime/cuda/index.py)
+            step = rec.call_cache_step()
+            if step is not None:
+                steps.append(step)
+            continue
         if not rec.blocks:
             continue                            # launches nothing (the route's Launch returns at once)
         if rec.via != "native":

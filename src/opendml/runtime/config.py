@@ -134,27 +134,17 @@ def _from_environment() -> tuple[dict, dict]:
     """Settings read from the environment, and the error per setting."""
     values: dict = {}
     errors: dict = {}
-    raw = os.environ.get("OPENDML_CPU_KERNELS")
-    if raw is not None and raw.strip():
-        choice = raw.strip().lower()
-        if choice in KERNEL_CHOICES:
-            values["cpu_kernels"] = choice
-        else:
-            errors["cpu_kernels"] = ValidationError(
-                f"OPENDML_CPU_KERNELS must be one of {', '.join(KERNEL_CHOICES)}; got {raw!r}")
-    raw = os.environ.get("OPENDML_CALL_CACHE")
-    if raw is not None and raw.strip():
-        if raw.strip() in ("0", "1"):
-            values["call_cache"] = raw.strip() == "1"
-        else:
-            errors["call_cache"] = ValidationError(f"OPENDML_CALL_CACHE must be 0 or 1; got {raw!r}")
-    raw = os.environ.get("OPENDML_TORCH_NODE")
-    if raw is not None and raw.strip():
-        if raw.strip().lower() in TORCH_NODE_CHOICES:
-            values["torch_node"] = raw.strip().lower()
-        else:
-            errors["torch_node"] = ValidationError(
-                f"OPENDML_TORCH_NODE must be one of {', '.join(TORCH_NODE_CHOICES)}; got {raw!r}")
+    for setting, name, choices in (("cpu_kernels", "OPENDML_CPU_KERNELS", KERNEL_CHOICES),
+                                   ("call_cache", "OPENDML_CALL_CACHE", ("0", "1")),
+                                   ("torch_node", "OPENDML_TORCH_NODE", TORCH_NODE_CHOICES)):
+        raw = os.environ.get(name)
+        if raw is not None and raw.strip():
+            choice = raw.strip().lower()
+            if choice in choices:
+                values[setting] = choice == "1" if setting == "call_cache" else choice
+            else:
+                allowed = "0 or 1" if setting == "call_cache" else "one of " + ", ".join(choices)
+                errors[setting] = ValidationError(f"{name} must be {allowed}; got {raw!r}")
     for setting, name, lo, hi in (("threads", "OPENDML_CPU_THREADS", 1, MAX_THREADS),
                                   ("output_cache_bytes", "OPENDML_CPU_CACHE_BYTES", 0, MAX_CACHE_BYTES)):
         raw = os.environ.get(name)

@@ -81,39 +81,49 @@ at::Tensor run_spec(const py::tuple& spec, const at::Tensor& t) {
   return spec[3](tensor).cast<at::Tensor>();
 }
 
-struct Backward : Node {
-  explicit Backward(py::tuple adjoint) : adjoint_(std::move(adjoint)) {}
+// A node holding a tuple of Python objects (``held_``), released with the GIL
+// taken. Nothing is saved, so backward may run again, as for torch.flip.
+struct TupleNode : Node {
+  explicit TupleNode(py::tuple held) : held_(std::move(held)) {}
 
-  ~Backward() override {
-    if (!adjoint_.ptr()) return;
+  ~TupleNode() override {
+    if (!held_.ptr()) return;
     if (Py_IsInitialized()) {
       py::gil_scoped_acquire gil;
-      adjoint_.release().dec_ref();
+      held_.release().dec_ref();
     } else {
-      adjoint_.release();  // the interpreter is gone: nothing left to release it into
+      held_.release();  // the interpreter is gone: nothing left to release it into
     }
   }
+
+  void release_variables() override {}
+
+  // A Python exception of backward (an opendml error, ...), kept with the
+  // error so that the engine can raise it on the thread that called
+  // backward, which need not be this one (CUDA device threads, reentrant
+  // backward), as PyNode does.
+  [[noreturn]] static void rethrow(py::error_already_set& e) {
+    e.restore();
+    python_error err;
+    err.persist();
+    throw err;
+  }
+
+  py::tuple held_;
+};
+
+struct Backward : TupleNode {  // held_: the adjoint's spec
+  using TupleNode::TupleNode;
 
   variable_list apply(variable_list&& grads) override {
     if (!grads[0].defined()) return {at::Tensor()};
     py::gil_scoped_acquire gil;
     try {
-      return {run_spec(adjoint_, grads[0])};
+      return {run_spec(held_, grads[0])};
     } catch (py::error_already_set& e) {
-      // The adjoint's own exception (an opendml error, ...), kept with the
-      // error so that the engine can raise it on the thread that called
-      // backward, which need not be this one (CUDA device threads,
-      // reentrant backward), as PyNode does.
-      e.restore();
-      python_error err;
-      err.persist();
-      throw err;
+      rethrow(e);
     }
   }
-
-  void release_variables() override {}  // nothing saved: backward may run again, as for torch.flip
-
-  py::tuple adjoint_;
 };
 
 template <class Base, int K>
@@ -455,22 +465,12 @@ void run_op(OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
 }
 
-struct OpBackward : Node {
-  explicit OpBackward(py::tuple payload) : payload_(std::move(payload)) {}  // (name, saved, input count)
-
-  ~OpBackward() override {
-    if (!payload_.ptr()) return;
-    if (Py_IsInitialized()) {
-      py::gil_scoped_acquire gil;
-      payload_.release().dec_ref();
-    } else {
-      payload_.release();
-    }
-  }
+struct OpBackward : TupleNode {  // held_: (name, saved, input count)
+  using TupleNode::TupleNode;
 
   variable_list apply(variable_list&& grads) override {
     py::gil_scoped_acquire gil;
-    const size_t n = payload_[2].cast<size_t>();
+    const size_t n = held_[2].cast<size_t>();
     variable_list result(n);
     bool any = false;
     for (const auto& g : grads) any = any || g.defined();
@@ -480,7 +480,7 @@ struct OpBackward : Node {
       for (size_t i = 0; i < grads.size(); ++i) {
         g[i] = grads[i].defined() ? py::cast(grads[i]) : py::none();
       }
-      py::object out = py::reinterpret_borrow<py::object>(op_backward)(payload_[0], payload_[1], g);
+      py::object out = py::reinterpret_borrow<py::object>(op_backward)(held_[0], held_[1], g);
       size_t i = 0;
       for (py::handle item : out) {
         if (i == n) break;
@@ -488,32 +488,31 @@ struct OpBackward : Node {
         ++i;
       }
       return result;
-    } catch (py::error_already_set& e) {  // as Backward::apply
-      e.restore();
-      python_error err;
-      err.persist();
-      throw err;
+    } catch (py::error_already_set& e) {
+      rethrow(e);
     }
   }
-
-  void release_variables() override {}
-
-  py::tuple payload_;
 };
 
 using OpTypes = Types<OpBackward>;
 
+// The tensors among the last `n` values of `stack`, tensor lists flattened.
+c10::SmallVector<at::Tensor, 4> stack_tensors(torch::jit::Stack* stack, size_t n) {
+  c10::SmallVector<at::Tensor, 4> out;
+  for (const auto& v : torch::jit::last(*stack, n)) {
+    if (v.isTensor()) {
+      out.push_back(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+    }
+  }
+  return out;
+}
+
 void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
-  c10::SmallVector<at::Tensor, 4> inputs;
-  for (const auto& a : torch::jit::last(*stack, n)) {
-    if (a.isTensor()) {
-      inputs.push_back(a.toTensor());
-    } else if (a.isTensorList()) {
-      for (const at::Tensor& t : a.toTensorList()) inputs.push_back(t);
-    }
-  }
+  const c10::SmallVector<at::Tensor, 4> inputs = stack_tensors(stack, n);
   bool record = false;
   for (const auto& t : inputs) {
     // A tangent would be dropped without a word: refused, as the custom operators' route refuses it.
@@ -548,14 +547,7 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
     op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
   }
   if (!record) return;
-  c10::SmallVector<at::Tensor, 4> outputs;
-  for (const auto& r : torch::jit::last(*stack, schema.returns().size())) {
-    if (r.isTensor()) {
-      outputs.push_back(r.toTensor());
-    } else if (r.isTensorList()) {
-      for (const at::Tensor& t : r.toTensorList()) outputs.push_back(t);
-    }
-  }
+  const c10::SmallVector<at::Tensor, 4> outputs = stack_tensors(stack, schema.returns().size());
   NodePtr node;
   {
     py::gil_scoped_acquire gil;

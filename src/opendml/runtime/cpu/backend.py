@@ -26,6 +26,7 @@ import struct
 
 import numpy as np
 
+from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import (Copy, CopyPlan, Fill, Fold, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, SliceScatter,
                      Unfold, UnfoldPlan)
@@ -103,7 +104,7 @@ INDEX_MAX_AXES = 8
 
 
 class IndexParams(ctypes.Structure):
-    """ctypes mirror of ``idx_params`` (runtime/cpu/indexed/index.c), same field order."""
+    """ctypes mirror of ``idx_params`` (runtime/cpu/indexed/index.h), same field order."""
     _fields_ = [("kind", ctypes.c_int64), ("element_size", ctypes.c_int64), ("data_type", ctypes.c_int64),
                 ("rank", ctypes.c_int64), ("outer", ctypes.c_int64), ("accumulate", ctypes.c_int64),
                 ("has_value", ctypes.c_int64), ("value_bits", ctypes.c_uint64), ("src_offset", ctypes.c_int64),
@@ -112,12 +113,36 @@ class IndexParams(ctypes.Structure):
         ("naxes", ctypes.c_int64), ("axes", IndexAxisParams * INDEX_MAX_AXES)]
 
 
-def _load_index():
-    try:
-        from . import _index
-    except ImportError:
+
+
+def index_params(plan: MovePlan, p) -> IndexParams | None:
+    """index.c's parameters of a ``Gather``/``Scatter`` pass of ``plan``
+    (what the CPU backend runs and the call cache records), or None where
+    the kernel does not take it: more dimensions or index axes than it
+    takes, or a last-only gather (a gradient's: NumPy's kernel)."""
+    r = len(p.sizes)
+    if r > MOVE_MAX_RANK or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
         return None
-    return _index
+    is_scatter = type(p) is Scatter
+    out_t = plan.out_types[p.dst]
+    params = IndexParams(kind=int(is_scatter), element_size=DataType(out_t).size, data_type=out_t, rank=r,
+                         outer=numpy_kernels.outer_count(p), src_offset=p.src_offset, dst_offset=p.dst_offset,
+                         naxes=len(p.indices))
+    params.sizes[:r] = p.sizes
+    params.src_strides[:r] = p.src_strides
+    params.dst_strides[:r] = p.dst_strides
+    if is_scatter:
+        params.accumulate = int(bool(p.accumulate))
+        if p.value is not None:
+            params.has_value = 1
+            params.value_bits = _fill_bits(p.value, out_t)
+    for a, ix in enumerate(p.indices):
+        ax = params.axes[a]
+        ax.slot, ax.type, ax.offset, ax.stride, ax.bound = (ix.index, plan.in_types[ix.index], ix.index_offset,
+                                                            ix.stride, ix.bound)
+        ax.mode, ax.out_of_range, ax.axis = ix.mode, ix.out_of_range, ix.axis
+        ax.strides[:r] = ix.index_strides
+    return params
 
 
 _FILL_BITS: dict = {}
@@ -337,36 +362,15 @@ class CpuBackend:
         runs it) where the extension is missing or the pass has more
         dimensions or index axes than it takes. One thread: a scatter's
         writes and sums happen in row-major order of its positions."""
-        mod = _load_index()
-        r = len(p.sizes)
-        if mod is None or r > MOVE_MAX_RANK or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
+        run_pass = getattr(self._native, "index_run_pass", None)
+        params = index_params(plan, p) if run_pass is not None else None
+        if params is None:
             return None                   # (a last-only gather, a gradient's: NumPy's kernel)
-        is_scatter = type(p) is Scatter
-        out_t = plan.out_types[p.dst]
         dst = dsts[p.dst]
-        params = IndexParams(kind=int(is_scatter), element_size=dst.itemsize, data_type=out_t, rank=r,
-                             outer=numpy_kernels.outer_count(p), src_offset=p.src_offset, dst_offset=p.dst_offset,
-                             naxes=len(p.indices))
-        params.sizes[:r] = p.sizes
-        params.src_strides[:r] = p.src_strides
-        params.dst_strides[:r] = p.dst_strides
-        if is_scatter:
-            params.accumulate = int(bool(p.accumulate))
-            if p.value is not None:
-                params.has_value = 1
-                params.value_bits = _fill_bits(p.value, out_t)
-        for a, ix in enumerate(p.indices):
-            ax = params.axes[a]
-            ax.slot, ax.type, ax.offset, ax.stride, ax.bound = (ix.index, plan.in_types[ix.index], ix.index_offset,
-                                                                ix.stride, ix.bound)
-            ax.mode, ax.out_of_range, ax.axis = ix.mode, ix.out_of_range, ix.axis
-            ax.strides[:r] = ix.index_strides
-        blob = bytes(params)
-        src = dst if is_scatter and p.value is not None else srcs[p.src]
+        src = dst if params.has_value else srcs[p.src]
         idx = [srcs[ix.index] for ix in p.indices]
-        args = (blob, src.ctypes.data, src.shape[0], dst.ctypes.data, dst.shape[0],
+        args = (bytes(params), src.ctypes.data, src.shape[0], dst.ctypes.data, dst.shape[0],
                 tuple(a.ctypes.data for a in idx), tuple(a.shape[0] for a in idx))
-        run_pass = mod.run_pass
 
         def run():
             run_pass(*args)

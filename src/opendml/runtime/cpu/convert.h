@@ -28,11 +28,10 @@
 /* float64 -> float16 bits: NumPy's npy_doublebits_to_halfbits, round to
  * nearest even, overflow to infinity, NaN payload's top bits kept. */
 static inline uint16_t odml_d2h(double value) {
-    uint64_t d, d_exp, d_sig;
-    uint16_t h_sgn, h_exp, h_sig;
+    uint64_t d, d_sig;
     memcpy(&d, &value, 8);
-    h_sgn = (uint16_t)((d & 0x8000000000000000ull) >> 48);
-    d_exp = d & 0x7ff0000000000000ull;
+    uint16_t h_sgn = (uint16_t)((d & 0x8000000000000000ull) >> 48), h_exp, h_sig;
+    uint64_t d_exp = d & 0x7ff0000000000000ull;
     if (d_exp >= 0x40f0000000000000ull)
         return odml_h_beyond(h_sgn, d_exp == 0x7ff0000000000000ull && (d & 0x000fffffffffffffull),
                              (uint16_t)((d & 0x000fffffffffffffull) >> 42));

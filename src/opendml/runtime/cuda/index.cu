@@ -20,8 +20,11 @@
 //                          where last_only and a later position reads it)
 //   ix_gather_positions<W, I, NO, NA, ITEMS> an element-wise gather, ITEMS
 //                          positions a thread
-//   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns staged
-//                          in shared memory
+//   ix_gather_row<W, I, NO, STAGE> an element-wise gather a block a row
+//                          (gather_elements along rows), the source row
+//                          staged in shared memory (STAGE) or read in place
+//   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns (up to
+//                          128-byte lines) staged in shared memory
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
 //                          only by the position that owns its destination block
 //   ix_scatter_group<W, I, NO> a block a group of positions sharing one
@@ -35,6 +38,7 @@
 //                          inner words: the last position of the run is
 //                          written, or (ACC) every one is added in row-major
 //                          order of the positions, as the CPU kernel adds them
+//                          (a word of several elements: each on its own)
 // The trailing template arguments are exact counts, so every loop over them
 // unrolls: NO outer dimensions, NA index axes, NI inner dimensions, and ITEMS
 // inner words a thread (words g, g + groups, ...: neighbouring threads take
@@ -118,6 +122,18 @@ __device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 a
         c = (i64)uv;
     }
     return true;
+}
+
+// An INDEX_REVERSE_LENGTH value as ix_coordinate clamps it: in [0, bound].
+__device__ __forceinline__ i64 ix_length(const ix_axis& ax, u64 base, i64 at) {
+    const i64 bound = ax.bound;
+    i64 sv;
+    switch (ax.type) {
+    case T_I32: sv = ((const int*)base)[at]; return sv < 0 ? 0 : (sv > bound ? bound : sv);
+    case T_I64: sv = ((const i64*)base)[at]; return sv < 0 ? 0 : (sv > bound ? bound : sv);
+    case T_U32: return ((const u32*)base)[at] > (u64)bound ? bound : (i64)((const u32*)base)[at];
+    default: return ((const u64*)base)[at] > (u64)bound ? bound : (i64)((const u64*)base)[at];
+    }
 }
 
 // Source and destination word offsets of outer position o (INDEXED: with the
@@ -266,19 +282,98 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
         if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
+// An element-wise gather along a row (index.py's _row: one index axis that
+// clamps, the last outer dimension of source stride 0, e.g. gather_elements
+// along the last axis): one block a row (the leading dimensions decoded once
+// from blockIdx.x); STAGE: the source row's `bound` words first copied to
+// shared memory by coalesced loads, so each position's read is a shared one
+// instead of a scattered global sector. IX_TILE_BATCH positions a thread in
+// flight (their index loads first, then the reads, then the stores).
+#define IX_TILE_BATCH 8
+template <typename W, typename I, int NO, int STAGE>
+__global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
+    extern __shared__ uint4 ix_row_raw[];
+    W* row = reinterpret_cast<W*>(ix_row_raw);
+    const ix_axis& ax = p.axes[0];
+    i64 sb = p.src_offset, db = p.dst_offset, ab = ax.offset;
+    I r = (I)blockIdx.x;                     // the row: the leading dimensions
+#pragma unroll
+    for (int k = NO - 2; k >= 0; --k) {
+        I ck;
+        if (k == 0) {
+            ck = r;
+        } else {
+            const I n = (I)p.sizes[k];
+            const I q = r / n;
+            ck = r - q * n;
+            r = q;
+        }
+        sb += (i64)ck * p.src_strides[k];
+        db += (i64)ck * p.dst_strides[k];
+        ab += (i64)ck * ax.strides[k];
+    }
+    const W* src = (const W*)p.src + sb;
+    const I n = (I)p.sizes[NO - 1], bound = (I)ax.bound;
+    if (STAGE) {
+        I c_from = 0;                        // the words below it copied asynchronously
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        if (ax.stride == 1 && (u64)src % 16 == 0) {   // the whole row in flight: 16-byte cp.async pieces
+            const I pieces = bound * (I)sizeof(W) / 16;
+            u32 s0;
+            asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s0) : "l"(row));
+            for (I h = threadIdx.x; h < pieces; h += IX_THREADS)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s0 + (u32)h * 16u),
+                             "l"((u64)src + (u64)h * 16u) : "memory");
+            c_from = pieces * 16 / (I)sizeof(W);
+        }
+#endif
+        for (I c0 = c_from + threadIdx.x; c0 < bound; c0 += IX_TILE_BATCH * IX_THREADS) {
+            W v[IX_TILE_BATCH];
+#pragma unroll
+            for (int u = 0; u < IX_TILE_BATCH; u++)
+                if (c0 + u * IX_THREADS < bound) v[u] = src[(i64)(c0 + u * IX_THREADS) * ax.stride];
+#pragma unroll
+            for (int u = 0; u < IX_TILE_BATCH; u++)
+                if (c0 + u * IX_THREADS < bound) row[c0 + u * IX_THREADS] = v[u];
+        }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+        __syncthreads();
+    }
+    W* dst = (W*)p.dst + db;
+    const i64 xs = ax.strides[NO - 1], ds = p.dst_strides[NO - 1];
+    for (I j0 = threadIdx.x; j0 < n; j0 += IX_TILE_BATCH * IX_THREADS) {
+        i64 c[IX_TILE_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_TILE_BATCH; u++) {
+            c[u] = 0;
+            if (j0 + u * IX_THREADS < n) ix_coordinate(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs, 0, c[u]);
+        }
+        W v[IX_TILE_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_TILE_BATCH; u++)   // c in [0, bound): inside the row
+            if (j0 + u * IX_THREADS < n) v[u] = STAGE ? row[c[u]] : src[c[u] * ax.stride];
+#pragma unroll
+        for (int u = 0; u < IX_TILE_BATCH; u++)
+            if (j0 + u * IX_THREADS < n) dst[(i64)(j0 + u * IX_THREADS) * ds] = v[u];
+    }
+}
+
 // An element-wise reversal of subsequences walked as columns (index.py's
 // _column_walk: outer dimensions (..., reversed axis, lo columns), the
-// reversed axis of source stride 0 and of size `bound`, lo dividing
-// IX_THREADS): one block a combination of the leading dimensions; its source
-// columns (bound rows of lo words) staged in shared memory by coalesced
-// loads, then each position reads its reversed row there and the block
-// writes its rows in order. Every thread keeps one column.
+// reversed axis of source stride 0, of size `bound` and of length stride 0,
+// lo dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): one
+// block a combination of the leading dimensions; its source columns (bound
+// rows of lo words) staged in shared memory by coalesced loads, then each
+// thread, keeping one column and its length (read and clamped once), writes
+// its rows in order, each from its reversed row in shared memory.
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
     extern __shared__ uint4 ix_tile_raw[];
     W* tile = reinterpret_cast<W*>(ix_tile_raw);
     const ix_axis& ax = p.axes[0];
-    const i64 lo = p.sizes[NO - 1], rows = ax.bound, n_e = p.sizes[NO - 2];   // lo divides IX_THREADS
+    const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;   // lo divides IX_THREADS; rows * lo words fit
     i64 sb = p.src_offset, db = p.dst_offset, ab = ax.offset;
     I r = (I)blockIdx.x;                     // the group: the leading dimensions
 #pragma unroll
@@ -296,31 +391,50 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
         db += (i64)ck * p.dst_strides[k];
         ab += (i64)ck * ax.strides[k];
     }
-    const i64 kk = (i64)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
+    const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
     const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
-    for (i64 c0 = (i64)threadIdx.x / lo; c0 < rows; c0 += IX_BATCH * step) {
-        W v[IX_BATCH];                       // IX_BATCH loads in flight before the first store
+    const i64 ss = ax.stride;
+    const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);   // read and clamped once
+    const int chunks = lo * (int)sizeof(W) / 16;                     // 16-byte pieces of a staged row
+    const u64 base = (u64)((const W*)p.src + sb);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (chunks >= 1 && p.src_strides[NO - 1] == 1 && base % 16 == 0 && (ss * (i64)sizeof(W)) % 16 == 0) {
+        // the whole tile in flight at once: asynchronous 16-byte copies to
+        // shared memory (no registers held), then one wait
+        const int h = (int)threadIdx.x % chunks, cstep = IX_THREADS / chunks;   // chunks divides lo, lo divides IX_THREADS
+        u32 s0;
+        asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s0) : "l"(tile));
+        for (int c = (int)threadIdx.x / chunks; c < rows; c += cstep)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::
+                         "r"(s0 + (u32)(c * lo * (int)sizeof(W) + h * 16)),
+                         "l"(base + (u64)((i64)c * ss * (i64)sizeof(W)) + (u64)(h * 16)) : "memory");
+        asm volatile("cp.async.wait_all;" ::: "memory");
+    } else
+#endif
+    {
+        for (int c0 = (int)threadIdx.x / lo; c0 < rows; c0 += 2 * IX_TILE_BATCH * step) {
+            W v[2 * IX_TILE_BATCH];          // the loads in flight before the first store
 #pragma unroll
-        for (int u = 0; u < IX_BATCH; u++)
-            if (c0 + u * step < rows) v[u] = src[(c0 + u * step) * ax.stride];
+            for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
+                if (c0 + u * step < rows) v[u] = src[(i64)(c0 + u * step) * ss];
 #pragma unroll
-        for (int u = 0; u < IX_BATCH; u++)
-            if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
+            for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
+                if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
+        }
     }
     __syncthreads();
     W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
-    const i64 at = ab + kk * ax.strides[NO - 1], as = ax.strides[NO - 2], ds = p.dst_strides[NO - 2];
-    for (i64 e0 = (i64)threadIdx.x / lo; e0 < n_e; e0 += IX_BATCH * step) {
-        i64 c[IX_BATCH];
+    const i64 ds = p.dst_strides[NO - 2];
+    for (int e0 = (int)threadIdx.x / lo; e0 < rows; e0 += IX_TILE_BATCH * step) {
+        W v[IX_TILE_BATCH];
 #pragma unroll
-        for (int u = 0; u < IX_BATCH; u++) {
-            const i64 e = e0 + u * step;
-            c[u] = 0;
-            if (e < n_e) ix_coordinate(ax, p.idx[0], at + e * as, e, c[u]);   // in [0, rows): e < n_e == rows
+        for (int u = 0; u < IX_TILE_BATCH; u++) {
+            const int e = e0 + u * step;
+            if (e < rows) v[u] = tile[(e < n ? n - 1 - e : e) * lo + kk];   // n <= rows: inside the tile
         }
 #pragma unroll
-        for (int u = 0; u < IX_BATCH; u++)
-            if (e0 + u * step < n_e) dst[(e0 + u * step) * ds] = tile[c[u] * lo + kk];
+        for (int u = 0; u < IX_TILE_BATCH; u++)
+            if (e0 + u * step < rows) dst[(i64)(e0 + u * step) * ds] = v[u];
     }
 }
 
@@ -477,6 +591,32 @@ __device__ __forceinline__ W ix_add(W a, W b, i64 type) {
     return (W)(a + b);                       // integers: two's complement wrap
 }
 
+// Bytes an element of DML data type t (the 11 whole-byte types).
+__device__ __forceinline__ int ix_esize(i64 t) {
+    return t == T_F32 || t == T_U32 || t == T_I32 ? 4 : t == T_F16 || t == 4 || t == 7 ? 2 : t == 5 || t == 8 ? 1 : 8;
+}
+
+template <typename E, typename W>
+__device__ __forceinline__ W ix_add_lanes(const W& a, const W& b, i64 type) {
+    W r;
+#pragma unroll
+    for (int l = 0; l < (int)(sizeof(W) / sizeof(E)); l++)
+        reinterpret_cast<E*>(&r)[l] = ix_add<E>(reinterpret_cast<const E*>(&a)[l], reinterpret_cast<const E*>(&b)[l], type);
+    return r;
+}
+
+// a + b of words W holding sizeof(W) / element size elements (the host
+// widens an accumulating pass's contiguous inner run into 2-16 byte words):
+// each element added on its own, as ix_add adds one.
+template <typename W>
+__device__ __forceinline__ W ix_add_words(const W& a, const W& b, i64 type) {
+    const int es = ix_esize(type);
+    if constexpr (sizeof(W) >= 8) if (es == 8) return ix_add_lanes<u64>(a, b, type);
+    if constexpr (sizeof(W) >= 4) if (es == 4) return ix_add_lanes<u32>(a, b, type);
+    if constexpr (sizeof(W) >= 2) if (es == 2) return ix_add_lanes<u16>(a, b, type);
+    return ix_add_lanes<u8>(a, b, type);
+}
+
 template <typename W, typename I, typename K, int ACC, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
     I i, g;
@@ -504,21 +644,30 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
     }
     i64 so, dd;
     if constexpr (!ACC) {
+        W value = W();                       // (a constant: never a widened word)
+        if constexpr (sizeof(W) <= 8)
+            if (p.has_value) value = ix_value<W>(p);
         ix_outer<I, false, false, NO, NA>(p, (I)order[end], so, dd);
 #pragma unroll
         for (int u = 0; u < ITEMS; u++)
-            if (ITEMS == 1 || at[u] >= 0) dst[at[u]] = p.has_value ? ix_value<W>(p) : src[so + si[u]];
+            if (ITEMS == 1 || at[u] >= 0) dst[at[u]] = p.has_value ? value : src[so + si[u]];
     } else {
         W acc[ITEMS];
 #pragma unroll
         for (int u = 0; u < ITEMS; u++)
             if (ITEMS == 1 || at[u] >= 0) acc[u] = dst[at[u]];
-        const W value = ix_value<W>(p);
+        W value = W();                       // (a constant: never a widened word)
+        if constexpr (sizeof(W) <= 8)
+            if (p.has_value) value = ix_value<W>(p);
         for (I r = i; r <= end; ++r) {
             if (!p.has_value) ix_outer<I, false, false, NO, NA>(p, (I)order[r], so, dd);
+            W v[ITEMS];                      // every load of the member before its additions
 #pragma unroll
             for (int u = 0; u < ITEMS; u++)
-                if (ITEMS == 1 || at[u] >= 0) acc[u] = ix_add<W>(acc[u], p.has_value ? value : src[so + si[u]], p.data_type);
+                if (ITEMS == 1 || at[u] >= 0) v[u] = p.has_value ? value : src[so + si[u]];
+#pragma unroll
+            for (int u = 0; u < ITEMS; u++)
+                if (ITEMS == 1 || at[u] >= 0) acc[u] = ix_add_words<W>(acc[u], v[u], p.data_type);
         }
 #pragma unroll
         for (int u = 0; u < ITEMS; u++)
@@ -530,10 +679,14 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
+template __global__ void ix_gather_row<u32, u32, 2, 1>(IX_PARAMS);
+template __global__ void ix_gather_row<u64, u64, 3, 0>(IX_PARAMS);
 template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);
 template __global__ void ix_owner<u32, 2, 1>(IX_PARAMS);
 template __global__ void ix_scatter_group<u32, u32, 2>(IX_PARAMS);
 template __global__ void ix_keys<u64, u64, 3, 2>(IX_PARAMS);
 template __global__ void ix_apply<u16, u32, u32, 1, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_apply<uint4, u32, u32, 0, 1, 1, 2, 4>(IX_PARAMS);
+template __global__ void ix_apply<uint4, u32, u32, 1, 1, 1, 1, 4>(IX_PARAMS);
+template __global__ void ix_apply<u64, u64, u64, 1, 2, 1, 1, 1>(IX_PARAMS);
 #endif

@@ -126,21 +126,23 @@ __global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src,
     const odml_move_dim& X = p->dim[NB];
     const odml_move_dim& Y = p->dim[NB + 1];
     const u64 nx = (u64)X.size, ny = (u64)Y.size;
-    const u64 tx = (nx + TILE - 1) / TILE, ty = (ny + TILE - 1) / TILE;
-    u64 b = (u64)blockIdx.x;
-    const u64 bx = b % tx;
+    // the block's tile and outer position in 32-bit arithmetic (the grid is
+    // below 2^31 blocks, so are the quotients; a dimension of 2^32 and more
+    // takes the whole rest): 64-bit divisions cost more than a small tile's
+    // copy (the 5-D permutation of 32 MiB)
+    const u32 tx = (u32)((nx + TILE - 1) / TILE), ty = (u32)((ny + TILE - 1) / TILE);
+    u32 b = blockIdx.x;
+    const u32 bx = b % tx;
     b /= tx;
-    const u64 by = b % ty;
-    u64 rest = b / ty;
+    const u32 by = b % ty;
+    u32 rest = b / ty;
     i64 so = p->src_offset, dof = p->dst_offset;
 #pragma unroll
     for (int d = NB - 1; d >= 0; --d) {
         const odml_move_dim& q = p->dim[d];
-        u64 c = rest;
-        if (d > 0) {
-            c = rest % (u64)q.size;
-            rest /= (u64)q.size;
-        }
+        u32 c = rest;
+        if (d > 0 && q.size < (i64)0xffffffffll) c = odml_split<u32>(rest, q);
+        else if (d > 0) rest = 0;
         so += (i64)c * q.src_stride;
         dof += (i64)c * q.dst_stride;
     }
@@ -270,14 +272,7 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
 #pragma unroll
     for (int d = NDIM - 1; d >= 0; --d) {
         const odml_move_dim& q = p->dim[d];
-        u32 c;
-        if (d > 0) {
-            const u32 qd = odml_div<u32>(rest, q);
-            c = rest - qd * (u32)q.size;
-            rest = qd;
-        } else {
-            c = rest;
-        }
+        const u32 c = odml_split<u32>(rest, q, d == 0);
         int s = (int)c;
         if (q.map_mode) {
             s -= (int)q.map_shift;
@@ -404,19 +399,39 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
     }
 }
 
+// A column of a padded row: the source element of column c through the
+// row's map (srow: the source row; live: false in a fill row), the fill word
+// where CONSTANT-outside or in a fill row.
+template <typename T>
+__device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, int c, int L, int n, int mode, T fv) {
+    if (!live) return fv;
+    int i = c - L;
+    if ((u32)i >= (u32)n) {
+        i = odml_map_outside(i, mode, n);
+        if (i < 0) return fv;
+    }
+    return srow[i];
+}
+
 // A padding program as one pass over the contiguous output (move_padw's
 // conditions), one warp per output row r (columns 0..W-1, flat elements
 // r*W..): the row's source offset once (odml_row_offset32, -1: a fill row),
 // then (1) the aligned 16-byte output words of the row whose V elements all
 // come from the source row's interior (for a fill row: all its aligned
-// words), U words a lane at once, each realigned from the one or two aligned
+// words), U words a lane a round, each realigned from the one or two aligned
 // 16-byte source words holding it (the byte shift kb is the same all along
-// the row; FL & 4: the second from the next lane by warp shuffles), and (2)
-// the row's other columns (its borders and the partial words it shares with
-// the rows beside it), one element a lane through the row's map. Every load
-// of a round is issued before its stores; the elements of (2) are loaded
-// with the first round of (1). MINB: resident blocks per multiprocessor the
-// registers must allow (__launch_bounds__).
+// the row): the second is the next lane's first (warp shuffles), loaded only
+// for the round's last word of each lane that has no next one, and (2) the
+// row's other columns (its borders and the partial words it shares with the
+// rows beside it), one element a lane through the row's map, loaded with the
+// first round. Every load of a round is issued before its stores. Few live
+// registers (the state of a row is a handful of words), so that many warps
+// fit: the kernel waits on memory, and on an H200 (session 15, ncu) 56
+// registers a thread (4 blocks a multiprocessor) held it at 0.84-0.86 of
+// copy bandwidth. MINB: resident blocks per multiprocessor the registers
+// must allow (__launch_bounds__); FL & 2: (elements of 4 bytes and more)
+// each interior word read as its V elements, coalesced across the warp, with
+// no realignment nor shuffles.
 template <typename T, int NDIM, int U, int MINB, int FL>
 __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src, T* __restrict__ dst,
                                                  const ODML_GRID_CONSTANT odml_move_params params) {
@@ -431,73 +446,109 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
     const int L = mode ? (int)q0.map_shift : 0;
     const int n = mode ? (int)q0.map_size : W;
     const i64 so = odml_row_offset32<NDIM - 1>(p, r);
-    const T fv = (T)p->fill_bits;
+    const bool live = so >= 0;
+    const T* __restrict__ srow = src + (live ? so : 0);
     T* __restrict__ drow = dst + (u64)r * (u64)W;
-    const T* __restrict__ srow = src + (so < 0 ? 0 : so);
     // the aligned words: columns a0 + k*V; those of (1): [lo, lo + nvec*V)
     const int a0 = (int)((16u - (u32)((unsigned long long)drow & 15ull)) & 15u) / (int)sizeof(T);
     int lo = a0, lim = W;
-    if (so >= 0) {
+    if (live) {
         if (L > a0) lo = a0 + (L - a0 + V - 1) / V * V;
         if (L + n < lim) lim = L + n;
     }
     const int nvec = lim > lo ? (lim - lo) / V : 0;
-    const int left = nvec ? lo : 0, right = nvec ? lo + nvec * V : 0;
-    const int E = left + W - right;
-    auto col = [&](int c) -> T {
-        if (so < 0) return fv;
-        int i = c - L;
-        if ((u32)i >= (u32)n) {
-            i = odml_map_outside(i, mode, n);
-            if (i < 0) return fv;
-        }
-        return srow[i];
-    };
-    const int ec = lane < left ? lane : right + lane - left;
-    const T ev = lane < E ? col(ec) : fv;
     const unsigned long long sb = (unsigned long long)(srow + (lo - L));
     const u32 kb = (u32)(sb & 15ull);
     const uint4* __restrict__ sa = reinterpret_cast<const uint4*>(sb & ~15ull);
-    union Word {
-        uint4 w;
-        T t[V];
-    } fw;
-#pragma unroll
-    for (int e = 0; e < V; ++e) fw.t[e] = fv;
+    uint4* __restrict__ dw = reinterpret_cast<uint4*>(drow + lo);
+    const T fv = (T)p->fill_bits;
+    // (2): lane's first other column and its value
+    const int left = nvec ? lo : 0, right = nvec ? lo + nvec * V : 0, E = left + W - right;
+    const int ec = lane < left ? lane : right + lane - left;
+    T ev = fv;
     for (int i0 = 0; i0 < nvec; i0 += 32 * U) {
-        uint4 A[U], B[U];
+        uint4 A[U];
+        if constexpr ((FL & 2) && sizeof(T) >= 4) {  // V elements a word, no realignment
+            const T* __restrict__ s0 = srow + (lo - L) + (i0 + lane) * V;
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int i = i0 + 32 * u + lane;
-            A[u] = B[u] = fw.w;
-            if (so >= 0 && i < nvec) {
-                A[u] = __ldg(sa + i);
-                if (!(FL & 4) && kb) B[u] = __ldg(sa + i + 1);
+            for (int u = 0; u < U; ++u) {
+                union {
+                    uint4 w;
+                    T t[V];
+                } a;
+                if (live && i0 + 32 * u + lane < nvec) {
+#pragma unroll
+                    for (int e = 0; e < V; ++e) a.t[e] = __ldg(s0 + 32 * u * V + e);
+                }
+                A[u] = a.w;
             }
-        }
-        if ((FL & 4) && so >= 0 && kb) {
+            if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const int i = i0 + 32 * u + lane;
-                uint4 nb;
-                nb.x = __shfl_down_sync(0xffffffffu, A[u].x, 1);
-                nb.y = __shfl_down_sync(0xffffffffu, A[u].y, 1);
-                nb.z = __shfl_down_sync(0xffffffffu, A[u].z, 1);
-                nb.w = __shfl_down_sync(0xffffffffu, A[u].w, 1);
-                if (i < nvec) B[u] = lane < 31 && i + 1 < nvec ? nb : __ldg(sa + i + 1);
+                if (i < nvec) {
+                    union {
+                        uint4 w;
+                        T t[V];
+                    } f;
+#pragma unroll
+                    for (int e = 0; e < V; ++e) f.t[e] = fv;
+                    const uint4 o = live ? A[u] : f.w;
+                    dw[i] = o;
+                }
+            }
+        } else {
+            uint4 X;
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int i = i0 + 32 * u + lane;
+                if (live && i < nvec) {
+                    A[u] = __ldg(sa + i);
+                    // the one word a lane loads twice: after its last word of the round
+                    if (kb && (i + 1 == nvec || (u == U - 1 && lane == 31))) X = __ldg(sa + i + 1);
+                }
+            }
+            if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int i = i0 + 32 * u + lane;
+                uint4 o;
+                if (live && kb) {                       // warp-uniform
+                    uint4 nb;
+                    nb.x = __shfl_down_sync(0xffffffffu, A[u].x, 1);
+                    nb.y = __shfl_down_sync(0xffffffffu, A[u].y, 1);
+                    nb.z = __shfl_down_sync(0xffffffffu, A[u].z, 1);
+                    nb.w = __shfl_down_sync(0xffffffffu, A[u].w, 1);
+                    if (u + 1 < U) {                    // lane 31: lane 0's word of the next u
+                        const uint4 a1 = A[u + 1 < U ? u + 1 : u];
+                        const uint4 n0 = make_uint4(
+                            __shfl_sync(0xffffffffu, a1.x, 0), __shfl_sync(0xffffffffu, a1.y, 0),
+                            __shfl_sync(0xffffffffu, a1.z, 0), __shfl_sync(0xffffffffu, a1.w, 0));
+                        if (lane == 31) nb = n0;
+                    }
+                    o = odml_realign<sizeof(T)>(A[u], i + 1 < nvec && (lane < 31 || u + 1 < U) ? nb : X, kb);
+                } else if (live) {
+                    o = A[u];
+                } else {
+                    union {
+                        uint4 w;
+                        T t[V];
+                    } f;
+#pragma unroll
+                    for (int e = 0; e < V; ++e) f.t[e] = fv;
+                    o = f.w;
+                }
+                if (i < nvec) {
+                    dw[i] = o;
+                }
             }
         }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int i = i0 + 32 * u + lane;
-            if (i < nvec)
-                *reinterpret_cast<uint4*>(drow + lo + i * V) = so < 0 ? fw.w : odml_realign<sizeof(T)>(A[u], B[u], kb);
-        }
     }
+    if (!nvec && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
     if (lane < E) drow[ec] = ev;
     for (int j = lane + 32; j < E; j += 32) {
         const int c = j < left ? j : right + j - left;
-        drow[c] = col(c);
+        drow[c] = odml_padcol<T>(srow, live, c, L, n, mode, fv);
     }
 }
 
@@ -524,8 +575,8 @@ template __global__ void move_padw<u64, 2, 1, 1>(const u64*, u64*, const ODML_GR
 template __global__ void move_padw<u32, 3, 1, 8>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u8, 2, 1, 8>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 2, 2, 4>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u32, 3, 2, 6, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u8, 2, 1, 8, 4>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u16, 4, 4, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u64, 1, 2, 4, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u32, 3, 2, 6, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u8, 2, 1, 8, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u16, 4, 3, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u64, 1, 2, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 #endif

@@ -72,113 +72,48 @@ typedef long long s64;
 #define ODML_T_INT64 11
 
 // -- bit casts and the few hardware operations used -----------------------------
+// ODML_DEV(device statements, host statements): a function's body on the
+// device and in the host build (ODML_MOVE_HOST) of the conversions.
+#ifdef __CUDA_ARCH__
+#define ODML_DEV(dev, host) dev
+#else
+#define ODML_DEV(dev, host) host
+#endif
 
-ODML_HD float odml_f32(u32 b) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(b);
-#else
-    float f; memcpy(&f, &b, 4); return f;
-#endif
-}
-ODML_HD u32 odml_b32(float f) {
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    u32 b; memcpy(&b, &f, 4); return b;
-#endif
-}
+ODML_HD float odml_f32(u32 b) { ODML_DEV(return __uint_as_float(b);, float f; memcpy(&f, &b, 4); return f;) }
+ODML_HD u32 odml_b32(float f) { ODML_DEV(return __float_as_uint(f);, u32 b; memcpy(&b, &f, 4); return b;) }
 ODML_HD double odml_f64(u64 b) {
-#ifdef __CUDA_ARCH__
-    return __longlong_as_double((s64)b);
-#else
-    double f; memcpy(&f, &b, 8); return f;
-#endif
+    ODML_DEV(return __longlong_as_double((s64)b);,
+             double f; memcpy(&f, &b, 8); return f;)
 }
-ODML_HD u64 odml_b64(double f) {
-#ifdef __CUDA_ARCH__
-    return (u64)__double_as_longlong(f);
-#else
-    u64 b; memcpy(&b, &f, 8); return b;
-#endif
-}
-ODML_HD int odml_clz32(u32 x) {
-#ifdef __CUDA_ARCH__
-    return __clz((int)x);
-#else
-    return __builtin_clz(x);
-#endif
-}
+ODML_HD u64 odml_b64(double f) { ODML_DEV(return (u64)__double_as_longlong(f);, u64 b; memcpy(&b, &f, 8); return b;) }
+ODML_HD int odml_clz32(u32 x) { ODML_DEV(return __clz((int)x);, return __builtin_clz(x);) }
 // round to nearest even, subnormals kept (no .ftz)
 ODML_HD float odml_mul32(float a, float b) {
-#ifdef __CUDA_ARCH__
-    float r; asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r;
-#else
-    volatile float r = a * b; return r;
-#endif
+    ODML_DEV(float r; asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r;,
+             volatile float r = a * b; return r;)
 }
 ODML_HD float odml_add32(float a, float b) {
-#ifdef __CUDA_ARCH__
-    float r; asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r;
-#else
-    volatile float r = a + b; return r;
-#endif
+    ODML_DEV(float r; asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r;,
+             volatile float r = a + b; return r;)
 }
 ODML_HD double odml_mul64(double a, double b) {
-#ifdef __CUDA_ARCH__
-    return __dmul_rn(a, b);
-#else
-    volatile double r = a * b; return r;
-#endif
+    ODML_DEV(return __dmul_rn(a, b);,
+             volatile double r = a * b; return r;)
 }
 ODML_HD double odml_add64(double a, double b) {
-#ifdef __CUDA_ARCH__
-    return __dadd_rn(a, b);
-#else
-    volatile double r = a + b; return r;
-#endif
+    ODML_DEV(return __dadd_rn(a, b);,
+             volatile double r = a + b; return r;)
 }
 ODML_HD float odml_d2f(double d) {   // not NaN
-#ifdef __CUDA_ARCH__
-    float r; asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(d)); return r;
-#else
-    return (float)d;
-#endif
+    ODML_DEV(float r; asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(d)); return r;,
+             return (float)d;)
 }
-ODML_HD float odml_s2f(s64 x) {
-#ifdef __CUDA_ARCH__
-    return __ll2float_rn(x);
-#else
-    return (float)x;
-#endif
-}
-ODML_HD float odml_u2f(u64 x) {
-#ifdef __CUDA_ARCH__
-    return __ull2float_rn(x);
-#else
-    return (float)x;
-#endif
-}
-ODML_HD double odml_s2d(s64 x) {
-#ifdef __CUDA_ARCH__
-    return __ll2double_rn(x);
-#else
-    return (double)x;
-#endif
-}
-ODML_HD double odml_u2d(u64 x) {
-#ifdef __CUDA_ARCH__
-    return __ull2double_rn(x);
-#else
-    return (double)x;
-#endif
-}
-ODML_HD double odml_trunc(double d) {
-#ifdef __CUDA_ARCH__
-    return trunc(d);
-#else
-    return __builtin_trunc(d);
-#endif
-}
+ODML_HD float odml_s2f(s64 x) { ODML_DEV(return __ll2float_rn(x);, return (float)x;) }
+ODML_HD float odml_u2f(u64 x) { ODML_DEV(return __ull2float_rn(x);, return (float)x;) }
+ODML_HD double odml_s2d(s64 x) { ODML_DEV(return __ll2double_rn(x);, return (double)x;) }
+ODML_HD double odml_u2d(u64 x) { ODML_DEV(return __ull2double_rn(x);, return (double)x;) }
+ODML_HD double odml_trunc(double d) { ODML_DEV(return trunc(d);, return __builtin_trunc(d);) }
 
 // -- float formats, in bits ------------------------------------------------------
 
@@ -458,6 +393,17 @@ template <> __device__ __forceinline__ u64 odml_div<u64>(u64 n, const odml_move_
     return n / (u64)d.size;
 }
 
+// The coordinate of flat index `rest` along dimension q, rest becoming the
+// index over the dimensions outside it; the outermost (outer) takes it whole.
+template <typename I>
+__device__ __forceinline__ I odml_split(I& rest, const odml_move_dim& q, bool outer = false) {
+    if (outer) return rest;
+    const I qd = odml_div<I>(rest, q);
+    const I c = rest - qd * (I)q.size;
+    rest = qd;
+    return c;
+}
+
 // Destination and source offsets of flat destination index `rest`; `fill`
 // set where a CONSTANT map falls outside the source.
 template <int NDIM, typename I, int MAPS>
@@ -467,14 +413,7 @@ __device__ __forceinline__ void odml_offsets(const odml_move_params* __restrict_
 #pragma unroll
     for (int d = NDIM - 1; d >= 0; --d) {
         const odml_move_dim& q = p->dim[d];
-        I c;
-        if (d > 0) {
-            const I qd = odml_div<I>(rest, q);
-            c = rest - qd * (I)q.size;
-            rest = qd;
-        } else {
-            c = rest;
-        }
+        const I c = odml_split<I>(rest, q, d == 0);
         b += (i64)c * q.dst_stride;
         i64 s = (i64)c;
         if (MAPS && q.map_mode) {
@@ -617,33 +556,16 @@ __device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ 
         c0 = rest;
         return;
     }
-    {
-        const odml_move_dim& q = p->dim[NDIM - 1];
-        const I qd = odml_div<I>(rest, q);
-        c0 = rest - qd * (I)q.size;
-        rest = qd;
-    }
+    c0 = odml_split<I>(rest, p->dim[NDIM - 1]);
     if (NDIM == 2) {
         c1 = rest;
         return;
     }
-    {
-        const odml_move_dim& q = p->dim[NDIM >= 2 ? NDIM - 2 : 0];
-        const I qd = odml_div<I>(rest, q);
-        c1 = rest - qd * (I)q.size;
-        rest = qd;
-    }
+    c1 = odml_split<I>(rest, p->dim[NDIM >= 2 ? NDIM - 2 : 0]);
 #pragma unroll
     for (int d = NDIM - 3; d >= 0; --d) {
         const odml_move_dim& q = p->dim[d];
-        I c;
-        if (d > 0) {
-            const I qd = odml_div<I>(rest, q);
-            c = rest - qd * (I)q.size;
-            rest = qd;
-        } else {
-            c = rest;
-        }
+        const I c = odml_split<I>(rest, q, d == 0);
         b += (i64)c * q.dst_stride;
         const i64 s = odml_src_coord<MAPS>((i64)c, q);
         if (MAPS && s < 0) fill = true;
@@ -794,11 +716,9 @@ __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src,
 #pragma unroll
         for (int d = NDIM - 1; d > 0; --d) {
             const odml_move_dim& q = p->dim[d];
-            const I qd = odml_div<I>(rest, q);
-            const I c = rest - qd * (I)q.size;
+            const I c = odml_split<I>(rest, q);
             a += (i64)c * q.src_stride;
             b += (i64)c * q.dst_stride;
-            rest = qd;
         }
         so[j] = a + (i64)rest * p->dim[0].src_stride;
         dof[j] = b + (i64)rest * p->dim[0].dst_stride;

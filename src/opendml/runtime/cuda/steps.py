@@ -53,13 +53,22 @@ MOVE_PLAIN_VIA = "auto"
 #: False: pass by pass. Measurements: benchmarks/RESULTS.md.
 FUSE_PAD = "padr"
 #: move_padr's (output words a lane moves at once, minimum resident blocks
-#: per multiprocessor (its register cap), flags: 4 a lane's second source
-#: word from the next lane by warp shuffles). On an H200 (session 14,
-#: benchmarks/gpu_h200.py, pad 1/3/5 of (16,64,256,256) float32, copy 4,135
-#: GB/s): (2, 1, 4) 0.157-0.162 ms (0.82-0.84 of copy), (2, 1, 0) 0.166-0.175
-#: (0.77-0.79), (1, 1, 0) 0.172-0.180, (4, 1, 0) 0.201-0.209; move_padw
-#: (1, 8, 0) 0.167-0.196 (0.68-0.79).
-PAD_ROWS = (2, 1, 4)
+#: per multiprocessor (its register cap), flags: 2 each interior word read
+#: as its elements where they are 4 bytes or more, no shuffles). The kernel waits on memory: on an H200 (session 15, ncu, pad 3
+#: of (16,64,256,256) float32) the session-14 kernel's 56 registers a thread
+#: (4 blocks a multiprocessor, 42% achieved occupancy) held it at 3.43 TB/s,
+#: 0.83-0.86 of copy, where the slice's strided_copy (30 registers, 85%)
+#: moves 3.94 TB/s. Pads 1/3/5 in every mode, copy 4,146 GB/s, kernel time:
+#: (2, 6, 2) 40 registers 0.146-0.155 ms (0.87-0.90), with streaming stores
+#: (a flag since removed) 0.147-0.155,
+#: (1, 8, 3) 0.84-0.85, (2, 5, 1) (shuffles, 48 registers) 0.79-0.82, (2, 8, 3)
+#: (32 registers, spills) 0.76-0.78; a persistent grid with the next row's
+#: loads in flight (80 registers) ran 0.67-0.70. benchmarks/RESULTS.md.
+PAD_ROWS = (2, 6, 2)
+#: move_padr's settings for 1- and 2-byte elements (their words realigned
+#: through shuffles and funnel shifts: 40 registers would spill 48-64 bytes),
+#: uncapped as in session 14 (not measured on a GPU since).
+PAD_ROWS_SMALL = (2, 1, 0)
 PADR_MIN_BYTES = 256
 #: move_padw's (words per thread, minimum resident blocks per multiprocessor:
 #: its register cap, __launch_bounds__(256, MINB)). On an H100 (session 7)
@@ -388,7 +397,7 @@ def _pad_step(plan: MovePlan, how: str, sms):
     nd = len(k.dims)
     if _pad_words_ok(k):
         if how == "padr" and W * es >= PADR_MIN_BYTES:
-            U, minb, flags = PAD_ROWS
+            U, minb, flags = PAD_ROWS if es >= 4 else PAD_ROWS_SMALL
             return (f"move_padr<{_SCALAR[es]}, {nd}, {U}, {minb}, {flags}>", move_params(k),
                     (math.ceil(rows / (THREADS // 32)),), 0, k.src, k.dst)
         if how in ("padr", "words"):

@@ -74,6 +74,7 @@ static void Entry_dealloc(Entry *e) {
     for (int i = 0; e->passes && i < e->n_pass; i++) {
         odml_move_free(e->passes[i].prep);
         Py_XDECREF(e->passes[i].launch);
+        PyMem_Free(e->passes[i].index);
     }
     if (e->outs != &e->out1) PyMem_Free(e->outs);
     if (e->passes != &e->pass1) PyMem_Free(e->passes);
@@ -147,12 +148,6 @@ PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride,
     *s_is_neg, *s_is_conj, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
 
 /* -- keys ----------------------------------------------------------------------------------------- */
-
-int put(Key *k, int64_t v) {
-    if (k->n >= MAX_KEY) return -1;
-    k->w[k->n++] = v;
-    return 0;
-}
 
 /* An exact int's value; -1 (no exception left) where it is not one or overflows. */
 int exact_int(PyObject *o, int64_t *v) {

@@ -3,8 +3,8 @@
  * (below): the outputs to allocate and the passes to run into them. calls.c
  * holds the table, the keys, the hooks and the first five operators' entries
  * (one pass: their CPU kernel or CUDA launch); calls_move.c the data-movement
- * family's (the move program's passes on NumPy arrays, PyTorch CPU views and
- * CUDA memory); calls_move_new.c the family's new-shape route on NumPy
+ * family's and the index-driven functions' (the move program's passes, index.c's
+ * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the family's new-shape route on NumPy
  * arrays; calls_new.c the calls run in one C call before any entry exists
  * (Inductor's direct kernel, the first five's new shapes on PyTorch tensors
  * and NumPy arrays, and at a miss). What they share is declared here; the
@@ -20,6 +20,7 @@
 
 #include "cpu/blocks.h"
 #include "cpu/common.h"
+#include "cpu/indexed/index.h"
 #include "cpu/move.h"
 #include "newshape.h"
 #include "torch_api.h"
@@ -54,8 +55,16 @@ enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_MOVE = 4, KIND_EAGER 
  * five's (kernel an ODML_KERNEL_* code, its parameter block in p.k) or a move pass (kernel PASS_MOVE: p.move,
  * checked and laid out once in prep, move.h). On CUDA, a launch: function, grid, block, shared and the
  * parameter struct passed by value at `params` (the backend's Launch owns it; with no Launch, p.k). src: the
- * input it reads (a fill's is unused: it is given its destination), dst: the output it writes. */
-enum { PASS_MOVE = ODML_KERNEL_COUNT };
+ * input it reads (a fill's is unused: it is given its destination), dst: the output it writes.
+ * An index-driven pass (kernel PASS_INDEX, plan.Gather/Scatter and the index functions' copies): on the CPU,
+ * index.c's kernel on `index` (an IndexPass); on CUDA, `index` is the kernel's parameter block (index_size
+ * bytes, passed by value; the addresses patched in per call: index.c's src and dst, then one per axis from
+ * the inputs `slot`), or, with no function, `launch(srcs, dsts, stream)` runs it (the scratch-using modes). */
+enum { PASS_MOVE = ODML_KERNEL_COUNT, PASS_INDEX };
+typedef struct {
+    idx_params p;
+    int64_t src_len, dst_len, idx_len[IDX_MAX_AXES];   /* the bound ranges' elements, fixed by the key */
+} IndexPass;
 typedef struct {
     int kernel, fill, src, dst, threads;
     union {
@@ -68,6 +77,8 @@ typedef struct {
     PyObject *launch;         /* the backend's Launch: launch(src, dst, stream) retries a failed launch and raises;
                                * NULL for an entry call_cache_torch_new made (its parameters in p.k), whose
                                * failed launch the retry hook (call_cache_cuda_retry) takes over */
+    void *index;              /* PASS_INDEX (PyMem): an IndexPass (CPU) or the CUDA parameter block */
+    int checked, index_size, at_src, at_dst, at_idx, naxes, slot[IDX_MAX_AXES];
 } Pass;
 
 /* One output of an entry. */
@@ -122,7 +133,12 @@ void drop_error(void);
 void drop_all(void);
 PyObject *with_deferred(PyObject *result);
 PyObject *allocation_failed(void);
-int put(Key *k, int64_t v);
+/* append one word to a key; -1 where it is full (inline: a key takes tens of them a call) */
+static inline int put(Key *k, int64_t v) {
+    if (k->n >= MAX_KEY) return -1;
+    k->w[k->n++] = v;
+    return 0;
+}
 int exact_int(PyObject *o, int64_t *v);
 int key_arg(Key *k, PyObject *a);
 int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
@@ -137,6 +153,9 @@ int stream_of(PyObject *s, uint64_t *stream);
 /* queue pass p of e, a CUDA launch; -1 with an exception where its retry fails */
 int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream);
 PyObject *take_outputs(PyObject **outs, int n, int multi);
+/* a launch of a kernel whose one argument is the parameter block at `params` (cuda_launch.c); the CUresult */
+int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream,
+                           const void *params);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key_info(Key *k, const odml_torch_info *in);

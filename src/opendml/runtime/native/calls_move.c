@@ -29,9 +29,15 @@
 static Entry *front[FRONT];
 
 static unsigned front_slot(const Key *k) {
-    uint64_t h = 0x243f6a8885a308d3ull;
-    for (int i = 0; i < k->n; i++) h = (h ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
-    return (unsigned)(h >> 56);
+    /* two chains, so the multiplies overlap (a key has tens of words) */
+    uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
+    int i = 0;
+    for (; i + 1 < k->n; i += 2) {
+        a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+        b = (b ^ (uint64_t)k->w[i + 1]) * 0xc2b2ae3d27d4eb4full;
+    }
+    if (i < k->n) a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+    return (unsigned)((a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull >> 56);
 }
 
 static int same_words(const int64_t *a, const int64_t *b, int n) {
@@ -152,6 +158,19 @@ PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int6
     return out;
 }
 
+/* One index-driven pass (index.c; its reach over the key's ranges was checked when it was recorded):
+ * ODML_OK, or ODML_EPARAM where, in a checked pass, an index lay outside its dimension (the Python route then
+ * runs the call and raises its error naming the first one: the same error as a call the cache never saw). */
+static int index_pass(const Pass *p, char *const *dsts, const char *const *srcs) {
+    const IndexPass *ip = (const IndexPass *)p->index;
+    const char *idx[IDX_MAX_AXES];
+    char *dst = dsts[p->dst];
+    int bad = 0;
+    for (int64_t a = 0; a < ip->p.naxes; a++) idx[a] = srcs[ip->p.axes[a].slot];
+    odml_index_move(&ip->p, p->src < 0 ? dst : srcs[p->src], dst, idx, &bad);
+    return p->checked && bad ? ODML_EPARAM : ODML_OK;
+}
+
 /* e's passes in order, from the inputs' element 0 at srcs into the outputs at dsts, the GIL released where
  * they write at least RELEASE_BYTES (the caller's reference keeps e alive); the first status other than ODML_OK. */
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
@@ -160,7 +179,8 @@ int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
     PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
     for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
         const Pass *p = &e->passes[i];
-        status = odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
+        status = p->kernel == PASS_INDEX ? index_pass(p, dsts, srcs)
+                                         : odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
     }
     if (release) PyEval_RestoreThread(ts);
     return status;
@@ -268,6 +288,25 @@ int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, cons
            hi < span[mp->src];
 }
 
+/* Whether index pass mp (its IndexPass given its ranges' lengths here) is well formed and stays inside
+ * inputs of `span` elements of `in_size` bytes and outputs of `count` elements of `out_size` bytes. */
+static int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
+                           const int *out_size, int n_in, int n_out) {
+    const idx_params *p = &ip->p;
+    if (odml_index_malformed(p, n_in) || mp->dst < 0 || mp->dst >= n_out || p->element_size != out_size[mp->dst] ||
+        p->data_type < 1 || p->data_type > 11 || move_type_size[p->data_type] != p->element_size ||
+        (mp->src < 0) != (p->has_value != 0) || mp->src >= n_in ||
+        (mp->src >= 0 && in_size[mp->src] != p->element_size))
+        return 0;
+    for (int64_t a = 0; a < p->naxes; a++) {
+        if (in_size[p->axes[a].slot] != move_type_size[p->axes[a].type]) return 0;
+        ip->idx_len[a] = span[p->axes[a].slot];
+    }
+    ip->dst_len = count[mp->dst];
+    ip->src_len = mp->src < 0 ? ip->dst_len : span[mp->src];
+    return odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len);
+}
+
 /* An input's element 0 (its lowest-addressed element) as bytes back from its
  * data pointer, and its span in elements; -1 where a stride is not a whole
  * number of elements (the route copies such an array first). */
@@ -302,7 +341,9 @@ static int int64_item(PyObject *seq, Py_ssize_t i, int64_t *v) {
 
 /* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation): outs a tuple of (shape, dtype,
  * use_blocks) per output, origins one int per input (bytes from its data pointer back to element 0 of the
- * range the passes read), passes a tuple of (fill, src, dst, params, threads) run in order; whether stored.
+ * range the passes read), passes a tuple of (kind, src, dst, params, threads[, checked]) run in order (kind 0 a
+ * move copy, 1 a move fill: params move.h's; 2 an index pass: params index.h's idx_params, src -1 for a
+ * constant value, checked whether its index values are the array API's checked indices); whether stored.
  * False (nothing stored) where the call has no key, the cache is off or was dropped since `generation`, or a
  * pass would reach outside the buffers; ValueError for a malformed record. */
 static PyObject *put_move(PyObject *args) {
@@ -349,8 +390,8 @@ static PyObject *put_move(PyObject *args) {
         if (!PyArg_ParseTuple(o, "O!Op", &PyTuple_Type, &shape, &dtype, &blocks)) goto fail;
         if (!PyArray_DescrCheck(dtype)) PUT_MOVE_FAIL("an output's dtype must be a NumPy dtype");
         int es = (int)PyDataType_ELSIZE((PyArray_Descr *)dtype), rank = (int)PyTuple_GET_SIZE(shape);
-        if ((es != 1 && es != 2 && es != 4 && es != 8) || rank < 1 || rank > MAX_RANK)
-            PUT_MOVE_FAIL("an output needs 1 to 8 dimensions and elements of 1, 2, 4 or 8 bytes");
+        if ((es != 1 && es != 2 && es != 4 && es != 8) || rank > MAX_RANK)
+            PUT_MOVE_FAIL("an output needs at most 8 dimensions and elements of 1, 2, 4 or 8 bytes");
         Out *eo = &e->outs[i];
         Py_INCREF(dtype);
         eo->dtype = dtype;
@@ -371,11 +412,28 @@ static PyObject *put_move(PyObject *args) {
         Pass *mp = &e->passes[i];
         mp->kernel = PASS_MOVE;
         Py_buffer pb;
+        int kind;
         if (!PyTuple_Check(PyTuple_GET_ITEM(passes, i)))
-            PUT_MOVE_FAIL("each pass must be a tuple (fill, src, dst, params, threads)");
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(passes, i), "iiiy*i", &mp->fill, &mp->src, &mp->dst, &pb,
-                              &mp->threads))
+            PUT_MOVE_FAIL("each pass must be a tuple (kind, src, dst, params, threads[, checked])");
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(passes, i), "iiiy*i|p", &kind, &mp->src, &mp->dst, &pb,
+                              &mp->threads, &mp->checked))
             goto fail;
+        if (kind == 2) {                         /* an index-driven pass: index.c's parameters */
+            IndexPass *ip = pb.len == (Py_ssize_t)sizeof(idx_params) ? PyMem_Calloc(1, sizeof *ip) : NULL;
+            if (ip) memcpy(&ip->p, pb.buf, sizeof ip->p);
+            const int sized = pb.len == (Py_ssize_t)sizeof(idx_params);
+            PyBuffer_Release(&pb);
+            if (!sized) PUT_MOVE_FAIL("an index pass's parameters must be the bytes of idx_params (index.h)");
+            if (!ip) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            mp->kernel = PASS_INDEX;
+            mp->index = ip;
+            if (!index_pass_fits(mp, ip, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
+            continue;
+        }
+        mp->fill = kind;
         if (pb.len != (Py_ssize_t)sizeof(odml_cpu_move_params)) {
             PyBuffer_Release(&pb);
             PUT_MOVE_FAIL("a pass's parameters must be the bytes of odml_cpu_move_params (move.h)");
@@ -583,6 +641,83 @@ static int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args,
 
 static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (odml_calls_move_init) */
 
+#define INDEX_BLOCK 4096                /* the largest CUDA index parameter block taken (index.cu's is ~2.5 KiB) */
+
+/* One index-driven pass of a CUDA entry: its kernel launched with its parameter block and this call's
+ * addresses, or (a mode that needs scratch, or a launch that failed: it retries and raises) the backend's
+ * IndexPass called with them. -1 with an exception. */
+static int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
+    uint64_t src[MAX_MOVE_IO];
+    for (int i = 0; i < e->n_in; i++) src[i] = ptr[i] - (uint64_t)e->origin[i];
+    if (s->function) {
+        uint64_t block[INDEX_BLOCK / 8];
+        char *b = (char *)block;
+        const uint64_t from = s->src < 0 ? dsts[s->dst] : src[s->src];
+        memcpy(b, s->index, (size_t)s->index_size);
+        memcpy(b + s->at_src, &from, 8);
+        memcpy(b + s->at_dst, &dsts[s->dst], 8);
+        for (int a = 0; a < s->naxes; a++) memcpy(b + s->at_idx + 8 * a, &src[s->slot[a]], 8);
+        if (odml_cuda_launch_block(s->function, s->grid, s->block, s->shared, stream, b) == 0) return 0;
+    }
+    PyObject *ins = PyTuple_New(e->n_in), *outs = PyTuple_New(e->n_out), *r = NULL;
+    for (int i = 0; ins && i < e->n_in; i++) PyTuple_SET_ITEM(ins, i, PyLong_FromUnsignedLongLong(src[i]));
+    for (int i = 0; outs && i < e->n_out; i++) PyTuple_SET_ITEM(outs, i, PyLong_FromUnsignedLongLong(dsts[i]));
+    if (ins && outs && !PyErr_Occurred())
+        r = PyObject_CallFunction(s->launch, "OOK", ins, outs, (unsigned long long)stream);
+    Py_XDECREF(ins);
+    Py_XDECREF(outs);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* An index step of put_move_cuda: (function, grid, block, shared, params, src, dst, launch, (at_src, at_dst,
+ * at_idx, slots)); 0, or -1 with an exception. */
+static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
+    unsigned long long function, grid, block, shared;
+    Py_buffer pb;
+    PyObject *launch, *slots;
+    if (!PyArg_ParseTuple(t, "KKKKy*iiO(iiiO!)", &function, &grid, &block, &shared, &pb, &s->src, &s->dst, &launch,
+                          &s->at_src, &s->at_dst, &s->at_idx, &PyTuple_Type, &slots))
+        return -1;
+    const Py_ssize_t size = pb.len, naxes = PyTuple_GET_SIZE(slots);
+    s->index = size ? PyMem_Malloc((size_t)size) : NULL;
+    if (s->index) memcpy(s->index, pb.buf, (size_t)size);
+    PyBuffer_Release(&pb);
+    if (size && !s->index) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->kernel = PASS_INDEX;
+    s->function = function;
+    s->grid = (unsigned)grid;
+    s->block = (unsigned)block;
+    s->shared = (unsigned)shared;
+    s->index_size = (int)size;
+    s->naxes = (int)naxes;
+    int ok = naxes <= IDX_MAX_AXES && s->src >= -1 && s->src < n_in && s->dst >= 0 && s->dst < n_out &&
+             PyCallable_Check(launch);
+    for (Py_ssize_t a = 0; ok && a < naxes; a++) {
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(slots, a));
+        ok = v >= 0 && v < n_in;
+        s->slot[a] = (int)v;
+    }
+    if (ok && function)
+        ok = grid >= 1 && grid <= 0x7fffffffu && block >= 1 && block <= 1024 && shared <= 0xffffffffu &&
+             size <= INDEX_BLOCK && s->at_src >= 0 && s->at_src + 8 <= size && s->at_dst >= 0 &&
+             s->at_dst + 8 <= size && s->at_idx >= 0 && s->at_idx + 8 * naxes <= size;
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): an index launch needs src in [-1, inputs), "
+                            "dst in [0, outputs), axis slots in [0, inputs), a callable launch and, with a function, "
+                            "grid, block, shared and a parameter block of at most 4096 bytes holding its addresses");
+        return -1;
+    }
+    Py_INCREF(launch);
+    s->launch = launch;
+    return 0;
+}
+
 /* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
  * (torch 0): its outputs (a list for SPLIT), or None (take the Python route). */
 static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
@@ -658,6 +793,10 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     }
     for (int i = 0; i < e->n_pass; i++) {
         const Pass *s = &e->passes[i];
+        if (s->kernel == PASS_INDEX) {
+            if (index_launch(e, s, ptr, dsts, stream) < 0) goto done;
+            continue;
+        }
         uint64_t src = s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst];
         if (launch_pass(e, s, src, dsts[s->dst], stream) < 0) goto done;
     }
@@ -688,7 +827,8 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
  * output's address mod 16 the launches were chosen for), origins per input the bytes from its data pointer back
  * to element 0 of its bound range, steps one (function, grid, block, shared, params, src, dst, launch) per kernel
  * launch, in order (src -1: a fill; launch the backend's Launch, which owns the parameter structure at the host
- * address params). False (nothing stored) where the call has no key, the cache is off or was dropped since
+ * address params), or for an index-driven pass (function, grid, block, shared, parameter block bytes, src, dst,
+ * IndexPass, (at_src, at_dst, at_idx, slots)) (index_step; function 0: the IndexPass runs it). False (nothing stored) where the call has no key, the cache is off or was dropped since
  * `generation`, or an origin is outside [0, the input's address]; ValueError for a malformed record. */
 static PyObject *put_move_cuda(PyObject *args, int torch) {
     PyObject *op, *x, *call_args, *outs, *origins, *steps, *in[MAX_MOVE_IO];
@@ -757,6 +897,10 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         PyObject *t = PyTuple_GET_ITEM(steps, i);
         Pass *s = &e->passes[i];
         unsigned long long v[5];
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 9) {        /* an index launch */
+            if (index_step(s, t, n_in, (int)n_out) < 0) goto fail;
+            continue;
+        }
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8)
             PUT_CUDA_MOVE_FAIL("each launch must be a tuple (function, grid, block, shared, params, src, dst, launch)");
         for (int j = 0; j < 5; j++)

@@ -127,7 +127,7 @@ int64_t odml_move_dtype_type(PyObject *o) {
  * (a lone array is refused there: the Python route names the fault), stored
  * in `in` (borrowed); -1 else. */
 static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
-    const int seq = (lowering & 0xff) == ODML_LOWER_JOIN;
+    const int seq = (lowering & 0xff) == ODML_LOWER_JOIN || (lowering & 0xff) >= ODML_LOWER_INDEX_FUNCTIONS;
     if (!seq) {
         if (Py_TYPE(x) != &PyArray_Type) return -1;
         in[0] = (PyArrayObject *)x;

@@ -53,6 +53,21 @@ int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned 
 #endif
 }
 
+/* The same launch for a kernel whose one argument is its parameter block (index.cu's, which holds its own
+ * addresses): `params` the host address of the block, copied by value into the launch. */
+int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream,
+                           const void *params) {
+#ifdef _WIN32
+    (void)function; (void)grid; (void)block; (void)shared; (void)stream; (void)params;
+    return -1;
+#else
+    if (!load_driver()) return -1;
+    void *argv[1] = {(void *)params};
+    return cu_launch((void *)(uintptr_t)function, grid, 1, 1, block, 1, 1, shared, (void *)(uintptr_t)stream, argv,
+                     NULL);
+#endif
+}
+
 PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 8) {

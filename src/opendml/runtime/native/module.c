@@ -21,6 +21,7 @@
 
 #include "cpu/blocks.h"
 #include "cpu/common.h"
+#include "cpu/indexed/index.h"
 #include "cpu/move.h"
 #include "newshape.h"
 
@@ -195,6 +196,8 @@ static PyMethodDef methods[] = {
      "call_cache_enable([flag]) -> previous flag (False also drops every entry)"},
     {"call_cache_info", odml_py_call_cache_info, METH_NOARGS,
      "call_cache_info() -> dict(enabled, numpy, entries, hits, misses)"},
+    {"index_run_pass", odml_py_index_run_pass, METH_VARARGS,
+     "index_run_pass(params, src, src_len, dst, dst_len, index_addrs, index_lens): one Gather or Scatter pass"},
     {"cuda_launch", (PyCFunction)(void (*)(void))odml_py_cuda_launch, METH_FASTCALL,
      "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> CUresult (see cuda_launch.c)"},
     {"copy_params", (PyCFunction)(void (*)(void))odml_py_copy_params, METH_FASTCALL,

@@ -522,17 +522,17 @@ static int band(int64_t lo, int64_t hi, int64_t h, int64_t w, band_run *runs, in
     return 0;
 }
 
-/* arrays/index_ops.py diagonal_matrix with x given (value, begin, end; shape and dtype None) and
- * ops/diagonal_matrix.py _DiagonalRules._passes: a rank 2 to 4 input, value as pad_value_bits (Value's
- * rule is PaddingValue's, _typed_scalar), begin and end exact ints in INT32; the Copy of x, then per filled
- * range (DiagonalMatrix1OperatorDesc.fill_ranges) a Fill per run of its band. */
+/* arrays/index_ops.py diagonal_matrix with x given, offered as (shape, dtype, value, begin, end) with shape
+ * and dtype None, and ops/diagonal_matrix.py _DiagonalRules._passes: a rank 2 to 4 input, value as
+ * pad_value_bits (Value's rule is PaddingValue's, _typed_scalar), begin and end exact ints in INT32; the Copy
+ * of x, then per filled range (DiagonalMatrix1OperatorDesc.fill_ranges) a Fill per run of its band. */
 static int lower_diagonal(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     const int64_t far = (int64_t)1 << 62;
     int64_t b, e;
     uint64_t bits;
-    if (na != 3 || x->n < 2 || x->n > 4 || pad_value_bits(a[0], x->type, &bits) || odml_exact_i64(a[1], &b)
-            || odml_exact_i64(a[2], &e) || b < INT32_MIN || b > INT32_MAX || e < INT32_MIN || e > INT32_MAX
-            || whole_copy(g, x, x->type, 0, 1.0, 0.0))
+    if (na != 5 || a[0] != Py_None || a[1] != Py_None || x->n < 2 || x->n > 4 || pad_value_bits(a[2], x->type, &bits)
+            || odml_exact_i64(a[3], &b) || odml_exact_i64(a[4], &e) || b < INT32_MIN || b > INT32_MAX
+            || e < INT32_MIN || e > INT32_MAX || whole_copy(g, x, x->type, 0, 1.0, 0.0))
         return -1;
     const int r = x->n;
     const int64_t h = x->shape[r - 2], w = x->shape[r - 1], *os = g->out_strides[0];

@@ -1,6 +1,7 @@
 /* The index-driven passes of the move program (plan.Gather, plan.Scatter) on
- * the CPU: opendml.runtime.cpu._index, an extension of its own (the other
- * kernels are _native's).
+ * the CPU, part of opendml.runtime.cpu._native: run by the call cache's
+ * entries (runtime/native/calls_move.c, PASS_INDEX) and by the CPU backend
+ * (index_run_pass).
  *
  * One pass walks its "outer" dimensions in row-major order; at each position
  * it reads every IndexAxis's value from its index tensor, turns it into a
@@ -23,36 +24,13 @@
  * Every pass also reports whether a (clamping or skipping) index value lay
  * outside its dimension: the array API's index check, fused into the read.
  * A pass without index axes is a plain copy or fill (the Copy passes of the
- * scatters and ONE_HOT, as the call cache at the end of this file keeps
- * them).
+ * scatters and ONE_HOT, as the array API records them in the call cache).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "index.h"
+
 #include <string.h>
 
 #include "../fp16.h"
-
-#define IDX_MAX_RANK 16
-#define IDX_MAX_AXES 8
-
-typedef struct {
-    int64_t slot, type, offset, stride, bound, mode, out_of_range, axis;
-    int64_t strides[IDX_MAX_RANK];
-} idx_axis;
-
-typedef struct {
-    int64_t kind;            /* 0 gather, 1 scatter */
-    int64_t element_size;
-    int64_t data_type;       /* DML_TENSOR_DATA_TYPE of the destination (accumulation) */
-    int64_t rank, outer;
-    int64_t accumulate, has_value;
-    uint64_t value_bits;
-    int64_t src_offset, dst_offset;
-    int64_t sizes[IDX_MAX_RANK], src_strides[IDX_MAX_RANK], dst_strides[IDX_MAX_RANK];
-    int64_t naxes;
-    idx_axis axes[IDX_MAX_AXES];
-} idx_params;
 
 /* DML_TENSOR_DATA_TYPE values */
 enum { T_F32 = 1, T_F16 = 2, T_U32 = 3, T_U16 = 4, T_U8 = 5, T_I32 = 6, T_I16 = 7, T_I8 = 8, T_F64 = 9,
@@ -429,47 +407,57 @@ static void run_copy(const idx_params* p, const char* src, char* dst) {
     } while (walk_next(p, last, pos, &s, &d, 0, io));
 }
 
-/* 0, or -1 where the pass could leave a bound range. *bad: set where a
- * mode-0 index value lies outside its dimension (see coordinate). */
-static int run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
-               const char* const* idx, const int64_t* idx_len, int* bad) {
+int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const int64_t* idx_len) {
     const int64_t r = p->rank, outer = p->outer;
-    for (int64_t k = 0; k < r; k++) if (p->sizes[k] == 0) return 0;
+    for (int64_t k = 0; k < r; k++) if (p->sizes[k] == 0) return 1;
     const int64_t slo = span_lo(p->sizes, p->src_strides, outer, r), shi = span_hi(p->sizes, p->src_strides, outer, r);
     const int64_t dlo = span_lo(p->sizes, p->dst_strides, outer, r), dhi = span_hi(p->sizes, p->dst_strides, outer, r);
     /* every index element read lies in its tensor, and every data element
        the pass may reach (its coordinates are always inside [0, bound))
-       lies in its range: checked once, before anything moves */
+       lies in its range */
     int64_t reach_lo = 0, reach_hi = 0;
     for (int64_t a = 0; a < p->naxes; a++) {
         const idx_axis* ax = &p->axes[a];
         int64_t lo = ax->offset + span_lo(p->sizes, ax->strides, 0, outer);
         int64_t hi = ax->offset + span_hi(p->sizes, ax->strides, 0, outer);
-        if (lo < 0 || hi >= idx_len[a]) return -1;
+        if (lo < 0 || hi >= idx_len[a]) return 0;
         int64_t far = (ax->bound - 1) * ax->stride;
         if (far < 0) reach_lo += far; else reach_hi += far;
     }
-    {
-        int64_t s0 = p->src_offset + span_lo(p->sizes, p->src_strides, 0, outer) + slo;
-        int64_t s1 = p->src_offset + span_hi(p->sizes, p->src_strides, 0, outer) + shi;
-        int64_t d0 = p->dst_offset + span_lo(p->sizes, p->dst_strides, 0, outer) + dlo;
-        int64_t d1 = p->dst_offset + span_hi(p->sizes, p->dst_strides, 0, outer) + dhi;
-        if (p->kind == 0) { s0 += reach_lo; s1 += reach_hi; } else { d0 += reach_lo; d1 += reach_hi; }
-        if ((!p->has_value && (s0 < 0 || s1 >= src_len)) || d0 < 0 || d1 >= dst_len) return -1;
-    }
+    int64_t s0 = p->src_offset + span_lo(p->sizes, p->src_strides, 0, outer) + slo;
+    int64_t s1 = p->src_offset + span_hi(p->sizes, p->src_strides, 0, outer) + shi;
+    int64_t d0 = p->dst_offset + span_lo(p->sizes, p->dst_strides, 0, outer) + dlo;
+    int64_t d1 = p->dst_offset + span_hi(p->sizes, p->dst_strides, 0, outer) + dhi;
+    if (p->kind == 0) { s0 += reach_lo; s1 += reach_hi; } else { d0 += reach_lo; d1 += reach_hi; }
+    return !((!p->has_value && (s0 < 0 || s1 >= src_len)) || d0 < 0 || d1 >= dst_len);
+}
+
+/* 0, or -1 where the pass could leave a bound range (checked once, before
+ * anything moves). *bad: set where a mode-0 index value lies outside its
+ * dimension (see coordinate). */
+int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
+                   const char* const* idx, const int64_t* idx_len, int* bad) {
+    if (!odml_index_fits(p, src_len, dst_len, idx_len)) return -1;
+    odml_index_move(p, src, dst, idx, bad);
+    return 0;
+}
+
+void odml_index_move(const idx_params* p, const char* src, char* dst, const char* const* idx, int* bad) {
+    const int64_t r = p->rank, outer = p->outer;
+    for (int64_t k = 0; k < r; k++) if (p->sizes[k] == 0) return;
     const int plain = !p->has_value && !(p->kind == 1 && p->accumulate);
     if (p->naxes == 0 && plain) {
         run_copy(p, src, dst);
-        return 0;
+        return;
     }
     if (outer == r && r >= 1 && plain) {
         run_elements(p, src, dst, idx, bad);
-        return 0;
+        return;
     }
     const int64_t packed = packed_block(p);
     if (outer >= 1 && plain && packed && p->naxes == 1 && p->axes[0].mode == 0 && p->axes[0].out_of_range == 0) {
         run_rows(p, src, dst, idx[0], packed, bad);
-        return 0;
+        return;
     }
     int64_t pos[IDX_MAX_RANK] = {0};
     int64_t s = p->src_offset, d = p->dst_offset;
@@ -489,11 +477,10 @@ static int run(const idx_params* p, const char* src, int64_t src_len, char* dst,
         }
         if (keep) block(p, src, dst, so, dd, packed);
     } while (walk_next(p, outer, pos, &s, &d, p->naxes, io));
-    return 0;
 }
 
 /* NULL, or what is wrong with a pass's parameters. */
-static const char* malformed(const idx_params* p, int64_t ninputs) {
+const char* odml_index_malformed(const idx_params* p, int64_t ninputs) {
     if (p->rank < 0 || p->rank > IDX_MAX_RANK || p->outer < 0 || p->outer > p->rank || p->naxes < 0 ||
         p->naxes > IDX_MAX_AXES || (p->kind != 0 && p->kind != 1) ||
         (p->element_size != 1 && p->element_size != 2 && p->element_size != 4 && p->element_size != 8))
@@ -511,7 +498,7 @@ static const char* malformed(const idx_params* p, int64_t ninputs) {
 
 /* run_pass(params: bytes, src_addr, src_len, dst_addr, dst_len, index_addrs: tuple, index_lens: tuple)
  * (lengths in elements of each range's own type). */
-static PyObject* run_pass(PyObject* self, PyObject* args) {
+PyObject* odml_py_index_run_pass(PyObject* self, PyObject* args) {
     Py_buffer params;
     unsigned long long src_addr, dst_addr;
     long long src_len, dst_len;
@@ -522,14 +509,14 @@ static PyObject* run_pass(PyObject* self, PyObject* args) {
     idx_params p;
     if (params.len != (Py_ssize_t)sizeof p) {
         PyBuffer_Release(&params);
-        return PyErr_Format(PyExc_ValueError, "_index.run_pass: parameters of %zd bytes; expected %zu",
+        return PyErr_Format(PyExc_ValueError, "index_run_pass: parameters of %zd bytes; expected %zu",
                             params.len, sizeof p);
     }
     memcpy(&p, params.buf, sizeof p);
     PyBuffer_Release(&params);
-    const char* why = malformed(&p, -1);
+    const char* why = odml_index_malformed(&p, -1);
     if (why || PyTuple_GET_SIZE(addrs) != p.naxes || PyTuple_GET_SIZE(lens) != p.naxes)
-        return PyErr_Format(PyExc_ValueError, "_index.run_pass: %s", why ? why : "malformed parameters");
+        return PyErr_Format(PyExc_ValueError, "index_run_pass: %s", why ? why : "malformed parameters");
     const char* idx[IDX_MAX_AXES];
     int64_t idx_len[IDX_MAX_AXES];
     for (Py_ssize_t a = 0; a < p.naxes; a++) {
@@ -539,7 +526,7 @@ static PyObject* run_pass(PyObject* self, PyObject* args) {
     }
     int rc, bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    rc = run(&p, (const char*)(uintptr_t)src_addr, src_len, (char*)(uintptr_t)dst_addr, dst_len, idx, idx_len, &bad);
+    rc = odml_index_run(&p, (const char*)(uintptr_t)src_addr, src_len, (char*)(uintptr_t)dst_addr, dst_len, idx, idx_len, &bad);
     Py_END_ALLOW_THREADS
     if (rc != 0)
         return PyErr_Format(PyExc_RuntimeError, "opendml internal error: an index pass reaches outside a bound "
@@ -547,342 +534,3 @@ static PyObject* run_pass(PyObject* self, PyObject* args) {
     Py_RETURN_NONE;
 }
 
-#ifdef ODML_NUMPY
-/* -- The call cache ----------------------------------------------------------------------------------
- *
- * call(op, check, *arrays, *fields): a repeated index-family call of the
- * array API on NumPy arrays, served here before any Python runs: None where
- * no entry matches (the Python route runs it), False where `check` is True
- * and an index lies outside its dimension (the route then runs and raises
- * its error naming the first one), else the new output. An entry is keyed by
- * the operator, the arrays' (type, item size, shape, byte strides) (exact,
- * aligned, native-order ndarrays only) and the fields (exact ints or None)
- * exactly; `put` records one after the route ran the same call (on the
- * settings of generation() `since`), with the route's move program as
- * passes of this file's kernel. The index check is fused into the passes:
- * every index is read where the entry says its passes read each checked
- * index (else a checked call is left to the route). */
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/arrayobject.h>
-
-#define N_OPS 7
-#define MAX_IN 3
-#define KEY_MAX (4 + MAX_IN * (3 + 2 * IDX_MAX_RANK) + 2 * 8)
-#define SLOTS 256
-static const int NIN[N_OPS] = {2, 2, 2, 3, 3, 2, 2};   /* gather ... reverse_subsequences: arrays first */
-
-typedef struct {
-    int64_t src_slot;        /* an input, or -1: the output (a scatter of a constant value) */
-    int64_t checked;         /* its index values are the array API's checked indices */
-    idx_params p;
-} ipass;
-
-typedef struct {
-    int64_t nin, npass, check, ndim, out_bytes, use_blocks;
-    int64_t dims[IDX_MAX_RANK];
-    int64_t origin[MAX_IN], span[MAX_IN];   /* per input: bytes back to element 0; elements reachable */
-    ipass passes[];
-} ientry;
-
-typedef struct {
-    uint64_t hash;
-    int64_t n, key[KEY_MAX];
-    PyObject *entry, *descr;               /* bytes (an ientry), the output's dtype */
-} islot;
-
-static islot* table;
-static int enabled = 1, numpy_ready;
-static unsigned long long generation;
-static long long hits, misses;
-static PyObject *block_type, *cache_limit;
-static int64_t block_min = INT64_MAX;
-
-/* The key of a call's arguments (op, check, arrays..., fields...); -1: no key. */
-static int make_key(PyObject* const* args, Py_ssize_t nargs, int64_t* key, int64_t* n) {
-    if (nargs < 2 || !PyLong_CheckExact(args[0])) return -1;
-    long op = PyLong_AsLong(args[0]);
-    if (op < 0 || op >= N_OPS) { PyErr_Clear(); return -1; }
-    const int nin = NIN[op];
-    if (nargs < 2 + nin || nargs > 2 + nin + 8) return -1;
-    int64_t k = 0;
-    key[k++] = op;
-    key[k++] = nargs;
-    for (int i = 0; i < nin; i++) {
-        PyObject* a = args[2 + i];
-        if (!PyArray_CheckExact(a)) return -1;
-        PyArrayObject* x = (PyArrayObject*)a;
-        const int nd = PyArray_NDIM(x);
-        if (nd > IDX_MAX_RANK || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISALIGNED(x)) return -1;
-        key[k++] = PyArray_TYPE(x);
-        key[k++] = PyArray_ITEMSIZE(x);
-        key[k++] = nd;
-        for (int d = 0; d < nd; d++) {
-            key[k++] = PyArray_DIM(x, d);
-            key[k++] = PyArray_STRIDE(x, d);
-        }
-    }
-    for (Py_ssize_t i = 2 + nin; i < nargs; i++) {
-        PyObject* a = args[i];
-        if (a == Py_None) {
-            key[k++] = 0;
-            key[k++] = 0;
-        } else if (PyLong_CheckExact(a)) {
-            int overflow;
-            long long v = PyLong_AsLongLongAndOverflow(a, &overflow);
-            if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return -1; }
-            key[k++] = 1;
-            key[k++] = v;
-        } else {
-            return -1;
-        }
-    }
-    *n = k;
-    return 0;
-}
-
-static uint64_t hash_key(const int64_t* key, int64_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t i = 0; i < n; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
-
-static void drop_all(void) {
-    if (!table) return;
-    for (int i = 0; i < SLOTS; i++) {
-        Py_CLEAR(table[i].entry);
-        Py_CLEAR(table[i].descr);
-    }
-}
-
-/* A new C-ordered output of e's shape and `descr` (stolen): an output block
- * of the CPU backend where large enough, as CpuBackend.empty gives. */
-static PyObject* new_output(const ientry* e, PyObject* descr) {
-    npy_intp dims[IDX_MAX_RANK];
-    for (int i = 0; i < e->ndim; i++) dims[i] = (npy_intp)e->dims[i];
-    if (e->use_blocks && block_type && e->out_bytes >= block_min) {
-        PyObject* limit = PyObject_CallNoArgs(cache_limit);
-        long long lim = limit ? PyLong_AsLongLong(limit) : -1;
-        Py_XDECREF(limit);
-        if (lim == -1 && PyErr_Occurred()) { Py_DECREF(descr); return NULL; }
-        if (e->out_bytes <= lim) {
-            PyObject* block = PyObject_CallFunction(block_type, "L", (long long)e->out_bytes);
-            if (!block) { Py_DECREF(descr); return NULL; }
-            Py_buffer view;
-            if (PyObject_GetBuffer(block, &view, PyBUF_WRITABLE) < 0) {
-                Py_DECREF(block);
-                Py_DECREF(descr);
-                return NULL;
-            }
-            void* mem = view.buf;
-            PyBuffer_Release(&view);
-            PyObject* out = PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr*)descr, (int)e->ndim, dims, NULL, mem,
-                                                 NPY_ARRAY_CARRAY, NULL);
-            if (!out) { Py_DECREF(block); return NULL; }
-            if (PyArray_SetBaseObject((PyArrayObject*)out, block) < 0) { Py_DECREF(out); return NULL; }
-            return out;
-        }
-    }
-    return PyArray_NewFromDescr(&PyArray_Type, (PyArray_Descr*)descr, (int)e->ndim, dims, NULL, NULL, 0, NULL);
-}
-
-static PyObject* icall(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-    int64_t key[KEY_MAX], n;
-    if (!enabled || !table || nargs < 2 || (args[1] != Py_True && args[1] != Py_False) ||
-        make_key(args, nargs, key, &n) < 0)
-        Py_RETURN_NONE;
-    const uint64_t h = hash_key(key, n);
-    islot* sl = &table[h & (SLOTS - 1)];
-    if (!sl->entry || sl->hash != h || sl->n != n || memcmp(sl->key, key, (size_t)n * sizeof *key) != 0) {
-        misses++;
-        Py_RETURN_NONE;
-    }
-    const int check = args[1] == Py_True;
-    PyObject *eo = sl->entry, *descr = sl->descr;
-    const ientry* e = (const ientry*)PyBytes_AS_STRING(eo);
-    if (check && !e->check) Py_RETURN_NONE;
-    Py_INCREF(eo);
-    Py_INCREF(descr);
-    PyObject* out = new_output(e, descr);
-    if (!out) {
-        Py_DECREF(eo);
-        if (!PyErr_ExceptionMatches(PyExc_MemoryError)) return NULL;
-        PyErr_Clear();                      /* the route raises its AllocationError */
-        Py_RETURN_NONE;
-    }
-    const char* ins[MAX_IN];
-    for (int64_t i = 0; i < e->nin; i++) ins[i] = PyArray_BYTES((PyArrayObject*)args[2 + i]) - e->origin[i];
-    char* dst = PyArray_BYTES((PyArrayObject*)out);
-    int rc = 0, bad = 0;
-    PyThreadState* ts = e->out_bytes >= (1 << 16) ? PyEval_SaveThread() : NULL;
-    for (int64_t i = 0; i < e->npass && rc == 0; i++) {
-        const ipass* ps = &e->passes[i];
-        const int64_t dst_len = e->out_bytes / ps->p.element_size;
-        const char* idx[IDX_MAX_AXES];
-        int64_t lens[IDX_MAX_AXES];
-        for (int64_t a = 0; a < ps->p.naxes; a++) {
-            idx[a] = ins[ps->p.axes[a].slot];
-            lens[a] = e->span[ps->p.axes[a].slot];
-        }
-        int b = 0;
-        rc = run(&ps->p, ps->src_slot < 0 ? dst : ins[ps->src_slot], ps->src_slot < 0 ? dst_len : e->span[ps->src_slot],
-                 dst, dst_len, idx, lens, &b);
-        if (ps->checked) bad |= b;
-    }
-    if (ts) PyEval_RestoreThread(ts);
-    Py_DECREF(eo);
-    if (rc != 0) {
-        Py_DECREF(out);
-        return PyErr_Format(PyExc_RuntimeError, "opendml internal error: a cached index pass reaches outside a "
-                            "bound range");
-    }
-    if (check && bad) {
-        Py_DECREF(out);
-        Py_RETURN_FALSE;
-    }
-    hits++;
-    return out;
-}
-
-/* put(args, since, descr, shape, use_blocks, origins, check, passes): record
- * the call `args` (as given to call) ran by the route; passes: ((src_slot,
- * checked, params bytes), ...). Whether stored. */
-static PyObject* iput(PyObject* self, PyObject* a) {
-    PyObject *args, *descr, *shape, *origins, *passes;
-    unsigned long long since;
-    int use_blocks, check;
-    if (!PyArg_ParseTuple(a, "O!KOO!pO!pO!", &PyTuple_Type, &args, &since, &descr, &PyTuple_Type, &shape,
-                          &use_blocks, &PyTuple_Type, &origins, &check, &PyTuple_Type, &passes))
-        return NULL;
-    int64_t key[KEY_MAX], n;
-    if (!numpy_ready || !enabled || since != generation || !PyArray_DescrCheck(descr) ||
-        make_key(&PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), key, &n) < 0)
-        Py_RETURN_FALSE;
-    const int nin = NIN[key[0]];
-    const Py_ssize_t np_ = PyTuple_GET_SIZE(passes), nd = PyTuple_GET_SIZE(shape);
-    if (PyTuple_GET_SIZE(origins) != nin || nd > IDX_MAX_RANK || np_ > 16) Py_RETURN_FALSE;
-    PyObject* eo = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(sizeof(ientry) + np_ * sizeof(ipass)));
-    if (!eo) return NULL;
-    ientry* e = (ientry*)PyBytes_AS_STRING(eo);
-    memset(e, 0, sizeof(ientry) + np_ * sizeof(ipass));
-    e->nin = nin;
-    e->npass = np_;
-    e->check = check;
-    e->use_blocks = use_blocks;
-    e->ndim = nd;
-    int64_t count = 1;
-    for (Py_ssize_t d = 0; d < nd; d++) {
-        e->dims[d] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
-        count *= e->dims[d];
-    }
-    e->out_bytes = count * (int64_t)PyDataType_ELSIZE((PyArray_Descr*)descr);
-    /* each input's element 0 (its lowest-addressed element) and reach, from its own layout */
-    for (int i = 0; i < nin; i++) {
-        PyArrayObject* x = (PyArrayObject*)PyTuple_GET_ITEM(args, 2 + i);
-        const int64_t es = PyArray_ITEMSIZE(x);
-        int64_t lo = 0, hi = 0, empty = 0;
-        for (int d = 0; d < PyArray_NDIM(x); d++) {
-            const int64_t size = PyArray_DIM(x, d), st = PyArray_STRIDE(x, d);
-            if (size == 0) empty = 1;
-            if (st % es) goto refuse;
-            if (st < 0) lo += (size - 1) * st; else hi += (size - 1) * st;
-        }
-        e->origin[i] = -lo;
-        e->span[i] = empty ? 0 : (hi - lo) / es + 1;
-        if (PyLong_AsLongLong(PyTuple_GET_ITEM(origins, i)) != e->origin[i]) goto refuse;
-    }
-    for (Py_ssize_t i = 0; i < np_; i++) {
-        PyObject* t = PyTuple_GET_ITEM(passes, i);
-        Py_buffer view;
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) goto refuse;
-        ipass* ps = &e->passes[i];
-        ps->src_slot = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 0));
-        ps->checked = PyObject_IsTrue(PyTuple_GET_ITEM(t, 1));
-        if (PyErr_Occurred() || PyObject_GetBuffer(PyTuple_GET_ITEM(t, 2), &view, PyBUF_SIMPLE) < 0) goto fail;
-        const int ok = view.len == (Py_ssize_t)sizeof ps->p;
-        if (ok) memcpy(&ps->p, view.buf, sizeof ps->p);
-        PyBuffer_Release(&view);
-        if (!ok || ps->src_slot < -1 || ps->src_slot >= nin || malformed(&ps->p, nin) ||
-            (ps->src_slot == -1) != (ps->p.has_value != 0) || e->out_bytes % ps->p.element_size)
-            goto refuse;
-    }
-    if (!table && !(table = PyMem_Calloc(SLOTS, sizeof *table))) {
-        Py_DECREF(eo);
-        return PyErr_NoMemory();
-    }
-    const uint64_t h = hash_key(key, n);
-    islot* sl = &table[h & (SLOTS - 1)];
-    PyObject *old_e = sl->entry, *old_d = sl->descr;
-    sl->hash = h;
-    sl->n = n;
-    memcpy(sl->key, key, (size_t)n * sizeof *key);
-    Py_INCREF(descr);
-    sl->entry = eo;
-    sl->descr = descr;
-    Py_XDECREF(old_e);
-    Py_XDECREF(old_d);
-    Py_RETURN_TRUE;
-refuse:
-    Py_DECREF(eo);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_FALSE;
-fail:
-    Py_DECREF(eo);
-    return NULL;
-}
-
-/* setup(Block, cache_limit, min_bytes): the CPU backend's output blocks. */
-static PyObject* isetup(PyObject* self, PyObject* a) {
-    PyObject *bt, *cl;
-    long long mn;
-    if (!PyArg_ParseTuple(a, "OOL", &bt, &cl, &mn)) return NULL;
-    Py_INCREF(bt);
-    Py_INCREF(cl);
-    Py_XSETREF(block_type, bt);
-    Py_XSETREF(cache_limit, cl);
-    block_min = mn;
-    Py_RETURN_NONE;
-}
-
-/* clear(enabled): drop every entry, turn the cache on or off; the generation moves on. */
-static PyObject* iclear(PyObject* self, PyObject* flag) {
-    const int on = PyObject_IsTrue(flag);
-    if (on < 0) return NULL;
-    generation++;
-    enabled = on;
-    drop_all();
-    Py_RETURN_NONE;
-}
-
-static PyObject* igeneration(PyObject* self, PyObject* unused) { return PyLong_FromUnsignedLongLong(generation); }
-
-static PyObject* iinfo(PyObject* self, PyObject* unused) {
-    int entries = 0;
-    for (int i = 0; table && i < SLOTS; i++) entries += table[i].entry != NULL;
-    return Py_BuildValue("{s:O,s:i,s:L,s:L}", "enabled", enabled && numpy_ready ? Py_True : Py_False, "entries",
-                         entries, "hits", hits, "misses", misses);
-}
-#endif
-
-static PyMethodDef methods[] = {
-    {"run_pass", run_pass, METH_VARARGS, "run one Gather or Scatter pass (see index.c)"},
-#ifdef ODML_NUMPY
-    {"call", (PyCFunction)(void (*)(void))icall, METH_FASTCALL, "a repeated call from the call cache, or None"},
-    {"put", iput, METH_VARARGS, "record a call in the call cache"},
-    {"setup", isetup, METH_VARARGS, "the output blocks: setup(Block, cache_limit, min_bytes)"},
-    {"clear", iclear, METH_O, "drop every entry; clear(enabled)"},
-    {"generation", igeneration, METH_NOARGS, "the settings' generation (see put)"},
-    {"info", iinfo, METH_NOARGS, "{'enabled', 'entries', 'hits', 'misses'}"},
-#endif
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_index", "opendml's index-driven CPU passes", -1,
-                                    methods};
-
-PyMODINIT_FUNC PyInit__index(void) {
-#ifdef ODML_NUMPY
-    if (_import_array() < 0) PyErr_Clear();
-    else numpy_ready = 1;
-#endif
-    return PyModule_Create(&module);
-}

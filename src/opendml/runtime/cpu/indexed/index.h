@@ -1,0 +1,49 @@
+/* The index-driven passes of the move program (plan.Gather, plan.Scatter) on
+ * the CPU (index.c): their parameter block, mirrored by
+ * runtime/cpu/backend.py's IndexParams, and the entry points the call cache
+ * (runtime/native/calls_move.c) and the Python binding use. */
+#ifndef OPENDML_INDEX_H
+#define OPENDML_INDEX_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#define IDX_MAX_RANK 16
+#define IDX_MAX_AXES 8
+
+typedef struct {
+    int64_t slot, type, offset, stride, bound, mode, out_of_range, axis;
+    int64_t strides[IDX_MAX_RANK];
+} idx_axis;
+
+typedef struct {
+    int64_t kind;            /* 0 gather, 1 scatter */
+    int64_t element_size;
+    int64_t data_type;       /* DML_TENSOR_DATA_TYPE of the destination (accumulation) */
+    int64_t rank, outer;
+    int64_t accumulate, has_value;
+    uint64_t value_bits;
+    int64_t src_offset, dst_offset;
+    int64_t sizes[IDX_MAX_RANK], src_strides[IDX_MAX_RANK], dst_strides[IDX_MAX_RANK];
+    int64_t naxes;
+    idx_axis axes[IDX_MAX_AXES];
+} idx_params;
+
+/* Run pass p from src into dst (lengths in elements of each range's own
+ * type; idx[a] the index tensor of axis a, idx_len[a] its elements): 0, or
+ * -1 (nothing moved) where the pass could leave a bound range. *bad is set
+ * where a mode-0 index value lay outside its dimension (the array API's
+ * index check, fused into the read). */
+int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
+                   const char* const* idx, const int64_t* idx_len, int* bad);
+/* odml_index_run without the reach check: for a pass odml_index_fits accepted for these ranges. */
+void odml_index_move(const idx_params* p, const char* src, char* dst, const char* const* idx, int* bad);
+/* Whether pass p stays inside ranges of these lengths whatever the index values. */
+int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const int64_t* idx_len);
+/* NULL, or what is wrong with a pass's parameters (ninputs >= 0: each axis's slot below it). */
+const char* odml_index_malformed(const idx_params* p, int64_t ninputs);
+/* index_run_pass(params, src_addr, src_len, dst_addr, dst_len, index_addrs, index_lens): one pass (Python). */
+PyObject* odml_py_index_run_pass(PyObject* self, PyObject* args);
+
+#endif
