@@ -637,7 +637,6 @@ def _reverse_subsequences(x, sequence_lengths, axis):
 
 
 #: ``diagonal_matrix``'s x when left out (None is "not an array", as for every function).
-_DIAGONAL = _calls.OPS["diagonal_matrix"]
 _NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
 
 
