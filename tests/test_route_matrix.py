@@ -249,12 +249,7 @@ _PY_NEW_SHAPE = "a never-seen shape builds the description and lowers it in Pyth
 #: route -> {operator: the assertion that fails today}.
 KNOWN_GAPS: dict[str, dict[str, str]] = {
     "new-shape": {
-        **dict.fromkeys(_INDEX_OPS + ("DIAGONAL_MATRIX1",),
-                        _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
-        "FOLD": _PY_NEW_SHAPE + ": FOLD has no plain_lowering and no C lowering",
-        "CAST": _PY_NEW_SHAPE + ": the C lowering declines a dtype given as a string ('int32') or a DataType "
-                                "(it takes numpy.int32 and np.dtype('int32'))",
-        "UNFOLD": "a never-seen shape runs plain_lowering in Python (no C lowering of UNFOLD's fields)",
+        **dict.fromkeys(_INDEX_OPS, _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
     },
 }
 

@@ -680,6 +680,8 @@ def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begi
     """
     if x is not _NO_ARRAY and engine.execute is _EXECUTE:
         out = _move(_DIAGONAL, (x,), shape, dtype, value, begin, end)
+        if out is None and shape is None and dtype is None:       # a never-seen shape lowered in C
+            out = family._new(_DIAGONAL, (x,), (shape, dtype, value, begin, end))
         if out is not None:
             return out
     where = "diagonal_matrix"

@@ -27,10 +27,11 @@ import numpy as np
 
 from ..plan import Fold, FoldPlan
 from ..model.data_type import DataType
-from ..model.tensor_desc import TensorDesc
+from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._spec import WINDOW_SUMS
-from .unfold import WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window
+from .unfold import WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window, plain_window_fields
+from ._common import plain_ints
 from ._spec import Binding, per_axis
 from ..model.errors import ValidationError
 
@@ -276,3 +277,45 @@ class FoldOperatorDesc(_Windowed):
         return (Fold(0, 0, FoldPlan(inp.element_size, self.sum_kind, sizes[0], sizes[1], sizes[2:], origin,
                                     ts[-3:], self.window_sizes, self.strides, self.dilations, self.start_padding,
                                     self.blocks_per_dimension, 0, out.element_strides)),)
+
+
+def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
+                   end_padding=0) -> tuple | None:
+    """A new shape's route, without descriptions: ``(output sizes (N, C,
+    *output_sizes), window, strides, dilations, start padding, blocks per
+    dimension)``, the fields of the ``FoldOperatorDesc`` the array function
+    builds for an input of ``in_sizes`` (``(..., N, C x prod(WindowSizes),
+    BlockCount)``, leading 1s allowed) with a packed output. The number of
+    spatial axes is the length of ``output_sizes``, else of ``window_sizes``,
+    else 1; an int field is spread over them. The caller has checked that
+    ``TensorDesc(t, in_sizes)`` is valid. None for anything the description's
+    fast path would not take (a field that is not an int or a list or tuple
+    of ints, a window that does not divide the rows, sizes that disagree):
+    the descriptions then say what is wrong."""
+    fields = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+    d = next((len(v) for v in fields[:2] if type(v) is list or type(v) is tuple), 1)
+    spatial, *window = [(v,) * d if type(v) is int else v for v in fields]
+    spatial = plain_ints(spatial, d)
+    r = len(in_sizes)
+    if spatial is None or not 3 <= r <= d + 2:
+        return None
+    got = plain_window_fields(*window, spatial, MAX_SPATIAL_DIMENSIONS)
+    if got is None:
+        return None
+    window, strides, dilations, start, _, k, blocks, per_dimension = got
+    n, rows = in_sizes[-3], in_sizes[-2]
+    c = rows // k
+    count = n * c
+    for s in spatial:
+        if s < 1:
+            return None
+        count *= s
+    if rows % k or in_sizes[-1] != blocks or count > MAX_ELEMENTS or any(s != 1 for s in in_sizes[:-3]):
+        return None
+    return (n, c, *spatial), window, strides, dilations, start, per_dimension
+
+
+#: A new shape's route (``planner.plain_plan``): the description-free lowering
+#: of the common valid case, and the kernel its plan runs on.
+FoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
+FoldOperatorDesc.PLAIN_KERNEL = "fold"

@@ -196,14 +196,14 @@ def _kernel(x, call, new: bool = True):
     raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-_NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_NEW_KINDS = calls.NEW_KINDS
 _OPS = calls.OPS
 _torch_new = calls.torch_new
 _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
 
 
 def _new_shape(x, call, dtype):
-    """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD and
+    """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD, FOLD and
     SLICE_GRAD on a plain CPU or CUDA tensor: the operator's
     ``plain_lowering`` gives the plan (``planner.plain_plan``, no
     descriptions), and one C call (``calls.torch_new``) applies it to ``x``'s
@@ -213,7 +213,7 @@ def _new_shape(x, call, dtype):
     not such a case or C leaves it to the routes below (which then validate,
     plan and run it)."""
     name = call.name
-    # SLICE1 and SLICE: C calls their compiled lowering (planner.NATIVE_LOWERING) on x's sizes as it reads
+    # the operators with a compiled lowering (planner.NATIVE_LOWERING): C calls it on x's sizes as it reads
     # them, and answers False where it gives no fields: plain_plan then plans the call (its reference lowering)
     fields = _planner.NATIVE_LOWERING.get(name)
     if fields is None:
@@ -222,7 +222,7 @@ def _new_shape(x, call, dtype):
             return None
         kernel, fields = got
     else:
-        kernel = "copy"
+        kernel = _planner.PLAIN_KERNEL[name]
     since = calls.generation()            # before the settings are read
     if x.is_cuda:
         kernels, cpu = new_kernels(), None

@@ -23,6 +23,7 @@
 #include "cpu/common.h"
 #include "cpu/indexed/index.h"
 #include "cpu/move.h"
+#include "newshape.h"
 
 /* Parse (dst, src, params, threads) with params exactly `size` bytes, copied
  * into `out` (the bytes object need not be aligned for the struct). */
@@ -170,8 +171,8 @@ static PyMethodDef methods[] = {
     {"move_lowering", (PyCFunction)(void (*)(void))odml_py_move_lowering, METH_FASTCALL,
      "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) call_cache_move_new would run, or None"},
     {"call_cache_plain_ops", odml_py_call_cache_plain_ops, METH_VARARGS,
-     "call_cache_plain_ops(slice, slice1, slice_grad): the operator codes whose misses on NumPy arrays the cache "
-     "serves as new shapes, lowered in C (calls_new.c)"},
+     "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the operator codes whose misses on NumPy "
+     "arrays the cache serves as new shapes, lowered in C (calls_new.c)"},
     {"call_cache_numpy_new", (PyCFunction)(void (*)(void))odml_py_call_cache_numpy_new, METH_FASTCALL,
      "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new shape's output on a NumPy array "
      "(recorded in the call cache), or None where the Python route must run it (calls.c)"},
@@ -220,6 +221,8 @@ static PyMethodDef methods[] = {
     {"slice_lowering", (PyCFunction)(void (*)(void))odml_py_slice_lowering, METH_FASTCALL,
      "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's plain_lowering of the common valid case, "
      "or None where that Python function must answer (newshape.c)"},
+    {"unfold_lowering", (PyCFunction)(void (*)(void))odml_py_unfold_lowering, METH_FASTCALL, ODML_UNFOLD_LOWERING_DOC},
+    {"fold_lowering", (PyCFunction)(void (*)(void))odml_py_fold_lowering, METH_FASTCALL, ODML_FOLD_LOWERING_DOC},
     {"slice_grad_lowering", (PyCFunction)(void (*)(void))odml_py_slice_grad_lowering, METH_FASTCALL,
      "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> ops/slice_grad.py's plain_lowering of "
      "the common valid case, or None where that Python function must answer (newshape.c)"},
