@@ -78,11 +78,11 @@ def routes():
     import dask.array as da
     from dask.array.lib.stride_tricks import sliding_window_view
 
-    from opendml.arrays import dask_adapter as dd
+    import opendml as dml
 
     # Each route gives (result, the array of windows it reduces or None).
     def opendml_route(v):
-        windows = dd.unfold(v, 3, 1, 1, 1, 1)                                # (1, 27, n^3)
+        windows = dml.unfold(v, 3, 1, 1, 1, 1)                               # (1, 27, n^3)
         return windows.max(axis=1), windows
 
     def window_view_route(v):

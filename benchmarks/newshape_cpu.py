@@ -10,9 +10,13 @@ The NumPy peer runs on the same array right after opendml's call:
 ``np.ascontiguousarray`` of the strided view (SLICE, SLICE1), a padded
 ``sliding_window_view`` copied (UNFOLD), zeros and strided adds (FOLD), zeros
 and a strided assignment (SLICE_GRAD), ``x.copy()`` (IDENTITY), ``astype``
-(CAST), ``np.pad`` in the same mode, ``np.concatenate``, ``np.split``
+(CAST, its dtype spelt as a NumPy type, a string and a ``DataType``),
+``np.pad`` in the same mode, ``np.concatenate``, ``np.split``
 materialised, ``np.tile``, reshape + transpose + copy (SPACE_TO_DEPTH,
-DEPTH_TO_SPACE). Every output is checked equal to NumPy's.
+DEPTH_TO_SPACE), ``np.take``, ``np.take_along_axis``, ``np.put_along_axis``,
+advanced indexing, ``np.eye(depth)[indices]``, a reversed copy and a
+diagonal assignment (the index-driven operators, their index arrays drawn
+from the input's shape). Every output is checked equal to NumPy's.
 
 Per operator: the first call of the process (``cold``: its imports, first
 lowering, first kernel set-up) on its own line, then the new-shape rows:
@@ -142,6 +146,10 @@ def rows():
          lambda x: x.astype(np.float16)),
         ("cast float32->int32", "x.astype(int32)", {}, lambda x: dml.cast(x, np.int32),
          lambda x: x.astype(np.int32)),
+        ("cast to 'int32' (a string)", "x.astype('int32')", {}, lambda x: dml.cast(x, "int32"),
+         lambda x: x.astype("int32")),
+        ("cast to DataType.INT8", "x.astype(int8)", {}, lambda x: dml.cast(x, dml.DataType.INT8),
+         lambda x: x.astype(np.int8)),
         *_pad_rows(),
         ("join axis 1", "np.concatenate", {}, lambda x: dml.join([x, x[:, :1]], 1),
          lambda x: np.concatenate([x, x[:, :1]], 1)),
@@ -159,7 +167,76 @@ def rows():
          lambda x: x.reshape(1, 2, 2, x.shape[1] // 4, x.shape[2], x.shape[3]).transpose(0, 3, 4, 1, 5, 2)
          .reshape(1, x.shape[1] // 4, 2 * x.shape[2], 2 * x.shape[3]).copy()),
     ]
-    return base
+    return base + _index_rows()
+
+
+def _index_rows():
+    """The index-driven operators, each beside NumPy's equivalent, with
+    index arrays drawn from the input's shape."""
+    rng = np.random.default_rng(7)
+
+    def ints(hi, shape, dtype=np.int64):
+        return rng.integers(0, hi, shape).astype(dtype)
+
+    def nd(x):
+        c = x.shape[1]
+        idx = np.unique(ints(c, (max(1, c // 2), 1)), axis=0)
+        return np.concatenate([np.zeros_like(idx), idx], 1)
+
+    def scatter_nd_peer(x, idx, upd):
+        y = x.copy()
+        y[idx[:, 0], idx[:, 1]] = upd
+        return y
+
+    def diag_peer(x):
+        y = x.copy()
+        r = np.arange(min(x.shape[-2:]))
+        y[..., r, r] = 0
+        return y
+
+    def memo(make):
+        """``make(x)``'s arrays, made once per x (both sides get the same)."""
+        seen = {}
+
+        def get(x):
+            if seen.get("x") is not x:
+                seen.update(x=x, got=make(x))
+            return seen["got"]
+        return get
+
+    gather_i = memo(lambda x: ints(x.shape[1], (max(1, x.shape[1] // 2),)))
+    elem_i = memo(lambda x: ints(x.shape[2], x.shape))
+    perm_i = memo(lambda x: np.argsort(rng.random(x.shape), axis=2))       # no duplicates: one answer
+    nd_i = memo(nd)
+    upd = memo(lambda x: rng.standard_normal((nd_i(x).shape[0], *x.shape[2:]), dtype=np.float32))
+    hot = memo(lambda x: ints(x.shape[3], x.shape[1:3]))
+    lengths = memo(lambda x: np.full((1, x.shape[1], 1, x.shape[3]), x.shape[2], np.uint32))
+    return [
+        ("gather axis 1", "np.take", {}, lambda x: dml.gather(x, gather_i(x), 1),
+         lambda x: np.take(x, gather_i(x), 1)),
+        ("gather_elements axis 2", "np.take_along_axis", {}, lambda x: dml.gather_elements(x, elem_i(x), 2),
+         lambda x: np.take_along_axis(x, elem_i(x), 2)),
+        ("scatter_elements axis 2", "copy + np.put_along_axis", {},
+         lambda x: dml.scatter_elements(x, perm_i(x), x[:, :, ::-1], 2),
+         lambda x: _put(x, perm_i(x), x[:, :, ::-1])),
+        ("gather_nd", "advanced indexing", {}, lambda x: dml.gather_nd(x, nd_i(x)),
+         lambda x: x[nd_i(x)[:, 0], nd_i(x)[:, 1]]),
+        ("scatter_nd", "copy + index assignment", {}, lambda x: dml.scatter_nd(x, nd_i(x), upd(x)),
+         lambda x: scatter_nd_peer(x, nd_i(x), upd(x))),
+        ("one_hot", "np.eye(depth)[indices]", {},
+         lambda x: dml.one_hot(hot(x), x.shape[3], np.array([0, 1], np.float32)),
+         lambda x: np.eye(x.shape[3], dtype=np.float32)[hot(x)]),
+        ("reverse_subsequences axis 2", "x[:, :, ::-1] copied", {},
+         lambda x: dml.reverse_subsequences(x, lengths(x), 2), lambda x: x[:, :, ::-1].copy()),
+        ("diagonal_matrix zeroing the diagonal", "copy + diagonal assignment", {},
+         lambda x: dml.diagonal_matrix(x, value=0, begin=0, end=1), diag_peer),
+    ]
+
+
+def _put(x, idx, values):
+    y = x.copy()
+    np.put_along_axis(y, idx, values, 2)
+    return y
 
 
 def _same(a, b) -> bool:

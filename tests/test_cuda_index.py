@@ -223,3 +223,37 @@ def test_row_gathers_and_wide_tiles_match_the_cpu_bytes(cp, it):
                   views=lambda a: a[:, :, ::-1])          # columns read backwards: no 16-byte copies
             check(cp, dml.reverse_subsequences, y, indices(rng, (1, 2, 64), 510, it, 4), axis=0,
                   views=lambda a: a[:, :, 1:33])          # rows starting off 16 bytes: no 16-byte copies
+
+
+@pytest.mark.parametrize("framework", ["cupy", "torch"])
+@pytest.mark.parametrize("it", (np.int32, np.int64))
+def test_the_device_index_check_names_the_cpus_first_bad_index(cp, framework, it):
+    """With the check on, signed GPU indices are reduced to their extremes on
+    the device; in range, the call runs; one bad index anywhere raises the
+    CPU's error, naming it (gather_nd: a bound per column of the tuples)."""
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        move = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    else:
+        move = cp.asarray
+    rng = np.random.default_rng(7)
+    x = values(rng, (5, 9, 4), np.float32)
+    calls = [   # (function, index shape, the bound of each index: one, or one per tuple column)
+        (lambda a, i: dml.gather(a, i, 1), (6, 3), np.int64(9)),
+        (lambda a, i: dml.gather_elements(a, i, 1), (5, 7, 4), np.int64(9)),
+        (lambda a, i: dml.gather_nd(a, i), (6, 2), np.array([5, 9])),
+    ]
+    for fn, shape, bound in calls:
+        b = np.broadcast_to(bound, shape)
+        good = (rng.integers(0, 1 << 20, shape) % (2 * b) - b).astype(it)      # in [-bound, bound)
+        want = fn(x, good)
+        got = fn(move(x), move(good))
+        assert np.asarray(got.cpu() if framework == "torch" else got.get()).tobytes() == want.tobytes()
+        for flat in (0, good.size // 2, good.size - 1):
+            bad = good.copy().reshape(-1)
+            bad[flat] = b.reshape(-1)[flat]                                 # one past its bound
+            with pytest.raises(dml.ValidationError) as cpu:
+                fn(x, bad.reshape(shape))
+            with pytest.raises(dml.ValidationError) as gpu:
+                fn(move(x), move(bad.reshape(shape)))
+            assert str(gpu.value) == str(cpu.value)

@@ -298,10 +298,10 @@ def test_configure_invalidates():
         pytest.skip("the compiled kernels are not installed")
     x = np.random.default_rng(3).standard_normal((8, 8)).astype(np.float32)
     # spellings the C new-shape lowerings decline (newshape_move.c: an enum
-    # mode, NumPy scalars, a dtype name), so a first call takes the Python
-    # route, which records it here
+    # mode, NumPy scalars, a NumPy dtype code), so a first call takes the
+    # Python route, which records it here
     calls_ = [lambda: dml.pad(x, 1, 2, mode=dml.PaddingMode.REFLECTION), lambda: dml.identity(x, np.float64(2.0), 1.0),
-              lambda: dml.cast(x, "float16"), lambda: dml.tile(x, np.int64(2))]
+              lambda: dml.cast(x, "f2"), lambda: dml.tile(x, np.int64(2))]
     want = [uncached(c) for c in calls_]
     planner.clear()
     assert [outcome(c) for c in calls_] == want

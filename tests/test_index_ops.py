@@ -995,3 +995,29 @@ def test_page_examples_with_padded_strides_through_the_directml_flow(backend, na
     for c in np.ndindex(*out_t.sizes):
         used[sum(i * s for i, s in zip(c, out_t.strides))] = True
     assert (raw[~used] == 77).all()
+
+
+def test_the_extremes_check_agrees_with_the_full_check(monkeypatch):
+    """``_check``'s decision from the extremes alone (what GPU indices take)
+    lets through exactly what the full check lets through, signed types,
+    scalar bounds and one bound per tuple column."""
+    from opendml.arrays import index_ops
+    monkeypatch.setattr(index_ops, "_device_extremes", lambda a, last_axis: np.stack(
+        (a.reshape(-1, a.shape[-1]).min(axis=0), a.reshape(-1, a.shape[-1]).max(axis=0)) if last_axis
+        else (a.min(), a.max())))
+    rng = np.random.default_rng(3)
+    for dt in (np.int32, np.int64):
+        for _ in range(200):
+            last = bool(rng.integers(2))
+            shape = tuple(int(n) for n in rng.integers(1, 5, rng.integers(1, 4)))
+            bounds = [int(n) for n in rng.integers(1, 6, shape[-1])] if last else int(rng.integers(1, 6))
+            a = rng.integers(-7, 7, shape).astype(dt)
+            errors = []
+            for check in (index_ops._check, lambda v, b, w, last_axis=False: index_ops.check_index_values(
+                    v, b, w, last_axis=last_axis)):
+                try:
+                    check(a, bounds, "gather", last_axis=last)
+                    errors.append(None)
+                except dml.ValidationError as e:
+                    errors.append(str(e))
+            assert errors[0] == errors[1]

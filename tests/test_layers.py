@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "opendml"
 
 #: Lowest first. A module may import modules of its own layer and of lower ones.
 LAYERS = ["_version", "model", "plan", "ops", "jsonform", "runtime", "arrays", "device", "dxdispatch", "torch", "jax",
-          "cli", "__main__"]
+          "cli", "_stub", "__main__"]
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import opendml as dml
 from opendml.arrays import engine, front, planner
 from opendml.arrays.planner import logical_desc
+from opendml.ops import DiagonalMatrix1OperatorDesc
 from opendml.runtime import calls as ccache
 from opendml.runtime import get_backend
 from opendml.runtime.cpu import backend as cpu_backend
@@ -27,6 +28,32 @@ from tests.conftest import native_available
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
 DTYPES = ["f4", "f2", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8"]
+NAMES = ["float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+def spellings(name: str) -> list:
+    """Every way a user spells the dtype ``name`` (one of NAMES) as cast's
+    argument: NumPy's dtype and scalar type, the string, the DataType name in
+    both cases and with DirectML's prefix, the DataType, PyTorch's dtype
+    where PyTorch is installed; and spellings only the Python route reads
+    (a NumPy code, spaces, mixed case, a PyTorch name as a string)."""
+    upper = name.upper()
+    out = [np.dtype(name), np.dtype(name).type, name, upper, "DML_TENSOR_DATA_TYPE_" + upper, dml.DataType[upper],
+           np.dtype(name).str, f" {name} ", name.capitalize()]
+    try:
+        import torch
+        out += [getattr(torch, name), f"torch.{name}"]
+    except ImportError:
+        pass
+    return out
+
+
+def read_in_c(dtype) -> bool:
+    """Whether the C lowering reads this spelling of cast's dtype (the others
+    take the Python route)."""
+    if isinstance(dtype, str):
+        return dtype in NAMES or dtype.removeprefix("DML_TENSOR_DATA_TYPE_").lower() in NAMES and dtype.isupper()
+    return not isinstance(dtype, (int, float)) or isinstance(dtype, dml.DataType)
 MODES = ["constant", "edge", "reflect", "reflection", "symmetric", "wrap", "WRAP", "Edge"]
 
 
@@ -37,6 +64,13 @@ def outcome(fn, *args, **kwargs):
         return ("error", type(e), str(e))
     outs = out if isinstance(out, list) else [out]
     return ("ok", isinstance(out, list), [(o.dtype.str, o.shape, o.flags.c_contiguous, o.tobytes()) for o in outs])
+
+
+def function(name):
+    """The array function ``name`` taking every argument positionally."""
+    if name == "diagonal_matrix":
+        return lambda x, value, begin, end: dml.diagonal_matrix(x, value=value, begin=begin, end=end)
+    return getattr(dml, name)
 
 
 def python_route(fn, *args, **kwargs):
@@ -68,27 +102,13 @@ def python_steps(name, args, x):
     """(output shape, dtype, passes) of the Python route: the description the
     function builds, lowered for x's layout, each pass's compiled kernel
     parameters and threads (``planner.kernel_steps``)."""
-    make = {
-        "identity": lambda t: front.ElementWiseIdentityOperatorDesc(
-            t, None, None if args == (None, None) else front.ScaleBias(1.0 if args[0] is None else args[0],
-                                                                         0.0 if args[1] is None else args[1])),
-        "cast": lambda t: front.CastOperatorDesc(
-            t, front.TensorDesc(front._contract.dtype_argument(args[0], "cast"), t.sizes)),
-        "tile": lambda t: front.TileOperatorDesc(t, None, front._repeats(front._snapshot(args[0]), t.rank)),
-        "pad": lambda t: front.Padding1OperatorDesc(
-            t, None, front._MODES[args[2].lower()], t.data_type, args[3],
-            front._per_axis(front._snapshot(args[0]), t.rank), front._per_axis(front._snapshot(args[1]), t.rank)),
-        "space_to_depth": lambda t: front.SpaceToDepth1OperatorDesc(t, None, args[0],
-                                                                    front._order(args[1], "space_to_depth")),
-        "depth_to_space": lambda t: front.DepthToSpace1OperatorDesc(t, None, args[0],
-                                                                    front._order(args[1], "depth_to_space")),
-        "join": lambda *ts: front.JoinOperatorDesc(ts, None, front._contract.axis(args[0], ts[0].rank, "join")),
-        "split": lambda t: front.SplitOperatorDesc(
-            t, tuple(front.TensorDesc(t.data_type, tuple(s if d == front._contract.axis(args[0], t.rank, "split")
-                                                          else n for d, n in enumerate(t.sizes)))
-                     for s in args[1]), front._contract.axis(args[0], t.rank, "split")),
-    }[name]
     xs = list(x) if name == "join" else [x]
+    if name == "diagonal_matrix":                 # (value, begin, end): index_ops.diagonal_matrix's description
+        make = lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, *args)  # noqa: E731
+    else:
+        snap = front._SNAPSHOTS[name]
+        args = tuple(front._snapshot(v) if i in snap else v for i, v in enumerate(args))
+        make, _ = front._contract.OPERATOR_OF[name].arguments(front.ARGUMENT_API, xs[0], *args)
     backend = get_backend("cpu")
     desc = front.Call(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
     prepared = [engine._prepared(a) for a in xs]
@@ -102,6 +122,8 @@ def python_steps(name, args, x):
 
 def c_steps(name, args, x):
     nat = cpu_backend._load_native()
+    if name == "diagonal_matrix":                 # offered as index_ops does: (x,), (shape, dtype, value, begin, end)
+        x, args = (x,), (None, None, *args)
     return nat.move_lowering(front._LOWER[ccache.OPS[name]], x, args, get_backend("cpu").plain_conf)
 
 
@@ -112,7 +134,7 @@ def calls(draw):
     shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
     dt = draw(st.sampled_from(DTYPES))
     name = draw(st.sampled_from(["identity", "cast", "tile", "pad", "space_to_depth", "depth_to_space", "join",
-                                 "split"]))
+                                 "split", "diagonal_matrix"]))
     if name == "join":
         axis = draw(st.integers(-rank - 1, rank))
         others = [tuple(draw(st.integers(1, 4)) if d == axis % rank or draw(st.integers(0, 20)) == 0 else n
@@ -138,7 +160,12 @@ def calls(draw):
         sb = draw(st.sampled_from([(None, None), (2.0, None), (None, -1.5), (0.5, 3.0), (1e300, None)]))
         args = sb
     elif name == "cast":
-        args = (draw(st.sampled_from([np.dtype(d) for d in DTYPES] + [np.float16, np.int64, np.uint8])),)
+        args = (draw(st.sampled_from(spellings(draw(st.sampled_from(NAMES))))),)
+    elif name == "diagonal_matrix":
+        if rank < 2 or draw(st.integers(0, 3)) == 0:
+            shape = (*shape, *(draw(st.integers(1, 9)) for _ in range(draw(st.integers(1, 2)))))
+        ends = st.one_of(st.integers(-10, 10), st.sampled_from([-2**31, 2**31 - 1, 2**31, True]))
+        args = (draw(st.sampled_from([0, 1, -3, 7, 2.5, 300, 1e39, float("nan"), -1.0])), draw(ends), draw(ends))
     elif name == "tile":
         reps = draw(st.lists(st.integers(1, 3), min_size=1, max_size=rank))
         args = (draw(st.sampled_from([tuple(reps), list(reps), reps[-1]])),)
@@ -174,6 +201,9 @@ def test_passes_equal_the_python_routes(call, seed):
     if name == "pad" and np.dtype(dt) == np.float16 and isinstance(args[3], float) and np.isnan(args[3]):
         assert got is None                    # (a NaN fill for float16: the Python route builds it)
         return
+    if name == "cast" and not read_in_c(args[0]):
+        assert got is None, "the C lowering read a dtype spelling it does not know"
+        return
     assert got is not None, "the C lowering declined a valid call in its simple forms"
     assert got == want
 
@@ -183,7 +213,7 @@ def test_passes_equal_the_python_routes(call, seed):
 def test_outputs_and_errors_equal_the_python_routes(call, seed):
     name, args, shape, dt, view = call
     x, args = inputs(np.random.default_rng(seed), name, args, shape, dt, view)
-    fn = getattr(dml, name)
+    fn = function(name)
     ccache.clear()
     assert outcome(fn, x, *args) == python_route(fn, x, *args)
 
@@ -198,6 +228,14 @@ INVALID = [
     ("cast", np.zeros((2, 3), np.float32), (np.dtype(np.complex64),)),
     ("cast", np.zeros((2, 3), np.float32), ("nonsense",)),
     ("cast", np.zeros((2, 3), np.float32), (object(),)),
+    ("cast", np.zeros((2, 3), np.float32), ("bool",)),
+    ("cast", np.zeros((2, 3), np.float32), ("UINT4",)),
+    ("cast", np.zeros((2, 3), np.float32), (dml.DataType.UINT4,)),
+    ("cast", np.zeros((2, 3), np.float32), (dml.DataType.UNKNOWN,)),
+    ("cast", np.zeros((2, 3), np.float32), ("DML_TENSOR_DATA_TYPE_INT4",)),
+    ("cast", np.zeros((2, 3), np.float32), ("int32\x00",)),
+    ("cast", np.zeros((2, 3), np.float32), ("\ud800",)),
+    ("cast", np.zeros((2, 3), np.float32), (6,)),                    # DataType.INT32's value, but no dtype
     ("tile", np.zeros((2, 3), np.float64), (2,)),                   # FLOAT64: not in TILE's table
     ("tile", np.zeros((2, 3), np.float32), ((1, 2, 3),)),           # longer than the rank
     ("tile", np.zeros((2, 3), np.float32), ((0, 2),)),
@@ -236,13 +274,21 @@ INVALID = [
     ("join", [np.zeros((2, 3), np.float32), [[1.0, 2.0, 3.0]]], (0,)),     # a list entry
     ("join", [], (0,)),
     ("join", np.zeros((2, 3), np.float32), (0,)),                        # a lone array
+    ("diagonal_matrix", np.zeros((2, 3), bool), (1, 0, 1)),
+    ("diagonal_matrix", np.zeros((3,), np.float32), (1, 0, 1)),            # rank 1
+    ("diagonal_matrix", np.zeros((1,) * 5, np.float32), (1, 0, 1)),        # rank 5
+    ("diagonal_matrix", np.zeros((2, 3), np.uint8), (-1, 0, 1)),           # outside UINT8
+    ("diagonal_matrix", np.zeros((2, 3), np.int8), (1.5, 0, 1)),
+    ("diagonal_matrix", np.zeros((2, 3), np.float16), (1e6, 0, 1)),
+    ("diagonal_matrix", np.zeros((2, 3), np.float32), (1, 2**31, 1)),       # outside INT32
+    ("diagonal_matrix", np.zeros((2, 3), np.float32), ("1", 0, 1)),
 ]
 
 
 @pytest.mark.parametrize("name,x,args", INVALID)
 def test_invalid_calls_are_declined_and_raise_the_python_routes_error(name, x, args):
     assert c_steps(name, args, x) is None
-    fn = getattr(dml, name)
+    fn = function(name)
     ccache.clear()
     got = outcome(fn, x, *args)
     assert got[0] == "error" and got == python_route(fn, x, *args)
@@ -284,7 +330,7 @@ def test_after_configure(settings_):
                           ("pad", (1, (0, 1, 2, 3), MODES[i % len(MODES)], 2))][i % 4]
             if name == "tile" and x.dtype == np.float64:
                 continue
-            fn = getattr(dml, name)
+            fn = function(name)
             if "cpu_kernels" not in settings_:
                 want = python_steps(name, args, x)
                 assert c_steps(name, args, x) == want       # the threads of these settings
@@ -352,7 +398,7 @@ def test_garbage_arguments_never_crash_and_match_the_python_route(name):
     gives the Python route's passes or declines."""
     rng = np.random.default_rng(len(name))
     nargs = {"identity": 2, "cast": 1, "tile": 1, "pad": 4, "space_to_depth": 2, "depth_to_space": 2, "join": 1,
-             "split": 2}[name]
+             "split": 2, "diagonal_matrix": 3}[name]
     x = array(rng, (2, 4, 4, 6), "f4", True)
     xs = [x, x] if name == "join" else x
     for _ in range(400):
@@ -400,3 +446,59 @@ def test_torch_cpu_tensors_take_the_c_route_with_the_python_routes_outputs_and_e
             front._move_new = real
         assert got == want, fn
         assert made == (1 if got[0] == "ok" else 0), fn       # the C route recorded each valid call
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_dtype_spelling_of_cast(name, monkeypatch):
+    """Can fail: cast of a never-seen shape with each spelling of its dtype
+    that the C lowering reads (NumPy's dtype and type, the name as a string,
+    the DataType name with and without DirectML's prefix, the DataType,
+    PyTorch's dtype) takes the C route (the Python route's builder never
+    runs) and gives the Python route's bytes; the others (a NumPy code,
+    spaces, mixed case, a PyTorch name as a string) give them through the
+    Python route."""
+    rng = np.random.default_rng(3)
+    for i, dtype in enumerate(spellings(name)):
+        x = array(rng, (1, 3, 5 + i, 7), "f4", i % 2)
+        want = python_route(dml.cast, x, dtype)
+        assert want[0] == "ok" and want[2][0][0] == np.dtype(name).str
+        ccache.clear()
+        with monkeypatch.context() as m:
+            if read_in_c(dtype):
+                m.setitem(front._BUILD, "cast", lambda *a: pytest.fail(f"the Python route ran for {dtype!r}"))
+            assert outcome(dml.cast, x, dtype) == want, dtype
+        assert ccache.info()["entries"] == 1, dtype             # recorded: a repeat is a hit
+
+
+def test_cast_of_a_torch_tensor_with_torch_and_string_dtypes_takes_the_c_route(monkeypatch):
+    """Can fail: a PyTorch CPU tensor of a never-seen shape cast to a PyTorch
+    dtype or a dtype name is lowered in C (the Python route's builder never
+    runs) and equals ``Tensor.to``."""
+    torch = pytest.importorskip("torch")
+    dml.cast(torch.zeros(2), torch.int8)              # (opendml's PyTorch adapter loaded: its hooks registered)
+    monkeypatch.setitem(front._BUILD, "cast", lambda *a: pytest.fail("the Python route ran"))
+    for i, (dtype, peer) in enumerate([(torch.int8, torch.int8), ("int32", torch.int32),
+                                       (dml.DataType.FLOAT16, torch.float16), ("INT16", torch.int16)]):
+        t = (torch.randn(1, 3, 4 + i, 5) * 30).clamp(-100, 100)      # (inside every target type)
+        ccache.clear()
+        got = dml.cast(t, dtype)
+        assert type(got) is torch.Tensor and got.dtype == peer and torch.equal(got, t.to(peer)), dtype
+
+
+def test_diagonal_matrix_of_a_new_shape_builds_no_description(monkeypatch):
+    """Can fail: diagonal_matrix(x, ...) of a never-seen shape is lowered in C
+    (no DiagonalMatrix1OperatorDesc is built), records the call (a repeat is
+    a hit) and gives the Python route's bytes, for bands that fill whole
+    rows, single runs per row or single diagonals, inverted ranges included."""
+    rng = np.random.default_rng(5)
+    cases = [(1, 0, 1), (0, 1, 0), (7, -1, 2), (2.5, 3, -2), (-4, -2**31, 1), (9, 0, 2**31 - 1), (0, 5, 5)]
+    for i, (value, begin, end) in enumerate(cases):
+        x = array(rng, (2, 1 + i, 9 - i, 6 + i % 3), "f4" if i % 2 else "i4", i % 3 == 0)
+        want = python_route(function("diagonal_matrix"), x, value, begin, end)
+        ccache.clear()
+        with monkeypatch.context() as m:
+            m.setattr(DiagonalMatrix1OperatorDesc, "__init__", lambda *a, **k: pytest.fail("a description was built"))
+            assert outcome(dml.diagonal_matrix, x, value=value, begin=begin, end=end) == want
+            hits = ccache.info()["hits"]
+            assert outcome(dml.diagonal_matrix, x, value=value, begin=begin, end=end) == want
+            assert ccache.info()["hits"] == hits + 1

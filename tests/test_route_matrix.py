@@ -249,19 +249,8 @@ _PY_NEW_SHAPE = "a never-seen shape builds the description and lowers it in Pyth
 #: route -> {operator: the assertion that fails today}.
 KNOWN_GAPS: dict[str, dict[str, str]] = {
     "new-shape": {
-        **dict.fromkeys(_INDEX_OPS + ("DIAGONAL_MATRIX1",),
-                        _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
-        "FOLD": _PY_NEW_SHAPE + ": FOLD has no plain_lowering and no C lowering",
-        "CAST": _PY_NEW_SHAPE + ": the C lowering declines a dtype given as a string ('int32') or a DataType "
-                                "(it takes numpy.int32 and np.dtype('int32'))",
-        "UNFOLD": "a never-seen shape runs plain_lowering in Python (no C lowering of UNFOLD's fields)",
+        **dict.fromkeys(_INDEX_OPS, _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
     },
-    # every bound operator: Dynamo traces into the array function, whose first step (the C call cache) it
-    # cannot trace; the functions enter a graph whole only once opendml.torch (or an eager call's adapter)
-    # has been imported
-    "torch-compile-first": dict.fromkeys(CASES, "torch._dynamo.exc.Unsupported: Attempted to call function "
-                                                "marked as skipped (opendml.runtime.cpu._native.call_cache_call "
-                                                "or call_cache_move), unless opendml.torch was imported first"),
 }
 
 
@@ -325,8 +314,10 @@ def test_call_cache_serves_a_torch_cpu_repeat(name):
 #: What runs first in the fresh process, and the arrays it calls on.
 ORDERS = {"numpy-only": ("", "numpy"), "torch-first-numpy": ("import torch", "numpy"),
           "torch-first-torch": ("import torch", "torch")}
-#: Every fresh process: the import orders, and one that compiles first.
-PROCESSES = {**ORDERS, "torch-compile-first": ("import torch", "torch.compile")}
+#: Every fresh process: the import orders, and two that compile first (PyTorch imported before
+#: opendml, and after it).
+PROCESSES = {**ORDERS, "torch-compile-first": ("import torch", "torch.compile"),
+             "opendml-compile-first": ("import opendml", "torch.compile")}
 
 
 def _fresh_process_main(framework: str) -> None:
@@ -373,8 +364,8 @@ def _start_fresh_processes() -> None:
 
 
 def _compile_first_main() -> None:
-    """In a fresh process where PyTorch came first and opendml has run
-    nothing: each bound operator's example inside ``torch.compile(fullgraph=True)``
+    """In a fresh process where PyTorch or opendml came first and opendml has
+    run nothing: each bound operator's example inside ``torch.compile(fullgraph=True)``
     (``opendml.torch`` not imported); prints, per operator, the error or
     whether the bytes equal the NumPy route's."""
     import torch
@@ -417,7 +408,8 @@ def _fresh_processes_early(request):
 @pytest.mark.parametrize("order", list(PROCESSES))
 def test_fresh_processes_import_what_they_say(order):
     got = fresh_process(order)["modules"]
-    assert ("torch" in got) == ("torch" in PROCESSES[order][0]), got
+    first, framework = PROCESSES[order]
+    assert ("torch" in got) == ("torch" in first or framework == "torch.compile"), got
     assert "jax" not in got and "cupy" not in got, got
 
 
@@ -518,14 +510,16 @@ def test_torch_compile(name):
     same(_np(_compiled(case, _torch(case.arrays))), case.want, "torch.compile")
 
 
+@pytest.mark.parametrize("order", ["torch-compile-first", "opendml-compile-first"])
 @pytest.mark.parametrize("name", marked("torch-compile-first", ALL))
-def test_torch_compile_first(name):
-    """In a fresh process that imported PyTorch and nothing of opendml's
-    PyTorch side: the call inside ``torch.compile(fullgraph=True)`` is the
-    process's first, and it runs in the graph with the NumPy route's bytes."""
+def test_torch_compile_first(name, order):
+    """In a fresh process that imported PyTorch (before opendml, or after
+    it) and nothing of opendml's PyTorch side: the call inside
+    ``torch.compile(fullgraph=True)`` is the process's first, and it runs in
+    the graph with the NumPy route's bytes."""
     case_of(name)
     pytest.importorskip("torch")
-    row = fresh_process("torch-compile-first")["rows"][name]
+    row = fresh_process(order)["rows"][name]
     assert "error" not in row, f"{name}: {row['error']}"
     assert row["same"], f"{name}: compiled first, the bytes differ from the NumPy route's"
 

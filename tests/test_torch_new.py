@@ -214,6 +214,17 @@ def test_unfold_new_route_equals_the_plan_route(device, data):
         assert np.array_equal(numpy_of(got[1]), ref.unfold(numpy_of(x), *(per_axis(f, d) for f in fields)))
 
 
+@SETTINGS
+@given(st.data())
+def test_fold_new_route_equals_the_plan_route(device, data):
+    cols, image, *fields = data.draw(window_args(fold=True))
+    if not isinstance(cols, TensorDesc) or not isinstance(image, TensorDesc) or 0 in cols.sizes:
+        return
+    assume(modest_unfold(image.sizes, fields))
+    x = data.draw(tensor_of(cols.sizes, device))
+    check(dml.fold, x, list(image.sizes[2:]), *fields)
+
+
 def _cases(device):
     x = torch.arange(2 * 3 * 6 * 5, dtype=torch.float32, device=device).reshape(2, 3, 6, 5)
     return [
@@ -225,11 +236,13 @@ def _cases(device):
         (dml.slice_grad, x, [2, 3, 12, 5], [0, 0, 0, 0], [2, 3, 12, 5], [1, 1, 2, 1]),
         (dml.slice1, x, [0, 0, 1, 0], [2, 3, 6, 5], [1, 1, -1, 1]),             # outside the input: an error
         (dml.unfold, x, 7),                                                      # a window larger than the image
+        (dml.fold, x.reshape(2, 9, 10), [2, 5], 3, 1, 1, 1, 1),
+        (dml.fold, x.reshape(2, 9, 10).flip(1).to(torch.int16), [4, 5], 3, 1, 1, 1, [2, 1]),  # not the blocks
         (dml.slice1, x.to(torch.bool), [0, 0, 0, 0], [2, 3, 6, 5], [1, 1, -1, 1]),  # no DirectML type
     ]
 
 
-@pytest.mark.parametrize("k", range(9))
+@pytest.mark.parametrize("k", range(11))
 def test_cases_after_configure_changes_equal_the_plan_route(device, k):
     """Settings the route reads (threads, grain, tiles, kernels, call cache, node library)."""
     fn, x, *args = _cases(device)[k]

@@ -93,9 +93,13 @@ def test_c_is_given_the_lowering_and_falls_back_to_plain_plan(device):
         assert torch.equal(y, x.flip(2)[:, :, :5])
         assert [r for _, r in ran] == [False, "out"] and type(ran[1][0]) is tuple
         del ran[:]
-        u = dml.unfold(x, 3, 1, 1, 1, 1)                                     # other operators: plain_plan's fields
+        u = dml.unfold(x, 3, 1, 1, 1, 1)                                     # UNFOLD and FOLD: theirs
         assert torch.equal(u, torch.nn.functional.unfold(x, 3, 1, 1, 1))
-        assert len(ran) == 1 and type(ran[0][0]) is tuple
+        assert ran == [(planner.NATIVE_LOWERING["unfold"], "out")]
+        del ran[:]
+        f = dml.fold(u, [7, 9], 3, 1, 1, 1, 1)
+        assert torch.allclose(f, torch.nn.functional.fold(u, (7, 9), 3, 1, 1, 1))
+        assert ran == [(planner.NATIVE_LOWERING["fold"], "out")]
     finally:
         ta._torch_new = real
         calls.clear()

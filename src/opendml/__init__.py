@@ -1,7 +1,8 @@
-"""opendml: DirectML's tensor model and data-movement operators (SLICE, SLICE1,
-UNFOLD, and their adjoints FOLD and SLICE_GRAD), with DirectML's validation
-rules, on the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels
-through CuPy).
+"""opendml: DirectML's tensor model and data-movement operators (the
+slicing and window operators, the data-movement family, the index-driven
+operators: ``opendml.ops.OPERATORS``), with DirectML's validation rules, on
+the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels through
+CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and Dask arrays.
 
 Layers, each importing only those below it: ``model`` (data types, feature
 levels, tensor descriptions, errors) < ``ops`` (one module per operator) <
@@ -14,63 +15,32 @@ DirectML's name and is left out of ``__all__`` so that ``from opendml import *``
 does not shadow Python's ``slice``.
 """
 from ._version import __version__
-from .arrays import cpu_output_cache, fold, plan_cache_info, slice, slice1, slice_grad, unfold
+from . import arrays as _arrays, ops as _ops
+from .arrays import cpu_output_cache, plan_cache_info
 from .device import Buffer, BufferBinding, BindingTable, CompiledOperator, Device, Operator
 from .model import (BindingError, DataType, DmlError, FeatureLevel, TensorDesc, TensorFlags,
                     UnsupportedError, ValidationError, calc_buffer_tensor_size, nhwc_strides,
                     packed_strides)
 from .ops import DepthSpaceOrder, OperatorDesc, PaddingMode, ScaleBias
-from .ops.slice import SliceOperatorDesc
-from .ops.slice1 import Slice1OperatorDesc
-from .ops.unfold import UnfoldOperatorDesc
-from .ops.fold import FoldOperatorDesc
-from .ops.slice_grad import SliceGradOperatorDesc
-from .ops.identity import ElementWiseIdentityOperatorDesc
-from .ops.cast import CastOperatorDesc
-from .ops.padding import PaddingOperatorDesc
-from .ops.padding1 import Padding1OperatorDesc
-from .ops.join import JoinOperatorDesc
-from .ops.split import SplitOperatorDesc
-from .ops.tile import TileOperatorDesc
-from .ops.space_depth import (DepthToSpace1OperatorDesc, DepthToSpaceOperatorDesc, SpaceToDepth1OperatorDesc,
-                              SpaceToDepthOperatorDesc)
-from .ops.gather import GatherOperatorDesc
-from .ops.gather_elements import GatherElementsOperatorDesc
-from .ops.gather_nd import GatherNd1OperatorDesc, GatherNdOperatorDesc
-from .ops.scatter import ScatterElementsOperatorDesc
-from .ops.scatter_nd import ScatterNdOperatorDesc
-from .ops.one_hot import OneHotOperatorDesc
-from .ops.reverse_subsequences import ReverseSubsequencesOperatorDesc
-from .ops.diagonal_matrix import DiagonalMatrix1OperatorDesc, DiagonalMatrixOperatorDesc
 from .runtime.alloc import AllocationError
 from .runtime.config import Config, config, configure
-from .arrays import cast, depth_to_space, identity, join, pad, space_to_depth, split, tile
-from .arrays.index_ops import (gather, gather_elements, gather_nd, one_hot, reverse_subsequences, scatter_elements,
-                               scatter_nd)
-from .arrays.index_ops import diagonal_matrix
 
+# Every registered operator's array function (``opendml.arrays.FUNCTIONS``) and description class
+# (``opendml.ops.DESCRIPTIONS``), by name: nothing per operator here. They are real functions and
+# classes once the package is imported (``help``, ``inspect.signature``, completion in a session);
+# the API reference reads them by importing the package (``force_inspection``, mkdocs.yml).
+globals().update(_arrays.FUNCTIONS)
+globals().update(_ops.DESCRIPTIONS)
 
 # ``slice`` is DirectML's name and stays importable as ``opendml.slice``, but is
 # left out of __all__ so ``from opendml import *`` does not shadow Python's slice.
 __all__ = [
     "DataType", "FeatureLevel", "TensorDesc", "TensorFlags", "calc_buffer_tensor_size",
     "packed_strides", "nhwc_strides", "DmlError", "ValidationError", "UnsupportedError",
-    "BindingError", "AllocationError", "OperatorDesc", "SliceOperatorDesc", "Slice1OperatorDesc", "UnfoldOperatorDesc",
-    "FoldOperatorDesc", "SliceGradOperatorDesc",
-    "Device", "Buffer", "BufferBinding", "BindingTable", "Operator", "CompiledOperator",
-    "slice1", "unfold", "fold", "slice_grad", "cpu_output_cache", "plan_cache_info", "configure", "config", "Config",
-    "__version__",
-    # the data-movement family
-    "identity", "cast", "pad", "join", "split", "tile", "space_to_depth", "depth_to_space",
-    "ElementWiseIdentityOperatorDesc", "CastOperatorDesc", "PaddingOperatorDesc", "Padding1OperatorDesc",
-    "JoinOperatorDesc", "SplitOperatorDesc", "TileOperatorDesc", "SpaceToDepthOperatorDesc",
-    "DepthToSpaceOperatorDesc", "SpaceToDepth1OperatorDesc", "DepthToSpace1OperatorDesc", "PaddingMode",
-    "DepthSpaceOrder", "ScaleBias",
-    # the index-driven operators
-    "gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot", "reverse_subsequences",
-    "GatherOperatorDesc", "GatherElementsOperatorDesc", "GatherNdOperatorDesc", "GatherNd1OperatorDesc",
-    "ScatterElementsOperatorDesc", "ScatterNdOperatorDesc", "OneHotOperatorDesc", "ReverseSubsequencesOperatorDesc",
-    "diagonal_matrix", "DiagonalMatrixOperatorDesc", "DiagonalMatrix1OperatorDesc",
+    "BindingError", "AllocationError", "OperatorDesc", "Device", "Buffer", "BufferBinding", "BindingTable",
+    "Operator", "CompiledOperator", "cpu_output_cache", "plan_cache_info", "configure", "config", "Config",
+    "__version__", "PaddingMode", "DepthSpaceOrder", "ScaleBias",
+    *(n for n in _arrays.FUNCTIONS if n != "slice"), *_ops.DESCRIPTIONS,
 ]
 
 

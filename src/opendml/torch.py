@@ -65,10 +65,9 @@ from .arrays.torch import adapter as _adapter, library as _library, node as _nod
 __all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "unfold_op", "fold_op", "slice1_op",
            "slice_grad_op", "split_padding", "node_status", "wait_for_node", "compiled_status", "compiled_route"]
 
-unfold_op = _adapter.unfold_op
-fold_op = _adapter.fold_op
-slice1_op = _adapter.slice1_op
-slice_grad_op = _adapter.slice_grad_op
+# the custom operators (``opendml::unfold``...), as the adapter registers them
+unfold_op, fold_op, slice1_op, slice_grad_op = (_adapter.CUSTOM_OPS[f]
+                                                 for f in ("unfold", "fold", "slice1", "slice_grad"))
 
 
 def node_status() -> str:

@@ -17,7 +17,6 @@ from hypothesis import strategies as st  # noqa: E402
 
 import opendml as dml  # noqa: E402
 import opendml.arrays as api  # noqa: E402  (the in-memory functions the tasks call)
-from opendml.arrays import dask_adapter as dd  # noqa: E402
 
 DTYPES = [np.float32, np.float16, np.float64, np.int8, np.uint16, np.int32, np.int64]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -161,7 +160,7 @@ UNFOLD_CASES = {
 def test_unfold_cases(name, compute):
     shape, chunks, args = UNFOLD_CASES[name]
     x = values(shape, np.float32)
-    y = dd.unfold(da.from_array(x, chunks=chunks), *args)
+    y = dml.unfold(da.from_array(x, chunks=chunks), *args)
     check_same(compute(y), dml.unfold(x, *args))
 
 
@@ -169,7 +168,7 @@ def run_unfold_case(case, data, dtype, chunk_size, compute):
     shape, args = case
     x = values(shape, dtype)
     with dask.config.set({"array.chunk-size": chunk_size}):
-        y = dd.unfold(da.from_array(x, chunks=data.draw(chunked(shape))), *args)
+        y = dml.unfold(da.from_array(x, chunks=data.draw(chunked(shape))), *args)
     check_same(compute(y), dml.unfold(x, *args))
 
 
@@ -189,9 +188,9 @@ def test_unfold_follows_n_and_first_axis_chunks():
     x = da.zeros((4, 3, 24, 10), dtype=np.float32, chunks=(2, 3, 8, 10))
     # 24 x 10 blocks, 10 per first-axis block row; a block goes with the chunk
     # holding the first element it reads (block 0 reads padding, then 0, 1)
-    y = dd.unfold(x, 3, 1, 1, 1, 1)
+    y = dml.unfold(x, 3, 1, 1, 1, 1)
     assert y.shape == (4, 27, 240) and y.chunks == ((2, 2), (27,), (90, 80, 70))
-    y = dd.unfold(x, 3, 2, 1, 0, 0)          # blocks start at 0, 2, ..., 20: 4 + 4 + 3 block rows of 4
+    y = dml.unfold(x, 3, 2, 1, 0, 0)          # blocks start at 0, 2, ..., 20: 4 + 4 + 3 block rows of 4
     assert y.chunks == ((2, 2), (27,), (16, 16, 12))
 
 
@@ -199,7 +198,7 @@ def test_unfold_follows_n_and_first_axis_chunks():
 def test_unfold_chunk_bytes_never_grow_with_the_window(window):
     x = da.zeros((2, 3, 64, 64), dtype=np.float32, chunks=(1, 3, 16, 64))
     with dask.config.set({"array.chunk-size": "64KiB"}):
-        y = dd.unfold(x, window, 1, 1, window // 2, window // 2)
+        y = dml.unfold(x, window, 1, 1, window // 2, window // 2)
     biggest = math.prod(max(c) for c in y.chunks) * 4
     assert biggest <= 64 << 10
 
@@ -208,7 +207,7 @@ def test_unfold_split_rows_and_columns_compute_right():
     x = values((2, 2, 9, 8), np.int32)
     for size in ["512B", "100B", "8B"]:      # whole rows; sub-windows; single columns
         with dask.config.set({"array.chunk-size": size}):
-            y = dd.unfold(da.from_array(x, chunks=(1, 1, 4, 3)), (3, 4), (2, 1), (1, 2), (2, 1), (0, 5))
+            y = dml.unfold(da.from_array(x, chunks=(1, 1, 4, 3)), (3, 4), (2, 1), (1, 2), (2, 1), (0, 5))
         assert math.prod(max(c) for c in y.chunks) * 4 <= dask.utils.parse_bytes(size)
         check_same(y.compute(scheduler="threads"), dml.unfold(x, (3, 4), (2, 1), (1, 2), (2, 1), (0, 5)))
 
@@ -232,7 +231,7 @@ def slice1_cases(draw, signed=True):
 def run_slice1_case(case, data, dtype, compute):
     shape, off, win, steps, outs = case
     x = values(shape, dtype)
-    y = dd.slice1(da.from_array(x, chunks=data.draw(chunked(shape))), off, win, steps, outs)
+    y = dml.slice1(da.from_array(x, chunks=data.draw(chunked(shape))), off, win, steps, outs)
     check_same(compute(y), dml.slice1(x, off, win, steps, outs))
 
 
@@ -240,7 +239,7 @@ def run_slice_case(case, data, dtype, compute):
     shape, off, win, steps, _ = case
     sizes = [1 + (w - 1) // t for w, t in zip(win, steps)]
     x = values(shape, dtype)
-    y = dd.slice(da.from_array(x, chunks=data.draw(chunked(shape))), off, sizes, steps)
+    y = dml.slice(da.from_array(x, chunks=data.draw(chunked(shape))), off, sizes, steps)
     check_same(compute(y), dml.slice(x, off, sizes, steps))
 
 
@@ -283,7 +282,7 @@ def recording(shape, chunks, dtype=np.int32):
 
 def test_slice1_reads_only_the_chunks_it_touches():
     x, seen = recording((40, 6), (5, 3))
-    y = dd.slice1(x, [12, 0], [10, 6], [-3, 4])      # rows 21, 18, 15, 12; columns 0 and 4
+    y = dml.slice1(x, [12, 0], [10, 6], [-3, 4])      # rows 21, 18, 15, 12; columns 0 and 4
     assert y.chunks == ((1, 2, 1), (1, 1))           # rows from chunks 4, 3, 2 (last to first)
     assert seen == []
     check_same(y.compute(scheduler="threads"), dml.slice1(values((40, 6), np.int32), [12, 0], [10, 6], [-3, 4]))
@@ -292,7 +291,7 @@ def test_slice1_reads_only_the_chunks_it_touches():
 
 def test_slice_result_follows_the_input_chunks():
     x = da.zeros((30,), dtype=np.uint8, chunks=10)
-    assert dd.slice(x, [1], [10], [3]).chunks == ((3, 4, 3),)      # 1..7 | 10..19 | 22..28
+    assert dml.slice(x, [1], [10], [3]).chunks == ((3, 4, 3),)      # 1..7 | 10..19 | 22..28
 
 
 # -- FOLD -----------------------------------------------------------------------------------------
@@ -310,7 +309,7 @@ def run_fold_case(case, data, dtype, chunk_size, compute):
     in_shape, out_sizes, args = case
     x = values(in_shape, dtype)
     with dask.config.set({"array.chunk-size": chunk_size}):
-        y = dd.fold(da.from_array(x, chunks=data.draw(chunked(in_shape))), out_sizes, *args)
+        y = dml.fold(da.from_array(x, chunks=data.draw(chunked(in_shape))), out_sizes, *args)
     check_same(compute(y), dml.fold(x, out_sizes, *args))
 
 
@@ -342,7 +341,7 @@ def test_fold_cases(name, compute):
     cols = dml.unfold(np.zeros(shape, np.float32), *args)
     y = values(cols.shape, np.float32)
     # FOLD of the UNFOLD of the same chunking: slabs follow the columns' slabs.
-    got = dd.fold(dd.unfold(da.from_array(np.zeros(shape, np.float32), chunks=chunks), *args) + y, shape[2:], *args)
+    got = dml.fold(dml.unfold(da.from_array(np.zeros(shape, np.float32), chunks=chunks), *args) + y, shape[2:], *args)
     check_same(compute(got), dml.fold(y, shape[2:], *args))
 
 
@@ -350,7 +349,7 @@ def test_fold_slabs_follow_the_unfold_slabs():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(api, "fold", fold_reference)
         x = da.zeros((2, 1, 24, 10), dtype=np.float32, chunks=(1, 1, 8, 10))
-        y = dd.fold(dd.unfold(x, 3, 1, 1, 1, 1), (24, 10), 3, 1, 1, 1, 1)
+        y = dml.fold(dml.unfold(x, 3, 1, 1, 1, 1), (24, 10), 3, 1, 1, 1, 1)
         assert y.chunks == ((1, 1), (1,), (8, 8, 8), (10,))
 
 
@@ -359,7 +358,7 @@ def test_fold_chunk_bytes_bounded():
         mp.setattr(api, "fold", fold_reference)
         cols = da.zeros((2, 4 * 49, 64 * 64), dtype=np.float32, chunks=(2, 4 * 49, 64 * 16))
         with dask.config.set({"array.chunk-size": "256KiB"}):
-            y = dd.fold(cols, (64, 64), 7, 1, 1, 3, 3)
+            y = dml.fold(cols, (64, 64), 7, 1, 1, 3, 3)
         assert math.prod(max(c) for c in y.chunks) * 4 <= 256 << 10
         # the blocks a slab reads are bounded too: one channel, 1 item, 7 block rows of 64
         assert max(y.chunks[1]) * max(y.chunks[0]) * (max(y.chunks[2]) + 6) * 64 * 49 * 4 <= 256 << 10
@@ -371,7 +370,7 @@ def run_slice_grad_case(case, data, dtype, compute):
     shape, off, win, steps, outs = case
     g_shape = outs or [1 + (w - 1) // abs(t) for w, t in zip(win, steps)]
     g = values(g_shape, dtype)
-    y = dd.slice_grad(da.from_array(g, chunks=data.draw(chunked(g_shape))), shape, off, win, steps)
+    y = dml.slice_grad(da.from_array(g, chunks=data.draw(chunked(g_shape))), shape, off, win, steps)
     check_same(compute(y), dml.slice_grad(g, shape, off, win, steps))
 
 
@@ -400,7 +399,7 @@ def test_slice_grad_zero_chunks_outside_the_window():
         mp.setattr(api, "slice_grad", slice_grad_reference)
         g = da.ones((4, 4), dtype=np.float32, chunks=2)
         with dask.config.set({"array.chunk-size": "4KiB"}):
-            y = dd.slice_grad(g, (100, 100), [40, 10], [4, 8], [1, -2])
+            y = dml.slice_grad(g, (100, 100), [40, 10], [4, 8], [1, -2])
         assert math.prod(max(c) for c in y.chunks) * 4 <= 4 << 10
         assert 40 in np.cumsum((0,) + y.chunks[0]) and 44 in np.cumsum(y.chunks[0])
         check_same(y.compute(scheduler="threads"),
@@ -415,10 +414,10 @@ def test_nothing_is_computed_before_compute():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(api, "fold", fold_reference)
         mp.setattr(api, "slice_grad", slice_grad_reference)
-        results = [dd.unfold(x, 3, 2, 1, 4, 4), dd.slice(x, [0, 0, 1, 2], [2, 2, 3, 3], [1, 1, 4, 3]),
-                   dd.slice1(x, [0, 0, 1, 2], [2, 2, 9, 9], [1, -1, -4, 3]),
-                   dd.fold(cols, (4, 4), 1),
-                   dd.slice_grad(x, (3, 3, 40, 40), [0, 0, 1, 2], [2, 2, 12, 34], [1, 1, 1, 3])]
+        results = [dml.unfold(x, 3, 2, 1, 4, 4), dml.slice(x, [0, 0, 1, 2], [2, 2, 3, 3], [1, 1, 4, 3]),
+                   dml.slice1(x, [0, 0, 1, 2], [2, 2, 9, 9], [1, -1, -4, 3]),
+                   dml.fold(cols, (4, 4), 1),
+                   dml.slice_grad(x, (3, 3, 40, 40), [0, 0, 1, 2], [2, 2, 12, 34], [1, 1, 1, 3])]
         assert all(isinstance(r, da.Array) for r in results) and seen == [] and seen_cols == []
         dask.compute(*results, scheduler="threads")
         assert seen and seen_cols
@@ -432,27 +431,24 @@ def poisoned(shape, dtype=np.float32, chunks=2):
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: dd.slice(poisoned((4, 4)), [0, 3], [1, 2], [1, 1]), dml.ValidationError,
+    (lambda: dml.slice(poisoned((4, 4)), [0, 3], [1, 2], [1, 1]), dml.ValidationError,
      r"SLICE: Offsets\[1\] \+ \(Sizes\[1\] - 1\) \* Strides\[1\] must be < InputTensor.Sizes\[1\]; "
      r"got 3 \+ \(2 - 1\) \* 1 = 4 >= 4"),
-    (lambda: dd.slice1(poisoned((4, 4)), [0, 0], [1, 4], [1, 0]), dml.ValidationError,
+    (lambda: dml.slice1(poisoned((4, 4)), [0, 0], [1, 4], [1, 0]), dml.ValidationError,
      r"SLICE1: InputWindowStrides\[1\] must be non-zero"),
-    (lambda: dd.slice1(poisoned((4, 4)), [0, 1], [1, 4], [1, 1]), dml.ValidationError,
+    (lambda: dml.slice1(poisoned((4, 4)), [0, 1], [1, 4], [1, 1]), dml.ValidationError,
      r"SLICE1: InputWindowOffsets\[1\] \+ InputWindowSizes\[1\] must be <= InputTensor.Sizes\[1\]; got 1 \+ 4 > 4"),
-    (lambda: dd.unfold(poisoned((1, 1, 4, 4)), 6), dml.ValidationError,
+    (lambda: dml.unfold(poisoned((1, 1, 4, 4)), 6), dml.ValidationError,
      r"UNFOLD: the dilated window must fit the padded input"),
-    # dd.unfold is the array API's unfold on a Dask array: the array API's messages
-    (lambda: dd.unfold(poisoned((4, 4)), 2), dml.ValidationError,
+    (lambda: dml.unfold(poisoned((4, 4)), 2), dml.ValidationError,
      r"^unfold: x must have 3 to 8 dimensions for UNFOLD; got 2 \(shape \[4, 4\]\)$"),
-    (lambda: dd.unfold(poisoned((1, 1, 4, 4), bool), 2), dml.UnsupportedError,
+    (lambda: dml.unfold(poisoned((1, 1, 4, 4), bool), 2), dml.UnsupportedError,
      r"^unfold: x's dtype bool is not supported by UNFOLD at feature level 6_4 \(supported: float16"),
-    (lambda: dd.unfold(np.zeros((1, 1, 4, 4)), 2), dml.ValidationError,
-     r"UNFOLD: expected a dask.array.Array; got numpy.ndarray"),
-    (lambda: dd.slice(poisoned((8,))[poisoned((8,)) > 0], [0], [1], [1]), dml.ValidationError,
+    (lambda: dml.slice(poisoned((8,))[poisoned((8,)) > 0], [0], [1], [1]), dml.ValidationError,
      r"SLICE: the array's chunk sizes are unknown \(NaN\); call x.compute_chunk_sizes\(\) first"),
-    (lambda: dd.fold(poisoned((1, 9, 5)), (4, 4), 3), dml.ValidationError, r"FOLD"),
-    (lambda: dd.slice_grad(poisoned((2, 2)), (4, 4), [0, 3], [4, 2], [2, 1]), dml.ValidationError, r"SLICE_GRAD"),
-], ids=["slice-range", "slice1-zero-stride", "slice1-window", "unfold-window", "unfold-rank", "bool", "not-dask",
+    (lambda: dml.fold(poisoned((1, 9, 5)), (4, 4), 3), dml.ValidationError, r"FOLD"),
+    (lambda: dml.slice_grad(poisoned((2, 2)), (4, 4), [0, 3], [4, 2], [2, 1]), dml.ValidationError, r"SLICE_GRAD"),
+], ids=["slice-range", "slice1-zero-stride", "slice1-window", "unfold-window", "unfold-rank", "bool",
         "unknown-chunks", "fold-blocks", "slice-grad-window"])
 def test_errors_at_graph_build_time(call, error, message):
     with pytest.raises(error, match=message):
@@ -470,19 +466,19 @@ def test_cupy_chunks_give_cupy_results():
         pytest.skip("no CUDA device")
     x = values((1, 2, 20, 9), np.float32)
     X = da.from_array(cupy.asarray(x), chunks=(1, 2, 6, 9), asarray=False)
-    y = dd.unfold(X, 3, 2, 1, 4, 4)
+    y = dml.unfold(X, 3, 2, 1, 4, 4)
     assert type(y._meta) is cupy.ndarray
     check_same(y.compute(scheduler="threads").get(), dml.unfold(x, 3, 2, 1, 4, 4))
-    s = dd.slice1(X, [0, 0, 1, 2], [1, 2, 19, 7], [1, -1, -4, 3])
+    s = dml.slice1(X, [0, 0, 1, 2], [1, 2, 19, 7], [1, -1, -4, 3])
     assert type(s._meta) is cupy.ndarray
     check_same(s.compute(scheduler="threads").get(), dml.slice1(x, [0, 0, 1, 2], [1, 2, 19, 7], [1, -1, -4, 3]))
     if hasattr(dml, "fold") and hasattr(dml, "slice_grad"):
         cols = dml.unfold(x, 3, 2, 1, 4, 4)
-        f = dd.fold(da.from_array(cupy.asarray(cols), chunks=(1, 9, 7), asarray=False), (20, 9), 3, 2, 1, 4, 4)
+        f = dml.fold(da.from_array(cupy.asarray(cols), chunks=(1, 9, 7), asarray=False), (20, 9), 3, 2, 1, 4, 4)
         assert type(f._meta) is cupy.ndarray
         check_same(f.compute(scheduler="threads").get(), dml.fold(cols, (20, 9), 3, 2, 1, 4, 4))
         g = dml.slice1(x, [0, 0, 1, 2], [1, 2, 19, 7], [1, -1, -4, 3])
-        sg = dd.slice_grad(da.from_array(cupy.asarray(g), chunks=2, asarray=False), (3, 3, 40, 12),
+        sg = dml.slice_grad(da.from_array(cupy.asarray(g), chunks=2, asarray=False), (3, 3, 40, 12),
                            [0, 0, 1, 2], [1, 2, 19, 7], [1, -1, -4, 3])
         assert type(sg._meta) is cupy.ndarray           # its zero chunks too
         check_same(sg.compute(scheduler="threads").get(),
@@ -538,7 +534,7 @@ def test_max_filter_bigger_than_memory(client, tmp_path):
                               dtype=np.float32, compressors=None)     # random floats do not compress
     store[0, 0] = vol
     v = da.from_zarr(str(tmp_path / "vol.zarr"))
-    windows = dd.unfold(v, 3, 1, 1, 1, 1)
+    windows = dml.unfold(v, 3, 1, 1, 1, 1)
     assert windows.nbytes > 5.5 * 2**30 and max(windows.chunks[2]) * 27 * 4 <= 128 << 20
     result = windows.max(axis=1)
     client.run(_reset_peak)           # the peak from here on is this computation's

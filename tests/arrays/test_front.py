@@ -1,16 +1,30 @@
-"""The one front (``arrays/front.py``): every bound operator's function is a
-thin def whose signature agrees with the operator's ``BINDING``, one call type
+"""The one front (``arrays/front.py``): every bound operator's function is
+generated from the operator's ``BINDING`` (a real function with its signature,
+docstring and source, which the API reference reads too), one call type
 serves both routes, and the arguments the family snapshots are read from the
 signatures (the sequences), not listed by hand."""
+import ast
+import importlib.util
 import inspect
+import pathlib
+import pydoc
+import types
 
 import numpy as np
 import pytest
 
+import dataclasses
+
 import opendml as dml
-from opendml.arrays import _contract, front, planner
-from opendml.ops import OPERATORS
-from opendml.ops._spec import binding_of
+from opendml.arrays import _contract, _dispatch, engine, front, planner
+from opendml.model.feature_level import FeatureLevel
+from opendml.model.tensor_desc import TensorDesc
+from opendml.ops import OPERATORS, ElementWiseIdentityOperatorDesc
+from opendml.ops._common import TYPES_4_1, SupportRow
+from opendml.ops._move import MoveOperatorDesc
+from opendml.ops._spec import Binding, Tensor, binding_of
+from opendml.plan import Copy
+from opendml.runtime import calls
 
 
 def bound():
@@ -36,8 +50,9 @@ def test_one_call_type():
 
 
 def test_snapshotted_arguments_come_from_the_signatures():
-    assert front._SNAPSHOTS == {"identity": set(), "cast": set(), "pad": {0, 1}, "join": set(), "split": {1},
-                                "tile": {0}, "space_to_depth": set(), "depth_to_space": set()}
+    assert {name: front._SNAPSHOTS[name] for name in front.FAMILY} == {
+        "identity": set(), "cast": set(), "pad": {0, 1}, "join": set(), "split": {1}, "tile": {0},
+        "space_to_depth": set(), "depth_to_space": set()}
     assert front._SEQUENCES == {"join"} and front._MULTI == {"split"}
 
 
@@ -58,3 +73,130 @@ def test_a_family_call_records_its_arguments_as_snapshotted(monkeypatch):
     start[0] = 5
     assert call.ccall[1][0] == (1, 0)
     assert out.shape == (4, 4)
+
+
+GENERATED = [(binding_of(cls), cls) for cls in OPERATORS.values()
+             if binding_of(cls) is not None and binding_of(cls).params is not None]
+
+
+@pytest.mark.parametrize("binding,cls", GENERATED, ids=lambda v: getattr(v, "function", ""))
+def test_a_generated_function_is_a_real_function(binding, cls):
+    """What ``help``, ``inspect`` and completion in a session read: a plain
+    function at import time, under its name in ``opendml`` and
+    ``opendml.arrays``, with the binding's parameters, a docstring that
+    documents each of them, and its source."""
+    fn = getattr(dml, binding.function)
+    assert type(fn) is types.FunctionType and fn.__name__ == binding.function
+    assert fn is getattr(dml.arrays, binding.function) is front.FUNCTIONS[binding.function]
+    assert fn.__module__ == "opendml.arrays.front"
+    params = inspect.signature(fn).parameters
+    want = ast.parse(f"def f({binding.array}, {binding.params}): pass").body[0].args
+    defaults = [inspect.Parameter.empty] * (len(want.args) - len(want.defaults)) + [
+        ast.literal_eval(d) for d in want.defaults]
+    assert [(p.name, p.default) for p in params.values()] == [(a.arg, d) for a, d in zip(want.args, defaults)]
+    doc = inspect.getdoc(fn)
+    assert doc.startswith(f"DML_{cls.OPERATOR}") and doc.splitlines()[0] == binding.doc.splitlines()[0]
+    section = doc.split("Parameters\n----------\n")[1].split("\n\nReturns")[0]
+    documented = {n.strip() for line in section.splitlines() if line and not line.startswith(" ")
+                  for n in line.split(" : ")[0].split(",")}
+    assert documented == set(params), (documented, set(params))
+    for heading in ("Returns", "Raises", "UnsupportedError", "ValidationError", "AllocationError", binding.rules):
+        assert heading in doc
+    assert f"def {binding.function}(" in inspect.getsource(fn)
+    assert f"{binding.function}({binding.array}" in pydoc.render_doc(fn, renderer=pydoc.plaintext)
+
+
+def test_the_api_reference_finds_the_generated_functions():
+    """mkdocs.yml's Griffe extension adds what the package puts in by a loop
+    (Griffe reads the sources; the functions are generated at import): each
+    operator's name in ``opendml`` and ``opendml.arrays`` resolves to a
+    function with its parameters and docstring, or to its description class."""
+    griffe = pytest.importorskip("griffe")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("griffe_registry", root / "docs" / "griffe_registry.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    pkg = griffe.load("opendml", search_paths=[root / "src"], docstring_parser="numpy",
+                      extensions=griffe.load_extensions(module.RegisteredOperators()))
+    for binding, cls in GENERATED:
+        for where in (pkg, pkg["arrays"]):
+            fn = where[binding.function]
+            assert fn.is_function, binding.function
+            assert [p.name for p in fn.parameters] == list(inspect.signature(getattr(dml, binding.function)).parameters)
+            assert fn.docstring.value.startswith(f"DML_{cls.OPERATOR}")
+    for name in dml.ops.DESCRIPTIONS:
+        assert pkg[name].is_class, name
+
+
+# -- a new operator's function: its module's binding, nothing else -------------------------------------
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class _MirrorOperatorDesc(MoveOperatorDesc):
+    """Output[..., i] = Input[..., Sizes[-1] - 1 - i] (a made-up operator: its module)."""
+
+    input_tensor: TensorDesc
+    output_tensor: TensorDesc | None
+
+    OPERATOR = "TEST_MIRROR"
+    BINDING = Binding("mirror", ((2, 3),), params="times: int = 1", returns="of ``x``'s shape and dtype",
+                      rules="``times`` not an int", doc="""DML_TEST_MIRROR: ``x`` reversed along its last axis, ``times`` times.
+
+    Parameters
+    ----------
+    times : int, optional
+        How many times to reverse (default 1).""")
+    TYPE_VALUE = 10_001
+    SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
+             Tensor("OutputTensor", "output_tensor", "output", optional=True))
+    FIELDS = ()
+    INTRODUCED = FeatureLevel.FL_1_0
+    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1),)
+
+    @classmethod
+    def arguments(cls, api, x, times):
+        if type(times) is not int:
+            raise api.field_error("mirror", "Times", "be an int (times)", times)
+        return (lambda t: cls(t, None) if times % 2 else ElementWiseIdentityOperatorDesc(t, None)), (times,)
+
+    def __post_init__(self):
+        inp = self._check_input()
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
+        self._check_slot_tensors()
+
+    def _passes(self, layouts):
+        (strides, origin), = layouts
+        sizes = self.input_tensor.sizes
+        start = origin + (sizes[-1] - 1) * strides[-1]
+        yield Copy(0, 0, tuple(sizes), start, (*strides[:-1], -strides[-1]), 0, self.output_tensor.element_strides)
+
+
+def test_a_new_operators_binding_is_its_function(monkeypatch):
+    """An operator registered after import gets its array function from
+    ``front.bind``: the signature and docstring its binding declares, the
+    contract's checks and messages, the C call cache on a repeat."""
+    monkeypatch.setitem(OPERATORS, _MirrorOperatorDesc.OPERATOR, _MirrorOperatorDesc)
+    for table in ("FUNCTIONS", "_BUILD", "_NAMES", "_SNAPSHOTS", "_SEQUENCES", "_MULTI"):
+        monkeypatch.setattr(front, table, type(getattr(front, table))(getattr(front, table)))
+    monkeypatch.setattr(_dispatch, "WHOLE_IN_GRAPH", list(_dispatch.WHOLE_IN_GRAPH))
+    for where in (front, engine._AdjointApi, _dispatch.front):
+        monkeypatch.setattr(where, "mirror", None, raising=False)
+    for table in (_contract.OPERATOR_OF, _contract.BINDING, _contract.ARGUMENT):
+        monkeypatch.setitem(table, "mirror", None)
+        del table["mirror"]
+    mirror = front.bind(_MirrorOperatorDesc)
+    assert str(inspect.signature(mirror)) == "(x: 'Any', times: 'int' = 1) -> 'Any'"
+    assert inspect.getdoc(mirror).startswith("DML_TEST_MIRROR") and "``times`` not an int" in mirror.__doc__
+    x = np.arange(12, dtype=np.int16).reshape(3, 4)[:, ::2]
+    for _ in range(2):
+        assert np.array_equal(mirror(x), x[:, ::-1]) and np.array_equal(mirror(x, 2), x)
+    if calls.info()["numpy"]:                        # the compiled extension: a repeat is served from C
+        hits = calls.info()["hits"]
+        assert np.array_equal(mirror(x), x[:, ::-1]) and calls.info()["hits"] == hits + 1
+    with pytest.raises(dml.UnsupportedError, match=r"^mirror: x's dtype bool is not supported by TEST_MIRROR"):
+        mirror(np.zeros(2, bool))
+    with pytest.raises(dml.ValidationError, match=r"^mirror: x must be a NumPy, CuPy, PyTorch, JAX or Dask array"):
+        mirror([1, 2])
+    with pytest.raises(dml.ValidationError, match=r"^TEST_MIRROR: Times must be an int \(times\); got 1.5$"):
+        mirror(x, 1.5)
+    assert mirror in _dispatch.WHOLE_IN_GRAPH and engine.ADJOINT_API.mirror is mirror

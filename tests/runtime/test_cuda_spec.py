@@ -18,7 +18,7 @@ import opendml as dml
 import opendml.arrays.front as api
 from opendml.arrays import planner
 from opendml.model import TensorDesc
-from opendml.runtime import get_backend
+from opendml.runtime import calls, get_backend
 from opendml.runtime.cuda import tuned as ct
 from tests.conftest import native_available
 from tests.test_newshape_fastpaths import slice1_args, slice_args, window_args
@@ -27,8 +27,9 @@ from tests.test_newshape_plain import unfold_fields
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+KINDS = calls.NEW_KINDS
 DTYPES = {1: np.uint8, 2: np.float16, 4: np.float32, 8: np.float64}
+INTS = {1: np.int8, 2: np.uint16, 4: np.int32, 8: np.uint64}
 
 
 def _native():
@@ -75,7 +76,7 @@ def compare(call, shape, strides, es, src, dst):
     if got is None:
         return None
     kernel, fields = got
-    spec = _native().cuda_spec(KINDS[kernel], es, tuple(shape), strides, tuple(fields), src, dst)
+    spec = _native().cuda_spec(KINDS[kernel], es, tuple(shape), strides, tuple(fields), src, dst, dtype.kind == "f")
     layout = planner.array_layout(tuple(shape), tuple(s * es for s in strides), es)
     _, plan = planner.plan_for(call, dtype, tuple(shape), layout)
     name, params, grid, smem = ct.launch_spec(plan.kernel_plan(), src, layout.span, dst)
@@ -135,6 +136,28 @@ def test_unfold_launch_equals_launch_spec(data, es, src):
         compare(call, image.sizes, data.draw(element_layout(image.sizes)), es, src, 1 << 20)
 
 
+@SETTINGS
+@given(st.data(), st.sampled_from([1, 2, 4, 8]), st.booleans(), ALIGN)
+def test_fold_launch_equals_launch_spec(data, es, floating, src):
+    cols, image, *fields = data.draw(window_args(fold=True))
+    if not isinstance(cols, TensorDesc) or not isinstance(image, TensorDesc):
+        return
+    dtype = (DTYPES if floating and es > 1 else INTS)[es]
+    call = call_of(dml.fold, zeros(cols.sizes, dtype), list(image.sizes[2:]), *fields)
+    if call is not None and src % es == 0:
+        shape = cols.sizes
+        strides = data.draw(element_layout(shape))
+        got = planner.plain_plan(call, np.dtype(dtype), tuple(shape), math.prod(shape))
+        if got is not None:
+            assert got[0] == "fold"
+            spec = _native().cuda_spec(KINDS["fold"], es, tuple(shape), strides, got[1], src, 1 << 20,
+                                       np.dtype(dtype).kind == "f")
+            layout = planner.array_layout(tuple(shape), tuple(s * es for s in strides), es)
+            _, plan = planner.plan_for(call, np.dtype(dtype), tuple(shape), layout)
+            name, params, grid, smem = ct.launch_spec(plan.kernel_plan(), src, layout.span, 1 << 20)
+            assert spec == (name, bytes(params), grid[0], smem, layout.origin), (call, shape, strides, es)
+
+
 @pytest.mark.parametrize("es", [1, 2, 4, 8])
 def test_unfold_tile_stores_chosen_alike(es):
     """C's and Python's launches agree on unfold_tile's VEC argument (16-byte
@@ -165,10 +188,15 @@ def test_unfold_tile_stores_chosen_alike(es):
     ("unfold", (1, 2, 40, 40), (3, 20, 1, 0, 1), "unfold_gather<u32, 2, u32, 2>"),
     ("slice_grad", (2, 8), ([4, 8], [0, 0], [2, 8], [1, 1]), "scatter<uint4, 1, 0, u32, 1>"),
     ("slice_grad", (3, 5), ([3, 10], [0, 0], [3, 10], [1, 2]), "scatter<u32, 2, 0, u32, 4>"),
+    ("fold", (1, 18, 20), ([4, 5], 3, 1, 1, 1, 1), "fold_gather<u32, 1, 2, u32, 1>"),
+    ("fold", (2, 9, 3), ([20], [9], [8], 1, 4, 4), "fold_gather<u32, 1, 1, u32, 1>"),
+    ("fold", (2, 9, 4), ([200], [9], [64], 1, 4, 4), "fold1d_tile<u32, 1, 64>"),
+    ("fold", (1, 4, 191), ([384], [4], [2]), "fold_gather<u32, 1, 1, u32, 4>"),
 ])
 def test_each_kernel_choice_is_made(case):
     name, shape, args, kernel = case
-    fn = {"slice1": dml.slice1, "slice": dml.slice, "unfold": dml.unfold, "slice_grad": dml.slice_grad}[name]
+    fn = {"slice1": dml.slice1, "slice": dml.slice, "unfold": dml.unfold, "slice_grad": dml.slice_grad,
+          "fold": dml.fold}[name]
     if name == "slice_grad":
         args = (args[0], *args[1:])
     call = call_of(fn, np.zeros(shape, np.float32), *args)
@@ -191,7 +219,8 @@ def test_cuda_spec_declines_what_does_not_fit():
     assert spec(2, 4, (2, 3), (3, 1), ((2, 6), (0, 0), (1, 2), (0, 0)), 0, 0)[0]
     assert spec(2, 4, (2, 3), (3, 1), ((2, 4), (0, 0), (1, 2), (0, 0)), 0, 0) is None  # writes past the output
     assert spec(0, 3, (2, 3), (3, 1), fields, 0, 0) is None                     # no 3-byte elements
-    assert spec(3, 4, (2, 3), (3, 1), fields, 0, 0) is None                     # no such kernel
+    assert spec(4, 4, (2, 3), (3, 1), fields, 0, 0) is None                     # no such kernel
+    assert spec(3, 4, (2, 3), (3, 1), fields, 0, 0) is None                     # FOLD's fields are six
     assert spec(0, 4, (2, 0), (3, 1), ((2, 0), (0, 0), (1, 1)), 0, 0) is None  # empty
     assert spec(0, 4, (2, 3), (3, 2), ((2, 3), (0, 0), (1, 2**62)), 0, 0) is None   # leaves 64 bits
     assert spec(0, 4, (2,) * 9, (1,) * 9, ((2,) * 9, (0,) * 9, (1,) * 9), 0, 0) is None

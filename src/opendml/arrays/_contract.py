@@ -211,6 +211,11 @@ def _dtype_text(dtype) -> str:
     return str(dtype)
 
 
+def type_list(types) -> str:
+    """``types`` (DataTypes) by name, in the messages' order."""
+    return ", ".join(n for t, n in _NAMES.items() if t in types)
+
+
 def possessive(argument: str) -> str:
     """``x's``, ``arrays[0]'s``; ``indices'``, ``updates'`` (a name ending in s)."""
     return argument + ("'" if argument.endswith("s") else "'s")
@@ -222,7 +227,7 @@ def dtype_error(function: str, what: str, dtype, cls, slot: str | None = None) -
     row = supported_row(cls)
     types = row.types if slot is None else row.types_of(slot)
     return UnsupportedError(f"{function}: {what} {_dtype_text(dtype)} is not supported by {cls.OPERATOR} at feature "
-                            f"level {LEVEL.label} (supported: {', '.join(n for t, n in _NAMES.items() if t in types)})")
+                            f"level {LEVEL.label} (supported: {type_list(types)})")
 
 
 def dtype_argument(dtype, function: str, slot_type=None):
@@ -261,7 +266,7 @@ ARGUMENT: dict = _Bound(lambda cls, b: b.array)
 BINDING: dict = _Bound(lambda cls, b: b)
 
 
-def check_input(function: str, x) -> None:
+def check_input(function: str, x, argument: str | None = None) -> None:
     """``x``'s dtype and rank against the support table of the operator
     ``function`` builds, at the newest feature level: ``UnsupportedError``
     for a dtype it does not take, ``ValidationError`` for a rank (an array
@@ -272,7 +277,7 @@ def check_input(function: str, x) -> None:
             return
     except TypeError:                     # a dtype that cannot be hashed
         key = None
-    _check_input(function, x, ARGUMENT[function])
+    _check_input(function, x, argument or ARGUMENT[function])
     if key is not None and len(_PASSED) < 1024:
         _PASSED.add(key)
 
@@ -280,21 +285,9 @@ def check_input(function: str, x) -> None:
 def check_inputs(function: str, arrays) -> None:
     """``check_input`` for each array; entries of a sequence argument
     (JOIN's ``arrays``) are named ``arrays[i]``."""
-    argument = ARGUMENT[function]
-    if argument != "arrays":
-        for x in arrays:
-            check_input(function, x)
-        return
+    many = ARGUMENT[function] == "arrays"
     for i, x in enumerate(arrays):
-        try:
-            key = (function, x.dtype, rank_of(x))
-            if key in _PASSED:
-                continue
-        except TypeError:
-            key = None
-        _check_input(function, x, f"arrays[{i}]")
-        if key is not None and len(_PASSED) < 1024:
-            _PASSED.add(key)
+        check_input(function, x, f"arrays[{i}]" if many else None)
 
 
 def _check_input(function: str, x, argument: str) -> None:

@@ -1,9 +1,9 @@
-"""Dask arrays: SLICE, SLICE1, UNFOLD, FOLD and SLICE_GRAD chunk by chunk.
+"""Dask arrays: every operator chunk by chunk.
 
-Each function takes a ``dask.array.Array`` (NumPy or CuPy chunks) and returns
-a lazy ``dask.array.Array`` whose chunks come from opendml's own array
-functions (``opendml.slice``, ``slice1``, ``unfold``, ``fold``,
-``slice_grad``) run inside the tasks. The arguments are validated when the
+The array functions (``opendml.slice``, ``unfold``, ``pad``...) on a
+``dask.array.Array`` (NumPy or CuPy chunks) come here (``run``, ``run_move``)
+and return a lazy ``dask.array.Array`` whose chunks come from opendml's own
+array functions run inside the tasks. The arguments are validated when the
 graph is built, by the same operator descriptions the in-memory calls use, so a
 bad description raises its ``opendml.DmlError`` before anything is computed.
 Every result equals the in-memory call on the whole array bit for bit.
@@ -80,7 +80,6 @@ import dataclasses
 import itertools
 import math
 import operator
-import types
 
 import dask
 import dask.array as da
@@ -95,7 +94,7 @@ from ..ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
 from ._dispatch import front
 from .planner import logical_desc
 
-__all__ = ["slice", "slice1", "unfold", "fold", "slice_grad"]
+__all__ = ["run", "run_move"]
 
 
 # -- arguments and validation ---------------------------------------------------
@@ -262,19 +261,6 @@ def _zeros_task(meta, shape, dtype):
 
 # -- SLICE and SLICE1 ---------------------------------------------------------------
 
-def slice(x, offsets, sizes, strides):  # noqa: A001 - DirectML's name
-    """DML_SLICE of a Dask array: ``out[c] = x[offsets + strides * c]``,
-    ``out.shape == sizes``. One task per touched input chunk."""
-    _check_array(x, "SLICE")
-    return _FRONT.slice(x, offsets, sizes, strides)
-
-
-def slice1(x, window_offsets, window_sizes, window_strides, output_sizes=None):
-    """DML_SLICE1 of a Dask array: a window walked with signed strides (a
-    negative stride starts at the window's end). One task per touched input
-    chunk; ``output_sizes`` defaults to ``1 + (window_sizes - 1) // |strides|``."""
-    _check_array(x, "SLICE1")
-    return _FRONT.slice1(x, window_offsets, window_sizes, window_strides, output_sizes)
 
 
 def _gather(x, dt, desc):
@@ -327,14 +313,6 @@ def _strided(x, dt, axes, name, make_task):
 
 
 # -- UNFOLD ---------------------------------------------------------------------------
-
-def unfold(x, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0):
-    """DML_UNFOLD (im2col) of a Dask array of shape (N, C, *spatial):
-    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``, chunked along N
-    and along BlockCount by slabs of the first spatial axis (see the module's
-    docstring). Scalars apply to every spatial axis."""
-    _check_array(x, "UNFOLD")
-    return _FRONT.unfold(x, window_sizes, strides, dilations, start_padding, end_padding)
 
 
 def _windows(x, dt, desc):
@@ -449,14 +427,6 @@ def _row_boxes(channels, window, most):
 
 # -- FOLD -------------------------------------------------------------------------------
 
-def fold(x, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0):
-    """DML_FOLD (col2im) of a Dask array of shape (N, C * prod(window_sizes),
-    BlockCount) into (N, C, *output_sizes); each output slab is one task over
-    every block that touches it, so the sums are the in-memory FOLD's, bit for
-    bit. Scalars apply to every spatial axis."""
-    _check_array(x, "FOLD")
-    return _FRONT.fold(x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
-
 
 def _window_sums(x, dt, desc):
     """WINDOW_SUMS (FOLD): output slabs, each summing every block that reaches it."""
@@ -562,13 +532,6 @@ def _largest(ok, most: int) -> int:
 
 
 # -- SLICE_GRAD ---------------------------------------------------------------------------
-
-def slice_grad(grad, input_sizes, window_offsets, window_sizes, window_strides):
-    """DML_SLICE_GRAD of a Dask array: zeros of ``input_sizes`` with ``grad``
-    scattered into the positions SLICE1 reads. Chunks outside the window are
-    plain zeros; the others scatter the gradient chunks that reach them."""
-    _check_array(grad, "SLICE_GRAD")
-    return _FRONT.slice_grad(grad, input_sizes, window_offsets, window_sizes, window_strides)
 
 
 def _scatter(grad, dt, desc):
@@ -715,9 +678,3 @@ def run_move(call, arrays) -> list:
         meta = meta_from_array(first._meta, len(t.sizes), t.data_type.numpy_dtype)
         outs.append(da.Array(g, name, tuple(tuple(c) for c in out_chunks[o]), meta=meta))
     return outs
-
-
-#: The array API's functions as this module found them when it loaded: the
-#: public functions above are those on a Dask array (the tasks look the
-#: functions up when they run, ``_api``).
-_FRONT = types.SimpleNamespace(**{name: getattr(_api(), name) for name in __all__})

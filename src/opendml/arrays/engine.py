@@ -15,8 +15,6 @@ module never loads an adapter. May import ``opendml.model``,
 """
 from __future__ import annotations
 
-from builtins import slice as _slice
-
 import numpy as np
 
 from ..model.errors import UnsupportedError, ValidationError
@@ -148,7 +146,7 @@ def _prepared(x: np.ndarray):
     word = WORDS[x.itemsize]
     if layout.span == x.size and x.flags.c_contiguous:     # (packed: the same words, without as_strided's cost)
         return desc, (layout.strides, layout.origin), x.view(word).reshape(-1)
-    low = x[tuple(_slice(None, None, -1) if f else _slice(None) for f in layout.flips)] if any(layout.flips) else x
+    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
     return desc, (layout.strides, layout.origin), src
 

@@ -1,9 +1,18 @@
-"""The array API's front: one thin function per operator (``slice``,
-``slice1``, ``unfold``, ``fold``, ``slice_grad``; ``identity``, ``cast``,
-``pad``, ``join``, ``split``, ``tile``, ``space_to_depth``,
-``depth_to_space``) on NumPy, CuPy, PyTorch, JAX and Dask arrays, each
-building one ``Call`` (the inputs' logical descriptions -> the operator's
-description, ``opendml.ops``) that the array's adapter runs.
+"""The array API's front: one function per bound operator (``slice``,
+``unfold``, ``pad``, ``split``...; ``FUNCTIONS``) on NumPy, CuPy, PyTorch,
+JAX and Dask arrays, each building one ``Call`` (the inputs' logical
+descriptions -> the operator's description, ``opendml.ops``) that the
+array's adapter runs.
+
+The functions are generated here, once, from what each operator module
+declares in its ``BINDING`` (``opendml.ops._spec.Binding``): the name, the
+parameters as a ``def`` writes them, the docstring's own parts (the rest is
+one template filled from the binding and the support table) and the route;
+the class's ``arguments`` turns the arguments into the description. Each is
+a plain Python function compiled from its own source (``inspect.getsource``
+shows it), so ``help``, ``inspect.signature`` and completion in a session
+read it as they would a ``def``; nothing here names an operator. The API
+reference reads them through a Griffe extension (``docs/griffe_registry.py``).
 
 Every function takes the same steps, in this order:
 
@@ -32,11 +41,8 @@ Every function takes the same steps, in this order:
    behind its Python cache (the move cache, ``planner``). Each adapter records what a
    first call ran in the C call cache.
 
-Which operator a function builds, the name of its array argument and
-whether it takes a sequence of arrays come from the operator class's
-``BINDING`` (``_contract.BINDING``); which arguments are lists to snapshot,
-from the function's signature; the rest, per operator, from one small
-builder (``_PLANS``, ``_MOVES``). Every ``opendml.configure()`` empties the
+Which arguments are lists to snapshot comes from the function's signature
+(those typed as sequences). Every ``opendml.configure()`` empties the
 caches; ``configure(call_cache=False)`` turns them off; a replaced
 ``engine.execute`` (a spy) is given every family call.
 
@@ -53,9 +59,14 @@ route a ``Call`` takes). No framework is imported here. May import ``opendml.mod
 """
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.abc
+import importlib.util
 import inspect
-import math
+import linecache
+import sys
+import types
 from collections.abc import Mapping, Set
 from collections.abc import MutableSequence as _MutableSequence
 from typing import Any, Sequence, Union
@@ -64,12 +75,9 @@ import numpy as np
 
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
-from ..model.tensor_desc import TensorDesc
-from ..ops import (DepthSpaceOrder, DepthToSpace1OperatorDesc, ElementWiseIdentityOperatorDesc, FoldOperatorDesc,
-                   JoinOperatorDesc, Padding1OperatorDesc, PaddingMode, ScaleBias, Slice1OperatorDesc,
-                   SliceGradOperatorDesc, SliceOperatorDesc, SpaceToDepth1OperatorDesc, SplitOperatorDesc,
-                   TileOperatorDesc, UnfoldOperatorDesc)
-from ..ops.cast import CastOperatorDesc
+from ..ops import OPERATORS
+from ..ops._spec import Enum
+from ..ops._spec import per_axis  # noqa: F401 - the array API's spelling of a scalar over the spatial axes
 from ..runtime import calls as _calls
 from ..runtime import get_backend
 from . import _contract, _dispatch, engine as _engine, numpy_adapter, planner
@@ -77,20 +85,8 @@ from .engine import ADJOINT_API, PLAN_KEY, Call, FamilyCall, _many_out, adjoint,
 from .engine import _EXECUTE
 from .planner import plan_cache_info
 
-__all__ = ["slice", "slice1", "unfold", "fold", "slice_grad", "identity", "cast", "pad", "join", "split", "tile",
-           "space_to_depth", "depth_to_space", "cpu_output_cache", "plan_cache_info", "adapter_for"]
-
-#: The data-movement family's functions (a list result where the operator has several outputs).
-FAMILY = ("identity", "cast", "pad", "join", "split", "tile", "space_to_depth", "depth_to_space")
-
 #: An int, or one int per axis.
 Ints = Union[int, Sequence[int]]
-
-_MODES = {"constant": PaddingMode.CONSTANT, "edge": PaddingMode.EDGE, "reflect": PaddingMode.REFLECTION,
-          "reflection": PaddingMode.REFLECTION, "symmetric": PaddingMode.SYMMETRIC, "wrap": PaddingMode.WRAP}
-_ORDERS = {"DCR": DepthSpaceOrder.DEPTH_COLUMN_ROW, "CRD": DepthSpaceOrder.COLUMN_ROW_DEPTH,
-           "DEPTH_COLUMN_ROW": DepthSpaceOrder.DEPTH_COLUMN_ROW, "COLUMN_ROW_DEPTH": DepthSpaceOrder.COLUMN_ROW_DEPTH}
-
 
 
 # -- frameworks: one adapter each ------------------------------------------------------------------
@@ -189,7 +185,9 @@ def _snap(value):
     return value
 
 
-def _snaps(*values):
+def _snaps(values) -> tuple:
+    """``_snap`` of each value, the common kinds (lists, ints, tuples, None) inline: the window
+    operators' route snapshots every argument."""
     out = []
     for value in values:
         t = type(value)
@@ -223,20 +221,18 @@ def _snapshot(value):
 #: Call holds them, which is how the adapters record the call after a first run.
 _cached = _calls.call
 _check_input = _contract.check_input
-_sizes_of = _contract.sizes_of
 _OPS = _calls.OPS
-_SLICE, _SLICE1, _UNFOLD, _FOLD, _SLICE_GRAD = (_OPS[k] for k in ("slice", "slice1", "unfold", "fold", "slice_grad"))
 
 #: ``_move(op, x, *args)``: a repeated call on NumPy arrays served by the C
 #: call cache (``runtime.calls.move``), or None. Each function offers its
 #: arguments exactly as received, first thing; the route records a compiled
 #: run with the same arguments snapshotted (``Call.ccall``).
 _move = _calls.move
-(_IDENTITY, _CAST, _PAD, _JOIN, _SPLIT, _TILE, _SPACE_TO_DEPTH, _DEPTH_TO_SPACE) = (
-    _calls.OPS[k] for k in ("identity", "cast", "pad", "join", "split", "tile", "space_to_depth", "depth_to_space"))
-# Members of these key by identity in the C call cache (a mode, an order, a DataType as cast's dtype);
-# PyTorch's dtype type joins them when cast first gets one (``_key_by_identity``).
-_MOVE_TYPES = (PaddingMode, DepthSpaceOrder, DataType)
+# Members of these key by identity in the C call cache: the enums the operators' fields take (a mode, an
+# order) and DataType (a dtype argument); PyTorch's dtype type joins them when a function first gets one
+# (``_key_by_identity``).
+_MOVE_TYPES = tuple(sorted({DataType} | {f.enum for cls in OPERATORS.values() for f in cls.FIELDS
+                                          if isinstance(f, Enum)}, key=lambda t: t.__name__))
 _calls.register_move_types(_MOVE_TYPES)
 
 
@@ -255,18 +251,21 @@ _generation = _calls.generation
 def _new(op: int, x, args: tuple):
     since = _generation()                   # before any setting is read
     backend = get_backend("cpu")
-    # the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if backend._native is None or "prepare" in backend.__dict__:
+    lower = _LOWER.get(op)
+    # no C lowering (an operator without one), the NumPy kernels, or a replaced prepare (a spy): the
+    # Python route
+    if lower is None or backend._native is None or "prepare" in backend.__dict__:
         return None
-    return _move_new(op, _LOWER[op], x, args, since, backend.plain_conf)
+    return _move_new(op, lower, x, args, since, backend.plain_conf)
 
 
-def _key_by_identity(kind: type) -> None:
-    """Let the C call cache key arguments of type ``kind`` by identity from
-    now on (PyTorch's dtypes: singletons its module holds for good); the C
-    cache is emptied once, when the type is added."""
+def _key_by_identity(value) -> None:
+    """Let the C call cache key arguments of ``value``'s type by identity
+    from now on where it is a PyTorch dtype (singletons its module holds for
+    good); the C cache is emptied once, when the type is added."""
     global _MOVE_TYPES
-    if kind not in _MOVE_TYPES:
+    kind = type(value)
+    if kind.__module__ == "torch" and kind not in _MOVE_TYPES:
         _MOVE_TYPES = (*_MOVE_TYPES, kind)
         _calls.register_move_types(_MOVE_TYPES)
 
@@ -275,7 +274,7 @@ def _key_by_identity(kind: type) -> None:
 # -- the two routes past the C call cache, for every function ------------------------------------
 
 #: Operator code (``runtime.calls.OPS``) -> the array-API function's name.
-_NAMES = {code: name for name, code in _OPS.items()}
+_NAMES: dict = {}
 
 
 def _plan(op: int, x, args: tuple):
@@ -283,10 +282,10 @@ def _plan(op: int, x, args: tuple):
     snapshotted (``_snaps``), then the contract's checks and the adapter's
     plan route (whose first step, for NumPy and PyTorch CPU arrays, is the C
     new-shape route); the description is the function's builder's
-    (``_PLANS``) on the input's description."""
+    (its operator class's ``arguments``) on the input's description."""
     name = _NAMES[op]
-    args = _snaps(*args)
-    return _run(x, Call(name, _PLANS[name](*args), key=PLAN_KEY, args=args))
+    args = _snaps(args)
+    return _run(x, Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args))
 
 
 def _move_call(op: int, x, args: tuple):
@@ -294,7 +293,7 @@ def _move_call(op: int, x, args: tuple):
     (unless ``engine.execute`` is replaced), then the contract's checks on the
     inputs (a sequence of them where the binding's array argument is
     ``arrays``), the list arguments snapshotted (those the signature types as
-    sequences), and the builder's description (``_MOVES``), keyed for the
+    sequences), and the description its operator class's ``arguments`` make, keyed for the
     Python cache and recorded in the C call cache by the arguments as
     offered."""
     if _engine.execute is _EXECUTE:
@@ -307,821 +306,138 @@ def _move_call(op: int, x, args: tuple):
     _checked(name, arrays, seq)
     snap = _SNAPSHOTS[name]
     args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(args))
-    make, key = _MOVES[name](arrays[0], *args)
+    make, key = _BUILD[name](ARGUMENT_API, arrays[0], *args)
     return _run_move(Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)),
                      arrays)
 
 
-# -- what each function does with its arguments ----------------------------------------------------
+# -- the functions, generated from the operator modules' bindings -------------------------------------
 
-# ``_PLANS[name](*args)`` (the first five): the snapshotted arguments -> ``make(input description)``.
-# ``_MOVES[name](x, *args)`` (the family): x (the first input) and the snapshotted arguments, after the
-# contract's checks -> (``make(*input descriptions)``, the arguments as the Python cache keys them).
+#: What an operator class's ``arguments`` may call (``opendml.ops._spec.Binding``): the contract's
+#: checks and messages, handed down so that the operator modules never import the array layer.
+ARGUMENT_API = types.SimpleNamespace(axis=_contract.axis, rank_of=_contract.rank_of,
+                                     field_error=_contract.field_error, sizes_of=_contract.sizes_of,
+                                     dtype_argument=_contract.dtype_argument, key_by_identity=_key_by_identity)
 
-def _fold_make(output_sizes, window_sizes, *rest):
-    args = (output_sizes, window_sizes, *rest)
-
-    def make(t):
-        d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
-        spatial, window, *others = (per_axis(v, d) for v in args)
-        rows, c, k = t.sizes[-2], t.sizes[-2], _window_count(window)
-        if k is not None:                # else the description names the bad window entry
-            if rows % k:
-                raise ValidationError(
-                    f"FOLD: InputTensor.Sizes[{t.rank - 2}] must be C x prod(WindowSizes), a multiple of "
-                    f"prod(WindowSizes) = {k} (x.shape[-2], window_sizes); got {rows} (shape {list(t.sizes)})")
-            c = rows // k
-        if not _is_sequence(spatial):
-            raise _contract.field_error("fold", "OutputTensor.Sizes", "be an int or a sequence of ints (output_sizes)",
-                                        spatial)
-        spatial = list(spatial)
-        out = _sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, (t.sizes[-3], c, *spatial)))
-        return FoldOperatorDesc(t, out, window, *others)
-    return make
-
-
-def _slice1_make(offsets, sizes, strides, output_sizes):
-    def make(t):
-        out = None if output_sizes is None else _sizes_of("slice1", "OutputTensor",
-                                                          lambda: TensorDesc(t.data_type, output_sizes))
-        return Slice1OperatorDesc(t, out, offsets, sizes, strides)
-    return make
-
-
-def _slice_grad_make(input_sizes, offsets, sizes, strides):
-    def make(t):
-        out = _sizes_of("slice_grad", "OutputGradientTensor", lambda: TensorDesc(t.data_type, input_sizes))
-        return SliceGradOperatorDesc(t, out, offsets, sizes, strides)
-    return make
-
-
-def _unfold_make(*args):
-    return lambda t: UnfoldOperatorDesc(t, None, *[per_axis(v, len(t.sizes) - 2) for v in args])
-
-
-_PLANS = {
-    "slice": lambda offsets, sizes, strides: lambda t: SliceOperatorDesc(t, None, offsets, sizes, strides),
-    "slice1": _slice1_make, "unfold": _unfold_make, "fold": _fold_make, "slice_grad": _slice_grad_make,
+#: The two routes' bodies: the C call cache offered the arguments as received, then the route.
+_BODIES = {
+    "plan": "    out = _cached({code}, {array}, {args})\n"
+            "    return out if out is not None else _plan({code}, {array}, ({args},))\n",
+    "move": "    out = _move({code}, {array}, {args}) if _engine.execute is _EXECUTE else None\n"
+            "    return out if out is not None else _move_call({code}, {array}, ({args},))\n",
 }
 
+_ARRAYS = "numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array"
 
-def _identity_make(x, scale, bias):
-    sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
-                                                               0.0 if bias is None else bias)
-    return (lambda t: ElementWiseIdentityOperatorDesc(t, None, sb)), (scale, bias)
-
-
-def _cast_make(x, dtype):
-    dt = _contract.dtype_argument(dtype, "cast")
-    if type(dtype).__module__ == "torch" and type(dtype) not in _MOVE_TYPES:
-        _key_by_identity(type(dtype))          # a torch.dtype: the C call cache serves the next such call
-    return (lambda t: CastOperatorDesc(t, TensorDesc(dt, t.sizes))), (dt,)
-
-
-def _pad_make(x, start_padding, end_padding, mode, value):
-    m = _MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
-    if m is None:
-        raise _contract.field_error("pad", "PaddingMode", f"be one of {', '.join(repr(k) for k in _MODES)} or a "
-                                    f"PaddingMode (mode)", mode)
-
-    def make(t):
-        return Padding1OperatorDesc(t, None, m, t.data_type, value, _per_axis(start_padding, t.rank),
-                                    _per_axis(end_padding, t.rank))
-    return make, (start_padding, end_padding, m, value)
-
-
-def _join_make(x, axis):
-    a = _contract.axis(axis, _contract.rank_of(x), "join")
-    return (lambda *ts: JoinOperatorDesc(ts, None, a)), (a,)
-
-
-def _split_make(x, axis, sizes):
-    a = _contract.axis(axis, _contract.rank_of(x), "split")
-    if not isinstance(sizes, tuple) or not sizes:
-        raise _contract.field_error("split", "OutputTensors", "be one or more tensors (sizes: a non-empty sequence "
-                                    "of ints, one per output)", sizes)
-    for i, s in enumerate(sizes):
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
-            raise _contract.field_error("split", f"OutputTensors[{i}].Sizes[{a}]", f"be an int >= 1 (sizes[{i}])", s)
-
-    def make(t):
-        outs = tuple(TensorDesc(t.data_type, tuple(int(s) if d == a else n for d, n in enumerate(t.sizes)))
-                     for s in sizes)
-        return SplitOperatorDesc(t, outs, a)
-    return make, (a, sizes)
-
-
-def _tile_make(x, repeats):
-    return (lambda t: TileOperatorDesc(t, None, _repeats(repeats, t.rank))), (repeats,)
-
-
-def _depth_space_make(cls, name):
-    def builder(x, block_size, order):
-        o = _order(order, name)
-        return (lambda t: cls(t, None, block_size, o)), (block_size, o)
-    return builder
-
-
-_MOVES = {"identity": _identity_make, "cast": _cast_make, "pad": _pad_make, "join": _join_make,
-          "split": _split_make, "tile": _tile_make,
-          "space_to_depth": _depth_space_make(SpaceToDepth1OperatorDesc, "space_to_depth"),
-          "depth_to_space": _depth_space_make(DepthToSpace1OperatorDesc, "depth_to_space")}
-
-
-def _per_axis(value, rank: int):
-    """An int applies to every axis; anything else goes to the description
-    as given (which names what is wrong with it)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (int(value),) * rank
-    return value
-
-
-def _repeats(value, rank: int):
-    """TILE's ``repeats`` by NumPy's rule (``numpy.tile``): an int, or a
-    sequence shorter than the rank, has ones prepended (an int ``r`` is
-    ``(1, ..., 1, r)``: only the last axis repeats); anything else goes to
-    the description as given."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (1,) * (rank - 1) + (int(value),)
-    if isinstance(value, tuple) and len(value) < rank:
-        return (1,) * (rank - len(value)) + value
-    return value
-
-
-def _order(order, where: str) -> DepthSpaceOrder:
-    if isinstance(order, DepthSpaceOrder):
-        return order
-    o = _ORDERS.get(order.upper()) if isinstance(order, str) else None
-    if o is None:
-        raise _contract.field_error(where, "Order", "be 'DCR' (DEPTH_COLUMN_ROW), 'CRD' (COLUMN_ROW_DEPTH) or a "
-                                    "DepthSpaceOrder (order)", order)
-    return o
-
-
-def _window_count(window) -> int | None:
-    """``prod(window)`` where every entry is an int >= 1, else None."""
-    if type(window) is tuple or type(window) is list:
-        for w in window:
-            if type(w) is not int or w < 1:
-                break
-        else:
-            return math.prod(window)
-    if not _is_sequence(window) or not all(
-            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
-        return None
-    return math.prod(int(w) for w in window)
-
-
-def _is_sequence(value) -> bool:
-    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
-
-
-def per_axis(value, d: int):
-    """A scalar applies to each of ``d`` spatial axes; a sequence is kept."""
-    if type(value) is int:
-        return (value,) * (d if d > 1 else 1)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (int(value),) * max(d, 1)
-    return value
-
-
-# -- the functions -----------------------------------------------------------------------------------
-
-def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> Any:  # noqa: A001
-    """DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``.
+#: The docstring's parts every function shares; ``Binding.doc`` gives the summary and the other
+#: parameters, the rest is filled from the binding and the operator's support table.
+_DOC = """{summary}
 
     Parameters
     ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and of one of DirectML's 11 element types (float16/32/64,
-        int8/16/32/64, uint8/16/32/64).
-    offsets : sequence of int
-        The first element read, one entry per axis of ``x`` (each >= 0).
-    sizes : sequence of int
-        The output's shape, one entry per axis (each >= 1).
-    strides : sequence of int
-        The step between elements read, one entry per axis (each >= 1); the
-        last element read, ``offsets + (sizes - 1) * strides``, must lie in
-        ``x``.
+    {array} : {array_type}
+        {shape}, of any strides (read where it lies, negative strides
+        included) and a dtype the operator's support table lists:
+        {types}.{params}
 
     Returns
     -------
-    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        A new packed (C-contiguous) array of ``x``'s framework, dtype and
-        device, of shape ``sizes``; for a Dask array, a lazy Dask array (nothing is
-        computed until it is). A PyTorch result is differentiable: eager
-        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
-        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
-        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through opendml's operators (``opendml_cpp::`` once the C++
-        library is loaded, else the ``opendml::`` custom operators). A JAX result is
-        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
-        rank the operator's support table lacks, or an argument breaks one
-        of the operator's rules (the message names the field and the rule).
-    UnsupportedError
-        If ``x``'s dtype is not one of the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message
-        names the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested
-        or conjugated; a JAX array sharded over several devices).
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
-        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
-        array, when it is computed); the message names the operator, the
-        output's shape and its bytes.
-    """
-    out = _cached(_SLICE, x, offsets, sizes, strides)
-    return out if out is not None else _plan(_SLICE, x, (offsets, sizes, strides))
-
-
-def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int],
-           output_sizes: Sequence[int] | None = None) -> Any:
-    """DML_SLICE1: a window of ``x`` walked with signed strides (a negative
-    stride starts at the window's end). ``output_sizes`` defaults to every
-    reachable element: ``1 + (window_sizes - 1) // |window_strides|``.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and of one of DirectML's 11 element types (float16/32/64,
-        int8/16/32/64, uint8/16/32/64).
-    window_offsets : sequence of int
-        Where the window starts, one entry per axis (each >= 0).
-    window_sizes : sequence of int
-        The window's sizes, one entry per axis (each >= 1); the window must
-        lie in ``x``: ``window_offsets + window_sizes <= x.shape``.
-    window_strides : sequence of int
-        The step per axis: non-zero, in INT32's range; a negative stride
-        walks the window from its last element.
-    output_sizes : sequence of int or None, optional
-        The output's shape, at most the reachable elements per axis; None
-        (the default) takes them all.
-
-    Returns
-    -------
-    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        A new packed (C-contiguous) array of ``x``'s framework, dtype and
-        device, of shape ``output_sizes``; for a Dask array, a lazy Dask array (nothing is
-        computed until it is). A PyTorch result is differentiable: eager
-        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
-        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
-        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through opendml's operators (``opendml_cpp::`` once the C++
-        library is loaded, else the ``opendml::`` custom operators). A JAX result is
-        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
-        rank the operator's support table lacks, or an argument breaks one
-        of the operator's rules (the message names the field and the rule).
-    UnsupportedError
-        If ``x``'s dtype is not one of the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message
-        names the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested
-        or conjugated; a JAX array sharded over several devices).
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
-        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
-        array, when it is computed); the message names the operator, the
-        output's shape and its bytes.
-    """
-    out = _cached(_SLICE1, x, window_offsets, window_sizes, window_strides, output_sizes)
-    return out if out is not None else _plan(_SLICE1, x, (window_offsets, window_sizes, window_strides, output_sizes))
-
-
-def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0,
-           end_padding: Ints = 0) -> Any:
-    """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
-    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
-    every spatial axis.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input of shape (N, C, *spatial), of any strides (read where it lies, negative strides
-        included) and of one of DirectML's 11 element types (float16/32/64,
-        int8/16/32/64, uint8/16/32/64).
-    window_sizes : int or sequence of int
-        The window (kernel) size per spatial axis, each >= 1.
-    strides : int or sequence of int, optional
-        The step between windows per spatial axis, each >= 1 (default 1).
-    dilations : int or sequence of int, optional
-        The step between a window's elements per spatial axis, each >= 1
-        (default 1).
-    start_padding, end_padding : int or sequence of int, optional
-        Zeros added before and after each spatial axis (default 0); the
-        dilated window must fit the padded input.
-
-    Returns
-    -------
-    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        A new packed (C-contiguous) array of ``x``'s framework, dtype and
-        device, of shape (N, C * prod(window_sizes), BlockCount); for a Dask array, a lazy Dask array (nothing is
-        computed until it is). A PyTorch result is differentiable: eager
-        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
-        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
-        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through opendml's operators (``opendml_cpp::`` once the C++
-        library is loaded, else the ``opendml::`` custom operators). A JAX result is
-        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
-        rank the operator's support table lacks, or an argument breaks one
-        of the operator's rules (the message names the field and the rule).
-    UnsupportedError
-        If ``x``'s dtype is not one of the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message
-        names the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested
-        or conjugated; a JAX array sharded over several devices).
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
-        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
-        array, when it is computed); the message names the operator, the
-        output's shape and its bytes.
-    """
-    out = _cached(_UNFOLD, x, window_sizes, strides, dilations, start_padding, end_padding)
-    return out if out is not None else _plan(_UNFOLD, x, (window_sizes, strides, dilations, start_padding, end_padding))
-
-
-def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1,
-         start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
-    """DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
-    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
-    *output_sizes), each output element adding its window elements in
-    increasing window order (float16 sums in float32; integers wrap).
-
-    ``output_sizes`` are the spatial sizes of the result. Scalars apply to
-    every spatial axis; the number of spatial axes is the length of
-    ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
-    what ``unfold`` gives for an input of the output's shape with the same
-    window, strides, dilations and padding.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The columns, of shape (N, C * prod(window_sizes), BlockCount), of any strides (read where it lies, negative strides
-        included) and of one of DirectML's 11 element types (float16/32/64,
-        int8/16/32/64, uint8/16/32/64).
-    output_sizes : int or sequence of int
-        The spatial sizes of the result.
-    window_sizes : int or sequence of int
-        The window size per spatial axis, each >= 1.
-    strides : int or sequence of int, optional
-        The step between windows per spatial axis, each >= 1 (default 1).
-    dilations : int or sequence of int, optional
-        The step between a window's elements per spatial axis, each >= 1
-        (default 1).
-    start_padding, end_padding : int or sequence of int, optional
-        The padding ``unfold`` applied before and after each spatial axis
-        (default 0); padded positions are dropped.
-
-    Returns
-    -------
-    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        A new packed (C-contiguous) array of ``x``'s framework, dtype and
-        device, of shape (N, C, *output_sizes); for a Dask array, a lazy Dask array (nothing is
-        computed until it is). A PyTorch result is differentiable: eager
-        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
-        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
-        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through opendml's operators (``opendml_cpp::`` once the C++
-        library is loaded, else the ``opendml::`` custom operators). A JAX result is
-        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
-        rank the operator's support table lacks, or an argument breaks one
-        of the operator's rules (the message names the field and the rule).
-    UnsupportedError
-        If ``x``'s dtype is not one of the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message
-        names the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested
-        or conjugated; a JAX array sharded over several devices).
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
-        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
-        array, when it is computed); the message names the operator, the
-        output's shape and its bytes.
-    """
-    out = _cached(_FOLD, x, output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
-    return out if out is not None else _plan(_FOLD, x, (output_sizes, window_sizes, strides, dilations,
-                                                        start_padding, end_padding))
-
-
-def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int],
-               window_strides: Sequence[int]) -> Any:
-    """DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape
-    ``input_sizes`` (the shape of ``slice1``'s input) that is 0 except where
-    ``slice1`` with this window reads, which receives the matching element of
-    ``grad`` (``grad.shape`` being ``slice1``'s output shape).
-
-    Parameters
-    ----------
-    grad : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The gradient of ``slice1``'s output, of any strides (read where it lies, negative strides
-        included) and of one of DirectML's 11 element types (float16/32/64,
-        int8/16/32/64, uint8/16/32/64).
-    input_sizes : sequence of int
-        The shape of the result (``slice1``'s input), one entry per axis.
-    window_offsets, window_sizes, window_strides : sequence of int
-        ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
-        negative ones walking from the window's end); the window must lie in
-        ``input_sizes``.
-
-    Returns
-    -------
-    numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        A new packed (C-contiguous) array of ``grad``'s framework, dtype and
-        device, of shape ``input_sizes``; for a Dask array, a lazy Dask array (nothing is
-        computed until it is). A PyTorch result is differentiable: eager
-        autograd (``grad_fn`` ``opendml_<op>Backward``), forward-mode AD and
-        the ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``,
-        ``jacrev``, ``jacfwd``, ``hessian``); under ``torch.compile`` the call
-        goes through opendml's operators (``opendml_cpp::`` once the C++
-        library is loaded, else the ``opendml::`` custom operators). A JAX result is
-        differentiable in reverse mode (``jax.grad``; see ``opendml.jax``).
-
-    Raises
-    ------
-    ValidationError
-        If ``grad`` is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
-        rank the operator's support table lacks, or an argument breaks one
-        of the operator's rules (the message names the field and the rule).
-    UnsupportedError
-        If ``grad``'s dtype is not one of the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message
-        names the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested
-        or conjugated; a JAX array sharded over several devices).
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``): if the output cannot be allocated (NumPy, CuPy,
-        PyTorch CPU and CUDA tensors, JAX arrays run through them; for a Dask
-        array, when it is computed); the message names the operator, the
-        output's shape and its bytes.
-    """
-    out = _cached(_SLICE_GRAD, grad, input_sizes, window_offsets, window_sizes, window_strides)
-    return out if out is not None else _plan(_SLICE_GRAD, grad, (input_sizes, window_offsets, window_sizes,
-                                                                 window_strides))
-
-
-def identity(x: Any, scale: float | None = None, bias: float | None = None) -> np.ndarray:
-    """DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale +
-    bias`` (float types; ``scale`` defaults to 1 and ``bias`` to 0 where only
-    the other is given; computed in float32 for float16/float32).
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
-        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    scale : float or None, optional
-        The factor (default: none, or 1 where ``bias`` is given).
-    bias : float or None, optional
-        The addend (default: none, or 0 where ``scale`` is given).
-
-    Returns
-    -------
-    array of x's framework
-        A new packed (C-contiguous) array, of ``x``'s shape and dtype.
+    {result}
+        {one} packed (C-contiguous) array {returns}, of {owner}
+        framework and device; for a Dask array, a lazy Dask array (nothing is computed
+        until it is). Where the operator is linear for the dtypes, a PyTorch
+        result is differentiable (autograd, forward-mode AD and the
+        ``torch.func`` transforms; under ``torch.compile`` the call goes through
+        opendml's custom operators) and a JAX result in reverse mode
+        (``jax.grad``; see ``opendml.jax``).
 
     Raises
     ------
     UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, complex...: the message names the
-        supported ones).
+        If the dtype of {subject} is missing from the operator's support table at
+        the newest feature level (bool, bfloat16, complex...: the message names
+        the supported ones), or the array is one opendml cannot read (a PyTorch
+        tensor on a device other than cpu, cuda or meta, or sparse, nested or
+        conjugated; a JAX array sharded over several devices).
     ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks, or an
-        argument breaks one of the operator's rules (``scale``/``bias`` on an integer dtype) (the message names
-        the field and the rule). Checked before anything is allocated.
+        If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
+        rank the support table lacks (it takes {ranks}), or an argument
+        breaks one of the operator's rules ({rules}): the message names the
+        field and the rule. Checked before anything is allocated.
     AllocationError
         ``opendml.AllocationError`` (a ``ValidationError`` and a
         ``MemoryError``) naming the operator, the output's shape and its
         bytes, if an output cannot be allocated.
     """
-    out = _move(_IDENTITY, x, scale, bias) if _engine.execute is _EXECUTE else None
-    return out if out is not None else _move_call(_IDENTITY, x, (scale, bias))
 
 
-def cast(x: Any, dtype) -> np.ndarray:
-    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX
-    dtype, a ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
-        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    dtype : numpy.dtype, type, str, torch.dtype, JAX dtype or DataType
-        The result's element type: one of the 11 DirectML types, spelt as
-        any framework spells it: a NumPy dtype, scalar type or string
-        (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
-        (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
-        ``DataType``, or a ``DataType`` name (``"INT8"``,
-        ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework.
-
-    Returns
-    -------
-    array of x's framework
-        A new packed (C-contiguous) array, of ``x``'s shape and dtype ``dtype``.
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, complex...: the message names the
-        supported ones).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks, or an
-        argument breaks one of the operator's rules (``dtype`` not a dtype at all; a dtype CAST does not take is an
-        ``UnsupportedError``) (the message names
-        the field and the rule). Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
-    """
-    out = _move(_CAST, x, dtype) if _engine.execute is _EXECUTE else None
-    return out if out is not None else _move_call(_CAST, x, (dtype,))
+def _docstring(b, cls) -> str:
+    summary, _, params = b.doc.partition("\n\n    Parameters\n    ----------\n")
+    row = _contract.supported_row(cls)
+    many, multi = b.array == "arrays", _many_out(cls)
+    ranks = row.ranks
+    return _DOC.format(
+        summary=summary, array=b.array, array_type="sequence of arrays" if many else _ARRAYS,
+        shape=("A non-empty sequence of arrays of one framework, dtype and rank" if many
+               else b.shape or "The input"), types=_contract.type_list(row.types),
+        params="\n" + params if params else "", result="list of arrays" if multi else "array",
+        one="One new" if multi else "A new", returns=b.returns,
+        owner="the inputs'" if many else f"``{b.array}``'s", subject="an entry of ``arrays``" if many else f"``{b.array}``",
+        ranks=f"{ranks.start} to {ranks.stop - 1} dimensions" if len(ranks) > 1 else f"{ranks.start} dimensions",
+        rules=b.rules)
 
 
-def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = "constant", value=0) -> np.ndarray:
-    """DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
-    per axis (an int pads every axis). ``mode``: "constant" (``value``, of
-    ``x``'s type), "edge", "reflect", "symmetric" or "wrap", as DirectML's
-    DML_PADDING_MODE (padding may exceed the axis' size; it repeats
-    periodically).
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
-        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    start_padding, end_padding : int or sequence of int
-        Elements added before and after each axis: an int for every axis,
-        or one int per axis.
-    mode : str or PaddingMode, optional
-        ``"constant"`` (the default), ``"edge"``, ``"reflect"`` (or
-        ``"reflection"``), ``"symmetric"``, ``"wrap"`` (any case), or a
-        ``PaddingMode``.
-    value : int or float, optional
-        The constant mode's value (default 0); it must fit ``x``'s dtype.
-
-    Returns
-    -------
-    array of x's framework
-        A new packed (C-contiguous) array, of ``x``'s dtype, each axis ``start + size + end`` long.
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, complex...: the message names the
-        supported ones).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks, or an
-        argument breaks one of the operator's rules (an unknown ``mode``, a ``value`` out of the dtype's range) (the message names
-        the field and the rule). Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
-    """
-    out = _move(_PAD, x, start_padding, end_padding, mode, value) if _engine.execute is _EXECUTE else None
-    return out if out is not None else _move_call(_PAD, x, (start_padding, end_padding, mode, value))
+def _generate(b, cls) -> Any:
+    """The array function ``b`` (a ``Binding``) declares: a real function (its own signature, docstring
+    and source, readable by ``inspect``), whose body offers the arguments as received to the C call cache
+    and else takes ``b.route`` with them."""
+    names = [a.arg for a in ast.parse(f"def f({b.params}): pass").body[0].args.args]
+    args = ", ".join(names)
+    result = "list" if _many_out(cls) else "Any"
+    src = (f"def {b.function}({b.array}: {'Sequence[Any]' if b.array == 'arrays' else 'Any'}, {b.params}) -> {result}:\n"
+           + _BODIES[b.route].format(code=_OPS[b.function], array=b.array, args=args))
+    filename = f"<opendml.{b.function}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    namespace: dict = {}
+    exec(compile(src, filename, "exec"), globals(), namespace)       # noqa: S102 - our own bindings' text
+    fn = namespace[b.function]
+    fn.__doc__ = _docstring(b, cls)
+    return fn
 
 
-def join(arrays: Sequence[Any], axis: int) -> np.ndarray:
-    """DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank;
-    equal sizes but along ``axis``).
-
-    Parameters
-    ----------
-    arrays : sequence of arrays
-        The inputs, a non-empty sequence of arrays of one framework, dtype and
-        rank (any strides; integer or float dtypes of 1, 2, 4 or 8 bytes).
-    axis : int
-        The axis to concatenate along; negative values count from the end.
-
-    Returns
-    -------
-    array of x's framework
-        A new packed (C-contiguous) array, of the inputs' dtype.
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of an entry of ``arrays`` is missing from the operator's support table at
-        the newest feature level (bool, complex...: the message names the
-        supported ones).
-    ValidationError
-        If an entry of ``arrays`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks, or an
-        argument breaks one of the operator's rules (dtypes or ranks differ, ``axis`` out of range) (the message names
-        the field and the rule). Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
-    """
-    out = _move(_JOIN, arrays, axis) if _engine.execute is _EXECUTE else None
-    return out if out is not None else _move_call(_JOIN, arrays, (axis,))
+#: Array-API function name -> its operator class's ``arguments`` (the description from the arguments).
+_BUILD: dict = {}
+#: The generated functions, by name, in the registry's order.
+FUNCTIONS: dict = {}
+#: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an
+#: operator with a list of outputs: SPLIT), and which arguments are lists to snapshot (those the
+#: signature types as sequences), read from the bindings and the functions.
+_SEQUENCES: set = set()
+_MULTI: set = set()
+_SNAPSHOTS: dict = {}
 
 
-def split(x: Any, axis: int, sizes: Sequence[int]) -> list[np.ndarray]:
-    """DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements
-    there (the sizes sum to ``x.shape[axis]``); returns a list.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
-        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    axis : int
-        The axis to cut along; negative values count from the end.
-    sizes : sequence of int
-        The length of each piece along ``axis``, each >= 1, summing to
-        ``x.shape[axis]``.
-
-    Returns
-    -------
-    list of arrays of x's framework
-        One new packed array per entry of ``sizes``, of ``x``'s dtype.
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, complex...: the message names the
-        supported ones).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks, or an
-        argument breaks one of the operator's rules (``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range) (the message names
-        the field and the rule). Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
-    """
-    out = _move(_SPLIT, x, axis, sizes) if _engine.execute is _EXECUTE else None
-    return out if out is not None else _move_call(_SPLIT, x, (axis, sizes))
+def bind(cls) -> Any:
+    """The array function ``cls``'s ``BINDING`` declares, generated and entered in every table a call
+    reads (the call cache's code, the builders, the snapshots, ``ADJOINT_API``, the functions that enter
+    a ``torch.compile`` graph whole). The registry's operators are bound as this module loads; an
+    operator registered later is bound by this."""
+    b = _contract.BINDING[cls.BINDING.function]
+    name = b.function
+    fn = FUNCTIONS[name] = globals()[name] = _generate(b, cls)
+    _NAMES[_OPS[name]], _BUILD[name] = name, cls.arguments
+    if b.array == "arrays":
+        _SEQUENCES.add(name)
+    if _many_out(cls):
+        _MULTI.add(name)
+    _SNAPSHOTS[name] = frozenset(i for i, p in enumerate(list(inspect.signature(fn).parameters.values())[1:])
+                                 if "Sequence" in str(p.annotation) or "Ints" in str(p.annotation))
+    setattr(_engine._AdjointApi, name, staticmethod(fn))     # what the operators' ``adjoint`` may call
+    setattr(_dispatch.front, name, fn)                      # what the adapters call again
+    _dispatch.enter_graph_whole([fn])
+    return fn
 
 
-def tile(x: Any, repeats: Ints) -> np.ndarray:
-    """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
-    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
-    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
-    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
-    of a (3, 4) array is (3, 8)).
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input, of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
-        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    repeats : int or sequence of int
-        The repeat count per axis, each >= 1: one entry per axis of ``x``,
-        or fewer (ones are prepended for the leading axes), or an int (the
-        last axis' count). More entries than ``x`` has axes are refused
-        (``numpy.tile`` would add leading axes of size 1: reshape ``x``
-        first).
-
-    Returns
-    -------
-    array of x's framework
-        A new packed (C-contiguous) array, of ``x``'s dtype and shape ``x.shape * repeats``.
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, complex...: the message names the
-        supported ones).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks, or an
-        argument breaks one of the operator's rules (``repeats`` longer than ``x.ndim``, an entry < 1) (the message names
-        the field and the rule). Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
-    """
-    out = _move(_TILE, x, repeats) if _engine.execute is _EXECUTE else None
-    return out if out is not None else _move_call(_TILE, x, (repeats,))
-
-
-def space_to_depth(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
-    """DML_SPACE_TO_DEPTH1: (N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
-    index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input of shape (N, C, H * b, W * b), of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
-        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    block_size : int
-        ``b``, the block's height and width.
-    order : str or DepthSpaceOrder, optional
-        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
-        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.
-
-    Returns
-    -------
-    array of x's framework
-        A new packed (C-contiguous) array, of ``x``'s dtype and shape (N, C * b * b, H, W).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, complex...: the message names the
-        supported ones).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks, or an
-        argument breaks one of the operator's rules (not 4-D, H or W not a multiple of ``block_size``, an unknown ``order``) (the message names
-        the field and the rule). Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
-    """
-    out = _move(_SPACE_TO_DEPTH, x, block_size, order) if _engine.execute is _EXECUTE else None
-    return out if out is not None else _move_call(_SPACE_TO_DEPTH, x, (block_size, order))
-
-
-def depth_to_space(x: Any, block_size: int, order: str = "DCR") -> np.ndarray:
-    """DML_DEPTH_TO_SPACE1: (N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
-    of ``space_to_depth`` with the same order.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array
-        The input of shape (N, C * b * b, H, W), of any strides (read where it lies, negative strides
-        included) and an integer or float dtype of 1, 2, 4 or 8 bytes. Any
-        framework: NumPy, CuPy, PyTorch (CPU, CUDA), JAX, Dask.
-    block_size : int
-        ``b``, the block's height and width.
-    order : str or DepthSpaceOrder, optional
-        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
-        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.
-
-    Returns
-    -------
-    array of x's framework
-        A new packed (C-contiguous) array, of ``x``'s dtype and shape (N, C, H * b, W * b).
-
-    Raises
-    ------
-    UnsupportedError
-        If the dtype of ``x`` is missing from the operator's support table at
-        the newest feature level (bool, complex...: the message names the
-        supported ones).
-    ValidationError
-        If ``x`` is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks, or an
-        argument breaks one of the operator's rules (not 4-D, the channels not a multiple of ``block_size ** 2``, an unknown ``order``) (the message names
-        the field and the rule). Checked before anything is allocated.
-    AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
-    """
-    out = _move(_DEPTH_TO_SPACE, x, block_size, order) if _engine.execute is _EXECUTE else None
-    return out if out is not None else _move_call(_DEPTH_TO_SPACE, x, (block_size, order))
 
 
 def cpu_output_cache(limit: int | None = None) -> dict:
@@ -1173,20 +489,44 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     return get_backend("cpu").cache_info()
 
 
-#: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an
-#: operator with a list of outputs: SPLIT), and which arguments are lists to snapshot (typed as
-#: sequences in the signature), read once from the bindings and the functions above.
-_SEQUENCES = frozenset(name for name in FAMILY if _contract.ARGUMENT[name] == "arrays")
-_MULTI = frozenset(name for name in FAMILY if _many_out(_contract.OPERATOR_OF[name]))
-_SNAPSHOTS = {name: frozenset(i for i, p in enumerate(list(inspect.signature(globals()[name]).parameters.values())[1:])
-                              if "Sequence" in str(p.annotation) or "Ints" in str(p.annotation))
-              for name in FAMILY}
+for _cls in _contract.OPERATOR_OF.values():
+    if _cls.BINDING.params is not None:
+        bind(_cls)
+#: The move program's functions (a list result where the operator has several outputs).
+FAMILY = tuple(name for name in FUNCTIONS if _contract.BINDING[name].route == "move")
+__all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
-# What the operator modules' ``adjoint`` methods call (``ADJOINT_API``), and the route a ``Call`` on
-# arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``).
-for _name in ("slice1", "slice_grad", "unfold", "fold", *FAMILY):
-    setattr(_engine._AdjointApi, _name, staticmethod(globals()[_name]))
+# The route a ``Call`` on arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``).
 _dispatch.front.run_list = run_list
+# torch.compile takes every function into a graph whole (``bind``: ``_dispatch.enter_graph_whole``):
+# Dynamo, which cannot trace the C call cache, puts the call in the graph, and AOTAutograd then runs it
+# on fake tensors, which take the PyTorch adapter's custom operators.
 
-# torch.compile takes the family's functions into a graph whole (``_dispatch.enter_graph_whole``).
-_dispatch.enter_graph_whole([globals()[_name] for _name in FAMILY])
+
+class _OnDynamo(importlib.abc.MetaPathFinder):
+    """Tells Dynamo (``torch._dynamo.allow_in_graph``) about the functions
+    that enter a graph whole the moment it is imported, whatever was imported
+    first (PyTorch, opendml, ``opendml.torch``), without importing it here:
+    ``torch.compile(lambda t: dml.pad(t, 1, 1))`` works in a process that
+    never imported ``opendml.torch``, and the eager path has no check for it.
+    A one-shot finder: it removes itself on Dynamo's import."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)       # the finders after this one
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                _dispatch.on_enter_graph_whole(module.allow_in_graph)
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+if "torch._dynamo" in sys.modules:
+    _dispatch.on_enter_graph_whole(sys.modules["torch._dynamo"].allow_in_graph)
+else:
+    sys.meta_path.insert(0, _OnDynamo())

@@ -52,6 +52,8 @@ from jax import lax
 from ..model.errors import UnsupportedError
 from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from . import engine, numpy_adapter
+from ..ops import max_copied_elements
+from ..ops._spec import binding_of
 from ..ops.unfold import blocks_per_dimension
 from .planner import logical_desc
 
@@ -128,12 +130,13 @@ class _Static:
         return isinstance(other, _Static) and other.desc == self.desc
 
     def lax(self, x):
-        """The operator's lax form (its canonical form's, where it declares one: SLICE is a SLICE1)."""
+        """The operator's lax form (its canonical form's, where it declares one: SLICE is a SLICE1):
+        ``lax_<function>`` below, given the array function's arguments (``call_args``)."""
         desc = self.desc
         canonical = getattr(desc, "canonical", None)
         if canonical is not None:
             desc = canonical()
-        return _LAX[desc.OPERATOR](desc, x)
+        return globals()[f"lax_{binding_of(type(desc)).function}"](x, *desc.call_args())
 
     def kernel(self, x):
         return getattr(api, self.name)(x, *self.desc.call_args())
@@ -290,9 +293,12 @@ def _window_walk(offsets, sizes, strides, out_sizes):
     return first, step, tuple(rev)
 
 
-def lax_slice1(x, offsets, sizes, strides, out_sizes):
+def lax_slice1(x, offsets, sizes, strides, out_sizes=None):
     """SLICE1: ``out[c] = x[start + strides * c]`` (start at the window's end
-    where the stride is negative): a strided slice, reversed on those axes."""
+    where the stride is negative): a strided slice, reversed on those axes;
+    ``out_sizes`` defaults to every element the window reaches."""
+    if out_sizes is None:
+        out_sizes = [max_copied_elements(w, t) for w, t in zip(sizes, strides)]
     first, step, rev = _window_walk(offsets, sizes, strides, out_sizes)
     y = lax.slice(x, first, [f + (m - 1) * t + 1 for f, m, t in zip(first, out_sizes, step)], step)
     return lax.rev(y, rev) if rev else y
@@ -305,18 +311,6 @@ def lax_slice_grad(g, input_sizes, offsets, sizes, strides):
     g = lax.rev(g, rev) if rev else g
     return lax.pad(g, _zero(g.dtype), [(f, s - f - (m - 1) * t - 1, t - 1)
                                       for f, s, m, t in zip(first, input_sizes, g.shape, step)])
-
-
-#: The lax form of each operator's canonical description (SLICE runs as SLICE1).
-_LAX = {
-    "SLICE1": lambda d, x: lax_slice1(x, d.input_window_offsets, d.input_window_sizes, d.input_window_strides,
-                                      d.output_tensor.sizes),
-    "SLICE_GRAD": lambda d, g: lax_slice_grad(g, d.output_tensor.sizes, d.input_window_offsets,
-                                              d.input_window_sizes, d.input_window_strides),
-    "UNFOLD": lambda d, x: lax_unfold(x, d.window_sizes, d.strides, d.dilations, d.start_padding, d.end_padding),
-    "FOLD": lambda d, x: lax_fold(x, d.output_tensor.sizes[2:], d.window_sizes, d.strides, d.dilations,
-                                  d.start_padding, d.end_padding),
-}
 
 
 # -- the data-movement family: one route for every operator -------------------

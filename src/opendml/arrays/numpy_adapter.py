@@ -95,7 +95,7 @@ def _planned(planned: tuple, record_as):
 
 
 def _plain(x: np.ndarray, call, given, record_as, since: int, planned: tuple):
-    """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD or SLICE_GRAD call whose
+    """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD call whose
     plan ``plain_plan`` gives (no description, no plan cache), run by the
     compiled kernels in one C call with an output below ``CACHE_MIN_BYTES``
     (NumPy's allocator); the kernel, its parameter bytes, threads and the
@@ -114,7 +114,7 @@ def _plain(x: np.ndarray, call, given, record_as, since: int, planned: tuple):
         if out is not None:
             count_planned()
         return out
-    done = backend.run_plain(kernel, x, fields)
+    done = backend.run_plain(_KINDS[kernel], x, fields)
     if done is None:
         return None
     count_planned()
@@ -125,7 +125,7 @@ def _plain(x: np.ndarray, call, given, record_as, since: int, planned: tuple):
     return out
 
 
-_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_KINDS = calls.NEW_KINDS
 _numpy_new = calls.numpy_new
 
 

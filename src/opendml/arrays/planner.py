@@ -215,10 +215,11 @@ _native = _load_native()
 #: The compiled fast paths of the operators' ``plain_lowering``, by array-API
 #: name: ``f(in_sizes, *call.args)`` gives the Python function's answer for
 #: the common valid case and None for anything else (newshape.c's
-#: ``slice1_lowering``, ``slice_lowering``). Empty without the compiled
+#: ``slice1_lowering``, ``slice_lowering``, ``slice_grad_lowering``,
+#: ``unfold_lowering``, ``fold_lowering``). Empty without the compiled
 #: extension; tests empty it to compare the routes.
-NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in ("slice1", "slice", "slice_grad")
-                         if hasattr(_native, f"{name}_lowering")}
+NATIVE_LOWERING: dict = {name[:-len("_lowering")]: getattr(_native, name) for name in dir(_native or object)
+                         if name.endswith("_lowering") and name != "move_lowering"}
 
 #: array-API name -> (the kernel, the operator's description-free plan of
 #: its common valid case, ``f(in_sizes, *call.args)``: the reference, which
@@ -226,6 +227,8 @@ NATIVE_LOWERING: dict = {name: getattr(_native, f"{name}_lowering") for name in 
 #: them (``PLAIN_KERNEL``, ``plain_lowering``).
 _PLAIN = {cls.OPERATOR.lower(): (cls.PLAIN_KERNEL, cls.plain_lowering) for cls in OPERATORS.values()
           if hasattr(cls, "plain_lowering")}
+#: array-API name -> the kernel of its plain lowering's plan (``PLAIN_KERNEL``).
+PLAIN_KERNEL = {name: kernel for name, (kernel, _) in _PLAIN.items()}
 
 #: NumPy dtype -> whether it is one of DirectML's element types (few dtypes are seen).
 _ELEMENT_DTYPES: dict = {}
@@ -244,16 +247,17 @@ def _element_dtype(dtype) -> bool:
 
 
 def plain_plan(call, dtype, shape: tuple, count: int, compiled: bool = True):
-    """A new shape's route for SLICE, SLICE1, UNFOLD and SLICE_GRAD (issue 19): ``(kernel,
+    """A new shape's route for SLICE, SLICE1, UNFOLD, FOLD and SLICE_GRAD (issue 19): ``(kernel,
     fields)``, the plan of ``plan_for_strides`` without the array's layout,
     computed without descriptions or the plan cache by the operator's
-    ``plain_lowering`` (for SLICE and SLICE1, its compiled fast path in
-    ``NATIVE_LOWERING`` first, which gives the same answer or none): for
+    ``plain_lowering`` (its compiled fast path in ``NATIVE_LOWERING`` first,
+    which gives the same answer or none): for
     ``"copy"`` (SLICE, SLICE1) ``(output sizes,
     starts, steps)`` in index space (the packed output's element ``c`` is
     the input's element ``starts + steps * c``), for ``"unfold"`` ``(output
     sizes, window, strides, dilations, start padding, blocks per
-    dimension)``, for ``"scatter"`` (SLICE_GRAD) ``(output sizes, first,
+    dimension)``, for ``"fold"`` the same with output sizes ``(N, C,
+    *spatial)``, for ``"scatter"`` (SLICE_GRAD) ``(output sizes, first,
     step, reversed)``; the backend's ``run_plain`` applies the layout. None where
     the call is not such a common valid case (another operator, an element
     type or shape ``TensorDesc`` refuses, arguments the operator's fast path

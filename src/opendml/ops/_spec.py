@@ -336,7 +336,21 @@ class Binding:
     ``name -> (DirectML tensor, example values, example dtype)`` (GATHER's
     ``indices``), and ``added_axes`` how many dimensions the operator's
     tensors have beyond the array argument's (ONE_HOT's new axis: its
-    indices may have one dimension fewer than the table's ranks)."""
+    indices may have one dimension fewer than the table's ranks).
+
+    The function itself is generated from the rest (``arrays.front``):
+    ``params`` its parameters after the array one, as a ``def`` writes them
+    (annotations and defaults; None: the function is written elsewhere),
+    ``doc`` its docstring's summary and the entries of its other
+    parameters (NumPy style), ``shape`` what the array argument must look
+    like, ``returns`` the result's dtype and shape, ``rules`` the argument
+    rules its ``ValidationError`` names, and ``route`` the cache and route
+    its calls take (``"move"``: the move program's; ``"plan"``: the window
+    operators' plans). The class's ``arguments(api, x, *args)`` turns the
+    arguments into the description (``make(*input descriptions)``), with
+    ``api`` the array layer's checks (``arrays.front.ARGUMENT_API``); on
+    the move route it returns ``(make, the arguments as the cache keys
+    them)``."""
     function: str
     inputs: tuple
     args: dict = dataclasses.field(default_factory=dict)
@@ -344,6 +358,25 @@ class Binding:
     slot: str = "InputTensor"
     others: dict = dataclasses.field(default_factory=dict)
     added_axes: int = 0
+    params: str | None = None
+    doc: str = ""
+    shape: str = ""
+    returns: str = ""
+    rules: str = ""
+    route: str = "move"
+
+
+def spread(value, rank: int):
+    """An int applies to each of ``rank`` axes; anything else goes to the
+    description as given (which names what is wrong with it)."""
+    if type(value) is int or isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),) * rank
+    return value
+
+
+def per_axis(value, d: int):
+    """A scalar applies to each of ``d`` spatial axes (at least one); a sequence is kept."""
+    return spread(value, max(d, 1))
 
 
 def binding_of(cls) -> "Binding | None":

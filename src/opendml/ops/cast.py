@@ -44,7 +44,21 @@ class CastOperatorDesc(MoveOperatorDesc):
     output_tensor: TensorDesc
 
     OPERATOR = "CAST"
-    BINDING = Binding("cast", ((2, 3),), {"dtype": "int32"})
+    BINDING = Binding("cast", ((2, 3),), {"dtype": "int32"}, params="dtype",
+                      returns="of ``x``'s shape and dtype ``dtype``",
+                      rules="``dtype`` not a dtype at all; a dtype CAST does not take is an ``UnsupportedError``",
+                      doc="""DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX
+    dtype, a ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
+
+    Parameters
+    ----------
+    dtype : numpy.dtype, type, str, torch.dtype, JAX dtype or DataType
+        The result's element type: one of the 11 DirectML types, spelt as
+        any framework spells it: a NumPy dtype, scalar type or string
+        (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
+        (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
+        ``DataType``, or a ``DataType`` name (``"INT8"``,
+        ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework.""")
     TYPE_VALUE = 61
     OUTPUT_DERIVABLE = False
     INTRODUCED = FeatureLevel.FL_1_0
@@ -54,6 +68,12 @@ class CastOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_1, range(1, 9), _CAST_3_0),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, dtype):
+        dt = api.dtype_argument(dtype, "cast")
+        api.key_by_identity(dtype)     # a torch.dtype: the C call cache serves the next such call
+        return (lambda t: cls(t, TensorDesc(dt, t.sizes))), (dt,)
 
     def __post_init__(self):
         self._check_input()

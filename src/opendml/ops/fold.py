@@ -23,13 +23,35 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from ..plan import Fold, FoldPlan
 from ..model.data_type import DataType
-from ..model.tensor_desc import TensorDesc
+from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._spec import WINDOW_SUMS
-from .unfold import UnfoldOperatorDesc, _Windowed, plain_window
-from ._spec import Binding
+from .unfold import WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window, plain_window_fields
+from ._common import plain_ints
+from ._spec import Binding, per_axis
+from ..model.errors import ValidationError
+
+
+def _is_sequence(value) -> bool:
+    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
+
+
+def _window_count(window) -> int | None:
+    """``prod(window)`` where every entry is an int >= 1, else None."""
+    if type(window) is tuple or type(window) is list:
+        for w in window:
+            if type(w) is not int or w < 1:
+                break
+        else:
+            return math.prod(window)
+    if not _is_sequence(window) or not all(
+            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
+        return None
+    return math.prod(int(w) for w in window)
 
 MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
@@ -51,9 +73,56 @@ class FoldOperatorDesc(_Windowed):
 
     OPERATOR = "FOLD"
     SPATIAL = "output_tensor"
-    BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]})
+    BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]},
+                      params="output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, "
+                             "start_padding: Ints = 0, end_padding: Ints = 0", route="plan",
+                      shape="The columns, of shape (N, C * prod(window_sizes), BlockCount)",
+                      returns="of ``x``'s dtype and shape (N, C, *output_sizes)",
+                      rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
+    *output_sizes), each output element adding its window elements in
+    increasing window order (float16 sums in float32; integers wrap).
+
+    ``output_sizes`` are the spatial sizes of the result. Scalars apply to
+    every spatial axis; the number of spatial axes is the length of
+    ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
+    what ``unfold`` gives for an input of the output's shape with the same
+    window, strides, dilations and padding.
+
+    Parameters
+    ----------
+    output_sizes : int or sequence of int
+        The spatial sizes of the result.
+{WINDOW_DOC}
+    start_padding, end_padding : int or sequence of int, optional
+        The padding ``unfold`` applied before and after each spatial axis
+        (default 0); padded positions are dropped.""")
     TYPE_VALUE = 176
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
+              "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
+
+    @classmethod
+    def arguments(cls, api, x, output_sizes, window_sizes, *rest):
+        fields = (output_sizes, window_sizes, *rest)
+
+        def make(t):                        # run on a plan-cache miss only
+            d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
+            spatial, window, *others = (per_axis(v, d) for v in fields)
+            rows, c, k = t.sizes[-2], t.sizes[-2], _window_count(window)
+            if k is not None:                # else the description names the bad window entry
+                if rows % k:
+                    raise ValidationError(
+                        f"FOLD: InputTensor.Sizes[{t.rank - 2}] must be C x prod(WindowSizes), a multiple of "
+                        f"prod(WindowSizes) = {k} (x.shape[-2], window_sizes); got {rows} (shape {list(t.sizes)})")
+                c = rows // k
+            if not _is_sequence(spatial):
+                raise api.field_error("fold", "OutputTensor.Sizes", "be an int or a sequence of ints (output_sizes)",
+                                      spatial)
+            out = api.sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, (t.sizes[-3], c, *spatial)))
+            return cls(t, out, window, *others)
+        return make
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``). The
@@ -208,3 +277,45 @@ class FoldOperatorDesc(_Windowed):
         return (Fold(0, 0, FoldPlan(inp.element_size, self.sum_kind, sizes[0], sizes[1], sizes[2:], origin,
                                     ts[-3:], self.window_sizes, self.strides, self.dilations, self.start_padding,
                                     self.blocks_per_dimension, 0, out.element_strides)),)
+
+
+def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
+                   end_padding=0) -> tuple | None:
+    """A new shape's route, without descriptions: ``(output sizes (N, C,
+    *output_sizes), window, strides, dilations, start padding, blocks per
+    dimension)``, the fields of the ``FoldOperatorDesc`` the array function
+    builds for an input of ``in_sizes`` (``(..., N, C x prod(WindowSizes),
+    BlockCount)``, leading 1s allowed) with a packed output. The number of
+    spatial axes is the length of ``output_sizes``, else of ``window_sizes``,
+    else 1; an int field is spread over them. The caller has checked that
+    ``TensorDesc(t, in_sizes)`` is valid. None for anything the description's
+    fast path would not take (a field that is not an int or a list or tuple
+    of ints, a window that does not divide the rows, sizes that disagree):
+    the descriptions then say what is wrong."""
+    fields = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+    d = next((len(v) for v in fields[:2] if type(v) is list or type(v) is tuple), 1)
+    spatial, *window = [(v,) * d if type(v) is int else v for v in fields]
+    spatial = plain_ints(spatial, d)
+    r = len(in_sizes)
+    if spatial is None or not 3 <= r <= d + 2:
+        return None
+    got = plain_window_fields(*window, spatial, MAX_SPATIAL_DIMENSIONS)
+    if got is None:
+        return None
+    window, strides, dilations, start, _, k, blocks, per_dimension = got
+    n, rows = in_sizes[-3], in_sizes[-2]
+    c = rows // k
+    count = n * c
+    for s in spatial:
+        if s < 1:
+            return None
+        count *= s
+    if rows % k or in_sizes[-1] != blocks or count > MAX_ELEMENTS or any(s != 1 for s in in_sizes[:-3]):
+        return None
+    return (n, c, *spatial), window, strides, dilations, start, per_dimension
+
+
+#: A new shape's route (``planner.plain_plan``): the description-free lowering
+#: of the common valid case, and the kernel its plan runs on.
+FoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
+FoldOperatorDesc.PLAIN_KERNEL = "fold"

@@ -37,7 +37,19 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
     scale_bias: ScaleBias | None = None
 
     OPERATOR = "ELEMENT_WISE_IDENTITY"
-    BINDING = Binding("identity", ((2, 3),), {"scale": 2.0, "bias": 1.0})
+    BINDING = Binding("identity", ((2, 3),), {"scale": 2.0, "bias": 1.0},
+                      params="scale: float | None = None, bias: float | None = None",
+                      returns="of ``x``'s shape and dtype", rules="``scale``/``bias`` on an integer dtype",
+                      doc="""DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale +
+    bias`` (float types; ``scale`` defaults to 1 and ``bias`` to 0 where only
+    the other is given; computed in float32 for float16/float32).
+
+    Parameters
+    ----------
+    scale : float or None, optional
+        The factor (default: none, or 1 where ``bias`` is given).
+    bias : float or None, optional
+        The addend (default: none, or 0 where ``scale`` is given).""")
     TYPE_VALUE = 1
     FIELDS = (Struct("ScaleBias", "scale_bias", default=None),)
     INTRODUCED = FeatureLevel.FL_1_0
@@ -47,6 +59,12 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, scale, bias):
+        sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
+                                                                   0.0 if bias is None else bias)
+        return (lambda t: cls(t, None, sb)), (scale, bias)
 
     def __post_init__(self):
         inp = self._check_input()

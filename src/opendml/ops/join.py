@@ -31,7 +31,15 @@ class JoinOperatorDesc(MoveOperatorDesc):
     axis: int
 
     OPERATOR = "JOIN"
-    BINDING = Binding("join", ((2, 3), (1, 3)), {"axis": 0}, "arrays")
+    BINDING = Binding("join", ((2, 3), (1, 3)), {"axis": 0}, "arrays", params="axis: int",
+                      returns="of the inputs' dtype", rules="dtypes or ranks differ, ``axis`` out of range",
+                      doc="""DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank;
+    equal sizes but along ``axis``).
+
+    Parameters
+    ----------
+    axis : int
+        The axis to concatenate along; negative values count from the end.""")
     TYPE_VALUE = 63
     SLOTS = (Tensor("InputTensors", "input_tensors", "input", many=True),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
@@ -45,6 +53,11 @@ class JoinOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, axis):
+        a = api.axis(axis, api.rank_of(x), "join")
+        return (lambda *ts: cls(ts, None, a)), (a,)
 
     @property
     def input_tensor(self) -> TensorDesc:

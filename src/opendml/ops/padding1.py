@@ -15,8 +15,12 @@ from ..model.data_type import DataType
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ._common import TYPES_4_1, SupportRow
-from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion
+from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, spread
 from .padding import PaddingRules
+
+#: The array function's names of the modes (any case).
+MODES = {"constant": PaddingMode.CONSTANT, "edge": PaddingMode.EDGE, "reflect": PaddingMode.REFLECTION,
+         "reflection": PaddingMode.REFLECTION, "symmetric": PaddingMode.SYMMETRIC, "wrap": PaddingMode.WRAP}
 
 
 def _default_value_type(parsed: dict):
@@ -39,7 +43,26 @@ class Padding1OperatorDesc(PaddingRules):
     end_padding: tuple[int, ...]
 
     OPERATOR = "PADDING1"
-    BINDING = Binding("pad", ((2, 3),), {"start_padding": 1, "end_padding": [0, 2], "mode": "reflect"})
+    BINDING = Binding("pad", ((2, 3),), {"start_padding": 1, "end_padding": [0, 2], "mode": "reflect"},
+                      params="start_padding: Ints, end_padding: Ints, mode: str = 'constant', value=0",
+                      returns="of ``x``'s dtype, each axis ``start + size + end`` long",
+                      rules="an unknown ``mode``, a ``value`` out of the dtype's range", doc="""DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
+    per axis (an int pads every axis). ``mode``: "constant" (``value``, of
+    ``x``'s type), "edge", "reflect", "symmetric" or "wrap", as DirectML's
+    DML_PADDING_MODE (padding may exceed the axis' size; it repeats
+    periodically).
+
+    Parameters
+    ----------
+    start_padding, end_padding : int or sequence of int
+        Elements added before and after each axis: an int for every axis,
+        or one int per axis.
+    mode : str or PaddingMode, optional
+        ``"constant"`` (the default), ``"edge"``, ``"reflect"`` (or
+        ``"reflection"``), ``"symmetric"``, ``"wrap"`` (any case), or a
+        ``PaddingMode``.
+    value : int or float, optional
+        The constant mode's value (default 0); it must fit ``x``'s dtype.""")
     TYPE_VALUE = 155
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode),
               Enum("PaddingValueDataType", "padding_value_data_type", enum=DataType, default=_default_value_type),
@@ -48,6 +71,17 @@ class Padding1OperatorDesc(PaddingRules):
     COUNTS = {"DimensionCount": "StartPadding"}
     INTRODUCED = FeatureLevel.FL_5_0
     SUPPORT = (SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1),)
+
+    @classmethod
+    def arguments(cls, api, x, start_padding, end_padding, mode, value):
+        m = MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
+        if m is None:
+            raise api.field_error("pad", "PaddingMode", f"be one of {', '.join(repr(k) for k in MODES)} or a "
+                                  f"PaddingMode (mode)", mode)
+
+        def make(t):
+            return cls(t, None, m, t.data_type, value, spread(start_padding, t.rank), spread(end_padding, t.rank))
+        return make, (start_padding, end_padding, m, value)
 
     def __post_init__(self):
         self._check_padding()

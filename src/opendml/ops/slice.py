@@ -26,7 +26,21 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
     strides: tuple[int, ...]
 
     OPERATOR = "SLICE"
-    BINDING = Binding("slice", ((2, 3, 4),), {"offsets": [0, 1, 0], "sizes": [2, 2, 2], "strides": [1, 1, 2]})
+    BINDING = Binding("slice", ((2, 3, 4),), {"offsets": [0, 1, 0], "sizes": [2, 2, 2], "strides": [1, 1, 2]},
+                      params="offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]", route="plan",
+                      returns="of ``x``'s dtype and shape ``sizes``", rules="a window reaching outside ``x``",
+                      doc="""DML_SLICE: ``out[c] = x[offsets + strides * c]``, ``out.shape == sizes``.
+
+    Parameters
+    ----------
+    offsets : sequence of int
+        The first element read, one entry per axis of ``x`` (each >= 0).
+    sizes : sequence of int
+        The output's shape, one entry per axis (each >= 1).
+    strides : sequence of int
+        The step between elements read, one entry per axis (each >= 1); the
+        last element read, ``offsets + (sizes - 1) * strides``, must lie in
+        ``x``.""")
     TYPE_VALUE = 60
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     INTRODUCED = FeatureLevel.FL_1_0
@@ -36,6 +50,10 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, offsets, sizes, strides):
+        return lambda t: cls(t, None, offsets, sizes, strides)
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``)."""

@@ -83,8 +83,30 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
 
     OPERATOR = "SLICE1"
     BINDING = Binding("slice1", ((2, 3, 4),), {"window_offsets": [0, 0, 0], "window_sizes": [2, 3, 4],
-                                               "window_strides": [1, -1, 2]})
+                                               "window_strides": [1, -1, 2]},
+                      params="window_offsets: Sequence[int], window_sizes: Sequence[int], "
+                             "window_strides: Sequence[int], output_sizes: Sequence[int] | None = None",
+                      route="plan", returns="of ``x``'s dtype and shape ``output_sizes``",
+                      rules="a window reaching outside ``x``, a zero stride", doc="""DML_SLICE1: a window of ``x`` walked with signed strides (a negative
+    stride starts at the window's end). ``output_sizes`` defaults to every
+    reachable element: ``1 + (window_sizes - 1) // |window_strides|``.
+
+    Parameters
+    ----------
+    window_offsets : sequence of int
+        Where the window starts, one entry per axis (each >= 0).
+    window_sizes : sequence of int
+        The window's sizes, one entry per axis (each >= 1); the window must
+        lie in ``x``: ``window_offsets + window_sizes <= x.shape``.
+    window_strides : sequence of int
+        The step per axis: non-zero, in INT32's range; a negative stride
+        walks the window from its last element.
+    output_sizes : sequence of int or None, optional
+        The output's shape, at most the reachable elements per axis; None
+        (the default) takes them all.""")
     TYPE_VALUE = 111
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
     INTRODUCED = FeatureLevel.FL_2_1
@@ -93,6 +115,14 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, offsets, sizes, strides, output_sizes):
+        def make(t):
+            out = None if output_sizes is None else api.sizes_of(
+                "slice1", "OutputTensor", lambda: TensorDesc(t.data_type, output_sizes))
+            return cls(t, out, offsets, sizes, strides)
+        return make
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``): a

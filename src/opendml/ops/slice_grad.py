@@ -40,8 +40,28 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
 
     OPERATOR = "SLICE_GRAD"
     BINDING = Binding("slice_grad", ((2, 2, 2),), {"input_sizes": [2, 3, 4], "window_offsets": [0, 0, 0],
-                                                   "window_sizes": [2, 3, 4], "window_strides": [1, 2, 2]}, "grad")
+                                                   "window_sizes": [2, 3, 4], "window_strides": [1, 2, 2]}, "grad",
+                      params="input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int], "
+                             "window_strides: Sequence[int]", route="plan",
+                      shape="The gradient of ``slice1``'s output", returns="of ``grad``'s dtype and shape ``input_sizes``",
+                      rules="a window reaching outside ``input_sizes``, ``grad.shape`` not the window's output",
+                      doc="""DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape
+    ``input_sizes`` (the shape of ``slice1``'s input) that is 0 except where
+    ``slice1`` with this window reads, which receives the matching element of
+    ``grad`` (``grad.shape`` being ``slice1``'s output shape).
+
+    Parameters
+    ----------
+    input_sizes : sequence of int
+        The shape of the result (``slice1``'s input), one entry per axis.
+    window_offsets, window_sizes, window_strides : sequence of int
+        ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
+        negative ones walking from the window's end); the window must lie in
+        ``input_sizes``.""")
     TYPE_VALUE = 135
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
+              "int[] window_strides) -> Tensor")
     TENSORS = ("InputGradientTensor", "OutputGradientTensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
@@ -51,6 +71,13 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, grad, input_sizes, offsets, sizes, strides):
+        def make(t):
+            out = api.sizes_of("slice_grad", "OutputGradientTensor", lambda: TensorDesc(t.data_type, input_sizes))
+            return cls(t, out, offsets, sizes, strides)
+        return make
 
     @property
     def input_tensor(self) -> TensorDesc:

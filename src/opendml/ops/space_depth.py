@@ -162,12 +162,44 @@ class _SpaceDepth1(_SpaceDepth):
         _check_order(self)
         self._check()
 
+    @classmethod
+    def arguments(cls, api, x, block_size, order):
+        o = order if isinstance(order, DepthSpaceOrder) else (
+            ORDERS.get(order.upper()) if isinstance(order, str) else None)
+        if o is None:
+            raise api.field_error(cls.BINDING.function, "Order", "be 'DCR' (DEPTH_COLUMN_ROW), 'CRD' "
+                                  "(COLUMN_ROW_DEPTH) or a DepthSpaceOrder (order)", order)
+        return (lambda t: cls(t, None, block_size, o)), (block_size, o)
+
+
+#: The array functions' names of the orders (any case).
+ORDERS = {"DCR": DepthSpaceOrder.DEPTH_COLUMN_ROW, "CRD": DepthSpaceOrder.COLUMN_ROW_DEPTH,
+          "DEPTH_COLUMN_ROW": DepthSpaceOrder.DEPTH_COLUMN_ROW, "COLUMN_ROW_DEPTH": DepthSpaceOrder.COLUMN_ROW_DEPTH}
+
+
+def _binding(function, inputs, args, summary, before, after, rule):
+    """The two array functions' binding: ``before`` -> ``after`` shapes."""
+    return Binding(function, inputs, args, params="block_size: int, order: str = 'DCR'",
+                   shape=f"The input of shape {before}", returns=f"of ``x``'s dtype and shape {after}",
+                   rules=f"not 4-D, {rule}, an unknown ``order``", doc=f"""DML_{function.upper()}1: {summary}
+
+    Parameters
+    ----------
+    block_size : int
+        ``b``, the block's height and width.
+    order : str or DepthSpaceOrder, optional
+        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
+        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.""")
+
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class SpaceToDepth1OperatorDesc(_SpaceDepth1):
     """SPACE_TO_DEPTH with ``Order`` (feature level 2_1)."""
     OPERATOR = "SPACE_TO_DEPTH1"
-    BINDING = Binding("space_to_depth", ((1, 2, 4, 6),), {"block_size": 2, "order": "CRD"})
+    BINDING = _binding("space_to_depth", ((1, 2, 4, 6),), {"block_size": 2, "order": "CRD"},
+                       """(N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
+    index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".""", "(N, C, H * b, W * b)",
+                       "(N, C * b * b, H, W)", "H or W not a multiple of ``block_size``")
     TYPE_VALUE = 114
     TO_DEPTH = True
 
@@ -176,6 +208,8 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth1):
 class DepthToSpace1OperatorDesc(_SpaceDepth1):
     """DEPTH_TO_SPACE with ``Order`` (feature level 2_1)."""
     OPERATOR = "DEPTH_TO_SPACE1"
-    BINDING = Binding("depth_to_space", ((1, 8, 2, 3),), {"block_size": 2})
+    BINDING = _binding("depth_to_space", ((1, 8, 2, 3),), {"block_size": 2}, """(N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
+    of ``space_to_depth`` with the same order.""", "(N, C * b * b, H, W)", "(N, C, H * b, W * b)",
+                       "the channels not a multiple of ``block_size ** 2``")
     TYPE_VALUE = 113
     TO_DEPTH = False

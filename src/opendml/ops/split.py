@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
@@ -27,7 +29,19 @@ class SplitOperatorDesc(MoveOperatorDesc):
     axis: int
 
     OPERATOR = "SPLIT"
-    BINDING = Binding("split", ((4, 3),), {"axis": 0, "sizes": [1, 3]})
+    BINDING = Binding("split", ((4, 3),), {"axis": 0, "sizes": [1, 3]}, params="axis: int, sizes: Sequence[int]",
+                      returns="per entry of ``sizes``, of ``x``'s dtype",
+                      rules="``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range",
+                      doc="""DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements
+    there (the sizes sum to ``x.shape[axis]``); returns a list.
+
+    Parameters
+    ----------
+    axis : int
+        The axis to cut along; negative values count from the end.
+    sizes : sequence of int
+        The length of each piece along ``axis``, each >= 1, summing to
+        ``x.shape[axis]``.""")
     TYPE_VALUE = 62
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("OutputTensors", "output_tensors", "output", many=True))
@@ -40,6 +54,22 @@ class SplitOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, axis, sizes):
+        a = api.axis(axis, api.rank_of(x), "split")
+        if not isinstance(sizes, tuple) or not sizes:
+            raise api.field_error("split", "OutputTensors", "be one or more tensors (sizes: a non-empty sequence "
+                                  "of ints, one per output)", sizes)
+        for i, s in enumerate(sizes):
+            if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+                raise api.field_error("split", f"OutputTensors[{i}].Sizes[{a}]", f"be an int >= 1 (sizes[{i}])", s)
+
+        def make(t):
+            outs = tuple(TensorDesc(t.data_type, tuple(int(s) if d == a else n for d, n in enumerate(t.sizes)))
+                         for s in sizes)
+            return cls(t, outs, a)
+        return make, (a, sizes)
 
     @property
     def output_tensor(self) -> TensorDesc:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
@@ -27,6 +29,18 @@ from ._spec import Binding, Field, is_float
 _TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
 
 
+def numpy_repeats(value, rank: int):
+    """``repeats`` by NumPy's rule (``numpy.tile``): an int, or a sequence
+    shorter than the rank, has ones prepended (an int ``r`` is ``(1, ...,
+    1, r)``: only the last axis repeats); anything else goes to the
+    description as given."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (1,) * (rank - 1) + (int(value),)
+    if isinstance(value, tuple) and len(value) < rank:
+        return (1,) * (rank - len(value)) + value
+    return value
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class TileOperatorDesc(MoveOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the tiled sizes."""
@@ -36,7 +50,22 @@ class TileOperatorDesc(MoveOperatorDesc):
     repeats: tuple[int, ...]
 
     OPERATOR = "TILE"
-    BINDING = Binding("tile", ((2, 3),), {"repeats": [2, 1]})
+    BINDING = Binding("tile", ((2, 3),), {"repeats": [2, 1]}, params="repeats: Ints",
+                      returns="of ``x``'s dtype and shape ``x.shape * repeats``",
+                      rules="``repeats`` longer than ``x.ndim``, an entry < 1", doc="""DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
+    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
+    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
+    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
+    of a (3, 4) array is (3, 8)).
+
+    Parameters
+    ----------
+    repeats : int or sequence of int
+        The repeat count per axis, each >= 1: one entry per axis of ``x``,
+        or fewer (ones are prepended for the leading axes), or an int (the
+        last axis' count). More entries than ``x`` has axes are refused
+        (``numpy.tile`` would add leading axes of size 1: reshape ``x``
+        first).""")
     TYPE_VALUE = 70
     FIELDS = (Field("Repeats", "repeats"),)
     COUNTS = {"RepeatsCount": "Repeats"}
@@ -47,6 +76,10 @@ class TileOperatorDesc(MoveOperatorDesc):
         SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
         SupportRow(FeatureLevel.FL_4_1, range(1, 9), _TILE_4_1),
     )
+
+    @classmethod
+    def arguments(cls, api, x, repeats):
+        return (lambda t: cls(t, None, numpy_repeats(repeats, t.rank))), (repeats,)
 
     def __post_init__(self):
         inp = self._check_input()

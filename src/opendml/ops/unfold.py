@@ -19,7 +19,7 @@ from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._common import AdjointByCall, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints, sequence_of
 from ._spec import WINDOWS
-from ._spec import Binding
+from ._spec import Binding, per_axis
 
 MAX_SPATIAL_DIMENSIONS = 6
 
@@ -70,14 +70,44 @@ class _Windowed(AdjointByCall, FastPathDesc):
         return math.prod(self.blocks_per_dimension)
 
 
+#: The parameters UNFOLD's and FOLD's array functions share, as their docstrings write them.
+WINDOW_DOC = """    window_sizes : int or sequence of int
+        The window (kernel) size per spatial axis, each >= 1.
+    strides : int or sequence of int, optional
+        The step between windows per spatial axis, each >= 1 (default 1).
+    dilations : int or sequence of int, optional
+        The step between a window's elements per spatial axis, each >= 1
+        (default 1)."""
+
+
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class UnfoldOperatorDesc(_Windowed):
     """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
 
     OPERATOR = "UNFOLD"
-    BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1})
+    BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1},
+                      params="window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, "
+                             "end_padding: Ints = 0", route="plan", shape="The input of shape (N, C, *spatial)",
+                      returns="of ``x``'s dtype and shape (N, C * prod(window_sizes), BlockCount)",
+                      rules="a dilated window larger than the padded input", doc=f"""DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
+    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
+    every spatial axis.
+
+    Parameters
+    ----------
+{WINDOW_DOC}
+    start_padding, end_padding : int or sequence of int, optional
+        Zeros added before and after each spatial axis (default 0); the
+        dilated window must fit the padded input.""")
     TYPE_VALUE = 177
+    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
+    SCHEMA = ("(Tensor x, int[] window_sizes, int[] strides, int[] dilations, int[] start_padding, "
+              "int[] end_padding) -> Tensor")
+
+    @classmethod
+    def arguments(cls, api, x, *fields):
+        return lambda t: cls(t, None, *[per_axis(v, len(t.sizes) - 2) for v in fields])
 
     def _fast_path(self) -> bool:
         """The one-pass check of the common valid case (``FastPathDesc``)."""

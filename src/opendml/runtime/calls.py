@@ -234,9 +234,13 @@ def _no_new(*args) -> None:
     return None
 
 
+#: ``planner.plain_plan``'s kernel names -> the plan kinds ``torch_new``,
+#: ``numpy_new`` and the CPU backend's ``plain_window`` take (newshape.h's ODML_NEW_*).
+NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
+
 #: ``torch_new(op_code, x, args, kind, fields, since, kernels, dtype, cpu)``: a
 #: new shape's call on PyTorch tensor ``x`` in one C call (issue 19): the
-#: plan ``kind`` (0 copy, 1 unfold, 2 scatter) with ``planner.plain_plan``'s
+#: plan ``kind`` (``NEW_KINDS``) with ``planner.plain_plan``'s
 #: ``fields`` applied to ``x``'s layout, the output from PyTorch's allocator,
 #: the kernel run (a CPU kernel with ``cpu`` = (max_threads, grain_bytes,
 #: tile_stride, tile_columns, limit_bytes), or a CUDA launch of a kernel of
@@ -254,12 +258,15 @@ torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _n
 #: array), recorded as ``put_numpy`` records it; the output, or None.
 #: Once such a call was recorded, a miss of ``call`` on a NumPy array of the
 #: same operator, dtype and rank is itself served as a new shape, lowered in C
-#: (``slice``, ``slice1`` and ``slice_grad``: their ``plain_lowering`` in
-#: ``runtime/native/newshape.c``), until the cache is next emptied.
+#: (``slice``, ``slice1``, ``slice_grad``, ``unfold`` and ``fold``: their
+#: ``plain_lowering`` in ``runtime/native/newshape.c``), until the cache is
+#: next emptied.
 numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and hasattr(_native, "call_cache_numpy_new")
                                  else _no_new)
+#: The operators whose plain lowering is in C (newshape.h's ODML_PLAIN_* order).
+PLAIN_LOWERED = ("slice", "slice1", "slice_grad", "unfold", "fold")
 if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
-    _native.call_cache_plain_ops(OPS["slice"], OPS["slice1"], OPS["slice_grad"])
+    _native.call_cache_plain_ops(*(OPS[name] for name in PLAIN_LOWERED))
 
 
 #: ``move_new(op_code, lowering, x, args, since, cpu)``: a never-seen shape of
@@ -273,7 +280,7 @@ move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasa
 
 #: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*).
 MOVE_LOWERINGS = {"identity": 0, "cast": 1, "tile": 2, "pad": 3, "space_to_depth": 4, "depth_to_space": 5,
-                  "join": 6, "split": 7}
+                  "join": 6, "split": 7, "diagonal_matrix": 8}
 
 
 def entry(name: str, x, *args) -> dict | None:

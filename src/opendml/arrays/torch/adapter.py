@@ -77,6 +77,7 @@ import torch.autograd.forward_ad as _fwad
 
 from ...model.errors import UnsupportedError
 from ...ops import OPERATORS
+from ...ops._spec import binding_of
 from ...runtime import alloc, calls, get_backend
 from ...runtime.config import CACHE_MIN_BYTES, config
 from ...runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
@@ -90,8 +91,8 @@ from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, op
 from .. import planner as _planner
 from ..planner import array_layout, count_planned, plain_plan, plan_for
 
-__all__ = ["run", "run_move", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "unfold_op", "fold_op",
-           "slice1_op", "slice_grad_op", "operators", "cpp_op", "define_cpp", "compiled_status", "CPP_NAMESPACE"]
+__all__ = ["run", "run_move", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
+           "define_cpp", "compiled_status", "CPP_NAMESPACE"]
 
 _DEVICES = ("cpu", "cuda", "meta")
 #: Tensor types whose memory the kernel route may read directly.
@@ -195,14 +196,14 @@ def _kernel(x, call, new: bool = True):
     raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-_NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
+_NEW_KINDS = calls.NEW_KINDS
 _OPS = calls.OPS
 _torch_new = calls.torch_new
 _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
 
 
 def _new_shape(x, call, dtype):
-    """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD and
+    """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD, FOLD and
     SLICE_GRAD on a plain CPU or CUDA tensor: the operator's
     ``plain_lowering`` gives the plan (``planner.plain_plan``, no
     descriptions), and one C call (``calls.torch_new``) applies it to ``x``'s
@@ -212,7 +213,7 @@ def _new_shape(x, call, dtype):
     not such a case or C leaves it to the routes below (which then validate,
     plan and run it)."""
     name = call.name
-    # SLICE1 and SLICE: C calls their compiled lowering (planner.NATIVE_LOWERING) on x's sizes as it reads
+    # the operators with a compiled lowering (planner.NATIVE_LOWERING): C calls it on x's sizes as it reads
     # them, and answers False where it gives no fields: plain_plan then plans the call (its reference lowering)
     fields = _planner.NATIVE_LOWERING.get(name)
     if fields is None:
@@ -221,7 +222,7 @@ def _new_shape(x, call, dtype):
             return None
         kernel, fields = got
     else:
-        kernel = "copy"
+        kernel = _planner.PLAIN_KERNEL[name]
     since = calls.generation()            # before the settings are read
     if x.is_cuda:
         kernels, cpu = new_kernels(), None
@@ -585,23 +586,15 @@ def _fake_of(name: str):
 
 
 #: The operators' schemas (after the name), the same in both namespaces: the framework form
-#: (``framework_call``) of the array API's calls, SLICE taking SLICE1's.
-_SCHEMAS = {
-    "unfold": "(Tensor x, int[] window_sizes, int[] strides, int[] dilations, int[] start_padding, "
-              "int[] end_padding) -> Tensor",
-    "fold": "(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
-            "int[] start_padding, int[] end_padding) -> Tensor",
-    "slice1": "(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor",
-    "slice_grad": "(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
-                  "int[] window_strides) -> Tensor",
-}
+#: (``framework_call``) of the array API's calls, as each operator declares it (SLICE takes SLICE1's).
+_SCHEMAS = {binding_of(cls).function: cls.SCHEMA for cls in OPERATORS.values() if "SCHEMA" in vars(cls)}
 _KERNELS = {name: _kernel_of(name) for name in _SCHEMAS}
 _FAKES = {name: _fake_of(name) for name in _SCHEMAS}
 
-unfold_op, fold_op, slice1_op, slice_grad_op = (
-    torch.library.custom_op(f"opendml::{name}", mutates_args=(), schema=_SCHEMAS[name])(_KERNELS[name])
-    for name in _SCHEMAS)
-for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
+#: The custom operators (``opendml::<function>``), by array-API name.
+CUSTOM_OPS = {name: torch.library.custom_op(f"opendml::{name}", mutates_args=(), schema=_SCHEMAS[name])(_KERNELS[name])
+              for name in _SCHEMAS}
+for _name, _op in CUSTOM_OPS.items():
     _op.register_fake(_FAKES[_name])
 
 
@@ -627,13 +620,11 @@ def _backward_of(name: str):
 
 
 _BACKWARDS = {name: _backward_of(name) for name in _SCHEMAS}
-for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
+for _name, _op in CUSTOM_OPS.items():
     _op.register_autograd(_BACKWARDS[_name], setup_context=_keep_inputs)
 
-# torch.compile: the array API's functions enter a graph as calls that
-# AOTAutograd traces with fake tensors (which take the operator route above).
-for _name in _NAMES:
-    torch.compiler.allow_in_graph(getattr(api, _name))
+# torch.compile: the array API's functions enter a graph as calls that AOTAutograd traces with fake
+# tensors (which take the operator route above); ``arrays.front`` tells Dynamo (``enter_graph_whole``).
 
 
 # torch.func.vmap: as each operator declares (``batched_args``): the batch axis
@@ -656,7 +647,7 @@ _RULES = {name: _rule(name) for name in _SCHEMAS}
 #: The custom operators by name (the table of the operator route without the C++ library).
 _CUSTOM = library.CUSTOM
 _CUSTOM.update({name: getattr(torch.ops.opendml, name).default for name in _SCHEMAS})
-for _name, _op in zip(_SCHEMAS, (unfold_op, fold_op, slice1_op, slice_grad_op)):
+for _name, _op in CUSTOM_OPS.items():
     _op.register_vmap(_RULES[_name](_CUSTOM[_name]))
 
 

@@ -192,9 +192,6 @@ def apply_cache_limit(cfg: Config) -> None:
         mod.cache_limit(cfg.output_cache_bytes if cfg.cpu_kernels == "compiled" else 0)
 
 
-#: ``planner.plain_plan``'s kernel names -> the kinds ``plain_window`` and
-#: ``calls.numpy_new`` take (runtime/native/newshape.h's ODML_NEW_*).
-_PLAIN_KINDS = {"copy": 0, "unfold": 1, "scatter": 2}
 
 
 class CpuBackend:
@@ -423,9 +420,9 @@ class CpuBackend:
             blob = bytes(copy_params(plan))
         return self._launch(self._native.copy, blob, src, dst, 2 * _count_of(blob) * plan.element_size)
 
-    def run_plain(self, kernel: str, x: np.ndarray, fields: tuple):
-        """A new shape's route (issue 19): run ``kernel`` ("copy", "unfold"
-        or "scatter") on NumPy array ``x`` into a new packed array, with the
+    def run_plain(self, kind: int, x: np.ndarray, fields: tuple):
+        """A new shape's route (issue 19): run the plan of ``kind`` (a value of
+        ``calls.NEW_KINDS``: copy, unfold, scatter or fold) on NumPy array ``x`` into a new packed array, with the
         compiled kernels, from a plan given without ``x``'s layout
         (``planner.plain_plan``'s fields) and without building the plan: the
         layout, plan, parameter bytes and threads are those of ``runner`` on
@@ -436,7 +433,7 @@ class CpuBackend:
         NumPy kernels run plans (the plan route then runs it)."""
         if self._native is None:
             return None
-        return self._native.plain_window(x, _PLAIN_KINDS[kernel], fields, self.plain_conf)
+        return self._native.plain_window(x, kind, fields, self.plain_conf)
 
     def _native_unfold(self, plan: UnfoldPlan, src, dst):
         es = plan.element_size

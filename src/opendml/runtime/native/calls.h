@@ -173,7 +173,7 @@ int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *p
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY
 int numpy_key(Key *k, PyArrayObject *x);
-/* a new shape of SLICE, SLICE1 or SLICE_GRAD served at a miss (calls_new.c), or None */
+/* a new shape of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD served at a miss (calls_new.c), or None */
 PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k);
 void plain_forget(void);                /* drops what numpy_plain learned (with the dict) */
 #endif

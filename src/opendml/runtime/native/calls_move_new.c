@@ -25,9 +25,70 @@ static int64_t descr_type(PyArray_Descr *d) {
 }
 #endif
 
+/* DataType values 1..11 -> their lower-case names (arrays/_contract.py's _NAMES). */
+static const char *const type_name[12] = {NULL, "float32", "float16", "uint32", "uint16", "uint8", "int32", "int16",
+                                          "int8", "float64", "uint64", "int64"};
+
+/* The DataType value whose lower-case name, upper-case name or "DML_TENSOR_DATA_TYPE_" + upper-case name is
+ * `name` exactly (with `prefix` skipped first), else 0. */
+static int64_t named_type(const char *name, Py_ssize_t len, const char *prefix) {
+    const size_t skip = strlen(prefix);
+    if ((size_t)len <= skip || strncmp(name, prefix, skip)) return 0;
+    name += skip;
+    len -= (Py_ssize_t)skip;
+    const int upper = name[0] >= 'A' && name[0] <= 'Z';
+    if (!*prefix && upper && len > 21 && !strncmp(name, "DML_TENSOR_DATA_TYPE_", 21)) {
+        name += 21;
+        len -= 21;
+    }
+    for (int64_t t = 1; t < 12; t++) {
+        const char *want = type_name[t];
+        if ((Py_ssize_t)strlen(want) != len) continue;
+        int same = 1;
+        for (Py_ssize_t i = 0; i < len && same; i++)
+            same = name[i] == (upper ? want[i] - ('a' - 'A') * (want[i] >= 'a' && want[i] <= 'z') : want[i]);
+        if (same) return t;
+    }
+    return 0;
+}
+
 int64_t odml_move_dtype_type(PyObject *o) {
 #ifdef ODML_NUMPY
     if (!numpy_ready) return 0;
+    /* the spellings arrays/_contract.py's data_type reads without NumPy: a DataType name exactly (upper or
+     * lower case, "DML_TENSOR_DATA_TYPE_" first or not), a DataType member, a PyTorch dtype ("torch.int8");
+     * data_type takes more ("i1", " int8 ", ...): those take the Python route */
+    if (PyUnicode_CheckExact(o)) {
+        Py_ssize_t len;
+        const char *name = PyUnicode_AsUTF8AndSize(o, &len);
+        if (!name) PyErr_Clear();
+        return name ? named_type(name, len, "") : 0;
+    }
+    if (!strcmp(Py_TYPE(o)->tp_name, "torch.dtype")) {
+        PyObject *text = PyObject_Str(o);
+        Py_ssize_t len;
+        const char *name = text ? PyUnicode_AsUTF8AndSize(text, &len) : NULL;
+        const int64_t t = name ? named_type(name, len, "torch.") : 0;
+        if (PyErr_Occurred()) PyErr_Clear();
+        Py_XDECREF(text);
+        return t;
+    }
+    static PyTypeObject *data_type;                /* opendml.model.data_type.DataType, once imported */
+    if (!data_type) {
+        PyObject *name = PyUnicode_FromString("opendml.model.data_type");
+        PyObject *module = name ? PyImport_GetModule(name) : NULL;
+        PyObject *type = module ? PyObject_GetAttrString(module, "DataType") : NULL;
+        if (type && PyType_Check(type)) data_type = (PyTypeObject *)type;     /* held for good */
+        else Py_XDECREF(type);
+        Py_XDECREF(module);
+        Py_XDECREF(name);
+        if (PyErr_Occurred()) PyErr_Clear();
+    }
+    if (data_type && Py_TYPE(o) == data_type) {
+        const long t = PyLong_AsLong(o);
+        if (t == -1 && PyErr_Occurred()) PyErr_Clear();
+        return t >= 1 && t <= 11 ? t : 0;
+    }
     PyArray_Descr *d = NULL;
     if (PyArray_DescrCheck(o)) {             /* only NumPy's own dtype object of a number type */
         const int num = ((PyArray_Descr *)o)->type_num;
@@ -66,7 +127,7 @@ int64_t odml_move_dtype_type(PyObject *o) {
  * (a lone array is refused there: the Python route names the fault), stored
  * in `in` (borrowed); -1 else. */
 static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
-    const int seq = (lowering & 0xff) == ODML_LOWER_JOIN;
+    const int seq = (lowering & 0xff) == ODML_LOWER_JOIN || (lowering & 0xff) >= ODML_LOWER_INDEX_FUNCTIONS;
     if (!seq) {
         if (Py_TYPE(x) != &PyArray_Type) return -1;
         in[0] = (PyArrayObject *)x;

@@ -187,7 +187,7 @@ static PyObject *torch_new_empty(PyObject *x, const int64_t *dims, int rank, uin
  *
  * A new shape's route on a PyTorch tensor (issue 19), in one C call: x read
  * through the tensor accessors, the plan of plain_plan's `kind` (0 copy, 1
- * unfold, 2 scatter) and `fields` applied to x's layout (newshape.h), the
+ * unfold, 2 scatter, 3 fold) and `fields` applied to x's layout (newshape.h), the
  * output allocated by PyTorch (at::empty), the kernel run, and the call
  * recorded as the call cache's entry for (op, args) on x, as the Python
  * route records it (put_numpy, put_cuda), where the cache is on and still
@@ -220,7 +220,7 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
  * to a tuple, or NULL with no exception set where it gives none. */
 static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const odml_torch_info *in) {
     const Py_ssize_t n_args = PyTuple_GET_SIZE(call_args);
-    if (in->ndim < 1 || in->ndim > ODML_MAX_RANK || n_args > 4) return NULL;
+    if (in->ndim < 1 || in->ndim > ODML_MAX_RANK || n_args > 6) return NULL;
     int64_t count = 1;
     for (int i = 0; i < in->ndim; i++)
         if (in->sizes[i] < 0 || __builtin_mul_overflow(count, in->sizes[i], &count)) return NULL;
@@ -239,7 +239,7 @@ static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const o
         }
         PyTuple_SET_ITEM(shape, i, v);
     }
-    PyObject *stack[5];
+    PyObject *stack[7];
     stack[0] = shape;
     for (Py_ssize_t i = 0; i < n_args; i++) stack[i + 1] = PyTuple_GET_ITEM(call_args, i);
     PyObject *got = PyObject_Vectorcall(lowering, stack, (size_t)(n_args + 1), NULL);
@@ -270,7 +270,7 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
     const int lower = PyCFunction_CheckExact(fields);
     if (!numpy_ready || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type || !PyTuple_CheckExact(call_args)
             || !(lower || PyTuple_CheckExact(fields)) || !PyArray_DescrCheck(descr) || exact_int(args[3], &kind) < 0
-            || exact_int(args[5], &gen) < 0 || kind < 0 || kind > 2
+            || exact_int(args[5], &gen) < 0 || kind < 0 || kind >= ODML_NEW_KINDS
             || (tapi ? tapi->describe(x, &in) : torch_describe_py(x, &in)) != 0
             || in.dispatch_modes || in.wrapped || in.device < -1) {
         if (PyErr_Occurred()) drop_error();
@@ -315,6 +315,7 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
     odml_new_plan pl;
     L.n = in.ndim;
     L.es = (int64_t)PyDataType_ELSIZE((PyArray_Descr *)descr);
+    L.flt = PyDataType_ISFLOAT((PyArray_Descr *)descr);
     for (int i = 0; i < in.ndim && i < ODML_MAX_RANK; i++) {
         L.shape[i] = in.sizes[i];
         L.strides[i] = in.strides[i];
@@ -470,8 +471,9 @@ static PyObject *numpy_new_run(PyObject *op, PyArrayObject *x, PyObject *const *
     odml_new_plan pl;
     odml_cpu_run run;
     int64_t bytes, origin_bytes;
-    if (odml_layout_from_bytes(n, shape, bstrides, (int64_t)PyArray_ITEMSIZE(x), &L)
-            || odml_new_plan_make(kind, &L, f, nf, &pl) || odml_new_cpu(&pl, c->tile_stride, c->tile_columns, &run)
+    if (odml_layout_from_bytes(n, shape, bstrides, (int64_t)PyArray_ITEMSIZE(x), &L)) Py_RETURN_NONE;
+    L.flt = PyArray_ISFLOAT(x);
+    if (odml_new_plan_make(kind, &L, f, nf, &pl) || odml_new_cpu(&pl, c->tile_stride, c->tile_columns, &run)
             || __builtin_mul_overflow(pl.count, L.es, &bytes) || bytes >= c->limit
             || __builtin_mul_overflow(pl.origin, L.es, &origin_bytes)) Py_RETURN_NONE;
     const int64_t threads = odml_new_threads(run.work, c->grain, c->most);
@@ -543,8 +545,8 @@ PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t
     int64_t kind;
     plain_conf c;
     Entry *e = NULL;
-    if (!numpy_ready || Py_TYPE(args[0]) != &PyArray_Type || exact_int(args[1], &kind) || kind < 0 || kind > 2
-            || !PyTuple_CheckExact(args[2]) || read_conf(args[3], &c)) {
+    if (!numpy_ready || Py_TYPE(args[0]) != &PyArray_Type || exact_int(args[1], &kind) || kind < 0
+            || kind >= ODML_NEW_KINDS || !PyTuple_CheckExact(args[2]) || read_conf(args[3], &c)) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
@@ -563,7 +565,7 @@ PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t
 
 /* -- a new shape served at the cache's miss ----------------------------------------------------------
  *
- * A call_cache_call miss on an exact NumPy array of SLICE, SLICE1 or SLICE_GRAD (the operator codes
+ * A call_cache_call miss on an exact NumPy array of a plain-lowered operator (the operator codes
  * runtime/calls.py registers, call_cache_plain_ops) is served in the same C call where the Python route
  * would do nothing else: the route has run call_cache_numpy_new, recording, since the cache was last
  * emptied (every configure() empties it), a call of that operator on an array of the same dtype and
@@ -576,7 +578,7 @@ PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t
 static struct { int64_t op; int type, rank; } templates[MAX_TEMPLATES];
 static int n_templates, conf_known;
 static plain_conf known_conf;
-static int64_t plain_ops[3] = {-1, -1, -1};     /* by ODML_PLAIN_*: the operator codes */
+static int64_t plain_ops[ODML_PLAIN_COUNT] = {-1, -1, -1, -1, -1};   /* by ODML_PLAIN_*: the operator codes */
 long long plain_served;
 
 void plain_forget(void) {
@@ -595,7 +597,7 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
     int which = -1;
     const int n = PyArray_NDIM(x);
     if (!conf_known || exact_int(args[0], &op) < 0) Py_RETURN_NONE;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < ODML_PLAIN_COUNT; i++)
         if (plain_ops[i] == op) which = i;
     if (which < 0 || n < 1 || n > ODML_MAX_RANK || template_of(op, PyArray_TYPE(x), n) < 0) Py_RETURN_NONE;
     for (int i = 0; i < n; i++) {                  /* plain_count: a valid packed TensorDesc of x's shape */
@@ -610,7 +612,7 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
     }
     if (fields == Py_None) return fields;
     PyObject *out = numpy_new_run(args[0], x, args + 2, nargs - 2,
-                                  which == ODML_PLAIN_SLICE_GRAD ? ODML_NEW_SCATTER : ODML_NEW_COPY,
+                                  odml_plain_kind(which),
                                   ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &known_conf, 1, k,
                                   NULL);
     Py_DECREF(fields);
@@ -619,13 +621,14 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
 }
 #endif
 
-/* call_cache_plain_ops(slice, slice1, slice_grad): the operator codes whose misses numpy_plain serves */
+/* call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the operator codes whose misses numpy_plain
+ * serves, by ODML_PLAIN_* */
 PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args) {
     (void)self;
-    long long ops[3];
-    if (!PyArg_ParseTuple(args, "LLL", &ops[0], &ops[1], &ops[2])) return NULL;
+    long long ops[ODML_PLAIN_COUNT];
+    if (!PyArg_ParseTuple(args, "LLLLL", &ops[0], &ops[1], &ops[2], &ops[3], &ops[4])) return NULL;
 #ifdef ODML_NUMPY
-    for (int i = 0; i < 3; i++) plain_ops[i] = ops[i];
+    for (int i = 0; i < ODML_PLAIN_COUNT; i++) plain_ops[i] = ops[i];
 #endif
     Py_RETURN_NONE;
 }
@@ -634,7 +637,7 @@ PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args) {
  *
  * A new shape's route on a NumPy array (issue 19) in one C call: numpy_new_run, with the record put_numpy
  * would make stored (where the cache is on and still in `generation`): x an exact, native-order ndarray;
- * `kind` and `fields` plain_plan's (0 copy, 1 unfold, 2 scatter); `cpu` (max_threads, grain_bytes,
+ * `kind` and `fields` plain_plan's (0 copy, 1 unfold, 2 scatter, 3 fold); `cpu` (max_threads, grain_bytes,
  * tile_stride, tile_columns, limit_bytes). None, nothing run, wherever the Python route must run the call
  * (as those functions decline). A recorded call also makes its operator, dtype and rank a template of
  * numpy_plain's, with `cpu` its conf, until the cache is next emptied. */
@@ -648,7 +651,7 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
     int64_t kind, gen, op_code;
     plain_conf c;
     if (!numpy_ready || Py_TYPE(xo) != &PyArray_Type || !PyTuple_CheckExact(call_args) || !PyTuple_CheckExact(fields)
-            || exact_int(args[3], &kind) || exact_int(args[5], &gen) || kind < 0 || kind > 2
+            || exact_int(args[3], &kind) || exact_int(args[5], &gen) || kind < 0 || kind >= ODML_NEW_KINDS
             || read_conf(args[6], &c)) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;

@@ -5,7 +5,7 @@
  * It is runtime/cuda/backend.py's launch_spec for the plan the operator
  * lowers, decision for decision: the copy's canonical form widened to the
  * largest word (word_plan), UNFOLD's choice among unfold1d_tile, unfold_tile
- * (unfold_box) and unfold_gather, SLICE_GRAD's canonical form
+ * (unfold_box) and unfold_gather, FOLD's between fold1d_tile and fold_gather, SLICE_GRAD's canonical form
  * (canonical_scatter) widened (scatter_word_plan); the same kernel names,
  * parameter bytes, grids and shared memory. tests/runtime/test_cuda_spec.py
  * compares the two on random plans, layouts and pointer alignments (no GPU
@@ -234,6 +234,54 @@ static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
     return grid_of(slots, THREADS, &s->grid);
 }
 
+/* -- FOLD: _fold_launch ------------------------------------------------------------------------------- */
+
+#define FOLD_TILE_MIN_STRIDE 32
+
+/* fold1d_tile's CUDA blocks for RC residues per block (_fold_tiles); -1 on overflow */
+static int64_t fold_tiles(const odml_fold_params *q, int64_t rc) {
+    const odml_window_dim *wd = &q->dim[0];
+    const int64_t hops = (wd->start_padding + wd->size - 1) / wd->stride - wd->start_padding / wd->stride + 1;
+    int64_t t;
+    if (__builtin_mul_overflow(q->batch, q->channels, &t) || __builtin_mul_overflow(t, ceil_div(hops, 32), &t)
+            || __builtin_mul_overflow(t, ceil_div(wd->stride, rc), &t)) return -1;
+    return t;
+}
+
+static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
+    odml_fold_params *q = &s->p.fold;
+    *q = pl->fold;
+    const int64_t es = q->element_size, D = q->dims, flt = q->sum_kind == ODML_SUM_FLOAT;
+    const char *S = scalar(es);
+    s->size = (Py_ssize_t)sizeof(odml_fold_params);
+    s->smem = 0;
+    if (flt && es == 1) return -1;
+    if (D == 1 && q->dim[0].stride >= FOLD_TILE_MIN_STRIDE) {   /* fold1d_tile (fold_tile_residues) */
+        int64_t rc = 128;
+        while (rc > 32 && rc >= 2 * q->dim[0].stride) rc /= 2;
+        const int64_t blocks = fold_tiles(q, rc);
+        if (blocks >= 0 && blocks < ((int64_t)1 << 31)) {
+            q->work_items = blocks;
+            snprintf(s->name, sizeof s->name, "fold1d_tile<%s, %d, %lld>", S, (int)flt, (long long)rc);
+            return grid_of(blocks, 1, &s->grid);
+        }
+    }
+    /* fold_gather: V the largest of 4, 2 whose warps keep FOLD_LANE_USE (0.85) of a line's lanes busy, else 1 */
+    const int64_t width = q->dim[D - 1].size;
+    int64_t v = 1, warps = 1, lanes;
+    for (int64_t c = 4; c >= 2 && v == 1; c /= 2)
+        if (width * 20 >= 17 * ceil_div(width, 32 * c) * 32 * c) v = c;
+    if (__builtin_mul_overflow(q->batch, q->channels, &warps)) return -1;
+    for (int64_t d = 0; d < D - 1; d++)
+        if (__builtin_mul_overflow(warps, q->dim[d].size, &warps)) return -1;
+    if (__builtin_mul_overflow(warps, ceil_div(width, 32 * v), &warps) || __builtin_mul_overflow(warps, 32, &lanes))
+        return -1;
+    q->work_items = warps;
+    snprintf(s->name, sizeof s->name, "fold_gather<%s, %d, %d, %s, %lld>", S, (int)flt, (int)D,
+             index_type(lanes, 16), (long long)v);
+    return grid_of(lanes, THREADS, &s->grid);
+}
+
 /* -- SLICE_GRAD: canonical_scatter and scatter_word_plan ---------------------------------------------- */
 
 static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
@@ -335,6 +383,7 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
     switch (pl->kind) {
     case ODML_NEW_COPY: return copy_spec(pl, src, dst, s);
     case ODML_NEW_UNFOLD: return unfold_spec(pl, s);
+    case ODML_NEW_FOLD: return fold_spec(pl, s);
     default: return scatter_spec(pl, src, dst, s);
     }
 }

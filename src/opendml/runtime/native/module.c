@@ -23,6 +23,7 @@
 #include "cpu/common.h"
 #include "cpu/indexed/index.h"
 #include "cpu/move.h"
+#include "newshape.h"
 
 /* Parse (dst, src, params, threads) with params exactly `size` bytes, copied
  * into `out` (the bytes object need not be aligned for the struct). */
@@ -131,8 +132,8 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "in the call cache, or None (calls_move.c)")                                                                  \
     X(move_lowering, FASTCALL, "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) "                  \
       "call_cache_move_new would run, or None")                                                                     \
-    X(call_cache_plain_ops, VARARGS, "call_cache_plain_ops(slice, slice1, slice_grad): the operator codes whose "   \
-      "misses on NumPy arrays the cache serves as new shapes, lowered in C (calls_new.c)")                          \
+    X(call_cache_plain_ops, VARARGS, "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the "          \
+      "operator codes whose misses on NumPy arrays the cache serves as new shapes, lowered in C (calls_new.c)")     \
     X(call_cache_numpy_new, FASTCALL, "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new "  \
       "shape's output on a NumPy array (recorded in the call cache), or None where the Python route must run it "   \
       "(calls.c)")                                                                                                  \
@@ -173,6 +174,8 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "(newshape.c)")                                                                                               \
     X(slice_lowering, FASTCALL, "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's "              \
       "plain_lowering of the common valid case, or None where that Python function must answer (newshape.c)")       \
+    X(unfold_lowering, FASTCALL, ODML_UNFOLD_LOWERING_DOC)                                                          \
+    X(fold_lowering, FASTCALL, ODML_FOLD_LOWERING_DOC)                                                              \
     X(slice_grad_lowering, FASTCALL, "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> "       \
       "ops/slice_grad.py's plain_lowering of the common valid case, or None where that Python function must "       \
       "answer (newshape.c)")                                                                                        \

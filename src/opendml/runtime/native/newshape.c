@@ -3,9 +3,9 @@
  * layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
  * (odml_new_cpu), and the Python functions copy_params, cuda_spec (the
  * CUDA launch of cuda_spec.c, for tests), and slice_lowering,
- * slice1_lowering and slice_grad_lowering (the fast path of the operators'
- * plain_lowering, which planner.plain_plan tries first; see the end of this
- * file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors.
+ * slice1_lowering, slice_grad_lowering, unfold_lowering and fold_lowering
+ * (the fast path of the operators' plain_lowering, which planner.plain_plan
+ * tries first; see the end of this file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors.
  *
  * copy_params: a CopyPlan's canonical form packed as odml_copy_params.
  *
@@ -215,6 +215,64 @@ static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *
     return 0;
 }
 
+/* ops/fold.py FoldOperatorDesc._passes on L (the columns (..., N, C x K, B), leading 1s) from plain_lowering's
+ * fields (out_sizes (N, C, *spatial), window, strides, dilations, start_padding, blocks): the FoldPlan with a
+ * packed output, as CpuBackend._native_fold packs it. */
+static int plan_fold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
+    const int r = L->n;
+    if (!PyTuple_CheckExact(f[0]) && !PyList_CheckExact(f[0])) return -1;
+    const int d = (int)PySequence_Fast_GET_SIZE(f[0]) - 2;
+    if (d < 1 || d > ODML_MAX_SPATIAL || r < 3 || r > d + 2) return -1;
+    int64_t out[ODML_MAX_SPATIAL + 2], win[ODML_MAX_SPATIAL], st[ODML_MAX_SPATIAL], dil[ODML_MAX_SPATIAL];
+    int64_t pad[ODML_MAX_SPATIAL], blk[ODML_MAX_SPATIAL];
+    if (read_seq(f[0], d + 2, out) || read_seq(f[1], d, win) || read_seq(f[2], d, st) || read_seq(f[3], d, dil)
+            || read_seq(f[4], d, pad) || read_seq(f[5], d, blk)) return -1;
+    int64_t k = 1, blocks = 1, rows, count = 1, reads;
+    for (int i = 0; i < d; i++)
+        if (win[i] < 1 || st[i] < 1 || dil[i] < 1 || pad[i] < 0 || blk[i] < 1 || out[2 + i] < 1
+                || __builtin_mul_overflow(k, win[i], &k) || __builtin_mul_overflow(blocks, blk[i], &blocks)) return -1;
+    for (int i = 0; i < r - 3; i++)
+        if (L->shape[i] != 1) return -1;
+    /* the input the fields were made for is the one read (see plan_copy) */
+    const int64_t *in3 = L->shape + r - 3, *is3 = L->strides + r - 3;
+    if (out[0] < 1 || out[1] < 1 || in3[0] != out[0] || __builtin_mul_overflow(out[1], k, &rows) || in3[1] != rows
+            || in3[2] != blocks || __builtin_mul_overflow(in3[0], rows, &reads)
+            || __builtin_mul_overflow(reads, blocks, &reads)) return -1;
+    odml_fold_params *p = &pl->fold;
+    int64_t stride[ODML_MAX_SPATIAL + 2];
+    for (int i = d + 1; i >= 0; i--) {          /* packed output strides */
+        stride[i] = count;
+        if (__builtin_mul_overflow(count, out[i], &count)) return -1;
+    }
+    p->element_size = L->es;
+    p->sum_kind = L->flt ? ODML_SUM_FLOAT : ODML_SUM_INTEGER;
+    p->dims = d;
+    p->batch = out[0];
+    p->channels = out[1];
+    p->window_count = k;
+    p->block_count = blocks;
+    p->in_offset = pl->origin;
+    p->in_batch_stride = is3[0];
+    p->in_row_stride = is3[1];
+    p->in_column_stride = is3[2];
+    p->out_batch_stride = stride[0];
+    p->out_channel_stride = stride[1];
+    for (int i = 0; i < d; i++) {
+        odml_window_dim *wd = &p->dim[i];
+        wd->size = out[2 + i];
+        wd->image_stride = stride[2 + i];
+        wd->window = win[i];
+        wd->stride = st[i];
+        wd->dilation = dil[i];
+        wd->start_padding = pad[i];
+        wd->blocks = blk[i];
+    }
+    pl->out_rank = d + 2;
+    memcpy(pl->out_dims, out, sizeof(int64_t) * (size_t)(d + 2));
+    pl->count = count;
+    return 0;
+}
+
 static int plan_scatter(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int n = L->n;
     int64_t sz[ODML_MAX_RANK], first[ODML_MAX_RANK], stp[ODML_MAX_RANK], back[ODML_MAX_RANK];
@@ -250,13 +308,17 @@ static int plan_scatter(const odml_layout *L, PyObject *const *f, odml_new_plan 
 }
 
 int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl) {
-    static const Py_ssize_t fields[3] = {3, 6, 4};
+    static const Py_ssize_t fields[ODML_NEW_KINDS] = {3, 6, 4, 6};
+    static int (*const plan[ODML_NEW_KINDS])(const odml_layout *, PyObject *const *, odml_new_plan *) = {
+        plan_copy, plan_unfold, plan_scatter, plan_fold};
     const int n = L->n;
-    if (kind < 0 || kind > 2 || nf != fields[kind] || n < 1 || n > ODML_MAX_RANK || !odml_valid_size(L->es)) return -1;
+    if (kind < 0 || kind >= ODML_NEW_KINDS || nf != fields[kind] || n < 1 || n > ODML_MAX_RANK
+            || !odml_valid_size(L->es)) return -1;
     pl->kind = kind;
     pl->es = L->es;
     memset(&pl->copy, 0, sizeof pl->copy);
     memset(&pl->unfold, 0, sizeof pl->unfold);
+    memset(&pl->fold, 0, sizeof pl->fold);
     /* planner.array_layout: the origin (element 0 from the lowest address) and the span */
     int64_t origin = 0, span = 1, v;
     for (int i = 0; i < n; i++) {
@@ -267,9 +329,7 @@ int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ss
     }
     pl->origin = origin;
     pl->span = span;
-    int rc = kind == ODML_NEW_COPY ? plan_copy(L, f, pl) : kind == ODML_NEW_UNFOLD ? plan_unfold(L, f, pl)
-                                                                                  : plan_scatter(L, f, pl);
-    if (rc) return -1;
+    if (plan[kind](L, f, pl)) return -1;
     int64_t bytes;
     return pl->count < 1 || __builtin_mul_overflow(pl->count, L->es, &bytes) || bytes > ODML_LIMIT ? -1 : 0;
 }
@@ -278,6 +338,7 @@ int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_stri
     if (n < 1 || n > ODML_MAX_RANK || !odml_valid_size(es)) return -1;
     L->n = n;
     L->es = es;
+    L->flt = 0;
     for (int i = 0; i < n; i++) {
         L->shape[i] = shape[i];
         if (byte_strides[i] % es) {
@@ -374,6 +435,15 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
         run->size = (Py_ssize_t)sizeof(odml_unfold_params);
         return __builtin_mul_overflow(pl->count, es, &run->work) ? -1 : 0;
     }
+    if (pl->kind == ODML_NEW_FOLD) {            /* CpuBackend._native_fold: the output and every column read */
+        const odml_fold_params *q = &pl->fold;
+        int64_t reads;
+        run->p.fold = *q;
+        run->size = (Py_ssize_t)sizeof(odml_fold_params);
+        return __builtin_mul_overflow(q->batch * q->channels * q->window_count, q->block_count, &reads)
+            || __builtin_add_overflow(reads, pl->count, &run->work)
+            || __builtin_mul_overflow(run->work, q->element_size, &run->work) ? -1 : 0;
+    }
     int64_t taken;
     if (cpu_scatter(pl, &run->p.scatter, &taken)) return -1;
     run->size = (Py_ssize_t)sizeof(odml_scatter_params);
@@ -381,7 +451,7 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
         || __builtin_mul_overflow(run->work, run->p.scatter.element_size, &run->work) ? -1 : 0;
 }
 
-/* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) ->
+/* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr, floating=False) ->
  * (kernel name, params bytes, grid, shared_mem, origin), or None
  *
  * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of
@@ -389,14 +459,18 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
  * device address src_ptr, into a packed output at dst_ptr: what
  * runtime/cuda/backend.py's launch_spec gives for the plan the operator
  * lowers for that layout (tests compare the two). kind: 0 copy, 1 unfold, 2
- * scatter; fields: plain_plan's. No device is touched. */
+ * scatter, 3 fold; fields: plain_plan's; floating: the element type is a
+ * floating-point one (FOLD's sums). No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (odml_arity("cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr)", nargs, 7, 7)) return NULL;
+    if (odml_arity("cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr, floating=False)", nargs, 7,
+                   8)) return NULL;
     int64_t kind;
     odml_layout L;
     if (odml_exact_i64(args[0], &kind) || odml_exact_i64(args[1], &L.es) || !PyTuple_CheckExact(args[2])
             || !PyTuple_CheckExact(args[4])) Py_RETURN_NONE;
+    L.flt = nargs == 8 ? PyObject_IsTrue(args[7]) : 0;
+    if (L.flt < 0) return NULL;
     L.n = (int)PyTuple_GET_SIZE(args[2]);
     if (L.n < 1 || L.n > ODML_MAX_RANK || read_seq(args[2], L.n, L.shape) || read_seq(args[3], L.n, L.strides))
         Py_RETURN_NONE;
@@ -406,7 +480,7 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (PyErr_Occurred()) return NULL;
     odml_new_plan pl;
     odml_cuda_spec s;
-    if (kind < 0 || kind > 2 || odml_new_plan_make((int)kind, &L, ((PyTupleObject *)args[4])->ob_item,
+    if (kind < 0 || kind >= ODML_NEW_KINDS || odml_new_plan_make((int)kind, &L, ((PyTupleObject *)args[4])->ob_item,
             PyTuple_GET_SIZE(args[4]), &pl) || odml_new_cuda(&pl, src, dst, &s)) Py_RETURN_NONE;
     return Py_BuildValue("(sy#IIL)", s.name, (const char *)&s.p, s.size, s.grid, s.smem, (long long)pl.origin);
 }
@@ -416,13 +490,18 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
 /* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it,
  * slice_lowering(in_sizes, offsets, sizes, strides),
  * slice1_lowering(in_sizes, offsets, window, steps[, output_sizes]) and
- * slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> the
- * same tuple as the Python function each mirrors, or None:
+ * slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps),
+ * unfold_lowering(in_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0) and
+ * fold_lowering(in_sizes, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0)
+ * -> the same tuple as the Python function each mirrors, or None:
  *
  *   ODML_PLAIN_SLICE       ops/slice.py's plain_lowering       (sizes, offsets, strides): three tuples
  *   ODML_PLAIN_SLICE1      ops/slice1.py's plain_lowering      (output sizes, starts, steps): tuple, list, tuple
  *   ODML_PLAIN_SLICE_GRAD  ops/slice_grad.py's plain_lowering  (output sizes, first, step, reversed): tuple and
  *                                                              three lists
+ *   ODML_PLAIN_UNFOLD      ops/unfold.py's plain_lowering      (output sizes, window, strides, dilations, start
+ *                                                              padding, blocks per dimension): six tuples
+ *   ODML_PLAIN_FOLD        ops/fold.py's plain_lowering        the same, output sizes (N, C, *spatial)
  *
  * A fast path of those functions, which stay the reference (DirectML's
  * rules are theirs; tests/test_newshape_lowering.py compares each pair): the
@@ -431,7 +510,8 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
  * valid or not: in_sizes not an exact tuple of 1 to ODML_MAX_RANK exact ints
  * in 64 bits; a field not an exact list or tuple of one exact int in 64 bits
  * per dimension (bools, NumPy integers and int subclasses are not exact
- * ints); SLICE1's output_sizes given (not None); a sum or product outside 64
+ * ints; UNFOLD's and FOLD's fields may also be one exact int, spread over
+ * the spatial axes); SLICE1's output_sizes given (not None); a sum or product outside 64
  * bits; any rule of the common case broken. Every value is read before
  * anything is allocated, with the GIL held and no Python code run, so a list
  * another thread changes cannot make the answer mix two of its states; a
@@ -494,9 +574,91 @@ static PyObject *triple(PyObject *a, PyObject *b, PyObject *c) {
     return t;
 }
 
+/* A field of d spatial axes as ops/unfold.py's plain_lowering reads it: an exact int spread over the axes,
+ * or an exact list or tuple of d exact ints (read_seq). */
+static int axes_field(PyObject *f, Py_ssize_t d, int64_t *v) {
+    if (!PyLong_CheckExact(f)) return read_seq(f, d, v);
+    if (odml_exact_i64(f, &v[0])) return -1;
+    for (Py_ssize_t i = 1; i < d; i++) v[i] = v[0];
+    return 0;
+}
+
+/* ops/unfold.py plain_lowering (UNFOLD: dims the input's sizes, f the five window fields) and ops/fold.py
+ * plain_lowering (FOLD: dims the columns' sizes, f output_sizes then the five): the fields past nf take the
+ * functions' defaults (strides and dilations 1, paddings 0). */
+static PyObject *plain_window_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf) {
+    const int fold = which == ODML_PLAIN_FOLD;
+    PyObject *field[6];
+    static const int64_t dflt[6] = {0, 0, 1, 1, 0, 0};
+    int64_t v[6][ODML_MAX_SPATIAL], blk[ODML_MAX_SPATIAL], out[ODML_MAX_SPATIAL + 2];
+    if (nf < 1 + fold || nf > 5 + fold) Py_RETURN_NONE;
+    for (int j = 0; j < 6; j++) field[j] = j - !fold < nf && j >= !fold ? f[j - !fold] : NULL;
+    Py_ssize_t d = n - 2;                              /* UNFOLD: the input's spatial axes */
+    if (fold) {                                        /* FOLD: output_sizes', else window_sizes' length, else 1 */
+        d = 1;
+        for (int j = 1; j >= 0; j--)
+            if (PyList_CheckExact(field[j]) || PyTuple_CheckExact(field[j])) d = PySequence_Fast_GET_SIZE(field[j]);
+        if (n < 3 || n > d + 2) Py_RETURN_NONE;
+    }
+    if (d < 1 || d > ODML_MAX_SPATIAL) Py_RETURN_NONE;
+    for (int j = fold ? 0 : 1; j < 6; j++) {
+        if (!field[j]) {
+            for (Py_ssize_t i = 0; i < d; i++) v[j][i] = dflt[j];
+        } else if (axes_field(field[j], d, v[j])) {
+            Py_RETURN_NONE;
+        }
+    }
+    /* plain_window_fields: every window fitting its padded axis; spatial: UNFOLD's input's, FOLD's output's */
+    const int64_t *spatial = fold ? v[0] : dims + 2;
+    int64_t k = 1, blocks = 1, count, extent, padded;
+    for (Py_ssize_t i = 0; i < d; i++) {
+        const int64_t w = v[1][i], st = v[2][i], dl = v[3][i], a = v[4][i], b = v[5][i], size = spatial[i];
+        if (w < 1 || st < 1 || dl < 1 || a < 0 || b < 0 || w > (int64_t)UINT32_MAX || st > (int64_t)UINT32_MAX
+                || dl > (int64_t)UINT32_MAX || a > (int64_t)UINT32_MAX || b > (int64_t)UINT32_MAX
+                || (fold && (size < 1 || size > (int64_t)UINT32_MAX))         /* (FOLD's output's: checked later) */
+                || __builtin_mul_overflow(dl, w - 1, &extent) || __builtin_add_overflow(size, a + b - 1, &padded)
+                || padded < extent)
+            Py_RETURN_NONE;
+        blk[i] = (padded - extent) / st + 1;
+        if (__builtin_mul_overflow(k, w, &k) || __builtin_mul_overflow(blocks, blk[i], &blocks)) Py_RETURN_NONE;
+    }
+    if (fold) {                                        /* the columns (..., N, C x K, BlockCount), leading 1s */
+        const int64_t *in3 = dims + n - 3;
+        out[0] = in3[0];
+        out[1] = in3[1] / k;
+        for (Py_ssize_t i = 0; i < n - 3; i++)
+            if (dims[i] != 1) Py_RETURN_NONE;
+        if (__builtin_mul_overflow(out[0], out[1], &count)) Py_RETURN_NONE;
+        for (Py_ssize_t i = 0; i < d; i++)
+            if (__builtin_mul_overflow(count, spatial[i], &count)) Py_RETURN_NONE;
+        if (in3[1] % k || in3[2] != blocks || count > (int64_t)UINT32_MAX) Py_RETURN_NONE;
+        memcpy(out + 2, spatial, sizeof(int64_t) * (size_t)d);
+    } else {                                           /* (N, C x K, BlockCount), at most MAX_ELEMENTS */
+        out[0] = dims[0];
+        if (__builtin_mul_overflow(dims[1], k, &out[1]) || __builtin_mul_overflow(dims[0], out[1], &count)
+                || __builtin_mul_overflow(count, blocks, &count)
+                || count > (int64_t)UINT32_MAX) Py_RETURN_NONE;
+        out[2] = blocks;
+    }
+    PyObject *r = PyTuple_New(6);
+    if (!r) return NULL;
+    PyTuple_SET_ITEM(r, 0, odml_ints_tuple(out, fold ? d + 2 : 3));
+    for (int j = 1; j < 5; j++)
+        PyTuple_SET_ITEM(r, j, field[j] && !PyLong_CheckExact(field[j]) ? field_tuple(field[j], v[j], d)
+                                                                         : odml_ints_tuple(v[j], d));
+    PyTuple_SET_ITEM(r, 5, odml_ints_tuple(blk, d));
+    for (int j = 0; j < 6; j++)
+        if (!PyTuple_GET_ITEM(r, j)) {
+            Py_DECREF(r);
+            return NULL;
+        }
+    return r;
+}
+
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf) {
     static const Py_ssize_t arity[3] = {3, 4, 4};     /* SLICE1's fourth field: output_sizes, None only */
     int64_t v[4][ODML_MAX_RANK], a[ODML_MAX_RANK], b[ODML_MAX_RANK], c[ODML_MAX_RANK];
+    if (which == ODML_PLAIN_UNFOLD || which == ODML_PLAIN_FOLD) return plain_window_lower(which, n, dims, f, nf);
     if (which < 0 || which > 2 || n < 1 || n > ODML_MAX_RANK || (nf != arity[which] && !(which == 1 && nf == 3))
             || (which == ODML_PLAIN_SLICE1 && nf == 4 && f[3] != Py_None))
         Py_RETURN_NONE;
@@ -568,20 +730,17 @@ static PyObject *plain_lowering(int which, PyObject *const *args, Py_ssize_t nar
     return odml_plain_lower(which, n, dims, args + 1, nargs - 1);
 }
 
-PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None)", nargs, 4, 5)) return NULL;
-    return plain_lowering(ODML_PLAIN_SLICE1, args, nargs);
-}
-
-PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("slice_lowering(in_sizes, offsets, sizes, strides)", nargs, 4, 4)) return NULL;
-    return plain_lowering(ODML_PLAIN_SLICE, args, nargs);
-}
-
-PyObject *odml_py_slice_grad_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps)", nargs, 5, 5)) return NULL;
-    return plain_lowering(ODML_PLAIN_SLICE_GRAD, args, nargs);
-}
+/* The Python functions (newshape.h, module.c's table): NAME_lowering(in_sizes, *fields) with the signature SIG. */
+#define ODML_PLAIN_FUNCTION(NAME, WHICH, SIG, LO, HI)                                                \
+    PyObject *odml_py_##NAME##_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {  \
+        (void)self;                                                                                 \
+        if (odml_arity(#NAME "_lowering(in_sizes, " SIG ")", nargs, LO, HI)) return NULL;           \
+        return plain_lowering(WHICH, args, nargs);                                                  \
+    }
+ODML_PLAIN_FUNCTION(slice1, ODML_PLAIN_SLICE1, "offsets, window, steps, output_sizes=None", 4, 5)
+ODML_PLAIN_FUNCTION(slice, ODML_PLAIN_SLICE, "offsets, sizes, strides", 4, 4)
+ODML_PLAIN_FUNCTION(slice_grad, ODML_PLAIN_SLICE_GRAD, "input_sizes, offsets, window, steps", 5, 5)
+ODML_PLAIN_FUNCTION(unfold, ODML_PLAIN_UNFOLD, "window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0",
+                    2, 6)
+ODML_PLAIN_FUNCTION(fold, ODML_PLAIN_FOLD,
+                    "output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0", 3, 7)

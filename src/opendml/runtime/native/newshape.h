@@ -2,7 +2,7 @@
  * test entry cuda_spec), cuda_spec.c (CUDA launches) and calls.c (PyTorch
  * tensors on the CPU and CUDA, through the tensor accessors).
  *
- * The plan of SLICE/SLICE1 ("copy"), UNFOLD and SLICE_GRAD ("scatter") comes
+ * The plan of SLICE/SLICE1 ("copy"), UNFOLD, FOLD and SLICE_GRAD ("scatter") comes
  * from the operator's plain_lowering (arrays/planner.py's plain_plan) as
  * Python fields in index space; odml_new_plan applies an input's element
  * layout to them, as the operator's lower() does for the layout that
@@ -19,10 +19,12 @@
 
 /* The kernels a plan runs (plain_plan's kernel names, in this order: the
  * `kind` Python passes), and the CPU kernel (params.h's code) each runs. */
-enum { ODML_NEW_COPY = 0, ODML_NEW_UNFOLD = 1, ODML_NEW_SCATTER = 2 };
+enum { ODML_NEW_COPY = 0, ODML_NEW_UNFOLD = 1, ODML_NEW_SCATTER = 2, ODML_NEW_FOLD = 3, ODML_NEW_KINDS = 4 };
 
 static inline int odml_new_kernel(int kind) {
-    return kind == ODML_NEW_COPY ? ODML_KERNEL_COPY : kind == ODML_NEW_UNFOLD ? ODML_KERNEL_UNFOLD : ODML_KERNEL_SCATTER;
+    static const int kernel[ODML_NEW_KINDS] = {ODML_KERNEL_COPY, ODML_KERNEL_UNFOLD, ODML_KERNEL_SCATTER,
+                                               ODML_KERNEL_FOLD};
+    return kernel[kind];
 }
 
 /* 0 where a Python function given nargs positional arguments takes them (lo to hi), else -1 with the
@@ -51,6 +53,7 @@ static inline int odml_exact_i64(PyObject *o, int64_t *v) {
 /* An input's element layout: n sizes and signed element strides. */
 typedef struct {
     int n;
+    int flt;                           /* a floating-point type (FOLD sums as ODML_SUM_FLOAT) */
     int64_t es;                        /* bytes per element */
     int64_t shape[ODML_MAX_RANK];
     int64_t strides[ODML_MAX_RANK];
@@ -58,7 +61,7 @@ typedef struct {
 
 /* A new shape's plan for one input layout. */
 typedef struct {
-    int kind;                          /* ODML_NEW_COPY, ODML_NEW_UNFOLD, ODML_NEW_SCATTER */
+    int kind;                          /* ODML_NEW_* */
     int out_rank;
     int64_t es;                        /* bytes per element */
     int64_t out_dims[ODML_MAX_RANK];   /* the packed output's sizes */
@@ -70,6 +73,8 @@ typedef struct {
     /* unfold: the UnfoldPlan's parameters, without CPU column tiles or CUDA
      * work items and boxes */
     odml_unfold_params unfold;
+    /* fold: the FoldPlan's parameters, without CUDA work items */
+    odml_fold_params fold;
     /* scatter: the ScatterPlan lower() gives, per dimension (size, out
      * stride, first, step, taken, in stride), before any canonical form */
     int srank;
@@ -85,7 +90,8 @@ int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_stri
 
 /* The plan of `kind` on layout L from plain_plan's fields f[0..nf): copy
  * (out_sizes, starts, steps), unfold (out_sizes, window, strides, dilations,
- * start_padding, blocks), scatter (out_sizes, first, step, reversed); each a
+ * start_padding, blocks), fold (the same fields, out_sizes (N, C, *spatial)),
+ * scatter (out_sizes, first, step, reversed); each a
  * list or tuple of ints. -1 where the fields do not fit L (every element
  * read inside the input, every element written inside the output: the
  * fields were validated against the shape plain_plan saw, which another
@@ -125,6 +131,7 @@ typedef struct {
     union {
         odml_copy_params copy;
         odml_unfold_params unfold;
+        odml_fold_params fold;
         odml_scatter_params scatter;
     } p;
     Py_ssize_t size;                   /* bytes of p used */
@@ -142,7 +149,10 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
  * number arrays/family.py passes (its _LOWERINGS). */
 enum {
     ODML_LOWER_IDENTITY = 0, ODML_LOWER_CAST = 1, ODML_LOWER_TILE = 2, ODML_LOWER_PAD = 3,
-    ODML_LOWER_SPACE_TO_DEPTH = 4, ODML_LOWER_DEPTH_TO_SPACE = 5, ODML_LOWER_JOIN = 6, ODML_LOWER_SPLIT = 7
+    ODML_LOWER_SPACE_TO_DEPTH = 4, ODML_LOWER_DEPTH_TO_SPACE = 5, ODML_LOWER_JOIN = 6, ODML_LOWER_SPLIT = 7,
+    ODML_LOWER_DIAGONAL_MATRIX = 8,
+    /* from here on: arrays/index_ops.py's functions, which offer their inputs as a tuple (x,) */
+    ODML_LOWER_INDEX_FUNCTIONS = ODML_LOWER_DIAGONAL_MATRIX
 };
 
 /* An input: DataType value, sizes, signed element strides and origin
@@ -181,7 +191,10 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
                     odml_move_prog *g);
 
 /* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of
- * one of the 11 element types; 0 for anything else (calls_move.c). */
+ * one of the 11 element types, a DataType member, a PyTorch dtype or a
+ * DataType name ("int8", "INT8", "DML_TENSOR_DATA_TYPE_INT8"): what
+ * arrays/_contract.py's data_type gives for it; 0 for anything else, other
+ * spellings data_type takes included (calls_move_new.c). */
 int64_t odml_move_dtype_type(PyObject *o);
 
 /* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
@@ -190,7 +203,26 @@ int64_t odml_move_dtype_type(PyObject *o);
 /* A tuple of the n values v; NULL with an exception (newshape.c). */
 PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n);
 
-enum { ODML_PLAIN_SLICE = 0, ODML_PLAIN_SLICE1 = 1, ODML_PLAIN_SLICE_GRAD = 2 };
+enum { ODML_PLAIN_SLICE = 0, ODML_PLAIN_SLICE1 = 1, ODML_PLAIN_SLICE_GRAD = 2, ODML_PLAIN_UNFOLD = 3,
+       ODML_PLAIN_FOLD = 4, ODML_PLAIN_COUNT = 5 };
+/* The plan kind (ODML_NEW_*) each plain lowering's fields are for. */
+static inline int odml_plain_kind(int which) {
+    static const int kind[ODML_PLAIN_COUNT] = {ODML_NEW_COPY, ODML_NEW_COPY, ODML_NEW_SCATTER, ODML_NEW_UNFOLD,
+                                               ODML_NEW_FOLD};
+    return kind[which];
+}
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
+
+/* The Python functions of the UNFOLD and FOLD plain lowerings (module.c's table names them). */
+PyObject *odml_py_unfold_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_fold_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+#define ODML_UNFOLD_LOWERING_DOC \
+    "unfold_lowering(in_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0) -> " \
+    "ops/unfold.py's plain_lowering of the common valid case, or None where that Python function must answer " \
+    "(newshape.c)"
+#define ODML_FOLD_LOWERING_DOC \
+    "fold_lowering(in_sizes, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, " \
+    "end_padding=0) -> ops/fold.py's plain_lowering of the common valid case, or None where that Python " \
+    "function must answer (newshape.c)"
 
 #endif

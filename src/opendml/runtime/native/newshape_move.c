@@ -117,8 +117,8 @@ static int lower_identity(const odml_move_input *x, PyObject *const *a, Py_ssize
     return whole_copy(g, x, x->type, sb, scale, bias);
 }
 
-/* arrays/family.py _cast with ops/cast.py: dtype a NumPy dtype object or a
- * NumPy scalar type of one of the 11 element types (odml_move_dtype_type). */
+/* arrays/front.py _cast_make with ops/cast.py: dtype one of the 11 element types spelt as a NumPy dtype object
+ * or scalar type, a DataType, a PyTorch dtype or a DataType name (odml_move_dtype_type). */
 static int lower_cast(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     if (na != 1) return -1;
     const int64_t t = odml_move_dtype_type(a[0]);
@@ -463,6 +463,103 @@ static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t 
     return 0;
 }
 
+/* ops/diagonal_matrix.py _band: the runs covering diagonals [lo, hi) of an h x w matrix, each (row, column,
+ * sizes (1 or 2), steps in matrix units (a, b) per size), appended at runs[*n]; -1 past `most`. */
+typedef struct { int64_t y, x, k, size[2], a[2], b[2]; } band_run;
+
+static int64_t span_len(int64_t a, int64_t b) { return b > a ? b - a : 0; }
+static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+static int64_t min3(int64_t a, int64_t b, int64_t c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
+
+static int band(int64_t lo, int64_t hi, int64_t h, int64_t w, band_run *runs, int *n, int most) {
+    if (lo < 1 - h) lo = 1 - h;
+    if (hi > w) hi = w;
+    if (lo >= hi) return 0;
+    const int64_t ys = 1 - hi > 0 ? 1 - hi : 0, ye = h < w - lo ? h : w - lo;
+    const int64_t left = -lo, right = w - hi + 1;
+    const int64_t o0 = ys, o1 = min3(left, right, ye), p0 = max3(ys, left, right), p1 = ye;   /* one side */
+    const int64_t w0 = ys > left ? ys : left, w1 = right < ye ? right : ye;                  /* whole */
+    const int64_t f0 = ys > right ? ys : right, f1 = left < ye ? left : ye;                  /* full width */
+    if (span_len(o0, o1) + span_len(p0, p1) + (span_len(w0, w1) > 0) + (span_len(f0, f1) > 0) > hi - lo) {
+        if (*n + (hi - lo) > most) return -1;
+        for (int64_t k = lo; k < hi; k++) {          /* one run per diagonal */
+            band_run *r = &runs[(*n)++];
+            r->y = k < 0 ? -k : 0;
+            r->x = k > 0 ? k : 0;
+            r->k = 1;
+            r->size[0] = h - r->y < w - r->x ? h - r->y : w - r->x;
+            r->a[0] = r->b[0] = 1;
+        }
+        return 0;
+    }
+    if (*n + span_len(o0, o1) + span_len(p0, p1) + 2 > most) return -1;
+    for (int side = 0; side < 2; side++)              /* each row the band clips on one side alone */
+        for (int64_t y = side ? p0 : o0; y < (side ? p1 : o1); y++) {
+            band_run *r = &runs[(*n)++];
+            const int64_t x0 = y + lo > 0 ? y + lo : 0, x1 = w < y + hi ? w : y + hi;
+            r->y = y;
+            r->x = x0;
+            r->k = 1;
+            r->size[0] = x1 - x0;
+            r->a[0] = 0;
+            r->b[0] = 1;
+        }
+    const int64_t rows0[2] = {w0, f0}, rows1[2] = {w1, f1}, xs[2] = {w0 + lo, 0}, ms[2] = {hi - lo, w};
+    for (int j = 0; j < 2; j++) {                     /* the rows it crosses whole; those it clips on both sides */
+        const int64_t len = span_len(rows0[j], rows1[j]);
+        if (!len) continue;
+        band_run *r = &runs[(*n)++];
+        r->y = rows0[j];
+        r->x = xs[j];
+        r->k = len == 1 ? 1 : 2;
+        r->size[0] = len == 1 ? ms[j] : len;
+        r->a[0] = len == 1 ? 0 : 1;
+        r->b[0] = len == 1 ? 1 : 1 - j;
+        r->size[1] = ms[j];
+        r->a[1] = 0;
+        r->b[1] = 1;
+    }
+    return 0;
+}
+
+/* arrays/index_ops.py diagonal_matrix with x given, offered as (shape, dtype, value, begin, end) with shape
+ * and dtype None, and ops/diagonal_matrix.py _DiagonalRules._passes: a rank 2 to 4 input, value as
+ * pad_value_bits (Value's rule is PaddingValue's, _typed_scalar), begin and end exact ints in INT32; the Copy
+ * of x, then per filled range (DiagonalMatrix1OperatorDesc.fill_ranges) a Fill per run of its band. */
+static int lower_diagonal(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    const int64_t far = (int64_t)1 << 62;
+    int64_t b, e;
+    uint64_t bits;
+    if (na != 5 || a[0] != Py_None || a[1] != Py_None || x->n < 2 || x->n > 4 || pad_value_bits(a[2], x->type, &bits)
+            || odml_exact_i64(a[3], &b) || odml_exact_i64(a[4], &e) || b < INT32_MIN || b > INT32_MAX
+            || e < INT32_MIN || e > INT32_MAX || whole_copy(g, x, x->type, 0, 1.0, 0.0))
+        return -1;
+    const int r = x->n;
+    const int64_t h = x->shape[r - 2], w = x->shape[r - 1], *os = g->out_strides[0];
+    band_run runs[ODML_MOVE_PROG_MAX_PASSES];
+    int n = 0;
+    const int64_t ranges[2][2] = {{e >= b ? b : -far, e}, {b, far}};
+    for (int i = 0; i < (e >= b ? 1 : 2); i++)
+        if (band(ranges[i][0], ranges[i][1], h, w, runs, &n, ODML_MOVE_PROG_MAX_PASSES - 1)) return -1;
+    for (int i = 0; i < n; i++) {
+        odml_move_pass *p = new_pass(g, 1, 0, 0);
+        if (!p) return -1;
+        p->src_type = p->dst_type = x->type;
+        p->n = r - 2 + (int)runs[i].k;
+        for (int d = 0; d < r - 2; d++) {
+            p->sizes[d] = x->shape[d];
+            p->dst_strides[d] = os[d];
+        }
+        for (int k = 0; k < runs[i].k; k++) {
+            p->sizes[r - 2 + k] = runs[i].size[k];
+            p->dst_strides[r - 2 + k] = runs[i].a[k] * os[r - 2] + runs[i].b[k] * os[r - 1];
+        }
+        p->dst_offset = runs[i].y * os[r - 2] + runs[i].x * os[r - 1];
+        p->fill_bits = bits;
+    }
+    return 0;
+}
+
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g) {
     memset(g, 0, offsetof(odml_move_prog, passes));
@@ -490,6 +587,7 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
         case ODML_LOWER_DEPTH_TO_SPACE: return lower_space_depth(x, args, nargs, g, 0);
         case ODML_LOWER_JOIN: return lower_join(xs, n_in, args, nargs, g);
         case ODML_LOWER_SPLIT: return lower_split(x, args, nargs, g);
+        case ODML_LOWER_DIAGONAL_MATRIX: return lower_diagonal(x, args, nargs, g);
         default: return -1;
     }
 }
