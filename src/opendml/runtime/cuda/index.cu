@@ -229,6 +229,27 @@ __device__ __forceinline__ W ix_value(const ix_params& p) {
     return *reinterpret_cast<const W*>(&p.value_bits);   // (never 16-byte words: the host widens no constant)
 }
 
+// The ITEMS inner words g, g + groups, ... (below n_inner) of this position's
+// block: VALUE (of si, the word's source offset from so) written at dd + di,
+// every load before the first store (a macro, as IX_DIGIT).
+#define IX_BLOCK(VALUE)                                           \
+    W v[ITEMS];                                                   \
+    i64 at[ITEMS];                                                \
+    _Pragma("unroll")                                             \
+    for (int u = 0; u < ITEMS; u++) {                             \
+        const I j = g + (I)u * (I)p.groups;                       \
+        at[u] = -1;                                               \
+        if (ITEMS == 1 || j < (I)p.n_inner) {                     \
+            i64 si, di;                                           \
+            ix_inner<I, NI>(p, j, si, di);                        \
+            v[u] = VALUE;                                         \
+            at[u] = dd + di;                                      \
+        }                                                         \
+    }                                                             \
+    _Pragma("unroll")                                             \
+    for (int u = 0; u < ITEMS; u++)                               \
+        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u]
+
 template <typename W, typename I, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
     I o, g;
@@ -236,22 +257,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
     i64 so, dd;
     ix_outer<I, true, true, NO, NA>(p, o, so, dd);
     const bool zero = p.last_only && !((const u8*)p.aux)[o];
-    W v[ITEMS];
-    i64 at[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {        // every load before the first store
-        const I j = g + (I)u * (I)p.groups;
-        at[u] = -1;
-        if (ITEMS == 1 || j < (I)p.n_inner) {
-            i64 si, di;
-            ix_inner<I, NI>(p, j, si, di);
-            v[u] = zero ? W() : ((const W*)p.src)[so + si];
-            at[u] = dd + di;
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++)
-        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+    IX_BLOCK(zero ? W() : ((const W*)p.src)[so + si]);
 }
 
 // An element-wise gather (one word a position): ITEMS positions a thread,
@@ -429,22 +435,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
     i64 so, dd;
     if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
     if (OWN && ((const u32*)p.aux)[(dd - p.key_base) / p.key_div] != (u32)o + 1u) return;
-    W v[ITEMS];
-    i64 at[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-        const I j = g + (I)u * (I)p.groups;
-        at[u] = -1;
-        if (ITEMS == 1 || j < (I)p.n_inner) {
-            i64 si, di;
-            ix_inner<I, NI>(p, j, si, di);
-            v[u] = p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si];
-            at[u] = dd + di;
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++)
-        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+    IX_BLOCK(p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si]);
 }
 
 // One block a group of `members` consecutive positions (trailing outer
