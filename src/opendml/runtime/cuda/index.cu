@@ -136,6 +136,20 @@ __device__ __forceinline__ i64 ix_length(const ix_axis& ax, u64 base, i64 at) {
     }
 }
 
+// I ck: the coordinate of flat number r along dimension k of `sizes`, r
+// becoming the number over the dimensions outside it; the outermost (k == 0)
+// takes it whole (a macro: the same PTX as the loops written out).
+#define IX_DIGIT(ck, r, sizes, k)     \
+    I ck;                             \
+    if (k == 0) {                     \
+        ck = r;                       \
+    } else {                          \
+        const I n_ = (I)(sizes)[k];   \
+        const I q_ = r / n_;          \
+        ck = r - q_ * n_;             \
+        r = q_;                       \
+    }
+
 // Source and destination word offsets of outer position o (INDEXED: with the
 // index axes' coordinates added, to the source where GATHER, else to the
 // destination); false where an INDEX_SKIP coordinate drops the position (a
@@ -153,15 +167,7 @@ __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& 
     I r = o;
 #pragma unroll
     for (int k = NO - 1; k >= 0; --k) {
-        I ck;
-        if (k == 0) {
-            ck = r;
-        } else {
-            const I n = (I)p.sizes[k];
-            const I q = r / n;
-            ck = r - q * n;
-            r = q;
-        }
+        IX_DIGIT(ck, r, p.sizes, k);
         so += (i64)ck * p.src_strides[k];
         dd += (i64)ck * p.dst_strides[k];
         if (INDEXED) {
@@ -188,23 +194,14 @@ __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& 
     return true;
 }
 
-// Inner word j's offsets from its block's origin (NI inner dimensions).
+// Inner word r's offsets from its block's origin (NI inner dimensions).
 template <typename I, int NI>
-__device__ __forceinline__ void ix_inner(const ix_params& p, I j, i64& si, i64& di) {
+__device__ __forceinline__ void ix_inner(const ix_params& p, I r, i64& si, i64& di) {
     si = 0;
     di = 0;
-    I r = j;
 #pragma unroll
     for (int k = NI - 1; k >= 0; --k) {
-        I ck;
-        if (k == 0) {
-            ck = r;
-        } else {
-            const I n = (I)p.isizes[k];
-            const I q = r / n;
-            ck = r - q * n;
-            r = q;
-        }
+        IX_DIGIT(ck, r, p.isizes, k);
         si += (i64)ck * p.isrc_strides[k];
         di += (i64)ck * p.idst_strides[k];
     }
@@ -232,6 +229,27 @@ __device__ __forceinline__ W ix_value(const ix_params& p) {
     return *reinterpret_cast<const W*>(&p.value_bits);   // (never 16-byte words: the host widens no constant)
 }
 
+// The ITEMS inner words g, g + groups, ... (below n_inner) of this position's
+// block: VALUE (of si, the word's source offset from so) written at dd + di,
+// every load before the first store (a macro, as IX_DIGIT).
+#define IX_BLOCK(VALUE)                                           \
+    W v[ITEMS];                                                   \
+    i64 at[ITEMS];                                                \
+    _Pragma("unroll")                                             \
+    for (int u = 0; u < ITEMS; u++) {                             \
+        const I j = g + (I)u * (I)p.groups;                       \
+        at[u] = -1;                                               \
+        if (ITEMS == 1 || j < (I)p.n_inner) {                     \
+            i64 si, di;                                           \
+            ix_inner<I, NI>(p, j, si, di);                        \
+            v[u] = VALUE;                                         \
+            at[u] = dd + di;                                      \
+        }                                                         \
+    }                                                             \
+    _Pragma("unroll")                                             \
+    for (int u = 0; u < ITEMS; u++)                               \
+        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u]
+
 template <typename W, typename I, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
     I o, g;
@@ -239,22 +257,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
     i64 so, dd;
     ix_outer<I, true, true, NO, NA>(p, o, so, dd);
     const bool zero = p.last_only && !((const u8*)p.aux)[o];
-    W v[ITEMS];
-    i64 at[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {        // every load before the first store
-        const I j = g + (I)u * (I)p.groups;
-        at[u] = -1;
-        if (ITEMS == 1 || j < (I)p.n_inner) {
-            i64 si, di;
-            ix_inner<I, NI>(p, j, si, di);
-            v[u] = zero ? W() : ((const W*)p.src)[so + si];
-            at[u] = dd + di;
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++)
-        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+    IX_BLOCK(zero ? W() : ((const W*)p.src)[so + si]);
 }
 
 // An element-wise gather (one word a position): ITEMS positions a thread,
@@ -282,6 +285,23 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
         if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
+// Source, destination and first index axis offsets of this block's
+// combination of the leading dimensions 0..K (blockIdx.x, row-major).
+template <typename I, int K>
+__device__ __forceinline__ void ix_lead(const ix_params& p, i64& sb, i64& db, i64& ab) {
+    sb = p.src_offset;
+    db = p.dst_offset;
+    ab = p.axes[0].offset;
+    I r = (I)blockIdx.x;
+#pragma unroll
+    for (int k = K; k >= 0; --k) {
+        IX_DIGIT(ck, r, p.sizes, k);
+        sb += (i64)ck * p.src_strides[k];
+        db += (i64)ck * p.dst_strides[k];
+        ab += (i64)ck * p.axes[0].strides[k];
+    }
+}
+
 // An element-wise gather along a row (index.py's _row: one index axis that
 // clamps, the last outer dimension of source stride 0, e.g. gather_elements
 // along the last axis): one block a row (the leading dimensions decoded once
@@ -295,23 +315,8 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
     extern __shared__ uint4 ix_row_raw[];
     W* row = reinterpret_cast<W*>(ix_row_raw);
     const ix_axis& ax = p.axes[0];
-    i64 sb = p.src_offset, db = p.dst_offset, ab = ax.offset;
-    I r = (I)blockIdx.x;                     // the row: the leading dimensions
-#pragma unroll
-    for (int k = NO - 2; k >= 0; --k) {
-        I ck;
-        if (k == 0) {
-            ck = r;
-        } else {
-            const I n = (I)p.sizes[k];
-            const I q = r / n;
-            ck = r - q * n;
-            r = q;
-        }
-        sb += (i64)ck * p.src_strides[k];
-        db += (i64)ck * p.dst_strides[k];
-        ab += (i64)ck * ax.strides[k];
-    }
+    i64 sb, db, ab;                          // the row: the leading dimensions
+    ix_lead<I, NO - 2>(p, sb, db, ab);
     const W* src = (const W*)p.src + sb;
     const I n = (I)p.sizes[NO - 1], bound = (I)ax.bound;
     if (STAGE) {
@@ -374,23 +379,8 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
     W* tile = reinterpret_cast<W*>(ix_tile_raw);
     const ix_axis& ax = p.axes[0];
     const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;   // lo divides IX_THREADS; rows * lo words fit
-    i64 sb = p.src_offset, db = p.dst_offset, ab = ax.offset;
-    I r = (I)blockIdx.x;                     // the group: the leading dimensions
-#pragma unroll
-    for (int k = NO - 3; k >= 0; --k) {
-        I ck;
-        if (k == 0) {
-            ck = r;
-        } else {
-            const I n = (I)p.sizes[k];
-            const I q = r / n;
-            ck = r - q * n;
-            r = q;
-        }
-        sb += (i64)ck * p.src_strides[k];
-        db += (i64)ck * p.dst_strides[k];
-        ab += (i64)ck * ax.strides[k];
-    }
+    i64 sb, db, ab;                          // the group: the leading dimensions
+    ix_lead<I, NO - 3>(p, sb, db, ab);
     const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
     const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
     const i64 ss = ax.stride;
@@ -445,22 +435,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
     i64 so, dd;
     if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
     if (OWN && ((const u32*)p.aux)[(dd - p.key_base) / p.key_div] != (u32)o + 1u) return;
-    W v[ITEMS];
-    i64 at[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-        const I j = g + (I)u * (I)p.groups;
-        at[u] = -1;
-        if (ITEMS == 1 || j < (I)p.n_inner) {
-            i64 si, di;
-            ix_inner<I, NI>(p, j, si, di);
-            v[u] = p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si];
-            at[u] = dd + di;
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++)
-        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+    IX_BLOCK(p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si]);
 }
 
 // One block a group of `members` consecutive positions (trailing outer
