@@ -23,7 +23,10 @@ index axes and inner dimensions. How each kind runs:
   subsequences walks columns down the reversed axis (``_column_walk``),
   staged in shared memory a block a column set of 128-byte lines (32-byte
   sectors where those do not fit) with each column's length read once
-  (``ix_reverse_tile``). With ``last_only`` the positions' source
+  (``ix_reverse_tile``; with ``REVERSE_PIPE`` a block several column sets
+  through two buffers, ``ix_reverse_pipe``); a reversal along rows (a length
+  a row) with ``REVERSE_ROWS`` rows staged a block (``ix_reverse_rows``).
+  With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
 * ``Scatter`` of a constant (``value``), or whose positions all read one
@@ -287,8 +290,9 @@ def _pipe_grid(backend, smem: int, sets: int) -> int:
     limits = _LIMITS.get(backend.index)
     if limits is None:
         get = backend.cupy.cuda.runtime.deviceGetAttribute
+        # cudaDevAttrMultiProcessorCount, ...MaxSharedMemoryPerMultiprocessor, ...MaxSharedMemoryPerBlockOptin
         limits = _LIMITS[backend.index] = tuple(get(a, backend.index) for a in (16, 81, 97))
-    sms, per_sm, per_block = limits                  # SMs, shared memory an SM, a block's opt-in
+    sms, per_sm, per_block = limits
     if smem > per_block:
         return 0
     return min(sets, sms * max(1, min(2048 // THREADS, per_sm // (smem + 1024))))
