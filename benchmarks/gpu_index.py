@@ -27,9 +27,8 @@ Rows marked ``[NAME=value]`` run again under another setting of
 block-a-row gather, ``ROW_STAGE=False`` the row read in place,
 ``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_BYTES=32``/``64``
 narrower staged columns, ``REVERSE_TILE=False`` no shared-memory staging,
-``WIDE_ACC=False`` the sums one element a word; and candidates:
-``REVERSE_PIPE=True`` column sets through two buffers a block,
-``REVERSE_ROWS=bytes`` the reversal along rows staged rows a block), in the
+``WIDE_ACC=False`` the sums one element a word, ``REVERSE_ROWS=bytes`` the
+reversal along rows staging that many bytes of rows a block, 0: none), in the
 same process. Under
 each row, ``device time`` is what the profiler records of the call's
 kernels, copies and fills (median-free: the mean of 5 calls), opendml's and
@@ -249,9 +248,6 @@ def main(argv=None) -> int:
     variant(rs[0], {"REVERSE_BYTES": 64}, *rs[1:])
     variant(rs[0], {"REVERSE_BYTES": 32}, *rs[1:])
     variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
-    variant(rs[0], {"REVERSE_PIPE": True}, *rs[1:])
-    variant(rs[0], {"REVERSE_PIPE": True, "REVERSE_BYTES": 64}, *rs[1:])
-    variant(rs[0], {"REVERSE_PIPE": True, "REVERSE_BYTES": 32}, *rs[1:])
     lengths64 = torch.randint(0, 513, (512, 256, 1), device=dev, generator=g)
     lengths2 = lengths64.to(torch.uint32)
     rs2 = ("reverse_subsequences axis 2 (rows)", lambda: dml.reverse_subsequences(x6, lengths2, 2),
@@ -260,7 +256,7 @@ def main(argv=None) -> int:
     del want
     want2 = reversed_along(lengths64, 2)
     row(*rs2)
-    for nbytes in (8192, 16384, 32768, 65536):
+    for nbytes in (0, 8192, 16384, 65536):        # (the default: 32 KiB)
         variant(rs2[0], {"REVERSE_ROWS": nbytes}, *rs2[1:])
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -161,15 +161,12 @@ def run_model(step, plan, p, srcs, dsts, seen):
                     acc = _add(acc, v, q.data_type, w) if p.accumulate else v
                 write(dst, at, acc)
             return
-    if step.mode in ("tile", "pipe"):        # ix_reverse_tile: a block a column set, staged in shared memory
-        ax, k = q.axes[0], q.outer           # (ix_reverse_pipe: block b the sets b, b + grid, ..., two buffers)
+    if step.mode == "tile":                  # ix_reverse_tile: a block a column set, staged in shared memory
+        ax, k = q.axes[0], q.outer
         lo, n_e = q.sizes[k - 1], q.sizes[k - 2]
         assert THREADS % lo == 0 and n_e == ax.bound and q.src_strides[k - 2] == 0 and ax.axis == k - 2
         sets = q.n_outer // q.members
-        order = range(sets) if step.mode == "tile" else [
-            s for b in range(step.grid) for s in range(b, sets, step.grid)]
-        assert sorted(order) == list(range(sets)) and (step.mode == "tile" or 0 < step.grid <= sets)
-        for g in order:
+        for g in range(sets):
             sb, db, ab, r = q.src_offset, q.dst_offset, ax.offset, g
             for d in reversed(range(k - 2)):
                 r, c = (0, r) if d == 0 else divmod(r, q.sizes[d])
@@ -178,8 +175,7 @@ def run_model(step, plan, p, srcs, dsts, seen):
             for kk in range(lo):
                 for c in range(ax.bound):
                     tile[c * lo + kk] = read(src, sb + kk * q.src_strides[k - 1] + c * ax.stride)
-            assert ax.strides[k - 2] == 0 and step.smem == ax.bound * lo * w * (step.mode == "pipe") + \
-                ax.bound * lo * w and ax.bound * lo * w <= ix.TILE_SMEM
+            assert ax.strides[k - 2] == 0 and step.smem == ax.bound * lo * w <= ix.TILE_SMEM
             for kk in range(lo):             # the column's length read and clamped once (ix_length)
                 n = min(max(int(read(idx[0], ab + kk * ax.strides[k - 1])), 0), ax.bound)
                 for e in range(n_e):
@@ -270,13 +266,10 @@ FAKE_CUPY = types.SimpleNamespace(
     zeros=lambda n, dtype: np.zeros(n, dtype).view(_Dev), empty=lambda n, dtype: np.empty(n, dtype).view(_Dev),
     argsort=lambda a: np.argsort(a, kind="stable").view(_Dev), not_equal=np.not_equal, uint32=np.uint32,
     uint64=np.uint64, bool_=np.bool_, uint8=np.uint8,
-    cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceGetAttribute=lambda a, d: DEVICE[a]),
-                               ExternalStream=lambda ptr, device: contextlib.nullcontext(),
+    cuda=types.SimpleNamespace(ExternalStream=lambda ptr, device: contextlib.nullcontext(),
                                Stream=types.SimpleNamespace(null=contextlib.nullcontext()),
                                driver=types.SimpleNamespace(funcSetAttribute=lambda f, a, v: OPT_INS.append((a, v)))))
 OPT_INS: list = []                           # (attribute, value) of each funcSetAttribute
-#: The fake device's attributes: 3 multiprocessors, an H100's shared memory.
-DEVICE = {16: 3, 81: 228 * 1024, 97: 227 * 1024}
 
 
 @pytest.fixture
@@ -291,7 +284,6 @@ def model(monkeypatch):
     monkeypatch.setattr(ix, "_function", lambda device, name, relaxed: (None, types.SimpleNamespace(
         kernel=types.SimpleNamespace(ptr=0))))
     monkeypatch.setattr(ix, "_STREAMS", {})
-    monkeypatch.setattr(ix, "_LIMITS", {})
     monkeypatch.setattr(ix.IndexPass, "_launch", lambda self, name, count, q, stream_ptr, smem=0: seen.add(
         ("launch", name, (-(-count // ix.THREADS), smem))))
     fake = types.SimpleNamespace(device=contextlib.nullcontext(), index=0, cupy=FAKE_CUPY)
@@ -410,8 +402,8 @@ def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model, monkey
 
 
 #: The reversal kernels' settings (``benchmarks/gpu_index.py`` times each).
-REVERSE_SETTINGS = ({}, {"REVERSE_PIPE": True}, {"REVERSE_PIPE": True, "REVERSE_BYTES": 64},
-                    {"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 180})
+REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_ROWS": 0}, {"REVERSE_ROWS": 16384},
+                    {"REVERSE_ROWS": 180})
 
 
 @pytest.mark.parametrize("settings", REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
@@ -419,8 +411,8 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
     """Every reversal setting (two-buffer column sets a block, rows a block)
     gives the CPU bytes for hostile lengths (0, past the axis, the index
     type's extremes), every word size and non-contiguous layouts, and
-    runs the kernel it names (``ix_reverse_pipe`` over a grid smaller than
-    its column sets, ``ix_reverse_rows`` with a partial last block)."""
+    runs the kernel it names (``ix_reverse_rows`` with a partial last block,
+    ``ix_gather_positions`` where REVERSE_ROWS is 0)."""
     for name, v in settings.items():
         monkeypatch.setattr(ix, name, v)
     rng = np.random.default_rng(21)
@@ -436,15 +428,11 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
     x = rng.standard_normal((9, 40, 64)).astype(np.float32)      # 80 or 160 column sets, more than blocks
     same(dml.reverse_subsequences, x, rng.integers(0, 12, (1, 40, 64)).astype(np.uint32), 0)
     kernels = {k for k, *_ in model}
-    if settings.get("REVERSE_PIPE"):
-        assert "ix_reverse_pipe" in kernels and "ix_reverse_tile" not in kernels, kernels
-        grids = {g for k, n, g in model if k == "launch" and n.startswith("ix_reverse_pipe<")}
-        assert (24, 2 * 9 * settings.get("REVERSE_BYTES", 128)) in grids, grids   # 3 SMs x 8 blocks
-    else:
-        assert "ix_reverse_tile" in kernels, kernels
-    if settings.get("REVERSE_ROWS"):
+    assert "ix_reverse_tile" in kernels, kernels
+    rows_bytes = settings.get("REVERSE_ROWS", ix.REVERSE_ROWS)
+    if rows_bytes:
         assert "ix_reverse_rows" in kernels, kernels
-        per = min(64, settings["REVERSE_ROWS"] // 64, 45)    # 45 rows of 64 int8 words (64 bytes)
+        per = min(64, rows_bytes // 64, 45)    # 45 rows of 64 int8 words (64 bytes)
         assert ("launch", "ix_reverse_rows<u8, u32, 3>", (-(-45 // per), per * 64)) in model, model
     else:
         assert "ix_reverse_rows" not in kernels and "ix_gather_positions" in kernels, kernels

@@ -25,8 +25,6 @@
 //                          staged in shared memory (STAGE) or read in place
 //   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns (up to
 //                          128-byte lines) staged in shared memory
-//   ix_reverse_pipe<W, I, NO> the same, a block several column sets through
-//                          two buffers (the next set's copies in flight)
 //   ix_reverse_rows<W, I, NO> a reversal along rows (a length a row), a
 //                          block several rows staged in shared memory
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
@@ -453,41 +451,6 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
     ix_write_columns<W, I, NO>(p, tile, db, ab);
 }
 
-// The same, a block taking column sets blockIdx.x, + gridDim.x, ... (the
-// host launches about as many blocks as fit the device at once) through two
-// buffers: the next set's copies are in flight while this one is written.
-template <typename W, typename I, int NO>
-__global__ void __launch_bounds__(IX_THREADS) ix_reverse_pipe(IX_PARAMS) {
-    extern __shared__ uint4 ix_pipe_raw[];
-    W* buf = reinterpret_cast<W*>(ix_pipe_raw);
-    const I sets = (I)(p.n_outer / p.members), words = (I)(p.axes[0].bound * p.sizes[NO - 1]);
-    I s = (I)blockIdx.x;
-    if (s >= sets) return;
-    i64 sb, db, ab;
-    ix_lead<I, NO - 3>(p, s, sb, db, ab);
-    ix_stage_columns<W, I, NO>(p, buf, sb);
-    for (int i = 0;; i ^= 1) {
-        const I next = s + (I)gridDim.x;     // sets < 2^31, gridDim.x <= sets: no wrap
-        const bool more = next < sets;
-        i64 nsb = 0, ndb = 0, nab = 0;
-        if (more) {                          // the other buffer: its last reader passed the barrier below
-            ix_lead<I, NO - 3>(p, next, nsb, ndb, nab);
-            ix_stage_columns<W, I, NO>(p, buf + (i ^ 1) * words, nsb);
-        }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        if (more) asm volatile("cp.async.wait_group 1;" ::: "memory");   // this set's copies landed
-        else asm volatile("cp.async.wait_group 0;" ::: "memory");
-#endif
-        __syncthreads();
-        ix_write_columns<W, I, NO>(p, buf + i * words, db, ab);
-        if (!more) break;
-        __syncthreads();                     // every read of this buffer done before it is refilled
-        s = next;
-        db = ndb;
-        ab = nab;
-    }
-}
-
 // An element-wise reversal of subsequences along the last outer dimension (a
 // length a row: index.py's _rows): one block `members` consecutive rows of
 // `bound` words, staged in shared memory (asynchronous 16-byte copies where
@@ -802,8 +765,6 @@ template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u32, u32, 4>(IX_PARAMS);
-template __global__ void ix_reverse_pipe<u32, u32, 4>(IX_PARAMS);
-template __global__ void ix_reverse_pipe<u8, u64, 3>(IX_PARAMS);
 template __global__ void ix_reverse_rows<u32, u32, 3>(IX_PARAMS);
 template __global__ void ix_reverse_rows<u64, u64, 2>(IX_PARAMS);
 template __global__ void ix_gather_row<u32, u32, 2, 1>(IX_PARAMS);

@@ -23,9 +23,8 @@ index axes and inner dimensions. How each kind runs:
   subsequences walks columns down the reversed axis (``_column_walk``),
   staged in shared memory a block a column set of 128-byte lines (32-byte
   sectors where those do not fit) with each column's length read once
-  (``ix_reverse_tile``; with ``REVERSE_PIPE`` a block several column sets
-  through two buffers, ``ix_reverse_pipe``); a reversal along rows (a length
-  a row) with ``REVERSE_ROWS`` rows staged a block (``ix_reverse_rows``).
+  (``ix_reverse_tile``); a reversal along rows (a length a row) with
+  ``REVERSE_ROWS`` bytes of rows staged a block (``ix_reverse_rows``).
   With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
@@ -97,15 +96,14 @@ COLUMN_WALK = REVERSE_TILE = True
 REVERSE_BYTES = 128
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
-#: Whether a staged reversal runs ``ix_reverse_pipe`` (blocks about as many
-#: as fit the device at once, each taking column sets in turn through two
-#: buffers: the next set's copies in flight while one is written) where two
-#: tiles fit a block's shared memory, instead of ``ix_reverse_tile``.
-REVERSE_PIPE = False
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
 #: (``ix_reverse_rows``: as many whole rows as fit, up to 64); 0: that
-#: reversal runs as ``ix_gather_positions``.
-REVERSE_ROWS = 0
+#: reversal runs as ``ix_gather_positions``. On an H200, (512, 256, 512)
+#: float32 reversed along rows: 8 KiB 0.70 of copy, 16 KiB 0.81, 32 KiB
+#: 0.88, 64 KiB 0.82, 0 (``ix_gather_positions``) 0.32. (A two-buffer
+#: pipeline of column sets for the other axes measured 0.54 against the
+#: single tile's 0.72-0.79 and was taken out.)
+REVERSE_ROWS = 32 * 1024
 #: Whether an element-wise gather along a row runs a block a row
 #: (``ix_gather_row``, _row), and stages the source row in shared memory
 #: where it fits (ROW_STAGE).
@@ -279,25 +277,6 @@ def _inner(sizes, ss, ds):
     return out
 
 
-_LIMITS: dict = {}
-
-
-def _pipe_grid(backend, smem: int, sets: int) -> int:
-    """Blocks of ``ix_reverse_pipe`` taking ``smem`` bytes of shared memory
-    each: as many as fit the device's multiprocessors at once (by shared
-    memory, a KiB each reserved, and threads), at most ``sets``; 0 where one
-    block's shared memory passes the device's limit."""
-    limits = _LIMITS.get(backend.index)
-    if limits is None:
-        get = backend.cupy.cuda.runtime.deviceGetAttribute
-        # cudaDevAttrMultiProcessorCount, ...MaxSharedMemoryPerMultiprocessor, ...MaxSharedMemoryPerBlockOptin
-        limits = _LIMITS[backend.index] = tuple(get(a, backend.index) for a in (16, 81, 97))
-    sms, per_sm, per_block = limits
-    if smem > per_block:
-        return 0
-    return min(sets, sms * max(1, min(2048 // THREADS, per_sm // (smem + 1024))))
-
-
 _STREAMS: dict = {}
 
 
@@ -419,8 +398,6 @@ class IndexPass:
         if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
             self.mode = "tile"                         # ix_reverse_tile: a block a column set
             self.smem = q.axes[0].bound * q.sizes[k - 1] * word
-            if REVERSE_PIPE and (grid := _pipe_grid(backend, 2 * self.smem, q.n_outer // q.members)):
-                self.mode, self.smem, self.grid = "pipe", 2 * self.smem, grid   # ix_reverse_pipe
         elif rows:
             self.mode, q.members = "rows", rows        # ix_reverse_rows: a block `rows` rows
             self.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
@@ -432,7 +409,7 @@ class IndexPass:
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
         W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
         shape = f"{ranks}, {len(inner)}, {items}"
-        if self.mode in ("tile", "pipe", "rows"):
+        if self.mode in ("tile", "rows"):
             main = f"ix_reverse_{self.mode}<{W}, {index}, {k}>"
         elif self.mode == "row":
             main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
@@ -488,8 +465,6 @@ class IndexPass:
             return q.total, 0
         if mode in ("tile", "row"):
             return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, self.smem
-        if mode == "pipe":
-            return self.grid * THREADS, self.smem
         if mode == "rows":
             return -(-(q.n_outer // q.axes[0].bound) // q.members) * THREADS, self.smem
         if mode == "group":
