@@ -274,6 +274,39 @@ _move = _calls.move
 _INDEX_PASS = 2                          # put_move's pass kind of index.c's kernel
 
 
+#: The functions whose never-seen shapes on the CPU are lowered in C (runtime/native/newshape_index.c,
+#: ``runtime.calls.index_new``): operator code -> (their number there, the element types their tables
+#: take at the newest level: bit t for DataType t of the first array offered, bit 16 + t of the second).
+_C_INDEX: dict = {}
+for _which, (_name, _second) in enumerate((("gather", "indices"), ("gather_elements", "indices"),
+                                           ("one_hot", "values"), ("reverse_subsequences", "sequence_lengths"))):
+    _row, _binding = _contract.supported_row(_contract.OPERATOR_OF[_name]), _contract.BINDING[_name]
+    _C_INDEX[_OPS[_name]] = (_which, sum(1 << int(t) for t in _row.types_of(_binding.slot)) |
+                             sum(1 << (16 + int(t)) for t in _row.types_of(_binding.others[_second][0])))
+_index_new = _calls.index_new
+
+
+def _offer(op: int, given: tuple, args: tuple):
+    """A call offered to C: a repeat served from the call cache; a never-seen
+    shape of a function with a C lowering (``_C_INDEX``) on NumPy arrays or
+    plain PyTorch CPU tensors lowered, run and recorded there (the passes
+    ``_record`` records). None (nothing run) sends the call to its Python
+    route, which raises whatever it raises: a replaced ``engine.execute``, the
+    NumPy kernels or a replaced ``prepare``, anything C declines, and a
+    checked index out of range (the route's error names the first one)."""
+    if engine.execute is not _EXECUTE:
+        return None
+    out = _move(op, given, *args)
+    c = _C_INDEX.get(op) if out is None else None
+    if c is None:
+        return out
+    since = _calls.generation()                   # before any setting is read
+    backend = get_backend("cpu")
+    if backend._native is None or "prepare" in backend.__dict__:
+        return None
+    return _index_new(op, c[0], c[1], given, args, since, CACHE_MIN_BYTES)
+
+
 def _pass_params(plan, p, checked: bool):
     """``put_move``'s tuple of one pass for index.c's kernel (a Gather or a
     Scatter as the CPU backend runs it, ``cpu.backend.index_params``; a
@@ -447,7 +480,7 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
         A bad argument, or (``check_indices``) the first index out of range,
         named with its value and position.
     """
-    out = _move(_GATHER, (x, indices), check_indices, axis, index_dimensions) if engine.execute is _EXECUTE else None
+    out = _offer(_GATHER, (x, indices), (check_indices, axis, index_dimensions))
     return _gather(x, indices, axis, index_dimensions, check_indices) if out is None else out
 
 
@@ -479,7 +512,7 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
     ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
     ``gather``."""
-    out = _move(_GATHER_ELEMENTS, (x, indices), check_indices, axis) if engine.execute is _EXECUTE else None
+    out = _offer(_GATHER_ELEMENTS, (x, indices), (check_indices, axis))
     return _gather_elements(x, indices, axis, check_indices) if out is None else out
 
 
@@ -593,7 +626,7 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
     and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
     negative index of a signed type counts from the end; an index outside
     ``[-depth, depth)`` gives an all-off row (no check)."""
-    out = _move(_ONE_HOT, (indices, values), depth, axis) if engine.execute is _EXECUTE else None
+    out = _offer(_ONE_HOT, (indices, values), (depth, axis))
     return _one_hot(indices, depth, values, axis) if out is None else out
 
 
@@ -622,7 +655,7 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
     sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
     ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
     the axis are clamped to it."""
-    out = _move(_REVERSE, (x, sequence_lengths), axis) if engine.execute is _EXECUTE else None
+    out = _offer(_REVERSE, (x, sequence_lengths), (axis,))
     return _reverse_subsequences(x, sequence_lengths, axis) if out is None else out
 
 

@@ -129,6 +129,8 @@ PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t
 PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* calls_move.c */
 PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* newshape_index.c */
+PyObject *odml_py_index_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* newshape.c */
 PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* move_params.c */
@@ -170,6 +172,12 @@ static PyMethodDef methods[] = {
      "on a NumPy array, lowered in C (newshape_move.c) and recorded in the call cache, or None (calls_move.c)"},
     {"move_lowering", (PyCFunction)(void (*)(void))odml_py_move_lowering, METH_FASTCALL,
      "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) call_cache_move_new would run, or None"},
+    {"call_cache_index_new", (PyCFunction)(void (*)(void))odml_py_call_cache_index_new, METH_FASTCALL,
+     "call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> a never-seen shape's output "
+     "of an index function, lowered in C and recorded in the call cache, or None (newshape_index.c)"},
+    {"index_lowering", (PyCFunction)(void (*)(void))odml_py_index_lowering, METH_FASTCALL,
+     "index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, passes) call_cache_index_new would "
+     "record, or None"},
     {"call_cache_plain_ops", odml_py_call_cache_plain_ops, METH_VARARGS,
      "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the operator codes whose misses on NumPy "
      "arrays the cache serves as new shapes, lowered in C (calls_new.c)"},
