@@ -1,6 +1,6 @@
 """The index functions' never-seen shapes lowered in C (runtime/native/newshape_index.c): gather,
-gather_elements, one_hot and reverse_subsequences on NumPy arrays (and plain PyTorch CPU tensors)
-validated, lowered, run and recorded in one C call.
+gather_elements, gather_nd, scatter_elements, scatter_nd, one_hot and reverse_subsequences on NumPy arrays
+(and plain PyTorch CPU tensors) validated, lowered, run and recorded in one C call.
 
 Each C lowering mirrors a Python one (the function's rules in arrays/index_ops.py, its operator module's
 ``__post_init__`` and ``_index_passes``, index_ops._record's passes): its passes equal the ones the
@@ -25,7 +25,7 @@ from tests.conftest import native_available
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled extension is not built")
 
-NAMES = ("gather", "gather_elements", "one_hot", "reverse_subsequences")
+NAMES = ("gather", "gather_elements", "one_hot", "reverse_subsequences", "gather_nd", "scatter_elements", "scatter_nd")
 DATA = ("f4", "f2", "f8", "i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "?")
 INDEX = ("i4", "i8", "u4", "u8", "i2", "f4")
 
@@ -79,7 +79,7 @@ def indices(rng, shape, bound, dt, bad):
 
 @st.composite
 def calls(draw):
-    """(name, (first array, second array), args after them, both as arrays of a seed)."""
+    """(name, the arrays, the arguments after them)."""
     name = draw(st.sampled_from(NAMES))
     rank = draw(st.integers(1, 5))
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
@@ -89,7 +89,7 @@ def calls(draw):
     idt = draw(st.sampled_from(INDEX))
     bad = draw(st.integers(0, 7)) == 0
     check = draw(st.sampled_from([True, True, False]))
-    if name in ("gather", "gather_elements", "reverse_subsequences"):
+    if name != "one_hot":
         axis = draw(st.integers(-rank - 1, rank))
         a = axis % rank if -rank <= axis < rank else 0
         x = data(rng, shape, draw(st.sampled_from(DATA)))
@@ -117,6 +117,31 @@ def calls(draw):
         ldt = draw(st.sampled_from(["u4", "u8", "u8", "i4"]))
         lengths = rng.integers(0, shape[a] + 2, lshape).astype(ldt)
         return name, (strided(rng, x, views[0]), strided(rng, lengths, views[1])), (axis,)
+    if name == "scatter_elements":
+        ishape = tuple(draw(st.integers(1, 4)) if d == a or draw(st.integers(0, 15)) == 0 else n
+                       for d, n in enumerate(shape))
+        ind = indices(rng, ishape, shape[a], idt, bad)
+        ushape = ishape if draw(st.integers(0, 15)) else ishape[:-1] + (ishape[-1] + 1,)
+        upd = data(rng, ushape, x.dtype if draw(st.integers(0, 9)) else "f8")
+        return name, tuple(strided(rng, v, draw(st.booleans())) for v in (x, ind, upd)), (axis, check)
+    if name in ("gather_nd", "scatter_nd"):
+        b = draw(st.integers(0, 2)) if name == "gather_nd" else 0
+        ri = draw(st.integers(1, 3))
+        q = draw(st.integers(1, 3))
+        ishape = tuple(shape[:b][:ri - 1]) + tuple(draw(st.integers(1, 3)) for _ in range(ri - 1 - min(b, ri - 1)))
+        if draw(st.integers(0, 15)) == 0 and ishape:
+            ishape = (ishape[0] + 1,) + ishape[1:]             # a batch size that differs
+        ishape = ishape + (q,)
+        bounds = [shape[b + j] if b + j < rank else 1 for j in range(q)]
+        ind = np.stack([indices(rng, ishape[:-1], n, idt, bad and j == 0) for j, n in enumerate(bounds)], -1)
+        ind = ind.astype(idt)
+        if name == "gather_nd":
+            return name, (strided(rng, x, views[0]), strided(rng, ind, views[1])), (b, check)
+        ushape = ishape[:-1] + shape[q:]
+        if draw(st.integers(0, 15)) == 0:
+            ushape = ushape + (1,)
+        upd = data(rng, ushape, x.dtype if draw(st.integers(0, 9)) else "i2")
+        return name, tuple(strided(rng, v, draw(st.booleans())) for v in (x, ind, upd)), (check,)
     depth = draw(st.sampled_from([1, 2, 3, 5, 0, True]))
     axis = draw(st.integers(-rank - 2, rank + 1))
     vdt = draw(st.sampled_from(DATA))
@@ -127,7 +152,13 @@ def calls(draw):
 
 def call(name, arrays, args):
     """The array function on the drawn arrays and arguments."""
-    a, b = arrays
+    a, b = arrays[:2]
+    if name == "gather_nd":
+        return dml.gather_nd(a, b, args[0], check_indices=args[1])
+    if name == "scatter_elements":
+        return dml.scatter_elements(a, b, arrays[2], args[0], check_indices=args[1])
+    if name == "scatter_nd":
+        return dml.scatter_nd(a, b, arrays[2], check_indices=args[0])
     if name == "gather":
         axis, k, check = args
         return dml.gather(a, b, axis, k, check_indices=check)
@@ -142,7 +173,7 @@ def offered(name, args):
     """The arguments as the function offers them to C (index_ops' ``_offer``)."""
     if name == "gather":
         return (args[2], args[0], args[1])
-    if name == "gather_elements":
+    if name in ("gather_elements", "gather_nd", "scatter_elements"):
         return (args[1], args[0])
     return tuple(args)
 

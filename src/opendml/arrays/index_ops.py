@@ -276,13 +276,16 @@ _INDEX_PASS = 2                          # put_move's pass kind of index.c's ker
 
 #: The functions whose never-seen shapes on the CPU are lowered in C (runtime/native/newshape_index.c,
 #: ``runtime.calls.index_new``): operator code -> (their number there, the element types their tables
-#: take at the newest level: bit t for DataType t of the first array offered, bit 16 + t of the second).
+#: take at the newest level: bit 16 * j + t for DataType t of the j-th array offered).
 _C_INDEX: dict = {}
-for _which, (_name, _second) in enumerate((("gather", "indices"), ("gather_elements", "indices"),
-                                           ("one_hot", "values"), ("reverse_subsequences", "sequence_lengths"))):
+for _which, (_name, *_others) in enumerate((
+        ("gather", "indices"), ("gather_elements", "indices"), ("one_hot", "values"),
+        ("reverse_subsequences", "sequence_lengths"), ("gather_nd", "indices"),
+        ("scatter_elements", "indices", "updates"), ("scatter_nd", "indices", "updates"))):
     _row, _binding = _contract.supported_row(_contract.OPERATOR_OF[_name]), _contract.BINDING[_name]
-    _C_INDEX[_OPS[_name]] = (_which, sum(1 << int(t) for t in _row.types_of(_binding.slot)) |
-                             sum(1 << (16 + int(t)) for t in _row.types_of(_binding.others[_second][0])))
+    _slots = [_binding.slot] + [_binding.others[o][0] for o in _others]
+    _C_INDEX[_OPS[_name]] = (_which, sum(1 << (16 * j + int(t)) for j, slot in enumerate(_slots)
+                                         for t in _row.types_of(slot)))
 _index_new = _calls.index_new
 
 
@@ -539,7 +542,7 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     tuples of q entries into ``x``'s dimensions after the first
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
-    out = _move(_GATHER_ND, (x, indices), check_indices, batch_dimensions) if engine.execute is _EXECUTE else None
+    out = _offer(_GATHER_ND, (x, indices), (check_indices, batch_dimensions))
     return _gather_nd(x, indices, batch_dimensions, check_indices) if out is None else out
 
 
@@ -572,7 +575,7 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins. Indices and
     ``check_indices`` as for ``gather``."""
-    out = _move(_SCATTER_ELEMENTS, (x, indices, updates), check_indices, axis) if engine.execute is _EXECUTE else None
+    out = _offer(_SCATTER_ELEMENTS, (x, indices, updates), (check_indices, axis))
     return _scatter_elements(x, indices, updates, axis, check_indices) if out is None else out
 
 
@@ -594,7 +597,7 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
     ``indices``' tuples (its last axis, q entries) replaced by ``updates``
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
     update in row-major order wins."""
-    out = _move(_SCATTER_ND, (x, indices, updates), check_indices) if engine.execute is _EXECUTE else None
+    out = _offer(_SCATTER_ND, (x, indices, updates), (check_indices,))
     return _scatter_nd(x, indices, updates, check_indices) if out is None else out
 
 

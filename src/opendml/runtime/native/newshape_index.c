@@ -1,5 +1,5 @@
 /* The call cache's new-shape route of the index-driven functions (arrays/index_ops.py: gather,
- * gather_elements, one_hot, reverse_subsequences) on NumPy arrays (and plain PyTorch CPU tensors through
+ * gather_elements, gather_nd, scatter_elements, scatter_nd, one_hot, reverse_subsequences) on NumPy arrays (and plain PyTorch CPU tensors through
  * NumPy views): at a miss, a never-seen shape's fields validated as the operator modules validate them,
  * the Gather/Scatter/Copy passes the Python lowering builds (each function here names the one it mirrors),
  * the call run and recorded as call_cache_put_move records index_ops._record's passes, in one C call.
@@ -11,7 +11,8 @@
 #include "calls.h"
 
 /* index_ops' functions, by the number arrays/index_ops.py passes (its _C_INDEX). */
-enum { IX_GATHER = 0, IX_GATHER_ELEMENTS = 1, IX_ONE_HOT = 2, IX_REVERSE = 3, IX_COUNT = 4 };
+enum { IX_GATHER = 0, IX_GATHER_ELEMENTS = 1, IX_ONE_HOT = 2, IX_REVERSE = 3, IX_GATHER_ND = 4,
+       IX_SCATTER_ELEMENTS = 5, IX_SCATTER_ND = 6 };
 /* plan.INDEX_POSITION / INDEX_REVERSE_LENGTH, plan.INDEX_CLAMP / INDEX_SKIP */
 enum { IX_POSITION = 0, IX_REVERSE_LENGTH = 1, IX_CLAMP = 0, IX_SKIP = 1 };
 #define IX_RANK 8                         /* the tables' DimensionCount at the newest level: 1 to 8 */
@@ -30,7 +31,7 @@ typedef struct {
     int n_pass, out_rank;
     int64_t out_type, out_dims[IX_RANK];
     int src[2], checked[2];
-    idx_params p[2];
+    idx_params p[2];                  /* at most two passes: a Copy (or one_hot's) then a Gather or Scatter */
 } ix_prog;
 
 static int64_t ix_type(PyArray_Descr *d) {
@@ -298,17 +299,147 @@ static int lower_reverse(ix_in *x, ix_in *len, PyObject *const *args, Py_ssize_t
     return 0;
 }
 
-/* The entry of function `which` on the inputs `in` (exact ndarrays) and the call's arguments: the types
- * the operator's tables take at the newest level are `types` (bit t: DataType t of the first array; bit
- * 16 + t: of the second); an output of min_bytes or more comes from the output blocks. NULL with no
- * exception where the route must run it; with one for no memory. */
-static Entry *index_entry(int which, int64_t types, PyArrayObject **in, PyObject *call_args, int64_t min_bytes) {
-    ix_in xs[2];
+/* The tuples' rules index_ops._gather_nd and ops/gather_nd.py's _NdIndexing._check_nd share, for x, the
+ * indices (last axis: q-tuples) and b batch dimensions: -1 where either refuses the call. */
+static int nd_valid(const ix_in *x, const ix_in *ind, int b, int check) {
+    if (x->n < 1 || ind->n < 1 || b < 0 || b >= ind->n || (check && !ix_reads_all(ind))) return -1;
+    const int64_t q = ind->shape[ind->n - 1];
+    if (q < 1 || q > x->n - b) return -1;
+    for (int k = 0; k < b; k++)
+        if (x->shape[k] != ind->shape[k]) return -1;
+    return 0;
+}
+
+/* ops/gather_nd.py's _NdIndexing._nd_axes on x and the indices led to r dimensions (rx, ri their natural
+ * ranks, b batch dimensions, `data` the strides of the tensor indexed: x's for a gather, the packed output's
+ * for a scatter): the pass's sizes, the data's strides over them and the q index axes, into p. */
+static void nd_axes(idx_params *p, const ix_in *x, const ix_in *ind, int rx, int ri, int b, const int64_t *data,
+                    int64_t *data_out) {
+    const int r = x->n, first = r - rx, lead = ri - 1, q = (int)ind->shape[r - 1], trail = rx - b - q;
+    int64_t istr[IDX_MAX_RANK];
+    int n = 0;
+    for (int k = 0; k < lead; k++, n++) {
+        p->sizes[n] = ind->shape[r - ri + k];
+        data_out[n] = k < b ? data[first + k] : 0;
+        istr[n] = ind->strides[r - ri + k];
+    }
+    for (int k = 0; k < trail; k++, n++) {
+        p->sizes[n] = x->shape[first + b + q + k];
+        data_out[n] = data[first + b + q + k];
+        istr[n] = 0;
+    }
+    p->rank = n;
+    ix_in at = *ind;
+    for (int j = 0; j < q; j++) {
+        at.origin = ind->origin + j * ind->strides[r - 1];
+        ix_position(p, &at, 1, istr, data[first + b + j], x->shape[first + b + j], IX_POSITION, IX_CLAMP, 0);
+    }
+}
+
+/* Mirrors index_ops._gather_nd and ops/gather_nd.py's GatherNd1OperatorDesc (__post_init__, _check_nd,
+ * nd_sizes, _index_passes) for (x, indices) and (check_indices, batch_dimensions). */
+static int lower_gather_nd(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
+    int check;
+    int64_t b;
+    if (nargs != 2 || ix_check_flag(args[0], &check) || odml_exact_i64(args[1], &b) || b < 0 || b > IX_RANK ||
+            nd_valid(x, ind, (int)b, check))
+        return -1;
+    const int rx = x->n, ri = ind->n, q = (int)ind->shape[ri - 1];
+    int r = rx > ri ? rx : ri;
+    if (ri - 1 + rx - (int)b - q > r) r = ri - 1 + rx - (int)b - q;            /* _nd_rank */
+    g->out_rank = 0;
+    for (int k = 0; k < ri - 1; k++) g->out_dims[g->out_rank++] = ind->shape[k];
+    for (int k = (int)b + q; k < rx; k++) g->out_dims[g->out_rank++] = x->shape[k];
+    int64_t count = 1;
+    for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
+    if (r > IX_RANK || count >= IX_SIZE_LIMIT) return -1;
+    ix_insert(x, 0, r - rx);
+    ix_insert(ind, 0, r - ri);
+    idx_params *p = ix_pass(g, 0, 0, x->type, 0, x->shape);
+    nd_axes(p, x, ind, rx, ri, (int)b, x->strides, p->src_strides);
+    p->src_offset = x->origin;
+    ix_packed(g->out_dims, g->out_rank, p->dst_strides);          /* right_aligned(packed, L): the same strides */
+    g->checked[0] = check;
+    g->out_type = x->type;
+    return 0;
+}
+
+/* ops/scatter.py's and ops/scatter_nd.py's first pass: Copy(0, 0, x's sizes, xo, xs, 0, packed strides). */
+static void scatter_copy(ix_prog *g, const ix_in *x, int64_t *os) {
+    ix_packed(x->shape, x->n, os);
+    idx_params *c = ix_pass(g, 0, 0, x->type, x->n, x->shape);
+    c->outer = x->n;
+    c->src_offset = x->origin;
+    memcpy(c->src_strides, x->strides, sizeof(int64_t) * (size_t)x->n);
+    memcpy(c->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
+    g->out_type = x->type;
+}
+
+/* Mirrors index_ops._scatter_elements and ops/scatter.py's ScatterElementsOperatorDesc (__post_init__,
+ * _index_passes) for (x, indices, updates) and (check_indices, axis). */
+static int lower_scatter_elements(ix_in *x, ix_in *ind, ix_in *upd, PyObject *const *args, Py_ssize_t nargs,
+                                  ix_prog *g) {
+    int check, a;
+    if (nargs != 2 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n != x->n || upd->n != x->n ||
+            upd->type != x->type || (a = ix_axis(args[1], x->n)) < 0 || (check && !ix_reads_all(ind)))
+        return -1;
+    int64_t os[IX_RANK];
+    for (int d = 0; d < x->n; d++)
+        if ((d != a && ind->shape[d] != x->shape[d]) || upd->shape[d] != ind->shape[d]) return -1;
+    scatter_copy(g, x, os);
+    idx_params *s = ix_pass(g, 1, 2, x->type, x->n, upd->shape);
+    s->src_offset = upd->origin;
+    memcpy(s->src_strides, upd->strides, sizeof(int64_t) * (size_t)x->n);
+    for (int d = 0; d < x->n; d++) s->dst_strides[d] = d == a ? 0 : os[d];
+    ix_position(s, ind, 1, ind->strides, os[a], x->shape[a], IX_POSITION, IX_CLAMP, 0);
+    g->checked[1] = check;
+    g->out_rank = x->n;
+    memcpy(g->out_dims, x->shape, sizeof(int64_t) * (size_t)x->n);
+    return 0;
+}
+
+/* Mirrors index_ops._scatter_nd and ops/scatter_nd.py's ScatterNdOperatorDesc (__post_init__, _index_passes)
+ * for (x, indices, updates) and (check_indices,). */
+static int lower_scatter_nd(ix_in *x, ix_in *ind, ix_in *upd, PyObject *const *args, Py_ssize_t nargs,
+                            ix_prog *g) {
+    int check;
+    if (nargs != 1 || ix_check_flag(args[0], &check) || upd->type != x->type || nd_valid(x, ind, 0, check))
+        return -1;
+    const int rx = x->n, ri = ind->n, ru = upd->n, q = (int)ind->shape[ri - 1];
+    if (ru != ri - 1 + rx - q) return -1;                 /* updates.shape == indices.shape[:-1] + x.shape[q:] */
+    for (int k = 0; k < ru; k++)
+        if (upd->shape[k] != (k < ri - 1 ? ind->shape[k] : x->shape[q + k - (ri - 1)])) return -1;
+    int r = rx > ri ? rx : ri;
+    if (ru > r) r = ru;
+    if (r > IX_RANK) return -1;
+    g->out_rank = rx;
+    memcpy(g->out_dims, x->shape, sizeof(int64_t) * (size_t)rx);
+    ix_insert(x, 0, r - rx);
+    ix_insert(ind, 0, r - ri);
+    ix_insert(upd, 0, r - ru);
+    int64_t os[IX_RANK];
+    scatter_copy(g, x, os);
+    idx_params *s = ix_pass(g, 1, 2, x->type, 0, x->shape);
+    nd_axes(s, x, ind, rx, ri, 0, os, s->dst_strides);
+    s->src_offset = upd->origin;
+    for (int d = 0; d < s->rank; d++) s->src_strides[d] = upd->strides[r - s->rank + d];   /* right_aligned */
+    g->checked[1] = check;
+    return 0;
+}
+
+/* The entry of function `which` on the n_in inputs `in` (exact ndarrays) and the call's arguments: the
+ * types the operator's tables take at the newest level are `types` (bit 16 * j + t: DataType t for array
+ * j); an output of min_bytes or more comes from the output blocks. NULL with no exception where the route
+ * must run it; with one for no memory. */
+static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in, PyObject *call_args,
+                          int64_t min_bytes) {
+    ix_in xs[3];
     ix_prog g;
-    int64_t origin[2], span[2];
-    int in_size[2];
+    int64_t origin[3], span[3];
+    int in_size[3];
     memset(&g, 0, sizeof g);
-    for (int j = 0; j < 2; j++) {
+    if (n_in != (which == IX_SCATTER_ELEMENTS || which == IX_SCATTER_ND ? 3 : 2)) return NULL;
+    for (int j = 0; j < n_in; j++) {
         if (ix_layout(in[j], &xs[j]) < 0 || !(types >> (16 * j + xs[j].type) & 1) ||
                 input_layout(in[j], &origin[j], &span[j]) < 0)
             return NULL;
@@ -319,7 +450,10 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, PyObject
     const int rc = which == IX_GATHER ? lower_gather(&xs[0], &xs[1], args, nargs, &g)
                  : which == IX_GATHER_ELEMENTS ? lower_gather_elements(&xs[0], &xs[1], args, nargs, &g)
                  : which == IX_ONE_HOT ? lower_one_hot(&xs[0], &xs[1], args, nargs, &g)
-                 : which == IX_REVERSE ? lower_reverse(&xs[0], &xs[1], args, nargs, &g) : -1;
+                 : which == IX_REVERSE ? lower_reverse(&xs[0], &xs[1], args, nargs, &g)
+                 : which == IX_GATHER_ND ? lower_gather_nd(&xs[0], &xs[1], args, nargs, &g)
+                 : which == IX_SCATTER_ELEMENTS ? lower_scatter_elements(&xs[0], &xs[1], &xs[2], args, nargs, &g)
+                 : which == IX_SCATTER_ND ? lower_scatter_nd(&xs[0], &xs[1], &xs[2], args, nargs, &g) : -1;
     if (rc < 0) return NULL;
     static const int npy_type[12] = {0, NPY_FLOAT32, NPY_FLOAT16, NPY_UINT32, NPY_UINT16, NPY_UINT8, NPY_INT32,
                                      NPY_INT16, NPY_INT8, NPY_FLOAT64, NPY_UINT64, NPY_INT64};   /* numpy_dtype */
@@ -330,9 +464,8 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, PyObject
         Py_DECREF(d);
         return NULL;
     }
-    e->n_in = 2;
-    e->origin[0] = origin[0];
-    e->origin[1] = origin[1];
+    e->n_in = n_in;
+    for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
     Out *o = &e->outs[0];
     o->dtype = (PyObject *)d;
     o->rank = g.out_rank;
@@ -359,7 +492,7 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, PyObject
         mp->threads = 1;
         mp->checked = g.checked[i];
         /* calls_move.c's index_pass_fits: well formed and inside the buffers whatever the index values */
-        int fits = !odml_index_malformed(p, 2) && move_type_size[p->data_type] == in_size[mp->src];
+        int fits = !odml_index_malformed(p, n_in) && move_type_size[p->data_type] == in_size[mp->src];
         for (int64_t a = 0; fits && a < p->naxes; a++) {
             fits = in_size[p->axes[a].slot] == move_type_size[p->axes[a].type];
             ip->idx_len[a] = span[p->axes[a].slot];
@@ -374,15 +507,17 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, PyObject
     return e;
 }
 
-/* The inputs offered (index_ops' tuple of two exact ndarrays) in `in` (borrowed); -1 else. */
+/* The inputs offered (index_ops' tuple of two or three exact ndarrays) in `in` (borrowed): how many; -1
+ * else. */
 static int index_inputs(PyObject *given, PyArrayObject **in) {
-    if (!PyTuple_CheckExact(given) || PyTuple_GET_SIZE(given) != 2) return -1;
-    for (int j = 0; j < 2; j++) {
+    if (!PyTuple_CheckExact(given) || PyTuple_GET_SIZE(given) < 2 || PyTuple_GET_SIZE(given) > 3) return -1;
+    const int n = (int)PyTuple_GET_SIZE(given);
+    for (int j = 0; j < n; j++) {
         PyObject *a = PyTuple_GET_ITEM(given, j);
         if (Py_TYPE(a) != &PyArray_Type) return -1;
         in[j] = (PyArrayObject *)a;
     }
-    return 0;
+    return n;
 }
 
 /* index_new(op, which, types, given, args, generation, min_bytes): the call lowered, run and recorded, or
@@ -390,17 +525,17 @@ static int index_inputs(PyObject *given, PyArrayObject **in) {
 static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
     (void)nargs;
     int64_t which, types, gen, min_bytes;
-    PyArrayObject *in[2];
+    PyArrayObject *in[3];
+    int n_in;
     if (!numpy_ready || exact_int(args[1], &which) || exact_int(args[2], &types) || exact_int(args[5], &gen) ||
-            exact_int(args[6], &min_bytes) || !PyTuple_CheckExact(args[4]) || index_inputs(args[3], in) < 0) {
+            exact_int(args[6], &min_bytes) || !PyTuple_CheckExact(args[4]) || (n_in = index_inputs(args[3], in)) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    Py_INCREF(in[0]);
-    Py_INCREF(in[1]);
+    for (int j = 0; j < n_in; j++) Py_INCREF(in[j]);
     PyObject *out = NULL, *result = NULL;
     char *dst;
-    Entry *e = index_entry((int)which, types, in, args[4], min_bytes);
+    Entry *e = index_entry((int)which, types, in, n_in, args[4], min_bytes);
     if (!e) {
         if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
         goto done;
@@ -409,13 +544,14 @@ static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
     PyArrayObject *keyed_in[MAX_MOVE_IO];
     int keyed_n = 0;
     const int keyed = move_key(&k, args[0], args[3], ((PyTupleObject *)args[4])->ob_item, PyTuple_GET_SIZE(args[4]),
-                               keyed_in, &keyed_n) == 0 && keyed_n == 2;
+                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
     if (PyErr_Occurred()) drop_error();
     /* the inputs' data, shapes and strides as lowered: an allocation's finalizer may change them */
-    char *data[2] = {PyArray_BYTES(in[0]), PyArray_BYTES(in[1])};
-    npy_intp dims[2][NPY_MAXDIMS], strides[2][NPY_MAXDIMS];
-    int nd[2];
-    for (int j = 0; j < 2; j++) {
+    char *data[3];
+    npy_intp dims[3][NPY_MAXDIMS], strides[3][NPY_MAXDIMS];
+    int nd[3];
+    for (int j = 0; j < n_in; j++) {
+        data[j] = PyArray_BYTES(in[j]);
         nd[j] = PyArray_NDIM(in[j]);
         memcpy(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
         memcpy(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
@@ -426,14 +562,15 @@ static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
         result = allocation_failed();
         goto done;
     }
-    for (int j = 0; j < 2; j++)
+    for (int j = 0; j < n_in; j++)
         if (PyArray_BYTES(in[j]) != data[j] || PyArray_NDIM(in[j]) != nd[j] ||
                 memcmp(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]) ||
                 memcmp(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j])) {
             result = Py_NewRef(Py_None);
             goto done;
         }
-    const char *srcs[2] = {data[0] - e->origin[0], data[1] - e->origin[1]};
+    const char *srcs[3];
+    for (int j = 0; j < n_in; j++) srcs[j] = data[j] - e->origin[j];
     char *dsts[1] = {dst};
     if (run_passes(e, dsts, srcs) != ODML_OK) {     /* a checked index out of range: the route raises */
         result = Py_NewRef(Py_None);
@@ -445,15 +582,14 @@ static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
 done:
     Py_XDECREF(out);
     Py_XDECREF(e);
-    Py_DECREF(in[0]);
-    Py_DECREF(in[1]);
+    for (int j = 0; j < n_in; j++) Py_DECREF(in[j]);
     return result;
 }
 #endif
 
 /* call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> the output of a never-seen
- * shape of an index function on NumPy arrays or plain PyTorch CPU tensors, lowered here and recorded in the call cache,
- * or None (the Python route runs it; CUDA tensors always take it). */
+ * shape of an index function on NumPy arrays or plain PyTorch CPU tensors, lowered here and recorded in the
+ * call cache, or None (the Python route runs it; CUDA tensors always take it). */
 PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (odml_arity("call_cache_index_new(op, which, types, given, args, generation, min_bytes)", nargs, 7, 7))
@@ -474,21 +610,21 @@ PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py
 #endif
 }
 
-/* index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, ((src, dst, params, threads, checked), ...)) or
- * None: the entry call_cache_index_new would record, nothing run (tests: against index_ops._record's). */
+/* index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, ((src, dst, params, threads,
+ * checked), ...)) or None: the entry call_cache_index_new would record, nothing run (tests: against index_ops._record's). */
 PyObject *odml_py_index_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (odml_arity("index_lowering(which, types, given, args, min_bytes)", nargs, 5, 5)) return NULL;
 #ifdef ODML_NUMPY
     int64_t which, types, min_bytes;
-    PyArrayObject *in[2];
+    PyArrayObject *in[3];
+    int n_in;
     if (!numpy_ready || exact_int(args[0], &which) || exact_int(args[1], &types) || exact_int(args[4], &min_bytes) ||
-            !PyTuple_CheckExact(args[3]) ||
-            index_inputs(args[2], in) < 0) {
+            !PyTuple_CheckExact(args[3]) || (n_in = index_inputs(args[2], in)) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    Entry *e = index_entry((int)which, types, in, args[3], min_bytes);
+    Entry *e = index_entry((int)which, types, in, n_in, args[3], min_bytes);
     if (!e) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
