@@ -34,7 +34,11 @@ strides and exact int/None arguments) is served by the one C call cache
 (``runtime.calls.move``; see "The C call cache" below) on NumPy arrays,
 PyTorch CPU and CUDA tensors and CuPy arrays; on the CPU the index check is
 done by the kernel as it reads each index, and a bad index there sends the
-call to the route, which raises the same error.
+call to the route, which raises the same error. A never-seen call on NumPy
+arrays or plain PyTorch CPU tensors is validated, lowered, run and recorded in
+C (``runtime.calls.index_new``) by the same rules, to the same passes, bytes
+and errors as the route; other arrays (CUDA tensors, CuPy) take the route on
+a miss.
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
@@ -249,7 +253,8 @@ def _like(a, x, where: str):
 # tuple (the key reads each one's dtype, shape and byte strides; on CUDA also
 # its device and alignment class), then its other arguments as given (exact
 # ints, None and bools key; anything else is not served). A hit returns the
-# new output before any Python runs; None sends the call to its route. The
+# new output before any Python runs; at a miss ``_offer`` gives the call to
+# the C new-shape route (``_C_INDEX``); None sends the call to its route. The
 # route records the calls the cache can hold (``_run``): on the CPU
 # (NumPy arrays, and plain PyTorch CPU tensors through NumPy views of them)
 # the move program's passes as index.c's parameters (``_record``), with the

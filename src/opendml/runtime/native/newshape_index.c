@@ -1,8 +1,9 @@
 /* The call cache's new-shape route of the index-driven functions (arrays/index_ops.py: gather,
- * gather_elements, gather_nd, scatter_elements, scatter_nd, one_hot, reverse_subsequences) on NumPy arrays (and plain PyTorch CPU tensors through
- * NumPy views): at a miss, a never-seen shape's fields validated as the operator modules validate them,
- * the Gather/Scatter/Copy passes the Python lowering builds (each function here names the one it mirrors),
- * the call run and recorded as call_cache_put_move records index_ops._record's passes, in one C call.
+ * gather_elements, gather_nd, scatter_elements, scatter_nd, one_hot, reverse_subsequences) on NumPy arrays
+ * (and plain PyTorch CPU tensors through NumPy views): at a miss, a never-seen shape's fields validated as
+ * the operator modules validate them, the Gather/Scatter/Copy passes the Python lowering builds (each
+ * function here names the one it mirrors), the call run and recorded as call_cache_put_move records
+ * index_ops._record's passes, in one C call.
  * Anything unusual (a field the Python route would refuse, an empty array, a size past 2^31, an index array
  * the fused check would not read whole) is declined: None, and the Python route runs the call and raises
  * its own error. A checked call whose index lies outside its dimension (index.c fuses the check into the
@@ -38,8 +39,10 @@ static int64_t ix_type(PyArray_Descr *d) {
     const int es = (int)PyDataType_ELSIZE(d);
     switch (d->kind) {
         case 'f': return es == 2 ? ODML_T_FLOAT16 : es == 4 ? ODML_T_FLOAT32 : es == 8 ? ODML_T_FLOAT64 : 0;
-        case 'i': return es == 1 ? ODML_T_INT8 : es == 2 ? ODML_T_INT16 : es == 4 ? ODML_T_INT32 : es == 8 ? ODML_T_INT64 : 0;
-        case 'u': return es == 1 ? ODML_T_UINT8 : es == 2 ? ODML_T_UINT16 : es == 4 ? ODML_T_UINT32 : es == 8 ? ODML_T_UINT64 : 0;
+        case 'i': return es == 1 ? ODML_T_INT8 : es == 2 ? ODML_T_INT16 : es == 4 ? ODML_T_INT32
+                       : es == 8 ? ODML_T_INT64 : 0;
+        case 'u': return es == 1 ? ODML_T_UINT8 : es == 2 ? ODML_T_UINT16 : es == 4 ? ODML_T_UINT32
+                       : es == 8 ? ODML_T_UINT64 : 0;
         default: return 0;
     }
 }
@@ -611,7 +614,8 @@ PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py
 }
 
 /* index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, ((src, dst, params, threads,
- * checked), ...)) or None: the entry call_cache_index_new would record, nothing run (tests: against index_ops._record's). */
+ * checked), ...)) or None: the entry call_cache_index_new would record, nothing run (tests: against
+ * index_ops._record's). */
 PyObject *odml_py_index_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (odml_arity("index_lowering(which, types, given, args, min_bytes)", nargs, 5, 5)) return NULL;
