@@ -261,7 +261,7 @@ def test_new_shapes_give_the_plain_routes_bytes_and_errors(drawn):
 
 def test_common_calls_are_lowered_in_c(monkeypatch):
     """Can fail: a valid never-seen shape of each function builds a description (the Python route) instead
-    of being lowered in C, or its repeat is not a call-cache hit."""
+    of being lowered in C, gives other bytes than the plain route, or its repeat is not a call-cache hit."""
     from opendml.arrays import engine
     rng = np.random.default_rng(3)
     x = data(rng, (1, 3, 5, 7), "f4")
@@ -269,7 +269,11 @@ def test_common_calls_are_lowered_in_c(monkeypatch):
              ("gather", (strided(rng, x, True), indices(rng, (2, 3), 7, "i4", False)), (-1, 2, False)),
              ("gather_elements", (x, indices(rng, (1, 3, 2, 7), 5, "u4", False)), (2, True)),
              ("one_hot", (rng.integers(-6, 6, (2, 5)), np.array([0.5, 2.0], np.float32)), (6, 1)),
-             ("reverse_subsequences", (x, rng.integers(0, 9, (1, 3, 5)).astype(np.uint32)), (3,))]
+             ("reverse_subsequences", (x, rng.integers(0, 9, (1, 3, 5)).astype(np.uint32)), (3,)),
+             ("gather_nd", (x, np.array([[0, 2, 4], [0, 1, 0]], np.int64)), (0, True)),
+             ("gather_nd", (x[0], np.array([[[1], [3]], [[0], [0]], [[4], [2]]], np.uint32)), (1, False)),
+             ("scatter_elements", (x, np.argsort(rng.random((1, 3, 5, 7)), axis=2), x[:, :, ::-1]), (2, True)),
+             ("scatter_nd", (x, np.array([[0, 2], [0, 1]], np.int32), data(rng, (2, 5, 7), "f4")), (True,))]
     for name, arrays, args in cases:
         want = python_route(call, name, arrays, args)
         ccache.clear()
