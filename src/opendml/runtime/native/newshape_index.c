@@ -47,8 +47,9 @@ static int64_t ix_type(PyArray_Descr *d) {
     }
 }
 
-/* x as planner.array_layout reads it (index_ops._host_views: aligned, native order): -1 where the route
- * must run (a stride not a whole number of elements, an empty array, a size or count past 2^31). */
+/* x as planner.array_layout reads it (index_ops._host_views: aligned, native order; input_layout has
+ * bounded its reach): -1 where the route must run (a stride not a whole number of elements, an empty
+ * array, a size or count past 2^31). */
 static int ix_layout(PyArrayObject *x, ix_in *in) {
     in->n = PyArray_NDIM(x);
     in->es = PyArray_ITEMSIZE(x);
@@ -443,8 +444,9 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
     memset(&g, 0, sizeof g);
     if (n_in != (which == IX_SCATTER_ELEMENTS || which == IX_SCATTER_ND ? 3 : 2)) return NULL;
     for (int j = 0; j < n_in; j++) {
-        if (ix_layout(in[j], &xs[j]) < 0 || !(types >> (16 * j + xs[j].type) & 1) ||
-                input_layout(in[j], &origin[j], &span[j]) < 0)
+        /* input_layout first: it refuses reaches past 2^58 elements, so ix_layout's products stay in 64 bits */
+        if (input_layout(in[j], &origin[j], &span[j]) < 0 || ix_layout(in[j], &xs[j]) < 0 ||
+                !(types >> (16 * j + xs[j].type) & 1))
             return NULL;
         in_size[j] = (int)xs[j].es;
     }
@@ -556,8 +558,10 @@ static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
     for (int j = 0; j < n_in; j++) {
         data[j] = PyArray_BYTES(in[j]);
         nd[j] = PyArray_NDIM(in[j]);
-        memcpy(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
-        memcpy(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
+        if (nd[j]) {                                 /* (a 0-d array has no dims pointer) */
+            memcpy(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
+            memcpy(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
+        }
     }
     const Out *o = &e->outs[0];
     out = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dst, NULL);
@@ -567,8 +571,8 @@ static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
     }
     for (int j = 0; j < n_in; j++)
         if (PyArray_BYTES(in[j]) != data[j] || PyArray_NDIM(in[j]) != nd[j] ||
-                memcmp(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]) ||
-                memcmp(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j])) {
+                (nd[j] && (memcmp(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]) ||
+                           memcmp(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j])))) {
             result = Py_NewRef(Py_None);
             goto done;
         }
