@@ -446,7 +446,10 @@ def _run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = 
     route serve a repeated call's description and plan from the family's
     cache; ``given`` and ``args`` (the inputs and the other arguments as the
     function offered them to the C call cache) record the call there."""
-    since = _calls.generation() if given is not None else None     # before any setting is read
+    # a framework's first call registers its hooks (family._framework), which empties the C call cache: done
+    # before the generation is read (else this call's record would be refused), which is before any setting
+    family._framework(arrays[0], name)
+    since = _calls.generation() if given is not None else None
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     key = None if fields is None else planner.call_key(name, *fields)
     call = engine.Call(name, make, key=key)
