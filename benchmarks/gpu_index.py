@@ -18,14 +18,19 @@ Rows (float32; int64 indices, uniformly random, so repeats occur):
   PyTorch's default and deterministic modes and the embedding backward;
 * one_hot (1M indices, depth 128) against ``F.one_hot(...).to(float32)``;
 * reverse_subsequences (512 x 256 x 512, axis 0, random lengths, and
-  axis 2: a length a row) as a fraction of copy, beside ``torch.flip``.
+  axis 2: a length a row) as a fraction of copy, beside ``torch.flip``
+  (whether opendml's output is the reversal is checked against a PyTorch
+  reference built from the lengths).
 
 Rows marked ``[NAME=value]`` run again under another setting of
 ``runtime/cuda/index.py`` (the previous kernels: ``GATHER_ROW=False`` no
 block-a-row gather, ``ROW_STAGE=False`` the row read in place,
 ``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_BYTES=32``/``64``
 narrower staged columns, ``REVERSE_TILE=False`` no shared-memory staging,
-``WIDE_ACC=False`` the sums one element a word), in the same process. Under
+``WIDE_ACC=False`` the sums one element a word; and candidates:
+``REVERSE_PIPE=True`` column sets through two buffers a block,
+``REVERSE_ROWS=bytes`` the reversal along rows staged rows a block), in the
+same process. Under
 each row, ``device time`` is what the profiler records of the call's
 kernels, copies and fills (median-free: the mean of 5 calls), opendml's and
 each PyTorch function's, beside the timed ms a call: where the timed time is
@@ -229,17 +234,34 @@ def main(argv=None) -> int:
     del i5, want
     # reverse_subsequences
     x6 = torch.randn(512, 256, 512, device=dev)
-    lengths = torch.randint(0, 513, (1, 256, 512), device=dev, generator=g).to(torch.uint32)
+    lengths64 = torch.randint(0, 513, (1, 256, 512), device=dev, generator=g)
+    lengths = lengths64.to(torch.uint32)
+
+    def reversed_along(n, axis):
+        """The reversal as torch.gather (int64 lengths n): position e < n reads n - 1 - e."""
+        e = torch.arange(x6.shape[axis], device=dev).reshape([-1 if d == axis else 1 for d in range(3)])
+        return torch.gather(x6, axis, torch.where(e < n, n - 1 - e, e).expand(x6.shape).contiguous())
+    want = reversed_along(lengths64, 0)
     rs = ("reverse_subsequences 512x256x512", lambda: dml.reverse_subsequences(x6, lengths, 0),
-          {"torch.flip (full)": lambda: torch.flip(x6, [0])}, 2 * x6.nbytes + lengths.nbytes)
+          {"torch.flip (full)": lambda: torch.flip(x6, [0])}, 2 * x6.nbytes + lengths.nbytes,
+          lambda a: bool(torch.equal(a, want)))
     row(*rs)
     variant(rs[0], {"REVERSE_BYTES": 64}, *rs[1:])
     variant(rs[0], {"REVERSE_BYTES": 32}, *rs[1:])
     variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
-    lengths2 = torch.randint(0, 513, (512, 256, 1), device=dev, generator=g).to(torch.uint32)
+    variant(rs[0], {"REVERSE_PIPE": True}, *rs[1:])
+    variant(rs[0], {"REVERSE_PIPE": True, "REVERSE_BYTES": 64}, *rs[1:])
+    variant(rs[0], {"REVERSE_PIPE": True, "REVERSE_BYTES": 32}, *rs[1:])
+    lengths64 = torch.randint(0, 513, (512, 256, 1), device=dev, generator=g)
+    lengths2 = lengths64.to(torch.uint32)
     rs2 = ("reverse_subsequences axis 2 (rows)", lambda: dml.reverse_subsequences(x6, lengths2, 2),
-           {"torch.flip (full)": lambda: torch.flip(x6, [2])}, 2 * x6.nbytes + lengths2.nbytes)
+           {"torch.flip (full)": lambda: torch.flip(x6, [2])}, 2 * x6.nbytes + lengths2.nbytes,
+           lambda a: bool(torch.equal(a, want2)))
+    del want
+    want2 = reversed_along(lengths64, 2)
     row(*rs2)
+    for nbytes in (8192, 16384, 32768, 65536):
+        variant(rs2[0], {"REVERSE_ROWS": nbytes}, *rs2[1:])
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,

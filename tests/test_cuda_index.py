@@ -225,6 +225,55 @@ def test_row_gathers_and_wide_tiles_match_the_cpu_bytes(cp, it):
                   views=lambda a: a[:, :, 1:33])          # rows starting off 16 bytes: no 16-byte copies
 
 
+#: The reversal kernels' settings of runtime/cuda/index.py (benchmarks/gpu_index.py times each).
+REVERSE_SETTINGS = ({}, {"REVERSE_PIPE": True}, {"REVERSE_PIPE": True, "REVERSE_BYTES": 64},
+                    {"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 32768}, {"REVERSE_ROWS": 1024})
+
+
+@pytest.fixture(params=REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()) or "default")
+def reverse_settings(request, cp):
+    """The reversal kernels under each setting (launches recorded under
+    another, and the C call cache's entries holding them, dropped first)."""
+    from opendml.runtime import calls, get_backend
+    from opendml.runtime.cuda import index
+    old = {k: getattr(index, k) for k in request.param}
+    for k, v in request.param.items():
+        setattr(index, k, v)
+    get_backend("cuda:0")._launches.clear()
+    calls.clear()
+    yield request.param
+    for k, v in old.items():
+        setattr(index, k, v)
+    get_backend("cuda:0")._launches.clear()
+    calls.clear()
+
+
+@pytest.mark.parametrize("it", (np.uint32, np.uint64))
+def test_each_reversal_kernel_matches_the_cpu_bytes(cp, it, reverse_settings):
+    """reverse_subsequences along the outermost axis (column sets staged a
+    block each, or several a block through two buffers, more sets than
+    blocks) and along rows (rows staged a block several), every word size,
+    hostile lengths (0, past the axis, the type's extremes), rows and columns
+    off 16 bytes and read backwards, under each setting."""
+    rng = np.random.default_rng(17)
+    for dt in (np.float32, np.float16, np.float64, np.int8):
+        x = values(rng, (9, 5, 300), dt)
+        for axis, ls in ((0, (1, 5, 300)), (2, (9, 5, 1)), (1, (9, 1, 300))):
+            check(cp, dml.reverse_subsequences, x, indices(rng, ls, x.shape[axis] + 2, it, 4), axis=axis)
+        check(cp, dml.reverse_subsequences, x, indices(rng, (9, 5, 1), 302, it, 4), axis=2,
+              views=lambda a: a[:, :, ::-1] if a.shape[2] > 1 else a)    # rows read backwards
+        check(cp, dml.reverse_subsequences, x, indices(rng, (9, 5, 1), 301, it, 4), axis=2,
+              views=lambda a: a[:, :, 1:] if a.shape[2] > 1 else a)      # rows starting off 16 bytes
+        check(cp, dml.reverse_subsequences, x[:, :, :64], indices(rng, (1, 5, 64), 11, it, 4), axis=0,
+              views=lambda a: a[:, :, ::-1])                             # columns read backwards
+    many = values(rng, (9, 2200, 32), np.float32)       # 2200 column sets of 9 rows: more than a grid holds
+    check(cp, dml.reverse_subsequences, many, indices(rng, (1, 2200, 32), 11, it, 4), axis=0)
+    long = values(rng, (500, 300, 32), np.float32)      # 300 sets of 500 x 128 bytes: two tiles a block
+    check(cp, dml.reverse_subsequences, long, indices(rng, (1, 300, 32), 510, it, 4), axis=0)
+    check(cp, dml.reverse_subsequences, long.reshape(500, 32, 300)[:7], indices(rng, (7, 32, 1), 310, it, 4),
+          axis=2)
+
+
 @pytest.mark.parametrize("framework", ["cupy", "torch"])
 @pytest.mark.parametrize("it", (np.int32, np.int64))
 def test_the_device_index_check_names_the_cpus_first_bad_index(cp, framework, it):

@@ -161,11 +161,15 @@ def run_model(step, plan, p, srcs, dsts, seen):
                     acc = _add(acc, v, q.data_type, w) if p.accumulate else v
                 write(dst, at, acc)
             return
-    if step.mode == "tile":                  # ix_reverse_tile: a block a column set, staged in shared memory
-        ax, k = q.axes[0], q.outer
+    if step.mode in ("tile", "pipe"):        # ix_reverse_tile: a block a column set, staged in shared memory
+        ax, k = q.axes[0], q.outer           # (ix_reverse_pipe: block b the sets b, b + grid, ..., two buffers)
         lo, n_e = q.sizes[k - 1], q.sizes[k - 2]
         assert THREADS % lo == 0 and n_e == ax.bound and q.src_strides[k - 2] == 0 and ax.axis == k - 2
-        for g in range(q.n_outer // q.members):
+        sets = q.n_outer // q.members
+        order = range(sets) if step.mode == "tile" else [
+            s for b in range(step.grid) for s in range(b, sets, step.grid)]
+        assert sorted(order) == list(range(sets)) and (step.mode == "tile" or 0 < step.grid <= sets)
+        for g in order:
             sb, db, ab, r = q.src_offset, q.dst_offset, ax.offset, g
             for d in reversed(range(k - 2)):
                 r, c = (0, r) if d == 0 else divmod(r, q.sizes[d])
@@ -174,12 +178,34 @@ def run_model(step, plan, p, srcs, dsts, seen):
             for kk in range(lo):
                 for c in range(ax.bound):
                     tile[c * lo + kk] = read(src, sb + kk * q.src_strides[k - 1] + c * ax.stride)
-            assert ax.strides[k - 2] == 0 and step.smem == ax.bound * lo * w <= ix.TILE_SMEM
+            assert ax.strides[k - 2] == 0 and step.smem == ax.bound * lo * w * (step.mode == "pipe") + \
+                ax.bound * lo * w and ax.bound * lo * w <= ix.TILE_SMEM
             for kk in range(lo):             # the column's length read and clamped once (ix_length)
                 n = min(max(int(read(idx[0], ab + kk * ax.strides[k - 1])), 0), ax.bound)
                 for e in range(n_e):
                     c = n - 1 - e if e < n else e
                     write(dst, db + kk * q.dst_strides[k - 1] + e * q.dst_strides[k - 2], tile[c * lo + kk])
+        return
+    if step.mode == "rows":                  # ix_reverse_rows: a block `members` rows staged, a length a row
+        ax, k = q.axes[0], q.outer
+        n_rows, L = q.n_outer // ax.bound, ax.bound
+        pad = -(-L * w // 16) * 16 // w
+        assert ax.mode == 1 and ax.axis == k - 1 and q.src_strides[k - 1] == 0 and ax.strides[k - 1] == 0
+        assert L == q.sizes[k - 1] and 1 <= q.members <= 64 and step.smem == q.members * pad * w
+        for b in range(-(-n_rows // q.members)):
+            first = b * q.members
+            staged = {}
+            for r in range(first, min(first + q.members, n_rows)):
+                sb, db, ab, rr = q.src_offset, q.dst_offset, ax.offset, r
+                for d in reversed(range(k - 1)):
+                    rr, c = (0, rr) if d == 0 else divmod(rr, q.sizes[d])
+                    sb, db, ab = sb + c * q.src_strides[d], db + c * q.dst_strides[d], ab + c * ax.strides[d]
+                row = [read(src, sb + c * ax.stride) for c in range(L)]
+                assert (r - first + 1) * pad * w <= step.smem
+                staged[r] = (db, min(max(int(read(idx[0], ab)), 0), L), row)   # the length read once
+            for r, (db, n, row) in staged.items():
+                for j in range(L):
+                    write(dst, db + j * q.dst_strides[k - 1], row[n - 1 - j if j < n else j])
         return
     if step.mode == "row":                   # ix_gather_row: a block a row, the source row staged (STAGE)
         ax, k, stage = q.axes[0], q.outer, step.main.rstrip(">").endswith(", 1")
@@ -244,10 +270,13 @@ FAKE_CUPY = types.SimpleNamespace(
     zeros=lambda n, dtype: np.zeros(n, dtype).view(_Dev), empty=lambda n, dtype: np.empty(n, dtype).view(_Dev),
     argsort=lambda a: np.argsort(a, kind="stable").view(_Dev), not_equal=np.not_equal, uint32=np.uint32,
     uint64=np.uint64, bool_=np.bool_, uint8=np.uint8,
-    cuda=types.SimpleNamespace(ExternalStream=lambda ptr, device: contextlib.nullcontext(),
+    cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(deviceGetAttribute=lambda a, d: DEVICE[a]),
+                               ExternalStream=lambda ptr, device: contextlib.nullcontext(),
                                Stream=types.SimpleNamespace(null=contextlib.nullcontext()),
                                driver=types.SimpleNamespace(funcSetAttribute=lambda f, a, v: OPT_INS.append((a, v)))))
 OPT_INS: list = []                           # (attribute, value) of each funcSetAttribute
+#: The fake device's attributes: 3 multiprocessors, an H100's shared memory.
+DEVICE = {16: 3, 81: 228 * 1024, 97: 227 * 1024}
 
 
 @pytest.fixture
@@ -262,6 +291,7 @@ def model(monkeypatch):
     monkeypatch.setattr(ix, "_function", lambda device, name, relaxed: (None, types.SimpleNamespace(
         kernel=types.SimpleNamespace(ptr=0))))
     monkeypatch.setattr(ix, "_STREAMS", {})
+    monkeypatch.setattr(ix, "_LIMITS", {})
     monkeypatch.setattr(ix.IndexPass, "_launch", lambda self, name, count, q, stream_ptr, smem=0: seen.add(
         ("launch", name, (-(-count // ix.THREADS), smem))))
     fake = types.SimpleNamespace(device=contextlib.nullcontext(), index=0, cupy=FAKE_CUPY)
@@ -377,6 +407,47 @@ def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model, monkey
         assert (3, 2, 5, 32) in outer       # int8: lo = 32
         assert (3, 4, 4, 2, 8) in outer     # (3, 2, 4, 32) float32 along axis 1: (3, 4, 32 / 8, 2, 8)
         assert not any(k == "ix_reverse_tile" for k, *_ in model)
+
+
+#: The reversal kernels' settings (``benchmarks/gpu_index.py`` times each).
+REVERSE_SETTINGS = ({}, {"REVERSE_PIPE": True}, {"REVERSE_PIPE": True, "REVERSE_BYTES": 64},
+                    {"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 180})
+
+
+@pytest.mark.parametrize("settings", REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
+    """Every reversal setting (two-buffer column sets a block, rows a block)
+    gives the CPU bytes for hostile lengths (0, past the axis, the index
+    type's extremes), every word size and non-contiguous layouts, and
+    runs the kernel it names (``ix_reverse_pipe`` over a grid smaller than
+    its column sets, ``ix_reverse_rows`` with a partial last block)."""
+    for name, v in settings.items():
+        monkeypatch.setattr(ix, name, v)
+    rng = np.random.default_rng(21)
+    for it in (np.uint32, np.uint64):                    # (the lengths' types)
+        for dt in (np.float32, np.int8, np.uint64, np.float16):
+            x = rng.integers(0, 100, (9, 5, 64)).astype(dt)
+            for axis, ls in ((0, (1, 5, 64)), (2, (9, 5, 1)), (1, (9, 1, 64))):
+                i = rng.integers(0, x.shape[axis] + 3, ls).astype(it)
+                i.reshape(-1)[::4] = hostile(it, i.size)[::4]
+                same(dml.reverse_subsequences, x, i, axis)
+                same(dml.reverse_subsequences, x[:, ::-1, ::-1], i, axis)          # reversed views
+                same(dml.reverse_subsequences, x[::-1, :, 1:], i[..., :63] if axis != 2 else i, axis)
+    x = rng.standard_normal((9, 40, 64)).astype(np.float32)      # 80 or 160 column sets, more than blocks
+    same(dml.reverse_subsequences, x, rng.integers(0, 12, (1, 40, 64)).astype(np.uint32), 0)
+    kernels = {k for k, *_ in model}
+    if settings.get("REVERSE_PIPE"):
+        assert "ix_reverse_pipe" in kernels and "ix_reverse_tile" not in kernels, kernels
+        grids = {g for k, n, g in model if k == "launch" and n.startswith("ix_reverse_pipe<")}
+        assert (24, 2 * 9 * settings.get("REVERSE_BYTES", 128)) in grids, grids   # 3 SMs x 8 blocks
+    else:
+        assert "ix_reverse_tile" in kernels, kernels
+    if settings.get("REVERSE_ROWS"):
+        assert "ix_reverse_rows" in kernels, kernels
+        per = min(64, settings["REVERSE_ROWS"] // 64, 45)    # 45 rows of 64 int8 words (64 bytes)
+        assert ("launch", "ix_reverse_rows<u8, u32, 3>", (-(-45 // per), per * 64)) in model, model
+    else:
+        assert "ix_reverse_rows" not in kernels and "ix_gather_positions" in kernels, kernels
 
 
 def test_a_long_reversed_axis_stages_32_byte_columns(model, monkeypatch):

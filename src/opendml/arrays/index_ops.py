@@ -527,15 +527,22 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     return _gather_elements(x, indices, axis, check_indices) if out is None else out
 
 
-def _gather_elements(x, indices, axis, check_indices):
-    where = "gather_elements"
-    _checked(where, x, indices=indices)
+def _elements(where, x, indices, axis, check_indices, **more):
+    """GATHER_ELEMENTS' and SCATTER_ELEMENTS' checks of x, indices (and
+    ``more``) and the axis: (x's shape, indices' shape, the axis)."""
+    _checked(where, x, indices=indices, **more)
     xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
     if len(xs) != len(is_):
         raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
     a = _contract.axis(axis, len(xs), where)
     if check_indices and len(xs):
         _check(indices, xs[a], where)
+    return xs, is_, a
+
+
+def _gather_elements(x, indices, axis, check_indices):
+    where = "gather_elements"
+    xs, is_, a = _elements(where, x, indices, axis, check_indices)
     return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_, (a,),
                 (x, indices), (check_indices, axis))
 
@@ -589,13 +596,7 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
 
 def _scatter_elements(x, indices, updates, axis, check_indices):
     where = "scatter_elements"
-    _checked(where, x, indices=indices, updates=updates)
-    xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
-    if len(xs) != len(is_):
-        raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
-    a = _contract.axis(axis, len(xs), where)
-    if check_indices and len(xs):
-        _check(indices, xs[a], where)
+    xs, _, a = _elements(where, x, indices, axis, check_indices, updates=updates)
     return _run(where, lambda tx, ti, tu: ScatterElementsOperatorDesc(tx, ti, tu, None, a), [x, indices, updates],
                 xs, (a,), (x, indices, updates), (check_indices, axis))
 

@@ -25,6 +25,10 @@
 //                          staged in shared memory (STAGE) or read in place
 //   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns (up to
 //                          128-byte lines) staged in shared memory
+//   ix_reverse_pipe<W, I, NO> the same, a block several column sets through
+//                          two buffers (the next set's copies in flight)
+//   ix_reverse_rows<W, I, NO> a reversal along rows (a length a row), a
+//                          block several rows staged in shared memory
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
 //                          only by the position that owns its destination block
 //   ix_scatter_group<W, I, NO> a block a group of positions sharing one
@@ -136,6 +140,20 @@ __device__ __forceinline__ i64 ix_length(const ix_axis& ax, u64 base, i64 at) {
     }
 }
 
+// I ck: the coordinate of flat number r along dimension k of `sizes`, r
+// becoming the number over the dimensions outside it; the outermost (k == 0)
+// takes it whole (a macro: the same PTX as the loops written out).
+#define IX_DIGIT(ck, r, sizes, k)     \
+    I ck;                             \
+    if (k == 0) {                     \
+        ck = r;                       \
+    } else {                          \
+        const I n_ = (I)(sizes)[k];   \
+        const I q_ = r / n_;          \
+        ck = r - q_ * n_;             \
+        r = q_;                       \
+    }
+
 // Source and destination word offsets of outer position o (INDEXED: with the
 // index axes' coordinates added, to the source where GATHER, else to the
 // destination); false where an INDEX_SKIP coordinate drops the position (a
@@ -153,15 +171,7 @@ __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& 
     I r = o;
 #pragma unroll
     for (int k = NO - 1; k >= 0; --k) {
-        I ck;
-        if (k == 0) {
-            ck = r;
-        } else {
-            const I n = (I)p.sizes[k];
-            const I q = r / n;
-            ck = r - q * n;
-            r = q;
-        }
+        IX_DIGIT(ck, r, p.sizes, k);
         so += (i64)ck * p.src_strides[k];
         dd += (i64)ck * p.dst_strides[k];
         if (INDEXED) {
@@ -188,23 +198,14 @@ __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& 
     return true;
 }
 
-// Inner word j's offsets from its block's origin (NI inner dimensions).
+// Inner word r's offsets from its block's origin (NI inner dimensions).
 template <typename I, int NI>
-__device__ __forceinline__ void ix_inner(const ix_params& p, I j, i64& si, i64& di) {
+__device__ __forceinline__ void ix_inner(const ix_params& p, I r, i64& si, i64& di) {
     si = 0;
     di = 0;
-    I r = j;
 #pragma unroll
     for (int k = NI - 1; k >= 0; --k) {
-        I ck;
-        if (k == 0) {
-            ck = r;
-        } else {
-            const I n = (I)p.isizes[k];
-            const I q = r / n;
-            ck = r - q * n;
-            r = q;
-        }
+        IX_DIGIT(ck, r, p.isizes, k);
         si += (i64)ck * p.isrc_strides[k];
         di += (i64)ck * p.idst_strides[k];
     }
@@ -232,6 +233,27 @@ __device__ __forceinline__ W ix_value(const ix_params& p) {
     return *reinterpret_cast<const W*>(&p.value_bits);   // (never 16-byte words: the host widens no constant)
 }
 
+// The ITEMS inner words g, g + groups, ... (below n_inner) of this position's
+// block: VALUE (of si, the word's source offset from so) written at dd + di,
+// every load before the first store (a macro, as IX_DIGIT).
+#define IX_BLOCK(VALUE)                                           \
+    W v[ITEMS];                                                   \
+    i64 at[ITEMS];                                                \
+    _Pragma("unroll")                                             \
+    for (int u = 0; u < ITEMS; u++) {                             \
+        const I j = g + (I)u * (I)p.groups;                       \
+        at[u] = -1;                                               \
+        if (ITEMS == 1 || j < (I)p.n_inner) {                     \
+            i64 si, di;                                           \
+            ix_inner<I, NI>(p, j, si, di);                        \
+            v[u] = VALUE;                                         \
+            at[u] = dd + di;                                      \
+        }                                                         \
+    }                                                             \
+    _Pragma("unroll")                                             \
+    for (int u = 0; u < ITEMS; u++)                               \
+        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u]
+
 template <typename W, typename I, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
     I o, g;
@@ -239,22 +261,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
     i64 so, dd;
     ix_outer<I, true, true, NO, NA>(p, o, so, dd);
     const bool zero = p.last_only && !((const u8*)p.aux)[o];
-    W v[ITEMS];
-    i64 at[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {        // every load before the first store
-        const I j = g + (I)u * (I)p.groups;
-        at[u] = -1;
-        if (ITEMS == 1 || j < (I)p.n_inner) {
-            i64 si, di;
-            ix_inner<I, NI>(p, j, si, di);
-            v[u] = zero ? W() : ((const W*)p.src)[so + si];
-            at[u] = dd + di;
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++)
-        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+    IX_BLOCK(zero ? W() : ((const W*)p.src)[so + si]);
 }
 
 // An element-wise gather (one word a position): ITEMS positions a thread,
@@ -282,6 +289,22 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
         if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 
+// Source, destination and first index axis offsets of combination r of the
+// leading dimensions 0..K (row-major; a block's: blockIdx.x).
+template <typename I, int K>
+__device__ __forceinline__ void ix_lead(const ix_params& p, I r, i64& sb, i64& db, i64& ab) {
+    sb = p.src_offset;
+    db = p.dst_offset;
+    ab = p.axes[0].offset;
+#pragma unroll
+    for (int k = K; k >= 0; --k) {
+        IX_DIGIT(ck, r, p.sizes, k);
+        sb += (i64)ck * p.src_strides[k];
+        db += (i64)ck * p.dst_strides[k];
+        ab += (i64)ck * p.axes[0].strides[k];
+    }
+}
+
 // An element-wise gather along a row (index.py's _row: one index axis that
 // clamps, the last outer dimension of source stride 0, e.g. gather_elements
 // along the last axis): one block a row (the leading dimensions decoded once
@@ -295,23 +318,8 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
     extern __shared__ uint4 ix_row_raw[];
     W* row = reinterpret_cast<W*>(ix_row_raw);
     const ix_axis& ax = p.axes[0];
-    i64 sb = p.src_offset, db = p.dst_offset, ab = ax.offset;
-    I r = (I)blockIdx.x;                     // the row: the leading dimensions
-#pragma unroll
-    for (int k = NO - 2; k >= 0; --k) {
-        I ck;
-        if (k == 0) {
-            ck = r;
-        } else {
-            const I n = (I)p.sizes[k];
-            const I q = r / n;
-            ck = r - q * n;
-            r = q;
-        }
-        sb += (i64)ck * p.src_strides[k];
-        db += (i64)ck * p.dst_strides[k];
-        ab += (i64)ck * ax.strides[k];
-    }
+    i64 sb, db, ab;                          // the row: the leading dimensions
+    ix_lead<I, NO - 2>(p, (I)blockIdx.x, sb, db, ab);
     const W* src = (const W*)p.src + sb;
     const I n = (I)p.sizes[NO - 1], bound = (I)ax.bound;
     if (STAGE) {
@@ -363,44 +371,25 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
 // An element-wise reversal of subsequences walked as columns (index.py's
 // _column_walk: outer dimensions (..., reversed axis, lo columns), the
 // reversed axis of source stride 0, of size `bound` and of length stride 0,
-// lo dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): one
-// block a combination of the leading dimensions; its source columns (bound
-// rows of lo words) staged in shared memory by coalesced loads, then each
-// thread, keeping one column and its length (read and clamped once), writes
-// its rows in order, each from its reversed row in shared memory.
+// lo dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): a
+// column set (bound rows of lo words) is staged in shared memory by
+// coalesced loads, then each thread, keeping one column and its length (read
+// and clamped once), writes its rows in order, each from its reversed row.
+//
+// ix_stage_columns: the column set at source offset sb into `tile`, as
+// asynchronous 16-byte copies (cp.async, one commit group: the caller waits)
+// where rows are whole aligned 16-byte pieces, else by plain loads (done on
+// return; the caller's __syncthreads publishes them).
 template <typename W, typename I, int NO>
-__global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
-    extern __shared__ uint4 ix_tile_raw[];
-    W* tile = reinterpret_cast<W*>(ix_tile_raw);
+__device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i64 sb) {
     const ix_axis& ax = p.axes[0];
     const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;   // lo divides IX_THREADS; rows * lo words fit
-    i64 sb = p.src_offset, db = p.dst_offset, ab = ax.offset;
-    I r = (I)blockIdx.x;                     // the group: the leading dimensions
-#pragma unroll
-    for (int k = NO - 3; k >= 0; --k) {
-        I ck;
-        if (k == 0) {
-            ck = r;
-        } else {
-            const I n = (I)p.sizes[k];
-            const I q = r / n;
-            ck = r - q * n;
-            r = q;
-        }
-        sb += (i64)ck * p.src_strides[k];
-        db += (i64)ck * p.dst_strides[k];
-        ab += (i64)ck * ax.strides[k];
-    }
-    const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
-    const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
+    const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;
     const i64 ss = ax.stride;
-    const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);   // read and clamped once
     const int chunks = lo * (int)sizeof(W) / 16;                     // 16-byte pieces of a staged row
     const u64 base = (u64)((const W*)p.src + sb);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (chunks >= 1 && p.src_strides[NO - 1] == 1 && base % 16 == 0 && (ss * (i64)sizeof(W)) % 16 == 0) {
-        // the whole tile in flight at once: asynchronous 16-byte copies to
-        // shared memory (no registers held), then one wait
         const int h = (int)threadIdx.x % chunks, cstep = IX_THREADS / chunks;   // chunks divides lo, lo divides IX_THREADS
         u32 s0;
         asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s0) : "l"(tile));
@@ -408,21 +397,31 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::
                          "r"(s0 + (u32)(c * lo * (int)sizeof(W) + h * 16)),
                          "l"(base + (u64)((i64)c * ss * (i64)sizeof(W)) + (u64)(h * 16)) : "memory");
-        asm volatile("cp.async.wait_all;" ::: "memory");
-    } else
-#endif
-    {
-        for (int c0 = (int)threadIdx.x / lo; c0 < rows; c0 += 2 * IX_TILE_BATCH * step) {
-            W v[2 * IX_TILE_BATCH];          // the loads in flight before the first store
-#pragma unroll
-            for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
-                if (c0 + u * step < rows) v[u] = src[(i64)(c0 + u * step) * ss];
-#pragma unroll
-            for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
-                if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
-        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        return;
     }
-    __syncthreads();
+    asm volatile("cp.async.commit_group;" ::: "memory");   // (an empty group: waits count alike)
+#endif
+    const W* src = (const W*)p.src + sb + kk * p.src_strides[NO - 1];
+    for (int c0 = (int)threadIdx.x / lo; c0 < rows; c0 += 2 * IX_TILE_BATCH * step) {
+        W v[2 * IX_TILE_BATCH];              // the loads in flight before the first store
+#pragma unroll
+        for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
+            if (c0 + u * step < rows) v[u] = src[(i64)(c0 + u * step) * ss];
+#pragma unroll
+        for (int u = 0; u < 2 * IX_TILE_BATCH; u++)
+            if (c0 + u * step < rows) tile[(c0 + u * step) * lo + kk] = v[u];
+    }
+}
+
+// The staged column set's rows written at destination offset db, each
+// column's length read (at index offset ab) and clamped once.
+template <typename W, typename I, int NO>
+__device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* tile, i64 db, i64 ab) {
+    const ix_axis& ax = p.axes[0];
+    const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;
+    const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
+    const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);
     W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
     const i64 ds = p.dst_strides[NO - 2];
     for (int e0 = (int)threadIdx.x / lo; e0 < rows; e0 += IX_TILE_BATCH * step) {
@@ -438,6 +437,144 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
     }
 }
 
+// One block a column set (blockIdx.x over the leading dimensions), the
+// whole set's copies in flight at once, then one wait.
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
+    extern __shared__ uint4 ix_tile_raw[];
+    W* tile = reinterpret_cast<W*>(ix_tile_raw);
+    i64 sb, db, ab;                          // the set: the leading dimensions
+    ix_lead<I, NO - 3>(p, (I)blockIdx.x, sb, db, ab);
+    ix_stage_columns<W, I, NO>(p, tile, sb);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+    __syncthreads();
+    ix_write_columns<W, I, NO>(p, tile, db, ab);
+}
+
+// The same, a block taking column sets blockIdx.x, + gridDim.x, ... (the
+// host launches about as many blocks as fit the device at once) through two
+// buffers: the next set's copies are in flight while this one is written.
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_reverse_pipe(IX_PARAMS) {
+    extern __shared__ uint4 ix_pipe_raw[];
+    W* buf = reinterpret_cast<W*>(ix_pipe_raw);
+    const I sets = (I)(p.n_outer / p.members), words = (I)(p.axes[0].bound * p.sizes[NO - 1]);
+    I s = (I)blockIdx.x;
+    if (s >= sets) return;
+    i64 sb, db, ab;
+    ix_lead<I, NO - 3>(p, s, sb, db, ab);
+    ix_stage_columns<W, I, NO>(p, buf, sb);
+    for (int i = 0;; i ^= 1) {
+        const I next = s + (I)gridDim.x;     // sets < 2^31, gridDim.x <= sets: no wrap
+        const bool more = next < sets;
+        i64 nsb = 0, ndb = 0, nab = 0;
+        if (more) {                          // the other buffer: its last reader passed the barrier below
+            ix_lead<I, NO - 3>(p, next, nsb, ndb, nab);
+            ix_stage_columns<W, I, NO>(p, buf + (i ^ 1) * words, nsb);
+        }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        if (more) asm volatile("cp.async.wait_group 1;" ::: "memory");   // this set's copies landed
+        else asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+        __syncthreads();
+        ix_write_columns<W, I, NO>(p, buf + i * words, db, ab);
+        if (!more) break;
+        __syncthreads();                     // every read of this buffer done before it is refilled
+        s = next;
+        db = ndb;
+        ab = nab;
+    }
+}
+
+// An element-wise reversal of subsequences along the last outer dimension (a
+// length a row: index.py's _rows): one block `members` consecutive rows of
+// `bound` words, staged in shared memory (asynchronous 16-byte copies where
+// the rows are whole aligned 16-byte pieces, else plain loads), each row's
+// offsets and length (read and clamped once) in shared memory; then the
+// threads walk the block's words in order (coalesced stores), each read from
+// its reversed word of the staged row.
+#define IX_ROWS 64
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_reverse_rows(IX_PARAMS) {
+    extern __shared__ uint4 ix_rows_raw[];
+    W* rowbuf = reinterpret_cast<W*>(ix_rows_raw);
+    __shared__ i64 r_sb[IX_ROWS], r_db[IX_ROWS];
+    __shared__ int r_n[IX_ROWS];
+    const ix_axis& ax = p.axes[0];
+    const int L = (int)ax.bound, Lp = (int)((L * (i64)sizeof(W) + 15) / 16 * 16 / (i64)sizeof(W));
+    const I nrows = (I)(p.n_outer / L), first = (I)blockIdx.x * (I)p.members;
+    const int g = (int)(nrows - first < (I)p.members ? nrows - first : (I)p.members);   // rows of this block
+    bool aligned = true;
+    if ((int)threadIdx.x < g) {
+        i64 sb, db, ab;
+        ix_lead<I, NO - 2>(p, first + (I)threadIdx.x, sb, db, ab);
+        r_sb[threadIdx.x] = sb;
+        r_db[threadIdx.x] = db;
+        r_n[threadIdx.x] = (int)ix_length(ax, p.idx[0], ab);   // in [0, L]
+        aligned = ((u64)((const W*)p.src + sb)) % 16 == 0;
+    }
+    bool whole = __syncthreads_and(aligned) && ax.stride == 1 && (L * (int)sizeof(W)) % 16 == 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (whole) {                             // every row in flight at once
+        const int pieces = L * (int)sizeof(W) / 16, rp = Lp * (int)sizeof(W) / 16;
+        u32 s0;
+        asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s0) : "l"(rowbuf));
+        for (int h = threadIdx.x; h < g * pieces; h += IX_THREADS) {
+            const int r = h / pieces, c = h - r * pieces;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s0 + (u32)((r * rp + c) * 16)),
+                         "l"((u64)((const W*)p.src + r_sb[r]) + (u64)c * 16u) : "memory");
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");
+    }
+#else
+    whole = false;
+#endif
+    if (!whole) {
+        for (int f0 = threadIdx.x; f0 < g * L; f0 += IX_TILE_BATCH * IX_THREADS) {
+            W v[IX_TILE_BATCH];
+            int at[IX_TILE_BATCH];
+#pragma unroll
+            for (int u = 0; u < IX_TILE_BATCH; u++) {
+                const int f = f0 + u * IX_THREADS, r = f / L, j = f - r * L;
+                at[u] = -1;
+                if (f < g * L) {
+                    v[u] = ((const W*)p.src)[r_sb[r] + (i64)j * ax.stride];
+                    at[u] = r * Lp + j;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < IX_TILE_BATCH; u++)
+                if (at[u] >= 0) rowbuf[at[u]] = v[u];
+        }
+    }
+    __syncthreads();
+    const i64 ds = p.dst_strides[NO - 1];
+    int r = (int)threadIdx.x / L, j = (int)threadIdx.x - r * L;   // word f = r * L + j, f += IX_THREADS
+    while (r < g) {
+        W v[IX_TILE_BATCH];
+        i64 at[IX_TILE_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_TILE_BATCH; u++) {
+            at[u] = -1;
+            if (r < g) {
+                const int n = r_n[r];
+                v[u] = rowbuf[r * Lp + (j < n ? n - 1 - j : j)];   // n <= L: inside the row
+                at[u] = r_db[r] + (i64)j * ds;
+                j += IX_THREADS;
+                while (j >= L) {
+                    j -= L;
+                    ++r;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < IX_TILE_BATCH; u++)
+            if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+    }
+}
+
 template <typename W, typename I, int OWN, int NO, int NA, int NI, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
     I o, g;
@@ -445,22 +582,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
     i64 so, dd;
     if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
     if (OWN && ((const u32*)p.aux)[(dd - p.key_base) / p.key_div] != (u32)o + 1u) return;
-    W v[ITEMS];
-    i64 at[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-        const I j = g + (I)u * (I)p.groups;
-        at[u] = -1;
-        if (ITEMS == 1 || j < (I)p.n_inner) {
-            i64 si, di;
-            ix_inner<I, NI>(p, j, si, di);
-            v[u] = p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si];
-            at[u] = dd + di;
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++)
-        if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+    IX_BLOCK(p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si]);
 }
 
 // One block a group of `members` consecutive positions (trailing outer
@@ -679,6 +801,11 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
+template __global__ void ix_reverse_tile<u32, u32, 4>(IX_PARAMS);
+template __global__ void ix_reverse_pipe<u32, u32, 4>(IX_PARAMS);
+template __global__ void ix_reverse_pipe<u8, u64, 3>(IX_PARAMS);
+template __global__ void ix_reverse_rows<u32, u32, 3>(IX_PARAMS);
+template __global__ void ix_reverse_rows<u64, u64, 2>(IX_PARAMS);
 template __global__ void ix_gather_row<u32, u32, 2, 1>(IX_PARAMS);
 template __global__ void ix_gather_row<u64, u64, 3, 0>(IX_PARAMS);
 template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);

@@ -23,7 +23,10 @@ index axes and inner dimensions. How each kind runs:
   subsequences walks columns down the reversed axis (``_column_walk``),
   staged in shared memory a block a column set of 128-byte lines (32-byte
   sectors where those do not fit) with each column's length read once
-  (``ix_reverse_tile``). With ``last_only`` the positions' source
+  (``ix_reverse_tile``; with ``REVERSE_PIPE`` a block several column sets
+  through two buffers, ``ix_reverse_pipe``); a reversal along rows (a length
+  a row) with ``REVERSE_ROWS`` rows staged a block (``ix_reverse_rows``).
+  With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
 * ``Scatter`` of a constant (``value``), or whose positions all read one
@@ -94,6 +97,15 @@ COLUMN_WALK = REVERSE_TILE = True
 REVERSE_BYTES = 128
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
+#: Whether a staged reversal runs ``ix_reverse_pipe`` (blocks about as many
+#: as fit the device at once, each taking column sets in turn through two
+#: buffers: the next set's copies in flight while one is written) where two
+#: tiles fit a block's shared memory, instead of ``ix_reverse_tile``.
+REVERSE_PIPE = False
+#: Bytes of rows a block of a reversal along rows (one length a row) stages
+#: (``ix_reverse_rows``: as many whole rows as fit, up to 64); 0: that
+#: reversal runs as ``ix_gather_positions``.
+REVERSE_ROWS = 0
 #: Whether an element-wise gather along a row runs a block a row
 #: (``ix_gather_row``, _row), and stages the source row in shared memory
 #: where it fits (ROW_STAGE).
@@ -185,6 +197,22 @@ def _tile(q, k: int, word: int) -> bool:
     return True
 
 
+def _rows(q, k: int, word: int) -> int:
+    """Rows a block where an element-wise reversal along the last outer
+    dimension (one length a row: the index axis reverses along k - 1, of
+    length stride 0 there, source stride 0, the axis's size) runs as
+    ``ix_reverse_rows``, else 0: rows of at least 32 words, as many whole
+    rows (each padded to 16 bytes) as fit REVERSE_ROWS bytes, up to 64."""
+    if not REVERSE_ROWS or k < 1 or q.naxes != 1:
+        return 0
+    ax, n = q.axes[0], q.sizes[k - 1]
+    if ax.mode != 1 or ax.axis != k - 1 or q.src_strides[k - 1] or ax.strides[k - 1] or ax.bound != n or n < 32 \
+            or q.n_outer // n > 2**31 - 1:
+        return 0
+    padded = -(-n * word // 16) * 16
+    return min(64, REVERSE_ROWS // padded, q.n_outer // n)
+
+
 def _row(q, k: int, word: int) -> int:
     """How an element-wise gather runs a block a row (``ix_gather_row``): 0
     (it does not: not one clamping index axis, or the last outer dimension
@@ -251,6 +279,25 @@ def _inner(sizes, ss, ds):
     return out
 
 
+_LIMITS: dict = {}
+
+
+def _pipe_grid(backend, smem: int, sets: int) -> int:
+    """Blocks of ``ix_reverse_pipe`` taking ``smem`` bytes of shared memory
+    each: as many as fit the device's multiprocessors at once (by shared
+    memory, a KiB each reserved, and threads), at most ``sets``; 0 where one
+    block's shared memory passes the device's limit."""
+    limits = _LIMITS.get(backend.index)
+    if limits is None:
+        get = backend.cupy.cuda.runtime.deviceGetAttribute
+        # cudaDevAttrMultiProcessorCount, ...MaxSharedMemoryPerMultiprocessor, ...MaxSharedMemoryPerBlockOptin
+        limits = _LIMITS[backend.index] = tuple(get(a, backend.index) for a in (16, 81, 97))
+    sms, per_sm, per_block = limits
+    if smem > per_block:
+        return 0
+    return min(sets, sms * max(1, min(2048 // THREADS, per_sm // (smem + 1024))))
+
+
 _STREAMS: dict = {}
 
 
@@ -273,7 +320,7 @@ class IndexPass:
     stream_ptr)`` queues them. ``via`` tells the C call cache
     (``calls.put_move_cuda``) to record it through ``call_cache_step``."""
 
-    blocks, via, smem = 1, "index", 0
+    blocks, via, smem, grid = 1, "index", 0, 0
 
     def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs, relaxed):
         scatter = type(p) is Scatter
@@ -366,10 +413,17 @@ class IndexPass:
         items = ITEMS if q.n_inner >= ITEMS else 1
         q.groups = -(-q.n_inner // items)
         q.total = n_outer * q.groups
+        rows = 0
         if positions and not tile:
-            row = _row(q, k, word)
+            row = 0 if (rows := _rows(q, k, word)) else _row(q, k, word)
         if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
             self.mode = "tile"                         # ix_reverse_tile: a block a column set
+            self.smem = q.axes[0].bound * q.sizes[k - 1] * word
+            if REVERSE_PIPE and (grid := _pipe_grid(backend, 2 * self.smem, q.n_outer // q.members)):
+                self.mode, self.smem, self.grid = "pipe", 2 * self.smem, grid   # ix_reverse_pipe
+        elif rows:
+            self.mode, q.members = "rows", rows        # ix_reverse_rows: a block `rows` rows
+            self.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
         elif row:
             self.mode = "row"                          # ix_gather_row: a block a row
         elif positions and POSITION_ITEMS > 1:         # ix_gather_positions: POSITION_ITEMS positions a thread
@@ -378,9 +432,8 @@ class IndexPass:
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
         W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
         shape = f"{ranks}, {len(inner)}, {items}"
-        if self.mode == "tile":
-            main = f"ix_reverse_tile<{W}, {index}, {k}>"
-            self.smem = q.axes[0].bound * q.sizes[k - 1] * word
+        if self.mode in ("tile", "pipe", "rows"):
+            main = f"ix_reverse_{self.mode}<{W}, {index}, {k}>"
         elif self.mode == "row":
             main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
             self.smem = q.axes[0].bound * word if row == 1 else 0
@@ -435,6 +488,10 @@ class IndexPass:
             return q.total, 0
         if mode in ("tile", "row"):
             return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, self.smem
+        if mode == "pipe":
+            return self.grid * THREADS, self.smem
+        if mode == "rows":
+            return -(-(q.n_outer // q.axes[0].bound) // q.members) * THREADS, self.smem
         if mode == "group":
             return (q.n_outer // q.members) * THREADS, 4 * q.axes[0].bound
         return None

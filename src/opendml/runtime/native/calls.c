@@ -492,6 +492,56 @@ PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst
     return out;
 }
 
+/* A new output of o's shape, dtype `dtype` (NULL: x's), beside tensor x (torch) or from CuPy: a new
+ * reference, its device address in *dst and *placed set where that is in o's alignment class; NULL with the
+ * allocator's exception. */
+PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed) {
+    PyObject *out;
+    int through_python = 1;
+    if (torch) {
+        out = tapi_empty(x, o->shape, dtype, dst);
+        through_python = !out && !PyErr_Occurred();
+        if (through_python && dtype) {
+            PyObject *call[3] = {x, o->shape, dtype};
+            out = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
+        } else if (through_python) {
+            out = PyObject_CallMethodOneArg(x, s_new_empty, o->shape);
+        }
+    } else {
+        out = PyObject_CallFunctionObjArgs(c_empty, o->shape, dtype, NULL);
+    }
+    *placed = out && (through_python ? output_address(o, out, torch, dst) == 0 : ((uint64_t)*dst & 15) == o->dst_align);
+    return out;
+}
+
+/* The current stream of CUDA device `device` (torch), or CuPy's: 0, or -1 with an exception. */
+int cuda_stream(int torch, int64_t device, uint64_t *stream) {
+    return torch ? torch_stream(device, stream) : stream_of(PyObject_CallNoArgs(c_stream), stream);
+}
+
+/* The end of a one-pass kernel call: out (NULL: the allocator's error) filled by e's first pass from the
+ * input's data at ptr, or None where it is not `placed` (the Python route answers); e released. */
+static PyObject *serve_pass1(Entry *e, PyObject *out, int placed, int torch, int64_t device, uint64_t ptr,
+                             int64_t dst) {
+    PyObject *result = NULL;
+    uint64_t stream;
+    if (!out) {
+        result = allocation_failed();
+    } else if (!placed) {
+        Py_DECREF(out);
+        result = Py_None;
+        Py_INCREF(result);
+    } else if (cuda_stream(torch, device, &stream) < 0 ||
+               launch_pass(e, &e->pass1, ptr - e->origin[0], (uint64_t)dst, stream) < 0) {
+        Py_DECREF(out);
+    } else {
+        result = out;
+        hits++;
+    }
+    Py_DECREF(e);
+    return result;
+}
+
 /* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where
  * autograd must record the call and an eager entry may serve it; else 0.
  * (Above.) An eager entry's callable records the call with opendml's
@@ -554,27 +604,9 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
         }
         goto done;
     }
-    PyObject *out = tapi_empty(x, e->out1.shape, NULL, &dst);
-    const int through_python = !out && !PyErr_Occurred();
-    if (through_python) out = PyObject_CallMethodOneArg(x, s_new_empty, e->out1.shape);
-    if (!out) {                                    /* the allocator's error (out of memory) */
-        result = allocation_failed();
-        goto done;
-    }
-    if ((through_python ? output_address(&e->out1, out, 1, &dst) < 0 : ((uint64_t)dst & 15) != e->out1.dst_align) ||
-        !torch_still_keyed(x, k.w + mark, k.n - mark)) {
-        Py_DECREF(out);
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
-    uint64_t stream;
-    if (torch_stream(device, &stream) < 0 || launch_pass(e, &e->pass1, ptr - e->origin[0], (uint64_t)dst, stream) < 0) {
-        Py_DECREF(out);
-        goto done;
-    }
-    result = out;
-    hits++;
+    int placed;
+    PyObject *out = cuda_empty(1, x, &e->out1, NULL, &dst, &placed);
+    return serve_pass1(e, out, placed && torch_still_keyed(x, k.w + mark, k.n - mark), 1, device, ptr, dst);
 done:
     Py_DECREF(e);
     return result;
@@ -616,9 +648,10 @@ int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *p
 
 static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
-    PyObject *dtype = NULL, *result = NULL;
+    PyObject *dtype = NULL;
     int64_t device, dst;
     uint64_t ptr;
+    int placed;
     if (key_head(&k, KIND_CUPY, args[0], args + 2, nargs - 2) < 0 || cupy_key(&k, x, &dtype, &device, &ptr) < 0) {
         Py_XDECREF(dtype);
         Py_RETURN_NONE;
@@ -629,29 +662,9 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
         Py_DECREF(dtype);
         Py_RETURN_NONE;
     }
-    PyObject *out = PyObject_CallFunctionObjArgs(c_empty, e->out1.shape, dtype, NULL);
+    PyObject *out = cuda_empty(0, x, &e->out1, dtype, &dst, &placed);
     Py_DECREF(dtype);
-    if (!out) {                                    /* the pool's error (out of memory) */
-        result = allocation_failed();
-        goto done;
-    }
-    if (output_address(&e->out1, out, 0, &dst) < 0) {
-        Py_DECREF(out);
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
-    uint64_t stream;
-    if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0
-            || launch_pass(e, &e->pass1, ptr - e->origin[0], (uint64_t)dst, stream) < 0) {
-        Py_DECREF(out);
-        goto done;
-    }
-    result = out;
-    hits++;
-done:
-    Py_DECREF(e);
-    return result;
+    return serve_pass1(e, out, placed, 0, device, ptr, dst);
 }
 
 /* -- NumPy arrays ------------------------------------------------------------------------------------ */

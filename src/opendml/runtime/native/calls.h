@@ -165,6 +165,9 @@ int torch_plain(PyObject *x);
 int torch_device_is(int64_t device);
 int torch_stream(int64_t device, uint64_t *stream);
 PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst);
+PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
+int cuda_stream(int torch, int64_t device, uint64_t *stream);
+extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (calls_move.c) */
 PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);

@@ -639,7 +639,7 @@ static int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args,
     return 0;
 }
 
-static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (odml_calls_move_init) */
+PyObject *s_dtype_kw;                   /* ("dtype",): new_empty's keyword (odml_calls_move_init) */
 
 #define INDEX_BLOCK 4096                /* the largest CUDA index parameter block taken (index.cu's is ~2.5 KiB) */
 
@@ -749,33 +749,13 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     /* the launches need the tensors' device current (the Python route makes it so) */
     if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
     for (int i = 0; i < e->n_out; i++) {
-        const Out *o = &e->outs[i];
-        int through_python = 1;
-        if (torch) {
-            outs[i] = tapi_empty(in[0], o->shape, o->dtype, &dst);
-            through_python = !outs[i] && !PyErr_Occurred();
-            if (through_python) {
-                PyObject *call[3] = {in[0], o->shape, o->dtype};
-                outs[i] = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
-            }
-        } else {
-            outs[i] = PyObject_CallFunctionObjArgs(c_empty, o->shape, o->dtype, NULL);
-        }
+        int placed;
+        outs[i] = cuda_empty(torch, in[0], &e->outs[i], e->outs[i].dtype, &dst, &placed);
         if (!outs[i]) {                            /* the allocator's error (out of memory): the route raises */
             result = allocation_failed();
             goto done;
         }
-        int rc = 0;
-        if (!through_python) {
-        } else if (torch) {
-            rc = int_of(outs[i], s_data_ptr, 1, &dst);
-        } else {
-            PyObject *mem = PyObject_GetAttr(outs[i], s_data);
-            rc = mem ? int_of(mem, s_ptr, 0, &dst) : -1;
-            Py_XDECREF(mem);
-            if (PyErr_Occurred()) drop_error();
-        }
-        if (rc < 0 || ((uint64_t)dst & 15) != o->dst_align) goto route;
+        if (!placed) goto route;
         dsts[i] = (uint64_t)dst;
     }
     if (torch) {                                   /* the inputs as keyed, after the allocations (torch_still_keyed) */
@@ -786,11 +766,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
             !same_words(again.w, k.w, k.n))
             goto route;
     }
-    if (torch) {
-        if (torch_stream(device, &stream) < 0) goto done;
-    } else if (stream_of(PyObject_CallNoArgs(c_stream), &stream) < 0) {
-        goto done;
-    }
+    if (cuda_stream(torch, device, &stream) < 0) goto done;
     for (int i = 0; i < e->n_pass; i++) {
         const Pass *s = &e->passes[i];
         if (s->kernel == PASS_INDEX) {

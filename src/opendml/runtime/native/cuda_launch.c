@@ -39,33 +39,32 @@ static int load_driver(void) {
 }
 #endif
 
-int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream, uint64_t src,
-                     uint64_t dst, uint64_t params) {
+/* cuLaunchKernel of `function` on grid x 1 x 1 blocks of block x 1 x 1 threads with kernel arguments argv:
+ * the CUresult, or -1 without a driver. */
+static int launch(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream, void **argv) {
 #ifdef _WIN32
-    (void)function; (void)grid; (void)block; (void)shared; (void)stream; (void)src; (void)dst; (void)params;
+    (void)function; (void)grid; (void)block; (void)shared; (void)stream; (void)argv;
     return -1;
 #else
     if (!load_driver()) return -1;
-    void *s = (void *)(uintptr_t)src, *d = (void *)(uintptr_t)dst;
-    void *argv[3] = {&s, &d, (void *)(uintptr_t)params};   /* the struct itself: by value */
     return cu_launch((void *)(uintptr_t)function, grid, 1, 1, block, 1, 1, shared, (void *)(uintptr_t)stream, argv,
                      NULL);
 #endif
+}
+
+int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream, uint64_t src,
+                     uint64_t dst, uint64_t params) {
+    void *s = (void *)(uintptr_t)src, *d = (void *)(uintptr_t)dst;
+    void *argv[3] = {&s, &d, (void *)(uintptr_t)params};   /* the struct itself: by value */
+    return launch(function, grid, block, shared, stream, argv);
 }
 
 /* The same launch for a kernel whose one argument is its parameter block (index.cu's, which holds its own
  * addresses): `params` the host address of the block, copied by value into the launch. */
 int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream,
                            const void *params) {
-#ifdef _WIN32
-    (void)function; (void)grid; (void)block; (void)shared; (void)stream; (void)params;
-    return -1;
-#else
-    if (!load_driver()) return -1;
     void *argv[1] = {(void *)params};
-    return cu_launch((void *)(uintptr_t)function, grid, 1, 1, block, 1, 1, shared, (void *)(uintptr_t)stream, argv,
-                     NULL);
-#endif
+    return launch(function, grid, block, shared, stream, argv);
 }
 
 PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -97,10 +96,7 @@ PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "cuda_launch: params must be the host address of the parameter structure");
         return NULL;
     }
-    void *src = (void *)(uintptr_t)v[5], *dst = (void *)(uintptr_t)v[6];
-    void *argv[3] = {&src, &dst, (void *)(uintptr_t)v[7]};   /* the struct itself: by value */
-    int rc = cu_launch((void *)(uintptr_t)v[0], (unsigned)v[1], 1, 1, (unsigned)v[2], 1, 1, (unsigned)v[3],
-                       (void *)(uintptr_t)v[4], argv, NULL);
-    return PyLong_FromLong(rc);
+    return PyLong_FromLong(
+        odml_cuda_launch(v[0], (unsigned)v[1], (unsigned)v[2], (unsigned)v[3], v[4], v[5], v[6], v[7]));
 #endif
 }

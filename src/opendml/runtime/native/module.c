@@ -101,140 +101,103 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     return PyLong_FromSsize_t((Py_ssize_t)sizeof(odml_cpu_move_params));
 }
 
-PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs);  /* cuda_launch.c */
-/* calls.c */
-int odml_calls_init(void);
-PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args);
-PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args);
-PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args);
-PyObject *odml_py_call_cache_torch_eager(PyObject *self, PyObject *fn);
-PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args);
-PyObject *odml_py_call_cache_torch_api(PyObject *self, PyObject *arg);
-PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args);
-PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused);
-PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list);
-PyObject *odml_py_call_cache_generation(PyObject *self, PyObject *unused);
-PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args);
-PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused);
-PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args);
-PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types);
-PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn);
-PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args);
-PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* calls_move.c */
-PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-/* newshape_index.c */
-PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_index_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-/* newshape.c */
-PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* move_params.c */
-PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_slice1_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_slice_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_slice_grad_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* The glue's Python functions (calls*.c, newshape.c, move_params.c, cuda_spec.c, cuda_launch.c, blocks.c,
+ * indexed/index.c): X(NAME of odml_py_NAME, its calling convention, its docstring). */
+#define ODML_GLUE(X)                                                                                                \
+    X(call_cache_call, FASTCALL, "call_cache_call(op, x, *args) -> the output, or None where the call must take "   \
+      "the Python route (calls.c)")                                                                                 \
+    X(call_cache_packed, FASTCALL, "call_cache_packed(code, split, fallback, extra, x, packed) -> the output: a "   \
+      "C++ window operator's direct kernel, the call cache's call on the packed list split back, else "             \
+      "fallback(x, packed) (calls.c)")                                                                              \
+    X(call_cache_put_eager, VARARGS, "call_cache_put_eager(op, x, args, eager, generation) -> whether stored: "     \
+      "eager(x) records a call like this one for autograd and runs it (calls.c)")                                   \
+    X(call_cache_torch_eager, O, "call_cache_torch_eager(eager_ok): the check an eager entry's call passes first "  \
+      "(calls.c)")                                                                                                  \
+    X(call_cache_put_numpy, VARARGS, "call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, "   \
+      "params, threads, use_blocks, prefault, generation) -> whether stored")                                       \
+    X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args) -> a repeated data-movement family call's output "  \
+      "(a list for SPLIT), or None where it must take the Python route (calls.c); x: an array, or a list or "       \
+      "tuple of arrays (JOIN)")                                                                                     \
+    X(call_cache_put_move, VARARGS, "call_cache_put_move(op, x, args, outs, origins, passes, multi, generation) "   \
+      "-> whether stored")                                                                                          \
+    X(call_cache_move_types, O, "call_cache_move_types(tuple of enum types): their members key family arguments "   \
+      "by identity")                                                                                                \
+    X(call_cache_put_cuda, VARARGS, "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, "    \
+      "block, shared, params, dst_align, launch, generation) -> whether stored")                                    \
+    X(call_cache_torch_new, FASTCALL, "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, "       \
+      "dtype, cpu) -> a new shape's output on a PyTorch tensor, None where the Python route must run it, or the "   \
+      "name of a CUDA kernel to compile first (calls.c)")                                                           \
+    X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf) -> a "           \
+      "never-seen shape's output of a family call on a NumPy array, lowered in C (newshape_move.c) and recorded "   \
+      "in the call cache, or None (calls_move.c)")                                                                  \
+    X(move_lowering, FASTCALL, "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) "                  \
+      "call_cache_move_new would run, or None")                                                                     \
+    X(call_cache_index_new, FASTCALL, "call_cache_index_new(op, which, types, given, args, generation, "            \
+      "min_bytes) -> a never-seen shape's output of an index function, lowered in C and recorded in the call "      \
+      "cache, or None (newshape_index.c)")                                                                          \
+    X(index_lowering, FASTCALL, "index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, passes) "   \
+      "call_cache_index_new would record, or None")                                                                 \
+    X(call_cache_plain_ops, VARARGS, "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the "          \
+      "operator codes whose misses on NumPy arrays the cache serves as new shapes, lowered in C (calls_new.c)")     \
+    X(call_cache_numpy_new, FASTCALL, "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new "  \
+      "shape's output on a NumPy array (recorded in the call cache), or None where the Python route must run it "   \
+      "(calls.c)")                                                                                                  \
+    X(call_cache_entry, FASTCALL, "call_cache_entry(op, x, *args) -> a dict of what the entry for this call "       \
+      "holds, or None (tests)")                                                                                     \
+    X(call_cache_cuda_retry, O, "call_cache_cuda_retry(retry): what retries a failed launch of an entry "           \
+      "call_cache_torch_new made")                                                                                  \
+    X(call_cache_torch_api, O, "call_cache_torch_api(capsule or None): PyTorch's tensor accessors for the call "    \
+      "cache (torch_api.h)")                                                                                        \
+    X(call_cache_torch, VARARGS, "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, "                   \
+      "is_functorch_wrapped, raw_stream, current_device, from_numpy): PyTorch's hooks")                             \
+    X(call_cache_cupy, VARARGS, "call_cache_cupy(ndarray, empty, current_device, current_stream_ptr): CuPy's "      \
+      "hooks")                                                                                                      \
+    X(call_cache_clear, NOARGS, "call_cache_clear(): drop every entry")                                             \
+    X(call_cache_generation, NOARGS, "call_cache_generation() -> how many times the cache was dropped (a put "      \
+      "names the one it started in)")                                                                               \
+    X(call_cache_graveyard, O, "call_cache_graveyard(list): dead entries append their CUDA launches here "          \
+      "(runtime/calls.py empties it)")                                                                              \
+    X(call_cache_enable, VARARGS, "call_cache_enable([flag]) -> previous flag (False also drops every entry)")      \
+    X(call_cache_info, NOARGS, "call_cache_info() -> dict(enabled, numpy, entries, hits, misses)")                  \
+    X(index_run_pass, VARARGS, "index_run_pass(params, src, src_len, dst, dst_len, index_addrs, index_lens): one "  \
+      "Gather or Scatter pass")                                                                                     \
+    X(cuda_launch, FASTCALL, "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> "         \
+      "CUresult (see cuda_launch.c)")                                                                               \
+    X(copy_params, FASTCALL, "copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) "    \
+      "-> the bytes of odml_copy_params for the CopyPlan's canonical form, or None where the Python route must "    \
+      "pack it (newshape.c)")                                                                                       \
+    X(move_params, FASTCALL, "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, "   \
+      "dst_strides, maps, scale_bias, fill_bits) -> the bytes of odml_cpu_move_params for a move pass's "           \
+      "canonical form, or None where the Python route must build it (move_params.c)")                               \
+    X(plain_window, FASTCALL, "plain_window(x, kind, fields, cpu) -> (out, params, threads, origin_bytes): a new "  \
+      "shape's plan in index space (plain_plan's kind and fields) on NumPy array x run at once into a new packed "  \
+      "array, or None where the Python route must run it (calls_new.c)")                                            \
+    X(cuda_spec, FASTCALL, "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, "  \
+      "params, grid, shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None")            \
+    X(slice1_lowering, FASTCALL, "slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None) -> "         \
+      "ops/slice1.py's plain_lowering of the common valid case, or None where that Python function must answer "    \
+      "(newshape.c)")                                                                                               \
+    X(slice_lowering, FASTCALL, "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's "              \
+      "plain_lowering of the common valid case, or None where that Python function must answer (newshape.c)")       \
+    X(unfold_lowering, FASTCALL, ODML_UNFOLD_LOWERING_DOC)                                                          \
+    X(fold_lowering, FASTCALL, ODML_FOLD_LOWERING_DOC)                                                              \
+    X(slice_grad_lowering, FASTCALL, "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> "       \
+      "ops/slice_grad.py's plain_lowering of the common valid case, or None where that Python function must "       \
+      "answer (newshape.c)")                                                                                        \
+
+#define FASTCALL_ARGS (PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+#define VARARGS_ARGS (PyObject *self, PyObject *args)
+#define O_ARGS VARARGS_ARGS
+#define NOARGS_ARGS VARARGS_ARGS
+#define DECLARE(NAME, CONV, DOC) PyObject *odml_py_##NAME CONV##_ARGS;
+ODML_GLUE(DECLARE)
+#undef DECLARE
+int odml_calls_init(void);   /* calls.c */
 
 static PyMethodDef methods[] = {
-    {"call_cache_call", (PyCFunction)(void (*)(void))odml_py_call_cache_call, METH_FASTCALL,
-     "call_cache_call(op, x, *args) -> the output, or None where the call must take the Python route (calls.c)"},
-    {"call_cache_packed", (PyCFunction)(void (*)(void))odml_py_call_cache_packed, METH_FASTCALL,
-     "call_cache_packed(code, split, fallback, extra, x, packed) -> the output: a C++ window operator's direct "
-     "kernel, the call cache's call on the packed list split back, else fallback(x, packed) (calls.c)"},
-    {"call_cache_put_eager", odml_py_call_cache_put_eager, METH_VARARGS,
-     "call_cache_put_eager(op, x, args, eager, generation) -> whether stored: eager(x) records a call like this "
-     "one for autograd and runs it (calls.c)"},
-    {"call_cache_torch_eager", odml_py_call_cache_torch_eager, METH_O,
-     "call_cache_torch_eager(eager_ok): the check an eager entry's call passes first (calls.c)"},
-    {"call_cache_put_numpy", odml_py_call_cache_put_numpy, METH_VARARGS,
-     "call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, "
-     "prefault, generation) -> whether stored"},
-    {"call_cache_move", (PyCFunction)(void (*)(void))odml_py_call_cache_move, METH_FASTCALL,
-     "call_cache_move(op, x, *args) -> a repeated data-movement family call's output (a list for SPLIT), or "
-     "None where it must take the Python route (calls.c); x: an array, or a list or tuple of arrays (JOIN)"},
-    {"call_cache_put_move", odml_py_call_cache_put_move, METH_VARARGS,
-     "call_cache_put_move(op, x, args, outs, origins, passes, multi, generation) -> whether stored"},
-    {"call_cache_move_types", odml_py_call_cache_move_types, METH_O,
-     "call_cache_move_types(tuple of enum types): their members key family arguments by identity"},
-    {"call_cache_put_cuda", odml_py_call_cache_put_cuda, METH_VARARGS,
-     "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, "
-     "launch, generation) -> whether stored"},
-    {"call_cache_torch_new", (PyCFunction)(void (*)(void))odml_py_call_cache_torch_new, METH_FASTCALL,
-     "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> a new shape's output on "
-     "a PyTorch tensor, None where the Python route must run it, or the name of a CUDA kernel to compile first "
-     "(calls.c)"},
-    {"call_cache_move_new", (PyCFunction)(void (*)(void))odml_py_call_cache_move_new, METH_FASTCALL,
-     "call_cache_move_new(op, lowering, x, args, generation, conf) -> a never-seen shape's output of a family call "
-     "on a NumPy array, lowered in C (newshape_move.c) and recorded in the call cache, or None (calls_move.c)"},
-    {"move_lowering", (PyCFunction)(void (*)(void))odml_py_move_lowering, METH_FASTCALL,
-     "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) call_cache_move_new would run, or None"},
-    {"call_cache_index_new", (PyCFunction)(void (*)(void))odml_py_call_cache_index_new, METH_FASTCALL,
-     "call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> a never-seen shape's output "
-     "of an index function, lowered in C and recorded in the call cache, or None (newshape_index.c)"},
-    {"index_lowering", (PyCFunction)(void (*)(void))odml_py_index_lowering, METH_FASTCALL,
-     "index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, passes) call_cache_index_new would "
-     "record, or None"},
-    {"call_cache_plain_ops", odml_py_call_cache_plain_ops, METH_VARARGS,
-     "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the operator codes whose misses on NumPy "
-     "arrays the cache serves as new shapes, lowered in C (calls_new.c)"},
-    {"call_cache_numpy_new", (PyCFunction)(void (*)(void))odml_py_call_cache_numpy_new, METH_FASTCALL,
-     "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new shape's output on a NumPy array "
-     "(recorded in the call cache), or None where the Python route must run it (calls.c)"},
-    {"call_cache_entry", (PyCFunction)(void (*)(void))odml_py_call_cache_entry, METH_FASTCALL,
-     "call_cache_entry(op, x, *args) -> a dict of what the entry for this call holds, or None (tests)"},
-    {"call_cache_cuda_retry", odml_py_call_cache_cuda_retry, METH_O,
-     "call_cache_cuda_retry(retry): what retries a failed launch of an entry call_cache_torch_new made"},
-    {"call_cache_torch_api", odml_py_call_cache_torch_api, METH_O,
-     "call_cache_torch_api(capsule or None): PyTorch's tensor accessors for the call cache (torch_api.h)"},
-    {"call_cache_torch", odml_py_call_cache_torch, METH_VARARGS,
-     "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, "
-     "current_device, from_numpy): PyTorch's hooks"},
-    {"call_cache_cupy", odml_py_call_cache_cupy, METH_VARARGS,
-     "call_cache_cupy(ndarray, empty, current_device, current_stream_ptr): CuPy's hooks"},
-    {"call_cache_clear", odml_py_call_cache_clear, METH_NOARGS, "call_cache_clear(): drop every entry"},
-    {"call_cache_generation", odml_py_call_cache_generation, METH_NOARGS,
-     "call_cache_generation() -> how many times the cache was dropped (a put names the one it started in)"},
-    {"call_cache_graveyard", odml_py_call_cache_graveyard, METH_O,
-     "call_cache_graveyard(list): dead entries append their CUDA launches here (runtime/calls.py empties it)"},
-    {"call_cache_enable", odml_py_call_cache_enable, METH_VARARGS,
-     "call_cache_enable([flag]) -> previous flag (False also drops every entry)"},
-    {"call_cache_info", odml_py_call_cache_info, METH_NOARGS,
-     "call_cache_info() -> dict(enabled, numpy, entries, hits, misses)"},
-    {"index_run_pass", odml_py_index_run_pass, METH_VARARGS,
-     "index_run_pass(params, src, src_len, dst, dst_len, index_addrs, index_lens): one Gather or Scatter pass"},
-    {"cuda_launch", (PyCFunction)(void (*)(void))odml_py_cuda_launch, METH_FASTCALL,
-     "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> CUresult (see cuda_launch.c)"},
-    {"copy_params", (PyCFunction)(void (*)(void))odml_py_copy_params, METH_FASTCALL,
-     "copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> the bytes of "
-     "odml_copy_params for the CopyPlan's canonical form, or None where the Python route must pack it "
-     "(newshape.c)"},
-    {"move_params", (PyCFunction)(void (*)(void))odml_py_move_params, METH_FASTCALL,
-     "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, dst_strides, maps, "
-     "scale_bias, fill_bits) -> the bytes of odml_cpu_move_params for a move pass's canonical form, or None "
-     "where the Python route must build it (move_params.c)"},
-    {"plain_window", (PyCFunction)(void (*)(void))odml_py_plain_window, METH_FASTCALL,
-     "plain_window(x, kind, fields, cpu) -> (out, params, threads, origin_bytes): a new shape's plan in index "
-     "space (plain_plan's kind and fields) on NumPy array x run at once into a new packed array, or None where "
-     "the Python route must run it (calls_new.c)"},
-    {"cuda_spec", (PyCFunction)(void (*)(void))odml_py_cuda_spec, METH_FASTCALL,
-     "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, params, grid, "
-     "shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None"},
-    {"slice1_lowering", (PyCFunction)(void (*)(void))odml_py_slice1_lowering, METH_FASTCALL,
-     "slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None) -> ops/slice1.py's plain_lowering of "
-     "the common valid case, or None where that Python function must answer (newshape.c)"},
-    {"slice_lowering", (PyCFunction)(void (*)(void))odml_py_slice_lowering, METH_FASTCALL,
-     "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's plain_lowering of the common valid case, "
-     "or None where that Python function must answer (newshape.c)"},
-    {"unfold_lowering", (PyCFunction)(void (*)(void))odml_py_unfold_lowering, METH_FASTCALL, ODML_UNFOLD_LOWERING_DOC},
-    {"fold_lowering", (PyCFunction)(void (*)(void))odml_py_fold_lowering, METH_FASTCALL, ODML_FOLD_LOWERING_DOC},
-    {"slice_grad_lowering", (PyCFunction)(void (*)(void))odml_py_slice_grad_lowering, METH_FASTCALL,
-     "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> ops/slice_grad.py's plain_lowering of "
-     "the common valid case, or None where that Python function must answer (newshape.c)"},
+#define METHOD(NAME, CONV, DOC) {#NAME, (PyCFunction)(void (*)(void))odml_py_##NAME, METH_##CONV, DOC},
+    ODML_GLUE(METHOD)
+#undef METHOD
 #define METHOD(CODE, NAME, STRUCT) \
     {#NAME, py_##NAME, METH_VARARGS, #NAME "(dst_addr, src_addr, params: bytes of " #STRUCT ", threads): the " #NAME \
      " kernel (params.h's ODML_CPU_KERNELS)"},
