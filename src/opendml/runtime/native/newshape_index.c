@@ -35,25 +35,13 @@ typedef struct {
     idx_params p[2];                  /* at most two passes: a Copy (or one_hot's) then a Gather or Scatter */
 } ix_prog;
 
-static int64_t ix_type(PyArray_Descr *d) {
-    const int es = (int)PyDataType_ELSIZE(d);
-    switch (d->kind) {
-        case 'f': return es == 2 ? ODML_T_FLOAT16 : es == 4 ? ODML_T_FLOAT32 : es == 8 ? ODML_T_FLOAT64 : 0;
-        case 'i': return es == 1 ? ODML_T_INT8 : es == 2 ? ODML_T_INT16 : es == 4 ? ODML_T_INT32
-                       : es == 8 ? ODML_T_INT64 : 0;
-        case 'u': return es == 1 ? ODML_T_UINT8 : es == 2 ? ODML_T_UINT16 : es == 4 ? ODML_T_UINT32
-                       : es == 8 ? ODML_T_UINT64 : 0;
-        default: return 0;
-    }
-}
-
 /* x as planner.array_layout reads it (index_ops._host_views: aligned, native order; input_layout has
  * bounded its reach): -1 where the route must run (a stride not a whole number of elements, an empty
  * array, a size or count past 2^31). */
 static int ix_layout(PyArrayObject *x, ix_in *in) {
     in->n = PyArray_NDIM(x);
     in->es = PyArray_ITEMSIZE(x);
-    if (in->n > IX_RANK || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISALIGNED(x) || !(in->type = ix_type(PyArray_DESCR(x))))
+    if (in->n > IX_RANK || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISALIGNED(x) || !(in->type = descr_type(PyArray_DESCR(x))))
         return -1;
     in->origin = 0;
     in->count = 1;
@@ -460,9 +448,7 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
                  : which == IX_SCATTER_ELEMENTS ? lower_scatter_elements(&xs[0], &xs[1], &xs[2], args, nargs, &g)
                  : which == IX_SCATTER_ND ? lower_scatter_nd(&xs[0], &xs[1], &xs[2], args, nargs, &g) : -1;
     if (rc < 0) return NULL;
-    static const int npy_type[12] = {0, NPY_FLOAT32, NPY_FLOAT16, NPY_UINT32, NPY_UINT16, NPY_UINT8, NPY_INT32,
-                                     NPY_INT16, NPY_INT8, NPY_FLOAT64, NPY_UINT64, NPY_INT64};   /* numpy_dtype */
-    PyArray_Descr *d = PyArray_DescrFromType(npy_type[g.out_type]);
+    PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g.out_type]);     /* DataType.numpy_dtype */
     if (!d) return NULL;
     Entry *e = entry_alloc(KIND_MOVE, 1, g.n_pass);
     if (!e) {
