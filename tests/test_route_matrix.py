@@ -242,16 +242,8 @@ def needs_differentiable(case: Case):
 
 # -- the known gaps (strict xfails: remove an entry when its route works) --------------------------------
 
-_INDEX_OPS = ("GATHER", "GATHER_ELEMENTS", "GATHER_ND1", "SCATTER_ELEMENTS", "SCATTER_ND", "ONE_HOT",
-              "REVERSE_SUBSEQUENCES")
-_PY_NEW_SHAPE = "a never-seen shape builds the description and lowers it in Python (__post_init__, lower)"
-
-#: route -> {operator: the assertion that fails today}.
-KNOWN_GAPS: dict[str, dict[str, str]] = {
-    "new-shape": {
-        **dict.fromkeys(_INDEX_OPS, _PY_NEW_SHAPE + ": no C lowering for the index-driven operators"),
-    },
-}
+#: route -> {operator: the assertion that fails today} (none today).
+KNOWN_GAPS: dict[str, dict[str, str]] = {}
 
 
 def marked(route: str, names):

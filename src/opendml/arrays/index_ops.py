@@ -34,7 +34,11 @@ strides and exact int/None arguments) is served by the one C call cache
 (``runtime.calls.move``; see "The C call cache" below) on NumPy arrays,
 PyTorch CPU and CUDA tensors and CuPy arrays; on the CPU the index check is
 done by the kernel as it reads each index, and a bad index there sends the
-call to the route, which raises the same error.
+call to the route, which raises the same error. A never-seen call on NumPy
+arrays or plain PyTorch CPU tensors is validated, lowered, run and recorded in
+C (``runtime.calls.index_new``) by the same rules, to the same passes, bytes
+and errors as the route; other arrays (CUDA tensors, CuPy) take the route on
+a miss.
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
@@ -249,7 +253,8 @@ def _like(a, x, where: str):
 # tuple (the key reads each one's dtype, shape and byte strides; on CUDA also
 # its device and alignment class), then its other arguments as given (exact
 # ints, None and bools key; anything else is not served). A hit returns the
-# new output before any Python runs; None sends the call to its route. The
+# new output before any Python runs; at a miss ``_offer`` gives the call to
+# the C new-shape route (``_C_INDEX``); None sends the call to its route. The
 # route records the calls the cache can hold (``_run``): on the CPU
 # (NumPy arrays, and plain PyTorch CPU tensors through NumPy views of them)
 # the move program's passes as index.c's parameters (``_record``), with the
@@ -272,6 +277,42 @@ _CHECKED = frozenset(("gather", "gather_elements", "gather_nd", "scatter_element
 _EXECUTE = engine._EXECUTE
 _move = _calls.move
 _INDEX_PASS = 2                          # put_move's pass kind of index.c's kernel
+
+
+#: The functions whose never-seen shapes on the CPU are lowered in C (runtime/native/newshape_index.c,
+#: ``runtime.calls.index_new``): operator code -> (their number there, the element types their tables
+#: take at the newest level: bit 16 * j + t for DataType t of the j-th array offered).
+_C_INDEX: dict = {}
+for _which, (_name, *_others) in enumerate((
+        ("gather", "indices"), ("gather_elements", "indices"), ("one_hot", "values"),
+        ("reverse_subsequences", "sequence_lengths"), ("gather_nd", "indices"),
+        ("scatter_elements", "indices", "updates"), ("scatter_nd", "indices", "updates"))):
+    _row, _binding = _contract.supported_row(_contract.OPERATOR_OF[_name]), _contract.BINDING[_name]
+    _slots = [_binding.slot] + [_binding.others[o][0] for o in _others]
+    _C_INDEX[_OPS[_name]] = (_which, sum(1 << (16 * j + int(t)) for j, slot in enumerate(_slots)
+                                         for t in _row.types_of(slot)))
+_index_new = _calls.index_new
+
+
+def _offer(op: int, given: tuple, args: tuple):
+    """A call offered to C: a repeat served from the call cache; a never-seen
+    shape of a function with a C lowering (``_C_INDEX``) on NumPy arrays or
+    plain PyTorch CPU tensors lowered, run and recorded there (the passes
+    ``_record`` records). None (nothing run) sends the call to its Python
+    route, which raises whatever it raises: a replaced ``engine.execute``, the
+    NumPy kernels or a replaced ``prepare``, anything C declines, and a
+    checked index out of range (the route's error names the first one)."""
+    if engine.execute is not _EXECUTE:
+        return None
+    out = _move(op, given, *args)
+    c = _C_INDEX.get(op) if out is None else None
+    if c is None:
+        return out
+    since = _calls.generation()                   # before any setting is read
+    backend = get_backend("cpu")
+    if backend._native is None or "prepare" in backend.__dict__:
+        return None
+    return _index_new(op, c[0], c[1], given, args, since, CACHE_MIN_BYTES)
 
 
 def _pass_params(plan, p, checked: bool):
@@ -405,7 +446,10 @@ def _run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = 
     route serve a repeated call's description and plan from the family's
     cache; ``given`` and ``args`` (the inputs and the other arguments as the
     function offered them to the C call cache) record the call there."""
-    since = _calls.generation() if given is not None else None     # before any setting is read
+    # a framework's first call registers its hooks (family._framework), which empties the C call cache: done
+    # before the generation is read (else this call's record would be refused), which is before any setting
+    family._framework(arrays[0], name)
+    since = _calls.generation() if given is not None else None
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     key = None if fields is None else planner.call_key(name, *fields)
     call = engine.Call(name, make, key=key)
@@ -447,7 +491,7 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
         A bad argument, or (``check_indices``) the first index out of range,
         named with its value and position.
     """
-    out = _move(_GATHER, (x, indices), check_indices, axis, index_dimensions) if engine.execute is _EXECUTE else None
+    out = _offer(_GATHER, (x, indices), (check_indices, axis, index_dimensions))
     return _gather(x, indices, axis, index_dimensions, check_indices) if out is None else out
 
 
@@ -479,7 +523,7 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
     ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
     ``gather``."""
-    out = _move(_GATHER_ELEMENTS, (x, indices), check_indices, axis) if engine.execute is _EXECUTE else None
+    out = _offer(_GATHER_ELEMENTS, (x, indices), (check_indices, axis))
     return _gather_elements(x, indices, axis, check_indices) if out is None else out
 
 
@@ -513,7 +557,7 @@ def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices:
     tuples of q entries into ``x``'s dimensions after the first
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
-    out = _move(_GATHER_ND, (x, indices), check_indices, batch_dimensions) if engine.execute is _EXECUTE else None
+    out = _offer(_GATHER_ND, (x, indices), (check_indices, batch_dimensions))
     return _gather_nd(x, indices, batch_dimensions, check_indices) if out is None else out
 
 
@@ -546,7 +590,7 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins. Indices and
     ``check_indices`` as for ``gather``."""
-    out = _move(_SCATTER_ELEMENTS, (x, indices, updates), check_indices, axis) if engine.execute is _EXECUTE else None
+    out = _offer(_SCATTER_ELEMENTS, (x, indices, updates), (check_indices, axis))
     return _scatter_elements(x, indices, updates, axis, check_indices) if out is None else out
 
 
@@ -562,7 +606,7 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
     ``indices``' tuples (its last axis, q entries) replaced by ``updates``
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
     update in row-major order wins."""
-    out = _move(_SCATTER_ND, (x, indices, updates), check_indices) if engine.execute is _EXECUTE else None
+    out = _offer(_SCATTER_ND, (x, indices, updates), (check_indices,))
     return _scatter_nd(x, indices, updates, check_indices) if out is None else out
 
 
@@ -594,7 +638,7 @@ def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
     and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
     negative index of a signed type counts from the end; an index outside
     ``[-depth, depth)`` gives an all-off row (no check)."""
-    out = _move(_ONE_HOT, (indices, values), depth, axis) if engine.execute is _EXECUTE else None
+    out = _offer(_ONE_HOT, (indices, values), (depth, axis))
     return _one_hot(indices, depth, values, axis) if out is None else out
 
 
@@ -623,7 +667,7 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
     sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
     ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
     the axis are clamped to it."""
-    out = _move(_REVERSE, (x, sequence_lengths), axis) if engine.execute is _EXECUTE else None
+    out = _offer(_REVERSE, (x, sequence_lengths), (axis,))
     return _reverse_subsequences(x, sequence_lengths, axis) if out is None else out
 
 

@@ -59,7 +59,7 @@ from .config import config
 from .cpu.backend import _load_native
 
 __all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda", "torch_new",
-           "numpy_new", "move_new", "MOVE_LOWERINGS", "register_cuda_retry",
+           "numpy_new", "move_new", "index_new", "MOVE_LOWERINGS", "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
 class _Codes(dict):
@@ -277,6 +277,12 @@ if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
 #: or None where the Python route must run the call (nothing run).
 move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasattr(_native, "call_cache_move_new")
                                 else _no_new)
+
+#: ``index_new(op_code, which, types, given, args, since, min_bytes)``: the same for a never-seen shape of
+#: an index function of ``arrays/index_ops.py`` (runtime/native/newshape_index.c; ``which`` its number
+#: there, ``types`` the element types its tables take); the output, or None.
+index_new: Callable[..., Any] = (_native.call_cache_index_new if _HAS_NEW and hasattr(_native, "call_cache_index_new")
+                                 else _no_new)
 
 #: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*).
 MOVE_LOWERINGS = {"identity": 0, "cast": 1, "tile": 2, "pad": 3, "space_to_depth": 4, "depth_to_space": 5,

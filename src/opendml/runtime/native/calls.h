@@ -195,6 +195,9 @@ PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int6
 int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
                    const int *out_size, int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
+/* DataType values 1..11 -> NumPy type numbers; a NumPy dtype's DataType value, else 0 (calls_move_new.c) */
+extern const int move_npy_type[12];
+int64_t descr_type(PyArray_Descr *d);
 /* e's passes run in order (calls_move.c); the first status other than ODML_OK */
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
 /* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */

@@ -10,11 +10,11 @@
 
 #ifdef ODML_NUMPY
 /* DataType values 1..11 -> NumPy type numbers (DataType.numpy_dtype). */
-static const int move_npy_type[12] = {0, NPY_FLOAT32, NPY_FLOAT16, NPY_UINT32, NPY_UINT16, NPY_UINT8, NPY_INT32,
+const int move_npy_type[12] = {0, NPY_FLOAT32, NPY_FLOAT16, NPY_UINT32, NPY_UINT16, NPY_UINT8, NPY_INT32,
                                       NPY_INT16, NPY_INT8, NPY_FLOAT64, NPY_UINT64, NPY_INT64};
 
 /* The DataType value of a NumPy dtype of one of the 11 element types (kind and size), else 0. */
-static int64_t descr_type(PyArray_Descr *d) {
+int64_t descr_type(PyArray_Descr *d) {
     const int es = (int)PyDataType_ELSIZE(d);
     switch (d->kind) {
         case 'f': return es == 2 ? ODML_T_FLOAT16 : es == 4 ? ODML_T_FLOAT32 : es == 8 ? ODML_T_FLOAT64 : 0;

@@ -132,6 +132,11 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "in the call cache, or None (calls_move.c)")                                                                  \
     X(move_lowering, FASTCALL, "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) "                  \
       "call_cache_move_new would run, or None")                                                                     \
+    X(call_cache_index_new, FASTCALL, "call_cache_index_new(op, which, types, given, args, generation, "            \
+      "min_bytes) -> a never-seen shape's output of an index function, lowered in C and recorded in the call "      \
+      "cache, or None (newshape_index.c)")                                                                          \
+    X(index_lowering, FASTCALL, "index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, passes) "   \
+      "call_cache_index_new would record, or None")                                                                 \
     X(call_cache_plain_ops, VARARGS, "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the "          \
       "operator codes whose misses on NumPy arrays the cache serves as new shapes, lowered in C (calls_new.c)")     \
     X(call_cache_numpy_new, FASTCALL, "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new "  \

@@ -1,0 +1,645 @@
+/* The call cache's new-shape route of the index-driven functions (arrays/index_ops.py: gather,
+ * gather_elements, gather_nd, scatter_elements, scatter_nd, one_hot, reverse_subsequences) on NumPy arrays
+ * (and plain PyTorch CPU tensors through NumPy views): at a miss, a never-seen shape's fields validated as
+ * the operator modules validate them, the Gather/Scatter/Copy passes the Python lowering builds (each
+ * function here names the one it mirrors), the call run and recorded as call_cache_put_move records
+ * index_ops._record's passes, in one C call.
+ * Anything unusual (a field the Python route would refuse, an empty array, a size past 2^31, an index array
+ * the fused check would not read whole) is declined: None, and the Python route runs the call and raises
+ * its own error. A checked call whose index lies outside its dimension (index.c fuses the check into the
+ * kernel) answers None too: the Python route raises the error naming the first one. */
+#define NO_IMPORT_ARRAY
+#include "calls.h"
+
+/* index_ops' functions, by the number arrays/index_ops.py passes (its _C_INDEX). */
+enum { IX_GATHER = 0, IX_GATHER_ELEMENTS = 1, IX_ONE_HOT = 2, IX_REVERSE = 3, IX_GATHER_ND = 4,
+       IX_SCATTER_ELEMENTS = 5, IX_SCATTER_ND = 6 };
+/* plan.INDEX_POSITION / INDEX_REVERSE_LENGTH, plan.INDEX_CLAMP / INDEX_SKIP */
+enum { IX_POSITION = 0, IX_REVERSE_LENGTH = 1, IX_CLAMP = 0, IX_SKIP = 1 };
+#define IX_RANK 8                         /* the tables' DimensionCount at the newest level: 1 to 8 */
+#define IX_SIZE_LIMIT ((int64_t)1 << 31)  /* larger sizes take the Python route (TensorDesc's limits) */
+
+#ifdef ODML_NUMPY
+/* An input as planner.array_layout reads it: DataType, sizes, signed element strides, origin. */
+typedef struct {
+    int n;
+    int64_t type, es, origin, count;
+    int64_t shape[IX_RANK], strides[IX_RANK];
+} ix_in;
+
+/* What a lowering gives: the packed output (natural shape, DataType), the passes as _pass_params' tuples. */
+typedef struct {
+    int n_pass, out_rank;
+    int64_t out_type, out_dims[IX_RANK];
+    int src[2], checked[2];
+    idx_params p[2];                  /* at most two passes: a Copy (or one_hot's) then a Gather or Scatter */
+} ix_prog;
+
+/* x as planner.array_layout reads it (index_ops._host_views: aligned, native order; input_layout has
+ * bounded its reach): -1 where the route must run (a stride not a whole number of elements, an empty
+ * array, a size or count past 2^31). */
+static int ix_layout(PyArrayObject *x, ix_in *in) {
+    in->n = PyArray_NDIM(x);
+    in->es = PyArray_ITEMSIZE(x);
+    if (in->n > IX_RANK || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISALIGNED(x) || !(in->type = descr_type(PyArray_DESCR(x))))
+        return -1;
+    in->origin = 0;
+    in->count = 1;
+    for (int d = 0; d < in->n; d++) {
+        const int64_t n = PyArray_DIM(x, d), s = PyArray_STRIDE(x, d);
+        if (n < 1 || n >= IX_SIZE_LIMIT || (s % in->es && n > 1)) return -1;
+        in->count *= n;
+        if (in->count >= IX_SIZE_LIMIT) return -1;
+        in->shape[d] = n;
+        in->strides[d] = s % in->es ? 0 : s / in->es;    /* a size-1 axis's stride is never used */
+        if (in->strides[d] < 0) in->origin -= (n - 1) * in->strides[d];
+    }
+    return 0;
+}
+
+/* `in` with `at` size-1 axes inserted before axis `pos` (index_ops._lead: pos 0; one_hot's reshape). */
+static void ix_insert(ix_in *in, int pos, int at) {
+    for (int d = in->n - 1; d >= pos; d--) {
+        in->shape[d + at] = in->shape[d];
+        in->strides[d + at] = in->strides[d];
+    }
+    for (int d = pos; d < pos + at; d++) {
+        in->shape[d] = 1;
+        in->strides[d] = 0;
+    }
+    in->n += at;
+}
+
+/* _contract.axis: an exact int in [-rank, rank) as an axis; -1 else. */
+static int ix_axis(PyObject *o, int rank) {
+    int64_t a;
+    if (odml_exact_i64(o, &a) || a < -rank || a >= rank) return -1;
+    return (int)(a < 0 ? a + rank : a);
+}
+
+/* Packed element strides of sizes (TensorDesc's). */
+static void ix_packed(const int64_t *sizes, int n, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= sizes[d];
+    }
+}
+
+/* numpy_kernels._distinct: whether the positions of sizes reach distinct elements through strides. */
+static int ix_distinct(const int64_t *sizes, const int64_t *strides, int n) {
+    int64_t span = 0, done = 0;
+    for (;;) {                                  /* the dimensions of more than one position, by stride magnitude */
+        int best = -1;
+        for (int d = 0; d < n; d++) {
+            const int64_t t = strides[d] < 0 ? -strides[d] : strides[d];
+            if (sizes[d] > 1 && !(done >> d & 1) &&
+                (best < 0 || t < (strides[best] < 0 ? -strides[best] : strides[best])))
+                best = d;
+        }
+        if (best < 0) return 1;
+        done |= (int64_t)1 << best;
+        const int64_t t = strides[best] < 0 ? -strides[best] : strides[best];
+        if (t <= span) return 0;
+        span += (sizes[best] - 1) * t;
+    }
+}
+
+/* numpy_kernels.outer_count: the leading dimensions that read an index (the rest move as one block). */
+static int64_t ix_outer(const idx_params *p) {
+    int64_t k = p->rank;
+    for (; k > 0; k--) {
+        const int64_t d = k - 1;
+        int reads = 0;
+        for (int64_t a = 0; a < p->naxes; a++)
+            reads |= (p->axes[a].strides[d] && p->sizes[d] > 1) ||
+                     (p->axes[a].mode == IX_REVERSE_LENGTH && p->axes[a].axis == d);
+        if (reads) break;
+    }
+    if (p->kind == 1 && !ix_distinct(p->sizes + k, p->dst_strides + k, (int)(p->rank - k))) return p->rank;
+    return k;
+}
+
+/* cpu.backend.index_params / index_ops._pass_params for one pass: the common fields. */
+static idx_params *ix_pass(ix_prog *g, int kind, int src, int64_t type, int rank, const int64_t *sizes) {
+    idx_params *p = &g->p[g->n_pass];
+    memset(p, 0, sizeof *p);
+    g->src[g->n_pass] = src;
+    g->checked[g->n_pass++] = 0;
+    p->kind = kind;
+    p->element_size = move_type_size[type];
+    p->data_type = type;
+    p->rank = rank;
+    memcpy(p->sizes, sizes, sizeof(int64_t) * (size_t)rank);
+    return p;
+}
+
+/* plan._index.position: the pass's one index axis. */
+static void ix_position(idx_params *p, const ix_in *ind, int slot, const int64_t *index_strides, int64_t stride,
+                        int64_t bound, int64_t mode, int64_t out_of_range, int64_t axis) {
+    idx_axis *ax = &p->axes[p->naxes++];
+    ax->slot = slot;
+    ax->type = ind->type;
+    ax->offset = ind->origin;
+    ax->stride = stride;
+    ax->bound = bound;
+    ax->mode = mode;
+    ax->out_of_range = out_of_range;
+    ax->axis = axis;
+    memcpy(ax->strides, index_strides, sizeof(int64_t) * (size_t)p->rank);
+}
+
+/* Whether the checked pass reads every index whole (index_ops._reads_all): an index array broadcast along
+ * an axis (stride 0) is read at fewer positions than it has, and the route checks it first. */
+static int ix_reads_all(const ix_in *ind) {
+    for (int d = 0; d < ind->n; d++)
+        if (ind->shape[d] > 1 && ind->strides[d] == 0) return 0;
+    return 1;
+}
+
+static int ix_check_flag(PyObject *o, int *check) {
+    if (o != Py_True && o != Py_False) return -1;
+    *check = o == Py_True;
+    return 0;
+}
+
+/* Mirrors index_ops._gather (the array API's rules) and ops/gather.py's GatherOperatorDesc (__post_init__,
+ * full_sizes, gathered_sizes, _index_passes) for (x, indices) and (check_indices, axis, index_dimensions). */
+static int lower_gather(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
+    int check, a, k;
+    int64_t v;
+    if (nargs != 3 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n < 1 || (a = ix_axis(args[1], x->n)) < 0)
+        return -1;
+    const int rx = x->n, ri = ind->n;
+    if (args[2] == Py_None) k = ri;
+    else if (odml_exact_i64(args[2], &v) || v < 0 || v > ri) return -1;
+    else k = (int)v;
+    for (int d = 0; d < ri - k; d++)
+        if (ind->shape[d] != 1) return -1;
+    int r = rx > ri ? rx : ri;
+    if (rx + k - 1 > r) r = rx + k - 1;
+    if (r > IX_RANK || (check && !ix_reads_all(ind))) return -1;
+    const int64_t bound = x->shape[a];
+    g->out_rank = 0;
+    for (int d = 0; d < rx; d++) {               /* the natural shape: x's sizes with the axis's replaced */
+        if (d != a) g->out_dims[g->out_rank++] = x->shape[d];
+        else for (int j = ri - k; j < ri; j++) g->out_dims[g->out_rank++] = ind->shape[j];
+    }
+    int64_t count = 1;
+    for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
+    if (count >= IX_SIZE_LIMIT) return -1;
+    ix_insert(x, 0, r - rx);                     /* _lead(x, r), _lead(indices, r) */
+    ix_insert(ind, 0, r - ri);
+    const int ap = a + r - rx, L = r + k - 1;
+    int64_t full[IDX_MAX_RANK], src[IDX_MAX_RANK], istr[IDX_MAX_RANK], dst[IDX_MAX_RANK], out[IX_RANK], os[IX_RANK];
+    int n = 0;
+    for (int d = 0; d < ap; d++, n++) full[n] = x->shape[d], src[n] = x->strides[d], istr[n] = 0;
+    for (int d = r - k; d < r; d++, n++) full[n] = ind->shape[d], src[n] = 0, istr[n] = ind->strides[d];
+    for (int d = ap + 1; d < r; d++, n++) full[n] = x->shape[d], src[n] = x->strides[d], istr[n] = 0;
+    for (int d = 0; d < r; d++) out[d] = L >= r ? full[L - r + d] : d == 0 ? 1 : full[d - 1];   /* gathered_sizes */
+    ix_packed(out, r, os);
+    for (int d = 0; d < L; d++) dst[d] = d - (L - r) >= 0 ? os[d - (L - r)] : 0;              /* right_aligned */
+    idx_params *p = ix_pass(g, 0, 0, x->type, L, full);
+    p->src_offset = x->origin;
+    memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)L);
+    memcpy(p->dst_strides, dst, sizeof(int64_t) * (size_t)L);
+    ix_position(p, ind, 1, istr, x->strides[ap], bound, IX_POSITION, IX_CLAMP, 0);
+    g->checked[0] = check;
+    g->out_type = x->type;
+    return 0;
+}
+
+/* Mirrors index_ops._gather_elements and ops/gather_elements.py's GatherElementsOperatorDesc
+ * (__post_init__, _index_passes) for (x, indices) and (check_indices, axis). */
+static int lower_gather_elements(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
+    int check, a;
+    if (nargs != 2 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n != x->n || (a = ix_axis(args[1], x->n)) < 0
+            || (check && !ix_reads_all(ind)))
+        return -1;
+    int64_t src[IX_RANK], os[IX_RANK];
+    for (int d = 0; d < x->n; d++) {
+        if (d != a && ind->shape[d] != x->shape[d]) return -1;
+        src[d] = d == a ? 0 : x->strides[d];
+    }
+    ix_packed(ind->shape, ind->n, os);
+    idx_params *p = ix_pass(g, 0, 0, x->type, x->n, ind->shape);
+    p->src_offset = x->origin;
+    memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)x->n);
+    memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
+    ix_position(p, ind, 1, ind->strides, x->strides[a], x->shape[a], IX_POSITION, IX_CLAMP, 0);
+    g->checked[0] = check;
+    g->out_type = x->type;
+    g->out_rank = ind->n;
+    memcpy(g->out_dims, ind->shape, sizeof(int64_t) * (size_t)ind->n);
+    return 0;
+}
+
+/* Mirrors index_ops._one_hot and ops/one_hot.py's OneHotOperatorDesc (__post_init__, _index_passes) for
+ * (indices, values) and (depth, axis): the off value copied everywhere, then the on value scattered. */
+static int lower_one_hot(ix_in *ind, ix_in *val, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
+    int64_t depth;
+    int a;
+    const int ro = ind->n + 1;
+    if (nargs != 2 || ind->n < 1 || ro > IX_RANK || odml_exact_i64(args[0], &depth) || depth < 1 ||
+            depth >= IX_SIZE_LIMIT || val->n != 1 || val->shape[0] != 2 || (a = ix_axis(args[1], ro)) < 0 ||
+            ind->count * depth >= IX_SIZE_LIMIT)
+        return -1;
+    ix_insert(ind, a, 1);                        /* indices.reshape(is_[:a] + (1,) + is_[a:]) */
+    const int64_t vs = val->strides[0];
+    ix_insert(val, 0, ro - 1);                   /* _lead(values, ro) */
+    int64_t out[IX_RANK], os[IX_RANK], zero[IX_RANK] = {0}, dst[IX_RANK];
+    for (int d = 0; d < ro; d++) out[d] = d == a ? depth : ind->shape[d];
+    ix_packed(out, ro, os);
+    idx_params *c = ix_pass(g, 0, 1, val->type, ro, out);      /* Copy(1, 0, out.sizes, vo, 0s, 0, os_) */
+    c->outer = ro;
+    c->src_offset = val->origin;
+    memcpy(c->dst_strides, os, sizeof(int64_t) * (size_t)ro);
+    for (int d = 0; d < ro; d++) dst[d] = d == a ? 0 : os[d];
+    idx_params *s = ix_pass(g, 1, 1, val->type, ro, ind->shape);
+    s->src_offset = val->origin + vs;                         /* vo + vs[inner]: the on value */
+    memcpy(s->src_strides, zero, sizeof(int64_t) * (size_t)ro);
+    memcpy(s->dst_strides, dst, sizeof(int64_t) * (size_t)ro);
+    ix_position(s, ind, 0, ind->strides, os[a], depth, IX_POSITION, IX_SKIP, 0);
+    g->out_type = val->type;
+    g->out_rank = ro;
+    memcpy(g->out_dims, out, sizeof(int64_t) * (size_t)ro);
+    return 0;
+}
+
+/* Mirrors index_ops._reverse_subsequences and ops/reverse_subsequences.py's ReverseSubsequencesOperatorDesc
+ * (__post_init__, _index_passes) for (x, sequence_lengths) and (axis,). */
+static int lower_reverse(ix_in *x, ix_in *len, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
+    int a;
+    if (nargs != 1 || x->n < 1 || (a = ix_axis(args[0], x->n)) < 0) return -1;
+    if (len->n == x->n - 1) ix_insert(len, a, 1);
+    if (len->n != x->n) return -1;
+    int64_t src[IX_RANK], lstr[IX_RANK], os[IX_RANK];
+    for (int d = 0; d < x->n; d++) {
+        if (len->shape[d] != (d == a ? 1 : x->shape[d])) return -1;
+        src[d] = d == a ? 0 : x->strides[d];
+        lstr[d] = d == a ? 0 : len->strides[d];
+    }
+    ix_packed(x->shape, x->n, os);
+    idx_params *p = ix_pass(g, 0, 0, x->type, x->n, x->shape);
+    p->src_offset = x->origin;
+    memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)x->n);
+    memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
+    ix_position(p, len, 1, lstr, x->strides[a], x->shape[a], IX_REVERSE_LENGTH, IX_CLAMP, a);
+    g->out_type = x->type;
+    g->out_rank = x->n;
+    memcpy(g->out_dims, x->shape, sizeof(int64_t) * (size_t)x->n);
+    return 0;
+}
+
+/* The tuples' rules index_ops._gather_nd and ops/gather_nd.py's _NdIndexing._check_nd share, for x, the
+ * indices (last axis: q-tuples) and b batch dimensions: -1 where either refuses the call. */
+static int nd_valid(const ix_in *x, const ix_in *ind, int b, int check) {
+    if (x->n < 1 || ind->n < 1 || b < 0 || b >= ind->n || (check && !ix_reads_all(ind))) return -1;
+    const int64_t q = ind->shape[ind->n - 1];
+    if (q < 1 || q > x->n - b) return -1;
+    for (int k = 0; k < b; k++)
+        if (x->shape[k] != ind->shape[k]) return -1;
+    return 0;
+}
+
+/* ops/gather_nd.py's _NdIndexing._nd_axes on x and the indices led to r dimensions (rx, ri their natural
+ * ranks, b batch dimensions, `data` the strides of the tensor indexed: x's for a gather, the packed output's
+ * for a scatter): the pass's sizes, the data's strides over them and the q index axes, into p. */
+static void nd_axes(idx_params *p, const ix_in *x, const ix_in *ind, int rx, int ri, int b, const int64_t *data,
+                    int64_t *data_out) {
+    const int r = x->n, first = r - rx, lead = ri - 1, q = (int)ind->shape[r - 1], trail = rx - b - q;
+    int64_t istr[IDX_MAX_RANK];
+    int n = 0;
+    for (int k = 0; k < lead; k++, n++) {
+        p->sizes[n] = ind->shape[r - ri + k];
+        data_out[n] = k < b ? data[first + k] : 0;
+        istr[n] = ind->strides[r - ri + k];
+    }
+    for (int k = 0; k < trail; k++, n++) {
+        p->sizes[n] = x->shape[first + b + q + k];
+        data_out[n] = data[first + b + q + k];
+        istr[n] = 0;
+    }
+    p->rank = n;
+    ix_in at = *ind;
+    for (int j = 0; j < q; j++) {
+        at.origin = ind->origin + j * ind->strides[r - 1];
+        ix_position(p, &at, 1, istr, data[first + b + j], x->shape[first + b + j], IX_POSITION, IX_CLAMP, 0);
+    }
+}
+
+/* Mirrors index_ops._gather_nd and ops/gather_nd.py's GatherNd1OperatorDesc (__post_init__, _check_nd,
+ * nd_sizes, _index_passes) for (x, indices) and (check_indices, batch_dimensions). */
+static int lower_gather_nd(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
+    int check;
+    int64_t b;
+    if (nargs != 2 || ix_check_flag(args[0], &check) || odml_exact_i64(args[1], &b) || b < 0 || b > IX_RANK ||
+            nd_valid(x, ind, (int)b, check))
+        return -1;
+    const int rx = x->n, ri = ind->n, q = (int)ind->shape[ri - 1];
+    int r = rx > ri ? rx : ri;
+    if (ri - 1 + rx - (int)b - q > r) r = ri - 1 + rx - (int)b - q;            /* _nd_rank */
+    g->out_rank = 0;
+    for (int k = 0; k < ri - 1; k++) g->out_dims[g->out_rank++] = ind->shape[k];
+    for (int k = (int)b + q; k < rx; k++) g->out_dims[g->out_rank++] = x->shape[k];
+    int64_t count = 1;
+    for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
+    if (r > IX_RANK || count >= IX_SIZE_LIMIT) return -1;
+    ix_insert(x, 0, r - rx);
+    ix_insert(ind, 0, r - ri);
+    idx_params *p = ix_pass(g, 0, 0, x->type, 0, x->shape);
+    nd_axes(p, x, ind, rx, ri, (int)b, x->strides, p->src_strides);
+    p->src_offset = x->origin;
+    ix_packed(g->out_dims, g->out_rank, p->dst_strides);          /* right_aligned(packed, L): the same strides */
+    g->checked[0] = check;
+    g->out_type = x->type;
+    return 0;
+}
+
+/* ops/scatter.py's and ops/scatter_nd.py's first pass: Copy(0, 0, x's sizes, xo, xs, 0, packed strides). */
+static void scatter_copy(ix_prog *g, const ix_in *x, int64_t *os) {
+    ix_packed(x->shape, x->n, os);
+    idx_params *c = ix_pass(g, 0, 0, x->type, x->n, x->shape);
+    c->outer = x->n;
+    c->src_offset = x->origin;
+    memcpy(c->src_strides, x->strides, sizeof(int64_t) * (size_t)x->n);
+    memcpy(c->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
+    g->out_type = x->type;
+}
+
+/* Mirrors index_ops._scatter_elements and ops/scatter.py's ScatterElementsOperatorDesc (__post_init__,
+ * _index_passes) for (x, indices, updates) and (check_indices, axis). */
+static int lower_scatter_elements(ix_in *x, ix_in *ind, ix_in *upd, PyObject *const *args, Py_ssize_t nargs,
+                                  ix_prog *g) {
+    int check, a;
+    if (nargs != 2 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n != x->n || upd->n != x->n ||
+            upd->type != x->type || (a = ix_axis(args[1], x->n)) < 0 || (check && !ix_reads_all(ind)))
+        return -1;
+    int64_t os[IX_RANK];
+    for (int d = 0; d < x->n; d++)
+        if ((d != a && ind->shape[d] != x->shape[d]) || upd->shape[d] != ind->shape[d]) return -1;
+    scatter_copy(g, x, os);
+    idx_params *s = ix_pass(g, 1, 2, x->type, x->n, upd->shape);
+    s->src_offset = upd->origin;
+    memcpy(s->src_strides, upd->strides, sizeof(int64_t) * (size_t)x->n);
+    for (int d = 0; d < x->n; d++) s->dst_strides[d] = d == a ? 0 : os[d];
+    ix_position(s, ind, 1, ind->strides, os[a], x->shape[a], IX_POSITION, IX_CLAMP, 0);
+    g->checked[1] = check;
+    g->out_rank = x->n;
+    memcpy(g->out_dims, x->shape, sizeof(int64_t) * (size_t)x->n);
+    return 0;
+}
+
+/* Mirrors index_ops._scatter_nd and ops/scatter_nd.py's ScatterNdOperatorDesc (__post_init__, _index_passes)
+ * for (x, indices, updates) and (check_indices,). */
+static int lower_scatter_nd(ix_in *x, ix_in *ind, ix_in *upd, PyObject *const *args, Py_ssize_t nargs,
+                            ix_prog *g) {
+    int check;
+    if (nargs != 1 || ix_check_flag(args[0], &check) || upd->type != x->type || nd_valid(x, ind, 0, check))
+        return -1;
+    const int rx = x->n, ri = ind->n, ru = upd->n, q = (int)ind->shape[ri - 1];
+    if (ru != ri - 1 + rx - q) return -1;                 /* updates.shape == indices.shape[:-1] + x.shape[q:] */
+    for (int k = 0; k < ru; k++)
+        if (upd->shape[k] != (k < ri - 1 ? ind->shape[k] : x->shape[q + k - (ri - 1)])) return -1;
+    int r = rx > ri ? rx : ri;
+    if (ru > r) r = ru;
+    if (r > IX_RANK) return -1;
+    g->out_rank = rx;
+    memcpy(g->out_dims, x->shape, sizeof(int64_t) * (size_t)rx);
+    ix_insert(x, 0, r - rx);
+    ix_insert(ind, 0, r - ri);
+    ix_insert(upd, 0, r - ru);
+    int64_t os[IX_RANK];
+    scatter_copy(g, x, os);
+    idx_params *s = ix_pass(g, 1, 2, x->type, 0, x->shape);
+    nd_axes(s, x, ind, rx, ri, 0, os, s->dst_strides);
+    s->src_offset = upd->origin;
+    for (int d = 0; d < s->rank; d++) s->src_strides[d] = upd->strides[r - s->rank + d];   /* right_aligned */
+    g->checked[1] = check;
+    return 0;
+}
+
+/* The entry of function `which` on the n_in inputs `in` (exact ndarrays) and the call's arguments: the
+ * types the operator's tables take at the newest level are `types` (bit 16 * j + t: DataType t for array
+ * j); an output of min_bytes or more comes from the output blocks. NULL with no exception where the route
+ * must run it; with one for no memory. */
+static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in, PyObject *call_args,
+                          int64_t min_bytes) {
+    ix_in xs[3];
+    ix_prog g;
+    int64_t origin[3], span[3];
+    int in_size[3];
+    memset(&g, 0, sizeof g);
+    if (n_in != (which == IX_SCATTER_ELEMENTS || which == IX_SCATTER_ND ? 3 : 2)) return NULL;
+    for (int j = 0; j < n_in; j++) {
+        /* input_layout first: it refuses reaches past 2^58 elements, so ix_layout's products stay in 64 bits */
+        if (input_layout(in[j], &origin[j], &span[j]) < 0 || ix_layout(in[j], &xs[j]) < 0 ||
+                !(types >> (16 * j + xs[j].type) & 1))
+            return NULL;
+        in_size[j] = (int)xs[j].es;
+    }
+    PyObject *const *args = ((PyTupleObject *)call_args)->ob_item;
+    const Py_ssize_t nargs = PyTuple_GET_SIZE(call_args);
+    const int rc = which == IX_GATHER ? lower_gather(&xs[0], &xs[1], args, nargs, &g)
+                 : which == IX_GATHER_ELEMENTS ? lower_gather_elements(&xs[0], &xs[1], args, nargs, &g)
+                 : which == IX_ONE_HOT ? lower_one_hot(&xs[0], &xs[1], args, nargs, &g)
+                 : which == IX_REVERSE ? lower_reverse(&xs[0], &xs[1], args, nargs, &g)
+                 : which == IX_GATHER_ND ? lower_gather_nd(&xs[0], &xs[1], args, nargs, &g)
+                 : which == IX_SCATTER_ELEMENTS ? lower_scatter_elements(&xs[0], &xs[1], &xs[2], args, nargs, &g)
+                 : which == IX_SCATTER_ND ? lower_scatter_nd(&xs[0], &xs[1], &xs[2], args, nargs, &g) : -1;
+    if (rc < 0) return NULL;
+    PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g.out_type]);     /* DataType.numpy_dtype */
+    if (!d) return NULL;
+    Entry *e = entry_alloc(KIND_MOVE, 1, g.n_pass);
+    if (!e) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    e->n_in = n_in;
+    for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
+    Out *o = &e->outs[0];
+    o->dtype = (PyObject *)d;
+    o->rank = g.out_rank;
+    memcpy(o->dims, g.out_dims, sizeof(int64_t) * (size_t)g.out_rank);
+    int64_t count = 1;
+    for (int i = 0; i < g.out_rank; i++) count *= g.out_dims[i];
+    o->bytes = count * move_type_size[g.out_type];
+    o->use_blocks = o->bytes >= min_bytes;
+    e->total = o->bytes;
+    for (int i = 0; i < g.n_pass; i++) {
+        Pass *mp = &e->passes[i];
+        idx_params *p = &g.p[i];
+        p->outer = p->outer ? p->outer : ix_outer(p);
+        IndexPass *ip = PyMem_Calloc(1, sizeof *ip);
+        if (!ip) {
+            PyErr_NoMemory();
+            Py_DECREF(e);
+            return NULL;
+        }
+        ip->p = *p;
+        mp->kernel = PASS_INDEX;
+        mp->index = ip;
+        mp->src = g.src[i];
+        mp->threads = 1;
+        mp->checked = g.checked[i];
+        /* calls_move.c's index_pass_fits: well formed and inside the buffers whatever the index values */
+        int fits = !odml_index_malformed(p, n_in) && move_type_size[p->data_type] == in_size[mp->src];
+        for (int64_t a = 0; fits && a < p->naxes; a++) {
+            fits = in_size[p->axes[a].slot] == move_type_size[p->axes[a].type];
+            ip->idx_len[a] = span[p->axes[a].slot];
+        }
+        ip->dst_len = count;
+        ip->src_len = span[mp->src];
+        if (!fits || !odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len)) {
+            Py_DECREF(e);
+            return NULL;
+        }
+    }
+    return e;
+}
+
+/* The inputs offered (index_ops' tuple of two or three exact ndarrays) in `in` (borrowed): how many; -1
+ * else. */
+static int index_inputs(PyObject *given, PyArrayObject **in) {
+    if (!PyTuple_CheckExact(given) || PyTuple_GET_SIZE(given) < 2 || PyTuple_GET_SIZE(given) > 3) return -1;
+    const int n = (int)PyTuple_GET_SIZE(given);
+    for (int j = 0; j < n; j++) {
+        PyObject *a = PyTuple_GET_ITEM(given, j);
+        if (Py_TYPE(a) != &PyArray_Type) return -1;
+        in[j] = (PyArrayObject *)a;
+    }
+    return n;
+}
+
+/* index_new(op, which, types, given, args, generation, min_bytes): the call lowered, run and recorded, or
+ * None. */
+static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
+    (void)nargs;
+    int64_t which, types, gen, min_bytes;
+    PyArrayObject *in[3];
+    int n_in;
+    if (!numpy_ready || exact_int(args[1], &which) || exact_int(args[2], &types) || exact_int(args[5], &gen) ||
+            exact_int(args[6], &min_bytes) || !PyTuple_CheckExact(args[4]) || (n_in = index_inputs(args[3], in)) < 0) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    for (int j = 0; j < n_in; j++) Py_INCREF(in[j]);
+    PyObject *out = NULL, *result = NULL;
+    char *dst;
+    Entry *e = index_entry((int)which, types, in, n_in, args[4], min_bytes);
+    if (!e) {
+        if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Key k;
+    PyArrayObject *keyed_in[MAX_MOVE_IO];
+    int keyed_n = 0;
+    const int keyed = move_key(&k, args[0], args[3], ((PyTupleObject *)args[4])->ob_item, PyTuple_GET_SIZE(args[4]),
+                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
+    if (PyErr_Occurred()) drop_error();
+    /* the inputs' data, shapes and strides as lowered: an allocation's finalizer may change them */
+    char *data[3];
+    npy_intp dims[3][NPY_MAXDIMS], strides[3][NPY_MAXDIMS];
+    int nd[3];
+    for (int j = 0; j < n_in; j++) {
+        data[j] = PyArray_BYTES(in[j]);
+        nd[j] = PyArray_NDIM(in[j]);
+        if (nd[j]) {                                 /* (a 0-d array has no dims pointer) */
+            memcpy(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
+            memcpy(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
+        }
+    }
+    const Out *o = &e->outs[0];
+    out = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dst, NULL);
+    if (!out) {
+        result = allocation_failed();
+        goto done;
+    }
+    for (int j = 0; j < n_in; j++)
+        if (PyArray_BYTES(in[j]) != data[j] || PyArray_NDIM(in[j]) != nd[j] ||
+                (nd[j] && (memcmp(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]) ||
+                           memcmp(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j])))) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    const char *srcs[3];
+    for (int j = 0; j < n_in; j++) srcs[j] = data[j] - e->origin[j];
+    char *dsts[1] = {dst};
+    if (run_passes(e, dsts, srcs) != ODML_OK) {     /* a checked index out of range: the route raises */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (keyed && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
+    result = out;
+    out = NULL;
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(e);
+    for (int j = 0; j < n_in; j++) Py_DECREF(in[j]);
+    return result;
+}
+#endif
+
+/* call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> the output of a never-seen
+ * shape of an index function on NumPy arrays or plain PyTorch CPU tensors, lowered here and recorded in the
+ * call cache, or None (the Python route runs it; CUDA tensors always take it). */
+PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("call_cache_index_new(op, which, types, given, args, generation, min_bytes)", nargs, 7, 7))
+        return NULL;
+#ifdef ODML_NUMPY
+    if (torch_input(args[3])) {
+        PyObject *first = PySequence_Fast_ITEMS(args[3])[0];
+        Py_INCREF(first);
+        const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
+        Py_DECREF(first);
+        if (PyErr_Occurred()) drop_error();
+        if (cuda) Py_RETURN_NONE;
+        return with_deferred(torch_views(args, nargs, 3, index_new));
+    }
+    return with_deferred(index_new(args, nargs));
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+/* index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, ((src, dst, params, threads,
+ * checked), ...)) or None: the entry call_cache_index_new would record, nothing run (tests: against
+ * index_ops._record's). */
+PyObject *odml_py_index_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("index_lowering(which, types, given, args, min_bytes)", nargs, 5, 5)) return NULL;
+#ifdef ODML_NUMPY
+    int64_t which, types, min_bytes;
+    PyArrayObject *in[3];
+    int n_in;
+    if (!numpy_ready || exact_int(args[0], &which) || exact_int(args[1], &types) || exact_int(args[4], &min_bytes) ||
+            !PyTuple_CheckExact(args[3]) || (n_in = index_inputs(args[2], in)) < 0) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    Entry *e = index_entry((int)which, types, in, n_in, args[3], min_bytes);
+    if (!e) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *shape = odml_ints_tuple(e->outs[0].dims, e->outs[0].rank), *passes = PyTuple_New(e->n_pass);
+    PyObject *result = NULL;
+    if (!shape || !passes) goto done;
+    for (int i = 0; i < e->n_pass; i++) {
+        const Pass *mp = &e->passes[i];
+        PyObject *t = Py_BuildValue("(iiy#ii)", mp->src, mp->dst, (const char *)&((IndexPass *)mp->index)->p,
+                                    (Py_ssize_t)sizeof(idx_params), mp->threads, mp->checked);
+        if (!t) goto done;
+        PyTuple_SET_ITEM(passes, i, t);
+    }
+    result = Py_BuildValue("(OOO)", shape, e->outs[0].dtype, passes);
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(passes);
+    Py_DECREF(e);
+    return result;
+#else
+    Py_RETURN_NONE;
+#endif
+}
