@@ -218,8 +218,9 @@ _native = _load_native()
 #: ``slice1_lowering``, ``slice_lowering``, ``slice_grad_lowering``,
 #: ``unfold_lowering``, ``fold_lowering``). Empty without the compiled
 #: extension; tests empty it to compare the routes.
-NATIVE_LOWERING: dict = {name[:-len("_lowering")]: getattr(_native, name) for name in dir(_native or object)
-                         if name.endswith("_lowering") and name != "move_lowering"}
+NATIVE_LOWERING: dict = {cls.OPERATOR.lower(): getattr(_native, cls.OPERATOR.lower() + "_lowering")
+                         for cls in OPERATORS.values()
+                         if hasattr(cls, "plain_lowering") and hasattr(_native, cls.OPERATOR.lower() + "_lowering")}
 
 #: array-API name -> (the kernel, the operator's description-free plan of
 #: its common valid case, ``f(in_sizes, *call.args)``: the reference, which
