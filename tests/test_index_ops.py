@@ -1021,3 +1021,23 @@ def test_the_extremes_check_agrees_with_the_full_check(monkeypatch):
                 except dml.ValidationError as e:
                     errors.append(str(e))
             assert errors[0] == errors[1]
+
+
+def test_reversal_along_an_outer_axis_with_rows_of_one_length():
+    """index.c copies a whole source row where a row of lengths is one length
+    (and per element otherwise): the reference's bytes either way, uniform
+    and mixed rows, lengths past the axis and the type's largest, views."""
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        r = int(rng.integers(2, 5))
+        shape = tuple(int(n) for n in rng.integers(1, 6, r))
+        x = rng.integers(-100, 100, shape).astype(rng.choice([np.float32, np.int8, np.float64, np.uint16]))
+        axis = int(rng.integers(0, r - 1))
+        lshape = tuple(1 if k == axis else n for k, n in enumerate(shape))
+        dt = rng.choice([np.uint32, np.uint64])
+        lengths = (np.full(lshape, rng.integers(0, shape[axis] + 3)) if rng.integers(2)
+                   else rng.integers(0, shape[axis] + 3, lshape)).astype(dt)
+        if rng.integers(4) == 0:
+            lengths.reshape(-1)[0] = np.iinfo(dt).max
+        v = x if rng.integers(2) else x[..., ::-1]
+        same(dml.reverse_subsequences(v, lengths, axis), ref.reverse_subsequences(v, lengths, axis))

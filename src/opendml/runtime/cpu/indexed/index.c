@@ -292,6 +292,37 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
         }                                                                                         \
     }
 
+/* REVERSE_SUBSEQUENCES along an outer dimension (a length per position of
+ * the innermost one), each length read and clamped as coordinate() does. A
+ * row of lengths that is one length (seen: the last row scanned, kept while
+ * the rows along the reversed dimension reuse it) makes each row one source
+ * row, copied whole where both are packed; else each element picks its own
+ * source row. */
+#define CLAMPED_LENGTH(IT, V, B) \
+    ((IT)-1 < (IT)0 ? ((int64_t)(V) < 0 ? 0 : ((int64_t)(V) > (B) ? (B) : (int64_t)(V))) \
+                    : ((uint64_t)(V) > (uint64_t)(B) ? (B) : (int64_t)(uint64_t)(V)))
+#define REVERSE_COL(IT, WT)                                                                       \
+    {                                                                                             \
+        const int64_t b = bound[0], e = pos[axis[0]], st = stride[0], is = istep[0];              \
+        const IT* lp = (const IT*)idx[0] + io[0];                                                 \
+        const WT* sp = (const WT*)src + s;                                                        \
+        WT* dp = (WT*)dst + d;                                                                    \
+        if ((const void*)lp != seen) {                                                            \
+            seen = lp;                                                                            \
+            one = CLAMPED_LENGTH(IT, lp[0], b);                                                   \
+            for (int64_t i = 1; i < n && one >= 0; i++)                                           \
+                if (CLAMPED_LENGTH(IT, lp[i * is], b) != one) one = -1;                           \
+        }                                                                                         \
+        if (one >= 0 && sstep == 1 && dstep == 1) {                                               \
+            memcpy(dp, sp + (e < one ? one - 1 - e : e) * st, (size_t)n * sizeof(WT));            \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                     \
+                const int64_t len = CLAMPED_LENGTH(IT, lp[i * is], b);                            \
+                dp[i * dstep] = sp[i * sstep + (e < len ? len - 1 - e : e) * st];                 \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
 typedef struct {
     int64_t type[IDX_MAX_AXES], stride[IDX_MAX_AXES], bound[IDX_MAX_AXES], mode[IDX_MAX_AXES],
         skip[IDX_MAX_AXES], axis[IDX_MAX_AXES], istep[IDX_MAX_AXES];
@@ -315,18 +346,24 @@ static void run_elements(const idx_params* pp, const char* src, char* dst, const
         if (ax->mode != 0 || ax->out_of_range || ax->type != type) typed = 0;
     }
     const int reverse_rows = na == 1 && pp->axes[0].mode == 1 && axis[0] == last && istep[0] == 0;
+    const int reverse_cols = gather && na == 1 && pp->axes[0].mode == 1 && axis[0] != last;
     int64_t far = 0;
     for (int64_t a = 0; a < na; a++) far += (bound[a] - 1) * (stride[a] < 0 ? -stride[a] : stride[a]) * es;
     const int pf = far >= PREFETCH_REACH;
     int out = 0;
     int64_t pos[IDX_MAX_RANK] = {0};
     int64_t s = pp->src_offset, d = pp->dst_offset;
+    const void* seen = NULL;                 /* REVERSE_COL: the row of lengths last scanned */
+    int64_t one = -1;                        /* its one length, or -1 */
     do {
         if (typed) {
             BY_INDEX_TYPE(type, ELEMENT_ROWS, es)
         } else if (reverse_rows) {
 #define REVERSE_WORDS(IT, ES) BY_WORD(ES, REVERSE_ROW, IT)
             BY_INDEX_TYPE(type, REVERSE_WORDS, es)
+        } else if (reverse_cols) {
+#define REVERSE_COLUMNS(IT, ES) BY_WORD(ES, REVERSE_COL, IT)
+            BY_INDEX_TYPE(type, REVERSE_COLUMNS, es)
         } else for (int64_t i = 0; i < n; i++) {
             int64_t off = 0;
             int keep = 1;
