@@ -502,3 +502,17 @@ def test_diagonal_matrix_of_a_new_shape_builds_no_description(monkeypatch):
             hits = ccache.info()["hits"]
             assert outcome(dml.diagonal_matrix, x, value=value, begin=begin, end=end) == want
             assert ccache.info()["hits"] == hits + 1
+
+
+def test_the_operators_c_lowering_numbers_are_newshape_h_s():
+    """Each operator declares its C lowering's number (``C_LOWERING``,
+    ``C_PLAIN``) in its module; newshape.h's enums must say the same
+    (ODML_LOWER_<FUNCTION>, ODML_PLAIN_<FUNCTION>), every one of them."""
+    import pathlib
+    import re
+    header = (pathlib.Path(dml.__file__).parent / "runtime" / "native" / "newshape.h").read_text()
+    for prefix, table in (("LOWER", ccache.MOVE_LOWERINGS),
+                          ("PLAIN", {n: i for i, n in enumerate(ccache.PLAIN_LOWERED)})):
+        enum = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(rf"ODML_{prefix}_([A-Z0-9_]+) = (\d+)", header)}
+        enum.pop("count", None)
+        assert table == enum, (prefix, table, enum)

@@ -44,6 +44,8 @@ class CastOperatorDesc(MoveOperatorDesc):
     output_tensor: TensorDesc
 
     OPERATOR = "CAST"
+    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
+    C_LOWERING = 1
     BINDING = Binding("cast", ((2, 3),), {"dtype": "int32"}, params="dtype",
                       returns="of ``x``'s shape and dtype ``dtype``",
                       rules="``dtype`` not a dtype at all; a dtype CAST does not take is an ``UnsupportedError``",

@@ -191,6 +191,8 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
 
     OPERATOR = "DIAGONAL_MATRIX1"
     TYPE_VALUE = 163
+    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
+    C_LOWERING = 8
     BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0})
     SLOTS = (Tensor("InputTensor", "input_tensor", "input", optional=True),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))

@@ -73,6 +73,8 @@ class FoldOperatorDesc(_Windowed):
 
     OPERATOR = "FOLD"
     SPATIAL = "output_tensor"
+    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
+    C_PLAIN = 4
     BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]},
                       params="output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, "
                              "start_padding: Ints = 0, end_padding: Ints = 0", route="plan",

@@ -37,6 +37,8 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
     scale_bias: ScaleBias | None = None
 
     OPERATOR = "ELEMENT_WISE_IDENTITY"
+    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
+    C_LOWERING = 0
     BINDING = Binding("identity", ((2, 3),), {"scale": 2.0, "bias": 1.0},
                       params="scale: float | None = None, bias: float | None = None",
                       returns="of ``x``'s shape and dtype", rules="``scale``/``bias`` on an integer dtype",

@@ -31,6 +31,8 @@ class JoinOperatorDesc(MoveOperatorDesc):
     axis: int
 
     OPERATOR = "JOIN"
+    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
+    C_LOWERING = 6
     BINDING = Binding("join", ((2, 3), (1, 3)), {"axis": 0}, "arrays", params="axis: int",
                       returns="of the inputs' dtype", rules="dtypes or ranks differ, ``axis`` out of range",
                       doc="""DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank;

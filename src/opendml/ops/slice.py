@@ -26,6 +26,8 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
     strides: tuple[int, ...]
 
     OPERATOR = "SLICE"
+    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
+    C_PLAIN = 0
     BINDING = Binding("slice", ((2, 3, 4),), {"offsets": [0, 1, 0], "sizes": [2, 2, 2], "strides": [1, 1, 2]},
                       params="offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]", route="plan",
                       returns="of ``x``'s dtype and shape ``sizes``", rules="a window reaching outside ``x``",

@@ -82,6 +82,8 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
     input_window_strides: tuple[int, ...]
 
     OPERATOR = "SLICE1"
+    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
+    C_PLAIN = 1
     BINDING = Binding("slice1", ((2, 3, 4),), {"window_offsets": [0, 0, 0], "window_sizes": [2, 3, 4],
                                                "window_strides": [1, -1, 2]},
                       params="window_offsets: Sequence[int], window_sizes: Sequence[int], "

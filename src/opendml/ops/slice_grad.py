@@ -39,6 +39,8 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
     input_window_strides: tuple[int, ...]
 
     OPERATOR = "SLICE_GRAD"
+    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
+    C_PLAIN = 2
     BINDING = Binding("slice_grad", ((2, 2, 2),), {"input_sizes": [2, 3, 4], "window_offsets": [0, 0, 0],
                                                    "window_sizes": [2, 3, 4], "window_strides": [1, 2, 2]}, "grad",
                       params="input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int], "

@@ -196,6 +196,8 @@ def _binding(function, inputs, args, summary, before, after, rule):
 class SpaceToDepth1OperatorDesc(_SpaceDepth1):
     """SPACE_TO_DEPTH with ``Order`` (feature level 2_1)."""
     OPERATOR = "SPACE_TO_DEPTH1"
+    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
+    C_LOWERING = 4
     BINDING = _binding("space_to_depth", ((1, 2, 4, 6),), {"block_size": 2, "order": "CRD"},
                        """(N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
     index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".""", "(N, C, H * b, W * b)",
@@ -208,6 +210,8 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth1):
 class DepthToSpace1OperatorDesc(_SpaceDepth1):
     """DEPTH_TO_SPACE with ``Order`` (feature level 2_1)."""
     OPERATOR = "DEPTH_TO_SPACE1"
+    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
+    C_LOWERING = 5
     BINDING = _binding("depth_to_space", ((1, 8, 2, 3),), {"block_size": 2}, """(N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
     of ``space_to_depth`` with the same order.""", "(N, C * b * b, H, W)", "(N, C, H * b, W * b)",
                        "the channels not a multiple of ``block_size ** 2``")

@@ -29,6 +29,8 @@ class SplitOperatorDesc(MoveOperatorDesc):
     axis: int
 
     OPERATOR = "SPLIT"
+    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
+    C_LOWERING = 7
     BINDING = Binding("split", ((4, 3),), {"axis": 0, "sizes": [1, 3]}, params="axis: int, sizes: Sequence[int]",
                       returns="per entry of ``sizes``, of ``x``'s dtype",
                       rules="``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range",

@@ -50,6 +50,8 @@ class TileOperatorDesc(MoveOperatorDesc):
     repeats: tuple[int, ...]
 
     OPERATOR = "TILE"
+    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
+    C_LOWERING = 2
     BINDING = Binding("tile", ((2, 3),), {"repeats": [2, 1]}, params="repeats: Ints",
                       returns="of ``x``'s dtype and shape ``x.shape * repeats``",
                       rules="``repeats`` longer than ``x.ndim``, an entry < 1", doc="""DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;

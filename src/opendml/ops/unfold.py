@@ -86,6 +86,8 @@ class UnfoldOperatorDesc(_Windowed):
     """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
 
     OPERATOR = "UNFOLD"
+    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
+    C_PLAIN = 3
     BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1},
                       params="window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, "
                              "end_padding: Ints = 0", route="plan", shape="The input of shape (N, C, *spatial)",

@@ -55,6 +55,7 @@ import sys
 import threading
 
 from ..model.errors import UnsupportedError, ValidationError
+from ..ops import OPERATORS
 from .config import config
 from .cpu.backend import _load_native
 
@@ -264,7 +265,8 @@ torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _n
 numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and hasattr(_native, "call_cache_numpy_new")
                                  else _no_new)
 #: The operators whose plain lowering is in C (newshape.h's ODML_PLAIN_* order).
-PLAIN_LOWERED = ("slice", "slice1", "slice_grad", "unfold", "fold")
+PLAIN_LOWERED = tuple(cls.BINDING.function for cls in sorted(
+    (c for c in OPERATORS.values() if "C_PLAIN" in vars(c)), key=lambda c: c.C_PLAIN))
 if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
     _native.call_cache_plain_ops(*(OPS[name] for name in PLAIN_LOWERED))
 
@@ -284,9 +286,8 @@ move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasa
 index_new: Callable[..., Any] = (_native.call_cache_index_new if _HAS_NEW and hasattr(_native, "call_cache_index_new")
                                  else _no_new)
 
-#: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*).
-MOVE_LOWERINGS = {"identity": 0, "cast": 1, "tile": 2, "pad": 3, "space_to_depth": 4, "depth_to_space": 5,
-                  "join": 6, "split": 7, "diagonal_matrix": 8}
+#: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*, as its operator declares it).
+MOVE_LOWERINGS = {cls.BINDING.function: cls.C_LOWERING for cls in OPERATORS.values() if "C_LOWERING" in vars(cls)}
 
 
 def entry(name: str, x, *args) -> dict | None:
