@@ -341,3 +341,15 @@ def test_torch_cpu_tensors():
     lengths = rng.integers(0, 7, (1, 3, 1, 5)).astype(np.uint32)
     got = dml.reverse_subsequences(torch.from_numpy(x), torch.from_numpy(lengths), 2)
     assert outcome(lambda: got.numpy()) == python_route(dml.reverse_subsequences, x, lengths, 2)
+
+
+def test_a_gather_nd_output_past_eight_dimensions_is_declined_before_it_is_built():
+    """x and indices of rank 8 with one-entry tuples make a 14-dimension
+    output: C declines it before filling its 8-entry shape (the sanitizer
+    pass runs this), and the route raises its DimensionCount error."""
+    x = np.zeros((2,) * 8, np.float32)
+    ind = np.zeros((2,) * 7 + (1,), np.int64)
+    with pytest.raises(dml.ValidationError, match="DimensionCount"):
+        dml.gather_nd(x, ind)
+    with pytest.raises(dml.ValidationError, match="DimensionCount"):
+        dml.gather_nd(x, ind, check_indices=False)

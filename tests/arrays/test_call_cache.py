@@ -1532,3 +1532,27 @@ def test_a_family_record_holds_its_inputs_while_python_code_runs():
     env = dict(os.environ, PYTHONMALLOC="malloc_debug")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stdout[-2000:], out.stderr[-4000:])
+
+
+@pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not installed")
+def test_index_records_whose_reach_would_wrap_are_refused():
+    """A hand-built index pass whose reach check could wrap around 2^63 (a
+    huge bound or stride) is refused at put_move; a sane one is stored."""
+    from opendml.runtime import calls
+    from opendml.runtime.cpu.backend import IndexParams
+
+    def put(bound, stride=4, size=1):
+        x, ind = np.arange(16, dtype=np.float32), np.array([1], np.int64)
+        p = IndexParams(kind=0, element_size=4, data_type=1, rank=1, outer=1, naxes=1)
+        p.sizes[0], p.dst_strides[0] = size, 1
+        ax = p.axes[0]
+        ax.slot, ax.type, ax.stride, ax.bound = 1, 11, stride, bound
+        calls.clear()
+        return calls.put_move("gather", (x, ind), (False, 0, None), (((1,), np.dtype(np.float32), False),), (0, 0),
+                              ((2, 0, 0, bytes(p), 1, False),), False, calls.generation())
+
+    assert put(4)
+    assert not put((1 << 62) + 1)
+    assert not put(4, stride=1 << 60)
+    assert not put(4, size=-1)
+    calls.clear()

@@ -391,8 +391,11 @@ def _generate(b, cls) -> Any:
     """The array function ``b`` (a ``Binding``) declares: a real function (its own signature, docstring
     and source, readable by ``inspect``), whose body offers the arguments as received to the C call cache
     and else takes ``b.route`` with them."""
-    names = [a.arg for a in ast.parse(f"def f({b.params}): pass").body[0].args.args]
-    args = ", ".join(names)
+    spec = ast.parse(f"def f({b.params}): pass").body[0].args
+    if spec.kwonlyargs or spec.vararg or spec.kwarg or spec.posonlyargs:
+        raise TypeError(f"{b.function}: a binding's params are plain positional-or-keyword parameters "
+                        f"(the generated body forwards those only); got {b.params!r}")
+    args = ", ".join(a.arg for a in spec.args)
     result = "list" if _many_out(cls) else "Any"
     src = (f"def {b.function}({b.array}: {'Sequence[Any]' if b.array == 'arrays' else 'Any'}, {b.params}) -> {result}:\n"
            + _BODIES[b.route].format(code=_OPS[b.function], array=b.array, args=args))

@@ -261,10 +261,11 @@ def _like(a, x, where: str):
 # index check fused into the passes that read the checked indices (a bad
 # index makes the served call answer None, and the route then raises its
 # error naming the first one); on CUDA the index kernels' launches
-# (``arrays/cuda.move``, without the check: a call with ``check_indices``
-# reads its indices on the host and always takes the route). Every
-# ``opendml.configure()`` empties the cache (``configure(call_cache=False)``
-# turns it off; the NumPy kernels record nothing); a replaced
+# (``arrays/cuda.move``, without the check: a checked call on a GPU always
+# takes the route, which reads back its indices' extremes, ``_check``).
+# Every ``opendml.configure()`` empties the cache (``configure(call_cache=
+# False)`` stops the serving of repeats and the recording; a never-seen shape
+# is still lowered in C, ``_offer``; the NumPy kernels record nothing); a replaced
 # ``engine.execute`` (a spy) or a backend whose ``prepare`` was replaced on
 # the instance is given every call.
 

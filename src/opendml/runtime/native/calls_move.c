@@ -704,8 +704,8 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     }
     if (ok && function)
         ok = grid >= 1 && grid <= 0x7fffffffu && block >= 1 && block <= 1024 && shared <= 0xffffffffu &&
-             size <= INDEX_BLOCK && s->at_src >= 0 && s->at_src + 8 <= size && s->at_dst >= 0 &&
-             s->at_dst + 8 <= size && s->at_idx >= 0 && s->at_idx + 8 * naxes <= size;
+             size <= INDEX_BLOCK && s->at_src >= 0 && s->at_src <= size - 8 && s->at_dst >= 0 &&
+             s->at_dst <= size - 8 && s->at_idx >= 0 && s->at_idx <= size - 8 * naxes;
     if (!ok) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): an index launch needs src in [-1, inputs), "

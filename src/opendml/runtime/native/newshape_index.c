@@ -17,7 +17,7 @@ enum { IX_GATHER = 0, IX_GATHER_ELEMENTS = 1, IX_ONE_HOT = 2, IX_REVERSE = 3, IX
 /* plan.INDEX_POSITION / INDEX_REVERSE_LENGTH, plan.INDEX_CLAMP / INDEX_SKIP */
 enum { IX_POSITION = 0, IX_REVERSE_LENGTH = 1, IX_CLAMP = 0, IX_SKIP = 1 };
 #define IX_RANK 8                         /* the tables' DimensionCount at the newest level: 1 to 8 */
-#define IX_SIZE_LIMIT ((int64_t)1 << 31)  /* larger sizes take the Python route (TensorDesc's limits) */
+#define IX_SIZE_LIMIT ((int64_t)1 << 31)  /* larger sizes take the Python route (stricter than TensorDesc's 2^32 - 1) */
 
 #ifdef ODML_NUMPY
 /* An input as planner.array_layout reads it: DataType, sizes, signed element strides, origin. */
@@ -339,6 +339,7 @@ static int lower_gather_nd(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize
     const int rx = x->n, ri = ind->n, q = (int)ind->shape[ri - 1];
     int r = rx > ri ? rx : ri;
     if (ri - 1 + rx - (int)b - q > r) r = ri - 1 + rx - (int)b - q;            /* _nd_rank */
+    if (r > IX_RANK) return -1;                 /* (out_dims holds IX_RANK: checked before it is filled) */
     g->out_rank = 0;
     for (int k = 0; k < ri - 1; k++) g->out_dims[g->out_rank++] = ind->shape[k];
     for (int k = (int)b + q; k < rx; k++) g->out_dims[g->out_rank++] = x->shape[k];

@@ -516,6 +516,24 @@ void odml_index_move(const idx_params* p, const char* src, char* dst, const char
     } while (walk_next(p, outer, pos, &s, &d, p->naxes, io));
 }
 
+/* Whether a walk over `sizes` with `strides` from `offset` could reach
+ * IDX_FAR elements or more (or a size is negative): a record built by hand
+ * could otherwise make odml_index_fits' sums wrap around and pass. Bounded
+ * so, the fits check's sums of a few such spans stay far below 2^63. */
+#define IDX_FAR ((int64_t)1 << 58)
+static int too_far(const int64_t* sizes, const int64_t* strides, int64_t r, int64_t offset) {
+    if (offset <= -IDX_FAR || offset >= IDX_FAR) return 1;
+    int64_t total = 0;
+    for (int64_t k = 0; k < r; k++) {
+        const int64_t n = sizes[k], st = strides[k];
+        if (n < 0 || n >= IDX_FAR || st <= -IDX_FAR || st >= IDX_FAR) return 1;
+        const int64_t a = st < 0 ? -st : st;
+        if (a && n > (IDX_FAR - total) / a) return 1;
+        total += n * a;
+    }
+    return 0;
+}
+
 /* NULL, or what is wrong with a pass's parameters. */
 const char* odml_index_malformed(const idx_params* p, int64_t ninputs) {
     if (p->rank < 0 || p->rank > IDX_MAX_RANK || p->outer < 0 || p->outer > p->rank || p->naxes < 0 ||
@@ -527,9 +545,13 @@ const char* odml_index_malformed(const idx_params* p, int64_t ninputs) {
         if (ax->bound < 1 || (ax->mode != 0 && ax->mode != 1) ||
             (ax->mode == 1 && (ax->axis < 0 || ax->axis >= p->outer || p->sizes[ax->axis] > ax->bound)) ||
             (ax->type != T_I32 && ax->type != T_I64 && ax->type != T_U32 && ax->type != T_U64) ||
-            (ninputs >= 0 && (ax->slot < 0 || ax->slot >= ninputs)))
+            (ninputs >= 0 && (ax->slot < 0 || ax->slot >= ninputs)) ||
+            too_far(p->sizes, ax->strides, p->rank, ax->offset) || too_far(&ax->bound, &ax->stride, 1, 0))
             return "malformed index axis";
     }
+    if (too_far(p->sizes, p->src_strides, p->rank, p->src_offset) ||
+        too_far(p->sizes, p->dst_strides, p->rank, p->dst_offset))
+        return "malformed parameters";
     return NULL;
 }
 
