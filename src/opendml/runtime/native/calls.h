@@ -202,6 +202,7 @@ int64_t descr_type(PyArray_Descr *d);
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
 /* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
 int torch_input(PyObject *x);
+int torch_input_cuda(PyObject *x);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 #endif

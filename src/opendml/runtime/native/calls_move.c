@@ -911,6 +911,16 @@ int torch_input(PyObject *x) {
     if (PyTuple_CheckExact(x)) return PyTuple_GET_SIZE(x) > 0 && Py_TYPE(PyTuple_GET_ITEM(x, 0)) == (PyTypeObject *)t_type;
     return 0;
 }
+
+/* For x where torch_input(x): whether its (first) tensor is a CUDA one (0 where that cannot be read). */
+int torch_input_cuda(PyObject *x) {
+    PyObject *first = PyList_CheckExact(x) || PyTuple_CheckExact(x) ? PySequence_Fast_ITEMS(x)[0] : x;
+    Py_INCREF(first);
+    const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
+    Py_DECREF(first);
+    if (PyErr_Occurred()) drop_error();
+    return cuda;
+}
 #endif
 
 PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -919,15 +929,8 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
     if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
     int fw = cuda_framework(args[1]);
     if (fw == 2) return with_deferred(cuda_move(args, nargs, 0));
-    if (fw == 1) {                                             /* CUDA tensors by their own entries, CPU ones by views */
-        PyObject *first = args[1];
-        if (PyList_CheckExact(first) || PyTuple_CheckExact(first))
-            first = PyList_CheckExact(first) ? PyList_GET_ITEM(first, 0) : PyTuple_GET_ITEM(first, 0);
-        Py_INCREF(first);
-        int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
-        Py_DECREF(first);
-        if (cuda) return with_deferred(cuda_move(args, nargs, 1));
-    }
+    if (fw == 1 && torch_input_cuda(args[1]))                 /* CUDA tensors by their own entries, CPU ones by views */
+        return with_deferred(cuda_move(args, nargs, 1));
     if (torch_input(args[1])) return with_deferred(torch_move(args, nargs));
     return with_deferred(move_call(args, nargs));
 #else

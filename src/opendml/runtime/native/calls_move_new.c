@@ -376,14 +376,7 @@ PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_
     if (odml_arity("call_cache_move_new(op, lowering, x, args, generation, conf)", nargs, 6, 6)) return NULL;
 #ifdef ODML_NUMPY
     if (torch_input(args[2])) {                                /* CPU tensors, through views */
-        PyObject *first = args[2];
-        if (PyList_CheckExact(first) || PyTuple_CheckExact(first))
-            first = PySequence_Fast_ITEMS(first)[0];
-        Py_INCREF(first);
-        const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
-        Py_DECREF(first);
-        if (PyErr_Occurred()) drop_error();
-        if (cuda) Py_RETURN_NONE;
+        if (torch_input_cuda(args[2])) Py_RETURN_NONE;
         return with_deferred(torch_views(args, nargs, 2, move_new));
     }
     return with_deferred(move_new(args, nargs));
