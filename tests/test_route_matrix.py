@@ -332,6 +332,13 @@ def _fresh_process_main(framework: str) -> None:
                           "entries": seen["entries"], "got": got}
         except Exception as e:  # noqa: BLE001 - reported per operator
             rows[name] = {"error": f"{type(e).__name__}: {e}"}
+    _print_rows(rows)
+
+
+def _print_rows(rows: dict) -> None:
+    """A fresh process's report: per operator its error, or whether its
+    outputs' bytes equal the NumPy route's (``same``), and the frameworks
+    imported."""
     for name, row in rows.items():
         if "got" in row:
             want = CASES[name].want
@@ -370,13 +377,7 @@ def _compile_first_main() -> None:
             rows[name] = {"got": got}
         except Exception as e:  # noqa: BLE001 - reported per operator
             rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
-    for name, row in rows.items():
-        if "got" in row:
-            want = CASES[name].want
-            row["same"] = len(want) == len(row["got"]) and all(
-                g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
-                for g, w in zip(row.pop("got"), want))
-    print(json.dumps({"modules": sorted(m for m in ("torch", "jax", "cupy") if m in sys.modules), "rows": rows}))
+    _print_rows(rows)
 
 
 @functools.cache

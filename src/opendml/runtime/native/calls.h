@@ -205,6 +205,7 @@ int torch_input(PyObject *x);
 int torch_input_cuda(PyObject *x);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
+PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 #endif
 void front_clear(void);                 /* empties the family's front table (with the dict) */
 int odml_calls_move_init(void);

@@ -912,6 +912,14 @@ int torch_input(PyObject *x) {
     return 0;
 }
 
+/* A never-seen shape offered to C (`fn`, whose input arrays are args[xi]): NumPy arrays as they are, plain
+ * PyTorch CPU tensors through NumPy views of them; None for CUDA tensors (the Python route runs those). */
+PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
+    if (!torch_input(args[xi])) return with_deferred(fn(args, nargs));
+    if (torch_input_cuda(args[xi])) Py_RETURN_NONE;
+    return with_deferred(torch_views(args, nargs, xi, fn));
+}
+
 /* For x where torch_input(x): whether its (first) tensor is a CUDA one (0 where that cannot be read). */
 int torch_input_cuda(PyObject *x) {
     PyObject *first = PyList_CheckExact(x) || PyTuple_CheckExact(x) ? PySequence_Fast_ITEMS(x)[0] : x;

@@ -375,11 +375,7 @@ PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_
     (void)self;
     if (odml_arity("call_cache_move_new(op, lowering, x, args, generation, conf)", nargs, 6, 6)) return NULL;
 #ifdef ODML_NUMPY
-    if (torch_input(args[2])) {                                /* CPU tensors, through views */
-        if (torch_input_cuda(args[2])) Py_RETURN_NONE;
-        return with_deferred(torch_views(args, nargs, 2, move_new));
-    }
-    return with_deferred(move_new(args, nargs));
+    return cpu_new(args, nargs, 2, move_new);
 #else
     Py_RETURN_NONE;
 #endif

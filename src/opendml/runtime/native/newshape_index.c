@@ -589,11 +589,7 @@ PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py
     if (odml_arity("call_cache_index_new(op, which, types, given, args, generation, min_bytes)", nargs, 7, 7))
         return NULL;
 #ifdef ODML_NUMPY
-    if (torch_input(args[3])) {                                /* CPU tensors, through views */
-        if (torch_input_cuda(args[3])) Py_RETURN_NONE;
-        return with_deferred(torch_views(args, nargs, 3, index_new));
-    }
-    return with_deferred(index_new(args, nargs));
+    return cpu_new(args, nargs, 3, index_new);
 #else
     Py_RETURN_NONE;
 #endif
