@@ -146,6 +146,16 @@ def _traced(a) -> bool:
     return type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__
 
 
+def _extremes_in_range(lo, hi, bounds, unsigned: bool) -> bool:
+    """Whether indices whose smallest and largest values are ``lo`` and ``hi``
+    (per tuple entry where ``bounds`` has one n per entry) all lie in
+    ``[-n, n)`` (``[0, n)`` unsigned): the index rule, read from extremes."""
+    n = np.asarray(bounds, dtype=np.int64).reshape(-1)
+    if unsigned:
+        return bool((np.asarray(hi).astype(np.uint64) < n.astype(np.uint64)).all())
+    return bool(((np.asarray(lo).astype(np.int64) >= -n) & (np.asarray(hi).astype(np.int64) < n)).all())
+
+
 def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indices", last_axis: bool = False):
     """The first index outside ``[-n, n)`` (signed types) or ``[0, n)``
     (unsigned) raises ``ValidationError`` naming its value and position;
@@ -161,15 +171,11 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
         if not ((v.dtype.kind == "u" or int(lo) >= -int(n.min())) and int(hi) < int(n.min())):
             flat = v.reshape(-1, v.shape[-1])
             lo, hi = flat.min(axis=0), flat.max(axis=0)
-    # the common case, everything in range, from the extremes alone
+    if _extremes_in_range(lo, hi, n, v.dtype.kind == "u"):   # the common case, from the extremes alone
+        return
     if v.dtype.kind == "u":
-        if (hi.astype(np.uint64) < n.reshape(-1).astype(np.uint64)).all():
-            return
         bad = v.astype(np.uint64) >= n.astype(np.uint64)
     else:
-        nn = n.reshape(-1)
-        if ((lo.astype(np.int64) >= -nn) & (hi.astype(np.int64) < nn)).all():
-            return
         w = v.astype(np.int64)
         bad = (w < -n) | (w >= n)
     if bad.any():
@@ -210,11 +216,8 @@ def _check(indices, bounds, where: str, last_axis: bool = False) -> None:
     instead of copying every index to the host); only where an index is out
     of range are the values read to name the first one."""
     ext = _device_extremes(indices, last_axis)
-    if ext is not None:
-        n = np.asarray(bounds, dtype=np.int64).reshape(-1)
-        lo, hi = ext[0].astype(np.int64), ext[1].astype(np.int64)
-        if ((lo >= -n) & (hi < n)).all():
-            return
+    if ext is not None and _extremes_in_range(ext[0], ext[1], bounds, False):
+        return
     check_index_values(_host(indices), bounds, where, last_axis=last_axis)
 
 
