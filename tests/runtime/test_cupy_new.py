@@ -34,6 +34,7 @@ from opendml.model import TensorDesc
 from opendml.runtime import calls
 from opendml.runtime.cuda import tuned as ct
 from tests.conftest import cuda_available, native_available, run_in_threads
+from tests.runtime.test_cuda_move_cache import FakeArray, fake  # noqa: F401 - a stand-in for CuPy, registered
 from tests.runtime.test_cuda_spec import ALIGN, DTYPES, INTS, call_of, element_layout, zeros
 from tests.test_newshape_fastpaths import modest_unfold, outcome, slice1_args, slice_args, window_args
 from tests.test_newshape_plain import unfold_fields
@@ -74,57 +75,6 @@ def a_call(draw, names=tuple(FNS)):
 
 # -- without a GPU: a stand-in for cupy.ndarray ------------------------------------------------------------
 
-class Memory:
-    def __init__(self, ptr, device_id):
-        self.ptr, self.device_id = ptr, device_id
-
-
-class FakeArray:
-    """What C reads of a cupy.ndarray: dtype, shape, byte strides, data.ptr, data.device_id."""
-
-    def __init__(self, shape, dtype, strides=None, ptr=1 << 20, device=0):
-        dtype = np.dtype(dtype)
-        if strides is None:
-            strides = tuple(int(s) * dtype.itemsize for s in dml.packed_strides(shape))
-        self.shape, self.dtype, self.strides, self.data = tuple(shape), dtype, tuple(strides), Memory(ptr, device)
-
-
-class Hooks:
-    """CuPy's hooks as the call cache takes them (calls.register_cupy), steerable."""
-
-    def __init__(self):
-        self.current, self.out_ptr, self.made, self.on_empty = 0, 1 << 30, [], None
-
-    def empty(self, shape, dtype):
-        if self.on_empty is not None:
-            self.on_empty()
-        out = FakeArray(shape, dtype, ptr=self.out_ptr)
-        self.made.append(out)
-        return out
-
-    def device(self):
-        return self.current
-
-    def stream(self):
-        return 0
-
-
-@pytest.fixture(scope="module")
-def fake():
-    hooks = Hooks()
-    calls.register_cupy(FakeArray, hooks.empty, hooks.device, hooks.stream)
-    try:
-        yield hooks
-    finally:
-        try:                              # CuPy's own hooks back, where it is installed
-            import cupy
-            from opendml.arrays import cupy_adapter
-            calls.register_cupy(cupy.ndarray, cupy.empty, cupy.cuda.runtime.getDevice,
-                                cupy_adapter._current_stream_ptr)
-        except ImportError:
-            calls.register_cupy(type("NoCuPy", (), {}), hooks.empty, hooks.device, hooks.stream)
-
-
 MISSING = {0: {}}                     # compiled kernels by device: none yet, every name comes back
 
 
@@ -142,7 +92,8 @@ def c_route(fn, x, *args, kernels=MISSING, lowered=False):
                            kernels, x.dtype, None)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(a_call(), st.data(), st.sampled_from([1, 2, 4, 8]), st.booleans(), ALIGN, ALIGN)
 def test_the_launch_chosen_for_a_cupy_array_is_the_python_routes(fake, drawn, data, es, floating, src, dst):
     fn, shape, args = drawn
@@ -155,45 +106,57 @@ def test_the_launch_chosen_for_a_cupy_array_is_the_python_routes(fake, drawn, da
     layout = planner.array_layout(shape, tuple(s * es for s in strides), es)
     _, plan = planner.plan_for(call, dtype, shape, layout)
     want = ct.launch_spec(plan.kernel_plan(), src, layout.span, dst)[0]
-    x = FakeArray(shape, dtype, tuple(s * es for s in strides), ptr=src + layout.origin * es)
-    fake.out_ptr, fake.current, fake.on_empty = dst, 0, None
+    x = FakeArray(shape, dtype, src + layout.origin * es, tuple(s * es for s in strides))
+    fake.next, fake.device = dst, 0
     assert c_route(fn, x, *args) == want
     compiled = c_route(fn, x, *args, lowered=True) if call.name in planner.NATIVE_LOWERING else None
     assert compiled in (None, False, want)      # (False: the compiled lowering leaves these to plain_plan)
 
 
+class Changing:
+    """A lock whose taking (by the stand-in's empty) changes x's shape, as a finalizer run by the allocation
+    could."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __enter__(self):
+        self.x.shape = (1, 3, 5, 5)
+
+    def __exit__(self, *exc):
+        return False
+
+
 def test_the_route_declines_what_the_python_route_must_take(fake):
-    x4 = (1, 3, 5, 6)
+    x4, base = (1, 3, 5, 6), 1 << 20
     args = ([0, 0, 0, 0], list(x4), [1, 1, -1, 1])
 
-    def answer(x=None, out_ptr=1 << 30, current=0, on_empty=None, **kw):
-        fake.out_ptr, fake.current, fake.on_empty = out_ptr, current, on_empty
-        return c_route(dml.slice1, FakeArray(x4, np.float32) if x is None else x, *args, **kw)
+    def answer(x=None, **kw):
+        fake.next = 1 << 30
+        return c_route(dml.slice1, FakeArray(x4, np.float32, base) if x is None else x, *args, **kw)
 
     assert answer().startswith("strided_copy<")                  # the route runs (a kernel name to compile)
     assert answer(lowered=True).startswith("strided_copy<")
-    assert answer(FakeArray(x4, np.float32, ptr=(1 << 20) + 2)) is None          # misaligned input
-    assert answer(FakeArray(x4, np.float32, ptr=(1 << 20) + 4)).startswith("strided_copy<")
-    assert answer(out_ptr=(1 << 30) + 2) is None                                  # misaligned output
-    assert answer(current=1) is None                                              # another current device
-    assert answer(FakeArray(x4, np.float32, device=1), current=1).startswith("strided_copy<")
-    assert answer(kernels=None) is None                                           # launches not made natively
-    assert answer(FakeArray(x4, np.float32, strides=(360, 120, 24, 2))) is None   # not whole elements
-    assert answer(FakeArray(x4, np.dtype(">f4"))) is None                         # byte-swapped
-    assert answer(type("Sub", (FakeArray,), {})(x4, np.float32)) is None          # not the exact type
-
-    def fail():
-        raise MemoryError("out of device memory")
-    assert answer(on_empty=fail) is None                                          # the Python route raises
-    x = FakeArray(x4, np.float32)
-
-    def change():                     # as a finalizer run by the allocation could
-        x.shape = (1, 3, 5, 5)
-    assert answer(x, on_empty=change) is None
-    x = FakeArray(x4, np.float32)
+    assert answer(FakeArray(x4, np.float32, base + 2)) is None            # misaligned input
+    assert answer(FakeArray(x4, np.float32, base + 4)).startswith("strided_copy<")
+    assert answer(kernels=None) is None                                   # launches not made natively
+    assert answer(FakeArray(x4, np.float32, base, (360, 120, 24, 2))) is None   # not whole elements
+    assert answer(FakeArray(x4, np.dtype(">f4"), base)) is None           # byte-swapped
+    assert answer(type("Sub", (FakeArray,), {})(x4, np.float32, base)) is None   # not the exact type
+    x = FakeArray(x4, np.float32, base)
     x.data = None
     assert answer(x) is None
-    fake.on_empty = None
+    fake.device = 1                                                       # another current device
+    assert answer() is None
+    assert answer(FakeArray(x4, np.float32, base, device=1)).startswith("strided_copy<")
+    fake.device, fake.misalign = 0, 2                                     # a misaligned output
+    assert answer() is None
+    fake.misalign, fake.fail = 0, MemoryError("out of device memory")    # the Python route raises it
+    assert answer() is None
+    fake.fail = None
+    x = FakeArray(x4, np.float32, base)
+    fake.lock = Changing(x)
+    assert answer(x) is None and x.shape == (1, 3, 5, 5)
 
 
 # -- on a GPU --------------------------------------------------------------------------------------------

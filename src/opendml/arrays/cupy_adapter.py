@@ -26,7 +26,6 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..runtime import alloc, calls, get_backend
 from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
 from . import cuda
-from . import planner as _planner
 from .planner import count_planned, plain_plan, plan_for_strides
 
 #: CUDA backends per device number (get_backend's lookup, without its string keys).
@@ -66,41 +65,26 @@ _new = calls.torch_new
 
 def _new_shape(x, call):
     """A never-seen shape of SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD (issue 33) in one C call: the
-    operator's compiled ``plain_lowering`` (``planner.NATIVE_LOWERING``, else ``plain_plan``) gives the plan
-    for ``x``'s sizes, C applies it to ``x``'s layout, allocates the output with ``cupy.empty`` on the
-    current device, queues the launch the route below would queue on CuPy's current stream and records the
-    call as ``calls.put_cuda`` would. A kernel the process has not loaded comes back by name: compiled, then
-    the call is made again. None where C leaves the call to the route below (another operator, a layout it
-    must copy, another current device, misaligned data, launches not made natively...), which then
-    validates, plans and runs it."""
-    kernels = new_kernels()
-    if kernels is None:
-        return None
-    name = call.name
-    fields = _planner.NATIVE_LOWERING.get(name)
-    if fields is None:
-        got = plain_plan(call, x.dtype, x.shape, x.size)
-        if got is None:
-            return None
-        kernel, fields = got
-    else:
-        kernel = _planner.PLAIN_KERNEL[name]
+    operator's plain lowering (``plain_plan``, its compiled fast path first) gives the plan for ``x``'s
+    sizes, and C applies it to ``x``'s layout, allocates the output with ``cupy.empty`` on the current
+    device, queues the launch the route below would queue on CuPy's current stream and records the call as
+    ``calls.put_cuda`` would. A kernel the process has not loaded comes back by name: compiled, then the
+    call is made again. None where C leaves the call to the route below (another operator, a layout it must
+    copy, another current device, misaligned data, launches not made natively...), which then validates,
+    plans and runs it."""
     since = calls.generation()            # before the settings are read
-    op, kind, args, dtype = _OPS[name], _NEW_KINDS[kernel], call.args, x.dtype
-    for _ in range(5):                    # a kernel compiled per miss (at most one a launch) and a False
-        out = _new(op, x, args, kind, fields, since, kernels, dtype, None)
-        if type(out) is str:
-            add_new_kernel(x.device.id, out)
-        elif out is False:                # no compiled fields: the reference lowering's, if any
-            got = plain_plan(call, dtype, x.shape, x.size, compiled=False)
-            if got is None:
-                return None
-            kernel, fields = got
-            kind = _NEW_KINDS[kernel]
-        else:
+    kernels = new_kernels()
+    got = None if kernels is None else plain_plan(call, x.dtype, x.shape, x.size)
+    if got is None:
+        return None
+    op, kind = _OPS[call.name], _NEW_KINDS[got[0]]
+    for _ in range(4):                    # a kernel compiled per miss (its name depends on the addresses)
+        out = _new(op, x, call.args, kind, got[1], since, kernels, x.dtype, None)
+        if type(out) is not str:
             if out is not None:
                 count_planned()
             return out
+        add_new_kernel(x.device.id, out)
     return None
 
 
