@@ -1,6 +1,6 @@
 """Every operator on a never-seen shape on the GPU, beside the framework's own
 op (issue 33: at most 2x PyTorch's time): ``python3 -m benchmarks.newshape_gpu
---out DIR [--calls N] [--rounds R] [--device cuda|cpu]``.
+--out DIR [--calls N] [--rounds R] [--device cuda|cpu] [--ops slice1,unfold,...]``.
 
 Each call is on a (1, C, H, W) float32 input whose (C, H, W) no earlier call
 of that operator in the process used: C from 1 to 16, H and W from 8 to 200,
@@ -234,11 +234,12 @@ def _ops_dir() -> str:
 
 def python_lowered(fn, args) -> bool:
     """Whether ``fn(*args)`` ran a function of ``opendml/ops`` in Python (a
-    description or a lowering: not the C new-shape route)."""
+    description or a lowering: not the C new-shape route). An operator's
+    ``arguments``, which every call runs to bind its arguments, is not one."""
     ops_dir, seen = _ops_dir(), []
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(ops_dir):
+        if event == "call" and frame.f_code.co_filename.startswith(ops_dir) and frame.f_code.co_name != "arguments":
             seen.append(frame.f_code.co_name)
     old = sys.getprofile()
     sys.setprofile(profile)
@@ -249,7 +250,8 @@ def python_lowered(fn, args) -> bool:
     return bool(seen)
 
 
-def child(role: str, variant: str, device: str, calls: int, rounds: int, probe: int, seed: int) -> dict:
+def child(role: str, variant: str, device: str, calls: int, rounds: int, probe: int, seed: int,
+          ops: str = "") -> dict:
     """One process: ``role`` prime, warm or fresh (see the module's docstring)."""
     for m in VARIANTS[variant]:
         __import__(m)
@@ -258,8 +260,10 @@ def child(role: str, variant: str, device: str, calls: int, rounds: int, probe: 
     fw.sync()
     timed = [shapes(seed + 1 + r, calls) for r in range(rounds)]
     probed = shapes(seed + 100, probe)
-    rows = []
+    rows, only = [], {o for o in ops.split(",") if o}
     for name, peer_name, make, ours, peer in operators(fw):
+        if only and name.split()[0] not in only:          # --ops: the operator's function name
+            continue
         try:
             row = _measure(role, variant, fw, timed, probed, seed, name, peer_name, make, ours, peer)
         except Exception as e:  # noqa: BLE001 - one operator's failure is its row's, not the run's
@@ -369,7 +373,7 @@ def _run_child(args, role, variant, deadline: float) -> dict:
         return {"rows": [], "error": "skipped: --budget spent"}
     cmd = [sys.executable, "-m", "benchmarks.newshape_gpu", "--child", role, "--variant", variant,
            "--device", args.device, "--calls", str(args.calls), "--rounds", str(args.rounds), "--probe",
-           str(args.probe), "--seed", str(args.seed)]
+           str(args.probe), "--seed", str(args.seed), "--ops", args.ops]
     t0 = time.perf_counter()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT.parent, timeout=limit)
@@ -440,6 +444,7 @@ def main(argv=None) -> int:
     p.add_argument("--probe", type=int, default=10, help="further new shapes whose route is checked")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--variants", default="torch,cupy,both")
+    p.add_argument("--ops", default="", help="only these operators, by function name (e.g. slice,slice1,unfold)")
     p.add_argument("--timeout", type=int, default=60, help="seconds per timed process")
     p.add_argument("--prime-timeout", type=int, default=150,
                    help="seconds per priming process (it compiles the kernels a cold on-disk cache lacks)")
@@ -449,7 +454,7 @@ def main(argv=None) -> int:
     p.add_argument("--variant", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
-        print(json.dumps(child(a.child, a.variant, a.device, a.calls, a.rounds, a.probe, a.seed)))
+        print(json.dumps(child(a.child, a.variant, a.device, a.calls, a.rounds, a.probe, a.seed, a.ops)))
         return 0
     start = time.perf_counter()
     variants = [v for v in a.variants.split(",") if v]
@@ -464,7 +469,7 @@ def main(argv=None) -> int:
     head = f"device {name}, copy bandwidth {bw:.0f} GB/s; (1, C, H, W) float32, C 1-16, H and W 8-200"
     print(head, flush=True)
     meta = {"device": name, "copy_GBps": bw, "calls": a.calls, "rounds": a.rounds, "probe": a.probe,
-            "seed": a.seed, "python": sys.version.split()[0], "numpy": np.__version__,
+            "seed": a.seed, "ops": a.ops or "all", "python": sys.version.split()[0], "numpy": np.__version__,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "variants": variants}
     for m in ("torch", "cupy"):
         try:

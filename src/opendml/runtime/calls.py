@@ -251,6 +251,7 @@ NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
 #: output; None where the Python route must run the call (nothing run); or, on
 #: CUDA, the name of a kernel ``kernels`` lacks (nothing run: compile it and
 #: call again).
+#: ``x`` may also be an exact CuPy array (``dtype`` its dtype, ``cpu`` None), recorded as ``put_cuda`` records it.
 torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _no_new
 
 

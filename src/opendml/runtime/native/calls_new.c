@@ -154,159 +154,93 @@ static int torch_describe_py(PyObject *x, odml_torch_info *in) {
     return 0;
 }
 
-/* x.new_empty(dims) (x's dtype and device) and its data pointer: PyTorch's accessor, else through Python.
- * NULL with the allocator's exception. */
-static PyObject *torch_new_empty(PyObject *x, const int64_t *dims, int rank, uint64_t *dst) {
-    if (tapi) return tapi->empty(x, dims, rank, NULL, dst);
-    PyObject *shape = PyTuple_New(rank);
+/* A new shape's input as the route read it, the one description the plan, the key and the launch are made
+ * from: a PyTorch tensor (torch_api.h's describe, or torch_describe_py) or an exact CuPy array (cupy_describe). */
+typedef struct {
+    odml_torch_info in;       /* sizes, element strides, data pointer, device; dtype: torch's (NULL for CuPy) */
+    PyObject *descr;          /* a new reference: its NumPy dtype */
+    int cupy;
+    Key words;                /* CuPy: x's key words as cupy_key reads them (those of the calls its entry serves) */
+} new_input;
+
+static int torch_describe(PyObject *x, new_input *d) {
+    d->cupy = 0;
+    return tapi ? tapi->describe(x, &d->in) : torch_describe_py(x, &d->in);
+}
+
+/* An exact CuPy array from one read of its key words (cupy_key: type number, item size, rank, sizes, rank,
+ * byte strides, device, alignment), the layout planner.array_layout gives them; its dtype in d->descr (a new
+ * reference, or NULL). 0, or -1 with no exception where the Python route must run the call (a byte-swapped
+ * dtype, a rank of 0, a byte stride not a whole number of elements along an axis of more than one). */
+static int cupy_describe(PyObject *x, new_input *d) {
+    int64_t device;
+    uint64_t ptr;
+    odml_layout L;
+    memset(&d->in, 0, sizeof d->in);
+    d->cupy = 1;
+    d->words.n = 0;
+    if (cupy_key(&d->words, x, &d->descr, &device, &ptr) < 0) return -1;
+    const int64_t *w = d->words.w, n = w[2];
+    if (n < 1 || n > ODML_MAX_RANK || odml_layout_from_bytes((int)n, w + 3, w + 4 + n, w[1], &L)) return -1;
+    d->in.ndim = (int32_t)n;
+    d->in.device = device;
+    d->in.data_ptr = ptr;
+    memcpy(d->in.sizes, L.shape, sizeof(int64_t) * (size_t)n);
+    memcpy(d->in.strides, L.strides, sizeof(int64_t) * (size_t)n);
+    return 0;
+}
+
+/* Whether x is still as d described it (dtype, sizes, strides, data pointer, device). An allocation may run a
+ * garbage collection, whose finalizers may run Python code that changes x (x.resize_(), x.set_(), x.shape =)
+ * and frees the memory read before: the plan made from the old description must not run. Read as the route
+ * read it. */
+static int input_still(PyObject *x, const new_input *d) {
+    new_input now;
+    now.descr = NULL;
+    int same;
+    if (d->cupy) {
+        same = cupy_describe(x, &now) == 0 && now.in.data_ptr == d->in.data_ptr && now.words.n == d->words.n
+               && !memcmp(now.words.w, d->words.w, sizeof(int64_t) * (size_t)d->words.n);
+        Py_XDECREF(now.descr);
+        return same;
+    }
+    const odml_torch_info *in = &d->in;
+    if (torch_describe(x, &now) != 0 || now.in.dtype != in->dtype || now.in.data_ptr != in->data_ptr
+            || now.in.ndim != in->ndim || now.in.device != in->device)
+        return 0;
+    for (int i = 0; i < in->ndim; i++)
+        if (now.in.sizes[i] != in->sizes[i] || now.in.strides[i] != in->strides[i]) return 0;
+    return 1;
+}
+
+/* A new C-contiguous output of dims beside x, and its data pointer: x.new_empty(dims) (PyTorch's accessor,
+ * else through Python), or cupy.empty(dims, dtype) on the current device (the user's allocator). NULL with
+ * the allocator's exception. */
+static PyObject *input_empty(PyObject *x, const new_input *d, const int64_t *dims, int rank, uint64_t *dst) {
+    if (!d->cupy && tapi) return tapi->empty(x, dims, rank, NULL, dst);
+    PyObject *shape = odml_ints_tuple(dims, rank);
     if (!shape) return NULL;
-    for (int i = 0; i < rank; i++) {
-        PyObject *v = PyLong_FromLongLong(dims[i]);
-        if (!v) {
-            Py_DECREF(shape);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(shape, i, v);
-    }
-    PyObject *out = PyObject_CallMethodOneArg(x, s_new_empty, shape);
+    PyObject *out = d->cupy ? PyObject_CallFunctionObjArgs(c_empty, shape, d->descr, NULL)
+                            : PyObject_CallMethodOneArg(x, s_new_empty, shape);
     Py_DECREF(shape);
-    int64_t p;
-    if (out && int_of(out, s_data_ptr, 1, &p) < 0) {
-        Py_DECREF(out);
-        PyErr_SetString(PyExc_RuntimeError, "opendml call cache: new_empty gave a tensor without a data pointer");
-        return NULL;
+    PyObject *mem = out && d->cupy ? PyObject_GetAttr(out, s_data) : NULL;
+    int64_t p = 0;
+    if (out && (d->cupy ? !mem || int_of(mem, s_ptr, 0, &p) < 0 : int_of(out, s_data_ptr, 1, &p) < 0)) {
+        Py_CLEAR(out);
+        if (PyErr_Occurred()) drop_error();
+        PyErr_SetString(PyExc_RuntimeError, "opendml call cache: the output has no data pointer");
     }
+    Py_XDECREF(mem);
     if (out) *dst = (uint64_t)p;
     return out;
 }
 
-#endif
-
-/* call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> the output, None, or
- * a kernel name
- *
- * A new shape's route on a PyTorch tensor (issue 19), in one C call: x read
- * through the tensor accessors, the plan of plain_plan's `kind` (0 copy, 1
- * unfold, 2 scatter, 3 fold) and `fields` applied to x's layout (newshape.h), the
- * output allocated by PyTorch (at::empty), the kernel run, and the call
- * recorded as the call cache's entry for (op, args) on x, as the Python
- * route records it (put_numpy, put_cuda), where the cache is on and still
- * in `generation`.
- *
- * On the CPU (x.get_device() == -1), `cpu` is (max_threads, grain_bytes,
- * tile_stride, tile_columns, limit_bytes) of the CPU backend (None: its
- * compiled kernels are off): the kernel, parameters and threads are
- * CpuBackend's for the plan (odml_new_cpu), for outputs below limit_bytes;
- * `dtype` is x's NumPy dtype (what a served call's NumPy output takes). On
- * CUDA, `kernels` maps the device index to a dict of compiled kernels (name
- * -> CUfunction; None: launches are not made natively): the launch is
- * runtime/cuda/backend.py's for the plan (odml_new_cuda, cuda_spec.c), queued
- * on the device's current stream, the device current; a name the dict lacks
- * comes back as a str, nothing run (the caller compiles it and calls again).
- *
- * None, nothing run, wherever the Python route must run the call: no
- * accessors, x not a plain dense tensor of at most 8 dimensions (a wrapper,
- * a dispatch mode, a forward-AD level), another device or another current
- * CUDA device, fields that do not fit x, an output that cannot be allocated
- * (the Python route raises the error that names it), a launch the driver
- * refuses. No rule of DirectML is checked here: the fields come from the
- * operator's plain_lowering, which validated them. */
-#ifdef ODML_NUMPY
-static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, const odml_torch_info *pin);
-
-/* The fields of `lowering` (a compiled plain lowering: planner.NATIVE_LOWERING's slice1_lowering or
- * slice_lowering, which run no Python code) for x's sizes as describe read them: what plain_plan gives for
- * them (the same count rule, plain_count: 1 to 8 sizes of 1 to UINT32_MAX elements in all). A new reference
- * to a tuple, or NULL with no exception set where it gives none. */
-static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const odml_torch_info *in) {
-    const Py_ssize_t n_args = PyTuple_GET_SIZE(call_args);
-    if (in->ndim < 1 || in->ndim > ODML_MAX_RANK || n_args > 6) return NULL;
-    int64_t count = 1;
-    for (int i = 0; i < in->ndim; i++)
-        if (in->sizes[i] < 0 || __builtin_mul_overflow(count, in->sizes[i], &count)) return NULL;
-    if (count < 1 || count > (int64_t)UINT32_MAX) return NULL;
-    PyObject *shape = PyTuple_New(in->ndim);
-    if (!shape) {
-        drop_error();
-        return NULL;
-    }
-    for (int i = 0; i < in->ndim; i++) {
-        PyObject *v = PyLong_FromLongLong(in->sizes[i]);
-        if (!v) {
-            Py_DECREF(shape);
-            drop_error();
-            return NULL;
-        }
-        PyTuple_SET_ITEM(shape, i, v);
-    }
-    PyObject *stack[7];
-    stack[0] = shape;
-    for (Py_ssize_t i = 0; i < n_args; i++) stack[i + 1] = PyTuple_GET_ITEM(call_args, i);
-    PyObject *got = PyObject_Vectorcall(lowering, stack, (size_t)(n_args + 1), NULL);
-    Py_DECREF(shape);
-    if (!got || !PyTuple_CheckExact(got)) {
-        if (PyErr_Occurred()) drop_error();       /* plain_plan calls it again, and raises what it raises */
-        Py_XDECREF(got);
-        return NULL;
-    }
-    return got;
-}
-#endif
-
-/* `fields` may also be a compiled plain lowering (a builtin function, see lowered_fields): C then calls it
- * on x's sizes as it reads them, after the checks above, and returns False (nothing run) where it gives no
- * fields (plain_plan then plans the call and C is called again with its fields). */
-PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
-                   "cpu)", nargs, 9, 9))
-        return NULL;
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    PyObject *x = args[1], *call_args = args[2], *fields = args[4], *descr = args[7];
+/* call_cache_torch_new once x is described (d) and the fields are a tuple */
+static PyObject *new_planned(PyObject *const *args, PyObject *fields, const new_input *d) {
+    PyObject *op = args[0], *x = args[1], *call_args = args[2], *kernels = args[6], *conf = args[8];
+    PyObject *descr = d->descr;
     int64_t kind, gen;
-    odml_torch_info in;
-    const int lower = PyCFunction_CheckExact(fields);
-    if (!numpy_ready || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type || !PyTuple_CheckExact(call_args)
-            || !(lower || PyTuple_CheckExact(fields)) || !PyArray_DescrCheck(descr) || exact_int(args[3], &kind) < 0
-            || exact_int(args[5], &gen) < 0 || kind < 0 || kind >= ODML_NEW_KINDS
-            || (tapi ? tapi->describe(x, &in) : torch_describe_py(x, &in)) != 0
-            || in.dispatch_modes || in.wrapped || in.device < -1) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
-    if (!lower) return torch_new_planned(args, fields, &in);
-    PyObject *got = lowered_fields(fields, call_args, &in);
-    if (!got) Py_RETURN_FALSE;
-    PyObject *out = torch_new_planned(args, got, &in);
-    Py_DECREF(got);
-    return out;
-#endif
-}
-
-#ifdef ODML_NUMPY
-/* Whether x is still as `in` described it (dtype, sizes, strides, data
- * pointer). An allocation may run a garbage collection, whose finalizers may
- * run Python code that changes x (x.resize_(), x.set_()) and frees the
- * storage read before: the plan made from the old description must not run.
- * Read as the route read it: PyTorch's accessors, else through Python. */
-static int torch_still(PyObject *x, const odml_torch_info *in) {
-    odml_torch_info now;
-    if ((tapi ? tapi->describe(x, &now) : torch_describe_py(x, &now)) != 0 || now.dtype != in->dtype || now.data_ptr != in->data_ptr ||
-        now.ndim != in->ndim || now.device != in->device)
-        return 0;
-    for (int i = 0; i < in->ndim; i++)
-        if (now.sizes[i] != in->sizes[i] || now.strides[i] != in->strides[i]) return 0;
-    return 1;
-}
-
-/* call_cache_torch_new once x is described and the fields are a tuple */
-static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, const odml_torch_info *pin) {
-    PyObject *op = args[0], *x = args[1], *call_args = args[2], *kernels = args[6];
-    PyObject *descr = args[7], *conf = args[8];
-    int64_t kind, gen;
-    const odml_torch_info in = *pin;
+    const odml_torch_info in = d->in;
     if (exact_int(args[3], &kind) < 0 || exact_int(args[5], &gen) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
@@ -327,13 +261,17 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
     /* The entry's key, from the same snapshot the plan was made from: another
      * thread may change x (its shape, its storage) once the GIL is released. */
     Key k;
-    const int keyed = key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item,
-                               PyTuple_GET_SIZE(call_args)) == 0 && torch_key_info(&k, &in) == 0;
+    int keyed = key_head(&k, d->cupy ? KIND_CUPY : KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item,
+                         PyTuple_GET_SIZE(call_args)) == 0;
+    if (keyed && d->cupy)
+        for (int i = 0; i < d->words.n && keyed; i++) keyed = put(&k, d->words.w[i]) == 0;
+    else if (keyed)
+        keyed = torch_key_info(&k, &in) == 0;
     if (PyErr_Occurred()) drop_error();
     PyObject *out = NULL, *fn = NULL;
     uint64_t dst = 0;
     Entry *e = NULL;
-    if (in.device == -1) {                         /* the CPU kernel */
+    if (in.device == -1) {                         /* the CPU kernel (a PyTorch CPU tensor) */
         int64_t most, grain, tile_stride, tile_columns, limit;
         odml_cpu_run run;
         if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
@@ -345,9 +283,9 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
         }
         const int64_t threads = odml_new_threads(run.work, grain, most);
         if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
-        out = torch_new_empty(x, pl.out_dims, pl.out_rank, &dst);
+        out = input_empty(x, d, pl.out_dims, pl.out_rank, &dst);
         if (!out) return allocation_failed();
-        if (!torch_still(x, &in)) {               /* (changed by a finalizer: the Python route reads it anew) */
+        if (!input_still(x, d)) {                 /* (changed by a finalizer: the Python route reads it anew) */
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
@@ -378,10 +316,13 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
             drop_error();
             Py_RETURN_NONE;
         }
-        if (!torch_device_is(in.device)) Py_RETURN_NONE;   /* the Python route makes the device current */
-        out = torch_new_empty(x, pl.out_dims, pl.out_rank, &dst);
+        /* the device must be current (the Python route makes it so) */
+        if (!(d->cupy ? equals(PyObject_CallNoArgs(c_device), in.device) : torch_device_is(in.device)))
+            Py_RETURN_NONE;
+        out = input_empty(x, d, pl.out_dims, pl.out_rank, &dst);
         if (!out) return allocation_failed();
-        if (!torch_still(x, &in)) {
+        /* (an allocator's address that is not a whole number of elements: the Python route places the output) */
+        if (dst % (uint64_t)L.es || !input_still(x, d)) {
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
@@ -398,12 +339,13 @@ static PyObject *torch_new_planned(PyObject *const *args, PyObject *fields, cons
         }
         const unsigned long long function = PyLong_AsUnsignedLongLong(fn);
         uint64_t stream;
-        if ((function == (unsigned long long)-1 && PyErr_Occurred()) || torch_stream(in.device, &stream) < 0) goto fail;
+        if ((function == (unsigned long long)-1 && PyErr_Occurred()) || cuda_stream(!d->cupy, in.device, &stream) < 0)
+            goto fail;
         if (odml_cuda_launch(function, s.grid, ODML_CUDA_THREADS, s.smem, stream, src, dst, (uint64_t)(uintptr_t)&s.p)) {
             Py_DECREF(out);                        /* nothing queued: the Python route's Launch retries and raises */
             Py_RETURN_NONE;
         }
-        e = entry_alloc(KIND_TORCH, 1, 1);
+        e = entry_alloc(d->cupy ? KIND_CUPY : KIND_TORCH, 1, 1);
         if (!e) goto fail;
         Pass *p = &e->pass1;
         p->kernel = odml_new_kernel((int)kind);
@@ -433,7 +375,97 @@ fail:
     Py_XDECREF(out);
     return NULL;
 }
+
+/* The fields of `lowering` (a compiled plain lowering: planner.NATIVE_LOWERING's slice1_lowering or
+ * slice_lowering, which run no Python code) for x's sizes as describe read them: what plain_plan gives for
+ * them (the same count rule, plain_count: 1 to 8 sizes of 1 to UINT32_MAX elements in all). A new reference
+ * to a tuple, or NULL with no exception set where it gives none. */
+static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const odml_torch_info *in) {
+    const Py_ssize_t n_args = PyTuple_GET_SIZE(call_args);
+    if (in->ndim < 1 || in->ndim > ODML_MAX_RANK || n_args > 6) return NULL;
+    int64_t count = 1;
+    for (int i = 0; i < in->ndim; i++)
+        if (in->sizes[i] < 0 || __builtin_mul_overflow(count, in->sizes[i], &count)) return NULL;
+    if (count < 1 || count > (int64_t)UINT32_MAX) return NULL;
+    PyObject *shape = odml_ints_tuple(in->sizes, in->ndim);
+    if (!shape) {
+        drop_error();
+        return NULL;
+    }
+    PyObject *stack[7];
+    stack[0] = shape;
+    for (Py_ssize_t i = 0; i < n_args; i++) stack[i + 1] = PyTuple_GET_ITEM(call_args, i);
+    PyObject *got = PyObject_Vectorcall(lowering, stack, (size_t)(n_args + 1), NULL);
+    Py_DECREF(shape);
+    if (!got || !PyTuple_CheckExact(got)) {
+        if (PyErr_Occurred()) drop_error();       /* plain_plan calls it again, and raises what it raises */
+        Py_XDECREF(got);
+        return NULL;
+    }
+    return got;
+}
 #endif
+
+/* call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> the output, None, False
+ * or a kernel name
+ *
+ * A new shape's route on a PyTorch tensor or an exact CuPy array (issues 19, 33), in one C call: x read (a
+ * tensor through the tensor accessors, else through Python; a CuPy array as cupy_key reads it), the plan of
+ * plain_plan's `kind` (0 copy, 1 unfold, 2 scatter, 3 fold) and `fields` applied to x's layout (newshape.h),
+ * the output allocated by x's framework (at::empty, cupy.empty), the kernel run, and the call recorded as the
+ * call cache's entry for (op, args) on x, as the Python route records it (put_numpy, put_cuda), where the
+ * cache is on and still in `generation`.
+ *
+ * On the CPU (a tensor's x.get_device() == -1), `cpu` is (max_threads, grain_bytes, tile_stride,
+ * tile_columns, limit_bytes) of the CPU backend (None: its compiled kernels are off): the kernel, parameters
+ * and threads are CpuBackend's for the plan (odml_new_cpu), for outputs below limit_bytes; `dtype` is x's
+ * NumPy dtype (what a served call's NumPy output takes). On CUDA, `kernels` maps the device index to a dict
+ * of compiled kernels (name -> CUfunction; None: launches are not made natively): the launch is
+ * runtime/cuda/backend.py's for the plan (odml_new_cuda, cuda_spec.c), queued on the framework's current
+ * stream of the device, which must be current; a name the dict lacks comes back as a str, nothing run (the
+ * caller compiles it and calls again).
+ *
+ * `fields` may also be a compiled plain lowering (a builtin function, see lowered_fields): C then calls it
+ * on x's sizes as it reads them, after the checks below, and returns False (nothing run) where it gives no
+ * fields (plain_plan then plans the call and C is called again with its fields).
+ *
+ * None, nothing run, wherever the Python route must run the call: x not a plain dense tensor of at most 8
+ * dimensions (a wrapper, a dispatch mode, a forward-AD level) nor an exact CuPy array of native byte order
+ * whose strides are whole elements, another device or another current CUDA device, misaligned data, fields
+ * that do not fit x, an output that cannot be allocated (the Python route raises the error that names it)
+ * or that is misaligned, a launch the driver refuses. No rule of DirectML is checked here: the fields come
+ * from the operator's plain_lowering, which validated them. */
+PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
+                   "cpu)", nargs, 9, 9))
+        return NULL;
+#ifndef ODML_NUMPY
+    Py_RETURN_NONE;
+#else
+    PyObject *x = args[1], *call_args = args[2], *fields = args[4], *out;
+    int64_t kind, gen;
+    new_input d;
+    d.descr = NULL;
+    const int lower = PyCFunction_CheckExact(fields), cupy = c_type && Py_TYPE(x) == (PyTypeObject *)c_type;
+    if (!numpy_ready || !(cupy || (t_type && Py_TYPE(x) == (PyTypeObject *)t_type)) || !PyTuple_CheckExact(call_args)
+            || !(lower || PyTuple_CheckExact(fields)) || !PyArray_DescrCheck(args[7]) || exact_int(args[3], &kind) < 0
+            || exact_int(args[5], &gen) < 0 || kind < 0 || kind >= ODML_NEW_KINDS
+            || (cupy ? cupy_describe(x, &d) : (d.descr = Py_NewRef(args[7]), torch_describe(x, &d))) != 0
+            || d.in.dispatch_modes || d.in.wrapped || d.in.device < -1) {
+        if (PyErr_Occurred()) drop_error();
+        out = Py_NewRef(Py_None);
+    } else if (!lower) {
+        out = new_planned(args, fields, &d);
+    } else {
+        PyObject *got = lowered_fields(fields, call_args, &d.in);
+        out = got ? new_planned(args, got, &d) : Py_NewRef(Py_False);
+        Py_XDECREF(got);
+    }
+    Py_XDECREF(d.descr);
+    return out;
+#endif
+}
 
 #ifdef ODML_NUMPY
 /* What a new shape's run on a NumPy array needs of the CPU backend (CpuBackend.plain_conf). */
