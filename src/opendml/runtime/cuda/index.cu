@@ -369,19 +369,25 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
 // An element-wise reversal of subsequences walked as columns (index.py's
 // _column_walk: outer dimensions (..., reversed axis, lo columns), the
 // reversed axis of source stride 0, of size `bound` and of length stride 0,
-// lo dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): a
-// column set (bound rows of lo words) is staged in shared memory by
+// lo dividing IX_THREADS, lo words of REVERSE_BYTES: whole cache lines or
+// more): a column set (bound rows of lo words) is staged in shared memory by
 // coalesced loads, then each thread, keeping one column and its length (read
 // and clamped once), writes its rows in order, each from its reversed row.
+// A set is staged by C blocks of one cluster (sm_90: ix_reverse_cluster),
+// block b the rows [b rp, (b + 1) rp), rp = ceil(bound / C), each writing
+// the same rows of the output and reading the reversed row from the shared
+// memory of the block that holds it (distributed shared memory): each block
+// moves pieces of lo words down rp rows, so lo (the bytes a row piece: what
+// DRAM sees) grows with C at the same shared memory a block.
 //
-// ix_stage_columns: the column set at source offset sb into `tile`, as
-// asynchronous 16-byte copies (cp.async, one commit group: the caller waits)
-// where rows are whole aligned 16-byte pieces, else by plain loads (done on
-// return; the caller's __syncthreads publishes them).
+// ix_stage_columns: `rows` rows of the column set at source offset sb into
+// `tile`, as asynchronous 16-byte copies (cp.async, one commit group: the
+// caller waits) where rows are whole aligned 16-byte pieces, else by plain
+// loads (done on return; the caller's barrier publishes them).
 template <typename W, typename I, int NO>
-__device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i64 sb) {
+__device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i64 sb, int rows) {
     const ix_axis& ax = p.axes[0];
-    const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;   // lo divides IX_THREADS; rows * lo words fit
+    const int lo = (int)p.sizes[NO - 1];    // lo divides IX_THREADS; rows * lo words fit
     const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;
     const i64 ss = ax.stride;
     const int chunks = lo * (int)sizeof(W) / 16;                     // 16-byte pieces of a staged row
@@ -412,27 +418,63 @@ __device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i6
     }
 }
 
-// The staged column set's rows written at destination offset db, each
+// Every block of the cluster past this point (release/acquire: what each
+// staged is seen by all); with C == 1 the block's barrier.
+template <int C>
+__device__ __forceinline__ void ix_cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (C > 1) {
+        asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+        return;
+    }
+#endif
+    __syncthreads();
+}
+
+// Word w of the column set: in this block's tile (C == 1) or in that of the
+// cluster's block holding its row (mapa: the address in that block's window).
+template <typename W, int C>
+__device__ __forceinline__ W ix_staged(const W* tile, int row, int rp, int lo, int kk) {
+    if (C == 1) return tile[row * lo + kk];
+    int b = 0;
+#pragma unroll
+    for (int c = 1; c < C; c++) b += row >= c * rp;   // row < bound <= C rp: b < C
+    u64 a = (u64)(tile + (row - b * rp) * lo + kk);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("mapa.u64 %0, %1, %2;" : "=l"(a) : "l"(a), "r"(b));
+#endif
+    return *reinterpret_cast<const W*>(a);
+}
+
+// Block `rank` of C: the set's `rows` rows of lo columns at source offset sb
+// staged (its rp of them), then its rows of the output written at db, each
 // column's length read (at index offset ab) and clamped once.
-template <typename W, typename I, int NO>
-__device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* tile, i64 db, i64 ab) {
+template <typename W, typename I, int NO, int C>
+__device__ __forceinline__ void ix_reverse_set(const ix_params& p, W* tile, i64 sb, i64 db, i64 ab, int rank) {
     const ix_axis& ax = p.axes[0];
-    const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;
+    const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound, rp = (rows + C - 1) / C;
+    const int r0 = rank * rp, r1 = rows < r0 + rp ? rows : r0 + rp;   // r1 < r0 where a block holds none
+    ix_stage_columns<W, I, NO>(p, tile, sb + (i64)r0 * ax.stride, r1 - r0);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+    ix_cluster_sync<C>();
     const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
     const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);
     W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
     const i64 ds = p.dst_strides[NO - 2];
-    for (int e0 = (int)threadIdx.x / lo; e0 < rows; e0 += IX_TILE_BATCH * step) {
+    for (int e0 = r0 + (int)threadIdx.x / lo; e0 < r1; e0 += IX_TILE_BATCH * step) {
         W v[IX_TILE_BATCH];
 #pragma unroll
         for (int u = 0; u < IX_TILE_BATCH; u++) {
             const int e = e0 + u * step;
-            if (e < rows) v[u] = tile[(e < n ? n - 1 - e : e) * lo + kk];   // n <= rows: inside the tile
+            if (e < r1) v[u] = ix_staged<W, C>(tile, e < n ? n - 1 - e : e, rp, lo, kk);   // n <= rows: staged
         }
 #pragma unroll
         for (int u = 0; u < IX_TILE_BATCH; u++)
-            if (e0 + u * step < rows) dst[(i64)(e0 + u * step) * ds] = v[u];
+            if (e0 + u * step < r1) dst[(i64)(e0 + u * step) * ds] = v[u];
     }
+    if (C > 1) ix_cluster_sync<C>();        // no block leaves while another reads its tile
 }
 
 // One block a column set (blockIdx.x over the leading dimensions), the
@@ -440,15 +482,23 @@ __device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* ti
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
     extern __shared__ uint4 ix_tile_raw[];
-    W* tile = reinterpret_cast<W*>(ix_tile_raw);
     i64 sb, db, ab;                          // the set: the leading dimensions
     ix_lead<I, NO - 3>(p, (I)blockIdx.x, sb, db, ab);
-    ix_stage_columns<W, I, NO>(p, tile, sb);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;" ::: "memory");
+    ix_reverse_set<W, I, NO, 1>(p, reinterpret_cast<W*>(ix_tile_raw), sb, db, ab, 0);
+}
+
+// A cluster of C blocks a column set (sm_90; index.py picks it only there).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define IX_CLUSTER(C) __cluster_dims__(C, 1, 1)
+#else
+#define IX_CLUSTER(C)
 #endif
-    __syncthreads();
-    ix_write_columns<W, I, NO>(p, tile, db, ab);
+template <typename W, typename I, int NO, int C>
+__global__ void __launch_bounds__(IX_THREADS) IX_CLUSTER(C) ix_reverse_cluster(IX_PARAMS) {
+    extern __shared__ uint4 ix_tile_raw[];
+    i64 sb, db, ab;
+    ix_lead<I, NO - 3>(p, (I)(blockIdx.x / C), sb, db, ab);
+    ix_reverse_set<W, I, NO, C>(p, reinterpret_cast<W*>(ix_tile_raw), sb, db, ab, (int)(blockIdx.x % C));
 }
 
 // An element-wise reversal of subsequences along the last outer dimension (a
@@ -535,6 +585,62 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_rows(IX_PARAMS) {
 #pragma unroll
         for (int u = 0; u < IX_TILE_BATCH; u++)
             if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+    }
+}
+
+// The same reversal (a length a row) read in place (index.py's _line): a
+// thread takes V consecutive words of a row (V = 16 / sizeof(W) where the
+// host found rows of unit strides and a multiple of V words: one 16-byte
+// store where the address allows, the part at or past the length one
+// 16-byte load; else V = 1), IX_LINE_ITEMS such chunks a thread (chunks t,
+// t + total, ...: neighbouring threads take neighbouring chunks), every load
+// before the first store. The reversed part is read a word at a time:
+// neighbouring threads' words share sectors (L1). Each row's length is read
+// (a broadcast) and clamped per chunk.
+#define IX_LINE_ITEMS 4
+template <typename W, int V>
+union ix_vec {
+    uint4 q;                                 // (V > 1: V words of 16 bytes in all)
+    W w[V];
+};
+template <typename W, typename I, int NO, int V>
+__global__ void __launch_bounds__(IX_THREADS) ix_reverse_line(IX_PARAMS) {
+    const I t = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
+    if (t >= (I)p.total) return;
+    const ix_axis& ax = p.axes[0];
+    const I per = (I)ax.bound / V, chunks = (I)(p.n_outer / V);   // chunks a row, in all
+    const i64 ss = ax.stride, ds = p.dst_strides[NO - 1];
+    ix_vec<W, V> v[IX_LINE_ITEMS];
+    i64 at[IX_LINE_ITEMS];
+#pragma unroll
+    for (int u = 0; u < IX_LINE_ITEMS; u++) {
+        const I f = t + (I)u * (I)p.total;
+        at[u] = -1;
+        if (f < chunks) {
+            const I r = f / per, j = (f - r * per) * V;
+            i64 sb, db, ab;
+            ix_lead<I, NO - 2>(p, r, sb, db, ab);
+            const I n = (I)ix_length(ax, p.idx[0], ab);   // in [0, bound]: j + i < bound, n - 1 - j - i >= 0
+            const W* src = (const W*)p.src + sb;
+            if (V > 1 && j >= n && (u64)(src + j) % 16 == 0) {   // (ss == 1 where V > 1)
+                v[u].q = *reinterpret_cast<const uint4*>(src + j);
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; i++) v[u].w[i] = src[(i64)(j + (I)i < n ? n - 1 - j - (I)i : j + (I)i) * ss];
+            }
+            at[u] = db + (i64)j * ds;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < IX_LINE_ITEMS; u++) {
+        if (at[u] < 0) continue;
+        W* d = (W*)p.dst + at[u];
+        if (V > 1 && (u64)d % 16 == 0) {     // (ds == 1 where V > 1)
+            *reinterpret_cast<uint4*>(d) = v[u].q;
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; i++) d[i * ds] = v[u].w[i];
+        }
     }
 }
 
@@ -767,6 +873,10 @@ template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u32, u32, 4>(IX_PARAMS);
 template __global__ void ix_reverse_rows<u32, u32, 3>(IX_PARAMS);
 template __global__ void ix_reverse_rows<u64, u64, 2>(IX_PARAMS);
+template __global__ void ix_reverse_cluster<u32, u32, 3, 2>(IX_PARAMS);
+template __global__ void ix_reverse_cluster<u8, u64, 4, 4>(IX_PARAMS);
+template __global__ void ix_reverse_line<u32, u32, 3, 4>(IX_PARAMS);
+template __global__ void ix_reverse_line<u64, u64, 2, 1>(IX_PARAMS);
 template __global__ void ix_gather_row<u32, u32, 2, 1>(IX_PARAMS);
 template __global__ void ix_gather_row<u64, u64, 3, 0>(IX_PARAMS);
 template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);

@@ -92,8 +92,14 @@ POSITION_ITEMS = 4
 #: (_column_walk), and stages them in shared memory where they fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
 #: Bytes of a staged column set's row (``ix_reverse_tile``: whole 128-byte
-#: lines where the tile fits TILE_SMEM, else 32-byte sectors).
+#: lines or more where the tile fits TILE_SMEM, else 32-byte sectors; at most
+#: a word a thread of a block).
 REVERSE_BYTES = 128
+#: Blocks of a cluster that stage one column set together (sm_90 and later:
+#: ``ix_reverse_cluster``, each block ceil(bound / REVERSE_CLUSTER) rows of
+#: it, the reversed rows read from the other blocks' shared memory); 1:
+#: one block a set (``ix_reverse_tile``, every device).
+REVERSE_CLUSTER = 1
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
@@ -104,6 +110,9 @@ TILE_SMEM = 64 * 1024
 #: pipeline of column sets for the other axes measured 0.54 against the
 #: single tile's 0.72-0.79 and was taken out.)
 REVERSE_ROWS = 32 * 1024
+#: Whether a reversal along rows is read in place, 16 bytes a thread where
+#: the rows allow (``ix_reverse_line``), instead of staged (REVERSE_ROWS).
+REVERSE_LINE = False
 #: Whether an element-wise gather along a row runs a block a row
 #: (``ix_gather_row``, _row), and stages the source row in shared memory
 #: where it fits (ROW_STAGE).
@@ -178,21 +187,28 @@ def _group(q, k: int) -> int:
     return members
 
 
-def _tile(q, k: int, word: int) -> bool:
+def _tile(q, k: int, word: int, cluster: int = 1) -> bool:
     """Whether a column-walked reversal (``_column_walk``'s order) runs as
-    ``ix_reverse_tile``: one reversing index axis along dimension k - 2 of
-    source stride 0 and of the axis's size, the last dimension's lo words
-    dividing a block's threads, the length the same along the reversed axis,
-    bound x lo words in TILE_SMEM; sets ``q.members`` (positions a block)."""
+    ``ix_reverse_tile`` (or ``ix_reverse_cluster``, ``cluster`` blocks a
+    set): one reversing index axis along dimension k - 2 of source stride 0
+    and of the axis's size, the last dimension's lo words dividing a block's
+    threads, the length the same along the reversed axis, ceil(bound /
+    cluster) x lo words in TILE_SMEM; sets ``q.members`` (positions a set)."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]
     if ax.mode != 1 or ax.axis != k - 2 or q.src_strides[k - 2] or not ax.stride or ax.bound != q.sizes[k - 2] or \
-            ax.strides[k - 2] or THREADS % lo or ax.bound * lo * word > TILE_SMEM or \
-            q.n_outer // (ax.bound * lo) > 2**31 - 1:
+            ax.strides[k - 2] or THREADS % lo or -(-ax.bound // cluster) * lo * word > TILE_SMEM or \
+            q.n_outer // (ax.bound * lo) * cluster > 2**31 - 1:
         return False
     q.members = ax.bound * lo
     return True
+
+
+def _clusters(backend) -> bool:
+    """Whether ``backend``'s device launches clusters of blocks sharing
+    their shared memory (compute capability 9.0 and later)."""
+    return int(backend.cupy.cuda.Device(backend.index).compute_capability) >= 90
 
 
 def _rows(q, k: int, word: int) -> int:
@@ -209,6 +225,19 @@ def _rows(q, k: int, word: int) -> int:
         return 0
     padded = -(-n * word // 16) * 16
     return min(64, REVERSE_ROWS // padded, q.n_outer // n)
+
+
+def _line(q, k: int, word: int) -> int:
+    """Words a thread's chunk where a reversal along the last outer dimension
+    (as ``_rows`` takes) runs as ``ix_reverse_line`` (REVERSE_LINE), else 0:
+    16 bytes where the rows are of unit strides and whole 16-byte chunks, else 1."""
+    if not REVERSE_LINE or k < 1 or q.naxes != 1:
+        return 0
+    ax, n = q.axes[0], q.sizes[k - 1]
+    if ax.mode != 1 or ax.axis != k - 1 or q.src_strides[k - 1] or ax.strides[k - 1] or ax.bound != n:
+        return 0
+    v = 16 // word
+    return v if v > 1 and ax.stride == 1 and q.dst_strides[k - 1] == 1 and n % v == 0 else 1
 
 
 def _row(q, k: int, word: int) -> int:
@@ -299,7 +328,7 @@ class IndexPass:
     stream_ptr)`` queues them. ``via`` tells the C call cache
     (``calls.put_move_cuda``) to record it through ``call_cache_step``."""
 
-    blocks, via, smem, grid = 1, "index", 0, 0
+    blocks, via, smem, grid, cluster = 1, "index", 0, 0, 1
 
     def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs, relaxed):
         scatter = type(p) is Scatter
@@ -381,12 +410,13 @@ class IndexPass:
         else:
             self.mode = "sort"
         positions = not scatter and not last_only and q.n_inner == 1
-        tile = row = 0
+        tile = row = line = 0
         if positions and COLUMN_WALK:
             wide = IndexParams.from_buffer_copy(q)     # whole lines where the tile fits, else 32-byte sectors
-            kw = _column_walk(wide, k, word, REVERSE_BYTES)
-            if REVERSE_TILE and _tile(wide, kw, word):
-                q, k, tile = wide, kw, 1
+            kw = _column_walk(wide, k, word, min(REVERSE_BYTES, THREADS * word))
+            cluster = REVERSE_CLUSTER if REVERSE_CLUSTER > 1 and _clusters(backend) else 1
+            if REVERSE_TILE and _tile(wide, kw, word, cluster):
+                q, k, tile = wide, kw, cluster
             else:
                 k = _column_walk(q, k, word)
         items = ITEMS if q.n_inner >= ITEMS else 1
@@ -394,10 +424,14 @@ class IndexPass:
         q.total = n_outer * q.groups
         rows = 0
         if positions and not tile:
-            row = 0 if (rows := _rows(q, k, word)) else _row(q, k, word)
+            line = _line(q, k, word)
+            row = 0 if line or (rows := _rows(q, k, word)) else _row(q, k, word)
         if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
-            self.mode = "tile"                         # ix_reverse_tile: a block a column set
-            self.smem = q.axes[0].bound * q.sizes[k - 1] * word
+            self.mode, self.cluster = "tile", tile or 1   # ix_reverse_tile/_cluster: a block (cluster) a column set
+            self.smem = -(-q.axes[0].bound // self.cluster) * q.sizes[k - 1] * word
+        elif line:
+            self.mode, items = "line", 4               # ix_reverse_line: a thread 4 chunks of `line` words
+            q.total = -(-n_outer // (line * items))
         elif rows:
             self.mode, q.members = "rows", rows        # ix_reverse_rows: a block `rows` rows
             self.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
@@ -409,8 +443,12 @@ class IndexPass:
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
         W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
         shape = f"{ranks}, {len(inner)}, {items}"
-        if self.mode in ("tile", "rows"):
+        if self.mode == "tile" and self.cluster > 1:
+            main = f"ix_reverse_cluster<{W}, {index}, {k}, {self.cluster}>"
+        elif self.mode in ("tile", "rows"):
             main = f"ix_reverse_{self.mode}<{W}, {index}, {k}>"
+        elif self.mode == "line":
+            main = f"ix_reverse_line<{W}, {index}, {k}, {line}>"
         elif self.mode == "row":
             main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
             self.smem = q.axes[0].bound * word if row == 1 else 0
@@ -461,10 +499,12 @@ class IndexPass:
         no scratch (the Python launch and the C call cache's record both read
         it), None for the owner and sort modes."""
         mode = self.mode
-        if mode == "direct":
+        if mode in ("direct", "line"):
             return q.total, 0
-        if mode in ("tile", "row"):
-            return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, self.smem
+        if mode == "tile":
+            return q.n_outer // q.members * self.cluster * THREADS, self.smem
+        if mode == "row":
+            return q.n_outer // q.sizes[q.outer - 1] * THREADS, self.smem
         if mode == "rows":
             return -(-(q.n_outer // q.axes[0].bound) // q.members) * THREADS, self.smem
         if mode == "group":
