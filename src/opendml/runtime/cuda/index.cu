@@ -495,10 +495,14 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_tile(IX_PARAMS) {
 #endif
 template <typename W, typename I, int NO, int C>
 __global__ void __launch_bounds__(IX_THREADS) IX_CLUSTER(C) ix_reverse_cluster(IX_PARAMS) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();                                // (no clusters before sm_90: index.py never launches it there)
+#else
     extern __shared__ uint4 ix_tile_raw[];
     i64 sb, db, ab;
     ix_lead<I, NO - 3>(p, (I)(blockIdx.x / C), sb, db, ab);
     ix_reverse_set<W, I, NO, C>(p, reinterpret_cast<W*>(ix_tile_raw), sb, db, ab, (int)(blockIdx.x % C));
+#endif
 }
 
 // An element-wise reversal of subsequences along the last outer dimension (a
