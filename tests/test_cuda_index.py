@@ -227,9 +227,8 @@ def test_row_gathers_and_wide_tiles_match_the_cpu_bytes(cp, it):
 
 #: The reversal kernels' settings of runtime/cuda/index.py (benchmarks/gpu_index.py times each).
 REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_ROWS": 0}, {"REVERSE_ROWS": 16384},
-                    {"REVERSE_ROWS": 1024}, {"REVERSE_CLUSTER": 1, "REVERSE_BYTES": 128},
-                    {"REVERSE_CLUSTER": 2, "REVERSE_BYTES": 256}, {"REVERSE_CLUSTER": 4, "REVERSE_BYTES": 512},
-                    {"REVERSE_CLUSTER": 8, "REVERSE_BYTES": 1024}, {"REVERSE_LINE": True}, {"REVERSE_LINE": False})
+                    {"REVERSE_ROWS": 1024}, {"REVERSE_BULK": False}, {"REVERSE_BULK": False, "REVERSE_BYTES": 64},
+                    {"REVERSE_BULK": True, "REVERSE_ROWS": 65536})
 
 
 @pytest.fixture(params=REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()) or "default")

@@ -161,50 +161,26 @@ def run_model(step, plan, p, srcs, dsts, seen):
                     acc = _add(acc, v, q.data_type, w) if p.accumulate else v
                 write(dst, at, acc)
             return
-    if step.mode == "tile":                  # ix_reverse_tile/_cluster: a block (cluster) a column set, staged
-        ax, k, blocks = q.axes[0], q.outer, step.cluster
+    if step.mode == "tile":                  # ix_reverse_tile: a block a column set, staged in shared memory
+        ax, k = q.axes[0], q.outer
         lo, n_e = q.sizes[k - 1], q.sizes[k - 2]
-        rp = -(-ax.bound // blocks)          # rows a block stages
         assert THREADS % lo == 0 and n_e == ax.bound and q.src_strides[k - 2] == 0 and ax.axis == k - 2
-        assert ax.strides[k - 2] == 0 and step.smem == rp * lo * w <= ix.TILE_SMEM
-        assert (blocks > 1) == step.main.startswith("ix_reverse_cluster<")
         sets = q.n_outer // q.members
         for g in range(sets):
             sb, db, ab, r = q.src_offset, q.dst_offset, ax.offset, g
             for d in reversed(range(k - 2)):
                 r, c = (0, r) if d == 0 else divmod(r, q.sizes[d])
                 sb, db, ab = sb + c * q.src_strides[d], db + c * q.dst_strides[d], ab + c * ax.strides[d]
-            tiles = []                       # each block's staged rows [b rp, (b + 1) rp)
-            for b in range(blocks):
-                rows = range(b * rp, min(ax.bound, (b + 1) * rp))
-                tiles.append({(c - b * rp) * lo + kk: read(src, sb + kk * q.src_strides[k - 1] + c * ax.stride)
-                              for kk in range(lo) for c in rows})
-                assert len(tiles[-1]) * w <= step.smem
+            tile = [None] * (ax.bound * lo)
+            for kk in range(lo):
+                for c in range(ax.bound):
+                    tile[c * lo + kk] = read(src, sb + kk * q.src_strides[k - 1] + c * ax.stride)
+            assert ax.strides[k - 2] == 0 and step.smem == ax.bound * lo * w <= ix.TILE_SMEM
             for kk in range(lo):             # the column's length read and clamped once (ix_length)
                 n = min(max(int(read(idx[0], ab + kk * ax.strides[k - 1])), 0), ax.bound)
-                for e in range(n_e):         # written by block e // rp, read from block c // rp
+                for e in range(n_e):
                     c = n - 1 - e if e < n else e
-                    write(dst, db + kk * q.dst_strides[k - 1] + e * q.dst_strides[k - 2],
-                          tiles[c // rp][(c % rp) * lo + kk])
-        return
-    if step.mode == "line":                  # ix_reverse_line: a thread chunks of V words of a row, read in place
-        ax, k = q.axes[0], q.outer
-        v, L = int(step.main.rstrip(">").split(",")[-1]), ax.bound
-        assert ax.mode == 1 and ax.axis == k - 1 and q.src_strides[k - 1] == 0 and ax.strides[k - 1] == 0
-        assert L == q.sizes[k - 1] and L % v == 0 and q.total == -(-q.n_outer // (4 * v))
-        assert v == 1 or (ax.stride == 1 and q.dst_strides[k - 1] == 1 and v * w == 16)
-        for f in range(q.n_outer // v):
-            r, j = divmod(f, L // v)
-            j *= v
-            sb, db, ab = q.src_offset, q.dst_offset, ax.offset
-            for d in reversed(range(k - 1)):
-                r, c = (0, r) if d == 0 else divmod(r, q.sizes[d])
-                sb, db, ab = sb + c * q.src_strides[d], db + c * q.dst_strides[d], ab + c * ax.strides[d]
-            n = min(max(int(read(idx[0], ab)), 0), L)
-            for i in range(v):
-                c = n - 1 - j - i if j + i < n else j + i
-                assert 0 <= c < L
-                write(dst, db + (j + i) * q.dst_strides[k - 1], read(src, sb + c * ax.stride))
+                    write(dst, db + kk * q.dst_strides[k - 1] + e * q.dst_strides[k - 2], tile[c * lo + kk])
         return
     if step.mode == "rows":                  # ix_reverse_rows: a block `members` rows staged, a length a row
         ax, k = q.axes[0], q.outer
@@ -292,7 +268,6 @@ FAKE_CUPY = types.SimpleNamespace(
     uint64=np.uint64, bool_=np.bool_, uint8=np.uint8,
     cuda=types.SimpleNamespace(ExternalStream=lambda ptr, device: contextlib.nullcontext(),
                                Stream=types.SimpleNamespace(null=contextlib.nullcontext()),
-                               Device=lambda i: types.SimpleNamespace(compute_capability="90"),
                                driver=types.SimpleNamespace(funcSetAttribute=lambda f, a, v: OPT_INS.append((a, v)))))
 OPT_INS: list = []                           # (attribute, value) of each funcSetAttribute
 
@@ -430,9 +405,7 @@ def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model, monkey
 
 #: The reversal kernels' settings (``benchmarks/gpu_index.py`` times each).
 REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_ROWS": 0}, {"REVERSE_ROWS": 16384},
-                    {"REVERSE_ROWS": 180}, {"REVERSE_CLUSTER": 2, "REVERSE_BYTES": 256},
-                    {"REVERSE_CLUSTER": 4, "REVERSE_BYTES": 512}, {"REVERSE_CLUSTER": 1, "REVERSE_BYTES": 256},
-                    {"REVERSE_LINE": True}, {"REVERSE_LINE": False})
+                    {"REVERSE_ROWS": 180}, {"REVERSE_BULK": False}, {"REVERSE_BULK": True})
 
 
 @pytest.mark.parametrize("settings", REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
@@ -457,19 +430,15 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
     x = rng.standard_normal((9, 40, 64)).astype(np.float32)      # 80 or 160 column sets, more than blocks
     same(dml.reverse_subsequences, x, rng.integers(0, 12, (1, 40, 64)).astype(np.uint32), 0)
     kernels = {k for k, *_ in model}
-    cluster = ix.REVERSE_CLUSTER
-    assert ("ix_reverse_cluster" if cluster > 1 else "ix_reverse_tile") in kernels, kernels
-    if cluster > 1:                          # (9, 40, 64) float32 along axis 0: 40 sets, ceil(9 / C) rows of 64 words
-        assert ("launch", f"ix_reverse_cluster<u32, u32, 3, {cluster}>",
-                (40 * cluster, -(-9 // cluster) * 256)) in model, model
-    rows_bytes = ix.REVERSE_ROWS
-    if ix.REVERSE_LINE:                      # 45 rows of 64 int8 words: 4 chunks of 16 a thread
-        assert "ix_reverse_rows" not in kernels and ("launch", "ix_reverse_line<u8, u32, 3, 16>", (1, 0)) in model
-        assert ("launch", "ix_reverse_line<u8, u32, 3, 1>", (-(-45 * 63 // 4 // THREADS), 0)) in model, model
-    elif rows_bytes:
+    assert "ix_reverse_tile" in kernels, kernels
+    bulk, lo = int(ix.REVERSE_BULK), ix.REVERSE_BYTES // 4   # (9, 40, 64) float32 along axis 0: sets of 9 x lo words
+    assert ("launch", f"ix_reverse_tile<u32, u32, 4, {bulk}>", (40 * 64 // lo, 9 * lo * 4)) in model, model
+    rows_bytes = settings.get("REVERSE_ROWS", ix.REVERSE_ROWS)
+    if rows_bytes:
         assert "ix_reverse_rows" in kernels, kernels
         per = min(64, rows_bytes // 64, 45)    # 45 rows of 64 int8 words (64 bytes)
-        assert ("launch", "ix_reverse_rows<u8, u32, 3>", (-(-45 // per), per * 64)) in model, model
+        launch = ("launch", f"ix_reverse_rows<u8, u32, 3, {int(ix.REVERSE_BULK)}>", (-(-45 // per), per * 64))
+        assert launch in model, model
     else:
         assert "ix_reverse_rows" not in kernels and "ix_gather_positions" in kernels, kernels
 

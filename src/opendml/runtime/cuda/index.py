@@ -92,14 +92,8 @@ POSITION_ITEMS = 4
 #: (_column_walk), and stages them in shared memory where they fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
 #: Bytes of a staged column set's row (``ix_reverse_tile``: whole 128-byte
-#: lines or more where the tile fits TILE_SMEM, else 32-byte sectors; at most
-#: a word a thread of a block).
+#: lines where the tile fits TILE_SMEM, else 32-byte sectors).
 REVERSE_BYTES = 128
-#: Blocks of a cluster that stage one column set together (sm_90 and later:
-#: ``ix_reverse_cluster``, each block ceil(bound / REVERSE_CLUSTER) rows of
-#: it, the reversed rows read from the other blocks' shared memory); 1:
-#: one block a set (``ix_reverse_tile``, every device).
-REVERSE_CLUSTER = 1
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
@@ -110,9 +104,12 @@ TILE_SMEM = 64 * 1024
 #: pipeline of column sets for the other axes measured 0.54 against the
 #: single tile's 0.72-0.79 and was taken out.)
 REVERSE_ROWS = 32 * 1024
-#: Whether a reversal along rows is read in place, 16 bytes a thread where
-#: the rows allow (``ix_reverse_line``), instead of staged (REVERSE_ROWS).
-REVERSE_LINE = False
+#: Whether the reversals' kernels (``ix_reverse_tile``, ``ix_reverse_rows``)
+#: stage and write rows of whole aligned 16-byte pieces through the copy
+#: engine on sm_90 and later (one bulk copy a row, completing on an mbarrier;
+#: each staged sequence reversed in place; bulk copies back), instead of
+#: 16-byte cp.async copies in and reversed word stores out.
+REVERSE_BULK = True
 #: Whether an element-wise gather along a row runs a block a row
 #: (``ix_gather_row``, _row), and stages the source row in shared memory
 #: where it fits (ROW_STAGE).
@@ -187,28 +184,21 @@ def _group(q, k: int) -> int:
     return members
 
 
-def _tile(q, k: int, word: int, cluster: int = 1) -> bool:
+def _tile(q, k: int, word: int) -> bool:
     """Whether a column-walked reversal (``_column_walk``'s order) runs as
-    ``ix_reverse_tile`` (or ``ix_reverse_cluster``, ``cluster`` blocks a
-    set): one reversing index axis along dimension k - 2 of source stride 0
-    and of the axis's size, the last dimension's lo words dividing a block's
-    threads, the length the same along the reversed axis, ceil(bound /
-    cluster) x lo words in TILE_SMEM; sets ``q.members`` (positions a set)."""
+    ``ix_reverse_tile``: one reversing index axis along dimension k - 2 of
+    source stride 0 and of the axis's size, the last dimension's lo words
+    dividing a block's threads, the length the same along the reversed axis,
+    bound x lo words in TILE_SMEM; sets ``q.members`` (positions a block)."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]
     if ax.mode != 1 or ax.axis != k - 2 or q.src_strides[k - 2] or not ax.stride or ax.bound != q.sizes[k - 2] or \
-            ax.strides[k - 2] or THREADS % lo or -(-ax.bound // cluster) * lo * word > TILE_SMEM or \
-            q.n_outer // (ax.bound * lo) * cluster > 2**31 - 1:
+            ax.strides[k - 2] or THREADS % lo or ax.bound * lo * word > TILE_SMEM or \
+            q.n_outer // (ax.bound * lo) > 2**31 - 1:
         return False
     q.members = ax.bound * lo
     return True
-
-
-def _clusters(backend) -> bool:
-    """Whether ``backend``'s device launches clusters of blocks sharing
-    their shared memory (compute capability 9.0 and later)."""
-    return int(backend.cupy.cuda.Device(backend.index).compute_capability) >= 90
 
 
 def _rows(q, k: int, word: int) -> int:
@@ -225,19 +215,6 @@ def _rows(q, k: int, word: int) -> int:
         return 0
     padded = -(-n * word // 16) * 16
     return min(64, REVERSE_ROWS // padded, q.n_outer // n)
-
-
-def _line(q, k: int, word: int) -> int:
-    """Words a thread's chunk where a reversal along the last outer dimension
-    (as ``_rows`` takes) runs as ``ix_reverse_line`` (REVERSE_LINE), else 0:
-    16 bytes where the rows are of unit strides and whole 16-byte chunks, else 1."""
-    if not REVERSE_LINE or k < 1 or q.naxes != 1:
-        return 0
-    ax, n = q.axes[0], q.sizes[k - 1]
-    if ax.mode != 1 or ax.axis != k - 1 or q.src_strides[k - 1] or ax.strides[k - 1] or ax.bound != n:
-        return 0
-    v = 16 // word
-    return v if v > 1 and ax.stride == 1 and q.dst_strides[k - 1] == 1 and n % v == 0 else 1
 
 
 def _row(q, k: int, word: int) -> int:
@@ -328,7 +305,7 @@ class IndexPass:
     stream_ptr)`` queues them. ``via`` tells the C call cache
     (``calls.put_move_cuda``) to record it through ``call_cache_step``."""
 
-    blocks, via, smem, grid, cluster = 1, "index", 0, 0, 1
+    blocks, via, smem, grid = 1, "index", 0, 0
 
     def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs, relaxed):
         scatter = type(p) is Scatter
@@ -410,13 +387,12 @@ class IndexPass:
         else:
             self.mode = "sort"
         positions = not scatter and not last_only and q.n_inner == 1
-        tile = row = line = 0
+        tile = row = 0
         if positions and COLUMN_WALK:
             wide = IndexParams.from_buffer_copy(q)     # whole lines where the tile fits, else 32-byte sectors
-            kw = _column_walk(wide, k, word, min(REVERSE_BYTES, THREADS * word))
-            cluster = REVERSE_CLUSTER if REVERSE_CLUSTER > 1 and _clusters(backend) else 1
-            if REVERSE_TILE and _tile(wide, kw, word, cluster):
-                q, k, tile = wide, kw, cluster
+            kw = _column_walk(wide, k, word, REVERSE_BYTES)
+            if REVERSE_TILE and _tile(wide, kw, word):
+                q, k, tile = wide, kw, 1
             else:
                 k = _column_walk(q, k, word)
         items = ITEMS if q.n_inner >= ITEMS else 1
@@ -424,14 +400,10 @@ class IndexPass:
         q.total = n_outer * q.groups
         rows = 0
         if positions and not tile:
-            line = _line(q, k, word)
-            row = 0 if line or (rows := _rows(q, k, word)) else _row(q, k, word)
+            row = 0 if (rows := _rows(q, k, word)) else _row(q, k, word)
         if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
-            self.mode, self.cluster = "tile", tile or 1   # ix_reverse_tile/_cluster: a block (cluster) a column set
-            self.smem = -(-q.axes[0].bound // self.cluster) * q.sizes[k - 1] * word
-        elif line:
-            self.mode, items = "line", 4               # ix_reverse_line: a thread 4 chunks of `line` words
-            q.total = -(-n_outer // (line * items))
+            self.mode = "tile"                         # ix_reverse_tile: a block a column set
+            self.smem = q.axes[0].bound * q.sizes[k - 1] * word
         elif rows:
             self.mode, q.members = "rows", rows        # ix_reverse_rows: a block `rows` rows
             self.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
@@ -443,12 +415,8 @@ class IndexPass:
         self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
         W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
         shape = f"{ranks}, {len(inner)}, {items}"
-        if self.mode == "tile" and self.cluster > 1:
-            main = f"ix_reverse_cluster<{W}, {index}, {k}, {self.cluster}>"
-        elif self.mode in ("tile", "rows"):
-            main = f"ix_reverse_{self.mode}<{W}, {index}, {k}>"
-        elif self.mode == "line":
-            main = f"ix_reverse_line<{W}, {index}, {k}, {line}>"
+        if self.mode in ("tile", "rows"):
+            main = f"ix_reverse_{self.mode}<{W}, {index}, {k}, {int(REVERSE_BULK)}>"
         elif self.mode == "row":
             main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
             self.smem = q.axes[0].bound * word if row == 1 else 0
@@ -499,12 +467,10 @@ class IndexPass:
         no scratch (the Python launch and the C call cache's record both read
         it), None for the owner and sort modes."""
         mode = self.mode
-        if mode in ("direct", "line"):
+        if mode == "direct":
             return q.total, 0
-        if mode == "tile":
-            return q.n_outer // q.members * self.cluster * THREADS, self.smem
-        if mode == "row":
-            return q.n_outer // q.sizes[q.outer - 1] * THREADS, self.smem
+        if mode in ("tile", "row"):
+            return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, self.smem
         if mode == "rows":
             return -(-(q.n_outer // q.axes[0].bound) // q.members) * THREADS, self.smem
         if mode == "group":
