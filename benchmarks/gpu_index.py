@@ -28,9 +28,7 @@ block-a-row gather, ``ROW_STAGE=False`` the row read in place,
 ``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_BYTES=32``/``64``
 narrower staged columns, ``REVERSE_TILE=False`` no shared-memory staging,
 ``WIDE_ACC=False`` the sums one element a word, ``REVERSE_ROWS=bytes`` the
-reversal along rows staging that many bytes of rows a block, 0: none,
-``REVERSE_BULK=False`` the reversals staged by cp.async and written by
-reversed word stores instead of the copy engine's bulk copies), in the
+reversal along rows staging that many bytes of rows a block, 0: none), in the
 same process. Under
 each row, ``device time`` is what the profiler records of the call's
 kernels, copies and fills (median-free: the mean of 5 calls), opendml's and
@@ -250,7 +248,6 @@ def main(argv=None) -> int:
     variant(rs[0], {"REVERSE_BYTES": 64}, *rs[1:])
     variant(rs[0], {"REVERSE_BYTES": 32}, *rs[1:])
     variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
-    variant(rs[0], {"REVERSE_BULK": False}, *rs[1:])
     lengths64 = torch.randint(0, 513, (512, 256, 1), device=dev, generator=g)
     lengths2 = lengths64.to(torch.uint32)
     rs2 = ("reverse_subsequences axis 2 (rows)", lambda: dml.reverse_subsequences(x6, lengths2, 2),
@@ -261,7 +258,6 @@ def main(argv=None) -> int:
     row(*rs2)
     for nbytes in (0, 8192, 16384, 65536):        # (the default: 32 KiB)
         variant(rs2[0], {"REVERSE_ROWS": nbytes}, *rs2[1:])
-    variant(rs2[0], {"REVERSE_BULK": False}, *rs2[1:])
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,

@@ -227,8 +227,7 @@ def test_row_gathers_and_wide_tiles_match_the_cpu_bytes(cp, it):
 
 #: The reversal kernels' settings of runtime/cuda/index.py (benchmarks/gpu_index.py times each).
 REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_ROWS": 0}, {"REVERSE_ROWS": 16384},
-                    {"REVERSE_ROWS": 1024}, {"REVERSE_BULK": False}, {"REVERSE_BULK": False, "REVERSE_BYTES": 64},
-                    {"REVERSE_BULK": True, "REVERSE_ROWS": 65536})
+                    {"REVERSE_ROWS": 1024})
 
 
 @pytest.fixture(params=REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()) or "default")

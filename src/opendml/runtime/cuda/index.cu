@@ -366,106 +366,13 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
     }
 }
 
-// Shared-memory address of a generic pointer into shared memory.
-__device__ __forceinline__ u32 ix_smem(const void* ptr) {
-    u32 s;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s) : "l"(ptr));
-    return s;
-}
-
-// The copy engine's bulk copies (sm_90: cp.async.bulk, BULK kernels; the
-// reversals move whole staged pieces of a multiple of 16 bytes between
-// 16-byte aligned addresses). In: thread 0 arms the block's mbarrier for
-// `bytes` in all (ix_bulk_arm, every thread calls it: a barrier), each piece
-// completes on it (ix_bulk_in), every thread waits for them (ix_bulk_wait).
-// Out: after the writes to shared memory and fence.proxy.async in each
-// writing thread and a barrier (ix_bulk_fence), each piece is queued
-// (ix_bulk_out), and each thread waits until the engine has read its pieces
-// (ix_bulk_done) so that no block leaves while its shared memory is read.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define IX_BULK 1
-#else
-#define IX_BULK 0
-#endif
-__device__ __forceinline__ void ix_bulk_arm(u64* bar, u32 bytes) {
-#if IX_BULK
-    if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(ix_smem(bar)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(ix_smem(bar)), "r"(bytes) : "memory");
-    }
-    __syncthreads();
-#endif
-}
-__device__ __forceinline__ void ix_bulk_in(u32 s, const void* g, u32 bytes, u64* bar) {
-#if IX_BULK
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-                 "r"(s), "l"(g), "r"(bytes), "r"(ix_smem(bar)) : "memory");
-#endif
-}
-__device__ __forceinline__ void ix_bulk_wait(u64* bar) {
-#if IX_BULK
-    asm volatile("{\n\t.reg .pred P;\nIX_WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 P, [%0], 0;\n\t"
-                 "@!P bra IX_WAIT;\n}" :: "r"(ix_smem(bar)) : "memory");
-#endif
-}
-__device__ __forceinline__ void ix_bulk_fence() {
-#if IX_BULK
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-    __syncthreads();
-}
-__device__ __forceinline__ void ix_bulk_out(void* g, u32 s, u32 bytes) {
-#if IX_BULK
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" :: "l"(g), "r"(s), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void ix_bulk_done() {
-#if IX_BULK
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-#endif
-}
-
-// Whether pieces of `bytes` bytes at p + c * stride words (c = 0, 1, ...)
-// move as bulk copies: BULK on sm_90, unit inner stride, 16-byte multiples
-// and alignment (the same answer in every thread of a block).
-template <typename W, int BULK>
-__device__ __forceinline__ bool ix_bulk_ok(const W* ptr, i64 inner, i64 stride, int bytes) {
-    return BULK && IX_BULK && inner == 1 && bytes % 16 == 0 && (u64)ptr % 16 == 0 && (stride * (i64)sizeof(W)) % 16 == 0;
-}
-
-// Element pairs (a[j], a[n - 1 - j]) swapped for the j = j0, j0 + step, ...
-// below n / 2 (offsets in words of `at`): a piece's first n words reversed
-// in place, IX_BATCH pairs in flight.
-template <typename W>
-__device__ __forceinline__ void ix_swap_pairs(W* a, int j0, int step, int n, int at) {
-    for (; j0 < n / 2; j0 += IX_BATCH * step) {
-        W x[IX_BATCH], y[IX_BATCH];
-#pragma unroll
-        for (int u = 0; u < IX_BATCH; u++) {
-            const int j = j0 + u * step;
-            if (j < n / 2) x[u] = a[j * at], y[u] = a[(n - 1 - j) * at];
-        }
-#pragma unroll
-        for (int u = 0; u < IX_BATCH; u++) {
-            const int j = j0 + u * step;
-            if (j < n / 2) a[j * at] = y[u], a[(n - 1 - j) * at] = x[u];
-        }
-    }
-}
-
 // An element-wise reversal of subsequences walked as columns (index.py's
 // _column_walk: outer dimensions (..., reversed axis, lo columns), the
 // reversed axis of source stride 0, of size `bound` and of length stride 0,
 // lo dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): a
-// column set (bound rows of lo words) is staged in shared memory, then each
-// thread, keeping one column and its length (read and clamped once), writes
-// its rows in order, each from its reversed row. BULK (sm_90, rows of whole
-// aligned 16-byte pieces on both sides): the rows staged by the copy engine
-// (one bulk copy a row, completing on one mbarrier), each column's first n
-// rows reversed in place, and the rows written back by the copy engine; else
-// as below.
+// column set (bound rows of lo words) is staged in shared memory by
+// coalesced loads, then each thread, keeping one column and its length (read
+// and clamped once), writes its rows in order, each from its reversed row.
 //
 // ix_stage_columns: the column set at source offset sb into `tile`, as
 // asynchronous 16-byte copies (cp.async, one commit group: the caller waits)
@@ -482,7 +389,8 @@ __device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i6
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (chunks >= 1 && p.src_strides[NO - 1] == 1 && base % 16 == 0 && (ss * (i64)sizeof(W)) % 16 == 0) {
         const int h = (int)threadIdx.x % chunks, cstep = IX_THREADS / chunks;   // chunks divides lo, lo divides IX_THREADS
-        const u32 s0 = ix_smem(tile);
+        u32 s0;
+        asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s0) : "l"(tile));
         for (int c = (int)threadIdx.x / chunks; c < rows; c += cstep)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::
                          "r"(s0 + (u32)(c * lo * (int)sizeof(W) + h * 16)),
@@ -528,71 +436,46 @@ __device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* ti
 }
 
 // One block a column set (blockIdx.x over the leading dimensions), the
-// whole set's copies in flight at once, then one wait.
-#define IX_TILE_BLOCKS 3                     // 64 KiB tiles: 3 blocks a multiprocessor, registers allowing
-template <typename W, typename I, int NO, int BULK>
+// whole set's copies in flight at once, then one wait. IX_TILE_BLOCKS: the
+// blocks a multiprocessor holds with 64 KiB tiles (the default 128-byte
+// lines down 512 rows), so the registers (at most 65536 / (3 x 256) a
+// thread) never hold fewer: unbounded, the kernel took 96 and two blocks ran
+// a multiprocessor (on an H200 (512, 256, 512) float32 along axis 0 went from
+// 0.72-0.735 of copy to 0.79).
+#define IX_TILE_BLOCKS 3
+template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX_PARAMS) {
     extern __shared__ uint4 ix_tile_raw[];
-    __shared__ u64 bar;
     W* tile = reinterpret_cast<W*>(ix_tile_raw);
     i64 sb, db, ab;                          // the set: the leading dimensions
     ix_lead<I, NO - 3>(p, (I)blockIdx.x, sb, db, ab);
-    const ix_axis& ax = p.axes[0];
-    const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound, bytes = lo * (int)sizeof(W);
-    const W* src = (const W*)p.src + sb;
-    W* dst = (W*)p.dst + db;
-    const i64 ds = p.dst_strides[NO - 2];
-    const u32 s0 = ix_smem(tile);
-    if (ix_bulk_ok<W, BULK>(src, p.src_strides[NO - 1], ax.stride, bytes)) {
-        ix_bulk_arm(&bar, (u32)(rows * bytes));
-        for (int c = threadIdx.x; c < rows; c += IX_THREADS)
-            ix_bulk_in(s0 + (u32)(c * bytes), src + (i64)c * ax.stride, (u32)bytes, &bar);
-        ix_bulk_wait(&bar);
-    } else {
-        ix_stage_columns<W, I, NO>(p, tile, sb);
+    ix_stage_columns<W, I, NO>(p, tile, sb);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        asm volatile("cp.async.wait_all;" ::: "memory");
+    asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
-    }
     __syncthreads();
-    if (!ix_bulk_ok<W, BULK>(dst, p.dst_strides[NO - 1], ds, bytes)) {
-        ix_write_columns<W, I, NO>(p, tile, db, ab);
-        return;
-    }
-    const int kk = (int)threadIdx.x % lo;    // each column's first n rows reversed in place
-    ix_swap_pairs(tile + kk, (int)threadIdx.x / lo, IX_THREADS / lo,
-                  (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]), lo);
-    ix_bulk_fence();
-    for (int c = threadIdx.x; c < rows; c += IX_THREADS)
-        ix_bulk_out(dst + (i64)c * ds, s0 + (u32)(c * bytes), (u32)bytes);
-    ix_bulk_done();
+    ix_write_columns<W, I, NO>(p, tile, db, ab);
 }
 
 // An element-wise reversal of subsequences along the last outer dimension (a
 // length a row: index.py's _rows): one block `members` consecutive rows of
-// `bound` words, staged in shared memory (bulk copies, BULK on sm_90, or
-// asynchronous 16-byte copies where the rows are whole aligned 16-byte
-// pieces, else plain loads), each row's offsets and length (read and
-// clamped once) in shared memory; then the threads walk the block's words
-// in order (coalesced stores), each read from its reversed word of the
-// staged row; or (BULK, rows of whole aligned 16-byte pieces on both sides)
-// each row's first n words are reversed in place and the rows written back
-// by the copy engine.
+// `bound` words, staged in shared memory (asynchronous 16-byte copies where
+// the rows are whole aligned 16-byte pieces, else plain loads), each row's
+// offsets and length (read and clamped once) in shared memory; then the
+// threads walk the block's words in order (coalesced stores), each read from
+// its reversed word of the staged row.
 #define IX_ROWS 64
-#define IX_ROWS_BLOCKS 6                     // 32 KiB of rows: 6 blocks a multiprocessor, registers allowing
-template <typename W, typename I, int NO, int BULK>
-__global__ void __launch_bounds__(IX_THREADS, IX_ROWS_BLOCKS) ix_reverse_rows(IX_PARAMS) {
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_reverse_rows(IX_PARAMS) {
     extern __shared__ uint4 ix_rows_raw[];
     W* rowbuf = reinterpret_cast<W*>(ix_rows_raw);
     __shared__ i64 r_sb[IX_ROWS], r_db[IX_ROWS];
     __shared__ int r_n[IX_ROWS];
-    __shared__ u64 bar;
     const ix_axis& ax = p.axes[0];
     const int L = (int)ax.bound, Lp = (int)((L * (i64)sizeof(W) + 15) / 16 * 16 / (i64)sizeof(W));
     const I nrows = (I)(p.n_outer / L), first = (I)blockIdx.x * (I)p.members;
     const int g = (int)(nrows - first < (I)p.members ? nrows - first : (I)p.members);   // rows of this block
-    const i64 ds = p.dst_strides[NO - 1];
-    bool aligned = true, out_aligned = true;
+    bool aligned = true;
     if ((int)threadIdx.x < g) {
         i64 sb, db, ab;
         ix_lead<I, NO - 2>(p, first + (I)threadIdx.x, sb, db, ab);
@@ -600,20 +483,13 @@ __global__ void __launch_bounds__(IX_THREADS, IX_ROWS_BLOCKS) ix_reverse_rows(IX
         r_db[threadIdx.x] = db;
         r_n[threadIdx.x] = (int)ix_length(ax, p.idx[0], ab);   // in [0, L]
         aligned = ((u64)((const W*)p.src + sb)) % 16 == 0;
-        out_aligned = ((u64)((W*)p.dst + db)) % 16 == 0;
     }
-    const int bytes = L * (int)sizeof(W);    // (Lp == L where whole)
-    bool whole = __syncthreads_and(aligned) && ax.stride == 1 && bytes % 16 == 0;
-    const bool out_whole = __syncthreads_and(out_aligned) && ds == 1 && bytes % 16 == 0;
-    const u32 s0 = ix_smem(rowbuf);
+    bool whole = __syncthreads_and(aligned) && ax.stride == 1 && (L * (int)sizeof(W)) % 16 == 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (whole && BULK && IX_BULK) {          // a bulk copy a row
-        ix_bulk_arm(&bar, (u32)(g * bytes));
-        for (int r = threadIdx.x; r < g; r += IX_THREADS)
-            ix_bulk_in(s0 + (u32)(r * bytes), (const W*)p.src + r_sb[r], (u32)bytes, &bar);
-        ix_bulk_wait(&bar);
-    } else if (whole) {                      // every row in flight at once
-        const int pieces = bytes / 16, rp = Lp * (int)sizeof(W) / 16;
+    if (whole) {                             // every row in flight at once
+        const int pieces = L * (int)sizeof(W) / 16, rp = Lp * (int)sizeof(W) / 16;
+        u32 s0;
+        asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(s0) : "l"(rowbuf));
         for (int h = threadIdx.x; h < g * pieces; h += IX_THREADS) {
             const int r = h / pieces, c = h - r * pieces;
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s0 + (u32)((r * rp + c) * 16)),
@@ -643,30 +519,7 @@ __global__ void __launch_bounds__(IX_THREADS, IX_ROWS_BLOCKS) ix_reverse_rows(IX
         }
     }
     __syncthreads();
-    if (BULK && IX_BULK && out_whole) {      // each row's first n words reversed in place (pairs j, n - 1 - j)
-        const int h = L / 2;
-        for (int f0 = threadIdx.x; f0 < g * h; f0 += IX_BATCH * IX_THREADS) {
-            W x[IX_BATCH], y[IX_BATCH];
-            int a[IX_BATCH], b[IX_BATCH];
-#pragma unroll
-            for (int u = 0; u < IX_BATCH; u++) {
-                const int f = f0 + u * IX_THREADS, r = f / h, j = f - r * h;
-                a[u] = -1;
-                if (f < g * h && j < r_n[r] / 2) {
-                    a[u] = r * Lp + j, b[u] = r * Lp + r_n[r] - 1 - j;
-                    x[u] = rowbuf[a[u]], y[u] = rowbuf[b[u]];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < IX_BATCH; u++)
-                if (a[u] >= 0) rowbuf[a[u]] = y[u], rowbuf[b[u]] = x[u];
-        }
-        ix_bulk_fence();
-        for (int r = threadIdx.x; r < g; r += IX_THREADS)
-            ix_bulk_out((W*)p.dst + r_db[r], s0 + (u32)(r * bytes), (u32)bytes);
-        ix_bulk_done();
-        return;
-    }
+    const i64 ds = p.dst_strides[NO - 1];
     int r = (int)threadIdx.x / L, j = (int)threadIdx.x - r * L;   // word f = r * L + j, f += IX_THREADS
     while (r < g) {
         W v[IX_TILE_BATCH];
@@ -916,14 +769,10 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 #ifdef OPENDML_INSTANTIATE   // nvcc -DOPENDML_INSTANTIATE -c: one of each kernel (a syntax check without a GPU)
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
-template __global__ void ix_reverse_tile<u16, u64, 4, 0>(IX_PARAMS);
-template __global__ void ix_reverse_tile<u32, u32, 4, 1>(IX_PARAMS);
-template __global__ void ix_reverse_rows<u32, u32, 3, 1>(IX_PARAMS);
-template __global__ void ix_reverse_rows<u64, u64, 2, 0>(IX_PARAMS);
-template __global__ void ix_reverse_rows<u8, u32, 3, 1>(IX_PARAMS);
-template __global__ void ix_reverse_rows<u64, u32, 3, 1>(IX_PARAMS);
-template __global__ void ix_reverse_tile<u8, u32, 3, 1>(IX_PARAMS);
-template __global__ void ix_reverse_tile<u64, u32, 4, 1>(IX_PARAMS);
+template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
+template __global__ void ix_reverse_tile<u32, u32, 4>(IX_PARAMS);
+template __global__ void ix_reverse_rows<u32, u32, 3>(IX_PARAMS);
+template __global__ void ix_reverse_rows<u64, u64, 2>(IX_PARAMS);
 template __global__ void ix_gather_row<u32, u32, 2, 1>(IX_PARAMS);
 template __global__ void ix_gather_row<u64, u64, 3, 0>(IX_PARAMS);
 template __global__ void ix_scatter<u32, u64, 1, 2, 1, 1, 1>(IX_PARAMS);
