@@ -266,6 +266,7 @@ def test_each_reversal_kernel_matches_the_cpu_bytes(cp, it, reverse_settings):
               views=lambda a: a[:, :, 1:] if a.shape[2] > 1 else a)      # rows starting off 16 bytes
         check(cp, dml.reverse_subsequences, x[:, :, :64], indices(rng, (1, 5, 64), 11, it, 4), axis=0,
               views=lambda a: a[:, :, ::-1])                             # columns read backwards
+        check(cp, dml.reverse_subsequences, x[:, :, :64], indices(rng, (9, 1, 64), 7, it, 4), axis=1)   # 5 rows
     many = values(rng, (9, 2200, 32), np.float32)       # 2200 column sets of 9 rows: more than a grid holds
     check(cp, dml.reverse_subsequences, many, indices(rng, (1, 2200, 32), 11, it, 4), axis=0)
     long = values(rng, (500, 300, 32), np.float32)      # 300 sets of 500 x 128 bytes: two tiles a block

@@ -8,6 +8,8 @@ tests (``tests/test_cuda_index.py``) run the kernels themselves."""
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import shutil
 import subprocess
 import types
@@ -33,6 +35,32 @@ def test_index_kernels_compile_with_nvcc(tmp_path):
     r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", "-DOPENDML_INSTANTIATE", "-c",
                         str(ix.INDEX_KERNELS), "-o", str(tmp_path / "i.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def ptxas_registers(source, arch="sm_90"):
+    """{kernel: registers a thread} of every instantiation of ``source``
+    (OPENDML_INSTANTIATE) as ptxas reports them."""
+    r = subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", "--fmad=false", "-DOPENDML_INSTANTIATE", "-Xptxas", "-v",
+                        "-c", str(source), "-o", os.devnull], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out, name = {}, None
+    for line in r.stderr.splitlines():
+        if m := re.search(r"Compiling entry function '(\w+)'", line):
+            name = m.group(1)
+        elif (m := re.search(r"Used (\d+) registers", line)) and name:
+            out[name] = int(m.group(1))
+    return out
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_reversal_tile_leaves_registers_for_three_blocks():
+    """ix_reverse_tile's 64 KiB tiles (128-byte lines down 512 rows) fit 3
+    blocks a multiprocessor; its registers must too (65536 a multiprocessor:
+    at most 85 a thread of 3 x 256). Unbounded it took 96 and ran 2 blocks:
+    on an H200 the (512, 256, 512) float32 reversal along axis 0 ran at 0.72
+    of copy bandwidth, bounded at 0.79."""
+    tiles = {k: n for k, n in ptxas_registers(ix.INDEX_KERNELS).items() if "ix_reverse_tile" in k}
+    assert tiles and all(n * THREADS * 3 <= 65536 for n in tiles.values()), tiles
 
 
 def _coordinate(ax, values, at, e):
@@ -431,6 +459,8 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
     same(dml.reverse_subsequences, x, rng.integers(0, 12, (1, 40, 64)).astype(np.uint32), 0)
     kernels = {k for k, *_ in model}
     assert "ix_reverse_tile" in kernels, kernels
+    lo = ix.REVERSE_BYTES // 4               # (9, 40, 64) float32 along axis 0: sets of 9 x lo words
+    assert ("launch", "ix_reverse_tile<u32, u32, 4>", (40 * 64 // lo, 9 * lo * 4)) in model, model
     rows_bytes = settings.get("REVERSE_ROWS", ix.REVERSE_ROWS)
     if rows_bytes:
         assert "ix_reverse_rows" in kernels, kernels

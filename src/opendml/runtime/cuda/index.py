@@ -92,17 +92,28 @@ POSITION_ITEMS = 4
 #: (_column_walk), and stages them in shared memory where they fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
 #: Bytes of a staged column set's row (``ix_reverse_tile``: whole 128-byte
-#: lines where the tile fits TILE_SMEM, else 32-byte sectors).
+#: lines where the tile fits TILE_SMEM, else 32-byte sectors). On an H200
+#: (copy 4256 GB/s), (512, 256, 512) float32 reversed along axis 0 (a
+#: length a column, 537 MB moved): 128 bytes 0.159 ms, 0.79 of copy (3
+#: blocks of 64 KiB a multiprocessor: index.cu's IX_TILE_BLOCKS; 0.72-0.735
+#: with the 2 blocks its registers allowed before); 64 bytes 0.69; 256 bytes
+#: (128 KiB, TILE_SMEM raised: 1 block) 0.55. Measured and taken out: the
+#: column set split over a cluster of 2-8 blocks, each staging its share of
+#: the rows and reading the others' from distributed shared memory (256-1024
+#: byte rows at 32-64 KiB a block) 0.15-0.42; bulk copies (cp.async.bulk on
+#: an mbarrier, each column reversed in place, bulk copies back) 0.78.
 REVERSE_BYTES = 128
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
 #: (``ix_reverse_rows``: as many whole rows as fit, up to 64); 0: that
 #: reversal runs as ``ix_gather_positions``. On an H200, (512, 256, 512)
-#: float32 reversed along rows: 8 KiB 0.70 of copy, 16 KiB 0.81, 32 KiB
-#: 0.88, 64 KiB 0.82, 0 (``ix_gather_positions``) 0.32. (A two-buffer
-#: pipeline of column sets for the other axes measured 0.54 against the
-#: single tile's 0.72-0.79 and was taken out.)
+#: float32 reversed along rows: 8 KiB 0.70 of copy, 16 KiB 0.81-0.84, 32 KiB
+#: 0.88-0.89 (0.142 ms, copy 4256 GB/s), 64 KiB 0.82, 0
+#: (``ix_gather_positions``) 0.32; read in place, 16 bytes a thread, 0.86;
+#: bulk copies in and out 0.81-0.82. (A two-buffer pipeline of column sets
+#: for the other axes measured 0.54 against the single tile's 0.72-0.79 and
+#: was taken out.)
 REVERSE_ROWS = 32 * 1024
 #: Whether an element-wise gather along a row runs a block a row
 #: (``ix_gather_row``, _row), and stages the source row in shared memory
