@@ -195,3 +195,108 @@ def test_settings_c_cannot_read_are_declined(monkeypatch):
     monkeypatch.setattr(steps, "PAD_ROWS", (2, 6, 2))
     monkeypatch.setattr(steps, "WORD_COPY", 2.0)
     assert c_launches("identity", (None, None), [x], [DATA], [OUT] * 16) is None
+
+
+# -- the glue (call_cache_move_new on CUDA memory), driven without a GPU ----------------------------------
+
+def _glue_ok() -> bool:
+    from tests.runtime.test_cuda_move_cache import _driver_loads
+    return ccache._HAS_MOVE and ccache.info()["numpy"] and not _driver_loads()
+
+
+glue = pytest.mark.skipif(not _glue_ok(), reason="the call cache is not built, or a CUDA driver loads here (the "
+                                                 "GPU tests, tests/test_family_cuda_new.py, cover these paths)")
+
+
+@pytest.fixture
+def stand_in(fake):
+    """The CuPy stand-in of tests/runtime/test_cuda_move_cache.py, and a retry
+    hook logging each launch C hands it (no driver loads here, so every C
+    launch fails and goes to the hook)."""
+    log = []
+    ccache.register_cuda_retry(lambda *a: log.append(a))
+    try:
+        yield fake, log
+    finally:
+        ccache.register_cuda_retry(ccache._relaunch)
+
+
+from tests.runtime.test_cuda_move_cache import FakeArray, fake  # noqa: E402,F401 - the fixture `fake`
+
+GLUE_CASES = [("pad", ((0, 1, 2), (1, 0, 3), "reflect", 0.0)), ("pad", (1, 2, "constant", 7.0)),
+              ("identity", (2.0, None)), ("cast", ("float16",)), ("tile", ((1, 2, 1),)), ("split", (2, [2, 5])),
+              ("join", (1,))]
+
+
+@glue
+@pytest.mark.parametrize("name,args", GLUE_CASES, ids=[c[0] for c in GLUE_CASES])
+@pytest.mark.parametrize("view", ["packed", "flipped", "off"])
+def test_the_glue_launches_move_steps_and_records_what_serves_a_repeat(stand_in, name, args, view):
+    """A never-seen shape on (stand-in) CuPy arrays: a kernel the dict lacks
+    comes back by name (nothing allocated for good, nothing launched); then
+    the launches are move_steps' for the outputs' addresses, in order, from
+    element 0 of each input's bound range, on the current stream; the call
+    is recorded, and a repeat (cuda_move) queues the same launches."""
+    fake_hooks, log = stand_in
+    a = np.arange(3 * 4 * 7, dtype=np.float32).reshape(3, 4, 7)
+    if view == "flipped":
+        a = a[::-1, :, ::-1]
+    base = 0x1000_0040 + (4 if view == "off" else 0)
+    origin = array_layout(a.shape, a.strides, a.itemsize).origin * a.itemsize
+    x = FakeArray(a.shape, a.dtype, base + origin, a.strides)
+    xs, fx = [a], x
+    if name == "join":                                  # a second input, packed, at another alignment class
+        b = np.ascontiguousarray(a[:, :2])
+        xs, fx = [a, b], [x, FakeArray(b.shape, b.dtype, 0x2000_0008, b.strides)]
+    kernels: dict = {}
+    lower, op = front._LOWER[ccache.OPS[name]], ccache.OPS[name]
+    ccache.clear()
+    for _ in range(20):
+        out = ccache.move_new(op, lower, fx, args, ccache.generation(), get_backend("cpu").plain_conf,
+                              lambda: (kernels, steps.c_settings()))
+        if type(out) is not str:
+            break
+        assert not log                                  # nothing launched for a missing kernel
+        kernels.setdefault(0, {})[out] = 0x5000 + len(kernels.get(0, {}))
+    outs = out if isinstance(out, list) else [out]
+    assert all(type(o) is FakeArray for o in outs)
+    data = [x.data.ptr for x in (fx if name == "join" else [fx])]
+    shapes, want = python_launches(name, args, xs, data, [o.data.ptr for o in outs] + [0] * 16)
+    assert tuple(o.shape for o in outs) == shapes
+    srcs = [p - array_layout(v.shape, v.strides, v.itemsize).origin * v.itemsize for p, v in zip(data, xs)]
+    expect = [(0, kernels[0][n], g, smem, p, (srcs[s] if s >= 0 else outs[d].data.ptr), outs[d].data.ptr, 77)
+              for n, p, g, smem, s, d in want]
+    assert log == expect
+    assert ccache.info()["entries"] == 1
+    log.clear()
+    before = ccache.info()["hits"]
+    again = ccache.move(op, fx, *args)
+    assert ccache.info()["hits"] == before + 1
+    again = again if isinstance(again, list) else [again]
+    assert log == [(0, f, g, smem, p, (srcs[s] if s >= 0 else again[d].data.ptr), again[d].data.ptr, 77)
+                   for (_, f, g, smem, p, *_), (_, _, _, _, s, d) in zip(expect, want)]
+
+
+@glue
+def test_the_glue_declines_what_the_python_route_must_run(stand_in):
+    """Misaligned data, no compiled-kernel dict (launches not native), another
+    current device, an allocator failure (None: the route raises), a call its
+    lowering refuses: None, nothing launched, nothing recorded."""
+    fake_hooks, log = stand_in
+    op, lower = ccache.OPS["identity"], front._LOWER[ccache.OPS["identity"]]
+    conf = lambda: ({0: {}}, steps.c_settings())  # noqa: E731
+    gen = ccache.generation
+    plain = get_backend("cpu").plain_conf
+    ccache.clear()
+    assert ccache.move_new(op, lower, FakeArray((4, 8), np.float32, 0x1000_0002), (None, None), gen(), plain,
+                           conf) is None                                         # misaligned
+    x = FakeArray((4, 8), np.float32, 0x1000_0000)
+    assert ccache.move_new(op, lower, x, (None, None), gen(), plain, lambda: (None, steps.c_settings())) is None
+    assert ccache.move_new(op, lower, x, (None, None), gen(), plain) is None      # no CUDA conf given
+    assert ccache.move_new(op, lower, x, (3, None), gen(), plain, conf) is None  # the lowering refuses it
+    fake_hooks.device = 1
+    assert ccache.move_new(op, lower, x, (None, None), gen(), plain, conf) is None
+    fake_hooks.device = 0
+    fake_hooks.fail = MemoryError("out of memory")
+    assert ccache.move_new(op, lower, x, (None, None), gen(), plain, conf) is None
+    assert not log and ccache.info()["entries"] == 0
