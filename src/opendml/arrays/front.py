@@ -21,8 +21,8 @@ Every function takes the same steps, in this order:
    arguments, dtypes, shapes and strides) is served from C without entering
    Python again (``call`` for the first five, ``move`` for the family).
 2. **The C new-shape route**: a never-seen shape in its simple forms (exact
-   ints, floats, strs, NumPy dtypes; NumPy arrays and plain PyTorch CPU
-   tensors) is lowered, run and recorded in C in one call, with the passes,
+   ints, floats, strs, NumPy dtypes; NumPy arrays, plain PyTorch CPU and
+   CUDA tensors, CuPy arrays) is lowered, run and recorded in C in one call, with the passes,
    outputs and record the Python route would make (the family's here,
    ``runtime.calls.move_new``; the first five's in their adapters); anything
    else is declined and the Python route runs it and raises what it raises.
