@@ -266,11 +266,16 @@ def _new(op: int, x, args: tuple):
     return None
 
 
+_CUDA_CONF: list = []                       # launch.new_kernels, steps.c_settings: imported at the first use
+
+
 def _cuda_conf() -> tuple:
     """What ``_move_new`` reads for CUDA inputs (C calls it for them alone): the compiled kernels it may
     launch (``launch.new_kernels()``) and the launch settings (``steps.c_settings()``)."""
-    from ..runtime.cuda import launch, steps
-    return launch.new_kernels(), steps.c_settings()
+    if not _CUDA_CONF:
+        from ..runtime.cuda import launch, steps
+        _CUDA_CONF[:] = (launch.new_kernels, steps.c_settings)
+    return _CUDA_CONF[0](), _CUDA_CONF[1]()
 
 
 def _key_by_identity(value) -> None:
