@@ -727,6 +727,8 @@ PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_
         Py_DECREF(conf);
         return with_deferred(out);
     }
+    /* (cpu_new's CUDA check already made) */
+    if (fw == 1 && torch_input(args[2])) return with_deferred(torch_views(args, nargs, 2, move_new));
     return cpu_new(args, nargs, 2, move_new);
 #else
     Py_RETURN_NONE;
