@@ -113,8 +113,10 @@ static void magic(int64_t d, odml_move_dim *q) {
     q->div_shift = s;
 }
 
-/* move_params */
-static void params_of(const kpass *k, odml_move_params *q) {
+/* move_params, as launch L's parameter block */
+static void params_of(const kpass *k, odml_move_launch *L) {
+    odml_move_params *q = &L->p.move;
+    L->size = (Py_ssize_t)sizeof *q;
     memset(q, 0, sizeof *q);
     q->rank = k->n;
     q->count = count_of(k);
@@ -147,8 +149,9 @@ static void params_of(const kpass *k, odml_move_params *q) {
 }
 
 /* _extra_dims: move_params(g) with X and Y in the two dimensions after g's */
-static void extra_dims(const kpass *g, const int64_t *X, const int64_t *Y, int with_magic, odml_move_params *q) {
-    params_of(g, q);
+static void extra_dims(const kpass *g, const int64_t *X, const int64_t *Y, int with_magic, odml_move_launch *L) {
+    odml_move_params *q = &L->p.move;
+    params_of(g, L);
     const int64_t *xy[2] = {X, Y};
     for (int j = 0; j < 2; j++) {
         odml_move_dim *d = &q->dim[g->n + j];
@@ -277,24 +280,21 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
             }
             snprintf(L->name, sizeof L->name, "move_wcopy<%d, %s, %lld>", wk.n, index_of(wp->count + THREADS * U),
                      (long long)U);
-            params_of(&wk, &L->p.move);
-            L->size = (Py_ssize_t)sizeof(odml_move_params);
+            params_of(&wk, L);
             return grid_of(cdiv(wp->count, THREADS * U), L);
         }
         if (c->via == 1 || (!tile && (w >= 16 || rev || pick))) goto copy_launch;
     }
     if (transpose_pass(k, c, &g, X, Y, &blocks)) {
         snprintf(L->name, sizeof L->name, "move_transpose<%s, %d, %lld>", S[es], g.n, (long long)c->transpose_tile);
-        extra_dims(&g, X, Y, 1, &L->p.move);
-        L->size = (Py_ssize_t)sizeof(odml_move_params);
+        extra_dims(&g, X, Y, 1, L);
         return grid_of(blocks, L);
     }
     if (tile) {
         const int64_t gc = count_of(&g), Y0[3] = {0, Y[1], Y[2]};
         snprintf(L->name, sizeof L->name, "move_tile<%s, %d, %s, %lld, %lld>", S[es], g.n, index_of(gc + THREADS),
                  (long long)R, (long long)V);
-        extra_dims(&g, X, Y0, 0, &L->p.move);
-        L->size = (Py_ssize_t)sizeof(odml_move_params);
+        extra_dims(&g, X, Y0, 0, L);
         return grid_of(cdiv(gc, THREADS), L);
     }
     if (!copy) return 1;
@@ -319,8 +319,7 @@ static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
         const int64_t items = move_items(des, des);
         snprintf(L->name, sizeof L->name, "move_fill<%s, %d, %s, %lld>", S[des], nd,
                  index_of(count + THREADS * items), (long long)items);
-        params_of(k, &L->p.move);
-        L->size = (Py_ssize_t)sizeof(odml_move_params);
+        params_of(k, L);
         L->src = -1;
         return grid_of(cdiv(count, THREADS * items), L);
     }
@@ -332,8 +331,7 @@ static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
         if (r <= 0) return r;
     }
     const int64_t ses = type_size[k->st], V = move_items(ses, des);
-    params_of(k, &L->p.move);
-    L->size = (Py_ssize_t)sizeof(odml_move_params);
+    params_of(k, L);
     L->src = k->src;
     if (conv && !maps && c->cvt_unroll > 0 && nd == 1 && k->d[0][1] == 1 && k->d[0][2] == 1) {
         const int64_t U = c->cvt_unroll, flags = c->cvt_flags;
@@ -397,8 +395,7 @@ static int pad_step(const odml_move_prog *g, const odml_move_cuda_conf *c, odml_
     const int64_t *last = k.d[k.n - 1], W = last[0], es = type_size[k.dt], count = count_of(&k);
     if (last[1] != 1 || last[2] != 1 || W < c->pad_rows_min || W >= LIM31 - 64 || last[5] >= LIM31) return 1;
     const int64_t rows = count / W;
-    params_of(&k, &L->p.move);
-    L->size = (Py_ssize_t)sizeof(odml_move_params);
+    params_of(&k, L);
     L->smem = 0;
     L->src = k.src;
     L->dst = k.dst;
