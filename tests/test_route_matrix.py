@@ -617,6 +617,34 @@ def test_cuda(name, framework):
     same([host(y, framework) for y in got], case.want, framework)
 
 
+#: The operators whose never-seen shapes on CUDA memory are lowered in C (the family's C lowering,
+#: ``C_LOWERING``: runtime/native/newshape_move.c, launched by cuda_move_spec.c).
+CUDA_NEW = sorted(n for n, c in OPERATORS.items() if "C_LOWERING" in vars(c))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("framework", ["cupy", "torch_cuda"])
+@pytest.mark.parametrize("name", marked("cuda-new-shape", CUDA_NEW))
+def test_cuda_new_shape_runs_in_c(name, framework):
+    """A shape the call cache never saw, on CuPy arrays and PyTorch CUDA
+    tensors: lowered, launched and recorded in C (no function of the operator
+    modules runs in Python), the cache holds a new entry, the NumPy route's
+    bytes; the repeat is a hit."""
+    if not cuda_available():
+        pytest.skip("CUDA is not available here")
+    case = case_of(name)
+    arrays = [FRAMEWORKS[framework](a) for a in case.arrays]
+    case.run(arrays)                                # (kernels compiled: a first call may compile them)
+    from opendml.runtime import calls
+    calls.clear()
+    got, seen = observe(lambda: case.run(arrays))
+    same([host(y, framework) for y in got], case.want, framework)
+    assert not seen["plans"], f"{name} ({framework}): planned in Python ({seen['plans']}; ran {seen['ops']})"
+    assert seen["entries"] >= 1, f"{name} ({framework}): no call-cache entry"
+    _, again = observe(lambda: case.run(arrays))
+    assert again["hits"] >= 1, f"{name} ({framework}): the repeat was not served by the call cache"
+
+
 # -- the description routes: the JSON form, `opendml run`, Device, DxDispatch ----------------------------
 
 def _example_cases():

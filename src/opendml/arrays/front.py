@@ -21,8 +21,8 @@ Every function takes the same steps, in this order:
    arguments, dtypes, shapes and strides) is served from C without entering
    Python again (``call`` for the first five, ``move`` for the family).
 2. **The C new-shape route**: a never-seen shape in its simple forms (exact
-   ints, floats, strs, NumPy dtypes; NumPy arrays and plain PyTorch CPU
-   tensors) is lowered, run and recorded in C in one call, with the passes,
+   ints, floats, strs, NumPy dtypes; NumPy arrays, plain PyTorch CPU and
+   CUDA tensors, CuPy arrays) is lowered, run and recorded in C in one call, with the passes,
    outputs and record the Python route would make (the family's here,
    ``runtime.calls.move_new``; the first five's in their adapters); anything
    else is declined and the Python route runs it and raises what it raises.
@@ -237,9 +237,9 @@ _calls.register_move_types(_MOVE_TYPES)
 
 
 #: ``_new(op, x, args)``: a never-seen shape of a family function on exact
-#: NumPy arrays or plain PyTorch CPU tensors (x one array, or join's list or
+#: NumPy arrays, plain PyTorch CPU or CUDA tensors or CuPy arrays (x one array, or join's list or
 #: tuple of them; C declines any other input at once), lowered in C (``runtime.calls.move_new``: the same
-#: passes, output and call-cache record as the route below), or None (the
+#: passes or launches, output and call-cache record as the route below), or None (the
 #: Python route runs the call and raises whatever it raises).
 _move_new = _calls.move_new
 # each with the element types its support table takes at the newest level (bit 8 + DataType value)
@@ -256,7 +256,26 @@ def _new(op: int, x, args: tuple):
     # Python route
     if lower is None or backend._native is None or "prepare" in backend.__dict__:
         return None
-    return _move_new(op, lower, x, args, since, backend.plain_conf)
+    for _ in range(16):                     # on CUDA, a kernel C names is compiled first, then the call again
+        out = _move_new(op, lower, x, args, since, backend.plain_conf, _cuda_conf)
+        if type(out) is not str:
+            return out
+        from ..runtime.cuda.launch import add_new_kernel
+        first = x[0] if type(x) in (list, tuple) else x
+        add_new_kernel(first.get_device() if hasattr(first, "get_device") else first.device.id, out)
+    return None
+
+
+_CUDA_CONF: list = []                       # launch.new_kernels, steps.c_settings: imported at the first use
+
+
+def _cuda_conf() -> tuple:
+    """What ``_move_new`` reads for CUDA inputs (C calls it for them alone): the compiled kernels it may
+    launch (``launch.new_kernels()``) and the launch settings (``steps.c_settings()``)."""
+    if not _CUDA_CONF:
+        from ..runtime.cuda import launch, steps
+        _CUDA_CONF[:] = (launch.new_kernels, steps.c_settings)
+    return _CUDA_CONF[0](), _CUDA_CONF[1]()
 
 
 def _key_by_identity(value) -> None:

@@ -272,12 +272,18 @@ if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
     _native.call_cache_plain_ops(*(OPS[name] for name in PLAIN_LOWERED))
 
 
-#: ``move_new(op_code, lowering, x, args, since, cpu)``: a never-seen shape of
+#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda])``: a never-seen shape of
 #: a data-movement family call (every family function of ``arrays/front.py``) on
 #: exact, native-order NumPy arrays, lowered, run and recorded in one C call
 #: (runtime/native/newshape_move.c; ``lowering`` the function's number there,
 #: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,
-#: or None where the Python route must run the call (nothing run).
+#: or None where the Python route must run the call (nothing run). On PyTorch
+#: CUDA tensors and CuPy arrays, ``cuda()`` gives ``(launch.new_kernels(),
+#: steps.c_settings())`` and the launches are ``steps.move_steps``'s, planned
+#: in C (runtime/native/cuda_move_spec.c), queued on the framework's current
+#: stream and recorded as ``put_move_cuda`` records them; the name of a kernel
+#: not yet compiled comes back as a str (nothing run: compile it with
+#: ``launch.add_new_kernel`` and call again).
 move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasattr(_native, "call_cache_move_new")
                                 else _no_new)
 
@@ -306,6 +312,17 @@ def register_cuda_retry(retry) -> None:
     ``retry(device, function, grid, shared_mem, params, src, dst, stream)``."""
     if _HAS_NEW:
         _native.call_cache_cuda_retry(retry)
+
+
+def _relaunch(*args) -> None:
+    """``register_cuda_retry``'s hook until PyTorch's adapter registers its
+    own (the same function): a failed launch of an entry ``move_new`` made on
+    CuPy arrays is retried there (``runtime/cuda/launch.py``'s ``relaunch``)."""
+    from .cuda.launch import relaunch
+    relaunch(*args)
+
+
+register_cuda_retry(_relaunch)
 
 
 def register_move_types(types: tuple) -> None:

@@ -353,6 +353,22 @@ def _transpose_pass(k: _Pass):
     return g, X, Y, t
 
 
+_FUSE_CODES = {"padr": 2, "words": 3, "rows": 4}
+_VIA_CODES = {"strided_copy": 1, "move": 2}
+
+
+def c_settings() -> tuple:
+    """This module's settings as the C mirror of ``move_steps``
+    (``runtime/native/cuda_move_spec.c``, newshape.h's odml_move_cuda_conf)
+    reads them, read anew at each call: 18 ints, FUSE_PAD and MOVE_PLAIN_VIA
+    as codes; a value C cannot read (not an int, a tuple of another length)
+    makes it decline the call, which then takes the Python route."""
+    fuse = 1 if FUSE_PAD is True else _FUSE_CODES.get(FUSE_PAD, 0) if type(FUSE_PAD) is str else 0
+    via = _VIA_CODES.get(MOVE_PLAIN_VIA, 0) if type(MOVE_PLAIN_VIA) is str else 0
+    return (fuse, *PAD_ROWS, *PAD_ROWS_SMALL, PADR_MIN_BYTES, *PAD_WORDS, PAD_ROWS_MIN, CVT_UNROLL, CVT_FLAGS,
+            WORD_COPY, WORD_COPY_MIN_RANK, via, TRANSPOSE_TILE, TRANSPOSE_MIN)
+
+
 def _extra_dims(g: _Pass, X, Y, magic: bool) -> P.MoveParams:
     """``move_params(g)`` with X and Y in the two dimensions after g's."""
     q = move_params(g)

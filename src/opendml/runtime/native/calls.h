@@ -203,6 +203,13 @@ int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
 /* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
 int torch_input(PyObject *x);
 int torch_input_cuda(PyObject *x);
+/* the family on CUDA memory (calls_move.c): x's framework (1 PyTorch, 2 CuPy, else 0); x's arrays of `type` as
+ * new references; the call's key (each input's words from at[i], where at is not NULL); equal key words */
+int cuda_framework(PyObject *x);
+int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq);
+int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
+                  int seq, int64_t *device, uint64_t *ptr, int *at);
+int same_words(const int64_t *a, const int64_t *b, int n);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);

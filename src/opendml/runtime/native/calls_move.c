@@ -40,7 +40,7 @@ static unsigned front_slot(const Key *k) {
     return (unsigned)((a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull >> 56);
 }
 
-static int same_words(const int64_t *a, const int64_t *b, int n) {
+int same_words(const int64_t *a, const int64_t *b, int n) {
     for (int i = 0; i < n; i++)
         if (a[i] != b[i]) return 0;
     return 1;
@@ -573,7 +573,7 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return to
  * error, as the Python route does. */
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
-static int cuda_framework(PyObject *x) {
+int cuda_framework(PyObject *x) {
     if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {
         Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
         if (n < 1) return 0;
@@ -588,7 +588,7 @@ static int cuda_framework(PyObject *x) {
  * them) as new references in in[], their count in *n, whether a sequence in
  * *seq; -1 (nothing held) where x is not such. No Python code runs between
  * the checks and the copy, so a list changed later cannot mislead the key. */
-static int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq) {
+int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq) {
     if (Py_TYPE(x) == type) {
         Py_INCREF(x);
         in[0] = x;
@@ -612,10 +612,10 @@ static int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, i
 }
 
 /* The key of a family call on CUDA memory, the inputs' addresses in ptr[]
- * and their (one) device in *device; -1: no key (inputs on several devices
- * included). */
-static int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
-                         int n, int seq, int64_t *device, uint64_t *ptr) {
+ * and their (one) device in *device, where each input's words start in at[]
+ * (where not NULL); -1: no key (inputs on several devices included). */
+int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
+                  int seq, int64_t *device, uint64_t *ptr, int *at) {
     int64_t o, dev;
     k->n = 0;
     if (exact_int(op, &o) < 0 || put(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY) < 0 || put(k, o) < 0 ||
@@ -625,6 +625,7 @@ static int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args,
         if (key_move_arg(k, args[i]) < 0) return -1;
     if (put(k, seq ? -2 : -1) < 0 || (seq && put(k, n) < 0)) return -1;
     for (int i = 0; i < n; i++) {
+        if (at) at[i] = k->n;
         if (torch) {
             if (torch_key(k, in[i], &dev, &ptr[i]) < 0) return -1;
         } else {
@@ -732,7 +733,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         for (int i = 0; i < n; i++)
             if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg))))
                 goto route;
-    if (cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr) < 0) goto route;
+    if (cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr, NULL) < 0) goto route;
     {
         PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
         PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
@@ -762,7 +763,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         Key again;
         int64_t d2;
         uint64_t p2[MAX_MOVE_IO];
-        if (cuda_move_key(&again, torch, args[0], args + 2, nargs - 2, in, n, seq, &d2, p2) < 0 || again.n != k.n ||
+        if (cuda_move_key(&again, torch, args[0], args + 2, nargs - 2, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n ||
             !same_words(again.w, k.w, k.n))
             goto route;
     }
@@ -823,7 +824,7 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         return with_deferred(Py_False);
     }
     if (cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, n_in,
-                      seq, &device, ptr) < 0) {
+                      seq, &device, ptr, NULL) < 0) {
         for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
         if (PyErr_Occurred()) drop_error();
         Py_INCREF(Py_False);

@@ -1,8 +1,9 @@
 /* The call cache's new-shape route of the data-movement family on NumPy
- * arrays (and PyTorch CPU tensors through NumPy views): a never-seen shape
- * lowered in C (newshape_move.c), run and recorded as call_cache_put_move
- * records it, in one call (see calls.c and calls.h; the entries themselves
- * are calls_move.c's). */
+ * arrays (and PyTorch CPU tensors through NumPy views), PyTorch CUDA tensors
+ * and CuPy arrays: a never-seen shape lowered in C (newshape_move.c), run
+ * (on CUDA, the launches cuda_move_spec.c plans) and recorded as
+ * call_cache_put_move records it, in one call (see calls.c and calls.h; the
+ * entries themselves are calls_move.c's). */
 #define NO_IMPORT_ARRAY
 #include "calls.h"
 
@@ -369,13 +370,376 @@ done:
     Py_DECREF(e);
     return result;
 }
+
+/* -- New shapes of the family on CUDA memory: PyTorch CUDA tensors and CuPy arrays (issue 33) ----------- */
+
+/* What the lowering and the launches read of a call's inputs: each as the lowering takes it, its data
+ * pointer, the bytes from it back to element 0 of its bound range (planner.array_layout's origin) and that
+ * range's elements (its span). */
+typedef struct {
+    int n;
+    odml_move_input xs[MAX_MOVE_IO];
+    uint64_t data[MAX_MOVE_IO];
+    int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
+} CudaInputs;
+
+/* Input i of c from n sizes and byte strides (es bytes an element, DataType `type`), as planner.array_layout
+ * reads them: -1 where a stride is not a whole number of elements along an axis of more than one element
+ * (the Python route packs such an input first and records nothing), or a reach passes 2^58 bytes. */
+static int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, const int64_t *bstrides,
+                      uint64_t data) {
+    odml_layout L;
+    odml_move_input *x = &c->xs[i];
+    const int64_t es = type >= 1 && type <= 11 ? move_type_size[type] : 0;
+    if (!es || odml_layout_from_bytes(n, shape, bstrides, es, &L)) return -1;
+    int64_t back = 0, span = 1;
+    for (int d = 0; d < n; d++) {
+        const int64_t t = L.strides[d], a = t < 0 ? -t : t;
+        if (shape[d] < 1 || !odml_mul_le(shape[d] - 1, a, ((int64_t)1 << 58) / es)) return -1;
+        if (t < 0) back += (shape[d] - 1) * a;
+        span += (shape[d] - 1) * a;
+    }
+    x->n = n;
+    x->type = type;
+    x->origin = back;
+    memcpy(x->shape, shape, sizeof(int64_t) * (size_t)n);
+    memcpy(x->strides, L.strides, sizeof(int64_t) * (size_t)n);
+    c->data[i] = data;
+    c->origin[i] = back * es;
+    c->span[i] = span;
+    return 0;
+}
+
+/* The launches (newshape.h's odml_move_cuda) of the program g lowered for c, its outputs at dsts, for
+ * steps.py's settings (c_settings()'s tuple): their count, or -1 where the Python route must run the call
+ * (an input's data not a multiple of its element size: the route raises; a setting C does not mirror). */
+static int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
+                         odml_move_launch *L) {
+    odml_move_cuda_conf conf;
+    uint64_t src[MAX_MOVE_IO];
+    if (odml_move_cuda_conf_read(settings, &conf)) return -1;
+    for (int i = 0; i < c->n; i++) {
+        if (c->data[i] % (uint64_t)move_type_size[c->xs[i].type]) return -1;
+        src[i] = c->data[i] - (uint64_t)c->origin[i];
+    }
+    return odml_move_cuda(g, &conf, src, c->span, dsts, L);
+}
+
+/* PyTorch's dtype of DataType value t (x's when given, t its type), held once read; NULL, no exception
+ * left, where it cannot be read. */
+static PyObject *torch_dtypes[12];
+
+static PyObject *torch_dtype_of(int64_t t, PyObject *given) {
+    if (!torch_dtypes[t] && given) {
+        torch_dtypes[t] = Py_NewRef(given);
+    } else if (!torch_dtypes[t]) {
+        PyObject *name = PyUnicode_FromString("torch");
+        PyObject *torch = name ? PyImport_GetModule(name) : NULL;
+        PyObject *dtype = torch ? PyObject_GetAttrString(torch, type_name[t]) : NULL;
+        Py_XDECREF(torch);
+        Py_XDECREF(name);
+        if (dtype && odml_move_dtype_type(dtype) == t) torch_dtypes[t] = dtype;
+        else Py_XDECREF(dtype);
+        if (PyErr_Occurred()) drop_error();
+    }
+    return torch_dtypes[t];
+}
+
+/* The DataType value of a PyTorch dtype (an immortal singleton), else 0. */
+static int64_t torch_type(PyObject *dtype) {
+    for (int64_t t = 1; t < 12; t++)
+        if (torch_dtypes[t] == dtype) return t;
+    const int64_t t = odml_move_dtype_type(dtype);
+    if (t) torch_dtype_of(t, dtype);
+    return t;
+}
+
+/* Input i of c from its words in key k at `at` (cuda_move_key's: torch_key's dtype, sizes, element strides;
+ * cupy_key's type number, item size, sizes, byte strides) and its data pointer. */
+static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, uint64_t data) {
+    int64_t type, bstrides[MAX_RANK];
+    if (torch) {
+        type = torch_type((PyObject *)(intptr_t)w[0]);
+        w += 1;
+    } else {
+        PyArray_Descr *d = PyArray_DescrFromType((int)w[0]);
+        if (!d) {
+            drop_error();
+            return -1;
+        }
+        type = descr_type(d);
+        Py_DECREF(d);
+        if (type && w[1] != move_type_size[type]) return -1;
+        w += 2;
+    }
+    const int n = (int)w[0];
+    if (!type || n < 1 || n > MAX_RANK || w[1 + n] != n) return -1;
+    for (int d = 0; d < n; d++) {
+        bstrides[d] = w[2 + n + d];                 /* (PyTorch's count elements) */
+        if (torch && __builtin_mul_overflow(w[2 + n + d], move_type_size[type], &bstrides[d])) return -1;
+    }
+    return cuda_input(c, i, type, n, w + 1, bstrides, data);
+}
+
+/* The new entry of the launches L[0..n) with the outputs at dsts (PASS_MOVE passes holding their parameter
+ * blocks, no Launch: a failed launch is retried through call_cache_cuda_retry); NULL with an exception. */
+static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c, const odml_move_launch *L, int n,
+                         const uint64_t *fn, PyObject **shapes, PyObject **dtypes, const uint64_t *dsts,
+                         int64_t device) {
+    Entry *e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, g->n_out, n);
+    if (!e) return NULL;
+    e->n_in = c->n;
+    e->multi = g->multi;
+    e->device = device;
+    memcpy(e->origin, c->origin, sizeof(int64_t) * (size_t)c->n);
+    for (int i = 0; i < g->n_out; i++) {
+        e->outs[i].shape = Py_NewRef(shapes[i]);
+        e->outs[i].dtype = Py_NewRef(dtypes[i]);
+        e->outs[i].dst_align = (unsigned)(dsts[i] & 15);
+    }
+    for (int i = 0; i < n; i++) {
+        Pass *p = &e->passes[i];
+        p->kernel = PASS_MOVE;
+        p->index = PyMem_Malloc((size_t)L[i].size);
+        if (!p->index) {
+            Py_DECREF(e);
+            PyErr_NoMemory();
+            return NULL;
+        }
+        memcpy(p->index, &L[i].p, (size_t)L[i].size);
+        p->index_size = (int)L[i].size;
+        p->params = (uint64_t)(uintptr_t)p->index;
+        p->function = fn[i];
+        p->grid = L[i].grid;
+        p->block = ODML_CUDA_THREADS;
+        p->shared = L[i].smem;
+        p->src = L[i].src;
+        p->dst = L[i].dst;
+    }
+    return e;
+}
+
+/* call_cache_move_new with x PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0), conf what its
+ * cuda_conf() gave, (kernels, settings): kernels launch.new_kernels()'s {device: {name: CUfunction}}, settings steps.c_settings().
+ * The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered in C
+ * (odml_move_lower), the outputs from the framework's allocator, the launches move_steps gives for these
+ * addresses (odml_move_cuda) queued on its current stream, and the call recorded as put_move_cuda
+ * records it (where the cache is on and still in `generation`), so the next such call is a hit of
+ * cuda_move. Returns the output(s); None, nothing run, wherever the Python route must run the call (what
+ * cuda_move leaves to it, no key, a lowering or launch plan declined, a device not current, an output
+ * the allocator refuses or an input changed meanwhile); or the name of a kernel `kernels` lacks for the
+ * device (nothing run: compile it and call again). */
+static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf) {
+    PyObject *op = args[0], *xo = args[2], *call_args = args[3];
+    PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *shapes[MAX_MOVE_IO] = {NULL};
+    PyObject *dtypes[MAX_MOVE_IO] = {NULL}, *result = NULL, *table_of = NULL;
+    int64_t lowering, gen, device = -1;
+    uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], fn[ODML_MOVE_PROG_MAX_PASSES], stream;
+    int n = 0, seq, at[MAX_MOVE_IO];
+    Key k;
+    CudaInputs c;
+    odml_move_prog *g = NULL;
+    odml_move_launch *L = NULL;
+    Entry *e = NULL;
+    if (!PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering) || exact_int(args[4], &gen)
+            || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(conf, 0))
+            || cuda_inputs(xo, (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
+    const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
+    if (torch)                                      /* what cuda_move serves (autograd, tracers, negative views) */
+        for (int i = 0; i < n; i++)
+            if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg)))) goto route;
+    if (cuda_move_key(&k, torch, op, cargs, ncargs, in, n, seq, &device, ptr, at) < 0) goto route;
+    c.n = n;
+    for (int i = 0; i < n; i++)
+        if (cuda_input_keyed(&c, i, torch, k.w + at[i], ptr[i]) < 0) goto route;
+    g = (odml_move_prog *)PyMem_Malloc(sizeof *g);
+    L = (odml_move_launch *)PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
+    if (!g || !L) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (odml_move_lower((int)lowering, c.xs, n, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
+    /* the launches need the inputs' device current (the Python route makes it so) */
+    if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
+    {
+        PyObject *dev = PyLong_FromLongLong(device);
+        table_of = dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL;  /* none yet: all missing */
+        Py_XDECREF(dev);
+        if (PyErr_Occurred()) goto done;
+    }
+    for (int i = 0; i < g->n_out; i++) {
+        Out o;
+        int placed;
+        int64_t dst = -1;
+        const int64_t t = g->out_type[i];
+        dtypes[i] = torch ? Py_XNewRef(torch_dtype_of(t, NULL)) : (PyObject *)PyArray_DescrFromType(move_npy_type[t]);
+        shapes[i] = odml_ints_tuple(g->out_dims[i], g->out_rank[i]);
+        if (!dtypes[i] || !shapes[i]) {
+            if (PyErr_Occurred()) goto done;
+            goto route;
+        }
+        memset(&o, 0, sizeof o);
+        o.shape = shapes[i];
+        outs[i] = cuda_empty(torch, in[0], &o, dtypes[i], &dst, &placed);
+        if (!outs[i]) {                             /* the allocator's error (out of memory): the route raises */
+            result = allocation_failed();
+            goto done;
+        }
+        if (dst == -1) goto route;
+        dsts[i] = (uint64_t)dst;
+    }
+    if (torch) {                                    /* the inputs as keyed, after the allocations */
+        Key again;
+        int64_t d2;
+        uint64_t p2[MAX_MOVE_IO];
+        if (cuda_move_key(&again, torch, op, cargs, ncargs, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n
+                || !same_words(again.w, k.w, k.n))
+            goto route;
+    }
+    const int nl = cuda_launches(g, &c, dsts, PyTuple_GET_ITEM(conf, 1), L);
+    if (nl < 1) goto route;
+    for (int i = 0; i < nl; i++) {
+        PyObject *f = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, L[i].name) : NULL;
+        if (!f || !PyLong_CheckExact(f)) {
+            result = PyUnicode_FromString(L[i].name);
+            goto done;
+        }
+        fn[i] = PyLong_AsUnsignedLongLong(f);
+        if (PyErr_Occurred()) goto done;
+    }
+    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device);
+    if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
+    for (int i = 0; i < nl; i++) {
+        const Pass *p = &e->passes[i];
+        if (launch_pass(e, p, p->src >= 0 ? ptr[p->src] - (uint64_t)c.origin[p->src] : dsts[p->dst], dsts[p->dst],
+                        stream) < 0)
+            goto done;
+    }
+    int fits = 1;                                   /* (put_move_cuda records no origin past its address) */
+    for (int i = 0; i < n; i++) fits &= (uint64_t)c.origin[i] <= ptr[i];
+    if (fits && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
+    result = take_outputs(outs, g->n_out, g->multi);
+    goto done;
+route:
+    if (PyErr_Occurred()) drop_error();
+    result = Py_NewRef(Py_None);
+done:
+    for (int i = 0; i < MAX_MOVE_IO; i++) {
+        Py_XDECREF(outs[i]);
+        Py_XDECREF(shapes[i]);
+        Py_XDECREF(dtypes[i]);
+    }
+    for (int i = 0; i < n; i++) Py_DECREF(in[i]);
+    Py_XDECREF(e);
+    PyMem_Free(g);
+    PyMem_Free(L);
+    return result;
+}
+
+/* cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings) -> (shapes, ((name, params, grid,
+ * shared_mem, src, dst), ...)) or None: the launches call_cache_move_new would make for NumPy array(s) x
+ * (their layouts and DataTypes) lying at device addresses data_ptrs with the outputs at dst_ptrs, nothing
+ * launched (for tests: against steps.py's move_steps, no GPU needed). */
+static PyObject *cuda_move_steps(PyObject *const *args) {
+    int64_t lowering, shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    uint64_t dsts[MAX_MOVE_IO];
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in;
+    CudaInputs c;
+    PyObject *dp = args[3], *qp = args[4], *result = NULL;
+    if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
+            || move_inputs(args[1], lowering, in, &n_in) < 0 || !PyTuple_CheckExact(dp) || !PyTuple_CheckExact(qp)
+            || PyTuple_GET_SIZE(dp) != n_in || PyTuple_GET_SIZE(qp) > MAX_MOVE_IO) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    c.n = n_in;
+    for (int i = 0; i < n_in; i++) {
+        const int nd = PyArray_NDIM(in[i]);
+        int64_t p;
+        for (int d = 0; d < nd; d++) {
+            shape[d] = PyArray_DIM(in[i], d);
+            strides[d] = PyArray_STRIDE(in[i], d);
+        }
+        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
+                || cuda_input(&c, i, descr_type(PyArray_DESCR(in[i])), nd, shape, strides, (uint64_t)p) < 0) {
+            if (PyErr_Occurred()) drop_error();
+            Py_RETURN_NONE;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(qp); i++) {
+        int64_t p;
+        if (exact_int(PyTuple_GET_ITEM(qp, i), &p)) {
+            drop_error();
+            Py_RETURN_NONE;
+        }
+        dsts[i] = (uint64_t)p;
+    }
+    odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof *g);
+    odml_move_launch *L = (odml_move_launch *)PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
+    int nl;
+    if (!g || !L) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (odml_move_lower((int)lowering, c.xs, n_in, ((PyTupleObject *)args[2])->ob_item, PyTuple_GET_SIZE(args[2]), g)
+            || g->n_out > PyTuple_GET_SIZE(qp) || (nl = cuda_launches(g, &c, dsts, args[5], L)) < 1) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *shapes = PyTuple_New(g->n_out), *steps = PyTuple_New(nl);
+    for (int i = 0; shapes && i < g->n_out; i++) {
+        PyObject *t = odml_ints_tuple(g->out_dims[i], g->out_rank[i]);
+        if (!t) break;
+        PyTuple_SET_ITEM(shapes, i, t);
+    }
+    for (int i = 0; steps && !PyErr_Occurred() && i < nl; i++) {
+        PyObject *t = Py_BuildValue("(sy#IIii)", L[i].name, (const char *)&L[i].p, L[i].size, L[i].grid, L[i].smem,
+                                    L[i].src, L[i].dst);
+        if (!t) break;
+        PyTuple_SET_ITEM(steps, i, t);
+    }
+    if (shapes && steps && !PyErr_Occurred()) result = PyTuple_Pack(2, shapes, steps);
+    Py_XDECREF(shapes);
+    Py_XDECREF(steps);
+done:
+    PyMem_Free(g);
+    PyMem_Free(L);
+    return result;
+}
 #endif
 
 PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (odml_arity("call_cache_move_new(op, lowering, x, args, generation, conf)", nargs, 6, 6)) return NULL;
+    if (odml_arity("call_cache_move_new(op, lowering, x, args, generation, conf, cuda_conf=None)", nargs, 6, 7))
+        return NULL;
 #ifdef ODML_NUMPY
+    const int fw = numpy_ready ? cuda_framework(args[2]) : 0;
+    if (fw == 2 || (fw == 1 && torch_input_cuda(args[2]))) {
+        if (nargs < 7 || args[6] == Py_None) Py_RETURN_NONE;
+        PyObject *conf = PyObject_CallNoArgs(args[6]);         /* (kernels, settings) */
+        if (!conf) return NULL;
+        PyObject *out = cuda_move_new(args, fw == 1, conf);
+        Py_DECREF(conf);
+        return with_deferred(out);
+    }
+    /* (cpu_new's CUDA check already made) */
+    if (fw == 1 && torch_input(args[2])) return with_deferred(torch_views(args, nargs, 2, move_new));
     return cpu_new(args, nargs, 2, move_new);
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+PyObject *odml_py_cuda_move_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings)", nargs, 6, 6)) return NULL;
+#ifdef ODML_NUMPY
+    return cuda_move_steps(args);
 #else
     Py_RETURN_NONE;
 #endif

@@ -127,11 +127,14 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(call_cache_torch_new, FASTCALL, "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, "       \
       "dtype, cpu) -> a new shape's output on a PyTorch tensor, None where the Python route must run it, or the "   \
       "name of a CUDA kernel to compile first (calls.c)")                                                           \
-    X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf) -> a "           \
-      "never-seen shape's output of a family call on a NumPy array, lowered in C (newshape_move.c) and recorded "   \
-      "in the call cache, or None (calls_move.c)")                                                                  \
+    X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf, "              \
+      "cuda_conf=None) -> a never-seen shape's output of a family call on a NumPy array or CUDA memory, "          \
+      "lowered in C (newshape_move.c) and recorded in the call cache, None, or a CUDA kernel's name to compile "   \
+      "first (calls_move_new.c)")                                                                                   \
     X(move_lowering, FASTCALL, "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) "                  \
       "call_cache_move_new would run, or None")                                                                     \
+    X(cuda_move_steps, FASTCALL, "cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings) -> (shapes, "  \
+      "launches) call_cache_move_new would make on CUDA memory laid out as x, or None (cuda_move_spec.c)")          \
     X(call_cache_index_new, FASTCALL, "call_cache_index_new(op, which, types, given, args, generation, "            \
       "min_bytes) -> a never-seen shape's output of an index function, lowered in C and recorded in the call "      \
       "cache, or None (newshape_index.c)")                                                                          \

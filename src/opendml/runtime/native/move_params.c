@@ -39,7 +39,7 @@ static int64_t pymod(int64_t i, int64_t n) {
 }
 
 /* plan.AxisMap.source(d) */
-static int64_t map_source(int64_t mode, int64_t shift, int64_t n, int64_t d) {
+int64_t odml_map_source(int64_t mode, int64_t shift, int64_t n, int64_t d) {
     int64_t i = d - shift;
     if (i >= 0 && i < n) return i;
     if (mode == ODML_MAP_CLAMP) return i < 0 ? 0 : n - 1;
@@ -91,7 +91,7 @@ int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out) {
         if (d.size == 1) {
             if (d.mode) {
                 int64_t fold;
-                if (__builtin_mul_overflow(map_source(d.mode, d.shift, d.msize, 0), d.src, &fold)
+                if (__builtin_mul_overflow(odml_map_source(d.mode, d.shift, d.msize, 0), d.src, &fold)
                         || __builtin_add_overflow(src_offset, fold, &src_offset))
                     return -1;
             }

@@ -52,8 +52,8 @@ static int before(const int64_t *a, const int64_t *b) {
  * runtime/cpu/backend.py's copy_params give it (tests/test_newshape_plain.py
  * compares them): 0, or -1 where the Python route
  * must pack it (see the file's comment). */
-static int pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
-                const int64_t *os, odml_copy_params *p) {
+int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
+                   const int64_t *os, odml_copy_params *p) {
     /* dims[k] = (size, in stride, out stride), size-1 dimensions dropped, in order */
     int64_t dims[ODML_MAX_RANK][3];
     int m = 0, ordered = 1;
@@ -124,7 +124,7 @@ PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (odml_exact_i64(args[0], &es) || odml_exact_i64(args[2], &in_off) || odml_exact_i64(args[4], &out_off)
             || read_i64s(ts, n, sz) || read_i64s(ti, n, is) || read_i64s(to, n, os)) Py_RETURN_NONE;
     odml_copy_params p;
-    if (pack(es, n, sz, in_off, is, out_off, os, &p)) Py_RETURN_NONE;
+    if (odml_copy_pack(es, n, sz, in_off, is, out_off, os, &p)) Py_RETURN_NONE;
     return PyBytes_FromStringAndSize((const char *)&p, (Py_ssize_t)sizeof p);
 }
 
@@ -164,7 +164,7 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
         os[i] = step;
         if (__builtin_mul_overflow(step, sz[i], &step)) return -1;
     }
-    if (pack(L->es, n, sz, in_off, is, 0, os, &pl->copy)) return -1;
+    if (odml_copy_pack(L->es, n, sz, in_off, is, 0, os, &pl->copy)) return -1;
     pl->out_rank = n;
     memcpy(pl->out_dims, sz, sizeof(int64_t) * (size_t)n);
     pl->count = step;

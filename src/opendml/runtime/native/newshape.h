@@ -173,6 +173,11 @@ typedef struct {
 typedef struct {
     int n_out, n_pass, multi;          /* multi: the function returns a list (SPLIT) */
     unsigned types;                    /* the operator's element types: bit t for DataType value t */
+    /* PADDING/PADDING1's program (lower_pad: MovePlan.pad): pad 1, its mode, the fill's bits (CONSTANT) and
+     * the start and end counts per axis; pad 0 for every other program */
+    int pad;
+    int64_t pad_mode, pad_start[ODML_MAX_RANK], pad_end[ODML_MAX_RANK];
+    uint64_t pad_bits;
     int64_t out_type[ODML_MOVE_PROG_MAX_IO];
     int out_rank[ODML_MOVE_PROG_MAX_IO];
     int64_t out_dims[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK], out_strides[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK];
@@ -189,6 +194,46 @@ typedef struct {
  * them from the table, so they are not written here twice). */
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g);
+
+/* -- the family's CUDA launches (cuda_move_spec.c) ---------------------------------------------------- */
+
+/* runtime/cuda/steps.py's module settings, as c_settings() gives them: fuse (FUSE_PAD: 0 False or another value,
+ * 1 True, 2 "padr", 3 "words", 4 "rows"), PAD_ROWS, PAD_ROWS_SMALL, PADR_MIN_BYTES, PAD_WORDS, PAD_ROWS_MIN,
+ * CVT_UNROLL, CVT_FLAGS, WORD_COPY, WORD_COPY_MIN_RANK, via (MOVE_PLAIN_VIA: 0 "auto" or another value,
+ * 1 "strided_copy", 2 "move"), TRANSPOSE_TILE, TRANSPOSE_MIN. */
+enum { ODML_MOVE_CONF_COUNT = 18 };
+typedef struct {
+    int64_t fuse, pad_rows[3], pad_rows_small[3], padr_min_bytes, pad_words[2], pad_rows_min, cvt_unroll, cvt_flags,
+        word_copy, word_copy_min_rank, via, transpose_tile, transpose_min;
+} odml_move_cuda_conf;
+
+/* One kernel launch of a move program (steps.py move_steps' tuple): the kernel's name, its parameter block
+ * (odml_move_params, or odml_copy_params for strided_copy: `size` bytes), the grid of ODML_CUDA_THREADS-thread
+ * blocks, the dynamic shared memory, the source slot (-1: a fill) and the destination slot. */
+typedef struct {
+    char name[112];
+    union {
+        odml_move_params move;
+        odml_copy_params copy;
+    } p;
+    Py_ssize_t size;
+    unsigned grid, smem;
+    int src, dst;
+} odml_move_launch;
+
+/* The launches of the lowered program g (at most ODML_MOVE_PROG_MAX_PASSES) for slots whose element 0 lies at
+ * src[i] (n_src[i] bound elements) and dst[j]: their count, or -1 where the Python route must plan them (a grid,
+ * index or rank that does not fit; a setting C does not mirror). */
+int odml_move_cuda(const odml_move_prog *g, const odml_move_cuda_conf *c, const uint64_t *src, const int64_t *n_src,
+                   const uint64_t *dst, odml_move_launch *out);
+
+/* The conf from c_settings()'s tuple: 0, or -1 where it is not ODML_MOVE_CONF_COUNT exact ints. */
+int odml_move_cuda_conf_read(PyObject *t, odml_move_cuda_conf *c);
+
+/* plan.CopyPlan's canonical form packed (newshape.c); plan.AxisMap.source (move_params.c). */
+int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
+                   const int64_t *os, odml_copy_params *p);
+int64_t odml_map_source(int64_t mode, int64_t shift, int64_t n, int64_t d);
 
 /* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of
  * one of the 11 element types, a DataType member, a PyTorch dtype or a

@@ -273,6 +273,11 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
     if (mode < 0 || pad_value_bits(a[3], x->type, &bits)) return -1;
     for (int d = 0; d < n; d++) dims[d] = x->shape[d] + st[d] + en[d];
     if (set_out(g, 0, x->type, n, dims)) return -1;
+    g->pad = 1;                                    /* ops/_move.py pad_passes: the program's MovePlan.pad */
+    g->pad_mode = mode;
+    g->pad_bits = mode == 0 ? bits : 0;
+    memcpy(g->pad_start, st, sizeof(int64_t) * (size_t)n);
+    memcpy(g->pad_end, en, sizeof(int64_t) * (size_t)n);
     const int64_t *os = g->out_strides[0];
     odml_move_pass *p = new_pass(g, 0, 0, 0);
     if (!p) return -1;

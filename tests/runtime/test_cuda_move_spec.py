@@ -1,0 +1,344 @@
+"""Issue 33 (the family's new shapes on CUDA): the kernel launches of a family
+call's move program, planned in C (``runtime/native/cuda_move_spec.c``,
+through ``_native.cuda_move_steps``), are those ``runtime/cuda/steps.py``'s
+``move_steps`` gives for the plan the operator lowers (what
+``CudaBackend.record_move`` launches): the same kernel names, parameter bytes,
+grids, shared memory and slots, over random identity, cast, tile, pad,
+space_to_depth, depth_to_space, join, split and diagonal_matrix calls, element
+layouts, dtypes, pointer alignments and ``steps``' settings. Nothing here
+needs a GPU: both sides only compute. ``call_cache_move_new`` launches exactly
+this on PyTorch CUDA tensors and CuPy arrays (tests/test_family_cuda_new.py
+runs it where there is a GPU)."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from opendml.arrays import front
+from opendml.arrays.planner import array_layout, logical_desc
+from opendml.ops import DiagonalMatrix1OperatorDesc
+from opendml.runtime import calls as ccache
+from opendml.runtime import get_backend
+from opendml.runtime.cpu import backend as cpu_backend
+from opendml.runtime.cuda import steps
+from tests.conftest import native_available
+from tests.test_newshape_move import calls, inputs
+
+pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
+
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DATA = 0x7F00_0000_0000
+OUT = 0x7E00_0000_0000
+
+
+def description(name, args, xs):
+    if name == "diagonal_matrix":
+        make = lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, *args)  # noqa: E731
+    else:
+        snap = front._SNAPSHOTS[name]
+        args = tuple(front._snapshot(v) if i in snap else v for i, v in enumerate(args))
+        make, _ = front._contract.OPERATOR_OF[name].arguments(front.ARGUMENT_API, xs[0], *args)
+    return front.Call(name, make).describe([logical_desc(a.dtype, a.shape) for a in xs])
+
+
+def python_launches(name, args, xs, data, dsts):
+    """(output shapes, launches) of the Python route (``arrays/cuda.move``):
+    the description lowered for the inputs' layouts, ``move_steps`` for
+    their bound ranges at ``data`` and the outputs at ``dsts``."""
+    desc = description(name, args, xs)
+    layouts = [array_layout(a.shape, a.strides, a.itemsize) for a in xs]
+    plan = desc.lower(in_layouts=[(lay.strides, lay.origin) for lay in layouts])
+    srcs = [p - lay.origin * a.itemsize for p, lay, a in zip(data, layouts, xs)]
+    got = steps.move_steps(plan, srcs, [lay.span for lay in layouts], dsts[:len(desc.outputs)], sms=132)
+    return (tuple(tuple(t.sizes) for t in desc.outputs),
+            tuple((n, bytes(p), g[0], smem, s, d) for n, p, g, smem, s, d in got))
+
+
+def c_launches(name, args, xs, data, dsts):
+    nat = cpu_backend._load_native()
+    x = list(xs) if name == "join" else tuple(xs) if name == "diagonal_matrix" else xs[0]
+    if name == "diagonal_matrix":
+        args = (None, None, *args)
+    return nat.cuda_move_steps(front._LOWER[ccache.OPS[name]], x, tuple(args), tuple(data), tuple(dsts),
+                               steps.c_settings())
+
+
+def addresses(rng, xs, aligned=False):
+    """Data pointers for the inputs (each a multiple of its element size, at a
+    random 16-byte alignment class unless ``aligned``) and output addresses
+    (multiples of 8, 16 three times in four; 16 of them: SPLIT's most)."""
+    data = [DATA + (1 << 24) * i + (0 if aligned else a.itemsize * int(rng.integers(0, 16 // a.itemsize)))
+            for i, a in enumerate(xs)]
+    dsts = [OUT + (1 << 24) * i + (0 if aligned else 8 * int(rng.integers(0, 2)) * int(rng.integers(0, 2)))
+            for i in range(16)]
+    return data, dsts
+
+
+def compare(name, args, xs, rng, aligned=False):
+    data, dsts = addresses(rng, xs, aligned)
+    got = c_launches(name, args, xs, data, dsts)
+    try:
+        want = python_launches(name, args, xs, data, dsts)
+    except Exception:  # noqa: BLE001 - a call the Python route refuses: C must decline it
+        assert got is None, "C planned a call the Python route refuses"
+        return None
+    return got, want
+
+
+def declined_by_the_lowering(name, args, x):
+    """Whether the CPU C lowering declines the call (tests/test_newshape_move.py
+    pins which valid calls those are): C plans no CUDA launches for them either."""
+    nat = cpu_backend._load_native()
+    if name == "diagonal_matrix":
+        x, args = (x,), (None, None, *args)
+    return nat.move_lowering(front._LOWER[ccache.OPS[name]], x, tuple(args), get_backend("cpu").plain_conf) is None
+
+
+@SETTINGS
+@given(calls(), st.integers(0, 2 ** 32 - 1))
+def test_launches_equal_move_steps(call, seed):
+    name, args, shape, dt, view = call
+    rng = np.random.default_rng(seed)
+    x, args = inputs(rng, name, args, shape, dt, view)
+    xs = list(x) if name == "join" else [x]
+    out = compare(name, args, xs, rng)
+    if out is None:
+        return
+    got, want = out
+    if got is None:
+        assert declined_by_the_lowering(name, args, x), "C declined a call its lowering takes"
+        return
+    assert got == want
+
+
+FUSE = [True, False, "padr", "words", "rows", "other"]
+VIA = ["auto", "strided_copy", "move"]
+
+
+@SETTINGS
+@given(calls(), st.integers(0, 2 ** 32 - 1), st.sampled_from(FUSE), st.sampled_from(VIA),
+       st.sampled_from([0, 1, 2, 4]), st.sampled_from([0, 32, 64]), st.sampled_from([0, 1, 4, 16]),
+       st.sampled_from([(2, 6, 2), (1, 8, 3)]), st.sampled_from([0, 64, 256]), st.sampled_from([0, 1, 2]))
+def test_launches_equal_move_steps_under_other_settings(call, seed, fuse, via, word_copy, tile, small, rows,
+                                                         padr_min, cvt):
+    """Each of steps.py's settings changed: the same launches (C reads them
+    at each call), or C declines (a persistent conversion grid, sized by the
+    device)."""
+    name, args, shape, dt, view = call
+    rng = np.random.default_rng(seed)
+    x, args = inputs(rng, name, args, shape, dt, view)
+    xs = list(x) if name == "join" else [x]
+    with pytest.MonkeyPatch.context() as m:
+        for attr, value in (("FUSE_PAD", fuse), ("MOVE_PLAIN_VIA", via), ("WORD_COPY", word_copy),
+                            ("TRANSPOSE_TILE", tile), ("TRANSPOSE_MIN", small), ("PAD_ROWS_MIN", small),
+                            ("WORD_COPY_MIN_RANK", 1 + small % 3), ("PAD_ROWS", rows), ("PADR_MIN_BYTES", padr_min),
+                            ("CVT_UNROLL", cvt), ("CVT_FLAGS", 2 if cvt == 2 else 0)):
+            m.setattr(steps, attr, value)
+        out = compare(name, args, xs, rng)
+    if out is None:
+        return
+    got, want = out
+    if got is None:
+        assert declined_by_the_lowering(name, args, x) or (cvt == 2 and any(n.startswith("move_cvt")
+                                                                             for n, *_ in want[1])), (name, want)
+        return
+    assert got == want
+
+
+def test_every_kernel_kind_is_compared():
+    """The cases above reach every launch move_steps makes for the family
+    (so that a kernel kind C got wrong cannot hide behind the draws)."""
+    rng = np.random.default_rng(1)
+    seen = set()
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    cases = [("identity", (None, None), [f32(4, 9, 64)[:, :8, :32]]),           # move_wcopy
+             ("identity", (None, None), [f32(64, 48)[::-1]]),                     # strided_copy (reversed)
+             ("identity", (None, None), [f32(64, 48).T]),                         # move_transpose
+             ("identity", (2.0, 1.0), [f32(3, 40)]),                              # move_cvt
+             ("identity", (2.0, None), [f32(3, 40)[:, ::2]]),                     # move_vec
+             ("cast", (np.float16,), [f32(5, 7)]),                                # move_cvt
+             ("space_to_depth", (2, "DCR"), [f32(1, 3, 32, 32)]),                 # move_tile
+             ("depth_to_space", (2, "CRD"), [f32(1, 12, 16, 16)]),                # move_tile
+             ("pad", (1, 2, "constant", 0), [f32(2, 3, 64, 70)]),                 # move_padr
+             ("pad", (1, 2, "edge", 0), [f32(2, 3, 9, 20)]),                      # move_padw
+             ("pad", (1, 2, "wrap", 0), [f32(2, 3, 9, 40)[:, :, :, :20]]),        # move_pad (FUSE_PAD "rows")
+             ("pad", ((0, 1), (2, 0), "reflect", 0), [f32(3, 5)]),                # pass by pass: move_vec, fill
+             ("join", (0,), [f32(3, 5), f32(2, 5)]),
+             ("split", (1, [2, 3]), [f32(4, 5)]),
+             ("diagonal_matrix", (1.0, 0, 1), [f32(6, 6)])]                       # move_fill
+    for name, args, xs in cases:
+        with pytest.MonkeyPatch.context() as m:
+            if args[2:3] == ("wrap",):
+                m.setattr(steps, "FUSE_PAD", "rows")
+            out = compare(name, args, xs, rng, aligned=True)
+        assert out is not None and out[0] is not None, name
+        assert out[0] == out[1], name
+        seen |= {n.split("<")[0] for n, *_ in out[1][1]}
+    assert {"move_wcopy", "strided_copy", "move_transpose", "move_cvt", "move_vec", "move_tile", "move_padr",
+            "move_padw", "move_pad", "move_fill"} <= seen, seen
+
+
+def test_misaligned_data_is_declined():
+    """An input whose address is not a multiple of its element size: C plans
+    nothing (the Python route raises UnsupportedError naming the address)."""
+    x = np.zeros((4, 8), np.float32)
+    got = c_launches("identity", (None, None), [x], [DATA + 2], [OUT] * 16)
+    assert got is None
+    assert c_launches("identity", (None, None), [x], [DATA + 4], [OUT] * 16) is not None
+
+
+def test_settings_c_cannot_read_are_declined(monkeypatch):
+    x = np.zeros((4, 8), np.float32)
+    assert c_launches("identity", (None, None), [x], [DATA], [OUT] * 16) is not None
+    monkeypatch.setattr(steps, "PAD_ROWS", (2, 6))
+    assert c_launches("identity", (None, None), [x], [DATA], [OUT] * 16) is None
+    monkeypatch.setattr(steps, "PAD_ROWS", (2, 6, 2))
+    monkeypatch.setattr(steps, "WORD_COPY", 2.0)
+    assert c_launches("identity", (None, None), [x], [DATA], [OUT] * 16) is None
+
+
+# -- the glue (call_cache_move_new on CUDA memory), driven without a GPU ----------------------------------
+
+def _glue_ok() -> bool:
+    from tests.runtime.test_cuda_move_cache import _driver_loads
+    return ccache._HAS_MOVE and ccache.info()["numpy"] and not _driver_loads()
+
+
+glue = pytest.mark.skipif(not _glue_ok(), reason="the call cache is not built, or a CUDA driver loads here (the "
+                                                 "GPU tests, tests/test_family_cuda_new.py, cover these paths)")
+
+
+@pytest.fixture
+def stand_in(fake):
+    """The CuPy stand-in of tests/runtime/test_cuda_move_cache.py, and a retry
+    hook logging each launch C hands it (no driver loads here, so every C
+    launch fails and goes to the hook)."""
+    log = []
+    ccache.register_cuda_retry(lambda *a: log.append(a))
+    try:
+        yield fake, log
+    finally:
+        ccache.register_cuda_retry(ccache._relaunch)
+
+
+from tests.runtime.test_cuda_move_cache import FakeArray, fake  # noqa: E402,F401 - the fixture `fake`
+
+GLUE_CASES = [("pad", ((0, 1, 2), (1, 0, 3), "reflect", 0.0)), ("pad", (1, 2, "constant", 7.0)),
+              ("identity", (2.0, None)), ("cast", ("float16",)), ("tile", ((1, 2, 1),)), ("split", (2, [2, 5])),
+              ("join", (1,))]
+
+
+@glue
+@pytest.mark.parametrize("name,args", GLUE_CASES, ids=[c[0] for c in GLUE_CASES])
+@pytest.mark.parametrize("view", ["packed", "flipped", "off"])
+def test_the_glue_launches_move_steps_and_records_what_serves_a_repeat(stand_in, name, args, view):
+    """A never-seen shape on (stand-in) CuPy arrays: a kernel the dict lacks
+    comes back by name (nothing allocated for good, nothing launched); then
+    the launches are move_steps' for the outputs' addresses, in order, from
+    element 0 of each input's bound range, on the current stream; the call
+    is recorded, and a repeat (cuda_move) queues the same launches."""
+    fake_hooks, log = stand_in
+    a = np.arange(3 * 4 * 7, dtype=np.float32).reshape(3, 4, 7)
+    if view == "flipped":
+        a = a[::-1, :, ::-1]
+    base = 0x1000_0040 + (4 if view == "off" else 0)
+    origin = array_layout(a.shape, a.strides, a.itemsize).origin * a.itemsize
+    x = FakeArray(a.shape, a.dtype, base + origin, a.strides)
+    xs, fx = [a], x
+    if name == "join":                                  # a second input, packed, at another alignment class
+        b = np.ascontiguousarray(a[:, :2])
+        xs, fx = [a, b], [x, FakeArray(b.shape, b.dtype, 0x2000_0008, b.strides)]
+    kernels: dict = {}
+    lower, op = front._LOWER[ccache.OPS[name]], ccache.OPS[name]
+    ccache.clear()
+    for _ in range(20):
+        out = ccache.move_new(op, lower, fx, args, ccache.generation(), get_backend("cpu").plain_conf,
+                              lambda: (kernels, steps.c_settings()))
+        if type(out) is not str:
+            break
+        assert not log                                  # nothing launched for a missing kernel
+        kernels.setdefault(0, {})[out] = 0x5000 + len(kernels.get(0, {}))
+    outs = out if isinstance(out, list) else [out]
+    assert all(type(o) is FakeArray for o in outs)
+    data = [x.data.ptr for x in (fx if name == "join" else [fx])]
+    shapes, want = python_launches(name, args, xs, data, [o.data.ptr for o in outs] + [0] * 16)
+    assert tuple(o.shape for o in outs) == shapes
+    srcs = [p - array_layout(v.shape, v.strides, v.itemsize).origin * v.itemsize for p, v in zip(data, xs)]
+    expect = [(0, kernels[0][n], g, smem, p, (srcs[s] if s >= 0 else outs[d].data.ptr), outs[d].data.ptr, 77)
+              for n, p, g, smem, s, d in want]
+    assert log == expect
+    assert ccache.info()["entries"] == 1
+    log.clear()
+    before = ccache.info()["hits"]
+    again = ccache.move(op, fx, *args)
+    assert ccache.info()["hits"] == before + 1
+    again = again if isinstance(again, list) else [again]
+    assert log == [(0, f, g, smem, p, (srcs[s] if s >= 0 else again[d].data.ptr), again[d].data.ptr, 77)
+                   for (_, f, g, smem, p, *_), (_, _, _, _, s, d) in zip(expect, want)]
+
+
+@glue
+def test_the_glue_declines_what_the_python_route_must_run(stand_in):
+    """Misaligned data, no compiled-kernel dict (launches not native), another
+    current device, an allocator failure (None: the route raises), a call its
+    lowering refuses: None, nothing launched, nothing recorded."""
+    fake_hooks, log = stand_in
+    op, lower = ccache.OPS["identity"], front._LOWER[ccache.OPS["identity"]]
+    conf = lambda: ({0: {}}, steps.c_settings())  # noqa: E731
+    gen = ccache.generation
+    plain = get_backend("cpu").plain_conf
+    ccache.clear()
+    assert ccache.move_new(op, lower, FakeArray((4, 8), np.float32, 0x1000_0002), (None, None), gen(), plain,
+                           conf) is None                                         # misaligned
+    x = FakeArray((4, 8), np.float32, 0x1000_0000)
+    assert ccache.move_new(op, lower, x, (None, None), gen(), plain, lambda: (None, steps.c_settings())) is None
+    assert ccache.move_new(op, lower, x, (None, None), gen(), plain) is None      # no CUDA conf given
+    assert ccache.move_new(op, lower, x, (3, None), gen(), plain, conf) is None  # the lowering refuses it
+    fake_hooks.device = 1
+    assert ccache.move_new(op, lower, x, (None, None), gen(), plain, conf) is None
+    fake_hooks.device = 0
+    fake_hooks.fail = MemoryError("out of memory")
+    assert ccache.move_new(op, lower, x, (None, None), gen(), plain, conf) is None
+    assert not log and ccache.info()["entries"] == 0
+
+
+@glue
+def test_the_glue_under_threads(stand_in):
+    """Threads lowering, planning and recording never-seen shapes at once (each
+    with its own stream): every output has the Python route's shape, and each
+    launch the hook saw ran on its thread's stream."""
+    import threading
+    fake_hooks, log = stand_in
+    kernels = {0: {}}
+    errors = []
+    plain = get_backend("cpu").plain_conf
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        fake_hooks.local.stream = 1000 + seed
+        try:
+            for i in range(60):
+                name, args = GLUE_CASES[int(rng.integers(len(GLUE_CASES) - 1))]      # (not join)
+                a = np.zeros((int(rng.integers(1, 6)), int(rng.integers(1, 40)), 7), np.float32)   # (split: 2 + 5)
+                x = FakeArray(a.shape, a.dtype, 0x1000_0000 * (seed + 1) + 16 * i, a.strides)
+                op, lower = ccache.OPS[name], front._LOWER[ccache.OPS[name]]
+                for _ in range(20):
+                    out = ccache.move_new(op, lower, x, args, ccache.generation(), plain,
+                                          lambda: (kernels, steps.c_settings()))
+                    if type(out) is not str:
+                        break
+                    kernels[0][out] = 0x5000
+                want = tuple(tuple(t.sizes) for t in description(name, args, [a]).outputs)
+                got = tuple(o.shape for o in (out if isinstance(out, list) else [out]))
+                if got != want:
+                    errors.append((name, a.shape, got, want))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[:3]
+    assert log and {entry[-1] for entry in log} <= {1000, 1001, 1002, 1003}
