@@ -287,11 +287,33 @@ if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
 move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasattr(_native, "call_cache_move_new")
                                 else _no_new)
 
-#: ``index_new(op_code, which, types, given, args, since, min_bytes)``: the same for a never-seen shape of
-#: an index function of ``arrays/index_ops.py`` (runtime/native/newshape_index.c; ``which`` its number
-#: there, ``types`` the element types its tables take); the output, or None.
-index_new: Callable[..., Any] = (_native.call_cache_index_new if _HAS_NEW and hasattr(_native, "call_cache_index_new")
-                                 else _no_new)
+_index_new = (_native.call_cache_index_new if _HAS_NEW and hasattr(_native, "call_cache_index_new")
+              else _no_new)
+
+
+def index_new(op: int, which: int, types: int, given: tuple, args: tuple, since: int, min_bytes: int):
+    """The same for a never-seen shape of an index function of
+    ``arrays/index_ops.py`` (runtime/native/newshape_index.c; ``which`` its
+    number there, ``types`` the element types its tables take): the output,
+    or None. On PyTorch CUDA tensors and CuPy arrays its launches are
+    ``index.plan_pass``'s and ``steps.move_steps``'s, planned in C
+    (runtime/native/cuda_index_spec.c); a kernel C names is compiled first
+    (``launch.add_new_kernel``), then the call is made again."""
+    for _ in range(8):
+        out = _index_new(op, which, types, given, args, since, min_bytes, _index_cuda_conf)
+        if type(out) is not str:
+            return out
+        from .cuda.launch import add_new_kernel
+        first = given[0]
+        add_new_kernel(first.get_device() if hasattr(first, "get_device") else first.device.id, out)
+    return None
+
+
+def _index_cuda_conf() -> tuple:
+    """What ``index_new`` reads for CUDA inputs (C calls it for them alone): the compiled kernels it may
+    launch, the move program's launch settings and the index kernels'."""
+    from .cuda import index, launch, steps
+    return launch.new_kernels(), steps.c_settings(), index.c_settings()
 
 #: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*, as its operator declares it).
 MOVE_LOWERINGS = {cls.BINDING.function: cls.C_LOWERING for cls in OPERATORS.values() if "C_LOWERING" in vars(cls)}

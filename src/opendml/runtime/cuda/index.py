@@ -305,6 +305,175 @@ def _stream(backend, ptr: int):
     return s
 
 
+def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
+    """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these
+    addresses (each slot's first element's device address): its mode, its
+    ``IndexParams`` (addresses not filled in), its kernels' names (the main
+    one first), the main one's shared memory, its word, its key slots. Pure
+    (no GPU): ``IndexPass`` compiles what it names, and the C mirror
+    (``runtime/native/cuda_index_spec.c``) is tested against it."""
+    s = PassPlan()
+    scatter = type(p) is Scatter
+    es = DataType(plan.out_types[p.dst]).size
+    acc = scatter and bool(p.accumulate)
+    const = scatter and p.value is not None
+    last_only = not scatter and p.last_only
+    if len(p.sizes) > RANK or len(p.indices) > AXES:
+        raise UnsupportedError(f"the CUDA index kernels take at most {RANK} dimensions and {AXES} index axes; "
+                               f"got {len(p.sizes)} and {len(p.indices)}")
+    k = outer_count(p)
+    if scatter and not (const and not acc) and not _disjoint(p, k):
+        k = len(p.sizes)
+    # an overwriting scatter whose positions all write one source block
+    # (ONE_HOT's on value): repeats write the same bytes, in any order
+    same = scatter and not acc and all(t == 0 for n, t in zip(p.sizes[:k], p.src_strides[:k]) if n > 1)
+    inner = _inner(p.sizes[k:], p.src_strides[k:], p.dst_strides[k:])
+    f = 1
+    src_ptr = dst_ptrs[p.dst] if const else src_ptrs[p.src]
+    if (WIDE_ACC or not acc) and not const and inner and inner[-1][1] == 1 and inner[-1][2] == 1:
+        outer_t = [t for n, a, b in zip(p.sizes[:k], p.src_strides[:k], p.dst_strides[:k]) if n > 1
+                   for t in (a, b)]
+        rest = [t for _, a, b in inner[:-1] for t in (a, b)] + [ix.stride for ix in p.indices]
+        for w in (16, 8, 4, 2):
+            g = w // es
+            if g > 1 and inner[-1][0] % g == 0 and src_ptr % w == 0 and dst_ptrs[p.dst] % w == 0 and all(
+                    t % g == 0 for t in outer_t + rest + [p.src_offset, p.dst_offset]):
+                f = g
+                break
+    word = es * f
+    inner = [(n // f, 1, 1) if i == len(inner) - 1 and f > 1 else (n, a // f, b // f)
+             for i, (n, a, b) in enumerate(inner)] or [(1, 0, 0)]
+    q = IndexParams(outer=k, inner=len(inner), n_outer=math.prod(p.sizes[:k]),
+                    n_inner=math.prod(n for n, _, _ in inner), src_offset=p.src_offset // f,
+                    dst_offset=p.dst_offset // f, naxes=len(p.indices), data_type=plan.out_types[p.dst],
+                    last_only=int(last_only))
+    for d in range(k):
+        q.sizes[d], q.src_strides[d], q.dst_strides[d] = p.sizes[d], p.src_strides[d] // f, p.dst_strides[d] // f
+    for d, (n, a, b) in enumerate(inner):
+        q.isizes[d], q.isrc_strides[d], q.idst_strides[d] = n, a, b
+    if const:
+        bits = fill_bits(p.value, plan.out_types[p.dst])
+        q.has_value, q.value_bits = 1, bits - (1 << 64) if bits >= 1 << 63 else bits
+    for a, ix in enumerate(p.indices):
+        ax = q.axes[a]
+        ax.type, ax.offset, ax.stride, ax.bound = plan.in_types[ix.index], ix.index_offset, ix.stride // f, ix.bound
+        ax.mode, ax.skip, ax.axis = ix.mode, int(scatter and ix.out_of_range == 1), ix.axis if ix.mode else -1
+        for d in range(k):
+            ax.strides[d] = ix.index_strides[d]
+    # the keyed side (the destination of a scatter, the source of a
+    # last-only gather): block origin = key_base + slot * key_div
+    off, strides = (q.dst_offset, q.dst_strides) if scatter else (q.src_offset, q.src_strides)
+    lo = hi = off
+    div = 0
+    for d in range(k):
+        t, n = strides[d], p.sizes[d]
+        if n > 1 and t:
+            lo, hi, div = lo + min(0, (n - 1) * t), hi + max(0, (n - 1) * t), math.gcd(div, abs(t))
+    for ix in p.indices:
+        t = ix.stride // f
+        if ix.bound > 1 and t:
+            lo, hi, div = lo + min(0, (ix.bound - 1) * t), hi + max(0, (ix.bound - 1) * t), math.gcd(div, abs(t))
+    div = div or 1
+    q.key_base, q.key_div = lo, div
+    s.slots = (hi - lo) // div + 1
+    n_outer = q.n_outer
+    if not scatter:
+        s.mode = "sort" if last_only else "direct"
+    elif acc:
+        s.mode = "sort"
+    elif const or same:
+        s.mode = "direct"
+    elif SCATTER_VIA == "auto" and (members := _group(q, k)):
+        s.mode, q.members = "group", members
+    elif SCATTER_VIA != "sort" and n_outer < 2**32 - 1 and (
+            SCATTER_VIA == "owner" or s.slots <= max(OWNER_SLOTS, 4 * n_outer)):
+        s.mode = "owner"
+    else:
+        s.mode = "sort"
+    positions = not scatter and not last_only and q.n_inner == 1
+    tile = row = 0
+    if positions and COLUMN_WALK:
+        wide = IndexParams.from_buffer_copy(q)     # whole lines where the tile fits, else 32-byte sectors
+        kw = _column_walk(wide, k, word, REVERSE_BYTES)
+        if REVERSE_TILE and _tile(wide, kw, word):
+            q, k, tile = wide, kw, 1
+        else:
+            k = _column_walk(q, k, word)
+    items = ITEMS if q.n_inner >= ITEMS else 1
+    q.groups = -(-q.n_inner // items)
+    q.total = n_outer * q.groups
+    rows = 0
+    if positions and not tile:
+        row = 0 if (rows := _rows(q, k, word)) else _row(q, k, word)
+    if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
+        s.mode = "tile"                         # ix_reverse_tile: a block a column set
+        s.smem = q.axes[0].bound * q.sizes[k - 1] * word
+    elif rows:
+        s.mode, q.members = "rows", rows        # ix_reverse_rows: a block `rows` rows
+        s.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
+    elif row:
+        s.mode = "row"                          # ix_gather_row: a block a row
+    elif positions and POSITION_ITEMS > 1:      # ix_gather_positions: POSITION_ITEMS positions a thread
+        items, q.total = POSITION_ITEMS, -(-n_outer // POSITION_ITEMS)
+    index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * max(items, 4) < 2**32 else "u64"   # (IX_BATCH)
+    s.key_t = "u32" if s.slots < 2**32 - 1 else "u64"
+    W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
+    shape = f"{ranks}, {len(inner)}, {items}"
+    if s.mode in ("tile", "rows"):
+        main = f"ix_reverse_{s.mode}<{W}, {index}, {k}>"
+    elif s.mode == "row":
+        main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
+        s.smem = q.axes[0].bound * word if row == 1 else 0
+    elif positions and POSITION_ITEMS > 1:
+        main = f"ix_gather_positions<{W}, {index}, {ranks}, {items}>"
+    elif not scatter:
+        main = f"ix_gather<{W}, {index}, {shape}>"
+    elif s.mode == "group":
+        main = f"ix_scatter_group<{W}, {index}, {k}>"
+    elif s.mode == "sort":
+        main = f"ix_apply<{W}, {index}, {s.key_t}, {int(acc)}, {shape}>"
+    else:
+        main = f"ix_scatter<{W}, {index}, {int(s.mode == 'owner')}, {shape}>"
+    names = [main]
+    if s.mode == "owner":
+        names.append(f"ix_owner<{index}, {ranks}>")
+    if s.mode == "sort":
+        names.append(f"ix_keys<{index}, {s.key_t}, {ranks}>")
+    s.names = names
+    s.main, s.params, s.const, s.word, s.scatter = main, q, const, word, scatter
+    return s
+
+
+class PassPlan:
+    """``plan_pass``'s answer."""
+    smem = 0
+
+    def launch(self):
+        """``(kernel name, parameter bytes, grid, shared bytes)`` of the one
+        launch of a mode that needs no scratch (what the C mirror plans);
+        None for the other modes; () where it launches nothing."""
+        q = self.params
+        if q.n_outer == 0 or q.total == 0:
+            return ()
+        one = one_kernel(self.mode, q, self.smem)
+        return None if one is None else (self.main, bytes(q), -(-one[0] // THREADS), one[1])
+
+
+def one_kernel(mode: str, q, smem: int):
+    """``(threads, shared bytes)`` of the one launch of a mode that needs
+    no scratch (the Python launch and the C call cache's record both read
+    it), None for the owner and sort modes."""
+    if mode == "direct":
+        return q.total, 0
+    if mode in ("tile", "row"):
+        return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, smem
+    if mode == "rows":
+        return -(-(q.n_outer // q.axes[0].bound) // q.members) * THREADS, smem
+    if mode == "group":
+        return (q.n_outer // q.members) * THREADS, 4 * q.axes[0].bound
+    return None
+
+
 class IndexPass:
     """One ``Gather``/``Scatter`` pass's launches: ``(src_ptrs, dst_ptrs,
     stream_ptr)`` queues them. ``via`` tells the C call cache
@@ -313,139 +482,16 @@ class IndexPass:
     blocks, via, smem, grid = 1, "index", 0, 0
 
     def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs, relaxed):
-        scatter = type(p) is Scatter
-        self.backend, self.pass_, self.scatter = backend, p, scatter
-        es = DataType(plan.out_types[p.dst]).size
-        acc = scatter and bool(p.accumulate)
-        const = scatter and p.value is not None
-        last_only = not scatter and p.last_only
-        if len(p.sizes) > RANK or len(p.indices) > AXES:
-            raise UnsupportedError(f"the CUDA index kernels take at most {RANK} dimensions and {AXES} index axes; "
-                                   f"got {len(p.sizes)} and {len(p.indices)}")
-        k = outer_count(p)
-        if scatter and not (const and not acc) and not _disjoint(p, k):
-            k = len(p.sizes)
-        # an overwriting scatter whose positions all write one source block
-        # (ONE_HOT's on value): repeats write the same bytes, in any order
-        same = scatter and not acc and all(t == 0 for n, t in zip(p.sizes[:k], p.src_strides[:k]) if n > 1)
-        inner = _inner(p.sizes[k:], p.src_strides[k:], p.dst_strides[k:])
-        f = 1
-        src_ptr = dst_ptrs[p.dst] if const else src_ptrs[p.src]
-        if (WIDE_ACC or not acc) and not const and inner and inner[-1][1] == 1 and inner[-1][2] == 1:
-            outer_t = [t for n, a, b in zip(p.sizes[:k], p.src_strides[:k], p.dst_strides[:k]) if n > 1
-                       for t in (a, b)]
-            rest = [t for _, a, b in inner[:-1] for t in (a, b)] + [ix.stride for ix in p.indices]
-            for w in (16, 8, 4, 2):
-                g = w // es
-                if g > 1 and inner[-1][0] % g == 0 and src_ptr % w == 0 and dst_ptrs[p.dst] % w == 0 and all(
-                        t % g == 0 for t in outer_t + rest + [p.src_offset, p.dst_offset]):
-                    f = g
-                    break
-        word = es * f
-        inner = [(n // f, 1, 1) if i == len(inner) - 1 and f > 1 else (n, a // f, b // f)
-                 for i, (n, a, b) in enumerate(inner)] or [(1, 0, 0)]
-        q = IndexParams(outer=k, inner=len(inner), n_outer=math.prod(p.sizes[:k]),
-                        n_inner=math.prod(n for n, _, _ in inner), src_offset=p.src_offset // f,
-                        dst_offset=p.dst_offset // f, naxes=len(p.indices), data_type=plan.out_types[p.dst],
-                        last_only=int(last_only))
-        for d in range(k):
-            q.sizes[d], q.src_strides[d], q.dst_strides[d] = p.sizes[d], p.src_strides[d] // f, p.dst_strides[d] // f
-        for d, (n, a, b) in enumerate(inner):
-            q.isizes[d], q.isrc_strides[d], q.idst_strides[d] = n, a, b
-        if const:
-            bits = fill_bits(p.value, plan.out_types[p.dst])
-            q.has_value, q.value_bits = 1, bits - (1 << 64) if bits >= 1 << 63 else bits
-        for a, ix in enumerate(p.indices):
-            ax = q.axes[a]
-            ax.type, ax.offset, ax.stride, ax.bound = plan.in_types[ix.index], ix.index_offset, ix.stride // f, ix.bound
-            ax.mode, ax.skip, ax.axis = ix.mode, int(scatter and ix.out_of_range == 1), ix.axis if ix.mode else -1
-            for d in range(k):
-                ax.strides[d] = ix.index_strides[d]
-        # the keyed side (the destination of a scatter, the source of a
-        # last-only gather): block origin = key_base + slot * key_div
-        off, strides = (q.dst_offset, q.dst_strides) if scatter else (q.src_offset, q.src_strides)
-        lo = hi = off
-        div = 0
-        for d in range(k):
-            t, n = strides[d], p.sizes[d]
-            if n > 1 and t:
-                lo, hi, div = lo + min(0, (n - 1) * t), hi + max(0, (n - 1) * t), math.gcd(div, abs(t))
-        for ix in p.indices:
-            t = ix.stride // f
-            if ix.bound > 1 and t:
-                lo, hi, div = lo + min(0, (ix.bound - 1) * t), hi + max(0, (ix.bound - 1) * t), math.gcd(div, abs(t))
-        div = div or 1
-        q.key_base, q.key_div = lo, div
-        self.slots = (hi - lo) // div + 1
-        n_outer = q.n_outer
-        if not scatter:
-            self.mode = "sort" if last_only else "direct"
-        elif acc:
-            self.mode = "sort"
-        elif const or same:
-            self.mode = "direct"
-        elif SCATTER_VIA == "auto" and (members := _group(q, k)):
-            self.mode, q.members = "group", members
-        elif SCATTER_VIA != "sort" and n_outer < 2**32 - 1 and (
-                SCATTER_VIA == "owner" or self.slots <= max(OWNER_SLOTS, 4 * n_outer)):
-            self.mode = "owner"
-        else:
-            self.mode = "sort"
-        positions = not scatter and not last_only and q.n_inner == 1
-        tile = row = 0
-        if positions and COLUMN_WALK:
-            wide = IndexParams.from_buffer_copy(q)     # whole lines where the tile fits, else 32-byte sectors
-            kw = _column_walk(wide, k, word, REVERSE_BYTES)
-            if REVERSE_TILE and _tile(wide, kw, word):
-                q, k, tile = wide, kw, 1
-            else:
-                k = _column_walk(q, k, word)
-        items = ITEMS if q.n_inner >= ITEMS else 1
-        q.groups = -(-q.n_inner // items)
-        q.total = n_outer * q.groups
-        rows = 0
-        if positions and not tile:
-            row = 0 if (rows := _rows(q, k, word)) else _row(q, k, word)
-        if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
-            self.mode = "tile"                         # ix_reverse_tile: a block a column set
-            self.smem = q.axes[0].bound * q.sizes[k - 1] * word
-        elif rows:
-            self.mode, q.members = "rows", rows        # ix_reverse_rows: a block `rows` rows
-            self.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
-        elif row:
-            self.mode = "row"                          # ix_gather_row: a block a row
-        elif positions and POSITION_ITEMS > 1:         # ix_gather_positions: POSITION_ITEMS positions a thread
-            items, q.total = POSITION_ITEMS, -(-n_outer // POSITION_ITEMS)
-        index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * max(items, 4) < 2**32 else "u64"   # (IX_BATCH)
-        self.key_t = "u32" if self.slots < 2**32 - 1 else "u64"
-        W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
-        shape = f"{ranks}, {len(inner)}, {items}"
-        if self.mode in ("tile", "rows"):
-            main = f"ix_reverse_{self.mode}<{W}, {index}, {k}>"
-        elif self.mode == "row":
-            main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
-            self.smem = q.axes[0].bound * word if row == 1 else 0
-        elif positions and POSITION_ITEMS > 1:
-            main = f"ix_gather_positions<{W}, {index}, {ranks}, {items}>"
-        elif not scatter:
-            main = f"ix_gather<{W}, {index}, {shape}>"
-        elif self.mode == "group":
-            main = f"ix_scatter_group<{W}, {index}, {k}>"
-        elif self.mode == "sort":
-            main = f"ix_apply<{W}, {index}, {self.key_t}, {int(acc)}, {shape}>"
-        else:
-            main = f"ix_scatter<{W}, {index}, {int(self.mode == 'owner')}, {shape}>"
-        names = [main]
-        if self.mode == "owner":
-            names.append(f"ix_owner<{index}, {ranks}>")
-        if self.mode == "sort":
-            names.append(f"ix_keys<{index}, {self.key_t}, {ranks}>")
+        s = plan_pass(plan, p, src_ptrs, dst_ptrs)
+        self.backend, self.pass_, self.scatter = backend, p, s.scatter
+        self.mode, self.slots, self.key_t, self.smem = s.mode, s.slots, s.key_t, s.smem
+        names, main = s.names, s.main
         with backend.device:
             self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in names}
             if self.smem > 48 * 1024:                  # above the default: the kernel opts in
                 backend.cupy.cuda.driver.funcSetAttribute(self.functions[main], 8, self.smem)   # MAX_DYNAMIC_SHARED
         self.names = names
-        self.main, self.params, self.const, self.word = main, q, const, word
+        self.main, self.params, self.const, self.word = main, s.params, s.const, s.word
 
     def call_cache_step(self):
         """This pass as the C call cache records it (``calls.put_move_cuda``):
@@ -468,19 +514,7 @@ class IndexPass:
         return self.functions[self.main], -(-count // THREADS), THREADS, smem, bytes(q), src, p.dst, self, at
 
     def _one_kernel(self, q):
-        """``(threads, shared bytes)`` of the one launch of a mode that needs
-        no scratch (the Python launch and the C call cache's record both read
-        it), None for the owner and sort modes."""
-        mode = self.mode
-        if mode == "direct":
-            return q.total, 0
-        if mode in ("tile", "row"):
-            return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, self.smem
-        if mode == "rows":
-            return -(-(q.n_outer // q.axes[0].bound) // q.members) * THREADS, self.smem
-        if mode == "group":
-            return (q.n_outer // q.members) * THREADS, 4 * q.axes[0].bound
-        return None
+        return one_kernel(self.mode, q, self.smem)
 
     def _launch(self, name: str, count: int, q, stream_ptr: int, smem: int = 0) -> None:
         if count <= 0:
@@ -527,6 +561,35 @@ class IndexPass:
             else:
                 q.keys, q.order = sk.data.ptr, order.data.ptr
             self._launch(self.main, q.total, q, stream_ptr)
+
+
+def c_settings() -> tuple:
+    """This module's settings as the C mirror of ``plan_pass``
+    (``runtime/native/cuda_index_spec.c``, newshape.h's odml_index_cuda_conf)
+    reads them, read anew at each call: 11 ints. A value C cannot read makes
+    it decline the call, which then takes the Python route."""
+    return (THREADS, ITEMS, POSITION_ITEMS, int(COLUMN_WALK), int(REVERSE_TILE), REVERSE_BYTES, TILE_SMEM,
+            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS)
+
+
+def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:
+    """Queue a launch of an index kernel that C made (an entry of
+    ``call_cache_index_new`` on CUDA) whose own launch failed, its
+    addresses already in ``params``: with the device's context made current
+    (a thread that never used CUDA), raising opendml's error naming the CUDA
+    error where it fails again."""
+    import cupy
+    block = ctypes.create_string_buffer(bytes(params), len(params))
+    argv = (ctypes.c_void_p * 1)(ctypes.addressof(block))
+    with cupy.cuda.Device(device):
+        try:
+            if smem > 48 * 1024:
+                cupy.cuda.driver.funcSetAttribute(function, 8, smem)   # MAX_DYNAMIC_SHARED
+            cupy.cuda.driver.launchKernel(function, grid, 1, 1, THREADS, 1, 1, smem, stream,
+                                          ctypes.addressof(argv), 0)
+        except cupy.cuda.driver.CUDADriverError as exc:
+            raise RuntimeError(f"opendml CUDA: launching a cached index kernel (grid {grid}, {smem} bytes of shared "
+                               f"memory) failed: {exc}") from None
 
 
 class IndexMoveLaunch:
@@ -578,4 +641,4 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
     return IndexMoveLaunch(plan, tuple(steps))
 
 
-__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch"]
+__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch"]

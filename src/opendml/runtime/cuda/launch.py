@@ -363,8 +363,14 @@ def new_kernels() -> dict | None:
 
 
 def add_new_kernel(index: int, name: str) -> None:
-    """Compile (or load) kernel ``name`` for device ``index`` and list it for C."""
-    ptr = _kernel(index, name).ptr
+    """Compile (or load) kernel ``name`` for device ``index`` and list it for C
+    (an index kernel, ``ix_*``, from index.cu with its own options, as
+    ``IndexPass`` compiles it)."""
+    if name.startswith("ix_"):
+        from .index import _function
+        ptr = _function(index, name, capture_relaxed)[1].kernel.ptr
+    else:
+        ptr = _kernel(index, name).ptr
     _NEW_KERNELS.setdefault(index, {})[name] = ptr
 
 

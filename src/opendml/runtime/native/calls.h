@@ -156,6 +156,8 @@ PyObject *take_outputs(PyObject **outs, int n, int multi);
 /* a launch of a kernel whose one argument is the parameter block at `params` (cuda_launch.c); the CUresult */
 int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream,
                            const void *params);
+/* the dynamic shared memory `function` may take raised to `bytes` (cuFuncSetAttribute); the CUresult */
+int odml_cuda_shared_limit(uint64_t function, unsigned bytes);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key_info(Key *k, const odml_torch_info *in);
@@ -213,6 +215,39 @@ int same_words(const int64_t *a, const int64_t *b, int n);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
+#endif
+#ifdef ODML_NUMPY
+/* -- new shapes on CUDA memory (calls_move_new.c): what the lowering and the launches read of a call's inputs:
+ * each as the lowering takes it, its data pointer, the bytes from it back to element 0 of its bound range
+ * (planner.array_layout's origin) and that range's elements (its span) */
+typedef struct {
+    int n;
+    odml_move_input xs[MAX_MOVE_IO];
+    uint64_t data[MAX_MOVE_IO];
+    int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
+} CudaInputs;
+/* input i of c from n sizes and byte strides; -1 where the route must run (cuda_input) */
+int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, const int64_t *bstrides,
+               uint64_t data);
+/* each input's element-0 address; -1 where one's data is not a multiple of its element size */
+int cuda_sources(const CudaInputs *c, uint64_t *src);
+/* the family's launches of g (odml_move_cuda) for steps.c_settings()'s tuple: their count, or -1 */
+int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
+                  odml_move_launch *L);
+/* How cuda_new lowers a call (0 with its outputs in g, or -1) and plans its launches for outputs at dsts
+ * (their count, or -1), conf the caller's cuda_conf() tuple. */
+typedef struct CudaNew CudaNew;
+struct CudaNew {
+    int (*lower)(CudaNew *how, const CudaInputs *c, PyObject *const *args, Py_ssize_t nargs, odml_move_prog *g);
+    int (*plan)(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *conf,
+                odml_move_launch *L);
+};
+/* a never-seen shape on PyTorch CUDA tensors or CuPy arrays lowered, launched and recorded: the output(s),
+ * None (the route) or a kernel's name to compile */
+PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen, int torch, PyObject *conf,
+                   CudaNew *how);
+/* one index pass of a CUDA entry launched (calls_move.c); -1 with an exception */
+int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
 #endif
 void front_clear(void);                 /* empties the family's front table (with the dict) */
 int odml_calls_move_init(void);

@@ -647,18 +647,30 @@ PyObject *s_dtype_kw;                   /* ("dtype",): new_empty's keyword (odml
 /* One index-driven pass of a CUDA entry: its kernel launched with its parameter block and this call's
  * addresses, or (a mode that needs scratch, or a launch that failed: it retries and raises) the backend's
  * IndexPass called with them. -1 with an exception. */
-static int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
-    uint64_t src[MAX_MOVE_IO];
+int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
+    uint64_t src[MAX_MOVE_IO], block[INDEX_BLOCK / 8];
+    char *b = (char *)block;
     for (int i = 0; i < e->n_in; i++) src[i] = ptr[i] - (uint64_t)e->origin[i];
     if (s->function) {
-        uint64_t block[INDEX_BLOCK / 8];
-        char *b = (char *)block;
         const uint64_t from = s->src < 0 ? dsts[s->dst] : src[s->src];
         memcpy(b, s->index, (size_t)s->index_size);
         memcpy(b + s->at_src, &from, 8);
         memcpy(b + s->at_dst, &dsts[s->dst], 8);
         for (int a = 0; a < s->naxes; a++) memcpy(b + s->at_idx + 8 * a, &src[s->slot[a]], 8);
-        if (odml_cuda_launch_block(s->function, s->grid, s->block, s->shared, stream, b) == 0) return 0;
+        /* above 48 KiB of shared memory the kernel opts in (IndexPass sets it for its own launches) */
+        if ((s->shared <= 48 * 1024 || odml_cuda_shared_limit(s->function, s->shared) == 0)
+                && odml_cuda_launch_block(s->function, s->grid, s->block, s->shared, stream, b) == 0)
+            return 0;
+    }
+    if (!s->launch) {                        /* an entry C made (newshape_index.c): index.py's relaunch retries */
+        PyObject *m = PyImport_ImportModule("opendml.runtime.cuda.index");
+        PyObject *r = m ? PyObject_CallMethod(m, "relaunch", "LKIIy#K", (long long)e->device,
+                                              (unsigned long long)s->function, s->grid, s->shared, b,
+                                              (Py_ssize_t)s->index_size, (unsigned long long)stream) : NULL;
+        Py_XDECREF(m);
+        if (!r) return -1;
+        Py_DECREF(r);
+        return 0;
     }
     PyObject *ins = PyTuple_New(e->n_in), *outs = PyTuple_New(e->n_out), *r = NULL;
     for (int i = 0; ins && i < e->n_in; i++) PyTuple_SET_ITEM(ins, i, PyLong_FromUnsignedLongLong(src[i]));

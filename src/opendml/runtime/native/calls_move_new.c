@@ -5,6 +5,8 @@
  * call_cache_put_move records it, in one call (see calls.c and calls.h; the
  * entries themselves are calls_move.c's). */
 #define NO_IMPORT_ARRAY
+#include <stddef.h>
+
 #include "calls.h"
 
 /* -- New shapes of the family on NumPy arrays (issue 31) ----------------------------------------------- */
@@ -373,20 +375,10 @@ done:
 
 /* -- New shapes of the family on CUDA memory: PyTorch CUDA tensors and CuPy arrays (issue 33) ----------- */
 
-/* What the lowering and the launches read of a call's inputs: each as the lowering takes it, its data
- * pointer, the bytes from it back to element 0 of its bound range (planner.array_layout's origin) and that
- * range's elements (its span). */
-typedef struct {
-    int n;
-    odml_move_input xs[MAX_MOVE_IO];
-    uint64_t data[MAX_MOVE_IO];
-    int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
-} CudaInputs;
-
 /* Input i of c from n sizes and byte strides (es bytes an element, DataType `type`), as planner.array_layout
  * reads them: -1 where a stride is not a whole number of elements along an axis of more than one element
  * (the Python route packs such an input first and records nothing), or a reach passes 2^58 bytes. */
-static int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, const int64_t *bstrides,
+int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, const int64_t *bstrides,
                       uint64_t data) {
     odml_layout L;
     odml_move_input *x = &c->xs[i];
@@ -413,16 +405,39 @@ static int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *
 /* The launches (newshape.h's odml_move_cuda) of the program g lowered for c, its outputs at dsts, for
  * steps.py's settings (c_settings()'s tuple): their count, or -1 where the Python route must run the call
  * (an input's data not a multiple of its element size: the route raises; a setting C does not mirror). */
-static int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
-                         odml_move_launch *L) {
+int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
+                  odml_move_launch *L) {
     odml_move_cuda_conf conf;
     uint64_t src[MAX_MOVE_IO];
-    if (odml_move_cuda_conf_read(settings, &conf)) return -1;
+    if (odml_move_cuda_conf_read(settings, &conf) || cuda_sources(c, src)) return -1;
+    return odml_move_cuda(g, &conf, src, c->span, dsts, L);
+}
+
+int cuda_sources(const CudaInputs *c, uint64_t *src) {
     for (int i = 0; i < c->n; i++) {
         if (c->data[i] % (uint64_t)move_type_size[c->xs[i].type]) return -1;
         src[i] = c->data[i] - (uint64_t)c->origin[i];
     }
-    return odml_move_cuda(g, &conf, src, c->span, dsts, L);
+    return 0;
+}
+
+/* The family's lowering and launches for cuda_new (`how` a FamilyNew). */
+typedef struct {
+    CudaNew base;
+    int lowering;
+} FamilyNew;
+
+static int family_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args, Py_ssize_t nargs,
+                        odml_move_prog *g) {
+    return odml_move_lower(((FamilyNew *)how)->lowering, c->xs, c->n, args, nargs, g);
+}
+
+static int family_plan(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts,
+                       PyObject *conf, odml_move_launch *L) {
+    (void)how;
+    const int nl = cuda_launches(g, c, dsts, PyTuple_GET_ITEM(conf, 1), L);
+    for (int i = 0; i < nl; i++) L[i].index = 0;
+    return nl;
 }
 
 /* PyTorch's dtype of DataType value t (x's when given, t its type), held once read; NULL, no exception
@@ -499,7 +514,14 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     }
     for (int i = 0; i < n; i++) {
         Pass *p = &e->passes[i];
-        p->kernel = PASS_MOVE;
+        p->kernel = L[i].index ? PASS_INDEX : PASS_MOVE;
+        if (L[i].index) {                           /* an index kernel: its addresses patched in per call */
+            p->at_src = (int)offsetof(odml_ix_params, src);
+            p->at_dst = (int)offsetof(odml_ix_params, dst);
+            p->at_idx = (int)offsetof(odml_ix_params, idx);
+            p->naxes = L[i].naxes;
+            memcpy(p->slot, L[i].slot, sizeof p->slot);
+        }
         p->index = PyMem_Malloc((size_t)L[i].size);
         if (!p->index) {
             Py_DECREF(e);
@@ -519,21 +541,22 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     return e;
 }
 
-/* call_cache_move_new with x PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0), conf what its
- * cuda_conf() gave, (kernels, settings): kernels launch.new_kernels()'s {device: {name: CUfunction}}, settings steps.c_settings().
- * The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered in C
- * (odml_move_lower), the outputs from the framework's allocator, the launches move_steps gives for these
- * addresses (odml_move_cuda) queued on its current stream, and the call recorded as put_move_cuda
- * records it (where the cache is on and still in `generation`), so the next such call is a hit of
- * cuda_move. Returns the output(s); None, nothing run, wherever the Python route must run the call (what
- * cuda_move leaves to it, no key, a lowering or launch plan declined, a device not current, an output
+/* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo
+ * (an array, or a list or tuple of them), its other arguments call_args, made on the settings of generation
+ * `gen`; `how` lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what
+ * the caller's cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}},
+ * the rest for `how`. The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered
+ * in C, the outputs from the framework's allocator, the launches queued on its current stream, and the call
+ * recorded as put_move_cuda records it (where the cache is on and still in `gen`), so the next such call is
+ * a hit of cuda_move. Returns the output(s); None, nothing run, wherever the Python route must run the call
+ * (what cuda_move leaves to it, no key, a lowering or launch plan declined, a device not current, an output
  * the allocator refuses or an input changed meanwhile); or the name of a kernel `kernels` lacks for the
  * device (nothing run: compile it and call again). */
-static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf) {
-    PyObject *op = args[0], *xo = args[2], *call_args = args[3];
+PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen_o, int torch, PyObject *conf,
+                   CudaNew *how) {
     PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *shapes[MAX_MOVE_IO] = {NULL};
     PyObject *dtypes[MAX_MOVE_IO] = {NULL}, *result = NULL, *table_of = NULL;
-    int64_t lowering, gen, device = -1;
+    int64_t gen, device = -1;
     uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], fn[ODML_MOVE_PROG_MAX_PASSES], stream;
     int n = 0, seq, at[MAX_MOVE_IO];
     Key k;
@@ -541,8 +564,8 @@ static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf)
     odml_move_prog *g = NULL;
     odml_move_launch *L = NULL;
     Entry *e = NULL;
-    if (!PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering) || exact_int(args[4], &gen)
-            || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(conf, 0))
+    if (!PyTuple_CheckExact(call_args) || exact_int(gen_o, &gen)
+            || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) < 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(conf, 0))
             || cuda_inputs(xo, (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
@@ -562,7 +585,7 @@ static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf)
         PyErr_NoMemory();
         goto done;
     }
-    if (odml_move_lower((int)lowering, c.xs, n, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
+    if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     /* the launches need the inputs' device current (the Python route makes it so) */
     if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
     {
@@ -600,7 +623,7 @@ static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf)
                 || !same_words(again.w, k.w, k.n))
             goto route;
     }
-    const int nl = cuda_launches(g, &c, dsts, PyTuple_GET_ITEM(conf, 1), L);
+    const int nl = how->plan(how, g, &c, dsts, conf, L);
     if (nl < 1) goto route;
     for (int i = 0; i < nl; i++) {
         PyObject *f = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, L[i].name) : NULL;
@@ -615,8 +638,9 @@ static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf)
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
     for (int i = 0; i < nl; i++) {
         const Pass *p = &e->passes[i];
-        if (launch_pass(e, p, p->src >= 0 ? ptr[p->src] - (uint64_t)c.origin[p->src] : dsts[p->dst], dsts[p->dst],
-                        stream) < 0)
+        if (p->kernel == PASS_INDEX ? index_launch(e, p, ptr, dsts, stream) < 0
+                : launch_pass(e, p, p->src >= 0 ? ptr[p->src] - (uint64_t)c.origin[p->src] : dsts[p->dst],
+                              dsts[p->dst], stream) < 0)
             goto done;
     }
     int fits = 1;                                   /* (put_move_cuda records no origin past its address) */
@@ -723,7 +747,14 @@ PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_
         if (nargs < 7 || args[6] == Py_None) Py_RETURN_NONE;
         PyObject *conf = PyObject_CallNoArgs(args[6]);         /* (kernels, settings) */
         if (!conf) return NULL;
-        PyObject *out = cuda_move_new(args, fw == 1, conf);
+        int64_t lowering;
+        if (exact_int(args[1], &lowering)) {
+            Py_DECREF(conf);
+            drop_error();
+            Py_RETURN_NONE;
+        }
+        FamilyNew how = {{family_lower, family_plan}, (int)lowering};
+        PyObject *out = cuda_new(args[0], args[2], args[3], args[4], fw == 1, conf, &how.base);
         Py_DECREF(conf);
         return with_deferred(out);
     }

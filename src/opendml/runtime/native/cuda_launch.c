@@ -27,13 +27,16 @@
 
 typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                          unsigned shared, void *stream, void **params, void **extra);
+typedef int (*attribute_fn)(void *f, int attribute, int value);
 static launch_fn cu_launch = NULL;
+static attribute_fn cu_attribute = NULL;
 
 static int load_driver(void) {
     if (cu_launch) return 1;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return 0;
+    cu_attribute = (attribute_fn)dlsym(lib, "cuFuncSetAttribute");
     cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
     return cu_launch != NULL;
 }
@@ -65,6 +68,16 @@ int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, uns
                            const void *params) {
     void *argv[1] = {(void *)params};
     return launch(function, grid, block, shared, stream, argv);
+}
+
+int odml_cuda_shared_limit(uint64_t function, unsigned bytes) {
+#ifdef _WIN32
+    (void)function; (void)bytes;
+    return -1;
+#else
+    if (!load_driver() || !cu_attribute) return -1;
+    return cu_attribute((void *)(uintptr_t)function, 8, (int)bytes);   /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+#endif
 }
 
 PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

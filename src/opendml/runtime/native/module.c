@@ -138,6 +138,8 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(call_cache_index_new, FASTCALL, "call_cache_index_new(op, which, types, given, args, generation, "            \
       "min_bytes) -> a never-seen shape's output of an index function, lowered in C and recorded in the call "      \
       "cache, or None (newshape_index.c)")                                                                          \
+    X(cuda_index_steps, FASTCALL, "cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, " \
+      "index_settings) -> (shape, launches) call_cache_index_new would make on CUDA, or None (cuda_index_spec.c)")  \
     X(index_lowering, FASTCALL, "index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, passes) "   \
       "call_cache_index_new would record, or None")                                                                 \
     X(call_cache_plain_ops, VARARGS, "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the "          \

@@ -144,6 +144,7 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
 /* -- the data-movement family (newshape_move.c) -------------------------------------------------- */
 
 #include "cpu/move.h"
+#include "cpu/indexed/index.h"
 
 /* The C lowerings (the Python function each mirrors is named at it), by the
  * number arrays/family.py passes (its _LOWERINGS). */
@@ -207,19 +208,53 @@ typedef struct {
         word_copy, word_copy_min_rank, via, transpose_tile, transpose_min;
 } odml_move_cuda_conf;
 
+/* index.cu's ix_params (runtime/cuda/index.py's IndexParams, the same field order): an index pass's CUDA
+ * parameter block, its addresses (src, dst, idx) patched in per call. */
+#define ODML_IX_RANK 16
+#define ODML_IX_AXES 8
+typedef struct {
+    int64_t type, offset, stride, bound, mode, skip, axis, reserved, strides[ODML_IX_RANK];
+} odml_ix_axis;
+typedef struct {
+    int64_t outer, inner, n_outer, n_inner, total, groups, src_offset, dst_offset;
+    int64_t sizes[ODML_IX_RANK], src_strides[ODML_IX_RANK], dst_strides[ODML_IX_RANK];
+    int64_t isizes[ODML_IX_RANK], isrc_strides[ODML_IX_RANK], idst_strides[ODML_IX_RANK];
+    int64_t naxes, data_type, has_value, value_bits, last_only, key_base, key_div, members;
+    odml_ix_axis axes[ODML_IX_AXES];
+    uint64_t src, dst, keys, order, aux, idx[ODML_IX_AXES];
+} odml_ix_params;
+
 /* One kernel launch of a move program (steps.py move_steps' tuple): the kernel's name, its parameter block
  * (odml_move_params, or odml_copy_params for strided_copy: `size` bytes), the grid of ODML_CUDA_THREADS-thread
- * blocks, the dynamic shared memory, the source slot (-1: a fill) and the destination slot. */
+ * blocks, the dynamic shared memory, the source slot (-1: a fill) and the destination slot. An index pass's
+ * (index 1: cuda_index_spec.c) holds odml_ix_params and the input slot each of its naxes index axes reads. */
 typedef struct {
     char name[112];
     union {
         odml_move_params move;
         odml_copy_params copy;
+        odml_ix_params ix;
     } p;
     Py_ssize_t size;
     unsigned grid, smem;
-    int src, dst;
+    int src, dst, index, naxes, slot[ODML_IX_AXES];
 } odml_move_launch;
+
+/* runtime/cuda/index.py's module settings as its c_settings() gives them: THREADS, ITEMS, POSITION_ITEMS,
+ * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS. */
+enum { ODML_INDEX_CONF_COUNT = 11 };
+typedef struct {
+    int64_t threads, items, position_items, column_walk, reverse_tile, reverse_bytes, tile_smem, reverse_rows,
+        gather_row, row_stage, group_slots;
+} odml_index_cuda_conf;
+int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c);
+
+/* The one launch of index pass p (index.c's parameters: a Gather, kind 0, or a Scatter, kind 1, of DataType
+ * p->data_type) as runtime/cuda/index.py's plan_pass plans it for its source's element 0 at src and its
+ * destination's at dst (IndexPass's launch and call_cache_step): 0 with L filled (its src and dst slots left to
+ * the caller), or -1 where the Python route must run it (a mode that needs scratch: "owner", "sort", "group";
+ * a last-only or accumulating pass; a grid past 2^31 - 1 blocks; a rank past index.cu's). */
+int odml_index_cuda(const idx_params *p, const odml_index_cuda_conf *c, uint64_t src, uint64_t dst, odml_move_launch *L);
 
 /* The launches of the lowered program g (at most ODML_MOVE_PROG_MAX_PASSES) for slots whose element 0 lies at
  * src[i] (n_src[i] bound elements) and dst[j]: their count, or -1 where the Python route must plan them (a grid,

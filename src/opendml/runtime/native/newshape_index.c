@@ -420,6 +420,33 @@ static int lower_scatter_nd(ix_in *x, ix_in *ind, ix_in *upd, PyObject *const *a
     return 0;
 }
 
+/* The lowering of function `which` on the inputs xs (led, reshaped in place) and the call's arguments: 0
+ * with the passes in g, or -1 (the route). */
+static int ix_lower(int which, ix_in *xs, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
+    return which == IX_GATHER ? lower_gather(&xs[0], &xs[1], args, nargs, g)
+         : which == IX_GATHER_ELEMENTS ? lower_gather_elements(&xs[0], &xs[1], args, nargs, g)
+         : which == IX_ONE_HOT ? lower_one_hot(&xs[0], &xs[1], args, nargs, g)
+         : which == IX_REVERSE ? lower_reverse(&xs[0], &xs[1], args, nargs, g)
+         : which == IX_GATHER_ND ? lower_gather_nd(&xs[0], &xs[1], args, nargs, g)
+         : which == IX_SCATTER_ELEMENTS ? lower_scatter_elements(&xs[0], &xs[1], &xs[2], args, nargs, g)
+         : which == IX_SCATTER_ND ? lower_scatter_nd(&xs[0], &xs[1], &xs[2], args, nargs, g) : -1;
+}
+
+/* calls_move.c's index_pass_fits for pass p reading input src (in_size bytes an element, span elements bound
+ * per input) into an output of `count` elements: well formed and inside the buffers whatever the index values
+ * (its ranges' lengths in ip). */
+static int ix_fits(const idx_params *p, int src, int n_in, const int *in_size, const int64_t *span, int64_t count,
+                   IndexPass *ip) {
+    int fits = !odml_index_malformed(p, n_in) && move_type_size[p->data_type] == in_size[src];
+    for (int64_t a = 0; fits && a < p->naxes; a++) {
+        fits = in_size[p->axes[a].slot] == move_type_size[p->axes[a].type];
+        ip->idx_len[a] = span[p->axes[a].slot];
+    }
+    ip->dst_len = count;
+    ip->src_len = span[src];
+    return fits && odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len);
+}
+
 /* The entry of function `which` on the n_in inputs `in` (exact ndarrays) and the call's arguments: the
  * types the operator's tables take at the newest level are `types` (bit 16 * j + t: DataType t for array
  * j); an output of min_bytes or more comes from the output blocks. NULL with no exception where the route
@@ -439,16 +466,8 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
             return NULL;
         in_size[j] = (int)xs[j].es;
     }
-    PyObject *const *args = ((PyTupleObject *)call_args)->ob_item;
-    const Py_ssize_t nargs = PyTuple_GET_SIZE(call_args);
-    const int rc = which == IX_GATHER ? lower_gather(&xs[0], &xs[1], args, nargs, &g)
-                 : which == IX_GATHER_ELEMENTS ? lower_gather_elements(&xs[0], &xs[1], args, nargs, &g)
-                 : which == IX_ONE_HOT ? lower_one_hot(&xs[0], &xs[1], args, nargs, &g)
-                 : which == IX_REVERSE ? lower_reverse(&xs[0], &xs[1], args, nargs, &g)
-                 : which == IX_GATHER_ND ? lower_gather_nd(&xs[0], &xs[1], args, nargs, &g)
-                 : which == IX_SCATTER_ELEMENTS ? lower_scatter_elements(&xs[0], &xs[1], &xs[2], args, nargs, &g)
-                 : which == IX_SCATTER_ND ? lower_scatter_nd(&xs[0], &xs[1], &xs[2], args, nargs, &g) : -1;
-    if (rc < 0) return NULL;
+    if (ix_lower(which, xs, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), &g) < 0)
+        return NULL;
     PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g.out_type]);     /* DataType.numpy_dtype */
     if (!d) return NULL;
     Entry *e = entry_alloc(KIND_MOVE, 1, g.n_pass);
@@ -483,15 +502,7 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
         mp->src = g.src[i];
         mp->threads = 1;
         mp->checked = g.checked[i];
-        /* calls_move.c's index_pass_fits: well formed and inside the buffers whatever the index values */
-        int fits = !odml_index_malformed(p, n_in) && move_type_size[p->data_type] == in_size[mp->src];
-        for (int64_t a = 0; fits && a < p->naxes; a++) {
-            fits = in_size[p->axes[a].slot] == move_type_size[p->axes[a].type];
-            ip->idx_len[a] = span[p->axes[a].slot];
-        }
-        ip->dst_len = count;
-        ip->src_len = span[mp->src];
-        if (!fits || !odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len)) {
+        if (!ix_fits(p, g.src[i], n_in, in_size, span, count, ip)) {
             Py_DECREF(e);
             return NULL;
         }
@@ -579,6 +590,178 @@ done:
     for (int j = 0; j < n_in; j++) Py_DECREF(in[j]);
     return result;
 }
+/* -- New shapes on CUDA memory: PyTorch CUDA tensors and CuPy arrays (issue 33) ------------------------- */
+
+/* cuda_new's lowering and launches of an index function (`which`, `types` as index_new takes them). */
+typedef struct {
+    CudaNew base;
+    int which;
+    int64_t types;
+    ix_prog g;
+} IndexNew;
+
+/* The call lowered on the inputs as keyed (their layouts as ix_layout reads them), its output in out; -1
+ * where the route must run it: what the CPU lowering declines, an index check asked for (the route reads the
+ * indices' extremes on the device first, index_ops._check), a pass reaching outside its buffers. */
+static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args, Py_ssize_t nargs,
+                       odml_move_prog *out) {
+    IndexNew *ix = (IndexNew *)how;
+    ix_in xs[3];
+    int in_size[3];
+    memset(&ix->g, 0, sizeof ix->g);
+    if (c->n != (ix->which == IX_SCATTER_ELEMENTS || ix->which == IX_SCATTER_ND ? 3 : 2)) return -1;
+    for (int j = 0; j < c->n; j++) {
+        const odml_move_input *x = &c->xs[j];
+        ix_in *in = &xs[j];
+        if (x->n > IX_RANK || !(ix->types >> (16 * j + x->type) & 1)) return -1;
+        in->n = x->n;
+        in->type = x->type;
+        in->es = in_size[j] = move_type_size[x->type];
+        in->origin = x->origin;
+        in->count = 1;
+        for (int d = 0; d < x->n; d++) {
+            if (x->shape[d] < 1 || x->shape[d] >= IX_SIZE_LIMIT) return -1;
+            in->count *= x->shape[d];
+            if (in->count >= IX_SIZE_LIMIT) return -1;
+            in->shape[d] = x->shape[d];
+            in->strides[d] = x->shape[d] > 1 ? x->strides[d] : 0;
+        }
+    }
+    ix_prog *g = &ix->g;
+    if (ix_lower(ix->which, xs, args, nargs, g) < 0) return -1;
+    int64_t count = 1;
+    for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
+    for (int i = 0; i < g->n_pass; i++) {
+        idx_params *p = &g->p[i];
+        IndexPass ip;
+        p->outer = p->outer ? p->outer : ix_outer(p);
+        if (g->checked[i] || !ix_fits(p, g->src[i], c->n, in_size, c->span, count, &ip)) return -1;
+    }
+    out->n_out = 1;
+    out->multi = 0;
+    out->out_type[0] = g->out_type;
+    out->out_rank[0] = g->out_rank;
+    memcpy(out->out_dims[0], g->out_dims, sizeof(int64_t) * (size_t)g->out_rank);
+    return 0;
+}
+
+/* The launches of the lowered passes for the output at dsts[0] (conf: (kernels, steps.c_settings(),
+ * index.c_settings())): a copy as the move program's launch (cuda_move_spec.c), a Gather or Scatter as
+ * index.py's (cuda_index_spec.c); their count, or -1. */
+static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs *c, const uint64_t *dsts,
+                      PyObject *conf, odml_move_launch *L) {
+    const ix_prog *g = &((IndexNew *)how)->g;
+    odml_move_cuda_conf mc;
+    odml_index_cuda_conf ic;
+    uint64_t src[MAX_MOVE_IO];
+    int n = 0;
+    if (PyTuple_GET_SIZE(conf) != 3 || odml_move_cuda_conf_read(PyTuple_GET_ITEM(conf, 1), &mc)
+            || odml_index_cuda_conf_read(PyTuple_GET_ITEM(conf, 2), &ic) || cuda_sources(c, src))
+        return -1;
+    odml_move_prog *one = NULL;
+    for (int i = 0; i < g->n_pass; i++) {
+        const idx_params *p = &g->p[i];
+        if (p->naxes) {                              /* a Gather or Scatter */
+            if (odml_index_cuda(p, &ic, src[g->src[i]], dsts[0], &L[n])) goto fail;
+            L[n].src = p->has_value ? -1 : g->src[i];
+            L[n++].dst = 0;
+            continue;
+        }
+        /* a Copy (index_ops' plan as a one-pass move program, as index_move_launch's plain gives it) */
+        if (!one && !(one = PyMem_Calloc(1, sizeof *one))) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        odml_move_pass *q = &one->passes[0];
+        one->n_out = one->n_pass = 1;
+        one->out_type[0] = out->out_type[0];
+        one->pass_src[0] = g->src[i];
+        one->pass_dst[0] = 0;
+        memset(q, 0, sizeof *q);
+        q->n = (int)p->rank;
+        q->src_type = q->dst_type = p->data_type;
+        q->src_offset = p->src_offset;
+        q->dst_offset = p->dst_offset;
+        memcpy(q->sizes, p->sizes, sizeof(int64_t) * (size_t)p->rank);
+        memcpy(q->src_strides, p->src_strides, sizeof(int64_t) * (size_t)p->rank);
+        memcpy(q->dst_strides, p->dst_strides, sizeof(int64_t) * (size_t)p->rank);
+        if (odml_move_cuda(one, &mc, src, c->span, dsts, &L[n]) != 1) goto fail;
+        L[n++].index = 0;
+    }
+    PyMem_Free(one);
+    return n;
+fail:
+    PyMem_Free(one);
+    return -1;
+}
+
+/* cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, index_settings) -> (shape, ((name, params, grid,
+ * shared_mem, src, dst, slots), ...)) or None: the launches call_cache_index_new would make for NumPy arrays
+ * `given` (their layouts and DataTypes) lying at device addresses data_ptrs with the output at dst_ptr, nothing
+ * launched (tests: against index.py's plan_pass and steps.py's move_steps, no GPU needed). */
+static PyObject *cuda_index_steps(PyObject *const *args) {
+    int64_t which, types, dst, shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    PyArrayObject *in[3];
+    int n_in;
+    CudaInputs c;
+    PyObject *dp = args[4], *result = NULL;
+    if (!numpy_ready || exact_int(args[0], &which) || exact_int(args[1], &types) || !PyTuple_CheckExact(args[3])
+            || (n_in = index_inputs(args[2], in)) < 0 || !PyTuple_CheckExact(dp) || PyTuple_GET_SIZE(dp) != n_in
+            || exact_int(args[5], &dst)) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    c.n = n_in;
+    for (int i = 0; i < n_in; i++) {
+        const int nd = PyArray_NDIM(in[i]);
+        int64_t p;
+        for (int d = 0; d < nd; d++) {
+            shape[d] = PyArray_DIM(in[i], d);
+            strides[d] = PyArray_STRIDE(in[i], d);
+        }
+        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
+                || cuda_input(&c, i, descr_type(PyArray_DESCR(in[i])), nd, shape, strides, (uint64_t)p) < 0) {
+            if (PyErr_Occurred()) drop_error();
+            Py_RETURN_NONE;
+        }
+    }
+    IndexNew *how = PyMem_Calloc(1, sizeof *how);
+    odml_move_prog *g = PyMem_Malloc(sizeof *g);
+    odml_move_launch *L = PyMem_Malloc(sizeof *L * 2);
+    const uint64_t dsts[1] = {(uint64_t)dst};
+    PyObject *conf = PyTuple_Pack(3, Py_None, args[6], args[7]);
+    int nl;
+    if (!how || !g || !L || !conf) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    how->which = (int)which;
+    how->types = types;
+    if (index_lower(&how->base, &c, ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]), g)
+            || (nl = index_plan(&how->base, g, &c, dsts, conf, L)) < 1) {
+        if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *steps = PyTuple_New(nl), *shape_t = odml_ints_tuple(g->out_dims[0], g->out_rank[0]);
+    for (int i = 0; steps && shape_t && !PyErr_Occurred() && i < nl; i++) {
+        PyObject *slots = PyTuple_New(L[i].index ? L[i].naxes : 0);
+        for (int a = 0; slots && L[i].index && a < L[i].naxes; a++)
+            PyTuple_SET_ITEM(slots, a, PyLong_FromLong(L[i].slot[a]));
+        PyObject *t = slots ? Py_BuildValue("(sy#IIiiN)", L[i].name, (const char *)&L[i].p, L[i].size, L[i].grid,
+                                            L[i].smem, L[i].src, L[i].dst, slots) : NULL;
+        if (!t) break;
+        PyTuple_SET_ITEM(steps, i, t);
+    }
+    if (steps && shape_t && !PyErr_Occurred()) result = PyTuple_Pack(2, shape_t, steps);
+    Py_XDECREF(steps);
+    Py_XDECREF(shape_t);
+done:
+    Py_XDECREF(conf);
+    PyMem_Free(how);
+    PyMem_Free(g);
+    PyMem_Free(L);
+    return result;
+}
 #endif
 
 /* call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> the output of a never-seen
@@ -586,9 +769,33 @@ done:
  * call cache, or None (the Python route runs it; CUDA tensors always take it). */
 PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (odml_arity("call_cache_index_new(op, which, types, given, args, generation, min_bytes)", nargs, 7, 7))
+    if (odml_arity("call_cache_index_new(op, which, types, given, args, generation, min_bytes, cuda_conf=None)",
+                   nargs, 7, 8))
         return NULL;
 #ifdef ODML_NUMPY
+    const int fw = numpy_ready ? cuda_framework(args[3]) : 0;
+    if (fw == 2 || (fw == 1 && torch_input_cuda(args[3]))) {
+        int64_t which, types;
+        if (nargs < 8 || args[7] == Py_None || exact_int(args[1], &which) || exact_int(args[2], &types)) {
+            if (PyErr_Occurred()) drop_error();
+            Py_RETURN_NONE;
+        }
+        PyObject *conf = PyObject_CallNoArgs(args[7]);  /* (kernels, steps.c_settings(), index.c_settings()) */
+        IndexNew *how = conf ? PyMem_Calloc(1, sizeof *how) : NULL;
+        PyObject *out = NULL;
+        if (how) {
+            how->base.lower = index_lower;
+            how->base.plan = index_plan;
+            how->which = (int)which;
+            how->types = types;
+            out = cuda_new(args[0], args[3], args[4], args[5], fw == 1, conf, &how->base);
+        } else if (conf) {
+            PyErr_NoMemory();
+        }
+        PyMem_Free(how);
+        Py_XDECREF(conf);
+        return with_deferred(out);
+    }
     return cpu_new(args, nargs, 3, index_new);
 #else
     Py_RETURN_NONE;
@@ -631,6 +838,18 @@ done:
     Py_XDECREF(passes);
     Py_DECREF(e);
     return result;
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+PyObject *odml_py_cuda_index_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (odml_arity("cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, "
+                   "index_settings)", nargs, 8, 8))
+        return NULL;
+#ifdef ODML_NUMPY
+    return cuda_index_steps(args);
 #else
     Py_RETURN_NONE;
 #endif

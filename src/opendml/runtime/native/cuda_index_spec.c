@@ -1,0 +1,355 @@
+/* odml_index_cuda (newshape.h): the CUDA launch of one index-driven pass (plan.Gather, plan.Scatter) in C
+ * (issue 33), so that a never-seen shape of an index function on PyTorch CUDA tensors or CuPy arrays is lowered,
+ * allocated and launched in one C call (newshape_index.c).
+ *
+ * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
+ * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "rows", "row", positions)
+ * and scatters of a constant or of one source block ("direct": ONE_HOT's); the same kernel name, IndexParams
+ * bytes, grid and shared memory, for index.py's settings as its c_settings() passes them.
+ * tests/runtime/test_cuda_index_spec.py compares the two on random index calls (no GPU needed). The modes that
+ * need scratch ("owner", "sort", "group"), accumulating or last-only passes, and a grid of 2^31 blocks or more
+ * answer -1: the Python route plans them. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "newshape.h"
+
+#define LIM31 ((int64_t)1 << 31)
+#define LIM32 ((int64_t)1 << 32)
+
+static const char *const W[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
+static const int64_t type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
+
+static int64_t floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+static int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+static int64_t mag(int64_t a) { return a < 0 ? -a : a; }
+static int64_t gcd(int64_t a, int64_t b) {
+    while (b) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* numpy_kernels._distinct over n (size, stride) pairs */
+static int distinct(const int64_t (*d)[2], int n) {
+    int64_t span = 0, done[ODML_IX_RANK * 2 + ODML_IX_AXES] = {0};
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (d[i][0] > 1 && !done[i] && (best < 0 || mag(d[i][1]) < mag(d[best][1]))) best = i;
+        if (best < 0) return 1;
+        done[best] = 1;
+        if (mag(d[best][1]) <= span) return 0;
+        span += (d[best][0] - 1) * mag(d[best][1]);
+    }
+}
+
+/* numpy_kernels.outer_count */
+static int outer_count(const idx_params *p) {
+    int k = (int)p->rank;
+    for (; k > 0; k--) {
+        int reads = 0;
+        for (int64_t a = 0; a < p->naxes; a++)
+            reads |= (p->axes[a].strides[k - 1] && p->sizes[k - 1] > 1) ||
+                     (p->axes[a].mode == 1 && p->axes[a].axis == k - 1);
+        if (reads) break;
+    }
+    if (p->kind == 1) {
+        int64_t d[ODML_IX_RANK][2];
+        for (int i = k; i < p->rank; i++) {
+            d[i - k][0] = p->sizes[i];
+            d[i - k][1] = p->dst_strides[i];
+        }
+        if (!distinct((const int64_t (*)[2])d, (int)p->rank - k)) return (int)p->rank;
+    }
+    return k;
+}
+
+/* _disjoint */
+static int disjoint(const idx_params *p, int k) {
+    int64_t d[ODML_IX_RANK * 2 + ODML_IX_AXES][2];
+    int n = 0;
+    for (int i = 0; i < k; i++)
+        if (p->dst_strides[i]) d[n][0] = p->sizes[i], d[n++][1] = p->dst_strides[i];
+    for (int64_t a = 0; a < p->naxes; a++)
+        if (p->axes[a].stride) d[n][0] = p->axes[a].bound, d[n++][1] = p->axes[a].stride;
+    for (int i = k; i < p->rank; i++) d[n][0] = p->sizes[i], d[n++][1] = p->dst_strides[i];
+    return distinct((const int64_t (*)[2])d, n);
+}
+
+/* _inner: the inner dimensions (size, source stride, destination stride); their count */
+static int inner_dims(const idx_params *p, int k, int64_t (*out)[3]) {
+    int64_t kept[ODML_IX_RANK][3];
+    int m = 0, r = 0;
+    for (int i = k; i < p->rank; i++) {
+        if (p->sizes[i] <= 1) continue;
+        const int64_t d[3] = {p->sizes[i], p->src_strides[i], p->dst_strides[i]};
+        int at = m++;                                  /* stable, largest |destination stride| first */
+        while (at > 0 && mag(d[2]) > mag(kept[at - 1][2])) {
+            memcpy(kept[at], kept[at - 1], sizeof kept[0]);
+            at--;
+        }
+        memcpy(kept[at], d, sizeof d);
+    }
+    for (int i = 0; i < m; i++) {
+        const int64_t *d = kept[i];
+        if (r && out[r - 1][1] == d[1] * d[0] && out[r - 1][2] == d[2] * d[0]) {
+            out[r - 1][0] *= d[0];
+            out[r - 1][1] = d[1];
+            out[r - 1][2] = d[2];
+        } else {
+            memcpy(out[r++], d, sizeof kept[0]);
+        }
+    }
+    return r;
+}
+
+/* _column_walk: the new outer rank */
+static int column_walk(odml_ix_params *q, int k, int64_t word, int64_t nbytes) {
+    int r = -1;
+    for (int64_t a = 0; a < q->naxes; a++)
+        if (q->axes[a].mode == 1) {
+            if (r >= 0 && r != q->axes[a].axis) return k;
+            r = (int)q->axes[a].axis;
+        }
+    if (r < 0 || r >= k - 1 || q->sizes[r] < 2) return k;
+    /* (size, source stride, destination stride, dimension; the axes' strides apart) */
+    int64_t dims[ODML_IX_RANK + 1][4], xs[ODML_IX_RANK + 1][ODML_IX_AXES], mul[ODML_IX_RANK + 1];
+    int from[ODML_IX_RANK + 1], n = 0;
+    const int64_t lo = nbytes / word > 1 ? nbytes / word : 1, last = q->sizes[k - 1];
+    for (int d = 0; d < k - 1; d++)
+        if (d != r) from[n] = d, mul[n] = 1, dims[n][0] = q->sizes[d], dims[n++][3] = d;
+    if (last > lo && last % lo == 0) {
+        from[n] = k - 1, mul[n] = lo, dims[n][0] = last / lo, dims[n++][3] = -1;
+        from[n] = r, mul[n] = 1, dims[n][0] = q->sizes[r], dims[n++][3] = r;
+        from[n] = k - 1, mul[n] = 1, dims[n][0] = lo, dims[n++][3] = -1;
+    } else {
+        from[n] = r, mul[n] = 1, dims[n][0] = q->sizes[r], dims[n++][3] = r;
+        from[n] = k - 1, mul[n] = 1, dims[n][0] = last, dims[n++][3] = k - 1;
+    }
+    if (n > ODML_IX_RANK) return k;
+    for (int i = 0; i < n; i++) {
+        dims[i][1] = q->src_strides[from[i]] * mul[i];
+        dims[i][2] = q->dst_strides[from[i]] * mul[i];
+        for (int64_t a = 0; a < q->naxes; a++) xs[i][a] = q->axes[a].strides[from[i]] * mul[i];
+    }
+    for (int i = 0; i < n; i++) {
+        q->sizes[i] = dims[i][0];
+        q->src_strides[i] = dims[i][1];
+        q->dst_strides[i] = dims[i][2];
+        for (int64_t a = 0; a < q->naxes; a++) {
+            q->axes[a].strides[i] = xs[i][a];
+            if (q->axes[a].mode == 1 && dims[i][3] == r) q->axes[a].axis = i;
+        }
+    }
+    q->outer = n;
+    return n;
+}
+
+/* _tile */
+static int tile(odml_ix_params *q, int k, int64_t word, const odml_index_cuda_conf *c) {
+    if (k < 2 || q->naxes != 1) return 0;
+    const odml_ix_axis *ax = &q->axes[0];
+    const int64_t lo = q->sizes[k - 1];
+    if (ax->mode != 1 || ax->axis != k - 2 || q->src_strides[k - 2] || !ax->stride || ax->bound != q->sizes[k - 2]
+            || ax->strides[k - 2] || c->threads % lo || ax->bound * lo * word > c->tile_smem
+            || q->n_outer / (ax->bound * lo) > LIM31 - 1)
+        return 0;
+    q->members = ax->bound * lo;
+    return 1;
+}
+
+/* _rows */
+static int64_t rows_of(const odml_ix_params *q, int k, int64_t word, const odml_index_cuda_conf *c) {
+    if (!c->reverse_rows || k < 1 || q->naxes != 1) return 0;
+    const odml_ix_axis *ax = &q->axes[0];
+    const int64_t n = q->sizes[k - 1];
+    if (ax->mode != 1 || ax->axis != k - 1 || q->src_strides[k - 1] || ax->strides[k - 1] || ax->bound != n || n < 32
+            || q->n_outer / n > LIM31 - 1)
+        return 0;
+    const int64_t padded = cdiv(n * word, 16) * 16, a = c->reverse_rows / padded, b = q->n_outer / n;
+    const int64_t m = a < b ? a : b;
+    return m < 64 ? m : 64;
+}
+
+/* _row */
+static int row_of(const odml_ix_params *q, int k, int64_t word, const odml_index_cuda_conf *c) {
+    if (!c->gather_row || k < 1 || q->naxes != 1 || q->axes[0].mode != 0 || q->src_strides[k - 1]) return 0;
+    const int64_t n = q->sizes[k - 1], bound = q->axes[0].bound;
+    if (n < 128 || q->n_outer / n > LIM31 - 1 || n >= LIM31 || bound >= LIM31) return 0;
+    return c->row_stage && bound * word <= 4 * c->group_slots && bound <= 4 * n ? 1 : 2;
+}
+
+/* plan_pass, then PassPlan.launch */
+int odml_index_cuda(const idx_params *p, const odml_index_cuda_conf *c, uint64_t src, uint64_t dst,
+                    odml_move_launch *L) {
+    const int scatter = p->kind == 1, constant = scatter && p->has_value;
+    const int64_t es = p->data_type >= 1 && p->data_type <= 11 ? type_size[p->data_type] : 0;
+    if (!es || p->accumulate || p->rank > ODML_IX_RANK || p->naxes < 1 || p->naxes > ODML_IX_AXES
+            || c->threads != 256)
+        return -1;
+    int k = outer_count(p);
+    if (scatter && !constant && !disjoint(p, k)) k = (int)p->rank;
+    int same = scatter;
+    for (int d = 0; d < k; d++) same &= p->sizes[d] <= 1 || p->src_strides[d] == 0;
+    /* mode: a gather (not last-only) or a scatter of a constant or of one source block is "direct" */
+    if (scatter && !constant && !same) return -1;
+    int64_t inner[ODML_IX_RANK][3], f = 1;
+    int ni = inner_dims(p, k, inner);
+    const uint64_t from = constant ? dst : src;
+    if (!constant && ni && inner[ni - 1][1] == 1 && inner[ni - 1][2] == 1) {
+        for (int64_t w = 16; w >= 2; w /= 2) {
+            const int64_t g = w / es;
+            int ok = g > 1 && inner[ni - 1][0] % g == 0 && from % (uint64_t)w == 0 && dst % (uint64_t)w == 0
+                     && p->src_offset % g == 0 && p->dst_offset % g == 0;
+            for (int d = 0; ok && d < k; d++)
+                if (p->sizes[d] > 1) ok = p->src_strides[d] % g == 0 && p->dst_strides[d] % g == 0;
+            for (int i = 0; ok && i < ni - 1; i++) ok = inner[i][1] % g == 0 && inner[i][2] % g == 0;
+            for (int64_t a = 0; ok && a < p->naxes; a++) ok = p->axes[a].stride % g == 0;
+            if (ok) {
+                f = g;
+                break;
+            }
+        }
+    }
+    const int64_t word = es * f;
+    if (f > 1) inner[ni - 1][0] /= f;
+    for (int i = 0; i < ni; i++)
+        if (!(f > 1 && i == ni - 1)) inner[i][1] = floordiv(inner[i][1], f), inner[i][2] = floordiv(inner[i][2], f);
+    if (!ni) {
+        inner[0][0] = 1, inner[0][1] = inner[0][2] = 0;
+        ni = 1;
+    }
+    odml_ix_params *q = &L->p.ix, wide;
+    memset(q, 0, sizeof *q);
+    q->outer = k;
+    q->inner = ni;
+    q->n_outer = 1;
+    for (int d = 0; d < k; d++) q->n_outer *= p->sizes[d];
+    q->n_inner = 1;
+    for (int i = 0; i < ni; i++) q->n_inner *= inner[i][0];
+    q->src_offset = floordiv(p->src_offset, f);
+    q->dst_offset = floordiv(p->dst_offset, f);
+    q->naxes = p->naxes;
+    q->data_type = p->data_type;
+    for (int d = 0; d < k; d++) {
+        q->sizes[d] = p->sizes[d];
+        q->src_strides[d] = floordiv(p->src_strides[d], f);
+        q->dst_strides[d] = floordiv(p->dst_strides[d], f);
+    }
+    for (int i = 0; i < ni; i++) {
+        q->isizes[i] = inner[i][0];
+        q->isrc_strides[i] = inner[i][1];
+        q->idst_strides[i] = inner[i][2];
+    }
+    if (constant) {
+        q->has_value = 1;
+        memcpy(&q->value_bits, &p->value_bits, 8);
+    }
+    for (int64_t a = 0; a < p->naxes; a++) {
+        const idx_axis *ix = &p->axes[a];
+        odml_ix_axis *ax = &q->axes[a];
+        ax->type = ix->type;
+        ax->offset = ix->offset;
+        ax->stride = floordiv(ix->stride, f);
+        ax->bound = ix->bound;
+        ax->mode = ix->mode;
+        ax->skip = scatter && ix->out_of_range == 1;
+        ax->axis = ix->mode ? ix->axis : -1;
+        for (int d = 0; d < k; d++) ax->strides[d] = ix->strides[d];
+        L->slot[a] = (int)ix->slot;
+    }
+    L->naxes = (int)p->naxes;
+    /* the keyed side: block origin = key_base + slot * key_div */
+    const int64_t *strides = scatter ? q->dst_strides : q->src_strides;
+    int64_t lo = scatter ? q->dst_offset : q->src_offset, div = 0;
+    for (int d = 0; d < k; d++) {
+        const int64_t t = strides[d], n = p->sizes[d];
+        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, div = gcd(div, mag(t));
+    }
+    for (int64_t a = 0; a < p->naxes; a++) {
+        const int64_t t = floordiv(p->axes[a].stride, f), n = p->axes[a].bound;
+        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, div = gcd(div, mag(t));
+    }
+    q->key_base = lo;
+    q->key_div = div ? div : 1;
+    const int64_t n_outer = q->n_outer;
+    const int positions = !scatter && q->n_inner == 1;
+    int is_tile = 0, row = 0;
+    if (positions && c->column_walk) {
+        wide = *q;
+        const int kw = column_walk(&wide, k, word, c->reverse_bytes);
+        if (c->reverse_tile && tile(&wide, kw, word, c)) {
+            *q = wide;
+            k = kw;
+            is_tile = 1;
+        } else {
+            k = column_walk(q, k, word, 32);
+        }
+    }
+    int64_t items = q->n_inner >= c->items ? c->items : 1, rows = 0, smem = 0, threads;
+    q->groups = cdiv(q->n_inner, items);
+    q->total = n_outer * q->groups;
+    if (positions && !is_tile) row = (rows = rows_of(q, k, word, c)) ? 0 : row_of(q, k, word, c);
+    const char *mode = "direct";
+    if (is_tile || (positions && c->column_walk && c->reverse_tile && tile(q, k, word, c))) {
+        mode = "tile";
+        smem = q->axes[0].bound * q->sizes[k - 1] * word;
+    } else if (rows) {
+        mode = "rows";
+        q->members = rows;
+        smem = rows * (cdiv(q->sizes[k - 1] * word, 16) * 16);
+    } else if (row) {
+        mode = "row";
+    } else if (positions && c->position_items > 1) {
+        items = c->position_items;
+        q->total = cdiv(n_outer, c->position_items);
+    }
+    int64_t most = q->total > n_outer ? q->total : n_outer;
+    if (q->n_inner > most) most = q->n_inner;
+    const char *index = most + c->threads * (items > 4 ? items : 4) < LIM32 ? "u32" : "u64";
+    const int n = (int)sizeof L->name, nax = (int)p->naxes;
+    int len;
+    if (mode[0] == 't' || mode[3] == 's') {
+        len = snprintf(L->name, n, "ix_reverse_%s<%s, %s, %d>", mode, W[word], index, k);
+    } else if (mode[0] == 'r') {
+        len = snprintf(L->name, n, "ix_gather_row<%s, %s, %d, %d>", W[word], index, k, row == 1);
+        smem = row == 1 ? q->axes[0].bound * word : 0;
+    } else if (positions && c->position_items > 1) {
+        len = snprintf(L->name, n, "ix_gather_positions<%s, %s, %d, %d, %lld>", W[word], index, k, nax,
+                       (long long)items);
+    } else if (!scatter) {
+        len = snprintf(L->name, n, "ix_gather<%s, %s, %d, %d, %d, %lld>", W[word], index, k, nax, ni, (long long)items);
+    } else {
+        len = snprintf(L->name, n, "ix_scatter<%s, %s, 0, %d, %d, %d, %lld>", W[word], index, k, nax, ni,
+                       (long long)items);
+    }
+    if (len < 0 || len >= n) return -1;
+    /* one_kernel */
+    if (mode[0] == 'd') threads = q->total;
+    else if (mode[0] == 't') threads = n_outer / q->members * c->threads;
+    else if (mode[3] == 's') threads = cdiv(n_outer / q->axes[0].bound, q->members) * c->threads;
+    else threads = n_outer / q->sizes[q->outer - 1] * c->threads;
+    const int64_t grid = cdiv(threads, c->threads);
+    if (q->n_outer == 0 || q->total == 0 || grid < 1 || grid >= LIM31 || smem >= LIM32) return -1;
+    L->grid = (unsigned)grid;
+    L->smem = (unsigned)smem;
+    L->size = (Py_ssize_t)sizeof *q;
+    L->index = 1;
+    return 0;
+}
+
+int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c) {
+    int64_t v[ODML_INDEX_CONF_COUNT];
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != ODML_INDEX_CONF_COUNT || sizeof *c != sizeof v) return -1;
+    for (Py_ssize_t i = 0; i < ODML_INDEX_CONF_COUNT; i++)
+        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i]) || v[i] < 0 || v[i] > (1 << 24)) return -1;
+    memcpy(c, v, sizeof v);
+    /* kernel template arguments and divisors: THREADS fixed by index.cu, at least one item a thread, lines */
+    return c->items < 1 || c->position_items < 1 || c->reverse_bytes < 1 ? -1 : 0;
+}
