@@ -5,7 +5,8 @@
  * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
  * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "rows", "row", positions)
  * and scatters of a constant or of one source block ("direct": ONE_HOT's); the same kernel name, IndexParams
- * bytes, grid and shared memory, for index.py's settings as its c_settings() passes them.
+ * bytes, grid and shared memory (for the pass with the strides no element reaches set to 0), for index.py's
+ * settings as its c_settings() passes them.
  * tests/runtime/test_cuda_index_spec.py compares the two on random index calls (no GPU needed). The modes that
  * need scratch ("owner", "sort", "group"), accumulating or last-only passes, and a grid of 2^31 blocks or more
  * answer -1: the Python route plans them. */
@@ -186,8 +187,18 @@ static int row_of(const odml_ix_params *q, int k, int64_t word, const odml_index
 }
 
 /* plan_pass, then PassPlan.launch */
-int odml_index_cuda(const idx_params *p, const odml_index_cuda_conf *c, uint64_t src, uint64_t dst,
+int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint64_t src, uint64_t dst,
                     odml_move_launch *L) {
+    /* the pass canonical: the strides no element reaches (along dimensions of size 1, an axis of bound 1) 0 */
+    idx_params canon = *given;
+    const idx_params *p = &canon;
+    for (int d = 0; d < canon.rank && d < ODML_IX_RANK; d++)
+        if (canon.sizes[d] == 1) {
+            canon.src_strides[d] = canon.dst_strides[d] = 0;
+            for (int64_t a = 0; a < canon.naxes && a < ODML_IX_AXES; a++) canon.axes[a].strides[d] = 0;
+        }
+    for (int64_t a = 0; a < canon.naxes && a < ODML_IX_AXES; a++)
+        if (canon.axes[a].bound == 1) canon.axes[a].stride = 0;
     const int scatter = p->kind == 1, constant = scatter && p->has_value;
     const int64_t es = p->data_type >= 1 && p->data_type <= 11 ? type_size[p->data_type] : 0;
     if (!es || p->accumulate || p->rank > ODML_IX_RANK || p->naxes < 1 || p->naxes > ODML_IX_AXES

@@ -1,0 +1,212 @@
+"""Issue 33 (the index functions' new shapes on CUDA): the kernel launches of an index call, planned in C
+(``runtime/native/cuda_index_spec.c`` for the Gather/Scatter passes, ``cuda_move_spec.c`` for the copies,
+through ``_native.cuda_index_steps``), are those the Python route makes for the plan the operator lowers
+(``runtime/cuda/index.py``'s ``plan_pass`` and ``steps.move_steps``, what ``CudaBackend.record_move``
+launches): the same kernel names, parameter bytes, grids, shared memory and slots, over random calls of the
+seven index functions (tests/test_newshape_index.py's), dtypes, index types, layouts, pointer alignments and
+``index.py``'s settings. Where the Python route needs scratch (the owner, sort and group modes of an
+overwriting scatter) C declines; a checked call is declined too. Nothing here needs a GPU: both sides only
+compute. ``call_cache_index_new`` launches exactly this on PyTorch CUDA tensors and CuPy arrays
+(tests/test_index_cuda_new.py runs it where there is a GPU)."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from opendml.arrays import index_ops
+from opendml.arrays.planner import array_layout
+from opendml.plan import Gather, MovePlan, Scatter
+from opendml.runtime import calls as ccache
+from opendml.runtime.cpu import backend as cpu_backend
+from opendml.runtime.cuda import index, steps
+from tests.conftest import native_available
+from tests.test_newshape_index import call, calls, offered
+
+pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
+
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DATA = 0x7F00_0000_0000
+OUT = 0x7E00_0000_0000
+#: index.py's settings C reads (c_settings' order) and values to try
+KNOBS = {"ITEMS": [1, 2, 4, 8], "POSITION_ITEMS": [1, 2, 4], "COLUMN_WALK": [True, False],
+         "REVERSE_TILE": [True, False], "REVERSE_BYTES": [32, 64, 128, 256], "TILE_SMEM": [1024, 16384, 65536],
+         "REVERSE_ROWS": [0, 256, 32768], "GATHER_ROW": [True, False], "ROW_STAGE": [True, False],
+         "GROUP_SLOTS": [16, 12288]}
+
+
+def unchecked(name, args):
+    """The call's arguments with check_indices off (C declines checked calls on CUDA)."""
+    if name in ("gather",):
+        return args[:2] + (False,)
+    if name in ("gather_elements", "gather_nd", "scatter_elements"):
+        return (args[0], False)
+    if name == "scatter_nd":
+        return (False,)
+    return args
+
+
+def python_plan(name, arrays, args, monkeypatch):
+    """The move plan the Python route lowers for the call (captured where ``index_ops._record`` reads its
+    passes), or None where it records none."""
+    seen = []
+    real = index_ops._pass_params
+
+    def spy(plan, p, checked):
+        seen.append(plan)
+        return real(plan, p, checked)
+    ccache.clear()
+    with monkeypatch.context() as m:
+        m.setattr(index_ops, "_index_new", lambda *a: None)
+        m.setattr(index_ops, "_pass_params", spy)
+        try:
+            call(name, arrays, args)
+        except Exception:  # noqa: BLE001 - a call the route refuses: C must decline it (checked below)
+            return None
+    return seen[0] if seen else None
+
+
+def canonical(p):
+    """Pass ``p`` with the strides no element reaches zeroed (the source's and the indices' along dimensions of
+    size 1, the stride of an axis of bound 1: NumPy gives size-1 axes any stride), as C plans the pass
+    (cuda_index_spec.c; tests/test_newshape_index.py compares its passes so too)."""
+    one = [n == 1 for n in p.sizes]
+    zero = lambda ts: tuple(0 if o else t for o, t in zip(one, ts))  # noqa: E731
+    return dataclasses.replace(p, src_strides=zero(p.src_strides), dst_strides=zero(p.dst_strides), indices=tuple(
+        dataclasses.replace(ix, stride=0 if ix.bound == 1 else ix.stride, index_strides=zero(ix.index_strides))
+        for ix in p.indices))
+
+
+def python_launches(plan, arrays, data, dst):
+    """The launches of the Python route for ``plan`` with the inputs at ``data`` and the output at ``dst``;
+    None where a pass needs scratch (the owner and sort modes) or is a group scatter (C leaves both to the
+    route)."""
+    layouts = [array_layout(a.shape, a.strides, a.itemsize) for a in arrays]
+    srcs = [p - lay.origin * a.itemsize for p, lay, a in zip(data, layouts, arrays)]
+    out = []
+    for p in plan.passes:
+        if not p.count:
+            continue
+        if type(p) is Gather or type(p) is Scatter:
+            p = canonical(p)
+            s = index.plan_pass(plan, p, srcs, [dst])
+            one = s.launch()
+            if one is None or s.mode == "group":      # scratch, or a group scatter: C declines them
+                return None
+            src = -1 if s.const else p.src
+            out.append((*one, src, p.dst, tuple(ix.index for ix in p.indices)))
+        else:
+            sub = MovePlan(plan.in_types, plan.out_types, (p,))
+            got = steps.move_steps(sub, srcs, [lay.span for lay in layouts], [dst], sms=132)
+            out += [(n, bytes(q), g[0], smem, s, d, ()) for n, q, g, smem, s, d in got]
+    return tuple(out)
+
+
+def c_launches(name, arrays, args, data, dst):
+    which, types = index_ops._C_INDEX[ccache.OPS[name]]
+    return cpu_backend._load_native().cuda_index_steps(which, types, tuple(arrays), offered(name, args),
+                                                       tuple(data), dst, steps.c_settings(), index.c_settings())
+
+
+def addresses(rng, arrays):
+    data = [DATA + (1 << 24) * i + a.itemsize * int(rng.integers(0, max(1, 16 // a.itemsize)))
+            for i, a in enumerate(arrays)]
+    return data, OUT + 8 * int(rng.integers(0, 2)) * int(rng.integers(0, 2))
+
+
+def compare(drawn, seed, monkeypatch):
+    name, arrays, args = drawn
+    args = unchecked(name, args)
+    rng = np.random.default_rng(seed)
+    data, dst = addresses(rng, arrays)
+    got = c_launches(name, arrays, args, data, dst)
+    plan = python_plan(name, arrays, args, monkeypatch)
+    if plan is None:
+        assert got is None, "C planned a call the Python route refuses or does not record"
+        return
+    want = python_launches(plan, arrays, data, dst)
+    if want is None:
+        assert got is None, "C planned a pass that needs scratch"
+        return
+    if got is None and any(a.ndim == 0 for a in arrays):
+        return        # a 0-d array on CUDA: the family's key of a CUDA input takes 1 to 8 dimensions
+    if got is None:   # what the C lowering declines (tests/test_newshape_index.py pins which those are)
+        which, types = index_ops._C_INDEX[ccache.OPS[name]]
+        assert cpu_backend._load_native().index_lowering(which, types, tuple(arrays), offered(name, args),
+                                                         0) is None, "C declined a call its lowering takes"
+        return
+    shape, launches = got
+    assert launches == want
+
+
+@SETTINGS
+@given(calls(), st.integers(0, 2 ** 32 - 1))
+def test_launches_equal_the_python_routes(drawn, seed):
+    """Can fail: a launch C plans differs from the Python route's (name, parameter bytes, grid, shared
+    memory, slots), or C plans a call the route refuses or runs through scratch."""
+    with pytest.MonkeyPatch.context() as mp:
+        compare(drawn, seed, mp)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls(), st.integers(0, 2 ** 32 - 1), st.fixed_dictionaries({k: st.sampled_from(v) for k, v in KNOBS.items()}))
+def test_launches_follow_index_settings(drawn, seed, knobs):
+    """Can fail: C plans with index.py's default settings where they were changed (it reads c_settings()
+    at each call)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in knobs.items():
+            mp.setattr(index, k, v)
+        compare(drawn, seed, mp)
+
+
+def test_large_reversals_and_rows_take_their_modes(monkeypatch):
+    """Can fail: the tile, rows and row modes (and the positions kernel) are not planned in C as in Python
+    on shapes that reach them (the random calls above are small)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 300, 64)).astype(np.float32)
+    cases = [("reverse_subsequences", (x, rng.integers(0, 301, (4, 1, 64)).astype(np.uint32)), (1,)),
+             ("reverse_subsequences", (x, rng.integers(0, 65, (4, 300)).astype(np.uint64)), (2,)),
+             ("gather_elements", (x, rng.integers(0, 64, (4, 300, 200)).astype(np.int64)), (2, False)),
+             ("gather_elements", (x, rng.integers(0, 300, (4, 300, 64)).astype(np.int32)), (1, False)),
+             ("gather", (x, rng.integers(0, 300, (7,)).astype(np.int64)), (1, None, False)),
+             ("one_hot", (rng.integers(-3, 40, (6, 50)), np.array([0.0, 1.0], np.float32)), (40, -1))]
+    modes = set()
+    for name, arrays, args in cases:
+        data, dst = [DATA + (1 << 24) * i for i in range(len(arrays))], OUT
+        plan = python_plan(name, arrays, args, monkeypatch)
+        want = python_launches(plan, arrays, data, dst)
+        got = c_launches(name, arrays, args, data, dst)
+        assert got is not None and got[1] == want, name
+        modes |= {n.split("<")[0] for n, *_ in want}
+    assert {"ix_reverse_tile", "ix_reverse_rows", "ix_gather_row", "ix_gather_positions", "ix_gather",
+            "ix_scatter"} <= modes, modes
+
+
+def test_checked_calls_and_scratch_modes_are_declined():
+    """Can fail: C plans a checked call (its index check runs on the device in the route) or a scatter
+    whose positions need an owner table or a sort."""
+    nat = cpu_backend._load_native()
+    x = np.zeros((4, 5), np.float32)
+    ind = np.zeros((4, 5), np.int64)
+    upd = np.ones((4, 5), np.float32)
+    which, types = index_ops._C_INDEX[ccache.OPS["scatter_elements"]]
+    for check in (True, False):
+        assert nat.cuda_index_steps(which, types, (x, ind, upd), (check, 0), (DATA, DATA, DATA), OUT,
+                                    steps.c_settings(), index.c_settings()) is None
+    which, types = index_ops._C_INDEX[ccache.OPS["gather"]]
+    got = [nat.cuda_index_steps(which, types, (x, ind[0]), (check, 1, None), (DATA, DATA), OUT,
+                                steps.c_settings(), index.c_settings()) for check in (True, False)]
+    assert got[0] is None and got[1] is not None
+
+
+def test_unreadable_settings_are_declined(monkeypatch):
+    """Can fail: C plans with a setting it cannot read (not an int, THREADS changed)."""
+    nat = cpu_backend._load_native()
+    x, ind = np.zeros((4, 5), np.float32), np.zeros((3,), np.int64)
+    which, types = index_ops._C_INDEX[ccache.OPS["gather"]]
+    for name, value in (("THREADS", 128), ("ITEMS", 0), ("REVERSE_BYTES", 2.5)):
+        with monkeypatch.context() as m:
+            m.setattr(index, name, value)
+            assert nat.cuda_index_steps(which, types, (x, ind), (False, 1, None), (DATA, DATA), OUT,
+                                        steps.c_settings(), index.c_settings()) is None, name
