@@ -210,3 +210,87 @@ def test_unreadable_settings_are_declined(monkeypatch):
             m.setattr(index, name, value)
             assert nat.cuda_index_steps(which, types, (x, ind), (False, 1, None), (DATA, DATA), OUT,
                                         steps.c_settings(), index.c_settings()) is None, name
+
+
+# -- the glue (call_cache_index_new on CUDA memory), driven without a GPU ----------------------------------
+
+from tests.runtime.test_cuda_move_spec import glue, stand_in  # noqa: E402,F401 - the fixtures
+from tests.runtime.test_cuda_move_cache import FakeArray, fake  # noqa: E402,F401
+
+
+def glue_cases(rng):
+    x = rng.standard_normal((3, 40, 24)).astype(np.float32)
+    return [("one_hot", (rng.integers(-3, 9, (6, 5)).astype(np.int64), np.array([0.5, 2.0], np.float32)), (9, -1)),
+            ("gather", (x[:, ::-1], rng.integers(0, 40, (7,)).astype(np.int32)[::-1]), (1, None, False)),
+            ("reverse_subsequences", (x, rng.integers(0, 41, (3, 1, 24)).astype(np.uint32)), (1,)),
+            ("gather_elements", (x, rng.integers(0, 24, (3, 40, 200)).astype(np.int64)), (2, False))]
+
+
+@glue
+@pytest.mark.parametrize("case", range(4))
+def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, monkeypatch, case):
+    """A never-seen shape on (stand-in) CuPy arrays: kernels the dict lacks come back by name (nothing
+    launched); then the launches are cuda_index_steps' for the output's address, in order, the index kernels'
+    parameter blocks holding this call's addresses (source from element 0 of its bound range, output, index
+    arrays), on the current stream; the call is recorded, and a repeat (cuda_move) queues the same launches.
+    No driver loads here: every C launch fails over to its retry (the move kernels' hook, index.relaunch)."""
+    fake_hooks, log = stand_in
+    ix_log = []
+    monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(a))
+    name, arrays, args = glue_cases(np.random.default_rng(case))[case]
+    origins = [array_layout(a.shape, a.strides, a.itemsize).origin * a.itemsize for a in arrays]
+    fx = tuple(FakeArray(a.shape, a.dtype, 0x1000_0000 * (i + 1) + o, a.strides)
+               for i, (a, o) in enumerate(zip(arrays, origins)))
+    op = ccache.OPS[name]
+    which, types = index_ops._C_INDEX[op]
+    kernels: dict = {}
+    ccache.clear()
+    for _ in range(8):
+        out = ccache._index_new(op, which, types, fx, offered(name, args), ccache.generation(), 0,
+                                lambda: (kernels, steps.c_settings(), index.c_settings()))
+        if type(out) is not str:
+            break
+        assert not log and not ix_log                   # nothing launched for a missing kernel
+        kernels.setdefault(0, {})[out] = 0x5000 + len(kernels.get(0, {}))
+    assert type(out) is FakeArray
+    data = [a.data.ptr for a in fx]
+    shape, want = c_launches(name, arrays, args, data, out.data.ptr)
+    assert out.shape == shape
+    srcs = [p - o for p, o in zip(data, origins)]
+
+    def expected(dst):
+        moves, ixs = [], []
+        for n, params, grid, smem, s, d, slots in want:
+            if not n.startswith("ix_"):
+                moves.append((0, kernels[0][n], grid, smem, params, srcs[s] if s >= 0 else dst, dst, 77))
+                continue
+            q = index.IndexParams.from_buffer_copy(params)
+            q.src, q.dst = srcs[s] if s >= 0 else dst, dst
+            for a, slot in enumerate(slots):
+                q.idx[a] = srcs[slot]
+            ixs.append((0, kernels[0][n], grid, smem, bytes(q), 77))
+        return moves, ixs
+    assert (log, ix_log) == expected(out.data.ptr)
+    assert ccache.info()["entries"] == 1
+    log.clear()
+    ix_log.clear()
+    before = ccache.info()["hits"]
+    again = ccache.move(op, fx, *offered(name, args))
+    assert ccache.info()["hits"] == before + 1 and type(again) is FakeArray
+    assert (log, ix_log) == expected(again.data.ptr)
+
+
+@glue
+def test_the_glue_declines_checked_calls(stand_in):
+    """A checked call on (stand-in) CuPy arrays: None (the route checks the indices on the device first),
+    nothing launched, nothing recorded."""
+    fake_hooks, log = stand_in
+    x, ind = np.zeros((4, 5), np.float32), np.zeros((3,), np.int64)
+    fx = (FakeArray(x.shape, x.dtype, 0x1000_0000), FakeArray(ind.shape, ind.dtype, 0x2000_0000))
+    op = ccache.OPS["gather"]
+    which, types = index_ops._C_INDEX[op]
+    ccache.clear()
+    conf = lambda: ({0: {}}, steps.c_settings(), index.c_settings())  # noqa: E731
+    assert ccache._index_new(op, which, types, fx, (True, 1, None), ccache.generation(), 0, conf) is None
+    assert type(ccache._index_new(op, which, types, fx, (False, 1, None), ccache.generation(), 0, conf)) is str
+    assert not log and ccache.info()["entries"] == 0
