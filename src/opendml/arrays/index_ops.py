@@ -362,26 +362,29 @@ def _reads_all(plan, passes, arrays) -> bool:
     return True
 
 
-def _host_views(given) -> tuple | None:
-    """``given`` (the inputs as offered to the C call cache) as NumPy arrays
-    the CPU entries key and read: themselves (exact, aligned, native-order
-    ndarrays), or NumPy views of plain PyTorch CPU tensors (no autograd
-    record, no tracer or transform, no negative or conjugate bit: what the
-    cache serves through views); else None."""
-    if all(type(a) is np.ndarray for a in given):
-        return given if all(a.flags.aligned and a.dtype.isnative for a in given) else None
-    if not type(given[0]).__module__.startswith("torch"):
-        return None
+def _plain_tensors(given, device: str) -> bool:
+    """Whether ``given`` are plain PyTorch tensors on ``device`` ("cpu" or
+    "cuda"), outside any trace, transform, dispatch mode or forward-AD level,
+    none recorded for autograd (nor, on the CPU, negative or conjugate
+    views): what the C call cache may key and serve."""
     import torch
     if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
             torch.autograd.forward_ad._current_level >= 0:
+        return False
+    grad, wrapped = torch.is_grad_enabled(), torch._C._functorch.is_functorch_wrapped_tensor
+    return all(type(a) is torch.Tensor and a.device.type == device and a.layout is torch.strided and
+               not (grad and a.requires_grad) and not wrapped(a) and
+               (device != "cpu" or not (a.is_neg() or a.is_conj())) for a in given)
+
+
+def _host_views(given) -> tuple | None:
+    """``given`` (the inputs as offered to the C call cache) as NumPy arrays
+    the CPU entries key and read: themselves (exact, aligned, native-order
+    ndarrays), or NumPy views of plain PyTorch CPU tensors; else None."""
+    if all(type(a) is np.ndarray for a in given):
+        return given if all(a.flags.aligned and a.dtype.isnative for a in given) else None
+    if not type(given[0]).__module__.startswith("torch") or not _plain_tensors(given, "cpu"):
         return None
-    grad = torch.is_grad_enabled()
-    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
-    for a in given:
-        if type(a) is not torch.Tensor or a.device.type != "cpu" or a.layout is not torch.strided or \
-                (grad and a.requires_grad) or a.is_neg() or a.is_conj() or wrapped(a):
-            return None
     return tuple(a.detach().numpy() for a in given)
 
 
@@ -391,15 +394,7 @@ def _cuda_record(given) -> bool:
     t = type(given[0])
     if t.__module__.startswith("cupy"):
         return all(type(a) is t for a in given)
-    if not t.__module__.startswith("torch"):
-        return False
-    import torch
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
-            torch.autograd.forward_ad._current_level >= 0:
-        return False
-    grad, wrapped = torch.is_grad_enabled(), torch._C._functorch.is_functorch_wrapped_tensor
-    return all(type(a) is torch.Tensor and a.device.type == "cuda" and not (grad and a.requires_grad) and
-               not wrapped(a) for a in given)
+    return t.__module__.startswith("torch") and _plain_tensors(given, "cuda")
 
 
 def _record(name: str, given, args: tuple, call, arrays, shape, since):
