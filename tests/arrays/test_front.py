@@ -54,7 +54,7 @@ def test_snapshotted_arguments_come_from_the_signatures():
         "identity": set(), "cast": set(), "pad": {0, 1}, "join": set(), "split": {1}, "tile": {0},
         "space_to_depth": set(), "depth_to_space": set(), "gather": set(), "gather_elements": set(),
         "gather_nd": set(), "scatter_elements": set(), "scatter_nd": set(), "one_hot": set(),
-        "reverse_subsequences": set()}
+        "reverse_subsequences": set(), "diagonal_matrix": set()}
     assert front._SEQUENCES == {"join"} and front._MULTI == {"split"}
 
 
@@ -92,9 +92,9 @@ def test_a_generated_function_is_a_real_function(binding, cls):
     assert fn is getattr(dml.arrays, binding.function) is front.FUNCTIONS[binding.function]
     assert fn.__module__ == "opendml.arrays.front"
     params = inspect.signature(fn).parameters
-    want = ast.parse(f"def f({binding.array}, {binding.params}): pass").body[0].args
+    want = ast.parse(f"def f({binding.array}{'=...' if binding.optional else ''}, {binding.params}): pass").body[0].args
     defaults = [inspect.Parameter.empty] * (len(want.args) - len(want.defaults)) + [
-        ast.literal_eval(d) for d in want.defaults]
+        front._NO_ARRAY if isinstance(d, ast.Constant) and d.value is ... else ast.literal_eval(d) for d in want.defaults]
     kw_defaults = [inspect.Parameter.empty if d is None else ast.literal_eval(d) for d in want.kw_defaults]
     assert [(p.name, p.default) for p in params.values()] == [(a.arg, d) for a, d in zip(want.args, defaults)] + [
         (a.arg, d) for a, d in zip(want.kwonlyargs, kw_defaults)]
@@ -215,7 +215,7 @@ def test_the_index_functions_are_generated_on_their_route():
     from opendml.arrays import index_ops
     index = [b.function for b, _ in GENERATED if b.route == "index"]
     assert index == ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
-                     "reverse_subsequences"]
+                     "reverse_subsequences", "diagonal_matrix"]
     src = inspect.getsource(dml.gather)
     assert "_index.offer(" in src and "(x, indices,), (check_indices, axis, index_dimensions,)" in src
     assert "(indices, values,), (depth, axis,)" in inspect.getsource(dml.one_hot)

@@ -83,6 +83,7 @@ from ..runtime import get_backend
 from . import _contract, _dispatch, engine as _engine, index_ops as _index, numpy_adapter, planner
 from .engine import ADJOINT_API, PLAN_KEY, Call, FamilyCall, _many_out, adjoint, fixed, run_numpy  # noqa: F401
 from .engine import _EXECUTE
+from .index_ops import NO_ARRAY as _NO_ARRAY
 from .planner import plan_cache_info
 
 #: An int, or one int per axis.
@@ -320,7 +321,8 @@ def _index_call(op: int, given: tuple, args: tuple):
     which records the call in the C call cache by the arrays and arguments
     as offered."""
     name = _NAMES[op]
-    _index.checked(name, given[0], **dict(zip(_contract.BINDING[name].others, given[1:])))
+    if given[0] is not _NO_ARRAY:
+        _index.checked(name, given[0], **dict(zip(_contract.BINDING[name].others, given[1:])))
     make, arrays, shape, fields = _BUILD[name](ARGUMENT_API, *given, *args)
     return _index.run(name, make, arrays, shape, fields, given, args)
 
@@ -332,7 +334,8 @@ def _index_call(op: int, given: tuple, args: tuple):
 ARGUMENT_API = types.SimpleNamespace(axis=_contract.axis, rank_of=_contract.rank_of,
                                      field_error=_contract.field_error, sizes_of=_contract.sizes_of,
                                      dtype_argument=_contract.dtype_argument, key_by_identity=_key_by_identity,
-                                     count=_index.count, lead=_index.lead, check_indices=_index.check)
+                                     count=_index.count, lead=_index.lead, check_indices=_index.check,
+                                     no_array=_NO_ARRAY, snapshot=_snapshot, data_type=_contract.data_type)
 
 #: The routes' bodies: the C call cache offered the arguments as received, then the route (the index
 #: functions offer their arrays as one tuple and the other arguments as another, keyword-only ones first).
@@ -395,7 +398,8 @@ def _docstring(b, cls) -> str:
     many, multi = b.array == "arrays", _many_out(cls)
     ranks = range(max(0, row.ranks.start - b.added_axes), row.ranks.stop - b.added_axes)
     return _DOC.format(
-        summary=summary, array=b.array, array_type="sequence of arrays" if many else _ARRAYS,
+        summary=summary, array=b.array,
+        array_type="sequence of arrays" if many else _ARRAYS + (", optional" if b.optional else ""),
         shape=("A non-empty sequence of arrays of one framework, dtype and rank" if many
                else b.shape or "The input"), types=_contract.type_list(row.types_of(b.slot)),
         params="\n" + params if params else "", result="list of arrays" if multi else "array",
@@ -419,7 +423,8 @@ def _generate(b, cls) -> Any:
     given = [b.array, *(n for n in positional if n in b.others)]
     offered = [a.arg for a in spec.kwonlyargs] + [n for n in positional if n not in b.others]
     result = "list" if _many_out(cls) else "Any"
-    src = (f"def {b.function}({b.array}: {'Sequence[Any]' if b.array == 'arrays' else 'Any'}, {b.params}) -> {result}:\n"
+    array = f"{b.array}: {'Sequence[Any]' if b.array == 'arrays' else 'Any'}{' = _NO_ARRAY' if b.optional else ''}"
+    src = (f"def {b.function}({array}, {b.params}) -> {result}:\n"
            + _BODIES[b.route].format(code=_OPS[b.function], array=b.array, args=args,
                                      given=f"({', '.join(given)},)", offered=f"({', '.join(offered)},)"))
     filename = f"<opendml.{b.function}>"
@@ -525,7 +530,7 @@ __all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_f
 # The route a ``Call`` on arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``), and
 # what the index route below the front reads there (``index_ops``).
 _dispatch.front.run_list = run_list
-_dispatch.front.framework, _dispatch.front.snapshot, _dispatch.front.new_shape = _framework, _snapshot, _new
+_dispatch.front.framework, _dispatch.front.new_shape = _framework, _new
 # torch.compile takes every function into a graph whole (``bind``: ``_dispatch.enter_graph_whole``):
 # Dynamo, which cannot trace the C call cache, puts the call in the graph, and AOTAutograd then runs it
 # on fake tensors, which take the PyTorch adapter's custom operators.

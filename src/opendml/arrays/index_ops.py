@@ -4,8 +4,9 @@
 from their operator modules' bindings (route ``"index"``: the inputs offered
 as one tuple, the keyword-only ``check_indices`` first among the other
 arguments), and ``diagonal_matrix`` (DIAGONAL_MATRIX1, which DirectML's
-index pages list beside them), written here. Below the front: the
-framework routes are reached through ``_dispatch.front`` at call time.
+index pages list beside them; its ``x`` may be left out, ``NO_ARRAY``).
+Below the front: the framework routes are reached through
+``_dispatch.front`` at call time.
 
 Each function's operator class's ``arguments`` checks its arguments and
 gives the operator's description for its arrays; the route runs it through
@@ -62,10 +63,8 @@ import numpy as np
 
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
-from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Fill, Gather, Scatter
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
-from ..ops.diagonal_matrix import DiagonalMatrix1OperatorDesc
 from ..runtime import calls as _calls
 from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
@@ -74,9 +73,12 @@ from ..runtime.cpu.backend import MOVE_MAX_RANK, WORDS, IndexParams, index_param
 from . import _contract, _dispatch, engine, planner
 from .planner import logical_desc
 
-__all__ = ["diagonal_matrix"]
-#: The front's functions this route takes (``_dispatch.front``: ``framework``, ``run_list``, ``snapshot``,
-#: ``new_shape``), read at call time: the front lies above.
+__all__: list = []
+#: An optional array argument left out (``Binding.optional``: DIAGONAL_MATRIX1's ``x``); None is "not an
+#: array", as for every function.
+NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
+#: The front's functions this route takes (``_dispatch.front``: ``framework``, ``run_list``, ``new_shape``),
+#: read at call time: the front lies above.
 _front = _dispatch.front
 
 
@@ -271,7 +273,6 @@ def _like(a, x, where: str):
 # the instance is given every call.
 
 _OPS = _calls.OPS
-_DIAGONAL = _OPS["diagonal_matrix"]
 #: The functions with an index check (``check_indices``: the keyword-only switch, their first argument
 #: after the arrays).
 _CHECKED = frozenset(name for name, b in _contract.BINDING.items() if "*, check_indices" in (b.params or ""))
@@ -305,9 +306,11 @@ def offer(op: int, given: tuple, args: tuple):
     if engine.execute is not _EXECUTE:
         return None
     out = _move(op, given, *args)
-    c = _C_INDEX.get(op) if out is None else None
-    if c is None:
+    if out is not None:
         return out
+    c = _C_INDEX.get(op)
+    if c is None:                                 # the family's C lowering, where it has one (DIAGONAL_MATRIX1's)
+        return _front.new_shape(op, given, args)
     since = _calls.generation()                   # before any setting is read
     backend = get_backend("cpu")
     if backend._native is None or "prepare" in backend.__dict__:
@@ -441,6 +444,8 @@ def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = (
     route serve a repeated call's description and plan from the family's
     cache; ``given`` and ``args`` (the inputs and the other arguments as the
     function offered them to the C call cache) record the call there."""
+    if not arrays:                                # a generator (an optional array left out): a NumPy array
+        return engine.run_numpy(engine.Call(name, make, key=planner.call_key(name, *fields)), [])[0]
     # a framework's first call registers its hooks (``framework``), which empties the C call cache: done
     # before the generation is read (else this call's record would be refused), which is before any setting
     _front.framework(arrays[0], name)
@@ -456,81 +461,6 @@ def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = (
             call.ccall = (name, args, given, (tuple(shape),))    # the launches, keyed by the inputs as given
     out = _front.run_list(call, arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
-
-
-#: ``diagonal_matrix``'s x when left out (None is "not an array", as for every function).
-_NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
-
-
-def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1):
-    """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
-    ``[begin, end)`` of each matrix (the last two axes; the axes before them
-    count a stack), ``x``'s elements elsewhere, or zeros without ``x``.
-
-    An inverted range (``begin > end``) fills the diagonals outside ``[end,
-    begin)``: ``begin=1, end=0`` keeps only the main diagonal; ``begin ==
-    end`` fills nothing. The defaults give the identity (``np.eye``);
-    ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
-    ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
-    triangle (``np.triu(x, 1)``).
-
-    Parameters
-    ----------
-    x : array, optional
-        The input (2 to 4 dimensions, any framework and strides); the result
-        has its shape, dtype and framework and is differentiable in it
-        (float dtypes: the gradient is the cotangent with the filled
-        diagonals zeroed). Left out: a generator, of ``shape`` and ``dtype``.
-    shape : sequence of int, optional
-        Without ``x``: the result's shape (2 to 4 dimensions); the result is
-        a NumPy array. With ``x``: None or ``x``'s shape.
-    dtype : dtype, optional
-        Without ``x``: the result's dtype (any spelling ``cast`` takes;
-        default float64, as ``np.eye``). With ``x``: None or ``x``'s dtype.
-    value : int or float, optional
-        The value on the filled diagonals (default 1); it must fit the dtype.
-    begin, end : int, optional
-        DiagonalFillBegin and DiagonalFillEnd (INT32 values).
-
-    Raises
-    ------
-    ValidationError
-        A bad argument, named by its DirectML field (``DIAGONAL_MATRIX1:
-        DiagonalFillEnd must be in [-2147483648, 2147483647] (an INT); got
-        ...``), or ``x`` not an array.
-    UnsupportedError
-        A dtype DIAGONAL_MATRIX1 does not take.
-    """
-    if x is not _NO_ARRAY and engine.execute is _EXECUTE:
-        out = _move(_DIAGONAL, (x,), shape, dtype, value, begin, end)
-        if out is None and shape is None and dtype is None:       # a never-seen shape lowered in C
-            out = _front.new_shape(_DIAGONAL, (x,), (shape, dtype, value, begin, end))
-        if out is not None:
-            return out
-    where = "diagonal_matrix"
-    if x is _NO_ARRAY:
-        dt = _contract.dtype_argument("float64" if dtype is None else dtype, where)
-        sizes = _front.snapshot(shape)
-        if not isinstance(sizes, tuple):
-            raise _contract.field_error(where, "OutputTensor.Sizes", "be given, a sequence of 2 to 4 sizes (shape, "
-                                        "without x)", shape)
-        if not 2 <= len(sizes) <= 4:
-            raise ValidationError(f"{where}: shape must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got "
-                                  f"{len(sizes)} (shape {list(sizes)})")
-        out = _contract.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
-        call = engine.Call(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end),
-                                 key=planner.call_key(where, sizes, dt, value, begin, end))
-        return engine.run_numpy(call, [])[0]
-    checked(where, x)
-    xs = tuple(int(n) for n in x.shape)
-    if shape is not None and _front.snapshot(shape) != xs:
-        raise _contract.field_error(where, "OutputTensor.Sizes", f"be None or x's shape {list(xs)} (shape, with "
-                                    "x)", shape)
-    if dtype is not None and _contract.dtype_argument(dtype, where) != _contract.data_type(x.dtype):
-        raise _contract.field_error(where, "OutputTensor.DataType", f"be None or x's dtype {x.dtype} (dtype, with "
-                                    "x)", dtype)
-    return run(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, value, begin, end), [x], xs,
-                (value, begin, end), (x,), (shape, dtype, value, begin, end))
 
 
 def index_adjoint(primal, wrt: int, grad, indices):
@@ -554,8 +484,5 @@ def index_primal(primal, wrt: int, data, indices):
 # What the operator modules' ``adjoint`` methods call (``engine.ADJOINT_API``,
 # the namespace ``opendml.ops._spec.AdjointApi`` documents), as the family's
 # own functions are registered there.
-for _name in ("index_adjoint", "index_primal", "diagonal_matrix"):
+for _name in ("index_adjoint", "index_primal"):
     setattr(engine._AdjointApi, _name, staticmethod(globals()[_name]))
-
-# torch.compile takes these functions into a graph whole (``_dispatch.enter_graph_whole``).
-_dispatch.enter_graph_whole([diagonal_matrix])

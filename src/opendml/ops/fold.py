@@ -242,11 +242,6 @@ class FoldOperatorDesc(_Windowed):
         return "unfold", tuple(args[1:]), None if len(input_sizes) == 3 else tuple(input_sizes)
 
     @staticmethod
-    def batched_args(args, b):
-        """vmap: None, the batch axis joins N (the same arguments on (B x N, C x K, BlockCount))."""
-        return None
-
-    @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
         """The framework operators' form: one int list per field (the number of
         spatial axes as the array API counts it), a 3-D input (leading 1s dropped)."""

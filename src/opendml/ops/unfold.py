@@ -57,6 +57,12 @@ class _Windowed(AdjointByCall, FastPathDesc):
     INTRODUCED = FeatureLevel.FL_6_4
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
+    @staticmethod
+    def batched_args(args, b):
+        """vmap: None, the batch axis joins N (the same arguments on (B x N, C, *spatial) for UNFOLD,
+        (B x N, C x K, BlockCount) for FOLD)."""
+        return None
+
     @property
     def blocks_per_dimension(self) -> tuple[int, ...]:
         done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
@@ -188,11 +194,6 @@ class UnfoldOperatorDesc(_Windowed):
     def adjoint_call(input_sizes, args) -> tuple:
         """The adjoint as an array-API call: FOLD over the input's spatial sizes."""
         return "fold", (list(input_sizes[2:]), *args), None
-
-    @staticmethod
-    def batched_args(args, b):
-        """vmap: None, the batch axis joins N (the same arguments on (B x N, C, *spatial))."""
-        return None
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
