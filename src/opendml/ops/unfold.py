@@ -127,10 +127,9 @@ class UnfoldOperatorDesc(_Windowed):
         if fields is None:
             return False
         window, strides, dilations, start, end, k, blocks, per_dimension = fields
-        n, c = sizes[0], sizes[1]
-        if n * c * k * blocks > MAX_ELEMENTS:            # every size >= 1: no size exceeds the count either
+        expected = _packed_sizes(sizes, k, blocks)
+        if expected is None:
             return False
-        expected = (n, c * k, blocks)
         out = self.output_tensor
         if out is None:
             out = TensorDesc(inp.data_type, expected)
@@ -242,10 +241,16 @@ def plain_lowering(in_sizes: tuple, window_sizes, strides=1, dilations=1, start_
     if got is None:
         return None
     window, strides, dilations, start, _, k, blocks, per_dimension = got
+    out = _packed_sizes(in_sizes, k, blocks)
+    return None if out is None else (out, window, strides, dilations, start, per_dimension)
+
+
+def _packed_sizes(in_sizes, k: int, blocks: int) -> tuple | None:
+    """The fast paths' output sizes ``(N, C * K, BlockCount)`` for input sizes ``in_sizes`` (N, C, ...), K
+    window elements and ``blocks`` blocks; None past MAX_ELEMENTS (every size >= 1: no size exceeds the
+    count either)."""
     n, c = in_sizes[0], in_sizes[1]
-    if n * c * k * blocks > MAX_ELEMENTS:            # every size >= 1: no size exceeds the count either
-        return None
-    return (n, c * k, blocks), window, strides, dilations, start, per_dimension
+    return None if n * c * k * blocks > MAX_ELEMENTS else (n, c * k, blocks)
 
 
 def plain_window(desc, spatial, max_dims: int) -> tuple | None:
