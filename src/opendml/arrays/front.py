@@ -19,12 +19,15 @@ Every function takes the same steps, in this order:
 1. **The C call cache** (``runtime.calls``): the arguments exactly as
    received are offered first, and a call seen before (same function,
    arguments, dtypes, shapes and strides) is served from C without entering
-   Python again (``call`` for the first five, ``move`` for the family).
+   Python again (``call`` for the first five, ``move`` for the family and
+   the index functions, whose arrays are offered as one tuple).
 2. **The C new-shape route**: a never-seen shape in its simple forms (exact
    ints, floats, strs, NumPy dtypes; NumPy arrays and plain PyTorch CPU
    tensors) is lowered, run and recorded in C in one call, with the passes,
    outputs and record the Python route would make (the family's here,
-   ``runtime.calls.move_new``; the first five's in their adapters); anything
+   ``runtime.calls.move_new``; the index functions' through
+   ``index_ops.offer``, ``runtime.calls.index_new``; the first five's in
+   their adapters); anything
    else is declined and the Python route runs it and raises what it raises.
 3. **The contract's checks** (``_contract``): an array of a framework the
    API takes, a dtype and rank the operator's support table lists: one
@@ -39,7 +42,9 @@ Every function takes the same steps, in this order:
    planner (a bounded LRU plan cache), ``run_move`` the family's move
    program; NumPy's move route is the engine's (``engine.run_numpy``),
    behind its Python cache (the move cache, ``planner``). Each adapter records what a
-   first call ran in the C call cache.
+   first call ran in the C call cache. The index functions' route is
+   ``index_ops.run`` (which moves indices to the data's framework, checks
+   them, and records index passes), past their operator classes' rules.
 
 Which arguments are lists to snapshot comes from the function's signature
 (those typed as sequences). Every ``opendml.configure()`` empties the
@@ -530,7 +535,8 @@ __all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_f
 # The route a ``Call`` on arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``), and
 # what the index route below the front reads there (``index_ops``).
 _dispatch.front.run_list = run_list
-_dispatch.front.framework, _dispatch.front.new_shape = _framework, _new
+_dispatch.front.framework = _framework
+_dispatch.front.new_shape = lambda op, x, args: _new(op, x, args)      # the one read at call time
 # torch.compile takes every function into a graph whole (``bind``: ``_dispatch.enter_graph_whole``):
 # Dynamo, which cannot trace the C call cache, puts the call in the graph, and AOTAutograd then runs it
 # on fake tensors, which take the PyTorch adapter's custom operators.

@@ -1,10 +1,10 @@
 """The route of the index-driven functions past the C call cache: ``gather``,
 ``gather_elements``, ``gather_nd``, ``scatter_elements``, ``scatter_nd``,
-``one_hot`` and ``reverse_subsequences``, which ``arrays.front`` generates
-from their operator modules' bindings (route ``"index"``: the inputs offered
-as one tuple, the keyword-only ``check_indices`` first among the other
-arguments), and ``diagonal_matrix`` (DIAGONAL_MATRIX1, which DirectML's
-index pages list beside them; its ``x`` may be left out, ``NO_ARRAY``).
+``one_hot``, ``reverse_subsequences`` and ``diagonal_matrix``
+(DIAGONAL_MATRIX1, which DirectML's index pages list beside them; its ``x``
+may be left out, ``NO_ARRAY``), which ``arrays.front`` generates from their
+operator modules' bindings (route ``"index"``: the inputs offered as one
+tuple, the keyword-only ``check_indices`` first among the other arguments).
 Below the front: the framework routes are reached through
 ``_dispatch.front`` at call time.
 
