@@ -63,6 +63,15 @@ class _Windowed(AdjointByCall, FastPathDesc):
         (B x N, C x K, BlockCount) for FOLD)."""
         return None
 
+    def _keep(self, fields, **more) -> bool:
+        """A fast path's end: ``plain_window``'s plain fields (and ``more``) stored as the rules would
+        leave them, the blocks per axis kept for ``blocks_per_dimension``."""
+        dct = self.__dict__
+        (dct["window_sizes"], dct["strides"], dct["dilations"], dct["start_padding"], dct["end_padding"], _, _,
+         dct["_blocks"]) = fields
+        dct.update(more)
+        return True
+
     @property
     def blocks_per_dimension(self) -> tuple[int, ...]:
         done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
@@ -124,10 +133,7 @@ class UnfoldOperatorDesc(_Windowed):
             return False
         sizes = inp.sizes
         fields = plain_window(self, sizes[2:], MAX_SPATIAL_DIMENSIONS)
-        if fields is None:
-            return False
-        window, strides, dilations, start, end, k, blocks, per_dimension = fields
-        expected = _packed_sizes(sizes, k, blocks)
+        expected = None if fields is None else _packed_sizes(sizes, *fields[5:7])
         if expected is None:
             return False
         out = self.output_tensor
@@ -139,11 +145,7 @@ class UnfoldOperatorDesc(_Windowed):
             got = out.sizes
             if got[-3:] != expected or len(got) > len(sizes) or any(s != 1 for s in got[:-3]):
                 return False
-        dct = self.__dict__
-        dct["window_sizes"], dct["strides"], dct["dilations"] = window, strides, dilations
-        dct["_blocks"] = per_dimension
-        dct["start_padding"], dct["end_padding"], dct["output_tensor"] = start, end, out
-        return True
+        return self._keep(fields, output_tensor=out)
 
     def _check_rules(self):
         """Every rule, one at a time: the first broken one raises, named."""
