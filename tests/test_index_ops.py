@@ -471,16 +471,16 @@ def test_c_call_cache_refuses_malformed_records_and_arguments():
         except ValueError:
             stored = False
         assert stored is False
-        assert calls.move(index_ops._GATHER, given, *args) is None
+        assert calls.move(calls.OPS["gather"], given, *args) is None
     assert calls.put_move("gather", given, args, out, (0, 0), ((2, 0, 0, bytes(good), 1, True),), False, since)
-    same(calls.move(index_ops._GATHER, given, *args), x[[1, 2]])
+    same(calls.move(calls.OPS["gather"], given, *args), x[[1, 2]])
     # a bad index in a checked pass: None (the route raises)
-    assert calls.move(index_ops._GATHER, (x, np.array([1, 3], np.int64)), *args) is None
+    assert calls.move(calls.OPS["gather"], (x, np.array([1, 3], np.int64)), *args) is None
     for other in [((x, ids), (1, 0, None)), ((x, ids), (True, np.int64(0), None)),
                   ((x, ids.astype(">i8")), args), ((x, list(ids)), args), ((x,), args), ((x, ids), (True, 2 ** 70, None))]:
-        assert calls.move(index_ops._GATHER, *other[:1], *other[1]) is None
+        assert calls.move(calls.OPS["gather"], *other[:1], *other[1]) is None
     dml.configure()                                   # any configure() empties it
-    assert calls.move(index_ops._GATHER, given, *args) is None
+    assert calls.move(calls.OPS["gather"], given, *args) is None
 
 
 def test_cached_calls_from_threads():
@@ -1013,7 +1013,7 @@ def test_the_extremes_check_agrees_with_the_full_check(monkeypatch):
             bounds = [int(n) for n in rng.integers(1, 6, shape[-1])] if last else int(rng.integers(1, 6))
             a = rng.integers(-7, 7, shape).astype(dt)
             errors = []
-            for check in (index_ops._check, lambda v, b, w, last_axis=False: index_ops.check_index_values(
+            for check in (index_ops.check, lambda v, b, w, last_axis=False: index_ops.check_index_values(
                     v, b, w, last_axis=last_axis)):
                 try:
                     check(a, bounds, "gather", last_axis=last)

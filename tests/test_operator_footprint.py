@@ -167,22 +167,9 @@ def offenders(name: str) -> dict[str, list[int]]:
 
 #: Today's offenders, per operator: the files its name, class or function is written in.
 KNOWN: dict[str, list[str]] = {
-    'DIAGONAL_MATRIX1': ['arrays/index_ops.py'],
-    'FOLD': ['jax.py', 'runtime/calls.py', 'runtime/cpu/numpy_kernels.py', 'runtime/native/cuda_spec.c',
-        'runtime/params.h', 'runtime/params.py', 'torch.py'],
-    'GATHER': ['arrays/index_ops.py'],
-    'GATHER_ELEMENTS': ['arrays/index_ops.py'],
-    'GATHER_ND1': ['arrays/index_ops.py'],
+    'FOLD': ['runtime/calls.py', 'runtime/native/cuda_spec.c', 'runtime/params.h', 'runtime/params.py'],
     'JOIN': ['runtime/native/calls_move_new.c'],
-    'ONE_HOT': ['arrays/index_ops.py'],
-    'REVERSE_SUBSEQUENCES': ['arrays/index_ops.py'],
-    'SCATTER_ELEMENTS': ['arrays/index_ops.py', 'dxdispatch/_read.py'],
-    'SCATTER_ND': ['arrays/index_ops.py'],
-    'SLICE': ['jax.py', 'torch.py'],
-    'SLICE1': ['jax.py', 'torch.py'],
-    'SLICE_GRAD': ['jax.py', 'torch.py'],
-    'UNFOLD': ['jax.py', 'runtime/calls.py', 'runtime/native/cuda_spec.c', 'runtime/params.h', 'runtime/params.py',
-        'torch.py'],
+    'UNFOLD': ['runtime/calls.py', 'runtime/native/cuda_spec.c', 'runtime/params.h', 'runtime/params.py'],
 }
 
 

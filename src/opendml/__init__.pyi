@@ -168,8 +168,7 @@ def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None,
 def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = True) -> Any:
     """DML_GATHER_ELEMENTS: ``out[..., i, ...] = x[..., indices[..., i, ...],
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
-    ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
-    ``gather``.
+    ``x``'s shape but along ``axis``).
 
     Arguments, result and errors: ``help(opendml.gather_elements)``.
     """
@@ -189,8 +188,7 @@ def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_ind
     """DML_SCATTER_ELEMENTS: a copy of ``x`` with ``out[..., indices[..., i,
     ...], ...] = updates[..., i, ...]`` along ``axis`` (``indices`` and
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
-    repeat, the last update in row-major order wins. Indices and
-    ``check_indices`` as for ``gather``.
+    repeat, the last update in row-major order wins.
 
     Arguments, result and errors: ``help(opendml.scatter_elements)``.
     """
@@ -230,13 +228,7 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int) -> Any:
 def diagonal_matrix(x: Any = ..., *, shape: Any = None, dtype: Any = None, value: Any = 1, begin: int = 0, end: int = 1) -> Any:
     """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
     ``[begin, end)`` of each matrix (the last two axes; the axes before them
-    count a stack), ``x``'s elements elsewhere, or zeros without ``x``. An
-    inverted range (``begin > end``) fills the diagonals outside ``[end,
-    begin)``: ``begin=1, end=0`` keeps only the main diagonal; ``begin ==
-    end`` fills nothing. The defaults give the identity (``np.eye``);
-    ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
-    ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
-    triangle (``np.triu(x, 1)``).
+    count a stack), ``x``'s elements elsewhere, or zeros without ``x``.
 
     Arguments, result and errors: ``help(opendml.diagonal_matrix)``.
     """

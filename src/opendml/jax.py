@@ -48,17 +48,18 @@ need ``jax_enable_x64``, as everywhere in JAX.
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import functools
+import inspect
 from typing import Any, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 
-import opendml.arrays as arrays
+from . import arrays as _arrays
+from .arrays import _contract
 from .arrays.jax_adapter import SUPPORTED_DTYPES, lax_fold, lax_slice1, lax_slice_grad, lax_unfold
-
-__all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "SUPPORTED_DTYPES",
-           "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad"]
 
 Ints = Union[int, Sequence[int]]
 
@@ -67,118 +68,36 @@ def _jax(x) -> jax.Array:
     return x if isinstance(x, jax.Array) else jnp.asarray(x)
 
 
-def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> jax.Array:  # noqa: A001
-    """``opendml.slice`` on ``x`` as a JAX array; its gradient is ``slice_grad``.
-
-    Parameters
-    ----------
-    x : jax.Array or array-like
-        The array sliced.
-    offsets, sizes, strides : sequence of int
-        As ``opendml.slice`` takes them: one entry per axis, ``sizes`` being
-        the output's shape.
-
-    Returns
-    -------
-    jax.Array
-        Of shape ``sizes``.
-    """
-    return arrays.slice(_jax(x), offsets, sizes, strides)
+def _on_jax(fn):
+    """The array function ``fn`` with its array argument taken as a JAX array (``jnp.asarray`` of anything
+    else): the same signature, a ``jax.Array`` result, and ``fn``'s docstring after a line that says so."""
+    @functools.wraps(fn)
+    def on_jax(x, *args, **kwargs) -> jax.Array:
+        return fn(_jax(x), *args, **kwargs)
+    on_jax.__module__ = __name__
+    on_jax.__signature__ = inspect.signature(fn).replace(return_annotation=jax.Array)
+    array = next(iter(on_jax.__signature__.parameters))
+    on_jax.__doc__ = (f"``opendml.{fn.__name__}`` on ``{array}`` as a JAX array (anything ``jnp.asarray`` takes "
+                      f"is converted first): differentiable in reverse mode, its gradient another opendml "
+                      f"operator.\n\n    " + fn.__doc__)
+    return on_jax
 
 
-def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int],
-           output_sizes: Sequence[int] | None = None) -> jax.Array:
-    """``opendml.slice1`` on ``x`` as a JAX array; its gradient is ``slice_grad``.
+#: The window operators' functions (the plan route's: those with a pure-lax form, SLICE through SLICE1's),
+#: each taking its array as a JAX array, read from the registry.
+_WINDOW = [name for name in _arrays.FUNCTIONS if _contract.BINDING[name].route == "plan"]
+globals().update({name: _on_jax(_arrays.FUNCTIONS[name]) for name in _WINDOW})
 
-    Parameters
-    ----------
-    x : jax.Array or array-like
-        The array the window reads.
-    window_offsets, window_sizes, window_strides : sequence of int
-        The window, one entry per axis (strides non-zero; a negative stride
-        walks from the window's end), as ``opendml.slice1`` takes it.
-    output_sizes : sequence of int or None, optional
-        The output's shape; None (the default) takes every reachable
-        element.
-
-    Returns
-    -------
-    jax.Array
-        Of shape ``output_sizes``.
-    """
-    return arrays.slice1(_jax(x), window_offsets, window_sizes, window_strides, output_sizes)
-
-
-def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int],
-               window_strides: Sequence[int]) -> jax.Array:
-    """``opendml.slice_grad`` on ``grad`` as a JAX array; its gradient is ``slice1``.
-
-    Parameters
-    ----------
-    grad : jax.Array or array-like
-        The gradient of ``slice1``'s output.
-    input_sizes : sequence of int
-        The result's shape (``slice1``'s input).
-    window_offsets, window_sizes, window_strides : sequence of int
-        ``slice1``'s window, as ``opendml.slice_grad`` takes it.
-
-    Returns
-    -------
-    jax.Array
-        Of shape ``input_sizes``, 0 where ``slice1`` does not read.
-    """
-    return arrays.slice_grad(_jax(grad), input_sizes, window_offsets, window_sizes, window_strides)
-
-
-def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0,
-           end_padding: Ints = 0) -> jax.Array:
-    """``opendml.unfold`` on ``x`` as a JAX array; its gradient is ``fold``.
-
-    Parameters
-    ----------
-    x : jax.Array or array-like
-        (N, C, *spatial).
-    window_sizes : int or sequence of int
-        The window size per spatial axis, each >= 1.
-    strides, dilations : int or sequence of int, optional
-        Per spatial axis, each >= 1 (default 1).
-    start_padding, end_padding : int or sequence of int, optional
-        Zeros before and after each spatial axis (default 0).
-
-    Returns
-    -------
-    jax.Array
-        (N, C * prod(window_sizes), BlockCount).
-    """
-    return arrays.unfold(_jax(x), window_sizes, strides, dilations, start_padding, end_padding)
-
-
-def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1,
-         start_padding: Ints = 0, end_padding: Ints = 0) -> jax.Array:
-    """``opendml.fold`` on ``x`` as a JAX array; its gradient is ``unfold``.
-
-    Parameters
-    ----------
-    x : jax.Array or array-like
-        The columns, (N, C * prod(window_sizes), BlockCount).
-    output_sizes : int or sequence of int
-        The spatial sizes of the result.
-    window_sizes, strides, dilations, start_padding, end_padding
-        As ``unfold`` takes them.
-
-    Returns
-    -------
-    jax.Array
-        (N, C, *output_sizes), overlapping windows summed.
-    """
-    return arrays.fold(_jax(x), output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
+__all__ = [*(n for n in _WINDOW if not hasattr(builtins, n)), "Unfold", "Fold", "SUPPORTED_DTYPES",
+           "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad"]
 
 
 class _Fixed:
     """A frozen dataclass of an array function's arguments, all but the
     array: lists are kept as tuples (hashable, so it can be a static argument
     of ``jax.jit``), and calling it with ``x`` calls its function
-    (``_FUNCTIONS``) as ``function(x, *fields)``."""
+    (the one its class is named after, ``unfold`` for ``Unfold``) as
+    ``function(x, *fields)``."""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -186,7 +105,8 @@ class _Fixed:
             object.__setattr__(self, f.name, tuple(value) if isinstance(value, (list, tuple)) else value)
 
     def __call__(self, x: Any) -> jax.Array:
-        return _FUNCTIONS[type(self)](x, *(getattr(self, f.name) for f in dataclasses.fields(self)))
+        function = globals()[type(self).__name__.lower()]
+        return function(x, *(getattr(self, f.name) for f in dataclasses.fields(self)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,5 +151,3 @@ class Fold(_Fixed):
     start_padding: Ints = 0
     end_padding: Ints = 0
 
-
-_FUNCTIONS = {Unfold: unfold, Fold: fold}

@@ -57,17 +57,24 @@ complex, bool, float8, quantized, sparse, nested, a conjugate view) raises
 """
 from __future__ import annotations
 
+import builtins
+
 import torch
 
-from .arrays import fold, slice, slice1, slice_grad, unfold  # noqa: A004 - DirectML's names
+from . import arrays as _arrays
+from .arrays import _contract
 from .arrays.torch import adapter as _adapter, library as _library, node as _node
 
-__all__ = ["unfold", "fold", "slice1", "slice_grad", "Unfold", "Fold", "unfold_op", "fold_op", "slice1_op",
-           "slice_grad_op", "split_padding", "node_status", "wait_for_node", "compiled_status", "compiled_route"]
+#: The window operators' functions (the plan route's: those with custom operators, SLICE through SLICE1's):
+#: the array API's own functions, here by name, and their custom operators (``opendml::<name>``) as
+#: ``<name>_op``, both read from the registry.
+_WINDOW = [name for name in _arrays.FUNCTIONS if _contract.BINDING[name].route == "plan"]
+globals().update({name: _arrays.FUNCTIONS[name] for name in _WINDOW})
+globals().update({f"{name}_op": op for name, op in _adapter.CUSTOM_OPS.items()})
 
-# the custom operators (``opendml::unfold``...), as the adapter registers them
-unfold_op, fold_op, slice1_op, slice_grad_op = (_adapter.CUSTOM_OPS[f]
-                                                 for f in ("unfold", "fold", "slice1", "slice_grad"))
+__all__ = [*(n for n in _WINDOW if not hasattr(builtins, n)), "Unfold", "Fold",
+           *(f"{n}_op" for n in _adapter.CUSTOM_OPS), "split_padding", "node_status", "wait_for_node",
+           "compiled_status", "compiled_route"]
 
 
 def node_status() -> str:
@@ -222,8 +229,8 @@ class Unfold(_Blocks):
         UnsupportedError
             If ``x``'s dtype, layout or device is not supported.
         """
-        return _per_sample(x, self.spatial_dims + 1, lambda b: unfold(b, self.kernel_size, self.stride, self.dilation,
-                                                                     self.start_padding, self.end_padding))
+        return _per_sample(x, self.spatial_dims + 1, lambda b: _arrays.unfold(
+            b, self.kernel_size, self.stride, self.dilation, self.start_padding, self.end_padding))
 
 
 class Fold(_Blocks):
@@ -278,5 +285,5 @@ class Fold(_Blocks):
         UnsupportedError
             If ``x``'s dtype, layout or device is not supported.
         """
-        return _per_sample(x, 2, lambda b: fold(b, self._output_sizes, self._window, self.stride, self.dilation,
-                                                self.start_padding, self.end_padding))
+        return _per_sample(x, 2, lambda b: _arrays.fold(b, self._output_sizes, self._window, self.stride,
+                                                        self.dilation, self.start_padding, self.end_padding))

@@ -52,7 +52,9 @@ def test_one_call_type():
 def test_snapshotted_arguments_come_from_the_signatures():
     assert {name: front._SNAPSHOTS[name] for name in front.FAMILY} == {
         "identity": set(), "cast": set(), "pad": {0, 1}, "join": set(), "split": {1}, "tile": {0},
-        "space_to_depth": set(), "depth_to_space": set()}
+        "space_to_depth": set(), "depth_to_space": set(), "gather": set(), "gather_elements": set(),
+        "gather_nd": set(), "scatter_elements": set(), "scatter_nd": set(), "one_hot": set(),
+        "reverse_subsequences": set(), "diagonal_matrix": set()}
     assert front._SEQUENCES == {"join"} and front._MULTI == {"split"}
 
 
@@ -90,10 +92,13 @@ def test_a_generated_function_is_a_real_function(binding, cls):
     assert fn is getattr(dml.arrays, binding.function) is front.FUNCTIONS[binding.function]
     assert fn.__module__ == "opendml.arrays.front"
     params = inspect.signature(fn).parameters
-    want = ast.parse(f"def f({binding.array}, {binding.params}): pass").body[0].args
+    want = ast.parse(f"def f({binding.array}{'=...' if binding.optional else ''}, {binding.params}): pass").body[0].args
     defaults = [inspect.Parameter.empty] * (len(want.args) - len(want.defaults)) + [
-        ast.literal_eval(d) for d in want.defaults]
-    assert [(p.name, p.default) for p in params.values()] == [(a.arg, d) for a, d in zip(want.args, defaults)]
+        front._NO_ARRAY if isinstance(d, ast.Constant) and d.value is ... else ast.literal_eval(d) for d in want.defaults]
+    kw_defaults = [inspect.Parameter.empty if d is None else ast.literal_eval(d) for d in want.kw_defaults]
+    assert [(p.name, p.default) for p in params.values()] == [(a.arg, d) for a, d in zip(want.args, defaults)] + [
+        (a.arg, d) for a, d in zip(want.kwonlyargs, kw_defaults)]
+    assert [p.name for p in params.values() if p.kind is p.KEYWORD_ONLY] == [a.arg for a in want.kwonlyargs]
     doc = inspect.getdoc(fn)
     assert doc.startswith(f"DML_{cls.OPERATOR}") and doc.splitlines()[0] == binding.doc.splitlines()[0]
     section = doc.split("Parameters\n----------\n")[1].split("\n\nReturns")[0]
@@ -200,3 +205,31 @@ def test_a_new_operators_binding_is_its_function(monkeypatch):
     with pytest.raises(dml.ValidationError, match=r"^TEST_MIRROR: Times must be an int \(times\); got 1.5$"):
         mirror(x, 1.5)
     assert mirror in _dispatch.WHOLE_IN_GRAPH and engine.ADJOINT_API.mirror is mirror
+
+
+def test_the_index_functions_are_generated_on_their_route():
+    """The index functions come from their bindings (route ``"index"``): the
+    arrays offered as one tuple, the keyword-only ``check_indices`` first
+    among the other arguments (the order the C call cache and the C
+    new-shape route read); keyword-only parameters are refused elsewhere."""
+    from opendml.arrays import index_ops
+    index = [b.function for b, _ in GENERATED if b.route == "index"]
+    assert index == ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
+                     "reverse_subsequences", "diagonal_matrix"]
+    src = inspect.getsource(dml.gather)
+    assert "_index.offer(" in src and "(x, indices,), (check_indices, axis, index_dimensions,)" in src
+    assert "(indices, values,), (depth, axis,)" in inspect.getsource(dml.one_hot)
+    assert index_ops._CHECKED == {"gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd"}
+    # each class's C_INDEX: its number in runtime/native/newshape_index.c
+    assert {front._NAMES[op]: which for op, (which, _) in index_ops._C_INDEX.items()} == {
+        "gather": 0, "gather_elements": 1, "one_hot": 2, "reverse_subsequences": 3, "gather_nd": 4,
+        "scatter_elements": 5, "scatter_nd": 6}
+    cls = OPERATORS["GATHER_ELEMENTS"]
+    moved = dataclasses.replace(cls.BINDING, route="move")
+    with pytest.raises(TypeError, match="keyword-only ones on the index route"):
+        front._generate(moved, cls)
+    x = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(dml.ValidationError, match=r"gather_elements: indices\[0, 1\] = 9 is out of range"):
+        dml.gather_elements(x, np.array([[0, 9], [1, 1], [2, 0]]), 1)
+    assert dml.gather_elements(x, np.array([[0, 9], [1, 1], [2, 0]]), 1, check_indices=False).tolist() == [
+        [0.0, 3.0], [5.0, 5.0], [10.0, 8.0]]

@@ -246,6 +246,19 @@ def _assemble(pieces, grid):
 
 
 @dataclasses.dataclass(frozen=True)
+class _Call:
+    """A task: the array API's ``function`` on one chunk (``grid`` None) or on
+    a region's pieces joined (row-major over ``grid``), given ``args``."""
+    function: str
+    args: tuple
+    grid: tuple[int, ...] | None = None
+
+    def __call__(self, chunk):
+        x = chunk if self.grid is None else _assemble(chunk, self.grid)
+        return getattr(_api(), self.function)(x, *self.args)
+
+
+@dataclasses.dataclass(frozen=True)
 class _Zeros:
     """A task: zeros of ``shape``, made like ``meta`` (NumPy or CuPy)."""
     shape: tuple[int, ...]
@@ -273,18 +286,7 @@ def _slice1_task(low, counts, steps):
     """The task for one chunk of SLICE or SLICE1 (SLICE is SLICE1 with positive
     strides): the chunk-local window from ``low`` that reaches ``counts``
     elements with ``steps``."""
-    return _Slice1(low, tuple(abs(t) * (n - 1) + 1 for t, n in zip(steps, counts)), steps)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Slice1:
-    """A task: ``opendml.slice1`` on one chunk (chunk-local window)."""
-    offsets: tuple[int, ...]
-    sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-
-    def __call__(self, chunk):
-        return _api().slice1(chunk, self.offsets, self.sizes, self.strides)
+    return _Call("slice1", (low, tuple(abs(t) * (n - 1) + 1 for t, n in zip(steps, counts)), steps))
 
 
 def _strided(x, dt, axes, name, make_task):
@@ -347,34 +349,12 @@ def _windows(x, dt, desc):
             g.tasks[key] = _zeros_task(meta, out_shape, dt)
             continue
         keys, grid = g.gather([(n0, n1), (c0, c1)] + region)
-        op = _Unfold(grid, tuple(h - l for l, h in zip(wlo, whi)), st, dil, tuple(pad_lo), tuple(pad_hi))
+        op = _Call("unfold", (tuple(h - l for l, h in zip(wlo, whi)), st, dil, tuple(pad_lo), tuple(pad_hi)), grid)
         g.tasks[key] = (op, keys)
     chunks = (tuple(b - a for a, b in n_parts),
               tuple((c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)) for c0, c1, wlo, whi in row_boxes),
               tuple(math.prod(h - l for l, h in zip(blo, bhi)) for blo, bhi in col_boxes))
     return g.array(chunks, meta)
-
-
-class _Task:
-    """A task: the array API's ``FUNCTION`` on a region's pieces joined
-    (``grid``, the first field), given the other fields in order."""
-
-    def __call__(self, pieces):
-        return getattr(_api(), self.FUNCTION)(_assemble(pieces, self.grid),
-                                              *(getattr(self, f.name) for f in dataclasses.fields(self)[1:]))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Unfold(_Task):
-    """A task: ``opendml.unfold`` of a region (its pieces joined), with the
-    region's own padding and (sub-)window."""
-    grid: tuple[int, ...]
-    window: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    start_padding: tuple[int, ...]
-    end_padding: tuple[int, ...]
-    FUNCTION = "unfold"
 
 
 def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, pad0, itemsize, target):
@@ -463,25 +443,11 @@ def _window_sums(x, dt, desc):
         span = p1 + sp[0] - b0 * st[0]                 # slab size + its start padding
         pad_hi0 = max(0, (b1 - b0 - 1) * st[0] + ext0 + 1 - span)
         keys, grid = g.gather([(n0, n1), (c0 * K, c1 * K), (b0 * per_block_row, b1 * per_block_row)])
-        op = _Fold(grid, (p1 - p0, *S[1:]), W, st, dil, (a - b0 * st[0], *sp[1:]), (pad_hi0, *ep[1:]))
+        op = _Call("fold", ((p1 - p0, *S[1:]), W, st, dil, (a - b0 * st[0], *sp[1:]), (pad_hi0, *ep[1:])), grid)
         g.tasks[key] = (op, keys)
     chunks = (tuple(b - a for a, b in n_parts), tuple(b - a for a, b in c_parts),
               tuple(b - a for a, b in slabs), *((s,) for s in S[1:]))
     return g.array(chunks, meta)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Fold(_Task):
-    """A task: ``opendml.fold`` of the blocks that reach one output slab, with
-    the slab's own padding (values that land outside the slab are dropped)."""
-    grid: tuple[int, ...]
-    output_sizes: tuple[int, ...]
-    window: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    start_padding: tuple[int, ...]
-    end_padding: tuple[int, ...]
-    FUNCTION = "fold"
 
 
 def _fold_chunking(n_chunks, channels, K, S, w0, stride0, dil0, pad0, blocks, col_bounds, itemsize, target):
@@ -568,25 +534,10 @@ def _scatter(grad, dt, desc):
         local = tuple(min(start + t * j0, start + t * (j1 - 1)) - a
                       for (a, _), start, t, (j0, j1) in zip(ranges, starts, steps, hits))
         keys, grid_shape = g.gather(hits)
-        op = _SliceGrad(grid_shape, shape, local, tuple(abs(t) * (j1 - j0 - 1) + 1 for t, (j0, j1) in zip(steps, hits)),
-                        tuple(steps))
+        op = _Call("slice_grad", (shape, local, tuple(abs(t) * (j1 - j0 - 1) + 1 for t, (j0, j1) in zip(steps, hits)),
+                                  tuple(steps)), grid_shape)
         g.tasks[key] = (op, keys)
     return g.array(tuple(tuple(b - a for a, b in p) for p in per_axis), meta)
-
-
-@dataclasses.dataclass(frozen=True)
-class _SliceGrad:
-    """A task: ``opendml.slice_grad`` of the gradient part that lands in one
-    output chunk (chunk-local window)."""
-    grid: tuple[int, ...]
-    input_sizes: tuple[int, ...]
-    offsets: tuple[int, ...]
-    sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-
-    def __call__(self, pieces):
-        g = _assemble(pieces, self.grid)
-        return _api().slice_grad(g, self.input_sizes, self.offsets, self.sizes, self.strides)
 
 
 def run(x, call):

@@ -19,12 +19,15 @@ Every function takes the same steps, in this order:
 1. **The C call cache** (``runtime.calls``): the arguments exactly as
    received are offered first, and a call seen before (same function,
    arguments, dtypes, shapes and strides) is served from C without entering
-   Python again (``call`` for the first five, ``move`` for the family).
+   Python again (``call`` for the first five, ``move`` for the family and
+   the index functions, whose arrays are offered as one tuple).
 2. **The C new-shape route**: a never-seen shape in its simple forms (exact
    ints, floats, strs, NumPy dtypes; NumPy arrays, plain PyTorch CPU and
    CUDA tensors, CuPy arrays) is lowered, run and recorded in C in one call, with the passes,
    outputs and record the Python route would make (the family's here,
-   ``runtime.calls.move_new``; the first five's in their adapters); anything
+   ``runtime.calls.move_new``; the index functions' through
+   ``index_ops.offer``, ``runtime.calls.index_new``; the first five's in
+   their adapters); anything
    else is declined and the Python route runs it and raises what it raises.
 3. **The contract's checks** (``_contract``): an array of a framework the
    API takes, a dtype and rank the operator's support table lists: one
@@ -39,7 +42,9 @@ Every function takes the same steps, in this order:
    planner (a bounded LRU plan cache), ``run_move`` the family's move
    program; NumPy's move route is the engine's (``engine.run_numpy``),
    behind its Python cache (the move cache, ``planner``). Each adapter records what a
-   first call ran in the C call cache.
+   first call ran in the C call cache. The index functions' route is
+   ``index_ops.run`` (which moves indices to the data's framework, checks
+   them, and records index passes), past their operator classes' rules.
 
 Which arguments are lists to snapshot comes from the function's signature
 (those typed as sequences). Every ``opendml.configure()`` empties the
@@ -80,9 +85,10 @@ from ..ops._spec import Enum
 from ..ops._spec import per_axis  # noqa: F401 - the array API's spelling of a scalar over the spatial axes
 from ..runtime import calls as _calls
 from ..runtime import get_backend
-from . import _contract, _dispatch, engine as _engine, numpy_adapter, planner
+from . import _contract, _dispatch, engine as _engine, index_ops as _index, numpy_adapter, planner
 from .engine import ADJOINT_API, PLAN_KEY, Call, FamilyCall, _many_out, adjoint, fixed, run_numpy  # noqa: F401
 from .engine import _EXECUTE
+from .index_ops import NO_ARRAY as _NO_ARRAY
 from .planner import plan_cache_info
 
 #: An int, or one int per axis.
@@ -330,20 +336,40 @@ def _move_call(op: int, x, args: tuple):
                      arrays)
 
 
+def _index_call(op: int, given: tuple, args: tuple):
+    """An index function's call past the C call cache and the C new-shape
+    route (``index_ops.offer``): the contract's checks of every array it was
+    given, then its operator class's ``arguments`` (the function's rules: the
+    description, the arrays as its tensors take them, the result's shape,
+    the fields the Python cache keys), then the index route (``index_ops.run``),
+    which records the call in the C call cache by the arrays and arguments
+    as offered."""
+    name = _NAMES[op]
+    if given[0] is not _NO_ARRAY:
+        _index.checked(name, given[0], **dict(zip(_contract.BINDING[name].others, given[1:])))
+    make, arrays, shape, fields = _BUILD[name](ARGUMENT_API, *given, *args)
+    return _index.run(name, make, arrays, shape, fields, given, args)
+
+
 # -- the functions, generated from the operator modules' bindings -------------------------------------
 
 #: What an operator class's ``arguments`` may call (``opendml.ops._spec.Binding``): the contract's
 #: checks and messages, handed down so that the operator modules never import the array layer.
 ARGUMENT_API = types.SimpleNamespace(axis=_contract.axis, rank_of=_contract.rank_of,
                                      field_error=_contract.field_error, sizes_of=_contract.sizes_of,
-                                     dtype_argument=_contract.dtype_argument, key_by_identity=_key_by_identity)
+                                     dtype_argument=_contract.dtype_argument, key_by_identity=_key_by_identity,
+                                     count=_index.count, lead=_index.lead, check_indices=_index.check,
+                                     no_array=_NO_ARRAY, snapshot=_snapshot, data_type=_contract.data_type)
 
-#: The two routes' bodies: the C call cache offered the arguments as received, then the route.
+#: The routes' bodies: the C call cache offered the arguments as received, then the route (the index
+#: functions offer their arrays as one tuple and the other arguments as another, keyword-only ones first).
 _BODIES = {
     "plan": "    out = _cached({code}, {array}, {args})\n"
             "    return out if out is not None else _plan({code}, {array}, ({args},))\n",
     "move": "    out = _move({code}, {array}, {args}) if _engine.execute is _EXECUTE else None\n"
             "    return out if out is not None else _move_call({code}, {array}, ({args},))\n",
+    "index": "    out = _index.offer({code}, {given}, {offered})\n"
+             "    return out if out is not None else _index_call({code}, {given}, {offered})\n",
 }
 
 _ARRAYS = "numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array"
@@ -394,11 +420,12 @@ def _docstring(b, cls) -> str:
     summary, _, params = b.doc.partition("\n\n    Parameters\n    ----------\n")
     row = _contract.supported_row(cls)
     many, multi = b.array == "arrays", _many_out(cls)
-    ranks = row.ranks
+    ranks = range(max(0, row.ranks.start - b.added_axes), row.ranks.stop - b.added_axes)
     return _DOC.format(
-        summary=summary, array=b.array, array_type="sequence of arrays" if many else _ARRAYS,
+        summary=summary, array=b.array,
+        array_type="sequence of arrays" if many else _ARRAYS + (", optional" if b.optional else ""),
         shape=("A non-empty sequence of arrays of one framework, dtype and rank" if many
-               else b.shape or "The input"), types=_contract.type_list(row.types),
+               else b.shape or "The input"), types=_contract.type_list(row.types_of(b.slot)),
         params="\n" + params if params else "", result="list of arrays" if multi else "array",
         one="One new" if multi else "A new", returns=b.returns,
         owner="the inputs'" if many else f"``{b.array}``'s", subject="an entry of ``arrays``" if many else f"``{b.array}``",
@@ -411,13 +438,19 @@ def _generate(b, cls) -> Any:
     and source, readable by ``inspect``), whose body offers the arguments as received to the C call cache
     and else takes ``b.route`` with them."""
     spec = ast.parse(f"def f({b.params}): pass").body[0].args
-    if spec.kwonlyargs or spec.vararg or spec.kwarg or spec.posonlyargs:
+    if (spec.kwonlyargs and b.route != "index") or spec.vararg or spec.kwarg or spec.posonlyargs:
         raise TypeError(f"{b.function}: a binding's params are plain positional-or-keyword parameters "
-                        f"(the generated body forwards those only); got {b.params!r}")
-    args = ", ".join(a.arg for a in spec.args)
+                        f"(the generated body forwards those only; keyword-only ones on the index route); "
+                        f"got {b.params!r}")
+    positional = [a.arg for a in spec.args]
+    args = ", ".join(positional)
+    given = [b.array, *(n for n in positional if n in b.others)]
+    offered = [a.arg for a in spec.kwonlyargs] + [n for n in positional if n not in b.others]
     result = "list" if _many_out(cls) else "Any"
-    src = (f"def {b.function}({b.array}: {'Sequence[Any]' if b.array == 'arrays' else 'Any'}, {b.params}) -> {result}:\n"
-           + _BODIES[b.route].format(code=_OPS[b.function], array=b.array, args=args))
+    array = f"{b.array}: {'Sequence[Any]' if b.array == 'arrays' else 'Any'}{' = _NO_ARRAY' if b.optional else ''}"
+    src = (f"def {b.function}({array}, {b.params}) -> {result}:\n"
+           + _BODIES[b.route].format(code=_OPS[b.function], array=b.array, args=args,
+                                     given=f"({', '.join(given)},)", offered=f"({', '.join(offered)},)"))
     filename = f"<opendml.{b.function}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     namespace: dict = {}
@@ -514,12 +547,15 @@ def cpu_output_cache(limit: int | None = None) -> dict:
 for _cls in _contract.OPERATOR_OF.values():
     if _cls.BINDING.params is not None:
         bind(_cls)
-#: The move program's functions (a list result where the operator has several outputs).
-FAMILY = tuple(name for name in FUNCTIONS if _contract.BINDING[name].route == "move")
+#: The move program's functions (a list result where the operator has several outputs), the index ones included.
+FAMILY = tuple(name for name in FUNCTIONS if _contract.BINDING[name].route != "plan")
 __all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
-# The route a ``Call`` on arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``).
+# The route a ``Call`` on arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``), and
+# what the index route below the front reads there (``index_ops``).
 _dispatch.front.run_list = run_list
+_dispatch.front.framework = _framework
+_dispatch.front.new_shape = lambda op, x, args: _new(op, x, args)      # the one read at call time
 # torch.compile takes every function into a graph whole (``bind``: ``_dispatch.enter_graph_whole``):
 # Dynamo, which cannot trace the C call cache, puts the call in the graph, and AOTAutograd then runs it
 # on fake tensors, which take the PyTorch adapter's custom operators.

@@ -1,16 +1,20 @@
-"""The array API of the index-driven operators: ``gather``, ``gather_elements``,
-``gather_nd``, ``scatter_elements``, ``scatter_nd``, ``one_hot``,
-``reverse_subsequences`` and ``diagonal_matrix`` (DIAGONAL_MATRIX1, which
-DirectML's index pages list beside them), on NumPy arrays (and through the family's
-framework routes, ``family.run_list``, on the frameworks it runs).
+"""The route of the index-driven functions past the C call cache: ``gather``,
+``gather_elements``, ``gather_nd``, ``scatter_elements``, ``scatter_nd``,
+``one_hot``, ``reverse_subsequences`` and ``diagonal_matrix``
+(DIAGONAL_MATRIX1, which DirectML's index pages list beside them; its ``x``
+may be left out, ``NO_ARRAY``), which ``arrays.front`` generates from their
+operator modules' bindings (route ``"index"``: the inputs offered as one
+tuple, the keyword-only ``check_indices`` first among the other arguments).
+Below the front: the framework routes are reached through
+``_dispatch.front`` at call time.
 
-Each function builds the operator's description (``opendml.ops``) for its
-arrays and runs it through the family's framework-neutral call
-(``engine.Call``). DirectML gives every tensor of an operator one
-DimensionCount; the functions take arrays of the natural ranks (NumPy's
-``take``, ``take_along_axis``, ONNX's GatherND and ScatterND) and pad them
-with leading 1s (views) to that DimensionCount, then give the result its
-natural shape.
+Each function's operator class's ``arguments`` checks its arguments and
+gives the operator's description for its arrays; the route runs it through
+the family's framework-neutral call (``engine.Call``). DirectML gives every
+tensor of an operator one DimensionCount; the functions take arrays of the
+natural ranks (NumPy's ``take``, ``take_along_axis``, ONNX's GatherND and
+ScatterND) and pad them with leading 1s (views, ``lead``) to that
+DimensionCount, then give the result its natural shape.
 
 Indices are INT32, INT64, UINT32 or UINT64 arrays (DirectML's index types;
 ``reverse_subsequences``' lengths UINT32 or UINT64). A negative index of a
@@ -59,30 +63,26 @@ import numpy as np
 
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
-from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Fill, Gather, Scatter
-from ..ops import (GatherElementsOperatorDesc, GatherNd1OperatorDesc, GatherOperatorDesc, OneHotOperatorDesc,
-                   ReverseSubsequencesOperatorDesc, ScatterElementsOperatorDesc, ScatterNdOperatorDesc)
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
-from ..ops.diagonal_matrix import DiagonalMatrix1OperatorDesc
 from ..runtime import calls as _calls
 from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import numpy_kernels
 from ..runtime.cpu.backend import MOVE_MAX_RANK, WORDS, IndexParams, index_params
 from . import _contract, _dispatch, engine, planner
-from . import front as family
 from .planner import logical_desc
 
-__all__ = ["gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
-           "reverse_subsequences", "diagonal_matrix"]
+__all__: list = []
+#: An optional array argument left out (``Binding.optional``: DIAGONAL_MATRIX1's ``x``); None is "not an
+#: array", as for every function.
+NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
+#: The front's functions this route takes (``_dispatch.front``: ``framework``, ``run_list``, ``new_shape``),
+#: read at call time: the front lies above.
+_front = _dispatch.front
 
-def _shape(x, where: str, name: str) -> tuple[int, ...]:
-    """An array's shape as ints (``_checked`` has made sure it is an array)."""
-    return tuple(int(n) for n in x.shape)
 
-
-def _lead(x, rank: int):
+def lead(x, rank: int):
     """``x`` with leading 1s up to ``rank`` dimensions (a view)."""
     shape = tuple(int(n) for n in x.shape)
     if len(shape) == rank:
@@ -90,7 +90,7 @@ def _lead(x, rank: int):
     return x.reshape((1,) * (rank - len(shape)) + shape)
 
 
-def _count(value, where: str, field: str, lo: int, what: str) -> int:
+def count(value, where: str, field: str, lo: int, what: str) -> int:
     """An integer argument that is a DirectML field (``field``, in the
     contract's form: ``GATHER: IndexDimensions must ...``)."""
     if isinstance(value, bool):
@@ -104,7 +104,7 @@ def _count(value, where: str, field: str, lo: int, what: str) -> int:
     return v
 
 
-def _checked(where: str, x, **others) -> None:
+def checked(where: str, x, **others) -> None:
     """The array API's contract (``_contract``): ``x`` (the first array) an
     array of a framework the API takes, of a dtype and rank the operator
     takes; ``others`` (indices, updates, values, lengths) arrays of the
@@ -210,7 +210,7 @@ def _device_extremes(a, last_axis: bool):
     return None
 
 
-def _check(indices, bounds, where: str, last_axis: bool = False) -> None:
+def check(indices, bounds, where: str, last_axis: bool = False) -> None:
     """``check_index_values`` on any framework's indices. Signed GPU indices
     are first reduced to their extremes on the device (one small read back
     instead of copying every index to the host); only where an index is out
@@ -225,7 +225,7 @@ def _like(a, x, where: str):
     """Index (or values) array ``a`` in data array ``x``'s framework: as
     given where both are of one framework, else its values moved there
     (NumPy indices for a PyTorch tensor, say)."""
-    fx, fa = family._framework(x, where), family._framework(a, where)
+    fx, fa = _front.framework(x, where), _front.framework(a, where)
     if fx is fa:
         return a
     values = _host(a)
@@ -256,49 +256,46 @@ def _like(a, x, where: str):
 # tuple (the key reads each one's dtype, shape and byte strides; on CUDA also
 # its device and alignment class), then its other arguments as given (exact
 # ints, None and bools key; anything else is not served). A hit returns the
-# new output before any Python runs; at a miss ``_offer`` gives the call to
+# new output before any Python runs; at a miss ``offer`` gives the call to
 # the C new-shape route (``_C_INDEX``); None sends the call to its route. The
-# route records the calls the cache can hold (``_run``): on the CPU
+# route records the calls the cache can hold (``run``): on the CPU
 # (NumPy arrays, and plain PyTorch CPU tensors through NumPy views of them)
 # the move program's passes as index.c's parameters (``_record``), with the
 # index check fused into the passes that read the checked indices (a bad
 # index makes the served call answer None, and the route then raises its
 # error naming the first one); on CUDA the index kernels' launches
 # (``arrays/cuda.move``, without the check: a checked call on a GPU always
-# takes the route, which reads back its indices' extremes, ``_check``).
+# takes the route, which reads back its indices' extremes, ``check``).
 # Every ``opendml.configure()`` empties the cache (``configure(call_cache=
 # False)`` stops the serving of repeats and the recording; a never-seen shape
-# is still lowered in C, ``_offer``; the NumPy kernels record nothing); a replaced
+# is still lowered in C, ``offer``; the NumPy kernels record nothing); a replaced
 # ``engine.execute`` (a spy) or a backend whose ``prepare`` was replaced on
 # the instance is given every call.
 
 _OPS = _calls.OPS
-(_GATHER, _GATHER_ELEMENTS, _GATHER_ND, _SCATTER_ELEMENTS, _SCATTER_ND, _ONE_HOT, _REVERSE, _DIAGONAL) = (
-    _OPS[name] for name in ("gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "one_hot",
-                            "reverse_subsequences", "diagonal_matrix"))
-#: The functions with an index check (``check_indices``, their first argument after the arrays).
-_CHECKED = frozenset(("gather", "gather_elements", "gather_nd", "scatter_elements", "scatter_nd"))
+#: The functions with an index check (``check_indices``: the keyword-only switch, their first argument
+#: after the arrays).
+_CHECKED = frozenset(name for name, b in _contract.BINDING.items() if "*, check_indices" in (b.params or ""))
 _EXECUTE = engine._EXECUTE
 _move = _calls.move
 _INDEX_PASS = 2                          # put_move's pass kind of index.c's kernel
 
 
 #: The functions whose never-seen shapes on the CPU are lowered in C (runtime/native/newshape_index.c,
-#: ``runtime.calls.index_new``): operator code -> (their number there, the element types their tables
-#: take at the newest level: bit 16 * j + t for DataType t of the j-th array offered).
+#: ``runtime.calls.index_new``; the operator class's ``C_INDEX`` is its number there): operator code ->
+#: (that number, the element types their tables take at the newest level: bit 16 * j + t for DataType t
+#: of the j-th array offered).
 _C_INDEX: dict = {}
-for _which, (_name, *_others) in enumerate((
-        ("gather", "indices"), ("gather_elements", "indices"), ("one_hot", "values"),
-        ("reverse_subsequences", "sequence_lengths"), ("gather_nd", "indices"),
-        ("scatter_elements", "indices", "updates"), ("scatter_nd", "indices", "updates"))):
-    _row, _binding = _contract.supported_row(_contract.OPERATOR_OF[_name]), _contract.BINDING[_name]
-    _slots = [_binding.slot] + [_binding.others[o][0] for o in _others]
-    _C_INDEX[_OPS[_name]] = (_which, sum(1 << (16 * j + int(t)) for j, slot in enumerate(_slots)
-                                         for t in _row.types_of(slot)))
+for _name, _cls in _contract.OPERATOR_OF.items():
+    if "C_INDEX" in vars(_cls):
+        _row, _binding = _contract.supported_row(_cls), _contract.BINDING[_name]
+        _slots = [_binding.slot] + [tensor for tensor, *_ in _binding.others.values()]
+        _C_INDEX[_OPS[_name]] = (_cls.C_INDEX, sum(1 << (16 * j + int(t)) for j, slot in enumerate(_slots)
+                                                   for t in _row.types_of(slot)))
 _index_new = _calls.index_new
 
 
-def _offer(op: int, given: tuple, args: tuple):
+def offer(op: int, given: tuple, args: tuple):
     """A call offered to C: a repeat served from the call cache; a never-seen
     shape of a function with a C lowering (``_C_INDEX``) on NumPy arrays or
     plain PyTorch CPU tensors lowered, run and recorded there (the passes
@@ -309,9 +306,11 @@ def _offer(op: int, given: tuple, args: tuple):
     if engine.execute is not _EXECUTE:
         return None
     out = _move(op, given, *args)
-    c = _C_INDEX.get(op) if out is None else None
-    if c is None:
+    if out is not None:
         return out
+    c = _C_INDEX.get(op)
+    if c is None:                                 # the family's C lowering, where it has one (DIAGONAL_MATRIX1's)
+        return _front.new_shape(op, given, args)
     since = _calls.generation()                   # before any setting is read
     backend = get_backend("cpu")
     if backend._native is None or "prepare" in backend.__dict__:
@@ -366,44 +365,39 @@ def _reads_all(plan, passes, arrays) -> bool:
     return True
 
 
-def _host_views(given) -> tuple | None:
-    """``given`` (the inputs as offered to the C call cache) as NumPy arrays
-    the CPU entries key and read: themselves (exact, aligned, native-order
-    ndarrays), or NumPy views of plain PyTorch CPU tensors (no autograd
-    record, no tracer or transform, no negative or conjugate bit: what the
-    cache serves through views); else None."""
-    if all(type(a) is np.ndarray for a in given):
-        return given if all(a.flags.aligned and a.dtype.isnative for a in given) else None
-    if not type(given[0]).__module__.startswith("torch"):
-        return None
-    import torch
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
-            torch.autograd.forward_ad._current_level >= 0:
-        return None
-    grad = torch.is_grad_enabled()
-    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
-    for a in given:
-        if type(a) is not torch.Tensor or a.device.type != "cpu" or a.layout is not torch.strided or \
-                (grad and a.requires_grad) or a.is_neg() or a.is_conj() or wrapped(a):
-            return None
-    return tuple(a.detach().numpy() for a in given)
-
-
-def _cuda_record(given) -> bool:
-    """Whether the route may record ``given`` (plain PyTorch CUDA tensors or
-    CuPy arrays, all of one type) as the CUDA entry's key (``_run``)."""
-    t = type(given[0])
-    if t.__module__.startswith("cupy"):
-        return all(type(a) is t for a in given)
-    if not t.__module__.startswith("torch"):
-        return False
+def _plain_tensors(given, device: str) -> bool:
+    """Whether ``given`` are plain PyTorch tensors on ``device`` ("cpu" or
+    "cuda"), outside any trace, transform, dispatch mode or forward-AD level,
+    none recorded for autograd (nor, on the CPU, negative or conjugate
+    views): what the C call cache may key and serve."""
     import torch
     if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
             torch.autograd.forward_ad._current_level >= 0:
         return False
     grad, wrapped = torch.is_grad_enabled(), torch._C._functorch.is_functorch_wrapped_tensor
-    return all(type(a) is torch.Tensor and a.device.type == "cuda" and not (grad and a.requires_grad) and
-               not wrapped(a) for a in given)
+    return all(type(a) is torch.Tensor and a.device.type == device and a.layout is torch.strided and
+               not (grad and a.requires_grad) and not wrapped(a) and
+               (device != "cpu" or not (a.is_neg() or a.is_conj())) for a in given)
+
+
+def _host_views(given) -> tuple | None:
+    """``given`` (the inputs as offered to the C call cache) as NumPy arrays
+    the CPU entries key and read: themselves (exact, aligned, native-order
+    ndarrays), or NumPy views of plain PyTorch CPU tensors; else None."""
+    if all(type(a) is np.ndarray for a in given):
+        return given if all(a.flags.aligned and a.dtype.isnative for a in given) else None
+    if not type(given[0]).__module__.startswith("torch") or not _plain_tensors(given, "cpu"):
+        return None
+    return tuple(a.detach().numpy() for a in given)
+
+
+def _cuda_record(given) -> bool:
+    """Whether the route may record ``given`` (plain PyTorch CUDA tensors or
+    CuPy arrays, all of one type) as the CUDA entry's key (``run``)."""
+    t = type(given[0])
+    if t.__module__.startswith("cupy"):
+        return all(type(a) is t for a in given)
+    return t.__module__.startswith("torch") and _plain_tensors(given, "cuda")
 
 
 def _record(name: str, given, args: tuple, call, arrays, shape, since):
@@ -444,15 +438,17 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     return _move(_OPS[name], given, *args)
 
 
-def _run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = ()):
+def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = ()):
     """Run ``make``'s description on ``arrays``; ``fields`` (every value
     ``make`` reads besides the arrays' dtypes and shapes) lets the NumPy
     route serve a repeated call's description and plan from the family's
     cache; ``given`` and ``args`` (the inputs and the other arguments as the
     function offered them to the C call cache) record the call there."""
-    # a framework's first call registers its hooks (family._framework), which empties the C call cache: done
+    if not arrays:                                # a generator (an optional array left out): a NumPy array
+        return engine.run_numpy(engine.Call(name, make, key=planner.call_key(name, *fields)), [])[0]
+    # a framework's first call registers its hooks (``framework``), which empties the C call cache: done
     # before the generation is read (else this call's record would be refused), which is before any setting
-    family._framework(arrays[0], name)
+    _front.framework(arrays[0], name)
     since = _calls.generation() if given is not None else None
     arrays = [arrays[0]] + [_like(a, arrays[0], name) for a in arrays[1:]]
     key = None if fields is None else planner.call_key(name, *fields)
@@ -463,300 +459,8 @@ def _run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = 
             return out
         if not (name in _CHECKED and args[0]) and _cuda_record(given):
             call.ccall = (name, args, given, (tuple(shape),))    # the launches, keyed by the inputs as given
-    out = family.run_list(call, arrays)[0]
+    out = _front.run_list(call, arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
-
-
-def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None, *,
-           check_indices: bool = True):
-    """DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's
-    ``take``): ``out.shape == x.shape[:axis] + indices.shape[-k:] +
-    x.shape[axis + 1:]`` with k = ``index_dimensions``.
-
-    Parameters
-    ----------
-    x : array
-        The data, of an integer or float dtype of 1, 2, 4 or 8 bytes.
-    indices : integer array
-        Positions along ``axis`` (int32, int64, uint32 or uint64; negative
-        values of a signed type count from the end).
-    axis : int
-        The axis of ``x`` (negative values count from the end).
-    index_dimensions : int, optional
-        DirectML's IndexDimensions: how many trailing dimensions of
-        ``indices`` are meaningful (the others must be 1); default all.
-    check_indices : bool, optional
-        Check every index first (default); False skips the check
-        (out-of-range indices are clamped into the dimension).
-
-    Raises
-    ------
-    ValidationError
-        A bad argument, or (``check_indices``) the first index out of range,
-        named with its value and position.
-    """
-    out = _offer(_GATHER, (x, indices), (check_indices, axis, index_dimensions))
-    return _gather(x, indices, axis, index_dimensions, check_indices) if out is None else out
-
-
-def _gather(x, indices, axis, index_dimensions, check_indices):
-    where = "gather"
-    _checked(where, x, indices=indices)
-    xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
-    rx, ri = len(xs), len(is_)
-    a = _contract.axis(axis, rx, where)
-    k = ri if index_dimensions is None else _count(index_dimensions, where, "IndexDimensions", 0, "index_dimensions")
-    if k > ri:
-        raise _contract.field_error(where, "IndexDimensions", f"be <= the indices' number of dimensions {ri} "
-                                    "(index_dimensions)", k)
-    for d in range(ri - k):
-        if is_[d] != 1:
-            raise ValidationError(f"{where}: indices.shape[{d}] must be 1 (before the last index_dimensions = {k}); "
-                                  f"got {is_[d]}")
-    if check_indices and len(xs):
-        _check(indices, xs[a], where)
-    r = max(rx, ri, rx + k - 1, 1)
-    shape = xs[:a] + is_[ri - k:] + xs[a + 1:]
-    ap = a + r - len(xs)
-    return _run(where, lambda tx, ti: GatherOperatorDesc(tx, ti, None, ap, k),
-                [_lead(x, r), _lead(indices, r)], shape, (ap, k), (x, indices), (check_indices, axis, index_dimensions))
-
-
-def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = True):
-    """DML_GATHER_ELEMENTS: ``out[..., i, ...] = x[..., indices[..., i, ...],
-    ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
-    ``x``'s shape but along ``axis``). Indices and ``check_indices`` as for
-    ``gather``."""
-    out = _offer(_GATHER_ELEMENTS, (x, indices), (check_indices, axis))
-    return _gather_elements(x, indices, axis, check_indices) if out is None else out
-
-
-def _elements(where, x, indices, axis, check_indices, **more):
-    """GATHER_ELEMENTS' and SCATTER_ELEMENTS' checks of x, indices (and
-    ``more``) and the axis: (x's shape, indices' shape, the axis)."""
-    _checked(where, x, indices=indices, **more)
-    xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
-    if len(xs) != len(is_):
-        raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
-    a = _contract.axis(axis, len(xs), where)
-    if check_indices and len(xs):
-        _check(indices, xs[a], where)
-    return xs, is_, a
-
-
-def _gather_elements(x, indices, axis, check_indices):
-    where = "gather_elements"
-    xs, is_, a = _elements(where, x, indices, axis, check_indices)
-    return _run(where, lambda tx, ti: GatherElementsOperatorDesc(tx, ti, None, a), [x, indices], is_, (a,),
-                (x, indices), (check_indices, axis))
-
-
-def _nd_rank(xs, is_, b):
-    q = is_[-1] if is_ else 0
-    return max(len(xs), len(is_), len(is_) - 1 + len(xs) - b - q, 1)
-
-
-def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices: bool = True):
-    """DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
-    tuples of q entries into ``x``'s dimensions after the first
-    ``batch_dimensions`` (which both arrays share); ``out.shape ==
-    indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
-    out = _offer(_GATHER_ND, (x, indices), (check_indices, batch_dimensions))
-    return _gather_nd(x, indices, batch_dimensions, check_indices) if out is None else out
-
-
-def _gather_nd(x, indices, batch_dimensions, check_indices):
-    where = "gather_nd"
-    _checked(where, x, indices=indices)
-    xs, is_ = _shape(x, where, "x"), _shape(indices, where, "indices")
-    b = _count(batch_dimensions, where, "BatchDimensionCount", 0, "batch_dimensions")
-    if not is_:
-        raise ValidationError(f"{where}: indices must have at least one dimension (the index tuples); got 0")
-    if b >= len(is_):
-        raise _contract.field_error(where, "BatchDimensionCount", f"be < the indices' number of dimensions "
-                                    f"{len(is_)} (batch_dimensions)", b)
-    q = is_[-1]
-    if not 1 <= q <= len(xs) - b:
-        raise ValidationError(f"{where}: indices.shape[-1] (the tuple size) must be in [1, x.ndim - "
-                              f"batch_dimensions] = [1, {len(xs) - b}]; got {q}")
-    if check_indices:
-        _check(indices, xs[b:b + q], where, last_axis=True)
-    r = _nd_rank(xs, is_, b)
-    shape = is_[:-1] + xs[b + q:]
-    return _run(where, lambda tx, ti: GatherNd1OperatorDesc(tx, ti, None, len(xs), len(is_), b),
-                [_lead(x, r), _lead(indices, r)], shape, (len(xs), len(is_), b), (x, indices),
-                (check_indices, batch_dimensions))
-
-
-def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_indices: bool = True):
-    """DML_SCATTER_ELEMENTS: a copy of ``x`` with ``out[..., indices[..., i,
-    ...], ...] = updates[..., i, ...]`` along ``axis`` (``indices`` and
-    ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
-    repeat, the last update in row-major order wins. Indices and
-    ``check_indices`` as for ``gather``."""
-    out = _offer(_SCATTER_ELEMENTS, (x, indices, updates), (check_indices, axis))
-    return _scatter_elements(x, indices, updates, axis, check_indices) if out is None else out
-
-
-def _scatter_elements(x, indices, updates, axis, check_indices):
-    where = "scatter_elements"
-    xs, _, a = _elements(where, x, indices, axis, check_indices, updates=updates)
-    return _run(where, lambda tx, ti, tu: ScatterElementsOperatorDesc(tx, ti, tu, None, a), [x, indices, updates],
-                xs, (a,), (x, indices, updates), (check_indices, axis))
-
-
-def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True):
-    """DML_SCATTER_ND (ONNX ScatterND): a copy of ``x`` with the sub-blocks at
-    ``indices``' tuples (its last axis, q entries) replaced by ``updates``
-    (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
-    update in row-major order wins."""
-    out = _offer(_SCATTER_ND, (x, indices, updates), (check_indices,))
-    return _scatter_nd(x, indices, updates, check_indices) if out is None else out
-
-
-def _scatter_nd(x, indices, updates, check_indices):
-    where = "scatter_nd"
-    _checked(where, x, indices=indices, updates=updates)
-    xs, is_, us = _shape(x, where, "x"), _shape(indices, where, "indices"), _shape(updates, where, "updates")
-    if not is_:
-        raise ValidationError(f"{where}: indices must have at least one dimension (the index tuples); got 0")
-    q = is_[-1]
-    if not 1 <= q <= len(xs):
-        raise ValidationError(f"{where}: indices.shape[-1] (the tuple size) must be in [1, x.ndim] = "
-                              f"[1, {len(xs)}]; got {q}")
-    want = is_[:-1] + xs[q:]
-    if us != want:
-        raise ValidationError(f"{where}: updates.shape must be indices.shape[:-1] + x.shape[q:] = {list(want)}; "
-                              f"got {list(us)}")
-    if check_indices:
-        _check(indices, xs[:q], where, last_axis=True)
-    r = max(_nd_rank(xs, is_, 0), len(us))
-    return _run(where, lambda tx, ti, tu: ScatterNdOperatorDesc(tx, ti, tu, None, len(xs), len(is_)),
-                [_lead(x, r), _lead(indices, r), _lead(updates, r)], xs, (len(xs), len(is_)),
-                (x, indices, updates), (check_indices,))
-
-
-def one_hot(indices: Any, depth: int, values: Any, axis: int = -1):
-    """DML_ONE_HOT (ONNX OneHot): a new axis of size ``depth`` at ``axis``
-    (of the output: -1 appends it) holding ``values[1]`` (on) at each index
-    and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
-    negative index of a signed type counts from the end; an index outside
-    ``[-depth, depth)`` gives an all-off row (no check)."""
-    out = _offer(_ONE_HOT, (indices, values), (depth, axis))
-    return _one_hot(indices, depth, values, axis) if out is None else out
-
-
-def _one_hot(indices, depth, values, axis):
-    where = "one_hot"
-    _checked(where, indices, values=values)
-    is_ = _shape(indices, where, "indices")
-    depth = _count(depth, where, "OutputTensor's size along Axis", 1, "depth")
-    vs = _shape(values, where, "values")
-    if len(vs) != 1 or vs[0] != 2:
-        raise ValidationError(f"{where}: values must be a two-element array [off, on]; got shape {list(vs)}")
-    ro = len(is_) + 1
-    a = _contract.axis(axis, ro, where)
-    shape = is_[:a] + (depth,) + is_[a:]
-    ind = indices.reshape(is_[:a] + (1,) + is_[a:])
-    val = _lead(values, ro)
-
-    def make(ti, tv):
-        return OneHotOperatorDesc(ti, tv, _contract.sizes_of(where, "OutputTensor",
-                                                             lambda: TensorDesc(tv.data_type, shape)), a)
-    return _run(where, make, [ind, val], shape, (shape, a), (indices, values), (depth, axis))
-
-
-def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int):
-    """DML_REVERSE_SUBSEQUENCES: along ``axis``, the first L elements of each
-    sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
-    ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
-    the axis are clamped to it."""
-    out = _offer(_REVERSE, (x, sequence_lengths), (axis,))
-    return _reverse_subsequences(x, sequence_lengths, axis) if out is None else out
-
-
-def _reverse_subsequences(x, sequence_lengths, axis):
-    where = "reverse_subsequences"
-    _checked(where, x, sequence_lengths=sequence_lengths)
-    xs, ls = _shape(x, where, "x"), _shape(sequence_lengths, where, "sequence_lengths")
-    a = _contract.axis(axis, len(xs), where)
-    lengths = sequence_lengths.reshape(ls[:a] + (1,) + ls[a:]) if len(ls) == len(xs) - 1 else sequence_lengths
-    return _run(where, lambda tx, tl: ReverseSubsequencesOperatorDesc(tx, tl, None, a), [x, lengths], xs, (a,),
-                (x, sequence_lengths), (axis,))
-
-
-#: ``diagonal_matrix``'s x when left out (None is "not an array", as for every function).
-_NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
-
-
-def diagonal_matrix(x: Any = _NO_ARRAY, *, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1):
-    """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
-    ``[begin, end)`` of each matrix (the last two axes; the axes before them
-    count a stack), ``x``'s elements elsewhere, or zeros without ``x``. An
-    inverted range (``begin > end``) fills the diagonals outside ``[end,
-    begin)``: ``begin=1, end=0`` keeps only the main diagonal; ``begin ==
-    end`` fills nothing. The defaults give the identity (``np.eye``);
-    ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
-    ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
-    triangle (``np.triu(x, 1)``).
-
-    Parameters
-    ----------
-    x : array, optional
-        The input (2 to 4 dimensions, any framework and strides); the result
-        has its shape, dtype and framework and is differentiable in it
-        (float dtypes: the gradient is the cotangent with the filled
-        diagonals zeroed). Left out: a generator, of ``shape`` and ``dtype``.
-    shape : sequence of int, optional
-        Without ``x``: the result's shape (2 to 4 dimensions); the result is
-        a NumPy array. With ``x``: None or ``x``'s shape.
-    dtype : dtype, optional
-        Without ``x``: the result's dtype (any spelling ``cast`` takes;
-        default float64, as ``np.eye``). With ``x``: None or ``x``'s dtype.
-    value : int or float, optional
-        The value on the filled diagonals (default 1); it must fit the dtype.
-    begin, end : int, optional
-        DiagonalFillBegin and DiagonalFillEnd (INT32 values).
-
-    Raises
-    ------
-    ValidationError
-        A bad argument, named by its DirectML field (``DIAGONAL_MATRIX1:
-        DiagonalFillEnd must be in [-2147483648, 2147483647] (an INT); got
-        ...``), or ``x`` not an array.
-    UnsupportedError
-        A dtype DIAGONAL_MATRIX1 does not take.
-    """
-    if x is not _NO_ARRAY and engine.execute is _EXECUTE:
-        out = _move(_DIAGONAL, (x,), shape, dtype, value, begin, end)
-        if out is None and shape is None and dtype is None:       # a never-seen shape lowered in C
-            out = family._new(_DIAGONAL, (x,), (shape, dtype, value, begin, end))
-        if out is not None:
-            return out
-    where = "diagonal_matrix"
-    if x is _NO_ARRAY:
-        dt = _contract.dtype_argument("float64" if dtype is None else dtype, where)
-        sizes = family._snapshot(shape)
-        if not isinstance(sizes, tuple):
-            raise _contract.field_error(where, "OutputTensor.Sizes", "be given, a sequence of 2 to 4 sizes (shape, "
-                                        "without x)", shape)
-        if not 2 <= len(sizes) <= 4:
-            raise ValidationError(f"{where}: shape must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got "
-                                  f"{len(sizes)} (shape {list(sizes)})")
-        out = _contract.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
-        call = engine.Call(where, lambda: DiagonalMatrix1OperatorDesc(None, out, dt, value, begin, end),
-                                 key=planner.call_key(where, sizes, dt, value, begin, end))
-        return engine.run_numpy(call, [])[0]
-    _checked(where, x)
-    xs = _shape(x, where, "x")
-    if shape is not None and family._snapshot(shape) != xs:
-        raise _contract.field_error(where, "OutputTensor.Sizes", f"be None or x's shape {list(xs)} (shape, with "
-                                    "x)", shape)
-    if dtype is not None and _contract.dtype_argument(dtype, where) != _contract.data_type(x.dtype):
-        raise _contract.field_error(where, "OutputTensor.DataType", f"be None or x's dtype {x.dtype} (dtype, with "
-                                    "x)", dtype)
-    return _run(where, lambda t: DiagonalMatrix1OperatorDesc(t, None, t.data_type, value, begin, end), [x], xs,
-                (value, begin, end), (x,), (shape, dtype, value, begin, end))
 
 
 def index_adjoint(primal, wrt: int, grad, indices):
@@ -764,24 +468,21 @@ def index_adjoint(primal, wrt: int, grad, indices):
     its input ``wrt``, applied to ``grad`` (the output's cotangent), for
     ``indices`` (the primal's index array): an array of that input's shape."""
     shape = primal.inputs[wrt].sizes
-    return _run(f"{primal.OPERATOR.lower()}_adjoint",
+    return run(f"{primal.OPERATOR.lower()}_adjoint",
                 lambda tg, ti: IndexAdjointDesc(primal, wrt, tg, ti),
-                [_lead(grad, len(shape)), indices], shape)
+                [lead(grad, len(shape)), indices], shape)
 
 
 def index_primal(primal, wrt: int, data, indices):
     """``primal``'s linear part as a function of its input ``wrt`` alone (the
     other data inputs zero), on ``data``: the adjoint of ``index_adjoint``."""
     shape = primal.outputs[0].sizes
-    return _run(f"{primal.OPERATOR.lower()}_linear", lambda td, ti: IndexPrimalDesc(primal, wrt, td, ti),
+    return run(f"{primal.OPERATOR.lower()}_linear", lambda td, ti: IndexPrimalDesc(primal, wrt, td, ti),
                 [data, indices], shape)
 
 
 # What the operator modules' ``adjoint`` methods call (``engine.ADJOINT_API``,
 # the namespace ``opendml.ops._spec.AdjointApi`` documents), as the family's
 # own functions are registered there.
-for _name in ("index_adjoint", "index_primal", "reverse_subsequences", "diagonal_matrix"):
+for _name in ("index_adjoint", "index_primal"):
     setattr(engine._AdjointApi, _name, staticmethod(globals()[_name]))
-
-# torch.compile takes these functions into a graph whole (``_dispatch.enter_graph_whole``).
-_dispatch.enter_graph_whole([globals()[_name] for _name in __all__])

@@ -13,11 +13,12 @@ from ..jsonform import MAX_DEPTH, MAX_INT_DIGITS, check_depth, check_keys, parse
 from ..model._checks import UINT64_MAX, type_name as _type_name
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
+from ..ops import ALIASES as _OPERATOR_ALIASES  # noqa: F401 - the old names DirectML.h keeps (SCATTER)
 from ..ops._spec import DOUBLE_MAX
 
 #: DML_OPERATOR_TYPE in DirectML.h order (the index is the enum value; 0 is
 #: DML_OPERATOR_INVALID), through DML_TARGET_VERSION 0x6400. Names without
-#: their ``DML_OPERATOR_`` prefix. ``SCATTER`` is an alias of SCATTER_ELEMENTS.
+#: their ``DML_OPERATOR_`` prefix. ``SCATTER`` is an alias of SCATTER_ELEMENTS (``ops.ALIASES``).
 OPERATOR_TYPES: tuple[str, ...] = tuple("""
 INVALID ELEMENT_WISE_IDENTITY ELEMENT_WISE_ABS ELEMENT_WISE_ACOS ELEMENT_WISE_ADD ELEMENT_WISE_ASIN
 ELEMENT_WISE_ATAN ELEMENT_WISE_CEIL ELEMENT_WISE_CLIP ELEMENT_WISE_COS ELEMENT_WISE_DIVIDE ELEMENT_WISE_EXP
@@ -58,7 +59,6 @@ MATRIX_MULTIPLY_INTEGER_TO_FLOAT
 MEAN_VARIANCE_NORMALIZATION2 MULTIHEAD_ATTENTION1 QUANTIZE DEQUANTIZE
 RESAMPLE3 FOLD UNFOLD
 """.split())
-_OPERATOR_ALIASES = {"SCATTER": "SCATTER_ELEMENTS"}
 
 #: Memory a model may allocate for its resources unless told otherwise (2 GiB).
 DEFAULT_MAX_BYTES = 2 << 30

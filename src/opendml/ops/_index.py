@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.data_type import DataType
-from ..model.errors import UnsupportedError
+from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
@@ -43,6 +43,49 @@ INDEX_TYPES_1_0 = frozenset({T.UINT32})
 #: Any integer type an index tensor may have at some level.
 INDEX_TYPES = INDEX_TYPES_3_0
 FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
+
+
+#: The index functions' shared parameter entries (NumPy style), for their bindings' docstrings.
+INDICES_DOC = """indices : integer array
+        {what} (int32, int64, uint32 or uint64; negative values of a
+        signed type count from the end), of any framework (moved to the
+        data's)."""
+CHECK_INDICES_DOC = """check_indices : bool, optional
+        Check every index first (default): the first one out of range raises
+        ``ValidationError`` naming its value and position. False skips the
+        check (out-of-range indices are then clamped into the dimension)."""
+
+
+def dims(x) -> tuple[int, ...]:
+    """An array's shape as ints (an array of any framework)."""
+    return tuple(int(n) for n in x.shape)
+
+
+def elements_axis(api, where: str, x, indices, axis, check_indices):
+    """GATHER_ELEMENTS' and SCATTER_ELEMENTS' array rules (``arguments``):
+    indices of ``x``'s rank, the axis, the index check; (x's shape, the
+    indices' shape, the axis)."""
+    xs, is_ = dims(x), dims(indices)
+    if len(xs) != len(is_):
+        raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
+    a = api.axis(axis, len(xs), where)
+    if check_indices and len(xs):
+        api.check_indices(indices, xs[a], where)
+    return xs, is_, a
+
+
+def nd_rank(xs, is_, b: int) -> int:
+    """The DimensionCount GATHER_ND1 and SCATTER_ND give every tensor: x's and the indices' shapes,
+    ``b`` batch dimensions."""
+    q = is_[-1] if is_ else 0
+    return max(len(xs), len(is_), len(is_) - 1 + len(xs) - b - q, 1)
+
+
+def tuple_size(where: str, is_) -> int:
+    """The index tuples' size q (the indices' last axis) of GATHER_ND1 and SCATTER_ND."""
+    if not is_:
+        raise ValidationError(f"{where}: indices must have at least one dimension (the index tuples); got 0")
+    return is_[-1]
 
 
 def index_support(index_slot: str, first: FeatureLevel, first_types: frozenset) -> tuple[SupportRow, ...]:

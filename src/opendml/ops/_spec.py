@@ -336,7 +336,10 @@ class Binding:
     ``name -> (DirectML tensor, example values, example dtype)`` (GATHER's
     ``indices``), and ``added_axes`` how many dimensions the operator's
     tensors have beyond the array argument's (ONE_HOT's new axis: its
-    indices may have one dimension fewer than the table's ranks).
+    indices may have one dimension fewer than the table's ranks);
+    ``optional`` where the array argument may be left out (DIAGONAL_MATRIX1's
+    ``x``: the operator is then a generator, its route's ``arguments`` given
+    ``api.no_array``).
 
     The function itself is generated from the rest (``arrays.front``):
     ``params`` its parameters after the array one, as a ``def`` writes them
@@ -358,6 +361,7 @@ class Binding:
     slot: str = "InputTensor"
     others: dict = dataclasses.field(default_factory=dict)
     added_axes: int = 0
+    optional: bool = False
     params: str | None = None
     doc: str = ""
     shape: str = ""

@@ -40,6 +40,7 @@ import dataclasses
 
 from ..model._checks import INT32_MAX, INT32_MIN, as_int
 from ..model.data_type import DataType
+from ..model.errors import ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Fill
@@ -193,7 +194,34 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
     TYPE_VALUE = 163
     #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 8
-    BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0})
+    BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0}, optional=True,
+                      route="index", params="*, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1",
+                      shape="The input (2 to 4 dimensions; left out: a generator of ``shape`` and ``dtype``)",
+                      returns="of ``x``'s dtype and shape (without ``x``: a NumPy array of ``shape`` and ``dtype``)",
+                      rules="``shape`` or ``dtype`` not ``x``'s, or missing without ``x``, a "
+                      "``value`` that does not fit the dtype, ``begin`` or ``end`` outside INT32", doc="""DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
+    ``[begin, end)`` of each matrix (the last two axes; the axes before them
+    count a stack), ``x``'s elements elsewhere, or zeros without ``x``.
+
+    An inverted range (``begin > end``) fills the diagonals outside ``[end,
+    begin)``: ``begin=1, end=0`` keeps only the main diagonal; ``begin ==
+    end`` fills nothing. The defaults give the identity (``np.eye``);
+    ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
+    ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
+    triangle (``np.triu(x, 1)``).
+
+    Parameters
+    ----------
+    shape : sequence of int, optional
+        Without ``x``: the result's shape (2 to 4 dimensions). With ``x``:
+        None or ``x``'s shape.
+    dtype : dtype, optional
+        Without ``x``: the result's dtype (any spelling ``cast`` takes;
+        default float64, as ``np.eye``). With ``x``: None or ``x``'s dtype.
+    value : int or float, optional
+        The value on the filled diagonals (default 1); it must fit the dtype.
+    begin, end : int, optional
+        DiagonalFillBegin and DiagonalFillEnd (INT32 values).""")
     SLOTS = (Tensor("InputTensor", "input_tensor", "input", optional=True),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
     FIELDS = (Enum("ValueDataType", "value_data_type", enum=DataType, default=_input_type),
@@ -202,6 +230,29 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
               Int("DiagonalFillEnd", "diagonal_fill_end", default=1))
     INTRODUCED = FeatureLevel.FL_5_1
     SUPPORT = (SupportRow(FeatureLevel.FL_5_1, range(2, 5), TYPES_4_1),)
+
+    @classmethod
+    def arguments(cls, api, x, shape, dtype, value, begin, end):
+        where = "diagonal_matrix"
+        if x is api.no_array:
+            dt = api.dtype_argument("float64" if dtype is None else dtype, where)
+            sizes = api.snapshot(shape)
+            if not isinstance(sizes, tuple):
+                raise api.field_error(where, "OutputTensor.Sizes", "be given, a sequence of 2 to 4 sizes (shape, "
+                                      "without x)", shape)
+            if not 2 <= len(sizes) <= 4:
+                raise ValidationError(f"{where}: shape must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got "
+                                      f"{len(sizes)} (shape {list(sizes)})")
+            out = api.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
+            return (lambda: cls(None, out, dt, value, begin, end)), [], sizes, (sizes, dt, value, begin, end)
+        xs = tuple(int(n) for n in x.shape)
+        if shape is not None and api.snapshot(shape) != xs:
+            raise api.field_error(where, "OutputTensor.Sizes", f"be None or x's shape {list(xs)} (shape, with x)",
+                                  shape)
+        if dtype is not None and api.dtype_argument(dtype, where) != api.data_type(x.dtype):
+            raise api.field_error(where, "OutputTensor.DataType", f"be None or x's dtype {x.dtype} (dtype, with x)",
+                                  dtype)
+        return (lambda t: cls(t, None, t.data_type, value, begin, end)), [x], xs, (value, begin, end)
 
     def __post_init__(self):
         inp = self.input_tensor

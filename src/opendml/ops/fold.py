@@ -134,23 +134,12 @@ class FoldOperatorDesc(_Windowed):
         if (type(inp) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not inp.data_type
                 or out.flags):
             return False
-        sizes = out.sizes
+        sizes, got = out.sizes, inp.sizes
         fields = plain_window(self, sizes[2:], MAX_SPATIAL_DIMENSIONS)
-        if fields is None:
+        if fields is None or not 3 <= len(got) <= len(sizes) or any(s != 1 for s in got[:-3]):
             return False
-        window, strides, dilations, start, end, k, blocks, per_dimension = fields
-        got = inp.sizes
-        r = len(got)
-        if not 3 <= r <= len(sizes) or got[-3:] != (sizes[0], sizes[1] * k, blocks):
-            return False
-        for s in got[:-3]:
-            if s != 1:
-                return False
-        dct = self.__dict__
-        dct["window_sizes"], dct["strides"], dct["dilations"] = window, strides, dilations
-        dct["_blocks"] = per_dimension
-        dct["start_padding"], dct["end_padding"] = start, end
-        return True
+        k, blocks = fields[5:7]
+        return got[-3:] == (sizes[0], sizes[1] * k, blocks) and self._keep(fields)
 
     def _check_rules(self):
         """Every rule, one at a time: the first broken one raises, named."""
@@ -240,11 +229,6 @@ class FoldOperatorDesc(_Windowed):
         """The adjoint as an array-API call: UNFOLD with the same window,
         reshaped to the input's leading 1s where it has them."""
         return "unfold", tuple(args[1:]), None if len(input_sizes) == 3 else tuple(input_sizes)
-
-    @staticmethod
-    def batched_args(args, b):
-        """vmap: None, the batch axis joins N (the same arguments on (B x N, C x K, BlockCount))."""
-        return None
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:

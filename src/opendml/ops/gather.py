@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..model.errors import ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
-from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position, right_aligned
+from ._index import (CHECK_INDICES_DOC, FLOAT16_32, INDICES_DOC, IndexOperatorDesc, dims, index_support, position,
+                     right_aligned)
 from ._spec import Binding, UInt, is_float
 
 
@@ -55,11 +57,52 @@ class GatherOperatorDesc(IndexOperatorDesc):
     OPERATOR = "GATHER"
     TYPE_VALUE = 67
     BINDING = Binding("gather", ((3, 4),), {"axis": 0},
-                      others={"indices": ("IndicesTensor", [2, 0, 2], "int32")})
+                      others={"indices": ("IndicesTensor", [2, 0, 2], "int32")}, route="index",
+                      params="indices: Any, axis: int, index_dimensions: int | None = None, *, "
+                             "check_indices: bool = True",
+                      shape="The data", returns="of ``x``'s dtype and shape ``x.shape[:axis] + indices.shape[-k:] + "
+                      "x.shape[axis + 1:]``", rules="an axis out of range, ``index_dimensions`` above the indices' "
+                      "rank or leading index dimensions not 1; with ``check_indices``, the first index out of range, "
+                      "named with its value and position", doc=f"""DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's
+    ``take``): ``out.shape == x.shape[:axis] + indices.shape[-k:] +
+    x.shape[axis + 1:]`` with k = ``index_dimensions``.
+
+    Parameters
+    ----------
+    {INDICES_DOC.format(what="Positions along ``axis``")}
+    axis : int
+        The axis of ``x`` (negative values count from the end).
+    index_dimensions : int, optional
+        DirectML's IndexDimensions: how many trailing dimensions of
+        ``indices`` are meaningful (the others must be 1); default all.
+    {CHECK_INDICES_DOC}""")
+    #: its never-seen shapes' C lowering: its number in runtime/native/newshape_index.c.
+    C_INDEX = 0
     TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
     INTRODUCED = FeatureLevel.FL_1_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_1_0, FLOAT16_32)
+
+    @classmethod
+    def arguments(cls, api, x, indices, check_indices, axis, index_dimensions):
+        where, xs, is_ = "gather", dims(x), dims(indices)
+        rx, ri = len(xs), len(is_)
+        a = api.axis(axis, rx, where)
+        k = ri if index_dimensions is None else api.count(index_dimensions, where, "IndexDimensions", 0,
+                                                            "index_dimensions")
+        if k > ri:
+            raise api.field_error(where, "IndexDimensions", f"be <= the indices' number of dimensions {ri} "
+                                  "(index_dimensions)", k)
+        for d in range(ri - k):
+            if is_[d] != 1:
+                raise ValidationError(f"{where}: indices.shape[{d}] must be 1 (before the last index_dimensions = "
+                                      f"{k}); got {is_[d]}")
+        if check_indices and len(xs):
+            api.check_indices(indices, xs[a], where)
+        r = max(rx, ri, rx + k - 1, 1)
+        ap = a + r - len(xs)
+        return ((lambda tx, ti: cls(tx, ti, None, ap, k)), [api.lead(x, r), api.lead(indices, r)],
+                xs[:a] + is_[ri - k:] + xs[a + 1:], (ap, k))
 
     def __post_init__(self):
         inp = self._check_input()

@@ -24,7 +24,7 @@ from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._common import TYPES_2_1
-from ._index import IndexOperatorDesc, index_support, position
+from ._index import CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support, position
 from ._spec import Binding, UInt, is_float
 
 
@@ -40,11 +40,30 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
     OPERATOR = "GATHER_ELEMENTS"
     TYPE_VALUE = 107
     BINDING = Binding("gather_elements", ((3, 4),), {"axis": 1},
-                      others={"indices": ("IndicesTensor", [[3, 0], [1, 1], [2, 0]], "int32")})
+                      others={"indices": ("IndicesTensor", [[3, 0], [1, 1], [2, 0]], "int32")}, route="index",
+                      params="indices: Any, axis: int, *, check_indices: bool = True", shape="The data",
+                      returns="of ``x``'s dtype and ``indices``' shape", rules="``indices`` not of ``x``'s rank, an "
+                      "axis out of range; with ``check_indices``, the first index out of range, named with its value "
+                      "and position", doc=f"""DML_GATHER_ELEMENTS: ``out[..., i, ...] = x[..., indices[..., i, ...],
+    ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
+    ``x``'s shape but along ``axis``).
+
+    Parameters
+    ----------
+    {INDICES_DOC.format(what="Positions along ``axis``, of ``x``'s rank")}
+    axis : int
+        The axis of ``x`` (negative values count from the end).
+    {CHECK_INDICES_DOC}""")
+    C_INDEX = 1
     TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+
+    @classmethod
+    def arguments(cls, api, x, indices, check_indices, axis):
+        _, is_, a = elements_axis(api, "gather_elements", x, indices, axis, check_indices)
+        return (lambda tx, ti: cls(tx, ti, None, a)), [x, indices], is_, (a,)
 
     def __post_init__(self):
         inp = self._check_input()

@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..model.errors import ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._common import TYPES_2_1
-from ._index import IndexOperatorDesc, index_support, position, right_aligned
+from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, dims, index_support, nd_rank, position,
+                     right_aligned, tuple_size)
 from ._spec import Binding, UInt, is_float
 
 
@@ -130,11 +132,46 @@ class GatherNd1OperatorDesc(_NdIndexing):
     OPERATOR = "GATHER_ND1"
     TYPE_VALUE = 140
     BINDING = Binding("gather_nd", ((3, 4),), {"batch_dimensions": 0},
-                      others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64")})
+                      others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64")}, route="index",
+                      params="indices: Any, batch_dimensions: int = 0, *, check_indices: bool = True",
+                      shape="The data", returns="of ``x``'s dtype and shape ``indices.shape[:-1] + "
+                      "x.shape[batch_dimensions + q:]``", rules="indices without the tuples' axis, "
+                      "``batch_dimensions`` not below the indices' rank, a tuple size q outside [1, x.ndim - "
+                      "batch_dimensions]; with ``check_indices``, the first index out of range, named with its value "
+                      "and position", doc=f"""DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
+    tuples of q entries into ``x``'s dimensions after the first
+    ``batch_dimensions`` (which both arrays share); ``out.shape ==
+    indices.shape[:-1] + x.shape[batch_dimensions + q:]``.
+
+    Parameters
+    ----------
+    {INDICES_DOC.format(what="Index tuples along the last axis")}
+    batch_dimensions : int, optional
+        DirectML's BatchDimensionCount: the leading dimensions ``x`` and
+        ``indices`` share (default 0).
+    {CHECK_INDICES_DOC}""")
+    C_INDEX = 4
     TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))
     INTRODUCED = FeatureLevel.FL_3_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)[1:]
+
+    @classmethod
+    def arguments(cls, api, x, indices, check_indices, batch_dimensions):
+        where, xs, is_ = "gather_nd", dims(x), dims(indices)
+        b = api.count(batch_dimensions, where, "BatchDimensionCount", 0, "batch_dimensions")
+        q = tuple_size(where, is_)
+        if b >= len(is_):
+            raise api.field_error(where, "BatchDimensionCount", f"be < the indices' number of dimensions "
+                                  f"{len(is_)} (batch_dimensions)", b)
+        if not 1 <= q <= len(xs) - b:
+            raise ValidationError(f"{where}: indices.shape[-1] (the tuple size) must be in [1, x.ndim - "
+                                  f"batch_dimensions] = [1, {len(xs) - b}]; got {q}")
+        if check_indices:
+            api.check_indices(indices, xs[b:b + q], where, last_axis=True)
+        r = nd_rank(xs, is_, b)
+        return ((lambda tx, ti: cls(tx, ti, None, len(xs), len(is_), b)), [api.lead(x, r), api.lead(indices, r)],
+                is_[:-1] + xs[b + q:], (len(xs), len(is_), b))
 
     @property
     def _nd_batch(self) -> int:

@@ -22,10 +22,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ..model.errors import ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_SKIP, Copy, Scatter
-from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position
+from ._index import FLOAT16_32, IndexOperatorDesc, dims, index_support, position
 from ._spec import Binding, UInt
 
 
@@ -41,12 +42,45 @@ class OneHotOperatorDesc(IndexOperatorDesc):
     OPERATOR = "ONE_HOT"
     TYPE_VALUE = 95
     BINDING = Binding("one_hot", ((5,),), {"depth": 4, "axis": -1}, "indices", slot="IndicesTensor",
-                      others={"values": ("ValuesTensor", [0, 1], "float32")}, added_axes=1)
+                      others={"values": ("ValuesTensor", [0, 1], "float32")}, added_axes=1, route="index",
+                      params="depth: int, values: Any, axis: int = -1", shape="The indices",
+                      returns="of ``values``' dtype and shape ``indices.shape`` with ``depth`` inserted at ``axis``",
+                      rules="``depth`` < 1, ``values`` not of two elements, an axis out of range",
+                      doc="""DML_ONE_HOT (ONNX OneHot): a new axis of size ``depth`` at ``axis``
+    (of the output: -1 appends it) holding ``values[1]`` (on) at each index
+    and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
+    negative index of a signed type counts from the end; an index outside
+    ``[-depth, depth)`` gives an all-off row (no check).
+
+    Parameters
+    ----------
+    depth : int
+        The size of the new axis (>= 1).
+    values : array
+        ``[off, on]``: two elements of the output's dtype.
+    axis : int, optional
+        The new axis' position in the output (default -1: last).""")
+    C_INDEX = 2
     TENSORS = ("IndicesTensor", "ValuesTensor", "OutputTensor")
     OUTPUT_DERIVABLE = False
     FIELDS = (UInt("Axis", "axis"),)
     INTRODUCED = FeatureLevel.FL_2_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
+
+    @classmethod
+    def arguments(cls, api, indices, values, depth, axis):
+        where, is_ = "one_hot", dims(indices)
+        depth = api.count(depth, where, "OutputTensor's size along Axis", 1, "depth")
+        vs = dims(values)
+        if len(vs) != 1 or vs[0] != 2:
+            raise ValidationError(f"{where}: values must be a two-element array [off, on]; got shape {list(vs)}")
+        ro = len(is_) + 1
+        a = api.axis(axis, ro, where)
+        shape = is_[:a] + (depth,) + is_[a:]
+
+        def make(ti, tv):
+            return cls(ti, tv, api.sizes_of(where, "OutputTensor", lambda: TensorDesc(tv.data_type, shape)), a)
+        return make, [indices.reshape(is_[:a] + (1,) + is_[a:]), api.lead(values, ro)], shape, (shape, a)
 
     @property
     def input_tensor(self) -> TensorDesc:

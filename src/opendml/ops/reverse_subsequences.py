@@ -23,7 +23,7 @@ from ..model.tensor_desc import TensorDesc
 from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
 from ._common import TYPES_2_1, TYPES_4_1, SupportRow
-from ._index import IndexOperatorDesc, position
+from ._index import IndexOperatorDesc, dims, position
 from ._spec import Binding, UInt, is_float
 
 _U32 = (("SequenceLengthsTensor", frozenset({DataType.UINT32})),)
@@ -42,7 +42,23 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     OPERATOR = "REVERSE_SUBSEQUENCES"
     TYPE_VALUE = 106
     BINDING = Binding("reverse_subsequences", ((3, 4),), {"axis": 1},
-                      others={"sequence_lengths": ("SequenceLengthsTensor", [2, 4, 3], "uint32")})
+                      others={"sequence_lengths": ("SequenceLengthsTensor", [2, 4, 3], "uint32")}, route="index",
+                      params="sequence_lengths: Any, axis: int", shape="The input",
+                      returns="of ``x``'s dtype and shape", rules="``sequence_lengths`` of another shape, an axis out "
+                      "of range", doc="""DML_REVERSE_SUBSEQUENCES: along ``axis``, the first L elements of each
+    sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
+    ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
+    the axis are clamped to it.
+
+    Parameters
+    ----------
+    sequence_lengths : integer array
+        The length L of each sequence (uint32 or uint64), of any framework
+        (moved to ``x``'s).
+    axis : int
+        The axis of ``x`` the sequences run along (negative values count
+        from the end).""")
+    C_INDEX = 3
     TENSORS = ("InputTensor", "SequenceLengthsTensor", "OutputTensor")
     DEFAULT_INPUT_START = 1
     FIELDS = (UInt("Axis", "axis"),)
@@ -56,6 +72,13 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     INDEX_SLOT = "SequenceLengthsTensor"
     INDEX_ATTR = "sequence_lengths_tensor"
     INDEX_ANY_LEVEL = frozenset({DataType.UINT32, DataType.UINT64})
+
+    @classmethod
+    def arguments(cls, api, x, sequence_lengths, axis):
+        xs, ls = dims(x), dims(sequence_lengths)
+        a = api.axis(axis, len(xs), "reverse_subsequences")
+        lengths = sequence_lengths.reshape(ls[:a] + (1,) + ls[a:]) if len(ls) == len(xs) - 1 else sequence_lengths
+        return (lambda tx, tl: cls(tx, tl, None, a)), [x, lengths], xs, (a,)
 
     def __post_init__(self):
         inp = self._check_input()

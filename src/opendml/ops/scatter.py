@@ -33,7 +33,8 @@ import dataclasses
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
-from ._index import FLOAT16_32, IndexOperatorDesc, index_support, position
+from ._index import (CHECK_INDICES_DOC, FLOAT16_32, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
+                     position)
 from ._spec import Binding, UInt, is_float
 
 
@@ -52,11 +53,33 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
     TYPE_VALUE = 94
     BINDING = Binding("scatter_elements", ((3, 4),), {"axis": 0},
                       others={"indices": ("IndicesTensor", [[2, 0, 1, 2]], "int32"),
-                              "updates": ("UpdatesTensor", [[21, 22, 23, 24]], "float32")})
+                              "updates": ("UpdatesTensor", [[21, 22, 23, 24]], "float32")}, route="index",
+                      params="indices: Any, updates: Any, axis: int, *, check_indices: bool = True",
+                      shape="The data", returns="of ``x``'s dtype and shape",
+                      rules="``indices`` not of ``x``'s rank, an axis out of range; with ``check_indices``, the first "
+                      "index out of range, named with its value and position", doc=f"""DML_SCATTER_ELEMENTS: a copy of ``x`` with ``out[..., indices[..., i,
+    ...], ...] = updates[..., i, ...]`` along ``axis`` (``indices`` and
+    ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
+    repeat, the last update in row-major order wins.
+
+    Parameters
+    ----------
+    {INDICES_DOC.format(what="Positions along ``axis``, of ``x``'s rank")}
+    updates : array
+        The values written, of ``indices``' shape and ``x``'s dtype.
+    axis : int
+        The axis of ``x`` (negative values count from the end).
+    {CHECK_INDICES_DOC}""")
+    C_INDEX = 5
     TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
     INTRODUCED = FeatureLevel.FL_2_0
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
+
+    @classmethod
+    def arguments(cls, api, x, indices, updates, check_indices, axis):
+        xs, _, a = elements_axis(api, "scatter_elements", x, indices, axis, check_indices)
+        return (lambda tx, ti, tu: cls(tx, ti, tu, None, a)), [x, indices, updates], xs, (a,)
 
     def __post_init__(self):
         inp = self._check_input()

@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..model.errors import ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._common import TYPES_2_1
-from ._index import index_support, right_aligned
+from ._index import CHECK_INDICES_DOC, INDICES_DOC, dims, index_support, nd_rank, right_aligned, tuple_size
 from ._spec import Binding, is_float
 from .gather_nd import _NdIndexing
 
@@ -59,10 +60,43 @@ class ScatterNdOperatorDesc(_NdIndexing):
     TYPE_VALUE = 109
     BINDING = Binding("scatter_nd", ((3, 4),), {},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64"),
-                              "updates": ("UpdatesTensor", [31, 32], "float32")})
+                              "updates": ("UpdatesTensor", [31, 32], "float32")}, route="index",
+                      params="indices: Any, updates: Any, *, check_indices: bool = True", shape="The data",
+                      returns="of ``x``'s dtype and shape", rules="indices without the tuples' axis, a tuple size q "
+                      "outside [1, x.ndim], ``updates`` not of shape ``indices.shape[:-1] + x.shape[q:]``; with "
+                      "``check_indices``, the first index out of range, named with its value and position",
+                      doc=f"""DML_SCATTER_ND (ONNX ScatterND): a copy of ``x`` with the sub-blocks at
+    ``indices``' tuples (its last axis, q entries) replaced by ``updates``
+    (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
+    update in row-major order wins.
+
+    Parameters
+    ----------
+    {INDICES_DOC.format(what="Index tuples along the last axis")}
+    updates : array
+        The sub-blocks written, of ``x``'s dtype.
+    {CHECK_INDICES_DOC}""")
+    C_INDEX = 6
     TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     INTRODUCED = FeatureLevel.FL_2_1
     SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+
+    @classmethod
+    def arguments(cls, api, x, indices, updates, check_indices):
+        where, xs, is_, us = "scatter_nd", dims(x), dims(indices), dims(updates)
+        q = tuple_size(where, is_)
+        if not 1 <= q <= len(xs):
+            raise ValidationError(f"{where}: indices.shape[-1] (the tuple size) must be in [1, x.ndim] = "
+                                  f"[1, {len(xs)}]; got {q}")
+        want = is_[:-1] + xs[q:]
+        if us != want:
+            raise ValidationError(f"{where}: updates.shape must be indices.shape[:-1] + x.shape[q:] = {list(want)}; "
+                                  f"got {list(us)}")
+        if check_indices:
+            api.check_indices(indices, xs[:q], where, last_axis=True)
+        r = max(nd_rank(xs, is_, 0), len(us))
+        return ((lambda tx, ti, tu: cls(tx, ti, tu, None, len(xs), len(is_))),
+                [api.lead(x, r), api.lead(indices, r), api.lead(updates, r)], xs, (len(xs), len(is_)))
 
     def __post_init__(self):
         inp = self._check_input()

@@ -57,6 +57,21 @@ class _Windowed(AdjointByCall, FastPathDesc):
     INTRODUCED = FeatureLevel.FL_6_4
     SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
 
+    @staticmethod
+    def batched_args(args, b):
+        """vmap: None, the batch axis joins N (the same arguments on (B x N, C, *spatial) for UNFOLD,
+        (B x N, C x K, BlockCount) for FOLD)."""
+        return None
+
+    def _keep(self, fields, **more) -> bool:
+        """A fast path's end: ``plain_window``'s plain fields (and ``more``) stored as the rules would
+        leave them, the blocks per axis kept for ``blocks_per_dimension``."""
+        dct = self.__dict__
+        (dct["window_sizes"], dct["strides"], dct["dilations"], dct["start_padding"], dct["end_padding"], _, _,
+         dct["_blocks"]) = fields
+        dct.update(more)
+        return True
+
     @property
     def blocks_per_dimension(self) -> tuple[int, ...]:
         done = self.__dict__.get("_blocks")       # kept by the fast path, which computes them
@@ -118,13 +133,9 @@ class UnfoldOperatorDesc(_Windowed):
             return False
         sizes = inp.sizes
         fields = plain_window(self, sizes[2:], MAX_SPATIAL_DIMENSIONS)
-        if fields is None:
+        expected = None if fields is None else _packed_sizes(sizes, *fields[5:7])
+        if expected is None:
             return False
-        window, strides, dilations, start, end, k, blocks, per_dimension = fields
-        n, c = sizes[0], sizes[1]
-        if n * c * k * blocks > MAX_ELEMENTS:            # every size >= 1: no size exceeds the count either
-            return False
-        expected = (n, c * k, blocks)
         out = self.output_tensor
         if out is None:
             out = TensorDesc(inp.data_type, expected)
@@ -134,11 +145,7 @@ class UnfoldOperatorDesc(_Windowed):
             got = out.sizes
             if got[-3:] != expected or len(got) > len(sizes) or any(s != 1 for s in got[:-3]):
                 return False
-        dct = self.__dict__
-        dct["window_sizes"], dct["strides"], dct["dilations"] = window, strides, dilations
-        dct["_blocks"] = per_dimension
-        dct["start_padding"], dct["end_padding"], dct["output_tensor"] = start, end, out
-        return True
+        return self._keep(fields, output_tensor=out)
 
     def _check_rules(self):
         """Every rule, one at a time: the first broken one raises, named."""
@@ -190,11 +197,6 @@ class UnfoldOperatorDesc(_Windowed):
         return "fold", (list(input_sizes[2:]), *args), None
 
     @staticmethod
-    def batched_args(args, b):
-        """vmap: None, the batch axis joins N (the same arguments on (B x N, C, *spatial))."""
-        return None
-
-    @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
         """The framework operators' form: one int list per field, one entry per spatial axis."""
         d = len(input_sizes) - 2
@@ -241,10 +243,16 @@ def plain_lowering(in_sizes: tuple, window_sizes, strides=1, dilations=1, start_
     if got is None:
         return None
     window, strides, dilations, start, _, k, blocks, per_dimension = got
+    out = _packed_sizes(in_sizes, k, blocks)
+    return None if out is None else (out, window, strides, dilations, start, per_dimension)
+
+
+def _packed_sizes(in_sizes, k: int, blocks: int) -> tuple | None:
+    """The fast paths' output sizes ``(N, C * K, BlockCount)`` for input sizes ``in_sizes`` (N, C, ...), K
+    window elements and ``blocks`` blocks; None past MAX_ELEMENTS (every size >= 1: no size exceeds the
+    count either)."""
     n, c = in_sizes[0], in_sizes[1]
-    if n * c * k * blocks > MAX_ELEMENTS:            # every size >= 1: no size exceeds the count either
-        return None
-    return (n, c * k, blocks), window, strides, dilations, start, per_dimension
+    return None if n * c * k * blocks > MAX_ELEMENTS else (n, c * k, blocks)
 
 
 def plain_window(desc, spatial, max_dims: int) -> tuple | None:

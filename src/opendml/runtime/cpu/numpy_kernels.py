@@ -217,9 +217,10 @@ def prepare_fold(plan: FoldPlan, src, dst):
     acc_shape = (N, C, *plan.spatial)
     acc_n, acc_c = C * math.prod(plan.spatial), math.prod(plan.spatial)
     floats = plan.sum_kind == SUM_FLOAT
+    what = type(plan).__name__.removesuffix("Plan").upper()      # the operator, for an AllocationError
 
     def run():
-        acc = alloc.output("FOLD", acc_shape, acc_type, np.zeros, part="the sums")
+        acc = alloc.output(what, acc_shape, acc_type, np.zeros, part="the sums")
         flat = acc.reshape(-1)
         with np.errstate(over="ignore", invalid="ignore"):   # IEEE results, as in the compiled kernels
             for base, sizes, strides, s in adds:
