@@ -39,10 +39,10 @@ strides and exact int/None arguments) is served by the one C call cache
 PyTorch CPU and CUDA tensors and CuPy arrays; on the CPU the index check is
 done by the kernel as it reads each index, and a bad index there sends the
 call to the route, which raises the same error. A never-seen call on NumPy
-arrays or plain PyTorch CPU tensors is validated, lowered, run and recorded in
-C (``runtime.calls.index_new``) by the same rules, to the same passes, bytes
-and errors as the route; other arrays (CUDA tensors, CuPy) take the route on
-a miss.
+arrays, plain PyTorch CPU or CUDA tensors or CuPy arrays is validated, lowered,
+run and recorded in C (``runtime.calls.index_new``) by the same rules, to the
+same passes, launches, bytes and errors as the route; on CUDA a checked call
+and a scatter needing scratch take the route.
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
@@ -297,9 +297,9 @@ _index_new = _calls.index_new
 
 def offer(op: int, given: tuple, args: tuple):
     """A call offered to C: a repeat served from the call cache; a never-seen
-    shape of a function with a C lowering (``_C_INDEX``) on NumPy arrays or
-    plain PyTorch CPU tensors lowered, run and recorded there (the passes
-    ``_record`` records). None (nothing run) sends the call to its Python
+    shape of a function with a C lowering (``_C_INDEX``) on NumPy arrays,
+    plain PyTorch CPU or CUDA tensors or CuPy arrays lowered, run and
+    recorded there (the passes ``_record`` records; on CUDA the launches). None (nothing run) sends the call to its Python
     route, which raises whatever it raises: a replaced ``engine.execute``, the
     NumPy kernels or a replaced ``prepare``, anything C declines, and a
     checked index out of range (the route's error names the first one)."""
