@@ -5,7 +5,7 @@
  * (one pass: their CPU kernel or CUDA launch); calls_move.c the data-movement
  * family's and the index-driven functions' (the move program's passes, index.c's
  * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the family's new-shape route on NumPy
- * arrays; calls_new.c the calls run in one C call before any entry exists
+ * arrays and CUDA memory (cuda_new, which newshape_index.c's CUDA route shares); calls_new.c the calls run in one C call before any entry exists
  * (Inductor's direct kernel, the first five's new shapes on PyTorch tensors
  * and NumPy arrays, and at a miss). What they share is declared here; the
  * extension is built with hidden symbol visibility (setup.py), so none of it
