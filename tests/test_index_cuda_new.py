@@ -63,6 +63,8 @@ def cases(rng):
          lambda a, n: dml.reverse_subsequences(a, n, 2)),
         ("reverse_subsequences", (rev, rng.integers(0, 501, (2, 1, 64)).astype(np.uint32)),
          lambda a, n: dml.reverse_subsequences(a, n, 1)),
+        ("reverse_subsequences", (rev, rng.integers(0, 70, (2, 500)).astype(np.uint32)),
+         lambda a, n: dml.reverse_subsequences(a, n, 2)),
         ("scatter_elements", (x, rng.integers(0, 24, (3, 40, 24)).astype(np.int64), np.float32(1.5)),
          None),
     ]
