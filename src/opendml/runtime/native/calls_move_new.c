@@ -567,7 +567,8 @@ static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf)
     if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
     {
         PyObject *dev = PyLong_FromLongLong(device);
-        table_of = dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL;  /* none yet: all missing */
+        /* (held: the allocations below may run Python code that replaces it) none yet: every name missing */
+        table_of = Py_XNewRef(dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL);
         Py_XDECREF(dev);
         if (PyErr_Occurred()) goto done;
     }
@@ -634,6 +635,7 @@ done:
         Py_XDECREF(dtypes[i]);
     }
     for (int i = 0; i < n; i++) Py_DECREF(in[i]);
+    Py_XDECREF(table_of);
     Py_XDECREF(e);
     PyMem_Free(g);
     PyMem_Free(L);
