@@ -372,6 +372,28 @@ def _compiled(fake_hooks, op, lower, x, args, kernels):
 
 
 @glue
+def test_the_glue_declines_an_output_that_is_not_whole_elements(stand_in):
+    """An allocator whose output address is not a multiple of the element size: nothing launched (every
+    kernel writes whole elements; a misaligned one faults and loses the CUDA context), nothing recorded:
+    the Python route places the output (or raises UnsupportedError naming the address)."""
+    fake_hooks, log = stand_in
+    op, lower = ccache.OPS["identity"], front._LOWER[ccache.OPS["identity"]]
+    x = FakeArray((4, 8), np.float32, 0x1000_0000)
+    kernels: dict = {}
+    ccache.clear()
+    _compiled(fake_hooks, op, lower, x, (None, None), kernels)
+    log.clear()
+    ccache.clear()
+    fake_hooks.misalign = 2
+    out = ccache.move_new(op, lower, x, (None, None), ccache.generation(), get_backend("cpu").plain_conf,
+                          lambda: (kernels, steps.c_settings()))
+    assert out is None and not log and ccache.info()["entries"] == 0
+    fake_hooks.misalign = 8                                   # whole elements, another class mod 16: launched
+    out = _compiled(fake_hooks, op, lower, x, (None, None), kernels)
+    assert type(out) is FakeArray and out.data.ptr % 16 == 8 and log
+
+
+@glue
 def test_the_glue_never_reads_a_released_kernel_table(stand_in):
     """The device's kernel dict replaced by a copy while the outputs are allocated (the old one released):
     the launches take its functions, never those of another object that took the old one's memory."""

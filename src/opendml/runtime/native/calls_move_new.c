@@ -590,7 +590,8 @@ static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf)
             result = allocation_failed();
             goto done;
         }
-        if (dst == -1) goto route;
+        /* (an address that is not a whole number of elements: the Python route places the output or raises) */
+        if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) goto route;
         dsts[i] = (uint64_t)dst;
     }
     if (torch) {                                    /* the inputs as keyed, after the allocations */
