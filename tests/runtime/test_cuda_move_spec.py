@@ -372,6 +372,27 @@ def _compiled(fake_hooks, op, lower, x, args, kernels):
 
 
 @glue
+def test_the_glue_declines_an_input_moved_while_the_outputs_were_allocated(stand_in):
+    """An input whose data moves while the outputs are allocated (same dtype, layout and alignment class:
+    the key's words unchanged, its old memory possibly freed): nothing is launched from the old address and
+    nothing recorded; the Python route reads the array anew."""
+    fake_hooks, log = stand_in
+    op, lower = ccache.OPS["pad"], front._LOWER[ccache.OPS["pad"]]
+    args = (1, 2, "constant", 7.0)
+    kernels: dict = {}
+    ccache.clear()
+    _compiled(fake_hooks, op, lower, FakeArray((3, 40), np.float32, 0x1000_0040), args, kernels)
+    log.clear()
+    ccache.clear()
+    x = FakeArray((3, 40), np.float32, 0x1000_0040)
+    fake_hooks.lock = _OnAllocation(lambda: setattr(x, "data", type(x.data)(0x3000_0040, 0)))
+    out = ccache.move_new(op, lower, x, args, ccache.generation(), get_backend("cpu").plain_conf,
+                          lambda: (kernels, steps.c_settings()))
+    assert x.data.ptr == 0x3000_0040                      # (moved by the allocation)
+    assert out is None and not log and ccache.info()["entries"] == 0
+
+
+@glue
 def test_the_glue_declines_an_output_that_is_not_whole_elements(stand_in):
     """An allocator whose output address is not a multiple of the element size: nothing launched (every
     kernel writes whole elements; a misaligned one faults and loses the CUDA context), nothing recorded:

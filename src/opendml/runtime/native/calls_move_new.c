@@ -594,12 +594,12 @@ static PyObject *cuda_move_new(PyObject *const *args, int torch, PyObject *conf)
         if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) goto route;
         dsts[i] = (uint64_t)dst;
     }
-    if (torch) {                                    /* the inputs as keyed, after the allocations */
+    {                                               /* the inputs as keyed (and where), after the allocations */
         Key again;
         int64_t d2;
         uint64_t p2[MAX_MOVE_IO];
         if (cuda_move_key(&again, torch, op, cargs, ncargs, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n
-                || !same_words(again.w, k.w, k.n))
+                || !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
             goto route;
     }
     const int nl = cuda_launches(g, &c, dsts, PyTuple_GET_ITEM(conf, 1), L);
