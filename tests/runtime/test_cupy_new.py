@@ -143,6 +143,7 @@ def test_the_route_declines_what_the_python_route_must_take(fake):
     assert answer(kernels=None) is None                                   # launches not made natively
     assert answer(FakeArray(x4, np.float32, base, (360, 120, 24, 2))) is None   # not whole elements
     assert answer(FakeArray(x4, np.dtype(">f4"), base)) is None           # byte-swapped
+    assert answer(FakeArray(x4, np.float32, base, (360, 120, 24))) is None     # fewer strides than sizes
     assert answer(type("Sub", (FakeArray,), {})(x4, np.float32, base)) is None   # not the exact type
     x = FakeArray(x4, np.float32, base)
     x.data = None

@@ -181,7 +181,8 @@ static int cupy_describe(PyObject *x, new_input *d) {
     d->words.n = 0;
     if (cupy_key(&d->words, x, &d->descr, &device, &ptr) < 0) return -1;
     const int64_t *w = d->words.w, n = w[2];
-    if (n < 1 || n > ODML_MAX_RANK || odml_layout_from_bytes((int)n, w + 3, w + 4 + n, w[1], &L)) return -1;
+    if (n < 1 || n > ODML_MAX_RANK || w[3 + n] != n                /* (as many strides as sizes) */
+            || odml_layout_from_bytes((int)n, w + 3, w + 4 + n, w[1], &L)) return -1;
     d->in.ndim = (int32_t)n;
     d->in.device = device;
     d->in.data_ptr = ptr;
