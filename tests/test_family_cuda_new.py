@@ -243,3 +243,34 @@ def test_kernels_not_compiled_yet_are_compiled_and_the_call_made_again(fw, monke
     got, made = c_route(lambda t: dml.pad(t, 1, 2, "reflect"), x, "pad", monkeypatch)
     assert made == 1 and launch._NEW_KERNELS
     assert host(listed(got)[0]).tobytes() == np.pad(a, ((1, 2),) * 4, "reflect").tobytes()
+
+
+@pytest.mark.skipif(not _torch_cuda(), reason="no PyTorch CUDA")
+@pytest.mark.parametrize("fn", [lambda t: dml.pad(t, [1, 2], [2, 1], "constant", 0.0),
+                                lambda t: dml.slice1(t, [0, 0], [3, 4], [1, -1])], ids=["pad", "slice1"])
+def test_a_served_call_whose_input_moves_during_the_allocation_reads_it_anew(fn, monkeypatch):
+    """A served call (the family's entry, or the first five's) whose input is given another storage while
+    its output is allocated through Python (``x.set_()`` run by ``new_empty``, as a finalizer could): the
+    same dtype, sizes, strides and address class mod 16 (the key's words), another address. The output is
+    the one for the input as it is now (the Python route's), never a read of the released storage."""
+    import torch
+    x = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4)
+    other = x + 100
+    with dml.configure(torch_node="off"):            # (the cache reads tensors and allocates through Python)
+        want = fn(other).cpu()
+        fn(x)
+        before = ccache.info()["hits"]
+        fn(x)
+        assert ccache.info()["hits"] == before + 1  # (served from C)
+        real, moved = torch.Tensor.new_empty, []
+
+        def new_empty(self, *args, **kwargs):
+            if not moved:
+                moved.append(x.data_ptr())
+                x.set_(other)                        # x's old storage released
+            return real(self, *args, **kwargs)
+        monkeypatch.setattr(torch.Tensor, "new_empty", new_empty)
+        got = fn(x)
+        monkeypatch.undo()
+    assert moved and moved[0] != x.data_ptr() == other.data_ptr()
+    assert torch.equal(got.cpu(), want)

@@ -342,3 +342,101 @@ def test_the_glue_under_threads(stand_in):
         t.join()
     assert not errors, errors[:3]
     assert log and {entry[-1] for entry in log} <= {1000, 1001, 1002, 1003}
+
+
+class _OnAllocation:
+    """A lock whose taking (by the stand-in's empty, at each allocation) runs `act` once, as a finalizer run
+    by the allocation (or another thread while the allocator holds no GIL) could."""
+
+    def __init__(self, act):
+        self.act = act
+
+    def __enter__(self):
+        act, self.act = self.act, None
+        if act is not None:
+            act()
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _compiled(fake_hooks, op, lower, x, args, kernels):
+    """kernels[0] filled with every kernel the glue names for x (nothing launched for a missing one)."""
+    plain = get_backend("cpu").plain_conf
+    for _ in range(20):
+        out = ccache.move_new(op, lower, x, args, ccache.generation(), plain, lambda: (kernels, steps.c_settings()))
+        if type(out) is not str:
+            return out
+        kernels.setdefault(0, {})[out] = 0x5000 + len(kernels.get(0, {}))
+    raise AssertionError("the glue kept naming kernels")
+
+
+@glue
+def test_the_glue_declines_an_input_moved_while_the_outputs_were_allocated(stand_in):
+    """An input whose data moves while the outputs are allocated (same dtype, layout and alignment class:
+    the key's words unchanged, its old memory possibly freed): nothing is launched from the old address and
+    nothing recorded; the Python route reads the array anew."""
+    fake_hooks, log = stand_in
+    op, lower = ccache.OPS["pad"], front._LOWER[ccache.OPS["pad"]]
+    args = (1, 2, "constant", 7.0)
+    kernels: dict = {}
+    ccache.clear()
+    _compiled(fake_hooks, op, lower, FakeArray((3, 40), np.float32, 0x1000_0040), args, kernels)
+    log.clear()
+    ccache.clear()
+    x = FakeArray((3, 40), np.float32, 0x1000_0040)
+    fake_hooks.lock = _OnAllocation(lambda: setattr(x, "data", type(x.data)(0x3000_0040, 0)))
+    out = ccache.move_new(op, lower, x, args, ccache.generation(), get_backend("cpu").plain_conf,
+                          lambda: (kernels, steps.c_settings()))
+    assert x.data.ptr == 0x3000_0040                      # (moved by the allocation)
+    assert out is None and not log and ccache.info()["entries"] == 0
+
+
+@glue
+def test_the_glue_declines_an_output_that_is_not_whole_elements(stand_in):
+    """An allocator whose output address is not a multiple of the element size: nothing launched (every
+    kernel writes whole elements; a misaligned one faults and loses the CUDA context), nothing recorded:
+    the Python route places the output (or raises UnsupportedError naming the address)."""
+    fake_hooks, log = stand_in
+    op, lower = ccache.OPS["identity"], front._LOWER[ccache.OPS["identity"]]
+    x = FakeArray((4, 8), np.float32, 0x1000_0000)
+    kernels: dict = {}
+    ccache.clear()
+    _compiled(fake_hooks, op, lower, x, (None, None), kernels)
+    log.clear()
+    ccache.clear()
+    fake_hooks.misalign = 2
+    out = ccache.move_new(op, lower, x, (None, None), ccache.generation(), get_backend("cpu").plain_conf,
+                          lambda: (kernels, steps.c_settings()))
+    assert out is None and not log and ccache.info()["entries"] == 0
+    fake_hooks.misalign = 8                                   # whole elements, another class mod 16: launched
+    out = _compiled(fake_hooks, op, lower, x, (None, None), kernels)
+    assert type(out) is FakeArray and out.data.ptr % 16 == 8 and log
+
+
+@glue
+def test_the_glue_never_reads_a_released_kernel_table(stand_in):
+    """The device's kernel dict replaced by a copy while the outputs are allocated (the old one released):
+    the launches take its functions, never those of another object that took the old one's memory."""
+    fake_hooks, log = stand_in
+    op, lower = ccache.OPS["identity"], front._LOWER[ccache.OPS["identity"]]
+    x = FakeArray((4, 8), np.float32, 0x1000_0000)
+    kernels: dict = {}
+    ccache.clear()
+    _compiled(fake_hooks, op, lower, x, (None, None), kernels)
+    for i in range(8):                               # (a larger dict: its keys are not kept for reuse)
+        kernels[0][f"unused{i}"] = 0x6000
+    names, good = list(kernels[0]), set(kernels[0].values())
+    log.clear()
+    ccache.clear()
+    kept = []
+
+    def replace():
+        kernels[0] = dict(kernels[0])                # the old dict released ...
+        kept.append({n: 0xBAD for n in names})       # ... and its memory likely taken by a new dict
+
+    fake_hooks.lock = _OnAllocation(replace)
+    out = ccache.move_new(op, lower, x, (None, None), ccache.generation(), get_backend("cpu").plain_conf,
+                          lambda: (kernels, steps.c_settings()))
+    assert type(out) is FakeArray and log
+    assert {entry[1] for entry in log} <= good

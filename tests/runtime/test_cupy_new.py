@@ -143,6 +143,7 @@ def test_the_route_declines_what_the_python_route_must_take(fake):
     assert answer(kernels=None) is None                                   # launches not made natively
     assert answer(FakeArray(x4, np.float32, base, (360, 120, 24, 2))) is None   # not whole elements
     assert answer(FakeArray(x4, np.dtype(">f4"), base)) is None           # byte-swapped
+    assert answer(FakeArray(x4, np.float32, base, (360, 120, 24))) is None     # fewer strides than sizes
     assert answer(type("Sub", (FakeArray,), {})(x4, np.float32, base)) is None   # not the exact type
     x = FakeArray(x4, np.float32, base)
     x.data = None
@@ -158,6 +159,38 @@ def test_the_route_declines_what_the_python_route_must_take(fake):
     x = FakeArray(x4, np.float32, base)
     fake.lock = Changing(x)
     assert answer(x) is None and x.shape == (1, 3, 5, 5)
+
+
+def test_the_route_never_reads_a_released_kernel_table(fake):
+    """The device's kernel dict replaced by a copy while the output is allocated (the old one released): C
+    finds the kernel (in the dict it holds or in the new one), never looks in another object that took the old
+    one's memory (which lacks the name)."""
+    from tests.runtime.test_cuda_move_cache import _driver_loads
+    if _driver_loads():
+        pytest.skip("a CUDA driver loads here: the stand-in's functions would be launched")
+    x4, args = (1, 3, 5, 6), ([0, 0, 0, 0], [1, 3, 5, 6], [1, 1, -1, 1])
+    fake.next = 1 << 30
+    name = c_route(dml.slice1, FakeArray(x4, np.float32, 1 << 20), *args)
+    assert name.startswith("strided_copy<")
+    kernels = {0: {name: 0x5000, **{f"unused{i}": 0x6000 for i in range(8)}}}
+    kept = []
+
+    def replace():
+        kernels[0] = dict(kernels[0])                # the old dict released ...
+        kept.append({"other": 0})                    # ... and its memory likely taken by a new dict
+
+    class OnAllocation:
+        def __enter__(self):
+            if not kept:
+                replace()
+
+        def __exit__(self, *exc):
+            return False
+
+    fake.next, fake.lock = 1 << 30, OnAllocation()
+    # the launch C makes here fails (no driver): None, the Python route's Launch retries and raises
+    assert c_route(dml.slice1, FakeArray(x4, np.float32, 1 << 20), *args, kernels=kernels) is None
+    assert kept
 
 
 # -- on a GPU --------------------------------------------------------------------------------------------

@@ -424,16 +424,17 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
 }
 
-/* Whether x still keys as words[0..n) (torch_key's words, read before an
- * allocation): an allocation may run a garbage collection whose finalizers
+/* Whether x still keys as words[0..n) and lies at `ptr` (torch_key's words
+ * and address, read before an allocation; the words hold only the address's
+ * class mod 16): an allocation may run a garbage collection whose finalizers
  * change x (x.resize_(), x.set_()) and release the memory a launch queued
  * from the old words would read. */
-int torch_still_keyed(PyObject *x, const int64_t *words, int n) {
+int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr) {
     Key now;
     int64_t device;
-    uint64_t ptr;
+    uint64_t at;
     now.n = 0;
-    return torch_key(&now, x, &device, &ptr) == 0 && now.n == n && !memcmp(now.w, words, (size_t)n * 8);
+    return torch_key(&now, x, &device, &at) == 0 && at == ptr && now.n == n && !memcmp(now.w, words, (size_t)n * 8);
 }
 
 /* Whether the kernel route may take x, a tensor that neither autograd nor a
@@ -609,7 +610,7 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
     }
     int placed;
     PyObject *out = cuda_empty(1, x, &e->out1, NULL, &dst, &placed);
-    return serve_pass1(e, out, placed && torch_still_keyed(x, k.w + mark, k.n - mark), 1, device, ptr, dst);
+    return serve_pass1(e, out, placed && torch_still_keyed(x, k.w + mark, k.n - mark, ptr), 1, device, ptr, dst);
 done:
     Py_DECREF(e);
     return result;

@@ -162,7 +162,7 @@ int odml_cuda_shared_limit(uint64_t function, unsigned bytes);
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key_info(Key *k, const odml_torch_info *in);
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
-int torch_still_keyed(PyObject *x, const int64_t *words, int n);
+int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr);
 int torch_plain(PyObject *x);
 int torch_device_is(int64_t device);
 int torch_stream(int64_t device, uint64_t *stream);

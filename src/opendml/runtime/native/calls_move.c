@@ -771,12 +771,12 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         if (!placed) goto route;
         dsts[i] = (uint64_t)dst;
     }
-    if (torch) {                                   /* the inputs as keyed, after the allocations (torch_still_keyed) */
+    if (torch) {                                   /* the inputs as keyed, and where, after the allocations */
         Key again;
         int64_t d2;
         uint64_t p2[MAX_MOVE_IO];
         if (cuda_move_key(&again, torch, args[0], args + 2, nargs - 2, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n ||
-            !same_words(again.w, k.w, k.n))
+            !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
             goto route;
     }
     if (cuda_stream(torch, device, &stream) < 0) goto done;

@@ -590,7 +590,8 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
     {
         PyObject *dev = PyLong_FromLongLong(device);
-        table_of = dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL;  /* none yet: all missing */
+        /* (held: the allocations below may run Python code that replaces it) none yet: every name missing */
+        table_of = Py_XNewRef(dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL);
         Py_XDECREF(dev);
         if (PyErr_Occurred()) goto done;
     }
@@ -612,15 +613,16 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
             result = allocation_failed();
             goto done;
         }
-        if (dst == -1) goto route;
+        /* (an address that is not a whole number of elements: the Python route places the output or raises) */
+        if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) goto route;
         dsts[i] = (uint64_t)dst;
     }
-    if (torch) {                                    /* the inputs as keyed, after the allocations */
+    {                                               /* the inputs as keyed (and where), after the allocations */
         Key again;
         int64_t d2;
         uint64_t p2[MAX_MOVE_IO];
         if (cuda_move_key(&again, torch, op, cargs, ncargs, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n
-                || !same_words(again.w, k.w, k.n))
+                || !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
             goto route;
     }
     const int nl = how->plan(how, g, &c, dsts, conf, L);
@@ -658,6 +660,7 @@ done:
         Py_XDECREF(dtypes[i]);
     }
     for (int i = 0; i < n; i++) Py_DECREF(in[i]);
+    Py_XDECREF(table_of);
     Py_XDECREF(e);
     PyMem_Free(g);
     PyMem_Free(L);

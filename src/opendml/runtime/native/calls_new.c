@@ -181,7 +181,8 @@ static int cupy_describe(PyObject *x, new_input *d) {
     d->words.n = 0;
     if (cupy_key(&d->words, x, &d->descr, &device, &ptr) < 0) return -1;
     const int64_t *w = d->words.w, n = w[2];
-    if (n < 1 || n > ODML_MAX_RANK || odml_layout_from_bytes((int)n, w + 3, w + 4 + n, w[1], &L)) return -1;
+    if (n < 1 || n > ODML_MAX_RANK || w[3 + n] != n                /* (as many strides as sizes) */
+            || odml_layout_from_bytes((int)n, w + 3, w + 4 + n, w[1], &L)) return -1;
     d->in.ndim = (int32_t)n;
     d->in.device = device;
     d->in.data_ptr = ptr;
@@ -309,13 +310,6 @@ static PyObject *new_planned(PyObject *const *args, PyObject *fields, const new_
     } else {                                       /* a CUDA launch */
         /* launches not made natively, or misaligned data (the Python route raises) */
         if (!PyDict_CheckExact(kernels) || in.data_ptr % (uint64_t)L.es) Py_RETURN_NONE;
-        PyObject *dev = PyLong_FromLongLong(in.device);
-        PyObject *table_of = dev ? PyDict_GetItemWithError(kernels, dev) : NULL;   /* none yet: every name missing */
-        Py_XDECREF(dev);
-        if (PyErr_Occurred()) {
-            drop_error();
-            Py_RETURN_NONE;
-        }
         /* the device must be current (the Python route makes it so) */
         if (!(d->cupy ? equals(PyObject_CallNoArgs(c_device), in.device) : torch_device_is(in.device)))
             Py_RETURN_NONE;
@@ -329,6 +323,16 @@ static PyObject *new_planned(PyObject *const *args, PyObject *fields, const new_
         odml_cuda_spec s;
         const uint64_t src = in.data_ptr - (uint64_t)origin_bytes;
         if (odml_new_cuda(&pl, src, dst, &s)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        /* the device's kernels, read after the allocation (which may run Python code that replaces the dict):
+         * none yet, every name missing */
+        PyObject *dev = PyLong_FromLongLong(in.device);
+        PyObject *table_of = dev ? PyDict_GetItemWithError(kernels, dev) : NULL;
+        Py_XDECREF(dev);
+        if (PyErr_Occurred()) {
+            drop_error();
             Py_DECREF(out);
             Py_RETURN_NONE;
         }
