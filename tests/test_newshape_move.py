@@ -516,3 +516,27 @@ def test_the_operators_c_lowering_numbers_are_newshape_h_s():
         enum = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(rf"ODML_{prefix}_([A-Z0-9_]+) = (\d+)", header)}
         enum.pop("count", None)
         assert table == enum, (prefix, table, enum)
+
+
+def test_the_sequence_bit_is_newshape_h_s_and_only_list_taking_functions_set_it():
+    """``calls.LOWER_SEQUENCE`` is newshape.h's ODML_LOWER_SEQUENCE; the
+    front sets it exactly for the functions that offer their arrays as one
+    list or tuple (join's ``arrays``, the index route's tuple), so C reads a
+    list for join and a lone array for pad: a lone array given to join, or a
+    list given to pad, takes the Python route and its error."""
+    import pathlib
+    import re
+    from opendml.arrays import front
+    header = (pathlib.Path(dml.__file__).parent / "runtime" / "native" / "newshape.h").read_text()
+    bit = re.search(r"#define ODML_LOWER_SEQUENCE \(1 << (\d+)\)", header)
+    assert bit and ccache.LOWER_SEQUENCE == 1 << int(bit.group(1))
+    seq = {name for name in ccache.MOVE_LOWERINGS if front._LOWER[ccache.OPS[name]] & ccache.LOWER_SEQUENCE}
+    assert "join" in seq and "pad" not in seq and "identity" not in seq
+    nat = cpu_backend._load_native()
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    lowered = nat.move_lowering(front._LOWER[ccache.OPS["join"]], [x, x], (0,), get_backend("cpu").plain_conf)
+    assert lowered is not None and lowered[0] == ((4, 3, 4),)
+    assert nat.move_lowering(front._LOWER[ccache.OPS["join"]], x, (0,), get_backend("cpu").plain_conf) is None
+    assert nat.move_lowering(front._LOWER[ccache.OPS["identity"]], [x], (), get_backend("cpu").plain_conf) is None
+    with pytest.raises(dml.ValidationError):
+        dml.join(x, 0)

@@ -248,8 +248,12 @@ _calls.register_move_types(_MOVE_TYPES)
 #: passes or launches, output and call-cache record as the route below), or None (the
 #: Python route runs the call and raises whatever it raises).
 _move_new = _calls.move_new
-# each with the element types its support table takes at the newest level (bit 8 + DataType value)
+# each with the element types its support table takes at the newest level (bit 8 + DataType value) and,
+# where the function offers its arrays as one list or tuple (an "arrays" argument, the index route's tuple),
+# calls.LOWER_SEQUENCE
 _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_row(_contract.OPERATOR_OF[k]).types)
+          | (_calls.LOWER_SEQUENCE if _contract.BINDING[k].array == "arrays" or _contract.BINDING[k].route == "index"
+             else 0)
           for k, v in _calls.MOVE_LOWERINGS.items()}
 _generation = _calls.generation
 

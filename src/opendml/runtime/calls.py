@@ -60,7 +60,7 @@ from .config import config
 from .cpu.backend import _load_native
 
 __all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda", "torch_new",
-           "numpy_new", "move_new", "index_new", "MOVE_LOWERINGS", "register_cuda_retry",
+           "numpy_new", "move_new", "index_new", "MOVE_LOWERINGS", "LOWER_SEQUENCE", "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
 class _Codes(dict):
@@ -316,6 +316,9 @@ def _index_cuda_conf() -> tuple:
     return launch.new_kernels(), steps.c_settings(), index.c_settings()
 
 #: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*, as its operator declares it).
+#: The lowering number's bit of a function that offers its arrays as one list or tuple (newshape.h's
+#: ODML_LOWER_SEQUENCE).
+LOWER_SEQUENCE = 1 << 24
 MOVE_LOWERINGS = {cls.BINDING.function: cls.C_LOWERING for cls in OPERATORS.values() if "C_LOWERING" in vars(cls)}
 
 

@@ -125,13 +125,13 @@ int64_t odml_move_dtype_type(PyObject *o) {
 }
 
 #ifdef ODML_NUMPY
-/* The inputs of a family call: x one exact ndarray, or for JOIN (lowering's
- * number ODML_LOWER_JOIN) an exact list or tuple of 1..MAX_MOVE_IO of them
- * (a lone array is refused there: the Python route names the fault), stored
- * in `in` (borrowed); -1 else. */
+/* The inputs of a family call: x one exact ndarray, or where the lowering
+ * number has ODML_LOWER_SEQUENCE (a function offering its arrays as one list
+ * or tuple) an exact list or tuple of 1..MAX_MOVE_IO of them (a lone array is
+ * refused there: the Python route names the fault), stored in `in`
+ * (borrowed); -1 else. */
 static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
-    const int seq = (lowering & 0xff) == ODML_LOWER_JOIN || (lowering & 0xff) >= ODML_LOWER_INDEX_FUNCTIONS;
-    if (!seq) {
+    if (!(lowering & ODML_LOWER_SEQUENCE)) {
         if (Py_TYPE(x) != &PyArray_Type) return -1;
         in[0] = (PyArrayObject *)x;
         *n_in = 1;
@@ -250,7 +250,7 @@ out:
  * packed, new outputs, the passes run, and the call recorded as
  * call_cache_put_move records it (where the cache is on and still in
  * `generation`), so the next such call is a hit of call_cache_move. `op`, x
- * (an array, or JOIN's list or tuple of arrays) and `args` are what the
+ * (an array, or a list or tuple of arrays) and `args` are what the
  * function offers call_cache_move (the key's); conf is CpuBackend.plain_conf.
  * None, nothing run, wherever the Python route must run the call: the
  * lowering declines (anything but a valid call in its simple forms), an
@@ -288,7 +288,7 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    /* the inputs stay alive whatever the call meets (a finalizer emptying JOIN's list) */
+    /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     char *dsts[MAX_MOVE_IO];

@@ -155,6 +155,9 @@ enum {
     /* from here on: arrays/index_ops.py's functions, which offer their inputs as a tuple (x,) */
     ODML_LOWER_INDEX_FUNCTIONS = ODML_LOWER_DIAGONAL_MATRIX
 };
+/* A lowering number's bit saying the function offers its arrays as one list or tuple (arrays/front.py
+ * sets it from the operator's binding: an "arrays" argument, or the index route's tuple). */
+#define ODML_LOWER_SEQUENCE (1 << 24)
 
 /* An input: DataType value, sizes, signed element strides and origin
  * (elements from its lowest-addressed element to element 0; planner.Layout). */
