@@ -303,6 +303,25 @@ def test_the_glue_declines_what_the_python_route_must_run(stand_in):
 
 
 @glue
+def test_the_glue_takes_a_list_only_where_the_function_offers_one(stand_in):
+    """join's arrays come as one list or tuple, identity's as one array: a
+    lone array given to join, or a list given to identity, is the Python
+    route's (it raises ValidationError naming the argument), never lowered
+    and launched as if it were a valid call."""
+    fake_hooks, log = stand_in
+    conf = lambda: ({0: {}}, steps.c_settings())  # noqa: E731
+    plain = get_backend("cpu").plain_conf
+    x = FakeArray((4, 8), np.float32, 0x1000_0000)
+    ccache.clear()
+    for name, given, args in (("join", x, (0,)), ("identity", [x], (None, None)), ("identity", (x,), (None, None))):
+        op, lower = ccache.OPS[name], front._LOWER[ccache.OPS[name]]
+        assert ccache.move_new(op, lower, given, args, ccache.generation(), plain, conf) is None, name
+    op, lower = ccache.OPS["join"], front._LOWER[ccache.OPS["join"]]
+    assert type(ccache.move_new(op, lower, [x, x], (0,), ccache.generation(), plain, conf)) is str  # the control
+    assert not log and ccache.info()["entries"] == 0
+
+
+@glue
 def test_the_glue_under_threads(stand_in):
     """Threads lowering, planning and recording never-seen shapes at once (each
     with its own stream): every output has the Python route's shape, and each

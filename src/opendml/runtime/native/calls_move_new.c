@@ -751,9 +751,12 @@ PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_
         PyObject *conf = PyObject_CallNoArgs(args[6]);         /* (kernels, settings) */
         if (!conf) return NULL;
         int64_t lowering;
-        if (exact_int(args[1], &lowering)) {
+        /* (a list where the function takes one array, or one array where it takes a list: the Python route
+         * raises the error naming it) */
+        const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
+        if (exact_int(args[1], &lowering) || listed != !!(lowering & ODML_LOWER_SEQUENCE)) {
             Py_DECREF(conf);
-            drop_error();
+            if (PyErr_Occurred()) drop_error();
             Py_RETURN_NONE;
         }
         FamilyNew how = {{family_lower, family_plan}, (int)lowering};
