@@ -459,6 +459,10 @@ def _through_function(x, call, function):
             record = route.recorder
             if record is None:
                 record = route.recorder = node.recorder(k, route.kernel, route.adjoint)
+                if _EAGER_CHECK[0] is not node:   # the node's check from now on: _eager_ok's, in C++
+                    calls.register_torch_eager(node.eager_check(torch_node._state, config.__globals__, vars(sys),
+                                                                _eager_ok))
+                    _EAGER_CHECK[0] = node
             since = calls.generation()
             out = record(x)
             # The next call like this one is recorded and run from C (runtime/calls.py).
@@ -479,6 +483,9 @@ def _eager_ok() -> bool:
 
 
 calls.register_torch_eager(_eager_ok)
+#: The node whose C++ copy of _eager_ok the call cache asks (registered with
+#: the node's first recorder: before it, no eager entry exists to serve).
+_EAGER_CHECK: list = [None]
 
 # The node library's tensor accessors serve repeated calls on plain tensors
 # too (not only autograd's): start loading it now, in the background.
