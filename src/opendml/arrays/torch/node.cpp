@@ -15,6 +15,7 @@
 #include <torch/extension.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/python_cpp_function.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -89,6 +90,33 @@ const at::Tensor& tensor_of(PyObject* out) {
   return THPVariable_Unpack(out);
 }
 
+// The tensor of a spec's result `out` (released here), for autograd to
+// keep: where `out` is the only reference to a tensor whose storage nothing
+// else shares (a new output, as the call cache's are), a tensor of its own
+// over the same storage, sizes, strides and version counter, so that
+// releasing it later (the engine does, on its device threads) needs no GIL
+// to release a Python object; else the tensor itself.
+at::Tensor unshared(py::object& out) {
+  const at::Tensor& y = tensor_of(out.ptr());  // (a reference: no count taken)
+  c10::TensorImpl* impl = y.unsafeGetTensorImpl();
+  if (Py_REFCNT(out.ptr()) == 1 && y.use_count() == 1 && y.has_storage() && y.storage().use_count() == 1 &&
+      !y.requires_grad() && !impl->is_python_dispatch()) {
+    at::Tensor own(impl->shallow_copy_and_detach(impl->version_counter(), /*allow_tensor_metadata_change=*/true));
+    out = py::object();  // the Python object and its tensor, released now (the GIL is held)
+    return own;
+  }
+  return y;
+}
+
+// Whether the engine's current task runs every node it reaches (backward()
+// without inputs): the gradient goes on to AccumulateGrad nodes, which keep
+// it as x.grad (unshared pays there), not back to Python (autograd.grad,
+// where a tensor that has its Python object already is returned cheaper).
+bool runs_every_node() {
+  const auto* info = torch::autograd::get_current_graph_task_exec_info();
+  return info != nullptr && info->empty();
+}
+
 // Whether `spec` is a call spec (cached, code, args tuple, fallback).
 bool is_spec(PyObject* spec) {
   return PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 4 && PyTuple_Check(PyTuple_GET_ITEM(spec, 2));
@@ -135,7 +163,7 @@ struct Backward : TupleNode {  // held_: the adjoint's spec
       py::object g = py::reinterpret_steal<py::object>(THPVariable_Wrap(grads[0]));
       if (!g) throw py::error_already_set();
       py::object out = py::reinterpret_steal<py::object>(call_spec(held_.ptr(), g.ptr()));
-      return {tensor_of(out.ptr())};
+      return {runs_every_node() ? unshared(out) : tensor_of(out.ptr())};
     } catch (py::error_already_set& e) {
       rethrow(e);
     }
