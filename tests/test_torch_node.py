@@ -468,3 +468,21 @@ def test_the_eager_check_answers_as_the_python_check(node, monkeypatch):
         assert real() is torch_adapter._eager_ok() is False
     monkeypatch.setitem(torch_node._state, "module", None)
     assert real() is torch_adapter._eager_ok() is False
+
+
+def test_parameters_and_unkeyed_calls_take_the_node(node):
+    """A subclass (nn.Parameter) and a call whose arguments the caches do not
+    key (NumPy arrays) are recorded by the node too, through a recorder."""
+    import numpy as np
+    p = torch.nn.Parameter(torch.randn(1, 2, 6, 6, dtype=torch.float64))
+    g = torch.randn(1, 2, 6, 6, dtype=torch.float64)
+    with dml.configure(torch_node="wait"):
+        for args in (([0, 0, 0, 0], [1, 2, 6, 6], [1, 1, -1, 1]),
+                     (np.zeros(4, dtype=np.int64), np.array([1, 2, 6, 6]), np.array([1, 1, -1, 1]))):
+            for _ in range(2):
+                y = dml.slice1(p, *args)
+                assert type(y.grad_fn).__name__ == "opendml_slice1Backward"
+                assert not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+                assert torch.equal(y, p.detach().flip(2))
+                (gp,) = torch.autograd.grad(y, p, g)
+                assert torch.equal(gp, g.flip(2))

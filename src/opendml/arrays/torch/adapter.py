@@ -454,8 +454,6 @@ def _through_function(x, call, function):
             k = route.slot
             if k is None:
                 k = route.slot = torch_node.slot(node, f"opendml_{call.name}Backward")
-            if key is None or type(x) is not torch.Tensor:
-                return node.apply(x, k, route.kernel, route.adjoint)
             record = route.recorder
             if record is None:
                 record = route.recorder = node.recorder(k, route.kernel, route.adjoint)
@@ -463,6 +461,8 @@ def _through_function(x, call, function):
                     calls.register_torch_eager(node.eager_check(torch_node._state, config.__globals__, vars(sys),
                                                                 _eager_ok))
                     _EAGER_CHECK[0] = node
+            if key is None or type(x) is not torch.Tensor:
+                return record(x)
             since = calls.generation()
             out = record(x)
             # The next call like this one is recorded and run from C (runtime/calls.py).

@@ -262,14 +262,7 @@ void check_record(int k, const py::handle& kernel, const py::handle& adjoint) {
   if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
 }
 
-py::object apply(const at::Tensor& x, int k, const py::tuple& kernel, const py::tuple& adjoint) {
-  check_record(k, kernel, adjoint);
-  py::object t = py::reinterpret_steal<py::object>(THPVariable_Wrap(x));
-  if (!t) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(record(t.ptr(), k, kernel.ptr(), adjoint.ptr()));
-}
-
-// apply with everything but x bound (what the call cache's eager entry
+// record with everything but x bound (what the call cache's eager entry
 // calls on every repeated call): a callable of its own, called by
 // vectorcall with no argument conversion, its errors raised as PyTorch's
 // own functions raise them.
@@ -290,14 +283,10 @@ PyObject* recorder_call(PyObject* self, PyObject* const* args, size_t nargsf, Py
   auto* r = reinterpret_cast<Recorder*>(self);
   try {
     return record(args[0], r->slot, r->kernel, r->adjoint);
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (python_error& e) {
-    e.restore();
-  } catch (const std::exception&) {
+  } catch (const std::exception&) {  // (Python errors restored as themselves)
     torch::translate_exception_to_python(std::current_exception());
+    return nullptr;
   }
-  return nullptr;
 }
 
 void recorder_dealloc(PyObject* self) {
@@ -316,7 +305,7 @@ PyTypeObject* recorder_type() {
     t.tp_vectorcall_offset = offsetof(Recorder, vectorcall);
     t.tp_call = PyVectorcall_Call;
     t.tp_dealloc = recorder_dealloc;
-    t.tp_doc = "recorder(x): the node's apply with its slot and call specs bound";
+    t.tp_doc = "recorder(x): kernel(x), recorded for autograd with adjoint as its backward";
     return t;
   }();
   if (!(type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&type) < 0) throw py::error_already_set();
@@ -364,13 +353,7 @@ PyObject* eager_ok(PyObject* self, PyObject*) {  // self: (node state, runtime.c
   PyObject* ca = PyDict_GetItemWithError(modules, n.compiled);
   if (ca == nullptr && PyErr_Occurred()) return nullptr;
   if (ca != nullptr && ca != Py_None) {
-    // its flag, read from the module's dict where it is there (a module global), else as getattr reads it
-    PyObject* on = PyModule_CheckExact(ca) ? PyDict_GetItemWithError(PyModule_GetDict(ca), n.enabled) : nullptr;
-    if (on != nullptr) {
-      Py_INCREF(on);
-    } else if (!PyErr_Occurred()) {
-      on = PyObject_GetAttr(ca, n.enabled);
-    }
+    PyObject* on = PyObject_GetAttr(ca, n.enabled);
     if (on == nullptr) {
       if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return nullptr;
       PyErr_Clear();
@@ -997,8 +980,8 @@ py::object describe_py(py::handle x) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
-  m.def("apply", &apply, "kernel(x) recorded for autograd with adjoint as its backward");
-  m.def("recorder", &recorder, "apply with the slot and specs bound: recorder(k, kernel, adjoint)(x)");
+  m.def("recorder", &recorder, "recorder(k, kernel, adjoint)(x): kernel(x), recorded for autograd with adjoint "
+                               "as its backward");
   m.def("eager_check", &eager_check, "eager_check(state, config_globals, sys_dict, fallback)(): the eager entries' check");
   m.def("register_ops", &register_ops, "CPU, CUDA and Autograd kernels for operators of a namespace");
   m.def("torch_api", &tapi::capsule, "PyTorch's tensor accessors for the call cache (runtime/native/torch_api.h)");
