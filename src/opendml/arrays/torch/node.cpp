@@ -982,7 +982,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
   m.def("recorder", &recorder, "recorder(k, kernel, adjoint)(x): kernel(x), recorded for autograd with adjoint "
                                "as its backward");
-  m.def("eager_check", &eager_check, "eager_check(state, config_globals, sys_dict, fallback)(): the eager entries' check");
+  m.def("eager_check", &eager_check,
+        "eager_check(state, config_globals, sys_dict, fallback)(): the eager entries' check, in C++");
   m.def("register_ops", &register_ops, "CPU, CUDA and Autograd kernels for operators of a namespace");
   m.def("torch_api", &tapi::capsule, "PyTorch's tensor accessors for the call cache (runtime/native/torch_api.h)");
   m.def("describe", &tapi::describe_py, "what torch_api's describe reads of a tensor, as a tuple (tests)");
