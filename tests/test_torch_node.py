@@ -360,3 +360,129 @@ def test_no_builder_runs_under_a_program_that_is_not_python(fresh_state, monkeyp
     with dml.configure(torch_node="wait"):
         assert torch_node.get() is None
     assert spawned == [] and "is not a Python interpreter" in torch_node.status()
+
+
+def _recorder_route(node):
+    """(the route of a slice1 call that reverses H, its recorder) on a (1, 2, 6, 6) tensor."""
+    from opendml.arrays.torch import adapter as torch_adapter
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    with dml.configure(torch_node="wait"):
+        dml.slice1(x, [0, 0, 0, 0], [1, 2, 6, 6], [1, 1, -1, 1])
+    route = next(r for (_, shape), r in torch_adapter._EAGER.items()
+                 if shape == (1, 2, 6, 6) and r.call.name == "slice1" and r.args[2] == [1, 1, -1, 1])
+    if route.slot is None:
+        route.slot = torch_node.slot(node, "opendml_slice1Backward")
+    return x, route
+
+
+def test_a_recorder_is_a_callable_of_one_tensor(node):
+    x, route = _recorder_route(node)
+    record = node.recorder(route.slot, route.kernel, route.adjoint)
+    assert type(record).__name__ == "Recorder"
+    for args, kwargs in (((), {}), ((x, x), {}), ((), {"x": x}), (([1, 2],), {})):
+        with pytest.raises(TypeError, match="a recorder takes one tensor"):
+            record(*args, **kwargs)
+    with dml.configure(torch_node="wait"):
+        y = record(x)
+        assert type(y.grad_fn).__name__ == "opendml_slice1Backward" and torch.equal(y, x.detach().flip(2))
+        (g,) = torch.autograd.grad(y, x, torch.arange(72.0).reshape(1, 2, 6, 6))
+        assert torch.equal(g, torch.arange(72.0).reshape(1, 2, 6, 6).flip(2))
+        with torch.no_grad():
+            assert record(x).grad_fn is None
+    with pytest.raises(ValueError, match="a call spec is"):
+        node.recorder(route.slot, route.kernel, (None, None, [], None))
+    with pytest.raises(IndexError, match="no such slot"):
+        node.recorder(10_000, route.kernel, route.adjoint)
+
+
+def test_a_recorder_raises_its_kernels_error_as_itself(node):
+    x, route = _recorder_route(node)
+
+    def fail(t):
+        raise ValidationError("slice1: kernel failed on purpose")
+    for spec in ((None, None, (), fail), (route.kernel[0], route.kernel[1], (), fail)):   # (the cache: no entry)
+        record = node.recorder(route.slot, spec, route.adjoint)
+        with pytest.raises(ValidationError, match="kernel failed on purpose"):
+            record(x)
+    record = node.recorder(route.slot, (None, None, (), lambda t: [t]), route.adjoint)
+    with pytest.raises(RuntimeError, match="returned a list, not a tensor"):
+        record(x)
+
+
+def test_a_gradient_kept_elsewhere_is_not_taken_over(node):
+    """A backward whose kernel returns a tensor the caller keeps too: x.grad
+    is a copy of it (AccumulateGrad's rule), in backward() and autograd.grad."""
+    x, route = _recorder_route(node)
+    kept = torch.full((1, 2, 6, 6), 3.0)
+    record = node.recorder(route.slot, route.kernel, (None, None, (), lambda g: kept))
+    with dml.configure(torch_node="wait"):
+        record(x).backward(torch.ones(1, 2, 6, 6))
+        assert torch.equal(x.grad, kept) and x.grad.data_ptr() != kept.data_ptr()
+        x.grad.add_(1.0)
+        assert torch.equal(kept, torch.full((1, 2, 6, 6), 3.0))
+        (g,) = torch.autograd.grad(record(x), x, torch.ones(1, 2, 6, 6))
+        assert torch.equal(g, kept)
+        x.grad = None
+        y = dml.slice1(x, [0, 0, 0, 0], [1, 2, 6, 6], [1, 1, -1, 1])
+        y.backward(torch.ones(1, 2, 6, 6))          # a new output: x.grad takes it over, resizable as flip's
+        first = x.grad
+        first.resize_(72)
+        assert first.shape == (72,) and torch.equal(first, torch.ones(72))
+
+
+def test_the_eager_check_answers_as_the_python_check(node, monkeypatch):
+    """node.eager_check (what the call cache asks before serving an eager
+    entry, in C++) gives _eager_ok's answer in every state it reads."""
+    from opendml.arrays.torch import adapter as torch_adapter
+    from types import ModuleType, SimpleNamespace
+
+    def check(state=None, current=..., modules=None, fallback=lambda: "fallback"):
+        cfg = {} if current is ... else {"_current": current}
+        sys_dict = {"modules": {} if modules is None else modules}
+        return node.eager_check({"module": node} if state is None else state, cfg, sys_dict, fallback)()
+    auto, off = SimpleNamespace(torch_node="auto"), SimpleNamespace(torch_node="off")
+    assert check(current=auto) is True and check(current=off) is False
+    assert check(state={"module": None}, current=auto) is False
+    assert check(state={}, current=auto) == "fallback" and check() == "fallback" and check(current=None) == "fallback"
+    name = "torch._dynamo.compiled_autograd"
+    flagged = ModuleType("flagged")
+    flagged.compiled_autograd_enabled = True
+    for entry, want in ((SimpleNamespace(compiled_autograd_enabled=True), False),
+                        (SimpleNamespace(compiled_autograd_enabled=0), True), (SimpleNamespace(), True),
+                        (None, True), (flagged, False), (ModuleType("bare"), True)):
+        assert check(current=auto, modules={name: entry}) is want, entry
+    with pytest.raises(ZeroDivisionError):          # an error reading the flag is raised, as getattr raises it
+        check(current=auto, modules={name: type("B", (), {"compiled_autograd_enabled": property(lambda s: 1 / 0)})()})
+    traced = []
+    torch.jit.trace(lambda t: (traced.append(check(current=auto)), t * 2)[1], torch.ones(2), check_trace=False)
+    assert traced == [False]
+    # the check made from the real state, against the Python one, in the states a process passes through
+    real = node.eager_check(torch_node._state, vars(sys.modules["opendml.runtime.config"]), vars(sys),
+                            torch_adapter._eager_ok)
+    from torch._dynamo import compiled_autograd
+    with dml.configure(torch_node="wait"):
+        assert real() is torch_adapter._eager_ok() is True
+        with compiled_autograd._enable(torch.compile(backend="eager")):
+            assert real() is torch_adapter._eager_ok() is False
+    with dml.configure(torch_node="off"):
+        assert real() is torch_adapter._eager_ok() is False
+    monkeypatch.setitem(torch_node._state, "module", None)
+    assert real() is torch_adapter._eager_ok() is False
+
+
+def test_parameters_and_unkeyed_calls_take_the_node(node):
+    """A subclass (nn.Parameter) and a call whose arguments the caches do not
+    key (NumPy arrays) are recorded by the node too, through a recorder."""
+    import numpy as np
+    p = torch.nn.Parameter(torch.randn(1, 2, 6, 6, dtype=torch.float64))
+    g = torch.randn(1, 2, 6, 6, dtype=torch.float64)
+    with dml.configure(torch_node="wait"):
+        for args in (([0, 0, 0, 0], [1, 2, 6, 6], [1, 1, -1, 1]),
+                     (np.zeros(4, dtype=np.int64), np.array([1, 2, 6, 6]), np.array([1, 1, -1, 1]))):
+            for _ in range(2):
+                y = dml.slice1(p, *args)
+                assert type(y.grad_fn).__name__ == "opendml_slice1Backward"
+                assert not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+                assert torch.equal(y, p.detach().flip(2))
+                (gp,) = torch.autograd.grad(y, p, g)
+                assert torch.equal(gp, g.flip(2))

@@ -454,11 +454,15 @@ def _through_function(x, call, function):
             k = route.slot
             if k is None:
                 k = route.slot = torch_node.slot(node, f"opendml_{call.name}Backward")
-            if key is None or type(x) is not torch.Tensor:
-                return node.apply(x, k, route.kernel, route.adjoint)
             record = route.recorder
             if record is None:
                 record = route.recorder = node.recorder(k, route.kernel, route.adjoint)
+                if _EAGER_CHECK[0] is not node:   # the node's check from now on: _eager_ok's, in C++
+                    calls.register_torch_eager(node.eager_check(torch_node._state, config.__globals__, vars(sys),
+                                                                _eager_ok))
+                    _EAGER_CHECK[0] = node
+            if key is None or type(x) is not torch.Tensor:
+                return record(x)
             since = calls.generation()
             out = record(x)
             # The next call like this one is recorded and run from C (runtime/calls.py).
@@ -479,6 +483,9 @@ def _eager_ok() -> bool:
 
 
 calls.register_torch_eager(_eager_ok)
+#: The node whose C++ copy of _eager_ok the call cache asks (registered with
+#: the node's first recorder: before it, no eager entry exists to serve).
+_EAGER_CHECK: list = [None]
 
 # The node library's tensor accessors serve repeated calls on plain tensors
 # too (not only autograd's): start loading it now, in the background.

@@ -15,8 +15,10 @@
 #include <torch/extension.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/python_cpp_function.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 #include <torch/csrc/DynamicTypes.h>
@@ -54,31 +56,70 @@ struct is_shared : std::false_type {};
 template <class T>
 struct is_shared<std::shared_ptr<T>> : std::true_type {};
 
-// A call spec, (cached, code, args, fallback): cached(code, t, *args) is the
-// call cache's C function (None where the call is not cached), fallback(t)
-// the same call through Python.
-at::Tensor run_spec(const py::tuple& spec, const at::Tensor& t) {
-  PyObject* cached = PyTuple_GET_ITEM(spec.ptr(), 0);
-  py::object tensor = py::cast(t);
+// A call spec, (cached, code, args, fallback): cached(code, x, *args) is the
+// call cache's C function (None where the call is not cached; it answers
+// None where it has no entry), fallback(x) the same call through Python.
+// The spec's call on x (a tensor's Python object), by vectorcall: a new
+// reference, or an exception thrown (with the GIL held; the caller keeps
+// spec alive).
+PyObject* call_spec(PyObject* spec, PyObject* x) {
+  PyObject* cached = PyTuple_GET_ITEM(spec, 0);
   if (cached != Py_None) {
-    PyObject* args = PyTuple_GET_ITEM(spec.ptr(), 2);
+    PyObject* args = PyTuple_GET_ITEM(spec, 2);
     const Py_ssize_t n = PyTuple_GET_SIZE(args);
-    py::tuple call(n + 2);
-    PyObject* code = PyTuple_GET_ITEM(spec.ptr(), 1);
-    Py_INCREF(code);
-    PyTuple_SET_ITEM(call.ptr(), 0, code);
-    PyTuple_SET_ITEM(call.ptr(), 1, tensor.inc_ref().ptr());
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* a = PyTuple_GET_ITEM(args, i);
-      Py_INCREF(a);
-      PyTuple_SET_ITEM(call.ptr(), i + 2, a);
-    }
-    PyObject* out = PyObject_Call(cached, call.ptr(), nullptr);
+    c10::SmallVector<PyObject*, 8> argv(static_cast<size_t>(n) + 2);
+    argv[0] = PyTuple_GET_ITEM(spec, 1);
+    argv[1] = x;
+    for (Py_ssize_t i = 0; i < n; ++i) argv[i + 2] = PyTuple_GET_ITEM(args, i);
+    PyObject* out = PyObject_Vectorcall(cached, argv.data(), static_cast<size_t>(n) + 2, nullptr);
     if (out == nullptr) throw py::error_already_set();
-    py::object result = py::reinterpret_steal<py::object>(out);
-    if (!result.is_none()) return result.cast<at::Tensor>();
+    if (out != Py_None) return out;
+    Py_DECREF(out);
   }
-  return spec[3](tensor).cast<at::Tensor>();
+  PyObject* out = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 3), x);
+  if (out == nullptr) throw py::error_already_set();
+  return out;
+}
+
+// The tensor of a spec's result (a reference `out` keeps alive).
+const at::Tensor& tensor_of(PyObject* out) {
+  if (!THPVariable_Check(out)) {
+    throw std::runtime_error(std::string("opendml autograd node: the kernel route returned a ") +
+                             Py_TYPE(out)->tp_name + ", not a tensor");
+  }
+  return THPVariable_Unpack(out);
+}
+
+// The tensor of a spec's result `out` (released here), for autograd to
+// keep: where `out` is the only reference to a tensor whose storage nothing
+// else shares (a new output, as the call cache's are), a tensor of its own
+// over the same storage, sizes, strides and version counter, so that
+// releasing it later (the engine does, on its device threads) needs no GIL
+// to release a Python object; else the tensor itself.
+at::Tensor unshared(py::object& out) {
+  const at::Tensor& y = tensor_of(out.ptr());  // (a reference: no count taken)
+  c10::TensorImpl* impl = y.unsafeGetTensorImpl();
+  if (Py_REFCNT(out.ptr()) == 1 && y.use_count() == 1 && y.has_storage() && y.storage().use_count() == 1 &&
+      !y.requires_grad() && !impl->is_python_dispatch()) {
+    at::Tensor own(impl->shallow_copy_and_detach(impl->version_counter(), /*allow_tensor_metadata_change=*/true));
+    out = py::object();  // the Python object and its tensor, released now (the GIL is held)
+    return own;
+  }
+  return y;
+}
+
+// Whether the engine's current task runs every node it reaches (backward()
+// without inputs): the gradient goes on to AccumulateGrad nodes, which keep
+// it as x.grad (unshared pays there), not back to Python (autograd.grad,
+// where a tensor that has its Python object already is returned cheaper).
+bool runs_every_node() {
+  const auto* info = torch::autograd::get_current_graph_task_exec_info();
+  return info != nullptr && info->empty();
+}
+
+// Whether `spec` is a call spec (cached, code, args tuple, fallback).
+bool is_spec(PyObject* spec) {
+  return PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 4 && PyTuple_Check(PyTuple_GET_ITEM(spec, 2));
 }
 
 // A node holding a tuple of Python objects (``held_``), released with the GIL
@@ -119,7 +160,10 @@ struct Backward : TupleNode {  // held_: the adjoint's spec
     if (!grads[0].defined()) return {at::Tensor()};
     py::gil_scoped_acquire gil;
     try {
-      return {run_spec(held_, grads[0])};
+      py::object g = py::reinterpret_steal<py::object>(THPVariable_Wrap(grads[0]));
+      if (!g) throw py::error_already_set();
+      py::object out = py::reinterpret_steal<py::object>(call_spec(held_.ptr(), g.ptr()));
+      return {runs_every_node() ? unshared(out) : tensor_of(out.ptr())};
     } catch (py::error_already_set& e) {
       rethrow(e);
     }
@@ -187,36 +231,170 @@ using NodeTypes = Types<Backward>;
 
 int slot(const std::string& name) { return NodeTypes::slot(name); }
 
-// The kernel spec on x with grad mode off (opendml's kernel route; the call
-// cache serves it), then, where autograd records, this slot's node with the
-// adjoint spec as its backward.
-at::Tensor apply(const at::Tensor& x, int k, const py::tuple& kernel, py::tuple adjoint) {
-  if (kernel.size() != 4 || adjoint.size() != 4 || !PyTuple_Check(kernel[2].ptr()) ||
-      !PyTuple_Check(adjoint[2].ptr())) {
+// The kernel spec on x (a tensor's Python object) with grad mode off
+// (opendml's kernel route; the call cache serves it), then, where autograd
+// records, this slot's node with the adjoint spec as its backward: the
+// kernel's result, a new reference.
+PyObject* record(PyObject* x, int k, PyObject* kernel, PyObject* adjoint) {
+  const bool recording = torch::autograd::compute_requires_grad(THPVariable_Unpack(x));
+  py::object out;
+  {
+    at::AutoGradMode no_grad(false);
+    out = py::reinterpret_steal<py::object>(call_spec(kernel, x));
+  }
+  if (recording) {
+    const at::Tensor& y = tensor_of(out.ptr());
+    const at::Tensor& t = THPVariable_Unpack(x);
+    if (y.requires_grad() || y.is_view() || y.is_same(t)) {
+      throw std::runtime_error("opendml autograd node: the kernel route returned a tensor autograd already knows");
+    }
+    NodePtr node = NodeTypes::kMakers[k](py::reinterpret_borrow<py::tuple>(adjoint));
+    node->set_next_edges(torch::autograd::collect_next_edges(t));
+    torch::autograd::set_history(y, node);
+  }
+  return out.release().ptr();
+}
+
+void check_record(int k, const py::handle& kernel, const py::handle& adjoint) {
+  if (!is_spec(kernel.ptr()) || !is_spec(adjoint.ptr())) {
     throw std::invalid_argument("opendml autograd node: a call spec is (cached, code, args tuple, fallback)");
   }
   if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
-  const bool record = torch::autograd::compute_requires_grad(x);
-  at::Tensor y;
-  {
-    at::AutoGradMode no_grad(false);
-    y = run_spec(kernel, x);
-  }
-  if (record) {
-    if (y.requires_grad() || y.is_view() || y.is_same(x)) {
-      throw std::runtime_error("opendml autograd node: the kernel route returned a tensor autograd already knows");
-    }
-    NodePtr node = NodeTypes::kMakers[k](std::move(adjoint));
-    node->set_next_edges(torch::autograd::collect_next_edges(x));
-    torch::autograd::set_history(y, node);
-  }
-  return y;
 }
 
-// apply with everything but x bound: what the call cache's eager entry calls.
-py::cpp_function recorder(int k, py::tuple kernel, py::tuple adjoint) {
-  if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
-  return py::cpp_function([k, kernel, adjoint](const at::Tensor& x) { return apply(x, k, kernel, adjoint); });
+// record with everything but x bound (what the call cache's eager entry
+// calls on every repeated call): a callable of its own, called by
+// vectorcall with no argument conversion, its errors raised as PyTorch's
+// own functions raise them.
+struct Recorder {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  int slot;
+  PyObject* kernel;
+  PyObject* adjoint;
+};
+
+PyObject* recorder_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) ||
+      !THPVariable_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "opendml autograd node: a recorder takes one tensor");
+    return nullptr;
+  }
+  auto* r = reinterpret_cast<Recorder*>(self);
+  try {
+    return record(args[0], r->slot, r->kernel, r->adjoint);
+  } catch (const std::exception&) {  // (Python errors restored as themselves)
+    torch::translate_exception_to_python(std::current_exception());
+    return nullptr;
+  }
+}
+
+void recorder_dealloc(PyObject* self) {
+  auto* r = reinterpret_cast<Recorder*>(self);
+  Py_XDECREF(r->kernel);
+  Py_XDECREF(r->adjoint);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyTypeObject* recorder_type() {
+  static PyTypeObject type = [] {
+    PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+    t.tp_name = "opendml_torch_node.Recorder";
+    t.tp_basicsize = sizeof(Recorder);
+    t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+    t.tp_vectorcall_offset = offsetof(Recorder, vectorcall);
+    t.tp_call = PyVectorcall_Call;
+    t.tp_dealloc = recorder_dealloc;
+    t.tp_doc = "recorder(x): kernel(x), recorded for autograd with adjoint as its backward";
+    return t;
+  }();
+  if (!(type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&type) < 0) throw py::error_already_set();
+  return &type;
+}
+
+py::object recorder(int k, const py::tuple& kernel, const py::tuple& adjoint) {
+  check_record(k, kernel, adjoint);
+  auto* r = PyObject_New(Recorder, recorder_type());
+  if (r == nullptr) throw py::error_already_set();
+  r->vectorcall = recorder_call;
+  r->slot = k;
+  r->kernel = kernel.inc_ref().ptr();
+  r->adjoint = adjoint.inc_ref().ptr();
+  return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(r));
+}
+
+// The check an eager entry's call passes first (runtime/native/calls.c asks
+// it on every call autograd must record), as adapter._eager_ok answers it,
+// without a Python frame: the node in use (state["module"] set), no
+// TorchScript trace, compiled autograd off (the flag of
+// torch._dynamo.compiled_autograd, where sys.modules holds it), and
+// torch_node not "off" in the settings in force (runtime.config's _current).
+// Anything else (settings never read, a state without its entry) is
+// answered by the Python check itself (`fallback`).
+struct EagerNames {
+  PyObject* module = nullptr;
+  PyObject* current = nullptr;
+  PyObject* torch_node = nullptr;
+  PyObject* off = nullptr;
+  PyObject* compiled = nullptr;
+  PyObject* enabled = nullptr;
+  PyObject* modules = nullptr;
+};
+EagerNames eager_names;
+
+PyObject* eager_ok(PyObject* self, PyObject*) {  // self: (node state, runtime.config's and sys's dicts, fallback)
+  const EagerNames& n = eager_names;
+  PyObject* fallback = PyTuple_GET_ITEM(self, 3);
+  PyObject* module = PyDict_GetItemWithError(PyTuple_GET_ITEM(self, 0), n.module);
+  if (module == nullptr) return PyErr_Occurred() ? nullptr : PyObject_CallNoArgs(fallback);
+  if (module == Py_None || torch::jit::tracer::isTracing()) Py_RETURN_FALSE;
+  PyObject* modules = PyDict_GetItemWithError(PyTuple_GET_ITEM(self, 2), n.modules);  // sys.modules
+  if (modules == nullptr || !PyDict_Check(modules)) return PyErr_Occurred() ? nullptr : PyObject_CallNoArgs(fallback);
+  PyObject* ca = PyDict_GetItemWithError(modules, n.compiled);
+  if (ca == nullptr && PyErr_Occurred()) return nullptr;
+  if (ca != nullptr && ca != Py_None) {
+    PyObject* on = PyObject_GetAttr(ca, n.enabled);
+    if (on == nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return nullptr;
+      PyErr_Clear();
+    } else {
+      const int truth = PyObject_IsTrue(on);
+      Py_DECREF(on);
+      if (truth < 0) return nullptr;
+      if (truth) Py_RETURN_FALSE;
+    }
+  }
+  PyObject* cfg = PyDict_GetItemWithError(PyTuple_GET_ITEM(self, 1), n.current);
+  if (cfg == nullptr && PyErr_Occurred()) return nullptr;
+  if (cfg == nullptr || cfg == Py_None) return PyObject_CallNoArgs(fallback);
+  PyObject* mode = PyObject_GetAttr(cfg, n.torch_node);
+  if (mode == nullptr) return nullptr;
+  const int off = PyObject_RichCompareBool(mode, n.off, Py_EQ);
+  Py_DECREF(mode);
+  if (off < 0) return nullptr;
+  return PyBool_FromLong(!off);
+}
+
+PyMethodDef eager_ok_def = {"eager_ok", eager_ok, METH_NOARGS,
+                            "whether the call cache's eager entries may serve now"};
+
+py::object eager_check(py::dict state, py::dict config_globals, py::dict sys_dict, py::function fallback) {
+  EagerNames& n = eager_names;
+  if (n.module == nullptr) {
+    const std::pair<PyObject**, const char*> names[] = {
+        {&n.current, "_current"}, {&n.torch_node, "torch_node"}, {&n.off, "off"},
+        {&n.compiled, "torch._dynamo.compiled_autograd"}, {&n.enabled, "compiled_autograd_enabled"},
+        {&n.modules, "modules"}, {&n.module, "module"}};  // (module last: set once every name is)
+    for (const auto& [slot, text] : names) {
+      PyObject* name = PyUnicode_InternFromString(text);
+      if (name == nullptr) throw py::error_already_set();
+      *slot = name;
+    }
+  }
+  py::tuple self = py::make_tuple(state, config_globals, sys_dict, fallback);
+  PyObject* fn = PyCFunction_New(&eager_ok_def, self.ptr());
+  if (fn == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(fn);
 }
 
 // -- dispatcher operators ---------------------------------------------------------------------------
@@ -802,8 +980,10 @@ py::object describe_py(py::handle x) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
-  m.def("apply", &apply, "kernel(x) recorded for autograd with adjoint as its backward");
-  m.def("recorder", &recorder, "apply with the slot and specs bound: recorder(k, kernel, adjoint)(x)");
+  m.def("recorder", &recorder, "recorder(k, kernel, adjoint)(x): kernel(x), recorded for autograd with adjoint "
+                               "as its backward");
+  m.def("eager_check", &eager_check,
+        "eager_check(state, config_globals, sys_dict, fallback)(): the eager entries' check, in C++");
   m.def("register_ops", &register_ops, "CPU, CUDA and Autograd kernels for operators of a namespace");
   m.def("torch_api", &tapi::capsule, "PyTorch's tensor accessors for the call cache (runtime/native/torch_api.h)");
   m.def("describe", &tapi::describe_py, "what torch_api's describe reads of a tensor, as a tuple (tests)");
