@@ -8,11 +8,15 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hyp
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/device.log"
 python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])" | tee -a "$OUT/device.log"
+# the C++ autograd node built (about half a minute, in the background) before anything is timed
+(OPENDML_TORCH_NODE=wait timeout 200 python3 -c "from opendml.arrays.torch import node; print('node', node.wait(200), node.status())" \
+    > "$OUT/node.log" 2>&1) &
 if [ "${TEST_S:-190}" != 0 ]; then
     timeout ${TEST_S:-190} python3 -m pytest -q -p no:cacheprovider -m cuda -n 8 --dist loadfile ${TESTS:-tests} \
         > "$OUT/gpu-tests.log" 2>&1
     echo "tests rc=$?"; grep -E "^FAILED|^ERROR|passed|failed" "$OUT/gpu-tests.log" | tail -15
 fi
+wait; cat "$OUT/node.log"
 if [ "${H200_S:-70}" != 0 ]; then
     timeout ${H200_S:-70} python3 -m benchmarks.gpu_h200 --out "$OUT" --reps 10 2>&1 | grep -v -i warn \
         | tee "$OUT/gpu-h200.log" | tail -40
@@ -23,6 +27,10 @@ if [ "${INDEX_S:-90}" != 0 ]; then
 fi
 if [ "${TINY_S:-50}" != 0 ] && [ -f repro/eager_tiny.py ]; then
     timeout ${TINY_S:-50} python3 repro/eager_tiny.py 2>&1 | grep -v -i warn | tee "$OUT/tiny.log"
+fi
+if [ "${TRAIN_S:-30}" != 0 ]; then                # the project's own tiny-step method
+    timeout ${TRAIN_S:-30} python3 -m benchmarks.gpu_train --parts eager --quick --out "$OUT/train" 2>&1 \
+        | grep -v -i warn | tee "$OUT/gpu-train.log" | tail -20
 fi
 if [ "${NS_S:-200}" != 0 ]; then
     timeout $((${NS_S:-200} + 30)) python3 -m benchmarks.newshape_gpu --out "$OUT" --budget ${NS_S:-200} 2>&1 \
