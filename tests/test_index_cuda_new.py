@@ -157,3 +157,26 @@ def test_kernels_not_compiled_and_changed_settings(fw, monkeypatch):
         monkeypatch.setattr(index, knob, value)
         got, _ = c_route(fn, (x, n), monkeypatch)
         assert_same(got, want)
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_checked_calls_run_from_c_once_their_indices_are_checked(fw, monkeypatch):
+    """Can fail: a checked call (the default) whose indices are in range builds a description (the Python
+    route's planning) where it should run as its unchecked twin from C, gives other bytes than the route,
+    or its repeat is not a call-cache hit; one with an index out of range must raise the route's error."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 40, 24)) * 30).astype(np.float32)
+    calls = [(lambda a, i: dml.gather(a, i, 1), (x, rng.integers(-40, 40, (7, 2)).astype(np.int64))),
+             (lambda a, i: dml.gather_elements(a, i, 2), (x, rng.integers(0, 24, (3, 40, 9)).astype(np.int32))),
+             (lambda a, i: dml.gather_nd(a, i), (x, rng.integers(0, 3, (5, 2)).astype(np.int64)))]
+    for fn, arrays in calls:
+        xs = tuple(device(fw, a) for a in arrays)
+        want = python_route(fn, *xs)
+        got, again = c_route(fn, xs, monkeypatch)
+        assert_same(got, want)
+        assert_same(again, want)
+    bad = tuple(device(fw, a) for a in (x, np.array([0, 40, 1])))
+    want = python_route(calls[0][0], *bad)
+    assert isinstance(want, dml.ValidationError)
+    ccache.clear()
+    assert_same(outcome(lambda _: calls[0][0](*bad), None), want)

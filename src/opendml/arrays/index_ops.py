@@ -264,8 +264,9 @@ def _like(a, x, where: str):
 # index check fused into the passes that read the checked indices (a bad
 # index makes the served call answer None, and the route then raises its
 # error naming the first one); on CUDA the index kernels' launches
-# (``arrays/cuda.move``, without the check: a checked call on a GPU always
-# takes the route, which reads back its indices' extremes, ``check``).
+# (``arrays/cuda.move``, without the check: a checked call on a GPU takes the
+# route, which reads back its indices' extremes, ``check``, then runs as the
+# same call unchecked from C, ``_checked_on_gpu``).
 # Every ``opendml.configure()`` empties the cache (``configure(call_cache=
 # False)`` stops the serving of repeats and the recording; a never-seen shape
 # is still lowered in C, ``offer``; the NumPy kernels record nothing); a replaced
@@ -438,6 +439,23 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     return _move(_OPS[name], given, *args)
 
 
+def _checked_on_gpu(name: str, given, args: tuple, since: int):
+    """A checked call on CUDA memory whose indices its ``arguments`` found
+    in range (``check``, on the device): run as the same call with
+    ``check_indices=False`` (the same bytes: no index is clamped), served
+    from the C call cache or lowered and launched in C (``offer``'s routes,
+    keyed and recorded as that unchecked call), so that only the check is
+    paid in Python. None where C declines it (the route then runs it)."""
+    op, plain = _OPS[name], (False, *args[1:])
+    if engine.execute is not _EXECUTE:
+        return None
+    out = _move(op, given, *plain)
+    c = _C_INDEX.get(op)
+    if out is not None or c is None or "prepare" in get_backend("cpu").__dict__:
+        return out
+    return _index_new(op, c[0], c[1], given, plain, since, CACHE_MIN_BYTES)
+
+
 def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = ()):
     """Run ``make``'s description on ``arrays``; ``fields`` (every value
     ``make`` reads besides the arrays' dtypes and shapes) lets the NumPy
@@ -457,8 +475,13 @@ def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = (
         out = _record(name, given, args, call, arrays, shape, since)
         if out is not None:
             return out
-        if not (name in _CHECKED and args[0]) and _cuda_record(given):
-            call.ccall = (name, args, given, (tuple(shape),))    # the launches, keyed by the inputs as given
+        if _cuda_record(given):
+            if name in _CHECKED and args[0]:
+                out = _checked_on_gpu(name, given, args, since)
+                if out is not None:
+                    return out
+            else:
+                call.ccall = (name, args, given, (tuple(shape),))    # the launches, keyed by the inputs as given
     out = _front.run_list(call, arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
 

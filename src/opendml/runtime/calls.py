@@ -315,10 +315,10 @@ def _index_cuda_conf() -> tuple:
     from .cuda import index, launch, steps
     return launch.new_kernels(), steps.c_settings(), index.c_settings()
 
-#: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*, as its operator declares it).
 #: The lowering number's bit of a function that offers its arrays as one list or tuple (newshape.h's
 #: ODML_LOWER_SEQUENCE).
 LOWER_SEQUENCE = 1 << 24
+#: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*, as its operator declares it).
 MOVE_LOWERINGS = {cls.BINDING.function: cls.C_LOWERING for cls in OPERATORS.values() if "C_LOWERING" in vars(cls)}
 
 
