@@ -2,9 +2,10 @@
 scatter_elements, scatter_nd, one_hot or reverse_subsequences on PyTorch CUDA tensors or CuPy arrays, of a
 shape the call cache never saw, is lowered (newshape_index.c), planned (cuda_index_spec.c, cuda_move_spec.c),
 allocated, launched and recorded in C (``runtime.calls.index_new``): no description is built, the next such
-call is a call-cache hit, and the outputs and errors are the Python route's byte for byte. What C leaves to
-the route (a checked call: its index check reads the indices' extremes on the device; an overwriting scatter
-that needs an owner table, a sort or a group) gives the route's bytes too. Needs a GPU
+call is a call-cache hit, and the outputs and errors are the Python route's byte for byte. A checked call
+runs its index check in the route (the indices' extremes read back from the device), then its unchecked twin
+from C; what C leaves to the route (an overwriting scatter that needs an owner table, a sort or a group)
+gives the route's bytes too. Needs a GPU
 (``@pytest.mark.cuda``); the launch planning itself is compared with the Python route's without one in
 ``tests/runtime/test_cuda_index_spec.py``."""
 from __future__ import annotations
