@@ -40,8 +40,10 @@ def test_index_kernels_compile_with_nvcc(tmp_path):
 def ptxas_registers(source, arch="sm_90"):
     """{kernel: registers a thread} of every instantiation of ``source``
     (OPENDML_INSTANTIATE) as ptxas reports them."""
+    # (the compiler runs without the sanitizer pass's preloaded ASan runtime, which it does not survive)
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
     r = subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", "--fmad=false", "-DOPENDML_INSTANTIATE", "-Xptxas", "-v",
-                        "-c", str(source), "-o", os.devnull], capture_output=True, text=True)
+                        "-c", str(source), "-o", os.devnull], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     out, name = {}, None
     for line in r.stderr.splitlines():
