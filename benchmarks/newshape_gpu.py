@@ -21,7 +21,10 @@ rounds of ``--calls`` new shapes, synchronised at the end of each round,
 opendml's and the peer's calls on the same inputs), ``ratio`` = opendml /
 peer (the target: at most 2), and the route: of ``--probe`` further new
 shapes, how many ran with no function of ``opendml/ops`` in Python (the C
-new-shape route). The first call of each operator in the fresh process is
+new-shape route; a checked index call runs its operator's argument rules in
+Python before C launches it, so it counts as the Python route). The gathers
+appear twice: as called by default (``check_indices=True``: the indices'
+extremes read back from the device first) and ``unchecked``. The first call of each operator in the fresh process is
 its own row (``first``): a kernel loaded from the disk cache (compiled where
 the cache is cold); a user avoids it with one warm-up call per operator.
 Prints the device and its measured device-to-device copy bandwidth; writes
