@@ -75,11 +75,16 @@ def _on_jax(fn):
     def on_jax(x, *args, **kwargs) -> jax.Array:
         return fn(_jax(x), *args, **kwargs)
     on_jax.__module__ = __name__
-    on_jax.__signature__ = inspect.signature(fn).replace(return_annotation=jax.Array)
+    on_jax.__signature__ = inspect.signature(fn).replace(return_annotation="jax.Array")
     array = next(iter(on_jax.__signature__.parameters))
-    on_jax.__doc__ = (f"``opendml.{fn.__name__}`` on ``{array}`` as a JAX array (anything ``jnp.asarray`` takes "
+    name = fn.__name__
+    on_jax.__doc__ = (f"``opendml.{name}`` on ``{array}`` as a JAX array (anything ``jnp.asarray`` takes "
                       f"is converted first): differentiable in reverse mode, its gradient another opendml "
-                      f"operator.\n\n    " + fn.__doc__)
+                      f"operator.\n\n    " + _arrays.front._docstring(
+                          _contract.BINDING[name], _contract.OPERATOR_OF[name], "jax.Array or array-like",
+                          "jax.Array", f"a ``jax.Array`` (on ``{array}``'s device for a JAX\n        array); "
+                          "differentiable in reverse mode (``jax.grad``, ``jax.vjp``) where\n        the operator "
+                          "is linear for the dtypes."))
     return on_jax
 
 
