@@ -427,25 +427,152 @@ def battery(np, torch, jnp):
     add("diagonal_matrix/x_none", "diagonal_matrix", lambda: ((None,), {"shape": (2, 2)}))
     add("diagonal_matrix/positional2", "diagonal_matrix", lambda: ((data((2, 2)), (2, 2)), {}))
 
-    # ---- the window functions (opendml, opendml.torch, opendml.jax): a few calls each
+    # ---- the window functions (opendml, opendml.torch, opendml.jax) and the move family (opendml)
     for mod in ("opendml", "opendml.torch") + (("opendml.jax",) if jnp is not None else ()):
         kk = {"opendml": "np", "opendml.torch": "torch", "opendml.jax": "jax"}[mod]
+        for dt in ("float32", "float16", "int8", "uint64", "bool", "complex64"):
+            x4 = lambda kk=kk, dt=dt: fw(data((1, 2, 5, 6), dt), kk)
+            add(f"{mod}:unfold/{dt}/ok", f"{mod}:unfold", lambda x4=x4: ((x4(), 3), {}))
+            add(f"{mod}:slice1/{dt}/ok", f"{mod}:slice1",
+                lambda x4=x4: ((x4(), (0, 0, 1, 0), (1, 2, 3, 4), (1, 1, 1, 2)), {}))
         x4 = lambda kk=kk: fw(data((1, 2, 5, 6)), kk)
-        add(f"{mod}:unfold/ok", f"{mod}:unfold", lambda x4=x4: ((x4(), 3), {}))
-        add(f"{mod}:unfold/stride", f"{mod}:unfold", lambda x4=x4: ((x4(), (2, 3), (1, 2)), {}))
-        add(f"{mod}:unfold/bad_k", f"{mod}:unfold", lambda x4=x4: ((x4(), 0), {}))
+        for args in ((3,), ((2, 3), (1, 2)), ((2, 3), 1, 2), (3, 1, 1, 1, 1), (3, 1, 1, (1, 0), (0, 2)), (0,), (7,),
+                     ((2, 3, 4),), (3, 0), (3, 1, 0), (3, 1, 1, -1), ("3",), (None,), (2.0,), (2 ** 40,),
+                     (float("nan"),), ([2, 2],), (np.int64(2),), (True,)):
+            add(f"{mod}:unfold/args{args!r}", f"{mod}:unfold", lambda x4=x4, args=args: ((x4(), *args), {}))
+        for args in (((3, 4), 2), ((3, 4), 2, 2), ((3, 4), (2, 2), 1, 1, 1, 1), ((3, 5), 2), ((3,), 2), (3, 2),
+                     ((3, 4), 0), (None, 2), ((2 ** 40, 1), 2), ((3, 4), "2")):
+            add(f"{mod}:fold/args{args!r}", f"{mod}:fold",
+                lambda kk=kk, args=args: ((fw(data((1, 8, 6)), kk), *args), {}))
+        for args in (((0, 0, 1, 0), (1, 2, 3, 4), (1, 1, 1, 2)), ((0, 0, 4, 5), (1, 2, 3, 3), (1, 1, -1, -2)),
+                     ((0, 0, 9, 0), (1, 2, 3, 4), (1, 1, 1, 1)), ((0, 0, 1), (1, 2, 3), (1, 1, 1)),
+                     ((0, 0, 0, 0), (1, 2, 5, 6), (1, 1, 0, 1)), ((0, 0, 0, 0), (1, 2, 2, 2), (1, 1, 2, 2), (1, 2, 2, 2)),
+                     ((0, 0, 0, 0), (1, 2, 2, 2), (1, 1, 2, 2), (1, 2, 4)), ((0, 0, -1, 0), (1, 2, 3, 4), (1, 1, 1, 1)),
+                     ((0, 0, 0, 0), (1, 2, 2 ** 40, 1), (1, 1, 1, 1)), ("0000", (1, 2, 3, 4), (1, 1, 1, 1)),
+                     (None, (1, 2, 3, 4), (1, 1, 1, 1)), ((0.0, 0, 0, 0), (1, 2, 3, 4), (1, 1, 1, 1))):
+            add(f"{mod}:slice1/args{args!r}", f"{mod}:slice1", lambda x4=x4, args=args: ((x4(), *args), {}))
+            add(f"{mod}:slice/args{args!r}", f"{mod}:slice", lambda x4=x4, args=args: ((x4(), *args[:3]), {}))
+        for args in (((1, 2, 5, 6), (0, 0, 1, 0), (1, 2, 3, 2), (1, 1, 1, 3)),
+                     ((1, 2, 5, 6), (0, 0, 4, 5), (1, 2, 3, 2), (1, 1, -1, -3)),
+                     ((1, 2, 5, 6), (0, 0, 1, 0), (1, 2, 3, 3), (1, 1, 1, 3)),
+                     ((1, 2, 2, 2), (0, 0, 1, 0), (1, 2, 3, 2), (1, 1, 1, 3)),
+                     ((1, 2, 5), (0, 0, 1), (1, 2, 3), (1, 1, 1)), (None, (0,) * 4, (1, 2, 3, 2), (1,) * 4)):
+            add(f"{mod}:slice_grad/args{args!r}", f"{mod}:slice_grad",
+                lambda kk=kk, args=args: ((fw(data((1, 2, 3, 2)), kk), *args), {}))
         add(f"{mod}:unfold/bad_type", f"{mod}:unfold", lambda: (([1, 2], 3), {}))
-        add(f"{mod}:fold/ok", f"{mod}:fold", lambda kk=kk: ((fw(data((1, 8, 6)), kk), (3, 4), 2), {}))
-        add(f"{mod}:fold/bad", f"{mod}:fold", lambda kk=kk: ((fw(data((1, 8, 7)), kk), (3, 4), 2), {}))
-        add(f"{mod}:slice1/ok", f"{mod}:slice1",
-            lambda x4=x4: ((x4(), (0, 0, 1, 0), (1, 2, 3, 4), (1, 1, 1, 2)), {}))
-        add(f"{mod}:slice1/neg", f"{mod}:slice1",
-            lambda x4=x4: ((x4(), (0, 0, 4, 5), (1, 2, 3, 3), (1, 1, -1, -2)), {}))
-        add(f"{mod}:slice1/bad", f"{mod}:slice1", lambda x4=x4: ((x4(), (0, 0, 9, 0), (1, 2, 3, 4), (1, 1, 1, 1)), {}))
-        add(f"{mod}:slice_grad/ok", f"{mod}:slice_grad",
-            lambda kk=kk: ((fw(data((1, 2, 3, 2)), kk), (1, 2, 5, 6), (0, 0, 1, 0), (1, 1, 1, 3)), {}))
-        add(f"{mod}:slice/ok", f"{mod}:slice", lambda x4=x4: ((x4(), (0, 0, 1, 1), (1, 2, 3, 3), (1, 1, 1, 2)), {}))
+        add(f"{mod}:unfold/rank2", f"{mod}:unfold", lambda kk=kk: ((fw(data((5, 6)), kk), 3), {}))
+        add(f"{mod}:unfold/zero", f"{mod}:unfold", lambda kk=kk: ((fw(data((0, 2, 5, 6)), kk), 3), {}))
+    xv = data((4, 6, 5))
+    for name, x in {"plain": lambda: xv, "negstride": lambda: xv[::-1, ::-2], "strided": lambda: xv[:, 1::2],
+                    "bcast": lambda: np.broadcast_to(data((1, 3, 5)), (4, 3, 5)), "torch": lambda: torch.from_numpy(xv),
+                    "torch_t": lambda: torch.from_numpy(xv).transpose(0, 2), "big": lambda: xv.astype(">f4"),
+                    "zero": lambda: data((0, 3, 5)), "int8": lambda: xv.astype("int8"), "bool": lambda: xv > 0,
+                    "list": lambda: xv.tolist(), "none": lambda: None, "scalar": lambda: 3.0,
+                    "0d": lambda: np.float32(2), "rank9": lambda: data((1,) * 9)}.items():
+        for fn, args, kw in (("identity", (), {}), ("identity", (2.0, 1.0), {}), ("identity", ("a",), {}),
+                             ("cast", ("float16",), {}), ("cast", ("int64",), {}), ("cast", ("bogus",), {}),
+                             ("cast", (None,), {}), ("pad", ((0, 1, 1), (1, 0, 2)), {}),
+                             ("pad", ((0, 1, 1), (1, 0, 2), "reflect"), {}), ("pad", ((0, 1, 1), (1, 0, 2), "edge"), {}),
+                             ("pad", ((0, 1, 1), (1, 0, 2), "symmetric"), {}), ("pad", ((0, 1, 1), (1, 0, 2), "bad"), {}),
+                             ("pad", (1, 1, "constant", 7), {}), ("pad", ((0, -1, 0), 0), {}), ("pad", ((9, 9, 9), 0, "reflect"), {}),
+                             ("tile", ((1, 2, 1),), {}), ("tile", (2,), {}), ("tile", ((0, 1, 1),), {}),
+                             ("tile", ((2 ** 40, 1, 1),), {}), ("split", (1, (1, 2)), {}), ("split", (0, (2, 2)), {}),
+                             ("split", (1, (1, 1)), {}), ("split", (5, (1, 1)), {}), ("join", (), {}),
+                             ("depth_to_space", (1,), {}), ("space_to_depth", (1,), {}), ("slice", ((0, 0, 0), (2, 2, 2), (1, 1, 1)), {})):
+            def mk(x=x, fn=fn, args=args, kw=kw):
+                if fn == "join":
+                    return ([x(), x()], 1), kw
+                return (x(), *args), kw
+            add(f"move/{fn}{args!r}/{name}", fn, mk)
+    for name, x4 in {"np": lambda: data((1, 4, 2, 3)), "torch": lambda: torch.from_numpy(data((1, 4, 2, 3))),
+                     "neg": lambda: data((1, 4, 2, 3))[:, ::-1]}.items():
+        for fn in ("depth_to_space", "space_to_depth"):
+            for args in ((2,), (2, "CRD"), (2, "bad"), (0,), (3,), (1.5,)):
+                add(f"move/{fn}{args!r}/{name}", fn, lambda x4=x4, args=args: ((x4(), *args), {}))
+    for n, args in enumerate((([data((2, 3)), data((2, 1))], 1), ([data((2, 3)), data((2, 1))], 0), ([], 0), ([data((2, 3))], 0),
+                 ((data((2, 3)), data((2, 3), "int32")), 0), ([data((2, 3)), torch.ones(2, 3)], 0),
+                 (data((2, 3)), 0), ([data((2, 3))] * 2, 5))):
+        add(f"move/join/{n}",
+            "join", lambda args=args: (args, {}))
     return cases
+
+
+def sequences(np, torch, jnp, dml):
+    """(case id, [thunk, ...]): calls made one after the other, each recorded; a call of one shape served from
+    the call cache after another (a good call, then a bad index of the same dtypes and shapes, and back), and
+    calls under transforms (autograd, jax.jit, jax.grad)."""
+    def data(shape, dt="float32"):
+        return (np.arange(int(np.prod(shape))) % 23 - 7).astype(dt).reshape(shape)
+
+    seqs = []
+    fws = {"np": lambda a: a, "torch": lambda a: torch.from_numpy(np.ascontiguousarray(a))}
+    if jnp is not None:
+        fws["jax"] = jnp.asarray
+    def family(f, it):
+        def idx(v):
+            v = np.array(v)
+            return f((v % 2 ** 32 if it[0] == "u" else v).astype(it))
+        calls = {
+            "gather": lambda i, **kw: dml.gather(f(data((3, 4))), idx(i), 1, **kw),
+            "gather_elements": lambda i, **kw: dml.gather_elements(f(data((1, 4))), idx([i]), 1, **kw),
+            "scatter_elements": lambda i, **kw: dml.scatter_elements(f(data((1, 4))), idx([i]), f(data((1, 3))), 1,
+                                                                     **kw),
+            "gather_nd": lambda i, **kw: dml.gather_nd(f(data((4, 2))), idx([[j] for j in i]), **kw),
+            "scatter_nd": lambda i, **kw: dml.scatter_nd(f(data((4, 2))), idx([[j] for j in i]), f(data((3, 2))),
+                                                         **kw),
+        }
+        return calls
+
+    for k, f in fws.items():
+        for it in ("int32", "int64", "uint32", "uint64"):
+            for name, call in family(f, it).items():
+                good = [0, 3, -4 if it[0] == "i" else 1]
+                for bad in ([0, 4, 1], [-5, 0, 0], [1, 1, 9]):
+                    seqs.append((f"seq/{name}/{k}/{it}/good-bad{bad}-good-bad",
+                                 [lambda c=call, g=good: c(g), lambda c=call, b=bad: c(b),
+                                  lambda c=call, g=good: c(g), lambda c=call, b=bad: c(b)]))
+                seqs.append((f"seq/{name}/{k}/{it}/unchecked", [
+                    lambda c=call, g=good: c(g), lambda c=call: c([0, 4, 99], check_indices=False),
+                    lambda c=call: c([0, 4, 99]), lambda c=call: c([0, 4, 99], check_indices=False)]))
+        seqs.append((f"seq/one_hot/{k}", [lambda f=f: dml.one_hot(f(np.array([0, 2])), 3, f(np.array([0., 1.]))),
+                                          lambda f=f: dml.one_hot(f(np.array([9, -9])), 3, f(np.array([0., 1.])))]))
+        seqs.append((f"seq/reverse/{k}", [
+            lambda f=f: dml.reverse_subsequences(f(data((3, 4))), f(np.array([1, 2, 3], "uint32")), 1),
+            lambda f=f: dml.reverse_subsequences(f(data((3, 4))), f(np.array([9, 0, 4], "uint32")), 1)]))
+    # PyTorch autograd
+    for name, mk in {
+        "gather": lambda x: dml.gather(x, torch.tensor([[1, 1], [-1, 0]]), 1),
+        "gather_elements": lambda x: dml.gather_elements(x, torch.tensor([[1, 1, 0, 0]]), 0),
+        "gather_nd": lambda x: dml.gather_nd(x, torch.tensor([[1, 1], [1, 1], [0, 2]])),
+        "scatter_elements": lambda x: dml.scatter_elements(x, torch.tensor([[1, 1, 0, 0]]),
+                                                           torch.ones(1, 4, dtype=torch.float64), 0),
+        "scatter_nd": lambda x: dml.scatter_nd(x, torch.tensor([[1], [1]]), torch.ones(2, 4, dtype=torch.float64)),
+        "reverse_subsequences": lambda x: dml.reverse_subsequences(x, torch.tensor([2, 1, 4], dtype=torch.uint32),
+                                                                   1),
+        "diagonal_matrix": lambda x: dml.diagonal_matrix(x, begin=0, end=2, value=5),
+    }.items():
+        def grad(mk=mk):
+            x = torch.from_numpy(data((3, 4), "float64")).requires_grad_(True)
+            y = mk(x)
+            (g,) = torch.autograd.grad(y, x, torch.from_numpy(data(tuple(y.shape), "float64") + 0.5))
+            return g
+        seqs.append((f"seq/torch_grad/{name}", [grad, grad]))
+    if jnp is not None:
+        import jax
+        for name, mk in {
+            "gather": lambda x, i: dml.gather(x, i, 1),
+            "gather_elements": lambda x, i: dml.gather_elements(x, i.reshape(1, -1)[:, :4], 0),
+            "gather_nd": lambda x, i: dml.gather_nd(x, i.reshape(-1, 1)),
+            "one_hot": lambda x, i: dml.one_hot(i, 5, jnp.asarray([0.0, 1.0])) + x.sum(),
+        }.items():
+            for it, iv in (("good", [0, 1, -1, 2]), ("bad", [0, 7, -9, 2])):
+                jit = jax.jit(mk)
+                seqs.append((f"seq/jax_jit/{name}/{it}", [
+                    lambda jit=jit, iv=iv: jit(jnp.asarray(data((3, 4))), jnp.asarray(np.array(iv, "int32")))] * 2))
+                seqs.append((f"seq/jax_grad/{name}/{it}", [
+                    lambda mk=mk, iv=iv: jax.grad(lambda x: mk(x, jnp.asarray(np.array(iv, "int32"))).sum())(
+                        jnp.asarray(data((3, 4))))] * 2))
+    return seqs
 
 
 # -- the worker ------------------------------------------------------------------------------------------
@@ -457,6 +584,8 @@ def outcome(f, args, kwargs, np):
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         return ["err", f"{type(e).__module__}.{type(e).__qualname__}", str(e)]
+    if isinstance(out, list):                         # split: each output
+        return ["list", [outcome(lambda o=o: o, (), {}, np) for o in out]]
     mod = type(out).__module__.split(".")[0]
     try:
         if mod == "torch":
@@ -520,6 +649,8 @@ def worker(mode: str) -> None:
             res["calls"][cid] = [["unbuildable", repr(e)]] * 2
             continue
         res["calls"][cid] = [outcome(f, args, kwargs, np), outcome(f, args, kwargs, np)]
+    for cid, thunks in sequences(np, torch, jnp, dml):
+        res["calls"][cid] = [outcome(t, (), {}, np) for t in thunks]
     json.dump(res, sys.stdout)
 
 
@@ -532,7 +663,7 @@ def run_tree(src: str, mode: str) -> dict:
 
 
 def main(old: str, new: str) -> int:
-    diffs = 0
+    diffs, per_mode = 0, {}
     for mode in MODES:
         a, b = run_tree(old, mode), run_tree(new, mode)
         if mode == "default":
@@ -541,7 +672,10 @@ def main(old: str, new: str) -> int:
             for key in sorted(set(sa) | set(sb)):
                 if sa.get(key) != sb.get(key):
                     diffs += 1
-                    print(f"  SIG {key}:\n    old {sa.get(key)}\n    new {sb.get(key)}")
+                    old_, new_ = sa.get(key), sb.get(key)
+                    if isinstance(old_, dict) and isinstance(new_, dict):
+                        old_, new_ = ({f: d[f] for f in d if old_[f] != new_[f]} for d in (old_, new_))
+                    print(f"  SIG {key}:\n    old {old_}\n    new {new_}")
         ca, cb = a["calls"], b["calls"]
         n_ok = sum(1 for v in cb.values() if v[0][0] == "ok")
         print(f"[{mode}] calls: {len(cb)} ({n_ok} valid, {len(cb) - n_ok} raising), each called twice")
@@ -551,8 +685,17 @@ def main(old: str, new: str) -> int:
                 diffs += 1
                 print(f"  DIFF {mode} {cid}:\n    old {ra}\n    new {rb}")
             for tree, r in (("old", ra), ("new", rb)):
-                if r and r[0] != r[1]:
+                if r and not cid.startswith("seq/") and r[0] != r[1]:
                     print(f"  REPEAT {mode} {tree} {cid}:\n    first  {r[0]}\n    repeat {r[1]}")
+                    diffs += tree == "new"
+        per_mode[mode] = (a["calls"], b["calls"])
+    for tree, i in (("old", 0), ("new", 1)):
+        base = per_mode["default"][i]
+        for mode in MODES[1:]:
+            other = per_mode[mode][i]
+            for cid in base:
+                if base[cid] != other.get(cid):
+                    print(f"  MODE {tree} default vs {mode} {cid}:\n    default {base[cid]}\n    {mode} {other.get(cid)}")
                     diffs += tree == "new"
     print(f"{diffs} differences")
     return 1 if diffs else 0
