@@ -351,6 +351,10 @@ def _index_call(op: int, given: tuple, args: tuple):
     name = _NAMES[op]
     if given[0] is not _NO_ARRAY:
         _index.checked(name, given[0], **dict(zip(_contract.BINDING[name].others, given[1:])))
+    # a NumPy subclass (np.matrix, which stays 2-D when reshaped) as the plain ndarray it holds; a masked
+    # array goes on as given (the route refuses it: its mask would be dropped)
+    given = tuple(a.view(np.ndarray) if isinstance(a, np.ndarray) and type(a) is not np.ndarray and
+                  not isinstance(a, np.ma.MaskedArray) else a for a in given)
     make, arrays, shape, fields = _BUILD[name](ARGUMENT_API, *given, *args)
     return _index.run(name, make, arrays, shape, fields, given, args)
 
