@@ -60,12 +60,21 @@ import jax.numpy as jnp
 from . import arrays as _arrays
 from .arrays import _contract
 from .arrays.jax_adapter import SUPPORTED_DTYPES, lax_fold, lax_slice1, lax_slice_grad, lax_unfold
+from .model.errors import ValidationError
 
 Ints = Union[int, Sequence[int]]
 
 
-def _jax(x) -> jax.Array:
-    return x if isinstance(x, jax.Array) else jnp.asarray(x)
+def _jax(x, where: str, name: str) -> jax.Array:
+    """``x`` (the argument ``name``) as a JAX array; what ``jnp.asarray`` refuses is opendml's
+    ``ValidationError`` naming it."""
+    if isinstance(x, jax.Array):
+        return x
+    try:
+        return jnp.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise ValidationError(f"{where}: {name} must be a JAX array or something jnp.asarray converts; got "
+                              f"{type(x).__module__}.{type(x).__qualname__} ({e})") from None
 
 
 def _on_jax(fn):
@@ -73,7 +82,7 @@ def _on_jax(fn):
     else): the same signature, a ``jax.Array`` result, and ``fn``'s docstring after a line that says so."""
     @functools.wraps(fn)
     def on_jax(x, *args, **kwargs) -> jax.Array:
-        return fn(_jax(x), *args, **kwargs)
+        return fn(_jax(x, fn.__name__, array), *args, **kwargs)
     on_jax.__module__ = __name__
     on_jax.__signature__ = inspect.signature(fn).replace(return_annotation="jax.Array")
     array = next(iter(on_jax.__signature__.parameters))
