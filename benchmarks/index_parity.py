@@ -149,6 +149,11 @@ def battery(np, torch, jnp):
     add("gather/npscalar_x", "gather", lambda: ((np.float32(1), np.array([0]), 0), {}))
     add("gather/matrix", "gather", lambda: ((np.matrix([[1., 2.], [3., 4.]]), np.array([0]), 0), {}))
     add("gather/masked", "gather", lambda: ((np.ma.masked_array(data((3, 4))), np.array([0]), 0), {}))
+    add("gather/i_matrix", "gather", lambda: ((data((3, 4)), np.matrix([[1, 0]]), 1), {}))
+    add("gather/i_masked", "gather", lambda: ((data((3, 4)), np.ma.masked_array(np.array([1, 0])), 1), {}))
+    add("reverse_subsequences/matrix", "reverse_subsequences",
+        lambda: ((np.matrix(data((3, 4))), np.array([1, 2, 3], "uint32"), 1), {}))
+    add("diagonal_matrix/matrix", "diagonal_matrix", lambda: ((np.matrix(data((3, 4))),), {}))
     add("gather/object", "gather", lambda: ((np.array([1, "a"], object), np.array([0]), 0), {}))
     add("gather/i_object", "gather", lambda: ((data((3, 4)), np.array([0, None], object), 0), {}))
     add("gather/huge_x", "gather",
@@ -459,7 +464,10 @@ def battery(np, torch, jnp):
                      ((1, 2, 5), (0, 0, 1), (1, 2, 3), (1, 1, 1)), (None, (0,) * 4, (1, 2, 3, 2), (1,) * 4)):
             add(f"{mod}:slice_grad/args{args!r}", f"{mod}:slice_grad",
                 lambda kk=kk, args=args: ((fw(data((1, 2, 3, 2)), kk), *args), {}))
-        add(f"{mod}:unfold/bad_type", f"{mod}:unfold", lambda: (([1, 2], 3), {}))
+        for bad in ([1, 2], [[1, 2], [3]], "abc", None, object, 2.5):
+            add(f"{mod}:unfold/bad_type{bad!r}", f"{mod}:unfold", lambda bad=bad: ((bad, 3), {}))
+            add(f"{mod}:slice_grad/bad_type{bad!r}", f"{mod}:slice_grad",
+                lambda bad=bad: ((bad, (2,), (0,), (1,), (1,)), {}))
         add(f"{mod}:unfold/rank2", f"{mod}:unfold", lambda kk=kk: ((fw(data((5, 6)), kk), 3), {}))
         add(f"{mod}:unfold/zero", f"{mod}:unfold", lambda kk=kk: ((fw(data((0, 2, 5, 6)), kk), 3), {}))
     xv = data((4, 6, 5))

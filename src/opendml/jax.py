@@ -60,7 +60,7 @@ import jax.numpy as jnp
 from . import arrays as _arrays
 from .arrays import _contract
 from .arrays.jax_adapter import SUPPORTED_DTYPES, lax_fold, lax_slice1, lax_slice_grad, lax_unfold
-from .model.errors import ValidationError
+from .model import errors as _errors
 
 Ints = Union[int, Sequence[int]]
 
@@ -73,8 +73,8 @@ def _jax(x, where: str, name: str) -> jax.Array:
     try:
         return jnp.asarray(x)
     except (TypeError, ValueError) as e:
-        raise ValidationError(f"{where}: {name} must be a JAX array or something jnp.asarray converts; got "
-                              f"{type(x).__module__}.{type(x).__qualname__} ({e})") from None
+        raise _errors.ValidationError(f"{where}: {name} must be a JAX array or something jnp.asarray converts; got "
+                                      f"{type(x).__module__}.{type(x).__qualname__} ({e})") from None
 
 
 def _on_jax(fn):
