@@ -451,8 +451,10 @@ def battery(np, torch, jnp):
                 lambda kk=kk, args=args: ((fw(data((1, 8, 6)), kk), *args), {}))
         for args in (((0, 0, 1, 0), (1, 2, 3, 4), (1, 1, 1, 2)), ((0, 0, 4, 5), (1, 2, 3, 3), (1, 1, -1, -2)),
                      ((0, 0, 9, 0), (1, 2, 3, 4), (1, 1, 1, 1)), ((0, 0, 1), (1, 2, 3), (1, 1, 1)),
-                     ((0, 0, 0, 0), (1, 2, 5, 6), (1, 1, 0, 1)), ((0, 0, 0, 0), (1, 2, 2, 2), (1, 1, 2, 2), (1, 2, 2, 2)),
-                     ((0, 0, 0, 0), (1, 2, 2, 2), (1, 1, 2, 2), (1, 2, 4)), ((0, 0, -1, 0), (1, 2, 3, 4), (1, 1, 1, 1)),
+                     ((0, 0, 0, 0), (1, 2, 5, 6), (1, 1, 0, 1)),
+                     ((0, 0, 0, 0), (1, 2, 2, 2), (1, 1, 2, 2), (1, 2, 2, 2)),
+                     ((0, 0, 0, 0), (1, 2, 2, 2), (1, 1, 2, 2), (1, 2, 4)),
+                     ((0, 0, -1, 0), (1, 2, 3, 4), (1, 1, 1, 1)),
                      ((0, 0, 0, 0), (1, 2, 2 ** 40, 1), (1, 1, 1, 1)), ("0000", (1, 2, 3, 4), (1, 1, 1, 1)),
                      (None, (1, 2, 3, 4), (1, 1, 1, 1)), ((0.0, 0, 0, 0), (1, 2, 3, 4), (1, 1, 1, 1))):
             add(f"{mod}:slice1/args{args!r}", f"{mod}:slice1", lambda x4=x4, args=args: ((x4(), *args), {}))
@@ -480,13 +482,16 @@ def battery(np, torch, jnp):
         for fn, args, kw in (("identity", (), {}), ("identity", (2.0, 1.0), {}), ("identity", ("a",), {}),
                              ("cast", ("float16",), {}), ("cast", ("int64",), {}), ("cast", ("bogus",), {}),
                              ("cast", (None,), {}), ("pad", ((0, 1, 1), (1, 0, 2)), {}),
-                             ("pad", ((0, 1, 1), (1, 0, 2), "reflect"), {}), ("pad", ((0, 1, 1), (1, 0, 2), "edge"), {}),
-                             ("pad", ((0, 1, 1), (1, 0, 2), "symmetric"), {}), ("pad", ((0, 1, 1), (1, 0, 2), "bad"), {}),
-                             ("pad", (1, 1, "constant", 7), {}), ("pad", ((0, -1, 0), 0), {}), ("pad", ((9, 9, 9), 0, "reflect"), {}),
+                             ("pad", ((0, 1, 1), (1, 0, 2), "reflect"), {}),
+                             ("pad", ((0, 1, 1), (1, 0, 2), "edge"), {}),
+                             ("pad", ((0, 1, 1), (1, 0, 2), "symmetric"), {}),
+                             ("pad", ((0, 1, 1), (1, 0, 2), "bad"), {}), ("pad", (1, 1, "constant", 7), {}),
+                             ("pad", ((0, -1, 0), 0), {}), ("pad", ((9, 9, 9), 0, "reflect"), {}),
                              ("tile", ((1, 2, 1),), {}), ("tile", (2,), {}), ("tile", ((0, 1, 1),), {}),
                              ("tile", ((2 ** 40, 1, 1),), {}), ("split", (1, (1, 2)), {}), ("split", (0, (2, 2)), {}),
                              ("split", (1, (1, 1)), {}), ("split", (5, (1, 1)), {}), ("join", (), {}),
-                             ("depth_to_space", (1,), {}), ("space_to_depth", (1,), {}), ("slice", ((0, 0, 0), (2, 2, 2), (1, 1, 1)), {})):
+                             ("depth_to_space", (1,), {}), ("space_to_depth", (1,), {}),
+                             ("slice", ((0, 0, 0), (2, 2, 2), (1, 1, 1)), {})):
             def mk(x=x, fn=fn, args=args, kw=kw):
                 if fn == "join":
                     return ([x(), x()], 1), kw
@@ -497,9 +502,9 @@ def battery(np, torch, jnp):
         for fn in ("depth_to_space", "space_to_depth"):
             for args in ((2,), (2, "CRD"), (2, "bad"), (0,), (3,), (1.5,)):
                 add(f"move/{fn}{args!r}/{name}", fn, lambda x4=x4, args=args: ((x4(), *args), {}))
-    for n, args in enumerate((([data((2, 3)), data((2, 1))], 1), ([data((2, 3)), data((2, 1))], 0), ([], 0), ([data((2, 3))], 0),
-                 ((data((2, 3)), data((2, 3), "int32")), 0), ([data((2, 3)), torch.ones(2, 3)], 0),
-                 (data((2, 3)), 0), ([data((2, 3))] * 2, 5))):
+    for n, args in enumerate((([data((2, 3)), data((2, 1))], 1), ([data((2, 3)), data((2, 1))], 0), ([], 0),
+                              ([data((2, 3))], 0), ((data((2, 3)), data((2, 3), "int32")), 0),
+                              ([data((2, 3)), torch.ones(2, 3)], 0), (data((2, 3)), 0), ([data((2, 3))] * 2, 5))):
         add(f"move/join/{n}",
             "join", lambda args=args: (args, {}))
     return cases
@@ -703,7 +708,8 @@ def main(old: str, new: str) -> int:
             other = per_mode[mode][i]
             for cid in base:
                 if base[cid] != other.get(cid):
-                    print(f"  MODE {tree} default vs {mode} {cid}:\n    default {base[cid]}\n    {mode} {other.get(cid)}")
+                    print(f"  MODE {tree} default vs {mode} {cid}:\n    default {base[cid]}\n    "
+                          f"{mode} {other.get(cid)}")
                     diffs += tree == "new"
     print(f"{diffs} differences")
     return 1 if diffs else 0

@@ -442,7 +442,8 @@ def _docstring(b, cls, array_type: str | None = None, result: str | None = None,
         shape=("A non-empty sequence of arrays of one framework, dtype and rank" if many
                else b.shape or "The input"), types=_contract.type_list(row.types_of(b.slot)),
         params="\n" + params if params else "", result=result or ("list of arrays" if multi else "array"),
-        one="One new" if multi else "A new", returns=b.returns, home=home or _HOME.format(owner=owner), subject="an entry of ``arrays``" if many else f"``{b.array}``",
+        one="One new" if multi else "A new", returns=b.returns, home=home or _HOME.format(owner=owner),
+        subject="an entry of ``arrays``" if many else f"``{b.array}``",
         ranks=f"{ranks.start} to {ranks.stop - 1} dimensions" if len(ranks) > 1 else f"{ranks.start} dimensions",
         rules=b.rules)
 
