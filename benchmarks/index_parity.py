@@ -24,6 +24,11 @@ import sys
 MODES = ("default", "no_call_cache", "numpy_kernels")
 
 
+def _has(module: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(module) is not None
+
+
 # -- the battery (runs in the worker) --------------------------------------------------------------------
 
 def battery(np, torch, jnp):
@@ -44,9 +49,12 @@ def battery(np, torch, jnp):
             return a
         if kind == "torch":
             return torch.from_numpy(np.ascontiguousarray(a))
+        if kind == "dask":
+            import dask.array as da
+            return da.from_array(a, chunks=2)
         return jnp.asarray(a)
 
-    kinds = ["np", "torch"] + (["jax"] if jnp is not None else [])
+    kinds = ["np", "torch"] + (["jax"] if jnp is not None else []) + (["dask"] if _has("dask") else [])
     itypes = ["int32", "int64", "uint32", "uint64"]
     xdts = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 
