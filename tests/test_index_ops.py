@@ -1041,3 +1041,25 @@ def test_reversal_along_an_outer_axis_with_rows_of_one_length():
             lengths.reshape(-1)[0] = np.iinfo(dt).max
         v = x if rng.integers(2) else x[..., ::-1]
         same(dml.reverse_subsequences(v, lengths, axis), ref.reverse_subsequences(v, lengths, axis))
+
+
+@pytest.mark.parametrize("kernels", ["compiled", "numpy"])
+def test_numpy_subclasses_are_read_as_the_arrays_they_hold(kernels):
+    """An np.matrix (which stays 2-D when reshaped) gives the plain array's result, every time; a masked
+    array (data or indices) is still refused, naming the dropped mask."""
+    x, m = np.arange(6.0).reshape(2, 3), np.matrix(np.arange(6.0).reshape(2, 3))
+    calls = [(dml.gather, (np.array([2, 0, -1]), 1)), (dml.gather, (np.array([[1, 0]]), 0, 1)),
+             (dml.gather_elements, (np.array([[1, 0, 0]]), 0)), (dml.gather_nd, (np.array([[1], [0]]),)),
+             (dml.scatter_elements, (np.array([[1, 0, 1]]), np.array([[7.0, 8.0, 9.0]]), 0)),
+             (dml.scatter_nd, (np.array([[1]]), np.array([[7.0, 8.0, 9.0]]))),
+             (dml.reverse_subsequences, (np.array([3, 2], np.uint32), 1)), (dml.diagonal_matrix, ())]
+    with dml.configure(cpu_kernels=kernels):
+        for fn, args in calls:
+            want = fn(x, *args)
+            for _ in range(2):                                  # first call and repeat
+                got = fn(m, *args)
+                assert type(got) is np.ndarray and got.shape == want.shape and np.array_equal(got, want), fn
+        assert np.array_equal(dml.gather(x, np.matrix([[2, 0]]), 1), dml.gather(x, np.array([[2, 0]]), 1))
+        for data, indices in ((np.ma.masked_array(x), np.array([0])), (x, np.ma.masked_array(np.array([0])))):
+            with pytest.raises(dml.ValidationError, match="masked arrays are not supported"):
+                dml.gather(data, indices, 0)

@@ -60,12 +60,21 @@ import jax.numpy as jnp
 from . import arrays as _arrays
 from .arrays import _contract
 from .arrays.jax_adapter import SUPPORTED_DTYPES, lax_fold, lax_slice1, lax_slice_grad, lax_unfold
+from .model import errors as _errors
 
 Ints = Union[int, Sequence[int]]
 
 
-def _jax(x) -> jax.Array:
-    return x if isinstance(x, jax.Array) else jnp.asarray(x)
+def _jax(x, where: str, name: str) -> jax.Array:
+    """``x`` (the argument ``name``) as a JAX array; what ``jnp.asarray`` refuses is opendml's
+    ``ValidationError`` naming it."""
+    if isinstance(x, jax.Array):
+        return x
+    try:
+        return jnp.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise _errors.ValidationError(f"{where}: {name} must be a JAX array or something jnp.asarray converts; got "
+                                      f"{type(x).__module__}.{type(x).__qualname__} ({e})") from None
 
 
 def _on_jax(fn):
@@ -73,13 +82,18 @@ def _on_jax(fn):
     else): the same signature, a ``jax.Array`` result, and ``fn``'s docstring after a line that says so."""
     @functools.wraps(fn)
     def on_jax(x, *args, **kwargs) -> jax.Array:
-        return fn(_jax(x), *args, **kwargs)
+        return fn(_jax(x, fn.__name__, array), *args, **kwargs)
     on_jax.__module__ = __name__
-    on_jax.__signature__ = inspect.signature(fn).replace(return_annotation=jax.Array)
+    on_jax.__signature__ = inspect.signature(fn).replace(return_annotation="jax.Array")
     array = next(iter(on_jax.__signature__.parameters))
-    on_jax.__doc__ = (f"``opendml.{fn.__name__}`` on ``{array}`` as a JAX array (anything ``jnp.asarray`` takes "
+    name = fn.__name__
+    on_jax.__doc__ = (f"``opendml.{name}`` on ``{array}`` as a JAX array (anything ``jnp.asarray`` takes "
                       f"is converted first): differentiable in reverse mode, its gradient another opendml "
-                      f"operator.\n\n    " + fn.__doc__)
+                      f"operator.\n\n    " + _arrays.front._docstring(
+                          _contract.BINDING[name], _contract.OPERATOR_OF[name], "jax.Array or array-like",
+                          "jax.Array", f"a ``jax.Array`` (on ``{array}``'s device for a JAX\n        array); "
+                          "differentiable in reverse mode (``jax.grad``, ``jax.vjp``) where\n        the operator "
+                          "is linear for the dtypes."))
     return on_jax
 
 

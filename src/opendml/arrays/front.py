@@ -351,6 +351,10 @@ def _index_call(op: int, given: tuple, args: tuple):
     name = _NAMES[op]
     if given[0] is not _NO_ARRAY:
         _index.checked(name, given[0], **dict(zip(_contract.BINDING[name].others, given[1:])))
+    # a NumPy subclass (np.matrix, which stays 2-D when reshaped) as the plain ndarray it holds; a masked
+    # array goes on as given (the route refuses it: its mask would be dropped)
+    given = tuple(a.view(np.ndarray) if isinstance(a, np.ndarray) and type(a) is not np.ndarray and
+                  not isinstance(a, np.ma.MaskedArray) else a for a in given)
     make, arrays, shape, fields = _BUILD[name](ARGUMENT_API, *given, *args)
     return _index.run(name, make, arrays, shape, fields, given, args)
 
@@ -392,13 +396,7 @@ _DOC = """{summary}
     Returns
     -------
     {result}
-        {one} packed (C-contiguous) array {returns}, of {owner}
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``).
+        {one} packed (C-contiguous) array {returns}, {home}
 
     Raises
     ------
@@ -419,20 +417,33 @@ _DOC = """{summary}
         bytes, if an output cannot be allocated.
     """
 
+#: Where the result lies and how it differentiates (``_DOC``'s ``home``), unless a caller says otherwise.
+_HOME = """of {owner}
+        framework and device; for a Dask array, a lazy Dask array (nothing is computed
+        until it is). Where the operator is linear for the dtypes, a PyTorch
+        result is differentiable (autograd, forward-mode AD and the
+        ``torch.func`` transforms; under ``torch.compile`` the call goes through
+        opendml's custom operators) and a JAX result in reverse mode
+        (``jax.grad``; see ``opendml.jax``)."""
 
-def _docstring(b, cls) -> str:
+
+def _docstring(b, cls, array_type: str | None = None, result: str | None = None, home: str | None = None) -> str:
+    """The docstring of ``b``'s function; ``array_type``, ``result`` and ``home`` (the array's type, the
+    result's, and where it lies) replace the array API's for a function that converts its array
+    (``opendml.jax``'s)."""
     summary, _, params = b.doc.partition("\n\n    Parameters\n    ----------\n")
     row = _contract.supported_row(cls)
     many, multi = b.array == "arrays", _many_out(cls)
     ranks = range(max(0, row.ranks.start - b.added_axes), row.ranks.stop - b.added_axes)
+    owner = "the inputs'" if many else f"``{b.array}``'s"
     return _DOC.format(
-        summary=summary, array=b.array,
-        array_type="sequence of arrays" if many else _ARRAYS + (", optional" if b.optional else ""),
+        summary=summary, array=b.array, array_type=array_type or (
+            "sequence of arrays" if many else _ARRAYS + (", optional" if b.optional else "")),
         shape=("A non-empty sequence of arrays of one framework, dtype and rank" if many
                else b.shape or "The input"), types=_contract.type_list(row.types_of(b.slot)),
-        params="\n" + params if params else "", result="list of arrays" if multi else "array",
-        one="One new" if multi else "A new", returns=b.returns,
-        owner="the inputs'" if many else f"``{b.array}``'s", subject="an entry of ``arrays``" if many else f"``{b.array}``",
+        params="\n" + params if params else "", result=result or ("list of arrays" if multi else "array"),
+        one="One new" if multi else "A new", returns=b.returns, home=home or _HOME.format(owner=owner),
+        subject="an entry of ``arrays``" if many else f"``{b.array}``",
         ranks=f"{ranks.start} to {ranks.stop - 1} dimensions" if len(ranks) > 1 else f"{ranks.start} dimensions",
         rules=b.rules)
 
