@@ -1063,3 +1063,34 @@ def test_numpy_subclasses_are_read_as_the_arrays_they_hold(kernels):
         for data, indices in ((np.ma.masked_array(x), np.array([0])), (x, np.ma.masked_array(np.array([0])))):
             with pytest.raises(dml.ValidationError, match="masked arrays are not supported"):
                 dml.gather(data, indices, 0)
+
+
+@pytest.mark.parametrize("flag", ["ab", None, 1, 0, [1, 0], float("nan"), np.int64(1)])
+def test_check_indices_must_be_a_bool(flag):
+    """check_indices is a switch: anything but True or False (a NumPy bool
+    too) is refused with an opendml error naming it, on the first call and
+    on a repeat, instead of being read by its truth value."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    i = np.array([0, 2], np.int64)
+    calls = {"gather": lambda c: dml.gather(x, i, 1, check_indices=c),
+             "gather_elements": lambda c: dml.gather_elements(x, np.zeros((3, 4), np.int64), 1, check_indices=c),
+             "gather_nd": lambda c: dml.gather_nd(x, i.reshape(2, 1), check_indices=c),
+             "scatter_elements": lambda c: dml.scatter_elements(x, np.zeros((3, 1), np.int64), x[:, :1], 1,
+                                                                check_indices=c),
+             "scatter_nd": lambda c: dml.scatter_nd(x, i.reshape(2, 1), x[:2], check_indices=c)}
+    for name, call in calls.items():
+        for _ in range(2):
+            with pytest.raises(dml.ValidationError, match="check_indices must be True or False"):
+                call(flag)
+        assert np.array_equal(call(np.True_), call(True)), name
+
+
+def test_a_too_large_output_is_named_by_its_slot_and_rule():
+    """An output over DirectML's element count: the message names the
+    operator, the tensor and the rule in one readable sentence (it read
+    "OutputTensor.the element count ..." before)."""
+    for call in (lambda: dml.one_hot(np.zeros((2**20,), np.int64), 2**20, np.array([0, 1], np.float32)),
+                 lambda: dml.diagonal_matrix(shape=(2**20, 2**20), dtype="float32")):
+        with pytest.raises(dml.ValidationError, match=r"^[A-Z_0-9]+: OutputTensor: the element count \(product "
+                                                     r"of Sizes \[1048576, 1048576\]\) must be <= 4294967295"):
+            call()

@@ -347,12 +347,13 @@ FIELD_FORM = r"{op}: [A-Z][A-Za-z]*(\[\d+\])?(\.[A-Za-z]+(\[\d+\])?)*('s)? .*"
 def _field_params(binding):
     fn = getattr(dml, binding.function)
     return [p for p in list(inspect.signature(fn).parameters)[1:]
-            if p not in ("axis", "dtype") and p not in binding.others]
+            if p not in ("axis", "dtype", "check_indices") and p not in binding.others]
 
 
 @pytest.mark.parametrize("name, cls, binding", BOUND, ids=IDS)
 def test_a_bad_field_is_one_validation_error_naming_the_directml_field(name, cls, binding):
-    """Every argument but the arrays, an axis and a dtype is a field of the
+    """Every argument but the arrays, an axis, a dtype and the index check's
+    switch (tests/test_index_ops.py checks it is a bool) is a field of the
     operator: a bad value is a ValidationError in the descriptions' form
     (``<OPERATOR>: <Field>[i] must ...; got ...``), the same text on every
     framework, or a valid call."""

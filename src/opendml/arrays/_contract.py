@@ -377,4 +377,8 @@ def sizes_of(function: str, slot: str, make):
         text = str(e)
         if not text.startswith("TensorDesc: "):
             raise
-        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {slot}.{text[len('TensorDesc: '):]}") from None
+        rest = text[len('TensorDesc: '):]
+        # a field's error ("Sizes[3] must ...") names the slot's field; a rule of the whole tensor ("the
+        # element count ... must ...") names the slot
+        joined = f"{slot}.{rest}" if rest[:1].isupper() else f"{slot}: {rest}"
+        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {joined}") from None

@@ -349,6 +349,11 @@ def _index_call(op: int, given: tuple, args: tuple):
     which records the call in the C call cache by the arrays and arguments
     as offered."""
     name = _NAMES[op]
+    if name in _index.CHECKED:                    # the switch itself: a bool, not anything with a truth value
+        flag = args[0]
+        if not isinstance(flag, (bool, np.bool_)):
+            raise _contract.field_error(name, "check_indices", "be True or False", flag)
+        args = (bool(flag), *args[1:])
     if given[0] is not _NO_ARRAY:
         _index.checked(name, given[0], **dict(zip(_contract.BINDING[name].others, given[1:])))
     # a NumPy subclass (np.matrix, which stays 2-D when reshaped) as the plain ndarray it holds; a masked
