@@ -1079,6 +1079,7 @@ def test_check_indices_must_be_a_bool(flag):
                                                                 check_indices=c),
              "scatter_nd": lambda c: dml.scatter_nd(x, i.reshape(2, 1), x[:2], check_indices=c)}
     for name, call in calls.items():
+        call(True), call(False), call(False)        # recorded and served: 1 and 0 must not pass as True, False
         for _ in range(2):
             with pytest.raises(dml.ValidationError, match="check_indices must be True or False"):
                 call(flag)
