@@ -231,6 +231,8 @@ int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, 
                uint64_t data);
 /* each input's element-0 address; -1 where one's data is not a multiple of its element size */
 int cuda_sources(const CudaInputs *c, uint64_t *src);
+/* NumPy arrays described as CUDA inputs at given device addresses (the planners' test entries) */
+int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInputs *c);
 /* the family's launches of g (odml_move_cuda) for steps.c_settings()'s tuple: their count, or -1 */
 int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
                   odml_move_launch *L);

@@ -667,12 +667,35 @@ done:
     return result;
 }
 
+
+/* The n_in NumPy arrays `in` described as CUDA inputs lying at the device addresses of the tuple dp (the
+ * planners' test entries, cuda_move_steps and cuda_index_steps: no GPU needed); -1, no exception left, where
+ * one is byte-swapped, of no rank or too many, or dp's address is not an exact int or not whole elements. */
+int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInputs *c) {
+    int64_t shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    c->n = n_in;
+    for (int i = 0; i < n_in; i++) {
+        const int nd = PyArray_NDIM(in[i]);
+        int64_t p;
+        for (int d = 0; d < nd; d++) {
+            shape[d] = PyArray_DIM(in[i], d);
+            strides[d] = PyArray_STRIDE(in[i], d);
+        }
+        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
+                || cuda_input(c, i, descr_type(PyArray_DESCR(in[i])), nd, shape, strides, (uint64_t)p) < 0) {
+            if (PyErr_Occurred()) drop_error();
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings) -> (shapes, ((name, params, grid,
  * shared_mem, src, dst), ...)) or None: the launches call_cache_move_new would make for NumPy array(s) x
  * (their layouts and DataTypes) lying at device addresses data_ptrs with the outputs at dst_ptrs, nothing
  * launched (for tests: against steps.py's move_steps, no GPU needed). */
 static PyObject *cuda_move_steps(PyObject *const *args) {
-    int64_t lowering, shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    int64_t lowering;
     uint64_t dsts[MAX_MOVE_IO];
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
@@ -684,20 +707,7 @@ static PyObject *cuda_move_steps(PyObject *const *args) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    c.n = n_in;
-    for (int i = 0; i < n_in; i++) {
-        const int nd = PyArray_NDIM(in[i]);
-        int64_t p;
-        for (int d = 0; d < nd; d++) {
-            shape[d] = PyArray_DIM(in[i], d);
-            strides[d] = PyArray_STRIDE(in[i], d);
-        }
-        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
-                || cuda_input(&c, i, descr_type(PyArray_DESCR(in[i])), nd, shape, strides, (uint64_t)p) < 0) {
-            if (PyErr_Occurred()) drop_error();
-            Py_RETURN_NONE;
-        }
-    }
+    if (numpy_cuda_inputs(in, n_in, dp, &c) < 0) Py_RETURN_NONE;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(qp); i++) {
         int64_t p;
         if (exact_int(PyTuple_GET_ITEM(qp, i), &p)) {

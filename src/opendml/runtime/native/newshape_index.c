@@ -700,7 +700,7 @@ fail:
  * `given` (their layouts and DataTypes) lying at device addresses data_ptrs with the output at dst_ptr, nothing
  * launched (tests: against index.py's plan_pass and steps.py's move_steps, no GPU needed). */
 static PyObject *cuda_index_steps(PyObject *const *args) {
-    int64_t which, types, dst, shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    int64_t which, types, dst;
     PyArrayObject *in[3];
     int n_in;
     CudaInputs c;
@@ -711,20 +711,7 @@ static PyObject *cuda_index_steps(PyObject *const *args) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    c.n = n_in;
-    for (int i = 0; i < n_in; i++) {
-        const int nd = PyArray_NDIM(in[i]);
-        int64_t p;
-        for (int d = 0; d < nd; d++) {
-            shape[d] = PyArray_DIM(in[i], d);
-            strides[d] = PyArray_STRIDE(in[i], d);
-        }
-        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
-                || cuda_input(&c, i, descr_type(PyArray_DESCR(in[i])), nd, shape, strides, (uint64_t)p) < 0) {
-            if (PyErr_Occurred()) drop_error();
-            Py_RETURN_NONE;
-        }
-    }
+    if (numpy_cuda_inputs(in, n_in, dp, &c) < 0) Py_RETURN_NONE;
     IndexNew *how = PyMem_Calloc(1, sizeof *how);
     odml_move_prog *g = PyMem_Malloc(sizeof *g);
     odml_move_launch *L = PyMem_Malloc(sizeof *L * 2);
@@ -766,7 +753,8 @@ done:
 
 /* call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> the output of a never-seen
  * shape of an index function on NumPy arrays or plain PyTorch CPU tensors, lowered here and recorded in the
- * call cache, or None (the Python route runs it; CUDA tensors always take it). */
+ * call cache; with cuda_conf, on PyTorch CUDA tensors or CuPy arrays, launched from C too (cuda_new); or None
+ * (the Python route runs it). */
 PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (odml_arity("call_cache_index_new(op, which, types, given, args, generation, min_bytes, cuda_conf=None)",
