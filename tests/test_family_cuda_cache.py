@@ -43,6 +43,18 @@ def _cupy() -> bool:
 
 needs_torch_cuda = pytest.mark.skipif(not _torch_cuda(), reason="CUDA (PyTorch and opendml's backend) is not available")
 needs_cupy = pytest.mark.skipif(not _cupy(), reason="CuPy with a GPU is not available")
+#: The two CUDA frameworks as test parameters, each skipped where it has no GPU here.
+FRAMEWORKS = [pytest.param("torch", marks=pytest.mark.skipif(not _torch_cuda(), reason="no PyTorch CUDA")),
+              pytest.param("cupy", marks=pytest.mark.skipif(not _cupy(), reason="no CuPy GPU"))]
+
+
+def device(fw, a):
+    """A NumPy array on the GPU of framework ``fw`` ("torch" or "cupy")."""
+    if fw == "torch":
+        import torch
+        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+    import cupy
+    return cupy.asarray(a)
 
 CALLS = [
     ("identity", lambda t: dml.identity(t)),

@@ -24,20 +24,9 @@ from opendml.arrays import front
 from opendml.ops import DiagonalMatrix1OperatorDesc
 from opendml.runtime import calls as ccache
 from opendml.runtime.cuda import launch, steps
-from tests.test_family_cuda_cache import _cupy, _torch_cuda, assert_same, host, listed, outcome
+from tests.test_family_cuda_cache import FRAMEWORKS, _cupy, _torch_cuda, assert_same, device, host, listed, outcome
 
-FRAMEWORKS = [pytest.param("torch", marks=pytest.mark.skipif(not _torch_cuda(), reason="no PyTorch CUDA")),
-              pytest.param("cupy", marks=pytest.mark.skipif(not _cupy(), reason="no CuPy GPU"))]
 pytestmark = pytest.mark.cuda
-
-
-def device(fw, a):
-    """A NumPy array on the GPU of framework ``fw``."""
-    if fw == "torch":
-        import torch
-        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
-    import cupy
-    return cupy.asarray(a)
 
 
 def cpu_of(fw, x):

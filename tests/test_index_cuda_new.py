@@ -17,19 +17,9 @@ import opendml as dml
 from opendml.arrays import engine, index_ops
 from opendml.runtime import calls as ccache
 from opendml.runtime.cuda import index, launch
-from tests.test_family_cuda_cache import _cupy, _torch_cuda, assert_same, outcome
+from tests.test_family_cuda_cache import FRAMEWORKS, assert_same, device, outcome
 
-FRAMEWORKS = [pytest.param("torch", marks=pytest.mark.skipif(not _torch_cuda(), reason="no PyTorch CUDA")),
-              pytest.param("cupy", marks=pytest.mark.skipif(not _cupy(), reason="no CuPy GPU"))]
 pytestmark = pytest.mark.cuda
-
-
-def device(fw, a):
-    if fw == "torch":
-        import torch
-        return torch.from_numpy(np.ascontiguousarray(a)).cuda()
-    import cupy
-    return cupy.asarray(a)
 
 
 def flipped(fw, a):
