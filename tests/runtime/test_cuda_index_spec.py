@@ -5,8 +5,10 @@ through ``_native.cuda_index_steps``), are those the Python route makes for the 
 launches): the same kernel names, parameter bytes, grids, shared memory and slots, over random calls of the
 seven index functions (tests/test_newshape_index.py's), dtypes, index types, layouts, pointer alignments and
 ``index.py``'s settings. Where the Python route needs scratch (the owner, sort and group modes of an
-overwriting scatter) C declines; a checked call is declined too. Nothing here needs a GPU: both sides only
-compute. ``call_cache_index_new`` launches exactly this on PyTorch CUDA tensors and CuPy arrays
+overwriting scatter) C declines. A checked call is planned as its unchecked twin, each checked launch naming
+where the check's flag address goes in its parameter block (``index.flag_offsets``: what
+``IndexPass.call_cache_step`` records); one whose index array is broadcast is declined (the fused check would
+not read every index). Nothing here needs a GPU: both sides only compute. ``call_cache_index_new`` launches exactly this on PyTorch CUDA tensors and CuPy arrays
 (tests/test_index_cuda_new.py runs it where there is a GPU)."""
 import dataclasses
 
@@ -36,8 +38,14 @@ KNOBS = {"ITEMS": [1, 2, 4, 8], "POSITION_ITEMS": [1, 2, 4], "COLUMN_WALK": [Tru
          "GROUP_SLOTS": [16, 12288]}
 
 
+def is_checked(name, args):
+    """Whether the call's arguments (``call``'s order: check_indices last) ask for the index check."""
+    return name in ccache.CHECKED and args[-1] is True
+
+
 def unchecked(name, args):
-    """The call's arguments with check_indices off (C declines checked calls on CUDA)."""
+    """The call's arguments with check_indices off (the Python route plans a checked call as this one, once
+    its check passed)."""
     if name in ("gather",):
         return args[:2] + (False,)
     if name in ("gather_elements", "gather_nd", "scatter_elements"):
@@ -78,10 +86,10 @@ def canonical(p):
         for ix in p.indices))
 
 
-def python_launches(plan, arrays, data, dst):
-    """The launches of the Python route for ``plan`` with the inputs at ``data`` and the output at ``dst``;
-    None where a pass needs scratch (the owner and sort modes) or is a group scatter (C leaves both to the
-    route)."""
+def python_launches(plan, arrays, data, dst, checked=False):
+    """The launches of the Python route for ``plan`` with the inputs at ``data`` and the output at ``dst``
+    (``checked``: each index launch with its flag offsets); None where a pass needs scratch (the owner and
+    sort modes) or is a group scatter (C leaves both to the route)."""
     layouts = [array_layout(a.shape, a.strides, a.itemsize) for a in arrays]
     srcs = [p - lay.origin * a.itemsize for p, lay, a in zip(data, layouts, arrays)]
     out = []
@@ -95,11 +103,12 @@ def python_launches(plan, arrays, data, dst):
             if one is None or s.mode == "group":      # scratch, or a group scatter: C declines them
                 return None
             src = -1 if s.const else p.src
-            out.append((*one, src, p.dst, tuple(ix.index for ix in p.indices)))
+            out.append((*one, src, p.dst, tuple(ix.index for ix in p.indices),
+                        index.flag_offsets(len(p.indices)) if checked else ()))
         else:
             sub = MovePlan(plan.in_types, plan.out_types, (p,))
             got = steps.move_steps(sub, srcs, [lay.span for lay in layouts], [dst], sms=132)
-            out += [(n, bytes(q), g[0], smem, s, d, ()) for n, q, g, smem, s, d in got]
+            out += [(n, bytes(q), g[0], smem, s, d, (), ()) for n, q, g, smem, s, d in got]
     return tuple(out)
 
 
@@ -117,15 +126,15 @@ def addresses(rng, arrays):
 
 def compare(drawn, seed, monkeypatch):
     name, arrays, args = drawn
-    args = unchecked(name, args)
+    checked = is_checked(name, args)
     rng = np.random.default_rng(seed)
     data, dst = addresses(rng, arrays)
     got = c_launches(name, arrays, args, data, dst)
-    plan = python_plan(name, arrays, args, monkeypatch)
+    plan = python_plan(name, arrays, unchecked(name, args), monkeypatch)
     if plan is None:
         assert got is None, "C planned a call the Python route refuses or does not record"
         return
-    want = python_launches(plan, arrays, data, dst)
+    want = python_launches(plan, arrays, data, dst, checked)
     if want is None:
         assert got is None, "C planned a pass that needs scratch"
         return
@@ -183,9 +192,11 @@ def test_large_reversals_and_rows_take_their_modes(monkeypatch):
             "ix_scatter"} <= modes, modes
 
 
-def test_checked_calls_and_scratch_modes_are_declined():
-    """Can fail: C plans a checked call (its index check runs on the device in the route) or a scatter
-    whose positions need an owner table or a sort."""
+def test_checked_calls_carry_their_flags_and_scratch_modes_are_declined():
+    """Can fail: a checked gather is not planned as its unchecked twin with the flag offsets of each axis
+    (index.flag_offsets, what IndexPass.call_cache_step records), or C plans a checked call whose index
+    array is broadcast (its kernels would not read every index) or a scatter whose positions need an owner
+    table or a sort."""
     nat = cpu_backend._load_native()
     x = np.zeros((4, 5), np.float32)
     ind = np.zeros((4, 5), np.int64)
@@ -197,7 +208,16 @@ def test_checked_calls_and_scratch_modes_are_declined():
     which, types = index_ops._C_INDEX[ccache.OPS["gather"]]
     got = [nat.cuda_index_steps(which, types, (x, ind[0]), (check, 1, None), (DATA, DATA), OUT,
                                 steps.c_settings(), index.c_settings()) for check in (True, False)]
-    assert got[0] is None and got[1] is not None
+    assert [t[:-1] for t in got[0][1]] == [t[:-1] for t in got[1][1]]
+    assert [t[-1] for t in got[0][1]] == [index.flag_offsets(1)] and [t[-1] for t in got[1][1]] == [()]
+    q = index.IndexParams()                     # where a flag written into axis 1 lands in the block
+    q.axes[1].flag = 0x0123_4567_89AB_CDEF
+    assert bytes(q).index((0x0123_4567_89AB_CDEF).to_bytes(8, "little")) == index.flag_offsets(2)[1]
+    broadcast = np.broadcast_to(np.zeros((1, 5), np.int64), (3, 5))
+    assert nat.cuda_index_steps(which, types, (x, broadcast), (True, 1, None), (DATA, DATA), OUT,
+                                steps.c_settings(), index.c_settings()) is None
+    assert nat.cuda_index_steps(which, types, (x, broadcast), (False, 1, None), (DATA, DATA), OUT,
+                                steps.c_settings(), index.c_settings()) is not None
 
 
 def test_unreadable_settings_are_declined(monkeypatch):
@@ -260,7 +280,7 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
 
     def expected(dst):
         moves, ixs = [], []
-        for n, params, grid, smem, s, d, slots in want:
+        for n, params, grid, smem, s, d, slots, _flags in want:
             if not n.startswith("ix_"):
                 moves.append((0, kernels[0][n], grid, smem, params, srcs[s] if s >= 0 else dst, dst, 77))
                 continue
@@ -281,9 +301,11 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
 
 
 @glue
-def test_the_glue_declines_checked_calls(stand_in):
-    """A checked call on (stand-in) CuPy arrays: None (the route checks the indices on the device first),
-    nothing launched, nothing recorded."""
+def test_the_glue_declines_checked_calls_it_cannot_check(stand_in):
+    """A checked call on (stand-in) CuPy arrays is planned as its unchecked twin (a kernel the dict lacks
+    comes back by name); with every kernel there but no way to read the check's flag (no CUDA driver here:
+    cuda_launch.c's odml_cuda_check_begin declines) it answers None, nothing launched, nothing recorded,
+    and the route checks the indices on the device."""
     fake_hooks, log = stand_in
     x, ind = np.zeros((4, 5), np.float32), np.zeros((3,), np.int64)
     fx = (FakeArray(x.shape, x.dtype, 0x1000_0000), FakeArray(ind.shape, ind.dtype, 0x2000_0000))
@@ -291,6 +313,9 @@ def test_the_glue_declines_checked_calls(stand_in):
     which, types = index_ops._C_INDEX[op]
     ccache.clear()
     conf = lambda: ({0: {}}, steps.c_settings(), index.c_settings())  # noqa: E731
-    assert ccache._index_new(op, which, types, fx, (True, 1, None), ccache.generation(), 0, conf) is None
-    assert type(ccache._index_new(op, which, types, fx, (False, 1, None), ccache.generation(), 0, conf)) is str
+    name = ccache._index_new(op, which, types, fx, (True, 1, None), ccache.generation(), 0, conf)
+    assert type(name) is str and name.startswith("ix_")
+    assert ccache._index_new(op, which, types, fx, (False, 1, None), ccache.generation(), 0, conf) == name
+    full = lambda: ({0: {name: 0x5000}}, steps.c_settings(), index.c_settings())  # noqa: E731
+    assert ccache._index_new(op, which, types, fx, (True, 1, None), ccache.generation(), 0, full) is None
     assert not log and ccache.info()["entries"] == 0

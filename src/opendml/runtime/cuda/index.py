@@ -127,9 +127,10 @@ i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
 
 class IndexAxisParams(ctypes.Structure):
-    """Mirror of ``ix_axis`` (index.cu)."""
-    _fields_ = [(n, i64) for n in ("type", "offset", "stride", "bound", "mode", "skip", "axis", "reserved")] + [
-        ("strides", i64 * RANK)]
+    """Mirror of ``ix_axis`` (index.cu); ``flag``: 0, or (a checked call served from C) the address of the
+    4-byte flag the kernels set where an index value lies outside its dimension."""
+    _fields_ = [(n, i64) for n in ("type", "offset", "stride", "bound", "mode", "skip", "axis")] + [
+        ("flag", u64), ("strides", i64 * RANK)]
 
 
 class IndexParams(ctypes.Structure):
@@ -141,6 +142,13 @@ class IndexParams(ctypes.Structure):
                             "members")] + [
         ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
         ("idx", u64 * AXES)]
+
+
+def flag_offsets(naxes: int) -> tuple:
+    """Where the check's flag address goes in an ``IndexParams`` block of ``naxes`` index axes (one offset
+    an axis: the C call cache patches it in per call, as calls.h's IX_FLAG_AT places it)."""
+    return tuple(IndexParams.axes.offset + a * ctypes.sizeof(IndexAxisParams) + IndexAxisParams.flag.offset
+                 for a in range(naxes))
 
 
 @functools.cache
@@ -493,23 +501,27 @@ class IndexPass:
         self.names = names
         self.main, self.params, self.const, self.word = main, s.params, s.const, s.word
 
-    def call_cache_step(self):
+    def call_cache_step(self, checked: bool = False):
         """This pass as the C call cache records it (``calls.put_move_cuda``):
         ``(function, grid, block, shared, parameter block, src, dst, self,
         (offsets of src, dst and idx in the block, the inputs the index axes
-        read))``; the cache patches this call's addresses into a copy of the
-        block and launches the kernel. Where the pass needs scratch (the
-        owner and sort modes) the function is 0 and the cache calls this
-        object instead. None where it launches nothing."""
+        read, where the check's flag address goes: ``checked``, the array
+        API's index check, else none))``; the cache patches this call's
+        addresses into a copy of the block and launches the kernel (a
+        checked call then waits for its stream and reads the flag). Where
+        the pass needs scratch (the owner and sort modes) the function is 0
+        and the cache calls this object instead (its launches take no flag:
+        ``put_move_cuda`` records no checked call holding one). None where
+        it launches nothing."""
         p, q = self.pass_, self.params
         if q.n_outer == 0 or q.total == 0:
             return None
         at = (IndexParams.src.offset, IndexParams.dst.offset, IndexParams.idx.offset,
-              tuple(ix.index for ix in p.indices))
+              tuple(ix.index for ix in p.indices), flag_offsets(len(p.indices)) if checked else ())
         src = -1 if self.const else p.src
         one = self._one_kernel(q)
         if one is None:
-            return 0, 0, 0, 0, b"", src, p.dst, self, at
+            return 0, 0, 0, 0, b"", src, p.dst, self, at[:4] + ((),)
         count, smem = one
         return self.functions[self.main], -(-count // THREADS), THREADS, smem, bytes(q), src, p.dst, self, at
 
@@ -641,4 +653,4 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
     return IndexMoveLaunch(plan, tuple(steps))
 
 
-__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch"]
+__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "flag_offsets"]

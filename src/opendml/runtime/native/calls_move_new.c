@@ -500,7 +500,7 @@ static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, u
  * blocks, no Launch: a failed launch is retried through call_cache_cuda_retry); NULL with an exception. */
 static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c, const odml_move_launch *L, int n,
                          const uint64_t *fn, PyObject **shapes, PyObject **dtypes, const uint64_t *dsts,
-                         int64_t device) {
+                         int64_t device, unsigned checked) {
     Entry *e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, g->n_out, n);
     if (!e) return NULL;
     e->n_in = c->n;
@@ -521,6 +521,12 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
             p->at_idx = (int)offsetof(odml_ix_params, idx);
             p->naxes = L[i].naxes;
             memcpy(p->slot, L[i].slot, sizeof p->slot);
+            if (i < 32 && checked >> i & 1) {      /* a checked pass: the flag address in each axis */
+                p->n_flag = L[i].naxes;
+                for (int a = 0; a < L[i].naxes; a++)
+                    p->at_flag[a] = (int)IX_FLAG_AT(a);
+                e->checked = 1;
+            }
         }
         p->index = PyMem_Malloc((size_t)L[i].size);
         if (!p->index) {
@@ -636,14 +642,12 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         fn[i] = PyLong_AsUnsignedLongLong(f);
         if (PyErr_Occurred()) goto done;
     }
-    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device);
+    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked);
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
-    for (int i = 0; i < nl; i++) {
-        const Pass *p = &e->passes[i];
-        if (p->kernel == PASS_INDEX ? index_launch(e, p, ptr, dsts, stream) < 0
-                : launch_pass(e, p, p->src >= 0 ? ptr[p->src] - (uint64_t)c.origin[p->src] : dsts[p->dst],
-                              dsts[p->dst], stream) < 0)
-            goto done;
+    {
+        const int rc = cuda_entry_run(e, ptr, dsts, stream);
+        if (rc < 0) goto done;
+        if (rc > 0) goto route;                 /* a checked index out of range (the route raises its error) */
     }
     int fits = 1;                                   /* (put_move_cuda records no origin past its address) */
     for (int i = 0; i < n; i++) fits &= (uint64_t)c.origin[i] <= ptr[i];

@@ -216,7 +216,7 @@ typedef struct {
 #define ODML_IX_RANK 16
 #define ODML_IX_AXES 8
 typedef struct {
-    int64_t type, offset, stride, bound, mode, skip, axis, reserved, strides[ODML_IX_RANK];
+    int64_t type, offset, stride, bound, mode, skip, axis, flag, strides[ODML_IX_RANK];   /* flag: index.cu's (the check's address) */
 } odml_ix_axis;
 typedef struct {
     int64_t outer, inner, n_outer, n_inner, total, groups, src_offset, dst_offset;
