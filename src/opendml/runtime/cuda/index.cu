@@ -776,6 +776,8 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 #ifdef OPENDML_INSTANTIATE   // nvcc -DOPENDML_INSTANTIATE -c: one of each kernel (a syntax check without a GPU)
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
+template __global__ void ix_gather_positions<u32, u32, 3, 1, 4>(IX_PARAMS);
+template __global__ void ix_gather<u32, u32, 2, 2, 1, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u32, u32, 4>(IX_PARAMS);
 template __global__ void ix_reverse_rows<u32, u32, 3>(IX_PARAMS);
