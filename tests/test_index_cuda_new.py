@@ -136,6 +136,17 @@ def test_what_c_declines_takes_the_route(fw, monkeypatch):
         ccache.clear()
         assert_same(outcome(lambda _: fn(*xs), None), want)
     assert isinstance(python_route(calls[1][0], *(device(fw, a) for a in calls[1][1])), dml.ValidationError)
+    # a checked call whose index array is a broadcast view (its kernels would not read every index): the
+    # route checks it (good: then its unchecked twin from C; bad: the route's error), also when repeated
+    fn = lambda a, i: dml.gather_elements(a, i, 2)  # noqa: E731
+    for row in (rng.integers(0, 5, (1, 1, 5)), np.array([[[0, 5, 1, 2, 3]]])):
+        i = device(fw, row)
+        i = i.expand(3, 8, 5) if fw == "torch" else __import__("cupy").broadcast_to(i, (3, 8, 5))
+        xs = (device(fw, x), i)
+        want = python_route(fn, *xs)
+        ccache.clear()
+        for _ in range(3):
+            assert_same(result(fn, *xs), want)
 
 
 @pytest.mark.parametrize("fw", FRAMEWORKS)

@@ -11,6 +11,11 @@ where the check's flag address goes in its parameter block (``index.flag_offsets
 not read every index). Nothing here needs a GPU: both sides only compute. ``call_cache_index_new`` launches exactly this on PyTorch CUDA tensors and CuPy arrays
 (tests/test_index_cuda_new.py runs it where there is a GPU)."""
 import dataclasses
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -319,3 +324,105 @@ def test_the_glue_declines_checked_calls_it_cannot_check(stand_in):
     full = lambda: ({0: {name: 0x5000}}, steps.c_settings(), index.c_settings())  # noqa: E731
     assert ccache._index_new(op, which, types, fx, (True, 1, None), ccache.generation(), 0, full) is None
     assert not log and ccache.info()["entries"] == 0
+
+
+# -- the check's plumbing (cuda_launch.c's flag slots) against a stand-in CUDA driver --------------------
+
+#: A stand-in libcuda: launches are counted (an index kernel's, functions 0x5000..0x5fff, stores 1 at the
+#: flag address its block holds at FLAG_AT where SET), host allocations are plain memory at the same
+#: address on the "device", a stream is capturing where CAPTURING.
+STAND_IN_DRIVER = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+long fake_launches, fake_syncs, fake_flags_seen, fake_set, fake_capturing, fake_flag_at = -1;
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void *stream, void **params, void **extra) {
+    fake_launches++;
+    if ((uintptr_t)f >= 0x5000 && (uintptr_t)f < 0x6000 && fake_flag_at >= 0) {
+        uint64_t flag;
+        memcpy(&flag, (char *)params[0] + fake_flag_at, 8);
+        fake_flags_seen += flag != 0;
+        if (flag && fake_set) *(volatile uint32_t *)(uintptr_t)flag = 1;
+    }
+    return 0;
+}
+int cuFuncSetAttribute(void *f, int a, int v) { return 0; }
+int cuMemHostAlloc(void **p, size_t n, unsigned flags) { *p = malloc(n); return *p && flags == 3 ? 0 : 1; }
+int cuMemHostGetDevicePointer_v2(uint64_t *d, void *p, unsigned flags) { *d = (uint64_t)(uintptr_t)p; return 0; }
+int cuStreamSynchronize(void *s) { fake_syncs++; return 0; }
+int cuStreamIsCapturing(void *s, int *status) { *status = (int)fake_capturing; return 0; }
+"""
+
+STAND_IN_SCRIPT = r"""
+import ctypes
+import numpy as np
+lib = ctypes.CDLL("libcuda.so.1")
+from opendml.arrays import index_ops
+from opendml.runtime import calls as ccache
+from opendml.runtime.cuda import index, steps
+from tests.runtime.test_cuda_move_cache import FakeArray, Hooks
+
+def get(name):
+    return ctypes.c_long.in_dll(lib, name).value
+
+def put(name, v):
+    ctypes.c_long.in_dll(lib, name).value = v
+
+hooks = Hooks()
+ccache.register_cupy(FakeArray, hooks.empty, hooks.current_device, hooks.stream_ptr)
+ccache.register_cuda_retry(lambda *a: print("retried", a))
+put("fake_flag_at", index.flag_offsets(1)[0])
+x, ind = FakeArray((4, 5), np.float32, 0x1000_0000), FakeArray((3,), np.int64, 0x2000_0000)
+op = ccache.OPS["gather"]
+which, types = index_ops._C_INDEX[op]
+kernels = {}
+
+def new(check):
+    for _ in range(8):
+        out = ccache._index_new(op, which, types, (x, ind), (check, 1, None), ccache.generation(), 0,
+                                lambda: ({0: kernels}, steps.c_settings(), index.c_settings()))
+        if type(out) is not str:
+            return out
+        kernels[out] = 0x5000 + len(kernels)
+
+def state():
+    return get("fake_launches"), get("fake_syncs"), get("fake_flags_seen")
+
+ccache.clear()
+print("new", type(new(True)).__name__, state())
+print("repeat", type(ccache.move(op, (x, ind), True, 1, None)).__name__, state(), ccache.info()["entries"])
+put("fake_set", 1)
+print("bad repeat", ccache.move(op, (x, ind), True, 1, None), state())
+ccache.clear()
+print("bad new", new(True), state(), ccache.info()["entries"])
+put("fake_set", 0)
+print("unchecked", type(new(False)).__name__, type(ccache.move(op, (x, ind), False, 1, None)).__name__, state())
+new(True)
+put("fake_capturing", 1)
+print("capturing", ccache.move(op, (x, ind), True, 1, None), new(True), state())
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or not ccache._HAS_MOVE, reason="no C compiler, or no call cache")
+def test_the_check_plumbing_against_a_stand_in_driver(tmp_path):
+    """Can fail: a checked gather on (stand-in) CuPy arrays is not launched from C with a flag address in its
+    block, or its stream is not waited for, on its first call and its repeat; a set flag does not make either
+    answer None (the route raises); its unchecked twin waits for its stream; a capturing stream is launched
+    on rather than declined. The driver is a stand-in (cuda_launch.c loads it by name), so no GPU is needed."""
+    source = tmp_path / "cuda.c"
+    source.write_text(STAND_IN_DRIVER)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(source)], check=True)
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", STAND_IN_SCRIPT], capture_output=True, text=True, env=env,
+                       cwd=str(pathlib.Path(__file__).parents[2]), timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [
+        "new FakeArray (1, 1, 1)",                # launched with a flag address, its stream waited for
+        "repeat FakeArray (2, 2, 2) 1",           # served from the entry: the same
+        "bad repeat None (3, 3, 3)",              # the flag set: None (the route raises)
+        "bad new None (4, 4, 4) 0",               # a never-seen shape: None, nothing recorded
+        "unchecked FakeArray FakeArray (6, 4, 4)",   # no flag, no wait
+        "capturing None None (7, 5, 5)",          # declined before any launch (7: the new(True) above)
+    ], r.stdout + r.stderr[-2000:]
