@@ -36,10 +36,10 @@ the indices, on every backend.
 A repeated call (same function, ``check_indices``, dtypes, shapes, byte
 strides and exact int/None arguments) is served by the one C call cache
 (``runtime.calls.move``; see "The C call cache" below) on NumPy arrays,
-PyTorch CPU and CUDA tensors and CuPy arrays; the index check is done by the kernels as they read each index (on CUDA
-they set a flag in host-mapped memory, read once the call's stream is
-done), and a bad index there sends the call to the route, which raises the
-same error. A never-seen call on NumPy arrays, plain PyTorch CPU or CUDA
+PyTorch CPU and CUDA tensors and CuPy arrays; the index check is done by
+the kernels as they read each index (on CUDA they set a flag in host-mapped
+memory, read once the call's stream is done), and a bad index there sends
+the call to the route, which raises the same error. A never-seen call on NumPy arrays, plain PyTorch CPU or CUDA
 tensors or CuPy arrays is validated, lowered, run and recorded in C
 (``runtime.calls.index_new``) by the same rules, to the same passes,
 launches, bytes and errors as the route; on CUDA a scatter needing scratch,
