@@ -312,3 +312,46 @@ R_PIPE(cand_r_pipe_1024x3_vec, 1024, 3, 1, 0)
 R_PIPE(cand_r_pipe_512x3_vec, 512, 3, 1, 0)
 R_PIPE(cand_r_pipe_256x2_vec, 256, 2, 1, 0)
 R_PIPE(cand_r_pipe_256x4_vec, 256, 4, 1, 0)
+
+// ----------------------------------------------------------- diagnostics ---
+// The axis-0 access pattern without the reversal: the unit staged and
+// written back in place (lengths ignored: every row its own), and the same
+// 128-byte lines walked down the planes with no staging (8 rows a thread in
+// flight, loads then stores); and a contiguous 16-byte copy (the pattern a
+// plain copy makes), to read the DRAM's share of peak on each.
+extern "C" __global__ void __launch_bounds__(256, 3) cand_a0_single_copy(const u32* src, u32* dst, const u32* len, u64 n, int P) {
+    extern __shared__ uint4 raw[];
+    u32* tile = reinterpret_cast<u32*>(raw);
+    const u64 u = blockIdx.x;
+    a0_load<256, 0>(tile, src, n, P, u);
+    commit();
+    wait_group<0>();
+    __syncthreads();
+    const int kk = threadIdx.x & 31;
+    for (int e = threadIdx.x / 32; e < P; e += 8) dst[u * LO + kk + (u64)e * n] = tile[e * LO + kk];
+}
+extern "C" __global__ void __launch_bounds__(256) cand_a0_walk_copy(const u32* src, u32* dst, const u32* len, u64 n, int P) {
+    const u64 u = blockIdx.x;
+    const int kk = threadIdx.x & 31;
+    const u32* s = src + u * LO + kk;
+    u32* d = dst + u * LO + kk;
+    for (int e0 = threadIdx.x / 32; e0 < P; e0 += 64) {
+        u32 v[8];
+#pragma unroll
+        for (int m = 0; m < 8; m++) if (e0 + 8 * m < P) v[m] = s[(u64)(e0 + 8 * m) * n];
+#pragma unroll
+        for (int m = 0; m < 8; m++) if (e0 + 8 * m < P) d[(u64)(e0 + 8 * m) * n] = v[m];
+    }
+}
+extern "C" __global__ void __launch_bounds__(256) cand_copy16(const u32* src, u32* dst, const u32* len, u64 n, int P) {
+    const u64 total = n * (u64)P / 4, stride = (u64)gridDim.x * 256;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (u64 i = blockIdx.x * 256ull + threadIdx.x; i < total; i += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int m = 0; m < 4; m++) if (i + m * stride < total) v[m] = s[i + m * stride];
+#pragma unroll
+        for (int m = 0; m < 4; m++) if (i + m * stride < total) d[i + m * stride] = v[m];
+    }
+}

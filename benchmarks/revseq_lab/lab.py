@@ -45,6 +45,11 @@ CANDS = [
     ("a0_pipe_512x1 (3/SM)", "cand_a0_pipe_512x1", 0, 512, A0_SMEM, 3, {}),
     ("a0_pipe_256x1 (6/SM: 2 waves of slots)", "cand_a0_pipe_256x1", 0, 256, A0_SMEM, 6, {}),
 ]
+CANDS += [                                     # diagnostics: the output is the input (expect "copy")
+    ("a0_single_copy (staged, not reversed)", "cand_a0_single_copy", 0, 256, A0_SMEM, "units", {"expect": "copy"}),
+    ("a0_walk_copy (same lines, no staging)", "cand_a0_walk_copy", 0, 256, 0, "units", {"expect": "copy"}),
+    ("copy16 (contiguous 16-byte copy)", "cand_copy16", 0, 256, 0, 8, {"expect": "copy"}),
+]
 for rows in (8, 16, 24):
     CANDS.append((f"r_single {rows} rows", "cand_r_single", 2, 256, rows * C * 4, "units", {"rows": rows}))
     CANDS.append((f"r_single_vec {rows} rows", "cand_r_single_vec", 2, 256, rows * C * 4, "units", {"rows": rows}))
@@ -157,11 +162,11 @@ def main(argv=None) -> int:
     want = {0: reference(torch, x, len0, 0), 2: reference(torch, x, len2, 2)}
     rows = []
 
-    def record(label, axis, fn, out_of, kernel, grid=None, check=True):
+    def record(label, axis, fn, out_of, kernel, grid=None, check=True, expect=None, nbytes=None):
         got = out_of()
-        ok = bool(torch.equal(got, want[axis])) if check else None
+        ok = bool(torch.equal(got, want[axis] if expect is None else expect)) if check else None
         t = timed(fn, args.reps, torch)
-        frac = moved[axis] / (t[0] * 1e-3) / 1e9 / copy_bw
+        frac = (nbytes or moved[axis]) / (t[0] * 1e-3) / 1e9 / copy_bw
         rows.append({"label": label, "kernel": kernel, "axis": axis, "ms": t[0], "ms_min": t[1], "ms_max": t[2],
                      "frac_copy": frac, "equal": ok, "grid": grid})
         print(f"axis {axis}  {label:42s} {t[0]:.4f} ms (min {t[1]:.4f}, max {t[2]:.4f})  {frac:.3f} of copy  "
@@ -169,13 +174,35 @@ def main(argv=None) -> int:
 
     for ax, key in ((0, "prod0"), (2, "prod2")):
         record(f"production ({key})", ax, prods[key], prods[key], "ix_reverse_tile" if ax == 0 else "ix_reverse_rows")
+    from opendml.runtime import calls, get_backend
+    from opendml.runtime.cuda import index as cuda_index
+    for setting in ({"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 65536}):
+        old = {k: getattr(cuda_index, k) for k in setting}
+        get_backend("cuda:0")._launches.clear()
+        calls.clear()
+        for k, v in setting.items():
+            setattr(cuda_index, k, v)
+        try:
+            record(f"production (prod2) {setting}", 2, prods["prod2"], prods["prod2"], "ix_reverse_rows")
+        finally:
+            for k, v in old.items():
+                setattr(cuda_index, k, v)
+            get_backend("cuda:0")._launches.clear()
+            calls.clear()
+    for dt in (torch.float64, torch.float16):          # the rows of other word sizes (float16: a word a thread)
+        xd = x.to(dt)
+        wd = reference(torch, xd, len2, 2)
+        fd = lambda: dml.reverse_subsequences(xd, l2, 2)  # noqa: E731
+        record(f"production (prod2) {dt}", 2, fd, fd, "ix_reverse_rows", expect=wd, nbytes=2 * xd.nbytes + l2.nbytes)
+        del xd, wd
     for c in CANDS:
         try:
             fn, out, blocks, units = launcher(c, cupy, np, torch, x, l0 if c[2] == 0 else l2, module, sms)
             fn()
             torch.cuda.synchronize()
             partial = "units" in c[6]
-            record(c[0], c[2], fn, lambda: out, c[1], blocks, check=not partial)
+            record(c[0], c[2], fn, lambda: out, c[1], blocks, check=not partial,
+                   expect=x if c[6].get("expect") == "copy" else None)
             del out
         except Exception as exc:                       # a candidate that fails to launch says so, the lab goes on
             print(f"axis {c[2]}  {c[0]:42s} FAILED {type(exc).__name__}: {exc}", flush=True)
@@ -183,7 +210,8 @@ def main(argv=None) -> int:
     t_copy2 = timed(lambda: copy_out.copy_(x), args.reps, torch)
     print(f"copy of 256 MiB again: {t_copy2[0]:.4f} ms = {2 * x.nbytes / (t_copy2[0] * 1e-3) / 1e9:.0f} GB/s")
     for ax in (0, 2):
-        ok = [r for r in rows if r["axis"] == ax and r.get("equal") and not r["label"].startswith("production")]
+        ok = [r for r in rows if r["axis"] == ax and r.get("equal") and r["kernel"].startswith("cand_")
+              and "copy" not in r["kernel"]]
         if ok:
             b = min(ok, key=lambda r: r["ms"])
             print(f"best axis {ax}: {b['label']} {b['ms']:.4f} ms {b['frac_copy']:.3f}")

@@ -14,9 +14,10 @@ echo "ncu: $NCU" | tee -a "$OUT/lab.log"
 PICK=$(python3 - "$OUT/lab.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
-pick = ["prod0", "prod2", "a0_single"]
+pick = ["prod0", "prod2", "a0_single", "copy16 (contiguous 16-byte copy)", "a0_single_copy (staged, not reversed)",
+        "a0_walk_copy (same lines, no staging)"]
 for ax in (0, 2):
-    ok = [r for r in rows if r["axis"] == ax and r.get("equal") and not r["label"].startswith("production")]
+    ok = [r for r in rows if r["axis"] == ax and r.get("equal") and r["kernel"].startswith("cand_") and "copy" not in r["kernel"]]
     best = min(ok, key=lambda r: r["ms"])["label"] if ok else None
     if best and best not in pick:
         pick.append(best)
@@ -24,7 +25,7 @@ print(",".join(pick))
 PY
 )
 echo "profiled: $PICK" | tee -a "$OUT/lab.log"
-timeout ${NCU_S:-120} "$NCU" --clock-control none -k 'regex:ix_reverse|cand_' -c 6 \
+timeout ${NCU_S:-120} "$NCU" --clock-control none -k 'regex:ix_reverse|cand_' -c 9 \
     --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
     --metrics dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_shared_mem,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum \
     --page raw --csv python3 benchmarks/revseq_lab/lab.py --profile "$PICK" > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
