@@ -4,7 +4,7 @@ of lab.cu (compiled by NVRTC through CuPy), on a (512, 256, 512) float32
 tensor, as fractions of the device's copy bandwidth (bytes read + written).
 
     python benchmarks/revseq_lab/lab.py --out DIR            # timings, lab.json
-    ncu ... python benchmarks/revseq_lab/lab.py --profile K1,K2,...   # one launch each
+    ncu ... python benchmarks/revseq_lab/lab.py --profile 'K1;K2;...'   # one launch each
 
 Each candidate's output is checked equal to a ``torch.gather`` reference
 built from the lengths (as benchmarks/gpu_index.py builds it); each time is
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results/revseq_lab")
     ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--profile", default="", help="comma-separated labels (prod0, prod2, candidates): one launch each")
+    ap.add_argument("--profile", default="", help="labels (prod0, prod2, candidates) separated by ';': one launch each")
     args = ap.parse_args(argv)
     cupy, np, torch, x, len0, len2, module, sms = setup()
     import opendml as dml
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     prods = {"prod0": lambda: dml.reverse_subsequences(x, l0, 0), "prod2": lambda: dml.reverse_subsequences(x, l2, 2)}
     by_label = {c[0]: c for c in CANDS}
     if args.profile:
-        for name in args.profile.split(","):
+        for name in args.profile.split(";"):
             if name in prods:
                 prods[name]()
             else:

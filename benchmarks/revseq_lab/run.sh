@@ -21,7 +21,7 @@ for ax in (0, 2):
     best = min(ok, key=lambda r: r["ms"])["label"] if ok else None
     if best and best not in pick:
         pick.append(best)
-print(",".join(pick))
+print(";".join(pick))
 PY
 )
 echo "profiled: $PICK" | tee -a "$OUT/lab.log"
