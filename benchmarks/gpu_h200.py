@@ -201,7 +201,7 @@ def main(argv=None) -> int:
     rows_v = [tuple(int(a) for a in w.split(",")) for w in args.pad_rows.split(";") if w] or \
         [(2, 5, 0), (2, 6, 2), (2, 8, 2), (1, 8, 2)]
     pv = [{"FUSE_PAD": "padr", "PAD_ROWS": w} for w in rows_v if w != cs.PAD_ROWS] + \
-        ([] if args.pad_rows else [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}])
+        [{"FUSE_PAD": "words", "PAD_WORDS": (1, 8)}, {"FUSE_PAD": "rows"}, {"FUSE_PAD": True}, {"FUSE_PAD": False}]
     modes = [("constant", PaddingMode.CONSTANT, "constant"), ("edge", PaddingMode.EDGE, "replicate"),
              ("reflection", PaddingMode.REFLECTION, "reflect"), ("wrap", PaddingMode.WRAP, "circular"),
              ("symmetric", PaddingMode.SYMMETRIC, None)]

@@ -279,6 +279,34 @@ def test_each_reversal_kernel_matches_the_cpu_bytes(cp, it, reverse_settings):
           axis=2)
 
 
+
+@pytest.mark.parametrize("it", INDEX_TYPES)
+@pytest.mark.parametrize("dt", (np.float16, np.float32, np.float64))
+def test_reversal_along_rows_in_16_byte_pieces_matches_the_cpu_bytes(cp, dt, it):
+    """ix_reverse_rows writes rows of whole 16-byte pieces (4- and 8-byte
+    words) a piece a thread: every length class of a piece (at or past the
+    length, wholly below it at each offset of the staged pieces, across it)
+    on rows of 32 to 512 words, lengths 0, past the row and the type's
+    largest; rows of 34 (float32: not whole pieces) and float16 a word a
+    thread; the other axes beside. Signed lengths: the CPU's error."""
+    rng = np.random.default_rng(23)
+    for n in (32, 34, 36, 300, 512):
+        x = values(rng, (3, 7, n), dt)
+        if np.dtype(it).kind == "i":
+            lengths = np.ones((3, 7, 1), it)
+            with pytest.raises(dml.UnsupportedError) as cpu:
+                dml.reverse_subsequences(x, lengths, 2)
+            with pytest.raises(dml.UnsupportedError) as gpu:
+                dml.reverse_subsequences(cp.asarray(x), cp.asarray(lengths), 2)
+            assert str(gpu.value) == str(cpu.value)
+            continue
+        top = int(np.iinfo(it).max)
+        chosen = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, n - 1, n, n + 1, top, n - 2, n - 3, n // 2, n // 2 + 1, 17, 31]
+        lengths = np.array(chosen + list(rng.integers(0, n + 3, 21 - len(chosen))), dtype=it).reshape(3, 7, 1)
+        check(cp, dml.reverse_subsequences, x, lengths, axis=2)
+        check(cp, dml.reverse_subsequences, x, rng.integers(0, 5, (1, 7, n)).astype(it), axis=0)
+        check(cp, dml.reverse_subsequences, x, rng.integers(0, 9, (3, 1, n)).astype(it), axis=1)
+
 @pytest.mark.parametrize("framework", ["cupy", "torch"])
 @pytest.mark.parametrize("it", (np.int32, np.int64))
 def test_the_device_index_check_names_the_cpus_first_bad_index(cp, framework, it):

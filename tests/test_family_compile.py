@@ -261,3 +261,26 @@ def test_to_text_round_trips_every_case():
     for name, (fn, xs) in CASES.items():
         for text in _desc_text(fn, xs):
             assert to_text(description(text)) == text, name
+
+
+def test_the_first_eager_call_loads_no_compiler_and_compile_still_takes_the_functions_whole():
+    """A process's first eager call does not import Dynamo (and with it sympy, Inductor and
+    torch.distributed: seconds where Python has no bytecode cache); torch.compile, imported
+    later, still takes the family's and the index functions whole (``front._OnDynamo``)."""
+    import subprocess
+    import sys
+    code = """
+import sys, torch, opendml as dml
+x = torch.arange(12.0).reshape(1, 1, 3, 4)
+eager = dml.pad(x, [0, 0, 1, 1], [0, 0, 1, 1], mode="reflection")
+g = dml.gather(x, torch.tensor([2, 0]), 2)
+assert "torch._dynamo" not in sys.modules and "sympy" not in sys.modules, sorted(
+    m for m in sys.modules if m.startswith(("torch._dynamo", "sympy")))[:5]
+f = torch.compile(lambda t: (dml.pad(t, [0, 0, 1, 1], [0, 0, 1, 1], mode="reflection"),
+                             dml.gather(t, torch.tensor([2, 0]), 2)), fullgraph=True, backend="eager")
+got = f(x)
+assert torch.equal(got[0], eager) and torch.equal(got[1], g)
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

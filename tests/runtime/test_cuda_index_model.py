@@ -79,6 +79,18 @@ def test_the_fused_index_check_costs_no_registers(tmp_path):
     assert got and got.keys() == base.keys()
     assert {k: n for k, n in got.items() if n > base[k]} == {}
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_a_reversal_along_rows_leaves_registers_for_its_blocks():
+    """ix_reverse_rows stages 32 KiB of rows a block (REVERSE_ROWS): 6 blocks
+    a multiprocessor; with 4-byte words its registers must fit 6 blocks too
+    (allocated 8 at a time: at most 40 a thread of 6 x 256), with 8-byte words
+    5 (48). Its 16-byte pieces took 44 unbounded (5 blocks of 4-byte words)."""
+    rows = {k: n for k, n in ptxas_registers(ix.INDEX_KERNELS).items() if "ix_reverse_rows" in k}
+    assert any("ix_reverse_rowsIj" in k for k in rows) and any("ix_reverse_rowsIy" in k for k in rows), rows
+    for k, n in rows.items():
+        blocks = 6 if "ix_reverse_rowsIj" in k else 5
+        assert -(-n // 8) * 8 * THREADS * blocks <= 65536, (k, n)
+
 
 def _coordinate(ax, values, at, e):
     """(keep, c): index.cu's ix_coordinate."""

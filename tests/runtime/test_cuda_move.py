@@ -781,9 +781,9 @@ def test_pad_words_kernel_on_cuda(words, dt):
 
 
 PAD_ROW_CASES = [(w, DataType.FLOAT32) for w in ((2, 1, 0), (1, 8, 0), (2, 5, 0), (4, 1, 0), (3, 1, 0), (2, 6, 2),
-                                                  (2, 8, 2), (1, 8, 2), (3, 6, 2))] + \
+                                                  (2, 8, 2), (1, 8, 2), (3, 6, 2), (1, 8, 4), (2, 8, 4), (3, 8, 4))] + \
     [(w, t) for t in (DataType.UINT8, DataType.INT16, DataType.FLOAT64)
-     for w in (cs.PAD_ROWS, cs.PAD_ROWS_SMALL, (1, 8, 0), (3, 1, 0), (2, 8, 2))]
+     for w in (cs.PAD_ROWS, cs.PAD_ROWS_SMALL, (1, 8, 0), (3, 1, 0), (2, 8, 2), (2, 8, 4))]
 
 
 @pytest.mark.cuda

@@ -118,7 +118,7 @@ VIA = ["auto", "strided_copy", "move"]
 @SETTINGS
 @given(calls(), st.integers(0, 2 ** 32 - 1), st.sampled_from(FUSE), st.sampled_from(VIA),
        st.sampled_from([0, 1, 2, 4]), st.sampled_from([0, 32, 64]), st.sampled_from([0, 1, 4, 16]),
-       st.sampled_from([(2, 6, 2), (1, 8, 3)]), st.sampled_from([0, 64, 256]), st.sampled_from([0, 1, 2]))
+       st.sampled_from([(2, 6, 2), (1, 8, 3), (2, 8, 4)]), st.sampled_from([0, 64, 256]), st.sampled_from([0, 1, 2]))
 def test_launches_equal_move_steps_under_other_settings(call, seed, fuse, via, word_copy, tile, small, rows,
                                                          padr_min, cvt):
     """Each of steps.py's settings changed: the same launches (C reads them

@@ -451,10 +451,3 @@ def call_move(desc, arrays) -> list:
     return list(op(list(arrays), to_text(desc)))
 
 
-# torch.compile: the family's array API functions enter a graph whole; the
-# tracer behind Dynamo (AOTAutograd) then reaches ``adapter.run_move`` with
-# fake tensors, which take the operator above.
-# The functions are registered by their modules (``_dispatch.enter_graph_whole``:
-# the family's and the index-driven operators'), so this module imports
-# neither the index operators nor any other front module back.
-_dispatch.on_enter_graph_whole(torch.compiler.allow_in_graph)

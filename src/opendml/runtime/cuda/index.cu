@@ -470,10 +470,78 @@ __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX
 // the rows are whole aligned 16-byte pieces, else plain loads), each row's
 // offsets and length (read and clamped once) in shared memory; then the
 // threads walk the block's words in order (coalesced stores), each read from
-// its reversed word of the staged row.
+// its reversed word of the staged row. Words of 4 or 8 bytes, rows of whole
+// 16-byte pieces written contiguously at 16-byte boundaries: a thread a
+// 16-byte piece (ix_write_pieces), else a thread a word.
 #define IX_ROWS 64
+// IX_ROWS_BLOCKS: the blocks a multiprocessor holds with REVERSE_ROWS (32 KiB)
+// of rows staged, so the registers never hold fewer (unbounded, the 16-byte
+// pieces of 4-byte words took 44 a thread: 5 blocks; 8-byte words take 48,
+// bounded at 5 blocks, as before the pieces, where 6 would spill).
+#define IX_ROWS_BLOCKS 6
+
+// The 16-byte piece of words lo + V - 1, ..., lo (descending; V words a
+// piece, lo = a x V + s) from the staged pieces A = a and B = a + 1 (B read
+// only where s > 0): word m of the result is word s + V - 1 - m of A:B.
+template <typename W>
+__device__ __forceinline__ uint4 ix_reversed_piece(const uint4& A, const uint4& B, int s) {
+    constexpr int V = 16 / (int)sizeof(W);
+    union { uint4 q[2]; W w[2 * V]; } c;
+    union { uint4 q; W w[V]; } o;
+    c.q[0] = A;
+    c.q[1] = B;
+#pragma unroll
+    for (int t = 0; t < V; t++)              // (s uniform along a row: predicated moves, no local memory)
+        if (s == t) {
+#pragma unroll
+            for (int m = 0; m < V; m++) o.w[m] = c.w[t + V - 1 - m];
+        }
+    return o.q;
+}
+
+// The staged rows (each Lp words, L = bound words of whole 16-byte pieces,
+// r_n[r] its length in [0, L]) written as 16-byte pieces at p.dst + r_db[r]
+// (each 16-byte aligned), two pieces a thread in flight: a piece at or past
+// the length is the row's own; one wholly below it, the two staged pieces
+// holding its reversed words; one across it, word by word.
+template <typename W>
+__device__ __forceinline__ void ix_write_pieces(const ix_params& p, const W* rowbuf, const i64* r_db,
+                                                const int* r_n, int g, int L, int Lp) {
+    constexpr int V = 16 / (int)sizeof(W);
+    const int Q = L / V, rq = Lp / V;
+    const uint4* b4 = reinterpret_cast<const uint4*>(rowbuf);
+    for (int f0 = threadIdx.x; f0 < g * Q; f0 += 2 * IX_THREADS) {
+        uint4 v[2];
+        i64 at[2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int f = f0 + u * IX_THREADS;
+            at[u] = -1;
+            if (f < g * Q) {
+                const int r = f / Q, q = f - r * Q, j = q * V, n = r_n[r];
+                const uint4* row = b4 + r * rq;
+                if (j >= n) {
+                    v[u] = row[q];
+                } else if (j + V <= n) {     // words n-1-j down to n-V-j, inside [0, L)
+                    const int lo = n - V - j, a = lo / V, s = lo - a * V;
+                    const uint4 A = row[a];
+                    v[u] = ix_reversed_piece<W>(A, s ? row[a + 1] : A, s);
+                } else {
+                    union { uint4 q; W w[V]; } o;
+#pragma unroll
+                    for (int k = 0; k < V; k++) o.w[k] = rowbuf[r * Lp + (j + k < n ? n - 1 - j - k : j + k)];
+                    v[u] = o.q;
+                }
+                at[u] = r_db[r] + j;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+            if (at[u] >= 0) *reinterpret_cast<uint4*>((W*)p.dst + at[u]) = v[u];
+    }
+}
 template <typename W, typename I, int NO>
-__global__ void __launch_bounds__(IX_THREADS) ix_reverse_rows(IX_PARAMS) {
+__global__ void __launch_bounds__(IX_THREADS, sizeof(W) == 8 ? 5 : IX_ROWS_BLOCKS) ix_reverse_rows(IX_PARAMS) {
     extern __shared__ uint4 ix_rows_raw[];
     W* rowbuf = reinterpret_cast<W*>(ix_rows_raw);
     __shared__ i64 r_sb[IX_ROWS], r_db[IX_ROWS];
@@ -482,7 +550,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_rows(IX_PARAMS) {
     const int L = (int)ax.bound, Lp = (int)((L * (i64)sizeof(W) + 15) / 16 * 16 / (i64)sizeof(W));
     const I nrows = (I)(p.n_outer / L), first = (I)blockIdx.x * (I)p.members;
     const int g = (int)(nrows - first < (I)p.members ? nrows - first : (I)p.members);   // rows of this block
-    bool aligned = true;
+    bool aligned = true, dst_aligned = true;
     if ((int)threadIdx.x < g) {
         i64 sb, db, ab;
         ix_lead<I, NO - 2>(p, first + (I)threadIdx.x, sb, db, ab);
@@ -490,8 +558,11 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_rows(IX_PARAMS) {
         r_db[threadIdx.x] = db;
         r_n[threadIdx.x] = (int)ix_length(ax, p.idx[0], ab);   // in [0, L]
         aligned = ((u64)((const W*)p.src + sb)) % 16 == 0;
+        dst_aligned = ((u64)((W*)p.dst + db)) % 16 == 0;
     }
     bool whole = __syncthreads_and(aligned) && ax.stride == 1 && (L * (int)sizeof(W)) % 16 == 0;
+    const bool pieces = __syncthreads_and(dst_aligned) && (sizeof(W) == 4 || sizeof(W) == 8) &&
+                        p.dst_strides[NO - 1] == 1 && (L * (int)sizeof(W)) % 16 == 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if (whole) {                             // every row in flight at once
         const int pieces = L * (int)sizeof(W) / 16, rp = Lp * (int)sizeof(W) / 16;
@@ -526,6 +597,12 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_rows(IX_PARAMS) {
         }
     }
     __syncthreads();
+    if constexpr (sizeof(W) == 4 || sizeof(W) == 8) {
+        if (pieces) {                        // (on an H200, 512 float32 a row: 0.86-0.89 of copy a word a thread, 0.92 so)
+            ix_write_pieces<W>(p, rowbuf, r_db, r_n, g, L, Lp);
+            return;
+        }
+    }
     const i64 ds = p.dst_strides[NO - 1];
     int r = (int)threadIdx.x / L, j = (int)threadIdx.x - r * L;   // word f = r * L + j, f += IX_THREADS
     while (r < g) {

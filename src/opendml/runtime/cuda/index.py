@@ -108,10 +108,12 @@ TILE_SMEM = 64 * 1024
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
 #: (``ix_reverse_rows``: as many whole rows as fit, up to 64); 0: that
 #: reversal runs as ``ix_gather_positions``. On an H200, (512, 256, 512)
-#: float32 reversed along rows: 8 KiB 0.70 of copy, 16 KiB 0.81-0.84, 32 KiB
-#: 0.88-0.89 (0.142 ms, copy 4256 GB/s), 64 KiB 0.82, 0
-#: (``ix_gather_positions``) 0.32; read in place, 16 bytes a thread, 0.86;
-#: bulk copies in and out 0.81-0.82. (A two-buffer pipeline of column sets
+#: float32 reversed along rows, rows written a 16-byte piece a thread: 16 KiB
+#: 0.93 of copy, 32 KiB 0.92 (0.140 ms, copy 4175 GB/s), 64 KiB 0.90 (float64
+#: 0.96); a word a thread (as float16 still is) 8 KiB 0.70, 16 KiB
+#: 0.81-0.84, 32 KiB 0.86-0.89, 64 KiB 0.82, 0 (``ix_gather_positions``)
+#: 0.32; read in place, 16 bytes a thread, 0.86; bulk copies in and out
+#: 0.81-0.82. (A two-buffer pipeline of column sets
 #: for the other axes measured 0.54 against the single tile's 0.72-0.79 and
 #: was taken out.)
 REVERSE_ROWS = 32 * 1024

@@ -429,7 +429,7 @@ __device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, 
 // fit: the kernel waits on memory, and on an H200 (session 15, ncu) 56
 // registers a thread (4 blocks a multiprocessor) held it at 0.84-0.86 of
 // copy bandwidth. MINB: resident blocks per multiprocessor the registers
-// must allow (__launch_bounds__); FL & 2: (elements of 4 bytes and more)
+// must allow (__launch_bounds__); FL & 4: element by element (below); FL & 2: (elements of 4 bytes and more)
 // each interior word read as its V elements, coalesced across the warp, with
 // no realignment nor shuffles.
 template <typename T, int NDIM, int U, int MINB, int FL>
@@ -449,6 +449,23 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
     const bool live = so >= 0;
     const T* __restrict__ srow = src + (live ? so : 0);
     T* __restrict__ drow = dst + (u64)r * (u64)W;
+    if constexpr ((FL & 4) != 0) {
+        // FL & 4: the row element by element, lane l moving columns l, l + 32, ..., 4U of them a round
+        // (2U of 8 bytes), every load of a round before its stores (as the slice's strided_copy moves its
+        // elements): no realignment nor shuffles, few registers (MINB 8 without spills)
+        const T fv = (T)p->fill_bits;
+        constexpr int K = (sizeof(T) >= 8 ? 2 : 4) * U;
+        for (int c0 = lane; c0 < W; c0 += 32 * K) {
+            T v[K];
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+                v[k] = c0 + 32 * k < W ? odml_padcol(srow, live, c0 + 32 * k, L, n, mode, fv) : fv;
+#pragma unroll
+            for (int k = 0; k < K; ++k)
+                if (c0 + 32 * k < W) drow[c0 + 32 * k] = v[k];
+        }
+        return;
+    }
     // the aligned words: columns a0 + k*V; those of (1): [lo, lo + nvec*V)
     const int a0 = (int)((16u - (u32)((unsigned long long)drow & 15ull)) & 15u) / (int)sizeof(T);
     int lo = a0, lim = W;
@@ -576,6 +593,8 @@ template __global__ void move_padw<u32, 3, 1, 8>(const u32*, u32*, const ODML_GR
 template __global__ void move_padw<u8, 2, 1, 8>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padw<u16, 2, 2, 4>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u32, 3, 2, 6, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u32, 3, 3, 8, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_padr<u64, 3, 3, 8, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u8, 2, 1, 8, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u16, 4, 3, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_padr<u64, 1, 2, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);

@@ -52,19 +52,20 @@ MOVE_PLAIN_VIA = "auto"
 #: True: one ``move_vec`` pass over the whole output with per-axis maps.
 #: False: pass by pass. Measurements: benchmarks/RESULTS.md.
 FUSE_PAD = "padr"
-#: move_padr's (output words a lane moves at once, minimum resident blocks
-#: per multiprocessor (its register cap), flags: 2 each interior word read
-#: as its elements where they are 4 bytes or more, no shuffles). The kernel waits on memory: on an H200 (session 15, ncu, pad 3
-#: of (16,64,256,256) float32) the session-14 kernel's 56 registers a thread
-#: (4 blocks a multiprocessor, 42% achieved occupancy) held it at 3.43 TB/s,
-#: 0.83-0.86 of copy, where the slice's strided_copy (30 registers, 85%)
-#: moves 3.94 TB/s. Pads 1/3/5 in every mode, copy 4,146 GB/s, kernel time:
-#: (2, 6, 2) 40 registers 0.146-0.155 ms (0.87-0.90), with streaming stores
-#: (a flag since removed) 0.147-0.155,
-#: (1, 8, 3) 0.84-0.85, (2, 5, 1) (shuffles, 48 registers) 0.79-0.82, (2, 8, 3)
-#: (32 registers, spills) 0.76-0.78; a persistent grid with the next row's
-#: loads in flight (80 registers) ran 0.67-0.70. benchmarks/RESULTS.md.
-PAD_ROWS = (2, 6, 2)
+#: move_padr's (words a lane moves at once, minimum resident blocks per
+#: multiprocessor (its register cap), flags: 2 each interior word read as
+#: its elements where they are 4 bytes or more, no shuffles; 4 the row
+#: element by element, 4 x words elements a lane a round, 2 x words of 8
+#: bytes). On an H200 (session 17, copy 4,098 GB/s; pads by 1/3/5 of
+#: (16,64,256,256) float32 in every mode, kernel time): (3, 8, 4) 32
+#: registers 0.137-0.143 ms, 0.95-0.96 of copy; (2, 8, 4) 0.94-0.96, (2, 7,
+#: 4) 0.95-0.96, (1, 8, 4) 0.90-0.92, (4, 8, 4) 0.78-0.79; session 15's (2,
+#: 6, 2) (16-byte interior words, 40 registers) 0.87-0.88, "words" 0.68-0.81,
+#: "rows" 0.33-0.46, True (move_vec) 0.34-0.43, pass by pass 0.45-0.64. In
+#: session 15 (ncu) the 16-byte-word kernel with 56 registers (4 blocks a
+#: multiprocessor) held 3.43 TB/s where the slice's strided_copy (element by
+#: element, 30 registers) moved 3.94. benchmarks/RESULTS.md.
+PAD_ROWS = (3, 8, 4)
 #: move_padr's settings for 1- and 2-byte elements (their words realigned
 #: through shuffles and funnel shifts: 40 registers would spill 48-64 bytes),
 #: uncapped as in session 14 (not measured on a GPU since).

@@ -1,0 +1,228 @@
+"""Lab for issue 32's reverse_subsequences target on the GPU: the production
+kernels (through ``dml.reverse_subsequences``) beside the candidate kernels
+of lab.cu (compiled by NVRTC through CuPy), on a (512, 256, 512) float32
+tensor, as fractions of the device's copy bandwidth (bytes read + written).
+
+    python benchmarks/revseq_lab/lab.py --out DIR            # timings, lab.json
+    ncu ... python benchmarks/revseq_lab/lab.py --profile 'K1;K2;...'   # one launch each
+
+Each candidate's output is checked equal to a ``torch.gather`` reference
+built from the lengths (as benchmarks/gpu_index.py builds it); each time is
+the median over --reps of 5 back-to-back calls between CUDA events after two
+warm-up loops. Axis 0: a uint32 length a column (lengths (1, 256, 512),
+random in [0, 512]); axis 2: a length a row (lengths (512, 256, 1)).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent / "src"))
+LOOP = 5
+P, R, C = 512, 256, 512
+
+# (label, kernel, axis, threads, shared bytes, grid: "units" or blocks a multiprocessor, extra)
+A0_SMEM = P * 128
+CANDS = [
+    ("a0_single", "cand_a0_single", 0, 256, A0_SMEM, "units", {}),
+    ("a0_single_first3960", "cand_a0_single", 0, 256, A0_SMEM, "units", {"units": 3960}),
+    ("a0_single_swz", "cand_a0_single_swz", 0, 256, A0_SMEM, "units", {}),
+    ("a0_single_rowmajor", "cand_a0_single_rowmajor", 0, 256, A0_SMEM, "units", {}),
+    ("a0_single_cs", "cand_a0_single_cs", 0, 256, A0_SMEM, "units", {}),
+    ("a0_single_vec", "cand_a0_single_vec", 0, 256, A0_SMEM, "units", {}),
+    ("a0_single_ef_cs", "cand_a0_single_ef_cs", 0, 256, A0_SMEM, "units", {}),
+    ("a0_single_512", "cand_a0_single_512", 0, 512, A0_SMEM, "units", {}),
+    ("a0_pipe_1024x3", "cand_a0_pipe_1024x3", 0, 1024, 3 * A0_SMEM, 1, {}),
+    ("a0_pipe_1024x3_vec", "cand_a0_pipe_1024x3_vec", 0, 1024, 3 * A0_SMEM, 1, {}),
+    ("a0_pipe_1024x3_cs", "cand_a0_pipe_1024x3_cs", 0, 1024, 3 * A0_SMEM, 1, {}),
+    ("a0_pipe_512x3", "cand_a0_pipe_512x3", 0, 512, 3 * A0_SMEM, 1, {}),
+    ("a0_pipe_256x3", "cand_a0_pipe_256x3", 0, 256, 3 * A0_SMEM, 1, {}),
+    ("a0_pipe_256x1 (3/SM)", "cand_a0_pipe_256x1", 0, 256, A0_SMEM, 3, {}),
+    ("a0_pipe_512x1 (3/SM)", "cand_a0_pipe_512x1", 0, 512, A0_SMEM, 3, {}),
+    ("a0_pipe_256x1 (6/SM: 2 waves of slots)", "cand_a0_pipe_256x1", 0, 256, A0_SMEM, 6, {}),
+]
+CANDS += [                                     # diagnostics: the output is the input (expect "copy")
+    ("a0_single_copy (staged, not reversed)", "cand_a0_single_copy", 0, 256, A0_SMEM, "units", {"expect": "copy"}),
+    ("a0_walk_copy (same lines, no staging)", "cand_a0_walk_copy", 0, 256, 0, "units", {"expect": "copy"}),
+    ("copy16 (contiguous 16-byte copy)", "cand_copy16", 0, 256, 0, 8, {"expect": "copy"}),
+]
+for rows in (8, 16, 24):
+    CANDS.append((f"r_single {rows} rows", "cand_r_single", 2, 256, rows * C * 4, "units", {"rows": rows}))
+    CANDS.append((f"r_single_vec {rows} rows", "cand_r_single_vec", 2, 256, rows * C * 4, "units", {"rows": rows}))
+CANDS += [
+    ("r_single_cs 16 rows", "cand_r_single_cs", 2, 256, 16 * C * 4, "units", {"rows": 16}),
+    ("r_single_vec_cs 16 rows", "cand_r_single_vec_cs", 2, 256, 16 * C * 4, "units", {"rows": 16}),
+    ("r_pipe_1024x3 16 rows (2/SM)", "cand_r_pipe_1024x3", 2, 1024, 3 * 16 * C * 4, 2, {"rows": 16}),
+    ("r_pipe_1024x3_vec 16 rows (2/SM)", "cand_r_pipe_1024x3_vec", 2, 1024, 3 * 16 * C * 4, 2, {"rows": 16}),
+    ("r_pipe_1024x3_vec 8 rows (2/SM)", "cand_r_pipe_1024x3_vec", 2, 1024, 3 * 8 * C * 4, 2, {"rows": 8}),
+    ("r_pipe_512x3_vec 16 rows (2/SM)", "cand_r_pipe_512x3_vec", 2, 512, 3 * 16 * C * 4, 2, {"rows": 16}),
+    ("r_pipe_512x3_vec 8 rows (4/SM)", "cand_r_pipe_512x3_vec", 2, 512, 3 * 8 * C * 4, 4, {"rows": 8}),
+    ("r_pipe_256x2_vec 16 rows (3/SM)", "cand_r_pipe_256x2_vec", 2, 256, 2 * 16 * C * 4, 3, {"rows": 16}),
+    ("r_pipe_256x4_vec 8 rows (3/SM)", "cand_r_pipe_256x4_vec", 2, 256, 4 * 8 * C * 4, 3, {"rows": 8}),
+    ("r_pipe_256x2_vec 8 rows (6/SM)", "cand_r_pipe_256x2_vec", 2, 256, 2 * 8 * C * 4, 6, {"rows": 8}),
+]
+
+
+def timed(fn, reps, torch):
+    """Median ms a call: reps x (LOOP calls between CUDA events), after 2 warm-up loops."""
+    for _ in range(2 * LOOP):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(LOOP):
+            fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / LOOP)
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def setup():
+    import cupy
+    import numpy as np
+    import torch
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(P, R, C, device=dev, generator=g)
+    len0 = torch.randint(0, P + 1, (1, R, C), device=dev, generator=g)
+    len2 = torch.randint(0, C + 1, (P, R, 1), device=dev, generator=g)
+    module = cupy.RawModule(code=(HERE / "lab.cu").read_text(), options=("-std=c++17",))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    return cupy, np, torch, x, len0, len2, module, sms
+
+
+def launcher(cand, cupy, np, torch, x, lens, module, sms):
+    """(fn writing the reversal into a fresh-per-lab output, output tensor, grid, units)."""
+    label, kname, axis, threads, smem, grid, extra = cand
+    k = module.get_function(kname)
+    if smem > 48 * 1024:
+        k.max_dynamic_shared_size_bytes = smem
+    out = torch.empty_like(x)
+    src, dst, ln = (np.uint64(t.data_ptr()) for t in (x, out, lens))
+    if axis == 0:
+        n = R * C
+        units = extra.get("units", n // 32)
+        blocks = units if grid == "units" else min(units, sms * grid)
+        args = (src, dst, ln, np.uint64(n), np.int32(P))
+    else:
+        nrows, rows = P * R, extra["rows"]
+        units = -(-nrows // rows)
+        blocks = units if grid == "units" else min(units, sms * grid)
+        args = (src, dst, ln, np.int32(C), np.uint64(nrows), np.int32(rows))
+
+    def fn():
+        k((blocks,), (threads,), args, shared_mem=smem)
+    return fn, out, blocks, units
+
+
+def reference(torch, x, n, axis):
+    e = torch.arange(x.shape[axis], device=x.device).reshape([-1 if d == axis else 1 for d in range(3)])
+    return torch.gather(x, axis, torch.where(e < n, n - 1 - e, e).expand(x.shape).contiguous())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results/revseq_lab")
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--profile", default="", help="labels (prod0, prod2, candidates) separated by ';': one launch each")
+    args = ap.parse_args(argv)
+    cupy, np, torch, x, len0, len2, module, sms = setup()
+    import opendml as dml
+    l0, l2 = len0.to(torch.uint32), len2.to(torch.uint32)
+    prods = {"prod0": lambda: dml.reverse_subsequences(x, l0, 0), "prod2": lambda: dml.reverse_subsequences(x, l2, 2)}
+    by_label = {c[0]: c for c in CANDS}
+    if args.profile:
+        for name in args.profile.split(";"):
+            if name in prods:
+                prods[name]()
+            else:
+                c = by_label[name]
+                launcher(c, cupy, np, torch, x, l0 if c[2] == 0 else l2, module, sms)[0]()
+        torch.cuda.synchronize()
+        return 0
+    name = torch.cuda.get_device_name()
+    copy_out = torch.empty_like(x)
+    t_copy = timed(lambda: copy_out.copy_(x), args.reps, torch)
+    copy_bw = 2 * x.nbytes / (t_copy[0] * 1e-3) / 1e9
+    big = torch.empty(256, 1024, 1024, device=x.device)
+    big_out = torch.empty_like(big)
+    t_big = timed(lambda: big_out.copy_(big), args.reps, torch)
+    big_bw = 2 * big.nbytes / (t_big[0] * 1e-3) / 1e9
+    del big, big_out
+    print(f"device {name} ({sms} SMs), torch {torch.__version__}, cupy {cupy.__version__}: copy of 256 MiB "
+          f"{t_copy[0]:.4f} ms = {copy_bw:.0f} GB/s; of 1 GiB {t_big[0]:.4f} ms = {big_bw:.0f} GB/s", flush=True)
+    moved = {0: 2 * x.nbytes + l0.nbytes, 2: 2 * x.nbytes + l2.nbytes}
+    want = {0: reference(torch, x, len0, 0), 2: reference(torch, x, len2, 2)}
+    rows = []
+
+    def record(label, axis, fn, out_of, kernel, grid=None, check=True, expect=None, nbytes=None):
+        got = out_of()
+        ok = bool(torch.equal(got, want[axis] if expect is None else expect)) if check else None
+        t = timed(fn, args.reps, torch)
+        frac = (nbytes or moved[axis]) / (t[0] * 1e-3) / 1e9 / copy_bw
+        rows.append({"label": label, "kernel": kernel, "axis": axis, "ms": t[0], "ms_min": t[1], "ms_max": t[2],
+                     "frac_copy": frac, "equal": ok, "grid": grid})
+        print(f"axis {axis}  {label:42s} {t[0]:.4f} ms (min {t[1]:.4f}, max {t[2]:.4f})  {frac:.3f} of copy  "
+              f"equal={ok} grid={grid}", flush=True)
+
+    for ax, key in ((0, "prod0"), (2, "prod2")):
+        record(f"production ({key})", ax, prods[key], prods[key], "ix_reverse_tile" if ax == 0 else "ix_reverse_rows")
+    from opendml.runtime import calls, get_backend
+    from opendml.runtime.cuda import index as cuda_index
+    for setting in ({"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 65536}):
+        old = {k: getattr(cuda_index, k) for k in setting}
+        get_backend("cuda:0")._launches.clear()
+        calls.clear()
+        for k, v in setting.items():
+            setattr(cuda_index, k, v)
+        try:
+            record(f"production (prod2) {setting}", 2, prods["prod2"], prods["prod2"], "ix_reverse_rows")
+        finally:
+            for k, v in old.items():
+                setattr(cuda_index, k, v)
+            get_backend("cuda:0")._launches.clear()
+            calls.clear()
+    for dt in (torch.float64, torch.float16):          # the rows of other word sizes (float16: a word a thread)
+        xd = x.to(dt)
+        wd = reference(torch, xd, len2, 2)
+        fd = lambda: dml.reverse_subsequences(xd, l2, 2)  # noqa: E731
+        record(f"production (prod2) {dt}", 2, fd, fd, "ix_reverse_rows", expect=wd, nbytes=2 * xd.nbytes + l2.nbytes)
+        del xd, wd
+    for c in CANDS:
+        try:
+            fn, out, blocks, units = launcher(c, cupy, np, torch, x, l0 if c[2] == 0 else l2, module, sms)
+            fn()
+            torch.cuda.synchronize()
+            partial = "units" in c[6]
+            record(c[0], c[2], fn, lambda: out, c[1], blocks, check=not partial,
+                   expect=x if c[6].get("expect") == "copy" else None)
+            del out
+        except Exception as exc:                       # a candidate that fails to launch says so, the lab goes on
+            print(f"axis {c[2]}  {c[0]:42s} FAILED {type(exc).__name__}: {exc}", flush=True)
+            rows.append({"label": c[0], "kernel": c[1], "axis": c[2], "error": f"{type(exc).__name__}: {exc}"})
+    t_copy2 = timed(lambda: copy_out.copy_(x), args.reps, torch)
+    print(f"copy of 256 MiB again: {t_copy2[0]:.4f} ms = {2 * x.nbytes / (t_copy2[0] * 1e-3) / 1e9:.0f} GB/s")
+    for ax in (0, 2):
+        ok = [r for r in rows if r["axis"] == ax and r.get("equal") and r["kernel"].startswith("cand_")
+              and "copy" not in r["kernel"]]
+        if ok:
+            b = min(ok, key=lambda r: r["ms"])
+            print(f"best axis {ax}: {b['label']} {b['ms']:.4f} ms {b['frac_copy']:.3f}")
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "lab.json").write_text(json.dumps({
+        "device": name, "sms": sms, "torch": torch.__version__, "cupy": cupy.__version__,
+        "copy_256MiB_ms": t_copy[0], "copy_GBps": copy_bw, "copy_1GiB_GBps": big_bw,
+        "copy_256MiB_ms_after": t_copy2[0], "reps": args.reps, "loop": LOOP, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
