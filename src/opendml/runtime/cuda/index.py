@@ -58,6 +58,11 @@ Every access stays inside the bound ranges whatever the index values: the
 kernels turn each value into a coordinate inside ``[0, bound)`` exactly as
 the CPU kernel does, and ``record_move`` checked each pass's reach over
 those coordinates against the bound element counts before anything runs.
+A value outside its dimension also sets the axis's flag where the axis has
+one (``IndexAxisParams.flag``): the C call cache patches a flag's address
+into a checked call's axes (``flag_offsets``) and reads it once the call's
+stream is done; the launches made here leave it 0 (the route checks the
+indices before it launches).
 """
 from __future__ import annotations
 
