@@ -33,7 +33,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
-from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._common import TYPES_4_1, SupportRow, support
 from ._move import MoveOperatorDesc
 
 T = DataType
@@ -42,7 +42,6 @@ INDEX_TYPES_3_0 = frozenset({T.INT64, T.INT32, T.UINT64, T.UINT32})
 INDEX_TYPES_1_0 = frozenset({T.UINT32})
 #: Any integer type an index tensor may have at some level.
 INDEX_TYPES = INDEX_TYPES_3_0
-FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
 
 
 #: The index functions' shared parameter entries (NumPy style), for their bindings' docstrings.
@@ -88,18 +87,13 @@ def tuple_size(where: str, is_) -> int:
     return is_[-1]
 
 
-def index_support(index_slot: str, first: FeatureLevel, first_types: frozenset) -> tuple[SupportRow, ...]:
+def index_support(first: str, first_types: frozenset | None = None) -> tuple[SupportRow, ...]:
     """The tables of the gathers, the scatters and ONE_HOT: from ``first``
     (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
     2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
     types; 4_1 the 64-bit element types."""
-    rows = []
-    if first < FeatureLevel.FL_2_1:
-        rows.append(SupportRow(first, range(4, 5), first_types, ((index_slot, INDEX_TYPES_1_0),)))
-    rows += [SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, ((index_slot, INDEX_TYPES_1_0),)),
-             SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1, ((index_slot, INDEX_TYPES_3_0),)),
-             SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1, ((index_slot, INDEX_TYPES_3_0),))]
-    return tuple(rows)
+    return support({first: 4, "3_0": (1, 8)}, first=first_types,
+                   IndicesTensor={"1_0": INDEX_TYPES_1_0, "3_0": INDEX_TYPES_3_0})
 
 
 class IndexOperatorDesc(MoveOperatorDesc):
@@ -244,8 +238,7 @@ class _OfPrimal(IndexOperatorDesc):
 
     TYPE_VALUE = -1
     DEFAULT_INPUT_START = 1
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
+    SUPPORT = support({"1_0": (1, 8)}, types={"1_0": TYPES_4_1}, IndicesTensor={"1_0": INDEX_TYPES_3_0})
 
     @property
     def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802

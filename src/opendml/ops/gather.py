@@ -36,10 +36,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.errors import ValidationError
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
-from ._index import (CHECK_INDICES_DOC, FLOAT16_32, INDICES_DOC, IndexOperatorDesc, dims, index_support, position,
+from ._common import FLOAT16_32
+from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, dims, index_support, position,
                      right_aligned)
 from ._spec import Binding, UInt, is_float
 
@@ -80,8 +80,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
     C_INDEX = 0
     TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_1_0, FLOAT16_32)
+    SUPPORT = index_support("1_0", FLOAT16_32)
 
     @classmethod
     def arguments(cls, api, x, indices, check_indices, axis, index_dimensions):

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
-from ._common import TYPES_2_1
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support, position
 from ._spec import Binding, UInt, is_float
 
@@ -57,8 +55,7 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
     C_INDEX = 1
     TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+    SUPPORT = index_support("2_1")
 
     @classmethod
     def arguments(cls, api, x, indices, check_indices, axis):

@@ -35,10 +35,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.errors import ValidationError
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
-from ._common import TYPES_2_1
 from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, dims, index_support, nd_rank, position,
                      right_aligned, tuple_size)
 from ._spec import Binding, UInt, is_float
@@ -153,8 +151,7 @@ class GatherNd1OperatorDesc(_NdIndexing):
     C_INDEX = 4
     TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))
-    INTRODUCED = FeatureLevel.FL_3_0
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)[1:]
+    SUPPORT = index_support("3_0")
 
     @classmethod
     def arguments(cls, api, x, indices, check_indices, batch_dimensions):
@@ -212,5 +209,4 @@ class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     TYPE_VALUE = 108
     SLOTS = GatherNd1OperatorDesc.SLOTS
     FIELDS = _NdIndexing.FIELDS
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+    SUPPORT = index_support("2_1")

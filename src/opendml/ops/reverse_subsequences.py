@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
-from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._common import support
 from ._index import IndexOperatorDesc, dims, position
 from ._spec import Binding, UInt, is_float
 
-_U32 = (("SequenceLengthsTensor", frozenset({DataType.UINT32})),)
-_U64 = (("SequenceLengthsTensor", frozenset({DataType.UINT32, DataType.UINT64})),)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -62,13 +59,8 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     TENSORS = ("InputTensor", "SequenceLengthsTensor", "OutputTensor")
     DEFAULT_INPUT_START = 1
     FIELDS = (UInt("Axis", "axis"),)
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, _U32),
-        SupportRow(FeatureLevel.FL_3_0, range(4, 6), TYPES_2_1, _U32),
-        SupportRow(FeatureLevel.FL_4_0, range(1, 9), TYPES_2_1, _U32),
-        SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1, _U64),
-    )
+    SUPPORT = support({"2_1": 4, "3_0": (4, 5), "4_0": (1, 8)}, wide="5_0", SequenceLengthsTensor={
+        "2_1": frozenset({DataType.UINT32}), "5_0": frozenset({DataType.UINT32, DataType.UINT64})})
     INDEX_SLOT = "SequenceLengthsTensor"
     INDEX_ATTR = "sequence_lengths_tensor"
     INDEX_ANY_LEVEL = frozenset({DataType.UINT32, DataType.UINT64})

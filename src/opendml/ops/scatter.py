@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
-from ._index import (CHECK_INDICES_DOC, FLOAT16_32, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
+from ._common import FLOAT16_32
+from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
                      position)
 from ._spec import Binding, UInt, is_float
 
@@ -73,8 +73,7 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
     C_INDEX = 5
     TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
-    INTRODUCED = FeatureLevel.FL_2_0
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
+    SUPPORT = index_support("2_0", FLOAT16_32)
 
     @classmethod
     def arguments(cls, api, x, indices, updates, check_indices, axis):

@@ -36,10 +36,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.errors import ValidationError
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
-from ._common import TYPES_2_1
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, dims, index_support, nd_rank, right_aligned, tuple_size
 from ._spec import Binding, is_float
 from .gather_nd import _NdIndexing
@@ -78,8 +76,7 @@ class ScatterNdOperatorDesc(_NdIndexing):
     {CHECK_INDICES_DOC}""")
     C_INDEX = 6
     TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+    SUPPORT = index_support("2_1")
 
     @classmethod
     def arguments(cls, api, x, indices, updates, check_indices):

@@ -14,12 +14,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..plan import ScatterPlan, SliceScatter
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK
-from ._common import AdjointByCall, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
+from ._common import AdjointByCall, FastPathDesc, Field, plain_ints, support
 from ._spec import SCATTER
 from .slice1 import batched_window, max_copied_elements, reaching_window
 from ._spec import Binding
@@ -68,11 +67,7 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
     OUTPUT_DERIVABLE = False
-    INTRODUCED = FeatureLevel.FL_3_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
-    )
+    SUPPORT = support({"3_0": (1, 8)})
 
     @classmethod
     def arguments(cls, api, grad, input_sizes, offsets, sizes, strides):

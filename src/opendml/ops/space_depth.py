@@ -28,19 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import TYPES_2_1, TYPES_4_1, SupportRow
-from ._common import T as _T
+from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc
 from ._spec import Binding, DepthSpaceOrder, Enum, UInt, is_float
 
-_TYPES_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16})
-_SUPPORT_1_0 = (SupportRow(FeatureLevel.FL_1_0, range(4, 5), _TYPES_1_0),
-                SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
-                SupportRow(FeatureLevel.FL_5_0, range(4, 5), TYPES_4_1))
-_SUPPORT_2_1 = _SUPPORT_1_0[1:]
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -51,8 +44,7 @@ class _SpaceDepth(MoveOperatorDesc):
     block_size: int
 
     FIELDS = (UInt("BlockSize", "block_size"),)
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = _SUPPORT_1_0
+    SUPPORT = support({"1_0": 4}, first=FLOAT16_32, wide="5_0")
 
     def __post_init__(self):
         self._check()
@@ -152,8 +144,7 @@ class _SpaceDepth1(_SpaceDepth):
     order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
 
     FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = _SUPPORT_2_1
+    SUPPORT = support({"2_1": 4}, wide="5_0")
 
     def _order(self):
         return self.order

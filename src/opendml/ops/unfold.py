@@ -14,10 +14,9 @@ import math
 
 from ..plan import Unfold, UnfoldPlan
 from ..model._checks import UINT32_MAX
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import AdjointByCall, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints, sequence_of
+from ._common import AdjointByCall, FastPathDesc, Field, plain_ints, sequence_of, support
 from ._spec import WINDOWS
 from ._spec import Binding, per_axis
 
@@ -54,8 +53,7 @@ class _Windowed(AdjointByCall, FastPathDesc):
     FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
               Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
     DEFAULT_INPUT_START = 0
-    INTRODUCED = FeatureLevel.FL_6_4
-    SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
+    SUPPORT = support({"6_4": (3, 8)})
 
     @staticmethod
     def batched_args(args, b):
