@@ -231,10 +231,15 @@ def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
     return tuple(dataclasses.replace(ix, index=slot) for ix in indices)
 
 
+@dataclasses.dataclass(frozen=True, repr=False)
 class _OfPrimal(IndexOperatorDesc):
     """``IndexAdjointDesc`` and ``IndexPrimalDesc``: linear maps built from
     the passes of ``primal`` (an index-driven description) for its data
-    input ``wrt``, the indices their input 1. Not DirectML operators."""
+    input ``wrt``, the indices their input 1 (their input 0 and the output
+    named by ``_like``). Not DirectML operators."""
+
+    primal: IndexOperatorDesc
+    wrt: int
 
     TYPE_VALUE = -1
     DEFAULT_INPUT_START = 1
@@ -247,11 +252,25 @@ class _OfPrimal(IndexOperatorDesc):
     def linear_part(self):
         return self
 
-    def _primal(self) -> IndexOperatorDesc:
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.inputs[0]
+
+    def __post_init__(self):
         p = self.primal
         if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
             raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
-        return p
+        inputs, out = self._like(p)
+        for (name, want, whose), got in zip(inputs, self.inputs):
+            if not isinstance(got, TensorDesc) or got.sizes != want.sizes or got.data_type != want.data_type:
+                raise self._err(f"{name} must have {whose}sizes {list(want.sizes)} and DataType "
+                                f"{want.data_type.name}; got {got!r}")
+        self._set("output_tensor", TensorDesc(out.data_type, out.sizes))
+
+    def _like(self, p) -> tuple[tuple, TensorDesc]:
+        """``((name, the tensor input i must match, whose sizes for messages), ...)`` and the tensor the output
+        is packed like."""
+        raise NotImplementedError
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -273,8 +292,6 @@ class IndexAdjointDesc(_OfPrimal):
       index: only the update that wins gets its position's gradient).
     """
 
-    primal: IndexOperatorDesc
-    wrt: int
     gradient_tensor: TensorDesc
     indices_tensor: TensorDesc
     output_tensor: TensorDesc | None = None
@@ -282,26 +299,12 @@ class IndexAdjointDesc(_OfPrimal):
     OPERATOR = "INDEX_ADJOINT"
     TENSORS = ("GradientTensor", "IndicesTensor", "OutputTensor")
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.gradient_tensor
-
-    def __post_init__(self):
-        p = self._primal()
+    def _like(self, p):
         data = [j for j, (name, _) in enumerate(p.named_tensors("input")) if name != p.INDEX_SLOT]
         if self.wrt not in data:
             raise self._err(f"wrt must name a data input of {p.OPERATOR} (one of {data}); got {self.wrt!r}")
-        want = p.outputs[0]
-        g, i = self.gradient_tensor, self.indices_tensor
-        if not isinstance(g, TensorDesc) or g.sizes != want.sizes or g.data_type != want.data_type:
-            raise self._err(f"GradientTensor must have {p.OPERATOR}'s output sizes {list(want.sizes)} and DataType "
-                            f"{want.data_type.name}; got {g!r}")
-        idx = getattr(p, p.INDEX_ATTR)
-        if not isinstance(i, TensorDesc) or i.sizes != idx.sizes or i.data_type != idx.data_type:
-            raise self._err(f"IndicesTensor must have {p.OPERATOR}'s index sizes {list(idx.sizes)} and DataType "
-                            f"{idx.data_type.name}; got {i!r}")
-        x = p.inputs[self.wrt]
-        self._set("output_tensor", TensorDesc(x.data_type, x.sizes))
+        return ((("GradientTensor", p.outputs[0], f"{p.OPERATOR}'s output "),
+                 ("IndicesTensor", getattr(p, p.INDEX_ATTR), f"{p.OPERATOR}'s index ")), p.inputs[self.wrt])
 
     def _index_passes(self, layouts, out_strides):
         (gs, go), (is_, io) = layouts
@@ -344,8 +347,6 @@ class IndexPrimalDesc(_OfPrimal):
     ``IndexAdjointDesc`` (a second derivative), built from the primal's
     passes: a pass reading another data input writes zeros instead."""
 
-    primal: IndexOperatorDesc
-    wrt: int
     data_tensor: TensorDesc
     indices_tensor: TensorDesc
     output_tensor: TensorDesc | None = None
@@ -353,19 +354,8 @@ class IndexPrimalDesc(_OfPrimal):
     OPERATOR = "INDEX_PRIMAL"
     TENSORS = ("DataTensor", "IndicesTensor", "OutputTensor")
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.data_tensor
-
-    def __post_init__(self):
-        p = self._primal()
-        x, idx = p.inputs[self.wrt], getattr(p, p.INDEX_ATTR)
-        for name, got, want in (("DataTensor", self.data_tensor, x), ("IndicesTensor", self.indices_tensor, idx)):
-            if not isinstance(got, TensorDesc) or got.sizes != want.sizes or got.data_type != want.data_type:
-                raise self._err(f"{name} must have sizes {list(want.sizes)} and DataType {want.data_type.name}; "
-                                f"got {got!r}")
-        out = p.outputs[0]
-        self._set("output_tensor", TensorDesc(out.data_type, out.sizes))
+    def _like(self, p):
+        return (("DataTensor", p.inputs[self.wrt], ""), ("IndicesTensor", getattr(p, p.INDEX_ATTR), "")), p.outputs[0]
 
     def _index_passes(self, layouts, out_strides):
         p = self.primal

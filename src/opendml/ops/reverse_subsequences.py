@@ -26,7 +26,6 @@ from ._index import IndexOperatorDesc, dims, position
 from ._spec import Binding, UInt, is_float
 
 
-
 @dataclasses.dataclass(frozen=True, repr=False)
 class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""

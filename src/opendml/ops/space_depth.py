@@ -35,7 +35,6 @@ from ._move import MoveOperatorDesc
 from ._spec import Binding, DepthSpaceOrder, Enum, UInt, is_float
 
 
-
 @dataclasses.dataclass(frozen=True, repr=False)
 class _SpaceDepth(MoveOperatorDesc):
     """``OutputTensor`` may be None: packed, of the sizes ``_check`` gives."""
@@ -51,6 +50,11 @@ class _SpaceDepth(MoveOperatorDesc):
 
     def _order(self) -> DepthSpaceOrder:
         return DepthSpaceOrder.DEPTH_COLUMN_ROW
+
+    @property
+    def TO_DEPTH(self) -> bool:  # noqa: N802
+        """SPACE_TO_DEPTH(1) moves space to depth; DEPTH_TO_SPACE(1) back."""
+        return self.OPERATOR.startswith("SPACE_TO_DEPTH")
 
     def _check(self) -> None:
         inp = self._check_input()
@@ -127,7 +131,6 @@ class SpaceToDepthOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C*b*b, H/b, W/b}`` packed."""
     OPERATOR = "SPACE_TO_DEPTH"
     TYPE_VALUE = 68
-    TO_DEPTH = True
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -135,7 +138,6 @@ class DepthToSpaceOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C/(b*b), H*b, W*b}`` packed."""
     OPERATOR = "DEPTH_TO_SPACE"
     TYPE_VALUE = 69
-    TO_DEPTH = False
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -194,7 +196,6 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth1):
     index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".""", "(N, C, H * b, W * b)",
                        "(N, C * b * b, H, W)", "H or W not a multiple of ``block_size``")
     TYPE_VALUE = 114
-    TO_DEPTH = True
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -207,4 +208,3 @@ class DepthToSpace1OperatorDesc(_SpaceDepth1):
     of ``space_to_depth`` with the same order.""", "(N, C * b * b, H, W)", "(N, C, H * b, W * b)",
                        "the channels not a multiple of ``block_size ** 2``")
     TYPE_VALUE = 113
-    TO_DEPTH = False
