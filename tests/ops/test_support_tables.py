@@ -85,3 +85,10 @@ def test_support_rows_only_where_something_changes():
     assert support({"3_0": 2}, X={"1_0": _types("UINT32"), "6_4": _types("INT8")}) == (
         _row("3_0", 2, 2, E8, {"X": "UINT32"}), _row("4_1", 2, 2, A11, {"X": "UINT32"}),
         _row("6_4", 2, 2, A11, {"X": "INT8"}))
+
+
+def test_support_needs_every_fact_at_the_first_level():
+    with pytest.raises(ValueError, match="support: types not given at the first level 1_0"):
+        support({"1_0": 4})                     # the family's types start at 2_1
+    with pytest.raises(ValueError, match="support: X's types not given at the first level 2_1"):
+        support({"2_1": 4}, X={"3_0": _types("UINT32")})

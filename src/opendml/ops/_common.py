@@ -67,8 +67,11 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
     def steps(table: dict) -> list:
         return sorted(((level(k), v) for k, v in table.items()), key=lambda kv: kv[0])
 
-    def at(steps_: list, lv: FeatureLevel):
-        return [v for k, v in steps_ if k <= lv][-1]
+    def at(steps_: list, lv: FeatureLevel, what: str):
+        values = [v for k, v in steps_ if k <= lv]
+        if not values:
+            raise ValueError(f"support: {what} not given at the first level {lv.label} (nor before)")
+        return values[-1]
 
     rank_steps = [(k, range(v, v + 1) if isinstance(v, int) else range(v[0], v[1] + 1)) for k, v in steps(ranks)]
     start = rank_steps[0][0]
@@ -78,8 +81,8 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
     levels = sorted({k for s in (rank_steps, type_steps, *slot_steps.values()) for k, _ in s if k >= start} | {start})
     rows: list[SupportRow] = []
     for lv in levels:
-        row = SupportRow(lv, at(rank_steps, lv), at(type_steps, lv),
-                         tuple((name, at(s, lv)) for name, s in slot_steps.items()))
+        row = SupportRow(lv, at(rank_steps, lv, "ranks"), at(type_steps, lv, "types"),
+                         tuple((name, at(s, lv, f"{name}'s types")) for name, s in slot_steps.items()))
         if not rows or dataclasses.replace(row, level=rows[-1].level) != rows[-1]:
             rows.append(row)
     return tuple(rows)
