@@ -26,12 +26,11 @@ import math
 import numpy as np
 
 from ..plan import Fold, FoldPlan
-from ..model.data_type import DataType
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._spec import WINDOW_SUMS
 from .unfold import WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window, plain_window_fields
-from ._common import plain_ints
+from ._common import FLOAT_TYPES, plain_ints
 from ._spec import Binding, per_axis
 from ..model.errors import ValidationError
 
@@ -62,7 +61,6 @@ INT64_MAX = 2**63 - 1
 #: spelt out here because ``ops`` may not import ``runtime``.
 SUM_INTEGER = 0
 SUM_FLOAT = 1
-_FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
 
 
 @stored_init
@@ -251,7 +249,7 @@ class FoldOperatorDesc(_Windowed):
 
     @property
     def sum_kind(self) -> int:
-        return SUM_FLOAT if self.input_tensor.data_type in _FLOAT_TYPES else SUM_INTEGER
+        return SUM_FLOAT if self.input_tensor.data_type in FLOAT_TYPES else SUM_INTEGER
 
     def _passes(self, layouts):
         """One ``Fold`` pass (the gather form). Of the input's strides only

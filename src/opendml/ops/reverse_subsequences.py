@@ -22,7 +22,7 @@ from ..model.tensor_desc import TensorDesc
 from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
 from ._common import support
-from ._index import IndexOperatorDesc, dims, position
+from ._index import INDEX_TYPES_1_0, IndexOperatorDesc, dims, position
 from ._spec import Binding, UInt, is_float
 
 
@@ -58,11 +58,11 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     TENSORS = ("InputTensor", "SequenceLengthsTensor", "OutputTensor")
     DEFAULT_INPUT_START = 1
     FIELDS = (UInt("Axis", "axis"),)
-    SUPPORT = support({"2_1": 4, "3_0": (4, 5), "4_0": (1, 8)}, wide="5_0", SequenceLengthsTensor={
-        "2_1": frozenset({DataType.UINT32}), "5_0": frozenset({DataType.UINT32, DataType.UINT64})})
     INDEX_SLOT = "SequenceLengthsTensor"
     INDEX_ATTR = "sequence_lengths_tensor"
     INDEX_ANY_LEVEL = frozenset({DataType.UINT32, DataType.UINT64})
+    SUPPORT = support({"2_1": 4, "3_0": (4, 5), "4_0": (1, 8)}, wide="5_0",
+                      SequenceLengthsTensor={"2_1": INDEX_TYPES_1_0, "5_0": INDEX_ANY_LEVEL})
 
     @classmethod
     def arguments(cls, api, x, sequence_lengths, axis):
