@@ -33,3 +33,9 @@ def test_adjoint_and_primal_outputs():
 def test_mismatched_tensors_are_named(make, message):
     with pytest.raises(ValidationError, match=message):
         make()
+
+
+def test_index_operators_are_linear_in_float_data_only():
+    assert PRIMAL.linear_part() is PRIMAL
+    ints = GatherElementsOperatorDesc(TensorDesc(I32, (3, 4)), IDX, None, 0)
+    assert ints.linear_part() is None

@@ -41,7 +41,7 @@ from ..plan import Gather
 from ._common import FLOAT16_32
 from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, dims, index_support, position,
                      right_aligned)
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -145,9 +145,3 @@ class GatherOperatorDesc(IndexOperatorDesc):
         istr = (0,) * a + tuple(is_[d - k:]) + (0,) * (d - a - 1)
         dst = right_aligned(out_strides[0], len(sizes))
         yield Gather(0, 0, sizes, xo, src, 0, dst, (position(1, io, istr, xs[a], x.sizes[a]),))
-
-    # differentiation (see ``_index``): linear in InputTensor; the adjoint is
-    # an accumulating scatter of the gradient at the same positions.
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None

@@ -23,7 +23,7 @@ import dataclasses
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support, position
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -75,9 +75,6 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         src = tuple(0 if d == a else s for d, s in enumerate(xs))
         yield Gather(0, 0, self.indices_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
                      (position(1, io, is_, xs[a], self.input_tensor.sizes[a]),))
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         return {self.axis: 0}

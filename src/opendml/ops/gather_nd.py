@@ -39,7 +39,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
 from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, dims, index_support, nd_rank, position,
                      right_aligned, tuple_size)
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 class _NdIndexing(IndexOperatorDesc):
@@ -189,9 +189,6 @@ class GatherNd1OperatorDesc(_NdIndexing):
         (xs, xo), (is_, io) = layouts
         sizes, src, axes = self._nd_axes(xs, is_, io, xs)
         yield Gather(0, 0, sizes, xo, src, 0, right_aligned(out_strides[0], len(sizes)), axes)
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
 
 @dataclasses.dataclass(frozen=True, repr=False)

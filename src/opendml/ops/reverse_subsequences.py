@@ -23,7 +23,7 @@ from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
 from ._common import support
 from ._index import INDEX_TYPES_1_0, IndexOperatorDesc, dims, position
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -85,9 +85,6 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
         lstr = tuple(0 if d == a else s for d, s in enumerate(ls))
         yield Gather(0, 0, self.input_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
                      (position(1, lo, lstr, xs[a], self.input_tensor.sizes[a], mode=INDEX_REVERSE_LENGTH, axis=a),))
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         return {self.axis: 0}

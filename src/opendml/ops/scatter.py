@@ -35,7 +35,7 @@ from ..plan import Copy, Scatter
 from ._common import FLOAT16_32
 from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
                      position)
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -100,9 +100,6 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
         dst = tuple(0 if d == a else s for d, s in enumerate(os_))
         yield Scatter(2, 0, self.updates_tensor.sizes, uo, tuple(us), 0, dst,
                       (position(1, io, is_, os_[a], self.output_tensor.sizes[a]),))
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         return {self.axis: 0}

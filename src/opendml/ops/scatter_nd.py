@@ -39,7 +39,7 @@ from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, dims, index_support, nd_rank, right_aligned, tuple_size
-from ._spec import Binding, is_float
+from ._spec import Binding
 from .gather_nd import _NdIndexing
 
 
@@ -117,6 +117,3 @@ class ScatterNdOperatorDesc(_NdIndexing):
         yield Copy(0, 0, self.input_tensor.sizes, xo, tuple(xs), 0, os_)
         sizes, dst, axes = self._nd_axes(xs, is_, io, os_)
         yield Scatter(2, 0, sizes, uo, right_aligned(us, len(sizes)), 0, dst, axes)
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
