@@ -29,7 +29,8 @@ from ..plan import Fold, FoldPlan
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._spec import WINDOW_SUMS
-from .unfold import WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window, plain_window_fields
+from .unfold import (MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window,
+                     plain_window_fields)
 from ._common import FLOAT_TYPES, plain_ints
 from ._spec import Binding, per_axis
 from ..model.errors import ValidationError
@@ -52,7 +53,6 @@ def _window_count(window) -> int | None:
         return None
     return math.prod(int(w) for w in window)
 
-MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
 INT64_MAX = 2**63 - 1
 
@@ -142,11 +142,7 @@ class FoldOperatorDesc(_Windowed):
     def _check_rules(self):
         """Every rule, one at a time: the first broken one raises, named."""
         self._check_input()
-        self._ints("window_sizes", "WindowSizes", None)
-        d = len(self.window_sizes)
-        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
-            raise self._err(f"DimensionCount (the length of WindowSizes) must be in [1, "
-                            f"{MAX_SPATIAL_DIMENSIONS}]; got {d}")
+        d = self._dimension_count()
         if self.output_tensor is None:
             raise self._err("OutputTensor is required (the output's spatial sizes cannot be derived from "
                             "the input); got None")

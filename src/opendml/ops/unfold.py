@@ -61,6 +61,15 @@ class _Windowed(AdjointByCall, FastPathDesc):
         (B x N, C x K, BlockCount) for FOLD)."""
         return None
 
+    def _dimension_count(self) -> int:
+        """DimensionCount, WindowSizes' length, checked to be in [1, MAX_SPATIAL_DIMENSIONS]."""
+        self._ints("window_sizes", "WindowSizes", None)
+        d = len(self.window_sizes)
+        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
+            raise self._err(f"DimensionCount (the length of WindowSizes) must be in [1, "
+                            f"{MAX_SPATIAL_DIMENSIONS}]; got {d}")
+        return d
+
     def _keep(self, fields, **more) -> bool:
         """A fast path's end: ``plain_window``'s plain fields (and ``more``) stored as the rules would
         leave them, the blocks per axis kept for ``blocks_per_dimension``."""
@@ -148,11 +157,7 @@ class UnfoldOperatorDesc(_Windowed):
     def _check_rules(self):
         """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
-        self._ints("window_sizes", "WindowSizes", None)
-        d = len(self.window_sizes)
-        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
-            raise self._err(f"DimensionCount (the length of WindowSizes) must be in [1, "
-                            f"{MAX_SPATIAL_DIMENSIONS}]; got {d}")
+        d = self._dimension_count()
         self._check_window_fields("InputTensor", inp, d)
         expected = self.expected_output_sizes
         count = math.prod(expected)
