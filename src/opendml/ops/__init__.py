@@ -18,9 +18,11 @@ What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
   ``json`` DirectML's field name, ``attr`` the dataclass attribute, ``many``
   for an array of tensors (JOIN's ``InputTensors``, SPLIT's
   ``OutputTensors``: the attribute holds a tuple), ``optional`` where the
-  description may leave it None and the sizes are derived. The first five
-  operators give ``TENSORS = (input name, output name)`` and
-  ``OUTPUT_DERIVABLE`` instead; ``SLOTS`` is derived from them.
+  description may leave it None and the sizes are derived. An operator of
+  single tensors, one output last, may give ``TENSORS`` (their names) and
+  ``OUTPUT_DERIVABLE`` instead, ``SLOTS`` then derived from them; its
+  ``TENSORS`` default to its dataclass fields named ``*_tensor``, in order
+  (``indices_tensor`` is ``IndicesTensor``).
 * ``FIELDS``: the other struct fields in order, each a kind of ``_spec`` with
   its DirectML name and attribute: ``Field``/``IntArray`` (an array of
   integers, with the ``fill`` used when the JSON leaves it out), ``UInt``,

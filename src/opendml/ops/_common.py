@@ -136,9 +136,11 @@ class OperatorDesc:
       ``support``); ``INTRODUCED`` is its first row's level;
     * ``SLOTS``: the tensor slots (``_spec.Tensor``) in the struct's order. An
       operator of single tensors, one output last, may instead give
-      ``TENSORS`` (their DirectML names) and ``OUTPUT_DERIVABLE``; ``SLOTS``
-      is then derived from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from
-      ``SLOTS`` otherwise);
+      ``TENSORS`` (their DirectML names; by default read from its own
+      dataclass fields named ``*_tensor``: ``input_tensor`` is
+      ``InputTensor``) and ``OUTPUT_DERIVABLE``; ``SLOTS`` is then derived
+      from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from ``SLOTS``
+      otherwise);
     * ``FIELDS``: the other fields (``_spec`` kinds: ``Field``/``IntArray``,
       ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``,
       ``Struct``) in the struct's order;
@@ -198,6 +200,9 @@ class OperatorDesc:
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
+        tensors = [a for a in cls.__dict__.get("__annotations__", {}) if a.endswith("_tensor")]
+        if tensors and not {"TENSORS", "SLOTS"} & cls.__dict__.keys():      # input_tensor: InputTensor
+            cls.TENSORS = tuple(a.title().replace("_", "") for a in tensors)
         if "SLOTS" in cls.__dict__:
             cls.TENSORS = tuple(s.json for s in cls.SLOTS)
             cls.OUTPUT_DERIVABLE = all(s.optional for s in cls.SLOTS if s.role == "output")

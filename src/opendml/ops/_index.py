@@ -302,7 +302,6 @@ class IndexAdjointDesc(_OfPrimal):
     output_tensor: TensorDesc | None = None
 
     OPERATOR = "INDEX_ADJOINT"
-    TENSORS = ("GradientTensor", "IndicesTensor", "OutputTensor")
 
     def _like(self, p):
         data = [j for j, (name, _) in enumerate(p.named_tensors("input")) if name != p.INDEX_SLOT]
@@ -357,7 +356,6 @@ class IndexPrimalDesc(_OfPrimal):
     output_tensor: TensorDesc | None = None
 
     OPERATOR = "INDEX_PRIMAL"
-    TENSORS = ("DataTensor", "IndicesTensor", "OutputTensor")
 
     def _like(self, p):
         return (("DataTensor", p.inputs[self.wrt], ""), ("IndicesTensor", getattr(p, p.INDEX_ATTR), "")), p.outputs[0]

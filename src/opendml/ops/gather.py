@@ -78,7 +78,6 @@ class GatherOperatorDesc(IndexOperatorDesc):
     {CHECK_INDICES_DOC}""")
     #: its never-seen shapes' C lowering: its number in runtime/native/newshape_index.c.
     C_INDEX = 0
-    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
     SUPPORT = index_support("1_0", FLOAT16_32)
 

@@ -53,7 +53,6 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         The axis of ``x`` (negative values count from the end).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 1
-    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
     SUPPORT = index_support("2_1")
 

@@ -149,7 +149,6 @@ class GatherNd1OperatorDesc(_NdIndexing):
         ``indices`` share (default 0).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 4
-    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))
     SUPPORT = index_support("3_0")
 

@@ -61,7 +61,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
     axis : int, optional
         The new axis' position in the output (default -1: last).""")
     C_INDEX = 2
-    TENSORS = ("IndicesTensor", "ValuesTensor", "OutputTensor")
     OUTPUT_DERIVABLE = False
     FIELDS = (UInt("Axis", "axis"),)
     SUPPORT = index_support("2_0", FLOAT16_32)

@@ -55,7 +55,6 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
         The axis of ``x`` the sequences run along (negative values count
         from the end).""")
     C_INDEX = 3
-    TENSORS = ("InputTensor", "SequenceLengthsTensor", "OutputTensor")
     DEFAULT_INPUT_START = 1
     FIELDS = (UInt("Axis", "axis"),)
     INDEX_SLOT = "SequenceLengthsTensor"

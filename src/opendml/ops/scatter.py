@@ -71,7 +71,6 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
         The axis of ``x`` (negative values count from the end).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 5
-    TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
     SUPPORT = index_support("2_0", FLOAT16_32)
 

@@ -75,7 +75,6 @@ class ScatterNdOperatorDesc(_NdIndexing):
         The sub-blocks written, of ``x``'s dtype.
     {CHECK_INDICES_DOC}""")
     C_INDEX = 6
-    TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     SUPPORT = index_support("2_1")
 
     @classmethod

@@ -61,7 +61,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
     #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
-    TENSORS = ("InputGradientTensor", "OutputGradientTensor")
     FIELDS = Slice1OperatorDesc.FIELDS       # SLICE1's window
     OUTPUT_DERIVABLE = False
     SUPPORT = support({"3_0": (1, 8)})
