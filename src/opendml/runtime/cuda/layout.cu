@@ -477,7 +477,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
             T v[K];
 #pragma unroll
             for (int k = 0; k < K; ++k)
-                v[k] = c0 + 32 * k < W ? odml_padcol(srow, live, c0 + 32 * k, L, n, mode, fv) : fv;
+                v[k] = c0 + 32 * k < W ? odml_padcol<T>(srow, live, c0 + 32 * k, rm, fv) : fv;
 #pragma unroll
             for (int k = 0; k < K; ++k)
                 if (c0 + 32 * k < W) drow[c0 + 32 * k] = v[k];
