@@ -94,7 +94,7 @@ def canonical(p):
 def python_launches(plan, arrays, data, dst, checked=False):
     """The launches of the Python route for ``plan`` with the inputs at ``data`` and the output at ``dst``
     (``checked``: each index launch with its flag offsets); None where a pass needs scratch (the owner and
-    sort modes) or is a group scatter (C leaves both to the route)."""
+    sort modes: C leaves them to the route)."""
     layouts = [array_layout(a.shape, a.strides, a.itemsize) for a in arrays]
     srcs = [p - lay.origin * a.itemsize for p, lay, a in zip(data, layouts, arrays)]
     out = []
@@ -105,7 +105,7 @@ def python_launches(plan, arrays, data, dst, checked=False):
             p = canonical(p)
             s = index.plan_pass(plan, p, srcs, [dst])
             one = s.launch()
-            if one is None or s.mode == "group":      # scratch, or a group scatter: C declines them
+            if one is None:                           # scratch: C declines it
                 return None
             src = -1 if s.const else p.src
             out.append((*one, src, p.dst, tuple(ix.index for ix in p.indices),
@@ -175,8 +175,8 @@ def test_launches_follow_index_settings(drawn, seed, knobs):
 
 
 def test_large_reversals_and_rows_take_their_modes(monkeypatch):
-    """Can fail: the tile, rows and row modes (and the positions kernel) are not planned in C as in Python
-    on shapes that reach them (the random calls above are small)."""
+    """Can fail: the tile, rows, row and group modes (and the positions kernel) are not planned in C as in
+    Python on shapes that reach them (the random calls above are small)."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 300, 64)).astype(np.float32)
     cases = [("reverse_subsequences", (x, rng.integers(0, 301, (4, 1, 64)).astype(np.uint32)), (1,)),
@@ -184,17 +184,19 @@ def test_large_reversals_and_rows_take_their_modes(monkeypatch):
              ("gather_elements", (x, rng.integers(0, 64, (4, 300, 200)).astype(np.int64)), (2, False)),
              ("gather_elements", (x, rng.integers(0, 300, (4, 300, 64)).astype(np.int32)), (1, False)),
              ("gather", (x, rng.integers(0, 300, (7,)).astype(np.int64)), (1, None, False)),
-             ("one_hot", (rng.integers(-3, 40, (6, 50)), np.array([0.0, 1.0], np.float32)), (40, -1))]
+             ("one_hot", (rng.integers(-3, 40, (6, 50)), np.array([0.0, 1.0], np.float32)), (40, -1)),
+             ("scatter_elements", (x, rng.integers(-64, 64, (4, 300, 20)).astype(np.int64),
+                                   rng.standard_normal((4, 300, 20)).astype(np.float32)), (2, True))]
     modes = set()
     for name, arrays, args in cases:
         data, dst = [DATA + (1 << 24) * i for i in range(len(arrays))], OUT
         plan = python_plan(name, arrays, args, monkeypatch)
-        want = python_launches(plan, arrays, data, dst)
+        want = python_launches(plan, arrays, data, dst, is_checked(name, args))
         got = c_launches(name, arrays, args, data, dst)
         assert got is not None and got[1] == want, name
         modes |= {n.split("<")[0] for n, *_ in want}
     assert {"ix_reverse_tile", "ix_reverse_rows", "ix_gather_row", "ix_gather_positions", "ix_gather",
-            "ix_scatter"} <= modes, modes
+            "ix_scatter", "ix_scatter_group"} <= modes, modes
 
 
 def test_checked_calls_carry_their_flags_and_scratch_modes_are_declined():

@@ -585,10 +585,10 @@ class IndexPass:
 def c_settings() -> tuple:
     """This module's settings as the C mirror of ``plan_pass``
     (``runtime/native/cuda_index_spec.c``, newshape.h's odml_index_cuda_conf)
-    reads them, read anew at each call: 11 ints. A value C cannot read makes
+    reads them, read anew at each call: 12 ints. A value C cannot read makes
     it decline the call, which then takes the Python route."""
     return (THREADS, ITEMS, POSITION_ITEMS, int(COLUMN_WALK), int(REVERSE_TILE), REVERSE_BYTES, TILE_SMEM,
-            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS)
+            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS, int(SCATTER_VIA == "auto"))
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:

@@ -244,18 +244,19 @@ typedef struct {
 } odml_move_launch;
 
 /* runtime/cuda/index.py's module settings as its c_settings() gives them: THREADS, ITEMS, POSITION_ITEMS,
- * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS. */
-enum { ODML_INDEX_CONF_COUNT = 11 };
+ * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS, and
+ * whether SCATTER_VIA is "auto" (an overwriting scatter may run as ix_scatter_group). */
+enum { ODML_INDEX_CONF_COUNT = 12 };
 typedef struct {
     int64_t threads, items, position_items, column_walk, reverse_tile, reverse_bytes, tile_smem, reverse_rows,
-        gather_row, row_stage, group_slots;
+        gather_row, row_stage, group_slots, scatter_auto;
 } odml_index_cuda_conf;
 int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c);
 
 /* The one launch of index pass p (index.c's parameters: a Gather, kind 0, or a Scatter, kind 1, of DataType
  * p->data_type) as runtime/cuda/index.py's plan_pass plans it for its source's element 0 at src and its
  * destination's at dst (IndexPass's launch and call_cache_step): 0 with L filled (its src and dst slots left to
- * the caller), or -1 where the Python route must run it (a mode that needs scratch: "owner", "sort", "group";
+ * the caller), or -1 where the Python route must run it (a mode that needs scratch: "owner", "sort";
  * a last-only or accumulating pass; a grid past 2^31 - 1 blocks; a rank past index.cu's). */
 int odml_index_cuda(const idx_params *p, const odml_index_cuda_conf *c, uint64_t src, uint64_t dst, odml_move_launch *L);
 
