@@ -5,11 +5,12 @@
  * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
  * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "rows", "row", positions),
  * scatters of a constant or of one source block ("direct": ONE_HOT's) and overwriting scatters whose positions
- * fall in groups ("group": scatter_elements along an axis); the same kernel name, IndexParams
+ * fall in groups ("group": scatter_elements along an axis) or, with an owner table, any other ("owner": two
+ * launches sharing a zeroed table of 32-bit slots the caller allocates); the same kernel names, IndexParams
  * bytes, grid and shared memory (for the pass with the strides no element reaches set to 0), for index.py's
  * settings as its c_settings() passes them.
  * tests/runtime/test_cuda_index_spec.py compares the two on random index calls (no GPU needed). The modes that
- * need scratch ("owner", "sort"), accumulating or last-only passes, and a grid of 2^31 blocks or more
+ * sort ("sort"), accumulating or last-only passes, and a grid of 2^31 blocks or more
  * answer -1: the Python route plans them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -225,7 +226,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     /* mode: a gather (not last-only) or a scatter of a constant or of one source block is "direct"; another
      * (overwriting) scatter "group" where its positions fall in groups (below), else the route's */
     const int overwrite = scatter && !constant && !same;
-    if (overwrite && !c->scatter_auto) return -1;
+    if (overwrite && c->scatter_via == 2) return -1;
     int64_t inner[ODML_IX_RANK][3], f = 1;
     int ni = inner_dims(p, k, inner);
     const uint64_t from = constant ? dst : src;
@@ -294,19 +295,25 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     L->naxes = (int)p->naxes;
     /* the keyed side: block origin = key_base + slot * key_div */
     const int64_t *strides = scatter ? q->dst_strides : q->src_strides;
-    int64_t lo = scatter ? q->dst_offset : q->src_offset, div = 0;
+    int64_t lo = scatter ? q->dst_offset : q->src_offset, hi = lo, div = 0;
     for (int d = 0; d < k; d++) {
         const int64_t t = strides[d], n = p->sizes[d];
-        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, div = gcd(div, mag(t));
+        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, hi += (n - 1) * t > 0 ? (n - 1) * t : 0,
+                        div = gcd(div, mag(t));
     }
     for (int64_t a = 0; a < p->naxes; a++) {
         const int64_t t = floordiv(p->axes[a].stride, f), n = p->axes[a].bound;
-        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, div = gcd(div, mag(t));
+        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, hi += (n - 1) * t > 0 ? (n - 1) * t : 0,
+                        div = gcd(div, mag(t));
     }
     q->key_base = lo;
     q->key_div = div ? div : 1;
-    const int64_t n_outer = q->n_outer, members = overwrite ? group_of(q, k, c) : 0;
-    if (overwrite && !members) return -1;
+    const int64_t n_outer = q->n_outer, slots = (hi - lo) / q->key_div + 1;
+    const int64_t members = overwrite && c->scatter_via == 0 ? group_of(q, k, c) : 0;
+    /* the owner mode: a slot a destination block, the last position reaching it (ix_owner) writes it */
+    const int owner = overwrite && !members && n_outer < LIM32 - 1
+                      && (c->scatter_via == 1 || slots <= (c->owner_slots > 4 * n_outer ? c->owner_slots : 4 * n_outer));
+    if (overwrite && !members && !owner) return -1;
     if (members) q->members = members;
     const int positions = !scatter && q->n_inner == 1;
     int is_tile = 0, row = 0;
@@ -358,7 +365,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
         len = snprintf(L->name, n, "ix_scatter_group<%s, %s, %d>", W[word], index, k);
         smem = 4 * q->axes[0].bound;
     } else {
-        len = snprintf(L->name, n, "ix_scatter<%s, %s, 0, %d, %d, %d, %lld>", W[word], index, k, nax, ni,
+        len = snprintf(L->name, n, "ix_scatter<%s, %s, %d, %d, %d, %d, %lld>", W[word], index, owner, k, nax, ni,
                        (long long)items);
     }
     if (len < 0 || len >= n) return -1;
@@ -374,7 +381,15 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     L->smem = (unsigned)smem;
     L->size = (Py_ssize_t)sizeof *q;
     L->index = 1;
-    return 0;
+    L->scratch = 0;
+    L->aux = owner;
+    if (!owner) return 1;
+    /* ix_owner first, on the same parameters (n_outer threads), then the scatter; both read the table */
+    L[1] = L[0];
+    L->grid = (unsigned)cdiv(n_outer, c->threads);
+    L->scratch = slots;
+    len = snprintf(L->name, n, "ix_owner<%s, %d, %d>", index, k, nax);
+    return len < 0 || len >= n || slots >= LIM32 ? -1 : 2;
 }
 
 int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c) {
