@@ -40,7 +40,8 @@ OUT = 0x7E00_0000_0000
 KNOBS = {"ITEMS": [1, 2, 4, 8], "POSITION_ITEMS": [1, 2, 4], "COLUMN_WALK": [True, False],
          "REVERSE_TILE": [True, False], "REVERSE_BYTES": [32, 64, 128, 256], "TILE_SMEM": [1024, 16384, 65536],
          "REVERSE_ROWS": [0, 256, 32768], "GATHER_ROW": [True, False], "ROW_STAGE": [True, False],
-         "GROUP_SLOTS": [16, 12288]}
+         "GROUP_SLOTS": [16, 12288], "SCATTER_VIA": ["auto", "owner", "sort"], "OWNER_SLOTS": [1, 1 << 24],
+         "OWNER_IN_C": [True, False]}
 
 
 def is_checked(name, args):
@@ -105,7 +106,7 @@ def python_launches(plan, arrays, data, dst, checked=False):
             p = canonical(p)
             s = index.plan_pass(plan, p, srcs, [dst])
             got = s.launches()
-            if got is None:                           # a sort: C declines it
+            if got is None or (s.mode == "owner" and not index.OWNER_IN_C):    # a sort (or a table C leaves)
                 return None
             src = -1 if s.const else p.src
             out += [(*one[:4], src, p.dst, tuple(ix.index for ix in p.indices),
@@ -215,10 +216,11 @@ def test_checked_calls_carry_their_flags_owner_tables_their_size_and_sorts_are_d
         assert [t[0].split("<")[0] for t in got] == ["strided_copy", "ix_owner", "ix_scatter"], got
         assert got[2][0].startswith("ix_scatter<u32, u32, 1,") and [t[8:] for t in got] == [(0, 0), (20, 1), (0, 1)]
         assert [len(t[7]) for t in got] == [0, check, check]        # both read the indices: both checked
-    with pytest.MonkeyPatch.context() as m:                                  # a sort: the route's
-        m.setattr(index, "SCATTER_VIA", "sort")
-        assert nat.cuda_index_steps(which, types, (x, ind, upd), (True, 0), (DATA, DATA, DATA), OUT,
-                                    steps.c_settings(), index.c_settings()) is None
+    for knob, value in (("SCATTER_VIA", "sort"), ("OWNER_IN_C", False)):      # a sort, or no table in C: the route's
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(index, knob, value)
+            assert nat.cuda_index_steps(which, types, (x, ind, upd), (True, 0), (DATA, DATA, DATA), OUT,
+                                        steps.c_settings(), index.c_settings()) is None
     which, types = index_ops._C_INDEX[ccache.OPS["gather"]]
     got = [nat.cuda_index_steps(which, types, (x, ind[0]), (check, 1, None), (DATA, DATA), OUT,
                                 steps.c_settings(), index.c_settings()) for check in (True, False)]

@@ -89,6 +89,10 @@ OWNER_SLOTS = 1 << 24
 #: How overwriting scatters run: "auto" (group where it applies, else as
 #: above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
+#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode
+#: itself (its table from the framework's allocator); False leaves that mode
+#: to this module's IndexPass (the Python route), as before session 17.
+OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
 #: Positions a thread of an element-wise gather moves (1: ix_gather, one).
@@ -602,7 +606,7 @@ def c_settings() -> tuple:
     reads them, read anew at each call: 13 ints. A value C cannot read makes
     it decline the call, which then takes the Python route."""
     return (THREADS, ITEMS, POSITION_ITEMS, int(COLUMN_WALK), int(REVERSE_TILE), REVERSE_BYTES, TILE_SMEM,
-            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS, {"auto": 0, "owner": 1}.get(SCATTER_VIA, 2),
+            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS, {"auto": 0, "owner": 1}.get(SCATTER_VIA, 2) + 3 * (not OWNER_IN_C),
             OWNER_SLOTS)
 
 

@@ -226,7 +226,8 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     /* mode: a gather (not last-only) or a scatter of a constant or of one source block is "direct"; another
      * (overwriting) scatter "group" where its positions fall in groups (below), else the route's */
     const int overwrite = scatter && !constant && !same;
-    if (overwrite && c->scatter_via == 2) return -1;
+    const int64_t via = c->scatter_via % 3, owner_ok = c->scatter_via < 3;   /* (3 more: OWNER_IN_C off) */
+    if (overwrite && via == 2) return -1;
     int64_t inner[ODML_IX_RANK][3], f = 1;
     int ni = inner_dims(p, k, inner);
     const uint64_t from = constant ? dst : src;
@@ -309,10 +310,10 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     q->key_base = lo;
     q->key_div = div ? div : 1;
     const int64_t n_outer = q->n_outer, slots = (hi - lo) / q->key_div + 1;
-    const int64_t members = overwrite && c->scatter_via == 0 ? group_of(q, k, c) : 0;
+    const int64_t members = overwrite && via == 0 ? group_of(q, k, c) : 0;
     /* the owner mode: a slot a destination block, the last position reaching it (ix_owner) writes it */
-    const int owner = overwrite && !members && n_outer < LIM32 - 1
-                      && (c->scatter_via == 1 || slots <= (c->owner_slots > 4 * n_outer ? c->owner_slots : 4 * n_outer));
+    const int owner = overwrite && !members && owner_ok && n_outer < LIM32 - 1
+                      && (via == 1 || slots <= (c->owner_slots > 4 * n_outer ? c->owner_slots : 4 * n_outer));
     if (overwrite && !members && !owner) return -1;
     if (members) q->members = members;
     const int positions = !scatter && q->n_inner == 1;

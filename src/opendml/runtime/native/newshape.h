@@ -250,7 +250,8 @@ typedef struct {
 
 /* runtime/cuda/index.py's module settings as its c_settings() gives them: THREADS, ITEMS, POSITION_ITEMS,
  * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS,
- * SCATTER_VIA (0 "auto", 1 "owner", 2 "sort") and OWNER_SLOTS. */
+ * SCATTER_VIA (0 "auto", 1 "owner", 2 "sort"; 3 more where OWNER_IN_C is off: no owner table in C) and
+ * OWNER_SLOTS. */
 enum { ODML_INDEX_CONF_COUNT = 13 };
 typedef struct {
     int64_t threads, items, position_items, column_walk, reverse_tile, reverse_bytes, tile_smem, reverse_rows,
