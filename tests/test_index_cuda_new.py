@@ -3,18 +3,26 @@ scatter_elements, scatter_nd, one_hot or reverse_subsequences on PyTorch CUDA te
 shape the call cache never saw, is lowered (newshape_index.c), planned (cuda_index_spec.c, cuda_move_spec.c),
 allocated, launched and recorded in C (``runtime.calls.index_new``): no description is built, the next such
 call is a call-cache hit, and the outputs and errors are the Python route's byte for byte. A checked call
-runs its index check in the route (the indices' extremes read back from the device), then its unchecked twin
-from C; what C leaves to the route (an overwriting scatter that needs an owner table, a sort or a group)
-gives the route's bytes too. Needs a GPU
+(the default) is checked by its kernels (index.cu's ``ix_coordinate`` sets a host-mapped flag that C reads
+after waiting for the stream), on its first call and on its repeats, with no Python check; an index out of
+range sends it to the route, which raises the same error as ever (from any thread or stream, after
+``configure()``, inside a CUDA graph capture as before). An overwriting scatter runs in C too, a group a
+block (scatter_elements along rows) or through an owner table C allocates, zeroes and hands to its two
+launches; what C leaves to the route (a scatter that sorts) gives the route's bytes too. Needs a GPU
 (``@pytest.mark.cuda``); the launch planning itself is compared with the Python route's without one in
 ``tests/runtime/test_cuda_index_spec.py``."""
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
 
 import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.arrays import engine, index_ops
+from opendml.arrays import engine, front, index_ops
 from opendml.runtime import calls as ccache
 from opendml.runtime.cuda import index, launch
 from tests.test_family_cuda_cache import FRAMEWORKS, assert_same, device, outcome
@@ -58,6 +66,18 @@ def cases(rng):
          lambda a, n: dml.reverse_subsequences(a, n, 2)),
         ("scatter_elements", (x, rng.integers(0, 24, (3, 40, 24)).astype(np.int64), np.float32(1.5)),
          None),
+        # overwriting scatters of distinct updates, repeated indices (the last position in row-major order
+        # writes): along rows, a block a row's group (ix_scatter_group); elsewhere an owner table (ix_owner)
+        ("scatter_elements rows", (x, rng.integers(0, 24, (3, 40, 30)).astype(np.int64),
+                                   rng.standard_normal((3, 40, 30)).astype(np.float32)),
+         lambda a, i, u: dml.scatter_elements(a, i, u, 2, check_indices=False)),
+        ("scatter_elements owner", (x, rng.integers(0, 40, (3, 50, 24)).astype(np.int32),
+                                    rng.standard_normal((3, 50, 24)).astype(np.float32)),
+         lambda a, i, u: dml.scatter_elements(a, i, u, 1, check_indices=False)),
+        ("scatter_nd", (x, rng.integers(0, 3, (9, 1)).astype(np.int64), rng.standard_normal((9, 40, 24))
+                        .astype(np.float32)), lambda a, i, u: dml.scatter_nd(a, i, u, check_indices=False)),
+        ("scatter_nd checked", (x, rng.integers(-3, 3, (9, 2)).astype(np.int64),
+                                rng.standard_normal((9, 24)).astype(np.float32)), lambda a, i, u: dml.scatter_nd(a, i, u)),
     ]
 
 
@@ -116,7 +136,7 @@ def test_new_shapes_take_the_c_route_and_equal_the_python_route(fw, layout, monk
 @pytest.mark.parametrize("fw", FRAMEWORKS)
 def test_what_c_declines_takes_the_route(fw, monkeypatch):
     """Can fail: a checked call (good or bad indices) or an overwriting scatter of distinct updates gives
-    other bytes or another error than the route (C must leave them to it)."""
+    other bytes or another error than the route (C must leave the error to it)."""
     rng = np.random.default_rng(1)
     x = (rng.standard_normal((3, 8, 5)) * 10).astype(np.float32)
     good, bad = rng.integers(0, 8, (4,)), np.array([0, 9, 1])
@@ -129,6 +149,17 @@ def test_what_c_declines_takes_the_route(fw, monkeypatch):
         ccache.clear()
         assert_same(outcome(lambda _: fn(*xs), None), want)
     assert isinstance(python_route(calls[1][0], *(device(fw, a) for a in calls[1][1])), dml.ValidationError)
+    # a checked call whose index array is a broadcast view (its kernels would not read every index): the
+    # route checks it (good: then its unchecked twin from C; bad: the route's error), also when repeated
+    fn = lambda a, i: dml.gather_elements(a, i, 2)  # noqa: E731
+    for row in (rng.integers(0, 5, (1, 1, 5)), np.array([[[0, 5, 1, 2, 3]]])):
+        i = device(fw, row)
+        i = i.expand(3, 8, 5) if fw == "torch" else __import__("cupy").broadcast_to(i, (3, 8, 5))
+        xs = (device(fw, x), i)
+        want = python_route(fn, *xs)
+        ccache.clear()
+        for _ in range(3):
+            assert_same(result(fn, *xs), want)
 
 
 @pytest.mark.parametrize("fw", FRAMEWORKS)
@@ -150,24 +181,183 @@ def test_kernels_not_compiled_and_changed_settings(fw, monkeypatch):
         assert_same(got, want)
 
 
-@pytest.mark.parametrize("fw", FRAMEWORKS)
-def test_checked_calls_run_from_c_once_their_indices_are_checked(fw, monkeypatch):
-    """Can fail: a checked call (the default) whose indices are in range builds a description (the Python
-    route's planning) where it should run as its unchecked twin from C, gives other bytes than the route,
-    or its repeat is not a call-cache hit; one with an index out of range must raise the route's error."""
-    rng = np.random.default_rng(5)
+def result(fn, *arrays):
+    """``fn(*arrays)``'s outputs, or the exception it raised."""
+    return outcome(lambda _: fn(*arrays), None)
+
+
+def checked_calls(rng):
+    """(function, data, good indices, bound of each index) of checked calls C takes: a bound, or one per
+    column of gather_nd's index tuples."""
     x = (rng.standard_normal((3, 40, 24)) * 30).astype(np.float32)
-    calls = [(lambda a, i: dml.gather(a, i, 1), (x, rng.integers(-40, 40, (7, 2)).astype(np.int64))),
-             (lambda a, i: dml.gather_elements(a, i, 2), (x, rng.integers(0, 24, (3, 40, 9)).astype(np.int32))),
-             (lambda a, i: dml.gather_nd(a, i), (x, rng.integers(0, 3, (5, 2)).astype(np.int64)))]
-    for fn, arrays in calls:
-        xs = tuple(device(fw, a) for a in arrays)
-        want = python_route(fn, *xs)
-        got, again = c_route(fn, xs, monkeypatch)
-        assert_same(got, want)
-        assert_same(again, want)
-    bad = tuple(device(fw, a) for a in (x, np.array([0, 40, 1])))
-    want = python_route(calls[0][0], *bad)
-    assert isinstance(want, dml.ValidationError)
+    return [(lambda a, i: dml.gather(a, i, 1), x, rng.integers(-40, 40, (7, 2)).astype(np.int64), 40),
+            (lambda a, i: dml.gather(a, i, 1), x, rng.integers(0, 40, (300,)).astype(np.int32), 40),
+            (lambda a, i: dml.gather_elements(a, i, 2), x, rng.integers(-24, 24, (3, 40, 9)).astype(np.int32), 24),
+            (lambda a, i: dml.gather_elements(a, i, 1), x, rng.integers(0, 40, (3, 40, 24)).astype(np.int64), 40),
+            (lambda a, i: dml.gather_nd(a, i), x, rng.integers(0, 3, (5, 2)).astype(np.int64), np.array([3, 40]))]
+
+
+def bad_copies(good, bound):
+    """``good`` with one index out of range, at its first, a middle and its last position: one past its
+    bound, one below its negative range, and the type's extremes."""
+    b = np.broadcast_to(bound, good.shape).reshape(-1)
+    info = np.iinfo(good.dtype)
+    out = []
+    for flat, value in ((0, b[0]), (good.size // 2, -b[good.size // 2] - 1), (good.size - 1, info.max),
+                        (good.size // 3, info.min)):
+        bad = good.copy().reshape(-1)
+        bad[flat] = value
+        out.append(bad.reshape(good.shape))
+    return out
+
+
+def no_python_check(m):
+    """Fail the test where the route's index check (``index_ops.check``, which the operator classes'
+    ``arguments`` call) or its planning (a description built) runs."""
+    m.setattr(front.ARGUMENT_API, "check_indices", lambda *a, **k: pytest.fail("the Python index check ran"))
+    m.setattr(engine.Call, "describe", lambda *a, **k: pytest.fail("a description was built"))
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_checked_calls_are_checked_by_their_kernels_from_c(fw, monkeypatch):
+    """Can fail: a checked call (the default) whose indices are in range runs the route's index check or
+    planning on its first call (the C new-shape route) or its repeat (a call-cache hit, which must be one),
+    or gives other bytes than the route."""
+    rng = np.random.default_rng(5)
+    work = []
+    for fn, x, good, _ in checked_calls(rng):
+        xs = (device(fw, x), device(fw, good))
+        work.append((fn, xs, python_route(fn, *xs)))
     ccache.clear()
-    assert_same(outcome(lambda _: calls[0][0](*bad), None), want)
+    with monkeypatch.context() as m:
+        no_python_check(m)
+        for fn, xs, want in work:
+            got = result(fn, *xs)
+            hits = ccache.info()["hits"]
+            again = result(fn, *xs)
+            assert ccache.info()["hits"] == hits + 1, "the repeat was not a call-cache hit"
+            assert_same(got, want)
+            assert_same(again, want)
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_a_bad_checked_index_raises_the_routes_error_on_every_route(fw):
+    """Can fail: an index out of range (past its bound, below its negative range, int64 and int32 extremes;
+    first, middle or last) gives a result, or another error than the route's naming it, on a never-seen
+    shape, on a repeat of a recorded call, on a shape C has not seen since, or with the call cache off; or a
+    good call after a bad one is no longer a hit."""
+    rng = np.random.default_rng(9)
+    for fn, x, good, bound in checked_calls(rng):
+        xg, ig = device(fw, x), device(fw, good)
+        for bad in bad_copies(good, bound):
+            ib = device(fw, bad)
+            want = python_route(fn, xg, ib)
+            assert isinstance(want, dml.ValidationError) and "is out of range" in str(want)
+            ccache.clear()
+            assert_same(result(fn, xg, ib), want)                  # a never-seen shape
+            fn(xg, ig)
+            fn(xg, ig)                                                              # recorded, served
+            assert_same(result(fn, xg, ib), want)                  # a repeat's entry
+            hits = ccache.info()["hits"]
+            fn(xg, ig)
+            assert ccache.info()["hits"] == hits + 1
+            wider = device(fw, np.concatenate([bad.reshape(-1), good.reshape(-1)[:1]]))
+            if bad.ndim == 1:                                                       # another shape
+                assert_same(result(fn, xg, wider), python_route(fn, xg, wider))
+            with dml.configure(call_cache=False):
+                assert_same(result(fn, xg, ib), want)
+    if fw == "cupy":                                                                # unsigned indices
+        big = np.array([3, 2**63 + 5, 1], np.uint64)
+        fn = lambda a, i: dml.gather(a, i, 1)  # noqa: E731
+        xg, ib = device(fw, checked_calls(rng)[0][1]), device(fw, big)
+        want = python_route(fn, xg, ib)
+        assert isinstance(want, dml.ValidationError)
+        ccache.clear()
+        assert_same(result(fn, xg, ib), want)
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_checked_calls_from_threads_each_on_its_own_stream(fw):
+    """Can fail: checked calls made at once from 4 threads, each on its own stream, good and bad indices
+    interleaved, give another result or error than the route (a flag shared between calls, or read before
+    its call's kernels ran)."""
+    rng = np.random.default_rng(11)
+    fn, x, good, bound = checked_calls(rng)[0]
+    xg = device(fw, x)
+    goods = [device(fw, rng.integers(-40, 40, good.shape).astype(good.dtype)) for _ in range(4)]
+    bads = [device(fw, b) for b in bad_copies(good, bound)]
+    wants = [python_route(fn, xg, i) for i in goods + bads]
+    ccache.clear()
+    errors = []
+
+    def stream():
+        if fw == "torch":
+            import torch
+            return torch.cuda.stream(torch.cuda.Stream())
+        import cupy
+        return cupy.cuda.Stream(non_blocking=True)
+
+    def work(k):
+        try:
+            with stream():
+                for step in range(40):
+                    j = (k + step) % 8
+                    assert_same(result(fn, xg, (goods + bads)[j]), wants[j])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+CAPTURE = """
+import sys
+import numpy as np
+import torch
+import opendml as dml
+from opendml.arrays import index_ops
+from opendml.runtime import calls
+
+if sys.argv[1] == "route":                      # the Python route alone: no C call cache, no C new shapes
+    index_ops._index_new = lambda *a: None
+    dml.configure(call_cache=False).__enter__()
+rng = np.random.default_rng(3)
+x = torch.from_numpy(rng.standard_normal((3, 40, 24)).astype(np.float32)).cuda()
+i = torch.from_numpy(rng.integers(0, 40, (7,))).cuda()
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    dml.gather(x, i, 1)
+    dml.gather(x, i, 1)                         # recorded and served (C) here
+torch.cuda.current_stream().wait_stream(side)
+torch.cuda.synchronize()
+graph = torch.cuda.CUDAGraph()
+hits = calls.info()["hits"]
+try:
+    with torch.cuda.graph(graph):
+        out = dml.gather(x, i, 1)
+    graph.replay()
+    torch.cuda.synchronize()
+    print("captured", bool(torch.equal(out, x[:, i])))
+except Exception as e:  # noqa: BLE001
+    print("error", type(e).__name__, str(e).splitlines()[0][:160])
+print("hits", calls.info()["hits"] - hits)
+"""
+
+
+@pytest.mark.parametrize("fw", [p for p in FRAMEWORKS if p.values[0] == "torch"])
+def test_a_checked_call_inside_a_cuda_graph_capture_behaves_as_the_route(fw):
+    """Can fail: a checked call inside torch.cuda.graph capture (which C cannot check: it would wait for
+    the capturing stream) is served from C, or ends otherwise than the route alone does there (each in its
+    own process: a failed capture may leave its process's CUDA state unusable)."""
+    out = {}
+    for mode in ("route", "c"):
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(CAPTURE), mode], capture_output=True, text=True,
+                           timeout=240, check=False)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[mode] = r.stdout.split("\n")
+    assert out["c"][0] == out["route"][0], out
+    assert out["c"][1] == "hits 0", out

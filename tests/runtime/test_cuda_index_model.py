@@ -65,6 +65,19 @@ def test_a_reversal_tile_leaves_registers_for_three_blocks():
     assert tiles and all(n * THREADS * 3 <= 65536 for n in tiles.values()), tiles
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_the_fused_index_check_costs_no_registers(tmp_path):
+    """Can fail: a kernel uses more registers with the index check's flag store in ix_coordinate (a checked
+    axis setting ix_axis.flag) than without it (the same source with the store taken out): the unchecked
+    calls pay for it in occupancy."""
+    source = ix.INDEX_KERNELS.read_text(encoding="utf-8")
+    store = "if (ax.flag) *(volatile u32*)ax.flag = 1;"
+    assert source.count(store) == 2, "ix_coordinate's flag stores were not found"
+    plain = tmp_path / "index_unchecked.cu"
+    plain.write_text(source.replace(store, ""), encoding="utf-8")
+    got, base = ptxas_registers(ix.INDEX_KERNELS), ptxas_registers(plain)
+    assert got and got.keys() == base.keys()
+    assert {k: n for k, n in got.items() if n > base[k]} == {}
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_a_reversal_along_rows_leaves_registers_for_its_blocks():
@@ -77,6 +90,7 @@ def test_a_reversal_along_rows_leaves_registers_for_its_blocks():
     for k, n in rows.items():
         blocks = 6 if "ix_reverse_rowsIj" in k else 5
         assert -(-n // 8) * 8 * THREADS * blocks <= 65536, (k, n)
+
 
 def _coordinate(ax, values, at, e):
     """(keep, c): index.cu's ix_coordinate."""

@@ -5,10 +5,17 @@ through ``_native.cuda_index_steps``), are those the Python route makes for the 
 launches): the same kernel names, parameter bytes, grids, shared memory and slots, over random calls of the
 seven index functions (tests/test_newshape_index.py's), dtypes, index types, layouts, pointer alignments and
 ``index.py``'s settings. Where the Python route needs scratch (the owner, sort and group modes of an
-overwriting scatter) C declines; a checked call is declined too. Nothing here needs a GPU: both sides only
-compute. ``call_cache_index_new`` launches exactly this on PyTorch CUDA tensors and CuPy arrays
+overwriting scatter) C declines. A checked call is planned as its unchecked twin, each checked launch naming
+where the check's flag address goes in its parameter block (``index.flag_offsets``: what
+``IndexPass.call_cache_step`` records); one whose index array is broadcast is declined (the fused check would
+not read every index). Nothing here needs a GPU: both sides only compute. ``call_cache_index_new`` launches exactly this on PyTorch CUDA tensors and CuPy arrays
 (tests/test_index_cuda_new.py runs it where there is a GPU)."""
 import dataclasses
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -33,11 +40,18 @@ OUT = 0x7E00_0000_0000
 KNOBS = {"ITEMS": [1, 2, 4, 8], "POSITION_ITEMS": [1, 2, 4], "COLUMN_WALK": [True, False],
          "REVERSE_TILE": [True, False], "REVERSE_BYTES": [32, 64, 128, 256], "TILE_SMEM": [1024, 16384, 65536],
          "REVERSE_ROWS": [0, 256, 32768], "GATHER_ROW": [True, False], "ROW_STAGE": [True, False],
-         "GROUP_SLOTS": [16, 12288]}
+         "GROUP_SLOTS": [16, 12288], "SCATTER_VIA": ["auto", "owner", "sort"], "OWNER_SLOTS": [1, 1 << 24],
+         "OWNER_IN_C": [True, False]}
+
+
+def is_checked(name, args):
+    """Whether the call's arguments (``call``'s order: check_indices last) ask for the index check."""
+    return name in ccache.CHECKED and args[-1] is True
 
 
 def unchecked(name, args):
-    """The call's arguments with check_indices off (C declines checked calls on CUDA)."""
+    """The call's arguments with check_indices off (the Python route plans a checked call as this one, once
+    its check passed)."""
     if name in ("gather",):
         return args[:2] + (False,)
     if name in ("gather_elements", "gather_nd", "scatter_elements"):
@@ -78,10 +92,10 @@ def canonical(p):
         for ix in p.indices))
 
 
-def python_launches(plan, arrays, data, dst):
-    """The launches of the Python route for ``plan`` with the inputs at ``data`` and the output at ``dst``;
-    None where a pass needs scratch (the owner and sort modes) or is a group scatter (C leaves both to the
-    route)."""
+def python_launches(plan, arrays, data, dst, checked=False):
+    """The launches of the Python route for ``plan`` with the inputs at ``data`` and the output at ``dst``
+    (``checked``: each index launch with its flag offsets; an owner table's launches with its 32-bit words
+    and where its address goes); None where a pass sorts (C leaves it to the route)."""
     layouts = [array_layout(a.shape, a.strides, a.itemsize) for a in arrays]
     srcs = [p - lay.origin * a.itemsize for p, lay, a in zip(data, layouts, arrays)]
     out = []
@@ -91,15 +105,16 @@ def python_launches(plan, arrays, data, dst):
         if type(p) is Gather or type(p) is Scatter:
             p = canonical(p)
             s = index.plan_pass(plan, p, srcs, [dst])
-            one = s.launch()
-            if one is None or s.mode == "group":      # scratch, or a group scatter: C declines them
+            got = s.launches()
+            if got is None or (s.mode == "owner" and not index.OWNER_IN_C):    # a sort (or a table C leaves)
                 return None
             src = -1 if s.const else p.src
-            out.append((*one, src, p.dst, tuple(ix.index for ix in p.indices)))
+            out += [(*one[:4], src, p.dst, tuple(ix.index for ix in p.indices),
+                     index.flag_offsets(len(p.indices)) if checked else (), *one[4:]) for one in got]
         else:
             sub = MovePlan(plan.in_types, plan.out_types, (p,))
             got = steps.move_steps(sub, srcs, [lay.span for lay in layouts], [dst], sms=132)
-            out += [(n, bytes(q), g[0], smem, s, d, ()) for n, q, g, smem, s, d in got]
+            out += [(n, bytes(q), g[0], smem, s, d, (), (), 0, 0) for n, q, g, smem, s, d in got]
     return tuple(out)
 
 
@@ -117,15 +132,15 @@ def addresses(rng, arrays):
 
 def compare(drawn, seed, monkeypatch):
     name, arrays, args = drawn
-    args = unchecked(name, args)
+    checked = is_checked(name, args)
     rng = np.random.default_rng(seed)
     data, dst = addresses(rng, arrays)
     got = c_launches(name, arrays, args, data, dst)
-    plan = python_plan(name, arrays, args, monkeypatch)
+    plan = python_plan(name, arrays, unchecked(name, args), monkeypatch)
     if plan is None:
         assert got is None, "C planned a call the Python route refuses or does not record"
         return
-    want = python_launches(plan, arrays, data, dst)
+    want = python_launches(plan, arrays, data, dst, checked)
     if want is None:
         assert got is None, "C planned a pass that needs scratch"
         return
@@ -161,8 +176,8 @@ def test_launches_follow_index_settings(drawn, seed, knobs):
 
 
 def test_large_reversals_and_rows_take_their_modes(monkeypatch):
-    """Can fail: the tile, rows and row modes (and the positions kernel) are not planned in C as in Python
-    on shapes that reach them (the random calls above are small)."""
+    """Can fail: the tile, rows, row and group modes (and the positions kernel) are not planned in C as in
+    Python on shapes that reach them (the random calls above are small)."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 300, 64)).astype(np.float32)
     cases = [("reverse_subsequences", (x, rng.integers(0, 301, (4, 1, 64)).astype(np.uint32)), (1,)),
@@ -170,34 +185,55 @@ def test_large_reversals_and_rows_take_their_modes(monkeypatch):
              ("gather_elements", (x, rng.integers(0, 64, (4, 300, 200)).astype(np.int64)), (2, False)),
              ("gather_elements", (x, rng.integers(0, 300, (4, 300, 64)).astype(np.int32)), (1, False)),
              ("gather", (x, rng.integers(0, 300, (7,)).astype(np.int64)), (1, None, False)),
-             ("one_hot", (rng.integers(-3, 40, (6, 50)), np.array([0.0, 1.0], np.float32)), (40, -1))]
+             ("one_hot", (rng.integers(-3, 40, (6, 50)), np.array([0.0, 1.0], np.float32)), (40, -1)),
+             ("scatter_elements", (x, rng.integers(-64, 64, (4, 300, 20)).astype(np.int64),
+                                   rng.standard_normal((4, 300, 20)).astype(np.float32)), (2, True))]
     modes = set()
     for name, arrays, args in cases:
         data, dst = [DATA + (1 << 24) * i for i in range(len(arrays))], OUT
         plan = python_plan(name, arrays, args, monkeypatch)
-        want = python_launches(plan, arrays, data, dst)
+        want = python_launches(plan, arrays, data, dst, is_checked(name, args))
         got = c_launches(name, arrays, args, data, dst)
         assert got is not None and got[1] == want, name
         modes |= {n.split("<")[0] for n, *_ in want}
     assert {"ix_reverse_tile", "ix_reverse_rows", "ix_gather_row", "ix_gather_positions", "ix_gather",
-            "ix_scatter"} <= modes, modes
+            "ix_scatter", "ix_scatter_group"} <= modes, modes
 
 
-def test_checked_calls_and_scratch_modes_are_declined():
-    """Can fail: C plans a checked call (its index check runs on the device in the route) or a scatter
-    whose positions need an owner table or a sort."""
+def test_checked_calls_carry_their_flags_owner_tables_their_size_and_sorts_are_declined():
+    """Can fail: a checked gather is not planned as its unchecked twin with the flag offsets of each axis
+    (index.flag_offsets, what IndexPass.call_cache_step records), or C plans a checked call whose index
+    array is broadcast (its kernels would not read every index) or a scatter that sorts; an owner table's
+    launches carry its size and where it goes."""
     nat = cpu_backend._load_native()
     x = np.zeros((4, 5), np.float32)
     ind = np.zeros((4, 5), np.int64)
     upd = np.ones((4, 5), np.float32)
     which, types = index_ops._C_INDEX[ccache.OPS["scatter_elements"]]
-    for check in (True, False):
-        assert nat.cuda_index_steps(which, types, (x, ind, upd), (check, 0), (DATA, DATA, DATA), OUT,
-                                    steps.c_settings(), index.c_settings()) is None
+    for check in (True, False):     # an owner table: ix_owner, then the scatter, both reading it (aux)
+        shape, got = nat.cuda_index_steps(which, types, (x, ind, upd), (check, 0), (DATA, DATA, DATA), OUT,
+                                          steps.c_settings(), index.c_settings())
+        assert [t[0].split("<")[0] for t in got] == ["strided_copy", "ix_owner", "ix_scatter"], got
+        assert got[2][0].startswith("ix_scatter<u32, u32, 1,") and [t[8:] for t in got] == [(0, 0), (20, 1), (0, 1)]
+        assert [len(t[7]) for t in got] == [0, check, check]        # both read the indices: both checked
+    for knob, value in (("SCATTER_VIA", "sort"), ("OWNER_IN_C", False)):      # a sort, or no table in C: the route's
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(index, knob, value)
+            assert nat.cuda_index_steps(which, types, (x, ind, upd), (True, 0), (DATA, DATA, DATA), OUT,
+                                        steps.c_settings(), index.c_settings()) is None
     which, types = index_ops._C_INDEX[ccache.OPS["gather"]]
     got = [nat.cuda_index_steps(which, types, (x, ind[0]), (check, 1, None), (DATA, DATA), OUT,
                                 steps.c_settings(), index.c_settings()) for check in (True, False)]
-    assert got[0] is None and got[1] is not None
+    assert [t[:7] + t[8:] for t in got[0][1]] == [t[:7] + t[8:] for t in got[1][1]]
+    assert [t[7] for t in got[0][1]] == [index.flag_offsets(1)] and [t[7] for t in got[1][1]] == [()]
+    q = index.IndexParams()                     # where a flag written into axis 1 lands in the block
+    q.axes[1].flag = 0x0123_4567_89AB_CDEF
+    assert bytes(q).index((0x0123_4567_89AB_CDEF).to_bytes(8, "little")) == index.flag_offsets(2)[1]
+    broadcast = np.broadcast_to(np.zeros((1, 5), np.int64), (3, 5))
+    assert nat.cuda_index_steps(which, types, (x, broadcast), (True, 1, None), (DATA, DATA), OUT,
+                                steps.c_settings(), index.c_settings()) is None
+    assert nat.cuda_index_steps(which, types, (x, broadcast), (False, 1, None), (DATA, DATA), OUT,
+                                steps.c_settings(), index.c_settings()) is not None
 
 
 def test_unreadable_settings_are_declined(monkeypatch):
@@ -260,7 +296,7 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
 
     def expected(dst):
         moves, ixs = [], []
-        for n, params, grid, smem, s, d, slots in want:
+        for n, params, grid, smem, s, d, slots, _flags, _scratch, _aux in want:
             if not n.startswith("ix_"):
                 moves.append((0, kernels[0][n], grid, smem, params, srcs[s] if s >= 0 else dst, dst, 77))
                 continue
@@ -281,9 +317,51 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
 
 
 @glue
-def test_the_glue_declines_checked_calls(stand_in):
-    """A checked call on (stand-in) CuPy arrays: None (the route checks the indices on the device first),
-    nothing launched, nothing recorded."""
+def test_the_glue_zeroes_an_owner_table_and_gives_it_to_both_launches(stand_in, monkeypatch):
+    """An overwriting scatter_nd (an owner table) on (stand-in) CuPy arrays, never seen, then repeated: each
+    call allocates a table of the planned 32-bit words after the output, zeroes it (``fill(0)``, on the
+    current stream), and launches ix_owner then the scatter with the table's address in their aux field;
+    the output alone is returned."""
+    fake_hooks, log = stand_in
+    ix_log = []
+    monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(a))
+    rng = np.random.default_rng(3)
+    arrays = (rng.standard_normal((6, 5, 4)).astype(np.float32), rng.integers(0, 6, (9, 2)).astype(np.int64),
+              rng.standard_normal((9, 4)).astype(np.float32))
+    fx = tuple(FakeArray(a.shape, a.dtype, 0x1000_0000 * (i + 1)) for i, a in enumerate(arrays))
+    op = ccache.OPS["scatter_nd"]
+    which, types = index_ops._C_INDEX[op]
+    kernels: dict = {0: {}}
+    ccache.clear()
+    for _ in range(8):
+        out = ccache._index_new(op, which, types, fx, (False,), ccache.generation(), 0,
+                                lambda: (kernels, steps.c_settings(), index.c_settings()))
+        if type(out) is not str:
+            break
+        kernels[0][out] = 0x5000 + len(kernels[0])
+    assert type(out) is FakeArray and out.shape == (6, 5, 4)
+    shape, want = c_launches("scatter_nd", arrays, (False,), [a.data.ptr for a in fx], out.data.ptr)
+    assert [t[0].split("<")[0] for t in want][-2:] == ["ix_owner", "ix_scatter"] and want[-2][8] == 30
+
+    def check(result):
+        table = fake_hooks.made[-1]
+        assert table is not result and table.shape == (30,) and table.dtype == np.int32 and table.filled == 0
+        blocks = [index.IndexParams.from_buffer_copy(a[4]) for a in ix_log]
+        assert len(blocks) == 2 and [b.aux for b in blocks] == [table.data.ptr] * 2
+        assert [b.dst for b in blocks] == [result.data.ptr] * 2
+    check(out)
+    ix_log.clear()
+    again = ccache.move(op, fx, False)
+    assert type(again) is FakeArray and again.shape == (6, 5, 4)
+    check(again)
+
+
+@glue
+def test_the_glue_declines_checked_calls_it_cannot_check(stand_in):
+    """A checked call on (stand-in) CuPy arrays is planned as its unchecked twin (a kernel the dict lacks
+    comes back by name); with every kernel there but no way to read the check's flag (no CUDA driver here:
+    cuda_launch.c's odml_cuda_check_begin declines) it answers None, nothing launched, nothing recorded,
+    and the route checks the indices on the device."""
     fake_hooks, log = stand_in
     x, ind = np.zeros((4, 5), np.float32), np.zeros((3,), np.int64)
     fx = (FakeArray(x.shape, x.dtype, 0x1000_0000), FakeArray(ind.shape, ind.dtype, 0x2000_0000))
@@ -291,6 +369,111 @@ def test_the_glue_declines_checked_calls(stand_in):
     which, types = index_ops._C_INDEX[op]
     ccache.clear()
     conf = lambda: ({0: {}}, steps.c_settings(), index.c_settings())  # noqa: E731
-    assert ccache._index_new(op, which, types, fx, (True, 1, None), ccache.generation(), 0, conf) is None
-    assert type(ccache._index_new(op, which, types, fx, (False, 1, None), ccache.generation(), 0, conf)) is str
+    name = ccache._index_new(op, which, types, fx, (True, 1, None), ccache.generation(), 0, conf)
+    assert type(name) is str and name.startswith("ix_")
+    assert ccache._index_new(op, which, types, fx, (False, 1, None), ccache.generation(), 0, conf) == name
+    full = lambda: ({0: {name: 0x5000}}, steps.c_settings(), index.c_settings())  # noqa: E731
+    assert ccache._index_new(op, which, types, fx, (True, 1, None), ccache.generation(), 0, full) is None
     assert not log and ccache.info()["entries"] == 0
+
+
+# -- the check's plumbing (cuda_launch.c's flag slots) against a stand-in CUDA driver --------------------
+
+#: A stand-in libcuda: launches are counted (an index kernel's, functions 0x5000..0x5fff, stores 1 at the
+#: flag address its block holds at FLAG_AT where SET), host allocations are plain memory at the same
+#: address on the "device", a stream is capturing where CAPTURING.
+STAND_IN_DRIVER = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+long fake_launches, fake_syncs, fake_flags_seen, fake_set, fake_capturing, fake_flag_at = -1;
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void *stream, void **params, void **extra) {
+    fake_launches++;
+    if ((uintptr_t)f >= 0x5000 && (uintptr_t)f < 0x6000 && fake_flag_at >= 0) {
+        uint64_t flag;
+        memcpy(&flag, (char *)params[0] + fake_flag_at, 8);
+        fake_flags_seen += flag != 0;
+        if (flag && fake_set) *(volatile uint32_t *)(uintptr_t)flag = 1;
+    }
+    return 0;
+}
+int cuFuncSetAttribute(void *f, int a, int v) { return 0; }
+int cuMemHostAlloc(void **p, size_t n, unsigned flags) { *p = malloc(n); return *p && flags == 3 ? 0 : 1; }
+int cuMemHostGetDevicePointer_v2(uint64_t *d, void *p, unsigned flags) { *d = (uint64_t)(uintptr_t)p; return 0; }
+int cuStreamSynchronize(void *s) { fake_syncs++; return 0; }
+int cuStreamIsCapturing(void *s, int *status) { *status = (int)fake_capturing; return 0; }
+"""
+
+STAND_IN_SCRIPT = r"""
+import ctypes
+import numpy as np
+lib = ctypes.CDLL("libcuda.so.1")
+from opendml.arrays import index_ops
+from opendml.runtime import calls as ccache
+from opendml.runtime.cuda import index, steps
+from tests.runtime.test_cuda_move_cache import FakeArray, Hooks
+
+def get(name):
+    return ctypes.c_long.in_dll(lib, name).value
+
+def put(name, v):
+    ctypes.c_long.in_dll(lib, name).value = v
+
+hooks = Hooks()
+ccache.register_cupy(FakeArray, hooks.empty, hooks.current_device, hooks.stream_ptr)
+ccache.register_cuda_retry(lambda *a: print("retried", a))
+put("fake_flag_at", index.flag_offsets(1)[0])
+x, ind = FakeArray((4, 5), np.float32, 0x1000_0000), FakeArray((3,), np.int64, 0x2000_0000)
+op = ccache.OPS["gather"]
+which, types = index_ops._C_INDEX[op]
+kernels = {}
+
+def new(check):
+    for _ in range(8):
+        out = ccache._index_new(op, which, types, (x, ind), (check, 1, None), ccache.generation(), 0,
+                                lambda: ({0: kernels}, steps.c_settings(), index.c_settings()))
+        if type(out) is not str:
+            return out
+        kernels[out] = 0x5000 + len(kernels)
+
+def state():
+    return get("fake_launches"), get("fake_syncs"), get("fake_flags_seen")
+
+ccache.clear()
+print("new", type(new(True)).__name__, state())
+print("repeat", type(ccache.move(op, (x, ind), True, 1, None)).__name__, state(), ccache.info()["entries"])
+put("fake_set", 1)
+print("bad repeat", ccache.move(op, (x, ind), True, 1, None), state())
+ccache.clear()
+print("bad new", new(True), state(), ccache.info()["entries"])
+put("fake_set", 0)
+print("unchecked", type(new(False)).__name__, type(ccache.move(op, (x, ind), False, 1, None)).__name__, state())
+new(True)
+put("fake_capturing", 1)
+print("capturing", ccache.move(op, (x, ind), True, 1, None), new(True), state())
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or not ccache._HAS_MOVE, reason="no C compiler, or no call cache")
+def test_the_check_plumbing_against_a_stand_in_driver(tmp_path):
+    """Can fail: a checked gather on (stand-in) CuPy arrays is not launched from C with a flag address in its
+    block, or its stream is not waited for, on its first call and its repeat; a set flag does not make either
+    answer None (the route raises); its unchecked twin waits for its stream; a capturing stream is launched
+    on rather than declined. The driver is a stand-in (cuda_launch.c loads it by name), so no GPU is needed."""
+    source = tmp_path / "cuda.c"
+    source.write_text(STAND_IN_DRIVER)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(source)], check=True)
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", STAND_IN_SCRIPT], capture_output=True, text=True, env=env,
+                       cwd=str(pathlib.Path(__file__).parents[2]), timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [
+        "new FakeArray (1, 1, 1)",                # launched with a flag address, its stream waited for
+        "repeat FakeArray (2, 2, 2) 1",           # served from the entry: the same
+        "bad repeat None (3, 3, 3)",              # the flag set: None (the route raises)
+        "bad new None (4, 4, 4) 0",               # a never-seen shape: None, nothing recorded
+        "unchecked FakeArray FakeArray (6, 4, 4)",   # no flag, no wait
+        "capturing None None (7, 5, 5)",          # declined before any launch (7: the new(True) above)
+    ], r.stdout + r.stderr[-2000:]

@@ -66,6 +66,11 @@ class FakeArray:
                 step *= max(n, 1)
         self.strides = tuple(strides)
         self.data = Memory(ptr, device)
+        self.filled = None
+
+    def fill(self, value):
+        """CuPy's ``fill``, as the cache zeroes an owner table: recorded."""
+        self.filled = value
 
 
 class Hooks:
@@ -84,7 +89,9 @@ class Hooks:
         with self.lock:
             ptr = self.next + self.misalign
             self.next += 0x10000
-        return FakeArray(shape, dtype, ptr, device=self.device)
+            made = FakeArray(shape, dtype, ptr, device=self.device)
+            self.made = getattr(self, "made", [])[-63:] + [made]
+        return made
 
     def current_device(self):
         return self.device
@@ -588,3 +595,56 @@ def test_a_one_pass_cupy_entry_is_served_checked_and_replayed(fake):
     assert calls.put_cuda("slice", x, SLICE_ARGS, (3, 4), 8, launch_error, 0x2000_0000, calls.generation())
     with pytest.raises(RuntimeError, match="launch failed"):
         calls.call(SLICE, x, *SLICE_ARGS)
+
+
+class FakeIndexPass:
+    """An ``IndexPass`` as ``put_move_cuda`` reads it (``call_cache_step``) and as the cache calls it (its
+    launch's retry, or a scratch mode's launches)."""
+    via = "index"
+
+    def __init__(self, log, function=0x1234):
+        self.log, self.function = log, function
+
+    def call_cache_step(self, checked=False):
+        from opendml.runtime.cuda import index
+        at = (index.IndexParams.src.offset, index.IndexParams.dst.offset, index.IndexParams.idx.offset, (1,),
+              index.flag_offsets(1) if checked and self.function else ())
+        if not self.function:
+            return 0, 0, 0, 0, b"", 0, 0, self, at
+        return self.function, 2, 256, 0, bytes(index.IndexParams()), 0, 0, self, at
+
+    def __call__(self, srcs, dsts, stream):
+        self.log.append(("index", srcs, dsts, stream))
+
+
+def test_a_checked_index_call_is_recorded_with_its_flags_and_declined_where_it_cannot_be_checked(fake):
+    """A checked gather (``check_indices=True``) is recorded with where its kernels' flag address goes
+    (index.flag_offsets); served where no driver loads (here) it cannot read the flag: None, nothing
+    launched, so the route checks the indices. Its unchecked twin keys apart and is served (its launch
+    fails over to the IndexPass). A checked call whose index pass needs scratch (no flag reaches those
+    launches) is not recorded; a record with flags but no function, or a flag outside the block, is
+    refused."""
+    log = []
+    op = calls.OPS["gather"]
+    x, ind = FakeArray((4, 5), np.float32, 0x1000_0000), FakeArray((3,), np.int64, 0x2000_0000)
+    outs = (((3, 5), np.dtype(np.float32), 0x3000_0000),)
+    for check in (True, False):
+        assert calls.put_move_cuda("gather", (x, ind), (check, 0, None), outs, (0, 0),
+                                   FakeMoveLaunch([(FakeIndexPass(log), -1, 0)]), False, calls.generation())
+    assert calls.info()["entries"] == 2
+    assert calls.move(op, (x, ind), True, 0, None) is None and not log
+    out = calls.move(op, (x, ind), False, 0, None)
+    assert type(out) is FakeArray and out.shape == (3, 5) and len(log) == 1
+    calls.clear()
+    assert not calls.put_move_cuda("gather", (x, ind), (True, 0, None), outs, (0, 0),
+                                   FakeMoveLaunch([(FakeIndexPass(log, 0), -1, 0)]), False, calls.generation())
+    assert calls.put_move_cuda("gather", (x, ind), (False, 0, None), outs, (0, 0),
+                               FakeMoveLaunch([(FakeIndexPass(log, 0), -1, 0)]), False, calls.generation())
+    from opendml.runtime.cuda import index
+    size = len(bytes(index.IndexParams()))
+    good = FakeIndexPass(log).call_cache_step(True)
+    for flags, function in (((8,), 0), ((size - 4,), 0x1234), ((-1,), 0x1234), (tuple(range(0, 80, 8)), 0x1234)):
+        step = (function,) + good[1:8] + (good[8][:4] + (flags,),)
+        with pytest.raises((ValueError, TypeError, OverflowError)):
+            calls._native.call_cache_put_move(op, (x, ind), (True, 0, None), ((*outs[0][:2], 0),), (0, 0), (step,),
+                                              False, calls.generation())

@@ -36,13 +36,16 @@ the indices, on every backend.
 A repeated call (same function, ``check_indices``, dtypes, shapes, byte
 strides and exact int/None arguments) is served by the one C call cache
 (``runtime.calls.move``; see "The C call cache" below) on NumPy arrays,
-PyTorch CPU and CUDA tensors and CuPy arrays; on the CPU the index check is
-done by the kernel as it reads each index, and a bad index there sends the
-call to the route, which raises the same error. A never-seen call on NumPy
-arrays, plain PyTorch CPU or CUDA tensors or CuPy arrays is validated, lowered,
-run and recorded in C (``runtime.calls.index_new``) by the same rules, to the
-same passes, launches, bytes and errors as the route; on CUDA a checked call
-and a scatter needing scratch take the route.
+PyTorch CPU and CUDA tensors and CuPy arrays; the index check is done by
+the kernels as they read each index (on CUDA they set a flag in host-mapped
+memory, read once the call's stream is done), and a bad index there sends
+the call to the route, which raises the same error. A never-seen call on NumPy arrays, plain PyTorch CPU or CUDA
+tensors or CuPy arrays is validated, lowered, run and recorded in C
+(``runtime.calls.index_new``) by the same rules, to the same passes,
+launches, bytes and errors as the route; on CUDA a scatter needing scratch,
+a checked call whose index array is broadcast and a checked call made while
+its stream is captured into a CUDA graph take the route (which checks the
+indices first, reading their extremes back from the device).
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
@@ -264,9 +267,12 @@ def _like(a, x, where: str):
 # index check fused into the passes that read the checked indices (a bad
 # index makes the served call answer None, and the route then raises its
 # error naming the first one); on CUDA the index kernels' launches
-# (``arrays/cuda.move``, without the check: a checked call on a GPU takes the
-# route, which reads back its indices' extremes, ``check``, then runs as the
-# same call unchecked from C, ``_checked_on_gpu``).
+# (``arrays/cuda.move``), a checked call's kernels setting a flag in
+# host-mapped memory for an index out of range, which the served call reads
+# after waiting for its stream (set: None, and the route raises). A checked
+# call whose index array is broadcast (``_broadcast``) is checked by the
+# route (``check``, its indices' extremes read back), then run as the same
+# call unchecked from C (``_checked_on_gpu``).
 # Every ``opendml.configure()`` empties the cache (``configure(call_cache=
 # False)`` stops the serving of repeats and the recording; a never-seen shape
 # is still lowered in C, ``offer``; the NumPy kernels record nothing); a replaced
@@ -439,13 +445,24 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     return _move(_OPS[name], given, *args)
 
 
+def _broadcast(a) -> bool:
+    """Whether CUDA index array ``a`` (a PyTorch tensor or a CuPy array) is
+    read at fewer places than it has elements (a stride 0 along a dimension
+    of size > 1): the kernels' fused check would not see every index
+    (newshape_index.c's ``ix_reads_all``)."""
+    strides = a.stride() if callable(getattr(a, "stride", None)) else a.strides
+    return any(n > 1 and t == 0 for n, t in zip(a.shape, strides))
+
+
 def _checked_on_gpu(name: str, given, args: tuple, since: int):
-    """A checked call on CUDA memory whose indices its ``arguments`` found
-    in range (``check``, on the device): run as the same call with
-    ``check_indices=False`` (the same bytes: no index is clamped), served
-    from the C call cache or lowered and launched in C (``offer``'s routes,
-    keyed and recorded as that unchecked call), so that only the check is
-    paid in Python. None where C declines it (the route then runs it)."""
+    """A checked call on CUDA memory whose index array is broadcast
+    (``_broadcast``: the kernels' fused check would not cover it) and whose
+    indices its ``arguments`` found in range (``check``, on the device):
+    run as the same call with ``check_indices=False`` (the same bytes: no
+    index is clamped), served from the C call cache or lowered and launched
+    in C (``offer``'s routes, keyed and recorded as that unchecked call), so
+    that only the check is paid in Python. None where C declines it (the
+    route then runs it)."""
     op, plain = _OPS[name], (False, *args[1:])
     if engine.execute is not _EXECUTE:
         return None
@@ -476,12 +493,12 @@ def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = (
         if out is not None:
             return out
         if _cuda_record(given):
-            if name in _CHECKED and args[0]:
+            if name in _CHECKED and args[0] and _broadcast(given[1]):
                 out = _checked_on_gpu(name, given, args, since)
                 if out is not None:
                     return out
-            else:
-                call.ccall = (name, args, given, (tuple(shape),))    # the launches, keyed by the inputs as given
+            else:   # the launches, keyed by the inputs as given (a checked call's kernels checking its indices)
+                call.ccall = (name, args, given, (tuple(shape),))
     out = _front.run_list(call, arrays)[0]
     return out.reshape(shape) if tuple(out.shape) != tuple(shape) else out
 

@@ -183,6 +183,11 @@ def put_move(name: str, x, args: tuple, outs: tuple, origins: tuple, passes: tup
     return _native.call_cache_put_move(OPS[name], x, args, outs, origins, passes, multi, since)
 
 
+#: The index functions with an index check (``check_indices``, their first argument after the arrays).
+CHECKED = frozenset(cls.BINDING.function for cls in OPERATORS.values()
+                    if "*, check_indices" in (getattr(getattr(cls, "BINDING", None), "params", None) or ""))
+
+
 def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launches, multi: bool,
                   since: int) -> bool:
     """Record a data-movement family call on PyTorch CUDA tensors or CuPy
@@ -195,15 +200,23 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
     ``MoveLaunch`` that ran (every kernel launch of the program, in order;
     an index-driven pass's as its ``IndexPass.call_cache_step`` gives it).
     The next such call is served from C: outputs from the framework's
-    allocator, the launches queued on its current stream. Nothing is stored
-    (False) where a launch is not made by the C extension's launcher."""
+    allocator, the launches queued on its current stream. A checked call
+    (``check_indices=True``, ``args[0]``) is recorded with its index
+    kernels checking every index they read (``IndexPass.call_cache_step``):
+    a served call waits for its stream, and answers None where an index was
+    out of range (the route then raises the error naming it). Nothing is
+    stored (False) where a launch is not made by the C extension's launcher,
+    or a checked call's index pass needs scratch (its launches take no flag)."""
     if not _HAS_MOVE:
         return False
+    checked = name in CHECKED and bool(args) and args[0] is True
     steps = []
     for rec, s, d in launches.steps:
         if rec.via == "index":                  # an index-driven pass (runtime/cuda/index.py)
-            step = rec.call_cache_step()
+            step = rec.call_cache_step(checked)
             if step is not None:
+                if checked and not step[0]:
+                    return False
                 steps.append(step)
             continue
         if not rec.blocks:

@@ -14,7 +14,11 @@
 // (a negative value of a signed type counted from the end, then clamped, or
 // the position skipped; INDEX_REVERSE_LENGTH reverses the first min(L, bound)
 // coordinates), so no index value can move an access outside what the host
-// checked against the bound ranges.
+// checked against the bound ranges. A checked axis (the array API's index
+// check: ix_axis.flag the address of a 4-byte flag in host-mapped memory)
+// stores 1 there for each value outside its dimension (the host zeroes the
+// flag before the launches and reads it after them; the reversal lengths
+// are never checked).
 //
 //   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
 //                          where last_only and a later position reads it)
@@ -69,7 +73,8 @@ typedef unsigned char u8;
 #endif
 
 struct ix_axis {
-    i64 type, offset, stride, bound, mode, skip, axis, reserved;
+    i64 type, offset, stride, bound, mode, skip, axis;
+    u64 flag;                               // checked: the 4-byte flag an out-of-range value sets to 1; 0 unchecked
     i64 strides[IX_RANK];                   // per outer dimension
 };
 
@@ -110,6 +115,7 @@ __device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 a
     if (sgn) {
         if (sv < 0) sv += bound;            // sv >= INT64_MIN, bound > 0: no overflow
         if (sv < 0 || sv >= bound) {
+            if (ax.flag) *(volatile u32*)ax.flag = 1;   // a checked axis: the host reads it after the launch
             c = 0;
             if (ax.skip) return false;
             sv = sv < 0 ? 0 : bound - 1;
@@ -117,6 +123,7 @@ __device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 a
         c = sv;
     } else {
         if (uv >= (u64)bound) {
+            if (ax.flag) *(volatile u32*)ax.flag = 1;
             c = 0;
             if (ax.skip) return false;
             uv = (u64)bound - 1;
@@ -846,6 +853,8 @@ __global__ void __launch_bounds__(IX_THREADS) ix_apply(IX_PARAMS) {
 #ifdef OPENDML_INSTANTIATE   // nvcc -DOPENDML_INSTANTIATE -c: one of each kernel (a syntax check without a GPU)
 template __global__ void ix_gather<uint4, u32, 1, 1, 1, 4>(IX_PARAMS);
 template __global__ void ix_gather_positions<u32, u32, 2, 1, 4>(IX_PARAMS);
+template __global__ void ix_gather_positions<u32, u32, 3, 1, 4>(IX_PARAMS);
+template __global__ void ix_gather<u32, u32, 2, 2, 1, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u16, u64, 4>(IX_PARAMS);
 template __global__ void ix_reverse_tile<u32, u32, 4>(IX_PARAMS);
 template __global__ void ix_reverse_rows<u32, u32, 3>(IX_PARAMS);

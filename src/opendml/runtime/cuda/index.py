@@ -58,6 +58,11 @@ Every access stays inside the bound ranges whatever the index values: the
 kernels turn each value into a coordinate inside ``[0, bound)`` exactly as
 the CPU kernel does, and ``record_move`` checked each pass's reach over
 those coordinates against the bound element counts before anything runs.
+A value outside its dimension also sets the axis's flag where the axis has
+one (``IndexAxisParams.flag``): the C call cache patches a flag's address
+into a checked call's axes (``flag_offsets``) and reads it once the call's
+stream is done; the launches made here leave it 0 (the route checks the
+indices before it launches).
 """
 from __future__ import annotations
 
@@ -84,6 +89,10 @@ OWNER_SLOTS = 1 << 24
 #: How overwriting scatters run: "auto" (group where it applies, else as
 #: above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
+#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode
+#: itself (its table from the framework's allocator); False leaves that mode
+#: to this module's IndexPass (the Python route), as before session 17.
+OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
 #: Positions a thread of an element-wise gather moves (1: ix_gather, one).
@@ -129,9 +138,10 @@ i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
 
 class IndexAxisParams(ctypes.Structure):
-    """Mirror of ``ix_axis`` (index.cu)."""
-    _fields_ = [(n, i64) for n in ("type", "offset", "stride", "bound", "mode", "skip", "axis", "reserved")] + [
-        ("strides", i64 * RANK)]
+    """Mirror of ``ix_axis`` (index.cu); ``flag``: 0, or (a checked call served from C) the address of the
+    4-byte flag the kernels set where an index value lies outside its dimension."""
+    _fields_ = [(n, i64) for n in ("type", "offset", "stride", "bound", "mode", "skip", "axis")] + [
+        ("flag", u64), ("strides", i64 * RANK)]
 
 
 class IndexParams(ctypes.Structure):
@@ -143,6 +153,13 @@ class IndexParams(ctypes.Structure):
                             "members")] + [
         ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
         ("idx", u64 * AXES)]
+
+
+def flag_offsets(naxes: int) -> tuple:
+    """Where the check's flag address goes in an ``IndexParams`` block of ``naxes`` index axes (one offset
+    an axis: the C call cache patches it in per call, as calls.h's IX_FLAG_AT places it)."""
+    return tuple(IndexParams.axes.offset + a * ctypes.sizeof(IndexAxisParams) + IndexAxisParams.flag.offset
+                 for a in range(naxes))
 
 
 @functools.cache
@@ -460,6 +477,20 @@ class PassPlan:
         one = one_kernel(self.mode, q, self.smem)
         return None if one is None else (self.main, bytes(q), -(-one[0] // THREADS), one[1])
 
+    def launches(self):
+        """What the C mirror plans, ``(name, parameter bytes, grid, shared
+        bytes, scratch, aux)`` a launch: the one launch of ``launch`` (scratch
+        0, aux 0), or the owner mode's two (``ix_owner`` with ``slots``
+        zeroed 32-bit words of scratch, then the scatter, both reading it
+        through their ``aux`` field: aux 1); None for the sort mode; () where
+        nothing is launched."""
+        one = self.launch()
+        if one is not None or self.mode != "owner":
+            return one if not one else ((*one, 0, 0),)
+        q = self.params
+        return ((self.names[1], bytes(q), -(-q.n_outer // THREADS), 0, self.slots, 1),
+                (self.main, bytes(q), -(-q.total // THREADS), 0, 0, 1))
+
 
 def one_kernel(mode: str, q, smem: int):
     """``(threads, shared bytes)`` of the one launch of a mode that needs
@@ -495,23 +526,27 @@ class IndexPass:
         self.names = names
         self.main, self.params, self.const, self.word = main, s.params, s.const, s.word
 
-    def call_cache_step(self):
+    def call_cache_step(self, checked: bool = False):
         """This pass as the C call cache records it (``calls.put_move_cuda``):
         ``(function, grid, block, shared, parameter block, src, dst, self,
         (offsets of src, dst and idx in the block, the inputs the index axes
-        read))``; the cache patches this call's addresses into a copy of the
-        block and launches the kernel. Where the pass needs scratch (the
-        owner and sort modes) the function is 0 and the cache calls this
-        object instead. None where it launches nothing."""
+        read, where the check's flag address goes: ``checked``, the array
+        API's index check, else none))``; the cache patches this call's
+        addresses into a copy of the block and launches the kernel (a
+        checked call then waits for its stream and reads the flag). Where
+        the pass needs scratch (the owner and sort modes) the function is 0
+        and the cache calls this object instead (its launches take no flag:
+        ``put_move_cuda`` records no checked call holding one). None where
+        it launches nothing."""
         p, q = self.pass_, self.params
         if q.n_outer == 0 or q.total == 0:
             return None
         at = (IndexParams.src.offset, IndexParams.dst.offset, IndexParams.idx.offset,
-              tuple(ix.index for ix in p.indices))
+              tuple(ix.index for ix in p.indices), flag_offsets(len(p.indices)) if checked else ())
         src = -1 if self.const else p.src
         one = self._one_kernel(q)
         if one is None:
-            return 0, 0, 0, 0, b"", src, p.dst, self, at
+            return 0, 0, 0, 0, b"", src, p.dst, self, at[:4] + ((),)
         count, smem = one
         return self.functions[self.main], -(-count // THREADS), THREADS, smem, bytes(q), src, p.dst, self, at
 
@@ -568,10 +603,11 @@ class IndexPass:
 def c_settings() -> tuple:
     """This module's settings as the C mirror of ``plan_pass``
     (``runtime/native/cuda_index_spec.c``, newshape.h's odml_index_cuda_conf)
-    reads them, read anew at each call: 11 ints. A value C cannot read makes
+    reads them, read anew at each call: 13 ints. A value C cannot read makes
     it decline the call, which then takes the Python route."""
     return (THREADS, ITEMS, POSITION_ITEMS, int(COLUMN_WALK), int(REVERSE_TILE), REVERSE_BYTES, TILE_SMEM,
-            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS)
+            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS, {"auto": 0, "owner": 1}.get(SCATTER_VIA, 2) + 3 * (not OWNER_IN_C),
+            OWNER_SLOTS)
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:
@@ -643,4 +679,4 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
     return IndexMoveLaunch(plan, tuple(steps))
 
 
-__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch"]
+__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "flag_offsets"]

@@ -15,6 +15,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -79,6 +80,9 @@ typedef struct {
                                * failed launch the retry hook (call_cache_cuda_retry) takes over */
     void *index;              /* PASS_INDEX (PyMem): an IndexPass (CPU) or the CUDA parameter block */
     int checked, index_size, at_src, at_dst, at_idx, naxes, slot[IDX_MAX_AXES];
+    int n_flag, at_flag[IDX_MAX_AXES];   /* CUDA, a checked call: where the check's flag address goes in the block */
+    int aux;                  /* CUDA index launch: 1 + the output (a zeroed owner table) whose address goes into
+                               * the block's aux field (index.cu's ix_owner and ix_scatter<OWN>); 0: none */
 } Pass;
 
 /* One output of an entry. */
@@ -87,6 +91,7 @@ typedef struct {
     PyObject *dtype;          /* its PyArray_Descr (NumPy) or torch.dtype; NULL: the input's */
     int rank, use_blocks;     /* use_blocks: allocated from the output blocks where small enough (NumPy) */
     unsigned dst_align;       /* CUDA: its address mod 16 when the launches were chosen */
+    int zero;                 /* CUDA: scratch (an owner table) allocated zeroed, not returned (after the outputs) */
     int64_t dims[MAX_RANK], bytes;
 } Out;
 
@@ -98,6 +103,7 @@ typedef struct {
     PyObject_HEAD
     int kind, cpu;            /* the array's kind; cpu 1: CPU kernels (NumPy arrays, PyTorch CPU tensors) */
     int n_in, n_out, n_pass, multi, prefault;   /* multi: a list of outputs (SPLIT); prefault: touch fresh pages */
+    int checked;              /* CUDA: a pass checks its indices (n_flag): served only where the flag can be read */
     int64_t origin[MAX_MOVE_IO];   /* per input: bytes from its data pointer back to element 0 of the bound range */
     int64_t total;            /* the outputs' bytes */
     int64_t device;           /* the CUDA device of an entry without a Launch */
@@ -158,6 +164,12 @@ int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, uns
                            const void *params);
 /* the dynamic shared memory `function` may take raised to `bytes` (cuFuncSetAttribute); the CUresult */
 int odml_cuda_shared_limit(uint64_t function, unsigned bytes);
+/* the index check of a call on `stream` (cuda_launch.c): a zeroed flag slot taken, its device address in *flag
+ * (0, or -1 where the call must decline: no driver or context, the stream capturing, no slot); then, after the
+ * launches, the stream waited for (the GIL released) and the slot read and given back: 1 set (an index out of
+ * range), 0 clear, -1 failed */
+int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag);
+int odml_cuda_check_end(uint64_t stream, int slot);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key_info(Key *k, const odml_torch_info *in);
@@ -243,13 +255,21 @@ struct CudaNew {
     int (*lower)(CudaNew *how, const CudaInputs *c, PyObject *const *args, Py_ssize_t nargs, odml_move_prog *g);
     int (*plan)(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *conf,
                 odml_move_launch *L);
+    unsigned checked;         /* set by plan: bit i, launch i checks its index axes (index.cu's ix_axis.flag) */
 };
+/* where index axis a's flag address (index.cu's ix_axis.flag) lies in an index kernel's parameter block */
+#define IX_FLAG_AT(a) (offsetof(odml_ix_params, axes) + sizeof(odml_ix_axis) * (size_t)(a) + offsetof(odml_ix_axis, flag))
 /* a never-seen shape on PyTorch CUDA tensors or CuPy arrays lowered, launched and recorded: the output(s),
  * None (the route) or a kernel's name to compile */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen, int torch, PyObject *conf,
                    CudaNew *how);
-/* one index pass of a CUDA entry launched (calls_move.c); -1 with an exception */
-int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
+/* one index pass of a CUDA entry launched (calls_move.c), `flag` the check's address where it checks: 0; 1
+ * where a checked pass's launch failed (the route runs the call); -1 with an exception */
+int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
+                 uint64_t flag);
+/* e's launches queued on `stream` (calls_move.c), the index check done where e checks: 0 (run, indices in
+ * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */
+int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
 #endif
 void front_clear(void);                 /* empties the family's front table (with the dict) */
 int odml_calls_move_init(void);

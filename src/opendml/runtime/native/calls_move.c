@@ -645,9 +645,11 @@ PyObject *s_dtype_kw;                   /* ("dtype",): new_empty's keyword (odml
 #define INDEX_BLOCK 4096                /* the largest CUDA index parameter block taken (index.cu's is ~2.5 KiB) */
 
 /* One index-driven pass of a CUDA entry: its kernel launched with its parameter block and this call's
- * addresses, or (a mode that needs scratch, or a launch that failed: it retries and raises) the backend's
- * IndexPass called with them. -1 with an exception. */
-int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
+ * addresses (and, a checked pass, the check's flag address `flag` in each checked axis), or (a mode that
+ * needs scratch, or a launch that failed: it retries and raises) the backend's IndexPass called with them. A
+ * checked pass whose launch fails is not retried: 1, and the route runs the call. -1 with an exception. */
+int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
+                 uint64_t flag) {
     uint64_t src[MAX_MOVE_IO], block[INDEX_BLOCK / 8];
     char *b = (char *)block;
     for (int i = 0; i < e->n_in; i++) src[i] = ptr[i] - (uint64_t)e->origin[i];
@@ -657,11 +659,14 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
         memcpy(b + s->at_src, &from, 8);
         memcpy(b + s->at_dst, &dsts[s->dst], 8);
         for (int a = 0; a < s->naxes; a++) memcpy(b + s->at_idx + 8 * a, &src[s->slot[a]], 8);
+        for (int a = 0; a < s->n_flag; a++) memcpy(b + s->at_flag[a], &flag, 8);
+        if (s->aux) memcpy(b + offsetof(odml_ix_params, aux), &dsts[s->aux - 1], 8);   /* the owner table */
         /* above 48 KiB of shared memory the kernel opts in (IndexPass sets it for its own launches) */
         if ((s->shared <= 48 * 1024 || odml_cuda_shared_limit(s->function, s->shared) == 0)
                 && odml_cuda_launch_block(s->function, s->grid, s->block, s->shared, stream, b) == 0)
             return 0;
     }
+    if (s->n_flag) return 1;
     if (!s->launch) {                        /* an entry C made (newshape_index.c): index.py's relaunch retries */
         PyObject *m = PyImport_ImportModule("opendml.runtime.cuda.index");
         PyObject *r = m ? PyObject_CallMethod(m, "relaunch", "LKIIy#K", (long long)e->device,
@@ -684,14 +689,32 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
     return 0;
 }
 
+int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
+    int slot = -1, rc = 0;
+    uint64_t flag = 0;
+    if (e->checked && odml_cuda_check_begin(stream, &slot, &flag) < 0) return 1;
+    for (int i = 0; i < e->n_pass && rc == 0; i++) {
+        const Pass *s = &e->passes[i];
+        rc = s->kernel == PASS_INDEX ? index_launch(e, s, ptr, dsts, stream, s->n_flag ? flag : 0)
+           : launch_pass(e, s, s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst],
+                         dsts[s->dst], stream);
+    }
+    if (slot >= 0) {                         /* (after a failed launch too: what was queued may write the slot) */
+        const int set = odml_cuda_check_end(stream, slot);
+        if (rc == 0 && set) rc = 1;
+    }
+    return rc;
+}
+
 /* An index step of put_move_cuda: (function, grid, block, shared, params, src, dst, launch, (at_src, at_dst,
- * at_idx, slots)); 0, or -1 with an exception. */
+ * at_idx, slots, flags)), flags the offsets in params of the check's flag address (a checked call's axes,
+ * index.cu's ix_axis.flag; empty unchecked; only with a function); 0, or -1 with an exception. */
 static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     unsigned long long function, grid, block, shared;
     Py_buffer pb;
-    PyObject *launch, *slots;
-    if (!PyArg_ParseTuple(t, "KKKKy*iiO(iiiO!)", &function, &grid, &block, &shared, &pb, &s->src, &s->dst, &launch,
-                          &s->at_src, &s->at_dst, &s->at_idx, &PyTuple_Type, &slots))
+    PyObject *launch, *slots, *flags;
+    if (!PyArg_ParseTuple(t, "KKKKy*iiO(iiiO!O!)", &function, &grid, &block, &shared, &pb, &s->src, &s->dst,
+                          &launch, &s->at_src, &s->at_dst, &s->at_idx, &PyTuple_Type, &slots, &PyTuple_Type, &flags))
         return -1;
     const Py_ssize_t size = pb.len, naxes = PyTuple_GET_SIZE(slots);
     s->index = size ? PyMem_Malloc((size_t)size) : NULL;
@@ -715,6 +738,14 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
         ok = v >= 0 && v < n_in;
         s->slot[a] = (int)v;
     }
+    const Py_ssize_t n_flag = PyTuple_GET_SIZE(flags);
+    ok = ok && n_flag <= IDX_MAX_AXES && (!n_flag || function);
+    s->n_flag = ok ? (int)n_flag : 0;
+    for (Py_ssize_t a = 0; ok && a < n_flag; a++) {
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(flags, a));
+        ok = v >= 0 && v <= size - 8;
+        s->at_flag[a] = (int)v;
+    }
     if (ok && function)
         ok = grid >= 1 && grid <= 0x7fffffffu && block >= 1 && block <= 1024 && shared <= 0xffffffffu &&
              size <= INDEX_BLOCK && s->at_src >= 0 && s->at_src <= size - 8 && s->at_dst >= 0 &&
@@ -723,7 +754,8 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): an index launch needs src in [-1, inputs), "
                             "dst in [0, outputs), axis slots in [0, inputs), a callable launch and, with a function, "
-                            "grid, block, shared and a parameter block of at most 4096 bytes holding its addresses");
+                            "grid, block, shared and a parameter block of at most 4096 bytes holding its addresses "
+                            "(and the flag offsets of a checked pass, which needs a function)");
         return -1;
     }
     Py_INCREF(launch);
@@ -780,14 +812,10 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
             goto route;
     }
     if (cuda_stream(torch, device, &stream) < 0) goto done;
-    for (int i = 0; i < e->n_pass; i++) {
-        const Pass *s = &e->passes[i];
-        if (s->kernel == PASS_INDEX) {
-            if (index_launch(e, s, ptr, dsts, stream) < 0) goto done;
-            continue;
-        }
-        uint64_t src = s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst];
-        if (launch_pass(e, s, src, dsts[s->dst], stream) < 0) goto done;
+    {
+        const int rc = cuda_entry_run(e, ptr, dsts, stream);
+        if (rc < 0) goto done;
+        if (rc > 0) goto route;                    /* a checked index out of range: the route raises its error */
     }
     result = take_outputs(outs, e->n_out, e->multi);
     if (!result) goto done;
@@ -817,7 +845,8 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
  * to element 0 of its bound range, steps one (function, grid, block, shared, params, src, dst, launch) per kernel
  * launch, in order (src -1: a fill; launch the backend's Launch, which owns the parameter structure at the host
  * address params), or for an index-driven pass (function, grid, block, shared, parameter block bytes, src, dst,
- * IndexPass, (at_src, at_dst, at_idx, slots)) (index_step; function 0: the IndexPass runs it). False (nothing stored) where the call has no key, the cache is off or was dropped since
+ * IndexPass, (at_src, at_dst, at_idx, slots, flags)) (index_step; function 0: the IndexPass runs it; flags: a
+ * checked call's, whose served calls wait for their stream and answer None where an index was out of range). False (nothing stored) where the call has no key, the cache is off or was dropped since
  * `generation`, or an origin is outside [0, the input's address]; ValueError for a malformed record. */
 static PyObject *put_move_cuda(PyObject *args, int torch) {
     PyObject *op, *x, *call_args, *outs, *origins, *steps, *in[MAX_MOVE_IO];
@@ -888,6 +917,7 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         unsigned long long v[5];
         if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 9) {        /* an index launch */
             if (index_step(s, t, n_in, (int)n_out) < 0) goto fail;
+            e->checked |= s->n_flag > 0;
             continue;
         }
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 8)

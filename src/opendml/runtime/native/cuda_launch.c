@@ -19,6 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu/common.h"
 
@@ -28,8 +29,16 @@
 typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                          unsigned shared, void *stream, void **params, void **extra);
 typedef int (*attribute_fn)(void *f, int attribute, int value);
+typedef int (*host_alloc_fn)(void **p, size_t bytes, unsigned flags);
+typedef int (*host_device_fn)(uint64_t *dptr, void *p, unsigned flags);
+typedef int (*stream_fn)(void *stream);
+typedef int (*capturing_fn)(void *stream, int *status);
 static launch_fn cu_launch = NULL;
 static attribute_fn cu_attribute = NULL;
+static host_alloc_fn cu_host_alloc = NULL;
+static host_device_fn cu_host_device = NULL;
+static stream_fn cu_sync = NULL;
+static capturing_fn cu_capturing = NULL;
 
 static int load_driver(void) {
     if (cu_launch) return 1;
@@ -37,6 +46,10 @@ static int load_driver(void) {
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return 0;
     cu_attribute = (attribute_fn)dlsym(lib, "cuFuncSetAttribute");
+    cu_host_alloc = (host_alloc_fn)dlsym(lib, "cuMemHostAlloc");
+    cu_host_device = (host_device_fn)dlsym(lib, "cuMemHostGetDevicePointer_v2");
+    cu_sync = (stream_fn)dlsym(lib, "cuStreamSynchronize");
+    cu_capturing = (capturing_fn)dlsym(lib, "cuStreamIsCapturing");
     cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
     return cu_launch != NULL;
 }
@@ -111,5 +124,70 @@ PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     return PyLong_FromLong(
         odml_cuda_launch(v[0], (unsigned)v[1], (unsigned)v[2], (unsigned)v[3], v[4], v[5], v[6], v[7]));
+#endif
+}
+
+/* -- The index check's flags (index.cu's ix_axis.flag) ----------------------------------------------------
+ *
+ * A checked index call served from C (the call cache's CUDA entries, calls_move.c; its never-seen shapes,
+ * calls_move_new.c) takes one 4-byte slot of host-mapped pinned memory (cuMemHostAlloc, PORTABLE | DEVICEMAP:
+ * every context maps it, at the host address on a UVA system), zeroes it, launches its kernels with the slot's
+ * address in each checked axis's parameters, waits for its stream and reads the slot: 1 where a kernel met an
+ * index outside its dimension. Each call holds its own slot (CHECK_SLOTS of them, taken by compare-and-swap,
+ * far more than threads can hold at once), so calls on several threads, streams and devices never share
+ * one. Where anything is missing (no driver, no current context, the stream being captured into a CUDA graph,
+ * a failed driver call, every slot held) the call is declined and the Python route checks the indices. */
+#define CHECK_SLOTS 4096
+static volatile uint32_t *check_flags;      /* CHECK_SLOTS slots, host-mapped, never freed */
+static int check_held[CHECK_SLOTS];
+static unsigned check_next;
+
+int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag) {
+#ifdef _WIN32
+    (void)stream; (void)slot; (void)flag;
+    return -1;
+#else
+    int capturing = 1;
+    if (!load_driver() || !cu_host_alloc || !cu_host_device || !cu_sync || !cu_capturing
+            || cu_capturing((void *)(uintptr_t)stream, &capturing) != 0 || capturing != 0)
+        return -1;
+    if (!check_flags) {                      /* (the GIL held: one thread allocates) */
+        void *p = NULL;
+        uint64_t dptr = 0;
+        if (cu_host_alloc(&p, sizeof(uint32_t) * CHECK_SLOTS, 0x1 | 0x2) != 0 || !p) return -1;   /* PORTABLE | DEVICEMAP */
+        if (cu_host_device(&dptr, p, 0) != 0 || dptr != (uint64_t)(uintptr_t)p) return -1;     /* not UVA: decline (kept) */
+        memset(p, 0, sizeof(uint32_t) * CHECK_SLOTS);
+        check_flags = (volatile uint32_t *)p;
+    }
+    const unsigned start = __atomic_fetch_add(&check_next, 1u, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < CHECK_SLOTS; i++) {
+        const int s = (int)((start + i) % CHECK_SLOTS);
+        int free_ = 0;
+        if (__atomic_compare_exchange_n(&check_held[s], &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            check_flags[s] = 0;
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);    /* the zero written before the launches are queued */
+            *slot = s;
+            *flag = (uint64_t)(uintptr_t)(check_flags + s);
+            return 0;
+        }
+    }
+    return -1;
+#endif
+}
+
+int odml_cuda_check_end(uint64_t stream, int slot) {
+#ifdef _WIN32
+    (void)stream; (void)slot;
+    return -1;
+#else
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cu_sync((void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) return -1;                  /* (the slot stays held: a kernel may still write it) */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    const int set = check_flags[slot] != 0;
+    __atomic_store_n(&check_held[slot], 0, __ATOMIC_RELEASE);
+    return set;
 #endif
 }

@@ -601,8 +601,9 @@ typedef struct {
 } IndexNew;
 
 /* The call lowered on the inputs as keyed (their layouts as ix_layout reads them), its output in out; -1
- * where the route must run it: what the CPU lowering declines, an index check asked for (the route reads the
- * indices' extremes on the device first, index_ops._check), a pass reaching outside its buffers. */
+ * where the route must run it: what the CPU lowering declines (a checked call whose passes would not read
+ * every index, ix_reads_all, among them), a pass reaching outside its buffers. A checked pass is checked by
+ * its kernels (index_plan marks its launch: cuda_new gives each checked axis the flag they set). */
 static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args, Py_ssize_t nargs,
                        odml_move_prog *out) {
     IndexNew *ix = (IndexNew *)how;
@@ -635,7 +636,7 @@ static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args,
         idx_params *p = &g->p[i];
         IndexPass ip;
         p->outer = p->outer ? p->outer : ix_outer(p);
-        if (g->checked[i] || !ix_fits(p, g->src[i], c->n, in_size, c->span, count, &ip)) return -1;
+        if (!ix_fits(p, g->src[i], c->n, in_size, c->span, count, &ip)) return -1;
     }
     out->n_out = 1;
     out->multi = 0;
@@ -659,12 +660,18 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
             || odml_index_cuda_conf_read(PyTuple_GET_ITEM(conf, 2), &ic) || cuda_sources(c, src))
         return -1;
     odml_move_prog *one = NULL;
+    how->checked = 0;
     for (int i = 0; i < g->n_pass; i++) {
         const idx_params *p = &g->p[i];
-        if (p->naxes) {                              /* a Gather or Scatter */
-            if (odml_index_cuda(p, &ic, src[g->src[i]], dsts[0], &L[n])) goto fail;
-            L[n].src = p->has_value ? -1 : g->src[i];
-            L[n++].dst = 0;
+        if (p->naxes) {                              /* a Gather or Scatter: one launch, or an owner table's two */
+            const int m = n + 2 <= ODML_MOVE_PROG_MAX_PASSES ? odml_index_cuda(p, &ic, src[g->src[i]], dsts[0], &L[n])
+                                                            : -1;
+            if (m < 1) goto fail;
+            for (const int end = n + m; n < end; n++) {
+                if (g->checked[i]) how->checked |= 1u << n;
+                L[n].src = p->has_value ? -1 : g->src[i];
+                L[n].dst = 0;
+            }
             continue;
         }
         /* a Copy (index_ops' plan as a one-pass move program, as index_move_launch's plain gives it) */
@@ -685,7 +692,8 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
         memcpy(q->sizes, p->sizes, sizeof(int64_t) * (size_t)p->rank);
         memcpy(q->src_strides, p->src_strides, sizeof(int64_t) * (size_t)p->rank);
         memcpy(q->dst_strides, p->dst_strides, sizeof(int64_t) * (size_t)p->rank);
-        if (odml_move_cuda(one, &mc, src, c->span, dsts, &L[n]) != 1) goto fail;
+        if (n >= ODML_MOVE_PROG_MAX_PASSES || odml_move_cuda(one, &mc, src, c->span, dsts, &L[n]) != 1) goto fail;
+        L[n].scratch = L[n].aux = 0;
         L[n++].index = 0;
     }
     PyMem_Free(one);
@@ -696,9 +704,11 @@ fail:
 }
 
 /* cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, index_settings) -> (shape, ((name, params, grid,
- * shared_mem, src, dst, slots), ...)) or None: the launches call_cache_index_new would make for NumPy arrays
- * `given` (their layouts and DataTypes) lying at device addresses data_ptrs with the output at dst_ptr, nothing
- * launched (tests: against index.py's plan_pass and steps.py's move_steps, no GPU needed). */
+ * shared_mem, src, dst, slots, flags, scratch, aux), ...)) or None: the launches call_cache_index_new would make
+ * for NumPy arrays `given` (their layouts and DataTypes) lying at device addresses data_ptrs with the output at
+ * dst_ptr, nothing launched, flags the offsets in params where a checked launch gets the check's flag address,
+ * scratch the zeroed 32-bit words an owner table's first launch gets, aux 1 where the table's address goes (tests:
+ * against index.py's plan_pass, IndexPass.call_cache_step and steps.py's move_steps, no GPU needed). */
 static PyObject *cuda_index_steps(PyObject *const *args) {
     int64_t which, types, dst;
     PyArrayObject *in[3];
@@ -714,7 +724,7 @@ static PyObject *cuda_index_steps(PyObject *const *args) {
     if (numpy_cuda_inputs(in, n_in, dp, &c) < 0) Py_RETURN_NONE;
     IndexNew *how = PyMem_Calloc(1, sizeof *how);
     odml_move_prog *g = PyMem_Malloc(sizeof *g);
-    odml_move_launch *L = PyMem_Malloc(sizeof *L * 2);
+    odml_move_launch *L = PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
     const uint64_t dsts[1] = {(uint64_t)dst};
     PyObject *conf = PyTuple_Pack(3, Py_None, args[6], args[7]);
     int nl;
@@ -731,11 +741,15 @@ static PyObject *cuda_index_steps(PyObject *const *args) {
     }
     PyObject *steps = PyTuple_New(nl), *shape_t = odml_ints_tuple(g->out_dims[0], g->out_rank[0]);
     for (int i = 0; steps && shape_t && !PyErr_Occurred() && i < nl; i++) {
-        PyObject *slots = PyTuple_New(L[i].index ? L[i].naxes : 0);
+        const int checks = L[i].index && how->base.checked >> i & 1;
+        PyObject *slots = PyTuple_New(L[i].index ? L[i].naxes : 0), *flags = PyTuple_New(checks ? L[i].naxes : 0);
         for (int a = 0; slots && L[i].index && a < L[i].naxes; a++)
             PyTuple_SET_ITEM(slots, a, PyLong_FromLong(L[i].slot[a]));
-        PyObject *t = slots ? Py_BuildValue("(sy#IIiiN)", L[i].name, (const char *)&L[i].p, L[i].size, L[i].grid,
-                                            L[i].smem, L[i].src, L[i].dst, slots) : NULL;
+        for (int a = 0; flags && checks && a < L[i].naxes; a++)   /* (cuda_entry's placement) */
+            PyTuple_SET_ITEM(flags, a, PyLong_FromSize_t(IX_FLAG_AT(a)));
+        PyObject *t = slots && flags ? Py_BuildValue("(sy#IIiiNNLi)", L[i].name, (const char *)&L[i].p, L[i].size,
+                                                     L[i].grid, L[i].smem, L[i].src, L[i].dst, slots, flags,
+                                                     (long long)L[i].scratch, L[i].aux) : NULL;
         if (!t) break;
         PyTuple_SET_ITEM(steps, i, t);
     }
