@@ -18,9 +18,11 @@ of copy bandwidth beside PyTorch's. Two opendml columns:
   (``CudaBackend.record_move`` on the tensors' addresses, PyTorch's current
   stream): the kernels alone.
 
-Each time is the median over --reps of ``LOOP`` back-to-back calls between
-two CUDA events (divided by ``LOOP``), so the host's cost of one call hides
-behind the previous call's kernel as it does in a real program; opendml and
+Each time is the median over --reps of ``--loop`` back-to-back calls (5 by
+default) between two CUDA events (divided by their number), so the host's cost
+of one call hides behind the previous call's kernel as it does in a real
+program, except the first call's, which the loop spreads over its calls (5
+calls of a 0.14 ms kernel: about 5 us a call); opendml and
 PyTorch alternate rep by rep. Outputs are compared with PyTorch's
 (``match``). ``--variants`` adds the backend's other routes for the same
 rows (move_transpose tile sizes and off, move_padr's words a lane, register
@@ -69,6 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--loop", type=int, default=5,
+                    help="calls back to back between two events (the first call's host latency is spread over them)")
     ap.add_argument("--pad-default", default="", help="move_padr's settings for every row, 'U,MINB,FLAGS'")
     ap.add_argument("--pad-rows", default="",
                     help="move_padr settings to time with --variants, 'U,MINB,FLAGS;...' (default: a few)")
@@ -89,6 +93,8 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     f32 = DataType.FLOAT32
     only = [a for a in args.only.split(",") if a]
+    global LOOP
+    LOOP = args.loop
     if args.pad_default:
         cs.PAD_ROWS = tuple(int(a) for a in args.pad_default.split(","))
     backend = cb.CudaBackend(torch.cuda.current_device())
@@ -218,9 +224,11 @@ def main(argv=None) -> int:
     s = torch.randn(16, 64, 128, 128, device=dev)
     S = dml.TensorDesc(f32, list(s.shape))
     tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cs.WORD_COPY]
-    for reps in ((1, 1, 2, 2), (1, 1, 3, 1), (1, 1, 1, 3), (1, 1, 3, 3)):
-        row(f"tile {reps}", "(16,64,128,128)", lambda reps=reps: dml.tile(s, list(reps)),
-            lambda reps=reps: s.repeat(*reps), "Tensor.repeat", TileOperatorDesc(S, None, list(reps)), [s], tilev)
+    for t, T, tag in ((s, S, ""), (x, X, " 256 MiB")):        # the 64 MiB rows of earlier sessions, then 256 MiB
+        for reps in ((1, 1, 2, 2), (1, 1, 3, 1), (1, 1, 1, 3), (1, 1, 3, 3)):
+            row(f"tile {reps}{tag}", str(tuple(t.shape)).replace(" ", ""), lambda t=t, reps=reps: dml.tile(t, list(reps)),
+                lambda t=t, reps=reps: t.repeat(*reps), "Tensor.repeat", TileOperatorDesc(T, None, list(reps)), [t],
+                tilev)
     # a slice window starting at column 1 (rows of 255 floats)
     row("slice [:, :, :, 1:]", "(16,64,256,256)", lambda: dml.slice(x, [0, 0, 0, 1], [16, 64, 256, 255], [1, 1, 1, 1]),
         lambda: x[:, :, :, 1:].contiguous(), "[..., 1:].contiguous()",

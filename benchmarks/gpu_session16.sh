@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 16's final device call, run from the built tree with PYTHONPATH set: every CUDA-marked test
-# (TEST_S seconds), benchmarks/gpu_h200.py (H200_S: the family on 256 MiB tensors), benchmarks/gpu_index.py (INDEX_S), benchmarks/newshape_gpu.py (NS_S; its own --budget),
+# (TEST_S seconds), benchmarks/gpu_h200.py (H200_S: the family on 256 MiB tensors; H200_ARGS more arguments), benchmarks/gpu_index.py (INDEX_S), benchmarks/newshape_gpu.py (NS_S; its own --budget),
 # and the tiny training step reproducer when repro/eager_tiny.py sits beside the tree (TINY_S). 0 skips a
 # step. Logs land in $OUT.
 set -uo pipefail
@@ -18,7 +18,7 @@ if [ "${TEST_S:-190}" != 0 ]; then
 fi
 wait; cat "$OUT/node.log"
 if [ "${H200_S:-70}" != 0 ]; then
-    timeout ${H200_S:-70} python3 -m benchmarks.gpu_h200 --out "$OUT" --reps 10 2>&1 | grep -v -i warn \
+    timeout ${H200_S:-70} python3 -m benchmarks.gpu_h200 --out "$OUT" --reps 10 ${H200_ARGS:-} 2>&1 | grep -v -i warn \
         | tee "$OUT/gpu-h200.log" | tail -40
 fi
 if [ "${INDEX_S:-90}" != 0 ]; then

@@ -18,9 +18,8 @@ import pytest
 import opendml as dml
 from opendml import jsonform, ops
 from opendml.arrays.front import Call
-from opendml.model.feature_level import FeatureLevel
 from opendml.model.tensor_desc import TensorDesc
-from opendml.ops._common import TYPES_4_1, SupportRow
+from opendml.ops._common import TYPES_4_1, support
 from opendml.ops._move import MoveOperatorDesc
 from opendml.ops._spec import Tensor, is_float
 from opendml.plan import Copy
@@ -40,8 +39,7 @@ class ReverseOperatorDesc(MoveOperatorDesc):
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
     FIELDS = ()
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1),)
+    SUPPORT = support({"1_0": (1, 8)}, types={"1_0": TYPES_4_1})
 
     def __post_init__(self):
         inp = self._check_input()

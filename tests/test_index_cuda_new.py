@@ -6,8 +6,9 @@ call is a call-cache hit, and the outputs and errors are the Python route's byte
 (the default) is checked by its kernels (index.cu's ``ix_coordinate`` sets a host-mapped flag that C reads
 after waiting for the stream), on its first call and on its repeats, with no Python check; an index out of
 range sends it to the route, which raises the same error as ever (from any thread or stream, after
-``configure()``, inside a CUDA graph capture as before). What C leaves to the route (an overwriting scatter
-that needs an owner table, a sort or a group) gives the route's bytes too. Needs a GPU
+``configure()``, inside a CUDA graph capture as before). An overwriting scatter runs in C too, a group a
+block (scatter_elements along rows) or through an owner table C allocates, zeroes and hands to its two
+launches; what C leaves to the route (a scatter that sorts) gives the route's bytes too. Needs a GPU
 (``@pytest.mark.cuda``); the launch planning itself is compared with the Python route's without one in
 ``tests/runtime/test_cuda_index_spec.py``."""
 from __future__ import annotations
@@ -65,6 +66,18 @@ def cases(rng):
          lambda a, n: dml.reverse_subsequences(a, n, 2)),
         ("scatter_elements", (x, rng.integers(0, 24, (3, 40, 24)).astype(np.int64), np.float32(1.5)),
          None),
+        # overwriting scatters of distinct updates, repeated indices (the last position in row-major order
+        # writes): along rows, a block a row's group (ix_scatter_group); elsewhere an owner table (ix_owner)
+        ("scatter_elements rows", (x, rng.integers(0, 24, (3, 40, 30)).astype(np.int64),
+                                   rng.standard_normal((3, 40, 30)).astype(np.float32)),
+         lambda a, i, u: dml.scatter_elements(a, i, u, 2, check_indices=False)),
+        ("scatter_elements owner", (x, rng.integers(0, 40, (3, 50, 24)).astype(np.int32),
+                                    rng.standard_normal((3, 50, 24)).astype(np.float32)),
+         lambda a, i, u: dml.scatter_elements(a, i, u, 1, check_indices=False)),
+        ("scatter_nd", (x, rng.integers(0, 3, (9, 1)).astype(np.int64), rng.standard_normal((9, 40, 24))
+                        .astype(np.float32)), lambda a, i, u: dml.scatter_nd(a, i, u, check_indices=False)),
+        ("scatter_nd checked", (x, rng.integers(-3, 3, (9, 2)).astype(np.int64),
+                                rng.standard_normal((9, 24)).astype(np.float32)), lambda a, i, u: dml.scatter_nd(a, i, u)),
     ]
 
 
@@ -123,7 +136,7 @@ def test_new_shapes_take_the_c_route_and_equal_the_python_route(fw, layout, monk
 @pytest.mark.parametrize("fw", FRAMEWORKS)
 def test_what_c_declines_takes_the_route(fw, monkeypatch):
     """Can fail: a checked call (good or bad indices) or an overwriting scatter of distinct updates gives
-    other bytes or another error than the route (C must leave the scatter and the error to it)."""
+    other bytes or another error than the route (C must leave the error to it)."""
     rng = np.random.default_rng(1)
     x = (rng.standard_normal((3, 8, 5)) * 10).astype(np.float32)
     good, bad = rng.integers(0, 8, (4,)), np.array([0, 9, 1])

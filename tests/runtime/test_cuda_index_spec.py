@@ -40,7 +40,8 @@ OUT = 0x7E00_0000_0000
 KNOBS = {"ITEMS": [1, 2, 4, 8], "POSITION_ITEMS": [1, 2, 4], "COLUMN_WALK": [True, False],
          "REVERSE_TILE": [True, False], "REVERSE_BYTES": [32, 64, 128, 256], "TILE_SMEM": [1024, 16384, 65536],
          "REVERSE_ROWS": [0, 256, 32768], "GATHER_ROW": [True, False], "ROW_STAGE": [True, False],
-         "GROUP_SLOTS": [16, 12288]}
+         "GROUP_SLOTS": [16, 12288], "SCATTER_VIA": ["auto", "owner", "sort"], "OWNER_SLOTS": [1, 1 << 24],
+         "OWNER_IN_C": [True, False]}
 
 
 def is_checked(name, args):
@@ -93,8 +94,8 @@ def canonical(p):
 
 def python_launches(plan, arrays, data, dst, checked=False):
     """The launches of the Python route for ``plan`` with the inputs at ``data`` and the output at ``dst``
-    (``checked``: each index launch with its flag offsets); None where a pass needs scratch (the owner and
-    sort modes) or is a group scatter (C leaves both to the route)."""
+    (``checked``: each index launch with its flag offsets; an owner table's launches with its 32-bit words
+    and where its address goes); None where a pass sorts (C leaves it to the route)."""
     layouts = [array_layout(a.shape, a.strides, a.itemsize) for a in arrays]
     srcs = [p - lay.origin * a.itemsize for p, lay, a in zip(data, layouts, arrays)]
     out = []
@@ -104,16 +105,16 @@ def python_launches(plan, arrays, data, dst, checked=False):
         if type(p) is Gather or type(p) is Scatter:
             p = canonical(p)
             s = index.plan_pass(plan, p, srcs, [dst])
-            one = s.launch()
-            if one is None or s.mode == "group":      # scratch, or a group scatter: C declines them
+            got = s.launches()
+            if got is None or (s.mode == "owner" and not index.OWNER_IN_C):    # a sort (or a table C leaves)
                 return None
             src = -1 if s.const else p.src
-            out.append((*one, src, p.dst, tuple(ix.index for ix in p.indices),
-                        index.flag_offsets(len(p.indices)) if checked else ()))
+            out += [(*one[:4], src, p.dst, tuple(ix.index for ix in p.indices),
+                     index.flag_offsets(len(p.indices)) if checked else (), *one[4:]) for one in got]
         else:
             sub = MovePlan(plan.in_types, plan.out_types, (p,))
             got = steps.move_steps(sub, srcs, [lay.span for lay in layouts], [dst], sms=132)
-            out += [(n, bytes(q), g[0], smem, s, d, (), ()) for n, q, g, smem, s, d in got]
+            out += [(n, bytes(q), g[0], smem, s, d, (), (), 0, 0) for n, q, g, smem, s, d in got]
     return tuple(out)
 
 
@@ -175,8 +176,8 @@ def test_launches_follow_index_settings(drawn, seed, knobs):
 
 
 def test_large_reversals_and_rows_take_their_modes(monkeypatch):
-    """Can fail: the tile, rows and row modes (and the positions kernel) are not planned in C as in Python
-    on shapes that reach them (the random calls above are small)."""
+    """Can fail: the tile, rows, row and group modes (and the positions kernel) are not planned in C as in
+    Python on shapes that reach them (the random calls above are small)."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 300, 64)).astype(np.float32)
     cases = [("reverse_subsequences", (x, rng.integers(0, 301, (4, 1, 64)).astype(np.uint32)), (1,)),
@@ -184,37 +185,47 @@ def test_large_reversals_and_rows_take_their_modes(monkeypatch):
              ("gather_elements", (x, rng.integers(0, 64, (4, 300, 200)).astype(np.int64)), (2, False)),
              ("gather_elements", (x, rng.integers(0, 300, (4, 300, 64)).astype(np.int32)), (1, False)),
              ("gather", (x, rng.integers(0, 300, (7,)).astype(np.int64)), (1, None, False)),
-             ("one_hot", (rng.integers(-3, 40, (6, 50)), np.array([0.0, 1.0], np.float32)), (40, -1))]
+             ("one_hot", (rng.integers(-3, 40, (6, 50)), np.array([0.0, 1.0], np.float32)), (40, -1)),
+             ("scatter_elements", (x, rng.integers(-64, 64, (4, 300, 20)).astype(np.int64),
+                                   rng.standard_normal((4, 300, 20)).astype(np.float32)), (2, True))]
     modes = set()
     for name, arrays, args in cases:
         data, dst = [DATA + (1 << 24) * i for i in range(len(arrays))], OUT
         plan = python_plan(name, arrays, args, monkeypatch)
-        want = python_launches(plan, arrays, data, dst)
+        want = python_launches(plan, arrays, data, dst, is_checked(name, args))
         got = c_launches(name, arrays, args, data, dst)
         assert got is not None and got[1] == want, name
         modes |= {n.split("<")[0] for n, *_ in want}
     assert {"ix_reverse_tile", "ix_reverse_rows", "ix_gather_row", "ix_gather_positions", "ix_gather",
-            "ix_scatter"} <= modes, modes
+            "ix_scatter", "ix_scatter_group"} <= modes, modes
 
 
-def test_checked_calls_carry_their_flags_and_scratch_modes_are_declined():
+def test_checked_calls_carry_their_flags_owner_tables_their_size_and_sorts_are_declined():
     """Can fail: a checked gather is not planned as its unchecked twin with the flag offsets of each axis
     (index.flag_offsets, what IndexPass.call_cache_step records), or C plans a checked call whose index
-    array is broadcast (its kernels would not read every index) or a scatter whose positions need an owner
-    table or a sort."""
+    array is broadcast (its kernels would not read every index) or a scatter that sorts; an owner table's
+    launches carry its size and where it goes."""
     nat = cpu_backend._load_native()
     x = np.zeros((4, 5), np.float32)
     ind = np.zeros((4, 5), np.int64)
     upd = np.ones((4, 5), np.float32)
     which, types = index_ops._C_INDEX[ccache.OPS["scatter_elements"]]
-    for check in (True, False):
-        assert nat.cuda_index_steps(which, types, (x, ind, upd), (check, 0), (DATA, DATA, DATA), OUT,
-                                    steps.c_settings(), index.c_settings()) is None
+    for check in (True, False):     # an owner table: ix_owner, then the scatter, both reading it (aux)
+        shape, got = nat.cuda_index_steps(which, types, (x, ind, upd), (check, 0), (DATA, DATA, DATA), OUT,
+                                          steps.c_settings(), index.c_settings())
+        assert [t[0].split("<")[0] for t in got] == ["strided_copy", "ix_owner", "ix_scatter"], got
+        assert got[2][0].startswith("ix_scatter<u32, u32, 1,") and [t[8:] for t in got] == [(0, 0), (20, 1), (0, 1)]
+        assert [len(t[7]) for t in got] == [0, check, check]        # both read the indices: both checked
+    for knob, value in (("SCATTER_VIA", "sort"), ("OWNER_IN_C", False)):      # a sort, or no table in C: the route's
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(index, knob, value)
+            assert nat.cuda_index_steps(which, types, (x, ind, upd), (True, 0), (DATA, DATA, DATA), OUT,
+                                        steps.c_settings(), index.c_settings()) is None
     which, types = index_ops._C_INDEX[ccache.OPS["gather"]]
     got = [nat.cuda_index_steps(which, types, (x, ind[0]), (check, 1, None), (DATA, DATA), OUT,
                                 steps.c_settings(), index.c_settings()) for check in (True, False)]
-    assert [t[:-1] for t in got[0][1]] == [t[:-1] for t in got[1][1]]
-    assert [t[-1] for t in got[0][1]] == [index.flag_offsets(1)] and [t[-1] for t in got[1][1]] == [()]
+    assert [t[:7] + t[8:] for t in got[0][1]] == [t[:7] + t[8:] for t in got[1][1]]
+    assert [t[7] for t in got[0][1]] == [index.flag_offsets(1)] and [t[7] for t in got[1][1]] == [()]
     q = index.IndexParams()                     # where a flag written into axis 1 lands in the block
     q.axes[1].flag = 0x0123_4567_89AB_CDEF
     assert bytes(q).index((0x0123_4567_89AB_CDEF).to_bytes(8, "little")) == index.flag_offsets(2)[1]
@@ -285,7 +296,7 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
 
     def expected(dst):
         moves, ixs = [], []
-        for n, params, grid, smem, s, d, slots, _flags in want:
+        for n, params, grid, smem, s, d, slots, _flags, _scratch, _aux in want:
             if not n.startswith("ix_"):
                 moves.append((0, kernels[0][n], grid, smem, params, srcs[s] if s >= 0 else dst, dst, 77))
                 continue
@@ -303,6 +314,46 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
     again = ccache.move(op, fx, *offered(name, args))
     assert ccache.info()["hits"] == before + 1 and type(again) is FakeArray
     assert (log, ix_log) == expected(again.data.ptr)
+
+
+@glue
+def test_the_glue_zeroes_an_owner_table_and_gives_it_to_both_launches(stand_in, monkeypatch):
+    """An overwriting scatter_nd (an owner table) on (stand-in) CuPy arrays, never seen, then repeated: each
+    call allocates a table of the planned 32-bit words after the output, zeroes it (``fill(0)``, on the
+    current stream), and launches ix_owner then the scatter with the table's address in their aux field;
+    the output alone is returned."""
+    fake_hooks, log = stand_in
+    ix_log = []
+    monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(a))
+    rng = np.random.default_rng(3)
+    arrays = (rng.standard_normal((6, 5, 4)).astype(np.float32), rng.integers(0, 6, (9, 2)).astype(np.int64),
+              rng.standard_normal((9, 4)).astype(np.float32))
+    fx = tuple(FakeArray(a.shape, a.dtype, 0x1000_0000 * (i + 1)) for i, a in enumerate(arrays))
+    op = ccache.OPS["scatter_nd"]
+    which, types = index_ops._C_INDEX[op]
+    kernels: dict = {0: {}}
+    ccache.clear()
+    for _ in range(8):
+        out = ccache._index_new(op, which, types, fx, (False,), ccache.generation(), 0,
+                                lambda: (kernels, steps.c_settings(), index.c_settings()))
+        if type(out) is not str:
+            break
+        kernels[0][out] = 0x5000 + len(kernels[0])
+    assert type(out) is FakeArray and out.shape == (6, 5, 4)
+    shape, want = c_launches("scatter_nd", arrays, (False,), [a.data.ptr for a in fx], out.data.ptr)
+    assert [t[0].split("<")[0] for t in want][-2:] == ["ix_owner", "ix_scatter"] and want[-2][8] == 30
+
+    def check(result):
+        table = fake_hooks.made[-1]
+        assert table is not result and table.shape == (30,) and table.dtype == np.int32 and table.filled == 0
+        blocks = [index.IndexParams.from_buffer_copy(a[4]) for a in ix_log]
+        assert len(blocks) == 2 and [b.aux for b in blocks] == [table.data.ptr] * 2
+        assert [b.dst for b in blocks] == [result.data.ptr] * 2
+    check(out)
+    ix_log.clear()
+    again = ccache.move(op, fx, False)
+    assert type(again) is FakeArray and again.shape == (6, 5, 4)
+    check(again)
 
 
 @glue

@@ -66,6 +66,11 @@ class FakeArray:
                 step *= max(n, 1)
         self.strides = tuple(strides)
         self.data = Memory(ptr, device)
+        self.filled = None
+
+    def fill(self, value):
+        """CuPy's ``fill``, as the cache zeroes an owner table: recorded."""
+        self.filled = value
 
 
 class Hooks:
@@ -84,7 +89,9 @@ class Hooks:
         with self.lock:
             ptr = self.next + self.misalign
             self.next += 0x10000
-        return FakeArray(shape, dtype, ptr, device=self.device)
+            made = FakeArray(shape, dtype, ptr, device=self.device)
+            self.made = getattr(self, "made", [])[-63:] + [made]
+        return made
 
     def current_device(self):
         return self.device

@@ -9,16 +9,20 @@ What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
 
 * ``OPERATOR``: DirectML's name without ``DML_OPERATOR_`` (``"PADDING1"``);
   ``TYPE_VALUE``: its ``DML_OPERATOR_TYPE`` value in ``DirectML.h``;
-  ``INTRODUCED``: the feature level it came with; ``SUPPORT``: one
-  ``SupportRow(level, ranks, types)`` per tensor-support table of its page.
+  ``SUPPORT``: one ``SupportRow(level, ranks, types)`` per tensor-support
+  table of its page, written as the steps its ranks and types take
+  (``support({"1_0": 4, "3_0": (1, 8)}, first=FLOAT16_32)``); the first
+  row's level is its ``INTRODUCED``, the level it came with.
 * ``SLOTS``: its tensors in the struct's order, each a
   ``Tensor(json, attr, role="input"|"output", many=False, optional=False)``:
   ``json`` DirectML's field name, ``attr`` the dataclass attribute, ``many``
   for an array of tensors (JOIN's ``InputTensors``, SPLIT's
   ``OutputTensors``: the attribute holds a tuple), ``optional`` where the
-  description may leave it None and the sizes are derived. The first five
-  operators give ``TENSORS = (input name, output name)`` and
-  ``OUTPUT_DERIVABLE`` instead; ``SLOTS`` is derived from them.
+  description may leave it None and the sizes are derived. An operator of
+  single tensors, one output last, may give ``TENSORS`` (their names) and
+  ``OUTPUT_DERIVABLE`` instead, ``SLOTS`` then derived from them; its
+  ``TENSORS`` default to its dataclass fields named ``*_tensor``, in order
+  (``indices_tensor`` is ``IndicesTensor``).
 * ``FIELDS``: the other struct fields in order, each a kind of ``_spec`` with
   its DirectML name and attribute: ``Field``/``IntArray`` (an array of
   integers, with the ``fill`` used when the JSON leaves it out), ``UInt``,
@@ -41,7 +45,7 @@ A description offers ``inputs``/``outputs`` (every tensor in slot order) and
 ``_validate_level``), and ``lower()`` (its move program: the passes its
 ``_passes(layouts)`` gives, framed by ``OperatorDesc.lower``).
 """
-from ._common import OperatorDesc, SupportRow
+from ._common import OperatorDesc, SupportRow, support
 from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, IntArray, PaddingMode, ScalarUnion,
                     ScaleBias, Struct, Tensor, UInt)
 from importlib import import_module as _import_module
@@ -93,6 +97,6 @@ globals().update(DESCRIPTIONS)
 #: SCATTER_ELEMENTS), from each class's ``ALIASES``: the JSON form accepts them.
 ALIASES: dict[str, str] = {alias: cls.OPERATOR for cls in OPERATORS.values() for alias in getattr(cls, "ALIASES", ())}
 
-__all__ = ["OperatorDesc", "SupportRow", "Field", "IntArray", "UInt", "Int", "Float", "Bool", "Enum", "ScalarUnion",
+__all__ = ["OperatorDesc", "SupportRow", "support", "Field", "IntArray", "UInt", "Int", "Float", "Bool", "Enum", "ScalarUnion",
            "Struct", "Tensor", "REQUIRED", "PaddingMode", "DepthSpaceOrder", "ScaleBias", *DESCRIPTIONS,
            "max_copied_elements", "OPERATORS", "ALIASES"]

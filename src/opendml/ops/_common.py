@@ -24,6 +24,8 @@ TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
 #: The 11 element types of the family's newest tables (FLOAT64 ... UINT8).
 ALL_TYPES = TYPES_4_1
 FLOAT_TYPES = frozenset({T.FLOAT16, T.FLOAT32, T.FLOAT64})
+#: The types of most of the family's 1_0 and 2_0 tables (FLOAT32, FLOAT16).
+FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -45,6 +47,45 @@ class SupportRow:
             if name == field:
                 return types
         return self.types
+
+
+def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", types: dict | None = None,
+            **slots: dict) -> tuple[SupportRow, ...]:
+    """An operator's ``SUPPORT``: its page's tables, written as the steps each
+    fact takes. Each argument maps a feature level (``"3_1"``) to the value
+    from that level on. ``ranks``: the tensors' ranks (``4``, or ``(1, 8)``
+    for 1 to 8); its first level is the operator's first table (its
+    ``INTRODUCED``). ``types``: the element types; by default the family's
+    progression: ``first`` at the first level where given, the eight 8- to
+    32-bit types (``TYPES_2_1``) from 2_1, all 11 (``TYPES_4_1``) from
+    ``wide``. ``slots``: tensors with types of their own, by DirectML name
+    (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level
+    where something changes."""
+    def level(k) -> FeatureLevel:
+        return k if isinstance(k, FeatureLevel) else FeatureLevel[f"FL_{k}"]
+
+    def steps(table: dict) -> list:
+        return sorted(((level(k), v) for k, v in table.items()), key=lambda kv: kv[0])
+
+    def at(steps_: list, lv: FeatureLevel, what: str):
+        values = [v for k, v in steps_ if k <= lv]
+        if not values:
+            raise ValueError(f"support: {what} not given at the first level {lv.label} (nor before)")
+        return values[-1]
+
+    rank_steps = [(k, range(v, v + 1) if isinstance(v, int) else range(v[0], v[1] + 1)) for k, v in steps(ranks)]
+    start = rank_steps[0][0]
+    if types is None:
+        types = {FeatureLevel.FL_2_1: TYPES_2_1, level(wide): TYPES_4_1} | ({start: first} if first else {})
+    type_steps, slot_steps = steps(types), {name: steps(t) for name, t in slots.items()}
+    levels = sorted({k for s in (rank_steps, type_steps, *slot_steps.values()) for k, _ in s if k >= start} | {start})
+    rows: list[SupportRow] = []
+    for lv in levels:
+        row = SupportRow(lv, at(rank_steps, lv, "ranks"), at(type_steps, lv, "types"),
+                         tuple((name, at(s, lv, f"{name}'s types")) for name, s in slot_steps.items()))
+        if not rows or dataclasses.replace(row, level=rows[-1].level) != rows[-1]:
+            rows.append(row)
+    return tuple(rows)
 
 
 def plain_ints(values, n: int | None) -> tuple | None:
@@ -90,13 +131,16 @@ class OperatorDesc:
     check every level-independent rule on construction and declare:
 
     * ``OPERATOR`` (DirectML's name without ``DML_OPERATOR_``), ``TYPE_VALUE``
-      (its ``DML_OPERATOR_TYPE`` value), ``INTRODUCED`` and ``SUPPORT`` (the
-      page's tensor-support tables, one ``SupportRow`` per level);
+      (its ``DML_OPERATOR_TYPE`` value) and ``SUPPORT`` (the page's
+      tensor-support tables, one ``SupportRow`` per level, written with
+      ``support``); ``INTRODUCED`` is its first row's level;
     * ``SLOTS``: the tensor slots (``_spec.Tensor``) in the struct's order. An
       operator of single tensors, one output last, may instead give
-      ``TENSORS`` (their DirectML names) and ``OUTPUT_DERIVABLE``; ``SLOTS``
-      is then derived from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from
-      ``SLOTS`` otherwise);
+      ``TENSORS`` (their DirectML names; by default read from its own
+      dataclass fields named ``*_tensor``: ``input_tensor`` is
+      ``InputTensor``) and ``OUTPUT_DERIVABLE``; ``SLOTS`` is then derived
+      from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from ``SLOTS``
+      otherwise);
     * ``FIELDS``: the other fields (``_spec`` kinds: ``Field``/``IntArray``,
       ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``,
       ``Struct``) in the struct's order;
@@ -118,7 +162,8 @@ class OperatorDesc:
     TYPE_VALUE : int
         Its ``DML_OPERATOR_TYPE`` value.
     INTRODUCED : FeatureLevel
-        The feature level that introduced the operator.
+        The feature level that introduced the operator (``SUPPORT``'s first
+        row's level).
     SUPPORT : tuple of SupportRow
         The page's tensor-support tables, one row per feature level.
     SLOTS : tuple of _spec.Tensor
@@ -155,6 +200,9 @@ class OperatorDesc:
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
+        tensors = [a for a in cls.__dict__.get("__annotations__", {}) if a.endswith("_tensor")]
+        if tensors and not {"TENSORS", "SLOTS"} & cls.__dict__.keys():      # input_tensor: InputTensor
+            cls.TENSORS = tuple(a.title().replace("_", "") for a in tensors)
         if "SLOTS" in cls.__dict__:
             cls.TENSORS = tuple(s.json for s in cls.SLOTS)
             cls.OUTPUT_DERIVABLE = all(s.optional for s in cls.SLOTS if s.role == "output")
@@ -162,6 +210,8 @@ class OperatorDesc:
             *ins, o = cls.TENSORS
             cls.SLOTS = (*(Tensor(i, snake(i), "input") for i in ins),
                          Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
+        if "SUPPORT" in cls.__dict__ and "INTRODUCED" not in cls.__dict__:
+            cls.INTRODUCED = cls.SUPPORT[0].level       # the page's first table is the level it came with
         cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}
         if "COUNTS" not in cls.__dict__:
             arrays = [f for f in cls.FIELDS if isinstance(f, Field)]

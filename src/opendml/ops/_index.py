@@ -33,8 +33,9 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
-from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._common import TYPES_4_1, SupportRow, support
 from ._move import MoveOperatorDesc
+from ._spec import is_float
 
 T = DataType
 #: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
@@ -42,7 +43,6 @@ INDEX_TYPES_3_0 = frozenset({T.INT64, T.INT32, T.UINT64, T.UINT32})
 INDEX_TYPES_1_0 = frozenset({T.UINT32})
 #: Any integer type an index tensor may have at some level.
 INDEX_TYPES = INDEX_TYPES_3_0
-FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
 
 
 #: The index functions' shared parameter entries (NumPy style), for their bindings' docstrings.
@@ -88,18 +88,13 @@ def tuple_size(where: str, is_) -> int:
     return is_[-1]
 
 
-def index_support(index_slot: str, first: FeatureLevel, first_types: frozenset) -> tuple[SupportRow, ...]:
+def index_support(first: str, first_types: frozenset | None = None) -> tuple[SupportRow, ...]:
     """The tables of the gathers, the scatters and ONE_HOT: from ``first``
     (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
     2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
     types; 4_1 the 64-bit element types."""
-    rows = []
-    if first < FeatureLevel.FL_2_1:
-        rows.append(SupportRow(first, range(4, 5), first_types, ((index_slot, INDEX_TYPES_1_0),)))
-    rows += [SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, ((index_slot, INDEX_TYPES_1_0),)),
-             SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1, ((index_slot, INDEX_TYPES_3_0),)),
-             SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1, ((index_slot, INDEX_TYPES_3_0),))]
-    return tuple(rows)
+    return support({first: 4, "3_0": (1, 8)}, first=first_types,
+                   IndicesTensor={"1_0": INDEX_TYPES_1_0, "3_0": INDEX_TYPES_3_0})
 
 
 class IndexOperatorDesc(MoveOperatorDesc):
@@ -121,6 +116,10 @@ class IndexOperatorDesc(MoveOperatorDesc):
 
     def _index_position(self) -> int:
         return [name for name, _ in self.named_tensors("input")].index(self.INDEX_SLOT)
+
+    def linear_part(self):
+        """Linear in its data where that is float (see ``_spec``); integer data is not differentiated."""
+        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         """Block-wise runs (Dask, see ``_spec``): every axis in one chunk
@@ -237,15 +236,19 @@ def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
     return tuple(dataclasses.replace(ix, index=slot) for ix in indices)
 
 
+@dataclasses.dataclass(frozen=True, repr=False)
 class _OfPrimal(IndexOperatorDesc):
     """``IndexAdjointDesc`` and ``IndexPrimalDesc``: linear maps built from
     the passes of ``primal`` (an index-driven description) for its data
-    input ``wrt``, the indices their input 1. Not DirectML operators."""
+    input ``wrt``, the indices their input 1 (their input 0 and the output
+    named by ``_like``). Not DirectML operators."""
+
+    primal: IndexOperatorDesc
+    wrt: int
 
     TYPE_VALUE = -1
     DEFAULT_INPUT_START = 1
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (SupportRow(FeatureLevel.FL_1_0, range(1, 9), TYPES_4_1, (("IndicesTensor", INDEX_TYPES_3_0),)),)
+    SUPPORT = support({"1_0": (1, 8)}, types={"1_0": TYPES_4_1}, IndicesTensor={"1_0": INDEX_TYPES_3_0})
 
     @property
     def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
@@ -254,11 +257,25 @@ class _OfPrimal(IndexOperatorDesc):
     def linear_part(self):
         return self
 
-    def _primal(self) -> IndexOperatorDesc:
+    @property
+    def input_tensor(self) -> TensorDesc:
+        return self.inputs[0]
+
+    def __post_init__(self):
         p = self.primal
         if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:
             raise self._err(f"primal must be a differentiable index-driven description; got {type(p).__name__}")
-        return p
+        inputs, out = self._like(p)
+        for (name, want, whose), got in zip(inputs, self.inputs):
+            if not isinstance(got, TensorDesc) or got.sizes != want.sizes or got.data_type != want.data_type:
+                raise self._err(f"{name} must have {whose}sizes {list(want.sizes)} and DataType "
+                                f"{want.data_type.name}; got {got!r}")
+        self._set("output_tensor", TensorDesc(out.data_type, out.sizes))
+
+    def _like(self, p) -> tuple[tuple, TensorDesc]:
+        """``((name, the tensor input i must match, whose sizes for messages), ...)`` and the tensor the output
+        is packed like."""
+        raise NotImplementedError
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -280,35 +297,18 @@ class IndexAdjointDesc(_OfPrimal):
       index: only the update that wins gets its position's gradient).
     """
 
-    primal: IndexOperatorDesc
-    wrt: int
     gradient_tensor: TensorDesc
     indices_tensor: TensorDesc
     output_tensor: TensorDesc | None = None
 
     OPERATOR = "INDEX_ADJOINT"
-    TENSORS = ("GradientTensor", "IndicesTensor", "OutputTensor")
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.gradient_tensor
-
-    def __post_init__(self):
-        p = self._primal()
+    def _like(self, p):
         data = [j for j, (name, _) in enumerate(p.named_tensors("input")) if name != p.INDEX_SLOT]
         if self.wrt not in data:
             raise self._err(f"wrt must name a data input of {p.OPERATOR} (one of {data}); got {self.wrt!r}")
-        want = p.outputs[0]
-        g, i = self.gradient_tensor, self.indices_tensor
-        if not isinstance(g, TensorDesc) or g.sizes != want.sizes or g.data_type != want.data_type:
-            raise self._err(f"GradientTensor must have {p.OPERATOR}'s output sizes {list(want.sizes)} and DataType "
-                            f"{want.data_type.name}; got {g!r}")
-        idx = getattr(p, p.INDEX_ATTR)
-        if not isinstance(i, TensorDesc) or i.sizes != idx.sizes or i.data_type != idx.data_type:
-            raise self._err(f"IndicesTensor must have {p.OPERATOR}'s index sizes {list(idx.sizes)} and DataType "
-                            f"{idx.data_type.name}; got {i!r}")
-        x = p.inputs[self.wrt]
-        self._set("output_tensor", TensorDesc(x.data_type, x.sizes))
+        return ((("GradientTensor", p.outputs[0], f"{p.OPERATOR}'s output "),
+                 ("IndicesTensor", getattr(p, p.INDEX_ATTR), f"{p.OPERATOR}'s index ")), p.inputs[self.wrt])
 
     def _index_passes(self, layouts, out_strides):
         (gs, go), (is_, io) = layouts
@@ -351,28 +351,14 @@ class IndexPrimalDesc(_OfPrimal):
     ``IndexAdjointDesc`` (a second derivative), built from the primal's
     passes: a pass reading another data input writes zeros instead."""
 
-    primal: IndexOperatorDesc
-    wrt: int
     data_tensor: TensorDesc
     indices_tensor: TensorDesc
     output_tensor: TensorDesc | None = None
 
     OPERATOR = "INDEX_PRIMAL"
-    TENSORS = ("DataTensor", "IndicesTensor", "OutputTensor")
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.data_tensor
-
-    def __post_init__(self):
-        p = self._primal()
-        x, idx = p.inputs[self.wrt], getattr(p, p.INDEX_ATTR)
-        for name, got, want in (("DataTensor", self.data_tensor, x), ("IndicesTensor", self.indices_tensor, idx)):
-            if not isinstance(got, TensorDesc) or got.sizes != want.sizes or got.data_type != want.data_type:
-                raise self._err(f"{name} must have sizes {list(want.sizes)} and DataType {want.data_type.name}; "
-                                f"got {got!r}")
-        out = p.outputs[0]
-        self._set("output_tensor", TensorDesc(out.data_type, out.sizes))
+    def _like(self, p):
+        return (("DataTensor", p.inputs[self.wrt], ""), ("IndicesTensor", getattr(p, p.INDEX_ATTR), "")), p.outputs[0]
 
     def _index_passes(self, layouts, out_strides):
         p = self.primal

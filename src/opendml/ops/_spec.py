@@ -126,6 +126,9 @@ class FieldKind:
     default: Any = dataclasses.field(default=REQUIRED, kw_only=True)
 
     kind = "?"
+    #: The plain kinds' JSON rule: what a value must be, for the message, and
+    #: ``accepts(value)``, its test (a staticmethod of each such kind).
+    expects = "?"
 
     @property
     def required(self) -> bool:
@@ -135,7 +138,13 @@ class FieldKind:
         return self.default(parsed) if callable(self.default) else self.default
 
     def from_json(self, value, path: str, parsed: dict, fail: Fail):
-        raise NotImplementedError
+        if not self.accepts(value):
+            raise fail(f"{path}: must be {self.expects}; got {json.dumps(value)[:80]}")
+        return self.convert(value, path, fail)
+
+    def convert(self, value, path: str, fail: Fail):
+        """An accepted JSON value as the description holds it."""
+        return value
 
     def to_json(self, value):
         return value
@@ -149,15 +158,14 @@ class Field(FieldKind):
     field."""
     fill: int | None = None
 
-    kind = "int[]"
+    kind, expects = "int[]", "an array of integers"
+    accepts = staticmethod(lambda v: isinstance(v, list) and all(_is_int(x) for x in v))
 
     def __post_init__(self):
         if self.fill is not None and self.default is REQUIRED:
             object.__setattr__(self, "default", None)   # filled per dimension by the reader
 
-    def from_json(self, value, path, parsed, fail):
-        if not isinstance(value, list) or not all(_is_int(x) for x in value):
-            raise fail(f"{path}: must be an array of integers; got {json.dumps(value)[:80]}")
+    def convert(self, value, path, fail):
         return list(value)
 
     def to_json(self, value):
@@ -170,12 +178,7 @@ IntArray = Field
 @dataclasses.dataclass(frozen=True)
 class UInt(FieldKind):
     """A ``UINT`` (JOIN's and SPLIT's ``Axis``, SPACE_TO_DEPTH's ``BlockSize``)."""
-    kind = "uint"
-
-    def from_json(self, value, path, parsed, fail):
-        if not _is_int(value):
-            raise fail(f"{path}: must be an integer; got {json.dumps(value)[:80]}")
-        return value
+    kind, expects, accepts = "uint", "an integer", staticmethod(_is_int)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,22 +190,19 @@ class Int(UInt):
 @dataclasses.dataclass(frozen=True)
 class Float(FieldKind):
     """A ``FLOAT`` (PADDING's ``PaddingValue``): any JSON number."""
-    kind = "float"
+    kind, expects, accepts = "float", "a number", staticmethod(_is_number)
 
-    def from_json(self, value, path, parsed, fail):
-        if not _is_number(value):
-            raise fail(f"{path}: must be a number; got {json.dumps(value)[:80]}")
+    def convert(self, value, path, fail):
         return to_float(value, f"{path}:", fail)
 
 
 @dataclasses.dataclass(frozen=True)
 class Bool(FieldKind):
     """A ``BOOL`` or a flag: JSON true/false (or 0/1)."""
-    kind = "bool"
+    kind, expects = "bool", "true or false"
+    accepts = staticmethod(lambda v: isinstance(v, bool) or v in (0, 1))
 
-    def from_json(self, value, path, parsed, fail):
-        if not isinstance(value, bool) and value not in (0, 1):
-            raise fail(f"{path}: must be true or false; got {json.dumps(value)[:80]}")
+    def convert(self, value, path, fail):
         return bool(value)
 
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import TYPES_4_1, SupportRow
+from ._common import TYPES_4_1, support
 from ._common import T as _T
 from ._move import MoveOperatorDesc
 from ._spec import Binding, is_float
@@ -63,13 +62,7 @@ class CastOperatorDesc(MoveOperatorDesc):
         ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework.""")
     TYPE_VALUE = 61
     OUTPUT_DERIVABLE = False
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_1_0, range(4, 5), _CAST_1_0),
-        SupportRow(FeatureLevel.FL_3_0, range(4, 5), _CAST_3_0),
-        SupportRow(FeatureLevel.FL_3_1, range(1, 9), _CAST_3_0),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
-    )
+    SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": _CAST_1_0, "3_0": _CAST_3_0, "4_1": TYPES_4_1})
 
     @classmethod
     def arguments(cls, api, x, dtype):

@@ -41,14 +41,12 @@ import dataclasses
 from ..model._checks import INT32_MAX, INT32_MIN, as_int
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Fill
-from ._common import TYPES_2_1, TYPES_4_1, SupportRow
+from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc, convert_scalar
 from ._spec import Binding, Enum, Float, Int, ScalarUnion, Tensor, is_float
 
-T = DataType
 #: Beyond every diagonal of any matrix: the open ends of an inverted range.
 _FAR = 1 << 62
 
@@ -152,11 +150,7 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
     TYPE_VALUE = 93
     SLOTS = (Tensor("OutputTensor", "output_tensor", "output"),)
     FIELDS = (Int("Offset", "offset", default=0), Float("Value", "value", default=1.0))
-    INTRODUCED = FeatureLevel.FL_2_0
-    SUPPORT = (SupportRow(FeatureLevel.FL_2_0, range(4, 5), frozenset({T.FLOAT32, T.FLOAT16})),
-               SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
-               SupportRow(FeatureLevel.FL_4_0, range(2, 5), TYPES_2_1),
-               SupportRow(FeatureLevel.FL_5_1, range(2, 5), TYPES_4_1))
+    SUPPORT = support({"2_0": 4, "4_0": (2, 4)}, first=FLOAT16_32, wide="5_1")
 
     def __post_init__(self):
         self._check_output(self.output_tensor)
@@ -228,8 +222,7 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
               ScalarUnion("Value", "value", type_field="ValueDataType", default=1),
               Int("DiagonalFillBegin", "diagonal_fill_begin", default=0),
               Int("DiagonalFillEnd", "diagonal_fill_end", default=1))
-    INTRODUCED = FeatureLevel.FL_5_1
-    SUPPORT = (SupportRow(FeatureLevel.FL_5_1, range(2, 5), TYPES_4_1),)
+    SUPPORT = support({"5_1": (2, 4)})
 
     @classmethod
     def arguments(cls, api, x, shape, dtype, value, begin, end):

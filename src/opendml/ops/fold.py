@@ -26,12 +26,12 @@ import math
 import numpy as np
 
 from ..plan import Fold, FoldPlan
-from ..model.data_type import DataType
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._spec import WINDOW_SUMS
-from .unfold import WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window, plain_window_fields
-from ._common import plain_ints
+from .unfold import (MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window,
+                     plain_window_fields)
+from ._common import FLOAT_TYPES, plain_ints
 from ._spec import Binding, per_axis
 from ..model.errors import ValidationError
 
@@ -53,7 +53,6 @@ def _window_count(window) -> int | None:
         return None
     return math.prod(int(w) for w in window)
 
-MAX_SPATIAL_DIMENSIONS = 6
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
 INT64_MAX = 2**63 - 1
 
@@ -62,7 +61,6 @@ INT64_MAX = 2**63 - 1
 #: spelt out here because ``ops`` may not import ``runtime``.
 SUM_INTEGER = 0
 SUM_FLOAT = 1
-_FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
 
 
 @stored_init
@@ -144,11 +142,7 @@ class FoldOperatorDesc(_Windowed):
     def _check_rules(self):
         """Every rule, one at a time: the first broken one raises, named."""
         self._check_input()
-        self._ints("window_sizes", "WindowSizes", None)
-        d = len(self.window_sizes)
-        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
-            raise self._err(f"DimensionCount (the length of WindowSizes) must be in [1, "
-                            f"{MAX_SPATIAL_DIMENSIONS}]; got {d}")
+        d = self._dimension_count()
         if self.output_tensor is None:
             raise self._err("OutputTensor is required (the output's spatial sizes cannot be derived from "
                             "the input); got None")
@@ -251,7 +245,7 @@ class FoldOperatorDesc(_Windowed):
 
     @property
     def sum_kind(self) -> int:
-        return SUM_FLOAT if self.input_tensor.data_type in _FLOAT_TYPES else SUM_INTEGER
+        return SUM_FLOAT if self.input_tensor.data_type in FLOAT_TYPES else SUM_INTEGER
 
     def _passes(self, layouts):
         """One ``Fold`` pass (the gather form). Of the input's strides only

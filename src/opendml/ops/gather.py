@@ -36,12 +36,12 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.errors import ValidationError
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
-from ._index import (CHECK_INDICES_DOC, FLOAT16_32, INDICES_DOC, IndexOperatorDesc, dims, index_support, position,
+from ._common import FLOAT16_32
+from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, dims, index_support, position,
                      right_aligned)
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -78,10 +78,8 @@ class GatherOperatorDesc(IndexOperatorDesc):
     {CHECK_INDICES_DOC}""")
     #: its never-seen shapes' C lowering: its number in runtime/native/newshape_index.c.
     C_INDEX = 0
-    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_1_0, FLOAT16_32)
+    SUPPORT = index_support("1_0", FLOAT16_32)
 
     @classmethod
     def arguments(cls, api, x, indices, check_indices, axis, index_dimensions):
@@ -146,9 +144,3 @@ class GatherOperatorDesc(IndexOperatorDesc):
         istr = (0,) * a + tuple(is_[d - k:]) + (0,) * (d - a - 1)
         dst = right_aligned(out_strides[0], len(sizes))
         yield Gather(0, 0, sizes, xo, src, 0, dst, (position(1, io, istr, xs[a], x.sizes[a]),))
-
-    # differentiation (see ``_index``): linear in InputTensor; the adjoint is
-    # an accumulating scatter of the gradient at the same positions.
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None

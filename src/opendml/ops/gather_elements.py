@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
-from ._common import TYPES_2_1
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support, position
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -55,10 +53,8 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         The axis of ``x`` (negative values count from the end).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 1
-    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+    SUPPORT = index_support("2_1")
 
     @classmethod
     def arguments(cls, api, x, indices, check_indices, axis):
@@ -78,9 +74,6 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         src = tuple(0 if d == a else s for d, s in enumerate(xs))
         yield Gather(0, 0, self.indices_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
                      (position(1, io, is_, xs[a], self.input_tensor.sizes[a]),))
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         return {self.axis: 0}

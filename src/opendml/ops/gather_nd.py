@@ -35,13 +35,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.errors import ValidationError
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
-from ._common import TYPES_2_1
 from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, dims, index_support, nd_rank, position,
                      right_aligned, tuple_size)
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 class _NdIndexing(IndexOperatorDesc):
@@ -151,10 +149,8 @@ class GatherNd1OperatorDesc(_NdIndexing):
         ``indices`` share (default 0).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 4
-    TENSORS = ("InputTensor", "IndicesTensor", "OutputTensor")
     FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))
-    INTRODUCED = FeatureLevel.FL_3_0
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)[1:]
+    SUPPORT = index_support("3_0")
 
     @classmethod
     def arguments(cls, api, x, indices, check_indices, batch_dimensions):
@@ -193,9 +189,6 @@ class GatherNd1OperatorDesc(_NdIndexing):
         sizes, src, axes = self._nd_axes(xs, is_, io, xs)
         yield Gather(0, 0, sizes, xo, src, 0, right_aligned(out_strides[0], len(sizes)), axes)
 
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
-
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class GatherNdOperatorDesc(GatherNd1OperatorDesc):
@@ -212,5 +205,4 @@ class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     TYPE_VALUE = 108
     SLOTS = GatherNd1OperatorDesc.SLOTS
     FIELDS = _NdIndexing.FIELDS
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+    SUPPORT = index_support("2_1")

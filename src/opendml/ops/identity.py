@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import FLOAT_TYPES, TYPES_2_1, TYPES_4_1, SupportRow
-from ._common import T as _T
+from ._common import FLOAT16_32, FLOAT_TYPES, support
 from ._move import MoveOperatorDesc
 from ._spec import Binding, ScaleBias, Struct, is_float
 
@@ -54,13 +52,7 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
         The addend (default: none, or 0 where ``scale`` is given).""")
     TYPE_VALUE = 1
     FIELDS = (Struct("ScaleBias", "scale_bias", default=None),)
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_1_0, range(4, 6), frozenset({_T.FLOAT32, _T.FLOAT16})),
-        SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
-    )
+    SUPPORT = support({"1_0": (4, 5), "3_0": (1, 8)}, first=FLOAT16_32)
 
     @classmethod
     def arguments(cls, api, x, scale, bias):

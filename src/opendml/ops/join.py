@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import TYPES_1_0, TYPES_2_1, TYPES_4_1, SupportRow
+from ._common import TYPES_1_0, support
 from ._move import MoveOperatorDesc
 from ._spec import Binding, Tensor, UInt, is_float
 
@@ -47,14 +46,7 @@ class JoinOperatorDesc(MoveOperatorDesc):
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
     FIELDS = (UInt("Axis", "axis"),)
     COUNTS = {"InputCount": "InputTensors"}
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_1_0, range(4, 5), TYPES_1_0),
-        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_3_0, range(4, 6), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
-    )
+    SUPPORT = support({"1_0": 4, "3_0": (4, 5), "3_1": (1, 8)}, first=TYPES_1_0)
 
     @classmethod
     def arguments(cls, api, x, axis):

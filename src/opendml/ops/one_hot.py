@@ -23,10 +23,10 @@ import dataclasses
 import math
 
 from ..model.errors import ValidationError
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_SKIP, Copy, Scatter
-from ._index import FLOAT16_32, IndexOperatorDesc, dims, index_support, position
+from ._common import FLOAT16_32
+from ._index import IndexOperatorDesc, dims, index_support, position
 from ._spec import Binding, UInt
 
 
@@ -61,11 +61,9 @@ class OneHotOperatorDesc(IndexOperatorDesc):
     axis : int, optional
         The new axis' position in the output (default -1: last).""")
     C_INDEX = 2
-    TENSORS = ("IndicesTensor", "ValuesTensor", "OutputTensor")
     OUTPUT_DERIVABLE = False
     FIELDS = (UInt("Axis", "axis"),)
-    INTRODUCED = FeatureLevel.FL_2_0
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
+    SUPPORT = index_support("2_0", FLOAT16_32)
 
     @classmethod
     def arguments(cls, api, indices, values, depth, axis):

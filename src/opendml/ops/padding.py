@@ -30,8 +30,7 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model.errors import UnsupportedError
-from ._common import TYPES_2_1, TYPES_4_1, SupportRow
-from ._common import T as _T
+from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc, convert_scalar, pad_passes
 from ._spec import Enum, Field, Float, PaddingMode, is_float
 
@@ -152,13 +151,7 @@ class PaddingOperatorDesc(PaddingRules):
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode), Float("PaddingValue", "padding_value", default=0.0),
               Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
     COUNTS = {"DimensionCount": "StartPadding"}
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_1_0, range(4, 6), frozenset({_T.FLOAT32, _T.FLOAT16})),
-        SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1),
-    )
+    SUPPORT = support({"1_0": (4, 5), "3_1": (1, 8)}, first=FLOAT16_32, wide="5_0")
 
     def __post_init__(self):
         self._check_padding()

@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.data_type import DataType
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
-from ._common import TYPES_4_1, SupportRow
+from ._common import support
 from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, spread
 from .padding import PaddingRules
 
@@ -71,8 +70,7 @@ class Padding1OperatorDesc(PaddingRules):
               ScalarUnion("PaddingValue", "padding_value", type_field="PaddingValueDataType", default=0),
               Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
     COUNTS = {"DimensionCount": "StartPadding"}
-    INTRODUCED = FeatureLevel.FL_5_0
-    SUPPORT = (SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1),)
+    SUPPORT = support({"5_0": (1, 8)})
 
     @classmethod
     def arguments(cls, api, x, start_padding, end_padding, mode, value):

@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
-from ._common import TYPES_2_1, TYPES_4_1, SupportRow
-from ._index import IndexOperatorDesc, dims, position
-from ._spec import Binding, UInt, is_float
-
-_U32 = (("SequenceLengthsTensor", frozenset({DataType.UINT32})),)
-_U64 = (("SequenceLengthsTensor", frozenset({DataType.UINT32, DataType.UINT64})),)
+from ._common import support
+from ._index import INDEX_TYPES_1_0, IndexOperatorDesc, dims, position
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -59,19 +55,13 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
         The axis of ``x`` the sequences run along (negative values count
         from the end).""")
     C_INDEX = 3
-    TENSORS = ("InputTensor", "SequenceLengthsTensor", "OutputTensor")
     DEFAULT_INPUT_START = 1
     FIELDS = (UInt("Axis", "axis"),)
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1, _U32),
-        SupportRow(FeatureLevel.FL_3_0, range(4, 6), TYPES_2_1, _U32),
-        SupportRow(FeatureLevel.FL_4_0, range(1, 9), TYPES_2_1, _U32),
-        SupportRow(FeatureLevel.FL_5_0, range(1, 9), TYPES_4_1, _U64),
-    )
     INDEX_SLOT = "SequenceLengthsTensor"
     INDEX_ATTR = "sequence_lengths_tensor"
     INDEX_ANY_LEVEL = frozenset({DataType.UINT32, DataType.UINT64})
+    SUPPORT = support({"2_1": 4, "3_0": (4, 5), "4_0": (1, 8)}, wide="5_0",
+                      SequenceLengthsTensor={"2_1": INDEX_TYPES_1_0, "5_0": INDEX_ANY_LEVEL})
 
     @classmethod
     def arguments(cls, api, x, sequence_lengths, axis):
@@ -94,9 +84,6 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
         lstr = tuple(0 if d == a else s for d, s in enumerate(ls))
         yield Gather(0, 0, self.input_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
                      (position(1, lo, lstr, xs[a], self.input_tensor.sizes[a], mode=INDEX_REVERSE_LENGTH, axis=a),))
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         return {self.axis: 0}

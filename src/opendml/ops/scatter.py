@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
-from ._index import (CHECK_INDICES_DOC, FLOAT16_32, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
+from ._common import FLOAT16_32
+from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
                      position)
-from ._spec import Binding, UInt, is_float
+from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -71,10 +71,8 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
         The axis of ``x`` (negative values count from the end).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 5
-    TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
     FIELDS = (UInt("Axis", "axis"),)
-    INTRODUCED = FeatureLevel.FL_2_0
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_0, FLOAT16_32)
+    SUPPORT = index_support("2_0", FLOAT16_32)
 
     @classmethod
     def arguments(cls, api, x, indices, updates, check_indices, axis):
@@ -101,9 +99,6 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
         dst = tuple(0 if d == a else s for d, s in enumerate(os_))
         yield Scatter(2, 0, self.updates_tensor.sizes, uo, tuple(us), 0, dst,
                       (position(1, io, is_, os_[a], self.output_tensor.sizes[a]),))
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         return {self.axis: 0}

@@ -36,12 +36,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.errors import ValidationError
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
-from ._common import TYPES_2_1
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, dims, index_support, nd_rank, right_aligned, tuple_size
-from ._spec import Binding, is_float
+from ._spec import Binding
 from .gather_nd import _NdIndexing
 
 
@@ -77,9 +75,7 @@ class ScatterNdOperatorDesc(_NdIndexing):
         The sub-blocks written, of ``x``'s dtype.
     {CHECK_INDICES_DOC}""")
     C_INDEX = 6
-    TENSORS = ("InputTensor", "IndicesTensor", "UpdatesTensor", "OutputTensor")
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = index_support("IndicesTensor", FeatureLevel.FL_2_1, TYPES_2_1)
+    SUPPORT = index_support("2_1")
 
     @classmethod
     def arguments(cls, api, x, indices, updates, check_indices):
@@ -120,6 +116,3 @@ class ScatterNdOperatorDesc(_NdIndexing):
         yield Copy(0, 0, self.input_tensor.sizes, xo, tuple(xs), 0, os_)
         sizes, dst, axes = self._nd_axes(xs, is_, io, os_)
         yield Scatter(2, 0, sizes, uo, right_aligned(us, len(sizes)), 0, dst, axes)
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None

@@ -5,10 +5,9 @@ import dataclasses
 
 from ..plan import Copy
 from ..model._checks import UINT32_MAX
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
-from ._common import AdjointByCall, TYPES_1_0, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
+from ._common import AdjointByCall, TYPES_1_0, FastPathDesc, Field, plain_ints, support
 from ._spec import GATHER
 from .slice1 import Slice1OperatorDesc, batched_window, window_adjoint_call
 from ._spec import Binding
@@ -45,13 +44,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         ``x``.""")
     TYPE_VALUE = 60
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_1_0, range(4, 6), TYPES_1_0),
-        SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
-    )
+    SUPPORT = support({"1_0": (4, 5), "3_0": (1, 8)}, first=TYPES_1_0)
 
     @classmethod
     def arguments(cls, api, x, offsets, sizes, strides):

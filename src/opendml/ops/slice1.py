@@ -8,11 +8,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..plan import Copy
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
-from ._common import (AdjointByCall, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints,
+from ._common import (AdjointByCall, FastPathDesc, Field, plain_ints, support,
                       sequence_of)
 from ._spec import GATHER
 from ._spec import Binding
@@ -111,12 +110,7 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
     SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_2_1, range(4, 6), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
-    )
+    SUPPORT = support({"2_1": (4, 5), "3_0": (1, 8)})
 
     @classmethod
     def arguments(cls, api, x, offsets, sizes, strides, output_sizes):

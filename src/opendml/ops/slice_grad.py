@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..plan import ScatterPlan, SliceScatter
-from ..model.feature_level import FeatureLevel
-from ..model.tensor_desc import TensorDesc
-from ..model._frozen import stored_init
 from ..model._checks import INT32_MAX, INT32_MIN
-from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK
-from ._common import AdjointByCall, TYPES_2_1, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints
-from ._spec import SCATTER
-from .slice1 import batched_window, max_copied_elements, reaching_window
-from ._spec import Binding
+from ..model._frozen import stored_init
+from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK, TensorDesc
+from ..plan import ScatterPlan, SliceScatter
+from ._common import AdjointByCall, FastPathDesc, plain_ints, support
+from ._spec import SCATTER, Binding
+from .slice1 import Slice1OperatorDesc, batched_window, max_copied_elements, reaching_window
 
 
 @stored_init
@@ -64,15 +61,9 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
     #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
-    TENSORS = ("InputGradientTensor", "OutputGradientTensor")
-    FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
-              Field("InputWindowStrides", "input_window_strides"))
+    FIELDS = Slice1OperatorDesc.FIELDS       # SLICE1's window
     OUTPUT_DERIVABLE = False
-    INTRODUCED = FeatureLevel.FL_3_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_3_0, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), TYPES_4_1),
-    )
+    SUPPORT = support({"3_0": (1, 8)})
 
     @classmethod
     def arguments(cls, api, grad, input_sizes, offsets, sizes, strides):

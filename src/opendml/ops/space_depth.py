@@ -28,19 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import TYPES_2_1, TYPES_4_1, SupportRow
-from ._common import T as _T
+from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc
 from ._spec import Binding, DepthSpaceOrder, Enum, UInt, is_float
-
-_TYPES_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16})
-_SUPPORT_1_0 = (SupportRow(FeatureLevel.FL_1_0, range(4, 5), _TYPES_1_0),
-                SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
-                SupportRow(FeatureLevel.FL_5_0, range(4, 5), TYPES_4_1))
-_SUPPORT_2_1 = _SUPPORT_1_0[1:]
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -51,14 +43,18 @@ class _SpaceDepth(MoveOperatorDesc):
     block_size: int
 
     FIELDS = (UInt("BlockSize", "block_size"),)
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = _SUPPORT_1_0
+    SUPPORT = support({"1_0": 4}, first=FLOAT16_32, wide="5_0")
 
     def __post_init__(self):
         self._check()
 
     def _order(self) -> DepthSpaceOrder:
         return DepthSpaceOrder.DEPTH_COLUMN_ROW
+
+    @property
+    def TO_DEPTH(self) -> bool:  # noqa: N802
+        """SPACE_TO_DEPTH(1) moves space to depth; DEPTH_TO_SPACE(1) back."""
+        return self.OPERATOR.startswith("SPACE_TO_DEPTH")
 
     def _check(self) -> None:
         inp = self._check_input()
@@ -135,7 +131,6 @@ class SpaceToDepthOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C*b*b, H/b, W/b}`` packed."""
     OPERATOR = "SPACE_TO_DEPTH"
     TYPE_VALUE = 68
-    TO_DEPTH = True
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -143,7 +138,6 @@ class DepthToSpaceOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C/(b*b), H*b, W*b}`` packed."""
     OPERATOR = "DEPTH_TO_SPACE"
     TYPE_VALUE = 69
-    TO_DEPTH = False
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -152,8 +146,7 @@ class _SpaceDepth1(_SpaceDepth):
     order: DepthSpaceOrder = DepthSpaceOrder.DEPTH_COLUMN_ROW
 
     FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
-    INTRODUCED = FeatureLevel.FL_2_1
-    SUPPORT = _SUPPORT_2_1
+    SUPPORT = support({"2_1": 4}, wide="5_0")
 
     def _order(self):
         return self.order
@@ -203,7 +196,6 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth1):
     index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".""", "(N, C, H * b, W * b)",
                        "(N, C * b * b, H, W)", "H or W not a multiple of ``block_size``")
     TYPE_VALUE = 114
-    TO_DEPTH = True
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -216,4 +208,3 @@ class DepthToSpace1OperatorDesc(_SpaceDepth1):
     of ``space_to_depth`` with the same order.""", "(N, C * b * b, H, W)", "(N, C, H * b, W * b)",
                        "the channels not a multiple of ``block_size ** 2``")
     TYPE_VALUE = 113
-    TO_DEPTH = False

@@ -18,10 +18,9 @@ import dataclasses
 import numpy as np
 
 from ..model._checks import UINT32_MAX
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import TYPES_2_1, SupportRow
+from ._common import FLOAT16_32, TYPES_2_1, support
 from ._common import T as _T
 from ._move import MoveOperatorDesc
 from ._spec import Binding, Field, is_float
@@ -71,13 +70,7 @@ class TileOperatorDesc(MoveOperatorDesc):
     TYPE_VALUE = 70
     FIELDS = (Field("Repeats", "repeats"),)
     COUNTS = {"RepeatsCount": "Repeats"}
-    INTRODUCED = FeatureLevel.FL_1_0
-    SUPPORT = (
-        SupportRow(FeatureLevel.FL_1_0, range(4, 5), frozenset({_T.FLOAT32, _T.FLOAT16})),
-        SupportRow(FeatureLevel.FL_2_1, range(4, 5), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_3_1, range(1, 9), TYPES_2_1),
-        SupportRow(FeatureLevel.FL_4_1, range(1, 9), _TILE_4_1),
-    )
+    SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": FLOAT16_32, "2_1": TYPES_2_1, "4_1": _TILE_4_1})
 
     @classmethod
     def arguments(cls, api, x, repeats):

@@ -14,10 +14,9 @@ import math
 
 from ..plan import Unfold, UnfoldPlan
 from ..model._checks import UINT32_MAX
-from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._common import AdjointByCall, TYPES_4_1, FastPathDesc, Field, SupportRow, plain_ints, sequence_of
+from ._common import AdjointByCall, FastPathDesc, Field, plain_ints, sequence_of, support
 from ._spec import WINDOWS
 from ._spec import Binding, per_axis
 
@@ -54,14 +53,22 @@ class _Windowed(AdjointByCall, FastPathDesc):
     FIELDS = (Field("WindowSizes", "window_sizes"), Field("Strides", "strides", 1), Field("Dilations", "dilations", 1),
               Field("StartPadding", "start_padding", 0), Field("EndPadding", "end_padding", 0))
     DEFAULT_INPUT_START = 0
-    INTRODUCED = FeatureLevel.FL_6_4
-    SUPPORT = (SupportRow(FeatureLevel.FL_6_4, range(3, 9), TYPES_4_1),)
+    SUPPORT = support({"6_4": (3, 8)})
 
     @staticmethod
     def batched_args(args, b):
         """vmap: None, the batch axis joins N (the same arguments on (B x N, C, *spatial) for UNFOLD,
         (B x N, C x K, BlockCount) for FOLD)."""
         return None
+
+    def _dimension_count(self) -> int:
+        """DimensionCount, WindowSizes' length, checked to be in [1, MAX_SPATIAL_DIMENSIONS]."""
+        self._ints("window_sizes", "WindowSizes", None)
+        d = len(self.window_sizes)
+        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
+            raise self._err(f"DimensionCount (the length of WindowSizes) must be in [1, "
+                            f"{MAX_SPATIAL_DIMENSIONS}]; got {d}")
+        return d
 
     def _keep(self, fields, **more) -> bool:
         """A fast path's end: ``plain_window``'s plain fields (and ``more``) stored as the rules would
@@ -150,11 +157,7 @@ class UnfoldOperatorDesc(_Windowed):
     def _check_rules(self):
         """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
-        self._ints("window_sizes", "WindowSizes", None)
-        d = len(self.window_sizes)
-        if not 1 <= d <= MAX_SPATIAL_DIMENSIONS:
-            raise self._err(f"DimensionCount (the length of WindowSizes) must be in [1, "
-                            f"{MAX_SPATIAL_DIMENSIONS}]; got {d}")
+        d = self._dimension_count()
         self._check_window_fields("InputTensor", inp, d)
         expected = self.expected_output_sizes
         count = math.prod(expected)

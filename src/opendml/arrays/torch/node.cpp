@@ -330,15 +330,16 @@ py::object recorder(int k, const py::tuple& kernel, const py::tuple& adjoint) {
 // torch._dynamo.compiled_autograd, where sys.modules holds it), and
 // torch_node not "off" in the settings in force (runtime.config's _current).
 // Anything else (settings never read, a state without its entry) is
-// answered by the Python check itself (`fallback`).
+// answered by the Python check itself (`fallback`). The names it reads, each
+// X(member, text), interned once (module last: set once every name is).
+#define ODML_EAGER_NAMES(X)                                                                   \
+  X(current, "_current") X(torch_node, "torch_node") X(off, "off")                            \
+  X(compiled, "torch._dynamo.compiled_autograd") X(enabled, "compiled_autograd_enabled")      \
+  X(modules, "modules") X(module, "module")
 struct EagerNames {
-  PyObject* module = nullptr;
-  PyObject* current = nullptr;
-  PyObject* torch_node = nullptr;
-  PyObject* off = nullptr;
-  PyObject* compiled = nullptr;
-  PyObject* enabled = nullptr;
-  PyObject* modules = nullptr;
+#define ODML_MEMBER(member, text) PyObject* member = nullptr;
+  ODML_EAGER_NAMES(ODML_MEMBER)
+#undef ODML_MEMBER
 };
 EagerNames eager_names;
 
@@ -381,15 +382,10 @@ PyMethodDef eager_ok_def = {"eager_ok", eager_ok, METH_NOARGS,
 py::object eager_check(py::dict state, py::dict config_globals, py::dict sys_dict, py::function fallback) {
   EagerNames& n = eager_names;
   if (n.module == nullptr) {
-    const std::pair<PyObject**, const char*> names[] = {
-        {&n.current, "_current"}, {&n.torch_node, "torch_node"}, {&n.off, "off"},
-        {&n.compiled, "torch._dynamo.compiled_autograd"}, {&n.enabled, "compiled_autograd_enabled"},
-        {&n.modules, "modules"}, {&n.module, "module"}};  // (module last: set once every name is)
-    for (const auto& [slot, text] : names) {
-      PyObject* name = PyUnicode_InternFromString(text);
-      if (name == nullptr) throw py::error_already_set();
-      *slot = name;
-    }
+#define ODML_INTERN(member, text) \
+  if ((n.member = PyUnicode_InternFromString(text)) == nullptr) throw py::error_already_set();
+    ODML_EAGER_NAMES(ODML_INTERN)
+#undef ODML_INTERN
   }
   py::tuple self = py::make_tuple(state, config_globals, sys_dict, fallback);
   PyObject* fn = PyCFunction_New(&eager_ok_def, self.ptr());

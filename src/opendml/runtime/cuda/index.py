@@ -89,6 +89,10 @@ OWNER_SLOTS = 1 << 24
 #: How overwriting scatters run: "auto" (group where it applies, else as
 #: above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
+#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode
+#: itself (its table from the framework's allocator); False leaves that mode
+#: to this module's IndexPass (the Python route), as before session 17.
+OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
 #: Positions a thread of an element-wise gather moves (1: ix_gather, one).
@@ -473,6 +477,20 @@ class PassPlan:
         one = one_kernel(self.mode, q, self.smem)
         return None if one is None else (self.main, bytes(q), -(-one[0] // THREADS), one[1])
 
+    def launches(self):
+        """What the C mirror plans, ``(name, parameter bytes, grid, shared
+        bytes, scratch, aux)`` a launch: the one launch of ``launch`` (scratch
+        0, aux 0), or the owner mode's two (``ix_owner`` with ``slots``
+        zeroed 32-bit words of scratch, then the scatter, both reading it
+        through their ``aux`` field: aux 1); None for the sort mode; () where
+        nothing is launched."""
+        one = self.launch()
+        if one is not None or self.mode != "owner":
+            return one if not one else ((*one, 0, 0),)
+        q = self.params
+        return ((self.names[1], bytes(q), -(-q.n_outer // THREADS), 0, self.slots, 1),
+                (self.main, bytes(q), -(-q.total // THREADS), 0, 0, 1))
+
 
 def one_kernel(mode: str, q, smem: int):
     """``(threads, shared bytes)`` of the one launch of a mode that needs
@@ -585,10 +603,11 @@ class IndexPass:
 def c_settings() -> tuple:
     """This module's settings as the C mirror of ``plan_pass``
     (``runtime/native/cuda_index_spec.c``, newshape.h's odml_index_cuda_conf)
-    reads them, read anew at each call: 11 ints. A value C cannot read makes
+    reads them, read anew at each call: 13 ints. A value C cannot read makes
     it decline the call, which then takes the Python route."""
     return (THREADS, ITEMS, POSITION_ITEMS, int(COLUMN_WALK), int(REVERSE_TILE), REVERSE_BYTES, TILE_SMEM,
-            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS)
+            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS, {"auto": 0, "owner": 1}.get(SCATTER_VIA, 2) + 3 * (not OWNER_IN_C),
+            OWNER_SLOTS)
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:

@@ -84,6 +84,26 @@ template <int ES> __device__ __forceinline__ u64 pick_even(uint4 a) {
 template <typename W> __device__ __forceinline__ W zero_word() { return (W)0; }
 template <> __device__ __forceinline__ uint4 zero_word<uint4>() { return make_uint4(0, 0, 0, 0); }
 
+// The coordinate of flat index `rest` along a dimension of `size`, rest
+// becoming the index over the dimensions outside it.
+template <typename I> __device__ __forceinline__ I split_index(I& rest, i64 size) {
+    const I q = rest / (I)size;
+    const I c = rest - q * (I)size;
+    rest = q;
+    return c;
+}
+
+// The stores of a thread's ITEMS words (its loads all issued before): word j,
+// flat index first + j*blockDim.x, to dst[oo[j]] where that index is below
+// count, its elements reversed where REV.
+template <int REV, typename W, typename I, int ITEMS>
+__device__ __forceinline__ void store_items(W* __restrict__ dst, const i64 (&oo)[ITEMS], const W (&v)[ITEMS], I first,
+                                            I count) {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+        if (first + (I)j * (I)blockDim.x < count) dst[oo[j]] = REV ? rev_word<REV>(v[j]) : v[j];
+}
+
 // out[o0 + sum(c*os)] = in[i0 + sum(c*is)] over NDIM dimensions, in words of W
 // (odml_copy_params, counted in words). PICK (an element size; W = u64 only):
 // the input is read in 16-byte words (input offset and strides in 16-byte
@@ -105,12 +125,9 @@ __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W
         i64 a = p->in_offset, b = p->out_offset;
 #pragma unroll
         for (int d = NDIM - 1; d > 0; --d) {
-            const I s = (I)p->sizes[d];
-            const I q = rest / s;
-            const I c = rest - q * s;
+            const I c = split_index<I>(rest, p->sizes[d]);
             a += (i64)c * p->in_strides[d];
             b += (i64)c * p->out_strides[d];
-            rest = q;
         }
         a += (i64)rest * p->in_strides[0];
         b += (i64)rest * p->out_strides[0];
@@ -124,9 +141,7 @@ __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W
             if constexpr (PICK != 0) v[j] = pick_even<PICK>(reinterpret_cast<const uint4*>(src)[io[j]]);
             else v[j] = src[io[j]];
         }
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j)
-        if (first + (I)j * (I)blockDim.x < count) dst[oo[j]] = REV ? rev_word<REV>(v[j]) : v[j];
+    store_items<REV>(dst, oo, v, first, count);
 }
 
 // UNFOLD: out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]
@@ -620,12 +635,7 @@ __global__ void __launch_bounds__(256, ODML_GATHER_BLOCKS(T, D, V)) fold_gather(
     const i64 x0 = (i64)(warp - rest * runs) * (32 * V) + lane;
     i64 pos[D];
 #pragma unroll
-    for (int d = D - 2; d >= 0; --d) {
-        const I sz = (I)dm[d].size;
-        const I qd = rest / sz;
-        pos[d] = (i64)(rest - qd * sz);
-        rest = qd;
-    }
+    for (int d = D - 2; d >= 0; --d) pos[d] = (i64)split_index<I>(rest, dm[d].size);
     const I C = (I)p->channels;
     const I n = rest / C, c = rest - n * C;
     const i64 isr = p->in_row_stride, isc = p->in_column_stride;
@@ -820,15 +830,7 @@ __global__ void __launch_bounds__(256) scatter(const W* __restrict__ src, W* __r
         i64 a = p->in_offset, b = p->out_offset;
 #pragma unroll
         for (int d = D - 1; d >= 0; --d) {
-            I x;
-            if (d > 0) {
-                const I sz = (I)p->sizes[d];
-                const I qd = rest / sz;
-                x = rest - qd * sz;
-                rest = qd;
-            } else {
-                x = rest;
-            }
+            const I x = d > 0 ? split_index<I>(rest, p->sizes[d]) : rest;
             b += (i64)x * p->out_strides[d];
             const i64 rel = (i64)x - p->first[d];
             const i64 st = p->step[d];
@@ -850,9 +852,7 @@ __global__ void __launch_bounds__(256) scatter(const W* __restrict__ src, W* __r
         v[j] = zero_word<W>();
         if (inside[j]) v[j] = src[io[j]];
     }
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j)
-        if (first + (I)j * (I)blockDim.x < count) dst[oo[j]] = REV ? rev_word<REV>(v[j]) : v[j];
+    store_items<REV>(dst, oo, v, first, count);
 }
 
 #ifdef OPENDML_INSTANTIATE

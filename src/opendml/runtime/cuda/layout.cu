@@ -180,6 +180,31 @@ __global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src,
     }
 }
 
+// A 16-byte word of 16 / sizeof(T) copies of v.
+template <typename T> __device__ __forceinline__ uint4 odml_splat(T v) {
+    union {
+        uint4 w;
+        T t[16 / sizeof(T)];
+    } f;
+#pragma unroll
+    for (int e = 0; e < 16 / (int)sizeof(T); ++e) f.t[e] = v;
+    return f.w;
+}
+
+// A padding pass's row map (its innermost dimension q0, of W columns;
+// move_padw, move_padr): the row's source columns are [L, L + n), all W
+// (L 0) where the pass maps nothing there.
+struct odml_rowmap {
+    int W, mode, L, n;
+    __device__ __forceinline__ explicit odml_rowmap(const odml_move_dim& q0)
+        : W((int)q0.size), mode((int)q0.map_mode), L(mode ? (int)q0.map_shift : 0), n(mode ? (int)q0.map_size : W) {}
+    // The source column of output column c through the map; -1: the fill.
+    __device__ __forceinline__ int source(int c) const {
+        const int i = c - L;
+        return (u32)i >= (u32)n ? odml_map_outside(i, mode, n) : i;
+    }
+};
+
 // A padding program as one pass over the output, one warp per output row
 // (the innermost dimension, destination and source stride 1; p: the fused
 // padding pass, dims 0..NDIM-2 the rows' index space with their maps, dim
@@ -318,9 +343,7 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
     const odml_move_dim& q0 = p->dim[NDIM - 1];
     const u32 W = (u32)q0.size;
     const u32 count = (u32)p->count;
-    const int mode = (int)q0.map_mode;
-    const int L = mode ? (int)q0.map_shift : 0;
-    const int n = mode ? (int)q0.map_size : (int)W;
+    const odml_rowmap rm(q0);
     const u32 m = (u32)(((unsigned long long)dst & 15ull) / sizeof(T));
     const u32 blk = blockIdx.x;
     union Word {
@@ -339,9 +362,9 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
             const u32 r = odml_div<u32>(f, q0);
             const u32 c = f - r * W;
             const i64 so = odml_row_offset32<NDIM - 1>(p, r);
-            const int s = (int)c - L;
+            const int s = (int)c - rm.L;
             state[j] = 1;
-            if (so >= 0 && c + (u32)V <= W && s >= 0 && s + V <= n) {
+            if (so >= 0 && c + (u32)V <= W && s >= 0 && s + V <= rm.n) {
                 const unsigned long long sp = (unsigned long long)(src + so + s);
                 const uint4* a = reinterpret_cast<const uint4*>(sp & ~15ull);
                 const u32 kb = (u32)(sp & 15ull);
@@ -367,8 +390,7 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
             const u32 ce = c + (u32)e;
             const bool nx = ce >= W;
             const i64 base = nx ? so2 : so;
-            int i = (int)(nx ? ce - W : ce) - L;
-            if ((u32)i >= (u32)n) i = odml_map_outside(i, mode, n);
+            const int i = rm.source((int)(nx ? ce - W : ce));
             off[e] = base < 0 || i < 0 ? (i64)-1 : base + i;
         }
 #pragma unroll
@@ -390,8 +412,7 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
                 if (pos >= m && pos - m < count) {
                     const u32 fe = pos - m, re = odml_div<u32>(fe, q0);
                     const i64 so = odml_row_offset32<NDIM - 1>(p, re);
-                    int i = (int)(fe - re * W) - L;
-                    if ((u32)i >= (u32)n) i = odml_map_outside(i, mode, n);
+                    const int i = rm.source((int)(fe - re * W));
                     dst[fe] = so < 0 || i < 0 ? fv : src[so + i];
                 }
             }
@@ -403,11 +424,11 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
 // row's map (srow: the source row; live: false in a fill row), the fill word
 // where CONSTANT-outside or in a fill row.
 template <typename T>
-__device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, int c, int L, int n, int mode, T fv) {
+__device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, int c, const odml_rowmap& rm, T fv) {
     if (!live) return fv;
-    int i = c - L;
-    if ((u32)i >= (u32)n) {
-        i = odml_map_outside(i, mode, n);
+    int i = c - rm.L;
+    if ((u32)i >= (u32)rm.n) {
+        i = odml_map_outside(i, rm.mode, rm.n);
         if (i < 0) return fv;
     }
     return srow[i];
@@ -437,14 +458,11 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
                                                  const ODML_GRID_CONSTANT odml_move_params params) {
     const odml_move_params* __restrict__ p = &params;
     constexpr int V = 16 / (int)sizeof(T);
-    const odml_move_dim& q0 = p->dim[NDIM - 1];
-    const int W = (int)q0.size;
+    const odml_rowmap rm(p->dim[NDIM - 1]);
+    const int W = rm.W;
     const u32 r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= (u32)p->count / (u32)W) return;       // whole warps
     const int lane = (int)(threadIdx.x & 31u);
-    const int mode = (int)q0.map_mode;
-    const int L = mode ? (int)q0.map_shift : 0;
-    const int n = mode ? (int)q0.map_size : W;
     const i64 so = odml_row_offset32<NDIM - 1>(p, r);
     const bool live = so >= 0;
     const T* __restrict__ srow = src + (live ? so : 0);
@@ -459,7 +477,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
             T v[K];
 #pragma unroll
             for (int k = 0; k < K; ++k)
-                v[k] = c0 + 32 * k < W ? odml_padcol(srow, live, c0 + 32 * k, L, n, mode, fv) : fv;
+                v[k] = c0 + 32 * k < W ? odml_padcol<T>(srow, live, c0 + 32 * k, rm, fv) : fv;
 #pragma unroll
             for (int k = 0; k < K; ++k)
                 if (c0 + 32 * k < W) drow[c0 + 32 * k] = v[k];
@@ -470,11 +488,11 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
     const int a0 = (int)((16u - (u32)((unsigned long long)drow & 15ull)) & 15u) / (int)sizeof(T);
     int lo = a0, lim = W;
     if (live) {
-        if (L > a0) lo = a0 + (L - a0 + V - 1) / V * V;
-        if (L + n < lim) lim = L + n;
+        if (rm.L > a0) lo = a0 + (rm.L - a0 + V - 1) / V * V;
+        if (rm.L + rm.n < lim) lim = rm.L + rm.n;
     }
     const int nvec = lim > lo ? (lim - lo) / V : 0;
-    const unsigned long long sb = (unsigned long long)(srow + (lo - L));
+    const unsigned long long sb = (unsigned long long)(srow + (lo - rm.L));
     const u32 kb = (u32)(sb & 15ull);
     const uint4* __restrict__ sa = reinterpret_cast<const uint4*>(sb & ~15ull);
     uint4* __restrict__ dw = reinterpret_cast<uint4*>(drow + lo);
@@ -486,7 +504,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
     for (int i0 = 0; i0 < nvec; i0 += 32 * U) {
         uint4 A[U];
         if constexpr ((FL & 2) && sizeof(T) >= 4) {  // V elements a word, no realignment
-            const T* __restrict__ s0 = srow + (lo - L) + (i0 + lane) * V;
+            const T* __restrict__ s0 = srow + (lo - rm.L) + (i0 + lane) * V;
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 union {
@@ -499,18 +517,12 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
                 }
                 A[u] = a.w;
             }
-            if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
+            if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, rm, fv);
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const int i = i0 + 32 * u + lane;
                 if (i < nvec) {
-                    union {
-                        uint4 w;
-                        T t[V];
-                    } f;
-#pragma unroll
-                    for (int e = 0; e < V; ++e) f.t[e] = fv;
-                    const uint4 o = live ? A[u] : f.w;
+                    const uint4 o = live ? A[u] : odml_splat(fv);
                     dw[i] = o;
                 }
             }
@@ -525,7 +537,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
                     if (kb && (i + 1 == nvec || (u == U - 1 && lane == 31))) X = __ldg(sa + i + 1);
                 }
             }
-            if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
+            if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, rm, fv);
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const int i = i0 + 32 * u + lane;
@@ -547,13 +559,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
                 } else if (live) {
                     o = A[u];
                 } else {
-                    union {
-                        uint4 w;
-                        T t[V];
-                    } f;
-#pragma unroll
-                    for (int e = 0; e < V; ++e) f.t[e] = fv;
-                    o = f.w;
+                    o = odml_splat(fv);
                 }
                 if (i < nvec) {
                     dw[i] = o;
@@ -561,11 +567,11 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
             }
         }
     }
-    if (!nvec && lane < E) ev = odml_padcol<T>(srow, live, ec, L, n, mode, fv);
+    if (!nvec && lane < E) ev = odml_padcol<T>(srow, live, ec, rm, fv);
     if (lane < E) drow[ec] = ev;
     for (int j = lane + 32; j < E; j += 32) {
         const int c = j < left ? j : right + j - left;
-        drow[c] = odml_padcol<T>(srow, live, c, L, n, mode, fv);
+        drow[c] = odml_padcol<T>(srow, live, c, rm, fv);
     }
 }
 

@@ -81,6 +81,8 @@ typedef struct {
     void *index;              /* PASS_INDEX (PyMem): an IndexPass (CPU) or the CUDA parameter block */
     int checked, index_size, at_src, at_dst, at_idx, naxes, slot[IDX_MAX_AXES];
     int n_flag, at_flag[IDX_MAX_AXES];   /* CUDA, a checked call: where the check's flag address goes in the block */
+    int aux;                  /* CUDA index launch: 1 + the output (a zeroed owner table) whose address goes into
+                               * the block's aux field (index.cu's ix_owner and ix_scatter<OWN>); 0: none */
 } Pass;
 
 /* One output of an entry. */
@@ -89,6 +91,7 @@ typedef struct {
     PyObject *dtype;          /* its PyArray_Descr (NumPy) or torch.dtype; NULL: the input's */
     int rank, use_blocks;     /* use_blocks: allocated from the output blocks where small enough (NumPy) */
     unsigned dst_align;       /* CUDA: its address mod 16 when the launches were chosen */
+    int zero;                 /* CUDA: scratch (an owner table) allocated zeroed, not returned (after the outputs) */
     int64_t dims[MAX_RANK], bytes;
 } Out;
 

@@ -660,6 +660,7 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
         memcpy(b + s->at_dst, &dsts[s->dst], 8);
         for (int a = 0; a < s->naxes; a++) memcpy(b + s->at_idx + 8 * a, &src[s->slot[a]], 8);
         for (int a = 0; a < s->n_flag; a++) memcpy(b + s->at_flag[a], &flag, 8);
+        if (s->aux) memcpy(b + offsetof(odml_ix_params, aux), &dsts[s->aux - 1], 8);   /* the owner table */
         /* above 48 KiB of shared memory the kernel opts in (IndexPass sets it for its own launches) */
         if ((s->shared <= 48 * 1024 || odml_cuda_shared_limit(s->function, s->shared) == 0)
                 && odml_cuda_launch_block(s->function, s->grid, s->block, s->shared, stream, b) == 0)

@@ -500,21 +500,23 @@ static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, u
  * blocks, no Launch: a failed launch is retried through call_cache_cuda_retry); NULL with an exception. */
 static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c, const odml_move_launch *L, int n,
                          const uint64_t *fn, PyObject **shapes, PyObject **dtypes, const uint64_t *dsts,
-                         int64_t device, unsigned checked) {
-    Entry *e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, g->n_out, n);
+                         int64_t device, unsigned checked, int n_all, const int *aux) {
+    Entry *e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, n_all, n);
     if (!e) return NULL;
     e->n_in = c->n;
     e->multi = g->multi;
     e->device = device;
     memcpy(e->origin, c->origin, sizeof(int64_t) * (size_t)c->n);
-    for (int i = 0; i < g->n_out; i++) {
+    for (int i = 0; i < n_all; i++) {              /* the outputs, then the owner tables (zeroed, not returned) */
         e->outs[i].shape = Py_NewRef(shapes[i]);
         e->outs[i].dtype = Py_NewRef(dtypes[i]);
         e->outs[i].dst_align = (unsigned)(dsts[i] & 15);
+        e->outs[i].zero = i >= g->n_out;
     }
     for (int i = 0; i < n; i++) {
         Pass *p = &e->passes[i];
         p->kernel = L[i].index ? PASS_INDEX : PASS_MOVE;
+        p->aux = aux[i];
         if (L[i].index) {                           /* an index kernel: its addresses patched in per call */
             p->at_src = (int)offsetof(odml_ix_params, src);
             p->at_dst = (int)offsetof(odml_ix_params, dst);
@@ -633,6 +635,30 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     const int nl = how->plan(how, g, &c, dsts, conf, L);
     if (nl < 1) goto route;
+    int n_all = g->n_out, aux[ODML_MOVE_PROG_MAX_PASSES], table = 0;
+    for (int i = 0; i < nl; i++) {                  /* owner tables: zeroed scratch after the outputs */
+        if (L[i].index && L[i].scratch > 0) {
+            Out o;
+            int placed;
+            int64_t dst = -1, words = L[i].scratch;
+            if (n_all >= MAX_MOVE_IO || !(shapes[n_all] = odml_ints_tuple(&words, 1))) goto route;
+            dtypes[n_all] = torch ? Py_XNewRef(torch_dtype_of(6, NULL)) : (PyObject *)PyArray_DescrFromType(NPY_INT32);
+            if (!dtypes[n_all]) goto route;
+            memset(&o, 0, sizeof o);
+            o.shape = shapes[n_all];
+            o.zero = 1;
+            outs[n_all] = cuda_empty(torch, in[0], &o, dtypes[n_all], &dst, &placed);
+            if (!outs[n_all]) {
+                result = allocation_failed();
+                goto done;
+            }
+            if (dst == -1 || dst % 4) goto route;
+            dsts[n_all] = (uint64_t)dst;
+            table = ++n_all;                        /* 1 + its output */
+        }
+        aux[i] = L[i].index && L[i].aux ? table : 0;   /* (ix_owner and the scatter after it read the table) */
+        if (L[i].index && L[i].aux && !table) goto route;
+    }
     for (int i = 0; i < nl; i++) {
         PyObject *f = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, L[i].name) : NULL;
         if (!f || !PyLong_CheckExact(f)) {
@@ -642,7 +668,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         fn[i] = PyLong_AsUnsignedLongLong(f);
         if (PyErr_Occurred()) goto done;
     }
-    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked);
+    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
     {
         const int rc = cuda_entry_run(e, ptr, dsts, stream);

@@ -3,12 +3,14 @@
  * allocated and launched in one C call (newshape_index.c).
  *
  * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
- * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "rows", "row", positions)
- * and scatters of a constant or of one source block ("direct": ONE_HOT's); the same kernel name, IndexParams
+ * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "rows", "row", positions),
+ * scatters of a constant or of one source block ("direct": ONE_HOT's) and overwriting scatters whose positions
+ * fall in groups ("group": scatter_elements along an axis) or, with an owner table, any other ("owner": two
+ * launches sharing a zeroed table of 32-bit slots the caller allocates); the same kernel names, IndexParams
  * bytes, grid and shared memory (for the pass with the strides no element reaches set to 0), for index.py's
  * settings as its c_settings() passes them.
  * tests/runtime/test_cuda_index_spec.py compares the two on random index calls (no GPU needed). The modes that
- * need scratch ("owner", "sort", "group"), accumulating or last-only passes, and a grid of 2^31 blocks or more
+ * sort ("sort"), accumulating or last-only passes, and a grid of 2^31 blocks or more
  * answer -1: the Python route plans them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -69,6 +71,19 @@ static int outer_count(const idx_params *p) {
         if (!distinct((const int64_t (*)[2])d, (int)p->rank - k)) return (int)p->rank;
     }
     return k;
+}
+
+/* _group: positions a group where an overwriting scatter runs as ix_scatter_group, else 0 */
+static int64_t group_of(const odml_ix_params *q, int k, const odml_index_cuda_conf *c) {
+    if (q->naxes != 1 || q->n_inner != 1 || !q->axes[0].stride || q->axes[0].bound > c->group_slots) return 0;
+    int m = k;
+    while (m > 0 && (q->dst_strides[m - 1] == 0 || q->sizes[m - 1] == 1)) m--;
+    int64_t members = 1, d[ODML_IX_RANK + 1][2];
+    for (int i = m; i < k; i++) members *= q->sizes[i];
+    if (members < 2 || members >= LIM32 - 1 || q->n_outer / members > LIM31 - 1) return 0;
+    for (int i = 0; i < m; i++) d[i][0] = q->sizes[i], d[i][1] = q->dst_strides[i];
+    d[m][0] = q->axes[0].bound, d[m][1] = q->axes[0].stride;
+    return distinct((const int64_t (*)[2])d, m + 1) ? members : 0;
 }
 
 /* _disjoint */
@@ -208,8 +223,11 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     if (scatter && !constant && !disjoint(p, k)) k = (int)p->rank;
     int same = scatter;
     for (int d = 0; d < k; d++) same &= p->sizes[d] <= 1 || p->src_strides[d] == 0;
-    /* mode: a gather (not last-only) or a scatter of a constant or of one source block is "direct" */
-    if (scatter && !constant && !same) return -1;
+    /* mode: a gather (not last-only) or a scatter of a constant or of one source block is "direct"; another
+     * (overwriting) scatter "group" where its positions fall in groups (below), else the route's */
+    const int overwrite = scatter && !constant && !same;
+    const int64_t via = c->scatter_via % 3, owner_ok = c->scatter_via < 3;   /* (3 more: OWNER_IN_C off) */
+    if (overwrite && via == 2) return -1;
     int64_t inner[ODML_IX_RANK][3], f = 1;
     int ni = inner_dims(p, k, inner);
     const uint64_t from = constant ? dst : src;
@@ -278,18 +296,26 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     L->naxes = (int)p->naxes;
     /* the keyed side: block origin = key_base + slot * key_div */
     const int64_t *strides = scatter ? q->dst_strides : q->src_strides;
-    int64_t lo = scatter ? q->dst_offset : q->src_offset, div = 0;
+    int64_t lo = scatter ? q->dst_offset : q->src_offset, hi = lo, div = 0;
     for (int d = 0; d < k; d++) {
         const int64_t t = strides[d], n = p->sizes[d];
-        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, div = gcd(div, mag(t));
+        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, hi += (n - 1) * t > 0 ? (n - 1) * t : 0,
+                        div = gcd(div, mag(t));
     }
     for (int64_t a = 0; a < p->naxes; a++) {
         const int64_t t = floordiv(p->axes[a].stride, f), n = p->axes[a].bound;
-        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, div = gcd(div, mag(t));
+        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, hi += (n - 1) * t > 0 ? (n - 1) * t : 0,
+                        div = gcd(div, mag(t));
     }
     q->key_base = lo;
     q->key_div = div ? div : 1;
-    const int64_t n_outer = q->n_outer;
+    const int64_t n_outer = q->n_outer, slots = (hi - lo) / q->key_div + 1;
+    const int64_t members = overwrite && via == 0 ? group_of(q, k, c) : 0;
+    /* the owner mode: a slot a destination block, the last position reaching it (ix_owner) writes it */
+    const int owner = overwrite && !members && owner_ok && n_outer < LIM32 - 1
+                      && (via == 1 || slots <= (c->owner_slots > 4 * n_outer ? c->owner_slots : 4 * n_outer));
+    if (overwrite && !members && !owner) return -1;
+    if (members) q->members = members;
     const int positions = !scatter && q->n_inner == 1;
     int is_tile = 0, row = 0;
     if (positions && c->column_walk) {
@@ -307,7 +333,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     q->groups = cdiv(q->n_inner, items);
     q->total = n_outer * q->groups;
     if (positions && !is_tile) row = (rows = rows_of(q, k, word, c)) ? 0 : row_of(q, k, word, c);
-    const char *mode = "direct";
+    const char *mode = members ? "group" : "direct";
     if (is_tile || (positions && c->column_walk && c->reverse_tile && tile(q, k, word, c))) {
         mode = "tile";
         smem = q->axes[0].bound * q->sizes[k - 1] * word;
@@ -336,13 +362,17 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
                        (long long)items);
     } else if (!scatter) {
         len = snprintf(L->name, n, "ix_gather<%s, %s, %d, %d, %d, %lld>", W[word], index, k, nax, ni, (long long)items);
+    } else if (members) {
+        len = snprintf(L->name, n, "ix_scatter_group<%s, %s, %d>", W[word], index, k);
+        smem = 4 * q->axes[0].bound;
     } else {
-        len = snprintf(L->name, n, "ix_scatter<%s, %s, 0, %d, %d, %d, %lld>", W[word], index, k, nax, ni,
+        len = snprintf(L->name, n, "ix_scatter<%s, %s, %d, %d, %d, %d, %lld>", W[word], index, owner, k, nax, ni,
                        (long long)items);
     }
     if (len < 0 || len >= n) return -1;
     /* one_kernel */
     if (mode[0] == 'd') threads = q->total;
+    else if (mode[0] == 'g') threads = n_outer / members * c->threads;
     else if (mode[0] == 't') threads = n_outer / q->members * c->threads;
     else if (mode[3] == 's') threads = cdiv(n_outer / q->axes[0].bound, q->members) * c->threads;
     else threads = n_outer / q->sizes[q->outer - 1] * c->threads;
@@ -352,7 +382,15 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     L->smem = (unsigned)smem;
     L->size = (Py_ssize_t)sizeof *q;
     L->index = 1;
-    return 0;
+    L->scratch = 0;
+    L->aux = owner;
+    if (!owner) return 1;
+    /* ix_owner first, on the same parameters (n_outer threads), then the scatter; both read the table */
+    L[1] = L[0];
+    L->grid = (unsigned)cdiv(n_outer, c->threads);
+    L->scratch = slots;
+    len = snprintf(L->name, n, "ix_owner<%s, %d, %d>", index, k, nax);
+    return len < 0 || len >= n || slots >= LIM32 ? -1 : 2;
 }
 
 int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c) {

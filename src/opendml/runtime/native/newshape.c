@@ -518,9 +518,9 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
  * list field's tuple is made from the values read. The call cache's miss
  * (calls_new.c, numpy_plain) runs the same function on a NumPy array's shape. */
 
-/* A tuple of the n values v. */
-PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n) {
-    PyObject *t = PyTuple_New(n);
+/* A tuple (list: a list) of the n values v. */
+static PyObject *ints_seq(const int64_t *v, Py_ssize_t n, int list) {
+    PyObject *t = list ? PyList_New(n) : PyTuple_New(n);
     if (!t) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyLong_FromLongLong((long long)v[i]);
@@ -528,25 +528,17 @@ PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n) {
             Py_DECREF(t);
             return NULL;
         }
-        PyTuple_SET_ITEM(t, i, x);
+        if (list)
+            PyList_SET_ITEM(t, i, x);
+        else
+            PyTuple_SET_ITEM(t, i, x);
     }
     return t;
 }
 
-/* A list of the n values v. */
-static PyObject *ints_list(const int64_t *v, Py_ssize_t n) {
-    PyObject *l = PyList_New(n);
-    if (!l) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PyLong_FromLongLong((long long)v[i]);
-        if (!x) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        PyList_SET_ITEM(l, i, x);
-    }
-    return l;
-}
+PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n) { return ints_seq(v, n, 0); }
+
+static PyObject *ints_list(const int64_t *v, Py_ssize_t n) { return ints_seq(v, n, 1); }
 
 /* Field f (read by read_seq into v) as ops/_common.py's sequence_of and
  * plain_ints return it: an exact tuple itself, a list's values as a tuple. */

@@ -230,7 +230,10 @@ typedef struct {
 /* One kernel launch of a move program (steps.py move_steps' tuple): the kernel's name, its parameter block
  * (odml_move_params, or odml_copy_params for strided_copy: `size` bytes), the grid of ODML_CUDA_THREADS-thread
  * blocks, the dynamic shared memory, the source slot (-1: a fill) and the destination slot. An index pass's
- * (index 1: cuda_index_spec.c) holds odml_ix_params and the input slot each of its naxes index axes reads. */
+ * (index 1: cuda_index_spec.c) holds odml_ix_params and the input slot each of its naxes index axes reads;
+ * an overwriting scatter's owner table (index.py's "owner" mode): its first launch (ix_owner) has `scratch`
+ * 32-bit words of zeroed device memory allocated for it, whose address goes into the `aux` field of every
+ * launch with aux 1 (that one and the scatter after it). */
 typedef struct {
     char name[112];
     union {
@@ -241,21 +244,25 @@ typedef struct {
     Py_ssize_t size;
     unsigned grid, smem;
     int src, dst, index, naxes, slot[ODML_IX_AXES];
+    int64_t scratch;
+    int aux;
 } odml_move_launch;
 
 /* runtime/cuda/index.py's module settings as its c_settings() gives them: THREADS, ITEMS, POSITION_ITEMS,
- * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS. */
-enum { ODML_INDEX_CONF_COUNT = 11 };
+ * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS,
+ * SCATTER_VIA (0 "auto", 1 "owner", 2 "sort"; 3 more where OWNER_IN_C is off: no owner table in C) and
+ * OWNER_SLOTS. */
+enum { ODML_INDEX_CONF_COUNT = 13 };
 typedef struct {
     int64_t threads, items, position_items, column_walk, reverse_tile, reverse_bytes, tile_smem, reverse_rows,
-        gather_row, row_stage, group_slots;
+        gather_row, row_stage, group_slots, scatter_via, owner_slots;
 } odml_index_cuda_conf;
 int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c);
 
-/* The one launch of index pass p (index.c's parameters: a Gather, kind 0, or a Scatter, kind 1, of DataType
- * p->data_type) as runtime/cuda/index.py's plan_pass plans it for its source's element 0 at src and its
- * destination's at dst (IndexPass's launch and call_cache_step): 0 with L filled (its src and dst slots left to
- * the caller), or -1 where the Python route must run it (a mode that needs scratch: "owner", "sort", "group";
+/* The launches of index pass p (index.c's parameters: a Gather, kind 0, or a Scatter, kind 1, of DataType
+ * p->data_type) as runtime/cuda/index.py's plan_pass plans them for its source's element 0 at src and its
+ * destination's at dst (PassPlan.launches): their count (1, or 2 for the "owner" mode) with L[0..count)
+ * filled (their src and dst slots left to the caller), or -1 where the Python route must run it ("sort";
  * a last-only or accumulating pass; a grid past 2^31 - 1 blocks; a rank past index.cu's). */
 int odml_index_cuda(const idx_params *p, const odml_index_cuda_conf *c, uint64_t src, uint64_t dst, odml_move_launch *L);
 

@@ -663,11 +663,15 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
     how->checked = 0;
     for (int i = 0; i < g->n_pass; i++) {
         const idx_params *p = &g->p[i];
-        if (p->naxes) {                              /* a Gather or Scatter */
-            if (odml_index_cuda(p, &ic, src[g->src[i]], dsts[0], &L[n])) goto fail;
-            if (g->checked[i]) how->checked |= 1u << n;
-            L[n].src = p->has_value ? -1 : g->src[i];
-            L[n++].dst = 0;
+        if (p->naxes) {                              /* a Gather or Scatter: one launch, or an owner table's two */
+            const int m = n + 2 <= ODML_MOVE_PROG_MAX_PASSES ? odml_index_cuda(p, &ic, src[g->src[i]], dsts[0], &L[n])
+                                                            : -1;
+            if (m < 1) goto fail;
+            for (const int end = n + m; n < end; n++) {
+                if (g->checked[i]) how->checked |= 1u << n;
+                L[n].src = p->has_value ? -1 : g->src[i];
+                L[n].dst = 0;
+            }
             continue;
         }
         /* a Copy (index_ops' plan as a one-pass move program, as index_move_launch's plain gives it) */
@@ -688,7 +692,8 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
         memcpy(q->sizes, p->sizes, sizeof(int64_t) * (size_t)p->rank);
         memcpy(q->src_strides, p->src_strides, sizeof(int64_t) * (size_t)p->rank);
         memcpy(q->dst_strides, p->dst_strides, sizeof(int64_t) * (size_t)p->rank);
-        if (odml_move_cuda(one, &mc, src, c->span, dsts, &L[n]) != 1) goto fail;
+        if (n >= ODML_MOVE_PROG_MAX_PASSES || odml_move_cuda(one, &mc, src, c->span, dsts, &L[n]) != 1) goto fail;
+        L[n].scratch = L[n].aux = 0;
         L[n++].index = 0;
     }
     PyMem_Free(one);
@@ -699,9 +704,10 @@ fail:
 }
 
 /* cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, index_settings) -> (shape, ((name, params, grid,
- * shared_mem, src, dst, slots, flags), ...)) or None: the launches call_cache_index_new would make for NumPy
- * arrays `given` (their layouts and DataTypes) lying at device addresses data_ptrs with the output at dst_ptr,
- * nothing launched, flags the offsets in params where a checked launch gets the check's flag address (tests:
+ * shared_mem, src, dst, slots, flags, scratch, aux), ...)) or None: the launches call_cache_index_new would make
+ * for NumPy arrays `given` (their layouts and DataTypes) lying at device addresses data_ptrs with the output at
+ * dst_ptr, nothing launched, flags the offsets in params where a checked launch gets the check's flag address,
+ * scratch the zeroed 32-bit words an owner table's first launch gets, aux 1 where the table's address goes (tests:
  * against index.py's plan_pass, IndexPass.call_cache_step and steps.py's move_steps, no GPU needed). */
 static PyObject *cuda_index_steps(PyObject *const *args) {
     int64_t which, types, dst;
@@ -718,7 +724,7 @@ static PyObject *cuda_index_steps(PyObject *const *args) {
     if (numpy_cuda_inputs(in, n_in, dp, &c) < 0) Py_RETURN_NONE;
     IndexNew *how = PyMem_Calloc(1, sizeof *how);
     odml_move_prog *g = PyMem_Malloc(sizeof *g);
-    odml_move_launch *L = PyMem_Malloc(sizeof *L * 2);
+    odml_move_launch *L = PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
     const uint64_t dsts[1] = {(uint64_t)dst};
     PyObject *conf = PyTuple_Pack(3, Py_None, args[6], args[7]);
     int nl;
@@ -741,8 +747,9 @@ static PyObject *cuda_index_steps(PyObject *const *args) {
             PyTuple_SET_ITEM(slots, a, PyLong_FromLong(L[i].slot[a]));
         for (int a = 0; flags && checks && a < L[i].naxes; a++)   /* (cuda_entry's placement) */
             PyTuple_SET_ITEM(flags, a, PyLong_FromSize_t(IX_FLAG_AT(a)));
-        PyObject *t = slots && flags ? Py_BuildValue("(sy#IIiiNN)", L[i].name, (const char *)&L[i].p, L[i].size,
-                                                     L[i].grid, L[i].smem, L[i].src, L[i].dst, slots, flags) : NULL;
+        PyObject *t = slots && flags ? Py_BuildValue("(sy#IIiiNNLi)", L[i].name, (const char *)&L[i].p, L[i].size,
+                                                     L[i].grid, L[i].smem, L[i].src, L[i].dst, slots, flags,
+                                                     (long long)L[i].scratch, L[i].aux) : NULL;
         if (!t) break;
         PyTuple_SET_ITEM(steps, i, t);
     }

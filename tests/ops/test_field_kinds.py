@@ -1,0 +1,34 @@
+"""The plain field kinds' JSON rule (``_spec.FieldKind.from_json``): what each
+accepts, what it makes of it, and the message naming the path otherwise."""
+import pytest
+
+from opendml.ops._spec import Bool, Field, Float, Int, UInt
+
+
+class Fail(Exception):
+    pass
+
+
+@pytest.mark.parametrize("kind, value, expected", [
+    (UInt("A", "a"), 3, 3), (Int("A", "a"), -3, -3), (Float("V", "v"), 1, 1.0), (Float("V", "v"), 2.5, 2.5),
+    (Bool("B", "b"), 0, False), (Bool("B", "b"), 1.0, True), (Bool("B", "b"), True, True),
+    (Field("S", "s"), [1, 2], [1, 2]),
+])
+def test_accepted_values(kind, value, expected):
+    got = kind.from_json(value, "op.X", {}, Fail)
+    assert got == expected and type(got) is type(expected)
+
+
+@pytest.mark.parametrize("kind, value, message", [
+    (UInt("A", "a"), True, "op.X: must be an integer; got true"),
+    (Int("A", "a"), None, "op.X: must be an integer; got null"),
+    (Float("V", "v"), "x", 'op.X: must be a number; got "x"'),
+    (Float("V", "v"), 10 ** 400, "op.X: must be a number within the double range"),
+    (Bool("B", "b"), 2, "op.X: must be true or false; got 2"),
+    (Bool("B", "b"), [1], r"op.X: must be true or false; got \[1\]"),
+    (Field("S", "s"), [1, True], r"op.X: must be an array of integers; got \[1, true\]"),
+    (Field("S", "s"), "x", 'op.X: must be an array of integers; got "x"'),
+])
+def test_refused_values_name_the_path(kind, value, message):
+    with pytest.raises(Fail, match=message):
+        kind.from_json(value, "op.X", {}, Fail)
