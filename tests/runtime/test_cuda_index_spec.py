@@ -357,6 +357,48 @@ def test_the_glue_zeroes_an_owner_table_and_gives_it_to_both_launches(stand_in, 
 
 
 @glue
+def test_the_glue_declines_an_input_moved_while_the_owner_table_was_allocated(stand_in, monkeypatch):
+    """The owner table is allocated after the outputs (its size comes from the plan): an input whose data
+    moves during that allocation (the key's words unchanged) launches nothing from its old address and
+    records nothing; the Python route reads it anew."""
+    fake_hooks, log = stand_in
+    ix_log = []
+    monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(a))
+    rng = np.random.default_rng(4)
+    arrays = (rng.standard_normal((6, 5, 4)).astype(np.float32), rng.integers(0, 6, (9, 2)).astype(np.int64),
+              rng.standard_normal((9, 4)).astype(np.float32))
+    op = ccache.OPS["scatter_nd"]
+    which, types = index_ops._C_INDEX[op]
+    kernels: dict = {0: {}}
+    conf = lambda: (kernels, steps.c_settings(), index.c_settings())  # noqa: E731
+    fx = tuple(FakeArray(a.shape, a.dtype, 0x1000_0000 * (i + 1)) for i, a in enumerate(arrays))
+    for _ in range(8):                                   # every kernel compiled (stand-in addresses)
+        ccache.clear()
+        out = ccache._index_new(op, which, types, fx, (False,), ccache.generation(), 0, conf)
+        if type(out) is not str:
+            break
+        kernels[0][out] = 0x5000 + len(kernels[0])
+    log.clear()
+    ix_log.clear()
+    ccache.clear()
+    x = FakeArray(arrays[0].shape, arrays[0].dtype, 0x1000_0000)
+    taken = []
+
+    class SecondAllocation:                              # the output's allocation, then the table's
+        def __enter__(self):
+            taken.append(1)
+            if len(taken) == 2:
+                x.data = type(x.data)(0x3000_0000, 0)
+
+        def __exit__(self, *exc):
+            return False
+    fake_hooks.lock = SecondAllocation()
+    got = ccache._index_new(op, which, types, (x, *fx[1:]), (False,), ccache.generation(), 0, conf)
+    assert len(taken) == 2 and x.data.ptr == 0x3000_0000                # (moved by the table's allocation)
+    assert got is None and not log and not ix_log and ccache.info()["entries"] == 0
+
+
+@glue
 def test_the_glue_declines_checked_calls_it_cannot_check(stand_in):
     """A checked call on (stand-in) CuPy arrays is planned as its unchecked twin (a kernel the dict lacks
     comes back by name); with every kernel there but no way to read the check's flag (no CUDA driver here:

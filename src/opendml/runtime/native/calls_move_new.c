@@ -625,16 +625,17 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) goto route;
         dsts[i] = (uint64_t)dst;
     }
-    {                                               /* the inputs as keyed (and where), after the allocations */
-        Key again;
-        int64_t d2;
-        uint64_t p2[MAX_MOVE_IO];
-        if (cuda_move_key(&again, torch, op, cargs, ncargs, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n
-                || !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
-            goto route;
-    }
     const int nl = how->plan(how, g, &c, dsts, conf, L);
     if (nl < 1) goto route;
+    for (int i = 0; i < nl; i++) {
+        PyObject *f = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, L[i].name) : NULL;
+        if (!f || !PyLong_CheckExact(f)) {
+            result = PyUnicode_FromString(L[i].name);
+            goto done;
+        }
+        fn[i] = PyLong_AsUnsignedLongLong(f);
+        if (PyErr_Occurred()) goto done;
+    }
     int n_all = g->n_out, aux[ODML_MOVE_PROG_MAX_PASSES], table = 0;
     for (int i = 0; i < nl; i++) {                  /* owner tables: zeroed scratch after the outputs */
         if (L[i].index && L[i].scratch > 0) {
@@ -659,14 +660,13 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         aux[i] = L[i].index && L[i].aux ? table : 0;   /* (ix_owner and the scatter after it read the table) */
         if (L[i].index && L[i].aux && !table) goto route;
     }
-    for (int i = 0; i < nl; i++) {
-        PyObject *f = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, L[i].name) : NULL;
-        if (!f || !PyLong_CheckExact(f)) {
-            result = PyUnicode_FromString(L[i].name);
-            goto done;
-        }
-        fn[i] = PyLong_AsUnsignedLongLong(f);
-        if (PyErr_Occurred()) goto done;
+    {                                               /* the inputs as keyed (and where), after every allocation */
+        Key again;
+        int64_t d2;
+        uint64_t p2[MAX_MOVE_IO];
+        if (cuda_move_key(&again, torch, op, cargs, ncargs, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n
+                || !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
+            goto route;
     }
     e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
