@@ -56,6 +56,15 @@ def device(fw, a):
     import cupy
     return cupy.asarray(a)
 
+
+def side_stream(fw):
+    """A new non-default stream of framework ``fw``, as a context that makes it current."""
+    if fw == "torch":
+        import torch
+        return torch.cuda.stream(torch.cuda.Stream())
+    import cupy
+    return cupy.cuda.Stream(non_blocking=True)
+
 CALLS = [
     ("identity", lambda t: dml.identity(t)),
     ("identity scale/bias", lambda t: dml.identity(t, scale=2.0, bias=-1.0)),

@@ -13,7 +13,6 @@ misaligned data, threads each on its own stream, ``opendml.configure()`` and
 Python route's without one in ``tests/runtime/test_cuda_move_spec.py``."""
 from __future__ import annotations
 
-import threading
 import zlib
 
 import numpy as np
@@ -24,7 +23,9 @@ from opendml.arrays import front
 from opendml.ops import DiagonalMatrix1OperatorDesc
 from opendml.runtime import calls as ccache
 from opendml.runtime.cuda import launch, steps
-from tests.test_family_cuda_cache import FRAMEWORKS, _cupy, _torch_cuda, assert_same, device, host, listed, outcome
+from tests.conftest import run_in_threads
+from tests.test_family_cuda_cache import (FRAMEWORKS, _cupy, _torch_cuda, assert_same, device, host, listed, outcome,
+                                          side_stream)
 
 pytestmark = pytest.mark.cuda
 
@@ -167,36 +168,16 @@ def test_misaligned_cupy_data_is_the_python_routes_error():
 def test_threads_each_on_its_own_stream(fw):
     """Threads calling never-seen shapes at once, each on its own stream:
     every output equals the CPU route's."""
-    errors = []
-
     def worker(seed):
         rng = np.random.default_rng(seed)
-        try:
-            if fw == "torch":
-                import torch
-                ctx = torch.cuda.stream(torch.cuda.Stream())
-            else:
-                import cupy
-                ctx = cupy.cuda.Stream(non_blocking=True)
-            with ctx:
-                for i in range(25):
-                    name, fn, shape_of = CALLS[int(rng.integers(len(CALLS)))]
-                    n, c, h, w = 1, int(rng.integers(1, 4)), int(rng.integers(2, 40)), int(rng.integers(2, 40))
-                    a = rng.standard_normal(shape_of(n, c, h, w) if shape_of else (n, c, h, w)).astype(np.float32)
-                    got = listed(fn(device(fw, a)))
-                    want = listed(fn(a))
-                    for g, r in zip(got, want):
-                        if host(g).tobytes() != np.asarray(r).tobytes():
-                            errors.append((name, a.shape))
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    ts = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[:3]
+        with side_stream(fw):
+            for i in range(25):
+                name, fn, shape_of = CALLS[int(rng.integers(len(CALLS)))]
+                n, c, h, w = 1, int(rng.integers(1, 4)), int(rng.integers(2, 40)), int(rng.integers(2, 40))
+                a = rng.standard_normal(shape_of(n, c, h, w) if shape_of else (n, c, h, w)).astype(np.float32)
+                for g, r in zip(listed(fn(device(fw, a))), listed(fn(a))):
+                    assert host(g).tobytes() == np.asarray(r).tobytes(), (name, a.shape)
+    run_in_threads(worker)
 
 
 SETTINGS = [{"FUSE_PAD": "rows"}, {"FUSE_PAD": "words"}, {"FUSE_PAD": True}, {"FUSE_PAD": False},

@@ -16,7 +16,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -25,7 +24,8 @@ import opendml as dml
 from opendml.arrays import engine, front, index_ops
 from opendml.runtime import calls as ccache
 from opendml.runtime.cuda import index, launch
-from tests.test_family_cuda_cache import FRAMEWORKS, assert_same, device, outcome
+from tests.conftest import run_in_threads
+from tests.test_family_cuda_cache import FRAMEWORKS, assert_same, device, outcome, side_stream
 
 pytestmark = pytest.mark.cuda
 
@@ -288,29 +288,13 @@ def test_checked_calls_from_threads_each_on_its_own_stream(fw):
     bads = [device(fw, b) for b in bad_copies(good, bound)]
     wants = [python_route(fn, xg, i) for i in goods + bads]
     ccache.clear()
-    errors = []
-
-    def stream():
-        if fw == "torch":
-            import torch
-            return torch.cuda.stream(torch.cuda.Stream())
-        import cupy
-        return cupy.cuda.Stream(non_blocking=True)
 
     def work(k):
-        try:
-            with stream():
-                for step in range(40):
-                    j = (k + step) % 8
-                    assert_same(result(fn, xg, (goods + bads)[j]), wants[j])
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+        with side_stream(fw):
+            for step in range(40):
+                j = (k + step) % 8
+                assert_same(result(fn, xg, (goods + bads)[j]), wants[j])
+    run_in_threads(work)
 
 
 CAPTURE = """

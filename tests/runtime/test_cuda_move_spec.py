@@ -21,7 +21,7 @@ from opendml.runtime import calls as ccache
 from opendml.runtime import get_backend
 from opendml.runtime.cpu import backend as cpu_backend
 from opendml.runtime.cuda import steps
-from tests.conftest import native_available
+from tests.conftest import native_available, run_in_threads
 from tests.test_newshape_move import calls, inputs
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
@@ -326,40 +326,28 @@ def test_the_glue_under_threads(stand_in):
     """Threads lowering, planning and recording never-seen shapes at once (each
     with its own stream): every output has the Python route's shape, and each
     launch the hook saw ran on its thread's stream."""
-    import threading
     fake_hooks, log = stand_in
     kernels = {0: {}}
-    errors = []
     plain = get_backend("cpu").plain_conf
 
     def worker(seed):
         rng = np.random.default_rng(seed)
         fake_hooks.local.stream = 1000 + seed
-        try:
-            for i in range(60):
-                name, args = GLUE_CASES[int(rng.integers(len(GLUE_CASES) - 1))]      # (not join)
-                a = np.zeros((int(rng.integers(1, 6)), int(rng.integers(1, 40)), 7), np.float32)   # (split: 2 + 5)
-                x = FakeArray(a.shape, a.dtype, 0x1000_0000 * (seed + 1) + 16 * i, a.strides)
-                op, lower = ccache.OPS[name], front._LOWER[ccache.OPS[name]]
-                for _ in range(20):
-                    out = ccache.move_new(op, lower, x, args, ccache.generation(), plain,
-                                          lambda: (kernels, steps.c_settings()))
-                    if type(out) is not str:
-                        break
-                    kernels[0][out] = 0x5000
-                want = tuple(tuple(t.sizes) for t in description(name, args, [a]).outputs)
-                got = tuple(o.shape for o in (out if isinstance(out, list) else [out]))
-                if got != want:
-                    errors.append((name, a.shape, got, want))
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    ts = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[:3]
+        for i in range(60):
+            name, args = GLUE_CASES[int(rng.integers(len(GLUE_CASES) - 1))]      # (not join)
+            a = np.zeros((int(rng.integers(1, 6)), int(rng.integers(1, 40)), 7), np.float32)   # (split: 2 + 5)
+            x = FakeArray(a.shape, a.dtype, 0x1000_0000 * (seed + 1) + 16 * i, a.strides)
+            op, lower = ccache.OPS[name], front._LOWER[ccache.OPS[name]]
+            for _ in range(20):
+                out = ccache.move_new(op, lower, x, args, ccache.generation(), plain,
+                                      lambda: (kernels, steps.c_settings()))
+                if type(out) is not str:
+                    break
+                kernels[0][out] = 0x5000
+            want = tuple(tuple(t.sizes) for t in description(name, args, [a]).outputs)
+            got = tuple(o.shape for o in (out if isinstance(out, list) else [out]))
+            assert got == want, (name, a.shape, got, want)
+    run_in_threads(worker)
     assert log and {entry[-1] for entry in log} <= {1000, 1001, 1002, 1003}
 
 
