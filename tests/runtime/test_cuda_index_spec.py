@@ -262,6 +262,31 @@ def glue_cases(rng):
             ("gather_elements", (x, rng.integers(0, 24, (3, 40, 200)).astype(np.int64)), (2, False))]
 
 
+def index_new_compiled(name, fx, args, kernels, missing=lambda: None):
+    """``ccache._index_new`` of ``name`` on stand-in arrays ``fx`` with ``args`` as offered: each kernel the
+    glue names (nothing run) is added to ``kernels[0]`` at a stand-in address, after ``missing()``, and the
+    call made again; its output."""
+    op = ccache.OPS[name]
+    which, types = index_ops._C_INDEX[op]
+    for _ in range(8):
+        out = ccache._index_new(op, which, types, fx, args, ccache.generation(), 0,
+                                lambda: (kernels, steps.c_settings(), index.c_settings()))
+        if type(out) is not str:
+            return out
+        missing()
+        kernels.setdefault(0, {})[out] = 0x5000 + len(kernels.get(0, {}))
+    raise AssertionError("the glue kept naming kernels")
+
+
+def owner_case(seed):
+    """An overwriting scatter_nd whose launches need an owner table (30 slots), as host arrays and as
+    stand-in CuPy arrays."""
+    rng = np.random.default_rng(seed)
+    arrays = (rng.standard_normal((6, 5, 4)).astype(np.float32), rng.integers(0, 6, (9, 2)).astype(np.int64),
+              rng.standard_normal((9, 4)).astype(np.float32))
+    return arrays, tuple(FakeArray(a.shape, a.dtype, 0x1000_0000 * (i + 1)) for i, a in enumerate(arrays))
+
+
 @glue
 @pytest.mark.parametrize("case", range(4))
 def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, monkeypatch, case):
@@ -278,16 +303,12 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
     fx = tuple(FakeArray(a.shape, a.dtype, 0x1000_0000 * (i + 1) + o, a.strides)
                for i, (a, o) in enumerate(zip(arrays, origins)))
     op = ccache.OPS[name]
-    which, types = index_ops._C_INDEX[op]
     kernels: dict = {}
     ccache.clear()
-    for _ in range(8):
-        out = ccache._index_new(op, which, types, fx, offered(name, args), ccache.generation(), 0,
-                                lambda: (kernels, steps.c_settings(), index.c_settings()))
-        if type(out) is not str:
-            break
-        assert not log and not ix_log                   # nothing launched for a missing kernel
-        kernels.setdefault(0, {})[out] = 0x5000 + len(kernels.get(0, {}))
+
+    def nothing_launched():                            # for a missing kernel
+        assert not log and not ix_log
+    out = index_new_compiled(name, fx, offered(name, args), kernels, nothing_launched)
     assert type(out) is FakeArray
     data = [a.data.ptr for a in fx]
     shape, want = c_launches(name, arrays, args, data, out.data.ptr)
@@ -325,20 +346,10 @@ def test_the_glue_zeroes_an_owner_table_and_gives_it_to_both_launches(stand_in, 
     fake_hooks, log = stand_in
     ix_log = []
     monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(a))
-    rng = np.random.default_rng(3)
-    arrays = (rng.standard_normal((6, 5, 4)).astype(np.float32), rng.integers(0, 6, (9, 2)).astype(np.int64),
-              rng.standard_normal((9, 4)).astype(np.float32))
-    fx = tuple(FakeArray(a.shape, a.dtype, 0x1000_0000 * (i + 1)) for i, a in enumerate(arrays))
+    arrays, fx = owner_case(3)
     op = ccache.OPS["scatter_nd"]
-    which, types = index_ops._C_INDEX[op]
-    kernels: dict = {0: {}}
     ccache.clear()
-    for _ in range(8):
-        out = ccache._index_new(op, which, types, fx, (False,), ccache.generation(), 0,
-                                lambda: (kernels, steps.c_settings(), index.c_settings()))
-        if type(out) is not str:
-            break
-        kernels[0][out] = 0x5000 + len(kernels[0])
+    out = index_new_compiled("scatter_nd", fx, (False,), {})
     assert type(out) is FakeArray and out.shape == (6, 5, 4)
     shape, want = c_launches("scatter_nd", arrays, (False,), [a.data.ptr for a in fx], out.data.ptr)
     assert [t[0].split("<")[0] for t in want][-2:] == ["ix_owner", "ix_scatter"] and want[-2][8] == 30
@@ -364,20 +375,13 @@ def test_the_glue_declines_an_input_moved_while_the_owner_table_was_allocated(st
     fake_hooks, log = stand_in
     ix_log = []
     monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(a))
-    rng = np.random.default_rng(4)
-    arrays = (rng.standard_normal((6, 5, 4)).astype(np.float32), rng.integers(0, 6, (9, 2)).astype(np.int64),
-              rng.standard_normal((9, 4)).astype(np.float32))
+    arrays, fx = owner_case(4)
     op = ccache.OPS["scatter_nd"]
     which, types = index_ops._C_INDEX[op]
-    kernels: dict = {0: {}}
+    kernels: dict = {}
+    ccache.clear()
+    index_new_compiled("scatter_nd", fx, (False,), kernels)            # every kernel compiled
     conf = lambda: (kernels, steps.c_settings(), index.c_settings())  # noqa: E731
-    fx = tuple(FakeArray(a.shape, a.dtype, 0x1000_0000 * (i + 1)) for i, a in enumerate(arrays))
-    for _ in range(8):                                   # every kernel compiled (stand-in addresses)
-        ccache.clear()
-        out = ccache._index_new(op, which, types, fx, (False,), ccache.generation(), 0, conf)
-        if type(out) is not str:
-            break
-        kernels[0][out] = 0x5000 + len(kernels[0])
     log.clear()
     ix_log.clear()
     ccache.clear()
