@@ -282,7 +282,7 @@ def _like(a, x, where: str):
 _OPS = _calls.OPS
 #: The functions with an index check (``check_indices``: the keyword-only switch, their first argument
 #: after the arrays).
-CHECKED = _CHECKED = frozenset(name for name, b in _contract.BINDING.items() if "*, check_indices" in (b.params or ""))
+CHECKED = _CHECKED = _calls.CHECKED
 _EXECUTE = engine._EXECUTE
 _move = _calls.move
 _INDEX_PASS = 2                          # put_move's pass kind of index.c's kernel
