@@ -606,8 +606,8 @@ def c_settings() -> tuple:
     reads them, read anew at each call: 13 ints. A value C cannot read makes
     it decline the call, which then takes the Python route."""
     return (THREADS, ITEMS, POSITION_ITEMS, int(COLUMN_WALK), int(REVERSE_TILE), REVERSE_BYTES, TILE_SMEM,
-            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS, {"auto": 0, "owner": 1}.get(SCATTER_VIA, 2) + 3 * (not OWNER_IN_C),
-            OWNER_SLOTS)
+            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS,
+            {"auto": 0, "owner": 1}.get(SCATTER_VIA, 2) + 3 * (not OWNER_IN_C), OWNER_SLOTS)
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:
