@@ -675,10 +675,11 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
             continue;
         }
         /* a Copy (index_ops' plan as a one-pass move program, as index_move_launch's plain gives it) */
-        if (!one && !(one = PyMem_Calloc(1, sizeof *one))) {
+        if (!one && !(one = PyMem_Malloc(sizeof *one))) {
             PyErr_NoMemory();
             goto fail;
         }
+        memset(one, 0, offsetof(odml_move_prog, passes));    /* (its one pass below: not the 56 KiB of all) */
         odml_move_pass *q = &one->passes[0];
         one->n_out = one->n_pass = 1;
         one->out_type[0] = out->out_type[0];
@@ -783,18 +784,8 @@ PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py
             Py_RETURN_NONE;
         }
         PyObject *conf = PyObject_CallNoArgs(args[7]);  /* (kernels, steps.c_settings(), index.c_settings()) */
-        IndexNew *how = conf ? PyMem_Calloc(1, sizeof *how) : NULL;
-        PyObject *out = NULL;
-        if (how) {
-            how->base.lower = index_lower;
-            how->base.plan = index_plan;
-            how->which = (int)which;
-            how->types = types;
-            out = cuda_new(args[0], args[3], args[4], args[5], fw == 1, conf, &how->base);
-        } else if (conf) {
-            PyErr_NoMemory();
-        }
-        PyMem_Free(how);
+        IndexNew how = {{index_lower, index_plan, 0}, (int)which, types};
+        PyObject *out = conf ? cuda_new(args[0], args[3], args[4], args[5], fw == 1, conf, &how.base) : NULL;
         Py_XDECREF(conf);
         return with_deferred(out);
     }
