@@ -38,6 +38,10 @@ What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
   the JSON form accepts them and checks them, the description does not store
   them.
 * ``DEFAULT_INPUT_START``: where the pages' example inputs start (1 or 0).
+* ``C_LOWERING``/``C_INDEX``: the number of its never-seen shapes' C lowering
+  (newshape.h's ``ODML_LOWER_*``; runtime/native/newshape_index.c's), where
+  it has one; ``chunking()``: which input axes a block-wise run (Dask) needs
+  in one chunk (0) or cut at multiples of m (m), or a kind of ``_spec``.
 
 A description offers ``inputs``/``outputs`` (every tensor in slot order) and
 ``named_tensors(role)`` (``("InputTensors[1]", desc)`` pairs), ``validate(level)``

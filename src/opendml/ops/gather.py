@@ -76,7 +76,6 @@ class GatherOperatorDesc(IndexOperatorDesc):
         DirectML's IndexDimensions: how many trailing dimensions of
         ``indices`` are meaningful (the others must be 1); default all.
     {CHECK_INDICES_DOC}""")
-    #: its never-seen shapes' C lowering: its number in runtime/native/newshape_index.c.
     C_INDEX = 0
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
     SUPPORT = index_support("1_0", FLOAT16_32)
