@@ -105,7 +105,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
         inp = self._check_input()
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         d = inp.rank
-        axis = self._axis_field("axis", "Axis", d, "InputTensor")
+        self._axis_field("axis", "Axis", d, "InputTensor")
         k = self._uint("index_dimensions", "IndexDimensions")
         self._check_bounds_scalar("IndexDimensions", k, 0, d, " ([0, IndicesTensor.DimensionCount]: the page's "
                                   "Example 1 uses IndexDimensions 1 with 1-D indices)")
