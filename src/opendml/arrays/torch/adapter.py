@@ -758,10 +758,7 @@ class _MoveLinear(torch.autograd.Function):
 
     @staticmethod
     def vmap(info, in_dims, route, *xs):
-        n = info.batch_size
-        xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(xs, in_dims[1:])]
-        per = [route.call(*[x[i] for x in xs]) for i in range(n)]
-        outs = tuple(torch.stack([p[j] for p in per]) for j in range(len(per[0])))
+        outs = tuple(library.batched(info, in_dims[1:], xs, lambda b: route.call(*b)))
         return outs, (0,) * len(outs)
 
 

@@ -368,14 +368,18 @@ def _backward(ctx, grads):
 move_op.register_autograd(_backward, setup_context=_setup)
 
 
+def batched(info, dims, xs, call) -> list:
+    """``call(list of tensors)`` once per batch element of ``xs`` (batched along ``dims``), outputs stacked."""
+    n = info.batch_size
+    xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(xs, dims)]
+    per = [call([x[i] for x in xs]) for i in range(n)]
+    return [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
+
+
 def _move_rule(op):
-    """The batching rule of ``op`` (either namespace's move): the call once per batch element, stacked."""
+    """The batching rule of ``op`` (either namespace's move)."""
     def rule(info, in_dims, inputs, desc):
-        n = info.batch_size
-        dims = in_dims[0]
-        xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(inputs, dims)]
-        per = [op(list(x[i] for x in xs), desc) for i in range(n)]
-        outs = [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
+        outs = batched(info, in_dims[0], inputs, lambda xs: op(xs, desc))
         return outs, [0] * len(outs)
     return rule
 
