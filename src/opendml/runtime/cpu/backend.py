@@ -102,8 +102,6 @@ class IndexParams(ctypes.Structure):
         ("naxes", ctypes.c_int64), ("axes", IndexAxisParams * INDEX_MAX_AXES)]
 
 
-
-
 def index_params(plan: MovePlan, p) -> IndexParams | None:
     """index.c's parameters of a ``Gather``/``Scatter`` pass of ``plan``
     (what the CPU backend runs and the call cache records), or None where
