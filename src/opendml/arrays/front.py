@@ -461,14 +461,10 @@ def cpu_output_cache(limit: int | None = None) -> dict:
 
     With the compiled CPU kernels, outputs of 1 MiB and up are put in memory
     blocks that, once the output (and every view of it) is released, are kept
-    for the next output of a similar size instead of being returned to the
-    system: a fresh large allocation is paid for in page faults and
-    zero-filling on first touch, which costs about as much as the operator
-    itself. ``limit`` is how many bytes of released blocks may be kept; it is
-    the same setting as ``opendml.configure(output_cache_bytes=...)``. 0 turns
-    reuse off and frees what is held. Returns ``{'limit', 'blocks', 'bytes',
-    'hits', 'misses'}`` after the change; with the NumPy kernels every output
-    is a plain ``np.empty`` and the cache reports a limit of 0.
+    for the next output of a similar size: a fresh large allocation costs
+    page faults and zero-filling on first touch, about as much as the
+    operator itself. ``limit`` is the setting
+    ``opendml.configure(output_cache_bytes=...)``.
 
     Parameters
     ----------
