@@ -67,6 +67,10 @@ for kind in ("read", "write"):
 for name, t in (("w_cl2_colaunch", 256), ("w_cl2_lock", 256), ("w_cl4_lock", 256), ("w_cl2_lock_512", 512),
                 ("w_cl2_dsw", 256), ("w_cl4_dsw", 256), ("w_cl2_dsrw", 256), ("w_cl4_dsrw", 256)):
     CANDS.append((name[2:], name, 0, t, A0_SMEM, "units", dict(W)))
+for name, t in (("w_t256_v16_1024", 1024), ("w_t256_v16_512", 512), ("w_t256_v16_256", 256), ("w_t256_v4_1024", 1024)):
+    CANDS.append((name[2:], name, 0, t, P * 256, "units", {**W, "blocks": NB // (256 * P)}))
+for name, t in (("w_t256_ring_1024", 1024), ("w_t256_ring_512", 512)):   # persistent: a block a multiprocessor
+    CANDS.append((name[2:], name, 0, t, 896 * 256, 1, dict(W)))
 CANDS.append(("hyb256 (smem + registers, 256 B a plane)", "w_hyb256", 0, 512, A0_SMEM, "units",
               {**W, "blocks": NB // (256 * P)}))
 for rows in (8, 16, 24):
@@ -203,14 +207,18 @@ def main(argv=None) -> int:
         record(f"production ({key})", ax, prods[key], prods[key], "ix_reverse_tile" if ax == 0 else "ix_reverse_rows")
     from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index as cuda_index
-    for setting in ({"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 65536}) if keep("prod2 rows") else ():
+    for key, setting in [("prod2", {"REVERSE_ROWS": 16384}), ("prod2", {"REVERSE_ROWS": 65536}),
+                         ("prod0", {"REVERSE_BYTES": 256, "TILE_SMEM": 128 * 1024})]:
+        ax = 0 if key == "prod0" else 2
+        if not keep(f"{key} {setting}"):
+            continue
         old = {k: getattr(cuda_index, k) for k in setting}
         get_backend("cuda:0")._launches.clear()
         calls.clear()
         for k, v in setting.items():
             setattr(cuda_index, k, v)
         try:
-            record(f"production (prod2) {setting}", 2, prods["prod2"], prods["prod2"], "ix_reverse_rows")
+            record(f"production ({key}) {setting}", ax, prods[key], prods[key], f"ix_reverse_{'tile' if ax == 0 else 'rows'}")
         finally:
             for k, v in old.items():
                 setattr(cuda_index, k, v)

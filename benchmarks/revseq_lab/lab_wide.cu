@@ -276,3 +276,160 @@ extern "C" __global__ void __launch_bounds__(512, 2) w_hyb256(const u32* src, u3
     __syncthreads();
     a0_write<T, 0, 0>(tile, dst + (u64)blockIdx.x * 64 + 32, len + (u64)blockIdx.x * 64 + 32, n, P, 0);
 }
+
+// ----------------------------------- reversal, 256-byte column sets whole ---
+// The walks put the pattern's ceiling at 0.93 of copy for 256-byte lines read
+// and written a 16-byte piece a thread (0.88 with 4-byte lanes, 0.85 at 128
+// bytes). A 256-byte column set down the 512 planes is 128 KiB: one block a
+// multiprocessor, so the block must load and write fast. Loads: 16 cp.async
+// pieces a row (a warp: 2 rows x 256 bytes). SV 1: stores of 16-byte pieces,
+// 4 neighbouring columns a thread, each column read at its own reversed row;
+// the four 8-lane groups of a warp read the 4 words in rotated order (row
+// stride 64 words: banks 4q + (k + g) % 4, conflict-free). SV 0: 4-byte
+// lanes (two warps a 256-byte row).
+template <int T, int SV>
+__device__ __forceinline__ void t256_body(const u32* src, u32* dst, const u32* len, u64 n, int P) {
+    constexpr int G = 64;                               // words a row
+    extern __shared__ uint4 raw[];
+    u32* tile = reinterpret_cast<u32*>(raw);
+    const u32 s0 = smem_addr(tile);
+    const u64 u = blockIdx.x;
+    const u32* base = src + u * G;
+    for (int h = threadIdx.x; h < P * 16; h += T) {
+        const int r = h >> 4, c = h & 15;
+        cp16(s0 + (u32)(r * 256 + c * 16), base + (u64)r * n + c * 4);
+    }
+    commit();
+    wait_group<0>();
+    __syncthreads();
+    if (SV) {
+        const int q = threadIdx.x & 15, g = (threadIdx.x >> 3) & 3, step = T / 16;
+        const uint4 lv = reinterpret_cast<const uint4*>(len + u * G)[q];
+        const int L0 = (int)min(lv.x, (u32)P), L1 = (int)min(lv.y, (u32)P), L2 = (int)min(lv.z, (u32)P), L3 = (int)min(lv.w, (u32)P);
+        uint4* d = reinterpret_cast<uint4*>(dst + u * G) + q;
+        for (int e0 = threadIdx.x / 16; e0 < P; e0 += 4 * step) {
+            uint4 out[4];
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                const int e = e0 + m * step;
+                if (e < P) {
+                    u32 w[4];
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        const int c = (k + g) & 3;
+                        const int Lc = c == 0 ? L0 : c == 1 ? L1 : c == 2 ? L2 : L3;
+                        w[k] = tile[(e < Lc ? Lc - 1 - e : e) * G + q * 4 + c];
+                    }
+                    u32 o[4];
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int k = (c - g) & 3;
+                        o[c] = k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
+                    }
+                    out[m] = make_uint4(o[0], o[1], o[2], o[3]);
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < 4; m++)
+                if (e0 + m * step < P) d[(u64)(e0 + m * step) * (n / 4)] = out[m];
+        }
+    } else {
+        const int kk = threadIdx.x & 63, step = T / 64;
+        const u32 lv = len[u * G + kk];
+        const int L = lv > (u32)P ? P : (int)lv;
+        u32* d = dst + u * G + kk;
+        for (int e0 = threadIdx.x / 64; e0 < P; e0 += 8 * step) {
+            u32 v[8];
+#pragma unroll
+            for (int m = 0; m < 8; m++) {
+                const int e = e0 + m * step;
+                if (e < P) v[m] = tile[(e < L ? L - 1 - e : e) * G + kk];
+            }
+#pragma unroll
+            for (int m = 0; m < 8; m++)
+                if (e0 + m * step < P) d[(u64)(e0 + m * step) * n] = v[m];
+        }
+    }
+}
+#define T256(NAME, T, SV) \
+extern "C" __global__ void __launch_bounds__(T, 1) NAME(const u32* src, u32* dst, const u32* len, u64 n, int P) { \
+    t256_body<T, SV>(src, dst, len, n, P); }
+T256(w_t256_v16_1024, 1024, 1)
+T256(w_t256_v16_512, 512, 1)
+T256(w_t256_v16_256, 256, 1)
+T256(w_t256_v4_1024, 1024, 0)
+
+// Persistent 256-byte sets with the next set's first rows loading while one
+// is written: a ring of SLOTS 256-byte row slots (896: 224 KiB), set i's row
+// r in slot (i x P + r) mod SLOTS; while set i is written, rows [0, SLOTS - P)
+// of set i + 1 load into the slots set i leaves free, the rest after.
+template <int T>
+__device__ __forceinline__ void ring_load(u32 s0, const u32* src, u64 n, u64 u, int slot0, int r0, int r1) {
+    constexpr int SLOTS = 896;
+    const u32* base = src + u * 64;
+    for (int h = threadIdx.x + r0 * 16; h < r1 * 16; h += T) {
+        const int r = h >> 4, c = h & 15;
+        int sl = slot0 + r;
+        if (sl >= SLOTS) sl -= SLOTS;
+        cp16(s0 + (u32)(sl * 256 + c * 16), base + (u64)r * n + c * 4);
+    }
+}
+template <int T>
+__device__ __forceinline__ void t256_ring_body(const u32* src, u32* dst, const u32* len, u64 n, int P) {
+    constexpr int SLOTS = 896, G = 64;
+    extern __shared__ uint4 raw[];
+    const u32* tile = reinterpret_cast<const u32*>(raw);
+    const u32 s0 = smem_addr(raw);
+    const u64 nunits = n / G;
+    const int pre = SLOTS - P;                          // rows of the next set loaded during a write
+    int slot = 0;
+    if (blockIdx.x < nunits) ring_load<T>(s0, src, n, blockIdx.x, 0, 0, P);
+    commit();
+    const int q = threadIdx.x & 15, g = (threadIdx.x >> 3) & 3, step = T / 16;
+    for (u64 u = blockIdx.x; u < nunits; u += gridDim.x) {
+        const u64 un = u + gridDim.x;
+        int next = slot + P;
+        if (next >= SLOTS) next -= SLOTS;
+        if (un < nunits) ring_load<T>(s0, src, n, un, next, 0, pre);
+        commit();
+        wait_group<1>();
+        __syncthreads();
+        const uint4 lv = reinterpret_cast<const uint4*>(len + u * G)[q];
+        const int L0 = (int)min(lv.x, (u32)P), L1 = (int)min(lv.y, (u32)P), L2 = (int)min(lv.z, (u32)P), L3 = (int)min(lv.w, (u32)P);
+        uint4* d = reinterpret_cast<uint4*>(dst + u * G) + q;
+        for (int e0 = threadIdx.x / 16; e0 < P; e0 += 4 * step) {
+            uint4 out[4];
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                const int e = e0 + m * step;
+                if (e < P) {
+                    u32 w[4];
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        const int c = (k + g) & 3;
+                        const int Lc = c == 0 ? L0 : c == 1 ? L1 : c == 2 ? L2 : L3;
+                        int sl = slot + (e < Lc ? Lc - 1 - e : e);
+                        if (sl >= SLOTS) sl -= SLOTS;
+                        w[k] = tile[sl * G + q * 4 + c];
+                    }
+                    u32 o[4];
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int k = (c - g) & 3;
+                        o[c] = k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
+                    }
+                    out[m] = make_uint4(o[0], o[1], o[2], o[3]);
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < 4; m++)
+                if (e0 + m * step < P) d[(u64)(e0 + m * step) * (n / 4)] = out[m];
+        }
+        __syncthreads();                                // set u's slots free
+        if (un < nunits) ring_load<T>(s0, src, n, un, next, pre, P);
+        commit();
+        slot = next;
+    }
+}
+extern "C" __global__ void __launch_bounds__(1024, 1) w_t256_ring_1024(const u32* src, u32* dst, const u32* len, u64 n, int P) { t256_ring_body<1024>(src, dst, len, n, P); }
+extern "C" __global__ void __launch_bounds__(512, 1) w_t256_ring_512(const u32* src, u32* dst, const u32* len, u64 n, int P) { t256_ring_body<512>(src, dst, len, n, P); }
