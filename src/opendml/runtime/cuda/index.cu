@@ -419,63 +419,12 @@ __device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i6
     }
 }
 
-// Rows of 4-byte words at least 256 bytes long (lo a multiple of 32 words),
-// the destination's rows whole aligned 16-byte pieces: a 16-byte piece (4
-// neighbouring columns, each with its length) a thread, a half-warp or more
-// a row (on an H200 walks of 256-byte lines a plane written in 16-byte
-// pieces reach 0.93 of copy, in 4-byte lanes 0.88). The tile's rows are
-// lo words (0 mod 32 banks): the four 8-lane groups of a warp read a piece's
-// 4 words in rotated order, so no two lanes of a load share a bank.
-template <typename W, typename I, int NO>
-__device__ __forceinline__ void ix_write_pieces(const ix_params& p, const W* tile_w, i64 db, i64 ab) {
-    const ix_axis& ax = p.axes[0];
-    const u32* tile = reinterpret_cast<const u32*>(tile_w);
-    const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound, per = lo / 4;   // per divides IX_THREADS
-    const int q = (int)threadIdx.x % per, g = ((int)threadIdx.x >> 3) & 3, step = IX_THREADS / per;
-    int L[4];
-#pragma unroll
-    for (int c = 0; c < 4; c++)
-        L[c] = (int)ix_length(ax, p.idx[0], ab + (i64)(q * 4 + c) * ax.strides[NO - 1]);
-    uint4* dst = reinterpret_cast<uint4*>((W*)p.dst + db) + q;
-    const i64 ds = p.dst_strides[NO - 2] / 4;
-    for (int e0 = (int)threadIdx.x / per; e0 < rows; e0 += IX_BATCH * step) {
-        uint4 v[IX_BATCH];
-#pragma unroll
-        for (int u = 0; u < IX_BATCH; u++) {
-            const int e = e0 + u * step;
-            if (e < rows) {
-                u32 w[4], o[4];
-#pragma unroll
-                for (int k = 0; k < 4; k++) {       // word c = (k + g) % 4 read at step k
-                    const int c = (k + g) & 3;
-                    const int n = c == 0 ? L[0] : c == 1 ? L[1] : c == 2 ? L[2] : L[3];
-                    w[k] = tile[(e < n ? n - 1 - e : e) * lo + q * 4 + c];   // n <= rows: inside the tile
-                }
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int k = (c - g) & 3;
-                    o[c] = k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
-                }
-                v[u] = make_uint4(o[0], o[1], o[2], o[3]);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < IX_BATCH; u++)
-            if (e0 + u * step < rows) dst[(i64)(e0 + u * step) * ds] = v[u];
-    }
-}
-
 // The staged column set's rows written at destination offset db, each
 // column's length read (at index offset ab) and clamped once.
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* tile, i64 db, i64 ab) {
     const ix_axis& ax = p.axes[0];
     const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;
-    if (sizeof(W) == 4 && lo % 32 == 0 && lo >= 64 && p.dst_strides[NO - 1] == 1 && p.dst_strides[NO - 2] % 4 == 0 &&
-            (u64)((W*)p.dst + db) % 16 == 0) {
-        ix_write_pieces<W, I, NO>(p, tile, db, ab);
-        return;
-    }
     const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
     const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);
     W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
