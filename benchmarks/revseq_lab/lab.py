@@ -1,9 +1,13 @@
 """Lab for issue 32's reverse_subsequences target on the GPU: the production
 kernels (through ``dml.reverse_subsequences``) beside the candidate kernels
-of lab.cu (compiled by NVRTC through CuPy), on a (512, 256, 512) float32
-tensor, as fractions of the device's copy bandwidth (bytes read + written).
+of lab.cu and lab_wide.cu (compiled by NVRTC through CuPy; lab_wide.cu, the
+session-18 walks, clusters and 256-byte sets, as a second module appended to
+lab.cu), on a (512, 256, 512) float32 tensor, as fractions of the device's
+copy bandwidth (bytes read + written; the read-only and write-only rows: the
+256 MiB one side moves).
 
     python benchmarks/revseq_lab/lab.py --out DIR            # timings, lab.json
+    python benchmarks/revseq_lab/lab.py --only 'prod0|walk'  # the rows a regular expression finds
     ncu ... python benchmarks/revseq_lab/lab.py --profile 'K1;K2;...'   # one launch each
 
 Each candidate's output is checked equal to a ``torch.gather`` reference
