@@ -1,9 +1,13 @@
 """Lab for issue 32's reverse_subsequences target on the GPU: the production
 kernels (through ``dml.reverse_subsequences``) beside the candidate kernels
-of lab.cu (compiled by NVRTC through CuPy), on a (512, 256, 512) float32
-tensor, as fractions of the device's copy bandwidth (bytes read + written).
+of lab.cu and lab_wide.cu (compiled by NVRTC through CuPy; lab_wide.cu, the
+session-18 walks, clusters and 256-byte sets, as a second module appended to
+lab.cu), on a (512, 256, 512) float32 tensor, as fractions of the device's
+copy bandwidth (bytes read + written; the read-only and write-only rows: the
+256 MiB one side moves).
 
     python benchmarks/revseq_lab/lab.py --out DIR            # timings, lab.json
+    python benchmarks/revseq_lab/lab.py --only 'prod0|walk'  # the rows a regular expression finds
     ncu ... python benchmarks/revseq_lab/lab.py --profile 'K1;K2;...'   # one launch each
 
 Each candidate's output is checked equal to a ``torch.gather`` reference
@@ -50,6 +54,29 @@ CANDS += [                                     # diagnostics: the output is the 
     ("a0_walk_copy (same lines, no staging)", "cand_a0_walk_copy", 0, 256, 0, "units", {"expect": "copy"}),
     ("copy16 (contiguous 16-byte copy)", "cand_copy16", 0, 256, 0, 8, {"expect": "copy"}),
 ]
+# Session 18 (lab_wide.cu): walks of wider lines a plane, the read and write halves, clusters, smem + registers.
+NB = P * R * C * 4
+W = {"module": "wide"}
+for wb, v, pch in ((128, 4, 512), (256, 4, 256), (512, 4, 128), (1024, 4, 64), (128, 16, 512), (256, 16, 256),
+                   (512, 16, 128), (1024, 16, 64), (2048, 16, 32)):
+    CANDS.append((f"walk {wb} B a plane, {v}-byte lanes, 64 KiB a block", f"w_walk_{wb}_v{v}", 0, 256, 0, "units",
+                  {**W, "expect": "copy", "blocks": NB // (wb * pch)}))
+for wb, v, t in ((256, 4, 512), (512, 16, 512), (1024, 16, 1024), (2048, 16, 1024)):
+    CANDS.append((f"walk {wb} B a plane, every plane a block ({t} thr)", f"w_walkall_{wb}_v{v}", 0, t, 0, "units",
+                  {**W, "expect": "copy", "blocks": NB // (wb * P)}))
+for kind in ("read", "write"):
+    for what in ("128", "2048", "cont"):
+        CANDS.append((f"{kind} only, {what}", f"w_{kind}_{what}", 0, 256, 0, "units",
+                      {**W, "nocheck": True, "nbytes": NB, "blocks": NB // 65536}))
+for name, t in (("w_cl2_colaunch", 256), ("w_cl2_lock", 256), ("w_cl4_lock", 256), ("w_cl2_lock_512", 512),
+                ("w_cl2_dsw", 256), ("w_cl4_dsw", 256), ("w_cl2_dsrw", 256), ("w_cl4_dsrw", 256)):
+    CANDS.append((name[2:], name, 0, t, A0_SMEM, "units", dict(W)))
+for name, t in (("w_t256_v16_1024", 1024), ("w_t256_v16_512", 512), ("w_t256_v16_256", 256), ("w_t256_v4_1024", 1024)):
+    CANDS.append((name[2:], name, 0, t, P * 256, "units", {**W, "blocks": NB // (256 * P)}))
+for name, t in (("w_t256_ring_1024", 1024), ("w_t256_ring_512", 512)):   # persistent: a block a multiprocessor
+    CANDS.append((name[2:], name, 0, t, 896 * 256, 1, dict(W)))
+CANDS.append(("hyb256 (smem + registers, 256 B a plane)", "w_hyb256", 0, 512, A0_SMEM, "units",
+              {**W, "blocks": NB // (256 * P)}))
 for rows in (8, 16, 24):
     CANDS.append((f"r_single {rows} rows", "cand_r_single", 2, 256, rows * C * 4, "units", {"rows": rows}))
     CANDS.append((f"r_single_vec {rows} rows", "cand_r_single_vec", 2, 256, rows * C * 4, "units", {"rows": rows}))
@@ -93,7 +120,9 @@ def setup():
     x = torch.randn(P, R, C, device=dev, generator=g)
     len0 = torch.randint(0, P + 1, (1, R, C), device=dev, generator=g)
     len2 = torch.randint(0, C + 1, (P, R, 1), device=dev, generator=g)
-    module = cupy.RawModule(code=(HERE / "lab.cu").read_text(), options=("-std=c++17",))
+    code = (HERE / "lab.cu").read_text()
+    module = {"lab": cupy.RawModule(code=code, options=("-std=c++17",)),
+              "wide": cupy.RawModule(code=code + (HERE / "lab_wide.cu").read_text(), options=("-std=c++17",))}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     return cupy, np, torch, x, len0, len2, module, sms
 
@@ -101,7 +130,7 @@ def setup():
 def launcher(cand, cupy, np, torch, x, lens, module, sms):
     """(fn writing the reversal into a fresh-per-lab output, output tensor, grid, units)."""
     label, kname, axis, threads, smem, grid, extra = cand
-    k = module.get_function(kname)
+    k = module[extra.get("module", "lab")].get_function(kname)
     if smem > 48 * 1024:
         k.max_dynamic_shared_size_bytes = smem
     out = torch.empty_like(x)
@@ -109,7 +138,7 @@ def launcher(cand, cupy, np, torch, x, lens, module, sms):
     if axis == 0:
         n = R * C
         units = extra.get("units", n // 32)
-        blocks = units if grid == "units" else min(units, sms * grid)
+        blocks = extra.get("blocks", units if grid == "units" else min(units, sms * grid))
         args = (src, dst, ln, np.uint64(n), np.int32(P))
     else:
         nrows, rows = P * R, extra["rows"]
@@ -132,6 +161,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results/revseq_lab")
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--profile", default="", help="labels (prod0, prod2, candidates) separated by ';': one launch each")
+    ap.add_argument("--only", default="", help="a regular expression: only the rows (prod0, prod2, labels) it finds")
     args = ap.parse_args(argv)
     cupy, np, torch, x, len0, len2, module, sms = setup()
     import opendml as dml
@@ -170,39 +200,50 @@ def main(argv=None) -> int:
         rows.append({"label": label, "kernel": kernel, "axis": axis, "ms": t[0], "ms_min": t[1], "ms_max": t[2],
                      "frac_copy": frac, "equal": ok, "grid": grid})
         print(f"axis {axis}  {label:42s} {t[0]:.4f} ms (min {t[1]:.4f}, max {t[2]:.4f})  {frac:.3f} of copy  "
+              f"{(nbytes or moved[axis]) / (t[0] * 1e-3) / 1e9:.0f} GB/s  "
               f"equal={ok} grid={grid}", flush=True)
 
+    import re
+    keep = (lambda label: re.search(args.only, label) is not None) if args.only else (lambda label: True)
     for ax, key in ((0, "prod0"), (2, "prod2")):
+        if not keep(key):
+            continue
         record(f"production ({key})", ax, prods[key], prods[key], "ix_reverse_tile" if ax == 0 else "ix_reverse_rows")
     from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index as cuda_index
-    for setting in ({"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 65536}):
+    for key, setting in [("prod2", {"REVERSE_ROWS": 16384}), ("prod2", {"REVERSE_ROWS": 65536}),
+                         ("prod0", {"REVERSE_BYTES": 256, "TILE_SMEM": 128 * 1024})]:
+        ax = 0 if key == "prod0" else 2
+        if not keep(f"{key} {setting}"):
+            continue
         old = {k: getattr(cuda_index, k) for k in setting}
         get_backend("cuda:0")._launches.clear()
         calls.clear()
         for k, v in setting.items():
             setattr(cuda_index, k, v)
         try:
-            record(f"production (prod2) {setting}", 2, prods["prod2"], prods["prod2"], "ix_reverse_rows")
+            record(f"production ({key}) {setting}", ax, prods[key], prods[key], f"ix_reverse_{'tile' if ax == 0 else 'rows'}")
         finally:
             for k, v in old.items():
                 setattr(cuda_index, k, v)
             get_backend("cuda:0")._launches.clear()
             calls.clear()
-    for dt in (torch.float64, torch.float16):          # the rows of other word sizes (float16: a word a thread)
+    for dt in (torch.float64, torch.float16) if keep("prod2 dtypes") else ():   # rows of other word sizes
         xd = x.to(dt)
         wd = reference(torch, xd, len2, 2)
         fd = lambda: dml.reverse_subsequences(xd, l2, 2)  # noqa: E731
         record(f"production (prod2) {dt}", 2, fd, fd, "ix_reverse_rows", expect=wd, nbytes=2 * xd.nbytes + l2.nbytes)
         del xd, wd
     for c in CANDS:
+        if not keep(c[0]):
+            continue
         try:
             fn, out, blocks, units = launcher(c, cupy, np, torch, x, l0 if c[2] == 0 else l2, module, sms)
             fn()
             torch.cuda.synchronize()
             partial = "units" in c[6]
-            record(c[0], c[2], fn, lambda: out, c[1], blocks, check=not partial,
-                   expect=x if c[6].get("expect") == "copy" else None)
+            record(c[0], c[2], fn, lambda: out, c[1], blocks, check=not partial and not c[6].get("nocheck"),
+                   expect=x if c[6].get("expect") == "copy" else None, nbytes=c[6].get("nbytes"))
             del out
         except Exception as exc:                       # a candidate that fails to launch says so, the lab goes on
             print(f"axis {c[2]}  {c[0]:42s} FAILED {type(exc).__name__}: {exc}", flush=True)
@@ -210,8 +251,8 @@ def main(argv=None) -> int:
     t_copy2 = timed(lambda: copy_out.copy_(x), args.reps, torch)
     print(f"copy of 256 MiB again: {t_copy2[0]:.4f} ms = {2 * x.nbytes / (t_copy2[0] * 1e-3) / 1e9:.0f} GB/s")
     for ax in (0, 2):
-        ok = [r for r in rows if r["axis"] == ax and r.get("equal") and r["kernel"].startswith("cand_")
-              and "copy" not in r["kernel"]]
+        ok = [r for r in rows if r["axis"] == ax and r.get("equal") and r["kernel"].startswith(("cand_", "w_"))
+              and "copy" not in r["kernel"] and "walk" not in r["kernel"]]
         if ok:
             b = min(ok, key=lambda r: r["ms"])
             print(f"best axis {ax}: {b['label']} {b['ms']:.4f} ms {b['frac_copy']:.3f}")

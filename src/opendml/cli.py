@@ -254,7 +254,6 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
         raise UsageError(f"{desc.OPERATOR}: running it would touch {need} bytes of memory (input and output "
                          f"elements, {shown}); --max-bytes allows {max_bytes}")
     ys = device.run_all(desc, *xs)
-    ok_mark, bad_mark = _ok_mark()
     if "Title" in obj:
         print(f"== {_text(obj['Title'])}" + (f"  [{_text(obj['Source'])}]" if "Source" in obj else ""), file=out)
     print(f"Operator: {desc.OPERATOR}", file=out)
@@ -268,18 +267,22 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
         print(fmt_array(y), file=out)
     for path, y in zip(outputs, ys):
         save_output(path, y)
-    if expected is not None:
-        bad = [(name, e) for (name, _), e, y in zip(out_named, expected, ys)
-               if not np.array_equal(e, y, equal_nan=y.dtype.kind == "f")]
-        if not bad:
-            print(f"{ok_mark} matches the documented output" + ("s" if len(ys) > 1 else ""), file=out)
-        elif len(ys) == 1:
-            print(f"{bad_mark} differs from the documented output:\n{fmt_array(bad[0][1])}", file=out)
-        else:
-            for name, e in bad:
-                print(f"{bad_mark} {name} differs from the documented output:\n{fmt_array(e)}", file=out)
-        return not bad
-    return None
+    if expected is None:
+        return None
+    return _compared([(name, y, e) for (name, _), y, e in zip(out_named, ys, expected)], out,
+                     "s" if len(ys) > 1 else "", len(ys) > 1)
+
+
+def _compared(checked, out, plural: str = "", named: bool = True) -> bool:
+    """Print whether each ``(name, output, documented output)`` matches; True when all do."""
+    ok_mark, bad_mark = _ok_mark()
+    bad = [(name, want) for name, y, want in checked if not np.array_equal(want, y, equal_nan=y.dtype.kind == "f")]
+    if not bad:
+        print(f"{ok_mark} matches the documented output{plural}", file=out)
+    for name, want in bad:
+        print(f"{bad_mark} {name + ' ' if named else ''}differs from the documented output:\n{fmt_array(want)}",
+              file=out)
+    return not bad
 
 
 def _text(value) -> str:
@@ -389,17 +392,7 @@ def cmd_dispatch(args) -> int:
     if example is None:
         return 0
     checked = [(name, y, want) for name, y, want in example_outputs(example, results) if want is not None]
-    if not checked:
-        return 0
-    ok_mark, bad_mark = _ok_mark()
-    bad = [(name, want) for name, y, want in checked
-           if not np.array_equal(want, y, equal_nan=y.dtype.kind == "f")]
-    if not bad:
-        print(f"{ok_mark} matches the documented output")
-        return 0
-    for name, want in bad:
-        print(f"{bad_mark} {name} differs from the documented output:\n{fmt_array(want)}")
-    return 1
+    return 0 if not checked or _compared(checked, sys.stdout) else 1
 
 
 def cmd_info(args) -> int:

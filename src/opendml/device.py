@@ -29,7 +29,7 @@ from .runtime import alloc, get_backend
 from .ops import OperatorDesc
 from .model._checks import UINT64_MAX, _short, as_int
 from .model.data_type import DataType
-from .model.errors import BindingError, UnsupportedError, ValidationError
+from .model.errors import BindingError, ValidationError
 from .model.feature_level import FeatureLevel
 from .model.tensor_desc import TensorDesc, TensorFlags, round_up_4
 
@@ -67,19 +67,9 @@ class Buffer:
         (little-endian) when ``tensor`` is None, else its elements through
         ``tensor``'s sizes and strides, converted to the tensor's data type.
 
-        ``casting`` says which conversions are allowed, with NumPy's names:
-        ``"no"``/``"equiv"``/``"same_kind"`` are NumPy's dtype rules; ``"safe"``
-        (the default) checks values instead of dtypes: every value must
-        survive the conversion (to an integer type: integral and in range; to
-        a float type: no finite value may overflow to infinity; float
-        rounding is allowed), else a ``ValidationError`` names the first
-        offending value and its index; ``"unsafe"`` converts as
-        ``ndarray.astype`` does. Masked arrays, mappings, strings and ragged
-        lists are refused. Only the tensor's elements are written (bytes
-        between them keep their values): the cost is that of the elements,
-        not of TotalTensorSizeInBytes. Where the strides make elements share
-        memory (a stride of 0), the first element along each such dimension
-        is the one stored.
+        Only the tensor's elements are written (bytes between them keep their
+        values); where a stride of 0 makes elements share memory, the first
+        along that dimension is stored.
 
         Parameters
         ----------
@@ -91,7 +81,12 @@ class Buffer:
         offset : int, default 0
             Byte offset in the buffer.
         casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default "safe"
-            Which conversions are allowed (see above).
+            Which conversions are allowed: ``"no"``, ``"equiv"`` and
+            ``"same_kind"`` are NumPy's dtype rules; ``"safe"`` checks values
+            instead: each must survive the conversion (to an integer type:
+            integral and in range; to a float type: no finite value
+            overflowing; rounding allowed); ``"unsafe"`` converts as
+            ``ndarray.astype`` does.
 
         Raises
         ------
@@ -849,8 +844,6 @@ class Device:
                                    f"initialize_operator with its binding first")
             bound.append(b)
 
-        # Word arrays of every bound range (each of its tensor's element size),
-        # checked to hold what the program reads and writes.
         def ranges(bindings, types, spans):
             out = []
             for b, t, span in zip(bindings, types, spans):

@@ -63,24 +63,8 @@ def check_depth(obj, limit: int = MAX_DEPTH) -> None:
 
 
 def loads(text: str) -> dict:
-    """Parse a JSON description.
-
-    Parameters
-    ----------
-    text : str
-        JSON text.
-
-    Returns
-    -------
-    dict
-        The parsed object.
-
-    Raises
-    ------
-    JsonFormError
-        For malformed text, integers too long to read, nesting deeper than
-        ``MAX_DEPTH``, and anything but an object.
-    """
+    """Parse a JSON description: a ``JsonFormError`` for malformed text, integers
+    too long to read, nesting deeper than ``MAX_DEPTH``, and anything but an object."""
     return parse_object(text, parse_int=_parse_int)
 
 
@@ -172,11 +156,8 @@ def _index_path(path: str, flat: int, shape) -> str:
 
 def open_regular(path):
     """``(file, None)``: ``path`` opened to read (binary), if it is a regular
-    file; else ``(None, kind)``, ``kind`` naming what it is ("a folder", "a
-    FIFO", "a device", "a socket" or "not a regular file"). Checked on the
-    open file, opened non-blocking: a FIFO without a writer cannot hold the
-    caller up. OSError (ValueError: a NUL in the path) where it cannot be
-    opened."""
+    file; else ``(None, what it is)``. Checked on the file opened non-blocking,
+    so a FIFO without a writer cannot hold the caller up."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode

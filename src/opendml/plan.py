@@ -1,41 +1,29 @@
 """What the backends execute, in elements, already validated.
 
-Every operator lowers to one plan type, the move program ``MovePlan``: the
-types of its inputs and outputs and a sequence of passes, each from an input
-slot (``src``) to an output slot (``dst``), run in order. The pass kinds:
+Every operator lowers to one plan type, the move program ``MovePlan``: its
+input and output types and passes, each from an input slot (``src``) to an
+output slot (``dst``), run in order. The pass kinds:
 
 * ``Copy``: ``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])``, strided,
   with optional per-axis index maps (``AxisMap``: PADDING's modes),
-  data-type conversion and scale/bias. SLICE and SLICE1 lower to one plain
-  ``Copy`` (SLICE1's negative window strides become negative source strides
-  with the origin at the window's end); IDENTITY, CAST, PADDING/PADDING1,
-  JOIN, SPLIT, TILE and the SPACE_TO_DEPTH/DEPTH_TO_SPACE pairs to copies
-  and fills.
+  data-type conversion and scale/bias.
 * ``Fill``: a constant over a strided region.
-* ``Gather`` and ``Scatter``: a copy whose source (``Gather``) or
-  destination (``Scatter``: last write in index order wins, or
-  accumulating) positions along some dimensions are read from index
-  tensors; each indexed coordinate is an ``IndexAxis`` saying where its
-  index values lie, what one unit of it steps in the data, the valid range
-  and what a value outside the range does (clamped, or the write skipped).
-  GATHER, GATHER_ELEMENTS, GATHER_ND(1), SCATTER(_ND), ONE_HOT and
-  REVERSE_SUBSEQUENCES lower to them.
+* ``Gather``/``Scatter``: a copy whose source or destination positions along
+  some dimensions are read from index tensors (``IndexAxis``: where the
+  values lie, the step of one unit, the valid range, and whether a value
+  outside it is clamped or skipped); a scatter's last write in index order
+  wins, or it accumulates.
 * ``Unfold``, ``Fold`` and ``SliceScatter``: the tuned passes of UNFOLD
-  (windowed gather with zero fill outside the input), FOLD (windowed sum,
-  computed as a gather: no atomics, one summation order on every backend)
-  and SLICE_GRAD (every output element written once: input value or zero).
-  Each carries its kernel's parameter block (``UnfoldPlan``, ``FoldPlan``,
-  ``ScatterPlan``), as a plain ``Copy`` of the same type carries
-  ``CopyPlan``'s (``Copy.as_copy_plan``; ``MovePlan.kernel_plan`` gives the
-  block of a program that is one such pass).
+  (windowed gather, zero outside), FOLD (windowed sum computed as a gather:
+  one summation order on every backend) and SLICE_GRAD, each carrying its
+  kernel's parameter block (``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``), as
+  a plain ``Copy`` carries ``CopyPlan``'s (``MovePlan.kernel_plan``).
 
-Offsets of each pass are relative to element 0 of the bound range of its
-slot, the lowest element it may touch being at or after it;
-``MovePlan.in_spans``/``out_spans`` say which elements the program reads and
-writes, so a backend can check once that it stays inside what was bound. A
-``CopyPlan``'s dimensions are canonicalised here, once, for every backend:
-size-1 dimensions dropped, dimensions ordered by output stride, neighbours
-that walk memory as one merged.
+Offsets are relative to element 0 of the bound range of the slot;
+``MovePlan.in_spans``/``out_spans`` say which elements the program touches,
+so a backend checks once that it stays inside what was bound. ``CopyPlan``
+is canonicalised here for every backend (size-1 dimensions dropped, ordered
+by output stride, neighbours that walk memory as one merged).
 """
 from __future__ import annotations
 

@@ -1,46 +1,26 @@
 """The array API's contract, in one place: what every array function checks
 before any framework's route runs, and the one message each fault gets,
-whatever the operator and whatever the framework.
+whatever the operator and the framework.
 
-* **Not an array** (a list, a scalar, an object of an unknown framework):
-  ``ValidationError("<function>: <argument> must be a NumPy, CuPy, PyTorch,
-  JAX or Dask array; got <module>.<type>")`` (``not_an_array``). JOIN's
-  ``arrays`` that is not a sequence of arrays (a lone array included):
-  ``ValidationError("join: arrays must be a sequence of arrays (a list or
-  tuple); got ...")`` (``array_sequence``).
-* **A dtype the operator does not take** (no DirectML data type, such as
-  bool or bfloat16, or a DirectML type missing from the operator's support
-  table at the newest feature level, such as FLOAT64 for TILE):
-  ``UnsupportedError("<function>: <argument>'s dtype <dtype> is not
-  supported by <OPERATOR> at feature level <level> (supported: float16,
-  ...)")``, the list being that table's types (``check_inputs``). A dtype
-  given as an argument (``cast``'s) reads the same, without the ``'s``:
-  ``"cast: dtype torch.bool is not supported by CAST ..."`` (``data_type``).
-  The index-driven operators' further arrays (``indices``, ``updates``,
-  ``values``, ``sequence_lengths``: ``Binding.others``) get the same two
-  errors (``check_others``), their types being those the table lists for
-  their tensor (``"gather: indices' dtype int16 is not supported by GATHER
-  at feature level 6_4 (supported: int32, int64, uint32, uint64)"``); an
-  argument ending in s takes ``'`` (``possessive``).
-* **A rank the operator does not take** (the same table's ranks):
-  ``ValidationError("<function>: <argument> must have <n> (or <lo> to <hi>)
-  dimensions for <OPERATOR>; got <rank> (shape [...])")``.
-* **A bad axis**: ``ValidationError("<function>: axis must be an integer;
-  got ...")`` or ``"<function>: axis must be in [-r, r - 1] for arrays of
-  r dimensions; got ..."`` (``axis``).
-* **A bad field**: the description's own rule, ``ValidationError("<OPERATOR>:
-  <DirectML field>[i] must ...; got ...")``; the array functions hand their
-  arguments to the description as given (a scalar spread over the axes
-  first), and name a DirectML field where they read an argument themselves
-  (``field_error``; ``sizes_of`` for an argument that becomes a tensor's
-  sizes).
+* **Not an array**: ``"<function>: <argument> must be a NumPy, CuPy,
+  PyTorch, JAX or Dask array; got <module>.<type>"`` (``not_an_array``;
+  JOIN's ``arrays`` must be a sequence of arrays: ``array_sequence``).
+* **A dtype the operator does not take** (no DirectML type, or one missing
+  from the support table at the newest level): ``UnsupportedError("<function>:
+  <argument>'s dtype <dtype> is not supported by <OPERATOR> at feature level
+  <level> (supported: float16, ...)")`` (``check_inputs``; a dtype argument
+  reads the same without the ``'s``: ``data_type``; the index operators'
+  further arrays, ``Binding.others``, by their tensor's row: ``check_others``).
+* **A rank the operator does not take**: ``"<function>: <argument> must have
+  <n> (or <lo> to <hi>) dimensions for <OPERATOR>; got <rank> (shape [...])"``.
+* **A bad axis**: ``"<function>: axis must be an integer; got ..."`` or
+  ``"... must be in [-r, r - 1] for arrays of r dimensions; got ..."``.
+* **A bad field**: the description's own rule, naming the DirectML field
+  (``field_error``, ``sizes_of`` where a function reads an argument itself).
 
-Which operator a function builds is what the operator classes declare
-(``BINDING``, ``opendml.ops._spec.Binding``): ``OPERATOR_OF`` is read from
-``opendml.ops.OPERATORS``, never written by hand. ``data_type`` is the one
-conversion of a dtype spelling (NumPy, PyTorch, JAX/ml_dtypes, ``DataType``
-or a name) to a ``DataType``, used for arrays' dtypes and for dtype
-arguments alike.
+``OPERATOR_OF`` is read from the operator classes' ``BINDING``; ``data_type``
+is the one conversion of a dtype spelling (NumPy, PyTorch, JAX, ``DataType``
+or a name) to a ``DataType``.
 """
 from __future__ import annotations
 
@@ -65,9 +45,7 @@ __all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array"
 ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"
 
 class _Bound(dict):
-    """Array-API function name -> what the operator classes in ``OPERATORS``
-    declare for it (``read(class, binding)``), read again from the registry
-    for a name not seen yet (an operator registered later)."""
+    """Array-API function name -> ``read(class, binding)``, read again for an operator registered later."""
 
     def __init__(self, read):
         super().__init__()
@@ -116,10 +94,8 @@ def not_an_array(x, function: str, argument: str = "x") -> ValidationError:
 
 
 def array_sequence(arrays, function: str) -> tuple:
-    """``arrays`` (a list or tuple of arrays, or another iterable that is not
-    itself an array) read once as a tuple; a lone array of any framework (it
-    would be taken as the list of its slices), a string, a mapping, a set,
-    an empty sequence or a non-iterable is refused."""
+    """``arrays`` (an iterable that is not itself an array) read once as a
+    non-empty tuple."""
     if type(arrays) is list or type(arrays) is tuple:
         items = tuple(arrays)
     elif (framework_of(arrays) is not None or isinstance(arrays, (str, bytes, dict, set, frozenset))
@@ -146,13 +122,11 @@ _SEEN: dict = {}
 
 
 def data_type(spelling):
-    """The ``DataType`` of a dtype spelling: a ``DataType``; a NumPy dtype, a
-    NumPy scalar type (``np.float32``) or anything ``numpy.dtype`` takes
-    (``"float32"``, ``"<f4"``, ``float``), a JAX or ml_dtypes dtype (NumPy
-    dtypes themselves); a PyTorch dtype (``torch.float32``); a ``DataType``
-    name (``"FLOAT32"``, ``"DML_TENSOR_DATA_TYPE_FLOAT32"``). None where the
-    spelling is a dtype that has no DirectML data type (bool, complex,
-    bfloat16, float8...). ``TypeError`` where it is no dtype at all."""
+    """The ``DataType`` of a dtype spelling: a ``DataType`` or its name
+    (``"FLOAT32"``, ``"DML_TENSOR_DATA_TYPE_FLOAT32"``), anything
+    ``numpy.dtype`` takes (JAX's dtypes included), a PyTorch dtype. None for
+    a dtype with no DirectML type (bool, bfloat16...); ``TypeError`` for no
+    dtype at all."""
     key = (type(spelling), spelling)      # the type too: DataType.FLOAT32 == 1 and True == 1, but 1 is no dtype
     try:
         hit = _SEEN.get(key)
@@ -230,11 +204,9 @@ def dtype_error(function: str, what: str, dtype, cls, slot: str | None = None) -
                             f"level {LEVEL.label} (supported: {type_list(types)})")
 
 
-def dtype_argument(dtype, function: str, slot_type=None):
-    """``dtype`` (a dtype argument, any spelling ``data_type`` takes) as the
-    ``DataType`` the operator's support table lists; ``UnsupportedError``
-    naming the supported types where it is a dtype the operator does not
-    take, ``ValidationError`` where it is no dtype at all."""
+def dtype_argument(dtype, function: str):
+    """A dtype argument as the ``DataType`` the operator's support table lists
+    (``UnsupportedError`` naming them; ``ValidationError`` for no dtype)."""
     cls = OPERATOR_OF[function]
     try:
         dt = data_type(dtype)
@@ -249,9 +221,7 @@ def dtype_argument(dtype, function: str, slot_type=None):
 # -- inputs ----------------------------------------------------------------------------------------
 
 def rank_of(x) -> int:
-    """``x.ndim``, else ``len(x.shape)`` (an object without ``ndim``). Read
-    ``ndim`` first: a nested PyTorch tensor has one but raises on ``shape``,
-    which its adapter's own check names before any rank is compared."""
+    """``x.ndim``, else ``len(x.shape)`` (a nested PyTorch tensor raises on ``shape``)."""
     ndim = getattr(x, "ndim", None)
     return ndim if isinstance(ndim, int) else len(x.shape)
 
@@ -267,10 +237,7 @@ BINDING: dict = _Bound(lambda cls, b: b)
 
 
 def check_input(function: str, x, argument: str | None = None) -> None:
-    """``x``'s dtype and rank against the support table of the operator
-    ``function`` builds, at the newest feature level: ``UnsupportedError``
-    for a dtype it does not take, ``ValidationError`` for a rank (an array
-    of any framework: ``dtype`` and ``ndim`` (else ``len(shape)``) are all that is read)."""
+    """``x``'s dtype and rank (of any framework) against the operator's support table at the newest level."""
     try:
         key = (function, x.dtype, rank_of(x))
         if key in _PASSED:
@@ -319,11 +286,8 @@ def _check_dtype(function: str, x, argument: str, cls, row, slot: str) -> None:
 
 
 def check_others(function: str, **arrays) -> None:
-    """The array arguments besides the first (``Binding.others``: GATHER's
-    ``indices``, SCATTER's ``updates``...): each an array of a framework the
-    API takes (``not_an_array``), of a type the support table lists for its
-    DirectML tensor (``UnsupportedError`` naming them: the index types for
-    indices). Their shapes are the function's own rules."""
+    """The array arguments besides the first (``Binding.others``): each an
+    array of a framework the API takes, of a type its tensor's row lists."""
     cls = OPERATOR_OF[function]
     others = BINDING[function].others
     for argument, x in arrays.items():
@@ -368,9 +332,7 @@ def field_error(function: str, field: str, rule: str, value) -> ValidationError:
 
 
 def sizes_of(function: str, slot: str, make):
-    """``make()`` (a ``TensorDesc`` built from an argument's sizes), its
-    errors named as the operator's: ``TensorDesc: Sizes[3] ...`` becomes
-    ``<OPERATOR>: <slot>.Sizes[3] ...``."""
+    """``make()``, its ``TensorDesc: Sizes[3] ...`` errors named ``<OPERATOR>: <slot>.Sizes[3] ...``."""
     try:
         return make()
     except ValidationError as e:
@@ -378,7 +340,5 @@ def sizes_of(function: str, slot: str, make):
         if not text.startswith("TensorDesc: "):
             raise
         rest = text[len('TensorDesc: '):]
-        # a field's error ("Sizes[3] must ...") names the slot's field; a rule of the whole tensor ("the
-        # element count ... must ...") names the slot
         joined = f"{slot}.{rest}" if rest[:1].isupper() else f"{slot}: {rest}"
         raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {joined}") from None

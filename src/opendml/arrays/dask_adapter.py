@@ -9,45 +9,29 @@ bad description raises its ``opendml.DmlError`` before anything is computed.
 Every result equals the in-memory call on the whole array bit for bit.
 
 How the work is cut is the operator's declared chunking kind
-(``chunking()``, see ``opendml.ops._spec``), one graph builder per kind, each
-reading the operator's fields from its validated description: GATHER
-(SLICE, SLICE1), WINDOWS (UNFOLD), WINDOW_SUMS (FOLD), SCATTER (SLICE_GRAD).
-The output's chunks:
+(``chunking()``, see ``opendml.ops._spec``), one graph builder per kind:
 
-* SLICE, SLICE1: one task per input chunk the slice touches, running the slice
-  on that chunk alone; untouched chunks are never read. The result has one
-  chunk per touched input chunk along each axis (in output order, so a
-  negative stride lists them last to first).
+* SLICE, SLICE1: one task per input chunk the slice touches, run on that
+  chunk alone; untouched chunks are never read. One output chunk per touched
+  input chunk along each axis (a negative stride lists them last to first).
 * UNFOLD (N, C, *spatial) -> (N, C x prod(W), BlockCount): output chunks
   follow the input's chunks along N, and along BlockCount they are slabs of
-  the first spatial axis (BlockCount is row-major over the block grid, so a
-  range of first-axis blocks is a contiguous range of columns). A block belongs
-  to the input chunk holding the first element it reads; each task reads its
-  blocks' input region, which is the slab plus a halo of ``Dilations x
-  (WindowSizes - 1)`` elements from the following chunks (padding is applied
-  inside the task, never materialised), so no block is lost or computed twice.
-  A slab whose output would pass Dask's ``array.chunk-size`` is cut into
-  thinner slabs; if one block row of the first axis is already too big, N is
-  split, then the rows (whole channels, then sub-windows), then the columns
-  inside a block row, so output chunks never grow with the window.
-  Chunks of the channel axis or of the other spatial axes are allowed: a task
-  gathers the part of every chunk it needs (a rechunk done inside the tasks).
-  The cost: every full-width slab reads those chunks' slices, so an input
-  chunked along C or the later spatial axes moves about as much data as
-  ``x.rechunk({1: -1, 3: -1, ...})`` would; chunk along N and the first
-  spatial axis for the cheapest graph.
+  the first spatial axis (a contiguous range of columns). A block belongs to
+  the input chunk holding the first element it reads; each task reads its
+  slab plus a halo of ``Dilations x (WindowSizes - 1)`` elements (padding
+  applied inside the task), so no block is lost or computed twice. A slab
+  past Dask's ``array.chunk-size`` is cut thinner; then N, the rows and the
+  columns are split, so output chunks never grow with the window. Chunks
+  along C or the later spatial axes are gathered inside the tasks, at about
+  the cost of ``x.rechunk({1: -1, 3: -1, ...})``: chunk along N and the
+  first spatial axis for the cheapest graph.
 * FOLD (N, C x prod(W), BlockCount) -> (N, C, *output_sizes): the output is
-  cut into slabs of the first spatial axis (and along N and C when needed);
-  one task computes a slab from every block that touches it (the neighbouring
-  slabs' overlapping blocks are its halo), so each element's sum runs in the
-  same order as the in-memory FOLD. Slabs follow the input's column chunks
-  where those are whole block rows, and are made thin enough that both the
-  slab and the blocks it reads stay near ``array.chunk-size`` (down to one row
-  of one channel of one item, the smallest FOLD task).
-* SLICE_GRAD: the output (zeros of ``input_sizes``) is cut at the positions
-  where the gradient's chunks meet and at the window's edges, then to Dask's
-  ``auto`` chunk size; chunks outside the window are plain zeros, the others
-  scatter the gradient chunks they receive.
+  cut into slabs of the first spatial axis (and along N and C when needed),
+  each computed from every block that touches it, so each element's sum runs
+  in the in-memory order; slab and blocks read stay near ``array.chunk-size``.
+* SLICE_GRAD: the output is cut where the gradient's chunks meet and at the
+  window's edges, then to Dask's ``auto`` size; chunks outside the window
+  are plain zeros.
 
 On workers: opendml's CPU kernels split each task over ``OPENDML_CPU_THREADS``
 threads (default: every core), so give a worker of ``nthreads`` task threads
@@ -57,18 +41,12 @@ at most 1 GiB by default) for the next output of about the same size; Dask
 counts that memory as unmanaged, so on workers with a memory limit set it to
 a few chunk sizes, or 0.
 
-The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``,
-...) is lazy and block by block too, generic over what each operator module
-declares: the operator's ``chunking()`` says which input axes a block-wise
-run needs in one chunk (PADDING's padded axes, JOIN's and SPLIT's ``Axis``,
-TILE's repeated axes, the channels of SPACE_TO_DEPTH/DEPTH_TO_SPACE) or cut
-at multiples of a size (the spatial axes of SPACE_TO_DEPTH, at multiples of
-``BlockSize``); the inputs are rechunked so (other axes keep their chunks;
-several inputs take the first one's chunks there), and one task per block
-runs the same call on that block in memory: IDENTITY and CAST element-wise
-on the chunks as they are. The output's chunks follow from the operator's
-own shape rule applied to the blocks; SPLIT's outputs share one task per
-block. The call is validated on the whole arrays when the graph is built.
+The data-movement family (``run_move``) is lazy and block by block too: the
+operator's ``chunking()`` says which input axes a block-wise run needs in one
+chunk or cut at multiples of a size; the inputs are rechunked so, and one task
+per block runs the same call in memory. The output's chunks follow from the
+operator's own shape rule on the blocks; SPLIT's outputs share one task per
+block.
 
 Dask is imported by this module only; opendml imports it when a Dask array
 comes in.
@@ -98,12 +76,6 @@ __all__ = ["run", "run_move"]
 
 
 # -- arguments and validation ---------------------------------------------------
-
-def _api():
-    """opendml's in-memory array functions, run inside the tasks (looked up
-    when a task runs: ``_dispatch.front``, which the array API fills)."""
-    return front
-
 
 def _check_array(x, where: str):
     if not isinstance(x, da.Array):
@@ -255,7 +227,7 @@ class _Call:
 
     def __call__(self, chunk):
         x = chunk if self.grid is None else _assemble(chunk, self.grid)
-        return getattr(_api(), self.function)(x, *self.args)
+        return getattr(front, self.function)(x, *self.args)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,26 +246,12 @@ def _zeros_task(meta, shape, dtype):
 
 # -- SLICE and SLICE1 ---------------------------------------------------------------
 
-
-
 def _gather(x, dt, desc):
-    """GATHER (SLICE, SLICE1): the lattice ``desc.gather_axes()`` read chunk by chunk."""
+    """GATHER (SLICE, SLICE1): the lattice ``desc.gather_axes()`` ((start, signed
+    step, count) per axis) read chunk by chunk, each chunk's task a SLICE1 of
+    the chunk-local window that reaches its positions."""
     axes = desc.gather_axes()
-    return _strided(x, dt, axes, f"opendml-{desc.OPERATOR.lower()}-" + tokenize(x, axes), _slice1_task)
-
-
-def _slice1_task(low, counts, steps):
-    """The task for one chunk of SLICE or SLICE1 (SLICE is SLICE1 with positive
-    strides): the chunk-local window from ``low`` that reaches ``counts``
-    elements with ``steps``."""
-    return _Call("slice1", (low, tuple(abs(t) * (n - 1) + 1 for t, n in zip(steps, counts)), steps))
-
-
-def _strided(x, dt, axes, name, make_task):
-    """The positions ``start + step * j`` (j < count) per axis, read chunk by
-    chunk. ``axes``: (start, signed step, count) per axis; ``make_task(low,
-    counts, steps)`` gives the task for one chunk, where ``low`` is the
-    chunk-local position of the lowest element it reads per axis."""
+    name = f"opendml-{desc.OPERATOR.lower()}-" + tokenize(x, axes)
     per_axis = []
     for (start, step, count), b in zip(axes, (_bounds(c) for c in x.chunks)):
         pieces = []   # (input chunk, local offset of the lowest position, j0, j1), in output order
@@ -308,7 +266,9 @@ def _strided(x, dt, axes, name, make_task):
     steps = tuple(s for _, s, _ in axes)
     for out_index in itertools.product(*(range(len(p)) for p in per_axis)):
         parts = [per_axis[a][o] for a, o in enumerate(out_index)]
-        op = make_task(tuple(p[1] for p in parts), tuple(j1 - j0 for _, _, j0, j1 in parts), steps)
+        counts = tuple(j1 - j0 for _, _, j0, j1 in parts)
+        op = _Call("slice1", (tuple(p[1] for p in parts), tuple(abs(t) * (n - 1) + 1 for t, n in zip(steps, counts)),
+                              steps))
         g.tasks[(name, *out_index)] = (op, (x.name, *(p[0] for p in parts)))
     chunks = tuple(tuple(j1 - j0 for _, _, j0, j1 in p) for p in per_axis)
     return g.array(chunks, meta_from_array(x, ndim=x.ndim, dtype=dt))

@@ -1,66 +1,37 @@
 """The array API's front: one function per bound operator (``slice``,
 ``unfold``, ``pad``, ``split``...; ``FUNCTIONS``) on NumPy, CuPy, PyTorch,
-JAX and Dask arrays, each building one ``Call`` (the inputs' logical
-descriptions -> the operator's description, ``opendml.ops``) that the
-array's adapter runs.
+JAX and Dask arrays, each building one ``Call`` that the array's adapter
+runs.
 
-The functions are generated here, once, from what each operator module
-declares in its ``BINDING`` (``opendml.ops._spec.Binding``): the name, the
-parameters as a ``def`` writes them, the docstring's own parts (the rest is
-one template filled from the binding and the support table) and the route;
-the class's ``arguments`` turns the arguments into the description. Each is
-a plain Python function compiled from its own source (``inspect.getsource``
-shows it), so ``help``, ``inspect.signature`` and completion in a session
-read it as they would a ``def``; nothing here names an operator. The API
-reference reads them through a Griffe extension (``docs/griffe_registry.py``).
+The functions are generated here from each operator module's ``BINDING``
+(``opendml.ops._spec.Binding``): name, parameters, the docstring's own parts
+(the rest is ``_DOC`` filled from the binding and the support table) and the
+route; the class's ``arguments`` turns the arguments into the description.
+Each is a plain function compiled from its own source, so ``help``,
+``inspect`` and completion read it as a ``def``; nothing here names an
+operator.
 
 Every function takes the same steps, in this order:
 
-1. **The C call cache** (``runtime.calls``): the arguments exactly as
-   received are offered first, and a call seen before (same function,
-   arguments, dtypes, shapes and strides) is served from C without entering
-   Python again (``call`` for the first five, ``move`` for the family and
-   the index functions, whose arrays are offered as one tuple).
-2. **The C new-shape route**: a never-seen shape in its simple forms (exact
-   ints, floats, strs, NumPy dtypes; NumPy arrays, plain PyTorch CPU and
-   CUDA tensors, CuPy arrays) is lowered, run and recorded in C in one call, with the passes,
-   outputs and record the Python route would make (the family's here,
-   ``runtime.calls.move_new``; the index functions' through
-   ``index_ops.offer``, ``runtime.calls.index_new``; the first five's in
-   their adapters); anything
-   else is declined and the Python route runs it and raises what it raises.
-3. **The contract's checks** (``_contract``): an array of a framework the
-   API takes, a dtype and rank the operator's support table lists: one
-   message per fault for every operator and framework.
-4. **Snapshots**: every list argument is read once (``_snap`` keeps lists
-   lists for the first five's plan keys and records; ``_snapshot`` makes the
-   family's tuples), and only that copy is used afterwards, so a list another
-   thread changes during the call cannot mix values.
-5. **The route**: the adapter of the array's framework (``adapter_for``:
-   ``numpy_adapter``, ``cupy_adapter``, ``torch.adapter``, ``jax_adapter``,
-   ``dask_adapter``) runs the call: ``run`` plans the first five through the
-   planner (a bounded LRU plan cache), ``run_move`` the family's move
-   program; NumPy's move route is the engine's (``engine.run_numpy``),
-   behind its Python cache (the move cache, ``planner``). Each adapter records what a
-   first call ran in the C call cache. The index functions' route is
-   ``index_ops.run`` (which moves indices to the data's framework, checks
-   them, and records index passes), past their operator classes' rules.
+1. **The C call cache** (``runtime.calls``): a call seen before (same
+   function, arguments, dtypes, shapes and strides) is served from C.
+2. **The C new-shape route**: a never-seen shape in its simple forms is
+   lowered, run and recorded in C, as the Python route would; anything else
+   is declined.
+3. **The contract's checks** (``_contract``): one message per fault for
+   every operator and framework.
+4. **Snapshots**: every list argument is read once (``_snap``, ``_snapshot``),
+   so a list another thread changes during the call cannot mix values.
+5. **The route**: the adapter of the array's framework (``adapter_for``)
+   runs the call (``run``: the first five's plan route; ``run_move``: the
+   move program; ``index_ops.run``: the index functions).
 
-Which arguments are lists to snapshot comes from the function's signature
-(those typed as sequences). Every ``opendml.configure()`` empties the
-caches; ``configure(call_cache=False)`` turns them off; a replaced
-``engine.execute`` (a spy) is given every family call.
-
-Differentiation: where the operation is linear for its types, PyTorch
-results are differentiable (autograd, forward-mode AD, ``torch.func``) and
-JAX results in reverse mode (``jax.grad``); each backward formula is the
-operator module's declared ``adjoint`` (``opendml.ops._spec``), given
-``engine.ADJOINT_API`` (these functions, registered there). The ``Call``
-type, NumPy's move route and the adjoints are the engine's (``engine``),
-below the adapters, which import it and never this module: they call these
-functions again through ``_dispatch.front`` (``run_list`` included, the
-route a ``Call`` takes). No framework is imported here. May import ``opendml.model``, ``opendml.ops``,
-``opendml.plan`` and ``opendml.runtime``.
+Every ``opendml.configure()`` empties the caches; a replaced
+``engine.execute`` (a spy) is given every family call. Where an operation is
+linear, PyTorch and JAX results are differentiable through the operator
+module's declared ``adjoint``. The adapters never import this module: they
+call these functions again through ``_dispatch.front``. No framework is
+imported here.
 """
 from __future__ import annotations
 
@@ -171,11 +142,9 @@ def _run_move(call: Call, arrays):
 # -- snapshots -------------------------------------------------------------------------------------
 
 def _snap(value):
-    """A private copy of a mutable argument, read once: every later step of a
-    call (plan-cache key, validation, plan, call-cache record) reads this copy,
-    so a list that another thread changes while the call runs can never make
-    one step see other values than the rest. Lists stay lists and NumPy arrays
-    stay arrays (messages show them as given); immutable values are kept."""
+    """A private copy of a mutable argument, read once, that every later step
+    of a call reads. Lists stay lists and NumPy arrays stay arrays (messages
+    show them as given); immutable values are kept."""
     t = type(value)
     if t is list:
         return value[:]                   # one C-level copy under the GIL
@@ -192,8 +161,7 @@ def _snap(value):
 
 
 def _snaps(values) -> tuple:
-    """``_snap`` of each value, the common kinds (lists, ints, tuples, None) inline: the window
-    operators' route snapshots every argument."""
+    """``_snap`` of each value, the common kinds inline."""
     out = []
     for value in values:
         t = type(value)
@@ -222,35 +190,22 @@ def _snapshot(value):
 
 # -- the C call cache and the C new-shape route -----------------------------------------------------
 
-#: ``_cached(op, x, *args)``: a repeated call of the first five served by the
-#: call cache (C), or None; each function passes its arguments exactly as its
-#: Call holds them, which is how the adapters record the call after a first run.
+#: ``_cached(op, x, *args)``/``_move(op, x, *args)``: a repeated call served by the C call cache, or None.
 _cached = _calls.call
 _check_input = _contract.check_input
 _OPS = _calls.OPS
 
-#: ``_move(op, x, *args)``: a repeated call on NumPy arrays served by the C
-#: call cache (``runtime.calls.move``), or None. Each function offers its
-#: arguments exactly as received, first thing; the route records a compiled
-#: run with the same arguments snapshotted (``Call.ccall``).
 _move = _calls.move
-# Members of these key by identity in the C call cache: the enums the operators' fields take (a mode, an
-# order) and DataType (a dtype argument); PyTorch's dtype type joins them when a function first gets one
-# (``_key_by_identity``).
+# Members of these key by identity in the C call cache (PyTorch's dtype type joins at its first use).
 _MOVE_TYPES = tuple(sorted({DataType} | {f.enum for cls in OPERATORS.values() for f in cls.FIELDS
                                           if isinstance(f, Enum)}, key=lambda t: t.__name__))
 _calls.register_move_types(_MOVE_TYPES)
 
 
-#: ``_new(op, x, args)``: a never-seen shape of a family function on exact
-#: NumPy arrays, plain PyTorch CPU or CUDA tensors or CuPy arrays (x one array, or join's list or
-#: tuple of them; C declines any other input at once), lowered in C (``runtime.calls.move_new``: the same
-#: passes or launches, output and call-cache record as the route below), or None (the
-#: Python route runs the call and raises whatever it raises).
+#: ``_new(op, x, args)``: a never-seen shape lowered, run and recorded in C, or None (the Python route).
 _move_new = _calls.move_new
-# each with the element types its support table takes at the newest level (bit 8 + DataType value) and,
-# where the function offers its arrays as one list or tuple (an "arrays" argument, the index route's tuple),
-# calls.LOWER_SEQUENCE
+# each lowering with its support table's element types (bit 8 + DataType value) and LOWER_SEQUENCE where
+# the arrays come as one list or tuple
 _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_row(_contract.OPERATOR_OF[k]).types)
           | (_calls.LOWER_SEQUENCE if _contract.BINDING[k].array == "arrays" or _contract.BINDING[k].route == "index"
              else 0)
@@ -262,8 +217,7 @@ def _new(op: int, x, args: tuple):
     since = _generation()                   # before any setting is read
     backend = get_backend("cpu")
     lower = _LOWER.get(op)
-    # no C lowering (an operator without one), the NumPy kernels, or a replaced prepare (a spy): the
-    # Python route
+    # no C lowering, the NumPy kernels, or a replaced prepare (a spy): the Python route
     if lower is None or backend._native is None or "prepare" in backend.__dict__:
         return None
     for _ in range(16):                     # on CUDA, a kernel C names is compiled first, then the call again
@@ -289,15 +243,12 @@ def _cuda_conf() -> tuple:
 
 
 def _key_by_identity(value) -> None:
-    """Let the C call cache key arguments of ``value``'s type by identity
-    from now on where it is a PyTorch dtype (singletons its module holds for
-    good); the C cache is emptied once, when the type is added."""
+    """Let the C call cache key PyTorch dtypes (singletons) by identity from now on."""
     global _MOVE_TYPES
     kind = type(value)
     if kind.__module__ == "torch" and kind not in _MOVE_TYPES:
         _MOVE_TYPES = (*_MOVE_TYPES, kind)
         _calls.register_move_types(_MOVE_TYPES)
-
 
 
 # -- the two routes past the C call cache, for every function ------------------------------------
@@ -307,11 +258,8 @@ _NAMES: dict = {}
 
 
 def _plan(op: int, x, args: tuple):
-    """A call of the first five past the C call cache: its list arguments
-    snapshotted (``_snaps``), then the contract's checks and the adapter's
-    plan route (whose first step, for NumPy and PyTorch CPU arrays, is the C
-    new-shape route); the description is the function's builder's
-    (its operator class's ``arguments``) on the input's description."""
+    """A call of the first five past the C call cache: snapshots, then the contract's checks and the
+    adapter's plan route."""
     name = _NAMES[op]
     args = _snaps(args)
     return _run(x, Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args))
@@ -341,13 +289,8 @@ def _move_call(op: int, x, args: tuple):
 
 
 def _index_call(op: int, given: tuple, args: tuple):
-    """An index function's call past the C call cache and the C new-shape
-    route (``index_ops.offer``): the contract's checks of every array it was
-    given, then its operator class's ``arguments`` (the function's rules: the
-    description, the arrays as its tensors take them, the result's shape,
-    the fields the Python cache keys), then the index route (``index_ops.run``),
-    which records the call in the C call cache by the arrays and arguments
-    as offered."""
+    """An index function's call past the C call cache and new-shape route: the contract's checks,
+    its operator class's ``arguments``, then the index route (``index_ops.run``)."""
     name = _NAMES[op]
     if name in _index.CHECKED:                    # the switch itself: a bool, not anything with a truth value
         flag = args[0]
@@ -513,21 +456,15 @@ def bind(cls) -> Any:
     return fn
 
 
-
-
 def cpu_output_cache(limit: int | None = None) -> dict:
     """The CPU array API's output-block cache, and optionally a new size limit.
 
     With the compiled CPU kernels, outputs of 1 MiB and up are put in memory
     blocks that, once the output (and every view of it) is released, are kept
-    for the next output of a similar size instead of being returned to the
-    system: a fresh large allocation is paid for in page faults and
-    zero-filling on first touch, which costs about as much as the operator
-    itself. ``limit`` is how many bytes of released blocks may be kept; it is
-    the same setting as ``opendml.configure(output_cache_bytes=...)``. 0 turns
-    reuse off and frees what is held. Returns ``{'limit', 'blocks', 'bytes',
-    'hits', 'misses'}`` after the change; with the NumPy kernels every output
-    is a plain ``np.empty`` and the cache reports a limit of 0.
+    for the next output of a similar size: a fresh large allocation costs
+    page faults and zero-filling on first touch, about as much as the
+    operator itself. ``limit`` is the setting
+    ``opendml.configure(output_cache_bytes=...)``.
 
     Parameters
     ----------
@@ -571,23 +508,18 @@ for _cls in _contract.OPERATOR_OF.values():
 FAMILY = tuple(name for name in FUNCTIONS if _contract.BINDING[name].route != "plan")
 __all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_for"]
 
-# The route a ``Call`` on arrays of any framework takes (``Call(*arrays)``, through ``_dispatch.front``), and
-# what the index route below the front reads there (``index_ops``).
+# What the layers below read through ``_dispatch.front``.
 _dispatch.front.run_list = run_list
 _dispatch.front.framework = _framework
 _dispatch.front.new_shape = lambda op, x, args: _new(op, x, args)      # the one read at call time
-# torch.compile takes every function into a graph whole (``bind``: ``_dispatch.enter_graph_whole``):
-# Dynamo, which cannot trace the C call cache, puts the call in the graph, and AOTAutograd then runs it
-# on fake tensors, which take the PyTorch adapter's custom operators.
+# torch.compile takes every function into a graph whole: Dynamo cannot trace the C call cache, and
+# AOTAutograd then runs the call on fake tensors, which take the PyTorch adapter's custom operators.
 
 
 class _OnDynamo(importlib.abc.MetaPathFinder):
-    """Tells Dynamo (``torch._dynamo.allow_in_graph``) about the functions
-    that enter a graph whole the moment it is imported, whatever was imported
-    first (PyTorch, opendml, ``opendml.torch``), without importing it here:
-    ``torch.compile(lambda t: dml.pad(t, 1, 1))`` works in a process that
-    never imported ``opendml.torch``, and the eager path has no check for it.
-    A one-shot finder: it removes itself on Dynamo's import."""
+    """A one-shot import hook telling Dynamo (``allow_in_graph``) about the
+    functions that enter a graph whole the moment it is imported, whatever
+    was imported first, without importing it here."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch._dynamo":

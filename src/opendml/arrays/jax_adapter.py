@@ -1,42 +1,25 @@
 """JAX arrays: differentiable, and usable under ``jax.jit`` and ``jax.vmap``.
 
-Two routes, one meaning:
+* A concrete array on the CPU or a GPU (with CuPy) runs opendml's kernels:
+  through NumPy (read in place; an output of ``ZERO_COPY_BYTES`` or more
+  handed to JAX without a copy) or CuPy (DLPack).
+* A traced array (under ``jit``, ``vmap``, ``grad``...), or a concrete one
+  anywhere else, takes a pure-``lax`` form of the same operator
+  (``lax_unfold``, ``lax_fold``, ``lax_slice1``, ``lax_slice_grad``) that
+  gives the same bits (FOLD sums in the same order from +0; but XLA's CPU
+  programs flush subnormals to zero under jit).
 
-* A concrete array (an ordinary ``jax.Array``, outside any transformation) runs
-  opendml's kernels: on the CPU through NumPy (the input is read in place; an
-  output of ``ZERO_COPY_BYTES`` or more is handed to JAX without a copy), on a
-  GPU through CuPy (DLPack), where CuPy is installed.
-* A traced array (``jax.core.Tracer``: under ``jit``, ``vmap``, ``grad``...)
-  and a concrete array on any other platform (or on a GPU without CuPy) take a
-  pure-``lax`` formulation of the same operator (``lax_unfold``, ``lax_fold``,
-  ``lax_slice1``, ``lax_slice_grad``), which XLA compiles for whatever device
-  it runs on. The lax forms give the same bits as the kernels: UNFOLD, SLICE1
-  and SLICE_GRAD only move elements; FOLD adds the window terms in the same
-  order from the same +0, float16 in float32 rounded once, integers wrapping.
-  (One difference is XLA's, not the formulation's: XLA runs CPU programs with
-  subnormal floats flushed to zero, so under jit on the CPU a float32/float64
-  FOLD sum involving subnormal values is 0.)
+The description is built first, on the (abstract) shape and dtype, so every
+rule raises opendml's own error at trace time. Each operator is a
+``jax.custom_vjp`` whose backward is its adjoint through the array API
+(differentiable to any order in reverse mode; forward mode is not
+available, as for every ``custom_vjp``).
 
-Either way the operator description is built first, on the (abstract) shape
-and dtype, so every rule violation raises opendml's own error at trace time.
-
-Gradients: each operator is a ``jax.custom_vjp`` function whose backward is
-the adjoint operator, called through the array API (so it is itself
-differentiable): UNFOLD <-> FOLD, SLICE1 (and SLICE) -> SLICE_GRAD, SLICE_GRAD
--> SLICE1. As for every ``custom_vjp`` function, forward-mode differentiation
-(``jax.jvp``, ``jax.jacfwd``) is not available; reverse mode is, to any order.
-Under ``jax.grad`` of an eager (not jitted) function the forward and backward
-passes see concrete arrays and so run the kernels as well.
-
-The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``, ...)
-takes one route for every operator, generic over what its module declares:
-the call is validated on the arrays' (abstract) shapes and dtypes; a
-concrete array runs the NumPy move program on ``np.asarray(x)`` and comes
-back on its device, a traced one runs the same program through
-``jax.pure_callback`` (``vmap_method="sequential"``), the output shapes and
-dtypes read from the description. Where the operator is differentiable for
-its types (``desc.linear_part()``) the call is one ``custom_vjp`` whose
-backward is the operator module's ``adjoint``.
+The data-movement family (``run_move``) takes one generic route: a concrete
+array runs the NumPy move program on ``np.asarray(x)``; a traced one runs it
+through ``jax.pure_callback`` (``vmap_method="sequential"``), the output
+shapes read from the description; a differentiable one is one
+``custom_vjp`` whose backward is the operator module's ``adjoint``.
 """
 from __future__ import annotations
 
@@ -64,14 +47,10 @@ __all__ = ["run", "run_move", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice
 SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
                     "uint8", "uint16", "uint32", "uint64")
 
-#: CPU outputs this large (and 64-byte aligned, as XLA wants) become JAX arrays
-#: without a copy (DLPack); a smaller one is copied, which costs less than the
-#: DLPack hand-off.
+#: CPU outputs this large (and 64-byte aligned) become JAX arrays without a copy (DLPack).
 ZERO_COPY_BYTES = 1 << 16
 
-#: Platforms whose concrete arrays run opendml's kernels. A concrete array
-#: anywhere else (a TPU; a GPU where CuPy is missing) runs the lax form,
-#: compiled once per shape and arguments.
+#: Platforms whose concrete arrays run opendml's kernels (elsewhere: the lax form).
 KERNEL_PLATFORMS = ("cpu", "gpu")
 
 
@@ -114,9 +93,7 @@ def _from_numpy(out: np.ndarray, dev):
 # -- the static argument: the validated description of one call ---------------
 
 class _Static:
-    """The validated description as ``custom_vjp``'s static argument (hashed
-    and compared by the description's value), with the array-API function
-    that runs it on a concrete array."""
+    """The validated description as ``custom_vjp``'s static argument (hashed by value)."""
 
     __slots__ = ("desc", "name")
 
@@ -130,8 +107,7 @@ class _Static:
         return isinstance(other, _Static) and other.desc == self.desc
 
     def lax(self, x):
-        """The operator's lax form (its canonical form's, where it declares one: SLICE is a SLICE1):
-        ``lax_<function>`` below, given the array function's arguments (``call_args``)."""
+        """``lax_<function>`` below of the (canonical) description's arguments."""
         desc = self.desc
         canonical = getattr(desc, "canonical", None)
         if canonical is not None:
@@ -146,8 +122,7 @@ class _Static:
 
 
 def _static(call, x):
-    """Validate ``call`` on ``x``'s shape and dtype (opendml's errors, raised
-    while tracing) and return it as a hashable static argument."""
+    """``call`` validated on ``x``'s shape and dtype, as a static argument."""
     shape = tuple(int(s) for s in x.shape)
     return _Static(call.make_desc(logical_desc(x.dtype, shape)), call.name)
 
@@ -167,8 +142,7 @@ def _backward(p, _, g):
 
 
 def _differentiable(name: str):
-    """One ``custom_vjp`` function per operator (named ``opendml_<op>`` in
-    jaxprs and profiles); ``p``, the static parameters, is not differentiated."""
+    """One ``custom_vjp`` function per operator, named ``opendml_<op>`` in jaxprs."""
     def forward(p, x):
         return _forward(p, x)
     forward.__name__ = forward.__qualname__ = f"opendml_{name}"
@@ -200,13 +174,9 @@ def _zero(dtype):
 
 def lax_unfold(x, window, strides, dilations, start_padding, end_padding):
     """UNFOLD: ``(N, C, *S) -> (N, C * prod(window), prod(blocks))``, row ``c *
-    K + k``, from the zero-padded input by strided slices. Two forms of the
-    same copy: XLA's CPU code runs the one that takes the spatial axes one at
-    a time faster (about 1.2x in 2-D and 2.4x in 3-D on 16 cores); its GPU
-    code runs the one that stacks the K window slices at once faster in 2-D
-    (about 1.2-1.4x on an H100), but not in 3-D (``python -m
-    benchmarks.jax_ops --variants``). Under jit only the branch of the
-    platform compiled for is lowered."""
+    K + k``, from the zero-padded input by strided slices: one axis at a time
+    (faster on XLA's CPU), or the K window slices stacked at once (faster on
+    GPUs in 2-D; ``python -m benchmarks.jax_ops --variants``)."""
     args = (window, strides, dilations, start_padding, end_padding)
     if len(window) == 2:
         return lax.platform_dependent(x, cpu=lambda x: _unfold_by_axis(x, *args),
@@ -335,8 +305,7 @@ def _move_forward(p, xs):
         shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
         return tuple(jax.pure_callback(lambda *a: tuple(engine.execute(desc, [np.asarray(v) for v in a])),
                                        shapes, *xs, vmap_method="sequential"))
-    # the first array that says where it lies (a constant JAX keeps as a NumPy
-    # array inside its transforms, such as a residual, says nothing)
+    # the first array that says where it lies (a NumPy residual says nothing)
     devices = next((x.devices() for x in xs if hasattr(x, "devices")), None) or {jax.devices("cpu")[0]}
     if len(devices) != 1:
         raise UnsupportedError(f"{p.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "

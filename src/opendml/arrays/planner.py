@@ -1,49 +1,29 @@
 """The planner: an array's layout (shape, byte strides, element size) plus an
 operator call (``engine.Call``) become a validated description and its plan.
 
-The input is read where it lies, whatever its strides: axes with negative
-strides are turned around so the lowest address is the plan's origin, and the
-plan gets the array's signed element strides. Validated plans are kept in a
-bounded, thread-safe LRU cache keyed by (operator and its arguments, dtype,
-shape, strides), so a repeated call on a same-shaped array skips validation and
-lowering. Framework-neutral: adapters pass plain tuples and NumPy dtypes.
+The input is read where it lies: axes with negative strides are turned
+around so the lowest address is the plan's origin. Validated plans are kept
+in a bounded, thread-safe LRU cache keyed by (operator and its arguments,
+dtype, shape, strides). Framework-neutral: adapters pass plain tuples and
+NumPy dtypes.
 
-The move cache: the family's Python-level call cache (NumPy arrays on the
-CPU backend), behind the C call cache.
+The move cache: the family's Python-level call cache, behind the C call
+cache (``runtime.calls.move``), serving what that one cannot key (a NumPy
+scalar argument) and the NumPy kernels; a hit here also records the call in
+the C cache. A first call that succeeds is recorded under ``(function, its
+arguments frozen exactly, per input (dtype, shape, byte strides))``: the
+description, its move program, the outputs' shapes and dtypes and, with the
+compiled kernels, each pass's kernel and parameter bytes (``kernel_steps``),
+so a repeat allocates its outputs and replays the kernels; on the NumPy
+kernels only the description and lowering are reused.
 
-A repeated call with the compiled kernels is served by the C call cache
-(``opendml.runtime.calls.move``, ``runtime/native/calls.c``) before any Python
-runs; this cache serves what that one cannot key (a NumPy scalar argument,
-say) and the NumPy kernels, and a hit here also records the call in the C
-cache (another spelling of a recorded call: ``cast(x, float)`` after
-``cast(x, DataType.FLOAT64)``).
-
-The first call of a family function with given arguments on arrays of given
-dtypes, shapes and byte strides runs the whole Python route (description,
-validation, lowering, the backend's ``prepare``). When it succeeds, it is
-recorded in the move cache under the key ``(function, its arguments frozen exactly, per
-input (dtype, shape, byte strides))``: the validated description, its move
-program, the outputs' shapes and dtypes, and, with the compiled kernels, each
-pass's kernel with its parameter bytes and thread count (``kernel_steps``:
-built by the backend's own move-pass method on a stand-in that returns the
-launch instead of binding it, so no closure of the backend's is read). A
-repeated call then allocates its outputs and replays those kernels on the new
-arrays' addresses: no description, validation, lowering or preparation. On
-the NumPy kernels (or a pass the compiled kernel does not take) only the
-description and lowering are reused; ``prepare`` runs again on the new arrays.
-
-What is never cached, so that no answer or error changes: a call that raised;
-an argument other than None, an exact ``int``, ``float`` (keyed by its bits:
-``-0.0`` is not ``0.0``), ``bool``, ``str``, an enum member, a NumPy scalar
-(keyed by its type and bytes) or a tuple of those (``1``, ``1.0`` and
-``True`` are three keys); arrays that are not exactly ``numpy.ndarray``
-(subclasses, masked arrays), of a non-native byte order, or whose strides
-made the route copy them first. Entries hold the CPU backend they were
-prepared on and are used only while it is the one in force, and every
-``opendml.configure()`` empties the cache; ``configure(call_cache=False)``
-turns it off with the C cache. Bounded (``CACHE_SIZE`` entries, least
-recently used dropped first) and thread-safe (entries are immutable), as
-the plan cache is: the two are one LRU type (``_Lru``).
+Never cached, so that no answer or error changes: a call that raised; an
+argument ``freeze`` cannot key exactly (``1``, ``1.0`` and ``True`` are three
+keys; ``-0.0`` is not ``0.0``); arrays that are not exactly ``numpy.ndarray``,
+of a non-native byte order, or copied first. Entries hold the CPU backend
+they were prepared on; every ``opendml.configure()`` empties the cache and
+``configure(call_cache=False)`` turns it off. Both caches are one LRU type
+(``_Lru``).
 """
 from __future__ import annotations
 
@@ -122,19 +102,15 @@ def logical_desc(dtype, shape) -> TensorDesc:
 
 
 class _Lru:
-    """A bounded, thread-safe LRU map (least recently used dropped first),
-    counting hits and misses: the plan cache (whose ``info`` names its
-    entries ``plans``) and the move cache (``entries``; an entry made on
-    another CPU backend than the one asked for is a miss)."""
+    """A bounded, thread-safe LRU map counting hits and misses (an entry made
+    on another CPU backend than the one asked for is a miss)."""
 
     def __init__(self, size: int, entries: str):
         self.size, self._name = size, entries
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
-        # calls planned without a lookup (count_planned, a miss each): next()
-        # of an itertools.count is atomic, so counting takes no lock; info()
-        # reads it with next() too and subtracts its own reads
+        # calls planned without a lookup (a miss each): next() of a count is atomic, so no lock
         self._planned = itertools.count()
         self._planned_reads = 0
 
@@ -190,10 +166,9 @@ def plan_for(call, dtype, shape: tuple, layout: Layout):
 
 
 def plan_for_strides(call, dtype, shape: tuple, byte_strides: tuple, itemsize: int):
-    """(description, plan, layout) of ``call`` on an array of ``dtype`` and
-    ``shape`` with ``byte_strides``; on a cache hit nothing is computed (the
-    layout is cached with the plan). The layout is None when a stride is not a
-    whole number of elements: the caller then copies the array and asks again."""
+    """(description, plan, layout) of ``call`` on an array of ``dtype``,
+    ``shape`` and ``byte_strides`` (all None where a stride is not a whole
+    number of elements: the caller copies the array and asks again)."""
     op_key = call.key
     key = None if op_key is None else (op_key, _dtype_str(dtype), shape, byte_strides)
     if key is not None:
@@ -212,20 +187,13 @@ def plan_for_strides(call, dtype, shape: tuple, byte_strides: tuple, itemsize: i
 
 _native = _load_native()
 
-#: The compiled fast paths of the operators' ``plain_lowering``, by array-API
-#: name: ``f(in_sizes, *call.args)`` gives the Python function's answer for
-#: the common valid case and None for anything else (newshape.c's
-#: ``slice1_lowering``, ``slice_lowering``, ``slice_grad_lowering``,
-#: ``unfold_lowering``, ``fold_lowering``). Empty without the compiled
-#: extension; tests empty it to compare the routes.
+#: The compiled copies of the operators' ``plain_lowering`` (newshape.c's ``<name>_lowering``), by
+#: array-API name: the Python function's answer or None. Empty without the extension.
 NATIVE_LOWERING: dict = {cls.OPERATOR.lower(): getattr(_native, cls.OPERATOR.lower() + "_lowering")
                          for cls in OPERATORS.values()
                          if hasattr(cls, "plain_lowering") and hasattr(_native, cls.OPERATOR.lower() + "_lowering")}
 
-#: array-API name -> (the kernel, the operator's description-free plan of
-#: its common valid case, ``f(in_sizes, *call.args)``: the reference, which
-#: runs wherever ``NATIVE_LOWERING`` has no answer), as each operator declares
-#: them (``PLAIN_KERNEL``, ``plain_lowering``).
+#: array-API name -> (``PLAIN_KERNEL``, ``plain_lowering``) as each operator declares them.
 _PLAIN = {cls.OPERATOR.lower(): (cls.PLAIN_KERNEL, cls.plain_lowering) for cls in OPERATORS.values()
           if hasattr(cls, "plain_lowering")}
 #: array-API name -> the kernel of its plain lowering's plan (``PLAIN_KERNEL``).
@@ -248,25 +216,13 @@ def _element_dtype(dtype) -> bool:
 
 
 def plain_plan(call, dtype, shape: tuple, count: int, compiled: bool = True):
-    """A new shape's route for SLICE, SLICE1, UNFOLD, FOLD and SLICE_GRAD (issue 19): ``(kernel,
-    fields)``, the plan of ``plan_for_strides`` without the array's layout,
-    computed without descriptions or the plan cache by the operator's
-    ``plain_lowering`` (its compiled fast path in ``NATIVE_LOWERING`` first,
-    which gives the same answer or none): for
-    ``"copy"`` (SLICE, SLICE1) ``(output sizes,
-    starts, steps)`` in index space (the packed output's element ``c`` is
-    the input's element ``starts + steps * c``), for ``"unfold"`` ``(output
-    sizes, window, strides, dilations, start padding, blocks per
-    dimension)``, for ``"fold"`` the same with output sizes ``(N, C,
-    *spatial)``, for ``"scatter"`` (SLICE_GRAD) ``(output sizes, first,
-    step, reversed)``; the backend's ``run_plain`` applies the layout. None where
-    the call is not such a common valid case (another operator, an element
-    type or shape ``TensorDesc`` refuses, arguments the operator's fast path
-    would not take): ``plan_for_strides`` then validates it. ``shape`` is a
-    NumPy shape (a tuple of non-negative ints) of ``count`` elements. A call
-    run this way is counted as a plan-cache miss (``count_planned``).
-    ``compiled=False``: the reference lowering only (a caller whose compiled
-    lowering has already declined these arguments)."""
+    """A new shape's route for the first five: ``(kernel, fields)``, the
+    plan of ``plan_for_strides`` without the array's layout (which the
+    backend's ``run_plain`` applies), from the operator's ``plain_lowering``
+    (its compiled copy in ``NATIVE_LOWERING`` first, unless ``compiled`` is
+    False), with no descriptions. None where the call is not such a common
+    valid case: ``plan_for_strides`` then validates it. ``shape`` has
+    ``count`` elements."""
     entry = _PLAIN.get(call.name)
     if entry is None or not plain_count(len(shape), count):
         return None
@@ -368,13 +324,10 @@ def array_key(arrays):
 
 
 class Entry:
-    """One recorded call: ``backend`` (the CPU backend it was prepared on),
-    ``desc`` and ``plan``, ``outs`` ((shape, dtype) per output), ``offsets``
-    (per input, the byte offset of its lowest-addressed element from its data
-    pointer) and ``steps`` (per pass that runs: (kernel, parameter bytes,
-    threads, whether it reads an output (a fill), source index, destination
-    index); ``kernel_steps``), or None where the passes must be prepared
-    again on each call."""
+    """One recorded call: the CPU ``backend`` it was prepared on, ``desc``,
+    ``plan``, ``outs`` ((shape, dtype) each), ``offsets`` (per input, its
+    lowest element's byte offset from its data pointer) and ``steps``
+    (``kernel_steps``, or None: prepare again on each call)."""
 
     __slots__ = ("backend", "desc", "plan", "outs", "offsets", "steps")
 
@@ -384,10 +337,8 @@ class Entry:
 
 
 class _Capture:
-    """Stands in for the CPU backend when its compiled move pass is built
-    (``CpuBackend._native_move_pass``): the launch it asks for is returned
-    as ``(kernel, parameter bytes, threads)`` instead of being bound to
-    buffers, so the kernels are the backend's own, read from no closure."""
+    """Stands in for the CPU backend while its compiled move pass is built:
+    the launch comes back as ``(kernel, parameter bytes, threads)``."""
 
     __slots__ = ("_native", "_threads")
 
@@ -399,11 +350,9 @@ class _Capture:
 
 
 def kernel_steps(backend, plan, srcs, dsts):
-    """Each running pass of ``plan`` as the compiled kernel the CPU
-    ``backend`` runs for it: ``(kernel, parameter bytes, threads, whether it
-    is a fill, source index, destination index)``, in order; None where a
-    pass has no compiled kernel (the NumPy kernels, a pass of more than 16
-    dimensions) or the backend does not build them as expected."""
+    """Each running pass of ``plan`` as the compiled kernel the CPU ``backend``
+    runs: ``(kernel, parameter bytes, threads, is a fill, source, destination)``;
+    None where a pass has no compiled kernel."""
     build = getattr(type(backend), "_native_move_pass", None)
     native = getattr(backend, "_native", None)
     if build is None or native is None:

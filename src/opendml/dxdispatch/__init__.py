@@ -11,19 +11,13 @@ DirectML's field names) and ``commands`` run in order (``dispatch`` with
     results["output"]     # every resource after the last command: a 1-D array of
                           # its initialValuesDataType holding the whole buffer
 
-The model runs as DxDispatch runs it: every resource is allocated and
-initialised, every dispatchable created (validated at the feature level),
-compiled and initialised (OWNED_BY_DML inputs bound through the dispatchable's
-own ``bindings``), every command's bindings resolved and checked by DirectML's
-binding rules, then the commands run in order. A dispatch binds
-``DML_BUFFER_BINDING {Offset = elementOffset * elementSizeInBytes,
-SizeInBytes = elementCount * elementSizeInBytes}`` (elementSizeInBytes
-defaults to the size of the resource's initialValuesDataType; without
-elementCount the range runs to the end of the buffer): the offset must be a
-multiple of 16 (or of the tensor's GuaranteedBaseOffsetAlignment), the range
-must lie in the buffer and hold the tensor's TotalTensorSizeInBytes, no output
-range may overlap another bound range. Bytes no output element covers keep
-their values. Nothing is written to a file before every command has run.
+The model runs as DxDispatch runs it: every resource allocated and
+initialised, every dispatchable created, compiled and initialised, every
+command's bindings resolved and checked by DirectML's binding rules
+(``elementOffset``/``elementCount`` in units of ``elementSizeInBytes``,
+default the resource's type's size), then the commands in order. Bytes no
+output element covers keep their values; no file is written before every
+command has run.
 
 The operator descriptions are read generically from ``opendml.ops``: each
 operator there is dispatchable, and an operator DirectML has but opendml does
@@ -57,19 +51,11 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     ``{name: 1-D array of its initialValuesDataType over the whole buffer}``
     (bytes as UINT8 for a list initialiser of mixed types).
 
-    ``model`` is a path (file initialisers and writeFile targets are relative
-    to its folder and must stay inside it) or a parsed dict (relative to
-    ``base_dir``, default the current folder). ``device`` is ``"cpu"``,
-    ``"cuda"`` or a ``Device``; ``feature_level`` (default: the device's, or
-    the latest, 6_4) is the level every dispatchable is validated at.
-    ``print`` commands write to ``out`` (default ``sys.stdout``), piece by
-    piece; a writeFile command copies its resource to a temporary file beside
-    its target when it runs, and the targets are written (the temporary files
-    moved there) once every command has run. ``max_bytes`` bounds the
-    resources (the model holds them and a few MiB more: initial values are
-    written into their buffers in pieces) and the model file (``max_bytes /
-    16``, at least 1 MiB). Errors are ``DmlError`` subclasses naming the
-    resource, dispatchable or command.
+    File initialisers and writeFile targets are relative to ``base_dir`` and
+    must stay inside it. A writeFile command copies its resource to a
+    temporary file beside its target when it runs; the targets are written
+    once every command has run. Errors are ``DmlError`` subclasses naming
+    the resource, dispatchable or command.
 
     Parameters
     ----------
@@ -89,8 +75,8 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
         ``sys.stdout``).
     max_bytes : int, optional
         The most bytes the resources may take in all (default
-        ``DEFAULT_MAX_BYTES``, 2 GiB); a model file may hold a sixteenth of
-        it (``model_limit``).
+        ``DEFAULT_MAX_BYTES``, 2 GiB; the run holds them and a few MiB more);
+        a model file may hold a sixteenth of it, at least 1 MiB (``model_limit``).
 
     Returns
     -------

@@ -39,24 +39,6 @@ def _operator_class(type_name, where: str):
                      f"with one of {', '.join(OPERATORS)}")
 
 
-@dataclasses.dataclass(frozen=True)
-class _Slot:
-    """A tensor field of an operator description (``ops._spec.Tensor``): its
-    DirectML name, the description's attribute, whether it is an input, and
-    whether it holds a list of tensors (JOIN's ``InputTensors``)."""
-    json: str
-    attr: str
-    is_input: bool
-    many: bool = False
-
-
-def _slots(cls) -> tuple[_Slot, ...]:
-    """The tensor fields of an operator class, in DirectML's struct order.
-    (``optional`` there marks an output whose sizes opendml can derive; a
-    DxDispatch model, like DirectML, gives every tensor.)"""
-    return tuple(_Slot(s.json, s.attr, s.role == "input", s.many) for s in cls.SLOTS)
-
-
 _TENSOR_FIELDS = ("Type", "Desc", "DataType", "Flags", "DimensionCount", "Sizes", "Strides", "TotalTensorSizeInBytes",
                   "GuaranteedBaseOffsetAlignment")
 
@@ -115,8 +97,8 @@ def _desc_json(cls, desc, where: str) -> dict:
             raise ModelError(f"{where}: unknown field {_q(key)}; DML_{cls.OPERATOR}_OPERATOR_DESC has "
                              f"{', '.join(allowed)}")
     out = {"Operator": cls.OPERATOR, **desc}
-    for slot, declared in zip(_slots(cls), cls.SLOTS):
-        if declared.optional and declared.role == "input" and desc.get(slot.json) is None:
+    for slot in cls.SLOTS:              # (an optional output's sizes are derivable; a model gives every tensor)
+        if slot.optional and slot.role == "input" and desc.get(slot.json) is None:
             continue                       # a _Maybenull_ input left out or null (DIAGONAL_MATRIX1's)
         if slot.json not in desc:
             raise ModelError(f"{where}: missing required field {_q(slot.json)} (a tensor of "
@@ -186,7 +168,7 @@ def _jsonform_error(e: DmlError, where: str) -> DmlError:
 class _Dispatchable:
     name: str
     compiled: CompiledOperator
-    slots: tuple[_Slot, ...]
+    slots: tuple                     # the operator class's SLOTS (ops._spec.Tensor)
     tensors: dict                    # slot json -> tuple of TensorDesc (or () where left out)
     owned: set                       # slot json names whose tensors are OWNED_BY_DML (bound at initialisation)
 
@@ -221,15 +203,14 @@ def _parse_dispatchable(name: str, obj, device: Device) -> tuple[_Dispatchable, 
         compiled = device.compile_operator(device.create_operator(desc))
     except DmlError as e:
         raise _jsonform_error(e, where) from None
-    slots = _slots(cls)
     tensors, owned = {}, set()
-    for slot in slots:
+    for slot in cls.SLOTS:
         value = getattr(desc, slot.attr)
         ts = () if value is None else tuple(value) if slot.many else (value,)
         tensors[slot.json] = ts
-        if slot.is_input and any(t.flags & TensorFlags.OWNED_BY_DML for t in ts):
+        if slot.role == "input" and any(t.flags & TensorFlags.OWNED_BY_DML for t in ts):
             owned.add(slot.json)
-    return _Dispatchable(name, compiled, slots, tensors, owned), obj.get("bindings")
+    return _Dispatchable(name, compiled, cls.SLOTS, tensors, owned), obj.get("bindings")
 
 
 # -- bindings ----------------------------------------------------------------------------
@@ -293,7 +274,7 @@ def _slot_bindings(d: _Dispatchable, bindings, resources: dict, where: str, *, i
                 if given is not None:
                     raise ModelError(f"{at}: only OWNED_BY_DML inputs are bound at initialisation (the "
                                      f"dispatchable's bindings); bind {slot.json} in a dispatch command")
-                if slot.is_input:
+                if slot.role == "input":
                     inputs.extend([None] * len(tensors))
                 continue
         elif slot.json in d.owned:
@@ -316,9 +297,8 @@ def _slot_bindings(d: _Dispatchable, bindings, resources: dict, where: str, *, i
             raise ModelError(f"{at}: the bind point takes {len(tensors)} resource(s) (one per tensor of "
                              f"{slot.json}); got {len(sources)}")
         out = [_binding(s, resources, f"{at}[{i}]" if isinstance(given, list) else at) for i, s in enumerate(sources)]
-        (inputs if slot.is_input else outputs).extend(out)
+        (inputs if slot.role == "input" else outputs).extend(out)
     return inputs, outputs
-
 
 
 def _name_tensors(message: str, desc) -> str:

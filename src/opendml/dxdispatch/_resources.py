@@ -1,6 +1,7 @@
 """A model's resources: buffers and their initial values."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -263,32 +264,19 @@ def _file_values(source, dt: DataType | None, where: str, folder: str, budget: _
     return size, dt, fill_raw
 
 
-def _open_regular(path: str, where: str, source):
-    """``path`` opened to read, if it is a regular file (checked on the open
-    file, which a FIFO without a writer cannot hold up: it is opened
-    non-blocking); every failure a ``ModelError`` naming the field."""
+@contextlib.contextmanager
+def _reading(path: str, where: str, source):
+    """``path`` opened to read, if it is a regular file (``jsonform.open_checked``:
+    a FIFO without a writer cannot hold it up); its open and read errors
+    ``ModelError``s naming the field."""
     def fail(reason, detail):
         raise ModelError(f"{where}: cannot read {_short(source)}: {detail}" if reason == "open" else
                          f"{where}: {_short(source)} is not a regular file") from None
-    return open_checked(path, fail)
-
-
-class _reading:
-    """A regular file opened to read (``_open_regular``), its read errors
-    ``ModelError``s naming the field."""
-
-    def __init__(self, path: str, where: str, source):
-        self.path, self.where, self.source = path, where, source
-
-    def __enter__(self):
-        self.f = _open_regular(self.path, self.where, self.source)
-        return self.f
-
-    def __exit__(self, exc_type, exc, tb):
-        self.f.close()
-        if isinstance(exc, OSError):
-            raise ModelError(f"{self.where}: cannot read {_short(self.source)}: {exc.strerror or exc}") from None
-        return False
+    with open_checked(path, fail) as f:
+        try:
+            yield f
+        except OSError as e:
+            raise ModelError(f"{where}: cannot read {_short(source)}: {e.strerror or e}") from None
 
 
 def _read_exactly(f, n: int, w: str) -> bytes:

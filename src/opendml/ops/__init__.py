@@ -38,6 +38,22 @@ What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
   the JSON form accepts them and checks them, the description does not store
   them.
 * ``DEFAULT_INPUT_START``: where the pages' example inputs start (1 or 0).
+* ``C_LOWERING``/``C_INDEX``: the number of its never-seen shapes' C lowering
+  (newshape.h's ``ODML_LOWER_*``; runtime/native/newshape_index.c's), where
+  it has one; ``chunking()``: which input axes a block-wise run (Dask) needs
+  in one chunk (0) or cut at multiples of m (m), or a kind of ``_spec``.
+* The window operators (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD) declare
+  their framework forms too: ``output_sizes_of`` (the one copy of the shape
+  rule, for any int-like values), ``adjoint_call(input_sizes, args)`` (the
+  adjoint as an array-API call ``(name, arguments, shape or None)``),
+  ``batched_args`` (vmap), ``framework_call`` (the PyTorch operators'
+  form), ``call_args()`` (the array API's arguments), and the new-shape
+  route's ``plain_lowering(in_sizes, *args)``: the description-free plan of
+  the common valid case, in index space (None for anything else, which the
+  descriptions then name), run by ``PLAIN_KERNEL``. It is the reference of
+  its C copy (``C_PLAIN``: newshape.h's ``ODML_PLAIN_*``), which
+  ``planner.plain_plan`` tries first; tests/test_newshape_lowering.py
+  compares the two.
 
 A description offers ``inputs``/``outputs`` (every tensor in slot order) and
 ``named_tensors(role)`` (``("InputTensors[1]", desc)`` pairs), ``validate(level)``

@@ -21,8 +21,6 @@ T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
 TYPES_2_1 = TYPES_1_0 | {T.INT8, T.UINT8}
 TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
-#: The 11 element types of the family's newest tables (FLOAT64 ... UINT8).
-ALL_TYPES = TYPES_4_1
 FLOAT_TYPES = frozenset({T.FLOAT16, T.FLOAT32, T.FLOAT64})
 #: The types of most of the family's 1_0 and 2_0 tables (FLOAT32, FLOAT16).
 FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
@@ -89,12 +87,8 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
 
 
 def plain_ints(values, n: int | None) -> tuple | None:
-    """``values`` as a tuple when it is a list or tuple of plain ints (not
-    bools, not NumPy integers) with ``n`` entries (any number up to 64 where
-    ``n`` is None), else None: the common case of a field, which ``_ints``
-    (``as_int_tuple``) would return unchanged. The descriptions' fast paths
-    use it; anything else goes through the detailed checks, which say what
-    is wrong."""
+    """``values`` as a tuple when it is a list or tuple of ``n`` (None: at most
+    64) plain ints, else None: the fast paths' common case of a field."""
     kind = type(values)
     if kind is tuple:
         t = values
@@ -111,9 +105,7 @@ def plain_ints(values, n: int | None) -> tuple | None:
 
 
 def sequence_of(values, n: int) -> tuple | None:
-    """``values`` as a tuple when it is a list or tuple of ``n`` entries, else
-    None: the first test of a field's common case (the caller then checks
-    each entry is a plain int, ``type(v) is int``, as ``plain_ints`` does)."""
+    """``values`` as a tuple when it is a list or tuple of ``n`` entries, else None."""
     kind = type(values)
     if kind is tuple:
         return values if len(values) == n else None
@@ -128,32 +120,14 @@ def _types(ts) -> str:
 
 class OperatorDesc:
     """Base of the operator descriptions. Subclasses are frozen dataclasses that
-    check every level-independent rule on construction and declare:
-
-    * ``OPERATOR`` (DirectML's name without ``DML_OPERATOR_``), ``TYPE_VALUE``
-      (its ``DML_OPERATOR_TYPE`` value) and ``SUPPORT`` (the page's
-      tensor-support tables, one ``SupportRow`` per level, written with
-      ``support``); ``INTRODUCED`` is its first row's level;
-    * ``SLOTS``: the tensor slots (``_spec.Tensor``) in the struct's order. An
-      operator of single tensors, one output last, may instead give
-      ``TENSORS`` (their DirectML names; by default read from its own
-      dataclass fields named ``*_tensor``: ``input_tensor`` is
-      ``InputTensor``) and ``OUTPUT_DERIVABLE``; ``SLOTS`` is then derived
-      from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from ``SLOTS``
-      otherwise);
-    * ``FIELDS``: the other fields (``_spec`` kinds: ``Field``/``IntArray``,
-      ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``,
-      ``Struct``) in the struct's order;
-    * ``COUNTS``: DirectML's count fields (``DimensionCount``, ``InputCount``,
-      ``RepeatsCount``...) mapped to the JSON name of the array each counts;
-      by default ``DimensionCount`` counts the first integer-array field;
-    * ``DEFAULT_INPUT_START``: the first value of the pages' example inputs
-      (1, 2, ... or 0, 1, ...);
-    * ``_passes(layouts)``: the passes of its move program, which ``lower``
-      frames into the one plan type (``plan.MovePlan``) for every operator.
-
-    ``inputs``/``outputs`` give every tensor, in slot order (a ``many`` slot
-    spread out); ``input_tensor``/``output_tensor`` are the first of each.
+    check every level-independent rule on construction and declare the class
+    attributes below (``opendml.ops`` says how), ``FIELDS`` as ``_spec``
+    kinds, and ``_passes(layouts)``, the passes of their move program, which
+    ``lower`` frames into the one plan type (``plan.MovePlan``). An operator
+    of single tensors, one output last, may give ``TENSORS`` and
+    ``OUTPUT_DERIVABLE`` instead of ``SLOTS`` (by default read from its own
+    dataclass fields named ``*_tensor``); ``DimensionCount`` counts the first
+    integer-array field unless ``COUNTS`` says otherwise.
 
     Attributes
     ----------

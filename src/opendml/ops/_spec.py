@@ -322,38 +322,26 @@ class Struct(FieldKind):
 @dataclasses.dataclass(frozen=True)
 class Binding:
     """The array-API function that builds an operator's description, declared
-    by the operator class (``BINDING``; an operator that a newer one replaces
-    in the array API, such as PADDING beside PADDING1, declares none):
-    ``function`` is its name in ``opendml`` (``"pad"``), ``inputs`` the
-    shapes of a small valid call's input arrays and ``args`` that call's
-    other arguments by name (documentation, and the cases the generic tests
-    of the array API's contract run for every bound operator); ``array``
-    the name of its array argument (``"x"``, ``"grad"``; ``"arrays"`` for a
-    sequence of arrays, JOIN's). The index-driven operators take more
-    arrays: ``slot`` is the DirectML tensor the array argument becomes
-    (whose types the support table gives: ONE_HOT's ``indices`` is its
-    ``IndicesTensor``), ``others`` each further array argument as
-    ``name -> (DirectML tensor, example values, example dtype)`` (GATHER's
-    ``indices``), and ``added_axes`` how many dimensions the operator's
-    tensors have beyond the array argument's (ONE_HOT's new axis: its
-    indices may have one dimension fewer than the table's ranks);
-    ``optional`` where the array argument may be left out (DIAGONAL_MATRIX1's
-    ``x``: the operator is then a generator, its route's ``arguments`` given
+    by the operator class (``BINDING``; none where a newer operator replaces
+    it in the array API, as PADDING1 does PADDING).
+
+    ``function``: its name (``"pad"``); ``inputs``/``args``: the input shapes
+    and other arguments of a small valid call (documentation, and the
+    contract tests' cases); ``array``: its array argument's name (``"x"``;
+    ``"arrays"`` for JOIN's sequence); ``slot``: the DirectML tensor that
+    argument becomes; ``others``: further array arguments as ``name ->
+    (DirectML tensor, example values, example dtype)``; ``added_axes``: the
+    dimensions the tensors have beyond the array argument (ONE_HOT's);
+    ``optional``: the array may be left out (a generator, given
     ``api.no_array``).
 
-    The function itself is generated from the rest (``arrays.front``):
-    ``params`` its parameters after the array one, as a ``def`` writes them
-    (annotations and defaults; None: the function is written elsewhere),
-    ``doc`` its docstring's summary and the entries of its other
-    parameters (NumPy style), ``shape`` what the array argument must look
-    like, ``returns`` the result's dtype and shape, ``rules`` the argument
-    rules its ``ValidationError`` names, and ``route`` the cache and route
-    its calls take (``"move"``: the move program's; ``"plan"``: the window
-    operators' plans). The class's ``arguments(api, x, *args)`` turns the
-    arguments into the description (``make(*input descriptions)``), with
-    ``api`` the array layer's checks (``arrays.front.ARGUMENT_API``); on
-    the move route it returns ``(make, the arguments as the cache keys
-    them)``."""
+    The function is generated from the rest (``arrays.front``): ``params``
+    (after the array, as a ``def`` writes them; None: written elsewhere),
+    ``doc`` (summary and the other parameters' entries), ``shape``,
+    ``returns``, ``rules`` (what its ``ValidationError`` names) and ``route``
+    (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x,
+    *args)`` turns the arguments into the description, ``api`` being
+    ``arrays.front.ARGUMENT_API``."""
     function: str
     inputs: tuple
     args: dict = dataclasses.field(default_factory=dict)
@@ -398,64 +386,36 @@ def snake(name: str) -> str:
     return "".join(out)
 
 
-# -- differentiation: what an operator declares, once, beside its lowering -----
+# -- differentiation and chunking: what an operator declares beside its lowering -----
 #
-# A linear (or affine) operator of the family declares two methods on its
-# description class, read by the array API's PyTorch and JAX adapters
-# (``arrays/torch/adapter.py``, ``arrays/jax_adapter.py``) without any branch
-# per operator:
+# Read by the framework adapters with no branch per operator:
 #
 # * ``linear_part()``: the description without its constant term (IDENTITY's
-#   Bias, a constant PADDING's value), itself where it has none, or None where
-#   the operator is not differentiable for its data types (integer tensors; a
-#   CAST to or from an integer type). Forward-mode AD applies it to the
-#   tangents.
+#   Bias, a constant PADDING's value), or None where it is not differentiable
+#   for its types. Forward-mode AD applies it to the tangents.
 # * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array
-#   per input (in slot order), written with the array API passed in as
-#   ``api`` (an ``AdjointApi``): other opendml operators where one exists, so
-#   a gradient of a gradient takes the same routes again. The operator
-#   modules do not import the array layer: ``api`` is handed to them.
-# * ``ADJOINT_INPUTS`` (optional class attribute): the input positions whose
-#   values the adjoint reads (the index tensors of the index-driven
-#   operators); ``adjoint(api, *cotangents, *those inputs)`` then gets them
-#   after the cotangents and returns None for them: they get no gradient,
-#   and forward-mode AD keeps their values instead of a tangent.
-#
-# and, for block-wise execution (``arrays/dask_adapter.py``):
-#
-# * ``chunking()``: ``{input axis: 0 or m}``, the axes a block-wise run needs
-#   whole (0) or cut at multiples of ``m``; every other axis may be cut
-#   anywhere, the operator run on each block with the same fields giving
-#   the output's block (its sizes by the operator's own shape rule). An
-#   operator without ``chunking`` runs on whole arrays (one chunk).
-#   An operator whose blocks overlap or scatter instead names one of the
-#   kinds below; the Dask adapter has one graph builder per kind (not per
-#   operator), which reads the operator's fields from its description:
-#
-#   - ``GATHER``: the output reads a strided lattice of the input
-#     (``desc.gather_axes()``: (first position, signed step, count) per
-#     axis); one task per input chunk the lattice touches (SLICE, SLICE1).
-#   - ``SCATTER``: the output is zeros with the input written on such a
-#     lattice (``desc.scatter_axes()``); chunks the lattice misses are zeros
-#     (SLICE_GRAD).
-#   - ``WINDOWS``: sliding windows over spatial axes (N, C, *spatial), halo
-#     read from the neighbouring chunks (UNFOLD).
-#   - ``WINDOW_SUMS``: the sums of such windows back into an image, each
-#     output slab from every block that reaches it (FOLD).
+#   per input, written with the opendml operators of ``api`` (an
+#   ``AdjointApi``, handed down: the operator modules never import the array
+#   layer), so a gradient of a gradient takes the same routes again.
+# * ``ADJOINT_INPUTS`` (optional): input positions whose values the adjoint
+#   reads (index tensors), passed after the cotangents; they get no gradient.
+# * ``chunking()`` (Dask): ``{input axis: 0 or m}``, the axes a block-wise run
+#   needs whole (0) or cut at multiples of m, the operator run on each block;
+#   none: whole arrays. Blocks that overlap or scatter name a kind instead,
+#   each with one graph builder reading the description: ``GATHER`` (a
+#   strided lattice of the input, ``gather_axes()``: SLICE, SLICE1),
+#   ``SCATTER`` (zeros with the input on such a lattice, ``scatter_axes()``:
+#   SLICE_GRAD), ``WINDOWS`` (sliding windows with a halo: UNFOLD),
+#   ``WINDOW_SUMS`` (their sums back into an image: FOLD).
 
 GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_sums"
 
 
 class AdjointApi:
-    """What ``adjoint`` may call (documentation of the namespace the array
-    layer passes; ``opendml.arrays.front.ADJOINT_API`` is the instance): the
-    array API's ``identity``, ``cast``, ``pad``, ``join``, ``split``,
-    ``tile``, ``space_to_depth``, ``depth_to_space``, ``slice1`` (with
-    ``output_sizes``), ``slice_grad``, ``unfold`` and ``fold`` (any
-    framework), and two framework-neutral helpers ``reshape(x, shape)`` and
-    ``sum(x, axes)`` (a sum over ``axes``, which are dropped), for the
-    adjoints that are sums (TILE, the EDGE pads) or that restore leading 1s
-    (FOLD)."""
+    """What ``adjoint`` may call (``opendml.arrays.front.ADJOINT_API`` is the
+    instance): the array API's functions (any framework), and the
+    framework-neutral ``reshape(x, shape)`` and ``sum(x, axes)`` (the axes
+    summed are dropped)."""
 
     identity = cast = pad = join = split = tile = space_to_depth = depth_to_space = None
     slice1 = slice_grad = unfold = fold = reshape = sum = None

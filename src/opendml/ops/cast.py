@@ -43,7 +43,6 @@ class CastOperatorDesc(MoveOperatorDesc):
     output_tensor: TensorDesc
 
     OPERATOR = "CAST"
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 1
     BINDING = Binding("cast", ((2, 3),), {"dtype": "int32"}, params="dtype",
                       returns="of ``x``'s shape and dtype ``dtype``",
@@ -90,9 +89,6 @@ class CastOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         return (api.cast(grad, self.input_tensor.data_type),)
-
-    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
-    # in one chunk (0) or cut at multiples of m (m).
 
     def chunking(self):
         return {}                                    # element-wise

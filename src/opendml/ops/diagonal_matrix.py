@@ -186,7 +186,6 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
 
     OPERATOR = "DIAGONAL_MATRIX1"
     TYPE_VALUE = 163
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 8
     BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0}, optional=True,
                       route="index", params="*, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1",

@@ -71,7 +71,6 @@ class FoldOperatorDesc(_Windowed):
 
     OPERATOR = "FOLD"
     SPATIAL = "output_tensor"
-    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
     C_PLAIN = 4
     BINDING = Binding("fold", ((1, 8, 12),), {"output_sizes": [4, 5], "window_sizes": [2, 2]},
                       params="output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, "
@@ -214,10 +213,6 @@ class FoldOperatorDesc(_Windowed):
         sizes included; no rule is checked."""
         return (input_sizes[-3], input_sizes[-2] // math.prod(window_sizes), *output_spatial)
 
-    # differentiation (see ``_spec``): FOLD sums (linear for every data type;
-    # integers wrap); its adjoint is UNFOLD with the same window, reshaped to
-    # the input's leading 1s where it has them.
-
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
         """The adjoint as an array-API call: UNFOLD with the same window,
@@ -234,7 +229,6 @@ class FoldOperatorDesc(_Windowed):
         return "fold", tuple(ints(v, d) for v in args), tuple(input_sizes[-3:]) if len(input_sizes) > 3 else None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.output_tensor.sizes[2:]), list(self.window_sizes), list(self.strides),
                 list(self.dilations), list(self.start_padding), list(self.end_padding))
 
@@ -261,17 +255,9 @@ class FoldOperatorDesc(_Windowed):
 
 def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
                    end_padding=0) -> tuple | None:
-    """A new shape's route, without descriptions: ``(output sizes (N, C,
-    *output_sizes), window, strides, dilations, start padding, blocks per
-    dimension)``, the fields of the ``FoldOperatorDesc`` the array function
-    builds for an input of ``in_sizes`` (``(..., N, C x prod(WindowSizes),
-    BlockCount)``, leading 1s allowed) with a packed output. The number of
-    spatial axes is the length of ``output_sizes``, else of ``window_sizes``,
-    else 1; an int field is spread over them. The caller has checked that
-    ``TensorDesc(t, in_sizes)`` is valid. None for anything the description's
-    fast path would not take (a field that is not an int or a list or tuple
-    of ints, a window that does not divide the rows, sizes that disagree):
-    the descriptions then say what is wrong."""
+    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start
+    padding, blocks per dimension)`` (see ``opendml.ops``); the spatial axes
+    are counted by ``output_sizes``, else ``window_sizes``, else 1."""
     fields = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
     d = next((len(v) for v in fields[:2] if type(v) is list or type(v) is tuple), 1)
     spatial, *window = [(v,) * d if type(v) is int else v for v in fields]
@@ -295,7 +281,5 @@ def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilat
     return (n, c, *spatial), window, strides, dilations, start, per_dimension
 
 
-#: A new shape's route (``planner.plain_plan``): the description-free lowering
-#: of the common valid case, and the kernel its plan runs on.
 FoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
 FoldOperatorDesc.PLAIN_KERNEL = "fold"

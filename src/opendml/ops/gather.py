@@ -76,7 +76,6 @@ class GatherOperatorDesc(IndexOperatorDesc):
         DirectML's IndexDimensions: how many trailing dimensions of
         ``indices`` are meaningful (the others must be 1); default all.
     {CHECK_INDICES_DOC}""")
-    #: its never-seen shapes' C lowering: its number in runtime/native/newshape_index.c.
     C_INDEX = 0
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))
     SUPPORT = index_support("1_0", FLOAT16_32)
@@ -106,7 +105,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
         inp = self._check_input()
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         d = inp.rank
-        axis = self._axis_field("axis", "Axis", d, "InputTensor")
+        self._axis_field("axis", "Axis", d, "InputTensor")
         k = self._uint("index_dimensions", "IndexDimensions")
         self._check_bounds_scalar("IndexDimensions", k, 0, d, " ([0, IndicesTensor.DimensionCount]: the page's "
                                   "Example 1 uses IndexDimensions 1 with 1-D indices)")

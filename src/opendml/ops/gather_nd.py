@@ -50,7 +50,7 @@ class _NdIndexing(IndexOperatorDesc):
     FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
               UInt("IndicesDimensionCount", "indices_dimension_count"))
 
-    def _check_nd(self, inp: TensorDesc, idx: TensorDesc, batch: int, closed: bool = True) -> None:
+    def _check_nd(self, inp: TensorDesc, idx: TensorDesc, batch: int) -> None:
         d = inp.rank
         if idx.rank != d:
             raise self._err(f"IndicesTensor.DimensionCount must equal InputTensor.DimensionCount; "

@@ -35,7 +35,6 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
     scale_bias: ScaleBias | None = None
 
     OPERATOR = "ELEMENT_WISE_IDENTITY"
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 0
     BINDING = Binding("identity", ((2, 3),), {"scale": 2.0, "bias": 1.0},
                       params="scale: float | None = None, bias: float | None = None",
@@ -96,9 +95,6 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
     def adjoint(self, api, grad):
         sb = self.scale_bias
         return (api.identity(grad) if sb is None else api.identity(grad, scale=sb.scale),)
-
-    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
-    # in one chunk (0) or cut at multiples of m (m).
 
     def chunking(self):
         return {}                                    # element-wise

@@ -30,7 +30,6 @@ class JoinOperatorDesc(MoveOperatorDesc):
     axis: int
 
     OPERATOR = "JOIN"
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 6
     BINDING = Binding("join", ((2, 3), (1, 3)), {"axis": 0}, "arrays", params="axis: int",
                       returns="of the inputs' dtype", rules="dtypes or ranks differ, ``axis`` out of range",
@@ -104,9 +103,6 @@ class JoinOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         return tuple(api.split(grad, self.axis, [t.sizes[self.axis] for t in self.input_tensors]))
-
-    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
-    # in one chunk (0) or cut at multiples of m (m).
 
     def chunking(self):
         return {self.axis: 0}

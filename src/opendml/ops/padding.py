@@ -121,9 +121,6 @@ class PaddingRules(MoveOperatorDesc):
             grad, shape = total, reduced
         return (grad,)
 
-    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
-    # in one chunk (0) or cut at multiples of m (m).
-
     def chunking(self):
         return {k: 0 for k, (s, e) in enumerate(zip(self.start_padding, self.end_padding)) if s or e}
 

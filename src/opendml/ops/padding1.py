@@ -42,7 +42,6 @@ class Padding1OperatorDesc(PaddingRules):
     end_padding: tuple[int, ...]
 
     OPERATOR = "PADDING1"
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 3
     BINDING = Binding("pad", ((2, 3),), {"start_padding": 1, "end_padding": [0, 2], "mode": "reflect"},
                       params="start_padding: Ints, end_padding: Ints, mode: str = 'constant', value=0",

@@ -25,7 +25,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
     strides: tuple[int, ...]
 
     OPERATOR = "SLICE"
-    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
     C_PLAIN = 0
     BINDING = Binding("slice", ((2, 3, 4),), {"offsets": [0, 1, 0], "sizes": [2, 2, 2], "strides": [1, 1, 2]},
                       params="offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]", route="plan",
@@ -106,9 +105,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return Slice1OperatorDesc(self.input_tensor, self.output_tensor, self.offsets,
                                   slice1_window(self.sizes, self.strides), self.strides)
 
-    # differentiation (see ``_spec``): SLICE only moves elements (linear for
-    # every data type); its adjoint is SLICE1's over the same window.
-
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
         """The adjoint as an array-API call: SLICE1's over ``slice1_window``."""
@@ -117,7 +113,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
 
     @staticmethod
     def batched_args(args, b) -> tuple:
-        """vmap: the arguments for an input with a new leading axis of ``b`` (taken whole)."""
         return batched_window(args, b)
 
     @staticmethod
@@ -127,7 +122,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return "slice1", (offsets, slice1_window(sizes, strides), strides), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.offsets), list(self.sizes), list(self.strides))
 
     # chunking (see ``_spec``): the output reads a strided lattice of the input.
@@ -165,19 +159,8 @@ def _plain_window(dims, offsets, sizes, strides) -> bool:
 
 
 def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tuple, tuple] | None:
-    """A new shape's route, without descriptions: ``(output sizes, starts,
-    steps)``, the plan of ``SliceOperatorDesc(TensorDesc(t, in_sizes), None,
-    offsets, sizes, strides).lower(in_strides, in_offset)`` in index space:
-    its packed output's element ``c`` is the input's element ``starts +
-    steps * c`` (the plan's input offset ``in_offset + sum(starts *
-    in_strides)``, its strides ``steps * in_strides``). The caller has
-    checked that ``TensorDesc(t, in_sizes)`` is valid (``in_sizes`` a
-    tuple). None for anything the description's fast path would not take:
-    that case takes the descriptions, whose rules say what is wrong. This
-    function is the reference: ``runtime/native/newshape.c``'s
-    ``slice_lowering``, which ``planner.plain_plan`` tries first, gives its
-    answer for the common valid case and none otherwise
-    (``tests/test_newshape_lowering.py`` compares the two)."""
+    """``(output sizes, starts, steps)``: the packed output's element ``c`` is
+    the input's element ``starts + steps * c`` (see ``opendml.ops``)."""
     n = len(in_sizes)
     offsets, sizes, strides = plain_ints(offsets, n), plain_ints(sizes, n), plain_ints(strides, n)
     if offsets is None or sizes is None or strides is None or not _plain_window(in_sizes, offsets, sizes, strides):
@@ -185,7 +168,5 @@ def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tup
     return sizes, offsets, strides
 
 
-#: A new shape's route (``planner.plain_plan``): the description-free lowering
-#: of the common valid case, and the kernel its plan runs on.
 SliceOperatorDesc.plain_lowering = staticmethod(plain_lowering)
 SliceOperatorDesc.PLAIN_KERNEL = "copy"

@@ -81,7 +81,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
     input_window_strides: tuple[int, ...]
 
     OPERATOR = "SLICE1"
-    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
     C_PLAIN = 1
     BINDING = Binding("slice1", ((2, 3, 4),), {"window_offsets": [0, 0, 0], "window_sizes": [2, 3, 4],
                                                "window_strides": [1, -1, 2]},
@@ -174,9 +173,7 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
 
     @staticmethod
     def output_sizes_of(input_sizes, window_offsets, window_sizes, window_strides, output_sizes=None) -> tuple:
-        """The output's sizes: ``output_sizes`` where given, else
-        ``max_copied_elements`` per axis; the one copy of SLICE1's shape
-        rule (any int-like values; no rule is checked)."""
+        """``output_sizes`` where given, else ``max_copied_elements`` per axis."""
         if output_sizes is not None:
             return tuple(output_sizes)
         return tuple(max_copied_elements(s, t) for s, t in zip(window_sizes, window_strides))
@@ -191,33 +188,24 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
                                          self.input_window_strides, counts)
         return Slice1OperatorDesc(self.input_tensor, self.output_tensor, offsets, sizes, self.input_window_strides)
 
-    # differentiation (see ``_spec``): SLICE1 only moves elements (linear for
-    # every data type); its adjoint is SLICE_GRAD of the same window.
-
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
-        """The adjoint as an array-API call on the arguments ``args`` (see
-        ``AdjointByCall``)."""
+        """SLICE_GRAD of the same window (``window_adjoint_call``)."""
         return window_adjoint_call(input_sizes, *args[:3], args[3] if len(args) > 3 else None)
 
     @staticmethod
     def batched_args(args, b) -> tuple:
-        """vmap: the arguments for an input with a new leading axis of ``b``
-        (taken whole)."""
         return batched_window(args, b)
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
-        """The framework operators' form ``(operator, int lists, input shape
-        or None)``: SLICE1 with a window reaching exactly its output
-        (``reaching_window``); ``ints(value)`` gives a list of ints."""
+        """SLICE1 with a window reaching exactly its output (``reaching_window``)."""
         offsets, sizes, strides = (ints(v) for v in args[:3])
         if len(args) > 3 and args[3] is not None:
             offsets, sizes = reaching_window(offsets, sizes, strides, ints(args[3]))
         return "slice1", (offsets, sizes, strides), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         out = self.output_tensor.sizes
         return (list(self.input_window_offsets), list(self.input_window_sizes), list(self.input_window_strides),
                 None if out == self.max_output_sizes else list(out))
@@ -252,17 +240,14 @@ def _plain_window(sizes, offsets, window, steps) -> tuple[list, list] | None:
     for o, s, t, dim in zip(offsets, window, steps, sizes):
         if type(o) is not int or type(s) is not int or type(t) is not int or o < 0 or s < 1 or o + s > dim:
             return None
-        if 0 < t <= _INT32_MAX:
+        if 0 < t <= INT32_MAX:
             starts.append(o)
-        elif _INT32_MIN <= t < 0:
+        elif INT32_MIN <= t < 0:
             starts.append(o + s - 1)
         else:
             return None
         most.append(max_copied_elements(s, t))
     return most, starts
-
-
-_INT32_MIN, _INT32_MAX = INT32_MIN, INT32_MAX
 
 
 def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, tuple]:
@@ -276,20 +261,9 @@ def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, t
 
 
 def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -> tuple[tuple, list, tuple] | None:
-    """A new shape's route, without descriptions: ``(output sizes, starts,
-    steps)``, the plan of ``Slice1OperatorDesc(TensorDesc(t, in_sizes), out,
-    offsets, window, steps).lower(in_strides, in_offset)`` in index space:
-    its packed output's element ``c`` is the input's element ``starts +
-    steps * c`` (so the plan's input offset is ``in_offset + sum(starts *
-    in_strides)`` and its strides ``steps * in_strides``). ``out`` is None
-    where ``output_sizes`` is None and ``TensorDesc(t, output_sizes)``
-    otherwise. The caller has checked that ``TensorDesc(t, in_sizes)`` is
-    valid (``in_sizes`` a tuple). None for anything the description's fast
-    path would not take: that case takes the descriptions, whose rules say
-    what is wrong. This function is the reference: ``runtime/native/newshape.c``'s
-    ``slice1_lowering``, which ``planner.plain_plan`` tries first, gives its
-    answer for the common valid case (no ``output_sizes``) and none
-    otherwise (``tests/test_newshape_lowering.py`` compares the two)."""
+    """``(output sizes, starts, steps)``: the packed output's element ``c`` is
+    the input's element ``starts + steps * c`` (see ``opendml.ops``; the C copy
+    takes no ``output_sizes``)."""
     n = len(in_sizes)
     offsets = sequence_of(offsets, n)
     window = sequence_of(window, n)
@@ -311,7 +285,5 @@ def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -
     return out, starts, steps
 
 
-#: A new shape's route (``planner.plain_plan``): the description-free lowering
-#: of the common valid case, and the kernel its plan runs on.
 Slice1OperatorDesc.plain_lowering = staticmethod(plain_lowering)
 Slice1OperatorDesc.PLAIN_KERNEL = "copy"

@@ -36,7 +36,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
     input_window_strides: tuple[int, ...]
 
     OPERATOR = "SLICE_GRAD"
-    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
     C_PLAIN = 2
     BINDING = Binding("slice_grad", ((2, 2, 2),), {"input_sizes": [2, 3, 4], "window_offsets": [0, 0, 0],
                                                    "window_sizes": [2, 3, 4], "window_strides": [1, 2, 2]}, "grad",
@@ -147,9 +146,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return SliceGradOperatorDesc(self.input_gradient_tensor, self.output_gradient_tensor, offsets, sizes,
                                      self.input_window_strides)
 
-    # differentiation (see ``_spec``): SLICE_GRAD is SLICE1's adjoint, so its
-    # own adjoint is SLICE1 of the same window (linear for every data type).
-
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
         """The adjoint as an array-API call: SLICE1 of the window, taking the
@@ -170,7 +166,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return "slice_grad", (output_sizes, offsets, sizes, strides), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.output_gradient_tensor.sizes), list(self.input_window_offsets),
                 list(self.input_window_sizes), list(self.input_window_strides))
 
@@ -223,17 +218,9 @@ def _plain_window(dims, taken, offsets, window, steps) -> bool:
 
 
 def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tuple | None:
-    """A new shape's route, without descriptions: ``(output sizes, first,
-    step, reversed)``, the plan of ``SliceGradOperatorDesc(TensorDesc(t,
-    in_sizes), TensorDesc(t, input_sizes), offsets, window, steps).lower()``
-    without the input gradient's layout (its output is packed): ``first``
-    and ``step`` per dimension as the plan has them, ``reversed`` where the
-    window stride is negative (the plan then walks the input gradient's
-    dimension backwards: its stride negated, its origin moved to the last
-    element). The caller has checked that ``TensorDesc(t, in_sizes)`` is
-    valid (``in_sizes`` a tuple). None for anything the description's fast
-    path would not take, or an output gradient ``TensorDesc`` would refuse:
-    that case takes the descriptions, whose rules say what is wrong."""
+    """``(output sizes, first, step, reversed)`` per dimension, ``reversed``
+    where the window stride is negative (the input gradient's dimension is
+    then walked backwards; see ``opendml.ops``)."""
     n = len(in_sizes)
     dims = plain_ints(input_sizes, n)
     offsets, window, steps = plain_ints(offsets, n), plain_ints(window, n), plain_ints(steps, n)
@@ -259,7 +246,5 @@ def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tupl
     return dims, first, step, back
 
 
-#: A new shape's route (``planner.plain_plan``): the description-free lowering
-#: of the common valid case, and the kernel its plan runs on.
 SliceGradOperatorDesc.plain_lowering = staticmethod(plain_lowering)
 SliceGradOperatorDesc.PLAIN_KERNEL = "scatter"

@@ -88,9 +88,6 @@ class _SpaceDepth(MoveOperatorDesc):
         back = api.depth_to_space if self.TO_DEPTH else api.space_to_depth
         return (back(grad, self.block_size, self._order()),)
 
-    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
-    # in one chunk (0) or cut at multiples of m (m).
-
     def chunking(self):
         b = self.block_size
         return {1: 0, 2: b, 3: b} if self.TO_DEPTH else {1: 0}
@@ -189,7 +186,6 @@ def _binding(function, inputs, args, summary, before, after, rule):
 class SpaceToDepth1OperatorDesc(_SpaceDepth1):
     """SPACE_TO_DEPTH with ``Order`` (feature level 2_1)."""
     OPERATOR = "SPACE_TO_DEPTH1"
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 4
     BINDING = _binding("space_to_depth", ((1, 2, 4, 6),), {"block_size": 2, "order": "CRD"},
                        """(N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
@@ -202,7 +198,6 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth1):
 class DepthToSpace1OperatorDesc(_SpaceDepth1):
     """DEPTH_TO_SPACE with ``Order`` (feature level 2_1)."""
     OPERATOR = "DEPTH_TO_SPACE1"
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 5
     BINDING = _binding("depth_to_space", ((1, 8, 2, 3),), {"block_size": 2}, """(N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
     of ``space_to_depth`` with the same order.""", "(N, C * b * b, H, W)", "(N, C, H * b, W * b)",

@@ -28,7 +28,6 @@ class SplitOperatorDesc(MoveOperatorDesc):
     axis: int
 
     OPERATOR = "SPLIT"
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 7
     BINDING = Binding("split", ((4, 3),), {"axis": 0, "sizes": [1, 3]}, params="axis: int, sizes: Sequence[int]",
                       returns="per entry of ``sizes``, of ``x``'s dtype",
@@ -96,9 +95,6 @@ class SplitOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, *grads):
         return (api.join(list(grads), self.axis),)
-
-    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
-    # in one chunk (0) or cut at multiples of m (m).
 
     def chunking(self):
         return {self.axis: 0}

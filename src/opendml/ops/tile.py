@@ -49,7 +49,6 @@ class TileOperatorDesc(MoveOperatorDesc):
     repeats: tuple[int, ...]
 
     OPERATOR = "TILE"
-    #: its never-seen shapes' C lowering: newshape.h's ODML_LOWER_* number.
     C_LOWERING = 2
     BINDING = Binding("tile", ((2, 3),), {"repeats": [2, 1]}, params="repeats: Ints",
                       returns="of ``x``'s dtype and shape ``x.shape * repeats``",
@@ -112,9 +111,6 @@ class TileOperatorDesc(MoveOperatorDesc):
             return (api.identity(grad),)
         split = tuple(v for r, n in zip(self.repeats, sizes) for v in (r, n))
         return (api.sum(api.reshape(grad, split), tuple(range(0, 2 * len(sizes), 2))),)
-
-    # chunking (see ``_spec``): which input axes a block-wise run (Dask) needs
-    # in one chunk (0) or cut at multiples of m (m).
 
     def chunking(self):
         return {k: 0 for k, r in enumerate(self.repeats) if r > 1}

@@ -108,7 +108,6 @@ class UnfoldOperatorDesc(_Windowed):
     """``OutputTensor`` may be ``None``: a packed 3-D output is derived."""
 
     OPERATOR = "UNFOLD"
-    #: its plain_lowering's C mirror: newshape.h's ODML_PLAIN_* number.
     C_PLAIN = 3
     BINDING = Binding("unfold", ((1, 2, 4, 5),), {"window_sizes": [2, 2], "strides": 1},
                       params="window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, "
@@ -190,10 +189,6 @@ class UnfoldOperatorDesc(_Windowed):
         n, c = self.input_tensor.sizes[:2]
         return (n, c * math.prod(self.window_sizes), self.block_count)
 
-    # differentiation (see ``_spec``): UNFOLD only moves elements (linear for
-    # every data type); its adjoint is FOLD with the same window over the
-    # input's spatial sizes.
-
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
         """The adjoint as an array-API call: FOLD over the input's spatial sizes."""
@@ -206,7 +201,6 @@ class UnfoldOperatorDesc(_Windowed):
         return "unfold", tuple(ints(v, d) for v in args), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.window_sizes), list(self.strides), list(self.dilations), list(self.start_padding),
                 list(self.end_padding))
 
@@ -228,15 +222,8 @@ class UnfoldOperatorDesc(_Windowed):
 
 def plain_lowering(in_sizes: tuple, window_sizes, strides=1, dilations=1, start_padding=0,
                    end_padding=0) -> tuple | None:
-    """A new shape's route, without descriptions: ``(output sizes, window,
-    strides, dilations, start padding, blocks per dimension)``, the fields of
-    ``UnfoldOperatorDesc(TensorDesc(t, in_sizes), None, *fields).lower()``
-    (its output is packed), where each of the five fields is an int (one per
-    spatial axis, as the array API's ``per_axis`` spreads it) or a sequence.
-    The caller has checked that ``TensorDesc(t, in_sizes)`` is valid
-    (``in_sizes`` a tuple). None for anything the description's fast path
-    would not take: that case takes the descriptions, whose rules say what is
-    wrong."""
+    """``(output sizes, window, strides, dilations, start padding, blocks per
+    dimension)`` (see ``opendml.ops``); an int field is spread over the axes."""
     d = len(in_sizes) - 2
     if d < 1:
         return None
@@ -297,7 +284,5 @@ def plain_window_fields(window, strides, dilations, start, end, spatial, max_dim
     return window, strides, dilations, start, end, k, blocks, tuple(per_dimension)
 
 
-#: A new shape's route (``planner.plain_plan``): the description-free lowering
-#: of the common valid case, and the kernel its plan runs on.
 UnfoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
 UnfoldOperatorDesc.PLAIN_KERNEL = "unfold"

@@ -86,21 +86,14 @@ class Config:
         dtype, shape and strides) is served by the compiled extension's call
         cache without entering Python.
     torch_node : str
-        Whether opendml uses its C++ library for PyTorch. ``"auto"``: the
-        library is compiled for the installed PyTorch when opendml first
-        handles a PyTorch tensor (in a background process, about half a
+        Whether opendml uses its C++ library for PyTorch (autograd node,
+        tensor accessors, dispatcher operators). ``"auto"``: compiled in the
+        background when opendml first handles a PyTorch tensor (about half a
         minute once per machine and PyTorch version, kept under
-        ``~/.cache/opendml`` or ``$OPENDML_CACHE_DIR``; later processes only
-        load it); once loaded, eager autograd records opendml's operators
-        with its C++ node, the call cache reads tensors through its
-        accessors, and ``torch.compile`` traces its C++ operators. Until
-        then, or for good if it cannot be built, calls take the Python
-        ``autograd.Function``, the Python reads and the ``opendml::``
-        custom operators. ``"wait"``: the same, but the first autograd call
-        waits for the build. ``"off"``: nothing of the library is used (a
-        load already under way finishes unused). Every route gives the same
-        values, gradients and errors; ``opendml.torch.node_status()`` says
-        which runs.
+        ``~/.cache/opendml`` or ``$OPENDML_CACHE_DIR``), the Python routes
+        serving until it loads; ``"wait"``: the first autograd call waits for
+        it; ``"off"``: never used. Every route gives the same values,
+        gradients and errors (``opendml.torch.node_status()`` says which runs).
     """
     cpu_kernels: str
     compiled_available: bool

@@ -1,70 +1,37 @@
-"""PyTorch tensors, and the ``torch.library`` operators ``opendml::unfold``,
-``opendml::fold``, ``opendml::slice1`` and ``opendml::slice_grad``.
+"""PyTorch tensors: the array API's route for them, and the ``torch.library``
+operators ``opendml::unfold``, ``opendml::fold``, ``opendml::slice1`` and
+``opendml::slice_grad``.
 
-A call takes one of three routes (``run``):
+A call takes one of three routes (``run``, and ``run_move`` for the
+data-movement family, generic over what each operator module declares):
 
 * **Kernel route**, when autograd has nothing to record and nothing traces:
-  the tensor's memory goes straight to a backend. A CPU tensor is read
-  through ``x.numpy()`` (a view) and its result comes back through
-  ``torch.from_numpy``; a CUDA tensor is read by pointer, sizes and strides,
-  its output comes from PyTorch's caching allocator (``x.new_empty``) and
-  the kernel is launched (``CudaBackend.record``) on
-  ``torch.cuda.current_stream()`` of the tensor's own device. No DLPack
-  conversion, no CuPy array. Either way the run is recorded in the call
-  cache (``runtime/calls.py``), which serves the next such call from C.
-* **Autograd route**, when a derivative is needed in eager mode
-  (``torch.is_grad_enabled() and x.requires_grad``, an open forward-AD level,
-  or a ``torch.func`` transform's wrapper). Reverse mode on a plain tensor:
-  opendml's C++ autograd node (``node``) once it is built and on (not
-  while ``torch.jit.trace`` traces or compiled autograd is on), its forward
-  the kernel route and its backward the adjoint operator, both tried in the
-  call cache first; a repeated such call is served from C by the call
-  cache's eager entry (the node's recorder). Otherwise one
-  ``torch.autograd.Function`` per operator (``opendml_<op>``) whose forward
-  runs the kernel route (the call cache serves it), whose backward is the
-  adjoint operator called through the array API, and whose forward-mode
-  derivative is the operator applied to the tangent (every operator is
-  linear). An old-style Function
-  for plain tensors costs a fraction of a custom operator's dispatch; the
-  ``setup_context`` form with a batching rule serves ``torch.func``
-  (``grad``, ``jvp``, ``vmap``, ``jacrev``, ``jacfwd``, ``hessian``).
+  a CPU tensor is read through ``x.numpy()`` (a view), a CUDA tensor by
+  pointer, its output from PyTorch's caching allocator and the kernel
+  launched on the device's current stream (no DLPack, no CuPy). The run is
+  recorded in the call cache (``runtime/calls.py``), which serves the next
+  such call from C.
+* **Autograd route**, when a derivative is needed in eager mode (a tensor
+  requiring grad, an open forward-AD level, a ``torch.func`` wrapper): the
+  C++ autograd node (``node``) where it is built and allowed, else one
+  ``torch.autograd.Function`` per operator (``opendml_<op>``) whose
+  backward is the operator's declared adjoint, whose forward-mode derivative
+  is its linear part and whose ``vmap`` rule batches it. An old-style
+  Function costs a fraction of a custom operator's dispatch; the
+  ``setup_context`` form serves ``torch.func``.
 * **Operator route**, when a tracer is at work (``torch.compile``, fake or
-  functional tensors, a dispatch mode, the meta device): the call goes
-  through the custom operators below, which carry fake (meta)
-  implementations, autograd formulas (unfold <-> fold, slice1 ->
-  slice_grad -> slice1) and batching rules; once the C++ node library is
-  loaded (and ``torch_node`` is not "off"), through the same operators
-  registered in C++ with PyTorch's dispatcher (``operators()``, namespace
-  ``opendml_cpp``, "the C++ operators" below), whose kernels go to the call
-  cache from C. Forward-mode AD has no place in an operator: a dual tensor
-  reaching this route is an error, never a dropped tangent.
+  functional tensors, a dispatch mode, the meta device): the custom
+  operators below (fake implementations, autograd formulas, batching rules),
+  or their C++ copies (namespace ``opendml_cpp``) once the node library is
+  loaded; the family's is the one custom operator ``opendml::move``
+  (``library``). A dual tensor reaching this route is an error, never a
+  dropped tangent.
 
-SLICE goes through SLICE1 (``sizes`` become window sizes ``(sizes - 1) *
-strides + 1``); a SLICE1 or SLICE_GRAD call whose output (gradient) sizes
-are less than every reachable element becomes the smaller window that
-reaches exactly those. Calls are validated, with the array API's messages,
-before they enter an operator; the operators' own implementations call the
-array API in kernel mode (``_MODE``), so every rule lives in one place.
-
-The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``, ...)
-takes the same three routes, generic over what each operator module declares
-(no branch per operator): the kernel route runs the NumPy move program on
-views of CPU tensors (``engine.run_numpy``, so its caches serve it) or the
-CUDA move program (``arrays.cuda``) by address on the current stream; the
-autograd route is one ``torch.autograd.Function`` (``opendml_<operator>Backward``)
-whose backward is the operator's declared adjoint, whose forward-mode
-derivative is its linear part and whose ``vmap`` rule runs the call per batch
-element; a traced call is the one custom operator ``opendml::move``
-(``library``), sizes specialised.
-
-The PyTorch wing (``opendml.arrays.torch``): this adapter; ``library``, the
-``torch.library`` operators (``opendml::move`` and the registry of the C++
-operators); ``node`` and ``node.cpp``, the C++ autograd node and dispatcher
-operators; ``inductor``, the direct kernels in Inductor's wrapper; ``dtypes``,
-the dtype tables they share. The operators live here, not in
-``opendml.torch``, because the array API (this layer) must be able to route
-through them without importing a layer above it; ``opendml.torch`` is their
-public face.
+Calls are validated with the array API's messages before they enter an
+operator; the operators' implementations call the array API in kernel mode
+(``_MODE``), so every rule lives in one place. The operators live here, not
+in ``opendml.torch`` (their public face), because the array API must route
+through them without importing a layer above it.
 """
 from __future__ import annotations
 
@@ -118,11 +85,8 @@ def run(x, call):
     mode = _mode_get()
     if mode is None:
         if type(x) in _PLAIN and not (_is_compiling() or _dispatch_modes() > 0):
-            # A new shape's route first (issue 19), before the checks below: its C call declines (None, nothing
-            # run) whatever they would send elsewhere but a tensor whose gradient must be recorded (checked
-            # here): a functorch wrapper, an open forward-AD level, a negative or conjugate view, a subclass,
-            # another device or layout. A dtype without a DirectML type and a nested tensor (whose sizes
-            # cannot be read) go to the checks below, which raise their errors.
+            # A new shape's route first: C declines (None) whatever the checks below send elsewhere, but
+            # a tensor whose gradient must be recorded is kept from it here.
             if not ((x.requires_grad and _grad_enabled()) or x.is_nested):
                 dtype = DTYPES.get(x.dtype)
                 if dtype is not None:
@@ -203,18 +167,11 @@ _CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_to
 
 
 def _new_shape(x, call, dtype):
-    """A new shape's route (issue 19) for SLICE, SLICE1, UNFOLD, FOLD and
-    SLICE_GRAD on a plain CPU or CUDA tensor: the operator's
-    ``plain_lowering`` gives the plan (``planner.plain_plan``, no
-    descriptions), and one C call (``calls.torch_new``) applies it to ``x``'s
-    layout, allocates the output through PyTorch, runs the kernel the plan
-    route would run (the CPU backend's, or the CUDA launch ``launch_spec``
-    gives) and records the call in the call cache. None where the call is
-    not such a case or C leaves it to the routes below (which then validate,
-    plan and run it)."""
+    """A new shape's route for the first five on a plain CPU or CUDA tensor:
+    one C call (``calls.torch_new``) lowers, allocates through PyTorch, runs
+    and records the call. None where C leaves it to the routes below."""
     name = call.name
-    # the operators with a compiled lowering (planner.NATIVE_LOWERING): C calls it on x's sizes as it reads
-    # them, and answers False where it gives no fields: plain_plan then plans the call (its reference lowering)
+    # a compiled lowering (planner.NATIVE_LOWERING) answers False where it gives no fields (then plain_plan)
     fields = _planner.NATIVE_LOWERING.get(name)
     if fields is None:
         got = plain_plan(call, dtype, tuple(x.shape), x.numel())
@@ -304,9 +261,6 @@ def _no_stream(index):
     raise RuntimeError("opendml call cache: this PyTorch has no CUDA streams")
 
 
-# What the call cache needs to serve a plain tensor (runtime/native/calls.c): the
-# routing checks of run, a CUDA tensor's current stream and device, and
-# torch.from_numpy for CPU results (which it computes into NumPy arrays).
 def _not_plain(x) -> bool:
     """The call cache's last routing check: a functorch wrapper, or any
     tensor while a forward-AD level is open (its tangent must be seen)."""
@@ -321,14 +275,11 @@ calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_
 # -- eager autograd route ----------------------------------------------------------------------------
 
 class _Route:
-    """A call validated on tensors of one shape: the array-API function and
-    arguments that run it, and its adjoint (``backward``) written with the
-    array API, so a gradient of a gradient takes the same routes again.
-
-    ``kernel`` and ``adjoint`` are the same two calls as specs for the C++
-    node (``node.cpp``): (call-cache function, operator code,
-    arguments, Python fallback); the node tries the call cache first, as the
-    array API itself does, and falls back to the Python route."""
+    """A call validated on tensors of one shape: the function and arguments
+    that run it, its adjoint (``backward``, through the array API, so a
+    gradient of a gradient takes the same routes), and both as the C++
+    node's specs (``kernel``, ``adjoint``: call-cache function, operator
+    code, arguments, Python fallback)."""
 
     __slots__ = ("fn", "code", "args", "call", "backward", "slot", "kernel", "adjoint", "recorder")
 
@@ -356,8 +307,7 @@ class _Route:
 
 
 def _operator(name: str):
-    """The operator class of an array-API function (``slice_grad`` -> SLICE_GRAD): what it declares
-    (shape rule, adjoint, batching, framework form) is read from it."""
+    """The operator class of an array-API function (``slice_grad`` -> SLICE_GRAD)."""
     return OPERATORS[name.upper()]
 
 
@@ -366,9 +316,8 @@ _NAMES = tuple(name for name in calls.OPS if hasattr(OPERATORS.get(name.upper())
 
 
 def _batched(cls, fn, x, args):
-    """``fn`` (an array-API function or an operator) on ``x`` with a leading batch axis, as ``cls``
-    declares (``batched_args``): its arguments for that axis taken whole, or (None) the batch axis
-    joined with axis 0 (N) and split out again."""
+    """``fn`` on ``x`` with a leading batch axis, as ``cls.batched_args`` declares: arguments taking
+    that axis whole, or (None) the batch axis joined with axis 0 and split out again."""
     new = cls.batched_args(args, x.shape[0])
     if new is None:
         return fn(x.flatten(0, 1), *args).unflatten(0, x.shape[:2])
@@ -376,9 +325,7 @@ def _batched(cls, fn, x, args):
 
 
 class _Linear(torch.autograd.Function):
-    """What both autograd routes share: backward is the adjoint operator, and
-    forward-mode AD applies the operator itself to the tangent (every
-    operator is linear)."""
+    """Backward is the adjoint operator; forward-mode AD applies the operator to the tangent."""
 
     @staticmethod
     def backward(ctx, grad):
@@ -391,10 +338,7 @@ class _Linear(torch.autograd.Function):
 
 
 class _Eager(_Linear):
-    """Eager autograd of one call: forward runs the kernel (from the call cache
-    where it can). An old-style ``autograd.Function`` costs a fraction of a
-    custom operator's dispatch; tracers (``torch.compile``, dispatch modes)
-    still see the custom operators."""
+    """Eager autograd of one call: forward runs the kernel (from the call cache where it can)."""
 
     @staticmethod
     def forward(ctx, x, route):
@@ -405,10 +349,8 @@ class _Eager(_Linear):
 
 
 class _Func(_Linear):
-    """The same for ``torch.func`` transforms (``grad``, ``jvp``, ``vmap`` and
-    their compositions, e.g. ``jacrev``, ``jacfwd``, ``hessian``): functorch
-    runs ``forward`` on the unwrapped tensor, whose call routes itself again
-    (through this class while a lower transform still wraps it)."""
+    """The same for ``torch.func`` transforms: functorch runs ``forward`` on
+    the unwrapped tensor, whose call routes itself again."""
 
     @staticmethod
     def forward(x, route):
@@ -476,8 +418,7 @@ _tracing = torch._C._get_tracing_state
 
 def _eager_ok() -> bool:
     """Whether the call cache's eager entries (the node's recorders) may
-    serve now: the node loaded and not turned off, no TorchScript trace, no
-    compiled autograd (the checks ``_through_function`` makes)."""
+    serve now: the checks ``_through_function`` makes."""
     return (torch_node._state["module"] is not None and _tracing() is None and not _compiled_autograd()
             and config().torch_node != "off")
 
@@ -493,9 +434,7 @@ torch_node.prefetch()
 
 
 def _compiled_autograd() -> bool:
-    """Whether compiled autograd is on (``torch._dynamo.compiled_autograd``'s
-    own flag, a module global): the graphs it compiles need nodes it can
-    trace, the Python Function's."""
+    """Whether compiled autograd is on: its graphs need the Python Function's nodes."""
     ca = sys.modules.get("torch._dynamo.compiled_autograd")
     return ca is not None and bool(getattr(ca, "compiled_autograd_enabled", False))
 
@@ -542,9 +481,7 @@ def through_op(x, call):
 
 def _operator_call(x, call, ops: dict):
     """(operator of ``ops``, its arguments after the tensor, the shape x takes first or None), from
-    the operator's declared framework form (``framework_call``: SLICE as SLICE1, a window reaching
-    exactly the output, FOLD on 3-D columns); the C++ table's operators take their lists packed
-    into one (``bind_op``)."""
+    the operator's ``framework_call``."""
     name, lists, reshape = _operator(call.name).framework_call(tuple(x.shape), call.args, _ints)
     return (*bind_op(ops, name, lists), reshape)
 
@@ -579,8 +516,7 @@ def _kernel_of(name: str):
 
 
 def _fake_of(name: str):
-    """A fake output: the validated description's sizes where every size is known, else the
-    operator's shape rule (``output_sizes_of``, ops/<op>.py) on symbolic sizes. Outputs are packed."""
+    """A packed fake output: the validated description's sizes, or the shape rule's on symbolic sizes."""
     rule = _operator(name).output_sizes_of
 
     def fake(x, *args):
@@ -605,9 +541,7 @@ for _name, _op in CUSTOM_OPS.items():
     _op.register_fake(_FAKES[_name])
 
 
-# Backward formulas, over an operator table (``ctx.ops``: these custom
-# operators or the C++ ones): the operator's declared adjoint (``adjoint_call``)
-# in its framework form. Non-tensor arguments get no gradient (None).
+# Backward formulas, over an operator table (``ctx.ops``: these custom operators or the C++ ones).
 
 def _keep_inputs(ctx, inputs, output):
     ctx.sizes = inputs[0].shape
@@ -629,14 +563,6 @@ def _backward_of(name: str):
 _BACKWARDS = {name: _backward_of(name) for name in _SCHEMAS}
 for _name, _op in CUSTOM_OPS.items():
     _op.register_autograd(_BACKWARDS[_name], setup_context=_keep_inputs)
-
-# torch.compile: the array API's functions enter a graph as calls that AOTAutograd traces with fake
-# tensors (which take the operator route above); ``arrays.front`` tells Dynamo (``enter_graph_whole``).
-
-
-# torch.func.vmap: as each operator declares (``batched_args``): the batch axis
-# joins N (unfold, fold) or is a new leading axis that the window takes whole
-# (slice1, slice_grad).
 
 def _rule(name: str):
     """rule(op): op's batching rule."""
@@ -660,13 +586,8 @@ for _name, _op in CUSTOM_OPS.items():
 
 # -- the C++ operators -------------------------------------------------------------------------------
 
-# The same four operators registered with PyTorch's dispatcher by the node
-# library (``library``'s registry, ``define_cpp``), their int lists packed.
-
-#: The window operators' C++ schemas: their int lists packed into one list (PyTorch's Python entry to
-#: the dispatcher costs about half as much with one list argument as with five), split back into
-#: ``_SPLITS[name]`` lists of one length by the kernels (the call cache keys those lists, as it keys
-#: the custom operators'). The custom operators (``opendml::``) keep ``_SCHEMAS``.
+#: The C++ operators' schemas: their int lists packed into one list (the dispatcher's Python entry
+#: costs about half as much with one list as with five), split back into ``_SPLITS[name]`` lists.
 _SPLITS = {name: _SCHEMAS[name].count("[]") for name in _SCHEMAS}
 _PACKED_SCHEMAS = {
     name: "(Tensor {0}, {1} args) -> Tensor".format(_SCHEMAS[name][len("(Tensor "):].split(",")[0],
@@ -686,10 +607,8 @@ def _unpack(name: str, packed) -> list:
 
 
 def bind_op(ops: dict, name: str, lists: tuple):
-    """(operator, its arguments after the tensor) for the window operator ``name`` of table ``ops``
-    on ``lists``: the C++ operator takes them packed into one list, the custom operator as they are
-    (and so does a call whose lists differ in length, which no packed list can hold: the custom
-    operator's validation answers it, as before)."""
+    """(operator, its arguments after the tensor) for ``name`` of table ``ops`` on ``lists``: packed
+    for the C++ table, unless the lists differ in length (the custom operator's validation answers)."""
     if ops is _CUSTOM or name not in _SPLITS:
         return ops[name], tuple(lists)
     n = len(lists[0]) if lists else 0
@@ -752,8 +671,7 @@ def _check_move(call, arrays):
     dtypes = [numpy_dtype(x, call.name) for x in arrays]
     device = arrays[0].device
     for i, x in enumerate(arrays):
-        if x.device.type not in ("cpu", "cuda", "meta"):
-            raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+        _check_device(x, call.name)
         if x.device != device:
             raise UnsupportedError(f"{call.name}: every tensor must be on one device; got {device} and "
                                    f"{x.device} (arrays[{i}])")
@@ -775,11 +693,7 @@ def run_move(call, arrays) -> list:
     wrapped = any(_is_functorch_wrapped(x) for x in arrays)
     record = wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad
                                                                                       for x in arrays))
-    if not record and arrays[0].device.type == "cpu":
-        # The NumPy path on views of the tensors: validated there with the
-        # same rules, and recorded for the caches (the array function's
-        # first step, the C call cache, serves the next such call on the
-        # tensors themselves).
+    if not record and arrays[0].device.type == "cpu":     # NumPy's route on views, recorded for the caches
         return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record and (wrapped or engine.differentiable(desc)):
@@ -787,8 +701,6 @@ def run_move(call, arrays) -> list:
         # backward and jvp refuse an operator not differentiable for these types)
         return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
     if since is not None and arrays[0].device.type == "cuda" and not any(x.is_neg() for x in arrays):
-        # recorded in the C call cache, which serves the next such call on
-        # the tensors themselves (the array function's first step)
         seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
         x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
         return library.cuda_move(desc, arrays, (call, x, since))
@@ -796,8 +708,7 @@ def run_move(call, arrays) -> list:
 
 
 class _MoveRoute:
-    """A validated call: re-run it (``call``), run its kernel, its adjoint
-    and its linear part (both as the operator module declares them)."""
+    """A validated call: re-run it (``call``), its adjoint and its linear part."""
 
     __slots__ = ("call", "desc", "device")
 
@@ -847,10 +758,7 @@ class _MoveLinear(torch.autograd.Function):
 
     @staticmethod
     def vmap(info, in_dims, route, *xs):
-        n = info.batch_size
-        xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(xs, in_dims[1:])]
-        per = [route.call(*[x[i] for x in xs]) for i in range(n)]
-        outs = tuple(torch.stack([p[j] for p in per]) for j in range(len(per[0])))
+        outs = tuple(library.batched(info, in_dims[1:], xs, lambda b: route.call(*b)))
         return outs, (0,) * len(outs)
 
 
@@ -858,8 +766,7 @@ _MOVE_FUNCTIONS: dict = {}
 
 
 def _move_function(desc):
-    """``_MoveLinear`` under the operator's name (``opendml_pad1``...), so a
-    result's ``grad_fn`` says which operator made it."""
+    """``_MoveLinear`` under the operator's name, so a result's ``grad_fn`` says which."""
     name = desc.OPERATOR.lower()
     fn = _MOVE_FUNCTIONS.get(name)
     if fn is None:

@@ -1,55 +1,29 @@
 """PyTorch's operator library for opendml: the registry of the C++
-dispatcher operators (``define_cpp``, ``operators``, ``cpp_op``: the node
-library, ``node.cpp``, registers them in the ``opendml_cpp`` namespace; the
-custom operators, ``CUSTOM``, serve until it is loaded), and the
-data-movement family as ONE PyTorch custom operator, for tracers
-(``torch.compile``, ``make_fx``, fake tensors, dispatch modes)::
+dispatcher operators (``define_cpp``, ``operators``, ``cpp_op``, registered
+by the node library in the ``opendml_cpp`` namespace; the custom operators,
+``CUSTOM``, serve until it is loaded), and the data-movement family as ONE
+custom operator for tracers (``torch.compile``, ``make_fx``, fake tensors,
+dispatch modes)::
 
     opendml::move(Tensor[] inputs, str desc) -> Tensor[]
 
-``desc`` is the operator's JSON form (``opendml.jsonform.to_json``, DirectML's
-field names, sizes and types of every tensor given): any operator of the
-family (one that declares ``linear_part``, ``opendml.ops._spec``), no branch
-per operator here. The inputs must match the description's input tensors in
-number, dtype and sizes (``ValidationError`` otherwise; a malformed or
-invalid description is the ``JsonFormError``/``ValidationError`` of
-``jsonform.from_json``). Outputs are new packed tensors, one per output
-tensor of the description (SPLIT: several), on the inputs' device (the CPU for
-an operator without inputs: DIAGONAL_MATRIX).
+``desc`` is the operator's JSON form (``jsonform.to_json``): any operator of
+the family, no branch per operator here. The inputs must match its input
+tensors in number, dtype and sizes (``ValidationError``); outputs are new
+packed tensors on the inputs' device (the CPU for an operator without
+inputs). Output ``Strides`` that map two elements to one place leave the
+values to the order of the writes and are a ``ValidationError``; others run
+as packed outputs (``packed_outputs``).
 
-An output tensor of the description may give ``Strides`` (a layout in a
-DirectML buffer): the op returns each output's elements as a new packed
-tensor, so the program runs with packed outputs of the same sizes and types
-(``packed_outputs``), which give the same elements wherever the strides map
-every element to its own place; strides that map two elements to one place
-(a stride of 0, overlapping dimensions) leave the values to the order of the
-writes (DirectML does not define it) and are a ``ValidationError``. No route
-writes an output through a layout other than the one it allocated.
-
-* Real implementation (CPU, CUDA, meta): ``kernel`` (here; the eager route of
-  ``adapter.run_move`` runs it too), the same move program (NumPy-viewed CPU tensors on the CPU
-  backend, ``arrays.cuda`` for CUDA tensors).
-* Fake implementation: empty packed outputs of the description's sizes and
-  types. Symbolic sizes are *specialised*: comparing an input's symbolic
-  size with the description's (concrete) size installs a guard, so a
-  compiled graph is valid for these sizes and recompiles for others (the
-  description, being a string of concrete sizes, could not follow them
-  anyway). A size marked strictly dynamic (``torch._dynamo.mark_dynamic``)
-  therefore makes Dynamo report its constraint violation.
-* Autograd: the backward is the operator's declared adjoint
-  (``desc.linear_part().adjoint``) through the array API
-  (``engine.adjoint``), so under a tracer it enters this operator again
-  (and ``opendml::slice1``/``slice_grad`` where the adjoint is a slice):
-  gradients of gradients trace too. A description with no linear part
-  (integer types, CAST to or from an integer type) raises
-  ``UnsupportedError`` if a gradient is asked of it.
+* Real implementation: ``kernel`` (also the eager route of
+  ``adapter.run_move``).
+* Fake implementation: empty packed outputs. Symbolic sizes are
+  specialised (comparing them with the description's installs a guard), so
+  a size marked strictly dynamic makes Dynamo report its constraint.
+* Autograd: the operator's declared adjoint through the array API, so
+  gradients of gradients trace too; a description with no linear part
+  raises ``UnsupportedError`` if a gradient is asked of it.
 * vmap: the call once per batch element, stacked.
-
-``adapter.run_move`` takes this route whenever something traces the call;
-the array API's functions are registered with
-``torch.compiler.allow_in_graph`` here, so Dynamo puts a call into the graph
-whole (no graph break; ``fullgraph=True`` works) and AOTAutograd traces it
-with fake tensors, which reach this operator.
 """
 from __future__ import annotations
 
@@ -67,7 +41,7 @@ from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
 from ...ops._move import MoveOperatorDesc
 from ...runtime.config import config
-from .. import _dispatch, engine
+from .. import engine
 from . import inductor, node as _node
 from .dtypes import TORCH_DTYPES, torch_dtype
 
@@ -77,15 +51,14 @@ __all__ = ["move_op", "call_move", "description"]
 _CACHE_SIZE = 1024
 
 
+def _plain(t):
+    t = t.detach()
+    return t.resolve_neg() if t.is_neg() else t
+
+
 def numpy_views(arrays) -> list:
     """NumPy views of plain CPU tensors (a negative view resolved first)."""
-    views = []
-    for t in arrays:
-        t = t.detach()
-        if t.is_neg():
-            t = t.resolve_neg()
-        views.append(t.numpy())
-    return views
+    return [_plain(t).numpy() for t in arrays]
 
 
 def kernel(desc, arrays) -> list:
@@ -113,9 +86,7 @@ def cuda_move(desc, arrays, record=None) -> list:
     from ..cuda import move
 
     def entry(t):
-        t = t.detach()
-        if t.is_neg():
-            t = t.resolve_neg()
+        t = _plain(t)
         item = t.element_size()
         return (t, t.data_ptr(), tuple(t.shape), tuple(s * item for s in t.stride()), item,
                 lambda: entry(t.contiguous()))
@@ -133,16 +104,10 @@ def cuda_move(desc, arrays, record=None) -> list:
 
 # -- the C++ operators -------------------------------------------------------------------------------
 
-# The first five's window operators (``adapter``) and the family's move
-# (below), registered with PyTorch's dispatcher by the node library
-# (``node.cpp``), in a namespace of their own: CPU and CUDA kernels
-# that go to the call cache's C function and to the Python kernel above only
-# on a miss, and a C++ Autograd kernel whose node calls the backward formulas
-# above over the C++ table. A traced call (torch.compile) takes them once the
-# library is loaded and on; before that, without a compiler and with
-# torch_node="off" it takes the custom operators, which stay defined (and
-# are what opcheck of ``opendml::`` checks). A graph traced either way keeps
-# working: both tables stay registered.
+# The window operators (``adapter``) and the family's move, registered with PyTorch's dispatcher by the
+# node library: kernels that go to the call cache's C function first, and a C++ Autograd kernel. A traced
+# call takes them once the library is loaded and on, else the custom operators; both tables stay
+# registered, so a graph traced either way keeps working.
 
 #: The C++ operators' namespace.
 CPP_NAMESPACE = "opendml_cpp"
@@ -150,12 +115,9 @@ CPP_NAMESPACE = "opendml_cpp"
 #: table a traced call takes without the C++ library.
 CUSTOM: dict = {}
 CPP: dict = {"ops": None, "libs": [], "failed": None, "last": None}
-#: Definitions the C++ library registers: name -> (schema, kernel spec (cached,
-#: code, extra arguments for the cache, fallback), returns a list, grad_fn
-#: name, fake, rule(op) giving op's batching rule or None, backward(saved,
-#: grads) -> a gradient or None per input tensor, ``saved`` the operator's
-#: arguments with each tensor replaced by its sizes, split: how many int lists
-#: the operator's one list argument packs, 0 where it takes them unpacked).
+#: Definitions the C++ library registers: name -> (schema, kernel spec (cached, code, extra arguments,
+#: fallback), returns a list, grad_fn name, fake, vmap rule(op) or None, backward(saved, grads) (``saved``:
+#: the arguments, each tensor as its sizes), split: ``define_cpp``'s).
 CPP_DEFS: dict = {}
 _cpp_lock = threading.Lock()
 
@@ -275,11 +237,9 @@ def _self_overlapping(sizes, strides) -> bool:
 
 
 def packed_outputs(desc):
-    """``desc`` with every output tensor packed (its sizes, data type and
-    flags kept; Strides, TotalTensorSizeInBytes and GuaranteedBaseOffsetAlignment
-    dropped): the outputs' elements are the same wherever the description's
-    strides give every element its own place; strides that do not are a
-    ``ValidationError``. ``desc`` itself where every output is packed."""
+    """``desc`` with every output tensor packed (sizes, data type and flags
+    kept), or itself where every output is; strides that map two elements to
+    one place are a ``ValidationError``."""
     changes = {}
     for slot in desc.SLOTS:
         value = getattr(desc, slot.attr)
@@ -325,10 +285,8 @@ def description(text: str):
     return packed_outputs(desc)
 
 
-#: Descriptions without a JSON form (not DirectML operators: the index-driven
-#: operators' adjoint programs), named by a key ("@...") for the custom
-#: operator's string argument; each distinct description is held once, for
-#: the life of the process (graphs traced with the key may run it later).
+#: Descriptions without a JSON form (the index operators' adjoint programs), named by a key ("@..."),
+#: each held for the life of the process (graphs traced with the key may run it later).
 _HELD_BY_KEY: dict = {}
 _KEY_OF: dict = {}
 
@@ -395,25 +353,33 @@ def _setup(ctx, inputs, output):
     ctx.save_for_backward(*[inputs[0][i] for i in getattr(description(inputs[1]), "ADJOINT_INPUTS", ())])
 
 
+def _filled(desc, grads) -> list:
+    """``grads`` with zeros for the outputs that got none."""
+    ref = next(g for g in grads if g is not None)
+    return [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
+            for g, t in zip(grads, desc.outputs)]
+
+
 def _backward(ctx, grads):
     desc = description(ctx.desc)
-    ref = next(g for g in grads if g is not None)
-    grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
-             for g, t in zip(grads, desc.outputs)]
-    return list(adjoint_with(desc, grads, tuple(ctx.saved_tensors))), None
+    return list(adjoint_with(desc, _filled(desc, grads), tuple(ctx.saved_tensors))), None
 
 
 move_op.register_autograd(_backward, setup_context=_setup)
 
 
+def batched(info, dims, xs, call) -> list:
+    """``call(list of tensors)`` once per batch element of ``xs`` (batched along ``dims``), outputs stacked."""
+    n = info.batch_size
+    xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(xs, dims)]
+    per = [call([x[i] for x in xs]) for i in range(n)]
+    return [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
+
+
 def _move_rule(op):
-    """The batching rule of ``op`` (either namespace's move): the call once per batch element, stacked."""
+    """The batching rule of ``op`` (either namespace's move)."""
     def rule(info, in_dims, inputs, desc):
-        n = info.batch_size
-        dims = in_dims[0]
-        xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(inputs, dims)]
-        per = [op(list(x[i] for x in xs), desc) for i in range(n)]
-        outs = [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
+        outs = batched(info, in_dims[0], inputs, lambda xs: op(xs, desc))
         return outs, [0] * len(outs)
     return rule
 
@@ -428,16 +394,11 @@ def _move(inputs, desc):
 def _cpp_move_backward(saved, grads):
     """The C++ operator's backward: ``saved`` is (the inputs' sizes, desc)."""
     desc = description(saved[1])
-    ref = next(g for g in grads if g is not None)
-    grads = [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
-             for g, t in zip(grads, desc.outputs)]
-    return list(engine.adjoint(desc, grads))
+    return list(engine.adjoint(desc, _filled(desc, grads)))
 
 
-# The same operator among the C++ dispatcher operators (the registry
-# above), which traced calls take once the node library is
-# loaded: its kernel is the Python one (the call cache has no entry for a
-# description's text), without the custom operator's Python dispatch.
+# The same operator among the C++ operators: its kernel is the Python one (the call cache has no entry
+# for a description's text), without the custom operator's Python dispatch.
 define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _move), True, _move_fake,
            _move_rule, _cpp_move_backward)
 

@@ -1,22 +1,11 @@
-"""CPU backend.
-
-A move program (``plan.MovePlan``) runs pass by pass, each pass kind through
-its entry of ``PASSES``: opendml's compiled kernels (the C sources beside
-this file, split over the CPU's cores with the GIL released: the strided
-copy for a program that is one plain copy, the UNFOLD gather, FOLD sum and
-SLICE_GRAD scatter for their tuned passes, move.c for every other copy and
-fill (index maps, CAST's conversions, scale/bias), index.c for gathers and
-scatters) when the extension was built at install time, and otherwise NumPy
-strided views (``numpy_kernels.py``). Copies
-move unsigned words of the element's size, never values, so every bit pattern
-(float16 NaN payloads, negative zero) survives exactly; FOLD sums values in
-one order on both paths. Both give identical bytes (the tests run both).
-``opendml.configure(cpu_kernels="numpy")`` (or ``OPENDML_CPU_KERNELS=numpy``)
-selects the NumPy path.
-
-Everything a dispatch needs (views, or addresses and a parameter struct of
-``runtime/params.h`` filled through its ctypes mirror) is built once per
-binding (``prepare``) and replayed by ``execute``.
+"""CPU backend: a move program (``plan.MovePlan``) runs pass by pass, each
+pass kind through its entry of ``PASSES``: opendml's compiled kernels (the C
+sources beside this file, over the CPU's cores with the GIL released) where
+the extension was built, else NumPy strided views (``numpy_kernels``;
+``configure(cpu_kernels="numpy")`` selects them). Copies move unsigned words,
+never values, so every bit pattern survives; FOLD sums in one order on both
+paths, which give identical bytes. Everything a dispatch needs is built once
+per binding (``prepare``) and replayed.
 """
 from __future__ import annotations
 
@@ -111,8 +100,6 @@ class IndexParams(ctypes.Structure):
                 ("dst_offset", ctypes.c_int64)] + [
         (name, ctypes.c_int64 * MOVE_MAX_RANK) for name in ("sizes", "src_strides", "dst_strides")] + [
         ("naxes", ctypes.c_int64), ("axes", IndexAxisParams * INDEX_MAX_AXES)]
-
-
 
 
 def index_params(plan: MovePlan, p) -> IndexParams | None:
@@ -272,12 +259,9 @@ class CpuBackend:
     # -- execution --------------------------------------------------------------
 
     def prepare(self, plan: MovePlan, srcs, dsts):
-        """Return a callable that runs ``plan`` from the bound input ranges
-        ``srcs`` into the output ranges ``dsts`` (lists, one 1-D word array of
-        its slot's element size per input and output, element 0 the origin
-        of the passes' offsets): pass by pass, each through its kind's entry
-        of ``PASSES`` (the compiled kernel where the extension is loaded and
-        takes the pass, else NumPy)."""
+        """A callable running ``plan`` from the bound input ranges ``srcs`` into
+        the output ranges ``dsts`` (one 1-D word array per slot, element 0 the
+        passes' origin), each pass through its kind's entry of ``PASSES``."""
         native = self._native is not None
         runs = []
         for p in plan.passes:
@@ -298,12 +282,9 @@ class CpuBackend:
         return run
 
     def _native_move_pass(self, plan: MovePlan, p, srcs, dsts):
-        """The compiled move kernel (move.c) for one pass of a move program:
-        copies with or without index maps, conversion and scale/bias, and
-        fills; None (NumPy runs it) for a pass of more than 16 dimensions
-        once canonical, or of another kind. The parameters of a copy or fill are
-        packed in C (``move_params``, move_params.c: the same bytes as
-        ``_python_move_pass``) where it takes the pass."""
+        """The compiled move kernel (move.c) for a ``Copy`` or ``Fill`` pass, its
+        parameters packed in C (``move_params``) or else by ``_python_move_pass``;
+        None (NumPy runs it) for another kind or more than 16 canonical dimensions."""
         if type(p) is not Copy and type(p) is not Fill:
             return None
         out_t = plan.out_types[p.dst]
@@ -358,10 +339,8 @@ class CpuBackend:
         return self._launch(self._native.move, params, src, dst, moved)
 
     def _index_pass(self, plan: MovePlan, p, srcs, dsts):
-        """A compiled ``Gather``/``Scatter`` pass (index.c), or None (NumPy
-        runs it) where the extension is missing or the pass has more
-        dimensions or index axes than it takes. One thread: a scatter's
-        writes and sums happen in row-major order of its positions."""
+        """A compiled ``Gather``/``Scatter`` pass (index.c, one thread: a scatter
+        writes in row-major order), or None (NumPy runs it)."""
         run_pass = getattr(self._native, "index_run_pass", None)
         params = index_params(plan, p) if run_pass is not None else None
         if params is None:
@@ -378,22 +357,16 @@ class CpuBackend:
         return run
 
     def runner(self, plan: MovePlan):
-        """With the compiled kernels, for a plan that is one tuned pass
-        (``MovePlan.kernel_plan``: a plain copy, UNFOLD, FOLD, SLICE_GRAD), a
-        callable ``run(src_addr, dst_addr)`` running it between raw addresses
-        (element 0 of each bound range), built once and reusable for any
-        buffers; else None. The array API keeps one per cached plan, so a
-        repeated call packs nothing."""
+        """For a plan that is one tuned pass (``MovePlan.kernel_plan``), with the
+        compiled kernels, a reusable ``run(src_addr, dst_addr)``; else None."""
         if self._native is None or plan.kernel_plan() is None:
             return None
         p = plan.passes[0]
         return PASSES[type(p)][0](self, plan, p, None, None)
 
     def _launch(self, kernel, params, src, dst, nbytes: int):
-        """The callable running one compiled kernel on ``src``/``dst`` (or, with
-        both None, a ``_Kernel`` taking the addresses at each call): the
-        parameter struct's bytes (or ``params`` as given, bytes) and the
-        thread count are fixed here."""
+        """The callable running one compiled kernel on ``src``/``dst`` (both None:
+        a ``_Kernel`` taking the addresses at each call)."""
         k = _Kernel(kernel, bytes(params), self._threads(nbytes))
         if src is None:
             return k
@@ -421,16 +394,10 @@ class CpuBackend:
         return self._launch(self._native.copy, blob, src, dst, 2 * _count_of(blob) * plan.element_size)
 
     def run_plain(self, kind: int, x: np.ndarray, fields: tuple):
-        """A new shape's route (issue 19): run the plan of ``kind`` (a value of
-        ``calls.NEW_KINDS``: copy, unfold, scatter or fold) on NumPy array ``x`` into a new packed array, with the
-        compiled kernels, from a plan given without ``x``'s layout
-        (``planner.plain_plan``'s fields) and without building the plan: the
-        layout, plan, parameter bytes and threads are those of ``runner`` on
-        the plan ``plan_for_strides`` gives (``plain_window`` in
-        runtime/native/calls_new.c), for an output below ``CACHE_MIN_BYTES``
-        (no output blocks). ``(output, parameter bytes, threads, origin
-        bytes)``, or None (nothing run) where the C side declines or the
-        NumPy kernels run plans (the plan route then runs it)."""
+        """A new shape's route: the plan of ``kind`` (``calls.NEW_KINDS``) from
+        ``planner.plain_plan``'s fields, applied to NumPy array ``x`` in C
+        (``plain_window``), as ``runner`` would run it: ``(output, parameter
+        bytes, threads, origin bytes)``, or None (nothing run)."""
         if self._native is None:
             return None
         return self._native.plain_window(x, kind, fields, self.plain_conf)
@@ -503,9 +470,7 @@ def _tuned(kernel):
     return prepare
 
 
-#: pass type -> (compiled preparer ``(backend, plan, pass, srcs, dsts)``, a
-#: callable or None where NumPy must run the pass; NumPy preparer ``(plan,
-#: pass, srcs, dsts)``): how the CPU runs each pass kind of the move program.
+#: pass type -> (compiled preparer ``(backend, plan, pass, srcs, dsts)`` or None, NumPy preparer).
 PASSES = {
     Copy: (CpuBackend._copy_pass, numpy_kernels.prepare_copy_pass),
     Fill: (CpuBackend._native_move_pass, numpy_kernels.prepare_fill_pass),

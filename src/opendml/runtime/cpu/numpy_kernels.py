@@ -1,24 +1,12 @@
 """The CPU backend's NumPy path: every pass kind of the move program through
-strided views of the bound word arrays, ``np.copyto``, ``fill`` and
-``np.add``. It runs where the
-compiled kernels were not built, or when ``opendml.configure(cpu_kernels=
-"numpy")`` asks for it, and gives the same bytes as the compiled kernels.
-
-Each ``prepare_*`` builds its views once and returns a callable that replays
-them: ``prepare_copy``, ``prepare_unfold``, ``prepare_fold`` and
-``prepare_scatter`` take a tuned pass's parameter block and its two word
-arrays (``tuned`` makes them pass preparers), the others ``(plan, pass,
-srcs, dsts)``. Views never carry a stride for a dimension of size 1 (it is never
-stepped, and may not fit in a C ``ssize_t``), and positions are computed in
-Python integers, so any plan validation accepts is representable.
-
-The window operators (UNFOLD, FOLD) build one view per combination of
-"looped" indices: along each spatial dimension the views either fix the
-window index k and cover a range of blocks b, or fix b and cover a range of
-k, whichever of the two counts is smaller. A huge window over few blocks thus
-takes a handful of views, not one per window position (at most
-prod(min(window, blocks)), which is at most the square root of the output's
-size).
+strided views of the bound word arrays, giving the same bytes as the
+compiled kernels (used where they were not built, or when
+``configure(cpu_kernels="numpy")`` asks). Each ``prepare_*`` builds its views
+once and returns a callable that replays them. Views never carry a stride for
+a dimension of size 1, and positions are Python integers, so any valid plan
+is representable. UNFOLD and FOLD take one view per combination of "looped"
+indices, looping over whichever of window and blocks is smaller per axis (at
+most prod(min(window, blocks)) views).
 """
 from __future__ import annotations
 
@@ -323,9 +311,6 @@ def convert_array(x: np.ndarray, dst: np.dtype) -> np.ndarray:
     if x.dtype == dst:
         return x
     with np.errstate(all="ignore"):
-        # A signalling NaN raises IEEE "invalid" in every operation that reads
-        # it (the widening, trunc, the comparisons): the result is defined
-        # (NaN -> 0), so the flag is no news, as in the compiled kernels.
         if x.dtype.kind == "f" and dst.kind in "iu":
             info = np.iinfo(dst)
             t = np.trunc(x.astype(np.float64))
@@ -402,15 +387,9 @@ def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
 
 def outer_count(p) -> int:
     """How many leading dimensions of an indexed pass are "outer": the rest
-    (a suffix) read no index, so each outer position moves one block of
-    them (an embedding's row) with one fancy index of a block view.
-
-    A ``Scatter`` pass whose inner block would reach one destination element
-    more than once (a dimension of destination stride 0, as an index tensor
-    broadcast along it gives, or strides that alias) has every dimension
-    outer: the block copy's order is NumPy's (which walks a negative-stride
-    source backwards) and a compiled block loop has no duplicate rule, while
-    the outer positions keep the last write (or add) in row-major order."""
+    read no index, so each outer position moves one block of them. A
+    ``Scatter`` whose inner block reaches an element twice has every
+    dimension outer, so the last write (or add) in row-major order wins."""
     from ...plan import INDEX_REVERSE_LENGTH, Scatter
     k = len(p.sizes)
     while k > 0:
