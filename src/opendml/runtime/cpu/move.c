@@ -38,24 +38,21 @@ typedef void (*packed_fn)(char *d, const char *s, int64_t n);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
 #include <immintrin.h>
 #define ODML_AVX2 __attribute__((target("avx2")))
-#define PACKED(NAME, S, D, EXPR)                                                     \
-    static ODML_AVX2 void NAME(char *d, const char *s, int64_t n) {                 \
-        ODML_CONV_LOOP(S, D, EXPR, (int64_t)sizeof(D), (int64_t)sizeof(S))           \
+/* (source, destination DataType, their C types, the conversion): convert.h's expressions */
+#define PACKED_LIST(X)                                                                          \
+    X(INT32, FLOAT32, int32_t, float, (float)x) X(UINT32, FLOAT32, uint32_t, float, (float)x)   \
+    X(INT16, FLOAT32, int16_t, float, (float)x) X(UINT16, FLOAT32, uint16_t, float, (float)x)   \
+    X(INT8, FLOAT32, int8_t, float, (float)x) X(UINT8, FLOAT32, uint8_t, float, (float)x)       \
+    X(INT32, FLOAT64, int32_t, double, (double)x) X(FLOAT64, FLOAT32, double, float, (float)x)  \
+    X(FLOAT32, FLOAT64, float, double, (double)x) X(FLOAT32, UINT8, float, uint8_t, f32i_u8(x)) \
+    X(FLOAT32, INT8, float, int8_t, f32i_i8(x)) X(FLOAT32, UINT16, float, uint16_t, f32i_u16(x)) \
+    X(FLOAT32, INT16, float, int16_t, f32i_i16(x)) X(FLOAT64, INT32, double, int32_t, f2i_i32(x))
+#define PACKED(SN, DN, S, D, EXPR)                                                       \
+    static ODML_AVX2 void packed_##SN##_##DN(char *d, const char *s, int64_t n) {       \
+        ODML_CONV_LOOP(S, D, EXPR, (int64_t)sizeof(D), (int64_t)sizeof(S))               \
     }
-PACKED(packed_i32_f32, int32_t, float, (float)x)
-PACKED(packed_u32_f32, uint32_t, float, (float)x)
-PACKED(packed_i16_f32, int16_t, float, (float)x)
-PACKED(packed_u16_f32, uint16_t, float, (float)x)
-PACKED(packed_i8_f32, int8_t, float, (float)x)
-PACKED(packed_u8_f32, uint8_t, float, (float)x)
-PACKED(packed_i32_f64, int32_t, double, (double)x)
-PACKED(packed_f64_f32, double, float, (float)x)
-PACKED(packed_f32_f64, float, double, (double)x)
-PACKED(packed_f32_u8, float, uint8_t, f32i_u8(x))
-PACKED(packed_f32_i8, float, int8_t, f32i_i8(x))
-PACKED(packed_f32_u16, float, uint16_t, f32i_u16(x))
-PACKED(packed_f32_i16, float, int16_t, f32i_i16(x))
-PACKED(packed_f64_i32, double, int32_t, f2i_i32(x))
+PACKED_LIST(PACKED)
+#undef PACKED
 
 static ODML_AVX2 void packed_f32_i32(char *d, const char *s, int64_t n) {
     const __m256 big = _mm256_set1_ps(2147483648.0f);
@@ -137,24 +134,10 @@ static int have_avx2(void) {
 
 static packed_fn packed_for(int64_t src, int64_t dst) {
     if (!have_avx2()) return NULL;
-    switch (src * 16 + dst) {
-    case ODML_T_INT32 * 16 + ODML_T_FLOAT32: return packed_i32_f32;
-    case ODML_T_UINT32 * 16 + ODML_T_FLOAT32: return packed_u32_f32;
-    case ODML_T_INT16 * 16 + ODML_T_FLOAT32: return packed_i16_f32;
-    case ODML_T_UINT16 * 16 + ODML_T_FLOAT32: return packed_u16_f32;
-    case ODML_T_INT8 * 16 + ODML_T_FLOAT32: return packed_i8_f32;
-    case ODML_T_UINT8 * 16 + ODML_T_FLOAT32: return packed_u8_f32;
-    case ODML_T_INT32 * 16 + ODML_T_FLOAT64: return packed_i32_f64;
-    case ODML_T_FLOAT64 * 16 + ODML_T_FLOAT32: return packed_f64_f32;
-    case ODML_T_FLOAT32 * 16 + ODML_T_FLOAT64: return packed_f32_f64;
-    case ODML_T_FLOAT32 * 16 + ODML_T_UINT8: return packed_f32_u8;
-    case ODML_T_FLOAT32 * 16 + ODML_T_INT8: return packed_f32_i8;
-    case ODML_T_FLOAT32 * 16 + ODML_T_UINT16: return packed_f32_u16;
-    case ODML_T_FLOAT32 * 16 + ODML_T_INT16: return packed_f32_i16;
-    case ODML_T_FLOAT32 * 16 + ODML_T_INT32: return packed_f32_i32;
-    case ODML_T_FLOAT64 * 16 + ODML_T_INT32: return packed_f64_i32;
-    default: return NULL;
-    }
+#define PACKED(SN, DN, S, D, EXPR) if (src == ODML_T_##SN && dst == ODML_T_##DN) return packed_##SN##_##DN;
+    PACKED_LIST(PACKED)
+#undef PACKED
+    return src == ODML_T_FLOAT32 && dst == ODML_T_INT32 ? packed_f32_i32 : NULL;
 }
 #define HAVE_COPY_AVX2 1
 #else
@@ -183,8 +166,7 @@ typedef struct {
     int64_t chunk, chunks;                 /* the inner axis cut in `chunks` chunks of `chunk` elements */
 } move_job;
 
-/* plan.AxisMap.source: the source index of destination index d. */
-static int64_t map_source(int64_t mode, int64_t shift, int64_t size, int64_t d) {
+int64_t odml_map_source(int64_t mode, int64_t shift, int64_t size, int64_t d) {
     int64_t i = d - shift, r;
     if (mode == ODML_MAP_NONE || (i >= 0 && i < size)) return i;
     switch (mode) {
@@ -493,7 +475,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             if (j.fill || !p->map_mode[a]) continue;
             int64_t st = p->map_size[a] > 1 ? p->src_strides[a] * j.es_s : 0;
             for (int64_t d = 0; d < j.sizes[a]; d++)
-                t[d] = map_source(p->map_mode[a], p->map_shift[a], p->map_size[a], d) * st;
+                t[d] = odml_map_source(p->map_mode[a], p->map_shift[a], p->map_size[a], d) * st;
             j.tab[a] = t;
             t += j.sizes[a];
         }
@@ -514,11 +496,11 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             if (!segs) { status = ODML_ENOMEM; goto done; }
             int64_t d = 0, m = 0;
             while (d < n) {
-                int64_t s0 = map_source(mode, shift, size, d), len = 1, step = 0;
+                int64_t s0 = odml_map_source(mode, shift, size, d), len = 1, step = 0;
                 if (d + 1 < n) {
-                    step = map_source(mode, shift, size, d + 1) - s0;
+                    step = odml_map_source(mode, shift, size, d + 1) - s0;
                     if (step < -1 || step > 1) step = 0;
-                    else while (d + len < n && map_source(mode, shift, size, d + len) == s0 + len * step) len++;
+                    else while (d + len < n && odml_map_source(mode, shift, size, d + len) == s0 + len * step) len++;
                 }
                 segs[m].d0 = d; segs[m].n = len; segs[m].s0 = s0 * st; segs[m].sstep = step * st;
                 m++;

@@ -32,6 +32,8 @@ enum {
     ODML_T_INT32 = 6, ODML_T_INT16 = 7, ODML_T_INT8 = 8, ODML_T_FLOAT64 = 9, ODML_T_UINT64 = 10,
     ODML_T_INT64 = 11
 };
+/* Their element sizes (index 0: none), the one copy every C file reads. */
+static const int odml_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
 
 typedef struct odml_cpu_move_params {
     int64_t kind;                            /* ODML_MOVE_COPY or ODML_MOVE_FILL */
@@ -71,6 +73,8 @@ typedef struct {
 } odml_move_pass;
 
 int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out);
+/* plan.AxisMap.source: the source index of destination index d (mode ODML_MAP_*, 0: none) */
+int64_t odml_map_source(int64_t mode, int64_t shift, int64_t size, int64_t d);
 
 int odml_move(char *dst, const char *src, const odml_cpu_move_params *p, int threads, const char **error);
 

@@ -194,8 +194,7 @@ void plain_forget(void);                /* drops what numpy_plain learned (with 
 extern long long plain_served;               /* new shapes numpy_plain served */
 
 /* -- the family's entries (calls_move.c) */
-/* DataType values 1..11 -> element bytes (model/data_type.py, convert.h). */
-static const int move_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
+#define move_type_size odml_type_size   /* (move.h's, by the name the glue's files use) */
 
 #ifdef ODML_NUMPY
 /* the key of a family call on NumPy arrays; its inputs in `in` (borrowed); -1: no key */

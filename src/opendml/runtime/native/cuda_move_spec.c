@@ -27,9 +27,8 @@
 #define MAP_CONSTANT 5
 #define LIM31 ((int64_t)1 << 31)
 
-/* launch._SCALAR and DataType sizes (model/data_type.py) */
+/* launch._SCALAR */
 static const char *const S[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
-static const int64_t type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
 
 /* steps.py _Pass: dims (size, source stride, destination stride, map mode, map shift, map size) */
 typedef struct {
@@ -235,7 +234,7 @@ typedef struct {
 /* _plain_step: 0 with L filled, 1 where the pass goes through move_vec, -1 where the Python route must plan */
 static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
     const odml_move_cuda_conf *c = s->c;
-    const int64_t es = type_size[k->st];
+    const int64_t es = odml_type_size[k->st];
     const int nd = k->n;
     kpass g;
     int64_t R, V, X[6], Y[6], blocks;
@@ -311,7 +310,7 @@ copy_launch:
 /* _pass_step: the launch of a canonical kernel pass (0), or -1 */
 static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
     const odml_move_cuda_conf *c = s->c;
-    const int64_t count = count_of(k), des = type_size[k->dt];
+    const int64_t count = count_of(k), des = odml_type_size[k->dt];
     const int nd = k->n;
     L->smem = 0;
     L->dst = k->dst;
@@ -330,7 +329,7 @@ static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
         const int r = plain_step(k, s, L);
         if (r <= 0) return r;
     }
-    const int64_t ses = type_size[k->st], V = move_items(ses, des);
+    const int64_t ses = odml_type_size[k->st], V = move_items(ses, des);
     params_of(k, L);
     L->src = k->src;
     if (conv && !maps && c->cvt_unroll > 0 && nd == 1 && k->d[0][1] == 1 && k->d[0][2] == 1) {
@@ -392,7 +391,7 @@ static int pad_step(const odml_move_prog *g, const odml_move_cuda_conf *c, odml_
     if (!pad_program(g)) return 1;
     if (fused_pass(g, &k)) return -1;
     if (k.fill || k.st != k.dt || k.sb || k.n >= MAX_DIMS) return 1;
-    const int64_t *last = k.d[k.n - 1], W = last[0], es = type_size[k.dt], count = count_of(&k);
+    const int64_t *last = k.d[k.n - 1], W = last[0], es = odml_type_size[k.dt], count = count_of(&k);
     if (last[1] != 1 || last[2] != 1 || W < c->pad_rows_min || W >= LIM31 - 64 || last[5] >= LIM31) return 1;
     const int64_t rows = count / W;
     params_of(&k, L);

@@ -30,29 +30,6 @@
 
 #include "newshape.h"
 
-
-
-/* Python's i % n (n > 0): in [0, n). */
-static int64_t pymod(int64_t i, int64_t n) {
-    int64_t r = i % n;
-    return r < 0 ? r + n : r;
-}
-
-/* plan.AxisMap.source(d) */
-int64_t odml_map_source(int64_t mode, int64_t shift, int64_t n, int64_t d) {
-    int64_t i = d - shift;
-    if (i >= 0 && i < n) return i;
-    if (mode == ODML_MAP_CLAMP) return i < 0 ? 0 : n - 1;
-    if (mode == ODML_MAP_WRAP) return pymod(i, n);
-    if (mode == ODML_MAP_SYMMETRIC) {
-        int64_t r = pymod(i, 2 * n);
-        return r < n ? r : 2 * n - 1 - r;
-    }
-    if (n == 1) return 0;
-    int64_t r = pymod(i, 2 * (n - 1));
-    return r < n ? r : 2 * (n - 1) - r;
-}
-
 typedef struct {
     int64_t size, src, dst, mode, shift, msize;   /* mode 0: no map */
 } Dim;

@@ -275,10 +275,9 @@ int odml_move_cuda(const odml_move_prog *g, const odml_move_cuda_conf *c, const 
 /* The conf from c_settings()'s tuple: 0, or -1 where it is not ODML_MOVE_CONF_COUNT exact ints. */
 int odml_move_cuda_conf_read(PyObject *t, odml_move_cuda_conf *c);
 
-/* plan.CopyPlan's canonical form packed (newshape.c); plan.AxisMap.source (move_params.c). */
+/* plan.CopyPlan's canonical form packed (newshape.c). */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p);
-int64_t odml_map_source(int64_t mode, int64_t shift, int64_t n, int64_t d);
 
 /* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of
  * one of the 11 element types, a DataType member, a PyTorch dtype or a
