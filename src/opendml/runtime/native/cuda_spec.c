@@ -285,46 +285,9 @@ static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
 /* -- SLICE_GRAD: canonical_scatter and scatter_word_plan ---------------------------------------------- */
 
 static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
-    /* canonical_scatter: size-1 dimensions that take one element dropped, a
-     * stable order by output stride (largest first), neighbours merged where
-     * the inner one is wholly inside the window with step 1 and the outer
-     * one has step 1 */
-    int64_t dims[ODML_MAX_RANK][6], merged[ODML_MAX_RANK][6];
-    int m = 0, r = 0;
-    for (int i = 0; i < pl->srank; i++) {
-        const int64_t *d = pl->sdims[i];
-        if (d[0] == 1 && d[4] == 1) continue;
-        int b = m++;
-        while (b > 0 && d[1] > dims[b - 1][1]) {
-            memcpy(dims[b], dims[b - 1], sizeof dims[b]);
-            b--;
-        }
-        memcpy(dims[b], d, sizeof dims[b]);
-    }
-    for (int k = 0; k < m; k++) {
-        const int64_t *d = dims[k];
-        if (r > 0) {
-            int64_t *o = merged[r - 1], os, is, size, first, taken;
-            if (!__builtin_mul_overflow(d[1], d[0], &os) && o[1] == os && d[2] == 0 && d[3] == 1 && d[4] == d[0]
-                    && o[3] == 1 && !__builtin_mul_overflow(d[5], d[4], &is) && o[5] == is) {
-                if (__builtin_mul_overflow(o[0], d[0], &size) || __builtin_mul_overflow(o[2], d[0], &first)
-                        || __builtin_mul_overflow(o[4], d[4], &taken)) return -1;
-                o[0] = size;
-                o[1] = d[1];
-                o[2] = first;
-                o[3] = 1;
-                o[4] = taken;
-                o[5] = d[5];
-                continue;
-            }
-        }
-        memcpy(merged[r++], d, sizeof merged[0]);
-    }
-    if (r == 0) {
-        static const int64_t one[6] = {1, 1, 0, 1, 1, 1};
-        memcpy(merged[0], one, sizeof one);
-        r = 1;
-    }
+    int64_t merged[ODML_MAX_RANK][6];
+    int r;
+    if (odml_scatter_canonical(pl, 0, merged, &r)) return -1;      /* canonical_scatter */
     const int64_t es = pl->es;
     int64_t in_offset = pl->s_in_offset, out_offset = 0, w = es, rev = 0;
     /* scatter_word_plan */
@@ -355,22 +318,8 @@ static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odm
         }
     }
     odml_scatter_params *q = &s->p.scatter;
-    memset(q, 0, sizeof *q);
-    int64_t count = 1;
-    for (int k = 0; k < r; k++) {
-        if (__builtin_mul_overflow(count, merged[k][0], &count)) return -1;
-        q->sizes[k] = merged[k][0];
-        q->out_strides[k] = merged[k][1];
-        q->first[k] = merged[k][2];
-        q->step[k] = merged[k][3];
-        q->taken[k] = merged[k][4];
-        q->in_strides[k] = merged[k][5];
-    }
-    q->element_size = w;
-    q->rank = r;
-    q->count = count;
-    q->in_offset = in_offset;
-    q->out_offset = out_offset;
+    if (odml_scatter_pack(w, (const int64_t (*)[6])merged, r, in_offset, out_offset, q)) return -1;
+    const int64_t count = q->count;
     const int64_t items = items_for(w);
     s->size = (Py_ssize_t)sizeof(odml_scatter_params);
     s->smem = 0;

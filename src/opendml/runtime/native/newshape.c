@@ -171,22 +171,36 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     return 0;
 }
 
+/* The five window fields f[0..5) (window, strides, dilations, start padding, blocks) of d axes into dim[], each
+ * beside its axis's size and image stride; the windows' product in *k, the blocks' in *blocks. */
+static int window_dims(PyObject *const *f, int d, const int64_t *size, const int64_t *image_stride,
+                       odml_window_dim *dim, int64_t *k, int64_t *blocks) {
+    int64_t v[5][ODML_MAX_SPATIAL];
+    *k = *blocks = 1;
+    for (int j = 0; j < 5; j++)
+        if (read_seq(f[j], d, v[j])) return -1;
+    for (int i = 0; i < d; i++) {
+        const odml_window_dim wd = {.size = size[i], .image_stride = image_stride[i], .window = v[0][i],
+                                    .stride = v[1][i], .dilation = v[2][i], .start_padding = v[3][i],
+                                    .blocks = v[4][i]};
+        if (wd.window < 1 || wd.stride < 1 || wd.dilation < 1 || wd.start_padding < 0 || wd.blocks < 1
+                || __builtin_mul_overflow(*k, wd.window, k) || __builtin_mul_overflow(*blocks, wd.blocks, blocks))
+            return -1;
+        dim[i] = wd;
+    }
+    return 0;
+}
+
 static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int rank = L->n, d = rank - 2;
-    if (d < 1 || d > ODML_MAX_SPATIAL) return -1;
-    int64_t out3[3], win[ODML_MAX_SPATIAL], st[ODML_MAX_SPATIAL], dil[ODML_MAX_SPATIAL], pad[ODML_MAX_SPATIAL];
-    int64_t blk[ODML_MAX_SPATIAL];
-    if (read_seq(f[0], 3, out3) || read_seq(f[1], d, win) || read_seq(f[2], d, st) || read_seq(f[3], d, dil)
-            || read_seq(f[4], d, pad) || read_seq(f[5], d, blk)) return -1;
-    int64_t k = 1, count, row, rows, blocks = 1;
-    for (int i = 0; i < d; i++)
-        if (win[i] < 1 || st[i] < 1 || dil[i] < 1 || pad[i] < 0 || blk[i] < 1 || __builtin_mul_overflow(k, win[i], &k)
-                || __builtin_mul_overflow(blocks, blk[i], &blocks)) return -1;
+    odml_unfold_params *p = &pl->unfold;
+    int64_t out3[3], k, count, row, rows, blocks;
+    if (d < 1 || d > ODML_MAX_SPATIAL || read_seq(f[0], 3, out3)
+            || window_dims(f + 1, d, L->shape + 2, L->strides + 2, p->dim, &k, &blocks)) return -1;
     /* the output the fields describe is the one the kernel writes for this layout (see plan_copy) */
     if (out3[0] != L->shape[0] || __builtin_mul_overflow(L->shape[1], k, &rows) || out3[1] != rows
             || out3[2] != blocks || __builtin_mul_overflow(out3[1], out3[2], &row)
             || __builtin_mul_overflow(out3[0], row, &count)) return -1;
-    odml_unfold_params *p = &pl->unfold;
     p->element_size = L->es;
     p->dims = d;
     p->batch = L->shape[0];
@@ -199,16 +213,6 @@ static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *
     p->out_batch_stride = row;
     p->out_row_stride = out3[2];
     p->out_column_stride = 1;
-    for (int i = 0; i < d; i++) {
-        odml_window_dim *wd = &p->dim[i];
-        wd->size = L->shape[2 + i];
-        wd->image_stride = L->strides[2 + i];
-        wd->window = win[i];
-        wd->stride = st[i];
-        wd->dilation = dil[i];
-        wd->start_padding = pad[i];
-        wd->blocks = blk[i];
-    }
     pl->out_rank = 3;
     memcpy(pl->out_dims, out3, sizeof out3);
     pl->count = count;
@@ -223,27 +227,21 @@ static int plan_fold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     if (!PyTuple_CheckExact(f[0]) && !PyList_CheckExact(f[0])) return -1;
     const int d = (int)PySequence_Fast_GET_SIZE(f[0]) - 2;
     if (d < 1 || d > ODML_MAX_SPATIAL || r < 3 || r > d + 2) return -1;
-    int64_t out[ODML_MAX_SPATIAL + 2], win[ODML_MAX_SPATIAL], st[ODML_MAX_SPATIAL], dil[ODML_MAX_SPATIAL];
-    int64_t pad[ODML_MAX_SPATIAL], blk[ODML_MAX_SPATIAL];
-    if (read_seq(f[0], d + 2, out) || read_seq(f[1], d, win) || read_seq(f[2], d, st) || read_seq(f[3], d, dil)
-            || read_seq(f[4], d, pad) || read_seq(f[5], d, blk)) return -1;
-    int64_t k = 1, blocks = 1, rows, count = 1, reads;
-    for (int i = 0; i < d; i++)
-        if (win[i] < 1 || st[i] < 1 || dil[i] < 1 || pad[i] < 0 || blk[i] < 1 || out[2 + i] < 1
-                || __builtin_mul_overflow(k, win[i], &k) || __builtin_mul_overflow(blocks, blk[i], &blocks)) return -1;
+    odml_fold_params *p = &pl->fold;
+    int64_t out[ODML_MAX_SPATIAL + 2], stride[ODML_MAX_SPATIAL + 2], k, blocks, rows, count = 1, reads;
+    if (read_seq(f[0], d + 2, out)) return -1;
+    for (int i = d + 1; i >= 0; i--) {          /* packed output strides */
+        stride[i] = count;
+        if (out[i] < 1 || __builtin_mul_overflow(count, out[i], &count)) return -1;
+    }
+    if (window_dims(f + 1, d, out + 2, stride + 2, p->dim, &k, &blocks)) return -1;
     for (int i = 0; i < r - 3; i++)
         if (L->shape[i] != 1) return -1;
     /* the input the fields were made for is the one read (see plan_copy) */
     const int64_t *in3 = L->shape + r - 3, *is3 = L->strides + r - 3;
-    if (out[0] < 1 || out[1] < 1 || in3[0] != out[0] || __builtin_mul_overflow(out[1], k, &rows) || in3[1] != rows
+    if (in3[0] != out[0] || __builtin_mul_overflow(out[1], k, &rows) || in3[1] != rows
             || in3[2] != blocks || __builtin_mul_overflow(in3[0], rows, &reads)
             || __builtin_mul_overflow(reads, blocks, &reads)) return -1;
-    odml_fold_params *p = &pl->fold;
-    int64_t stride[ODML_MAX_SPATIAL + 2];
-    for (int i = d + 1; i >= 0; i--) {          /* packed output strides */
-        stride[i] = count;
-        if (__builtin_mul_overflow(count, out[i], &count)) return -1;
-    }
     p->element_size = L->es;
     p->sum_kind = L->flt ? ODML_SUM_FLOAT : ODML_SUM_INTEGER;
     p->dims = d;
@@ -257,16 +255,6 @@ static int plan_fold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     p->in_column_stride = is3[2];
     p->out_batch_stride = stride[0];
     p->out_channel_stride = stride[1];
-    for (int i = 0; i < d; i++) {
-        odml_window_dim *wd = &p->dim[i];
-        wd->size = out[2 + i];
-        wd->image_stride = stride[2 + i];
-        wd->window = win[i];
-        wd->stride = st[i];
-        wd->dilation = dil[i];
-        wd->start_padding = pad[i];
-        wd->blocks = blk[i];
-    }
     pl->out_rank = d + 2;
     memcpy(pl->out_dims, out, sizeof(int64_t) * (size_t)(d + 2));
     pl->count = count;
@@ -353,18 +341,11 @@ int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_stri
 
 /* -- the CPU kernels' parameters (CpuBackend's runner) ----------------------------------------------- */
 
-/* numpy_kernels.canonical_scatter and CpuBackend._native_scatter: size-1
- * dimensions that take one element dropped; a stable order by output
- * stride, largest first; a fully covered dimension with step 1 merged into
- * the one outside it where that one has step 1 or takes one element and
- * both walk memory as one. */
-static int cpu_scatter(const odml_new_plan *pl, odml_scatter_params *p, int64_t *taken_count) {
+int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6], int *rank) {
     int64_t dims[ODML_MAX_RANK][6];
-    int m = 0;
-    *taken_count = 1;
+    int m = 0, r = 0;
     for (int i = 0; i < pl->srank; i++) {
         const int64_t *d = pl->sdims[i];
-        if (__builtin_mul_overflow(*taken_count, d[4], taken_count)) return -1;
         if (d[0] == 1 && d[4] == 1) continue;
         int b = m++;
         while (b > 0 && d[1] > dims[b - 1][1]) {  /* stable: only past strictly smaller strides */
@@ -373,45 +354,47 @@ static int cpu_scatter(const odml_new_plan *pl, odml_scatter_params *p, int64_t 
         }
         memcpy(dims[b], d, sizeof dims[b]);
     }
-    memset(p, 0, sizeof *p);
-    int r = 0;
     for (int k = 0; k < m; k++) {
-        int64_t *d = dims[k], on, in_n;
-        if (r > 0) {
-            int full = d[2] == 0 && d[3] == 1 && d[4] == d[0];
-            int q = r - 1;
-            if (full && (p->step[q] == 1 || p->taken[q] == 1) && !__builtin_mul_overflow(d[1], d[0], &on)
-                    && !__builtin_mul_overflow(d[5], d[0], &in_n) && p->out_strides[q] == on
-                    && p->in_strides[q] == in_n) {
-                if (__builtin_mul_overflow(p->sizes[q], d[0], &p->sizes[q])
-                        || __builtin_mul_overflow(p->first[q], d[0], &p->first[q])
-                        || __builtin_mul_overflow(p->taken[q], d[0], &p->taken[q])) return -1;
-                p->out_strides[q] = d[1];
-                p->step[q] = 1;
-                p->in_strides[q] = d[5];
-                continue;
-            }
+        const int64_t *d = dims[k];
+        int64_t *o = r ? merged[r - 1] : NULL, os, is;
+        if (o && d[2] == 0 && d[3] == 1 && d[4] == d[0] && (o[3] == 1 || (cpu && o[4] == 1))
+                && !__builtin_mul_overflow(d[1], d[0], &os) && o[1] == os
+                && !__builtin_mul_overflow(d[5], d[0], &is) && o[5] == is) {
+            if (__builtin_mul_overflow(o[0], d[0], &o[0]) || __builtin_mul_overflow(o[2], d[0], &o[2])
+                    || __builtin_mul_overflow(o[4], d[0], &o[4])) return -1;
+            o[1] = d[1];
+            o[3] = 1;
+            o[5] = d[5];
+            continue;
         }
-        p->sizes[r] = d[0];
-        p->out_strides[r] = d[1];
-        p->first[r] = d[2];
-        p->step[r] = d[3];
-        p->taken[r] = d[4];
-        p->in_strides[r] = d[5];
-        r++;
+        memcpy(merged[r++], d, sizeof merged[0]);
     }
     if (r == 0) {
-        p->sizes[0] = p->out_strides[0] = p->step[0] = p->taken[0] = p->in_strides[0] = 1;
-        r = 1;
+        static const int64_t one[6] = {1, 1, 0, 1, 1, 1};
+        memcpy(merged[r++], one, sizeof one);
     }
+    *rank = r;
+    return 0;
+}
+
+int odml_scatter_pack(int64_t es, const int64_t (*m)[6], int r, int64_t in_offset, int64_t out_offset,
+                      odml_scatter_params *p) {
     int64_t count = 1;
-    for (int k = 0; k < r; k++)
-        if (__builtin_mul_overflow(count, p->sizes[k], &count)) return -1;
-    p->element_size = pl->es;
+    memset(p, 0, sizeof *p);
+    for (int k = 0; k < r; k++) {
+        if (__builtin_mul_overflow(count, m[k][0], &count)) return -1;
+        p->sizes[k] = m[k][0];
+        p->out_strides[k] = m[k][1];
+        p->first[k] = m[k][2];
+        p->step[k] = m[k][3];
+        p->taken[k] = m[k][4];
+        p->in_strides[k] = m[k][5];
+    }
+    p->element_size = es;
     p->rank = r;
     p->count = count;
-    p->in_offset = pl->s_in_offset;
-    p->out_offset = 0;
+    p->in_offset = in_offset;
+    p->out_offset = out_offset;
     return 0;
 }
 
@@ -444,8 +427,12 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
             || __builtin_add_overflow(reads, pl->count, &run->work)
             || __builtin_mul_overflow(run->work, q->element_size, &run->work) ? -1 : 0;
     }
-    int64_t taken;
-    if (cpu_scatter(pl, &run->p.scatter, &taken)) return -1;
+    int64_t taken = 1, m[ODML_MAX_RANK][6];
+    int r;
+    for (int i = 0; i < pl->srank; i++)
+        if (__builtin_mul_overflow(taken, pl->sdims[i][4], &taken)) return -1;
+    if (odml_scatter_canonical(pl, 1, m, &r)
+            || odml_scatter_pack(pl->es, (const int64_t (*)[6])m, r, pl->s_in_offset, 0, &run->p.scatter)) return -1;
     run->size = (Py_ssize_t)sizeof(odml_scatter_params);
     return __builtin_add_overflow(run->p.scatter.count, taken, &run->work)
         || __builtin_mul_overflow(run->work, run->p.scatter.element_size, &run->work) ? -1 : 0;
