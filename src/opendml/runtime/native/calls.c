@@ -47,8 +47,7 @@
  * writing at least RELEASE_BYTES; an entry in use holds a reference, so a
  * clear during a call (by a finalizer or another thread) cannot free it. A
  * dropped CUDA entry's launch is released at once: kernel parameters go by
- * value, so kernels queued from it read nothing it owns (the graveyard list
- * Python registers stays empty). Errors met while probing a framework's
+ * value, so kernels queued from it read nothing it owns. Errors met while probing a framework's
  * hooks only send the call down the Python route, except a KeyboardInterrupt
  * or other non-Exception, which is raised when the call returns. An output
  * the allocator cannot give sends the call down the Python route too, which
@@ -60,17 +59,13 @@
  */
 #include "calls.h"
 
-static PyObject *graveyard;             /* registered by runtime/calls.py; no longer filled (Entry_dealloc) */
-
 static void Entry_dealloc(Entry *e) {
     for (int i = 0; e->outs && i < e->n_out; i++) {
         Py_XDECREF(e->outs[i].shape);
         Py_XDECREF(e->outs[i].dtype);
     }
-    /* A Launch owns no device memory (its parameters went by value into each
-     * launch queued from it), so it is released at once: nothing goes to the
-     * graveyard, and no device synchronisation (which would break a CUDA
-     * graph capture) is ever needed for it. */
+    /* A Launch owns no device memory (its parameters went by value into each launch queued from it), so it
+     * is released at once: no device synchronisation (which would break a CUDA graph capture) is needed. */
     for (int i = 0; e->passes && i < e->n_pass; i++) {
         odml_move_free(e->passes[i].prep);
         Py_XDECREF(e->passes[i].launch);
@@ -172,9 +167,9 @@ int key_arg(Key *k, PyObject *a) {
         if (exact_int(a, &v) < 0 || put(k, 1) < 0) return -1;
         return put(k, v);
     }
-    if (PyList_CheckExact(a) || PyTuple_CheckExact(a)) {
-        Py_ssize_t n = PyList_CheckExact(a) ? PyList_GET_SIZE(a) : PyTuple_GET_SIZE(a);
-        PyObject **items = PyList_CheckExact(a) ? ((PyListObject *)a)->ob_item : ((PyTupleObject *)a)->ob_item;
+    Py_ssize_t n;
+    PyObject **items = seq_items(a, &n);
+    if (items) {
         if (n > MAX_ARG_INTS || put(k, 2) < 0 || put(k, n) < 0) return -1;
         for (Py_ssize_t i = 0; i < n; i++)
             if (exact_int(items[i], &v) < 0 || put(k, v) < 0) return -1;
@@ -210,21 +205,17 @@ static int key_tuple(Key *k, PyObject *t) {
     return 0;
 }
 
-static Entry *lookup(const Key *k) {
+Entry *lookup(const Key *k, int n_in) {
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
-    if (!kb) {
-        drop_error();
-        return NULL;
-    }
-    PyObject *e = PyDict_GetItemWithError(table, kb);
-    Py_DECREF(kb);
-    if (!e || Py_TYPE(e) != &EntryType) {
+    PyObject *e = kb ? PyDict_GetItemWithError(table, kb) : NULL;
+    Py_XDECREF(kb);
+    if (!e || Py_TYPE(e) != &EntryType
+            || (n_in >= 0 && (((Entry *)e)->kind != k->w[0] || ((Entry *)e)->n_in != n_in))) {
         drop_error();
         misses++;
         return NULL;
     }
-    Py_INCREF(e);
-    return (Entry *)e;
+    return (Entry *)Py_NewRef(e);
 }
 
 int store(const Key *k, Entry *e) {
@@ -538,8 +529,7 @@ static PyObject *serve_pass1(Entry *e, PyObject *out, int placed, int torch, int
         result = allocation_failed();
     } else if (!placed) {
         Py_DECREF(out);
-        result = Py_None;
-        Py_INCREF(result);
+        result = Py_NewRef(Py_None);
     } else if (cuda_stream(torch, device, &stream) < 0 ||
                launch_pass(e, &e->pass1, ptr - e->origin[0], (uint64_t)dst, stream) < 0) {
         Py_DECREF(out);
@@ -561,7 +551,7 @@ static PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x
     uint64_t ptr;
     if (key_head(&k, KIND_EAGER, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
         Py_RETURN_NONE;
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     if (!e) Py_RETURN_NONE;
     PyObject *result = PyObject_CallOneArg(e->eager, x);
     if (result) hits++;
@@ -593,13 +583,12 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
     if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0) Py_RETURN_NONE;
     const int mark = k.n;                          /* x's words start here */
     if (torch_key(&k, x, &device, &ptr) < 0) Py_RETURN_NONE;
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     if (!e) Py_RETURN_NONE;
     PyObject *result = NULL;
     if (e->cpu != (where == 1) || (!tapi && is_true(PyObject_CallMethodNoArgs(x, s_is_neg))) ||
         (where == 2 && !torch_device_is(device))) {
-        result = Py_None;
-        Py_INCREF(result);
+        result = Py_NewRef(Py_None);
         goto done;
     }
     if (where == 1) {                              /* a CPU kernel into a NumPy output, as torch.from_numpy */
@@ -665,7 +654,7 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
         Py_XDECREF(dtype);
         Py_RETURN_NONE;
     }
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     if (!e || !equals(PyObject_CallNoArgs(c_device), device)) {
         Py_XDECREF(e);
         Py_DECREF(dtype);
@@ -722,7 +711,7 @@ static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
 static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x) {
     Key k;
     if (key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 || numpy_key(&k, x) < 0) Py_RETURN_NONE;
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     if (!e) return numpy_plain(args, nargs, x, &k);   /* a new shape of SLICE, SLICE1, SLICE_GRAD (calls_new.c) */
     /* the output takes x's own dtype object, as the Python route does (a
      * dtype with metadata or fields keys like its plain type) */
@@ -886,8 +875,7 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
         (kind == KIND_NUMPY ? numpy_key(&k, (PyArrayObject *)x) : torch_key(&k, x, &device, &ptr)) < 0 ||
         (kind == KIND_TORCH && device >= 0)) {
         PyBuffer_Release(&params);
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     Entry *e = new_entry(kind, shape);
     if (!e) {
@@ -946,7 +934,7 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     if (PyErr_Occurred()) drop_error();
     if (rc < 0) Py_RETURN_NONE;
     const long long counted = misses;
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     misses = counted;                              /* a test's look is not a miss */
     if (!e) Py_RETURN_NONE;
     const Pass *p = &e->pass1;
@@ -995,8 +983,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
         key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         (kind == KIND_TORCH ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dtype, &device, &ptr)) < 0) {
         Py_XDECREF(dtype);
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     Py_XDECREF(dtype);
     Entry *e = new_entry(kind, shape);
@@ -1032,8 +1019,7 @@ PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     if (!enabled || gen != generation || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type ||
         key_head(&k, KIND_EAGER, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         torch_key(&k, x, &device, &ptr) < 0) {
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     Entry *e = entry_alloc(KIND_EAGER, 1, 0);   /* no output nor pass of its own: eager(x) runs the call */
     if (!e) return NULL;
@@ -1106,12 +1092,6 @@ PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args) {
     (void)self;
     PyObject **slots[] = {&c_type, &c_empty, &c_device, &c_stream};
     return set_hooks(args, "call_cache_cupy", slots, 4);
-}
-
-/* call_cache_graveyard(list): kept for runtime/calls.py; nothing is put there since parameters go by value */
-PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list) {
-    (void)self;
-    return keep(&graveyard, list, PyList_CheckExact(list), "call_cache_graveyard: a list is required");
 }
 
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused) {

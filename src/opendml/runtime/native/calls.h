@@ -146,8 +146,17 @@ static inline int put(Key *k, int64_t v) {
     return 0;
 }
 int exact_int(PyObject *o, int64_t *v);
+/* x's items where it is an exact list or tuple (their count in *n), else NULL */
+static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
+    if (PyList_CheckExact(x)) return *n = PyList_GET_SIZE(x), ((PyListObject *)x)->ob_item;
+    if (PyTuple_CheckExact(x)) return *n = PyTuple_GET_SIZE(x), ((PyTupleObject *)x)->ob_item;
+    return NULL;
+}
 int key_arg(Key *k, PyObject *a);
 int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+/* the entry stored under k (a new reference), or NULL, a miss counted; n_in >= 0: an entry of the key's kind
+ * (its first word) with n_in inputs only */
+Entry *lookup(const Key *k, int n_in);
 int store(const Key *k, Entry *e);
 PyObject *stored(const Key *k, Entry *e);     /* store, e released: True, or NULL (a put's answer) */
 /* a new entry of `kind` with n_out outputs and n_pass passes, zeroed; NULL with an exception */

@@ -100,26 +100,31 @@ static int key_move_arg(Key *k, PyObject *a) {
     return -1;
 }
 
+/* A family call's key up to its inputs: kind, operator, each argument (key_move_arg); -1: no key. */
+static int move_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t o;
+    k->n = 0;
+    if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        if (key_move_arg(k, args[i]) < 0) return -1;
+    return 0;
+}
+
 #ifdef ODML_NUMPY
 /* The key of a family call: operator, arguments, then the inputs (x: one
  * exact ndarray, or an exact list or tuple of 1..MAX_MOVE_IO of them), which
  * are stored in `in` (borrowed). -1: no key. */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in) {
-    int64_t o;
-    k->n = 0;
-    if (exact_int(op, &o) < 0 || put(k, KIND_MOVE) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        if (key_move_arg(k, args[i]) < 0) return -1;
+    if (move_head(k, KIND_MOVE, op, args, nargs) < 0) return -1;
     if (Py_TYPE(x) == &PyArray_Type) {
         in[0] = (PyArrayObject *)x;
         *n_in = 1;
         return put(k, -1) < 0 ? -1 : numpy_key(k, in[0]);
     }
-    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
-    Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
-    PyObject **items = PyList_CheckExact(x) ? ((PyListObject *)x)->ob_item : ((PyTupleObject *)x)->ob_item;
-    if (n < 1 || n > MAX_MOVE_IO || put(k, -2) < 0 || put(k, n) < 0) return -1;
+    Py_ssize_t n;
+    PyObject **items = seq_items(x, &n);
+    if (!items || n < 1 || n > MAX_MOVE_IO || put(k, -2) < 0 || put(k, n) < 0) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (Py_TYPE(items[i]) != &PyArray_Type) return -1;
         in[i] = (PyArrayObject *)items[i];
@@ -201,21 +206,11 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     if (front[slot] && front[slot]->key_n == k.n && same_words(front[slot]->key, k.w, k.n)) {
         e = front[slot];
         Py_INCREF(e);
+    } else if ((e = lookup(&k, n_in))) {
+        Py_XSETREF(front[slot], (Entry *)Py_NewRef(e));
     } else {
-        PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
-        PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
-        Py_XDECREF(kb);
-        if (!hit || Py_TYPE(hit) != &EntryType || ((Entry *)hit)->kind != KIND_MOVE || ((Entry *)hit)->n_in != n_in) {
-            drop_error();
-            misses++;
-            result = Py_None;
-            Py_INCREF(result);
-            goto done;
-        }
-        e = (Entry *)hit;
-        Py_INCREF(e);
-        Py_INCREF(e);
-        Py_XSETREF(front[slot], e);
+        result = Py_NewRef(Py_None);
+        goto done;
     }
     for (int i = 0; i < e->n_out; i++) {
         const Out *o = &e->outs[i];
@@ -228,8 +223,7 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     for (int i = 0; i < n_in; i++) srcs[i] = PyArray_BYTES(in[i]) - e->origin[i];
     status = run_passes(e, dsts, srcs);
     if (status != ODML_OK) {                       /* the Python route runs it again and raises its own error */
-        result = Py_None;
-        Py_INCREF(result);
+        result = Py_NewRef(Py_None);
         goto done;
     }
     result = take_outputs(outs, e->n_out, e->multi);
@@ -360,8 +354,7 @@ static PyObject *put_move(PyObject *args) {
     if (!enabled || gen != generation || !numpy_ready ||
         move_key(&k, op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, &n_in) < 0) {
         if (PyErr_Occurred()) drop_error();
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     Py_ssize_t n_out = PyTuple_GET_SIZE(outs), n_pass = PyTuple_GET_SIZE(passes);
     if (n_out < 1 || n_out > MAX_MOVE_IO || PyTuple_GET_SIZE(origins) != n_in || n_pass > MAX_MOVE_PASSES) {
@@ -449,17 +442,11 @@ static PyObject *put_move(PyObject *args) {
         }
         if (status != ODML_OK) goto refuse;      /* parameters the kernel itself rejects */
     }
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc == 0) {
-        result = Py_True;
-        Py_INCREF(result);
-    }
+    result = stored(&k, e);
     goto release;
 refuse:
     Py_DECREF(e);
-    result = Py_False;
-    Py_INCREF(result);
+    result = Py_NewRef(Py_False);
     goto release;
 fail:
     Py_DECREF(e);
@@ -572,13 +559,16 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return to
  * so nothing queued reads the entry) and make a failed launch's retry and
  * error, as the Python route does. */
 
+/* x, or the first item of an exact list or tuple x (NULL where empty) */
+static PyObject *first_of(PyObject *x) {
+    Py_ssize_t n;
+    PyObject **items = seq_items(x, &n);
+    return !items ? x : n > 0 ? items[0] : NULL;
+}
+
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 int cuda_framework(PyObject *x) {
-    if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {
-        Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
-        if (n < 1) return 0;
-        x = PyList_CheckExact(x) ? PyList_GET_ITEM(x, 0) : PyTuple_GET_ITEM(x, 0);
-    }
+    if (!(x = first_of(x))) return 0;
     if (t_type && Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
     if (c_type && Py_TYPE(x) == (PyTypeObject *)c_type) return 2;
     return 0;
@@ -596,10 +586,9 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
         *seq = 0;
         return 0;
     }
-    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
-    Py_ssize_t m = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
-    PyObject **items = PyList_CheckExact(x) ? ((PyListObject *)x)->ob_item : ((PyTupleObject *)x)->ob_item;
-    if (m < 1 || m > MAX_MOVE_IO) return -1;
+    Py_ssize_t m;
+    PyObject **items = seq_items(x, &m);
+    if (!items || m < 1 || m > MAX_MOVE_IO) return -1;
     for (Py_ssize_t i = 0; i < m; i++)
         if (Py_TYPE(items[i]) != type) return -1;
     for (Py_ssize_t i = 0; i < m; i++) {
@@ -616,13 +605,8 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
  * (where not NULL); -1: no key (inputs on several devices included). */
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at) {
-    int64_t o, dev;
-    k->n = 0;
-    if (exact_int(op, &o) < 0 || put(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY) < 0 || put(k, o) < 0 ||
-        put(k, nargs) < 0)
-        return -1;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        if (key_move_arg(k, args[i]) < 0) return -1;
+    int64_t dev;
+    if (move_head(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, op, args, nargs) < 0) return -1;
     if (put(k, seq ? -2 : -1) < 0 || (seq && put(k, n) < 0)) return -1;
     for (int i = 0; i < n; i++) {
         if (at) at[i] = k->n;
@@ -778,19 +762,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
             if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg))))
                 goto route;
     if (cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr, NULL) < 0) goto route;
-    {
-        PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
-        PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
-        Py_XDECREF(kb);
-        if (!hit || Py_TYPE(hit) != &EntryType || ((Entry *)hit)->kind != (torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY)
-                || ((Entry *)hit)->n_in != n) {
-            drop_error();
-            misses++;
-            goto route;
-        }
-        e = (Entry *)hit;
-        Py_INCREF(e);
-    }
+    if (!(e = lookup(&k, n))) goto route;
     /* the launches need the tensors' device current (the Python route makes it so) */
     if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
     for (int i = 0; i < e->n_out; i++) {
@@ -822,8 +794,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     hits++;
     goto done;
 route:
-    result = Py_None;
-    Py_INCREF(result);
+    result = Py_NewRef(Py_None);
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
     for (int i = 0; i < n; i++) Py_DECREF(in[i]);
@@ -861,15 +832,13 @@ static PyObject *put_move_cuda(PyObject *args, int torch) {
         return NULL;
     if (!enabled || gen != generation ||
         cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0) {
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     if (cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, n_in,
                       seq, &device, ptr, NULL) < 0) {
         for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
         if (PyErr_Occurred()) drop_error();
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     Py_ssize_t n_out = PyTuple_GET_SIZE(outs), n_step = PyTuple_GET_SIZE(steps);
@@ -948,11 +917,7 @@ fail:
 }
 
 int torch_input(PyObject *x) {
-    if (!t_type || !t_from_numpy) return 0;
-    if (Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
-    if (PyList_CheckExact(x)) return PyList_GET_SIZE(x) > 0 && Py_TYPE(PyList_GET_ITEM(x, 0)) == (PyTypeObject *)t_type;
-    if (PyTuple_CheckExact(x)) return PyTuple_GET_SIZE(x) > 0 && Py_TYPE(PyTuple_GET_ITEM(x, 0)) == (PyTypeObject *)t_type;
-    return 0;
+    return t_from_numpy && cuda_framework(x) == 1;
 }
 
 /* A never-seen shape offered to C (`fn`, whose input arrays are args[xi]): NumPy arrays as they are, plain
@@ -965,8 +930,7 @@ PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
 
 /* For x where torch_input(x): whether its (first) tensor is a CUDA one (0 where that cannot be read). */
 int torch_input_cuda(PyObject *x) {
-    PyObject *first = PyList_CheckExact(x) || PyTuple_CheckExact(x) ? PySequence_Fast_ITEMS(x)[0] : x;
-    Py_INCREF(first);
+    PyObject *first = Py_NewRef(first_of(x));
     const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
     Py_DECREF(first);
     if (PyErr_Occurred()) drop_error();

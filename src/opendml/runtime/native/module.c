@@ -160,8 +160,6 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(call_cache_clear, NOARGS, "call_cache_clear(): drop every entry")                                             \
     X(call_cache_generation, NOARGS, "call_cache_generation() -> how many times the cache was dropped (a put "      \
       "names the one it started in)")                                                                               \
-    X(call_cache_graveyard, O, "call_cache_graveyard(list): dead entries append their CUDA launches here "          \
-      "(runtime/calls.py empties it)")                                                                              \
     X(call_cache_enable, VARARGS, "call_cache_enable([flag]) -> previous flag (False also drops every entry)")      \
     X(call_cache_info, NOARGS, "call_cache_info() -> dict(enabled, numpy, entries, hits, misses)")                  \
     X(index_run_pass, VARARGS, "index_run_pass(params, src, src_len, dst, dst_len, index_addrs, index_lens): one "  \
