@@ -57,6 +57,8 @@
  * dtypes; built without them, the cache holds nothing and every call takes
  * the Python route.
  */
+#include <stdarg.h>
+
 #include "calls.h"
 
 static void Entry_dealloc(Entry *e) {
@@ -668,6 +670,20 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
 /* -- NumPy arrays ------------------------------------------------------------------------------------ */
 
 #ifdef ODML_NUMPY
+int plain_args(PyObject *const *args, const char *spec, ...) {
+    va_list v;
+    int rc = numpy_ready ? 0 : -1;
+    va_start(v, spec);
+    for (int i = 0; spec[i] && rc == 0; i++) {
+        PyObject *a = args[i];
+        if (spec[i] == 'i') rc = exact_int(a, va_arg(v, int64_t *));
+        else if (spec[i] == 't') rc = PyTuple_CheckExact(a) ? 0 : -1;
+        else if (spec[i] == 'a') rc = Py_TYPE(a) == &PyArray_Type ? 0 : -1;
+    }
+    va_end(v);
+    return rc;
+}
+
 int numpy_key(Key *k, PyArrayObject *x) {
     if (!PyArray_ISNOTSWAPPED(x)) return -1;
     int nd = PyArray_NDIM(x);

@@ -195,6 +195,11 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY
+/* The check of a new-shape function's arguments (calls_move_new.c's; newshape_index.c's and calls_new.c's are
+ * alike): per character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
+ * 't' an exact tuple, 'a' an exact ndarray, '.' anything. 0, or -1 with no exception left (the function
+ * answers None: the Python route) where one is not, or NumPy's C API is not ready. */
+int plain_args(PyObject *const *args, const char *spec, ...);
 int numpy_key(Key *k, PyArrayObject *x);
 /* a new shape of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD served at a miss (calls_new.c), or None */
 PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k);
@@ -278,7 +283,24 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
 /* e's launches queued on `stream` (calls_move.c), the index check done where e checks: 0 (run, indices in
  * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */
 int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
+/* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's
+ * arguments at xi + 1, its generation at xi + 2, the cuda_conf callable at ci): on CUDA memory (PyTorch CUDA
+ * tensors, CuPy arrays), cuda_new with `how` and cuda_conf()'s tuple (None where how is NULL or there is no
+ * cuda_conf); else cpu(args) on NumPy arrays, or on NumPy views of plain PyTorch CPU tensors. */
+PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, CudaNew *how, move_fn cpu);
 #endif
+/* A Python function NAME(SIG) of LO to HI positional arguments (module.c's table) answering CALL where the
+ * build has NumPy's headers, else None. */
+#ifdef ODML_NUMPY
+#define NUMPY_ONLY(CALL) (CALL)
+#else
+#define NUMPY_ONLY(CALL) Py_NewRef(Py_None)
+#endif
+#define GLUE_FUNCTION(NAME, SIG, LO, HI, CALL)                                            \
+    PyObject *odml_py_##NAME(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {  \
+        (void)self;                                                                       \
+        return odml_arity(#NAME "(" SIG ")", nargs, LO, HI) ? NULL : NUMPY_ONLY(CALL);    \
+    }
 void front_clear(void);                 /* empties the family's front table (with the dict) */
 int odml_calls_move_init(void);
 

@@ -137,13 +137,12 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
         *n_in = 1;
         return 0;
     }
-    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(x);
-    if (n < 1 || n > MAX_MOVE_IO) return -1;
+    Py_ssize_t n;
+    PyObject **items = seq_items(x, &n);
+    if (!items || n < 1 || n > MAX_MOVE_IO) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_ITEMS(x)[i];
-        if (Py_TYPE(item) != &PyArray_Type) return -1;
-        in[i] = (PyArrayObject *)item;
+        if (Py_TYPE(items[i]) != &PyArray_Type) return -1;
+        in[i] = (PyArrayObject *)items[i];
     }
     *n_in = (int)n;
     return 0;
@@ -158,12 +157,9 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * with one for no memory. */
 static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
     int64_t most, grain, min_bytes;
-    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
-            || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 4), &min_bytes)
-            || most < 1 || grain < 1) {
-        if (PyErr_Occurred()) drop_error();
+    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
+            || plain_args(((PyTupleObject *)conf)->ob_item, "ii..i", &most, &grain, &min_bytes) || most < 1 || grain < 1)
         return NULL;
-    }
     odml_move_input xs[MAX_MOVE_IO];
     int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
     int in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
@@ -283,11 +279,7 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     int64_t lowering, gen;
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in = 0;
-    if (!numpy_ready || !PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering) || exact_int(args[4], &gen)
-            || move_inputs(xo, lowering, in, &n_in) < 0) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
+    if (plain_args(args, ".i.ti", &lowering, &gen) || move_inputs(xo, lowering, in, &n_in) < 0) Py_RETURN_NONE;
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
@@ -341,11 +333,7 @@ static PyObject *move_lowering(PyObject *const *args) {
     int64_t lowering;
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
-    if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
-            || move_inputs(args[1], lowering, in, &n_in) < 0) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
+    if (plain_args(args, "i.t", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0) Py_RETURN_NONE;
     Entry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
     if (!e) {
         if (PyErr_Occurred()) return NULL;
@@ -731,21 +719,12 @@ static PyObject *cuda_move_steps(PyObject *const *args) {
     int n_in;
     CudaInputs c;
     PyObject *dp = args[3], *qp = args[4], *result = NULL;
-    if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
-            || move_inputs(args[1], lowering, in, &n_in) < 0 || !PyTuple_CheckExact(dp) || !PyTuple_CheckExact(qp)
-            || PyTuple_GET_SIZE(dp) != n_in || PyTuple_GET_SIZE(qp) > MAX_MOVE_IO) {
-        if (PyErr_Occurred()) drop_error();
+    if (plain_args(args, "i.ttt", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0
+            || PyTuple_GET_SIZE(dp) != n_in || PyTuple_GET_SIZE(qp) > MAX_MOVE_IO)
         Py_RETURN_NONE;
-    }
     if (numpy_cuda_inputs(in, n_in, dp, &c) < 0) Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(qp); i++) {
-        int64_t p;
-        if (exact_int(PyTuple_GET_ITEM(qp, i), &p)) {
-            drop_error();
-            Py_RETURN_NONE;
-        }
-        dsts[i] = (uint64_t)p;
-    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(qp); i++)
+        if (exact_int(PyTuple_GET_ITEM(qp, i), (int64_t *)&dsts[i])) Py_RETURN_NONE;
     odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof *g);
     odml_move_launch *L = (odml_move_launch *)PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
     int nl;
@@ -780,54 +759,33 @@ done:
 }
 #endif
 
-PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("call_cache_move_new(op, lowering, x, args, generation, conf, cuda_conf=None)", nargs, 6, 7))
-        return NULL;
 #ifdef ODML_NUMPY
-    const int fw = numpy_ready ? cuda_framework(args[2]) : 0;
-    if (fw == 2 || (fw == 1 && torch_input_cuda(args[2]))) {
-        if (nargs < 7 || args[6] == Py_None) Py_RETURN_NONE;
-        PyObject *conf = PyObject_CallNoArgs(args[6]);         /* (kernels, settings) */
-        if (!conf) return NULL;
-        int64_t lowering;
-        /* (a list where the function takes one array, or one array where it takes a list: the Python route
-         * raises the error naming it) */
-        const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
-        if (exact_int(args[1], &lowering) || listed != !!(lowering & ODML_LOWER_SEQUENCE)) {
-            Py_DECREF(conf);
-            if (PyErr_Occurred()) drop_error();
-            Py_RETURN_NONE;
-        }
-        FamilyNew how = {{family_lower, family_plan}, (int)lowering};
-        PyObject *out = cuda_new(args[0], args[2], args[3], args[4], fw == 1, conf, &how.base);
-        Py_DECREF(conf);
+PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, CudaNew *how, move_fn cpu) {
+    const int fw = numpy_ready ? cuda_framework(args[xi]) : 0;
+    if (fw == 2 || (fw == 1 && torch_input_cuda(args[xi]))) {
+        if (!how || nargs <= ci || args[ci] == Py_None) return with_deferred(Py_NewRef(Py_None));
+        PyObject *conf = PyObject_CallNoArgs(args[ci]);
+        PyObject *out = conf ? cuda_new(args[0], args[xi], args[xi + 1], args[xi + 2], fw == 1, conf, how) : NULL;
+        Py_XDECREF(conf);
         return with_deferred(out);
     }
     /* (cpu_new's CUDA check already made) */
-    if (fw == 1 && torch_input(args[2])) return with_deferred(torch_views(args, nargs, 2, move_new));
-    return cpu_new(args, nargs, 2, move_new);
-#else
-    Py_RETURN_NONE;
-#endif
+    if (fw == 1 && torch_input(args[xi])) return with_deferred(torch_views(args, nargs, xi, cpu));
+    return cpu_new(args, nargs, xi, cpu);
 }
 
-PyObject *odml_py_cuda_move_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings)", nargs, 6, 6)) return NULL;
-#ifdef ODML_NUMPY
-    return cuda_move_steps(args);
-#else
-    Py_RETURN_NONE;
-#endif
+/* call_cache_move_new: new_shape, where on CUDA the inputs are as the function takes them (a list where it takes
+ * one array, or one array where it takes a list: the Python route raises the error naming it) */
+static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
+    int64_t lowering = 0;
+    const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
+    const int ok = exact_int(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
+    FamilyNew how = {{family_lower, family_plan, 0}, (int)lowering};
+    return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
 }
+#endif
 
-PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("move_lowering(lowering, x, args, conf)", nargs, 4, 4)) return NULL;
-#ifdef ODML_NUMPY
-    return move_lowering(args);
-#else
-    Py_RETURN_NONE;
-#endif
-}
+GLUE_FUNCTION(call_cache_move_new, "op, lowering, x, args, generation, conf, cuda_conf=None", 6, 7,
+              move_new_route(args, nargs))
+GLUE_FUNCTION(cuda_move_steps, "lowering, x, args, data_ptrs, dst_ptrs, settings", 6, 6, cuda_move_steps(args))
+GLUE_FUNCTION(move_lowering, "lowering, x, args, conf", 4, 4, move_lowering(args))
