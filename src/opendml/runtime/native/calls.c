@@ -180,12 +180,12 @@ int key_arg(Key *k, PyObject *a) {
     return -1;
 }
 
-int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
+int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs, int move) {
     int64_t o;
     k->n = 0;
     if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
     for (Py_ssize_t i = 0; i < nargs; i++)
-        if (key_arg(k, args[i]) < 0) return -1;
+        if ((move ? key_move_arg(k, args[i]) : key_arg(k, args[i])) < 0) return -1;
     return 0;
 }
 

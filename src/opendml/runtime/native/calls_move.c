@@ -54,7 +54,7 @@ static PyObject *move_types;            /* a tuple of enum types whose members k
 
 
 /* A family argument (see above); -1: no key. */
-static int key_move_arg(Key *k, PyObject *a) {
+int key_move_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a)) return key_arg(k, a);
     if (a == Py_True || a == Py_False) return put(k, 4) < 0 ? -1 : put(k, a == Py_True);
@@ -100,23 +100,13 @@ static int key_move_arg(Key *k, PyObject *a) {
     return -1;
 }
 
-/* A family call's key up to its inputs: kind, operator, each argument (key_move_arg); -1: no key. */
-static int move_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
-    int64_t o;
-    k->n = 0;
-    if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        if (key_move_arg(k, args[i]) < 0) return -1;
-    return 0;
-}
-
 #ifdef ODML_NUMPY
 /* The key of a family call: operator, arguments, then the inputs (x: one
  * exact ndarray, or an exact list or tuple of 1..MAX_MOVE_IO of them), which
  * are stored in `in` (borrowed). -1: no key. */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in) {
-    if (move_head(k, KIND_MOVE, op, args, nargs) < 0) return -1;
+    if (key_call(k, KIND_MOVE, op, args, nargs, 1) < 0) return -1;
     if (Py_TYPE(x) == &PyArray_Type) {
         in[0] = (PyArrayObject *)x;
         *n_in = 1;
@@ -606,7 +596,7 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at) {
     int64_t dev;
-    if (move_head(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, op, args, nargs) < 0) return -1;
+    if (key_call(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, op, args, nargs, 1) < 0) return -1;
     if (put(k, seq ? -2 : -1) < 0 || (seq && put(k, n) < 0)) return -1;
     for (int i = 0; i < n; i++) {
         if (at) at[i] = k->n;

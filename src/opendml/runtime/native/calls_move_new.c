@@ -335,27 +335,17 @@ static PyObject *move_lowering(PyObject *const *args) {
     int n_in;
     if (plain_args(args, "i.t", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0) Py_RETURN_NONE;
     Entry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
-    if (!e) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    PyObject *shape = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
-    if (!shape || !passes) goto done;
-    for (int j = 0; j < e->n_out; j++) {
-        PyObject *one = odml_ints_tuple(e->outs[j].dims, e->outs[j].rank);
-        if (!one) goto done;
-        PyTuple_SET_ITEM(shape, j, one);
-    }
-    for (int i = 0; i < e->n_pass; i++) {
+    if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *shapes = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
+    for (int j = 0; shapes && !PyErr_Occurred() && j < e->n_out; j++)   /* (a NULL item: an error, the tuple dropped) */
+        PyTuple_SET_ITEM(shapes, j, odml_ints_tuple(e->outs[j].dims, e->outs[j].rank));
+    for (int i = 0; passes && !PyErr_Occurred() && i < e->n_pass; i++) {
         const Pass *mp = &e->passes[i];
-        PyObject *t = Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p.move,
-                                    (Py_ssize_t)sizeof mp->p.move, mp->threads);
-        if (!t) goto done;
-        PyTuple_SET_ITEM(passes, i, t);
+        PyTuple_SET_ITEM(passes, i, Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p.move,
+                                                  (Py_ssize_t)sizeof mp->p.move, mp->threads));
     }
-    result = Py_BuildValue("(OOO)", shape, e->outs[0].dtype, passes);
-done:
-    Py_XDECREF(shape);
+    if (shapes && passes && !PyErr_Occurred()) result = Py_BuildValue("(OOO)", shapes, e->outs[0].dtype, passes);
+    Py_XDECREF(shapes);
     Py_XDECREF(passes);
     Py_DECREF(e);
     return result;
@@ -738,17 +728,11 @@ static PyObject *cuda_move_steps(PyObject *const *args) {
         goto done;
     }
     PyObject *shapes = PyTuple_New(g->n_out), *steps = PyTuple_New(nl);
-    for (int i = 0; shapes && i < g->n_out; i++) {
-        PyObject *t = odml_ints_tuple(g->out_dims[i], g->out_rank[i]);
-        if (!t) break;
-        PyTuple_SET_ITEM(shapes, i, t);
-    }
-    for (int i = 0; steps && !PyErr_Occurred() && i < nl; i++) {
-        PyObject *t = Py_BuildValue("(sy#IIii)", L[i].name, (const char *)&L[i].p, L[i].size, L[i].grid, L[i].smem,
-                                    L[i].src, L[i].dst);
-        if (!t) break;
-        PyTuple_SET_ITEM(steps, i, t);
-    }
+    for (int i = 0; shapes && !PyErr_Occurred() && i < g->n_out; i++)
+        PyTuple_SET_ITEM(shapes, i, odml_ints_tuple(g->out_dims[i], g->out_rank[i]));
+    for (int i = 0; steps && !PyErr_Occurred() && i < nl; i++)
+        PyTuple_SET_ITEM(steps, i, Py_BuildValue("(sy#IIii)", L[i].name, (const char *)&L[i].p, L[i].size, L[i].grid,
+                                                 L[i].smem, L[i].src, L[i].dst));
     if (shapes && steps && !PyErr_Occurred()) result = PyTuple_Pack(2, shapes, steps);
     Py_XDECREF(shapes);
     Py_XDECREF(steps);

@@ -379,10 +379,10 @@ int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6
 
 int odml_scatter_pack(int64_t es, const int64_t (*m)[6], int r, int64_t in_offset, int64_t out_offset,
                       odml_scatter_params *p) {
-    int64_t count = 1;
-    memset(p, 0, sizeof *p);
+    *p = (odml_scatter_params){.element_size = es, .rank = r, .count = 1, .in_offset = in_offset,
+                               .out_offset = out_offset};
     for (int k = 0; k < r; k++) {
-        if (__builtin_mul_overflow(count, m[k][0], &count)) return -1;
+        if (__builtin_mul_overflow(p->count, m[k][0], &p->count)) return -1;
         p->sizes[k] = m[k][0];
         p->out_strides[k] = m[k][1];
         p->first[k] = m[k][2];
@@ -390,11 +390,6 @@ int odml_scatter_pack(int64_t es, const int64_t (*m)[6], int r, int64_t in_offse
         p->taken[k] = m[k][4];
         p->in_strides[k] = m[k][5];
     }
-    p->element_size = es;
-    p->rank = r;
-    p->count = count;
-    p->in_offset = in_offset;
-    p->out_offset = out_offset;
     return 0;
 }
 
