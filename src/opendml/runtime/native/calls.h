@@ -228,6 +228,12 @@ int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
 /* DataType values 1..11 -> NumPy type numbers; a NumPy dtype's DataType value, else 0 (calls_move_new.c) */
 extern const int move_npy_type[12];
 int64_t descr_type(PyArray_Descr *d);
+/* A new shape's entry e (the caller's reference, taken) for a call on the n_in NumPy arrays `in` (held by the
+ * caller) run into new outputs and, where the call keys (move_key of op, xo, call_args) and the cache is on and
+ * still in `gen`, stored (calls_move_new.c): the output(s); None where an allocation's finalizer changed an
+ * input or a pass declined (the Python route runs the call and raises); NULL with an exception. */
+PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
+                    int64_t gen);
 /* e's passes run in order (calls_move.c); the first status other than ODML_OK */
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
 /* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */

@@ -237,21 +237,6 @@ out:
     return e;
 }
 
-/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
- *
- * A never-seen shape of a family call on exact NumPy arrays (or plain
- * PyTorch CPU tensors, through NumPy views, as call_cache_move serves them)
- * in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
- * ODML_LOWER_* number with the operator's element types), the passes
- * packed, new outputs, the passes run, and the call recorded as
- * call_cache_put_move records it (where the cache is on and still in
- * `generation`), so the next such call is a hit of call_cache_move. `op`, x
- * (an array, or a list or tuple of arrays) and `args` are what the
- * function offers call_cache_move (the key's); conf is CpuBackend.plain_conf.
- * None, nothing run, wherever the Python route must run the call: the
- * lowering declines (anything but a valid call in its simple forms), an
- * output cannot be allocated (the Python route raises the error naming it),
- * an input changed while the outputs were allocated. */
 typedef struct {
     int nd;
     npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
@@ -261,34 +246,25 @@ typedef struct {
 
 static void input_state(PyArrayObject *x, InputState *s) {
     s->nd = PyArray_NDIM(x);
-    memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
-    memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+    if (s->nd) {                                    /* (a 0-d array has no dims pointer) */
+        memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
+        memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+    }
     s->data = PyArray_BYTES(x);
     s->descr = PyArray_DESCR(x);
 }
 
 static int input_same(PyArrayObject *x, const InputState *s) {
     return PyArray_NDIM(x) == s->nd && PyArray_BYTES(x) == s->data && PyArray_DESCR(x) == s->descr
-           && !memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
-           && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+           && (!s->nd || (!memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
+                          && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd)));
 }
 
-static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
-    (void)nargs;
-    PyObject *op = args[0], *xo = args[2], *call_args = args[3];
-    int64_t lowering, gen;
-    PyArrayObject *in[MAX_MOVE_IO];
-    int n_in = 0;
-    if (plain_args(args, ".i.ti", &lowering, &gen) || move_inputs(xo, lowering, in, &n_in) < 0) Py_RETURN_NONE;
-    /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
-    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
+PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
+                    int64_t gen) {
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     char *dsts[MAX_MOVE_IO];
-    Entry *e = move_new_entry((int)lowering, in, n_in, call_args, args[5]);
-    if (!e) {
-        if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-        goto done;
-    }
+    const char *srcs[MAX_MOVE_IO];
     /* the key and the inputs' layouts as lowered, before anything can run Python code */
     Key k;
     PyArrayObject *keyed_in[MAX_MOVE_IO];
@@ -306,23 +282,50 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
             goto done;
         }
     }
-    /* a finalizer run by an allocation may have changed an input (its shape, its buffer) */
-    for (int i = 0; i < n_in; i++)
-        if (!input_same(in[i], &state[i])) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    const char *srcs[MAX_MOVE_IO];
-    for (int i = 0; i < n_in; i++) srcs[i] = state[i].data - e->origin[i];
-    if (run_passes(e, dsts, srcs) != ODML_OK) {                       /* the Python route runs it again and raises its own error */
-        result = Py_NewRef(Py_None);
-        goto done;
+    /* a finalizer run by an allocation may have changed an input (its shape, its buffer); a pass that declines
+     * (a checked index out of range): the Python route runs the call again and raises its own error */
+    for (int i = 0; i < n_in; i++) {
+        if (!input_same(in[i], &state[i])) goto route;
+        srcs[i] = state[i].data - e->origin[i];
     }
+    if (run_passes(e, dsts, srcs) != ODML_OK) goto route;
     if (keyed && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
     result = take_outputs(outs, e->n_out, e->multi);
+    goto done;
+route:
+    result = Py_NewRef(Py_None);
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
-    Py_XDECREF(e);
+    Py_DECREF(e);
+    return result;
+}
+
+/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
+ *
+ * A never-seen shape of a family call on exact NumPy arrays (or plain
+ * PyTorch CPU tensors, through NumPy views, as call_cache_move serves them)
+ * in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
+ * ODML_LOWER_* number with the operator's element types), the passes
+ * packed, new outputs, the passes run, and the call recorded as
+ * call_cache_put_move records it (where the cache is on and still in
+ * `generation`), so the next such call is a hit of call_cache_move. `op`, x
+ * (an array, or a list or tuple of arrays) and `args` are what the
+ * function offers call_cache_move (the key's); conf is CpuBackend.plain_conf.
+ * None, nothing run, wherever the Python route must run the call: the
+ * lowering declines (anything but a valid call in its simple forms), an
+ * output cannot be allocated (the Python route raises the error naming it),
+ * an input changed while the outputs were allocated. */
+static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
+    (void)nargs;
+    int64_t lowering, gen;
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in = 0;
+    if (plain_args(args, ".i.ti", &lowering, &gen) || move_inputs(args[2], lowering, in, &n_in) < 0) Py_RETURN_NONE;
+    /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
+    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
+    Entry *e = move_new_entry((int)lowering, in, n_in, args[3], args[5]);
+    PyObject *result = e ? serve_new(e, args[0], args[2], args[3], in, n_in, gen)
+                         : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
