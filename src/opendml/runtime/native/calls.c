@@ -516,6 +516,12 @@ PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int6
     return out;
 }
 
+/* Whether CUDA device `device` is PyTorch's (torch) or CuPy's current one: the launches need it current (the
+ * Python route makes it so). */
+int cuda_device_is(int torch, int64_t device) {
+    return torch ? torch_device_is(device) : equals(PyObject_CallNoArgs(c_device), device);
+}
+
 /* The current stream of CUDA device `device` (torch), or CuPy's: 0, or -1 with an exception. */
 int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return torch ? torch_stream(device, stream) : stream_of(PyObject_CallNoArgs(c_stream), stream);
@@ -657,7 +663,7 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
         Py_RETURN_NONE;
     }
     Entry *e = lookup(&k, -1);
-    if (!e || !equals(PyObject_CallNoArgs(c_device), device)) {
+    if (!e || !cuda_device_is(0, device)) {
         Py_XDECREF(e);
         Py_DECREF(dtype);
         Py_RETURN_NONE;

@@ -193,6 +193,7 @@ int torch_stream(int64_t device, uint64_t *stream);
 PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
+int cuda_device_is(int torch, int64_t device);
 extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (calls_move.c) */
 PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
@@ -246,6 +247,12 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at);
 int same_words(const int64_t *a, const int64_t *b, int n);
+/* whether PyTorch CUDA tensors in[0..n) are what cuda_move serves (nothing autograd or a tracer must see, no
+ * negative view); whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may
+ * change them) */
+int cuda_plain(PyObject **in, int n);
+int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
+                     int n, int seq, const uint64_t *ptr);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);

@@ -737,6 +737,21 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     return 0;
 }
 
+int cuda_plain(PyObject **in, int n) {
+    for (int i = 0; i < n; i++)
+        if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg)))) return 0;
+    return 1;
+}
+
+int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
+                     int n, int seq, const uint64_t *ptr) {
+    Key again;
+    int64_t device;
+    uint64_t at[MAX_MOVE_IO];
+    return cuda_move_key(&again, torch, op, args, nargs, in, n, seq, &device, at, NULL) == 0 && again.n == k->n
+           && same_words(again.w, k->w, k->n) && !memcmp(at, ptr, sizeof(uint64_t) * (size_t)n);
+}
+
 /* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
  * (torch 0): its outputs (a list for SPLIT), or None (take the Python route). */
 static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
@@ -747,14 +762,10 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     int n = 0, seq = 0;
     Entry *e = NULL;
     if (cuda_inputs(args[1], (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) Py_RETURN_NONE;
-    if (torch)
-        for (int i = 0; i < n; i++)
-            if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg))))
-                goto route;
-    if (cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr, NULL) < 0) goto route;
-    if (!(e = lookup(&k, n))) goto route;
-    /* the launches need the tensors' device current (the Python route makes it so) */
-    if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
+    if ((torch && !cuda_plain(in, n)) || cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device,
+                                                       ptr, NULL) < 0
+            || !(e = lookup(&k, n)) || !cuda_device_is(torch, device))
+        goto route;
     for (int i = 0; i < e->n_out; i++) {
         int placed;
         outs[i] = cuda_empty(torch, in[0], &e->outs[i], e->outs[i].dtype, &dst, &placed);
@@ -765,14 +776,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         if (!placed) goto route;
         dsts[i] = (uint64_t)dst;
     }
-    if (torch) {                                   /* the inputs as keyed, and where, after the allocations */
-        Key again;
-        int64_t d2;
-        uint64_t p2[MAX_MOVE_IO];
-        if (cuda_move_key(&again, torch, args[0], args + 2, nargs - 2, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n ||
-            !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
-            goto route;
-    }
+    if (torch && !cuda_still_keyed(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, ptr)) goto route;
     if (cuda_stream(torch, device, &stream) < 0) goto done;
     {
         const int rc = cuda_entry_run(e, ptr, dsts, stream);

@@ -561,10 +561,8 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
     const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
-    if (torch)                                      /* what cuda_move serves (autograd, tracers, negative views) */
-        for (int i = 0; i < n; i++)
-            if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg)))) goto route;
-    if (cuda_move_key(&k, torch, op, cargs, ncargs, in, n, seq, &device, ptr, at) < 0) goto route;
+    if ((torch && !cuda_plain(in, n)) || cuda_move_key(&k, torch, op, cargs, ncargs, in, n, seq, &device, ptr, at) < 0)
+        goto route;
     c.n = n;
     for (int i = 0; i < n; i++)
         if (cuda_input_keyed(&c, i, torch, k.w + at[i], ptr[i]) < 0) goto route;
@@ -575,8 +573,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         goto done;
     }
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
-    /* the launches need the inputs' device current (the Python route makes it so) */
-    if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
+    if (!cuda_device_is(torch, device)) goto route;
     {
         PyObject *dev = PyLong_FromLongLong(device);
         /* (held: the allocations below may run Python code that replaces it) none yet: every name missing */
@@ -641,14 +638,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         aux[i] = L[i].index && L[i].aux ? table : 0;   /* (ix_owner and the scatter after it read the table) */
         if (L[i].index && L[i].aux && !table) goto route;
     }
-    {                                               /* the inputs as keyed (and where), after every allocation */
-        Key again;
-        int64_t d2;
-        uint64_t p2[MAX_MOVE_IO];
-        if (cuda_move_key(&again, torch, op, cargs, ncargs, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n
-                || !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
-            goto route;
-    }
+    if (!cuda_still_keyed(&k, torch, op, cargs, ncargs, in, n, seq, ptr)) goto route;
     e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
     {
