@@ -330,19 +330,14 @@ static int int64_item(PyObject *seq, Py_ssize_t i, int64_t *v) {
  * constant value, checked whether its index values are the array API's checked indices); whether stored.
  * False (nothing stored) where the call has no key, the cache is off or was dropped since `generation`, or a
  * pass would reach outside the buffers; ValueError for a malformed record. */
-static PyObject *put_move(PyObject *args) {
-    PyObject *op, *x, *call_args, *outs, *origins, *passes;
-    int multi;
-    unsigned long long gen;
+static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
+                          PyObject *passes, int multi) {
     Key k;
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in, in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
     int64_t span[MAX_MOVE_IO], count[MAX_MOVE_IO];
-    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
-                          &PyTuple_Type, &origins, &PyTuple_Type, &passes, &multi, &gen))
-        return NULL;
-    if (!enabled || gen != generation || !numpy_ready ||
-        move_key(&k, op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, &n_in) < 0) {
+    if (!numpy_ready
+            || move_key(&k, op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, &n_in) < 0) {
         if (PyErr_Occurred()) drop_error();
         return with_deferred(Py_NewRef(Py_False));
     }
@@ -813,28 +808,21 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
  * IndexPass, (at_src, at_dst, at_idx, slots, flags)) (index_step; function 0: the IndexPass runs it; flags: a
  * checked call's, whose served calls wait for their stream and answer None where an index was out of range). False (nothing stored) where the call has no key, the cache is off or was dropped since
  * `generation`, or an origin is outside [0, the input's address]; ValueError for a malformed record. */
-static PyObject *put_move_cuda(PyObject *args, int torch) {
-    PyObject *op, *x, *call_args, *outs, *origins, *steps, *in[MAX_MOVE_IO];
-    int multi, n_in = 0, seq = 0;
-    unsigned long long gen;
+static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
+                               PyObject *steps, int multi, int torch) {
+    PyObject *in[MAX_MOVE_IO];
+    int n_in = 0, seq = 0;
     int64_t device = -1;
     uint64_t ptr[MAX_MOVE_IO];
     Key k;
     Entry *e = NULL;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
-                          &PyTuple_Type, &origins, &PyTuple_Type, &steps, &multi, &gen))
-        return NULL;
-    if (!enabled || gen != generation ||
-        cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0) {
+    if (cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0)
         return with_deferred(Py_NewRef(Py_False));
-    }
-    if (cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, n_in,
-                      seq, &device, ptr, NULL) < 0) {
-        for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
-        if (PyErr_Occurred()) drop_error();
-        return with_deferred(Py_NewRef(Py_False));
-    }
+    const int keyed = cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
+                                    in, n_in, seq, &device, ptr, NULL) == 0;
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
+    if (PyErr_Occurred()) drop_error();
+    if (!keyed) return with_deferred(Py_NewRef(Py_False));
     Py_ssize_t n_out = PyTuple_GET_SIZE(outs), n_step = PyTuple_GET_SIZE(steps);
     if (n_out < 1 || PyTuple_GET_SIZE(origins) != n_in) {
         PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): at least one output and one origin per "
@@ -951,10 +939,16 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
 PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
     (void)self;
 #ifdef ODML_NUMPY
-    PyObject *x = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
-    int fw = x ? cuda_framework(x) : 0;
-    if (fw) return put_move_cuda(args, fw == 1);          /* NumPy records come with NumPy arrays (views) */
-    return put_move(args);
+    PyObject *op, *x, *call_args, *outs, *origins, *passes;
+    int multi;
+    unsigned long long gen;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
+                          &PyTuple_Type, &origins, &PyTuple_Type, &passes, &multi, &gen))
+        return NULL;
+    if (!enabled || gen != generation) return with_deferred(Py_NewRef(Py_False));
+    const int fw = cuda_framework(x);                     /* NumPy records come with NumPy arrays (views) */
+    return fw ? put_move_cuda(op, x, call_args, outs, origins, passes, multi, fw == 1)
+              : put_move(op, x, call_args, outs, origins, passes, multi);
 #else
     (void)args;
     Py_RETURN_FALSE;
