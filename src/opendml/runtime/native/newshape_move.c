@@ -71,23 +71,29 @@ static odml_move_pass *new_pass(odml_move_prog *g, int fill, int src, int dst) {
     return p;
 }
 
+/* A Copy from input x (slot src) into output dst over `sizes`: x's origin and strides, output strides os. */
+static odml_move_pass *copy_pass(odml_move_prog *g, int src, int dst, const odml_move_input *x,
+                                 const int64_t *sizes, const int64_t *os) {
+    odml_move_pass *p = new_pass(g, 0, src, dst);
+    if (!p) return NULL;
+    p->src_type = p->dst_type = x->type;
+    p->src_offset = x->origin;
+    p->n = x->n;
+    memcpy(p->sizes, sizes, sizeof(int64_t) * (size_t)x->n);
+    memcpy(p->src_strides, x->strides, sizeof(int64_t) * (size_t)x->n);
+    memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
+    return p;
+}
+
 /* ops/identity.py ElementWiseIdentityOperatorDesc._passes (and cast.py
  * CastOperatorDesc._passes): Copy(0, 0, out.sizes, origin, strides, 0,
  * out.element_strides[, scale_bias]). */
 static int whole_copy(odml_move_prog *g, const odml_move_input *x, int64_t out_type, int sb, double scale,
                       double bias) {
-    if (set_out(g, 0, out_type, x->n, x->shape)) return -1;
-    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    odml_move_pass *p = set_out(g, 0, out_type, x->n, x->shape) ? NULL : copy_pass(g, 0, 0, x, x->shape,
+                                                                                   g->out_strides[0]);
     if (!p) return -1;
-    p->src_type = x->type;
     p->dst_type = out_type;
-    p->src_offset = x->origin;
-    p->n = x->n;
-    for (int d = 0; d < x->n; d++) {
-        p->sizes[d] = x->shape[d];
-        p->src_strides[d] = x->strides[d];
-        p->dst_strides[d] = g->out_strides[0][d];
-    }
     p->has_scale_bias = sb;
     p->scale = scale;
     p->bias = bias;
@@ -203,20 +209,15 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
             if (!isfinite(d) || d != floor(d) || d < -9.2e18 || d > 9.2e18) return -1;
             i = (int64_t)d;
         }
-        int64_t lo, hi;
-        switch (t) {
-            case ODML_T_INT8: lo = INT8_MIN; hi = INT8_MAX; break;
-            case ODML_T_INT16: lo = INT16_MIN; hi = INT16_MAX; break;
-            case ODML_T_INT32: lo = INT32_MIN; hi = INT32_MAX; break;
-            case ODML_T_INT64: lo = INT64_MIN; hi = INT64_MAX; break;
-            case ODML_T_UINT8: lo = 0; hi = UINT8_MAX; break;
-            case ODML_T_UINT16: lo = 0; hi = UINT16_MAX; break;
-            case ODML_T_UINT32: lo = 0; hi = UINT32_MAX; break;
-            default: lo = 0; hi = INT64_MAX; break;      /* UINT64 (values past 2^63: the Python route) */
-        }
-        if (i < lo || i > hi) return -1;
-        const int size = t == ODML_T_INT8 || t == ODML_T_UINT8 ? 1 : t == ODML_T_INT16 || t == ODML_T_UINT16 ? 2
-                         : t == ODML_T_INT32 || t == ODML_T_UINT32 ? 4 : 8;
+        /* each integer type's range (UINT64's values past 2^63: the Python route) */
+        static const int64_t lo[12] = {[ODML_T_INT8] = INT8_MIN, [ODML_T_INT16] = INT16_MIN,
+                                       [ODML_T_INT32] = INT32_MIN, [ODML_T_INT64] = INT64_MIN};
+        static const int64_t hi[12] = {[ODML_T_INT8] = INT8_MAX, [ODML_T_INT16] = INT16_MAX,
+                                       [ODML_T_INT32] = INT32_MAX, [ODML_T_INT64] = INT64_MAX,
+                                       [ODML_T_UINT8] = UINT8_MAX, [ODML_T_UINT16] = UINT16_MAX,
+                                       [ODML_T_UINT32] = UINT32_MAX, [ODML_T_UINT64] = INT64_MAX};
+        const int size = odml_type_size[t];
+        if (i < lo[t] || i > hi[t]) return -1;
         *bits = size == 8 ? (uint64_t)i : (uint64_t)i & ((1ULL << (8 * size)) - 1);
         return 0;
     }
@@ -279,17 +280,9 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
     memcpy(g->pad_start, st, sizeof(int64_t) * (size_t)n);
     memcpy(g->pad_end, en, sizeof(int64_t) * (size_t)n);
     const int64_t *os = g->out_strides[0];
-    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    odml_move_pass *p = copy_pass(g, 0, 0, x, x->shape, os);
     if (!p) return -1;
-    p->src_type = p->dst_type = x->type;
-    p->src_offset = x->origin;
-    p->n = n;
-    for (int d = 0; d < n; d++) {
-        p->sizes[d] = x->shape[d];
-        p->src_strides[d] = x->strides[d];
-        p->dst_strides[d] = os[d];
-        p->dst_offset += st[d] * os[d];
-    }
+    for (int d = 0; d < n; d++) p->dst_offset += st[d] * os[d];
     for (int k = 0; k < n; k++)
         for (int side = 0; side < 2; side++) {
             const int64_t count = side ? en[k] : st[k];
@@ -416,17 +409,9 @@ static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, P
     const int64_t *os = g->out_strides[0];
     int64_t at = 0;
     for (int i = 0; i < n_in; i++) {
-        odml_move_pass *p = new_pass(g, 0, i, 0);
+        odml_move_pass *p = copy_pass(g, i, 0, &xs[i], xs[i].shape, os);
         if (!p) return -1;
-        p->src_type = p->dst_type = xs[i].type;
-        p->src_offset = xs[i].origin;
         p->dst_offset = at * os[axis];
-        p->n = n;
-        for (int d = 0; d < n; d++) {
-            p->sizes[d] = xs[i].shape[d];
-            p->src_strides[d] = xs[i].strides[d];
-            p->dst_strides[d] = os[d];
-        }
         at += xs[i].shape[axis];
     }
     return 0;
@@ -452,17 +437,9 @@ static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t 
     int64_t at = 0;
     for (int i = 0; i < m; i++) {
         dims[axis] = sizes[i];
-        if (set_out(g, i, x->type, n, dims)) return -1;
-        odml_move_pass *p = new_pass(g, 0, 0, i);
+        odml_move_pass *p = set_out(g, i, x->type, n, dims) ? NULL : copy_pass(g, 0, i, x, dims, g->out_strides[i]);
         if (!p) return -1;
-        p->src_type = p->dst_type = x->type;
-        p->src_offset = x->origin + at * x->strides[axis];
-        p->n = n;
-        for (int d = 0; d < n; d++) {
-            p->sizes[d] = dims[d];
-            p->src_strides[d] = x->strides[d];
-            p->dst_strides[d] = g->out_strides[i][d];
-        }
+        p->src_offset += at * x->strides[axis];
         at += sizes[i];
     }
     return 0;
