@@ -211,29 +211,24 @@ static void scale_bias_run(const move_job *j, char *d, const char *s, int64_t n,
     double nan64;
     memcpy(&nan32, &nan32_bits, 4);
     memcpy(&nan64, &nan64_bits, 8);
+#define SB_RUN(CT, NAN)                                                              \
+    {                                                                                \
+        CT t[BLOCK];                                                                 \
+        const CT sc = (CT)j->scale, bi = (CT)j->bias;                                \
+        j->to_ct((char *)t, s + done * ss, m, sizeof(CT), ss);                       \
+        for (int64_t i = 0; i < m; i++) {                                            \
+            CT y = t[i] * sc;                                                        \
+            y = y + bi;                                                              \
+            t[i] = y != y ? NAN : y;                                                 \
+        }                                                                            \
+        j->from_ct(d + done * ds, (const char *)t, m, ds, sizeof(CT));               \
+    }
     for (int64_t done = 0; done < n; done += BLOCK) {
         int64_t m = n - done < BLOCK ? n - done : BLOCK;
-        if (j->ct64) {
-            double t[BLOCK];
-            j->to_ct((char *)t, s + done * ss, m, 8, ss);
-            for (int64_t i = 0; i < m; i++) {
-                double y = t[i] * j->scale;
-                y = y + j->bias;
-                t[i] = y != y ? nan64 : y;
-            }
-            j->from_ct(d + done * ds, (const char *)t, m, ds, 8);
-        } else {
-            float t[BLOCK];
-            const float sc = (float)j->scale, bi = (float)j->bias;
-            j->to_ct((char *)t, s + done * ss, m, 4, ss);
-            for (int64_t i = 0; i < m; i++) {
-                float y = t[i] * sc;
-                y = y + bi;
-                t[i] = y != y ? nan32 : y;
-            }
-            j->from_ct(d + done * ds, (const char *)t, m, ds, 4);
-        }
+        if (j->ct64) SB_RUN(double, nan64)
+        else SB_RUN(float, nan32)
     }
+#undef SB_RUN
 }
 
 static void element_run(const move_job *j, char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {
