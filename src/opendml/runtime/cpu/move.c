@@ -1,18 +1,13 @@
-/* One pass of the data-movement family's move program (move.h): a strided
- * copy with per-axis index maps (PADDING's EDGE, REFLECTION, SYMMETRIC and
- * WRAP borders), CAST's conversions (convert.h) and IDENTITY's scale/bias,
- * or a constant fill. Owns odml_move.
+/* One pass of the data-movement family's move program (move.h): a strided copy with per-axis index maps (PADDING's
+ * EDGE, REFLECTION, SYMMETRIC and WRAP borders), CAST's conversions (convert.h) and IDENTITY's scale/bias, or a
+ * constant fill. Owns odml_move.
  *
- * Python hands the pass canonicalised (backend.py: size-1 dimensions folded
- * into the offsets, dimensions ordered by destination stride, unmapped
- * neighbours that walk memory as one merged). The innermost dimension is cut
- * into segments along which the source index moves by a constant step of
- * -1, 0 or +1 (every map is piecewise so: the interior +1, a reflected border
- * -1, a clamped one 0), so each segment is one strided run: a memcpy, a
- * reversed or broadcast copy, or a conversion loop. Outer mapped axes read
- * their source offsets from a table built once per call. A unit of work is a
- * chunk of one innermost row, so a single long row still splits over threads.
- */
+ * Python hands the pass canonicalised (backend.py: size-1 dimensions folded into the offsets, dimensions ordered by
+ * destination stride, unmapped neighbours that walk memory as one merged). The innermost dimension is cut into
+ * segments along which the source index moves by a constant step of -1, 0 or +1 (every map is piecewise so: the
+ * interior +1, a reflected border -1, a clamped one 0), so each segment is one strided run: a memcpy, a reversed or
+ * broadcast copy, or a conversion loop. Outer mapped axes read their source offsets from a table built once per call.
+ * A unit of work is a chunk of one innermost row, so a single long row still splits over threads. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -27,12 +22,10 @@ typedef struct {
     int64_t s0, sstep;      /* source byte offset at d0 (from the axis's origin) and per element */
 } segment;
 
-/* Packed conversion runs (both sides contiguous) compiled for AVX2 where the
- * processor has it (x86-64, GCC or Clang): the same expressions as
- * convert.h's, so the same bytes, in 8 float lanes instead of SSE2's 4;
- * float32 -> int32 through cvttps2dq, whose out-of-range answer (INT32_MIN)
- * is fixed up to CAST's (NaN -> 0, >= 2^31 -> INT32_MAX; below -2^31 it is
- * the saturated value already). */
+/* Packed conversion runs (both sides contiguous) compiled for AVX2 where the processor has it (x86-64, GCC or Clang):
+ * the same expressions as convert.h's, so the same bytes, in 8 float lanes instead of SSE2's 4; float32 -> int32
+ * through cvttps2dq, whose out-of-range answer (INT32_MIN) is fixed up to CAST's (NaN -> 0, >= 2^31 -> INT32_MAX;
+ * below -2^31 it is the saturated value already). */
 typedef void (*packed_fn)(char *d, const char *s, int64_t n);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
@@ -75,13 +68,11 @@ static ODML_AVX2 void packed_f32_i32(char *d, const char *s, int64_t n) {
     }
 }
 
-/* A packed copy of n bytes (n >= 32, buffers apart): 32-byte loads, stores
- * aligned to 32 bytes after one unaligned head; the last 32 bytes stored
- * unaligned (overlapping). Taken for runs of 1 KiB and more below the
- * streaming size: glibc's memcpy measured 1.35x slower at 16 KiB (2.7x at
- * 4 KiB) for destinations 16 bytes off a 64-byte line, which is where malloc
- * puts small outputs, and no faster at any size from 1 KiB to 4 MiB
- * (below 1 KiB memcpy is the faster). */
+/* A packed copy of n bytes (n >= 32, buffers apart): 32-byte loads, stores aligned to 32 bytes after one unaligned
+ * head; the last 32 bytes stored unaligned (overlapping). Taken for runs of 1 KiB and more below the streaming size:
+ * glibc's memcpy measured 1.35x slower at 16 KiB (2.7x at 4 KiB) for destinations 16 bytes off a 64-byte line, which
+ * is where malloc puts small outputs, and no faster at any size from 1 KiB to 4 MiB (below 1 KiB memcpy is the
+ * faster). */
 static ODML_AVX2 void copy_avx2(char *d, const char *s, int64_t n) {
     __m256i tail = _mm256_loadu_si256((const __m256i *)(const void *)(s + n - 32));
     _mm256_storeu_si256((__m256i *)(void *)d, _mm256_loadu_si256((const __m256i *)(const void *)s));
@@ -101,10 +92,9 @@ static ODML_AVX2 void copy_avx2(char *d, const char *s, int64_t n) {
     _mm256_storeu_si256((__m256i *)(void *)(d + n - 32), tail);
 }
 
-/* `rows` rows of n 4-byte elements, each gathered from every second element
- * of its source row (SPACE_TO_DEPTH's and a stride-2 slice's inner rows):
- * 8 outputs from two 32-byte loads that end at the last element read, so
- * nothing past the source row is touched. Bits move unchanged. */
+/* `rows` rows of n 4-byte elements, each gathered from every second element of its source row (SPACE_TO_DEPTH's and a
+ * stride-2 slice's inner rows): 8 outputs from two 32-byte loads that end at the last element read, so nothing past
+ * the source row is touched. Bits move unchanged. */
 static ODML_AVX2 void gather2_rows(char *d, const char *s, int64_t rows, int64_t n, int64_t ds1, int64_t ss1) {
     for (int64_t r = 0; r < rows; r++) {
         char *dr = d + r * ds1;
@@ -198,11 +188,10 @@ static void fill_run(char *d, int64_t n, int64_t ds, int es, uint64_t bits) {
     }
 }
 
-/* x * scale + bias in the compute type (float32, or float64 for a float64
- * source), two roundings (never fused: setup.py builds with -ffp-contract=off),
- * through a stack buffer of BLOCK values. A NaN result is the canonical NaN
- * (float32 0x7FC00000, float64 0x7FF8000000000000), as on the NumPy path:
- * which payload an operation on NaNs keeps is not defined across processors. */
+/* x * scale + bias in the compute type (float32, or float64 for a float64 source), two roundings (never fused:
+ * setup.py builds with -ffp-contract=off), through a stack buffer of BLOCK values. A NaN result is the canonical NaN
+ * (float32 0x7FC00000, float64 0x7FF8000000000000), as on the NumPy path: which payload an operation on NaNs keeps is
+ * not defined across processors. */
 #define BLOCK 256
 static void scale_bias_run(const move_job *j, char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {
     const uint32_t nan32_bits = 0x7fc00000u;
@@ -355,9 +344,8 @@ static int move_disjoint(int n, const int64_t *sizes, const int64_t *strides, in
     return 1;
 }
 
-/* A pass checked and laid out once (odml_move_prepare), run on any buffers
- * (odml_move_run): the job without its addresses, the tables and segments
- * it points into, and what the addresses get added. */
+/* A pass checked and laid out once (odml_move_prepare), run on any buffers (odml_move_run): the job without its
+ * addresses, the tables and segments it points into, and what the addresses get added. */
 struct odml_move_prepared {
     move_job j;
     int64_t dst_off, src_off;       /* bytes added to the destination and (copies) the source */

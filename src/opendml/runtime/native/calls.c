@@ -1,62 +1,31 @@
 /* The call cache: a repeated array-API call served from C, without Python.
  *
- * The first call with a given operator, arguments, input dtype, shape and
- * strides (on CUDA also the device and the input address's alignment class)
- * runs in Python: validation, lowering, the backend's choice of kernel. When
- * that call ran a compiled kernel on the input exactly as given, its adapter
- * stores here what the kernel needs (call_cache_put_numpy / _cuda): the
- * output's shape, the input's origin, and the CPU kernel's parameter struct
- * or the CUDA launch (function, grid, parameter structure passed by value). A later
- * call with the same key (call_cache_call, the first thing each array-API
- * function does) allocates the output with the framework's own allocator
- * (NumPy's, opendml's output blocks, PyTorch's caching allocator, CuPy's
- * pool) and runs the kernel on the caller's current stream. It returns None
- * for anything it cannot vouch for: another array type, a PyTorch tensor that
- * autograd or a tracer must see (requires_grad with grad mode on, a dispatch
- * mode, a functorch wrapper), a negative view, a tensor whose device is not
- * the current one, an argument that is not None, a plain int or a list or
- * tuple of at most 8 plain ints; the call then takes the Python route, which
- * gives every error and every answer the cache does not hold.
+ * The first call with a given operator, arguments, input dtype, shape and strides (on CUDA also the device and
+ * the input address's class mod 16) runs in Python: validation, lowering, the backend's choice of kernel. Where
+ * it ran a compiled kernel on the input as given, its adapter stores here what the kernel needs (put_numpy,
+ * put_cuda): the output's shape, the input's origin, the CPU kernel's parameter block or the CUDA launch. A
+ * later call with the same key (call_cache_call, the first thing each array-API function does) allocates the
+ * output with the framework's own allocator (NumPy's, opendml's output blocks, PyTorch's caching allocator,
+ * CuPy's pool) and runs the kernel on the caller's current stream. It returns None for anything it cannot
+ * vouch for: another array type, a PyTorch tensor that autograd or a tracer must see (requires_grad with grad
+ * mode on, a dispatch mode, a functorch wrapper), a negative view, a tensor not on the current device, an
+ * argument that is not None, a plain int or a list or tuple of at most 8 plain ints; the Python route then
+ * gives every error and every answer the cache does not hold. A tensor autograd must record (and nothing else
+ * must see: the torch_eager hook says no trace, no compiled autograd, opendml's node in use) is served by an
+ * eager entry (put_eager): a callable, with the kernel entry's key, that records the call with the autograd
+ * node and runs the kernel. The data-movement family's entries (calls_move.c) take several inputs and outputs.
  *
- * A PyTorch tensor that autograd must record (requires_grad with grad mode
- * on, no dispatch mode, no functorch wrapper or forward-AD level, and the
- * torch_eager hook's say-so: no TorchScript trace, no compiled autograd,
- * opendml's autograd node in use) is served by an eager entry
- * (call_cache_put_eager), stored by the Python route's first such call: a
- * callable that records the call with the autograd node and runs the kernel
- * (itself through this cache), with the same key as the kernel's entry.
+ * Keys are int64 words: array kind, operator, each argument (tagged), dtype, rank, shape, strides, device and
+ * alignment. The table is a dict of key bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
+ * call_cache_clear (whenever opendml's configuration changes; a put made on settings read before the last
+ * clear is refused: `generation`). Everything runs with the GIL held, except CPU kernels writing at least
+ * RELEASE_BYTES; an entry in use holds a reference, so a clear meanwhile cannot free it. A dropped CUDA entry's
+ * launch is released at once: kernel parameters go by value. Errors met while probing a framework's hooks only
+ * send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised when the call
+ * returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
  *
- * The family's entries also serve plain PyTorch CPU tensors (torch_move):
- * the tensors are read through NumPy views, the same entries run, and the
- * outputs go to torch.from_numpy, as on the Python route.
- *
- * Served: NumPy arrays (exact ndarray, native byte order), PyTorch CPU
- * tensors (a NumPy output handed to torch.from_numpy, as the Python route
- * does), PyTorch CUDA tensors and CuPy arrays (native byte order); and the
- * data-movement family's calls on NumPy arrays (call_cache_move, its own
- * section below: several inputs and outputs, the move program's prepared
- * passes) and on PyTorch CUDA tensors and CuPy arrays (cuda_move: the move
- * program's kernel launches, one per pass, queued like the CUDA entries').
- *
- * Keys are int64 words: array kind, operator, each argument (tagged), dtype,
- * rank, shape, strides, device and alignment. The table is a dict of key
- * bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
- * call_cache_clear (opendml calls it whenever its configuration changes; a
- * put made on settings read before the last clear is refused, see
- * `generation`). Everything here runs with the GIL held, except CPU kernels
- * writing at least RELEASE_BYTES; an entry in use holds a reference, so a
- * clear during a call (by a finalizer or another thread) cannot free it. A
- * dropped CUDA entry's launch is released at once: kernel parameters go by
- * value, so kernels queued from it read nothing it owns. Errors met while probing a framework's
- * hooks only send the call down the Python route, except a KeyboardInterrupt
- * or other non-Exception, which is raised when the call returns. An output
- * the allocator cannot give sends the call down the Python route too, which
- * raises opendml's AllocationError.
- *
- * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and
- * dtypes; built without them, the cache holds nothing and every call takes
- * the Python route.
- */
+ * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and dtypes; built without them, the
+ * cache holds nothing and every call takes the Python route. */
 #include <stdarg.h>
 
 #include "calls.h"
@@ -107,9 +76,8 @@ static PyObject *keep(PyObject **slot, PyObject *v, int ok, const char *need) {
     Py_RETURN_NONE;
 }
 
-/* An exception that is not an Exception (KeyboardInterrupt, SystemExit) met
- * while a call probed a hook: kept and raised when the call returns, not
- * dropped with the errors that only make the call take the Python route. */
+/* An exception that is not an Exception (KeyboardInterrupt, SystemExit) met while a call probed a hook: kept and
+ * raised when the call returns, not dropped with the errors that only make the call take the Python route. */
 static PyObject *deferred;               /* the exception (3.12+), or its type (3.11) */
 #if PY_VERSION_HEX < 0x030C0000
 static PyObject *deferred_value, *deferred_tb;
@@ -159,9 +127,8 @@ int exact_int(PyObject *o, int64_t *v) {
     return 0;
 }
 
-/* An operator argument: None, an exact int, or a list/tuple of at most
- * MAX_ARG_INTS exact ints (as the Python plan cache keys them: 1.0 == 1, but
- * a float must not reuse an int's plan). -1: no key. */
+/* An operator argument: None, an exact int, or a list/tuple of at most MAX_ARG_INTS exact ints (as the Python plan
+ * cache keys them: 1.0 == 1, but a float must not reuse an int's plan). -1: no key. */
 int key_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None) return put(k, 0);
@@ -301,9 +268,8 @@ int equals(PyObject *r, int64_t want) {
 
 /* -- CUDA launches ----------------------------------------------------------------------------------- */
 
-/* Queue pass p of e (a CUDA launch); on a failed launch the backend's Launch
- * (its retry on a thread without the device's context, its error message)
- * takes over, or for a pass without one, the retry hook. */
+/* Queue pass p of e (a CUDA launch); on a failed launch the backend's Launch (its retry on a thread without the
+ * device's context, its error message) takes over, or for a pass without one, the retry hook. */
 static PyObject *cuda_retry;            /* retry(device, function, grid, shared, params, src, dst, stream) */
 
 int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream) {
@@ -361,10 +327,9 @@ int stream_of(PyObject *s, uint64_t *stream) {
     return rc;
 }
 
-/* An output the framework's allocator (or the output blocks) could not give:
- * the call takes the Python route, which allocates again and raises opendml's
- * AllocationError naming the operator, shape and bytes (runtime/alloc.py).
- * Only Exceptions: a KeyboardInterrupt met there is raised. NULL if not such. */
+/* An output the framework's allocator (or the output blocks) could not give: the call takes the Python route, which
+ * allocates again and raises opendml's AllocationError naming the operator, shape and bytes (runtime/alloc.py). Only
+ * Exceptions: a KeyboardInterrupt met there is raised. NULL if not such. */
 PyObject *allocation_failed(void) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
     PyErr_Clear();
@@ -417,11 +382,9 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
 }
 
-/* Whether x still keys as words[0..n) and lies at `ptr` (torch_key's words
- * and address, read before an allocation; the words hold only the address's
- * class mod 16): an allocation may run a garbage collection whose finalizers
- * change x (x.resize_(), x.set_()) and release the memory a launch queued
- * from the old words would read. */
+/* Whether x still keys as words[0..n) and lies at `ptr` (torch_key's words and address, read before an allocation;
+ * the words hold only the address's class mod 16): an allocation may run a garbage collection whose finalizers change
+ * x (x.resize_(), x.set_()) and release the memory a launch queued from the old words would read. */
 int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr) {
     Key now;
     int64_t device;
@@ -467,10 +430,9 @@ int torch_stream(int64_t device, uint64_t *stream) {
     return rc;
 }
 
-/* With PyTorch's accessors, x.new_empty(shape, dtype=dtype) (dtype NULL:
- * x's) as a new reference, its data pointer in *dst; NULL with the
- * allocator's exception; NULL and no exception where there are no accessors
- * or the shape is not one they take (the caller allocates through Python). */
+/* With PyTorch's accessors, x.new_empty(shape, dtype=dtype) (dtype NULL: x's) as a new reference, its data pointer in
+ * *dst; NULL with the allocator's exception; NULL and no exception where there are no accessors or the shape is not
+ * one they take (the caller allocates through Python). */
 PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst) {
     if (!tapi || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > MAX_RANK) return NULL;
     int64_t sizes[MAX_RANK];
@@ -549,10 +511,9 @@ static PyObject *serve_pass1(Entry *e, PyObject *out, int placed, int torch, int
     return result;
 }
 
-/* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where
- * autograd must record the call and an eager entry may serve it; else 0.
- * (Above.) An eager entry's callable records the call with opendml's
- * autograd node and runs its kernel (arrays/torch_adapter.py). */
+/* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where autograd must record the call and an eager
+ * entry may serve it; else 0. (Above.) An eager entry's callable records the call with opendml's autograd node and
+ * runs its kernel (arrays/torch_adapter.py). */
 static PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;
@@ -710,9 +671,8 @@ int run_kernel(Entry *e, char *dst, const char *src, const char **error) {
     return status;
 }
 
-/* e's kernel from the array whose element 0 is at `data` into a new NumPy
- * array of `dtype` (an output block where large enough, as CpuBackend.empty
- * does). */
+/* e's kernel from the array whose element 0 is at `data` into a new NumPy array of `dtype` (an output block where
+ * large enough, as CpuBackend.empty does). */
 static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
     const Out *o = &e->out1;
     char *dst;
@@ -835,13 +795,11 @@ static Entry *new_entry(int kind, PyObject *shape) {
     return e;
 }
 
-/* Whether x's shape and strides are still `planned`, the (shape, strides)
- * tuple the route planned from (strides: x.stride() for a PyTorch tensor,
- * x.strides otherwise), or planned is None: another thread may have changed
- * x in place (x.resize_, x.set_, x.shape = ...) while the route ran, and the
- * entry, keyed by x's layout as read now, must hold a plan for that layout.
- * Read with the GIL held, right before the key is: no Python code runs in
- * between. 0 (no exception) where not. */
+/* Whether x's shape and strides are still `planned`, the (shape, strides) tuple the route planned from (strides:
+ * x.stride() for a PyTorch tensor, x.strides otherwise), or planned is None: another thread may have changed x in
+ * place (x.resize_, x.set_, x.shape = ...) while the route ran, and the entry, keyed by x's layout as read now, must
+ * hold a plan for that layout. Read with the GIL held, right before the key is: no Python code runs in between. 0 (no
+ * exception) where not. */
 static int still_planned(PyObject *x, PyObject *planned, int torch) {
     if (planned == Py_None) return 1;
     if (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != 2) return 0;
@@ -935,10 +893,9 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
 
 /* call_cache_entry(op, x, *args) -> what the entry for this call holds (tests), or None
  *
- * A dict: kind, cpu, kernel, params (the parameter block's bytes), threads,
- * use_blocks, prefault, origin, shape, out_bytes, dtype (CPU entries);
- * function, grid, block, shared, dst_align (CUDA entries). Lets tests check
- * that every route records the same entry. */
+ * A dict: kind, cpu, kernel, params (the parameter block's bytes), threads, use_blocks, prefault, origin, shape,
+ * out_bytes, dtype (CPU entries); function, grid, block, shared, dst_align (CUDA entries). Lets tests check that
+ * every route records the same entry. */
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs < 2 || !table) Py_RETURN_NONE;
@@ -1023,9 +980,8 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     return stored(&k, e);
 }
 
-/* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a
- * call like this one (same operator, arguments, dtype, shape, strides,
- * device) for autograd and runs it. */
+/* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a call like this one (same operator,
+ * arguments, dtype, shape, strides, device) for autograd and runs it. */
 PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *eager;

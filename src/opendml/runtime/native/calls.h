@@ -247,9 +247,8 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at);
 int same_words(const int64_t *a, const int64_t *b, int n);
-/* whether PyTorch CUDA tensors in[0..n) are what cuda_move serves (nothing autograd or a tracer must see, no
- * negative view); whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may
- * change them) */
+/* whether PyTorch CUDA tensors in[0..n) are what cuda_move serves (nothing autograd or a tracer must see, no negative
+ * view); whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
 int cuda_plain(PyObject **in, int n);
 int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
                      int n, int seq, const uint64_t *ptr);

@@ -1,30 +1,24 @@
-/* The call cache's entries of the data-movement family (see calls.c and calls.h):
- * move programs on NumPy arrays (and PyTorch CPU tensors through NumPy views)
- * and on CUDA memory (PyTorch CUDA tensors, CuPy arrays). */
+/* The call cache's entries of the data-movement family (see calls.c and calls.h): move programs on NumPy arrays (and
+ * PyTorch CPU tensors through NumPy views) and on CUDA memory (PyTorch CUDA tensors, CuPy arrays). */
 #define NO_IMPORT_ARRAY
 #include "calls.h"
 
 /* -- The data-movement family: move programs on NumPy arrays ------------------------------------------ */
 
-/* A family call (dml.identity, cast, pad, join, split, tile, space_to_depth,
- * depth_to_space) on exact NumPy arrays: N inputs (join takes a list or
- * tuple of arrays), M outputs (split returns a list), the move program's
- * passes (move.h) as the recorded work. The key: KIND_MOVE, the operator,
- * each argument (key_move_arg: besides key_arg's, exact floats by their
- * bits, bools, short ASCII strings by content, static types such as
- * numpy.float16, NumPy's builtin dtype objects and members of the enum types
- * family.py registers, each by identity; nothing else), then the inputs
- * (one array, or a sequence and its length) with their dtype, shape and
- * byte strides. call_cache_put_move checks every pass against the buffers it
- * will be given (the outputs' sizes, each input's element span, the element
- * sizes of the pass's types) and refuses what does not fit, so a bad record
- * cannot make a later call read or write outside a buffer. */
+/* A family call (dml.identity, cast, pad, join, split, tile, space_to_depth, depth_to_space) on exact NumPy arrays: N
+ * inputs (join takes a list or tuple of arrays), M outputs (split returns a list), the move program's passes (move.h)
+ * as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg: besides key_arg's, exact
+ * floats by their bits, bools, short ASCII strings by content, static types such as numpy.float16, NumPy's builtin
+ * dtype objects and members of the enum types family.py registers, each by identity; nothing else), then the inputs
+ * (one array, or a sequence and its length) with their dtype, shape and byte strides. call_cache_put_move checks
+ * every pass against the buffers it will be given (the outputs' sizes, each input's element span, the element sizes
+ * of the pass's types) and refuses what does not fit, so a bad record cannot make a later call read or write outside
+ * a buffer. */
 
 #define MAX_STR 32
 
-/* The front table: recent move entries by a cheap hash of their key words
- * (strong references), checked before the dict, whose bytes key costs an
- * allocation and a SipHash per call. Emptied with the dict. */
+/* The front table: recent move entries by a cheap hash of their key words (strong references), checked before the
+ * dict, whose bytes key costs an allocation and a SipHash per call. Emptied with the dict. */
 #define FRONT 256
 static Entry *front[FRONT];
 
@@ -101,9 +95,8 @@ int key_move_arg(Key *k, PyObject *a) {
 }
 
 #ifdef ODML_NUMPY
-/* The key of a family call: operator, arguments, then the inputs (x: one
- * exact ndarray, or an exact list or tuple of 1..MAX_MOVE_IO of them), which
- * are stored in `in` (borrowed). -1: no key. */
+/* The key of a family call: operator, arguments, then the inputs (x: one exact ndarray, or an exact list or tuple of
+ * 1..MAX_MOVE_IO of them), which are stored in `in` (borrowed). -1: no key. */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in) {
     if (key_call(k, KIND_MOVE, op, args, nargs, 1) < 0) return -1;
@@ -124,9 +117,8 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
     return 0;
 }
 
-/* A new C-contiguous output (an output block where large enough, as
- * CpuBackend.empty gives), its data in *data, whether its memory was never
- * touched in *fresh (where not NULL); NULL with an exception. */
+/* A new C-contiguous output (an output block where large enough, as CpuBackend.empty gives), its data in *data,
+ * whether its memory was never touched in *fresh (where not NULL); NULL with an exception. */
 PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
                      char **data, int *fresh) {
     npy_intp dims[MAX_RANK];
@@ -226,9 +218,8 @@ done:
     return result;
 }
 
-/* The element indices a pass reaches on one side: offset + sum(i * stride)
- * for i in [0, extent) per axis, in [*lo, *hi]; -1 beyond 2^58 anywhere
- * (the sums then stay far inside int64). */
+/* The element indices a pass reaches on one side: offset + sum(i * stride) for i in [0, extent) per axis, in [*lo,
+ * *hi]; -1 beyond 2^58 anywhere (the sums then stay far inside int64). */
 static int move_span(int rank, int64_t offset, const int64_t *extent, const int64_t *strides, int64_t *lo,
                      int64_t *hi) {
     const int64_t lim = (int64_t)1 << 58;
@@ -291,9 +282,8 @@ static int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const i
     return odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len);
 }
 
-/* An input's element 0 (its lowest-addressed element) as bytes back from its
- * data pointer, and its span in elements; -1 where a stride is not a whole
- * number of elements (the route copies such an array first). */
+/* An input's element 0 (its lowest-addressed element) as bytes back from its data pointer, and its span in elements;
+ * -1 where a stride is not a whole number of elements (the route copies such an array first). */
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span) {
     int64_t es = PyArray_ITEMSIZE(x), back = 0, reach = 0;
     *span = 0;
@@ -443,9 +433,8 @@ release:
 
 /* call_cache_move(op, x, *args): a repeated family call, or None (take the Python route). */
 #ifdef ODML_NUMPY
-/* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a
- * tracer needs to see (not a negative view); NULL, with no exception left,
- * for anything else. */
+/* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
+ * view); NULL, with no exception left, for anything else. */
 static PyObject *torch_view(PyObject *t) {
     if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
         is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
@@ -463,10 +452,9 @@ static PyObject *torch_view(PyObject *t) {
 
 #define MAX_MOVE_ARGS 16
 
-/* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or
- * move_new for a new shape) run on views of the tensors args[xi] (the
- * Python route records it on the same views: the same key), its outputs
- * handed to torch.from_numpy as the Python route does. */
+/* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or move_new for a new shape) run on views of the
+ * tensors args[xi] (the Python route records it on the same views: the same key), its outputs handed to
+ * torch.from_numpy as the Python route does. */
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
     PyObject *x = args[xi], *view, *call[MAX_MOVE_ARGS], *result;
     if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
@@ -524,25 +512,18 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return to
 
 /* -- The family on CUDA memory: PyTorch CUDA tensors and CuPy arrays ----------------------------------- */
 
-/* A family call on CUDA memory (arrays/family_cuda.py's route) recorded as
- * what it queued: the kernel launches of its move program (function, grid,
- * parameter structure passed by value; one per pass, or one for a fused
- * padding program), each with its source slot (an input, or -1: a fill,
- * given its destination as its unused source) and destination slot (an
- * output). The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the
- * arguments (key_move_arg), then the inputs as the first five operators'
- * CUDA entries key them (dtype, shape, strides, device, the address's
- * alignment class mod 16), one tensor or a list/tuple of 1..MAX_MOVE_IO; all
- * on one device. A hit (every input a plain tensor of the current device,
- * not a negative view; for PyTorch nothing autograd or a tracer must see)
- * allocates each output through the framework's allocator (x.new_empty(shape,
- * dtype=...) for PyTorch as torch.empty on the tensors' device, cupy's empty
- * for CuPy), refuses an output address outside the alignment class the
- * launches were chosen for, and queues the launches in order on the
- * framework's current stream of that device. The entry holds the backend's
- * Launch objects: they own the parameter structures (copied by each launch,
- * so nothing queued reads the entry) and make a failed launch's retry and
- * error, as the Python route does. */
+/* A family call on CUDA memory (arrays/family_cuda.py's route) recorded as what it queued: the kernel launches of its
+ * move program (function, grid, parameter structure passed by value; one per pass, or one for a fused padding
+ * program), each with its source slot (an input, or -1: a fill, given its destination as its unused source) and
+ * destination slot (an output). The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the arguments
+ * (key_move_arg), then the inputs as the first five operators' CUDA entries key them (dtype, shape, strides, device,
+ * the address's alignment class mod 16), one tensor or a list/tuple of 1..MAX_MOVE_IO; all on one device. A hit
+ * (every input a plain tensor of the current device, not a negative view; for PyTorch nothing autograd or a tracer
+ * must see) allocates each output through the framework's allocator (x.new_empty(shape, dtype=...) for PyTorch as
+ * torch.empty on the tensors' device, cupy's empty for CuPy), refuses an output address outside the alignment class
+ * the launches were chosen for, and queues the launches in order on the framework's current stream of that device.
+ * The entry holds the backend's Launch objects: they own the parameter structures (copied by each launch, so nothing
+ * queued reads the entry) and make a failed launch's retry and error, as the Python route does. */
 
 /* x, or the first item of an exact list or tuple x (NULL where empty) */
 static PyObject *first_of(PyObject *x) {
@@ -559,10 +540,9 @@ int cuda_framework(PyObject *x) {
     return 0;
 }
 
-/* x's arrays (one of `type`, or an exact list or tuple of 1..MAX_MOVE_IO of
- * them) as new references in in[], their count in *n, whether a sequence in
- * *seq; -1 (nothing held) where x is not such. No Python code runs between
- * the checks and the copy, so a list changed later cannot mislead the key. */
+/* x's arrays (one of `type`, or an exact list or tuple of 1..MAX_MOVE_IO of them) as new references in in[], their
+ * count in *n, whether a sequence in *seq; -1 (nothing held) where x is not such. No Python code runs between the
+ * checks and the copy, so a list changed later cannot mislead the key. */
 int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq) {
     if (Py_TYPE(x) == type) {
         Py_INCREF(x);
@@ -585,9 +565,8 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
     return 0;
 }
 
-/* The key of a family call on CUDA memory, the inputs' addresses in ptr[]
- * and their (one) device in *device, where each input's words start in at[]
- * (where not NULL); -1: no key (inputs on several devices included). */
+/* The key of a family call on CUDA memory, the inputs' addresses in ptr[] and their (one) device in *device, where
+ * each input's words start in at[] (where not NULL); -1: no key (inputs on several devices included). */
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at) {
     int64_t dev;

@@ -1,9 +1,7 @@
-/* The call cache's new-shape route of the data-movement family on NumPy
- * arrays (and PyTorch CPU tensors through NumPy views), PyTorch CUDA tensors
- * and CuPy arrays: a never-seen shape lowered in C (newshape_move.c), run
- * (on CUDA, the launches cuda_move_spec.c plans) and recorded as
- * call_cache_put_move records it, in one call (see calls.c and calls.h; the
- * entries themselves are calls_move.c's). */
+/* The call cache's new-shape route of the data-movement family on NumPy arrays (and PyTorch CPU tensors through NumPy
+ * views), PyTorch CUDA tensors and CuPy arrays: a never-seen shape lowered in C (newshape_move.c), run (on CUDA, the
+ * launches cuda_move_spec.c plans) and recorded as call_cache_put_move records it, in one call (see calls.c and
+ * calls.h; the entries themselves are calls_move.c's). */
 #define NO_IMPORT_ARRAY
 #include <stddef.h>
 
@@ -125,11 +123,9 @@ int64_t odml_move_dtype_type(PyObject *o) {
 }
 
 #ifdef ODML_NUMPY
-/* The inputs of a family call: x one exact ndarray, or where the lowering
- * number has ODML_LOWER_SEQUENCE (a function offering its arrays as one list
- * or tuple) an exact list or tuple of 1..MAX_MOVE_IO of them (a lone array is
- * refused there: the Python route names the fault), stored in `in`
- * (borrowed); -1 else. */
+/* The inputs of a family call: x one exact ndarray, or where the lowering number has ODML_LOWER_SEQUENCE (a function
+ * offering its arrays as one list or tuple) an exact list or tuple of 1..MAX_MOVE_IO of them (a lone array is refused
+ * there: the Python route names the fault), stored in `in` (borrowed); -1 else. */
 static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
     if (!(lowering & ODML_LOWER_SEQUENCE)) {
         if (Py_TYPE(x) != &PyArray_Type) return -1;
@@ -148,13 +144,11 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
     return 0;
 }
 
-/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not
- * stored, not run): the passes packed (odml_move_pack), threads as
- * CpuBackend._threads gives them for `conf` (max threads, grain bytes, ...,
- * the output size from which output blocks are used: CpuBackend.plain_conf),
- * each checked to stay inside the buffers and laid out (odml_move_prepare).
- * NULL with no exception set where the Python route must run the call; NULL
- * with one for no memory. */
+/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not stored, not run): the passes packed
+ * (odml_move_pack), threads as CpuBackend._threads gives them for `conf` (max threads, grain bytes, ..., the output
+ * size from which output blocks are used: CpuBackend.plain_conf), each checked to stay inside the buffers and laid
+ * out (odml_move_prepare). NULL with no exception set where the Python route must run the call; NULL with one for no
+ * memory. */
 static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
     int64_t most, grain, min_bytes;
     if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
@@ -302,19 +296,14 @@ done:
 
 /* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
  *
- * A never-seen shape of a family call on exact NumPy arrays (or plain
- * PyTorch CPU tensors, through NumPy views, as call_cache_move serves them)
- * in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
- * ODML_LOWER_* number with the operator's element types), the passes
- * packed, new outputs, the passes run, and the call recorded as
- * call_cache_put_move records it (where the cache is on and still in
- * `generation`), so the next such call is a hit of call_cache_move. `op`, x
- * (an array, or a list or tuple of arrays) and `args` are what the
- * function offers call_cache_move (the key's); conf is CpuBackend.plain_conf.
- * None, nothing run, wherever the Python route must run the call: the
- * lowering declines (anything but a valid call in its simple forms), an
- * output cannot be allocated (the Python route raises the error naming it),
- * an input changed while the outputs were allocated. */
+ * A never-seen shape of a family call on exact NumPy arrays (or plain PyTorch CPU tensors, through NumPy views, as
+ * call_cache_move serves them) in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
+ * ODML_LOWER_* number with the operator's element types), the passes packed, new outputs, the passes run, and the
+ * call recorded as call_cache_put_move records it (where the cache is on and still in `generation`), so the next such
+ * call is a hit of call_cache_move. `op`, x (an array, or a list or tuple of arrays) and `args` are what the function
+ * offers call_cache_move (the key's); conf is CpuBackend.plain_conf. None, nothing run, wherever the Python route
+ * must run the call: the lowering declines (anything but a valid call in its simple forms), an output cannot be
+ * allocated (the Python route raises the error naming it), an input changed while the outputs were allocated. */
 static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     (void)nargs;
     int64_t lowering, gen;
@@ -530,17 +519,16 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     return e;
 }
 
-/* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo
- * (an array, or a list or tuple of them), its other arguments call_args, made on the settings of generation
- * `gen`; `how` lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what
- * the caller's cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}},
- * the rest for `how`. The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered
- * in C, the outputs from the framework's allocator, the launches queued on its current stream, and the call
- * recorded as put_move_cuda records it (where the cache is on and still in `gen`), so the next such call is
- * a hit of cuda_move. Returns the output(s); None, nothing run, wherever the Python route must run the call
- * (what cuda_move leaves to it, no key, a lowering or launch plan declined, a device not current, an output
- * the allocator refuses or an input changed meanwhile); or the name of a kernel `kernels` lacks for the
- * device (nothing run: compile it and call again). */
+/* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
+ * array, or a list or tuple of them), its other arguments call_args, made on the settings of generation `gen`; `how`
+ * lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what the caller's
+ * cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}}, the rest for `how`.
+ * The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered in C, the outputs from the
+ * framework's allocator, the launches queued on its current stream, and the call recorded as put_move_cuda records it
+ * (where the cache is on and still in `gen`), so the next such call is a hit of cuda_move. Returns the output(s);
+ * None, nothing run, wherever the Python route must run the call (what cuda_move leaves to it, no key, a lowering or
+ * launch plan declined, a device not current, an output the allocator refuses or an input changed meanwhile); or the
+ * name of a kernel `kernels` lacks for the device (nothing run: compile it and call again). */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen_o, int torch, PyObject *conf,
                    CudaNew *how) {
     PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *shapes[MAX_MOVE_IO] = {NULL};

@@ -1,19 +1,14 @@
-/* The Python module opendml.runtime.cpu._native: argument parsing, the GIL
- * and errors around the kernels (common.h), plus the Block type and cache
- * functions of blocks.c and the call cache of calls.c. Owns the method table
- * and nothing else.
+/* The Python module opendml.runtime.cpu._native: argument parsing, the GIL and errors around the kernels (common.h),
+ * plus the Block type and cache functions of blocks.c and the call cache of calls.c. Owns the method table and
+ * nothing else.
  *
- * Python validates and lowers every operator; a kernel call only executes a
- * plan already known to stay inside the bound ranges. Each kernel function
- * takes the destination and source addresses (element 0 of the bound ranges),
- * the bytes of its parameter struct from runtime/params.h (filled through the
- * ctypes mirrors of runtime/params.py; the length must be the struct's size)
- * and a thread count, and runs with the GIL released.
+ * Python validates and lowers every operator; a kernel call only executes a plan already known to stay inside the
+ * bound ranges. Each kernel function takes the destination and source addresses (element 0 of the bound ranges), the
+ * bytes of its parameter struct from runtime/params.h (filled through the ctypes mirrors of runtime/params.py; the
+ * length must be the struct's size) and a thread count, and runs with the GIL released.
  *
- * The kernels need only Python.h; the call cache (calls.c) uses NumPy's
- * headers where the build has them. The extension is optional: the CPU
- * backend runs the same plans through NumPy where it is absent.
- */
+ * The kernels need only Python.h; the call cache (calls.c) uses NumPy's headers where the build has them. The
+ * extension is optional: the CPU backend runs the same plans through NumPy where it is absent. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

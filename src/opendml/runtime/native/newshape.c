@@ -1,27 +1,21 @@
-/* New shapes (issue 19): a call on a shape never seen before lowers and packs
- * its plan on every call, so this arithmetic is in C. This file: the plan of a
- * layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
- * (odml_new_cpu), and the Python functions copy_params, cuda_spec (the
- * CUDA launch of cuda_spec.c, for tests), and slice_lowering,
- * slice1_lowering, slice_grad_lowering, unfold_lowering and fold_lowering
- * (the fast path of the operators' plain_lowering, which planner.plain_plan
- * tries first; see the end of this file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors.
+/* New shapes (issue 19): a call on a shape never seen before lowers and packs its plan on every call, so this
+ * arithmetic is in C. This file: the plan of a layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
+ * (odml_new_cpu), and the Python functions copy_params, cuda_spec (the CUDA launch of cuda_spec.c, for tests), and
+ * slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering and fold_lowering (the fast path of the
+ * operators' plain_lowering, which planner.plain_plan tries first; see the end of this file). calls_new.c runs these
+ * plans on NumPy arrays and PyTorch tensors.
  *
  * copy_params: a CopyPlan's canonical form packed as odml_copy_params.
  *
- * copy_params(element_size, sizes, in_offset, in_strides, out_offset,
- * out_strides) -> bytes, or None
+ * copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> bytes, or None
  *
- * The bytes equal those of runtime/params.py's CopyParams filled from
- * opendml.plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python
- * route): size-1 dimensions dropped; where the dimensions already come by
- * output stride, then |input stride|, largest first (and no output stride is
- * negative), one pass; otherwise a stable sort on that key, largest first;
- * neighbours that walk memory as one merged; no dimension left -> one of size 1
- * and strides 1. None (the caller then takes the Python route) for anything
- * else: not tuples of ints, lengths that differ or exceed ODML_MAX_RANK, a
- * value outside 64 bits, a count that overflows. No rule of DirectML is
- * checked here: the plan comes from a validated description. */
+ * The bytes equal those of runtime/params.py's CopyParams filled from opendml.plan.CopyPlan(...).canonical()
+ * (CpuBackend._native_copy's Python route): size-1 dimensions dropped; where the dimensions already come by output
+ * stride, then |input stride|, largest first (and no output stride is negative), one pass; otherwise a stable sort on
+ * that key, largest first; neighbours that walk memory as one merged; no dimension left -> one of size 1 and strides
+ * 1. None (the caller then takes the Python route) for anything else: not tuples of ints, lengths that differ or
+ * exceed ODML_MAX_RANK, a value outside 64 bits, a count that overflows. No rule of DirectML is checked here: the
+ * plan comes from a validated description. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -47,11 +41,9 @@ static int before(const int64_t *a, const int64_t *b) {
     return absv(a[1]) > absv(b[1]);
 }
 
-/* The canonical form of the plan (es, n sizes sz, in_off, in strides is,
- * out_off, out strides os) packed into *p, as plan.CopyPlan.canonical and
- * runtime/cpu/backend.py's copy_params give it (tests/test_newshape_plain.py
- * compares them): 0, or -1 where the Python route
- * must pack it (see the file's comment). */
+/* The canonical form of the plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) packed into *p, as
+ * plan.CopyPlan.canonical and runtime/cpu/backend.py's copy_params give it (tests/test_newshape_plain.py compares
+ * them): 0, or -1 where the Python route must pack it (see the file's comment). */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p) {
     /* dims[k] = (size, in stride, out stride), size-1 dimensions dropped, in order */
@@ -433,15 +425,13 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
         || __builtin_mul_overflow(run->work, run->p.scatter.element_size, &run->work) ? -1 : 0;
 }
 
-/* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr, floating=False) ->
- * (kernel name, params bytes, grid, shared_mem, origin), or None
+/* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr, floating=False) -> (kernel name, params bytes,
+ * grid, shared_mem, origin), or None
  *
- * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of
- * `shape` with signed element `strides` whose lowest-addressed element is at
- * device address src_ptr, into a packed output at dst_ptr: what
- * runtime/cuda/backend.py's launch_spec gives for the plan the operator
- * lowers for that layout (tests compare the two). kind: 0 copy, 1 unfold, 2
- * scatter, 3 fold; fields: plain_plan's; floating: the element type is a
+ * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of `shape` with signed element `strides` whose
+ * lowest-addressed element is at device address src_ptr, into a packed output at dst_ptr: what
+ * runtime/cuda/backend.py's launch_spec gives for the plan the operator lowers for that layout (tests compare the
+ * two). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: plain_plan's; floating: the element type is a
  * floating-point one (FOLD's sums). No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;

@@ -1,19 +1,13 @@
-/* New shapes of the data-movement family (issue 31): the C lowerings of the
- * family's copy-like operators on a NumPy array, each giving the passes its
- * Python operator's `_passes` gives for that array's layout (before their
- * canonical form, which odml_move_pack in move_params.c gives, as
- * CpuBackend._native_move_pass does). calls_move.c's call_cache_move_new
- * runs them and records the call as call_cache_put_move would, so a never-
- * seen shape costs one C call instead of the description, validation,
- * lowering and parameter packing in Python.
+/* New shapes of the data-movement family (issue 31): the C lowerings of the family's copy-like operators on a NumPy
+ * array, each giving the passes its Python operator's `_passes` gives for that array's layout (before their canonical
+ * form, which odml_move_pack in move_params.c gives, as CpuBackend._native_move_pass does). calls_move.c's
+ * call_cache_move_new runs them and records the call as call_cache_put_move would, so a never- seen shape costs one C
+ * call instead of the description, validation, lowering and parameter packing in Python.
  *
- * Each lowering takes only a VALID call in the simple forms listed at its
- * function and declines (-1, no exception set) anything else: an argument
- * of another type or spelling, a value a rule refuses, a size outside
- * TensorDesc's bounds. The Python route then runs the call and raises its
- * own error, so no error is written twice. tests/test_newshape_move.py
- * checks each lowering's passes, outputs and errors against the Python
- * route's. */
+ * Each lowering takes only a VALID call in the simple forms listed at its function and declines (-1, no exception
+ * set) anything else: an argument of another type or spelling, a value a rule refuses, a size outside TensorDesc's
+ * bounds. The Python route then runs the call and raises its own error, so no error is written twice.
+ * tests/test_newshape_move.py checks each lowering's passes, outputs and errors against the Python route's. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -85,9 +79,8 @@ static odml_move_pass *copy_pass(odml_move_prog *g, int src, int dst, const odml
     return p;
 }
 
-/* ops/identity.py ElementWiseIdentityOperatorDesc._passes (and cast.py
- * CastOperatorDesc._passes): Copy(0, 0, out.sizes, origin, strides, 0,
- * out.element_strides[, scale_bias]). */
+/* ops/identity.py ElementWiseIdentityOperatorDesc._passes (and cast.py CastOperatorDesc._passes): Copy(0, 0,
+ * out.sizes, origin, strides, 0, out.element_strides[, scale_bias]). */
 static int whole_copy(odml_move_prog *g, const odml_move_input *x, int64_t out_type, int sb, double scale,
                       double bias) {
     odml_move_pass *p = set_out(g, 0, out_type, x->n, x->shape) ? NULL : copy_pass(g, 0, 0, x, x->shape,
@@ -132,10 +125,9 @@ static int lower_cast(const odml_move_input *x, PyObject *const *a, Py_ssize_t n
     return whole_copy(g, x, t, 0, 1.0, 0.0);
 }
 
-/* arrays/family.py _tile (_repeats) with ops/tile.py TileOperatorDesc._passes:
- * repeats an exact int (the last axis') or a list or tuple of at most rank
- * exact ints (ones prepended), each in [1, UINT32_MAX]; per axis the
- * dimensions (r, n), source strides (0, s), output strides (n * o, o). */
+/* arrays/family.py _tile (_repeats) with ops/tile.py TileOperatorDesc._passes: repeats an exact int (the last axis')
+ * or a list or tuple of at most rank exact ints (ones prepended), each in [1, UINT32_MAX]; per axis the dimensions
+ * (r, n), source strides (0, s), output strides (n * o, o). */
 static int lower_tile(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     if (na != 1) return -1;
     const int n = x->n;
@@ -192,11 +184,9 @@ static int pad_mode(PyObject *m) {
     return -1;
 }
 
-/* ops/padding1.py Padding1OperatorDesc's PaddingValue rule and
- * runtime/cpu/backend.py _fill_bits: the fill's bits of value v for type t;
- * -1 where the rule refuses v or the value is not in a simple form (an exact
- * int within int64, an exact float). float16 takes a float only where it is
- * a float32 value (one rounding, as NumPy's). */
+/* ops/padding1.py Padding1OperatorDesc's PaddingValue rule and runtime/cpu/backend.py _fill_bits: the fill's bits of
+ * value v for type t; -1 where the rule refuses v or the value is not in a simple form (an exact int within int64, an
+ * exact float). float16 takes a float only where it is a float32 value (one rounding, as NumPy's). */
 static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
     int64_t i;
     double d;
@@ -247,12 +237,10 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
     return 0;
 }
 
-/* arrays/family.py _pad (_per_axis) with ops/_move.py _pad_passes: start
- * and end each an exact int (every axis) or a list or tuple of rank exact
- * ints, in [0, UINT32_MAX]; mode a str of _MODES; value as pad_value_bits.
- * The interior Copy, then per axis k its start and end slabs: a Fill
- * (CONSTANT) or a Copy whose index maps read the input position the mode
- * chooses. */
+/* arrays/family.py _pad (_per_axis) with ops/_move.py _pad_passes: start and end each an exact int (every axis) or a
+ * list or tuple of rank exact ints, in [0, UINT32_MAX]; mode a str of _MODES; value as pad_value_bits. The interior
+ * Copy, then per axis k its start and end slabs: a Fill (CONSTANT) or a Copy whose index maps read the input position
+ * the mode chooses. */
 static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     if (na != 4) return -1;
     const int n = x->n;
@@ -330,11 +318,10 @@ static int depth_order(PyObject *o) {
     return -1;
 }
 
-/* arrays/family.py _space_to_depth and _depth_to_space with ops/space_depth.py
- * _SpaceDepth._check and _passes: x 4-D, block_size an exact int in [1,
- * UINT32_MAX] dividing H and W (to depth) or with b * b dividing C (to
- * space), order a str of _ORDERS; one Copy over (N, b, b, C, H, W) of the
- * space side, the depth index (bh, bw, c) for DCR or (c, bh, bw) for CRD. */
+/* arrays/family.py _space_to_depth and _depth_to_space with ops/space_depth.py _SpaceDepth._check and _passes: x 4-D,
+ * block_size an exact int in [1, UINT32_MAX] dividing H and W (to depth) or with b * b dividing C (to space), order a
+ * str of _ORDERS; one Copy over (N, b, b, C, H, W) of the space side, the depth index (bh, bw, c) for DCR or (c, bh,
+ * bw) for CRD. */
 static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g,
                              int to_depth) {
     int64_t b, bb;
@@ -390,9 +377,8 @@ static int axis_of(PyObject *o, int rank) {
     return (int)(a < 0 ? a + rank : a);
 }
 
-/* arrays/family.py _join with ops/join.py JoinOperatorDesc: 1 to 16 inputs of
- * one type and rank, sizes equal but along axis (an exact int); its
- * _passes: one Copy per input into its place along axis. */
+/* arrays/family.py _join with ops/join.py JoinOperatorDesc: 1 to 16 inputs of one type and rank, sizes equal but
+ * along axis (an exact int); its _passes: one Copy per input into its place along axis. */
 static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     const int n = xs[0].n, axis = na == 1 ? axis_of(a[0], n) : -1;
     if (axis < 0 || n_in < 1 || n_in > ODML_MOVE_PROG_MAX_IO) return -1;
@@ -417,10 +403,9 @@ static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, P
     return 0;
 }
 
-/* arrays/family.py _split with ops/split.py SplitOperatorDesc: axis an exact
- * int, sizes an exact list or tuple of 1 to 16 exact ints >= 1 summing to
- * the input's size along axis; its _passes: one Copy per output from its
- * place along axis. */
+/* arrays/family.py _split with ops/split.py SplitOperatorDesc: axis an exact int, sizes an exact list or tuple of 1
+ * to 16 exact ints >= 1 summing to the input's size along axis; its _passes: one Copy per output from its place along
+ * axis. */
 static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     const int n = x->n, axis = na == 2 ? axis_of(a[0], n) : -1;
     int64_t sizes[ODML_MOVE_PROG_MAX_IO], total = 0, dims[ODML_MAX_RANK];
