@@ -216,27 +216,20 @@ PyObject *stored(const Key *k, Entry *e) {
     Py_RETURN_TRUE;
 }
 
-/* An attribute (or, with call, a no-argument method) as an int64; -1 with no
- * exception left where it fails or is not an int. */
-int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
-    PyObject *r = call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name);
-    if (!r) {
-        drop_error();
-        return -1;
-    }
-    int rc = 0;
-    if (PyLong_Check(r)) {
-        long long x = PyLong_AsLongLong(r);
-        if (x == -1 && PyErr_Occurred()) {
-            drop_error();
-            rc = -1;
-        }
-        *v = x;
-    } else {
-        rc = -1;
-    }
-    Py_DECREF(r);
+/* r's value (a new reference, or NULL; consumed) where it is an int in 64 bits; -1, no exception left, else. */
+static int long_of(PyObject *r, int64_t *v) {
+    long long x = r && PyLong_Check(r) ? PyLong_AsLongLong(r) : -1;
+    const int rc = r && PyLong_Check(r) && !(x == -1 && PyErr_Occurred()) ? 0 : -1;
+    if (rc == 0) *v = x;
+    if (PyErr_Occurred()) drop_error();
+    Py_XDECREF(r);
     return rc;
+}
+
+/* An attribute (or, with call, a no-argument method) as an int64; -1 with no exception left where it fails or is
+ * not an int. */
+int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
+    return long_of(call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name), v);
 }
 
 /* 1 where `r` (a new reference, or NULL) is True, else 0; consumes it. */
@@ -252,18 +245,8 @@ int is_true(PyObject *r) {
 
 /* 1 where the call result (a new reference, or NULL) is the int `want`; consumes it. */
 int equals(PyObject *r, int64_t want) {
-    if (!r) {
-        drop_error();
-        return 0;
-    }
-    int eq = 0;
-    if (PyLong_Check(r)) {
-        long long x = PyLong_AsLongLong(r);
-        if (x == -1 && PyErr_Occurred()) drop_error();
-        else eq = x == want;
-    }
-    Py_DECREF(r);
-    return eq;
+    int64_t v;
+    return long_of(r, &v) == 0 && v == want;
 }
 
 /* -- CUDA launches ----------------------------------------------------------------------------------- */

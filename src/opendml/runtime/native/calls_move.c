@@ -458,23 +458,18 @@ static PyObject *torch_view(PyObject *t) {
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
     PyObject *x = args[xi], *view, *call[MAX_MOVE_ARGS], *result;
     if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
-    if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {     /* JOIN's arrays: a tuple of views */
-        Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+    Py_ssize_t n, m;
+    PyObject **items = seq_items(x, &n);
+    if (items) {                                              /* JOIN's arrays: a tuple of views */
         if (n < 1 || n > MAX_MOVE_IO) Py_RETURN_NONE;
         view = PyTuple_New(n);
         if (!view) return NULL;
         for (Py_ssize_t i = 0; i < n; i++) {
             /* re-read the container each time: a view's making may run Python code */
-            Py_ssize_t m = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
-            PyObject *item = i < m ? (PyList_CheckExact(x) ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i)) : NULL;
-            PyObject *v = NULL;
-            if (item) {
-                Py_INCREF(item);
-                v = torch_view(item);
-                Py_DECREF(item);
-            }
-            if (!v || m != n) {
-                Py_XDECREF(v);
+            PyObject *item = (items = seq_items(x, &m)) && m == n ? Py_NewRef(items[i]) : NULL;
+            PyObject *v = item ? torch_view(item) : NULL;
+            Py_XDECREF(item);
+            if (!v) {
                 Py_DECREF(view);
                 Py_RETURN_NONE;
             }

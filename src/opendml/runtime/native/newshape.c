@@ -25,10 +25,11 @@
 #include "newshape.h"
 
 
-/* Read the n entries of tuple t into v, as odml_exact_i64. */
-static int read_i64s(PyObject *t, Py_ssize_t n, int64_t *v) {
+/* Read t, an exact list or tuple of n exact ints in 64 bits, into v (-1 where it is not such). */
+static int read_seq(PyObject *t, Py_ssize_t n, int64_t *v) {
+    if ((!PyTuple_CheckExact(t) && !PyList_CheckExact(t)) || PySequence_Fast_GET_SIZE(t) != n) return -1;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i])) return -1;
+        if (odml_exact_i64(PySequence_Fast_ITEMS(t)[i], &v[i])) return -1;
     return 0;
 }
 
@@ -114,22 +115,10 @@ PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (n > ODML_MAX_RANK || PyTuple_GET_SIZE(ti) != n || PyTuple_GET_SIZE(to) != n) Py_RETURN_NONE;
     int64_t es, in_off, out_off, sz[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
     if (odml_exact_i64(args[0], &es) || odml_exact_i64(args[2], &in_off) || odml_exact_i64(args[4], &out_off)
-            || read_i64s(ts, n, sz) || read_i64s(ti, n, is) || read_i64s(to, n, os)) Py_RETURN_NONE;
+            || read_seq(ts, n, sz) || read_seq(ti, n, is) || read_seq(to, n, os)) Py_RETURN_NONE;
     odml_copy_params p;
     if (odml_copy_pack(es, n, sz, in_off, is, out_off, os, &p)) Py_RETURN_NONE;
     return PyBytes_FromStringAndSize((const char *)&p, (Py_ssize_t)sizeof p);
-}
-
-/* Read sequence t (an exact list or tuple of n entries) as read_i64s. */
-static int read_seq(PyObject *t, Py_ssize_t n, int64_t *v) {
-    if (PyTuple_CheckExact(t)) {
-        if (PyTuple_GET_SIZE(t) != n) return -1;
-        return read_i64s(t, n, v);
-    }
-    if (!PyList_CheckExact(t) || PyList_GET_SIZE(t) != n) return -1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (odml_exact_i64(PyList_GET_ITEM(t, i), &v[i])) return -1;
-    return 0;
 }
 
 /* -- the plan of a layout (newshape.h) --------------------------------------------------------------- */
@@ -522,22 +511,6 @@ static PyObject *field_tuple(PyObject *f, const int64_t *v, Py_ssize_t n) {
     return odml_ints_tuple(v, n);
 }
 
-/* (a, b, c), stealing the three references; NULL (the error set) where one
- * is NULL (the callers make none after a failure). */
-static PyObject *triple(PyObject *a, PyObject *b, PyObject *c) {
-    PyObject *t = a && b && c ? PyTuple_New(3) : NULL;
-    if (!t) {
-        Py_XDECREF(a);
-        Py_XDECREF(b);
-        Py_XDECREF(c);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(t, 0, a);
-    PyTuple_SET_ITEM(t, 1, b);
-    PyTuple_SET_ITEM(t, 2, c);
-    return t;
-}
-
 /* A field of d spatial axes as ops/unfold.py's plain_lowering reads it: an exact int spread over the axes,
  * or an exact list or tuple of d exact ints (read_seq). */
 static int axes_field(PyObject *f, Py_ssize_t d, int64_t *v) {
@@ -638,7 +611,7 @@ PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObjec
                     || last >= dims[i]) Py_RETURN_NONE;
         }
         PyObject *sizes = field_tuple(f[1], s, n), *starts = sizes ? field_tuple(f[0], o, n) : NULL;
-        return triple(sizes, starts, starts ? field_tuple(f[2], t, n) : NULL);
+        return Py_BuildValue("(NNN)", sizes, starts, starts ? field_tuple(f[2], t, n) : NULL);
     }
     if (which == ODML_PLAIN_SLICE1) {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -655,7 +628,7 @@ PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObjec
             }
         }
         PyObject *sizes = odml_ints_tuple(a, n), *first = sizes ? ints_list(b, n) : NULL;
-        return triple(sizes, first, first ? field_tuple(f[2], t, n) : NULL);
+        return Py_BuildValue("(NNN)", sizes, first, first ? field_tuple(f[2], t, n) : NULL);
     }
     /* SLICE_GRAD: the output gradient's sizes v[0] (each >= 1, at most MAX_ELEMENTS in all), the window
      * (offsets v[1], sizes v[2], strides v[3]) inside them, at most the reachable elements taken (dims) */
@@ -671,18 +644,10 @@ PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObjec
         b[i] = wt[i] > 0 ? wt[i] : -wt[i];
         c[i] = wt[i] < 0;
     }
-    PyObject *sizes = field_tuple(f[0], g, n), *rest = sizes ? triple(ints_list(a, n), ints_list(b, n), ints_list(c, n))
-                                                             : NULL;
-    PyObject *out = rest ? PyTuple_New(4) : NULL;
-    if (!out) {
-        Py_XDECREF(sizes);
-        Py_XDECREF(rest);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(out, 0, sizes);
-    for (int j = 0; j < 3; j++) PyTuple_SET_ITEM(out, j + 1, Py_NewRef(PyTuple_GET_ITEM(rest, j)));
-    Py_DECREF(rest);
-    return out;
+    /* (Py_BuildValue's N: each reference taken, a NULL one (its error set) failing the call) */
+    PyObject *sizes = field_tuple(f[0], g, n), *first = sizes ? ints_list(a, n) : NULL;
+    PyObject *step = first ? ints_list(b, n) : NULL;
+    return Py_BuildValue("(NNNN)", sizes, first, step, step ? ints_list(c, n) : NULL);
 }
 
 /* The Python face of odml_plain_lower: in_sizes (an exact tuple) as dims, then the fields. */
@@ -690,7 +655,7 @@ static PyObject *plain_lowering(int which, PyObject *const *args, Py_ssize_t nar
     int64_t dims[ODML_MAX_RANK];
     if (!PyTuple_CheckExact(args[0])) Py_RETURN_NONE;
     const Py_ssize_t n = PyTuple_GET_SIZE(args[0]);
-    if (n < 1 || n > ODML_MAX_RANK || read_i64s(args[0], n, dims)) Py_RETURN_NONE;
+    if (n < 1 || n > ODML_MAX_RANK || read_seq(args[0], n, dims)) Py_RETURN_NONE;
     return odml_plain_lower(which, n, dims, args + 1, nargs - 1);
 }
 

@@ -128,6 +128,9 @@ static inline int64_t odml_new_threads(int64_t work, int64_t grain, int64_t most
  * instance kernels.cu compiles), the parameter block passed by value, the grid of THREADS-thread blocks and the
  * dynamic shared memory. */
 #define ODML_CUDA_THREADS 256
+/* launch._SCALAR: the kernels' word type of 1, 2, 4, 8 or 16 bytes; ceil(a / b) for a >= 0, b > 0 */
+static const char *const odml_scalar[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
+static inline int64_t odml_cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 typedef struct {
     char name[96];
     union {
