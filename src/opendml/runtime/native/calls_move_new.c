@@ -519,6 +519,26 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     return e;
 }
 
+/* Output i of cuda_new (an owner table, zero: `dims` zeroed int32 words) of DataType t from the framework's
+ * allocator beside in0, its shape, dtype and address in shapes, dtypes and dsts: 0; 1 where the Python route must
+ * run the call (an address that is not whole elements: the route places the output or raises); -1 with an
+ * exception, or *result the allocator's answer (its error, out of memory: the route raises it). */
+static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int64_t *dims, int zero, int i,
+                       PyObject **shapes, PyObject **dtypes, PyObject **outs, uint64_t *dsts, PyObject **result) {
+    Out o = {.shape = shapes[i] = odml_ints_tuple(dims, rank), .zero = zero};
+    int placed;
+    int64_t dst = -1;
+    dtypes[i] = torch ? Py_XNewRef(torch_dtype_of(t, NULL)) : (PyObject *)PyArray_DescrFromType(move_npy_type[t]);
+    if (!dtypes[i] || !shapes[i]) return PyErr_Occurred() ? -1 : 1;
+    if (!(outs[i] = cuda_empty(torch, in0, &o, dtypes[i], &dst, &placed))) {
+        *result = allocation_failed();
+        return -1;
+    }
+    if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) return 1;
+    dsts[i] = (uint64_t)dst;
+    return 0;
+}
+
 /* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
  * array, or a list or tuple of them), its other arguments call_args, made on the settings of generation `gen`; `how`
  * lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what the caller's
@@ -569,28 +589,10 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         Py_XDECREF(dev);
         if (PyErr_Occurred()) goto done;
     }
-    for (int i = 0; i < g->n_out; i++) {
-        Out o;
-        int placed;
-        int64_t dst = -1;
-        const int64_t t = g->out_type[i];
-        dtypes[i] = torch ? Py_XNewRef(torch_dtype_of(t, NULL)) : (PyObject *)PyArray_DescrFromType(move_npy_type[t]);
-        shapes[i] = odml_ints_tuple(g->out_dims[i], g->out_rank[i]);
-        if (!dtypes[i] || !shapes[i]) {
-            if (PyErr_Occurred()) goto done;
-            goto route;
-        }
-        memset(&o, 0, sizeof o);
-        o.shape = shapes[i];
-        outs[i] = cuda_empty(torch, in[0], &o, dtypes[i], &dst, &placed);
-        if (!outs[i]) {                             /* the allocator's error (out of memory): the route raises */
-            result = allocation_failed();
-            goto done;
-        }
-        /* (an address that is not a whole number of elements: the Python route places the output or raises) */
-        if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) goto route;
-        dsts[i] = (uint64_t)dst;
-    }
+    for (int i = 0, rc; i < g->n_out; i++)
+        if ((rc = cuda_output(torch, in[0], g->out_type[i], g->out_rank[i], g->out_dims[i], 0, i, shapes, dtypes, outs,
+                              dsts, &result)))
+            goto failed;
     const int nl = how->plan(how, g, &c, dsts, conf, L);
     if (nl < 1) goto route;
     for (int i = 0; i < nl; i++) {
@@ -605,22 +607,10 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     int n_all = g->n_out, aux[ODML_MOVE_PROG_MAX_PASSES], table = 0;
     for (int i = 0; i < nl; i++) {                  /* owner tables: zeroed scratch after the outputs */
         if (L[i].index && L[i].scratch > 0) {
-            Out o;
-            int placed;
-            int64_t dst = -1, words = L[i].scratch;
-            if (n_all >= MAX_MOVE_IO || !(shapes[n_all] = odml_ints_tuple(&words, 1))) goto route;
-            dtypes[n_all] = torch ? Py_XNewRef(torch_dtype_of(6, NULL)) : (PyObject *)PyArray_DescrFromType(NPY_INT32);
-            if (!dtypes[n_all]) goto route;
-            memset(&o, 0, sizeof o);
-            o.shape = shapes[n_all];
-            o.zero = 1;
-            outs[n_all] = cuda_empty(torch, in[0], &o, dtypes[n_all], &dst, &placed);
-            if (!outs[n_all]) {
-                result = allocation_failed();
-                goto done;
-            }
-            if (dst == -1 || dst % 4) goto route;
-            dsts[n_all] = (uint64_t)dst;
+            int rc = n_all < MAX_MOVE_IO ? 0 : 1;
+            if (rc || (rc = cuda_output(torch, in[0], ODML_T_INT32, 1, &L[i].scratch, 1, n_all, shapes, dtypes, outs,
+                                        dsts, &result)))
+                goto failed;
             table = ++n_all;                        /* 1 + its output */
         }
         aux[i] = L[i].index && L[i].aux ? table : 0;   /* (ix_owner and the scatter after it read the table) */
@@ -639,6 +629,8 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     if (fits && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
     result = take_outputs(outs, g->n_out, g->multi);
     goto done;
+failed:
+    if (result || PyErr_Occurred()) goto done;
 route:
     if (PyErr_Occurred()) drop_error();
     result = Py_NewRef(Py_None);
