@@ -172,16 +172,6 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "array, or None where the Python route must run it (calls_new.c)")                                            \
     X(cuda_spec, FASTCALL, "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, "  \
       "params, grid, shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None")            \
-    X(slice1_lowering, FASTCALL, "slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None) -> "         \
-      "ops/slice1.py's plain_lowering of the common valid case, or None where that Python function must answer "    \
-      "(newshape.c)")                                                                                               \
-    X(slice_lowering, FASTCALL, "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's "              \
-      "plain_lowering of the common valid case, or None where that Python function must answer (newshape.c)")       \
-    X(unfold_lowering, FASTCALL, ODML_UNFOLD_LOWERING_DOC)                                                          \
-    X(fold_lowering, FASTCALL, ODML_FOLD_LOWERING_DOC)                                                              \
-    X(slice_grad_lowering, FASTCALL, "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> "       \
-      "ops/slice_grad.py's plain_lowering of the common valid case, or None where that Python function must "       \
-      "answer (newshape.c)")                                                                                        \
 
 #define FASTCALL_ARGS (PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #define VARARGS_ARGS (PyObject *self, PyObject *args)
@@ -189,12 +179,21 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
 #define NOARGS_ARGS VARARGS_ARGS
 #define DECLARE(NAME, CONV, DOC) PyObject *odml_py_##NAME CONV##_ARGS;
 ODML_GLUE(DECLARE)
+#define PLAIN(NAME, WHICH, SIG, LO, HI) DECLARE(NAME##_lowering, FASTCALL, )
+ODML_PLAIN_FUNCTIONS(PLAIN)
+#undef PLAIN
 #undef DECLARE
 int odml_calls_init(void);   /* calls.c */
 
 static PyMethodDef methods[] = {
 #define METHOD(NAME, CONV, DOC) {#NAME, (PyCFunction)(void (*)(void))odml_py_##NAME, METH_##CONV, DOC},
     ODML_GLUE(METHOD)
+#undef METHOD
+#define METHOD(NAME, WHICH, SIG, LO, HI)                                                                       \
+    {#NAME "_lowering", (PyCFunction)(void (*)(void))odml_py_##NAME##_lowering, METH_FASTCALL,                 \
+     #NAME "_lowering(in_sizes, " SIG ") -> ops/" #NAME ".py's plain_lowering of the common valid case, or None " \
+     "where that Python function must answer (newshape.c)"},
+    ODML_PLAIN_FUNCTIONS(METHOD)
 #undef METHOD
 #define METHOD(CODE, NAME, STRUCT) \
     {#NAME, py_##NAME, METH_VARARGS, #NAME "(dst_addr, src_addr, params: bytes of " #STRUCT ", threads): the " #NAME \

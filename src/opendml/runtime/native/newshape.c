@@ -1,21 +1,10 @@
 /* New shapes (issue 19): a call on a shape never seen before lowers and packs its plan on every call, so this
- * arithmetic is in C. This file: the plan of a layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
- * (odml_new_cpu), and the Python functions copy_params, cuda_spec (the CUDA launch of cuda_spec.c, for tests), and
- * slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering and fold_lowering (the fast path of the
- * operators' plain_lowering, which planner.plain_plan tries first; see the end of this file). calls_new.c runs these
- * plans on NumPy arrays and PyTorch tensors.
- *
- * copy_params: a CopyPlan's canonical form packed as odml_copy_params.
- *
- * copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> bytes, or None
- *
- * The bytes equal those of runtime/params.py's CopyParams filled from opendml.plan.CopyPlan(...).canonical()
- * (CpuBackend._native_copy's Python route): size-1 dimensions dropped; where the dimensions already come by output
- * stride, then |input stride|, largest first (and no output stride is negative), one pass; otherwise a stable sort on
- * that key, largest first; neighbours that walk memory as one merged; no dimension left -> one of size 1 and strides
- * 1. None (the caller then takes the Python route) for anything else: not tuples of ints, lengths that differ or
- * exceed ODML_MAX_RANK, a value outside 64 bits, a count that overflows. No rule of DirectML is checked here: the
- * plan comes from a validated description. */
+ * arithmetic is in C: the plan of a layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
+ * (odml_new_cpu), a CopyPlan's canonical form (odml_copy_pack), and the Python functions copy_params, cuda_spec (the
+ * CUDA launch of cuda_spec.c, for tests) and slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering
+ * and fold_lowering (the fast path of the operators' plain_lowering, which planner.plain_plan tries first; see the
+ * end of this file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors. No rule of DirectML is checked
+ * here: the plans come from validated descriptions. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -42,9 +31,14 @@ static int before(const int64_t *a, const int64_t *b) {
     return absv(a[1]) > absv(b[1]);
 }
 
-/* The canonical form of the plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) packed into *p, as
- * plan.CopyPlan.canonical and runtime/cpu/backend.py's copy_params give it (tests/test_newshape_plain.py compares
- * them): 0, or -1 where the Python route must pack it (see the file's comment). */
+/* The plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) in its canonical form packed into *p,
+ * the bytes of runtime/params.py's CopyParams for plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python
+ * route; tests/test_newshape_plain.py compares them): size-1 dimensions dropped; where the dimensions already come by
+ * output stride, then |input stride|, largest first (and no output stride is negative), one pass; otherwise a
+ * stable sort on that key; neighbours that walk memory as one merged; none left: one of size 1 and strides 1. 0, or
+ * -1 where a count overflows (the Python route packs it). copy_params(element_size, sizes, in_offset, in_strides,
+ * out_offset, out_strides) -> those bytes, or None also for arguments not tuples of one length (up to ODML_MAX_RANK)
+ * of ints in 64 bits. */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p) {
     /* dims[k] = (size, in stride, out stride), size-1 dimensions dropped, in order */
@@ -659,17 +653,11 @@ static PyObject *plain_lowering(int which, PyObject *const *args, Py_ssize_t nar
     return odml_plain_lower(which, n, dims, args + 1, nargs - 1);
 }
 
-/* The Python functions (newshape.h, module.c's table): NAME_lowering(in_sizes, *fields) with the signature SIG. */
+/* The Python functions (newshape.h's ODML_PLAIN_FUNCTIONS). */
 #define ODML_PLAIN_FUNCTION(NAME, WHICH, SIG, LO, HI)                                                \
     PyObject *odml_py_##NAME##_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {  \
         (void)self;                                                                                 \
         if (odml_arity(#NAME "_lowering(in_sizes, " SIG ")", nargs, LO, HI)) return NULL;           \
         return plain_lowering(WHICH, args, nargs);                                                  \
     }
-ODML_PLAIN_FUNCTION(slice1, ODML_PLAIN_SLICE1, "offsets, window, steps, output_sizes=None", 4, 5)
-ODML_PLAIN_FUNCTION(slice, ODML_PLAIN_SLICE, "offsets, sizes, strides", 4, 4)
-ODML_PLAIN_FUNCTION(slice_grad, ODML_PLAIN_SLICE_GRAD, "input_sizes, offsets, window, steps", 5, 5)
-ODML_PLAIN_FUNCTION(unfold, ODML_PLAIN_UNFOLD, "window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0",
-                    2, 6)
-ODML_PLAIN_FUNCTION(fold, ODML_PLAIN_FOLD,
-                    "output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0", 3, 7)
+ODML_PLAIN_FUNCTIONS(ODML_PLAIN_FUNCTION)

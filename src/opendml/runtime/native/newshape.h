@@ -302,17 +302,14 @@ static inline int odml_plain_kind(int which) {
     return kind[which];
 }
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
-
-/* The Python functions of the UNFOLD and FOLD plain lowerings (module.c's table names them). */
-PyObject *odml_py_unfold_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_fold_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-#define ODML_UNFOLD_LOWERING_DOC \
-    "unfold_lowering(in_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0) -> " \
-    "ops/unfold.py's plain_lowering of the common valid case, or None where that Python function must answer " \
-    "(newshape.c)"
-#define ODML_FOLD_LOWERING_DOC \
-    "fold_lowering(in_sizes, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, " \
-    "end_padding=0) -> ops/fold.py's plain_lowering of the common valid case, or None where that Python " \
-    "function must answer (newshape.c)"
+/* Their Python functions (newshape.c; module.c's table): X(NAME, WHICH, SIG, LO, HI) for NAME_lowering(in_sizes,
+ * SIG) of LO to HI arguments, the fast path of ops/NAME.py's plain_lowering. */
+#define ODML_PLAIN_FUNCTIONS(X)                                                                                     \
+    X(slice1, ODML_PLAIN_SLICE1, "offsets, window, steps, output_sizes=None", 4, 5)                                 \
+    X(slice, ODML_PLAIN_SLICE, "offsets, sizes, strides", 4, 4)                                                     \
+    X(unfold, ODML_PLAIN_UNFOLD, "window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0", 2, 6)      \
+    X(fold, ODML_PLAIN_FOLD, "output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0", \
+      3, 7)                                                                                                         \
+    X(slice_grad, ODML_PLAIN_SLICE_GRAD, "input_sizes, offsets, window, steps", 5, 5)
 
 #endif

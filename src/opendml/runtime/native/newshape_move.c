@@ -1,7 +1,7 @@
 /* New shapes of the data-movement family (issue 31): the C lowerings of the family's copy-like operators on a NumPy
  * array, each giving the passes its Python operator's `_passes` gives for that array's layout (before their canonical
- * form, which odml_move_pack in move_params.c gives, as CpuBackend._native_move_pass does). calls_move.c's
- * call_cache_move_new runs them and records the call as call_cache_put_move would, so a never- seen shape costs one C
+ * form, which odml_move_pack in move_params.c gives, as CpuBackend._native_move_pass does). calls_move_new.c's
+ * call_cache_move_new runs them and records the call as call_cache_put_move would, so a never-seen shape costs one C
  * call instead of the description, validation, lowering and parameter packing in Python.
  *
  * Each lowering takes only a VALID call in the simple forms listed at its function and declines (-1, no exception
