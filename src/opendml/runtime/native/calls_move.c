@@ -932,15 +932,12 @@ PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
 /* call_cache_move_types(tuple of types): enum types whose members key family arguments by identity */
 PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types) {
     (void)self;
-    if (!PyTuple_CheckExact(types)) {
+    int ok = PyTuple_CheckExact(types);
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(types); i++) ok = PyType_Check(PyTuple_GET_ITEM(types, i));
+    if (!ok) {
         PyErr_SetString(PyExc_TypeError, "call_cache_move_types: a tuple of types is required");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++)
-        if (!PyType_Check(PyTuple_GET_ITEM(types, i))) {
-            PyErr_SetString(PyExc_TypeError, "call_cache_move_types: a tuple of types is required");
-            return NULL;
-        }
     Py_INCREF(types);
     Py_XSETREF(move_types, types);
     drop_all();

@@ -505,9 +505,7 @@ static PyObject *field_tuple(PyObject *f, const int64_t *v, Py_ssize_t n) {
     return odml_ints_tuple(v, n);
 }
 
-/* A field of d spatial axes as ops/unfold.py's plain_lowering reads it: an exact int spread over the axes,
- * or an exact list or tuple of d exact ints (read_seq). */
-static int axes_field(PyObject *f, Py_ssize_t d, int64_t *v) {
+int odml_axes_field(PyObject *f, Py_ssize_t d, int64_t *v) {
     if (!PyLong_CheckExact(f)) return read_seq(f, d, v);
     if (odml_exact_i64(f, &v[0])) return -1;
     for (Py_ssize_t i = 1; i < d; i++) v[i] = v[0];
@@ -535,7 +533,7 @@ static PyObject *plain_window_lower(int which, Py_ssize_t n, const int64_t *dims
     for (int j = fold ? 0 : 1; j < 6; j++) {
         if (!field[j]) {
             for (Py_ssize_t i = 0; i < d; i++) v[j][i] = dflt[j];
-        } else if (axes_field(field[j], d, v[j])) {
+        } else if (odml_axes_field(field[j], d, v[j])) {
             Py_RETURN_NONE;
         }
     }

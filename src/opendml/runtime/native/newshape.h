@@ -302,6 +302,9 @@ static inline int odml_plain_kind(int which) {
     return kind[which];
 }
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
+/* A field of d axes as ops/unfold.py's plain_lowering (and arrays/family.py's _per_axis) reads it: an exact int
+ * spread over the axes, or an exact list or tuple of d exact ints; -1 else (newshape.c). */
+int odml_axes_field(PyObject *f, Py_ssize_t d, int64_t *v);
 /* Their Python functions (newshape.c; module.c's table): X(NAME, WHICH, SIG, LO, HI) for NAME_lowering(in_sizes,
  * SIG) of LO to HI arguments, the fast path of ops/NAME.py's plain_lowering. */
 #define ODML_PLAIN_FUNCTIONS(X)                                                                                     \

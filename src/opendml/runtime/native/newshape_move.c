@@ -245,15 +245,9 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
     if (na != 4) return -1;
     const int n = x->n;
     int64_t st[ODML_MAX_RANK], en[ODML_MAX_RANK], dims[ODML_MAX_RANK];
-    int m;
     for (int side = 0; side < 2; side++) {
         int64_t *v = side ? en : st;
-        if (PyLong_CheckExact(a[side])) {
-            if (odml_exact_i64(a[side], &v[0])) return -1;
-            for (int d = 1; d < n; d++) v[d] = v[0];
-        } else if (int_seq(a[side], n, v, &m) || m != n) {
-            return -1;
-        }
+        if (odml_axes_field(a[side], n, v)) return -1;
         for (int d = 0; d < n; d++)
             if (v[d] < 0 || v[d] > U32MAX) return -1;
     }
