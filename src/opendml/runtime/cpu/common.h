@@ -123,14 +123,14 @@ static inline int64_t odml_ceil_div(int64_t a, int64_t b) {
     return b == 1 ? a : a >= 0 ? (a + b - 1) / b : -((-a) / b);
 }
 
-/* Whether an index space of `n` dimensions (sizes, byte strides >= 0) maps
+/* Whether an index space of `n` (at most 16: move.h's passes) dimensions (sizes, byte strides >= 0) maps
  * distinct indices to disjoint elements of `es` bytes. Sufficient test: with
  * the dimensions of size > 1 ordered by stride, each stride passes the extent
  * of all smaller ones. Kernels write outputs that fail it (stride 0, say) on
  * one thread and never through overlapping block moves, so an address where
  * outputs collide ends up holding one of the colliding values. */
 static inline int odml_disjoint(int n, const int64_t *sizes, const int64_t *strides, int64_t es) {
-    int64_t s[ODML_MAX_RANK + 2], t[ODML_MAX_RANK + 2];
+    int64_t s[16], t[16];
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (sizes[i] <= 0) return 1;          /* nothing is written */

@@ -322,28 +322,6 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
     stream_fence(j->nt);
 }
 
-/* Whether distinct destination indices write disjoint elements (as
- * odml_disjoint, for up to R dimensions). */
-static int move_disjoint(int n, const int64_t *sizes, const int64_t *strides, int64_t es) {
-    int64_t s[R], t[R];
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (sizes[i] <= 0) return 1;
-        if (sizes[i] == 1) continue;
-        if (strides[i] <= 0) return 0;
-        int q = m++;
-        for (; q > 0 && t[q - 1] > strides[i]; q--) { s[q] = s[q - 1]; t[q] = t[q - 1]; }
-        s[q] = sizes[i]; t[q] = strides[i];
-    }
-    int64_t extent = es;
-    for (int i = 0; i < m; i++) {
-        if (t[i] < extent) return 0;
-        if (!odml_mul_le(s[i] - 1, t[i], ODML_LIMIT - extent)) return 0;
-        extent += (s[i] - 1) * t[i];
-    }
-    return 1;
-}
-
 /* A pass checked and laid out once (odml_move_prepare), run on any buffers (odml_move_run): the job without its
  * addresses, the tables and segments it points into, and what the addresses get added. */
 struct odml_move_prepared {
@@ -507,7 +485,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
     }
     m->dst_off = p->dst_offset * j.es_d;
     m->src_off = j.fill ? 0 : p->src_offset * j.es_s;
-    if (!move_disjoint(j.nd, j.sizes, j.ds, j.es_d)) threads = 1;
+    if (!odml_disjoint(j.nd, j.sizes, j.ds, j.es_d)) threads = 1;
     m->threads = threads;
     m->units = count / j.sizes[last] * j.chunks;
     m->j = j;
