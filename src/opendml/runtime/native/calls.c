@@ -109,8 +109,9 @@ void drop_all(void) {
 PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
 static PyObject *t_eager_ok;            /* eager autograd entries may serve now (no tracer, the node in use) */
 PyObject *c_type, *c_empty, *c_device, *c_stream;
-PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
-    *s_is_neg, *s_is_conj, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
+#define ODML_NAME(N) PyObject *s_##N;
+ODML_NAMES(ODML_NAME)
+#undef ODML_NAME
 
 /* -- keys ----------------------------------------------------------------------------------------- */
 
@@ -1094,13 +1095,8 @@ int odml_calls_init(void) {
     if (_import_array() < 0) PyErr_Clear();
     else numpy_ready = 1;
 #endif
-    struct { PyObject **slot; const char *name; } names[] = {
-        {&s_detach, "detach"}, {&s_numpy, "numpy"},
-        {&s_requires_grad, "requires_grad"}, {&s_is_cuda, "is_cuda"}, {&s_is_cpu, "is_cpu"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},
-        {&s_stride, "stride"}, {&s_get_device, "get_device"}, {&s_data_ptr, "data_ptr"}, {&s_is_neg, "is_neg"}, {&s_is_conj, "is_conj"},
-        {&s_new_empty, "new_empty"}, {&s_strides, "strides"}, {&s_data, "data"}, {&s_ptr, "ptr"},
-        {&s_device_id, "device_id"}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return -1;
+#define ODML_NAME(N) if (!(s_##N = PyUnicode_InternFromString(#N))) return -1;
+    ODML_NAMES(ODML_NAME)
+#undef ODML_NAME
     return 0;
 }

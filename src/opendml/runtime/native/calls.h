@@ -130,8 +130,12 @@ extern long long hits, misses;
 extern unsigned long long generation;   /* bumped by every clear */
 extern PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
 extern PyObject *c_type, *c_empty, *c_device, *c_stream;
-extern PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
-    *s_is_neg, *s_is_conj, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
+/* the attribute names the hooks read, interned once: s_NAME for each NAME */
+#define ODML_NAMES(X) X(requires_grad) X(is_cuda) X(is_cpu) X(dtype) X(shape) X(stride) X(get_device) X(data_ptr) \
+    X(is_neg) X(is_conj) X(new_empty) X(strides) X(data) X(ptr) X(device_id) X(detach) X(numpy)
+#define ODML_NAME(N) extern PyObject *s_##N;
+ODML_NAMES(ODML_NAME)
+#undef ODML_NAME
 extern const odml_torch_api *tapi;
 
 /* -- errors, keys, the table (calls.c) */
