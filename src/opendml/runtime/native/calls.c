@@ -545,7 +545,7 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
         goto done;
     }
     if (where == 1) {                              /* a CPU kernel into a NumPy output, as torch.from_numpy */
-        PyObject *out = cpu_run(e, (PyArray_Descr *)e->out1.dtype, (uintptr_t)ptr);
+        PyObject *out = cpu_run(e, (void *)e->out1.dtype, (uintptr_t)ptr);
         if (out) {
             result = PyObject_CallOneArg(t_from_numpy, out);
             Py_DECREF(out);
@@ -868,8 +868,6 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     }
     return stored(&k, e);
 #else
-    (void)op; (void)x; (void)call_args; (void)shape; (void)dtype; (void)origin; (void)kernel; (void)threads;
-    (void)use_blocks; (void)prefault;
     PyBuffer_Release(&params);
     Py_RETURN_FALSE;
 #endif

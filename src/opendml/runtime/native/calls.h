@@ -1,15 +1,12 @@
-/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c,
- * calls_new.c; see calls.c for what the cache is). One entry kind, Entry
- * (below): the outputs to allocate and the passes to run into them. calls.c
- * holds the table, the keys, the hooks and the first five operators' entries
- * (one pass: their CPU kernel or CUDA launch); calls_move.c the data-movement
- * family's and the index-driven functions' (the move program's passes, index.c's
- * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the family's new-shape route on NumPy
- * arrays and CUDA memory (cuda_new, which newshape_index.c's CUDA route shares); calls_new.c the calls run in one C call before any entry exists
- * (Inductor's direct kernel, the first five's new shapes on PyTorch tensors
- * and NumPy arrays, and at a miss). What they share is declared here; the
- * extension is built with hidden symbol visibility (setup.py), so none of it
- * is exported. */
+/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_new.c; see calls.c for what the
+ * cache is). One entry kind, Entry (below): the outputs to allocate and the passes to run into them. calls.c holds
+ * the table, the keys, the hooks and the first five operators' entries (one pass: their CPU kernel or CUDA launch);
+ * calls_move.c the data-movement family's and the index-driven functions' (the move program's passes, index.c's
+ * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the family's new-shape route on
+ * NumPy arrays and CUDA memory (new_shape, serve_new and cuda_new, which newshape_index.c's route shares);
+ * calls_new.c the calls run in one C call before any entry exists (Inductor's direct kernel, the first five's new
+ * shapes on PyTorch tensors and NumPy arrays, and at a miss). What they share is declared here; the extension is
+ * built with hidden symbol visibility (setup.py), so none of it is exported. */
 #ifndef OPENDML_CALLS_H
 #define OPENDML_CALLS_H
 
