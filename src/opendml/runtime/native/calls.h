@@ -223,9 +223,11 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
  * in *fresh (where not NULL) */
 PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
                      char **data, int *fresh);
-/* whether a pass stays inside its buffers; an input's origin and span */
-int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
-                   const int *out_size, int n_in, int n_out);
+/* pass mp checked to stay inside its buffers (inputs of span[i] elements of in_size[i] bytes, outputs of count[j]
+ * of out_size[j]) and laid out (odml_move_prepare): 1; 0 where it does not fit or the kernel refuses its parameters;
+ * -1 with MemoryError. An input's origin and span (input_layout). */
+int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int64_t *count, const int *out_size,
+                    int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
 /* DataType values 1..11 -> NumPy type numbers; a NumPy dtype's DataType value, else 0 (calls_move_new.c) */
 extern const int move_npy_type[12];

@@ -236,7 +236,7 @@ static int move_span(int rank, int64_t offset, const int64_t *extent, const int6
 
 /* Whether pass p, on inputs of `span` elements of `in_size` bytes and
  * outputs of `count` elements of `out_size` bytes, stays inside them. */
-int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
+static int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
                    const int *out_size, int n_in, int n_out) {
     const odml_cpu_move_params *p = &mp->p.move;
     int64_t lo, hi, extent[ODML_CPU_MOVE_MAX_RANK];
@@ -261,6 +261,15 @@ int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, cons
     }
     return move_span((int)p->rank, p->src_offset, extent, p->src_strides, &lo, &hi) == 0 && lo >= 0 &&
            hi < span[mp->src];
+}
+
+int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int64_t *count, const int *out_size,
+                    int n_in, int n_out) {
+    const char *error = NULL;
+    if (!move_pass_fits(mp, span, in_size, count, out_size, n_in, n_out)) return 0;
+    const int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
+    if (status == ODML_ENOMEM) PyErr_NoMemory();
+    return status == ODML_OK ? 1 : status == ODML_ENOMEM ? -1 : 0;
 }
 
 /* Whether index pass mp (its IndexPass given its ranges' lengths here) is well formed and stays inside
@@ -408,14 +417,9 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
         }
         memcpy(&mp->p.move, pb.buf, sizeof(odml_cpu_move_params));
         PyBuffer_Release(&pb);
-        if (!move_pass_fits(mp, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
-        const char *error = NULL;
-        int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
-        if (status == ODML_ENOMEM) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        if (status != ODML_OK) goto refuse;      /* parameters the kernel itself rejects */
+        const int ready = move_pass_ready(mp, span, in_size, count, out_size, n_in, (int)n_out);
+        if (ready < 0) goto fail;
+        if (!ready) goto refuse;
     }
     result = stored(&k, e);
     goto release;

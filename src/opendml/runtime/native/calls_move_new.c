@@ -213,15 +213,8 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
         mp->dst = g->pass_dst[i];
         if (t > most && most > ODML_MAX_THREADS) goto fail;
         if (odml_move_pack(raw, &mp->p.move)
-                || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
+                || move_pass_ready(mp, span, in_size, g->out_count, out_size, n_in, g->n_out) != 1)
             goto fail;
-        const char *error = NULL;
-        const int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
-        if (status == ODML_ENOMEM) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        if (status != ODML_OK) goto fail;
     }
     goto out;
 fail:
