@@ -442,13 +442,8 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* -- the operators' plain lowering (planner.plain_plan) ---------------------------------------------- */
 
-/* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it,
- * slice_lowering(in_sizes, offsets, sizes, strides),
- * slice1_lowering(in_sizes, offsets, window, steps[, output_sizes]) and
- * slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps),
- * unfold_lowering(in_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0) and
- * fold_lowering(in_sizes, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0)
- * -> the same tuple as the Python function each mirrors, or None:
+/* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it (NAME_lowering(in_sizes, *fields) of
+ * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple as the Python function each mirrors, or None:
  *
  *   ODML_PLAIN_SLICE       ops/slice.py's plain_lowering       (sizes, offsets, strides): three tuples
  *   ODML_PLAIN_SLICE1      ops/slice1.py's plain_lowering      (output sizes, starts, steps): tuple, list, tuple
@@ -458,20 +453,16 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
  *                                                              padding, blocks per dimension): six tuples
  *   ODML_PLAIN_FOLD        ops/fold.py's plain_lowering        the same, output sizes (N, C, *spatial)
  *
- * A fast path of those functions, which stay the reference (DirectML's
- * rules are theirs; tests/test_newshape_lowering.py compares each pair): the
- * common valid case, computed in one pass. None (the caller then runs the
- * Python function, which says what it makes of the call) for anything else,
- * valid or not: in_sizes not an exact tuple of 1 to ODML_MAX_RANK exact ints
- * in 64 bits; a field not an exact list or tuple of one exact int in 64 bits
- * per dimension (bools, NumPy integers and int subclasses are not exact
- * ints; UNFOLD's and FOLD's fields may also be one exact int, spread over
- * the spatial axes); SLICE1's output_sizes given (not None); a sum or product outside 64
- * bits; any rule of the common case broken. Every value is read before
- * anything is allocated, with the GIL held and no Python code run, so a list
- * another thread changes cannot make the answer mix two of its states; a
- * list field's tuple is made from the values read. The call cache's miss
- * (calls_new.c, numpy_plain) runs the same function on a NumPy array's shape. */
+ * A fast path of those functions, which stay the reference (DirectML's rules are theirs;
+ * tests/test_newshape_lowering.py compares each pair): the common valid case, computed in one pass. None (the caller
+ * then runs the Python function, which says what it makes of the call) for anything else, valid or not: in_sizes not
+ * an exact tuple of 1 to ODML_MAX_RANK exact ints in 64 bits; a field not an exact list or tuple of one exact int in
+ * 64 bits per dimension (bools, NumPy integers and int subclasses are not exact ints; UNFOLD's and FOLD's fields may
+ * also be one exact int, spread over the spatial axes); SLICE1's output_sizes given (not None); a sum or product
+ * outside 64 bits; any rule of the common case broken. Every value is read before anything is allocated, with the GIL
+ * held and no Python code run, so a list another thread changes cannot make the answer mix two of its states; a list
+ * field's tuple is made from the values read. The call cache's miss (calls_new.c, numpy_plain) runs the same function
+ * on a NumPy array's shape. */
 
 /* A tuple (list: a list) of the n values v. */
 static PyObject *ints_seq(const int64_t *v, Py_ssize_t n, int list) {
