@@ -1207,9 +1207,9 @@ def test_a_keyboard_interrupt_in_a_hook_is_raised_not_swallowed():
 @pytest.mark.cuda
 def test_more_distinct_cuda_calls_than_the_table_holds_stay_right():
     # 5,000 windows, each called twice: the table empties when full (4,096
-    # entries), the backend evicts launches and parameter blocks, and the
-    # launches of dropped entries wait in the graveyard for a device sync;
-    # every served and unserved result must still be right.
+    # entries) and the backend evicts launches and parameter blocks (dropped
+    # entries' launches go at once: their parameters went by value); every
+    # served and unserved result must still be right.
     import torch
     n = 5000
     x = torch.arange(n + 8, dtype=torch.float32, device="cuda")

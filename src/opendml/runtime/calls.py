@@ -84,7 +84,7 @@ OPS = _Codes()
 
 _native = _load_native()
 _HAS = _native is not None and all(hasattr(_native, f"call_cache_{name}") for name in (
-    "call", "put_numpy", "put_cuda", "torch", "cupy", "graveyard", "clear", "enable", "info"))
+    "call", "put_numpy", "put_cuda", "torch", "cupy", "clear", "enable", "info"))
 
 
 def _miss(*args) -> None:
@@ -107,27 +107,6 @@ _HAS_MOVE = _HAS and all(hasattr(_native, f"call_cache_{name}") for name in ("mo
 #: arrays (``x`` one array, or a list or tuple of arrays for JOIN) served from
 #: C: the output (a list for SPLIT), or None (take the Python route).
 move: Callable[..., Any] = _native.call_cache_move if _HAS_MOVE else _miss
-
-#: CUDA launches of dropped entries (appended by the C side): kernels queued
-#: from an entry may still read its launch's parameter block, so the blocks
-#: are released only after their devices synchronise (``_bury``).
-_GRAVEYARD: list = []
-GRAVEYARD_LIMIT = 256
-if _HAS:
-    _native.call_cache_graveyard(_GRAVEYARD)
-
-
-def _bury() -> None:
-    """Release the launches of dropped entries once there are
-    ``GRAVEYARD_LIMIT`` of them: synchronise each device they ran on, then
-    let them go. (Fewer are simply kept: a few small parameter blocks.)"""
-    if len(_GRAVEYARD) < GRAVEYARD_LIMIT:
-        return
-    dead = _GRAVEYARD[:]
-    del _GRAVEYARD[:len(dead)]
-    for backend in {id(launch.backend): launch.backend for launch in dead}.values():
-        backend.synchronize()
-    del dead
 
 
 def generation() -> int:
@@ -383,7 +362,6 @@ def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, lau
     ``planned`` as for ``put_numpy``."""
     if not _HAS or launch.via != "native" or not launch.blocks:
         return False
-    _bury()
     return _native.call_cache_put_cuda(OPS[name], x, args, out_shape, origin_bytes, launch.function_ptr,
                                        launch.blocks, launch.threads, launch.smem, launch.params_ptr, dst_ptr & 15,
                                        launch, since, planned)
@@ -425,7 +403,6 @@ def clear() -> None:
     """Drop every entry."""
     if _HAS:
         _native.call_cache_clear()
-        _bury()
 
 
 def set_enabled(flag: bool) -> None:

@@ -1,18 +1,13 @@
-/* Output memory blocks with a bounded reuse cache: the Block type and the
- * cache_limit / cache_info functions of opendml.runtime.cpu._native. Owns the
- * cache and its tracemalloc domain.
+/* Output memory blocks with a bounded reuse cache: the Block type and the cache_limit / cache_info functions of
+ * opendml.runtime.cpu._native. Owns the cache and its tracemalloc domain.
  *
- * Block(nbytes) is writable memory for one array output. When the last array
- * viewing it goes away, its pages go to a small cache (at most `limit` bytes,
- * oldest evicted first) instead of back to the system, and the next output of
- * a similar size (at least the request, at most 1/16 more) reuses them. A
- * large fresh mapping costs a page fault and a kernel zero-fill per page on
- * first touch, which on small machines takes about as long as the kernel that
- * writes the output; a reused block is already resident. Memory in the cache
- * is not in use by any array; cache_info() reports it and cache_limit(0)
- * returns it to the system. Blocks are traced by tracemalloc while they back
- * an array (not while cached). Everything here runs with the GIL held.
- */
+ * Block(nbytes) is writable memory for one array output. When the last array viewing it goes away, its pages go to a
+ * small cache (at most `limit` bytes, oldest evicted first) instead of back to the system, and the next output of a
+ * similar size (at least the request, at most 1/16 more) reuses them. A large fresh mapping costs a page fault and a
+ * kernel zero-fill per page on first touch, which on small machines takes about as long as the kernel that writes the
+ * output; a reused block is already resident. Memory in the cache is not in use by any array; cache_info() reports it
+ * and cache_limit(0) returns it to the system. Blocks are traced by tracemalloc while they back an array (not while
+ * cached). Everything here runs with the GIL held. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

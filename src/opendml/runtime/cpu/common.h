@@ -1,5 +1,5 @@
-/* Shared by the C sources of opendml's CPU kernels (no Python here): limits,
- * status codes, the kernels' entry points and small integer helpers.
+/* Shared by the C sources of opendml's CPU kernels (no Python here): limits, status codes, the kernels' entry points
+ * and small integer helpers.
  *
  * Files and what each owns:
  *   common.h    this header: entry points, status codes, helpers
@@ -25,13 +25,10 @@
  *               blocks.h declares what module.c registers)
  *   module.c    the Python module: argument parsing, the GIL, errors
  *
- * Kernels take the parameter structs of runtime/params.h (offsets and strides
- * in elements) and convert them to bytes once per call. They check what they
- * need for their own arithmetic to be defined (rank, element size, value
- * ranges that keep every position inside 64 bits) and return ODML_OK,
- * ODML_EPARAM with a message, or ODML_ENOMEM; whether the plan stays inside
- * the bound buffers was checked in Python before the call.
- */
+ * Kernels take the parameter structs of runtime/params.h (offsets and strides in elements) and convert them to bytes
+ * once per call. They check what they need for their own arithmetic to be defined (rank, element size, value ranges
+ * that keep every position inside 64 bits) and return ODML_OK, ODML_EPARAM with a message, or ODML_ENOMEM; whether
+ * the plan stays inside the bound buffers was checked in Python before the call. */
 #ifndef OPENDML_CPU_COMMON_H
 #define OPENDML_CPU_COMMON_H
 
@@ -88,9 +85,8 @@ int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned 
  * kernel writes whole contiguous runs (copy.c). Tuning aid: _native.stream_min. */
 extern int64_t odml_stream_min_bytes;
 
-/* threads.c: run fn over units [0, units) split in `threads` contiguous parts
- * (part p gets [units*p/threads, units*(p+1)/threads)); the calling thread
- * takes part 0. */
+/* threads.c: run fn over units [0, units) split in `threads` contiguous parts (part p gets [units*p/threads,
+ * units*(p+1)/threads)); the calling thread takes part 0. */
 typedef void (*odml_work_fn)(const void *job, int64_t u0, int64_t u1, int part);
 void odml_parallel(odml_work_fn fn, const void *job, int64_t units, int threads);
 
@@ -123,14 +119,13 @@ static inline int64_t odml_ceil_div(int64_t a, int64_t b) {
     return b == 1 ? a : a >= 0 ? (a + b - 1) / b : -((-a) / b);
 }
 
-/* Whether an index space of `n` dimensions (sizes, byte strides >= 0) maps
- * distinct indices to disjoint elements of `es` bytes. Sufficient test: with
- * the dimensions of size > 1 ordered by stride, each stride passes the extent
- * of all smaller ones. Kernels write outputs that fail it (stride 0, say) on
- * one thread and never through overlapping block moves, so an address where
- * outputs collide ends up holding one of the colliding values. */
+/* Whether an index space of `n` (at most 16: move.h's passes) dimensions (sizes, byte strides >= 0) maps distinct
+ * indices to disjoint elements of `es` bytes. Sufficient test: with the dimensions of size > 1 ordered by stride,
+ * each stride passes the extent of all smaller ones. Kernels write outputs that fail it (stride 0, say) on one thread
+ * and never through overlapping block moves, so an address where outputs collide ends up holding one of the colliding
+ * values. */
 static inline int odml_disjoint(int n, const int64_t *sizes, const int64_t *strides, int64_t es) {
-    int64_t s[ODML_MAX_RANK + 2], t[ODML_MAX_RANK + 2];
+    int64_t s[16], t[16];
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (sizes[i] <= 0) return 1;          /* nothing is written */

@@ -202,7 +202,4 @@ static const odml_conv_fn odml_conv_table[12][12] = {
 };
 #undef ROW
 
-/* Element sizes by DataType value (0 for values outside 1..11). */
-static const int odml_type_size[12] = { 0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8 };
-
 #endif /* OPENDML_CPU_CONVERT_H */

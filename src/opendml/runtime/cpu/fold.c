@@ -1,24 +1,16 @@
-/* The FOLD windowed sum (FoldPlan), computed as a gather: image[n, c, p] =
- * +0, then += columns[n, c*K + k, b] for every window index k in increasing
- * row-major order whose block b satisfies b*stride + k*dilation -
- * start_padding == p in every spatial dimension. Owns the FOLD kernel.
+/* The FOLD windowed sum (FoldPlan), computed as a gather: image[n, c, p] = +0, then += columns[n, c*K + k, b] for
+ * every window index k in increasing row-major order whose block b satisfies b*stride + k*dilation - start_padding ==
+ * p in every spatial dimension. Owns the FOLD kernel.
  *
- * A unit of work is a tile of up to `tile` positions of one output row (n,
- * c and every spatial position but the innermost fixed). The tile is summed
- * in an accumulator row (float32 for float16, the element's own type for
- * float32 and float64, the unsigned word of the element's size for integers,
- * so integer sums wrap as two's complement whatever the signedness): for each
- * window index k in order that the outer positions admit (block index whole
- * and in range in every outer dimension), the contributing run of the
- * innermost dimension is added; then the row is stored once (float16 rounded
- * once, ties to even: fp16.h; a NaN sum of any float type is stored as the
- * canonical quiet NaN: sign +, payload 0). Each output element is written
- * exactly once and every element's sum is formed in the same order as the
- * NumPy path's (zeros, then one strided add per window index), so both give
- * the same bits.
- * No atomics; threads take contiguous ranges of units. Scratch memory: one
- * accumulator row (at most `tile` entries) per thread.
- */
+ * A unit of work is a tile of up to `tile` positions of one output row (n, c and every spatial position but the
+ * innermost fixed). The tile is summed in an accumulator row (float32 for float16, the element's own type for float32
+ * and float64, the unsigned word of the element's size for integers, so integer sums wrap as two's complement
+ * whatever the signedness): for each window index k in order that the outer positions admit (block index whole and in
+ * range in every outer dimension), the contributing run of the innermost dimension is added; then the row is stored
+ * once (float16 rounded once, ties to even: fp16.h; a NaN sum of any float type is stored as the canonical quiet NaN:
+ * sign +, payload 0). Each output element is written exactly once and every element's sum is formed in the same order
+ * as the NumPy path's (zeros, then one strided add per window index), so both give the same bits. No atomics; threads
+ * take contiguous ranges of units. Scratch memory: one accumulator row (at most `tile` entries) per thread. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -111,9 +103,8 @@ static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; do
 #define FOLD_SAME 1
 #include "fold_impl.h"
 
-/* Accumulator rows of about this many bytes: a tile stays in L1/L2 while the
- * window rows are added into it; wider for large strides, so each window
- * index still adds a run of several elements per tile. */
+/* Accumulator rows of about this many bytes: a tile stays in L1/L2 while the window rows are added into it; wider for
+ * large strides, so each window index still adds a run of several elements per tile. */
 #define TILE_BYTES 16384
 #define TILE_MAX 65536
 

@@ -1,18 +1,13 @@
-/* One pass of the data-movement family's move program (move.h): a strided
- * copy with per-axis index maps (PADDING's EDGE, REFLECTION, SYMMETRIC and
- * WRAP borders), CAST's conversions (convert.h) and IDENTITY's scale/bias,
- * or a constant fill. Owns odml_move.
+/* One pass of the data-movement family's move program (move.h): a strided copy with per-axis index maps (PADDING's
+ * EDGE, REFLECTION, SYMMETRIC and WRAP borders), CAST's conversions (convert.h) and IDENTITY's scale/bias, or a
+ * constant fill. Owns odml_move.
  *
- * Python hands the pass canonicalised (backend.py: size-1 dimensions folded
- * into the offsets, dimensions ordered by destination stride, unmapped
- * neighbours that walk memory as one merged). The innermost dimension is cut
- * into segments along which the source index moves by a constant step of
- * -1, 0 or +1 (every map is piecewise so: the interior +1, a reflected border
- * -1, a clamped one 0), so each segment is one strided run: a memcpy, a
- * reversed or broadcast copy, or a conversion loop. Outer mapped axes read
- * their source offsets from a table built once per call. A unit of work is a
- * chunk of one innermost row, so a single long row still splits over threads.
- */
+ * Python hands the pass canonicalised (backend.py: size-1 dimensions folded into the offsets, dimensions ordered by
+ * destination stride, unmapped neighbours that walk memory as one merged). The innermost dimension is cut into
+ * segments along which the source index moves by a constant step of -1, 0 or +1 (every map is piecewise so: the
+ * interior +1, a reflected border -1, a clamped one 0), so each segment is one strided run: a memcpy, a reversed or
+ * broadcast copy, or a conversion loop. Outer mapped axes read their source offsets from a table built once per call.
+ * A unit of work is a chunk of one innermost row, so a single long row still splits over threads. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -27,35 +22,30 @@ typedef struct {
     int64_t s0, sstep;      /* source byte offset at d0 (from the axis's origin) and per element */
 } segment;
 
-/* Packed conversion runs (both sides contiguous) compiled for AVX2 where the
- * processor has it (x86-64, GCC or Clang): the same expressions as
- * convert.h's, so the same bytes, in 8 float lanes instead of SSE2's 4;
- * float32 -> int32 through cvttps2dq, whose out-of-range answer (INT32_MIN)
- * is fixed up to CAST's (NaN -> 0, >= 2^31 -> INT32_MAX; below -2^31 it is
- * the saturated value already). */
+/* Packed conversion runs (both sides contiguous) compiled for AVX2 where the processor has it (x86-64, GCC or Clang):
+ * the same expressions as convert.h's, so the same bytes, in 8 float lanes instead of SSE2's 4; float32 -> int32
+ * through cvttps2dq, whose out-of-range answer (INT32_MIN) is fixed up to CAST's (NaN -> 0, >= 2^31 -> INT32_MAX;
+ * below -2^31 it is the saturated value already). */
 typedef void (*packed_fn)(char *d, const char *s, int64_t n);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
 #include <immintrin.h>
 #define ODML_AVX2 __attribute__((target("avx2")))
-#define PACKED(NAME, S, D, EXPR)                                                     \
-    static ODML_AVX2 void NAME(char *d, const char *s, int64_t n) {                 \
-        ODML_CONV_LOOP(S, D, EXPR, (int64_t)sizeof(D), (int64_t)sizeof(S))           \
+/* (source, destination DataType, their C types, the conversion): convert.h's expressions */
+#define PACKED_LIST(X)                                                                          \
+    X(INT32, FLOAT32, int32_t, float, (float)x) X(UINT32, FLOAT32, uint32_t, float, (float)x)   \
+    X(INT16, FLOAT32, int16_t, float, (float)x) X(UINT16, FLOAT32, uint16_t, float, (float)x)   \
+    X(INT8, FLOAT32, int8_t, float, (float)x) X(UINT8, FLOAT32, uint8_t, float, (float)x)       \
+    X(INT32, FLOAT64, int32_t, double, (double)x) X(FLOAT64, FLOAT32, double, float, (float)x)  \
+    X(FLOAT32, FLOAT64, float, double, (double)x) X(FLOAT32, UINT8, float, uint8_t, f32i_u8(x)) \
+    X(FLOAT32, INT8, float, int8_t, f32i_i8(x)) X(FLOAT32, UINT16, float, uint16_t, f32i_u16(x)) \
+    X(FLOAT32, INT16, float, int16_t, f32i_i16(x)) X(FLOAT64, INT32, double, int32_t, f2i_i32(x))
+#define PACKED(SN, DN, S, D, EXPR)                                                       \
+    static ODML_AVX2 void packed_##SN##_##DN(char *d, const char *s, int64_t n) {       \
+        ODML_CONV_LOOP(S, D, EXPR, (int64_t)sizeof(D), (int64_t)sizeof(S))               \
     }
-PACKED(packed_i32_f32, int32_t, float, (float)x)
-PACKED(packed_u32_f32, uint32_t, float, (float)x)
-PACKED(packed_i16_f32, int16_t, float, (float)x)
-PACKED(packed_u16_f32, uint16_t, float, (float)x)
-PACKED(packed_i8_f32, int8_t, float, (float)x)
-PACKED(packed_u8_f32, uint8_t, float, (float)x)
-PACKED(packed_i32_f64, int32_t, double, (double)x)
-PACKED(packed_f64_f32, double, float, (float)x)
-PACKED(packed_f32_f64, float, double, (double)x)
-PACKED(packed_f32_u8, float, uint8_t, f32i_u8(x))
-PACKED(packed_f32_i8, float, int8_t, f32i_i8(x))
-PACKED(packed_f32_u16, float, uint16_t, f32i_u16(x))
-PACKED(packed_f32_i16, float, int16_t, f32i_i16(x))
-PACKED(packed_f64_i32, double, int32_t, f2i_i32(x))
+PACKED_LIST(PACKED)
+#undef PACKED
 
 static ODML_AVX2 void packed_f32_i32(char *d, const char *s, int64_t n) {
     const __m256 big = _mm256_set1_ps(2147483648.0f);
@@ -78,13 +68,11 @@ static ODML_AVX2 void packed_f32_i32(char *d, const char *s, int64_t n) {
     }
 }
 
-/* A packed copy of n bytes (n >= 32, buffers apart): 32-byte loads, stores
- * aligned to 32 bytes after one unaligned head; the last 32 bytes stored
- * unaligned (overlapping). Taken for runs of 1 KiB and more below the
- * streaming size: glibc's memcpy measured 1.35x slower at 16 KiB (2.7x at
- * 4 KiB) for destinations 16 bytes off a 64-byte line, which is where malloc
- * puts small outputs, and no faster at any size from 1 KiB to 4 MiB
- * (below 1 KiB memcpy is the faster). */
+/* A packed copy of n bytes (n >= 32, buffers apart): 32-byte loads, stores aligned to 32 bytes after one unaligned
+ * head; the last 32 bytes stored unaligned (overlapping). Taken for runs of 1 KiB and more below the streaming size:
+ * glibc's memcpy measured 1.35x slower at 16 KiB (2.7x at 4 KiB) for destinations 16 bytes off a 64-byte line, which
+ * is where malloc puts small outputs, and no faster at any size from 1 KiB to 4 MiB (below 1 KiB memcpy is the
+ * faster). */
 static ODML_AVX2 void copy_avx2(char *d, const char *s, int64_t n) {
     __m256i tail = _mm256_loadu_si256((const __m256i *)(const void *)(s + n - 32));
     _mm256_storeu_si256((__m256i *)(void *)d, _mm256_loadu_si256((const __m256i *)(const void *)s));
@@ -104,10 +92,9 @@ static ODML_AVX2 void copy_avx2(char *d, const char *s, int64_t n) {
     _mm256_storeu_si256((__m256i *)(void *)(d + n - 32), tail);
 }
 
-/* `rows` rows of n 4-byte elements, each gathered from every second element
- * of its source row (SPACE_TO_DEPTH's and a stride-2 slice's inner rows):
- * 8 outputs from two 32-byte loads that end at the last element read, so
- * nothing past the source row is touched. Bits move unchanged. */
+/* `rows` rows of n 4-byte elements, each gathered from every second element of its source row (SPACE_TO_DEPTH's and a
+ * stride-2 slice's inner rows): 8 outputs from two 32-byte loads that end at the last element read, so nothing past
+ * the source row is touched. Bits move unchanged. */
 static ODML_AVX2 void gather2_rows(char *d, const char *s, int64_t rows, int64_t n, int64_t ds1, int64_t ss1) {
     for (int64_t r = 0; r < rows; r++) {
         char *dr = d + r * ds1;
@@ -137,24 +124,10 @@ static int have_avx2(void) {
 
 static packed_fn packed_for(int64_t src, int64_t dst) {
     if (!have_avx2()) return NULL;
-    switch (src * 16 + dst) {
-    case ODML_T_INT32 * 16 + ODML_T_FLOAT32: return packed_i32_f32;
-    case ODML_T_UINT32 * 16 + ODML_T_FLOAT32: return packed_u32_f32;
-    case ODML_T_INT16 * 16 + ODML_T_FLOAT32: return packed_i16_f32;
-    case ODML_T_UINT16 * 16 + ODML_T_FLOAT32: return packed_u16_f32;
-    case ODML_T_INT8 * 16 + ODML_T_FLOAT32: return packed_i8_f32;
-    case ODML_T_UINT8 * 16 + ODML_T_FLOAT32: return packed_u8_f32;
-    case ODML_T_INT32 * 16 + ODML_T_FLOAT64: return packed_i32_f64;
-    case ODML_T_FLOAT64 * 16 + ODML_T_FLOAT32: return packed_f64_f32;
-    case ODML_T_FLOAT32 * 16 + ODML_T_FLOAT64: return packed_f32_f64;
-    case ODML_T_FLOAT32 * 16 + ODML_T_UINT8: return packed_f32_u8;
-    case ODML_T_FLOAT32 * 16 + ODML_T_INT8: return packed_f32_i8;
-    case ODML_T_FLOAT32 * 16 + ODML_T_UINT16: return packed_f32_u16;
-    case ODML_T_FLOAT32 * 16 + ODML_T_INT16: return packed_f32_i16;
-    case ODML_T_FLOAT32 * 16 + ODML_T_INT32: return packed_f32_i32;
-    case ODML_T_FLOAT64 * 16 + ODML_T_INT32: return packed_f64_i32;
-    default: return NULL;
-    }
+#define PACKED(SN, DN, S, D, EXPR) if (src == ODML_T_##SN && dst == ODML_T_##DN) return packed_##SN##_##DN;
+    PACKED_LIST(PACKED)
+#undef PACKED
+    return src == ODML_T_FLOAT32 && dst == ODML_T_INT32 ? packed_f32_i32 : NULL;
 }
 #define HAVE_COPY_AVX2 1
 #else
@@ -183,8 +156,7 @@ typedef struct {
     int64_t chunk, chunks;                 /* the inner axis cut in `chunks` chunks of `chunk` elements */
 } move_job;
 
-/* plan.AxisMap.source: the source index of destination index d. */
-static int64_t map_source(int64_t mode, int64_t shift, int64_t size, int64_t d) {
+int64_t odml_map_source(int64_t mode, int64_t shift, int64_t size, int64_t d) {
     int64_t i = d - shift, r;
     if (mode == ODML_MAP_NONE || (i >= 0 && i < size)) return i;
     switch (mode) {
@@ -216,11 +188,10 @@ static void fill_run(char *d, int64_t n, int64_t ds, int es, uint64_t bits) {
     }
 }
 
-/* x * scale + bias in the compute type (float32, or float64 for a float64
- * source), two roundings (never fused: setup.py builds with -ffp-contract=off),
- * through a stack buffer of BLOCK values. A NaN result is the canonical NaN
- * (float32 0x7FC00000, float64 0x7FF8000000000000), as on the NumPy path:
- * which payload an operation on NaNs keeps is not defined across processors. */
+/* x * scale + bias in the compute type (float32, or float64 for a float64 source), two roundings (never fused:
+ * setup.py builds with -ffp-contract=off), through a stack buffer of BLOCK values. A NaN result is the canonical NaN
+ * (float32 0x7FC00000, float64 0x7FF8000000000000), as on the NumPy path: which payload an operation on NaNs keeps is
+ * not defined across processors. */
 #define BLOCK 256
 static void scale_bias_run(const move_job *j, char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {
     const uint32_t nan32_bits = 0x7fc00000u;
@@ -229,29 +200,24 @@ static void scale_bias_run(const move_job *j, char *d, const char *s, int64_t n,
     double nan64;
     memcpy(&nan32, &nan32_bits, 4);
     memcpy(&nan64, &nan64_bits, 8);
+#define SB_RUN(CT, NAN)                                                              \
+    {                                                                                \
+        CT t[BLOCK];                                                                 \
+        const CT sc = (CT)j->scale, bi = (CT)j->bias;                                \
+        j->to_ct((char *)t, s + done * ss, m, sizeof(CT), ss);                       \
+        for (int64_t i = 0; i < m; i++) {                                            \
+            CT y = t[i] * sc;                                                        \
+            y = y + bi;                                                              \
+            t[i] = y != y ? NAN : y;                                                 \
+        }                                                                            \
+        j->from_ct(d + done * ds, (const char *)t, m, ds, sizeof(CT));               \
+    }
     for (int64_t done = 0; done < n; done += BLOCK) {
         int64_t m = n - done < BLOCK ? n - done : BLOCK;
-        if (j->ct64) {
-            double t[BLOCK];
-            j->to_ct((char *)t, s + done * ss, m, 8, ss);
-            for (int64_t i = 0; i < m; i++) {
-                double y = t[i] * j->scale;
-                y = y + j->bias;
-                t[i] = y != y ? nan64 : y;
-            }
-            j->from_ct(d + done * ds, (const char *)t, m, ds, 8);
-        } else {
-            float t[BLOCK];
-            const float sc = (float)j->scale, bi = (float)j->bias;
-            j->to_ct((char *)t, s + done * ss, m, 4, ss);
-            for (int64_t i = 0; i < m; i++) {
-                float y = t[i] * sc;
-                y = y + bi;
-                t[i] = y != y ? nan32 : y;
-            }
-            j->from_ct(d + done * ds, (const char *)t, m, ds, 4);
-        }
+        if (j->ct64) SB_RUN(double, nan64)
+        else SB_RUN(float, nan32)
     }
+#undef SB_RUN
 }
 
 static void element_run(const move_job *j, char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {
@@ -356,31 +322,8 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
     stream_fence(j->nt);
 }
 
-/* Whether distinct destination indices write disjoint elements (as
- * odml_disjoint, for up to R dimensions). */
-static int move_disjoint(int n, const int64_t *sizes, const int64_t *strides, int64_t es) {
-    int64_t s[R], t[R];
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (sizes[i] <= 0) return 1;
-        if (sizes[i] == 1) continue;
-        if (strides[i] <= 0) return 0;
-        int q = m++;
-        for (; q > 0 && t[q - 1] > strides[i]; q--) { s[q] = s[q - 1]; t[q] = t[q - 1]; }
-        s[q] = sizes[i]; t[q] = strides[i];
-    }
-    int64_t extent = es;
-    for (int i = 0; i < m; i++) {
-        if (t[i] < extent) return 0;
-        if (!odml_mul_le(s[i] - 1, t[i], ODML_LIMIT - extent)) return 0;
-        extent += (s[i] - 1) * t[i];
-    }
-    return 1;
-}
-
-/* A pass checked and laid out once (odml_move_prepare), run on any buffers
- * (odml_move_run): the job without its addresses, the tables and segments
- * it points into, and what the addresses get added. */
+/* A pass checked and laid out once (odml_move_prepare), run on any buffers (odml_move_run): the job without its
+ * addresses, the tables and segments it points into, and what the addresses get added. */
 struct odml_move_prepared {
     move_job j;
     int64_t dst_off, src_off;       /* bytes added to the destination and (copies) the source */
@@ -493,7 +436,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             if (j.fill || !p->map_mode[a]) continue;
             int64_t st = p->map_size[a] > 1 ? p->src_strides[a] * j.es_s : 0;
             for (int64_t d = 0; d < j.sizes[a]; d++)
-                t[d] = map_source(p->map_mode[a], p->map_shift[a], p->map_size[a], d) * st;
+                t[d] = odml_map_source(p->map_mode[a], p->map_shift[a], p->map_size[a], d) * st;
             j.tab[a] = t;
             t += j.sizes[a];
         }
@@ -514,11 +457,11 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             if (!segs) { status = ODML_ENOMEM; goto done; }
             int64_t d = 0, m = 0;
             while (d < n) {
-                int64_t s0 = map_source(mode, shift, size, d), len = 1, step = 0;
+                int64_t s0 = odml_map_source(mode, shift, size, d), len = 1, step = 0;
                 if (d + 1 < n) {
-                    step = map_source(mode, shift, size, d + 1) - s0;
+                    step = odml_map_source(mode, shift, size, d + 1) - s0;
                     if (step < -1 || step > 1) step = 0;
-                    else while (d + len < n && map_source(mode, shift, size, d + len) == s0 + len * step) len++;
+                    else while (d + len < n && odml_map_source(mode, shift, size, d + len) == s0 + len * step) len++;
                 }
                 segs[m].d0 = d; segs[m].n = len; segs[m].s0 = s0 * st; segs[m].sstep = step * st;
                 m++;
@@ -542,7 +485,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
     }
     m->dst_off = p->dst_offset * j.es_d;
     m->src_off = j.fill ? 0 : p->src_offset * j.es_s;
-    if (!move_disjoint(j.nd, j.sizes, j.ds, j.es_d)) threads = 1;
+    if (!odml_disjoint(j.nd, j.sizes, j.ds, j.es_d)) threads = 1;
     m->threads = threads;
     m->units = count / j.sizes[last] * j.chunks;
     m->j = j;

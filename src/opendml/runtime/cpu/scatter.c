@@ -1,15 +1,11 @@
-/* SLICE_GRAD's scatter into zeros (ScatterPlan): out[p] = in[i] where p =
- * first + i*step with 0 <= i < taken in every dimension, else 0. Owns the
- * scatter kernel.
+/* SLICE_GRAD's scatter into zeros (ScatterPlan): out[p] = in[i] where p = first + i*step with 0 <= i < taken in every
+ * dimension, else 0. Owns the scatter kernel.
  *
- * A unit of work is one output row (every position but the innermost
- * fixed). A row whose outer positions are not all covered is zeroed; a
- * covered row gets its leading zeros, its input elements (a run copy for step
- * 1, element by element with the zero gaps between them otherwise) and its
- * trailing zeros. Every output element is written exactly once, so the output
- * is never read and nothing needs clearing first. Python hands the plan with
- * size-1 dimensions dropped and fully covered neighbours merged.
- */
+ * A unit of work is one output row (every position but the innermost fixed). A row whose outer positions are not all
+ * covered is zeroed; a covered row gets its leading zeros, its input elements (a run copy for step 1, element by
+ * element with the zero gaps between them otherwise) and its trailing zeros. Every output element is written exactly
+ * once, so the output is never read and nothing needs clearing first. Python hands the plan with size-1 dimensions
+ * dropped and fully covered neighbours merged. */
 #include "common.h"
 #include "runs.h"
 

@@ -1,9 +1,7 @@
-/* Splitting a kernel's work over threads: odml_parallel runs a work function
- * over contiguous parts of a unit range, one part per thread, the calling
- * thread taking the first. Threads are started per call (a call moves at
- * least thread_grain_bytes per thread, so starting one costs little beside
- * it) and joined before the call returns. Owns nothing else.
- */
+/* Splitting a kernel's work over threads: odml_parallel runs a work function over contiguous parts of a unit range,
+ * one part per thread, the calling thread taking the first. Threads are started per call (a call moves at least
+ * thread_grain_bytes per thread, so starting one costs little beside it) and joined before the call returns. Owns
+ * nothing else. */
 #include "common.h"
 
 #ifndef _WIN32

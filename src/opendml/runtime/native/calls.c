@@ -1,76 +1,42 @@
 /* The call cache: a repeated array-API call served from C, without Python.
  *
- * The first call with a given operator, arguments, input dtype, shape and
- * strides (on CUDA also the device and the input address's alignment class)
- * runs in Python: validation, lowering, the backend's choice of kernel. When
- * that call ran a compiled kernel on the input exactly as given, its adapter
- * stores here what the kernel needs (call_cache_put_numpy / _cuda): the
- * output's shape, the input's origin, and the CPU kernel's parameter struct
- * or the CUDA launch (function, grid, parameter structure passed by value). A later
- * call with the same key (call_cache_call, the first thing each array-API
- * function does) allocates the output with the framework's own allocator
- * (NumPy's, opendml's output blocks, PyTorch's caching allocator, CuPy's
- * pool) and runs the kernel on the caller's current stream. It returns None
- * for anything it cannot vouch for: another array type, a PyTorch tensor that
- * autograd or a tracer must see (requires_grad with grad mode on, a dispatch
- * mode, a functorch wrapper), a negative view, a tensor whose device is not
- * the current one, an argument that is not None, a plain int or a list or
- * tuple of at most 8 plain ints; the call then takes the Python route, which
- * gives every error and every answer the cache does not hold.
+ * The first call with a given operator, arguments, input dtype, shape and strides (on CUDA also the device and
+ * the input address's class mod 16) runs in Python: validation, lowering, the backend's choice of kernel. Where
+ * it ran a compiled kernel on the input as given, its adapter stores here what the kernel needs (put_numpy,
+ * put_cuda): the output's shape, the input's origin, the CPU kernel's parameter block or the CUDA launch. A
+ * later call with the same key (call_cache_call, the first thing each array-API function does) allocates the
+ * output with the framework's own allocator (NumPy's, opendml's output blocks, PyTorch's caching allocator,
+ * CuPy's pool) and runs the kernel on the caller's current stream. It returns None for anything it cannot
+ * vouch for: another array type, a PyTorch tensor that autograd or a tracer must see (requires_grad with grad
+ * mode on, a dispatch mode, a functorch wrapper), a negative view, a tensor not on the current device, an
+ * argument that is not None, a plain int or a list or tuple of at most 8 plain ints; the Python route then
+ * gives every error and every answer the cache does not hold. A tensor autograd must record (and nothing else
+ * must see: the torch_eager hook says no trace, no compiled autograd, opendml's node in use) is served by an
+ * eager entry (put_eager): a callable, with the kernel entry's key, that records the call with the autograd
+ * node and runs the kernel. The data-movement family's entries (calls_move.c) take several inputs and outputs.
  *
- * A PyTorch tensor that autograd must record (requires_grad with grad mode
- * on, no dispatch mode, no functorch wrapper or forward-AD level, and the
- * torch_eager hook's say-so: no TorchScript trace, no compiled autograd,
- * opendml's autograd node in use) is served by an eager entry
- * (call_cache_put_eager), stored by the Python route's first such call: a
- * callable that records the call with the autograd node and runs the kernel
- * (itself through this cache), with the same key as the kernel's entry.
+ * Keys are int64 words: array kind, operator, each argument (tagged), dtype, rank, shape, strides, device and
+ * alignment. The table is a dict of key bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
+ * call_cache_clear (whenever opendml's configuration changes; a put made on settings read before the last
+ * clear is refused: `generation`). Everything runs with the GIL held, except CPU kernels writing at least
+ * RELEASE_BYTES; an entry in use holds a reference, so a clear meanwhile cannot free it. A dropped CUDA entry's
+ * launch is released at once: kernel parameters go by value. Errors met while probing a framework's hooks only
+ * send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised when the call
+ * returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
  *
- * The family's entries also serve plain PyTorch CPU tensors (torch_move):
- * the tensors are read through NumPy views, the same entries run, and the
- * outputs go to torch.from_numpy, as on the Python route.
- *
- * Served: NumPy arrays (exact ndarray, native byte order), PyTorch CPU
- * tensors (a NumPy output handed to torch.from_numpy, as the Python route
- * does), PyTorch CUDA tensors and CuPy arrays (native byte order); and the
- * data-movement family's calls on NumPy arrays (call_cache_move, its own
- * section below: several inputs and outputs, the move program's prepared
- * passes) and on PyTorch CUDA tensors and CuPy arrays (cuda_move: the move
- * program's kernel launches, one per pass, queued like the CUDA entries').
- *
- * Keys are int64 words: array kind, operator, each argument (tagged), dtype,
- * rank, shape, strides, device and alignment. The table is a dict of key
- * bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
- * call_cache_clear (opendml calls it whenever its configuration changes; a
- * put made on settings read before the last clear is refused, see
- * `generation`). Everything here runs with the GIL held, except CPU kernels
- * writing at least RELEASE_BYTES; an entry in use holds a reference, so a
- * clear during a call (by a finalizer or another thread) cannot free it. A
- * dropped CUDA entry's launch is released at once: kernel parameters go by
- * value, so kernels queued from it read nothing it owns (the graveyard list
- * Python registers stays empty). Errors met while probing a framework's
- * hooks only send the call down the Python route, except a KeyboardInterrupt
- * or other non-Exception, which is raised when the call returns. An output
- * the allocator cannot give sends the call down the Python route too, which
- * raises opendml's AllocationError.
- *
- * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and
- * dtypes; built without them, the cache holds nothing and every call takes
- * the Python route.
- */
-#include "calls.h"
+ * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and dtypes; built without them, the
+ * cache holds nothing and every call takes the Python route. */
+#include <stdarg.h>
 
-static PyObject *graveyard;             /* registered by runtime/calls.py; no longer filled (Entry_dealloc) */
+#include "calls.h"
 
 static void Entry_dealloc(Entry *e) {
     for (int i = 0; e->outs && i < e->n_out; i++) {
         Py_XDECREF(e->outs[i].shape);
         Py_XDECREF(e->outs[i].dtype);
     }
-    /* A Launch owns no device memory (its parameters went by value into each
-     * launch queued from it), so it is released at once: nothing goes to the
-     * graveyard, and no device synchronisation (which would break a CUDA
-     * graph capture) is ever needed for it. */
+    /* A Launch owns no device memory (its parameters went by value into each launch queued from it), so it
+     * is released at once: no device synchronisation (which would break a CUDA graph capture) is needed. */
     for (int i = 0; e->passes && i < e->n_pass; i++) {
         odml_move_free(e->passes[i].prep);
         Py_XDECREF(e->passes[i].launch);
@@ -110,9 +76,8 @@ static PyObject *keep(PyObject **slot, PyObject *v, int ok, const char *need) {
     Py_RETURN_NONE;
 }
 
-/* An exception that is not an Exception (KeyboardInterrupt, SystemExit) met
- * while a call probed a hook: kept and raised when the call returns, not
- * dropped with the errors that only make the call take the Python route. */
+/* An exception that is not an Exception (KeyboardInterrupt, SystemExit) met while a call probed a hook: kept and
+ * raised when the call returns, not dropped with the errors that only make the call take the Python route. */
 static PyObject *deferred;               /* the exception (3.12+), or its type (3.11) */
 #if PY_VERSION_HEX < 0x030C0000
 static PyObject *deferred_value, *deferred_tb;
@@ -144,8 +109,9 @@ void drop_all(void) {
 PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
 static PyObject *t_eager_ok;            /* eager autograd entries may serve now (no tracer, the node in use) */
 PyObject *c_type, *c_empty, *c_device, *c_stream;
-PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
-    *s_is_neg, *s_is_conj, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
+#define ODML_NAME(N) PyObject *s_##N;
+ODML_NAMES(ODML_NAME)
+#undef ODML_NAME
 
 /* -- keys ----------------------------------------------------------------------------------------- */
 
@@ -162,9 +128,8 @@ int exact_int(PyObject *o, int64_t *v) {
     return 0;
 }
 
-/* An operator argument: None, an exact int, or a list/tuple of at most
- * MAX_ARG_INTS exact ints (as the Python plan cache keys them: 1.0 == 1, but
- * a float must not reuse an int's plan). -1: no key. */
+/* An operator argument: None, an exact int, or a list/tuple of at most MAX_ARG_INTS exact ints (as the Python plan
+ * cache keys them: 1.0 == 1, but a float must not reuse an int's plan). -1: no key. */
 int key_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None) return put(k, 0);
@@ -172,9 +137,9 @@ int key_arg(Key *k, PyObject *a) {
         if (exact_int(a, &v) < 0 || put(k, 1) < 0) return -1;
         return put(k, v);
     }
-    if (PyList_CheckExact(a) || PyTuple_CheckExact(a)) {
-        Py_ssize_t n = PyList_CheckExact(a) ? PyList_GET_SIZE(a) : PyTuple_GET_SIZE(a);
-        PyObject **items = PyList_CheckExact(a) ? ((PyListObject *)a)->ob_item : ((PyTupleObject *)a)->ob_item;
+    Py_ssize_t n;
+    PyObject **items = seq_items(a, &n);
+    if (items) {
         if (n > MAX_ARG_INTS || put(k, 2) < 0 || put(k, n) < 0) return -1;
         for (Py_ssize_t i = 0; i < n; i++)
             if (exact_int(items[i], &v) < 0 || put(k, v) < 0) return -1;
@@ -183,12 +148,12 @@ int key_arg(Key *k, PyObject *a) {
     return -1;
 }
 
-int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
+int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs, int move) {
     int64_t o;
     k->n = 0;
     if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
     for (Py_ssize_t i = 0; i < nargs; i++)
-        if (key_arg(k, args[i]) < 0) return -1;
+        if ((move ? key_move_arg(k, args[i]) : key_arg(k, args[i])) < 0) return -1;
     return 0;
 }
 
@@ -210,21 +175,17 @@ static int key_tuple(Key *k, PyObject *t) {
     return 0;
 }
 
-static Entry *lookup(const Key *k) {
+Entry *lookup(const Key *k, int n_in) {
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
-    if (!kb) {
-        drop_error();
-        return NULL;
-    }
-    PyObject *e = PyDict_GetItemWithError(table, kb);
-    Py_DECREF(kb);
-    if (!e || Py_TYPE(e) != &EntryType) {
+    PyObject *e = kb ? PyDict_GetItemWithError(table, kb) : NULL;
+    Py_XDECREF(kb);
+    if (!e || Py_TYPE(e) != &EntryType
+            || (n_in >= 0 && (((Entry *)e)->kind != k->w[0] || ((Entry *)e)->n_in != n_in))) {
         drop_error();
         misses++;
         return NULL;
     }
-    Py_INCREF(e);
-    return (Entry *)e;
+    return (Entry *)Py_NewRef(e);
 }
 
 int store(const Key *k, Entry *e) {
@@ -256,27 +217,20 @@ PyObject *stored(const Key *k, Entry *e) {
     Py_RETURN_TRUE;
 }
 
-/* An attribute (or, with call, a no-argument method) as an int64; -1 with no
- * exception left where it fails or is not an int. */
-int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
-    PyObject *r = call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name);
-    if (!r) {
-        drop_error();
-        return -1;
-    }
-    int rc = 0;
-    if (PyLong_Check(r)) {
-        long long x = PyLong_AsLongLong(r);
-        if (x == -1 && PyErr_Occurred()) {
-            drop_error();
-            rc = -1;
-        }
-        *v = x;
-    } else {
-        rc = -1;
-    }
-    Py_DECREF(r);
+/* r's value (a new reference, or NULL; consumed) where it is an int in 64 bits; -1, no exception left, else. */
+static int long_of(PyObject *r, int64_t *v) {
+    long long x = r && PyLong_Check(r) ? PyLong_AsLongLong(r) : -1;
+    const int rc = r && PyLong_Check(r) && !(x == -1 && PyErr_Occurred()) ? 0 : -1;
+    if (rc == 0) *v = x;
+    if (PyErr_Occurred()) drop_error();
+    Py_XDECREF(r);
     return rc;
+}
+
+/* An attribute (or, with call, a no-argument method) as an int64; -1 with no exception left where it fails or is
+ * not an int. */
+int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
+    return long_of(call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name), v);
 }
 
 /* 1 where `r` (a new reference, or NULL) is True, else 0; consumes it. */
@@ -292,25 +246,14 @@ int is_true(PyObject *r) {
 
 /* 1 where the call result (a new reference, or NULL) is the int `want`; consumes it. */
 int equals(PyObject *r, int64_t want) {
-    if (!r) {
-        drop_error();
-        return 0;
-    }
-    int eq = 0;
-    if (PyLong_Check(r)) {
-        long long x = PyLong_AsLongLong(r);
-        if (x == -1 && PyErr_Occurred()) drop_error();
-        else eq = x == want;
-    }
-    Py_DECREF(r);
-    return eq;
+    int64_t v;
+    return long_of(r, &v) == 0 && v == want;
 }
 
 /* -- CUDA launches ----------------------------------------------------------------------------------- */
 
-/* Queue pass p of e (a CUDA launch); on a failed launch the backend's Launch
- * (its retry on a thread without the device's context, its error message)
- * takes over, or for a pass without one, the retry hook. */
+/* Queue pass p of e (a CUDA launch); on a failed launch the backend's Launch (its retry on a thread without the
+ * device's context, its error message) takes over, or for a pass without one, the retry hook. */
 static PyObject *cuda_retry;            /* retry(device, function, grid, shared, params, src, dst, stream) */
 
 int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream) {
@@ -368,10 +311,9 @@ int stream_of(PyObject *s, uint64_t *stream) {
     return rc;
 }
 
-/* An output the framework's allocator (or the output blocks) could not give:
- * the call takes the Python route, which allocates again and raises opendml's
- * AllocationError naming the operator, shape and bytes (runtime/alloc.py).
- * Only Exceptions: a KeyboardInterrupt met there is raised. NULL if not such. */
+/* An output the framework's allocator (or the output blocks) could not give: the call takes the Python route, which
+ * allocates again and raises opendml's AllocationError naming the operator, shape and bytes (runtime/alloc.py). Only
+ * Exceptions: a KeyboardInterrupt met there is raised. NULL if not such. */
 PyObject *allocation_failed(void) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
     PyErr_Clear();
@@ -424,11 +366,9 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
 }
 
-/* Whether x still keys as words[0..n) and lies at `ptr` (torch_key's words
- * and address, read before an allocation; the words hold only the address's
- * class mod 16): an allocation may run a garbage collection whose finalizers
- * change x (x.resize_(), x.set_()) and release the memory a launch queued
- * from the old words would read. */
+/* Whether x still keys as words[0..n) and lies at `ptr` (torch_key's words and address, read before an allocation;
+ * the words hold only the address's class mod 16): an allocation may run a garbage collection whose finalizers change
+ * x (x.resize_(), x.set_()) and release the memory a launch queued from the old words would read. */
 int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr) {
     Key now;
     int64_t device;
@@ -474,10 +414,9 @@ int torch_stream(int64_t device, uint64_t *stream) {
     return rc;
 }
 
-/* With PyTorch's accessors, x.new_empty(shape, dtype=dtype) (dtype NULL:
- * x's) as a new reference, its data pointer in *dst; NULL with the
- * allocator's exception; NULL and no exception where there are no accessors
- * or the shape is not one they take (the caller allocates through Python). */
+/* With PyTorch's accessors, x.new_empty(shape, dtype=dtype) (dtype NULL: x's) as a new reference, its data pointer in
+ * *dst; NULL with the allocator's exception; NULL and no exception where there are no accessors or the shape is not
+ * one they take (the caller allocates through Python). */
 PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst) {
     if (!tapi || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > MAX_RANK) return NULL;
     int64_t sizes[MAX_RANK];
@@ -523,6 +462,12 @@ PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int6
     return out;
 }
 
+/* Whether CUDA device `device` is PyTorch's (torch) or CuPy's current one: the launches need it current (the
+ * Python route makes it so). */
+int cuda_device_is(int torch, int64_t device) {
+    return torch ? torch_device_is(device) : equals(PyObject_CallNoArgs(c_device), device);
+}
+
 /* The current stream of CUDA device `device` (torch), or CuPy's: 0, or -1 with an exception. */
 int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return torch ? torch_stream(device, stream) : stream_of(PyObject_CallNoArgs(c_stream), stream);
@@ -538,8 +483,7 @@ static PyObject *serve_pass1(Entry *e, PyObject *out, int placed, int torch, int
         result = allocation_failed();
     } else if (!placed) {
         Py_DECREF(out);
-        result = Py_None;
-        Py_INCREF(result);
+        result = Py_NewRef(Py_None);
     } else if (cuda_stream(torch, device, &stream) < 0 ||
                launch_pass(e, &e->pass1, ptr - e->origin[0], (uint64_t)dst, stream) < 0) {
         Py_DECREF(out);
@@ -551,17 +495,16 @@ static PyObject *serve_pass1(Entry *e, PyObject *out, int placed, int torch, int
     return result;
 }
 
-/* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where
- * autograd must record the call and an eager entry may serve it; else 0.
- * (Above.) An eager entry's callable records the call with opendml's
- * autograd node and runs its kernel (arrays/torch_adapter.py). */
+/* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where autograd must record the call and an eager
+ * entry may serve it; else 0. (Above.) An eager entry's callable records the call with opendml's autograd node and
+ * runs its kernel (arrays/torch_adapter.py). */
 static PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;
     uint64_t ptr;
     if (key_head(&k, KIND_EAGER, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
         Py_RETURN_NONE;
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     if (!e) Py_RETURN_NONE;
     PyObject *result = PyObject_CallOneArg(e->eager, x);
     if (result) hits++;
@@ -593,17 +536,16 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
     if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0) Py_RETURN_NONE;
     const int mark = k.n;                          /* x's words start here */
     if (torch_key(&k, x, &device, &ptr) < 0) Py_RETURN_NONE;
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     if (!e) Py_RETURN_NONE;
     PyObject *result = NULL;
     if (e->cpu != (where == 1) || (!tapi && is_true(PyObject_CallMethodNoArgs(x, s_is_neg))) ||
         (where == 2 && !torch_device_is(device))) {
-        result = Py_None;
-        Py_INCREF(result);
+        result = Py_NewRef(Py_None);
         goto done;
     }
     if (where == 1) {                              /* a CPU kernel into a NumPy output, as torch.from_numpy */
-        PyObject *out = cpu_run(e, (PyArray_Descr *)e->out1.dtype, (uintptr_t)ptr);
+        PyObject *out = cpu_run(e, (void *)e->out1.dtype, (uintptr_t)ptr);
         if (out) {
             result = PyObject_CallOneArg(t_from_numpy, out);
             Py_DECREF(out);
@@ -665,8 +607,8 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
         Py_XDECREF(dtype);
         Py_RETURN_NONE;
     }
-    Entry *e = lookup(&k);
-    if (!e || !equals(PyObject_CallNoArgs(c_device), device)) {
+    Entry *e = lookup(&k, -1);
+    if (!e || !cuda_device_is(0, device)) {
         Py_XDECREF(e);
         Py_DECREF(dtype);
         Py_RETURN_NONE;
@@ -679,6 +621,20 @@ static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x)
 /* -- NumPy arrays ------------------------------------------------------------------------------------ */
 
 #ifdef ODML_NUMPY
+int plain_args(PyObject *const *args, const char *spec, ...) {
+    va_list v;
+    int rc = numpy_ready ? 0 : -1;
+    va_start(v, spec);
+    for (int i = 0; spec[i] && rc == 0; i++) {
+        PyObject *a = args[i];
+        if (spec[i] == 'i') rc = exact_int(a, va_arg(v, int64_t *));
+        else if (spec[i] == 't') rc = PyTuple_CheckExact(a) ? 0 : -1;
+        else if (spec[i] == 'a') rc = Py_TYPE(a) == &PyArray_Type ? 0 : -1;
+    }
+    va_end(v);
+    return rc;
+}
+
 int numpy_key(Key *k, PyArrayObject *x) {
     if (!PyArray_ISNOTSWAPPED(x)) return -1;
     int nd = PyArray_NDIM(x);
@@ -699,9 +655,8 @@ int run_kernel(Entry *e, char *dst, const char *src, const char **error) {
     return status;
 }
 
-/* e's kernel from the array whose element 0 is at `data` into a new NumPy
- * array of `dtype` (an output block where large enough, as CpuBackend.empty
- * does). */
+/* e's kernel from the array whose element 0 is at `data` into a new NumPy array of `dtype` (an output block where
+ * large enough, as CpuBackend.empty does). */
 static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
     const Out *o = &e->out1;
     char *dst;
@@ -722,7 +677,7 @@ static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
 static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x) {
     Key k;
     if (key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 || numpy_key(&k, x) < 0) Py_RETURN_NONE;
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     if (!e) return numpy_plain(args, nargs, x, &k);   /* a new shape of SLICE, SLICE1, SLICE_GRAD (calls_new.c) */
     /* the output takes x's own dtype object, as the Python route does (a
      * dtype with metadata or fields keys like its plain type) */
@@ -824,13 +779,11 @@ static Entry *new_entry(int kind, PyObject *shape) {
     return e;
 }
 
-/* Whether x's shape and strides are still `planned`, the (shape, strides)
- * tuple the route planned from (strides: x.stride() for a PyTorch tensor,
- * x.strides otherwise), or planned is None: another thread may have changed
- * x in place (x.resize_, x.set_, x.shape = ...) while the route ran, and the
- * entry, keyed by x's layout as read now, must hold a plan for that layout.
- * Read with the GIL held, right before the key is: no Python code runs in
- * between. 0 (no exception) where not. */
+/* Whether x's shape and strides are still `planned`, the (shape, strides) tuple the route planned from (strides:
+ * x.stride() for a PyTorch tensor, x.strides otherwise), or planned is None: another thread may have changed x in
+ * place (x.resize_, x.set_, x.shape = ...) while the route ran, and the entry, keyed by x's layout as read now, must
+ * hold a plan for that layout. Read with the GIL held, right before the key is: no Python code runs in between. 0 (no
+ * exception) where not. */
 static int still_planned(PyObject *x, PyObject *planned, int torch) {
     if (planned == Py_None) return 1;
     if (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != 2) return 0;
@@ -886,8 +839,7 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
         (kind == KIND_NUMPY ? numpy_key(&k, (PyArrayObject *)x) : torch_key(&k, x, &device, &ptr)) < 0 ||
         (kind == KIND_TORCH && device >= 0)) {
         PyBuffer_Release(&params);
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     Entry *e = new_entry(kind, shape);
     if (!e) {
@@ -916,8 +868,6 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     }
     return stored(&k, e);
 #else
-    (void)op; (void)x; (void)call_args; (void)shape; (void)dtype; (void)origin; (void)kernel; (void)threads;
-    (void)use_blocks; (void)prefault;
     PyBuffer_Release(&params);
     Py_RETURN_FALSE;
 #endif
@@ -925,10 +875,9 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
 
 /* call_cache_entry(op, x, *args) -> what the entry for this call holds (tests), or None
  *
- * A dict: kind, cpu, kernel, params (the parameter block's bytes), threads,
- * use_blocks, prefault, origin, shape, out_bytes, dtype (CPU entries);
- * function, grid, block, shared, dst_align (CUDA entries). Lets tests check
- * that every route records the same entry. */
+ * A dict: kind, cpu, kernel, params (the parameter block's bytes), threads, use_blocks, prefault, origin, shape,
+ * out_bytes, dtype (CPU entries); function, grid, block, shared, dst_align (CUDA entries). Lets tests check that
+ * every route records the same entry. */
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs < 2 || !table) Py_RETURN_NONE;
@@ -946,7 +895,7 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     if (PyErr_Occurred()) drop_error();
     if (rc < 0) Py_RETURN_NONE;
     const long long counted = misses;
-    Entry *e = lookup(&k);
+    Entry *e = lookup(&k, -1);
     misses = counted;                              /* a test's look is not a miss */
     if (!e) Py_RETURN_NONE;
     const Pass *p = &e->pass1;
@@ -995,8 +944,7 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
         key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         (kind == KIND_TORCH ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dtype, &device, &ptr)) < 0) {
         Py_XDECREF(dtype);
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     Py_XDECREF(dtype);
     Entry *e = new_entry(kind, shape);
@@ -1014,9 +962,8 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     return stored(&k, e);
 }
 
-/* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a
- * call like this one (same operator, arguments, dtype, shape, strides,
- * device) for autograd and runs it. */
+/* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a call like this one (same operator,
+ * arguments, dtype, shape, strides, device) for autograd and runs it. */
 PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *eager;
@@ -1032,8 +979,7 @@ PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     if (!enabled || gen != generation || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type ||
         key_head(&k, KIND_EAGER, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         torch_key(&k, x, &device, &ptr) < 0) {
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     Entry *e = entry_alloc(KIND_EAGER, 1, 0);   /* no output nor pass of its own: eager(x) runs the call */
     if (!e) return NULL;
@@ -1108,12 +1054,6 @@ PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args) {
     return set_hooks(args, "call_cache_cupy", slots, 4);
 }
 
-/* call_cache_graveyard(list): kept for runtime/calls.py; nothing is put there since parameters go by value */
-PyObject *odml_py_call_cache_graveyard(PyObject *self, PyObject *list) {
-    (void)self;
-    return keep(&graveyard, list, PyList_CheckExact(list), "call_cache_graveyard: a list is required");
-}
-
 PyObject *odml_py_call_cache_clear(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
     drop_all();
@@ -1153,13 +1093,8 @@ int odml_calls_init(void) {
     if (_import_array() < 0) PyErr_Clear();
     else numpy_ready = 1;
 #endif
-    struct { PyObject **slot; const char *name; } names[] = {
-        {&s_detach, "detach"}, {&s_numpy, "numpy"},
-        {&s_requires_grad, "requires_grad"}, {&s_is_cuda, "is_cuda"}, {&s_is_cpu, "is_cpu"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},
-        {&s_stride, "stride"}, {&s_get_device, "get_device"}, {&s_data_ptr, "data_ptr"}, {&s_is_neg, "is_neg"}, {&s_is_conj, "is_conj"},
-        {&s_new_empty, "new_empty"}, {&s_strides, "strides"}, {&s_data, "data"}, {&s_ptr, "ptr"},
-        {&s_device_id, "device_id"}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return -1;
+#define ODML_NAME(N) if (!(s_##N = PyUnicode_InternFromString(#N))) return -1;
+    ODML_NAMES(ODML_NAME)
+#undef ODML_NAME
     return 0;
 }

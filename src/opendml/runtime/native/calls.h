@@ -1,15 +1,12 @@
-/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c,
- * calls_new.c; see calls.c for what the cache is). One entry kind, Entry
- * (below): the outputs to allocate and the passes to run into them. calls.c
- * holds the table, the keys, the hooks and the first five operators' entries
- * (one pass: their CPU kernel or CUDA launch); calls_move.c the data-movement
- * family's and the index-driven functions' (the move program's passes, index.c's
- * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the family's new-shape route on NumPy
- * arrays and CUDA memory (cuda_new, which newshape_index.c's CUDA route shares); calls_new.c the calls run in one C call before any entry exists
- * (Inductor's direct kernel, the first five's new shapes on PyTorch tensors
- * and NumPy arrays, and at a miss). What they share is declared here; the
- * extension is built with hidden symbol visibility (setup.py), so none of it
- * is exported. */
+/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_new.c; see calls.c for what the
+ * cache is). One entry kind, Entry (below): the outputs to allocate and the passes to run into them. calls.c holds
+ * the table, the keys, the hooks and the first five operators' entries (one pass: their CPU kernel or CUDA launch);
+ * calls_move.c the data-movement family's and the index-driven functions' (the move program's passes, index.c's
+ * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the family's new-shape route on
+ * NumPy arrays and CUDA memory (new_shape, serve_new and cuda_new, which newshape_index.c's route shares);
+ * calls_new.c the calls run in one C call before any entry exists (Inductor's direct kernel, the first five's new
+ * shapes on PyTorch tensors and NumPy arrays, and at a miss). What they share is declared here; the extension is
+ * built with hidden symbol visibility (setup.py), so none of it is exported. */
 #ifndef OPENDML_CALLS_H
 #define OPENDML_CALLS_H
 
@@ -130,8 +127,12 @@ extern long long hits, misses;
 extern unsigned long long generation;   /* bumped by every clear */
 extern PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
 extern PyObject *c_type, *c_empty, *c_device, *c_stream;
-extern PyObject *s_requires_grad, *s_is_cuda, *s_is_cpu, *s_dtype, *s_shape, *s_stride, *s_get_device, *s_data_ptr,
-    *s_is_neg, *s_is_conj, *s_new_empty, *s_strides, *s_data, *s_ptr, *s_device_id, *s_detach, *s_numpy;
+/* the attribute names the hooks read, interned once: s_NAME for each NAME */
+#define ODML_NAMES(X) X(requires_grad) X(is_cuda) X(is_cpu) X(dtype) X(shape) X(stride) X(get_device) X(data_ptr) \
+    X(is_neg) X(is_conj) X(new_empty) X(strides) X(data) X(ptr) X(device_id) X(detach) X(numpy)
+#define ODML_NAME(N) extern PyObject *s_##N;
+ODML_NAMES(ODML_NAME)
+#undef ODML_NAME
 extern const odml_torch_api *tapi;
 
 /* -- errors, keys, the table (calls.c) */
@@ -146,8 +147,20 @@ static inline int put(Key *k, int64_t v) {
     return 0;
 }
 int exact_int(PyObject *o, int64_t *v);
+/* x's items where it is an exact list or tuple (their count in *n), else NULL */
+static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
+    if (PyList_CheckExact(x)) return *n = PyList_GET_SIZE(x), ((PyListObject *)x)->ob_item;
+    if (PyTuple_CheckExact(x)) return *n = PyTuple_GET_SIZE(x), ((PyTupleObject *)x)->ob_item;
+    return NULL;
+}
 int key_arg(Key *k, PyObject *a);
-int key_head(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+int key_move_arg(Key *k, PyObject *a);   /* a family argument's (calls_move.c) */
+/* a call's key up to its array(s): kind, operator, each argument (key_arg's; move: key_move_arg's) */
+int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs, int move);
+#define key_head(k, kind, op, args, nargs) key_call(k, kind, op, args, nargs, 0)
+/* the entry stored under k (a new reference), or NULL, a miss counted; n_in >= 0: an entry of the key's kind
+ * (its first word) with n_in inputs only */
+Entry *lookup(const Key *k, int n_in);
 int store(const Key *k, Entry *e);
 PyObject *stored(const Key *k, Entry *e);     /* store, e released: True, or NULL (a put's answer) */
 /* a new entry of `kind` with n_out outputs and n_pass passes, zeroed; NULL with an exception */
@@ -181,11 +194,17 @@ int torch_stream(int64_t device, uint64_t *stream);
 PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
+int cuda_device_is(int torch, int64_t device);
 extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (calls_move.c) */
 PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY
+/* The check of a new-shape function's arguments (calls_move_new.c's; newshape_index.c's and calls_new.c's are
+ * alike): per character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
+ * 't' an exact tuple, 'a' an exact ndarray, '.' anything. 0, or -1 with no exception left (the function
+ * answers None: the Python route) where one is not, or NumPy's C API is not ready. */
+int plain_args(PyObject *const *args, const char *spec, ...);
 int numpy_key(Key *k, PyArrayObject *x);
 /* a new shape of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD served at a miss (calls_new.c), or None */
 PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k);
@@ -194,8 +213,7 @@ void plain_forget(void);                /* drops what numpy_plain learned (with 
 extern long long plain_served;               /* new shapes numpy_plain served */
 
 /* -- the family's entries (calls_move.c) */
-/* DataType values 1..11 -> element bytes (model/data_type.py, convert.h). */
-static const int move_type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
+#define move_type_size odml_type_size   /* (move.h's, by the name the glue's files use) */
 
 #ifdef ODML_NUMPY
 /* the key of a family call on NumPy arrays; its inputs in `in` (borrowed); -1: no key */
@@ -205,13 +223,21 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
  * in *fresh (where not NULL) */
 PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
                      char **data, int *fresh);
-/* whether a pass stays inside its buffers; an input's origin and span */
-int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
-                   const int *out_size, int n_in, int n_out);
+/* pass mp checked to stay inside its buffers (inputs of span[i] elements of in_size[i] bytes, outputs of count[j]
+ * of out_size[j]) and laid out (odml_move_prepare): 1; 0 where it does not fit or the kernel refuses its parameters;
+ * -1 with MemoryError. An input's origin and span (input_layout). */
+int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int64_t *count, const int *out_size,
+                    int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
 /* DataType values 1..11 -> NumPy type numbers; a NumPy dtype's DataType value, else 0 (calls_move_new.c) */
 extern const int move_npy_type[12];
 int64_t descr_type(PyArray_Descr *d);
+/* A new shape's entry e (the caller's reference, taken) for a call on the n_in NumPy arrays `in` (held by the
+ * caller) run into new outputs and, where the call keys (move_key of op, xo, call_args) and the cache is on and
+ * still in `gen`, stored (calls_move_new.c): the output(s); None where an allocation's finalizer changed an
+ * input or a pass declined (the Python route runs the call and raises); NULL with an exception. */
+PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
+                    int64_t gen);
 /* e's passes run in order (calls_move.c); the first status other than ODML_OK */
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
 /* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
@@ -224,6 +250,11 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at);
 int same_words(const int64_t *a, const int64_t *b, int n);
+/* whether PyTorch CUDA tensors in[0..n) are what cuda_move serves (nothing autograd or a tracer must see, no negative
+ * view); whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
+int cuda_plain(PyObject **in, int n);
+int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
+                     int n, int seq, const uint64_t *ptr);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
@@ -270,7 +301,24 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
 /* e's launches queued on `stream` (calls_move.c), the index check done where e checks: 0 (run, indices in
  * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */
 int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
+/* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's
+ * arguments at xi + 1, its generation at xi + 2, the cuda_conf callable at ci): on CUDA memory (PyTorch CUDA
+ * tensors, CuPy arrays), cuda_new with `how` and cuda_conf()'s tuple (None where how is NULL or there is no
+ * cuda_conf); else cpu(args) on NumPy arrays, or on NumPy views of plain PyTorch CPU tensors. */
+PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, CudaNew *how, move_fn cpu);
 #endif
+/* A Python function NAME(SIG) of LO to HI positional arguments (module.c's table) answering CALL where the
+ * build has NumPy's headers, else None. */
+#ifdef ODML_NUMPY
+#define NUMPY_ONLY(CALL) (CALL)
+#else
+#define NUMPY_ONLY(CALL) Py_NewRef(Py_None)
+#endif
+#define GLUE_FUNCTION(NAME, SIG, LO, HI, CALL)                                            \
+    PyObject *odml_py_##NAME(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {  \
+        (void)self;                                                                       \
+        return odml_arity(#NAME "(" SIG ")", nargs, LO, HI) ? NULL : NUMPY_ONLY(CALL);    \
+    }
 void front_clear(void);                 /* empties the family's front table (with the dict) */
 int odml_calls_move_init(void);
 

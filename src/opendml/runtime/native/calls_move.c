@@ -1,30 +1,24 @@
-/* The call cache's entries of the data-movement family (see calls.c and calls.h):
- * move programs on NumPy arrays (and PyTorch CPU tensors through NumPy views)
- * and on CUDA memory (PyTorch CUDA tensors, CuPy arrays). */
+/* The call cache's entries of the data-movement family (see calls.c and calls.h): move programs on NumPy arrays (and
+ * PyTorch CPU tensors through NumPy views) and on CUDA memory (PyTorch CUDA tensors, CuPy arrays). */
 #define NO_IMPORT_ARRAY
 #include "calls.h"
 
 /* -- The data-movement family: move programs on NumPy arrays ------------------------------------------ */
 
-/* A family call (dml.identity, cast, pad, join, split, tile, space_to_depth,
- * depth_to_space) on exact NumPy arrays: N inputs (join takes a list or
- * tuple of arrays), M outputs (split returns a list), the move program's
- * passes (move.h) as the recorded work. The key: KIND_MOVE, the operator,
- * each argument (key_move_arg: besides key_arg's, exact floats by their
- * bits, bools, short ASCII strings by content, static types such as
- * numpy.float16, NumPy's builtin dtype objects and members of the enum types
- * family.py registers, each by identity; nothing else), then the inputs
- * (one array, or a sequence and its length) with their dtype, shape and
- * byte strides. call_cache_put_move checks every pass against the buffers it
- * will be given (the outputs' sizes, each input's element span, the element
- * sizes of the pass's types) and refuses what does not fit, so a bad record
- * cannot make a later call read or write outside a buffer. */
+/* A family call (dml.identity, cast, pad, join, split, tile, space_to_depth, depth_to_space) on exact NumPy arrays: N
+ * inputs (join takes a list or tuple of arrays), M outputs (split returns a list), the move program's passes (move.h)
+ * as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg: besides key_arg's, exact
+ * floats by their bits, bools, short ASCII strings by content, static types such as numpy.float16, NumPy's builtin
+ * dtype objects and members of the enum types family.py registers, each by identity; nothing else), then the inputs
+ * (one array, or a sequence and its length) with their dtype, shape and byte strides. call_cache_put_move checks
+ * every pass against the buffers it will be given (the outputs' sizes, each input's element span, the element sizes
+ * of the pass's types) and refuses what does not fit, so a bad record cannot make a later call read or write outside
+ * a buffer. */
 
 #define MAX_STR 32
 
-/* The front table: recent move entries by a cheap hash of their key words
- * (strong references), checked before the dict, whose bytes key costs an
- * allocation and a SipHash per call. Emptied with the dict. */
+/* The front table: recent move entries by a cheap hash of their key words (strong references), checked before the
+ * dict, whose bytes key costs an allocation and a SipHash per call. Emptied with the dict. */
 #define FRONT 256
 static Entry *front[FRONT];
 
@@ -54,7 +48,7 @@ static PyObject *move_types;            /* a tuple of enum types whose members k
 
 
 /* A family argument (see above); -1: no key. */
-static int key_move_arg(Key *k, PyObject *a) {
+int key_move_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a)) return key_arg(k, a);
     if (a == Py_True || a == Py_False) return put(k, 4) < 0 ? -1 : put(k, a == Py_True);
@@ -101,25 +95,19 @@ static int key_move_arg(Key *k, PyObject *a) {
 }
 
 #ifdef ODML_NUMPY
-/* The key of a family call: operator, arguments, then the inputs (x: one
- * exact ndarray, or an exact list or tuple of 1..MAX_MOVE_IO of them), which
- * are stored in `in` (borrowed). -1: no key. */
+/* The key of a family call: operator, arguments, then the inputs (x: one exact ndarray, or an exact list or tuple of
+ * 1..MAX_MOVE_IO of them), which are stored in `in` (borrowed). -1: no key. */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in) {
-    int64_t o;
-    k->n = 0;
-    if (exact_int(op, &o) < 0 || put(k, KIND_MOVE) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        if (key_move_arg(k, args[i]) < 0) return -1;
+    if (key_call(k, KIND_MOVE, op, args, nargs, 1) < 0) return -1;
     if (Py_TYPE(x) == &PyArray_Type) {
         in[0] = (PyArrayObject *)x;
         *n_in = 1;
         return put(k, -1) < 0 ? -1 : numpy_key(k, in[0]);
     }
-    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
-    Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
-    PyObject **items = PyList_CheckExact(x) ? ((PyListObject *)x)->ob_item : ((PyTupleObject *)x)->ob_item;
-    if (n < 1 || n > MAX_MOVE_IO || put(k, -2) < 0 || put(k, n) < 0) return -1;
+    Py_ssize_t n;
+    PyObject **items = seq_items(x, &n);
+    if (!items || n < 1 || n > MAX_MOVE_IO || put(k, -2) < 0 || put(k, n) < 0) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (Py_TYPE(items[i]) != &PyArray_Type) return -1;
         in[i] = (PyArrayObject *)items[i];
@@ -129,9 +117,8 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
     return 0;
 }
 
-/* A new C-contiguous output (an output block where large enough, as
- * CpuBackend.empty gives), its data in *data, whether its memory was never
- * touched in *fresh (where not NULL); NULL with an exception. */
+/* A new C-contiguous output (an output block where large enough, as CpuBackend.empty gives), its data in *data,
+ * whether its memory was never touched in *fresh (where not NULL); NULL with an exception. */
 PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
                      char **data, int *fresh) {
     npy_intp dims[MAX_RANK];
@@ -201,21 +188,11 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     if (front[slot] && front[slot]->key_n == k.n && same_words(front[slot]->key, k.w, k.n)) {
         e = front[slot];
         Py_INCREF(e);
+    } else if ((e = lookup(&k, n_in))) {
+        Py_XSETREF(front[slot], (Entry *)Py_NewRef(e));
     } else {
-        PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
-        PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
-        Py_XDECREF(kb);
-        if (!hit || Py_TYPE(hit) != &EntryType || ((Entry *)hit)->kind != KIND_MOVE || ((Entry *)hit)->n_in != n_in) {
-            drop_error();
-            misses++;
-            result = Py_None;
-            Py_INCREF(result);
-            goto done;
-        }
-        e = (Entry *)hit;
-        Py_INCREF(e);
-        Py_INCREF(e);
-        Py_XSETREF(front[slot], e);
+        result = Py_NewRef(Py_None);
+        goto done;
     }
     for (int i = 0; i < e->n_out; i++) {
         const Out *o = &e->outs[i];
@@ -228,8 +205,7 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     for (int i = 0; i < n_in; i++) srcs[i] = PyArray_BYTES(in[i]) - e->origin[i];
     status = run_passes(e, dsts, srcs);
     if (status != ODML_OK) {                       /* the Python route runs it again and raises its own error */
-        result = Py_None;
-        Py_INCREF(result);
+        result = Py_NewRef(Py_None);
         goto done;
     }
     result = take_outputs(outs, e->n_out, e->multi);
@@ -242,9 +218,8 @@ done:
     return result;
 }
 
-/* The element indices a pass reaches on one side: offset + sum(i * stride)
- * for i in [0, extent) per axis, in [*lo, *hi]; -1 beyond 2^58 anywhere
- * (the sums then stay far inside int64). */
+/* The element indices a pass reaches on one side: offset + sum(i * stride) for i in [0, extent) per axis, in [*lo,
+ * *hi]; -1 beyond 2^58 anywhere (the sums then stay far inside int64). */
 static int move_span(int rank, int64_t offset, const int64_t *extent, const int64_t *strides, int64_t *lo,
                      int64_t *hi) {
     const int64_t lim = (int64_t)1 << 58;
@@ -261,7 +236,7 @@ static int move_span(int rank, int64_t offset, const int64_t *extent, const int6
 
 /* Whether pass p, on inputs of `span` elements of `in_size` bytes and
  * outputs of `count` elements of `out_size` bytes, stays inside them. */
-int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
+static int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
                    const int *out_size, int n_in, int n_out) {
     const odml_cpu_move_params *p = &mp->p.move;
     int64_t lo, hi, extent[ODML_CPU_MOVE_MAX_RANK];
@@ -288,6 +263,15 @@ int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, cons
            hi < span[mp->src];
 }
 
+int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int64_t *count, const int *out_size,
+                    int n_in, int n_out) {
+    const char *error = NULL;
+    if (!move_pass_fits(mp, span, in_size, count, out_size, n_in, n_out)) return 0;
+    const int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
+    if (status == ODML_ENOMEM) PyErr_NoMemory();
+    return status == ODML_OK ? 1 : status == ODML_ENOMEM ? -1 : 0;
+}
+
 /* Whether index pass mp (its IndexPass given its ranges' lengths here) is well formed and stays inside
  * inputs of `span` elements of `in_size` bytes and outputs of `count` elements of `out_size` bytes. */
 static int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
@@ -307,9 +291,8 @@ static int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const i
     return odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len);
 }
 
-/* An input's element 0 (its lowest-addressed element) as bytes back from its
- * data pointer, and its span in elements; -1 where a stride is not a whole
- * number of elements (the route copies such an array first). */
+/* An input's element 0 (its lowest-addressed element) as bytes back from its data pointer, and its span in elements;
+ * -1 where a stride is not a whole number of elements (the route copies such an array first). */
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span) {
     int64_t es = PyArray_ITEMSIZE(x), back = 0, reach = 0;
     *span = 0;
@@ -346,22 +329,16 @@ static int int64_item(PyObject *seq, Py_ssize_t i, int64_t *v) {
  * constant value, checked whether its index values are the array API's checked indices); whether stored.
  * False (nothing stored) where the call has no key, the cache is off or was dropped since `generation`, or a
  * pass would reach outside the buffers; ValueError for a malformed record. */
-static PyObject *put_move(PyObject *args) {
-    PyObject *op, *x, *call_args, *outs, *origins, *passes;
-    int multi;
-    unsigned long long gen;
+static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
+                          PyObject *passes, int multi) {
     Key k;
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in, in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
     int64_t span[MAX_MOVE_IO], count[MAX_MOVE_IO];
-    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
-                          &PyTuple_Type, &origins, &PyTuple_Type, &passes, &multi, &gen))
-        return NULL;
-    if (!enabled || gen != generation || !numpy_ready ||
-        move_key(&k, op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, &n_in) < 0) {
+    if (!numpy_ready
+            || move_key(&k, op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, &n_in) < 0) {
         if (PyErr_Occurred()) drop_error();
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
+        return with_deferred(Py_NewRef(Py_False));
     }
     Py_ssize_t n_out = PyTuple_GET_SIZE(outs), n_pass = PyTuple_GET_SIZE(passes);
     if (n_out < 1 || n_out > MAX_MOVE_IO || PyTuple_GET_SIZE(origins) != n_in || n_pass > MAX_MOVE_PASSES) {
@@ -440,26 +417,15 @@ static PyObject *put_move(PyObject *args) {
         }
         memcpy(&mp->p.move, pb.buf, sizeof(odml_cpu_move_params));
         PyBuffer_Release(&pb);
-        if (!move_pass_fits(mp, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
-        const char *error = NULL;
-        int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
-        if (status == ODML_ENOMEM) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        if (status != ODML_OK) goto refuse;      /* parameters the kernel itself rejects */
+        const int ready = move_pass_ready(mp, span, in_size, count, out_size, n_in, (int)n_out);
+        if (ready < 0) goto fail;
+        if (!ready) goto refuse;
     }
-    int rc = store(&k, e);
-    Py_DECREF(e);
-    if (rc == 0) {
-        result = Py_True;
-        Py_INCREF(result);
-    }
+    result = stored(&k, e);
     goto release;
 refuse:
     Py_DECREF(e);
-    result = Py_False;
-    Py_INCREF(result);
+    result = Py_NewRef(Py_False);
     goto release;
 fail:
     Py_DECREF(e);
@@ -471,9 +437,8 @@ release:
 
 /* call_cache_move(op, x, *args): a repeated family call, or None (take the Python route). */
 #ifdef ODML_NUMPY
-/* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a
- * tracer needs to see (not a negative view); NULL, with no exception left,
- * for anything else. */
+/* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
+ * view); NULL, with no exception left, for anything else. */
 static PyObject *torch_view(PyObject *t) {
     if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
         is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
@@ -491,30 +456,24 @@ static PyObject *torch_view(PyObject *t) {
 
 #define MAX_MOVE_ARGS 16
 
-/* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or
- * move_new for a new shape) run on views of the tensors args[xi] (the
- * Python route records it on the same views: the same key), its outputs
- * handed to torch.from_numpy as the Python route does. */
+/* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or move_new for a new shape) run on views of the
+ * tensors args[xi] (the Python route records it on the same views: the same key), its outputs handed to
+ * torch.from_numpy as the Python route does. */
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
     PyObject *x = args[xi], *view, *call[MAX_MOVE_ARGS], *result;
     if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
-    if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {     /* JOIN's arrays: a tuple of views */
-        Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+    Py_ssize_t n, m;
+    PyObject **items = seq_items(x, &n);
+    if (items) {                                              /* JOIN's arrays: a tuple of views */
         if (n < 1 || n > MAX_MOVE_IO) Py_RETURN_NONE;
         view = PyTuple_New(n);
         if (!view) return NULL;
         for (Py_ssize_t i = 0; i < n; i++) {
             /* re-read the container each time: a view's making may run Python code */
-            Py_ssize_t m = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
-            PyObject *item = i < m ? (PyList_CheckExact(x) ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i)) : NULL;
-            PyObject *v = NULL;
-            if (item) {
-                Py_INCREF(item);
-                v = torch_view(item);
-                Py_DECREF(item);
-            }
-            if (!v || m != n) {
-                Py_XDECREF(v);
+            PyObject *item = (items = seq_items(x, &m)) && m == n ? Py_NewRef(items[i]) : NULL;
+            PyObject *v = item ? torch_view(item) : NULL;
+            Py_XDECREF(item);
+            if (!v) {
                 Py_DECREF(view);
                 Py_RETURN_NONE;
             }
@@ -552,42 +511,37 @@ static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return to
 
 /* -- The family on CUDA memory: PyTorch CUDA tensors and CuPy arrays ----------------------------------- */
 
-/* A family call on CUDA memory (arrays/family_cuda.py's route) recorded as
- * what it queued: the kernel launches of its move program (function, grid,
- * parameter structure passed by value; one per pass, or one for a fused
- * padding program), each with its source slot (an input, or -1: a fill,
- * given its destination as its unused source) and destination slot (an
- * output). The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the
- * arguments (key_move_arg), then the inputs as the first five operators'
- * CUDA entries key them (dtype, shape, strides, device, the address's
- * alignment class mod 16), one tensor or a list/tuple of 1..MAX_MOVE_IO; all
- * on one device. A hit (every input a plain tensor of the current device,
- * not a negative view; for PyTorch nothing autograd or a tracer must see)
- * allocates each output through the framework's allocator (x.new_empty(shape,
- * dtype=...) for PyTorch as torch.empty on the tensors' device, cupy's empty
- * for CuPy), refuses an output address outside the alignment class the
- * launches were chosen for, and queues the launches in order on the
- * framework's current stream of that device. The entry holds the backend's
- * Launch objects: they own the parameter structures (copied by each launch,
- * so nothing queued reads the entry) and make a failed launch's retry and
- * error, as the Python route does. */
+/* A family call on CUDA memory (arrays/family_cuda.py's route) recorded as what it queued: the kernel launches of its
+ * move program (function, grid, parameter structure passed by value; one per pass, or one for a fused padding
+ * program), each with its source slot (an input, or -1: a fill, given its destination as its unused source) and
+ * destination slot (an output). The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the arguments
+ * (key_move_arg), then the inputs as the first five operators' CUDA entries key them (dtype, shape, strides, device,
+ * the address's alignment class mod 16), one tensor or a list/tuple of 1..MAX_MOVE_IO; all on one device. A hit
+ * (every input a plain tensor of the current device, not a negative view; for PyTorch nothing autograd or a tracer
+ * must see) allocates each output through the framework's allocator (x.new_empty(shape, dtype=...) for PyTorch as
+ * torch.empty on the tensors' device, cupy's empty for CuPy), refuses an output address outside the alignment class
+ * the launches were chosen for, and queues the launches in order on the framework's current stream of that device.
+ * The entry holds the backend's Launch objects: they own the parameter structures (copied by each launch, so nothing
+ * queued reads the entry) and make a failed launch's retry and error, as the Python route does. */
+
+/* x, or the first item of an exact list or tuple x (NULL where empty) */
+static PyObject *first_of(PyObject *x) {
+    Py_ssize_t n;
+    PyObject **items = seq_items(x, &n);
+    return !items ? x : n > 0 ? items[0] : NULL;
+}
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 int cuda_framework(PyObject *x) {
-    if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {
-        Py_ssize_t n = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
-        if (n < 1) return 0;
-        x = PyList_CheckExact(x) ? PyList_GET_ITEM(x, 0) : PyTuple_GET_ITEM(x, 0);
-    }
+    if (!(x = first_of(x))) return 0;
     if (t_type && Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
     if (c_type && Py_TYPE(x) == (PyTypeObject *)c_type) return 2;
     return 0;
 }
 
-/* x's arrays (one of `type`, or an exact list or tuple of 1..MAX_MOVE_IO of
- * them) as new references in in[], their count in *n, whether a sequence in
- * *seq; -1 (nothing held) where x is not such. No Python code runs between
- * the checks and the copy, so a list changed later cannot mislead the key. */
+/* x's arrays (one of `type`, or an exact list or tuple of 1..MAX_MOVE_IO of them) as new references in in[], their
+ * count in *n, whether a sequence in *seq; -1 (nothing held) where x is not such. No Python code runs between the
+ * checks and the copy, so a list changed later cannot mislead the key. */
 int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq) {
     if (Py_TYPE(x) == type) {
         Py_INCREF(x);
@@ -596,10 +550,9 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
         *seq = 0;
         return 0;
     }
-    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
-    Py_ssize_t m = PyList_CheckExact(x) ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
-    PyObject **items = PyList_CheckExact(x) ? ((PyListObject *)x)->ob_item : ((PyTupleObject *)x)->ob_item;
-    if (m < 1 || m > MAX_MOVE_IO) return -1;
+    Py_ssize_t m;
+    PyObject **items = seq_items(x, &m);
+    if (!items || m < 1 || m > MAX_MOVE_IO) return -1;
     for (Py_ssize_t i = 0; i < m; i++)
         if (Py_TYPE(items[i]) != type) return -1;
     for (Py_ssize_t i = 0; i < m; i++) {
@@ -611,18 +564,12 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
     return 0;
 }
 
-/* The key of a family call on CUDA memory, the inputs' addresses in ptr[]
- * and their (one) device in *device, where each input's words start in at[]
- * (where not NULL); -1: no key (inputs on several devices included). */
+/* The key of a family call on CUDA memory, the inputs' addresses in ptr[] and their (one) device in *device, where
+ * each input's words start in at[] (where not NULL); -1: no key (inputs on several devices included). */
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at) {
-    int64_t o, dev;
-    k->n = 0;
-    if (exact_int(op, &o) < 0 || put(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY) < 0 || put(k, o) < 0 ||
-        put(k, nargs) < 0)
-        return -1;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        if (key_move_arg(k, args[i]) < 0) return -1;
+    int64_t dev;
+    if (key_call(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, op, args, nargs, 1) < 0) return -1;
     if (put(k, seq ? -2 : -1) < 0 || (seq && put(k, n) < 0)) return -1;
     for (int i = 0; i < n; i++) {
         if (at) at[i] = k->n;
@@ -763,6 +710,21 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     return 0;
 }
 
+int cuda_plain(PyObject **in, int n) {
+    for (int i = 0; i < n; i++)
+        if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg)))) return 0;
+    return 1;
+}
+
+int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
+                     int n, int seq, const uint64_t *ptr) {
+    Key again;
+    int64_t device;
+    uint64_t at[MAX_MOVE_IO];
+    return cuda_move_key(&again, torch, op, args, nargs, in, n, seq, &device, at, NULL) == 0 && again.n == k->n
+           && same_words(again.w, k->w, k->n) && !memcmp(at, ptr, sizeof(uint64_t) * (size_t)n);
+}
+
 /* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
  * (torch 0): its outputs (a list for SPLIT), or None (take the Python route). */
 static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
@@ -773,26 +735,10 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     int n = 0, seq = 0;
     Entry *e = NULL;
     if (cuda_inputs(args[1], (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) Py_RETURN_NONE;
-    if (torch)
-        for (int i = 0; i < n; i++)
-            if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg))))
-                goto route;
-    if (cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr, NULL) < 0) goto route;
-    {
-        PyObject *kb = PyBytes_FromStringAndSize((const char *)k.w, (Py_ssize_t)k.n * 8);
-        PyObject *hit = kb ? PyDict_GetItemWithError(table, kb) : NULL;
-        Py_XDECREF(kb);
-        if (!hit || Py_TYPE(hit) != &EntryType || ((Entry *)hit)->kind != (torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY)
-                || ((Entry *)hit)->n_in != n) {
-            drop_error();
-            misses++;
-            goto route;
-        }
-        e = (Entry *)hit;
-        Py_INCREF(e);
-    }
-    /* the launches need the tensors' device current (the Python route makes it so) */
-    if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
+    if ((torch && !cuda_plain(in, n)) || cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device,
+                                                       ptr, NULL) < 0
+            || !(e = lookup(&k, n)) || !cuda_device_is(torch, device))
+        goto route;
     for (int i = 0; i < e->n_out; i++) {
         int placed;
         outs[i] = cuda_empty(torch, in[0], &e->outs[i], e->outs[i].dtype, &dst, &placed);
@@ -803,14 +749,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         if (!placed) goto route;
         dsts[i] = (uint64_t)dst;
     }
-    if (torch) {                                   /* the inputs as keyed, and where, after the allocations */
-        Key again;
-        int64_t d2;
-        uint64_t p2[MAX_MOVE_IO];
-        if (cuda_move_key(&again, torch, args[0], args + 2, nargs - 2, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n ||
-            !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
-            goto route;
-    }
+    if (torch && !cuda_still_keyed(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, ptr)) goto route;
     if (cuda_stream(torch, device, &stream) < 0) goto done;
     {
         const int rc = cuda_entry_run(e, ptr, dsts, stream);
@@ -822,8 +761,7 @@ static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     hits++;
     goto done;
 route:
-    result = Py_None;
-    Py_INCREF(result);
+    result = Py_NewRef(Py_None);
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
     for (int i = 0; i < n; i++) Py_DECREF(in[i]);
@@ -848,30 +786,21 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
  * IndexPass, (at_src, at_dst, at_idx, slots, flags)) (index_step; function 0: the IndexPass runs it; flags: a
  * checked call's, whose served calls wait for their stream and answer None where an index was out of range). False (nothing stored) where the call has no key, the cache is off or was dropped since
  * `generation`, or an origin is outside [0, the input's address]; ValueError for a malformed record. */
-static PyObject *put_move_cuda(PyObject *args, int torch) {
-    PyObject *op, *x, *call_args, *outs, *origins, *steps, *in[MAX_MOVE_IO];
-    int multi, n_in = 0, seq = 0;
-    unsigned long long gen;
+static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
+                               PyObject *steps, int multi, int torch) {
+    PyObject *in[MAX_MOVE_IO];
+    int n_in = 0, seq = 0;
     int64_t device = -1;
     uint64_t ptr[MAX_MOVE_IO];
     Key k;
     Entry *e = NULL;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
-                          &PyTuple_Type, &origins, &PyTuple_Type, &steps, &multi, &gen))
-        return NULL;
-    if (!enabled || gen != generation ||
-        cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0) {
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
-    }
-    if (cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), in, n_in,
-                      seq, &device, ptr, NULL) < 0) {
-        for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
-        if (PyErr_Occurred()) drop_error();
-        Py_INCREF(Py_False);
-        return with_deferred(Py_False);
-    }
+    if (cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0)
+        return with_deferred(Py_NewRef(Py_False));
+    const int keyed = cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
+                                    in, n_in, seq, &device, ptr, NULL) == 0;
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
+    if (PyErr_Occurred()) drop_error();
+    if (!keyed) return with_deferred(Py_NewRef(Py_False));
     Py_ssize_t n_out = PyTuple_GET_SIZE(outs), n_step = PyTuple_GET_SIZE(steps);
     if (n_out < 1 || PyTuple_GET_SIZE(origins) != n_in) {
         PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): at least one output and one origin per "
@@ -948,11 +877,7 @@ fail:
 }
 
 int torch_input(PyObject *x) {
-    if (!t_type || !t_from_numpy) return 0;
-    if (Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
-    if (PyList_CheckExact(x)) return PyList_GET_SIZE(x) > 0 && Py_TYPE(PyList_GET_ITEM(x, 0)) == (PyTypeObject *)t_type;
-    if (PyTuple_CheckExact(x)) return PyTuple_GET_SIZE(x) > 0 && Py_TYPE(PyTuple_GET_ITEM(x, 0)) == (PyTypeObject *)t_type;
-    return 0;
+    return t_from_numpy && cuda_framework(x) == 1;
 }
 
 /* A never-seen shape offered to C (`fn`, whose input arrays are args[xi]): NumPy arrays as they are, plain
@@ -965,8 +890,7 @@ PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
 
 /* For x where torch_input(x): whether its (first) tensor is a CUDA one (0 where that cannot be read). */
 int torch_input_cuda(PyObject *x) {
-    PyObject *first = PyList_CheckExact(x) || PyTuple_CheckExact(x) ? PySequence_Fast_ITEMS(x)[0] : x;
-    Py_INCREF(first);
+    PyObject *first = Py_NewRef(first_of(x));
     const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
     Py_DECREF(first);
     if (PyErr_Occurred()) drop_error();
@@ -993,10 +917,16 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
 PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
     (void)self;
 #ifdef ODML_NUMPY
-    PyObject *x = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
-    int fw = x ? cuda_framework(x) : 0;
-    if (fw) return put_move_cuda(args, fw == 1);          /* NumPy records come with NumPy arrays (views) */
-    return put_move(args);
+    PyObject *op, *x, *call_args, *outs, *origins, *passes;
+    int multi;
+    unsigned long long gen;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
+                          &PyTuple_Type, &origins, &PyTuple_Type, &passes, &multi, &gen))
+        return NULL;
+    if (!enabled || gen != generation) return with_deferred(Py_NewRef(Py_False));
+    const int fw = cuda_framework(x);                     /* NumPy records come with NumPy arrays (views) */
+    return fw ? put_move_cuda(op, x, call_args, outs, origins, passes, multi, fw == 1)
+              : put_move(op, x, call_args, outs, origins, passes, multi);
 #else
     (void)args;
     Py_RETURN_FALSE;
@@ -1006,15 +936,12 @@ PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
 /* call_cache_move_types(tuple of types): enum types whose members key family arguments by identity */
 PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types) {
     (void)self;
-    if (!PyTuple_CheckExact(types)) {
+    int ok = PyTuple_CheckExact(types);
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(types); i++) ok = PyType_Check(PyTuple_GET_ITEM(types, i));
+    if (!ok) {
         PyErr_SetString(PyExc_TypeError, "call_cache_move_types: a tuple of types is required");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++)
-        if (!PyType_Check(PyTuple_GET_ITEM(types, i))) {
-            PyErr_SetString(PyExc_TypeError, "call_cache_move_types: a tuple of types is required");
-            return NULL;
-        }
     Py_INCREF(types);
     Py_XSETREF(move_types, types);
     drop_all();

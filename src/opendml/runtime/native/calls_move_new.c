@@ -1,9 +1,7 @@
-/* The call cache's new-shape route of the data-movement family on NumPy
- * arrays (and PyTorch CPU tensors through NumPy views), PyTorch CUDA tensors
- * and CuPy arrays: a never-seen shape lowered in C (newshape_move.c), run
- * (on CUDA, the launches cuda_move_spec.c plans) and recorded as
- * call_cache_put_move records it, in one call (see calls.c and calls.h; the
- * entries themselves are calls_move.c's). */
+/* The call cache's new-shape route of the data-movement family on NumPy arrays (and PyTorch CPU tensors through NumPy
+ * views), PyTorch CUDA tensors and CuPy arrays: a never-seen shape lowered in C (newshape_move.c), run (on CUDA, the
+ * launches cuda_move_spec.c plans) and recorded as call_cache_put_move records it, in one call (see calls.c and
+ * calls.h; the entries themselves are calls_move.c's). */
 #define NO_IMPORT_ARRAY
 #include <stddef.h>
 
@@ -125,11 +123,9 @@ int64_t odml_move_dtype_type(PyObject *o) {
 }
 
 #ifdef ODML_NUMPY
-/* The inputs of a family call: x one exact ndarray, or where the lowering
- * number has ODML_LOWER_SEQUENCE (a function offering its arrays as one list
- * or tuple) an exact list or tuple of 1..MAX_MOVE_IO of them (a lone array is
- * refused there: the Python route names the fault), stored in `in`
- * (borrowed); -1 else. */
+/* The inputs of a family call: x one exact ndarray, or where the lowering number has ODML_LOWER_SEQUENCE (a function
+ * offering its arrays as one list or tuple) an exact list or tuple of 1..MAX_MOVE_IO of them (a lone array is refused
+ * there: the Python route names the fault), stored in `in` (borrowed); -1 else. */
 static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
     if (!(lowering & ODML_LOWER_SEQUENCE)) {
         if (Py_TYPE(x) != &PyArray_Type) return -1;
@@ -137,33 +133,27 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
         *n_in = 1;
         return 0;
     }
-    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) return -1;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(x);
-    if (n < 1 || n > MAX_MOVE_IO) return -1;
+    Py_ssize_t n;
+    PyObject **items = seq_items(x, &n);
+    if (!items || n < 1 || n > MAX_MOVE_IO) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_ITEMS(x)[i];
-        if (Py_TYPE(item) != &PyArray_Type) return -1;
-        in[i] = (PyArrayObject *)item;
+        if (Py_TYPE(items[i]) != &PyArray_Type) return -1;
+        in[i] = (PyArrayObject *)items[i];
     }
     *n_in = (int)n;
     return 0;
 }
 
-/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not
- * stored, not run): the passes packed (odml_move_pack), threads as
- * CpuBackend._threads gives them for `conf` (max threads, grain bytes, ...,
- * the output size from which output blocks are used: CpuBackend.plain_conf),
- * each checked to stay inside the buffers and laid out (odml_move_prepare).
- * NULL with no exception set where the Python route must run the call; NULL
- * with one for no memory. */
+/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not stored, not run): the passes packed
+ * (odml_move_pack), threads as CpuBackend._threads gives them for `conf` (max threads, grain bytes, ..., the output
+ * size from which output blocks are used: CpuBackend.plain_conf), each checked to stay inside the buffers and laid
+ * out (odml_move_prepare). NULL with no exception set where the Python route must run the call; NULL with one for no
+ * memory. */
 static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
     int64_t most, grain, min_bytes;
-    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
-            || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 4), &min_bytes)
-            || most < 1 || grain < 1) {
-        if (PyErr_Occurred()) drop_error();
+    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
+            || plain_args(((PyTupleObject *)conf)->ob_item, "ii..i", &most, &grain, &min_bytes) || most < 1 || grain < 1)
         return NULL;
-    }
     odml_move_input xs[MAX_MOVE_IO];
     int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
     int in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
@@ -223,15 +213,8 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
         mp->dst = g->pass_dst[i];
         if (t > most && most > ODML_MAX_THREADS) goto fail;
         if (odml_move_pack(raw, &mp->p.move)
-                || !move_pass_fits(mp, span, in_size, g->out_count, out_size, n_in, g->n_out))
+                || move_pass_ready(mp, span, in_size, g->out_count, out_size, n_in, g->n_out) != 1)
             goto fail;
-        const char *error = NULL;
-        const int status = odml_move_prepare(&mp->p.move, mp->threads, &mp->prep, &error);
-        if (status == ODML_ENOMEM) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        if (status != ODML_OK) goto fail;
     }
     goto out;
 fail:
@@ -241,21 +224,6 @@ out:
     return e;
 }
 
-/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
- *
- * A never-seen shape of a family call on exact NumPy arrays (or plain
- * PyTorch CPU tensors, through NumPy views, as call_cache_move serves them)
- * in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
- * ODML_LOWER_* number with the operator's element types), the passes
- * packed, new outputs, the passes run, and the call recorded as
- * call_cache_put_move records it (where the cache is on and still in
- * `generation`), so the next such call is a hit of call_cache_move. `op`, x
- * (an array, or a list or tuple of arrays) and `args` are what the
- * function offers call_cache_move (the key's); conf is CpuBackend.plain_conf.
- * None, nothing run, wherever the Python route must run the call: the
- * lowering declines (anything but a valid call in its simple forms), an
- * output cannot be allocated (the Python route raises the error naming it),
- * an input changed while the outputs were allocated. */
 typedef struct {
     int nd;
     npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
@@ -265,38 +233,25 @@ typedef struct {
 
 static void input_state(PyArrayObject *x, InputState *s) {
     s->nd = PyArray_NDIM(x);
-    memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
-    memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+    if (s->nd) {                                    /* (a 0-d array has no dims pointer) */
+        memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
+        memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+    }
     s->data = PyArray_BYTES(x);
     s->descr = PyArray_DESCR(x);
 }
 
 static int input_same(PyArrayObject *x, const InputState *s) {
     return PyArray_NDIM(x) == s->nd && PyArray_BYTES(x) == s->data && PyArray_DESCR(x) == s->descr
-           && !memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
-           && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+           && (!s->nd || (!memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
+                          && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd)));
 }
 
-static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
-    (void)nargs;
-    PyObject *op = args[0], *xo = args[2], *call_args = args[3];
-    int64_t lowering, gen;
-    PyArrayObject *in[MAX_MOVE_IO];
-    int n_in = 0;
-    if (!numpy_ready || !PyTuple_CheckExact(call_args) || exact_int(args[1], &lowering) || exact_int(args[4], &gen)
-            || move_inputs(xo, lowering, in, &n_in) < 0) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
-    /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
-    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
+PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
+                    int64_t gen) {
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     char *dsts[MAX_MOVE_IO];
-    Entry *e = move_new_entry((int)lowering, in, n_in, call_args, args[5]);
-    if (!e) {
-        if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-        goto done;
-    }
+    const char *srcs[MAX_MOVE_IO];
     /* the key and the inputs' layouts as lowered, before anything can run Python code */
     Key k;
     PyArrayObject *keyed_in[MAX_MOVE_IO];
@@ -314,23 +269,45 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
             goto done;
         }
     }
-    /* a finalizer run by an allocation may have changed an input (its shape, its buffer) */
-    for (int i = 0; i < n_in; i++)
-        if (!input_same(in[i], &state[i])) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    const char *srcs[MAX_MOVE_IO];
-    for (int i = 0; i < n_in; i++) srcs[i] = state[i].data - e->origin[i];
-    if (run_passes(e, dsts, srcs) != ODML_OK) {                       /* the Python route runs it again and raises its own error */
-        result = Py_NewRef(Py_None);
-        goto done;
+    /* a finalizer run by an allocation may have changed an input (its shape, its buffer); a pass that declines
+     * (a checked index out of range): the Python route runs the call again and raises its own error */
+    for (int i = 0; i < n_in; i++) {
+        if (!input_same(in[i], &state[i])) goto route;
+        srcs[i] = state[i].data - e->origin[i];
     }
+    if (run_passes(e, dsts, srcs) != ODML_OK) goto route;
     if (keyed && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
     result = take_outputs(outs, e->n_out, e->multi);
+    goto done;
+route:
+    result = Py_NewRef(Py_None);
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
-    Py_XDECREF(e);
+    Py_DECREF(e);
+    return result;
+}
+
+/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
+ *
+ * A never-seen shape of a family call on exact NumPy arrays (or plain PyTorch CPU tensors, through NumPy views, as
+ * call_cache_move serves them) in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
+ * ODML_LOWER_* number with the operator's element types), the passes packed, new outputs, the passes run, and the
+ * call recorded as call_cache_put_move records it (where the cache is on and still in `generation`), so the next such
+ * call is a hit of call_cache_move. `op`, x (an array, or a list or tuple of arrays) and `args` are what the function
+ * offers call_cache_move (the key's); conf is CpuBackend.plain_conf. None, nothing run, wherever the Python route
+ * must run the call: the lowering declines (anything but a valid call in its simple forms), an output cannot be
+ * allocated (the Python route raises the error naming it), an input changed while the outputs were allocated. */
+static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
+    (void)nargs;
+    int64_t lowering, gen;
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in = 0;
+    if (plain_args(args, ".i.ti", &lowering, &gen) || move_inputs(args[2], lowering, in, &n_in) < 0) Py_RETURN_NONE;
+    /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
+    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
+    Entry *e = move_new_entry((int)lowering, in, n_in, args[3], args[5]);
+    PyObject *result = e ? serve_new(e, args[0], args[2], args[3], in, n_in, gen)
+                         : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
@@ -341,33 +318,19 @@ static PyObject *move_lowering(PyObject *const *args) {
     int64_t lowering;
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
-    if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
-            || move_inputs(args[1], lowering, in, &n_in) < 0) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
+    if (plain_args(args, "i.t", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0) Py_RETURN_NONE;
     Entry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
-    if (!e) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    PyObject *shape = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
-    if (!shape || !passes) goto done;
-    for (int j = 0; j < e->n_out; j++) {
-        PyObject *one = odml_ints_tuple(e->outs[j].dims, e->outs[j].rank);
-        if (!one) goto done;
-        PyTuple_SET_ITEM(shape, j, one);
-    }
-    for (int i = 0; i < e->n_pass; i++) {
+    if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *shapes = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
+    for (int j = 0; shapes && !PyErr_Occurred() && j < e->n_out; j++)   /* (a NULL item: an error, the tuple dropped) */
+        PyTuple_SET_ITEM(shapes, j, odml_ints_tuple(e->outs[j].dims, e->outs[j].rank));
+    for (int i = 0; passes && !PyErr_Occurred() && i < e->n_pass; i++) {
         const Pass *mp = &e->passes[i];
-        PyObject *t = Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p.move,
-                                    (Py_ssize_t)sizeof mp->p.move, mp->threads);
-        if (!t) goto done;
-        PyTuple_SET_ITEM(passes, i, t);
+        PyTuple_SET_ITEM(passes, i, Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p.move,
+                                                  (Py_ssize_t)sizeof mp->p.move, mp->threads));
     }
-    result = Py_BuildValue("(OOO)", shape, e->outs[0].dtype, passes);
-done:
-    Py_XDECREF(shape);
+    if (shapes && passes && !PyErr_Occurred()) result = Py_BuildValue("(OOO)", shapes, e->outs[0].dtype, passes);
+    Py_XDECREF(shapes);
     Py_XDECREF(passes);
     Py_DECREF(e);
     return result;
@@ -549,17 +512,36 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     return e;
 }
 
-/* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo
- * (an array, or a list or tuple of them), its other arguments call_args, made on the settings of generation
- * `gen`; `how` lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what
- * the caller's cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}},
- * the rest for `how`. The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered
- * in C, the outputs from the framework's allocator, the launches queued on its current stream, and the call
- * recorded as put_move_cuda records it (where the cache is on and still in `gen`), so the next such call is
- * a hit of cuda_move. Returns the output(s); None, nothing run, wherever the Python route must run the call
- * (what cuda_move leaves to it, no key, a lowering or launch plan declined, a device not current, an output
- * the allocator refuses or an input changed meanwhile); or the name of a kernel `kernels` lacks for the
- * device (nothing run: compile it and call again). */
+/* Output i of cuda_new (an owner table, zero: `dims` zeroed int32 words) of DataType t from the framework's
+ * allocator beside in0, its shape, dtype and address in shapes, dtypes and dsts: 0; 1 where the Python route must
+ * run the call (an address that is not whole elements: the route places the output or raises); -1 with an
+ * exception, or *result the allocator's answer (its error, out of memory: the route raises it). */
+static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int64_t *dims, int zero, int i,
+                       PyObject **shapes, PyObject **dtypes, PyObject **outs, uint64_t *dsts, PyObject **result) {
+    Out o = {.shape = shapes[i] = odml_ints_tuple(dims, rank), .zero = zero};
+    int placed;
+    int64_t dst = -1;
+    dtypes[i] = torch ? Py_XNewRef(torch_dtype_of(t, NULL)) : (PyObject *)PyArray_DescrFromType(move_npy_type[t]);
+    if (!dtypes[i] || !shapes[i]) return PyErr_Occurred() ? -1 : 1;
+    if (!(outs[i] = cuda_empty(torch, in0, &o, dtypes[i], &dst, &placed))) {
+        *result = allocation_failed();
+        return -1;
+    }
+    if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) return 1;
+    dsts[i] = (uint64_t)dst;
+    return 0;
+}
+
+/* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
+ * array, or a list or tuple of them), its other arguments call_args, made on the settings of generation `gen`; `how`
+ * lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what the caller's
+ * cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}}, the rest for `how`.
+ * The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered in C, the outputs from the
+ * framework's allocator, the launches queued on its current stream, and the call recorded as put_move_cuda records it
+ * (where the cache is on and still in `gen`), so the next such call is a hit of cuda_move. Returns the output(s);
+ * None, nothing run, wherever the Python route must run the call (what cuda_move leaves to it, no key, a lowering or
+ * launch plan declined, a device not current, an output the allocator refuses or an input changed meanwhile); or the
+ * name of a kernel `kernels` lacks for the device (nothing run: compile it and call again). */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen_o, int torch, PyObject *conf,
                    CudaNew *how) {
     PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *shapes[MAX_MOVE_IO] = {NULL};
@@ -580,10 +562,8 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
     const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
-    if (torch)                                      /* what cuda_move serves (autograd, tracers, negative views) */
-        for (int i = 0; i < n; i++)
-            if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg)))) goto route;
-    if (cuda_move_key(&k, torch, op, cargs, ncargs, in, n, seq, &device, ptr, at) < 0) goto route;
+    if ((torch && !cuda_plain(in, n)) || cuda_move_key(&k, torch, op, cargs, ncargs, in, n, seq, &device, ptr, at) < 0)
+        goto route;
     c.n = n;
     for (int i = 0; i < n; i++)
         if (cuda_input_keyed(&c, i, torch, k.w + at[i], ptr[i]) < 0) goto route;
@@ -594,8 +574,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         goto done;
     }
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
-    /* the launches need the inputs' device current (the Python route makes it so) */
-    if (torch ? !torch_device_is(device) : !equals(PyObject_CallNoArgs(c_device), device)) goto route;
+    if (!cuda_device_is(torch, device)) goto route;
     {
         PyObject *dev = PyLong_FromLongLong(device);
         /* (held: the allocations below may run Python code that replaces it) none yet: every name missing */
@@ -603,28 +582,10 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         Py_XDECREF(dev);
         if (PyErr_Occurred()) goto done;
     }
-    for (int i = 0; i < g->n_out; i++) {
-        Out o;
-        int placed;
-        int64_t dst = -1;
-        const int64_t t = g->out_type[i];
-        dtypes[i] = torch ? Py_XNewRef(torch_dtype_of(t, NULL)) : (PyObject *)PyArray_DescrFromType(move_npy_type[t]);
-        shapes[i] = odml_ints_tuple(g->out_dims[i], g->out_rank[i]);
-        if (!dtypes[i] || !shapes[i]) {
-            if (PyErr_Occurred()) goto done;
-            goto route;
-        }
-        memset(&o, 0, sizeof o);
-        o.shape = shapes[i];
-        outs[i] = cuda_empty(torch, in[0], &o, dtypes[i], &dst, &placed);
-        if (!outs[i]) {                             /* the allocator's error (out of memory): the route raises */
-            result = allocation_failed();
-            goto done;
-        }
-        /* (an address that is not a whole number of elements: the Python route places the output or raises) */
-        if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) goto route;
-        dsts[i] = (uint64_t)dst;
-    }
+    for (int i = 0, rc; i < g->n_out; i++)
+        if ((rc = cuda_output(torch, in[0], g->out_type[i], g->out_rank[i], g->out_dims[i], 0, i, shapes, dtypes, outs,
+                              dsts, &result)))
+            goto failed;
     const int nl = how->plan(how, g, &c, dsts, conf, L);
     if (nl < 1) goto route;
     for (int i = 0; i < nl; i++) {
@@ -639,35 +600,16 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     int n_all = g->n_out, aux[ODML_MOVE_PROG_MAX_PASSES], table = 0;
     for (int i = 0; i < nl; i++) {                  /* owner tables: zeroed scratch after the outputs */
         if (L[i].index && L[i].scratch > 0) {
-            Out o;
-            int placed;
-            int64_t dst = -1, words = L[i].scratch;
-            if (n_all >= MAX_MOVE_IO || !(shapes[n_all] = odml_ints_tuple(&words, 1))) goto route;
-            dtypes[n_all] = torch ? Py_XNewRef(torch_dtype_of(6, NULL)) : (PyObject *)PyArray_DescrFromType(NPY_INT32);
-            if (!dtypes[n_all]) goto route;
-            memset(&o, 0, sizeof o);
-            o.shape = shapes[n_all];
-            o.zero = 1;
-            outs[n_all] = cuda_empty(torch, in[0], &o, dtypes[n_all], &dst, &placed);
-            if (!outs[n_all]) {
-                result = allocation_failed();
-                goto done;
-            }
-            if (dst == -1 || dst % 4) goto route;
-            dsts[n_all] = (uint64_t)dst;
+            int rc = n_all < MAX_MOVE_IO ? 0 : 1;
+            if (rc || (rc = cuda_output(torch, in[0], ODML_T_INT32, 1, &L[i].scratch, 1, n_all, shapes, dtypes, outs,
+                                        dsts, &result)))
+                goto failed;
             table = ++n_all;                        /* 1 + its output */
         }
         aux[i] = L[i].index && L[i].aux ? table : 0;   /* (ix_owner and the scatter after it read the table) */
         if (L[i].index && L[i].aux && !table) goto route;
     }
-    {                                               /* the inputs as keyed (and where), after every allocation */
-        Key again;
-        int64_t d2;
-        uint64_t p2[MAX_MOVE_IO];
-        if (cuda_move_key(&again, torch, op, cargs, ncargs, in, n, seq, &d2, p2, NULL) < 0 || again.n != k.n
-                || !same_words(again.w, k.w, k.n) || memcmp(p2, ptr, sizeof(uint64_t) * (size_t)n))
-            goto route;
-    }
+    if (!cuda_still_keyed(&k, torch, op, cargs, ncargs, in, n, seq, ptr)) goto route;
     e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
     {
@@ -680,6 +622,8 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     if (fits && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
     result = take_outputs(outs, g->n_out, g->multi);
     goto done;
+failed:
+    if (result || PyErr_Occurred()) goto done;
 route:
     if (PyErr_Occurred()) drop_error();
     result = Py_NewRef(Py_None);
@@ -731,21 +675,12 @@ static PyObject *cuda_move_steps(PyObject *const *args) {
     int n_in;
     CudaInputs c;
     PyObject *dp = args[3], *qp = args[4], *result = NULL;
-    if (!numpy_ready || !PyTuple_CheckExact(args[2]) || exact_int(args[0], &lowering)
-            || move_inputs(args[1], lowering, in, &n_in) < 0 || !PyTuple_CheckExact(dp) || !PyTuple_CheckExact(qp)
-            || PyTuple_GET_SIZE(dp) != n_in || PyTuple_GET_SIZE(qp) > MAX_MOVE_IO) {
-        if (PyErr_Occurred()) drop_error();
+    if (plain_args(args, "i.ttt", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0
+            || PyTuple_GET_SIZE(dp) != n_in || PyTuple_GET_SIZE(qp) > MAX_MOVE_IO)
         Py_RETURN_NONE;
-    }
     if (numpy_cuda_inputs(in, n_in, dp, &c) < 0) Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(qp); i++) {
-        int64_t p;
-        if (exact_int(PyTuple_GET_ITEM(qp, i), &p)) {
-            drop_error();
-            Py_RETURN_NONE;
-        }
-        dsts[i] = (uint64_t)p;
-    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(qp); i++)
+        if (exact_int(PyTuple_GET_ITEM(qp, i), (int64_t *)&dsts[i])) Py_RETURN_NONE;
     odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof *g);
     odml_move_launch *L = (odml_move_launch *)PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
     int nl;
@@ -759,17 +694,11 @@ static PyObject *cuda_move_steps(PyObject *const *args) {
         goto done;
     }
     PyObject *shapes = PyTuple_New(g->n_out), *steps = PyTuple_New(nl);
-    for (int i = 0; shapes && i < g->n_out; i++) {
-        PyObject *t = odml_ints_tuple(g->out_dims[i], g->out_rank[i]);
-        if (!t) break;
-        PyTuple_SET_ITEM(shapes, i, t);
-    }
-    for (int i = 0; steps && !PyErr_Occurred() && i < nl; i++) {
-        PyObject *t = Py_BuildValue("(sy#IIii)", L[i].name, (const char *)&L[i].p, L[i].size, L[i].grid, L[i].smem,
-                                    L[i].src, L[i].dst);
-        if (!t) break;
-        PyTuple_SET_ITEM(steps, i, t);
-    }
+    for (int i = 0; shapes && !PyErr_Occurred() && i < g->n_out; i++)
+        PyTuple_SET_ITEM(shapes, i, odml_ints_tuple(g->out_dims[i], g->out_rank[i]));
+    for (int i = 0; steps && !PyErr_Occurred() && i < nl; i++)
+        PyTuple_SET_ITEM(steps, i, Py_BuildValue("(sy#IIii)", L[i].name, (const char *)&L[i].p, L[i].size, L[i].grid,
+                                                 L[i].smem, L[i].src, L[i].dst));
     if (shapes && steps && !PyErr_Occurred()) result = PyTuple_Pack(2, shapes, steps);
     Py_XDECREF(shapes);
     Py_XDECREF(steps);
@@ -780,54 +709,33 @@ done:
 }
 #endif
 
-PyObject *odml_py_call_cache_move_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("call_cache_move_new(op, lowering, x, args, generation, conf, cuda_conf=None)", nargs, 6, 7))
-        return NULL;
 #ifdef ODML_NUMPY
-    const int fw = numpy_ready ? cuda_framework(args[2]) : 0;
-    if (fw == 2 || (fw == 1 && torch_input_cuda(args[2]))) {
-        if (nargs < 7 || args[6] == Py_None) Py_RETURN_NONE;
-        PyObject *conf = PyObject_CallNoArgs(args[6]);         /* (kernels, settings) */
-        if (!conf) return NULL;
-        int64_t lowering;
-        /* (a list where the function takes one array, or one array where it takes a list: the Python route
-         * raises the error naming it) */
-        const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
-        if (exact_int(args[1], &lowering) || listed != !!(lowering & ODML_LOWER_SEQUENCE)) {
-            Py_DECREF(conf);
-            if (PyErr_Occurred()) drop_error();
-            Py_RETURN_NONE;
-        }
-        FamilyNew how = {{family_lower, family_plan}, (int)lowering};
-        PyObject *out = cuda_new(args[0], args[2], args[3], args[4], fw == 1, conf, &how.base);
-        Py_DECREF(conf);
+PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, CudaNew *how, move_fn cpu) {
+    const int fw = numpy_ready ? cuda_framework(args[xi]) : 0;
+    if (fw == 2 || (fw == 1 && torch_input_cuda(args[xi]))) {
+        if (!how || nargs <= ci || args[ci] == Py_None) return with_deferred(Py_NewRef(Py_None));
+        PyObject *conf = PyObject_CallNoArgs(args[ci]);
+        PyObject *out = conf ? cuda_new(args[0], args[xi], args[xi + 1], args[xi + 2], fw == 1, conf, how) : NULL;
+        Py_XDECREF(conf);
         return with_deferred(out);
     }
     /* (cpu_new's CUDA check already made) */
-    if (fw == 1 && torch_input(args[2])) return with_deferred(torch_views(args, nargs, 2, move_new));
-    return cpu_new(args, nargs, 2, move_new);
-#else
-    Py_RETURN_NONE;
-#endif
+    if (fw == 1 && torch_input(args[xi])) return with_deferred(torch_views(args, nargs, xi, cpu));
+    return cpu_new(args, nargs, xi, cpu);
 }
 
-PyObject *odml_py_cuda_move_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings)", nargs, 6, 6)) return NULL;
-#ifdef ODML_NUMPY
-    return cuda_move_steps(args);
-#else
-    Py_RETURN_NONE;
-#endif
+/* call_cache_move_new: new_shape, where on CUDA the inputs are as the function takes them (a list where it takes
+ * one array, or one array where it takes a list: the Python route raises the error naming it) */
+static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
+    int64_t lowering = 0;
+    const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
+    const int ok = exact_int(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
+    FamilyNew how = {{family_lower, family_plan, 0}, (int)lowering};
+    return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
 }
+#endif
 
-PyObject *odml_py_move_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("move_lowering(lowering, x, args, conf)", nargs, 4, 4)) return NULL;
-#ifdef ODML_NUMPY
-    return move_lowering(args);
-#else
-    Py_RETURN_NONE;
-#endif
-}
+GLUE_FUNCTION(call_cache_move_new, "op, lowering, x, args, generation, conf, cuda_conf=None", 6, 7,
+              move_new_route(args, nargs))
+GLUE_FUNCTION(cuda_move_steps, "lowering, x, args, data_ptrs, dst_ptrs, settings", 6, 6, cuda_move_steps(args))
+GLUE_FUNCTION(move_lowering, "lowering, x, args, conf", 4, 4, move_lowering(args))

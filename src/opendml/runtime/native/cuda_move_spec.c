@@ -1,19 +1,14 @@
-/* odml_move_cuda (newshape.h): the CUDA launches of the data-movement family's
- * move program (a Copy/Fill program odml_move_lower gives), in C (issue 33),
- * so that a never-seen shape on PyTorch CUDA tensors or CuPy arrays is
+/* odml_move_cuda (newshape.h): the CUDA launches of the data-movement family's move program (a Copy/Fill program
+ * odml_move_lower gives), in C (issue 33), so that a never-seen shape on PyTorch CUDA tensors or CuPy arrays is
  * lowered, allocated and launched in one C call (calls_move_new.c).
  *
- * It is runtime/cuda/steps.py's move_steps, decision for decision (each
- * function names the one it mirrors): the canonical kernel pass, the fused
- * padding launch (move_padr, move_padw, move_pad), plain copies (move_wcopy,
- * strided_copy through cuda_spec.c's copy launch, move_transpose, move_tile),
- * fills (move_fill), conversions and scale/bias (move_cvt, move_vec); the
- * same kernel names, parameter bytes, grids and shared memory, for steps.py's
- * settings as its c_settings() passes them. tests/runtime/test_cuda_move_spec.py
- * compares the two on random family calls, layouts, dtypes, pointer
- * alignments and settings (no GPU needed). Where a grid would reach 2^31
- * blocks, a product leave 64 bits or a rank pass the parameter block's, -1:
- * the Python route then plans the call. */
+ * It is runtime/cuda/steps.py's move_steps, decision for decision (each function names the one it mirrors): the
+ * canonical kernel pass, the fused padding launch (move_padr, move_padw, move_pad), plain copies (move_wcopy,
+ * strided_copy through cuda_spec.c's copy launch, move_transpose, move_tile), fills (move_fill), conversions and
+ * scale/bias (move_cvt, move_vec); the same kernel names, parameter bytes, grids and shared memory, for steps.py's
+ * settings as its c_settings() passes them. tests/runtime/test_cuda_move_spec.py compares the two on random family
+ * calls, layouts, dtypes, pointer alignments and settings (no GPU needed). Where a grid would reach 2^31 blocks, a
+ * product leave 64 bits or a rank pass the parameter block's, -1: the Python route then plans the call. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -27,9 +22,6 @@
 #define MAP_CONSTANT 5
 #define LIM31 ((int64_t)1 << 31)
 
-/* launch._SCALAR and DataType sizes (model/data_type.py) */
-static const char *const S[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
-static const int64_t type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
 
 /* steps.py _Pass: dims (size, source stride, destination stride, map mode, map shift, map size) */
 typedef struct {
@@ -39,7 +31,6 @@ typedef struct {
     uint64_t bits;
 } kpass;
 
-static int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 static const char *index_of(int64_t x) { return x < LIM31 ? "u32" : "u64"; }
 
 /* _Pass.count (the dims' sizes multiply to at most an output's elements: no overflow) */
@@ -221,8 +212,8 @@ static int transpose_pass(const kpass *k, const odml_move_cuda_conf *c, kpass *g
     memcpy(Y, k->d[y], sizeof k->d[0]);
     without(k, nd - 1, y, g);
     const int64_t t = c->transpose_tile;
-    return !__builtin_mul_overflow(count_of(g), cdiv(X[0], t), blocks)
-           && !__builtin_mul_overflow(*blocks, cdiv(Y[0], t), blocks) && *blocks < LIM31;
+    return !__builtin_mul_overflow(count_of(g), odml_cdiv(X[0], t), blocks)
+           && !__builtin_mul_overflow(*blocks, odml_cdiv(Y[0], t), blocks) && *blocks < LIM31;
 }
 
 /* what a pass's launch depends on beside the pass (move_steps' slots) */
@@ -235,7 +226,7 @@ typedef struct {
 /* _plain_step: 0 with L filled, 1 where the pass goes through move_vec, -1 where the Python route must plan */
 static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
     const odml_move_cuda_conf *c = s->c;
-    const int64_t es = type_size[k->st];
+    const int64_t es = odml_type_size[k->st];
     const int nd = k->n;
     kpass g;
     int64_t R, V, X[6], Y[6], blocks;
@@ -281,21 +272,21 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
             snprintf(L->name, sizeof L->name, "move_wcopy<%d, %s, %lld>", wk.n, index_of(wp->count + THREADS * U),
                      (long long)U);
             params_of(&wk, L);
-            return grid_of(cdiv(wp->count, THREADS * U), L);
+            return grid_of(odml_cdiv(wp->count, THREADS * U), L);
         }
         if (c->via == 1 || (!tile && (w >= 16 || rev || pick))) goto copy_launch;
     }
     if (transpose_pass(k, c, &g, X, Y, &blocks)) {
-        snprintf(L->name, sizeof L->name, "move_transpose<%s, %d, %lld>", S[es], g.n, (long long)c->transpose_tile);
+        snprintf(L->name, sizeof L->name, "move_transpose<%s, %d, %lld>", odml_scalar[es], g.n, (long long)c->transpose_tile);
         extra_dims(&g, X, Y, 1, L);
         return grid_of(blocks, L);
     }
     if (tile) {
         const int64_t gc = count_of(&g), Y0[3] = {0, Y[1], Y[2]};
-        snprintf(L->name, sizeof L->name, "move_tile<%s, %d, %s, %lld, %lld>", S[es], g.n, index_of(gc + THREADS),
+        snprintf(L->name, sizeof L->name, "move_tile<%s, %d, %s, %lld, %lld>", odml_scalar[es], g.n, index_of(gc + THREADS),
                  (long long)R, (long long)V);
         extra_dims(&g, X, Y0, 0, L);
-        return grid_of(cdiv(gc, THREADS), L);
+        return grid_of(odml_cdiv(gc, THREADS), L);
     }
     if (!copy) return 1;
 copy_launch:
@@ -311,17 +302,17 @@ copy_launch:
 /* _pass_step: the launch of a canonical kernel pass (0), or -1 */
 static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
     const odml_move_cuda_conf *c = s->c;
-    const int64_t count = count_of(k), des = type_size[k->dt];
+    const int64_t count = count_of(k), des = odml_type_size[k->dt];
     const int nd = k->n;
     L->smem = 0;
     L->dst = k->dst;
     if (k->fill) {
         const int64_t items = move_items(des, des);
-        snprintf(L->name, sizeof L->name, "move_fill<%s, %d, %s, %lld>", S[des], nd,
+        snprintf(L->name, sizeof L->name, "move_fill<%s, %d, %s, %lld>", odml_scalar[des], nd,
                  index_of(count + THREADS * items), (long long)items);
         params_of(k, L);
         L->src = -1;
-        return grid_of(cdiv(count, THREADS * items), L);
+        return grid_of(odml_cdiv(count, THREADS * items), L);
     }
     int maps = 0;
     for (int i = 0; i < nd; i++) maps |= k->d[i][3] != 0;
@@ -330,20 +321,20 @@ static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
         const int r = plain_step(k, s, L);
         if (r <= 0) return r;
     }
-    const int64_t ses = type_size[k->st], V = move_items(ses, des);
+    const int64_t ses = odml_type_size[k->st], V = move_items(ses, des);
     params_of(k, L);
     L->src = k->src;
     if (conv && !maps && c->cvt_unroll > 0 && nd == 1 && k->d[0][1] == 1 && k->d[0][2] == 1) {
         const int64_t U = c->cvt_unroll, flags = c->cvt_flags;
         if (flags & 2) return -1;                      /* a persistent grid: sized by the device (Python) */
-        snprintf(L->name, sizeof L->name, "move_cvt<%s, %s, %s, %lld, %lld, %lld, %d, %lld, %lld>", S[ses], S[des],
+        snprintf(L->name, sizeof L->name, "move_cvt<%s, %s, %s, %lld, %lld, %lld, %d, %lld, %lld>", odml_scalar[ses], odml_scalar[des],
                  index_of(count + THREADS * V * U), (long long)V, (long long)k->st, (long long)k->dt, k->sb,
                  (long long)U, (long long)flags);
-        return grid_of(cdiv(count, THREADS * V * U), L);
+        return grid_of(odml_cdiv(count, THREADS * V * U), L);
     }
-    snprintf(L->name, sizeof L->name, "move_vec<%s, %s, %d, %s, %lld, %lld, %lld, %d, %d>", S[ses], S[des], nd,
+    snprintf(L->name, sizeof L->name, "move_vec<%s, %s, %d, %s, %lld, %lld, %lld, %d, %d>", odml_scalar[ses], odml_scalar[des], nd,
              index_of(count + THREADS * V), (long long)V, (long long)k->st, (long long)k->dt, k->sb, maps);
-    return grid_of(cdiv(count, THREADS * V), L);
+    return grid_of(odml_cdiv(count, THREADS * V), L);
 }
 
 /* _pad_program: whether g is exactly PADDING/PADDING1's program */
@@ -392,7 +383,7 @@ static int pad_step(const odml_move_prog *g, const odml_move_cuda_conf *c, odml_
     if (!pad_program(g)) return 1;
     if (fused_pass(g, &k)) return -1;
     if (k.fill || k.st != k.dt || k.sb || k.n >= MAX_DIMS) return 1;
-    const int64_t *last = k.d[k.n - 1], W = last[0], es = type_size[k.dt], count = count_of(&k);
+    const int64_t *last = k.d[k.n - 1], W = last[0], es = odml_type_size[k.dt], count = count_of(&k);
     if (last[1] != 1 || last[2] != 1 || W < c->pad_rows_min || W >= LIM31 - 64 || last[5] >= LIM31) return 1;
     const int64_t rows = count / W;
     params_of(&k, L);
@@ -402,20 +393,20 @@ static int pad_step(const odml_move_prog *g, const odml_move_cuda_conf *c, odml_
     if (pad_words_ok(&k)) {
         if (c->fuse == 2 && W * es >= c->padr_min_bytes) {
             const int64_t *P = es >= 4 ? c->pad_rows : c->pad_rows_small;
-            snprintf(L->name, sizeof L->name, "move_padr<%s, %d, %lld, %lld, %lld>", S[es], k.n, (long long)P[0],
+            snprintf(L->name, sizeof L->name, "move_padr<%s, %d, %lld, %lld, %lld>", odml_scalar[es], k.n, (long long)P[0],
                      (long long)P[1], (long long)P[2]);
-            return grid_of(cdiv(rows, THREADS / 32), L);
+            return grid_of(odml_cdiv(rows, THREADS / 32), L);
         }
         if (c->fuse == 2 || c->fuse == 3) {
             const int64_t U = c->pad_words[0];
             if (U < 1) return -1;
-            snprintf(L->name, sizeof L->name, "move_padw<%s, %d, %lld, %lld>", S[es], k.n, (long long)U,
+            snprintf(L->name, sizeof L->name, "move_padw<%s, %d, %lld, %lld>", odml_scalar[es], k.n, (long long)U,
                      (long long)c->pad_words[1]);
-            return grid_of(cdiv(count / (16 / es) + 2, THREADS * U), L);
+            return grid_of(odml_cdiv(count / (16 / es) + 2, THREADS * U), L);
         }
     }
-    snprintf(L->name, sizeof L->name, "move_pad<%s, %d, %s>", S[es], k.n, index_of(rows + 8));
-    return grid_of(cdiv(rows, THREADS / 32), L);
+    snprintf(L->name, sizeof L->name, "move_pad<%s, %d, %s>", odml_scalar[es], k.n, index_of(rows + 8));
+    return grid_of(odml_cdiv(rows, THREADS / 32), L);
 }
 
 /* move_steps */

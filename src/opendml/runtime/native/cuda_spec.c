@@ -1,16 +1,13 @@
-/* odml_new_cuda (newshape.h): the CUDA launch of a new shape's plan, in C
- * (issue 19), so that a PyTorch CUDA tensor of a never-seen shape is planned,
- * allocated and launched in one C call (calls.c, call_cache_torch_new).
+/* odml_new_cuda (newshape.h): the CUDA launch of a new shape's plan, in C (issue 19), so that a PyTorch CUDA tensor
+ * of a never-seen shape is planned, allocated and launched in one C call (calls.c, call_cache_torch_new).
  *
- * It is runtime/cuda/backend.py's launch_spec for the plan the operator
- * lowers, decision for decision: the copy's canonical form widened to the
- * largest word (word_plan), UNFOLD's choice among unfold1d_tile, unfold_tile
+ * It is runtime/cuda/backend.py's launch_spec for the plan the operator lowers, decision for decision: the copy's
+ * canonical form widened to the largest word (word_plan), UNFOLD's choice among unfold1d_tile, unfold_tile
  * (unfold_box) and unfold_gather, FOLD's between fold1d_tile and fold_gather, SLICE_GRAD's canonical form
- * (canonical_scatter) widened (scatter_word_plan); the same kernel names,
- * parameter bytes, grids and shared memory. tests/runtime/test_cuda_spec.py
- * compares the two on random plans, layouts and pointer alignments (no GPU
- * needed: nothing here touches a device). Where a value would leave 64 bits
- * or a grid reach 2^31 blocks, -1: the Python route then runs the call. */
+ * (canonical_scatter) widened (scatter_word_plan); the same kernel names, parameter bytes, grids and shared memory.
+ * tests/runtime/test_cuda_spec.py compares the two on random plans, layouts and pointer alignments (no GPU needed:
+ * nothing here touches a device). Where a value would leave 64 bits or a grid reach 2^31 blocks, -1: the Python route
+ * then runs the call. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -22,16 +19,6 @@
 
 #define THREADS ODML_CUDA_THREADS
 
-static const char *scalar(int64_t w) {
-    switch (w) {
-    case 1: return "u8";
-    case 2: return "u16";
-    case 4: return "u32";
-    case 8: return "u64";
-    default: return "uint4";
-    }
-}
-
 /* items_per_thread */
 static int64_t items_for(int64_t w) { return w >= 16 ? 1 : (16 / w > 4 ? 16 / w : 4); }
 
@@ -40,11 +27,10 @@ static const char *index_type(int64_t count, int64_t items) {
     return count + THREADS * items < ((int64_t)1 << 32) ? "u32" : "u64";
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 /* ceil(count / per) as a grid: -1 where it is 2^31 blocks or more */
 static int grid_of(int64_t count, int64_t per, unsigned *grid) {
-    const int64_t g = ceil_div(count, per);
+    const int64_t g = odml_cdiv(count, per);
     if (g < 1 || g > 0x7fffffff) return -1;
     *grid = (unsigned)g;
     return 0;
@@ -112,7 +98,7 @@ static int copy_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_c
     const int64_t items = items_for(w);
     s->size = (Py_ssize_t)sizeof(odml_copy_params);
     s->smem = 0;
-    snprintf(s->name, sizeof s->name, "strided_copy<%s, %d, %lld, %s, %lld, %lld>", scalar(w), r, (long long)rev,
+    snprintf(s->name, sizeof s->name, "strided_copy<%s, %d, %lld, %s, %lld, %lld>", odml_scalar[w], r, (long long)rev,
              index_type(count, items), (long long)items, (long long)pick);
     return grid_of(count, THREADS * items, &s->grid);
 }
@@ -153,7 +139,7 @@ static int unfold_box(const odml_unfold_params *u, int64_t *t, int64_t *ext) {
     t[D - 1] = nb[D - 1] < first ? nb[D - 1] : first;
     for (int d = D - 2; d >= 0; d--) {
         const int64_t inner = prod_le(t + d + 1, D - d - 1, &overflow);
-        int64_t want = ceil_div(BOX_COLUMNS, inner);
+        int64_t want = odml_cdiv(BOX_COLUMNS, inner);
         if (want < 1) want = 1;
         t[d] = nb[d] < want ? nb[d] : want;
     }
@@ -172,7 +158,7 @@ static int unfold_box(const odml_unfold_params *u, int64_t *t, int64_t *ext) {
     int64_t boxes = u->batch, two, inside;
     if (__builtin_mul_overflow(boxes, u->channels, &boxes)) return -1;
     for (int d = 0; d < D; d++)
-        if (__builtin_mul_overflow(boxes, ceil_div(nb[d], t[d]), &boxes)) return -1;
+        if (__builtin_mul_overflow(boxes, odml_cdiv(nb[d], t[d]), &boxes)) return -1;
     const int64_t region = prod_le(ext, D, &overflow), box = prod_le(t, D, &overflow);
     const int64_t k = prod_le(win, D, &overflow);
     if (overflow || __builtin_mul_overflow(box, k, &inside) || __builtin_mul_overflow(inside, 2, &two)) return -1;
@@ -186,14 +172,14 @@ static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
     const int64_t r = es >= 2 ? 2 : 1, v = 16 / es * r;   /* columns per thread */
     int64_t slots, rows, tiles, bc;
     if (__builtin_mul_overflow(q->channels, q->window_count, &rows)
-            || __builtin_mul_overflow(q->batch, rows, &slots) || __builtin_mul_overflow(slots, ceil_div(B, v), &slots)
+            || __builtin_mul_overflow(q->batch, rows, &slots) || __builtin_mul_overflow(slots, odml_cdiv(B, v), &slots)
             || __builtin_mul_overflow(q->batch, q->channels, &bc)
-            || __builtin_mul_overflow(bc, ceil_div(q->dim[0].window, 32), &tiles)
-            || __builtin_mul_overflow(tiles, ceil_div(B, 32), &tiles)) return -1;
+            || __builtin_mul_overflow(bc, odml_cdiv(q->dim[0].window, 32), &tiles)
+            || __builtin_mul_overflow(tiles, odml_cdiv(B, 32), &tiles)) return -1;
     q->work_items = slots;
     s->size = (Py_ssize_t)sizeof(odml_unfold_params);
     s->smem = 0;
-    const char *S = scalar(es);
+    const char *S = odml_scalar[es];
     int64_t step;
     if (D == 1 && !__builtin_mul_overflow(q->dim[0].stride, q->dim[0].image_stride, &step) && step != INT64_MIN
             && (step < 0 ? -step : step) >= TILE_MIN_STEP && q->dim[0].window >= 8 && tiles < ((int64_t)1 << 31)) {
@@ -211,7 +197,7 @@ static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
     if (box) {
         int64_t work = bc, region = 1;
         for (int d = 0; d < D; d++) {
-            const int64_t n = ceil_div(q->dim[d].blocks, t[d]);
+            const int64_t n = odml_cdiv(q->dim[d].blocks, t[d]);
             work *= n;                        /* < 2^31: unfold_box checked it */
             region *= ext[d];                 /* <= BOX_BYTES / es */
             q->dim[d].box = t[d];
@@ -243,8 +229,8 @@ static int64_t fold_tiles(const odml_fold_params *q, int64_t rc) {
     const odml_window_dim *wd = &q->dim[0];
     const int64_t hops = (wd->start_padding + wd->size - 1) / wd->stride - wd->start_padding / wd->stride + 1;
     int64_t t;
-    if (__builtin_mul_overflow(q->batch, q->channels, &t) || __builtin_mul_overflow(t, ceil_div(hops, 32), &t)
-            || __builtin_mul_overflow(t, ceil_div(wd->stride, rc), &t)) return -1;
+    if (__builtin_mul_overflow(q->batch, q->channels, &t) || __builtin_mul_overflow(t, odml_cdiv(hops, 32), &t)
+            || __builtin_mul_overflow(t, odml_cdiv(wd->stride, rc), &t)) return -1;
     return t;
 }
 
@@ -252,7 +238,7 @@ static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
     odml_fold_params *q = &s->p.fold;
     *q = pl->fold;
     const int64_t es = q->element_size, D = q->dims, flt = q->sum_kind == ODML_SUM_FLOAT;
-    const char *S = scalar(es);
+    const char *S = odml_scalar[es];
     s->size = (Py_ssize_t)sizeof(odml_fold_params);
     s->smem = 0;
     if (flt && es == 1) return -1;
@@ -270,11 +256,11 @@ static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
     const int64_t width = q->dim[D - 1].size;
     int64_t v = 1, warps = 1, lanes;
     for (int64_t c = 4; c >= 2 && v == 1; c /= 2)
-        if (width * 20 >= 17 * ceil_div(width, 32 * c) * 32 * c) v = c;
+        if (width * 20 >= 17 * odml_cdiv(width, 32 * c) * 32 * c) v = c;
     if (__builtin_mul_overflow(q->batch, q->channels, &warps)) return -1;
     for (int64_t d = 0; d < D - 1; d++)
         if (__builtin_mul_overflow(warps, q->dim[d].size, &warps)) return -1;
-    if (__builtin_mul_overflow(warps, ceil_div(width, 32 * v), &warps) || __builtin_mul_overflow(warps, 32, &lanes))
+    if (__builtin_mul_overflow(warps, odml_cdiv(width, 32 * v), &warps) || __builtin_mul_overflow(warps, 32, &lanes))
         return -1;
     q->work_items = warps;
     snprintf(s->name, sizeof s->name, "fold_gather<%s, %d, %d, %s, %lld>", S, (int)flt, (int)D,
@@ -285,46 +271,9 @@ static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
 /* -- SLICE_GRAD: canonical_scatter and scatter_word_plan ---------------------------------------------- */
 
 static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
-    /* canonical_scatter: size-1 dimensions that take one element dropped, a
-     * stable order by output stride (largest first), neighbours merged where
-     * the inner one is wholly inside the window with step 1 and the outer
-     * one has step 1 */
-    int64_t dims[ODML_MAX_RANK][6], merged[ODML_MAX_RANK][6];
-    int m = 0, r = 0;
-    for (int i = 0; i < pl->srank; i++) {
-        const int64_t *d = pl->sdims[i];
-        if (d[0] == 1 && d[4] == 1) continue;
-        int b = m++;
-        while (b > 0 && d[1] > dims[b - 1][1]) {
-            memcpy(dims[b], dims[b - 1], sizeof dims[b]);
-            b--;
-        }
-        memcpy(dims[b], d, sizeof dims[b]);
-    }
-    for (int k = 0; k < m; k++) {
-        const int64_t *d = dims[k];
-        if (r > 0) {
-            int64_t *o = merged[r - 1], os, is, size, first, taken;
-            if (!__builtin_mul_overflow(d[1], d[0], &os) && o[1] == os && d[2] == 0 && d[3] == 1 && d[4] == d[0]
-                    && o[3] == 1 && !__builtin_mul_overflow(d[5], d[4], &is) && o[5] == is) {
-                if (__builtin_mul_overflow(o[0], d[0], &size) || __builtin_mul_overflow(o[2], d[0], &first)
-                        || __builtin_mul_overflow(o[4], d[4], &taken)) return -1;
-                o[0] = size;
-                o[1] = d[1];
-                o[2] = first;
-                o[3] = 1;
-                o[4] = taken;
-                o[5] = d[5];
-                continue;
-            }
-        }
-        memcpy(merged[r++], d, sizeof merged[0]);
-    }
-    if (r == 0) {
-        static const int64_t one[6] = {1, 1, 0, 1, 1, 1};
-        memcpy(merged[0], one, sizeof one);
-        r = 1;
-    }
+    int64_t merged[ODML_MAX_RANK][6];
+    int r;
+    if (odml_scatter_canonical(pl, 0, merged, &r)) return -1;      /* canonical_scatter */
     const int64_t es = pl->es;
     int64_t in_offset = pl->s_in_offset, out_offset = 0, w = es, rev = 0;
     /* scatter_word_plan */
@@ -355,26 +304,12 @@ static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odm
         }
     }
     odml_scatter_params *q = &s->p.scatter;
-    memset(q, 0, sizeof *q);
-    int64_t count = 1;
-    for (int k = 0; k < r; k++) {
-        if (__builtin_mul_overflow(count, merged[k][0], &count)) return -1;
-        q->sizes[k] = merged[k][0];
-        q->out_strides[k] = merged[k][1];
-        q->first[k] = merged[k][2];
-        q->step[k] = merged[k][3];
-        q->taken[k] = merged[k][4];
-        q->in_strides[k] = merged[k][5];
-    }
-    q->element_size = w;
-    q->rank = r;
-    q->count = count;
-    q->in_offset = in_offset;
-    q->out_offset = out_offset;
+    if (odml_scatter_pack(w, (const int64_t (*)[6])merged, r, in_offset, out_offset, q)) return -1;
+    const int64_t count = q->count;
     const int64_t items = items_for(w);
     s->size = (Py_ssize_t)sizeof(odml_scatter_params);
     s->smem = 0;
-    snprintf(s->name, sizeof s->name, "scatter<%s, %d, %lld, %s, %lld>", scalar(w), r, (long long)rev,
+    snprintf(s->name, sizeof s->name, "scatter<%s, %d, %lld, %s, %lld>", odml_scalar[w], r, (long long)rev,
              index_type(count, items), (long long)items);
     return grid_of(count, THREADS * items, &s->grid);
 }

@@ -1,19 +1,14 @@
-/* The Python module opendml.runtime.cpu._native: argument parsing, the GIL
- * and errors around the kernels (common.h), plus the Block type and cache
- * functions of blocks.c and the call cache of calls.c. Owns the method table
- * and nothing else.
+/* The Python module opendml.runtime.cpu._native: argument parsing, the GIL and errors around the kernels (common.h),
+ * plus the Block type and cache functions of blocks.c and the call cache of calls.c. Owns the method table and
+ * nothing else.
  *
- * Python validates and lowers every operator; a kernel call only executes a
- * plan already known to stay inside the bound ranges. Each kernel function
- * takes the destination and source addresses (element 0 of the bound ranges),
- * the bytes of its parameter struct from runtime/params.h (filled through the
- * ctypes mirrors of runtime/params.py; the length must be the struct's size)
- * and a thread count, and runs with the GIL released.
+ * Python validates and lowers every operator; a kernel call only executes a plan already known to stay inside the
+ * bound ranges. Each kernel function takes the destination and source addresses (element 0 of the bound ranges), the
+ * bytes of its parameter struct from runtime/params.h (filled through the ctypes mirrors of runtime/params.py; the
+ * length must be the struct's size) and a thread count, and runs with the GIL released.
  *
- * The kernels need only Python.h; the call cache (calls.c) uses NumPy's
- * headers where the build has them. The extension is optional: the CPU
- * backend runs the same plans through NumPy where it is absent.
- */
+ * The kernels need only Python.h; the call cache (calls.c) uses NumPy's headers where the build has them. The
+ * extension is optional: the CPU backend runs the same plans through NumPy where it is absent. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -160,8 +155,6 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(call_cache_clear, NOARGS, "call_cache_clear(): drop every entry")                                             \
     X(call_cache_generation, NOARGS, "call_cache_generation() -> how many times the cache was dropped (a put "      \
       "names the one it started in)")                                                                               \
-    X(call_cache_graveyard, O, "call_cache_graveyard(list): dead entries append their CUDA launches here "          \
-      "(runtime/calls.py empties it)")                                                                              \
     X(call_cache_enable, VARARGS, "call_cache_enable([flag]) -> previous flag (False also drops every entry)")      \
     X(call_cache_info, NOARGS, "call_cache_info() -> dict(enabled, numpy, entries, hits, misses)")                  \
     X(index_run_pass, VARARGS, "index_run_pass(params, src, src_len, dst, dst_len, index_addrs, index_lens): one "  \
@@ -179,16 +172,6 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "array, or None where the Python route must run it (calls_new.c)")                                            \
     X(cuda_spec, FASTCALL, "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, "  \
       "params, grid, shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None")            \
-    X(slice1_lowering, FASTCALL, "slice1_lowering(in_sizes, offsets, window, steps, output_sizes=None) -> "         \
-      "ops/slice1.py's plain_lowering of the common valid case, or None where that Python function must answer "    \
-      "(newshape.c)")                                                                                               \
-    X(slice_lowering, FASTCALL, "slice_lowering(in_sizes, offsets, sizes, strides) -> ops/slice.py's "              \
-      "plain_lowering of the common valid case, or None where that Python function must answer (newshape.c)")       \
-    X(unfold_lowering, FASTCALL, ODML_UNFOLD_LOWERING_DOC)                                                          \
-    X(fold_lowering, FASTCALL, ODML_FOLD_LOWERING_DOC)                                                              \
-    X(slice_grad_lowering, FASTCALL, "slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps) -> "       \
-      "ops/slice_grad.py's plain_lowering of the common valid case, or None where that Python function must "       \
-      "answer (newshape.c)")                                                                                        \
 
 #define FASTCALL_ARGS (PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #define VARARGS_ARGS (PyObject *self, PyObject *args)
@@ -196,12 +179,21 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
 #define NOARGS_ARGS VARARGS_ARGS
 #define DECLARE(NAME, CONV, DOC) PyObject *odml_py_##NAME CONV##_ARGS;
 ODML_GLUE(DECLARE)
+#define PLAIN(NAME, WHICH, SIG, LO, HI) DECLARE(NAME##_lowering, FASTCALL, )
+ODML_PLAIN_FUNCTIONS(PLAIN)
+#undef PLAIN
 #undef DECLARE
 int odml_calls_init(void);   /* calls.c */
 
 static PyMethodDef methods[] = {
 #define METHOD(NAME, CONV, DOC) {#NAME, (PyCFunction)(void (*)(void))odml_py_##NAME, METH_##CONV, DOC},
     ODML_GLUE(METHOD)
+#undef METHOD
+#define METHOD(NAME, WHICH, SIG, LO, HI)                                                                       \
+    {#NAME "_lowering", (PyCFunction)(void (*)(void))odml_py_##NAME##_lowering, METH_FASTCALL,                 \
+     #NAME "_lowering(in_sizes, " SIG ") -> ops/" #NAME ".py's plain_lowering of the common valid case, or None " \
+     "where that Python function must answer (newshape.c)"},
+    ODML_PLAIN_FUNCTIONS(METHOD)
 #undef METHOD
 #define METHOD(CODE, NAME, STRUCT) \
     {#NAME, py_##NAME, METH_VARARGS, #NAME "(dst_addr, src_addr, params: bytes of " #STRUCT ", threads): the " #NAME \

@@ -1,57 +1,23 @@
-/* move_params: one pass of the family's move program (plan.Copy or
- * plan.Fill) in its canonical form, packed as odml_cpu_move_params (move.h):
- * what CpuBackend._native_move_pass builds in Python (canonical_move_pass,
- * then MoveParams), in one C call. A never-seen shape of a family operator
- * builds every pass of its program on each call, so this is on its path.
+/* move_params: one pass of the family's move program (plan.Copy or plan.Fill) in its canonical form, packed as
+ * odml_cpu_move_params (move.h): what CpuBackend._native_move_pass builds in Python (canonical_move_pass, then
+ * MoveParams), in one C call, on the path of every never-seen shape of a family operator. The canonical form: size-1
+ * dimensions dropped (a mapped one's source index, AxisMap.source(0), folded into the source offset), a stable sort
+ * by (destination stride, |source stride|), largest first, unmapped neighbours that walk memory as one merged, none
+ * left: one of size 1 and strides 0, then a tiny innermost unmapped dimension under a long unmapped one swapped with
+ * it; the bytes equal MoveParams' (tests/runtime/test_cpu_move.py compares them on random passes).
  *
- * move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes,
- * src_strides, dst_strides, maps, scale_bias, fill_bits) -> bytes, or None
- *
- * fill: 1 for a Fill (src_type, src_offset, src_strides, maps and scale_bias
- * unused: give 0, 0, None, None, None), 0 for a Copy; sizes, src_strides,
- * dst_strides: tuples of one exact int per dimension; maps: None or a tuple
- * of None or (mode, shift, size) per dimension (plan.AxisMap's fields);
- * scale_bias: None or a tuple of two exact floats; fill_bits the fill's bits
- * (an int in [0, 2^64)). The canonical form is canonical_move_pass's: size-1
- * dimensions dropped (a mapped one's source index, AxisMap.source(0), folded
- * into the source offset), a stable sort by (destination stride, |source
- * stride|), largest first, unmapped neighbours that walk memory as one
- * merged, no dimension left -> one of size 1 and strides 0, then a tiny
- * innermost unmapped dimension under a long unmapped one swapped with it.
- * The bytes equal MoveParams' (tests/runtime/test_cpu_move.py compares them
- * on random passes). None, for the Python route to build, where the pass is
- * not as described, a value or product leaves 64 bits, or the canonical
- * form has more than ODML_CPU_MOVE_MAX_RANK dimensions. Reads only exact
- * ints and floats: no Python code runs. */
+ * move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, dst_strides, maps, scale_bias,
+ * fill_bits) -> bytes, or None (the Python route builds it; see odml_move_pack): fill 1 for a Fill (src_type,
+ * src_offset, src_strides, maps and scale_bias unused: 0, 0, None, None, None), 0 for a Copy; sizes, src_strides,
+ * dst_strides tuples of one exact int per dimension; maps None or a tuple of None or (mode, shift, size)
+ * (plan.AxisMap's fields) per dimension; scale_bias None or a tuple of two exact floats; fill_bits an int in [0,
+ * 2^64). Reads only exact ints and floats: no Python code runs. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "newshape.h"
-
-
-
-/* Python's i % n (n > 0): in [0, n). */
-static int64_t pymod(int64_t i, int64_t n) {
-    int64_t r = i % n;
-    return r < 0 ? r + n : r;
-}
-
-/* plan.AxisMap.source(d) */
-int64_t odml_map_source(int64_t mode, int64_t shift, int64_t n, int64_t d) {
-    int64_t i = d - shift;
-    if (i >= 0 && i < n) return i;
-    if (mode == ODML_MAP_CLAMP) return i < 0 ? 0 : n - 1;
-    if (mode == ODML_MAP_WRAP) return pymod(i, n);
-    if (mode == ODML_MAP_SYMMETRIC) {
-        int64_t r = pymod(i, 2 * n);
-        return r < n ? r : 2 * n - 1 - r;
-    }
-    if (n == 1) return 0;
-    int64_t r = pymod(i, 2 * (n - 1));
-    return r < n ? r : 2 * (n - 1) - r;
-}
 
 typedef struct {
     int64_t size, src, dst, mode, shift, msize;   /* mode 0: no map */
@@ -64,10 +30,9 @@ static int before(const Dim *a, const Dim *b) {
     return a->dst > b->dst || (a->dst == b->dst && absv(a->src) > absv(b->src));
 }
 
-/* The canonical form of pass `in` packed into *p (move.h's odml_move_pack):
- * 0, or -1 where the pass is not as described (a negative size, a map
- * outside its bounds), a value or product leaves 64 bits, or the canonical
- * form has more than ODML_CPU_MOVE_MAX_RANK dimensions. */
+/* The canonical form of pass `in` packed into *p (move.h's odml_move_pack): 0, or -1 where the pass is not as
+ * described (a negative size, a map outside its bounds), a value or product leaves 64 bits, or the canonical form has
+ * more than ODML_CPU_MOVE_MAX_RANK dimensions. */
 int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out) {
     const int fill = in->fill, n = in->n;
     int64_t src_offset = fill ? 0 : in->src_offset;

@@ -1,27 +1,10 @@
-/* New shapes (issue 19): a call on a shape never seen before lowers and packs
- * its plan on every call, so this arithmetic is in C. This file: the plan of a
- * layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
- * (odml_new_cpu), and the Python functions copy_params, cuda_spec (the
- * CUDA launch of cuda_spec.c, for tests), and slice_lowering,
- * slice1_lowering, slice_grad_lowering, unfold_lowering and fold_lowering
- * (the fast path of the operators' plain_lowering, which planner.plain_plan
- * tries first; see the end of this file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors.
- *
- * copy_params: a CopyPlan's canonical form packed as odml_copy_params.
- *
- * copy_params(element_size, sizes, in_offset, in_strides, out_offset,
- * out_strides) -> bytes, or None
- *
- * The bytes equal those of runtime/params.py's CopyParams filled from
- * opendml.plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python
- * route): size-1 dimensions dropped; where the dimensions already come by
- * output stride, then |input stride|, largest first (and no output stride is
- * negative), one pass; otherwise a stable sort on that key, largest first;
- * neighbours that walk memory as one merged; no dimension left -> one of size 1
- * and strides 1. None (the caller then takes the Python route) for anything
- * else: not tuples of ints, lengths that differ or exceed ODML_MAX_RANK, a
- * value outside 64 bits, a count that overflows. No rule of DirectML is
- * checked here: the plan comes from a validated description. */
+/* New shapes (issue 19): a call on a shape never seen before lowers and packs its plan on every call, so this
+ * arithmetic is in C: the plan of a layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
+ * (odml_new_cpu), a CopyPlan's canonical form (odml_copy_pack), and the Python functions copy_params, cuda_spec (the
+ * CUDA launch of cuda_spec.c, for tests) and slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering
+ * and fold_lowering (the fast path of the operators' plain_lowering, which planner.plain_plan tries first; see the
+ * end of this file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors. No rule of DirectML is checked
+ * here: the plans come from validated descriptions. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -31,10 +14,11 @@
 #include "newshape.h"
 
 
-/* Read the n entries of tuple t into v, as odml_exact_i64. */
-static int read_i64s(PyObject *t, Py_ssize_t n, int64_t *v) {
+/* Read t, an exact list or tuple of n exact ints in 64 bits, into v (-1 where it is not such). */
+static int read_seq(PyObject *t, Py_ssize_t n, int64_t *v) {
+    if ((!PyTuple_CheckExact(t) && !PyList_CheckExact(t)) || PySequence_Fast_GET_SIZE(t) != n) return -1;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i])) return -1;
+        if (odml_exact_i64(PySequence_Fast_ITEMS(t)[i], &v[i])) return -1;
     return 0;
 }
 
@@ -47,11 +31,14 @@ static int before(const int64_t *a, const int64_t *b) {
     return absv(a[1]) > absv(b[1]);
 }
 
-/* The canonical form of the plan (es, n sizes sz, in_off, in strides is,
- * out_off, out strides os) packed into *p, as plan.CopyPlan.canonical and
- * runtime/cpu/backend.py's copy_params give it (tests/test_newshape_plain.py
- * compares them): 0, or -1 where the Python route
- * must pack it (see the file's comment). */
+/* The plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) in its canonical form packed into *p,
+ * the bytes of runtime/params.py's CopyParams for plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python
+ * route; tests/test_newshape_plain.py compares them): size-1 dimensions dropped; where the dimensions already come by
+ * output stride, then |input stride|, largest first (and no output stride is negative), one pass; otherwise a
+ * stable sort on that key; neighbours that walk memory as one merged; none left: one of size 1 and strides 1. 0, or
+ * -1 where a count overflows (the Python route packs it). copy_params(element_size, sizes, in_offset, in_strides,
+ * out_offset, out_strides) -> those bytes, or None also for arguments not tuples of one length (up to ODML_MAX_RANK)
+ * of ints in 64 bits. */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p) {
     /* dims[k] = (size, in stride, out stride), size-1 dimensions dropped, in order */
@@ -122,22 +109,10 @@ PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (n > ODML_MAX_RANK || PyTuple_GET_SIZE(ti) != n || PyTuple_GET_SIZE(to) != n) Py_RETURN_NONE;
     int64_t es, in_off, out_off, sz[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
     if (odml_exact_i64(args[0], &es) || odml_exact_i64(args[2], &in_off) || odml_exact_i64(args[4], &out_off)
-            || read_i64s(ts, n, sz) || read_i64s(ti, n, is) || read_i64s(to, n, os)) Py_RETURN_NONE;
+            || read_seq(ts, n, sz) || read_seq(ti, n, is) || read_seq(to, n, os)) Py_RETURN_NONE;
     odml_copy_params p;
     if (odml_copy_pack(es, n, sz, in_off, is, out_off, os, &p)) Py_RETURN_NONE;
     return PyBytes_FromStringAndSize((const char *)&p, (Py_ssize_t)sizeof p);
-}
-
-/* Read sequence t (an exact list or tuple of n entries) as read_i64s. */
-static int read_seq(PyObject *t, Py_ssize_t n, int64_t *v) {
-    if (PyTuple_CheckExact(t)) {
-        if (PyTuple_GET_SIZE(t) != n) return -1;
-        return read_i64s(t, n, v);
-    }
-    if (!PyList_CheckExact(t) || PyList_GET_SIZE(t) != n) return -1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (odml_exact_i64(PyList_GET_ITEM(t, i), &v[i])) return -1;
-    return 0;
 }
 
 /* -- the plan of a layout (newshape.h) --------------------------------------------------------------- */
@@ -171,22 +146,36 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     return 0;
 }
 
+/* The five window fields f[0..5) (window, strides, dilations, start padding, blocks) of d axes into dim[], each
+ * beside its axis's size and image stride; the windows' product in *k, the blocks' in *blocks. */
+static int window_dims(PyObject *const *f, int d, const int64_t *size, const int64_t *image_stride,
+                       odml_window_dim *dim, int64_t *k, int64_t *blocks) {
+    int64_t v[5][ODML_MAX_SPATIAL];
+    *k = *blocks = 1;
+    for (int j = 0; j < 5; j++)
+        if (read_seq(f[j], d, v[j])) return -1;
+    for (int i = 0; i < d; i++) {
+        const odml_window_dim wd = {.size = size[i], .image_stride = image_stride[i], .window = v[0][i],
+                                    .stride = v[1][i], .dilation = v[2][i], .start_padding = v[3][i],
+                                    .blocks = v[4][i]};
+        if (wd.window < 1 || wd.stride < 1 || wd.dilation < 1 || wd.start_padding < 0 || wd.blocks < 1
+                || __builtin_mul_overflow(*k, wd.window, k) || __builtin_mul_overflow(*blocks, wd.blocks, blocks))
+            return -1;
+        dim[i] = wd;
+    }
+    return 0;
+}
+
 static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int rank = L->n, d = rank - 2;
-    if (d < 1 || d > ODML_MAX_SPATIAL) return -1;
-    int64_t out3[3], win[ODML_MAX_SPATIAL], st[ODML_MAX_SPATIAL], dil[ODML_MAX_SPATIAL], pad[ODML_MAX_SPATIAL];
-    int64_t blk[ODML_MAX_SPATIAL];
-    if (read_seq(f[0], 3, out3) || read_seq(f[1], d, win) || read_seq(f[2], d, st) || read_seq(f[3], d, dil)
-            || read_seq(f[4], d, pad) || read_seq(f[5], d, blk)) return -1;
-    int64_t k = 1, count, row, rows, blocks = 1;
-    for (int i = 0; i < d; i++)
-        if (win[i] < 1 || st[i] < 1 || dil[i] < 1 || pad[i] < 0 || blk[i] < 1 || __builtin_mul_overflow(k, win[i], &k)
-                || __builtin_mul_overflow(blocks, blk[i], &blocks)) return -1;
+    odml_unfold_params *p = &pl->unfold;
+    int64_t out3[3], k, count, row, rows, blocks;
+    if (d < 1 || d > ODML_MAX_SPATIAL || read_seq(f[0], 3, out3)
+            || window_dims(f + 1, d, L->shape + 2, L->strides + 2, p->dim, &k, &blocks)) return -1;
     /* the output the fields describe is the one the kernel writes for this layout (see plan_copy) */
     if (out3[0] != L->shape[0] || __builtin_mul_overflow(L->shape[1], k, &rows) || out3[1] != rows
             || out3[2] != blocks || __builtin_mul_overflow(out3[1], out3[2], &row)
             || __builtin_mul_overflow(out3[0], row, &count)) return -1;
-    odml_unfold_params *p = &pl->unfold;
     p->element_size = L->es;
     p->dims = d;
     p->batch = L->shape[0];
@@ -199,16 +188,6 @@ static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *
     p->out_batch_stride = row;
     p->out_row_stride = out3[2];
     p->out_column_stride = 1;
-    for (int i = 0; i < d; i++) {
-        odml_window_dim *wd = &p->dim[i];
-        wd->size = L->shape[2 + i];
-        wd->image_stride = L->strides[2 + i];
-        wd->window = win[i];
-        wd->stride = st[i];
-        wd->dilation = dil[i];
-        wd->start_padding = pad[i];
-        wd->blocks = blk[i];
-    }
     pl->out_rank = 3;
     memcpy(pl->out_dims, out3, sizeof out3);
     pl->count = count;
@@ -223,27 +202,21 @@ static int plan_fold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     if (!PyTuple_CheckExact(f[0]) && !PyList_CheckExact(f[0])) return -1;
     const int d = (int)PySequence_Fast_GET_SIZE(f[0]) - 2;
     if (d < 1 || d > ODML_MAX_SPATIAL || r < 3 || r > d + 2) return -1;
-    int64_t out[ODML_MAX_SPATIAL + 2], win[ODML_MAX_SPATIAL], st[ODML_MAX_SPATIAL], dil[ODML_MAX_SPATIAL];
-    int64_t pad[ODML_MAX_SPATIAL], blk[ODML_MAX_SPATIAL];
-    if (read_seq(f[0], d + 2, out) || read_seq(f[1], d, win) || read_seq(f[2], d, st) || read_seq(f[3], d, dil)
-            || read_seq(f[4], d, pad) || read_seq(f[5], d, blk)) return -1;
-    int64_t k = 1, blocks = 1, rows, count = 1, reads;
-    for (int i = 0; i < d; i++)
-        if (win[i] < 1 || st[i] < 1 || dil[i] < 1 || pad[i] < 0 || blk[i] < 1 || out[2 + i] < 1
-                || __builtin_mul_overflow(k, win[i], &k) || __builtin_mul_overflow(blocks, blk[i], &blocks)) return -1;
+    odml_fold_params *p = &pl->fold;
+    int64_t out[ODML_MAX_SPATIAL + 2], stride[ODML_MAX_SPATIAL + 2], k, blocks, rows, count = 1, reads;
+    if (read_seq(f[0], d + 2, out)) return -1;
+    for (int i = d + 1; i >= 0; i--) {          /* packed output strides */
+        stride[i] = count;
+        if (out[i] < 1 || __builtin_mul_overflow(count, out[i], &count)) return -1;
+    }
+    if (window_dims(f + 1, d, out + 2, stride + 2, p->dim, &k, &blocks)) return -1;
     for (int i = 0; i < r - 3; i++)
         if (L->shape[i] != 1) return -1;
     /* the input the fields were made for is the one read (see plan_copy) */
     const int64_t *in3 = L->shape + r - 3, *is3 = L->strides + r - 3;
-    if (out[0] < 1 || out[1] < 1 || in3[0] != out[0] || __builtin_mul_overflow(out[1], k, &rows) || in3[1] != rows
+    if (in3[0] != out[0] || __builtin_mul_overflow(out[1], k, &rows) || in3[1] != rows
             || in3[2] != blocks || __builtin_mul_overflow(in3[0], rows, &reads)
             || __builtin_mul_overflow(reads, blocks, &reads)) return -1;
-    odml_fold_params *p = &pl->fold;
-    int64_t stride[ODML_MAX_SPATIAL + 2];
-    for (int i = d + 1; i >= 0; i--) {          /* packed output strides */
-        stride[i] = count;
-        if (__builtin_mul_overflow(count, out[i], &count)) return -1;
-    }
     p->element_size = L->es;
     p->sum_kind = L->flt ? ODML_SUM_FLOAT : ODML_SUM_INTEGER;
     p->dims = d;
@@ -257,16 +230,6 @@ static int plan_fold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     p->in_column_stride = is3[2];
     p->out_batch_stride = stride[0];
     p->out_channel_stride = stride[1];
-    for (int i = 0; i < d; i++) {
-        odml_window_dim *wd = &p->dim[i];
-        wd->size = out[2 + i];
-        wd->image_stride = stride[2 + i];
-        wd->window = win[i];
-        wd->stride = st[i];
-        wd->dilation = dil[i];
-        wd->start_padding = pad[i];
-        wd->blocks = blk[i];
-    }
     pl->out_rank = d + 2;
     memcpy(pl->out_dims, out, sizeof(int64_t) * (size_t)(d + 2));
     pl->count = count;
@@ -353,18 +316,11 @@ int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_stri
 
 /* -- the CPU kernels' parameters (CpuBackend's runner) ----------------------------------------------- */
 
-/* numpy_kernels.canonical_scatter and CpuBackend._native_scatter: size-1
- * dimensions that take one element dropped; a stable order by output
- * stride, largest first; a fully covered dimension with step 1 merged into
- * the one outside it where that one has step 1 or takes one element and
- * both walk memory as one. */
-static int cpu_scatter(const odml_new_plan *pl, odml_scatter_params *p, int64_t *taken_count) {
+int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6], int *rank) {
     int64_t dims[ODML_MAX_RANK][6];
-    int m = 0;
-    *taken_count = 1;
+    int m = 0, r = 0;
     for (int i = 0; i < pl->srank; i++) {
         const int64_t *d = pl->sdims[i];
-        if (__builtin_mul_overflow(*taken_count, d[4], taken_count)) return -1;
         if (d[0] == 1 && d[4] == 1) continue;
         int b = m++;
         while (b > 0 && d[1] > dims[b - 1][1]) {  /* stable: only past strictly smaller strides */
@@ -373,45 +329,42 @@ static int cpu_scatter(const odml_new_plan *pl, odml_scatter_params *p, int64_t 
         }
         memcpy(dims[b], d, sizeof dims[b]);
     }
-    memset(p, 0, sizeof *p);
-    int r = 0;
     for (int k = 0; k < m; k++) {
-        int64_t *d = dims[k], on, in_n;
-        if (r > 0) {
-            int full = d[2] == 0 && d[3] == 1 && d[4] == d[0];
-            int q = r - 1;
-            if (full && (p->step[q] == 1 || p->taken[q] == 1) && !__builtin_mul_overflow(d[1], d[0], &on)
-                    && !__builtin_mul_overflow(d[5], d[0], &in_n) && p->out_strides[q] == on
-                    && p->in_strides[q] == in_n) {
-                if (__builtin_mul_overflow(p->sizes[q], d[0], &p->sizes[q])
-                        || __builtin_mul_overflow(p->first[q], d[0], &p->first[q])
-                        || __builtin_mul_overflow(p->taken[q], d[0], &p->taken[q])) return -1;
-                p->out_strides[q] = d[1];
-                p->step[q] = 1;
-                p->in_strides[q] = d[5];
-                continue;
-            }
+        const int64_t *d = dims[k];
+        int64_t *o = r ? merged[r - 1] : NULL, os, is;
+        if (o && d[2] == 0 && d[3] == 1 && d[4] == d[0] && (o[3] == 1 || (cpu && o[4] == 1))
+                && !__builtin_mul_overflow(d[1], d[0], &os) && o[1] == os
+                && !__builtin_mul_overflow(d[5], d[0], &is) && o[5] == is) {
+            if (__builtin_mul_overflow(o[0], d[0], &o[0]) || __builtin_mul_overflow(o[2], d[0], &o[2])
+                    || __builtin_mul_overflow(o[4], d[0], &o[4])) return -1;
+            o[1] = d[1];
+            o[3] = 1;
+            o[5] = d[5];
+            continue;
         }
-        p->sizes[r] = d[0];
-        p->out_strides[r] = d[1];
-        p->first[r] = d[2];
-        p->step[r] = d[3];
-        p->taken[r] = d[4];
-        p->in_strides[r] = d[5];
-        r++;
+        memcpy(merged[r++], d, sizeof merged[0]);
     }
     if (r == 0) {
-        p->sizes[0] = p->out_strides[0] = p->step[0] = p->taken[0] = p->in_strides[0] = 1;
-        r = 1;
+        static const int64_t one[6] = {1, 1, 0, 1, 1, 1};
+        memcpy(merged[r++], one, sizeof one);
     }
-    int64_t count = 1;
-    for (int k = 0; k < r; k++)
-        if (__builtin_mul_overflow(count, p->sizes[k], &count)) return -1;
-    p->element_size = pl->es;
-    p->rank = r;
-    p->count = count;
-    p->in_offset = pl->s_in_offset;
-    p->out_offset = 0;
+    *rank = r;
+    return 0;
+}
+
+int odml_scatter_pack(int64_t es, const int64_t (*m)[6], int r, int64_t in_offset, int64_t out_offset,
+                      odml_scatter_params *p) {
+    *p = (odml_scatter_params){.element_size = es, .rank = r, .count = 1, .in_offset = in_offset,
+                               .out_offset = out_offset};
+    for (int k = 0; k < r; k++) {
+        if (__builtin_mul_overflow(p->count, m[k][0], &p->count)) return -1;
+        p->sizes[k] = m[k][0];
+        p->out_strides[k] = m[k][1];
+        p->first[k] = m[k][2];
+        p->step[k] = m[k][3];
+        p->taken[k] = m[k][4];
+        p->in_strides[k] = m[k][5];
+    }
     return 0;
 }
 
@@ -444,22 +397,24 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
             || __builtin_add_overflow(reads, pl->count, &run->work)
             || __builtin_mul_overflow(run->work, q->element_size, &run->work) ? -1 : 0;
     }
-    int64_t taken;
-    if (cpu_scatter(pl, &run->p.scatter, &taken)) return -1;
+    int64_t taken = 1, m[ODML_MAX_RANK][6];
+    int r;
+    for (int i = 0; i < pl->srank; i++)
+        if (__builtin_mul_overflow(taken, pl->sdims[i][4], &taken)) return -1;
+    if (odml_scatter_canonical(pl, 1, m, &r)
+            || odml_scatter_pack(pl->es, (const int64_t (*)[6])m, r, pl->s_in_offset, 0, &run->p.scatter)) return -1;
     run->size = (Py_ssize_t)sizeof(odml_scatter_params);
     return __builtin_add_overflow(run->p.scatter.count, taken, &run->work)
         || __builtin_mul_overflow(run->work, run->p.scatter.element_size, &run->work) ? -1 : 0;
 }
 
-/* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr, floating=False) ->
- * (kernel name, params bytes, grid, shared_mem, origin), or None
+/* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr, floating=False) -> (kernel name, params bytes,
+ * grid, shared_mem, origin), or None
  *
- * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of
- * `shape` with signed element `strides` whose lowest-addressed element is at
- * device address src_ptr, into a packed output at dst_ptr: what
- * runtime/cuda/backend.py's launch_spec gives for the plan the operator
- * lowers for that layout (tests compare the two). kind: 0 copy, 1 unfold, 2
- * scatter, 3 fold; fields: plain_plan's; floating: the element type is a
+ * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of `shape` with signed element `strides` whose
+ * lowest-addressed element is at device address src_ptr, into a packed output at dst_ptr: what
+ * runtime/cuda/backend.py's launch_spec gives for the plan the operator lowers for that layout (tests compare the
+ * two). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: plain_plan's; floating: the element type is a
  * floating-point one (FOLD's sums). No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -487,13 +442,8 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* -- the operators' plain lowering (planner.plain_plan) ---------------------------------------------- */
 
-/* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it,
- * slice_lowering(in_sizes, offsets, sizes, strides),
- * slice1_lowering(in_sizes, offsets, window, steps[, output_sizes]) and
- * slice_grad_lowering(in_sizes, input_sizes, offsets, window, steps),
- * unfold_lowering(in_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0) and
- * fold_lowering(in_sizes, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0)
- * -> the same tuple as the Python function each mirrors, or None:
+/* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it (NAME_lowering(in_sizes, *fields) of
+ * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple as the Python function each mirrors, or None:
  *
  *   ODML_PLAIN_SLICE       ops/slice.py's plain_lowering       (sizes, offsets, strides): three tuples
  *   ODML_PLAIN_SLICE1      ops/slice1.py's plain_lowering      (output sizes, starts, steps): tuple, list, tuple
@@ -503,20 +453,16 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
  *                                                              padding, blocks per dimension): six tuples
  *   ODML_PLAIN_FOLD        ops/fold.py's plain_lowering        the same, output sizes (N, C, *spatial)
  *
- * A fast path of those functions, which stay the reference (DirectML's
- * rules are theirs; tests/test_newshape_lowering.py compares each pair): the
- * common valid case, computed in one pass. None (the caller then runs the
- * Python function, which says what it makes of the call) for anything else,
- * valid or not: in_sizes not an exact tuple of 1 to ODML_MAX_RANK exact ints
- * in 64 bits; a field not an exact list or tuple of one exact int in 64 bits
- * per dimension (bools, NumPy integers and int subclasses are not exact
- * ints; UNFOLD's and FOLD's fields may also be one exact int, spread over
- * the spatial axes); SLICE1's output_sizes given (not None); a sum or product outside 64
- * bits; any rule of the common case broken. Every value is read before
- * anything is allocated, with the GIL held and no Python code run, so a list
- * another thread changes cannot make the answer mix two of its states; a
- * list field's tuple is made from the values read. The call cache's miss
- * (calls_new.c, numpy_plain) runs the same function on a NumPy array's shape. */
+ * A fast path of those functions, which stay the reference (DirectML's rules are theirs;
+ * tests/test_newshape_lowering.py compares each pair): the common valid case, computed in one pass. None (the caller
+ * then runs the Python function, which says what it makes of the call) for anything else, valid or not: in_sizes not
+ * an exact tuple of 1 to ODML_MAX_RANK exact ints in 64 bits; a field not an exact list or tuple of one exact int in
+ * 64 bits per dimension (bools, NumPy integers and int subclasses are not exact ints; UNFOLD's and FOLD's fields may
+ * also be one exact int, spread over the spatial axes); SLICE1's output_sizes given (not None); a sum or product
+ * outside 64 bits; any rule of the common case broken. Every value is read before anything is allocated, with the GIL
+ * held and no Python code run, so a list another thread changes cannot make the answer mix two of its states; a list
+ * field's tuple is made from the values read. The call cache's miss (calls_new.c, numpy_plain) runs the same function
+ * on a NumPy array's shape. */
 
 /* A tuple (list: a list) of the n values v. */
 static PyObject *ints_seq(const int64_t *v, Py_ssize_t n, int list) {
@@ -550,25 +496,7 @@ static PyObject *field_tuple(PyObject *f, const int64_t *v, Py_ssize_t n) {
     return odml_ints_tuple(v, n);
 }
 
-/* (a, b, c), stealing the three references; NULL (the error set) where one
- * is NULL (the callers make none after a failure). */
-static PyObject *triple(PyObject *a, PyObject *b, PyObject *c) {
-    PyObject *t = a && b && c ? PyTuple_New(3) : NULL;
-    if (!t) {
-        Py_XDECREF(a);
-        Py_XDECREF(b);
-        Py_XDECREF(c);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(t, 0, a);
-    PyTuple_SET_ITEM(t, 1, b);
-    PyTuple_SET_ITEM(t, 2, c);
-    return t;
-}
-
-/* A field of d spatial axes as ops/unfold.py's plain_lowering reads it: an exact int spread over the axes,
- * or an exact list or tuple of d exact ints (read_seq). */
-static int axes_field(PyObject *f, Py_ssize_t d, int64_t *v) {
+int odml_axes_field(PyObject *f, Py_ssize_t d, int64_t *v) {
     if (!PyLong_CheckExact(f)) return read_seq(f, d, v);
     if (odml_exact_i64(f, &v[0])) return -1;
     for (Py_ssize_t i = 1; i < d; i++) v[i] = v[0];
@@ -596,7 +524,7 @@ static PyObject *plain_window_lower(int which, Py_ssize_t n, const int64_t *dims
     for (int j = fold ? 0 : 1; j < 6; j++) {
         if (!field[j]) {
             for (Py_ssize_t i = 0; i < d; i++) v[j][i] = dflt[j];
-        } else if (axes_field(field[j], d, v[j])) {
+        } else if (odml_axes_field(field[j], d, v[j])) {
             Py_RETURN_NONE;
         }
     }
@@ -666,7 +594,7 @@ PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObjec
                     || last >= dims[i]) Py_RETURN_NONE;
         }
         PyObject *sizes = field_tuple(f[1], s, n), *starts = sizes ? field_tuple(f[0], o, n) : NULL;
-        return triple(sizes, starts, starts ? field_tuple(f[2], t, n) : NULL);
+        return Py_BuildValue("(NNN)", sizes, starts, starts ? field_tuple(f[2], t, n) : NULL);
     }
     if (which == ODML_PLAIN_SLICE1) {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -683,7 +611,7 @@ PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObjec
             }
         }
         PyObject *sizes = odml_ints_tuple(a, n), *first = sizes ? ints_list(b, n) : NULL;
-        return triple(sizes, first, first ? field_tuple(f[2], t, n) : NULL);
+        return Py_BuildValue("(NNN)", sizes, first, first ? field_tuple(f[2], t, n) : NULL);
     }
     /* SLICE_GRAD: the output gradient's sizes v[0] (each >= 1, at most MAX_ELEMENTS in all), the window
      * (offsets v[1], sizes v[2], strides v[3]) inside them, at most the reachable elements taken (dims) */
@@ -699,18 +627,10 @@ PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObjec
         b[i] = wt[i] > 0 ? wt[i] : -wt[i];
         c[i] = wt[i] < 0;
     }
-    PyObject *sizes = field_tuple(f[0], g, n), *rest = sizes ? triple(ints_list(a, n), ints_list(b, n), ints_list(c, n))
-                                                             : NULL;
-    PyObject *out = rest ? PyTuple_New(4) : NULL;
-    if (!out) {
-        Py_XDECREF(sizes);
-        Py_XDECREF(rest);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(out, 0, sizes);
-    for (int j = 0; j < 3; j++) PyTuple_SET_ITEM(out, j + 1, Py_NewRef(PyTuple_GET_ITEM(rest, j)));
-    Py_DECREF(rest);
-    return out;
+    /* (Py_BuildValue's N: each reference taken, a NULL one (its error set) failing the call) */
+    PyObject *sizes = field_tuple(f[0], g, n), *first = sizes ? ints_list(a, n) : NULL;
+    PyObject *step = first ? ints_list(b, n) : NULL;
+    return Py_BuildValue("(NNNN)", sizes, first, step, step ? ints_list(c, n) : NULL);
 }
 
 /* The Python face of odml_plain_lower: in_sizes (an exact tuple) as dims, then the fields. */
@@ -718,21 +638,15 @@ static PyObject *plain_lowering(int which, PyObject *const *args, Py_ssize_t nar
     int64_t dims[ODML_MAX_RANK];
     if (!PyTuple_CheckExact(args[0])) Py_RETURN_NONE;
     const Py_ssize_t n = PyTuple_GET_SIZE(args[0]);
-    if (n < 1 || n > ODML_MAX_RANK || read_i64s(args[0], n, dims)) Py_RETURN_NONE;
+    if (n < 1 || n > ODML_MAX_RANK || read_seq(args[0], n, dims)) Py_RETURN_NONE;
     return odml_plain_lower(which, n, dims, args + 1, nargs - 1);
 }
 
-/* The Python functions (newshape.h, module.c's table): NAME_lowering(in_sizes, *fields) with the signature SIG. */
+/* The Python functions (newshape.h's ODML_PLAIN_FUNCTIONS). */
 #define ODML_PLAIN_FUNCTION(NAME, WHICH, SIG, LO, HI)                                                \
     PyObject *odml_py_##NAME##_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {  \
         (void)self;                                                                                 \
         if (odml_arity(#NAME "_lowering(in_sizes, " SIG ")", nargs, LO, HI)) return NULL;           \
         return plain_lowering(WHICH, args, nargs);                                                  \
     }
-ODML_PLAIN_FUNCTION(slice1, ODML_PLAIN_SLICE1, "offsets, window, steps, output_sizes=None", 4, 5)
-ODML_PLAIN_FUNCTION(slice, ODML_PLAIN_SLICE, "offsets, sizes, strides", 4, 4)
-ODML_PLAIN_FUNCTION(slice_grad, ODML_PLAIN_SLICE_GRAD, "input_sizes, offsets, window, steps", 5, 5)
-ODML_PLAIN_FUNCTION(unfold, ODML_PLAIN_UNFOLD, "window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0",
-                    2, 6)
-ODML_PLAIN_FUNCTION(fold, ODML_PLAIN_FOLD,
-                    "output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0", 3, 7)
+ODML_PLAIN_FUNCTIONS(ODML_PLAIN_FUNCTION)

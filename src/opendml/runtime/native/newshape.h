@@ -1,14 +1,11 @@
-/* A new shape's plan (issue 19), shared by newshape.c (NumPy arrays, the
- * test entry cuda_spec), cuda_spec.c (CUDA launches) and calls.c (PyTorch
- * tensors on the CPU and CUDA, through the tensor accessors).
+/* A new shape's plan (issue 19), shared by newshape.c (NumPy arrays, the test entry cuda_spec), cuda_spec.c (CUDA
+ * launches) and calls.c (PyTorch tensors on the CPU and CUDA, through the tensor accessors).
  *
- * The plan of SLICE/SLICE1 ("copy"), UNFOLD, FOLD and SLICE_GRAD ("scatter") comes
- * from the operator's plain_lowering (arrays/planner.py's plain_plan) as
- * Python fields in index space; odml_new_plan applies an input's element
- * layout to them, as the operator's lower() does for the layout that
- * planner.array_layout gives. Nothing of DirectML's rules is checked here:
- * the caller passes fields its operator validated. Every function returns 0,
- * or -1 (no exception set) where the Python route must run the call. */
+ * The plan of SLICE/SLICE1 ("copy"), UNFOLD, FOLD and SLICE_GRAD ("scatter") comes from the operator's plain_lowering
+ * (arrays/planner.py's plain_plan) as Python fields in index space; odml_new_plan applies an input's element layout
+ * to them, as the operator's lower() does for the layout that planner.array_layout gives. Nothing of DirectML's rules
+ * is checked here: the caller passes fields its operator validated. Every function returns 0, or -1 (no exception
+ * set) where the Python route must run the call. */
 #ifndef OPENDML_NEWSHAPE_H
 #define OPENDML_NEWSHAPE_H
 
@@ -82,22 +79,28 @@ typedef struct {
     int64_t sdims[ODML_MAX_RANK][6];
 } odml_new_plan;
 
-/* The layout planner.array_layout reads from byte strides: -1 where a byte
- * stride is not a whole number of elements along an axis of more than one
- * element (the caller copies the array first); such a size-1 axis's stride
- * is taken as 0. */
+/* The layout planner.array_layout reads from byte strides: -1 where a byte stride is not a whole number of elements
+ * along an axis of more than one element (the caller copies the array first); such a size-1 axis's stride is taken as
+ * 0. */
 int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_strides, int64_t es, odml_layout *L);
 
-/* The plan of `kind` on layout L from plain_plan's fields f[0..nf): copy
- * (out_sizes, starts, steps), unfold (out_sizes, window, strides, dilations,
- * start_padding, blocks), fold (the same fields, out_sizes (N, C, *spatial)),
- * scatter (out_sizes, first, step, reversed); each a
- * list or tuple of ints. -1 where the fields do not fit L (every element
- * read inside the input, every element written inside the output: the
- * fields were validated against the shape plain_plan saw, which another
- * thread may have changed since), a value or a product leaves 64 bits, or
- * the output is empty. */
+/* The plan of `kind` on layout L from plain_plan's fields f[0..nf): copy (out_sizes, starts, steps), unfold
+ * (out_sizes, window, strides, dilations, start_padding, blocks), fold (the same fields, out_sizes (N, C, *spatial)),
+ * scatter (out_sizes, first, step, reversed); each a list or tuple of ints. -1 where the fields do not fit L (every
+ * element read inside the input, every element written inside the output: the fields were validated against the shape
+ * plain_plan saw, which another thread may have changed since), a value or a product leaves 64 bits, or the output is
+ * empty. */
 int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl);
+
+/* The scatter plan's canonical form in merged[0..*rank) (per dimension: size, out stride, first, step, taken,
+ * in stride): size-1 dimensions that take one element dropped; a stable order by output stride, largest
+ * first; a fully covered dimension with step 1 merged into the one outside it where that one has step 1 (or,
+ * `cpu`, takes one element) and both walk memory as one; none left: one of size 1. With cpu,
+ * numpy_kernels.canonical_scatter and CpuBackend._native_scatter; else runtime/cuda's canonical_scatter
+ * (cuda_spec.c). odml_scatter_pack: those dimensions as odml_scatter_params. -1 on overflow. */
+int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6], int *rank);
+int odml_scatter_pack(int64_t es, const int64_t (*m)[6], int r, int64_t in_offset, int64_t out_offset,
+                      odml_scatter_params *p);
 
 /* The CPU kernel's run of a plan: the calls.c kernel code, its parameter
  * block and the bytes CpuBackend._threads counts for its thread count. */
@@ -120,12 +123,14 @@ static inline int64_t odml_new_threads(int64_t work, int64_t grain, int64_t most
     return t < 1 ? 1 : t;
 }
 
-/* A CUDA launch of the plan, as runtime/cuda/backend.py's launch_spec gives
- * it for the lowered plan, the lowest-addressed input element at device
- * address src and the output at dst: the kernel's name (the template
- * instance kernels.cu compiles), the parameter block passed by value, the
- * grid of THREADS-thread blocks and the dynamic shared memory. */
+/* A CUDA launch of the plan, as runtime/cuda/backend.py's launch_spec gives it for the lowered plan, the
+ * lowest-addressed input element at device address src and the output at dst: the kernel's name (the template
+ * instance kernels.cu compiles), the parameter block passed by value, the grid of THREADS-thread blocks and the
+ * dynamic shared memory. */
 #define ODML_CUDA_THREADS 256
+/* launch._SCALAR: the kernels' word type of 1, 2, 4, 8 or 16 bytes; ceil(a / b) for a >= 0, b > 0 */
+static const char *const odml_scalar[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
+static inline int64_t odml_cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 typedef struct {
     char name[96];
     union {
@@ -190,12 +195,10 @@ typedef struct {
     odml_move_pass passes[ODML_MOVE_PROG_MAX_PASSES];
 } odml_move_prog;
 
-/* The passes `lowering` gives for the n_in inputs xs (one but for JOIN) and
- * the call's arguments: 0, or -1 (no exception set) where the Python route
- * must run the call. `lowering`: its ODML_LOWER_* number in bits 0-7 and,
- * from bit 8, the element types the operator's support table takes at the
- * newest feature level (bit 8 + t for DataType value t; family.py reads
- * them from the table, so they are not written here twice). */
+/* The passes `lowering` gives for the n_in inputs xs (one but for JOIN) and the call's arguments: 0, or -1 (no
+ * exception set) where the Python route must run the call. `lowering`: its ODML_LOWER_* number in bits 0-7 and, from
+ * bit 8, the element types the operator's support table takes at the newest feature level (bit 8 + t for DataType
+ * value t; family.py reads them from the table, so they are not written here twice). */
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g);
 
@@ -249,9 +252,8 @@ typedef struct {
 } odml_move_launch;
 
 /* runtime/cuda/index.py's module settings as its c_settings() gives them: THREADS, ITEMS, POSITION_ITEMS,
- * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS,
- * SCATTER_VIA (0 "auto", 1 "owner", 2 "sort"; 3 more where OWNER_IN_C is off: no owner table in C) and
- * OWNER_SLOTS. */
+ * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS, SCATTER_VIA
+ * (0 "auto", 1 "owner", 2 "sort"; 3 more where OWNER_IN_C is off: no owner table in C) and OWNER_SLOTS. */
 enum { ODML_INDEX_CONF_COUNT = 13 };
 typedef struct {
     int64_t threads, items, position_items, column_walk, reverse_tile, reverse_bytes, tile_smem, reverse_rows,
@@ -275,16 +277,14 @@ int odml_move_cuda(const odml_move_prog *g, const odml_move_cuda_conf *c, const 
 /* The conf from c_settings()'s tuple: 0, or -1 where it is not ODML_MOVE_CONF_COUNT exact ints. */
 int odml_move_cuda_conf_read(PyObject *t, odml_move_cuda_conf *c);
 
-/* plan.CopyPlan's canonical form packed (newshape.c); plan.AxisMap.source (move_params.c). */
+/* plan.CopyPlan's canonical form packed (newshape.c). */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p);
-int64_t odml_map_source(int64_t mode, int64_t shift, int64_t n, int64_t d);
 
-/* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of
- * one of the 11 element types, a DataType member, a PyTorch dtype or a
- * DataType name ("int8", "INT8", "DML_TENSOR_DATA_TYPE_INT8"): what
- * arrays/_contract.py's data_type gives for it; 0 for anything else, other
- * spellings data_type takes included (calls_move_new.c). */
+/* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of one of the 11 element types, a DataType
+ * member, a PyTorch dtype or a DataType name ("int8", "INT8", "DML_TENSOR_DATA_TYPE_INT8"): what
+ * arrays/_contract.py's data_type gives for it; 0 for anything else, other spellings data_type takes included
+ * (calls_move_new.c). */
 int64_t odml_move_dtype_type(PyObject *o);
 
 /* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
@@ -302,17 +302,17 @@ static inline int odml_plain_kind(int which) {
     return kind[which];
 }
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
-
-/* The Python functions of the UNFOLD and FOLD plain lowerings (module.c's table names them). */
-PyObject *odml_py_unfold_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-PyObject *odml_py_fold_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-#define ODML_UNFOLD_LOWERING_DOC \
-    "unfold_lowering(in_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0) -> " \
-    "ops/unfold.py's plain_lowering of the common valid case, or None where that Python function must answer " \
-    "(newshape.c)"
-#define ODML_FOLD_LOWERING_DOC \
-    "fold_lowering(in_sizes, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, " \
-    "end_padding=0) -> ops/fold.py's plain_lowering of the common valid case, or None where that Python " \
-    "function must answer (newshape.c)"
+/* A field of d axes as ops/unfold.py's plain_lowering (and arrays/family.py's _per_axis) reads it: an exact int
+ * spread over the axes, or an exact list or tuple of d exact ints; -1 else (newshape.c). */
+int odml_axes_field(PyObject *f, Py_ssize_t d, int64_t *v);
+/* Their Python functions (newshape.c; module.c's table): X(NAME, WHICH, SIG, LO, HI) for NAME_lowering(in_sizes,
+ * SIG) of LO to HI arguments, the fast path of ops/NAME.py's plain_lowering. */
+#define ODML_PLAIN_FUNCTIONS(X)                                                                                     \
+    X(slice1, ODML_PLAIN_SLICE1, "offsets, window, steps, output_sizes=None", 4, 5)                                 \
+    X(slice, ODML_PLAIN_SLICE, "offsets, sizes, strides", 4, 4)                                                     \
+    X(unfold, ODML_PLAIN_UNFOLD, "window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0", 2, 6)      \
+    X(fold, ODML_PLAIN_FOLD, "output_sizes, window_sizes, strides=1, dilations=1, start_padding=0, end_padding=0", \
+      3, 7)                                                                                                         \
+    X(slice_grad, ODML_PLAIN_SLICE_GRAD, "input_sizes, offsets, window, steps", 5, 5)
 
 #endif

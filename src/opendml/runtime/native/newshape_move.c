@@ -1,19 +1,13 @@
-/* New shapes of the data-movement family (issue 31): the C lowerings of the
- * family's copy-like operators on a NumPy array, each giving the passes its
- * Python operator's `_passes` gives for that array's layout (before their
- * canonical form, which odml_move_pack in move_params.c gives, as
- * CpuBackend._native_move_pass does). calls_move.c's call_cache_move_new
- * runs them and records the call as call_cache_put_move would, so a never-
- * seen shape costs one C call instead of the description, validation,
- * lowering and parameter packing in Python.
+/* New shapes of the data-movement family (issue 31): the C lowerings of the family's copy-like operators on a NumPy
+ * array, each giving the passes its Python operator's `_passes` gives for that array's layout (before their canonical
+ * form, which odml_move_pack in move_params.c gives, as CpuBackend._native_move_pass does). calls_move_new.c's
+ * call_cache_move_new runs them and records the call as call_cache_put_move would, so a never-seen shape costs one C
+ * call instead of the description, validation, lowering and parameter packing in Python.
  *
- * Each lowering takes only a VALID call in the simple forms listed at its
- * function and declines (-1, no exception set) anything else: an argument
- * of another type or spelling, a value a rule refuses, a size outside
- * TensorDesc's bounds. The Python route then runs the call and raises its
- * own error, so no error is written twice. tests/test_newshape_move.py
- * checks each lowering's passes, outputs and errors against the Python
- * route's. */
+ * Each lowering takes only a VALID call in the simple forms listed at its function and declines (-1, no exception
+ * set) anything else: an argument of another type or spelling, a value a rule refuses, a size outside TensorDesc's
+ * bounds. The Python route then runs the call and raises its own error, so no error is written twice.
+ * tests/test_newshape_move.py checks each lowering's passes, outputs and errors against the Python route's. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -71,23 +65,28 @@ static odml_move_pass *new_pass(odml_move_prog *g, int fill, int src, int dst) {
     return p;
 }
 
-/* ops/identity.py ElementWiseIdentityOperatorDesc._passes (and cast.py
- * CastOperatorDesc._passes): Copy(0, 0, out.sizes, origin, strides, 0,
- * out.element_strides[, scale_bias]). */
-static int whole_copy(odml_move_prog *g, const odml_move_input *x, int64_t out_type, int sb, double scale,
-                      double bias) {
-    if (set_out(g, 0, out_type, x->n, x->shape)) return -1;
-    odml_move_pass *p = new_pass(g, 0, 0, 0);
-    if (!p) return -1;
-    p->src_type = x->type;
-    p->dst_type = out_type;
+/* A Copy from input x (slot src) into output dst over `sizes`: x's origin and strides, output strides os. */
+static odml_move_pass *copy_pass(odml_move_prog *g, int src, int dst, const odml_move_input *x,
+                                 const int64_t *sizes, const int64_t *os) {
+    odml_move_pass *p = new_pass(g, 0, src, dst);
+    if (!p) return NULL;
+    p->src_type = p->dst_type = x->type;
     p->src_offset = x->origin;
     p->n = x->n;
-    for (int d = 0; d < x->n; d++) {
-        p->sizes[d] = x->shape[d];
-        p->src_strides[d] = x->strides[d];
-        p->dst_strides[d] = g->out_strides[0][d];
-    }
+    memcpy(p->sizes, sizes, sizeof(int64_t) * (size_t)x->n);
+    memcpy(p->src_strides, x->strides, sizeof(int64_t) * (size_t)x->n);
+    memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
+    return p;
+}
+
+/* ops/identity.py ElementWiseIdentityOperatorDesc._passes (and cast.py CastOperatorDesc._passes): Copy(0, 0,
+ * out.sizes, origin, strides, 0, out.element_strides[, scale_bias]). */
+static int whole_copy(odml_move_prog *g, const odml_move_input *x, int64_t out_type, int sb, double scale,
+                      double bias) {
+    odml_move_pass *p = set_out(g, 0, out_type, x->n, x->shape) ? NULL : copy_pass(g, 0, 0, x, x->shape,
+                                                                                   g->out_strides[0]);
+    if (!p) return -1;
+    p->dst_type = out_type;
     p->has_scale_bias = sb;
     p->scale = scale;
     p->bias = bias;
@@ -126,10 +125,9 @@ static int lower_cast(const odml_move_input *x, PyObject *const *a, Py_ssize_t n
     return whole_copy(g, x, t, 0, 1.0, 0.0);
 }
 
-/* arrays/family.py _tile (_repeats) with ops/tile.py TileOperatorDesc._passes:
- * repeats an exact int (the last axis') or a list or tuple of at most rank
- * exact ints (ones prepended), each in [1, UINT32_MAX]; per axis the
- * dimensions (r, n), source strides (0, s), output strides (n * o, o). */
+/* arrays/family.py _tile (_repeats) with ops/tile.py TileOperatorDesc._passes: repeats an exact int (the last axis')
+ * or a list or tuple of at most rank exact ints (ones prepended), each in [1, UINT32_MAX]; per axis the dimensions
+ * (r, n), source strides (0, s), output strides (n * o, o). */
 static int lower_tile(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     if (na != 1) return -1;
     const int n = x->n;
@@ -186,11 +184,9 @@ static int pad_mode(PyObject *m) {
     return -1;
 }
 
-/* ops/padding1.py Padding1OperatorDesc's PaddingValue rule and
- * runtime/cpu/backend.py _fill_bits: the fill's bits of value v for type t;
- * -1 where the rule refuses v or the value is not in a simple form (an exact
- * int within int64, an exact float). float16 takes a float only where it is
- * a float32 value (one rounding, as NumPy's). */
+/* ops/padding1.py Padding1OperatorDesc's PaddingValue rule and runtime/cpu/backend.py _fill_bits: the fill's bits of
+ * value v for type t; -1 where the rule refuses v or the value is not in a simple form (an exact int within int64, an
+ * exact float). float16 takes a float only where it is a float32 value (one rounding, as NumPy's). */
 static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
     int64_t i;
     double d;
@@ -203,20 +199,15 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
             if (!isfinite(d) || d != floor(d) || d < -9.2e18 || d > 9.2e18) return -1;
             i = (int64_t)d;
         }
-        int64_t lo, hi;
-        switch (t) {
-            case ODML_T_INT8: lo = INT8_MIN; hi = INT8_MAX; break;
-            case ODML_T_INT16: lo = INT16_MIN; hi = INT16_MAX; break;
-            case ODML_T_INT32: lo = INT32_MIN; hi = INT32_MAX; break;
-            case ODML_T_INT64: lo = INT64_MIN; hi = INT64_MAX; break;
-            case ODML_T_UINT8: lo = 0; hi = UINT8_MAX; break;
-            case ODML_T_UINT16: lo = 0; hi = UINT16_MAX; break;
-            case ODML_T_UINT32: lo = 0; hi = UINT32_MAX; break;
-            default: lo = 0; hi = INT64_MAX; break;      /* UINT64 (values past 2^63: the Python route) */
-        }
-        if (i < lo || i > hi) return -1;
-        const int size = t == ODML_T_INT8 || t == ODML_T_UINT8 ? 1 : t == ODML_T_INT16 || t == ODML_T_UINT16 ? 2
-                         : t == ODML_T_INT32 || t == ODML_T_UINT32 ? 4 : 8;
+        /* each integer type's range (UINT64's values past 2^63: the Python route) */
+        static const int64_t lo[12] = {[ODML_T_INT8] = INT8_MIN, [ODML_T_INT16] = INT16_MIN,
+                                       [ODML_T_INT32] = INT32_MIN, [ODML_T_INT64] = INT64_MIN};
+        static const int64_t hi[12] = {[ODML_T_INT8] = INT8_MAX, [ODML_T_INT16] = INT16_MAX,
+                                       [ODML_T_INT32] = INT32_MAX, [ODML_T_INT64] = INT64_MAX,
+                                       [ODML_T_UINT8] = UINT8_MAX, [ODML_T_UINT16] = UINT16_MAX,
+                                       [ODML_T_UINT32] = UINT32_MAX, [ODML_T_UINT64] = INT64_MAX};
+        const int size = odml_type_size[t];
+        if (i < lo[t] || i > hi[t]) return -1;
         *bits = size == 8 ? (uint64_t)i : (uint64_t)i & ((1ULL << (8 * size)) - 1);
         return 0;
     }
@@ -246,25 +237,17 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
     return 0;
 }
 
-/* arrays/family.py _pad (_per_axis) with ops/_move.py _pad_passes: start
- * and end each an exact int (every axis) or a list or tuple of rank exact
- * ints, in [0, UINT32_MAX]; mode a str of _MODES; value as pad_value_bits.
- * The interior Copy, then per axis k its start and end slabs: a Fill
- * (CONSTANT) or a Copy whose index maps read the input position the mode
- * chooses. */
+/* arrays/family.py _pad (_per_axis) with ops/_move.py _pad_passes: start and end each an exact int (every axis) or a
+ * list or tuple of rank exact ints, in [0, UINT32_MAX]; mode a str of _MODES; value as pad_value_bits. The interior
+ * Copy, then per axis k its start and end slabs: a Fill (CONSTANT) or a Copy whose index maps read the input position
+ * the mode chooses. */
 static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     if (na != 4) return -1;
     const int n = x->n;
     int64_t st[ODML_MAX_RANK], en[ODML_MAX_RANK], dims[ODML_MAX_RANK];
-    int m;
     for (int side = 0; side < 2; side++) {
         int64_t *v = side ? en : st;
-        if (PyLong_CheckExact(a[side])) {
-            if (odml_exact_i64(a[side], &v[0])) return -1;
-            for (int d = 1; d < n; d++) v[d] = v[0];
-        } else if (int_seq(a[side], n, v, &m) || m != n) {
-            return -1;
-        }
+        if (odml_axes_field(a[side], n, v)) return -1;
         for (int d = 0; d < n; d++)
             if (v[d] < 0 || v[d] > U32MAX) return -1;
     }
@@ -279,17 +262,9 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
     memcpy(g->pad_start, st, sizeof(int64_t) * (size_t)n);
     memcpy(g->pad_end, en, sizeof(int64_t) * (size_t)n);
     const int64_t *os = g->out_strides[0];
-    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    odml_move_pass *p = copy_pass(g, 0, 0, x, x->shape, os);
     if (!p) return -1;
-    p->src_type = p->dst_type = x->type;
-    p->src_offset = x->origin;
-    p->n = n;
-    for (int d = 0; d < n; d++) {
-        p->sizes[d] = x->shape[d];
-        p->src_strides[d] = x->strides[d];
-        p->dst_strides[d] = os[d];
-        p->dst_offset += st[d] * os[d];
-    }
+    for (int d = 0; d < n; d++) p->dst_offset += st[d] * os[d];
     for (int k = 0; k < n; k++)
         for (int side = 0; side < 2; side++) {
             const int64_t count = side ? en[k] : st[k];
@@ -337,11 +312,10 @@ static int depth_order(PyObject *o) {
     return -1;
 }
 
-/* arrays/family.py _space_to_depth and _depth_to_space with ops/space_depth.py
- * _SpaceDepth._check and _passes: x 4-D, block_size an exact int in [1,
- * UINT32_MAX] dividing H and W (to depth) or with b * b dividing C (to
- * space), order a str of _ORDERS; one Copy over (N, b, b, C, H, W) of the
- * space side, the depth index (bh, bw, c) for DCR or (c, bh, bw) for CRD. */
+/* arrays/family.py _space_to_depth and _depth_to_space with ops/space_depth.py _SpaceDepth._check and _passes: x 4-D,
+ * block_size an exact int in [1, UINT32_MAX] dividing H and W (to depth) or with b * b dividing C (to space), order a
+ * str of _ORDERS; one Copy over (N, b, b, C, H, W) of the space side, the depth index (bh, bw, c) for DCR or (c, bh,
+ * bw) for CRD. */
 static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g,
                              int to_depth) {
     int64_t b, bb;
@@ -397,9 +371,8 @@ static int axis_of(PyObject *o, int rank) {
     return (int)(a < 0 ? a + rank : a);
 }
 
-/* arrays/family.py _join with ops/join.py JoinOperatorDesc: 1 to 16 inputs of
- * one type and rank, sizes equal but along axis (an exact int); its
- * _passes: one Copy per input into its place along axis. */
+/* arrays/family.py _join with ops/join.py JoinOperatorDesc: 1 to 16 inputs of one type and rank, sizes equal but
+ * along axis (an exact int); its _passes: one Copy per input into its place along axis. */
 static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     const int n = xs[0].n, axis = na == 1 ? axis_of(a[0], n) : -1;
     if (axis < 0 || n_in < 1 || n_in > ODML_MOVE_PROG_MAX_IO) return -1;
@@ -416,26 +389,17 @@ static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, P
     const int64_t *os = g->out_strides[0];
     int64_t at = 0;
     for (int i = 0; i < n_in; i++) {
-        odml_move_pass *p = new_pass(g, 0, i, 0);
+        odml_move_pass *p = copy_pass(g, i, 0, &xs[i], xs[i].shape, os);
         if (!p) return -1;
-        p->src_type = p->dst_type = xs[i].type;
-        p->src_offset = xs[i].origin;
         p->dst_offset = at * os[axis];
-        p->n = n;
-        for (int d = 0; d < n; d++) {
-            p->sizes[d] = xs[i].shape[d];
-            p->src_strides[d] = xs[i].strides[d];
-            p->dst_strides[d] = os[d];
-        }
         at += xs[i].shape[axis];
     }
     return 0;
 }
 
-/* arrays/family.py _split with ops/split.py SplitOperatorDesc: axis an exact
- * int, sizes an exact list or tuple of 1 to 16 exact ints >= 1 summing to
- * the input's size along axis; its _passes: one Copy per output from its
- * place along axis. */
+/* arrays/family.py _split with ops/split.py SplitOperatorDesc: axis an exact int, sizes an exact list or tuple of 1
+ * to 16 exact ints >= 1 summing to the input's size along axis; its _passes: one Copy per output from its place along
+ * axis. */
 static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     const int n = x->n, axis = na == 2 ? axis_of(a[0], n) : -1;
     int64_t sizes[ODML_MOVE_PROG_MAX_IO], total = 0, dims[ODML_MAX_RANK];
@@ -452,17 +416,9 @@ static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t 
     int64_t at = 0;
     for (int i = 0; i < m; i++) {
         dims[axis] = sizes[i];
-        if (set_out(g, i, x->type, n, dims)) return -1;
-        odml_move_pass *p = new_pass(g, 0, 0, i);
+        odml_move_pass *p = set_out(g, i, x->type, n, dims) ? NULL : copy_pass(g, 0, i, x, dims, g->out_strides[i]);
         if (!p) return -1;
-        p->src_type = p->dst_type = x->type;
-        p->src_offset = x->origin + at * x->strides[axis];
-        p->n = n;
-        for (int d = 0; d < n; d++) {
-            p->sizes[d] = dims[d];
-            p->src_strides[d] = x->strides[d];
-            p->dst_strides[d] = g->out_strides[i][d];
-        }
+        p->src_offset += at * x->strides[axis];
         at += sizes[i];
     }
     return 0;

@@ -1,31 +1,23 @@
-/* The index-driven passes of the move program (plan.Gather, plan.Scatter) on
- * the CPU, part of opendml.runtime.cpu._native: run by the call cache's
- * entries (runtime/native/calls_move.c, PASS_INDEX) and by the CPU backend
- * (index_run_pass).
+/* The index-driven passes of the move program (plan.Gather, plan.Scatter) on the CPU, part of
+ * opendml.runtime.cpu._native: run by the call cache's entries (runtime/native/calls_move.c, PASS_INDEX) and by the
+ * CPU backend (index_run_pass).
  *
- * One pass walks its "outer" dimensions in row-major order; at each position
- * it reads every IndexAxis's value from its index tensor, turns it into a
- * coordinate inside [0, bound) (a negative value of a signed type counted
- * from the end, then clamped; or the position skipped: INDEX_SKIP; or, for
- * INDEX_REVERSE_LENGTH, the reversed coordinate of the first min(L, bound)
- * elements), and moves one block of the "inner" dimensions (those that read
- * no index). Values are compared exactly in their own type: no wrap-around.
- * Before anything moves, the whole reach of the pass (its strides' span
- * plus every coordinate's [0, bound) times its stride, and the index
- * tensors' elements read) is checked against the bound ranges; a pass
- * reaching outside them stops with an error (a plan that validation let
- * through never does). The coordinates then never leave [0, bound).
+ * One pass walks its "outer" dimensions in row-major order; at each position it reads every IndexAxis's value from
+ * its index tensor, turns it into a coordinate inside [0, bound) (a negative value of a signed type counted from the
+ * end, then clamped; or the position skipped: INDEX_SKIP; or, for INDEX_REVERSE_LENGTH, the reversed coordinate of
+ * the first min(L, bound) elements), and moves one block of the "inner" dimensions (those that read no index). Values
+ * are compared exactly in their own type: no wrap-around. Before anything moves, the whole reach of the pass (its
+ * strides' span plus every coordinate's [0, bound) times its stride, and the index tensors' elements read) is checked
+ * against the bound ranges; a pass reaching outside them stops with an error (a plan that validation let through
+ * never does). The coordinates then never leave [0, bound).
  *
- * A scatter runs its positions in order on one thread: where positions
- * repeat, the last write wins (or, accumulating, the additions happen in
- * that order: float16 adds in float32 and rounds each sum, as NumPy does;
- * integers wrap), so the result is the same bytes on every run.
+ * A scatter runs its positions in order on one thread: where positions repeat, the last write wins (or, accumulating,
+ * the additions happen in that order: float16 adds in float32 and rounds each sum, as NumPy does; integers wrap), so
+ * the result is the same bytes on every run.
  *
- * Every pass also reports whether a (clamping or skipping) index value lay
- * outside its dimension: the array API's index check, fused into the read.
- * A pass without index axes is a plain copy or fill (the Copy passes of the
- * scatters and ONE_HOT, as the array API records them in the call cache).
- */
+ * Every pass also reports whether a (clamping or skipping) index value lay outside its dimension: the array API's
+ * index check, fused into the read. A pass without index axes is a plain copy or fill (the Copy passes of the
+ * scatters and ONE_HOT, as the array API records them in the call cache). */
 #include "index.h"
 
 #include <string.h>
@@ -36,9 +28,8 @@
 enum { T_F32 = 1, T_F16 = 2, T_U32 = 3, T_U16 = 4, T_U8 = 5, T_I32 = 6, T_I16 = 7, T_I8 = 8, T_F64 = 9,
        T_U64 = 10, T_I64 = 11 };
 
-/* The coordinate of one index value; 0: skip the position. *bad is set where
- * a (mode 0) value lies outside [-bound, bound) (signed) or [0, bound): the
- * array API's index check, fused into the pass. */
+/* The coordinate of one index value; 0: skip the position. *bad is set where a (mode 0) value lies outside [-bound,
+ * bound) (signed) or [0, bound): the array API's index check, fused into the pass. */
 static inline int coordinate(const idx_axis* ax, const char* base, int64_t at, int64_t e, int64_t* c, int* bad) {
     int64_t bound = ax->bound;
     int is_signed = 0;
@@ -91,9 +82,8 @@ static void add_element(char* d, const char* s, int64_t type) {
 }
 
 
-/* The element count of a pass's inner block (dims [outer, rank)) where it is
- * one packed run on both sides (a size-1 dimension's stride never matters),
- * else 0. */
+/* The element count of a pass's inner block (dims [outer, rank)) where it is one packed run on both sides (a size-1
+ * dimension's stride never matters), else 0. */
 static int64_t packed_block(const idx_params* p) {
     int64_t blk = 1;
     for (int64_t k = p->rank - 1; k >= p->outer; k--) {
@@ -158,9 +148,8 @@ static int64_t span_hi(const int64_t* sizes, const int64_t* strides, int64_t a, 
     return v;
 }
 
-/* Step a row-major walk of dims [0, last) one position on (the data
- * offsets and the na index offsets follow); 0 once every position was
- * visited. */
+/* Step a row-major walk of dims [0, last) one position on (the data offsets and the na index offsets follow); 0 once
+ * every position was visited. */
 static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int64_t* s, int64_t* d, int64_t na,
                             int64_t* io) {
     for (int64_t k = last - 1; k >= 0; k--) {
@@ -214,11 +203,9 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
     default: M(IT, uint64_t) break;                                                               \
     }
 
-/* Every dimension outer, mode-0 index axes of one type that clamp (no skip),
- * plain copies: each innermost row in one typed loop. The reach was checked.
- * pf: the indexed reach is larger than the caches keep (random addresses),
- * so the element PREFETCH_E positions ahead is prefetched (its loads then
- * overlap: 1.5x on a 4 MiB table here). */
+/* Every dimension outer, mode-0 index axes of one type that clamp (no skip), plain copies: each innermost row in one
+ * typed loop. The reach was checked. pf: the indexed reach is larger than the caches keep (random addresses), so the
+ * element PREFETCH_E positions ahead is prefetched (its loads then overlap: 1.5x on a 4 MiB table here). */
 #define PREFETCH_E 16
 #define PREFETCH_REACH ((int64_t)1 << 18)
 #define ELEMENT_ROW(IT, WT)                                                                       \
@@ -292,12 +279,10 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
         }                                                                                         \
     }
 
-/* REVERSE_SUBSEQUENCES along an outer dimension (a length per position of
- * the innermost one), each length read and clamped as coordinate() does. A
- * row of lengths that is one length (seen: the last row scanned, kept while
- * the rows along the reversed dimension reuse it) makes each row one source
- * row, copied whole where both are packed; else each element picks its own
- * source row. */
+/* REVERSE_SUBSEQUENCES along an outer dimension (a length per position of the innermost one), each length read and
+ * clamped as coordinate() does. A row of lengths that is one length (seen: the last row scanned, kept while the rows
+ * along the reversed dimension reuse it) makes each row one source row, copied whole where both are packed; else each
+ * element picks its own source row. */
 #define CLAMPED_LENGTH(IT, V, B) \
     ((IT)-1 < (IT)0 ? ((int64_t)(V) < 0 ? 0 : ((int64_t)(V) > (B) ? (B) : (int64_t)(V))) \
                     : ((uint64_t)(V) > (uint64_t)(B) ? (B) : (int64_t)(uint64_t)(V)))
@@ -328,9 +313,8 @@ typedef struct {
         skip[IDX_MAX_AXES], axis[IDX_MAX_AXES], istep[IDX_MAX_AXES];
 } axis_locals;
 
-/* Every dimension outer (one element per position), plain copies or skips:
- * the parameters in locals (the destination's char writes would otherwise
- * make the compiler reload them), the innermost dimension in one loop. The
+/* Every dimension outer (one element per position), plain copies or skips: the parameters in locals (the
+ * destination's char writes would otherwise make the compiler reload them), the innermost dimension in one loop. The
  * reach was checked. */
 static void run_elements(const idx_params* pp, const char* src, char* dst, const char* const* idx, int* bad) {
     const int64_t r = pp->rank, last = r - 1, na = pp->naxes, es = pp->element_size;
@@ -386,10 +370,9 @@ static void run_elements(const idx_params* pp, const char* src, char* dst, const
     *bad |= out;
 }
 
-/* One mode-0 clamping index axis over the outer dimensions, each position
- * moving one packed block (an embedding's row): the innermost outer
- * dimension in one typed loop (1.2x the general loop on 256-byte rows;
- * prefetching rows ahead gained nothing here). The reach was checked. */
+/* One mode-0 clamping index axis over the outer dimensions, each position moving one packed block (an embedding's
+ * row): the innermost outer dimension in one typed loop (1.2x the general loop on 256-byte rows; prefetching rows
+ * ahead gained nothing here). The reach was checked. */
 #define ROWS_LOOP(IT, UNUSED)                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                             \
         int64_t c;                                                                                \
@@ -414,9 +397,8 @@ static void run_rows(const idx_params* p, const char* src, char* dst, const char
     *bad |= out;
 }
 
-/* A pass without index axes (a Copy of the move program, kept by the call
- * cache): the destination's packed suffix in one move per position (a fill
- * where the source is one element broadcast). The reach was checked. */
+/* A pass without index axes (a Copy of the move program, kept by the call cache): the destination's packed suffix in
+ * one move per position (a fill where the source is one element broadcast). The reach was checked. */
 static void run_copy(const idx_params* p, const char* src, char* dst) {
     const int64_t r = p->rank, es = p->element_size;
     int fill = 1;
@@ -469,9 +451,8 @@ int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const
     return !((!p->has_value && (s0 < 0 || s1 >= src_len)) || d0 < 0 || d1 >= dst_len);
 }
 
-/* 0, or -1 where the pass could leave a bound range (checked once, before
- * anything moves). *bad: set where a mode-0 index value lies outside its
- * dimension (see coordinate). */
+/* 0, or -1 where the pass could leave a bound range (checked once, before anything moves). *bad: set where a mode-0
+ * index value lies outside its dimension (see coordinate). */
 int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
                    const char* const* idx, const int64_t* idx_len, int* bad) {
     if (!odml_index_fits(p, src_len, dst_len, idx_len)) return -1;
@@ -516,10 +497,9 @@ void odml_index_move(const idx_params* p, const char* src, char* dst, const char
     } while (walk_next(p, outer, pos, &s, &d, p->naxes, io));
 }
 
-/* Whether a walk over `sizes` with `strides` from `offset` could reach
- * IDX_FAR elements or more (or a size is negative): a record built by hand
- * could otherwise make odml_index_fits' sums wrap around and pass. Bounded
- * so, the fits check's sums of a few such spans stay far below 2^63. */
+/* Whether a walk over `sizes` with `strides` from `offset` could reach IDX_FAR elements or more (or a size is
+ * negative): a record built by hand could otherwise make odml_index_fits' sums wrap around and pass. Bounded so, the
+ * fits check's sums of a few such spans stay far below 2^63. */
 #define IDX_FAR ((int64_t)1 << 58)
 static int too_far(const int64_t* sizes, const int64_t* strides, int64_t r, int64_t offset) {
     if (offset <= -IDX_FAR || offset >= IDX_FAR) return 1;
