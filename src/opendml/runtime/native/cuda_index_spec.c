@@ -23,11 +23,7 @@
 #define LIM31 ((int64_t)1 << 31)
 #define LIM32 ((int64_t)1 << 32)
 
-static const char *const W[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
-static const int64_t type_size[12] = {0, 4, 2, 4, 2, 1, 4, 2, 1, 8, 8, 8};
-
 static int64_t floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
-static int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 static int64_t mag(int64_t a) { return a < 0 ? -a : a; }
 static int64_t gcd(int64_t a, int64_t b) {
     while (b) {
@@ -188,7 +184,7 @@ static int64_t rows_of(const odml_ix_params *q, int k, int64_t word, const odml_
     if (ax->mode != 1 || ax->axis != k - 1 || q->src_strides[k - 1] || ax->strides[k - 1] || ax->bound != n || n < 32
             || q->n_outer / n > LIM31 - 1)
         return 0;
-    const int64_t padded = cdiv(n * word, 16) * 16, a = c->reverse_rows / padded, b = q->n_outer / n;
+    const int64_t padded = odml_cdiv(n * word, 16) * 16, a = c->reverse_rows / padded, b = q->n_outer / n;
     const int64_t m = a < b ? a : b;
     return m < 64 ? m : 64;
 }
@@ -215,7 +211,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     for (int64_t a = 0; a < canon.naxes && a < ODML_IX_AXES; a++)
         if (canon.axes[a].bound == 1) canon.axes[a].stride = 0;
     const int scatter = p->kind == 1, constant = scatter && p->has_value;
-    const int64_t es = p->data_type >= 1 && p->data_type <= 11 ? type_size[p->data_type] : 0;
+    const int64_t es = p->data_type >= 1 && p->data_type <= 11 ? odml_type_size[p->data_type] : 0;
     if (!es || p->accumulate || p->rank > ODML_IX_RANK || p->naxes < 1 || p->naxes > ODML_IX_AXES
             || c->threads != 256)
         return -1;
@@ -330,7 +326,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
         }
     }
     int64_t items = q->n_inner >= c->items ? c->items : 1, rows = 0, smem = 0, threads;
-    q->groups = cdiv(q->n_inner, items);
+    q->groups = odml_cdiv(q->n_inner, items);
     q->total = n_outer * q->groups;
     if (positions && !is_tile) row = (rows = rows_of(q, k, word, c)) ? 0 : row_of(q, k, word, c);
     const char *mode = members ? "group" : "direct";
@@ -340,33 +336,32 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     } else if (rows) {
         mode = "rows";
         q->members = rows;
-        smem = rows * (cdiv(q->sizes[k - 1] * word, 16) * 16);
+        smem = rows * (odml_cdiv(q->sizes[k - 1] * word, 16) * 16);
     } else if (row) {
         mode = "row";
     } else if (positions && c->position_items > 1) {
         items = c->position_items;
-        q->total = cdiv(n_outer, c->position_items);
+        q->total = odml_cdiv(n_outer, c->position_items);
     }
     int64_t most = q->total > n_outer ? q->total : n_outer;
     if (q->n_inner > most) most = q->n_inner;
-    const char *index = most + c->threads * (items > 4 ? items : 4) < LIM32 ? "u32" : "u64";
+    const char *index = most + c->threads * (items > 4 ? items : 4) < LIM32 ? "u32" : "u64", *W = odml_scalar[word];
     const int n = (int)sizeof L->name, nax = (int)p->naxes;
     int len;
     if (mode[0] == 't' || mode[3] == 's') {
-        len = snprintf(L->name, n, "ix_reverse_%s<%s, %s, %d>", mode, W[word], index, k);
+        len = snprintf(L->name, n, "ix_reverse_%s<%s, %s, %d>", mode, W, index, k);
     } else if (mode[0] == 'r') {
-        len = snprintf(L->name, n, "ix_gather_row<%s, %s, %d, %d>", W[word], index, k, row == 1);
+        len = snprintf(L->name, n, "ix_gather_row<%s, %s, %d, %d>", W, index, k, row == 1);
         smem = row == 1 ? q->axes[0].bound * word : 0;
     } else if (positions && c->position_items > 1) {
-        len = snprintf(L->name, n, "ix_gather_positions<%s, %s, %d, %d, %lld>", W[word], index, k, nax,
-                       (long long)items);
+        len = snprintf(L->name, n, "ix_gather_positions<%s, %s, %d, %d, %lld>", W, index, k, nax, (long long)items);
     } else if (!scatter) {
-        len = snprintf(L->name, n, "ix_gather<%s, %s, %d, %d, %d, %lld>", W[word], index, k, nax, ni, (long long)items);
+        len = snprintf(L->name, n, "ix_gather<%s, %s, %d, %d, %d, %lld>", W, index, k, nax, ni, (long long)items);
     } else if (members) {
-        len = snprintf(L->name, n, "ix_scatter_group<%s, %s, %d>", W[word], index, k);
+        len = snprintf(L->name, n, "ix_scatter_group<%s, %s, %d>", W, index, k);
         smem = 4 * q->axes[0].bound;
     } else {
-        len = snprintf(L->name, n, "ix_scatter<%s, %s, %d, %d, %d, %d, %lld>", W[word], index, owner, k, nax, ni,
+        len = snprintf(L->name, n, "ix_scatter<%s, %s, %d, %d, %d, %d, %lld>", W, index, owner, k, nax, ni,
                        (long long)items);
     }
     if (len < 0 || len >= n) return -1;
@@ -374,9 +369,9 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     if (mode[0] == 'd') threads = q->total;
     else if (mode[0] == 'g') threads = n_outer / members * c->threads;
     else if (mode[0] == 't') threads = n_outer / q->members * c->threads;
-    else if (mode[3] == 's') threads = cdiv(n_outer / q->axes[0].bound, q->members) * c->threads;
+    else if (mode[3] == 's') threads = odml_cdiv(n_outer / q->axes[0].bound, q->members) * c->threads;
     else threads = n_outer / q->sizes[q->outer - 1] * c->threads;
-    const int64_t grid = cdiv(threads, c->threads);
+    const int64_t grid = odml_cdiv(threads, c->threads);
     if (q->n_outer == 0 || q->total == 0 || grid < 1 || grid >= LIM31 || smem >= LIM32) return -1;
     L->grid = (unsigned)grid;
     L->smem = (unsigned)smem;
@@ -387,7 +382,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     if (!owner) return 1;
     /* ix_owner first, on the same parameters (n_outer threads), then the scatter; both read the table */
     L[1] = L[0];
-    L->grid = (unsigned)cdiv(n_outer, c->threads);
+    L->grid = (unsigned)odml_cdiv(n_outer, c->threads);
     L->scratch = slots;
     len = snprintf(L->name, n, "ix_owner<%s, %d, %d>", index, k, nax);
     return len < 0 || len >= n || slots >= LIM32 ? -1 : 2;
