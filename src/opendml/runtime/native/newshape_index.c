@@ -127,7 +127,7 @@ static idx_params *ix_pass(ix_prog *g, int kind, int src, int64_t type, int rank
     g->src[g->n_pass] = src;
     g->checked[g->n_pass++] = 0;
     p->kind = kind;
-    p->element_size = move_type_size[type];
+    p->element_size = odml_type_size[type];
     p->data_type = type;
     p->rank = rank;
     memcpy(p->sizes, sizes, sizeof(int64_t) * (size_t)rank);
@@ -437,9 +437,9 @@ static int ix_lower(int which, ix_in *xs, PyObject *const *args, Py_ssize_t narg
  * (its ranges' lengths in ip). */
 static int ix_fits(const idx_params *p, int src, int n_in, const int *in_size, const int64_t *span, int64_t count,
                    IndexPass *ip) {
-    int fits = !odml_index_malformed(p, n_in) && move_type_size[p->data_type] == in_size[src];
+    int fits = !odml_index_malformed(p, n_in) && odml_type_size[p->data_type] == in_size[src];
     for (int64_t a = 0; fits && a < p->naxes; a++) {
-        fits = in_size[p->axes[a].slot] == move_type_size[p->axes[a].type];
+        fits = in_size[p->axes[a].slot] == odml_type_size[p->axes[a].type];
         ip->idx_len[a] = span[p->axes[a].slot];
     }
     ip->dst_len = count;
@@ -483,7 +483,7 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
     memcpy(o->dims, g.out_dims, sizeof(int64_t) * (size_t)g.out_rank);
     int64_t count = 1;
     for (int i = 0; i < g.out_rank; i++) count *= g.out_dims[i];
-    o->bytes = count * move_type_size[g.out_type];
+    o->bytes = count * odml_type_size[g.out_type];
     o->use_blocks = o->bytes >= min_bytes;
     e->total = o->bytes;
     for (int i = 0; i < g.n_pass; i++) {
@@ -523,73 +523,23 @@ static int index_inputs(PyObject *given, PyArrayObject **in) {
     return n;
 }
 
-/* index_new(op, which, types, given, args, generation, min_bytes): the call lowered, run and recorded, or
- * None. */
+/* index_new(op, which, types, given, args, generation, min_bytes): the call lowered, run and recorded (serve_new),
+ * or None. */
 static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
     (void)nargs;
     int64_t which, types, gen, min_bytes;
     PyArrayObject *in[3];
     int n_in;
-    if (!numpy_ready || exact_int(args[1], &which) || exact_int(args[2], &types) || exact_int(args[5], &gen) ||
-            exact_int(args[6], &min_bytes) || !PyTuple_CheckExact(args[4]) || (n_in = index_inputs(args[3], in)) < 0) {
-        if (PyErr_Occurred()) drop_error();
+    if (plain_args(args, ".ii.tii", &which, &types, &gen, &min_bytes) || (n_in = index_inputs(args[3], in)) < 0)
         Py_RETURN_NONE;
-    }
     for (int j = 0; j < n_in; j++) Py_INCREF(in[j]);
-    PyObject *out = NULL, *result = NULL;
-    char *dst;
     Entry *e = index_entry((int)which, types, in, n_in, args[4], min_bytes);
-    if (!e) {
-        if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-        goto done;
-    }
-    Key k;
-    PyArrayObject *keyed_in[MAX_MOVE_IO];
-    int keyed_n = 0;
-    const int keyed = move_key(&k, args[0], args[3], ((PyTupleObject *)args[4])->ob_item, PyTuple_GET_SIZE(args[4]),
-                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
-    if (PyErr_Occurred()) drop_error();
-    /* the inputs' data, shapes and strides as lowered: an allocation's finalizer may change them */
-    char *data[3];
-    npy_intp dims[3][NPY_MAXDIMS], strides[3][NPY_MAXDIMS];
-    int nd[3];
-    for (int j = 0; j < n_in; j++) {
-        data[j] = PyArray_BYTES(in[j]);
-        nd[j] = PyArray_NDIM(in[j]);
-        if (nd[j]) {                                 /* (a 0-d array has no dims pointer) */
-            memcpy(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
-            memcpy(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j]);
-        }
-    }
-    const Out *o = &e->outs[0];
-    out = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dst, NULL);
-    if (!out) {
-        result = allocation_failed();
-        goto done;
-    }
-    for (int j = 0; j < n_in; j++)
-        if (PyArray_BYTES(in[j]) != data[j] || PyArray_NDIM(in[j]) != nd[j] ||
-                (nd[j] && (memcmp(dims[j], PyArray_DIMS(in[j]), sizeof(npy_intp) * (size_t)nd[j]) ||
-                           memcmp(strides[j], PyArray_STRIDES(in[j]), sizeof(npy_intp) * (size_t)nd[j])))) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-    const char *srcs[3];
-    for (int j = 0; j < n_in; j++) srcs[j] = data[j] - e->origin[j];
-    char *dsts[1] = {dst};
-    if (run_passes(e, dsts, srcs) != ODML_OK) {     /* a checked index out of range: the route raises */
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    if (keyed && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
-    result = out;
-    out = NULL;
-done:
-    Py_XDECREF(out);
-    Py_XDECREF(e);
+    PyObject *result = e ? serve_new(e, args[0], args[3], args[4], in, n_in, gen)
+                         : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     for (int j = 0; j < n_in; j++) Py_DECREF(in[j]);
     return result;
 }
+
 /* -- New shapes on CUDA memory: PyTorch CUDA tensors and CuPy arrays (issue 33) ------------------------- */
 
 /* cuda_new's lowering and launches of an index function (`which`, `types` as index_new takes them). */
@@ -617,7 +567,7 @@ static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args,
         if (x->n > IX_RANK || !(ix->types >> (16 * j + x->type) & 1)) return -1;
         in->n = x->n;
         in->type = x->type;
-        in->es = in_size[j] = move_type_size[x->type];
+        in->es = in_size[j] = odml_type_size[x->type];
         in->origin = x->origin;
         in->count = 1;
         for (int d = 0; d < x->n; d++) {
@@ -716,13 +666,9 @@ static PyObject *cuda_index_steps(PyObject *const *args) {
     int n_in;
     CudaInputs c;
     PyObject *dp = args[4], *result = NULL;
-    if (!numpy_ready || exact_int(args[0], &which) || exact_int(args[1], &types) || !PyTuple_CheckExact(args[3])
-            || (n_in = index_inputs(args[2], in)) < 0 || !PyTuple_CheckExact(dp) || PyTuple_GET_SIZE(dp) != n_in
-            || exact_int(args[5], &dst)) {
-        if (PyErr_Occurred()) drop_error();
+    if (plain_args(args, "ii.tti", &which, &types, &dst) || (n_in = index_inputs(args[2], in)) < 0
+            || PyTuple_GET_SIZE(dp) != n_in || numpy_cuda_inputs(in, n_in, dp, &c) < 0)
         Py_RETURN_NONE;
-    }
-    if (numpy_cuda_inputs(in, n_in, dp, &c) < 0) Py_RETURN_NONE;
     IndexNew *how = PyMem_Calloc(1, sizeof *how);
     odml_move_prog *g = PyMem_Malloc(sizeof *g);
     odml_move_launch *L = PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
@@ -764,52 +710,30 @@ done:
     PyMem_Free(L);
     return result;
 }
-#endif
 
 /* call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> the output of a never-seen
  * shape of an index function on NumPy arrays or plain PyTorch CPU tensors, lowered here and recorded in the
  * call cache; with cuda_conf, on PyTorch CUDA tensors or CuPy arrays, launched from C too (cuda_new); or None
  * (the Python route runs it). */
-PyObject *odml_py_call_cache_index_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("call_cache_index_new(op, which, types, given, args, generation, min_bytes, cuda_conf=None)",
-                   nargs, 7, 8))
-        return NULL;
-#ifdef ODML_NUMPY
-    const int fw = numpy_ready ? cuda_framework(args[3]) : 0;
-    if (fw == 2 || (fw == 1 && torch_input_cuda(args[3]))) {
-        int64_t which, types;
-        if (nargs < 8 || args[7] == Py_None || exact_int(args[1], &which) || exact_int(args[2], &types)) {
-            if (PyErr_Occurred()) drop_error();
-            Py_RETURN_NONE;
-        }
-        PyObject *conf = PyObject_CallNoArgs(args[7]);  /* (kernels, steps.c_settings(), index.c_settings()) */
-        IndexNew how = {{index_lower, index_plan, 0}, (int)which, types};
-        PyObject *out = conf ? cuda_new(args[0], args[3], args[4], args[5], fw == 1, conf, &how.base) : NULL;
-        Py_XDECREF(conf);
-        return with_deferred(out);
-    }
-    return cpu_new(args, nargs, 3, index_new);
-#else
-    Py_RETURN_NONE;
-#endif
+static PyObject *index_new_route(PyObject *const *args, Py_ssize_t nargs) {
+    int64_t which = 0, types = 0;
+    const int ok = exact_int(args[1], &which) == 0 && exact_int(args[2], &types) == 0;
+    IndexNew how;                                /* (its g zeroed by index_lower: not on every call) */
+    how.base = (CudaNew){index_lower, index_plan, 0};
+    how.which = (int)which;
+    how.types = types;
+    return new_shape(args, nargs, 3, 7, ok ? &how.base : NULL, index_new);
 }
 
 /* index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, ((src, dst, params, threads,
  * checked), ...)) or None: the entry call_cache_index_new would record, nothing run (tests: against
  * index_ops._record's). */
-PyObject *odml_py_index_lowering(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("index_lowering(which, types, given, args, min_bytes)", nargs, 5, 5)) return NULL;
-#ifdef ODML_NUMPY
+static PyObject *index_lowering(PyObject *const *args) {
     int64_t which, types, min_bytes;
     PyArrayObject *in[3];
     int n_in;
-    if (!numpy_ready || exact_int(args[0], &which) || exact_int(args[1], &types) || exact_int(args[4], &min_bytes) ||
-            !PyTuple_CheckExact(args[3]) || (n_in = index_inputs(args[2], in)) < 0) {
-        if (PyErr_Occurred()) drop_error();
+    if (plain_args(args, "ii.ti", &which, &types, &min_bytes) || (n_in = index_inputs(args[2], in)) < 0)
         Py_RETURN_NONE;
-    }
     Entry *e = index_entry((int)which, types, in, n_in, args[3], min_bytes);
     if (!e) {
         if (PyErr_Occurred()) return NULL;
@@ -831,19 +755,11 @@ done:
     Py_XDECREF(passes);
     Py_DECREF(e);
     return result;
-#else
-    Py_RETURN_NONE;
-#endif
 }
+#endif
 
-PyObject *odml_py_cuda_index_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, "
-                   "index_settings)", nargs, 8, 8))
-        return NULL;
-#ifdef ODML_NUMPY
-    return cuda_index_steps(args);
-#else
-    Py_RETURN_NONE;
-#endif
-}
+GLUE_FUNCTION(call_cache_index_new, "op, which, types, given, args, generation, min_bytes, cuda_conf=None", 7, 8,
+              index_new_route(args, nargs))
+GLUE_FUNCTION(index_lowering, "which, types, given, args, min_bytes", 5, 5, index_lowering(args))
+GLUE_FUNCTION(cuda_index_steps, "which, types, given, args, data_ptrs, dst_ptr, move_settings, index_settings", 8, 8,
+              cuda_index_steps(args))
