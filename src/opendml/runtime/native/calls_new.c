@@ -78,6 +78,17 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
 }
 
 #ifdef ODML_NUMPY
+/* What a new shape's run needs of the CPU backend (CpuBackend.plain_conf), read from its tuple: -1 where it is
+ * not one of five exact ints in 64 bits with grain and most at least 1 (plain_args: NumPy's C API ready). */
+typedef struct { int64_t most, grain, tile_stride, tile_columns, limit; } plain_conf;
+
+static int read_conf(PyObject *conf, plain_conf *c) {
+    return !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
+                   || plain_args(((PyTupleObject *)conf)->ob_item, "iiiii", &c->most, &c->grain, &c->tile_stride,
+                                 &c->tile_columns, &c->limit)
+                   || c->grain < 1 || c->most < 1 ? -1 : 0;
+}
+
 /* An int64 from a tuple item (a Python int); -1 with no exception left where it is none. */
 static int tuple_int(PyObject *t, Py_ssize_t i, int64_t *v) {
     long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
@@ -242,10 +253,7 @@ static PyObject *new_planned(PyObject *const *args, PyObject *fields, const new_
     PyObject *descr = d->descr;
     int64_t kind, gen;
     const odml_torch_info in = d->in;
-    if (exact_int(args[3], &kind) < 0 || exact_int(args[5], &gen) < 0) {
-        if (PyErr_Occurred()) drop_error();
-        Py_RETURN_NONE;
-    }
+    if (plain_args(args, "...i.i", &kind, &gen)) Py_RETURN_NONE;
     odml_layout L;
     odml_new_plan pl;
     L.n = in.ndim;
@@ -273,16 +281,11 @@ static PyObject *new_planned(PyObject *const *args, PyObject *fields, const new_
     uint64_t dst = 0;
     Entry *e = NULL;
     if (in.device == -1) {                         /* the CPU kernel (a PyTorch CPU tensor) */
-        int64_t most, grain, tile_stride, tile_columns, limit;
+        plain_conf c;
         odml_cpu_run run;
-        if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &most)
-                || exact_int(PyTuple_GET_ITEM(conf, 1), &grain) || exact_int(PyTuple_GET_ITEM(conf, 2), &tile_stride)
-                || exact_int(PyTuple_GET_ITEM(conf, 3), &tile_columns) || exact_int(PyTuple_GET_ITEM(conf, 4), &limit)
-                || grain < 1 || most < 1 || out_bytes >= limit || odml_new_cpu(&pl, tile_stride, tile_columns, &run)) {
-            if (PyErr_Occurred()) drop_error();
+        if (read_conf(conf, &c) || out_bytes >= c.limit || odml_new_cpu(&pl, c.tile_stride, c.tile_columns, &run))
             Py_RETURN_NONE;
-        }
-        const int64_t threads = odml_new_threads(run.work, grain, most);
+        const int64_t threads = odml_new_threads(run.work, c.grain, c.most);
         if (threads > ODML_MAX_THREADS) Py_RETURN_NONE;
         out = input_empty(x, d, pl.out_dims, pl.out_rank, &dst);
         if (!out) return allocation_failed();
@@ -311,8 +314,7 @@ static PyObject *new_planned(PyObject *const *args, PyObject *fields, const new_
         /* launches not made natively, or misaligned data (the Python route raises) */
         if (!PyDict_CheckExact(kernels) || in.data_ptr % (uint64_t)L.es) Py_RETURN_NONE;
         /* the device must be current (the Python route makes it so) */
-        if (!(d->cupy ? equals(PyObject_CallNoArgs(c_device), in.device) : torch_device_is(in.device)))
-            Py_RETURN_NONE;
+        if (!cuda_device_is(!d->cupy, in.device)) Py_RETURN_NONE;
         out = input_empty(x, d, pl.out_dims, pl.out_rank, &dst);
         if (!out) return allocation_failed();
         /* (an allocator's address that is not a whole number of elements: the Python route places the output) */
@@ -408,7 +410,6 @@ static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const o
     }
     return got;
 }
-#endif
 
 /* call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, cpu) -> the output, None, False
  * or a kernel name
@@ -439,22 +440,15 @@ static PyObject *lowered_fields(PyObject *lowering, PyObject *call_args, const o
  * that do not fit x, an output that cannot be allocated (the Python route raises the error that names it)
  * or that is misaligned, a launch the driver refuses. No rule of DirectML is checked here: the fields come
  * from the operator's plain_lowering, which validated them. */
-PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("call_cache_torch_new(op, x, args, kind, fields, generation, kernels, dtype, "
-                   "cpu)", nargs, 9, 9))
-        return NULL;
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
+static PyObject *torch_new(PyObject *const *args) {
     PyObject *x = args[1], *call_args = args[2], *fields = args[4], *out;
     int64_t kind, gen;
     new_input d;
     d.descr = NULL;
     const int lower = PyCFunction_CheckExact(fields), cupy = c_type && Py_TYPE(x) == (PyTypeObject *)c_type;
-    if (!numpy_ready || !(cupy || (t_type && Py_TYPE(x) == (PyTypeObject *)t_type)) || !PyTuple_CheckExact(call_args)
-            || !(lower || PyTuple_CheckExact(fields)) || !PyArray_DescrCheck(args[7]) || exact_int(args[3], &kind) < 0
-            || exact_int(args[5], &gen) < 0 || kind < 0 || kind >= ODML_NEW_KINDS
+    if (plain_args(args, "..ti.i", &kind, &gen) || !(cupy || (t_type && Py_TYPE(x) == (PyTypeObject *)t_type))
+            || !(lower || PyTuple_CheckExact(fields)) || !PyArray_DescrCheck(args[7]) || kind < 0
+            || kind >= ODML_NEW_KINDS
             || (cupy ? cupy_describe(x, &d) : (d.descr = Py_NewRef(args[7]), torch_describe(x, &d))) != 0
             || d.in.dispatch_modes || d.in.wrapped || d.in.device < -1) {
         if (PyErr_Occurred()) drop_error();
@@ -468,22 +462,13 @@ PyObject *odml_py_call_cache_torch_new(PyObject *self, PyObject *const *args, Py
     }
     Py_XDECREF(d.descr);
     return out;
-#endif
 }
+#endif
+
+GLUE_FUNCTION(call_cache_torch_new, "op, x, args, kind, fields, generation, kernels, dtype, cpu", 9, 9,
+              torch_new(args))
 
 #ifdef ODML_NUMPY
-/* What a new shape's run on a NumPy array needs of the CPU backend (CpuBackend.plain_conf). */
-typedef struct { int64_t most, grain, tile_stride, tile_columns, limit; } plain_conf;
-
-static int read_conf(PyObject *conf, plain_conf *c) {
-    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5 || exact_int(PyTuple_GET_ITEM(conf, 0), &c->most)
-            || exact_int(PyTuple_GET_ITEM(conf, 1), &c->grain) || exact_int(PyTuple_GET_ITEM(conf, 2), &c->tile_stride)
-            || exact_int(PyTuple_GET_ITEM(conf, 3), &c->tile_columns) || exact_int(PyTuple_GET_ITEM(conf, 4), &c->limit)
-            || c->grain < 1 || c->most < 1)
-        return -1;
-    return 0;
-}
-
 /* A new shape's plan of `kind` (fields f, plain_plan's) on x run into a new array, as the Python route
  * runs it: x's layout as planner.array_layout gives it, the plan its operator's lower() gives for that
  * layout, the kernel's parameters as CpuBackend's runner packs them, threads as CpuBackend._threads gives
@@ -574,18 +559,12 @@ fail:
  * origin_bytes is what the call cache's record needs. None, nothing run, for anything else, as numpy_new_run
  * declines (not an exact ndarray, fields of other lengths or outside 64 bits, a byte stride not a whole number
  * of elements, an empty input, ...). */
-PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("plain_window(x, kind, fields, cpu)", nargs, 4, 4)) return NULL;
-#ifdef ODML_NUMPY
+static PyObject *plain_window(PyObject *const *args) {
     int64_t kind;
     plain_conf c;
     Entry *e = NULL;
-    if (!numpy_ready || Py_TYPE(args[0]) != &PyArray_Type || exact_int(args[1], &kind) || kind < 0
-            || kind >= ODML_NEW_KINDS || !PyTuple_CheckExact(args[2]) || read_conf(args[3], &c)) {
-        if (PyErr_Occurred()) drop_error();
+    if (plain_args(args, "ait", &kind) || kind < 0 || kind >= ODML_NEW_KINDS || read_conf(args[3], &c))
         Py_RETURN_NONE;
-    }
     PyObject *out = numpy_new_run(NULL, (PyArrayObject *)args[0], NULL, 0, (int)kind,
                                   ((PyTupleObject *)args[2])->ob_item, PyTuple_GET_SIZE(args[2]), &c, 0, NULL, &e);
     if (!out || out == Py_None) return out;
@@ -594,9 +573,6 @@ PyObject *odml_py_plain_window(PyObject *self, PyObject *const *args, Py_ssize_t
                                 p->threads, (long long)e->origin[0]);
     Py_DECREF(e);
     return r;
-#else
-    Py_RETURN_NONE;
-#endif
 }
 
 /* -- a new shape served at the cache's miss ----------------------------------------------------------
@@ -669,6 +645,7 @@ PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+#ifdef ODML_NUMPY
 /* call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> the output, or None
  *
  * A new shape's route on a NumPy array (issue 19) in one C call: numpy_new_run, with the record put_numpy
@@ -677,22 +654,13 @@ PyObject *odml_py_call_cache_plain_ops(PyObject *self, PyObject *args) {
  * tile_stride, tile_columns, limit_bytes). None, nothing run, wherever the Python route must run the call
  * (as those functions decline). A recorded call also makes its operator, dtype and rank a template of
  * numpy_plain's, with `cpu` its conf, until the cache is next emptied. */
-PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (odml_arity("call_cache_numpy_new(op, x, args, kind, fields, generation, cpu)", nargs, 7, 7)) return NULL;
-#ifndef ODML_NUMPY
-    Py_RETURN_NONE;
-#else
-    PyObject *op = args[0], *xo = args[1], *call_args = args[2], *fields = args[4];
+static PyObject *numpy_new(PyObject *const *args) {
+    PyObject *op = args[0], *call_args = args[2], *fields = args[4];
     int64_t kind, gen, op_code;
     plain_conf c;
-    if (!numpy_ready || Py_TYPE(xo) != &PyArray_Type || !PyTuple_CheckExact(call_args) || !PyTuple_CheckExact(fields)
-            || exact_int(args[3], &kind) || exact_int(args[5], &gen) || kind < 0 || kind >= ODML_NEW_KINDS
-            || read_conf(args[6], &c)) {
-        if (PyErr_Occurred()) drop_error();
+    if (plain_args(args, ".atiti", &kind, &gen) || kind < 0 || kind >= ODML_NEW_KINDS || read_conf(args[6], &c))
         Py_RETURN_NONE;
-    }
-    PyArrayObject *x = (PyArrayObject *)xo;
+    PyArrayObject *x = (PyArrayObject *)args[1];
     const int record = enabled && (unsigned long long)gen == generation;
     PyObject *out = numpy_new_run(op, x, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
                                   (int)kind, ((PyTupleObject *)fields)->ob_item, PyTuple_GET_SIZE(fields), &c, record,
@@ -708,5 +676,8 @@ PyObject *odml_py_call_cache_numpy_new(PyObject *self, PyObject *const *args, Py
         conf_known = 1;
     }
     return out;
-#endif
 }
+#endif
+
+GLUE_FUNCTION(call_cache_numpy_new, "op, x, args, kind, fields, generation, cpu", 7, 7, numpy_new(args))
+GLUE_FUNCTION(plain_window, "x, kind, fields, cpu", 4, 4, plain_window(args))
