@@ -200,8 +200,8 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY
-/* The check of a new-shape function's arguments (calls_move_new.c's; newshape_index.c's and calls_new.c's are
- * alike): per character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
+/* The check of a new-shape function's arguments (calls_move_new.c's, calls_new.c's, newshape_index.c's): per
+ * character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
  * 't' an exact tuple, 'a' an exact ndarray, '.' anything. 0, or -1 with no exception left (the function
  * answers None: the Python route) where one is not, or NumPy's C API is not ready. */
 int plain_args(PyObject *const *args, const char *spec, ...);
