@@ -22,7 +22,9 @@ Per operator: the first call of the process (``cold``: its imports, first
 lowering, first kernel set-up) on its own line, then the new-shape rows:
 microseconds per call, the lowest total over ``--rounds`` rounds of
 ``--calls`` calls (fresh shapes every call), opendml's and NumPy's measured in
-the same rounds, interleaved; ratio = opendml / NumPy (``--timer process``
+the same rounds, interleaved, each side first on every other array (the
+second side to read an array finds it in the cache the first brought it to:
+until session 18 NumPy always ran second); ratio = opendml / NumPy (``--timer process``
 counts this process's CPU time instead of wall time: steadier on a busy
 machine). Writes
 ``newshape-cpu.json`` into ``--out`` and ``newshape-cpu.png`` where matplotlib
@@ -280,13 +282,20 @@ def measure(calls: int, rounds: int, only: str = "", seed: int = 0, clock=time.p
             for get in INDEX_ROWS.get(name, ()):         # the index arrays, made before either side is timed
                 for x in xs:
                     get(x)
-            for x in xs:                                  # interleaved: one machine state for both
+            for i, x in enumerate(xs):                    # interleaved: one machine state for both
+                # each side goes first on every other array: the second to read x finds it in the cache
+                # the first brought it to, so a fixed order would favour the side that always runs second
+                if i % 2:
+                    t = clock()
+                    want = peer(x)
+                    t_peer += clock() - t
                 t = clock()
                 got = ours(x)
                 t_ours += clock() - t
-                t = clock()
-                want = peer(x)
-                t_peer += clock() - t
+                if not i % 2:
+                    t = clock()
+                    want = peer(x)
+                    t_peer += clock() - t
                 if not _same(got, want):
                     raise SystemExit(f"{name}: opendml's output differs from NumPy's on {x.shape}")
             best_ours, best_peer = min(best_ours, t_ours / calls), min(best_peer, t_peer / calls)
