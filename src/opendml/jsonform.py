@@ -156,8 +156,11 @@ def _index_path(path: str, flat: int, shape) -> str:
 
 def open_regular(path):
     """``(file, None)``: ``path`` opened to read (binary), if it is a regular
-    file; else ``(None, what it is)``. Checked on the file opened non-blocking,
-    so a FIFO without a writer cannot hold the caller up."""
+    file; else ``(None, kind)``, ``kind`` naming what it is ("a folder", "a
+    FIFO", "a device", "a socket" or "not a regular file"). Checked on the
+    open file, opened non-blocking: a FIFO without a writer cannot hold the
+    caller up. OSError (ValueError: a NUL in the path) where it cannot be
+    opened."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode

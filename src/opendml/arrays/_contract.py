@@ -1,26 +1,46 @@
 """The array API's contract, in one place: what every array function checks
 before any framework's route runs, and the one message each fault gets,
-whatever the operator and the framework.
+whatever the operator and whatever the framework.
 
-* **Not an array**: ``"<function>: <argument> must be a NumPy, CuPy,
-  PyTorch, JAX or Dask array; got <module>.<type>"`` (``not_an_array``;
-  JOIN's ``arrays`` must be a sequence of arrays: ``array_sequence``).
-* **A dtype the operator does not take** (no DirectML type, or one missing
-  from the support table at the newest level): ``UnsupportedError("<function>:
-  <argument>'s dtype <dtype> is not supported by <OPERATOR> at feature level
-  <level> (supported: float16, ...)")`` (``check_inputs``; a dtype argument
-  reads the same without the ``'s``: ``data_type``; the index operators'
-  further arrays, ``Binding.others``, by their tensor's row: ``check_others``).
-* **A rank the operator does not take**: ``"<function>: <argument> must have
-  <n> (or <lo> to <hi>) dimensions for <OPERATOR>; got <rank> (shape [...])"``.
-* **A bad axis**: ``"<function>: axis must be an integer; got ..."`` or
-  ``"... must be in [-r, r - 1] for arrays of r dimensions; got ..."``.
-* **A bad field**: the description's own rule, naming the DirectML field
-  (``field_error``, ``sizes_of`` where a function reads an argument itself).
+* **Not an array** (a list, a scalar, an object of an unknown framework):
+  ``ValidationError("<function>: <argument> must be a NumPy, CuPy, PyTorch,
+  JAX or Dask array; got <module>.<type>")`` (``not_an_array``). JOIN's
+  ``arrays`` that is not a sequence of arrays (a lone array included):
+  ``ValidationError("join: arrays must be a sequence of arrays (a list or
+  tuple); got ...")`` (``array_sequence``).
+* **A dtype the operator does not take** (no DirectML data type, such as
+  bool or bfloat16, or a DirectML type missing from the operator's support
+  table at the newest feature level, such as FLOAT64 for TILE):
+  ``UnsupportedError("<function>: <argument>'s dtype <dtype> is not
+  supported by <OPERATOR> at feature level <level> (supported: float16,
+  ...)")``, the list being that table's types (``check_inputs``). A dtype
+  given as an argument (``cast``'s) reads the same, without the ``'s``:
+  ``"cast: dtype torch.bool is not supported by CAST ..."`` (``data_type``).
+  The index-driven operators' further arrays (``indices``, ``updates``,
+  ``values``, ``sequence_lengths``: ``Binding.others``) get the same two
+  errors (``check_others``), their types being those the table lists for
+  their tensor (``"gather: indices' dtype int16 is not supported by GATHER
+  at feature level 6_4 (supported: int32, int64, uint32, uint64)"``); an
+  argument ending in s takes ``'`` (``possessive``).
+* **A rank the operator does not take** (the same table's ranks):
+  ``ValidationError("<function>: <argument> must have <n> (or <lo> to <hi>)
+  dimensions for <OPERATOR>; got <rank> (shape [...])")``.
+* **A bad axis**: ``ValidationError("<function>: axis must be an integer;
+  got ...")`` or ``"<function>: axis must be in [-r, r - 1] for arrays of
+  r dimensions; got ..."`` (``axis``).
+* **A bad field**: the description's own rule, ``ValidationError("<OPERATOR>:
+  <DirectML field>[i] must ...; got ...")``; the array functions hand their
+  arguments to the description as given (a scalar spread over the axes
+  first), and name a DirectML field where they read an argument themselves
+  (``field_error``; ``sizes_of`` for an argument that becomes a tensor's
+  sizes).
 
-``OPERATOR_OF`` is read from the operator classes' ``BINDING``; ``data_type``
-is the one conversion of a dtype spelling (NumPy, PyTorch, JAX, ``DataType``
-or a name) to a ``DataType``.
+Which operator a function builds is what the operator classes declare
+(``BINDING``, ``opendml.ops._spec.Binding``): ``OPERATOR_OF`` is read from
+``opendml.ops.OPERATORS``, never written by hand. ``data_type`` is the one
+conversion of a dtype spelling (NumPy, PyTorch, JAX/ml_dtypes, ``DataType``
+or a name) to a ``DataType``, used for arrays' dtypes and for dtype
+arguments alike.
 """
 from __future__ import annotations
 
@@ -94,8 +114,10 @@ def not_an_array(x, function: str, argument: str = "x") -> ValidationError:
 
 
 def array_sequence(arrays, function: str) -> tuple:
-    """``arrays`` (an iterable that is not itself an array) read once as a
-    non-empty tuple."""
+    """``arrays`` (a list or tuple of arrays, or another iterable that is not
+    itself an array) read once as a tuple; a lone array of any framework (it
+    would be taken as the list of its slices), a string, a mapping, a set,
+    an empty sequence or a non-iterable is refused."""
     if type(arrays) is list or type(arrays) is tuple:
         items = tuple(arrays)
     elif (framework_of(arrays) is not None or isinstance(arrays, (str, bytes, dict, set, frozenset))
@@ -237,7 +259,10 @@ BINDING: dict = _Bound(lambda cls, b: b)
 
 
 def check_input(function: str, x, argument: str | None = None) -> None:
-    """``x``'s dtype and rank (of any framework) against the operator's support table at the newest level."""
+    """``x``'s dtype and rank against the support table of the operator
+    ``function`` builds, at the newest feature level: ``UnsupportedError``
+    for a dtype it does not take, ``ValidationError`` for a rank (an array
+    of any framework: ``dtype`` and ``ndim`` (else ``len(shape)``) are all that is read)."""
     try:
         key = (function, x.dtype, rank_of(x))
         if key in _PASSED:

@@ -50,7 +50,8 @@ What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
   form), ``call_args()`` (the array API's arguments), and the new-shape
   route's ``plain_lowering(in_sizes, *args)``: the description-free plan of
   the common valid case, in index space (None for anything else, which the
-  descriptions then name), run by ``PLAIN_KERNEL``. It is the reference of
+  descriptions then name), run by ``PLAIN_KERNEL``; its caller has checked
+  that ``TensorDesc(t, in_sizes)`` is valid. It is the reference of
   its C copy (``C_PLAIN``: newshape.h's ``ODML_PLAIN_*``), which
   ``planner.plain_plan`` tries first; tests/test_newshape_lowering.py
   compares the two.

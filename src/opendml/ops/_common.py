@@ -120,14 +120,32 @@ def _types(ts) -> str:
 
 class OperatorDesc:
     """Base of the operator descriptions. Subclasses are frozen dataclasses that
-    check every level-independent rule on construction and declare the class
-    attributes below (``opendml.ops`` says how), ``FIELDS`` as ``_spec``
-    kinds, and ``_passes(layouts)``, the passes of their move program, which
-    ``lower`` frames into the one plan type (``plan.MovePlan``). An operator
-    of single tensors, one output last, may give ``TENSORS`` and
-    ``OUTPUT_DERIVABLE`` instead of ``SLOTS`` (by default read from its own
-    dataclass fields named ``*_tensor``); ``DimensionCount`` counts the first
-    integer-array field unless ``COUNTS`` says otherwise.
+    check every level-independent rule on construction and declare:
+
+    * ``OPERATOR`` (DirectML's name without ``DML_OPERATOR_``), ``TYPE_VALUE``
+      (its ``DML_OPERATOR_TYPE`` value) and ``SUPPORT`` (the page's
+      tensor-support tables, one ``SupportRow`` per level, written with
+      ``support``); ``INTRODUCED`` is its first row's level;
+    * ``SLOTS``: the tensor slots (``_spec.Tensor``) in the struct's order. An
+      operator of single tensors, one output last, may instead give
+      ``TENSORS`` (their DirectML names; by default read from its own
+      dataclass fields named ``*_tensor``: ``input_tensor`` is
+      ``InputTensor``) and ``OUTPUT_DERIVABLE``; ``SLOTS`` is then derived
+      from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from ``SLOTS``
+      otherwise);
+    * ``FIELDS``: the other fields (``_spec`` kinds: ``Field``/``IntArray``,
+      ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``,
+      ``Struct``) in the struct's order;
+    * ``COUNTS``: DirectML's count fields (``DimensionCount``, ``InputCount``,
+      ``RepeatsCount``...) mapped to the JSON name of the array each counts;
+      by default ``DimensionCount`` counts the first integer-array field;
+    * ``DEFAULT_INPUT_START``: the first value of the pages' example inputs
+      (1, 2, ... or 0, 1, ...);
+    * ``_passes(layouts)``: the passes of its move program, which ``lower``
+      frames into the one plan type (``plan.MovePlan``) for every operator.
+
+    ``inputs``/``outputs`` give every tensor, in slot order (a ``many`` slot
+    spread out); ``input_tensor``/``output_tensor`` are the first of each.
 
     Attributes
     ----------

@@ -229,6 +229,7 @@ class FoldOperatorDesc(_Windowed):
         return "fold", tuple(ints(v, d) for v in args), tuple(input_sizes[-3:]) if len(input_sizes) > 3 else None
 
     def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
         return (list(self.output_tensor.sizes[2:]), list(self.window_sizes), list(self.strides),
                 list(self.dilations), list(self.start_padding), list(self.end_padding))
 

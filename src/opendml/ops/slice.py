@@ -113,6 +113,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
 
     @staticmethod
     def batched_args(args, b) -> tuple:
+        """vmap: the arguments for an input with a new leading axis of ``b`` (taken whole)."""
         return batched_window(args, b)
 
     @staticmethod
@@ -122,6 +123,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return "slice1", (offsets, slice1_window(sizes, strides), strides), None
 
     def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
         return (list(self.offsets), list(self.sizes), list(self.strides))
 
     # chunking (see ``_spec``): the output reads a strided lattice of the input.

@@ -195,6 +195,8 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
 
     @staticmethod
     def batched_args(args, b) -> tuple:
+        """vmap: the arguments for an input with a new leading axis of ``b``
+        (taken whole)."""
         return batched_window(args, b)
 
     @staticmethod
@@ -206,6 +208,7 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         return "slice1", (offsets, sizes, strides), None
 
     def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
         out = self.output_tensor.sizes
         return (list(self.input_window_offsets), list(self.input_window_sizes), list(self.input_window_strides),
                 None if out == self.max_output_sizes else list(out))
@@ -263,7 +266,7 @@ def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, t
 def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -> tuple[tuple, list, tuple] | None:
     """``(output sizes, starts, steps)``: the packed output's element ``c`` is
     the input's element ``starts + steps * c`` (see ``opendml.ops``; the C copy
-    takes no ``output_sizes``)."""
+    declines a given ``output_sizes``)."""
     n = len(in_sizes)
     offsets = sequence_of(offsets, n)
     window = sequence_of(window, n)

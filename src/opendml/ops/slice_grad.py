@@ -166,6 +166,7 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return "slice_grad", (output_sizes, offsets, sizes, strides), None
 
     def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
         return (list(self.output_gradient_tensor.sizes), list(self.input_window_offsets),
                 list(self.input_window_sizes), list(self.input_window_strides))
 

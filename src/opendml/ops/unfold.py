@@ -201,6 +201,7 @@ class UnfoldOperatorDesc(_Windowed):
         return "unfold", tuple(ints(v, d) for v in args), None
 
     def call_args(self) -> tuple:
+        """The array API's arguments (after the array) that give this description."""
         return (list(self.window_sizes), list(self.strides), list(self.dilations), list(self.start_padding),
                 list(self.end_padding))
 

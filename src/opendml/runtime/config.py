@@ -91,8 +91,9 @@ class Config:
         background when opendml first handles a PyTorch tensor (about half a
         minute once per machine and PyTorch version, kept under
         ``~/.cache/opendml`` or ``$OPENDML_CACHE_DIR``), the Python routes
-        serving until it loads; ``"wait"``: the first autograd call waits for
-        it; ``"off"``: never used. Every route gives the same values,
+        serving until it loads, and for good if it cannot be built;
+        ``"wait"``: the first autograd call waits for it; ``"off"``: never
+        used (a load already under way finishes unused). Every route gives the same values,
         gradients and errors (``opendml.torch.node_status()`` says which runs).
     """
     cpu_kernels: str

@@ -56,7 +56,7 @@ from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
 from . import launch as _launch
 # _NEW_KERNELS, add_new_kernel, check_alignment, new_kernels, relaunch: the adapters import them from here
-from .launch import (_NEW_KERNELS, _NUMPY_WORD, Launch, _Function, _cupy, _driver, _fast_launch, _kernel,
+from .launch import (_NEW_KERNELS, _NUMPY_WORD, Launch, _Function, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
                      add_new_kernel, capture_relaxed, check_alignment, new_kernels, probe, relaunch)
 from .steps import move_steps
 
