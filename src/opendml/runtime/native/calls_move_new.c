@@ -521,8 +521,9 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
     Out o = {.shape = shapes[i] = odml_ints_tuple(dims, rank), .zero = zero};
     int placed;
     int64_t dst = -1;
+    if (!shapes[i]) return -1;                  /* (before the dtype: torch_dtype_of may call Python) */
     dtypes[i] = torch ? Py_XNewRef(torch_dtype_of(t, NULL)) : (PyObject *)PyArray_DescrFromType(move_npy_type[t]);
-    if (!dtypes[i] || !shapes[i]) return PyErr_Occurred() ? -1 : 1;
+    if (!dtypes[i]) return PyErr_Occurred() ? -1 : 1;
     if (!(outs[i] = cuda_empty(torch, in0, &o, dtypes[i], &dst, &placed))) {
         *result = allocation_failed();
         return -1;
