@@ -37,15 +37,49 @@ typedef void (*packed_fn)(char *d, const char *s, int64_t n);
     X(INT16, FLOAT32, int16_t, float, (float)x) X(UINT16, FLOAT32, uint16_t, float, (float)x)   \
     X(INT8, FLOAT32, int8_t, float, (float)x) X(UINT8, FLOAT32, uint8_t, float, (float)x)       \
     X(INT32, FLOAT64, int32_t, double, (double)x) X(FLOAT64, FLOAT32, double, float, (float)x)  \
-    X(FLOAT32, FLOAT64, float, double, (double)x) X(FLOAT32, UINT8, float, uint8_t, f32i_u8(x)) \
-    X(FLOAT32, INT8, float, int8_t, f32i_i8(x)) X(FLOAT32, UINT16, float, uint16_t, f32i_u16(x)) \
-    X(FLOAT32, INT16, float, int16_t, f32i_i16(x)) X(FLOAT64, INT32, double, int32_t, f2i_i32(x))
+    X(FLOAT32, FLOAT64, float, double, (double)x) X(FLOAT64, INT32, double, int32_t, f2i_i32(x))
 #define PACKED(SN, DN, S, D, EXPR)                                                       \
     static ODML_AVX2 void packed_##SN##_##DN(char *d, const char *s, int64_t n) {       \
         ODML_CONV_LOOP(S, D, EXPR, (int64_t)sizeof(D), (int64_t)sizeof(S))               \
     }
 PACKED_LIST(PACKED)
 #undef PACKED
+
+/* float32 -> the 8- and 16-bit integers (convert.h's f32i_*: NaN -> 0, then clamped to the type's range, then
+ * truncated), 8 lanes at a time: NaN lanes zeroed, clamped, cvttps2dq (exact in that range), then packed (the
+ * saturating packs leave in-range values as they are); the tail as convert.h does it. The compiler left the scalar
+ * expression a lane at a time (4.5 us against NumPy's 1.4 for 12,800 elements to int8). */
+#define NARROW_LIST(X)                                                                                          \
+    X(i8, int8_t, -128.0f, 127.0f, 8, _mm_packs_epi16(w, w))                                                   \
+    X(u8, uint8_t, 0.0f, 255.0f, 8, _mm_packus_epi16(w, w))                                                    \
+    X(i16, int16_t, -32768.0f, 32767.0f, 16, w)                                                                \
+    X(u16, uint16_t, 0.0f, 65535.0f, 16, _mm_packus_epi32(lo, hi))
+#define NARROW(NAME, T, LO, HI, BITS, PACK)                                                                     \
+    static ODML_AVX2 void packed_f32_##NAME(char *d, const char *s, int64_t n) {                               \
+        const __m256 lo_f = _mm256_set1_ps(LO), hi_f = _mm256_set1_ps(HI);                                     \
+        int64_t i = 0;                                                                                          \
+        for (; i + 8 <= n; i += 8) {                                                                            \
+            __m256 v = _mm256_loadu_ps((const float *)(const void *)(s + 4 * i));                               \
+            v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));                 /* NaN -> 0 */              \
+            v = _mm256_min_ps(_mm256_max_ps(v, lo_f), hi_f);                                                    \
+            __m256i r = _mm256_cvttps_epi32(v);                                                                 \
+            __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);                        \
+            __m128i w = _mm_packs_epi32(lo, hi);                                                                \
+            (void)w;                                                                                            \
+            __m128i out = PACK;                                                                                 \
+            if (BITS == 8) _mm_storel_epi64((__m128i *)(void *)(d + i), out);                                   \
+            else _mm_storeu_si128((__m128i *)(void *)(d + 2 * i), out);                                         \
+        }                                                                                                       \
+        for (; i < n; i++) {                                                                                    \
+            float x;                                                                                            \
+            T y;                                                                                                \
+            memcpy(&x, s + 4 * i, 4);                                                                           \
+            y = f32i_##NAME(x);                                                                                 \
+            memcpy(d + sizeof(T) * i, &y, sizeof(T));                                                           \
+        }                                                                                                       \
+    }
+NARROW_LIST(NARROW)
+#undef NARROW
 
 static ODML_AVX2 void packed_f32_i32(char *d, const char *s, int64_t n) {
     const __m256 big = _mm256_set1_ps(2147483648.0f);
@@ -127,7 +161,15 @@ static packed_fn packed_for(int64_t src, int64_t dst) {
 #define PACKED(SN, DN, S, D, EXPR) if (src == ODML_T_##SN && dst == ODML_T_##DN) return packed_##SN##_##DN;
     PACKED_LIST(PACKED)
 #undef PACKED
-    return src == ODML_T_FLOAT32 && dst == ODML_T_INT32 ? packed_f32_i32 : NULL;
+    if (src != ODML_T_FLOAT32) return NULL;
+    switch (dst) {
+        case ODML_T_INT8: return packed_f32_i8;
+        case ODML_T_UINT8: return packed_f32_u8;
+        case ODML_T_INT16: return packed_f32_i16;
+        case ODML_T_UINT16: return packed_f32_u16;
+        case ODML_T_INT32: return packed_f32_i32;
+        default: return NULL;
+    }
 }
 #define HAVE_COPY_AVX2 1
 #else
