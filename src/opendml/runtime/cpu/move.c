@@ -50,13 +50,13 @@ PACKED_LIST(PACKED)
  * saturating packs leave in-range values as they are); the tail as convert.h does it. The compiler left the scalar
  * expression a lane at a time (4.5 us against NumPy's 1.4 for 12,800 elements to int8). */
 #define NARROW_LIST(X)                                                                                          \
-    X(i8, int8_t, -128.0f, 127.0f, 8, _mm_packs_epi16(w, w))                                                   \
-    X(u8, uint8_t, 0.0f, 255.0f, 8, _mm_packus_epi16(w, w))                                                    \
-    X(i16, int16_t, -32768.0f, 32767.0f, 16, w)                                                                \
-    X(u16, uint16_t, 0.0f, 65535.0f, 16, _mm_packus_epi32(lo, hi))
+    X(i8, int8_t, INT8_MIN, INT8_MAX, 8, _mm_packs_epi16(w, w))                                                \
+    X(u8, uint8_t, 0, UINT8_MAX, 8, _mm_packus_epi16(w, w))                                                    \
+    X(i16, int16_t, INT16_MIN, INT16_MAX, 16, w)                                                               \
+    X(u16, uint16_t, 0, UINT16_MAX, 16, _mm_packus_epi32(lo, hi))
 #define NARROW(NAME, T, LO, HI, BITS, PACK)                                                                     \
     static ODML_AVX2 void packed_f32_##NAME(char *d, const char *s, int64_t n) {                               \
-        const __m256 lo_f = _mm256_set1_ps(LO), hi_f = _mm256_set1_ps(HI);                                     \
+        const __m256 lo_f = _mm256_set1_ps((float)(LO)), hi_f = _mm256_set1_ps((float)(HI));   /* T's range */  \
         int64_t i = 0;                                                                                          \
         for (; i + 8 <= n; i += 8) {                                                                            \
             __m256 v = _mm256_loadu_ps((const float *)(const void *)(s + 4 * i));                               \
