@@ -23,6 +23,7 @@
  * launch is released at once: kernel parameters go by value. Errors met while probing a framework's hooks only
  * send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised when the call
  * returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
+ * Recent entries are also kept in a front table (by a cheap hash of the key words), checked before the dict.
  *
  * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and dtypes; built without them, the
  * cache holds nothing and every call takes the Python route. */
@@ -175,13 +176,49 @@ static int key_tuple(Key *k, PyObject *t) {
     return 0;
 }
 
+/* The front table: recent entries by a cheap hash of their key words (strong references), checked before the dict,
+ * whose bytes key costs an allocation and a SipHash per call. Emptied with the dict; a store drops its key's slot. */
+#define FRONT 256
+static Entry *front[FRONT];
+
+static unsigned front_slot(const Key *k) {
+    /* two chains, so the multiplies overlap (a key has tens of words) */
+    uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
+    int i = 0;
+    for (; i + 1 < k->n; i += 2) {
+        a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+        b = (b ^ (uint64_t)k->w[i + 1]) * 0xc2b2ae3d27d4eb4full;
+    }
+    if (i < k->n) a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+    return (unsigned)((a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull >> 56);
+}
+
+int same_words(const int64_t *a, const int64_t *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+void front_clear(void) {
+    for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
+}
+
 Entry *lookup(const Key *k, int n_in) {
-    PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
-    PyObject *e = kb ? PyDict_GetItemWithError(table, kb) : NULL;
-    Py_XDECREF(kb);
-    if (!e || Py_TYPE(e) != &EntryType
-            || (n_in >= 0 && (((Entry *)e)->kind != k->w[0] || ((Entry *)e)->n_in != n_in))) {
-        drop_error();
+    const unsigned slot = front_slot(k);
+    Entry *e = front[slot];
+    if (!e || e->key_n != k->n || !same_words(e->key, k->w, k->n)) {
+        PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
+        PyObject *d = kb ? PyDict_GetItemWithError(table, kb) : NULL;
+        Py_XDECREF(kb);
+        if (!d || Py_TYPE(d) != &EntryType) {
+            drop_error();
+            misses++;
+            return NULL;
+        }
+        e = (Entry *)d;
+        if (e->key_n == k->n && same_words(e->key, k->w, k->n)) Py_XSETREF(front[slot], (Entry *)Py_NewRef(e));
+    }
+    if (n_in >= 0 && (e->kind != k->w[0] || e->n_in != n_in)) {
         misses++;
         return NULL;
     }
@@ -189,7 +226,7 @@ Entry *lookup(const Key *k, int n_in) {
 }
 
 int store(const Key *k, Entry *e) {
-    if (e->kind == KIND_MOVE && !e->key) {         /* the family's front table compares the key's words */
+    if (!e->key) {                                 /* the front table compares the key's words */
         e->key = (int64_t *)PyMem_Malloc((size_t)k->n * 8);
         if (!e->key) {
             PyErr_NoMemory();
@@ -204,6 +241,7 @@ int store(const Key *k, Entry *e) {
         PyDict_Clear(table);
         front_clear();
     }
+    Py_CLEAR(front[front_slot(k)]);                /* an entry this one replaces is served no more */
     int rc = PyDict_SetItem(table, kb, (PyObject *)e);
     Py_DECREF(kb);
     return rc;
@@ -1078,9 +1116,11 @@ PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args) {
 
 PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
-    return Py_BuildValue("{s:O,s:O,s:n,s:L,s:L,s:L}", "enabled", enabled ? Py_True : Py_False, "numpy",
+    int in_front = 0;
+    for (int i = 0; i < FRONT; i++) in_front += front[i] != NULL;
+    return Py_BuildValue("{s:O,s:O,s:n,s:L,s:L,s:L,s:i}", "enabled", enabled ? Py_True : Py_False, "numpy",
                          numpy_ready ? Py_True : Py_False, "entries", table ? PyDict_GET_SIZE(table) : 0, "hits",
-                         hits, "misses", misses, "planned", plain_served);
+                         hits, "misses", misses, "planned", plain_served, "front", in_front);
 }
 
 int odml_calls_init(void) {
