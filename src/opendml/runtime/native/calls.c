@@ -376,6 +376,14 @@ int torch_key_info(Key *k, const odml_torch_info *in) {
     return put(k, in->device) < 0 || put(k, in->device < 0 ? 0 : (int64_t)(in->data_ptr & 15)) < 0 ? -1 : 0;
 }
 
+/* torch_key, from `in` where it holds the accessors' description of x read since nothing could change x (ndim >= 0) */
+static int torch_key_in(Key *k, PyObject *x, const odml_torch_info *in, int64_t *device, uint64_t *ptr) {
+    if (!in || in->ndim < 0) return torch_key(k, x, device, ptr);
+    *device = in->device;
+    *ptr = in->data_ptr;
+    return torch_key_info(k, in);
+}
+
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     int64_t p;
     odml_torch_info in;
@@ -416,20 +424,28 @@ int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr) {
 }
 
 /* Whether the kernel route may take x, a tensor that neither autograd nor a
- * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. */
-int torch_plain(PyObject *x) {
-    odml_torch_info in;
-    if (tapi && tapi->describe(x, &in) == 0) {
+ * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. The accessors'
+ * description of x goes to *in (ndim -1: none), for a key made before
+ * anything else runs (a 3's eager check may run Python: its caller keys x again). */
+static int torch_plain_in(PyObject *x, odml_torch_info *in) {
+    if (tapi && tapi->describe(x, in) == 0) {
         /* (wrapped also where the negative bit is set: such a tensor takes the Python route, as below) */
-        if (in.dispatch_modes || in.wrapped) return 0;
-        if (in.requires_grad && in.grad_enabled) return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
-        return in.device >= 0 ? 2 : in.device == -1 ? 1 : 0;
+        if (in->dispatch_modes || in->wrapped) return 0;
+        if (in->requires_grad && in->grad_enabled)
+            return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
+        return in->device >= 0 ? 2 : in->device == -1 ? 1 : 0;
     }
+    in->ndim = -1;
     int record = is_true(PyObject_GetAttr(x, s_requires_grad)) && is_true(PyObject_CallNoArgs(t_grad_enabled));
     if (!equals(PyObject_CallNoArgs(t_dispatch_len), 0)) return 0;
     if (is_true(PyObject_CallOneArg(t_wrapped, x))) return 0;
     if (record) return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
     return is_true(PyObject_GetAttr(x, s_is_cuda)) ? 2 : is_true(PyObject_GetAttr(x, s_is_cpu)) ? 1 : 0;
+}
+
+int torch_plain(PyObject *x) {
+    odml_torch_info in;
+    return torch_plain_in(x, &in);
 }
 
 /* Whether the current CUDA device is `device` (the launches need it current). */
@@ -560,20 +576,30 @@ static PyObject *cpu_run(Entry *e, void *dtype, uintptr_t data) {
 #endif
 
 
+static PyObject *torch_serve_in(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where,
+                                const odml_torch_info *in);
+
 static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
-    int where = torch_plain(x);
+    odml_torch_info in;
+    int where = torch_plain_in(x, &in);
     if (where == 3) return eager_call(args, nargs, x);
-    return torch_serve(args, nargs, x, where);
+    return torch_serve_in(args, nargs, x, where, &in);   /* (x described once: keyed from the same reads) */
 }
 
 /* The kernel route of torch_call for x, whose torch_plain is `where` (0: None). */
 PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where) {
+    return torch_serve_in(args, nargs, x, where, NULL);
+}
+
+/* torch_serve, x keyed from `in` (torch_key_in) */
+static PyObject *torch_serve_in(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where,
+                                const odml_torch_info *in) {
     Key k;
     int64_t device, dst;
     uint64_t ptr;
     if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0) Py_RETURN_NONE;
     const int mark = k.n;                          /* x's words start here */
-    if (torch_key(&k, x, &device, &ptr) < 0) Py_RETURN_NONE;
+    if (torch_key_in(&k, x, in, &device, &ptr) < 0) Py_RETURN_NONE;
     Entry *e = lookup(&k, -1);
     if (!e) Py_RETURN_NONE;
     PyObject *result = NULL;
