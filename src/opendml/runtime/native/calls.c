@@ -576,16 +576,10 @@ static PyObject *cpu_run(Entry *e, void *dtype, uintptr_t data) {
 #endif
 
 
-static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
-    odml_torch_info in;
-    int where = torch_plain_in(x, &in);
-    if (where == 3) return eager_call(args, nargs, x);
-    return torch_serve(args, nargs, x, where, &in);      /* (x described once: keyed from the same reads) */
-}
-
 /* The kernel route of torch_call for x, whose torch_plain is `where` (0: None), keyed from `in` where it holds
  * torch_plain's description (torch_key_in; NULL: x described again). */
-PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where, const odml_torch_info *in) {
+static PyObject *torch_serve_in(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where,
+                                const odml_torch_info *in) {
     Key k;
     int64_t device, dst;
     uint64_t ptr;
@@ -617,6 +611,17 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
 done:
     Py_DECREF(e);
     return result;
+}
+
+PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where) {
+    return torch_serve_in(args, nargs, x, where, NULL);
+}
+
+static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
+    odml_torch_info in;
+    int where = torch_plain_in(x, &in);
+    if (where == 3) return eager_call(args, nargs, x);
+    return torch_serve_in(args, nargs, x, where, &in);   /* (x described once: keyed from the same reads) */
 }
 
 /* -- CuPy arrays ------------------------------------------------------------------------------------ */

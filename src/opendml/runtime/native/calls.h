@@ -196,7 +196,7 @@ PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int6
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
 int cuda_device_is(int torch, int64_t device);
 extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (calls_move.c) */
-PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where, const odml_torch_info *in);
+PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY

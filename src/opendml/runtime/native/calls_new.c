@@ -62,7 +62,7 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
                         PyList_SET_ITEM(argv[2 + j], i, items[j * m + i]);
                     }
                 for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extra); i++) argv[count++] = PyTuple_GET_ITEM(extra, i);
-                result = with_deferred(torch_serve(argv, count, x, where, NULL));
+                result = with_deferred(torch_serve(argv, count, x, where));
             } else if (made == split) {
                 result = Py_None;                   /* (packed changed under us: the operator answers) */
                 Py_INCREF(result);
