@@ -239,6 +239,36 @@ def run_model(step, plan, p, srcs, dsts, seen):
                     c = n - 1 - e if e < n else e
                     write(dst, db + kk * q.dst_strides[k - 1] + e * q.dst_strides[k - 2], tile[c * lo + kk])
         return
+    if step.mode == "pieces":                # ix_reverse_pieces: a block `members` 16-byte pieces, read in place
+        ax, k, V = q.axes[0], q.outer, 16 // w
+        Q = ax.bound // V
+        assert ax.mode == 1 and ax.axis == k - 1 and q.src_strides[k - 1] == 0 and ax.strides[k - 1] == 0
+        assert ax.stride == 1 and q.dst_strides[k - 1] == 1 and ax.bound % V == 0 and step.smem == 0
+        assert q.total * V == q.n_outer and q.members >= 1
+        for first in range(0, q.total, q.members):
+            for f in range(first, min(first + q.members, q.total)):
+                r, qq = divmod(f, Q)
+                sb, db, ab, rr = q.src_offset, q.dst_offset, ax.offset, r
+                for d in reversed(range(k - 1)):
+                    rr, c = (0, rr) if d == 0 else divmod(rr, q.sizes[d])
+                    sb, db, ab = sb + c * q.src_strides[d], db + c * q.dst_strides[d], ab + c * ax.strides[d]
+                n, j = min(max(int(read(idx[0], ab)), 0), ax.bound), qq * V
+
+                def piece(a, sb=sb):         # the row's aligned piece a
+                    assert 0 <= a < Q, (a, Q)
+                    return [read(src, sb + a * V + m) for m in range(V)]
+                if j >= n:
+                    out = piece(qq)
+                elif j + V <= n:
+                    lo = n - V - j
+                    both = piece(lo // V) + (piece(lo // V + 1) if lo % V else [])
+                    out = [both[lo % V + V - 1 - m] for m in range(V)]
+                else:
+                    own, first_piece = piece(qq), piece(0)
+                    out = [first_piece[n - 1 - j - m] if j + m < n else own[m] for m in range(V)]
+                for m in range(V):
+                    write(dst, db + j + m, out[m])
+        return
     if step.mode == "rows":                  # ix_reverse_rows: a block `members` rows staged, a length a row
         ax, k = q.axes[0], q.outer
         n_rows, L = q.n_outer // ax.bound, ax.bound
@@ -470,8 +500,9 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
     """Every reversal setting (two-buffer column sets a block, rows a block)
     gives the CPU bytes for hostile lengths (0, past the axis, the index
     type's extremes), every word size and non-contiguous layouts, and
-    runs the kernel it names (``ix_reverse_rows`` with a partial last block,
-    ``ix_gather_positions`` where REVERSE_ROWS is 0)."""
+    runs the kernel it names (``ix_reverse_pieces`` for rows of whole
+    16-byte pieces, ``ix_reverse_rows`` with a partial last block for the
+    others, ``ix_gather_positions`` where REVERSE_ROWS is 0)."""
     for name, v in settings.items():
         monkeypatch.setattr(ix, name, v)
     rng = np.random.default_rng(21)
@@ -495,6 +526,9 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
         assert "ix_reverse_rows" in kernels, kernels
         per = min(64, rows_bytes // 64, 45)    # 45 rows of 64 int8 words (64 bytes)
         assert ("launch", "ix_reverse_rows<u8, u32, 3>", (-(-45 // per), per * 64)) in model, model
+        pieces = max(1, rows_bytes // 16)    # 45 rows of 64 float32 words: 720 16-byte pieces, in place
+        assert ("launch", "ix_reverse_pieces<u32, u32, 3>", (-(-720 // pieces), 0)) in model, model
+        assert {("ix_reverse_pieces", "pieces", w) for w in (2, 4, 8)} <= model, model
     else:
         assert "ix_reverse_rows" not in kernels and "ix_gather_positions" in kernels, kernels
 
@@ -508,6 +542,20 @@ def test_a_long_reversed_axis_stages_32_byte_columns(model, monkeypatch):
     same(dml.reverse_subsequences, x, rng.integers(0, 45, (1, 2, 64)).astype(np.uint32), 0)
     assert (2, 8, 40, 8) in {s for k, _, s in model if k == "outer"}
     assert ("ix_reverse_tile", "tile", 4) in model
+
+
+def test_wide_column_sets_halve_until_the_tile_fits(model, monkeypatch):
+    """Can fail: REVERSE_BYTES wider than 128 stages lines of that width
+    where the reversed axis's tile fits TILE_SMEM, else halves them down to
+    128 bytes before the 32-byte sectors (256 rows of 256 bytes fit 64 KiB,
+    512 rows take 128 bytes)."""
+    monkeypatch.setattr(ix, "REVERSE_BYTES", 256)
+    monkeypatch.setattr(ix, "TILE_SMEM", 65536)
+    rng = np.random.default_rng(9)
+    for rows, lo in ((256, 64), (512, 32)):
+        x = rng.standard_normal((rows, 2, 128)).astype(np.float32)
+        same(dml.reverse_subsequences, x, rng.integers(0, rows + 2, (1, 2, 128)).astype(np.uint32), 0)
+        assert ("launch", "ix_reverse_tile<u32, u32, 4>", (2 * 128 // lo, rows * lo * 4)) in model, model
 
 
 @pytest.mark.parametrize("stage", [True, False])

@@ -23,8 +23,11 @@ index axes and inner dimensions. How each kind runs:
   subsequences walks columns down the reversed axis (``_column_walk``),
   staged in shared memory a block a column set of 128-byte lines (32-byte
   sectors where those do not fit) with each column's length read once
-  (``ix_reverse_tile``); a reversal along rows (a length a row) with
-  ``REVERSE_ROWS`` bytes of rows staged a block (``ix_reverse_rows``).
+  (``ix_reverse_tile``); a reversal along rows (a length a row) of whole
+  16-byte pieces of 2-, 4- or 8-byte words, contiguous on both sides, in
+  place like a copy, ``REVERSE_ROWS`` bytes a block (``ix_reverse_pieces``),
+  other rows with ``REVERSE_ROWS`` bytes of rows staged a block
+  (``ix_reverse_rows``).
   With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
@@ -225,17 +228,35 @@ def _tile(q, k: int, word: int) -> bool:
     return True
 
 
-def _rows(q, k: int, word: int) -> int:
-    """Rows a block where an element-wise reversal along the last outer
+def _along_rows(q, k: int) -> bool:
+    """Whether an element-wise gather reverses along the last outer
     dimension (one length a row: the index axis reverses along k - 1, of
-    length stride 0 there, source stride 0, the axis's size) runs as
+    length stride 0 there, source stride 0, the axis's size)."""
+    if not REVERSE_ROWS or k < 1 or q.naxes != 1:
+        return False
+    ax = q.axes[0]
+    return ax.mode == 1 and ax.axis == k - 1 and not q.src_strides[k - 1] and not ax.strides[k - 1] and \
+        ax.bound == q.sizes[k - 1]
+
+
+def _pieces(q, k: int, word: int) -> int:
+    """16-byte pieces a block where a reversal along rows (``_along_rows``)
+    runs as ``ix_reverse_pieces``, else 0: rows of whole 16-byte pieces of
+    2-, 4- or 8-byte words, contiguous on both sides (REVERSE_ROWS bytes a
+    block)."""
+    if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] * word % 16 or q.axes[0].stride != 1 or \
+            q.dst_strides[k - 1] != 1:
+        return 0
+    per = max(1, REVERSE_ROWS // 16)
+    return per if -(-(q.n_outer * word // 16) // per) <= 2**31 - 1 else 0
+
+
+def _rows(q, k: int, word: int) -> int:
+    """Rows a block where a reversal along rows (``_along_rows``) runs as
     ``ix_reverse_rows``, else 0: rows of at least 32 words, as many whole
     rows (each padded to 16 bytes) as fit REVERSE_ROWS bytes, up to 64."""
-    if not REVERSE_ROWS or k < 1 or q.naxes != 1:
-        return 0
-    ax, n = q.axes[0], q.sizes[k - 1]
-    if ax.mode != 1 or ax.axis != k - 1 or q.src_strides[k - 1] or ax.strides[k - 1] or ax.bound != n or n < 32 \
-            or q.n_outer // n > 2**31 - 1:
+    n = q.sizes[k - 1] if k >= 1 else 0
+    if not _along_rows(q, k) or n < 32 or q.n_outer // n > 2**31 - 1:
         return 0
     padded = -(-n * word // 16) * 16
     return min(64, REVERSE_ROWS // padded, q.n_outer // n)
@@ -412,21 +433,28 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
     positions = not scatter and not last_only and q.n_inner == 1
     tile = row = 0
     if positions and COLUMN_WALK:
-        wide = IndexParams.from_buffer_copy(q)     # whole lines where the tile fits, else 32-byte sectors
-        kw = _column_walk(wide, k, word, REVERSE_BYTES)
-        if REVERSE_TILE and _tile(wide, kw, word):
-            q, k, tile = wide, kw, 1
-        else:
-            k = _column_walk(q, k, word)
+        nbytes = REVERSE_BYTES     # whole lines where the tile fits (halved down to 128 bytes), else 32-byte sectors
+        while not tile:
+            wide = IndexParams.from_buffer_copy(q)
+            kw = _column_walk(wide, k, word, nbytes)
+            if REVERSE_TILE and _tile(wide, kw, word):
+                q, k, tile = wide, kw, 1
+            elif nbytes <= 128:
+                k = _column_walk(q, k, word)
+                break
+            nbytes //= 2
     items = ITEMS if q.n_inner >= ITEMS else 1
     q.groups = -(-q.n_inner // items)
     q.total = n_outer * q.groups
-    rows = 0
+    rows = pieces = 0
     if positions and not tile:
-        row = 0 if (rows := _rows(q, k, word)) else _row(q, k, word)
+        row = 0 if (pieces := _pieces(q, k, word)) or (rows := _rows(q, k, word)) else _row(q, k, word)
     if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
         s.mode = "tile"                         # ix_reverse_tile: a block a column set
         s.smem = q.axes[0].bound * q.sizes[k - 1] * word
+    elif pieces:
+        s.mode, q.members = "pieces", pieces    # ix_reverse_pieces: a block `pieces` of the total 16-byte pieces
+        q.total = n_outer * word // 16
     elif rows:
         s.mode, q.members = "rows", rows        # ix_reverse_rows: a block `rows` rows
         s.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
@@ -438,7 +466,7 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
     s.key_t = "u32" if s.slots < 2**32 - 1 else "u64"
     W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
     shape = f"{ranks}, {len(inner)}, {items}"
-    if s.mode in ("tile", "rows"):
+    if s.mode in ("tile", "rows", "pieces"):
         main = f"ix_reverse_{s.mode}<{W}, {index}, {k}>"
     elif s.mode == "row":
         main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
@@ -502,6 +530,8 @@ def one_kernel(mode: str, q, smem: int):
         return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, smem
     if mode == "rows":
         return -(-(q.n_outer // q.axes[0].bound) // q.members) * THREADS, smem
+    if mode == "pieces":
+        return -(-q.total // q.members) * THREADS, 0
     if mode == "group":
         return (q.n_outer // q.members) * THREADS, 4 * q.axes[0].bound
     return None
