@@ -3,7 +3,7 @@ tensors beside PyTorch's own ops, in one run, as ratios (PyTorch's time over
 opendml's: above 1 opendml is faster) and as fractions of the device's
 measured copy bandwidth (bytes read + written over the time).
 
-    python -m benchmarks.gpu_index [--out DIR] [--reps N] [--only reverse]
+    python -m benchmarks.gpu_index [--out DIR] [--reps N] [--only reverse] [--no-device-time]
 
 Rows (float32; int64 indices, uniformly random, so repeats occur):
 
@@ -67,6 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/gpu_index"))
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--only", choices=("all", "reverse"), default="all", help="reverse: the reversal rows alone")
+    ap.add_argument("--no-device-time", action="store_true", help="skip the profiler's device time of each row")
     args = ap.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -121,10 +122,11 @@ def main(argv=None) -> int:
         r = {"row": label, "opendml_ms": ts[0], "frac_copy": nbytes / (ts[0] * 1e-3) / 1e9 / copy_bw,
              "same_bytes": same, "match": match,
              "torch": {k: {"ms": t, "ratio": t / ts[0]} for k, t in zip(theirs, ts[1:])}}
-        dev, kernels = device_time(ours)
-        tdev, _ = device_time(fns[1])
+        timed = not args.no_device_time
+        dev, kernels = device_time(ours) if timed else (None, {})
+        tdev = device_time(fns[1])[0] if timed else None
         r["opendml_device_ms"], r["opendml_kernels_ms"], r["torch_first_device_ms"] = dev, kernels, tdev
-        r["torch_device_ms"] = {k: device_time(f)[0] for k, f in theirs.items()}
+        r["torch_device_ms"] = {k: device_time(f)[0] if timed else None for k, f in theirs.items()}
         rows.append(r)
         print(f"{label:34s} opendml {ts[0]:.3f} ms ({r['frac_copy']:.2f} of copy) same_bytes={same} match={match}  "
               + "  ".join(f"{k} {v['ms']:.3f} ms ({v['ratio']:.2f}x)" for k, v in r["torch"].items()), flush=True)
@@ -249,13 +251,14 @@ def main(argv=None) -> int:
         n64 = torch.randint(0, bound + 1, shape, device=dev, generator=g)
         n = n64.to(torch.uint32)
         want = reversed_along(x, n64, axis)
-        return (label, lambda: dml.reverse_subsequences(x, n, axis), {"torch.flip (full)": lambda: torch.flip(x, [axis])},
-                2 * x.nbytes + n.nbytes, lambda a: bool(torch.equal(a, want)))
+        return (label, lambda: dml.reverse_subsequences(x, n, axis),
+                {"torch.flip (full)": lambda: torch.flip(x, [axis])}, 2 * x.nbytes + n.nbytes,
+                lambda a: bool(torch.equal(a, want)))
     rs = reversal("reverse_subsequences 512x256x512", x6, 0, 512)
     row(*rs)
-    variant(rs[0], {"REVERSE_BYTES": 64}, *rs[1:])
-    variant(rs[0], {"REVERSE_BYTES": 32}, *rs[1:])
-    variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
+    for settings in ({"REVERSE_BYTES": 256}, {"REVERSE_BYTES": 64}, {"REVERSE_TILE": False}):
+        if args.only != "reverse" or "REVERSE_BYTES" in settings:
+            variant(rs[0], settings, *rs[1:])
     rs1 = reversal("reverse_subsequences axis 1", x6, 1, 256)
     row(*rs1)
     variant(rs1[0], {"REVERSE_BYTES": 256}, *rs1[1:])
@@ -263,13 +266,13 @@ def main(argv=None) -> int:
     del rs, rs1
     rs2 = reversal("reverse_subsequences axis 2 (rows)", x6, 2, 512)
     row(*rs2)
-    for nbytes in (0, 8192, 16384, 65536, 131072):        # (the default: 32 KiB)
+    for nbytes in (8192, 16384, 65536, 131072) if args.only == "reverse" else (0, 8192, 16384, 65536):   # (32 KiB)
         variant(rs2[0], {"REVERSE_ROWS": nbytes}, *rs2[1:])
     del rs2, x6
     x7 = torch.randn(4096, 4096, 8, device=dev)
     rs3 = reversal("reverse_subsequences 4096x4096x8, axis 2", x7, 2, 8)
     row(*rs3)
-    for nbytes in (0, 16384, 65536):
+    for nbytes in (16384, 65536):
         variant(rs3[0], {"REVERSE_ROWS": nbytes}, *rs3[1:])
     del rs3, x7
     out = pathlib.Path(args.out)
