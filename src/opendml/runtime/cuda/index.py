@@ -242,10 +242,11 @@ def _along_rows(q, k: int) -> bool:
 def _pieces(q, k: int, word: int) -> int:
     """16-byte pieces a block where a reversal along rows (``_along_rows``)
     runs as ``ix_reverse_pieces``, else 0: rows of whole 16-byte pieces of
-    2-, 4- or 8-byte words, contiguous on both sides (REVERSE_ROWS bytes a
-    block)."""
+    2-, 4- or 8-byte words, contiguous on both sides, whose pieces divide 32
+    (a warp's) or which are shorter than ``ix_reverse_rows`` takes (32
+    words); REVERSE_ROWS bytes a block."""
     if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] * word % 16 or q.axes[0].stride != 1 or \
-            q.dst_strides[k - 1] != 1:
+            q.dst_strides[k - 1] != 1 or (q.sizes[k - 1] >= 32 and 32 % (q.sizes[k - 1] * word // 16)):
         return 0
     per = max(1, REVERSE_ROWS // 16)
     return per if -(-(q.n_outer * word // 16) // per) <= 2**31 - 1 else 0
