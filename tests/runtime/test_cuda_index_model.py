@@ -464,10 +464,12 @@ def test_the_accumulating_and_last_only_adjoints_give_the_cpu_bytes(model):
 def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model, monkeypatch, tile):
     """An element-wise REVERSE_SUBSEQUENCES (lengths per column) walks its
     outer positions as (..., columns / lo, reversed axis, lo): staged in
-    shared memory (``ix_reverse_tile``) with lo words of 128 bytes (whole
-    lines), else with lo words of 32 bytes; and still gives the CPU bytes,
-    along every axis, for every word size, with and without the split."""
+    shared memory (``ix_reverse_tile``) with lo words of REVERSE_BYTES = 128
+    bytes (whole lines), else with lo words of 32 bytes; and still gives the
+    CPU bytes, along every axis, for every word size, with and without the
+    split."""
     monkeypatch.setattr(ix, "REVERSE_TILE", tile)
+    monkeypatch.setattr(ix, "REVERSE_BYTES", 128)
     rng = np.random.default_rng(7)
     for dt in (np.float32, np.int8, np.uint64, np.float16):
         for shape in ((5, 3, 64), (6, 3, 10), (4, 64), (3, 2, 4, 32), (3, 2, 256)):
@@ -491,8 +493,8 @@ def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model, monkey
 
 
 #: The reversal kernels' settings (``benchmarks/gpu_index.py`` times each).
-REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_ROWS": 0}, {"REVERSE_ROWS": 16384},
-                    {"REVERSE_ROWS": 180})
+REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_BYTES": 128}, {"REVERSE_ROWS": 0},
+                    {"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 180})
 
 
 @pytest.mark.parametrize("settings", REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
@@ -501,8 +503,8 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
     gives the CPU bytes for hostile lengths (0, past the axis, the index
     type's extremes), every word size and non-contiguous layouts, and
     runs the kernel it names (``ix_reverse_pieces`` for rows of whole
-    16-byte pieces, ``ix_reverse_rows`` with a partial last block for the
-    others, ``ix_gather_positions`` where REVERSE_ROWS is 0)."""
+    16-byte pieces under 32 words, ``ix_reverse_rows`` with a partial last
+    block for the others, ``ix_gather_positions`` where REVERSE_ROWS is 0)."""
     for name, v in settings.items():
         monkeypatch.setattr(ix, name, v)
     rng = np.random.default_rng(21)
@@ -515,19 +517,20 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
                 same(dml.reverse_subsequences, x, i, axis)
                 same(dml.reverse_subsequences, x[:, ::-1, ::-1], i, axis)          # reversed views
                 same(dml.reverse_subsequences, x[::-1, :, 1:], i[..., :63] if axis != 2 else i, axis)
-    x = rng.standard_normal((9, 40, 64)).astype(np.float32)      # 80 or 160 column sets, more than blocks
-    same(dml.reverse_subsequences, x, rng.integers(0, 12, (1, 40, 64)).astype(np.uint32), 0)
+            same(dml.reverse_subsequences, x[:, :, :16], rng.integers(0, 18, (9, 5, 1)).astype(it), 2)  # short rows
+    x = rng.standard_normal((9, 40, 128)).astype(np.float32)     # 80 to 320 column sets, more than blocks
+    same(dml.reverse_subsequences, x, rng.integers(0, 12, (1, 40, 128)).astype(np.uint32), 0)
     kernels = {k for k, *_ in model}
     assert "ix_reverse_tile" in kernels, kernels
-    lo = ix.REVERSE_BYTES // 4               # (9, 40, 64) float32 along axis 0: sets of 9 x lo words
-    assert ("launch", "ix_reverse_tile<u32, u32, 4>", (40 * 64 // lo, 9 * lo * 4)) in model, model
+    lo = ix.REVERSE_BYTES // 4               # (9, 40, 128) float32 along axis 0: sets of 9 x lo words
+    assert ("launch", "ix_reverse_tile<u32, u32, 4>", (40 * 128 // lo, 9 * lo * 4)) in model, model
     rows_bytes = settings.get("REVERSE_ROWS", ix.REVERSE_ROWS)
     if rows_bytes:
         assert "ix_reverse_rows" in kernels, kernels
         per = min(64, rows_bytes // 64, 45)    # 45 rows of 64 int8 words (64 bytes)
         assert ("launch", "ix_reverse_rows<u8, u32, 3>", (-(-45 // per), per * 64)) in model, model
-        pieces = max(1, rows_bytes // 16)    # 45 rows of 64 float32 words: 720 16-byte pieces, in place
-        assert ("launch", "ix_reverse_pieces<u32, u32, 3>", (-(-720 // pieces), 0)) in model, model
+        pieces = max(1, rows_bytes // 16)    # 45 rows of 16 float32 words: 180 16-byte pieces, in place
+        assert ("launch", "ix_reverse_pieces<u32, u32, 3>", (-(-180 // pieces), 0)) in model, model
         assert {("ix_reverse_pieces", "pieces", w) for w in (2, 4, 8)} <= model, model
     else:
         assert "ix_reverse_rows" not in kernels and "ix_gather_positions" in kernels, kernels

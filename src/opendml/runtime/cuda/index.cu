@@ -29,8 +29,8 @@
 //                          staged in shared memory (STAGE) or read in place
 //   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns (up to
 //                          128-byte lines) staged in shared memory
-//   ix_reverse_pieces<W, I, NO> a reversal along rows (a length a row) of
-//                          whole 16-byte pieces, read and written in place
+//   ix_reverse_pieces<W, I, NO> a reversal along short rows (a length a
+//                          row) of whole 16-byte pieces, read and written in place
 //   ix_reverse_rows<W, I, NO> a reversal along other rows, a block several
 //                          rows staged in shared memory
 //   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
@@ -665,36 +665,31 @@ __device__ __forceinline__ void ix_set_word(uint4& v, int k, W w) {
 // pieces a = (n - V - j) / V and a + 1, the latter the piece the lane below
 // loaded (the row's piece before: a warp shuffle), loaded by lane 0 and a
 // row's first piece themselves; one across the length takes its reversed
-// words from the row's piece 0. Rows of pieces dividing 32 (window: every
-// row inside one warp's pieces) load their own pieces, as a copy does, and
-// take pieces a and a + 1 or 0 from the lanes holding them. A row whose
-// either side lies off 16 bytes goes word by word. The loop and the
-// shuffles are uniform over a warp; 4 blocks a multiprocessor (64 registers).
+// words from the row's piece 0. A row whose either side lies off 16 bytes
+// goes word by word. The loop and the shuffles are uniform over a warp.
+// (On an H200, (4096, 4096, 8) float32 along rows: 0.60 of copy, against
+// 0.34 as ix_gather_positions; rows of 512 float32 0.82, against 0.86
+// staged by ix_reverse_rows in the same run: index.py sends it rows under
+// 32 words only.)
 template <typename W, typename I, int NO>
-__global__ void __launch_bounds__(IX_THREADS, 4) ix_reverse_pieces(IX_PARAMS) {
+__global__ void __launch_bounds__(IX_THREADS) ix_reverse_pieces(IX_PARAMS) {
     constexpr int V = 16 / (int)sizeof(W);
     const ix_axis& ax = p.axes[0];
     const I Q = (I)(ax.bound / V), total = (I)p.total, first = (I)blockIdx.x * (I)p.members;
     const I end = total - first < (I)p.members ? total : first + (I)p.members;
-    const int lane = (int)threadIdx.x & 31;
-    // rows of at most 32 pieces dividing 32, blocks of whole warps of pieces: every row inside one warp's
-    // 32 pieces, so each lane loads its own piece (an address no length decides, like a copy) and takes the
-    // pieces it needs from the lanes holding them
-    const bool window = (I)32 % Q == 0 && p.members % 32 == 0;
+    const bool lane0 = (threadIdx.x & 31) == 0;
     for (I b = first; b < end; b += IX_BATCH * IX_THREADS) {
         uint4 a[IX_BATCH], x[IX_BATCH];
         i64 at[IX_BATCH];                    // the piece's first destination word; -1: none
-        int kind[IX_BATCH], t[IX_BATCH], from[IX_BATCH];   // kind 0 the row's own, 1 / 4 below the length
-                                             // (x / the lane below holding piece a + 1; t: words a holds
-                                             // above), 2 across it (t = n - 1 - j), 3 word by word; window:
-                                             // the lane holding piece a (1) or the row's piece 0 (2)
+        int kind[IX_BATCH], t[IX_BATCH];     // kind 0 the row's own, 1 / 4 below the length (x / the lane
+                                             // below holding piece a + 1; t: words a holds above), 2 across
+                                             // it (t = n - 1 - j), 3 word by word
 #pragma unroll
         for (int u = 0; u < IX_BATCH; u++) {
             const I f = b + (I)(u * IX_THREADS) + (I)threadIdx.x;
             a[u] = x[u] = make_uint4(0, 0, 0, 0);
             at[u] = -1;
             kind[u] = t[u] = 0;
-            from[u] = lane;
             if (f < end) {
                 const I r = f / Q, q = f - r * Q;
                 i64 sb, db, ab;
@@ -712,47 +707,26 @@ __global__ void __launch_bounds__(IX_THREADS, 4) ix_reverse_pieces(IX_PARAMS) {
                 } else if (j + V <= n) {
                     const int lo = n - V - j, pa = lo / V;
                     t[u] = lo - pa * V;
-                    kind[u] = window || lane == 0 || q == 0 ? 1 : 4;
-                    from[u] = lane - (int)q + pa;
-                    a[u] = s4[window ? (int)q : pa];
-                    if (!window && t[u] && kind[u] == 1) x[u] = s4[pa + 1];
+                    kind[u] = lane0 || q == 0 ? 1 : 4;
+                    a[u] = s4[pa];
+                    if (t[u] && kind[u] == 1) x[u] = s4[pa + 1];
                 } else {
                     kind[u] = 2;
                     t[u] = n - 1 - j;
-                    from[u] = lane - (int)q;
                     a[u] = s4[q];
-                    if (!window) x[u] = s4[0];
+                    x[u] = s4[0];
                 }
             }
         }
 #pragma unroll
         for (int u = 0; u < IX_BATCH; u++) {
-            if (window) {                    // pieces a and a + 1 (1), or piece 0 (2), from their lanes
-                uint4 A, B;
-                A.x = __shfl_sync(0xffffffffu, a[u].x, from[u]);
-                A.y = __shfl_sync(0xffffffffu, a[u].y, from[u]);
-                A.z = __shfl_sync(0xffffffffu, a[u].z, from[u]);
-                A.w = __shfl_sync(0xffffffffu, a[u].w, from[u]);
-                B.x = __shfl_sync(0xffffffffu, a[u].x, from[u] + 1);
-                B.y = __shfl_sync(0xffffffffu, a[u].y, from[u] + 1);
-                B.z = __shfl_sync(0xffffffffu, a[u].z, from[u] + 1);
-                B.w = __shfl_sync(0xffffffffu, a[u].w, from[u] + 1);
-                if (kind[u] == 1) {
-                    a[u] = A;
-                    x[u] = B;
-                } else if (kind[u] == 2) {
-                    x[u] = A;
-                }
-            } else {                         // the lane below's source piece (every lane takes part)
-                uint4 below;
-                below.x = __shfl_up_sync(0xffffffffu, a[u].x, 1);
-                below.y = __shfl_up_sync(0xffffffffu, a[u].y, 1);
-                below.z = __shfl_up_sync(0xffffffffu, a[u].z, 1);
-                below.w = __shfl_up_sync(0xffffffffu, a[u].w, 1);
-                if (kind[u] == 4) x[u] = below;
-            }
+            uint4 below;                     // the lane below's source piece (every lane takes part)
+            below.x = __shfl_up_sync(0xffffffffu, a[u].x, 1);
+            below.y = __shfl_up_sync(0xffffffffu, a[u].y, 1);
+            below.z = __shfl_up_sync(0xffffffffu, a[u].z, 1);
+            below.w = __shfl_up_sync(0xffffffffu, a[u].w, 1);
             if (kind[u] == 1 || kind[u] == 4) {
-                a[u] = ix_reversed_piece<W>(a[u], x[u], t[u]);
+                a[u] = ix_reversed_piece<W>(a[u], kind[u] == 4 ? below : x[u], t[u]);
             } else if (kind[u] == 2) {
                 uint4 o = a[u];
 #pragma unroll

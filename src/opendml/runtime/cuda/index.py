@@ -103,8 +103,13 @@ POSITION_ITEMS = 4
 #: Whether an element-wise reversal of subsequences walks columns
 #: (_column_walk), and stages them in shared memory where they fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
-#: Bytes of a staged column set's row (``ix_reverse_tile``: whole 128-byte
-#: lines where the tile fits TILE_SMEM, else 32-byte sectors). On an H200
+#: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of
+#: this width where the tile fits TILE_SMEM, else halved down to 128 bytes,
+#: else 32-byte sectors). (512, 256, 512) float32 reversed along axis 1 (a
+#: length a (512, 512) column: 256 rows, 64 KiB tiles of 256-byte lines) on
+#: an H200 (session 19, two runs): 256 bytes 0.83-0.85 / 0.88 of copy
+#: against 128 bytes' 0.81-0.82 / 0.85, 64 bytes 0.67-0.70 / 0.72; along
+#: axis 0 (512 rows) 256 bytes takes 128: the same 0.77 / 0.80. Earlier, on an H200
 #: (copy 4256 GB/s), (512, 256, 512) float32 reversed along axis 0 (a
 #: length a column, 537 MB moved): 128 bytes 0.159 ms, 0.79 of copy (3
 #: blocks of 64 KiB a multiprocessor: index.cu's IX_TILE_BLOCKS; 0.72-0.735
@@ -114,12 +119,17 @@ COLUMN_WALK = REVERSE_TILE = True
 #: the rows and reading the others' from distributed shared memory (256-1024
 #: byte rows at 32-64 KiB a block) 0.15-0.42; bulk copies (cp.async.bulk on
 #: an mbarrier, each column reversed in place, bulk copies back) 0.78.
-REVERSE_BYTES = 128
+REVERSE_BYTES = 256
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
-#: (``ix_reverse_rows``: as many whole rows as fit, up to 64); 0: that
-#: reversal runs as ``ix_gather_positions``. On an H200, (512, 256, 512)
+#: (``ix_reverse_rows``: as many whole rows as fit, up to 64), or moves in
+#: place (``ix_reverse_pieces``, rows under 32 words); 0: that reversal runs
+#: as ``ix_gather_positions``. On an H200 (session 19, two runs), (4096,
+#: 4096, 8) float32 along rows in place: 16, 32 and 64 KiB 0.56-0.60 of
+#: copy, ``ix_gather_positions`` 0.34; (512, 256, 512) float32 read in place
+#: 0.82-0.83 (32-128 KiB; 16 KiB 0.79, 8 KiB 0.65) against staged 0.86 (16 and 32 KiB;
+#: another machine 0.92 / 0.91). Earlier, on an H200, (512, 256, 512)
 #: float32 reversed along rows, rows written a 16-byte piece a thread: 16 KiB
 #: 0.93 of copy, 32 KiB 0.92 (0.140 ms, copy 4175 GB/s), 64 KiB 0.90 (float64
 #: 0.96); a word a thread (as float16 still is) 8 KiB 0.70, 16 KiB
@@ -242,11 +252,10 @@ def _along_rows(q, k: int) -> bool:
 def _pieces(q, k: int, word: int) -> int:
     """16-byte pieces a block where a reversal along rows (``_along_rows``)
     runs as ``ix_reverse_pieces``, else 0: rows of whole 16-byte pieces of
-    2-, 4- or 8-byte words, contiguous on both sides, whose pieces divide 32
-    (a warp's) or which are shorter than ``ix_reverse_rows`` takes (32
-    words); REVERSE_ROWS bytes a block."""
-    if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] * word % 16 or q.axes[0].stride != 1 or \
-            q.dst_strides[k - 1] != 1 or (q.sizes[k - 1] >= 32 and 32 % (q.sizes[k - 1] * word // 16)):
+    2-, 4- or 8-byte words, contiguous on both sides, shorter than
+    ``ix_reverse_rows`` takes (32 words); REVERSE_ROWS bytes a block."""
+    if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] >= 32 or q.sizes[k - 1] * word % 16 or \
+            q.axes[0].stride != 1 or q.dst_strides[k - 1] != 1:
         return 0
     per = max(1, REVERSE_ROWS // 16)
     return per if -(-(q.n_outer * word // 16) // per) <= 2**31 - 1 else 0

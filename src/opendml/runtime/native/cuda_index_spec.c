@@ -186,9 +186,8 @@ static int along_rows(const odml_ix_params *q, int k, const odml_index_cuda_conf
 
 /* _pieces */
 static int64_t pieces_of(const odml_ix_params *q, int k, int64_t word, const odml_index_cuda_conf *c) {
-    if ((word != 2 && word != 4 && word != 8) || !along_rows(q, k, c) || q->sizes[k - 1] * word % 16
-            || q->axes[0].stride != 1 || q->dst_strides[k - 1] != 1
-            || (q->sizes[k - 1] >= 32 && 32 % (q->sizes[k - 1] * word / 16)))
+    if ((word != 2 && word != 4 && word != 8) || !along_rows(q, k, c) || q->sizes[k - 1] >= 32
+            || q->sizes[k - 1] * word % 16 || q->axes[0].stride != 1 || q->dst_strides[k - 1] != 1)
         return 0;
     const int64_t per = c->reverse_rows / 16 > 1 ? c->reverse_rows / 16 : 1;
     return odml_cdiv(q->n_outer * word / 16, per) <= LIM31 - 1 ? per : 0;
