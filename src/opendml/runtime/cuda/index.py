@@ -630,6 +630,19 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, st
                                f"memory) failed: {exc}") from None
 
 
+def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
+    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream``
+    (an owner table of an entry C made, where the driver's own memset failed
+    or the driver library is missing), with the device's context made
+    current, raising opendml's error naming the CUDA error where it fails."""
+    import cupy
+    with cupy.cuda.Device(device):
+        try:
+            cupy.cuda.runtime.memsetAsync(ptr, 0, 4 * words, stream)
+        except cupy.cuda.runtime.CUDARuntimeError as exc:
+            raise RuntimeError(f"opendml CUDA: zeroing an owner table of {words} words failed: {exc}") from None
+
+
 class IndexMoveLaunch:
     """A ``MovePlan`` holding index-driven passes, as ``MoveLaunch``: called
     with ``(src_ptrs, dst_ptrs, stream_ptr=0)`` it queues every pass in
@@ -679,4 +692,5 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
     return IndexMoveLaunch(plan, tuple(steps))
 
 
-__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "flag_offsets"]
+__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "zero_words",
+           "flag_offsets"]

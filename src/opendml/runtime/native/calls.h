@@ -88,7 +88,8 @@ typedef struct {
     PyObject *dtype;          /* its PyArray_Descr (NumPy) or torch.dtype; NULL: the input's */
     int rank, use_blocks;     /* use_blocks: allocated from the output blocks where small enough (NumPy) */
     unsigned dst_align;       /* CUDA: its address mod 16 when the launches were chosen */
-    int zero;                 /* CUDA: scratch (an owner table) allocated zeroed, not returned (after the outputs) */
+    int zero;                 /* CUDA: scratch (an owner table) zeroed on the call's stream before its launches
+                               * (cuda_entry_run), not returned (after the outputs) */
     int64_t dims[MAX_RANK], bytes;
 } Out;
 
@@ -175,6 +176,8 @@ PyObject *take_outputs(PyObject **outs, int n, int multi);
 /* a launch of a kernel whose one argument is the parameter block at `params` (cuda_launch.c); the CUresult */
 int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream,
                            const void *params);
+/* `words` 32-bit words at dptr zeroed on `stream` (cuMemsetD32Async); the CUresult, -1 without a driver */
+int odml_cuda_zero_words(uint64_t dptr, size_t words, uint64_t stream);
 /* the dynamic shared memory `function` may take raised to `bytes` (cuFuncSetAttribute); the CUresult */
 int odml_cuda_shared_limit(uint64_t function, unsigned bytes);
 /* the index check of a call on `stream` (cuda_launch.c): a zeroed flag slot taken, its device address in *flag
@@ -298,7 +301,8 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
  * where a checked pass's launch failed (the route runs the call); -1 with an exception */
 int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
                  uint64_t flag);
-/* e's launches queued on `stream` (calls_move.c), the index check done where e checks: 0 (run, indices in
+/* e's launches queued on `stream` (calls_move.c), its owner tables (outs with zero) zeroed on it first
+ * (cuMemsetD32Async, else index.py's zero_words), the index check done where e checks: 0 (run, indices in
  * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */
 int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
 /* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's

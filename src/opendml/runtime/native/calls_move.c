@@ -640,6 +640,30 @@ int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, ui
     int slot = -1, rc = 0;
     uint64_t flag = 0;
     if (e->checked && odml_cuda_check_begin(stream, &slot, &flag) < 0) return 1;
+    for (int i = 0; i < e->n_out; i++) {        /* owner tables (int32, after the outputs) zeroed on the stream */
+        const Out *o = &e->outs[i];
+        int64_t words = 1;
+        if (!o->zero) continue;
+        for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(o->shape); d++)
+            words *= PyLong_AsLongLong(PyTuple_GET_ITEM(o->shape, d));
+        if (PyErr_Occurred() || words < 1) {
+            if (PyErr_Occurred()) drop_error();
+            rc = 1;                              /* (declined: the route runs the call) */
+            break;
+        }
+        if (odml_cuda_zero_words(dsts[i], (size_t)words, stream) != 0) {   /* index.py's zero_words retries */
+            PyObject *m = PyImport_ImportModule("opendml.runtime.cuda.index");
+            PyObject *r = m ? PyObject_CallMethod(m, "zero_words", "LKLK", (long long)e->device,
+                                                  (unsigned long long)dsts[i], (long long)words,
+                                                  (unsigned long long)stream) : NULL;
+            Py_XDECREF(m);
+            if (!r) {
+                rc = -1;
+                break;
+            }
+            Py_DECREF(r);
+        }
+    }
     for (int i = 0; i < e->n_pass && rc == 0; i++) {
         const Pass *s = &e->passes[i];
         rc = s->kernel == PASS_INDEX ? index_launch(e, s, ptr, dsts, stream, s->n_flag ? flag : 0)

@@ -33,12 +33,14 @@ typedef int (*host_alloc_fn)(void **p, size_t bytes, unsigned flags);
 typedef int (*host_device_fn)(uint64_t *dptr, void *p, unsigned flags);
 typedef int (*stream_fn)(void *stream);
 typedef int (*capturing_fn)(void *stream, int *status);
+typedef int (*memset32_fn)(uint64_t dptr, unsigned value, size_t words, void *stream);
 static launch_fn cu_launch = NULL;
 static attribute_fn cu_attribute = NULL;
 static host_alloc_fn cu_host_alloc = NULL;
 static host_device_fn cu_host_device = NULL;
 static stream_fn cu_sync = NULL;
 static capturing_fn cu_capturing = NULL;
+static memset32_fn cu_memset32 = NULL;
 
 static int load_driver(void) {
     if (cu_launch) return 1;
@@ -50,6 +52,7 @@ static int load_driver(void) {
     cu_host_device = (host_device_fn)dlsym(lib, "cuMemHostGetDevicePointer_v2");
     cu_sync = (stream_fn)dlsym(lib, "cuStreamSynchronize");
     cu_capturing = (capturing_fn)dlsym(lib, "cuStreamIsCapturing");
+    cu_memset32 = (memset32_fn)dlsym(lib, "cuMemsetD32Async");
     cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
     return cu_launch != NULL;
 }
@@ -81,6 +84,18 @@ int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, uns
                            const void *params) {
     void *argv[1] = {(void *)params};
     return launch(function, grid, block, shared, stream, argv);
+}
+
+/* `words` 32-bit words at device address dptr zeroed on `stream` (cuMemsetD32Async: an owner table, queued
+ * before the launches that read it, with no call into the framework): the CUresult, or -1 without a driver. */
+int odml_cuda_zero_words(uint64_t dptr, size_t words, uint64_t stream) {
+#ifdef _WIN32
+    (void)dptr; (void)words; (void)stream;
+    return -1;
+#else
+    if (!load_driver() || !cu_memset32) return -1;
+    return cu_memset32(dptr, 0, words, (void *)(uintptr_t)stream);
+#endif
 }
 
 int odml_cuda_shared_limit(uint64_t function, unsigned bytes) {
