@@ -152,7 +152,7 @@ class IndexParams(ctypes.Structure):
         (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div",
                             "members")] + [
         ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
-        ("idx", u64 * AXES)]
+        ("idx", u64 * AXES), ("done", u64), ("count", u64)]
 
 
 def flag_offsets(naxes: int) -> tuple:

@@ -181,11 +181,12 @@ int odml_cuda_zero_words(uint64_t dptr, size_t words, uint64_t stream);
 /* the dynamic shared memory `function` may take raised to `bytes` (cuFuncSetAttribute); the CUresult */
 int odml_cuda_shared_limit(uint64_t function, unsigned bytes);
 /* the index check of a call on `stream` (cuda_launch.c): a zeroed flag slot taken, its device address in *flag
- * (0, or -1 where the call must decline: no driver or context, the stream capturing, no slot); then, after the
- * launches, the stream waited for (the GIL released) and the slot read and given back: 1 set (an index out of
- * range), 0 clear, -1 failed */
-int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag);
-int odml_cuda_check_end(uint64_t stream, int slot);
+ * and the last checked launch's done word and counter in fin[0], fin[1] (0s where there are none: the stream is
+ * waited for) (0, or -1 where the call must decline: no driver or context, the stream capturing, no slot); then,
+ * after the launches, the done word (where `signalled`: a launch was given fin) or the stream waited for (the
+ * GIL released) and the slot read and given back: 1 set (an index out of range), 0 clear, -1 failed */
+int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag, uint64_t *fin);
+int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key_info(Key *k, const odml_torch_info *in);
@@ -297,10 +298,11 @@ struct CudaNew {
  * None (the route) or a kernel's name to compile */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen, int torch, PyObject *conf,
                    CudaNew *how);
-/* one index pass of a CUDA entry launched (calls_move.c), `flag` the check's address where it checks: 0; 1
- * where a checked pass's launch failed (the route runs the call); -1 with an exception */
+/* one index pass of a CUDA entry launched (calls_move.c), `flag` the check's address where it checks, `fin`
+ * (NULL, or the done word's and counter's addresses) where it is the call's last checked launch: 0; 1 where a
+ * checked pass's launch failed (the route runs the call); -1 with an exception */
 int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
-                 uint64_t flag);
+                 uint64_t flag, const uint64_t *fin);
 /* e's launches queued on `stream` (calls_move.c), its owner tables (outs with zero) zeroed on it first
  * (cuMemsetD32Async, else index.py's zero_words), the index check done where e checks: 0 (run, indices in
  * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */
