@@ -407,3 +407,21 @@ def test_a_checked_call_of_many_blocks_sees_a_bad_index_in_any_block(fw):
             assert isinstance(want, dml.ValidationError)
             assert_same(result(fn, xg, ib), want)
             assert_same(result(fn, xg, ig), want_good)
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_a_checked_call_waits_for_its_done_word_not_its_stream(fw):
+    """Can fail: a checked call served from C (a never-seen shape, then its repeat, a hit) waits for its
+    stream instead of its last checked launch's done word (index.cu's ix_finish; the driver's counters of the
+    slots could not be had, or the word never set): ``cuda_check_info`` counts how each wait ended."""
+    from opendml.runtime.cpu import backend as cpu_backend
+    nat = cpu_backend._load_native()
+    rng = np.random.default_rng(19)
+    fn, x, good, _ = checked_calls(rng)[2]
+    xg, ig = device(fw, x), device(fw, good)
+    want = python_route(fn, xg, ig)
+    ccache.clear()
+    done, stream = nat.cuda_check_info()
+    assert_same(result(fn, xg, ig), want)
+    assert_same(result(fn, xg, ig), want)
+    assert nat.cuda_check_info() == (done + 2, stream)

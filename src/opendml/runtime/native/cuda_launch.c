@@ -186,6 +186,7 @@ static int check_held[CHECK_SLOTS];
 static unsigned check_next;
 static struct { void *ctx; uint64_t counts; } check_ctx[CHECK_CONTEXTS];   /* counts 0: could not allocate */
 static int check_n_ctx;
+static long long check_waits[2];            /* check_end's waits ended by the done word, by the stream */
 
 #ifndef _WIN32
 /* The slots' counters in the context of `stream` (CHECK_SLOTS zeroed 32-bit words, allocated once per
@@ -273,10 +274,16 @@ int odml_cuda_check_end(uint64_t stream, int slot, int signalled) {
     }
     if (!done) rc = cu_sync((void *)(uintptr_t)stream);
     Py_END_ALLOW_THREADS
+    check_waits[!done]++;
     if (rc != 0) return -1;                  /* (the slot stays held: a kernel may still write it) */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     const int set = check_flags[2 * slot] != 0;
     __atomic_store_n(&check_held[slot], 0, __ATOMIC_RELEASE);
     return set;
 #endif
+}
+
+PyObject *odml_py_cuda_check_info(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    return Py_BuildValue("(LL)", check_waits[0], check_waits[1]);
 }
