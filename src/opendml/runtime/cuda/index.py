@@ -533,7 +533,8 @@ class IndexPass:
         read, where the check's flag address goes: ``checked``, the array
         API's index check, else none))``; the cache patches this call's
         addresses into a copy of the block and launches the kernel (a
-        checked call then waits for its stream and reads the flag). Where
+        checked call then waits until its kernels have checked every index,
+        ``ix_finish``, and reads the flag). Where
         the pass needs scratch (the owner and sort modes) the function is 0
         and the cache calls this object instead (its launches take no flag:
         ``put_move_cuda`` records no checked call holding one). None where
