@@ -39,8 +39,7 @@ typedef int (*stream_ctx_fn)(void *stream, void **ctx);
 typedef int (*ctx_fn)(void *ctx);
 typedef int (*ctx_pop_fn)(void **ctx);
 typedef int (*mem_alloc_fn)(uint64_t *dptr, size_t bytes);
-typedef int (*memset32_sync_fn)(uint64_t dptr, unsigned value, size_t words);
-typedef int (*ctx_sync_fn)(void);
+typedef int (*ctx_id_fn)(void *ctx, unsigned long long *id);
 static launch_fn cu_launch = NULL;
 static attribute_fn cu_attribute = NULL;
 static host_alloc_fn cu_host_alloc = NULL;
@@ -52,8 +51,7 @@ static stream_ctx_fn cu_stream_ctx = NULL;
 static ctx_fn cu_ctx_push = NULL;
 static ctx_pop_fn cu_ctx_pop = NULL;
 static mem_alloc_fn cu_mem_alloc = NULL;
-static memset32_sync_fn cu_memset32_sync = NULL;
-static ctx_sync_fn cu_ctx_sync = NULL;
+static ctx_id_fn cu_ctx_id = NULL;
 
 static int load_driver(void) {
     if (cu_launch) return 1;
@@ -70,8 +68,7 @@ static int load_driver(void) {
     cu_ctx_push = (ctx_fn)dlsym(lib, "cuCtxPushCurrent_v2");
     cu_ctx_pop = (ctx_pop_fn)dlsym(lib, "cuCtxPopCurrent_v2");
     cu_mem_alloc = (mem_alloc_fn)dlsym(lib, "cuMemAlloc_v2");
-    cu_memset32_sync = (memset32_sync_fn)dlsym(lib, "cuMemsetD32_v2");
-    cu_ctx_sync = (ctx_sync_fn)dlsym(lib, "cuCtxSynchronize");
+    cu_ctx_id = (ctx_id_fn)dlsym(lib, "cuCtxGetId");
     cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
     return cu_launch != NULL;
 }
@@ -184,7 +181,9 @@ PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
 static volatile uint32_t *check_flags;      /* 2 * CHECK_SLOTS words (slot s: flag 2s, done 2s + 1), never freed */
 static int check_held[CHECK_SLOTS];
 static unsigned check_next;
-static struct { void *ctx; uint64_t counts; } check_ctx[CHECK_CONTEXTS];   /* counts 0: could not allocate */
+/* by the driver's unique context id (cuCtxGetId: a context made after another was destroyed at the same
+ * address gets its own counters); counts 0: could not allocate */
+static struct { unsigned long long id; uint64_t counts; } check_ctx[CHECK_CONTEXTS];
 static int check_n_ctx;
 static long long check_waits[2];            /* check_end's waits ended by the done word, by the stream */
 
@@ -193,18 +192,22 @@ static long long check_waits[2];            /* check_end's waits ended by the do
  * context, never freed): their device address, or 0 where they cannot be had (the GIL held). */
 static uint64_t check_counts(uint64_t stream) {
     void *ctx = NULL, *popped = NULL;
+    unsigned long long id = 0;
     uint64_t counts = 0;
-    if (!cu_stream_ctx || !cu_ctx_push || !cu_ctx_pop || !cu_mem_alloc || !cu_memset32_sync || !cu_ctx_sync
-            || cu_stream_ctx((void *)(uintptr_t)stream, &ctx) != 0 || !ctx)
+    if (!cu_stream_ctx || !cu_ctx_push || !cu_ctx_pop || !cu_mem_alloc || !cu_memset32 || !cu_ctx_id
+            || cu_stream_ctx((void *)(uintptr_t)stream, &ctx) != 0 || !ctx || cu_ctx_id(ctx, &id) != 0)
         return 0;
     for (int i = 0; i < check_n_ctx; i++)
-        if (check_ctx[i].ctx == ctx) return check_ctx[i].counts;
+        if (check_ctx[i].id == id) return check_ctx[i].counts;
     if (check_n_ctx == CHECK_CONTEXTS || cu_ctx_push(ctx) != 0) return 0;
+    /* zeroed on the call's own stream (no context-wide synchronisation, which would break another stream's
+     * graph capture), waited for before any launch uses them */
     if (cu_mem_alloc(&counts, sizeof(uint32_t) * CHECK_SLOTS) != 0
-            || cu_memset32_sync(counts, 0, CHECK_SLOTS) != 0 || cu_ctx_sync() != 0)
+            || cu_memset32(counts, 0, CHECK_SLOTS, (void *)(uintptr_t)stream) != 0
+            || cu_sync((void *)(uintptr_t)stream) != 0)
         counts = 0;                          /* (a failed allocation is not retried: the stream is waited for) */
     cu_ctx_pop(&popped);
-    check_ctx[check_n_ctx].ctx = ctx;
+    check_ctx[check_n_ctx].id = id;
     check_ctx[check_n_ctx++].counts = counts;
     return counts;
 }
