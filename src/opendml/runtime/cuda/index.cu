@@ -18,7 +18,9 @@
 // check: ix_axis.flag the address of a 4-byte flag in host-mapped memory)
 // stores 1 there for each value outside its dimension (the host zeroes the
 // flag before the launches and reads it after them; the reversal lengths
-// are never checked).
+// are never checked). The last checked launch of a call C serves also says
+// when every block has checked (ix_finish), so the host reads the flag
+// without waiting for the stream.
 //
 //   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
 //                          where last_only and a later position reads it)
@@ -93,10 +95,17 @@ struct ix_params {
     ix_axis axes[IX_AXES];
     u64 src, dst, keys, order, aux;
     u64 idx[IX_AXES];
+    u64 done, count;                        // a checked call's last checked launch (else 0): ix_finish
 };
 
 // DML_TENSOR_DATA_TYPE values
 enum { T_F32 = 1, T_F16 = 2, T_U32 = 3, T_I32 = 6, T_F64 = 9, T_U64 = 10, T_I64 = 11 };
+
+// A checked axis's flag set (the store fenced before this block counts itself in ix_finish).
+__device__ __forceinline__ void ix_flag_set(u64 flag) {
+    *(volatile u32*)flag = 1;
+    __threadfence_system();
+}
 
 __device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 at, i64 e, i64& c) {
     const i64 bound = ax.bound;
@@ -117,7 +126,7 @@ __device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 a
     if (sgn) {
         if (sv < 0) sv += bound;            // sv >= INT64_MIN, bound > 0: no overflow
         if (sv < 0 || sv >= bound) {
-            if (ax.flag) *(volatile u32*)ax.flag = 1;   // a checked axis: the host reads it after the launch
+            if (ax.flag) ix_flag_set(ax.flag);   // a checked axis: the host reads it after the launch
             c = 0;
             if (ax.skip) return false;
             sv = sv < 0 ? 0 : bound - 1;
@@ -125,7 +134,7 @@ __device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 a
         c = sv;
     } else {
         if (uv >= (u64)bound) {
-            if (ax.flag) *(volatile u32*)ax.flag = 1;
+            if (ax.flag) ix_flag_set(ax.flag);
             c = 0;
             if (ax.skip) return false;
             uv = (u64)bound - 1;
@@ -160,6 +169,25 @@ __device__ __forceinline__ i64 ix_length(const ix_axis& ax, u64 base, i64 at) {
         ck = r - q_ * n_;             \
         r = q_;                       \
     }
+
+// The end of a checked call's last checked launch (p.done the address of a 4-byte word in host-mapped
+// memory the host zeroed, p.count a 32-bit counter in device memory at 0): every block counts itself once
+// all its threads are done (their flag stores fenced first, ix_coordinate), and the last one puts the
+// counter back to 0 and sets the word, which the host waits for instead of the stream (the kernel's
+// completion reaches the host later). Every thread of the grid reaches it (the kernels' bodies return to
+// it). A no-op where p.done is 0: unchecked calls, the Python route's launches.
+__device__ __forceinline__ void ix_finish(const ix_params& p) {
+    if (!p.done) return;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd((u32*)p.count, 1u) == gridDim.x - 1) {
+            atomicExch((u32*)p.count, 0u);
+            __threadfence_system();
+            *(volatile u32*)p.done = 1;
+        }
+    }
+}
 
 // Source and destination word offsets of outer position o (INDEXED: with the
 // index axes' coordinates added, to the source where GATHER, else to the
@@ -262,7 +290,7 @@ __device__ __forceinline__ W ix_value(const ix_params& p) {
         if (ITEMS == 1 || at[u] >= 0) ((W*)p.dst)[at[u]] = v[u]
 
 template <typename W, typename I, int NO, int NA, int NI, int ITEMS>
-__global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
+__device__ __forceinline__ void ix_gather_body(const ix_params& p) {
     I o, g;
     if (!ix_split<I>(p, o, g)) return;
     i64 so, dd;
@@ -270,12 +298,17 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {
     const bool zero = p.last_only && !((const u8*)p.aux)[o];
     IX_BLOCK(zero ? W() : ((const W*)p.src)[so + si]);
 }
+template <typename W, typename I, int NO, int NA, int NI, int ITEMS>
+__global__ void __launch_bounds__(IX_THREADS) ix_gather(IX_PARAMS) {   // the body, then ix_finish
+    ix_gather_body<W, I, NO, NA, NI, ITEMS>(p);
+    ix_finish(p);
+}
 
 // An element-wise gather (one word a position): ITEMS positions a thread,
 // t, t + total, ... (neighbouring threads take neighbouring positions), every
 // index and source load before the first store.
 template <typename W, typename I, int NO, int NA, int ITEMS>
-__global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
+__device__ __forceinline__ void ix_gather_positions_body(const ix_params& p) {
     const I t = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
     if (t >= (I)p.total) return;
     W v[ITEMS];
@@ -294,6 +327,11 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {
 #pragma unroll
     for (int u = 0; u < ITEMS; u++)
         if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+}
+template <typename W, typename I, int NO, int NA, int ITEMS>
+__global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {   // the body, then ix_finish
+    ix_gather_positions_body<W, I, NO, NA, ITEMS>(p);
+    ix_finish(p);
 }
 
 // Source, destination and first index axis offsets of combination r of the
@@ -321,7 +359,7 @@ __device__ __forceinline__ void ix_lead(const ix_params& p, I r, i64& sb, i64& d
 // flight (their index loads first, then the reads, then the stores).
 #define IX_TILE_BATCH 8
 template <typename W, typename I, int NO, int STAGE>
-__global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
+__device__ __forceinline__ void ix_gather_row_body(const ix_params& p) {
     extern __shared__ uint4 ix_row_raw[];
     W* row = reinterpret_cast<W*>(ix_row_raw);
     const ix_axis& ax = p.axes[0];
@@ -373,6 +411,11 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {
         for (int u = 0; u < IX_TILE_BATCH; u++)
             if (j0 + u * IX_THREADS < n) dst[(i64)(j0 + u * IX_THREADS) * ds] = v[u];
     }
+}
+template <typename W, typename I, int NO, int STAGE>
+__global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {   // the body, then ix_finish
+    ix_gather_row_body<W, I, NO, STAGE>(p);
+    ix_finish(p);
 }
 
 // An element-wise reversal of subsequences walked as columns (index.py's
@@ -752,13 +795,18 @@ __global__ void __launch_bounds__(IX_THREADS) ix_reverse_pieces(IX_PARAMS) {
 }
 
 template <typename W, typename I, int OWN, int NO, int NA, int NI, int ITEMS>
-__global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
+__device__ __forceinline__ void ix_scatter_body(const ix_params& p) {
     I o, g;
     if (!ix_split<I>(p, o, g)) return;
     i64 so, dd;
     if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
     if (OWN && ((const u32*)p.aux)[(dd - p.key_base) / p.key_div] != (u32)o + 1u) return;
     IX_BLOCK(p.has_value ? ix_value<W>(p) : ((const W*)p.src)[so + si]);
+}
+template <typename W, typename I, int OWN, int NO, int NA, int NI, int ITEMS>
+__global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {   // the body, then ix_finish
+    ix_scatter_body<W, I, OWN, NO, NA, NI, ITEMS>(p);
+    ix_finish(p);
 }
 
 // One block a group of `members` consecutive positions (trailing outer
@@ -768,7 +816,7 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {
 // owners in shared memory (atomicMax of the member number: the last position
 // in row-major order), then the owners write. No global slot array, one launch.
 template <typename W, typename I, int NO>
-__global__ void __launch_bounds__(IX_THREADS) ix_scatter_group(IX_PARAMS) {
+__device__ __forceinline__ void ix_scatter_group_body(const ix_params& p) {
     extern __shared__ u32 own[];
     const I members = (I)p.members, first = (I)blockIdx.x * members;
     const i64 bound = p.axes[0].bound, stride = p.axes[0].stride;
@@ -808,14 +856,24 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter_group(IX_PARAMS) {
             if (keep[u]) ((W*)p.dst)[dd[u]] = v[u];
     }
 }
+template <typename W, typename I, int NO>
+__global__ void __launch_bounds__(IX_THREADS) ix_scatter_group(IX_PARAMS) {   // the body, then ix_finish
+    ix_scatter_group_body<W, I, NO>(p);
+    ix_finish(p);
+}
 
 template <typename I, int NO, int NA>
-__global__ void __launch_bounds__(IX_THREADS) ix_owner(IX_PARAMS) {
+__device__ __forceinline__ void ix_owner_body(const ix_params& p) {
     const I o = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
     if (o >= (I)p.n_outer) return;
     i64 so, dd;
     if (!ix_outer<I, true, false, NO, NA>(p, o, so, dd)) return;
     atomicMax(((u32*)p.aux) + (dd - p.key_base) / p.key_div, (u32)o + 1u);
+}
+template <typename I, int NO, int NA>
+__global__ void __launch_bounds__(IX_THREADS) ix_owner(IX_PARAMS) {   // the body, then ix_finish
+    ix_owner_body<I, NO, NA>(p);
+    ix_finish(p);
 }
 
 template <typename I, typename K, int NO, int NA>

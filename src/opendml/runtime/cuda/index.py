@@ -165,7 +165,7 @@ class IndexParams(ctypes.Structure):
         (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div",
                             "members")] + [
         ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
-        ("idx", u64 * AXES)]
+        ("idx", u64 * AXES), ("done", u64), ("count", u64)]
 
 
 def flag_offsets(naxes: int) -> tuple:
@@ -573,7 +573,8 @@ class IndexPass:
         read, where the check's flag address goes: ``checked``, the array
         API's index check, else none))``; the cache patches this call's
         addresses into a copy of the block and launches the kernel (a
-        checked call then waits for its stream and reads the flag). Where
+        checked call then waits until its kernels have checked every index,
+        ``ix_finish``, and reads the flag). Where
         the pass needs scratch (the owner and sort modes) the function is 0
         and the cache calls this object instead (its launches take no flag:
         ``put_move_cuda`` records no checked call holding one). None where
@@ -670,6 +671,19 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, st
                                f"memory) failed: {exc}") from None
 
 
+def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
+    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream``
+    (an owner table of an entry C made, where the driver's own memset failed
+    or the driver library is missing), with the device's context made
+    current, raising opendml's error naming the CUDA error where it fails."""
+    import cupy
+    with cupy.cuda.Device(device):
+        try:
+            cupy.cuda.runtime.memsetAsync(ptr, 0, 4 * words, stream)
+        except cupy.cuda.runtime.CUDARuntimeError as exc:
+            raise RuntimeError(f"opendml CUDA: zeroing an owner table of {words} words failed: {exc}") from None
+
+
 class IndexMoveLaunch:
     """A ``MovePlan`` holding index-driven passes, as ``MoveLaunch``: called
     with ``(src_ptrs, dst_ptrs, stream_ptr=0)`` it queues every pass in
@@ -719,4 +733,5 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
     return IndexMoveLaunch(plan, tuple(steps))
 
 
-__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "flag_offsets"]
+__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "zero_words",
+           "flag_offsets"]
