@@ -176,12 +176,14 @@ def test_launches_follow_index_settings(drawn, seed, knobs):
 
 
 def test_large_reversals_and_rows_take_their_modes(monkeypatch):
-    """Can fail: the tile, rows, row and group modes (and the positions kernel) are not planned in C as in
+    """Can fail: the tile, pieces, rows, row and group modes (and the positions kernel) are not planned in C as in
     Python on shapes that reach them (the random calls above are small)."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 300, 64)).astype(np.float32)
     cases = [("reverse_subsequences", (x, rng.integers(0, 301, (4, 1, 64)).astype(np.uint32)), (1,)),
              ("reverse_subsequences", (x, rng.integers(0, 65, (4, 300)).astype(np.uint64)), (2,)),
+             ("reverse_subsequences", (x[:, :, :8].astype(np.float16), rng.integers(0, 9, (4, 300, 1)).astype(np.uint32)),
+              (2,)),
              ("gather_elements", (x, rng.integers(0, 64, (4, 300, 200)).astype(np.int64)), (2, False)),
              ("gather_elements", (x, rng.integers(0, 300, (4, 300, 64)).astype(np.int32)), (1, False)),
              ("gather", (x, rng.integers(0, 300, (7,)).astype(np.int64)), (1, None, False)),
@@ -196,7 +198,7 @@ def test_large_reversals_and_rows_take_their_modes(monkeypatch):
         got = c_launches(name, arrays, args, data, dst)
         assert got is not None and got[1] == want, name
         modes |= {n.split("<")[0] for n, *_ in want}
-    assert {"ix_reverse_tile", "ix_reverse_rows", "ix_gather_row", "ix_gather_positions", "ix_gather",
+    assert {"ix_reverse_tile", "ix_reverse_pieces", "ix_reverse_rows", "ix_gather_row", "ix_gather_positions", "ix_gather",
             "ix_scatter", "ix_scatter_group"} <= modes, modes
 
 
