@@ -508,12 +508,7 @@ PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int6
         out = PyObject_CallFunctionObjArgs(c_empty, o->shape, dtype, NULL);
     }
     *placed = out && (through_python ? output_address(o, out, torch, dst) == 0 : ((uint64_t)*dst & 15) == o->dst_align);
-    if (out && o->zero) {                           /* an owner table: zeroed on the current stream */
-        PyObject *r = torch ? PyObject_CallMethod(out, "zero_", NULL) : PyObject_CallMethod(out, "fill", "i", 0);
-        if (!r) Py_CLEAR(out);
-        Py_XDECREF(r);
-    }
-    return out;
+    return out;                                     /* (an owner table is zeroed by cuda_entry_run, on its stream) */
 }
 
 /* Whether CUDA device `device` is PyTorch's (torch) or CuPy's current one: the launches need it current (the

@@ -563,7 +563,7 @@ PyObject *s_dtype_kw;                   /* ("dtype",): new_empty's keyword (odml
  * needs scratch, or a launch that failed: it retries and raises) the backend's IndexPass called with them. A
  * checked pass whose launch fails is not retried: 1, and the route runs the call. -1 with an exception. */
 int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
-                 uint64_t flag) {
+                 uint64_t flag, const uint64_t *fin) {
     uint64_t src[MAX_MOVE_IO], block[INDEX_BLOCK / 8];
     char *b = (char *)block;
     for (int i = 0; i < e->n_in; i++) src[i] = ptr[i] - (uint64_t)e->origin[i];
@@ -575,6 +575,7 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
         for (int a = 0; a < s->naxes; a++) memcpy(b + s->at_idx + 8 * a, &src[s->slot[a]], 8);
         for (int a = 0; a < s->n_flag; a++) memcpy(b + s->at_flag[a], &flag, 8);
         if (s->aux) memcpy(b + offsetof(odml_ix_params, aux), &dsts[s->aux - 1], 8);   /* the owner table */
+        if (fin) memcpy(b + offsetof(odml_ix_params, done), fin, 16);      /* (ix_finish: done, count) */
         /* above 48 KiB of shared memory the kernel opts in (IndexPass sets it for its own launches) */
         if ((s->shared <= 48 * 1024 || odml_cuda_shared_limit(s->function, s->shared) == 0)
                 && odml_cuda_launch_block(s->function, s->grid, s->block, s->shared, stream, b) == 0)
@@ -604,17 +605,45 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
 }
 
 int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
-    int slot = -1, rc = 0;
-    uint64_t flag = 0;
-    if (e->checked && odml_cuda_check_begin(stream, &slot, &flag) < 0) return 1;
+    int slot = -1, rc = 0, last = -1;
+    uint64_t flag = 0, fin[2] = {0, 0};
+    if (e->checked && odml_cuda_check_begin(stream, &slot, &flag, fin) < 0) return 1;
+    for (int i = 0; i < e->n_pass; i++)         /* the last checked launch says when the check is done */
+        if (e->passes[i].kernel == PASS_INDEX && e->passes[i].n_flag) last = i;
+    if (last >= 0 && (!fin[0] || e->passes[last].index_size < (int)sizeof(odml_ix_params))) last = -1;
+    for (int i = 0; i < e->n_out; i++) {        /* owner tables (int32, after the outputs) zeroed on the stream */
+        const Out *o = &e->outs[i];
+        int64_t words = 1;
+        if (!o->zero) continue;
+        for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(o->shape); d++)
+            words *= PyLong_AsLongLong(PyTuple_GET_ITEM(o->shape, d));
+        if (PyErr_Occurred() || words < 1) {
+            if (PyErr_Occurred()) drop_error();
+            rc = 1;                              /* (declined: the route runs the call) */
+            break;
+        }
+        if (odml_cuda_zero_words(dsts[i], (size_t)words, stream) != 0) {   /* index.py's zero_words retries */
+            PyObject *m = PyImport_ImportModule("opendml.runtime.cuda.index");
+            PyObject *r = m ? PyObject_CallMethod(m, "zero_words", "LKLK", (long long)e->device,
+                                                  (unsigned long long)dsts[i], (long long)words,
+                                                  (unsigned long long)stream) : NULL;
+            Py_XDECREF(m);
+            if (!r) {
+                rc = -1;
+                break;
+            }
+            Py_DECREF(r);
+        }
+    }
     for (int i = 0; i < e->n_pass && rc == 0; i++) {
         const Pass *s = &e->passes[i];
-        rc = s->kernel == PASS_INDEX ? index_launch(e, s, ptr, dsts, stream, s->n_flag ? flag : 0)
+        rc = s->kernel == PASS_INDEX ? index_launch(e, s, ptr, dsts, stream, s->n_flag ? flag : 0,
+                                                    i == last ? fin : NULL)
            : launch_pass(e, s, s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst],
                          dsts[s->dst], stream);
     }
     if (slot >= 0) {                         /* (after a failed launch too: what was queued may write the slot) */
-        const int set = odml_cuda_check_end(stream, slot);
+        const int set = odml_cuda_check_end(stream, slot, rc == 0 && last >= 0);
         if (rc == 0 && set) rc = 1;
     }
     return rc;
