@@ -215,14 +215,17 @@ Entry *lookup(const Key *k, int n_in) {
             misses++;
             return NULL;
         }
-        e = (Entry *)d;
+        e = (Entry *)Py_NewRef(d);                 /* (ours before an old front entry's release runs anything) */
         if (e->key_n == k->n && same_words(e->key, k->w, k->n)) Py_XSETREF(front[slot], (Entry *)Py_NewRef(e));
+    } else {
+        Py_INCREF(e);
     }
     if (n_in >= 0 && (e->kind != k->w[0] || e->n_in != n_in)) {
+        Py_DECREF(e);
         misses++;
         return NULL;
     }
-    return (Entry *)Py_NewRef(e);
+    return e;
 }
 
 int store(const Key *k, Entry *e) {
