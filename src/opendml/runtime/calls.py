@@ -412,11 +412,12 @@ def set_enabled(flag: bool) -> None:
 
 
 def info() -> dict:
-    """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned'}: whether
+    """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned', 'front'}: whether
     the cache is on, whether it serves NumPy arrays, its entries, the calls it
     served, the lookups that found no entry and the new shapes it lowered and
     ran itself at such a miss (see ``numpy_new``)."""
     if not _HAS:
-        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0}
+        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0, "front": 0}
     _read_settings()
+    # 'front': the entries its front table holds (recent ones, found by a cheap hash of the key words first)
     return _native.call_cache_info()

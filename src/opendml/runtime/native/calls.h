@@ -108,7 +108,7 @@ typedef struct {
     PyObject *eager;
     Out *outs;                /* n_out of them (out1 for one) */
     Pass *passes;             /* n_pass of them (pass1 for one) */
-    int64_t *key;             /* the key's words, for the family's front table; NULL else */
+    int64_t *key;             /* the key's words, for the front table (set when stored) */
     int key_n;
     Out out1;
     Pass pass1;
@@ -325,7 +325,7 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
         (void)self;                                                                       \
         return odml_arity(#NAME "(" SIG ")", nargs, LO, HI) ? NULL : NUMPY_ONLY(CALL);    \
     }
-void front_clear(void);                 /* empties the family's front table (with the dict) */
+void front_clear(void);                 /* empties the front table (with the dict) */
 int odml_calls_move_init(void);
 
 #endif

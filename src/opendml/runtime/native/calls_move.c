@@ -17,33 +17,6 @@
 
 #define MAX_STR 32
 
-/* The front table: recent move entries by a cheap hash of their key words (strong references), checked before the
- * dict, whose bytes key costs an allocation and a SipHash per call. Emptied with the dict. */
-#define FRONT 256
-static Entry *front[FRONT];
-
-static unsigned front_slot(const Key *k) {
-    /* two chains, so the multiplies overlap (a key has tens of words) */
-    uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
-    int i = 0;
-    for (; i + 1 < k->n; i += 2) {
-        a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
-        b = (b ^ (uint64_t)k->w[i + 1]) * 0xc2b2ae3d27d4eb4full;
-    }
-    if (i < k->n) a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
-    return (unsigned)((a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull >> 56);
-}
-
-int same_words(const int64_t *a, const int64_t *b, int n) {
-    for (int i = 0; i < n; i++)
-        if (a[i] != b[i]) return 0;
-    return 1;
-}
-
-void front_clear(void) {
-    for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
-}
-
 static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
 
 
@@ -183,14 +156,8 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     if (move_key(&k, args[0], args[1], args + 2, nargs - 2, in, &n_in) < 0) Py_RETURN_NONE;
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list, the GIL released) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
-    Entry *e = NULL;
-    unsigned slot = front_slot(&k);
-    if (front[slot] && front[slot]->key_n == k.n && same_words(front[slot]->key, k.w, k.n)) {
-        e = front[slot];
-        Py_INCREF(e);
-    } else if ((e = lookup(&k, n_in))) {
-        Py_XSETREF(front[slot], (Entry *)Py_NewRef(e));
-    } else {
+    Entry *e = lookup(&k, n_in);
+    if (!e) {
         result = Py_NewRef(Py_None);
         goto done;
     }
