@@ -444,7 +444,7 @@ def test_bad_inputs_raise_opendml_errors_on_jax_and_dask():
     with pytest.raises(dml.ValidationError, match=r"PADDING1: StartPadding\[0\] must be in"):
         dml.pad(d, [-1, 0], 0)
     unknown = d[d[:, 0] > 0]
-    with pytest.raises(dml.ValidationError, match=r"chunk sizes of arrays\[0\] are unknown"):
+    with pytest.raises(dml.ValidationError, match=r"^identity: the chunk sizes of x are unknown"):
         dml.identity(unknown)
 
 

@@ -351,6 +351,21 @@ def test_jit_lowers_to_plain_xla():
     assert "custom_call" not in hlo and "callback" not in hlo
 
 
+def test_every_operator_takes_one_route_named_after_it():
+    """The first five and the others are one ``custom_vjp`` route: each named
+    ``opendml_<function>`` in jaxprs; an operator without a lax form runs its
+    move program through a host callback, and its gradient is its adjoint."""
+    x = jnp.arange(12.0).reshape(1, 1, 3, 4)
+    f = lambda x: dml.pad(dml.slice1(x, [0, 0, 0, 0], [1, 1, 3, 4], [1, 1, 1, -1]), [0, 0, 1, 1], [0, 0, 1, 0])
+    jaxpr = str(jax.make_jaxpr(f)(x))
+    assert "name=opendml_slice1" in jaxpr and "name=opendml_pad" in jaxpr
+    g = jnp.arange(25.0).reshape(1, 1, 5, 5)
+    for run in (f, jax.jit(f)):
+        out, vjp = jax.vjp(run, x)
+        assert_same_bits(out, np.pad(np.asarray(x)[..., ::-1], [(0, 0), (0, 0), (1, 1), (1, 0)]))
+        assert_same_bits(vjp(g)[0], np.asarray(g)[..., 1:4, 1:][..., ::-1])
+
+
 # -- errors: opendml's own, at trace time ---------------------------------------------
 
 BAD_CALLS = {

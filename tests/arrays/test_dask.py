@@ -445,7 +445,7 @@ def poisoned(shape, dtype=np.float32, chunks=2):
     (lambda: dml.unfold(poisoned((1, 1, 4, 4), bool), 2), dml.UnsupportedError,
      r"^unfold: x's dtype bool is not supported by UNFOLD at feature level 6_4 \(supported: float16"),
     (lambda: dml.slice(poisoned((8,))[poisoned((8,)) > 0], [0], [1], [1]), dml.ValidationError,
-     r"SLICE: the array's chunk sizes are unknown \(NaN\); call x.compute_chunk_sizes\(\) first"),
+     r"slice: the chunk sizes of x are unknown \(NaN\); call x.compute_chunk_sizes\(\) first"),
     (lambda: dml.fold(poisoned((1, 9, 5)), (4, 4), 3), dml.ValidationError, r"FOLD"),
     (lambda: dml.slice_grad(poisoned((2, 2)), (4, 4), [0, 3], [4, 2], [2, 1]), dml.ValidationError, r"SLICE_GRAD"),
 ], ids=["slice-range", "slice1-zero-stride", "slice1-window", "unfold-window", "unfold-rank", "bool",

@@ -51,9 +51,10 @@ class Call:
     ``planner.call_key``'s. ``ccall`` (the family, optional):
     ``(function, args, seq)``, the arguments exactly as the function offered
     them to the C call cache (lists snapshotted) and whether the inputs were
-    a sequence (JOIN): a compiled run is then recorded there. The adapters
-    run it (``run`` for a plan, ``run_move`` for a move program); what they
-    need of the operator (its adjoint, linear part, chunking) the
+    a sequence (JOIN): a compiled run is then recorded there. Each adapter
+    runs it by its one route (``run(call, arrays)``; the PyTorch, CuPy and
+    NumPy ones take the first five, whose ``args`` are set, to their compiled
+    plans, which the C call cache records as such); what they need of the operator (its adjoint, linear part, chunking) the
     description declares (``opendml.ops._spec``)."""
 
     __slots__ = ("name", "make", "multi", "_key", "ccall", "args")

@@ -23,8 +23,8 @@ Every function takes the same steps, in this order:
 4. **Snapshots**: every list argument is read once (``_snap``, ``_snapshot``),
    so a list another thread changes during the call cannot mix values.
 5. **The route**: the adapter of the array's framework (``adapter_for``)
-   runs the call (``run``: the first five's plan route; ``run_move``: the
-   move program; ``index_ops.run``: the index functions).
+   runs the call (``run_list``: every adapter's one route, ``run``; the
+   index functions through ``index_ops.run``).
 
 Every ``opendml.configure()`` empties the caches; a replaced
 ``engine.execute`` (a spy) is given every family call. Where an operation is
@@ -117,21 +117,24 @@ def _checked(name: str, arrays, many: bool = False):
 
 
 def _run(x, call: Call):
-    """The first five's route: the contract's checks of ``x``, then its adapter's plan route."""
-    adapter = _BY_TYPE.get(type(x))
-    if adapter is None:
-        adapter = adapter_for(x, call.name, _contract.ARGUMENT[call.name])
+    """The first five's route: the contract's checks of ``x``, then ``run_list``."""
+    if type(x) not in _BY_TYPE:
+        adapter_for(x, call.name, _contract.ARGUMENT[call.name])
     _check_input(call.name, x)
-    return adapter.run(x, call)
+    return run_list(call, (x,))[0]
 
 
 def run_list(call: Call, arrays) -> list:
-    """Run the move program of ``call`` on ``arrays`` (one framework); the outputs as a list."""
+    """Run ``call`` on ``arrays`` (one framework) by its adapter's one route
+    (``run``); the outputs as a list. NumPy's: the compiled plans of
+    ``numpy_adapter`` for the calls that carry their arguments (``Call.args``:
+    the first five, whose plans the C call cache records as such), the move
+    program (``run_numpy``) for the others."""
     arrays = list(arrays)
     fw = _one_framework(call.name, arrays, len(arrays) > 1)
-    if fw is None:
-        return run_numpy(call, arrays)
-    return fw.run_move(call, arrays)
+    if fw is not None:
+        return fw.run(call, arrays)
+    return [numpy_adapter.run(arrays[0], call)] if call.args else run_numpy(call, arrays)
 
 
 def _run_move(call: Call, arrays):

@@ -16,7 +16,7 @@ values to the order of the writes and are a ``ValidationError``; others run
 as packed outputs (``packed_outputs``).
 
 * Real implementation: ``kernel`` (also the eager route of
-  ``adapter.run_move``).
+  ``adapter.run``).
 * Fake implementation: empty packed outputs. Symbolic sizes are
   specialised (comparing them with the description's installs a guard), so
   a size marked strictly dynamic makes Dynamo report its constraint.
