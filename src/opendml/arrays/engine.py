@@ -5,7 +5,7 @@ description), ``fixed`` (a ``Call`` of a given description), NumPy's move
 route (``run_numpy``, behind the Python plan cache of ``planner``;
 ``execute``, which a test may replace with a spy: every family call is then
 given to it, uncached) and the differentiation helpers every adapter shares
-(``adjoint``, ``differentiable``, ``ADJOINT_API``).
+(``adjoint``, ``constant_inputs``, ``differentiable``, ``ADJOINT_API``).
 
 A ``Call`` run on arrays of any framework (``Call(*arrays)``) goes through
 ``_dispatch.front.run_list``, the front's route, set by ``front``: so this
@@ -26,8 +26,8 @@ from . import _dispatch, planner
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
 
-__all__ = ["Call", "FamilyCall", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "differentiable",
-           "ADJOINT_API"]
+__all__ = ["Call", "FamilyCall", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "constant_inputs",
+           "differentiable", "ADJOINT_API"]
 
 # -- one call type ---------------------------------------------------------------------------------
 
@@ -270,14 +270,23 @@ def _put_c(record, arrays, outs, offsets, steps) -> None:
                     call.multi, since)
 
 
-def adjoint(desc, cotangents) -> tuple:
+def adjoint(desc, cotangents, constants=()) -> tuple:
     """The adjoint of ``desc``'s linear part applied to ``cotangents`` (one
-    per output): one array per input, as the operator module declares it."""
+    per output) and, after them, ``constants``, the values of the inputs it
+    reads (``constant_inputs``: index arrays): one array per input, as the
+    operator module declares it."""
     lin = desc.linear_part()
     if lin is None:
         raise UnsupportedError(f"{desc.OPERATOR}: not differentiable for these data types "
                                f"({', '.join(t.data_type.name for t in desc.inputs + desc.outputs)})")
-    return tuple(lin.adjoint(ADJOINT_API, *cotangents))
+    return tuple(lin.adjoint(ADJOINT_API, *cotangents, *constants))
+
+
+def constant_inputs(desc) -> tuple:
+    """The input positions whose values ``desc``'s adjoint reads
+    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index arrays), which get no
+    cotangent and keep their values under forward-mode AD."""
+    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
 
 
 def differentiable(desc) -> bool:

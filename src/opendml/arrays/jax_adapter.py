@@ -140,9 +140,7 @@ def _bwd(p, constants, cts):
     desc = p.desc
     if all(g.dtype == jax.dtypes.float0 for g in cts):     # the cotangents of integer outputs
         return (tuple(np.zeros(t.sizes, jax.dtypes.float0) for t in desc.inputs),)
-    if not constants:
-        return (tuple(engine.adjoint(desc, cts)),)
-    return (tuple(desc.linear_part().adjoint(engine.ADJOINT_API, *cts, *constants)),)
+    return (engine.adjoint(desc, cts, constants),)
 
 
 def _differentiable(name: str):
@@ -151,9 +149,8 @@ def _differentiable(name: str):
         return _forward(p, xs)
     forward.__name__ = forward.__qualname__ = f"opendml_{name}"
     f = jax.custom_vjp(forward, nondiff_argnums=(0,))
-    # linear: no residuals but the values an adjoint reads (``ADJOINT_INPUTS``: index arrays, never
-    # differentiated); the shapes are in p
-    f.defvjp(lambda p, xs: (f(p, xs), tuple(xs[i] for i in getattr(p.desc, "ADJOINT_INPUTS", ()))), _bwd)
+    # linear: no residuals but the values an adjoint reads; the shapes are in p
+    f.defvjp(lambda p, xs: (f(p, xs), tuple(xs[i] for i in engine.constant_inputs(p.desc))), _bwd)
     return f
 
 

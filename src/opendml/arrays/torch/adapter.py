@@ -725,7 +725,7 @@ class _MoveRoute:
 
     def adjoint(self, grads, constants=()):
         self._differentiable()
-        return library.adjoint_with(self.desc, grads, constants)
+        return engine.adjoint(self.desc, grads, constants)
 
     def tangent(self, tangents):
         self._differentiable()
@@ -746,7 +746,7 @@ class _MoveLinear(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         ctx.route = inputs[0]
         # the values an adjoint reads (index tensors: never differentiated)
-        ctx.constants = {i: inputs[1 + i].detach() for i in library.constant_inputs(ctx.route.desc)}
+        ctx.constants = {i: inputs[1 + i].detach() for i in engine.constant_inputs(ctx.route.desc)}
 
     @staticmethod
     def backward(ctx, *grads):

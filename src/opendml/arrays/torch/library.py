@@ -331,26 +331,10 @@ def _move_fake(inputs, desc):
             torch.empty(tuple(t.sizes), dtype=torch_dtype(t)) for t in d.outputs]
 
 
-def constant_inputs(desc) -> tuple:
-    """The input positions an operator's adjoint reads the values of
-    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index tensors), which get no
-    gradient and keep their values under forward-mode AD."""
-    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
-
-
-def adjoint_with(desc, grads, constants) -> tuple:
-    """``engine.adjoint``, handing the operator the values of its
-    ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
-    if not constant_inputs(desc):
-        return engine.adjoint(desc, grads)
-    return tuple(desc.linear_part().adjoint(engine.ADJOINT_API, *grads, *constants))
-
-
 def _setup(ctx, inputs, output):
     ctx.desc = inputs[1]
     ctx.n = len(inputs[0])
-    # the values the adjoint reads (``ADJOINT_INPUTS``: index tensors)
-    ctx.save_for_backward(*[inputs[0][i] for i in getattr(description(inputs[1]), "ADJOINT_INPUTS", ())])
+    ctx.save_for_backward(*[inputs[0][i] for i in engine.constant_inputs(description(inputs[1]))])
 
 
 def _filled(desc, grads) -> list:
@@ -362,7 +346,7 @@ def _filled(desc, grads) -> list:
 
 def _backward(ctx, grads):
     desc = description(ctx.desc)
-    return list(adjoint_with(desc, _filled(desc, grads), tuple(ctx.saved_tensors))), None
+    return list(engine.adjoint(desc, _filled(desc, grads), tuple(ctx.saved_tensors))), None
 
 
 move_op.register_autograd(_backward, setup_context=_setup)
@@ -408,7 +392,7 @@ def call_move(desc, arrays) -> list:
     ``opendml_cpp::move`` where traced calls take the C++ operators, else
     ``opendml::move`` (always for an operator whose adjoint reads input
     values, ``ADJOINT_INPUTS``: the C++ node keeps the inputs' sizes only)."""
-    op = (None if getattr(desc, "ADJOINT_INPUTS", ()) else cpp_op("move")) or torch.ops.opendml.move.default
+    op = (None if engine.constant_inputs(desc) else cpp_op("move")) or torch.ops.opendml.move.default
     return list(op(list(arrays), to_text(desc)))
 
 
