@@ -99,7 +99,7 @@ def _framework(x, where: str, argument: str = "x"):
 def _one_framework(name: str, arrays, many: bool):
     """The adapter of ``arrays``' one framework (None: NumPy)."""
     first = arrays[0]
-    fw = _framework(first, name, "arrays[0]" if many else "x")
+    fw = _framework(first, name, "arrays[0]" if many else _contract.ARGUMENT.get(name, "x"))
     for i, x in enumerate(arrays[1:], 1):
         if type(x) is not type(first) and _framework(x, name, f"arrays[{i}]") is not fw:
             raise ValidationError(f"{name}: every array must be of one framework; got "
@@ -114,14 +114,6 @@ def _checked(name: str, arrays, many: bool = False):
     and rank the operator takes."""
     _one_framework(name, arrays, many)
     _contract.check_inputs(name, arrays)
-
-
-def _run(x, call: Call):
-    """The first five's route: the contract's checks of ``x``, then ``run_list``."""
-    if type(x) not in _BY_TYPE:
-        adapter_for(x, call.name, _contract.ARGUMENT[call.name])
-    _check_input(call.name, x)
-    return run_list(call, (x,))[0]
 
 
 def run_list(call: Call, arrays) -> list:
@@ -195,7 +187,6 @@ def _snapshot(value):
 
 #: ``_cached(op, x, *args)``/``_move(op, x, *args)``: a repeated call served by the C call cache, or None.
 _cached = _calls.call
-_check_input = _contract.check_input
 _OPS = _calls.OPS
 
 _move = _calls.move
@@ -261,11 +252,13 @@ _NAMES: dict = {}
 
 
 def _plan(op: int, x, args: tuple):
-    """A call of the first five past the C call cache: snapshots, then the contract's checks and the
-    adapter's plan route."""
+    """A call of the first five past the C call cache: snapshots, the description's maker, the contract's
+    checks, then the adapter's route."""
     name = _NAMES[op]
     args = _snaps(args)
-    return _run(x, Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args))
+    call = Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args)
+    _checked(name, (x,))
+    return run_list(call, (x,))[0]
 
 
 def _move_call(op: int, x, args: tuple):
