@@ -111,27 +111,27 @@ def _one_framework(name: str, arrays, many: bool):
 def _checked(name: str, arrays, many: bool = False):
     """The array API's checks of a call's inputs, before its arguments are
     read (``_contract``): arrays of one framework the API takes, of a dtype
-    and rank the operator takes."""
-    _one_framework(name, arrays, many)
+    and rank the operator takes. Their framework's adapter (None: NumPy)."""
+    fw = _one_framework(name, arrays, many)
     _contract.check_inputs(name, arrays)
+    return fw
 
 
 def run_list(call: Call, arrays) -> list:
-    """Run ``call`` on ``arrays`` (one framework) by its adapter's one route
-    (``run``); the outputs as a list. NumPy's: the compiled plans of
-    ``numpy_adapter`` for the calls that carry their arguments (``Call.args``:
-    the first five, whose plans the C call cache records as such), the move
-    program (``run_numpy``) for the others."""
+    """Run ``call`` on ``arrays`` (one framework); the outputs as a list."""
     arrays = list(arrays)
-    fw = _one_framework(call.name, arrays, len(arrays) > 1)
+    return _route(_one_framework(call.name, arrays, len(arrays) > 1), call, arrays)
+
+
+def _route(fw, call: Call, arrays) -> list:
+    """``call`` on ``arrays`` of the adapter ``fw`` by its one route
+    (``run``); NumPy's (``fw`` None): the compiled plans of ``numpy_adapter``
+    for the calls that carry their arguments (``Call.args``: the first five,
+    whose plans the C call cache records as such), the move program
+    (``run_numpy``) for the others."""
     if fw is not None:
         return fw.run(call, arrays)
     return [numpy_adapter.run(arrays[0], call)] if call.args else run_numpy(call, arrays)
-
-
-def _run_move(call: Call, arrays):
-    outs = run_list(call, arrays)
-    return outs if call.multi else outs[0]
 
 
 # -- snapshots -------------------------------------------------------------------------------------
@@ -257,8 +257,7 @@ def _plan(op: int, x, args: tuple):
     name = _NAMES[op]
     args = _snaps(args)
     call = Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args)
-    _checked(name, (x,))
-    return run_list(call, (x,))[0]
+    return _route(_checked(name, (x,)), call, [x])[0]
 
 
 def _move_call(op: int, x, args: tuple):
@@ -276,12 +275,12 @@ def _move_call(op: int, x, args: tuple):
     name = _NAMES[op]
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
-    _checked(name, arrays, seq)
+    fw = _checked(name, arrays, seq)
     snap = _SNAPSHOTS[name]
     args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(args))
     make, key = _BUILD[name](ARGUMENT_API, arrays[0], *args)
-    return _run_move(Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)),
-                     arrays)
+    outs = _route(fw, Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)), list(arrays))
+    return outs if name in _MULTI else outs[0]
 
 
 def _index_call(op: int, given: tuple, args: tuple):

@@ -60,17 +60,27 @@ KERNEL_PLATFORMS = ("cpu", "gpu")
 
 def run(call, arrays) -> list:
     """``call`` on JAX arrays (concrete or traced): the outputs, as a list."""
+    xs = tuple(arrays)
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        p = _static(call, xs)
+        return list((_linear if engine.differentiable(p.desc) else _forward)(p, xs))
+    return list(_concrete(call, xs))
+
+
+def _static(call, xs):
+    """``call`` validated on the arrays' (abstract) shapes and dtypes, as a
+    static argument."""
     # the arrays' dtypes and ranks were checked by the array API (``_contract.check_inputs``)
-    desc = call.describe_arrays([np.dtype(x.dtype) for x in arrays], [tuple(x.shape) for x in arrays])
-    for t in desc.outputs:
-        dt = t.data_type.numpy_dtype
+    desc = call.describe_arrays([np.dtype(x.dtype) for x in xs], [tuple(x.shape) for x in xs])
+    _check_x64(call.name, (t.data_type.numpy_dtype for t in desc.outputs))
+    return _Static(desc, call)
+
+
+def _check_x64(name: str, dtypes) -> None:
+    for dt in dtypes:
         if jax.dtypes.canonicalize_dtype(dt) != dt:
-            raise UnsupportedError(f"{call.name}: the output's dtype {dt} is a 64-bit type, which JAX has turned "
+            raise UnsupportedError(f"{name}: the output's dtype {dt} is a 64-bit type, which JAX has turned "
                                    f"off (jax_enable_x64 is False); enable it or choose a 32-bit type")
-    p, xs = _Static(desc, call), tuple(arrays)
-    if engine.differentiable(desc) and any(isinstance(x, jax.core.Tracer) for x in xs):
-        return list(_linear(p, xs))
-    return list(_forward(p, xs))
 
 
 class _Static:
@@ -99,11 +109,16 @@ def _forward(p, xs) -> tuple:
         shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
         return tuple(jax.pure_callback(lambda *a: tuple(engine.execute(desc, [np.asarray(v) for v in a])),
                                        shapes, *xs, vmap_method="sequential"))
-    # concrete (also the forward pass of an eager jax.grad / jax.vjp): where the first array that says
-    # where it lies does (a NumPy residual says nothing)
+    return _concrete(p.call, xs, p)      # the forward pass of an eager jax.grad / jax.vjp
+
+
+def _concrete(call, xs, p=None) -> tuple:
+    """``call`` on concrete arrays, where the first array that says where it
+    lies does (a NumPy residual says nothing); ``p``: its static argument, if
+    made (else made where needed)."""
     devices = next((x.devices() for x in xs if hasattr(x, "devices")), None) or {jax.devices("cpu")[0]}
     if len(devices) != 1:
-        raise UnsupportedError(f"{p.call.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
+        raise UnsupportedError(f"{call.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
                                f"gather it on one device first, or call opendml inside shard_map")
     (dev,) = devices
     platform = dev.platform if dev.platform in KERNEL_PLATFORMS else None
@@ -114,11 +129,16 @@ def _forward(p, xs) -> tuple:
             cupy = None
         if cupy is not None:
             with cupy.cuda.Device(dev.id):
-                outs = p.call(*(cupy.from_dlpack(x) for x in xs))
+                outs = call(*(cupy.from_dlpack(x) for x in xs))
+            _check_x64(call.name, (o.dtype for o in outs))
             return tuple(jax.dlpack.from_dlpack(o) for o in outs)
-    if platform is None and _lax(desc) is not None:
-        return _lax_jit(p, xs)      # XLA compiles the lax form for the platform
-    return tuple(_from_numpy(o, dev) for o in p.call(*(np.asarray(x) for x in xs)))
+    if platform is None:
+        p = p or _static(call, xs)
+        if _lax(p.desc) is not None:
+            return _lax_jit(p, xs)          # XLA compiles the lax form for the platform
+    outs = call(*(np.asarray(x) for x in xs))
+    _check_x64(call.name, (o.dtype for o in outs))
+    return tuple(_from_numpy(o, dev) for o in outs)
 
 
 def _from_numpy(out: np.ndarray, dev):
