@@ -26,7 +26,7 @@ from . import _dispatch, planner
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
 
-__all__ = ["Call", "FamilyCall", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "constant_inputs",
+__all__ = ["Call", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "constant_inputs",
            "differentiable", "ADJOINT_API"]
 
 # -- one call type ---------------------------------------------------------------------------------
@@ -86,10 +86,6 @@ class Call:
     def __call__(self, *arrays) -> list:
         """The outputs (always a list) for ``arrays`` of any framework."""
         return _dispatch.front.run_list(self, arrays)
-
-
-#: The name the index-driven operators' module gives it.
-FamilyCall = Call
 
 
 def _plan_key(name: str, args: tuple):

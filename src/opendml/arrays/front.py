@@ -57,7 +57,7 @@ from ..ops._spec import per_axis  # noqa: F401 - the array API's spelling of a s
 from ..runtime import calls as _calls
 from ..runtime import get_backend
 from . import _contract, _dispatch, engine as _engine, index_ops as _index, numpy_adapter, planner
-from .engine import ADJOINT_API, PLAN_KEY, Call, FamilyCall, _many_out, adjoint, fixed, run_numpy  # noqa: F401
+from .engine import ADJOINT_API, PLAN_KEY, Call, _many_out, adjoint, fixed, run_numpy  # noqa: F401
 from .engine import _EXECUTE
 from .index_ops import NO_ARRAY as _NO_ARRAY
 from .planner import plan_cache_info
