@@ -472,6 +472,27 @@ def test_gpu_gradients(enable_x64):
         check_grads(jax.jit(f), (x,), order=2, modes=["rev"])
 
 
+@pytest.mark.skipif(not GPUS, reason="JAX sees no GPU")
+def test_gpu_eager_calls_of_every_operator_run_on_the_gpu(monkeypatch):
+    """The operators without a lax form take the first five's eager route on
+    a GPU too: opendml's CUDA kernels through CuPy (never NumPy on the host),
+    the result on the array's GPU with the CPU's bits."""
+    pytest.importorskip("cupy")
+    from opendml.arrays import front
+    x = values(np.random.default_rng(5), (1, 4, 6, 6), np.float32)
+    cases = [lambda v: dml.pad(v, [0, 0, 1, 2], [0, 0, 2, 1], "reflect"), lambda v: dml.tile(v, [1, 2, 1, 1]),
+             lambda v: dml.cast(v, np.float16), lambda v: dml.space_to_depth(v, 2),
+             lambda v: dml.split(v, 1, [1, 3])[1], lambda v: dml.unfold(v, 3, start_padding=1)]
+    wants = [f(x) for f in cases]
+    monkeypatch.setattr(front, "run_numpy", lambda *a: pytest.fail("the NumPy route ran"))
+    monkeypatch.setattr(numpy_adapter, "run", lambda *a, **k: pytest.fail("the NumPy route ran"))
+    xg = jax.device_put(x, GPUS[0])
+    for f, want in zip(cases, wants):
+        got = f(xg)
+        assert GPUS[0] in got.devices()
+        assert_same_bits(got, want)
+
+
 # -- opendml.jax --------------------------------------------------------------------
 
 def test_opendml_jax_module():
