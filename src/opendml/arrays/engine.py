@@ -54,8 +54,9 @@ class Call:
     a sequence (JOIN): a compiled run is then recorded there. Each adapter
     runs it by its one route (``run(call, arrays)``; the PyTorch, CuPy and
     NumPy ones take the first five, whose ``args`` are set, to their compiled
-    plans, which the C call cache records as such); what they need of the operator (its adjoint, linear part, chunking) the
-    description declares (``opendml.ops._spec``)."""
+    plans, which the C call cache records as such); what they need of the
+    operator (its adjoint, linear part, chunking) the description declares
+    (``opendml.ops._spec``)."""
 
     __slots__ = ("name", "make", "multi", "_key", "ccall", "args")
 
