@@ -455,6 +455,20 @@ def test_errors_at_graph_build_time(call, error, message):
         call()
 
 
+def test_big_endian_chunks_take_every_operator_like_the_in_memory_call():
+    """One route for every operator: a big-endian Dask array is described in
+    the native order, as the in-memory call turns it around (the family's
+    functions refused it before), and every result equals the in-memory one."""
+    x = np.arange(24, dtype=">f4").reshape(2, 3, 4)
+    X = da.from_array(x, chunks=(1, 2, 3))
+    for f in (lambda v: dml.pad(v, [1, 0, 2], [0, 1, 1], "reflect"), lambda v: dml.tile(v, [1, 2, 1]),
+              lambda v: dml.cast(v, np.int16), lambda v: dml.slice1(v, [0, 0, 1], [2, 3, 3], [1, -1, 2])):
+        y = f(X)
+        want = f(x)
+        assert y.dtype == want.dtype and y.shape == want.shape
+        assert np.array_equal(y.compute(scheduler="sync"), want)
+
+
 # -- CuPy chunks -------------------------------------------------------------------------------------
 
 @pytest.mark.cuda
