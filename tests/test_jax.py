@@ -7,6 +7,7 @@ opendml's own, raised while tracing."""
 import contextlib
 import functools
 import math
+import os
 import re
 import subprocess
 import sys
@@ -437,6 +438,30 @@ def test_concrete_arrays_without_kernels_run_the_compiled_lax_form(monkeypatch):
         shape, f, want = case(op, 2)
         x = values(np.random.default_rng(2), shape, np.float32)
         assert_same_bits(f(jnp.asarray(x)), want(x))
+
+
+def test_a_sharded_array_gets_one_message_for_every_operator():
+    """An array over two devices (the CPU made two by XLA_FLAGS, in a fresh
+    process): the same UnsupportedError sentence whatever the operator."""
+    code = """if True:
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        import opendml as dml
+        mesh = Mesh(np.array(jax.devices("cpu")[:2]), ("d",))
+        x = jax.device_put(jnp.arange(32.0).reshape(2, 1, 4, 4), NamedSharding(mesh, P("d")))
+        for f in (lambda v: dml.slice1(v, [0, 0, 0, 0], [2, 1, 4, 4], [1, 1, 1, -1]), lambda v: dml.pad(v, 1, 0),
+                  lambda v: dml.unfold(v, 2)):
+            try:
+                f(x)
+                print("no error")
+            except dml.UnsupportedError as e:
+                print(e)
+    """
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    tail = ": a JAX array on 2 devices (sharded) is not supported; gather it on one device first, or call " \
+           "opendml inside shard_map"
+    assert done.stdout.splitlines() == [f"{name}{tail}" for name in ("slice1", "pad", "unfold")], done.stderr
 
 
 def test_import_opendml_does_not_import_jax():
