@@ -14,7 +14,7 @@ jit).
   CuPy arrays (DLPack). On any other platform (or a GPU without CuPy) an
   operator with a lax form runs it, compiled; the others run on the host.
 * A traced array (under ``jit``, ``vmap``, ``grad``...) takes the lax form
-  where the operator has one, else the NumPy move program through
+  where the operator has one, else the same call on NumPy views through
   ``jax.pure_callback`` (``vmap_method="sequential"``), the output shapes
   read from the description.
 
@@ -107,7 +107,7 @@ def _forward(p, xs) -> tuple:
         if lax_form is not None:
             return (lax_form(*xs),)
         shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
-        return tuple(jax.pure_callback(lambda *a: tuple(engine.execute(desc, [np.asarray(v) for v in a])),
+        return tuple(jax.pure_callback(lambda *a: tuple(p.call(*(np.asarray(v) for v in a))),
                                        shapes, *xs, vmap_method="sequential"))
     return _concrete(p.call, xs, p)      # the forward pass of an eager jax.grad / jax.vjp
 
