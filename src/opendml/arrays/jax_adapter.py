@@ -9,17 +9,18 @@ same order from +0; but XLA's CPU programs flush subnormals to zero under
 jit).
 
 * A concrete array on the CPU or a GPU (with CuPy) runs opendml's kernels:
-  the same call through the array API on NumPy views (read in place; an
-  output of ``ZERO_COPY_BYTES`` or more handed to JAX without a copy) or
-  CuPy arrays (DLPack). On any other platform (or a GPU without CuPy) an
+  the same ``Call`` on NumPy views (read in place; an output of
+  ``ZERO_COPY_BYTES`` or more handed to JAX without a copy) or CuPy arrays
+  (DLPack), by their routes (``Call(*arrays)``). On any other platform (or a GPU without CuPy) an
   operator with a lax form runs it, compiled; the others run on the host.
 * A traced array (under ``jit``, ``vmap``, ``grad``...) takes the lax form
   where the operator has one, else the same call on NumPy views through
   ``jax.pure_callback`` (``vmap_method="sequential"``), the output shapes
   read from the description.
 
-The description is built first, on the (abstract) shapes and dtypes, so
-every rule raises opendml's own error at trace time. Where the operator is
+A traced call's description is built first, on the abstract shapes and
+dtypes, so every rule raises opendml's own error at trace time (a concrete
+call's route raises the same). Where the operator is
 linear for the dtypes, it is a ``jax.custom_vjp`` (named ``opendml_<op>``
 in jaxprs) whose backward is the operator module's ``adjoint`` through the
 array API (differentiable to any order in reverse mode; forward mode is not
