@@ -3,6 +3,7 @@
 module, and the first five's call forms (``output_sizes_of``,
 ``adjoint_call``, ``batched_args``, ``framework_call``, ``call_args``) that the
 PyTorch, JAX and Dask adapters read instead of naming operators."""
+import inspect
 import json
 import pathlib
 import re
@@ -144,3 +145,17 @@ def test_adapters_name_no_operator_in_their_routes():
         text = (SRC / "arrays" / module).read_text()
         assert not re.search(r"\bname\s*==\s*[\"']", text), module
         assert not re.search(r"call\.name\s*==", text), module
+
+
+def test_every_adapter_has_one_entry_and_jax_and_dask_one_route():
+    """Each framework adapter is entered by one function, ``run(call, arrays)``
+    (no ``run_move`` beside it); JAX's and Dask's take every operator one way
+    (no branch on the first five's ``Call.args``)."""
+    import importlib
+    for framework, name in (("jax", "jax_adapter"), ("dask", "dask_adapter"), ("torch", "torch.adapter")):
+        pytest.importorskip(framework)
+        module = importlib.import_module(f"opendml.arrays.{name}")
+        assert list(inspect.signature(module.run).parameters) == ["call", "arrays"], name
+        assert not hasattr(module, "run_move"), name
+    for module in ("jax_adapter.py", "dask_adapter.py"):
+        assert "call.args" not in (SRC / "arrays" / module).read_text(), module

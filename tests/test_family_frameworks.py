@@ -251,6 +251,26 @@ def test_torch_compile_gives_the_same_results_and_gradients():
     assert torch.equal(traced(x.detach()), dml.pad(x.detach(), 1, 1))
 
 
+def test_the_move_operator_runs_every_operator_the_first_five_too():
+    """``opendml::move`` takes any registered operator's JSON form: a SLICE1
+    (whose array-API calls have their own custom operator) runs, traces and
+    differentiates like the array function."""
+    from opendml.arrays.torch import library
+    from opendml.jsonform import from_json
+    x = torch.from_numpy(_data((2, 3, 4))).requires_grad_()
+    desc = from_json({"Operator": "SLICE1", "InputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3, 4]},
+                      "InputWindowOffsets": [0, 1, 0], "InputWindowSizes": [2, 2, 4], "InputWindowStrides": [1, -1, 2]})
+    text = library.to_text(desc)
+    (y,) = torch.ops.opendml.move([x], text)
+    want = dml.slice1(x, [0, 1, 0], [2, 2, 4], [1, -1, 2])
+    assert torch.equal(y, want)
+    g = torch.from_numpy(_data(tuple(want.shape)))
+    assert torch.equal(torch.autograd.grad(y, x, g)[0], torch.autograd.grad(want, x, g)[0])
+    from torch.fx.experimental.proxy_tensor import make_fx
+    traced = make_fx(lambda v: torch.ops.opendml.move([v], text)[0])(x.detach())
+    assert torch.equal(traced(x.detach()), want.detach())
+
+
 # -- JAX gradients against jax.numpy --------------------------------------------------------------------
 
 JAX_REFS = [
@@ -444,7 +464,7 @@ def test_bad_inputs_raise_opendml_errors_on_jax_and_dask():
     with pytest.raises(dml.ValidationError, match=r"PADDING1: StartPadding\[0\] must be in"):
         dml.pad(d, [-1, 0], 0)
     unknown = d[d[:, 0] > 0]
-    with pytest.raises(dml.ValidationError, match=r"chunk sizes of arrays\[0\] are unknown"):
+    with pytest.raises(dml.ValidationError, match=r"^identity: the chunk sizes of x are unknown"):
         dml.identity(unknown)
 
 

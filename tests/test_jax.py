@@ -7,6 +7,7 @@ opendml's own, raised while tracing."""
 import contextlib
 import functools
 import math
+import os
 import re
 import subprocess
 import sys
@@ -351,6 +352,21 @@ def test_jit_lowers_to_plain_xla():
     assert "custom_call" not in hlo and "callback" not in hlo
 
 
+def test_every_operator_takes_one_route_named_after_it():
+    """The first five and the others are one ``custom_vjp`` route: each named
+    ``opendml_<function>`` in jaxprs; an operator without a lax form runs its
+    move program through a host callback, and its gradient is its adjoint."""
+    x = jnp.arange(12.0).reshape(1, 1, 3, 4)
+    f = lambda x: dml.pad(dml.slice1(x, [0, 0, 0, 0], [1, 1, 3, 4], [1, 1, 1, -1]), [0, 0, 1, 1], [0, 0, 1, 0])
+    jaxpr = str(jax.make_jaxpr(f)(x))
+    assert "name=opendml_slice1" in jaxpr and "name=opendml_pad" in jaxpr
+    g = jnp.arange(25.0).reshape(1, 1, 5, 5)
+    for run in (f, jax.jit(f)):
+        out, vjp = jax.vjp(run, x)
+        assert_same_bits(out, np.pad(np.asarray(x)[..., ::-1], [(0, 0), (0, 0), (1, 1), (1, 0)]))
+        assert_same_bits(vjp(g)[0], np.asarray(g)[..., 1:4, 1:][..., ::-1])
+
+
 # -- errors: opendml's own, at trace time ---------------------------------------------
 
 BAD_CALLS = {
@@ -424,6 +440,30 @@ def test_concrete_arrays_without_kernels_run_the_compiled_lax_form(monkeypatch):
         assert_same_bits(f(jnp.asarray(x)), want(x))
 
 
+def test_a_sharded_array_gets_one_message_for_every_operator():
+    """An array over two devices (the CPU made two by XLA_FLAGS, in a fresh
+    process): the same UnsupportedError sentence whatever the operator."""
+    code = """if True:
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        import opendml as dml
+        mesh = Mesh(np.array(jax.devices("cpu")[:2]), ("d",))
+        x = jax.device_put(jnp.arange(32.0).reshape(2, 1, 4, 4), NamedSharding(mesh, P("d")))
+        for f in (lambda v: dml.slice1(v, [0, 0, 0, 0], [2, 1, 4, 4], [1, 1, 1, -1]), lambda v: dml.pad(v, 1, 0),
+                  lambda v: dml.unfold(v, 2)):
+            try:
+                f(x)
+                print("no error")
+            except dml.UnsupportedError as e:
+                print(e)
+    """
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    tail = ": a JAX array on 2 devices (sharded) is not supported; gather it on one device first, or call " \
+           "opendml inside shard_map"
+    assert done.stdout.splitlines() == [f"{name}{tail}" for name in ("slice1", "pad", "unfold")], done.stderr
+
+
 def test_import_opendml_does_not_import_jax():
     code = "import sys, opendml; assert 'jax' not in sys.modules, 'jax imported'; print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -455,6 +495,27 @@ def test_gpu_gradients(enable_x64):
     for name, f in GRAD_CASES.items():
         check_grads(f, (x,), order=2, modes=["rev"])
         check_grads(jax.jit(f), (x,), order=2, modes=["rev"])
+
+
+@pytest.mark.skipif(not GPUS, reason="JAX sees no GPU")
+def test_gpu_eager_calls_of_every_operator_run_on_the_gpu(monkeypatch):
+    """The operators without a lax form take the first five's eager route on
+    a GPU too: opendml's CUDA kernels through CuPy (never NumPy on the host),
+    the result on the array's GPU with the CPU's bits."""
+    pytest.importorskip("cupy")
+    from opendml.arrays import front
+    x = values(np.random.default_rng(5), (1, 4, 6, 6), np.float32)
+    cases = [lambda v: dml.pad(v, [0, 0, 1, 2], [0, 0, 2, 1], "reflect"), lambda v: dml.tile(v, [1, 2, 1, 1]),
+             lambda v: dml.cast(v, np.float16), lambda v: dml.space_to_depth(v, 2),
+             lambda v: dml.split(v, 1, [1, 3])[1], lambda v: dml.unfold(v, 3, start_padding=1)]
+    wants = [f(x) for f in cases]
+    monkeypatch.setattr(front, "run_numpy", lambda *a: pytest.fail("the NumPy route ran"))
+    monkeypatch.setattr(numpy_adapter, "run", lambda *a, **k: pytest.fail("the NumPy route ran"))
+    xg = jax.device_put(x, GPUS[0])
+    for f, want in zip(cases, wants):
+        got = f(xg)
+        assert GPUS[0] in got.devices()
+        assert_same_bits(got, want)
 
 
 # -- opendml.jax --------------------------------------------------------------------

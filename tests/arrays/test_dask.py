@@ -445,7 +445,7 @@ def poisoned(shape, dtype=np.float32, chunks=2):
     (lambda: dml.unfold(poisoned((1, 1, 4, 4), bool), 2), dml.UnsupportedError,
      r"^unfold: x's dtype bool is not supported by UNFOLD at feature level 6_4 \(supported: float16"),
     (lambda: dml.slice(poisoned((8,))[poisoned((8,)) > 0], [0], [1], [1]), dml.ValidationError,
-     r"SLICE: the array's chunk sizes are unknown \(NaN\); call x.compute_chunk_sizes\(\) first"),
+     r"slice: the chunk sizes of x are unknown \(NaN\); call x.compute_chunk_sizes\(\) first"),
     (lambda: dml.fold(poisoned((1, 9, 5)), (4, 4), 3), dml.ValidationError, r"FOLD"),
     (lambda: dml.slice_grad(poisoned((2, 2)), (4, 4), [0, 3], [4, 2], [2, 1]), dml.ValidationError, r"SLICE_GRAD"),
 ], ids=["slice-range", "slice1-zero-stride", "slice1-window", "unfold-window", "unfold-rank", "bool",
@@ -453,6 +453,20 @@ def poisoned(shape, dtype=np.float32, chunks=2):
 def test_errors_at_graph_build_time(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_big_endian_chunks_take_every_operator_like_the_in_memory_call():
+    """One route for every operator: a big-endian Dask array is described in
+    the native order, as the in-memory call turns it around (the family's
+    functions refused it before), and every result equals the in-memory one."""
+    x = np.arange(24, dtype=">f4").reshape(2, 3, 4)
+    X = da.from_array(x, chunks=(1, 2, 3))
+    for f in (lambda v: dml.pad(v, [1, 0, 2], [0, 1, 1], "reflect"), lambda v: dml.tile(v, [1, 2, 1]),
+              lambda v: dml.cast(v, np.int16), lambda v: dml.slice1(v, [0, 0, 1], [2, 3, 3], [1, -1, 2])):
+        y = f(X)
+        want = f(x)
+        assert y.dtype == want.dtype and y.shape == want.shape
+        assert np.array_equal(y.compute(scheduler="sync"), want)
 
 
 # -- CuPy chunks -------------------------------------------------------------------------------------

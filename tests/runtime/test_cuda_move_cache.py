@@ -481,7 +481,7 @@ class FakeBackend:
 @pytest.fixture
 def fake_framework(fake, monkeypatch):
     """The family's functions on ``FakeArray``s, through front.py's route
-    as CuPy's module runs it (``cupy_adapter.run_move``, without CuPy): validated,
+    as CuPy's module runs it (``cupy_adapter.run``, without CuPy): validated,
     then ``cuda.move`` with the fake allocator and stream, and a
     backend of stand-in launches."""
     import types
@@ -506,7 +506,7 @@ def fake_framework(fake, monkeypatch):
         record = None if since is None else (call, tuple(arrays) if call.ccall[2] else arrays[0], since)
         return cuda.move(desc, [entry(x) for x in arrays], allocate, 0, fake.stream_ptr(),
                                     record=record)
-    monkeypatch.setitem(front._BY_TYPE, FakeArray, types.SimpleNamespace(run_move=run))
+    monkeypatch.setitem(front._BY_TYPE, FakeArray, types.SimpleNamespace(run=run))
     return log
 
 

@@ -1,6 +1,6 @@
 """The data-movement family on CUDA memory: one launch path (``move``) for
-PyTorch CUDA tensors and CuPy arrays, which their adapters' ``run_move``
-take. Each input is read where it lies (by address,
+PyTorch CUDA tensors and CuPy arrays, which their adapters' ``run``
+takes for every operator but the first five. Each input is read where it lies (by address,
 element strides and origin; a stride that is not a whole number of elements
 is packed first), the outputs come from the framework's own allocator
 through ``runtime.alloc.output`` (``AllocationError`` where it fails), and

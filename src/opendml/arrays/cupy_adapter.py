@@ -12,7 +12,7 @@ odd offset of a raw allocation) is refused with ``UnsupportedError`` naming
 the pointer, before anything reads it; an output the allocator cannot give
 raises ``AllocationError`` (``runtime/alloc.py``).
 
-The data-movement family (``run_move``) is validated on the arrays' shapes
+Every other operator (``run``) is validated on the arrays' shapes
 and dtypes, then its move program runs on the array's GPU (``arrays.cuda``)
 on CuPy's current stream, outputs placed as above; results equal the NumPy
 call byte for byte. A call offered to the C call cache is recorded there
@@ -88,7 +88,9 @@ def _new_shape(x, call):
     return None
 
 
-def run(x, call):
+def _plan(x, call):
+    """The first five's compiled plans (``Call.args``), which the C call cache records as such
+    (``calls.put_cuda``)."""
     if type(x) is cupy.ndarray:
         out = _new_shape(x, call)
         if out is not None:
@@ -126,7 +128,10 @@ def run(x, call):
 _KINDS = "iuf"
 
 
-def run_move(call, arrays) -> list:
+def run(call, arrays) -> list:
+    """The adapter's one route: ``call`` on CuPy arrays; the outputs as a list."""
+    if call.args:
+        return [_plan(arrays[0], call)]
     since = calls.generation() if call.ccall is not None else None   # before any setting is read
     for x in arrays:
         if x.dtype.kind not in _KINDS or x.dtype.itemsize not in (1, 2, 4, 8):

@@ -1,7 +1,7 @@
 """Dask arrays: every operator chunk by chunk.
 
 The array functions (``opendml.slice``, ``unfold``, ``pad``...) on a
-``dask.array.Array`` (NumPy or CuPy chunks) come here (``run``, ``run_move``)
+``dask.array.Array`` (NumPy or CuPy chunks) come here (``run``)
 and return a lazy ``dask.array.Array`` whose chunks come from opendml's own
 array functions run inside the tasks. The arguments are validated when the
 graph is built, by the same operator descriptions the in-memory calls use, so a
@@ -57,9 +57,9 @@ at most 1 GiB by default) for the next output of about the same size; Dask
 counts that memory as unmanaged, so on workers with a memory limit set it to
 a few chunk sizes, or 0.
 
-The data-movement family (``run_move``: ``identity``, ``cast``, ``pad``,
-...) is lazy and block by block too, generic over what each operator module
-declares: the operator's ``chunking()`` says which input axes a block-wise
+The other operators (``identity``, ``cast``, ``pad``, ...) are lazy and
+block by block too, generic over what each operator module declares: the
+operator's ``chunking()`` says which input axes a block-wise
 run needs in one chunk (PADDING's padded axes, JOIN's and SPLIT's ``Axis``,
 TILE's repeated axes, the channels of SPACE_TO_DEPTH/DEPTH_TO_SPACE) or cut
 at multiples of a size (the spatial axes of SPACE_TO_DEPTH, at multiples of
@@ -91,22 +91,13 @@ from dask.utils import parse_bytes
 
 from ..model import ValidationError
 from ..ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
+from . import _contract
 from ._dispatch import front
-from .planner import logical_desc
 
-__all__ = ["run", "run_move"]
+__all__ = ["run"]
 
 
 # -- arguments and validation ---------------------------------------------------
-
-def _check_array(x, where: str):
-    if not isinstance(x, da.Array):
-        raise ValidationError(f"{where}: expected a dask.array.Array; got "
-                              f"{type(x).__module__}.{type(x).__qualname__}")
-    if any(math.isnan(c) for axis in x.chunks for c in axis):
-        raise ValidationError(
-            f"{where}: the array's chunk sizes are unknown (NaN); call x.compute_chunk_sizes() first")
-
 
 def _dtype(x) -> np.dtype:
     """The dtype opendml computes in: the in-memory calls turn big-endian input
@@ -522,22 +513,7 @@ def _scatter(grad, dt, desc):
     return g.array(tuple(tuple(b - a for a, b in p) for p in per_axis), meta)
 
 
-def run(x, call):
-    """The adapter entry point: ``call`` (a ``Call`` of the array API) on a
-    Dask array, validated on the whole array's shape, then built lazily by
-    the graph builder of the operator's declared chunking kind
-    (``chunking()``, see ``opendml.ops._spec``)."""
-    _check_array(x, call.name.upper())
-    dt = _dtype(x)
-    desc = call.make_desc(logical_desc(dt, x.shape))
-    desc.validate()                                    # the in-memory call's support tables and messages
-    return _BUILDERS[desc.chunking()](x, dt, desc)
-
-
-_BUILDERS = {GATHER: _gather, SCATTER: _scatter, WINDOWS: _windows, WINDOW_SUMS: _window_sums}
-
-
-# -- the data-movement family: one builder for every operator -----------------
+# -- blockwise: every other operator ---------------------------------------------
 
 def _aligned(chunks: tuple, m: int) -> tuple:
     """``chunks`` with every boundary moved down to a multiple of ``m``
@@ -558,14 +534,31 @@ def _run_block(call, index, *blocks):
     return outs if index is None else outs[index]
 
 
-def run_move(call, arrays) -> list:
+def run(call, arrays) -> list:
+    """The adapter's one route: ``call`` (a ``Call`` of the array API) on Dask
+    arrays, validated on the whole arrays' shapes, then built lazily by the
+    graph builder of the operator's declared chunking (``chunking()``, see
+    ``opendml.ops._spec``): a kind's builder (``_BUILDERS``), else the
+    blockwise one (``_blockwise``, IDENTITY and CAST's without a chunking)."""
     for i, x in enumerate(arrays):
         if any(math.isnan(c) for axis in x.chunks for c in axis):
-            raise ValidationError(f"{call.name}: the chunk sizes of arrays[{i}] are unknown (NaN); call "
+            where = f"arrays[{i}]" if len(arrays) > 1 else _contract.ARGUMENT.get(call.name, "x")
+            raise ValidationError(f"{call.name}: the chunk sizes of {where} are unknown (NaN); call "
                                   f"x.compute_chunk_sizes() first")
-    dtypes = [np.dtype(x.dtype) for x in arrays]
+    dtypes = [_dtype(x) for x in arrays]
     desc = call.describe_arrays(dtypes, [x.shape for x in arrays])
     rules = desc.chunking() if hasattr(desc, "chunking") else {k: 0 for k in range(len(arrays[0].shape))}
+    if type(rules) is str:
+        return [_BUILDERS[rules](arrays[0], dtypes[0], desc)]
+    return _blockwise(call, desc, arrays, dtypes, rules)
+
+
+_BUILDERS = {GATHER: _gather, SCATTER: _scatter, WINDOWS: _windows, WINDOW_SUMS: _window_sums}
+
+
+def _blockwise(call, desc, arrays, dtypes, rules) -> list:
+    """One task per block of the inputs, rechunked as ``rules`` (input axis ->
+    0: in one chunk, m: cut at multiples of m) asks."""
     first = arrays[0]
     chunks = []
     for k, c in enumerate(first.chunks):

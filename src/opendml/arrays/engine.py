@@ -5,7 +5,7 @@ description), ``fixed`` (a ``Call`` of a given description), NumPy's move
 route (``run_numpy``, behind the Python plan cache of ``planner``;
 ``execute``, which a test may replace with a spy: every family call is then
 given to it, uncached) and the differentiation helpers every adapter shares
-(``adjoint``, ``differentiable``, ``ADJOINT_API``).
+(``adjoint``, ``constant_inputs``, ``differentiable``, ``ADJOINT_API``).
 
 A ``Call`` run on arrays of any framework (``Call(*arrays)``) goes through
 ``_dispatch.front.run_list``, the front's route, set by ``front``: so this
@@ -26,8 +26,8 @@ from . import _dispatch, planner
 from .numpy_adapter import as_input
 from .planner import array_layout, logical_desc
 
-__all__ = ["Call", "FamilyCall", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "differentiable",
-           "ADJOINT_API"]
+__all__ = ["Call", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "constant_inputs",
+           "differentiable", "ADJOINT_API"]
 
 # -- one call type ---------------------------------------------------------------------------------
 
@@ -51,10 +51,12 @@ class Call:
     ``planner.call_key``'s. ``ccall`` (the family, optional):
     ``(function, args, seq)``, the arguments exactly as the function offered
     them to the C call cache (lists snapshotted) and whether the inputs were
-    a sequence (JOIN): a compiled run is then recorded there. The adapters
-    run it (``run`` for a plan, ``run_move`` for a move program); what they
-    need of the operator (its adjoint, linear part, chunking) the
-    description declares (``opendml.ops._spec``)."""
+    a sequence (JOIN): a compiled run is then recorded there. Each adapter
+    runs it by its one route (``run(call, arrays)``; the PyTorch, CuPy and
+    NumPy ones take the first five, whose ``args`` are set, to their compiled
+    plans, which the C call cache records as such); what they need of the
+    operator (its adjoint, linear part, chunking) the description declares
+    (``opendml.ops._spec``)."""
 
     __slots__ = ("name", "make", "multi", "_key", "ccall", "args")
 
@@ -85,10 +87,6 @@ class Call:
     def __call__(self, *arrays) -> list:
         """The outputs (always a list) for ``arrays`` of any framework."""
         return _dispatch.front.run_list(self, arrays)
-
-
-#: The name the index-driven operators' module gives it.
-FamilyCall = Call
 
 
 def _plan_key(name: str, args: tuple):
@@ -269,14 +267,23 @@ def _put_c(record, arrays, outs, offsets, steps) -> None:
                     call.multi, since)
 
 
-def adjoint(desc, cotangents) -> tuple:
+def adjoint(desc, cotangents, constants=()) -> tuple:
     """The adjoint of ``desc``'s linear part applied to ``cotangents`` (one
-    per output): one array per input, as the operator module declares it."""
+    per output) and, after them, ``constants``, the values of the inputs it
+    reads (``constant_inputs``: index arrays): one array per input, as the
+    operator module declares it."""
     lin = desc.linear_part()
     if lin is None:
         raise UnsupportedError(f"{desc.OPERATOR}: not differentiable for these data types "
                                f"({', '.join(t.data_type.name for t in desc.inputs + desc.outputs)})")
-    return tuple(lin.adjoint(ADJOINT_API, *cotangents))
+    return tuple(lin.adjoint(ADJOINT_API, *cotangents, *constants))
+
+
+def constant_inputs(desc) -> tuple:
+    """The input positions whose values ``desc``'s adjoint reads
+    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index arrays), which get no
+    cotangent and keep their values under forward-mode AD."""
+    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
 
 
 def differentiable(desc) -> bool:

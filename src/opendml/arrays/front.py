@@ -23,8 +23,8 @@ Every function takes the same steps, in this order:
 4. **Snapshots**: every list argument is read once (``_snap``, ``_snapshot``),
    so a list another thread changes during the call cannot mix values.
 5. **The route**: the adapter of the array's framework (``adapter_for``)
-   runs the call (``run``: the first five's plan route; ``run_move``: the
-   move program; ``index_ops.run``: the index functions).
+   runs the call (``run_list``: every adapter's one route, ``run``; the
+   index functions through ``index_ops.run``).
 
 Every ``opendml.configure()`` empties the caches; a replaced
 ``engine.execute`` (a spy) is given every family call. Where an operation is
@@ -57,7 +57,7 @@ from ..ops._spec import per_axis  # noqa: F401 - the array API's spelling of a s
 from ..runtime import calls as _calls
 from ..runtime import get_backend
 from . import _contract, _dispatch, engine as _engine, index_ops as _index, numpy_adapter, planner
-from .engine import ADJOINT_API, PLAN_KEY, Call, FamilyCall, _many_out, adjoint, fixed, run_numpy  # noqa: F401
+from .engine import ADJOINT_API, PLAN_KEY, Call, _many_out, adjoint, fixed, run_numpy  # noqa: F401
 from .engine import _EXECUTE
 from .index_ops import NO_ARRAY as _NO_ARRAY
 from .planner import plan_cache_info
@@ -99,7 +99,7 @@ def _framework(x, where: str, argument: str = "x"):
 def _one_framework(name: str, arrays, many: bool):
     """The adapter of ``arrays``' one framework (None: NumPy)."""
     first = arrays[0]
-    fw = _framework(first, name, "arrays[0]" if many else "x")
+    fw = _framework(first, name, "arrays[0]" if many else _contract.ARGUMENT.get(name, "x"))
     for i, x in enumerate(arrays[1:], 1):
         if type(x) is not type(first) and _framework(x, name, f"arrays[{i}]") is not fw:
             raise ValidationError(f"{name}: every array must be of one framework; got "
@@ -111,32 +111,27 @@ def _one_framework(name: str, arrays, many: bool):
 def _checked(name: str, arrays, many: bool = False):
     """The array API's checks of a call's inputs, before its arguments are
     read (``_contract``): arrays of one framework the API takes, of a dtype
-    and rank the operator takes."""
-    _one_framework(name, arrays, many)
+    and rank the operator takes. Their framework's adapter (None: NumPy)."""
+    fw = _one_framework(name, arrays, many)
     _contract.check_inputs(name, arrays)
-
-
-def _run(x, call: Call):
-    """The first five's route: the contract's checks of ``x``, then its adapter's plan route."""
-    adapter = _BY_TYPE.get(type(x))
-    if adapter is None:
-        adapter = adapter_for(x, call.name, _contract.ARGUMENT[call.name])
-    _check_input(call.name, x)
-    return adapter.run(x, call)
+    return fw
 
 
 def run_list(call: Call, arrays) -> list:
-    """Run the move program of ``call`` on ``arrays`` (one framework); the outputs as a list."""
+    """Run ``call`` on ``arrays`` (one framework); the outputs as a list."""
     arrays = list(arrays)
-    fw = _one_framework(call.name, arrays, len(arrays) > 1)
-    if fw is None:
-        return run_numpy(call, arrays)
-    return fw.run_move(call, arrays)
+    return _route(_one_framework(call.name, arrays, len(arrays) > 1), call, arrays)
 
 
-def _run_move(call: Call, arrays):
-    outs = run_list(call, arrays)
-    return outs if call.multi else outs[0]
+def _route(fw, call: Call, arrays) -> list:
+    """``call`` on ``arrays`` of the adapter ``fw`` by its one route
+    (``run``); NumPy's (``fw`` None): the compiled plans of ``numpy_adapter``
+    for the calls that carry their arguments (``Call.args``: the first five,
+    whose plans the C call cache records as such), the move program
+    (``run_numpy``) for the others."""
+    if fw is not None:
+        return fw.run(call, arrays)
+    return [numpy_adapter.run(arrays[0], call)] if call.args else run_numpy(call, arrays)
 
 
 # -- snapshots -------------------------------------------------------------------------------------
@@ -192,7 +187,6 @@ def _snapshot(value):
 
 #: ``_cached(op, x, *args)``/``_move(op, x, *args)``: a repeated call served by the C call cache, or None.
 _cached = _calls.call
-_check_input = _contract.check_input
 _OPS = _calls.OPS
 
 _move = _calls.move
@@ -258,11 +252,12 @@ _NAMES: dict = {}
 
 
 def _plan(op: int, x, args: tuple):
-    """A call of the first five past the C call cache: snapshots, then the contract's checks and the
-    adapter's plan route."""
+    """A call of the first five past the C call cache: snapshots, the description's maker, the contract's
+    checks, then the adapter's route."""
     name = _NAMES[op]
     args = _snaps(args)
-    return _run(x, Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args))
+    call = Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args)
+    return _route(_checked(name, (x,)), call, [x])[0]
 
 
 def _move_call(op: int, x, args: tuple):
@@ -280,12 +275,12 @@ def _move_call(op: int, x, args: tuple):
     name = _NAMES[op]
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
-    _checked(name, arrays, seq)
+    fw = _checked(name, arrays, seq)
     snap = _SNAPSHOTS[name]
     args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(args))
     make, key = _BUILD[name](ARGUMENT_API, arrays[0], *args)
-    return _run_move(Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)),
-                     arrays)
+    outs = _route(fw, Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)), list(arrays))
+    return outs if name in _MULTI else outs[0]
 
 
 def _index_call(op: int, given: tuple, args: tuple):

@@ -1,25 +1,30 @@
 """JAX arrays: differentiable, and usable under ``jax.jit`` and ``jax.vmap``.
 
+Every operator takes one route (``run``), generic over what its description
+declares. An operator whose canonical form's array-API function ``f`` has a
+pure-``lax`` form here, ``lax_f`` (``lax_unfold``, ``lax_fold``,
+``lax_slice1``, SLICE's through it, ``lax_slice_grad``), runs it where a
+program is traced or compiled; it gives the kernels' bits (FOLD sums in the
+same order from +0; but XLA's CPU programs flush subnormals to zero under
+jit).
+
 * A concrete array on the CPU or a GPU (with CuPy) runs opendml's kernels:
-  through NumPy (read in place; an output of ``ZERO_COPY_BYTES`` or more
-  handed to JAX without a copy) or CuPy (DLPack).
-* A traced array (under ``jit``, ``vmap``, ``grad``...), or a concrete one
-  anywhere else, takes a pure-``lax`` form of the same operator
-  (``lax_unfold``, ``lax_fold``, ``lax_slice1``, ``lax_slice_grad``) that
-  gives the same bits (FOLD sums in the same order from +0; but XLA's CPU
-  programs flush subnormals to zero under jit).
+  the same ``Call`` on NumPy views (read in place; an output of
+  ``ZERO_COPY_BYTES`` or more handed to JAX without a copy) or CuPy arrays
+  (DLPack), by their routes (``Call(*arrays)``). On any other platform (or a GPU without CuPy) an
+  operator with a lax form runs it, compiled; the others run on the host.
+* A traced array (under ``jit``, ``vmap``, ``grad``...) takes the lax form
+  where the operator has one, else the same call on NumPy views through
+  ``jax.pure_callback`` (``vmap_method="sequential"``), the output shapes
+  read from the description.
 
-The description is built first, on the (abstract) shape and dtype, so every
-rule raises opendml's own error at trace time. Each operator is a
-``jax.custom_vjp`` whose backward is its adjoint through the array API
-(differentiable to any order in reverse mode; forward mode is not
+A traced call's description is built first, on the abstract shapes and
+dtypes, so every rule raises opendml's own error at trace time (a concrete
+call's route raises the same). Where the operator is
+linear for the dtypes, it is a ``jax.custom_vjp`` (named ``opendml_<op>``
+in jaxprs) whose backward is the operator module's ``adjoint`` through the
+array API (differentiable to any order in reverse mode; forward mode is not
 available, as for every ``custom_vjp``).
-
-The data-movement family (``run_move``) takes one generic route: a concrete
-array runs the NumPy move program on ``np.asarray(x)``; a traced one runs it
-through ``jax.pure_callback`` (``vmap_method="sequential"``), the output
-shapes read from the description; a differentiable one is one
-``custom_vjp`` whose backward is the operator module's ``adjoint``.
 """
 from __future__ import annotations
 
@@ -33,14 +38,12 @@ import numpy as np
 from jax import lax
 
 from ..model.errors import UnsupportedError
-from ._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
-from . import engine, numpy_adapter
+from . import engine
 from ..ops import max_copied_elements
 from ..ops._spec import binding_of
 from ..ops.unfold import blocks_per_dimension
-from .planner import logical_desc
 
-__all__ = ["run", "run_move", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad", "SUPPORTED_DTYPES",
+__all__ = ["run", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad", "SUPPORTED_DTYPES",
            "ZERO_COPY_BYTES", "KERNEL_PLATFORMS"]
 
 #: The 11 element types of DirectML that opendml's operators take, as NumPy names.
@@ -50,36 +53,93 @@ SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "
 #: CPU outputs this large (and 64-byte aligned) become JAX arrays without a copy (DLPack).
 ZERO_COPY_BYTES = 1 << 16
 
-#: Platforms whose concrete arrays run opendml's kernels (elsewhere: the lax form).
+#: Platforms whose concrete arrays run opendml's kernels (elsewhere: the lax form, or the host).
 KERNEL_PLATFORMS = ("cpu", "gpu")
 
 
-# -- entry point ---------------------------------------------------------------
+# -- the one route -------------------------------------------------------------
 
-def run(x, call):
-    # x's dtype and rank were checked by the array API (``_contract.check_input``)
-    if isinstance(x, jax.core.Tracer):
-        return _linear(_static(call, x), x)
-    devices = x.devices()
+def run(call, arrays) -> list:
+    """``call`` on JAX arrays (concrete or traced): the outputs, as a list."""
+    xs = tuple(arrays)
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        p = _static(call, xs)
+        return list((_linear if engine.differentiable(p.desc) else _forward)(p, xs))
+    return list(_concrete(call, xs))
+
+
+def _static(call, xs):
+    """``call`` validated on the arrays' (abstract) shapes and dtypes, as a
+    static argument."""
+    # the arrays' dtypes and ranks were checked by the array API (``_contract.check_inputs``)
+    desc = call.describe_arrays([np.dtype(x.dtype) for x in xs], [tuple(x.shape) for x in xs])
+    _check_x64(call.name, (t.data_type.numpy_dtype for t in desc.outputs))
+    return _Static(desc, call)
+
+
+def _check_x64(name: str, dtypes) -> None:
+    for dt in dtypes:
+        if jax.dtypes.canonicalize_dtype(dt) != dt:
+            raise UnsupportedError(f"{name}: the output's dtype {dt} is a 64-bit type, which JAX has turned "
+                                   f"off (jax_enable_x64 is False); enable it or choose a 32-bit type")
+
+
+class _Static:
+    """The validated description as ``custom_vjp``'s static argument (hashed
+    by value), with the call that made it (which runs it again on other
+    arrays)."""
+
+    __slots__ = ("desc", "call")
+
+    def __init__(self, desc, call):
+        self.desc, self.call = desc, call
+
+    def __hash__(self):
+        return hash(self.desc)
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and other.desc == self.desc
+
+
+def _forward(p, xs) -> tuple:
+    desc = p.desc
+    if any(isinstance(x, jax.core.Tracer) for x in xs):
+        lax_form = _lax(desc)
+        if lax_form is not None:
+            return (lax_form(*xs),)
+        shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
+        return tuple(jax.pure_callback(lambda *a: tuple(p.call(*(np.asarray(v) for v in a))),
+                                       shapes, *xs, vmap_method="sequential"))
+    return _concrete(p.call, xs, p)      # the forward pass of an eager jax.grad / jax.vjp
+
+
+def _concrete(call, xs, p=None) -> tuple:
+    """``call`` on concrete arrays, where the first array that says where it
+    lies does (a NumPy residual says nothing); ``p``: its static argument, if
+    made (else made where needed)."""
+    devices = next((x.devices() for x in xs if hasattr(x, "devices")), None) or {jax.devices("cpu")[0]}
     if len(devices) != 1:
-        raise UnsupportedError(f"{call.name.upper()}: a JAX array on {len(devices)} devices (sharded) is not "
-                               f"supported; gather it on one device first, or call opendml inside shard_map")
+        raise UnsupportedError(f"{call.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
+                               f"gather it on one device first, or call opendml inside shard_map")
     (dev,) = devices
     platform = dev.platform if dev.platform in KERNEL_PLATFORMS else None
-    if platform == "cpu":
-        return _from_numpy(numpy_adapter.run(np.asarray(x), call), dev)
     if platform == "gpu":
         try:
             import cupy
         except ImportError:
             cupy = None
         if cupy is not None:
-            from . import cupy_adapter
             with cupy.cuda.Device(dev.id):
-                out = cupy_adapter.run(cupy.from_dlpack(x), call)
-            return jax.dlpack.from_dlpack(out)
-    # Any other platform (or a GPU without CuPy): XLA compiles the lax form.
-    return _lax_jit(_static(call, x), x)
+                outs = call(*(cupy.from_dlpack(x) for x in xs))
+            _check_x64(call.name, (o.dtype for o in outs))
+            return tuple(jax.dlpack.from_dlpack(o) for o in outs)
+    if platform is None:
+        p = p or _static(call, xs)
+        if _lax(p.desc) is not None:
+            return _lax_jit(p, xs)          # XLA compiles the lax form for the platform
+    outs = call(*(np.asarray(x) for x in xs))
+    _check_x64(call.name, (o.dtype for o in outs))
+    return tuple(_from_numpy(o, dev) for o in outs)
 
 
 def _from_numpy(out: np.ndarray, dev):
@@ -90,80 +150,40 @@ def _from_numpy(out: np.ndarray, dev):
     return y if dev in y.devices() else jax.device_put(y, dev)
 
 
-# -- the static argument: the validated description of one call ---------------
-
-class _Static:
-    """The validated description as ``custom_vjp``'s static argument (hashed by value)."""
-
-    __slots__ = ("desc", "name")
-
-    def __init__(self, desc, name):
-        self.desc, self.name = desc, name
-
-    def __hash__(self):
-        return hash(self.desc)
-
-    def __eq__(self, other):
-        return isinstance(other, _Static) and other.desc == self.desc
-
-    def lax(self, x):
-        """``lax_<function>`` below of the (canonical) description's arguments."""
-        desc = self.desc
-        canonical = getattr(desc, "canonical", None)
-        if canonical is not None:
-            desc = canonical()
-        return globals()[f"lax_{binding_of(type(desc)).function}"](x, *desc.call_args())
-
-    def kernel(self, x):
-        return getattr(api, self.name)(x, *self.desc.call_args())
-
-    def adjoint(self, g):
-        return self.desc.adjoint(engine.ADJOINT_API, g)[0]
-
-
-def _static(call, x):
-    """``call`` validated on ``x``'s shape and dtype, as a static argument."""
-    shape = tuple(int(s) for s in x.shape)
-    return _Static(call.make_desc(logical_desc(x.dtype, shape)), call.name)
+@functools.partial(jax.jit, static_argnums=0)
+def _lax_jit(p, xs):
+    return _linear(p, xs)
 
 
 # -- the differentiable operator ----------------------------------------------
 
-def _forward(p, x):
-    if isinstance(x, jax.core.Tracer):
-        return p.lax(x)
-    return p.kernel(x)          # concrete: the forward pass of an eager jax.grad / jax.vjp
-
-
-def _backward(p, _, g):
-    if g.dtype == jax.dtypes.float0:  # the cotangent of an integer output
-        return (np.zeros(p.desc.input_tensor.sizes, jax.dtypes.float0),)
-    return (p.adjoint(g),)
+def _bwd(p, constants, cts):
+    desc = p.desc
+    if all(g.dtype == jax.dtypes.float0 for g in cts):     # the cotangents of integer outputs
+        return (tuple(np.zeros(t.sizes, jax.dtypes.float0) for t in desc.inputs),)
+    return (engine.adjoint(desc, cts, constants),)
 
 
 def _differentiable(name: str):
     """One ``custom_vjp`` function per operator, named ``opendml_<op>`` in jaxprs."""
-    def forward(p, x):
-        return _forward(p, x)
+    def forward(p, xs):
+        return _forward(p, xs)
     forward.__name__ = forward.__qualname__ = f"opendml_{name}"
     f = jax.custom_vjp(forward, nondiff_argnums=(0,))
-    f.defvjp(lambda p, x: (f(p, x), None), _backward)   # linear: no residuals; the shapes are in p
+    # linear: no residuals but the values an adjoint reads; the shapes are in p
+    f.defvjp(lambda p, xs: (f(p, xs), tuple(xs[i] for i in engine.constant_inputs(p.desc))), _bwd)
     return f
 
 
 _OPS: dict = {}
 
 
-def _linear(p, x):
-    f = _OPS.get(p.name)
+def _linear(p, xs):
+    name = p.call.name
+    f = _OPS.get(name)
     if f is None:
-        f = _OPS[p.name] = _differentiable(p.name)
-    return f(p, x)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _lax_jit(p, x):
-    return _linear(p, x)
+        f = _OPS[name] = _differentiable(name)
+    return f(p, xs)
 
 
 # -- the lax forms (no validation: the arguments are a validated description's) -
@@ -287,53 +307,14 @@ def lax_slice_grad(g, input_sizes, offsets, sizes, strides):
                                       for f, s, m, t in zip(first, input_sizes, g.shape, step)])
 
 
-# -- the data-movement family: one route for every operator -------------------
-
-def run_move(call, arrays) -> list:
-    # the arrays' dtypes and ranks were checked by the array API (``_contract.check_inputs``)
-    desc = call.describe_arrays([np.dtype(x.dtype) for x in arrays], [tuple(x.shape) for x in arrays])
-    for t in desc.outputs:
-        dt = t.data_type.numpy_dtype
-        if jax.dtypes.canonicalize_dtype(dt) != dt:
-            raise UnsupportedError(f"{call.name}: the output's dtype {dt} is a 64-bit type, which JAX has turned "
-                                   f"off (jax_enable_x64 is False); enable it or choose a 32-bit type")
-    p = _Static(desc, call.name)
-    if engine.differentiable(desc):
-        return list(_move_linear(p, tuple(arrays)))
-    return list(_move_forward(p, tuple(arrays)))
-
-
-def _move_forward(p, xs):
-    desc = p.desc
-    if any(isinstance(x, jax.core.Tracer) for x in xs):
-        shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
-        return tuple(jax.pure_callback(lambda *a: tuple(engine.execute(desc, [np.asarray(v) for v in a])),
-                                       shapes, *xs, vmap_method="sequential"))
-    # the first array that says where it lies (a NumPy residual says nothing)
-    devices = next((x.devices() for x in xs if hasattr(x, "devices")), None) or {jax.devices("cpu")[0]}
-    if len(devices) != 1:
-        raise UnsupportedError(f"{p.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
-                               f"gather it on one device first")
-    (dev,) = devices
-    outs = engine.execute(desc, [np.asarray(x) for x in xs])
-    return tuple(jax.device_put(o, dev) for o in outs)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _move_linear(p, xs):
-    return _move_forward(p, xs)
-
-
-def _move_fwd(p, xs):
-    # linear: no residuals but the values an adjoint reads (``ADJOINT_INPUTS``:
-    # index arrays, never differentiated); the shapes are in p
-    return _move_linear(p, xs), tuple(xs[i] for i in getattr(p.desc, "ADJOINT_INPUTS", ()))
-
-
-def _move_bwd(p, constants, cts):
-    if not constants:
-        return (tuple(engine.adjoint(p.desc, cts)),)
-    return (tuple(p.desc.linear_part().adjoint(engine.ADJOINT_API, *cts, *constants)),)
-
-
-_move_linear.defvjp(_move_fwd, _move_bwd)
+def _lax(desc):
+    """The pure-lax form of ``desc`` (a function of the array), or None where
+    its operator has none: ``lax_<function>`` above, named after the
+    array-API function of its canonical description (a SLICE's is a SLICE1),
+    on that description's arguments."""
+    canonical = getattr(desc, "canonical", None)
+    if canonical is not None:
+        desc = canonical()
+    b = binding_of(type(desc))
+    fn = None if b is None else globals().get(f"lax_{b.function}")
+    return None if fn is None else lambda x: fn(x, *desc.call_args())

@@ -12,10 +12,9 @@ from ._common import OperatorDesc
 
 
 class MoveOperatorDesc(OperatorDesc):
-    """The operators the framework layers run through the family's generic
-    route (``opendml::move``, one ``custom_vjp``); the first five (SLICE,
-    SLICE1, UNFOLD, FOLD, SLICE_GRAD) have their own routes there. A marker
-    only: the contract and the lowering are ``OperatorDesc``'s."""
+    """The data-movement family's operators (the ones added after the first
+    five). A marker only, which no route branches on: the contract and the
+    lowering are ``OperatorDesc``'s."""
 
 
 def convert_scalar(value, data_type):

@@ -2,8 +2,8 @@
 operators ``opendml::unfold``, ``opendml::fold``, ``opendml::slice1`` and
 ``opendml::slice_grad``.
 
-A call takes one of three routes (``run``, and ``run_move`` for the
-data-movement family, generic over what each operator module declares):
+A call (``run``) takes one of three routes, generic over what each operator
+module declares (the first five, which carry their arguments, ``_plan``):
 
 * **Kernel route**, when autograd has nothing to record and nothing traces:
   a CPU tensor is read through ``x.numpy()`` (a view), a CUDA tensor by
@@ -58,7 +58,7 @@ from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, op
 from .. import planner as _planner
 from ..planner import array_layout, count_planned, plain_plan, plan_for
 
-__all__ = ["run", "run_move", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
+__all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
            "define_cpp", "compiled_status", "CPP_NAMESPACE"]
 
 _DEVICES = ("cpu", "cuda", "meta")
@@ -81,7 +81,8 @@ _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 
 
-def run(x, call):
+def _plan(x, call):
+    """The first five (``Call.args``): their kernel, autograd and operator routes below."""
     mode = _mode_get()
     if mode is None:
         if type(x) in _PLAIN and not (_is_compiling() or _dispatch_modes() > 0):
@@ -683,7 +684,10 @@ def _traced(arrays) -> bool:
     return torch.compiler.is_compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
 
 
-def run_move(call, arrays) -> list:
+def run(call, arrays) -> list:
+    """The adapter's one entry: ``call`` on tensors; the outputs as a list."""
+    if call.args:
+        return [_plan(arrays[0], call)]
     # the C call cache's generation, read before any setting (a CUDA call is recorded there)
     since = calls.generation() if call.ccall is not None and arrays[0].device.type == "cuda" else None
     dtypes = _check_move(call, arrays)
@@ -721,7 +725,7 @@ class _MoveRoute:
 
     def adjoint(self, grads, constants=()):
         self._differentiable()
-        return library.adjoint_with(self.desc, grads, constants)
+        return engine.adjoint(self.desc, grads, constants)
 
     def tangent(self, tangents):
         self._differentiable()
@@ -742,7 +746,7 @@ class _MoveLinear(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         ctx.route = inputs[0]
         # the values an adjoint reads (index tensors: never differentiated)
-        ctx.constants = {i: inputs[1 + i].detach() for i in library.constant_inputs(ctx.route.desc)}
+        ctx.constants = {i: inputs[1 + i].detach() for i in engine.constant_inputs(ctx.route.desc)}
 
     @staticmethod
     def backward(ctx, *grads):

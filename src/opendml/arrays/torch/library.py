@@ -1,14 +1,15 @@
 """PyTorch's operator library for opendml: the registry of the C++
 dispatcher operators (``define_cpp``, ``operators``, ``cpp_op``, registered
 by the node library in the ``opendml_cpp`` namespace; the custom operators,
-``CUSTOM``, serve until it is loaded), and the data-movement family as ONE
-custom operator for tracers (``torch.compile``, ``make_fx``, fake tensors,
-dispatch modes)::
+``CUSTOM``, serve until it is loaded), and every operator as ONE custom
+operator for tracers (``torch.compile``, ``make_fx``, fake tensors, dispatch
+modes)::
 
     opendml::move(Tensor[] inputs, str desc) -> Tensor[]
 
-``desc`` is the operator's JSON form (``jsonform.to_json``): any operator of
-the family, no branch per operator here. The inputs must match its input
+``desc`` is the operator's JSON form (``jsonform.to_json``): any registered
+operator, no branch per operator here (the array API's traced calls of the
+first five take their own custom operators, which Inductor calls directly). The inputs must match its input
 tensors in number, dtype and sizes (``ValidationError``); outputs are new
 packed tensors on the inputs' device (the CPU for an operator without
 inputs). Output ``Strides`` that map two elements to one place leave the
@@ -16,7 +17,7 @@ values to the order of the writes and are a ``ValidationError``; others run
 as packed outputs (``packed_outputs``).
 
 * Real implementation: ``kernel`` (also the eager route of
-  ``adapter.run_move``).
+  ``adapter.run``).
 * Fake implementation: empty packed outputs. Symbolic sizes are
   specialised (comparing them with the description's installs a guard), so
   a size marked strictly dynamic makes Dynamo report its constraint.
@@ -39,7 +40,6 @@ from ...jsonform import from_json, to_json
 from ...model.errors import UnsupportedError, ValidationError
 from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
-from ...ops._move import MoveOperatorDesc
 from ...runtime.config import config
 from .. import engine
 from . import inductor, node as _node
@@ -104,7 +104,7 @@ def cuda_move(desc, arrays, record=None) -> list:
 
 # -- the C++ operators -------------------------------------------------------------------------------
 
-# The window operators (``adapter``) and the family's move, registered with PyTorch's dispatcher by the
+# The window operators (``adapter``) and the move operator, registered with PyTorch's dispatcher by the
 # node library: kernels that go to the call cache's C function first, and a C++ Autograd kernel. A traced
 # call takes them once the library is loaded and on, else the custom operators; both tables stay
 # registered, so a graph traced either way keeps working.
@@ -267,8 +267,8 @@ def packed_outputs(desc):
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def description(text: str):
-    """The validated family description of ``text`` (cached), with packed
-    outputs (``packed_outputs``)."""
+    """The validated description of ``text`` (cached), with packed outputs
+    (``packed_outputs``)."""
     if not isinstance(text, str):
         raise ValidationError(f"opendml::move: desc must be a JSON string; got {type(text).__qualname__}")
     if text.startswith("@"):
@@ -278,9 +278,6 @@ def description(text: str):
                                   f"JSON form are named by keys this process made)")
         return desc
     desc = from_json(text)
-    if not isinstance(desc, MoveOperatorDesc):
-        raise UnsupportedError(f"opendml::move: {desc.OPERATOR} is not an operator of the data-movement family "
-                               f"(it has its own custom operator in opendml.torch)")
     desc.validate()
     return packed_outputs(desc)
 
@@ -331,26 +328,10 @@ def _move_fake(inputs, desc):
             torch.empty(tuple(t.sizes), dtype=torch_dtype(t)) for t in d.outputs]
 
 
-def constant_inputs(desc) -> tuple:
-    """The input positions an operator's adjoint reads the values of
-    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index tensors), which get no
-    gradient and keep their values under forward-mode AD."""
-    return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
-
-
-def adjoint_with(desc, grads, constants) -> tuple:
-    """``engine.adjoint``, handing the operator the values of its
-    ``ADJOINT_INPUTS`` after the cotangents where it declares some."""
-    if not constant_inputs(desc):
-        return engine.adjoint(desc, grads)
-    return tuple(desc.linear_part().adjoint(engine.ADJOINT_API, *grads, *constants))
-
-
 def _setup(ctx, inputs, output):
     ctx.desc = inputs[1]
     ctx.n = len(inputs[0])
-    # the values the adjoint reads (``ADJOINT_INPUTS``: index tensors)
-    ctx.save_for_backward(*[inputs[0][i] for i in getattr(description(inputs[1]), "ADJOINT_INPUTS", ())])
+    ctx.save_for_backward(*[inputs[0][i] for i in engine.constant_inputs(description(inputs[1]))])
 
 
 def _filled(desc, grads) -> list:
@@ -362,7 +343,7 @@ def _filled(desc, grads) -> list:
 
 def _backward(ctx, grads):
     desc = description(ctx.desc)
-    return list(adjoint_with(desc, _filled(desc, grads), tuple(ctx.saved_tensors))), None
+    return list(engine.adjoint(desc, _filled(desc, grads), tuple(ctx.saved_tensors))), None
 
 
 move_op.register_autograd(_backward, setup_context=_setup)
@@ -404,11 +385,11 @@ define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _
 
 
 def call_move(desc, arrays) -> list:
-    """``desc`` (a validated family description) on ``arrays`` through
+    """``desc`` (a validated description) on ``arrays`` through
     ``opendml_cpp::move`` where traced calls take the C++ operators, else
     ``opendml::move`` (always for an operator whose adjoint reads input
     values, ``ADJOINT_INPUTS``: the C++ node keeps the inputs' sizes only)."""
-    op = (None if getattr(desc, "ADJOINT_INPUTS", ()) else cpp_op("move")) or torch.ops.opendml.move.default
+    op = (None if engine.constant_inputs(desc) else cpp_op("move")) or torch.ops.opendml.move.default
     return list(op(list(arrays), to_text(desc)))
 
 
