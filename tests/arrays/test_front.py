@@ -233,3 +233,95 @@ def test_the_index_functions_are_generated_on_their_route():
         dml.gather_elements(x, np.array([[0, 9], [1, 1], [2, 0]]), 1)
     assert dml.gather_elements(x, np.array([[0, 9], [1, 1], [2, 0]]), 1, check_indices=False).tolist() == [
         [0.0, 3.0], [5.0, 5.0], [10.0, 8.0]]
+
+
+# -- the C new-shape route's settings, read once a generation ------------------------------------------------------
+
+def _fresh_shapes(n, seed):
+    """n (1, C, H, W) shapes no test of this process gives (their H and W are 41 and more)."""
+    rng = np.random.default_rng(seed)
+    return [(1, int(rng.integers(1, 5)), 41 + i, int(rng.integers(41, 90))) for i in range(n)]
+
+
+def test_new_shapes_read_the_settings_once_a_generation(monkeypatch):
+    """A never-seen shape's C route reads the CPU backend and its settings at the first new shape of a
+    generation and reuses them until a ``configure()`` changes the generation, which reads them again."""
+    looked = []
+    real = front.get_backend
+    monkeypatch.setattr(front, "get_backend", lambda kind: looked.append(kind) or real(kind))
+    calls.clear()
+    shapes = _fresh_shapes(6, 1)
+    for s in shapes[:3]:
+        x = np.arange(np.prod(s), dtype=np.float32).reshape(s)
+        assert dml.identity(x).tobytes() == x.tobytes()
+    assert looked == ["cpu"]
+    with dml.configure(threads=1):
+        for s in shapes[3:5]:
+            x = np.arange(np.prod(s), dtype=np.float32).reshape(s)
+            assert dml.identity(x).tobytes() == x.tobytes()
+        assert looked == ["cpu", "cpu"]
+        assert front._NEW_SETTINGS[1] is real("cpu") and front._NEW_SETTINGS[2][0] == 1
+
+
+def test_new_shapes_follow_a_switch_to_the_numpy_kernels(monkeypatch):
+    """After ``configure(cpu_kernels="numpy")`` a never-seen shape takes the Python route (NumPy's kernels), not
+    the C route whose settings were read before the switch; the bytes are the same."""
+    s = _fresh_shapes(2, 2)
+    x = np.random.default_rng(0).standard_normal(s[0], dtype=np.float32)
+    dml.identity(x)                                    # the C route's settings read in this generation
+    offered = []
+    real = front._move_new
+    monkeypatch.setattr(front, "_move_new", lambda *a: offered.append(a) or real(*a))
+    with dml.configure(cpu_kernels="numpy"):
+        y = np.random.default_rng(1).standard_normal(s[1], dtype=np.float32)[:, :, ::-1]
+        assert dml.identity(y, 2.0, 1.0).tobytes() == (y * np.float32(2) + np.float32(1)).tobytes()
+    assert offered == []
+
+
+IDENTITY_CASES = [((1, 3, 41, 57), np.float32, lambda x: x, (None, None)),
+                  ((1, 2, 43, 45), np.float32, lambda x: x[:, :, ::-2, 1:], (None, None)),
+                  ((1, 4, 42, 44), np.float16, lambda x: x[..., ::-1], (0.5, None)),
+                  ((2, 3, 41, 5), np.float32, lambda x: x.transpose(0, 2, 1, 3), (None, -3.25)),
+                  ((1, 1, 47, 61), np.int32, lambda x: x[:, :, 1:], (None, None))]
+
+
+@pytest.mark.parametrize("shape,dtype,view,args", IDENTITY_CASES)
+def test_a_never_seen_identity_is_the_python_routes_bytes(monkeypatch, shape, dtype, view, args):
+    """The C new-shape route and the Python route give the same bytes, shape and dtype for a shape neither
+    saw (and the C route, not the Python one, served it)."""
+    rng = np.random.default_rng(3)
+    base = (rng.standard_normal(shape) * 50).astype(dtype)
+    calls.clear()
+    ran = []
+    real = front._move_call
+    monkeypatch.setattr(front, "_move_call", lambda *a: ran.append(a) or real(*a))
+    got = dml.identity(view(base), *args)
+    assert ran == []                                   # served by the C route
+    calls.clear()
+    monkeypatch.setattr(front, "_move_new", lambda *a: None)
+    want = dml.identity(view(base), *args)
+    assert len(ran) == 1                               # the Python route
+    assert (got.shape, got.dtype, got.tobytes()) == (want.shape, want.dtype, want.tobytes())
+    assert got.flags.c_contiguous
+
+
+BAD_IDENTITY = [(lambda: [[1.0, 2.0]], ()), (lambda: np.zeros((1, 2, 41, 41), bool), ()),
+                (lambda: np.zeros((1, 2, 41, 43), np.float32), ("2",)),
+                (lambda: np.zeros((1, 2, 41, 44), np.int32), (2.0, None)),
+                (lambda: np.zeros((1, 2, 41, 45), np.float32), (1e39, None)),
+                (lambda: np.zeros((1, 2, 41, 46), np.float32), (None, None, 1))]
+
+
+@pytest.mark.parametrize("make,args", BAD_IDENTITY)
+def test_a_never_seen_identity_raises_the_python_routes_errors(monkeypatch, make, args):
+    """Bad input to a never-seen shape raises the same class and message with the C route on as off."""
+    def error():
+        calls.clear()
+        with pytest.raises(Exception) as info:
+            dml.identity(make(), *args)
+        return type(info.value), str(info.value)
+
+    on = error()
+    monkeypatch.setattr(front, "_move_new", lambda *a: None)
+    assert on == error()
+    assert issubclass(on[0], (dml.ValidationError, dml.UnsupportedError, TypeError))

@@ -211,17 +211,34 @@ _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_
              else 0)
           for k, v in _calls.MOVE_LOWERINGS.items()}
 _generation = _calls.generation
+_generation_now = _calls._generation or _generation   # the C counter itself (the settings already read)
+
+#: What ``_new`` reads of the settings, kept for the generation they were read in: (generation, the CPU
+#: backend, its ``plain_conf``, whether its compiled kernels are loaded). Every ``configure()`` replaces the
+#: CPU backend and bumps the generation, so a generation's first new shape reads them and the others reuse them.
+_NEW_SETTINGS: tuple = (None, None, None, False)
+
+
+def _new_settings() -> tuple:
+    """``_NEW_SETTINGS`` read again (the settings first read here where no call read them yet)."""
+    global _NEW_SETTINGS
+    since = _generation()                   # before any setting is read
+    backend = get_backend("cpu")
+    _NEW_SETTINGS = state = (since, backend, backend.plain_conf, backend._native is not None)
+    return state
 
 
 def _new(op: int, x, args: tuple):
-    since = _generation()                   # before any setting is read
-    backend = get_backend("cpu")
+    state = _NEW_SETTINGS
+    if state[0] != _generation_now():
+        state = _new_settings()
+    since, backend, conf, native = state
     lower = _LOWER.get(op)
     # no C lowering, the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if lower is None or backend._native is None or "prepare" in backend.__dict__:
+    if lower is None or not native or "prepare" in backend.__dict__:
         return None
     for _ in range(16):                     # on CUDA, a kernel C names is compiled first, then the call again
-        out = _move_new(op, lower, x, args, since, backend.plain_conf, _cuda_conf)
+        out = _move_new(op, lower, x, args, since, conf, _cuda_conf)
         if type(out) is not str:
             return out
         from ..runtime.cuda.launch import add_new_kernel
@@ -266,17 +283,14 @@ def _plan(op: int, x, args: tuple):
 
 
 def _move_call(op: int, x, args: tuple):
-    """A family call past the C call cache: the C new-shape route first
-    (unless ``engine.execute`` is replaced), then the contract's checks on the
+    """A family call past the C call cache and the C new-shape route (the
+    function's body offers both first, unless ``engine.execute`` is
+    replaced): the contract's checks on the
     inputs (a sequence of them where the binding's array argument is
     ``arrays``), the list arguments snapshotted (those the signature types as
     sequences), and the description its operator class's ``arguments`` make, keyed for the
     Python cache and recorded in the C call cache by the arguments as
     offered."""
-    if _engine.execute is _EXECUTE:
-        out = _new(op, x, args)
-        if out is not None:
-            return out
     name = _NAMES[op]
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
@@ -322,8 +336,13 @@ ARGUMENT_API = types.SimpleNamespace(axis=_contract.axis, rank_of=_contract.rank
 _BODIES = {
     "plan": "    out = _cached({code}, {array}, {args})\n"
             "    return out if out is not None else _plan({code}, {array}, ({args},))\n",
-    "move": "    out = _move({code}, {array}, {args}) if _engine.execute is _EXECUTE else None\n"
-            "    return out if out is not None else _move_call({code}, {array}, ({args},))\n",
+    "move": "    if _engine.execute is _EXECUTE:\n"
+            "        out = _move({code}, {array}, {args})\n"
+            "        if out is None:\n"
+            "            out = _new({code}, {array}, ({args},))\n"
+            "        if out is not None:\n"
+            "            return out\n"
+            "    return _move_call({code}, {array}, ({args},))\n",
     "index": "    out = _index.offer({code}, {given}, {offered})\n"
              "    return out if out is not None else _index_call({code}, {given}, {offered})\n",
 }
