@@ -325,3 +325,29 @@ def test_a_never_seen_identity_raises_the_python_routes_errors(monkeypatch, make
     monkeypatch.setattr(front, "_move_new", lambda *a: None)
     assert on == error()
     assert issubclass(on[0], (dml.ValidationError, dml.UnsupportedError, TypeError))
+
+
+class _OnDevice:
+    """Stands in for a CUDA array: ``device.id`` is where it lies."""
+
+    device = types.SimpleNamespace(id=3)
+
+
+_OUT = object()
+
+
+@pytest.mark.parametrize("answers,want", [(["k1", "k2", _OUT], _OUT), (["k1", None], None), ([_OUT], _OUT),
+                                          (["k"] * 16 + [_OUT], None)])
+def test_a_new_shape_on_cuda_compiles_each_kernel_c_names_then_calls_again(monkeypatch, answers, want):
+    """Where C names a kernel not yet compiled, ``_new`` compiles it on the array's device and makes the call
+    again, 16 calls at most; the answer after that (an output, or None) is the route's."""
+    from opendml.runtime.cuda import launch
+    given, compiled = list(answers), []
+    seen = []
+    monkeypatch.setattr(front, "_move_new", lambda *a: seen.append(a) or given.pop(0))
+    monkeypatch.setattr(launch, "add_new_kernel", lambda device, name: compiled.append((device, name)))
+    x = _OnDevice()
+    assert front._new(calls.OPS["identity"], [x], (None, None)) is want
+    assert len(seen) == min(len(answers), 16)
+    assert compiled == [(3, name) for name in answers[:len(seen)] if type(name) is str][:15]
+    assert all(a[2] == [x] and a[3] == (None, None) and a[4] == front._NEW_SETTINGS[0] for a in seen)

@@ -214,9 +214,10 @@ _generation = _calls.generation
 _generation_now = _calls._generation or _generation   # the C counter itself (the settings already read)
 
 #: What ``_new`` reads of the settings, kept for the generation they were read in: (generation, the CPU
-#: backend, its ``plain_conf``, whether its compiled kernels are loaded). Every ``configure()`` replaces the
-#: CPU backend and bumps the generation, so a generation's first new shape reads them and the others reuse them.
-_NEW_SETTINGS: tuple = (None, None, None, False)
+#: backend, its ``plain_conf``, the lowerings it may run: ``_LOWER``, none with the NumPy kernels). Every
+#: ``configure()`` replaces the CPU backend and bumps the generation, so a generation's first new shape reads
+#: them and the others reuse them.
+_NEW_SETTINGS: tuple = (None, None, None, {})
 
 
 def _new_settings() -> tuple:
@@ -224,7 +225,7 @@ def _new_settings() -> tuple:
     global _NEW_SETTINGS
     since = _generation()                   # before any setting is read
     backend = get_backend("cpu")
-    _NEW_SETTINGS = state = (since, backend, backend.plain_conf, backend._native is not None)
+    _NEW_SETTINGS = state = (since, backend, backend.plain_conf, _LOWER if backend._native is not None else {})
     return state
 
 
@@ -232,18 +233,26 @@ def _new(op: int, x, args: tuple):
     state = _NEW_SETTINGS
     if state[0] != _generation_now():
         state = _new_settings()
-    since, backend, conf, native = state
-    lower = _LOWER.get(op)
+    lower = state[3].get(op)
     # no C lowering, the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if lower is None or not native or "prepare" in backend.__dict__:
+    if lower is None or "prepare" in state[1].__dict__:
         return None
-    for _ in range(16):                     # on CUDA, a kernel C names is compiled first, then the call again
-        out = _move_new(op, lower, x, args, since, conf, _cuda_conf)
+    out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
+    return out if type(out) is not str else _new_kernels(op, lower, x, args, state, out)
+
+
+def _new_kernels(op: int, lower: int, x, args: tuple, state: tuple, name: str):
+    """``_new`` on CUDA where C named a kernel not yet compiled: it is compiled, then the call made again
+    (15 times at most)."""
+    from ..runtime.cuda.launch import add_new_kernel
+    first = x[0] if type(x) in (list, tuple) else x
+    device = first.get_device() if hasattr(first, "get_device") else first.device.id
+    for _ in range(15):
+        add_new_kernel(device, name)
+        out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
         if type(out) is not str:
             return out
-        from ..runtime.cuda.launch import add_new_kernel
-        first = x[0] if type(x) in (list, tuple) else x
-        add_new_kernel(first.get_device() if hasattr(first, "get_device") else first.device.id, out)
+        name = out
     return None
 
 

@@ -372,13 +372,14 @@ struct odml_move_prepared {
     int64_t units;
     int threads, empty;             /* empty: a size is 0, nothing is touched */
     int64_t *tables;
-    segment *segs;
+    segment *segs;                  /* one_seg where the inner axis is unmapped, else its own allocation */
+    segment one_seg;
 };
 
 void odml_move_free(odml_move_prepared *m) {
     if (!m) return;
     free(m->tables);
-    free(m->segs);
+    if (m->segs != &m->one_seg) free(m->segs);
     free(m);
 }
 
@@ -487,10 +488,8 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
     {
         int64_t n = j.sizes[last], mode = j.fill ? 0 : p->map_mode[last];
         int64_t shift = p->map_shift[last], size = p->map_size[last], st = j.ss[last];
-        if (!mode) {
-            segs = (segment *)malloc(sizeof(segment));
-            if (!segs) { status = ODML_ENOMEM; goto done; }
-            segs[0].d0 = 0; segs[0].n = n; segs[0].s0 = 0; segs[0].sstep = st;
+        if (!mode) {                /* one segment, kept in m (no allocation of its own) */
+            m->one_seg.d0 = 0; m->one_seg.n = n; m->one_seg.s0 = 0; m->one_seg.sstep = st;
             j.nseg = 1;
         } else {
             /* at most: the interior, and per period of the map outside it two
@@ -511,7 +510,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             }
             j.nseg = m;
         }
-        j.seg = segs;
+        j.seg = mode ? segs : &m->one_seg;
         /* chunks of the inner row, so that few long rows still split over
          * threads (whole cache lines each) */
         int64_t rows = count / n;
@@ -523,7 +522,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             if (chunk < n) j.chunk = chunk;
         }
         j.chunks = (n + j.chunk - 1) / j.chunk;
-        j.gather2 = j.same && j.es_d == 4 && j.nseg == 1 && segs[0].sstep == 8 && j.ds[last] == 4 && have_avx2();
+        j.gather2 = j.same && j.es_d == 4 && j.nseg == 1 && j.seg[0].sstep == 8 && j.ds[last] == 4 && have_avx2();
     }
     m->dst_off = p->dst_offset * j.es_d;
     m->src_off = j.fill ? 0 : p->src_offset * j.es_s;
@@ -532,7 +531,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
     m->units = count / j.sizes[last] * j.chunks;
     m->j = j;
     m->tables = tables;
-    m->segs = segs;
+    m->segs = segs ? segs : &m->one_seg;
     tables = NULL;
     segs = NULL;
 done:
