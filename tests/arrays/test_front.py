@@ -247,8 +247,8 @@ def test_new_shapes_read_the_settings_once_a_generation(monkeypatch):
     """A never-seen shape's C route reads the CPU backend and its settings at the first new shape of a
     generation and reuses them until a ``configure()`` changes the generation, which reads them again."""
     looked = []
-    real = front.get_backend
-    monkeypatch.setattr(front, "get_backend", lambda kind: looked.append(kind) or real(kind))
+    real = engine.get_backend
+    monkeypatch.setattr(engine, "get_backend", lambda kind: looked.append(kind) or real(kind))
     calls.clear()
     shapes = _fresh_shapes(6, 1)
     for s in shapes[:3]:
@@ -260,7 +260,7 @@ def test_new_shapes_read_the_settings_once_a_generation(monkeypatch):
             x = np.arange(np.prod(s), dtype=np.float32).reshape(s)
             assert dml.identity(x).tobytes() == x.tobytes()
         assert looked == ["cpu", "cpu"]
-        assert front._NEW_SETTINGS[1] is real("cpu") and front._NEW_SETTINGS[2][0] == 1
+        assert engine.NEW_SETTINGS[1] is real("cpu") and engine.NEW_SETTINGS[2][0] == 1
 
 
 def test_new_shapes_follow_a_switch_to_the_numpy_kernels(monkeypatch):
@@ -350,4 +350,4 @@ def test_a_new_shape_on_cuda_compiles_each_kernel_c_names_then_calls_again(monke
     assert front._new(calls.OPS["identity"], [x], (None, None)) is want
     assert len(seen) == min(len(answers), 16)
     assert compiled == [(3, name) for name in answers[:len(seen)] if type(name) is str][:15]
-    assert all(a[2] == [x] and a[3] == (None, None) and a[4] == front._NEW_SETTINGS[0] for a in seen)
+    assert all(a[2] == [x] and a[3] == (None, None) and a[4] == engine.NEW_SETTINGS[0] for a in seen)

@@ -210,32 +210,16 @@ _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_
           | (_calls.LOWER_SEQUENCE if _contract.BINDING[k].array == "arrays" or _contract.BINDING[k].route == "index"
              else 0)
           for k, v in _calls.MOVE_LOWERINGS.items()}
-_generation = _calls.generation
-_generation_now = _calls._generation or _generation   # the C counter itself (the settings already read)
-
-#: What ``_new`` reads of the settings, kept for the generation they were read in: (generation, the CPU
-#: backend, its ``plain_conf``, the lowerings it may run: ``_LOWER``, none with the NumPy kernels). Every
-#: ``configure()`` replaces the CPU backend and bumps the generation, so a generation's first new shape reads
-#: them and the others reuse them.
-_NEW_SETTINGS: tuple = (None, None, None, {})
-
-
-def _new_settings() -> tuple:
-    """``_NEW_SETTINGS`` read again (the settings first read here where no call read them yet)."""
-    global _NEW_SETTINGS
-    since = _generation()                   # before any setting is read
-    backend = get_backend("cpu")
-    _NEW_SETTINGS = state = (since, backend, backend.plain_conf, _LOWER if backend._native is not None else {})
-    return state
+_generation_now = _engine._generation_now
 
 
 def _new(op: int, x, args: tuple):
-    state = _NEW_SETTINGS
+    state = _engine.NEW_SETTINGS
     if state[0] != _generation_now():
-        state = _new_settings()
-    lower = state[3].get(op)
+        state = _engine.new_settings()
+    lower = _LOWER.get(op)
     # no C lowering, the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if lower is None or "prepare" in state[1].__dict__:
+    if lower is None or not state[3] or "prepare" in state[1].__dict__:
         return None
     out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
     return out if type(out) is not str else _new_kernels(op, lower, x, args, state, out)
