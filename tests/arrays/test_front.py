@@ -248,12 +248,15 @@ def test_new_shapes_read_the_settings_once_a_generation(monkeypatch):
     generation and reuses them until a ``configure()`` changes the generation, which reads them again."""
     looked = []
     real = engine.get_backend
-    monkeypatch.setattr(engine, "get_backend", lambda kind: looked.append(kind) or real(kind))
+    for module in (engine, front._index):                 # (index_ops reads the backend on its Python route)
+        monkeypatch.setattr(module, "get_backend", lambda kind: looked.append(kind) or real(kind))
     calls.clear()
     shapes = _fresh_shapes(6, 1)
     for s in shapes[:3]:
         x = np.arange(np.prod(s), dtype=np.float32).reshape(s)
         assert dml.identity(x).tobytes() == x.tobytes()
+        idx = np.array([0, s[1] - 1], np.int64)            # an index function's new shape: the same settings
+        assert dml.gather(x, idx, 1).tobytes() == np.take(x, idx, 1).tobytes()
     assert looked == ["cpu"]
     with dml.configure(threads=1):
         for s in shapes[3:5]:
