@@ -354,3 +354,23 @@ def test_a_new_shape_on_cuda_compiles_each_kernel_c_names_then_calls_again(monke
     assert len(seen) == min(len(answers), 16)
     assert compiled == [(3, name) for name in answers[:len(seen)] if type(name) is str][:15]
     assert all(a[2] == [x] and a[3] == (None, None) and a[4] == engine.NEW_SETTINGS[0] for a in seen)
+
+
+def test_a_prepare_spy_on_the_cpu_backend_sees_every_never_seen_shape(monkeypatch):
+    """A ``prepare`` set on the CPU backend (a spy) sends never-seen shapes to the Python route, which calls it,
+    even where the C route's settings were read before it was set; the bytes are the C route's."""
+    from opendml.runtime import get_backend
+    shapes = _fresh_shapes(4, 4)
+    x = np.random.default_rng(5).standard_normal(shapes[0], dtype=np.float32)
+    dml.identity(x)                                    # the C route's settings read in this generation
+    backend = get_backend("cpu")
+    prepared = []
+    real = backend.prepare
+    monkeypatch.setattr(backend, "prepare", lambda *a, **k: prepared.append(a) or real(*a, **k))
+    y = np.random.default_rng(6).standard_normal(shapes[1], dtype=np.float32)
+    assert dml.identity(y).tobytes() == y.tobytes()
+    assert len(prepared) == 1
+    idx = np.array([s - 1 for s in (shapes[2][1],)], np.int64)
+    z = np.random.default_rng(7).standard_normal(shapes[2], dtype=np.float32)
+    assert dml.gather(z, idx, 1).tobytes() == np.take(z, idx, 1).tobytes()
+    assert len(prepared) == 2

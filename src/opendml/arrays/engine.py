@@ -33,11 +33,12 @@ __all__ = ["Call", "FamilyCall", "PLAN_KEY", "fixed", "run_numpy", "execute", "a
 
 _generation_now = _calls._generation or _calls.generation   # the C counter itself (the settings already read)
 
-#: (generation, the CPU backend, its ``plain_conf``: None where its compiled kernels are not loaded), kept for
+#: (generation, the CPU backend, its ``plain_conf``: None where its compiled kernels are not loaded, its instance
+#: ``__dict__``: a ``prepare`` there is a spy, and the call takes the Python route), kept for
 #: the generation they were read in: every ``configure()`` replaces the CPU backend and bumps the generation, so a
 #: generation's first never-seen shape reads them (``new_settings``) and the others reuse them (``front._new``,
 #: ``index_ops.offer``).
-NEW_SETTINGS: tuple = (None, None, None)
+NEW_SETTINGS: tuple = (None, None, None, {})
 
 
 def new_settings() -> tuple:
@@ -49,7 +50,7 @@ def new_settings() -> tuple:
         return state
     since = _calls.generation()             # before any setting is read
     backend = get_backend("cpu")
-    NEW_SETTINGS = state = (since, backend, None if backend._native is None else backend.plain_conf)
+    NEW_SETTINGS = state = (since, backend, None if backend._native is None else backend.plain_conf, vars(backend))
     return state
 
 

@@ -219,7 +219,7 @@ def _new(op: int, x, args: tuple):
         state = _engine.new_settings()
     lower = _LOWER.get(op)
     # no C lowering, the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if lower is None or state[2] is None or "prepare" in state[1].__dict__:
+    if lower is None or state[2] is None or "prepare" in state[3]:
         return None
     out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
     return out if type(out) is not str else _new_kernels(op, lower, x, args, state, out)

@@ -322,7 +322,7 @@ def offer(op: int, given: tuple, args: tuple):
     state = engine.NEW_SETTINGS
     if state[0] != _generation_now():
         state = engine.new_settings()
-    if state[2] is None or "prepare" in state[1].__dict__:
+    if state[2] is None or "prepare" in state[3]:
         return None
     return _index_new(op, c[0], c[1], given, args, state[0], CACHE_MIN_BYTES)
 
