@@ -3,7 +3,7 @@ tensors beside PyTorch's own ops, in one run, as ratios (PyTorch's time over
 opendml's: above 1 opendml is faster) and as fractions of the device's
 measured copy bandwidth (bytes read + written over the time).
 
-    python -m benchmarks.gpu_index [--out DIR] [--reps N]
+    python -m benchmarks.gpu_index [--out DIR] [--reps N] [--only reverse] [--no-device-time]
 
 Rows (float32; int64 indices, uniformly random, so repeats occur):
 
@@ -17,18 +17,19 @@ Rows (float32; int64 indices, uniformly random, so repeats occur):
   table, ``index_adjoint``: deterministic) against ``index_add_`` in
   PyTorch's default and deterministic modes and the embedding backward;
 * one_hot (1M indices, depth 128) against ``F.one_hot(...).to(float32)``;
-* reverse_subsequences (512 x 256 x 512, axis 0, random lengths, and
-  axis 2: a length a row) as a fraction of copy, beside ``torch.flip``
+* reverse_subsequences (512 x 256 x 512 along axes 0, 1 and 2, random
+  lengths; 4096 x 4096 x 8 along axis 2: rows of 32 bytes) as a fraction
+  of copy, beside ``torch.flip``
   (whether opendml's output is the reversal is checked against a PyTorch
   reference built from the lengths).
 
 Rows marked ``[NAME=value]`` run again under another setting of
 ``runtime/cuda/index.py`` (the previous kernels: ``GATHER_ROW=False`` no
 block-a-row gather, ``ROW_STAGE=False`` the row read in place,
-``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_BYTES=32``/``64``
-narrower staged columns, ``REVERSE_TILE=False`` no shared-memory staging,
+``SCATTER_VIA=owner`` the global owner pass, ``REVERSE_BYTES=128``/``64``
+narrower staged columns (the default 256 bytes where the tile fits), ``REVERSE_TILE=False`` no shared-memory staging,
 ``WIDE_ACC=False`` the sums one element a word, ``REVERSE_ROWS=bytes`` the
-reversal along rows staging that many bytes of rows a block, 0: none), in the
+reversal along rows that many bytes a block, 0: none), in the
 same process. Under
 each row, ``device time`` is what the profiler records of the call's
 kernels, copies and fills (median-free: the mean of 5 calls), opendml's and
@@ -65,6 +66,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results/gpu_index"))
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--only", choices=("all", "reverse"), default="all", help="reverse: the reversal rows alone")
+    ap.add_argument("--no-device-time", action="store_true", help="skip the profiler's device time of each row")
     args = ap.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -119,10 +122,11 @@ def main(argv=None) -> int:
         r = {"row": label, "opendml_ms": ts[0], "frac_copy": nbytes / (ts[0] * 1e-3) / 1e9 / copy_bw,
              "same_bytes": same, "match": match,
              "torch": {k: {"ms": t, "ratio": t / ts[0]} for k, t in zip(theirs, ts[1:])}}
-        dev, kernels = device_time(ours)
-        tdev, _ = device_time(fns[1])
+        timed = not args.no_device_time
+        dev, kernels = device_time(ours) if timed else (None, {})
+        tdev = device_time(fns[1])[0] if timed else None
         r["opendml_device_ms"], r["opendml_kernels_ms"], r["torch_first_device_ms"] = dev, kernels, tdev
-        r["torch_device_ms"] = {k: device_time(f)[0] for k, f in theirs.items()}
+        r["torch_device_ms"] = {k: device_time(f)[0] if timed else None for k, f in theirs.items()}
         rows.append(r)
         print(f"{label:34s} opendml {ts[0]:.3f} ms ({r['frac_copy']:.2f} of copy) same_bytes={same} match={match}  "
               + "  ".join(f"{k} {v['ms']:.3f} ms ({v['ratio']:.2f}x)" for k, v in r["torch"].items()), flush=True)
@@ -153,112 +157,124 @@ def main(argv=None) -> int:
             get_backend("cuda:0")._launches.clear()
             calls.clear()
 
-    # embedding lookup
-    V, D, N = 1 << 20, 256, 1 << 20
-    table = torch.randn(V, D, device=dev)
-    idx = torch.randint(0, V, (N,), device=dev, generator=g)
-    want = torch.index_select(table, 0, idx)
-    row("embedding 1M x 256, 1M indices", lambda: dml.gather(table, idx, 0, check_indices=False),
-        {"index_select": lambda: torch.index_select(table, 0, idx), "F.embedding": lambda: F.embedding(idx, table)},
-        2 * N * D * 4 + idx.nbytes, lambda a: bool(torch.equal(a, want)))
-    row("embedding, check_indices=True (the default)", lambda: dml.gather(table, idx, 0),
-        {"index_select": lambda: torch.index_select(table, 0, idx), "F.embedding": lambda: F.embedding(idx, table)},
-        2 * N * D * 4 + idx.nbytes, lambda a: bool(torch.equal(a, want)))
-    # the accumulating backward of the embedding
-    grad = torch.randn(N, D, device=dev)
-    primal = dml.GatherOperatorDesc(TensorDesc(DataType.FLOAT32, [V, D]), TensorDesc(DataType.INT64, [1, N]), None,
-                                    0, 1)
-    idx1 = idx.reshape(1, N)
+    if args.only != "reverse":
+        # embedding lookup
+        V, D, N = 1 << 20, 256, 1 << 20
+        table = torch.randn(V, D, device=dev)
+        idx = torch.randint(0, V, (N,), device=dev, generator=g)
+        want = torch.index_select(table, 0, idx)
+        row("embedding 1M x 256, 1M indices", lambda: dml.gather(table, idx, 0, check_indices=False),
+            {"index_select": lambda: torch.index_select(table, 0, idx), "F.embedding": lambda: F.embedding(idx, table)},
+            2 * N * D * 4 + idx.nbytes, lambda a: bool(torch.equal(a, want)))
+        row("embedding, check_indices=True (the default)", lambda: dml.gather(table, idx, 0),
+            {"index_select": lambda: torch.index_select(table, 0, idx), "F.embedding": lambda: F.embedding(idx, table)},
+            2 * N * D * 4 + idx.nbytes, lambda a: bool(torch.equal(a, want)))
+        # the accumulating backward of the embedding
+        grad = torch.randn(N, D, device=dev)
+        primal = dml.GatherOperatorDesc(TensorDesc(DataType.FLOAT32, [V, D]), TensorDesc(DataType.INT64, [1, N]), None,
+                                        0, 1)
+        idx1 = idx.reshape(1, N)
 
-    def add_default():
-        return torch.zeros(V, D, device=dev).index_add_(0, idx, grad)
-
-    def add_deterministic():
-        torch.use_deterministic_algorithms(True)
-        try:
+        def add_default():
             return torch.zeros(V, D, device=dev).index_add_(0, idx, grad)
-        finally:
-            torch.use_deterministic_algorithms(False)
-    ref = add_default().double()
-    bw = ("embedding backward (accumulate)", lambda: index_adjoint(primal, 0, grad, idx1),
-          {"index_add_": add_default, "index_add_ deterministic": add_deterministic,
-           "embedding_dense_backward": lambda: torch.ops.aten.embedding_dense_backward(grad, idx, V, -1, False)},
-          N * D * 4 * 2 + V * D * 4 * 2 + idx.nbytes,
-          lambda a: bool(torch.allclose(a.double(), ref, atol=1e-4, rtol=1e-5)))
-    row(*bw)
-    variant(bw[0], {"WIDE_ACC": False}, *bw[1:])
-    del table, grad, want, ref
-    # gather_elements / scatter_elements
-    M = 4096
-    x2 = torch.randn(M, M, device=dev)
-    i2 = torch.randint(0, M, (M, M), device=dev, generator=g)
-    u2 = torch.randn(M, M, device=dev)
-    want = torch.gather(x2, 1, i2)
-    ge = ("gather_elements 4096 x 4096", lambda: dml.gather_elements(x2, i2, 1, check_indices=False),
-          {"torch.gather": lambda: torch.gather(x2, 1, i2)}, 2 * x2.nbytes + i2.nbytes,
-          lambda a: bool(torch.equal(a, want)))
-    row(*ge)
-    variant(ge[0], {"ROW_STAGE": False}, *ge[1:])
-    variant(ge[0], {"GATHER_ROW": False}, *ge[1:])
-    se = ("scatter_elements 4096 x 4096", lambda: dml.scatter_elements(x2, i2, u2, 1, check_indices=False),
-          {"Tensor.scatter": lambda: x2.scatter(1, i2, u2)}, 2 * x2.nbytes + u2.nbytes + i2.nbytes,
-          lambda a: bool(torch.equal(a == x2, x2.scatter(1, i2, u2) == x2)))   # repeats: PyTorch's winner is
-    # arbitrary, so the positions written are compared (a zero pattern was: randn gives a few exact zeros at 16M)
-    row(*se)
-    variant(se[0], {"SCATTER_VIA": "owner"}, *se[1:])
-    del x2, i2, u2, want
-    # gather_nd
-    x3 = torch.randn(1024, 1024, 64, device=dev)
-    i3 = torch.randint(0, 1024, (N, 2), device=dev, generator=g)
-    want = x3[i3[:, 0], i3[:, 1]]
-    row("gather_nd 1M pairs into 1024^2 x 64", lambda: dml.gather_nd(x3, i3, check_indices=False),
-        {"advanced indexing": lambda: x3[i3[:, 0], i3[:, 1]]}, 2 * want.nbytes + i3.nbytes,
-        lambda a: bool(torch.equal(a, want)))
-    del x3, i3, want
-    # scatter_nd of rows
-    R = 1 << 18
-    x4 = torch.randn(R, D, device=dev)
-    i4 = torch.randint(0, R, (R, 1), device=dev, generator=g)
-    u4 = torch.randn(R, D, device=dev)
-    row("scatter_nd 256K rows of 256", lambda: dml.scatter_nd(x4, i4, u4, check_indices=False),
-        {"Tensor.index_put": lambda: x4.index_put((i4[:, 0],), u4)}, 2 * x4.nbytes + u4.nbytes + i4.nbytes,
-        lambda a: bool(torch.equal(a == x4, x4.index_put((i4[:, 0],), u4) == x4)))
-    del x4, i4, u4
-    # one_hot
-    i5 = torch.randint(0, 128, (N,), device=dev, generator=g)
-    on_off = torch.tensor([0.0, 1.0], device=dev)
-    want = F.one_hot(i5, 128).to(torch.float32)
-    row("one_hot 1M, depth 128", lambda: dml.one_hot(i5, 128, on_off),
-        {"F.one_hot().to(float32)": lambda: F.one_hot(i5, 128).to(torch.float32)}, want.nbytes + i5.nbytes,
-        lambda a: bool(torch.equal(a, want)))
-    del i5, want
+
+        def add_deterministic():
+            torch.use_deterministic_algorithms(True)
+            try:
+                return torch.zeros(V, D, device=dev).index_add_(0, idx, grad)
+            finally:
+                torch.use_deterministic_algorithms(False)
+        ref = add_default().double()
+        bw = ("embedding backward (accumulate)", lambda: index_adjoint(primal, 0, grad, idx1),
+              {"index_add_": add_default, "index_add_ deterministic": add_deterministic,
+               "embedding_dense_backward": lambda: torch.ops.aten.embedding_dense_backward(grad, idx, V, -1, False)},
+              N * D * 4 * 2 + V * D * 4 * 2 + idx.nbytes,
+              lambda a: bool(torch.allclose(a.double(), ref, atol=1e-4, rtol=1e-5)))
+        row(*bw)
+        variant(bw[0], {"WIDE_ACC": False}, *bw[1:])
+        del table, grad, want, ref
+        # gather_elements / scatter_elements
+        M = 4096
+        x2 = torch.randn(M, M, device=dev)
+        i2 = torch.randint(0, M, (M, M), device=dev, generator=g)
+        u2 = torch.randn(M, M, device=dev)
+        want = torch.gather(x2, 1, i2)
+        ge = ("gather_elements 4096 x 4096", lambda: dml.gather_elements(x2, i2, 1, check_indices=False),
+              {"torch.gather": lambda: torch.gather(x2, 1, i2)}, 2 * x2.nbytes + i2.nbytes,
+              lambda a: bool(torch.equal(a, want)))
+        row(*ge)
+        variant(ge[0], {"ROW_STAGE": False}, *ge[1:])
+        variant(ge[0], {"GATHER_ROW": False}, *ge[1:])
+        se = ("scatter_elements 4096 x 4096", lambda: dml.scatter_elements(x2, i2, u2, 1, check_indices=False),
+              {"Tensor.scatter": lambda: x2.scatter(1, i2, u2)}, 2 * x2.nbytes + u2.nbytes + i2.nbytes,
+              lambda a: bool(torch.equal(a == x2, x2.scatter(1, i2, u2) == x2)))   # repeats: PyTorch's winner is
+        # arbitrary, so the positions written are compared (a zero pattern was: randn gives a few exact zeros at 16M)
+        row(*se)
+        variant(se[0], {"SCATTER_VIA": "owner"}, *se[1:])
+        del x2, i2, u2, want
+        # gather_nd
+        x3 = torch.randn(1024, 1024, 64, device=dev)
+        i3 = torch.randint(0, 1024, (N, 2), device=dev, generator=g)
+        want = x3[i3[:, 0], i3[:, 1]]
+        row("gather_nd 1M pairs into 1024^2 x 64", lambda: dml.gather_nd(x3, i3, check_indices=False),
+            {"advanced indexing": lambda: x3[i3[:, 0], i3[:, 1]]}, 2 * want.nbytes + i3.nbytes,
+            lambda a: bool(torch.equal(a, want)))
+        del x3, i3, want
+        # scatter_nd of rows
+        R = 1 << 18
+        x4 = torch.randn(R, D, device=dev)
+        i4 = torch.randint(0, R, (R, 1), device=dev, generator=g)
+        u4 = torch.randn(R, D, device=dev)
+        row("scatter_nd 256K rows of 256", lambda: dml.scatter_nd(x4, i4, u4, check_indices=False),
+            {"Tensor.index_put": lambda: x4.index_put((i4[:, 0],), u4)}, 2 * x4.nbytes + u4.nbytes + i4.nbytes,
+            lambda a: bool(torch.equal(a == x4, x4.index_put((i4[:, 0],), u4) == x4)))
+        del x4, i4, u4
+        # one_hot
+        i5 = torch.randint(0, 128, (N,), device=dev, generator=g)
+        on_off = torch.tensor([0.0, 1.0], device=dev)
+        want = F.one_hot(i5, 128).to(torch.float32)
+        row("one_hot 1M, depth 128", lambda: dml.one_hot(i5, 128, on_off),
+            {"F.one_hot().to(float32)": lambda: F.one_hot(i5, 128).to(torch.float32)}, want.nbytes + i5.nbytes,
+            lambda a: bool(torch.equal(a, want)))
+        del i5, want
     # reverse_subsequences
     x6 = torch.randn(512, 256, 512, device=dev)
-    lengths64 = torch.randint(0, 513, (1, 256, 512), device=dev, generator=g)
-    lengths = lengths64.to(torch.uint32)
 
-    def reversed_along(n, axis):
+    def reversed_along(x, n, axis):
         """The reversal as torch.gather (int64 lengths n): position e < n reads n - 1 - e."""
-        e = torch.arange(x6.shape[axis], device=dev).reshape([-1 if d == axis else 1 for d in range(3)])
-        return torch.gather(x6, axis, torch.where(e < n, n - 1 - e, e).expand(x6.shape).contiguous())
-    want = reversed_along(lengths64, 0)
-    rs = ("reverse_subsequences 512x256x512", lambda: dml.reverse_subsequences(x6, lengths, 0),
-          {"torch.flip (full)": lambda: torch.flip(x6, [0])}, 2 * x6.nbytes + lengths.nbytes,
-          lambda a: bool(torch.equal(a, want)))
+        e = torch.arange(x.shape[axis], device=dev).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
+        return torch.gather(x, axis, torch.where(e < n, n - 1 - e, e).expand(x.shape).contiguous())
+
+    def reversal(label, x, axis, bound):
+        """A row reversing ``x`` along ``axis`` with uniformly random uint32 lengths in [0, bound]."""
+        shape = [1 if d == axis else s for d, s in enumerate(x.shape)]
+        n64 = torch.randint(0, bound + 1, shape, device=dev, generator=g)
+        n = n64.to(torch.uint32)
+        want = reversed_along(x, n64, axis)
+        return (label, lambda: dml.reverse_subsequences(x, n, axis),
+                {"torch.flip (full)": lambda: torch.flip(x, [axis])}, 2 * x.nbytes + n.nbytes,
+                lambda a: bool(torch.equal(a, want)))
+    rs = reversal("reverse_subsequences 512x256x512", x6, 0, 512)
     row(*rs)
-    variant(rs[0], {"REVERSE_BYTES": 64}, *rs[1:])
-    variant(rs[0], {"REVERSE_BYTES": 32}, *rs[1:])
-    variant(rs[0], {"REVERSE_TILE": False}, *rs[1:])
-    lengths64 = torch.randint(0, 513, (512, 256, 1), device=dev, generator=g)
-    lengths2 = lengths64.to(torch.uint32)
-    rs2 = ("reverse_subsequences axis 2 (rows)", lambda: dml.reverse_subsequences(x6, lengths2, 2),
-           {"torch.flip (full)": lambda: torch.flip(x6, [2])}, 2 * x6.nbytes + lengths2.nbytes,
-           lambda a: bool(torch.equal(a, want2)))
-    del want
-    want2 = reversed_along(lengths64, 2)
+    for settings in ({"REVERSE_BYTES": 128}, {"REVERSE_BYTES": 64}, {"REVERSE_TILE": False}):
+        if args.only != "reverse" or "REVERSE_BYTES" in settings:
+            variant(rs[0], settings, *rs[1:])
+    rs1 = reversal("reverse_subsequences axis 1", x6, 1, 256)
+    row(*rs1)
+    variant(rs1[0], {"REVERSE_BYTES": 128}, *rs1[1:])
+    variant(rs1[0], {"REVERSE_BYTES": 64}, *rs1[1:])
+    del rs, rs1
+    rs2 = reversal("reverse_subsequences axis 2 (rows)", x6, 2, 512)
     row(*rs2)
-    for nbytes in (0, 8192, 16384, 65536):        # (the default: 32 KiB)
+    for nbytes in (8192, 16384, 65536, 131072) if args.only == "reverse" else (0, 8192, 16384, 65536):   # (32 KiB)
         variant(rs2[0], {"REVERSE_ROWS": nbytes}, *rs2[1:])
+    del rs2, x6
+    x7 = torch.randn(4096, 4096, 8, device=dev)
+    rs3 = reversal("reverse_subsequences 4096x4096x8, axis 2", x7, 2, 8)
+    row(*rs3)
+    for nbytes in (16384, 65536):
+        variant(rs3[0], {"REVERSE_ROWS": nbytes}, *rs3[1:])
+    del rs3, x7
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,

@@ -230,8 +230,8 @@ def test_row_gathers_and_wide_tiles_match_the_cpu_bytes(cp, it):
 
 
 #: The reversal kernels' settings of runtime/cuda/index.py (benchmarks/gpu_index.py times each).
-REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_ROWS": 0}, {"REVERSE_ROWS": 16384},
-                    {"REVERSE_ROWS": 1024})
+REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_BYTES": 128}, {"REVERSE_ROWS": 0},
+                    {"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 1024})
 
 
 @pytest.fixture(params=REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()) or "default")
@@ -283,14 +283,17 @@ def test_each_reversal_kernel_matches_the_cpu_bytes(cp, it, reverse_settings):
 @pytest.mark.parametrize("it", INDEX_TYPES)
 @pytest.mark.parametrize("dt", (np.float16, np.float32, np.float64))
 def test_reversal_along_rows_in_16_byte_pieces_matches_the_cpu_bytes(cp, dt, it):
-    """ix_reverse_rows writes rows of whole 16-byte pieces (4- and 8-byte
-    words) a piece a thread: every length class of a piece (at or past the
-    length, wholly below it at each offset of the staged pieces, across it)
-    on rows of 32 to 512 words, lengths 0, past the row and the type's
-    largest; rows of 34 (float32: not whole pieces) and float16 a word a
-    thread; the other axes beside. Signed lengths: the CPU's error."""
+    """Rows of whole 16-byte pieces (2-, 4- and 8-byte words): under 32
+    words in place a piece a thread (ix_reverse_pieces), longer staged and
+    written a 16-byte piece a thread (ix_reverse_rows): every length class of
+    a piece (at or past the length, wholly below it at each offset of the
+    source pieces, the piece above from the lane below or loaded, across it)
+    on rows of 4 to 512 words, lengths 0, past the row and the type's
+    largest; rows starting off 16 bytes word by word; rows of 34 (float32:
+    not whole pieces) staged a word a thread; the other axes beside. Signed
+    lengths: the CPU's error."""
     rng = np.random.default_rng(23)
-    for n in (32, 34, 36, 300, 512):
+    for n in (4, 8, 12, 16, 32, 34, 36, 300, 512):
         x = values(rng, (3, 7, n), dt)
         if np.dtype(it).kind == "i":
             lengths = np.ones((3, 7, 1), it)
@@ -304,6 +307,9 @@ def test_reversal_along_rows_in_16_byte_pieces_matches_the_cpu_bytes(cp, dt, it)
         chosen = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, n - 1, n, n + 1, top, n - 2, n - 3, n // 2, n // 2 + 1, 17, 31]
         lengths = np.array(chosen + list(rng.integers(0, n + 3, 21 - len(chosen))), dtype=it).reshape(3, 7, 1)
         check(cp, dml.reverse_subsequences, x, lengths, axis=2)
+        flat = values(rng, (3 * 7 * n + 1,), dt)     # the same rows starting one word off 16 bytes
+        check(cp, dml.reverse_subsequences, flat, lengths, axis=2,
+              views=lambda a: a[1:].reshape(3, 7, n) if a.ndim == 1 else a)
         check(cp, dml.reverse_subsequences, x, rng.integers(0, 5, (1, 7, n)).astype(it), axis=0)
         check(cp, dml.reverse_subsequences, x, rng.integers(0, 9, (3, 1, n)).astype(it), axis=1)
 

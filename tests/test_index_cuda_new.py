@@ -345,3 +345,83 @@ def test_a_checked_call_inside_a_cuda_graph_capture_behaves_as_the_route(fw):
         out[mode] = r.stdout.split("\n")
     assert out["c"][0] == out["route"][0], out
     assert out["c"][1] == "hits 0", out
+
+
+def dirty(fw, value=-1):
+    """Device memory of every 512-byte size class up to 64 KiB filled with ``value`` and freed, so that the
+    framework's allocator hands it to the next small allocations (an owner table's among them)."""
+    if fw == "torch":
+        import torch
+        held = [torch.full((n // 4,), value, dtype=torch.int32, device="cuda") for n in range(512, 65537, 512)]
+    else:
+        import cupy
+        held = [cupy.full((n // 4,), value, dtype=np.int32) for n in range(512, 65537, 512)]
+    del held
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_owner_tables_are_zeroed_on_the_stream_whatever_memory_they_get(fw):
+    """Can fail: an overwriting scatter's owner table (ix_owner's atomicMax slots, zeroed by the driver's
+    memset on the call's stream before its launches) is not zeroed: memory the allocator hands back holding
+    0xFFFFFFFF makes every position lose its ownership, and the scatter writes nothing, on a never-seen shape
+    (checked or not) and on its repeats."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((3, 50, 24)).astype(np.float32)
+    ind = rng.integers(0, 40, (3, 50, 24)).astype(np.int32)
+    upd = rng.standard_normal((3, 50, 24)).astype(np.float32)
+    for check in (True, False):
+        fn = lambda a, i, u: dml.scatter_elements(a, i, u, 1, check_indices=check)  # noqa: E731
+        xs = tuple(device(fw, a) for a in (x, ind, upd))
+        want = python_route(fn, *xs)
+        ccache.clear()
+        for _ in range(4):                      # a never-seen shape, then hits
+            dirty(fw)
+            assert_same(result(fn, *xs), want)
+        assert ccache.info()["hits"] >= 3
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_a_checked_call_of_many_blocks_sees_a_bad_index_in_any_block(fw):
+    """Can fail: the last checked launch's done word (index.cu's ix_finish, which the host waits for instead
+    of the stream) is set before every block of a grid of hundreds has checked its indices, or its counter is
+    not back at 0 for the next call of the slot: a bad index in the first, a middle, the last or a random
+    block gives a result, or a good call after it another result than the route's. Two checked launches
+    (scatter_elements through an owner table: ix_owner, then the scatter) see a bad index too."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((4, 300, 200)).astype(np.float32)
+    upd = device(fw, rng.standard_normal((4, 300, 200)).astype(np.float32))
+    calls = [(lambda a, i: dml.gather_elements(a, i, 1), rng.integers(0, 300, (4, 300, 200)).astype(np.int64)),
+             (lambda a, i: dml.gather(a, i, 1), rng.integers(-300, 300, (20000,)).astype(np.int32)),
+             (lambda a, i: dml.scatter_elements(a, i, upd, 1), rng.integers(0, 300, (4, 300, 200)).astype(np.int64))]
+    xg = device(fw, x)
+    for fn, good in calls:
+        ig = device(fw, good)
+        want_good = python_route(fn, xg, ig)
+        ccache.clear()
+        for step in range(12):
+            at = (0, good.size - 1, good.size // 2, int(rng.integers(good.size)))[step % 4]
+            bad = good.copy().reshape(-1)
+            bad[at] = 300 if step % 2 else -301
+            ib = device(fw, bad.reshape(good.shape))
+            want = python_route(fn, xg, ib)
+            assert isinstance(want, dml.ValidationError)
+            assert_same(result(fn, xg, ib), want)
+            assert_same(result(fn, xg, ig), want_good)
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_a_checked_call_waits_for_its_done_word_not_its_stream(fw):
+    """Can fail: a checked call served from C (a never-seen shape, then its repeat, a hit) waits for its
+    stream instead of its last checked launch's done word (index.cu's ix_finish; the driver's counters of the
+    slots could not be had, or the word never set): ``cuda_check_info`` counts how each wait ended."""
+    from opendml.runtime.cpu import backend as cpu_backend
+    nat = cpu_backend._load_native()
+    rng = np.random.default_rng(19)
+    fn, x, good, _ = checked_calls(rng)[2]
+    xg, ig = device(fw, x), device(fw, good)
+    want = python_route(fn, xg, ig)
+    ccache.clear()
+    done, stream = nat.cuda_check_info()
+    assert_same(result(fn, xg, ig), want)
+    assert_same(result(fn, xg, ig), want)
+    assert nat.cuda_check_info() == (done + 2, stream)

@@ -430,6 +430,29 @@ def test_a_gradient_kept_elsewhere_is_not_taken_over(node):
         assert first.shape == (72,) and torch.equal(first, torch.ones(72))
 
 
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,op,ref", CASES, ids=[c[0] for c in CASES])
+def test_a_node_inside_a_chain_gives_the_python_routes_bytes(node, name, op, ref, device):
+    """The node between two PyTorch nodes: the gradient it receives is an
+    upstream node's (no Python object of its own until the node wraps it,
+    released by the node), the one it returns goes on to another node and to
+    x.grad; the same bytes as the Python route, step after step, whatever
+    held the gradient before."""
+    x = torch.randn(2, 3, 5, 6, dtype=torch.float64, device=_device(device), requires_grad=True)
+    w = torch.randn_like(op(x.detach()))
+    grads = {}
+    for mode in ("wait", "off"):
+        with dml.configure(torch_node=mode):
+            for _ in range(3):
+                x.grad = None
+                (op(x * 2.0) * w).sum().backward()
+            grads[mode] = x.grad
+            (ga,) = torch.autograd.grad((op(x.exp()) * w).sum(), x)
+            grads[mode + "-grad"] = ga
+    assert torch.equal(grads["wait"], grads["off"]) and torch.equal(grads["wait-grad"], grads["off-grad"])
+
+
 def test_the_eager_check_answers_as_the_python_check(node, monkeypatch):
     """node.eager_check (what the call cache asks before serving an eager
     entry, in C++) gives _eager_ok's answer in every state it reads."""

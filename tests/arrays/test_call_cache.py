@@ -304,6 +304,33 @@ def test_repeated_calls_are_served_and_read_the_input_each_time():
     assert served() == before + 2
 
 
+
+@needs_cache
+def test_the_front_table_serves_repeats_and_empties_with_the_cache():
+    """A repeated call is found through the front table (a cheap hash of the
+    key words, asked before the dict); a call differing in one argument gets
+    its own entry, and a configuration change empties the table with the dict."""
+    x = grid(6, 7)
+    args = ([1, 0], [4, 7], [-1, 3])
+    first = dml.slice1(x, *args)                   # recorded
+    assert cache()["front"] == 0
+    assert np.array_equal(dml.slice1(x, *args), first)   # served from the dict, kept in front
+    assert cache()["front"] == 1
+    before = served()
+    for k in range(3):
+        assert np.array_equal(dml.slice1(x + k, *args), first + k)
+    assert served() == before + 3 and cache()["front"] == 1
+    other = dml.slice1(x, [0, 0], [4, 7], [1, 3])  # one argument differs: recorded, then served, its own answer
+    assert np.array_equal(dml.slice1(x, [0, 0], [4, 7], [1, 3]), other)
+    assert np.array_equal(other, x[:4, ::3]) and not np.array_equal(other, first)
+    assert cache()["front"] == 2
+    with dml.configure(threads=1):
+        assert cache()["front"] == 0 and cache()["entries"] == 0
+        before = served()
+        assert np.array_equal(dml.slice1(x, *args), first)
+        assert served() == before                  # a miss: nothing served from the emptied front
+
+
 # -- 2. no false hits -------------------------------------------------------------------------------
 
 class Sub(np.ndarray):

@@ -71,7 +71,7 @@ def test_the_fused_index_check_costs_no_registers(tmp_path):
     axis setting ix_axis.flag) than without it (the same source with the store taken out): the unchecked
     calls pay for it in occupancy."""
     source = ix.INDEX_KERNELS.read_text(encoding="utf-8")
-    store = "if (ax.flag) *(volatile u32*)ax.flag = 1;"
+    store = "if (ax.flag) ix_flag_set(ax.flag);"
     assert source.count(store) == 2, "ix_coordinate's flag stores were not found"
     plain = tmp_path / "index_unchecked.cu"
     plain.write_text(source.replace(store, ""), encoding="utf-8")
@@ -238,6 +238,36 @@ def run_model(step, plan, p, srcs, dsts, seen):
                 for e in range(n_e):
                     c = n - 1 - e if e < n else e
                     write(dst, db + kk * q.dst_strides[k - 1] + e * q.dst_strides[k - 2], tile[c * lo + kk])
+        return
+    if step.mode == "pieces":                # ix_reverse_pieces: a block `members` 16-byte pieces, read in place
+        ax, k, V = q.axes[0], q.outer, 16 // w
+        Q = ax.bound // V
+        assert ax.mode == 1 and ax.axis == k - 1 and q.src_strides[k - 1] == 0 and ax.strides[k - 1] == 0
+        assert ax.stride == 1 and q.dst_strides[k - 1] == 1 and ax.bound % V == 0 and step.smem == 0
+        assert q.total * V == q.n_outer and q.members >= 1
+        for first in range(0, q.total, q.members):
+            for f in range(first, min(first + q.members, q.total)):
+                r, qq = divmod(f, Q)
+                sb, db, ab, rr = q.src_offset, q.dst_offset, ax.offset, r
+                for d in reversed(range(k - 1)):
+                    rr, c = (0, rr) if d == 0 else divmod(rr, q.sizes[d])
+                    sb, db, ab = sb + c * q.src_strides[d], db + c * q.dst_strides[d], ab + c * ax.strides[d]
+                n, j = min(max(int(read(idx[0], ab)), 0), ax.bound), qq * V
+
+                def piece(a, sb=sb):         # the row's aligned piece a
+                    assert 0 <= a < Q, (a, Q)
+                    return [read(src, sb + a * V + m) for m in range(V)]
+                if j >= n:
+                    out = piece(qq)
+                elif j + V <= n:
+                    lo = n - V - j
+                    both = piece(lo // V) + (piece(lo // V + 1) if lo % V else [])
+                    out = [both[lo % V + V - 1 - m] for m in range(V)]
+                else:
+                    own, first_piece = piece(qq), piece(0)
+                    out = [first_piece[n - 1 - j - m] if j + m < n else own[m] for m in range(V)]
+                for m in range(V):
+                    write(dst, db + j + m, out[m])
         return
     if step.mode == "rows":                  # ix_reverse_rows: a block `members` rows staged, a length a row
         ax, k = q.axes[0], q.outer
@@ -434,10 +464,12 @@ def test_the_accumulating_and_last_only_adjoints_give_the_cpu_bytes(model):
 def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model, monkeypatch, tile):
     """An element-wise REVERSE_SUBSEQUENCES (lengths per column) walks its
     outer positions as (..., columns / lo, reversed axis, lo): staged in
-    shared memory (``ix_reverse_tile``) with lo words of 128 bytes (whole
-    lines), else with lo words of 32 bytes; and still gives the CPU bytes,
-    along every axis, for every word size, with and without the split."""
+    shared memory (``ix_reverse_tile``) with lo words of REVERSE_BYTES = 128
+    bytes (whole lines), else with lo words of 32 bytes; and still gives the
+    CPU bytes, along every axis, for every word size, with and without the
+    split."""
     monkeypatch.setattr(ix, "REVERSE_TILE", tile)
+    monkeypatch.setattr(ix, "REVERSE_BYTES", 128)
     rng = np.random.default_rng(7)
     for dt in (np.float32, np.int8, np.uint64, np.float16):
         for shape in ((5, 3, 64), (6, 3, 10), (4, 64), (3, 2, 4, 32), (3, 2, 256)):
@@ -461,8 +493,8 @@ def test_reverse_subsequences_walks_columns_down_the_reversed_axis(model, monkey
 
 
 #: The reversal kernels' settings (``benchmarks/gpu_index.py`` times each).
-REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_ROWS": 0}, {"REVERSE_ROWS": 16384},
-                    {"REVERSE_ROWS": 180})
+REVERSE_SETTINGS = ({}, {"REVERSE_BYTES": 64}, {"REVERSE_BYTES": 128}, {"REVERSE_ROWS": 0},
+                    {"REVERSE_ROWS": 16384}, {"REVERSE_ROWS": 180})
 
 
 @pytest.mark.parametrize("settings", REVERSE_SETTINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
@@ -470,8 +502,9 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
     """Every reversal setting (two-buffer column sets a block, rows a block)
     gives the CPU bytes for hostile lengths (0, past the axis, the index
     type's extremes), every word size and non-contiguous layouts, and
-    runs the kernel it names (``ix_reverse_rows`` with a partial last block,
-    ``ix_gather_positions`` where REVERSE_ROWS is 0)."""
+    runs the kernel it names (``ix_reverse_pieces`` for rows of whole
+    16-byte pieces under 32 words, ``ix_reverse_rows`` with a partial last
+    block for the others, ``ix_gather_positions`` where REVERSE_ROWS is 0)."""
     for name, v in settings.items():
         monkeypatch.setattr(ix, name, v)
     rng = np.random.default_rng(21)
@@ -484,17 +517,21 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
                 same(dml.reverse_subsequences, x, i, axis)
                 same(dml.reverse_subsequences, x[:, ::-1, ::-1], i, axis)          # reversed views
                 same(dml.reverse_subsequences, x[::-1, :, 1:], i[..., :63] if axis != 2 else i, axis)
-    x = rng.standard_normal((9, 40, 64)).astype(np.float32)      # 80 or 160 column sets, more than blocks
-    same(dml.reverse_subsequences, x, rng.integers(0, 12, (1, 40, 64)).astype(np.uint32), 0)
+            same(dml.reverse_subsequences, x[:, :, :16], rng.integers(0, 18, (9, 5, 1)).astype(it), 2)  # short rows
+    x = rng.standard_normal((9, 40, 128)).astype(np.float32)     # 80 to 320 column sets, more than blocks
+    same(dml.reverse_subsequences, x, rng.integers(0, 12, (1, 40, 128)).astype(np.uint32), 0)
     kernels = {k for k, *_ in model}
     assert "ix_reverse_tile" in kernels, kernels
-    lo = ix.REVERSE_BYTES // 4               # (9, 40, 64) float32 along axis 0: sets of 9 x lo words
-    assert ("launch", "ix_reverse_tile<u32, u32, 4>", (40 * 64 // lo, 9 * lo * 4)) in model, model
+    lo = ix.REVERSE_BYTES // 4               # (9, 40, 128) float32 along axis 0: sets of 9 x lo words
+    assert ("launch", "ix_reverse_tile<u32, u32, 4>", (40 * 128 // lo, 9 * lo * 4)) in model, model
     rows_bytes = settings.get("REVERSE_ROWS", ix.REVERSE_ROWS)
     if rows_bytes:
         assert "ix_reverse_rows" in kernels, kernels
         per = min(64, rows_bytes // 64, 45)    # 45 rows of 64 int8 words (64 bytes)
         assert ("launch", "ix_reverse_rows<u8, u32, 3>", (-(-45 // per), per * 64)) in model, model
+        pieces = max(1, rows_bytes // 16)    # 45 rows of 16 float32 words: 180 16-byte pieces, in place
+        assert ("launch", "ix_reverse_pieces<u32, u32, 3>", (-(-180 // pieces), 0)) in model, model
+        assert {("ix_reverse_pieces", "pieces", w) for w in (2, 4, 8)} <= model, model
     else:
         assert "ix_reverse_rows" not in kernels and "ix_gather_positions" in kernels, kernels
 
@@ -508,6 +545,20 @@ def test_a_long_reversed_axis_stages_32_byte_columns(model, monkeypatch):
     same(dml.reverse_subsequences, x, rng.integers(0, 45, (1, 2, 64)).astype(np.uint32), 0)
     assert (2, 8, 40, 8) in {s for k, _, s in model if k == "outer"}
     assert ("ix_reverse_tile", "tile", 4) in model
+
+
+def test_wide_column_sets_halve_until_the_tile_fits(model, monkeypatch):
+    """Can fail: REVERSE_BYTES wider than 128 stages lines of that width
+    where the reversed axis's tile fits TILE_SMEM, else halves them down to
+    128 bytes before the 32-byte sectors (256 rows of 256 bytes fit 64 KiB,
+    512 rows take 128 bytes)."""
+    monkeypatch.setattr(ix, "REVERSE_BYTES", 256)
+    monkeypatch.setattr(ix, "TILE_SMEM", 65536)
+    rng = np.random.default_rng(9)
+    for rows, lo in ((256, 64), (512, 32)):
+        x = rng.standard_normal((rows, 2, 128)).astype(np.float32)
+        same(dml.reverse_subsequences, x, rng.integers(0, rows + 2, (1, 2, 128)).astype(np.uint32), 0)
+        assert ("launch", "ix_reverse_tile<u32, u32, 4>", (2 * 128 // lo, rows * lo * 4)) in model, model
 
 
 @pytest.mark.parametrize("stage", [True, False])

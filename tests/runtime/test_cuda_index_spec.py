@@ -176,12 +176,14 @@ def test_launches_follow_index_settings(drawn, seed, knobs):
 
 
 def test_large_reversals_and_rows_take_their_modes(monkeypatch):
-    """Can fail: the tile, rows, row and group modes (and the positions kernel) are not planned in C as in
+    """Can fail: the tile, pieces, rows, row and group modes (and the positions kernel) are not planned in C as in
     Python on shapes that reach them (the random calls above are small)."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 300, 64)).astype(np.float32)
     cases = [("reverse_subsequences", (x, rng.integers(0, 301, (4, 1, 64)).astype(np.uint32)), (1,)),
              ("reverse_subsequences", (x, rng.integers(0, 65, (4, 300)).astype(np.uint64)), (2,)),
+             ("reverse_subsequences", (x[:, :, :8].astype(np.float16), rng.integers(0, 9, (4, 300, 1)).astype(np.uint32)),
+              (2,)),
              ("gather_elements", (x, rng.integers(0, 64, (4, 300, 200)).astype(np.int64)), (2, False)),
              ("gather_elements", (x, rng.integers(0, 300, (4, 300, 64)).astype(np.int32)), (1, False)),
              ("gather", (x, rng.integers(0, 300, (7,)).astype(np.int64)), (1, None, False)),
@@ -196,7 +198,7 @@ def test_large_reversals_and_rows_take_their_modes(monkeypatch):
         got = c_launches(name, arrays, args, data, dst)
         assert got is not None and got[1] == want, name
         modes |= {n.split("<")[0] for n, *_ in want}
-    assert {"ix_reverse_tile", "ix_reverse_rows", "ix_gather_row", "ix_gather_positions", "ix_gather",
+    assert {"ix_reverse_tile", "ix_reverse_pieces", "ix_reverse_rows", "ix_gather_row", "ix_gather_positions", "ix_gather",
             "ix_scatter", "ix_scatter_group"} <= modes, modes
 
 
@@ -340,12 +342,14 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
 @glue
 def test_the_glue_zeroes_an_owner_table_and_gives_it_to_both_launches(stand_in, monkeypatch):
     """An overwriting scatter_nd (an owner table) on (stand-in) CuPy arrays, never seen, then repeated: each
-    call allocates a table of the planned 32-bit words after the output, zeroes it (``fill(0)``, on the
-    current stream), and launches ix_owner then the scatter with the table's address in their aux field;
-    the output alone is returned."""
+    call allocates a table of the planned 32-bit words after the output, zeroes it on the call's stream
+    before the launches (the driver's memset, here without a driver its retry ``index.zero_words``; not the
+    framework's ``fill(0)``, a call into Python), and launches ix_owner then the scatter with the table's
+    address in their aux field; the output alone is returned."""
     fake_hooks, log = stand_in
     ix_log = []
-    monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(a))
+    monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(("launch", *a)))
+    monkeypatch.setattr(index, "zero_words", lambda *a: ix_log.append(("zero", *a)))
     arrays, fx = owner_case(3)
     op = ccache.OPS["scatter_nd"]
     ccache.clear()
@@ -356,8 +360,10 @@ def test_the_glue_zeroes_an_owner_table_and_gives_it_to_both_launches(stand_in, 
 
     def check(result):
         table = fake_hooks.made[-1]
-        assert table is not result and table.shape == (30,) and table.dtype == np.int32 and table.filled == 0
-        blocks = [index.IndexParams.from_buffer_copy(a[4]) for a in ix_log]
+        assert table is not result and table.shape == (30,) and table.dtype == np.int32 and table.filled is None
+        assert ix_log[0] == ("zero", 0, table.data.ptr, 30, fake_hooks.stream)      # before either launch
+        blocks = [index.IndexParams.from_buffer_copy(a[5]) for a in ix_log[1:]]
+        assert [a[0] for a in ix_log[1:]] == ["launch", "launch"]
         assert len(blocks) == 2 and [b.aux for b in blocks] == [table.data.ptr] * 2
         assert [b.dst for b in blocks] == [result.data.ptr] * 2
     check(out)
@@ -371,10 +377,11 @@ def test_the_glue_zeroes_an_owner_table_and_gives_it_to_both_launches(stand_in, 
 def test_the_glue_declines_an_input_moved_while_the_owner_table_was_allocated(stand_in, monkeypatch):
     """The owner table is allocated after the outputs (its size comes from the plan): an input whose data
     moves during that allocation (the key's words unchanged) launches nothing from its old address and
-    records nothing; the Python route reads it anew."""
+    records nothing, zeroes nothing; the Python route reads it anew."""
     fake_hooks, log = stand_in
     ix_log = []
     monkeypatch.setattr(index, "relaunch", lambda *a: ix_log.append(a))
+    monkeypatch.setattr(index, "zero_words", lambda *a: ix_log.append(a))
     arrays, fx = owner_case(4)
     op = ccache.OPS["scatter_nd"]
     which, types = index_ops._C_INDEX[op]

@@ -38,7 +38,7 @@ strides and exact int/None arguments) is served by the one C call cache
 (``runtime.calls.move``; see "The C call cache" below) on NumPy arrays,
 PyTorch CPU and CUDA tensors and CuPy arrays; the index check is done by
 the kernels as they read each index (on CUDA they set a flag in host-mapped
-memory, read once the call's stream is done), and a bad index there sends
+memory, read once they have read every index), and a bad index there sends
 the call to the route, which raises the same error. A never-seen call on NumPy arrays, plain PyTorch CPU or CUDA
 tensors or CuPy arrays is validated, lowered, run and recorded in C
 (``runtime.calls.index_new``) by the same rules, to the same passes,
@@ -270,7 +270,7 @@ def _like(a, x, where: str):
 # error naming the first one); on CUDA the index kernels' launches
 # (``arrays/cuda.move``), a checked call's kernels setting a flag in
 # host-mapped memory for an index out of range, which the served call reads
-# after waiting for its stream (set: None, and the route raises). A checked
+# once they have read every index (set: None, and the route raises). A checked
 # call whose index array is broadcast (``_broadcast``) is checked by the
 # route (``check``, its indices' extremes read back), then run as the same
 # call unchecked from C (``_checked_on_gpu``).

@@ -261,7 +261,7 @@ def plan_cache_info() -> dict:
         the calls planned without a lookup (``plain_plan``, or the call cache's C
         lowering at its miss: its ``planned``); ``call_cache`` (dict): the call
         cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
-        'misses', 'planned'}``.
+        'misses', 'planned', 'front'}``.
     """
     info = _CACHE.info()
     served = call_cache_info()

@@ -182,10 +182,11 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
     allocator, the launches queued on its current stream. A checked call
     (``check_indices=True``, ``args[0]``) is recorded with its index
     kernels checking every index they read (``IndexPass.call_cache_step``):
-    a served call waits for its stream, and answers None where an index was
-    out of range (the route then raises the error naming it). Nothing is
-    stored (False) where a launch is not made by the C extension's launcher,
-    or a checked call's index pass needs scratch (its launches take no flag)."""
+    a served call waits until they have read every index, and answers None
+    where an index was out of range (the route then raises the error naming
+    it). Nothing is stored (False) where a launch is not made by the C
+    extension's launcher, or a checked call's index pass needs scratch (its
+    launches take no flag)."""
     if not _HAS_MOVE:
         return False
     checked = name in CHECKED and bool(args) and args[0] is True
@@ -411,11 +412,12 @@ def set_enabled(flag: bool) -> None:
 
 
 def info() -> dict:
-    """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned'}: whether
+    """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned', 'front'}: whether
     the cache is on, whether it serves NumPy arrays, its entries, the calls it
     served, the lookups that found no entry and the new shapes it lowered and
     ran itself at such a miss (see ``numpy_new``)."""
     if not _HAS:
-        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0}
+        return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0, "front": 0}
     _read_settings()
+    # 'front': the entries its front table holds (recent ones, found by a cheap hash of the key words first)
     return _native.call_cache_info()

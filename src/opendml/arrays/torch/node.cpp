@@ -162,6 +162,10 @@ struct Backward : TupleNode {  // held_: the adjoint's spec
     try {
       py::object g = py::reinterpret_steal<py::object>(THPVariable_Wrap(grads[0]));
       if (!g) throw py::error_already_set();
+      // g holds the gradient from here: a Python object made for it (an upstream node's
+      // gradient has none) is released with its tensor below, while the GIL is held, not
+      // handed to the tensor for the engine to release later by taking the GIL again.
+      grads[0].reset();
       py::object out = py::reinterpret_steal<py::object>(call_spec(held_.ptr(), g.ptr()));
       return {runs_every_node() ? unshared(out) : tensor_of(out.ptr())};
     } catch (py::error_already_set& e) {

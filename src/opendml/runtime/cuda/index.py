@@ -23,8 +23,11 @@ index axes and inner dimensions. How each kind runs:
   subsequences walks columns down the reversed axis (``_column_walk``),
   staged in shared memory a block a column set of 128-byte lines (32-byte
   sectors where those do not fit) with each column's length read once
-  (``ix_reverse_tile``); a reversal along rows (a length a row) with
-  ``REVERSE_ROWS`` bytes of rows staged a block (``ix_reverse_rows``).
+  (``ix_reverse_tile``); a reversal along rows (a length a row) of whole
+  16-byte pieces of 2-, 4- or 8-byte words, contiguous on both sides, in
+  place like a copy, ``REVERSE_ROWS`` bytes a block (``ix_reverse_pieces``),
+  other rows with ``REVERSE_ROWS`` bytes of rows staged a block
+  (``ix_reverse_rows``).
   With ``last_only`` the positions' source
   blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
   position that is not the last (row-major) of its run writes 0.
@@ -100,8 +103,13 @@ POSITION_ITEMS = 4
 #: Whether an element-wise reversal of subsequences walks columns
 #: (_column_walk), and stages them in shared memory where they fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
-#: Bytes of a staged column set's row (``ix_reverse_tile``: whole 128-byte
-#: lines where the tile fits TILE_SMEM, else 32-byte sectors). On an H200
+#: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of
+#: this width where the tile fits TILE_SMEM, else halved down to 128 bytes,
+#: else 32-byte sectors). (512, 256, 512) float32 reversed along axis 1 (a
+#: length a (512, 512) column: 256 rows, 64 KiB tiles of 256-byte lines) on
+#: an H200 (session 19, two runs): 256 bytes 0.83-0.85 / 0.88 of copy
+#: against 128 bytes' 0.81-0.82 / 0.85, 64 bytes 0.67-0.70 / 0.72; along
+#: axis 0 (512 rows) 256 bytes takes 128: the same 0.77 / 0.80. Earlier, on an H200
 #: (copy 4256 GB/s), (512, 256, 512) float32 reversed along axis 0 (a
 #: length a column, 537 MB moved): 128 bytes 0.159 ms, 0.79 of copy (3
 #: blocks of 64 KiB a multiprocessor: index.cu's IX_TILE_BLOCKS; 0.72-0.735
@@ -111,12 +119,17 @@ COLUMN_WALK = REVERSE_TILE = True
 #: the rows and reading the others' from distributed shared memory (256-1024
 #: byte rows at 32-64 KiB a block) 0.15-0.42; bulk copies (cp.async.bulk on
 #: an mbarrier, each column reversed in place, bulk copies back) 0.78.
-REVERSE_BYTES = 128
+REVERSE_BYTES = 256
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
-#: (``ix_reverse_rows``: as many whole rows as fit, up to 64); 0: that
-#: reversal runs as ``ix_gather_positions``. On an H200, (512, 256, 512)
+#: (``ix_reverse_rows``: as many whole rows as fit, up to 64), or moves in
+#: place (``ix_reverse_pieces``, rows under 32 words); 0: that reversal runs
+#: as ``ix_gather_positions``. On an H200 (session 19, two runs), (4096,
+#: 4096, 8) float32 along rows in place: 16, 32 and 64 KiB 0.56-0.60 of
+#: copy, ``ix_gather_positions`` 0.34; (512, 256, 512) float32 read in place
+#: 0.82-0.83 (32-128 KiB; 16 KiB 0.79, 8 KiB 0.65) against staged 0.86 (16 and 32 KiB;
+#: another machine 0.92 / 0.91). Earlier, on an H200, (512, 256, 512)
 #: float32 reversed along rows, rows written a 16-byte piece a thread: 16 KiB
 #: 0.93 of copy, 32 KiB 0.92 (0.140 ms, copy 4175 GB/s), 64 KiB 0.90 (float64
 #: 0.96); a word a thread (as float16 still is) 8 KiB 0.70, 16 KiB
@@ -152,7 +165,7 @@ class IndexParams(ctypes.Structure):
         (n, i64) for n in ("naxes", "data_type", "has_value", "value_bits", "last_only", "key_base", "key_div",
                             "members")] + [
         ("axes", IndexAxisParams * AXES)] + [(n, u64) for n in ("src", "dst", "keys", "order", "aux")] + [
-        ("idx", u64 * AXES)]
+        ("idx", u64 * AXES), ("done", u64), ("count", u64)]
 
 
 def flag_offsets(naxes: int) -> tuple:
@@ -225,17 +238,35 @@ def _tile(q, k: int, word: int) -> bool:
     return True
 
 
-def _rows(q, k: int, word: int) -> int:
-    """Rows a block where an element-wise reversal along the last outer
+def _along_rows(q, k: int) -> bool:
+    """Whether an element-wise gather reverses along the last outer
     dimension (one length a row: the index axis reverses along k - 1, of
-    length stride 0 there, source stride 0, the axis's size) runs as
+    length stride 0 there, source stride 0, the axis's size)."""
+    if not REVERSE_ROWS or k < 1 or q.naxes != 1:
+        return False
+    ax = q.axes[0]
+    return ax.mode == 1 and ax.axis == k - 1 and not q.src_strides[k - 1] and not ax.strides[k - 1] and \
+        ax.bound == q.sizes[k - 1]
+
+
+def _pieces(q, k: int, word: int) -> int:
+    """16-byte pieces a block where a reversal along rows (``_along_rows``)
+    runs as ``ix_reverse_pieces``, else 0: rows of whole 16-byte pieces of
+    2-, 4- or 8-byte words, contiguous on both sides, shorter than
+    ``ix_reverse_rows`` takes (32 words); REVERSE_ROWS bytes a block."""
+    if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] >= 32 or q.sizes[k - 1] * word % 16 or \
+            q.axes[0].stride != 1 or q.dst_strides[k - 1] != 1:
+        return 0
+    per = max(1, REVERSE_ROWS // 16)
+    return per if -(-(q.n_outer * word // 16) // per) <= 2**31 - 1 else 0
+
+
+def _rows(q, k: int, word: int) -> int:
+    """Rows a block where a reversal along rows (``_along_rows``) runs as
     ``ix_reverse_rows``, else 0: rows of at least 32 words, as many whole
     rows (each padded to 16 bytes) as fit REVERSE_ROWS bytes, up to 64."""
-    if not REVERSE_ROWS or k < 1 or q.naxes != 1:
-        return 0
-    ax, n = q.axes[0], q.sizes[k - 1]
-    if ax.mode != 1 or ax.axis != k - 1 or q.src_strides[k - 1] or ax.strides[k - 1] or ax.bound != n or n < 32 \
-            or q.n_outer // n > 2**31 - 1:
+    n = q.sizes[k - 1] if k >= 1 else 0
+    if not _along_rows(q, k) or n < 32 or q.n_outer // n > 2**31 - 1:
         return 0
     padded = -(-n * word // 16) * 16
     return min(64, REVERSE_ROWS // padded, q.n_outer // n)
@@ -412,21 +443,28 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
     positions = not scatter and not last_only and q.n_inner == 1
     tile = row = 0
     if positions and COLUMN_WALK:
-        wide = IndexParams.from_buffer_copy(q)     # whole lines where the tile fits, else 32-byte sectors
-        kw = _column_walk(wide, k, word, REVERSE_BYTES)
-        if REVERSE_TILE and _tile(wide, kw, word):
-            q, k, tile = wide, kw, 1
-        else:
-            k = _column_walk(q, k, word)
+        nbytes = REVERSE_BYTES     # whole lines where the tile fits (halved down to 128 bytes), else 32-byte sectors
+        while not tile:
+            wide = IndexParams.from_buffer_copy(q)
+            kw = _column_walk(wide, k, word, nbytes)
+            if REVERSE_TILE and _tile(wide, kw, word):
+                q, k, tile = wide, kw, 1
+            elif nbytes <= 128:
+                k = _column_walk(q, k, word)
+                break
+            nbytes //= 2
     items = ITEMS if q.n_inner >= ITEMS else 1
     q.groups = -(-q.n_inner // items)
     q.total = n_outer * q.groups
-    rows = 0
+    rows = pieces = 0
     if positions and not tile:
-        row = 0 if (rows := _rows(q, k, word)) else _row(q, k, word)
+        row = 0 if (pieces := _pieces(q, k, word)) or (rows := _rows(q, k, word)) else _row(q, k, word)
     if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
         s.mode = "tile"                         # ix_reverse_tile: a block a column set
         s.smem = q.axes[0].bound * q.sizes[k - 1] * word
+    elif pieces:
+        s.mode, q.members = "pieces", pieces    # ix_reverse_pieces: a block `pieces` of the total 16-byte pieces
+        q.total = n_outer * word // 16
     elif rows:
         s.mode, q.members = "rows", rows        # ix_reverse_rows: a block `rows` rows
         s.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
@@ -438,7 +476,7 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
     s.key_t = "u32" if s.slots < 2**32 - 1 else "u64"
     W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
     shape = f"{ranks}, {len(inner)}, {items}"
-    if s.mode in ("tile", "rows"):
+    if s.mode in ("tile", "rows", "pieces"):
         main = f"ix_reverse_{s.mode}<{W}, {index}, {k}>"
     elif s.mode == "row":
         main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
@@ -502,6 +540,8 @@ def one_kernel(mode: str, q, smem: int):
         return (q.n_outer // (q.members if mode == "tile" else q.sizes[q.outer - 1])) * THREADS, smem
     if mode == "rows":
         return -(-(q.n_outer // q.axes[0].bound) // q.members) * THREADS, smem
+    if mode == "pieces":
+        return -(-q.total // q.members) * THREADS, 0
     if mode == "group":
         return (q.n_outer // q.members) * THREADS, 4 * q.axes[0].bound
     return None
@@ -533,7 +573,8 @@ class IndexPass:
         read, where the check's flag address goes: ``checked``, the array
         API's index check, else none))``; the cache patches this call's
         addresses into a copy of the block and launches the kernel (a
-        checked call then waits for its stream and reads the flag). Where
+        checked call then waits until its kernels have checked every index,
+        ``ix_finish``, and reads the flag). Where
         the pass needs scratch (the owner and sort modes) the function is 0
         and the cache calls this object instead (its launches take no flag:
         ``put_move_cuda`` records no checked call holding one). None where
@@ -630,6 +671,19 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, st
                                f"memory) failed: {exc}") from None
 
 
+def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
+    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream``
+    (an owner table of an entry C made, where the driver's own memset failed
+    or the driver library is missing), with the device's context made
+    current, raising opendml's error naming the CUDA error where it fails."""
+    import cupy
+    with cupy.cuda.Device(device):
+        try:
+            cupy.cuda.runtime.memsetAsync(ptr, 0, 4 * words, stream)
+        except cupy.cuda.runtime.CUDARuntimeError as exc:
+            raise RuntimeError(f"opendml CUDA: zeroing an owner table of {words} words failed: {exc}") from None
+
+
 class IndexMoveLaunch:
     """A ``MovePlan`` holding index-driven passes, as ``MoveLaunch``: called
     with ``(src_ptrs, dst_ptrs, stream_ptr=0)`` it queues every pass in
@@ -679,4 +733,5 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
     return IndexMoveLaunch(plan, tuple(steps))
 
 
-__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "flag_offsets"]
+__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "zero_words",
+           "flag_offsets"]

@@ -28,6 +28,29 @@ __device__ __forceinline__ uint4 odml_realign(const uint4 a, const uint4 b, cons
                       __funnelshift_r(y[2], y[3], kr), __funnelshift_r(y[3], y[4], kr));
 }
 
+// The aligned 16-byte word at a, of which only the bytes inside [lo, hi) (byte
+// addresses: a source row's elements) are read: whole where it lies inside,
+// else element by element with the rest zero, so that realigning the words
+// at a row's ends never reads outside the row (nor, at the bound range's
+// ends, outside the buffer). a is element-aligned.
+template <typename T>
+__device__ __forceinline__ uint4 odml_ldg_in(const uint4* a, unsigned long long lo, unsigned long long hi) {
+    const unsigned long long b = (unsigned long long)a;
+    if (b >= lo && b + 16ull <= hi) return __ldg(a);
+    union {
+        uint4 w;
+        T t[16 / sizeof(T)];
+    } f;
+    f.w = make_uint4(0u, 0u, 0u, 0u);
+    const T* e = reinterpret_cast<const T*>(a);
+#pragma unroll
+    for (int i = 0; i < 16 / (int)sizeof(T); ++i) {
+        const unsigned long long x = b + (unsigned long long)(i * (int)sizeof(T));
+        if (x >= lo && x + sizeof(T) <= hi) f.t[i] = __ldg(e + i);
+    }
+    return f.w;
+}
+
 // A plain copy whose destination runs are a small transpose of its source
 // runs (SPACE_TO_DEPTH, DEPTH_TO_SPACE): each thread moves an R x V tile,
 // axis X (R positions: p->dim[NDIM]) by axis Y (V positions: element strides
@@ -257,6 +280,7 @@ __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __
     // misalignment kb is the same for every aligned destination word
     const unsigned long long s0 = (unsigned long long)(srow + (head - L));
     const int kb = (int)(s0 & 15ull);
+    const unsigned long long rlo = (unsigned long long)srow, rhi = (unsigned long long)(srow + n);
     for (int i0 = lane; i0 < nvec; i0 += 64) {
         uint4 out[2];
         bool inner[2];
@@ -267,7 +291,8 @@ __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __
             inner[u] = i < nvec && !fill && c >= L && c + V <= L + n;
             if (inner[u]) {
                 const uint4* a = reinterpret_cast<const uint4*>((s0 + (unsigned long long)(i * 16)) & ~15ull);
-                out[u] = odml_realign<sizeof(T)>(a[0], kb ? a[1] : a[0], (u32)kb);
+                const uint4 a0 = odml_ldg_in<T>(a, rlo, rhi);
+                out[u] = odml_realign<sizeof(T)>(a0, kb ? odml_ldg_in<T>(a + 1, rlo, rhi) : a0, (u32)kb);
             }
         }
 #pragma unroll
@@ -368,9 +393,10 @@ __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src
                 const unsigned long long sp = (unsigned long long)(src + so + s);
                 const uint4* a = reinterpret_cast<const uint4*>(sp & ~15ull);
                 const u32 kb = (u32)(sp & 15ull);
+                const unsigned long long rlo = (unsigned long long)(src + so), rhi = rlo + (u64)rm.n * sizeof(T);
                 state[j] = 2u | (kb << 2);
-                A[j].w = __ldg(a);
-                B[j] = kb ? __ldg(a + 1) : A[j].w;
+                A[j].w = odml_ldg_in<T>(a, rlo, rhi);
+                B[j] = kb ? odml_ldg_in<T>(a + 1, rlo, rhi) : A[j].w;
             }
         }
     }
@@ -495,6 +521,7 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
     const unsigned long long sb = (unsigned long long)(srow + (lo - rm.L));
     const u32 kb = (u32)(sb & 15ull);
     const uint4* __restrict__ sa = reinterpret_cast<const uint4*>(sb & ~15ull);
+    const unsigned long long rlo = (unsigned long long)srow, rhi = (unsigned long long)(srow + rm.n);
     uint4* __restrict__ dw = reinterpret_cast<uint4*>(drow + lo);
     const T fv = (T)p->fill_bits;
     // (2): lane's first other column and its value
@@ -532,9 +559,11 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
             for (int u = 0; u < U; ++u) {
                 const int i = i0 + 32 * u + lane;
                 if (live && i < nvec) {
-                    A[u] = __ldg(sa + i);
+                    // a row's first word and the word after its last may pass the row's ends
+                    A[u] = i ? __ldg(sa + i) : odml_ldg_in<T>(sa, rlo, rhi);
                     // the one word a lane loads twice: after its last word of the round
-                    if (kb && (i + 1 == nvec || (u == U - 1 && lane == 31))) X = __ldg(sa + i + 1);
+                    if (kb && (i + 1 == nvec || (u == U - 1 && lane == 31)))
+                        X = i + 1 == nvec ? odml_ldg_in<T>(sa + i + 1, rlo, rhi) : __ldg(sa + i + 1);
                 }
             }
             if (i0 == 0 && lane < E) ev = odml_padcol<T>(srow, live, ec, rm, fv);

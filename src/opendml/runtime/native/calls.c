@@ -23,6 +23,7 @@
  * launch is released at once: kernel parameters go by value. Errors met while probing a framework's hooks only
  * send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised when the call
  * returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
+ * Recent entries are also kept in a front table (by a cheap hash of the key words), checked before the dict.
  *
  * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and dtypes; built without them, the
  * cache holds nothing and every call takes the Python route. */
@@ -175,21 +176,60 @@ static int key_tuple(Key *k, PyObject *t) {
     return 0;
 }
 
+/* The front table: recent entries by a cheap hash of their key words (strong references), checked before the dict,
+ * whose bytes key costs an allocation and a SipHash per call. Emptied with the dict; a store drops its key's slot. */
+#define FRONT 256
+static Entry *front[FRONT];
+
+static unsigned front_slot(const Key *k) {
+    /* two chains, so the multiplies overlap (a key has tens of words) */
+    uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
+    int i = 0;
+    for (; i + 1 < k->n; i += 2) {
+        a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+        b = (b ^ (uint64_t)k->w[i + 1]) * 0xc2b2ae3d27d4eb4full;
+    }
+    if (i < k->n) a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
+    return (unsigned)((a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull >> 56);
+}
+
+int same_words(const int64_t *a, const int64_t *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+void front_clear(void) {
+    for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
+}
+
 Entry *lookup(const Key *k, int n_in) {
-    PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
-    PyObject *e = kb ? PyDict_GetItemWithError(table, kb) : NULL;
-    Py_XDECREF(kb);
-    if (!e || Py_TYPE(e) != &EntryType
-            || (n_in >= 0 && (((Entry *)e)->kind != k->w[0] || ((Entry *)e)->n_in != n_in))) {
-        drop_error();
+    const unsigned slot = front_slot(k);
+    Entry *e = front[slot];
+    if (!e || e->key_n != k->n || !same_words(e->key, k->w, k->n)) {
+        PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
+        PyObject *d = kb ? PyDict_GetItemWithError(table, kb) : NULL;
+        Py_XDECREF(kb);
+        if (!d || Py_TYPE(d) != &EntryType) {
+            drop_error();
+            misses++;
+            return NULL;
+        }
+        e = (Entry *)Py_NewRef(d);                 /* (ours before an old front entry's release runs anything) */
+        if (e->key_n == k->n && same_words(e->key, k->w, k->n)) Py_XSETREF(front[slot], (Entry *)Py_NewRef(e));
+    } else {
+        Py_INCREF(e);
+    }
+    if (n_in >= 0 && (e->kind != k->w[0] || e->n_in != n_in)) {
+        Py_DECREF(e);
         misses++;
         return NULL;
     }
-    return (Entry *)Py_NewRef(e);
+    return e;
 }
 
 int store(const Key *k, Entry *e) {
-    if (e->kind == KIND_MOVE && !e->key) {         /* the family's front table compares the key's words */
+    if (!e->key) {                                 /* the front table compares the key's words */
         e->key = (int64_t *)PyMem_Malloc((size_t)k->n * 8);
         if (!e->key) {
             PyErr_NoMemory();
@@ -204,6 +244,7 @@ int store(const Key *k, Entry *e) {
         PyDict_Clear(table);
         front_clear();
     }
+    Py_CLEAR(front[front_slot(k)]);                /* an entry this one replaces is served no more */
     int rc = PyDict_SetItem(table, kb, (PyObject *)e);
     Py_DECREF(kb);
     return rc;
@@ -338,6 +379,14 @@ int torch_key_info(Key *k, const odml_torch_info *in) {
     return put(k, in->device) < 0 || put(k, in->device < 0 ? 0 : (int64_t)(in->data_ptr & 15)) < 0 ? -1 : 0;
 }
 
+/* torch_key, from `in` where it holds the accessors' description of x read since nothing could change x (ndim >= 0) */
+static int torch_key_in(Key *k, PyObject *x, const odml_torch_info *in, int64_t *device, uint64_t *ptr) {
+    if (!in || in->ndim < 0) return torch_key(k, x, device, ptr);
+    *device = in->device;
+    *ptr = in->data_ptr;
+    return torch_key_info(k, in);
+}
+
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     int64_t p;
     odml_torch_info in;
@@ -378,20 +427,28 @@ int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr) {
 }
 
 /* Whether the kernel route may take x, a tensor that neither autograd nor a
- * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. */
-int torch_plain(PyObject *x) {
-    odml_torch_info in;
-    if (tapi && tapi->describe(x, &in) == 0) {
+ * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. The accessors'
+ * description of x goes to *in (ndim -1: none), for a key made before
+ * anything else runs (a 3's eager check may run Python: its caller keys x again). */
+static int torch_plain_in(PyObject *x, odml_torch_info *in) {
+    if (tapi && tapi->describe(x, in) == 0) {
         /* (wrapped also where the negative bit is set: such a tensor takes the Python route, as below) */
-        if (in.dispatch_modes || in.wrapped) return 0;
-        if (in.requires_grad && in.grad_enabled) return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
-        return in.device >= 0 ? 2 : in.device == -1 ? 1 : 0;
+        if (in->dispatch_modes || in->wrapped) return 0;
+        if (in->requires_grad && in->grad_enabled)
+            return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
+        return in->device >= 0 ? 2 : in->device == -1 ? 1 : 0;
     }
+    in->ndim = -1;
     int record = is_true(PyObject_GetAttr(x, s_requires_grad)) && is_true(PyObject_CallNoArgs(t_grad_enabled));
     if (!equals(PyObject_CallNoArgs(t_dispatch_len), 0)) return 0;
     if (is_true(PyObject_CallOneArg(t_wrapped, x))) return 0;
     if (record) return t_eager_ok && is_true(PyObject_CallNoArgs(t_eager_ok)) ? 3 : 0;
     return is_true(PyObject_GetAttr(x, s_is_cuda)) ? 2 : is_true(PyObject_GetAttr(x, s_is_cpu)) ? 1 : 0;
+}
+
+int torch_plain(PyObject *x) {
+    odml_torch_info in;
+    return torch_plain_in(x, &in);
 }
 
 /* Whether the current CUDA device is `device` (the launches need it current). */
@@ -454,12 +511,7 @@ PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int6
         out = PyObject_CallFunctionObjArgs(c_empty, o->shape, dtype, NULL);
     }
     *placed = out && (through_python ? output_address(o, out, torch, dst) == 0 : ((uint64_t)*dst & 15) == o->dst_align);
-    if (out && o->zero) {                           /* an owner table: zeroed on the current stream */
-        PyObject *r = torch ? PyObject_CallMethod(out, "zero_", NULL) : PyObject_CallMethod(out, "fill", "i", 0);
-        if (!r) Py_CLEAR(out);
-        Py_XDECREF(r);
-    }
-    return out;
+    return out;                                     /* (an owner table is zeroed by cuda_entry_run, on its stream) */
 }
 
 /* Whether CUDA device `device` is PyTorch's (torch) or CuPy's current one: the launches need it current (the
@@ -522,20 +574,16 @@ static PyObject *cpu_run(Entry *e, void *dtype, uintptr_t data) {
 #endif
 
 
-static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
-    int where = torch_plain(x);
-    if (where == 3) return eager_call(args, nargs, x);
-    return torch_serve(args, nargs, x, where);
-}
-
-/* The kernel route of torch_call for x, whose torch_plain is `where` (0: None). */
-PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where) {
+/* The kernel route of torch_call for x, whose torch_plain is `where` (0: None), keyed from `in` where it holds
+ * torch_plain's description (torch_key_in; NULL: x described again). */
+static PyObject *torch_serve_in(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where,
+                                const odml_torch_info *in) {
     Key k;
     int64_t device, dst;
     uint64_t ptr;
     if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0) Py_RETURN_NONE;
     const int mark = k.n;                          /* x's words start here */
-    if (torch_key(&k, x, &device, &ptr) < 0) Py_RETURN_NONE;
+    if (torch_key_in(&k, x, in, &device, &ptr) < 0) Py_RETURN_NONE;
     Entry *e = lookup(&k, -1);
     if (!e) Py_RETURN_NONE;
     PyObject *result = NULL;
@@ -561,6 +609,17 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
 done:
     Py_DECREF(e);
     return result;
+}
+
+PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where) {
+    return torch_serve_in(args, nargs, x, where, NULL);
+}
+
+static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
+    odml_torch_info in;
+    int where = torch_plain_in(x, &in);
+    if (where == 3) return eager_call(args, nargs, x);
+    return torch_serve_in(args, nargs, x, where, &in);   /* (x described once: keyed from the same reads) */
 }
 
 /* -- CuPy arrays ------------------------------------------------------------------------------------ */
@@ -1078,9 +1137,11 @@ PyObject *odml_py_call_cache_enable(PyObject *self, PyObject *args) {
 
 PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
-    return Py_BuildValue("{s:O,s:O,s:n,s:L,s:L,s:L}", "enabled", enabled ? Py_True : Py_False, "numpy",
+    int in_front = 0;
+    for (int i = 0; i < FRONT; i++) in_front += front[i] != NULL;
+    return Py_BuildValue("{s:O,s:O,s:n,s:L,s:L,s:L,s:i}", "enabled", enabled ? Py_True : Py_False, "numpy",
                          numpy_ready ? Py_True : Py_False, "entries", table ? PyDict_GET_SIZE(table) : 0, "hits",
-                         hits, "misses", misses, "planned", plain_served);
+                         hits, "misses", misses, "planned", plain_served, "front", in_front);
 }
 
 int odml_calls_init(void) {

@@ -88,7 +88,8 @@ typedef struct {
     PyObject *dtype;          /* its PyArray_Descr (NumPy) or torch.dtype; NULL: the input's */
     int rank, use_blocks;     /* use_blocks: allocated from the output blocks where small enough (NumPy) */
     unsigned dst_align;       /* CUDA: its address mod 16 when the launches were chosen */
-    int zero;                 /* CUDA: scratch (an owner table) allocated zeroed, not returned (after the outputs) */
+    int zero;                 /* CUDA: scratch (an owner table) zeroed on the call's stream before its launches
+                               * (cuda_entry_run), not returned (after the outputs) */
     int64_t dims[MAX_RANK], bytes;
 } Out;
 
@@ -107,7 +108,7 @@ typedef struct {
     PyObject *eager;
     Out *outs;                /* n_out of them (out1 for one) */
     Pass *passes;             /* n_pass of them (pass1 for one) */
-    int64_t *key;             /* the key's words, for the family's front table; NULL else */
+    int64_t *key;             /* the key's words, for the front table (set when stored) */
     int key_n;
     Out out1;
     Pass pass1;
@@ -175,14 +176,17 @@ PyObject *take_outputs(PyObject **outs, int n, int multi);
 /* a launch of a kernel whose one argument is the parameter block at `params` (cuda_launch.c); the CUresult */
 int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream,
                            const void *params);
+/* `words` 32-bit words at dptr zeroed on `stream` (cuMemsetD32Async); the CUresult, -1 without a driver */
+int odml_cuda_zero_words(uint64_t dptr, size_t words, uint64_t stream);
 /* the dynamic shared memory `function` may take raised to `bytes` (cuFuncSetAttribute); the CUresult */
 int odml_cuda_shared_limit(uint64_t function, unsigned bytes);
 /* the index check of a call on `stream` (cuda_launch.c): a zeroed flag slot taken, its device address in *flag
- * (0, or -1 where the call must decline: no driver or context, the stream capturing, no slot); then, after the
- * launches, the stream waited for (the GIL released) and the slot read and given back: 1 set (an index out of
- * range), 0 clear, -1 failed */
-int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag);
-int odml_cuda_check_end(uint64_t stream, int slot);
+ * and the last checked launch's done word and counter in fin[0], fin[1] (0s where there are none: the stream is
+ * waited for) (0, or -1 where the call must decline: no driver or context, the stream capturing, no slot); then,
+ * after the launches, the done word (where `signalled`: a launch was given fin) or the stream waited for (the
+ * GIL released) and the slot read and given back: 1 set (an index out of range), 0 clear, -1 failed */
+int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag, uint64_t *fin);
+int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key_info(Key *k, const odml_torch_info *in);
@@ -294,11 +298,13 @@ struct CudaNew {
  * None (the route) or a kernel's name to compile */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen, int torch, PyObject *conf,
                    CudaNew *how);
-/* one index pass of a CUDA entry launched (calls_move.c), `flag` the check's address where it checks: 0; 1
- * where a checked pass's launch failed (the route runs the call); -1 with an exception */
+/* one index pass of a CUDA entry launched (calls_move.c), `flag` the check's address where it checks, `fin`
+ * (NULL, or the done word's and counter's addresses) where it is the call's last checked launch: 0; 1 where a
+ * checked pass's launch failed (the route runs the call); -1 with an exception */
 int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
-                 uint64_t flag);
-/* e's launches queued on `stream` (calls_move.c), the index check done where e checks: 0 (run, indices in
+                 uint64_t flag, const uint64_t *fin);
+/* e's launches queued on `stream` (calls_move.c), its owner tables (outs with zero) zeroed on it first
+ * (cuMemsetD32Async, else index.py's zero_words), the index check done where e checks: 0 (run, indices in
  * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */
 int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
 /* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's
@@ -319,7 +325,7 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
         (void)self;                                                                       \
         return odml_arity(#NAME "(" SIG ")", nargs, LO, HI) ? NULL : NUMPY_ONLY(CALL);    \
     }
-void front_clear(void);                 /* empties the family's front table (with the dict) */
+void front_clear(void);                 /* empties the front table (with the dict) */
 int odml_calls_move_init(void);
 
 #endif

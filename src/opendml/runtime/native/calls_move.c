@@ -17,33 +17,6 @@
 
 #define MAX_STR 32
 
-/* The front table: recent move entries by a cheap hash of their key words (strong references), checked before the
- * dict, whose bytes key costs an allocation and a SipHash per call. Emptied with the dict. */
-#define FRONT 256
-static Entry *front[FRONT];
-
-static unsigned front_slot(const Key *k) {
-    /* two chains, so the multiplies overlap (a key has tens of words) */
-    uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
-    int i = 0;
-    for (; i + 1 < k->n; i += 2) {
-        a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
-        b = (b ^ (uint64_t)k->w[i + 1]) * 0xc2b2ae3d27d4eb4full;
-    }
-    if (i < k->n) a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
-    return (unsigned)((a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull >> 56);
-}
-
-int same_words(const int64_t *a, const int64_t *b, int n) {
-    for (int i = 0; i < n; i++)
-        if (a[i] != b[i]) return 0;
-    return 1;
-}
-
-void front_clear(void) {
-    for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
-}
-
 static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
 
 
@@ -183,14 +156,8 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     if (move_key(&k, args[0], args[1], args + 2, nargs - 2, in, &n_in) < 0) Py_RETURN_NONE;
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list, the GIL released) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
-    Entry *e = NULL;
-    unsigned slot = front_slot(&k);
-    if (front[slot] && front[slot]->key_n == k.n && same_words(front[slot]->key, k.w, k.n)) {
-        e = front[slot];
-        Py_INCREF(e);
-    } else if ((e = lookup(&k, n_in))) {
-        Py_XSETREF(front[slot], (Entry *)Py_NewRef(e));
-    } else {
+    Entry *e = lookup(&k, n_in);
+    if (!e) {
         result = Py_NewRef(Py_None);
         goto done;
     }
@@ -596,7 +563,7 @@ PyObject *s_dtype_kw;                   /* ("dtype",): new_empty's keyword (odml
  * needs scratch, or a launch that failed: it retries and raises) the backend's IndexPass called with them. A
  * checked pass whose launch fails is not retried: 1, and the route runs the call. -1 with an exception. */
 int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
-                 uint64_t flag) {
+                 uint64_t flag, const uint64_t *fin) {
     uint64_t src[MAX_MOVE_IO], block[INDEX_BLOCK / 8];
     char *b = (char *)block;
     for (int i = 0; i < e->n_in; i++) src[i] = ptr[i] - (uint64_t)e->origin[i];
@@ -608,6 +575,7 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
         for (int a = 0; a < s->naxes; a++) memcpy(b + s->at_idx + 8 * a, &src[s->slot[a]], 8);
         for (int a = 0; a < s->n_flag; a++) memcpy(b + s->at_flag[a], &flag, 8);
         if (s->aux) memcpy(b + offsetof(odml_ix_params, aux), &dsts[s->aux - 1], 8);   /* the owner table */
+        if (fin) memcpy(b + offsetof(odml_ix_params, done), fin, 16);      /* (ix_finish: done, count) */
         /* above 48 KiB of shared memory the kernel opts in (IndexPass sets it for its own launches) */
         if ((s->shared <= 48 * 1024 || odml_cuda_shared_limit(s->function, s->shared) == 0)
                 && odml_cuda_launch_block(s->function, s->grid, s->block, s->shared, stream, b) == 0)
@@ -637,17 +605,45 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
 }
 
 int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
-    int slot = -1, rc = 0;
-    uint64_t flag = 0;
-    if (e->checked && odml_cuda_check_begin(stream, &slot, &flag) < 0) return 1;
+    int slot = -1, rc = 0, last = -1;
+    uint64_t flag = 0, fin[2] = {0, 0};
+    if (e->checked && odml_cuda_check_begin(stream, &slot, &flag, fin) < 0) return 1;
+    for (int i = 0; i < e->n_pass; i++)         /* the last checked launch says when the check is done */
+        if (e->passes[i].kernel == PASS_INDEX && e->passes[i].n_flag) last = i;
+    if (last >= 0 && (!fin[0] || e->passes[last].index_size < (int)sizeof(odml_ix_params))) last = -1;
+    for (int i = 0; i < e->n_out; i++) {        /* owner tables (int32, after the outputs) zeroed on the stream */
+        const Out *o = &e->outs[i];
+        int64_t words = 1;
+        if (!o->zero) continue;
+        for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(o->shape); d++)
+            words *= PyLong_AsLongLong(PyTuple_GET_ITEM(o->shape, d));
+        if (PyErr_Occurred() || words < 1) {
+            if (PyErr_Occurred()) drop_error();
+            rc = 1;                              /* (declined: the route runs the call) */
+            break;
+        }
+        if (odml_cuda_zero_words(dsts[i], (size_t)words, stream) != 0) {   /* index.py's zero_words retries */
+            PyObject *m = PyImport_ImportModule("opendml.runtime.cuda.index");
+            PyObject *r = m ? PyObject_CallMethod(m, "zero_words", "LKLK", (long long)e->device,
+                                                  (unsigned long long)dsts[i], (long long)words,
+                                                  (unsigned long long)stream) : NULL;
+            Py_XDECREF(m);
+            if (!r) {
+                rc = -1;
+                break;
+            }
+            Py_DECREF(r);
+        }
+    }
     for (int i = 0; i < e->n_pass && rc == 0; i++) {
         const Pass *s = &e->passes[i];
-        rc = s->kernel == PASS_INDEX ? index_launch(e, s, ptr, dsts, stream, s->n_flag ? flag : 0)
+        rc = s->kernel == PASS_INDEX ? index_launch(e, s, ptr, dsts, stream, s->n_flag ? flag : 0,
+                                                    i == last ? fin : NULL)
            : launch_pass(e, s, s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst],
                          dsts[s->dst], stream);
     }
     if (slot >= 0) {                         /* (after a failed launch too: what was queued may write the slot) */
-        const int set = odml_cuda_check_end(stream, slot);
+        const int set = odml_cuda_check_end(stream, slot, rc == 0 && last >= 0);
         if (rc == 0 && set) rc = 1;
     }
     return rc;

@@ -3,7 +3,7 @@
  * allocated and launched in one C call (newshape_index.c).
  *
  * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
- * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "rows", "row", positions),
+ * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "pieces", "rows", "row", positions),
  * scatters of a constant or of one source block ("direct": ONE_HOT's) and overwriting scatters whose positions
  * fall in groups ("group": scatter_elements along an axis) or, with an owner table, any other ("owner": two
  * launches sharing a zeroed table of 32-bit slots the caller allocates); the same kernel names, IndexParams
@@ -176,14 +176,27 @@ static int tile(odml_ix_params *q, int k, int64_t word, const odml_index_cuda_co
     return 1;
 }
 
-/* _rows */
-static int64_t rows_of(const odml_ix_params *q, int k, int64_t word, const odml_index_cuda_conf *c) {
+/* _along_rows */
+static int along_rows(const odml_ix_params *q, int k, const odml_index_cuda_conf *c) {
     if (!c->reverse_rows || k < 1 || q->naxes != 1) return 0;
     const odml_ix_axis *ax = &q->axes[0];
-    const int64_t n = q->sizes[k - 1];
-    if (ax->mode != 1 || ax->axis != k - 1 || q->src_strides[k - 1] || ax->strides[k - 1] || ax->bound != n || n < 32
-            || q->n_outer / n > LIM31 - 1)
+    return ax->mode == 1 && ax->axis == k - 1 && !q->src_strides[k - 1] && !ax->strides[k - 1]
+           && ax->bound == q->sizes[k - 1];
+}
+
+/* _pieces */
+static int64_t pieces_of(const odml_ix_params *q, int k, int64_t word, const odml_index_cuda_conf *c) {
+    if ((word != 2 && word != 4 && word != 8) || !along_rows(q, k, c) || q->sizes[k - 1] >= 32
+            || q->sizes[k - 1] * word % 16 || q->axes[0].stride != 1 || q->dst_strides[k - 1] != 1)
         return 0;
+    const int64_t per = c->reverse_rows / 16 > 1 ? c->reverse_rows / 16 : 1;
+    return odml_cdiv(q->n_outer * word / 16, per) <= LIM31 - 1 ? per : 0;
+}
+
+/* _rows */
+static int64_t rows_of(const odml_ix_params *q, int k, int64_t word, const odml_index_cuda_conf *c) {
+    const int64_t n = k >= 1 ? q->sizes[k - 1] : 0;
+    if (!along_rows(q, k, c) || n < 32 || q->n_outer / n > LIM31 - 1) return 0;
     const int64_t padded = odml_cdiv(n * word, 16) * 16, a = c->reverse_rows / padded, b = q->n_outer / n;
     const int64_t m = a < b ? a : b;
     return m < 64 ? m : 64;
@@ -314,25 +327,31 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     if (members) q->members = members;
     const int positions = !scatter && q->n_inner == 1;
     int is_tile = 0, row = 0;
-    if (positions && c->column_walk) {
+    for (int64_t nbytes = c->reverse_bytes; positions && c->column_walk && !is_tile; nbytes /= 2) {
         wide = *q;
-        const int kw = column_walk(&wide, k, word, c->reverse_bytes);
+        const int kw = column_walk(&wide, k, word, nbytes);
         if (c->reverse_tile && tile(&wide, kw, word, c)) {
             *q = wide;
             k = kw;
             is_tile = 1;
-        } else {
+        } else if (nbytes <= 128) {
             k = column_walk(q, k, word, 32);
+            break;
         }
     }
-    int64_t items = q->n_inner >= c->items ? c->items : 1, rows = 0, smem = 0, threads;
+    int64_t items = q->n_inner >= c->items ? c->items : 1, rows = 0, pieces = 0, smem = 0, threads;
     q->groups = odml_cdiv(q->n_inner, items);
     q->total = n_outer * q->groups;
-    if (positions && !is_tile) row = (rows = rows_of(q, k, word, c)) ? 0 : row_of(q, k, word, c);
+    if (positions && !is_tile)
+        row = (pieces = pieces_of(q, k, word, c)) || (rows = rows_of(q, k, word, c)) ? 0 : row_of(q, k, word, c);
     const char *mode = members ? "group" : "direct";
     if (is_tile || (positions && c->column_walk && c->reverse_tile && tile(q, k, word, c))) {
         mode = "tile";
         smem = q->axes[0].bound * q->sizes[k - 1] * word;
+    } else if (pieces) {
+        mode = "pieces";
+        q->members = pieces;
+        q->total = n_outer * word / 16;
     } else if (rows) {
         mode = "rows";
         q->members = rows;
@@ -348,7 +367,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     const char *index = most + c->threads * (items > 4 ? items : 4) < LIM32 ? "u32" : "u64", *W = odml_scalar[word];
     const int n = (int)sizeof L->name, nax = (int)p->naxes;
     int len;
-    if (mode[0] == 't' || mode[3] == 's') {
+    if (mode[0] == 't' || mode[3] == 's' || mode[0] == 'p') {
         len = snprintf(L->name, n, "ix_reverse_%s<%s, %s, %d>", mode, W, index, k);
     } else if (mode[0] == 'r') {
         len = snprintf(L->name, n, "ix_gather_row<%s, %s, %d, %d>", W, index, k, row == 1);
@@ -369,6 +388,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     if (mode[0] == 'd') threads = q->total;
     else if (mode[0] == 'g') threads = n_outer / members * c->threads;
     else if (mode[0] == 't') threads = n_outer / q->members * c->threads;
+    else if (mode[0] == 'p') threads = odml_cdiv(q->total, q->members) * c->threads;
     else if (mode[3] == 's') threads = odml_cdiv(n_outer / q->axes[0].bound, q->members) * c->threads;
     else threads = n_outer / q->sizes[q->outer - 1] * c->threads;
     const int64_t grid = odml_cdiv(threads, c->threads);

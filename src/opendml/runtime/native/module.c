@@ -161,6 +161,8 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "Gather or Scatter pass")                                                                                     \
     X(cuda_launch, FASTCALL, "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> "         \
       "CUresult (see cuda_launch.c)")                                                                               \
+    X(cuda_check_info, NOARGS, "cuda_check_info() -> (waits ended by the done word, by the stream): the checked "  \
+      "index calls served from C so far (cuda_launch.c)")                                                           \
     X(copy_params, FASTCALL, "copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) "    \
       "-> the bytes of odml_copy_params for the CopyPlan's canonical form, or None where the Python route must "    \
       "pack it (newshape.c)")                                                                                       \

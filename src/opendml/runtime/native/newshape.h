@@ -228,6 +228,7 @@ typedef struct {
     int64_t naxes, data_type, has_value, value_bits, last_only, key_base, key_div, members;
     odml_ix_axis axes[ODML_IX_AXES];
     uint64_t src, dst, keys, order, aux, idx[ODML_IX_AXES];
+    uint64_t done, count;     /* a checked call's last checked launch: index.cu's ix_finish (calls_move.c) */
 } odml_ix_params;
 
 /* One kernel launch of a move program (steps.py move_steps' tuple): the kernel's name, its parameter block

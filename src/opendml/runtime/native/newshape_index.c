@@ -605,18 +605,19 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
     odml_move_cuda_conf mc;
     odml_index_cuda_conf ic;
     uint64_t src[MAX_MOVE_IO];
+    /* a Copy pass as a one-pass move program: held here (the GIL held), not 56 KiB malloc'd and freed a call */
+    static odml_move_prog one;
     int n = 0;
     if (PyTuple_GET_SIZE(conf) != 3 || odml_move_cuda_conf_read(PyTuple_GET_ITEM(conf, 1), &mc)
             || odml_index_cuda_conf_read(PyTuple_GET_ITEM(conf, 2), &ic) || cuda_sources(c, src))
         return -1;
-    odml_move_prog *one = NULL;
     how->checked = 0;
     for (int i = 0; i < g->n_pass; i++) {
         const idx_params *p = &g->p[i];
         if (p->naxes) {                              /* a Gather or Scatter: one launch, or an owner table's two */
             const int m = n + 2 <= ODML_MOVE_PROG_MAX_PASSES ? odml_index_cuda(p, &ic, src[g->src[i]], dsts[0], &L[n])
                                                             : -1;
-            if (m < 1) goto fail;
+            if (m < 1) return -1;
             for (const int end = n + m; n < end; n++) {
                 if (g->checked[i]) how->checked |= 1u << n;
                 L[n].src = p->has_value ? -1 : g->src[i];
@@ -625,16 +626,12 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
             continue;
         }
         /* a Copy (index_ops' plan as a one-pass move program, as index_move_launch's plain gives it) */
-        if (!one && !(one = PyMem_Malloc(sizeof *one))) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        memset(one, 0, offsetof(odml_move_prog, passes));    /* (its one pass below: not the 56 KiB of all) */
-        odml_move_pass *q = &one->passes[0];
-        one->n_out = one->n_pass = 1;
-        one->out_type[0] = out->out_type[0];
-        one->pass_src[0] = g->src[i];
-        one->pass_dst[0] = 0;
+        memset(&one, 0, offsetof(odml_move_prog, passes));    /* (its one pass below: not the 56 KiB of all) */
+        odml_move_pass *q = &one.passes[0];
+        one.n_out = one.n_pass = 1;
+        one.out_type[0] = out->out_type[0];
+        one.pass_src[0] = g->src[i];
+        one.pass_dst[0] = 0;
         memset(q, 0, sizeof *q);
         q->n = (int)p->rank;
         q->src_type = q->dst_type = p->data_type;
@@ -643,15 +640,11 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
         memcpy(q->sizes, p->sizes, sizeof(int64_t) * (size_t)p->rank);
         memcpy(q->src_strides, p->src_strides, sizeof(int64_t) * (size_t)p->rank);
         memcpy(q->dst_strides, p->dst_strides, sizeof(int64_t) * (size_t)p->rank);
-        if (n >= ODML_MOVE_PROG_MAX_PASSES || odml_move_cuda(one, &mc, src, c->span, dsts, &L[n]) != 1) goto fail;
+        if (n >= ODML_MOVE_PROG_MAX_PASSES || odml_move_cuda(&one, &mc, src, c->span, dsts, &L[n]) != 1) return -1;
         L[n].scratch = L[n].aux = 0;
         L[n++].index = 0;
     }
-    PyMem_Free(one);
     return n;
-fail:
-    PyMem_Free(one);
-    return -1;
 }
 
 /* cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, index_settings) -> (shape, ((name, params, grid,
