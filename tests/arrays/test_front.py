@@ -233,3 +233,144 @@ def test_the_index_functions_are_generated_on_their_route():
         dml.gather_elements(x, np.array([[0, 9], [1, 1], [2, 0]]), 1)
     assert dml.gather_elements(x, np.array([[0, 9], [1, 1], [2, 0]]), 1, check_indices=False).tolist() == [
         [0.0, 3.0], [5.0, 5.0], [10.0, 8.0]]
+
+
+# -- the C new-shape route's settings, read once a generation ------------------------------------------------------
+
+def _fresh_shapes(n, seed):
+    """n (1, C, H, W) shapes no test of this process gives (their H and W are 41 and more)."""
+    rng = np.random.default_rng(seed)
+    return [(1, int(rng.integers(1, 5)), 41 + i, int(rng.integers(41, 90))) for i in range(n)]
+
+
+def test_new_shapes_read_the_settings_once_a_generation(monkeypatch):
+    """A never-seen shape's C route reads the CPU backend and its settings at the first new shape of a
+    generation and reuses them until a ``configure()`` changes the generation, which reads them again."""
+    looked = []
+    real = engine.get_backend
+    for module in (engine, front._index):                 # (index_ops reads the backend on its Python route)
+        monkeypatch.setattr(module, "get_backend", lambda kind: looked.append(kind) or real(kind))
+    calls.clear()
+    shapes = _fresh_shapes(6, 1)
+    for s in shapes[:3]:
+        x = np.arange(np.prod(s), dtype=np.float32).reshape(s)
+        assert dml.identity(x).tobytes() == x.tobytes()
+        idx = np.array([0, s[1] - 1], np.int64)            # an index function's new shape: the same settings
+        assert dml.gather(x, idx, 1).tobytes() == np.take(x, idx, 1).tobytes()
+    assert looked == ["cpu"]
+    with dml.configure(threads=1):
+        for s in shapes[3:5]:
+            x = np.arange(np.prod(s), dtype=np.float32).reshape(s)
+            assert dml.identity(x).tobytes() == x.tobytes()
+        assert looked == ["cpu", "cpu"]
+        assert engine.NEW_SETTINGS[1] is real("cpu") and engine.NEW_SETTINGS[2][0] == 1
+
+
+def test_new_shapes_follow_a_switch_to_the_numpy_kernels(monkeypatch):
+    """After ``configure(cpu_kernels="numpy")`` a never-seen shape takes the Python route (NumPy's kernels), not
+    the C route whose settings were read before the switch; the bytes are the same."""
+    s = _fresh_shapes(2, 2)
+    x = np.random.default_rng(0).standard_normal(s[0], dtype=np.float32)
+    dml.identity(x)                                    # the C route's settings read in this generation
+    offered = []
+    real = front._move_new
+    monkeypatch.setattr(front, "_move_new", lambda *a: offered.append(a) or real(*a))
+    with dml.configure(cpu_kernels="numpy"):
+        y = np.random.default_rng(1).standard_normal(s[1], dtype=np.float32)[:, :, ::-1]
+        assert dml.identity(y, 2.0, 1.0).tobytes() == (y * np.float32(2) + np.float32(1)).tobytes()
+    assert offered == []
+
+
+IDENTITY_CASES = [((1, 3, 41, 57), np.float32, lambda x: x, (None, None)),
+                  ((1, 2, 43, 45), np.float32, lambda x: x[:, :, ::-2, 1:], (None, None)),
+                  ((1, 4, 42, 44), np.float16, lambda x: x[..., ::-1], (0.5, None)),
+                  ((2, 3, 41, 5), np.float32, lambda x: x.transpose(0, 2, 1, 3), (None, -3.25)),
+                  ((1, 1, 47, 61), np.int32, lambda x: x[:, :, 1:], (None, None))]
+
+
+@pytest.mark.parametrize("shape,dtype,view,args", IDENTITY_CASES)
+def test_a_never_seen_identity_is_the_python_routes_bytes(monkeypatch, shape, dtype, view, args):
+    """The C new-shape route and the Python route give the same bytes, shape and dtype for a shape neither
+    saw (and the C route, not the Python one, served it)."""
+    rng = np.random.default_rng(3)
+    base = (rng.standard_normal(shape) * 50).astype(dtype)
+    calls.clear()
+    ran = []
+    real = front._move_call
+    monkeypatch.setattr(front, "_move_call", lambda *a: ran.append(a) or real(*a))
+    got = dml.identity(view(base), *args)
+    assert ran == []                                   # served by the C route
+    calls.clear()
+    monkeypatch.setattr(front, "_move_new", lambda *a: None)
+    want = dml.identity(view(base), *args)
+    assert len(ran) == 1                               # the Python route
+    assert (got.shape, got.dtype, got.tobytes()) == (want.shape, want.dtype, want.tobytes())
+    assert got.flags.c_contiguous
+
+
+BAD_IDENTITY = [(lambda: [[1.0, 2.0]], ()), (lambda: np.zeros((1, 2, 41, 41), bool), ()),
+                (lambda: np.zeros((1, 2, 41, 43), np.float32), ("2",)),
+                (lambda: np.zeros((1, 2, 41, 44), np.int32), (2.0, None)),
+                (lambda: np.zeros((1, 2, 41, 45), np.float32), (1e39, None)),
+                (lambda: np.zeros((1, 2, 41, 46), np.float32), (None, None, 1))]
+
+
+@pytest.mark.parametrize("make,args", BAD_IDENTITY)
+def test_a_never_seen_identity_raises_the_python_routes_errors(monkeypatch, make, args):
+    """Bad input to a never-seen shape raises the same class and message with the C route on as off."""
+    def error():
+        calls.clear()
+        with pytest.raises(Exception) as info:
+            dml.identity(make(), *args)
+        return type(info.value), str(info.value)
+
+    on = error()
+    monkeypatch.setattr(front, "_move_new", lambda *a: None)
+    assert on == error()
+    assert issubclass(on[0], (dml.ValidationError, dml.UnsupportedError, TypeError))
+
+
+class _OnDevice:
+    """Stands in for a CUDA array: ``device.id`` is where it lies."""
+
+    device = types.SimpleNamespace(id=3)
+
+
+_OUT = object()
+
+
+@pytest.mark.parametrize("answers,want", [(["k1", "k2", _OUT], _OUT), (["k1", None], None), ([_OUT], _OUT),
+                                          (["k"] * 16 + [_OUT], None)])
+def test_a_new_shape_on_cuda_compiles_each_kernel_c_names_then_calls_again(monkeypatch, answers, want):
+    """Where C names a kernel not yet compiled, ``_new`` compiles it on the array's device and makes the call
+    again, 16 calls at most; the answer after that (an output, or None) is the route's."""
+    from opendml.runtime.cuda import launch
+    given, compiled = list(answers), []
+    seen = []
+    monkeypatch.setattr(front, "_move_new", lambda *a: seen.append(a) or given.pop(0))
+    monkeypatch.setattr(launch, "add_new_kernel", lambda device, name: compiled.append((device, name)))
+    x = _OnDevice()
+    assert front._new(calls.OPS["identity"], [x], (None, None)) is want
+    assert len(seen) == min(len(answers), 16)
+    assert compiled == [(3, name) for name in answers[:len(seen)] if type(name) is str][:15]
+    assert all(a[2] == [x] and a[3] == (None, None) and a[4] == engine.NEW_SETTINGS[0] for a in seen)
+
+
+def test_a_prepare_spy_on_the_cpu_backend_sees_every_never_seen_shape(monkeypatch):
+    """A ``prepare`` set on the CPU backend (a spy) sends never-seen shapes to the Python route, which calls it,
+    even where the C route's settings were read before it was set; the bytes are the C route's."""
+    from opendml.runtime import get_backend
+    shapes = _fresh_shapes(4, 4)
+    x = np.random.default_rng(5).standard_normal(shapes[0], dtype=np.float32)
+    dml.identity(x)                                    # the C route's settings read in this generation
+    backend = get_backend("cpu")
+    prepared = []
+    real = backend.prepare
+    monkeypatch.setattr(backend, "prepare", lambda *a, **k: prepared.append(a) or real(*a, **k))
+    y = np.random.default_rng(6).standard_normal(shapes[1], dtype=np.float32)
+    assert dml.identity(y).tobytes() == y.tobytes()
+    assert len(prepared) == 1
+    idx = np.array([s - 1 for s in (shapes[2][1],)], np.int64)
+    z = np.random.default_rng(7).standard_normal(shapes[2], dtype=np.float32)
+    assert dml.gather(z, idx, 1).tobytes() == np.take(z, idx, 1).tobytes()
+    assert len(prepared) == 2

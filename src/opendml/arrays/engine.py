@@ -29,6 +29,31 @@ from .planner import array_layout, logical_desc
 __all__ = ["Call", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "constant_inputs",
            "differentiable", "ADJOINT_API"]
 
+# -- what a never-seen shape's C route reads of the settings -------------------------------------------
+
+_generation_now = _calls._generation or _calls.generation   # the C counter itself (the settings already read)
+
+#: (generation, the CPU backend, its ``plain_conf``: None where its compiled kernels are not loaded, its instance
+#: ``__dict__``: a ``prepare`` there is a spy, and the call takes the Python route), kept for
+#: the generation they were read in: every ``configure()`` replaces the CPU backend and bumps the generation, so a
+#: generation's first never-seen shape reads them (``new_settings``) and the others reuse them (``front._new``,
+#: ``index_ops.offer``).
+NEW_SETTINGS: tuple = (None, None, None, {})
+
+
+def new_settings() -> tuple:
+    """``NEW_SETTINGS`` as in force now, read again where the generation changed (the settings first read
+    here where no call read them yet)."""
+    global NEW_SETTINGS
+    state = NEW_SETTINGS
+    if state[0] == _generation_now():
+        return state
+    since = _calls.generation()             # before any setting is read
+    backend = get_backend("cpu")
+    NEW_SETTINGS = state = (since, backend, None if backend._native is None else backend.plain_conf, vars(backend))
+    return state
+
+
 # -- one call type ---------------------------------------------------------------------------------
 
 #: ``Call(key=PLAN_KEY)``: the key is the planner's, read from ``args`` when asked.

@@ -204,23 +204,33 @@ _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_
           | (_calls.LOWER_SEQUENCE if _contract.BINDING[k].array == "arrays" or _contract.BINDING[k].route == "index"
              else 0)
           for k, v in _calls.MOVE_LOWERINGS.items()}
-_generation = _calls.generation
+_generation_now = _engine._generation_now
 
 
 def _new(op: int, x, args: tuple):
-    since = _generation()                   # before any setting is read
-    backend = get_backend("cpu")
+    state = _engine.NEW_SETTINGS
+    if state[0] != _generation_now():
+        state = _engine.new_settings()
     lower = _LOWER.get(op)
     # no C lowering, the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if lower is None or backend._native is None or "prepare" in backend.__dict__:
+    if lower is None or state[2] is None or "prepare" in state[3]:
         return None
-    for _ in range(16):                     # on CUDA, a kernel C names is compiled first, then the call again
-        out = _move_new(op, lower, x, args, since, backend.plain_conf, _cuda_conf)
+    out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
+    return out if type(out) is not str else _new_kernels(op, lower, x, args, state, out)
+
+
+def _new_kernels(op: int, lower: int, x, args: tuple, state: tuple, name: str):
+    """``_new`` on CUDA where C named a kernel not yet compiled: it is compiled, then the call made again
+    (15 times at most)."""
+    from ..runtime.cuda.launch import add_new_kernel
+    first = x[0] if type(x) in (list, tuple) else x
+    device = first.get_device() if hasattr(first, "get_device") else first.device.id
+    for _ in range(15):
+        add_new_kernel(device, name)
+        out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
         if type(out) is not str:
             return out
-        from ..runtime.cuda.launch import add_new_kernel
-        first = x[0] if type(x) in (list, tuple) else x
-        add_new_kernel(first.get_device() if hasattr(first, "get_device") else first.device.id, out)
+        name = out
     return None
 
 
@@ -261,17 +271,14 @@ def _plan(op: int, x, args: tuple):
 
 
 def _move_call(op: int, x, args: tuple):
-    """A family call past the C call cache: the C new-shape route first
-    (unless ``engine.execute`` is replaced), then the contract's checks on the
+    """A family call past the C call cache and the C new-shape route (the
+    function's body offers both first, unless ``engine.execute`` is
+    replaced): the contract's checks on the
     inputs (a sequence of them where the binding's array argument is
     ``arrays``), the list arguments snapshotted (those the signature types as
     sequences), and the description its operator class's ``arguments`` make, keyed for the
     Python cache and recorded in the C call cache by the arguments as
     offered."""
-    if _engine.execute is _EXECUTE:
-        out = _new(op, x, args)
-        if out is not None:
-            return out
     name = _NAMES[op]
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
@@ -317,8 +324,13 @@ ARGUMENT_API = types.SimpleNamespace(axis=_contract.axis, rank_of=_contract.rank
 _BODIES = {
     "plan": "    out = _cached({code}, {array}, {args})\n"
             "    return out if out is not None else _plan({code}, {array}, ({args},))\n",
-    "move": "    out = _move({code}, {array}, {args}) if _engine.execute is _EXECUTE else None\n"
-            "    return out if out is not None else _move_call({code}, {array}, ({args},))\n",
+    "move": "    if _engine.execute is _EXECUTE:\n"
+            "        out = _move({code}, {array}, {args})\n"
+            "        if out is None:\n"
+            "            out = _new({code}, {array}, ({args},))\n"
+            "        if out is not None:\n"
+            "            return out\n"
+            "    return _move_call({code}, {array}, ({args},))\n",
     "index": "    out = _index.offer({code}, {given}, {offered})\n"
              "    return out if out is not None else _index_call({code}, {given}, {offered})\n",
 }

@@ -83,6 +83,7 @@ NO_ARRAY: Any = type("NoArray", (), {"__repr__": lambda self: "<no array>"})()
 #: The front's functions this route takes (``_dispatch.front``: ``framework``, ``run_list``, ``new_shape``),
 #: read at call time: the front lies above.
 _front = _dispatch.front
+_generation_now = engine._generation_now
 
 
 def lead(x, rank: int):
@@ -318,11 +319,12 @@ def offer(op: int, given: tuple, args: tuple):
     c = _C_INDEX.get(op)
     if c is None:                                 # the family's C lowering, where it has one (DIAGONAL_MATRIX1's)
         return _front.new_shape(op, given, args)
-    since = _calls.generation()                   # before any setting is read
-    backend = get_backend("cpu")
-    if backend._native is None or "prepare" in backend.__dict__:
+    state = engine.NEW_SETTINGS
+    if state[0] != _generation_now():
+        state = engine.new_settings()
+    if state[2] is None or "prepare" in state[3]:
         return None
-    return _index_new(op, c[0], c[1], given, args, since, CACHE_MIN_BYTES)
+    return _index_new(op, c[0], c[1], given, args, state[0], CACHE_MIN_BYTES)
 
 
 def _pass_params(plan, p, checked: bool):

@@ -372,13 +372,14 @@ struct odml_move_prepared {
     int64_t units;
     int threads, empty;             /* empty: a size is 0, nothing is touched */
     int64_t *tables;
-    segment *segs;
+    segment *segs;                  /* one_seg where the inner axis is unmapped, else its own allocation */
+    segment one_seg;
 };
 
 void odml_move_free(odml_move_prepared *m) {
     if (!m) return;
     free(m->tables);
-    free(m->segs);
+    if (m->segs != &m->one_seg) free(m->segs);
     free(m);
 }
 
@@ -409,22 +410,21 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
     segment *segs = NULL;
     *out = NULL;
     if (!m) return ODML_ENOMEM;
-    move_job j;
-    memset(&j, 0, sizeof j);
+    move_job *const jp = &m->j;     /* laid out in place (calloc zeroed it) */
     if (p->rank < 1 || p->rank > R) FAIL("rank must be in [1, 16]");
     if (p->kind != ODML_MOVE_COPY && p->kind != ODML_MOVE_FILL) FAIL("kind must be 0 (copy) or 1 (fill)");
     if (p->dst_type < 1 || p->dst_type > 11 || (p->kind == ODML_MOVE_COPY && (p->src_type < 1 || p->src_type > 11)))
         FAIL("data types must be DataType values 1..11");
-    j.nd = (int)p->rank;
-    j.fill = p->kind == ODML_MOVE_FILL;
-    j.es_d = odml_type_size[p->dst_type];
-    j.es_s = j.fill ? j.es_d : odml_type_size[p->src_type];
+    jp->nd = (int)p->rank;
+    jp->fill = p->kind == ODML_MOVE_FILL;
+    jp->es_d = odml_type_size[p->dst_type];
+    jp->es_s = jp->fill ? jp->es_d : odml_type_size[p->src_type];
     if (p->dst_offset < 0 || p->dst_offset > ODML_LIMIT / 8 || p->src_offset < -ODML_LIMIT / 8 ||
         p->src_offset > ODML_LIMIT / 8)
         FAIL("offsets must be in [-2^59, 2^59] (destination offset >= 0)");
     int64_t count = 1, table_len = 0;
-    for (int a = 0; a < j.nd; a++) {
-        int64_t n = p->sizes[a], mode = j.fill ? 0 : p->map_mode[a];
+    for (int a = 0; a < jp->nd; a++) {
+        int64_t n = p->sizes[a], mode = jp->fill ? 0 : p->map_mode[a];
         if (n < 0 || n > ODML_LIMIT) FAIL("sizes must be in [0, 2^62]");
         if (n == 0) {
             m->empty = 1;
@@ -441,57 +441,55 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
         if (p->dst_strides[a] < 0 || p->dst_strides[a] > ODML_LIMIT / 8 || p->src_strides[a] < -ODML_LIMIT / 8 ||
             p->src_strides[a] > ODML_LIMIT / 8)
             FAIL("strides must be in [-2^59, 2^59] (destination strides >= 0)");
-        if (!odml_mul_le(n - 1, p->dst_strides[a] * j.es_d, ODML_LIMIT / 16) ||
-            !odml_mul_le(extent - 1, (p->src_strides[a] < 0 ? -p->src_strides[a] : p->src_strides[a]) * j.es_s,
+        if (!odml_mul_le(n - 1, p->dst_strides[a] * jp->es_d, ODML_LIMIT / 16) ||
+            !odml_mul_le(extent - 1, (p->src_strides[a] < 0 ? -p->src_strides[a] : p->src_strides[a]) * jp->es_s,
                          ODML_LIMIT / 16))
             FAIL("a dimension's extent must stay within 2^58 bytes");
-        j.sizes[a] = n;
-        j.ds[a] = n > 1 ? p->dst_strides[a] * j.es_d : 0;
-        j.ss[a] = !j.fill && (mode ? extent : n) > 1 ? p->src_strides[a] * j.es_s : 0;
-        if (mode && a < j.nd - 1) table_len += n;
+        jp->sizes[a] = n;
+        jp->ds[a] = n > 1 ? p->dst_strides[a] * jp->es_d : 0;
+        jp->ss[a] = !jp->fill && (mode ? extent : n) > 1 ? p->src_strides[a] * jp->es_s : 0;
+        if (mode && a < jp->nd - 1) table_len += n;
     }
-    if (j.fill) {
-        j.fill_bits = p->fill_bits;
+    if (jp->fill) {
+        jp->fill_bits = p->fill_bits;
     } else if (p->has_scale_bias) {
         int ct = p->src_type == ODML_T_FLOAT64 ? ODML_T_FLOAT64 : ODML_T_FLOAT32;
-        j.sb = 1;
-        j.ct64 = ct == ODML_T_FLOAT64;
-        j.scale = p->scale;
-        j.bias = p->bias;
-        j.to_ct = odml_conv_table[p->src_type][ct];
-        j.from_ct = odml_conv_table[ct][p->dst_type];
+        jp->sb = 1;
+        jp->ct64 = ct == ODML_T_FLOAT64;
+        jp->scale = p->scale;
+        jp->bias = p->bias;
+        jp->to_ct = odml_conv_table[p->src_type][ct];
+        jp->from_ct = odml_conv_table[ct][p->dst_type];
     } else {
-        j.same = p->src_type == p->dst_type;
-        j.conv = odml_conv_table[p->src_type][p->dst_type];
-        j.packed = j.same ? NULL : packed_for(p->src_type, p->dst_type);
+        jp->same = p->src_type == p->dst_type;
+        jp->conv = odml_conv_table[p->src_type][p->dst_type];
+        jp->packed = jp->same ? NULL : packed_for(p->src_type, p->dst_type);
     }
-    j.nt = j.same && count * j.es_d >= odml_stream_min_bytes;
-    j.avx_copy = j.same && !j.fill && !j.sb && !j.nt && have_avx2();
+    jp->nt = jp->same && count * jp->es_d >= odml_stream_min_bytes;
+    jp->avx_copy = jp->same && !jp->fill && !jp->sb && !jp->nt && have_avx2();
 
     /* outer mapped axes: their source byte offsets */
-    int last = j.nd - 1;
+    int last = jp->nd - 1;
     if (table_len) {
         tables = (int64_t *)malloc((size_t)table_len * sizeof(int64_t));
         if (!tables) { status = ODML_ENOMEM; goto done; }
         int64_t *t = tables;
         for (int a = 0; a < last; a++) {
-            if (j.fill || !p->map_mode[a]) continue;
-            int64_t st = p->map_size[a] > 1 ? p->src_strides[a] * j.es_s : 0;
-            for (int64_t d = 0; d < j.sizes[a]; d++)
+            if (jp->fill || !p->map_mode[a]) continue;
+            int64_t st = p->map_size[a] > 1 ? p->src_strides[a] * jp->es_s : 0;
+            for (int64_t d = 0; d < jp->sizes[a]; d++)
                 t[d] = odml_map_source(p->map_mode[a], p->map_shift[a], p->map_size[a], d) * st;
-            j.tab[a] = t;
-            t += j.sizes[a];
+            jp->tab[a] = t;
+            t += jp->sizes[a];
         }
     }
     /* the inner axis in segments of constant source step (-1, 0 or +1) */
     {
-        int64_t n = j.sizes[last], mode = j.fill ? 0 : p->map_mode[last];
-        int64_t shift = p->map_shift[last], size = p->map_size[last], st = j.ss[last];
-        if (!mode) {
-            segs = (segment *)malloc(sizeof(segment));
-            if (!segs) { status = ODML_ENOMEM; goto done; }
-            segs[0].d0 = 0; segs[0].n = n; segs[0].s0 = 0; segs[0].sstep = st;
-            j.nseg = 1;
+        int64_t n = jp->sizes[last], mode = jp->fill ? 0 : p->map_mode[last];
+        int64_t shift = p->map_shift[last], size = p->map_size[last], st = jp->ss[last];
+        if (!mode) {                /* one segment, kept in m (no allocation of its own) */
+            m->one_seg.d0 = 0; m->one_seg.n = n; m->one_seg.s0 = 0; m->one_seg.sstep = st;
+            jp->nseg = 1;
         } else {
             /* at most: the interior, and per period of the map outside it two
              * pieces; bounded by n */
@@ -509,30 +507,29 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
                 m++;
                 d += len;
             }
-            j.nseg = m;
+            jp->nseg = m;
         }
-        j.seg = segs;
+        jp->seg = mode ? segs : &m->one_seg;
         /* chunks of the inner row, so that few long rows still split over
          * threads (whole cache lines each) */
         int64_t rows = count / n;
-        j.chunk = n;
+        jp->chunk = n;
         if (threads > 1 && rows < 4 * (int64_t)threads) {
             int64_t want = (4 * (int64_t)threads + rows - 1) / rows;
             int64_t chunk = (n + want - 1) / want;
             chunk = (chunk + 63) / 64 * 64;
-            if (chunk < n) j.chunk = chunk;
+            if (chunk < n) jp->chunk = chunk;
         }
-        j.chunks = (n + j.chunk - 1) / j.chunk;
-        j.gather2 = j.same && j.es_d == 4 && j.nseg == 1 && segs[0].sstep == 8 && j.ds[last] == 4 && have_avx2();
+        jp->chunks = (n + jp->chunk - 1) / jp->chunk;
+        jp->gather2 = jp->same && jp->es_d == 4 && jp->nseg == 1 && jp->seg[0].sstep == 8 && jp->ds[last] == 4 && have_avx2();
     }
-    m->dst_off = p->dst_offset * j.es_d;
-    m->src_off = j.fill ? 0 : p->src_offset * j.es_s;
-    if (!odml_disjoint(j.nd, j.sizes, j.ds, j.es_d)) threads = 1;
+    m->dst_off = p->dst_offset * jp->es_d;
+    m->src_off = jp->fill ? 0 : p->src_offset * jp->es_s;
+    if (!odml_disjoint(jp->nd, jp->sizes, jp->ds, jp->es_d)) threads = 1;
     m->threads = threads;
-    m->units = count / j.sizes[last] * j.chunks;
-    m->j = j;
+    m->units = count / jp->sizes[last] * jp->chunks;
     m->tables = tables;
-    m->segs = segs;
+    m->segs = segs ? segs : &m->one_seg;
     tables = NULL;
     segs = NULL;
 done:

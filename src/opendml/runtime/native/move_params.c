@@ -100,36 +100,35 @@ int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out) {
         merged[r - 2] = t;
     }
     if (r > ODML_CPU_MOVE_MAX_RANK) return -1;
-    odml_cpu_move_params p;
-    memset(&p, 0, sizeof p);
-    p.kind = fill;
-    p.dst_type = in->dst_type;
-    p.src_type = fill ? in->dst_type : in->src_type;
-    p.rank = r;
-    p.dst_offset = in->dst_offset;
+    odml_cpu_move_params *p = out;         /* (nothing fails from here: written in place) */
+    memset(p, 0, sizeof *p);
+    p->kind = fill;
+    p->dst_type = in->dst_type;
+    p->src_type = fill ? in->dst_type : in->src_type;
+    p->rank = r;
+    p->dst_offset = in->dst_offset;
     for (int k = 0; k < r; k++) {
-        p.sizes[k] = merged[k].size;
-        p.dst_strides[k] = merged[k].dst;
+        p->sizes[k] = merged[k].size;
+        p->dst_strides[k] = merged[k].dst;
     }
     if (fill) {
-        p.fill_bits = in->fill_bits;
+        p->fill_bits = in->fill_bits;
     } else {
-        p.src_offset = src_offset;
+        p->src_offset = src_offset;
         for (int k = 0; k < r; k++) {
-            p.src_strides[k] = merged[k].src;
+            p->src_strides[k] = merged[k].src;
             if (merged[k].mode) {
-                p.map_mode[k] = merged[k].mode;
-                p.map_shift[k] = merged[k].shift;
-                p.map_size[k] = merged[k].msize;
+                p->map_mode[k] = merged[k].mode;
+                p->map_shift[k] = merged[k].shift;
+                p->map_size[k] = merged[k].msize;
             }
         }
         if (in->has_scale_bias) {
-            p.has_scale_bias = 1;
-            p.scale = in->scale;
-            p.bias = in->bias;
+            p->has_scale_bias = 1;
+            p->scale = in->scale;
+            p->bias = in->bias;
         }
     }
-    *out = p;
     return 0;
 }
 
