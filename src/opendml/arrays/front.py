@@ -209,7 +209,8 @@ _move_new = _calls.move_new
 _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_row(_contract.OPERATOR_OF[k]).types)
           | (_calls.LOWER_SEQUENCE if _contract.BINDING[k].array == "arrays" or _contract.BINDING[k].route == "index"
              else 0)
-          for k, v in _calls.MOVE_LOWERINGS.items()}
+          for k, v in (*_calls.MOVE_LOWERINGS.items(),
+                       *((k, _calls.LOWER_PLAIN | i) for i, k in enumerate(_calls.PLAIN_LOWERED)))}
 _generation = _calls.generation
 
 

@@ -60,7 +60,7 @@ from .config import config
 from .cpu.backend import _load_native
 
 __all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda", "torch_new",
-           "numpy_new", "move_new", "index_new", "MOVE_LOWERINGS", "LOWER_SEQUENCE", "register_cuda_retry",
+           "move_new", "index_new", "MOVE_LOWERINGS", "PLAIN_LOWERED", "LOWER_SEQUENCE", "LOWER_PLAIN", "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
 class _Codes(dict):
@@ -227,8 +227,7 @@ def _no_new(*args) -> None:
     return None
 
 
-#: ``planner.plain_plan``'s kernel names -> the plan kinds ``torch_new``,
-#: ``numpy_new`` and the CPU backend's ``plain_window`` take (newshape.h's ODML_NEW_*).
+#: ``planner.plain_plan``'s kernel names -> the plan kinds ``torch_new`` takes (newshape.h's ODML_NEW_*).
 NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
 
 #: ``torch_new(op_code, x, args, kind, fields, since, kernels, dtype, cpu)``: a
@@ -247,21 +246,13 @@ NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
 torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _no_new
 
 
-#: ``numpy_new(op_code, x, args, kind, fields, since, cpu)``: the same for an
-#: exact, native-order NumPy array ``x`` (a CPU kernel into a new NumPy
-#: array), recorded as ``put_numpy`` records it; the output, or None.
-#: Once such a call was recorded, a miss of ``call`` on a NumPy array of the
-#: same operator, dtype and rank is itself served as a new shape, lowered in C
-#: (``slice``, ``slice1``, ``slice_grad``, ``unfold`` and ``fold``: their
-#: ``plain_lowering`` in ``runtime/native/newshape.c``), until the cache is
-#: next emptied.
-numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and hasattr(_native, "call_cache_numpy_new")
-                                 else _no_new)
-#: The operators whose plain lowering is in C (newshape.h's ODML_PLAIN_* order).
-PLAIN_LOWERED = tuple(cls.BINDING.function for cls in sorted(
-    (c for c in OPERATORS.values() if "C_PLAIN" in vars(c)), key=lambda c: c.C_PLAIN))
-if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
-    _native.call_cache_plain_ops(*(OPS[name] for name in PLAIN_LOWERED))
+#: The first five's lowering numbers (``MOVE_LOWERINGS``): their plain lowering's C copy (``C_PLAIN``:
+#: newshape.h's ODML_PLAIN_*) with this bit (newshape.h's ODML_LOWER_PLAIN), lowered to one tuned pass
+#: of the move program and run and recorded by ``move_new`` as a family call is (keyed as ``call``
+#: finds it). Once such a call on a NumPy array was recorded, a miss of ``call`` on a NumPy array of the
+#: same operator, dtype and rank is itself served as a new shape, lowered in C, until the cache is next
+#: emptied.
+LOWER_PLAIN = 1 << 25
 
 
 #: ``move_new(op_code, lowering, x, args, since, cpu[, cuda])``: a never-seen shape of
@@ -318,6 +309,10 @@ _INDEX_CONF: list = []
 LOWER_SEQUENCE = 1 << 24
 #: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*, as its operator declares it).
 MOVE_LOWERINGS = {cls.BINDING.function: cls.C_LOWERING for cls in OPERATORS.values() if "C_LOWERING" in vars(cls)}
+#: The operators whose plain lowering is in C, by their ``C_PLAIN`` (newshape.h's ODML_PLAIN_* order): their
+#: lowering numbers are ``LOWER_PLAIN | C_PLAIN``.
+PLAIN_LOWERED = tuple(cls.BINDING.function for cls in sorted(
+    (c for c in OPERATORS.values() if "C_PLAIN" in vars(c)), key=lambda c: c.C_PLAIN))
 
 
 def entry(name: str, x, *args) -> dict | None:
@@ -414,7 +409,7 @@ def info() -> dict:
     """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned'}: whether
     the cache is on, whether it serves NumPy arrays, its entries, the calls it
     served, the lookups that found no entry and the new shapes it lowered and
-    ran itself at such a miss (see ``numpy_new``)."""
+    ran itself at such a miss (see ``LOWER_PLAIN``)."""
     if not _HAS:
         return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0}
     _read_settings()

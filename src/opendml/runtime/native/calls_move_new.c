@@ -7,6 +7,8 @@
 
 #include "calls.h"
 
+long long plain_served;                 /* new shapes numpy_plain served (below) */
+
 /* -- New shapes of the family on NumPy arrays (issue 31) ----------------------------------------------- */
 
 #ifdef ODML_NUMPY
@@ -149,11 +151,43 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * size from which output blocks are used: CpuBackend.plain_conf), each checked to stay inside the buffers and laid
  * out (odml_move_prepare). NULL with no exception set where the Python route must run the call; NULL with one for no
  * memory. */
-static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
-    int64_t most, grain, min_bytes;
-    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
-            || plain_args(((PyTupleObject *)conf)->ob_item, "ii..i", &most, &grain, &min_bytes) || most < 1 || grain < 1)
+/* The entry of a tuned program (lower_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
+ * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), x's own dtype object for the output,
+ * keyed as the first five's entries are (KIND_NUMPY: numpy_call serves it). NULL, no exception set, where the Python
+ * route must run the call (an output of `limit` bytes or more, which takes the output blocks there; more than
+ * ODML_MAX_THREADS threads); NULL with one for no memory. */
+static Entry *tuned_entry(const odml_new_plan *pl, PyArrayObject *x, const int64_t *conf) {
+    odml_cpu_run run;
+    int64_t bytes, origin;
+    if (odml_new_cpu(pl, conf[2], conf[3], &run) || __builtin_mul_overflow(pl->count, pl->es, &bytes)
+            || bytes >= conf[4] || __builtin_mul_overflow(pl->origin, pl->es, &origin))
         return NULL;
+    const int64_t threads = odml_new_threads(run.work, conf[1], conf[0]);
+    Entry *e = threads > ODML_MAX_THREADS ? NULL : entry_alloc(KIND_NUMPY, 1, 1);
+    if (!e) return NULL;
+    e->cpu = 1;
+    e->total = e->out1.bytes = bytes;
+    e->origin[0] = origin;
+    e->out1.rank = pl->out_rank;
+    memcpy(e->out1.dims, pl->out_dims, sizeof(int64_t) * (size_t)pl->out_rank);
+    e->out1.dtype = Py_NewRef(PyArray_DESCR(x));
+    if (!(e->out1.shape = odml_ints_tuple(pl->out_dims, pl->out_rank))) Py_CLEAR(e);
+    else {
+        e->pass1.kernel = odml_new_kernel(pl->kind);
+        e->pass1.threads = (int)threads;
+        memcpy(&e->pass1.p.k, &run.p, (size_t)run.size);
+    }
+    return e;
+}
+
+static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *const *cargs, Py_ssize_t ncargs,
+                             PyObject *conf) {
+    int64_t c[5];   /* most, grain, tile stride, tile columns, min bytes: CpuBackend.plain_conf */
+    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
+            || plain_args(((PyTupleObject *)conf)->ob_item, "iiiii", &c[0], &c[1], &c[2], &c[3], &c[4]) || c[0] < 1
+            || c[1] < 1)
+        return NULL;
+    const int64_t most = c[0], grain = c[1], min_bytes = c[4];
     odml_move_input xs[MAX_MOVE_IO];
     int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
     int in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
@@ -179,9 +213,12 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
         return NULL;
     }
     Entry *e = NULL;
-    if (odml_move_lower(lowering, xs, n_in, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), g)
-            || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
+    if (odml_move_lower(lowering, xs, n_in, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
         goto out;
+    if (g->tuned) {
+        e = tuned_entry(&g->plan, in[0], c);
+        goto out;
+    }
     e = entry_alloc(KIND_MOVE, g->n_out, g->n_pass);
     if (!e) goto out;
     e->n_in = n_in;
@@ -247,18 +284,11 @@ static int input_same(PyArrayObject *x, const InputState *s) {
                           && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd)));
 }
 
-PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
-                    int64_t gen) {
+/* serve_new's run of e on the inputs, stored under k where not NULL (and the cache is on and still in gen). */
+static PyObject *serve_keyed(Entry *e, const Key *k, PyArrayObject **in, int n_in, int64_t gen) {
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     char *dsts[MAX_MOVE_IO];
     const char *srcs[MAX_MOVE_IO];
-    /* the key and the inputs' layouts as lowered, before anything can run Python code */
-    Key k;
-    PyArrayObject *keyed_in[MAX_MOVE_IO];
-    int keyed_n = 0;
-    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
-                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
-    if (PyErr_Occurred()) drop_error();
     InputState state[MAX_MOVE_IO];
     for (int i = 0; i < n_in; i++) input_state(in[i], &state[i]);
     for (int i = 0; i < e->n_out; i++) {
@@ -276,7 +306,7 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
         srcs[i] = state[i].data - e->origin[i];
     }
     if (run_passes(e, dsts, srcs) != ODML_OK) goto route;
-    if (keyed && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
+    if (k && enabled && (unsigned long long)gen == generation && store(k, e) < 0) goto done;
     result = take_outputs(outs, e->n_out, e->multi);
     goto done;
 route:
@@ -285,6 +315,79 @@ done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
     Py_DECREF(e);
     return result;
+}
+
+PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
+                    int64_t gen) {
+    /* the key and the inputs' layouts as lowered, before anything can run Python code: a tuned pass's (KIND_NUMPY)
+     * as numpy_call finds it, the family's as move_call does */
+    Key k;
+    PyArrayObject *keyed_in[MAX_MOVE_IO];
+    int keyed_n = 0;
+    PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
+    const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
+    const int keyed = e->kind == KIND_NUMPY
+                          ? key_head(&k, KIND_NUMPY, op, cargs, ncargs) == 0 && numpy_key(&k, in[0]) == 0
+                          : move_key(&k, op, xo, cargs, ncargs, keyed_in, &keyed_n) == 0 && keyed_n == n_in;
+    if (PyErr_Occurred()) drop_error();
+    return serve_keyed(e, keyed ? &k : NULL, in, n_in, gen);
+}
+
+/* -- a new shape of the first five served at the cache's miss ----------------------------------------
+ *
+ * A call_cache_call miss on an exact NumPy array of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD is served in the same
+ * C call where the Python route would do nothing else: move_new has run, since the cache was last emptied (every
+ * configure() empties it), a call of that operator on an array of the same dtype and rank that its plain lowering
+ * (ODML_LOWER_PLAIN) took (so the array API's checks, which read only those, have passed: `templates`, with its
+ * lowering number and the CPU backend's conf); the lowering takes the arguments; and the entry fits as tuned_entry
+ * requires. Then the call is lowered, run and recorded as move_new does (counted in `plain_served`, which
+ * plan_cache_info counts as misses); anything else returns None and takes the Python route, which gives every
+ * error. */
+#define MAX_TEMPLATES 64
+static struct { int64_t op; int type, rank, lowering; } templates[MAX_TEMPLATES];
+static int n_templates;
+static PyObject *known_conf;           /* the conf of the last call recorded as a template */
+
+void plain_forget(void) {
+    n_templates = 0;
+    Py_CLEAR(known_conf);
+}
+
+static int template_of(int64_t op, int type, int rank) {
+    for (int i = 0; i < n_templates; i++)
+        if (templates[i].op == op && templates[i].type == type && templates[i].rank == rank) return i;
+    return -1;
+}
+
+/* A call of a plain lowering move_new served and recorded: its operator, dtype and rank a template, conf known. */
+static void learn_template(PyObject *op, PyArrayObject *x, int lowering, PyObject *conf) {
+    int64_t code;
+    if (exact_int(op, &code) < 0) return;
+    const int type = PyArray_TYPE(x), rank = PyArray_NDIM(x);
+    if (template_of(code, type, rank) < 0 && n_templates < MAX_TEMPLATES) {
+        templates[n_templates].op = code;
+        templates[n_templates].type = type;
+        templates[n_templates].rank = rank;
+        templates[n_templates++].lowering = lowering;
+    }
+    Py_XSETREF(known_conf, Py_NewRef(conf));
+}
+
+PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k) {
+    int64_t op;
+    int t;
+    if (!known_conf || exact_int(args[0], &op) < 0 || (t = template_of(op, PyArray_TYPE(x), PyArray_NDIM(x))) < 0)
+        Py_RETURN_NONE;
+    PyObject *conf = Py_NewRef(known_conf);
+    Entry *e = move_new_entry(templates[t].lowering, &x, 1, args + 2, nargs - 2, conf);
+    Py_DECREF(conf);
+    if (!e) {                                      /* (no memory: the Python route says so) */
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = serve_keyed(e, k, &x, 1, (int64_t)generation);
+    if (out && out != Py_None) plain_served++;
+    return out;
 }
 
 /* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
@@ -305,29 +408,36 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     if (plain_args(args, ".i.ti", &lowering, &gen) || move_inputs(args[2], lowering, in, &n_in) < 0) Py_RETURN_NONE;
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
-    Entry *e = move_new_entry((int)lowering, in, n_in, args[3], args[5]);
+    Entry *e = move_new_entry((int)lowering, in, n_in, ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]),
+                              args[5]);
     PyObject *result = e ? serve_new(e, args[0], args[2], args[3], in, n_in, gen)
                          : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (result && result != Py_None && lowering & ODML_LOWER_PLAIN && enabled && (unsigned long long)gen == generation)
+        learn_template(args[0], in[0], (int)lowering, args[5]);
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
 
 /* move_lowering(lowering, x, args, conf) -> (shapes, dtype, ((fill, src, dst, params, threads), ...)) or None:
- * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's). */
+ * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's; a tuned
+ * pass's params its kernel's parameter block, as CpuBackend's runner packs it). */
 static PyObject *move_lowering(PyObject *const *args) {
     int64_t lowering;
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
     if (plain_args(args, "i.t", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0) Py_RETURN_NONE;
-    Entry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
+    Entry *e = move_new_entry((int)lowering, in, n_in, ((PyTupleObject *)args[2])->ob_item, PyTuple_GET_SIZE(args[2]),
+                              args[3]);
     if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     PyObject *shapes = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
     for (int j = 0; shapes && !PyErr_Occurred() && j < e->n_out; j++)   /* (a NULL item: an error, the tuple dropped) */
         PyTuple_SET_ITEM(shapes, j, odml_ints_tuple(e->outs[j].dims, e->outs[j].rank));
     for (int i = 0; passes && !PyErr_Occurred() && i < e->n_pass; i++) {
-        const Pass *mp = &e->passes[i];
-        PyTuple_SET_ITEM(passes, i, Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p.move,
-                                                  (Py_ssize_t)sizeof mp->p.move, mp->threads));
+        const Pass *mp = &e->passes[i];               /* (a tuned pass: its kernel's parameter block) */
+        const int tuned = mp->kernel < ODML_KERNEL_COUNT;
+        PyTuple_SET_ITEM(passes, i, Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p,
+                                                  tuned ? (Py_ssize_t)odml_kernel_size[mp->kernel]
+                                                        : (Py_ssize_t)sizeof mp->p.move, mp->threads));
     }
     if (shapes && passes && !PyErr_Occurred()) result = Py_BuildValue("(OOO)", shapes, e->outs[0].dtype, passes);
     Py_XDECREF(shapes);
@@ -372,7 +482,7 @@ int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *
                   odml_move_launch *L) {
     odml_move_cuda_conf conf;
     uint64_t src[MAX_MOVE_IO];
-    if (odml_move_cuda_conf_read(settings, &conf) || cuda_sources(c, src)) return -1;
+    if (g->tuned || odml_move_cuda_conf_read(settings, &conf) || cuda_sources(c, src)) return -1;
     return odml_move_cuda(g, &conf, src, c->span, dsts, L);
 }
 

@@ -163,6 +163,9 @@ enum {
 /* A lowering number's bit saying the function offers its arrays as one list or tuple (arrays/front.py
  * sets it from the operator's binding: an "arrays" argument, or the index route's tuple). */
 #define ODML_LOWER_SEQUENCE (1 << 24)
+/* A lowering number's bit saying bits 0-7 are one of the first five's plain lowerings (ODML_PLAIN_*, the
+ * operator's C_PLAIN), lowered to one tuned pass (arrays/front.py sets it). */
+#define ODML_LOWER_PLAIN (1 << 25)
 
 /* An input: DataType value, sizes, signed element strides and origin
  * (elements from its lowest-addressed element to element 0; planner.Layout). */
@@ -192,7 +195,11 @@ typedef struct {
     int64_t out_dims[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK], out_strides[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK];
     int64_t out_count[ODML_MOVE_PROG_MAX_IO];
     int pass_src[ODML_MOVE_PROG_MAX_PASSES], pass_dst[ODML_MOVE_PROG_MAX_PASSES];
+    /* 1 where the program is one tuned pass (lower_plain: SLICE/SLICE1's Copy as CpuBackend._copy_pass runs it,
+     * UNFOLD's plan.Unfold, FOLD's plan.Fold, SLICE_GRAD's plan.SliceScatter), its parameters in `plan`; 0 else */
+    int tuned;
     odml_move_pass passes[ODML_MOVE_PROG_MAX_PASSES];
+    odml_new_plan plan;                /* (not cleared by odml_move_lower: read where tuned) */
 } odml_move_prog;
 
 /* The passes `lowering` gives for the n_in inputs xs (one but for JOIN) and the call's arguments: 0, or -1 (no

@@ -521,11 +521,38 @@ static int lower_diagonal(const odml_move_input *x, PyObject *const *a, Py_ssize
     return 0;
 }
 
+/* The first five (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD: `which` their ODML_PLAIN_*) as one tuned pass: the
+ * fields of the operator's plain_lowering (ops/slice.py, ops/slice1.py, ops/slice_grad.py, ops/unfold.py,
+ * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as its lower() gives the pass
+ * (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
+ * UNFOLD's plan.Unfold, FOLD's plan.Fold and SLICE_GRAD's plan.SliceScatter with the parameter blocks of
+ * newshape.c's plan_unfold, plan_fold and plan_scatter). */
+static int lower_plain(int which, const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
+    if (which < 0 || which >= ODML_PLAIN_COUNT) return -1;
+    PyObject *fields = odml_plain_lower(which, x->n, x->shape, a, na);
+    if (!fields || fields == Py_None) {           /* (no memory: the Python route says so) */
+        if (!fields) PyErr_Clear();
+        Py_XDECREF(fields);
+        return -1;
+    }
+    odml_layout L = {.n = x->n, .flt = is_float_type(x->type), .es = odml_type_size[x->type]};
+    memcpy(L.shape, x->shape, sizeof(int64_t) * (size_t)x->n);
+    memcpy(L.strides, x->strides, sizeof(int64_t) * (size_t)x->n);
+    const int rc = odml_new_plan_make(odml_plain_kind(which), &L, ((PyTupleObject *)fields)->ob_item,
+                                      PyTuple_GET_SIZE(fields), &g->plan);
+    Py_DECREF(fields);
+    if (rc || set_out(g, 0, x->type, g->plan.out_rank, g->plan.out_dims)) return -1;
+    g->tuned = 1;
+    g->n_pass = 1;
+    return 0;
+}
+
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g) {
     memset(g, 0, offsetof(odml_move_prog, passes));
     g->n_out = 1;
     g->types = (unsigned)(lowering >> 8) & 0xffeu;
+    const int plain = lowering & ODML_LOWER_PLAIN;
     lowering &= 0xff;
     if (n_in < 1 || (n_in > 1 && lowering != ODML_LOWER_JOIN)) return -1;
     for (int i = 0; i < n_in; i++) {
@@ -539,6 +566,7 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
         if (count > U32MAX) return -1;
     }
     const odml_move_input *x = xs;
+    if (plain) return lower_plain(lowering, x, args, nargs, g);
     switch (lowering) {
         case ODML_LOWER_IDENTITY: return lower_identity(x, args, nargs, g);
         case ODML_LOWER_CAST: return lower_cast(x, args, nargs, g);
