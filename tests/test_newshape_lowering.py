@@ -166,7 +166,8 @@ def test_slice1_lowering_equals_python(data):
     s = data.draw(field(n, 9, valid=window))
     t = data.draw(field(n, 4, valid=[data.draw(st.sampled_from([1, 2, -1, -3, I32, -I32 - 1])) for _ in shape]))
     extra = data.draw(st.sampled_from([(), (None,), (None,), ([1] * n,), (tuple(window),), ("x",)]))
-    compare(_native().slice1_lowering, slice1_op.plain_lowering, extra in ((), (None,)) and plain_fields(shape, o, s, t),
+    compare(_native().slice1_lowering, slice1_op.plain_lowering,
+            (extra in ((), (None,)) or type(extra[0]) in (list, tuple)) and plain_fields(shape, o, s, t),
             shape, o, s, t, *extra)
 
 
@@ -230,7 +231,7 @@ def test_slice1_lowering_on_the_description_strategies(args):
     compare(_native().slice1_lowering, slice1_op.plain_lowering, plain_fields(inp.sizes, o, s, t), inp.sizes, o, s,
             t, None)
     out_sizes = list(out.sizes) if isinstance(out, TensorDesc) else None
-    compare(_native().slice1_lowering, slice1_op.plain_lowering, out_sizes is None and plain_fields(inp.sizes, o, s, t),
+    compare(_native().slice1_lowering, slice1_op.plain_lowering, plain_fields(inp.sizes, o, s, t),
             inp.sizes, o, s, t, out_sizes)
 
 
@@ -269,7 +270,9 @@ def test_lowering_edges():
         (n1, (shape, [0, 0, 0, np.int64(0)], [2, 3, 4, 5], [1] * 4)),
         (n1, (shape, [0, 0, 0, SubInt(0)], [2, 3, 4, 5], [1] * 4)),
         (n1, (shape, [0, 0, 0], [2, 3, 4, 5], [1] * 4)),             # a wrong length
-        (n1, (shape, [0] * 4, [2, 3, 4, 5], [1] * 4, [2, 3, 4, 5])),  # output sizes given: Python answers
+        (n1, (shape, [0] * 4, [2, 3, 4, 5], [1] * 4, [2, 3, 5, 5])),  # output sizes past the reachable ones
+        (n1, (shape, [0] * 4, [2, 3, 4, 5], [1] * 4, [2, 3, 0, 5])),
+        (n1, (shape, [0] * 4, [2, 3, 4, 5], [1] * 4, [2, 3, 4])),
         (n1, ((), [], [], [])),                                     # no dimension: Python answers
         ((n1, ((1,) * 9, [0] * 9, [1] * 9, [1] * 9))),               # more than 8: Python answers
         (n1, ((2, 3, 4, np.int64(5)), [0] * 4, [2, 3, 4, 5], [1] * 4)),
@@ -283,7 +286,9 @@ def test_lowering_edges():
     for fn, args in declined:
         assert fn(*args) is None, args
     python = {n1: slice1_op.plain_lowering, n: slice_op.plain_lowering}
-    assert python[n1](shape, [0] * 4, [2, 3, 4, 5], [1] * 4, [2, 3, 4, 5]) is not None
+    for given_sizes in ([2, 3, 4, 5], (2, 1, 4, 5)):               # output sizes given: a tuple, as Python's
+        want = python[n1](shape, [0] * 4, [2, 3, 4, 5], [1] * 4, given_sizes)
+        assert want is not None and typed(n1(shape, [0] * 4, [2, 3, 4, 5], [1] * 4, given_sizes)) == typed(want)
     assert python[n1]((1,) * 9, [0] * 9, [1] * 9, [1] * 9) is not None
     with pytest.raises(TypeError):
         n1(shape, [0] * 4, [2, 3, 4, 5])

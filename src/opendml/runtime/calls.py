@@ -59,7 +59,7 @@ from ..ops import OPERATORS
 from .config import config
 from .cpu.backend import _load_native
 
-__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda", "torch_new",
+__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda",
            "move_new", "index_new", "MOVE_LOWERINGS", "PLAIN_LOWERED", "LOWER_SEQUENCE", "LOWER_PLAIN", "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
@@ -220,33 +220,19 @@ def register_torch_api(capsule) -> None:
         _native.call_cache_torch_api(capsule)
 
 
-_HAS_NEW = _HAS and hasattr(_native, "call_cache_torch_new")
+_HAS_NEW = _HAS and hasattr(_native, "call_cache_move_new")
 
 
 def _no_new(*args) -> None:
     return None
 
 
-#: ``planner.plain_plan``'s kernel names -> the plan kinds ``torch_new`` takes (newshape.h's ODML_NEW_*).
+#: ``planner.plain_plan``'s kernel names -> the plan kinds (newshape.h's ODML_NEW_*) of the tuned passes
+#: the C lowering of the first five makes (``cuda_spec``, the CUDA launch's test entry, takes them too).
 NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
 
-#: ``torch_new(op_code, x, args, kind, fields, since, kernels, dtype, cpu)``: a
-#: new shape's call on PyTorch tensor ``x`` in one C call (issue 19): the
-#: plan ``kind`` (``NEW_KINDS``) with ``planner.plain_plan``'s
-#: ``fields`` applied to ``x``'s layout, the output from PyTorch's allocator,
-#: the kernel run (a CPU kernel with ``cpu`` = (max_threads, grain_bytes,
-#: tile_stride, tile_columns, limit_bytes), or a CUDA launch of a kernel of
-#: ``kernels`` = {device: {name: CUfunction}} on the current stream), and the
-#: call recorded here as the Python route records it, made on the settings of
-#: ``generation()`` ``since``. ``dtype``: ``x``'s NumPy dtype. Returns the
-#: output; None where the Python route must run the call (nothing run); or, on
-#: CUDA, the name of a kernel ``kernels`` lacks (nothing run: compile it and
-#: call again).
-#: ``x`` may also be an exact CuPy array (``dtype`` its dtype, ``cpu`` None), recorded as ``put_cuda`` records it.
-torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _no_new
 
-
-#: The first five's lowering numbers (``MOVE_LOWERINGS``): their plain lowering's C copy (``C_PLAIN``:
+#: The first five's lowering numbers (besides ``MOVE_LOWERINGS``): their plain lowering's C copy (``C_PLAIN``:
 #: newshape.h's ODML_PLAIN_*) with this bit (newshape.h's ODML_LOWER_PLAIN), lowered to one tuned pass
 #: of the move program and run and recorded by ``move_new`` as a family call is (keyed as ``call``
 #: finds it). Once such a call on a NumPy array was recorded, a miss of ``call`` on a NumPy array of the
@@ -255,9 +241,9 @@ torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _n
 LOWER_PLAIN = 1 << 25
 
 
-#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda])``: a never-seen shape of
-#: a data-movement family call (every family function of ``arrays/front.py``) on
-#: exact, native-order NumPy arrays, lowered, run and recorded in one C call
+#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda])``: the one C new-shape route: a
+#: never-seen shape of a call (every family function of ``arrays/front.py``, and the first five,
+#: ``LOWER_PLAIN``) on exact, native-order NumPy arrays, lowered, run and recorded in one C call
 #: (runtime/native/newshape_move.c; ``lowering`` the function's number there,
 #: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,
 #: or None where the Python route must run the call (nothing run). On PyTorch
@@ -267,8 +253,7 @@ LOWER_PLAIN = 1 << 25
 #: stream and recorded as ``put_move_cuda`` records them; the name of a kernel
 #: not yet compiled comes back as a str (nothing run: compile it with
 #: ``launch.add_new_kernel`` and call again).
-move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasattr(_native, "call_cache_move_new")
-                                else _no_new)
+move_new: Callable[..., Any] = _native.call_cache_move_new if _HAS_NEW else _no_new
 
 _index_new = (_native.call_cache_index_new if _HAS_NEW and hasattr(_native, "call_cache_index_new")
               else _no_new)
@@ -326,7 +311,7 @@ def entry(name: str, x, *args) -> dict | None:
 
 
 def register_cuda_retry(retry) -> None:
-    """What retries a failed launch of an entry ``torch_new`` made:
+    """What retries a failed launch of an entry ``move_new`` made:
     ``retry(device, function, grid, shared_mem, params, src, dst, stream)``."""
     if _HAS_NEW:
         _native.call_cache_cuda_retry(retry)

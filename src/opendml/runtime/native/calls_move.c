@@ -442,7 +442,7 @@ release:
 #ifdef ODML_NUMPY
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
-static PyObject *torch_view(PyObject *t) {
+PyObject *torch_view(PyObject *t) {
     if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
         is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
         return NULL;

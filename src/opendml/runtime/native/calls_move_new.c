@@ -505,9 +505,25 @@ static int family_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args
     return odml_move_lower(((FamilyNew *)how)->lowering, c->xs, c->n, args, nargs, g);
 }
 
+/* A tuned program's one launch (lower_plain's pass): runtime/cuda/backend.py's for the plan (odml_new_cuda,
+ * cuda_spec.c); its count (1), or -1 where the Python route must run the call. */
+static int tuned_launch(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, odml_move_launch *L) {
+    odml_cuda_spec s;
+    uint64_t src[MAX_MOVE_IO];
+    if (cuda_sources(c, src) || odml_new_cuda(&g->plan, src[0], dsts[0], &s)) return -1;
+    memset(L, 0, offsetof(odml_move_launch, p));
+    memcpy(L->name, s.name, sizeof s.name);
+    memcpy(&L->p, &s.p, (size_t)s.size);
+    L->size = s.size;
+    L->grid = s.grid;
+    L->smem = s.smem;
+    return 1;
+}
+
 static int family_plan(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts,
                        PyObject *conf, odml_move_launch *L) {
     (void)how;
+    if (g->tuned) return tuned_launch(g, c, dsts, L);
     const int nl = cuda_launches(g, c, dsts, PyTuple_GET_ITEM(conf, 1), L);
     for (int i = 0; i < nl; i++) L[i].index = 0;
     return nl;
@@ -622,6 +638,31 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     return e;
 }
 
+/* The entry of a tuned program's launch L (fn its function), as the first five's CUDA entries are made (KIND_TORCH or
+ * KIND_CUPY: torch_serve and cupy_call serve it; one pass holding the kernel's parameter block, no Launch: a failed
+ * launch is retried through call_cache_cuda_retry); NULL with an exception. */
+static Entry *tuned_cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c, const odml_move_launch *L,
+                               uint64_t fn, PyObject *shape, uint64_t dst, int64_t device) {
+    Entry *e = entry_alloc(torch ? KIND_TORCH : KIND_CUPY, 1, 1);
+    if (!e) return NULL;
+    Pass *p = &e->pass1;
+    Out *o = &e->out1;
+    e->device = device;
+    e->origin[0] = c->origin[0];
+    o->shape = Py_NewRef(shape);
+    o->rank = g->out_rank[0];
+    memcpy(o->dims, g->out_dims[0], sizeof(int64_t) * (size_t)o->rank);
+    o->dst_align = (unsigned)(dst & 15);
+    p->kernel = odml_new_kernel(g->plan.kind);
+    memcpy(&p->p.k, &L->p, (size_t)L->size);
+    p->params = (uint64_t)(uintptr_t)&p->p.k;
+    p->function = fn;
+    p->grid = L->grid;
+    p->block = ODML_CUDA_THREADS;
+    p->shared = L->smem;
+    return e;
+}
+
 /* Output i of cuda_new (an owner table, zero: `dims` zeroed int32 words) of DataType t from the framework's
  * allocator beside in0, its shape, dtype and address in shapes, dtypes and dsts: 0; 1 where the Python route must
  * run the call (an address that is not whole elements: the route places the output or raises); -1 with an
@@ -721,7 +762,17 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         if (L[i].index && L[i].aux && !table) goto route;
     }
     if (!cuda_still_keyed(&k, torch, op, cargs, ncargs, in, n, seq, ptr)) goto route;
-    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
+    if (g->tuned) {                                 /* keyed as the first five's entries: operator, arguments, x */
+        Key k5;
+        if (key_head(&k5, torch ? KIND_TORCH : KIND_CUPY, op, cargs, ncargs) < 0) goto route;
+        int full = 0;
+        for (int i = at[0]; i < k.n; i++) full |= put(&k5, k.w[i]);
+        if (full) goto route;
+        k = k5;
+        e = tuned_cuda_entry(torch, g, &c, L, fn[0], shapes[0], dsts[0], device);
+    } else {
+        e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
+    }
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
     {
         const int rc = cuda_entry_run(e, ptr, dsts, stream);
@@ -835,12 +886,41 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
     return cpu_new(args, nargs, xi, cpu);
 }
 
+/* move_new for one of the first five (a plain lowering) on a plain PyTorch CPU tensor x = args[2]: run on a NumPy view
+ * of x and recorded under x's own key (KIND_TORCH: torch_serve serves it, as the Python route's put_numpy records
+ * it), the output handed to torch.from_numpy. */
+static PyObject *torch_cpu_new(PyObject *const *args) {
+    int64_t lowering, gen, device;
+    uint64_t ptr;
+    Key k;
+    PyObject *x = args[2], *view, *out = Py_None;
+    if (plain_args(args, ".i.ti", &lowering, &gen)) Py_RETURN_NONE;
+    PyObject *const *cargs = ((PyTupleObject *)args[3])->ob_item;
+    const Py_ssize_t ncargs = PyTuple_GET_SIZE(args[3]);
+    const int keyed = key_head(&k, KIND_TORCH, args[0], cargs, ncargs) == 0 && torch_key(&k, x, &device, &ptr) == 0;
+    if (PyErr_Occurred()) drop_error();
+    if (!keyed || !(view = torch_view(x))) Py_RETURN_NONE;
+    PyArrayObject *v = (PyArrayObject *)view;
+    Entry *e = (uint64_t)(uintptr_t)PyArray_BYTES(v) == ptr ? move_new_entry((int)lowering, &v, 1, cargs, ncargs, args[5])
+                                                            : NULL;
+    if (e) e->kind = KIND_TORCH;
+    out = e ? serve_keyed(e, &k, &v, 1, gen) : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_DECREF(view);
+    if (!out || out == Py_None) return out;
+    PyObject *t = PyObject_CallOneArg(t_from_numpy, out);
+    Py_DECREF(out);
+    return t;
+}
+
 /* call_cache_move_new: new_shape, where on CUDA the inputs are as the function takes them (a list where it takes
  * one array, or one array where it takes a list: the Python route raises the error naming it) */
 static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t lowering = 0;
     const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
     const int ok = exact_int(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
+    if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && cuda_framework(args[2]) == 1 && torch_input(args[2])
+            && !torch_input_cuda(args[2]))
+        return with_deferred(torch_cpu_new(args));
     FamilyNew how = {{family_lower, family_plan, 0}, (int)lowering};
     return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
 }

@@ -119,9 +119,6 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "by identity")                                                                                                \
     X(call_cache_put_cuda, VARARGS, "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, "    \
       "block, shared, params, dst_align, launch, generation) -> whether stored")                                    \
-    X(call_cache_torch_new, FASTCALL, "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, "       \
-      "dtype, cpu) -> a new shape's output on a PyTorch tensor or CuPy array, None where the Python route must "  \
-      "run it, or the name of a CUDA kernel to compile first (calls_new.c)")                                       \
     X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf, "              \
       "cuda_conf=None) -> a never-seen shape's output of a family call on a NumPy array or CUDA memory, "          \
       "lowered in C (newshape_move.c) and recorded in the call cache, None, or a CUDA kernel's name to compile "   \
@@ -140,7 +137,7 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(call_cache_entry, FASTCALL, "call_cache_entry(op, x, *args) -> a dict of what the entry for this call "       \
       "holds, or None (tests)")                                                                                     \
     X(call_cache_cuda_retry, O, "call_cache_cuda_retry(retry): what retries a failed launch of an entry "           \
-      "call_cache_torch_new made")                                                                                  \
+      "call_cache_move_new made")                                                                                       \
     X(call_cache_torch_api, O, "call_cache_torch_api(capsule or None): PyTorch's tensor accessors for the call "    \
       "cache (torch_api.h)")                                                                                        \
     X(call_cache_torch, VARARGS, "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, "                   \

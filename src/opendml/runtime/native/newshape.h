@@ -250,6 +250,9 @@ typedef struct {
         odml_move_params move;
         odml_copy_params copy;
         odml_ix_params ix;
+        odml_unfold_params unfold;   /* a tuned pass's (odml_new_cuda's launch) */
+        odml_fold_params fold;
+        odml_scatter_params scatter;
     } p;
     Py_ssize_t size;
     unsigned grid, smem;
