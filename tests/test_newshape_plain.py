@@ -561,7 +561,7 @@ def test_new_shape_cycle_stays_right_and_bounded():
 
 
 def test_the_move_programs_tuned_pass_declines_and_runs_like_the_kernel():
-    """The first five's lowering into the move program (newshape_move.c, lower_plain): one tuned pass whose
+    """The first five's lowering into the move program (newshape_move.c, odml_move_plain): one tuned pass whose
     parameter bytes and threads are CpuBackend's runner's, declined (None) wherever the Python route must
     run the call; move_new runs exactly it."""
     from opendml.arrays import front

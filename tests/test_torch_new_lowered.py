@@ -2,7 +2,7 @@
 tries ``_new_shape`` before its routing checks (the C call declines what they
 would send elsewhere), and the one C new-shape route (``call_cache_move_new``)
 lowers SLICE1, SLICE, UNFOLD and FOLD in C itself (newshape_move.c's
-lower_plain, from the sizes it reads), answering None where its lowering
+odml_move_plain, from the sizes it reads), answering None where its lowering
 gives no fields (the plan route then runs the call). Against the plan route
 (``_new_shape`` refused): the same bytes, errors and call-cache entries, from
 several threads too, and the same autograd, forward-AD, ``torch.func`` and

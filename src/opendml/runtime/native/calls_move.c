@@ -166,7 +166,7 @@ int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
     PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
     for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
         const Pass *p = &e->passes[i];
-        const char *error = NULL;                  /* a tuned pass (lower_plain's): one of the first five's kernels */
+        const char *error = NULL;                  /* a tuned pass (odml_move_plain's): one of the first five's kernels */
         status = p->kernel == PASS_INDEX ? index_pass(p, dsts, srcs)
                  : p->kernel < ODML_KERNEL_COUNT ? odml_run_kernel(p->kernel, dsts[p->dst], srcs[p->src], &p->p.k,
                                                                    p->threads, &error)

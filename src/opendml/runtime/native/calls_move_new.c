@@ -151,7 +151,7 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * size from which output blocks are used: CpuBackend.plain_conf), each checked to stay inside the buffers and laid
  * out (odml_move_prepare). NULL with no exception set where the Python route must run the call; NULL with one for no
  * memory. */
-/* The entry of a tuned program (lower_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
+/* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
  * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), x's own dtype object for the output,
  * keyed as the first five's entries are (KIND_NUMPY: numpy_call serves it). NULL, no exception set, where the Python
  * route must run the call (an output of `limit` bytes or more, which takes the output blocks there; more than
@@ -207,6 +207,10 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
             xi->strides[i] = PyArray_STRIDE(x, i) / es;
         }
     }
+    if (lowering & ODML_LOWER_PLAIN) {              /* the first five: one tuned pass */
+        odml_new_plan pl;
+        return n_in == 1 && odml_move_plain(lowering, xs, cargs, ncargs, &pl) == 0 ? tuned_entry(&pl, in[0], c) : NULL;
+    }
     odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof(odml_move_prog));
     if (!g) {
         PyErr_NoMemory();
@@ -215,10 +219,6 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
     Entry *e = NULL;
     if (odml_move_lower(lowering, xs, n_in, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
         goto out;
-    if (g->tuned) {
-        e = tuned_entry(&g->plan, in[0], c);
-        goto out;
-    }
     e = entry_alloc(KIND_MOVE, g->n_out, g->n_pass);
     if (!e) goto out;
     e->n_in = n_in;
@@ -505,13 +505,13 @@ static int family_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args
     return odml_move_lower(((FamilyNew *)how)->lowering, c->xs, c->n, args, nargs, g);
 }
 
-/* A tuned program's one launch (lower_plain's pass): runtime/cuda/backend.py's for the plan (odml_new_cuda,
+/* A tuned program's one launch (odml_move_plain's pass): runtime/cuda/backend.py's for the plan (odml_new_cuda,
  * cuda_spec.c); its count (1), or -1 where the Python route must run the call. */
 static int tuned_launch(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, odml_move_launch *L) {
     odml_cuda_spec s;
     uint64_t src[MAX_MOVE_IO];
     if (cuda_sources(c, src) || odml_new_cuda(&g->plan, src[0], dsts[0], &s)) return -1;
-    memset(L, 0, offsetof(odml_move_launch, p));
+    memset(L, 0, sizeof *L);                        /* (slots 0, no index pass, no scratch) */
     memcpy(L->name, s.name, sizeof s.name);
     memcpy(&L->p, &s.p, (size_t)s.size);
     L->size = s.size;

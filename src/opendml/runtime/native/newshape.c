@@ -3,7 +3,7 @@
  * (odml_new_cpu), a CopyPlan's canonical form (odml_copy_pack), and the Python functions copy_params, cuda_spec (the
  * CUDA launch of cuda_spec.c, for tests) and slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering
  * and fold_lowering (the fast path of the operators' plain_lowering, which planner.plain_plan tries first; see the
- * end of this file). newshape_move.c's lower_plain makes them the move program's tuned pass, which calls_move_new.c
+ * end of this file). newshape_move.c's odml_move_plain makes them the move program's tuned pass, which calls_move_new.c
  * runs on NumPy arrays, PyTorch tensors and CuPy arrays. No rule of DirectML is checked
  * here: the plans come from validated descriptions. */
 #define PY_SSIZE_T_CLEAN
@@ -462,7 +462,7 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
  * also be one exact int, spread over the spatial axes); a sum or product
  * outside 64 bits; any rule of the common case broken. Every value is read before anything is allocated, with the GIL
  * held and no Python code run, so a list another thread changes cannot make the answer mix two of its states; a list
- * field's tuple is made from the values read. The move program's lowering (newshape_move.c, lower_plain) runs the
+ * field's tuple is made from the values read. The move program's lowering (newshape_move.c, odml_move_plain) runs the
  * same function on an input's shape. */
 
 /* A tuple (list: a list) of the n values v. */

@@ -195,7 +195,7 @@ typedef struct {
     int64_t out_dims[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK], out_strides[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK];
     int64_t out_count[ODML_MOVE_PROG_MAX_IO];
     int pass_src[ODML_MOVE_PROG_MAX_PASSES], pass_dst[ODML_MOVE_PROG_MAX_PASSES];
-    /* 1 where the program is one tuned pass (lower_plain: SLICE/SLICE1's Copy as CpuBackend._copy_pass runs it,
+    /* 1 where the program is one tuned pass (odml_move_plain: SLICE/SLICE1's Copy as CpuBackend._copy_pass runs it,
      * UNFOLD's plan.Unfold, FOLD's plan.Fold, SLICE_GRAD's plan.SliceScatter), its parameters in `plan`; 0 else */
     int tuned;
     odml_move_pass passes[ODML_MOVE_PROG_MAX_PASSES];
@@ -208,6 +208,17 @@ typedef struct {
  * value t; family.py reads them from the table, so they are not written here twice). */
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g);
+
+/* The first five (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD; `lowering` ODML_LOWER_PLAIN | their ODML_PLAIN_*, with the
+ * element-type bits as above) as one tuned pass of the move program, its parameters in *pl (newshape_move.c): the
+ * fields of the operator's plain_lowering (ops/slice.py, ops/slice1.py, ops/slice_grad.py, ops/unfold.py,
+ * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as the operator's lower() gives its
+ * pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
+ * UNFOLD's plan.Unfold, FOLD's plan.Fold and SLICE_GRAD's plan.SliceScatter, with the parameter blocks of newshape.c's
+ * plan_unfold, plan_fold and plan_scatter). 0, or -1 (no exception set) where the Python route must run the call.
+ * odml_move_lower gives the same as a program (tuned). */
+int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
+                    odml_new_plan *pl);
 
 /* -- the family's CUDA launches (cuda_move_spec.c) ---------------------------------------------------- */
 
