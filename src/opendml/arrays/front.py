@@ -218,11 +218,12 @@ def _new(op: int, x, args: tuple):
     since = _generation()                   # before any setting is read
     backend = get_backend("cpu")
     lower = _LOWER.get(op)
-    # no C lowering, the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if lower is None or backend._native is None or "prepare" in backend.__dict__:
+    # no C lowering, or a replaced prepare (a spy): the Python route
+    if lower is None or "prepare" in backend.__dict__:
         return None
+    conf = None if backend._native is None else backend.plain_conf     # (None: the NumPy kernels, CUDA alone)
     for _ in range(16):                     # on CUDA, a kernel C names is compiled first, then the call again
-        out = _move_new(op, lower, x, args, since, backend.plain_conf, _cuda_conf)
+        out = _move_new(op, lower, x, args, since, conf, _cuda_conf)
         if type(out) is not str:
             return out
         from ..runtime.cuda.launch import add_new_kernel
