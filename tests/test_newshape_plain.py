@@ -1,7 +1,7 @@
 """Issue 19 (new shapes): the description-free route of SLICE, SLICE1 and
-UNFOLD on NumPy arrays (``planner.plain_plan`` -> the operators'
-``plain_lowering`` -> the move program's tuned pass (``calls.move_new``) in
-runtime/native/calls_new.c) against the route through descriptions and
+UNFOLD on NumPy arrays (the operators' ``plain_lowering``, in C, -> the move
+program's tuned pass, run by ``calls.move_new`` in
+runtime/native/calls_move_new.c) against the route through descriptions and
 plans.
 
 * ``plain_lowering``: wherever it answers, the description is valid and its

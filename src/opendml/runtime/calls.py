@@ -227,7 +227,7 @@ def _no_new(*args) -> None:
     return None
 
 
-#: ``planner.plain_plan``'s kernel names -> the plan kinds (newshape.h's ODML_NEW_*) of the tuned passes
+#: The operators' ``PLAIN_KERNEL`` names -> the plan kinds (newshape.h's ODML_NEW_*) of the tuned passes
 #: the C lowering of the first five makes (``cuda_spec``, the CUDA launch's test entry, takes them too).
 NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
 

@@ -2,7 +2,7 @@
  * arithmetic is in C: the plan of a layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
  * (odml_new_cpu), a CopyPlan's canonical form (odml_copy_pack), and the Python functions copy_params, cuda_spec (the
  * CUDA launch of cuda_spec.c, for tests) and slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering
- * and fold_lowering (the fast path of the operators' plain_lowering, which planner.plain_plan tries first; see the
+ * and fold_lowering (the C copies of the operators' plain_lowering, which the new-shape route runs; see the
  * end of this file). newshape_move.c's odml_move_plain makes them the move program's tuned pass, which calls_move_new.c
  * runs on NumPy arrays, PyTorch tensors and CuPy arrays. No rule of DirectML is checked
  * here: the plans come from validated descriptions. */
@@ -120,7 +120,7 @@ PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* Each mirrors its operator's lower() on a layout (ops/slice.py and ops/slice1.py SliceOperatorDesc.lower and
  * Slice1OperatorDesc.lower: plan_copy; ops/unfold.py UnfoldOperatorDesc.lower: plan_unfold; ops/slice_grad.py
- * SliceGradOperatorDesc.lower: plan_scatter), from plain_plan's fields; tests/test_newshape_plain.py runs each
+ * SliceGradOperatorDesc.lower: plan_scatter), from a plain lowering's fields; tests/test_newshape_plain.py runs each
  * route against the one through descriptions and plans (same bytes, same call-cache record). */
 static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int n = L->n;
@@ -129,7 +129,7 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     int64_t in_off = pl->origin, step = 1, v, last;
     for (int i = 0; i < n; i++) {
         const int64_t t = L->strides[i];
-        /* every element read inside the input: the fields were checked against the shape plain_plan saw, which
+        /* every element read inside the input: the fields were checked against the shape the lowering saw, which
          * another thread may have changed since (x.resize_, x.shape = ...) */
         if (sz[i] < 1 || c[i] < 0 || c[i] >= L->shape[i] || __builtin_mul_overflow(w[i], sz[i] - 1, &last)
                 || __builtin_add_overflow(c[i], last, &last) || last < 0 || last >= L->shape[i]) return -1;
@@ -415,7 +415,7 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
  * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of `shape` with signed element `strides` whose
  * lowest-addressed element is at device address src_ptr, into a packed output at dst_ptr: what
  * runtime/cuda/backend.py's launch_spec gives for the plan the operator lowers for that layout (tests compare the
- * two). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: plain_plan's; floating: the element type is a
+ * two). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: a plain lowering's; floating: the element type is a
  * floating-point one (FOLD's sums). No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -441,7 +441,7 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
     return Py_BuildValue("(sy#IIL)", s.name, (const char *)&s.p, s.size, s.grid, s.smem, (long long)pl.origin);
 }
 
-/* -- the operators' plain lowering (planner.plain_plan) ---------------------------------------------- */
+/* -- the operators' plain lowering (the new-shape route's, odml_move_plain) ------------------------- */
 
 /* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it (NAME_lowering(in_sizes, *fields) of
  * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple as the Python function each mirrors, or None:

@@ -1,8 +1,8 @@
-/* A new shape's plan (issue 19), shared by newshape.c (NumPy arrays, the test entry cuda_spec), cuda_spec.c (CUDA
- * launches) and calls.c (PyTorch tensors on the CPU and CUDA, through the tensor accessors).
+/* A new shape's plan (issue 19), shared by newshape.c (the CPU parameters, the test entry cuda_spec), cuda_spec.c
+ * (CUDA launches) and newshape_move.c (odml_move_plain: the first five's tuned pass of the move program).
  *
  * The plan of SLICE/SLICE1 ("copy"), UNFOLD, FOLD and SLICE_GRAD ("scatter") comes from the operator's plain_lowering
- * (arrays/planner.py's plain_plan) as Python fields in index space; odml_new_plan applies an input's element layout
+ * (its C copy, odml_plain_lower) as fields in index space; odml_new_plan applies an input's element layout
  * to them, as the operator's lower() does for the layout that planner.array_layout gives. Nothing of DirectML's rules
  * is checked here: the caller passes fields its operator validated. Every function returns 0, or -1 (no exception
  * set) where the Python route must run the call. */
@@ -14,7 +14,7 @@
 
 #include "cpu/common.h"
 
-/* The kernels a plan runs (plain_plan's kernel names, in this order: the
+/* The kernels a plan runs (the operators' PLAIN_KERNEL names, in this order: the
  * `kind` Python passes), and the CPU kernel (params.h's code) each runs. */
 enum { ODML_NEW_COPY = 0, ODML_NEW_UNFOLD = 1, ODML_NEW_SCATTER = 2, ODML_NEW_FOLD = 3, ODML_NEW_KINDS = 4 };
 
@@ -84,11 +84,11 @@ typedef struct {
  * 0. */
 int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_strides, int64_t es, odml_layout *L);
 
-/* The plan of `kind` on layout L from plain_plan's fields f[0..nf): copy (out_sizes, starts, steps), unfold
+/* The plan of `kind` on layout L from a plain lowering's fields f[0..nf): copy (out_sizes, starts, steps), unfold
  * (out_sizes, window, strides, dilations, start_padding, blocks), fold (the same fields, out_sizes (N, C, *spatial)),
  * scatter (out_sizes, first, step, reversed); each a list or tuple of ints. -1 where the fields do not fit L (every
  * element read inside the input, every element written inside the output: the fields were validated against the shape
- * plain_plan saw, which another thread may have changed since), a value or a product leaves 64 bits, or the output is
+ * the lowering saw, which another thread may have changed since), a value or a product leaves 64 bits, or the output is
  * empty. */
 int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl);
 
