@@ -5,7 +5,7 @@ lowers: the same kernel name, parameter bytes, grid, dynamic shared memory and
 origin, over random valid SLICE, SLICE1, UNFOLD and SLICE_GRAD calls, element
 layouts (permuted, reversed, gapped, size-1 axes with any stride), element
 sizes and pointer alignments. Nothing here needs a GPU: both sides only
-compute. ``call_cache_torch_new`` launches exactly this (tests/test_torch_new.py
+compute. ``call_cache_move_new`` launches exactly this (tests/test_torch_new.py
 runs it on CUDA where there is one)."""
 import math
 
