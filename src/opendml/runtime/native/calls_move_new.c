@@ -180,13 +180,36 @@ static Entry *tuned_entry(const odml_new_plan *pl, PyArrayObject *x, const int64
     return e;
 }
 
-static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *const *cargs, Py_ssize_t ncargs,
-                             PyObject *conf) {
-    int64_t c[5];   /* most, grain, tile stride, tile columns, min bytes: CpuBackend.plain_conf */
-    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
-            || plain_args(((PyTupleObject *)conf)->ob_item, "iiiii", &c[0], &c[1], &c[2], &c[3], &c[4]) || c[0] < 1
-            || c[1] < 1)
+/* CpuBackend.plain_conf read into c (most threads, grain bytes, tile stride, tile columns, the output size from which
+ * output blocks are used): 0, or -1 where it is not such a tuple (None: the NumPy kernels). */
+static int read_conf(PyObject *conf, int64_t *c) {
+    return !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
+                   || plain_args(((PyTupleObject *)conf)->ob_item, "iiiii", &c[0], &c[1], &c[2], &c[3], &c[4])
+                   || c[0] < 1 || c[1] < 1 ? -1 : 0;
+}
+
+/* The first five's entry on NumPy array x (move_new_entry's, conf read): x as odml_layout_from_bytes reads it (a size-1
+ * axis's stride that is not whole elements taken as 0), one tuned pass (odml_move_plain). */
+static Entry *plain_entry(int lowering, PyArrayObject *x, PyObject *const *cargs, Py_ssize_t ncargs, const int64_t *c) {
+    odml_move_input xi;
+    odml_new_plan pl;
+    const int n = PyArray_NDIM(x);
+    const int64_t es = PyArray_ITEMSIZE(x);
+    if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK || (xi.type = descr_type(PyArray_DESCR(x))) == 0)
         return NULL;
+    xi.n = n;
+    for (int i = 0; i < n; i++) {
+        const int64_t s = PyArray_STRIDE(x, i);
+        xi.shape[i] = PyArray_DIM(x, i);
+        if (s % es && xi.shape[i] > 1) return NULL;
+        xi.strides[i] = s % es ? 0 : s / es;
+    }
+    return odml_move_plain(lowering, &xi, cargs, ncargs, &pl) == 0 ? tuned_entry(&pl, x, c) : NULL;
+}
+
+static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *const *cargs, Py_ssize_t ncargs,
+                             const int64_t *c) {
+    if (lowering & ODML_LOWER_PLAIN) return n_in == 1 ? plain_entry(lowering, in[0], cargs, ncargs, c) : NULL;
     const int64_t most = c[0], grain = c[1], min_bytes = c[4];
     odml_move_input xs[MAX_MOVE_IO];
     int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
@@ -206,10 +229,6 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
             xi->shape[i] = PyArray_DIM(x, i);
             xi->strides[i] = PyArray_STRIDE(x, i) / es;
         }
-    }
-    if (lowering & ODML_LOWER_PLAIN) {              /* the first five: one tuned pass */
-        odml_new_plan pl;
-        return n_in == 1 && odml_move_plain(lowering, xs, cargs, ncargs, &pl) == 0 ? tuned_entry(&pl, in[0], c) : NULL;
     }
     odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof(odml_move_prog));
     if (!g) {
@@ -346,11 +365,12 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
 #define MAX_TEMPLATES 64
 static struct { int64_t op; int type, rank, lowering; } templates[MAX_TEMPLATES];
 static int n_templates;
-static PyObject *known_conf;           /* the conf of the last call recorded as a template */
+static int64_t known_conf[5];          /* the conf of the last call recorded as a template (read_conf's) */
+static int conf_known;
 
 void plain_forget(void) {
     n_templates = 0;
-    Py_CLEAR(known_conf);
+    conf_known = 0;
 }
 
 static int template_of(int64_t op, int type, int rank) {
@@ -360,7 +380,7 @@ static int template_of(int64_t op, int type, int rank) {
 }
 
 /* A call of a plain lowering move_new served and recorded: its operator, dtype and rank a template, conf known. */
-static void learn_template(PyObject *op, PyArrayObject *x, int lowering, PyObject *conf) {
+static void learn_template(PyObject *op, PyArrayObject *x, int lowering, const int64_t *conf) {
     int64_t code;
     if (exact_int(op, &code) < 0) return;
     const int type = PyArray_TYPE(x), rank = PyArray_NDIM(x);
@@ -370,17 +390,16 @@ static void learn_template(PyObject *op, PyArrayObject *x, int lowering, PyObjec
         templates[n_templates].rank = rank;
         templates[n_templates++].lowering = lowering;
     }
-    Py_XSETREF(known_conf, Py_NewRef(conf));
+    memcpy(known_conf, conf, sizeof known_conf);
+    conf_known = 1;
 }
 
 PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k) {
     int64_t op;
     int t;
-    if (!known_conf || exact_int(args[0], &op) < 0 || (t = template_of(op, PyArray_TYPE(x), PyArray_NDIM(x))) < 0)
+    if (!conf_known || exact_int(args[0], &op) < 0 || (t = template_of(op, PyArray_TYPE(x), PyArray_NDIM(x))) < 0)
         Py_RETURN_NONE;
-    PyObject *conf = Py_NewRef(known_conf);
-    Entry *e = move_new_entry(templates[t].lowering, &x, 1, args + 2, nargs - 2, conf);
-    Py_DECREF(conf);
+    Entry *e = plain_entry(templates[t].lowering, x, args + 2, nargs - 2, known_conf);
     if (!e) {                                      /* (no memory: the Python route says so) */
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
@@ -402,18 +421,19 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
  * allocated (the Python route raises the error naming it), an input changed while the outputs were allocated. */
 static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     (void)nargs;
-    int64_t lowering, gen;
+    int64_t lowering, gen, c[5];
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in = 0;
-    if (plain_args(args, ".i.ti", &lowering, &gen) || move_inputs(args[2], lowering, in, &n_in) < 0) Py_RETURN_NONE;
+    if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c) || move_inputs(args[2], lowering, in, &n_in) < 0)
+        Py_RETURN_NONE;
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     Entry *e = move_new_entry((int)lowering, in, n_in, ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]),
-                              args[5]);
+                              c);
     PyObject *result = e ? serve_new(e, args[0], args[2], args[3], in, n_in, gen)
                          : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     if (result && result != Py_None && lowering & ODML_LOWER_PLAIN && enabled && (unsigned long long)gen == generation)
-        learn_template(args[0], in[0], (int)lowering, args[5]);
+        learn_template(args[0], in[0], (int)lowering, c);
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
@@ -422,12 +442,13 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
  * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's; a tuned
  * pass's params its kernel's parameter block, as CpuBackend's runner packs it). */
 static PyObject *move_lowering(PyObject *const *args) {
-    int64_t lowering;
+    int64_t lowering, c[5];
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
-    if (plain_args(args, "i.t", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0) Py_RETURN_NONE;
+    if (plain_args(args, "i.t", &lowering) || read_conf(args[3], c) || move_inputs(args[1], lowering, in, &n_in) < 0)
+        Py_RETURN_NONE;
     Entry *e = move_new_entry((int)lowering, in, n_in, ((PyTupleObject *)args[2])->ob_item, PyTuple_GET_SIZE(args[2]),
-                              args[3]);
+                              c);
     if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     PyObject *shapes = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
     for (int j = 0; shapes && !PyErr_Occurred() && j < e->n_out; j++)   /* (a NULL item: an error, the tuple dropped) */
@@ -891,19 +912,18 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
  * of x and recorded under x's own key (KIND_TORCH: torch_serve serves it, as the Python route's put_numpy records
  * it), the output handed to torch.from_numpy. */
 static PyObject *torch_cpu_new(PyObject *const *args) {
-    int64_t lowering, gen, device;
+    int64_t lowering, gen, device, c[5];
     uint64_t ptr;
     Key k;
     PyObject *x = args[2], *view, *out = Py_None;
-    if (plain_args(args, ".i.ti", &lowering, &gen)) Py_RETURN_NONE;
+    if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c)) Py_RETURN_NONE;
     PyObject *const *cargs = ((PyTupleObject *)args[3])->ob_item;
     const Py_ssize_t ncargs = PyTuple_GET_SIZE(args[3]);
     const int keyed = key_head(&k, KIND_TORCH, args[0], cargs, ncargs) == 0 && torch_key(&k, x, &device, &ptr) == 0;
     if (PyErr_Occurred()) drop_error();
     if (!keyed || !(view = torch_view(x))) Py_RETURN_NONE;
     PyArrayObject *v = (PyArrayObject *)view;
-    Entry *e = (uint64_t)(uintptr_t)PyArray_BYTES(v) == ptr ? move_new_entry((int)lowering, &v, 1, cargs, ncargs, args[5])
-                                                            : NULL;
+    Entry *e = (uint64_t)(uintptr_t)PyArray_BYTES(v) == ptr ? plain_entry((int)lowering, v, cargs, ncargs, c) : NULL;
     if (e) e->kind = KIND_TORCH;
     out = e ? serve_keyed(e, &k, &v, 1, gen) : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     Py_DECREF(view);
