@@ -152,11 +152,11 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * out (odml_move_prepare). NULL with no exception set where the Python route must run the call; NULL with one for no
  * memory. */
 /* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
- * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), x's own dtype object for the output,
+ * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
  * keyed as the first five's entries are (KIND_NUMPY: numpy_call serves it). NULL, no exception set, where the Python
  * route must run the call (an output of `limit` bytes or more, which takes the output blocks there; more than
  * ODML_MAX_THREADS threads); NULL with one for no memory. */
-static Entry *tuned_entry(const odml_new_plan *pl, PyArrayObject *x, const int64_t *conf) {
+static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_t *conf) {
     odml_cpu_run run;
     int64_t bytes, origin;
     if (odml_new_cpu(pl, conf[2], conf[3], &run) || __builtin_mul_overflow(pl->count, pl->es, &bytes)
@@ -170,7 +170,7 @@ static Entry *tuned_entry(const odml_new_plan *pl, PyArrayObject *x, const int64
     e->origin[0] = origin;
     e->out1.rank = pl->out_rank;
     memcpy(e->out1.dims, pl->out_dims, sizeof(int64_t) * (size_t)pl->out_rank);
-    e->out1.dtype = Py_NewRef(PyArray_DESCR(x));
+    e->out1.dtype = Py_NewRef(descr);
     if (!(e->out1.shape = odml_ints_tuple(pl->out_dims, pl->out_rank))) Py_CLEAR(e);
     else {
         e->pass1.kernel = odml_new_kernel(pl->kind);
@@ -204,7 +204,8 @@ static Entry *plain_entry(int lowering, PyArrayObject *x, PyObject *const *cargs
         if (s % es && xi.shape[i] > 1) return NULL;
         xi.strides[i] = s % es ? 0 : s / es;
     }
-    return odml_move_plain(lowering, &xi, cargs, ncargs, &pl) == 0 ? tuned_entry(&pl, x, c) : NULL;
+    return odml_move_plain(lowering, &xi, cargs, ncargs, &pl) == 0 ? tuned_entry(&pl, (PyObject *)PyArray_DESCR(x), c)
+                                                                    : NULL;
 }
 
 static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *const *cargs, Py_ssize_t ncargs,
@@ -908,17 +909,63 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
     return cpu_new(args, nargs, xi, cpu);
 }
 
-/* move_new for one of the first five (a plain lowering) on a plain PyTorch CPU tensor x = args[2]: run on a NumPy view
- * of x and recorded under x's own key (KIND_TORCH: torch_serve serves it, as the Python route's put_numpy records
- * it), the output handed to torch.from_numpy. */
+/* torch_cpu_new through PyTorch's accessors (torch_api.h), where x is a plain CPU tensor they describe (in): lowered
+ * from that description, the output from x.new_empty, the kernel run on the tensors' memory, the entry stored under
+ * k. None (nothing run) where the route must take the call: x changed by a finalizer while the output was allocated
+ * (read again), a lowering or entry declined. */
+static PyObject *torch_cpu_described(PyObject *x, const odml_torch_info *in, int lowering, PyObject *const *cargs,
+                                     Py_ssize_t ncargs, const int64_t *c, Key *k, int64_t gen) {
+    odml_move_input xi = {.n = in->ndim, .type = torch_type(in->dtype)};
+    odml_new_plan pl;
+    odml_torch_info now;
+    uint64_t dst;
+    if (xi.type < 1 || xi.n < 1 || xi.n > ODML_MAX_RANK) Py_RETURN_NONE;
+    memcpy(xi.shape, in->sizes, sizeof(int64_t) * (size_t)xi.n);
+    memcpy(xi.strides, in->strides, sizeof(int64_t) * (size_t)xi.n);
+    PyObject *descr = odml_move_plain(lowering, &xi, cargs, ncargs, &pl) ? NULL
+                      : (PyObject *)PyArray_DescrFromType(move_npy_type[xi.type]);
+    Entry *e = descr ? tuned_entry(&pl, descr, c) : NULL;
+    Py_XDECREF(descr);
+    if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    e->kind = KIND_TORCH;
+    PyObject *out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst), *result = NULL;
+    if (!out) {
+        result = allocation_failed();
+    } else if (tapi->describe(x, &now) || now.data_ptr != in->data_ptr || now.ndim != in->ndim || now.dtype != in->dtype
+               || memcmp(now.sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim)
+               || memcmp(now.strides, in->strides, sizeof(int64_t) * (size_t)in->ndim)) {
+        result = Py_NewRef(Py_None);                /* (changed meanwhile: the route reads it anew) */
+    } else {
+        char *dsts[1] = {(char *)(uintptr_t)dst};
+        const char *srcs[1] = {(const char *)(uintptr_t)(in->data_ptr - (uint64_t)e->origin[0])};
+        if (run_passes(e, dsts, srcs) != ODML_OK) result = Py_NewRef(Py_None);
+        else if (!(enabled && (unsigned long long)gen == generation && store(k, e) < 0)) result = Py_NewRef(out);
+    }
+    Py_XDECREF(out);
+    Py_DECREF(e);
+    return result;
+}
+
+/* move_new for one of the first five (a plain lowering) on a plain PyTorch CPU tensor x = args[2], recorded under x's
+ * own key (KIND_TORCH: torch_serve serves it, as the Python route's put_numpy records it): through PyTorch's accessors
+ * where they are loaded (torch_cpu_described), else on a NumPy view of x, the output handed to torch.from_numpy. */
 static PyObject *torch_cpu_new(PyObject *const *args) {
     int64_t lowering, gen, device, c[5];
     uint64_t ptr;
     Key k;
+    odml_torch_info in;
     PyObject *x = args[2], *view, *out = Py_None;
     if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c)) Py_RETURN_NONE;
     PyObject *const *cargs = ((PyTupleObject *)args[3])->ob_item;
     const Py_ssize_t ncargs = PyTuple_GET_SIZE(args[3]);
+    if (tapi && tapi->describe(x, &in) == 0) {     /* (the words torch_key reads through them) */
+        if (in.dispatch_modes || in.wrapped || in.device != -1 || (in.requires_grad && in.grad_enabled)
+                || key_head(&k, KIND_TORCH, args[0], cargs, ncargs) < 0 || torch_key_info(&k, &in) < 0) {
+            if (PyErr_Occurred()) drop_error();
+            Py_RETURN_NONE;
+        }
+        return torch_cpu_described(x, &in, (int)lowering, cargs, ncargs, c, &k, gen);
+    }
     const int keyed = key_head(&k, KIND_TORCH, args[0], cargs, ncargs) == 0 && torch_key(&k, x, &device, &ptr) == 0;
     if (PyErr_Occurred()) drop_error();
     if (!keyed || !(view = torch_view(x))) Py_RETURN_NONE;
