@@ -1,6 +1,6 @@
 """Issue 31 (a never-seen shape at most 3x NumPy's time): the call cache's
 miss on a NumPy array of SLICE, SLICE1 or SLICE_GRAD served as a new shape in
-the same C call (``runtime/native/calls_new.c``, ``numpy_plain``), once the
+the same C call (``runtime/native/calls_move_new.c``, ``numpy_plain``), once the
 Python route has recorded a call of that operator on an array of the same
 dtype and rank since the cache was last emptied.
 

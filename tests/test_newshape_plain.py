@@ -1,7 +1,7 @@
 """Issue 19 (new shapes): the description-free route of SLICE, SLICE1 and
-UNFOLD on NumPy arrays (``planner.plain_plan`` -> the operators'
-``plain_lowering`` -> ``CpuBackend.run_plain`` -> ``plain_window`` in
-runtime/native/calls_new.c) against the route through descriptions and
+UNFOLD on NumPy arrays (the operators' ``plain_lowering``, in C, -> the move
+program's tuned pass, run by ``calls.move_new`` in
+runtime/native/calls_move_new.c) against the route through descriptions and
 plans.
 
 * ``plain_lowering``: wherever it answers, the description is valid and its
@@ -560,46 +560,43 @@ def test_new_shape_cycle_stays_right_and_bounded():
     assert info["plans"] <= info["size"]
 
 
-def test_plain_window_declines_and_runs_like_the_kernel():
-    pw = _native().plain_window
+def test_the_move_programs_tuned_pass_declines_and_runs_like_the_kernel():
+    """The first five's lowering into the move program (newshape_move.c, odml_move_plain): one tuned pass whose
+    parameter bytes and threads are CpuBackend's runner's, declined (None) wherever the Python route must
+    run the call; move_new runs exactly it."""
+    from opendml.arrays import front
+    nat = _native()
 
-    def cw(x, sizes, starts, steps, threads, grain, limit):
-        return pw(x, 0, (sizes, starts, steps), (threads, grain, 0, 0, limit))
+    def lw(name, x, args, threads, grain, limit, tile=(0, 0)):
+        return nat.move_lowering(front._LOWER[calls.OPS[name]], x, args, (threads, grain, *tile, limit))
 
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    out, blob, threads, origin = cw(x, (2, 3, 2), [0, 2, 0], [1, -1, 2], 1, 1 << 16, 1 << 20)
-    assert np.array_equal(out, x[:, ::-1, ::2]) and origin == 0 and threads == 1
+    window = ([0, 0, 0], [2, 3, 4], [1, -1, 2], None)
+    shapes, dtype, passes = lw("slice1", x, window, 1, 1 << 16, 1 << 20)
+    (fill, src, dst, blob, threads), = passes
     want = get_backend("cpu").runner(ref.as_program(CopyPlan(4, (2, 3, 2), 8, (12, -4, 2), 0, (6, 2, 1))))
+    assert shapes == ((2, 3, 2),) and dtype == x.dtype and (fill, src, dst, threads) == (0, 0, 0, 1)
     assert blob == want.blob
-    r = x[:, ::-1]
-    out, blob, threads, origin = cw(r, (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 1 << 16, 1 << 20)
-    assert np.array_equal(out, r) and origin == 8 * 4
-    assert cw(x.tolist(), (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 1, 1 << 20) is None        # not an ndarray
-    assert cw(x, (2, 3), [0, 0], [1, 1], 1, 1, 1 << 20) is None                          # lengths
-    assert cw(x, (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 1, 96) is None                      # at the limit
-    assert cw(x, (2, 3, 4), [0, 0, 0], [1, 1, 1], 1, 0, 1 << 20) is None                 # grain
-    assert cw(x, (2, 3, 4), [0, 0, 2**63], [1, 1, 1], 1, 1, 1 << 20) is None             # outside 64 bits
-    assert cw(x, (2, 3, 4), [0, 0, 0], [1, 1, 1], 100, 1, 1 << 20) is None               # > 64 threads
+    out = calls.move_new(calls.OPS["slice1"], front._LOWER[calls.OPS["slice1"]], x, window, -1,
+                         (1, 1 << 16, 0, 0, 1 << 20))
+    assert np.array_equal(out, x[:, ::-1, ::2])
+    whole = ([0, 0, 0], [2, 3, 4], [1, 1, 1], None)
+    assert lw("slice1", x.tolist(), whole, 1, 1, 1 << 20) is None                      # not an ndarray
+    assert lw("slice1", x, whole[:2] + ([1, 1], None), 1, 1, 1 << 20) is None          # lengths
+    assert lw("slice1", x, whole, 1, 1, 96) is None                                    # at the limit
+    assert lw("slice1", x, whole, 1, 0, 1 << 20) is None                               # grain
+    assert lw("slice1", x, ([0, 0, 2**63], *whole[1:]), 1, 1, 1 << 20) is None         # outside 64 bits
+    assert lw("slice1", x, whole, 100, 1, 1 << 20) is None                             # > 64 threads
     odd = np.ndarray((2, 3), np.float32, buffer=np.zeros(64, np.uint8), offset=1, strides=(13, 4))
-    assert cw(odd, (2, 3), [0, 0], [1, 1], 1, 1, 1 << 20) is None                        # not whole elements
-    assert pw(x, 3, ((2, 3, 4), [0, 0, 0], [1, 1, 1]), (1, 1, 0, 0, 1 << 20)) is None    # no such kind
-    assert pw(x, 0, [(2, 3, 4), [0, 0, 0], [1, 1, 1]], (1, 1, 0, 0, 1 << 20)) is None    # fields not a tuple
-    assert pw(x, 0, ((2, 3, 4), [0, 0, 0], [1, 1, 1]), (1, 1, 0, 1 << 20)) is None       # conf of 4
-    with pytest.raises(TypeError):
-        pw(x, 0, ((2, 3, 4),))
-
-    def uw(img, *a):
-        *fields, threads, grain, tile_stride, tile_columns, limit = a
-        return pw(img, 1, tuple(fields), (threads, grain, tile_stride, tile_columns, limit))
-
+    assert lw("slice1", odd, ([0, 0], [2, 3], [1, 1], None), 1, 1, 1 << 20) is None   # not whole elements
+    assert lw("slice1", x.astype(np.bool_), whole, 1, 1, 1 << 20) is None              # a type the table lacks
     img = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
-    out, blob, threads, origin = uw(img, (2, 27, 20), (3, 3), (1, 1), (1, 1), (1, 1), (4, 5), 1, 1 << 16, 1 << 20,
-                                    64, 1 << 20)
-    assert np.array_equal(out, dml.unfold(img, 3, 1, 1, 1, 1)) and origin == 0 and threads == 1
-    args = ((2, 27, 20), (3, 3), (1, 1), (1, 1), (1, 1), (4, 5))
-    assert uw(img.tolist(), *args, 1, 1, 0, 1, 1 << 20) is None                       # not an ndarray
-    assert uw(img[0], *args, 1, 1, 0, 1, 1 << 20) is None                             # rank
-    assert uw(img, (2, 27), *args[1:], 1, 1, 0, 1, 1 << 20) is None                   # lengths
-    assert uw(img, *args, 1, 1, 0, 1, 2 * 27 * 20 * 4) is None                        # at the limit
-    assert uw(img, *args, 100, 1, 0, 1, 1 << 20) is None                              # > 64 threads
-    assert uw(img, *args, 1, 0, 0, 1, 1 << 20) is None                                # grain
+    args = (3, 1, 1, 1, 1)
+    (shape,), _, ((_, _, _, _, threads),) = lw("unfold", img, args, 1, 1 << 16, 1 << 20, (64, 1 << 20))
+    assert shape == (2, 27, 20) and threads == 1
+    out = calls.move_new(calls.OPS["unfold"], front._LOWER[calls.OPS["unfold"]], img, args, -1,
+                         (1, 1 << 16, 64, 1 << 20, 1 << 20))
+    assert np.array_equal(out, dml.unfold(img, *args))
+    assert lw("unfold", img[0, 0], args, 1, 1, 1 << 20) is None                         # no spatial axis
+    assert lw("unfold", img, args, 1, 1, 2 * 27 * 20 * 4) is None                       # at the limit
+    assert lw("unfold", img, args, 100, 1, 1 << 20) is None                             # > 64 threads

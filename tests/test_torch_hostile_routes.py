@@ -16,7 +16,6 @@ import torch.autograd.forward_ad as fwad  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
 import opendml as dml  # noqa: E402
-from opendml.arrays import planner  # noqa: E402
 from opendml.arrays.torch import adapter as ta  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 
@@ -153,9 +152,6 @@ def test_every_route_gives_the_same_outcome(name, monkeypatch):
         assert _outcome(make, fn) == first
     with monkeypatch.context() as m:
         m.setattr(ta, "_new_shape", lambda *a: None)          # the route through descriptions
-        assert _outcome(make, fn) == first
-    with monkeypatch.context() as m:
-        m.setattr(planner, "NATIVE_LOWERING", {})              # no compiled lowering: the two-step route
         assert _outcome(make, fn) == first
     calls.clear()
 

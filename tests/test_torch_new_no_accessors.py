@@ -1,4 +1,4 @@
-"""Issue 33: a new shape's C route (``calls.torch_new``) on PyTorch tensors
+"""Issue 33: a new shape's C route (``calls.move_new``) on PyTorch tensors
 does not wait for the C++ node library's tensor accessors. Before, it
 declined every call while they were not loaded -- for the first half minute
 of a machine's first process (the library builds in the background) and

@@ -1,6 +1,6 @@
 """Where a never-seen shape's time goes on the torch route (issue 19), by
-stage: the whole call, the C call alone (``call_cache_torch_new`` with the
-plan precomputed), the plan (``plain_plan``), a served repeat, and
+stage: the whole call, the C call alone (``call_cache_move_new``, which
+lowers it too), a served repeat, and
 PyTorch's peer, each over fresh shapes; then cProfile's top functions.
 ``python benchmarks/profiles/new_shape_cuda.py [--device cuda|cpu]``."""
 import argparse
@@ -8,14 +8,10 @@ import cProfile
 import pstats
 import time
 
-import numpy as np
 import torch
 
 import opendml as dml
 import opendml.torch as otorch
-from opendml.arrays import planner
-from opendml.arrays.torch import adapter as ta
-from opendml.arrays.planner import OpCall
 from opendml.runtime import calls
 
 
@@ -49,23 +45,17 @@ def main():
     xs = timed("slice1 reversing H, new shape", ours)
     timed("slice1 reversing H, served repeat", ours, xs)
     timed("flip().contiguous()", lambda t: torch.flip(t, [2]).contiguous())
-    dt = np.dtype(np.float32)
-    mk = lambda t: None  # noqa: E731
-    timed("plain_plan alone", lambda t: planner.plain_plan(
-        OpCall("slice1", ([0, 0, 0, 0], list(t.shape), [1, 1, -1, 1], None), mk), dt, tuple(t.shape), t.numel()))
-    kernels = __import__("opendml.runtime.cuda.backend", fromlist=["x"]).new_kernels() if dev == "cuda" else None
-    cpu = ta._CPU_CONF[1]
+    from opendml.arrays import front
+    from opendml.runtime import get_backend
     op = calls.OPS["slice1"]
-    pre = []
-    for x in fresh():
-        s = tuple(x.shape)
-        pre.append((x, ([0, 0, 0, 0], list(s), [1, 1, -1, 1], None), (s, [0, 0, s[2] - 1, 0], (1, 1, -1, 1))))
+    lower, cpu = front._LOWER[op], get_backend("cpu").plain_conf
+    pre = [(x, ([0, 0, 0, 0], list(x.shape), [1, 1, -1, 1], None)) for x in fresh()]
     sync()
     t0 = time.perf_counter()
-    for x, args, fields in pre:
-        calls.torch_new(op, x, args, 0, fields, calls.generation(), kernels, dt, cpu)
+    for x, args in pre:
+        calls.move_new(op, lower, x, args, calls.generation(), cpu, front._cuda_conf)
     sync()
-    print(f"{'call_cache_torch_new alone (+ generation)':46s} {(time.perf_counter() - t0) / n * 1e6:8.2f} us")
+    print(f"{'call_cache_move_new alone (+ generation)':46s} {(time.perf_counter() - t0) / n * 1e6:8.2f} us")
     timed("torch.empty of the output", lambda t: torch.empty(t.shape, device=dev))
     timed("calls.call miss", lambda t: calls.call(op, t, [0, 0, 0, 0], [1, 2], [1, 1, -1, 1], None))
     xs = fresh()

@@ -5,7 +5,7 @@ lowers: the same kernel name, parameter bytes, grid, dynamic shared memory and
 origin, over random valid SLICE, SLICE1, UNFOLD and SLICE_GRAD calls, element
 layouts (permuted, reversed, gapped, size-1 axes with any stride), element
 sizes and pointer alignments. Nothing here needs a GPU: both sides only
-compute. ``call_cache_torch_new`` launches exactly this (tests/test_torch_new.py
+compute. ``call_cache_move_new`` launches exactly this (tests/test_torch_new.py
 runs it on CUDA where there is one)."""
 import math
 
@@ -70,9 +70,19 @@ def element_layout(draw, shape):
     return tuple(strides)
 
 
+def plain_plan(call, shape):
+    """``(kernel, fields)`` of ``call``'s operator's reference plain lowering (``ops/<op>.py``'s
+    ``plain_lowering``, its ``PLAIN_KERNEL``) on an input of ``shape``, or None."""
+    from opendml.arrays import _contract
+    from opendml.model.tensor_desc import plain_count
+    cls = _contract.OPERATOR_OF[call.name]
+    got = cls.plain_lowering(tuple(shape), *call.args) if plain_count(len(shape), math.prod(shape)) else None
+    return None if got is None else (cls.PLAIN_KERNEL, got)
+
+
 def compare(call, shape, strides, es, src, dst):
     dtype = np.dtype(DTYPES[es])
-    got = planner.plain_plan(call, dtype, tuple(shape), math.prod(shape))
+    got = plain_plan(call, shape)
     if got is None:
         return None
     kernel, fields = got
@@ -147,7 +157,7 @@ def test_fold_launch_equals_launch_spec(data, es, floating, src):
     if call is not None and src % es == 0:
         shape = cols.sizes
         strides = data.draw(element_layout(shape))
-        got = planner.plain_plan(call, np.dtype(dtype), tuple(shape), math.prod(shape))
+        got = plain_plan(call, shape)
         if got is not None:
             assert got[0] == "fold"
             spec = _native().cuda_spec(KINDS["fold"], es, tuple(shape), strides, got[1], src, 1 << 20,

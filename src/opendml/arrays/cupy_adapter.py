@@ -24,9 +24,9 @@ import cupy
 
 from ..model.errors import UnsupportedError, ValidationError
 from ..runtime import alloc, calls, get_backend
-from ..runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
-from . import cuda
-from .planner import count_planned, plain_plan, plan_for_strides
+from ..runtime.cuda.backend import check_alignment, relaunch
+from . import _dispatch, cuda
+from .planner import count_planned, plan_for_strides
 
 #: CUDA backends per device number (get_backend's lookup, without its string keys).
 _BACKENDS: dict = {}
@@ -57,35 +57,22 @@ def _empty(shape, dtype):
     return cupy.ndarray(shape, dtype, raw.data + (-raw.data.ptr % 16))
 
 
-_NEW_KINDS = calls.NEW_KINDS
 _OPS = calls.OPS
-#: The C new-shape route (``calls.torch_new``), which takes exact CuPy arrays as well as PyTorch tensors.
-_new = calls.torch_new
 
 
 def _new_shape(x, call):
-    """A never-seen shape of SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD (issue 33) in one C call: the
-    operator's plain lowering (``plain_plan``, its compiled fast path first) gives the plan for ``x``'s
-    sizes, and C applies it to ``x``'s layout, allocates the output with ``cupy.empty`` on the current
-    device, queues the launch the route below would queue on CuPy's current stream and records the call as
+    """A never-seen shape of SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD (issue 33) in one C call, the one
+    C new-shape route (the front's ``new_shape``, ``calls.move_new``): the operator's plain lowering in C
+    gives the plan for ``x``'s layout, C allocates the output with ``cupy.empty`` on the current device,
+    queues the launch the route below would queue on CuPy's current stream and records the call as
     ``calls.put_cuda`` would. A kernel the process has not loaded comes back by name: compiled, then the
-    call is made again. None where C leaves the call to the route below (another operator, a layout it must
-    copy, another current device, misaligned data, launches not made natively...), which then validates,
-    plans and runs it."""
-    since = calls.generation()            # before the settings are read
-    kernels = new_kernels()
-    got = None if kernels is None else plain_plan(call, x.dtype, x.shape, x.size)
-    if got is None:
-        return None
-    op, kind = _OPS[call.name], _NEW_KINDS[got[0]]
-    for _ in range(4):                    # a kernel compiled per miss (its name depends on the addresses)
-        out = _new(op, x, call.args, kind, got[1], since, kernels, x.dtype, None)
-        if type(out) is not str:
-            if out is not None:
-                count_planned()
-            return out
-        add_new_kernel(x.device.id, out)
-    return None
+    call is made again. None where C leaves the call to the route below (a layout it must copy, another
+    current device, misaligned data, launches not made natively...), which then validates, plans and
+    runs it."""
+    out = _dispatch.front.new_shape(_OPS[call.name], x, call.args)
+    if out is not None:
+        count_planned()
+    return out
 
 
 def _plan(x, call):

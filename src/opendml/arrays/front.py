@@ -203,7 +203,8 @@ _move_new = _calls.move_new
 _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_row(_contract.OPERATOR_OF[k]).types)
           | (_calls.LOWER_SEQUENCE if _contract.BINDING[k].array == "arrays" or _contract.BINDING[k].route == "index"
              else 0)
-          for k, v in _calls.MOVE_LOWERINGS.items()}
+          for k, v in (*_calls.MOVE_LOWERINGS.items(),
+                       *((k, _calls.LOWER_PLAIN | i) for i, k in enumerate(_calls.PLAIN_LOWERED)))}
 _generation_now = _engine._generation_now
 
 
@@ -212,8 +213,9 @@ def _new(op: int, x, args: tuple):
     if state[0] != _generation_now():
         state = _engine.new_settings()
     lower = _LOWER.get(op)
-    # no C lowering, the NumPy kernels, or a replaced prepare (a spy): the Python route
-    if lower is None or state[2] is None or "prepare" in state[3]:
+    # no C lowering, or a replaced prepare (a spy): the Python route (state[2] None: the NumPy kernels, so CUDA
+    # inputs alone take the C route)
+    if lower is None or "prepare" in state[3]:
         return None
     out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
     return out if type(out) is not str else _new_kernels(op, lower, x, args, state, out)

@@ -10,7 +10,8 @@ from ..model.errors import ValidationError
 from ..runtime import calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import WORDS
-from .planner import count_planned, plain_plan, plan_for_strides
+from . import _dispatch
+from .planner import count_planned, plan_for_strides
 
 _LITTLE = np.little_endian
 
@@ -35,21 +36,15 @@ def run(x: np.ndarray, call, record_as=None) -> np.ndarray:
     """``call`` on ``x``. A compiled-kernel run is recorded in the call cache
     under ``x`` or, where given, ``record_as`` (the PyTorch CPU tensor that
     ``x`` views)."""
-    since = calls.generation()            # before any setting is read
-    given = x
     if record_as is None and type(x) is np.ndarray and x.dtype.isnative and _LITTLE:
         # as_input(x) is x: a new shape's route, whose one C call reads x's layout itself (issue 19)
-        out = _plain(x, call, x, None, since, None)
+        out = _plain(x, call)
         if out is not None:
             return out
-        planned = (x.shape, x.strides)    # what is planned: the record checks x still has it
-    else:
-        planned = (x.shape, x.strides)
-        x = as_input(x)
-        if type(x) is np.ndarray:
-            out = _plain(x, call, given, record_as, since, planned)
-            if out is not None:
-                return out
+    since = calls.generation()            # before any setting is read
+    given = x
+    planned = (x.shape, x.strides)        # what is planned: the record checks x still has it
+    x = as_input(x)
     desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     if layout is None:
         x = np.ascontiguousarray(x)
@@ -94,39 +89,16 @@ def _planned(planned: tuple, record_as):
     return shape, tuple(s // item for s in strides)
 
 
-def _plain(x: np.ndarray, call, given, record_as, since: int, planned: tuple):
-    """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD call whose
-    plan ``plain_plan`` gives (no description, no plan cache), run by the
-    compiled kernels in one C call with an output below ``CACHE_MIN_BYTES``
-    (NumPy's allocator); the kernel, its parameter bytes, threads and the
-    call-cache record are those of the route below (an array as given is
-    recorded by the same C call, ``calls.numpy_new``). None (nothing done)
-    for anything else."""
-    got = plain_plan(call, x.dtype, x.shape, x.size)
-    if got is None:
-        return None
-    kernel, fields = got
-    backend = get_backend("cpu")
-    if backend._native is None:
-        return None
-    if x is given and record_as is None:
-        out = _numpy_new(calls.OPS[call.name], x, call.args, _KINDS[kernel], fields, since, backend.plain_conf)
-        if out is not None:
-            count_planned()
-        return out
-    done = backend.run_plain(_KINDS[kernel], x, fields)
-    if done is None:
-        return None
-    count_planned()
-    out, blob, threads, origin = done
-    if x is given:
-        calls.put_numpy(call.name, record_as, call.args, fields[0], out.dtype, origin, kernel, blob, threads, False,
-                        False, since, _planned(planned, record_as))
+def _plain(x: np.ndarray, call):
+    """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD call on an exact,
+    native-order NumPy array lowered in C to one tuned pass of the move program, run into an output
+    below ``CACHE_MIN_BYTES`` and recorded in one C call (the front's ``new_shape``: the move route's,
+    ``calls.move_new``), with the kernel, parameter bytes, threads and record of the route below. None
+    (nothing done) for anything else."""
+    out = _dispatch.front.new_shape(calls.OPS[call.name], x, call.args)
+    if out is not None:
+        count_planned()
     return out
-
-
-_KINDS = calls.NEW_KINDS
-_numpy_new = calls.numpy_new
 
 
 def _address(a: np.ndarray) -> int:

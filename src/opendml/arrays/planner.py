@@ -39,14 +39,12 @@ import numpy as np
 from ..model.data_type import DataType
 from ..model._frozen import stored_init
 from ..model.errors import ValidationError
-from ..model.tensor_desc import TensorDesc, plain_count
-from ..ops import OPERATORS
+from ..model.tensor_desc import TensorDesc
 from ..plan import Fill
 from ..runtime.calls import info as call_cache_info
 from ..runtime.config import _listeners as _config_listeners
-from ..runtime.cpu.backend import _load_native
 
-__all__ = ["Layout", "array_layout", "plan_for", "plan_for_strides", "plain_plan", "count_planned",
+__all__ = ["Layout", "array_layout", "plan_for", "plan_for_strides", "count_planned",
            "plan_cache_info", "PLAN_CACHE_SIZE", "CACHE_SIZE", "freeze", "call_key", "array_key", "lookup", "record",
            "clear", "info"]
 
@@ -185,62 +183,8 @@ def plan_for_strides(call, dtype, shape: tuple, byte_strides: tuple, itemsize: i
     return desc, plan, layout
 
 
-_native = _load_native()
-
-#: The compiled copies of the operators' ``plain_lowering`` (newshape.c's ``<name>_lowering``), by
-#: array-API name: the Python function's answer or None. Empty without the extension.
-NATIVE_LOWERING: dict = {cls.OPERATOR.lower(): getattr(_native, cls.OPERATOR.lower() + "_lowering")
-                         for cls in OPERATORS.values()
-                         if hasattr(cls, "plain_lowering") and hasattr(_native, cls.OPERATOR.lower() + "_lowering")}
-
-#: array-API name -> (``PLAIN_KERNEL``, ``plain_lowering``) as each operator declares them.
-_PLAIN = {cls.OPERATOR.lower(): (cls.PLAIN_KERNEL, cls.plain_lowering) for cls in OPERATORS.values()
-          if hasattr(cls, "plain_lowering")}
-#: array-API name -> the kernel of its plain lowering's plan (``PLAIN_KERNEL``).
-PLAIN_KERNEL = {name: kernel for name, (kernel, _) in _PLAIN.items()}
-
-#: NumPy dtype -> whether it is one of DirectML's element types (few dtypes are seen).
-_ELEMENT_DTYPES: dict = {}
-
-
-def _element_dtype(dtype) -> bool:
-    """Whether ``TensorDesc`` takes ``dtype``'s data type (remembered)."""
-    try:
-        TensorDesc(DataType.from_numpy(dtype), (1,))
-        known = True
-    except Exception:                     # noqa: BLE001 - not an element type: the descriptions say so
-        known = False
-    if len(_ELEMENT_DTYPES) < 64:
-        _ELEMENT_DTYPES[dtype] = known
-    return known
-
-
-def plain_plan(call, dtype, shape: tuple, count: int, compiled: bool = True):
-    """A new shape's route for the first five: ``(kernel, fields)``, the
-    plan of ``plan_for_strides`` without the array's layout (which the
-    backend's ``run_plain`` applies), from the operator's ``plain_lowering``
-    (its compiled copy in ``NATIVE_LOWERING`` first, unless ``compiled`` is
-    False), with no descriptions. None where the call is not such a common
-    valid case: ``plan_for_strides`` then validates it. ``shape`` has
-    ``count`` elements."""
-    entry = _PLAIN.get(call.name)
-    if entry is None or not plain_count(len(shape), count):
-        return None
-    try:
-        known = _ELEMENT_DTYPES.get(dtype)
-        if not (known or (known is None and _element_dtype(dtype))):
-            return None
-    except TypeError:                     # a dtype that cannot be hashed
-        return None
-    fast = NATIVE_LOWERING.get(call.name) if compiled else None
-    got = None if fast is None else fast(shape, *call.args)
-    if got is None:
-        got = entry[1](shape, *call.args)
-    return None if got is None else (entry[0], got)
-
-
 def count_planned() -> None:
-    """Count a call run from ``plain_plan`` as a plan-cache miss (it was
+    """Count a call the C new-shape route ran as a plan-cache miss (it was
     validated and planned)."""
     next(_PLANNED)
 
@@ -258,7 +202,7 @@ def plan_cache_info() -> dict:
         ``plans`` (int): the plans it holds; ``hits`` (int): calls that reused
         a plan, plus the calls the call cache served; ``misses`` (int): lookups
         that found no plan (the call was then validated and planned), plus
-        the calls planned without a lookup (``plain_plan``, or the call cache's C
+        the calls planned without a lookup (the C new-shape route, or the call cache's C
         lowering at its miss: its ``planned``); ``call_cache`` (dict): the call
         cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
         'misses', 'planned', 'front'}``.

@@ -52,8 +52,9 @@ What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
   the common valid case, in index space (None for anything else, which the
   descriptions then name), run by ``PLAIN_KERNEL``; its caller has checked
   that ``TensorDesc(t, in_sizes)`` is valid. It is the reference of
-  its C copy (``C_PLAIN``: newshape.h's ``ODML_PLAIN_*``), which
-  ``planner.plain_plan`` tries first; tests/test_newshape_lowering.py
+  its C copy (``C_PLAIN``: newshape.h's ``ODML_PLAIN_*``), which the one
+  C new-shape route runs (the move program's tuned pass, lowering number
+  ``runtime.calls.LOWER_PLAIN | C_PLAIN``); tests/test_newshape_lowering.py
   compares the two.
 
 A description offers ``inputs``/``outputs`` (every tensor in slot order) and

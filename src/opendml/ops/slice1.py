@@ -265,8 +265,7 @@ def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, t
 
 def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -> tuple[tuple, list, tuple] | None:
     """``(output sizes, starts, steps)``: the packed output's element ``c`` is
-    the input's element ``starts + steps * c`` (see ``opendml.ops``; the C copy
-    declines a given ``output_sizes``)."""
+    the input's element ``starts + steps * c`` (see ``opendml.ops``)."""
     n = len(in_sizes)
     offsets = sequence_of(offsets, n)
     window = sequence_of(window, n)

@@ -59,8 +59,8 @@ from ..ops import OPERATORS
 from .config import config
 from .cpu.backend import _load_native
 
-__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda", "torch_new",
-           "numpy_new", "move_new", "index_new", "MOVE_LOWERINGS", "LOWER_SEQUENCE", "register_cuda_retry",
+__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda",
+           "move_new", "index_new", "MOVE_LOWERINGS", "PLAIN_LOWERED", "LOWER_SEQUENCE", "LOWER_PLAIN", "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
 class _Codes(dict):
@@ -221,53 +221,30 @@ def register_torch_api(capsule) -> None:
         _native.call_cache_torch_api(capsule)
 
 
-_HAS_NEW = _HAS and hasattr(_native, "call_cache_torch_new")
+_HAS_NEW = _HAS and hasattr(_native, "call_cache_move_new")
 
 
 def _no_new(*args) -> None:
     return None
 
 
-#: ``planner.plain_plan``'s kernel names -> the plan kinds ``torch_new``,
-#: ``numpy_new`` and the CPU backend's ``plain_window`` take (newshape.h's ODML_NEW_*).
+#: The operators' ``PLAIN_KERNEL`` names -> the plan kinds (newshape.h's ODML_NEW_*) of the tuned passes
+#: the C lowering of the first five makes (``cuda_spec``, the CUDA launch's test entry, takes them too).
 NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
 
-#: ``torch_new(op_code, x, args, kind, fields, since, kernels, dtype, cpu)``: a
-#: new shape's call on PyTorch tensor ``x`` in one C call (issue 19): the
-#: plan ``kind`` (``NEW_KINDS``) with ``planner.plain_plan``'s
-#: ``fields`` applied to ``x``'s layout, the output from PyTorch's allocator,
-#: the kernel run (a CPU kernel with ``cpu`` = (max_threads, grain_bytes,
-#: tile_stride, tile_columns, limit_bytes), or a CUDA launch of a kernel of
-#: ``kernels`` = {device: {name: CUfunction}} on the current stream), and the
-#: call recorded here as the Python route records it, made on the settings of
-#: ``generation()`` ``since``. ``dtype``: ``x``'s NumPy dtype. Returns the
-#: output; None where the Python route must run the call (nothing run); or, on
-#: CUDA, the name of a kernel ``kernels`` lacks (nothing run: compile it and
-#: call again).
-#: ``x`` may also be an exact CuPy array (``dtype`` its dtype, ``cpu`` None), recorded as ``put_cuda`` records it.
-torch_new: Callable[..., Any] = _native.call_cache_torch_new if _HAS_NEW else _no_new
+
+#: The first five's lowering numbers (besides ``MOVE_LOWERINGS``): their plain lowering's C copy (``C_PLAIN``:
+#: newshape.h's ODML_PLAIN_*) with this bit (newshape.h's ODML_LOWER_PLAIN), lowered to one tuned pass
+#: of the move program and run and recorded by ``move_new`` as a family call is (keyed as ``call``
+#: finds it). Once such a call on a NumPy array was recorded, a miss of ``call`` on a NumPy array of the
+#: same operator, dtype and rank is itself served as a new shape, lowered in C, until the cache is next
+#: emptied.
+LOWER_PLAIN = 1 << 25
 
 
-#: ``numpy_new(op_code, x, args, kind, fields, since, cpu)``: the same for an
-#: exact, native-order NumPy array ``x`` (a CPU kernel into a new NumPy
-#: array), recorded as ``put_numpy`` records it; the output, or None.
-#: Once such a call was recorded, a miss of ``call`` on a NumPy array of the
-#: same operator, dtype and rank is itself served as a new shape, lowered in C
-#: (``slice``, ``slice1``, ``slice_grad``, ``unfold`` and ``fold``: their
-#: ``plain_lowering`` in ``runtime/native/newshape.c``), until the cache is
-#: next emptied.
-numpy_new: Callable[..., Any] = (_native.call_cache_numpy_new if _HAS_NEW and hasattr(_native, "call_cache_numpy_new")
-                                 else _no_new)
-#: The operators whose plain lowering is in C (newshape.h's ODML_PLAIN_* order).
-PLAIN_LOWERED = tuple(cls.BINDING.function for cls in sorted(
-    (c for c in OPERATORS.values() if "C_PLAIN" in vars(c)), key=lambda c: c.C_PLAIN))
-if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
-    _native.call_cache_plain_ops(*(OPS[name] for name in PLAIN_LOWERED))
-
-
-#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda])``: a never-seen shape of
-#: a data-movement family call (every family function of ``arrays/front.py``) on
-#: exact, native-order NumPy arrays, lowered, run and recorded in one C call
+#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda])``: the one C new-shape route: a
+#: never-seen shape of a call (every family function of ``arrays/front.py``, and the first five,
+#: ``LOWER_PLAIN``) on exact, native-order NumPy arrays, lowered, run and recorded in one C call
 #: (runtime/native/newshape_move.c; ``lowering`` the function's number there,
 #: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,
 #: or None where the Python route must run the call (nothing run). On PyTorch
@@ -277,8 +254,7 @@ if _HAS_NEW and hasattr(_native, "call_cache_plain_ops"):
 #: stream and recorded as ``put_move_cuda`` records them; the name of a kernel
 #: not yet compiled comes back as a str (nothing run: compile it with
 #: ``launch.add_new_kernel`` and call again).
-move_new: Callable[..., Any] = (_native.call_cache_move_new if _HAS_NEW and hasattr(_native, "call_cache_move_new")
-                                else _no_new)
+move_new: Callable[..., Any] = _native.call_cache_move_new if _HAS_NEW else _no_new
 
 _index_new = (_native.call_cache_index_new if _HAS_NEW and hasattr(_native, "call_cache_index_new")
               else _no_new)
@@ -319,6 +295,10 @@ _INDEX_CONF: list = []
 LOWER_SEQUENCE = 1 << 24
 #: Family function name -> its C lowering's number (newshape.h's ODML_LOWER_*, as its operator declares it).
 MOVE_LOWERINGS = {cls.BINDING.function: cls.C_LOWERING for cls in OPERATORS.values() if "C_LOWERING" in vars(cls)}
+#: The operators whose plain lowering is in C, by their ``C_PLAIN`` (newshape.h's ODML_PLAIN_* order): their
+#: lowering numbers are ``LOWER_PLAIN | C_PLAIN``.
+PLAIN_LOWERED = tuple(cls.BINDING.function for cls in sorted(
+    (c for c in OPERATORS.values() if "C_PLAIN" in vars(c)), key=lambda c: c.C_PLAIN))
 
 
 def entry(name: str, x, *args) -> dict | None:
@@ -332,7 +312,7 @@ def entry(name: str, x, *args) -> dict | None:
 
 
 def register_cuda_retry(retry) -> None:
-    """What retries a failed launch of an entry ``torch_new`` made:
+    """What retries a failed launch of an entry ``move_new`` made:
     ``retry(device, function, grid, shared_mem, params, src, dst, stream)``."""
     if _HAS_NEW:
         _native.call_cache_cuda_retry(retry)
@@ -415,7 +395,7 @@ def info() -> dict:
     """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned', 'front'}: whether
     the cache is on, whether it serves NumPy arrays, its entries, the calls it
     served, the lookups that found no entry and the new shapes it lowered and
-    ran itself at such a miss (see ``numpy_new``)."""
+    ran itself at such a miss (see ``LOWER_PLAIN``)."""
     if not _HAS:
         return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0, "front": 0}
     _read_settings()

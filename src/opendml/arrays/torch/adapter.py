@@ -46,8 +46,8 @@ from ...model.errors import UnsupportedError
 from ...ops import OPERATORS
 from ...ops._spec import binding_of
 from ...runtime import alloc, calls, get_backend
-from ...runtime.config import CACHE_MIN_BYTES, config
-from ...runtime.cuda.backend import add_new_kernel, check_alignment, new_kernels, relaunch
+from ...runtime.config import config
+from ...runtime.cuda.backend import check_alignment, relaunch
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
 from .. import numpy_adapter
@@ -55,8 +55,7 @@ from . import inductor as torch_inductor, library, node as torch_node
 from .. import engine
 from .dtypes import DTYPES, SUPPORTED_DTYPES, numpy_dtype, torch_dtype
 from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, operators
-from .. import planner as _planner
-from ..planner import array_layout, count_planned, plain_plan, plan_for
+from ..planner import array_layout, count_planned, plan_for
 
 __all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
            "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -89,9 +88,8 @@ def _plan(x, call):
             # A new shape's route first: C declines (None) whatever the checks below send elsewhere, but
             # a tensor whose gradient must be recorded is kept from it here.
             if not ((x.requires_grad and _grad_enabled()) or x.is_nested):
-                dtype = DTYPES.get(x.dtype)
-                if dtype is not None:
-                    out = _new_shape(x, call, dtype)
+                if x.dtype in DTYPES:
+                    out = _new_shape(x, call)
                     if out is not None:
                         return out
             if _is_functorch_wrapped(x):
@@ -143,7 +141,7 @@ def _kernel(x, call, new: bool = True):
     dtype = numpy_dtype(x, call.name)
     neg = x.is_neg()
     if new and not neg:                   # a new shape's route first (it declines misaligned CUDA data)
-        out = _new_shape(x, call, dtype)
+        out = _new_shape(x, call)
         if out is not None:
             return out
     if x.is_cuda:                         # before resolve_neg, which would run a kernel on x
@@ -161,53 +159,18 @@ def _kernel(x, call, new: bool = True):
     raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-_NEW_KINDS = calls.NEW_KINDS
 _OPS = calls.OPS
-_torch_new = calls.torch_new
-_CPU_CONF: tuple = (None, None)           # (the CPU backend, what call_cache_torch_new needs of it)
 
 
-def _new_shape(x, call, dtype):
-    """A new shape's route for the first five on a plain CPU or CUDA tensor:
-    one C call (``calls.torch_new``) lowers, allocates through PyTorch, runs
-    and records the call. None where C leaves it to the routes below."""
-    name = call.name
-    # a compiled lowering (planner.NATIVE_LOWERING) answers False where it gives no fields (then plain_plan)
-    fields = _planner.NATIVE_LOWERING.get(name)
-    if fields is None:
-        got = plain_plan(call, dtype, tuple(x.shape), x.numel())
-        if got is None:
-            return None
-        kernel, fields = got
-    else:
-        kernel = _planner.PLAIN_KERNEL[name]
-    since = calls.generation()            # before the settings are read
-    if x.is_cuda:
-        kernels, cpu = new_kernels(), None
-    else:
-        kernels = None
-        backend, cpu = _CPU_CONF
-        if backend is not get_backend("cpu"):
-            backend = get_backend("cpu")
-            cpu = None if backend._native is None else (backend.threads, backend.grain, backend.tile_stride,
-                                                         backend.tile_columns, CACHE_MIN_BYTES)
-            globals()["_CPU_CONF"] = (backend, cpu)
-    op, kind, args = _OPS[name], _NEW_KINDS[kernel], call.args
-    for _ in range(5):                    # a kernel compiled per miss: at most three per launch (and a False)
-        out = _torch_new(op, x, args, kind, fields, since, kernels, dtype, cpu)
-        if type(out) is not str:
-            if out is False:              # no compiled fields: the reference lowering's, if any
-                got = plain_plan(call, dtype, tuple(x.shape), x.numel(), compiled=False)
-                if got is None:
-                    return None
-                kernel, fields = got
-                kind = _NEW_KINDS[kernel]
-                continue
-            if out is not None:
-                count_planned()
-            return out
-        add_new_kernel(x.get_device(), out)
-    return None
+def _new_shape(x, call):
+    """A new shape's route for the first five on a plain CPU or CUDA tensor: the one C new-shape
+    route (the front's ``new_shape``, ``calls.move_new``) lowers, allocates through PyTorch (on the
+    CPU, NumPy through a view of ``x``), runs and records the call. None where C leaves it to the
+    routes below."""
+    out = _dispatch.front.new_shape(_OPS[call.name], x, call.args)
+    if out is not None:
+        count_planned()
+    return out
 
 
 _CUDA: dict = {}                          # device index -> backend.record

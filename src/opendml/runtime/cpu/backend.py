@@ -198,7 +198,7 @@ class CpuBackend:
         self.grain = cfg.thread_grain_bytes
         self.tile_stride = cfg.unfold_tile_stride
         self.tile_columns = cfg.unfold_tile_columns
-        #: What a new shape's C route (calls.numpy_new, calls.torch_new) needs of
+        #: What a new shape's C route (calls.move_new) needs of
         #: this backend: (max threads, grain bytes, unfold tile stride, tile
         #: columns, the output size from which output blocks are used).
         self.plain_conf = (self.threads, self.grain, self.tile_stride, self.tile_columns, CACHE_MIN_BYTES)
@@ -392,15 +392,6 @@ class CpuBackend:
         if blob is None:                  # not plain 64-bit tuples: packed here
             blob = bytes(copy_params(plan))
         return self._launch(self._native.copy, blob, src, dst, 2 * _count_of(blob) * plan.element_size)
-
-    def run_plain(self, kind: int, x: np.ndarray, fields: tuple):
-        """A new shape's route: the plan of ``kind`` (``calls.NEW_KINDS``) from
-        ``planner.plain_plan``'s fields, applied to NumPy array ``x`` in C
-        (``plain_window``), as ``runner`` would run it: ``(output, parameter
-        bytes, threads, origin bytes)``, or None (nothing run)."""
-        if self._native is None:
-            return None
-        return self._native.plain_window(x, kind, fields, self.plain_conf)
 
     def _native_unfold(self, plan: UnfoldPlan, src, dst):
         es = plan.element_size

@@ -345,7 +345,7 @@ class Launch:
         return THREADS
 
 
-# -- launches made in C (calls.c's call_cache_torch_new) ----------------------------
+# -- launches made in C (calls_move_new.c's call_cache_move_new) ---------------------
 
 #: Compiled kernels by device for the launches C makes for new shapes:
 #: {device index: {kernel name: CUfunction}}, filled by ``add_new_kernel``.
@@ -384,7 +384,7 @@ class _Function:
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, src: int, dst: int,
              stream: int) -> None:
-    """Queue a launch C made (a call-cache entry of ``call_cache_torch_new``)
+    """Queue a launch C made (a call-cache entry of ``call_cache_move_new``)
     whose own launch failed: through a ``Launch`` of the same kernel, grid
     and parameter bytes, which makes the device's context current on a
     thread without it and raises opendml's error naming the CUDA error."""

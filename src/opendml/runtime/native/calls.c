@@ -737,7 +737,7 @@ static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObje
     Key k;
     if (key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 || numpy_key(&k, x) < 0) Py_RETURN_NONE;
     Entry *e = lookup(&k, -1);
-    if (!e) return numpy_plain(args, nargs, x, &k);   /* a new shape of SLICE, SLICE1, SLICE_GRAD (calls_new.c) */
+    if (!e) return numpy_plain(args, nargs, x, &k);   /* a new shape of the first five (calls_move_new.c) */
     /* the output takes x's own dtype object, as the Python route does (a
      * dtype with metadata or fields keys like its plain type) */
     PyObject *out = cpu_run(e, PyArray_DESCR(x), (uintptr_t)PyArray_BYTES(x));
@@ -972,7 +972,7 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
 }
 
 /* call_cache_cuda_retry(retry): retry(device, function, grid, shared, params bytes, src, dst, stream) queues a
- * launch of an entry call_cache_torch_new made whose launch failed (a thread without the device's context),
+ * launch of an entry call_cache_move_new made whose launch failed (a thread without the device's context),
  * or raises opendml's error (runtime/cuda/backend.py's relaunch). */
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
     (void)self;

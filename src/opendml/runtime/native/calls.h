@@ -1,11 +1,11 @@
-/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_new.c; see calls.c for what the
+/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_packed.c; see calls.c for what the
  * cache is). One entry kind, Entry (below): the outputs to allocate and the passes to run into them. calls.c holds
  * the table, the keys, the hooks and the first five operators' entries (one pass: their CPU kernel or CUDA launch);
  * calls_move.c the data-movement family's and the index-driven functions' (the move program's passes, index.c's
- * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the family's new-shape route on
- * NumPy arrays and CUDA memory (new_shape, serve_new and cuda_new, which newshape_index.c's route shares);
- * calls_new.c the calls run in one C call before any entry exists (Inductor's direct kernel, the first five's new
- * shapes on PyTorch tensors and NumPy arrays, and at a miss). What they share is declared here; the extension is
+ * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the one new-shape route of every
+ * operator on NumPy arrays, PyTorch tensors and CUDA memory (new_shape, serve_new and cuda_new, which
+ * newshape_index.c's route shares; the first five's calls lowered to one tuned pass and recorded as their entries,
+ * also at a miss); calls_packed.c Inductor's direct kernel. What they share is declared here; the extension is
  * built with hidden symbol visibility (setup.py), so none of it is exported. */
 #ifndef OPENDML_CALLS_H
 #define OPENDML_CALLS_H
@@ -25,7 +25,7 @@
 
 #ifdef ODML_NUMPY
 /* One NumPy API table for the three files, imported by calls.c (odml_calls_init);
- * calls_move.c and calls_new.c define NO_IMPORT_ARRAY before including this. */
+ * the other files define NO_IMPORT_ARRAY before including this. */
 #define PY_ARRAY_UNIQUE_SYMBOL odml_calls_ARRAY_API
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
@@ -73,7 +73,7 @@ typedef struct {
     uint64_t function, params;
     unsigned grid, block, shared;
     PyObject *launch;         /* the backend's Launch: launch(src, dst, stream) retries a failed launch and raises;
-                               * NULL for an entry call_cache_torch_new made (its parameters in p.k), whose
+                               * NULL for an entry call_cache_move_new made (its parameters in p.k or index), whose
                                * failed launch the retry hook (call_cache_cuda_retry) takes over */
     void *index;              /* PASS_INDEX (PyMem): an IndexPass (CPU) or the CUDA parameter block */
     int checked, index_size, at_src, at_dst, at_idx, naxes, slot[IDX_MAX_AXES];
@@ -204,13 +204,13 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY
-/* The check of a new-shape function's arguments (calls_move_new.c's, calls_new.c's, newshape_index.c's): per
+/* The check of a new-shape function's arguments (calls_move_new.c's, newshape_index.c's): per
  * character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
  * 't' an exact tuple, 'a' an exact ndarray, '.' anything. 0, or -1 with no exception left (the function
  * answers None: the Python route) where one is not, or NumPy's C API is not ready. */
 int plain_args(PyObject *const *args, const char *spec, ...);
 int numpy_key(Key *k, PyArrayObject *x);
-/* a new shape of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD served at a miss (calls_new.c), or None */
+/* a new shape of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD served at a miss (calls_move_new.c), or None */
 PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k);
 void plain_forget(void);                /* drops what numpy_plain learned (with the dict) */
 #endif
@@ -259,6 +259,8 @@ int same_words(const int64_t *a, const int64_t *b, int n);
 int cuda_plain(PyObject **in, int n);
 int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
                      int n, int seq, const uint64_t *ptr);
+/* a NumPy view of t, a plain PyTorch CPU tensor (no autograd record, no tracer, not a negative view), or NULL */
+PyObject *torch_view(PyObject *t);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);

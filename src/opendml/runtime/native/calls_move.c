@@ -139,8 +139,11 @@ int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
     PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
     for (int i = 0; i < e->n_pass && status == ODML_OK; i++) {
         const Pass *p = &e->passes[i];
+        const char *error = NULL;                  /* a tuned pass (odml_move_plain's): one of the first five's kernels */
         status = p->kernel == PASS_INDEX ? index_pass(p, dsts, srcs)
-                                         : odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
+                 : p->kernel < ODML_KERNEL_COUNT ? odml_run_kernel(p->kernel, dsts[p->dst], srcs[p->src], &p->p.k,
+                                                                   p->threads, &error)
+                                                 : odml_move_run(p->prep, dsts[p->dst], p->fill ? dsts[p->dst] : srcs[p->src]);
     }
     if (release) PyEval_RestoreThread(ts);
     return status;
@@ -406,7 +409,7 @@ release:
 #ifdef ODML_NUMPY
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
-static PyObject *torch_view(PyObject *t) {
+PyObject *torch_view(PyObject *t) {
     if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
         is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
         return NULL;

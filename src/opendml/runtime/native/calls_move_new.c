@@ -7,6 +7,8 @@
 
 #include "calls.h"
 
+long long plain_served;                 /* new shapes numpy_plain served (below) */
+
 /* -- New shapes of the family on NumPy arrays (issue 31) ----------------------------------------------- */
 
 #ifdef ODML_NUMPY
@@ -149,11 +151,67 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * size from which output blocks are used: CpuBackend.plain_conf), each checked to stay inside the buffers and laid
  * out (odml_move_prepare). NULL with no exception set where the Python route must run the call; NULL with one for no
  * memory. */
-static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *call_args, PyObject *conf) {
-    int64_t most, grain, min_bytes;
-    if (!PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
-            || plain_args(((PyTupleObject *)conf)->ob_item, "ii..i", &most, &grain, &min_bytes) || most < 1 || grain < 1)
+/* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
+ * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
+ * keyed as the first five's entries are (KIND_NUMPY: numpy_call serves it). NULL, no exception set, where the Python
+ * route must run the call (an output of `limit` bytes or more, which takes the output blocks there; more than
+ * ODML_MAX_THREADS threads); NULL with one for no memory. */
+static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_t *conf) {
+    odml_cpu_run run;
+    int64_t bytes, origin;
+    if (odml_new_cpu(pl, conf[2], conf[3], &run) || __builtin_mul_overflow(pl->count, pl->es, &bytes)
+            || bytes >= conf[4] || __builtin_mul_overflow(pl->origin, pl->es, &origin))
         return NULL;
+    const int64_t threads = odml_new_threads(run.work, conf[1], conf[0]);
+    Entry *e = threads > ODML_MAX_THREADS ? NULL : entry_alloc(KIND_NUMPY, 1, 1);
+    if (!e) return NULL;
+    e->cpu = 1;
+    e->total = e->out1.bytes = bytes;
+    e->origin[0] = origin;
+    e->out1.rank = pl->out_rank;
+    memcpy(e->out1.dims, pl->out_dims, sizeof(int64_t) * (size_t)pl->out_rank);
+    e->out1.dtype = Py_NewRef(descr);
+    if (!(e->out1.shape = odml_ints_tuple(pl->out_dims, pl->out_rank))) Py_CLEAR(e);
+    else {
+        e->pass1.kernel = odml_new_kernel(pl->kind);
+        e->pass1.threads = (int)threads;
+        memcpy(&e->pass1.p.k, &run.p, (size_t)run.size);
+    }
+    return e;
+}
+
+/* CpuBackend.plain_conf read into c (most threads, grain bytes, tile stride, tile columns, the output size from which
+ * output blocks are used): 0, or -1 where it is not such a tuple (None: the NumPy kernels). */
+static int read_conf(PyObject *conf, int64_t *c) {
+    return !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
+                   || plain_args(((PyTupleObject *)conf)->ob_item, "iiiii", &c[0], &c[1], &c[2], &c[3], &c[4])
+                   || c[0] < 1 || c[1] < 1 ? -1 : 0;
+}
+
+/* The first five's entry on NumPy array x (move_new_entry's, conf read): x as odml_layout_from_bytes reads it (a size-1
+ * axis's stride that is not whole elements taken as 0), one tuned pass (odml_move_plain). */
+static Entry *plain_entry(int lowering, PyArrayObject *x, PyObject *const *cargs, Py_ssize_t ncargs, const int64_t *c) {
+    odml_move_input xi;
+    odml_new_plan pl;
+    const int n = PyArray_NDIM(x);
+    const int64_t es = PyArray_ITEMSIZE(x);
+    if (!PyArray_ISNOTSWAPPED(x) || n < 1 || n > ODML_MAX_RANK || (xi.type = descr_type(PyArray_DESCR(x))) == 0)
+        return NULL;
+    xi.n = n;
+    for (int i = 0; i < n; i++) {
+        const int64_t s = PyArray_STRIDE(x, i);
+        xi.shape[i] = PyArray_DIM(x, i);
+        if (s % es && xi.shape[i] > 1) return NULL;
+        xi.strides[i] = s % es ? 0 : s / es;
+    }
+    return odml_move_plain(lowering, &xi, cargs, ncargs, &pl) == 0 ? tuned_entry(&pl, (PyObject *)PyArray_DESCR(x), c)
+                                                                    : NULL;
+}
+
+static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *const *cargs, Py_ssize_t ncargs,
+                             const int64_t *c) {
+    if (lowering & ODML_LOWER_PLAIN) return n_in == 1 ? plain_entry(lowering, in[0], cargs, ncargs, c) : NULL;
+    const int64_t most = c[0], grain = c[1], min_bytes = c[4];
     odml_move_input xs[MAX_MOVE_IO];
     int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
     int in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
@@ -179,8 +237,7 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
         return NULL;
     }
     Entry *e = NULL;
-    if (odml_move_lower(lowering, xs, n_in, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), g)
-            || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
+    if (odml_move_lower(lowering, xs, n_in, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO || g->n_pass > MAX_MOVE_PASSES)
         goto out;
     e = entry_alloc(KIND_MOVE, g->n_out, g->n_pass);
     if (!e) goto out;
@@ -247,18 +304,11 @@ static int input_same(PyArrayObject *x, const InputState *s) {
                           && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd)));
 }
 
-PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
-                    int64_t gen) {
+/* serve_new's run of e on the inputs, stored under k where not NULL (and the cache is on and still in gen). */
+static PyObject *serve_keyed(Entry *e, const Key *k, PyArrayObject **in, int n_in, int64_t gen) {
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     char *dsts[MAX_MOVE_IO];
     const char *srcs[MAX_MOVE_IO];
-    /* the key and the inputs' layouts as lowered, before anything can run Python code */
-    Key k;
-    PyArrayObject *keyed_in[MAX_MOVE_IO];
-    int keyed_n = 0;
-    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
-                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
-    if (PyErr_Occurred()) drop_error();
     InputState state[MAX_MOVE_IO];
     for (int i = 0; i < n_in; i++) input_state(in[i], &state[i]);
     for (int i = 0; i < e->n_out; i++) {
@@ -276,7 +326,7 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
         srcs[i] = state[i].data - e->origin[i];
     }
     if (run_passes(e, dsts, srcs) != ODML_OK) goto route;
-    if (keyed && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
+    if (k && enabled && (unsigned long long)gen == generation && store(k, e) < 0) goto done;
     result = take_outputs(outs, e->n_out, e->multi);
     goto done;
 route:
@@ -285,6 +335,79 @@ done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
     Py_DECREF(e);
     return result;
+}
+
+PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
+                    int64_t gen) {
+    /* the key and the inputs' layouts as lowered, before anything can run Python code: a tuned pass's (KIND_NUMPY)
+     * as numpy_call finds it, the family's as move_call does */
+    Key k;
+    PyArrayObject *keyed_in[MAX_MOVE_IO];
+    int keyed_n = 0;
+    PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
+    const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
+    const int keyed = e->kind == KIND_NUMPY
+                          ? key_head(&k, KIND_NUMPY, op, cargs, ncargs) == 0 && numpy_key(&k, in[0]) == 0
+                          : move_key(&k, op, xo, cargs, ncargs, keyed_in, &keyed_n) == 0 && keyed_n == n_in;
+    if (PyErr_Occurred()) drop_error();
+    return serve_keyed(e, keyed ? &k : NULL, in, n_in, gen);
+}
+
+/* -- a new shape of the first five served at the cache's miss ----------------------------------------
+ *
+ * A call_cache_call miss on an exact NumPy array of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD is served in the same
+ * C call where the Python route would do nothing else: move_new has run, since the cache was last emptied (every
+ * configure() empties it), a call of that operator on an array of the same dtype and rank that its plain lowering
+ * (ODML_LOWER_PLAIN) took (so the array API's checks, which read only those, have passed: `templates`, with its
+ * lowering number and the CPU backend's conf); the lowering takes the arguments; and the entry fits as tuned_entry
+ * requires. Then the call is lowered, run and recorded as move_new does (counted in `plain_served`, which
+ * plan_cache_info counts as misses); anything else returns None and takes the Python route, which gives every
+ * error. */
+#define MAX_TEMPLATES 64
+static struct { int64_t op; int type, rank, lowering; } templates[MAX_TEMPLATES];
+static int n_templates;
+static int64_t known_conf[5];          /* the conf of the last call recorded as a template (read_conf's) */
+static int conf_known;
+
+void plain_forget(void) {
+    n_templates = 0;
+    conf_known = 0;
+}
+
+static int template_of(int64_t op, int type, int rank) {
+    for (int i = 0; i < n_templates; i++)
+        if (templates[i].op == op && templates[i].type == type && templates[i].rank == rank) return i;
+    return -1;
+}
+
+/* A call of a plain lowering move_new served and recorded: its operator, dtype and rank a template, conf known. */
+static void learn_template(PyObject *op, PyArrayObject *x, int lowering, const int64_t *conf) {
+    int64_t code;
+    if (exact_int(op, &code) < 0) return;
+    const int type = PyArray_TYPE(x), rank = PyArray_NDIM(x);
+    if (template_of(code, type, rank) < 0 && n_templates < MAX_TEMPLATES) {
+        templates[n_templates].op = code;
+        templates[n_templates].type = type;
+        templates[n_templates].rank = rank;
+        templates[n_templates++].lowering = lowering;
+    }
+    memcpy(known_conf, conf, sizeof known_conf);
+    conf_known = 1;
+}
+
+PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k) {
+    int64_t op;
+    int t;
+    if (!conf_known || exact_int(args[0], &op) < 0 || (t = template_of(op, PyArray_TYPE(x), PyArray_NDIM(x))) < 0)
+        Py_RETURN_NONE;
+    Entry *e = plain_entry(templates[t].lowering, x, args + 2, nargs - 2, known_conf);
+    if (!e) {                                      /* (no memory: the Python route says so) */
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = serve_keyed(e, k, &x, 1, (int64_t)generation);
+    if (out && out != Py_None) plain_served++;
+    return out;
 }
 
 /* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
@@ -299,35 +422,44 @@ done:
  * allocated (the Python route raises the error naming it), an input changed while the outputs were allocated. */
 static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     (void)nargs;
-    int64_t lowering, gen;
+    int64_t lowering, gen, c[5];
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in = 0;
-    if (plain_args(args, ".i.ti", &lowering, &gen) || move_inputs(args[2], lowering, in, &n_in) < 0) Py_RETURN_NONE;
+    if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c) || move_inputs(args[2], lowering, in, &n_in) < 0)
+        Py_RETURN_NONE;
     /* the inputs stay alive whatever the call meets (a finalizer emptying the list of inputs) */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
-    Entry *e = move_new_entry((int)lowering, in, n_in, args[3], args[5]);
+    Entry *e = move_new_entry((int)lowering, in, n_in, ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]),
+                              c);
     PyObject *result = e ? serve_new(e, args[0], args[2], args[3], in, n_in, gen)
                          : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    if (result && result != Py_None && lowering & ODML_LOWER_PLAIN && enabled && (unsigned long long)gen == generation)
+        learn_template(args[0], in[0], (int)lowering, c);
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
 
 /* move_lowering(lowering, x, args, conf) -> (shapes, dtype, ((fill, src, dst, params, threads), ...)) or None:
- * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's). */
+ * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's; a tuned
+ * pass's params its kernel's parameter block, as CpuBackend's runner packs it). */
 static PyObject *move_lowering(PyObject *const *args) {
-    int64_t lowering;
+    int64_t lowering, c[5];
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
-    if (plain_args(args, "i.t", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0) Py_RETURN_NONE;
-    Entry *e = move_new_entry((int)lowering, in, n_in, args[2], args[3]);
+    if (plain_args(args, "i.t", &lowering) || read_conf(args[3], c) || move_inputs(args[1], lowering, in, &n_in) < 0)
+        Py_RETURN_NONE;
+    Entry *e = move_new_entry((int)lowering, in, n_in, ((PyTupleObject *)args[2])->ob_item, PyTuple_GET_SIZE(args[2]),
+                              c);
     if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     PyObject *shapes = PyTuple_New(e->n_out), *passes = PyTuple_New(e->n_pass), *result = NULL;
     for (int j = 0; shapes && !PyErr_Occurred() && j < e->n_out; j++)   /* (a NULL item: an error, the tuple dropped) */
         PyTuple_SET_ITEM(shapes, j, odml_ints_tuple(e->outs[j].dims, e->outs[j].rank));
     for (int i = 0; passes && !PyErr_Occurred() && i < e->n_pass; i++) {
-        const Pass *mp = &e->passes[i];
-        PyTuple_SET_ITEM(passes, i, Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p.move,
-                                                  (Py_ssize_t)sizeof mp->p.move, mp->threads));
+        const Pass *mp = &e->passes[i];               /* (a tuned pass: its kernel's parameter block) */
+        const int tuned = mp->kernel < ODML_KERNEL_COUNT;
+        PyTuple_SET_ITEM(passes, i, Py_BuildValue("(iiiy#i)", mp->fill, mp->src, mp->dst, (const char *)&mp->p,
+                                                  tuned ? (Py_ssize_t)odml_kernel_size[mp->kernel]
+                                                        : (Py_ssize_t)sizeof mp->p.move, mp->threads));
     }
     if (shapes && passes && !PyErr_Occurred()) result = Py_BuildValue("(OOO)", shapes, e->outs[0].dtype, passes);
     Py_XDECREF(shapes);
@@ -372,7 +504,7 @@ int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *
                   odml_move_launch *L) {
     odml_move_cuda_conf conf;
     uint64_t src[MAX_MOVE_IO];
-    if (odml_move_cuda_conf_read(settings, &conf) || cuda_sources(c, src)) return -1;
+    if (g->tuned || odml_move_cuda_conf_read(settings, &conf) || cuda_sources(c, src)) return -1;
     return odml_move_cuda(g, &conf, src, c->span, dsts, L);
 }
 
@@ -395,9 +527,25 @@ static int family_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args
     return odml_move_lower(((FamilyNew *)how)->lowering, c->xs, c->n, args, nargs, g);
 }
 
+/* A tuned program's one launch (odml_move_plain's pass): runtime/cuda/backend.py's for the plan (odml_new_cuda,
+ * cuda_spec.c); its count (1), or -1 where the Python route must run the call. */
+static int tuned_launch(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, odml_move_launch *L) {
+    odml_cuda_spec s;
+    uint64_t src[MAX_MOVE_IO];
+    if (cuda_sources(c, src) || odml_new_cuda(&g->plan, src[0], dsts[0], &s)) return -1;
+    memset(L, 0, sizeof *L);                        /* (slots 0, no index pass, no scratch) */
+    memcpy(L->name, s.name, sizeof s.name);
+    memcpy(&L->p, &s.p, (size_t)s.size);
+    L->size = s.size;
+    L->grid = s.grid;
+    L->smem = s.smem;
+    return 1;
+}
+
 static int family_plan(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts,
                        PyObject *conf, odml_move_launch *L) {
     (void)how;
+    if (g->tuned) return tuned_launch(g, c, dsts, L);
     const int nl = cuda_launches(g, c, dsts, PyTuple_GET_ITEM(conf, 1), L);
     for (int i = 0; i < nl; i++) L[i].index = 0;
     return nl;
@@ -512,6 +660,31 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     return e;
 }
 
+/* The entry of a tuned program's launch L (fn its function), as the first five's CUDA entries are made (KIND_TORCH or
+ * KIND_CUPY: torch_serve and cupy_call serve it; one pass holding the kernel's parameter block, no Launch: a failed
+ * launch is retried through call_cache_cuda_retry); NULL with an exception. */
+static Entry *tuned_cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c, const odml_move_launch *L,
+                               uint64_t fn, PyObject *shape, uint64_t dst, int64_t device) {
+    Entry *e = entry_alloc(torch ? KIND_TORCH : KIND_CUPY, 1, 1);
+    if (!e) return NULL;
+    Pass *p = &e->pass1;
+    Out *o = &e->out1;
+    e->device = device;
+    e->origin[0] = c->origin[0];
+    o->shape = Py_NewRef(shape);
+    o->rank = g->out_rank[0];
+    memcpy(o->dims, g->out_dims[0], sizeof(int64_t) * (size_t)o->rank);
+    o->dst_align = (unsigned)(dst & 15);
+    p->kernel = odml_new_kernel(g->plan.kind);
+    memcpy(&p->p.k, &L->p, (size_t)L->size);
+    p->params = (uint64_t)(uintptr_t)&p->p.k;
+    p->function = fn;
+    p->grid = L->grid;
+    p->block = ODML_CUDA_THREADS;
+    p->shared = L->smem;
+    return e;
+}
+
 /* Output i of cuda_new (an owner table, zero: `dims` zeroed int32 words) of DataType t from the framework's
  * allocator beside in0, its shape, dtype and address in shapes, dtypes and dsts: 0; 1 where the Python route must
  * run the call (an address that is not whole elements: the route places the output or raises); -1 with an
@@ -574,6 +747,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         PyErr_NoMemory();
         goto done;
     }
+    g->tuned = 0;                                   /* (set by odml_move_lower's first five only) */
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     if (!cuda_device_is(torch, device)) goto route;
     {
@@ -611,7 +785,17 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         if (L[i].index && L[i].aux && !table) goto route;
     }
     if (!cuda_still_keyed(&k, torch, op, cargs, ncargs, in, n, seq, ptr)) goto route;
-    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
+    if (g->tuned) {                                 /* keyed as the first five's entries: operator, arguments, x */
+        Key k5;
+        if (key_head(&k5, torch ? KIND_TORCH : KIND_CUPY, op, cargs, ncargs) < 0) goto route;
+        int full = 0;
+        for (int i = at[0]; i < k.n; i++) full |= put(&k5, k.w[i]);
+        if (full) goto route;
+        k = k5;
+        e = tuned_cuda_entry(torch, g, &c, L, fn[0], shapes[0], dsts[0], device);
+    } else {
+        e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
+    }
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
     {
         const int rc = cuda_entry_run(e, ptr, dsts, stream);
@@ -725,12 +909,86 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
     return cpu_new(args, nargs, xi, cpu);
 }
 
+/* torch_cpu_new through PyTorch's accessors (torch_api.h), where x is a plain CPU tensor they describe (in): lowered
+ * from that description, the output from x.new_empty, the kernel run on the tensors' memory, the entry stored under
+ * k. None (nothing run) where the route must take the call: x changed by a finalizer while the output was allocated
+ * (read again), a lowering or entry declined. */
+static PyObject *torch_cpu_described(PyObject *x, const odml_torch_info *in, int lowering, PyObject *const *cargs,
+                                     Py_ssize_t ncargs, const int64_t *c, Key *k, int64_t gen) {
+    odml_move_input xi = {.n = in->ndim, .type = torch_type(in->dtype)};
+    odml_new_plan pl;
+    odml_torch_info now;
+    uint64_t dst;
+    if (xi.type < 1 || xi.n < 1 || xi.n > ODML_MAX_RANK) Py_RETURN_NONE;
+    memcpy(xi.shape, in->sizes, sizeof(int64_t) * (size_t)xi.n);
+    memcpy(xi.strides, in->strides, sizeof(int64_t) * (size_t)xi.n);
+    PyObject *descr = odml_move_plain(lowering, &xi, cargs, ncargs, &pl) ? NULL
+                      : (PyObject *)PyArray_DescrFromType(move_npy_type[xi.type]);
+    Entry *e = descr ? tuned_entry(&pl, descr, c) : NULL;
+    Py_XDECREF(descr);
+    if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    e->kind = KIND_TORCH;
+    PyObject *out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst), *result = NULL;
+    if (!out) {
+        result = allocation_failed();
+    } else if (tapi->describe(x, &now) || now.data_ptr != in->data_ptr || now.ndim != in->ndim || now.dtype != in->dtype
+               || memcmp(now.sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim)
+               || memcmp(now.strides, in->strides, sizeof(int64_t) * (size_t)in->ndim)) {
+        result = Py_NewRef(Py_None);                /* (changed meanwhile: the route reads it anew) */
+    } else {
+        char *dsts[1] = {(char *)(uintptr_t)dst};
+        const char *srcs[1] = {(const char *)(uintptr_t)(in->data_ptr - (uint64_t)e->origin[0])};
+        if (run_passes(e, dsts, srcs) != ODML_OK) result = Py_NewRef(Py_None);
+        else if (!(enabled && (unsigned long long)gen == generation && store(k, e) < 0)) result = Py_NewRef(out);
+    }
+    Py_XDECREF(out);
+    Py_DECREF(e);
+    return result;
+}
+
+/* move_new for one of the first five (a plain lowering) on a plain PyTorch CPU tensor x = args[2], recorded under x's
+ * own key (KIND_TORCH: torch_serve serves it, as the Python route's put_numpy records it): through PyTorch's accessors
+ * where they are loaded (torch_cpu_described), else on a NumPy view of x, the output handed to torch.from_numpy. */
+static PyObject *torch_cpu_new(PyObject *const *args) {
+    int64_t lowering, gen, device, c[5];
+    uint64_t ptr;
+    Key k;
+    odml_torch_info in;
+    PyObject *x = args[2], *view, *out = Py_None;
+    if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c)) Py_RETURN_NONE;
+    PyObject *const *cargs = ((PyTupleObject *)args[3])->ob_item;
+    const Py_ssize_t ncargs = PyTuple_GET_SIZE(args[3]);
+    if (tapi && tapi->describe(x, &in) == 0) {     /* (the words torch_key reads through them) */
+        if (in.dispatch_modes || in.wrapped || in.device != -1 || (in.requires_grad && in.grad_enabled)
+                || key_head(&k, KIND_TORCH, args[0], cargs, ncargs) < 0 || torch_key_info(&k, &in) < 0) {
+            if (PyErr_Occurred()) drop_error();
+            Py_RETURN_NONE;
+        }
+        return torch_cpu_described(x, &in, (int)lowering, cargs, ncargs, c, &k, gen);
+    }
+    const int keyed = key_head(&k, KIND_TORCH, args[0], cargs, ncargs) == 0 && torch_key(&k, x, &device, &ptr) == 0;
+    if (PyErr_Occurred()) drop_error();
+    if (!keyed || !(view = torch_view(x))) Py_RETURN_NONE;
+    PyArrayObject *v = (PyArrayObject *)view;
+    Entry *e = (uint64_t)(uintptr_t)PyArray_BYTES(v) == ptr ? plain_entry((int)lowering, v, cargs, ncargs, c) : NULL;
+    if (e) e->kind = KIND_TORCH;
+    out = e ? serve_keyed(e, &k, &v, 1, gen) : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_DECREF(view);
+    if (!out || out == Py_None) return out;
+    PyObject *t = PyObject_CallOneArg(t_from_numpy, out);
+    Py_DECREF(out);
+    return t;
+}
+
 /* call_cache_move_new: new_shape, where on CUDA the inputs are as the function takes them (a list where it takes
  * one array, or one array where it takes a list: the Python route raises the error naming it) */
 static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t lowering = 0;
     const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
     const int ok = exact_int(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
+    if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && cuda_framework(args[2]) == 1 && torch_input(args[2])
+            && !torch_input_cuda(args[2]))
+        return with_deferred(torch_cpu_new(args));
     FamilyNew how = {{family_lower, family_plan, 0}, (int)lowering};
     return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
 }

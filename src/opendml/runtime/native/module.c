@@ -119,9 +119,6 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "by identity")                                                                                                \
     X(call_cache_put_cuda, VARARGS, "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, "    \
       "block, shared, params, dst_align, launch, generation) -> whether stored")                                    \
-    X(call_cache_torch_new, FASTCALL, "call_cache_torch_new(op, x, args, kind, fields, generation, kernels, "       \
-      "dtype, cpu) -> a new shape's output on a PyTorch tensor or CuPy array, None where the Python route must "  \
-      "run it, or the name of a CUDA kernel to compile first (calls_new.c)")                                       \
     X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf, "              \
       "cuda_conf=None) -> a never-seen shape's output of a family call on a NumPy array or CUDA memory, "          \
       "lowered in C (newshape_move.c) and recorded in the call cache, None, or a CUDA kernel's name to compile "   \
@@ -137,15 +134,10 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "index_settings) -> (shape, launches) call_cache_index_new would make on CUDA, or None (cuda_index_spec.c)")  \
     X(index_lowering, FASTCALL, "index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, passes) "   \
       "call_cache_index_new would record, or None")                                                                 \
-    X(call_cache_plain_ops, VARARGS, "call_cache_plain_ops(slice, slice1, slice_grad, unfold, fold): the "          \
-      "operator codes whose misses on NumPy arrays the cache serves as new shapes, lowered in C (calls_new.c)")     \
-    X(call_cache_numpy_new, FASTCALL, "call_cache_numpy_new(op, x, args, kind, fields, generation, cpu) -> a new "  \
-      "shape's output on a NumPy array (recorded in the call cache), or None where the Python route must run it "   \
-      "(calls.c)")                                                                                                  \
     X(call_cache_entry, FASTCALL, "call_cache_entry(op, x, *args) -> a dict of what the entry for this call "       \
       "holds, or None (tests)")                                                                                     \
     X(call_cache_cuda_retry, O, "call_cache_cuda_retry(retry): what retries a failed launch of an entry "           \
-      "call_cache_torch_new made")                                                                                  \
+      "call_cache_move_new made")                                                                                       \
     X(call_cache_torch_api, O, "call_cache_torch_api(capsule or None): PyTorch's tensor accessors for the call "    \
       "cache (torch_api.h)")                                                                                        \
     X(call_cache_torch, VARARGS, "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, "                   \
@@ -169,9 +161,6 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(move_params, FASTCALL, "move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, "   \
       "dst_strides, maps, scale_bias, fill_bits) -> the bytes of odml_cpu_move_params for a move pass's "           \
       "canonical form, or None where the Python route must build it (move_params.c)")                               \
-    X(plain_window, FASTCALL, "plain_window(x, kind, fields, cpu) -> (out, params, threads, origin_bytes): a new "  \
-      "shape's plan in index space (plain_plan's kind and fields) on NumPy array x run at once into a new packed "  \
-      "array, or None where the Python route must run it (calls_new.c)")                                            \
     X(cuda_spec, FASTCALL, "cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr) -> (kernel name, "  \
       "params, grid, shared_mem, origin): the CUDA launch of a new shape's plan (cuda_spec.c), or None")            \
 

@@ -2,8 +2,9 @@
  * arithmetic is in C: the plan of a layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
  * (odml_new_cpu), a CopyPlan's canonical form (odml_copy_pack), and the Python functions copy_params, cuda_spec (the
  * CUDA launch of cuda_spec.c, for tests) and slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering
- * and fold_lowering (the fast path of the operators' plain_lowering, which planner.plain_plan tries first; see the
- * end of this file). calls_new.c runs these plans on NumPy arrays and PyTorch tensors. No rule of DirectML is checked
+ * and fold_lowering (the C copies of the operators' plain_lowering, which the new-shape route runs; see the
+ * end of this file). newshape_move.c's odml_move_plain makes them the move program's tuned pass, which calls_move_new.c
+ * runs on NumPy arrays, PyTorch tensors and CuPy arrays. No rule of DirectML is checked
  * here: the plans come from validated descriptions. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -119,7 +120,7 @@ PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* Each mirrors its operator's lower() on a layout (ops/slice.py and ops/slice1.py SliceOperatorDesc.lower and
  * Slice1OperatorDesc.lower: plan_copy; ops/unfold.py UnfoldOperatorDesc.lower: plan_unfold; ops/slice_grad.py
- * SliceGradOperatorDesc.lower: plan_scatter), from plain_plan's fields; tests/test_newshape_plain.py runs each
+ * SliceGradOperatorDesc.lower: plan_scatter), from a plain lowering's fields; tests/test_newshape_plain.py runs each
  * route against the one through descriptions and plans (same bytes, same call-cache record). */
 static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int n = L->n;
@@ -128,7 +129,7 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     int64_t in_off = pl->origin, step = 1, v, last;
     for (int i = 0; i < n; i++) {
         const int64_t t = L->strides[i];
-        /* every element read inside the input: the fields were checked against the shape plain_plan saw, which
+        /* every element read inside the input: the fields were checked against the shape the lowering saw, which
          * another thread may have changed since (x.resize_, x.shape = ...) */
         if (sz[i] < 1 || c[i] < 0 || c[i] >= L->shape[i] || __builtin_mul_overflow(w[i], sz[i] - 1, &last)
                 || __builtin_add_overflow(c[i], last, &last) || last < 0 || last >= L->shape[i]) return -1;
@@ -414,7 +415,7 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
  * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of `shape` with signed element `strides` whose
  * lowest-addressed element is at device address src_ptr, into a packed output at dst_ptr: what
  * runtime/cuda/backend.py's launch_spec gives for the plan the operator lowers for that layout (tests compare the
- * two). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: plain_plan's; floating: the element type is a
+ * two). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: a plain lowering's; floating: the element type is a
  * floating-point one (FOLD's sums). No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -440,7 +441,7 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
     return Py_BuildValue("(sy#IIL)", s.name, (const char *)&s.p, s.size, s.grid, s.smem, (long long)pl.origin);
 }
 
-/* -- the operators' plain lowering (planner.plain_plan) ---------------------------------------------- */
+/* -- the operators' plain lowering (the new-shape route's, odml_move_plain) ------------------------- */
 
 /* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it (NAME_lowering(in_sizes, *fields) of
  * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple as the Python function each mirrors, or None:
@@ -458,11 +459,11 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
  * then runs the Python function, which says what it makes of the call) for anything else, valid or not: in_sizes not
  * an exact tuple of 1 to ODML_MAX_RANK exact ints in 64 bits; a field not an exact list or tuple of one exact int in
  * 64 bits per dimension (bools, NumPy integers and int subclasses are not exact ints; UNFOLD's and FOLD's fields may
- * also be one exact int, spread over the spatial axes); SLICE1's output_sizes given (not None); a sum or product
+ * also be one exact int, spread over the spatial axes); a sum or product
  * outside 64 bits; any rule of the common case broken. Every value is read before anything is allocated, with the GIL
  * held and no Python code run, so a list another thread changes cannot make the answer mix two of its states; a list
- * field's tuple is made from the values read. The call cache's miss (calls_new.c, numpy_plain) runs the same function
- * on a NumPy array's shape. */
+ * field's tuple is made from the values read. The move program's lowering (newshape_move.c, odml_move_plain) runs the
+ * same function on an input's shape. */
 
 /* A tuple (list: a list) of the n values v. */
 static PyObject *ints_seq(const int64_t *v, Py_ssize_t n, int list) {
@@ -576,13 +577,13 @@ static PyObject *plain_window_lower(int which, Py_ssize_t n, const int64_t *dims
 }
 
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf) {
-    static const Py_ssize_t arity[3] = {3, 4, 4};     /* SLICE1's fourth field: output_sizes, None only */
+    static const Py_ssize_t arity[3] = {3, 4, 4};     /* SLICE1's fourth field: output_sizes (None: derived) */
     int64_t v[4][ODML_MAX_RANK], a[ODML_MAX_RANK], b[ODML_MAX_RANK], c[ODML_MAX_RANK];
     if (which == ODML_PLAIN_UNFOLD || which == ODML_PLAIN_FOLD) return plain_window_lower(which, n, dims, f, nf);
-    if (which < 0 || which > 2 || n < 1 || n > ODML_MAX_RANK || (nf != arity[which] && !(which == 1 && nf == 3))
-            || (which == ODML_PLAIN_SLICE1 && nf == 4 && f[3] != Py_None))
+    if (which < 0 || which > 2 || n < 1 || n > ODML_MAX_RANK || (nf != arity[which] && !(which == 1 && nf == 3)))
         Py_RETURN_NONE;
-    const Py_ssize_t nread = which == ODML_PLAIN_SLICE_GRAD ? 4 : 3;
+    const int sized = which == ODML_PLAIN_SLICE1 && nf == 4 && f[3] != Py_None;
+    const Py_ssize_t nread = which == ODML_PLAIN_SLICE_GRAD || sized ? 4 : 3;
     for (Py_ssize_t j = 0; j < nread; j++)
         if (read_seq(f[j], n, v[j])) Py_RETURN_NONE;
     const int64_t *o = v[0], *s = v[1], *t = v[2];
@@ -609,8 +610,10 @@ PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObjec
             } else {
                 Py_RETURN_NONE;
             }
+            if (sized && (v[3][i] < 1 || v[3][i] > a[i])) Py_RETURN_NONE;   /* each in [1, the most copied] */
         }
-        PyObject *sizes = odml_ints_tuple(a, n), *first = sizes ? ints_list(b, n) : NULL;
+        PyObject *sizes = sized ? field_tuple(f[3], v[3], n) : odml_ints_tuple(a, n);
+        PyObject *first = sizes ? ints_list(b, n) : NULL;
         return Py_BuildValue("(NNN)", sizes, first, first ? field_tuple(f[2], t, n) : NULL);
     }
     /* SLICE_GRAD: the output gradient's sizes v[0] (each >= 1, at most MAX_ELEMENTS in all), the window

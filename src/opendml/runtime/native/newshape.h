@@ -1,8 +1,8 @@
-/* A new shape's plan (issue 19), shared by newshape.c (NumPy arrays, the test entry cuda_spec), cuda_spec.c (CUDA
- * launches) and calls.c (PyTorch tensors on the CPU and CUDA, through the tensor accessors).
+/* A new shape's plan (issue 19), shared by newshape.c (the CPU parameters, the test entry cuda_spec), cuda_spec.c
+ * (CUDA launches) and newshape_move.c (odml_move_plain: the first five's tuned pass of the move program).
  *
  * The plan of SLICE/SLICE1 ("copy"), UNFOLD, FOLD and SLICE_GRAD ("scatter") comes from the operator's plain_lowering
- * (arrays/planner.py's plain_plan) as Python fields in index space; odml_new_plan applies an input's element layout
+ * (its C copy, odml_plain_lower) as fields in index space; odml_new_plan applies an input's element layout
  * to them, as the operator's lower() does for the layout that planner.array_layout gives. Nothing of DirectML's rules
  * is checked here: the caller passes fields its operator validated. Every function returns 0, or -1 (no exception
  * set) where the Python route must run the call. */
@@ -14,7 +14,7 @@
 
 #include "cpu/common.h"
 
-/* The kernels a plan runs (plain_plan's kernel names, in this order: the
+/* The kernels a plan runs (the operators' PLAIN_KERNEL names, in this order: the
  * `kind` Python passes), and the CPU kernel (params.h's code) each runs. */
 enum { ODML_NEW_COPY = 0, ODML_NEW_UNFOLD = 1, ODML_NEW_SCATTER = 2, ODML_NEW_FOLD = 3, ODML_NEW_KINDS = 4 };
 
@@ -84,11 +84,11 @@ typedef struct {
  * 0. */
 int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_strides, int64_t es, odml_layout *L);
 
-/* The plan of `kind` on layout L from plain_plan's fields f[0..nf): copy (out_sizes, starts, steps), unfold
+/* The plan of `kind` on layout L from a plain lowering's fields f[0..nf): copy (out_sizes, starts, steps), unfold
  * (out_sizes, window, strides, dilations, start_padding, blocks), fold (the same fields, out_sizes (N, C, *spatial)),
  * scatter (out_sizes, first, step, reversed); each a list or tuple of ints. -1 where the fields do not fit L (every
  * element read inside the input, every element written inside the output: the fields were validated against the shape
- * plain_plan saw, which another thread may have changed since), a value or a product leaves 64 bits, or the output is
+ * the lowering saw, which another thread may have changed since), a value or a product leaves 64 bits, or the output is
  * empty. */
 int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl);
 
@@ -163,6 +163,9 @@ enum {
 /* A lowering number's bit saying the function offers its arrays as one list or tuple (arrays/front.py
  * sets it from the operator's binding: an "arrays" argument, or the index route's tuple). */
 #define ODML_LOWER_SEQUENCE (1 << 24)
+/* A lowering number's bit saying bits 0-7 are one of the first five's plain lowerings (ODML_PLAIN_*, the
+ * operator's C_PLAIN), lowered to one tuned pass (arrays/front.py sets it). */
+#define ODML_LOWER_PLAIN (1 << 25)
 
 /* An input: DataType value, sizes, signed element strides and origin
  * (elements from its lowest-addressed element to element 0; planner.Layout). */
@@ -192,7 +195,11 @@ typedef struct {
     int64_t out_dims[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK], out_strides[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK];
     int64_t out_count[ODML_MOVE_PROG_MAX_IO];
     int pass_src[ODML_MOVE_PROG_MAX_PASSES], pass_dst[ODML_MOVE_PROG_MAX_PASSES];
+    /* 1 where the program is one tuned pass (odml_move_plain: SLICE/SLICE1's Copy as CpuBackend._copy_pass runs it,
+     * UNFOLD's plan.Unfold, FOLD's plan.Fold, SLICE_GRAD's plan.SliceScatter), its parameters in `plan`; 0 else */
+    int tuned;
     odml_move_pass passes[ODML_MOVE_PROG_MAX_PASSES];
+    odml_new_plan plan;                /* (not cleared by odml_move_lower: read where tuned) */
 } odml_move_prog;
 
 /* The passes `lowering` gives for the n_in inputs xs (one but for JOIN) and the call's arguments: 0, or -1 (no
@@ -201,6 +208,17 @@ typedef struct {
  * value t; family.py reads them from the table, so they are not written here twice). */
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g);
+
+/* The first five (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD; `lowering` ODML_LOWER_PLAIN | their ODML_PLAIN_*, with the
+ * element-type bits as above) as one tuned pass of the move program, its parameters in *pl (newshape_move.c): the
+ * fields of the operator's plain_lowering (ops/slice.py, ops/slice1.py, ops/slice_grad.py, ops/unfold.py,
+ * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as the operator's lower() gives its
+ * pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
+ * UNFOLD's plan.Unfold, FOLD's plan.Fold and SLICE_GRAD's plan.SliceScatter, with the parameter blocks of newshape.c's
+ * plan_unfold, plan_fold and plan_scatter). 0, or -1 (no exception set) where the Python route must run the call.
+ * odml_move_lower gives the same as a program (tuned). */
+int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
+                    odml_new_plan *pl);
 
 /* -- the family's CUDA launches (cuda_move_spec.c) ---------------------------------------------------- */
 
@@ -244,6 +262,9 @@ typedef struct {
         odml_move_params move;
         odml_copy_params copy;
         odml_ix_params ix;
+        odml_unfold_params unfold;   /* a tuned pass's (odml_new_cuda's launch) */
+        odml_fold_params fold;
+        odml_scatter_params scatter;
     } p;
     Py_ssize_t size;
     unsigned grid, smem;

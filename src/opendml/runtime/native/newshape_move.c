@@ -521,23 +521,50 @@ static int lower_diagonal(const odml_move_input *x, PyObject *const *a, Py_ssize
     return 0;
 }
 
+/* An input the lowerings take: 1 to ODML_MAX_RANK sizes of 1 to UINT32_MAX elements in all (TensorDesc's bounds:
+ * the Python route names them), of a type the operator's table has (types: bit t for DataType value t). */
+static int input_ok(const odml_move_input *x, unsigned types) {
+    int64_t count = 1;
+    if (x->n < 1 || x->n > ODML_MAX_RANK || x->type < 1 || x->type > 11 || !(types & (1u << x->type))) return 0;
+    for (int d = 0; d < x->n; d++)
+        if (x->shape[d] < 1 || x->shape[d] > U32MAX || __builtin_mul_overflow(count, x->shape[d], &count)) return 0;
+    return count <= U32MAX;
+}
+
+int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_new_plan *pl) {
+    const int which = lowering & 0xff;
+    if (!(lowering & ODML_LOWER_PLAIN) || which >= ODML_PLAIN_COUNT || !input_ok(x, (unsigned)(lowering >> 8) & 0xffeu))
+        return -1;
+    PyObject *fields = odml_plain_lower(which, x->n, x->shape, a, na);
+    if (!fields || fields == Py_None) {           /* (no memory: the Python route says so) */
+        if (!fields) PyErr_Clear();
+        Py_XDECREF(fields);
+        return -1;
+    }
+    odml_layout L = {.n = x->n, .flt = is_float_type(x->type), .es = odml_type_size[x->type]};
+    memcpy(L.shape, x->shape, sizeof(int64_t) * (size_t)x->n);
+    memcpy(L.strides, x->strides, sizeof(int64_t) * (size_t)x->n);
+    const int rc = odml_new_plan_make(odml_plain_kind(which), &L, ((PyTupleObject *)fields)->ob_item,
+                                      PyTuple_GET_SIZE(fields), pl);
+    Py_DECREF(fields);
+    return rc;
+}
+
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g) {
+    if (lowering & ODML_LOWER_PLAIN) {              /* one tuned pass (odml_move_plain) */
+        g->n_out = g->n_pass = g->tuned = 1;
+        g->multi = g->pad = 0;
+        return n_in != 1 || odml_move_plain(lowering, xs, args, nargs, &g->plan)
+               || set_out(g, 0, xs->type, g->plan.out_rank, g->plan.out_dims) ? -1 : 0;
+    }
     memset(g, 0, offsetof(odml_move_prog, passes));
     g->n_out = 1;
     g->types = (unsigned)(lowering >> 8) & 0xffeu;
     lowering &= 0xff;
     if (n_in < 1 || (n_in > 1 && lowering != ODML_LOWER_JOIN)) return -1;
-    for (int i = 0; i < n_in; i++) {
-        const odml_move_input *x = &xs[i];
-        if (x->n < 1 || x->n > ODML_MAX_RANK || x->type < 1 || x->type > 11 || !(g->types & (1u << x->type)))
-            return -1;
-        int64_t count = 1;
-        for (int d = 0; d < x->n; d++)   /* TensorDesc's bounds on an input (the Python route names them) */
-            if (x->shape[d] < 1 || x->shape[d] > U32MAX || __builtin_mul_overflow(count, x->shape[d], &count))
-                return -1;
-        if (count > U32MAX) return -1;
-    }
+    for (int i = 0; i < n_in; i++)
+        if (!input_ok(&xs[i], g->types)) return -1;
     const odml_move_input *x = xs;
     switch (lowering) {
         case ODML_LOWER_IDENTITY: return lower_identity(x, args, nargs, g);
