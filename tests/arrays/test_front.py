@@ -267,18 +267,25 @@ def test_new_shapes_read_the_settings_once_a_generation(monkeypatch):
 
 
 def test_new_shapes_follow_a_switch_to_the_numpy_kernels(monkeypatch):
-    """After ``configure(cpu_kernels="numpy")`` a never-seen shape takes the Python route (NumPy's kernels), not
-    the C route whose settings were read before the switch; the bytes are the same."""
+    """After ``configure(cpu_kernels="numpy")`` a never-seen NumPy shape takes the Python route (NumPy's
+    kernels), not the C route with the settings read before the switch (C is offered no CPU settings and
+    declines it; CUDA inputs alone keep the C route); the bytes are the same."""
     s = _fresh_shapes(2, 2)
     x = np.random.default_rng(0).standard_normal(s[0], dtype=np.float32)
     dml.identity(x)                                    # the C route's settings read in this generation
     offered = []
     real = front._move_new
-    monkeypatch.setattr(front, "_move_new", lambda *a: offered.append(a) or real(*a))
+
+    def spy(*a):
+        out = real(*a)
+        offered.append((a[5], out))
+        return out
+    monkeypatch.setattr(front, "_move_new", spy)
     with dml.configure(cpu_kernels="numpy"):
         y = np.random.default_rng(1).standard_normal(s[1], dtype=np.float32)[:, :, ::-1]
         assert dml.identity(y, 2.0, 1.0).tobytes() == (y * np.float32(2) + np.float32(1)).tobytes()
-    assert offered == []
+    # the C route is offered the call with no CPU settings (None: the NumPy kernels) and declines a NumPy array
+    assert offered and all(conf is None and out is None for conf, out in offered)
 
 
 IDENTITY_CASES = [((1, 3, 41, 57), np.float32, lambda x: x, (None, None)),
