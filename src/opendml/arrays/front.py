@@ -58,7 +58,7 @@ from ..runtime import calls as _calls
 from ..runtime import get_backend
 from . import _contract, _dispatch, engine as _engine, index_ops as _index, numpy_adapter, planner
 from .engine import ADJOINT_API, PLAN_KEY, Call, _many_out, adjoint, fixed, run_numpy  # noqa: F401
-from .engine import _EXECUTE
+from .engine import _EXECUTE  # noqa: F401 - read by the generated functions' code (below)
 from .index_ops import NO_ARRAY as _NO_ARRAY
 from .planner import plan_cache_info
 
@@ -499,7 +499,6 @@ def cpu_output_cache(limit: int | None = None) -> dict:
         If the configuration asks for the compiled CPU kernels
         (``OPENDML_CPU_KERNELS=compiled``) and they are not installed.
     """
-    from ..runtime import get_backend
     from ..runtime.config import configure
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)):
