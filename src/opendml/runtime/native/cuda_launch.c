@@ -40,6 +40,7 @@ typedef int (*ctx_fn)(void *ctx);
 typedef int (*ctx_pop_fn)(void **ctx);
 typedef int (*mem_alloc_fn)(uint64_t *dptr, size_t bytes);
 typedef int (*ctx_id_fn)(void *ctx, unsigned long long *id);
+typedef int (*capture_mode_fn)(int *mode);
 static launch_fn cu_launch = NULL;
 static attribute_fn cu_attribute = NULL;
 static host_alloc_fn cu_host_alloc = NULL;
@@ -52,6 +53,7 @@ static ctx_fn cu_ctx_push = NULL;
 static ctx_pop_fn cu_ctx_pop = NULL;
 static mem_alloc_fn cu_mem_alloc = NULL;
 static ctx_id_fn cu_ctx_id = NULL;
+static capture_mode_fn cu_capture_mode = NULL;
 
 static int load_driver(void) {
     if (cu_launch) return 1;
@@ -69,6 +71,7 @@ static int load_driver(void) {
     cu_ctx_pop = (ctx_pop_fn)dlsym(lib, "cuCtxPopCurrent_v2");
     cu_mem_alloc = (mem_alloc_fn)dlsym(lib, "cuMemAlloc_v2");
     cu_ctx_id = (ctx_id_fn)dlsym(lib, "cuCtxGetId");
+    cu_capture_mode = (capture_mode_fn)dlsym(lib, "cuThreadExchangeStreamCaptureMode");
     cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
     return cu_launch != NULL;
 }
@@ -186,6 +189,17 @@ static unsigned check_next;
 static struct { unsigned long long id; uint64_t counts; } check_ctx[CHECK_CONTEXTS];
 static int check_n_ctx;
 static long long check_waits[2];            /* check_end's waits ended by the done word, by the stream */
+static int check_ctx_busy;                  /* a thread is making a context's counters (the GIL released) */
+
+#ifndef _WIN32
+/* This thread's stream capture mode set to RELAXED (2) for the one-time allocations below, so that they do
+ * not invalidate another thread's capture in the global mode (PyTorch's default for torch.cuda.graph), and
+ * back: *mode the previous one; 1 where it was exchanged. */
+static int relaxed(int *mode) {
+    *mode = 2;
+    return cu_capture_mode && cu_capture_mode(mode) == 0;
+}
+#endif
 
 #ifndef _WIN32
 /* The slots' counters in the context of `stream` (CHECK_SLOTS zeroed 32-bit words, allocated once per
@@ -199,14 +213,25 @@ static uint64_t check_counts(uint64_t stream) {
         return 0;
     for (int i = 0; i < check_n_ctx; i++)
         if (check_ctx[i].id == id) return check_ctx[i].counts;
-    if (check_n_ctx == CHECK_CONTEXTS || cu_ctx_push(ctx) != 0) return 0;
+    /* (another thread making counters: this call waits for its stream) */
+    if (check_n_ctx == CHECK_CONTEXTS || check_ctx_busy || cu_ctx_push(ctx) != 0) return 0;
+    check_ctx_busy = 1;
+    int mode;
+    const int exchanged = relaxed(&mode);
     /* zeroed on the call's own stream (no context-wide synchronisation, which would break another stream's
-     * graph capture), waited for before any launch uses them */
-    if (cu_mem_alloc(&counts, sizeof(uint32_t) * CHECK_SLOTS) != 0
-            || cu_memset32(counts, 0, CHECK_SLOTS, (void *)(uintptr_t)stream) != 0
-            || cu_sync((void *)(uintptr_t)stream) != 0)
-        counts = 0;                          /* (a failed allocation is not retried: the stream is waited for) */
+     * graph capture) and waited for, the GIL released (a host function queued on the stream may need it),
+     * before any launch can read them */
+    int bad = cu_mem_alloc(&counts, sizeof(uint32_t) * CHECK_SLOTS) != 0
+              || cu_memset32(counts, 0, CHECK_SLOTS, (void *)(uintptr_t)stream) != 0;
+    if (!bad) {
+        Py_BEGIN_ALLOW_THREADS
+        bad = cu_sync((void *)(uintptr_t)stream) != 0;
+        Py_END_ALLOW_THREADS
+    }
+    if (bad) counts = 0;                     /* (not retried: this context's checked calls wait for their streams) */
+    if (exchanged) cu_capture_mode(&mode);
     cu_ctx_pop(&popped);
+    check_ctx_busy = 0;
     check_ctx[check_n_ctx].id = id;
     check_ctx[check_n_ctx++].counts = counts;
     return counts;
@@ -226,7 +251,11 @@ int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag, uint64_t *
         void *p = NULL;
         uint64_t dptr = 0;
         const size_t bytes = 2 * sizeof(uint32_t) * CHECK_SLOTS;
-        if (cu_host_alloc(&p, bytes, 0x1 | 0x2) != 0 || !p) return -1;   /* PORTABLE | DEVICEMAP */
+        int mode;
+        const int exchanged = relaxed(&mode);
+        const int bad = cu_host_alloc(&p, bytes, 0x1 | 0x2) != 0 || !p;     /* PORTABLE | DEVICEMAP */
+        if (exchanged) cu_capture_mode(&mode);
+        if (bad) return -1;
         if (cu_host_device(&dptr, p, 0) != 0 || dptr != (uint64_t)(uintptr_t)p) return -1;     /* not UVA: decline (kept) */
         memset(p, 0, bytes);
         check_flags = (volatile uint32_t *)p;
