@@ -203,7 +203,8 @@ static int relaxed(int *mode) {
 
 #ifndef _WIN32
 /* The slots' counters in the context of `stream` (CHECK_SLOTS zeroed 32-bit words, allocated once per
- * context, never freed): their device address, or 0 where they cannot be had (the GIL held). */
+ * context, never freed): their device address, or 0 where they cannot be had. Called with the GIL held; it
+ * releases it for its one stream wait (check_ctx_busy keeps a second thread from making them meanwhile). */
 static uint64_t check_counts(uint64_t stream) {
     void *ctx = NULL, *popped = NULL;
     unsigned long long id = 0;
