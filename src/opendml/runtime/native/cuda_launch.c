@@ -27,52 +27,33 @@
 #include <dlfcn.h>
 #include <time.h>
 
-typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                         unsigned shared, void *stream, void **params, void **extra);
-typedef int (*attribute_fn)(void *f, int attribute, int value);
-typedef int (*host_alloc_fn)(void **p, size_t bytes, unsigned flags);
-typedef int (*host_device_fn)(uint64_t *dptr, void *p, unsigned flags);
-typedef int (*stream_fn)(void *stream);
-typedef int (*capturing_fn)(void *stream, int *status);
-typedef int (*memset32_fn)(uint64_t dptr, unsigned value, size_t words, void *stream);
-typedef int (*stream_ctx_fn)(void *stream, void **ctx);
-typedef int (*ctx_fn)(void *ctx);
-typedef int (*ctx_pop_fn)(void **ctx);
-typedef int (*mem_alloc_fn)(uint64_t *dptr, size_t bytes);
-typedef int (*ctx_id_fn)(void *ctx, unsigned long long *id);
-typedef int (*capture_mode_fn)(int *mode);
-static launch_fn cu_launch = NULL;
-static attribute_fn cu_attribute = NULL;
-static host_alloc_fn cu_host_alloc = NULL;
-static host_device_fn cu_host_device = NULL;
-static stream_fn cu_sync = NULL;
-static capturing_fn cu_capturing = NULL;
-static memset32_fn cu_memset32 = NULL;
-static stream_ctx_fn cu_stream_ctx = NULL;
-static ctx_fn cu_ctx_push = NULL;
-static ctx_pop_fn cu_ctx_pop = NULL;
-static mem_alloc_fn cu_mem_alloc = NULL;
-static ctx_id_fn cu_ctx_id = NULL;
-static capture_mode_fn cu_capture_mode = NULL;
+/* The driver functions used here, each once: X(variable, symbol, parameters), all returning a CUresult (int).
+ * cuLaunchKernel last: load_driver loads them in this order and a loaded cu_launch says all are. */
+#define ODML_DRIVER(X)                                                                                         \
+    X(cu_attribute, "cuFuncSetAttribute", (void *f, int attribute, int value))                                 \
+    X(cu_host_alloc, "cuMemHostAlloc", (void **p, size_t bytes, unsigned flags))                               \
+    X(cu_host_device, "cuMemHostGetDevicePointer_v2", (uint64_t *dptr, void *p, unsigned flags))               \
+    X(cu_sync, "cuStreamSynchronize", (void *stream))                                                          \
+    X(cu_capturing, "cuStreamIsCapturing", (void *stream, int *status))                                        \
+    X(cu_memset32, "cuMemsetD32Async", (uint64_t dptr, unsigned value, size_t words, void *stream))            \
+    X(cu_stream_ctx, "cuStreamGetCtx", (void *stream, void **ctx))                                             \
+    X(cu_ctx_push, "cuCtxPushCurrent_v2", (void *ctx))                                                         \
+    X(cu_ctx_pop, "cuCtxPopCurrent_v2", (void **ctx))                                                          \
+    X(cu_mem_alloc, "cuMemAlloc_v2", (uint64_t *dptr, size_t bytes))                                           \
+    X(cu_ctx_id, "cuCtxGetId", (void *ctx, unsigned long long *id))                                            \
+    X(cu_capture_mode, "cuThreadExchangeStreamCaptureMode", (int *mode))                                       \
+    X(cu_launch, "cuLaunchKernel", (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
+                                    unsigned bz, unsigned shared, void *stream, void **params, void **extra))
+#define ODML_DRIVER_DECLARE(v, symbol, params) static int (*v) params = NULL;
+ODML_DRIVER(ODML_DRIVER_DECLARE)
 
 static int load_driver(void) {
     if (cu_launch) return 1;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return 0;
-    cu_attribute = (attribute_fn)dlsym(lib, "cuFuncSetAttribute");
-    cu_host_alloc = (host_alloc_fn)dlsym(lib, "cuMemHostAlloc");
-    cu_host_device = (host_device_fn)dlsym(lib, "cuMemHostGetDevicePointer_v2");
-    cu_sync = (stream_fn)dlsym(lib, "cuStreamSynchronize");
-    cu_capturing = (capturing_fn)dlsym(lib, "cuStreamIsCapturing");
-    cu_memset32 = (memset32_fn)dlsym(lib, "cuMemsetD32Async");
-    cu_stream_ctx = (stream_ctx_fn)dlsym(lib, "cuStreamGetCtx");
-    cu_ctx_push = (ctx_fn)dlsym(lib, "cuCtxPushCurrent_v2");
-    cu_ctx_pop = (ctx_pop_fn)dlsym(lib, "cuCtxPopCurrent_v2");
-    cu_mem_alloc = (mem_alloc_fn)dlsym(lib, "cuMemAlloc_v2");
-    cu_ctx_id = (ctx_id_fn)dlsym(lib, "cuCtxGetId");
-    cu_capture_mode = (capture_mode_fn)dlsym(lib, "cuThreadExchangeStreamCaptureMode");
-    cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
+#define ODML_DRIVER_LOAD(v, symbol, params) v = (int (*) params)dlsym(lib, symbol);
+    ODML_DRIVER(ODML_DRIVER_LOAD)
     return cu_launch != NULL;
 }
 #endif
