@@ -241,11 +241,12 @@ _CUDA_CONF: list = []                       # launch.new_kernels, steps.c_settin
 
 def _cuda_conf() -> tuple:
     """What ``_move_new`` reads for CUDA inputs (C calls it for them alone): the compiled kernels it may
-    launch (``launch.new_kernels()``) and the launch settings (``steps.c_settings()``)."""
+    launch (``launch.new_kernels()``) and the function giving the launch settings (``steps.c_settings``,
+    which C calls only for the programs it plans: the first five's one tuned launch reads none)."""
     if not _CUDA_CONF:
         from ..runtime.cuda import launch, steps
         _CUDA_CONF[:] = (launch.new_kernels, steps.c_settings)
-    return _CUDA_CONF[0](), _CUDA_CONF[1]()
+    return _CUDA_CONF[0](), _CUDA_CONF[1]
 
 
 def _key_by_identity(value) -> None:

@@ -250,6 +250,13 @@ int store(const Key *k, Entry *e) {
     return rc;
 }
 
+void unstore(const Key *k) {
+    PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
+    if (!kb || PyDict_DelItem(table, kb) < 0) PyErr_Clear();
+    Py_XDECREF(kb);
+    Py_CLEAR(front[front_slot(k)]);
+}
+
 /* e stored under k, the caller's reference released: True, or NULL with an exception (a put's answer). */
 PyObject *stored(const Key *k, Entry *e) {
     const int rc = store(k, e);

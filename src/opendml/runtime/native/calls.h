@@ -293,6 +293,7 @@ struct CudaNew {
     int (*plan)(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *conf,
                 odml_move_launch *L);
     unsigned checked;         /* set by plan: bit i, launch i checks its index axes (index.cu's ix_axis.flag) */
+    int plain;                /* the first five's lowering number (ODML_LOWER_PLAIN | ...): cuda_plain_new's; else 0 */
 };
 /* where index axis a's flag address (index.cu's ix_axis.flag) lies in an index kernel's parameter block */
 #define IX_FLAG_AT(a) (offsetof(odml_ix_params, axes) + sizeof(odml_ix_axis) * (size_t)(a) + offsetof(odml_ix_axis, flag))
@@ -309,6 +310,14 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
  * (cuMemsetD32Async, else index.py's zero_words), the index check done where e checks: 0 (run, indices in
  * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */
 int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
+/* cuda_entry_run in two steps, so that a caller does its host work while a checked call's kernels run: the
+ * launches (the check's slot and whether its done word comes in w; its answer as cuda_entry_run's before the
+ * wait), then the wait (every launch's w waited for once, rc the launch's answer): cuda_entry_run's answer */
+typedef struct { int slot, signalled; } CheckWait;
+int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream, CheckWait *w);
+int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc);
+/* k's entry (store's) dropped from the table, no exception left */
+void unstore(const Key *k);
 /* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's
  * arguments at xi + 1, its generation at xi + 2, the cuda_conf callable at ci): on CUDA memory (PyTorch CUDA
  * tensors, CuPy arrays), cuda_new with `how` and cuda_conf()'s tuple (None where how is NULL or there is no

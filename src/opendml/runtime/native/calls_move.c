@@ -608,9 +608,10 @@ int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint6
     return 0;
 }
 
-int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
+int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream, CheckWait *w) {
     int slot = -1, rc = 0, last = -1;
     uint64_t flag = 0, fin[2] = {0, 0};
+    w->slot = -1;
     if (e->checked && odml_cuda_check_begin(stream, &slot, &flag, fin) < 0) return 1;
     for (int i = 0; i < e->n_pass; i++)         /* the last checked launch says when the check is done */
         if (e->passes[i].kernel == PASS_INDEX && e->passes[i].n_flag) last = i;
@@ -651,11 +652,24 @@ int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, ui
            : launch_pass(e, s, s->src >= 0 ? ptr[s->src] - (uint64_t)e->origin[s->src] : dsts[s->dst],
                          dsts[s->dst], stream);
     }
-    if (slot >= 0) {                         /* (after a failed launch too: what was queued may write the slot) */
-        const int set = odml_cuda_check_end(stream, slot, rc == 0 && last >= 0);
+    w->slot = slot;                          /* (after a failed launch too: what was queued may write the slot) */
+    w->signalled = rc == 0 && last >= 0;
+    return rc;
+}
+
+int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc) {
+    if (w->slot >= 0) {
+        const int set = odml_cuda_check_end(stream, w->slot, w->signalled);
+        w->slot = -1;
         if (rc == 0 && set) rc = 1;
     }
     return rc;
+}
+
+int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
+    CheckWait w;
+    const int rc = cuda_entry_launch(e, ptr, dsts, stream, &w);
+    return cuda_entry_wait(stream, &w, rc);
 }
 
 /* An index step of put_move_cuda: (function, grid, block, shared, params, src, dst, launch, (at_src, at_dst,

@@ -527,26 +527,14 @@ static int family_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args
     return odml_move_lower(((FamilyNew *)how)->lowering, c->xs, c->n, args, nargs, g);
 }
 
-/* A tuned program's one launch (odml_move_plain's pass): runtime/cuda/backend.py's for the plan (odml_new_cuda,
- * cuda_spec.c); its count (1), or -1 where the Python route must run the call. */
-static int tuned_launch(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, odml_move_launch *L) {
-    odml_cuda_spec s;
-    uint64_t src[MAX_MOVE_IO];
-    if (cuda_sources(c, src) || odml_new_cuda(&g->plan, src[0], dsts[0], &s)) return -1;
-    memset(L, 0, sizeof *L);                        /* (slots 0, no index pass, no scratch) */
-    memcpy(L->name, s.name, sizeof s.name);
-    memcpy(&L->p, &s.p, (size_t)s.size);
-    L->size = s.size;
-    L->grid = s.grid;
-    L->smem = s.smem;
-    return 1;
-}
-
 static int family_plan(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts,
                        PyObject *conf, odml_move_launch *L) {
     (void)how;
-    if (g->tuned) return tuned_launch(g, c, dsts, L);
-    const int nl = cuda_launches(g, c, dsts, PyTuple_GET_ITEM(conf, 1), L);
+    PyObject *settings = PyTuple_GET_ITEM(conf, 1);     /* steps.c_settings, or its tuple */
+    settings = PyCallable_Check(settings) ? PyObject_CallNoArgs(settings) : Py_NewRef(settings);
+    if (!settings) return -1;
+    const int nl = cuda_launches(g, c, dsts, settings, L);
+    Py_DECREF(settings);
     for (int i = 0; i < nl; i++) L[i].index = 0;
     return nl;
 }
@@ -660,31 +648,6 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     return e;
 }
 
-/* The entry of a tuned program's launch L (fn its function), as the first five's CUDA entries are made (KIND_TORCH or
- * KIND_CUPY: torch_serve and cupy_call serve it; one pass holding the kernel's parameter block, no Launch: a failed
- * launch is retried through call_cache_cuda_retry); NULL with an exception. */
-static Entry *tuned_cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c, const odml_move_launch *L,
-                               uint64_t fn, PyObject *shape, uint64_t dst, int64_t device) {
-    Entry *e = entry_alloc(torch ? KIND_TORCH : KIND_CUPY, 1, 1);
-    if (!e) return NULL;
-    Pass *p = &e->pass1;
-    Out *o = &e->out1;
-    e->device = device;
-    e->origin[0] = c->origin[0];
-    o->shape = Py_NewRef(shape);
-    o->rank = g->out_rank[0];
-    memcpy(o->dims, g->out_dims[0], sizeof(int64_t) * (size_t)o->rank);
-    o->dst_align = (unsigned)(dst & 15);
-    p->kernel = odml_new_kernel(g->plan.kind);
-    memcpy(&p->p.k, &L->p, (size_t)L->size);
-    p->params = (uint64_t)(uintptr_t)&p->p.k;
-    p->function = fn;
-    p->grid = L->grid;
-    p->block = ODML_CUDA_THREADS;
-    p->shared = L->smem;
-    return e;
-}
-
 /* Output i of cuda_new (an owner table, zero: `dims` zeroed int32 words) of DataType t from the framework's
  * allocator beside in0, its shape, dtype and address in shapes, dtypes and dsts: 0; 1 where the Python route must
  * run the call (an address that is not whole elements: the route places the output or raises); -1 with an
@@ -706,6 +669,97 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
     return 0;
 }
 
+/* The first five's never-seen shape (`lowering` ODML_LOWER_PLAIN | ...) on one PyTorch CUDA tensor or CuPy array x:
+ * cuda_new's steps for a tuned pass, keyed once as the first five's entries are (KIND_TORCH or KIND_CUPY: operator,
+ * arguments, x; torch_serve and cupy_call serve them), lowered by odml_move_plain into its plan, its one launch
+ * odml_new_cuda's (runtime/cuda/backend.py's for the plan) queued on the framework's current stream; no move program
+ * (58 KiB) nor launch table (46 KiB) made, no launch settings read. Returns as cuda_new does. */
+static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, PyObject *gen_o, int torch,
+                                PyObject *kernels, int lowering) {
+    PyObject *out = NULL, *shapes[1] = {NULL}, *dtypes[1] = {NULL}, *result = NULL, *table_of = NULL, *dt = NULL;
+    int64_t gen, device = -1;
+    uint64_t ptr, dst, stream, now_ptr;
+    Key k, now;
+    CudaInputs c;
+    odml_new_plan pl;
+    odml_cuda_spec s;
+    Entry *e = NULL;
+    if (Py_TYPE(x) != (PyTypeObject *)(torch ? t_type : c_type) || !PyTuple_CheckExact(call_args)
+            || exact_int(gen_o, &gen) || !PyDict_CheckExact(kernels) || (torch && !cuda_plain(&x, 1)))
+        goto route;
+    PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
+    const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
+    if (key_head(&k, torch ? KIND_TORCH : KIND_CUPY, op, cargs, ncargs) < 0) goto route;
+    const int at = k.n;                             /* x's words (torch_key's, cupy_key's) from here */
+    if ((torch ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dt, &device, &ptr)) < 0 || device < 0) goto route;
+    c.n = 1;
+    if (cuda_input_keyed(&c, 0, torch, k.w + at, ptr) < 0 || odml_move_plain(lowering, &c.xs[0], cargs, ncargs, &pl)
+            || !cuda_device_is(torch, device))
+        goto route;
+    {
+        PyObject *dev = PyLong_FromLongLong(device);
+        /* (held: the allocation below may run Python code that replaces it) none yet: every name missing */
+        table_of = Py_XNewRef(dev ? PyDict_GetItemWithError(kernels, dev) : NULL);
+        Py_XDECREF(dev);
+        if (PyErr_Occurred()) goto done;
+    }
+    {
+        const int rc = cuda_output(torch, x, c.xs[0].type, pl.out_rank, pl.out_dims, 0, 0, shapes, dtypes, &out, &dst,
+                                   &result);
+        if (rc < 0) goto failed;
+        if (rc > 0) goto route;
+    }
+    if (ptr % (uint64_t)move_type_size[c.xs[0].type] || odml_new_cuda(&pl, ptr - (uint64_t)c.origin[0], dst, &s))
+        goto route;
+    PyObject *f = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, s.name) : NULL;
+    if (!f || !PyLong_CheckExact(f)) {
+        result = PyUnicode_FromString(s.name);
+        goto done;
+    }
+    const uint64_t fn = PyLong_AsUnsignedLongLong(f);
+    if (PyErr_Occurred()) goto done;
+    /* x still as keyed (the allocation may have run Python code that changed it) */
+    now.n = 0;
+    Py_CLEAR(dt);
+    if ((torch ? torch_key(&now, x, &device, &now_ptr) : cupy_key(&now, x, &dt, &device, &now_ptr)) < 0
+            || now_ptr != ptr || now.n != k.n - at || !same_words(now.w, k.w + at, now.n))
+        goto route;
+    if (!(e = entry_alloc(torch ? KIND_TORCH : KIND_CUPY, 1, 1))) goto done;
+    Pass *p = &e->pass1;
+    e->device = device;
+    e->origin[0] = c.origin[0];
+    e->out1.shape = Py_NewRef(shapes[0]);
+    e->out1.rank = pl.out_rank;
+    memcpy(e->out1.dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
+    e->out1.dst_align = (unsigned)(dst & 15);
+    p->kernel = odml_new_kernel(pl.kind);
+    memcpy(&p->p.k, &s.p, (size_t)s.size);
+    p->params = (uint64_t)(uintptr_t)&p->p.k;
+    p->function = fn;
+    p->grid = s.grid;
+    p->block = ODML_CUDA_THREADS;
+    p->shared = s.smem;
+    if (cuda_stream(torch, device, &stream) < 0 || launch_pass(e, p, ptr - (uint64_t)c.origin[0], dst, stream) < 0)
+        goto done;
+    /* (put_move_cuda records no origin past its address) */
+    if ((uint64_t)c.origin[0] <= ptr && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
+    result = Py_NewRef(out);
+    goto done;
+failed:
+    if (result || PyErr_Occurred()) goto done;
+route:
+    if (PyErr_Occurred()) drop_error();
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(shapes[0]);
+    Py_XDECREF(dtypes[0]);
+    Py_XDECREF(dt);
+    Py_XDECREF(table_of);
+    Py_XDECREF(e);
+    return result;
+}
+
 /* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
  * array, or a list or tuple of them), its other arguments call_args, made on the settings of generation `gen`; `how`
  * lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what the caller's
@@ -722,12 +776,15 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     PyObject *dtypes[MAX_MOVE_IO] = {NULL}, *result = NULL, *table_of = NULL;
     int64_t gen, device = -1;
     uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], fn[ODML_MOVE_PROG_MAX_PASSES], stream;
-    int n = 0, seq, at[MAX_MOVE_IO];
+    int n = 0, seq, at[MAX_MOVE_IO], stored = 0;
     Key k;
+    CheckWait wait = {-1, 0};
     CudaInputs c;
     odml_move_prog *g = NULL;
     odml_move_launch *L = NULL;
     Entry *e = NULL;
+    if (how->plain && PyTuple_CheckExact(conf) && PyTuple_GET_SIZE(conf) >= 1)
+        return cuda_plain_new(op, xo, call_args, gen_o, torch, PyTuple_GET_ITEM(conf, 0), how->plain);
     if (!PyTuple_CheckExact(call_args) || exact_int(gen_o, &gen)
             || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) < 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(conf, 0))
             || cuda_inputs(xo, (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) {
@@ -747,7 +804,6 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         PyErr_NoMemory();
         goto done;
     }
-    g->tuned = 0;                                   /* (set by odml_move_lower's first five only) */
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     if (!cuda_device_is(torch, device)) goto route;
     {
@@ -785,26 +841,17 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         if (L[i].index && L[i].aux && !table) goto route;
     }
     if (!cuda_still_keyed(&k, torch, op, cargs, ncargs, in, n, seq, ptr)) goto route;
-    if (g->tuned) {                                 /* keyed as the first five's entries: operator, arguments, x */
-        Key k5;
-        if (key_head(&k5, torch ? KIND_TORCH : KIND_CUPY, op, cargs, ncargs) < 0) goto route;
-        int full = 0;
-        for (int i = at[0]; i < k.n; i++) full |= put(&k5, k.w[i]);
-        if (full) goto route;
-        k = k5;
-        e = tuned_cuda_entry(torch, g, &c, L, fn[0], shapes[0], dsts[0], device);
-    } else {
-        e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
-    }
+    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
     if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
     {
-        const int rc = cuda_entry_run(e, ptr, dsts, stream);
+        /* a checked call's wait comes last (below done), this call's host work done while its kernels run */
+        const int rc = cuda_entry_launch(e, ptr, dsts, stream, &wait);
         if (rc < 0) goto done;
-        if (rc > 0) goto route;                 /* a checked index out of range (the route raises its error) */
+        if (rc > 0) goto route;                 /* declined (the route runs the call) */
     }
     int fits = 1;                                   /* (put_move_cuda records no origin past its address) */
     for (int i = 0; i < n; i++) fits &= (uint64_t)c.origin[i] <= ptr[i];
-    if (fits && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
+    if (fits && enabled && (unsigned long long)gen == generation && (stored = 1, store(&k, e) < 0)) goto done;
     result = take_outputs(outs, g->n_out, g->multi);
     goto done;
 failed:
@@ -823,6 +870,10 @@ done:
     Py_XDECREF(e);
     PyMem_Free(g);
     PyMem_Free(L);
+    if (wait.slot >= 0 && cuda_entry_wait(stream, &wait, 0)) {
+        if (stored) unstore(&k);                /* a checked index out of range: the route raises its error */
+        Py_XSETREF(result, PyErr_Occurred() ? NULL : Py_NewRef(Py_None));
+    }
     return result;
 }
 
@@ -989,7 +1040,7 @@ static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && cuda_framework(args[2]) == 1 && torch_input(args[2])
             && !torch_input_cuda(args[2]))
         return with_deferred(torch_cpu_new(args));
-    FamilyNew how = {{family_lower, family_plan, 0}, (int)lowering};
+    FamilyNew how = {{family_lower, family_plan, 0, lowering & ODML_LOWER_PLAIN ? (int)lowering : 0}, (int)lowering};
     return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
 }
 #endif
