@@ -454,7 +454,8 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
 int cuFuncSetAttribute(void *f, int a, int v) { return 0; }
 int cuMemHostAlloc(void **p, size_t n, unsigned flags) { *p = malloc(n); return *p && flags == 3 ? 0 : 1; }
 int cuMemHostGetDevicePointer_v2(uint64_t *d, void *p, unsigned flags) { *d = (uint64_t)(uintptr_t)p; return 0; }
-int cuStreamSynchronize(void *s) { fake_syncs++; return 0; }
+void (*fake_sync_hook)(void);
+int cuStreamSynchronize(void *s) { fake_syncs++; if (fake_sync_hook) fake_sync_hook(); return 0; }
 int cuStreamIsCapturing(void *s, int *status) { *status = (int)fake_capturing; return 0; }
 """
 
@@ -508,25 +509,52 @@ print("capturing", ccache.move(op, (x, ind), True, 1, None), new(True), state())
 """
 
 
+def stand_in_run(tmp_path, script):
+    """``script``'s output, run against the stand-in driver (built in tmp_path)."""
+    source = tmp_path / "cuda.c"
+    source.write_text(STAND_IN_DRIVER)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(source)], check=True)
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                       cwd=str(pathlib.Path(__file__).parents[2]), timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.splitlines(), r.stderr
+
+
+WAIT_SCRIPT = STAND_IN_SCRIPT.split("ccache.clear()")[0] + r"""
+seen = []
+hook = ctypes.CFUNCTYPE(None)(lambda: seen.append(ccache.info()["entries"]))
+ctypes.c_void_p.in_dll(lib, "fake_sync_hook").value = ctypes.cast(hook, ctypes.c_void_p).value
+ccache.clear()
+print("new", type(new(True)).__name__, seen, ccache.info()["entries"])
+ccache.clear()
+put("fake_set", 1)
+print("bad new", new(True), seen, ccache.info()["entries"])
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or not ccache._HAS_MOVE, reason="no C compiler, or no call cache")
+def test_a_checked_new_shape_waits_after_its_host_work(tmp_path):
+    """Can fail: a checked never-seen gather on (stand-in) CuPy arrays waits for its stream before its entry
+    is recorded (the host work is done while its kernels run: the stand-in's stream wait sees the entry), or
+    keeps the entry where its indices are out of range (None: the route raises, nothing recorded)."""
+    out, err = stand_in_run(tmp_path, WAIT_SCRIPT)
+    assert out == ["new FakeArray [1] 1", "bad new None [1, 1] 0"], "\n".join(out) + err[-2000:]
+
+
 @pytest.mark.skipif(shutil.which("cc") is None or not ccache._HAS_MOVE, reason="no C compiler, or no call cache")
 def test_the_check_plumbing_against_a_stand_in_driver(tmp_path):
     """Can fail: a checked gather on (stand-in) CuPy arrays is not launched from C with a flag address in its
     block, or its stream is not waited for, on its first call and its repeat; a set flag does not make either
     answer None (the route raises); its unchecked twin waits for its stream; a capturing stream is launched
     on rather than declined. The driver is a stand-in (cuda_launch.c loads it by name), so no GPU is needed."""
-    source = tmp_path / "cuda.c"
-    source.write_text(STAND_IN_DRIVER)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(source)], check=True)
-    env = {**os.environ, "LD_LIBRARY_PATH": f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-           "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", STAND_IN_SCRIPT], capture_output=True, text=True, env=env,
-                       cwd=str(pathlib.Path(__file__).parents[2]), timeout=120, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.splitlines() == [
+    out, err = stand_in_run(tmp_path, STAND_IN_SCRIPT)
+    assert out == [
         "new FakeArray (1, 1, 1)",                # launched with a flag address, its stream waited for
         "repeat FakeArray (2, 2, 2) 1",           # served from the entry: the same
         "bad repeat None (3, 3, 3)",              # the flag set: None (the route raises)
         "bad new None (4, 4, 4) 0",               # a never-seen shape: None, nothing recorded
         "unchecked FakeArray FakeArray (6, 4, 4)",   # no flag, no wait
         "capturing None None (7, 5, 5)",          # declined before any launch (7: the new(True) above)
-    ], r.stdout + r.stderr[-2000:]
+    ], "\n".join(out) + err[-2000:]

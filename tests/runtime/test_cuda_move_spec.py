@@ -447,3 +447,38 @@ def test_the_glue_never_reads_a_released_kernel_table(stand_in):
                           lambda: (kernels, steps.c_settings()))
     assert type(out) is FakeArray and log
     assert {entry[1] for entry in log} <= good
+
+
+@glue
+def test_the_settings_are_read_only_where_a_program_is_planned(stand_in):
+    """Can fail: the glue calls the launch settings' function (cuda_conf's second item, as front._cuda_conf
+    hands steps.c_settings) for the first five's never-seen shapes, whose one tuned launch reads none, or
+    does not call it (or declines) for a family program, which it plans with them; the first five's output
+    is not what the settings tuple gives either."""
+    fake_hooks, log = stand_in
+    kernels, calls_made = {0: {}}, []
+
+    def settings():
+        calls_made.append(1)
+        return steps.c_settings()
+
+    def new(name, x, args, conf):
+        op = ccache.OPS[name]
+        for _ in range(8):
+            out = ccache.move_new(op, front._LOWER[op], x, args, ccache.generation(), None, conf)
+            if type(out) is not str:
+                return out
+            kernels[0][out] = 0x5000 + len(kernels[0])
+        raise AssertionError("the glue kept naming kernels")
+
+    ccache.clear()
+    by_function = lambda: (kernels, settings)  # noqa: E731
+    args = ([0, 0, 0, 0], [1, 3, 5, 7], [1, 1, -1, 1], None)
+    got = new("slice1", FakeArray((1, 3, 5, 7), np.float32, 0x1000_0000), args, by_function)
+    assert type(got) is FakeArray and got.shape == (1, 3, 5, 7) and not calls_made
+    ccache.clear()
+    again = new("slice1", FakeArray((1, 3, 5, 7), np.float32, 0x1000_0000), args,
+                lambda: (kernels, steps.c_settings()))
+    assert again.shape == got.shape and log[-1][1:5] == log[-2][1:5]       # the same launch either way
+    out = new("identity", FakeArray((4, 9), np.float32, 0x2000_0000), (None, None), by_function)
+    assert type(out) is FakeArray and out.shape == (4, 9) and calls_made        # (once per planning attempt)

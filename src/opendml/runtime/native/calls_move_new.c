@@ -763,7 +763,8 @@ done:
 /* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
  * array, or a list or tuple of them), its other arguments call_args, made on the settings of generation `gen`; `how`
  * lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what the caller's
- * cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}}, the rest for `how`.
+ * cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}}, the rest for `how`
+ * (the family's: steps.c_settings or its tuple; the first five take cuda_plain_new's route).
  * The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered in C, the outputs from the
  * framework's allocator, the launches queued on its current stream, and the call recorded as put_move_cuda records it
  * (where the cache is on and still in `gen`), so the next such call is a hit of cuda_move. Returns the output(s);
