@@ -340,6 +340,41 @@ def test_the_glue_launches_the_plan_and_records_what_serves_a_repeat(stand_in, m
 
 
 @glue
+def test_the_move_settings_are_read_only_for_a_copy_pass(stand_in, monkeypatch):
+    """Can fail: the glue calls the move program's settings function (index_new's conf, as calls.py hands
+    steps.c_settings) for a gather, whose one launch is an index kernel's, or does not call it (or declines)
+    for an overwriting scatter_nd, whose copy of x is a move-program launch; the index settings are read for
+    both."""
+    read = {"move": 0, "index": 0}
+    monkeypatch.setattr(index, "relaunch", lambda *a: None)          # (no driver: each C launch fails to it)
+    monkeypatch.setattr(index, "zero_words", lambda *a: None)
+
+    def reading(which, fn):
+        def settings():
+            read[which] += 1
+            return fn()
+        return settings
+    conf = (reading("move", steps.c_settings), reading("index", index.c_settings))
+    kernels: dict = {0: {}}
+
+    def new(name, fx, args):
+        op = ccache.OPS[name]
+        which, types = index_ops._C_INDEX[op]
+        for _ in range(8):
+            out = ccache._index_new(op, which, types, fx, args, ccache.generation(), 0, lambda: (kernels, *conf))
+            if type(out) is not str:
+                return out
+            kernels[0][out] = 0x5000 + len(kernels[0])
+        raise AssertionError("the glue kept naming kernels")
+    ccache.clear()
+    x, ind = FakeArray((4, 5), np.float32, 0x1000_0000), FakeArray((3,), np.int64, 0x2000_0000)
+    assert type(new("gather", (x, ind), (False, 1, None))) is FakeArray
+    assert read["move"] == 0 and read["index"] >= 1
+    _, fx = owner_case(3)
+    assert type(new("scatter_nd", fx, (False,))) is FakeArray and read["move"] >= 1
+
+
+@glue
 def test_the_glue_zeroes_an_owner_table_and_gives_it_to_both_launches(stand_in, monkeypatch):
     """An overwriting scatter_nd (an owner table) on (stand-in) CuPy arrays, never seen, then repeated: each
     call allocates a table of the planned 32-bit words after the output, zeroes it on the call's stream

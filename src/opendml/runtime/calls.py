@@ -280,12 +280,13 @@ def index_new(op: int, which: int, types: int, given: tuple, args: tuple, since:
 
 def _index_cuda_conf() -> tuple:
     """What ``index_new`` reads for CUDA inputs (C calls it for them alone): the compiled kernels it may
-    launch, the move program's launch settings and the index kernels' (each read anew at every call; the
-    three functions looked up once: an import statement a call cost 1 us of 1.6)."""
+    launch, and the functions giving the move program's launch settings and the index kernels' (C calls each
+    where it plans with it, so both are read anew at every call that needs them; the three functions looked
+    up once: an import statement a call cost 1 us of 1.6)."""
     if not _INDEX_CONF:
         from .cuda import index, launch, steps
         _INDEX_CONF[:] = (launch.new_kernels, steps.c_settings, index.c_settings)
-    return _INDEX_CONF[0](), _INDEX_CONF[1](), _INDEX_CONF[2]()
+    return _INDEX_CONF[0](), _INDEX_CONF[1], _INDEX_CONF[2]
 
 
 _INDEX_CONF: list = []

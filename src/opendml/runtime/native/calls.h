@@ -285,6 +285,9 @@ int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInpu
 /* the family's launches of g (odml_move_cuda) for steps.c_settings()'s tuple: their count, or -1 */
 int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
                   odml_move_launch *L);
+/* Item i of a cuda_conf() tuple: its value, or where it is a function (the settings' c_settings, called only where
+ * a plan reads them) what it returns; a new reference, or NULL with an exception */
+PyObject *conf_item(PyObject *conf, Py_ssize_t i);
 /* How cuda_new lowers a call (0 with its outputs in g, or -1) and plans its launches for outputs at dsts
  * (their count, or -1), conf the caller's cuda_conf() tuple. */
 typedef struct CudaNew CudaNew;

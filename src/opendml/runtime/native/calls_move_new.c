@@ -516,6 +516,11 @@ int cuda_sources(const CudaInputs *c, uint64_t *src) {
     return 0;
 }
 
+PyObject *conf_item(PyObject *conf, Py_ssize_t i) {
+    PyObject *v = PyTuple_GET_ITEM(conf, i);
+    return PyCallable_Check(v) ? PyObject_CallNoArgs(v) : Py_NewRef(v);
+}
+
 /* The family's lowering and launches for cuda_new (`how` a FamilyNew). */
 typedef struct {
     CudaNew base;
@@ -530,8 +535,7 @@ static int family_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args
 static int family_plan(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts,
                        PyObject *conf, odml_move_launch *L) {
     (void)how;
-    PyObject *settings = PyTuple_GET_ITEM(conf, 1);     /* steps.c_settings, or its tuple */
-    settings = PyCallable_Check(settings) ? PyObject_CallNoArgs(settings) : Py_NewRef(settings);
+    PyObject *settings = conf_item(conf, 1);
     if (!settings) return -1;
     const int nl = cuda_launches(g, c, dsts, settings, L);
     Py_DECREF(settings);
@@ -799,8 +803,14 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     c.n = n;
     for (int i = 0; i < n; i++)
         if (cuda_input_keyed(&c, i, torch, k.w + at[i], ptr[i]) < 0) goto route;
-    g = (odml_move_prog *)PyMem_Malloc(sizeof *g);
-    L = (odml_move_launch *)PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
+    /* the program and its launches (58 and 46 KiB) held here (the GIL held), malloc'd only by a call made while
+     * another uses them (Python code run by an allocation) */
+    static odml_move_prog held_g;
+    static odml_move_launch held_L[ODML_MOVE_PROG_MAX_PASSES];
+    static int held;
+    g = held ? (odml_move_prog *)PyMem_Malloc(sizeof *g) : &held_g;
+    L = held ? (odml_move_launch *)PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES) : held_L;
+    held = 1;
     if (!g || !L) {
         PyErr_NoMemory();
         goto done;
@@ -869,8 +879,9 @@ done:
     for (int i = 0; i < n; i++) Py_DECREF(in[i]);
     Py_XDECREF(table_of);
     Py_XDECREF(e);
-    PyMem_Free(g);
-    PyMem_Free(L);
+    if (g == &held_g) held = 0;
+    else PyMem_Free(g);
+    if (L != held_L) PyMem_Free(L);
     if (wait.slot >= 0 && cuda_entry_wait(stream, &wait, 0)) {
         if (stored) unstore(&k);                /* a checked index out of range: the route raises its error */
         Py_XSETREF(result, PyErr_Occurred() ? NULL : Py_NewRef(Py_None));

@@ -596,9 +596,9 @@ static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args,
     return 0;
 }
 
-/* The launches of the lowered passes for the output at dsts[0] (conf: (kernels, steps.c_settings(),
- * index.c_settings())): a copy as the move program's launch (cuda_move_spec.c), a Gather or Scatter as
- * index.py's (cuda_index_spec.c); their count, or -1. */
+/* The launches of the lowered passes for the output at dsts[0] (conf: (kernels, steps.c_settings, index.c_settings),
+ * each settings function or its tuple, the move settings read only for a Copy pass): a copy as the move program's
+ * launch (cuda_move_spec.c), a Gather or Scatter as index.py's (cuda_index_spec.c); their count, or -1. */
 static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs *c, const uint64_t *dsts,
                       PyObject *conf, odml_move_launch *L) {
     const ix_prog *g = &((IndexNew *)how)->g;
@@ -607,10 +607,11 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
     uint64_t src[MAX_MOVE_IO];
     /* a Copy pass as a one-pass move program: held here (the GIL held), not 56 KiB malloc'd and freed a call */
     static odml_move_prog one;
-    int n = 0;
-    if (PyTuple_GET_SIZE(conf) != 3 || odml_move_cuda_conf_read(PyTuple_GET_ITEM(conf, 1), &mc)
-            || odml_index_cuda_conf_read(PyTuple_GET_ITEM(conf, 2), &ic) || cuda_sources(c, src))
-        return -1;
+    int n = 0, read = 0;
+    PyObject *t = PyTuple_GET_SIZE(conf) == 3 ? conf_item(conf, 2) : NULL;
+    const int bad = !t || odml_index_cuda_conf_read(t, &ic) || cuda_sources(c, src);
+    Py_XDECREF(t);
+    if (bad) return -1;
     how->checked = 0;
     for (int i = 0; i < g->n_pass; i++) {
         const idx_params *p = &g->p[i];
@@ -626,6 +627,13 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
             continue;
         }
         /* a Copy (index_ops' plan as a one-pass move program, as index_move_launch's plain gives it) */
+        if (!read) {
+            PyObject *m = conf_item(conf, 1);
+            const int no = !m || odml_move_cuda_conf_read(m, &mc);
+            Py_XDECREF(m);
+            if (no) return -1;
+            read = 1;
+        }
         memset(&one, 0, offsetof(odml_move_prog, passes));    /* (its one pass below: not the 56 KiB of all) */
         odml_move_pass *q = &one.passes[0];
         one.n_out = one.n_pass = 1;
