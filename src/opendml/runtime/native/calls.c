@@ -250,6 +250,13 @@ int store(const Key *k, Entry *e) {
     return rc;
 }
 
+int store_new(const Key *k, Entry *e) {
+    PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
+    const int has = kb ? PyDict_Contains(table, kb) : -1;
+    Py_XDECREF(kb);
+    return has < 0 ? -1 : has ? 1 : store(k, e);
+}
+
 void unstore(const Key *k) {
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     if (!kb || PyDict_DelItem(table, kb) < 0) PyErr_Clear();

@@ -319,7 +319,9 @@ int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, ui
 typedef struct { int slot, signalled; } CheckWait;
 int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream, CheckWait *w);
 int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc);
-/* k's entry (store's) dropped from the table, no exception left */
+/* e stored under k where k has no entry yet: 0; 1 where it has one (kept, e not stored); -1 with an exception */
+int store_new(const Key *k, Entry *e);
+/* k's entry (store_new's) dropped from the table, no exception left */
 void unstore(const Key *k);
 /* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's
  * arguments at xi + 1, its generation at xi + 2, the cuda_conf callable at ci): on CUDA memory (PyTorch CUDA

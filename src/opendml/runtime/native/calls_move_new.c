@@ -781,7 +781,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     PyObject *dtypes[MAX_MOVE_IO] = {NULL}, *result = NULL, *table_of = NULL;
     int64_t gen, device = -1;
     uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], fn[ODML_MOVE_PROG_MAX_PASSES], stream;
-    int n = 0, seq, at[MAX_MOVE_IO], stored = 0;
+    int n = 0, seq, at[MAX_MOVE_IO], stored = 1;     /* (0 where this call's entry was stored) */
     Key k;
     CheckWait wait = {-1, 0};
     CudaInputs c;
@@ -862,7 +862,10 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     int fits = 1;                                   /* (put_move_cuda records no origin past its address) */
     for (int i = 0; i < n; i++) fits &= (uint64_t)c.origin[i] <= ptr[i];
-    if (fits && enabled && (unsigned long long)gen == generation && (stored = 1, store(&k, e) < 0)) goto done;
+    /* (a key with an entry: a repeat whose served run the route was sent on by its check, or another thread's
+     * call; that entry kept, so that an index out of range below drops only this call's) */
+    if (fits && enabled && (unsigned long long)gen == generation && (stored = e->checked ? store_new(&k, e) : store(&k, e)) < 0)
+        goto done;
     result = take_outputs(outs, g->n_out, g->multi);
     goto done;
 failed:
@@ -883,7 +886,7 @@ done:
     else PyMem_Free(g);
     if (L != held_L) PyMem_Free(L);
     if (wait.slot >= 0 && cuda_entry_wait(stream, &wait, 0)) {
-        if (stored) unstore(&k);                /* a checked index out of range: the route raises its error */
+        if (stored == 0) unstore(&k);           /* a checked index out of range: the route raises its error */
         Py_XSETREF(result, PyErr_Occurred() ? NULL : Py_NewRef(Py_None));
     }
     return result;
