@@ -815,6 +815,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         PyErr_NoMemory();
         goto done;
     }
+    g->tuned = 0;                                   /* (the first five take cuda_plain_new's route) */
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     if (!cuda_device_is(torch, device)) goto route;
     {
