@@ -504,7 +504,7 @@ int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *
                   odml_move_launch *L) {
     odml_move_cuda_conf conf;
     uint64_t src[MAX_MOVE_IO];
-    if (g->tuned || odml_move_cuda_conf_read(settings, &conf) || cuda_sources(c, src)) return -1;
+    if (odml_move_cuda_conf_read(settings, &conf) || cuda_sources(c, src)) return -1;
     return odml_move_cuda(g, &conf, src, c->span, dsts, L);
 }
 
@@ -815,7 +815,6 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         PyErr_NoMemory();
         goto done;
     }
-    g->tuned = 0;                                   /* (the first five take cuda_plain_new's route) */
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     if (!cuda_device_is(torch, device)) goto route;
     {

@@ -195,16 +195,12 @@ typedef struct {
     int64_t out_dims[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK], out_strides[ODML_MOVE_PROG_MAX_IO][ODML_MAX_RANK];
     int64_t out_count[ODML_MOVE_PROG_MAX_IO];
     int pass_src[ODML_MOVE_PROG_MAX_PASSES], pass_dst[ODML_MOVE_PROG_MAX_PASSES];
-    /* 1 where the program is one tuned pass (odml_move_plain: SLICE/SLICE1's Copy as CpuBackend._copy_pass runs it,
-     * UNFOLD's plan.Unfold, FOLD's plan.Fold, SLICE_GRAD's plan.SliceScatter), its parameters in `plan`; 0 else */
-    int tuned;
     odml_move_pass passes[ODML_MOVE_PROG_MAX_PASSES];
-    odml_new_plan plan;                /* (not cleared by odml_move_lower: read where tuned) */
 } odml_move_prog;
 
 /* The passes `lowering` gives for the n_in inputs xs (one but for JOIN) and the call's arguments: 0, or -1 (no
- * exception set) where the Python route must run the call. `lowering`: its ODML_LOWER_* number in bits 0-7 and, from
- * bit 8, the element types the operator's support table takes at the newest feature level (bit 8 + t for DataType
+ * exception set) where the Python route must run the call (the first five's lowerings among them: odml_move_plain
+ * lowers those). `lowering`: its ODML_LOWER_* number in bits 0-7 and, from bit 8, the element types the operator's support table takes at the newest feature level (bit 8 + t for DataType
  * value t; family.py reads them from the table, so they are not written here twice). */
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g);
@@ -215,8 +211,7 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
  * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as the operator's lower() gives its
  * pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
  * UNFOLD's plan.Unfold, FOLD's plan.Fold and SLICE_GRAD's plan.SliceScatter, with the parameter blocks of newshape.c's
- * plan_unfold, plan_fold and plan_scatter). 0, or -1 (no exception set) where the Python route must run the call.
- * odml_move_lower gives the same as a program (tuned). */
+ * plan_unfold, plan_fold and plan_scatter). 0, or -1 (no exception set) where the Python route must run the call. */
 int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
                     odml_new_plan *pl);
 
@@ -262,9 +257,6 @@ typedef struct {
         odml_move_params move;
         odml_copy_params copy;
         odml_ix_params ix;
-        odml_unfold_params unfold;   /* a tuned pass's (odml_new_cuda's launch) */
-        odml_fold_params fold;
-        odml_scatter_params scatter;
     } p;
     Py_ssize_t size;
     unsigned grid, smem;

@@ -552,12 +552,7 @@ int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *a, 
 
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g) {
-    if (lowering & ODML_LOWER_PLAIN) {              /* one tuned pass (odml_move_plain) */
-        g->n_out = g->n_pass = g->tuned = 1;
-        g->multi = g->pad = 0;
-        return n_in != 1 || odml_move_plain(lowering, xs, args, nargs, &g->plan)
-               || set_out(g, 0, xs->type, g->plan.out_rank, g->plan.out_dims) ? -1 : 0;
-    }
+    if (lowering & ODML_LOWER_PLAIN) return -1;     /* (odml_move_plain's) */
     memset(g, 0, offsetof(odml_move_prog, passes));
     g->n_out = 1;
     g->types = (unsigned)(lowering >> 8) & 0xffeu;
