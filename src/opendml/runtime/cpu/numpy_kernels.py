@@ -20,7 +20,7 @@ from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
 from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
-__all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter", "tuned",
+__all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "tuned",
            "FLOATS", "view", "fold_types", "prepare_copy_pass", "prepare_fill_pass", "convert_array", "fill_value", "fill_bits",
            "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass", "outer_count"]
 
@@ -227,29 +227,6 @@ def prepare_fold(plan: FoldPlan, src, dst):
 
 # -- SLICE_GRAD --------------------------------------------------------------------
 
-def canonical_scatter(plan: ScatterPlan) -> ScatterPlan:
-    """Drop size-1 dimensions, order by output stride (largest first) and
-    merge a dimension into the one outside it where the inner one is fully
-    covered, both walk memory as one and the outer one has step 1."""
-    dims = [d for d in zip(plan.sizes, plan.out_strides, plan.first, plan.step, plan.taken, plan.in_strides)
-            if d[0] != 1 or d[4] != 1]
-    dims.sort(key=lambda d: d[1], reverse=True)
-    merged: list = []
-    for n, o, f, s, t, i in dims:
-        if merged:
-            pn, po, pf, ps, pt, pi = merged[-1]
-            full = f == 0 and s == 1 and t == n
-            if full and (ps == 1 or pt == 1) and po == o * n and pi == i * n:
-                merged[-1] = (pn * n, o, pf * n, 1, pt * n, i)
-                continue
-        merged.append((n, o, f, s, t, i))
-    if not merged:
-        merged = [(1, 1, 0, 1, 1, 1)]
-    n, o, f, s, t, i = zip(*merged)
-    return ScatterPlan(element_size=plan.element_size, sizes=n, out_offset=plan.out_offset, out_strides=o,
-                       first=f, step=s, taken=t, in_offset=plan.in_offset, in_strides=i)
-
-
 def prepare_scatter(plan: ScatterPlan, src, dst):
     """Every output element written once: the covered positions copied from
     the input, the rest zeroed as disjoint boxes. Along dimension d the zero
@@ -257,7 +234,7 @@ def prepare_scatter(plan: ScatterPlan, src, dst):
     positions and those after it whole: the positions before ``first``, the
     gaps between covered positions (one view of shape (taken - 1, step - 1)),
     and the positions after the last covered one."""
-    p = canonical_scatter(plan)
+    p = plan.canonical(cpu=True)
     zeros = []
     covered_sizes, covered_strides = [], []          # of the dimensions before d
     base = p.out_offset
