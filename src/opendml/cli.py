@@ -20,14 +20,14 @@ import json
 import math
 import os
 import sys
-import tokenize
 from importlib import resources
 
 import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import from_json, json_arrays, loads, open_checked, read_regular, tensor_to_json, to_json
+from .jsonform import (NpyError, from_json, json_arrays, loads, npy_header, open_checked, read_regular,
+                       tensor_to_json, to_json)
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -129,24 +129,10 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
     """A .npy file holding an array of ``t``'s sizes and data type (either byte
     order). The header and the file's length are checked before any data is
     read, so a file that claims a huge array costs nothing."""
-    fmt = np.lib.format
     what = f"--input {path}"
     try:
         with open_checked(path, _refuse(what)) as f:
-            head = f.read(len(fmt.MAGIC_PREFIX))
-            if head != fmt.MAGIC_PREFIX:
-                kind = ("an empty file" if not head else "a .npz archive (zip); extract one of its .npy arrays"
-                        if head.startswith(b"PK") else "not a .npy file (no NumPy magic)")
-                raise UsageError(f"{what}: cannot read a .npy array: {kind}")
-            f.seek(0)
-            version = fmt.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = fmt.read_array_header_1_0(f, max_header_size=10000)
-            elif version == (2, 0):
-                shape, fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=10000)
-            else:
-                raise UsageError(f"{what}: cannot read a .npy array: format version {version[0]}.{version[1]} "
-                                 f"(1.0 and 2.0 are read)")
+            shape, fortran, dtype = npy_header(f)
             if tuple(shape) != t.sizes:
                 raise UsageError(f"{what}: shape {list(shape)} must equal {name}.Sizes {list(t.sizes)}")
             want = t.data_type.numpy_dtype
@@ -163,10 +149,8 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
             x = np.fromfile(f, dtype=dtype, count=count)
     except OSError as e:
         raise UsageError(f"{what}: cannot read a .npy array: {e.strerror or e}") from None
-    except (ValueError, SyntaxError, EOFError, TypeError, MemoryError, RecursionError, UnicodeError,
-            tokenize.TokenError) as e:                # a header cut short or malformed
-        why = f"a malformed header ({e.args[0]})" if isinstance(e, tokenize.TokenError) else _one_line(e)
-        raise UsageError(f"{what}: cannot read a .npy array: {why}") from None
+    except NpyError as e:
+        raise UsageError(f"{what}: cannot read a .npy array: {e}") from None
     x = x.reshape(shape[::-1]).T if fortran else x.reshape(shape)
     return x.astype(want, copy=False)  # native byte order
 
