@@ -27,7 +27,7 @@ import numpy as np
 from ._version import __version__
 from .device import Device
 from .jsonform import (NpyError, from_json, json_arrays, loads, npy_header, open_checked, read_regular,
-                       tensor_to_json, to_json)
+                       tensor_to_json, text_limit, to_json)
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -275,16 +275,9 @@ def _text(value) -> str:
     return " ".join(text.split())[:200]
 
 
-def spec_limit(max_bytes: int = DEFAULT_MAX_BYTES) -> int:
-    """The most bytes a description file may hold: a sixteenth of
-    ``max_bytes`` (parsed JSON takes up to about 16 bytes of memory per byte
-    of text), at least 1 MiB."""
-    return max(max_bytes // 16, 1 << 20)
-
-
 def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
-    """A description file: a regular UTF-8 file of at most ``spec_limit(max_bytes)`` bytes."""
-    limit = spec_limit(max_bytes)
+    """A description file: a regular UTF-8 file of at most ``text_limit(max_bytes)`` bytes."""
+    limit = text_limit(max_bytes)
     return loads(read_regular(path, limit, _refuse(path, limit)))
 
 

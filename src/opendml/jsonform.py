@@ -189,6 +189,14 @@ def open_checked(path, fail):
     return f
 
 
+def text_limit(max_bytes: int) -> int:
+    """The most bytes a JSON file (a description, a DxDispatch model) may hold
+    under a memory limit of ``max_bytes``: a sixteenth of it (parsed JSON takes
+    up to about 16 bytes of memory per byte of text: a list of numbers becomes
+    Python objects), at least 1 MiB."""
+    return max(max_bytes // 16, 1 << 20)
+
+
 def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
     """The text of the regular file ``path`` (see ``open_regular``), of at
     most ``limit`` bytes, decoded. Each refusal calls ``fail(reason,
