@@ -28,6 +28,7 @@ from ._version import __version__
 from .device import Device
 from .jsonform import (NpyError, from_json, json_arrays, loads, npy_header, open_checked, read_regular,
                        tensor_to_json, text_limit, to_json)
+from .jsonform import default_input as pages_input
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -93,23 +94,17 @@ DEFAULT_MAX_BYTES = 2 << 30
 
 def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None = None,
                   name: str | None = None) -> np.ndarray:
-    """The pages' convention: 1..N (0..N-1 for UNFOLD and FOLD) in row-major
-    order, in the input's type (wrapping as C does). Dimensions of stride 0
-    hold one element in memory, so they are counted once and the values are
-    repeated along them: the array built has only the distinct elements (a
-    read-only broadcast view gives the tensor's shape), whatever the sizes.
-    ``tensor``/``name``: which input (default: the first)."""
+    """``jsonform.default_input`` of an input (``tensor``/``name``; default:
+    the first) from the operator's ``DEFAULT_INPUT_START`` (1..N, 0..N-1 for
+    UNFOLD and FOLD), refused where its distinct elements would take more
+    than ``max_bytes``."""
     t = tensor if tensor is not None else desc.input_tensor
     name = name if name is not None else desc.TENSORS[0]
-    distinct = tuple(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides))
-    nbytes = math.prod(distinct) * t.element_size
+    nbytes = math.prod(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides)) * t.element_size
     if max_bytes is not None and nbytes > max_bytes:
         raise UsageError(f"{name}: the default input would take {nbytes} bytes (Sizes {list(t.sizes)}); "
                          f"--max-bytes allows {max_bytes}: pass --input, or raise --max-bytes")
-    values = np.arange(desc.DEFAULT_INPUT_START, desc.DEFAULT_INPUT_START + math.prod(distinct), dtype=np.int64)
-    with np.errstate(over="ignore"):
-        x = values.astype(t.data_type.numpy_dtype).reshape(distinct)
-    return x if distinct == t.sizes else np.broadcast_to(x, t.sizes)
+    return pages_input(t, desc.DEFAULT_INPUT_START)
 
 
 def _refuse(what: str, limit: int = 0):

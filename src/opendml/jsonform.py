@@ -251,6 +251,19 @@ def npy_header(f, versions=((1, 0), (2, 0))):
                        " ".join(str(e).split())[:200] or type(e).__name__) from None
 
 
+def default_input(t: TensorDesc, start: int) -> np.ndarray:
+    """The pages' example input for tensor ``t``: ``start, start + 1, ...`` in
+    row-major order, in ``t``'s type (wrapping as C does). Dimensions of
+    stride 0 hold one element in memory, so they are counted once and the
+    values repeated along them (a read-only broadcast view of ``t``'s shape
+    over the distinct elements only)."""
+    distinct = tuple(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides))
+    with np.errstate(over="ignore"):
+        x = np.arange(start, start + math.prod(distinct), dtype=np.int64).astype(t.data_type.numpy_dtype)
+    x = x.reshape(distinct)
+    return x if distinct == t.sizes else np.broadcast_to(x, t.sizes)
+
+
 def _int_list(obj, key, path):
     v = obj[key]
     if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
