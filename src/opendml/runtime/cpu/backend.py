@@ -179,8 +179,6 @@ def apply_cache_limit(cfg: Config) -> None:
         mod.cache_limit(cfg.output_cache_bytes if cfg.cpu_kernels == "compiled" else 0)
 
 
-
-
 class CpuBackend:
     """Runs plans with the settings of one ``Config`` (see ``opendml.configure``):
     the compiled kernels or NumPy, threads, and the output-block cache limit."""

@@ -10,13 +10,15 @@ most prod(min(window, blocks)) views).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from ...model.data_type import DataType
+from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP, CopyPlan, FoldPlan, Scatter, ScatterPlan, UnfoldPlan
 from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
@@ -276,7 +278,6 @@ def _zero_then_copy(zeros, copies):
 # -- the move program (data-movement family) ----------------------------------------
 
 def _dtype(type_value: int) -> np.dtype:
-    from ...model.data_type import DataType
     return DataType(type_value).numpy_dtype
 
 
@@ -337,7 +338,6 @@ def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
     c an int64 array in ``[0, bound)`` and valid the mask of positions whose
     value was in range (None: every one, or the axis clamps). Every value is
     compared exactly: unsigned ones as uint64, signed ones as int64."""
-    from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP
     v = view(_typed(index_words, index_type), ix.index_offset, sizes, ix.index_strides)
     bound = ix.bound
     signed = v.dtype.kind == "i"
@@ -367,7 +367,6 @@ def outer_count(p) -> int:
     read no index, so each outer position moves one block of them. A
     ``Scatter`` whose inner block reaches an element twice has every
     dimension outer, so the last write (or add) in row-major order wins."""
-    from ...plan import INDEX_REVERSE_LENGTH, Scatter
     k = len(p.sizes)
     while k > 0:
         d = k - 1
@@ -396,7 +395,6 @@ def _indexed_offsets(plan, p, srcs, offset, strides, k):
     """The data offsets of an indexed pass over its first ``k`` dimensions
     (int64, of those sizes), and the mask of the positions written (None:
     all)."""
-    import dataclasses
     outer = p.sizes[:k]
     off = _grid(offset, outer, strides[:k])
     keep = None
