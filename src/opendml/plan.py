@@ -22,8 +22,9 @@ output slot (``dst``), run in order. The pass kinds:
 Offsets are relative to element 0 of the bound range of the slot;
 ``MovePlan.in_spans``/``out_spans`` say which elements the program touches,
 so a backend checks once that it stays inside what was bound. ``CopyPlan``
-is canonicalised here for every backend (size-1 dimensions dropped, ordered
-by output stride, neighbours that walk memory as one merged).
+and ``ScatterPlan`` are canonicalised here for every backend (size-1
+dimensions dropped, ordered by output stride, neighbours that walk memory as
+one merged).
 """
 from __future__ import annotations
 
