@@ -400,7 +400,8 @@ class CpuBackend:
     def _native_fold(self, plan: FoldPlan, src, dst):
         numpy_kernels.fold_types(plan)            # a summable type, or ValueError
         reads = plan.batch * plan.rows * plan.columns
-        return self._launch(self._native.fold, fold_params(plan), src, dst, (plan.out_count + reads) * plan.element_size)
+        return self._launch(self._native.fold, fold_params(plan), src, dst,
+                            (plan.out_count + reads) * plan.element_size)
 
     def _native_scatter(self, plan: ScatterPlan, src, dst):
         p = plan.canonical(cpu=True)
