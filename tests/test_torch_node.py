@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -368,11 +369,9 @@ def _recorder_route(node):
     x = torch.randn(1, 2, 6, 6, requires_grad=True)
     with dml.configure(torch_node="wait"):
         dml.slice1(x, [0, 0, 0, 0], [1, 2, 6, 6], [1, 1, -1, 1])
-    route = next(r for (_, shape), r in torch_adapter._EAGER.items()
-                 if shape == (1, 2, 6, 6) and r.call.name == "slice1" and r.args[2] == [1, 1, -1, 1])
-    if route.slot is None:
-        route.slot = torch_node.slot(node, "opendml_slice1Backward")
-    return x, route
+    r = next(r for (_, shape), r in torch_adapter._EAGER.items()
+             if shape == (1, 2, 6, 6) and r.call.name == "slice1" and r.args[2] == [1, 1, -1, 1])
+    return x, types.SimpleNamespace(kernel=r.kernel, adjoint=r.adjoint, slot=torch_node.slot(node, "opendml_slice1Backward"))
 
 
 def test_a_recorder_is_a_callable_of_one_tensor(node):
@@ -509,3 +508,49 @@ def test_parameters_and_unkeyed_calls_take_the_node(node):
                 assert torch.equal(y, p.detach().flip(2))
                 (gp,) = torch.autograd.grad(y, p, g)
                 assert torch.equal(gp, g.flip(2))
+
+
+#: Family operators of one tensor and one output, each beside PyTorch's own function.
+FAMILY_CASES = [
+    ("pad", lambda x: dml.pad(x, [0, 0, 1, 2], [0, 0, 2, 1]), lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2))),
+    ("pad-reflect", lambda x: dml.pad(x, [0, 0, 1, 2], [0, 0, 2, 1], "reflection"),
+     lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2), mode="reflect")),
+    ("tile", lambda x: dml.tile(x, [1, 2, 1, 3]), lambda x: x.repeat(1, 2, 1, 3)),
+    ("identity", lambda x: dml.identity(x, 2.0, 0.5), lambda x: 2 * x + 0.5),
+    ("cast", lambda x: dml.cast(x, "float32"), lambda x: x.float()),
+    ("space_to_depth", lambda x: dml.space_to_depth(x, 2, "CRD"), lambda x: torch.nn.functional.pixel_unshuffle(x, 2)),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,op,ref", FAMILY_CASES, ids=[c[0] for c in FAMILY_CASES])
+def test_family_calls_take_the_node_and_its_eager_entry(node, name, op, ref, device):
+    """A family call of one tensor that autograd records takes the C++ node (not the Python Function), its
+    repeats the call cache's eager entry (keyed by every argument kind: floats, strings, dtypes); values,
+    gradients and second derivatives equal the Python Function's and PyTorch's own."""
+    dtype = torch.float32 if name == "tile" else torch.float64       # (TILE takes no float64)
+    x = torch.randn(2, 3, 6, 8, dtype=dtype, device=_device(device), requires_grad=True)
+    g = torch.randn_like(op(x.detach()))
+    want_y, want_type, native, want_g = _run(op, x, g, "off")
+    assert not native
+    r = ref(x)
+    (rg,) = torch.autograd.grad(r, x, g)
+    assert torch.equal(want_y, r) and torch.allclose(want_g, rg)     # (sums in another order: reflection)
+    with dml.configure(torch_node="wait"):
+        for i in range(3):
+            hits = dml.plan_cache_info()["call_cache"]["hits"]
+            y = op(x)
+            assert type(y.grad_fn).__name__ == want_type and want_type.startswith("opendml_")
+            assert not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+            (gx,) = torch.autograd.grad(y, x, g)
+            assert torch.equal(y, want_y) and torch.equal(gx, want_g)
+        assert dml.plan_cache_info()["call_cache"]["hits"] > hits     # the last one served from C
+        gr = g.detach().requires_grad_()
+        (gx,) = torch.autograd.grad(op(x), x, gr, create_graph=True)
+        assert not isinstance(gx.grad_fn, torch.autograd.function.BackwardCFunction)   # the adjoint, by the node too
+        (gg,) = torch.autograd.grad((gx * gx).sum(), gr)
+        if device == "cpu" and dtype == torch.float64 and name != "cast":
+            assert torch.autograd.gradgradcheck(op, (x,))
+    (rgx,) = torch.autograd.grad(ref(x), x, gr, create_graph=True)
+    (rgg,) = torch.autograd.grad((rgx * rgx).sum(), gr)
+    assert torch.allclose(gx, rgx) and torch.allclose(gg, rgg)

@@ -245,7 +245,7 @@ class _Route:
     node's specs (``kernel``, ``adjoint``: call-cache function, operator
     code, arguments, Python fallback)."""
 
-    __slots__ = ("fn", "code", "args", "call", "backward", "slot", "kernel", "adjoint", "recorder")
+    __slots__ = ("fn", "code", "args", "call", "backward", "kernel", "adjoint", "recorder")
 
     def __init__(self, call, shape: tuple):
         self.call, self.args = call, call.args
@@ -261,8 +261,7 @@ class _Route:
             self.backward = lambda g: fn(g, *args).reshape(reshape)
             self.adjoint = (None, None, (), self.backward)
         self.kernel = (calls.call, self.code, tuple(self.args), lambda t: _kernel(t, call))
-        self.slot = None                  # the C++ node's grad_fn type, once a node records this call
-        self.recorder = None              # the node's apply with this call's slot and specs bound
+        self.recorder = None              # the node's apply with this call's grad_fn type and specs bound
 
     def run(self, x):
         """The kernel on ``x`` (no autograd): served by the call cache where it can."""
@@ -354,19 +353,9 @@ def _through_function(x, call, function):
             if len(_EAGER) >= 1024:
                 _EAGER.clear()
             route = _EAGER[memo] = _Route(call, shape)
-    if function is _EAGER_FN and _fwad._current_level < 0 and not _tracing() and not _compiled_autograd():
-        node = torch_node.get()
-        if node is not None:              # the C++ node: the same kernel and adjoint, recorded in C++
-            k = route.slot
-            if k is None:
-                k = route.slot = torch_node.slot(node, f"opendml_{call.name}Backward")
-            record = route.recorder
-            if record is None:
-                record = route.recorder = node.recorder(k, route.kernel, route.adjoint)
-                if _EAGER_CHECK[0] is not node:   # the node's check from now on: _eager_ok's, in C++
-                    calls.register_torch_eager(node.eager_check(torch_node._state, config.__globals__, vars(sys),
-                                                                _eager_ok))
-                    _EAGER_CHECK[0] = node
+    if function is _EAGER_FN:
+        record = _recorder(route, call.name)
+        if record is not None:            # the C++ node: the same kernel and adjoint, recorded in C++
             if key is None or type(x) is not torch.Tensor:
                 return record(x)
             since = calls.generation()
@@ -375,6 +364,25 @@ def _through_function(x, call, function):
             calls.put_eager(call.name, x, call.args, record, since)
             return out
     return function[call.name].apply(x, route)
+
+
+def _recorder(route, name: str):
+    """The C++ node's recorder of ``route`` (its ``kernel`` and ``adjoint`` specs, made once and kept in
+    ``route.recorder``), or None where the node cannot record now: not built or off, an open forward-AD
+    level, a TorchScript trace, compiled autograd (those need the Python Function)."""
+    if _fwad._current_level >= 0 or _tracing() is not None or _compiled_autograd():
+        return None
+    node = torch_node.get()
+    if node is None:
+        return None
+    record = route.recorder
+    if record is None:
+        record = route.recorder = node.recorder(torch_node.slot(node, f"opendml_{name}Backward"), route.kernel,
+                                                route.adjoint)
+        if _EAGER_CHECK[0] is not node:   # the node's check from now on: _eager_ok's, in C++
+            calls.register_torch_eager(node.eager_check(torch_node._state, config.__globals__, vars(sys), _eager_ok))
+            _EAGER_CHECK[0] = node
+    return record
 
 
 _tracing = torch._C._get_tracing_state
@@ -652,7 +660,7 @@ def run(call, arrays) -> list:
     if call.args:
         return [_plan(arrays[0], call)]
     # the C call cache's generation, read before any setting (a CUDA call is recorded there)
-    since = calls.generation() if call.ccall is not None and arrays[0].device.type == "cuda" else None
+    since = calls.generation() if call.ccall is not None else None
     dtypes = _check_move(call, arrays)
     if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
         desc = call.describe_arrays(dtypes, [tuple(int(n) for n in x.shape) for x in arrays])
@@ -664,6 +672,10 @@ def run(call, arrays) -> list:
         return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record and (wrapped or engine.differentiable(desc)):
+        if not wrapped and len(arrays) == 1 and len(desc.outputs) == 1 and not engine.constant_inputs(desc):
+            out = _node_call(call, desc, arrays[0], since)
+            if out is not None:
+                return [out]
         # (under torch.func transforms, vmap included, the Function routes every call; its
         # backward and jvp refuse an operator not differentiable for these types)
         return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
@@ -672,6 +684,49 @@ def run(call, arrays) -> list:
         x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
         return library.cuda_move(desc, arrays, (call, x, since))
     return library.kernel(desc, arrays)
+
+
+class _NodeRoute:
+    """A family call of one tensor and one output validated on one dtype and shape, as the C++ node's
+    specs (``_Route``'s): the kernel through the call cache (``calls.move``) where the call was offered
+    there, else through the array API with autograd off (which records it there), and the adjoint
+    the operator module declares (``engine.adjoint``)."""
+
+    __slots__ = ("kernel", "adjoint", "recorder")
+
+    def __init__(self, call, desc):
+        if call.ccall is not None:
+            fn, args = getattr(api, call.name), call.ccall[1]
+            self.kernel = (calls.move, calls.OPS[call.name], args, lambda t: fn(t, *args))
+        else:
+            self.kernel = (None, None, (), lambda t: library.kernel(desc, [t])[0])
+        self.adjoint = (None, None, (), lambda g: engine.adjoint(desc, (g,))[0])
+        self.recorder = None
+
+
+#: (call key, dtype, shape) -> _NodeRoute.
+_NODE_ROUTES: dict = {}
+
+
+def _node_call(call, desc, x, since):
+    """``desc`` on ``x`` (one output) recorded by the C++ node, or None where it cannot record now; the
+    next such call on a tensor like ``x`` is served by the call cache's eager entry."""
+    key = call.key
+    memo = None if key is None else (key, x.dtype, tuple(x.shape))
+    route = _NODE_ROUTES.get(memo) if memo is not None else None
+    if route is None:
+        route = _NodeRoute(call, desc)
+        if memo is not None:
+            if len(_NODE_ROUTES) >= 1024:
+                _NODE_ROUTES.clear()
+            _NODE_ROUTES[memo] = route
+    record = _recorder(route, desc.OPERATOR.lower())      # (grad_fn named as _move_function's)
+    if record is None:
+        return None
+    out = record(x)
+    if memo is not None and since is not None and type(x) is torch.Tensor and not call.ccall[2]:
+        calls.put_eager(call.name, x, call.ccall[1], record, since)
+    return out
 
 
 class _MoveRoute:
