@@ -12,13 +12,14 @@ module declares (the first five, which carry their arguments, ``_plan``):
   recorded in the call cache (``runtime/calls.py``), which serves the next
   such call from C.
 * **Autograd route**, when a derivative is needed in eager mode (a tensor
-  requiring grad, an open forward-AD level, a ``torch.func`` wrapper): the
-  C++ autograd node (``node``) where it is built and allowed, else one
-  ``torch.autograd.Function`` per operator (``opendml_<op>``) whose
-  backward is the operator's declared adjoint, whose forward-mode derivative
-  is its linear part and whose ``vmap`` rule batches it. An old-style
-  Function costs a fraction of a custom operator's dispatch; the
-  ``setup_context`` form serves ``torch.func``.
+  requiring grad, an open forward-AD level, a ``torch.func`` wrapper), the
+  same for every operator (``_autograd``): the C++ autograd node (``node``)
+  for a call of one tensor and one output where it is built and allowed
+  (its repeats served by the call cache's eager entries), else the one
+  ``torch.autograd.Function`` (``_MoveLinear``, named per operator:
+  ``opendml_<op>``) whose backward is the operator's declared adjoint, whose
+  forward-mode derivative is its linear part and whose ``vmap`` rule
+  batches it (in one call where the operator declares ``batched_args``).
 * **Operator route**, when a tracer is at work (``torch.compile``, fake or
   functional tensors, a dispatch mode, the meta device): the custom
   operators below (fake implementations, autograd formulas, batching rules),
@@ -92,10 +93,11 @@ def _plan(x, call):
                     out = _new_shape(x, call)
                     if out is not None:
                         return out
-            if _is_functorch_wrapped(x):
-                return _through_function(x, call, _FUNC)
-            if (x.requires_grad and _grad_enabled()) or _fwad._current_level >= 0:
-                return _through_function(x, call, _EAGER_FN)
+            wrapped = _is_functorch_wrapped(x)
+            if wrapped or (x.requires_grad and _grad_enabled()) or _fwad._current_level >= 0:
+                since = calls.generation()
+                dtype = numpy_dtype(x, call.name)   # an unsupported dtype or layout says so before anything runs
+                return _autograd(call, [x], _describe(x, call, dtype), since, wrapped)[0]
             return _kernel(x, call, False)        # the new shape's route was tried above
         return through_op(x, call)
     if mode is _KERNEL:
@@ -238,44 +240,9 @@ calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_
 
 # -- eager autograd route ----------------------------------------------------------------------------
 
-class _Route:
-    """A call validated on tensors of one shape: the function and arguments
-    that run it, its adjoint (``backward``, through the array API, so a
-    gradient of a gradient takes the same routes), and both as the C++
-    node's specs (``kernel``, ``adjoint``: call-cache function, operator
-    code, arguments, Python fallback)."""
-
-    __slots__ = ("fn", "code", "args", "call", "backward", "kernel", "adjoint", "recorder")
-
-    def __init__(self, call, shape: tuple):
-        self.call, self.args = call, call.args
-        self.fn = getattr(api, call.name)
-        self.code = calls.OPS[call.name]
-        # the operator's declared adjoint, an array-API call (ops/<op>.py: adjoint_call)
-        name, args, reshape = _operator(call.name).adjoint_call(shape, call.args)
-        fn = getattr(api, name)
-        if reshape is None:
-            self.backward = lambda g: fn(g, *args)
-            self.adjoint = (calls.call, calls.OPS[name], args, self.backward)
-        else:
-            self.backward = lambda g: fn(g, *args).reshape(reshape)
-            self.adjoint = (None, None, (), self.backward)
-        self.kernel = (calls.call, self.code, tuple(self.args), lambda t: _kernel(t, call))
-        self.recorder = None              # the node's apply with this call's grad_fn type and specs bound
-
-    def run(self, x):
-        """The kernel on ``x`` (no autograd): served by the call cache where it can."""
-        out = calls.call(self.code, x, *self.args)
-        return out if out is not None else _kernel(x, self.call)
-
-
 def _operator(name: str):
     """The operator class of an array-API function (``slice_grad`` -> SLICE_GRAD)."""
     return OPERATORS[name.upper()]
-
-
-#: The array-API functions this adapter runs: those whose operator declares a framework form.
-_NAMES = tuple(name for name in calls.OPS if hasattr(OPERATORS.get(name.upper()), "framework_call"))
 
 
 def _batched(cls, fn, x, args):
@@ -287,83 +254,76 @@ def _batched(cls, fn, x, args):
     return fn(x, *new)
 
 
-class _Linear(torch.autograd.Function):
-    """Backward is the adjoint operator; forward-mode AD applies the operator to the tangent."""
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ctx.route.backward(grad), None
-
-    @staticmethod
-    def jvp(ctx, tangent, _):
-        route = ctx.route
-        return route.fn(tangent, *route.args)
-
-
-class _Eager(_Linear):
-    """Eager autograd of one call: forward runs the kernel (from the call cache where it can)."""
-
-    @staticmethod
-    def forward(ctx, x, route):
-        ctx.route = route
-        if _fwad._current_level >= 0:     # a dual tensor's primal, without its tangent
-            x = x.detach()
-        return route.run(x)
+def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
+    """``desc`` (``call`` validated on ``arrays``) where autograd records it, whatever the operator: the
+    C++ node for one tensor and one output where it can record now (``_node_call``), else the Python
+    Function (``_MoveLinear``: forward-mode AD, ``torch.func`` transforms, compiled autograd, no node)."""
+    if not wrapped and len(arrays) == 1 and len(desc.outputs) == 1 and not engine.constant_inputs(desc):
+        out = _node_call(call, desc, arrays[0], since)
+        if out is not None:
+            return [out]
+    # (under torch.func transforms, vmap included, the Function routes every call; its
+    # backward and jvp refuse an operator not differentiable for these types)
+    return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
 
 
-class _Func(_Linear):
-    """The same for ``torch.func`` transforms: functorch runs ``forward`` on
-    the unwrapped tensor, whose call routes itself again."""
-
-    @staticmethod
-    def forward(x, route):
-        return route.fn(x, *route.args)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.route = inputs[1]
-
-    @staticmethod
-    def vmap(info, in_dims, x, route):
-        return _batched(_operator(route.call.name), route.fn, x.movedim(in_dims[0], 0), route.args), 0
+#: The array-API functions whose repeated calls ``calls.call`` serves (the others': ``calls.move``).
+_PLANNED = frozenset(binding_of(cls).function for cls in OPERATORS.values() if "SCHEMA" in vars(cls))
 
 
-#: One subclass per operator, so a result's ``grad_fn`` says which:
-#: ``opendml_unfoldBackward``, ...
-_EAGER_FN = {name: type(f"opendml_{name}", (_Eager,), {}) for name in _NAMES}
-_FUNC = {name: type(f"opendml_{name}", (_Func,), {}) for name in _NAMES}
-
-#: (operator call key, shape) -> _Route.
-_EAGER: dict = {}
+def _spec(name: str, args: tuple) -> tuple:
+    """The C++ node's call spec of ``name(x, *args)``: the call cache's function, the operator's code, the
+    arguments, the array-API function (it records what the cache then serves)."""
+    fn = getattr(api, name)
+    return (calls.call if name in _PLANNED else calls.move, calls.OPS[name], args, lambda t: fn(t, *args))
 
 
-def _through_function(x, call, function):
-    dtype = numpy_dtype(x, call.name)     # an unsupported dtype or layout says so before anything runs
+class _NodeRoute:
+    """A call of one tensor and one output validated on one dtype and shape, as the C++ node's specs:
+    the kernel (``_spec``: the arguments as the function offered them to the call cache), and the adjoint
+    the operator module declares: its array-API call where it states one (``adjoint_call``), else
+    ``engine.adjoint``."""
+
+    __slots__ = ("kernel", "adjoint", "recorder", "args")
+
+    def __init__(self, call, desc):
+        self.args = tuple(call.args) if call.args else call.ccall[1] if call.ccall is not None else None
+        self.kernel = (_spec(call.name, self.args) if self.args is not None else
+                       (None, None, (), lambda t: library.kernel(desc, [t])[0]))
+        stated = getattr(desc, "adjoint_call", None)
+        name, args, reshape = stated(desc.inputs[0].sizes, desc.call_args()) if stated else (None, None, None)
+        if name is not None and reshape is None:
+            self.adjoint = _spec(name, tuple(args))
+        else:
+            self.adjoint = (None, None, (), lambda g: engine.adjoint(desc, (g,))[0])
+        self.recorder = None
+
+
+#: (call key, dtype, shape) -> _NodeRoute.
+_NODE_ROUTES: dict = {}
+
+
+def _node_call(call, desc, x, since):
+    """``desc`` on ``x`` (one output) recorded by the C++ node, or None where it cannot record now; the
+    next such call on a tensor like ``x`` is served by the call cache's eager entry (``put_eager``)."""
     key = call.key
-    shape = tuple(x.shape)
-    if key is None:                       # arguments that are not plain ints: validated on every call
-        if _concrete(shape) and _concrete(x.stride()):
-            _describe(x, call, dtype)
-        route = _Route(call, shape)
-    else:
-        memo = (key, shape)
-        route = _EAGER.get(memo)
-        if route is None:
-            _describe(x, call, dtype)     # validated before it is remembered
-            if len(_EAGER) >= 1024:
-                _EAGER.clear()
-            route = _EAGER[memo] = _Route(call, shape)
-    if function is _EAGER_FN:
-        record = _recorder(route, call.name)
-        if record is not None:            # the C++ node: the same kernel and adjoint, recorded in C++
-            if key is None or type(x) is not torch.Tensor:
-                return record(x)
-            since = calls.generation()
-            out = record(x)
-            # The next call like this one is recorded and run from C (runtime/calls.py).
-            calls.put_eager(call.name, x, call.args, record, since)
-            return out
-    return function[call.name].apply(x, route)
+    memo = None if key is None else (key, x.dtype, tuple(x.shape))
+    route = _NODE_ROUTES.get(memo) if memo is not None else None
+    if route is None:
+        route = _NodeRoute(call, desc)
+        if memo is not None:
+            if len(_NODE_ROUTES) >= 1024:
+                _NODE_ROUTES.clear()
+            _NODE_ROUTES[memo] = route
+    record = _recorder(route, desc.OPERATOR.lower())      # (grad_fn named as _move_function's)
+    if record is None:
+        return None
+    out = record(x)
+    if memo is not None and route.args is not None and type(x) is torch.Tensor and not (
+            call.ccall is not None and call.ccall[2]):
+        # The next call like this one is recorded and run from C (runtime/calls.py).
+        calls.put_eager(call.name, x, route.args, record, since)
+    return out
 
 
 def _recorder(route, name: str):
@@ -390,7 +350,7 @@ _tracing = torch._C._get_tracing_state
 
 def _eager_ok() -> bool:
     """Whether the call cache's eager entries (the node's recorders) may
-    serve now: the checks ``_through_function`` makes."""
+    serve now: the checks ``_recorder`` makes."""
     return (torch_node._state["module"] is not None and _tracing() is None and not _compiled_autograd()
             and config().torch_node != "off")
 
@@ -672,61 +632,12 @@ def run(call, arrays) -> list:
         return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record and (wrapped or engine.differentiable(desc)):
-        if not wrapped and len(arrays) == 1 and len(desc.outputs) == 1 and not engine.constant_inputs(desc):
-            out = _node_call(call, desc, arrays[0], since)
-            if out is not None:
-                return [out]
-        # (under torch.func transforms, vmap included, the Function routes every call; its
-        # backward and jvp refuse an operator not differentiable for these types)
-        return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
+        return _autograd(call, arrays, desc, since, wrapped)
     if since is not None and arrays[0].device.type == "cuda" and not any(x.is_neg() for x in arrays):
         seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
         x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
         return library.cuda_move(desc, arrays, (call, x, since))
     return library.kernel(desc, arrays)
-
-
-class _NodeRoute:
-    """A family call of one tensor and one output validated on one dtype and shape, as the C++ node's
-    specs (``_Route``'s): the kernel through the call cache (``calls.move``) where the call was offered
-    there, else through the array API with autograd off (which records it there), and the adjoint
-    the operator module declares (``engine.adjoint``)."""
-
-    __slots__ = ("kernel", "adjoint", "recorder")
-
-    def __init__(self, call, desc):
-        if call.ccall is not None:
-            fn, args = getattr(api, call.name), call.ccall[1]
-            self.kernel = (calls.move, calls.OPS[call.name], args, lambda t: fn(t, *args))
-        else:
-            self.kernel = (None, None, (), lambda t: library.kernel(desc, [t])[0])
-        self.adjoint = (None, None, (), lambda g: engine.adjoint(desc, (g,))[0])
-        self.recorder = None
-
-
-#: (call key, dtype, shape) -> _NodeRoute.
-_NODE_ROUTES: dict = {}
-
-
-def _node_call(call, desc, x, since):
-    """``desc`` on ``x`` (one output) recorded by the C++ node, or None where it cannot record now; the
-    next such call on a tensor like ``x`` is served by the call cache's eager entry."""
-    key = call.key
-    memo = None if key is None else (key, x.dtype, tuple(x.shape))
-    route = _NODE_ROUTES.get(memo) if memo is not None else None
-    if route is None:
-        route = _NodeRoute(call, desc)
-        if memo is not None:
-            if len(_NODE_ROUTES) >= 1024:
-                _NODE_ROUTES.clear()
-            _NODE_ROUTES[memo] = route
-    record = _recorder(route, desc.OPERATOR.lower())      # (grad_fn named as _move_function's)
-    if record is None:
-        return None
-    out = record(x)
-    if memo is not None and since is not None and type(x) is torch.Tensor and not call.ccall[2]:
-        calls.put_eager(call.name, x, call.ccall[1], record, since)
-    return out
 
 
 class _MoveRoute:
@@ -780,6 +691,9 @@ class _MoveLinear(torch.autograd.Function):
 
     @staticmethod
     def vmap(info, in_dims, route, *xs):
+        cls, args = type(route.desc), route.call.args
+        if args and hasattr(cls, "batched_args"):         # one call on the batch, as the operator declares
+            return (_batched(cls, getattr(api, route.call.name), xs[0].movedim(in_dims[1], 0), args),), (0,)
         outs = tuple(library.batched(info, in_dims[1:], xs, lambda b: route.call(*b)))
         return outs, (0,) * len(outs)
 
