@@ -268,7 +268,7 @@ def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
 
 
 #: The array-API functions whose repeated calls ``calls.call`` serves (the others': ``calls.move``).
-_PLANNED = frozenset(binding_of(cls).function for cls in OPERATORS.values() if "SCHEMA" in vars(cls))
+_PLANNED = frozenset(b.function for b in map(binding_of, OPERATORS.values()) if b is not None and b.route == "plan")
 
 
 def _spec(name: str, args: tuple) -> tuple:
