@@ -282,16 +282,16 @@ def test_an_adjoint_error_reaches_the_caller_as_itself(node, depth, monkeypatch)
     for mode in ("wait", "off"):                         # (no call cache: its entries hold the specs made first)
         with dml.configure(torch_node=mode, call_cache=False):
             dml.unfold(torch.randn(1, 2, 6, 6, requires_grad=True), 3, 1, 1, 1, 1)
-            for route in torch_adapter._NODE_ROUTES.values():     # the node's adjoint
-                route.adjoint, route.recorder = (None, None, (), _fail), None
+            for route in torch_adapter._ROUTES_AD.values():       # the node's adjoint
+                route.adjoint_spec, route.recorder = (None, None, (), _fail), None
             with monkeypatch.context() as m:                      # the Python Function's
-                m.setattr(torch_adapter._MoveRoute, "adjoint", lambda self, grads, constants=(): _fail(grads))
+                m.setattr(torch_adapter._Route, "adjoint", lambda self, grads, constants=(): _fail(grads))
                 try:
                     a = torch.randn(3, requires_grad=True)
                     with pytest.raises(ValidationError, match="adjoint failed on purpose"):
                         _Reenter.apply(a, depth, lambda t: dml.unfold(t, 3, 1, 1, 1, 1)).sum().backward()
                 finally:
-                    torch_adapter._NODE_ROUTES.clear()
+                    torch_adapter._ROUTES_AD.clear()
 
 
 def test_jit_trace_and_compiled_autograd_take_the_python_route(node):
@@ -373,9 +373,9 @@ def _recorder_route(node):
     x = torch.randn(1, 2, 6, 6, requires_grad=True)
     with dml.configure(torch_node="wait"):
         dml.slice1(x, [0, 0, 0, 0], [1, 2, 6, 6], [1, 1, -1, 1])
-    r = next(r for (key, _, shape), r in torch_adapter._NODE_ROUTES.items()
+    r = next(r for (key, _, shape, _), r in torch_adapter._ROUTES_AD.items()
              if shape == (1, 2, 6, 6) and "slice1" in key and r.args[2] == [1, 1, -1, 1])
-    return x, types.SimpleNamespace(kernel=r.kernel, adjoint=r.adjoint, slot=torch_node.slot(node, "opendml_slice1Backward"))
+    return x, types.SimpleNamespace(kernel=r.kernel, adjoint=r.adjoint_spec, slot=torch_node.slot(node, "opendml_slice1Backward"))
 
 
 def test_a_recorder_is_a_callable_of_one_tensor(node):
@@ -559,3 +559,22 @@ def test_family_calls_take_the_node_and_its_eager_entry(node, name, op, ref, dev
     (rgx,) = torch.autograd.grad(ref(x), x, gr, create_graph=True)
     (rgg,) = torch.autograd.grad((rgx * rgx).sum(), gr)
     assert torch.allclose(gx, rgx) and torch.allclose(gg, rgg)
+
+
+@pytest.mark.parametrize("name,op,ref", [CASES[1], CASES[4], FAMILY_CASES[0]], ids=["slice1", "unfold", "pad"])
+def test_the_python_function_runs_its_kernel_from_the_call_cache(name, op, ref):
+    """Without the node (torch_node="off"), a repeated call autograd records takes the Python Function,
+    whose forward is served by the call cache (not lowered again), with the same values and gradients."""
+    x = torch.randn(2, 3, 6, 8, dtype=torch.float32, requires_grad=True)
+    with dml.configure(torch_node="off"):
+        for _ in range(2):
+            op(x)
+        before = dml.plan_cache_info()["call_cache"]
+        y = op(x)
+        after = dml.plan_cache_info()["call_cache"]
+        assert isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+        assert after["hits"] > before["hits"] and after["misses"] == before["misses"]
+        g = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, g)
+    r = ref(x)
+    assert torch.equal(y, r) and torch.allclose(gx, torch.autograd.grad(r, x, g)[0])

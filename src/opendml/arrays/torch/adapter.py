@@ -95,9 +95,7 @@ def _plan(x, call):
                         return out
             wrapped = _is_functorch_wrapped(x)
             if wrapped or (x.requires_grad and _grad_enabled()) or _fwad._current_level >= 0:
-                since = calls.generation()
-                dtype = numpy_dtype(x, call.name)   # an unsupported dtype or layout says so before anything runs
-                return _autograd(call, [x], _describe(x, call, dtype), since, wrapped)[0]
+                return _autograd(call, [x], None, calls.generation(), wrapped)[0]
             return _kernel(x, call, False)        # the new shape's route was tried above
         return through_op(x, call)
     if mode is _KERNEL:
@@ -255,16 +253,45 @@ def _batched(cls, fn, x, args):
 
 
 def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
-    """``desc`` (``call`` validated on ``arrays``) where autograd records it, whatever the operator: the
-    C++ node for one tensor and one output where it can record now (``_node_call``), else the Python
-    Function (``_MoveLinear``: forward-mode AD, ``torch.func`` transforms, compiled autograd, no node)."""
-    if not wrapped and len(arrays) == 1 and len(desc.outputs) == 1 and not engine.constant_inputs(desc):
-        out = _node_call(call, desc, arrays[0], since)
-        if out is not None:
+    """``call`` on ``arrays`` (``desc``: its validated description, or None where ``_route`` makes it)
+    where autograd records it, whatever the operator: the C++ node for one tensor and one output where it
+    can record now, its repeats served by the call cache's eager entry (``put_eager``), else the Python
+    Function (forward-mode AD, ``torch.func`` transforms, compiled autograd, no node)."""
+    route, memo = _route(call, arrays, desc)
+    desc = route.desc
+    x = arrays[0]
+    if (not wrapped and _state["module"] is not None and len(arrays) == 1 and len(desc.outputs) == 1
+            and not engine.constant_inputs(desc)):
+        record = _recorder(route, desc.OPERATOR.lower())     # (grad_fn named as _move_function's)
+        if record is not None:
+            out = record(x)
+            if memo and route.args is not None and type(x) is torch.Tensor:
+                # The next call like this one is recorded and run from C (runtime/calls.py).
+                calls.put_eager(call.name, x, route.args, record, since)
             return [out]
     # (under torch.func transforms, vmap included, the Function routes every call; its
     # backward and jvp refuse an operator not differentiable for these types)
-    return list(_move_function(desc).apply(_MoveRoute(call, desc, arrays[0].device), *arrays))
+    return list(_move_function(desc, wrapped).apply(route, *arrays))
+
+
+#: (call key, dtype, shape, device) -> _Route: calls of one tensor already validated.
+_ROUTES_AD: dict = {}
+
+
+def _route(call, arrays, desc):
+    """(``call``'s ``_Route`` on ``arrays``, whether it is remembered): one tensor's by its call key, dtype,
+    shape and device; ``desc`` (None: made here where it must be) is the call validated on them."""
+    x = arrays[0]
+    key = call.key
+    memo = None if key is None or len(arrays) != 1 else (key, x.dtype, tuple(x.shape), x.device)
+    route = None if memo is None else _ROUTES_AD.get(memo)
+    if route is None:
+        route = _Route(call, desc if desc is not None else _describe(x, call, numpy_dtype(x, call.name)), x.device)
+        if memo is not None:
+            if len(_ROUTES_AD) >= 1024:
+                _ROUTES_AD.clear()
+            _ROUTES_AD[memo] = route
+    return route, memo is not None
 
 
 #: The array-API functions whose repeated calls ``calls.call`` serves (the others': ``calls.move``).
@@ -278,56 +305,61 @@ def _spec(name: str, args: tuple) -> tuple:
     return (calls.call if name in _PLANNED else calls.move, calls.OPS[name], args, lambda t: fn(t, *args))
 
 
-class _NodeRoute:
-    """A call of one tensor and one output validated on one dtype and shape, as the C++ node's specs:
-    the kernel (``_spec``: the arguments as the function offered them to the call cache), and the adjoint
-    the operator module declares: its array-API call where it states one (``adjoint_call``), else
-    ``engine.adjoint``."""
+class _Route:
+    """A call validated on tensors of given dtypes and shapes, for autograd: re-run it (``call``,
+    ``run``), its adjoint and its linear part (``adjoint``, ``tangent``: the Python Function's), and as the
+    C++ node's call specs (``kernel``, ``adjoint_spec``): the kernel through the call cache (the arguments
+    as the function offered them, ``args``, for one tensor and one output), the adjoint the operator
+    module declares: its array-API call where it states one (``adjoint_call``), else ``engine.adjoint``."""
 
-    __slots__ = ("kernel", "adjoint", "recorder", "args")
+    __slots__ = ("call", "desc", "device", "args", "kernel", "adjoint_spec", "recorder")
 
-    def __init__(self, call, desc):
-        self.args = tuple(call.args) if call.args else call.ccall[1] if call.ccall is not None else None
+    def __init__(self, call, desc, device):
+        self.call, self.desc, self.device = call, desc, device
+        self.args = (None if call.multi or (call.ccall is not None and call.ccall[2]) else tuple(call.args)
+                     if call.args else call.ccall[1] if call.ccall is not None else None)
         self.kernel = (_spec(call.name, self.args) if self.args is not None else
                        (None, None, (), lambda t: library.kernel(desc, [t])[0]))
         stated = getattr(desc, "adjoint_call", None)
         name, args, reshape = stated(desc.inputs[0].sizes, desc.call_args()) if stated else (None, None, None)
-        if name is not None and reshape is None:
-            self.adjoint = _spec(name, tuple(args))
-        else:
-            self.adjoint = (None, None, (), lambda g: engine.adjoint(desc, (g,))[0])
-        self.recorder = None
+        self.adjoint_spec = (_spec(name, tuple(args)) if name is not None and reshape is None else
+                             (None, None, (), lambda g: engine.adjoint(desc, (g,))[0]))
+        self.recorder = None              # the node's apply with this call's grad_fn type and specs bound
 
+    def _differentiable(self):
+        if not engine.differentiable(self.desc):
+            raise UnsupportedError(f"{self.call.name}: {self.desc.OPERATOR} is not differentiable for these types")
 
-#: (call key, dtype, shape) -> _NodeRoute.
-_NODE_ROUTES: dict = {}
+    def run(self, xs) -> tuple:
+        """The kernel on plain ``xs`` (no autograd): from the call cache where it serves the call, else the
+        first five's kernel route or the move program."""
+        if self.args is not None:
+            call = self.call
+            x = xs[0].detach() if _fwad._current_level >= 0 else xs[0]     # a dual tensor's primal alone
+            out = self.kernel[0](self.kernel[1], x, *self.args)
+            if out is not None:
+                return (out,)
+            if call.args:
+                return (_kernel(x, call),)
+        since = calls.generation() if self.call.ccall is not None else None
+        return tuple(_kernel_move(self.call, self.desc, xs, since))
 
+    def adjoint(self, grads, constants=()):
+        self._differentiable()
+        if len(self.desc.inputs) == 1 and len(grads) == 1 and not constants:
+            return (self.adjoint_spec[3](grads[0]),)
+        return engine.adjoint(self.desc, grads, constants)
 
-def _node_call(call, desc, x, since):
-    """``desc`` on ``x`` (one output) recorded by the C++ node, or None where it cannot record now; the
-    next such call on a tensor like ``x`` is served by the call cache's eager entry (``put_eager``)."""
-    key = call.key
-    memo = None if key is None else (key, x.dtype, tuple(x.shape))
-    route = _NODE_ROUTES.get(memo) if memo is not None else None
-    if route is None:
-        route = _NodeRoute(call, desc)
-        if memo is not None:
-            if len(_NODE_ROUTES) >= 1024:
-                _NODE_ROUTES.clear()
-            _NODE_ROUTES[memo] = route
-    record = _recorder(route, desc.OPERATOR.lower())      # (grad_fn named as _move_function's)
-    if record is None:
-        return None
-    out = record(x)
-    if memo is not None and route.args is not None and type(x) is torch.Tensor and not (
-            call.ccall is not None and call.ccall[2]):
-        # The next call like this one is recorded and run from C (runtime/calls.py).
-        calls.put_eager(call.name, x, route.args, record, since)
-    return out
+    def tangent(self, tangents):
+        self._differentiable()
+        lin = self.desc.linear_part()
+        if lin is self.desc and self.args is not None:    # linear: the function itself on the tangent
+            return [getattr(api, self.call.name)(tangents[0], *self.args)]
+        return engine.fixed(lin, self.call.name)(*tangents)
 
 
 def _recorder(route, name: str):
-    """The C++ node's recorder of ``route`` (its ``kernel`` and ``adjoint`` specs, made once and kept in
+    """The C++ node's recorder of ``route`` (its ``kernel`` and ``adjoint_spec``, made once and kept in
     ``route.recorder``), or None where the node cannot record now: not built or off, an open forward-AD
     level, a TorchScript trace, compiled autograd (those need the Python Function)."""
     if _fwad._current_level >= 0 or _tracing() is not None or _compiled_autograd():
@@ -338,7 +370,7 @@ def _recorder(route, name: str):
     record = route.recorder
     if record is None:
         record = route.recorder = node.recorder(torch_node.slot(node, f"opendml_{name}Backward"), route.kernel,
-                                                route.adjoint)
+                                                route.adjoint_spec)
         if _EAGER_CHECK[0] is not node:   # the node's check from now on: _eager_ok's, in C++
             calls.register_torch_eager(node.eager_check(torch_node._state, config.__globals__, vars(sys), _eager_ok))
             _EAGER_CHECK[0] = node
@@ -346,6 +378,7 @@ def _recorder(route, name: str):
 
 
 _tracing = torch._C._get_tracing_state
+_state = torch_node._state
 
 
 def _eager_ok() -> bool:
@@ -628,37 +661,26 @@ def run(call, arrays) -> list:
     wrapped = any(_is_functorch_wrapped(x) for x in arrays)
     record = wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad
                                                                                       for x in arrays))
-    if not record and arrays[0].device.type == "cpu":     # NumPy's route on views, recorded for the caches
-        return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
+    if not record and arrays[0].device.type == "cpu":
+        return _kernel_move(call, None, arrays, since)
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record and (wrapped or engine.differentiable(desc)):
         return _autograd(call, arrays, desc, since, wrapped)
-    if since is not None and arrays[0].device.type == "cuda" and not any(x.is_neg() for x in arrays):
+    return _kernel_move(call, desc, arrays, since)
+
+
+def _kernel_move(call, desc, arrays, since) -> list:
+    """The move program of ``call`` (``desc``; on the CPU None will do) on plain tensors, recorded in the
+    call cache where the function offered the call there (``since``: the cache's generation, read first):
+    on the CPU NumPy's route on views, on CUDA the tensors' GPU."""
+    device = arrays[0].device.type
+    if device == "cpu":
+        return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
+    if since is not None and device == "cuda" and not any(x.is_neg() for x in arrays):
         seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
         x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
         return library.cuda_move(desc, arrays, (call, x, since))
     return library.kernel(desc, arrays)
-
-
-class _MoveRoute:
-    """A validated call: re-run it (``call``), its adjoint and its linear part."""
-
-    __slots__ = ("call", "desc", "device")
-
-    def __init__(self, call, desc, device):
-        self.call, self.desc, self.device = call, desc, device
-
-    def _differentiable(self):
-        if not engine.differentiable(self.desc):
-            raise UnsupportedError(f"{self.call.name}: {self.desc.OPERATOR} is not differentiable for these types")
-
-    def adjoint(self, grads, constants=()):
-        self._differentiable()
-        return engine.adjoint(self.desc, grads, constants)
-
-    def tangent(self, tangents):
-        self._differentiable()
-        return engine.fixed(self.desc.linear_part(), self.call.name)(*tangents)
 
 
 class _MoveLinear(torch.autograd.Function):
@@ -669,7 +691,7 @@ class _MoveLinear(torch.autograd.Function):
     def forward(route, *xs):
         if any(_is_functorch_wrapped(x) for x in xs):      # a lower transform still wraps them: route again
             return tuple(route.call(*xs))
-        return tuple(library.kernel(route.desc, xs))
+        return route.run(xs)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -698,13 +720,28 @@ class _MoveLinear(torch.autograd.Function):
         return outs, (0,) * len(outs)
 
 
+class _MoveEager(torch.autograd.Function):
+    """``_MoveLinear``'s rules in the old-style form (``ctx`` in ``forward``), for calls no ``torch.func``
+    transform wraps: its ``apply`` costs a fraction of the ``setup_context`` form's, which binds its
+    arguments by ``inspect.signature`` on every call."""
+
+    @staticmethod
+    def forward(ctx, route, *xs):
+        _MoveLinear.setup_context(ctx, (route, *xs), None)
+        return route.run(xs)
+
+    backward = staticmethod(_MoveLinear.backward)
+    jvp = staticmethod(_MoveLinear.jvp)
+
+
 _MOVE_FUNCTIONS: dict = {}
 
 
-def _move_function(desc):
-    """``_MoveLinear`` under the operator's name, so a result's ``grad_fn`` says which."""
+def _move_function(desc, wrapped: bool = True):
+    """``_MoveLinear`` (``_MoveEager`` where no ``torch.func`` transform wraps the inputs) under the
+    operator's name, so a result's ``grad_fn`` says which."""
     name = desc.OPERATOR.lower()
-    fn = _MOVE_FUNCTIONS.get(name)
+    fn = _MOVE_FUNCTIONS.get((name, wrapped))
     if fn is None:
-        fn = _MOVE_FUNCTIONS[name] = type(f"opendml_{name}", (_MoveLinear,), {})
+        fn = _MOVE_FUNCTIONS[name, wrapped] = type(f"opendml_{name}", (_MoveLinear if wrapped else _MoveEager,), {})
     return fn

@@ -5,7 +5,7 @@ that.
 Why: a Python ``torch.autograd.Function`` costs tens of microseconds more per
 forward + backward than PyTorch's generated C++ nodes, which decides the
 race on small and mid-size tensors. The node records the same call as the
-Python route (``adapter._NodeRoute``): the same kernel (the call cache's),
+Python route (``adapter._Route``): the same kernel (the call cache's),
 the same adjoint operator through the array API; only where autograd keeps
 the record differs. Forward-mode AD and ``torch.func`` keep the Python
 ``autograd.Function`` (a C++ node has neither).
