@@ -19,7 +19,9 @@ module declares (the first five, which carry their arguments, ``_plan``):
   ``torch.autograd.Function`` (``_MoveLinear``, named per operator:
   ``opendml_<op>``) whose backward is the operator's declared adjoint, whose
   forward-mode derivative is its linear part and whose ``vmap`` rule
-  batches it (in one call where the operator declares ``batched_args``).
+  batches it (in one call where the operator declares ``batched_args``);
+  its old-style twin ``_MoveEager`` (the same rules, a cheaper ``apply``)
+  where no ``torch.func`` transform wraps the inputs.
 * **Operator route**, when a tracer is at work (``torch.compile``, fake or
   functional tensors, a dispatch mode, the meta device): the custom
   operators below (fake implementations, autograd formulas, batching rules),
@@ -684,8 +686,8 @@ def _kernel_move(call, desc, arrays, since) -> list:
 
 
 class _MoveLinear(torch.autograd.Function):
-    """The family's one autograd Function: ``apply(route, *inputs)`` returns
-    every output as a tuple."""
+    """The one autograd Function of every operator: ``apply(route, *inputs)`` (``route``: a ``_Route``)
+    returns every output as a tuple."""
 
     @staticmethod
     def forward(route, *xs):
