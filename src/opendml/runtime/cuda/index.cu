@@ -714,13 +714,14 @@ __device__ __forceinline__ void ix_set_word(uint4& v, int k, W w) {
 // every thread) a row's offsets are one multiply each, else ix_lead's. A row
 // whose either side lies off 16 bytes goes word by word. The loop and the
 // shuffles are uniform over a warp. One piece a lane a step in 32 registers
-// (8 blocks a multiprocessor): on an H200 (copy 4183 GB/s), (4096, 4096, 8)
-// float32 along rows 0.303 ms, 0.90 of copy (bytes read and written, the
-// lengths included), 1.19x torch.flip; float64 (4096, 4096, 4) 0.95, float16
-// (4096, 4096, 16) 0.74, rows of 3 and 7 pieces 0.85 and 0.83, leading axes
-// transposed 0.67. Four pieces a lane a step (72 registers) ran 0.65, two
-// 0.73-0.77; a piece a thread over the rows' pieces, each loading its source
-// pieces after its length, 0.62 (ix_gather_positions 0.34).
+// (8 blocks a multiprocessor): on an H200 (copy 4151-4183 GB/s, two runs),
+// (4096, 4096, 8) float32 along rows 0.303-0.314 ms, 0.87-0.90 of copy
+// (bytes read and written, the lengths included), 1.16-1.19x torch.flip;
+// float64 (4096, 4096, 4) 0.93-0.95, float16 (4096, 4096, 16) 0.74, rows of
+// 3 and 7 pieces 0.85 and 0.80-0.83, leading axes transposed 0.67-0.68.
+// Four pieces a lane a step (72 registers) ran 0.65, two 0.73-0.77; a piece
+// a thread over the rows' pieces, each loading its source pieces after its
+// length, 0.62 (ix_gather_positions 0.34).
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
     constexpr int V = 16 / (int)sizeof(W);
