@@ -19,7 +19,10 @@ Rows (float32; int64 indices, uniformly random, so repeats occur):
 * one_hot (1M indices, depth 128) against ``F.one_hot(...).to(float32)``;
 * reverse_subsequences (512 x 256 x 512 along axes 0, 1 and 2, random
   lengths; 4096 x 4096 x 8 along axis 2: rows of 32 bytes) as a fraction
-  of copy, beside ``torch.flip``
+  of copy, beside ``torch.flip`` and a copy of the same tensor as a user
+  makes it (``torch.empty_like(x).copy_(x)``: its ratio is the fraction of
+  that copy, timed the same way; the 1 GiB copy below amortises its one
+  call's host latency over 4x the bytes)
   (whether opendml's output is the reversal is checked against a PyTorch
   reference built from the lengths).
 
@@ -44,8 +47,12 @@ is the median over --reps of 5 back-to-back calls between CUDA events
 (``gpu_h200.timed_pair``), the functions alternating rep by rep. Each row
 says whether opendml's output equals PyTorch's (``match``: bitwise where
 PyTorch's is deterministic, else to float32 rounding) and whether two of
-opendml's runs gave the same bytes (``same_bytes``). Writes gpu-index.json
-and gpu-index.png to --out.
+opendml's runs gave the same bytes (``same_bytes``). Before timing, the run
+waits for opendml's C++ PyTorch library (``opendml.torch.wait_for_node``:
+built once a machine; a fresh machine's first process compiles it in the
+background for about half a minute, meanwhile the call cache reads tensors
+through Python), so the rows time the route a user's later processes take.
+Writes gpu-index.json and gpu-index.png to --out.
 """
 from __future__ import annotations
 
@@ -73,6 +80,7 @@ def main(argv=None) -> int:
     import torch.nn.functional as F
 
     import opendml as dml
+    import opendml.torch
     from opendml.arrays.index_ops import index_adjoint
     from opendml.model.data_type import DataType
     from opendml.model.tensor_desc import TensorDesc
@@ -85,8 +93,10 @@ def main(argv=None) -> int:
     copy_bw = 2 * x.nbytes / (t_copy * 1e-3) / 1e9
     del x, copy_out
     name = torch.cuda.get_device_name()
-    print(f"device: {name}  torch {torch.__version__}  copy {copy_bw:.0f} GB/s ({t_copy:.3f} ms for 1 GiB)",
-          flush=True)
+    opendml.torch.wait_for_node()     # the route a user's later processes take (the library built once a machine)
+    node = opendml.torch.node_status()
+    print(f"device: {name}  torch {torch.__version__}  copy {copy_bw:.0f} GB/s ({t_copy:.3f} ms for 1 GiB)  "
+          f"node: {node}", flush=True)
     rows = []
 
     def device_time(fn, n=5):
@@ -252,7 +262,8 @@ def main(argv=None) -> int:
         n = n64.to(torch.uint32)
         want = reversed_along(x, n64, axis)
         return (label, lambda: dml.reverse_subsequences(x, n, axis),
-                {"torch.flip (full)": lambda: torch.flip(x, [axis])}, 2 * x.nbytes + n.nbytes,
+                {"torch.flip (full)": lambda: torch.flip(x, [axis]),
+                 "copy, same bytes": lambda: torch.empty_like(x).copy_(x)}, 2 * x.nbytes + n.nbytes,
                 lambda a: bool(torch.equal(a, want)))
     rs = reversal("reverse_subsequences 512x256x512", x6, 0, 512)
     row(*rs)
@@ -277,7 +288,7 @@ def main(argv=None) -> int:
     del rs3, x7
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = {"device": name, "torch": torch.__version__, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,
+    result = {"device": name, "torch": torch.__version__, "node": node, "copy_GBps": copy_bw, "copy_ms_1GiB": t_copy,
               "reps": args.reps, "rows": rows}
     (out / "gpu-index.json").write_text(json.dumps(result, indent=1))
     try:

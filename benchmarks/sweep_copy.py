@@ -11,6 +11,7 @@ import numpy as np
 import opendml as dml
 from opendml.runtime.cuda import launch as cl, tuned as ct
 from opendml.plan import CopyPlan
+from opendml.runtime import params as P
 
 
 def time_kernel(k, grid, args, reps=20):
@@ -75,7 +76,7 @@ def window_items():
                           tuple(t // f for t in p.out_strides[:-1]) + (1,))
             for items in (1, 2, 4, 8):
                 name = f"strided_copy<{cl._SCALAR[w]}, {len(wp.sizes)}, 0, u32, {items}, 0>"
-                params = cl.device_params(ct.copy_params(wp))
+                params = cl.device_params(P.copy_params(wp))
                 grid = (math.ceil(wp.count / (cl.THREADS * items)),)
                 ms = time_kernel(cl._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
                 print(f"window {dtype} word {w} items {items}: {2 * out.nbytes / ms / 1e6:.0f} GB/s")
@@ -105,7 +106,7 @@ def main():
             count = pl.count
             nd = len(pl.sizes)
             name = f"strided_copy<{cl._SCALAR[word]}, {nd}, 0, {ct._index_type(count, items)}, {items}, {pk}>"
-            params = cl.device_params(ct.copy_params(pl))
+            params = cl.device_params(P.copy_params(pl))
             grid = (math.ceil(count / (cl.THREADS * items)),)
             ms = time_kernel(cl._kernel(0, name), grid, (x.data.ptr, out.data.ptr, params))
             print(f"stride 2 {dtype} {label}: {ms:.4f} ms {useful / ms / 1e6:.0f} GB/s")

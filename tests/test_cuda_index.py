@@ -313,6 +313,50 @@ def test_reversal_along_rows_in_16_byte_pieces_matches_the_cpu_bytes(cp, dt, it)
         check(cp, dml.reverse_subsequences, x, rng.integers(0, 5, (1, 7, n)).astype(it), axis=0)
         check(cp, dml.reverse_subsequences, x, rng.integers(0, 9, (3, 1, n)).astype(it), axis=1)
 
+@pytest.mark.parametrize("dt", (np.float16, np.float32, np.float64))
+def test_short_rows_a_warp_several_rows_match_the_cpu_bytes(cp, dt, monkeypatch):
+    """ix_reverse_pieces: a warp takes 32 / Q whole rows of Q 16-byte pieces
+    (lanes left idle where Q does not divide 32), a block the rows starting in
+    its pieces (rows across block boundaries where REVERSE_ROWS is small),
+    several warp-steps a block: every row of whole pieces under 32 words
+    (2-, 4- and 8-byte words), lengths 0, 1, the row less one, the row, past
+    it and the type's largest; leading axes that collapse to one (dense,
+    every other row, the lengths read backwards) and that do not
+    (transposed), 2-D, rows starting off 16 bytes (word by word)."""
+    from opendml.runtime import calls, get_backend
+    from opendml.runtime.cuda import index
+    it = np.uint64 if np.dtype(dt).itemsize == 8 else np.uint32
+    rng = np.random.default_rng(31)
+    word = np.dtype(dt).itemsize
+    top = int(np.iinfo(it).max)
+
+    def lengths(shape, n):
+        out = rng.integers(0, n + 3, shape).astype(it)
+        chosen = [0, 1, n - 1, n, n + 1, top, n // 2, 2, 0, n]
+        out.reshape(-1)[:len(chosen)] = chosen
+        return out
+    for n in range(16 // word, 32, 16 // word):
+        x = values(rng, (37, 61, n), dt)
+        ls = lengths((37, 61, 1), n)
+        check(cp, dml.reverse_subsequences, x, ls, axis=2)
+        check(cp, dml.reverse_subsequences, x, ls, axis=2, views=lambda a: a[:, ::2])             # every other row
+        check(cp, dml.reverse_subsequences, x, ls, axis=2, views=lambda a: a.transpose(1, 0, 2))  # no collapse
+        check(cp, dml.reverse_subsequences, x, ls, axis=2,
+              views=lambda a: a if a.shape[2] > 1 else a[::-1])                                  # lengths backwards
+        check(cp, dml.reverse_subsequences, x[:5].reshape(-1, n), ls[:5].reshape(-1, 1), axis=1)  # 2-D
+        flat = values(rng, (9 * 13 * n + 1,), dt)      # rows starting one word off 16 bytes
+        check(cp, dml.reverse_subsequences, flat, lengths((9, 13, 1), n), axis=2,
+              views=lambda a: a[1:].reshape(9, 13, n) if a.ndim == 1 else a)
+        for rows in (7 * 16, 16):                      # 7 pieces a block, one: rows across blocks
+            monkeypatch.setattr(index, "REVERSE_ROWS", rows)
+            get_backend("cuda:0")._launches.clear()
+            calls.clear()
+            check(cp, dml.reverse_subsequences, x[:7], ls[:7], axis=2)
+        monkeypatch.undo()
+        get_backend("cuda:0")._launches.clear()
+        calls.clear()
+
+
 @pytest.mark.parametrize("framework", ["cupy", "torch"])
 @pytest.mark.parametrize("it", (np.int32, np.int64))
 def test_the_device_index_check_names_the_cpus_first_bad_index(cp, framework, it):

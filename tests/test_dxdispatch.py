@@ -746,6 +746,21 @@ def test_example_model_binds_owned_by_dml_inputs_at_initialisation():
         assert out.tolist() == want
 
 
+def test_example_model_default_input_is_the_command_lines_with_broadcast_dimensions():
+    """Without "Input", a model made from an example holds the command
+    line's default values: a dimension of stride 0 counts once (before,
+    example_model numbered every position, so a stride-0 dimension between
+    others gave other values than `opendml run`)."""
+    from opendml import cli
+    form = {"Operator": "ELEMENT_WISE_IDENTITY",
+            "InputTensor": {"DataType": "INT32", "Sizes": [2, 2, 2], "Strides": [2, 0, 1]},
+            "OutputTensor": {"DataType": "INT32", "Sizes": [2, 2, 2]}}
+    results = dxdispatch.run(dxdispatch.example_model(form), out=open(os.devnull, "w"))
+    want = dml.Device("cpu").run(from_json(form), cli.default_input(from_json(form)))
+    assert want.tolist() == [[[1, 2], [1, 2]], [[3, 4], [3, 4]]]
+    assert results["output"].tolist() == want.reshape(-1).tolist()
+
+
 def test_example_model_reads_inputs_as_the_command_line_does():
     """An example's "Input"/"Inputs" and "ExpectedOutput(s)" are read by the
     one reader the command line uses (jsonform.json_arrays): a lone "Input"

@@ -159,3 +159,16 @@ def test_cuda_buffers_are_filled_printed_and_written_in_pieces(pieces, tmp_path)
                         (tmp_path / "s.npy").read_bytes())
     assert outs["cpu"] == outs["cuda"]
     assert outs["cuda"][0]["f"] == np.ascontiguousarray(x).astype("<f4").tobytes()
+
+
+def test_npy_initialisers_that_are_not_npy_arrays_say_what_they_are(tmp_path):
+    """The .npy header reader the CLI's --input shares: an empty file, a .npz
+    archive and an unread format version are each named."""
+    (tmp_path / "empty.npy").write_bytes(b"")
+    np.savez(tmp_path / "x.npz", x=np.zeros(3))
+    (tmp_path / "zip.npy").write_bytes((tmp_path / "x.npz").read_bytes())
+    (tmp_path / "v9.npy").write_bytes(b"\x93NUMPY\x09\x00" + b"{}" * 8)
+    for name, why in (("empty.npy", "an empty file"), ("zip.npy", r"a .npz archive \(zip\)"),
+                      ("v9.npy", r"format version 9.0 \(versions 1.0, 2.0, 3.0 are read\)")):
+        with pytest.raises(dxdispatch.ModelError, match=rf"sourcePath: cannot read the .npy header: {why}"):
+            run(one({"sourcePath": name}), tmp_path)

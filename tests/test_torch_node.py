@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -276,19 +277,21 @@ class _Reenter(torch.autograd.Function):
 
 
 @pytest.mark.parametrize("depth", [0, 60])
-def test_an_adjoint_error_reaches_the_caller_as_itself(node, depth):
+def test_an_adjoint_error_reaches_the_caller_as_itself(node, depth, monkeypatch):
     from opendml.arrays.torch import adapter as torch_adapter
     for mode in ("wait", "off"):                         # (no call cache: its entries hold the specs made first)
         with dml.configure(torch_node=mode, call_cache=False):
             dml.unfold(torch.randn(1, 2, 6, 6, requires_grad=True), 3, 1, 1, 1, 1)
-            for route in torch_adapter._EAGER.values():
-                route.backward, route.adjoint, route.recorder = _fail, (None, None, (), _fail), None
-            try:
-                a = torch.randn(3, requires_grad=True)
-                with pytest.raises(ValidationError, match="adjoint failed on purpose"):
-                    _Reenter.apply(a, depth, lambda t: dml.unfold(t, 3, 1, 1, 1, 1)).sum().backward()
-            finally:
-                torch_adapter._EAGER.clear()
+            for route in torch_adapter._ROUTES_AD.values():       # the node's adjoint
+                route.adjoint_spec, route.recorder = (None, None, (), _fail), None
+            with monkeypatch.context() as m:                      # the Python Function's
+                m.setattr(torch_adapter._Route, "adjoint", lambda self, grads, constants=(): _fail(grads))
+                try:
+                    a = torch.randn(3, requires_grad=True)
+                    with pytest.raises(ValidationError, match="adjoint failed on purpose"):
+                        _Reenter.apply(a, depth, lambda t: dml.unfold(t, 3, 1, 1, 1, 1)).sum().backward()
+                finally:
+                    torch_adapter._ROUTES_AD.clear()
 
 
 def test_jit_trace_and_compiled_autograd_take_the_python_route(node):
@@ -327,9 +330,11 @@ def test_eager_entries_of_the_call_cache_equal_the_python_route(node, name, op, 
     with dml.configure(torch_node="wait"):
         for _ in range(2):
             op(x)                                   # the second call stores the eager entry
-        hits = dml.plan_cache_info()["call_cache"]["hits"]
+        before = dml.plan_cache_info()["call_cache"]
         y = op(x)
-        assert dml.plan_cache_info()["call_cache"]["hits"] > hits
+        after = dml.plan_cache_info()["call_cache"]
+        # served from C, the node's kernel too: no lookup missed (a kernel spec naming the wrong cache would)
+        assert after["hits"] > before["hits"] and after["misses"] == before["misses"]
         (gx,) = torch.autograd.grad(y, x, g)
         assert not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
         assert type(y.grad_fn).__name__ == want_type and torch.equal(y, want_y) and torch.equal(gx, want_g)
@@ -368,11 +373,9 @@ def _recorder_route(node):
     x = torch.randn(1, 2, 6, 6, requires_grad=True)
     with dml.configure(torch_node="wait"):
         dml.slice1(x, [0, 0, 0, 0], [1, 2, 6, 6], [1, 1, -1, 1])
-    route = next(r for (_, shape), r in torch_adapter._EAGER.items()
-                 if shape == (1, 2, 6, 6) and r.call.name == "slice1" and r.args[2] == [1, 1, -1, 1])
-    if route.slot is None:
-        route.slot = torch_node.slot(node, "opendml_slice1Backward")
-    return x, route
+    r = next(r for (key, _, shape, _), r in torch_adapter._ROUTES_AD.items()
+             if shape == (1, 2, 6, 6) and "slice1" in key and r.args[2] == [1, 1, -1, 1])
+    return x, types.SimpleNamespace(kernel=r.kernel, adjoint=r.adjoint_spec, slot=torch_node.slot(node, "opendml_slice1Backward"))
 
 
 def test_a_recorder_is_a_callable_of_one_tensor(node):
@@ -509,3 +512,69 @@ def test_parameters_and_unkeyed_calls_take_the_node(node):
                 assert torch.equal(y, p.detach().flip(2))
                 (gp,) = torch.autograd.grad(y, p, g)
                 assert torch.equal(gp, g.flip(2))
+
+
+#: Family operators of one tensor and one output, each beside PyTorch's own function.
+FAMILY_CASES = [
+    ("pad", lambda x: dml.pad(x, [0, 0, 1, 2], [0, 0, 2, 1]), lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2))),
+    ("pad-reflect", lambda x: dml.pad(x, [0, 0, 1, 2], [0, 0, 2, 1], "reflection"),
+     lambda x: torch.nn.functional.pad(x, (2, 1, 1, 2), mode="reflect")),
+    ("tile", lambda x: dml.tile(x, [1, 2, 1, 3]), lambda x: x.repeat(1, 2, 1, 3)),
+    ("identity", lambda x: dml.identity(x, 2.0, 0.5), lambda x: 2 * x + 0.5),
+    ("cast", lambda x: dml.cast(x, "float32"), lambda x: x.float()),
+    ("space_to_depth", lambda x: dml.space_to_depth(x, 2, "CRD"), lambda x: torch.nn.functional.pixel_unshuffle(x, 2)),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,op,ref", FAMILY_CASES, ids=[c[0] for c in FAMILY_CASES])
+def test_family_calls_take_the_node_and_its_eager_entry(node, name, op, ref, device):
+    """A family call of one tensor that autograd records takes the C++ node (not the Python Function), its
+    repeats the call cache's eager entry (keyed by every argument kind: floats, strings, dtypes); values,
+    gradients and second derivatives equal the Python Function's and PyTorch's own."""
+    dtype = torch.float32 if name == "tile" else torch.float64       # (TILE takes no float64)
+    x = torch.randn(2, 3, 6, 8, dtype=dtype, device=_device(device), requires_grad=True)
+    g = torch.randn_like(op(x.detach()))
+    want_y, want_type, native, want_g = _run(op, x, g, "off")
+    assert not native
+    r = ref(x)
+    (rg,) = torch.autograd.grad(r, x, g)
+    assert torch.equal(want_y, r) and torch.allclose(want_g, rg)     # (sums in another order: reflection)
+    with dml.configure(torch_node="wait"):
+        for i in range(3):
+            before = dml.plan_cache_info()["call_cache"]
+            y = op(x)
+            assert type(y.grad_fn).__name__ == want_type and want_type.startswith("opendml_")
+            assert not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+            (gx,) = torch.autograd.grad(y, x, g)
+            assert torch.equal(y, want_y) and torch.equal(gx, want_g)
+        after = dml.plan_cache_info()["call_cache"]                  # the last one served from C, no lookup missed
+        assert after["hits"] > before["hits"] and after["misses"] == before["misses"]
+        gr = g.detach().requires_grad_()
+        (gx,) = torch.autograd.grad(op(x), x, gr, create_graph=True)
+        assert not isinstance(gx.grad_fn, torch.autograd.function.BackwardCFunction)   # the adjoint, by the node too
+        (gg,) = torch.autograd.grad((gx * gx).sum(), gr)
+        if device == "cpu" and dtype == torch.float64 and name != "cast":
+            assert torch.autograd.gradgradcheck(op, (x,))
+    (rgx,) = torch.autograd.grad(ref(x), x, gr, create_graph=True)
+    (rgg,) = torch.autograd.grad((rgx * rgx).sum(), gr)
+    assert torch.allclose(gx, rgx) and torch.allclose(gg, rgg)
+
+
+@pytest.mark.parametrize("name,op,ref", [CASES[1], CASES[4], FAMILY_CASES[0]], ids=["slice1", "unfold", "pad"])
+def test_the_python_function_runs_its_kernel_from_the_call_cache(name, op, ref):
+    """Without the node (torch_node="off"), a repeated call autograd records takes the Python Function,
+    whose forward is served by the call cache (not lowered again), with the same values and gradients."""
+    x = torch.randn(2, 3, 6, 8, dtype=torch.float32, requires_grad=True)
+    with dml.configure(torch_node="off"):
+        for _ in range(2):
+            op(x)
+        before = dml.plan_cache_info()["call_cache"]
+        y = op(x)
+        after = dml.plan_cache_info()["call_cache"]
+        assert isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+        assert after["hits"] > before["hits"] and after["misses"] == before["misses"]
+        g = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, g)
+    r = ref(x)
+    assert torch.equal(y, r) and torch.allclose(gx, torch.autograd.grad(r, x, g)[0])

@@ -20,14 +20,15 @@ import json
 import math
 import os
 import sys
-import tokenize
 from importlib import resources
 
 import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import from_json, json_arrays, loads, open_checked, read_regular, tensor_to_json, to_json
+from .jsonform import (NpyError, from_json, json_arrays, loads, npy_header, open_checked, read_regular,
+                       tensor_to_json, text_limit, to_json)
+from .jsonform import default_input as pages_input
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -93,23 +94,17 @@ DEFAULT_MAX_BYTES = 2 << 30
 
 def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None = None,
                   name: str | None = None) -> np.ndarray:
-    """The pages' convention: 1..N (0..N-1 for UNFOLD and FOLD) in row-major
-    order, in the input's type (wrapping as C does). Dimensions of stride 0
-    hold one element in memory, so they are counted once and the values are
-    repeated along them: the array built has only the distinct elements (a
-    read-only broadcast view gives the tensor's shape), whatever the sizes.
-    ``tensor``/``name``: which input (default: the first)."""
+    """``jsonform.default_input`` of an input (``tensor``/``name``; default:
+    the first) from the operator's ``DEFAULT_INPUT_START`` (1..N, 0..N-1 for
+    UNFOLD and FOLD), refused where its distinct elements would take more
+    than ``max_bytes``."""
     t = tensor if tensor is not None else desc.input_tensor
     name = name if name is not None else desc.TENSORS[0]
-    distinct = tuple(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides))
-    nbytes = math.prod(distinct) * t.element_size
+    nbytes = math.prod(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides)) * t.element_size
     if max_bytes is not None and nbytes > max_bytes:
         raise UsageError(f"{name}: the default input would take {nbytes} bytes (Sizes {list(t.sizes)}); "
                          f"--max-bytes allows {max_bytes}: pass --input, or raise --max-bytes")
-    values = np.arange(desc.DEFAULT_INPUT_START, desc.DEFAULT_INPUT_START + math.prod(distinct), dtype=np.int64)
-    with np.errstate(over="ignore"):
-        x = values.astype(t.data_type.numpy_dtype).reshape(distinct)
-    return x if distinct == t.sizes else np.broadcast_to(x, t.sizes)
+    return pages_input(t, desc.DEFAULT_INPUT_START)
 
 
 def _refuse(what: str, limit: int = 0):
@@ -129,24 +124,10 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
     """A .npy file holding an array of ``t``'s sizes and data type (either byte
     order). The header and the file's length are checked before any data is
     read, so a file that claims a huge array costs nothing."""
-    fmt = np.lib.format
     what = f"--input {path}"
     try:
         with open_checked(path, _refuse(what)) as f:
-            head = f.read(len(fmt.MAGIC_PREFIX))
-            if head != fmt.MAGIC_PREFIX:
-                kind = ("an empty file" if not head else "a .npz archive (zip); extract one of its .npy arrays"
-                        if head.startswith(b"PK") else "not a .npy file (no NumPy magic)")
-                raise UsageError(f"{what}: cannot read a .npy array: {kind}")
-            f.seek(0)
-            version = fmt.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = fmt.read_array_header_1_0(f, max_header_size=10000)
-            elif version == (2, 0):
-                shape, fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=10000)
-            else:
-                raise UsageError(f"{what}: cannot read a .npy array: format version {version[0]}.{version[1]} "
-                                 f"(1.0 and 2.0 are read)")
+            shape, fortran, dtype = npy_header(f)
             if tuple(shape) != t.sizes:
                 raise UsageError(f"{what}: shape {list(shape)} must equal {name}.Sizes {list(t.sizes)}")
             want = t.data_type.numpy_dtype
@@ -163,10 +144,8 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
             x = np.fromfile(f, dtype=dtype, count=count)
     except OSError as e:
         raise UsageError(f"{what}: cannot read a .npy array: {e.strerror or e}") from None
-    except (ValueError, SyntaxError, EOFError, TypeError, MemoryError, RecursionError, UnicodeError,
-            tokenize.TokenError) as e:                # a header cut short or malformed
-        why = f"a malformed header ({e.args[0]})" if isinstance(e, tokenize.TokenError) else _one_line(e)
-        raise UsageError(f"{what}: cannot read a .npy array: {why}") from None
+    except NpyError as e:
+        raise UsageError(f"{what}: cannot read a .npy array: {e}") from None
     x = x.reshape(shape[::-1]).T if fortran else x.reshape(shape)
     return x.astype(want, copy=False)  # native byte order
 
@@ -291,16 +270,9 @@ def _text(value) -> str:
     return " ".join(text.split())[:200]
 
 
-def spec_limit(max_bytes: int = DEFAULT_MAX_BYTES) -> int:
-    """The most bytes a description file may hold: a sixteenth of
-    ``max_bytes`` (parsed JSON takes up to about 16 bytes of memory per byte
-    of text), at least 1 MiB."""
-    return max(max_bytes // 16, 1 << 20)
-
-
 def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
-    """A description file: a regular UTF-8 file of at most ``spec_limit(max_bytes)`` bytes."""
-    limit = spec_limit(max_bytes)
+    """A description file: a regular UTF-8 file of at most ``text_limit(max_bytes)`` bytes."""
+    limit = text_limit(max_bytes)
     return loads(read_regular(path, limit, _refuse(path, limit)))
 
 

@@ -17,6 +17,7 @@ output range (these operators do not run in place).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence, Set
@@ -162,35 +163,24 @@ class Buffer:
             # a new packed array of every element (a stride of 0 repeats one)
             return alloc.output(w, view.shape, view.dtype, lambda *_: np.array(view))
 
+    @contextlib.contextmanager
     def _elements(self, offset: int, tensor: TensorDesc, write: bool):
         """A context giving the tensor's elements as a NumPy view: of the
         storage itself on the CPU, else of a host copy of the elements' byte
-        span only (written back on exit when ``write``)."""
-        return _ElementView(self, offset, tensor, write)
+        span only (written back on a clean exit when ``write``)."""
+        span, storage = tensor.min_size_in_bytes, self._storage      # every element lies in [0, span)
+        if isinstance(storage, np.ndarray) and storage.dtype == np.uint8 and storage.ndim == 1:
+            yield host_view(storage[offset:offset + span], tensor)    # CPU: in place
+            return
+        raw = self.device.backend.read_bytes(storage, offset, span)
+        yield host_view(raw, tensor)
+        if write:
+            self.device.backend.write_bytes(storage, offset, raw)
 
     def _check_range(self, offset: int, nbytes: int, where: str) -> None:
         if offset < 0 or offset + nbytes > self.size_in_bytes:
             raise BindingError(f"{where}: bytes [{offset}, {offset + nbytes}) must lie inside the buffer "
                                f"of {self.size_in_bytes} bytes")
-
-
-class _ElementView:
-    def __init__(self, buffer: Buffer, offset: int, tensor: TensorDesc, write: bool):
-        self.buffer, self.offset, self.tensor, self.write = buffer, offset, tensor, write
-        self.raw = None
-
-    def __enter__(self) -> np.ndarray:
-        b, t = self.buffer, self.tensor
-        span = t.min_size_in_bytes          # every element lies in [0, span)
-        storage = b._storage
-        if isinstance(storage, np.ndarray) and storage.dtype == np.uint8 and storage.ndim == 1:
-            return host_view(storage[self.offset:self.offset + span], t)       # CPU: in place
-        self.raw = b.device.backend.read_bytes(storage, self.offset, span)
-        return host_view(self.raw, t)
-
-    def __exit__(self, exc_type, *exc) -> None:
-        if self.raw is not None and self.write and exc_type is None:
-            self.buffer.device.backend.write_bytes(self.buffer._storage, self.offset, self.raw)
 
 
 def _check_tensor_arg(tensor, where: str) -> None:

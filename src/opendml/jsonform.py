@@ -15,6 +15,7 @@ import json
 import math
 import os
 import stat
+import tokenize
 
 import numpy as np
 
@@ -188,6 +189,14 @@ def open_checked(path, fail):
     return f
 
 
+def text_limit(max_bytes: int) -> int:
+    """The most bytes a JSON file (a description, a DxDispatch model) may hold
+    under a memory limit of ``max_bytes``: a sixteenth of it (parsed JSON takes
+    up to about 16 bytes of memory per byte of text: a list of numbers becomes
+    Python objects), at least 1 MiB."""
+    return max(max_bytes // 16, 1 << 20)
+
+
 def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
     """The text of the regular file ``path`` (see ``open_regular``), of at
     most ``limit`` bytes, decoded. Each refusal calls ``fail(reason,
@@ -210,6 +219,49 @@ def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
         return raw.decode(encoding)
     except UnicodeDecodeError:
         fail("text", encoding)
+
+
+class NpyError(ValueError):
+    """Why ``npy_header`` cannot read a .npy header (its message)."""
+
+
+def npy_header(f, versions=((1, 0), (2, 0))):
+    """``(shape, fortran order, dtype)`` of the .npy file ``f`` (read from its
+    start; ``versions``: the format versions taken), or an ``NpyError``
+    saying why not: no NumPy magic (an empty file, a .npz archive), another
+    format version, a header cut short or malformed."""
+    fmt = np.lib.format
+    try:
+        head = f.read(len(fmt.MAGIC_PREFIX))
+        if head != fmt.MAGIC_PREFIX:
+            raise NpyError("an empty file" if not head else "a .npz archive (zip); extract one of its .npy arrays"
+                           if head.startswith(b"PK") else "not a .npy file (no NumPy magic)")
+        f.seek(0)
+        version = fmt.read_magic(f)
+        if version not in versions:
+            raise NpyError(f"format version {version[0]}.{version[1]} (versions "
+                           f"{', '.join(f'{a}.{b}' for a, b in versions)} are read)")
+        reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        return reader(f, max_header_size=10000)
+    except NpyError:
+        raise
+    except (ValueError, SyntaxError, EOFError, TypeError, MemoryError, RecursionError, UnicodeError,
+            tokenize.TokenError) as e:                # a header cut short or malformed
+        raise NpyError(f"a malformed header ({e.args[0]})" if isinstance(e, tokenize.TokenError) else
+                       " ".join(str(e).split())[:200] or type(e).__name__) from None
+
+
+def default_input(t: TensorDesc, start: int) -> np.ndarray:
+    """The pages' example input for tensor ``t``: ``start, start + 1, ...`` in
+    row-major order, in ``t``'s type (wrapping as C does). Dimensions of
+    stride 0 hold one element in memory, so they are counted once and the
+    values repeated along them (a read-only broadcast view of ``t``'s shape
+    over the distinct elements only)."""
+    distinct = tuple(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides))
+    with np.errstate(over="ignore"):
+        x = np.arange(start, start + math.prod(distinct), dtype=np.int64).astype(t.data_type.numpy_dtype)
+    x = x.reshape(distinct)
+    return x if distinct == t.sizes else np.broadcast_to(x, t.sizes)
 
 
 def _int_list(obj, key, path):

@@ -22,8 +22,9 @@ output slot (``dst``), run in order. The pass kinds:
 Offsets are relative to element 0 of the bound range of the slot;
 ``MovePlan.in_spans``/``out_spans`` say which elements the program touches,
 so a backend checks once that it stays inside what was bound. ``CopyPlan``
-is canonicalised here for every backend (size-1 dimensions dropped, ordered
-by output stride, neighbours that walk memory as one merged).
+and ``ScatterPlan`` are canonicalised here for every backend (size-1
+dimensions dropped, ordered by output stride, neighbours that walk memory as
+one merged).
 """
 from __future__ import annotations
 
@@ -197,6 +198,25 @@ class ScatterPlan(_Sized):
 
     out_count = _Sized.count
     in_span, out_span = _spans(lambda p: p.taken, lambda p: p.sizes)
+
+    def canonical(self, cpu: bool = False) -> "ScatterPlan":
+        """Size-1 dimensions that take one element dropped, a stable order by
+        output stride (largest first), and a fully covered dimension with step
+        1 merged into the one outside it where that one has step 1 (or, for
+        the CPU kernels, ``cpu``, takes one element) and both walk memory as
+        one (``odml_scatter_canonical`` in C)."""
+        dims = sorted((d for d in zip(self.sizes, self.out_strides, self.first, self.step, self.taken,
+                                      self.in_strides) if d[0] != 1 or d[4] != 1), key=lambda d: d[1], reverse=True)
+        merged: list = []
+        for n, o, f, s, t, i in dims:
+            if merged and f == 0 and s == 1 and t == n:
+                pn, po, pf, ps, pt, pi = merged[-1]
+                if (ps == 1 or (cpu and pt == 1)) and po == o * n and pi == i * n:
+                    merged[-1] = (pn * n, o, pf * n, 1, pt * n, i)
+                    continue
+            merged.append((n, o, f, s, t, i))
+        n, o, f, s, t, i = zip(*(merged or [(1, 1, 0, 1, 1, 1)]))
+        return ScatterPlan(self.element_size, n, self.out_offset, o, f, s, t, self.in_offset, i)
 
 
 #: ``AxisMap.mode`` values: how a destination coordinate outside the source

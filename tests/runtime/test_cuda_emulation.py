@@ -714,8 +714,12 @@ def test_canonical_scatter_merges_the_full_dimensions():
     from opendml.plan import ScatterPlan
     plan = ScatterPlan(4, (64, 256, 128, 128), 0, (256 * 128 * 128, 128 * 128, 128, 1), (0, 0, 8, 8),
                        (1, 1, 1, 1), (64, 256, 112, 112), 0, (256 * 112 * 112, 112 * 112, 112, 1))
-    c = ct.canonical_scatter(plan)
+    c = plan.canonical()
     assert c.sizes == (16384, 128, 128) and c.first == (0, 8, 8) and c.taken == (16384, 112, 112)
+    # an outer dimension taking one element (step 2) merges for the CPU kernels only (as in C)
+    one = ScatterPlan(4, (4, 8), 0, (8, 1), (1, 0), (2, 1), (1, 8), 0, (8, 1))
+    assert one.canonical().sizes == (4, 8)
+    assert one.canonical(cpu=True) == ScatterPlan(4, (32,), 0, (1,), (8,), (1,), (8,), 0, (1,))
     w, rev, wp = ct.scatter_word_plan(plan, 0, 0)
     assert (w, rev, wp.sizes, wp.first, wp.taken) == (16, 0, (16384, 128, 32), (0, 8, 2), (16384, 112, 28))
 

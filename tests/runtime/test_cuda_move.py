@@ -4,7 +4,7 @@ Without a GPU: move.cu compiles with nvcc; its conversion functions, built for
 the host with g++, give the CPU backend's bytes for every pair of the 11 types
 (NaN payloads, infinities, -0.0, out-of-range values, subnormals, scale/bias);
 the backend's kernel passes (canonical dimensions, the fused padding program,
-fills), executed by a NumPy emulation of move_copy/move_fill, and the launch
+fills), executed by a NumPy emulation of the copy and fill passes, and the launch
 parameters move_steps builds (move_vec, move_tile's tiles, move_fill), give
 the CPU backend's bytes for every family operator.
 
@@ -102,7 +102,7 @@ def test_move_kernels_compile_with_nvcc(tmp_path, path):
 
 def test_move_kernels_take_parameters_by_value():
     src = cl.MOVE_KERNELS.read_text() + cl.LAYOUT_KERNELS.read_text()
-    for name in ("move_copy", "move_vec", "move_tile", "move_fill", "move_transpose", "move_padw", "move_padr"):
+    for name in ("move_vec", "move_tile", "move_fill", "move_transpose", "move_padw", "move_padr"):
         assert f"{name}(const " in src
         assert "const ODML_GRID_CONSTANT odml_move_params params) {\n    const odml_move_params* __restrict__ p = &params;" in src
         assert f"template __global__ void {name}<" in src
@@ -160,7 +160,7 @@ def test_scale_bias_matches_cpu_bit_for_bit(host_convert, st):
 
 
 def emulate(plan, srcs, dsts, **kw):
-    """move_copy / move_fill / strided_copy semantics on the backend's kernel
+    """copy-pass / move_fill / strided_copy semantics on the backend's kernel
     passes, in NumPy (plain copies by element, conversions by the CPU's
     convert_array: the conversion itself is checked above)."""
     for k in cs.kernel_passes(plan, **kw):
@@ -194,7 +194,7 @@ def emulate_pass(k, srcs, dsts):
 def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move", fuse=None):
     """The launches ``cs.move_steps`` picks (plain passes forced off
     strided_copy), executed from their parameter blocks: move_vec/move_fill
-    as move_copy/move_fill over params.dim[:rank], move_tile as R x V tiles
+    as a copy pass or move_fill over params.dim[:rank], move_tile as R x V tiles
     over its group index space (dims[:rank]) with X = dim[rank] and
     Y = dim[rank + 1]."""
     ptrs = ptrs or [0] * max(len(srcs), len(dsts))

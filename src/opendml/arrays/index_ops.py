@@ -523,8 +523,7 @@ def index_primal(primal, wrt: int, data, indices):
                 [data, indices], shape)
 
 
-# What the operator modules' ``adjoint`` methods call (``engine.ADJOINT_API``,
-# the namespace ``opendml.ops._spec.AdjointApi`` documents), as the family's
-# own functions are registered there.
+# What the operator modules' ``adjoint`` methods call (``engine.ADJOINT_API``),
+# as the family's own functions are registered there.
 for _name in ("index_adjoint", "index_primal"):
     setattr(engine._AdjointApi, _name, staticmethod(globals()[_name]))

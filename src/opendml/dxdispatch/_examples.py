@@ -8,7 +8,7 @@ import numpy as np
 
 from ..device import Device
 from ..model.tensor_desc import TensorFlags
-from ..jsonform import from_json, json_arrays, to_json
+from ..jsonform import default_input, from_json, json_arrays, to_json
 
 # -- the bundled examples as models ----------------------------------------------------------
 
@@ -62,12 +62,9 @@ def example_model(example: dict) -> dict:
     where an operator has several."""
     desc = from_json(example)
     in_names, out_names = _example_names(desc)
-    start = getattr(desc, "DEFAULT_INPUT_START", 1)
     resources = {}
     for name, t, x in zip(in_names, desc.inputs, _example_arrays(example, "Input", desc, "input")):
-        if x is None:
-            with np.errstate(over="ignore"):
-                x = np.arange(start, start + math.prod(t.sizes)).astype(t.data_type.numpy_dtype).reshape(t.sizes)
+        x = default_input(t, desc.DEFAULT_INPUT_START) if x is None else x
         raw = Device("cpu").upload(x, t).read()
         elements = raw[:len(raw) // t.element_size * t.element_size].view(t.data_type.numpy_dtype)
         resources[name] = {"initialValuesDataType": t.data_type.name,

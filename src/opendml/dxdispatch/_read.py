@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..jsonform import MAX_DEPTH, MAX_INT_DIGITS, check_depth, check_keys, parse_object, read_regular
+from ..jsonform import text_limit as model_limit
 from ..model._checks import UINT64_MAX, type_name as _type_name
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
@@ -130,13 +131,6 @@ def loads(text: str) -> dict:
                         f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep",
                         parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant,
                         object_pairs_hook=_no_duplicates)
-
-
-def model_limit(max_bytes: int) -> int:
-    """The most bytes a model file may hold under ``max_bytes``: a sixteenth
-    of it (parsed JSON takes up to about 16 bytes of memory per byte of text:
-    a list of numbers becomes Python objects), at least 1 MiB."""
-    return max(max_bytes // 16, 1 << 20)
 
 
 def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES

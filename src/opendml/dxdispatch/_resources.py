@@ -7,7 +7,6 @@ import math
 import os
 import stat
 import sys
-import tokenize
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from ..model._checks import UINT32_MAX
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError
 from ..model.tensor_desc import round_up_4
-from ..jsonform import open_checked
+from ..jsonform import NpyError, npy_header, open_checked
 from ._read import (_DATA_TYPES, ModelError, _array_values, _check_keys, _data_type, _model_path, _q, _scalar,
                     _short, _type_name, _uint)
 
@@ -300,23 +299,10 @@ def _npy_header(f, size: int, dt: DataType | None, w: str, budget: _Budget):
     """A .npy file's header checked: ``(bytes of data, DataType, (numpy dtype
     as stored, native dtype, shape, fortran order, data offset))``. A header
     cut short or malformed is a ``ModelError``."""
-    fmt = np.lib.format
     try:
-        if f.read(len(fmt.MAGIC_PREFIX)) != fmt.MAGIC_PREFIX:
-            raise ModelError(f"{w}: not a .npy file (no NumPy magic)")
-        f.seek(0)
-        version = fmt.read_magic(f)
-        if version not in ((1, 0), (2, 0), (3, 0)):
-            raise ModelError(f"{w}: .npy format version {version[0]}.{version[1]} cannot be read")
-        reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-        shape, fortran, dtype = reader(f, max_header_size=10000)
-    except ModelError:
-        raise
-    except (ValueError, SyntaxError, EOFError, TypeError, MemoryError, RecursionError, UnicodeError,
-            tokenize.TokenError) as e:
-        why = f"malformed ({e.args[0]})" if isinstance(e, tokenize.TokenError) else \
-            " ".join(str(e).split())[:200] or type(e).__name__
-        raise ModelError(f"{w}: cannot read the .npy header: {why}") from None
+        shape, fortran, dtype = npy_header(f, ((1, 0), (2, 0), (3, 0)))
+    except NpyError as e:
+        raise ModelError(f"{w}: cannot read the .npy header: {e}") from None
     if not isinstance(dtype, np.dtype) or dtype.hasobject or dtype.names or dtype.subdtype is not None:
         raise ModelError(f"{w}: the .npy array's dtype {dtype} has no DirectML data type")
     native = dtype.newbyteorder("=")

@@ -5,39 +5,14 @@ program (``plan.MovePlan``, every operator's one plan type).
 DxDispatch runner) to the descriptions: adding an operator is one module plus
 one line here. May import ``opendml.model`` and ``opendml.plan`` only.
 
-What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
+What every operator class declares (``OPERATOR``, ``TYPE_VALUE``,
+``SUPPORT``, ``SLOTS``/``TENSORS``, ``FIELDS``, ``COUNTS``,
+``DEFAULT_INPUT_START``, its ``_passes``) and what a description offers
+(``inputs``, ``outputs``, ``named_tensors``, ``validate``, ``lower``) is
+written once, in ``_common.OperatorDesc``'s docstring; the slot and field
+kinds (``Tensor``, ``Field``/``IntArray``, ``UInt``, ``Int``, ``Float``,
+``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``) in ``_spec``. Beside those:
 
-* ``OPERATOR``: DirectML's name without ``DML_OPERATOR_`` (``"PADDING1"``);
-  ``TYPE_VALUE``: its ``DML_OPERATOR_TYPE`` value in ``DirectML.h``;
-  ``SUPPORT``: one ``SupportRow(level, ranks, types)`` per tensor-support
-  table of its page, written as the steps its ranks and types take
-  (``support({"1_0": 4, "3_0": (1, 8)}, first=FLOAT16_32)``); the first
-  row's level is its ``INTRODUCED``, the level it came with.
-* ``SLOTS``: its tensors in the struct's order, each a
-  ``Tensor(json, attr, role="input"|"output", many=False, optional=False)``:
-  ``json`` DirectML's field name, ``attr`` the dataclass attribute, ``many``
-  for an array of tensors (JOIN's ``InputTensors``, SPLIT's
-  ``OutputTensors``: the attribute holds a tuple), ``optional`` where the
-  description may leave it None and the sizes are derived. An operator of
-  single tensors, one output last, may give ``TENSORS`` (their names) and
-  ``OUTPUT_DERIVABLE`` instead, ``SLOTS`` then derived from them; its
-  ``TENSORS`` default to its dataclass fields named ``*_tensor``, in order
-  (``indices_tensor`` is ``IndicesTensor``).
-* ``FIELDS``: the other struct fields in order, each a kind of ``_spec`` with
-  its DirectML name and attribute: ``Field``/``IntArray`` (an array of
-  integers, with the ``fill`` used when the JSON leaves it out), ``UInt``,
-  ``Int``, ``Float``, ``Bool``, ``Enum(enum=PaddingMode | DepthSpaceOrder |
-  DataType)``, ``ScalarUnion(type_field=...)`` (a ``DML_SCALAR_UNION`` typed
-  by a sibling ``DML_TENSOR_DATA_TYPE`` field: PADDING1's
-  ``PaddingValueDataType``/``PaddingValue``), ``Struct(struct=ScaleBias)``
-  (a ``_Maybenull_`` pointer to a struct: IDENTITY's ``ScaleBias``). Each has
-  a ``default`` (``REQUIRED``, a value, or a callable of the values parsed so
-  far).
-* ``COUNTS``: DirectML's count fields mapped to the array each counts
-  (``{"DimensionCount": "StartPadding"}``, ``{"InputCount": "InputTensors"}``);
-  the JSON form accepts them and checks them, the description does not store
-  them.
-* ``DEFAULT_INPUT_START``: where the pages' example inputs start (1 or 0).
 * ``C_LOWERING``/``C_INDEX``: the number of its never-seen shapes' C lowering
   (newshape.h's ``ODML_LOWER_*``; runtime/native/newshape_index.c's), where
   it has one; ``chunking()``: which input axes a block-wise run (Dask) needs
@@ -56,12 +31,6 @@ What an operator class declares (see ``_common.OperatorDesc`` and ``_spec``):
   C new-shape route runs (the move program's tuned pass, lowering number
   ``runtime.calls.LOWER_PLAIN | C_PLAIN``); tests/test_newshape_lowering.py
   compares the two.
-
-A description offers ``inputs``/``outputs`` (every tensor in slot order) and
-``named_tensors(role)`` (``("InputTensors[1]", desc)`` pairs), ``validate(level)``
-(the support tables for every tensor, then the operator's own
-``_validate_level``), and ``lower()`` (its move program: the passes its
-``_passes(layouts)`` gives, framed by ``OperatorDesc.lower``).
 """
 from ._common import OperatorDesc, SupportRow, support
 from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, IntArray, PaddingMode, ScalarUnion,

@@ -394,9 +394,10 @@ def snake(name: str) -> str:
 #   Bias, a constant PADDING's value), or None where it is not differentiable
 #   for its types. Forward-mode AD applies it to the tangents.
 # * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array
-#   per input, written with the opendml operators of ``api`` (an
-#   ``AdjointApi``, handed down: the operator modules never import the array
-#   layer), so a gradient of a gradient takes the same routes again.
+#   per input, written with the opendml operators of ``api``
+#   (``opendml.arrays.engine.ADJOINT_API``: the array API's functions and
+#   ``reshape(x, shape)``, ``sum(x, axes)``, handed down: the operator
+#   modules never import the array layer), so a gradient of a gradient takes the same routes again.
 # * ``ADJOINT_INPUTS`` (optional): input positions whose values the adjoint
 #   reads (index tensors), passed after the cotangents; they get no gradient.
 # * ``chunking()`` (Dask): ``{input axis: 0 or m}``, the axes a block-wise run
@@ -409,16 +410,6 @@ def snake(name: str) -> str:
 #   ``WINDOW_SUMS`` (their sums back into an image: FOLD).
 
 GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_sums"
-
-
-class AdjointApi:
-    """What ``adjoint`` may call (``opendml.arrays.front.ADJOINT_API`` is the
-    instance): the array API's functions (any framework), and the
-    framework-neutral ``reshape(x, shape)`` and ``sum(x, axes)`` (the axes
-    summed are dropped)."""
-
-    identity = cast = pad = join = split = tile = space_to_depth = depth_to_space = None
-    slice1 = slice_grad = unfold = fold = reshape = sum = None
 
 
 def is_float(data_type) -> bool:

@@ -19,7 +19,10 @@ A PyTorch tensor that autograd must record (``requires_grad`` with grad mode
 on) is served by an eager entry (``put_eager``) where opendml's C++ autograd
 node is in use: the node's recorder for the call, which records it and runs
 its kernel (again through this cache); ``register_torch_eager``'s check (no
-TorchScript trace, no compiled autograd, the node on) comes first.
+TorchScript trace, no compiled autograd, the node on) comes first. ``call``
+(the first five) and ``move`` (a family function of one tensor) find these
+entries alike: keyed by the operator, its arguments as ``move`` keys them and
+the tensor.
 
 The data-movement family (``identity``, ``cast``, ``pad``, ``join``,
 ``split``, ``tile``, ``space_to_depth``, ``depth_to_space``) on NumPy arrays

@@ -6,10 +6,12 @@ and checks it against these declarations."""
 from __future__ import annotations
 
 import ctypes
+import math
 import pathlib
 
 __all__ = ["HEADER", "MAX_RANK", "MAX_SPATIAL", "MAX_MOVE_RANK", "SUM_INTEGER", "SUM_FLOAT", "CopyParams",
-           "WindowDim", "UnfoldParams", "FoldParams", "ScatterParams", "MoveDim", "MoveParams", "STRUCTS"]
+           "WindowDim", "UnfoldParams", "FoldParams", "ScatterParams", "MoveDim", "MoveParams", "STRUCTS",
+           "copy_params", "scatter_params", "unfold_params", "fold_params"]
 
 HEADER = pathlib.Path(__file__).with_name("params.h")
 MAX_RANK = 8
@@ -33,17 +35,6 @@ class CopyParams(ctypes.Structure):
 class WindowDim(ctypes.Structure):
     _fields_ = _fields("size", "image_stride", "window", "stride", "dilation", "start_padding", "blocks",
                        "box", "box_extent", "box_count")
-
-
-def set_window_dims(params, plan, image_strides) -> None:
-    """Fill ``params.dim`` (of UnfoldParams or FoldParams) from the window
-    axes of an UnfoldPlan or FoldPlan; ``image_strides`` are the image's
-    element strides per spatial axis (the input's for UNFOLD, the output's
-    for FOLD). The tile fields (box...) are left as they are."""
-    for d, w in enumerate(plan.window):
-        dim = params.dim[d]
-        dim.size, dim.image_stride, dim.window, dim.stride = plan.spatial[d], image_strides[d], w, plan.strides[d]
-        dim.dilation, dim.start_padding, dim.blocks = plan.dilations[d], plan.start_padding[d], plan.blocks[d]
 
 
 class UnfoldParams(ctypes.Structure):
@@ -73,6 +64,62 @@ class MoveDim(ctypes.Structure):
 class MoveParams(ctypes.Structure):
     _fields_ = _fields("rank", "count", "src_offset", "dst_offset", "src_type", "dst_type", "scale_bias",
                        "scale32", "bias32", "scale64", "bias64", "fill_bits", dim=MoveDim * MAX_MOVE_RANK)
+
+
+def _set(params, plan, names) -> None:
+    r = len(plan.sizes)
+    for name in names:
+        getattr(params, name)[:r] = getattr(plan, name)
+
+
+def copy_params(p) -> CopyParams:
+    """The block of a ``CopyPlan`` as it is (callers pass its canonical form)."""
+    q = CopyParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
+                   out_offset=p.out_offset)
+    _set(q, p, ("sizes", "in_strides", "out_strides"))
+    return q
+
+
+def scatter_params(p) -> ScatterParams:
+    """The block of a ``ScatterPlan`` as it is (callers pass its canonical form)."""
+    q = ScatterParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
+                      out_offset=p.out_offset)
+    _set(q, p, ("sizes", "out_strides", "first", "step", "taken", "in_strides"))
+    return q
+
+
+def _set_window_dims(params, plan, image_strides):
+    """``params.dim`` from the window axes of an UnfoldPlan or FoldPlan;
+    ``image_strides``: the image's element strides per spatial axis (the
+    input's for UNFOLD, the output's for FOLD). The tile fields (box...)
+    are left to the caller."""
+    for d, w in enumerate(plan.window):
+        dim = params.dim[d]
+        dim.size, dim.image_stride, dim.window, dim.stride = plan.spatial[d], image_strides[d], w, plan.strides[d]
+        dim.dilation, dim.start_padding, dim.blocks = plan.dilations[d], plan.start_padding[d], plan.blocks[d]
+    return params
+
+
+def unfold_params(plan, work_items: int = 0, **tiles) -> UnfoldParams:
+    """The block of an ``UnfoldPlan`` (``tiles``: the CPU kernel's column_tiles, tile_columns)."""
+    on, orow, ocol = plan.out_strides
+    n_s, c_s, *sp_s = plan.in_strides
+    return _set_window_dims(UnfoldParams(
+        element_size=plan.element_size, dims=len(plan.window), batch=plan.batch, channels=plan.channels,
+        window_count=math.prod(plan.window), block_count=plan.columns, work_items=work_items,
+        in_offset=plan.in_offset, in_batch_stride=n_s, in_channel_stride=c_s, out_offset=plan.out_offset,
+        out_batch_stride=on, out_row_stride=orow, out_column_stride=ocol, **tiles), plan, sp_s)
+
+
+def fold_params(plan, work_items: int = 0) -> FoldParams:
+    """The block of a ``FoldPlan``."""
+    isn, isr, isc = plan.in_strides
+    osn, osc, *sp_s = plan.out_strides
+    return _set_window_dims(FoldParams(
+        element_size=plan.element_size, sum_kind=plan.sum_kind, dims=len(plan.window), batch=plan.batch,
+        channels=plan.channels, window_count=math.prod(plan.window), block_count=plan.columns,
+        work_items=work_items, in_offset=plan.in_offset, in_batch_stride=isn, in_row_stride=isr,
+        in_column_stride=isc, out_offset=plan.out_offset, out_batch_stride=osn, out_channel_stride=osc), plan, sp_s)
 
 
 #: C struct name -> its mirror.

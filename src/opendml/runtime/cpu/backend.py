@@ -21,7 +21,7 @@ from ...plan import (Copy, CopyPlan, Fill, Fold, FoldPlan, Gather, MovePlan, Sca
                      Unfold, UnfoldPlan)
 from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
-from ..params import MAX_RANK, CopyParams, FoldParams, ScatterParams, UnfoldParams, set_window_dims
+from ..params import MAX_RANK, copy_params, fold_params, scatter_params, unfold_params
 from . import numpy_kernels
 
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -177,8 +177,6 @@ def apply_cache_limit(cfg: Config) -> None:
     mod = _load_native()
     if mod is not None:
         mod.cache_limit(cfg.output_cache_bytes if cfg.cpu_kernels == "compiled" else 0)
-
-
 
 
 class CpuBackend:
@@ -390,58 +388,25 @@ class CpuBackend:
         blob = self._native.copy_params(plan.element_size, plan.sizes, plan.in_offset, plan.in_strides,
                                         plan.out_offset, plan.out_strides)
         if blob is None:                  # not plain 64-bit tuples: packed here
-            blob = bytes(copy_params(plan))
+            blob = bytes(copy_params(plan.canonical()))
         return self._launch(self._native.copy, blob, src, dst, 2 * _count_of(blob) * plan.element_size)
 
     def _native_unfold(self, plan: UnfoldPlan, src, dst):
-        es = plan.element_size
-        inner_step = abs(plan.strides[-1] * plan.in_strides[-1]) * es
+        inner_step = abs(plan.strides[-1] * plan.in_strides[-1]) * plan.element_size
         tiles = 1 if inner_step > self.tile_stride and math.prod(plan.window) > 1 else 0
-        on, orow, ocol = plan.out_strides
-        params = UnfoldParams(element_size=es, dims=len(plan.window), batch=plan.batch, channels=plan.channels,
-                              window_count=math.prod(plan.window), block_count=plan.columns,
-                              in_offset=plan.in_offset, in_batch_stride=plan.in_strides[0],
-                              in_channel_stride=plan.in_strides[1], out_offset=plan.out_offset,
-                              out_batch_stride=on, out_row_stride=orow, out_column_stride=ocol,
-                              column_tiles=tiles, tile_columns=self.tile_columns)
-        set_window_dims(params, plan, plan.in_strides[2:])
-        return self._launch(self._native.unfold, params, src, dst, plan.out_count * es)
+        params = unfold_params(plan, column_tiles=tiles, tile_columns=self.tile_columns)
+        return self._launch(self._native.unfold, params, src, dst, plan.out_count * plan.element_size)
 
     def _native_fold(self, plan: FoldPlan, src, dst):
-        es = plan.element_size
         numpy_kernels.fold_types(plan)            # a summable type, or ValueError
-        n_s, row_s, col_s = plan.in_strides
-        params = FoldParams(element_size=es, sum_kind=plan.sum_kind, dims=len(plan.window), batch=plan.batch,
-                            channels=plan.channels, window_count=math.prod(plan.window),
-                            block_count=plan.columns, in_offset=plan.in_offset, in_batch_stride=n_s,
-                            in_row_stride=row_s, in_column_stride=col_s, out_offset=plan.out_offset,
-                            out_batch_stride=plan.out_strides[0], out_channel_stride=plan.out_strides[1])
-        set_window_dims(params, plan, plan.out_strides[2:])
         reads = plan.batch * plan.rows * plan.columns
-        return self._launch(self._native.fold, params, src, dst, (plan.out_count + reads) * es)
+        return self._launch(self._native.fold, fold_params(plan), src, dst,
+                            (plan.out_count + reads) * plan.element_size)
 
     def _native_scatter(self, plan: ScatterPlan, src, dst):
-        p = numpy_kernels.canonical_scatter(plan)
-        r = len(p.sizes)
-        params = ScatterParams(element_size=p.element_size, rank=r, count=p.count, in_offset=p.in_offset,
-                               out_offset=p.out_offset)
-        for name in ("sizes", "out_strides", "first", "step", "taken", "in_strides"):
-            getattr(params, name)[:r] = getattr(p, name)
-        return self._launch(self._native.scatter, params, src, dst,
+        p = plan.canonical(cpu=True)
+        return self._launch(self._native.scatter, scatter_params(p), src, dst,
                             (p.count + math.prod(p.taken)) * p.element_size)
-
-
-def copy_params(plan: CopyPlan) -> CopyParams:
-    """The parameter block of ``plan``'s canonical form, packed in Python
-    (what the C ``copy_params`` returns the bytes of)."""
-    p = plan.canonical()
-    r = len(p.sizes)
-    params = CopyParams(element_size=p.element_size, rank=r, count=p.count, in_offset=p.in_offset,
-                        out_offset=p.out_offset)
-    params.sizes[:r] = p.sizes
-    params.in_strides[:r] = p.in_strides
-    params.out_strides[:r] = p.out_strides
-    return params
 
 
 _COUNT = struct.Struct("<q")

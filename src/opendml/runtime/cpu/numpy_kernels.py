@@ -10,17 +10,19 @@ most prod(min(window, blocks)) views).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
+from ...model.data_type import DataType
+from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP, CopyPlan, FoldPlan, Scatter, ScatterPlan, UnfoldPlan
 from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
-__all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "canonical_scatter", "tuned",
+__all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "tuned",
            "FLOATS", "view", "fold_types", "prepare_copy_pass", "prepare_fill_pass", "convert_array", "fill_value", "fill_bits",
            "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass", "outer_count"]
 
@@ -227,29 +229,6 @@ def prepare_fold(plan: FoldPlan, src, dst):
 
 # -- SLICE_GRAD --------------------------------------------------------------------
 
-def canonical_scatter(plan: ScatterPlan) -> ScatterPlan:
-    """Drop size-1 dimensions, order by output stride (largest first) and
-    merge a dimension into the one outside it where the inner one is fully
-    covered, both walk memory as one and the outer one has step 1."""
-    dims = [d for d in zip(plan.sizes, plan.out_strides, plan.first, plan.step, plan.taken, plan.in_strides)
-            if d[0] != 1 or d[4] != 1]
-    dims.sort(key=lambda d: d[1], reverse=True)
-    merged: list = []
-    for n, o, f, s, t, i in dims:
-        if merged:
-            pn, po, pf, ps, pt, pi = merged[-1]
-            full = f == 0 and s == 1 and t == n
-            if full and (ps == 1 or pt == 1) and po == o * n and pi == i * n:
-                merged[-1] = (pn * n, o, pf * n, 1, pt * n, i)
-                continue
-        merged.append((n, o, f, s, t, i))
-    if not merged:
-        merged = [(1, 1, 0, 1, 1, 1)]
-    n, o, f, s, t, i = zip(*merged)
-    return ScatterPlan(element_size=plan.element_size, sizes=n, out_offset=plan.out_offset, out_strides=o,
-                       first=f, step=s, taken=t, in_offset=plan.in_offset, in_strides=i)
-
-
 def prepare_scatter(plan: ScatterPlan, src, dst):
     """Every output element written once: the covered positions copied from
     the input, the rest zeroed as disjoint boxes. Along dimension d the zero
@@ -257,7 +236,7 @@ def prepare_scatter(plan: ScatterPlan, src, dst):
     positions and those after it whole: the positions before ``first``, the
     gaps between covered positions (one view of shape (taken - 1, step - 1)),
     and the positions after the last covered one."""
-    p = canonical_scatter(plan)
+    p = plan.canonical(cpu=True)
     zeros = []
     covered_sizes, covered_strides = [], []          # of the dimensions before d
     base = p.out_offset
@@ -299,7 +278,6 @@ def _zero_then_copy(zeros, copies):
 # -- the move program (data-movement family) ----------------------------------------
 
 def _dtype(type_value: int) -> np.dtype:
-    from ...model.data_type import DataType
     return DataType(type_value).numpy_dtype
 
 
@@ -360,7 +338,6 @@ def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
     c an int64 array in ``[0, bound)`` and valid the mask of positions whose
     value was in range (None: every one, or the axis clamps). Every value is
     compared exactly: unsigned ones as uint64, signed ones as int64."""
-    from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP
     v = view(_typed(index_words, index_type), ix.index_offset, sizes, ix.index_strides)
     bound = ix.bound
     signed = v.dtype.kind == "i"
@@ -390,7 +367,6 @@ def outer_count(p) -> int:
     read no index, so each outer position moves one block of them. A
     ``Scatter`` whose inner block reaches an element twice has every
     dimension outer, so the last write (or add) in row-major order wins."""
-    from ...plan import INDEX_REVERSE_LENGTH, Scatter
     k = len(p.sizes)
     while k > 0:
         d = k - 1
@@ -419,7 +395,6 @@ def _indexed_offsets(plan, p, srcs, offset, strides, k):
     """The data offsets of an indexed pass over its first ``k`` dimensions
     (int64, of those sizes), and the mask of the positions written (None:
     all)."""
-    import dataclasses
     outer = p.sizes[:k]
     off = _grid(offset, outer, strides[:k])
     keep = None

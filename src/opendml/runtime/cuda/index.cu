@@ -699,98 +699,100 @@ __device__ __forceinline__ void ix_set_word(uint4& v, int k, W w) {
 // An element-wise reversal of subsequences along rows of whole 16-byte
 // pieces of 2-, 4- or 8-byte words, both sides contiguous along the row (a
 // length a row: index.py's _pieces), read and written in place like a copy,
-// no staging: block b takes the pieces [b x members, (b + 1) x members) of
-// the rows' `total` pieces in row-major order, a thread IX_BATCH of them in flight
-// (pieces f, f + IX_THREADS, ...: a warp's lanes neighbouring pieces, each
-// load and store instruction 512 contiguous bytes). A piece at or past its
-// row's length n is the row's own; one wholly below it (words j ... j + V -
-// 1 from words n - 1 - j down to n - V - j) is made of the aligned source
-// pieces a = (n - V - j) / V and a + 1, the latter the piece the lane below
-// loaded (the row's piece before: a warp shuffle), loaded by lane 0 and a
-// row's first piece themselves; one across the length takes its reversed
-// words from the row's piece 0. A row whose either side lies off 16 bytes
-// goes word by word. The loop and the shuffles are uniform over a warp.
-// (On an H200, (4096, 4096, 8) float32 along rows: 0.60 of copy, against
-// 0.34 as ix_gather_positions; rows of 512 float32 0.82, against 0.86
-// staged by ix_reverse_rows in the same run: index.py sends it rows under
-// 32 words only.)
+// no staging. Block b takes the rows whose first piece is in [b x members,
+// (b + 1) x members) of the rows' `total` pieces (row-major); a warp takes R
+// = 32 / Q whole rows of Q pieces a step, a lane a piece (lanes R x Q and
+// above idle where Q does not divide 32): each load and store instruction R
+// x Q x 16 contiguous bytes where the rows are. A lane loads its own piece
+// and its row's length together (one memory latency a step), then takes the
+// two source pieces it needs from its row's lanes (warp shuffles): a piece
+// at or past the length n is its own; one wholly below it (words j ... j +
+// V - 1 from words n - 1 - j down to n - V - j) is made of pieces (n - V -
+// j) / V and the one after; one across the length takes its reversed words
+// from piece 0. Where the leading dimensions collapse to one (every row at a
+// fixed stride on each side and in the lengths: decided once, the same for
+// every thread) a row's offsets are one multiply each, else ix_lead's. A row
+// whose either side lies off 16 bytes goes word by word. The loop and the
+// shuffles are uniform over a warp. One piece a lane a step in 32 registers
+// (8 blocks a multiprocessor): on an H200 (copy 4151-4183 GB/s, two runs),
+// (4096, 4096, 8) float32 along rows 0.303-0.314 ms, 0.87-0.90 of copy
+// (bytes read and written, the lengths included), 1.16-1.19x torch.flip;
+// float64 (4096, 4096, 4) 0.93-0.95, float16 (4096, 4096, 16) 0.74, rows of
+// 3 and 7 pieces 0.85 and 0.80-0.83, leading axes transposed 0.67-0.68.
+// Four pieces a lane a step (72 registers) ran 0.65, two 0.73-0.77; a piece
+// a thread over the rows' pieces, each loading its source pieces after its
+// length, 0.62 (ix_gather_positions 0.34).
 template <typename W, typename I, int NO>
-__global__ void __launch_bounds__(IX_THREADS) ix_reverse_pieces(IX_PARAMS) {
+__global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
     constexpr int V = 16 / (int)sizeof(W);
     const ix_axis& ax = p.axes[0];
-    const I Q = (I)(ax.bound / V), total = (I)p.total, first = (I)blockIdx.x * (I)p.members;
-    const I end = total - first < (I)p.members ? total : first + (I)p.members;
-    const bool lane0 = (threadIdx.x & 31) == 0;
-    for (I b = first; b < end; b += IX_BATCH * IX_THREADS) {
-        uint4 a[IX_BATCH], x[IX_BATCH];
-        i64 at[IX_BATCH];                    // the piece's first destination word; -1: none
-        int kind[IX_BATCH], t[IX_BATCH];     // kind 0 the row's own, 1 / 4 below the length (x / the lane
-                                             // below holding piece a + 1; t: words a holds above), 2 across
-                                             // it (t = n - 1 - j), 3 word by word
+    const int Q = (int)(ax.bound / V), R = 32 / Q, lane = (int)(threadIdx.x & 31), m = lane / Q, q = lane - m * Q;
+    const u64 total = (u64)p.total, first = (u64)blockIdx.x * (u64)p.members;
+    const u64 last = total - first < (u64)p.members ? total : first + (u64)p.members;
+    const I r0 = (I)((first + Q - 1) / Q), r1 = (I)((last + Q - 1) / Q);   // this block's rows
+    i64 rs = 0, rd = 0, ra = 0, span = 1;
+    bool flat = true;                        // row r at src_offset + r x rs, dst_offset + r x rd, axis offset + r x ra
 #pragma unroll
-        for (int u = 0; u < IX_BATCH; u++) {
-            const I f = b + (I)(u * IX_THREADS) + (I)threadIdx.x;
-            a[u] = x[u] = make_uint4(0, 0, 0, 0);
-            at[u] = -1;
-            kind[u] = t[u] = 0;
-            if (f < end) {
-                const I r = f / Q, q = f - r * Q;
-                i64 sb, db, ab;
-                ix_lead<I, NO - 2>(p, r, sb, db, ab);
-                const W* s = (const W*)p.src + sb;
-                const uint4* s4 = reinterpret_cast<const uint4*>(s);
-                const int n = (int)ix_length(ax, p.idx[0], ab), j = (int)q * V;   // n in [0, bound]
-                at[u] = db + j;
-                if ((((u64)s | (u64)((W*)p.dst + db)) & 15) != 0) {
-                    kind[u] = 3;
-#pragma unroll
-                    for (int k = 0; k < V; k++) ix_set_word<W>(a[u], k, s[j + k < n ? n - 1 - j - k : j + k]);
-                } else if (j >= n) {
-                    a[u] = s4[q];
-                } else if (j + V <= n) {
-                    const int lo = n - V - j, pa = lo / V;
-                    t[u] = lo - pa * V;
-                    kind[u] = lane0 || q == 0 ? 1 : 4;
-                    a[u] = s4[pa];
-                    if (t[u] && kind[u] == 1) x[u] = s4[pa + 1];
-                } else {
-                    kind[u] = 2;
-                    t[u] = n - 1 - j;
-                    a[u] = s4[q];
-                    x[u] = s4[0];
-                }
-            }
+    for (int k = NO - 2; k >= 0; --k) {
+        const i64 n = p.sizes[k];
+        if (n == 1) continue;
+        if (span == 1) {
+            rs = p.src_strides[k];
+            rd = p.dst_strides[k];
+            ra = ax.strides[k];
+        } else {
+            flat = flat && p.src_strides[k] == rs * span && p.dst_strides[k] == rd * span && ax.strides[k] == ra * span;
         }
-#pragma unroll
-        for (int u = 0; u < IX_BATCH; u++) {
-            uint4 below;                     // the lane below's source piece (every lane takes part)
-            below.x = __shfl_up_sync(0xffffffffu, a[u].x, 1);
-            below.y = __shfl_up_sync(0xffffffffu, a[u].y, 1);
-            below.z = __shfl_up_sync(0xffffffffu, a[u].z, 1);
-            below.w = __shfl_up_sync(0xffffffffu, a[u].w, 1);
-            if (kind[u] == 1 || kind[u] == 4) {
-                a[u] = ix_reversed_piece<W>(a[u], kind[u] == 4 ? below : x[u], t[u]);
-            } else if (kind[u] == 2) {
-                uint4 o = a[u];
-#pragma unroll
-                for (int k = 0; k < V - 1; k++)      // word k < n - j: word n - 1 - j - k of piece 0
-#pragma unroll
-                    for (int m = 0; m < V - 1; m++)
-                        if (t[u] - k == m) ix_set_word<W>(o, k, ix_word<W>(x[u], m));
-                a[u] = o;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < IX_BATCH; u++) {
-            if (at[u] < 0) continue;
-            W* d = (W*)p.dst + at[u];
-            if (kind[u] == 3) {
-#pragma unroll
-                for (int k = 0; k < V; k++) d[k] = ix_word<W>(a[u], k);
+        span *= n;
+    }
+    const int j = q * V, lead = lane - q;   // this lane's piece's first word; its row's first lane
+    for (I w = r0 + (I)((threadIdx.x >> 5) * R); w < r1; w += (I)((IX_THREADS / 32) * R)) {   // (a warp's first row)
+        const I r = w + (I)m;
+        const bool go = m < R && r < r1;
+        uint4 a = make_uint4(0, 0, 0, 0);
+        i64 sb = 0, db = 0, ab;
+        int n = 0;
+        bool al = false;
+        if (go) {
+            if (flat) {
+                sb = p.src_offset + (i64)r * rs;
+                db = p.dst_offset + (i64)r * rd;
+                ab = ax.offset + (i64)r * ra;
             } else {
-                *reinterpret_cast<uint4*>(d) = a[u];
+                ix_lead<I, NO - 2>(p, r, sb, db, ab);
             }
+            al = ((((u64)((const W*)p.src + sb)) | (u64)((W*)p.dst + db)) & 15) == 0;
+            n = (int)ix_length(ax, p.idx[0], ab);   // in [0, bound]
+            if (al) a = reinterpret_cast<const uint4*>((const W*)p.src + sb)[q];
         }
+        const int lo = n - V - j, pa = lo >= 0 ? lo / V : 0;
+        uint4 A, B;                          // pieces pa and pa + 1 of the row (piece 0 across the length)
+        const int la = lead + (lo >= 0 ? pa : 0), lb = lead + (pa + 1 < Q ? pa + 1 : pa);
+        A.x = __shfl_sync(0xffffffffu, a.x, la);
+        A.y = __shfl_sync(0xffffffffu, a.y, la);
+        A.z = __shfl_sync(0xffffffffu, a.z, la);
+        A.w = __shfl_sync(0xffffffffu, a.w, la);
+        B.x = __shfl_sync(0xffffffffu, a.x, lb);
+        B.y = __shfl_sync(0xffffffffu, a.y, lb);
+        B.z = __shfl_sync(0xffffffffu, a.z, lb);
+        B.w = __shfl_sync(0xffffffffu, a.w, lb);
+        if (!go) continue;
+        W* d = (W*)p.dst + db + j;
+        if (!al) {                           // word by word (every lane of this row takes this branch)
+            const W* s = (const W*)p.src + sb;
+#pragma unroll
+            for (int k = 0; k < V; k++) d[k] = s[j + k < n ? n - 1 - j - k : j + k];
+            continue;
+        }
+        if (lo >= 0) {
+            a = ix_reversed_piece<W>(A, B, lo - pa * V);
+        } else if (j < n) {                  // across the length: word k < n - j is word n - 1 - j - k of piece 0
+            const uint4 v = ix_reversed_piece<W>(A, A, n - j);
+#pragma unroll
+            for (int k = 0; k < V - 1; k++)
+                if (k < n - j) ix_set_word<W>(a, k, ix_word<W>(v, k));
+        }
+        *reinterpret_cast<uint4*>(d) = a;
     }
 }
 

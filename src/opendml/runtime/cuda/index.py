@@ -125,9 +125,10 @@ TILE_SMEM = 64 * 1024
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
 #: (``ix_reverse_rows``: as many whole rows as fit, up to 64), or moves in
 #: place (``ix_reverse_pieces``, rows under 32 words); 0: that reversal runs
-#: as ``ix_gather_positions``. On an H200 (session 19, two runs), (4096,
-#: 4096, 8) float32 along rows in place: 16, 32 and 64 KiB 0.56-0.60 of
-#: copy, ``ix_gather_positions`` 0.34; (512, 256, 512) float32 read in place
+#: as ``ix_gather_positions``. On an H200 (session 20), (4096, 4096, 8)
+#: float32 along rows in place, 32 KiB, a warp whole rows: 0.87-0.90 of copy
+#: (index.cu's ix_reverse_pieces says more); before (session 19, two runs), a
+#: piece a thread: 16, 32 and 64 KiB 0.56-0.60 of copy, ``ix_gather_positions`` 0.34; (512, 256, 512) float32 read in place
 #: 0.82-0.83 (32-128 KiB; 16 KiB 0.79, 8 KiB 0.65) against staged 0.86 (16 and 32 KiB;
 #: another machine 0.92 / 0.91). Earlier, on an H200, (512, 256, 512)
 #: float32 reversed along rows, rows written a 16-byte piece a thread: 16 KiB

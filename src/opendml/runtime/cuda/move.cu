@@ -8,7 +8,6 @@
 //
 // Kernels (each takes (source words, destination words, odml_move_params BY
 // VALUE), as every opendml kernel does; one launch per pass of the program):
-//   move_copy<S, D, NDIM, I, ITEMS, CONV, MAPS>  dst[o] = f(src[m(o)])
 //   move_fill<D, NDIM, I, ITEMS>                 dst[o] = fill word
 //   move_vec, move_tile                          vectorised copies/conversions, small transposes
 //   move_pad, move_padw                          a padding program in one pass (rows / 16-byte words)
@@ -432,43 +431,6 @@ __device__ __forceinline__ void odml_offsets(const odml_move_params* __restrict_
     dof = b;
 }
 
-// dst[o] = f(src[m(o)]) over the pass's destination index space (S, D: words
-// of the source and destination element sizes). CONV 0: the same type, words
-// copied; 1: odml_convert with the pass's types and scale/bias.
-template <typename S, typename D, int NDIM, typename I, int ITEMS, int CONV, int MAPS>
-__global__ void __launch_bounds__(256) move_copy(const S* __restrict__ src, D* __restrict__ dst,
-                                                 const ODML_GRID_CONSTANT odml_move_params params) {
-    const odml_move_params* __restrict__ p = &params;
-    const I count = (I)p->count;
-    const I first = (I)blockIdx.x * (I)(blockDim.x * ITEMS) + (I)threadIdx.x;
-    i64 so[ITEMS], dof[ITEMS];
-    bool fill[ITEMS];
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-        fill[j] = false;
-        odml_offsets<NDIM, I, MAPS>(p, first + (I)j * (I)blockDim.x, so[j], dof[j], fill[j]);
-    }
-    S v[ITEMS];
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j)  // all loads in flight before the first store
-        if (first + (I)j * (I)blockDim.x < count && !fill[j]) v[j] = src[so[j]];
-#pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-        if (first + (I)j * (I)blockDim.x < count) {
-            D out;
-            if (MAPS && fill[j]) {
-                out = (D)p->fill_bits;
-            } else if (CONV) {
-                out = (D)odml_convert((u64)v[j], (int)p->src_type, (int)p->dst_type, (int)p->scale_bias,
-                                      (u64)p->scale32, (u64)p->bias32, (u64)p->scale64, (u64)p->bias64);
-            } else {
-                out = (D)v[j];
-            }
-            dst[dof[j]] = out;
-        }
-    }
-}
-
 // dst[o] = the fill word over the pass's destination index space.
 template <typename D, int NDIM, typename I, int ITEMS>
 __global__ void __launch_bounds__(256) move_fill(const D* __restrict__ src, D* __restrict__ dst,
@@ -573,7 +535,7 @@ __device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ 
     }
 }
 
-// dst[o] = f(src[m(o)]) as move_copy, V consecutive destination elements per
+// dst[o] = f(src[m(o)]), V consecutive destination elements per
 // thread: the flat index split once per thread, the innermost two coordinates
 // then stepped (a full split again only where they carry past the second);
 // all V loads before the stores, one vector load where the V sources are
@@ -808,12 +770,6 @@ __global__ void __launch_bounds__(256, (FL & 2) ? (U <= 2 ? 8 : 4) : 1)
 
 #if defined(OPENDML_INSTANTIATE) && !defined(ODML_LAYOUT)
 // For `nvcc -c` syntax checks on machines without a GPU (tests/runtime).
-template __global__ void move_copy<u32, u16, 1, u32, 4, 1, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_copy<u64, u8, 3, u64, 4, 1, 1>(const u64*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_copy<u16, u64, 2, u32, 8, 1, 0>(const u16*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_copy<u32, u32, 4, u32, 4, 0, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_copy<u8, u8, 16, u64, 16, 0, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_copy<u32, u32, 6, u32, 4, 0, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u32, u16, 1, u32, 4, 1, 2, 0, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u32, u32, 1, u32, 4, 1, 6, 0, 0>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u32, u32, 4, u32, 4, 1, 1, 0, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);

@@ -57,11 +57,6 @@ def _index_type(count: int, items: int = 16) -> str:
     return "u32" if count + THREADS * items < 2**32 else "u64"
 
 
-def _fill(array, values) -> None:
-    for i, v in enumerate(values):
-        array[i] = v
-
-
 # -- SLICE, SLICE1 ------------------------------------------------------------------
 
 def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
@@ -103,15 +98,6 @@ def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
     return es, 0, 0, p
 
 
-def copy_params(p: CopyPlan) -> P.CopyParams:
-    q = P.CopyParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
-                     out_offset=p.out_offset)
-    _fill(q.sizes, p.sizes)
-    _fill(q.in_strides, p.in_strides)
-    _fill(q.out_strides, p.out_strides)
-    return q
-
-
 def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int):
     w, rev, pick, p = word_plan(plan, src_ptr, dst_ptr, src_len)
     count = p.count
@@ -119,7 +105,7 @@ def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int):
     items = items_per_thread(w)
     name = f"strided_copy<{_SCALAR[w]}, {nd}, {rev}, {_index_type(count, items)}, {items}, {pick}>"
     grid = (math.ceil(count / (THREADS * items)),)
-    return name, copy_params(p), grid, 0
+    return name, P.copy_params(p), grid, 0
 
 
 # -- UNFOLD -------------------------------------------------------------------------
@@ -166,18 +152,6 @@ def tile_vectors(plan: UnfoldPlan, box) -> int:
     return int(ocol == 1 and orow >= 0 and orow * plan.element_size % 16 == 0 and whole)
 
 
-def unfold_params(plan: UnfoldPlan, work_items: int) -> P.UnfoldParams:
-    on, orow, ocol = plan.out_strides
-    n_s, c_s, *sp_s = plan.in_strides
-    q = P.UnfoldParams(element_size=plan.element_size, dims=len(plan.window), batch=plan.batch,
-                       channels=plan.channels, window_count=math.prod(plan.window), block_count=plan.columns,
-                       work_items=work_items, in_offset=plan.in_offset, in_batch_stride=n_s,
-                       in_channel_stride=c_s, out_offset=plan.out_offset, out_batch_stride=on,
-                       out_row_stride=orow, out_column_stride=ocol)
-    P.set_window_dims(q, plan, sp_s)
-    return q
-
-
 def _unfold_launch(plan: UnfoldPlan, box=None):
     """(kernel name, parameter block, grid, dynamic shared memory bytes)."""
     es = plan.element_size
@@ -187,7 +161,7 @@ def _unfold_launch(plan: UnfoldPlan, box=None):
     slots = plan.batch * plan.rows * math.ceil(B / v)
     D = len(plan.window)
     sp_s = plan.in_strides[2:]
-    params = unfold_params(plan, slots)
+    params = P.unfold_params(plan, slots)
     tiles = plan.batch * plan.channels * math.ceil(plan.window[0] / 32) * math.ceil(B / 32)
     if D == 1 and abs(plan.strides[0] * sp_s[0]) >= TILE_MIN_STEP and plan.window[0] >= 8 and tiles < 2**31:
         index = _index_type(max(tiles, plan.batch * plan.channels * plan.window[0], B) * 32)
@@ -206,18 +180,6 @@ def _unfold_launch(plan: UnfoldPlan, box=None):
 
 
 # -- FOLD ---------------------------------------------------------------------------
-
-def fold_params(plan: FoldPlan, work_items: int) -> P.FoldParams:
-    isn, isr, isc = plan.in_strides
-    osn, osc, *sp_s = plan.out_strides
-    q = P.FoldParams(element_size=plan.element_size, sum_kind=plan.sum_kind, dims=len(plan.window),
-                     batch=plan.batch, channels=plan.channels, window_count=math.prod(plan.window),
-                     block_count=plan.columns, work_items=work_items, in_offset=plan.in_offset,
-                     in_batch_stride=isn, in_row_stride=isr, in_column_stride=isc, out_offset=plan.out_offset,
-                     out_batch_stride=osn, out_channel_stride=osc)
-    P.set_window_dims(q, plan, sp_s)
-    return q
-
 
 def fold_tile_residues(plan: FoldPlan) -> int:
     """fold1d_tile's residues per CUDA block (RC): 128 (on an H100 the
@@ -254,16 +216,16 @@ def _fold_launch(plan: FoldPlan, variant=None):
             if _fold_tiles(plan, rc) < 2**31:
                 variant = ("tile", rc)
     if plan.out_count == 0:
-        return f"fold_gather<{_SCALAR[es]}, {flt}, {D}, u32, 1>", fold_params(plan, 0), (0,), 0
+        return f"fold_gather<{_SCALAR[es]}, {flt}, {D}, u32, 1>", P.fold_params(plan, 0), (0,), 0
     kind, arg = variant
     if kind == "tile":
         blocks = _fold_tiles(plan, arg)
-        return f"fold1d_tile<{_SCALAR[es]}, {flt}, {arg}>", fold_params(plan, blocks), (blocks,), 0
+        return f"fold1d_tile<{_SCALAR[es]}, {flt}, {arg}>", P.fold_params(plan, blocks), (blocks,), 0
     v = arg
     width = plan.spatial[-1]
     warps = plan.batch * plan.channels * math.prod(plan.spatial[:-1]) * math.ceil(width / (32 * v))
     name = f"fold_gather<{_SCALAR[es]}, {flt}, {D}, {_index_type(warps * 32)}, {v}>"
-    return name, fold_params(plan, warps), (math.ceil(warps * 32 / THREADS),), 0
+    return name, P.fold_params(plan, warps), (math.ceil(warps * 32 / THREADS),), 0
 
 
 def _fold_tiles(plan: FoldPlan, rc: int) -> int:
@@ -274,35 +236,13 @@ def _fold_tiles(plan: FoldPlan, rc: int) -> int:
 
 # -- SLICE_GRAD ---------------------------------------------------------------------
 
-def canonical_scatter(plan: ScatterPlan) -> ScatterPlan:
-    """Drop size-1 dimensions, order by output stride (largest first) and
-    merge neighbours that walk both tensors as one dimension (the inner one
-    wholly inside the window with step 1, the outer one with step 1)."""
-    dims = [d for d in zip(plan.sizes, plan.out_strides, plan.first, plan.step, plan.taken, plan.in_strides)
-            if not (d[0] == 1 and d[4] == 1)]
-    dims.sort(key=lambda d: d[1], reverse=True)
-    merged: list = []
-    for d in dims:
-        if merged:
-            size, os, first, step, taken, is_ = merged[-1]
-            if (os == d[1] * d[0] and d[2] == 0 and d[3] == 1 and d[4] == d[0] and step == 1
-                    and is_ == d[5] * d[4]):
-                merged[-1] = (size * d[0], d[1], first * d[0], 1, taken * d[0], d[5])
-                continue
-        merged.append(d)
-    if not merged:
-        merged = [(1, 1, 0, 1, 1, 1)]
-    size, os, first, step, taken, is_ = (tuple(x) for x in zip(*merged))
-    return ScatterPlan(plan.element_size, size, plan.out_offset, os, first, step, taken, plan.in_offset, is_)
-
-
 def scatter_word_plan(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
     """Widen SLICE_GRAD to the largest word (up to 16 bytes) where the
     innermost dimension is contiguous in the output and in the input (+1, or
     -1: elements reversed inside each word), the window's first position and
     size, every offset, stride and pointer allow. Returns (word bytes,
     reversed element size or 0, plan in words)."""
-    p = canonical_scatter(plan)
+    p = plan.canonical()
     es = p.element_size
     L, first, step, taken, is_, os_ = (p.sizes[-1], p.first[-1], p.step[-1], p.taken[-1], p.in_strides[-1],
                                        p.out_strides[-1])
@@ -324,18 +264,10 @@ def scatter_word_plan(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
     return es, 0, p
 
 
-def scatter_params(p: ScatterPlan) -> P.ScatterParams:
-    q = P.ScatterParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
-                        out_offset=p.out_offset)
-    for name in ("sizes", "out_strides", "first", "step", "taken", "in_strides"):
-        _fill(getattr(q, name), getattr(p, name))
-    return q
-
-
 def _scatter_launch(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
     w, rev, p = scatter_word_plan(plan, src_ptr, dst_ptr)
     count = p.count
     items = items_per_thread(w)
     name = f"scatter<{_SCALAR[w]}, {len(p.sizes)}, {rev}, {_index_type(count, items)}, {items}>"
-    return name, scatter_params(p), (math.ceil(count / (THREADS * items)),), 0
+    return name, P.scatter_params(p), (math.ceil(count / (THREADS * items)),), 0
 

@@ -563,12 +563,13 @@ static PyObject *serve_pass1(Entry *e, PyObject *out, int placed, int torch, int
 
 /* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where autograd must record the call and an eager
  * entry may serve it; else 0. (Above.) An eager entry's callable records the call with opendml's autograd node and
- * runs its kernel (arrays/torch_adapter.py). */
-static PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
+ * runs its kernel (arrays/torch/adapter.py), for every operator that takes one tensor: the first five through
+ * call_cache_call, the family through call_cache_move (the same key: the operator's code, its arguments, x). */
+PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;
     uint64_t ptr;
-    if (key_head(&k, KIND_EAGER, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
+    if (key_call(&k, KIND_EAGER, args[0], args + 2, nargs - 2, 1) < 0 || torch_key(&k, x, &device, &ptr) < 0)
         Py_RETURN_NONE;
     Entry *e = lookup(&k, -1);
     if (!e) Py_RETURN_NONE;
@@ -1050,7 +1051,7 @@ PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (!enabled || gen != generation || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type ||
-        key_head(&k, KIND_EAGER, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+        key_call(&k, KIND_EAGER, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), 1) < 0 ||
         torch_key(&k, x, &device, &ptr) < 0) {
         return with_deferred(Py_NewRef(Py_False));
     }

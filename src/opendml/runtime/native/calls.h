@@ -201,6 +201,8 @@ int cuda_stream(int torch, int64_t device, uint64_t *stream);
 int cuda_device_is(int torch, int64_t device);
 extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (calls_move.c) */
 PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
+/* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its recorder's output, or None. */
+PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY

@@ -923,6 +923,10 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
     if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
     int fw = cuda_framework(args[1]);
     if (fw == 2) return with_deferred(cuda_move(args, nargs, 0));
+    /* a tensor autograd must record: the node's eager entry (there are none before the node, whose accessors
+     * tapi is, is loaded) */
+    if (fw == 1 && tapi && Py_TYPE(args[1]) == (PyTypeObject *)t_type && torch_plain(args[1]) == 3)
+        return with_deferred(eager_call(args, nargs, args[1]));
     if (fw == 1 && torch_input_cuda(args[1]))                 /* CUDA tensors by their own entries, CPU ones by views */
         return with_deferred(cuda_move(args, nargs, 1));
     if (torch_input(args[1])) return with_deferred(torch_move(args, nargs));
