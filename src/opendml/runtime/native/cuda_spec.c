@@ -1,10 +1,10 @@
 /* odml_new_cuda (newshape.h): the CUDA launch of a new shape's plan, in C (issue 19), so that a PyTorch CUDA tensor
- * of a never-seen shape is planned, allocated and launched in one C call (calls_move_new.c, cuda_new's tuned launch).
+ * of a never-seen shape is planned, allocated and launched in one C call (calls_move_new.c, cuda_plain_new).
  *
  * It is runtime/cuda/backend.py's launch_spec for the plan the operator lowers, decision for decision: the copy's
  * canonical form widened to the largest word (word_plan), UNFOLD's choice among unfold1d_tile, unfold_tile
  * (unfold_box) and unfold_gather, FOLD's between fold1d_tile and fold_gather, SLICE_GRAD's canonical form
- * (canonical_scatter) widened (scatter_word_plan); the same kernel names, parameter bytes, grids and shared memory.
+ * (plan.ScatterPlan.canonical(cpu=False)) widened (scatter_word_plan); the same kernel names, parameter bytes, grids and shared memory.
  * tests/runtime/test_cuda_spec.py compares the two on random plans, layouts and pointer alignments (no GPU needed:
  * nothing here touches a device). Where a value would leave 64 bits or a grid reach 2^31 blocks, -1: the Python route
  * then runs the call. */
@@ -268,12 +268,12 @@ static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
     return grid_of(lanes, THREADS, &s->grid);
 }
 
-/* -- SLICE_GRAD: canonical_scatter and scatter_word_plan ---------------------------------------------- */
+/* -- SLICE_GRAD: ScatterPlan.canonical and scatter_word_plan -------------------------------------------- */
 
 static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
     int64_t merged[ODML_MAX_RANK][6];
     int r;
-    if (odml_scatter_canonical(pl, 0, merged, &r)) return -1;      /* canonical_scatter */
+    if (odml_scatter_canonical(pl, 0, merged, &r)) return -1;      /* ScatterPlan.canonical(cpu=False) */
     const int64_t es = pl->es;
     int64_t in_offset = pl->s_in_offset, out_offset = 0, w = es, rev = 0;
     /* scatter_word_plan */
