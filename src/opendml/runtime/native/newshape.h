@@ -95,7 +95,7 @@ int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ss
 /* The scatter plan's canonical form in merged[0..*rank) (per dimension: size, out stride, first, step, taken,
  * in stride): size-1 dimensions that take one element dropped; a stable order by output stride, largest
  * first; a fully covered dimension with step 1 merged into the one outside it where that one has step 1 (or,
- * `cpu`, takes one element) and both walk memory as one; none left: one of size 1: plan.ScatterPlan.canonical(cpu)
+ * `cpu`, takes one element) and both walk memory as one; none left: one of size 1: plan.ScatterPlan.canonical
  * (the CPU backend's with cpu, the CUDA launch's, cuda_spec.c, without). odml_scatter_pack: those dimensions as odml_scatter_params. -1 on overflow. */
 int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6], int *rank);
 int odml_scatter_pack(int64_t es, const int64_t (*m)[6], int r, int64_t in_offset, int64_t out_offset,
