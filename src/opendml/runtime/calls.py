@@ -147,19 +147,30 @@ def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: 
                                         use_blocks, prefault, since, planned)
 
 
+#: ``put_move``'s pass kind of a tuned kernel (the first five's one pass): this plus the kernel's code.
+TUNED = 3
+
+
 def put_move(name: str, x, args: tuple, outs: tuple, origins: tuple, passes: tuple, multi: bool,
-             since: int) -> bool:
-    """Record a data-movement family call on NumPy arrays, made on the
+             since: int, planned: tuple | None = None) -> bool:
+    """Record a call on NumPy arrays, made on the
     settings of ``generation()`` ``since``: ``x`` and ``args`` as ``move``
     takes them (lists snapshotted), ``outs`` one ``(shape, dtype, use_blocks)``
     per output, ``origins`` per input the bytes from its data pointer back to
-    element 0 of the range the passes read, ``passes`` one ``(fill, src, dst,
-    params, threads)`` per compiled move pass (``params`` the bytes of
-    move.h's ``odml_cpu_move_params``) in the order they run. The C side
-    refuses (False) a pass that would reach outside the buffers it is given."""
+    element 0 of the range the passes read, ``passes`` one ``(kind, src, dst,
+    params, threads)`` per compiled pass in the order they run: kind 0 a move
+    copy, 1 a move fill (``params`` the bytes of move.h's
+    ``odml_cpu_move_params``), 2 an index pass (index.h's ``idx_params``),
+    ``TUNED`` + a kernel's code (params.h's ``ODML_KERNEL_*``) one tuned
+    kernel (its parameter block), the whole program of the first five. The C
+    side refuses (False) a move or index pass that would reach outside the
+    buffers it is given; a tuned kernel's block is taken as the CPU backend
+    packed it. ``planned``: each input's (shape, strides) as the passes were
+    planned for; nothing is stored (False) where an input no longer has them
+    (another thread changed it in place)."""
     if not _HAS_MOVE:
         return False
-    return _native.call_cache_put_move(OPS[name], x, args, outs, origins, passes, multi, since)
+    return _native.call_cache_put_move(OPS[name], x, args, outs, origins, passes, multi, since, planned)
 
 
 #: The index functions with an index check (``check_indices``, their first argument after the arrays).

@@ -153,7 +153,8 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * memory. */
 /* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
  * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
- * keyed as the first five's entries are (KIND_NUMPY: numpy_call serves it). NULL, no exception set, where the Python
+ * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's; PyTorch's CPU
+ * route makes it KIND_TORCH). NULL, no exception set, where the Python
  * route must run the call (an output of `limit` bytes or more, which takes the output blocks there; more than
  * ODML_MAX_THREADS threads); NULL with one for no memory. */
 static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_t *conf) {
@@ -163,7 +164,7 @@ static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_
             || bytes >= conf[4] || __builtin_mul_overflow(pl->origin, pl->es, &origin))
         return NULL;
     const int64_t threads = odml_new_threads(run.work, conf[1], conf[0]);
-    Entry *e = threads > ODML_MAX_THREADS ? NULL : entry_alloc(KIND_NUMPY, 1, 1);
+    Entry *e = threads > ODML_MAX_THREADS ? NULL : entry_alloc(KIND_MOVE, 1, 1);
     if (!e) return NULL;
     e->cpu = 1;
     e->total = e->out1.bytes = bytes;
@@ -339,16 +340,12 @@ done:
 
 PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
                     int64_t gen) {
-    /* the key and the inputs' layouts as lowered, before anything can run Python code: a tuned pass's (KIND_NUMPY)
-     * as numpy_call finds it, the family's as move_call does */
+    /* the key and the inputs' layouts as lowered, before anything can run Python code, as numpy_move finds it */
     Key k;
     PyArrayObject *keyed_in[MAX_MOVE_IO];
     int keyed_n = 0;
-    PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
-    const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
-    const int keyed = e->kind == KIND_NUMPY
-                          ? key_head(&k, KIND_NUMPY, op, cargs, ncargs) == 0 && numpy_key(&k, in[0]) == 0
-                          : move_key(&k, op, xo, cargs, ncargs, keyed_in, &keyed_n) == 0 && keyed_n == n_in;
+    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
+                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
     if (PyErr_Occurred()) drop_error();
     return serve_keyed(e, keyed ? &k : NULL, in, n_in, gen);
 }
@@ -660,18 +657,20 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
     return e;
 }
 
-/* The entry of a tuned program's launch L (fn its function), as the first five's CUDA entries are made (KIND_TORCH or
- * KIND_CUPY: torch_serve and cupy_call serve it; one pass holding the kernel's parameter block, no Launch: a failed
- * launch is retried through call_cache_cuda_retry); NULL with an exception. */
+/* The entry of a tuned program's launch L (fn its function): on PyTorch tensors as the first five's entries are made
+ * there (KIND_TORCH: torch_serve serves it), on CuPy arrays a move program's of one pass (KIND_MOVE_CUPY: cuda_move
+ * serves it, the output of `dtype`); one pass holding the kernel's parameter block, no Launch: a failed launch is
+ * retried through call_cache_cuda_retry. NULL with an exception. */
 static Entry *tuned_cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c, const odml_move_launch *L,
-                               uint64_t fn, PyObject *shape, uint64_t dst, int64_t device) {
-    Entry *e = entry_alloc(torch ? KIND_TORCH : KIND_CUPY, 1, 1);
+                               uint64_t fn, PyObject *shape, PyObject *dtype, uint64_t dst, int64_t device) {
+    Entry *e = entry_alloc(torch ? KIND_TORCH : KIND_MOVE_CUPY, 1, 1);
     if (!e) return NULL;
     Pass *p = &e->pass1;
     Out *o = &e->out1;
     e->device = device;
     e->origin[0] = c->origin[0];
     o->shape = Py_NewRef(shape);
+    if (!torch) o->dtype = Py_NewRef(dtype);
     o->rank = g->out_rank[0];
     memcpy(o->dims, g->out_dims[0], sizeof(int64_t) * (size_t)o->rank);
     o->dst_align = (unsigned)(dst & 15);
@@ -785,14 +784,13 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         if (L[i].index && L[i].aux && !table) goto route;
     }
     if (!cuda_still_keyed(&k, torch, op, cargs, ncargs, in, n, seq, ptr)) goto route;
-    if (g->tuned) {                                 /* keyed as the first five's entries: operator, arguments, x */
+    if (g->tuned) {                 /* on PyTorch keyed as its first five's entries: operator, arguments, x */
         Key k5;
-        if (key_head(&k5, torch ? KIND_TORCH : KIND_CUPY, op, cargs, ncargs) < 0) goto route;
-        int full = 0;
-        for (int i = at[0]; i < k.n; i++) full |= put(&k5, k.w[i]);
+        int full = torch && key_head(&k5, KIND_TORCH, op, cargs, ncargs) < 0;
+        for (int i = at[0]; torch && !full && i < k.n; i++) full |= put(&k5, k.w[i]);
         if (full) goto route;
-        k = k5;
-        e = tuned_cuda_entry(torch, g, &c, L, fn[0], shapes[0], dsts[0], device);
+        if (torch) k = k5;
+        e = tuned_cuda_entry(torch, g, &c, L, fn[0], shapes[0], dtypes[0], dsts[0], device);
     } else {
         e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
     }
