@@ -204,7 +204,9 @@ def run_numpy(call: Call, arrays) -> list:
                     return outs
     arrays = [_array(x, call.name) for x in arrays]
     desc = call.describe([logical_desc(x.dtype, x.shape) for x in arrays])
-    return execute(desc, arrays) if key is None else _execute(desc, arrays, key, record)
+    if execute is not _EXECUTE:
+        return execute(desc, arrays)
+    return _execute(desc, arrays, key, record, call.name)
 
 
 def _replay(entry, arrays, name: str) -> list:
@@ -214,8 +216,9 @@ def _replay(entry, arrays, name: str) -> list:
     backend = entry.backend
     # named as the uncached route names it (the operator), so an allocation
     # error reads the same whichever route the call took
-    own = arrays[0].dtype if getattr(entry.desc, "PLAIN_KERNEL", None) is not None else None   # (as _execute)
-    outs = [backend.empty(shape, dtype if own is None else own, entry.desc.OPERATOR)[0] for shape, dtype in entry.outs]
+    tuned = getattr(entry.desc, "PLAIN_KERNEL", None) is not None      # (as _execute)
+    what = name if tuned else entry.desc.OPERATOR
+    outs = [backend.empty(shape, arrays[0].dtype if tuned else dtype, what)[0] for shape, dtype in entry.outs]
     steps = entry.steps
     if steps is None:
         srcs = [_prepared(x)[2] for x in arrays]
@@ -241,7 +244,7 @@ def execute(desc, arrays) -> list:
 _EXECUTE = execute
 
 
-def _execute(desc, arrays, key, record) -> list:
+def _execute(desc, arrays, key, record, name: str | None = None) -> list:
     """``execute``; where ``key`` is given and the call succeeds, it is
     recorded in the move cache (``planner``) under ``key`` and, with ``record`` ((the
     Call, the call cache's generation read before any setting, the inputs' (shape, strides) as planned)) and
@@ -250,11 +253,13 @@ def _execute(desc, arrays, key, record) -> list:
     prepared = [_prepared(x) for x in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     backend = get_backend("cpu")           # large outputs reuse released, already-resident blocks
-    # the first five (a tuned kernel each: PLAIN_KERNEL) give the input's own dtype (its metadata kept)
+    # the first five (a tuned kernel each: PLAIN_KERNEL) give the input's own dtype (its metadata kept), and an
+    # allocation error names their function (``name``), as their other routes do
     tuned = getattr(desc, "PLAIN_KERNEL", None) is not None
+    what = name if tuned and name else desc.OPERATOR
     outs = []
     for t in desc.outputs:
-        out, fresh = backend.empty(t.sizes, arrays[0].dtype if tuned else t.data_type.numpy_dtype, desc.OPERATOR)
+        out, fresh = backend.empty(t.sizes, arrays[0].dtype if tuned else t.data_type.numpy_dtype, what)
         if fresh and out.nbytes >= PREFAULT_BYTES and backend.threads > 1:
             # Fault a fresh large output's pages in from this thread first: on Linux, threads faulting in one
             # new (huge-page advised) mapping at once can stall each other for tens of milliseconds.
