@@ -192,8 +192,9 @@ def count_planned() -> None:
 
 def plan_cache_info() -> dict:
     """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the plan cache's
-    size, plans held, hits and misses, where hits include the calls that the
-    call cache served without looking a plan up (its own counts are under
+    size, plans held, hits and misses, where hits and misses include the move
+    program's cache (NumPy's route of every operator) and hits the calls that
+    the call cache served without looking a plan up (its own counts are under
     ``call_cache``, see ``opendml.runtime.calls``).
 
     Returns

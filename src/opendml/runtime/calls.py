@@ -3,8 +3,11 @@
 The first call of an operator with given arguments on an array of a given
 dtype, shape and strides (on CUDA, also device and address alignment) runs in
 Python: validation, lowering, the backend's kernel choice. When it ran a
-compiled kernel on the array as given, the adapter records the kernel here
-(``put_numpy``, ``put_cuda``); the next such call is served by ``call``, in C:
+compiled kernel on the array as given, the route records the kernel here
+(NumPy and CuPy arrays: ``put_move``, ``put_move_cuda``, below, for every
+operator; PyTorch tensors, for the first five: ``put_numpy``, ``put_cuda``);
+the next such call is served by ``call`` (the first five's functions; on
+NumPy and CuPy arrays it looks up the move entries) or ``move``, in C:
 it builds the key, allocates the output with the framework's allocator
 (NumPy, opendml's output blocks, PyTorch's caching allocator, CuPy's pool) and
 runs the kernel (a CPU kernel, or a CUDA launch on the caller's current
@@ -21,11 +24,10 @@ node is in use: the node's recorder for the call, which records it and runs
 its kernel (again through this cache); ``register_torch_eager``'s check (no
 TorchScript trace, no compiled autograd, the node on) comes first.
 
-The data-movement family (``identity``, ``cast``, ``pad``, ``join``,
-``split``, ``tile``, ``space_to_depth``, ``depth_to_space``) on NumPy arrays
-has its own entries (``move``, ``put_move``): N inputs (JOIN's list or tuple
+The move program's entries (``move``, ``put_move``; every operator on NumPy
+arrays): N inputs (JOIN's list or tuple
 of arrays), M outputs (SPLIT's list), the move program's compiled passes as
-the work, kept prepared (``move.h``: ``odml_move_prepare``); arguments key as
+the work (the first five's: their one tuned kernel, ``TUNED``), kept prepared (``move.h``: ``odml_move_prepare``); arguments key as
 above plus exact floats (by their bits), bools, short ASCII strings, static
 types (``numpy.float16``), NumPy's own dtype objects and members of the
 enum types ``register_move_types`` names. ``put_move`` checks every pass
