@@ -269,8 +269,16 @@ def _plan(op: int, x, args: tuple):
     snapshotted; ``args`` for PyTorch's own route of the first five)."""
     name = _NAMES[op]
     args = _snaps(args)
+    known = type(x) in _BY_TYPE
+    fw = _checked(name, (x,))
+    if not known and _engine.execute is _EXECUTE:
+        # the framework's first call in this process: its adapter, just loaded, has registered the framework
+        # with the C routes, which could not take the call before
+        out = _new(op, x, args)
+        if out is not None:
+            return out
     call = Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, ccall=(name, args, False), args=args)
-    return _route(_checked(name, (x,)), call, [x])[0]
+    return _route(fw, call, [x])[0]
 
 
 def _move_call(op: int, x, args: tuple):
