@@ -272,8 +272,8 @@ def _plan(op: int, x, args: tuple):
     known = type(x) in _BY_TYPE
     fw = _checked(name, (x,))
     if not known and _engine.execute is _EXECUTE:
-        # the framework's first call in this process: its adapter, just loaded, has registered the framework
-        # with the C routes, which could not take the call before
+        # the array type's first call (the body offers the C new-shape route a type it has seen only): its
+        # framework's adapter, now loaded, has registered the framework with the C routes
         out = _new(op, x, args)
         if out is not None:
             return out
@@ -335,7 +335,7 @@ ARGUMENT_API = types.SimpleNamespace(axis=_contract.axis, rank_of=_contract.rank
 _BODIES = {
     "plan": "    if _engine.execute is _EXECUTE:\n"
             "        out = _cached({code}, {array}, {args})\n"
-            "        if out is None:\n"
+            "        if out is None and type({array}) in _BY_TYPE:\n"
             "            out = _new({code}, {array}, ({args},))\n"
             "        if out is not None:\n"
             "            return out\n"
