@@ -22,7 +22,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
 
-from opendml.arrays import jax_adapter, numpy_adapter  # noqa: E402
+from opendml.arrays import jax_adapter  # noqa: E402
 
 DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 OPS = ["slice", "slice1", "unfold", "fold", "slice_grad"]
@@ -295,13 +295,14 @@ def test_forward_mode_is_not_available():
 
 
 def test_eager_grad_runs_the_kernels(monkeypatch):
+    from opendml.arrays import front
     seen = []
-    real = numpy_adapter.run
+    real = front.run_numpy
 
-    def spy(x, call):
+    def spy(call, arrays):
         seen.append(call.name)
-        return real(x, call)
-    monkeypatch.setattr(numpy_adapter, "run", spy)
+        return real(call, arrays)
+    monkeypatch.setattr(front, "run_numpy", spy)
     x = jnp.arange(16.0).reshape(1, 1, 4, 4)
     g = jax.grad(lambda x: jnp.sum(dml.unfold(x, 2, start_padding=1) ** 2))(x)
     assert seen == ["unfold", "fold"]                       # the forward and the backward pass
@@ -411,14 +412,15 @@ def test_unsupported_dtypes_name_the_dtype_and_the_11_types(op, dtype, jit):
 # -- the eager route ----------------------------------------------------------------
 
 def test_large_cpu_outputs_are_handed_to_jax_without_a_copy(monkeypatch):
+    from opendml.arrays import front
     made = []
-    real = numpy_adapter.run
+    real = front.run_numpy
 
-    def spy(x, call):
-        out = real(x, call)
-        made.append(out.ctypes.data)
-        return out
-    monkeypatch.setattr(numpy_adapter, "run", spy)
+    def spy(call, arrays):
+        outs = real(call, arrays)
+        made.append(outs[0].ctypes.data)
+        return outs
+    monkeypatch.setattr(front, "run_numpy", spy)
     x = jnp.ones((2, 4, 64, 64), jnp.float32)
     y = dml.unfold(x, 3, start_padding=1, end_padding=1)                 # 1.2 MB
     if made[0] % 64:
@@ -433,7 +435,8 @@ def test_concrete_arrays_without_kernels_run_the_compiled_lax_form(monkeypatch):
     """A concrete array on a platform with no opendml kernels (a TPU, a GPU
     without CuPy) runs the lax form, compiled: here the CPU is made one."""
     monkeypatch.setattr(jax_adapter, "KERNEL_PLATFORMS", ())
-    monkeypatch.setattr(numpy_adapter, "run", lambda x, call: pytest.fail("the kernels ran"))
+    from opendml.arrays import front
+    monkeypatch.setattr(front, "run_numpy", lambda *a: pytest.fail("the kernels ran"))
     for op in OPS:
         shape, f, want = case(op, 2)
         x = values(np.random.default_rng(2), shape, np.float32)
@@ -510,7 +513,6 @@ def test_gpu_eager_calls_of_every_operator_run_on_the_gpu(monkeypatch):
              lambda v: dml.split(v, 1, [1, 3])[1], lambda v: dml.unfold(v, 3, start_padding=1)]
     wants = [f(x) for f in cases]
     monkeypatch.setattr(front, "run_numpy", lambda *a: pytest.fail("the NumPy route ran"))
-    monkeypatch.setattr(numpy_adapter, "run", lambda *a, **k: pytest.fail("the NumPy route ran"))
     xg = jax.device_put(x, GPUS[0])
     for f, want in zip(cases, wants):
         got = f(xg)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import opendml as dml
-from opendml.arrays import numpy_adapter
+from opendml.arrays import front
 from opendml.runtime import calls
 from tests.conftest import native_available
 from tests.test_newshape_fastpaths import outcome
@@ -55,7 +55,8 @@ OPS = [_slice1, _slice, _slice_grad]
 
 
 def _no_python_route(monkeypatch):
-    monkeypatch.setattr(numpy_adapter, "_plain", lambda *a: pytest.fail("the Python route ran"))
+    monkeypatch.setattr(front, "_new", lambda *a: pytest.fail("the Python route ran"))
+    monkeypatch.setattr(front, "_plan", lambda *a: pytest.fail("the Python route ran"))
 
 
 @pytest.mark.parametrize("make", OPS)

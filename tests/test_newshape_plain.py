@@ -8,7 +8,7 @@ plans.
   ``lower()`` is the plan it describes (random valid and invalid arguments);
   where the description's fast path takes the arguments, it answers too.
 * ``copy_params`` (C) gives the bytes of ``CopyParams`` of the canonical form.
-* The array API with the plain route and without it (``numpy_adapter._plain``
+* The array API with the plain route and without it (``front._new``
   refused): the same bytes, dtype and shape, or the same error (type and
   message), over layouts, dtypes, valid and invalid arguments; the call-cache
   record of the plain route serves the next call with the same bytes; after
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import opendml as dml
-from opendml.arrays import numpy_adapter, planner
+from opendml.arrays import front, planner
 from opendml.model import DataType, TensorDesc
 from opendml.ops import Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
 from opendml.ops import slice as slice_op
@@ -313,15 +313,15 @@ def plain_off(fn, *args, with_records=False):
     """``fn(*args)`` through descriptions and plans: the plain route refused
     and every cache cleared (so nothing recorded by the plain route serves
     it)."""
-    original = numpy_adapter._plain
-    numpy_adapter._plain = lambda *a: None
+    original = front._new
+    front._new = lambda *a: None
     try:
         calls.clear()
         planner._CACHE.clear()
         got = recorded(fn, *args)
         return got if with_records else got[0]
     finally:
-        numpy_adapter._plain = original
+        front._new = original
         calls.clear()
 
 

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 import opendml as dml  # noqa: E402
 import opendml.torch as otorch  # noqa: E402
 from opendml import ValidationError  # noqa: E402
-from opendml.arrays import numpy_adapter
+from opendml.arrays import front  # noqa: E402
 from opendml.arrays.torch import adapter as torch_adapter  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 from tests.conftest import native_available  # noqa: E402
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU
 
 
 def test_numpy_array_reshaped_between_plan_and_c_call(monkeypatch):
-    from opendml.arrays import front
+    from opendml.arrays import front  # noqa: E402
     x = np.arange(4096 * 64, dtype=np.float32).reshape(4096, 64)
     real = front._move_new                                # the move route's C call, which lowers in C
 
@@ -39,7 +39,7 @@ def test_torch_tensor_resized_between_plan_and_c_call(monkeypatch):
     if not otorch.wait_for_node():
         pytest.skip("the C++ node library is not available")
     big, small = torch.arange(64.0).reshape(1, 1, 64), torch.arange(8 * 8 * 64.0).reshape(8, 8, 64)
-    from opendml.arrays import front
+    from opendml.arrays import front  # noqa: E402
     x = torch.empty(0)
     x.set_(big)
     real = front._move_new
@@ -66,8 +66,8 @@ def _resize_before_record(monkeypatch, name, change):
 
 def test_numpy_record_refused_when_the_array_changed(monkeypatch):
     x = np.arange(64 * 4096, dtype=np.float32).reshape(64, 4096)
-    monkeypatch.setattr(numpy_adapter, "_plain", lambda *a: None)      # the plan route, which records after
-    _resize_before_record(monkeypatch, "put_numpy", lambda: setattr(x, "shape", (4096, 64)))
+    monkeypatch.setattr(front, "_new", lambda *a: None)                 # the Python route, which records after
+    _resize_before_record(monkeypatch, "put_move", lambda: setattr(x, "shape", (4096, 64)))
     calls.clear()
     dml.slice(x, [0, 0], [64, 8], [1, 4])
     assert calls.entry("slice", x, [0, 0], [64, 8], [1, 4]) is None      # nothing keyed on the new layout
@@ -78,6 +78,7 @@ def test_numpy_record_refused_when_the_array_changed(monkeypatch):
 def test_torch_record_refused_when_the_tensor_changed(monkeypatch):
     x = torch.arange(64 * 4096.0).reshape(64, 4096)
     monkeypatch.setattr(torch_adapter, "_new_shape", lambda *a: None)   # the route through NumPy views
+    monkeypatch.setattr(front, "_new", lambda *a: None)
     _resize_before_record(monkeypatch, "put_numpy", lambda: x.resize_(64, 8))
     calls.clear()
     y = dml.slice(x, [0, 0], [64, 1000], [1, 4])
@@ -93,6 +94,7 @@ def test_cuda_record_refused_when_the_tensor_changed(monkeypatch):
         pytest.skip("CUDA is not available")
     x = torch.arange(64 * 4096.0, device="cuda").reshape(64, 4096)
     monkeypatch.setattr(torch_adapter, "_new_shape", lambda *a: None)
+    monkeypatch.setattr(front, "_new", lambda *a: None)
     _resize_before_record(monkeypatch, "put_cuda", lambda: x.resize_(64, 8))
     calls.clear()
     dml.slice(x, [0, 0], [64, 1000], [1, 4])

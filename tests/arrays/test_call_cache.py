@@ -1583,3 +1583,65 @@ def test_index_records_whose_reach_would_wrap_are_refused():
     assert not put(4, stride=1 << 60)
     assert not put(4, size=-1)
     calls.clear()
+
+
+# -- the first five on NumPy's move route: move entries (issue 31) ---------------------------------------
+
+_FIRST_FIVE = [
+    ("slice", lambda x: ([0, 0, 1, 1], [2, 3, 3, 4], [1, 1, 2, 1])),
+    ("slice1", lambda x: ([0, 0, 0, 0], list(x.shape), [1, 1, -1, 1], None)),
+    ("unfold", lambda x: (3, 1, 1, 1, 1)),
+    ("fold", lambda x: ([7, 5], 1, 1, 1, 0, 0)),          # (on x as (2, 3, 35) columns)
+    ("slice_grad", lambda x: ([2, 3, 14, 5], [0, 0, 0, 0], [2, 3, 14, 5], [1, 1, 2, 1])),
+]
+
+
+@needs_cache
+@pytest.mark.parametrize("name,make", _FIRST_FIVE, ids=[n for n, _ in _FIRST_FIVE])
+def test_first_five_python_route_records_one_move_entry(name, make, monkeypatch):
+    """The first five's Python route on NumPy arrays (the C new-shape route
+    refused) is the move program's, recorded as a move entry of one tuned
+    kernel: served by their own function's lookup and by the family's
+    (``calls.move``) alike, with the Python route's bytes."""
+    from opendml.arrays import front
+    from opendml.runtime import calls
+    fn = getattr(dml, name)
+    x = np.arange(2 * 3 * 7 * 5, dtype=np.float32).reshape(2, 3, 7, 5)[:, :, ::-1]
+    if name == "fold":
+        x = np.arange(2 * 3 * 35, dtype=np.float32).reshape(2, 3, 35)[:, ::-1]
+    args = make(x)
+    calls.clear()
+    with monkeypatch.context() as m:
+        m.setattr(front, "_new", lambda *a: None)
+        want = fn(x, *args)
+    entry = calls.entry(name, x, *args)
+    assert entry is not None and entry["kind"] == 4 and entry["kernel"] < 4 and entry["cpu"] == 1
+    hits = calls.info()["hits"]
+    got = fn(x, *args)
+    served = calls.move(calls.OPS[name], x, *args)
+    assert calls.info()["hits"] == hits + 2
+    for out in (got, served):
+        assert out.dtype == want.dtype and out.shape == want.shape and out.tobytes() == want.tobytes()
+
+
+@needs_cache
+def test_put_move_refuses_a_malformed_tuned_pass():
+    from opendml.runtime import calls
+    x = np.ones((4, 4), np.float32)
+    since = calls.generation()
+    outs = (((2, 2), np.dtype(np.float32), False),)
+    for passes in [((calls.TUNED, 0, 0, b"\0" * 3, 1),),                       # not the kernel's block size
+                   ((calls.TUNED + 9, 0, 0, b"\0" * 8, 1),),                   # no such kernel
+                   ((calls.TUNED, 0, 0, b"\0" * 8, 1), (1, 0, 0, b"", 1))]:    # not the program's one pass
+        with pytest.raises(ValueError, match="call_cache_put_move"):
+            calls.put_move("slice", x, ([0, 0], [2, 2], [1, 1]), outs, (0,), passes, False, since)
+    assert calls.entry("slice", x, [0, 0], [2, 2], [1, 1]) is None
+
+
+@needs_cache
+def test_put_move_refuses_an_input_changed_since_it_was_planned():
+    from opendml.runtime import calls
+    x = np.ones((4, 4), np.float32)
+    outs = (((4, 4), np.dtype(np.float32), False),)
+    assert calls.put_move("identity", x, (), outs, (0,), (), False, calls.generation(), (((2, 8), (32, 4)),)) is False
+    assert calls.put_move("identity", x, (), outs, (0,), (), False, calls.generation(), (((4, 4), (16, 4)),)) is True

@@ -373,11 +373,16 @@ def test_a_prepare_spy_on_the_cpu_backend_sees_every_never_seen_shape(monkeypatc
     backend = get_backend("cpu")
     prepared = []
     real = backend.prepare
-    monkeypatch.setattr(backend, "prepare", lambda *a, **k: prepared.append(a) or real(*a, **k))
-    y = np.random.default_rng(6).standard_normal(shapes[1], dtype=np.float32)
-    assert dml.identity(y).tobytes() == y.tobytes()
-    assert len(prepared) == 1
-    idx = np.array([s - 1 for s in (shapes[2][1],)], np.int64)
-    z = np.random.default_rng(7).standard_normal(shapes[2], dtype=np.float32)
-    assert dml.gather(z, idx, 1).tobytes() == np.take(z, idx, 1).tobytes()
-    assert len(prepared) == 2
+    # (set and deleted by hand: monkeypatch would restore the bound method into the instance's dict, where it
+    # reads as a spy to every later test)
+    backend.prepare = lambda *a, **k: prepared.append(a) or real(*a, **k)
+    try:
+        y = np.random.default_rng(6).standard_normal(shapes[1], dtype=np.float32)
+        assert dml.identity(y).tobytes() == y.tobytes()
+        assert len(prepared) == 1
+        idx = np.array([s - 1 for s in (shapes[2][1],)], np.int64)
+        z = np.random.default_rng(7).standard_normal(shapes[2], dtype=np.float32)
+        assert dml.gather(z, idx, 1).tobytes() == np.take(z, idx, 1).tobytes()
+        assert len(prepared) == 2
+    finally:
+        del backend.prepare

@@ -570,29 +570,33 @@ def test_the_route_records_nothing_for_a_packed_input(fake_framework):
 
 
 def test_a_one_pass_cupy_entry_is_served_checked_and_replayed(fake):
-    """The first operators' one-launch CuPy entry (``put_cuda``; ``cupy_call``):
-    the output from the empty hook, its alignment class checked, the launch
-    queued on the stream read at the call, an allocator's error left to the
-    Python route (None)."""
+    """A first-five call on a CuPy array is recorded as a move entry of its one launch (``put_move_cuda``;
+    ``put_cuda`` takes PyTorch tensors only) and served by the first five's lookup (``calls.call``) and the
+    family's alike: the output from the empty hook, its alignment class checked, the launch queued on the
+    stream read at the call, an allocator's error left to the Python route (None)."""
     log = []
     SLICE, SLICE_ARGS = calls.OPS["slice"], ((0, 0), (1, 1), (1, 1))
     x = FakeArray((2, 3), np.float32, 0x1000_0040)
     since = calls.generation()
-    assert calls.put_cuda("slice", x, SLICE_ARGS, (3, 4), 8, FakeLaunch(log, "slice"), 0x2000_0000, since)
+    assert not calls.put_cuda("slice", x, SLICE_ARGS, (3, 4), 8, FakeLaunch(log, "slice"), 0x2000_0000, since)
+    assert record(x, [((3, 4), np.dtype(np.float32), 0x2000_0000)], [(FakeLaunch(log, "slice"), 0, 0)],
+                  args=SLICE_ARGS, origins=(8,), name="slice")
     before = hits()
     out = calls.call(SLICE, x, *SLICE_ARGS)
     assert hits() == before + 1 and type(out) is FakeArray and out.shape == (3, 4) and out.dtype == np.float32
     assert log == [("slice", 0x1000_0038, out.data.ptr, 77)]
+    assert calls.move(SLICE, x, *SLICE_ARGS) is not None and len(log) == 2
     fake.stream, fake.misalign = 5, 4                      # another stream; an output out of its class
-    assert calls.call(SLICE, x, *SLICE_ARGS) is None and len(log) == 1
+    assert calls.call(SLICE, x, *SLICE_ARGS) is None and len(log) == 2
     fake.misalign = 0
     assert calls.call(SLICE, x, *SLICE_ARGS) is not None and log[-1][3] == 5
     fake.fail = MemoryError("pool")
-    assert calls.call(SLICE, x, *SLICE_ARGS) is None and len(log) == 2
+    assert calls.call(SLICE, x, *SLICE_ARGS) is None and len(log) == 3
     fake.fail = None
     launch_error = FakeLaunch(log, "slice", fail=RuntimeError("launch failed"))
     calls.clear()
-    assert calls.put_cuda("slice", x, SLICE_ARGS, (3, 4), 8, launch_error, 0x2000_0000, calls.generation())
+    assert record(x, [((3, 4), np.dtype(np.float32), 0x2000_0000)], [(launch_error, 0, 0)], args=SLICE_ARGS,
+                  origins=(8,), name="slice")
     with pytest.raises(RuntimeError, match="launch failed"):
         calls.call(SLICE, x, *SLICE_ARGS)
 

@@ -45,12 +45,13 @@ def zeros(shape, dtype):
 def call_of(fn, x, *args):
     """The Call the array-API function ``fn`` makes for ``x`` and ``args``."""
     got = []
-    real = api._route
+    real = api._route, api._cached, api._new
     api._route = lambda fw, call, arrays: got.append(call) or [None]
+    api._cached = api._new = lambda *a: None          # (the C routes would serve the call before the route)
     try:
         fn(x, *args)
     finally:
-        api._route = real
+        api._route, api._cached, api._new = real
     return got[0] if got else None
 
 

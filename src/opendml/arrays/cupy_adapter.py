@@ -1,35 +1,25 @@
-"""CuPy arrays: validate through the planner, run on the CUDA backend of the
-array's device (by pointer, on CuPy's current stream), return a new packed
-CuPy array on that device. A repeated call is served by the call cache
-(``runtime/calls.py``), which this module gives CuPy's allocator, current
-device and current stream. A never-seen shape of SLICE, SLICE1, UNFOLD, FOLD
-or SLICE_GRAD on an exact ``cupy.ndarray`` is planned, allocated, launched and
-recorded in one C call (``_new_shape``), whichever of CuPy and PyTorch was
-imported first.
+"""CuPy arrays: every operator (``run``) is validated on the arrays' shapes
+and dtypes, then its move program runs on the array's GPU (``arrays.cuda``,
+by pointer) on CuPy's current stream into new packed CuPy arrays on that
+device; results equal the NumPy call byte for byte. A call offered to the C
+call cache is recorded there (its launches) and the next such call is served
+from C (``runtime/calls.py``), which this module gives CuPy's allocator,
+current device and current stream; a never-seen shape the front offers the
+C new-shape route first is lowered, allocated, launched and recorded in one
+C call, whichever of CuPy and PyTorch was imported first.
 
 An array whose data pointer is not a multiple of its item size (made at an
 odd offset of a raw allocation) is refused with ``UnsupportedError`` naming
 the pointer, before anything reads it; an output the allocator cannot give
-raises ``AllocationError`` (``runtime/alloc.py``).
-
-Every other operator (``run``) is validated on the arrays' shapes
-and dtypes, then its move program runs on the array's GPU (``arrays.cuda``)
-on CuPy's current stream, outputs placed as above; results equal the NumPy
-call byte for byte. A call offered to the C call cache is recorded there
-(its launches) and the next such call is served from C
-(``runtime.calls.move``)."""
+raises ``AllocationError`` (``runtime/alloc.py``)."""
 from __future__ import annotations
 
 import cupy
 
 from ..model.errors import UnsupportedError, ValidationError
-from ..runtime import alloc, calls, get_backend
-from ..runtime.cuda.backend import check_alignment, relaunch
-from . import _dispatch, cuda
-from .planner import count_planned, plan_for_strides
-
-#: CUDA backends per device number (get_backend's lookup, without its string keys).
-_BACKENDS: dict = {}
+from ..runtime import calls
+from ..runtime.cuda.backend import relaunch
+from . import cuda
 
 
 def _stream_ptr_function():
@@ -57,68 +47,11 @@ def _empty(shape, dtype):
     return cupy.ndarray(shape, dtype, raw.data + (-raw.data.ptr % 16))
 
 
-_OPS = calls.OPS
-
-
-def _new_shape(x, call):
-    """A never-seen shape of SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD (issue 33) in one C call, the one
-    C new-shape route (the front's ``new_shape``, ``calls.move_new``): the operator's plain lowering in C
-    gives the plan for ``x``'s layout, C allocates the output with ``cupy.empty`` on the current device,
-    queues the launch the route below would queue on CuPy's current stream and records the call as
-    ``calls.put_cuda`` would. A kernel the process has not loaded comes back by name: compiled, then the
-    call is made again. None where C leaves the call to the route below (a layout it must copy, another
-    current device, misaligned data, launches not made natively...), which then validates, plans and
-    runs it."""
-    out = _dispatch.front.new_shape(_OPS[call.name], x, call.args)
-    if out is not None:
-        count_planned()
-    return out
-
-
-def _plan(x, call):
-    """The first five's compiled plans (``Call.args``), which the C call cache records as such
-    (``calls.put_cuda``)."""
-    if type(x) is cupy.ndarray:
-        out = _new_shape(x, call)
-        if out is not None:
-            return out
-    since = calls.generation()
-    planned = (x.shape, x.strides)        # the record checks x still has them
-    desc, plan, layout = plan_for_strides(call, x.dtype, planned[0], planned[1], x.itemsize)
-    # Before anything reads x (cupy.ascontiguousarray would fault too).
-    check_alignment(x.itemsize, x.data.ptr, 0, call.name)
-    given = x
-    if layout is None:
-        with x.device:                      # not cupy.ascontiguousarray: the allocator may misalign it
-            packed = _empty(x.shape, x.dtype)
-            packed[...] = x
-        x = packed
-        desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
-    device_id = x.device.id
-    backend = _BACKENDS.get(device_id) or _BACKENDS.setdefault(device_id, get_backend(f"cuda:{device_id}"))
-    with cupy.cuda.Device(device_id):
-        out = alloc.output(call.name, desc.output_tensor.sizes, x.dtype, _empty, device=f"cuda:{device_id}",
-                           errors=(cupy.cuda.memory.OutOfMemoryError,))
-        if layout.span and out.size:
-            # By pointer, on CuPy's current stream: element 0 of the bound range
-            # is x's lowest-addressed element (its origin minus the turned-around axes).
-            origin = layout.origin * x.itemsize
-            src, dst = x.data.ptr - origin, out.data.ptr
-            launch = backend.record(plan, src, layout.span, dst, call.name)
-            launch(src, dst, _current_stream_ptr())
-            if x is given:
-                # The next call like this one is served from C (runtime/calls.py).
-                calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since, planned)
-    return out
-
-
 _KINDS = "iuf"
 
 
 def run(call, arrays) -> list:
     """The adapter's one route: ``call`` on CuPy arrays; the outputs as a list."""
-    if call.args:
-        return [_plan(arrays[0], call)]
     since = calls.generation() if call.ccall is not None else None   # before any setting is read
     for x in arrays:
         if x.dtype.kind not in _KINDS or x.dtype.itemsize not in (1, 2, 4, 8):

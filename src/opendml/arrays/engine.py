@@ -23,7 +23,7 @@ from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu.backend import WORDS
 from . import _dispatch, planner
-from .numpy_adapter import as_input
+from .numpy_adapter import PREFAULT_BYTES, as_input
 from .planner import array_layout, logical_desc
 
 __all__ = ["Call", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "constant_inputs",
@@ -193,7 +193,8 @@ def run_numpy(call: Call, arrays) -> list:
             # every call); configure(call_cache=False) turns this cache off too.
             if "prepare" not in backend.__dict__ and backend.config.call_cache:
                 key = (call.key, arrays_key)
-                record = (call, since)
+                # the layouts planned for: the C record is refused where another thread changed one meanwhile
+                record = (call, since, tuple((x.shape, x.strides) for x in arrays))
                 entry = planner.lookup(key, backend)
                 if entry is not None:
                     outs = _replay(entry, arrays, call.name)
@@ -203,7 +204,9 @@ def run_numpy(call: Call, arrays) -> list:
                     return outs
     arrays = [_array(x, call.name) for x in arrays]
     desc = call.describe([logical_desc(x.dtype, x.shape) for x in arrays])
-    return execute(desc, arrays) if key is None else _execute(desc, arrays, key, record)
+    if execute is not _EXECUTE:
+        return execute(desc, arrays)
+    return _execute(desc, arrays, key, record, call.name)
 
 
 def _replay(entry, arrays, name: str) -> list:
@@ -213,17 +216,23 @@ def _replay(entry, arrays, name: str) -> list:
     backend = entry.backend
     # named as the uncached route names it (the operator), so an allocation
     # error reads the same whichever route the call took
-    outs = [backend.empty(shape, dtype, entry.desc.OPERATOR)[0] for shape, dtype in entry.outs]
+    tuned = getattr(entry.desc, "PLAIN_KERNEL", None) is not None      # (as _execute)
+    what = name if tuned else entry.desc.OPERATOR
+    outs = [backend.empty(shape, arrays[0].dtype if tuned else dtype, what)[0] for shape, dtype in entry.outs]
     steps = entry.steps
     if steps is None:
         srcs = [_prepared(x)[2] for x in arrays]
         backend.prepare(entry.plan, srcs, [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs])()
         return outs
     ins = [x.ctypes.data + off for x, off in zip(arrays, entry.offsets)]
-    dsts = [o.ctypes.data for o in outs]
-    for kernel, blob, threads, fill, s, d in steps:
-        kernel(dsts[d], dsts[s] if fill else ins[s], blob, threads)
+    _run_steps(steps, ins, [o.ctypes.data for o in outs])
     return outs
+
+
+def _run_steps(steps, ins, dsts) -> None:
+    """``kernel_steps``' compiled passes from the inputs' element 0 at ``ins`` into the outputs at ``dsts``."""
+    for kernel, blob, threads, kind, s, d in steps:
+        kernel(dsts[d], dsts[s] if kind == 1 else ins[s], blob, threads)
 
 
 def execute(desc, arrays) -> list:
@@ -235,28 +244,37 @@ def execute(desc, arrays) -> list:
 _EXECUTE = execute
 
 
-def _execute(desc, arrays, key, record) -> list:
+def _execute(desc, arrays, key, record, name: str | None = None) -> list:
     """``execute``; where ``key`` is given and the call succeeds, it is
     recorded in the move cache (``planner``) under ``key`` and, with ``record`` ((the
-    Call, the call cache's generation read before any setting)) and
+    Call, the call cache's generation read before any setting, the inputs' (shape, strides) as planned)) and
     the compiled kernels, in the C call cache."""
     arrays = [_array(x, desc.OPERATOR) for x in arrays]
     prepared = [_prepared(x) for x in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     backend = get_backend("cpu")           # large outputs reuse released, already-resident blocks
-    outs = [backend.empty(t.sizes, t.data_type.numpy_dtype, desc.OPERATOR)[0] for t in desc.outputs]
+    # the first five (a tuned kernel each: PLAIN_KERNEL) give the input's own dtype (its metadata kept), and an
+    # allocation error names their function (``name``), as their other routes do
+    tuned = getattr(desc, "PLAIN_KERNEL", None) is not None
+    what = name if tuned and name else desc.OPERATOR
+    outs = []
+    for t in desc.outputs:
+        out, fresh = backend.empty(t.sizes, arrays[0].dtype if tuned else t.data_type.numpy_dtype, what)
+        if fresh and out.nbytes >= PREFAULT_BYTES and backend.threads > 1:
+            # Fault a fresh large output's pages in from this thread first: on Linux, threads faulting in one
+            # new (huge-page advised) mapping at once can stall each other for tens of milliseconds.
+            out.reshape(-1).view(np.uint8)[::4096] = 0
+        outs.append(out)
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
     srcs = [p[2] for p in prepared]
     # A call to record runs the compiled passes it records (built once: the
     # backend's own kernels, parameters and threads, as prepare would run them)
-    steps = planner.kernel_steps(backend, plan, srcs, dsts) \
+    steps = planner.kernel_steps(backend, plan, srcs, dsts, tuned) \
         if key is not None and backend.kernels == "compiled" else None
     if steps is None:
         backend.prepare(plan, srcs, dsts)()
     else:
-        ins, dst_addrs = [a.ctypes.data for a in srcs], [o.ctypes.data for o in dsts]
-        for kernel, blob, threads, fill, s, d in steps:
-            kernel(dst_addrs[d], dst_addrs[s] if fill else ins[s], blob, threads)
+        _run_steps(steps, [a.ctypes.data for a in srcs], [o.ctypes.data for o in dsts])
     if key is not None:
         _record(key, record, backend, desc, plan, arrays, prepared, outs, steps)
     return outs
@@ -281,15 +299,15 @@ def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> 
 def _put_c(record, arrays, outs, offsets, steps) -> None:
     """Record a compiled run in the C call cache (``runtime.calls.put_move``):
     the next such call is served before any Python runs."""
-    call, since = record if record is not None else (None, None)
+    call, since, planned = record if record is not None else (None, None, None)
     if steps is None or call is None or call.ccall is None:
         return
     name, args, seq = call.ccall
     _calls.put_move(name, tuple(arrays) if seq else arrays[0], args,
                     tuple((o.shape, o.dtype, o.nbytes >= CACHE_MIN_BYTES) for o in outs),
                     tuple(-off for off in offsets),
-                    tuple((int(fill), s, d, blob, threads) for _, blob, threads, fill, s, d in steps),
-                    call.multi, since)
+                    tuple((kind, s, d, blob, threads) for _, blob, threads, kind, s, d in steps),
+                    call.multi, since, planned)
 
 
 def adjoint(desc, cotangents, constants=()) -> tuple:

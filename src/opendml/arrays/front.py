@@ -125,13 +125,8 @@ def run_list(call: Call, arrays) -> list:
 
 def _route(fw, call: Call, arrays) -> list:
     """``call`` on ``arrays`` of the adapter ``fw`` by its one route
-    (``run``); NumPy's (``fw`` None): the compiled plans of ``numpy_adapter``
-    for the calls that carry their arguments (``Call.args``: the first five,
-    whose plans the C call cache records as such), the move program
-    (``run_numpy``) for the others."""
-    if fw is not None:
-        return fw.run(call, arrays)
-    return [numpy_adapter.run(arrays[0], call)] if call.args else run_numpy(call, arrays)
+    (``run``); NumPy's (``fw`` None): the move program (``run_numpy``)."""
+    return run_numpy(call, arrays) if fw is None else fw.run(call, arrays)
 
 
 # -- snapshots -------------------------------------------------------------------------------------
@@ -206,6 +201,7 @@ _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_
           for k, v in (*_calls.MOVE_LOWERINGS.items(),
                        *((k, _calls.LOWER_PLAIN | i) for i, k in enumerate(_calls.PLAIN_LOWERED)))}
 _generation_now = _engine._generation_now
+_count_planned = planner.count_planned
 
 
 def _new(op: int, x, args: tuple):
@@ -218,7 +214,11 @@ def _new(op: int, x, args: tuple):
     if lower is None or "prepare" in state[3]:
         return None
     out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
-    return out if type(out) is not str else _new_kernels(op, lower, x, args, state, out)
+    if type(out) is str:
+        out = _new_kernels(op, lower, x, args, state, out)
+    if out is not None:
+        _count_planned()                    # validated and planned, in C: a plan-cache miss
+    return out
 
 
 def _new_kernels(op: int, lower: int, x, args: tuple, state: tuple, name: str):
@@ -265,12 +265,21 @@ _NAMES: dict = {}
 
 
 def _plan(op: int, x, args: tuple):
-    """A call of the first five past the C call cache: snapshots, the description's maker, the contract's
-    checks, then the adapter's route."""
+    """A call of the first five past the C call cache and the C new-shape route: snapshots, the description's
+    maker, the contract's checks, then the adapter's route (recorded in the C call cache by the arguments as
+    snapshotted; ``args`` for PyTorch's own route of the first five)."""
     name = _NAMES[op]
     args = _snaps(args)
-    call = Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, args=args)
-    return _route(_checked(name, (x,)), call, [x])[0]
+    known = type(x) in _BY_TYPE
+    fw = _checked(name, (x,))
+    if not known and _engine.execute is _EXECUTE:
+        # the array type's first call (the body offers the C new-shape route a type it has seen only): its
+        # framework's adapter, now loaded, has registered the framework with the C routes
+        out = _new(op, x, args)
+        if out is not None:
+            return out
+    call = Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, ccall=(name, args, False), args=args)
+    return _route(fw, call, [x])[0]
 
 
 def _move_call(op: int, x, args: tuple):
@@ -325,8 +334,13 @@ ARGUMENT_API = types.SimpleNamespace(axis=_contract.axis, rank_of=_contract.rank
 #: The routes' bodies: the C call cache offered the arguments as received, then the route (the index
 #: functions offer their arrays as one tuple and the other arguments as another, keyword-only ones first).
 _BODIES = {
-    "plan": "    out = _cached({code}, {array}, {args})\n"
-            "    return out if out is not None else _plan({code}, {array}, ({args},))\n",
+    "plan": "    if _engine.execute is _EXECUTE:\n"
+            "        out = _cached({code}, {array}, {args})\n"
+            "        if out is None and type({array}) in _BY_TYPE:\n"
+            "            out = _new({code}, {array}, ({args},))\n"
+            "        if out is not None:\n"
+            "            return out\n"
+            "    return _plan({code}, {array}, ({args},))\n",
     "move": "    if _engine.execute is _EXECUTE:\n"
             "        out = _move({code}, {array}, {args})\n"
             "        if out is None:\n"

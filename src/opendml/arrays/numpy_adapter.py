@@ -1,5 +1,8 @@
-"""NumPy arrays: validate through the planner, run on the CPU backend, return
-a new packed NumPy array."""
+"""NumPy arrays as the kernels read them (``as_input``), and the compiled
+plans of the first five on a NumPy view of a PyTorch CPU tensor (``run``:
+PyTorch's CPU kernel route, recorded in the C call cache under the tensor).
+NumPy arrays themselves take the move program (``engine.run_numpy``) for
+every operator."""
 from __future__ import annotations
 
 import ctypes
@@ -10,10 +13,7 @@ from ..model.errors import ValidationError
 from ..runtime import calls, get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu import WORDS
-from . import _dispatch
-from .planner import count_planned, plan_for_strides
-
-_LITTLE = np.little_endian
+from .planner import plan_for_strides
 
 #: Fresh outputs this large are faulted in by the calling thread before a
 #: threaded CPU kernel writes them (see ``run``).
@@ -32,15 +32,10 @@ def as_input(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def run(x: np.ndarray, call, record_as=None) -> np.ndarray:
-    """``call`` on ``x``. A compiled-kernel run is recorded in the call cache
-    under ``x`` or, where given, ``record_as`` (the PyTorch CPU tensor that
-    ``x`` views)."""
-    if record_as is None and type(x) is np.ndarray and x.dtype.isnative and _LITTLE:
-        # as_input(x) is x: a new shape's route, whose one C call reads x's layout itself (issue 19)
-        out = _plain(x, call)
-        if out is not None:
-            return out
+def run(x: np.ndarray, call, record_as) -> np.ndarray:
+    """``call`` (one of the first five: ``Call.args``) on ``x``, a NumPy view
+    of the PyTorch CPU tensor ``record_as``. A compiled-kernel run is recorded
+    in the call cache under ``record_as``."""
     since = calls.generation()            # before any setting is read
     given = x
     planned = (x.shape, x.strides)        # what is planned: the record checks x still has it
@@ -66,11 +61,11 @@ def run(x: np.ndarray, call, record_as=None) -> np.ndarray:
         # is x's lowest-addressed element (its origin minus the turned-around axes).
         origin = layout.origin * x.itemsize
         run(_address(x) - origin, _address(out))
-        if x is given and (record_as is not None or type(x) is np.ndarray):
+        if x is given:
             # The next call like this one is served from C (runtime/calls.py).
-            calls.put_numpy(call.name, x if record_as is None else record_as, call.args, out.shape, out.dtype,
-                            origin, run.kernel.__name__, run.blob, run.threads, nbytes >= CACHE_MIN_BYTES,
-                            prefault, since, _planned(planned, record_as))
+            calls.put_numpy(call.name, record_as, call.args, out.shape, out.dtype, origin, run.kernel.__name__,
+                            run.blob, run.threads, nbytes >= CACHE_MIN_BYTES, prefault, since,
+                            _planned(planned, record_as))
         return out
     low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     word = WORDS[x.itemsize]
@@ -80,25 +75,11 @@ def run(x: np.ndarray, call, record_as=None) -> np.ndarray:
 
 
 def _planned(planned: tuple, record_as):
-    """The layout a record checks: the array's (shape, byte strides), or for
-    the PyTorch tensor ``record_as`` its (shape, element strides)."""
-    if record_as is None:
-        return planned
+    """The layout a record checks: the PyTorch tensor ``record_as``'s (shape,
+    element strides)."""
     shape, strides = planned
     item = record_as.element_size()
     return shape, tuple(s // item for s in strides)
-
-
-def _plain(x: np.ndarray, call):
-    """A new shape's route (issue 19): a SLICE, SLICE1, UNFOLD, FOLD or SLICE_GRAD call on an exact,
-    native-order NumPy array lowered in C to one tuned pass of the move program, run into an output
-    below ``CACHE_MIN_BYTES`` and recorded in one C call (the front's ``new_shape``: the move route's,
-    ``calls.move_new``), with the kernel, parameter bytes, threads and record of the route below. None
-    (nothing done) for anything else."""
-    out = _dispatch.front.new_shape(calls.OPS[call.name], x, call.args)
-    if out is not None:
-        count_planned()
-    return out
 
 
 def _address(a: np.ndarray) -> int:

@@ -41,7 +41,8 @@ from ..model._frozen import stored_init
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..plan import Fill
-from ..runtime.calls import info as call_cache_info
+from ..runtime.calls import TUNED, info as call_cache_info
+from ..runtime.params import KERNELS
 from ..runtime.config import _listeners as _config_listeners
 
 __all__ = ["Layout", "array_layout", "plan_for", "plan_for_strides", "count_planned",
@@ -191,8 +192,9 @@ def count_planned() -> None:
 
 def plan_cache_info() -> dict:
     """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the plan cache's
-    size, plans held, hits and misses, where hits include the calls that the
-    call cache served without looking a plan up (its own counts are under
+    size, plans held, hits and misses, where hits and misses include the move
+    program's cache (NumPy's route of every operator) and hits the calls that
+    the call cache served without looking a plan up (its own counts are under
     ``call_cache``, see ``opendml.runtime.calls``).
 
     Returns
@@ -208,6 +210,9 @@ def plan_cache_info() -> dict:
         'misses', 'planned', 'front'}``.
     """
     info = _CACHE.info()
+    moves = _MOVES.info()                 # (the move program's cache: NumPy's route of every operator)
+    info["hits"] += moves["hits"]
+    info["misses"] += moves["misses"]
     served = call_cache_info()
     info["hits"] += served["hits"]
     info["misses"] += served["planned"]   # new shapes the call cache lowered and ran itself
@@ -293,14 +298,24 @@ class _Capture:
         return kernel, bytes(params), self._threads(nbytes)
 
 
-def kernel_steps(backend, plan, srcs, dsts):
+def kernel_steps(backend, plan, srcs, dsts, tuned: bool = False):
     """Each running pass of ``plan`` as the compiled kernel the CPU ``backend``
-    runs: ``(kernel, parameter bytes, threads, is a fill, source, destination)``;
-    None where a pass has no compiled kernel."""
+    runs: ``(kernel, parameter bytes, threads, kind, source, destination)``,
+    ``kind`` as ``runtime.calls.put_move`` takes it (0 a move copy, 1 a move
+    fill, ``TUNED`` + the kernel's code where ``tuned`` (the first five) and
+    the plan is one tuned pass: its copy, unfold, fold or scatter kernel, as
+    ``CpuBackend.runner`` gives it); None where a pass has no compiled kernel."""
     build = getattr(type(backend), "_native_move_pass", None)
     native = getattr(backend, "_native", None)
     if build is None or native is None:
         return None
+    if tuned and plan.kernel_plan() is not None:
+        run = backend.runner(plan)
+        if run is not None:
+            p = plan.passes[0]
+            if p.count == 0:
+                return ()
+            return ((run.kernel, run.blob, run.threads, TUNED + _KERNEL_CODES[run.kernel.__name__], p.src, p.dst),)
     capture = _Capture(backend)
     steps = []
     for p in plan.passes:
@@ -313,9 +328,12 @@ def kernel_steps(backend, plan, srcs, dsts):
         if not isinstance(got, tuple) or got[0] is not native.move:
             return None
         fill = isinstance(p, Fill)
-        steps.append((got[0], got[1], got[2], fill, p.dst if fill else p.src, p.dst))
+        steps.append((got[0], got[1], got[2], int(fill), p.dst if fill else p.src, p.dst))
     return tuple(steps)
 
+
+#: A tuned kernel's name -> its code (params.h's ODML_KERNEL_*).
+_KERNEL_CODES = {name: i for i, (name, _) in enumerate(KERNELS)}
 
 #: The move cache (``lookup``, ``record``, ``clear``, ``info``).
 _MOVES = _Lru(CACHE_SIZE, "entries")

@@ -3,8 +3,11 @@
 The first call of an operator with given arguments on an array of a given
 dtype, shape and strides (on CUDA, also device and address alignment) runs in
 Python: validation, lowering, the backend's kernel choice. When it ran a
-compiled kernel on the array as given, the adapter records the kernel here
-(``put_numpy``, ``put_cuda``); the next such call is served by ``call``, in C:
+compiled kernel on the array as given, the route records the kernel here
+(NumPy and CuPy arrays: ``put_move``, ``put_move_cuda``, below, for every
+operator; PyTorch tensors, for the first five: ``put_numpy``, ``put_cuda``);
+the next such call is served by ``call`` (the first five's functions; on
+NumPy and CuPy arrays it looks up the move entries) or ``move``, in C:
 it builds the key, allocates the output with the framework's allocator
 (NumPy, opendml's output blocks, PyTorch's caching allocator, CuPy's pool) and
 runs the kernel (a CPU kernel, or a CUDA launch on the caller's current
@@ -24,11 +27,10 @@ TorchScript trace, no compiled autograd, the node on) comes first. ``call``
 entries alike: keyed by the operator, its arguments as ``move`` keys them and
 the tensor.
 
-The data-movement family (``identity``, ``cast``, ``pad``, ``join``,
-``split``, ``tile``, ``space_to_depth``, ``depth_to_space``) on NumPy arrays
-has its own entries (``move``, ``put_move``): N inputs (JOIN's list or tuple
+The move program's entries (``move``, ``put_move``; every operator on NumPy
+arrays): N inputs (JOIN's list or tuple
 of arrays), M outputs (SPLIT's list), the move program's compiled passes as
-the work, kept prepared (``move.h``: ``odml_move_prepare``); arguments key as
+the work (the first five's: their one tuned kernel, ``TUNED``), kept prepared (``move.h``: ``odml_move_prepare``); arguments key as
 above plus exact floats (by their bits), bools, short ASCII strings, static
 types (``numpy.float16``), NumPy's own dtype objects and members of the
 enum types ``register_move_types`` names. ``put_move`` checks every pass
@@ -150,19 +152,30 @@ def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: 
                                         use_blocks, prefault, since, planned)
 
 
+#: ``put_move``'s pass kind of a tuned kernel (the first five's one pass): this plus the kernel's code.
+TUNED = 3
+
+
 def put_move(name: str, x, args: tuple, outs: tuple, origins: tuple, passes: tuple, multi: bool,
-             since: int) -> bool:
-    """Record a data-movement family call on NumPy arrays, made on the
+             since: int, planned: tuple | None = None) -> bool:
+    """Record a call on NumPy arrays, made on the
     settings of ``generation()`` ``since``: ``x`` and ``args`` as ``move``
     takes them (lists snapshotted), ``outs`` one ``(shape, dtype, use_blocks)``
     per output, ``origins`` per input the bytes from its data pointer back to
-    element 0 of the range the passes read, ``passes`` one ``(fill, src, dst,
-    params, threads)`` per compiled move pass (``params`` the bytes of
-    move.h's ``odml_cpu_move_params``) in the order they run. The C side
-    refuses (False) a pass that would reach outside the buffers it is given."""
+    element 0 of the range the passes read, ``passes`` one ``(kind, src, dst,
+    params, threads)`` per compiled pass in the order they run: kind 0 a move
+    copy, 1 a move fill (``params`` the bytes of move.h's
+    ``odml_cpu_move_params``), 2 an index pass (index.h's ``idx_params``),
+    ``TUNED`` + a kernel's code (params.h's ``ODML_KERNEL_*``) one tuned
+    kernel (its parameter block), the whole program of the first five. The C
+    side refuses (False) a move or index pass that would reach outside the
+    buffers it is given; a tuned kernel's block is taken as the CPU backend
+    packed it. ``planned``: each input's (shape, strides) as the passes were
+    planned for; nothing is stored (False) where an input no longer has them
+    (another thread changed it in place)."""
     if not _HAS_MOVE:
         return False
-    return _native.call_cache_put_move(OPS[name], x, args, outs, origins, passes, multi, since)
+    return _native.call_cache_put_move(OPS[name], x, args, outs, origins, passes, multi, since, planned)
 
 
 #: The index functions with an index check (``check_indices``, their first argument after the arrays).

@@ -2,9 +2,11 @@
  *
  * The first call with a given operator, arguments, input dtype, shape and strides (on CUDA also the device and
  * the input address's class mod 16) runs in Python: validation, lowering, the backend's choice of kernel. Where
- * it ran a compiled kernel on the input as given, its adapter stores here what the kernel needs (put_numpy,
- * put_cuda): the output's shape, the input's origin, the CPU kernel's parameter block or the CUDA launch. A
- * later call with the same key (call_cache_call, the first thing each array-API function does) allocates the
+ * it ran a compiled kernel on the input as given, its adapter stores here what the kernel needs (the move
+ * program's entries, calls_move.c, for NumPy and CuPy arrays and every operator; PyTorch's own entries of the first
+ * five, put_numpy and put_cuda on tensors: the output's shape, the input's origin, the CPU kernel's parameter block
+ * or the CUDA launch). A later call with the same key (call_cache_call, the first thing each of the first five's
+ * functions does; call_cache_move, each other function's) allocates the
  * output with the framework's own allocator (NumPy's, opendml's output blocks, PyTorch's caching allocator,
  * CuPy's pool) and runs the kernel on the caller's current stream. It returns None for anything it cannot
  * vouch for: another array type, a PyTorch tensor that autograd or a tracer must see (requires_grad with grad
@@ -13,7 +15,7 @@
  * gives every error and every answer the cache does not hold. A tensor autograd must record (and nothing else
  * must see: the torch_eager hook says no trace, no compiled autograd, opendml's node in use) is served by an
  * eager entry (put_eager): a callable, with the kernel entry's key, that records the call with the autograd
- * node and runs the kernel. The data-movement family's entries (calls_move.c) take several inputs and outputs.
+ * node and runs the kernel. The move program's entries (calls_move.c) take several inputs and outputs.
  *
  * Keys are int64 words: array kind, operator, each argument (tagged), dtype, rank, shape, strides, device and
  * alignment. The table is a dict of key bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
@@ -671,27 +673,6 @@ int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *p
 #endif
 }
 
-static PyObject *cupy_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
-    Key k;
-    PyObject *dtype = NULL;
-    int64_t device, dst;
-    uint64_t ptr;
-    int placed;
-    if (key_head(&k, KIND_CUPY, args[0], args + 2, nargs - 2) < 0 || cupy_key(&k, x, &dtype, &device, &ptr) < 0) {
-        Py_XDECREF(dtype);
-        Py_RETURN_NONE;
-    }
-    Entry *e = lookup(&k, -1);
-    if (!e || !cuda_device_is(0, device)) {
-        Py_XDECREF(e);
-        Py_DECREF(dtype);
-        Py_RETURN_NONE;
-    }
-    PyObject *out = cuda_empty(0, x, &e->out1, dtype, &dst, &placed);
-    Py_DECREF(dtype);
-    return serve_pass1(e, out, placed, 0, device, ptr, dst);
-}
-
 /* -- NumPy arrays ------------------------------------------------------------------------------------ */
 
 #ifdef ODML_NUMPY
@@ -748,19 +729,6 @@ static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
     return NULL;
 }
 
-static PyObject *numpy_call(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x) {
-    Key k;
-    if (key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 || numpy_key(&k, x) < 0) Py_RETURN_NONE;
-    Entry *e = lookup(&k, -1);
-    if (!e) return numpy_plain(args, nargs, x, &k);   /* a new shape of the first five (calls_move_new.c) */
-    /* the output takes x's own dtype object, as the Python route does (a
-     * dtype with metadata or fields keys like its plain type) */
-    PyObject *out = cpu_run(e, PyArray_DESCR(x), (uintptr_t)PyArray_BYTES(x));
-    Py_DECREF(e);
-    if (out) hits++;
-    else if (PyErr_ExceptionMatches(PyExc_MemoryError)) out = allocation_failed();
-    return out;
-}
 #endif
 
 /* -- Python functions ------------------------------------------------------------------------------- */
@@ -803,11 +771,12 @@ PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssiz
     if (!enabled || nargs < 2 || !table) Py_RETURN_NONE;
     PyObject *x = args[1], *result;
     PyTypeObject *type = Py_TYPE(x);
-#ifdef ODML_NUMPY
-    if (numpy_ready && type == &PyArray_Type) return numpy_call(args, nargs, (PyArrayObject *)x);
-#endif
     if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs, x);
-    else if (c_type && type == (PyTypeObject *)c_type) result = cupy_call(args, nargs, x);
+#ifdef ODML_NUMPY
+    /* NumPy and CuPy arrays: the move program's entries of every operator (calls_move.c) */
+    else if (numpy_ready && type == &PyArray_Type) return numpy_move(args, nargs, 1);
+    else if (c_type && type == (PyTypeObject *)c_type) result = cuda_move(args, nargs, 0);
+#endif
     else Py_RETURN_NONE;
     return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
 }
@@ -858,7 +827,7 @@ static Entry *new_entry(int kind, PyObject *shape) {
  * place (x.resize_, x.set_, x.shape = ...) while the route ran, and the entry, keyed by x's layout as read now, must
  * hold a plan for that layout. Read with the GIL held, right before the key is: no Python code runs in between. 0 (no
  * exception) where not. */
-static int still_planned(PyObject *x, PyObject *planned, int torch) {
+int still_planned(PyObject *x, PyObject *planned, int torch) {
     if (planned == Py_None) return 1;
     if (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != 2) return 0;
     PyObject *shape = PyObject_GetAttr(x, s_shape);
@@ -906,16 +875,13 @@ PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     }
     int64_t device;
     uint64_t ptr;
-    int kind = Py_TYPE(x) == &PyArray_Type ? KIND_NUMPY
-             : t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH : 0;
-    if (!kind || !still_planned(x, planned, kind == KIND_TORCH) ||
-        key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
-        (kind == KIND_NUMPY ? numpy_key(&k, (PyArrayObject *)x) : torch_key(&k, x, &device, &ptr)) < 0 ||
-        (kind == KIND_TORCH && device >= 0)) {
+    if (!(t_type && Py_TYPE(x) == (PyTypeObject *)t_type) || !still_planned(x, planned, 1) ||
+        key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+        torch_key(&k, x, &device, &ptr) < 0 || device >= 0) {
         PyBuffer_Release(&params);
         return with_deferred(Py_NewRef(Py_False));
     }
-    Entry *e = new_entry(kind, shape);
+    Entry *e = new_entry(KIND_TORCH, shape);
     if (!e) {
         PyBuffer_Release(&params);
         return NULL;
@@ -961,8 +927,9 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     PyObject *x = args[1];
     int rc = -1;
 #ifdef ODML_NUMPY
-    if (numpy_ready && Py_TYPE(x) == &PyArray_Type)
-        rc = key_head(&k, KIND_NUMPY, args[0], args + 2, nargs - 2) < 0 ? -1 : numpy_key(&k, (PyArrayObject *)x);
+    PyArrayObject *in[MAX_MOVE_IO];
+    int n_in;
+    if (numpy_ready && Py_TYPE(x) == &PyArray_Type) rc = move_key(&k, args[0], x, args + 2, nargs - 2, in, &n_in);
 #endif
     if (rc < 0 && t_type && Py_TYPE(x) == (PyTypeObject *)t_type)
         rc = key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 ? -1 : torch_key(&k, x, &device, &ptr);
@@ -975,9 +942,11 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     const Pass *p = &e->pass1;
     const Out *o = &e->out1;
     const char *params = e->cpu || !p->launch ? (const char *)&p->p.k : (const char *)(uintptr_t)p->params;
+    const int tuned = p->kernel < ODML_KERNEL_COUNT;   /* (a move or index pass: no kernel block shown) */
     PyObject *d = Py_BuildValue(
         "{s:i,s:i,s:i,s:y#,s:i,s:i,s:i,s:K,s:O,s:L,s:O,s:K,s:I,s:I,s:I,s:I}", "kind", e->kind, "cpu", e->cpu,
-        "kernel", p->kernel, "params", params, p->launch && !e->cpu ? (Py_ssize_t)0 : (Py_ssize_t)odml_kernel_size[p->kernel],
+        "kernel", p->kernel, "params", params, (p->launch && !e->cpu) || !tuned ? (Py_ssize_t)0
+                                                                                   : (Py_ssize_t)odml_kernel_size[p->kernel],
         "threads", p->threads, "use_blocks", o->use_blocks, "prefault", e->prefault, "origin",
         (unsigned long long)e->origin[0], "shape", o->shape ? o->shape : Py_None, "out_bytes", (long long)o->bytes,
         "dtype", o->dtype ? o->dtype : Py_None, "function", (unsigned long long)p->function, "grid", p->grid,
@@ -998,7 +967,7 @@ PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
  * generation) */
 PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *op, *x, *call_args, *shape, *launch_obj, *dtype = NULL, *planned = Py_None;
+    PyObject *op, *x, *call_args, *shape, *launch_obj, *planned = Py_None;
     unsigned long long origin, function, params, grid, block, shared, dst_align, gen;
     int64_t device;
     uint64_t ptr;
@@ -1012,16 +981,12 @@ PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
                         "dst_align in [0, 15] and a callable launch are required");
         return NULL;
     }
-    int kind = t_type && Py_TYPE(x) == (PyTypeObject *)t_type ? KIND_TORCH
-             : c_type && Py_TYPE(x) == (PyTypeObject *)c_type ? KIND_CUPY : 0;
-    if (!enabled || gen != generation || !kind || !still_planned(x, planned, kind == KIND_TORCH) ||
-        key_head(&k, kind, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
-        (kind == KIND_TORCH ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dtype, &device, &ptr)) < 0) {
-        Py_XDECREF(dtype);
+    if (!enabled || gen != generation || !(t_type && Py_TYPE(x) == (PyTypeObject *)t_type) ||
+        !still_planned(x, planned, 1) ||
+        key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
+        torch_key(&k, x, &device, &ptr) < 0)
         return with_deferred(Py_NewRef(Py_False));
-    }
-    Py_XDECREF(dtype);
-    Entry *e = new_entry(kind, shape);
+    Entry *e = new_entry(KIND_TORCH, shape);
     if (!e) return NULL;
     Pass *p = &e->pass1;
     e->origin[0] = (int64_t)origin;

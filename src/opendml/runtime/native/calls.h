@@ -41,10 +41,14 @@
 #define RELEASE_BYTES (64 * 1024)
 #define PAGE 4096
 
-/* The array kinds that head every key: the first five's entries (NumPy, PyTorch, CuPy, eager autograd) and
- * the data-movement family's (NumPy arrays and PyTorch CPU views, PyTorch CUDA tensors, CuPy arrays). */
-enum { KIND_NUMPY = 1, KIND_TORCH = 2, KIND_CUPY = 3, KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6,
-       KIND_MOVE_CUPY = 7 };
+/* The array kinds that head every key: PyTorch's first-five entries (one kernel or launch; eager autograd) and
+ * the move program's of every operator (NumPy arrays and PyTorch CPU views, PyTorch CUDA tensors, CuPy arrays). */
+enum { KIND_TORCH = 2, KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
+
+/* call_cache_put_move's pass kind of a tuned kernel (runtime/calls.py's TUNED): this plus its ODML_KERNEL_* code */
+#define TUNED_PASS 3
+/* fresh outputs this large that threads write have their pages faulted in first (engine.py's PREFAULT_BYTES) */
+#define PREFAULT_BYTES ((int64_t)4 << 20)
 
 #define MAX_MOVE_IO 16
 #define MAX_MOVE_PASSES 64
@@ -204,6 +208,8 @@ PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int 
 /* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its recorder's output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
+/* whether x's (shape, strides) are still `planned` (None: yes); 0, no exception, where not (calls.c) */
+int still_planned(PyObject *x, PyObject *planned, int torch);
 int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY
 /* The check of a new-shape function's arguments (calls_move_new.c's, newshape_index.c's): per
@@ -212,7 +218,7 @@ int run_kernel(Entry *e, char *dst, const char *src, const char **error);
  * answers None: the Python route) where one is not, or NumPy's C API is not ready. */
 int plain_args(PyObject *const *args, const char *spec, ...);
 int numpy_key(Key *k, PyArrayObject *x);
-/* a new shape of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD served at a miss (calls_move_new.c), or None */
+/* a new shape of one of the first five (a plain lowering) served at a miss under k (calls_move_new.c), or None */
 PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k);
 void plain_forget(void);                /* drops what numpy_plain learned (with the dict) */
 #endif
@@ -246,6 +252,10 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
                     int64_t gen);
 /* e's passes run in order (calls_move.c); the first status other than ODML_OK */
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
+/* a repeated call on exact NumPy arrays (`plain`: a miss then served by numpy_plain), or None (calls_move.c) */
+PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain);
+/* a repeated call on PyTorch CUDA tensors (torch 1) or CuPy arrays (0), or None (calls_move.c) */
+PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
 /* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
 int torch_input(PyObject *x);
 int torch_input_cuda(PyObject *x);

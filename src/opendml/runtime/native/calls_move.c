@@ -149,7 +149,9 @@ int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
     return status;
 }
 
-static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
+/* A repeated call on exact NumPy arrays served from its entry; at a miss (`plain`: the first five's calls, whose
+ * functions offer call_cache_call), a never-seen shape numpy_plain serves (calls_move_new.c), else None. */
+PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
     Key k;
     PyArrayObject *in[MAX_MOVE_IO];
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
@@ -161,16 +163,22 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) {
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     Entry *e = lookup(&k, n_in);
     if (!e) {
-        result = Py_NewRef(Py_None);
+        result = plain && n_in == 1 ? numpy_plain(args, nargs, in[0], &k) : Py_NewRef(Py_None);
         goto done;
     }
+    /* a tuned pass (the first five's) gives the input's own dtype object, as the Python route does (a dtype with
+     * metadata keys like its plain type) */
+    const int own = e->n_pass == 1 && e->passes[0].kernel < ODML_KERNEL_COUNT;
     for (int i = 0; i < e->n_out; i++) {
         const Out *o = &e->outs[i];
-        outs[i] = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dsts[i], NULL);
+        int fresh;
+        outs[i] = new_output(own ? PyArray_DESCR(in[0]) : (PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dsts[i], &fresh);
         if (!outs[i]) {                            /* the Python route allocates again and raises */
             result = allocation_failed();
             goto done;
         }
+        if (fresh && e->prefault)                  /* as engine._execute: fault pages in before threads write */
+            for (int64_t b = 0; b < o->bytes; b += PAGE) dsts[i][b] = 0;
     }
     for (int i = 0; i < n_in; i++) srcs[i] = PyArray_BYTES(in[i]) - e->origin[i];
     status = run_passes(e, dsts, srcs);
@@ -262,7 +270,8 @@ static int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const i
 }
 
 /* An input's element 0 (its lowest-addressed element) as bytes back from its data pointer, and its span in elements;
- * -1 where a stride is not a whole number of elements (the route copies such an array first). */
+ * -1 where a stride along an axis of more than one element is not a whole number of elements (the route copies such
+ * an array first). */
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span) {
     int64_t es = PyArray_ITEMSIZE(x), back = 0, reach = 0;
     *span = 0;
@@ -273,6 +282,7 @@ int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span) {
         }
     for (int i = 0; i < PyArray_NDIM(x); i++) {
         int64_t n = PyArray_DIM(x, i), s = PyArray_STRIDE(x, i);
+        if (n == 1) continue;                      /* a size-1 axis's stride is never used (planner.array_layout) */
         if (es <= 0 || s % es) return -1;
         if (!odml_mul_le(n - 1, s < 0 ? -s : s, (int64_t)1 << 58)) return -1;
         if (s < 0) back += (n - 1) * -s;
@@ -292,15 +302,17 @@ static int int64_item(PyObject *seq, Py_ssize_t i, int64_t *v) {
 
 #define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)
 
-/* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation): outs a tuple of (shape, dtype,
+/* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation[, planned]): planned None or each input's
+ * (shape, strides) as the passes were planned for (an input that no longer has them: False); outs a tuple of (shape, dtype,
  * use_blocks) per output, origins one int per input (bytes from its data pointer back to element 0 of the
  * range the passes read), passes a tuple of (kind, src, dst, params, threads[, checked]) run in order (kind 0 a
  * move copy, 1 a move fill: params move.h's; 2 an index pass: params index.h's idx_params, src -1 for a
- * constant value, checked whether its index values are the array API's checked indices); whether stored.
+ * constant value, checked whether its index values are the array API's checked indices; TUNED_PASS + a kernel's
+ * code: the one pass of the first five, params that kernel's block as the CPU backend packs it); whether stored.
  * False (nothing stored) where the call has no key, the cache is off or was dropped since `generation`, or a
  * pass would reach outside the buffers; ValueError for a malformed record. */
 static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
-                          PyObject *passes, int multi) {
+                          PyObject *passes, int multi, PyObject *planned) {
     Key k;
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in, in_size[MAX_MOVE_IO], out_size[MAX_MOVE_IO];
@@ -320,8 +332,19 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
      * Python code (an origin's __index__, a flag's __bool__) that empties x */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     PyObject *result = NULL;
+    if (planned != Py_None && (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != n_in)) {
+        PyErr_SetString(PyExc_ValueError, "call_cache_put_move: planned must be None or one (shape, strides) per input");
+        goto release;
+    }
+    /* (read with the key: an input another thread changed after its passes were planned is not recorded) */
+    for (int i = 0; planned != Py_None && i < n_in; i++)
+        if (!still_planned((PyObject *)in[i], PyTuple_GET_ITEM(planned, i), 0)) {
+            result = Py_NewRef(Py_False);
+            goto release;
+        }
     Entry *e = entry_alloc(KIND_MOVE, (int)n_out, (int)n_pass);
     if (!e) goto release;
+    e->cpu = 1;
     e->n_in = n_in;
     e->multi = multi;
     for (int i = 0; i < n_in; i++) {
@@ -340,8 +363,8 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
         if ((es != 1 && es != 2 && es != 4 && es != 8) || rank > MAX_RANK)
             PUT_MOVE_FAIL("an output needs at most 8 dimensions and elements of 1, 2, 4 or 8 bytes");
         Out *eo = &e->outs[i];
-        Py_INCREF(dtype);
-        eo->dtype = dtype;
+        eo->dtype = Py_NewRef(dtype);
+        eo->shape = Py_NewRef(shape);
         eo->rank = rank;
         eo->use_blocks = blocks;
         out_size[i] = es;
@@ -365,6 +388,18 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(passes, i), "iiiy*i|p", &kind, &mp->src, &mp->dst, &pb,
                               &mp->threads, &mp->checked))
             goto fail;
+        if (kind >= TUNED_PASS) {                /* a tuned kernel: the whole program, one input and output */
+            const int code = kind - TUNED_PASS;
+            const int sized = code < ODML_KERNEL_COUNT && pb.len == (Py_ssize_t)odml_kernel_size[code];
+            if (sized) memcpy(&mp->p.k, pb.buf, odml_kernel_size[code]);
+            PyBuffer_Release(&pb);
+            if (!sized || n_pass != 1 || n_in != 1 || n_out != 1 || mp->src != 0 || mp->dst != 0)
+                PUT_MOVE_FAIL("a tuned pass is a program's one pass, of one input and output, its parameters the "
+                              "bytes of its kernel's block (params.h)");
+            if (mp->threads < 1 || mp->threads > ODML_MAX_THREADS) goto refuse;
+            mp->kernel = code;
+            continue;
+        }
         if (kind == 2) {                         /* an index-driven pass: index.c's parameters */
             IndexPass *ip = pb.len == (Py_ssize_t)sizeof(idx_params) ? PyMem_Calloc(1, sizeof *ip) : NULL;
             if (ip) memcpy(&ip->p, pb.buf, sizeof ip->p);
@@ -391,6 +426,8 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
         if (ready < 0) goto fail;
         if (!ready) goto refuse;
     }
+    for (int i = 0; i < e->n_pass; i++)            /* threads writing a fresh large output: its pages faulted first */
+        e->prefault |= e->total >= PREFAULT_BYTES && e->passes[i].threads > 1;
     result = stored(&k, e);
     goto release;
 refuse:
@@ -476,6 +513,8 @@ PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn f
     Py_DECREF(result);
     return t;
 }
+
+static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return numpy_move(args, nargs, 0); }
 
 static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return torch_views(args, nargs, 1, move_call); }
 
@@ -746,7 +785,7 @@ int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *arg
 
 /* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
  * (torch 0): its outputs (a list for SPLIT), or None (take the Python route). */
-static PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
+PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     Key k;
     PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], stream;
@@ -930,7 +969,7 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
     if (fw == 1 && torch_input_cuda(args[1]))                 /* CUDA tensors by their own entries, CPU ones by views */
         return with_deferred(cuda_move(args, nargs, 1));
     if (torch_input(args[1])) return with_deferred(torch_move(args, nargs));
-    return with_deferred(move_call(args, nargs));
+    return with_deferred(numpy_move(args, nargs, 0));
 #else
     (void)args; (void)nargs;
     Py_RETURN_NONE;
@@ -940,16 +979,16 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
 PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
     (void)self;
 #ifdef ODML_NUMPY
-    PyObject *op, *x, *call_args, *outs, *origins, *passes;
+    PyObject *op, *x, *call_args, *outs, *origins, *passes, *planned = Py_None;
     int multi;
     unsigned long long gen;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
-                          &PyTuple_Type, &origins, &PyTuple_Type, &passes, &multi, &gen))
+    if (!PyArg_ParseTuple(args, "OOO!O!O!O!pK|O", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &outs,
+                          &PyTuple_Type, &origins, &PyTuple_Type, &passes, &multi, &gen, &planned))
         return NULL;
     if (!enabled || gen != generation) return with_deferred(Py_NewRef(Py_False));
     const int fw = cuda_framework(x);                     /* NumPy records come with NumPy arrays (views) */
     return fw ? put_move_cuda(op, x, call_args, outs, origins, passes, multi, fw == 1)
-              : put_move(op, x, call_args, outs, origins, passes, multi);
+              : put_move(op, x, call_args, outs, origins, passes, multi, planned);
 #else
     (void)args;
     Py_RETURN_FALSE;

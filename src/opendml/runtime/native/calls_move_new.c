@@ -153,7 +153,8 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * memory. */
 /* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
  * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
- * keyed as the first five's entries are (KIND_NUMPY: numpy_call serves it). NULL, no exception set, where the Python
+ * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's; PyTorch's CPU
+ * route makes it KIND_TORCH). NULL, no exception set, where the Python
  * route must run the call (an output of `limit` bytes or more, which takes the output blocks there; more than
  * ODML_MAX_THREADS threads); NULL with one for no memory. */
 static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_t *conf) {
@@ -163,7 +164,7 @@ static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_
             || bytes >= conf[4] || __builtin_mul_overflow(pl->origin, pl->es, &origin))
         return NULL;
     const int64_t threads = odml_new_threads(run.work, conf[1], conf[0]);
-    Entry *e = threads > ODML_MAX_THREADS ? NULL : entry_alloc(KIND_NUMPY, 1, 1);
+    Entry *e = threads > ODML_MAX_THREADS ? NULL : entry_alloc(KIND_MOVE, 1, 1);
     if (!e) return NULL;
     e->cpu = 1;
     e->total = e->out1.bytes = bytes;
@@ -339,16 +340,12 @@ done:
 
 PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
                     int64_t gen) {
-    /* the key and the inputs' layouts as lowered, before anything can run Python code: a tuned pass's (KIND_NUMPY)
-     * as numpy_call finds it, the family's as move_call does */
+    /* the key and the inputs' layouts as lowered, before anything can run Python code, as numpy_move finds it */
     Key k;
     PyArrayObject *keyed_in[MAX_MOVE_IO];
     int keyed_n = 0;
-    PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
-    const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
-    const int keyed = e->kind == KIND_NUMPY
-                          ? key_head(&k, KIND_NUMPY, op, cargs, ncargs) == 0 && numpy_key(&k, in[0]) == 0
-                          : move_key(&k, op, xo, cargs, ncargs, keyed_in, &keyed_n) == 0 && keyed_n == n_in;
+    const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
+                               keyed_in, &keyed_n) == 0 && keyed_n == n_in;
     if (PyErr_Occurred()) drop_error();
     return serve_keyed(e, keyed ? &k : NULL, in, n_in, gen);
 }
@@ -674,8 +671,9 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
 }
 
 /* The first five's never-seen shape (`lowering` ODML_LOWER_PLAIN | ...) on one PyTorch CUDA tensor or CuPy array x:
- * cuda_new's steps for a tuned pass, keyed once as the first five's entries are (KIND_TORCH or KIND_CUPY: operator,
- * arguments, x; torch_serve and cupy_call serve them), lowered by odml_move_plain into its plan, its one launch
+ * cuda_new's steps for a tuned pass, keyed once as its entries are (on PyTorch as the first five's, KIND_TORCH:
+ * operator, arguments, x, torch_serve serves it; on CuPy as a move program's of one pass, KIND_MOVE_CUPY, whose
+ * output dtype the entry holds: cuda_move serves it), lowered by odml_move_plain into its plan, its one launch
  * odml_new_cuda's (runtime/cuda/backend.py's for the plan) queued on the framework's current stream; no move program
  * (58 KiB) nor launch table (46 KiB) made, no launch settings read. Returns as cuda_new does. */
 static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, PyObject *gen_o, int torch,
@@ -693,7 +691,9 @@ static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, 
         goto route;
     PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
     const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
-    if (key_head(&k, torch ? KIND_TORCH : KIND_CUPY, op, cargs, ncargs) < 0) goto route;
+    if (torch ? key_head(&k, KIND_TORCH, op, cargs, ncargs) < 0
+              : key_call(&k, KIND_MOVE_CUPY, op, cargs, ncargs, 1) < 0 || put(&k, -1) < 0)   /* (cuda_move_key's) */
+        goto route;
     const int at = k.n;                             /* x's words (torch_key's, cupy_key's) from here */
     if ((torch ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dt, &device, &ptr)) < 0 || device < 0) goto route;
     c.n = 1;
@@ -728,11 +728,12 @@ static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, 
     if ((torch ? torch_key(&now, x, &device, &now_ptr) : cupy_key(&now, x, &dt, &device, &now_ptr)) < 0
             || now_ptr != ptr || now.n != k.n - at || !same_words(now.w, k.w + at, now.n))
         goto route;
-    if (!(e = entry_alloc(torch ? KIND_TORCH : KIND_CUPY, 1, 1))) goto done;
+    if (!(e = entry_alloc(torch ? KIND_TORCH : KIND_MOVE_CUPY, 1, 1))) goto done;
     Pass *p = &e->pass1;
     e->device = device;
     e->origin[0] = c.origin[0];
     e->out1.shape = Py_NewRef(shapes[0]);
+    if (!torch) e->out1.dtype = Py_NewRef(dtypes[0]);
     e->out1.rank = pl.out_rank;
     memcpy(e->out1.dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
     e->out1.dst_align = (unsigned)(dst & 15);
