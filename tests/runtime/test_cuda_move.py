@@ -702,7 +702,8 @@ def test_record_move_on_raw_pointers_and_variants():
             try:
                 out = cupy.full(want.size, 0xAB, dtype=want.dtype)
                 be = cb.CudaBackend(0)          # fresh launch cache: the variant is built
-                be.run_move(plan, [src.data.ptr], [src.size], [out.data.ptr], [out.size], stream.ptr)
+                sps, dps = [src.data.ptr], [out.data.ptr]
+                be.record_move(plan, sps, [src.size], dps, [out.size])(sps, dps, stream.ptr)
                 stream.synchronize()
             finally:
                 cs.FUSE_PAD, cs.MOVE_PLAIN_VIA = old

@@ -1,7 +1,7 @@
 """CUDA backend: CuPy memory and the move program (``opendml.plan.MovePlan``)
 run by opendml's own kernels.
 
-Every plan is a ``MovePlan``: ``record_move`` (and ``run_move``, ``prepare``)
+Every plan is a ``MovePlan``: ``record_move`` (and ``prepare``)
 turn its passes into kernel launches through one table keyed by pass kind
 (``steps.PASS_STEPS``: Copy, Fill, Gather, Scatter, Unfold, Fold,
 SliceScatter) and cache them per plan object and the addresses' alignment
@@ -84,7 +84,6 @@ class CudaBackend:
         self.cupy, self.index = cupy, index
         self.device = cupy.cuda.Device(index)
         self._launches: dict = {}
-        self._streams: dict = {}
         self._lock = threading.Lock()
 
     def _evict(self, cache: dict) -> None:
@@ -218,14 +217,6 @@ class CudaBackend:
         """The device's multiprocessor count (persistent grids)."""
         with capture_relaxed():
             return int(self.cupy.cuda.runtime.getDeviceProperties(self.index)["multiProcessorCount"])
-
-    def run_move(self, plan: MovePlan, src_ptrs, src_elements, dst_ptrs, dst_elements, stream_ptr: int = 0,
-                 what: str | None = None) -> None:
-        """Queue a ``MovePlan`` on ``stream_ptr`` now:
-        ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements,
-        what)(src_ptrs, dst_ptrs, stream_ptr)`` (see ``record_move``)."""
-        self.record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements, what)(src_ptrs, dst_ptrs,
-                                                                                        stream_ptr)
 
     def prepare(self, plan: MovePlan, src, dst):
         """A callable running ``plan`` from the CuPy word arrays ``src`` into
