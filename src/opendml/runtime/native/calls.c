@@ -286,7 +286,7 @@ static int long_of(PyObject *r, int64_t *v) {
 
 /* An attribute (or, with call, a no-argument method) as an int64; -1 with no exception left where it fails or is
  * not an int. */
-int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
+static int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
     return long_of(call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name), v);
 }
 
@@ -353,7 +353,7 @@ static int output_address(const Out *o, PyObject *out, int torch, int64_t *dst) 
 }
 
 /* The stream handle a hook returned (a new reference, or NULL); consumes it. */
-int stream_of(PyObject *s, uint64_t *stream) {
+static int stream_of(PyObject *s, uint64_t *stream) {
     int rc = -1;
     if (s && PyLong_Check(s)) {
         unsigned long long v = PyLong_AsUnsignedLongLong(s);
@@ -434,7 +434,7 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
 /* Whether x still keys as words[0..n) and lies at `ptr` (torch_key's words and address, read before an allocation;
  * the words hold only the address's class mod 16): an allocation may run a garbage collection whose finalizers change
  * x (x.resize_(), x.set_()) and release the memory a launch queued from the old words would read. */
-int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr) {
+static int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr) {
     Key now;
     int64_t device;
     uint64_t at;
@@ -468,7 +468,7 @@ int torch_plain(PyObject *x) {
 }
 
 /* Whether the current CUDA device is `device` (the launches need it current). */
-int torch_device_is(int64_t device) {
+static int torch_device_is(int64_t device) {
     if (tapi) {
         int64_t d = tapi->current_device();
         if (d < 0) drop_error();
@@ -478,7 +478,7 @@ int torch_device_is(int64_t device) {
 }
 
 /* The current stream of CUDA device `device`: 0, or -1 with an exception. */
-int torch_stream(int64_t device, uint64_t *stream) {
+static int torch_stream(int64_t device, uint64_t *stream) {
     if (tapi) return tapi->current_stream(device, stream);
     PyObject *dev = PyLong_FromLongLong(device);
     if (!dev) return -1;
@@ -490,7 +490,7 @@ int torch_stream(int64_t device, uint64_t *stream) {
 /* With PyTorch's accessors, x.new_empty(shape, dtype=dtype) (dtype NULL: x's) as a new reference, its data pointer in
  * *dst; NULL with the allocator's exception; NULL and no exception where there are no accessors or the shape is not
  * one they take (the caller allocates through Python). */
-PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst) {
+static PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst) {
     if (!tapi || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > MAX_RANK) return NULL;
     int64_t sizes[MAX_RANK];
     const Py_ssize_t nd = PyTuple_GET_SIZE(shape);
@@ -701,15 +701,6 @@ int numpy_key(Key *k, PyArrayObject *x) {
     return 0;
 }
 
-int run_kernel(Entry *e, char *dst, const char *src, const char **error) {
-    /* the caller's reference keeps e alive while the GIL is released */
-    int status, release = e->out1.bytes >= RELEASE_BYTES;
-    PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
-    status = odml_run_kernel(e->pass1.kernel, dst, src, &e->pass1.p.k, e->pass1.threads, error);
-    if (release) PyEval_RestoreThread(ts);
-    return status;
-}
-
 /* e's kernel from the array whose element 0 is at `data` into a new NumPy array of `dtype` (an output block where
  * large enough, as CpuBackend.empty does). */
 static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
@@ -721,7 +712,10 @@ static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
     if (fresh && e->prefault)                      /* as numpy_adapter.run: fault pages in before threads write */
         for (int64_t i = 0; i < o->bytes; i += PAGE) dst[i] = 0;
     const char *src = (const char *)(data - (uintptr_t)e->origin[0]), *error = NULL;
-    int status = run_kernel(e, dst, src, &error);
+    const int release = o->bytes >= RELEASE_BYTES;   /* (the caller's reference keeps e alive meanwhile) */
+    PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
+    int status = odml_run_kernel(e->pass1.kernel, dst, src, &e->pass1.p.k, e->pass1.threads, &error);
+    if (release) PyEval_RestoreThread(ts);
     if (status == ODML_OK) return out;
     Py_DECREF(out);
     if (status == ODML_ENOMEM) return PyErr_NoMemory();

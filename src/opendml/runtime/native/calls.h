@@ -134,7 +134,7 @@ extern PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_st
 extern PyObject *c_type, *c_empty, *c_device, *c_stream;
 /* the attribute names the hooks read, interned once: s_NAME for each NAME */
 #define ODML_NAMES(X) X(requires_grad) X(is_cuda) X(is_cpu) X(dtype) X(shape) X(stride) X(get_device) X(data_ptr) \
-    X(is_neg) X(is_conj) X(new_empty) X(strides) X(data) X(ptr) X(device_id) X(detach) X(numpy)
+    X(is_neg) X(new_empty) X(strides) X(data) X(ptr) X(device_id) X(detach) X(numpy)
 #define ODML_NAME(N) extern PyObject *s_##N;
 ODML_NAMES(ODML_NAME)
 #undef ODML_NAME
@@ -170,10 +170,8 @@ int store(const Key *k, Entry *e);
 PyObject *stored(const Key *k, Entry *e);     /* store, e released: True, or NULL (a put's answer) */
 /* a new entry of `kind` with n_out outputs and n_pass passes, zeroed; NULL with an exception */
 Entry *entry_alloc(int kind, int n_out, int n_pass);
-int int_of(PyObject *o, PyObject *name, int call, int64_t *v);
 int is_true(PyObject *r);
 int equals(PyObject *r, int64_t want);
-int stream_of(PyObject *s, uint64_t *stream);
 /* queue pass p of e, a CUDA launch; -1 with an exception where its retry fails */
 int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream);
 PyObject *take_outputs(PyObject **outs, int n, int multi);
@@ -195,11 +193,7 @@ int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key_info(Key *k, const odml_torch_info *in);
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
-int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr);
 int torch_plain(PyObject *x);
-int torch_device_is(int64_t device);
-int torch_stream(int64_t device, uint64_t *stream);
-PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
 int cuda_device_is(int torch, int64_t device);
@@ -210,7 +204,6 @@ PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 /* whether x's (shape, strides) are still `planned` (None: yes); 0, no exception, where not (calls.c) */
 int still_planned(PyObject *x, PyObject *planned, int torch);
-int run_kernel(Entry *e, char *dst, const char *src, const char **error);
 #ifdef ODML_NUMPY
 /* The check of a new-shape function's arguments (calls_move_new.c's, newshape_index.c's): per
  * character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
