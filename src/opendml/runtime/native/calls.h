@@ -280,16 +280,10 @@ typedef struct {
     uint64_t data[MAX_MOVE_IO];
     int64_t origin[MAX_MOVE_IO], span[MAX_MOVE_IO];
 } CudaInputs;
-/* input i of c from n sizes and byte strides; -1 where the route must run (cuda_input) */
-int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, const int64_t *bstrides,
-               uint64_t data);
 /* each input's element-0 address; -1 where one's data is not a multiple of its element size */
 int cuda_sources(const CudaInputs *c, uint64_t *src);
 /* NumPy arrays described as CUDA inputs at given device addresses (the planners' test entries) */
 int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInputs *c);
-/* the family's launches of g (odml_move_cuda) for steps.c_settings()'s tuple: their count, or -1 */
-int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
-                  odml_move_launch *L);
 /* Item i of a cuda_conf() tuple: its value, or where it is a function (the settings' c_settings, called only where
  * a plan reads them) what it returns; a new reference, or NULL with an exception */
 PyObject *conf_item(PyObject *conf, Py_ssize_t i);
@@ -309,11 +303,6 @@ struct CudaNew {
  * None (the route) or a kernel's name to compile */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen, int torch, PyObject *conf,
                    CudaNew *how);
-/* one index pass of a CUDA entry launched (calls_move.c), `flag` the check's address where it checks, `fin`
- * (NULL, or the done word's and counter's addresses) where it is the call's last checked launch: 0; 1 where a
- * checked pass's launch failed (the route runs the call); -1 with an exception */
-int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
-                 uint64_t flag, const uint64_t *fin);
 /* e's launches queued on `stream` (calls_move.c), its owner tables (outs with zero) zeroed on it first
  * (cuMemsetD32Async, else index.py's zero_words), the index check done where e checks: 0 (run, indices in
  * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */

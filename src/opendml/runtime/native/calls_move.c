@@ -604,9 +604,10 @@ PyObject *s_dtype_kw;                   /* ("dtype",): new_empty's keyword (odml
 /* One index-driven pass of a CUDA entry: its kernel launched with its parameter block and this call's
  * addresses (and, a checked pass, the check's flag address `flag` in each checked axis), or (a mode that
  * needs scratch, or a launch that failed: it retries and raises) the backend's IndexPass called with them. A
- * checked pass whose launch fails is not retried: 1, and the route runs the call. -1 with an exception. */
-int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
-                 uint64_t flag, const uint64_t *fin) {
+ * checked pass whose launch fails is not retried: 1, and the route runs the call. -1 with an exception. `fin`
+ * (NULL, or the done word's and counter's addresses): the call's last checked launch signals there. */
+static int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
+                        uint64_t flag, const uint64_t *fin) {
     uint64_t src[MAX_MOVE_IO], block[INDEX_BLOCK / 8];
     char *b = (char *)block;
     for (int i = 0; i < e->n_in; i++) src[i] = ptr[i] - (uint64_t)e->origin[i];

@@ -470,8 +470,8 @@ static PyObject *move_lowering(PyObject *const *args) {
 /* Input i of c from n sizes and byte strides (es bytes an element, DataType `type`), as planner.array_layout
  * reads them: -1 where a stride is not a whole number of elements along an axis of more than one element
  * (the Python route packs such an input first and records nothing), or a reach passes 2^58 bytes. */
-int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, const int64_t *bstrides,
-                      uint64_t data) {
+static int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, const int64_t *bstrides,
+                             uint64_t data) {
     odml_layout L;
     odml_move_input *x = &c->xs[i];
     const int64_t es = type >= 1 && type <= 11 ? move_type_size[type] : 0;
@@ -497,8 +497,8 @@ int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, 
 /* The launches (newshape.h's odml_move_cuda) of the program g lowered for c, its outputs at dsts, for
  * steps.py's settings (c_settings()'s tuple): their count, or -1 where the Python route must run the call
  * (an input's data not a multiple of its element size: the route raises; a setting C does not mirror). */
-int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
-                  odml_move_launch *L) {
+static int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
+                         odml_move_launch *L) {
     odml_move_cuda_conf conf;
     uint64_t src[MAX_MOVE_IO];
     if (odml_move_cuda_conf_read(settings, &conf) || cuda_sources(c, src)) return -1;
