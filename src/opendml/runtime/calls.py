@@ -140,12 +140,12 @@ def _read_settings() -> None:
 
 def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: int, kernel: str, params: bytes,
               threads: int, use_blocks: bool, prefault: bool, since: int, planned=None) -> bool:
-    """Record a compiled CPU kernel run on NumPy array ``x`` (or on a PyTorch
-    CPU tensor ``x``, read through a NumPy view), made on the settings of
-    ``generation()`` ``since``; whether stored. ``planned``: the (shape,
-    strides) the run was planned for (``x.stride()`` for a tensor, else
-    ``x.strides``); nothing is stored where ``x`` no longer has them
-    (another thread changed it in place)."""
+    """Record one of the first five's compiled CPU kernels run on PyTorch CPU
+    tensor ``x`` (read through a NumPy view; its output ``dtype`` a NumPy
+    dtype), made on the settings of ``generation()`` ``since``; whether
+    stored (never for another array type). ``planned``: the (shape,
+    ``x.stride()``) the run was planned for; nothing is stored where ``x``
+    no longer has them (another thread changed it in place)."""
     if not _HAS:
         return False
     return _native.call_cache_put_numpy(OPS[name], x, args, out_shape, dtype, origin_bytes, kernel, params, threads,
@@ -355,8 +355,9 @@ def register_move_types(types: tuple) -> None:
 
 def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, launch, dst_ptr: int,
              since: int, planned=None) -> bool:
-    """Record a CUDA launch (a backend ``Launch`` made by the C extension's
-    launcher) on PyTorch tensor or CuPy array ``x``; whether stored.
+    """Record one of the first five's CUDA launches (a backend ``Launch`` made
+    by the C extension's launcher) on PyTorch CUDA tensor ``x``; whether
+    stored (never for a CuPy array: its calls are ``put_move_cuda``'s).
     ``planned`` as for ``put_numpy``."""
     if not _HAS or launch.via != "native" or not launch.blocks:
         return False

@@ -835,7 +835,7 @@ int still_planned(PyObject *x, PyObject *planned, int torch) {
 }
 
 /* call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, prefault,
- * generation) */
+ * generation[, planned]): x a PyTorch CPU tensor (anything else: False), its output a NumPy array of dtype */
 PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *shape, *dtype;
@@ -958,7 +958,7 @@ PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
 }
 
 /* call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, launch,
- * generation) */
+ * generation[, planned]): x a PyTorch tensor (anything else: False) */
 PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *shape, *launch_obj, *planned = Py_None;
