@@ -73,15 +73,15 @@ class Call:
     planner's from ``args``: the name and each argument frozen where it is a
     plain int, None, or a list or tuple of plain ints (types exactly: 1.0 ==
     1 must not reuse an int's plan), else None. The family's is
-    ``planner.call_key``'s. ``ccall`` (the family, optional):
+    ``planner.call_key``'s. ``ccall`` (optional):
     ``(function, args, seq)``, the arguments exactly as the function offered
     them to the C call cache (lists snapshotted) and whether the inputs were
     a sequence (JOIN): a compiled run is then recorded there. Each adapter
-    runs it by its one route (``run(call, arrays)``; the PyTorch, CuPy and
-    NumPy ones take the first five, whose ``args`` are set, to their compiled
-    plans, which the C call cache records as such); what they need of the
-    operator (its adjoint, linear part, chunking) the description declares
-    (``opendml.ops._spec``)."""
+    runs it by its one route (``run(call, arrays)``: the move program for
+    every operator; the PyTorch one takes the first five, whose ``args`` are
+    set, to their compiled plans, which the C call cache records as such);
+    what they need of the operator (its adjoint, linear part, chunking) the
+    description declares (``opendml.ops._spec``)."""
 
     __slots__ = ("name", "make", "multi", "_key", "ccall", "args")
 
