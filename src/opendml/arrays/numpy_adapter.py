@@ -37,13 +37,8 @@ def run(x: np.ndarray, call, record_as) -> np.ndarray:
     of the PyTorch CPU tensor ``record_as``. A compiled-kernel run is recorded
     in the call cache under ``record_as``."""
     since = calls.generation()            # before any setting is read
-    given = x
-    planned = (x.shape, x.strides)        # what is planned: the record checks x still has it
-    x = as_input(x)
+    # (a tensor's view: native byte order, strides whole elements, so as_input's and the layout's checks pass)
     desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
-    if layout is None:
-        x = np.ascontiguousarray(x)
-        desc, plan, layout = plan_for_strides(call, x.dtype, x.shape, x.strides, x.itemsize)
     backend = get_backend("cpu")
     out, fresh = backend.empty(desc.output_tensor.sizes, x.dtype, call.name)
     nbytes = out.nbytes
@@ -61,25 +56,17 @@ def run(x: np.ndarray, call, record_as) -> np.ndarray:
         # is x's lowest-addressed element (its origin minus the turned-around axes).
         origin = layout.origin * x.itemsize
         run(_address(x) - origin, _address(out))
-        if x is given:
-            # The next call like this one is served from C (runtime/calls.py).
-            calls.put_numpy(call.name, record_as, call.args, out.shape, out.dtype, origin, run.kernel.__name__,
-                            run.blob, run.threads, nbytes >= CACHE_MIN_BYTES, prefault, since,
-                            _planned(planned, record_as))
+        # The next call like this one is served from C (runtime/calls.py), where record_as still has the layout
+        # planned (the record checks it: another thread may have changed the tensor in place meanwhile).
+        calls.put_numpy(call.name, record_as, call.args, out.shape, out.dtype, origin, run.kernel.__name__,
+                        run.blob, run.threads, nbytes >= CACHE_MIN_BYTES, prefault, since,
+                        (x.shape, tuple(s // x.itemsize for s in x.strides)))
         return out
     low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
     word = WORDS[x.itemsize]
     src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
     backend.prepare(plan, [src], [out.view(word).reshape(-1)])()
     return out
-
-
-def _planned(planned: tuple, record_as):
-    """The layout a record checks: the PyTorch tensor ``record_as``'s (shape,
-    element strides)."""
-    shape, strides = planned
-    item = record_as.element_size()
-    return shape, tuple(s // item for s in strides)
 
 
 def _address(a: np.ndarray) -> int:
