@@ -166,8 +166,8 @@ def plan_for(call, dtype, shape: tuple, layout: Layout):
 
 def plan_for_strides(call, dtype, shape: tuple, byte_strides: tuple, itemsize: int):
     """(description, plan, layout) of ``call`` on an array of ``dtype``,
-    ``shape`` and ``byte_strides`` (all None where a stride is not a whole
-    number of elements: the caller copies the array and asks again)."""
+    ``shape`` and ``byte_strides``, each a whole number of elements (a NumPy
+    view of a PyTorch CPU tensor: ``numpy_adapter.run``)."""
     op_key = call.key
     key = None if op_key is None else (op_key, _dtype_str(dtype), shape, byte_strides)
     if key is not None:
@@ -175,8 +175,6 @@ def plan_for_strides(call, dtype, shape: tuple, byte_strides: tuple, itemsize: i
         if hit is not None:
             return hit
     layout = array_layout(shape, byte_strides, itemsize)
-    if layout is None:
-        return None, None, None
     desc = call.make_desc(logical_desc(dtype, shape))
     plan = desc.lower(in_strides=layout.strides, in_offset=layout.origin)
     if key is not None:
