@@ -100,7 +100,7 @@ def _miss(*args) -> None:
 call: Callable[..., Any] = _native.call_cache_call if _HAS else _miss
 
 #: ``packed(op_code, split, fallback, extra, x, packed_list)``: a C++ window
-#: operator's direct kernel (``arrays/torch_inductor.py``): ``call`` on the
+#: operator's direct kernel (``arrays/torch/inductor.py``): ``call`` on the
 #: packed list split back into ``split`` lists (then ``extra``) where it
 #: serves a PyTorch tensor autograd need not record, else ``fallback(x,
 #: packed_list)``. None without it.
@@ -228,7 +228,7 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
 
 def register_torch_api(capsule) -> None:
     """PyTorch's tensor accessors (``runtime/native/torch_api.h``), given by the
-    C++ node library (``arrays/torch_node.py`` registers them when it loads
+    C++ node library (``arrays/torch/node.py`` registers them when it loads
     it), or None: the call cache then reads dtype, sizes, strides, device,
     data pointer and the routing facts of a tensor, allocates its outputs
     and finds the current stream through them instead of through Python.

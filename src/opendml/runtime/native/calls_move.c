@@ -3,17 +3,17 @@
 #define NO_IMPORT_ARRAY
 #include "calls.h"
 
-/* -- The data-movement family: move programs on NumPy arrays ------------------------------------------ */
+/* -- The move program's entries on NumPy arrays (every operator) ------------------------------------ */
 
-/* A family call (dml.identity, cast, pad, join, split, tile, space_to_depth, depth_to_space) on exact NumPy arrays: N
- * inputs (join takes a list or tuple of arrays), M outputs (split returns a list), the move program's passes (move.h)
- * as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg: besides key_arg's, exact
- * floats by their bits, bools, short ASCII strings by content, static types such as numpy.float16, NumPy's builtin
- * dtype objects and members of the enum types family.py registers, each by identity; nothing else), then the inputs
- * (one array, or a sequence and its length) with their dtype, shape and byte strides. call_cache_put_move checks
- * every pass against the buffers it will be given (the outputs' sizes, each input's element span, the element sizes
- * of the pass's types) and refuses what does not fit, so a bad record cannot make a later call read or write outside
- * a buffer. */
+/* A call of any operator on exact NumPy arrays: N inputs (join takes a list or tuple of arrays, an index function its
+ * arrays as one tuple), M outputs (split returns a list), the move program's passes (move.h's; index.c's; the first
+ * five's one tuned kernel) as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg: besides
+ * key_arg's, exact floats by their bits, bools, short ASCII strings by content, static types such as numpy.float16,
+ * NumPy's builtin dtype objects and members of the enum types arrays/front.py registers, each by identity; nothing
+ * else), then the inputs (one array, or a sequence and its length) with their dtype, shape and byte strides.
+ * call_cache_put_move checks every pass against the buffers it will be given (the outputs' sizes, each input's element
+ * span, the element sizes of the pass's types) and refuses what does not fit, so a bad record cannot make a later call
+ * read or write outside a buffer. */
 
 #define MAX_STR 32
 
@@ -518,20 +518,20 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return num
 
 static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return torch_views(args, nargs, 1, move_call); }
 
-/* -- The family on CUDA memory: PyTorch CUDA tensors and CuPy arrays ----------------------------------- */
+/* -- The move program's entries on CUDA memory: PyTorch CUDA tensors and CuPy arrays ------------------- */
 
-/* A family call on CUDA memory (arrays/family_cuda.py's route) recorded as what it queued: the kernel launches of its
- * move program (function, grid, parameter structure passed by value; one per pass, or one for a fused padding
- * program), each with its source slot (an input, or -1: a fill, given its destination as its unused source) and
- * destination slot (an output). The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the arguments
+/* A call on CUDA memory (arrays/cuda.py's move, from the CuPy and PyTorch adapters) recorded as what it queued: the
+ * kernel launches of its move program (function, grid, parameter structure passed by value; one per pass, or one for a
+ * fused padding program), each with its source slot (an input, or -1: a fill, given its destination as its unused
+ * source) and destination slot (an output). The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the arguments
  * (key_move_arg), then the inputs as the first five operators' CUDA entries key them (dtype, shape, strides, device,
- * the address's alignment class mod 16), one tensor or a list/tuple of 1..MAX_MOVE_IO; all on one device. A hit
- * (every input a plain tensor of the current device, not a negative view; for PyTorch nothing autograd or a tracer
- * must see) allocates each output through the framework's allocator (x.new_empty(shape, dtype=...) for PyTorch as
- * torch.empty on the tensors' device, cupy's empty for CuPy), refuses an output address outside the alignment class
- * the launches were chosen for, and queues the launches in order on the framework's current stream of that device.
- * The entry holds the backend's Launch objects: they own the parameter structures (copied by each launch, so nothing
- * queued reads the entry) and make a failed launch's retry and error, as the Python route does. */
+ * the address's alignment class mod 16), one tensor or a list/tuple of 1..MAX_MOVE_IO; all on one device. A hit (every
+ * input a plain tensor of the current device, not a negative view; for PyTorch nothing autograd or a tracer must see)
+ * allocates each output through the framework's allocator (x.new_empty(shape, dtype=...) for PyTorch as torch.empty on
+ * the tensors' device, cupy's empty for CuPy), refuses an output address outside the alignment class the launches were
+ * chosen for, and queues the launches in order on the framework's current stream of that device. The entry holds the
+ * backend's Launch objects: they own the parameter structures (copied by each launch, so nothing queued reads the
+ * entry) and make a failed launch's retry and error, as the Python route does. */
 
 /* x, or the first item of an exact list or tuple x (NULL where empty) */
 static PyObject *first_of(PyObject *x) {

@@ -4,9 +4,9 @@
 #include "calls.h"
 
 /* call_cache_packed(code, split, fallback, extra, x, packed) -> the output:
- * a C++ window operator's direct kernel (arrays/torch_inductor.py), what
+ * a C++ window operator's direct kernel (arrays/torch/inductor.py), what
  * Inductor's wrapper calls instead of the operator. As the operator's kernel
- * (torch_node.cpp, run_op) does: the packed list split back into `split`
+ * (arrays/torch/node.cpp, run_op) does: the packed list split back into `split`
  * lists of one length, then the call cache's call (code, x, *lists, *extra)
  * on a PyTorch tensor that neither autograd nor a tracer must see (the
  * operator's Autograd kernel records a tensor that requires grad with grad

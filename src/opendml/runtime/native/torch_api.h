@@ -1,5 +1,5 @@
 /* PyTorch's tensor accessors for the C call cache (calls.c), given by the C++
- * autograd node's library (arrays/torch_node.cpp, built for the installed
+ * autograd node's library (arrays/torch/node.cpp, built for the installed
  * PyTorch) as a PyCapsule named ODML_TORCH_API_NAME and registered with
  * call_cache_torch_api. Without it, calls.c reads the same facts through
  * Python (attribute gets, x.new_empty, the registered hooks): the accessors
