@@ -639,10 +639,11 @@ static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x
     return torch_serve_in(args, nargs, x, where, &in);   /* (x described once: keyed from the same reads) */
 }
 
-/* -- CuPy arrays ------------------------------------------------------------------------------------ */
+/* -- NumPy and CuPy arrays (CuPy's dtypes are NumPy's) --------------------------------------------- */
 
-int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr) {
 #ifdef ODML_NUMPY
+/* A CuPy array's key words (dtype, shape, strides, device, alignment class), its dtype, device and address. */
+int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr) {
     int64_t p;
     if (!numpy_ready) return -1;
     *dtype = PyObject_GetAttr(x, s_dtype);
@@ -667,15 +668,8 @@ int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *p
     if (rc < 0) return -1;
     *ptr = (uint64_t)p;
     return put(k, *device) < 0 || put(k, (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
-#else
-    (void)k; (void)x; (void)dtype; (void)device; (void)ptr;
-    return -1;
-#endif
 }
 
-/* -- NumPy arrays ------------------------------------------------------------------------------------ */
-
-#ifdef ODML_NUMPY
 int plain_args(PyObject *const *args, const char *spec, ...) {
     va_list v;
     int rc = numpy_ready ? 0 : -1;

@@ -201,10 +201,10 @@ extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (call
 PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
 /* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its recorder's output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
-int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 /* whether x's (shape, strides) are still `planned` (None: yes); 0, no exception, where not (calls.c) */
 int still_planned(PyObject *x, PyObject *planned, int torch);
 #ifdef ODML_NUMPY
+int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
 /* The check of a new-shape function's arguments (calls_move_new.c's, newshape_index.c's): per
  * character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
  * 't' an exact tuple, 'a' an exact ndarray, '.' anything. 0, or -1 with no exception left (the function
