@@ -240,10 +240,6 @@ def register_torch_api(capsule) -> None:
 _HAS_NEW = _HAS and hasattr(_native, "call_cache_move_new")
 
 
-def _no_new(*args) -> None:
-    return None
-
-
 #: The operators' ``PLAIN_KERNEL`` names -> the plan kinds (newshape.h's ODML_NEW_*) of the tuned passes
 #: the C lowering of the first five makes (``cuda_spec``, the CUDA launch's test entry, takes them too).
 NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
@@ -270,10 +266,10 @@ LOWER_PLAIN = 1 << 25
 #: stream and recorded as ``put_move_cuda`` records them; the name of a kernel
 #: not yet compiled comes back as a str (nothing run: compile it with
 #: ``launch.add_new_kernel`` and call again).
-move_new: Callable[..., Any] = _native.call_cache_move_new if _HAS_NEW else _no_new
+move_new: Callable[..., Any] = _native.call_cache_move_new if _HAS_NEW else _miss
 
 _index_new = (_native.call_cache_index_new if _HAS_NEW and hasattr(_native, "call_cache_index_new")
-              else _no_new)
+              else _miss)
 
 
 def index_new(op: int, which: int, types: int, given: tuple, args: tuple, since: int, min_bytes: int):
