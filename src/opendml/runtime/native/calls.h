@@ -1,8 +1,8 @@
 /* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_packed.c; see calls.c for what the
  * cache is). One entry kind, Entry (below): the outputs to allocate and the passes to run into them. calls.c holds
- * the table, the keys, the hooks and the first five operators' entries (one pass: their CPU kernel or CUDA launch);
- * calls_move.c the data-movement family's and the index-driven functions' (the move program's passes, index.c's
- * among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the one new-shape route of every
+ * the table, the keys, the hooks and PyTorch's own entries of the first five (one pass: their CPU kernel or CUDA
+ * launch); calls_move.c the move program's of every operator (its passes, index.c's and the first five's tuned
+ * kernels among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the one new-shape route of every
  * operator on NumPy arrays, PyTorch tensors and CUDA memory (new_shape, serve_new and cuda_new, which
  * newshape_index.c's route shares; the first five's calls lowered to one tuned pass and recorded as their entries,
  * also at a miss); calls_packed.c Inductor's direct kernel. What they share is declared here; the extension is
@@ -97,9 +97,9 @@ typedef struct {
     int64_t dims[MAX_RANK], bytes;
 } Out;
 
-/* One call-cache entry, of every kind: the outputs to allocate and the passes to run into them. The first
- * five's entries have one input, one output and one pass (their kernel, or their CUDA launch); the
- * data-movement family's, N inputs, M outputs and the move program's passes; an eager entry (KIND_EAGER)
+/* One call-cache entry, of every kind: the outputs to allocate and the passes to run into them. PyTorch's entries
+ * of the first five (KIND_TORCH) have one input, one output and one pass (their kernel, or their CUDA launch); the
+ * move program's, N inputs, M outputs and its passes; an eager entry (KIND_EAGER)
  * none: its callable records the call for autograd and runs it (eager(x) -> the output). */
 typedef struct {
     PyObject_HEAD
