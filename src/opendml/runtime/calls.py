@@ -108,9 +108,11 @@ packed: Callable[..., Any] | None = getattr(_native, "call_cache_packed", None) 
 
 _HAS_MOVE = _HAS and all(hasattr(_native, f"call_cache_{name}") for name in ("move", "put_move", "move_types"))
 
-#: ``move(op_code, x, *args)``: a repeated data-movement family call on NumPy
-#: arrays (``x`` one array, or a list or tuple of arrays for JOIN) served from
-#: C: the output (a list for SPLIT), or None (take the Python route).
+#: ``move(op_code, x, *args)``: a repeated call of any function but the first
+#: five's (theirs offer ``call``) on NumPy arrays, PyTorch tensors or CuPy
+#: arrays (``x`` one array, or a list or tuple of them: JOIN's, the index
+#: functions') served from C: the output (a list for SPLIT), or None (take
+#: the Python route).
 move: Callable[..., Any] = _native.call_cache_move if _HAS_MOVE else _miss
 
 
