@@ -1645,3 +1645,32 @@ def test_put_move_refuses_an_input_changed_since_it_was_planned():
     outs = (((4, 4), np.dtype(np.float32), False),)
     assert calls.put_move("identity", x, (), outs, (0,), (), False, calls.generation(), (((2, 8), (32, 4)),)) is False
     assert calls.put_move("identity", x, (), outs, (0,), (), False, calls.generation(), (((4, 4), (16, 4)),)) is True
+
+
+@needs_cache
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_a_large_output_is_recorded_prefaulted_where_threads_write_it(framework, threads, monkeypatch):
+    """NumPy's move route and PyTorch CPU's first-five kernel route share one
+    rule (``numpy_adapter.prefault``): an output of at least PREFAULT_BYTES
+    that threads write is recorded for the C cache to fault in first, a small
+    one or a one-thread run not; served repeats give the route's bytes."""
+    from opendml.arrays import front, numpy_adapter
+    from opendml.runtime import calls
+    x = np.arange(2 * 1024 * 1024, dtype=np.float32).reshape(2, 1024, 1024)
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        x = torch.from_numpy(x)
+    args = ([0, 0, 0], [2, 1024, 1024], [1, -1, 1], None)
+    with dml.configure(threads=threads):
+        monkeypatch.setattr(front, "_new", lambda *a: None)       # the Python route, which records
+        monkeypatch.setattr(dml.arrays._dispatch.front, "new_shape", lambda *a: None)
+        want = dml.slice1(x, *args)
+        entry = calls.entry("slice1", x, *args)
+        assert (want.nbytes if framework == "numpy" else want.numel() * 4) >= numpy_adapter.PREFAULT_BYTES
+        assert entry is not None and entry["prefault"] == (threads > 1)
+        got = dml.slice1(x, *args)
+        assert bytes(np.asarray(got).data) == bytes(np.asarray(want).data)
+        small = x[:, :8, :8]
+        dml.slice1(small, [0, 0, 0], [2, 8, 8], [1, -1, 1], None)
+        assert calls.entry("slice1", small, [0, 0, 0], [2, 8, 8], [1, -1, 1], None)["prefault"] == 0

@@ -23,7 +23,7 @@ from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu.backend import WORDS
 from . import _dispatch, planner
-from .numpy_adapter import PREFAULT_BYTES, as_input
+from .numpy_adapter import as_input, prefault
 from .planner import array_layout, logical_desc
 
 __all__ = ["Call", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "constant_inputs",
@@ -260,10 +260,7 @@ def _execute(desc, arrays, key, record, name: str | None = None) -> list:
     outs = []
     for t in desc.outputs:
         out, fresh = backend.empty(t.sizes, arrays[0].dtype if tuned else t.data_type.numpy_dtype, what)
-        if fresh and out.nbytes >= PREFAULT_BYTES and backend.threads > 1:
-            # Fault a fresh large output's pages in from this thread first: on Linux, threads faulting in one
-            # new (huge-page advised) mapping at once can stall each other for tens of milliseconds.
-            out.reshape(-1).view(np.uint8)[::4096] = 0
+        prefault(backend, out, fresh)
         outs.append(out)
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
     srcs = [p[2] for p in prepared]

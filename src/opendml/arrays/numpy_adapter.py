@@ -16,8 +16,19 @@ from ..runtime.cpu import WORDS
 from .planner import plan_for_strides
 
 #: Fresh outputs this large are faulted in by the calling thread before a
-#: threaded CPU kernel writes them (see ``run``).
+#: threaded CPU kernel writes them (``prefault``).
 PREFAULT_BYTES = 4 << 20
+
+
+def prefault(backend, out: np.ndarray, fresh: bool) -> bool:
+    """Whether the CPU ``backend``'s threads write ``out``, an output this
+    large; a ``fresh`` one's pages are then faulted in from this thread first:
+    on Linux, threads faulting in one new (huge-page advised) mapping at once
+    can stall each other for tens of milliseconds."""
+    threaded = out.nbytes >= PREFAULT_BYTES and backend.threads > 1
+    if fresh and threaded:
+        out.reshape(-1).view(np.uint8)[::4096] = 0
+    return threaded
 
 
 def as_input(x: np.ndarray) -> np.ndarray:
@@ -44,12 +55,7 @@ def run(x: np.ndarray, call, record_as) -> np.ndarray:
     nbytes = out.nbytes
     if not nbytes or not layout.span:
         return out
-    prefault = nbytes >= PREFAULT_BYTES and backend.threads > 1
-    if fresh and prefault:
-        # Fault the fresh output's pages in from this thread first: on Linux,
-        # threads faulting in one new (huge-page advised) mapping at once can
-        # stall each other for tens of milliseconds; the copy is then threaded.
-        out.reshape(-1).view(np.uint8)[::4096] = 0
+    threaded = prefault(backend, out, fresh)
     run = _runner(backend, plan)
     if run is not None:
         # The compiled kernels, by address: element 0 of the bound input range
@@ -59,7 +65,7 @@ def run(x: np.ndarray, call, record_as) -> np.ndarray:
         # The next call like this one is served from C (runtime/calls.py), where record_as still has the layout
         # planned (the record checks it: another thread may have changed the tensor in place meanwhile).
         calls.put_numpy(call.name, record_as, call.args, out.shape, out.dtype, origin, run.kernel.__name__,
-                        run.blob, run.threads, nbytes >= CACHE_MIN_BYTES, prefault, since,
+                        run.blob, run.threads, nbytes >= CACHE_MIN_BYTES, threaded, since,
                         (x.shape, tuple(s // x.itemsize for s in x.strides)))
         return out
     low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x

@@ -703,7 +703,7 @@ static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
     int fresh = 1;
     PyObject *out = new_output(dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dst, &fresh);
     if (!out) return NULL;
-    if (fresh && e->prefault)                      /* as numpy_adapter.run: fault pages in before threads write */
+    if (fresh && e->prefault)                      /* as numpy_adapter.prefault: pages in before threads write */
         for (int64_t i = 0; i < o->bytes; i += PAGE) dst[i] = 0;
     const char *src = (const char *)(data - (uintptr_t)e->origin[0]), *error = NULL;
     const int release = o->bytes >= RELEASE_BYTES;   /* (the caller's reference keeps e alive meanwhile) */

@@ -47,7 +47,7 @@ enum { KIND_TORCH = 2, KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6, KIND_
 
 /* call_cache_put_move's pass kind of a tuned kernel (runtime/calls.py's TUNED): this plus its ODML_KERNEL_* code */
 #define TUNED_PASS 3
-/* fresh outputs this large that threads write have their pages faulted in first (engine.py's PREFAULT_BYTES) */
+/* fresh outputs this large that threads write have their pages faulted in first (numpy_adapter.py's PREFAULT_BYTES) */
 #define PREFAULT_BYTES ((int64_t)4 << 20)
 
 #define MAX_MOVE_IO 16
