@@ -331,11 +331,10 @@ def differentiable(desc) -> bool:
 
 
 class _AdjointApi:
-    """The namespace the operator modules' ``adjoint`` methods are given
-    (``opendml.ops._spec.AdjointApi``): the family's functions, SLICE1,
-    SLICE_GRAD, UNFOLD and FOLD, on any framework (registered by ``front``),
-    the index-driven operators' (registered by ``index_ops``), and two
-    neutral helpers."""
+    """The namespace the operator modules' ``adjoint`` methods are given:
+    every array-API function, on any framework (registered by ``front``),
+    the index functions' adjoint helpers (``index_adjoint``,
+    ``index_primal``: registered by ``index_ops``), and two neutral helpers."""
 
     @staticmethod
     def reshape(x, shape):

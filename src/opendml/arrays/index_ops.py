@@ -524,6 +524,6 @@ def index_primal(primal, wrt: int, data, indices):
 
 
 # What the operator modules' ``adjoint`` methods call (``engine.ADJOINT_API``),
-# as the family's own functions are registered there.
+# as the array-API functions are registered there (by front).
 for _name in ("index_adjoint", "index_primal"):
     setattr(engine._AdjointApi, _name, staticmethod(globals()[_name]))
