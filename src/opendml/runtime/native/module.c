@@ -109,23 +109,23 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(call_cache_torch_eager, O, "call_cache_torch_eager(eager_ok): the check an eager entry's call passes first "  \
       "(calls.c)")                                                                                                  \
     X(call_cache_put_numpy, VARARGS, "call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, "   \
-      "params, threads, use_blocks, prefault, generation) -> whether stored (a PyTorch CPU tensor's)")                                       \
-    X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args) -> a repeated data-movement family call's output "  \
-      "(a list for SPLIT), or None where it must take the Python route (calls.c); x: an array, or a list or "       \
-      "tuple of arrays (JOIN)")                                                                                     \
+      "params, threads, use_blocks, prefault, generation) -> whether stored (a PyTorch CPU tensor's)")              \
+    X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args) -> a repeated call's output (every function but "   \
+      "the first five's; a list for SPLIT), or None where it must take the Python route (calls.c); x: an array, "   \
+      "or a list or tuple of arrays (JOIN, the index functions)")                                                   \
     X(call_cache_put_move, VARARGS, "call_cache_put_move(op, x, args, outs, origins, passes, multi, generation, "   \
-      "planned=None) -> whether stored")                                                                                          \
+      "planned=None) -> whether stored")                                                                            \
     X(call_cache_move_types, O, "call_cache_move_types(tuple of enum types): their members key family arguments "   \
       "by identity")                                                                                                \
     X(call_cache_put_cuda, VARARGS, "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, "    \
-      "block, shared, params, dst_align, launch, generation) -> whether stored (a PyTorch CUDA tensor's)")                                    \
-    X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf, "              \
-      "cuda_conf=None) -> a never-seen shape's output of a family call on a NumPy array or CUDA memory, "          \
-      "lowered in C (newshape_move.c) and recorded in the call cache, None, or a CUDA kernel's name to compile "   \
-      "first (calls_move_new.c)")                                                                                   \
+      "block, shared, params, dst_align, launch, generation) -> whether stored (a PyTorch CUDA tensor's)")          \
+    X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf, "                \
+      "cuda_conf=None) -> a never-seen shape's output of a call on NumPy arrays, PyTorch tensors or CuPy "          \
+      "arrays, lowered in C (newshape_move.c) and recorded in the call cache, None, or a CUDA kernel's name to "    \
+      "compile first (calls_move_new.c)")                                                                           \
     X(move_lowering, FASTCALL, "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) "                  \
       "call_cache_move_new would run, or None")                                                                     \
-    X(cuda_move_steps, FASTCALL, "cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings) -> (shapes, "  \
+    X(cuda_move_steps, FASTCALL, "cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings) -> (shapes, "   \
       "launches) call_cache_move_new would make on CUDA memory laid out as x, or None (cuda_move_spec.c)")          \
     X(call_cache_index_new, FASTCALL, "call_cache_index_new(op, which, types, given, args, generation, "            \
       "min_bytes) -> a never-seen shape's output of an index function, lowered in C and recorded in the call "      \
@@ -137,7 +137,7 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(call_cache_entry, FASTCALL, "call_cache_entry(op, x, *args) -> a dict of what the entry for this call "       \
       "holds, or None (tests)")                                                                                     \
     X(call_cache_cuda_retry, O, "call_cache_cuda_retry(retry): what retries a failed launch of an entry "           \
-      "call_cache_move_new made")                                                                                       \
+      "call_cache_move_new made")                                                                                   \
     X(call_cache_torch_api, O, "call_cache_torch_api(capsule or None): PyTorch's tensor accessors for the call "    \
       "cache (torch_api.h)")                                                                                        \
     X(call_cache_torch, VARARGS, "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, "                   \
@@ -148,12 +148,13 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
     X(call_cache_generation, NOARGS, "call_cache_generation() -> how many times the cache was dropped (a put "      \
       "names the one it started in)")                                                                               \
     X(call_cache_enable, VARARGS, "call_cache_enable([flag]) -> previous flag (False also drops every entry)")      \
-    X(call_cache_info, NOARGS, "call_cache_info() -> dict(enabled, numpy, entries, hits, misses)")                  \
+    X(call_cache_info, NOARGS, "call_cache_info() -> dict(enabled, numpy, entries, hits, misses, planned, "         \
+      "front)")                                                                                                     \
     X(index_run_pass, VARARGS, "index_run_pass(params, src, src_len, dst, dst_len, index_addrs, index_lens): one "  \
       "Gather or Scatter pass")                                                                                     \
     X(cuda_launch, FASTCALL, "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> "         \
       "CUresult (see cuda_launch.c)")                                                                               \
-    X(cuda_check_info, NOARGS, "cuda_check_info() -> (waits ended by the done word, by the stream): the checked "  \
+    X(cuda_check_info, NOARGS, "cuda_check_info() -> (waits ended by the done word, by the stream): the checked "   \
       "index calls served from C so far (cuda_launch.c)")                                                           \
     X(copy_params, FASTCALL, "copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) "    \
       "-> the bytes of odml_copy_params for the CopyPlan's canonical form, or None where the Python route must "    \
