@@ -283,4 +283,4 @@ def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilat
 
 
 FoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
-FoldOperatorDesc.PLAIN_KERNEL = "fold"
+FoldOperatorDesc.PLAIN_KERNEL = "window_sums"

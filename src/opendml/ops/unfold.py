@@ -286,4 +286,4 @@ def plain_window_fields(window, strides, dilations, start, end, spatial, max_dim
 
 
 UnfoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
-UnfoldOperatorDesc.PLAIN_KERNEL = "unfold"
+UnfoldOperatorDesc.PLAIN_KERNEL = "windows"

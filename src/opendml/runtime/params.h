@@ -160,11 +160,15 @@ typedef struct odml_move_params {
  * the call cache's record of it (call_cache_put_numpy; call_cache_put_move's
  * pass kind TUNED_PASS + its code) and the member of
  * the call cache's parameter union. runtime/params.py's KERNELS mirrors the
- * list (tests/runtime/test_params.py checks the two agree). */
-#define ODML_CPU_KERNELS(X)                 \
-    X(COPY, copy, odml_copy_params)         \
-    X(UNFOLD, unfold, odml_unfold_params)   \
-    X(FOLD, fold, odml_fold_params)         \
+ * list (tests/runtime/test_params.py checks the two agree). A kernel is named
+ * after what it does, not after an operator that lowers to it: "windows"
+ * gathers sliding windows into columns (UNFOLD's pass), "window_sums" sums
+ * columns back into an image (FOLD's pass); the blocks keep their plans'
+ * names (plan.UnfoldPlan, plan.FoldPlan). */
+#define ODML_CPU_KERNELS(X)                         \
+    X(COPY, copy, odml_copy_params)                 \
+    X(WINDOWS, windows, odml_unfold_params)         \
+    X(WINDOW_SUMS, window_sums, odml_fold_params)   \
     X(SCATTER, scatter, odml_scatter_params)
 
 #define ODML_KERNEL_CODE_(NAME, name, type) ODML_KERNEL_##NAME,

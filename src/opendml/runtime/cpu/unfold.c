@@ -110,7 +110,7 @@ static void unfold_units(const void *vjob, int64_t u0, int64_t u1, int part) {
     }
 }
 
-int odml_unfold(char *dst, const char *src, const odml_unfold_params *p, int threads, const char **error) {
+int odml_windows(char *dst, const char *src, const odml_unfold_params *p, int threads, const char **error) {
     const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8, es = p->element_size;   /* position parts; strides, offsets */
     if (odml_bad_dims(p->dims, MAXS, es, "unfold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
         return ODML_EPARAM;
