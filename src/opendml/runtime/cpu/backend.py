@@ -17,8 +17,8 @@ import numpy as np
 
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
-from ...plan import (Copy, CopyPlan, Fill, Fold, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, SliceScatter,
-                     Unfold, UnfoldPlan)
+from ...plan import (Copy, CopyPlan, Fill, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, SliceScatter, UnfoldPlan,
+                     Windows, WindowSums)
 from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
 from ..params import MAX_RANK, copy_params, fold_params, scatter_params, unfold_params
@@ -433,7 +433,7 @@ PASSES = {
     # (looked up at each call: a test may replace the method with a model of another backend's kernels)
     Gather: (lambda *a: CpuBackend._index_pass(*a), numpy_kernels.prepare_gather_pass),
     Scatter: (lambda *a: CpuBackend._index_pass(*a), numpy_kernels.prepare_scatter_pass),
-    Unfold: (_tuned(CpuBackend._native_windows), numpy_kernels.tuned(numpy_kernels.prepare_unfold)),
-    Fold: (_tuned(CpuBackend._native_window_sums), numpy_kernels.tuned(numpy_kernels.prepare_fold)),
+    Windows: (_tuned(CpuBackend._native_windows), numpy_kernels.tuned(numpy_kernels.prepare_unfold)),
+    WindowSums: (_tuned(CpuBackend._native_window_sums), numpy_kernels.tuned(numpy_kernels.prepare_fold)),
     SliceScatter: (_tuned(CpuBackend._native_scatter), numpy_kernels.tuned(numpy_kernels.prepare_scatter)),
 }

@@ -1,6 +1,6 @@
-/* The FOLD windowed sum (FoldPlan), computed as a gather: image[n, c, p] = +0, then += columns[n, c*K + k, b] for
- * every window index k in increasing row-major order whose block b satisfies b*stride + k*dilation - start_padding ==
- * p in every spatial dimension. Owns the FOLD kernel.
+/* The window_sums kernel, FOLD's windowed sum (FoldPlan), computed as a gather: image[n, c, p] = +0, then +=
+ * columns[n, c*K + k, b] for every window index k in increasing row-major order whose block b satisfies
+ * b*stride + k*dilation - start_padding == p in every spatial dimension (odml_window_sums).
  *
  * A unit of work is a tile of up to `tile` positions of one output row (n, c and every spatial position but the
  * innermost fixed). The tile is summed in an accumulator row (float32 for float16, the element's own type for float32

@@ -1,5 +1,5 @@
-/* The UNFOLD gather (UnfoldPlan): out[n, c*K + k, b] = image[n, c, b*stride + k*dilation - start_padding], or 0 where
- * that position lies in the padding. Owns the UNFOLD kernel.
+/* The windows kernel, UNFOLD's gather (UnfoldPlan): out[n, c*K + k, b] = image[n, c, b*stride + k*dilation -
+ * start_padding], or 0 where that position lies in the padding (odml_windows).
  *
  * column_tiles 0: a unit is one output row (n, c, k), written column by column.
  * column_tiles 1: a unit is (n, c, a tile of tile_columns columns), written

@@ -210,8 +210,9 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
  * fields of the operator's plain_lowering (ops/slice.py, ops/slice1.py, ops/slice_grad.py, ops/unfold.py,
  * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as the operator's lower() gives its
  * pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
- * UNFOLD's plan.Unfold, FOLD's plan.Fold and SLICE_GRAD's plan.SliceScatter, with the parameter blocks of newshape.c's
- * plan_unfold, plan_fold and plan_scatter). 0, or -1 (no exception set) where the Python route must run the call. */
+ * UNFOLD's plan.Windows, FOLD's plan.WindowSums and SLICE_GRAD's plan.SliceScatter, with the parameter blocks of
+ * newshape.c's plan_unfold, plan_fold and plan_scatter). 0, or -1 (no exception set) where the Python route must run
+ * the call. */
 int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
                     odml_new_plan *pl);
 
