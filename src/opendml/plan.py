@@ -13,13 +13,11 @@ output slot (``dst``), run in order. The pass kinds:
   values lie, the step of one unit, the valid range, and whether a value
   outside it is clamped or skipped); a scatter's last write in index order
   wins, or it accumulates.
-* ``Windows``, ``WindowSums`` and ``SliceScatter``: the tuned passes, named
-  after what they do: sliding windows gathered into columns, zero outside
-  (UNFOLD's), columns summed back into an image as a gather, one summation
-  order on every backend (FOLD's), and SLICE_GRAD's one-write scatter; each
-  carries its kernel's parameter block (``UnfoldPlan``, ``FoldPlan``,
-  ``ScatterPlan``), as a plain ``Copy`` carries ``CopyPlan``'s
-  (``MovePlan.kernel_plan``).
+* ``Windows``, ``WindowSums`` and ``SliceScatter``: the tuned passes of UNFOLD
+  (windows into columns, zero outside), FOLD (windowed sums computed as a
+  gather: one summation order on every backend) and SLICE_GRAD, each carrying
+  its kernel's parameter block (``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``),
+  as a plain ``Copy`` carries ``CopyPlan``'s (``MovePlan.kernel_plan``).
 
 Offsets are relative to element 0 of the bound range of the slot;
 ``MovePlan.in_spans``/``out_spans`` say which elements the program touches,
@@ -435,16 +433,15 @@ class _TunedPass:
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class Windows(_TunedPass):
-    """Sliding windows gathered into columns, zero outside the image (UNFOLD's
-    tuned pass): ``plan`` an ``UnfoldPlan``."""
+    """UNFOLD's tuned pass, windows into columns: ``plan`` an ``UnfoldPlan``."""
     plan: UnfoldPlan
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class WindowSums(_TunedPass):
-    """Columns summed back into an image (FOLD's tuned pass; a gather: no
-    atomics, one summation order): ``plan`` a ``FoldPlan``."""
+    """FOLD's tuned pass, windowed sums (a gather: no atomics, one summation
+    order): ``plan`` a ``FoldPlan``."""
     plan: FoldPlan
 
 

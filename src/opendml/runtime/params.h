@@ -158,13 +158,10 @@ typedef struct odml_move_params {
  * position here. `name` is the kernel's everywhere: its C function
  * odml_<name> (runtime/cpu/common.h), the extension's function of that name,
  * the call cache's record of it (call_cache_put_numpy; call_cache_put_move's
- * pass kind TUNED_PASS + its code) and the member of
- * the call cache's parameter union. runtime/params.py's KERNELS mirrors the
- * list (tests/runtime/test_params.py checks the two agree). A kernel is named
- * after what it does, not after an operator that lowers to it: "windows"
- * gathers sliding windows into columns (UNFOLD's pass), "window_sums" sums
- * columns back into an image (FOLD's pass); the blocks keep their plans'
- * names (plan.UnfoldPlan, plan.FoldPlan). */
+ * pass kind TUNED_PASS + its code) and the member of the call cache's
+ * parameter union; named after what it does (windows: UNFOLD's, window_sums:
+ * FOLD's). runtime/params.py's KERNELS mirrors the list (checked by
+ * tests/runtime/test_params.py). */
 #define ODML_CPU_KERNELS(X)                         \
     X(COPY, copy, odml_copy_params)                 \
     X(WINDOWS, windows, odml_unfold_params)         \

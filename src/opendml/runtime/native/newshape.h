@@ -14,9 +14,8 @@
 
 #include "cpu/common.h"
 
-/* The kernels a plan runs, named after what they do (the operators' PLAIN_KERNEL names, runtime/calls.py's
- * NEW_KINDS, in this order: the `kind` Python passes): copy, windows (sliding windows into columns), scatter,
- * window_sums (columns summed back into an image); and the CPU kernel (params.h's code) each runs. */
+/* The kernels a plan runs (the operators' PLAIN_KERNEL names, params.h's, in this order: the `kind` Python
+ * passes, runtime/calls.py's NEW_KINDS), and the CPU kernel (params.h's code) each runs. */
 enum { ODML_NEW_COPY = 0, ODML_NEW_WINDOWS = 1, ODML_NEW_SCATTER = 2, ODML_NEW_WINDOW_SUMS = 3, ODML_NEW_KINDS = 4 };
 
 static inline int odml_new_kernel(int kind) {
@@ -210,9 +209,8 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
  * fields of the operator's plain_lowering (ops/slice.py, ops/slice1.py, ops/slice_grad.py, ops/unfold.py,
  * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as the operator's lower() gives its
  * pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
- * UNFOLD's plan.Windows, FOLD's plan.WindowSums and SLICE_GRAD's plan.SliceScatter, with the parameter blocks of
- * newshape.c's plan_unfold, plan_fold and plan_scatter). 0, or -1 (no exception set) where the Python route must run
- * the call. */
+ * UNFOLD's plan.Windows, FOLD's plan.WindowSums, SLICE_GRAD's plan.SliceScatter: newshape.c's plan_unfold, plan_fold
+ * and plan_scatter's parameter blocks). 0, or -1 (no exception set) where the Python route must run the call. */
 int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
                     odml_new_plan *pl);
 
