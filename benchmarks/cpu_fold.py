@@ -40,7 +40,7 @@ def opendml_fold(x, out_sizes, window, pad):
         return lambda: dml.fold(x, out_sizes, window, 1, 1, pad, pad)
     # Before the array API had fold: the plan on the CPU backend directly.
     import math
-    from opendml.plan import Fold, FoldPlan, MovePlan
+    from opendml.plan import FoldPlan, MovePlan, WindowSums
     from opendml.runtime import get_backend
     from opendml.runtime.params import SUM_FLOAT
     n, rows, cols = x.shape
@@ -52,7 +52,7 @@ def opendml_fold(x, out_sizes, window, pad):
                     strides=(1,) * len(out_sizes), dilations=(1,) * len(out_sizes),
                     start_padding=(pad,) * len(out_sizes), blocks=blocks, out_offset=0,
                     out_strides=tuple(math.prod(shape[i + 1:]) for i in range(len(shape))))
-    plan = MovePlan((1,), (1,), (Fold(0, 0, plan),))
+    plan = MovePlan((1,), (1,), (WindowSums(0, 0, plan),))
 
     def run():
         backend = get_backend("cpu")

@@ -13,8 +13,8 @@ import pytest
 import opendml as dml
 from opendml import jsonform
 from opendml.ops import OPERATORS
-from opendml.plan import (READING_PASSES, Copy, CopyPlan, Fill, Fold, FoldPlan, MovePlan, ScatterPlan, SliceScatter,
-                          Unfold, UnfoldPlan)
+from opendml.plan import (READING_PASSES, Copy, CopyPlan, Fill, FoldPlan, MovePlan, ScatterPlan, SliceScatter,
+                          UnfoldPlan, Windows, WindowSums)
 from opendml.runtime import get_backend
 from opendml.runtime.cpu.backend import PASSES
 from tests.conftest import native_available
@@ -45,8 +45,8 @@ def test_every_operator_lowers_to_a_move_plan_of_table_passes(name):
 
 
 @pytest.mark.parametrize("name, kind, block", [
-    ("SLICE", Copy, CopyPlan), ("SLICE1", Copy, CopyPlan), ("UNFOLD", Unfold, UnfoldPlan),
-    ("FOLD", Fold, FoldPlan), ("SLICE_GRAD", SliceScatter, ScatterPlan)])
+    ("SLICE", Copy, CopyPlan), ("SLICE1", Copy, CopyPlan), ("UNFOLD", Windows, UnfoldPlan),
+    ("FOLD", WindowSums, FoldPlan), ("SLICE_GRAD", SliceScatter, ScatterPlan)])
 def test_the_first_five_lower_to_one_tuned_pass(name, kind, block):
     desc = jsonform.from_json(_examples(name)[0])
     plan = desc.lower()

@@ -136,12 +136,12 @@ def _written(plan, slot, sizes, strides):
     data: they overwrite elements an earlier pass wrote, which the caller
     checks)."""
     import numpy as np
-    from opendml.plan import Fold, Scatter, SliceScatter, Unfold
+    from opendml.plan import Scatter, SliceScatter, Windows, WindowSums
     hits = np.zeros(sizes, np.int64).reshape(-1)
     for p in plan.passes:
         if p.dst != slot or isinstance(p, Scatter):
             continue
-        if isinstance(p, (Unfold, Fold, SliceScatter)):    # a tuned pass writes its whole (packed) output once
+        if isinstance(p, (Windows, WindowSums, SliceScatter)):   # a tuned pass writes its whole (packed) output once
             assert p.count == hits.size and p.dst_span() == (0, hits.size - 1)
             hits += 1
             continue

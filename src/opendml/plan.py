@@ -13,11 +13,11 @@ output slot (``dst``), run in order. The pass kinds:
   values lie, the step of one unit, the valid range, and whether a value
   outside it is clamped or skipped); a scatter's last write in index order
   wins, or it accumulates.
-* ``Unfold``, ``Fold`` and ``SliceScatter``: the tuned passes of UNFOLD
-  (windowed gather, zero outside), FOLD (windowed sum computed as a gather:
-  one summation order on every backend) and SLICE_GRAD, each carrying its
-  kernel's parameter block (``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``), as
-  a plain ``Copy`` carries ``CopyPlan``'s (``MovePlan.kernel_plan``).
+* ``Windows``, ``WindowSums`` and ``SliceScatter``: the tuned passes of UNFOLD
+  (windows into columns, zero outside), FOLD (windowed sums computed as a
+  gather: one summation order on every backend) and SLICE_GRAD, each carrying
+  its kernel's parameter block (``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``),
+  as a plain ``Copy`` carries ``CopyPlan``'s (``MovePlan.kernel_plan``).
 
 Offsets are relative to element 0 of the bound range of the slot;
 ``MovePlan.in_spans``/``out_spans`` say which elements the program touches,
@@ -432,16 +432,16 @@ class _TunedPass:
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class Unfold(_TunedPass):
-    """UNFOLD's tuned windowed gather: ``plan`` an ``UnfoldPlan``."""
+class Windows(_TunedPass):
+    """UNFOLD's tuned pass, windows into columns: ``plan`` an ``UnfoldPlan``."""
     plan: UnfoldPlan
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
-class Fold(_TunedPass):
-    """FOLD's tuned windowed sum (a gather: no atomics, one summation order):
-    ``plan`` a ``FoldPlan``."""
+class WindowSums(_TunedPass):
+    """FOLD's tuned pass, windowed sums (a gather: no atomics, one summation
+    order): ``plan`` a ``FoldPlan``."""
     plan: FoldPlan
 
 
@@ -454,7 +454,7 @@ class SliceScatter(_TunedPass):
 
 
 #: The pass kinds that read a source slot (every kind but ``Fill``).
-READING_PASSES = (Copy, Gather, Scatter, Unfold, Fold, SliceScatter)
+READING_PASSES = (Copy, Gather, Scatter, Windows, WindowSums, SliceScatter)
 
 
 @stored_init
@@ -505,7 +505,7 @@ class MovePlan:
     def kernel_plan(self):
         """The tuned kernel's parameter block where the program is one tuned
         pass: a plain ``Copy`` (no maps, no conversion, no scale/bias: SLICE's
-        and SLICE1's form) as a ``CopyPlan``, an ``Unfold``, ``Fold`` or
+        and SLICE1's form) as a ``CopyPlan``, a ``Windows``, ``WindowSums`` or
         ``SliceScatter`` pass as its ``plan``; else None. Computed once per
         plan (backends key launches by the block's identity)."""
         d = self.__dict__
@@ -564,5 +564,5 @@ def _span(offset: int, sizes, strides) -> tuple[int, int]:
 
 #: The tuned passes by their parameter block's class (``MovePlan.of``), and
 #: the unsigned word type (a DataType value) of each element size.
-_TUNED = {CopyPlan: Copy, UnfoldPlan: Unfold, FoldPlan: Fold, ScatterPlan: SliceScatter}
+_TUNED = {CopyPlan: Copy, UnfoldPlan: Windows, FoldPlan: WindowSums, ScatterPlan: SliceScatter}
 _WORDS = {1: 5, 2: 4, 4: 3, 8: 10}     # UINT8, UINT16, UINT32, UINT64

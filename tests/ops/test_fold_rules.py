@@ -6,7 +6,7 @@ import pytest
 import opendml as dml
 from opendml.jsonform import JsonFormError, from_json, to_json
 from opendml.ops.fold import SUM_FLOAT, SUM_INTEGER
-from opendml.plan import Fold, FoldPlan
+from opendml.plan import FoldPlan, WindowSums
 from tests import reference as ref
 
 T = dml.TensorDesc
@@ -200,7 +200,7 @@ def test_json_needs_the_output_and_fills_defaults():
 
 def test_lowering_example_1():
     plan = fold().lower()
-    assert [type(q) for q in plan.passes] == [Fold] and plan.in_types == plan.out_types == (F32,)
+    assert [type(q) for q in plan.passes] == [WindowSums] and plan.in_types == plan.out_types == (F32,)
     p = plan.kernel_plan()
     assert p is plan.passes[0].plan and isinstance(p, FoldPlan)
     assert (p.element_size, p.sum_kind, p.batch, p.channels, p.spatial) == (4, SUM_FLOAT, 1, 1, (4, 4))

@@ -251,7 +251,7 @@ def test_kernels_take_exactly_their_params_h_struct():
     sizes = _native.param_sizes()
     assert sizes == {name: ctypes.sizeof(params.STRUCTS[name]) for name in sizes} and len(sizes) == 4
     buf = np.zeros(64, np.uint8)
-    kernels = {"copy": params.CopyParams, "unfold": params.UnfoldParams, "fold": params.FoldParams,
+    kernels = {"copy": params.CopyParams, "windows": params.UnfoldParams, "window_sums": params.FoldParams,
                "scatter": params.ScatterParams}
     for name, struct in kernels.items():
         kernel = getattr(_native, name)

@@ -167,7 +167,7 @@ def test_compiled_unfold_of_a_huge_window_needs_no_scratch_per_window_position()
     # stay small (16 bytes of scratch per window position were 256 MiB).
     code = textwrap.dedent("""
         import numpy as np, opendml as dml
-        from opendml.plan import MovePlan, Unfold, UnfoldPlan
+        from opendml.plan import MovePlan, UnfoldPlan, Windows
         from opendml.runtime import get_backend
         W = 1 << 24
         plan = UnfoldPlan(element_size=1, batch=1, channels=1, spatial=(1,), in_offset=0, in_strides=(1, 1, 1),
@@ -176,7 +176,7 @@ def test_compiled_unfold_of_a_huge_window_needs_no_scratch_per_window_position()
         src = np.array([7], np.uint8)
         out = np.ones(W, np.uint8)
         dml.configure(cpu_kernels="compiled", threads=2)
-        run = get_backend("cpu").prepare(MovePlan((5,), (5,), (Unfold(0, 0, plan),)), [src], [out])
+        run = get_backend("cpu").prepare(MovePlan((5,), (5,), (Windows(0, 0, plan),)), [src], [out])
         def peak():   # this process's resident high-water mark (ru_maxrss may carry the parent's)
             with open("/proc/self/status") as f:
                 return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))

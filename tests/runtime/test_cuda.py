@@ -467,7 +467,7 @@ def test_relaunch_raises_naming_the_kernel():
 
 def test_one_table_runs_every_pass_kind():
     """The backend dispatches passes through one table with an entry per pass
-    kind of ``opendml.plan``; a lone Unfold, Fold or SliceScatter pass keeps
+    kind of ``opendml.plan``; a lone Windows, WindowSums or SliceScatter pass keeps
     its tuned launch, and the
     index-driven passes are left to ``index.py`` (move_steps alone refuses them by name)."""
     from opendml import plan as pl

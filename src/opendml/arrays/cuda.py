@@ -23,7 +23,7 @@ __all__ = ["move"]
 
 
 def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = (),
-             record=None) -> list:
+             record=None, name: str | None = None) -> list:
     """Run ``desc`` on ``inputs``, each ``(array, address, shape, byte
     strides, item size, pack)`` where ``pack()`` returns the same form for a
     packed copy (used where a stride is not a whole number of elements).
@@ -38,7 +38,12 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
     whose inputs are read where they lie (no negative view resolved by the
     caller): where no input was packed, the launches are recorded there
     (``runtime.calls.put_move_cuda``) and the next such call is served from
-    C."""
+    C.
+
+    ``name`` (optional): the array function called. The errors of the first
+    five (a tuned kernel each: ``PLAIN_KERNEL``) name it, as their other
+    routes do (``engine._execute``); the others' name the operator."""
+    what = name if name and getattr(desc, "PLAIN_KERNEL", None) is not None else desc.OPERATOR
     srcs, spans, layouts, keep, origins = [], [], [], [], []
     packed = False
     for entry in inputs:
@@ -48,7 +53,7 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
             array, ptr, shape, strides, item, _ = pack()
             layout = array_layout(tuple(shape), tuple(strides), item)
             packed = True
-        check_alignment(item, ptr, 0, desc.OPERATOR)
+        check_alignment(item, ptr, 0, what)
         keep.append(array)
         srcs.append(ptr - layout.origin * item)
         origins.append(layout.origin * item)
@@ -57,13 +62,13 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
     plan = desc.lower(in_layouts=layouts)
     outs, dsts = [], []
     for t in desc.outputs:
-        out, ptr = alloc.output(desc.OPERATOR, t.sizes, t.data_type.numpy_dtype, allocate,
+        out, ptr = alloc.output(what, t.sizes, t.data_type.numpy_dtype, allocate,
                                 device=f"cuda:{device_index}", errors=errors)
         outs.append(out)
         dsts.append(ptr)
     launches = get_backend(f"cuda:{device_index}").record_move(plan, srcs, spans, dsts,
                                                                [math.prod(t.sizes) for t in desc.outputs],
-                                                               desc.OPERATOR)
+                                                               what)
     launches(srcs, dsts, stream_ptr)
     if record is not None and not packed:
         call, x, since = record

@@ -79,7 +79,7 @@ def run(call, arrays) -> list:
         record = None if since is None else (call, seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0],
                                              since)
         return cuda.move(desc, [entry(x) for x in arrays], allocate, device_id, _current_stream_ptr(),
-                        errors=(cupy.cuda.memory.OutOfMemoryError,), record=record)
+                        errors=(cupy.cuda.memory.OutOfMemoryError,), record=record, name=call.name)
 
 
 calls.register_cupy(cupy.ndarray, cupy.empty, cupy.cuda.runtime.getDevice, _current_stream_ptr)

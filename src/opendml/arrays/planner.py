@@ -301,7 +301,7 @@ def kernel_steps(backend, plan, srcs, dsts, tuned: bool = False):
     runs: ``(kernel, parameter bytes, threads, kind, source, destination)``,
     ``kind`` as ``runtime.calls.put_move`` takes it (0 a move copy, 1 a move
     fill, ``TUNED`` + the kernel's code where ``tuned`` (the first five) and
-    the plan is one tuned pass: its copy, unfold, fold or scatter kernel, as
+    the plan is one tuned pass: its copy, windows, window_sums or scatter kernel, as
     ``CpuBackend.runner`` gives it); None where a pass has no compiled kernel."""
     build = getattr(type(backend), "_native_move_pass", None)
     native = getattr(backend, "_native", None)

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ..plan import Fold, FoldPlan
+from ..plan import FoldPlan, WindowSums
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._spec import WINDOW_SUMS
@@ -243,13 +243,13 @@ class FoldOperatorDesc(_Windowed):
         return SUM_FLOAT if self.input_tensor.data_type in FLOAT_TYPES else SUM_INTEGER
 
     def _passes(self, layouts):
-        """One ``Fold`` pass (the gather form). Of the input's strides only
+        """One ``WindowSums`` pass (the gather form). Of the input's strides only
         the last three (N, rows, columns) matter, leading dimensions having
         size 1."""
         ((ts, origin),) = layouts
         inp, out = self.input_tensor, self.output_tensor
         sizes = out.sizes
-        return (Fold(0, 0, FoldPlan(inp.element_size, self.sum_kind, sizes[0], sizes[1], sizes[2:], origin,
+        return (WindowSums(0, 0, FoldPlan(inp.element_size, self.sum_kind, sizes[0], sizes[1], sizes[2:], origin,
                                     ts[-3:], self.window_sizes, self.strides, self.dilations, self.start_padding,
                                     self.blocks_per_dimension, 0, out.element_strides)),)
 
@@ -283,4 +283,4 @@ def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilat
 
 
 FoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
-FoldOperatorDesc.PLAIN_KERNEL = "fold"
+FoldOperatorDesc.PLAIN_KERNEL = "window_sums"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..plan import Unfold, UnfoldPlan
+from ..plan import UnfoldPlan, Windows
 from ..model._checks import UINT32_MAX
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
@@ -212,11 +212,11 @@ class UnfoldOperatorDesc(_Windowed):
         return WINDOWS
 
     def _passes(self, layouts):
-        """One ``Unfold`` pass."""
+        """One ``Windows`` pass."""
         ((ts, origin),) = layouts
         inp = self.input_tensor
         sizes = inp.sizes
-        return (Unfold(0, 0, UnfoldPlan(inp.element_size, sizes[0], sizes[1], sizes[2:], origin, ts,
+        return (Windows(0, 0, UnfoldPlan(inp.element_size, sizes[0], sizes[1], sizes[2:], origin, ts,
                                         self.window_sizes, self.strides, self.dilations, self.start_padding,
                                         self.blocks_per_dimension, 0, self.output_tensor.element_strides[-3:])),)
 
@@ -286,4 +286,4 @@ def plain_window_fields(window, strides, dilations, start, end, spatial, max_dim
 
 
 UnfoldOperatorDesc.plain_lowering = staticmethod(plain_lowering)
-UnfoldOperatorDesc.PLAIN_KERNEL = "unfold"
+UnfoldOperatorDesc.PLAIN_KERNEL = "windows"

@@ -244,7 +244,7 @@ _HAS_NEW = _HAS and hasattr(_native, "call_cache_move_new")
 
 #: The operators' ``PLAIN_KERNEL`` names -> the plan kinds (newshape.h's ODML_NEW_*) of the tuned passes
 #: the C lowering of the first five makes (``cuda_spec``, the CUDA launch's test entry, takes them too).
-NEW_KINDS = {"copy": 0, "unfold": 1, "scatter": 2, "fold": 3}
+NEW_KINDS = {"copy": 0, "windows": 1, "scatter": 2, "window_sums": 3}
 
 
 #: The first five's lowering numbers (besides ``MOVE_LOWERINGS``): their plain lowering's C copy (``C_PLAIN``:

@@ -158,13 +158,14 @@ typedef struct odml_move_params {
  * position here. `name` is the kernel's everywhere: its C function
  * odml_<name> (runtime/cpu/common.h), the extension's function of that name,
  * the call cache's record of it (call_cache_put_numpy; call_cache_put_move's
- * pass kind TUNED_PASS + its code) and the member of
- * the call cache's parameter union. runtime/params.py's KERNELS mirrors the
- * list (tests/runtime/test_params.py checks the two agree). */
-#define ODML_CPU_KERNELS(X)                 \
-    X(COPY, copy, odml_copy_params)         \
-    X(UNFOLD, unfold, odml_unfold_params)   \
-    X(FOLD, fold, odml_fold_params)         \
+ * pass kind TUNED_PASS + its code) and the member of the call cache's
+ * parameter union; named after what it does (windows: UNFOLD's, window_sums:
+ * FOLD's). runtime/params.py's KERNELS mirrors the list (checked by
+ * tests/runtime/test_params.py). */
+#define ODML_CPU_KERNELS(X)                         \
+    X(COPY, copy, odml_copy_params)                 \
+    X(WINDOWS, windows, odml_unfold_params)         \
+    X(WINDOW_SUMS, window_sums, odml_fold_params)   \
     X(SCATTER, scatter, odml_scatter_params)
 
 #define ODML_KERNEL_CODE_(NAME, name, type) ODML_KERNEL_##NAME,

@@ -130,4 +130,4 @@ STRUCTS = {"odml_copy_params": CopyParams, "odml_window_dim": WindowDim, "odml_u
 #: The CPU kernels taking these blocks, in their code order: (name, parameter
 #: struct) as params.h's ODML_CPU_KERNELS declares them (the kernel's code is
 #: its position; tests/runtime/test_params.py checks the two lists agree).
-KERNELS = (("copy", CopyParams), ("unfold", UnfoldParams), ("fold", FoldParams), ("scatter", ScatterParams))
+KERNELS = (("copy", CopyParams), ("windows", UnfoldParams), ("window_sums", FoldParams), ("scatter", ScatterParams))

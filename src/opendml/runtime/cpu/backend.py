@@ -17,8 +17,8 @@ import numpy as np
 
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
-from ...plan import (Copy, CopyPlan, Fill, Fold, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, SliceScatter,
-                     Unfold, UnfoldPlan)
+from ...plan import (Copy, CopyPlan, Fill, FoldPlan, Gather, MovePlan, Scatter, ScatterPlan, SliceScatter, UnfoldPlan,
+                     Windows, WindowSums)
 from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
 from ..params import MAX_RANK, copy_params, fold_params, scatter_params, unfold_params
@@ -391,16 +391,16 @@ class CpuBackend:
             blob = bytes(copy_params(plan.canonical()))
         return self._launch(self._native.copy, blob, src, dst, 2 * _count_of(blob) * plan.element_size)
 
-    def _native_unfold(self, plan: UnfoldPlan, src, dst):
+    def _native_windows(self, plan: UnfoldPlan, src, dst):
         inner_step = abs(plan.strides[-1] * plan.in_strides[-1]) * plan.element_size
         tiles = 1 if inner_step > self.tile_stride and math.prod(plan.window) > 1 else 0
         params = unfold_params(plan, column_tiles=tiles, tile_columns=self.tile_columns)
-        return self._launch(self._native.unfold, params, src, dst, plan.out_count * plan.element_size)
+        return self._launch(self._native.windows, params, src, dst, plan.out_count * plan.element_size)
 
-    def _native_fold(self, plan: FoldPlan, src, dst):
+    def _native_window_sums(self, plan: FoldPlan, src, dst):
         numpy_kernels.fold_types(plan)            # a summable type, or ValueError
         reads = plan.batch * plan.rows * plan.columns
-        return self._launch(self._native.fold, fold_params(plan), src, dst,
+        return self._launch(self._native.window_sums, fold_params(plan), src, dst,
                             (plan.out_count + reads) * plan.element_size)
 
     def _native_scatter(self, plan: ScatterPlan, src, dst):
@@ -433,7 +433,7 @@ PASSES = {
     # (looked up at each call: a test may replace the method with a model of another backend's kernels)
     Gather: (lambda *a: CpuBackend._index_pass(*a), numpy_kernels.prepare_gather_pass),
     Scatter: (lambda *a: CpuBackend._index_pass(*a), numpy_kernels.prepare_scatter_pass),
-    Unfold: (_tuned(CpuBackend._native_unfold), numpy_kernels.tuned(numpy_kernels.prepare_unfold)),
-    Fold: (_tuned(CpuBackend._native_fold), numpy_kernels.tuned(numpy_kernels.prepare_fold)),
+    Windows: (_tuned(CpuBackend._native_windows), numpy_kernels.tuned(numpy_kernels.prepare_unfold)),
+    WindowSums: (_tuned(CpuBackend._native_window_sums), numpy_kernels.tuned(numpy_kernels.prepare_fold)),
     SliceScatter: (_tuned(CpuBackend._native_scatter), numpy_kernels.tuned(numpy_kernels.prepare_scatter)),
 }

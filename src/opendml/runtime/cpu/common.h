@@ -9,8 +9,8 @@
  *   fold_impl.h FOLD's loops, instantiated by fold.c per accumulator type
  *   threads.c   splitting a kernel's work units over threads
  *   copy.c      the strided copy (SLICE, SLICE1)
- *   unfold.c    the UNFOLD gather
- *   fold.c      the FOLD windowed sum (a gather; no atomics)
+ *   unfold.c    odml_windows: UNFOLD's gather of sliding windows into columns
+ *   fold.c      odml_window_sums: FOLD's windowed sum (a gather; no atomics)
  *   scatter.c   SLICE_GRAD's scatter into zeros
  *   move.h/.c   one pass of the data-movement family's move program (mapped
  *               copies, conversions, scale/bias, fills; its own parameter struct)

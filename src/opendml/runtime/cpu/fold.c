@@ -1,6 +1,6 @@
-/* The FOLD windowed sum (FoldPlan), computed as a gather: image[n, c, p] = +0, then += columns[n, c*K + k, b] for
- * every window index k in increasing row-major order whose block b satisfies b*stride + k*dilation - start_padding ==
- * p in every spatial dimension. Owns the FOLD kernel.
+/* The window_sums kernel, FOLD's windowed sum (FoldPlan), computed as a gather: image[n, c, p] = +0, then +=
+ * columns[n, c*K + k, b] for every window index k in increasing row-major order whose block b satisfies
+ * b*stride + k*dilation - start_padding == p in every spatial dimension (odml_window_sums).
  *
  * A unit of work is a tile of up to `tile` positions of one output row (n, c and every spatial position but the
  * innermost fixed). The tile is summed in an accumulator row (float32 for float16, the element's own type for float32
@@ -108,7 +108,7 @@ static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; do
 #define TILE_BYTES 16384
 #define TILE_MAX 65536
 
-int odml_fold(char *dst, const char *src, const odml_fold_params *p, int threads, const char **error) {
+int odml_window_sums(char *dst, const char *src, const odml_fold_params *p, int threads, const char **error) {
     const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8, es = p->element_size;
     if (odml_bad_dims(p->dims, MAXS, es, "fold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
         return ODML_EPARAM;

@@ -1,5 +1,5 @@
-/* The UNFOLD gather (UnfoldPlan): out[n, c*K + k, b] = image[n, c, b*stride + k*dilation - start_padding], or 0 where
- * that position lies in the padding. Owns the UNFOLD kernel.
+/* The windows kernel, UNFOLD's gather (UnfoldPlan): out[n, c*K + k, b] = image[n, c, b*stride + k*dilation -
+ * start_padding], or 0 where that position lies in the padding (odml_windows).
  *
  * column_tiles 0: a unit is one output row (n, c, k), written column by column.
  * column_tiles 1: a unit is (n, c, a tile of tile_columns columns), written
@@ -110,7 +110,7 @@ static void unfold_units(const void *vjob, int64_t u0, int64_t u1, int part) {
     }
 }
 
-int odml_unfold(char *dst, const char *src, const odml_unfold_params *p, int threads, const char **error) {
+int odml_windows(char *dst, const char *src, const odml_unfold_params *p, int threads, const char **error) {
     const int64_t L = ODML_LIMIT / 2, S = ODML_LIMIT / 8, es = p->element_size;   /* position parts; strides, offsets */
     if (odml_bad_dims(p->dims, MAXS, es, "unfold: element_size must be 1, 2, 4 or 8 and dims in [1, 6]", error))
         return ODML_EPARAM;

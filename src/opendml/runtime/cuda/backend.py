@@ -3,7 +3,7 @@ run by opendml's own kernels.
 
 Every plan is a ``MovePlan``: ``record_move`` (and ``prepare``)
 turn its passes into kernel launches through one table keyed by pass kind
-(``steps.PASS_STEPS``: Copy, Fill, Gather, Scatter, Unfold, Fold,
+(``steps.PASS_STEPS``: Copy, Fill, Gather, Scatter, Windows, WindowSums,
 SliceScatter) and cache them per plan object and the addresses' alignment
 classes; ``launch.py`` compiles the kernels and queues the launches,
 ``tuned.py`` plans the tuned UNFOLD, FOLD, SLICE_GRAD and strided-copy

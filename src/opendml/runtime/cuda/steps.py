@@ -4,8 +4,8 @@
 Every pass kind has one entry in ``PASS_STEPS``, keyed by its class in
 ``opendml.plan``: ``Copy`` and ``Fill`` become canonical kernel passes
 (``_Pass``: size-1 dimensions dropped, ordered by destination stride,
-neighbours merged) and go through the copy kernels below; ``Unfold``,
-``Fold`` and ``SliceScatter`` keep their tuned launches (``tuned.py``);
+neighbours merged) and go through the copy kernels below; ``Windows``,
+``WindowSums`` and ``SliceScatter`` keep their tuned launches (``tuned.py``);
 ``Gather`` and ``Scatter`` (the index-driven passes) are launched by
 ``index.py``: ``CudaBackend.record_move`` hands a plan holding them there, and
 ``move_steps`` alone refuses them by name. A padding program
@@ -28,7 +28,7 @@ import numpy as np
 
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
-from ...plan import AxisMap, Copy, CopyPlan, Fill, Fold, Gather, MovePlan, Scatter, SliceScatter, Unfold
+from ...plan import AxisMap, Copy, CopyPlan, Fill, Gather, MovePlan, Scatter, SliceScatter, Windows, WindowSums
 from .. import params as P
 from ..cpu.numpy_kernels import fill_bits
 from .launch import _SCALAR, THREADS
@@ -511,8 +511,8 @@ def _index_step(q, slots):
 PASS_STEPS = {
     Copy: lambda q, s: _pass_step(_copy_pass(q, s.plan), s),
     Fill: lambda q, s: _pass_step(_fill_pass(q, s.plan), s),
-    Unfold: lambda q, s: (*_unfold_launch(q.plan), q.src, q.dst),
-    Fold: lambda q, s: (*_fold_launch(q.plan), q.src, q.dst),
+    Windows: lambda q, s: (*_unfold_launch(q.plan), q.src, q.dst),
+    WindowSums: lambda q, s: (*_fold_launch(q.plan), q.src, q.dst),
     SliceScatter: lambda q, s: (*_scatter_launch(q.plan, s.src_ptrs[q.src], s.dst_ptrs[q.dst]), q.src, q.dst),
     Gather: _index_step,
     Scatter: _index_step,

@@ -167,8 +167,8 @@ static int unfold_box(const odml_unfold_params *u, int64_t *t, int64_t *ext) {
 }
 
 static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
-    odml_unfold_params *q = &s->p.unfold;
-    *q = pl->unfold;                          /* CUDA leaves the CPU's column-tile fields 0 */
+    odml_unfold_params *q = &s->p.windows;
+    *q = pl->windows;                         /* CUDA leaves the CPU's column-tile fields 0 */
     const int64_t es = q->element_size, D = q->dims, B = q->block_count;
     const int64_t r = es >= 2 ? 2 : 1, v = 16 / es * r;   /* columns per thread */
     int64_t slots, rows, tiles, bc;
@@ -236,8 +236,8 @@ static int64_t fold_tiles(const odml_fold_params *q, int64_t rc) {
 }
 
 static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
-    odml_fold_params *q = &s->p.fold;
-    *q = pl->fold;
+    odml_fold_params *q = &s->p.window_sums;
+    *q = pl->window_sums;
     const int64_t es = q->element_size, D = q->dims, flt = q->sum_kind == ODML_SUM_FLOAT;
     const char *S = odml_scalar[es];
     s->size = (Py_ssize_t)sizeof(odml_fold_params);
@@ -318,8 +318,8 @@ static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odm
 int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
     switch (pl->kind) {
     case ODML_NEW_COPY: return copy_spec(pl, src, dst, s);
-    case ODML_NEW_UNFOLD: return unfold_spec(pl, s);
-    case ODML_NEW_FOLD: return fold_spec(pl, s);
+    case ODML_NEW_WINDOWS: return unfold_spec(pl, s);
+    case ODML_NEW_WINDOW_SUMS: return fold_spec(pl, s);
     default: return scatter_spec(pl, src, dst, s);
     }
 }

@@ -169,7 +169,7 @@ static int window_dims(PyObject *const *f, int d, const int64_t *size, const int
 
 static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int rank = L->n, d = rank - 2;
-    odml_unfold_params *p = &pl->unfold;
+    odml_unfold_params *p = &pl->windows;
     int64_t out3[3], k, count, row, rows, blocks;
     if (d < 1 || d > ODML_MAX_SPATIAL || read_seq(f[0], 3, out3)
             || window_dims(f + 1, d, L->shape + 2, L->strides + 2, p->dim, &k, &blocks)) return -1;
@@ -197,13 +197,13 @@ static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *
 
 /* ops/fold.py FoldOperatorDesc._passes on L (the columns (..., N, C x K, B), leading 1s) from plain_lowering's
  * fields (out_sizes (N, C, *spatial), window, strides, dilations, start_padding, blocks): the FoldPlan with a
- * packed output, as CpuBackend._native_fold packs it. */
+ * packed output, as CpuBackend._native_window_sums packs it. */
 static int plan_fold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int r = L->n;
     if (!PyTuple_CheckExact(f[0]) && !PyList_CheckExact(f[0])) return -1;
     const int d = (int)PySequence_Fast_GET_SIZE(f[0]) - 2;
     if (d < 1 || d > ODML_MAX_SPATIAL || r < 3 || r > d + 2) return -1;
-    odml_fold_params *p = &pl->fold;
+    odml_fold_params *p = &pl->window_sums;
     int64_t out[ODML_MAX_SPATIAL + 2], stride[ODML_MAX_SPATIAL + 2], k, blocks, rows, count = 1, reads;
     if (read_seq(f[0], d + 2, out)) return -1;
     for (int i = d + 1; i >= 0; i--) {          /* packed output strides */
@@ -281,8 +281,8 @@ int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ss
     pl->kind = kind;
     pl->es = L->es;
     memset(&pl->copy, 0, sizeof pl->copy);
-    memset(&pl->unfold, 0, sizeof pl->unfold);
-    memset(&pl->fold, 0, sizeof pl->fold);
+    memset(&pl->windows, 0, sizeof pl->windows);
+    memset(&pl->window_sums, 0, sizeof pl->window_sums);
     /* planner.array_layout: the origin (element 0 from the lowest address) and the span */
     int64_t origin = 0, span = 1, v;
     for (int i = 0; i < n; i++) {
@@ -377,22 +377,22 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
         run->size = (Py_ssize_t)sizeof(odml_copy_params);
         return __builtin_mul_overflow(pl->copy.count, es * 2, &run->work) ? -1 : 0;
     }
-    if (pl->kind == ODML_NEW_UNFOLD) {
-        const odml_unfold_params *u = &pl->unfold;
+    if (pl->kind == ODML_NEW_WINDOWS) {
+        const odml_unfold_params *u = &pl->windows;
         const int64_t es = u->element_size, d = u->dims;
         int64_t inner;
         if (__builtin_mul_overflow(u->dim[d - 1].stride, u->dim[d - 1].image_stride, &inner) || inner == INT64_MIN
                 || __builtin_mul_overflow(inner < 0 ? -inner : inner, es, &inner)) return -1;
-        run->p.unfold = *u;
-        run->p.unfold.column_tiles = inner > tile_stride && u->window_count > 1;
-        run->p.unfold.tile_columns = tile_columns;
+        run->p.windows = *u;
+        run->p.windows.column_tiles = inner > tile_stride && u->window_count > 1;
+        run->p.windows.tile_columns = tile_columns;
         run->size = (Py_ssize_t)sizeof(odml_unfold_params);
         return __builtin_mul_overflow(pl->count, es, &run->work) ? -1 : 0;
     }
-    if (pl->kind == ODML_NEW_FOLD) {            /* CpuBackend._native_fold: the output and every column read */
-        const odml_fold_params *q = &pl->fold;
+    if (pl->kind == ODML_NEW_WINDOW_SUMS) {    /* CpuBackend._native_window_sums: the output and every column read */
+        const odml_fold_params *q = &pl->window_sums;
         int64_t reads;
-        run->p.fold = *q;
+        run->p.window_sums = *q;
         run->size = (Py_ssize_t)sizeof(odml_fold_params);
         return __builtin_mul_overflow(q->batch * q->channels * q->window_count, q->block_count, &reads)
             || __builtin_add_overflow(reads, pl->count, &run->work)

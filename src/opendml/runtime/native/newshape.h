@@ -1,11 +1,11 @@
 /* A new shape's plan (issue 19), shared by newshape.c (the CPU parameters, the test entry cuda_spec), cuda_spec.c
  * (CUDA launches) and newshape_move.c (odml_move_plain: the first five's tuned pass of the move program).
  *
- * The plan of SLICE/SLICE1 ("copy"), UNFOLD, FOLD and SLICE_GRAD ("scatter") comes from the operator's plain_lowering
- * (its C copy, odml_plain_lower) as fields in index space; odml_new_plan applies an input's element layout
- * to them, as the operator's lower() does for the layout that planner.array_layout gives. Nothing of DirectML's rules
- * is checked here: the caller passes fields its operator validated. Every function returns 0, or -1 (no exception
- * set) where the Python route must run the call. */
+ * The plan of SLICE/SLICE1 ("copy"), UNFOLD ("windows"), FOLD ("window_sums") and SLICE_GRAD ("scatter") comes from
+ * the operator's plain_lowering (its C copy, odml_plain_lower) as fields in index space; odml_new_plan applies an
+ * input's element layout to them, as the operator's lower() does for the layout that planner.array_layout gives.
+ * Nothing of DirectML's rules is checked here: the caller passes fields its operator validated. Every function
+ * returns 0, or -1 (no exception set) where the Python route must run the call. */
 #ifndef OPENDML_NEWSHAPE_H
 #define OPENDML_NEWSHAPE_H
 
@@ -14,13 +14,13 @@
 
 #include "cpu/common.h"
 
-/* The kernels a plan runs (the operators' PLAIN_KERNEL names, in this order: the
- * `kind` Python passes), and the CPU kernel (params.h's code) each runs. */
-enum { ODML_NEW_COPY = 0, ODML_NEW_UNFOLD = 1, ODML_NEW_SCATTER = 2, ODML_NEW_FOLD = 3, ODML_NEW_KINDS = 4 };
+/* The kernels a plan runs (the operators' PLAIN_KERNEL names, params.h's, in this order: the `kind` Python
+ * passes, runtime/calls.py's NEW_KINDS), and the CPU kernel (params.h's code) each runs. */
+enum { ODML_NEW_COPY = 0, ODML_NEW_WINDOWS = 1, ODML_NEW_SCATTER = 2, ODML_NEW_WINDOW_SUMS = 3, ODML_NEW_KINDS = 4 };
 
 static inline int odml_new_kernel(int kind) {
-    static const int kernel[ODML_NEW_KINDS] = {ODML_KERNEL_COPY, ODML_KERNEL_UNFOLD, ODML_KERNEL_SCATTER,
-                                               ODML_KERNEL_FOLD};
+    static const int kernel[ODML_NEW_KINDS] = {ODML_KERNEL_COPY, ODML_KERNEL_WINDOWS, ODML_KERNEL_SCATTER,
+                                               ODML_KERNEL_WINDOW_SUMS};
     return kernel[kind];
 }
 
@@ -67,11 +67,11 @@ typedef struct {
     int64_t span;                      /* elements bound from the lowest address (planner.Layout.span) */
     /* copy: the CopyPlan's canonical form (CopyPlan.canonical()) */
     odml_copy_params copy;
-    /* unfold: the UnfoldPlan's parameters, without CPU column tiles or CUDA
+    /* windows: the UnfoldPlan's parameters, without CPU column tiles or CUDA
      * work items and boxes */
-    odml_unfold_params unfold;
-    /* fold: the FoldPlan's parameters, without CUDA work items */
-    odml_fold_params fold;
+    odml_unfold_params windows;
+    /* window_sums: the FoldPlan's parameters, without CUDA work items */
+    odml_fold_params window_sums;
     /* scatter: the ScatterPlan lower() gives, per dimension (size, out
      * stride, first, step, taken, in stride), before any canonical form */
     int srank;
@@ -134,8 +134,8 @@ typedef struct {
     char name[96];
     union {
         odml_copy_params copy;
-        odml_unfold_params unfold;
-        odml_fold_params fold;
+        odml_unfold_params windows;
+        odml_fold_params window_sums;
         odml_scatter_params scatter;
     } p;
     Py_ssize_t size;                   /* bytes of p used */
@@ -209,8 +209,8 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
  * fields of the operator's plain_lowering (ops/slice.py, ops/slice1.py, ops/slice_grad.py, ops/unfold.py,
  * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as the operator's lower() gives its
  * pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
- * UNFOLD's plan.Unfold, FOLD's plan.Fold and SLICE_GRAD's plan.SliceScatter, with the parameter blocks of newshape.c's
- * plan_unfold, plan_fold and plan_scatter). 0, or -1 (no exception set) where the Python route must run the call. */
+ * UNFOLD's plan.Windows, FOLD's plan.WindowSums, SLICE_GRAD's plan.SliceScatter: newshape.c's plan_unfold, plan_fold
+ * and plan_scatter's parameter blocks). 0, or -1 (no exception set) where the Python route must run the call. */
 int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
                     odml_new_plan *pl);
 
@@ -310,8 +310,8 @@ enum { ODML_PLAIN_SLICE = 0, ODML_PLAIN_SLICE1 = 1, ODML_PLAIN_SLICE_GRAD = 2, O
        ODML_PLAIN_FOLD = 4, ODML_PLAIN_COUNT = 5 };
 /* The plan kind (ODML_NEW_*) each plain lowering's fields are for. */
 static inline int odml_plain_kind(int which) {
-    static const int kind[ODML_PLAIN_COUNT] = {ODML_NEW_COPY, ODML_NEW_COPY, ODML_NEW_SCATTER, ODML_NEW_UNFOLD,
-                                               ODML_NEW_FOLD};
+    static const int kind[ODML_PLAIN_COUNT] = {ODML_NEW_COPY, ODML_NEW_COPY, ODML_NEW_SCATTER, ODML_NEW_WINDOWS,
+                                               ODML_NEW_WINDOW_SUMS};
     return kind[which];
 }
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
