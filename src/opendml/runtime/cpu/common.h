@@ -17,7 +17,7 @@
  *   convert.h   CAST's conversions between the 11 types, per pair
  *   calls.c     the call cache: repeated array-API calls served from C
  *   torch_api.h PyTorch's tensor accessors the call cache takes from the C++
- *               node library (arrays/torch_node.cpp) when it is loaded
+ *               node library (arrays/torch/node.cpp) when it is loaded
  *   newshape.c  new shapes of SLICE/SLICE1/UNFOLD/SLICE_GRAD: layout, parameters,
  *               allocation and kernel in one call (the plan from ops' plain_lowering)
  *   cuda_launch.c cuLaunchKernel through the driver library (dlopen)

@@ -945,7 +945,7 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
 
 /* call_cache_cuda_retry(retry): retry(device, function, grid, shared, params bytes, src, dst, stream) queues a
  * launch of an entry call_cache_move_new made whose launch failed (a thread without the device's context),
- * or raises opendml's error (runtime/cuda/backend.py's relaunch). */
+ * or raises opendml's error (runtime/cuda/launch.py's relaunch). */
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
     (void)self;
     return keep(&cuda_retry, fn, PyCallable_Check(fn), "call_cache_cuda_retry: a callable is required");

@@ -1,7 +1,7 @@
 /* odml_new_cuda (newshape.h): the CUDA launch of a new shape's plan, in C (issue 19), so that a PyTorch CUDA tensor
  * of a never-seen shape is planned, allocated and launched in one C call (calls_move_new.c, cuda_plain_new).
  *
- * It is runtime/cuda/backend.py's launch_spec for the plan the operator lowers, decision for decision: the copy's
+ * It is runtime/cuda/tuned.py's launch_spec for the plan the operator lowers, decision for decision: the copy's
  * canonical form widened to the largest word (word_plan), UNFOLD's choice among unfold1d_tile, unfold_tile
  * (unfold_box) and unfold_gather, FOLD's between fold1d_tile and fold_gather, SLICE_GRAD's canonical form
  * (plan.ScatterPlan.canonical(cpu=False)) widened (scatter_word_plan); the same kernel names, parameter bytes,

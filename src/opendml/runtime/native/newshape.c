@@ -414,7 +414,7 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
  *
  * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of `shape` with signed element `strides` whose
  * lowest-addressed element is at device address src_ptr, into a packed output at dst_ptr: what
- * runtime/cuda/backend.py's launch_spec gives for the plan the operator lowers for that layout (tests compare the
+ * runtime/cuda/tuned.py's launch_spec gives for the plan the operator lowers for that layout (tests compare the
  * two). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: a plain lowering's; floating: the element type is a
  * floating-point one (FOLD's sums). No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

@@ -122,7 +122,7 @@ static inline int64_t odml_new_threads(int64_t work, int64_t grain, int64_t most
     return t < 1 ? 1 : t;
 }
 
-/* A CUDA launch of the plan, as runtime/cuda/backend.py's launch_spec gives it for the lowered plan, the
+/* A CUDA launch of the plan, as runtime/cuda/tuned.py's launch_spec gives it for the lowered plan, the
  * lowest-addressed input element at device address src and the output at dst: the kernel's name (the template
  * instance kernels.cu compiles), the parameter block passed by value, the grid of THREADS-thread blocks and the
  * dynamic shared memory. */
@@ -151,7 +151,7 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
 #include "cpu/indexed/index.h"
 
 /* The C lowerings (the Python function each mirrors is named at it), by the
- * number arrays/family.py passes (its _LOWERINGS). */
+ * number the front passes (runtime/calls.py MOVE_LOWERINGS). */
 enum {
     ODML_LOWER_IDENTITY = 0, ODML_LOWER_CAST = 1, ODML_LOWER_TILE = 2, ODML_LOWER_PAD = 3,
     ODML_LOWER_SPACE_TO_DEPTH = 4, ODML_LOWER_DEPTH_TO_SPACE = 5, ODML_LOWER_JOIN = 6, ODML_LOWER_SPLIT = 7,
@@ -315,7 +315,7 @@ static inline int odml_plain_kind(int which) {
     return kind[which];
 }
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
-/* A field of d axes as ops/unfold.py's plain_lowering (and arrays/family.py's _per_axis) reads it: an exact int
+/* A field of d axes as ops/unfold.py's plain_lowering (and ops/_spec.py per_axis) reads it: an exact int
  * spread over the axes, or an exact list or tuple of d exact ints; -1 else (newshape.c). */
 int odml_axes_field(PyObject *f, Py_ssize_t d, int64_t *v);
 /* Their Python functions (newshape.c; module.c's table): X(NAME, WHICH, SIG, LO, HI) for NAME_lowering(in_sizes,

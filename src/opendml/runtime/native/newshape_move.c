@@ -104,7 +104,7 @@ static int float32_field(PyObject *o, double *v) {
     return 0;
 }
 
-/* arrays/family.py _identity with ops/identity.py: (scale, bias) each None or
+/* ops/identity.py ElementWiseIdentityOperatorDesc.arguments: (scale, bias) each None or
  * an exact float; scale/bias only on float types. */
 static int lower_identity(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     if (na != 2) return -1;
@@ -125,7 +125,7 @@ static int lower_cast(const odml_move_input *x, PyObject *const *a, Py_ssize_t n
     return whole_copy(g, x, t, 0, 1.0, 0.0);
 }
 
-/* arrays/family.py _tile (_repeats) with ops/tile.py TileOperatorDesc._passes: repeats an exact int (the last axis')
+/* ops/tile.py TileOperatorDesc.arguments and _passes: repeats an exact int (the last axis')
  * or a list or tuple of at most rank exact ints (ones prepended), each in [1, UINT32_MAX]; per axis the dimensions
  * (r, n), source strides (0, s), output strides (n * o, o). */
 static int lower_tile(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
@@ -174,7 +174,7 @@ static int same_word(PyObject *s, const char *w) {
     return 1;
 }
 
-/* arrays/family.py _MODES: the mode's PaddingMode value, -1 for none. */
+/* ops/padding1.py MODES: the mode's PaddingMode value, -1 for none. */
 static int pad_mode(PyObject *m) {
     static const char *const names[] = {"constant", "edge", "reflect", "reflection", "symmetric", "wrap"};
     static const int modes[] = {0, 1, 2, 2, 3, 4};
@@ -237,8 +237,8 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
     return 0;
 }
 
-/* arrays/family.py _pad (_per_axis) with ops/_move.py _pad_passes: start and end each an exact int (every axis) or a
- * list or tuple of rank exact ints, in [0, UINT32_MAX]; mode a str of _MODES; value as pad_value_bits. The interior
+/* ops/padding1.py Padding1OperatorDesc.arguments (ops/_spec.py per_axis) with ops/_move.py _pad_passes: start and
+ * end each an exact int (every axis) or a list or tuple of rank exact ints, in [0, UINT32_MAX]; mode a str of MODES; value as pad_value_bits. The interior
  * Copy, then per axis k its start and end slabs: a Fill (CONSTANT) or a Copy whose index maps read the input position
  * the mode chooses. */
 static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
@@ -304,7 +304,7 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
     return 0;
 }
 
-/* arrays/family.py _order's spellings: 0 DEPTH_COLUMN_ROW, 1 COLUMN_ROW_DEPTH, -1 none. */
+/* ops/space_depth.py ORDERS' spellings: 0 DEPTH_COLUMN_ROW, 1 COLUMN_ROW_DEPTH, -1 none. */
 static int depth_order(PyObject *o) {
     if (!PyUnicode_CheckExact(o)) return -1;
     if (same_word(o, "dcr") || same_word(o, "depth_column_row")) return 0;
@@ -312,7 +312,7 @@ static int depth_order(PyObject *o) {
     return -1;
 }
 
-/* arrays/family.py _space_to_depth and _depth_to_space with ops/space_depth.py _SpaceDepth._check and _passes: x 4-D,
+/* ops/space_depth.py _SpaceDepth1.arguments with _SpaceDepth._check and _passes: x 4-D,
  * block_size an exact int in [1, UINT32_MAX] dividing H and W (to depth) or with b * b dividing C (to space), order a
  * str of _ORDERS; one Copy over (N, b, b, C, H, W) of the space side, the depth index (bh, bw, c) for DCR or (c, bh,
  * bw) for CRD. */
@@ -371,7 +371,7 @@ static int axis_of(PyObject *o, int rank) {
     return (int)(a < 0 ? a + rank : a);
 }
 
-/* arrays/family.py _join with ops/join.py JoinOperatorDesc: 1 to 16 inputs of one type and rank, sizes equal but
+/* ops/join.py JoinOperatorDesc.arguments and its rules: 1 to 16 inputs of one type and rank, sizes equal but
  * along axis (an exact int); its _passes: one Copy per input into its place along axis. */
 static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     const int n = xs[0].n, axis = na == 1 ? axis_of(a[0], n) : -1;
@@ -397,7 +397,7 @@ static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, P
     return 0;
 }
 
-/* arrays/family.py _split with ops/split.py SplitOperatorDesc: axis an exact int, sizes an exact list or tuple of 1
+/* ops/split.py SplitOperatorDesc.arguments and its rules: axis an exact int, sizes an exact list or tuple of 1
  * to 16 exact ints >= 1 summing to the input's size along axis; its _passes: one Copy per output from its place along
  * axis. */
 static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
