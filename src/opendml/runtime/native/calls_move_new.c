@@ -674,8 +674,8 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
  * cuda_new's steps for a tuned pass, keyed once as its entries are (on PyTorch as the first five's, KIND_TORCH:
  * operator, arguments, x, torch_serve serves it; on CuPy as a move program's of one pass, KIND_MOVE_CUPY, whose
  * output dtype the entry holds: cuda_move serves it), lowered by odml_move_plain into its plan, its one launch
- * odml_new_cuda's (runtime/cuda/tuned.py's launch_spec for the plan) queued on the framework's current stream; no move program
- * (58 KiB) nor launch table (46 KiB) made, no launch settings read. Returns as cuda_new does. */
+ * odml_new_cuda's (runtime/cuda/tuned.py's launch_spec for the plan) queued on the framework's current stream; no
+ * move program (58 KiB) nor launch table (46 KiB) made, no launch settings read. Returns as cuda_new does. */
 static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, PyObject *gen_o, int torch,
                                 PyObject *kernels, int lowering) {
     PyObject *out = NULL, *shapes[1] = {NULL}, *dtypes[1] = {NULL}, *result = NULL, *table_of = NULL, *dt = NULL;

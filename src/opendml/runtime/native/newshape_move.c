@@ -238,9 +238,9 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
 }
 
 /* ops/padding1.py Padding1OperatorDesc.arguments (ops/_spec.py per_axis) with ops/_move.py _pad_passes: start and
- * end each an exact int (every axis) or a list or tuple of rank exact ints, in [0, UINT32_MAX]; mode a str of MODES; value as pad_value_bits. The interior
- * Copy, then per axis k its start and end slabs: a Fill (CONSTANT) or a Copy whose index maps read the input position
- * the mode chooses. */
+ * end each an exact int (every axis) or a list or tuple of rank exact ints, in [0, UINT32_MAX]; mode a str of MODES;
+ * value as pad_value_bits. The interior Copy, then per axis k its start and end slabs: a Fill (CONSTANT) or a Copy
+ * whose index maps read the input position the mode chooses. */
 static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
     if (na != 4) return -1;
     const int n = x->n;
