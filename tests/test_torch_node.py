@@ -316,6 +316,43 @@ def test_jit_trace_and_compiled_autograd_take_the_python_route(node):
     assert torch.equal(x.grad, 2 * dml.fold(torch.ones(1, 18, 36), [6, 6], 3, 1, 1, 1, 1))
 
 
+@pytest.mark.parametrize("mode", ["wait", "off"])
+def test_torch_func_transforms_over_a_captured_tensor_take_the_function(node, mode):
+    """Can fail: a tensor requiring grad that a ``torch.func`` transform does not wrap (captured from outside
+    the transformed function) took the C++ node or the old-style Function (which functorch refuses), and
+    once two plain autograd calls had recorded eager entries, the call cache served the node under the
+    transform: ``grad`` and ``vmap`` raised. Both now give PyTorch's own ops' results."""
+    w = torch.arange(12.0).reshape(3, 4).requires_grad_(True)
+    calls = [(lambda: dml.tile(w, [1, 2]), lambda: w.repeat(1, 2)),
+             (lambda: dml.slice(w, [0, 0], [2, 2], [1, 1]), lambda: w[:2, :2]),
+             (lambda: dml.pad(w, 1, 1), lambda: torch.nn.functional.pad(w, (1, 1, 1, 1)))]
+    with dml.configure(torch_node=mode):
+        for op, _ in calls:                          # plain autograd calls first: their eager entries
+            for _ in range(3):
+                op().sum().backward()
+        for op, ref in calls:
+            def f(b, fn):
+                return (fn().sum() * b).sum()
+            assert torch.equal(torch.func.grad(lambda b: f(b, op))(torch.ones(2)),
+                               torch.func.grad(lambda b: f(b, ref))(torch.ones(2)))
+            assert torch.equal(torch.func.vmap(lambda b: f(b, op))(torch.ones(5, 2)),
+                               torch.func.vmap(lambda b: f(b, ref))(torch.ones(5, 2)))
+
+
+def test_wait_mode_waits_for_the_node_on_an_autograd_call(node, monkeypatch):
+    """Can fail: with ``torch_node="wait"`` an autograd call took the Python Function without asking the
+    node module (it is asked, and waited for, before the first recorded call)."""
+    asked = []
+    real = torch_node.get
+    monkeypatch.setattr(torch_node, "get", lambda: asked.append(1) or real())
+    x = torch.randn(1, 2, 5, 5, requires_grad=True)
+    with dml.configure(torch_node="wait"):
+        from opendml.arrays.torch import adapter
+        monkeypatch.setitem(adapter._state, "module", None)       # as before the build is done
+        y = dml.tile(x, [1, 1, 2, 1])
+    assert asked and y.grad_fn is not None
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name,op,ref", CASES, ids=[c[0] for c in CASES])
 def test_eager_entries_of_the_call_cache_equal_the_python_route(node, name, op, ref, device):

@@ -262,8 +262,10 @@ def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
     route, memo = _route(call, arrays, desc)
     desc = route.desc
     x = arrays[0]
-    if (not wrapped and _state["module"] is not None and len(arrays) == 1 and len(desc.outputs) == 1
-            and not engine.constant_inputs(desc)):
+    # (a torch.func transform in force takes the Function even for inputs it does not wrap: a tensor
+    # captured from outside the transformed function)
+    wrapped = wrapped or _transforms_active()
+    if not wrapped and len(arrays) == 1 and len(desc.outputs) == 1 and not engine.constant_inputs(desc):
         record = _recorder(route, desc.OPERATOR.lower())     # (grad_fn named as _move_function's)
         if record is not None:
             out = record(x)
@@ -383,11 +385,14 @@ _tracing = torch._C._get_tracing_state
 _state = torch_node._state
 
 
+_transforms_active = torch._C._are_functorch_transforms_active
+
+
 def _eager_ok() -> bool:
     """Whether the call cache's eager entries (the node's recorders) may
-    serve now: the checks ``_recorder`` makes."""
+    serve now: the checks ``_autograd`` and ``_recorder`` make."""
     return (torch_node._state["module"] is not None and _tracing() is None and not _compiled_autograd()
-            and config().torch_node != "off")
+            and not _transforms_active() and config().torch_node != "off")
 
 
 calls.register_torch_eager(_eager_ok)

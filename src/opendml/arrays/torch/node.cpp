@@ -330,7 +330,7 @@ py::object recorder(int k, const py::tuple& kernel, const py::tuple& adjoint) {
 // The check an eager entry's call passes first (runtime/native/calls.c asks
 // it on every call autograd must record), as adapter._eager_ok answers it,
 // without a Python frame: the node in use (state["module"] set), no
-// TorchScript trace, compiled autograd off (the flag of
+// TorchScript trace, no torch.func transform in force, compiled autograd off (the flag of
 // torch._dynamo.compiled_autograd, where sys.modules holds it), and
 // torch_node not "off" in the settings in force (runtime.config's _current).
 // Anything else (settings never read, a state without its entry) is
@@ -353,6 +353,11 @@ PyObject* eager_ok(PyObject* self, PyObject*) {  // self: (node state, runtime.c
   PyObject* module = PyDict_GetItemWithError(PyTuple_GET_ITEM(self, 0), n.module);
   if (module == nullptr) return PyErr_Occurred() ? nullptr : PyObject_CallNoArgs(fallback);
   if (module == Py_None || torch::jit::tracer::isTracing()) Py_RETURN_FALSE;
+  // a torch.func transform in force (torch._C._are_functorch_transforms_active's test): the Function's route
+  const c10::DispatchKeySet tls = c10::impl::tls_local_dispatch_key_set().included_;
+  if (tls.has(c10::DispatchKey::FuncTorchDynamicLayerFrontMode) ||
+      tls.has(c10::DispatchKey::FuncTorchDynamicLayerBackMode))
+    Py_RETURN_FALSE;
   PyObject* modules = PyDict_GetItemWithError(PyTuple_GET_ITEM(self, 2), n.modules);  // sys.modules
   if (modules == nullptr || !PyDict_Check(modules)) return PyErr_Occurred() ? nullptr : PyObject_CallNoArgs(fallback);
   PyObject* ca = PyDict_GetItemWithError(modules, n.compiled);
