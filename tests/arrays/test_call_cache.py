@@ -1639,6 +1639,28 @@ def test_put_move_refuses_a_malformed_tuned_pass():
 
 
 @needs_cache
+@pytest.mark.parametrize("out", [((64, 64), np.int8), ((32, 64), np.float32), ((64, 64), np.float64)])
+def test_put_move_refuses_a_tuned_block_that_writes_other_bytes_than_its_output(out):
+    """Can fail: a tuned pass was stored with only its block's size checked, so a record whose output is
+    smaller than what its kernel writes (a narrower dtype, fewer elements) made the next call write past
+    the output it allocated (a review's reproducer crashed the process)."""
+    from opendml.runtime import calls
+    x = np.arange(4096, dtype=np.float32).reshape(64, 64)
+    args = ([0, 0], [64, 64], [1, 1])
+    dml.slice(x, *args)
+    e = calls.entry("slice", x, *args)
+    assert e is not None and e["kernel"] < calls.TUNED
+    y = x + 1
+    calls.clear()
+    outs = ((out[0], np.dtype(out[1]), True),)
+    with pytest.raises(ValueError, match="tuned pass's block must write its output's bytes"):
+        calls.put_move("slice", y, args, outs, (0,), ((calls.TUNED + e["kernel"], 0, 0, e["params"], 1),), False,
+                       calls.generation())
+    assert calls.entry("slice", y, *args) is None
+    assert np.array_equal(dml.slice(y, *args), y)
+
+
+@needs_cache
 def test_put_move_refuses_an_input_changed_since_it_was_planned():
     from opendml.runtime import calls
     x = np.ones((4, 4), np.float32)

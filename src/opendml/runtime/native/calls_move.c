@@ -300,6 +300,36 @@ static int int64_item(PyObject *seq, Py_ssize_t i, int64_t *v) {
     return 0;
 }
 
+/* The elements a tuned kernel's block (code, k) writes, or -1 where that count leaves 2^59. */
+static int64_t tuned_count(int code, const odml_kernel_params *k) {
+    int64_t n = 1;
+    const int64_t *f;
+    int m = 0;
+    switch (code) {
+    case ODML_KERNEL_COPY: return k->copy.count;
+    case ODML_KERNEL_SCATTER: return k->scatter.count;
+    case ODML_KERNEL_WINDOWS: {                 /* (N, C*K, B) */
+        const int64_t w[4] = {k->windows.batch, k->windows.channels, k->windows.window_count,
+                              k->windows.block_count};
+        for (int i = 0; i < 4; i++)
+            if (w[i] < 0 || !odml_mul_le(n, w[i], ODML_LIMIT / 8)) return -1; else n *= w[i];
+        return n;
+    }
+    case ODML_KERNEL_WINDOW_SUMS:               /* (N, C, *spatial) */
+        if (k->window_sums.dims < 1 || k->window_sums.dims > ODML_MAX_SPATIAL) return -1;
+        f = &k->window_sums.batch;
+        for (m = 0; m < 2; m++)
+            if (f[m] < 0 || !odml_mul_le(n, f[m], ODML_LIMIT / 8)) return -1; else n *= f[m];
+        for (m = 0; m < (int)k->window_sums.dims; m++) {
+            const int64_t s = k->window_sums.dim[m].size;
+            if (s < 0 || !odml_mul_le(n, s, ODML_LIMIT / 8)) return -1;
+            n *= s;
+        }
+        return n;
+    }
+    return -1;
+}
+
 #define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)
 
 /* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation[, planned]): planned None or each input's
@@ -396,6 +426,13 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
             if (!sized || n_pass != 1 || n_in != 1 || n_out != 1 || mp->src != 0 || mp->dst != 0)
                 PUT_MOVE_FAIL("a tuned pass is a program's one pass, of one input and output, its parameters the "
                               "bytes of its kernel's block (params.h)");
+            /* the block's words (its first field) whole elements of the input's type, the output's too, and
+             * its output that many bytes: a record cannot make a served call write past its output */
+            const int64_t bes = mp->p.k.copy.element_size, written = tuned_count(code, &mp->p.k);
+            if (in_size[0] != out_size[0] || bes < in_size[0] || bes > 8 || bes % in_size[0]
+                    || written < 0 || !odml_mul_le(written, bes, ODML_LIMIT) || written * bes != e->outs[0].bytes)
+                PUT_MOVE_FAIL("a tuned pass's block must write its output's bytes, in words of whole elements of "
+                              "the input's type, which the output shares");
             if (mp->threads < 1 || mp->threads > ODML_MAX_THREADS) goto refuse;
             mp->kernel = code;
             continue;
