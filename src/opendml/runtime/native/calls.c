@@ -259,11 +259,23 @@ int store_new(const Key *k, Entry *e) {
     return has < 0 ? -1 : has ? 1 : store(k, e);
 }
 
-void unstore(const Key *k) {
+void unstore(const Key *k, const Entry *e) {
+#if PY_VERSION_HEX >= 0x030C0000                   /* an exception the caller holds: kept */
+    PyObject *held = PyErr_GetRaisedException();
+#else
+    PyObject *held, *held_value, *held_tb;
+    PyErr_Fetch(&held, &held_value, &held_tb);
+#endif
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
-    if (!kb || PyDict_DelItem(table, kb) < 0) PyErr_Clear();
+    PyObject *now = kb ? PyDict_GetItemWithError(table, kb) : NULL;      /* (borrowed) */
+    if (now == (PyObject *)e && PyDict_DelItem(table, kb) == 0) Py_CLEAR(front[front_slot(k)]);
+    if (PyErr_Occurred()) PyErr_Clear();
     Py_XDECREF(kb);
-    Py_CLEAR(front[front_slot(k)]);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(held);
+#else
+    PyErr_Restore(held, held_value, held_tb);
+#endif
 }
 
 /* e stored under k, the caller's reference released: True, or NULL with an exception (a put's answer). */

@@ -316,7 +316,7 @@ int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc);
 /* e stored under k where k has no entry yet: 0; 1 where it has one (kept, e not stored); -1 with an exception */
 int store_new(const Key *k, Entry *e);
 /* k's entry (store_new's) dropped from the table, no exception left */
-void unstore(const Key *k);
+void unstore(const Key *k, const Entry *e);   /* k's entry dropped where it is still e */
 /* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's
  * arguments at xi + 1, its generation at xi + 2, the cuda_conf callable at ci): on CUDA memory (PyTorch CUDA
  * tensors, CuPy arrays), cuda_new with `how` and cuda_conf()'s tuple (None where how is NULL or there is no

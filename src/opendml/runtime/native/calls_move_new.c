@@ -882,14 +882,18 @@ done:
     }
     for (int i = 0; i < n; i++) Py_DECREF(in[i]);
     Py_XDECREF(table_of);
+    Entry *mine = stored == 0 && wait.slot >= 0 ? (Entry *)Py_NewRef(e) : NULL;   /* (its identity, for unstore) */
     Py_XDECREF(e);
     if (g == &held_g) held = 0;
     else PyMem_Free(g);
     if (L != held_L) PyMem_Free(L);
     if (wait.slot >= 0 && cuda_entry_wait(stream, &wait, 0)) {
-        if (stored == 0) unstore(&k);           /* a checked index out of range: the route raises its error */
+        /* a checked index out of range: the route raises its error; this call's entry dropped, not one another
+         * thread stored under the key meanwhile */
+        if (mine) unstore(&k, mine);
         Py_XSETREF(result, PyErr_Occurred() ? NULL : Py_NewRef(Py_None));
     }
+    Py_XDECREF(mine);
     return result;
 }
 
