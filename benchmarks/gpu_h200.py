@@ -44,12 +44,13 @@ sys.path.insert(0, str(ROOT.parent / "src"))
 LOOP = 5
 
 
-def timed_pair(fns, reps: int, torch) -> list:
-    """Median milliseconds a call of each of ``fns`` (LOOP calls back to back
-    between CUDA events), the functions alternating rep by rep, after 2
-    warm-up loops of each."""
+def timed_pair(fns, reps: int, torch, loop: int | None = None) -> list:
+    """Median milliseconds a call of each of ``fns`` (``loop`` calls, LOOP if
+    not given, back to back between CUDA events), the functions alternating
+    rep by rep, after 2 warm-up loops of each."""
+    loop = LOOP if loop is None else loop
     for f in fns:
-        for _ in range(2 * LOOP):
+        for _ in range(2 * loop):
             f()
     torch.cuda.synchronize()
     out = [[] for _ in fns]
@@ -57,11 +58,11 @@ def timed_pair(fns, reps: int, torch) -> list:
         for f, ts in zip(fns, out):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
-            for _ in range(LOOP):
+            for _ in range(loop):
                 f()
             b.record()
             b.synchronize()
-            ts.append(a.elapsed_time(b) / LOOP)
+            ts.append(a.elapsed_time(b) / loop)
     return [statistics.median(ts) for ts in out]
 
 

@@ -8,7 +8,7 @@ for the previous kernel would take about a kernel's time). Run twice in one
 process: as imported (on a fresh machine opendml's C++ PyTorch library is
 still compiling in the background) and after ``opendml.torch.wait_for_node``.
 
-    python benchmarks/revseq_lab/gaps.py [dml,flip,copy: cases whose label holds one]
+    python -m benchmarks.revseq_lab.gaps [dml,flip,copy: cases whose label holds one]
 """
 from __future__ import annotations
 
@@ -18,22 +18,12 @@ import time
 import torch
 
 import opendml as dml
+from benchmarks.gpu_h200 import timed_pair
 
 
 def events_ms(fn, loop, reps=7):
-    for _ in range(2 * loop):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(loop):
-            fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / loop)
-    return statistics.median(ts)
+    """Median ms a call: ``loop`` calls back to back between CUDA events (gpu_h200.timed_pair)."""
+    return timed_pair([fn], reps, torch, loop)[0]
 
 
 def host_us(fn, n=12):
