@@ -670,6 +670,28 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
     return 0;
 }
 
+/* kernels' table of compiled functions for `device` (launch.new_kernels()[device]), a new reference, held by the
+ * caller (an allocation may run Python code that replaces it); NULL with no exception where it has none yet (every
+ * name missing), NULL with one on an error. */
+static PyObject *kernel_table(PyObject *kernels, int64_t device) {
+    PyObject *dev = PyLong_FromLongLong(device);
+    PyObject *table = Py_XNewRef(dev ? PyDict_GetItemWithError(kernels, dev) : NULL);
+    Py_XDECREF(dev);
+    return table;
+}
+
+/* Kernel `name`'s function in `table` (kernel_table's) in *fn: 0; 1 where the table lacks it (*result its name: the
+ * caller compiles it and calls again; NULL with an exception where even that fails); -1 with an exception. */
+static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyObject **result) {
+    PyObject *f = table && PyDict_CheckExact(table) ? PyDict_GetItemString(table, name) : NULL;
+    if (!f || !PyLong_CheckExact(f)) {
+        *result = PyUnicode_FromString(name);
+        return 1;
+    }
+    *fn = PyLong_AsUnsignedLongLong(f);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* The first five's never-seen shape (`lowering` ODML_LOWER_PLAIN | ...) on one PyTorch CUDA tensor or CuPy array x:
  * cuda_new's steps for a tuned pass, keyed once as its entries are (on PyTorch as the first five's, KIND_TORCH:
  * operator, arguments, x, torch_serve serves it; on CuPy as a move program's of one pass, KIND_MOVE_CUPY, whose
@@ -700,13 +722,7 @@ static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, 
     if (cuda_input_keyed(&c, 0, torch, k.w + at, ptr) < 0 || odml_move_plain(lowering, &c.xs[0], cargs, ncargs, &pl)
             || !cuda_device_is(torch, device))
         goto route;
-    {
-        PyObject *dev = PyLong_FromLongLong(device);
-        /* (held: the allocation below may run Python code that replaces it) none yet: every name missing */
-        table_of = Py_XNewRef(dev ? PyDict_GetItemWithError(kernels, dev) : NULL);
-        Py_XDECREF(dev);
-        if (PyErr_Occurred()) goto done;
-    }
+    if (!(table_of = kernel_table(kernels, device)) && PyErr_Occurred()) goto done;
     {
         const int rc = cuda_output(torch, x, c.xs[0].type, pl.out_rank, pl.out_dims, 0, 0, shapes, dtypes, &out, &dst,
                                    &result);
@@ -715,13 +731,8 @@ static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, 
     }
     if (ptr % (uint64_t)move_type_size[c.xs[0].type] || odml_new_cuda(&pl, ptr - (uint64_t)c.origin[0], dst, &s))
         goto route;
-    PyObject *f = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, s.name) : NULL;
-    if (!f || !PyLong_CheckExact(f)) {
-        result = PyUnicode_FromString(s.name);
-        goto done;
-    }
-    const uint64_t fn = PyLong_AsUnsignedLongLong(f);
-    if (PyErr_Occurred()) goto done;
+    uint64_t fn;
+    if (kernel_function(table_of, s.name, &fn, &result)) goto done;
     /* x still as keyed (the allocation may have run Python code that changed it) */
     now.n = 0;
     Py_CLEAR(dt);
@@ -818,28 +829,15 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     if (!cuda_device_is(torch, device)) goto route;
-    {
-        PyObject *dev = PyLong_FromLongLong(device);
-        /* (held: the allocations below may run Python code that replaces it) none yet: every name missing */
-        table_of = Py_XNewRef(dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL);
-        Py_XDECREF(dev);
-        if (PyErr_Occurred()) goto done;
-    }
+    if (!(table_of = kernel_table(PyTuple_GET_ITEM(conf, 0), device)) && PyErr_Occurred()) goto done;
     for (int i = 0, rc; i < g->n_out; i++)
         if ((rc = cuda_output(torch, in[0], g->out_type[i], g->out_rank[i], g->out_dims[i], 0, i, shapes, dtypes, outs,
                               dsts, &result)))
             goto failed;
     const int nl = how->plan(how, g, &c, dsts, conf, L);
     if (nl < 1) goto route;
-    for (int i = 0; i < nl; i++) {
-        PyObject *f = table_of && PyDict_CheckExact(table_of) ? PyDict_GetItemString(table_of, L[i].name) : NULL;
-        if (!f || !PyLong_CheckExact(f)) {
-            result = PyUnicode_FromString(L[i].name);
-            goto done;
-        }
-        fn[i] = PyLong_AsUnsignedLongLong(f);
-        if (PyErr_Occurred()) goto done;
-    }
+    for (int i = 0; i < nl; i++)
+        if (kernel_function(table_of, L[i].name, &fn[i], &result)) goto done;
     int n_all = g->n_out, aux[ODML_MOVE_PROG_MAX_PASSES], table = 0;
     for (int i = 0; i < nl; i++) {                  /* owner tables: zeroed scratch after the outputs */
         if (L[i].index && L[i].scratch > 0) {
