@@ -7,7 +7,7 @@ call is a call-cache hit, and the outputs and errors are the Python route's byte
 after waiting for the stream), on its first call and on its repeats, with no Python check; an index out of
 range sends it to the route, which raises the same error as ever (from any thread or stream, after
 ``configure()``, inside a CUDA graph capture as before). An overwriting scatter runs in C too, a group a
-block (scatter_elements along rows) or through an owner table C allocates, zeroes and hands to its two
+block (scatter_elements along any axis) or through an owner table C allocates, zeroes and hands to its two
 launches; what C leaves to the route (a scatter that sorts) gives the route's bytes too. Needs a GPU
 (``@pytest.mark.cuda``); the launch planning itself is compared with the Python route's without one in
 ``tests/runtime/test_cuda_index_spec.py``."""
@@ -67,7 +67,8 @@ def cases(rng):
         ("scatter_elements", (x, rng.integers(0, 24, (3, 40, 24)).astype(np.int64), np.float32(1.5)),
          None),
         # overwriting scatters of distinct updates, repeated indices (the last position in row-major order
-        # writes): along rows, a block a row's group (ix_scatter_group); elsewhere an owner table (ix_owner)
+        # writes): a block a group (ix_scatter_group: along rows a row, along axis 1 a column, its dimension
+        # moved last); test_owner_tables_* and the many-blocks test take the owner table (ix_owner) too
         ("scatter_elements rows", (x, rng.integers(0, 24, (3, 40, 30)).astype(np.int64),
                                    rng.standard_normal((3, 40, 30)).astype(np.float32)),
          lambda a, i, u: dml.scatter_elements(a, i, u, 2, check_indices=False)),
@@ -360,11 +361,12 @@ def dirty(fw, value=-1):
 
 
 @pytest.mark.parametrize("fw", FRAMEWORKS)
-def test_owner_tables_are_zeroed_on_the_stream_whatever_memory_they_get(fw):
+def test_owner_tables_are_zeroed_on_the_stream_whatever_memory_they_get(fw, monkeypatch):
     """Can fail: an overwriting scatter's owner table (ix_owner's atomicMax slots, zeroed by the driver's
     memset on the call's stream before its launches) is not zeroed: memory the allocator hands back holding
     0xFFFFFFFF makes every position lose its ownership, and the scatter writes nothing, on a never-seen shape
     (checked or not) and on its repeats."""
+    monkeypatch.setattr(index, "SCATTER_VIA", "owner")     # (along axis 1 "auto" runs one group launch)
     rng = np.random.default_rng(13)
     x = rng.standard_normal((3, 50, 24)).astype(np.float32)
     ind = rng.integers(0, 40, (3, 50, 24)).astype(np.int32)
@@ -381,20 +383,25 @@ def test_owner_tables_are_zeroed_on_the_stream_whatever_memory_they_get(fw):
 
 
 @pytest.mark.parametrize("fw", FRAMEWORKS)
-def test_a_checked_call_of_many_blocks_sees_a_bad_index_in_any_block(fw):
+def test_a_checked_call_of_many_blocks_sees_a_bad_index_in_any_block(fw, monkeypatch):
     """Can fail: the last checked launch's done word (index.cu's ix_finish, which the host waits for instead
     of the stream) is set before every block of a grid of hundreds has checked its indices, or its counter is
     not back at 0 for the next call of the slot: a bad index in the first, a middle, the last or a random
     block gives a result, or a good call after it another result than the route's. Two checked launches
-    (scatter_elements through an owner table: ix_owner, then the scatter) see a bad index too."""
+    (scatter_elements through an owner table: ix_owner, then the scatter) see a bad index too, and so does
+    the one group launch (ix_scatter_group, 800 blocks) the same scatter takes by default."""
     rng = np.random.default_rng(17)
     x = rng.standard_normal((4, 300, 200)).astype(np.float32)
     upd = device(fw, rng.standard_normal((4, 300, 200)).astype(np.float32))
-    calls = [(lambda a, i: dml.gather_elements(a, i, 1), rng.integers(0, 300, (4, 300, 200)).astype(np.int64)),
-             (lambda a, i: dml.gather(a, i, 1), rng.integers(-300, 300, (20000,)).astype(np.int32)),
-             (lambda a, i: dml.scatter_elements(a, i, upd, 1), rng.integers(0, 300, (4, 300, 200)).astype(np.int64))]
+    scatter = rng.integers(0, 300, (4, 300, 200)).astype(np.int64)
+    calls = [(lambda a, i: dml.gather_elements(a, i, 1), rng.integers(0, 300, (4, 300, 200)).astype(np.int64),
+              "auto"),
+             (lambda a, i: dml.gather(a, i, 1), rng.integers(-300, 300, (20000,)).astype(np.int32), "auto"),
+             (lambda a, i: dml.scatter_elements(a, i, upd, 1), scatter, "auto"),
+             (lambda a, i: dml.scatter_elements(a, i, upd, 1), scatter, "owner")]
     xg = device(fw, x)
-    for fn, good in calls:
+    for fn, good, via in calls:
+        monkeypatch.setattr(index, "SCATTER_VIA", via)
         ig = device(fw, good)
         want_good = python_route(fn, xg, ig)
         ccache.clear()

@@ -202,12 +202,13 @@ def test_large_reversals_and_rows_take_their_modes(monkeypatch):
             "ix_scatter", "ix_scatter_group"} <= modes, modes
 
 
-def test_checked_calls_carry_their_flags_owner_tables_their_size_and_sorts_are_declined():
+def test_checked_calls_carry_their_flags_owner_tables_their_size_and_sorts_are_declined(monkeypatch):
     """Can fail: a checked gather is not planned as its unchecked twin with the flag offsets of each axis
     (index.flag_offsets, what IndexPass.call_cache_step records), or C plans a checked call whose index
     array is broadcast (its kernels would not read every index) or a scatter that sorts; an owner table's
     launches carry its size and where it goes."""
     nat = cpu_backend._load_native()
+    monkeypatch.setattr(index, "SCATTER_VIA", "owner")     # (along axis 0 "auto" groups: the test below)
     x = np.zeros((4, 5), np.float32)
     ind = np.zeros((4, 5), np.int64)
     upd = np.ones((4, 5), np.float32)
@@ -236,6 +237,28 @@ def test_checked_calls_carry_their_flags_owner_tables_their_size_and_sorts_are_d
                                 steps.c_settings(), index.c_settings()) is None
     assert nat.cuda_index_steps(which, types, (x, broadcast), (False, 1, None), (DATA, DATA), OUT,
                                 steps.c_settings(), index.c_settings()) is not None
+
+
+def test_scatters_along_an_axis_before_the_last_run_as_one_group_launch(monkeypatch):
+    """Can fail: scatter_elements along an axis before the last (its members, the positions of one column,
+    are not the trailing outer dimensions) is planned through an owner table (a zeroed table, ix_owner, then
+    the scatter) rather than as one ix_scatter_group launch over the reordered dimensions, or C and the
+    Python route plan it differently."""
+    rng = np.random.default_rng(23)
+    for shape, axis in (((1, 5, 7, 9), 2), ((4, 5), 0), ((3, 6, 4), 1), ((2, 3, 5, 4), 0)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        ind = rng.integers(0, shape[axis], shape).astype(np.int64)
+        upd = rng.standard_normal(shape).astype(np.float32)
+        arrays, args = (x, ind, upd), (axis, True)
+        data = [DATA + (1 << 24) * i for i in range(3)]
+        plan = python_plan("scatter_elements", arrays, args, monkeypatch)
+        want = python_launches(plan, arrays, data, OUT, True)
+        got = c_launches("scatter_elements", arrays, args, data, OUT)
+        assert got is not None and got[1] == want, (shape, axis)
+        assert [n.split("<")[0] for n, *_ in want] == ["strided_copy", "ix_scatter_group"], (shape, axis, want)
+        q = index.IndexParams.from_buffer_copy(want[1][1])   # the members (the column) last, in their order
+        k = q.outer
+        assert q.members == shape[axis] and list(q.dst_strides[:k]).count(0) >= 1 and q.dst_strides[k - 1] == 0
 
 
 def test_unreadable_settings_are_declined(monkeypatch):

@@ -35,11 +35,11 @@ index axes and inner dimensions. How each kind runs:
   source block (ONE_HOT's on value), without accumulation: every position
   writes the same bytes, in any order (``ix_scatter``).
 * ``Scatter`` overwriting one word a position through one index axis
-  whose positions fall in groups (trailing outer dimensions of destination
-  stride 0) each reaching its own segment of at most ``GROUP_SLOTS`` words
-  (``scatter_elements`` along the last axis: a row): one block a group, the
-  owners in shared memory, then the owners write (``ix_scatter_group``,
-  one launch, no slot array).
+  whose positions fall in groups (outer dimensions of destination stride 0,
+  moved last where they are not) each reaching its own segment of at most
+  ``GROUP_SLOTS`` words (``scatter_elements`` along any axis: a row, or a
+  column): one block a group, the owners in shared memory, then the owners
+  write (``ix_scatter_group``, one launch, no slot array).
 * ``Scatter`` overwriting, otherwise: each destination block's owner is the last
   position reaching it (``ix_owner``: an ``atomicMax`` into a zeroed slot
   array, the same result in any order), then only owners write; where the
@@ -203,7 +203,7 @@ def _disjoint(p, k: int) -> bool:
 GROUP_SLOTS = 12 * 1024
 
 
-def _group(q, k: int) -> int:
+def _trailing_group(q, k: int) -> int:
     """Positions a group where an overwriting scatter of one word a position
     and one index axis can run as ``ix_scatter_group``, else 0: the trailing
     outer dimensions of destination stride 0 (the members, which reach one
@@ -219,6 +219,29 @@ def _group(q, k: int) -> int:
     if not 2 <= members < 2**32 - 1 or q.n_outer // members > 2**31 - 1 or not _distinct(
             list(q.sizes[:m]) + [q.axes[0].bound], list(q.dst_strides[:m]) + [q.axes[0].stride]):
         return 0
+    return members
+
+
+def _group(q, k: int) -> int:
+    """``_trailing_group``; where the outer dimensions of destination stride
+    0 come before others (``scatter_elements`` along an axis before the
+    last), the same with them moved last in their own order, ``q``'s outer
+    dimensions reordered so where that groups (one launch instead of an owner
+    table's zeroing and two): every position keeps its source, destination
+    and index, and of the positions reaching one word (members of one group,
+    which differ only along the moved dimensions) the last in row-major order
+    is still the group's last member."""
+    members = _trailing_group(q, k)
+    moved = [d for d in range(k) if q.sizes[d] > 1 and not q.dst_strides[d]]
+    if members or not moved or q.naxes != 1:
+        return members
+    w = IndexParams.from_buffer_copy(q)
+    for i, d in enumerate([d for d in range(k) if d not in moved] + moved):
+        w.sizes[i], w.src_strides[i], w.dst_strides[i] = q.sizes[d], q.src_strides[d], q.dst_strides[d]
+        w.axes[0].strides[i] = q.axes[0].strides[d]
+    members = _trailing_group(w, k)
+    if members:
+        ctypes.memmove(ctypes.addressof(q), ctypes.addressof(w), ctypes.sizeof(q))
     return members
 
 

@@ -69,8 +69,8 @@ static int outer_count(const idx_params *p) {
     return k;
 }
 
-/* _group: positions a group where an overwriting scatter runs as ix_scatter_group, else 0 */
-static int64_t group_of(const odml_ix_params *q, int k, const odml_index_cuda_conf *c) {
+/* _trailing_group: positions a group where an overwriting scatter runs as ix_scatter_group, else 0 */
+static int64_t trailing_group(const odml_ix_params *q, int k, const odml_index_cuda_conf *c) {
     if (q->naxes != 1 || q->n_inner != 1 || !q->axes[0].stride || q->axes[0].bound > c->group_slots) return 0;
     int m = k;
     while (m > 0 && (q->dst_strides[m - 1] == 0 || q->sizes[m - 1] == 1)) m--;
@@ -80,6 +80,27 @@ static int64_t group_of(const odml_ix_params *q, int k, const odml_index_cuda_co
     for (int i = 0; i < m; i++) d[i][0] = q->sizes[i], d[i][1] = q->dst_strides[i];
     d[m][0] = q->axes[0].bound, d[m][1] = q->axes[0].stride;
     return distinct((const int64_t (*)[2])d, m + 1) ? members : 0;
+}
+
+/* _group: trailing_group, else with the outer dimensions of destination stride 0 moved last in their own
+ * order, q reordered so where that groups */
+static int64_t group_of(odml_ix_params *q, int k, const odml_index_cuda_conf *c) {
+    int64_t members = trailing_group(q, k, c);
+    int order[ODML_IX_RANK], n = 0, moved = 0;
+    for (int d = 0; d < k; d++)
+        if (q->sizes[d] <= 1 || q->dst_strides[d]) order[n++] = d;
+    for (int d = 0; d < k; d++)
+        if (q->sizes[d] > 1 && !q->dst_strides[d]) order[n++] = d, moved = 1;
+    if (members || !moved || q->naxes != 1) return members;
+    odml_ix_params w = *q;
+    for (int i = 0; i < k; i++) {
+        w.sizes[i] = q->sizes[order[i]];
+        w.src_strides[i] = q->src_strides[order[i]];
+        w.dst_strides[i] = q->dst_strides[order[i]];
+        w.axes[0].strides[i] = q->axes[0].strides[order[i]];
+    }
+    if ((members = trailing_group(&w, k, c))) *q = w;
+    return members;
 }
 
 /* _disjoint */
