@@ -668,11 +668,14 @@ class IndexPass:
 def c_settings() -> tuple:
     """This module's settings as the C mirror of ``plan_pass``
     (``runtime/native/cuda_index_spec.c``, newshape.h's odml_index_cuda_conf)
-    reads them, read anew at each call: 13 ints. A value C cannot read makes
-    it decline the call, which then takes the Python route."""
-    return (THREADS, ITEMS, POSITION_ITEMS, int(COLUMN_WALK), int(REVERSE_TILE), REVERSE_BYTES, TILE_SMEM,
-            REVERSE_ROWS, int(GATHER_ROW), int(ROW_STAGE), GROUP_SLOTS,
-            {"auto": 0, "owner": 1}.get(SCATTER_VIA, 2) + 3 * (not OWNER_IN_C), OWNER_SLOTS)
+    reads them, read anew at each call: 13 ints (the switches as 0 or 1, as
+    this module reads them: by truth). A value C cannot read makes it decline
+    the call, which then takes the Python route. (Conditional expressions, not
+    ``int()`` calls and a dict: this runs at every never-seen index call.)"""
+    return (THREADS, ITEMS, POSITION_ITEMS, 1 if COLUMN_WALK else 0, 1 if REVERSE_TILE else 0, REVERSE_BYTES,
+            TILE_SMEM, REVERSE_ROWS, 1 if GATHER_ROW else 0, 1 if ROW_STAGE else 0, GROUP_SLOTS,
+            (0 if SCATTER_VIA == "auto" else 1 if SCATTER_VIA == "owner" else 2) + (0 if OWNER_IN_C else 3),
+            OWNER_SLOTS)
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:
