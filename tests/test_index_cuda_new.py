@@ -3,7 +3,7 @@ scatter_elements, scatter_nd, one_hot or reverse_subsequences on PyTorch CUDA te
 shape the call cache never saw, is lowered (newshape_index.c), planned (cuda_index_spec.c, cuda_move_spec.c),
 allocated, launched and recorded in C (``runtime.calls.index_new``): no description is built, the next such
 call is a call-cache hit, and the outputs and errors are the Python route's byte for byte. A checked call
-(the default) is checked by its kernels (index.cu's ``ix_coordinate`` sets a host-mapped flag that C reads
+(the default) is checked by its kernels (index.cu's ``ix_coordinate_of`` sets a host-mapped flag that C reads
 after waiting for the stream), on its first call and on its repeats, with no Python check; an index out of
 range sends it to the route, which raises the same error as ever (from any thread or stream, after
 ``configure()``, inside a CUDA graph capture as before). An overwriting scatter runs in C too, a group a

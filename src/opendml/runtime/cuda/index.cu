@@ -107,23 +107,32 @@ __device__ __forceinline__ void ix_flag_set(u64 flag) {
     __threadfence_system();
 }
 
-__device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 at, i64 e, i64& c) {
-    const i64 bound = ax.bound;
-    bool sgn = true;
-    i64 sv = 0;
-    u64 uv = 0;
+// Index value `at` of an axis's array as 64 bits (a signed type's sign-extended).
+__device__ __forceinline__ u64 ix_load(const ix_axis& ax, u64 base, i64 at) {
     switch (ax.type) {
-    case T_I32: sv = ((const int*)base)[at]; break;
-    case T_I64: sv = ((const i64*)base)[at]; break;
-    case T_U32: uv = ((const u32*)base)[at]; sgn = false; break;
-    default: uv = ((const u64*)base)[at]; sgn = false; break;
+    case T_I32: return (u64)(i64)((const int*)base)[at];
+    case T_I64: return (u64)((const i64*)base)[at];
+    case T_U32: return ((const u32*)base)[at];
+    default: return ((const u64*)base)[at];
     }
+}
+
+// The coordinate c of index value v (ix_load's) at element e of its axis:
+// false where an INDEX_SKIP position is dropped. A kernel loads all the
+// values it needs (ix_load) before any of these: the flag's fence in the
+// branch of a bad value would otherwise keep each next load waiting for the
+// value before it (one memory latency more an index on a checked call's clock).
+__device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e, i64& c) {
+    const i64 bound = ax.bound;
+    const bool sgn = ax.type == T_I32 || ax.type == T_I64;
     if (ax.mode == 1) {                     // INDEX_REVERSE_LENGTH
-        const i64 len = sgn ? (sv < 0 ? 0 : (sv > bound ? bound : sv)) : (uv > (u64)bound ? bound : (i64)uv);
+        const i64 sv = (i64)v;
+        const i64 len = sgn ? (sv < 0 ? 0 : (sv > bound ? bound : sv)) : (v > (u64)bound ? bound : sv);
         c = e < len ? len - 1 - e : e;
         return true;
     }
     if (sgn) {
+        i64 sv = (i64)v;
         if (sv < 0) sv += bound;            // sv >= INT64_MIN, bound > 0: no overflow
         if (sv < 0 || sv >= bound) {
             if (ax.flag) ix_flag_set(ax.flag);   // a checked axis: the host reads it after the launch
@@ -133,18 +142,18 @@ __device__ __forceinline__ bool ix_coordinate(const ix_axis& ax, u64 base, i64 a
         }
         c = sv;
     } else {
-        if (uv >= (u64)bound) {
+        if (v >= (u64)bound) {
             if (ax.flag) ix_flag_set(ax.flag);
             c = 0;
             if (ax.skip) return false;
-            uv = (u64)bound - 1;
+            v = (u64)bound - 1;
         }
-        c = (i64)uv;
+        c = (i64)v;
     }
     return true;
 }
 
-// An INDEX_REVERSE_LENGTH value as ix_coordinate clamps it: in [0, bound].
+// An INDEX_REVERSE_LENGTH value as ix_coordinate_of clamps it: in [0, bound].
 __device__ __forceinline__ i64 ix_length(const ix_axis& ax, u64 base, i64 at) {
     const i64 bound = ax.bound;
     i64 sv;
@@ -172,7 +181,7 @@ __device__ __forceinline__ i64 ix_length(const ix_axis& ax, u64 base, i64 at) {
 
 // The end of a checked call's last checked launch (p.done the address of a 4-byte word in host-mapped
 // memory the host zeroed, p.count a 32-bit counter in device memory at 0): every block counts itself once
-// all its threads are done (their flag stores fenced first, ix_coordinate), and the last one puts the
+// all its threads are done (their flag stores fenced first, ix_coordinate_of), and the last one puts the
 // counter back to 0 and sets the word, which the host waits for instead of the stream (the kernel's
 // completion reaches the host later). Every thread of the grid reaches it (the kernels' bodies return to
 // it). A no-op where p.done is 0: unchecked calls, the Python route's launches.
@@ -193,11 +202,10 @@ __device__ __forceinline__ void ix_finish(const ix_params& p) {
 // index axes' coordinates added, to the source where GATHER, else to the
 // destination); false where an INDEX_SKIP coordinate drops the position (a
 // gather never skips: it clamps). NO outer dimensions, NA index axes, exactly.
-template <typename I, bool INDEXED, bool GATHER, int NO, int NA>
-__device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& dd) {
+template <typename I, bool INDEXED, int NO, int NA>
+__device__ __forceinline__ void ix_offsets(const ix_params& p, I o, i64& so, i64& dd, i64* at, i64* e) {
     so = p.src_offset;
     dd = p.dst_offset;
-    i64 at[NA > 0 ? NA : 1], e[NA > 0 ? NA : 1];
 #pragma unroll
     for (int a = 0; a < NA; a++) {
         at[a] = p.axes[a].offset;
@@ -217,18 +225,39 @@ __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& 
             }
         }
     }
-    if (INDEXED) {
+}
+
+// The index axes' coordinates of values v (at elements e) added to the source
+// (GATHER) or destination offset: false where a coordinate drops the position.
+template <bool GATHER, int NA>
+__device__ __forceinline__ bool ix_indexed(const ix_params& p, const u64* v, const i64* e, i64& so, i64& dd) {
 #pragma unroll
-        for (int a = 0; a < NA; a++) {
-            i64 c;
-            const bool keep = ix_coordinate(p.axes[a], p.idx[a], at[a], e[a], c);
-            if (GATHER) {
-                so += c * p.axes[a].stride;
-            } else {
-                if (!keep) return false;
-                dd += c * p.axes[a].stride;
-            }
+    for (int a = 0; a < NA; a++) {
+        i64 c;
+        const bool keep = ix_coordinate_of(p.axes[a], v[a], e[a], c);
+        if (GATHER) {
+            so += c * p.axes[a].stride;
+        } else {
+            if (!keep) return false;
+            dd += c * p.axes[a].stride;
         }
+    }
+    return true;
+}
+
+// Source and destination word offsets of outer position o (INDEXED: with the
+// index axes' coordinates added, to the source where GATHER, else to the
+// destination); false where an INDEX_SKIP coordinate drops the position (a
+// gather never skips: it clamps). NO outer dimensions, NA index axes, exactly.
+template <typename I, bool INDEXED, bool GATHER, int NO, int NA>
+__device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& dd) {
+    i64 at[NA > 0 ? NA : 1], e[NA > 0 ? NA : 1];
+    ix_offsets<I, INDEXED, NO, NA>(p, o, so, dd, at, e);
+    if (INDEXED) {
+        u64 v[NA > 0 ? NA : 1];
+#pragma unroll
+        for (int a = 0; a < NA; a++) v[a] = ix_load(p.axes[a], p.idx[a], at[a]);   // every value before a check
+        return ix_indexed<GATHER, NA>(p, v, e, so, dd);
     }
     return true;
 }
@@ -311,22 +340,30 @@ template <typename W, typename I, int NO, int NA, int ITEMS>
 __device__ __forceinline__ void ix_gather_positions_body(const ix_params& p) {
     const I t = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
     if (t >= (I)p.total) return;
-    W v[ITEMS];
-    i64 at[ITEMS];
+    constexpr int A = NA > 0 ? NA : 1;
+    i64 so[ITEMS], dd[ITEMS], at[ITEMS][A], e[ITEMS][A];
+    u64 iv[ITEMS][A];
+    bool in[ITEMS];
 #pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-        const I o = t + (I)u * (I)p.total;
-        at[u] = -1;
-        if (o < (I)p.n_outer) {
-            i64 so, dd;
-            ix_outer<I, true, true, NO, NA>(p, o, so, dd);
-            v[u] = ((const W*)p.src)[so];
-            at[u] = dd;
-        }
+    for (int u = 0; u < ITEMS; u++) {       // every position's offsets, then every index value in flight at once
+        in[u] = t + (I)u * (I)p.total < (I)p.n_outer;
+        if (in[u]) ix_offsets<I, true, NO, NA>(p, t + (I)u * (I)p.total, so[u], dd[u], at[u], e[u]);
     }
 #pragma unroll
     for (int u = 0; u < ITEMS; u++)
-        if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
+#pragma unroll
+        for (int a = 0; a < NA; a++)
+            if (in[u]) iv[u][a] = ix_load(p.axes[a], p.idx[a], at[u][a]);
+    W v[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {       // (a gather never drops a position: it clamps)
+        if (!in[u]) continue;
+        ix_indexed<true, NA>(p, iv[u], e[u], so[u], dd[u]);
+        v[u] = ((const W*)p.src)[so[u]];
+    }
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++)
+        if (in[u]) ((W*)p.dst)[dd[u]] = v[u];
 }
 template <typename W, typename I, int NO, int NA, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {   // the body, then ix_finish
@@ -398,10 +435,14 @@ __device__ __forceinline__ void ix_gather_row_body(const ix_params& p) {
     const i64 xs = ax.strides[NO - 1], ds = p.dst_strides[NO - 1];
     for (I j0 = threadIdx.x; j0 < n; j0 += IX_TILE_BATCH * IX_THREADS) {
         i64 c[IX_TILE_BATCH];
+        u64 iv[IX_TILE_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_TILE_BATCH; u++)   // every index value in flight before the first check
+            if (j0 + u * IX_THREADS < n) iv[u] = ix_load(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs);
 #pragma unroll
         for (int u = 0; u < IX_TILE_BATCH; u++) {
             c[u] = 0;
-            if (j0 + u * IX_THREADS < n) ix_coordinate(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs, 0, c[u]);
+            if (j0 + u * IX_THREADS < n) ix_coordinate_of(ax, iv[u], 0, c[u]);
         }
         W v[IX_TILE_BATCH];
 #pragma unroll
