@@ -620,6 +620,26 @@ def test_group_scatter_gives_the_cpu_bytes(model):
     assert ("ix_scatter_group", "group", 4) in model and ("ix_scatter_group", "group", 2) in model, model
 
 
+def test_group_scatter_along_an_axis_before_the_last_gives_the_cpu_bytes(model):
+    """Can fail: scatter_elements along an axis before the last, run as one ix_scatter_group launch over the
+    outer dimensions reordered (the column's dimension moved last), gives other bytes than the CPU: repeats
+    (the last in row-major order writes), hostile and skipped indices, reversed and strided views, 3-D and
+    4-D; before the reordering these took an owner table."""
+    rng = np.random.default_rng(29)
+    for it in (np.int64, np.int32, np.uint64):
+        for shape, axis in (((5, 6, 7), 0), ((5, 6, 7), 1), ((1, 3, 9, 4), 2), ((2, 3, 4, 5), 1)):
+            ishape = tuple(n + 3 if d == axis else n for d, n in enumerate(shape))
+            x = rng.standard_normal(shape).astype(np.float32)
+            i = rng.integers(0, shape[axis], ishape).astype(it)
+            i.reshape(-1)[::5] = hostile(it, i.size)[::5]
+            u = rng.standard_normal(ishape).astype(np.float32)
+            same(dml.scatter_elements, x, i, u, axis, check_indices=False)
+            flip = (slice(None, None, -1),) * len(shape)
+            same(dml.scatter_elements, x[flip], i[flip], u[flip], axis, check_indices=False)
+    assert ("ix_scatter_group", "group", 4) in model, model
+    assert not any("ix_owner" in str(seen) or "owner" in seen for seen in model), model
+
+
 def test_each_strategy_s_call_queues_its_launches(model, monkeypatch):
     """``IndexPass.__call__`` of every strategy runs (scratch, sort and stream
     through CuPy's calls) and queues its kernels in order, with the grid and
