@@ -867,6 +867,35 @@ __device__ __forceinline__ void ix_scatter_group_body(const ix_params& p) {
     i64 so, d0;
     ix_outer<I, false, false, NO, 1>(p, first, so, d0);     // the group's origin (index coordinate 0)
     __syncthreads();
+    if (members <= (I)(IX_BATCH * IX_THREADS)) {   // one round (a block-wide test): each member's value read
+        const I m0 = threadIdx.x;                  // with its index, in flight across the owners' atomics and
+        i64 sv[IX_BATCH], dd[IX_BATCH], at[IX_BATCH][1], e[IX_BATCH][1];   // the barrier: a memory latency
+        u64 iv[IX_BATCH][1];                       // less on a checked call's clock, no index read twice
+        bool keep[IX_BATCH];
+        W v[IX_BATCH];
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            keep[u] = m0 + (I)u * IX_THREADS < members;
+            if (keep[u]) ix_offsets<I, true, NO, 1>(p, first + m0 + (I)u * IX_THREADS, sv[u], dd[u], at[u], e[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (keep[u]) iv[u][0] = ix_load(p.axes[0], p.idx[0], at[u][0]);
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++) {
+            keep[u] = keep[u] && ix_indexed<false, 1>(p, iv[u], e[u], sv[u], dd[u]);
+            if (keep[u]) v[u] = ((const W*)p.src)[sv[u]];
+        }
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (keep[u]) atomicMax(own + (dd[u] - d0) / stride, (u32)(m0 + (I)u * IX_THREADS) + 1u);
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < IX_BATCH; u++)
+            if (keep[u] && own[(dd[u] - d0) / stride] == (u32)(m0 + (I)u * IX_THREADS) + 1u)
+                ((W*)p.dst)[dd[u]] = v[u];
+        return;
+    }
     for (I m0 = threadIdx.x; m0 < members; m0 += IX_BATCH * IX_THREADS) {
         i64 dd[IX_BATCH];                    // IX_BATCH index loads in flight
         bool keep[IX_BATCH];
