@@ -198,10 +198,9 @@ __device__ __forceinline__ void ix_finish(const ix_params& p) {
     }
 }
 
-// Source and destination word offsets of outer position o (INDEXED: with the
-// index axes' coordinates added, to the source where GATHER, else to the
-// destination); false where an INDEX_SKIP coordinate drops the position (a
-// gather never skips: it clamps). NO outer dimensions, NA index axes, exactly.
+// Outer position o's source and destination word offsets before its index
+// coordinates, and (INDEXED) each index axis's value offset at[a] and
+// coordinate e[a] along its own axis (NO outer dimensions, NA axes, exactly).
 template <typename I, bool INDEXED, int NO, int NA>
 __device__ __forceinline__ void ix_offsets(const ix_params& p, I o, i64& so, i64& dd, i64* at, i64* e) {
     so = p.src_offset;
