@@ -80,28 +80,6 @@ def test_the_fused_index_check_costs_no_registers(tmp_path):
     assert {k: n for k, n in got.items() if n > base[k]} == {}
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-def test_element_wise_gathers_load_every_index_before_the_first_check():
-    """Can fail: an element-wise gather (ix_gather_positions, ix_gather_row) loads its next index value only
-    after the check of the one before (the flag's system fence, in the branch of a bad value, keeps the
-    compiler from hoisting the load): each index a memory latency more on a checked call's clock. Its PTX
-    must hold a load of each of a thread's ITEMS (4) or IX_TILE_BATCH index values, in each of the four index
-    types (16 loads), before its first system-scope fence."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
-    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", "-DOPENDML_INSTANTIATE", "-ptx",
-                        str(ix.INDEX_KERNELS), "-o", "-"], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr
-    seen = 0
-    for m in re.finditer(r"\.entry (\w+)\(", r.stdout):
-        if "ix_gather_positions" not in m.group(1) and "ix_gather_row" not in m.group(1):
-            continue
-        body = r.stdout[m.end():r.stdout.index("\n}\n", m.end())]
-        fence = min(i for i in (body.find("membar.sys"), body.find("fence.sc.sys")) if i >= 0)
-        assert len(re.findall(r"ld\.global", body[:fence])) >= 16, m.group(1)
-        seen += 1
-    assert seen >= 3
-
-
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_a_reversal_along_rows_leaves_registers_for_its_blocks():
     """ix_reverse_rows stages 32 KiB of rows a block (REVERSE_ROWS): 6 blocks
     a multiprocessor; with 4-byte words its registers must fit 6 blocks too

@@ -118,10 +118,10 @@ __device__ __forceinline__ u64 ix_load(const ix_axis& ax, u64 base, i64 at) {
 }
 
 // The coordinate c of index value v (ix_load's) at element e of its axis:
-// false where an INDEX_SKIP position is dropped. A kernel loads all the
-// values it needs (ix_load) before any of these: the flag's fence in the
-// branch of a bad value would otherwise keep each next load waiting for the
-// value before it (one memory latency more an index on a checked call's clock).
+// false where an INDEX_SKIP position is dropped. (Loading every value of an
+// element-wise gather's ITEMS positions before their checks made its kernel
+// slower on an H200: 5.6 us a call against 4.8 on never-seen (1, C, H, W)
+// shapes, 0.150 ms against 0.136 on (64, 512, 512), 54 registers against 32.)
 __device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e, i64& c) {
     const i64 bound = ax.bound;
     const bool sgn = ax.type == T_I32 || ax.type == T_I64;
@@ -255,7 +255,7 @@ __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& 
     if (INDEXED) {
         u64 v[NA > 0 ? NA : 1];
 #pragma unroll
-        for (int a = 0; a < NA; a++) v[a] = ix_load(p.axes[a], p.idx[a], at[a]);   // every value before a check
+        for (int a = 0; a < NA; a++) v[a] = ix_load(p.axes[a], p.idx[a], at[a]);
         return ix_indexed<GATHER, NA>(p, v, e, so, dd);
     }
     return true;
@@ -339,30 +339,22 @@ template <typename W, typename I, int NO, int NA, int ITEMS>
 __device__ __forceinline__ void ix_gather_positions_body(const ix_params& p) {
     const I t = (I)blockIdx.x * (I)IX_THREADS + (I)threadIdx.x;
     if (t >= (I)p.total) return;
-    constexpr int A = NA > 0 ? NA : 1;
-    i64 so[ITEMS], dd[ITEMS], at[ITEMS][A], e[ITEMS][A];
-    u64 iv[ITEMS][A];
-    bool in[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {       // every position's offsets, then every index value in flight at once
-        in[u] = t + (I)u * (I)p.total < (I)p.n_outer;
-        if (in[u]) ix_offsets<I, true, NO, NA>(p, t + (I)u * (I)p.total, so[u], dd[u], at[u], e[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++)
-#pragma unroll
-        for (int a = 0; a < NA; a++)
-            if (in[u]) iv[u][a] = ix_load(p.axes[a], p.idx[a], at[u][a]);
     W v[ITEMS];
+    i64 at[ITEMS];
 #pragma unroll
-    for (int u = 0; u < ITEMS; u++) {       // (a gather never drops a position: it clamps)
-        if (!in[u]) continue;
-        ix_indexed<true, NA>(p, iv[u], e[u], so[u], dd[u]);
-        v[u] = ((const W*)p.src)[so[u]];
+    for (int u = 0; u < ITEMS; u++) {
+        const I o = t + (I)u * (I)p.total;
+        at[u] = -1;
+        if (o < (I)p.n_outer) {
+            i64 so, dd;
+            ix_outer<I, true, true, NO, NA>(p, o, so, dd);
+            v[u] = ((const W*)p.src)[so];
+            at[u] = dd;
+        }
     }
 #pragma unroll
     for (int u = 0; u < ITEMS; u++)
-        if (in[u]) ((W*)p.dst)[dd[u]] = v[u];
+        if (at[u] >= 0) ((W*)p.dst)[at[u]] = v[u];
 }
 template <typename W, typename I, int NO, int NA, int ITEMS>
 __global__ void __launch_bounds__(IX_THREADS) ix_gather_positions(IX_PARAMS) {   // the body, then ix_finish
@@ -434,14 +426,11 @@ __device__ __forceinline__ void ix_gather_row_body(const ix_params& p) {
     const i64 xs = ax.strides[NO - 1], ds = p.dst_strides[NO - 1];
     for (I j0 = threadIdx.x; j0 < n; j0 += IX_TILE_BATCH * IX_THREADS) {
         i64 c[IX_TILE_BATCH];
-        u64 iv[IX_TILE_BATCH];
-#pragma unroll
-        for (int u = 0; u < IX_TILE_BATCH; u++)   // every index value in flight before the first check
-            if (j0 + u * IX_THREADS < n) iv[u] = ix_load(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs);
 #pragma unroll
         for (int u = 0; u < IX_TILE_BATCH; u++) {
             c[u] = 0;
-            if (j0 + u * IX_THREADS < n) ix_coordinate_of(ax, iv[u], 0, c[u]);
+            if (j0 + u * IX_THREADS < n)
+                ix_coordinate_of(ax, ix_load(ax, p.idx[0], ab + (i64)(j0 + u * IX_THREADS) * xs), 0, c[u]);
         }
         W v[IX_TILE_BATCH];
 #pragma unroll
