@@ -400,6 +400,7 @@ def same(fn, *args, **kw):
 @pytest.mark.parametrize("it", [np.int32, np.int64, np.uint32, np.uint64])
 def test_the_planned_launches_give_the_cpu_bytes(model, monkeypatch, via, it):
     monkeypatch.setattr(ix, "SCATTER_VIA", via)
+    monkeypatch.setattr(ix, "POSITION_MIN", 0)          # (small calls: ix_gather_positions too)
     rng = np.random.default_rng(2)
     lo = 0 if np.dtype(it).kind == "u" else -6
 
@@ -507,6 +508,7 @@ def test_each_reversal_kernel_gives_the_cpu_bytes(model, monkeypatch, settings):
     block for the others, ``ix_gather_positions`` where REVERSE_ROWS is 0)."""
     for name, v in settings.items():
         monkeypatch.setattr(ix, name, v)
+    monkeypatch.setattr(ix, "POSITION_MIN", 0)          # (small calls: ix_gather_positions too)
     rng = np.random.default_rng(21)
     for it in (np.uint32, np.uint64):                    # (the lengths' types)
         for dt in (np.float32, np.int8, np.uint64, np.float16):
@@ -616,6 +618,23 @@ def test_group_scatter_along_an_axis_before_the_last_gives_the_cpu_bytes(model):
             same(dml.scatter_elements, x[flip], i[flip], u[flip], axis, check_indices=False)
     assert ("ix_scatter_group", "group", 4) in model, model
     assert not any("ix_owner" in str(seen) or "owner" in seen for seen in model), model
+
+
+def test_small_element_wise_gathers_move_one_position_a_thread(model):
+    """Can fail: an element-wise gather of fewer than POSITION_MIN positions runs as ix_gather_positions
+    (POSITION_ITEMS positions a thread, fewer threads each taking longer: a checked call waits for the
+    kernel) rather than as ix_gather, one position a thread, or gives other bytes than the CPU; from
+    POSITION_MIN positions on it keeps ix_gather_positions."""
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((1, 8, 104, 104)).astype(np.float32)
+    i = rng.integers(-104, 104, (1, 8, 104, 104))
+    i.reshape(-1)[::9] = hostile(np.int64, i.size)[::9]
+    same(dml.gather_elements, x, i, 2, check_indices=False)
+    launched = {n for k, n, *_ in model if k == "launch"}
+    assert "ix_gather<u32, u32, 4, 1, 1, 1>" in launched and not any("positions" in n for n in launched), launched
+    big = rng.standard_normal((1, 8, 200, 200)).astype(np.float32)     # 320,000 positions: POSITION_MIN passed
+    same(dml.gather_elements, big, rng.integers(0, 200, (1, 8, 200, 200)), 2, check_indices=False)
+    assert any(n.startswith("ix_gather_positions<u32, u32, 4, 1, 4>") for k, n, *_ in model if k == "launch"), model
 
 
 def test_each_strategy_s_call_queues_its_launches(model, monkeypatch):

@@ -37,8 +37,8 @@ SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[Heal
 DATA = 0x7F00_0000_0000
 OUT = 0x7E00_0000_0000
 #: index.py's settings C reads (c_settings' order) and values to try
-KNOBS = {"ITEMS": [1, 2, 4, 8], "POSITION_ITEMS": [1, 2, 4], "COLUMN_WALK": [True, False],
-         "REVERSE_TILE": [True, False], "REVERSE_BYTES": [32, 64, 128, 256], "TILE_SMEM": [1024, 16384, 65536],
+KNOBS = {"ITEMS": [1, 2, 4, 8], "POSITION_ITEMS": [1, 2, 4], "POSITION_MIN": [0, 1 << 18],
+         "COLUMN_WALK": [True, False], "REVERSE_TILE": [True, False], "REVERSE_BYTES": [32, 64, 128, 256], "TILE_SMEM": [1024, 16384, 65536],
          "REVERSE_ROWS": [0, 256, 32768], "GATHER_ROW": [True, False], "ROW_STAGE": [True, False],
          "GROUP_SLOTS": [16, 12288], "SCATTER_VIA": ["auto", "owner", "sort"], "OWNER_SLOTS": [1, 1 << 24],
          "OWNER_IN_C": [True, False]}
@@ -186,6 +186,7 @@ def test_large_reversals_and_rows_take_their_modes(monkeypatch):
               (2,)),
              ("gather_elements", (x, rng.integers(0, 64, (4, 300, 200)).astype(np.int64)), (2, False)),
              ("gather_elements", (x, rng.integers(0, 300, (4, 300, 64)).astype(np.int32)), (1, False)),
+             ("gather_elements", (x, rng.integers(0, 300, (4, 1100, 64)).astype(np.int32)), (1, False)),
              ("gather", (x, rng.integers(0, 300, (7,)).astype(np.int64)), (1, None, False)),
              ("one_hot", (rng.integers(-3, 40, (6, 50)), np.array([0.0, 1.0], np.float32)), (40, -1)),
              ("scatter_elements", (x, rng.integers(-64, 64, (4, 300, 20)).astype(np.int64),

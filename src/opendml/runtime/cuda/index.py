@@ -19,7 +19,8 @@ index axes and inner dimensions. How each kind runs:
   an index: ``gather_elements``) a block a row where the last dimension
   reads no source (``ix_gather_row``: gather_elements along rows, the source
   row staged in shared memory where it fits), else ``POSITION_ITEMS``
-  positions a thread (``ix_gather_positions``); an element-wise reversal of
+  positions a thread (``ix_gather_positions``; below ``POSITION_MIN``
+  positions one a thread, ``ix_gather``); an element-wise reversal of
   subsequences walks columns down the reversed axis (``_column_walk``),
   staged in shared memory a block a column set of 128-byte lines (32-byte
   sectors where those do not fit) with each column's length read once
@@ -98,8 +99,11 @@ SCATTER_VIA = "auto"
 OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
-#: Positions a thread of an element-wise gather moves (1: ix_gather, one).
+#: Positions a thread of an element-wise gather moves (1: ix_gather, one),
+#: from POSITION_MIN positions on; fewer move one a thread (a small call's
+#: kernel is on a checked call's clock: more threads, a shorter one each).
 POSITION_ITEMS = 4
+POSITION_MIN = 1 << 18
 #: Whether an element-wise reversal of subsequences walks columns
 #: (_column_walk), and stages them in shared memory where they fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
@@ -483,6 +487,7 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
     rows = pieces = 0
     if positions and not tile:
         row = 0 if (pieces := _pieces(q, k, word)) or (rows := _rows(q, k, word)) else _row(q, k, word)
+    spread = positions and POSITION_ITEMS > 1 and n_outer >= POSITION_MIN
     if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
         s.mode = "tile"                         # ix_reverse_tile: a block a column set
         s.smem = q.axes[0].bound * q.sizes[k - 1] * word
@@ -494,7 +499,7 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
         s.smem = rows * (-(-q.sizes[k - 1] * word // 16) * 16)
     elif row:
         s.mode = "row"                          # ix_gather_row: a block a row
-    elif positions and POSITION_ITEMS > 1:      # ix_gather_positions: POSITION_ITEMS positions a thread
+    elif spread:                                # ix_gather_positions: POSITION_ITEMS positions a thread
         items, q.total = POSITION_ITEMS, -(-n_outer // POSITION_ITEMS)
     index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * max(items, 4) < 2**32 else "u64"   # (IX_BATCH)
     s.key_t = "u32" if s.slots < 2**32 - 1 else "u64"
@@ -505,7 +510,7 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
     elif s.mode == "row":
         main = f"ix_gather_row<{W}, {index}, {k}, {int(row == 1)}>"
         s.smem = q.axes[0].bound * word if row == 1 else 0
-    elif positions and POSITION_ITEMS > 1:
+    elif spread:
         main = f"ix_gather_positions<{W}, {index}, {ranks}, {items}>"
     elif not scatter:
         main = f"ix_gather<{W}, {index}, {shape}>"
@@ -668,14 +673,14 @@ class IndexPass:
 def c_settings() -> tuple:
     """This module's settings as the C mirror of ``plan_pass``
     (``runtime/native/cuda_index_spec.c``, newshape.h's odml_index_cuda_conf)
-    reads them, read anew at each call: 13 ints (the switches as 0 or 1, as
+    reads them, read anew at each call: 14 ints (the switches as 0 or 1, as
     this module reads them: by truth). A value C cannot read makes it decline
     the call, which then takes the Python route. (Conditional expressions, not
     ``int()`` calls and a dict: this runs at every never-seen index call.)"""
     return (THREADS, ITEMS, POSITION_ITEMS, 1 if COLUMN_WALK else 0, 1 if REVERSE_TILE else 0, REVERSE_BYTES,
             TILE_SMEM, REVERSE_ROWS, 1 if GATHER_ROW else 0, 1 if ROW_STAGE else 0, GROUP_SLOTS,
             (0 if SCATTER_VIA == "auto" else 1 if SCATTER_VIA == "owner" else 2) + (0 if OWNER_IN_C else 3),
-            OWNER_SLOTS)
+            OWNER_SLOTS, POSITION_MIN)
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:

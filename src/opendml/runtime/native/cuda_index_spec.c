@@ -366,6 +366,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     if (positions && !is_tile)
         row = (pieces = pieces_of(q, k, word, c)) || (rows = rows_of(q, k, word, c)) ? 0 : row_of(q, k, word, c);
     const char *mode = members ? "group" : "direct";
+    const int spread = positions && c->position_items > 1 && n_outer >= c->position_min;   /* ix_gather_positions */
     if (is_tile || (positions && c->column_walk && c->reverse_tile && tile(q, k, word, c))) {
         mode = "tile";
         smem = q->axes[0].bound * q->sizes[k - 1] * word;
@@ -379,7 +380,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
         smem = rows * (odml_cdiv(q->sizes[k - 1] * word, 16) * 16);
     } else if (row) {
         mode = "row";
-    } else if (positions && c->position_items > 1) {
+    } else if (spread) {
         items = c->position_items;
         q->total = odml_cdiv(n_outer, c->position_items);
     }
@@ -393,7 +394,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     } else if (mode[0] == 'r') {
         len = snprintf(L->name, n, "ix_gather_row<%s, %s, %d, %d>", W, index, k, row == 1);
         smem = row == 1 ? q->axes[0].bound * word : 0;
-    } else if (positions && c->position_items > 1) {
+    } else if (spread) {
         len = snprintf(L->name, n, "ix_gather_positions<%s, %s, %d, %d, %lld>", W, index, k, nax, (long long)items);
     } else if (!scatter) {
         len = snprintf(L->name, n, "ix_gather<%s, %s, %d, %d, %d, %lld>", W, index, k, nax, ni, (long long)items);

@@ -266,11 +266,12 @@ typedef struct {
 
 /* runtime/cuda/index.py's module settings as its c_settings() gives them: THREADS, ITEMS, POSITION_ITEMS,
  * COLUMN_WALK, REVERSE_TILE, REVERSE_BYTES, TILE_SMEM, REVERSE_ROWS, GATHER_ROW, ROW_STAGE, GROUP_SLOTS, SCATTER_VIA
- * (0 "auto", 1 "owner", 2 "sort"; 3 more where OWNER_IN_C is off: no owner table in C) and OWNER_SLOTS. */
-enum { ODML_INDEX_CONF_COUNT = 13 };
+ * (0 "auto", 1 "owner", 2 "sort"; 3 more where OWNER_IN_C is off: no owner table in C), OWNER_SLOTS and
+ * POSITION_MIN. */
+enum { ODML_INDEX_CONF_COUNT = 14 };
 typedef struct {
     int64_t threads, items, position_items, column_walk, reverse_tile, reverse_bytes, tile_smem, reverse_rows,
-        gather_row, row_stage, group_slots, scatter_via, owner_slots;
+        gather_row, row_stage, group_slots, scatter_via, owner_slots, position_min;
 } odml_index_cuda_conf;
 int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c);
 
