@@ -9,7 +9,9 @@ modes)::
 
 ``desc`` is the operator's JSON form (``jsonform.to_json``): any registered
 operator, no branch per operator here (the array API's traced calls of the
-first five take their own custom operators, which Inductor calls directly). The inputs must match its input
+first five take their own custom operators). Inductor's wrapper calls both
+kinds through direct kernels (``inductor``): ``_move`` records each
+description's calls in the C call cache. The inputs must match its input
 tensors in number, dtype and sizes (``ValidationError``); outputs are new
 packed tensors on the inputs' device (the CPU for an operator without
 inputs). Output ``Strides`` that map two elements to one place leave the
