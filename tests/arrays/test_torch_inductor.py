@@ -367,6 +367,9 @@ def test_the_move_direct_kernel_equals_the_operator(cpp, name, fn, specs, device
     xg = [xs[0].clone().requires_grad_(True), *xs[1:]]
     got = _outcomes(direct, xg, text)
     assert got == _outcomes(op, xg, text) and got[2][0][-1] != "NoneType"
+    with torch.no_grad():
+        for _ in range(2):
+            assert _outcomes(direct, xg, text) == _outcomes(op, xg, text) == want
     with _Seen() as seen:                   # a dispatch mode sees the operator's calls
         assert _outcomes(op, xs, text) == want
     with _Seen() as mode:
@@ -423,3 +426,60 @@ def test_inductor_wrapper_calls_the_move_direct_kernel(cpp, name, device):
         assert torch.equal(compiled(*xs), want)
     if calls.info()["enabled"] and name in SERVED:
         assert calls.info()["hits"] >= hits + 3
+
+
+@pytest.mark.parametrize("settings", [{"call_cache": False}, {"torch_node": "off"}, {"cpu_kernels": "numpy"}])
+def test_the_move_direct_kernel_after_configure(cpp, settings):
+    _, fn, specs = MOVE_CASES[0]
+    op, xs, text = _traced_move(fn, _move_inputs(specs))
+    direct = _direct_move(op)
+    want = _outcomes(op, xs, text)
+    direct(xs, text)
+    try:
+        with dml.configure(**settings):
+            for _ in range(2):
+                assert _outcomes(direct, xs, text) == _outcomes(op, xs, text) == want
+    except dml.ValidationError as e:         # a setting this build does not take
+        pytest.skip(str(e))
+    assert _outcomes(direct, xs, text) == want
+
+
+def test_the_move_direct_kernel_under_threads(cpp):
+    cases = [(fn, *_traced_move(fn, _move_inputs(specs))) for name, fn, specs in MOVE_CASES if name in SERVED]
+    errors, results = [], {}
+
+    def work(i):
+        try:
+            fn, op, xs, text = cases[i % len(cases)]
+            xs = [xs[0] + i, *xs[1:]]
+            want = op(xs, text)
+            direct = _direct_move(op)
+            for _ in range(50):
+                if not all(torch.equal(a, b) for a, b in zip(direct(xs, text), want)):
+                    results[i] = "differs"
+                    return
+            results[i] = "same"
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and set(results.values()) == {"same"}, (errors, results)
+
+
+def test_descriptions_past_the_limit_are_not_recorded(cpp, monkeypatch):
+    from opendml.runtime import calls
+    x = _x((2, 3, 7))
+    op, xs, text = _traced_move(lambda t: dml.tile(t, [3, 1, 2]), [x])
+    monkeypatch.setattr(library, "_MAX_RECORDED", len(library._CALLS))
+    fresh = text.replace('"Repeats":[3,1,2]', '"Repeats":[1,2,3]').replace('"Sizes":[6,3,14]', '"Sizes":[2,6,21]')
+    assert fresh != text and fresh not in library._CALLS
+    want = _outcomes(op, xs, fresh)
+    assert want[0] == "ok" and want[2][0][2] == (2, 6, 21)
+    hits = calls.info()["hits"]
+    for _ in range(3):
+        assert _outcomes(_direct_move(op), xs, fresh) == want
+    assert fresh not in library._CALLS and fresh not in torch_inductor.MOVE_CODES
+    assert calls.info()["hits"] == hits
