@@ -379,13 +379,17 @@ def _move(inputs, text):
     desc = _checked(inputs, text)
     arrays = list(inputs)
     device = arrays[0].device.type if arrays else None
-    call = _CALLS.get(text) or _recorded(text, desc) if device in ("cpu", "cuda") else None
-    if call is None:
-        outs = kernel(desc, arrays)
-    elif device == "cpu":
+    call = _CALLS.get(text)
+    if call is None and device in ("cpu", "cuda") and len(_CALLS) < _MAX_RECORDED:
+        name = "opendml::move " + text
+        call = _CALLS.setdefault(text, engine.Call(desc.OPERATOR, lambda *_: desc, True, (name,), (name, (), True)))
+        inductor.MOVE_CODES[text] = calls.OPS[name]
+    if call is not None and device == "cpu":
         outs = [torch.from_numpy(o) for o in engine.run_numpy(call, numpy_views(arrays))]
-    else:                               # (a negative view is resolved first: not recorded)
+    elif call is not None and device == "cuda":     # (a negative view is resolved first: not recorded)
         outs = cuda_move(desc, arrays, None if any(x.is_neg() for x in arrays) else (call, tuple(arrays), since))
+    else:
+        outs = kernel(desc, arrays)
     return [o.contiguous() for o in outs]
 
 
@@ -394,15 +398,6 @@ def _move(inputs, text):
 #: list), the code Inductor's direct kernel offers (``inductor.MOVE_CODES``); at most ``_MAX_RECORDED`` texts.
 _CALLS: dict = {}
 _MAX_RECORDED = 4096
-
-
-def _recorded(text: str, desc):
-    if len(_CALLS) >= _MAX_RECORDED:
-        return None
-    name = "opendml::move " + text
-    call = _CALLS.setdefault(text, engine.Call(desc.OPERATOR, lambda *_: desc, True, (name,), (name, (), True)))
-    inductor.MOVE_CODES[text] = calls.OPS[name]
-    return call
 
 
 def _cpp_move_backward(saved, grads):
