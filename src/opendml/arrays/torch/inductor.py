@@ -25,15 +25,12 @@ open forward-AD level, a list of the wrong length. The call cache serves only
 calls it recorded from these kernels, so answers and errors are the
 operator's (``tests/arrays/test_torch_inductor.py`` compares the routes).
 
-The move operators (``opendml_cpp::move`` and ``opendml::move``, every other
-function's traced call: ``(Tensor[] inputs, str desc) -> Tensor[]``) get one
-too, ``_direct_move`` in either namespace (``direct_move``): their kernel
-(``library._move``) records a description's calls in the call cache under a
-code of the description's text alone (``MOVE_CODES``: no arguments, the
-inputs as one sequence, the outputs as a list), which the direct kernel
-offers ``calls.move`` with the inputs as given; anything else goes to the
-operator. (The CPU route records no index program: there the operator runs
-a traced gather each time.)
+The move operators (``opendml_cpp::move``, ``opendml::move``: every other
+function's traced call) get one too, ``_direct_move`` (``direct_move``):
+their kernel (``library._move``) records a description's calls under a code
+of its text (``MOVE_CODES``), which the direct kernel offers ``calls.move``
+with the inputs (on the CPU no index program is recorded: a traced gather
+runs the operator each time).
 
 This relies on Inductor internals (``torch._inductor.lowering``, the
 ``python_kernel_name`` of ``ir.FallbackKernel``). ``prepare()`` installs the
