@@ -408,15 +408,9 @@ def test_the_move_direct_kernel_raises_the_operators_errors(cpp, name, fn, specs
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ["pad", "tile", "join", "gather"])
-def test_inductor_wrapper_calls_the_move_direct_kernel(cpp, name, device, request):
+def test_inductor_wrapper_calls_the_move_direct_kernel(cpp, name, device):
     from opendml.runtime import calls
     device = _device(device)
-    if name == "gather" and device == "cuda":
-        # (a known failure, before the direct kernel too: Dynamo's fake run of gather reaches the index
-        # check's read of the extremes of CUDA indices (index_ops._device_extremes), which calls .numpy()
-        # on a FakeTensor)
-        request.applymarker(pytest.mark.xfail(strict=True, raises=torch._dynamo.exc.TorchRuntimeError,
-                                              reason="gather does not compile on CUDA (index check on fake tensors)"))
     _, fn, specs = MOVE_CASES[MOVE_IDS.index(name)]
     xs = _move_inputs(specs, device)
     compiled = torch.compile(fn)
