@@ -888,6 +888,34 @@ def test_torch_compile_forward_and_backward():
     assert torch.allclose(u.grad, want_u) and torch.allclose(x.grad, want_x)
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_index_check_reads_no_values_of_fake_tensors(device):
+    """Dynamo's fake run of a compiled gather hands the index check fake
+    tensors, CUDA ones included (no GPU needed to make them): no values to
+    read, so no check and no error (the compiled graph's kernels check the
+    real indices). The device branch used to call ``.numpy()`` on them."""
+    torch = pytest.importorskip("torch")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from opendml.arrays import index_ops
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        i = torch.zeros((3, 2), dtype=torch.int64, device=device)
+        index_ops.check(i, 3, "gather")
+        index_ops.check(i, (3, 3), "gather_nd", last_axis=True)
+
+
+@pytest.mark.cuda
+def test_torch_compile_gather_on_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    import opendml.torch  # noqa: F401 - lets the array functions into a graph whole
+    x = torch.randn(4, 5, device="cuda")
+    i = torch.tensor([[0, 3, 3], [1, -1, 0]], device="cuda")
+    torch._dynamo.reset()
+    got = torch.compile(lambda x, i: dml.gather(x, i, 0), fullgraph=True)(x, i)
+    assert torch.equal(got, dml.gather(x, i, 0)) and torch.equal(got.cpu(), x.cpu()[i.cpu() % 4])
+
+
 # -- the compiled index passes (runtime/cpu/indexed/index.c) ------------------------------------------------
 
 def _compiled_index():

@@ -126,10 +126,11 @@ def test_direct_kernels_raise_the_operators_errors(cpp, name, fn, lists, shape):
 class _Seen(TorchDispatchMode):
     def __init__(self):
         super().__init__()
-        self.ops = []
+        self.ops, self.calls = [], []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops.append(str(func))
+        self.calls.append((func, args))
         return func(*args, **(kwargs or {}))
 
 
@@ -281,3 +282,204 @@ def test_call_cache_packed_checks_its_own_arguments(cpp):
     assert calls.packed(code, 5, lambda *a: seen.append(a) or "fallback", (), "x", [1] * 10) == "fallback"
     assert calls.packed(code, 5, lambda *a: "fallback", (), x, iter([1] * 10)) == "fallback"
     assert seen == [("x", [1] * 10)]
+
+
+# -- the move operators (every other family function, traced as opendml_cpp::move or opendml::move) ----------
+
+def _gather_indices(device="cpu"):
+    return (torch.arange(2 * 3 * 4, device=device).reshape(2, 3, 4) * 7 % 5).to(torch.int64)
+
+
+#: (name, array API call, its inputs' shapes and dtypes): one description each, traced as a move operator
+MOVE_CASES = [
+    ("pad", lambda x: dml.pad(x, [0, 1, 2], [1, 0, 3], "reflect"), [((2, 4, 5), torch.float32)]),
+    ("tile", lambda x: dml.tile(x, [2, 1, 3]), [((2, 3, 4), torch.float32)]),
+    ("join", lambda a, b: dml.join([a, b], 1), [((2, 1, 3), torch.float32), ((2, 4, 3), torch.float32)]),
+    ("split", lambda x: dml.split(x, -1, [1, 3, 2]), [((2, 3, 6), torch.float32)]),
+    ("cast", lambda x: dml.cast(x, np.float64), [((3, 5), torch.float32)]),
+    ("identity", lambda x: dml.identity(x, 2.5, -1.0), [((2, 3, 4), torch.float32)]),
+    ("space_to_depth", lambda x: dml.space_to_depth(x, 2, "CRD"), [((2, 3, 4, 6), torch.float32)]),
+    ("gather", lambda x, i: dml.gather(x, i, 2), [((2, 3, 5), torch.float32), ((2, 3, 4), torch.int64)]),
+]
+MOVE_IDS = [c[0] for c in MOVE_CASES]
+#: Those the call cache serves on repeats (an index program is recorded by the index functions' own route only:
+#: the operator runs a traced gather each time)
+SERVED = set(MOVE_IDS) - {"gather"}
+
+
+def _move_inputs(specs, device="cpu"):
+    return [_gather_indices(device) if dtype == torch.int64 else _x(shape, device, dtype) for shape, dtype in specs]
+
+
+def _traced_move(fn, xs):
+    """The move operator, its inputs and its description text in ``fn``'s one call on ``xs`` (under a
+    dispatch mode: a traced call)."""
+    with _Seen() as mode:
+        fn(*xs)
+    ((op, (inputs, text)),) = [(f, args) for f, args in mode.calls if "move" in str(f)]
+    return op, list(inputs), text
+
+
+def _direct_move(op):
+    return getattr(getattr(torch.ops, op.namespace), torch_inductor.PREFIX + "move")
+
+
+def _outcomes(fn, *args):
+    """``_outcome`` of a call returning a list of tensors."""
+    try:
+        ys = fn(*args)
+    except Exception as e:  # noqa: BLE001 - compared below
+        return ("error", type(e), str(e))
+    return ("ok", type(ys), [_outcome(lambda: y) for y in ys])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,fn,specs", MOVE_CASES, ids=MOVE_IDS)
+def test_the_move_direct_kernel_equals_the_operator(cpp, name, fn, specs, device):
+    from opendml.runtime import calls
+    device = _device(device)
+    given = _move_inputs(specs, device)
+    op, xs, text = _traced_move(fn, given)
+    assert op is (torch.ops.opendml.move.default if name == "gather" else cpp["move"])
+    direct = _direct_move(op)
+    assert direct.__name__ == "_direct_move"
+    want = _outcomes(op, xs, text)
+    eager = fn(*given)
+    eager = eager if isinstance(eager, list) else [eager]
+    assert want[0] == "ok" and [o[3] for o in want[2]] == [o.cpu().numpy().tobytes() for o in eager]
+    calls.clear()
+    hits = calls.info()["hits"]
+    for _ in range(3):                       # a first call (recorded), then the call cache's repeats
+        assert _outcomes(direct, xs, text) == want
+    if calls.info()["enabled"] and name in SERVED:
+        assert calls.info()["hits"] == hits + 2
+    # a non-contiguous input and a negative view: their own entries, or the operator
+    big = xs[0].new_zeros(*xs[0].shape[:-1], 2 * xs[0].shape[-1])
+    big[..., ::2] = xs[0]
+    odd = [big[..., ::2], *xs[1:]]
+    assert not odd[0].is_contiguous()
+    for inputs in (odd, [torch._neg_view(-xs[0]), *xs[1:]]):
+        for _ in range(2):
+            assert _outcomes(direct, inputs, text) == want
+    with torch.no_grad():
+        assert _outcomes(direct, xs, text) == want
+    # a tensor that requires grad: the operator records its node
+    xg = [xs[0].clone().requires_grad_(True), *xs[1:]]
+    got = _outcomes(direct, xg, text)
+    assert got == _outcomes(op, xg, text) and got[2][0][-1] != "NoneType"
+    with torch.no_grad():
+        for _ in range(2):
+            assert _outcomes(direct, xg, text) == _outcomes(op, xg, text) == want
+    with _Seen() as seen:                   # a dispatch mode sees the operator's calls
+        assert _outcomes(op, xs, text) == want
+    with _Seen() as mode:
+        assert _outcomes(direct, xs, text) == want
+    assert mode.ops == seen.ops and mode.ops[0] == str(op)
+
+
+@pytest.mark.parametrize("name,fn,specs", MOVE_CASES, ids=MOVE_IDS)
+def test_the_move_direct_kernel_raises_the_operators_errors(cpp, name, fn, specs):
+    op, xs, text = _traced_move(fn, _move_inputs(specs))
+    direct = _direct_move(op)
+    direct(xs, text)
+    direct(xs, text)                          # recorded: the call cache would serve it
+    bad = [
+        ([x.double() for x in xs], text),                     # another dtype
+        ([x[..., :1] for x in xs], text),                     # other sizes
+        (xs[:-1] if len(xs) > 1 else [], text),               # too few inputs
+        ([*xs, xs[0]], text),                                 # too many
+        (xs, text.replace('"Sizes":[', '"Sizes":[1,', 1)),    # a description of other sizes
+        (xs, text[:-2]),                                      # not JSON
+        (xs, "@nowhere:0"),                                   # an unknown key
+        (xs, 5),                                              # not a str
+        (xs[0], text),                                        # not a list
+    ]
+    for inputs, desc in bad:
+        want = _outcomes(op, inputs, desc)
+        assert want[0] == "error", (inputs, desc)
+        for _ in range(2):
+            assert _outcomes(direct, inputs, desc) == want
+    import torch.autograd.forward_ad as fwad
+    with fwad.dual_level():
+        dual = [fwad.make_dual(xs[0], torch.ones_like(xs[0])), *xs[1:]]
+        got = _outcomes(direct, dual, text)
+        assert got == _outcomes(op, dual, text)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["pad", "tile", "join", "gather"])
+def test_inductor_wrapper_calls_the_move_direct_kernel(cpp, name, device):
+    from opendml.runtime import calls
+    device = _device(device)
+    _, fn, specs = MOVE_CASES[MOVE_IDS.index(name)]
+    xs = _move_inputs(specs, device)
+    compiled = torch.compile(fn)
+    got, code = _compiled_code(compiled, *xs)
+    ns = "opendml" if name == "gather" else "opendml_cpp"
+    assert torch_inductor.status() == "on"
+    assert f"torch.ops.{ns}._direct_move(" in code, code
+    assert f"torch.ops.{ns}.move.default(" not in code, code
+    want = fn(*xs)
+    assert torch.equal(got, want)
+    hits = calls.info()["hits"]
+    for _ in range(3):                       # served repeats: the same bytes, from the call cache
+        assert torch.equal(compiled(*xs), want)
+    if calls.info()["enabled"] and name in SERVED:
+        assert calls.info()["hits"] >= hits + 3
+
+
+@pytest.mark.parametrize("settings", [{"call_cache": False}, {"torch_node": "off"}, {"cpu_kernels": "numpy"}])
+def test_the_move_direct_kernel_after_configure(cpp, settings):
+    _, fn, specs = MOVE_CASES[0]
+    op, xs, text = _traced_move(fn, _move_inputs(specs))
+    direct = _direct_move(op)
+    want = _outcomes(op, xs, text)
+    direct(xs, text)
+    try:
+        with dml.configure(**settings):
+            for _ in range(2):
+                assert _outcomes(direct, xs, text) == _outcomes(op, xs, text) == want
+    except dml.ValidationError as e:         # a setting this build does not take
+        pytest.skip(str(e))
+    assert _outcomes(direct, xs, text) == want
+
+
+def test_the_move_direct_kernel_under_threads(cpp):
+    cases = [(fn, *_traced_move(fn, _move_inputs(specs))) for name, fn, specs in MOVE_CASES if name in SERVED]
+    errors, results = [], {}
+
+    def work(i):
+        try:
+            fn, op, xs, text = cases[i % len(cases)]
+            xs = [xs[0] + i, *xs[1:]]
+            want = op(xs, text)
+            direct = _direct_move(op)
+            for _ in range(50):
+                if not all(torch.equal(a, b) for a, b in zip(direct(xs, text), want)):
+                    results[i] = "differs"
+                    return
+            results[i] = "same"
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and set(results.values()) == {"same"}, (errors, results)
+
+
+def test_descriptions_past_the_limit_are_not_recorded(cpp, monkeypatch):
+    from opendml.runtime import calls
+    x = _x((2, 3, 7))
+    op, xs, text = _traced_move(lambda t: dml.tile(t, [3, 1, 2]), [x])
+    monkeypatch.setattr(library, "_MAX_RECORDED", len(library._CALLS))
+    fresh = text.replace('"Repeats":[3,1,2]', '"Repeats":[1,2,3]').replace('"Sizes":[6,3,14]', '"Sizes":[2,6,21]')
+    assert fresh != text and fresh not in library._CALLS
+    want = _outcomes(op, xs, fresh)
+    assert want[0] == "ok" and want[2][0][2] == (2, 6, 21)
+    hits = calls.info()["hits"]
+    for _ in range(3):
+        assert _outcomes(_direct_move(op), xs, fresh) == want
+    assert fresh not in library._CALLS and fresh not in torch_inductor.MOVE_CODES
+    assert calls.info()["hits"] == hits

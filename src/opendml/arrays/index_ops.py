@@ -129,8 +129,7 @@ def _host(a) -> np.ndarray | None:
     if type(a).__module__.startswith("torch"):   # PyTorch, read past any torch.func transform
         import torch
         unwrap, wrapped = torch._C._functorch.get_unwrapped, torch._C._functorch.is_functorch_wrapped_tensor
-        if torch.compiler.is_compiling() or a.device.type == "meta" or \
-                isinstance(a, torch._subclasses.fake_tensor.FakeTensor):
+        if _torch_traced(torch, a):
             return None                           # traced (torch.compile): no values to check
         with torch._C._DisableFuncTorch():
             t = a.detach()
@@ -141,6 +140,13 @@ def _host(a) -> np.ndarray | None:
     if get is not None and type(a).__module__.startswith("cupy"):
         return get()
     return np.asarray(a)
+
+
+def _torch_traced(torch, a) -> bool:
+    """Whether PyTorch tensor ``a`` has no values to read: a call traced by
+    ``torch.compile`` (Dynamo's fake run included), a fake or meta tensor."""
+    return (torch.compiler.is_compiling() or a.device.type == "meta"
+            or isinstance(a, torch._subclasses.fake_tensor.FakeTensor))
 
 
 def _traced(a) -> bool:
@@ -203,7 +209,7 @@ def _device_extremes(a, last_axis: bool):
     if mod.startswith("torch"):
         import torch
         if not a.is_cuda or a.numel() == 0 or a.dtype not in (torch.int32, torch.int64) or \
-                torch.compiler.is_compiling() or torch._C._functorch.is_functorch_wrapped_tensor(a):
+                _torch_traced(torch, a) or torch._C._functorch.is_functorch_wrapped_tensor(a):
             return None
         v = a.detach().reshape(-1, a.shape[-1]) if last_axis else a.detach().reshape(-1)
         return torch.stack(torch.aminmax(v, dim=0) if last_axis else torch.aminmax(v)).cpu().numpy()

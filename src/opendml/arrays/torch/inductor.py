@@ -1,4 +1,4 @@
-"""Inductor's calls of the C++ window operators, without the dispatcher's Python entry (issue 19).
+"""Inductor's calls of opendml's operators, without the dispatcher's Python entry (issues 19, 31).
 
 Inductor generates no code for an operator of its own: its Python wrapper
 calls it through PyTorch's dispatcher, ``torch.ops.opendml_cpp.unfold.default(x, [...])``.
@@ -25,6 +25,13 @@ open forward-AD level, a list of the wrong length. The call cache serves only
 calls it recorded from these kernels, so answers and errors are the
 operator's (``tests/arrays/test_torch_inductor.py`` compares the routes).
 
+The move operators (``opendml_cpp::move``, ``opendml::move``: every other
+function's traced call) get one too, ``_direct_move`` (``direct_move``):
+their kernel (``library._move``) records a description's calls under a code
+of its text (``MOVE_CODES``), which the direct kernel offers ``calls.move``
+with the inputs (on the CPU no index program is recorded: a traced gather
+runs the operator each time).
+
 This relies on Inductor internals (``torch._inductor.lowering``, the
 ``python_kernel_name`` of ``ir.FallbackKernel``). ``prepare()`` installs the
 lowerings once Inductor is loaded (the operators' fake kernels call it, so it
@@ -43,12 +50,15 @@ import torch
 
 from ...runtime import calls as _calls
 
-#: The call cache's function, and its C direct kernel (None without the compiled extension).
-_call = _calls.call
+#: The call cache's functions, and its C direct kernel (None without the compiled extension).
+_call, _move = _calls.call, _calls.move
 _packed = getattr(_calls, "packed", None)
 
-#: "waiting" (Inductor not loaded yet), "on", "off: <why>"; the operators installed (name -> op).
+#: "waiting" (Inductor not loaded yet), "on", "off: <why>"; the operators installed (namespace -> name -> op).
 _STATE = {"status": "waiting", "done": {}}
+#: Description text -> the call cache's code for the move operators' calls with it (``library._move`` records
+#: them under it: no arguments, the inputs as one sequence, the outputs as a list).
+MOVE_CODES: dict = {}
 _lock = threading.Lock()
 #: Name prefix of the direct kernels on the operator namespace.
 PREFIX = "_direct_"
@@ -77,14 +87,31 @@ def direct_kernel(name: str, op, spec: tuple, split: int):
     return kernel
 
 
+def direct_move(op):
+    """The direct kernel of a move operator ``op`` (``(Tensor[] inputs, str desc) -> Tensor[]``): the call
+    cache offered the description's code (``MOVE_CODES``) and the inputs as they are; every call it does not
+    serve (a first call, a tensor autograd must record, a dispatch mode, other inputs) goes to ``op``."""
+    codes, move = MOVE_CODES, _move
+
+    def kernel(inputs, desc):
+        code = codes.get(desc) if type(desc) is str else None
+        if code is not None:
+            out = move(code, inputs)
+            if out is not None:
+                return out
+        return op(inputs, desc)
+    kernel.__name__ = kernel.__qualname__ = PREFIX + "move"
+    return kernel
+
+
 def attach(namespace: str, ops: dict, defs: dict) -> None:
-    """Set the direct kernel of each packed operator of ``ops`` (name -> OpOverload) on the operator
-    namespace ``torch.ops.<namespace>``; ``defs`` is ``library.CPP_DEFS``."""
+    """Set the direct kernel of each packed operator of ``ops`` (name -> OpOverload) and of ``move`` on the
+    operator namespace ``torch.ops.<namespace>``; ``defs`` is ``library.CPP_DEFS``."""
     ns = getattr(torch.ops, namespace)
     for name, op in ops.items():
         split = defs[name][7]
-        if split > 0:
-            setattr(ns, PREFIX + name, direct_kernel(name, op, defs[name][1], split))
+        if split > 0 or name == "move":
+            setattr(ns, PREFIX + name, direct_kernel(name, op, defs[name][1], split) if split else direct_move(op))
 
 
 def status() -> str:
@@ -94,22 +121,24 @@ def status() -> str:
 
 
 def prepare(namespace: str, ops: dict) -> None:
-    """Install the lowerings of ``ops``' packed operators once ``torch._inductor`` is loaded (cheap
-    when done or not yet possible)."""
-    if len(_STATE["done"]) == len(ops) or "torch._inductor.lowering" not in sys.modules:
+    """Install the lowerings of ``ops``' operators with a direct kernel once ``torch._inductor`` is
+    loaded (cheap when done or not yet possible)."""
+    done = _STATE["done"].get(namespace, {})
+    if len(done) == len(ops) or "torch._inductor.lowering" not in sys.modules:
         return
     with _lock:
-        if len(_STATE["done"]) == len(ops) or _STATE["status"].startswith("off"):
+        done = _STATE["done"].get(namespace, {})
+        if len(done) == len(ops) or _STATE["status"].startswith("off"):
             return
         try:
-            _install(namespace, ops)
+            _install(namespace, ops, done)
             _STATE["status"] = "on"
         except Exception as e:     # noqa: BLE001 - Inductor's own fallback (the dispatcher call) serves
             _STATE["status"] = f"off: {type(e).__name__}: {e}"
-        _STATE["done"] = dict(ops)
+        _STATE["done"][namespace] = dict(ops)
 
 
-def _install(namespace: str, ops: dict) -> None:
+def _install(namespace: str, ops: dict, done: dict) -> None:
     from torch._inductor import ir
     from torch._inductor.lowering import fallback_handler, lowerings, register_lowering
     from torch._inductor.virtualized import V
@@ -117,7 +146,7 @@ def _install(namespace: str, ops: dict) -> None:
     ns = getattr(torch.ops, namespace)
     for name, op in ops.items():
         attr = PREFIX + name
-        if name in _STATE["done"] or not hasattr(ns, attr) or op in lowerings:
+        if name in done or not hasattr(ns, attr) or op in lowerings:
             continue
         default = fallback_handler(op)
         kernel_name = f"torch.ops.{namespace}.{attr}"
@@ -135,9 +164,9 @@ def _install(namespace: str, ops: dict) -> None:
 
 
 def _fallback_node(ir, result):
-    """The ``FallbackKernel`` behind a fallback's one output (a TensorBox of a StorageBox of a
-    MultiOutput whose input is the kernel), or None."""
-    node = result
+    """The ``FallbackKernel`` behind a fallback's output (a TensorBox of a StorageBox of a MultiOutput
+    whose input is the kernel; a list of them for ``move``), or None."""
+    node = result[0] if isinstance(result, (list, tuple)) and result else result
     for _ in range(4):
         if isinstance(node, ir.FallbackKernel):
             return node

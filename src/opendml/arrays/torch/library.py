@@ -9,7 +9,9 @@ modes)::
 
 ``desc`` is the operator's JSON form (``jsonform.to_json``): any registered
 operator, no branch per operator here (the array API's traced calls of the
-first five take their own custom operators, which Inductor calls directly). The inputs must match its input
+first five take their own custom operators). Inductor's wrapper calls both
+kinds through direct kernels (``inductor``): ``_move`` records each
+description's calls in the C call cache. The inputs must match its input
 tensors in number, dtype and sizes (``ValidationError``); outputs are new
 packed tensors on the inputs' device (the CPU for an operator without
 inputs). Output ``Strides`` that map two elements to one place leave the
@@ -40,6 +42,7 @@ from ...jsonform import from_json, to_json
 from ...model.errors import UnsupportedError, ValidationError
 from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
+from ...runtime import calls
 from ...runtime.config import config
 from .. import engine
 from . import inductor, node as _node
@@ -323,6 +326,9 @@ def move_op(inputs, desc):
 
 @move_op.register_fake
 def _move_fake(inputs, desc):
+    if CPP["ops"] is not None:
+        inductor.prepare(CPP_NAMESPACE, CPP["ops"])     # Inductor's direct calls (cheap once done)
+    inductor.prepare("opendml", _CUSTOM_MOVE)
     d = _checked(inputs, desc)
     return [inputs[0].new_empty(tuple(t.sizes), dtype=torch_dtype(t)) if inputs else
             torch.empty(tuple(t.sizes), dtype=torch_dtype(t)) for t in d.outputs]
@@ -368,8 +374,30 @@ def _move_rule(op):
 move_op.register_vmap(_move_rule(move_op))
 
 
-def _move(inputs, desc):
-    return [o.contiguous() for o in kernel(_checked(inputs, desc), list(inputs))]
+def _move(inputs, text):
+    since = calls.generation()          # (read before any setting: a CUDA call is recorded with it)
+    desc = _checked(inputs, text)
+    arrays = list(inputs)
+    device = arrays[0].device.type if arrays else None
+    call = _CALLS.get(text)
+    if call is None and device in ("cpu", "cuda") and len(_CALLS) < _MAX_RECORDED:
+        name = "opendml::move " + text
+        call = _CALLS.setdefault(text, engine.Call(desc.OPERATOR, lambda *_: desc, True, (name,), (name, (), True)))
+        inductor.MOVE_CODES[text] = calls.OPS[name]
+    if call is not None and device == "cpu":
+        outs = [torch.from_numpy(o) for o in engine.run_numpy(call, numpy_views(arrays))]
+    elif call is not None and device == "cuda":     # (a negative view is resolved first: not recorded)
+        outs = cuda_move(desc, arrays, None if any(x.is_neg() for x in arrays) else (call, tuple(arrays), since))
+    else:
+        outs = kernel(desc, arrays)
+    return [o.contiguous() for o in outs]
+
+
+#: Description text -> the ``engine.Call`` that runs it on CPU and CUDA tensors and records it in the C call
+#: cache under a code of its own (``calls.OPS``; no arguments, the inputs as one sequence, the outputs as a
+#: list), the code Inductor's direct kernel offers (``inductor.MOVE_CODES``); at most ``_MAX_RECORDED`` texts.
+_CALLS: dict = {}
+_MAX_RECORDED = 4096
 
 
 def _cpp_move_backward(saved, grads):
@@ -378,10 +406,12 @@ def _cpp_move_backward(saved, grads):
     return list(engine.adjoint(desc, _filled(desc, grads)))
 
 
-# The same operator among the C++ operators: its kernel is the Python one (the call cache has no entry
-# for a description's text), without the custom operator's Python dispatch.
+# The same operator among the C++ operators: its kernel is the Python one (``_move``, which records the call
+# in the C call cache under the description's own code), without the custom operator's Python dispatch.
 define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _move), True, _move_fake,
            _move_rule, _cpp_move_backward)
+_CUSTOM_MOVE = {"move": torch.ops.opendml.move.default}
+inductor.attach("opendml", _CUSTOM_MOVE, CPP_DEFS)
 
 
 def call_move(desc, arrays) -> list:
