@@ -57,8 +57,8 @@ class _NdIndexing(IndexOperatorDesc):
                             f"got {idx.rank} != {d}")
         n_in = self._uint("input_dimension_count", "InputDimensionCount")
         n_idx = self._uint("indices_dimension_count", "IndicesDimensionCount")
-        self._check_bounds_scalar("InputDimensionCount", n_in, 1, d, " ([1, InputTensor.DimensionCount])")
-        self._check_bounds_scalar("IndicesDimensionCount", n_idx, 1, d, " ([1, IndicesTensor.DimensionCount])")
+        self._check_bounds("InputDimensionCount", None, n_in, 1, d, " ([1, InputTensor.DimensionCount])")
+        self._check_bounds("IndicesDimensionCount", None, n_idx, 1, d, " ([1, IndicesTensor.DimensionCount])")
         self._check_leading_ones("InputTensor", inp, n_in, "InputDimensionCount")
         self._check_leading_ones("IndicesTensor", idx, n_idx, "IndicesDimensionCount")
         if batch >= n_in or batch >= n_idx:
