@@ -194,11 +194,6 @@ class GatherNd1OperatorDesc(_NdIndexing):
 class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     """GATHER_ND: GATHER_ND1 without batch dimensions (feature level 2_1)."""
 
-    input_tensor: TensorDesc
-    indices_tensor: TensorDesc
-    output_tensor: TensorDesc | None
-    input_dimension_count: int
-    indices_dimension_count: int
     batch_dimension_count: int = dataclasses.field(default=0, init=False)
 
     OPERATOR = "GATHER_ND"
