@@ -21,7 +21,6 @@ T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
 TYPES_2_1 = TYPES_1_0 | {T.INT8, T.UINT8}
 TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
-FLOAT_TYPES = frozenset({T.FLOAT16, T.FLOAT32, T.FLOAT64})
 #: The types of most of the family's 1_0 and 2_0 tables (FLOAT32, FLOAT16).
 FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
 FLOAT32_MAX = float(np.finfo(np.float32).max)

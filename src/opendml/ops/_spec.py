@@ -411,7 +411,6 @@ def snake(name: str) -> str:
 
 GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_sums"
 
-
-def is_float(data_type) -> bool:
-    """Whether ``data_type`` (a DataType) is FLOAT16, FLOAT32 or FLOAT64."""
-    return data_type in (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64)
+FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
+#: Whether a DataType is FLOAT16, FLOAT32 or FLOAT64.
+is_float = FLOAT_TYPES.__contains__

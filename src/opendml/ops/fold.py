@@ -28,11 +28,10 @@ import numpy as np
 from ..plan import FoldPlan, WindowSums
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._spec import WINDOW_SUMS
 from .unfold import (MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window,
                      plain_window_fields)
-from ._common import FLOAT_TYPES, plain_ints
-from ._spec import Binding, per_axis
+from ._common import plain_ints
+from ._spec import FLOAT_TYPES, WINDOW_SUMS, Binding, per_axis
 from ..model.errors import ValidationError
 
 

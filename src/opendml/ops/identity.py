@@ -21,9 +21,9 @@ import dataclasses
 
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import FLOAT16_32, FLOAT_TYPES, support
+from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc
-from ._spec import Binding, ScaleBias, Struct, is_float
+from ._spec import FLOAT_TYPES, Binding, ScaleBias, Struct, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
