@@ -43,10 +43,11 @@ MAX_DEPTH = 32
 MAX_INT_DIGITS = 4300
 
 
-def _parse_int(text: str) -> int:
+def parse_int(text: str, error=None) -> int:
+    """A JSON integer, refused (``error``, by default ``JsonFormError``) past ``MAX_INT_DIGITS`` digits."""
     digits = len(text.lstrip("-"))
     if digits > MAX_INT_DIGITS:
-        raise JsonFormError(f"malformed JSON: an integer of {digits} digits ({text[:12]}...) is longer than the "
+        raise (error or JsonFormError)(f"malformed JSON: an integer of {digits} digits ({text[:12]}...) is longer than the "
                             f"{MAX_INT_DIGITS} digits that can be read (DirectML's fields have at most 20)")
     return int(text)
 
@@ -66,7 +67,7 @@ def check_depth(obj, limit: int = MAX_DEPTH) -> None:
 def loads(text: str) -> dict:
     """Parse a JSON description: a ``JsonFormError`` for malformed text, integers
     too long to read, nesting deeper than ``MAX_DEPTH``, and anything but an object."""
-    return parse_object(text, parse_int=_parse_int)
+    return parse_object(text, parse_int=parse_int)
 
 
 def parse_object(text: str, what: str = "$: a description", error=JsonFormError,

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..jsonform import MAX_DEPTH, MAX_INT_DIGITS, check_depth, check_keys, parse_object, read_regular
+from ..jsonform import MAX_DEPTH, check_depth, check_keys, parse_int, parse_object, read_regular
 from ..jsonform import text_limit as model_limit
 from ..model._checks import UINT64_MAX, type_name as _type_name
 from ..model.data_type import DataType
@@ -90,13 +90,6 @@ def _q(name: str) -> str:
 
 # -- reading the JSON --------------------------------------------------------------------
 
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise ModelError(f"malformed JSON: an integer of {len(text.lstrip('-'))} digits is longer than the "
-                         f"{MAX_INT_DIGITS} digits that can be read")
-    return int(text)
-
-
 def _no_duplicates(pairs):
     out = {}
     for k, v in pairs:
@@ -129,7 +122,7 @@ def loads(text: str) -> dict:
     (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them."""
     return parse_object(text, "a model", ModelError,
                         f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep",
-                        parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant,
+                        parse_int=lambda text: parse_int(text, ModelError), parse_float=_parse_float, parse_constant=_no_constant,
                         object_pairs_hook=_no_duplicates)
 
 

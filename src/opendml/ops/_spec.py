@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model._checks import _short
+from ..model._checks import _short, type_name
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 
@@ -77,11 +77,6 @@ class Tensor:
     def __post_init__(self):
         if self.role not in ("input", "output"):
             raise ValueError(f"Tensor {self.json}: role must be 'input' or 'output'; got {self.role!r}")
-
-
-def _type_name(v) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
 def _is_int(v) -> bool:
@@ -299,7 +294,7 @@ class Struct(FieldKind):
             return None
         if not isinstance(value, dict):
             raise fail(f"{path}: must be an object with {', '.join(m for m, _ in self.members)}"
-                       f"{' or null' if self.default is None else ''}; got {_type_name(value)}")
+                       f"{' or null' if self.default is None else ''}; got {type_name(value)}")
         names = [m for m, _ in self.members]
         for k in value:
             if k not in names:
