@@ -389,11 +389,11 @@ def from_json(obj) -> OperatorDesc:
         raise JsonFormError(f"$.Operator: missing required field; expected one of {', '.join(OPERATORS)}")
     name = obj["Operator"]
     if isinstance(name, str):
-        key = name.upper().removeprefix("DML_OPERATOR_")
-        name = ALIASES.get(key, key)            # DML_OPERATOR_SCATTER is SCATTER_ELEMENTS
-    if not isinstance(name, str) or name.upper().removeprefix("DML_OPERATOR_") not in OPERATORS:
+        name = name.upper().removeprefix("DML_OPERATOR_")
+        name = ALIASES.get(name, name)          # DML_OPERATOR_SCATTER is SCATTER_ELEMENTS
+    if not isinstance(name, str) or name not in OPERATORS:
         raise JsonFormError(f"$.Operator: unknown operator {json.dumps(name)}; expected one of {', '.join(OPERATORS)}")
-    cls = OPERATORS[name.upper().removeprefix("DML_OPERATOR_")]
+    cls = OPERATORS[name]
     fields = cls.FIELDS
     allowed = ("Operator", *(s.json for s in cls.SLOTS), *cls.COUNTS, *(f.json for f in fields), *EXTRA_FIELDS)
     required = (*(s.json for s in cls.SLOTS if not s.optional), *(f.json for f in fields if f.required))
