@@ -310,16 +310,7 @@ class OperatorDesc:
             if v is None and s.optional and s.role == "input":
                 continue
             if s.many:
-                if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
-                    raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
-                v = tuple(v)
-                if not v:
-                    raise self._err(f"{s.json} must hold at least one tensor "
-                                    f"({'InputCount' if s.role == 'input' else 'OutputCount'} > 0); got 0")
-                for i, t in enumerate(v):
-                    if not isinstance(t, TensorDesc):
-                        raise self._err(f"{s.json}[{i}] must be a TensorDesc; got {type(t).__name__}")
-                self._set(s.attr, v)
+                self._tensor_tuple(s)
             elif not isinstance(v, TensorDesc):
                 raise self._err(f"{s.json} must be a TensorDesc; got {type(v).__name__}")
         ins, outs = self.named_tensors("input"), self.named_tensors("output")
@@ -335,6 +326,22 @@ class OperatorDesc:
         for name, t in outs:
             if t.flags & TensorFlags.OWNED_BY_DML:
                 raise self._err(f"{name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
+
+    def _tensor_tuple(self, s: Tensor) -> tuple:
+        """The ``many`` slot ``s`` checked to be a non-empty sequence of
+        TensorDesc, stored (and returned) as a tuple."""
+        v = getattr(self, s.attr)
+        if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
+            raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
+        v = tuple(v)
+        if not v:
+            raise self._err(f"{s.json} must hold at least one tensor "
+                            f"({'InputCount' if s.role == 'input' else 'OutputCount'} > 0); got 0")
+        for i, t in enumerate(v):
+            if not isinstance(t, TensorDesc):
+                raise self._err(f"{s.json}[{i}] must be a TensorDesc; got {type(t).__name__}")
+        self._set(s.attr, v)
+        return v
 
     def _check_sizes(self, name: str, tensor: TensorDesc, expected, rule: str) -> None:
         """``tensor.Sizes`` equals ``expected``; ``rule`` says where that comes from."""
