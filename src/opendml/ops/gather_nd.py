@@ -51,10 +51,7 @@ class _NdIndexing(IndexOperatorDesc):
               UInt("IndicesDimensionCount", "indices_dimension_count"))
 
     def _check_nd(self, inp: TensorDesc, idx: TensorDesc, batch: int) -> None:
-        d = inp.rank
-        if idx.rank != d:
-            raise self._err(f"IndicesTensor.DimensionCount must equal InputTensor.DimensionCount; "
-                            f"got {idx.rank} != {d}")
+        d = inp.rank                         # (idx: checked by _same_rank)
         n_in = self._uint("input_dimension_count", "InputDimensionCount")
         n_idx = self._uint("indices_dimension_count", "IndicesDimensionCount")
         self._check_bounds("InputDimensionCount", None, n_in, 1, d, " ([1, InputTensor.DimensionCount])")
@@ -175,9 +172,7 @@ class GatherNd1OperatorDesc(_NdIndexing):
 
     def __post_init__(self):
         inp = self._check_input()
-        idx = self.indices_tensor
-        if not isinstance(idx, TensorDesc):
-            raise self._err(f"IndicesTensor must be a TensorDesc; got {type(idx).__name__}")
+        idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         batch = self._uint("batch_dimension_count", "BatchDimensionCount")
         self._check_nd(inp, idx, batch)
         self._check_index_output(inp, self.nd_result_sizes,
