@@ -15,7 +15,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
 from ..plan import MovePlan
-from ._spec import Field, FieldKind, Tensor, snake, to_float
+from ._spec import ENUM_PREFIXES, Field, FieldKind, Tensor, snake, to_float
 
 T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
@@ -342,6 +342,25 @@ class OperatorDesc:
                 raise self._err(f"{s.json}[{i}] must be a TensorDesc; got {type(t).__name__}")
         self._set(s.attr, v)
         return v
+
+    def _derive_output(self, sizes, rule: str | None = None) -> None:
+        """An output left None becomes a packed one of ``sizes`` and the
+        input's DataType; then every slot's checks and, given ``rule`` (where
+        ``sizes`` come from, in words), ``OutputTensor.Sizes == sizes``."""
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))
+        self._check_slot_tensors()
+        if rule is not None:
+            self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
+
+    def _enum(self, attr: str, field: str, enum) -> None:
+        """An enum field given as a member, its value or its name (short or
+        DirectML's, any case), stored as the member."""
+        v = getattr(self, attr)
+        try:
+            self._set(attr, enum(v) if not isinstance(v, str) else enum[v.upper().removeprefix(ENUM_PREFIXES[enum])])
+        except (ValueError, KeyError, TypeError):
+            raise self._err(f"{field} must be one of {', '.join(m.name for m in enum)}; got {v!r}") from None
 
     def _check_sizes(self, name: str, tensor: TensorDesc, expected, rule: str) -> None:
         """``tensor.Sizes`` equals ``expected``; ``rule`` says where that comes from."""

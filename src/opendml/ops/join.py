@@ -57,7 +57,6 @@ class JoinOperatorDesc(MoveOperatorDesc):
         return self.input_tensors[0]
 
     def __post_init__(self):
-        out = self.output_tensor
         ins = self._tensor_tuple(self.SLOTS[0])
         first = ins[0]
         for i, t in enumerate(ins):
@@ -65,11 +64,7 @@ class JoinOperatorDesc(MoveOperatorDesc):
                 raise self._err(f"InputTensors[{i}].DimensionCount must equal InputTensors[0].DimensionCount; "
                                 f"got {t.rank} != {first.rank}")
         self._check_axis_parts("InputTensors", self.input_tensors, "InputTensors[0]", first)
-        if out is None:
-            self._set("output_tensor", TensorDesc(first.data_type, self.joined_sizes))
-        self._check_slot_tensors()
-        self._check_sizes("OutputTensor", self.output_tensor, self.joined_sizes,
-                          "the inputs' Sizes, summed along Axis")
+        self._derive_output(self.joined_sizes, "the inputs' Sizes, summed along Axis")
 
     @property
     def joined_sizes(self) -> tuple[int, ...]:

@@ -45,24 +45,14 @@ class PaddingRules(MoveOperatorDesc):
 
     def _check_padding(self) -> None:
         inp = self._check_input()
-        mode = self.padding_mode
-        try:
-            self._set("padding_mode", PaddingMode(mode) if not isinstance(mode, str)
-                      else PaddingMode[mode.upper().removeprefix("DML_PADDING_MODE_")])
-        except (ValueError, KeyError, TypeError):
-            raise self._err(f"PaddingMode must be one of {', '.join(m.name for m in PaddingMode)}; "
-                            f"got {mode!r}") from None
+        self._enum("padding_mode", "PaddingMode", PaddingMode)
         n = inp.rank
         self._ints("start_padding", "StartPadding", n)
         self._ints("end_padding", "EndPadding", n)
         for i in range(n):
             self._check_bounds("StartPadding", i, self.start_padding[i], 0, UINT32_MAX)
             self._check_bounds("EndPadding", i, self.end_padding[i], 0, UINT32_MAX)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.expected_output_sizes))
-        self._check_slot_tensors()
-        self._check_sizes("OutputTensor", self.output_tensor, self.expected_output_sizes,
-                          "InputTensor.Sizes + StartPadding + EndPadding")
+        self._derive_output(self.expected_output_sizes, "InputTensor.Sizes + StartPadding + EndPadding")
 
     @property
     def expected_output_sizes(self) -> tuple[int, ...]:

@@ -87,9 +87,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
                 raise self._err(
                     f"Offsets[{i}] + (Sizes[{i}] - 1) * Strides[{i}] must be < InputTensor.Sizes[{i}]; "
                     f"got {o} + ({s} - 1) * {t} = {o + (s - 1) * t} >= {dim}")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.sizes))
-        self._check_slot_tensors()
+        self._derive_output(self.sizes)
         for i, (s, o) in enumerate(zip(self.sizes, self.output_tensor.sizes)):
             if s != o:
                 raise self._err(f"Sizes[{i}] must equal OutputTensor.Sizes[{i}]; got {s} != {o}")

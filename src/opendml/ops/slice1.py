@@ -157,9 +157,7 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         self._check_slice_window("InputTensor", inp)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.max_output_sizes))
-        self._check_slot_tensors()
+        self._derive_output(self.max_output_sizes)
         for i, out in enumerate(self.output_tensor.sizes):
             most = max_copied_elements(self.input_window_sizes[i], self.input_window_strides[i])
             if not 1 <= out <= most:
