@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from ._checks import UINT32_MAX, UINT64_MAX, as_int, as_int_tuple
-from .data_type import DataType
+from .data_type import ELEMENT_TYPES, DataType
 from .errors import ValidationError
 
 MAX_RANK = 8                      # DML_TENSOR_DIMENSION_COUNT_MAX1 (from 3_0)
@@ -388,7 +388,7 @@ class TensorDesc:
         return f"TensorDesc({', '.join(parts)})"
 
 
-_ELEMENT_SIZES = {t for t in DataType if t not in (DataType.UNKNOWN, DataType.UINT4, DataType.INT4)}
+_ELEMENT_SIZES = frozenset(ELEMENT_TYPES)
 #: Element size of each element type, keyed by member (looked up only for a DataType).
 _SIZE_OF = {t: t.size for t in _ELEMENT_SIZES}
 _NONE = TensorFlags.NONE

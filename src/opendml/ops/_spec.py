@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..model._checks import _short, type_name
-from ..model.data_type import DataType
+from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 
 #: A field's ``default`` when the JSON form must give it.
@@ -212,7 +212,7 @@ class Enum(FieldKind):
     kind = "enum"
 
     def names(self) -> str:
-        return ", ".join(m.name for m in self.enum if m.name not in ("UNKNOWN", "UINT4", "INT4"))
+        return ", ".join(m.name for m in self.enum if self.enum is not DataType or m in ELEMENT_TYPES)
 
     def from_json(self, value, path, parsed, fail):
         prefix = ENUM_PREFIXES.get(self.enum, "")
