@@ -138,7 +138,6 @@ class FoldOperatorDesc(_Windowed):
         return got[-3:] == (sizes[0], sizes[1] * k, blocks) and self._keep(fields)
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         self._check_input()
         d = self._dimension_count()
         if self.output_tensor is None:

@@ -50,7 +50,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return lambda t: cls(t, None, offsets, sizes, strides)
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``)."""
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False
@@ -72,7 +71,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return True
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         n = inp.rank
         self._ints("offsets", "Offsets", n)

@@ -148,7 +148,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         return True
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         self._check_slice_window("InputTensor", inp)
         self._derive_output(self.max_output_sizes)

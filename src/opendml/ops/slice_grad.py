@@ -80,7 +80,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return self.output_gradient_tensor
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``)."""
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         if (type(grad) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not grad.data_type
                 or out.flags):
@@ -101,7 +100,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return True
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         self._check_input()
         if self.output_gradient_tensor is None:
             raise self._err("OutputGradientTensor is required (it has the sizes of SLICE1's input, which the "
