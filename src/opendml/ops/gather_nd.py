@@ -193,6 +193,5 @@ class GatherNdOperatorDesc(GatherNd1OperatorDesc):
 
     OPERATOR = "GATHER_ND"
     TYPE_VALUE = 108
-    SLOTS = GatherNd1OperatorDesc.SLOTS
     FIELDS = _NdIndexing.FIELDS
     SUPPORT = index_support("2_1")

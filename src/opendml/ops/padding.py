@@ -114,12 +114,10 @@ class PaddingRules(MoveOperatorDesc):
     def chunking(self):
         return {k: 0 for k, (s, e) in enumerate(zip(self.start_padding, self.end_padding)) if s or e}
 
-    def _fill_value(self):
-        return convert_scalar(self.padding_value, self.output_tensor.data_type)
-
     def _passes(self, layouts):
-        return pad_passes(int(self.padding_mode), self._fill_value(), self.input_tensor.sizes, self.start_padding,
-                          self.end_padding, layouts[0], self.output_tensor.element_strides)
+        return pad_passes(int(self.padding_mode), convert_scalar(self.padding_value, self.output_tensor.data_type),
+                          self.input_tensor.sizes, self.start_padding, self.end_padding, layouts[0],
+                          self.output_tensor.element_strides)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -137,7 +135,6 @@ class PaddingOperatorDesc(PaddingRules):
     TYPE_VALUE = 64
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode), Float("PaddingValue", "padding_value", default=0.0),
               Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
-    COUNTS = {"DimensionCount": "StartPadding"}
     SUPPORT = support({"1_0": (4, 5), "3_1": (1, 8)}, first=FLOAT16_32, wide="5_0")
 
     def __post_init__(self):
