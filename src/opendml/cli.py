@@ -463,10 +463,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """The command line. Exit codes: 0 success; 1 an output differs from its
-    documented ExpectedOutput; 2 bad input (usage, JSON, description, file,
-    environment variable); 3 an internal error of opendml. Errors are one
-    line on stderr, never a traceback."""
+    """The command line, with the module docstring's exit codes; errors are
+    one line on stderr, never a traceback."""
     args = build_parser().parse_args(argv)
     try:
         config()  # a malformed OPENDML_* environment variable is bad input too
