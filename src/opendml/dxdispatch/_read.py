@@ -12,7 +12,7 @@ import numpy as np
 from ..jsonform import MAX_DEPTH, check_depth, check_keys, parse_int, parse_object, read_regular
 from ..jsonform import text_limit as model_limit
 from ..model._checks import UINT64_MAX, type_name as _type_name
-from ..model.data_type import DataType
+from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 from ..ops import ALIASES as _OPERATOR_ALIASES  # noqa: F401 - the old names DirectML.h keeps (SCATTER)
 from ..ops._spec import DOUBLE_MAX
@@ -183,8 +183,7 @@ def _data_type(value, where: str, *, unknown_ok: bool) -> DataType:
 
 
 #: DML_TENSOR_DATA_TYPE values a model may name (DxDispatch has no UINT4/INT4).
-_DATA_TYPES = ("UNKNOWN", "FLOAT32", "FLOAT16", "UINT32", "UINT16", "UINT8", "INT32", "INT16", "INT8",
-               "FLOAT64", "UINT64", "INT64")
+_DATA_TYPES = ("UNKNOWN", *(t.name for t in ELEMENT_TYPES))
 
 
 # -- values ------------------------------------------------------------------------------
