@@ -162,6 +162,15 @@ def test_unknown_operator_and_other_dispatchables(tmp_path):
         run(m)
 
 
+def test_an_integer_too_long_to_read_is_a_model_error():
+    """The model reader shares the JSON form's guard on integer length: a
+    ModelError naming the digits, never Python's own ValueError."""
+    text = '{"resources": {"r": {"initialValuesDataType": "UINT8", "initialValues": [' + "9" * 5000 + ']}}}'
+    with pytest.raises(dxdispatch.ModelError, match=r"an integer of 5000 digits \(999999999999\.\.\.\) is longer "
+                                                    r"than the 4300 digits"):
+        dxdispatch.loads(text)
+
+
 def test_operator_type_values_match_the_registry():
     for name, cls in OPERATORS.items():
         assert dxdispatch.OPERATOR_TYPES[cls.TYPE_VALUE] == name

@@ -40,11 +40,6 @@ class UsageError(Exception):
     """A user mistake outside the description itself (files, flags)."""
 
 
-def _ok_mark() -> tuple[str, str]:
-    enc = (getattr(sys.stdout, "encoding", None) or "").lower()
-    return ("\u2713", "\u2717") if "utf" in enc else ("OK", "FAIL")
-
-
 # -- bundled examples --------------------------------------------------------------
 
 def examples() -> dict[str, dict]:
@@ -78,12 +73,6 @@ def fmt_tensor(t: TensorDesc) -> str:
 def fmt_array(a: np.ndarray) -> str:
     with np.printoptions(threshold=1000, edgeitems=3, linewidth=100):
         return np.array2string(a, separator=", ")
-
-
-def fmt_fields(desc) -> list[str]:
-    d = to_json(desc)
-    return [f"{k} = {{{', '.join(map(str, v))}}}" if isinstance(v, list) else f"{k} = {v}"
-            for k, v in d.items() if k not in ("Operator", *desc.TENSORS)]
 
 
 # -- running --------------------------------------------------------------------------
@@ -171,24 +160,6 @@ def expected_outputs(obj: dict, desc) -> list[np.ndarray] | None:
     return json_arrays(obj, "ExpectedOutput", desc, "output", UsageError)
 
 
-def check_output_path(path: str) -> None:
-    """Refuse an --output that cannot be written, before anything runs."""
-    if os.path.isdir(path):
-        raise UsageError(f"--output {path}: is a directory; give a file name")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UsageError(f"--output {path}: directory {parent} does not exist")
-
-
-def save_output(path: str, y: np.ndarray) -> None:
-    """Write ``y`` as .npy to exactly ``path`` (no suffix is added)."""
-    try:
-        with open(path, "wb") as f:
-            np.save(f, y, allow_pickle=False)
-    except OSError as e:
-        raise UsageError(f"--output {path}: cannot write: {e.strerror or e}") from None
-
-
 def run_bytes(desc, xs) -> int:
     """Memory a run touches: the inputs' distinct host elements (a broadcast
     axis counts once) and buffer elements, the outputs' buffer elements and
@@ -216,8 +187,11 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
     if outputs and len(outputs) != len(out_named):
         raise UsageError(f"--output: {desc.OPERATOR} has {len(out_named)} output(s) "
                          f"({', '.join(n for n, _ in out_named)}); got {len(outputs)} --output path(s)")
-    for path in outputs:
-        check_output_path(path)
+    for path in outputs:                    # refused before anything runs
+        if os.path.isdir(path):
+            raise UsageError(f"--output {path}: is a directory; give a file name")
+        if not os.path.isdir(parent := os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"--output {path}: directory {parent} does not exist")
     max_bytes = getattr(args, "max_bytes", DEFAULT_MAX_BYTES)
     inputs = getattr(args, "input", None)
     if isinstance(inputs, str):
@@ -239,13 +213,18 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
     for (name, t), x in zip(desc.named_tensors("input"), xs):
         print(f"{name}: {fmt_tensor(t)}", file=out)
         print(fmt_array(x), file=out)
-    for line in fmt_fields(desc):
-        print(line, file=out)
+    for k, v in to_json(desc).items():
+        if k not in ("Operator", *desc.TENSORS):
+            print(f"{k} = {{{', '.join(map(str, v))}}}" if isinstance(v, list) else f"{k} = {v}", file=out)
     for (name, t), y in zip(out_named, ys):
         print(f"{name}: {fmt_tensor(t)}", file=out)
         print(fmt_array(y), file=out)
-    for path, y in zip(outputs, ys):
-        save_output(path, y)
+    for path, y in zip(outputs, ys):        # .npy to exactly ``path`` (no suffix is added)
+        try:
+            with open(path, "wb") as f:
+                np.save(f, y, allow_pickle=False)
+        except OSError as e:
+            raise UsageError(f"--output {path}: cannot write: {e.strerror or e}") from None
     if expected is None:
         return None
     return _compared([(name, y, e) for (name, _), y, e in zip(out_named, ys, expected)], out,
@@ -254,7 +233,8 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
 
 def _compared(checked, out, plural: str = "", named: bool = True) -> bool:
     """Print whether each ``(name, output, documented output)`` matches; True when all do."""
-    ok_mark, bad_mark = _ok_mark()
+    utf = "utf" in (getattr(sys.stdout, "encoding", None) or "").lower()
+    ok_mark, bad_mark = ("\u2713", "\u2717") if utf else ("OK", "FAIL")
     bad = [(name, want) for name, y, want in checked if not np.array_equal(want, y, equal_nan=y.dtype.kind == "f")]
     if not bad:
         print(f"{ok_mark} matches the documented output{plural}", file=out)
@@ -483,10 +463,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """The command line. Exit codes: 0 success; 1 an output differs from its
-    documented ExpectedOutput; 2 bad input (usage, JSON, description, file,
-    environment variable); 3 an internal error of opendml. Errors are one
-    line on stderr, never a traceback."""
+    """The command line, with the module docstring's exit codes; errors are
+    one line on stderr, never a traceback."""
     args = build_parser().parse_args(argv)
     try:
         config()  # a malformed OPENDML_* environment variable is bad input too

@@ -103,8 +103,7 @@ class Buffer:
         """
         w = "Buffer.write"
         offset = as_int(offset, "offset", where=w)
-        _check_tensor_arg(tensor, w)
-        _check_casting(casting, w)
+        _check_tensor_arg(tensor, w, casting)
         self._write(host_array(array, w), tensor, offset, casting, w)
 
     def _write(self, host: np.ndarray, tensor: TensorDesc | None, offset: int, casting: str, w: str) -> None:
@@ -183,12 +182,9 @@ class Buffer:
                                f"of {self.size_in_bytes} bytes")
 
 
-def _check_tensor_arg(tensor, where: str) -> None:
+def _check_tensor_arg(tensor, where: str, casting: str = "safe") -> None:
     if tensor is not None and not isinstance(tensor, TensorDesc):
         raise TypeError(f"{where}: tensor must be a TensorDesc or None; got {type(tensor).__name__}")
-
-
-def _check_casting(casting, where: str) -> None:
     if not isinstance(casting, str) or casting not in CASTING:
         raise ValidationError(f"{where}: casting must be one of {', '.join(repr(c) for c in CASTING)}; "
                               f"got {_short(casting)}")
@@ -619,12 +615,7 @@ class Device:
         TypeError
             If ``compiled`` is not a ``CompiledOperator``.
         """
-        if not isinstance(compiled, CompiledOperator):
-            raise TypeError(f"Device.initialize_operator: compiled must be a CompiledOperator; "
-                            f"got {type(compiled).__name__}")
-        if compiled.device is not self:
-            raise BindingError(f"{compiled.desc.OPERATOR}: the compiled operator belongs to another device")
-        op = compiled.desc.OPERATOR
+        op = self._own(compiled, "initialize_operator")
         if input_bindings is None or (isinstance(input_bindings, (list, tuple)) and not input_bindings):
             bindings = [None] * len(compiled.input_tensors)
         else:
@@ -721,8 +712,7 @@ class Device:
             As ``Buffer.write``.
         """
         w = "upload"
-        _check_tensor_arg(tensor, w)
-        _check_casting(casting, w)
+        _check_tensor_arg(tensor, w, casting)
         host = host_array(array, w)
         if tensor is None:
             if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
@@ -754,12 +744,9 @@ class Device:
         TypeError
             If an argument is not a ``CompiledOperator`` / ``BindingTable``.
         """
-        if not isinstance(compiled, CompiledOperator):
-            raise TypeError(f"Device.execute: compiled must be a CompiledOperator; got {type(compiled).__name__}")
+        self._own(compiled, "execute")
         if not isinstance(table, BindingTable):
             raise TypeError(f"Device.execute: table must be a BindingTable; got {type(table).__name__}")
-        if compiled.device is not self:
-            raise BindingError(f"{compiled.desc.OPERATOR}: the compiled operator belongs to another device")
         if table.compiled is not compiled:
             raise BindingError(f"{compiled.desc.OPERATOR}: the binding table belongs to another compiled operator")
         table.executor()()
@@ -823,6 +810,14 @@ class Device:
         table.bind_outputs([BufferBinding(b) for b in outputs])
         self.execute(compiled, table)
         return [b.read(t) for b, t in zip(outputs, compiled.output_tensors)]
+
+    def _own(self, compiled, where: str) -> str:
+        """``compiled``'s operator name, once checked to be a compiled operator of this device."""
+        if not isinstance(compiled, CompiledOperator):
+            raise TypeError(f"Device.{where}: compiled must be a CompiledOperator; got {type(compiled).__name__}")
+        if compiled.device is not self:
+            raise BindingError(f"{compiled.desc.OPERATOR}: the compiled operator belongs to another device")
+        return compiled.desc.OPERATOR
 
     def _prepare(self, compiled: CompiledOperator, inputs, outputs):
         plan = compiled.plan

@@ -43,10 +43,11 @@ MAX_DEPTH = 32
 MAX_INT_DIGITS = 4300
 
 
-def _parse_int(text: str) -> int:
+def parse_int(text: str, error=None) -> int:
+    """A JSON integer, refused (``error``, by default ``JsonFormError``) past ``MAX_INT_DIGITS`` digits."""
     digits = len(text.lstrip("-"))
     if digits > MAX_INT_DIGITS:
-        raise JsonFormError(f"malformed JSON: an integer of {digits} digits ({text[:12]}...) is longer than the "
+        raise (error or JsonFormError)(f"malformed JSON: an integer of {digits} digits ({text[:12]}...) is longer than the "
                             f"{MAX_INT_DIGITS} digits that can be read (DirectML's fields have at most 20)")
     return int(text)
 
@@ -66,7 +67,7 @@ def check_depth(obj, limit: int = MAX_DEPTH) -> None:
 def loads(text: str) -> dict:
     """Parse a JSON description: a ``JsonFormError`` for malformed text, integers
     too long to read, nesting deeper than ``MAX_DEPTH``, and anything but an object."""
-    return parse_object(text, parse_int=_parse_int)
+    return parse_object(text, parse_int=parse_int)
 
 
 def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
@@ -388,11 +389,11 @@ def from_json(obj) -> OperatorDesc:
         raise JsonFormError(f"$.Operator: missing required field; expected one of {', '.join(OPERATORS)}")
     name = obj["Operator"]
     if isinstance(name, str):
-        key = name.upper().removeprefix("DML_OPERATOR_")
-        name = ALIASES.get(key, key)            # DML_OPERATOR_SCATTER is SCATTER_ELEMENTS
-    if not isinstance(name, str) or name.upper().removeprefix("DML_OPERATOR_") not in OPERATORS:
+        name = name.upper().removeprefix("DML_OPERATOR_")
+        name = ALIASES.get(name, name)          # DML_OPERATOR_SCATTER is SCATTER_ELEMENTS
+    if not isinstance(name, str) or name not in OPERATORS:
         raise JsonFormError(f"$.Operator: unknown operator {json.dumps(name)}; expected one of {', '.join(OPERATORS)}")
-    cls = OPERATORS[name.upper().removeprefix("DML_OPERATOR_")]
+    cls = OPERATORS[name]
     fields = cls.FIELDS
     allowed = ("Operator", *(s.json for s in cls.SLOTS), *cls.COUNTS, *(f.json for f in fields), *EXTRA_FIELDS)
     required = (*(s.json for s in cls.SLOTS if not s.optional), *(f.json for f in fields if f.required))

@@ -2,22 +2,14 @@
 
 Every operator lowers to one plan type, the move program ``MovePlan``: its
 input and output types and passes, each from an input slot (``src``) to an
-output slot (``dst``), run in order. The pass kinds:
-
-* ``Copy``: ``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])``, strided,
-  with optional per-axis index maps (``AxisMap``: PADDING's modes),
-  data-type conversion and scale/bias.
-* ``Fill``: a constant over a strided region.
-* ``Gather``/``Scatter``: a copy whose source or destination positions along
-  some dimensions are read from index tensors (``IndexAxis``: where the
-  values lie, the step of one unit, the valid range, and whether a value
-  outside it is clamped or skipped); a scatter's last write in index order
-  wins, or it accumulates.
-* ``Windows``, ``WindowSums`` and ``SliceScatter``: the tuned passes of UNFOLD
-  (windows into columns, zero outside), FOLD (windowed sums computed as a
-  gather: one summation order on every backend) and SLICE_GRAD, each carrying
-  its kernel's parameter block (``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``),
-  as a plain ``Copy`` carries ``CopyPlan``'s (``MovePlan.kernel_plan``).
+output slot (``dst``), run in order. The pass kinds (each class says what it
+computes): ``Copy`` (strided, with optional per-axis index maps ``AxisMap``,
+conversion and scale/bias), ``Fill``, ``Gather``/``Scatter`` (positions along
+some dimensions read from index tensors: ``IndexAxis``), and the tuned passes
+of UNFOLD, FOLD and SLICE_GRAD (``Windows``, ``WindowSums``,
+``SliceScatter``), each carrying its kernel's parameter block
+(``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``), as a plain ``Copy`` carries
+``CopyPlan``'s (``MovePlan.kernel_plan``).
 
 Offsets are relative to element 0 of the bound range of the slot;
 ``MovePlan.in_spans``/``out_spans`` say which elements the program touches,

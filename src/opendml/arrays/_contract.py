@@ -50,16 +50,16 @@ import sys
 import numpy as np
 
 from ..model._checks import _short
-from ..model.data_type import DataType
+from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..ops import OPERATORS
 from ..ops._spec import binding_of
 from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
-__all__ = ["FRAMEWORKS", "ARRAYS", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence", "check_inputs",
-           "check_input", "check_others", "data_type", "dtype_argument", "axis", "field_error", "sizes_of",
-           "supported_row"]
+__all__ = ["FRAMEWORKS", "ARRAYS", "DTYPE_NAMES", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence",
+           "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "field_error",
+           "sizes_of", "supported_row"]
 
 #: How the messages name what an array function takes.
 ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"
@@ -91,14 +91,11 @@ OPERATOR_OF: dict = _Bound(lambda cls, b: cls)
 #: The feature level the array API validates at.
 LEVEL = max(FeatureLevel)
 
-#: DataType -> its lower-case name, in the order the messages list them.
-_NAMES = {DataType.FLOAT16: "float16", DataType.FLOAT32: "float32", DataType.FLOAT64: "float64",
-          DataType.INT8: "int8", DataType.INT16: "int16", DataType.INT32: "int32", DataType.INT64: "int64",
-          DataType.UINT8: "uint8", DataType.UINT16: "uint16", DataType.UINT32: "uint32",
-          DataType.UINT64: "uint64"}
-_BY_NAME = {name: t for t, name in _NAMES.items()}
+#: DataType -> its lower-case name, in the order the messages list them (floats, signed, unsigned; by size).
+DTYPE_NAMES = {t: t.name.lower() for t in sorted(ELEMENT_TYPES, key=lambda t: ("FIU".index(t.name[0]), t.size))}
+_BY_NAME = {name: t for t, name in DTYPE_NAMES.items()}
 #: (NumPy kind, itemsize) -> DataType: a NumPy dtype of any byte order.
-_BY_KIND = {(np.dtype(name).kind, np.dtype(name).itemsize): t for t, name in _NAMES.items()}
+_BY_KIND = {(np.dtype(name).kind, np.dtype(name).itemsize): t for t, name in DTYPE_NAMES.items()}
 
 
 # -- arrays ----------------------------------------------------------------------------------------
@@ -164,14 +161,14 @@ def data_type(spelling):
 
 def _data_type(spelling):
     if isinstance(spelling, DataType):
-        return spelling if spelling in _NAMES else None
+        return spelling if spelling in DTYPE_NAMES else None
     t = type(spelling)
     if t.__module__ == "torch" and t.__name__ == "dtype":       # a PyTorch dtype, without importing PyTorch
         return _BY_NAME.get(str(spelling).removeprefix("torch."))
     if isinstance(spelling, str):
         name = spelling.strip().upper().removeprefix("DML_TENSOR_DATA_TYPE_")
         if name in DataType.__members__:
-            return DataType[name] if DataType[name] in _NAMES else None
+            return DataType[name] if DataType[name] in DTYPE_NAMES else None
         if spelling.startswith("torch."):
             torch = sys.modules.get("torch")
             if torch is not None and isinstance(getattr(torch, spelling[6:], None), torch.dtype):
@@ -209,7 +206,7 @@ def _dtype_text(dtype) -> str:
 
 def type_list(types) -> str:
     """``types`` (DataTypes) by name, in the messages' order."""
-    return ", ".join(n for t, n in _NAMES.items() if t in types)
+    return ", ".join(n for t, n in DTYPE_NAMES.items() if t in types)
 
 
 def possessive(argument: str) -> str:

@@ -6,11 +6,8 @@ is packed first), the outputs come from the framework's own allocator
 through ``runtime.alloc.output`` (``AllocationError`` where it fails), and
 the validated description's move program runs on the device's CUDA backend
 (``CudaBackend.record_move``'s launches) on the framework's current stream
-of that device. A call whose array function offered it to the C call cache
-is recorded there (``runtime.calls.put_move_cuda``: the launches, the
-outputs' shapes, dtypes and alignment classes, the inputs' origins) where
-every input was read where it lies; the next such call is served from C.
-Neither framework is imported here: callers pass what it takes."""
+of that device, and is recorded in the C call cache where asked (``move``'s
+``record``). Neither framework is imported here: callers pass what it takes."""
 from __future__ import annotations
 
 import math

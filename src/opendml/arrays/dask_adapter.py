@@ -49,13 +49,8 @@ The output's chunks:
   ``auto`` chunk size; chunks outside the window are plain zeros, the others
   scatter the gradient chunks they receive.
 
-On workers: opendml's CPU kernels split each task over ``OPENDML_CPU_THREADS``
-threads (default: every core), so give a worker of ``nthreads`` task threads
-``OPENDML_CPU_THREADS = cores // nthreads``. Outputs of 1 MiB and up are
-kept, once released, in opendml's output-block cache (``OPENDML_CPU_CACHE_BYTES``,
-at most 1 GiB by default) for the next output of about the same size; Dask
-counts that memory as unmanaged, so on workers with a memory limit set it to
-a few chunk sizes, or 0.
+How to set up workers (``OPENDML_CPU_THREADS``, ``OPENDML_CPU_CACHE_BYTES``):
+the user guide's Dask page.
 
 The other operators (``identity``, ``cast``, ``pad``, ...) are lazy and
 block by block too, generic over what each operator module declares: the

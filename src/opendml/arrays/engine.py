@@ -23,7 +23,7 @@ from ..runtime import get_backend
 from ..runtime.config import CACHE_MIN_BYTES
 from ..runtime.cpu.backend import WORDS
 from . import _dispatch, planner
-from .numpy_adapter import as_input, prefault
+from .numpy_adapter import as_input, prefault, words
 from .planner import array_layout, logical_desc
 
 __all__ = ["Call", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "constant_inputs",
@@ -165,13 +165,7 @@ def _prepared(x: np.ndarray):
     if layout is None:
         x = np.ascontiguousarray(x)
         layout = array_layout(x.shape, x.strides, x.itemsize)
-    desc = logical_desc(x.dtype, x.shape)
-    word = WORDS[x.itemsize]
-    if layout.span == x.size and x.flags.c_contiguous:     # (packed: the same words, without as_strided's cost)
-        return desc, (layout.strides, layout.origin), x.view(word).reshape(-1)
-    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
-    src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
-    return desc, (layout.strides, layout.origin), src
+    return logical_desc(x.dtype, x.shape), (layout.strides, layout.origin), words(x, layout)
 
 
 def run_numpy(call: Call, arrays) -> list:

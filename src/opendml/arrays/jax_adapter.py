@@ -39,6 +39,7 @@ from jax import lax
 
 from ..model.errors import UnsupportedError
 from . import engine
+from ._contract import DTYPE_NAMES
 from ..ops import max_copied_elements
 from ..ops._spec import binding_of
 from ..ops.unfold import blocks_per_dimension
@@ -47,8 +48,7 @@ __all__ = ["run", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad", "SUP
            "ZERO_COPY_BYTES", "KERNEL_PLATFORMS"]
 
 #: The 11 element types of DirectML that opendml's operators take, as NumPy names.
-SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
-                    "uint8", "uint16", "uint32", "uint64")
+SUPPORTED_DTYPES = tuple(DTYPE_NAMES.values())
 
 #: CPU outputs this large (and 64-byte aligned) become JAX arrays without a copy (DLPack).
 ZERO_COPY_BYTES = 1 << 16

@@ -68,11 +68,18 @@ def run(x: np.ndarray, call, record_as) -> np.ndarray:
                         run.blob, run.threads, nbytes >= CACHE_MIN_BYTES, threaded, since,
                         (x.shape, tuple(s // x.itemsize for s in x.strides)))
         return out
-    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
-    word = WORDS[x.itemsize]
-    src = np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
-    backend.prepare(plan, [src], [out.view(word).reshape(-1)])()
+    backend.prepare(plan, [words(x, layout)], [out.view(WORDS[x.itemsize]).reshape(-1)])()
     return out
+
+
+def words(x: np.ndarray, layout) -> np.ndarray:
+    """The ``layout.span`` elements from ``x``'s lowest address (``planner.array_layout``'s layout of ``x``) as
+    one 1-D array of unsigned words, read where they lie."""
+    word = WORDS[x.itemsize]
+    if layout.span == x.size and x.flags.c_contiguous:     # (packed: the same words, without as_strided's cost)
+        return x.view(word).reshape(-1)
+    low = x[tuple(slice(None, None, -1) if f else slice(None) for f in layout.flips)] if any(layout.flips) else x
+    return np.lib.stride_tricks.as_strided(low.view(word), shape=(layout.span,), strides=(x.itemsize,))
 
 
 def _address(a: np.ndarray) -> int:

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..jsonform import MAX_DEPTH, MAX_INT_DIGITS, check_depth, check_keys, parse_object, read_regular
+from ..jsonform import MAX_DEPTH, check_depth, check_keys, parse_int, parse_object, read_regular
 from ..jsonform import text_limit as model_limit
 from ..model._checks import UINT64_MAX, type_name as _type_name
-from ..model.data_type import DataType
+from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 from ..ops import ALIASES as _OPERATOR_ALIASES  # noqa: F401 - the old names DirectML.h keeps (SCATTER)
 from ..ops._spec import DOUBLE_MAX
@@ -90,13 +90,6 @@ def _q(name: str) -> str:
 
 # -- reading the JSON --------------------------------------------------------------------
 
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise ModelError(f"malformed JSON: an integer of {len(text.lstrip('-'))} digits is longer than the "
-                         f"{MAX_INT_DIGITS} digits that can be read")
-    return int(text)
-
-
 def _no_duplicates(pairs):
     out = {}
     for k, v in pairs:
@@ -129,7 +122,7 @@ def loads(text: str) -> dict:
     (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them."""
     return parse_object(text, "a model", ModelError,
                         f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep",
-                        parse_int=_parse_int, parse_float=_parse_float, parse_constant=_no_constant,
+                        parse_int=lambda text: parse_int(text, ModelError), parse_float=_parse_float, parse_constant=_no_constant,
                         object_pairs_hook=_no_duplicates)
 
 
@@ -190,8 +183,7 @@ def _data_type(value, where: str, *, unknown_ok: bool) -> DataType:
 
 
 #: DML_TENSOR_DATA_TYPE values a model may name (DxDispatch has no UINT4/INT4).
-_DATA_TYPES = ("UNKNOWN", "FLOAT32", "FLOAT16", "UINT32", "UINT16", "UINT8", "INT32", "INT16", "INT8",
-               "FLOAT64", "UINT64", "INT64")
+_DATA_TYPES = ("UNKNOWN", *(t.name for t in ELEMENT_TYPES))
 
 
 # -- values ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from ._checks import UINT32_MAX, UINT64_MAX, as_int, as_int_tuple
-from .data_type import DataType
+from .data_type import ELEMENT_TYPES, DataType
 from .errors import ValidationError
 
 MAX_RANK = 8                      # DML_TENSOR_DIMENSION_COUNT_MAX1 (from 3_0)
@@ -176,15 +176,20 @@ def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[i
         If an argument breaks one of the rules above (as ``TensorDesc``
         checks them) or the size does not fit in 64 bits.
     """
-    w = "calc_buffer_tensor_size"
+    return _checked_size(data_type, sizes, strides, "calc_buffer_tensor_size")[3]
+
+
+def _checked_size(data_type, sizes, strides, w: str) -> tuple:
+    """``(DataType, sizes, strides, DMLCalcBufferTensorSize)``, each checked."""
     dt = DataType.parse(data_type)
     if dt not in _ELEMENT_SIZES:
         raise ValidationError(f"{w}: DataType {dt.name} is not an element type of these operators")
     sizes, strides = check_sizes_strides(sizes, strides, where=w)
     size = _buffer_tensor_size(dt.size, sizes, strides)
     if size > UINT64_MAX:
-        raise ValidationError(f"{w}: the size must fit in 64 bits (TotalTensorSizeInBytes is UINT64); got {size}")
-    return size
+        raise ValidationError(f"{w}: DMLCalcBufferTensorSize must fit in 64 bits (TotalTensorSizeInBytes is "
+                              f"UINT64); got {size}")
+    return dt, sizes, strides, size
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -276,18 +281,10 @@ class TensorDesc:
         a description the fast path of ``__init__`` did not take."""
         w = "TensorDesc"
         set_ = object.__setattr__.__get__(self)
-        dt = DataType.parse(self.data_type)
-        if dt not in _ELEMENT_SIZES:
-            raise ValidationError(f"{w}: DataType {dt.name} is not an element type of these operators")
+        dt, sizes, strides, minimum = _checked_size(self.data_type, self.sizes, self.strides, w)
         set_("data_type", dt)
-        sizes, strides = check_sizes_strides(self.sizes, self.strides, where=w)
         set_("sizes", sizes)
         set_("strides", strides)
-        minimum = _buffer_tensor_size(dt.size, sizes, strides)
-        if minimum > UINT64_MAX:
-            raise ValidationError(
-                f"{w}: DMLCalcBufferTensorSize must fit in 64 bits (TotalTensorSizeInBytes is UINT64); "
-                f"got {minimum}")
         if self.total_tensor_size_in_bytes is None:
             set_("total_tensor_size_in_bytes", minimum)
         else:
@@ -391,7 +388,7 @@ class TensorDesc:
         return f"TensorDesc({', '.join(parts)})"
 
 
-_ELEMENT_SIZES = {t for t in DataType if t not in (DataType.UNKNOWN, DataType.UINT4, DataType.INT4)}
+_ELEMENT_SIZES = frozenset(ELEMENT_TYPES)
 #: Element size of each element type, keyed by member (looked up only for a DataType).
 _SIZE_OF = {t: t.size for t in _ELEMENT_SIZES}
 _NONE = TensorFlags.NONE

@@ -15,13 +15,12 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
 from ..plan import MovePlan
-from ._spec import Field, FieldKind, Tensor, snake, to_float
+from ._spec import ENUM_PREFIXES, Field, FieldKind, Tensor, snake, to_float
 
 T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
 TYPES_2_1 = TYPES_1_0 | {T.INT8, T.UINT8}
 TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
-FLOAT_TYPES = frozenset({T.FLOAT16, T.FLOAT32, T.FLOAT64})
 #: The types of most of the family's 1_0 and 2_0 tables (FLOAT32, FLOAT16).
 FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -119,33 +118,11 @@ def _types(ts) -> str:
 
 
 class OperatorDesc:
-    """Base of the operator descriptions. Subclasses are frozen dataclasses that
-    check every level-independent rule on construction and declare:
-
-    * ``OPERATOR`` (DirectML's name without ``DML_OPERATOR_``), ``TYPE_VALUE``
-      (its ``DML_OPERATOR_TYPE`` value) and ``SUPPORT`` (the page's
-      tensor-support tables, one ``SupportRow`` per level, written with
-      ``support``); ``INTRODUCED`` is its first row's level;
-    * ``SLOTS``: the tensor slots (``_spec.Tensor``) in the struct's order. An
-      operator of single tensors, one output last, may instead give
-      ``TENSORS`` (their DirectML names; by default read from its own
-      dataclass fields named ``*_tensor``: ``input_tensor`` is
-      ``InputTensor``) and ``OUTPUT_DERIVABLE``; ``SLOTS`` is then derived
-      from them (and ``TENSORS``/``OUTPUT_DERIVABLE`` from ``SLOTS``
-      otherwise);
-    * ``FIELDS``: the other fields (``_spec`` kinds: ``Field``/``IntArray``,
-      ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``,
-      ``Struct``) in the struct's order;
-    * ``COUNTS``: DirectML's count fields (``DimensionCount``, ``InputCount``,
-      ``RepeatsCount``...) mapped to the JSON name of the array each counts;
-      by default ``DimensionCount`` counts the first integer-array field;
-    * ``DEFAULT_INPUT_START``: the first value of the pages' example inputs
-      (1, 2, ... or 0, 1, ...);
-    * ``_passes(layouts)``: the passes of its move program, which ``lower``
-      frames into the one plan type (``plan.MovePlan``) for every operator.
-
-    ``inputs``/``outputs`` give every tensor, in slot order (a ``many`` slot
-    spread out); ``input_tensor``/``output_tensor`` are the first of each.
+    """Base of the operator descriptions. Subclasses are frozen dataclasses
+    that check every level-independent rule on construction, declare the
+    class attributes below and ``_passes(layouts)``, the passes of their move
+    program, which ``lower`` frames into the one plan type
+    (``plan.MovePlan``) for every operator.
 
     Attributes
     ----------
@@ -157,26 +134,37 @@ class OperatorDesc:
         The feature level that introduced the operator (``SUPPORT``'s first
         row's level).
     SUPPORT : tuple of SupportRow
-        The page's tensor-support tables, one row per feature level.
+        The page's tensor-support tables, one row per feature level (written
+        with ``support``).
     SLOTS : tuple of _spec.Tensor
-        The tensor slots in the struct's order.
+        The tensor slots in the struct's order. An operator of single
+        tensors, one output last, may instead give ``TENSORS`` and
+        ``OUTPUT_DERIVABLE``, from which ``SLOTS`` is derived (and they from
+        ``SLOTS`` otherwise).
     TENSORS : tuple of str
-        The DirectML names of the tensor slots (``("InputTensor",
-        "OutputTensor")`` by default).
+        The DirectML names of the tensor slots; by default read from the
+        dataclass fields named ``*_tensor`` (``input_tensor`` is
+        ``InputTensor``).
     FIELDS : tuple
-        The other fields (``_spec`` kinds) in the struct's order.
+        The other fields (``_spec`` kinds: ``Field``/``IntArray``, ``UInt``,
+        ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``)
+        in the struct's order.
     COUNTS : dict[str, str]
-        DirectML's count fields, mapped to the JSON name of the array each
-        counts.
+        DirectML's count fields (``DimensionCount``, ``InputCount``,
+        ``RepeatsCount``...) mapped to the JSON name of the array each
+        counts; by default ``DimensionCount`` counts the first integer-array
+        field.
     OUTPUT_DERIVABLE : bool
         Whether every output slot is optional (derived from the inputs when
         None is given).
     DEFAULT_INPUT_START : int
-        The first value of the pages' example inputs (1 by default).
+        The first value of the pages' example inputs (1 by default: 1, 2,
+        ...; or 0, 1, ...).
     inputs : tuple of TensorDesc
-        Every input tensor, in slot order.
+        Every input tensor, in slot order (a ``many`` slot spread out);
+        ``input_tensor`` is the first.
     outputs : tuple of TensorDesc
-        Every output tensor, in slot order.
+        Every output tensor, in slot order; ``output_tensor`` is the first.
     """
 
     OPERATOR: str
@@ -257,10 +245,12 @@ class OperatorDesc:
             raise self._err(f"{self.TENSORS[0]} must be a TensorDesc; got {type(t).__name__}")
         return t
 
-    def _check_bounds(self, field: str, index: int, value: int, lo: int, hi: int, why: str = "") -> None:
-        """``lo <= value <= hi`` for entry ``index`` of a field, in the one message form."""
+    def _check_bounds(self, field: str, index: int | None, value: int, lo: int, hi: int, why: str = "") -> None:
+        """``lo <= value <= hi`` for entry ``index`` of a field (None: the
+        field itself), in the one message form."""
         if not lo <= value <= hi:
-            raise self._err(f"{field}[{index}] must be in [{lo}, {hi}]{why}; got {value}")
+            at = "" if index is None else f"[{index}]"
+            raise self._err(f"{field}{at} must be in [{lo}, {hi}]{why}; got {value}")
 
     def _check_window_fields(self, image_name: str, image: TensorDesc, d: int) -> None:
         """UNFOLD's and FOLD's window rules on their image (UNFOLD's input,
@@ -320,16 +310,7 @@ class OperatorDesc:
             if v is None and s.optional and s.role == "input":
                 continue
             if s.many:
-                if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
-                    raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
-                v = tuple(v)
-                if not v:
-                    raise self._err(f"{s.json} must hold at least one tensor "
-                                    f"({'InputCount' if s.role == 'input' else 'OutputCount'} > 0); got 0")
-                for i, t in enumerate(v):
-                    if not isinstance(t, TensorDesc):
-                        raise self._err(f"{s.json}[{i}] must be a TensorDesc; got {type(t).__name__}")
-                self._set(s.attr, v)
+                self._tensor_tuple(s)
             elif not isinstance(v, TensorDesc):
                 raise self._err(f"{s.json} must be a TensorDesc; got {type(v).__name__}")
         ins, outs = self.named_tensors("input"), self.named_tensors("output")
@@ -346,6 +327,41 @@ class OperatorDesc:
             if t.flags & TensorFlags.OWNED_BY_DML:
                 raise self._err(f"{name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
 
+    def _tensor_tuple(self, s: Tensor) -> tuple:
+        """The ``many`` slot ``s`` checked to be a non-empty sequence of
+        TensorDesc, stored (and returned) as a tuple."""
+        v = getattr(self, s.attr)
+        if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
+            raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
+        v = tuple(v)
+        if not v:
+            raise self._err(f"{s.json} must hold at least one tensor "
+                            f"({'InputCount' if s.role == 'input' else 'OutputCount'} > 0); got 0")
+        for i, t in enumerate(v):
+            if not isinstance(t, TensorDesc):
+                raise self._err(f"{s.json}[{i}] must be a TensorDesc; got {type(t).__name__}")
+        self._set(s.attr, v)
+        return v
+
+    def _derive_output(self, sizes, rule: str | None = None) -> None:
+        """An output left None becomes a packed one of ``sizes`` and the
+        input's DataType; then every slot's checks and, given ``rule`` (where
+        ``sizes`` come from, in words), ``OutputTensor.Sizes == sizes``."""
+        if self.output_tensor is None:
+            self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))
+        self._check_slot_tensors()
+        if rule is not None:
+            self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
+
+    def _enum(self, attr: str, field: str, enum) -> None:
+        """An enum field given as a member, its value or its name (short or
+        DirectML's, any case), stored as the member."""
+        v = getattr(self, attr)
+        try:
+            self._set(attr, enum(v) if not isinstance(v, str) else enum[v.upper().removeprefix(ENUM_PREFIXES[enum])])
+        except (ValueError, KeyError, TypeError):
+            raise self._err(f"{field} must be one of {', '.join(m.name for m in enum)}; got {v!r}") from None
+
     def _check_sizes(self, name: str, tensor: TensorDesc, expected, rule: str) -> None:
         """``tensor.Sizes`` equals ``expected``; ``rule`` says where that comes from."""
         expected = tuple(expected)
@@ -356,7 +372,7 @@ class OperatorDesc:
 
     def _uint(self, attr: str, field: str, lo: int = 0) -> int:
         v = as_int(getattr(self, attr), field, where=self.OPERATOR)
-        self._check_bounds_scalar(field, v, lo, UINT32_MAX)
+        self._check_bounds(field, None, v, lo, UINT32_MAX)
         self._set(attr, v)
         return v
 
@@ -364,17 +380,13 @@ class OperatorDesc:
         """JOIN's and SPLIT's ``Axis`` (checked against ``whole``) and their
         ``parts`` (the ``many`` slot), each of ``whole``'s sizes but along Axis."""
         axis = self._uint("axis", "Axis")
-        self._check_bounds_scalar("Axis", axis, 0, whole.rank - 1, f" ({whole_name}.DimensionCount - 1)")
+        self._check_bounds("Axis", None, axis, 0, whole.rank - 1, f" ({whole_name}.DimensionCount - 1)")
         for i, t in enumerate(parts):
             for d in range(whole.rank):
                 if d != axis and t.sizes[d] != whole.sizes[d]:
                     raise self._err(f"{many}[{i}].Sizes[{d}] must equal {whole_name}.Sizes[{d}] (every "
                                     f"dimension but Axis {axis}); got {t.sizes[d]} != {whole.sizes[d]}")
         return axis
-
-    def _check_bounds_scalar(self, field: str, value: int, lo: int, hi: int, why: str = "") -> None:
-        if not lo <= value <= hi:
-            raise self._err(f"{field} must be in [{lo}, {hi}]{why}; got {value}")
 
     def _float32(self, value, field: str) -> float:
         """A FLOAT field: a real number whose magnitude fits a float32 (NaN and

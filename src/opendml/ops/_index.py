@@ -178,7 +178,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
 
     def _axis_field(self, attr: str, field: str, rank: int, of: str) -> int:
         axis = self._uint(attr, field)
-        self._check_bounds_scalar(field, axis, 0, rank - 1, f" ([0, {of}.DimensionCount))")
+        self._check_bounds(field, None, axis, 0, rank - 1, f" ([0, {of}.DimensionCount))")
         return axis
 
     def _check_leading_ones(self, name: str, tensor: TensorDesc, meaningful: int, field: str) -> None:

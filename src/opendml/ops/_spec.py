@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model._checks import _short
-from ..model.data_type import DataType
+from ..model._checks import _short, type_name
+from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 
 #: A field's ``default`` when the JSON form must give it.
@@ -77,11 +77,6 @@ class Tensor:
     def __post_init__(self):
         if self.role not in ("input", "output"):
             raise ValueError(f"Tensor {self.json}: role must be 'input' or 'output'; got {self.role!r}")
-
-
-def _type_name(v) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-            float: "number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
 def _is_int(v) -> bool:
@@ -217,7 +212,7 @@ class Enum(FieldKind):
     kind = "enum"
 
     def names(self) -> str:
-        return ", ".join(m.name for m in self.enum if m.name not in ("UNKNOWN", "UINT4", "INT4"))
+        return ", ".join(m.name for m in self.enum if self.enum is not DataType or m in ELEMENT_TYPES)
 
     def from_json(self, value, path, parsed, fail):
         prefix = ENUM_PREFIXES.get(self.enum, "")
@@ -299,7 +294,7 @@ class Struct(FieldKind):
             return None
         if not isinstance(value, dict):
             raise fail(f"{path}: must be an object with {', '.join(m for m, _ in self.members)}"
-                       f"{' or null' if self.default is None else ''}; got {_type_name(value)}")
+                       f"{' or null' if self.default is None else ''}; got {type_name(value)}")
         names = [m for m, _ in self.members]
         for k in value:
             if k not in names:
@@ -411,7 +406,6 @@ def snake(name: str) -> str:
 
 GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_sums"
 
-
-def is_float(data_type) -> bool:
-    """Whether ``data_type`` (a DataType) is FLOAT16, FLOAT32 or FLOAT64."""
-    return data_type in (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64)
+FLOAT_TYPES = frozenset({DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64})
+#: Whether a DataType is FLOAT16, FLOAT32 or FLOAT64.
+is_float = FLOAT_TYPES.__contains__

@@ -95,7 +95,7 @@ class _DiagonalRules(MoveOperatorDesc):
 
     def _int_field(self, attr: str, field: str) -> int:
         v = as_int(getattr(self, attr), field, where=self.OPERATOR)
-        self._check_bounds_scalar(field, v, INT32_MIN, INT32_MAX, " (an INT)")
+        self._check_bounds(field, None, v, INT32_MIN, INT32_MAX, " (an INT)")
         self._set(attr, v)
         return v
 

@@ -28,11 +28,10 @@ import numpy as np
 from ..plan import FoldPlan, WindowSums
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ._spec import WINDOW_SUMS
 from .unfold import (MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window,
                      plain_window_fields)
-from ._common import FLOAT_TYPES, plain_ints
-from ._spec import Binding, per_axis
+from ._common import plain_ints
+from ._spec import FLOAT_TYPES, WINDOW_SUMS, Binding, per_axis
 from ..model.errors import ValidationError
 
 
@@ -139,7 +138,6 @@ class FoldOperatorDesc(_Windowed):
         return got[-3:] == (sizes[0], sizes[1] * k, blocks) and self._keep(fields)
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         self._check_input()
         d = self._dimension_count()
         if self.output_tensor is None:

@@ -107,7 +107,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
         d = inp.rank
         self._axis_field("axis", "Axis", d, "InputTensor")
         k = self._uint("index_dimensions", "IndexDimensions")
-        self._check_bounds_scalar("IndexDimensions", k, 0, d, " ([0, IndicesTensor.DimensionCount]: the page's "
+        self._check_bounds("IndexDimensions", None, k, 0, d, " ([0, IndicesTensor.DimensionCount]: the page's "
                                   "Example 1 uses IndexDimensions 1 with 1-D indices)")
         self._check_leading_ones("IndicesTensor", idx, k, "IndexDimensions")
         original = d - next((i for i, n in enumerate(inp.sizes) if n != 1), d)

@@ -51,14 +51,11 @@ class _NdIndexing(IndexOperatorDesc):
               UInt("IndicesDimensionCount", "indices_dimension_count"))
 
     def _check_nd(self, inp: TensorDesc, idx: TensorDesc, batch: int) -> None:
-        d = inp.rank
-        if idx.rank != d:
-            raise self._err(f"IndicesTensor.DimensionCount must equal InputTensor.DimensionCount; "
-                            f"got {idx.rank} != {d}")
+        d = inp.rank                         # (idx: checked by _same_rank)
         n_in = self._uint("input_dimension_count", "InputDimensionCount")
         n_idx = self._uint("indices_dimension_count", "IndicesDimensionCount")
-        self._check_bounds_scalar("InputDimensionCount", n_in, 1, d, " ([1, InputTensor.DimensionCount])")
-        self._check_bounds_scalar("IndicesDimensionCount", n_idx, 1, d, " ([1, IndicesTensor.DimensionCount])")
+        self._check_bounds("InputDimensionCount", None, n_in, 1, d, " ([1, InputTensor.DimensionCount])")
+        self._check_bounds("IndicesDimensionCount", None, n_idx, 1, d, " ([1, IndicesTensor.DimensionCount])")
         self._check_leading_ones("InputTensor", inp, n_in, "InputDimensionCount")
         self._check_leading_ones("IndicesTensor", idx, n_idx, "IndicesDimensionCount")
         if batch >= n_in or batch >= n_idx:
@@ -175,9 +172,7 @@ class GatherNd1OperatorDesc(_NdIndexing):
 
     def __post_init__(self):
         inp = self._check_input()
-        idx = self.indices_tensor
-        if not isinstance(idx, TensorDesc):
-            raise self._err(f"IndicesTensor must be a TensorDesc; got {type(idx).__name__}")
+        idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         batch = self._uint("batch_dimension_count", "BatchDimensionCount")
         self._check_nd(inp, idx, batch)
         self._check_index_output(inp, self.nd_result_sizes,
@@ -194,15 +189,9 @@ class GatherNd1OperatorDesc(_NdIndexing):
 class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     """GATHER_ND: GATHER_ND1 without batch dimensions (feature level 2_1)."""
 
-    input_tensor: TensorDesc
-    indices_tensor: TensorDesc
-    output_tensor: TensorDesc | None
-    input_dimension_count: int
-    indices_dimension_count: int
     batch_dimension_count: int = dataclasses.field(default=0, init=False)
 
     OPERATOR = "GATHER_ND"
     TYPE_VALUE = 108
-    SLOTS = GatherNd1OperatorDesc.SLOTS
     FIELDS = _NdIndexing.FIELDS
     SUPPORT = index_support("2_1")

@@ -21,9 +21,9 @@ import dataclasses
 
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import FLOAT16_32, FLOAT_TYPES, support
+from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc
-from ._spec import Binding, ScaleBias, Struct, is_float
+from ._spec import FLOAT_TYPES, Binding, ScaleBias, Struct, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -61,10 +61,7 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
 
     def __post_init__(self):
         inp = self._check_input()
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, inp.sizes))
-        self._check_slot_tensors()
-        self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+        self._derive_output(inp.sizes, "InputTensor.Sizes")
         sb = self.scale_bias
         if sb is not None:
             if not isinstance(sb, ScaleBias):

@@ -57,30 +57,14 @@ class JoinOperatorDesc(MoveOperatorDesc):
         return self.input_tensors[0]
 
     def __post_init__(self):
-        out = self.output_tensor
-        self._check_inputs_only()
-        first = self.input_tensors[0]
-        self._check_axis_parts("InputTensors", self.input_tensors, "InputTensors[0]", first)
-        if out is None:
-            self._set("output_tensor", TensorDesc(first.data_type, self.joined_sizes))
-        self._check_slot_tensors()
-        self._check_sizes("OutputTensor", self.output_tensor, self.joined_sizes,
-                          "the inputs' Sizes, summed along Axis")
-
-    def _check_inputs_only(self) -> None:
-        v = self.input_tensors
-        if isinstance(v, TensorDesc) or not isinstance(v, (list, tuple)):
-            raise self._err(f"InputTensors must be a sequence of TensorDesc; got {type(v).__name__}")
-        v = tuple(v)
-        if not v:
-            raise self._err("InputTensors must hold at least one tensor (InputCount > 0); got 0")
-        for i, t in enumerate(v):
-            if not isinstance(t, TensorDesc):
-                raise self._err(f"InputTensors[{i}] must be a TensorDesc; got {type(t).__name__}")
-            if t.rank != v[0].rank:
+        ins = self._tensor_tuple(self.SLOTS[0])
+        first = ins[0]
+        for i, t in enumerate(ins):
+            if t.rank != first.rank:
                 raise self._err(f"InputTensors[{i}].DimensionCount must equal InputTensors[0].DimensionCount; "
-                                f"got {t.rank} != {v[0].rank}")
-        self._set("input_tensors", v)
+                                f"got {t.rank} != {first.rank}")
+        self._check_axis_parts("InputTensors", self.input_tensors, "InputTensors[0]", first)
+        self._derive_output(self.joined_sizes, "the inputs' Sizes, summed along Axis")
 
     @property
     def joined_sizes(self) -> tuple[int, ...]:

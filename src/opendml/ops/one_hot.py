@@ -86,9 +86,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
 
     def __post_init__(self):
         idx = self._check_input()
-        for name, t in (("ValuesTensor", self.values_tensor), ("OutputTensor", self.output_tensor)):
-            if not isinstance(t, TensorDesc):
-                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
         self._check_index_ops(("ValuesTensor", "OutputTensor"))
         out = self.output_tensor
         axis = self._axis_field("axis", "Axis", idx.rank, "IndicesTensor")

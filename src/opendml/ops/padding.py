@@ -45,24 +45,14 @@ class PaddingRules(MoveOperatorDesc):
 
     def _check_padding(self) -> None:
         inp = self._check_input()
-        mode = self.padding_mode
-        try:
-            self._set("padding_mode", PaddingMode(mode) if not isinstance(mode, str)
-                      else PaddingMode[mode.upper().removeprefix("DML_PADDING_MODE_")])
-        except (ValueError, KeyError, TypeError):
-            raise self._err(f"PaddingMode must be one of {', '.join(m.name for m in PaddingMode)}; "
-                            f"got {mode!r}") from None
+        self._enum("padding_mode", "PaddingMode", PaddingMode)
         n = inp.rank
         self._ints("start_padding", "StartPadding", n)
         self._ints("end_padding", "EndPadding", n)
         for i in range(n):
             self._check_bounds("StartPadding", i, self.start_padding[i], 0, UINT32_MAX)
             self._check_bounds("EndPadding", i, self.end_padding[i], 0, UINT32_MAX)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.expected_output_sizes))
-        self._check_slot_tensors()
-        self._check_sizes("OutputTensor", self.output_tensor, self.expected_output_sizes,
-                          "InputTensor.Sizes + StartPadding + EndPadding")
+        self._derive_output(self.expected_output_sizes, "InputTensor.Sizes + StartPadding + EndPadding")
 
     @property
     def expected_output_sizes(self) -> tuple[int, ...]:
@@ -124,12 +114,10 @@ class PaddingRules(MoveOperatorDesc):
     def chunking(self):
         return {k: 0 for k, (s, e) in enumerate(zip(self.start_padding, self.end_padding)) if s or e}
 
-    def _fill_value(self):
-        return convert_scalar(self.padding_value, self.output_tensor.data_type)
-
     def _passes(self, layouts):
-        return pad_passes(int(self.padding_mode), self._fill_value(), self.input_tensor.sizes, self.start_padding,
-                          self.end_padding, layouts[0], self.output_tensor.element_strides)
+        return pad_passes(int(self.padding_mode), convert_scalar(self.padding_value, self.output_tensor.data_type),
+                          self.input_tensor.sizes, self.start_padding, self.end_padding, layouts[0],
+                          self.output_tensor.element_strides)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -147,7 +135,6 @@ class PaddingOperatorDesc(PaddingRules):
     TYPE_VALUE = 64
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode), Float("PaddingValue", "padding_value", default=0.0),
               Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
-    COUNTS = {"DimensionCount": "StartPadding"}
     SUPPORT = support({"1_0": (4, 5), "3_1": (1, 8)}, first=FLOAT16_32, wide="5_0")
 
     def __post_init__(self):

@@ -68,7 +68,6 @@ class Padding1OperatorDesc(PaddingRules):
               Enum("PaddingValueDataType", "padding_value_data_type", enum=DataType, default=_default_value_type),
               ScalarUnion("PaddingValue", "padding_value", type_field="PaddingValueDataType", default=0),
               Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
-    COUNTS = {"DimensionCount": "StartPadding"}
     SUPPORT = support({"5_0": (1, 8)})
 
     @classmethod

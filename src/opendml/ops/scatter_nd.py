@@ -96,14 +96,9 @@ class ScatterNdOperatorDesc(_NdIndexing):
 
     def __post_init__(self):
         inp = self._check_input()
-        for name, t in (("IndicesTensor", self.indices_tensor), ("UpdatesTensor", self.updates_tensor)):
-            if not isinstance(t, TensorDesc):
-                raise self._err(f"{name} must be a TensorDesc; got {type(t).__name__}")
-        upd = self.updates_tensor
-        if upd.rank != inp.rank:
-            raise self._err(f"UpdatesTensor.DimensionCount must equal InputTensor.DimensionCount; "
-                            f"got {upd.rank} != {inp.rank}")
-        self._check_nd(inp, self.indices_tensor, 0)
+        idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
+        upd = self._same_rank("UpdatesTensor", self.updates_tensor, inp)
+        self._check_nd(inp, idx, 0)
         self._check_sizes("UpdatesTensor", upd, self.nd_result_sizes,
                           "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
                           "the indexed dimensions]}")

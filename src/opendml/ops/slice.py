@@ -50,7 +50,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return lambda t: cls(t, None, offsets, sizes, strides)
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``)."""
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False
@@ -72,7 +71,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return True
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         n = inp.rank
         self._ints("offsets", "Offsets", n)
@@ -87,9 +85,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
                 raise self._err(
                     f"Offsets[{i}] + (Sizes[{i}] - 1) * Strides[{i}] must be < InputTensor.Sizes[{i}]; "
                     f"got {o} + ({s} - 1) * {t} = {o + (s - 1) * t} >= {dim}")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.sizes))
-        self._check_slot_tensors()
+        self._derive_output(self.sizes)
         for i, (s, o) in enumerate(zip(self.sizes, self.output_tensor.sizes)):
             if s != o:
                 raise self._err(f"Sizes[{i}] must equal OutputTensor.Sizes[{i}]; got {s} != {o}")

@@ -128,20 +128,14 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         if type(inp) is not TensorDesc:
             return False
         sizes = inp.sizes
-        n = len(sizes)
-        offsets = sequence_of(self.input_window_offsets, n)
-        window = sequence_of(self.input_window_sizes, n)
-        steps = sequence_of(self.input_window_strides, n)
-        if offsets is None or window is None or steps is None:
-            return False
-        got = _plain_window(sizes, offsets, window, steps)
+        got = _plain_window(sizes, self.input_window_offsets, self.input_window_sizes, self.input_window_strides)
         if got is None:
             return False
-        most = got[0]
+        offsets, window, steps, most, _ = got
         out = self.output_tensor
         if out is None:
             out = TensorDesc(inp.data_type, tuple(most))
-        elif (type(out) is not TensorDesc or out.data_type is not inp.data_type or len(out.sizes) != n
+        elif (type(out) is not TensorDesc or out.data_type is not inp.data_type or len(out.sizes) != len(sizes)
               or out.flags):
             return False
         else:
@@ -154,12 +148,9 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         return True
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         self._check_slice_window("InputTensor", inp)
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.max_output_sizes))
-        self._check_slot_tensors()
+        self._derive_output(self.max_output_sizes)
         for i, out in enumerate(self.output_tensor.sizes):
             most = max_copied_elements(self.input_window_sizes[i], self.input_window_strides[i])
             if not 1 <= out <= most:
@@ -233,12 +224,17 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         return (Copy(0, 0, out.sizes, origin, steps, 0, out.element_strides),)
 
 
-def _plain_window(sizes, offsets, window, steps) -> tuple[list, list] | None:
+def _plain_window(sizes, offsets, window, steps) -> tuple | None:
     """The rules of a window in the common case, in one pass: plain int
-    fields, the window inside the input (``sizes``), strides non-zero in
-    INT32's range. The most elements copied per dimension and CopyStart (a
-    negative stride starts at the window's end), or None where anything is
+    fields, a list or tuple of one per dimension, the window inside the input
+    (``sizes``), strides non-zero in INT32's range. ``(offsets, window,
+    steps)`` as tuples, the most elements copied per dimension and CopyStart
+    (a negative stride starts at the window's end), or None where anything is
     otherwise (the detailed rules then say what)."""
+    n = len(sizes)
+    offsets, window, steps = sequence_of(offsets, n), sequence_of(window, n), sequence_of(steps, n)
+    if offsets is None or window is None or steps is None:
+        return None
     most, starts = [], []
     for o, s, t, dim in zip(offsets, window, steps, sizes):
         if type(o) is not int or type(s) is not int or type(t) is not int or o < 0 or s < 1 or o + s > dim:
@@ -250,7 +246,7 @@ def _plain_window(sizes, offsets, window, steps) -> tuple[list, list] | None:
         else:
             return None
         most.append(max_copied_elements(s, t))
-    return most, starts
+    return offsets, window, steps, most, starts
 
 
 def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, tuple]:
@@ -266,19 +262,13 @@ def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, t
 def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -> tuple[tuple, list, tuple] | None:
     """``(output sizes, starts, steps)``: the packed output's element ``c`` is
     the input's element ``starts + steps * c`` (see ``opendml.ops``)."""
-    n = len(in_sizes)
-    offsets = sequence_of(offsets, n)
-    window = sequence_of(window, n)
-    steps = sequence_of(steps, n)
-    if offsets is None or window is None or steps is None:
-        return None
     got = _plain_window(in_sizes, offsets, window, steps)
     if got is None:
         return None
-    most, starts = got
+    _, _, steps, most, starts = got
     if output_sizes is None:
         return tuple(most), starts, steps
-    out = plain_ints(output_sizes, n)         # each in [1, most]: a valid TensorDesc (at most the input's count)
+    out = plain_ints(output_sizes, len(in_sizes))         # each in [1, most]: a valid TensorDesc (at most the input's count)
     if out is None:
         return None
     for size, m in zip(out, most):

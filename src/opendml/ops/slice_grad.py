@@ -80,7 +80,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return self.output_gradient_tensor
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``)."""
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         if (type(grad) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not grad.data_type
                 or out.flags):
@@ -101,7 +100,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return True
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         self._check_input()
         if self.output_gradient_tensor is None:
             raise self._err("OutputGradientTensor is required (it has the sizes of SLICE1's input, which the "
@@ -123,9 +121,8 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         """Per dimension, the lowest output-gradient position that receives a
         value: the window's offset for a positive stride; for a negative one
         the last element read, ``offset + (size - 1) - |stride| * (taken - 1)``."""
-        return tuple(o if t > 0 else o + (s - 1) - abs(t) * (g - 1)
-                     for o, s, t, g in zip(self.input_window_offsets, self.input_window_sizes,
-                                           self.input_window_strides, self.input_gradient_tensor.sizes))
+        return tuple(_walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                           self.input_gradient_tensor.sizes)[0])
 
     @staticmethod
     def output_sizes_of(input_sizes, output_gradient_sizes, window_offsets=None, window_sizes=None,
@@ -190,18 +187,10 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         stride is negated and its origin moved to the last element."""
         ((ts, origin),) = layouts
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
-        first, step, steps = [], [], []
-        for o, s, w, g, t in zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
-                                 grad.sizes, ts):
-            if w > 0:
-                first.append(o)
-                step.append(w)
-                steps.append(t)
-            else:                          # first_positions: the last element read; walked backwards
-                first.append(o + (s - 1) + w * (g - 1))
-                step.append(-w)
-                steps.append(-t)
-                origin += (g - 1) * t
+        first, step, back = _walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                                  grad.sizes)
+        steps = [-t if b else t for t, b in zip(ts, back)]
+        origin += sum((g - 1) * t for g, t, b in zip(grad.sizes, ts, back) if b)
         return (SliceScatter(0, 0, ScatterPlan(grad.element_size, out.sizes, 0, out.element_strides, tuple(first),
                                                tuple(step), grad.sizes, origin, tuple(steps))),)
 
@@ -234,17 +223,19 @@ def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tupl
         count *= d
     if count > MAX_ELEMENTS or not _plain_window(dims, in_sizes, offsets, window, steps):
         return None
+    return (dims, *_walk(offsets, window, steps, in_sizes))
+
+
+def _walk(offsets, window, steps, taken) -> tuple[list, list, list]:
+    """``(first, step, reversed)`` per dimension of the positions the window
+    writes, walked upwards: a negative stride starts at the last element
+    read (``first_positions``), its dimension walked backwards (1)."""
     first, step, back = [], [], []
-    for o, s, w, g in zip(offsets, window, steps, in_sizes):
-        if w > 0:
-            first.append(o)
-            step.append(w)
-            back.append(0)
-        else:                                    # first_positions: the last element read; walked backwards
-            first.append(o + (s - 1) + w * (g - 1))
-            step.append(-w)
-            back.append(1)
-    return dims, first, step, back
+    for o, s, w, g in zip(offsets, window, steps, taken):
+        first.append(o if w > 0 else o + (s - 1) + w * (g - 1))
+        step.append(abs(w))
+        back.append(0 if w > 0 else 1)
+    return first, step, back
 
 
 SliceGradOperatorDesc.plain_lowering = staticmethod(plain_lowering)

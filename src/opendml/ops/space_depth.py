@@ -73,10 +73,7 @@ class _SpaceDepth(MoveOperatorDesc):
                 raise self._err(f"InputTensor.Sizes[1] (Channels) must be a multiple of BlockSize * BlockSize = "
                                 f"{b * b}; got {c}")
             expected, rule = (n, c // (b * b), h * b, w * b), "{N, C / BlockSize^2, H * BlockSize, W * BlockSize}"
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, expected))
-        self._check_slot_tensors()
-        self._check_sizes("OutputTensor", self.output_tensor, expected, rule)
+        self._derive_output(expected, rule)
 
     # differentiation (see ``_spec``): a permutation, whose adjoint is its
     # inverse: DEPTH_TO_SPACE of SPACE_TO_DEPTH with the same order, and back.
@@ -114,15 +111,6 @@ class _SpaceDepth(MoveOperatorDesc):
             yield Copy(0, 0, sizes, origin, depth_strides, 0, space_strides)
 
 
-def _check_order(desc) -> None:
-    o = desc.order
-    try:
-        desc._set("order", DepthSpaceOrder(o) if not isinstance(o, str)
-                  else DepthSpaceOrder[o.upper().removeprefix("DML_DEPTH_SPACE_ORDER_")])
-    except (ValueError, KeyError, TypeError):
-        raise desc._err(f"Order must be one of {', '.join(m.name for m in DepthSpaceOrder)}; got {o!r}") from None
-
-
 @dataclasses.dataclass(frozen=True, repr=False)
 class SpaceToDepthOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C*b*b, H/b, W/b}`` packed."""
@@ -149,7 +137,7 @@ class _SpaceDepth1(_SpaceDepth):
         return self.order
 
     def __post_init__(self):
-        _check_order(self)
+        self._enum("order", "Order", DepthSpaceOrder)
         self._check()
 
     @classmethod

@@ -80,10 +80,7 @@ class TileOperatorDesc(MoveOperatorDesc):
         self._ints("repeats", "Repeats", inp.rank)
         for i, r in enumerate(self.repeats):
             self._check_bounds("Repeats", i, r, 1, UINT32_MAX, " (values must be larger than 0)")
-        if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, self.tiled_sizes))
-        self._check_slot_tensors()
-        self._check_sizes("OutputTensor", self.output_tensor, self.tiled_sizes, "InputTensor.Sizes * Repeats")
+        self._derive_output(self.tiled_sizes, "InputTensor.Sizes * Repeats")
 
     @property
     def tiled_sizes(self) -> tuple[int, ...]:

@@ -133,7 +133,6 @@ class UnfoldOperatorDesc(_Windowed):
         return lambda t: cls(t, None, *[per_axis(v, len(t.sizes) - 2) for v in fields])
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``)."""
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False
@@ -154,7 +153,6 @@ class UnfoldOperatorDesc(_Windowed):
         return self._keep(fields, output_tensor=out)
 
     def _check_rules(self):
-        """Every rule, one at a time: the first broken one raises, named."""
         inp = self._check_input()
         d = self._dimension_count()
         self._check_window_fields("InputTensor", inp, d)

@@ -202,15 +202,6 @@ def config() -> Config:
     return cfg
 
 
-def _check_int(name: str, value, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"configure: {name} must be an int; got {type(value).__name__}")
-    v = value.__index__()
-    if not lo <= v <= hi:
-        raise ValidationError(f"configure: {name} must be in [{lo}, {hi}]; got {v}")
-    return v
-
-
 class _Restore:
     """What ``configure`` returns: a context manager restoring the settings
     that were in force before the call."""
@@ -301,8 +292,13 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
                                     ("thread_grain_bytes", thread_grain_bytes, 1, 2**62),
                                     ("unfold_tile_stride", unfold_tile_stride, 0, 2**62),
                                     ("unfold_tile_columns", unfold_tile_columns, 1, 1 << 20)):
-            if value is not None:
-                changes[name] = _check_int(name, value, lo, hi)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not hasattr(value, "__index__"):
+                raise TypeError(f"configure: {name} must be an int; got {type(value).__name__}")
+            changes[name] = value.__index__()
+            if not lo <= changes[name] <= hi:
+                raise ValidationError(f"configure: {name} must be in [{lo}, {hi}]; got {changes[name]}")
         if call_cache is not None:
             if not isinstance(call_cache, bool):
                 raise TypeError(f"configure: call_cache must be True or False; got {type(call_cache).__name__}")

@@ -33,47 +33,26 @@ typedef struct {
 typedef struct { int64_t a, n; const char *s; } fold_run;
 typedef struct { fold_run run[FOLD_BATCH]; int n; } fold_batch;
 
-static inline uint8_t ld_u8(const char *p) { uint8_t v; memcpy(&v, p, 1); return v; }
 static inline uint16_t ld_u16(const char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static inline uint32_t ld_u32(const char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline uint64_t ld_u64(const char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-static inline float ld_f32(const char *p) { float v; memcpy(&v, p, 4); return v; }
-static inline double ld_f64(const char *p) { double v; memcpy(&v, p, 8); return v; }
 static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p, &h, 2); }
 /* FOLD's canonical NaNs (float16's is 0x7E00, odml_f2h of the float32 one) */
 static inline float odml_nan_f32(void) { uint32_t b = 0x7FC00000u; float f; memcpy(&f, &b, 4); return f; }
 static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; double f; memcpy(&f, &b, 8); return f; }
 
 #define FOLD_SUFFIX _u8
-#define FOLD_ES 1
 #define FOLD_T uint8_t
-#define FOLD_LOAD(p) ld_u8(p)
-#define FOLD_STORE(p, v) memcpy((p), &(v), 1)
-#define FOLD_SAME 1
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _u16
-#define FOLD_ES 2
 #define FOLD_T uint16_t
-#define FOLD_LOAD(p) ld_u16(p)
-#define FOLD_STORE(p, v) memcpy((p), &(v), 2)
-#define FOLD_SAME 1
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _u32
-#define FOLD_ES 4
 #define FOLD_T uint32_t
-#define FOLD_LOAD(p) ld_u32(p)
-#define FOLD_STORE(p, v) memcpy((p), &(v), 4)
-#define FOLD_SAME 1
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _u64
-#define FOLD_ES 8
 #define FOLD_T uint64_t
-#define FOLD_LOAD(p) ld_u64(p)
-#define FOLD_STORE(p, v) memcpy((p), &(v), 8)
-#define FOLD_SAME 1
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _f16
@@ -87,20 +66,12 @@ static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; do
 
 #define FOLD_SUFFIX _f32
 #define FOLD_NAN odml_nan_f32()
-#define FOLD_ES 4
 #define FOLD_T float
-#define FOLD_LOAD(p) ld_f32(p)
-#define FOLD_STORE(p, v) memcpy((p), &(v), 4)
-#define FOLD_SAME 1
 #include "fold_impl.h"
 
 #define FOLD_SUFFIX _f64
 #define FOLD_NAN odml_nan_f64()
-#define FOLD_ES 8
 #define FOLD_T double
-#define FOLD_LOAD(p) ld_f64(p)
-#define FOLD_STORE(p, v) memcpy((p), &(v), 8)
-#define FOLD_SAME 1
 #include "fold_impl.h"
 
 /* Accumulator rows of about this many bytes: a tile stays in L1/L2 while the window rows are added into it; wider for

@@ -1,15 +1,23 @@
 /* FOLD's loops for one accumulator type, included by fold.c once per type
- * with FOLD_SUFFIX (name suffix), FOLD_T (accumulator), FOLD_ES (bytes per
- * element), FOLD_LOAD(p) (the input element at p as FOLD_T), FOLD_STORE(p, v)
- * (v rounded and stored as the output element at p), FOLD_SAME (1 when
- * FOLD_T is the element's own type, so a contiguous row is stored with
- * memcpy) and, for floating-point sums, FOLD_NAN (the canonical quiet NaN
- * of FOLD_T that replaces every NaN sum before it is stored). See fold.c for
- * the design. */
+ * with FOLD_SUFFIX (name suffix), FOLD_T (accumulator), for floating-point
+ * sums FOLD_NAN (the canonical quiet NaN of FOLD_T that replaces every NaN
+ * sum before it is stored) and, where FOLD_T is not the element's own type,
+ * FOLD_ES (bytes per element), FOLD_LOAD(p) (the input element at p as
+ * FOLD_T), FOLD_STORE(p, v) (v rounded and stored as the output element at p)
+ * and FOLD_SAME 0; else the elements are FOLD_T, moved through memcpy (and a
+ * contiguous row is stored with one). See fold.c for the design. */
 
 #define FOLD_CAT2(a, b) a##b
 #define FOLD_CAT(a, b) FOLD_CAT2(a, b)
 #define FN(name) FOLD_CAT(name, FOLD_SUFFIX)
+
+#ifndef FOLD_LOAD
+#define FOLD_ES ((int64_t)sizeof(FOLD_T))
+static inline FOLD_T FN(fold_load)(const char *p) { FOLD_T v; memcpy(&v, p, sizeof v); return v; }
+#define FOLD_LOAD(p) FN(fold_load)(p)
+#define FOLD_STORE(p, v) memcpy((p), &(v), sizeof(FOLD_T))
+#define FOLD_SAME 1
+#endif
 
 #define FOLD_BLK (64 / (int)sizeof(FOLD_T))       /* accumulators kept in registers: 64 bytes */
 

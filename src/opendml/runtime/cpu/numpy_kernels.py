@@ -18,7 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...model.data_type import DataType
-from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP, CopyPlan, FoldPlan, Scatter, ScatterPlan, UnfoldPlan
+from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP, CopyPlan, FoldPlan, Scatter, ScatterPlan, UnfoldPlan, _span
 from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
@@ -412,8 +412,7 @@ def _blocks(flat: np.ndarray, sizes, strides):
     ``sizes``/``strides`` (the pass's inner dimensions) with its origin at
     element ``r - lo``; its rows are exactly the blocks that lie inside
     ``flat``, so indexing it with a row outside raises (NumPy checks)."""
-    lo = sum((n - 1) * t for n, t in zip(sizes, strides) if t < 0)
-    hi = sum((n - 1) * t for n, t in zip(sizes, strides) if t > 0)
+    lo, hi = _span(0, sizes, strides)
     rows = flat.shape[0] - (hi - lo)
     item = flat.itemsize
     if rows <= 0:

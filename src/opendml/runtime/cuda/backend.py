@@ -36,12 +36,8 @@ Launch path (issue 12)
       the current CUDA device of the calling thread; otherwise the launch is
       retried once with the backend's device made current.
 
-    ``record``/``launch``/``launcher`` take a plan of one tuned pass (the
-    first five's: a plain copy, UNFOLD, FOLD, SLICE_GRAD) by one source and
-    one destination address and give its single ``Launch`` (the C call cache
-    replays it); ``prepare(plan, srcs, dsts)`` (lists of CuPy word arrays, one
-    per slot) returns a callable running the plan on CuPy's current stream,
-    read at each call.
+    ``record``/``launch``/``launcher`` (a plan of one tuned pass) and
+    ``prepare`` (CuPy word arrays) are forms of it: see each.
 """
 from __future__ import annotations
 

@@ -50,43 +50,31 @@ MOVE_PLAIN_VIA = "auto"
 #: output row, where the output's innermost dimension is contiguous on both
 #: sides and at least ``PAD_ROWS_MIN`` elements long, else pass by pass.
 #: True: one ``move_vec`` pass over the whole output with per-axis maps.
-#: False: pass by pass. Measurements: benchmarks/RESULTS.md.
+#: False: pass by pass. The measurements behind this and every setting below
+#: (the fastest measured on an H100 and an H200): benchmarks/RESULTS.md.
 FUSE_PAD = "padr"
 #: move_padr's (words a lane moves at once, minimum resident blocks per
 #: multiprocessor (its register cap), flags: 2 each interior word read as
 #: its elements where they are 4 bytes or more, no shuffles; 4 the row
 #: element by element, 4 x words elements a lane a round, 2 x words of 8
-#: bytes). On an H200 (session 17, copy 4,098 GB/s; pads by 1/3/5 of
-#: (16,64,256,256) float32 in every mode, kernel time): (3, 8, 4) 32
-#: registers 0.137-0.143 ms, 0.95-0.96 of copy; (2, 8, 4) 0.94-0.96, (2, 7,
-#: 4) 0.95-0.96, (1, 8, 4) 0.90-0.92, (4, 8, 4) 0.78-0.79; session 15's (2,
-#: 6, 2) (16-byte interior words, 40 registers) 0.87-0.88, "words" 0.68-0.81,
-#: "rows" 0.33-0.46, True (move_vec) 0.34-0.43, pass by pass 0.45-0.64. In
-#: session 15 (ncu) the 16-byte-word kernel with 56 registers (4 blocks a
-#: multiprocessor) held 3.43 TB/s where the slice's strided_copy (element by
-#: element, 30 registers) moved 3.94. benchmarks/RESULTS.md.
+#: bytes).
 PAD_ROWS = (3, 8, 4)
 #: move_padr's settings for 1- and 2-byte elements (their words realigned
-#: through shuffles and funnel shifts: 40 registers would spill 48-64 bytes),
-#: uncapped as in session 14 (not measured on a GPU since).
+#: through shuffles and funnel shifts: 40 registers would spill 48-64 bytes).
 PAD_ROWS_SMALL = (2, 1, 0)
 PADR_MIN_BYTES = 256
 #: move_padw's (words per thread, minimum resident blocks per multiprocessor:
-#: its register cap, __launch_bounds__(256, MINB)). On an H100 (session 7)
-#: (1, 8) ran 0.91-0.96 of copy; on an H200 (session 13) 0.68-0.81, every
-#: other setting, shuffles and a persistent grid included, slower.
+#: its register cap, __launch_bounds__(256, MINB)).
 PAD_WORDS = (1, 8)
 PAD_ROWS_MIN = 16
 #: Contiguous one-dimensional conversion or scale/bias passes: ``move_cvt``
 #: with this many V-element runs a thread (all loads first), where > 0; 0:
-#: ``move_vec``. On an H100 (session 7) 1 was the fastest or tied; flags 2 (a
-#: persistent grid) slower on an H200.
+#: ``move_vec``. Flags 2: a persistent grid.
 CVT_UNROLL = 1
 CVT_FLAGS = 0
 #: Plain passes that word_plan widens to aligned 16-byte words (no reversal)
 #: in at least ``WORD_COPY_MIN_RANK`` dimensions: ``move_wcopy`` with this
-#: many words a thread, where > 0; else ``strided_copy``. On an H200 (session
-#: 13) TILE (1,1,2,2) ran 0.103 ms through strided_copy, 0.087 ms with 2.
+#: many words a thread, where > 0; else ``strided_copy``.
 WORD_COPY = 2
 WORD_COPY_MIN_RANK = 3
 _MAP_CONSTANT = 5
@@ -318,13 +306,8 @@ def _tile_pass(k: _Pass, es: int):
 #: tiles of this many elements a side (32 or 64; 0: off, the passes then take
 #: strided_copy), where both transposed dimensions are at least
 #: ``TRANSPOSE_MIN`` long (move_tile takes the small transposes of
-#: SPACE_TO_DEPTH and DEPTH_TO_SPACE). On an H200 (session 13, 256 MiB
-#: float32) an NCHW view of an NHWC tensor made contiguous ran 0.134 ms with
-#: 64 (0.96 of copy), 0.159 ms with 32, 0.486 ms through move_vec; a 256 MiB
-#: 5-D permutation 0.071 / 0.103 / 0.248 ms; the 32 MiB one
-#: ((8,16,32,32,64).permute(0,4,2,1,3), a 32-long side) 0.028-0.030 ms with
-#: either (0.54-0.57: 67 MB in 16 us at copy speed, the launch and the
-#: first and last waves of blocks take the rest).
+#: SPACE_TO_DEPTH and DEPTH_TO_SPACE). 64 was the fastest measured
+#: (benchmarks/RESULTS.md).
 TRANSPOSE_TILE = 64
 TRANSPOSE_MIN = 16
 
@@ -433,7 +416,7 @@ def _plain_step(k: _Pass, slots):
     ``strided_copy`` where it widens it otherwise (or reverses or picks
     every other element), ``move_transpose`` / ``move_tile`` where it
     transposes, else ``strided_copy`` by element (SLICE's window at an odd
-    column: 0.96 of copy on an H200, session 13)."""
+    column)."""
     es = DataType(k.st).size
     nd = len(k.dims)
     via = slots.via
