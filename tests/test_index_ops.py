@@ -918,19 +918,23 @@ def test_torch_compile_gather_on_cuda():
 
 # -- the compiled index passes (runtime/cpu/indexed/index.c) ------------------------------------------------
 
-def _compiled_index():
+@pytest.fixture
+def compiled_index():
+    """The CPU backend module, with the compiled kernels configured (whatever
+    ``OPENDML_CPU_KERNELS`` says); a skip where they are not installed."""
     from opendml.runtime.cpu import backend as cpu
     native = cpu._load_native()
     if not dml.config().compiled_available or native is None or not hasattr(native, "index_run_pass"):
         pytest.skip("the compiled CPU kernels are not installed")
-    return cpu
+    with dml.configure(cpu_kernels="compiled"):
+        yield cpu
 
 
-def test_compiled_and_numpy_paths_give_the_same_bytes_float16_sums():
+def test_compiled_and_numpy_paths_give_the_same_bytes_float16_sums(compiled_index):
     """The accumulating scatter (a gather's adjoint) in float16 with many
     repeated indices: float32 additions rounded at each step, in row-major
     order, on both CPU paths; and the compiled path really runs index.c."""
-    cpu = _compiled_index()
+    cpu = compiled_index
     from opendml.arrays.index_ops import index_adjoint
     from opendml.plan import Gather
     rng = np.random.default_rng(3)
@@ -950,10 +954,10 @@ def test_compiled_and_numpy_paths_give_the_same_bytes_float16_sums():
     assert isinstance(plan.passes[0], Gather)
 
 
-def test_compiled_pass_refuses_a_block_outside_its_range():
+def test_compiled_pass_refuses_a_block_outside_its_range(compiled_index):
     """A pass whose reach exceeds the bound range (which validation never
     lets through) stops with an error in index.c instead of reading past it."""
-    cpu = _compiled_index()
+    cpu = compiled_index
     from opendml.plan import Gather, IndexAxis, MovePlan
     plan = MovePlan((1, 6), (1,), (Gather(0, 0, (3,), 0, (0,), 0, (1,), (IndexAxis(1, 0, (1,), 1, 100),)),))
     backend = cpu.CpuBackend(dml.config())
@@ -969,7 +973,8 @@ def test_repeated_calls_served_from_a_cache_read_new_indices():
     from opendml.arrays import planner
     from opendml.runtime import calls
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    info = calls.info if calls.move is not calls._miss else planner.info
+    def info():     # the C call cache serves with the compiled kernels, the Python cache with NumPy's
+        return {"hits": planner.info()["hits"] + (calls.info()["hits"] if calls.move is not calls._miss else 0)}
     before = info()["hits"]
     for k in range(3):
         idx = np.array([[k, 2 - k]], np.int64)
