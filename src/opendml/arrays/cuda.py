@@ -42,7 +42,9 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
 
     ``name`` (optional): the array function called. The errors of the first
     five (a tuned kernel each: ``PLAIN_KERNEL``) name it, as their other
-    routes do (``engine._execute``); the others' name the operator."""
+    routes do (``engine._execute``); the others' name the operator. Where not
+    given, the function ``record``'s call names."""
+    name = name or (record[0].name if record is not None else None)
     what = name if name and getattr(desc, "PLAIN_KERNEL", None) is not None else desc.OPERATOR
     srcs, spans, layouts, keep, origins = [], [], [], [], []
     packed = False
