@@ -647,19 +647,21 @@ PyObject *take_outputs(PyObject **outs, int n, int multi) {
 
 PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (!enabled || nargs < 2 || !table) Py_RETURN_NONE;
-    PyObject *x = args[1], *result;
-    PyTypeObject *type = Py_TYPE(x);
 #ifdef ODML_NUMPY
+    if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
+    PyObject *result;
+    PyTypeObject *type = Py_TYPE(args[1]);
     /* the move program's entries of every operator (calls_move.c), as call_cache_move finds them; a NumPy array's
      * miss served as a new shape where numpy_plain can */
-    if (!numpy_ready) Py_RETURN_NONE;
     if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs);
     else if (type == &PyArray_Type) return numpy_move(args, nargs, 1);
     else if (c_type && type == (PyTypeObject *)c_type) result = cuda_move(args, nargs, 0);
-#endif
     else Py_RETURN_NONE;
     return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
+#else
+    (void)args; (void)nargs;
+    Py_RETURN_NONE;
+#endif
 }
 
 Entry *entry_alloc(int kind, int n_out, int n_pass) {
@@ -707,9 +709,9 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     (void)self;
     if (nargs < 2 || !table) Py_RETURN_NONE;
     Key k;
-    PyObject *x = args[1];
     int rc = -1;
 #ifdef ODML_NUMPY
+    PyObject *x = args[1];
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
     if (numpy_ready && Py_TYPE(x) == &PyArray_Type) rc = move_key(&k, args[0], x, args + 2, nargs - 2, in, &n_in);
