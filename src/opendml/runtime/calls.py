@@ -174,7 +174,7 @@ CHECKED = frozenset(cls.BINDING.function for cls in OPERATORS.values()
 
 
 def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launches, multi: bool,
-                  since: int) -> bool:
+                  since: int, planned: tuple | None = None) -> bool:
     """Record a data-movement family call on PyTorch CUDA tensors or CuPy
     arrays, made on the settings of ``generation()`` ``since``: ``x`` and
     ``args`` as ``move`` takes them, ``outs`` one ``(shape, dtype, address)``
@@ -213,7 +213,7 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
     return _native.call_cache_put_move(OPS[name], x, args,
                                        tuple((tuple(int(n) for n in shape), dtype, ptr & 15)
                                              for shape, dtype, ptr in outs),
-                                       tuple(origins), tuple(steps), multi, since)
+                                       tuple(origins), tuple(steps), multi, since, planned)
 
 
 def register_torch_api(capsule) -> None:

@@ -581,7 +581,9 @@ def _kernel_move(call, desc, arrays, since) -> list:
             return library.kernel(desc, arrays)
         seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
         x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
-        return library.cuda_move(desc, arrays, (call, x, since))
+        # (the layouts read before the launches are planned: another thread may change a tensor in place)
+        planned = tuple((t.shape, t.stride()) for t in arrays)
+        return library.cuda_move(desc, arrays, (call, x, since, planned))
     return library.kernel(desc, arrays)
 
 

@@ -3,10 +3,9 @@
  * The first call with a given operator, arguments, input dtype, shape and strides (on CUDA also the device and
  * the input address's class mod 16) runs in Python: validation, lowering, the backend's choice of kernel. Where
  * it ran a compiled kernel on the input as given, its adapter stores here what the kernel needs (the move
- * program's entries, calls_move.c, for NumPy and CuPy arrays and every operator; PyTorch's own entries of the first
- * five, put_numpy and put_cuda on tensors: the output's shape, the input's origin, the CPU kernel's parameter block
- * or the CUDA launch). A later call with the same key (call_cache_call, the first thing each of the first five's
- * functions does; call_cache_move, each other function's) allocates the
+ * program's entries, calls_move.c, for every operator on NumPy arrays, PyTorch tensors and CuPy arrays). A later call
+ * with the same key (call_cache_call, the first thing each of the first five's functions does; call_cache_move, each
+ * other function's: both find the same entries) allocates the
  * output with the framework's own allocator (NumPy's, opendml's output blocks, PyTorch's caching allocator,
  * CuPy's pool) and runs the kernel on the caller's current stream. It returns None for anything it cannot
  * vouch for: another array type, a PyTorch tensor that autograd or a tracer must see (requires_grad with grad
@@ -397,7 +396,7 @@ const odml_torch_api *tapi;
 static PyObject *tapi_owner;
 
 /* The key words of a tensor the accessors described (torch_key's, below). */
-int torch_key_info(Key *k, const odml_torch_info *in) {
+static int torch_key_info(Key *k, const odml_torch_info *in) {
     if (in->device < -1 || put(k, (int64_t)(intptr_t)in->dtype) < 0 || put(k, in->ndim) < 0) return -1;
     for (int i = 0; i < in->ndim; i++)
         if (put(k, in->sizes[i]) < 0) return -1;

@@ -189,7 +189,6 @@ int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag, uint64_t *
 int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
-int torch_key_info(Key *k, const odml_torch_info *in);
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 int torch_plain(PyObject *x);
 /* torch_plain, the accessors' description of x in *in (ndim -1: none) */

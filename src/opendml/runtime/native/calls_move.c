@@ -959,9 +959,10 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
  * address params), or for an index-driven pass (function, grid, block, shared, parameter block bytes, src, dst,
  * IndexPass, (at_src, at_dst, at_idx, slots, flags)) (index_step; function 0: the IndexPass runs it; flags: a
  * checked call's, whose served calls wait for their stream and answer None where an index was out of range). False (nothing stored) where the call has no key, the cache is off or was dropped since
- * `generation`, or an origin is outside [0, the input's address]; ValueError for a malformed record. */
+ * `generation`, an input no longer has its `planned` (shape, strides as its framework reads them: PyTorch's
+ * x.stride(), CuPy's x.strides), or an origin is outside [0, the input's address]; ValueError for a malformed record. */
 static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
-                               PyObject *steps, int multi, int torch) {
+                               PyObject *steps, int multi, int torch, PyObject *planned) {
     PyObject *in[MAX_MOVE_IO];
     int n_in = 0, seq = 0;
     int64_t device = -1;
@@ -970,7 +971,10 @@ static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, P
     Entry *e = NULL;
     if (cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0)
         return with_deferred(Py_NewRef(Py_False));
-    const int keyed = cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
+    /* (read with the key: an input another thread changed after its launches were planned is not recorded) */
+    int same = planned == Py_None || (PyTuple_Check(planned) && PyTuple_GET_SIZE(planned) == n_in);
+    for (int i = 0; same && planned != Py_None && i < n_in; i++) same = still_planned(in[i], PyTuple_GET_ITEM(planned, i), torch);
+    const int keyed = same && cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
                                     in, n_in, seq, &device, ptr, NULL) == 0;
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     if (PyErr_Occurred()) drop_error();
@@ -1096,7 +1100,7 @@ PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
         return NULL;
     if (!enabled || gen != generation) return with_deferred(Py_NewRef(Py_False));
     const int fw = cuda_framework(x);                     /* NumPy records come with NumPy arrays (views) */
-    return fw ? put_move_cuda(op, x, call_args, outs, origins, passes, multi, fw == 1)
+    return fw ? put_move_cuda(op, x, call_args, outs, origins, passes, multi, fw == 1, planned)
               : put_move(op, x, call_args, outs, origins, passes, multi, planned);
 #else
     (void)args;

@@ -970,8 +970,6 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
         Py_XDECREF(conf);
         return with_deferred(out);
     }
-    /* (cpu_new's CUDA check already made) */
-    if (fw == 1 && torch_input(args[xi])) return with_deferred(torch_views(args, nargs, xi, cpu));
     return cpu_new(args, nargs, xi, cpu);
 }
 
@@ -1020,9 +1018,9 @@ static PyObject *torch_cpu_new(PyObject *const *args) {
     Key k;
     odml_torch_info in;
     PyObject *x = args[2];
-    if (!tapi || tapi->describe(x, &in) != 0) return NULL;
+    if (!tapi || tapi->describe(x, &in) != 0 || in.device != -1) return NULL;
     if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c) || in.dispatch_modes || in.wrapped
-            || in.device != -1 || (in.requires_grad && in.grad_enabled)
+            || (in.requires_grad && in.grad_enabled)
             || torch_view_key(&k, args[0], ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]), &in,
                               &type) < 0) {
         if (PyErr_Occurred()) drop_error();
