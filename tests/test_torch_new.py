@@ -111,7 +111,7 @@ def entry(fn, x, *args):
     e = calls.entry(fn.__name__, x, *args)
     if e is None:
         return None
-    e = dict(e, dtype=None if e["dtype"] is None else e["dtype"].str)
+    e = dict(e, dtype=None if e["dtype"] is None else str(e["dtype"]))    # (a NumPy dtype, or a torch.dtype on CUDA)
     if not e["cpu"]:
         del e["params"], e["kernel"]
     return e
