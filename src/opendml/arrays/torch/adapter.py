@@ -10,8 +10,9 @@ module declares:
   ``x.numpy()`` (a view: NumPy's route, ``engine.run_numpy``), a CUDA tensor
   by pointer, its outputs from PyTorch's caching allocator and the kernels
   launched on the device's current stream (``arrays/cuda.py``; no DLPack, no
-  CuPy). The run is recorded in the call cache (``runtime/calls.py``) as a
-  move entry, which serves the next such call from C, whatever the function.
+  CuPy; a meta tensor gets meta outputs). The run is recorded in the call
+  cache (``runtime/calls.py``) as a move entry, which serves the next such
+  call from C, whatever the function.
 * **Autograd route**, when a derivative is needed in eager mode (a tensor
   requiring grad, an open forward-AD level, a ``torch.func`` wrapper), the
   same for every operator (``_autograd``): the C++ autograd node (``node``)
@@ -24,13 +25,13 @@ module declares:
   its old-style twin ``_MoveEager`` (the same rules, a cheaper ``apply``)
   where no ``torch.func`` transform wraps the inputs.
 * **Operator route**, when a tracer is at work (``torch.compile``, fake or
-  functional tensors, a dispatch mode, the meta device): the custom
-  operators below (fake implementations, autograd formulas, batching rules),
-  or their C++ copies (namespace ``opendml_cpp``) once the node library is
-  loaded, whose implementations take the kernel route (the first five's have
-  their own, which Inductor's wrapper calls directly; every other operator's
-  is the one custom operator ``opendml::move``, ``library``). A dual tensor reaching this route is an error, never a
-  dropped tangent.
+  functional tensors, a dispatch mode): the custom operators below (fake
+  implementations, autograd formulas, batching rules), or their C++ copies
+  (namespace ``opendml_cpp``) once the node library is loaded, whose
+  implementations take the kernel route (the first five have their own,
+  which Inductor's wrapper calls directly; every other operator's is the one
+  custom operator ``opendml::move``, ``library``). A dual tensor reaching
+  this route is an error, never a dropped tangent.
 
 Calls are validated with the array API's messages before they enter an
 operator; the operators' implementations call the array API in kernel mode

@@ -1,7 +1,8 @@
 /* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_packed.c; see calls.c for what the
  * cache is). One entry kind, Entry (below): the outputs to allocate and the passes to run into them. calls.c holds
- * the table, the keys and the hooks; calls_move.c the move program's of every operator (its passes, index.c's and the first five's tuned
- * kernels among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the one new-shape route of every
+ * the table, the keys and the hooks; calls_move.c the move program's of every operator (its passes, index.c's and the
+ * first five's tuned kernels among them, on NumPy arrays, PyTorch CPU tensors as their views and CUDA memory);
+ * calls_move_new.c the one new-shape route of every
  * operator on NumPy arrays, PyTorch tensors and CUDA memory (new_shape, serve_new and cuda_new, which
  * newshape_index.c's route shares; the first five's calls lowered to one tuned pass and recorded as their entries,
  * also at a miss); calls_packed.c Inductor's direct kernel. What they share is declared here; the extension is

@@ -592,7 +592,8 @@ int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs) {
     uint64_t ptr;
     PyArrayObject *view[MAX_MOVE_IO];
     int n;
-    if (torch_plain_in(x, &in) == 2) return cuda_move_key(k, 1, args[0], args + 2, nargs - 2, &x, 1, 0, &device, &ptr, NULL);
+    if (torch_plain_in(x, &in) == 2)
+        return cuda_move_key(k, 1, args[0], args + 2, nargs - 2, &x, 1, 0, &device, &ptr, NULL);
     if (in.ndim >= 0) return in.device == -1 ? torch_view_key(k, args[0], args + 2, nargs - 2, &in, &t) : -1;
     PyObject *v = torch_view(x);
     const int rc = v ? move_key(k, args[0], v, args + 2, nargs - 2, view, &n) : -1;
@@ -960,7 +961,8 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
  * IndexPass, (at_src, at_dst, at_idx, slots, flags)) (index_step; function 0: the IndexPass runs it; flags: a
  * checked call's, whose served calls wait for their stream and answer None where an index was out of range). False (nothing stored) where the call has no key, the cache is off or was dropped since
  * `generation`, an input no longer has its `planned` (shape, strides as its framework reads them: PyTorch's
- * x.stride(), CuPy's x.strides), or an origin is outside [0, the input's address]; ValueError for a malformed record. */
+ * x.stride(), CuPy's x.strides), or an origin is outside [0, the input's address]; ValueError for a malformed
+ * record. */
 static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
                                PyObject *steps, int multi, int torch, PyObject *planned) {
     PyObject *in[MAX_MOVE_IO];
@@ -973,9 +975,10 @@ static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, P
         return with_deferred(Py_NewRef(Py_False));
     /* (read with the key: an input another thread changed after its launches were planned is not recorded) */
     int same = planned == Py_None || (PyTuple_Check(planned) && PyTuple_GET_SIZE(planned) == n_in);
-    for (int i = 0; same && planned != Py_None && i < n_in; i++) same = still_planned(in[i], PyTuple_GET_ITEM(planned, i), torch);
-    const int keyed = same && cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
-                                    in, n_in, seq, &device, ptr, NULL) == 0;
+    for (int i = 0; same && planned != Py_None && i < n_in; i++)
+        same = still_planned(in[i], PyTuple_GET_ITEM(planned, i), torch);
+    const int keyed = same && cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item,
+                                            PyTuple_GET_SIZE(call_args), in, n_in, seq, &device, ptr, NULL) == 0;
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     if (PyErr_Occurred()) drop_error();
     if (!keyed) return with_deferred(Py_NewRef(Py_False));

@@ -153,9 +153,9 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * memory. */
 /* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
  * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
- * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's). NULL, no exception set, where the Python
- * route must run the call (an output of `limit` bytes or more, which takes the output blocks there; more than
- * ODML_MAX_THREADS threads); NULL with one for no memory. */
+ * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's). NULL, no exception
+ * set, where the Python route must run the call (an output of `limit` bytes or more, which takes the output blocks
+ * there; more than ODML_MAX_THREADS threads); NULL with one for no memory. */
 static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_t *conf) {
     odml_cpu_run run;
     int64_t bytes, origin;
@@ -1036,7 +1036,8 @@ static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t lowering = 0;
     const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
     const int ok = exact_int(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
-    if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && t_from_numpy && Py_TYPE(args[2]) == (PyTypeObject *)t_type) {
+    if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && t_from_numpy
+            && Py_TYPE(args[2]) == (PyTypeObject *)t_type) {
         PyObject *out = torch_cpu_new(args);
         if (out || PyErr_Occurred()) return with_deferred(out);
     }
