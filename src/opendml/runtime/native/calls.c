@@ -154,8 +154,11 @@ int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t n
     int64_t o;
     k->n = 0;
     if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        if ((move ? key_move_arg(k, args[i]) : key_arg(k, args[i])) < 0) return -1;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject *a = args[i];                      /* (key_move_arg's own first case taken here: no call) */
+        const int plain = a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a);
+        if ((move && !plain ? key_move_arg(k, a) : key_arg(k, a)) < 0) return -1;
+    }
     return 0;
 }
 
