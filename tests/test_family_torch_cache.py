@@ -138,3 +138,27 @@ def test_served_calls_under_threads():
 def F_pad(x):
     import torch.nn.functional as F
     return F.pad(x, (2, 1, 1, 2), mode="reflect")
+
+
+@pytest.mark.parametrize("name,args", [
+    ("slice1", ([0, 0, 1, 1], [1, 4, 8, 8], [1, 1, -1, 2], None)),
+    ("unfold", ([2, 2], 1, 1, 1, 0)),
+])
+def test_the_first_five_on_torch_take_the_move_entries(name, args):
+    """Issue 31: a first-five call on a PyTorch CPU tensor is recorded as every operator's is, a move entry keyed as
+    the tensor's NumPy view, which the first five's lookup (``calls.call``) and the family's (``calls.move``) serve
+    alike, on the tensor and on its view (before, PyTorch had its own entries, which neither view nor
+    ``calls.move`` found)."""
+    fn, code = getattr(dml, name), ccache.OPS[name]
+    x = torch.randn(1, 4, 16, 16)[:, :, :, ::1]
+    ccache.clear()
+    want = fn(x, *args)
+    entry, view_entry = ccache.entry(name, x, *args), ccache.entry(name, x.numpy(), *args)
+    assert entry is not None and entry == view_entry
+    for lookup in (ccache.call, ccache.move):
+        before = ccache.info()["hits"]
+        got = lookup(code, x, *args)
+        assert type(got) is torch.Tensor and torch.equal(got, want) and ccache.info()["hits"] == before + 1
+        assert np.array_equal(lookup(code, x.numpy(), *args), want.numpy())
+    with pytest.raises(ValidationError):
+        fn(x, *args[:-1], -1) if name == "unfold" else fn(x, [0, 0, 9, 0], *args[1:])

@@ -14,7 +14,6 @@ import opendml as dml  # noqa: E402
 import opendml.torch as otorch  # noqa: E402
 from opendml import ValidationError  # noqa: E402
 from opendml.arrays import front  # noqa: E402
-from opendml.arrays.torch import adapter as torch_adapter  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
 from tests.conftest import native_available  # noqa: E402
 
@@ -77,9 +76,8 @@ def test_numpy_record_refused_when_the_array_changed(monkeypatch):
 
 def test_torch_record_refused_when_the_tensor_changed(monkeypatch):
     x = torch.arange(64 * 4096.0).reshape(64, 4096)
-    monkeypatch.setattr(torch_adapter, "_new_shape", lambda *a: None)   # the route through NumPy views
-    monkeypatch.setattr(front, "_new", lambda *a: None)
-    _resize_before_record(monkeypatch, "put_numpy", lambda: x.resize_(64, 8))
+    monkeypatch.setattr(front, "_new", lambda *a: None)                 # the route through NumPy views
+    _resize_before_record(monkeypatch, "put_move", lambda: x.resize_(64, 8))
     calls.clear()
     y = dml.slice(x, [0, 0], [64, 1000], [1, 4])
     assert tuple(y.shape) == (64, 1000)
@@ -93,9 +91,8 @@ def test_cuda_record_refused_when_the_tensor_changed(monkeypatch):
     if not torch.cuda.is_available():
         pytest.skip("CUDA is not available")
     x = torch.arange(64 * 4096.0, device="cuda").reshape(64, 4096)
-    monkeypatch.setattr(torch_adapter, "_new_shape", lambda *a: None)
     monkeypatch.setattr(front, "_new", lambda *a: None)
-    _resize_before_record(monkeypatch, "put_cuda", lambda: x.resize_(64, 8))
+    _resize_before_record(monkeypatch, "put_move_cuda", lambda: x.resize_(64, 8))
     calls.clear()
     dml.slice(x, [0, 0], [64, 1000], [1, 4])
     assert calls.entry("slice", x, [0, 0], [64, 1000], [1, 4]) is None

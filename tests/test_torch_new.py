@@ -27,6 +27,7 @@ torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
 import opendml.torch as otorch  # noqa: E402
+from opendml.arrays import front  # noqa: E402
 from opendml.arrays.torch import adapter as ta  # noqa: E402
 from opendml.model import TensorDesc  # noqa: E402
 from opendml.runtime import calls  # noqa: E402
@@ -110,7 +111,7 @@ def entry(fn, x, *args):
     e = calls.entry(fn.__name__, x, *args)
     if e is None:
         return None
-    e = dict(e, dtype=None if e["dtype"] is None else e["dtype"].str)
+    e = dict(e, dtype=None if e["dtype"] is None else str(e["dtype"]))    # (a NumPy dtype, or a torch.dtype on CUDA)
     if not e["cpu"]:
         del e["params"], e["kernel"]
     return e
@@ -127,15 +128,15 @@ def served(fn, x, *args):
 
 
 def plan_route(fn, x, *args, repeat=False):
-    """``fn(x, *args)`` with ``_new_shape`` refused and every cache cleared
+    """``fn(x, *args)`` with the C new-shape route (``front._new``) refused and every cache cleared
     (with ``repeat``: ``served``'s triple)."""
-    real = ta._new_shape
-    ta._new_shape = lambda *a: None
+    real = front._new
+    front._new = lambda *a: None
     try:
         calls.clear()
         return served(fn, x, *args) if repeat else _norm(outcome(fn, x, *args))
     finally:
-        ta._new_shape = real
+        front._new = real
         calls.clear()
 
 

@@ -4,7 +4,7 @@ would send elsewhere), and the one C new-shape route (``call_cache_move_new``)
 lowers SLICE1, SLICE, UNFOLD and FOLD in C itself (newshape_move.c's
 odml_move_plain, from the sizes it reads), answering None where its lowering
 gives no fields (the plan route then runs the call). Against the plan route
-(``_new_shape`` refused): the same bytes, errors and call-cache entries, from
+(``front._new`` refused): the same bytes, errors and call-cache entries, from
 several threads too, and the same autograd, forward-AD, ``torch.func`` and
 error behaviour.
 """
@@ -37,13 +37,13 @@ def lowered(fn, x, *args):
 
 
 def plan_with_entry(fn, x, *args):
-    """(outcome, entry) of the plan route (``_new_shape`` refused), caches cleared."""
-    real = ta._new_shape
-    ta._new_shape = lambda *a: None
+    """(outcome, entry) of the plan route (``front._new`` refused), caches cleared."""
+    real = front._new
+    front._new = lambda *a: None
     try:
         return lowered(fn, x, *args)
     finally:
-        ta._new_shape = real
+        front._new = real
 
 
 @SETTINGS
@@ -133,13 +133,13 @@ def test_routing_checks_after_the_new_route(device):
     calls.clear()
     w = x.clone().requires_grad_()
     y = dml.slice1(w, *args)                                        # autograd: the same node as before
-    real = ta._new_shape
-    ta._new_shape = lambda *a: None
+    real = front._new
+    front._new = lambda *a: None
     try:
         calls.clear()
         want = dml.slice1(w, *args)
     finally:
-        ta._new_shape = real
+        front._new = real
     assert type(y.grad_fn) is type(want.grad_fn) and y.requires_grad
     (g,) = torch.autograd.grad(y, w, torch.arange(40.0, device=device).reshape(1, 2, 5, 4))
     assert torch.equal(g, torch.arange(40.0, device=device).reshape(1, 2, 5, 4).flip(2))

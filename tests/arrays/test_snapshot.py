@@ -49,8 +49,8 @@ def _check_every_window(y, n):
 _POINTS = [
     (planner, "logical_desc"),           # after the plan-cache key, before the description
     (planner, "array_layout"),           # before the layout and description
-    (calls, "put_numpy"),                # after the kernel, before the call-cache record
-    (calls, "put_cuda"),
+    (calls, "put_move"),                 # after the kernel, before the call-cache record
+    (calls, "put_move_cuda"),
 ]
 
 

@@ -570,15 +570,13 @@ def test_the_route_records_nothing_for_a_packed_input(fake_framework):
 
 
 def test_a_one_pass_cupy_entry_is_served_checked_and_replayed(fake):
-    """A first-five call on a CuPy array is recorded as a move entry of its one launch (``put_move_cuda``;
-    ``put_cuda`` takes PyTorch tensors only) and served by the first five's lookup (``calls.call``) and the
+    """A first-five call on a CuPy array is recorded as a move entry of its one launch (``put_move_cuda``)
+    and served by the first five's lookup (``calls.call``) and the
     family's alike: the output from the empty hook, its alignment class checked, the launch queued on the
     stream read at the call, an allocator's error left to the Python route (None)."""
     log = []
     SLICE, SLICE_ARGS = calls.OPS["slice"], ((0, 0), (1, 1), (1, 1))
     x = FakeArray((2, 3), np.float32, 0x1000_0040)
-    since = calls.generation()
-    assert not calls.put_cuda("slice", x, SLICE_ARGS, (3, 4), 8, FakeLaunch(log, "slice"), 0x2000_0000, since)
     assert record(x, [((3, 4), np.dtype(np.float32), 0x2000_0000)], [(FakeLaunch(log, "slice"), 0, 0)],
                   args=SLICE_ARGS, origins=(8,), name="slice")
     before = hits()

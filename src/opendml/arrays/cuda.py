@@ -29,9 +29,11 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
     exceptions. The launches are queued on ``stream_ptr``. Returns the
     outputs.
 
-    ``record`` (optional): ``(Call, x, since)``, the call as its array
+    ``record`` (optional): ``(Call, x, since[, planned])``, the call as its array
     function offered it to the C call cache (``x`` its input or inputs as
-    given; ``since`` the cache's generation read before any setting) and
+    given; ``since`` the cache's generation read before any setting;
+    ``planned`` each input's (shape, strides) as its framework reads them,
+    read before its layout was: nothing is recorded where one changed) and
     whose inputs are read where they lie (no negative view resolved by the
     caller): where no input was packed, the launches are recorded there
     (``runtime.calls.put_move_cuda``) and the next such call is served from
@@ -39,7 +41,9 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
 
     ``name`` (optional): the array function called. The errors of the first
     five (a tuned kernel each: ``PLAIN_KERNEL``) name it, as their other
-    routes do (``engine._execute``); the others' name the operator."""
+    routes do (``engine._execute``); the others' name the operator. Where not
+    given, the function ``record``'s call names."""
+    name = name or (record[0].name if record is not None else None)
     what = name if name and getattr(desc, "PLAIN_KERNEL", None) is not None else desc.OPERATOR
     srcs, spans, layouts, keep, origins = [], [], [], [], []
     packed = False
@@ -68,11 +72,11 @@ def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tup
                                                                what)
     launches(srcs, dsts, stream_ptr)
     if record is not None and not packed:
-        call, x, since = record
+        call, x, since = record[:3]
         if call.ccall is not None:
             # (the index functions' ccall names the outputs' shapes as returned: their own, without leading 1s)
             name, args, shapes = call.ccall[0], call.ccall[1], call.ccall[3] if len(call.ccall) > 3 else None
             calls.put_move_cuda(name, x, args, tuple((tuple(o.shape) if shapes is None else shapes[i], o.dtype, p)
                                                      for i, (o, p) in enumerate(zip(outs, dsts))),
-                                tuple(origins), launches, call.multi, since)
+                                tuple(origins), launches, call.multi, since, record[3] if len(record) > 3 else None)
     return outs

@@ -45,7 +45,7 @@ from ..runtime.calls import TUNED, info as call_cache_info
 from ..runtime.params import KERNELS
 from ..runtime.config import _listeners as _config_listeners
 
-__all__ = ["Layout", "array_layout", "plan_for", "plan_for_strides", "count_planned",
+__all__ = ["Layout", "array_layout", "plan_for", "count_planned",
            "plan_cache_info", "PLAN_CACHE_SIZE", "CACHE_SIZE", "freeze", "call_key", "array_key", "lookup", "record",
            "clear", "info"]
 
@@ -162,24 +162,6 @@ def plan_for(call, dtype, shape: tuple, layout: Layout):
     if key is not None:
         _CACHE.put(key, (desc, plan))
     return desc, plan
-
-
-def plan_for_strides(call, dtype, shape: tuple, byte_strides: tuple, itemsize: int):
-    """(description, plan, layout) of ``call`` on an array of ``dtype``,
-    ``shape`` and ``byte_strides``, each a whole number of elements (a NumPy
-    view of a PyTorch CPU tensor: ``numpy_adapter.run``)."""
-    op_key = call.key
-    key = None if op_key is None else (op_key, _dtype_str(dtype), shape, byte_strides)
-    if key is not None:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            return hit
-    layout = array_layout(shape, byte_strides, itemsize)
-    desc = call.make_desc(logical_desc(dtype, shape))
-    plan = desc.lower(in_strides=layout.strides, in_offset=layout.origin)
-    if key is not None:
-        _CACHE.put(key, (desc, plan, layout))
-    return desc, plan, layout
 
 
 def count_planned() -> None:

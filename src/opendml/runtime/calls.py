@@ -4,10 +4,10 @@ The first call of an operator with given arguments on an array of a given
 dtype, shape and strides (on CUDA, also device and address alignment) runs in
 Python: validation, lowering, the backend's kernel choice. When it ran a
 compiled kernel on the array as given, the route records the kernel here
-(NumPy and CuPy arrays: ``put_move``, ``put_move_cuda``, below, for every
-operator; PyTorch tensors, for the first five: ``put_numpy``, ``put_cuda``);
-the next such call is served by ``call`` (the first five's functions; on
-NumPy and CuPy arrays it looks up the move entries) or ``move``, in C:
+(``put_move``, ``put_move_cuda``, below, for every operator on every
+framework: a PyTorch CPU tensor as its NumPy view); the next such call is
+served by ``call`` (the first five's functions) or ``move`` (the others'),
+which find the same entries, in C:
 it builds the key, allocates the output with the framework's allocator
 (NumPy, opendml's output blocks, PyTorch's caching allocator, CuPy's pool) and
 runs the kernel (a CPU kernel, or a CUDA launch on the caller's current
@@ -39,13 +39,14 @@ The index-driven functions (``arrays/index_ops.py``) use the same entries:
 their arrays offered as one tuple, their passes index.c's
 (``runtime/cpu/indexed``; a bad checked index makes ``move`` answer None),
 their CUDA launches index.cu's kernels, queued from C.
-``move`` also serves plain PyTorch CPU tensors (no autograd record, no
-tracer, not a negative view) from the same entries, through NumPy views of
-them, handing the outputs to ``torch.from_numpy``. On PyTorch CUDA tensors
-and CuPy arrays ``move`` serves calls recorded by ``put_move_cuda``: the
-move program's kernel launches (one per pass, parameters by value), queued
-on the framework's current stream into outputs from its allocator, keyed
-like the first five operators' CUDA entries (device, alignment class).
+``call`` and ``move`` also serve plain PyTorch CPU tensors (no autograd
+record, no tracer, not a negative view) from the same entries, keyed as
+their NumPy views (from PyTorch's accessors where the node library gave
+them, else through a view), handing the outputs to ``torch.from_numpy``. On
+PyTorch CUDA tensors and CuPy arrays they serve calls recorded by
+``put_move_cuda``: the move program's kernel launches (one per pass,
+parameters by value), queued on the framework's current stream into outputs
+from its allocator, keyed by device and alignment class too.
 
 ``opendml.configure(call_cache=False)`` (or ``OPENDML_CALL_CACHE=0``) turns it
 off; every configuration change empties it. Without the compiled extension
@@ -64,7 +65,7 @@ from ..ops import OPERATORS
 from .config import config
 from .cpu.backend import _load_native
 
-__all__ = ["OPS", "call", "move", "generation", "put_numpy", "put_move", "put_move_cuda", "put_cuda",
+__all__ = ["OPS", "call", "move", "generation", "put_move", "put_move_cuda",
            "move_new", "index_new", "MOVE_LOWERINGS", "PLAIN_LOWERED", "LOWER_SEQUENCE", "LOWER_PLAIN", "register_cuda_retry",
            "register_torch", "register_cupy", "register_move_types", "clear", "info", "set_enabled"]
 
@@ -89,7 +90,7 @@ OPS = _Codes()
 
 _native = _load_native()
 _HAS = _native is not None and all(hasattr(_native, f"call_cache_{name}") for name in (
-    "call", "put_numpy", "put_cuda", "torch", "cupy", "clear", "enable", "info"))
+    "call", "torch", "cupy", "clear", "enable", "info"))
 
 
 def _miss(*args) -> None:
@@ -109,7 +110,8 @@ packed: Callable[..., Any] | None = getattr(_native, "call_cache_packed", None) 
 _HAS_MOVE = _HAS and all(hasattr(_native, f"call_cache_{name}") for name in ("move", "put_move", "move_types"))
 
 #: ``move(op_code, x, *args)``: a repeated call of any function but the first
-#: five's (theirs offer ``call``) on NumPy arrays, PyTorch tensors or CuPy
+#: five's (theirs offer ``call``, which finds the same entries and, at a miss
+#: on a NumPy array, may serve a new shape) on NumPy arrays, PyTorch tensors or CuPy
 #: arrays (``x`` one array, or a list or tuple of them: JOIN's, the index
 #: functions') served from C: the output (a list for SPLIT), or None (take
 #: the Python route).
@@ -138,20 +140,6 @@ def _read_settings() -> None:
         config()              # the first read of the configuration sets the C side's flag and drops the cache
     except (ValidationError, UnsupportedError):
         pass                  # a bad environment value: raised by the first call that needs it
-
-
-def put_numpy(name: str, x, args: tuple, out_shape: tuple, dtype, origin_bytes: int, kernel: str, params: bytes,
-              threads: int, use_blocks: bool, prefault: bool, since: int, planned=None) -> bool:
-    """Record one of the first five's compiled CPU kernels run on PyTorch CPU
-    tensor ``x`` (read through a NumPy view; its output ``dtype`` a NumPy
-    dtype), made on the settings of ``generation()`` ``since``; whether
-    stored (never for another array type). ``planned``: the (shape,
-    ``x.stride()``) the run was planned for; nothing is stored where ``x``
-    no longer has them (another thread changed it in place)."""
-    if not _HAS:
-        return False
-    return _native.call_cache_put_numpy(OPS[name], x, args, out_shape, dtype, origin_bytes, kernel, params, threads,
-                                        use_blocks, prefault, since, planned)
 
 
 #: ``put_move``'s pass kind of a tuned kernel (the first five's one pass): this plus the kernel's code.
@@ -186,7 +174,7 @@ CHECKED = frozenset(cls.BINDING.function for cls in OPERATORS.values()
 
 
 def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launches, multi: bool,
-                  since: int) -> bool:
+                  since: int, planned: tuple | None = None) -> bool:
     """Record a data-movement family call on PyTorch CUDA tensors or CuPy
     arrays, made on the settings of ``generation()`` ``since``: ``x`` and
     ``args`` as ``move`` takes them, ``outs`` one ``(shape, dtype, address)``
@@ -225,7 +213,7 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
     return _native.call_cache_put_move(OPS[name], x, args,
                                        tuple((tuple(int(n) for n in shape), dtype, ptr & 15)
                                              for shape, dtype, ptr in outs),
-                                       tuple(origins), tuple(steps), multi, since)
+                                       tuple(origins), tuple(steps), multi, since, planned)
 
 
 def register_torch_api(capsule) -> None:
@@ -349,19 +337,6 @@ def register_move_types(types: tuple) -> None:
     members, passed as family arguments, key by identity."""
     if _HAS_MOVE:
         _native.call_cache_move_types(tuple(types))
-
-
-def put_cuda(name: str, x, args: tuple, out_shape: tuple, origin_bytes: int, launch, dst_ptr: int,
-             since: int, planned=None) -> bool:
-    """Record one of the first five's CUDA launches (a backend ``Launch`` made
-    by the C extension's launcher) on PyTorch CUDA tensor ``x``; whether
-    stored (never for a CuPy array: its calls are ``put_move_cuda``'s).
-    ``planned`` as for ``put_numpy``."""
-    if not _HAS or launch.via != "native" or not launch.blocks:
-        return False
-    return _native.call_cache_put_cuda(OPS[name], x, args, out_shape, origin_bytes, launch.function_ptr,
-                                       launch.blocks, launch.threads, launch.smem, launch.params_ptr, dst_ptr & 15,
-                                       launch, since, planned)
 
 
 def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:

@@ -157,8 +157,8 @@ typedef struct odml_move_params {
  * X(NAME, name, parameter struct), kernel code ODML_KERNEL_<NAME> = the
  * position here. `name` is the kernel's everywhere: its C function
  * odml_<name> (runtime/cpu/common.h), the extension's function of that name,
- * the call cache's record of it (call_cache_put_numpy; call_cache_put_move's
- * pass kind TUNED_PASS + its code) and the member of the call cache's
+ * the call cache's record of it (call_cache_put_move's pass kind
+ * TUNED_PASS + its code) and the member of the call cache's
  * parameter union; named after what it does (windows: UNFOLD's, window_sums:
  * FOLD's). runtime/params.py's KERNELS mirrors the list (checked by
  * tests/runtime/test_params.py). */

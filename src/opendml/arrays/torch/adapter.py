@@ -3,14 +3,16 @@ operators ``opendml::unfold``, ``opendml::fold``, ``opendml::slice1`` and
 ``opendml::slice_grad``.
 
 A call (``run``) takes one of three routes, generic over what each operator
-module declares (the first five, which carry their arguments, ``_plan``):
+module declares:
 
 * **Kernel route**, when autograd has nothing to record and nothing traces:
-  a CPU tensor is read through ``x.numpy()`` (a view), a CUDA tensor by
-  pointer, its output from PyTorch's caching allocator and the kernel
-  launched on the device's current stream (no DLPack, no CuPy). The run is
-  recorded in the call cache (``runtime/calls.py``), which serves the next
-  such call from C.
+  the move program (``_kernel_move``), a CPU tensor read through
+  ``x.numpy()`` (a view: NumPy's route, ``engine.run_numpy``), a CUDA tensor
+  by pointer, its outputs from PyTorch's caching allocator and the kernels
+  launched on the device's current stream (``arrays/cuda.py``; no DLPack, no
+  CuPy; a meta tensor gets meta outputs). The run is recorded in the call
+  cache (``runtime/calls.py``) as a move entry, which serves the next such
+  call from C, whatever the function.
 * **Autograd route**, when a derivative is needed in eager mode (a tensor
   requiring grad, an open forward-AD level, a ``torch.func`` wrapper), the
   same for every operator (``_autograd``): the C++ autograd node (``node``)
@@ -23,12 +25,13 @@ module declares (the first five, which carry their arguments, ``_plan``):
   its old-style twin ``_MoveEager`` (the same rules, a cheaper ``apply``)
   where no ``torch.func`` transform wraps the inputs.
 * **Operator route**, when a tracer is at work (``torch.compile``, fake or
-  functional tensors, a dispatch mode, the meta device): the custom
-  operators below (fake implementations, autograd formulas, batching rules),
-  or their C++ copies (namespace ``opendml_cpp``) once the node library is
-  loaded; the family's is the one custom operator ``opendml::move``
-  (``library``). A dual tensor reaching this route is an error, never a
-  dropped tangent.
+  functional tensors, a dispatch mode): the custom operators below (fake
+  implementations, autograd formulas, batching rules), or their C++ copies
+  (namespace ``opendml_cpp``) once the node library is loaded, whose
+  implementations take the kernel route (the first five have their own,
+  which Inductor's wrapper calls directly; every other operator's is the one
+  custom operator ``opendml::move``, ``library``). A dual tensor reaching
+  this route is an error, never a dropped tangent.
 
 Calls are validated with the array API's messages before they enter an
 operator; the operators' implementations call the array API in kernel mode
@@ -48,17 +51,15 @@ import torch.autograd.forward_ad as _fwad
 from ...model.errors import UnsupportedError
 from ...ops import OPERATORS
 from ...ops._spec import binding_of
-from ...runtime import alloc, calls, get_backend
+from ...runtime import calls
 from ...runtime.config import config
-from ...runtime.cuda.backend import check_alignment, relaunch
+from ...runtime.cuda.backend import check_alignment
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
-from .. import numpy_adapter
 from . import inductor as torch_inductor, library, node as torch_node
 from .. import engine
-from .dtypes import DTYPES, SUPPORTED_DTYPES, numpy_dtype, torch_dtype
+from .dtypes import SUPPORTED_DTYPES, numpy_dtype, torch_dtype
 from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, operators
-from ..planner import array_layout, count_planned, plan_for
 
 __all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
            "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -79,30 +80,6 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
 _mode_get = _MODE.get
-_is_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
-
-
-def _plan(x, call):
-    """The first five (``Call.args``): their kernel, autograd and operator routes below."""
-    mode = _mode_get()
-    if mode is None:
-        if type(x) in _PLAIN and not (_is_compiling() or _dispatch_modes() > 0):
-            # A new shape's route first: C declines (None) whatever the checks below send elsewhere, but
-            # a tensor whose gradient must be recorded is kept from it here.
-            if not ((x.requires_grad and _grad_enabled()) or x.is_nested):
-                if x.dtype in DTYPES:
-                    out = _new_shape(x, call)
-                    if out is not None:
-                        return out
-            wrapped = _is_functorch_wrapped(x)
-            if wrapped or (x.requires_grad and _grad_enabled()) or _fwad._current_level >= 0:
-                return _autograd(call, [x], None, calls.generation(), wrapped)[0]
-            return _kernel(x, call, False)        # the new shape's route was tried above
-        return through_op(x, call)
-    if mode is _KERNEL:
-        return _kernel(x, call)
-    return _describe(x, call, numpy_dtype(x, call.name))
 
 
 def _in_mode(mode, fn, *args):
@@ -131,96 +108,11 @@ def _check_device(x, name: str) -> None:
 
 def _describe(x, call, dtype):
     """The validated description of ``call`` on ``x``'s shape (sizes must be concrete)."""
-    shape = tuple(x.shape)
-    return plan_for(call, dtype, shape, _layout(shape, tuple(x.stride()), dtype.itemsize))[0]
+    return call.describe_arrays([dtype], [x.shape])
 
 
-# -- kernel route ------------------------------------------------------------------------------------
-
-def _kernel(x, call, new: bool = True):
-    """The kernel route; ``new``: try a new shape's route first (``run``
-    passes False once it has)."""
-    dtype = numpy_dtype(x, call.name)
-    neg = x.is_neg()
-    if new and not neg:                   # a new shape's route first (it declines misaligned CUDA data)
-        out = _new_shape(x, call)
-        if out is not None:
-            return out
-    if x.is_cuda:                         # before resolve_neg, which would run a kernel on x
-        check_alignment(dtype.itemsize, x.data_ptr(), 0, call.name)
-    if neg:
-        x = x.resolve_neg()
-    if x.is_cpu:
-        if x.requires_grad:
-            x = x.detach()
-        return torch.from_numpy(numpy_adapter.run(x.numpy(), call, record_as=x))
-    if x.is_cuda:
-        return _cuda_kernel(x, call, dtype)
-    if x.is_meta:                         # the operators' fake implementations give the output
-        return through_op(x, call)
-    raise UnsupportedError(f"{call.name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
-
-
-_OPS = calls.OPS
-
-
-def _new_shape(x, call):
-    """A new shape's route for the first five on a plain CPU or CUDA tensor: the one C new-shape
-    route (the front's ``new_shape``, ``calls.move_new``) lowers, allocates through PyTorch (on the
-    CPU, NumPy through a view of ``x``), runs and records the call. None where C leaves it to the
-    routes below."""
-    out = _dispatch.front.new_shape(_OPS[call.name], x, call.args)
-    if out is not None:
-        count_planned()
-    return out
-
-
-_CUDA: dict = {}                          # device index -> backend.record
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
-
-
-_LAYOUTS: dict = {}                       # (shape, element strides, item size) -> Layout
-
-
-def _layout(shape, strides, item):
-    """``array_layout`` of a tensor, remembered: the same few layouts recur."""
-    key = (shape, strides, item)
-    layout = _LAYOUTS.get(key)
-    if layout is None:
-        if len(_LAYOUTS) >= 1024:
-            _LAYOUTS.clear()
-        layout = _LAYOUTS[key] = array_layout(shape, tuple(s * item for s in strides), item)
-    return layout
-
-
-def _cuda_kernel(x, call, dtype):
-    since = calls.generation()
-    item = dtype.itemsize
-    shape, strides = tuple(x.shape), x.stride()
-    layout = _layout(shape, strides, item)
-    desc, plan = plan_for(call, dtype, shape, layout)
-    index = x.get_device()
-    out = alloc.output(call.name, desc.output_tensor.sizes, x.dtype, lambda s, _: x.new_empty(s),
-                       device=f"cuda:{index}", itemsize=item, errors=(torch.OutOfMemoryError,))
-    if out.numel() == 0 or layout.span == 0:
-        return out
-    record = _CUDA.get(index)
-    if record is None:
-        record = _CUDA[index] = get_backend(f"cuda:{index}").record
-    stream = _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
-    # The plan reads from the lowest-addressed element: x's origin minus its turned-around axes.
-    origin = layout.origin * item
-    src, dst = x.data_ptr() - origin, out.data_ptr()
-    launch = record(plan, src, layout.span, dst, call.name)
-    if _current_device() == index:
-        launch(src, dst, stream)
-    else:                                 # the launch needs the tensor's device current
-        with torch.cuda.device(index):
-            launch(src, dst, stream)
-    # The next call like this one is served from C (runtime/calls.py).
-    calls.put_cuda(call.name, x, call.args, tuple(out.shape), origin, launch, dst, since, (shape, strides))
-    return out
 
 
 def _no_stream(index):
@@ -233,7 +125,6 @@ def _not_plain(x) -> bool:
     return _fwad._current_level >= 0 or _is_functorch_wrapped(x)
 
 
-calls.register_cuda_retry(relaunch)
 calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_plain,
                      _raw_stream or _no_stream, _current_device, torch.from_numpy)
 
@@ -298,15 +189,11 @@ def _route(call, arrays, desc):
     return route, memo is not None
 
 
-#: The array-API functions whose repeated calls ``calls.call`` serves (the others': ``calls.move``).
-_PLANNED = frozenset(b.function for b in map(binding_of, OPERATORS.values()) if b is not None and b.route == "plan")
-
-
 def _spec(name: str, args: tuple) -> tuple:
     """The C++ node's call spec of ``name(x, *args)``: the call cache's function, the operator's code, the
     arguments, the array-API function (it records what the cache then serves)."""
     fn = getattr(api, name)
-    return (calls.call if name in _PLANNED else calls.move, calls.OPS[name], args, lambda t: fn(t, *args))
+    return (calls.move, calls.OPS[name], args, lambda t: fn(t, *args))
 
 
 class _Route:
@@ -336,15 +223,12 @@ class _Route:
 
     def run(self, xs) -> tuple:
         """The kernel on plain ``xs`` (no autograd): from the call cache where it serves the call, else the
-        first five's kernel route or the move program."""
+        move program."""
         if self.args is not None:
-            call = self.call
             x = xs[0].detach() if _fwad._current_level >= 0 else xs[0]     # a dual tensor's primal alone
             out = self.kernel[0](self.kernel[1], x, *self.args)
             if out is not None:
                 return (out,)
-            if call.args:
-                return (_kernel(x, call),)
         since = calls.generation() if self.call.ccall is not None else None
         return tuple(_kernel_move(self.call, self.desc, xs, since))
 
@@ -657,12 +541,17 @@ def _traced(arrays) -> bool:
 
 def run(call, arrays) -> list:
     """The adapter's one entry: ``call`` on tensors; the outputs as a list."""
-    if call.args:
-        return [_plan(arrays[0], call)]
+    mode = _mode_get()
+    if mode is _DESCRIBE:                 # a custom operator's fake: the validated description
+        return [_describe(arrays[0], call, numpy_dtype(arrays[0], call.name))]
     # the C call cache's generation, read before any setting (a CUDA call is recorded there)
     since = calls.generation() if call.ccall is not None else None
     dtypes = _check_move(call, arrays)
+    if mode is _KERNEL:                   # a custom operator's implementation: the move program
+        return _kernel_move(call, call.describe_arrays(dtypes, [x.shape for x in arrays]), arrays, since)
     if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
+        if call.args:         # the first five: their own custom operators (Inductor calls them directly)
+            return [through_op(arrays[0], call)]
         desc = call.describe_arrays(dtypes, [tuple(int(n) for n in x.shape) for x in arrays])
         return library.call_move(desc, arrays)
     wrapped = any(_is_functorch_wrapped(x) for x in arrays)
@@ -679,14 +568,22 @@ def run(call, arrays) -> list:
 def _kernel_move(call, desc, arrays, since) -> list:
     """The move program of ``call`` (``desc``; on the CPU None will do) on plain tensors, recorded in the
     call cache where the function offered the call there (``since``: the cache's generation, read first):
-    on the CPU NumPy's route on views, on CUDA the tensors' GPU."""
+    on the CPU NumPy's route on views, on CUDA the tensors' GPU (a first five's negative view checked for
+    alignment where it lies, then read resolved: their errors name the function, ``cuda.move``)."""
     device = arrays[0].device.type
     if device == "cpu":
         return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
-    if since is not None and device == "cuda" and not any(x.is_neg() for x in arrays):
+    if since is not None and device == "cuda":
+        if call.args and arrays[0].is_neg():
+            check_alignment(arrays[0].element_size(), arrays[0].data_ptr(), 0, call.name)
+            arrays = [arrays[0].resolve_neg()]
+        elif any(x.is_neg() for x in arrays):
+            return library.kernel(desc, arrays)
         seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
         x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
-        return library.cuda_move(desc, arrays, (call, x, since))
+        # (the layouts read before the launches are planned: another thread may change a tensor in place)
+        planned = tuple((t.shape, t.stride()) for t in arrays)
+        return library.cuda_move(desc, arrays, (call, x, since, planned))
     return library.kernel(desc, arrays)
 
 

@@ -3,10 +3,9 @@
  * The first call with a given operator, arguments, input dtype, shape and strides (on CUDA also the device and
  * the input address's class mod 16) runs in Python: validation, lowering, the backend's choice of kernel. Where
  * it ran a compiled kernel on the input as given, its adapter stores here what the kernel needs (the move
- * program's entries, calls_move.c, for NumPy and CuPy arrays and every operator; PyTorch's own entries of the first
- * five, put_numpy and put_cuda on tensors: the output's shape, the input's origin, the CPU kernel's parameter block
- * or the CUDA launch). A later call with the same key (call_cache_call, the first thing each of the first five's
- * functions does; call_cache_move, each other function's) allocates the
+ * program's entries, calls_move.c, for every operator on NumPy arrays, PyTorch tensors and CuPy arrays). A later call
+ * with the same key (call_cache_call, the first thing each of the first five's functions does; call_cache_move, each
+ * other function's: both find the same entries) allocates the
  * output with the framework's own allocator (NumPy's, opendml's output blocks, PyTorch's caching allocator,
  * CuPy's pool) and runs the kernel on the caller's current stream. It returns None for anything it cannot
  * vouch for: another array type, a PyTorch tensor that autograd or a tracer must see (requires_grad with grad
@@ -155,8 +154,11 @@ int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t n
     int64_t o;
     k->n = 0;
     if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        if ((move ? key_move_arg(k, args[i]) : key_arg(k, args[i])) < 0) return -1;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject *a = args[i];                      /* (key_move_arg's own first case taken here: no call) */
+        const int plain = a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a);
+        if ((move && !plain ? key_move_arg(k, a) : key_arg(k, a)) < 0) return -1;
+    }
     return 0;
 }
 
@@ -397,7 +399,7 @@ const odml_torch_api *tapi;
 static PyObject *tapi_owner;
 
 /* The key words of a tensor the accessors described (torch_key's, below). */
-int torch_key_info(Key *k, const odml_torch_info *in) {
+static int torch_key_info(Key *k, const odml_torch_info *in) {
     if (in->device < -1 || put(k, (int64_t)(intptr_t)in->dtype) < 0 || put(k, in->ndim) < 0) return -1;
     for (int i = 0; i < in->ndim; i++)
         if (put(k, in->sizes[i]) < 0) return -1;
@@ -405,14 +407,6 @@ int torch_key_info(Key *k, const odml_torch_info *in) {
     for (int i = 0; i < in->ndim; i++)
         if (put(k, in->strides[i]) < 0) return -1;
     return put(k, in->device) < 0 || put(k, in->device < 0 ? 0 : (int64_t)(in->data_ptr & 15)) < 0 ? -1 : 0;
-}
-
-/* torch_key, from `in` where it holds the accessors' description of x read since nothing could change x (ndim >= 0) */
-static int torch_key_in(Key *k, PyObject *x, const odml_torch_info *in, int64_t *device, uint64_t *ptr) {
-    if (!in || in->ndim < 0) return torch_key(k, x, device, ptr);
-    *device = in->device;
-    *ptr = in->data_ptr;
-    return torch_key_info(k, in);
 }
 
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
@@ -443,22 +437,11 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
 }
 
-/* Whether x still keys as words[0..n) and lies at `ptr` (torch_key's words and address, read before an allocation;
- * the words hold only the address's class mod 16): an allocation may run a garbage collection whose finalizers change
- * x (x.resize_(), x.set_()) and release the memory a launch queued from the old words would read. */
-static int torch_still_keyed(PyObject *x, const int64_t *words, int n, uint64_t ptr) {
-    Key now;
-    int64_t device;
-    uint64_t at;
-    now.n = 0;
-    return torch_key(&now, x, &device, &at) == 0 && at == ptr && now.n == n && !memcmp(now.w, words, (size_t)n * 8);
-}
-
 /* Whether the kernel route may take x, a tensor that neither autograd nor a
  * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. The accessors'
  * description of x goes to *in (ndim -1: none), for a key made before
  * anything else runs (a 3's eager check may run Python: its caller keys x again). */
-static int torch_plain_in(PyObject *x, odml_torch_info *in) {
+int torch_plain_in(PyObject *x, odml_torch_info *in) {
     if (tapi && tapi->describe(x, in) == 0) {
         /* (wrapped also where the negative bit is set: such a tensor takes the Python route, as below) */
         if (in->dispatch_modes || in->wrapped) return 0;
@@ -553,28 +536,6 @@ int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return torch ? torch_stream(device, stream) : stream_of(PyObject_CallNoArgs(c_stream), stream);
 }
 
-/* The end of a one-pass kernel call: out (NULL: the allocator's error) filled by e's first pass from the
- * input's data at ptr, or None where it is not `placed` (the Python route answers); e released. */
-static PyObject *serve_pass1(Entry *e, PyObject *out, int placed, int torch, int64_t device, uint64_t ptr,
-                             int64_t dst) {
-    PyObject *result = NULL;
-    uint64_t stream;
-    if (!out) {
-        result = allocation_failed();
-    } else if (!placed) {
-        Py_DECREF(out);
-        result = Py_NewRef(Py_None);
-    } else if (cuda_stream(torch, device, &stream) < 0 ||
-               launch_pass(e, &e->pass1, ptr - e->origin[0], (uint64_t)dst, stream) < 0) {
-        Py_DECREF(out);
-    } else {
-        result = out;
-        hits++;
-    }
-    Py_DECREF(e);
-    return result;
-}
-
 /* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where autograd must record the call and an eager
  * entry may serve it; else 0. (Above.) An eager entry's callable records the call with opendml's autograd node and
  * runs its kernel (arrays/torch/adapter.py), for every operator that takes one tensor: the first five through
@@ -591,64 +552,6 @@ PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     if (result) hits++;
     Py_DECREF(e);
     return result;
-}
-
-#ifdef ODML_NUMPY
-static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data);   /* NumPy section below */
-#else
-static PyObject *cpu_run(Entry *e, void *dtype, uintptr_t data) {
-    (void)e; (void)dtype; (void)data;
-    Py_RETURN_NONE;   /* unreachable: no CPU entries are made without NumPy */
-}
-#endif
-
-
-/* The kernel route of torch_call for x, whose torch_plain is `where` (0: None), keyed from `in` where it holds
- * torch_plain's description (torch_key_in; NULL: x described again). */
-static PyObject *torch_serve_in(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where,
-                                const odml_torch_info *in) {
-    Key k;
-    int64_t device, dst;
-    uint64_t ptr;
-    if (!where || key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0) Py_RETURN_NONE;
-    const int mark = k.n;                          /* x's words start here */
-    if (torch_key_in(&k, x, in, &device, &ptr) < 0) Py_RETURN_NONE;
-    Entry *e = lookup(&k, -1);
-    if (!e) Py_RETURN_NONE;
-    PyObject *result = NULL;
-    if (e->cpu != (where == 1) || (!tapi && is_true(PyObject_CallMethodNoArgs(x, s_is_neg))) ||
-        (where == 2 && !torch_device_is(device))) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    if (where == 1) {                              /* a CPU kernel into a NumPy output, as torch.from_numpy */
-        PyObject *out = cpu_run(e, (void *)e->out1.dtype, (uintptr_t)ptr);
-        if (out) {
-            result = PyObject_CallOneArg(t_from_numpy, out);
-            Py_DECREF(out);
-            if (result) hits++;
-        } else if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
-            result = allocation_failed();
-        }
-        goto done;
-    }
-    int placed;
-    PyObject *out = cuda_empty(1, x, &e->out1, NULL, &dst, &placed);
-    return serve_pass1(e, out, placed && torch_still_keyed(x, k.w + mark, k.n - mark, ptr), 1, device, ptr, dst);
-done:
-    Py_DECREF(e);
-    return result;
-}
-
-PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where) {
-    return torch_serve_in(args, nargs, x, where, NULL);
-}
-
-static PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
-    odml_torch_info in;
-    int where = torch_plain_in(x, &in);
-    if (where == 3) return eager_call(args, nargs, x);
-    return torch_serve_in(args, nargs, x, where, &in);   /* (x described once: keyed from the same reads) */
 }
 
 /* -- NumPy and CuPy arrays (CuPy's dtypes are NumPy's) --------------------------------------------- */
@@ -707,28 +610,6 @@ int numpy_key(Key *k, PyArrayObject *x) {
     return 0;
 }
 
-/* e's kernel from the array whose element 0 is at `data` into a new NumPy array of `dtype` (an output block where
- * large enough, as CpuBackend.empty does). */
-static PyObject *cpu_run(Entry *e, PyArray_Descr *dtype, uintptr_t data) {
-    const Out *o = &e->out1;
-    char *dst;
-    int fresh = 1;
-    PyObject *out = new_output(dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dst, &fresh);
-    if (!out) return NULL;
-    if (fresh && e->prefault)                      /* as numpy_adapter.prefault: pages in before threads write */
-        for (int64_t i = 0; i < o->bytes; i += PAGE) dst[i] = 0;
-    const char *src = (const char *)(data - (uintptr_t)e->origin[0]), *error = NULL;
-    const int release = o->bytes >= RELEASE_BYTES;   /* (the caller's reference keeps e alive meanwhile) */
-    PyThreadState *ts = release ? PyEval_SaveThread() : NULL;
-    int status = odml_run_kernel(e->pass1.kernel, dst, src, &e->pass1.p.k, e->pass1.threads, &error);
-    if (release) PyEval_RestoreThread(ts);
-    if (status == ODML_OK) return out;
-    Py_DECREF(out);
-    if (status == ODML_ENOMEM) return PyErr_NoMemory();
-    PyErr_Format(PyExc_ValueError, "opendml call cache: %s", error ? error : "bad kernel parameters");
-    return NULL;
-}
-
 #endif
 
 /* -- Python functions ------------------------------------------------------------------------------- */
@@ -768,17 +649,21 @@ PyObject *take_outputs(PyObject **outs, int n, int multi) {
 
 PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (!enabled || nargs < 2 || !table) Py_RETURN_NONE;
-    PyObject *x = args[1], *result;
-    PyTypeObject *type = Py_TYPE(x);
-    if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs, x);
 #ifdef ODML_NUMPY
-    /* NumPy and CuPy arrays: the move program's entries of every operator (calls_move.c) */
-    else if (numpy_ready && type == &PyArray_Type) return numpy_move(args, nargs, 1);
+    if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
+    PyObject *result;
+    PyTypeObject *type = Py_TYPE(args[1]);
+    /* the move program's entries of every operator (calls_move.c), as call_cache_move finds them; a NumPy array's
+     * miss served as a new shape where numpy_plain can */
+    if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs);
+    else if (type == &PyArray_Type) return numpy_move(args, nargs, 1);
     else if (c_type && type == (PyTypeObject *)c_type) result = cuda_move(args, nargs, 0);
-#endif
     else Py_RETURN_NONE;
     return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
+#else
+    (void)args; (void)nargs;
+    Py_RETURN_NONE;
+#endif
 }
 
 Entry *entry_alloc(int kind, int n_out, int n_pass) {
@@ -796,29 +681,6 @@ Entry *entry_alloc(int kind, int n_out, int n_pass) {
     }
     e->n_out = n_out;
     e->n_pass = n_pass;
-    return e;
-}
-
-/* A new entry of one input, one output of `shape` and one pass. */
-static Entry *new_entry(int kind, PyObject *shape) {
-    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) < 1 || PyTuple_GET_SIZE(shape) > MAX_RANK) {
-        PyErr_SetString(PyExc_ValueError, "call cache: the output shape must be a tuple of 1 to 8 ints");
-        return NULL;
-    }
-    Entry *e = entry_alloc(kind, 1, 1);
-    if (!e) return NULL;
-    Out *o = &e->out1;
-    o->rank = (int)PyTuple_GET_SIZE(shape);
-    for (int i = 0; i < o->rank; i++) {
-        o->dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-        if (o->dims[i] < 0) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "call cache: negative output size");
-            Py_DECREF(e);
-            return NULL;
-        }
-    }
-    Py_INCREF(shape);
-    o->shape = shape;
     return e;
 }
 
@@ -840,79 +702,6 @@ int still_planned(PyObject *x, PyObject *planned, int torch) {
     return same;
 }
 
-/* call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, params, threads, use_blocks, prefault,
- * generation[, planned]): x a PyTorch CPU tensor (anything else: False), its output a NumPy array of dtype */
-PyObject *odml_py_call_cache_put_numpy(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *op, *x, *call_args, *shape, *dtype;
-    unsigned long long origin;
-    const char *kernel;
-    Py_buffer params;
-    int threads, use_blocks, prefault;
-    unsigned long long gen;
-    PyObject *planned = Py_None;
-    if (!PyArg_ParseTuple(args, "OOO!O!OKsy*ippK|O", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape,
-                          &dtype, &origin, &kernel, &params, &threads, &use_blocks, &prefault, &gen, &planned))
-        return NULL;
-    if (!enabled || gen != generation) {
-        PyBuffer_Release(&params);
-        Py_RETURN_FALSE;
-    }
-#ifdef ODML_NUMPY
-    Key k;
-    int which = -1;
-    for (int i = 0; i < ODML_KERNEL_COUNT; i++)
-        if (!strcmp(kernel, odml_kernel_name[i])) which = i;
-    if (!numpy_ready) {
-        PyBuffer_Release(&params);
-        Py_RETURN_FALSE;
-    }
-    if (which < 0 || params.len != (Py_ssize_t)odml_kernel_size[which] || !PyArray_DescrCheck(dtype)) {
-        PyBuffer_Release(&params);
-        PyErr_Format(PyExc_ValueError, "call_cache_put_numpy: unknown kernel %s, a parameter block of the wrong "
-                     "size (%zd bytes) or dtype not a NumPy dtype", kernel, params.len);
-        return NULL;
-    }
-    int64_t device;
-    uint64_t ptr;
-    if (!(t_type && Py_TYPE(x) == (PyTypeObject *)t_type) || !still_planned(x, planned, 1) ||
-        key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
-        torch_key(&k, x, &device, &ptr) < 0 || device >= 0) {
-        PyBuffer_Release(&params);
-        return with_deferred(Py_NewRef(Py_False));
-    }
-    Entry *e = new_entry(KIND_TORCH, shape);
-    if (!e) {
-        PyBuffer_Release(&params);
-        return NULL;
-    }
-    Out *o = &e->out1;
-    e->pass1.kernel = which;
-    e->cpu = 1;
-    memcpy(&e->pass1.p.k, params.buf, odml_kernel_size[which]);
-    PyBuffer_Release(&params);
-    Py_INCREF(dtype);
-    o->dtype = dtype;
-    e->origin[0] = (int64_t)origin;
-    e->pass1.threads = threads;
-    o->use_blocks = use_blocks;
-    e->prefault = prefault;
-    o->bytes = PyDataType_ELSIZE((PyArray_Descr *)dtype);
-    for (int i = 0; i < o->rank; i++) {
-        if (!odml_mul_le(o->bytes, o->dims[i], ODML_LIMIT)) {
-            Py_DECREF(e);
-            PyErr_SetString(PyExc_ValueError, "call_cache_put_numpy: the output is too large");
-            return NULL;
-        }
-        o->bytes *= o->dims[i];
-    }
-    return stored(&k, e);
-#else
-    PyBuffer_Release(&params);
-    Py_RETURN_FALSE;
-#endif
-}
-
 /* call_cache_entry(op, x, *args) -> what the entry for this call holds (tests), or None
  *
  * A dict: kind, cpu, kernel, params (the parameter block's bytes), threads, use_blocks, prefault, origin, shape,
@@ -922,17 +711,14 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     (void)self;
     if (nargs < 2 || !table) Py_RETURN_NONE;
     Key k;
-    int64_t device;
-    uint64_t ptr;
-    PyObject *x = args[1];
     int rc = -1;
 #ifdef ODML_NUMPY
+    PyObject *x = args[1];
     PyArrayObject *in[MAX_MOVE_IO];
     int n_in;
     if (numpy_ready && Py_TYPE(x) == &PyArray_Type) rc = move_key(&k, args[0], x, args + 2, nargs - 2, in, &n_in);
+    if (numpy_ready && t_type && Py_TYPE(x) == (PyTypeObject *)t_type) rc = torch_move_key(&k, args, nargs);
 #endif
-    if (rc < 0 && t_type && Py_TYPE(x) == (PyTypeObject *)t_type)
-        rc = key_head(&k, KIND_TORCH, args[0], args + 2, nargs - 2) < 0 ? -1 : torch_key(&k, x, &device, &ptr);
     if (PyErr_Occurred()) drop_error();
     if (rc < 0) Py_RETURN_NONE;
     const long long counted = misses;
@@ -961,44 +747,6 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
     (void)self;
     return keep(&cuda_retry, fn, PyCallable_Check(fn), "call_cache_cuda_retry: a callable is required");
-}
-
-/* call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, block, shared, params, dst_align, launch,
- * generation[, planned]): x a PyTorch tensor (anything else: False) */
-PyObject *odml_py_call_cache_put_cuda(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *op, *x, *call_args, *shape, *launch_obj, *planned = Py_None;
-    unsigned long long origin, function, params, grid, block, shared, dst_align, gen;
-    int64_t device;
-    uint64_t ptr;
-    Key k;
-    if (!PyArg_ParseTuple(args, "OOO!O!KKKKKKKOK|O", &op, &x, &PyTuple_Type, &call_args, &PyTuple_Type, &shape,
-                          &origin, &function, &grid, &block, &shared, &params, &dst_align, &launch_obj, &gen, &planned))
-        return NULL;
-    if (grid == 0 || grid > 0x7fffffffu || block == 0 || block > 1024 || shared > 0xffffffffu || dst_align > 15 ||
-        !PyCallable_Check(launch_obj)) {
-        PyErr_SetString(PyExc_ValueError, "call_cache_put_cuda: grid in [1, 2^31 - 1], block in [1, 1024], "
-                        "dst_align in [0, 15] and a callable launch are required");
-        return NULL;
-    }
-    if (!enabled || gen != generation || !(t_type && Py_TYPE(x) == (PyTypeObject *)t_type) ||
-        !still_planned(x, planned, 1) ||
-        key_head(&k, KIND_TORCH, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
-        torch_key(&k, x, &device, &ptr) < 0)
-        return with_deferred(Py_NewRef(Py_False));
-    Entry *e = new_entry(KIND_TORCH, shape);
-    if (!e) return NULL;
-    Pass *p = &e->pass1;
-    e->origin[0] = (int64_t)origin;
-    p->function = function;
-    p->params = params;
-    p->grid = (unsigned)grid;
-    p->block = (unsigned)block;
-    p->shared = (unsigned)shared;
-    e->out1.dst_align = (unsigned)dst_align;
-    Py_INCREF(launch_obj);
-    p->launch = launch_obj;
-    return stored(&k, e);
 }
 
 /* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a call like this one (same operator,

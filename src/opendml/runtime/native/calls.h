@@ -1,8 +1,8 @@
 /* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_packed.c; see calls.c for what the
  * cache is). One entry kind, Entry (below): the outputs to allocate and the passes to run into them. calls.c holds
- * the table, the keys, the hooks and PyTorch's own entries of the first five (one pass: their CPU kernel or CUDA
- * launch); calls_move.c the move program's of every operator (its passes, index.c's and the first five's tuned
- * kernels among them, on NumPy arrays, PyTorch CPU views and CUDA memory); calls_move_new.c the one new-shape route of every
+ * the table, the keys and the hooks; calls_move.c the move program's of every operator (its passes, index.c's and the
+ * first five's tuned kernels among them, on NumPy arrays, PyTorch CPU tensors as their views and CUDA memory);
+ * calls_move_new.c the one new-shape route of every
  * operator on NumPy arrays, PyTorch tensors and CUDA memory (new_shape, serve_new and cuda_new, which
  * newshape_index.c's route shares; the first five's calls lowered to one tuned pass and recorded as their entries,
  * also at a miss); calls_packed.c Inductor's direct kernel. What they share is declared here; the extension is
@@ -41,9 +41,9 @@
 #define RELEASE_BYTES (64 * 1024)
 #define PAGE 4096
 
-/* The array kinds that head every key: PyTorch's first-five entries (one kernel or launch; eager autograd) and
- * the move program's of every operator (NumPy arrays and PyTorch CPU views, PyTorch CUDA tensors, CuPy arrays). */
-enum { KIND_TORCH = 2, KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
+/* The array kinds that head every key: the move program's entries of every operator (NumPy arrays and PyTorch CPU
+ * tensors, keyed as their NumPy views; PyTorch CUDA tensors; CuPy arrays) and PyTorch's eager autograd entries. */
+enum { KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
 
 /* call_cache_put_move's pass kind of a tuned kernel (runtime/calls.py's TUNED): this plus its ODML_KERNEL_* code */
 #define TUNED_PASS 3
@@ -97,10 +97,9 @@ typedef struct {
     int64_t dims[MAX_RANK], bytes;
 } Out;
 
-/* One call-cache entry, of every kind: the outputs to allocate and the passes to run into them. PyTorch's entries
- * of the first five (KIND_TORCH) have one input, one output and one pass (their kernel, or their CUDA launch); the
- * move program's, N inputs, M outputs and its passes; an eager entry (KIND_EAGER)
- * none: its callable records the call for autograd and runs it (eager(x) -> the output). */
+/* One call-cache entry, of every kind: the outputs to allocate and the passes to run into them: the move program's,
+ * N inputs, M outputs and its passes (the first five's: one tuned pass); an eager entry (KIND_EAGER) none: its
+ * callable records the call for autograd and runs it (eager(x) -> the output). */
 typedef struct {
     PyObject_HEAD
     int kind, cpu;            /* the array's kind; cpu 1: CPU kernels (NumPy arrays, PyTorch CPU tensors) */
@@ -191,14 +190,14 @@ int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag, uint64_t *
 int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
-int torch_key_info(Key *k, const odml_torch_info *in);
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 int torch_plain(PyObject *x);
+/* torch_plain, the accessors' description of x in *in (ndim -1: none) */
+int torch_plain_in(PyObject *x, odml_torch_info *in);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
 int cuda_device_is(int torch, int64_t device);
 extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (calls_move.c) */
-PyObject *torch_serve(PyObject *const *args, Py_ssize_t nargs, PyObject *x, int where);
 /* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its recorder's output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 /* whether x's (shape, strides) are still `planned` (None: yes); 0, no exception, where not (calls.c) */
@@ -268,6 +267,19 @@ int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *arg
 PyObject *torch_view(PyObject *t);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
+/* A repeated call on PyTorch tensors (args[1]: one, or a list or tuple of them), whatever the function (call_cache_call
+ * and call_cache_move alike): a tensor autograd must record by its eager entry, CUDA tensors by their move entries
+ * (cuda_move), CPU ones by their NumPy views' (one the accessors describe keyed from that description, no view made:
+ * torch_view_key); None where none serves. */
+PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs);
+/* The key of a call on one plain PyTorch CPU tensor the accessors described (in): numpy_key's words for its NumPy
+ * view after move_key's head, so one entry serves the tensor and its view; its DataType value in *type; -1: no key
+ * (not one of the 11 element types). torch_move_key: the key of call_cache_entry's (op, x, *args) on one tensor. */
+int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in,
+                   int64_t *type);
+int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs);
+/* the DataType value of a PyTorch dtype, else 0 (calls_move_new.c) */
+int64_t torch_type(PyObject *dtype);
 PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 #endif
 #ifdef ODML_NUMPY

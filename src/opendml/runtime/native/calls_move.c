@@ -149,30 +149,20 @@ int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
     return status;
 }
 
-/* A repeated call on exact NumPy arrays served from its entry; at a miss (`plain`: the first five's calls, whose
- * functions offer call_cache_call), a never-seen shape numpy_plain serves (calls_move_new.c), else None. */
-PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
-    Key k;
-    PyArrayObject *in[MAX_MOVE_IO];
+/* e's run (held by the caller) from the inputs' data pointers `data` (n_in of them) into new outputs: the
+ * output(s), or None where a pass declined (the Python route runs the call again and raises its own error). `own`:
+ * the dtype a tuned pass (the first five's) gives, the input's own (a dtype with metadata keys like its plain
+ * type). */
+static PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, int n_in) {
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     char *dsts[MAX_MOVE_IO];
     const char *srcs[MAX_MOVE_IO];
-    int n_in = 0, status = ODML_OK;
-    if (move_key(&k, args[0], args[1], args + 2, nargs - 2, in, &n_in) < 0) Py_RETURN_NONE;
-    /* the inputs stay alive whatever the call meets (a finalizer emptying the list, the GIL released) */
-    for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
-    Entry *e = lookup(&k, n_in);
-    if (!e) {
-        result = plain && n_in == 1 ? numpy_plain(args, nargs, in[0], &k) : Py_NewRef(Py_None);
-        goto done;
-    }
-    /* a tuned pass (the first five's) gives the input's own dtype object, as the Python route does (a dtype with
-     * metadata keys like its plain type) */
-    const int own = e->n_pass == 1 && e->passes[0].kernel < ODML_KERNEL_COUNT;
+    own = e->n_pass == 1 && e->passes[0].kernel < ODML_KERNEL_COUNT ? own : NULL;
     for (int i = 0; i < e->n_out; i++) {
         const Out *o = &e->outs[i];
         int fresh;
-        outs[i] = new_output(own ? PyArray_DESCR(in[0]) : (PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dsts[i], &fresh);
+        outs[i] = new_output(own ? own : (PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks,
+                             &dsts[i], &fresh);
         if (!outs[i]) {                            /* the Python route allocates again and raises */
             result = allocation_failed();
             goto done;
@@ -180,19 +170,40 @@ PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
         if (fresh && e->prefault)                  /* as engine._execute: fault pages in before threads write */
             for (int64_t b = 0; b < o->bytes; b += PAGE) dsts[i][b] = 0;
     }
-    for (int i = 0; i < n_in; i++) srcs[i] = PyArray_BYTES(in[i]) - e->origin[i];
-    status = run_passes(e, dsts, srcs);
-    if (status != ODML_OK) {                       /* the Python route runs it again and raises its own error */
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
+    for (int i = 0; i < n_in; i++) srcs[i] = data[i] - e->origin[i];
+    if (run_passes(e, dsts, srcs) != ODML_OK) goto route;
     result = take_outputs(outs, e->n_out, e->multi);
-    if (!result) goto done;
-    hits++;
+    if (result) hits++;
+    goto done;
+route:
+    result = Py_NewRef(Py_None);
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
+    return result;
+}
+
+/* A repeated call on exact NumPy arrays served from its entry; at a miss (`plain`: the first five's calls, whose
+ * functions offer call_cache_call), a never-seen shape numpy_plain serves (calls_move_new.c), else None. */
+PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
+    Key k;
+    PyArrayObject *in[MAX_MOVE_IO];
+    char *data[MAX_MOVE_IO];
+    PyObject *result;
+    int n_in = 0;
+    if (move_key(&k, args[0], args[1], args + 2, nargs - 2, in, &n_in) < 0) Py_RETURN_NONE;
+    /* the inputs stay alive whatever the call meets (a finalizer emptying the list, the GIL released) */
+    for (int i = 0; i < n_in; i++) {
+        Py_INCREF(in[i]);
+        data[i] = PyArray_BYTES(in[i]);
+    }
+    Entry *e = lookup(&k, n_in);
+    if (!e) {
+        result = plain && n_in == 1 ? numpy_plain(args, nargs, in[0], &k) : Py_NewRef(Py_None);
+    } else {
+        result = serve_cpu(e, PyArray_DESCR(in[0]), data, n_in);
+        Py_DECREF(e);
+    }
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
-    Py_XDECREF(e);
     return result;
 }
 
@@ -500,6 +511,8 @@ PyObject *torch_view(PyObject *t) {
 
 #define MAX_MOVE_ARGS 16
 
+static PyObject *torch_outputs(PyObject *result);
+
 /* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or move_new for a new shape) run on views of the
  * tensors args[xi] (the Python route records it on the same views: the same key), its outputs handed to
  * torch.from_numpy as the Python route does. */
@@ -531,6 +544,11 @@ PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn f
     call[xi] = view;
     result = fn(call, nargs);
     Py_DECREF(view);
+    return torch_outputs(result);
+}
+
+/* result (taken: NumPy output(s), or None or NULL as they are) handed to torch.from_numpy, as the Python route does */
+static PyObject *torch_outputs(PyObject *result) {
     if (!result || result == Py_None) return result;
     if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result); i++) {
@@ -553,7 +571,67 @@ PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn f
 
 static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return numpy_move(args, nargs, 0); }
 
-static PyObject *torch_move(PyObject *const *args, Py_ssize_t nargs) { return torch_views(args, nargs, 1, move_call); }
+int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in,
+                   int64_t *type) {
+    const int64_t t = *type = torch_type(in->dtype);
+    int64_t es = t ? move_type_size[t] : 0, bytes;
+    if (!t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs, 1) < 0 || put(k, -1) < 0 ||
+            put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put(k, in->ndim) < 0)
+        return -1;
+    for (int i = 0; i < in->ndim; i++)
+        if (put(k, in->sizes[i]) < 0) return -1;
+    for (int i = 0; i < in->ndim; i++)
+        if (__builtin_mul_overflow(in->strides[i], es, &bytes) || put(k, bytes) < 0) return -1;
+    return 0;
+}
+
+int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *x = args[1];
+    odml_torch_info in;
+    int64_t t, device;
+    uint64_t ptr;
+    PyArrayObject *view[MAX_MOVE_IO];
+    int n;
+    if (torch_plain_in(x, &in) == 2)
+        return cuda_move_key(k, 1, args[0], args + 2, nargs - 2, &x, 1, 0, &device, &ptr, NULL);
+    if (in.ndim >= 0) return in.device == -1 ? torch_view_key(k, args[0], args + 2, nargs - 2, &in, &t) : -1;
+    PyObject *v = torch_view(x);
+    const int rc = v ? move_key(k, args[0], v, args + 2, nargs - 2, view, &n) : -1;
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* A repeated call on one plain PyTorch CPU tensor x the accessors described (in), served from the entry its NumPy
+ * view keys (torch_view_key) without making the view, its outputs handed to torch.from_numpy; None where there is
+ * none. */
+static PyObject *torch_cpu_move(PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in) {
+    Key k;
+    int64_t t;
+    if (torch_view_key(&k, args[0], args + 2, nargs - 2, in, &t) < 0) Py_RETURN_NONE;
+    Entry *e = lookup(&k, 1);
+    if (!e) Py_RETURN_NONE;
+    char *data = (char *)(uintptr_t)in->data_ptr;
+    /* (a tuned pass's output: the recorded dtype, the view's own, a plain one) */
+    PyObject *result = serve_cpu(e, NULL, &data, 1);
+    Py_DECREF(e);
+    return torch_outputs(result);
+}
+
+PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *x = args[1];
+    if (Py_TYPE(x) == (PyTypeObject *)t_type) {
+        odml_torch_info in;
+        const int where = torch_plain_in(x, &in);
+        if (PyErr_Occurred()) drop_error();
+        if (where == 3) return eager_call(args, nargs, x);
+        if (where == 2) return cuda_move(args, nargs, 1);
+        if (where != 1) Py_RETURN_NONE;
+        if (in.ndim >= 0) return torch_cpu_move(args, nargs, &in);
+    } else if (torch_input_cuda(x)) {
+        return cuda_move(args, nargs, 1);
+    }
+    return torch_views(args, nargs, 1, move_call);
+}
 
 /* -- The move program's entries on CUDA memory: PyTorch CUDA tensors and CuPy arrays ------------------- */
 
@@ -881,9 +959,11 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
  * address params), or for an index-driven pass (function, grid, block, shared, parameter block bytes, src, dst,
  * IndexPass, (at_src, at_dst, at_idx, slots, flags)) (index_step; function 0: the IndexPass runs it; flags: a
  * checked call's, whose served calls wait for their stream and answer None where an index was out of range). False (nothing stored) where the call has no key, the cache is off or was dropped since
- * `generation`, or an origin is outside [0, the input's address]; ValueError for a malformed record. */
+ * `generation`, an input no longer has its `planned` (shape, strides as its framework reads them: PyTorch's
+ * x.stride(), CuPy's x.strides), or an origin is outside [0, the input's address]; ValueError for a malformed
+ * record. */
 static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
-                               PyObject *steps, int multi, int torch) {
+                               PyObject *steps, int multi, int torch, PyObject *planned) {
     PyObject *in[MAX_MOVE_IO];
     int n_in = 0, seq = 0;
     int64_t device = -1;
@@ -892,8 +972,12 @@ static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, P
     Entry *e = NULL;
     if (cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0)
         return with_deferred(Py_NewRef(Py_False));
-    const int keyed = cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
-                                    in, n_in, seq, &device, ptr, NULL) == 0;
+    /* (read with the key: an input another thread changed after its launches were planned is not recorded) */
+    int same = planned == Py_None || (PyTuple_Check(planned) && PyTuple_GET_SIZE(planned) == n_in);
+    for (int i = 0; same && planned != Py_None && i < n_in; i++)
+        same = still_planned(in[i], PyTuple_GET_ITEM(planned, i), torch);
+    const int keyed = same && cuda_move_key(&k, torch, op, ((PyTupleObject *)call_args)->ob_item,
+                                            PyTuple_GET_SIZE(call_args), in, n_in, seq, &device, ptr, NULL) == 0;
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     if (PyErr_Occurred()) drop_error();
     if (!keyed) return with_deferred(Py_NewRef(Py_False));
@@ -998,16 +1082,9 @@ PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssiz
     (void)self;
 #ifdef ODML_NUMPY
     if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
-    int fw = cuda_framework(args[1]);
-    if (fw == 2) return with_deferred(cuda_move(args, nargs, 0));
-    /* a tensor autograd must record: the node's eager entry (there are none before the node, whose accessors
-     * tapi is, is loaded) */
-    if (fw == 1 && tapi && Py_TYPE(args[1]) == (PyTypeObject *)t_type && torch_plain(args[1]) == 3)
-        return with_deferred(eager_call(args, nargs, args[1]));
-    if (fw == 1 && torch_input_cuda(args[1]))                 /* CUDA tensors by their own entries, CPU ones by views */
-        return with_deferred(cuda_move(args, nargs, 1));
-    if (torch_input(args[1])) return with_deferred(torch_move(args, nargs));
-    return with_deferred(numpy_move(args, nargs, 0));
+    const int fw = cuda_framework(args[1]);
+    return with_deferred(fw == 2 ? cuda_move(args, nargs, 0) : fw == 1 && t_from_numpy ? torch_call(args, nargs)
+                                                                                     : numpy_move(args, nargs, 0));
 #else
     (void)args; (void)nargs;
     Py_RETURN_NONE;
@@ -1025,7 +1102,7 @@ PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
         return NULL;
     if (!enabled || gen != generation) return with_deferred(Py_NewRef(Py_False));
     const int fw = cuda_framework(x);                     /* NumPy records come with NumPy arrays (views) */
-    return fw ? put_move_cuda(op, x, call_args, outs, origins, passes, multi, fw == 1)
+    return fw ? put_move_cuda(op, x, call_args, outs, origins, passes, multi, fw == 1, planned)
               : put_move(op, x, call_args, outs, origins, passes, multi, planned);
 #else
     (void)args;

@@ -153,10 +153,9 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
  * memory. */
 /* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
  * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
- * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's; PyTorch's CPU
- * route makes it KIND_TORCH). NULL, no exception set, where the Python
- * route must run the call (an output of `limit` bytes or more, which takes the output blocks there; more than
- * ODML_MAX_THREADS threads); NULL with one for no memory. */
+ * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's). NULL, no exception
+ * set, where the Python route must run the call (an output of `limit` bytes or more, which takes the output blocks
+ * there; more than ODML_MAX_THREADS threads); NULL with one for no memory. */
 static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_t *conf) {
     odml_cpu_run run;
     int64_t bytes, origin;
@@ -561,7 +560,7 @@ static PyObject *torch_dtype_of(int64_t t, PyObject *given) {
 }
 
 /* The DataType value of a PyTorch dtype (an immortal singleton), else 0. */
-static int64_t torch_type(PyObject *dtype) {
+int64_t torch_type(PyObject *dtype) {
     for (int64_t t = 1; t < 12; t++)
         if (torch_dtypes[t] == dtype) return t;
     const int64_t t = odml_move_dtype_type(dtype);
@@ -693,9 +692,8 @@ static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyOb
 }
 
 /* The first five's never-seen shape (`lowering` ODML_LOWER_PLAIN | ...) on one PyTorch CUDA tensor or CuPy array x:
- * cuda_new's steps for a tuned pass, keyed once as its entries are (on PyTorch as the first five's, KIND_TORCH:
- * operator, arguments, x, torch_serve serves it; on CuPy as a move program's of one pass, KIND_MOVE_CUPY, whose
- * output dtype the entry holds: cuda_move serves it), lowered by odml_move_plain into its plan, its one launch
+ * cuda_new's steps for a tuned pass, keyed once as its entries are (a move program's of one pass, KIND_MOVE_TORCH or
+ * KIND_MOVE_CUPY, cuda_move_key's words: cuda_move serves it), lowered by odml_move_plain into its plan, its one launch
  * odml_new_cuda's (runtime/cuda/tuned.py's launch_spec for the plan) queued on the framework's current stream; no
  * move program (58 KiB) nor launch table (46 KiB) made, no launch settings read. Returns as cuda_new does. */
 static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, PyObject *gen_o, int torch,
@@ -713,9 +711,8 @@ static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, 
         goto route;
     PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
     const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
-    if (torch ? key_head(&k, KIND_TORCH, op, cargs, ncargs) < 0
-              : key_call(&k, KIND_MOVE_CUPY, op, cargs, ncargs, 1) < 0 || put(&k, -1) < 0)   /* (cuda_move_key's) */
-        goto route;
+    if (key_call(&k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, op, cargs, ncargs, 1) < 0 || put(&k, -1) < 0)
+        goto route;                                 /* (cuda_move_key's) */
     const int at = k.n;                             /* x's words (torch_key's, cupy_key's) from here */
     if ((torch ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dt, &device, &ptr)) < 0 || device < 0) goto route;
     c.n = 1;
@@ -739,12 +736,12 @@ static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, 
     if ((torch ? torch_key(&now, x, &device, &now_ptr) : cupy_key(&now, x, &dt, &device, &now_ptr)) < 0
             || now_ptr != ptr || now.n != k.n - at || !same_words(now.w, k.w + at, now.n))
         goto route;
-    if (!(e = entry_alloc(torch ? KIND_TORCH : KIND_MOVE_CUPY, 1, 1))) goto done;
+    if (!(e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, 1, 1))) goto done;
     Pass *p = &e->pass1;
     e->device = device;
     e->origin[0] = c.origin[0];
     e->out1.shape = Py_NewRef(shapes[0]);
-    if (!torch) e->out1.dtype = Py_NewRef(dtypes[0]);
+    e->out1.dtype = Py_NewRef(dtypes[0]);
     e->out1.rank = pl.out_rank;
     memcpy(e->out1.dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
     e->out1.dst_align = (unsigned)(dst & 15);
@@ -973,8 +970,6 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
         Py_XDECREF(conf);
         return with_deferred(out);
     }
-    /* (cpu_new's CUDA check already made) */
-    if (fw == 1 && torch_input(args[xi])) return with_deferred(torch_views(args, nargs, xi, cpu));
     return cpu_new(args, nargs, xi, cpu);
 }
 
@@ -996,7 +991,6 @@ static PyObject *torch_cpu_described(PyObject *x, const odml_torch_info *in, int
     Entry *e = descr ? tuned_entry(&pl, descr, c) : NULL;
     Py_XDECREF(descr);
     if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    e->kind = KIND_TORCH;
     PyObject *out = tapi->empty(x, pl.out_dims, pl.out_rank, NULL, &dst), *result = NULL;
     if (!out) {
         result = allocation_failed();
@@ -1015,38 +1009,25 @@ static PyObject *torch_cpu_described(PyObject *x, const odml_torch_info *in, int
     return result;
 }
 
-/* move_new for one of the first five (a plain lowering) on a plain PyTorch CPU tensor x = args[2], recorded under x's
- * own key (KIND_TORCH: torch_serve serves it, as the Python route's put_numpy records it): through PyTorch's accessors
- * where they are loaded (torch_cpu_described), else on a NumPy view of x, the output handed to torch.from_numpy. */
+/* move_new for one of the first five (a plain lowering) on a plain PyTorch CPU tensor x = args[2] the accessors
+ * describe, lowered from that description and recorded under its NumPy view's key (torch_view_key: the entry
+ * call_cache_call and call_cache_move serve); NULL, no exception set, where they do not describe it (new_shape
+ * takes it through a NumPy view, as every function's). */
 static PyObject *torch_cpu_new(PyObject *const *args) {
-    int64_t lowering, gen, device, c[5];
-    uint64_t ptr;
+    int64_t lowering, gen, type, c[5];
     Key k;
     odml_torch_info in;
-    PyObject *x = args[2], *view, *out = Py_None;
-    if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c)) Py_RETURN_NONE;
-    PyObject *const *cargs = ((PyTupleObject *)args[3])->ob_item;
-    const Py_ssize_t ncargs = PyTuple_GET_SIZE(args[3]);
-    if (tapi && tapi->describe(x, &in) == 0) {     /* (the words torch_key reads through them) */
-        if (in.dispatch_modes || in.wrapped || in.device != -1 || (in.requires_grad && in.grad_enabled)
-                || key_head(&k, KIND_TORCH, args[0], cargs, ncargs) < 0 || torch_key_info(&k, &in) < 0) {
-            if (PyErr_Occurred()) drop_error();
-            Py_RETURN_NONE;
-        }
-        return torch_cpu_described(x, &in, (int)lowering, cargs, ncargs, c, &k, gen);
+    PyObject *x = args[2];
+    if (!tapi || tapi->describe(x, &in) != 0 || in.device != -1) return NULL;
+    if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c) || in.dispatch_modes || in.wrapped
+            || (in.requires_grad && in.grad_enabled)
+            || torch_view_key(&k, args[0], ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]), &in,
+                              &type) < 0) {
+        if (PyErr_Occurred()) drop_error();
+        Py_RETURN_NONE;
     }
-    const int keyed = key_head(&k, KIND_TORCH, args[0], cargs, ncargs) == 0 && torch_key(&k, x, &device, &ptr) == 0;
-    if (PyErr_Occurred()) drop_error();
-    if (!keyed || !(view = torch_view(x))) Py_RETURN_NONE;
-    PyArrayObject *v = (PyArrayObject *)view;
-    Entry *e = (uint64_t)(uintptr_t)PyArray_BYTES(v) == ptr ? plain_entry((int)lowering, v, cargs, ncargs, c) : NULL;
-    if (e) e->kind = KIND_TORCH;
-    out = e ? serve_keyed(e, &k, &v, 1, gen) : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    Py_DECREF(view);
-    if (!out || out == Py_None) return out;
-    PyObject *t = PyObject_CallOneArg(t_from_numpy, out);
-    Py_DECREF(out);
-    return t;
+    return torch_cpu_described(x, &in, (int)lowering, ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]),
+                               c, &k, gen);
 }
 
 /* call_cache_move_new: new_shape, where on CUDA the inputs are as the function takes them (a list where it takes
@@ -1055,9 +1036,11 @@ static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t lowering = 0;
     const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
     const int ok = exact_int(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
-    if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && cuda_framework(args[2]) == 1 && torch_input(args[2])
-            && !torch_input_cuda(args[2]))
-        return with_deferred(torch_cpu_new(args));
+    if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && t_from_numpy
+            && Py_TYPE(args[2]) == (PyTypeObject *)t_type) {
+        PyObject *out = torch_cpu_new(args);
+        if (out || PyErr_Occurred()) return with_deferred(out);
+    }
     FamilyNew how = {{family_lower, family_plan, 0, lowering & ODML_LOWER_PLAIN ? (int)lowering : 0}, (int)lowering};
     return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
 }

@@ -60,7 +60,11 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
                         PyList_SET_ITEM(argv[2 + j], i, items[j * m + i]);
                     }
                 for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extra); i++) argv[count++] = PyTuple_GET_ITEM(extra, i);
-                result = with_deferred(torch_serve(argv, count, x, where));
+#ifdef ODML_NUMPY
+                result = with_deferred(torch_call(argv, count));
+#else
+                result = Py_NewRef(Py_None);
+#endif
             } else if (made == split) {
                 result = Py_None;                   /* (packed changed under us: the operator answers) */
                 Py_INCREF(result);

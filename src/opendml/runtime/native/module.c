@@ -108,17 +108,13 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "eager(x) records a call like this one for autograd and runs it (calls.c)")                                   \
     X(call_cache_torch_eager, O, "call_cache_torch_eager(eager_ok): the check an eager entry's call passes first "  \
       "(calls.c)")                                                                                                  \
-    X(call_cache_put_numpy, VARARGS, "call_cache_put_numpy(op, x, args, out_shape, dtype, origin_bytes, kernel, "   \
-      "params, threads, use_blocks, prefault, generation) -> whether stored (a PyTorch CPU tensor's)")              \
-    X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args) -> a repeated call's output (every function but "   \
-      "the first five's; a list for SPLIT), or None where it must take the Python route (calls.c); x: an array, "   \
+    X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args) -> a repeated call's output (call_cache_call's "    \
+      "entries alike; a list for SPLIT), or None where it must take the Python route (calls.c); x: an array, "      \
       "or a list or tuple of arrays (JOIN, the index functions)")                                                   \
     X(call_cache_put_move, VARARGS, "call_cache_put_move(op, x, args, outs, origins, passes, multi, generation, "   \
       "planned=None) -> whether stored")                                                                            \
     X(call_cache_move_types, O, "call_cache_move_types(tuple of enum types): their members key family arguments "   \
       "by identity")                                                                                                \
-    X(call_cache_put_cuda, VARARGS, "call_cache_put_cuda(op, x, args, out_shape, origin_bytes, function, grid, "    \
-      "block, shared, params, dst_align, launch, generation) -> whether stored (a PyTorch CUDA tensor's)")          \
     X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf, "                \
       "cuda_conf=None) -> a never-seen shape's output of a call on NumPy arrays, PyTorch tensors or CuPy "          \
       "arrays, lowered in C (newshape_move.c) and recorded in the call cache, None, or a CUDA kernel's name to "    \
