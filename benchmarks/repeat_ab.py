@@ -20,6 +20,7 @@ import pathlib
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent
 
@@ -67,6 +68,9 @@ def run(tree: str, device: str, calls: int) -> dict:
     env = dict(os.environ)
     src = str(pathlib.Path(tree).resolve() / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    # Inductor's on-disk graph cache does not key opendml's lowerings: one tree would run code compiled by the
+    # other (a graph compiled before the direct kernels calls the operator); each run compiles into its own
+    env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="repeat-ab-inductor-")
     out = subprocess.run([sys.executable, "-c", CHILD, device, str(calls)], env=env, capture_output=True, text=True,
                          timeout=600)
     for line in out.stdout.splitlines():

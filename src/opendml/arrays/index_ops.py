@@ -144,9 +144,12 @@ def _host(a) -> np.ndarray | None:
 
 def _torch_traced(torch, a) -> bool:
     """Whether PyTorch tensor ``a`` has no values to read: a call traced by
-    ``torch.compile`` (Dynamo's fake run included), a fake or meta tensor."""
-    return (torch.compiler.is_compiling() or a.device.type == "meta"
-            or isinstance(a, torch._subclasses.fake_tensor.FakeTensor))
+    ``torch.compile`` (Dynamo's fake run included), a fake or meta tensor, or
+    AOTAutograd's functional wrapper of one."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    return (torch.compiler.is_compiling() or a.device.type == "meta" or isinstance(a, (FakeTensor, FunctionalTensor))
+            or torch._is_functional_tensor(a))
 
 
 def _traced(a) -> bool:
