@@ -25,6 +25,10 @@ whatever the operator and whatever the framework.
 * **A rank the operator does not take** (the same table's ranks):
   ``ValidationError("<function>: <argument> must have <n> (or <lo> to <hi>)
   dimensions for <OPERATOR>; got <rank> (shape [...])")``.
+* **An empty array** (a dimension of size 0; DirectML's tensor sizes are
+  at least 1): ``ValidationError("<function>: <argument> must have no
+  dimension of size 0 (DirectML's tensor sizes are >= 1); got shape
+  [...]")`` (``check_input``, ``check_others``).
 * **A bad axis**: ``ValidationError("<function>: axis must be an integer;
   got ...")`` or ``"<function>: axis must be in [-r, r - 1] for arrays of
   r dimensions; got ..."`` (``axis``).
@@ -262,7 +266,7 @@ def check_input(function: str, x, argument: str | None = None) -> None:
     of any framework: ``dtype`` and ``ndim`` (else ``len(shape)``) are all that is read)."""
     try:
         key = (function, x.dtype, rank_of(x))
-        if key in _PASSED:
+        if key in _PASSED and not _empty(x):
             return
     except TypeError:                     # a dtype that cannot be hashed
         key = None
@@ -295,6 +299,21 @@ def _check_input(function: str, x, argument: str) -> None:
         want = str(ranks.start) if len(ranks) == 1 else f"{ranks.start} to {ranks.stop - 1}"
         raise ValidationError(f"{function}: {argument} must have {want} dimensions for {cls.OPERATOR}; got {rank} "
                               f"(shape {[int(n) for n in x.shape]})")
+    _check_not_empty(function, x, argument)
+
+
+def _empty(x) -> bool:
+    """Whether ``x`` has a dimension of size 0 (False where its shape cannot be read)."""
+    try:
+        return 0 in x.shape
+    except Exception:  # noqa: BLE001 - a shape that cannot be read: the routes name what is wrong
+        return False
+
+
+def _check_not_empty(function: str, x, argument: str) -> None:
+    if _empty(x):
+        raise ValidationError(f"{function}: {argument} must have no dimension of size 0 (DirectML's tensor sizes "
+                              f"are >= 1); got shape {[int(n) for n in x.shape]}")
 
 
 def _check_dtype(function: str, x, argument: str, cls, row, slot: str) -> None:
@@ -321,11 +340,12 @@ def check_others(function: str, **arrays) -> None:
             readable(x, function)
         try:
             key = ("others", function, argument, x.dtype)      # 4 entries: never check_input's key
-            if key in _PASSED:
+            if key in _PASSED and not _empty(x):
                 continue
         except TypeError:                 # a dtype that cannot be hashed
             key = None
         _check_dtype(function, x, argument, cls, supported_row(cls), others[argument][0])
+        _check_not_empty(function, x, argument)
         if key is not None and len(_PASSED) < 1024:
             _PASSED.add(key)
 
