@@ -138,7 +138,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
         """The output of ``sizes`` (``rule`` in words; a packed one of the
         input's type derived where None), then ``_check_index_ops``."""
         if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, sizes))
+            self._set("output_tensor", self._derived_tensor(inp.data_type, sizes, rule))
         self._check_index_ops(data_slots)
         self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
 
