@@ -351,6 +351,26 @@ def test_an_empty_further_array_is_one_validation_error_naming_it(name, cls, bin
            lambda: call(binding, example_inputs(binding), **{other: np.zeros(shape, dtype)}))
 
 
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("name, cls, binding", BOUND, ids=IDS)
+def test_a_broadcast_view_of_more_than_uint32_elements_is_one_validation_error(name, cls, binding, framework):
+    """A broadcast view holds more elements than a DirectML tensor may (UINT32)
+    in a few bytes; it read ``TensorDesc: Sizes[0] must be in [1, 4294967295]``."""
+    dtype = example_dtype(cls, binding)
+    call(binding, example_inputs(binding, framework))
+    shape = (2 ** 32 + 1,) + tuple(binding.inputs[0][1:])
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        big = torch.zeros((1,) * len(shape), dtype=getattr(torch, dtype)).expand(shape)
+    else:
+        big = np.broadcast_to(np.zeros((1,) * len(shape), dtype), shape)
+    inputs = [big] + example_inputs(binding, framework)[1:]
+    raises(dml.ValidationError,
+           rf"{binding.function}: {re.escape(argument(binding))} must have at most 4294967295 elements \(DirectML's "
+           rf"tensor element count is a UINT32\); got {math.prod(shape)} \(shape {re.escape(str(list(shape)))}\)",
+           lambda: call(binding, inputs))
+
+
 # -- axes -----------------------------------------------------------------------------------------------
 
 AXIS_FORMS = [r"axis must be an integer; got .+",

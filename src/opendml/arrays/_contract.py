@@ -28,7 +28,9 @@ whatever the operator and whatever the framework.
 * **An empty array** (a dimension of size 0; DirectML's tensor sizes are
   at least 1): ``ValidationError("<function>: <argument> must have no
   dimension of size 0 (DirectML's tensor sizes are >= 1); got shape
-  [...]")`` (``check_input``, ``check_others``).
+  [...]")``; more than UINT32 elements (a broadcast view):
+  ``"<function>: <argument> must have at most 4294967295 elements ..."``
+  (``check_input``, ``check_others``).
 * **A bad axis**: ``ValidationError("<function>: axis must be an integer;
   got ...")`` or ``"<function>: axis must be in [-r, r - 1] for arrays of
   r dimensions; got ..."`` (``axis``).
@@ -48,12 +50,13 @@ arguments alike.
 """
 from __future__ import annotations
 
+import math
 import operator
 import sys
 
 import numpy as np
 
-from ..model._checks import _short
+from ..model._checks import UINT32_MAX, _short
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -266,7 +269,7 @@ def check_input(function: str, x, argument: str | None = None) -> None:
     of any framework: ``dtype`` and ``ndim`` (else ``len(shape)``) are all that is read)."""
     try:
         key = (function, x.dtype, rank_of(x))
-        if key in _PASSED and not _empty(x):
+        if key in _PASSED and not _sizes_off(x):
             return
     except TypeError:                     # a dtype that cannot be hashed
         key = None
@@ -299,21 +302,29 @@ def _check_input(function: str, x, argument: str) -> None:
         want = str(ranks.start) if len(ranks) == 1 else f"{ranks.start} to {ranks.stop - 1}"
         raise ValidationError(f"{function}: {argument} must have {want} dimensions for {cls.OPERATOR}; got {rank} "
                               f"(shape {[int(n) for n in x.shape]})")
-    _check_not_empty(function, x, argument)
+    _check_sizes(function, x, argument)
 
 
-def _empty(x) -> bool:
-    """Whether ``x`` has a dimension of size 0 (False where its shape cannot be read)."""
+def _sizes_off(x) -> bool:
+    """Whether ``x``'s shape is outside DirectML's tensor sizes: a dimension
+    of size 0, or more than UINT32 elements (a broadcast view can be that
+    large in a few bytes). False where its shape cannot be read."""
     try:
-        return 0 in x.shape
+        shape = x.shape
+        return 0 in shape or math.prod(shape) > UINT32_MAX
     except Exception:  # noqa: BLE001 - a shape that cannot be read: the routes name what is wrong
         return False
 
 
-def _check_not_empty(function: str, x, argument: str) -> None:
-    if _empty(x):
+def _check_sizes(function: str, x, argument: str) -> None:
+    if not _sizes_off(x):
+        return
+    shape = [int(n) for n in x.shape]
+    if 0 in shape:
         raise ValidationError(f"{function}: {argument} must have no dimension of size 0 (DirectML's tensor sizes "
-                              f"are >= 1); got shape {[int(n) for n in x.shape]}")
+                              f"are >= 1); got shape {shape}")
+    raise ValidationError(f"{function}: {argument} must have at most {UINT32_MAX} elements (DirectML's tensor "
+                          f"element count is a UINT32); got {math.prod(shape)} (shape {shape})")
 
 
 def _check_dtype(function: str, x, argument: str, cls, row, slot: str) -> None:
@@ -340,12 +351,12 @@ def check_others(function: str, **arrays) -> None:
             readable(x, function)
         try:
             key = ("others", function, argument, x.dtype)      # 4 entries: never check_input's key
-            if key in _PASSED and not _empty(x):
+            if key in _PASSED and not _sizes_off(x):
                 continue
         except TypeError:                 # a dtype that cannot be hashed
             key = None
         _check_dtype(function, x, argument, cls, supported_row(cls), others[argument][0])
-        _check_not_empty(function, x, argument)
+        _check_sizes(function, x, argument)
         if key is not None and len(_PASSED) < 1024:
             _PASSED.add(key)
 

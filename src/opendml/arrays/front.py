@@ -380,8 +380,8 @@ _DOC = """{summary}
         conjugated; a JAX array sharded over several devices).
     ValidationError
         If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
-        rank the support table lacks (it takes {ranks}) or a dimension of
-        size 0 (DirectML's sizes are >= 1), or an argument
+        rank the support table lacks (it takes {ranks}), a dimension of
+        size 0 or more than 2**32 - 1 elements (DirectML's tensor limits), or an argument
         breaks one of the operator's rules ({rules}): the message names the
         field and the rule. Checked before anything is allocated.
     AllocationError
