@@ -239,6 +239,18 @@ def test_huge_json_integer_and_deep_nesting(tmp_path, capsys, command):
     one_line_exit_2(capsys, [command, spec(tmp_path, deep)], r"more than 32 levels deep")
 
 
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_a_key_given_twice_is_refused(tmp_path, capsys, command):
+    """JSON keeps the last of two equal keys: a description with
+    InputWindowSizes twice ran with the second, silently."""
+    text = json.dumps(SLICE1)[:-1] + ', "InputWindowSizes": [1, 1, 2, 2]}'
+    one_line_exit_2(capsys, [command, spec(tmp_path, text)],
+                    r'malformed JSON: the key "InputWindowSizes" appears twice in one object \(the second would '
+                    r'silently replace the first\)')
+    nested = json.dumps(SLICE1).replace('"DataType": "FLOAT32"', '"DataType": "FLOAT32", "DataType": "INT8"')
+    one_line_exit_2(capsys, [command, spec(tmp_path, nested)], r'malformed JSON: the key "DataType" appears twice')
+
+
 def test_input_files_that_are_no_npy_array(tmp_path, capsys):
     s = spec(tmp_path, U8)
     x = np.arange(16, dtype=np.uint8).reshape(1, 1, 4, 4)
