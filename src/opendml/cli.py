@@ -257,8 +257,14 @@ def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
 
 
 def _listed(args, exs) -> bool:
-    """--list: print the bundled examples in ``EXAMPLE_ORDER`` with their titles."""
+    """--list: print the bundled examples in ``EXAMPLE_ORDER`` with their titles
+    (alone: a file or --example beside it would be ignored)."""
     if args.list:
+        given = [what for what, value in (("MODEL.json" if hasattr(args, "model") else "SPEC.json",
+                                           getattr(args, "model", getattr(args, "spec", None))),
+                                          ("--example", args.example)) if value is not None]
+        if given:
+            raise UsageError(f"--list lists the bundled examples and exits: give it without {' or '.join(given)}")
         for name in EXAMPLE_ORDER:
             print(f"{name:26s} {exs[name].get('Title', '')}")
     return args.list

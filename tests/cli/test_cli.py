@@ -36,6 +36,15 @@ def test_list_and_one_example(capsys):
     assert "OutputTensor: (Sizes:{1, 9, 15}, DataType:FLOAT32)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command, what", [("run", "SPEC.json"), ("dispatch", "MODEL.json")])
+def test_list_with_a_file_or_an_example_is_a_usage_error(tmp_path, capsys, command, what):
+    """`opendml run --list --example tile` listed the examples and ran nothing, exit 0."""
+    one_line_exit_2(capsys, [command, "--list", "--example", "tile"],
+                    r"--list lists the bundled examples and exits: give it without --example$")
+    one_line_exit_2(capsys, [command, "--list", spec(tmp_path, SLICE1)],
+                    rf"--list lists the bundled examples and exits: give it without {what}$")
+
+
 def test_run_spec_default_input_and_output_file(tmp_path, capsys):
     out = tmp_path / "y.npy"
     assert main(["run", spec(tmp_path, SLICE1), "--output", str(out)]) == 0
