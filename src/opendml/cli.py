@@ -465,13 +465,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the version, the backends present (with the GPU name where CUDA "
                        "works) and the feature levels supported.")
     i.set_defaults(func=cmd_info)
+    for q in (r, v, d, i):
+        q.set_defaults(parser=q)          # an argument left over is the subcommand's usage error
     return p
 
 
 def main(argv=None) -> int:
     """The command line, with the module docstring's exit codes; errors are
     one line on stderr, never a traceback."""
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:
+        args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         config()  # a malformed OPENDML_* environment variable is bad input too
         return args.func(args)

@@ -45,6 +45,15 @@ def test_list_with_a_file_or_an_example_is_a_usage_error(tmp_path, capsys, comma
                     rf"--list lists the bundled examples and exits: give it without {what}$")
 
 
+@pytest.mark.parametrize("argv", [["run", "a.json", "b.json"], ["info", "extra"], ["validate", "a.json", "--bogus"]])
+def test_a_left_over_argument_is_the_subcommands_usage_error(argv):
+    """It read 'opendml: error: unrecognized arguments: ... (see opendml --help)', pointing at the
+    top-level help, which does not list the subcommand's options."""
+    r = subprocess.run([sys.executable, "-m", "opendml.cli", *argv], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"opendml {argv[0]}: error: unrecognized arguments: {argv[-1]} (see opendml {argv[0]} --help)\n"
+
+
 def test_run_spec_default_input_and_output_file(tmp_path, capsys):
     out = tmp_path / "y.npy"
     assert main(["run", spec(tmp_path, SLICE1), "--output", str(out)]) == 0
