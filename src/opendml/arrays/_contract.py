@@ -265,8 +265,9 @@ BINDING: dict = _Bound(lambda cls, b: b)
 def check_input(function: str, x, argument: str | None = None) -> None:
     """``x``'s dtype and rank against the support table of the operator
     ``function`` builds, at the newest feature level: ``UnsupportedError``
-    for a dtype it does not take, ``ValidationError`` for a rank (an array
-    of any framework: ``dtype`` and ``ndim`` (else ``len(shape)``) are all that is read)."""
+    for a dtype it does not take, ``ValidationError`` for a rank or sizes
+    outside DirectML's (``_sizes_off``; an array of any framework: ``dtype``,
+    ``ndim`` (else ``len(shape)``) and ``size`` (else ``shape``) are all that is read)."""
     try:
         key = (function, x.dtype, rank_of(x))
         if key in _PASSED and not _sizes_off(x):
@@ -310,8 +311,10 @@ def _sizes_off(x) -> bool:
     of size 0, or more than UINT32 elements (a broadcast view can be that
     large in a few bytes). False where its shape cannot be read."""
     try:
-        shape = x.shape
-        return 0 in shape or math.prod(shape) > UINT32_MAX
+        n = x.size                        # NumPy, CuPy, JAX: the element count (PyTorch: a method)
+        if type(n) is not int:
+            n = math.prod(x.shape)
+        return n == 0 or n > UINT32_MAX   # (a Dask array of unknown chunks: NaN, neither)
     except Exception:  # noqa: BLE001 - a shape that cannot be read: the routes name what is wrong
         return False
 
