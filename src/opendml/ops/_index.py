@@ -54,8 +54,9 @@ CHECK_INDICES_DOC = """check_indices : bool, optional
         Check every index first (default): the first one out of range raises
         ``ValidationError`` naming its value and position. False skips the
         check (out-of-range indices are then clamped into the dimension).
-        Indices traced by ``jax.jit`` or ``torch.compile`` have no values
-        while traced: they are not checked, and are clamped as with False."""
+        Indices traced by ``jax.jit`` or compiled by ``torch.compile``
+        (Inductor, ``aot_eager``) have no values while traced: they are not
+        checked, and are clamped as with False."""
 
 
 def dims(x) -> tuple[int, ...]:
