@@ -482,6 +482,16 @@ def test_unfold_and_fold_modules_match_pytorch(kernel, dilation, padding, stride
     assert repr(mine) == repr(theirs) and repr(fold) == repr(tfold)
 
 
+@pytest.mark.parametrize("bad", [[[1.0, 2.0]], np.ones((1, 1, 4, 4), np.float32), None], ids=["list", "numpy", "None"])
+def test_modules_refuse_what_is_no_tensor(bad):
+    """Unfold(2)([[1.0, 2.0]]) raised AttributeError: 'list' object has no attribute 'dim'."""
+    kind = f"{type(bad).__module__}.{type(bad).__qualname__}"
+    with pytest.raises(dml.ValidationError, match=rf"^Unfold: x must be a torch.Tensor; got {kind}$"):
+        dmlt.Unfold(2)(bad)
+    with pytest.raises(dml.ValidationError, match=rf"^Fold: x must be a torch.Tensor; got {kind}$"):
+        dmlt.Fold((4, 4), 2)(bad)
+
+
 def test_modules_n_d_and_asymmetric_padding():
     x = torch.randn(2, 2, 5, 4, 6, dtype=torch.float64)
     m = dmlt.Unfold((3, 2, 2), dilation=(1, 2, 1), padding=((1, 0, 2), (0, 1, 1)), stride=(2, 1, 3))

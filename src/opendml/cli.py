@@ -257,8 +257,14 @@ def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
 
 
 def _listed(args, exs) -> bool:
-    """--list: print the bundled examples in ``EXAMPLE_ORDER`` with their titles."""
+    """--list: print the bundled examples in ``EXAMPLE_ORDER`` with their titles
+    (alone: a file or --example beside it would be ignored)."""
     if args.list:
+        given = [what for what, value in (("MODEL.json" if hasattr(args, "model") else "SPEC.json",
+                                           getattr(args, "model", getattr(args, "spec", None))),
+                                          ("--example", args.example)) if value is not None]
+        if given:
+            raise UsageError(f"--list lists the bundled examples and exits: give it without {' or '.join(given)}")
         for name in EXAMPLE_ORDER:
             print(f"{name:26s} {exs[name].get('Title', '')}")
     return args.list
@@ -459,13 +465,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the version, the backends present (with the GPU name where CUDA "
                        "works) and the feature levels supported.")
     i.set_defaults(func=cmd_info)
+    for q in (r, v, d, i):
+        q.set_defaults(parser=q)          # an argument left over is the subcommand's usage error
     return p
 
 
 def main(argv=None) -> int:
     """The command line, with the module docstring's exit codes; errors are
     one line on stderr, never a traceback."""
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:
+        args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         config()  # a malformed OPENDML_* environment variable is bad input too
         return args.func(args)

@@ -65,9 +65,20 @@ def check_depth(obj, limit: int = MAX_DEPTH) -> None:
 
 
 def loads(text: str) -> dict:
-    """Parse a JSON description: a ``JsonFormError`` for malformed text, integers
+    """Parse a JSON description: a ``JsonFormError`` for malformed text, a key
+    given twice in one object (JSON would keep the last silently), integers
     too long to read, nesting deeper than ``MAX_DEPTH``, and anything but an object."""
-    return parse_object(text, parse_int=parse_int)
+    return parse_object(text, parse_int=parse_int, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise JsonFormError(f"malformed JSON: the key {json.dumps(key)[:80]} appears twice in one object (the "
+                            f"second would silently replace the first)")
+    return out
 
 
 def parse_object(text: str, what: str = "$: a description", error=JsonFormError,

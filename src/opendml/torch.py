@@ -64,6 +64,7 @@ import torch
 from . import arrays as _arrays
 from .arrays import _contract
 from .arrays.torch import adapter as _adapter, library as _library, node as _node
+from .model.errors import ValidationError
 
 #: The window operators' functions (the plan route's: those with custom operators, SLICE through SLICE1's):
 #: the array API's own functions, here by name, and their custom operators (``opendml::<name>``) as
@@ -153,9 +154,12 @@ def _spatial_rank(*values) -> int:
     return next((len(v) for v in values if _is_sequence(v)), 2)
 
 
-def _per_sample(x, unbatched_dims: int, run):
+def _per_sample(module: str, x, unbatched_dims: int, run):
     """``run(x)``; an unbatched ``x`` (of ``unbatched_dims`` dimensions) runs
-    as a batch of one, its result unbatched again."""
+    as a batch of one, its result unbatched again. ``x`` must be a tensor
+    (``ValidationError`` naming ``module``)."""
+    if not isinstance(x, torch.Tensor):
+        raise ValidationError(f"{module}: x must be a torch.Tensor; got {type(x).__module__}.{type(x).__qualname__}")
     if x.dim() == unbatched_dims:
         return run(x.unsqueeze(0)).squeeze(0)
     return run(x)
@@ -229,7 +233,7 @@ class Unfold(_Blocks):
         UnsupportedError
             If ``x``'s dtype, layout or device is not supported.
         """
-        return _per_sample(x, self.spatial_dims + 1, lambda b: _arrays.unfold(
+        return _per_sample("Unfold", x, self.spatial_dims + 1, lambda b: _arrays.unfold(
             b, self.kernel_size, self.stride, self.dilation, self.start_padding, self.end_padding))
 
 
@@ -285,5 +289,5 @@ class Fold(_Blocks):
         UnsupportedError
             If ``x``'s dtype, layout or device is not supported.
         """
-        return _per_sample(x, 2, lambda b: _arrays.fold(b, self._output_sizes, self._window, self.stride,
+        return _per_sample("Fold", x, 2, lambda b: _arrays.fold(b, self._output_sizes, self._window, self.stride,
                                                         self.dilation, self.start_padding, self.end_padding))

@@ -631,7 +631,9 @@ def test_every_configuration_change_empties_the_cache(change):
 @pytest.mark.parametrize("value", ["yes", 1, 0, "0", 1.0, np.bool_(True)])
 def test_call_cache_must_be_a_bool(value):
     before = dml.config()
-    with pytest.raises(TypeError, match="configure: call_cache must be True or False"):
+    kind = type(value).__qualname__ if type(value).__module__ == "builtins" else \
+        f"{type(value).__module__}.{type(value).__qualname__}"     # NumPy's bool: not "got bool"
+    with pytest.raises(TypeError, match=rf"^configure: call_cache must be True or False; got {kind}$"):
         dml.configure(call_cache=value)
     assert dml.config() == before
 

@@ -319,6 +319,58 @@ def test_a_wrong_rank_is_one_validation_error(name, cls, binding, framework):
                rf"{cls.OPERATOR}; got {rank} \(shape {re.escape(str(list(shape)))}\)", lambda: call(binding, inputs))
 
 
+# -- empty arrays ---------------------------------------------------------------------------------------
+
+def _emptied(shape) -> tuple:
+    return (0,) + tuple(shape[1:])
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("name, cls, binding", BOUND, ids=IDS)
+def test_an_empty_array_is_one_validation_error_naming_the_argument(name, cls, binding, framework):
+    """An array with a dimension of size 0 read ``TensorDesc: Sizes[0] must be
+    in [1, 4294967295]; got 0``, naming neither the function nor the argument;
+    a call of the same dtype and rank that passed first must not let it by."""
+    dtype = example_dtype(cls, binding)
+    call(binding, example_inputs(binding, framework))
+    shape = _emptied(binding.inputs[0])
+    inputs = [array(framework, shape, dtype)] + example_inputs(binding, framework)[1:]
+    raises(dml.ValidationError,
+           rf"{binding.function}: {re.escape(argument(binding))} must have no dimension of size 0 \(DirectML's "
+           rf"tensor sizes are >= 1\); got shape {re.escape(str(list(shape)))}", lambda: call(binding, inputs))
+
+
+@pytest.mark.parametrize("name, cls, binding, other", OTHERS, ids=[f"{b.function}-{o}" for _, _, b, o in OTHERS])
+def test_an_empty_further_array_is_one_validation_error_naming_it(name, cls, binding, other):
+    slot, values, dtype = binding.others[other]
+    shape = _emptied(np.shape(values))
+    call(binding, example_inputs(binding))
+    raises(dml.ValidationError,
+           rf"{binding.function}: {other} must have no dimension of size 0 \(DirectML's tensor sizes are >= 1\); "
+           rf"got shape {re.escape(str(list(shape)))}",
+           lambda: call(binding, example_inputs(binding), **{other: np.zeros(shape, dtype)}))
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("name, cls, binding", BOUND, ids=IDS)
+def test_a_broadcast_view_of_more_than_uint32_elements_is_one_validation_error(name, cls, binding, framework):
+    """A broadcast view holds more elements than a DirectML tensor may (UINT32)
+    in a few bytes; it read ``TensorDesc: Sizes[0] must be in [1, 4294967295]``."""
+    dtype = example_dtype(cls, binding)
+    call(binding, example_inputs(binding, framework))
+    shape = (2 ** 32 + 1,) + tuple(binding.inputs[0][1:])
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        big = torch.zeros((1,) * len(shape), dtype=getattr(torch, dtype)).expand(shape)
+    else:
+        big = np.broadcast_to(np.zeros((1,) * len(shape), dtype), shape)
+    inputs = [big] + example_inputs(binding, framework)[1:]
+    raises(dml.ValidationError,
+           rf"{binding.function}: {re.escape(argument(binding))} must have at most 4294967295 elements \(DirectML's "
+           rf"tensor element count is a UINT32\); got {math.prod(shape)} \(shape {re.escape(str(list(shape)))}\)",
+           lambda: call(binding, inputs))
+
+
 # -- axes -----------------------------------------------------------------------------------------------
 
 AXIS_FORMS = [r"axis must be an integer; got .+",

@@ -36,6 +36,24 @@ def test_list_and_one_example(capsys):
     assert "OutputTensor: (Sizes:{1, 9, 15}, DataType:FLOAT32)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command, what", [("run", "SPEC.json"), ("dispatch", "MODEL.json")])
+def test_list_with_a_file_or_an_example_is_a_usage_error(tmp_path, capsys, command, what):
+    """`opendml run --list --example tile` listed the examples and ran nothing, exit 0."""
+    one_line_exit_2(capsys, [command, "--list", "--example", "tile"],
+                    r"--list lists the bundled examples and exits: give it without --example$")
+    one_line_exit_2(capsys, [command, "--list", spec(tmp_path, SLICE1)],
+                    rf"--list lists the bundled examples and exits: give it without {what}$")
+
+
+@pytest.mark.parametrize("argv", [["run", "a.json", "b.json"], ["info", "extra"], ["validate", "a.json", "--bogus"]])
+def test_a_left_over_argument_is_the_subcommands_usage_error(argv):
+    """It read 'opendml: error: unrecognized arguments: ... (see opendml --help)', pointing at the
+    top-level help, which does not list the subcommand's options."""
+    r = subprocess.run([sys.executable, "-m", "opendml.cli", *argv], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"opendml {argv[0]}: error: unrecognized arguments: {argv[-1]} (see opendml {argv[0]} --help)\n"
+
+
 def test_run_spec_default_input_and_output_file(tmp_path, capsys):
     out = tmp_path / "y.npy"
     assert main(["run", spec(tmp_path, SLICE1), "--output", str(out)]) == 0
@@ -237,6 +255,18 @@ def test_huge_json_integer_and_deep_nesting(tmp_path, capsys, command):
     one_line_exit_2(capsys, [command, spec(tmp_path, deep)], r"\$: the JSON nests arrays and objects more than 32 levels deep")
     deep = json.dumps(SLICE1)[:-1] + ', "Title": ' + "[" * 40 + "]" * 40 + "}"     # below the recursion limit
     one_line_exit_2(capsys, [command, spec(tmp_path, deep)], r"more than 32 levels deep")
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_a_key_given_twice_is_refused(tmp_path, capsys, command):
+    """JSON keeps the last of two equal keys: a description with
+    InputWindowSizes twice ran with the second, silently."""
+    text = json.dumps(SLICE1)[:-1] + ', "InputWindowSizes": [1, 1, 2, 2]}'
+    one_line_exit_2(capsys, [command, spec(tmp_path, text)],
+                    r'malformed JSON: the key "InputWindowSizes" appears twice in one object \(the second would '
+                    r'silently replace the first\)')
+    nested = json.dumps(SLICE1).replace('"DataType": "FLOAT32"', '"DataType": "FLOAT32", "DataType": "INT8"')
+    one_line_exit_2(capsys, [command, spec(tmp_path, nested)], r'malformed JSON: the key "DataType" appears twice')
 
 
 def test_input_files_that_are_no_npy_array(tmp_path, capsys):

@@ -48,6 +48,19 @@ def test_nchw_and_nhwc_strides_of_the_page():
     assert t.strides == (60, 1, 15, 3) and t.min_size_in_bytes == 2 * 3 * 4 * 5 * 4
 
 
+@pytest.mark.parametrize("fn", [dml.packed_strides, dml.nhwc_strides], ids=["packed", "nhwc"])
+@pytest.mark.parametrize("sizes, message", [
+    ([1, -2, 3, 5], r"Sizes\[1\] must be in \[1, 4294967295\]; got -2"),        # returned (15, -15, 5, 1) (packed)
+    ([1, 0, 3, 5], r"Sizes\[1\] must be in \[1, 4294967295\]; got 0"),
+    ("abcd", r"Sizes must be a sequence of integers; got 'abcd'"),              # a TypeError from inside (packed)
+    ([1, 1.5, 3, 5], r"Sizes\[1\] must be an integer; got 1.5 of type float"),   # returned float strides (packed)
+    ([2 ** 16, 2 ** 16, 1, 1], r"the element count \(product of Sizes \[65536, 65536, 1, 1\]\) must be <= "),
+])
+def test_packed_and_nhwc_strides_check_their_sizes_as_tensor_desc_does(fn, sizes, message):
+    with pytest.raises(dml.ValidationError, match=rf"^{fn.__name__}: {message}"):
+        fn(sizes)
+
+
 def test_nhwc_elements_through_desc():
     nhwc = np.arange(2 * 4 * 5 * 3, dtype=np.float32).reshape(2, 4, 5, 3)
     t = dml.TensorDesc.nhwc(F32, [2, 3, 4, 5])

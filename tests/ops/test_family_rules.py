@@ -1,5 +1,6 @@
 """The family's rules: each page's field and tensor rules, with their
 messages, and the support tables per feature level."""
+import numpy as np
 import pytest
 
 import opendml as dml
@@ -82,6 +83,25 @@ CASES = [
     ("d2s1 output", lambda: DepthToSpace1OperatorDesc(T(F32, [1, 8, 2, 3]), T(F32, [1, 2, 4, 5]), 2, 1),
      r"^DEPTH_TO_SPACE1: OutputTensor.Sizes\[3\] must be \{N, C / BlockSize\^2, H \* BlockSize, W \* BlockSize\} "
      r"= 6; got 5"),
+    # a derived output out of DirectML's range names the operator, the output and where its sizes come from
+    # (it read "TensorDesc: Sizes[0] must be ...", naming neither)
+    ("tile output size too large", lambda: TileOperatorDesc(T(F32, [2, 3]), None, [2 ** 31, 1]),
+     r"^TILE: OutputTensor.Sizes\[0\] must be in \[1, 4294967295\]; got 4294967296 \(OutputTensor.Sizes = "
+     r"InputTensor.Sizes \* Repeats\)$"),
+    ("tile output too many elements", lambda: TileOperatorDesc(T(F32, [2, 3]), None, [2 ** 16, 2 ** 16]),
+     r"^TILE: OutputTensor: the element count \(product of Sizes \[131072, 196608\]\) must be <= 4294967295; "
+     r"got 25769803776 \(OutputTensor.Sizes = InputTensor.Sizes \* Repeats\)$"),
+    ("padding output too large", lambda: PaddingOperatorDesc(T(F32, [2, 3]), None, PaddingMode.CONSTANT, 0,
+                                                              [0, 2 ** 32 - 1], [0, 1]),
+     r"^PADDING: OutputTensor.Sizes\[1\] must be in \[1, 4294967295\]; got 4294967299 \(OutputTensor.Sizes = "
+     r"InputTensor.Sizes \+ StartPadding \+ EndPadding\)$"),
+    ("join output too large", lambda: JoinOperatorDesc([T(D.UINT8, [2 ** 31, 1])] * 3, None, 0),
+     r"^JOIN: OutputTensor.Sizes\[0\] must be in \[1, 4294967295\]; got 6442450944 \(OutputTensor.Sizes = "
+     r"the inputs' Sizes, summed along Axis\)$"),
+    ("gather output too many elements", lambda: dml.gather(np.zeros((65536, 2), np.float32),
+                                                            np.zeros(65536, np.int32), 1),
+     r"^GATHER: OutputTensor: the element count \(product of Sizes \[65536, 65536\]\) must be <= 4294967295; "
+     r"got 4294967296 \(OutputTensor.Sizes = \{InputTensor.Sizes\[0..Axis\], "),
 ]
 
 

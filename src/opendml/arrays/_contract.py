@@ -25,6 +25,12 @@ whatever the operator and whatever the framework.
 * **A rank the operator does not take** (the same table's ranks):
   ``ValidationError("<function>: <argument> must have <n> (or <lo> to <hi>)
   dimensions for <OPERATOR>; got <rank> (shape [...])")``.
+* **An empty array** (a dimension of size 0; DirectML's tensor sizes are
+  at least 1): ``ValidationError("<function>: <argument> must have no
+  dimension of size 0 (DirectML's tensor sizes are >= 1); got shape
+  [...]")``; more than UINT32 elements (a broadcast view):
+  ``"<function>: <argument> must have at most 4294967295 elements ..."``
+  (``check_input``, ``check_others``).
 * **A bad axis**: ``ValidationError("<function>: axis must be an integer;
   got ...")`` or ``"<function>: axis must be in [-r, r - 1] for arrays of
   r dimensions; got ..."`` (``axis``).
@@ -44,12 +50,13 @@ arguments alike.
 """
 from __future__ import annotations
 
+import math
 import operator
 import sys
 
 import numpy as np
 
-from ..model._checks import _short
+from ..model._checks import UINT32_MAX, _short
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -258,11 +265,12 @@ BINDING: dict = _Bound(lambda cls, b: b)
 def check_input(function: str, x, argument: str | None = None) -> None:
     """``x``'s dtype and rank against the support table of the operator
     ``function`` builds, at the newest feature level: ``UnsupportedError``
-    for a dtype it does not take, ``ValidationError`` for a rank (an array
-    of any framework: ``dtype`` and ``ndim`` (else ``len(shape)``) are all that is read)."""
+    for a dtype it does not take, ``ValidationError`` for a rank or sizes
+    outside DirectML's (``_sizes_off``; an array of any framework: ``dtype``,
+    ``ndim`` (else ``len(shape)``) and ``size`` (else ``shape``) are all that is read)."""
     try:
         key = (function, x.dtype, rank_of(x))
-        if key in _PASSED:
+        if key in _PASSED and not _sizes_off(x):
             return
     except TypeError:                     # a dtype that cannot be hashed
         key = None
@@ -295,6 +303,31 @@ def _check_input(function: str, x, argument: str) -> None:
         want = str(ranks.start) if len(ranks) == 1 else f"{ranks.start} to {ranks.stop - 1}"
         raise ValidationError(f"{function}: {argument} must have {want} dimensions for {cls.OPERATOR}; got {rank} "
                               f"(shape {[int(n) for n in x.shape]})")
+    _check_sizes(function, x, argument)
+
+
+def _sizes_off(x) -> bool:
+    """Whether ``x``'s shape is outside DirectML's tensor sizes: a dimension
+    of size 0, or more than UINT32 elements (a broadcast view can be that
+    large in a few bytes). False where its shape cannot be read."""
+    try:
+        n = x.size                        # NumPy, CuPy, JAX: the element count (PyTorch: a method)
+        if type(n) is not int:
+            n = math.prod(x.shape)
+        return n == 0 or n > UINT32_MAX   # (a Dask array of unknown chunks: NaN, neither)
+    except Exception:  # noqa: BLE001 - a shape that cannot be read: the routes name what is wrong
+        return False
+
+
+def _check_sizes(function: str, x, argument: str) -> None:
+    if not _sizes_off(x):
+        return
+    shape = [int(n) for n in x.shape]
+    if 0 in shape:
+        raise ValidationError(f"{function}: {argument} must have no dimension of size 0 (DirectML's tensor sizes "
+                              f"are >= 1); got shape {shape}")
+    raise ValidationError(f"{function}: {argument} must have at most {UINT32_MAX} elements (DirectML's tensor "
+                          f"element count is a UINT32); got {math.prod(shape)} (shape {shape})")
 
 
 def _check_dtype(function: str, x, argument: str, cls, row, slot: str) -> None:
@@ -321,11 +354,12 @@ def check_others(function: str, **arrays) -> None:
             readable(x, function)
         try:
             key = ("others", function, argument, x.dtype)      # 4 entries: never check_input's key
-            if key in _PASSED:
+            if key in _PASSED and not _sizes_off(x):
                 continue
         except TypeError:                 # a dtype that cannot be hashed
             key = None
         _check_dtype(function, x, argument, cls, supported_row(cls), others[argument][0])
+        _check_sizes(function, x, argument)
         if key is not None and len(_PASSED) < 1024:
             _PASSED.add(key)
 

@@ -379,8 +379,9 @@ _DOC = """{summary}
         tensor on a device other than cpu, cuda or meta, or sparse, nested or
         conjugated; a JAX array sharded over several devices).
     ValidationError
-        If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array or has a
-        rank the support table lacks (it takes {ranks}), or an argument
+        If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
+        rank the support table lacks (it takes {ranks}), a dimension of
+        size 0 or more than 2**32 - 1 elements (DirectML's tensor limits), or an argument
         breaks one of the operator's rules ({rules}): the message names the
         field and the rule. Checked before anything is allocated.
     AllocationError

@@ -45,8 +45,18 @@ def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     tuple of int
         ``strides[i] == prod(sizes[i + 1:])``; ``(15, 15, 5, 1)`` for
         ``[1, 1, 3, 5]``.
+
+    Raises
+    ------
+    ValidationError
+        If ``sizes`` breaks a rule of ``TensorDesc``'s sizes (1 to 8
+        integers, each in [1, 2**32 - 1], at most 2**32 - 1 elements).
     """
-    sizes = tuple(sizes)
+    return _packed_strides(check_sizes_strides(sizes, None, where="packed_strides")[0])
+
+
+def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """``packed_strides`` of sizes already checked."""
     strides = [1] * len(sizes)
     step = 1
     for i in range(len(sizes) - 1, -1, -1):
@@ -73,9 +83,10 @@ def nhwc_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     Raises
     ------
     ValidationError
-        If ``sizes`` has neither 4 nor 5 entries.
+        If ``sizes`` has neither 4 nor 5 entries, or breaks a rule of
+        ``TensorDesc``'s sizes.
     """
-    sizes = tuple(sizes)
+    sizes = check_sizes_strides(sizes, None, where="nhwc_strides")[0]
     if len(sizes) not in (4, 5):
         raise ValidationError(f"nhwc_strides: sizes must have 4 (NCHW) or 5 (NCDHW) entries; got {len(sizes)}")
     strides = [0] * len(sizes)
@@ -338,7 +349,7 @@ class TensorDesc:
     @property
     def element_strides(self) -> tuple[int, ...]:
         """The strides in elements, packed ones when none were given."""
-        return self.strides if self.strides is not None else packed_strides(self.sizes)
+        return self.strides if self.strides is not None else _packed_strides(self.sizes)
 
     @property
     def element_size(self) -> int:

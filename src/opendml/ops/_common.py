@@ -348,10 +348,24 @@ class OperatorDesc:
         input's DataType; then every slot's checks and, given ``rule`` (where
         ``sizes`` come from, in words), ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))
+            self._set("output_tensor", self._derived_tensor(self.input_tensor.data_type, sizes, rule))
         self._check_slot_tensors()
         if rule is not None:
             self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
+
+    def _derived_tensor(self, data_type, sizes, rule: str | None, slot: str = "OutputTensor") -> TensorDesc:
+        """A packed ``TensorDesc`` of derived ``sizes``; one out of DirectML's
+        range (a size or an element count above UINT32) is an error naming
+        the operator, ``slot`` and, given ``rule``, where its sizes come from."""
+        try:
+            return TensorDesc(data_type, sizes)
+        except ValidationError as e:
+            text = str(e)
+            if not text.startswith("TensorDesc: "):
+                raise
+            rest = text[len("TensorDesc: "):]
+            where = f" ({slot}.Sizes = {rule})" if rule else ""
+            raise self._err(f"{slot}.{rest}{where}" if rest[:1].isupper() else f"{slot}: {rest}{where}") from None
 
     def _enum(self, attr: str, field: str, enum) -> None:
         """An enum field given as a member, its value or its name (short or

@@ -53,7 +53,10 @@ INDICES_DOC = """indices : integer array
 CHECK_INDICES_DOC = """check_indices : bool, optional
         Check every index first (default): the first one out of range raises
         ``ValidationError`` naming its value and position. False skips the
-        check (out-of-range indices are then clamped into the dimension)."""
+        check (out-of-range indices are then clamped into the dimension).
+        Indices traced by ``jax.jit`` or compiled by ``torch.compile``
+        (Inductor, ``aot_eager``) have no values while traced: they are not
+        checked, and are clamped as with False."""
 
 
 def dims(x) -> tuple[int, ...]:
@@ -138,7 +141,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
         """The output of ``sizes`` (``rule`` in words; a packed one of the
         input's type derived where None), then ``_check_index_ops``."""
         if self.output_tensor is None:
-            self._set("output_tensor", TensorDesc(inp.data_type, sizes))
+            self._set("output_tensor", self._derived_tensor(inp.data_type, sizes, rule))
         self._check_index_ops(data_slots)
         self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
 

@@ -295,16 +295,23 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
             if value is None:
                 continue
             if isinstance(value, bool) or not hasattr(value, "__index__"):
-                raise TypeError(f"configure: {name} must be an int; got {type(value).__name__}")
+                raise TypeError(f"configure: {name} must be an int; got {_kind(value)}")
             changes[name] = value.__index__()
             if not lo <= changes[name] <= hi:
                 raise ValidationError(f"configure: {name} must be in [{lo}, {hi}]; got {changes[name]}")
         if call_cache is not None:
             if not isinstance(call_cache, bool):
-                raise TypeError(f"configure: call_cache must be True or False; got {type(call_cache).__name__}")
+                raise TypeError(f"configure: call_cache must be True or False; got {_kind(call_cache)}")
             changes["call_cache"] = call_cache
         _apply(dataclasses.replace(previous, **changes))
         return _Restore(previous)
+
+
+def _kind(value) -> str:
+    """A value's type for a message: ``str``, or ``numpy.bool`` (whose bare
+    name would read "must be True or False; got bool")."""
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 def _apply(cfg: Config) -> None:
