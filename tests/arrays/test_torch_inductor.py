@@ -168,19 +168,23 @@ def test_direct_kernels_after_configure(cpp, settings):
 
 
 def test_direct_kernels_under_threads(cpp):
+    def case(i):
+        name, fn, lists, shape = CASES[i % len(CASES)]
+        x, packed = _x(shape) + i, _pack(lists)
+        return [cpp[name](x, packed)], lambda: [_direct(name)(x, packed)]
+    _same_in_threads(case)
+
+
+def _same_in_threads(case) -> None:
+    """On 8 threads at once, thread ``i`` takes ``want, run = case(i)`` and calls ``run()`` 50 times: every
+    call must give ``want``'s tensors (a list) and none may raise."""
     errors, results = [], {}
 
     def work(i):
         try:
-            name, fn, lists, shape = CASES[i % len(CASES)]
-            x = _x(shape) + i
-            packed = _pack(lists)
-            want = cpp[name](x, packed)
-            for _ in range(50):
-                if not torch.equal(_direct(name)(x, packed), want):
-                    results[i] = "differs"
-                    return
-            results[i] = "same"
+            want, run = case(i)
+            ok = all(all(torch.equal(a, b) for a, b in zip(run(), want)) for _ in range(50))
+            results[i] = "same" if ok else "differs"
         except Exception as e:  # noqa: BLE001
             errors.append(e)
     threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
@@ -446,27 +450,13 @@ def test_the_move_direct_kernel_after_configure(cpp, settings):
 
 def test_the_move_direct_kernel_under_threads(cpp):
     cases = [(fn, *_traced_move(fn, _move_inputs(specs))) for name, fn, specs in MOVE_CASES if name in SERVED]
-    errors, results = [], {}
 
-    def work(i):
-        try:
-            fn, op, xs, text = cases[i % len(cases)]
-            xs = [xs[0] + i, *xs[1:]]
-            want = op(xs, text)
-            direct = _direct_move(op)
-            for _ in range(50):
-                if not all(torch.equal(a, b) for a, b in zip(direct(xs, text), want)):
-                    results[i] = "differs"
-                    return
-            results[i] = "same"
-        except Exception as e:  # noqa: BLE001
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and set(results.values()) == {"same"}, (errors, results)
+    def case(i):
+        fn, op, xs, text = cases[i % len(cases)]
+        xs = [xs[0] + i, *xs[1:]]
+        direct = _direct_move(op)
+        return op(xs, text), lambda: direct(xs, text)
+    _same_in_threads(case)
 
 
 def test_descriptions_past_the_limit_are_not_recorded(cpp, monkeypatch):
