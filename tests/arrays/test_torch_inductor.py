@@ -410,6 +410,21 @@ def test_the_move_direct_kernel_raises_the_operators_errors(cpp, name, fn, specs
         assert got == _outcomes(op, dual, text)
 
 
+def test_cpp_wrapper_refuses_the_move_operator_by_name(cpp):
+    """Inductor's C++ wrapper cannot call ``move`` (it embeds the JSON text unescaped and reads the list of
+    outputs as one tensor: a C++ compile error, or a crash): the lowering says so, naming the operator and
+    what to do, before any C++ is written; the first five's packed operators still compile there."""
+    x = _x((1, 4, 6, 5))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"C\+\+ wrapper \(cpp_wrapper, AOTInductor\) cannot call opendml's move "
+                                        r"operator .* compile this graph with Inductor's Python wrapper"):
+        torch.compile(lambda t: dml.tile(t, [1, 1, 2, 1]), options={"cpp_wrapper": True})(x)
+    if shutil.which("g++") or shutil.which("c++"):
+        got = torch.compile(lambda t: dml.slice1(t, [0, 0, 0, 0], [1, 4, 6, 5], [1, 1, -1, 1]),
+                            options={"cpp_wrapper": True})(x)
+        assert torch.equal(got, x.flip(2))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ["pad", "tile", "join", "gather"])
 def test_inductor_wrapper_calls_the_move_direct_kernel(cpp, name, device):

@@ -38,7 +38,9 @@ lowerings once Inductor is loaded (the operators' fake kernels call it, so it
 runs while AOTAutograd traces a graph for Inductor); anything unlike what it
 expects leaves Inductor's default, the dispatcher call, and ``status()`` says
 why. Only the Python wrapper takes the direct kernels: the C++ wrapper
-(``cpp_wrapper``, AOTInductor) and the FX wrapper keep the operator.
+(``cpp_wrapper``, AOTInductor) and the FX wrapper keep the operator, and the
+C++ wrapper's lowering of ``move`` raises ``UnsupportedError`` (that wrapper
+embeds the JSON text unescaped and reads the list of outputs as one tensor).
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ import threading
 
 import torch
 
+from ...model.errors import UnsupportedError
 from ...runtime import calls as _calls
 
 #: The call cache's functions, and its C direct kernel (None without the compiled extension).
@@ -152,8 +155,15 @@ def _install(namespace: str, ops: dict, done: dict) -> None:
         kernel_name = f"torch.ops.{namespace}.{attr}"
 
         def lower(*args, _default=default, _op=op, _name=kernel_name, **kwargs):
-            result = _default(*args, **kwargs)
             graph = V.graph
+            if _name.endswith(PREFIX + "move") and (getattr(graph, "cpp_wrapper", False)
+                                                   or getattr(graph, "aot_mode", False)):
+                # (its generated C++ embeds the JSON text unescaped and reads the list of outputs as one
+                # tensor: a C++ compile error, or a crash once the text has no double quotes)
+                raise UnsupportedError(f"{_op}: Inductor's C++ wrapper (cpp_wrapper, AOTInductor) cannot call "
+                                       f"opendml's move operator (a JSON text argument and a list of outputs); "
+                                       f"compile this graph with Inductor's Python wrapper (the default)")
+            result = _default(*args, **kwargs)
             if not (getattr(graph, "cpp_wrapper", True) or getattr(graph, "fx_wrapper", False)
                     or getattr(graph, "aot_mode", True)):
                 node = _fallback_node(ir, result)
