@@ -488,3 +488,23 @@ def test_descriptions_past_the_limit_are_not_recorded(cpp, monkeypatch):
         assert _outcomes(_direct_move(op), xs, fresh) == want
     assert fresh not in library._CALLS and fresh not in torch_inductor.MOVE_CODES
     assert calls.info()["hits"] == hits
+
+
+def test_the_move_operators_cuda_record_holds_the_planned_layouts(monkeypatch):
+    """The move operator's CUDA call is recorded with the layouts read before its launches were planned, as
+    the adapter's are (``put_move_cuda`` refuses a record whose input changed in place meanwhile). Fake CUDA
+    tensors stand in for a GPU: the launch itself is replaced."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    seen = []
+
+    def cuda_move(desc, arrays, record=None):
+        seen.append(record)
+        return [torch.empty(tuple(t.sizes), dtype=arrays[0].dtype, device=arrays[0].device) for t in desc.outputs]
+    monkeypatch.setattr(library, "cuda_move", cuda_move)
+    x = _x((2, 3, 7))
+    _, _, text = _traced_move(lambda t: dml.tile(t, [1, 2, 1]), [x])
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        xc = torch.empty_strided((2, 3, 7), (7, 14, 1), device="cuda")      # (not packed)
+        library._move([xc], text)
+    (record,) = seen
+    assert record is not None and record[3] == ((xc.shape, xc.stride()),)

@@ -387,7 +387,10 @@ def _move(inputs, text):
     if call is not None and device == "cpu":
         outs = [torch.from_numpy(o) for o in engine.run_numpy(call, numpy_views(arrays))]
     elif call is not None and device == "cuda":     # (a negative view is resolved first: not recorded)
-        outs = cuda_move(desc, arrays, None if any(x.is_neg() for x in arrays) else (call, tuple(arrays), since))
+        # (the layouts read before the launches are planned: another thread may change a tensor in place)
+        planned = tuple((t.shape, t.stride()) for t in arrays)
+        outs = cuda_move(desc, arrays, None if any(x.is_neg() for x in arrays) else (call, tuple(arrays), since,
+                                                                                     planned))
     else:
         outs = kernel(desc, arrays)
     return [o.contiguous() for o in outs]

@@ -243,6 +243,8 @@ def _group(q, k: int) -> int:
     for i, d in enumerate([d for d in range(k) if d not in moved] + moved):
         w.sizes[i], w.src_strides[i], w.dst_strides[i] = q.sizes[d], q.src_strides[d], q.dst_strides[d]
         w.axes[0].strides[i] = q.axes[0].strides[d]
+        if q.axes[0].axis == d:             # (the dimension a reversal's length runs along, moved with it)
+            w.axes[0].axis = i
     members = _trailing_group(w, k)
     if members:
         ctypes.memmove(ctypes.addressof(q), ctypes.addressof(w), ctypes.sizeof(q))

@@ -98,6 +98,7 @@ static int64_t group_of(odml_ix_params *q, int k, const odml_index_cuda_conf *c)
         w.src_strides[i] = q->src_strides[order[i]];
         w.dst_strides[i] = q->dst_strides[order[i]];
         w.axes[0].strides[i] = q->axes[0].strides[order[i]];
+        if (q->axes[0].axis == order[i]) w.axes[0].axis = i;
     }
     if ((members = trailing_group(&w, k, c))) *q = w;
     return members;
