@@ -508,3 +508,26 @@ def test_the_move_operators_cuda_record_holds_the_planned_layouts(monkeypatch):
         library._move([xc], text)
     (record,) = seen
     assert record is not None and record[3] == ((xc.shape, xc.stride()),)
+
+
+def test_compile_caches_are_tagged_with_opendmls_sources(tmp_path):
+    """A graph cached by another opendml is never loaded: the compile caches' key tag names opendml's
+    sources, and a user's own tag stays in front of it."""
+    import subprocess
+    import sys
+
+    ours = f"opendml-{torch_inductor._source_digest()}"
+    assert ours in torch.compiler.config.cache_key_tag.split(";")
+    torch_inductor._tag_compile_caches()                   # (once: a second call adds nothing)
+    assert torch.compiler.config.cache_key_tag.split(";").count(ours) == 1
+    env = dict(os.environ, TORCH_COMPILE_CACHE_KEY_TAG="mine")
+    out = subprocess.run([sys.executable, "-c", "import opendml.torch, torch; print(torch.compiler.config.cache_key_tag)"],
+                         env=env, capture_output=True, text=True, check=True).stdout.split()[-1]
+    assert out == f"mine;{ours}"
+    # the digest follows every source file (a copy of the package with one line changed digests apart)
+    root = tmp_path / "opendml"
+    shutil.copytree(os.path.dirname(dml.__file__), root, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    assert torch_inductor._source_digest(root) == ours[len("opendml-"):]
+    with open(root / "ops" / "tile.py", "a") as f:
+        f.write("\n# changed\n")
+    assert torch_inductor._source_digest(root) != ours[len("opendml-"):]

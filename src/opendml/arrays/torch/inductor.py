@@ -41,10 +41,19 @@ why. Only the Python wrapper takes the direct kernels: the C++ wrapper
 (``cpp_wrapper``, AOTInductor) and the FX wrapper keep the operator, and the
 C++ wrapper's lowering of ``move`` raises ``UnsupportedError`` (that wrapper
 embeds the JSON text unescaped and reads the list of outputs as one tensor).
+
+Inductor's and AOTAutograd's on-disk caches key a graph by its FX code, which
+names opendml's operators but not what their fake kernels, adjoints and
+lowerings do. So importing this module appends ``opendml-<digest of opendml's
+Python sources>`` to ``torch.compiler.config.cache_key_tag`` (which those keys
+include; a tag the user set is kept in front of it): a graph compiled with
+another version of opendml is compiled again, never loaded.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
+import pathlib
 import sys
 import threading
 
@@ -65,6 +74,30 @@ MOVE_CODES: dict = {}
 _lock = threading.Lock()
 #: Name prefix of the direct kernels on the operator namespace.
 PREFIX = "_direct_"
+
+
+def _source_digest(root: pathlib.Path = pathlib.Path(__file__).resolve().parents[2]) -> str:
+    """A digest of the Python sources under opendml's package folder ``root`` (the bundled examples aside)
+    and of its version."""
+    from ... import __version__
+    h = hashlib.sha256(__version__.encode())
+    for path in sorted(root.rglob("*.py")):
+        if "examples" not in path.relative_to(root).parts:
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _tag_compile_caches() -> None:
+    """Append opendml's tag to ``torch.compiler.config.cache_key_tag`` (once; none in a PyTorch without it)."""
+    config = getattr(getattr(torch, "compiler", None), "config", None)
+    tag = getattr(config, "cache_key_tag", None)
+    ours = f"opendml-{_source_digest()}"
+    if isinstance(tag, str) and ours not in tag.split(";"):
+        config.cache_key_tag = f"{tag};{ours}" if tag else ours
+
+
+_tag_compile_caches()
 
 
 def direct_kernel(name: str, op, spec: tuple, split: int):
