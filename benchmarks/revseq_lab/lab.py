@@ -83,7 +83,9 @@ for name, lw, h, smem_rows in (("hv_full32_sv1", 32, 1, P), ("hv_full32_sv1_512"
                                ("hv_half64_sv1_ag0", 64, 2, P // 2), ("hv_half64_sv1", 64, 2, P // 2),
                                ("hv_half64_sv2", 64, 2, P // 2), ("hv_half64_sv4", 64, 2, P // 2),
                                ("hv_half64_sv2_512", 64, 2, P // 2), ("hv_half32_sv1", 32, 2, P // 2),
-                               ("hv_half64_sv1_6", 64, 2, P // 2)):
+                               ("hv_half64_sv1_6", 64, 2, P // 2), ("hv_full32_sv1_rot43", 32, 1, P),
+                               ("hv_full32_sv1_rot1", 32, 1, P), ("hv_half64_sv1_rot23", 64, 2, P // 2),
+                               ("hv_half64_sv1_rot1", 64, 2, P // 2)):
     CANDS.append((f"a0 {name[3:]}", name, 0, 512 if name.endswith("_512") else 256, smem_rows * lw * 4, "units",
                   {**HV, "lw": lw, "h": h}))
 for name, lw, h, smem_rows in (("hv_full64_sv1", 64, 1, R), ("hv_full64_sv2", 64, 1, R), ("hv_full64_sv4", 64, 1, R),

@@ -12,13 +12,16 @@
 // pair reading every row (one from DRAM, the other mostly from L2).
 // AG (halves): 0, a thread a column (4-byte cp.async); 1, a thread 4
 // columns, one 16-byte cp.async where the 4 agree on the row, else four.
+// RN / RD: block b walks its rows (loads of whole tiles, and writes) from
+// row b x RN / RD (mod the rows it writes) on, wrapping: blocks started one
+// after another reach the same plane at about the same time.
 // SV: words a thread stores (1, 2 or 4: 4-, 8-, 16-byte stores), the tile's
 // words read in an order rotated by lane (no bank conflicts).
 __device__ __forceinline__ void cp4(u32 s, const void* g) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(s), "l"(g) : "memory");
 }
 
-template <int LW, int H, int SV, int T, int AG>
+template <int LW, int H, int SV, int T, int AG, int RN = 0, int RD = 1>
 __device__ __forceinline__ void hv_body(const u32* src, u32* dst, const u32* len, int O, int P, u64 n) {
     extern __shared__ uint4 raw[];
     u32* tile = reinterpret_cast<u32*>(raw);
@@ -32,9 +35,12 @@ __device__ __forceinline__ void hv_body(const u32* src, u32* dst, const u32* len
     const u32* lb = len + o * n + c0;
     const int S = H == 2 ? P / 2 : P;
     const u32 s0 = smem_addr(tile);
+    const int off = RN ? (int)((b * RN / RD) % (u64)S) : 0;   // rows walked from `off` on, wrapping
     if (H == 1) {
         for (int q = threadIdx.x; q < P * (LW / 4); q += T) {
-            const int r = q / (LW / 4), c = q % (LW / 4);
+            int r = q / (LW / 4) + off;
+            const int c = q % (LW / 4);
+            if (r >= P) r -= P;
             cp16(s0 + (u32)(r * LW * 4 + c * 16), sb + (u64)r * n + c * 4);
         }
     } else if (AG == 0) {
@@ -80,12 +86,13 @@ __device__ __forceinline__ void hv_body(const u32* src, u32* dst, const u32* len
     }
     const int first = h * S;
     u32* d = db + q * SV;
-    for (int e0 = first + threadIdx.x / (LW / SV); e0 < first + S; e0 += 8 * step) {
+    for (int e0 = threadIdx.x / (LW / SV); e0 < S; e0 += 8 * step) {
         u32 v[8][SV];
 #pragma unroll
         for (int m = 0; m < 8; m++) {
-            const int e = e0 + m * step;
-            if (e < first + S) {
+            int e = e0 + m * step + off;
+            e = first + (e >= S ? e - S : e);
+            if (e0 + m * step < S) {
 #pragma unroll
                 for (int k = 0; k < SV; k++) {
                     const int i = (k + rot) & (SV - 1);
@@ -104,8 +111,9 @@ __device__ __forceinline__ void hv_body(const u32* src, u32* dst, const u32* len
         }
 #pragma unroll
         for (int m = 0; m < 8; m++) {
-            const int e = e0 + m * step;
-            if (e < first + S) {
+            int e = e0 + m * step + off;
+            e = first + (e >= S ? e - S : e);
+            if (e0 + m * step < S) {
                 u32* p = d + (u64)e * n;
                 if (SV == 1) *p = v[m][0];
                 else if (SV == 2) *reinterpret_cast<uint2*>(p) = make_uint2(v[m][0], v[m][SV > 1 ? 1 : 0]);
@@ -115,9 +123,10 @@ __device__ __forceinline__ void hv_body(const u32* src, u32* dst, const u32* len
         }
     }
 }
-#define HV(NAME, LW, H, SV, T, AG, MINB) \
+#define HVR(NAME, LW, H, SV, T, AG, MINB, RN, RD) \
 extern "C" __global__ void __launch_bounds__(T, MINB) NAME(const u32* src, u32* dst, const u32* len, int O, int P, u64 n) { \
-    hv_body<LW, H, SV, T, AG>(src, dst, len, O, P, n); }
+    hv_body<LW, H, SV, T, AG, RN, RD>(src, dst, len, O, P, n); }
+#define HV(NAME, LW, H, SV, T, AG, MINB) HVR(NAME, LW, H, SV, T, AG, MINB, 0, 1)
 // full tiles (one block a set)
 HV(hv_full32_sv1, 32, 1, 1, 256, 0, 3)
 HV(hv_full32_sv1_512, 32, 1, 1, 512, 0, 3)
@@ -136,3 +145,8 @@ HV(hv_half64_sv1_6, 64, 2, 1, 256, 1, 6)
 HV(hv_half128_sv1, 128, 2, 1, 256, 1, 3)
 HV(hv_half128_sv2, 128, 2, 2, 256, 1, 3)
 HV(hv_half128_sv4, 128, 2, 4, 256, 1, 3)
+// rotated walks (RN / RD rows a block)
+HVR(hv_full32_sv1_rot43, 32, 1, 1, 256, 0, 3, 4, 3)
+HVR(hv_full32_sv1_rot1, 32, 1, 1, 256, 0, 3, 1, 1)
+HVR(hv_half64_sv1_rot23, 64, 2, 1, 256, 1, 3, 2, 3)
+HVR(hv_half64_sv1_rot1, 64, 2, 1, 256, 1, 3, 1, 1)
