@@ -253,34 +253,30 @@ def reverse_settings(request, cp):
 
 
 @pytest.mark.parametrize("it", (np.uint32, np.uint64))
-@pytest.mark.parametrize("smem", (65536, 4096))
-def test_reversal_in_halves_matches_the_cpu_bytes(cp, it, smem, monkeypatch):
-    """Column sets whose whole tile passes TILE_SMEM, of an even row count,
-    staged in halves (two blocks a set, each S = rows / 2 slots, row r at
-    slot r mod S): every word size (4-, 8- and 16-byte asynchronous copies,
-    2- and 1-byte plain loads), hostile lengths (0, past the axis,
-    the type's extremes), along the first and a middle axis, columns read
-    backwards and off 16 bytes; an odd row count takes narrower whole tiles."""
+@pytest.mark.parametrize("nbytes", (256, 128))
+def test_reversal_tiles_in_8_byte_pairs_match_the_cpu_bytes(cp, it, nbytes, monkeypatch):
+    """Staged column sets of 4-byte words (lo a multiple of 32: 128- and
+    256-byte lines) written two columns a thread (8-byte stores, each
+    column's own length), beside 2- and 8-byte words (one a thread): hostile
+    lengths (0, past the axis, the type's extremes), along the first and a
+    middle axis, columns read backwards and rows off 16 bytes."""
     from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index
-    monkeypatch.setattr(index, "TILE_SMEM", smem)
+    monkeypatch.setattr(index, "REVERSE_BYTES", nbytes)
     get_backend("cuda:0")._launches.clear()
     calls.clear()
     rng = np.random.default_rng(29)
     try:
-        for dt in (np.float32, np.float64, np.float16, np.int8):
-            rows = 512 if smem == 65536 else 40
-            x = values(rng, (rows, 3, 128), dt)
+        for dt in (np.float32, np.int32, np.float64, np.float16):
+            x = values(rng, (130, 3, 128), dt)
             for _ in range(2):
-                check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 128), rows + 2, it, 3), axis=0)
-            check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 128), rows + 2, it, 3), axis=0,
+                check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 128), 132, it, 3), axis=0)
+            check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 128), 132, it, 3), axis=0,
                   views=lambda a: a[:, :, ::-1])                          # columns read backwards
-            check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 127), rows + 2, it, 3), axis=0,
-                  views=lambda a: a[:, :, 1:])                            # rows off 16 bytes
-            y = values(rng, (3, rows, 128), dt)
-            check(cp, dml.reverse_subsequences, y, indices(rng, (3, 1, 128), rows + 2, it, 3), axis=1)
-            odd = values(rng, (rows + 1, 2, 64), dt)
-            check(cp, dml.reverse_subsequences, odd, indices(rng, (1, 2, 64), rows + 3, it, 3), axis=0)
+            check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 128), 132, it, 3), axis=0,
+                  views=lambda a: a[:, :, 1:65] if a.shape[0] > 1 else a[:, :, :64])   # rows off 16 bytes
+            y = values(rng, (3, 90, 128), dt)
+            check(cp, dml.reverse_subsequences, y, indices(rng, (3, 1, 128), 92, it, 3), axis=1)
     finally:
         get_backend("cuda:0")._launches.clear()
         calls.clear()

@@ -85,14 +85,16 @@ for name, lw, h, smem_rows in (("hv_full32_sv1", 32, 1, P), ("hv_full32_sv1_512"
                                ("hv_half64_sv2_512", 64, 2, P // 2), ("hv_half32_sv1", 32, 2, P // 2),
                                ("hv_half64_sv1_6", 64, 2, P // 2), ("hv_full32_sv1_rot43", 32, 1, P),
                                ("hv_full32_sv1_rot1", 32, 1, P), ("hv_half64_sv1_rot23", 64, 2, P // 2),
-                               ("hv_half64_sv1_rot1", 64, 2, P // 2)):
-    CANDS.append((f"a0 {name[3:]}", name, 0, 512 if name.endswith("_512") else 256, smem_rows * lw * 4, "units",
-                  {**HV, "lw": lw, "h": h}))
+                               ("hv_half64_sv1_rot1", 64, 2, P // 2), ("hv_full32_sv2", 32, 1, P),
+                               ("hv_full64_sv2_512", 64, 1, P), ("hv_full64_sv2_1024", 64, 1, P),
+                               ("hv_full64_sv1_1024", 64, 1, P)):
+    threads = 1024 if name.endswith("_1024") else 512 if name.endswith("_512") else 256
+    CANDS.append((f"a0 {name[3:]}", name, 0, threads, smem_rows * lw * 4, "units", {**HV, "lw": lw, "h": h}))
 for name, lw, h, smem_rows in (("hv_full64_sv1", 64, 1, R), ("hv_full64_sv2", 64, 1, R), ("hv_full64_sv4", 64, 1, R),
                                ("hv_full32_sv1_6", 32, 1, R), ("hv_half128_sv1", 128, 2, R // 2),
                                ("hv_half128_sv2", 128, 2, R // 2), ("hv_half128_sv4", 128, 2, R // 2),
                                ("hv_half64_sv1", 64, 2, R // 2), ("hv_half64_sv2", 64, 2, R // 2),
-                               ("hv_half32_sv1", 32, 2, R // 2)):
+                               ("hv_half32_sv1", 32, 2, R // 2), ("hv_full32_sv2", 32, 1, R)):
     CANDS.append((f"a1 {name[3:]}", name, 1, 256, smem_rows * lw * 4, "units", {**HV, "lw": lw, "h": h}))
 for rows in (8, 16, 24):
     CANDS.append((f"r_single {rows} rows", "cand_r_single", 2, 256, rows * C * 4, "units", {"rows": rows}))
@@ -237,8 +239,7 @@ def main(argv=None) -> int:
     from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index as cuda_index
     for key, setting in [("prod2", {"REVERSE_ROWS": 16384}), ("prod2", {"REVERSE_ROWS": 65536}),
-                         ("prod0", {"REVERSE_BYTES": 128}), ("prod0", {"REVERSE_BYTES": 512}),
-                         ("prod1", {"REVERSE_BYTES": 512}), ("prod1", {"REVERSE_BYTES": 128})]:
+                         ("prod0", {"REVERSE_BYTES": 64}), ("prod1", {"REVERSE_BYTES": 128})]:
         ax = int(key[-1])
         if not keep(f"{key} {setting}"):
             continue

@@ -256,20 +256,15 @@ def _tile(q, k: int, word: int) -> bool:
     ``ix_reverse_tile``: one reversing index axis along dimension k - 2 of
     source stride 0 and of the axis's size, the last dimension's lo words
     dividing a block's threads, the length the same along the reversed axis,
-    bound x lo words in TILE_SMEM (a block a set), else, bound even, half of
-    them (halves: two blocks a set); sets ``q.members`` (positions a
-    block: a block's staged words)."""
+    bound x lo words in TILE_SMEM; sets ``q.members`` (positions a block)."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]
     if ax.mode != 1 or ax.axis != k - 2 or q.src_strides[k - 2] or not ax.stride or ax.bound != q.sizes[k - 2] or \
-            ax.strides[k - 2] or THREADS % lo:
+            ax.strides[k - 2] or THREADS % lo or ax.bound * lo * word > TILE_SMEM or \
+            q.n_outer // (ax.bound * lo) > 2**31 - 1:
         return False
-    members = ax.bound * lo if ax.bound * lo * word <= TILE_SMEM else \
-        ax.bound // 2 * lo if ax.bound % 2 == 0 and ax.bound // 2 * lo * word <= TILE_SMEM else 0
-    if not members or q.n_outer // members > 2**31 - 1:
-        return False
-    q.members = members
+    q.members = ax.bound * lo
     return True
 
 
@@ -496,8 +491,8 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
         row = 0 if (pieces := _pieces(q, k, word)) or (rows := _rows(q, k, word)) else _row(q, k, word)
     spread = positions and POSITION_ITEMS > 1 and n_outer >= POSITION_MIN
     if tile or (positions and COLUMN_WALK and REVERSE_TILE and _tile(q, k, word)):
-        s.mode = "tile"                         # ix_reverse_tile: a block a column set (or half of one)
-        s.smem = q.members * word
+        s.mode = "tile"                         # ix_reverse_tile: a block a column set
+        s.smem = q.axes[0].bound * q.sizes[k - 1] * word
     elif pieces:
         s.mode, q.members = "pieces", pieces    # ix_reverse_pieces: a block `pieces` of the total 16-byte pieces
         q.total = n_outer * word // 16

@@ -191,13 +191,10 @@ static int tile(odml_ix_params *q, int k, int64_t word, const odml_index_cuda_co
     const odml_ix_axis *ax = &q->axes[0];
     const int64_t lo = q->sizes[k - 1];
     if (ax->mode != 1 || ax->axis != k - 2 || q->src_strides[k - 2] || !ax->stride || ax->bound != q->sizes[k - 2]
-            || ax->strides[k - 2] || c->threads % lo)
+            || ax->strides[k - 2] || c->threads % lo || ax->bound * lo * word > c->tile_smem
+            || q->n_outer / (ax->bound * lo) > LIM31 - 1)
         return 0;
-    /* a block a set, else (bound even) halves: two blocks a set */
-    const int64_t members = ax->bound * lo * word <= c->tile_smem ? ax->bound * lo
-                            : ax->bound % 2 == 0 && ax->bound / 2 * lo * word <= c->tile_smem ? ax->bound / 2 * lo : 0;
-    if (!members || q->n_outer / members > LIM31 - 1) return 0;
-    q->members = members;
+    q->members = ax->bound * lo;
     return 1;
 }
 
@@ -373,7 +370,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     const int spread = positions && c->position_items > 1 && n_outer >= c->position_min;   /* ix_gather_positions */
     if (is_tile || (positions && c->column_walk && c->reverse_tile && tile(q, k, word, c))) {
         mode = "tile";
-        smem = q->members * word;
+        smem = q->axes[0].bound * q->sizes[k - 1] * word;
     } else if (pieces) {
         mode = "pieces";
         q->members = pieces;
