@@ -1,8 +1,10 @@
 """Lab for issue 32's reverse_subsequences target on the GPU: the production
 kernels (through ``dml.reverse_subsequences``) beside the candidate kernels
-of lab.cu and lab_wide.cu (compiled by NVRTC through CuPy; lab_wide.cu, the
-session-18 walks, clusters and 256-byte sets, as a second module appended to
-lab.cu), on a (512, 256, 512) float32 tensor, as fractions of the device's
+of lab.cu, lab_wide.cu and lab_halves.cu (compiled by NVRTC through CuPy;
+lab_wide.cu, the session-18 walks, clusters and 256-byte sets, and
+lab_halves.cu, session 22's whole tiles, halves and store widths along axes
+0 and 1, as modules appended to lab.cu), on a (512, 256, 512) float32
+tensor, as fractions of the device's
 copy bandwidth (bytes read + written; the read-only and write-only rows: the
 256 MiB one side moves).
 
@@ -14,7 +16,8 @@ Each candidate's output is checked equal to a ``torch.gather`` reference
 built from the lengths (as benchmarks/gpu_index.py builds it); each time is
 the median over --reps of 5 back-to-back calls between CUDA events after two
 warm-up loops. Axis 0: a uint32 length a column (lengths (1, 256, 512),
-random in [0, 512]); axis 2: a length a row (lengths (512, 256, 1)).
+random in [0, 512]); axis 1: lengths (512, 1, 512) in [0, 256]; axis 2: a
+length a row (lengths (512, 256, 1)).
 """
 from __future__ import annotations
 

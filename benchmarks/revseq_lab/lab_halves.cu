@@ -1,3 +1,8 @@
+// Measured on an H200 (benchmarks/RESULTS.md, session 22): halves 0.66-0.75
+// of copy on axis 0 and 0.70-0.78 on axis 1, against whole tiles' 0.82-0.85
+// and 0.92-0.95; 8-byte stores on whole 256-byte tiles (axis 1) 0.942-0.947
+// against 4-byte 0.917-0.921 (ported: index.cu's ix_write_pairs).
+//
 // Session 22 (appended to lab.cu: its typedefs, smem_addr, cp16, commit,
 // wait_group): column sets of LW words reversed along an outer axis of P
 // rows, on a (O, P, n) float32 tensor (axis 0: O = 1, n = 256 x 512; axis 1:

@@ -520,9 +520,11 @@ __device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* ti
 // destination's columns are contiguous and 8-byte aligned: a thread two
 // neighbouring columns and 8-byte stores (a warp's store covers 256 bytes of
 // a row, or two 128-byte rows), the two staged words read first-the-even or
-// first-the-odd by half-warp (no bank conflicts). On an H200 (session 22),
-// (512, 256, 512) float32 reversed along axis 1 (256-byte lines): 8-byte
-// stores 0.942 of copy against 4-byte 0.917, 16-byte 0.863.
+// first-the-odd by half-warp (no bank conflicts). On an H200 (session 22,
+// two runs of the lab's kernels), (512, 256, 512) float32 reversed along
+// axis 1 (256-byte lines): 8-byte stores 0.942 / 0.947 of copy against
+// 4-byte 0.917 / 0.921, 16-byte 0.863 / 0.865; along axis 0 (128-byte
+// lines) 0.823 against 0.824: the same.
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile, i64 db, i64 ab) {
     const ix_axis& ax = p.axes[0];
