@@ -253,6 +253,36 @@ def reverse_settings(request, cp):
 
 
 @pytest.mark.parametrize("it", (np.uint32, np.uint64))
+@pytest.mark.parametrize("nbytes", (256, 128))
+def test_reversal_tiles_in_8_byte_pairs_match_the_cpu_bytes(cp, it, nbytes, monkeypatch):
+    """Staged column sets of 4-byte words (lo a multiple of 32: 128- and
+    256-byte lines) written two columns a thread (8-byte stores, each
+    column's own length), beside 2- and 8-byte words (one a thread): hostile
+    lengths (0, past the axis, the type's extremes), along the first and a
+    middle axis, columns read backwards and rows off 16 bytes."""
+    from opendml.runtime import calls, get_backend
+    from opendml.runtime.cuda import index
+    monkeypatch.setattr(index, "REVERSE_BYTES", nbytes)
+    get_backend("cuda:0")._launches.clear()
+    calls.clear()
+    rng = np.random.default_rng(29)
+    try:
+        for dt in (np.float32, np.int32, np.float64, np.float16):
+            x = values(rng, (130, 3, 128), dt)
+            for _ in range(2):
+                check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 128), 132, it, 3), axis=0)
+            check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 128), 132, it, 3), axis=0,
+                  views=lambda a: a[:, :, ::-1])                          # columns read backwards
+            check(cp, dml.reverse_subsequences, x, indices(rng, (1, 3, 128), 132, it, 3), axis=0,
+                  views=lambda a: a[:, :, 1:65] if a.shape[0] > 1 else a[:, :, :64])   # rows off 16 bytes
+            y = values(rng, (3, 90, 128), dt)
+            check(cp, dml.reverse_subsequences, y, indices(rng, (3, 1, 128), 92, it, 3), axis=1)
+    finally:
+        get_backend("cuda:0")._launches.clear()
+        calls.clear()
+
+
+@pytest.mark.parametrize("it", (np.uint32, np.uint64))
 def test_each_reversal_kernel_matches_the_cpu_bytes(cp, it, reverse_settings):
     """reverse_subsequences along the outermost axis (column sets staged a
     block each, or several a block through two buffers, more sets than

@@ -1,8 +1,10 @@
 """Lab for issue 32's reverse_subsequences target on the GPU: the production
 kernels (through ``dml.reverse_subsequences``) beside the candidate kernels
-of lab.cu and lab_wide.cu (compiled by NVRTC through CuPy; lab_wide.cu, the
-session-18 walks, clusters and 256-byte sets, as a second module appended to
-lab.cu), on a (512, 256, 512) float32 tensor, as fractions of the device's
+of lab.cu, lab_wide.cu and lab_halves.cu (compiled by NVRTC through CuPy;
+lab_wide.cu, the session-18 walks, clusters and 256-byte sets, and
+lab_halves.cu, session 22's whole tiles, halves and store widths along axes
+0 and 1, as modules appended to lab.cu), on a (512, 256, 512) float32
+tensor, as fractions of the device's
 copy bandwidth (bytes read + written; the read-only and write-only rows: the
 256 MiB one side moves).
 
@@ -14,7 +16,8 @@ Each candidate's output is checked equal to a ``torch.gather`` reference
 built from the lengths (as benchmarks/gpu_index.py builds it); each time is
 the median over --reps of 5 back-to-back calls between CUDA events after two
 warm-up loops. Axis 0: a uint32 length a column (lengths (1, 256, 512),
-random in [0, 512]); axis 2: a length a row (lengths (512, 256, 1)).
+random in [0, 512]); axis 1: lengths (512, 1, 512) in [0, 256]; axis 2: a
+length a row (lengths (512, 256, 1)).
 """
 from __future__ import annotations
 
@@ -77,6 +80,25 @@ for name, t in (("w_t256_ring_1024", 1024), ("w_t256_ring_512", 512)):   # persi
     CANDS.append((name[2:], name, 0, t, 896 * 256, 1, dict(W)))
 CANDS.append(("hyb256 (smem + registers, 256 B a plane)", "w_hyb256", 0, 512, A0_SMEM, "units",
               {**W, "blocks": NB // (256 * P)}))
+# Session 22 (lab_halves.cu): column sets as (O, P, n) planes, whole tiles or halves (two blocks a set).
+HV = {"module": "halves", "hv": True}
+for name, lw, h, smem_rows in (("hv_full32_sv1", 32, 1, P), ("hv_full32_sv1_512", 32, 1, P),
+                               ("hv_half64_sv1_ag0", 64, 2, P // 2), ("hv_half64_sv1", 64, 2, P // 2),
+                               ("hv_half64_sv2", 64, 2, P // 2), ("hv_half64_sv4", 64, 2, P // 2),
+                               ("hv_half64_sv2_512", 64, 2, P // 2), ("hv_half32_sv1", 32, 2, P // 2),
+                               ("hv_half64_sv1_6", 64, 2, P // 2), ("hv_full32_sv1_rot43", 32, 1, P),
+                               ("hv_full32_sv1_rot1", 32, 1, P), ("hv_half64_sv1_rot23", 64, 2, P // 2),
+                               ("hv_half64_sv1_rot1", 64, 2, P // 2), ("hv_full32_sv2", 32, 1, P),
+                               ("hv_full64_sv2_512", 64, 1, P), ("hv_full64_sv2_1024", 64, 1, P),
+                               ("hv_full64_sv1_1024", 64, 1, P)):
+    threads = 1024 if name.endswith("_1024") else 512 if name.endswith("_512") else 256
+    CANDS.append((f"a0 {name[3:]}", name, 0, threads, smem_rows * lw * 4, "units", {**HV, "lw": lw, "h": h}))
+for name, lw, h, smem_rows in (("hv_full64_sv1", 64, 1, R), ("hv_full64_sv2", 64, 1, R), ("hv_full64_sv4", 64, 1, R),
+                               ("hv_full32_sv1_6", 32, 1, R), ("hv_half128_sv1", 128, 2, R // 2),
+                               ("hv_half128_sv2", 128, 2, R // 2), ("hv_half128_sv4", 128, 2, R // 2),
+                               ("hv_half64_sv1", 64, 2, R // 2), ("hv_half64_sv2", 64, 2, R // 2),
+                               ("hv_half32_sv1", 32, 2, R // 2), ("hv_full32_sv2", 32, 1, R)):
+    CANDS.append((f"a1 {name[3:]}", name, 1, 256, smem_rows * lw * 4, "units", {**HV, "lw": lw, "h": h}))
 for rows in (8, 16, 24):
     CANDS.append((f"r_single {rows} rows", "cand_r_single", 2, 256, rows * C * 4, "units", {"rows": rows}))
     CANDS.append((f"r_single_vec {rows} rows", "cand_r_single_vec", 2, 256, rows * C * 4, "units", {"rows": rows}))
@@ -120,11 +142,13 @@ def setup():
     x = torch.randn(P, R, C, device=dev, generator=g)
     len0 = torch.randint(0, P + 1, (1, R, C), device=dev, generator=g)
     len2 = torch.randint(0, C + 1, (P, R, 1), device=dev, generator=g)
+    len1 = torch.randint(0, R + 1, (P, 1, C), device=dev, generator=g)
     code = (HERE / "lab.cu").read_text()
     module = {"lab": cupy.RawModule(code=code, options=("-std=c++17",)),
-              "wide": cupy.RawModule(code=code + (HERE / "lab_wide.cu").read_text(), options=("-std=c++17",))}
+              "wide": cupy.RawModule(code=code + (HERE / "lab_wide.cu").read_text(), options=("-std=c++17",)),
+              "halves": cupy.RawModule(code=code + (HERE / "lab_halves.cu").read_text(), options=("-std=c++17",))}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    return cupy, np, torch, x, len0, len2, module, sms
+    return cupy, np, torch, x, len0, len1, len2, module, sms
 
 
 def launcher(cand, cupy, np, torch, x, lens, module, sms):
@@ -135,7 +159,11 @@ def launcher(cand, cupy, np, torch, x, lens, module, sms):
         k.max_dynamic_shared_size_bytes = smem
     out = torch.empty_like(x)
     src, dst, ln = (np.uint64(t.data_ptr()) for t in (x, out, lens))
-    if axis == 0:
+    if extra.get("hv"):                        # (O, P, n) planes: axis 0 (1, P, R x C), axis 1 (P, R, C)
+        o_, p_, n_ = (1, P, R * C) if axis == 0 else (P, R, C)
+        units = blocks = o_ * (n_ // extra["lw"]) * extra["h"]
+        args = (src, dst, ln, np.int32(o_), np.int32(p_), np.uint64(n_))
+    elif axis == 0:
         n = R * C
         units = extra.get("units", n // 32)
         blocks = extra.get("blocks", units if grid == "units" else min(units, sms * grid))
@@ -163,10 +191,12 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="", help="labels (prod0, prod2, candidates) separated by ';': one launch each")
     ap.add_argument("--only", default="", help="a regular expression: only the rows (prod0, prod2, labels) it finds")
     args = ap.parse_args(argv)
-    cupy, np, torch, x, len0, len2, module, sms = setup()
+    cupy, np, torch, x, len0, len1, len2, module, sms = setup()
     import opendml as dml
-    l0, l2 = len0.to(torch.uint32), len2.to(torch.uint32)
-    prods = {"prod0": lambda: dml.reverse_subsequences(x, l0, 0), "prod2": lambda: dml.reverse_subsequences(x, l2, 2)}
+    l0, l1, l2 = len0.to(torch.uint32), len1.to(torch.uint32), len2.to(torch.uint32)
+    lens = {0: l0, 1: l1, 2: l2}
+    prods = {"prod0": lambda: dml.reverse_subsequences(x, l0, 0), "prod1": lambda: dml.reverse_subsequences(x, l1, 1),
+             "prod2": lambda: dml.reverse_subsequences(x, l2, 2)}
     by_label = {c[0]: c for c in CANDS}
     if args.profile:
         for name in args.profile.split(";"):
@@ -174,7 +204,7 @@ def main(argv=None) -> int:
                 prods[name]()
             else:
                 c = by_label[name]
-                launcher(c, cupy, np, torch, x, l0 if c[2] == 0 else l2, module, sms)[0]()
+                launcher(c, cupy, np, torch, x, lens[c[2]], module, sms)[0]()
         torch.cuda.synchronize()
         return 0
     name = torch.cuda.get_device_name()
@@ -188,8 +218,8 @@ def main(argv=None) -> int:
     del big, big_out
     print(f"device {name} ({sms} SMs), torch {torch.__version__}, cupy {cupy.__version__}: copy of 256 MiB "
           f"{t_copy[0]:.4f} ms = {copy_bw:.0f} GB/s; of 1 GiB {t_big[0]:.4f} ms = {big_bw:.0f} GB/s", flush=True)
-    moved = {0: 2 * x.nbytes + l0.nbytes, 2: 2 * x.nbytes + l2.nbytes}
-    want = {0: reference(torch, x, len0, 0), 2: reference(torch, x, len2, 2)}
+    moved = {0: 2 * x.nbytes + l0.nbytes, 1: 2 * x.nbytes + l1.nbytes, 2: 2 * x.nbytes + l2.nbytes}
+    want = {0: reference(torch, x, len0, 0), 1: reference(torch, x, len1, 1), 2: reference(torch, x, len2, 2)}
     rows = []
 
     def record(label, axis, fn, out_of, kernel, grid=None, check=True, expect=None, nbytes=None):
@@ -205,15 +235,15 @@ def main(argv=None) -> int:
 
     import re
     keep = (lambda label: re.search(args.only, label) is not None) if args.only else (lambda label: True)
-    for ax, key in ((0, "prod0"), (2, "prod2")):
+    for ax, key in ((0, "prod0"), (1, "prod1"), (2, "prod2")):
         if not keep(key):
             continue
-        record(f"production ({key})", ax, prods[key], prods[key], "ix_reverse_tile" if ax == 0 else "ix_reverse_rows")
+        record(f"production ({key})", ax, prods[key], prods[key], "ix_reverse_tile" if ax < 2 else "ix_reverse_rows")
     from opendml.runtime import calls, get_backend
     from opendml.runtime.cuda import index as cuda_index
     for key, setting in [("prod2", {"REVERSE_ROWS": 16384}), ("prod2", {"REVERSE_ROWS": 65536}),
-                         ("prod0", {"REVERSE_BYTES": 256, "TILE_SMEM": 128 * 1024})]:
-        ax = 0 if key == "prod0" else 2
+                         ("prod0", {"REVERSE_BYTES": 64}), ("prod1", {"REVERSE_BYTES": 128})]:
+        ax = int(key[-1])
         if not keep(f"{key} {setting}"):
             continue
         old = {k: getattr(cuda_index, k) for k in setting}
@@ -222,7 +252,7 @@ def main(argv=None) -> int:
         for k, v in setting.items():
             setattr(cuda_index, k, v)
         try:
-            record(f"production ({key}) {setting}", ax, prods[key], prods[key], f"ix_reverse_{'tile' if ax == 0 else 'rows'}")
+            record(f"production ({key}) {setting}", ax, prods[key], prods[key], f"ix_reverse_{'tile' if ax < 2 else 'rows'}")
         finally:
             for k, v in old.items():
                 setattr(cuda_index, k, v)
@@ -238,7 +268,7 @@ def main(argv=None) -> int:
         if not keep(c[0]):
             continue
         try:
-            fn, out, blocks, units = launcher(c, cupy, np, torch, x, l0 if c[2] == 0 else l2, module, sms)
+            fn, out, blocks, units = launcher(c, cupy, np, torch, x, lens[c[2]], module, sms)
             fn()
             torch.cuda.synchronize()
             partial = "units" in c[6]
@@ -250,8 +280,8 @@ def main(argv=None) -> int:
             rows.append({"label": c[0], "kernel": c[1], "axis": c[2], "error": f"{type(exc).__name__}: {exc}"})
     t_copy2 = timed(lambda: copy_out.copy_(x), args.reps, torch)
     print(f"copy of 256 MiB again: {t_copy2[0]:.4f} ms = {2 * x.nbytes / (t_copy2[0] * 1e-3) / 1e9:.0f} GB/s")
-    for ax in (0, 2):
-        ok = [r for r in rows if r["axis"] == ax and r.get("equal") and r["kernel"].startswith(("cand_", "w_"))
+    for ax in (0, 1, 2):
+        ok = [r for r in rows if r["axis"] == ax and r.get("equal") and r["kernel"].startswith(("cand_", "w_", "hv_"))
               and "copy" not in r["kernel"] and "walk" not in r["kernel"]]
         if ok:
             b = min(ok, key=lambda r: r["ms"])

@@ -38,7 +38,8 @@ DATA = 0x7F00_0000_0000
 OUT = 0x7E00_0000_0000
 #: index.py's settings C reads (c_settings' order) and values to try
 KNOBS = {"ITEMS": [1, 2, 4, 8], "POSITION_ITEMS": [1, 2, 4], "POSITION_MIN": [0, 1 << 18],
-         "COLUMN_WALK": [True, False], "REVERSE_TILE": [True, False], "REVERSE_BYTES": [32, 64, 128, 256], "TILE_SMEM": [1024, 16384, 65536],
+         "COLUMN_WALK": [True, False], "REVERSE_TILE": [True, False], "REVERSE_BYTES": [32, 64, 128, 256, 512],
+         "TILE_SMEM": [1024, 16384, 65536],
          "REVERSE_ROWS": [0, 256, 32768], "GATHER_ROW": [True, False], "ROW_STAGE": [True, False],
          "GROUP_SLOTS": [16, 12288], "SCATTER_VIA": ["auto", "owner", "sort"], "OWNER_SLOTS": [1, 1 << 24],
          "OWNER_IN_C": [True, False]}

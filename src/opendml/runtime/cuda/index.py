@@ -122,7 +122,12 @@ COLUMN_WALK = REVERSE_TILE = True
 #: column set split over a cluster of 2-8 blocks, each staging its share of
 #: the rows and reading the others' from distributed shared memory (256-1024
 #: byte rows at 32-64 KiB a block) 0.15-0.42; bulk copies (cp.async.bulk on
-#: an mbarrier, each column reversed in place, bulk copies back) 0.78.
+#: an mbarrier, each column reversed in place, bulk copies back) 0.78; a set
+#: too tall for a tile split over two blocks, each staging the half of the
+#: rows its output rows read (256-byte lines of 512 rows in 64 KiB), 0.69-0.75
+#: against 0.82-0.83 (session 22: the pair reads 1.8x the sectors from L2).
+#: With index.cu's 8-byte stores (session 22, two runs), axis 1 at 256 bytes
+#: 0.920 -> 0.932 of a 256 MiB copy, at 128 bytes 0.924-0.930.
 REVERSE_BYTES = 256
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
