@@ -9,7 +9,7 @@ classes; ``launch.py`` compiles the kernels and queues the launches,
 ``tuned.py`` plans the tuned UNFOLD, FOLD, SLICE_GRAD and strided-copy
 launches, ``steps.py`` the others.
 
-Launch path (issue 12)
+Launch path
     ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements)``
     returns a ``MoveLaunch``; ``rec(src_ptrs, dst_ptrs, stream_ptr)`` queues
     its kernels on the raw CUDA stream ``stream_ptr`` (e.g.

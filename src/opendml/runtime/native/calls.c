@@ -117,19 +117,6 @@ ODML_NAMES(ODML_NAME)
 
 /* -- keys ----------------------------------------------------------------------------------------- */
 
-/* An exact int's value; -1 (no exception left) where it is not one or overflows. */
-int exact_int(PyObject *o, int64_t *v) {
-    if (!PyLong_CheckExact(o)) return -1;
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        drop_error();
-        return -1;
-    }
-    *v = x;
-    return 0;
-}
-
 /* An operator argument: None, an exact int, or a list/tuple of at most MAX_ARG_INTS exact ints (as the Python plan
  * cache keys them: 1.0 == 1, but a float must not reuse an int's plan). -1: no key. */
 int key_arg(Key *k, PyObject *a) {

@@ -150,7 +150,7 @@ static inline int put(Key *k, int64_t v) {
     k->w[k->n++] = v;
     return 0;
 }
-int exact_int(PyObject *o, int64_t *v);
+#define exact_int odml_exact_i64   /* (newshape.h's: an exact int in 64 bits, else -1) */
 /* x's items where it is an exact list or tuple (their count in *n), else NULL */
 static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
     if (PyList_CheckExact(x)) return *n = PyList_GET_SIZE(x), ((PyListObject *)x)->ob_item;

@@ -23,11 +23,9 @@ typedef struct {
     int64_t size, src, dst, mode, shift, msize;   /* mode 0: no map */
 } Dim;
 
-static int64_t absv(int64_t x) { return x < 0 ? -x : x; }
-
 /* Whether a sorts after b (the sort is by (dst, |src|), largest first). */
 static int before(const Dim *a, const Dim *b) {
-    return a->dst > b->dst || (a->dst == b->dst && absv(a->src) > absv(b->src));
+    return a->dst > b->dst || (a->dst == b->dst && odml_absv(a->src) > odml_absv(b->src));
 }
 
 /* The canonical form of pass `in` packed into *p (move.h's odml_move_pack): 0, or -1 where the pass is not as
