@@ -151,7 +151,6 @@ int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t n
 
 /* A tuple of at most MAX_RANK ints (sizes or strides), with its length first. */
 static int key_tuple(Key *k, PyObject *t) {
-    int64_t v;
     if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK || put(k, PyTuple_GET_SIZE(t)) < 0) return -1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
         PyObject *item = PyTuple_GET_ITEM(t, i);
@@ -161,8 +160,7 @@ static int key_tuple(Key *k, PyObject *t) {
             drop_error();
             return -1;
         }
-        v = x;
-        if (put(k, v) < 0) return -1;
+        if (put(k, x) < 0) return -1;
     }
     return 0;
 }
