@@ -315,9 +315,6 @@ int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, 
  * (calls_move_new.c). */
 int64_t odml_move_dtype_type(PyObject *o);
 
-/* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
- * there): the fields of a call on an input of n sizes `dims` with the call's fields f, or None (a new
- * reference either way); NULL with an exception for no memory. */
 /* A tuple of the n values v; NULL with an exception (newshape.c). */
 PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n);
 
@@ -329,6 +326,9 @@ static inline int odml_plain_kind(int which) {
                                                ODML_NEW_WINDOW_SUMS};
     return kind[which];
 }
+/* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
+ * there): the fields of a call on an input of n sizes `dims` with the call's fields f, or None (a new
+ * reference either way); NULL with an exception for no memory. */
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
 /* A field of d axes as ops/unfold.py's plain_lowering (and ops/_spec.py per_axis) reads it: an exact int
  * spread over the axes, or an exact list or tuple of d exact ints; -1 else (newshape.c). */
