@@ -78,7 +78,7 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
     static const struct { const char *name; Py_ssize_t size; } blocks[] = {
 #define BLOCK(CODE, NAME, STRUCT) {#STRUCT, (Py_ssize_t)sizeof(STRUCT)},
-        ODML_CPU_KERNELS(BLOCK)
+        ODML_CPU_KERNELS(BLOCK) BLOCK(MOVE, move, odml_cpu_move_params)   /* (move.h's, outside params.h's list) */
 #undef BLOCK
     };
     PyObject *d = PyDict_New();
@@ -88,12 +88,6 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
         Py_XDECREF(v);
     }
     return d;
-}
-
-/* move.h's struct is the CPU kernels' own (not in params.h): its size apart. */
-static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
-    (void)self; (void)unused;
-    return PyLong_FromSsize_t((Py_ssize_t)sizeof(odml_cpu_move_params));
 }
 
 /* The glue's Python functions (calls*.c, newshape.c, move_params.c, cuda_spec.c, cuda_launch.c, blocks.c,
@@ -190,8 +184,6 @@ static PyMethodDef methods[] = {
 #undef METHOD
     {"move", py_move, METH_VARARGS,
      "move(dst_addr, src_addr, params: bytes of odml_cpu_move_params (move.h), threads): one pass of a move program"},
-    {"move_params_size", py_move_params_size, METH_NOARGS,
-     "move_params_size() -> sizeof(odml_cpu_move_params) (move.h), which backend.MoveParams mirrors"},
     {"cache_limit", odml_py_cache_limit, METH_VARARGS,
      "cache_limit([nbytes]) -> previous limit: bytes of released output blocks kept for reuse"},
     {"stream_min", py_stream_min, METH_VARARGS,
@@ -199,7 +191,7 @@ static PyMethodDef methods[] = {
     {"cache_info", odml_py_cache_info, METH_NOARGS,
      "cache_info() -> dict(limit, blocks, bytes, hits, misses) of the output block cache"},
     {"param_sizes", py_param_sizes, METH_NOARGS,
-     "param_sizes() -> {struct name: sizeof} of the parameter blocks this build expects"},
+     "param_sizes() -> {struct name: sizeof} of the parameter blocks this build expects (params.h's and move.h's)"},
     {NULL, NULL, 0, NULL},
 };
 
