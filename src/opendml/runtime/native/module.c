@@ -97,14 +97,14 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
       "the Python route (calls.c)")                                                                                 \
     X(call_cache_packed, FASTCALL, "call_cache_packed(code, split, fallback, extra, x, packed) -> the output: a "   \
       "C++ window operator's direct kernel, the call cache's call on the packed list split back, else "             \
-      "fallback(x, packed) (calls.c)")                                                                              \
+      "fallback(x, packed) (calls_packed.c)")                                                                       \
     X(call_cache_put_eager, VARARGS, "call_cache_put_eager(op, x, args, eager, generation) -> whether stored: "     \
       "eager(x) records a call like this one for autograd and runs it (calls.c)")                                   \
     X(call_cache_torch_eager, O, "call_cache_torch_eager(eager_ok): the check an eager entry's call passes first "  \
       "(calls.c)")                                                                                                  \
     X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args) -> a repeated call's output (call_cache_call's "    \
-      "entries alike; a list for SPLIT), or None where it must take the Python route (calls.c); x: an array, "      \
-      "or a list or tuple of arrays (JOIN, the index functions)")                                                   \
+      "entries alike; a list for SPLIT), or None where it must take the Python route (calls_move.c); x: an "        \
+      "array, or a list or tuple of arrays (JOIN, the index functions)")                                            \
     X(call_cache_put_move, VARARGS, "call_cache_put_move(op, x, args, outs, origins, passes, multi, generation, "   \
       "planned=None) -> whether stored")                                                                            \
     X(call_cache_move_types, O, "call_cache_move_types(tuple of enum types): their members key family arguments "   \
