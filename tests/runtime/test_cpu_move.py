@@ -61,7 +61,7 @@ def same_on_every_path(plan, inputs, out_counts):
 
 def test_param_struct_matches_the_c_declaration():
     from opendml.runtime.cpu import _native
-    assert _native.move_params_size() == ctypes.sizeof(MoveParams) == 848
+    assert _native.param_sizes()["odml_cpu_move_params"] == ctypes.sizeof(MoveParams) == 848
 
 
 # -- conversions -----------------------------------------------------------------

@@ -15,15 +15,11 @@
  *   move.h/.c   one pass of the data-movement family's move program (mapped
  *               copies, conversions, scale/bias, fills; its own parameter struct)
  *   convert.h   CAST's conversions between the 11 types, per pair
- *   calls.c     the call cache: repeated array-API calls served from C
- *   torch_api.h PyTorch's tensor accessors the call cache takes from the C++
- *               node library (arrays/torch/node.cpp) when it is loaded
- *   newshape.c  new shapes of SLICE/SLICE1/UNFOLD/SLICE_GRAD: layout, parameters,
- *               allocation and kernel in one call (the plan from ops' plain_lowering)
- *   cuda_launch.c cuLaunchKernel through the driver library (dlopen)
  *   blocks.c    output memory blocks with a bounded reuse cache (Python type;
- *               blocks.h declares what module.c registers)
- *   module.c    the Python module: argument parsing, the GIL, errors
+ *               blocks.h declares what native/module.c registers)
+ *   indexed/    index.c: the Gather and Scatter passes (index-driven copies)
+ * The glue (the Python module, the call cache, the C new-shape lowerings, CUDA launches from C) is in
+ * ../native/.
  *
  * Kernels take the parameter structs of runtime/params.h (offsets and strides in elements) and convert them to bytes
  * once per call. They check what they need for their own arithmetic to be defined (rank, element size, value ranges

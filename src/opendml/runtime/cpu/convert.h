@@ -117,7 +117,6 @@ typedef void (*odml_conv_fn)(char *d, const char *s, int64_t n, int64_t ds, int6
 /* Storage types: float16 is its bits (uint16_t). The value of a source x as a
  * double (exact for every type but (u)int64, which only the float targets
  * read through these, with their own casts below). */
-#define V_F32(x) ((double)(x))
 #define V_F64(x) (x)
 #define V_F16(x) ((double)odml_h2f(x))
 

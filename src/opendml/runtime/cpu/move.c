@@ -171,7 +171,6 @@ static packed_fn packed_for(int64_t src, int64_t dst) {
         default: return NULL;
     }
 }
-#define HAVE_COPY_AVX2 1
 #else
 static packed_fn packed_for(int64_t src, int64_t dst) {
     (void)src; (void)dst;

@@ -9,7 +9,7 @@ classes; ``launch.py`` compiles the kernels and queues the launches,
 ``tuned.py`` plans the tuned UNFOLD, FOLD, SLICE_GRAD and strided-copy
 launches, ``steps.py`` the others.
 
-Launch path (issue 12)
+Launch path
     ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements)``
     returns a ``MoveLaunch``; ``rec(src_ptrs, dst_ptrs, stream_ptr)`` queues
     its kernels on the raw CUDA stream ``stream_ptr`` (e.g.
@@ -44,6 +44,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import types
 
 import numpy as np
 
@@ -52,7 +53,7 @@ from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
 from . import launch as _launch
 # _NEW_KERNELS, add_new_kernel, check_alignment, new_kernels, relaunch: the adapters import them from here
-from .launch import (_NEW_KERNELS, _NUMPY_WORD, Launch, _Function, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
+from .launch import (_NEW_KERNELS, _NUMPY_WORD, Launch, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
                      add_new_kernel, capture_relaxed, check_alignment, new_kernels, probe, relaunch)
 from .steps import move_steps
 
@@ -143,7 +144,7 @@ class CudaBackend:
             if len(move.steps) > 1:
                 raise ValueError(f"CudaBackend.record takes a plan of one launch; {what or 'this plan'} has "
                                  f"{len(move.steps)} (run it with record_move)")
-            rec = move.steps[0][0] if move.steps else Launch(self, move, "nothing", _Function(0),
+            rec = move.steps[0][0] if move.steps else Launch(self, move, "nothing", types.SimpleNamespace(ptr=0),
                                                             ctypes.c_int(0), 0, 0, _launch.LAUNCH_VIA)
             self._store(key, rec)
         return rec

@@ -374,14 +374,6 @@ def add_new_kernel(index: int, name: str) -> None:
     _NEW_KERNELS.setdefault(index, {})[name] = ptr
 
 
-class _Function:
-    """A compiled kernel's handle, as ``Launch`` reads it."""
-    __slots__ = ("ptr",)
-
-    def __init__(self, ptr: int):
-        self.ptr = ptr
-
-
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, src: int, dst: int,
              stream: int) -> None:
     """Queue a launch C made (a call-cache entry of ``call_cache_move_new``)
@@ -390,7 +382,8 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, sr
     thread without it and raises opendml's error naming the CUDA error."""
     block = ctypes.create_string_buffer(bytes(params), len(params))
     device_of = types.SimpleNamespace(cupy=_cupy(), index=device)   # what a Launch reads of its backend
-    Launch(device_of, None, "a cached kernel", _Function(function), block, grid, smem, LAUNCH_VIA)(src, dst, stream)
+    kernel = types.SimpleNamespace(ptr=function)                     # what a Launch reads of its kernel
+    Launch(device_of, None, "a cached kernel", kernel, block, grid, smem, LAUNCH_VIA)(src, dst, stream)
 
 
 def check_alignment(element_size: int, src_ptr: int, dst_ptr: int, what: str) -> None:

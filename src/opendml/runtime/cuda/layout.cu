@@ -355,11 +355,10 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
 // row's and the column's maps. The (at most two) partial words at the ends of
 // the output go element by element after the loads. MINB: resident blocks per
 // multiprocessor the registers must allow (__launch_bounds__; on an H100 one
-// word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md,
-// session 7). (Measured no faster and not kept: shuffled source words, a
-// persistent grid, the L2::256B load hint, an affine form of the one-period
-// border map; move_padr, a warp per row, is the default for rows of 256 bytes
-// and more.)
+// word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md).
+// (Measured no faster and not kept: shuffled source words, a persistent grid,
+// the L2::256B load hint, an affine form of the one-period border map;
+// move_padr, a warp per row, is the default for rows of 256 bytes and more.)
 template <typename T, int NDIM, int U, int MINB>
 __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src, T* __restrict__ dst,
                                                        const ODML_GRID_CONSTANT odml_move_params params) {
@@ -473,7 +472,7 @@ __device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, 
 // rows beside it), one element a lane through the row's map, loaded with the
 // first round. Every load of a round is issued before its stores. Few live
 // registers (the state of a row is a handful of words), so that many warps
-// fit: the kernel waits on memory, and on an H200 (session 15, ncu) 56
+// fit: the kernel waits on memory, and on an H200 (ncu) 56
 // registers a thread (4 blocks a multiprocessor) held it at 0.84-0.86 of
 // copy bandwidth. MINB: resident blocks per multiprocessor the registers
 // must allow (__launch_bounds__); FL & 4: element by element (below); FL & 2: (elements of 4 bytes and more)

@@ -78,24 +78,24 @@ static PyObject *keep(PyObject **slot, PyObject *v, int ok, const char *need) {
     Py_RETURN_NONE;
 }
 
+/* An exception taken out of the error indicator (hold_error: none leaves e NULL) and raised again (raise_held). */
+#if PY_VERSION_HEX >= 0x030C0000
+typedef struct { PyObject *e; } held_error;
+#define hold_error(h) ((h)->e = PyErr_GetRaisedException())
+#define raise_held(h) (PyErr_SetRaisedException((h)->e), (h)->e = NULL)
+#else
+typedef struct { PyObject *e, *value, *tb; } held_error;
+#define hold_error(h) PyErr_Fetch(&(h)->e, &(h)->value, &(h)->tb)
+#define raise_held(h) (PyErr_Restore((h)->e, (h)->value, (h)->tb), (h)->e = (h)->value = (h)->tb = NULL)
+#endif
 /* An exception that is not an Exception (KeyboardInterrupt, SystemExit) met while a call probed a hook: kept and
  * raised when the call returns, not dropped with the errors that only make the call take the Python route. */
-static PyObject *deferred;               /* the exception (3.12+), or its type (3.11) */
-#if PY_VERSION_HEX < 0x030C0000
-static PyObject *deferred_value, *deferred_tb;
-#endif
+static held_error deferred;
 
 void drop_error(void) {
     if (!PyErr_Occurred()) return;
-    if (!deferred && !PyErr_ExceptionMatches(PyExc_Exception)) {
-#if PY_VERSION_HEX >= 0x030C0000
-        deferred = PyErr_GetRaisedException();
-#else
-        PyErr_Fetch(&deferred, &deferred_value, &deferred_tb);
-#endif
-        return;
-    }
-    PyErr_Clear();
+    if (!deferred.e && !PyErr_ExceptionMatches(PyExc_Exception)) hold_error(&deferred);
+    else PyErr_Clear();
 }
 
 void drop_all(void) {
@@ -116,19 +116,6 @@ ODML_NAMES(ODML_NAME)
 #undef ODML_NAME
 
 /* -- keys ----------------------------------------------------------------------------------------- */
-
-/* An exact int's value; -1 (no exception left) where it is not one or overflows. */
-int exact_int(PyObject *o, int64_t *v) {
-    if (!PyLong_CheckExact(o)) return -1;
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) {
-        drop_error();
-        return -1;
-    }
-    *v = x;
-    return 0;
-}
 
 /* An operator argument: None, an exact int, or a list/tuple of at most MAX_ARG_INTS exact ints (as the Python plan
  * cache keys them: 1.0 == 1, but a float must not reuse an int's plan). -1: no key. */
@@ -164,7 +151,6 @@ int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t n
 
 /* A tuple of at most MAX_RANK ints (sizes or strides), with its length first. */
 static int key_tuple(Key *k, PyObject *t) {
-    int64_t v;
     if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK || put(k, PyTuple_GET_SIZE(t)) < 0) return -1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
         PyObject *item = PyTuple_GET_ITEM(t, i);
@@ -174,8 +160,7 @@ static int key_tuple(Key *k, PyObject *t) {
             drop_error();
             return -1;
         }
-        v = x;
-        if (put(k, v) < 0) return -1;
+        if (put(k, x) < 0) return -1;
     }
     return 0;
 }
@@ -262,22 +247,14 @@ int store_new(const Key *k, Entry *e) {
 }
 
 void unstore(const Key *k, const Entry *e) {
-#if PY_VERSION_HEX >= 0x030C0000                   /* an exception the caller holds: kept */
-    PyObject *held = PyErr_GetRaisedException();
-#else
-    PyObject *held, *held_value, *held_tb;
-    PyErr_Fetch(&held, &held_value, &held_tb);
-#endif
+    held_error held;                               /* an exception the caller holds: kept */
+    hold_error(&held);
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     PyObject *now = kb ? PyDict_GetItemWithError(table, kb) : NULL;      /* (borrowed) */
     if (now == (PyObject *)e && PyDict_DelItem(table, kb) == 0) Py_CLEAR(front[front_slot(k)]);
     if (PyErr_Occurred()) PyErr_Clear();
     Py_XDECREF(kb);
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(held);
-#else
-    PyErr_Restore(held, held_value, held_tb);
-#endif
+    raise_held(&held);
 }
 
 /* e stored under k, the caller's reference released: True, or NULL with an exception (a put's answer). */
@@ -616,16 +593,10 @@ int numpy_key(Key *k, PyArrayObject *x) {
 
 /* `result`, or NULL with the deferred exception raised where a hook met one. */
 PyObject *with_deferred(PyObject *result) {
-    if (!deferred) return result;
+    if (!deferred.e) return result;
     Py_XDECREF(result);
     if (PyErr_Occurred()) PyErr_Clear();
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(deferred);
-#else
-    PyErr_Restore(deferred, deferred_value, deferred_tb);
-    deferred_value = deferred_tb = NULL;
-#endif
-    deferred = NULL;
+    raise_held(&deferred);
     return NULL;
 }
 

@@ -150,7 +150,7 @@ static inline int put(Key *k, int64_t v) {
     k->w[k->n++] = v;
     return 0;
 }
-int exact_int(PyObject *o, int64_t *v);
+#define exact_int odml_exact_i64   /* (newshape.h's: an exact int in 64 bits, else -1) */
 /* x's items where it is an exact list or tuple (their count in *n), else NULL */
 static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
     if (PyList_CheckExact(x)) return *n = PyList_GET_SIZE(x), ((PyListObject *)x)->ob_item;
@@ -161,7 +161,6 @@ int key_arg(Key *k, PyObject *a);
 int key_move_arg(Key *k, PyObject *a);   /* a family argument's (calls_move.c) */
 /* a call's key up to its array(s): kind, operator, each argument (key_arg's; move: key_move_arg's) */
 int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs, int move);
-#define key_head(k, kind, op, args, nargs) key_call(k, kind, op, args, nargs, 0)
 /* the entry stored under k (a new reference), or NULL, a miss counted; n_in >= 0: an entry of the key's kind
  * (its first word) with n_in inputs only */
 Entry *lookup(const Key *k, int n_in);

@@ -26,6 +26,7 @@
 #ifndef _WIN32
 #include <dlfcn.h>
 #include <time.h>
+#endif
 
 /* The driver functions used here, each once: X(variable, symbol, parameters), all returning a CUresult (int).
  * cuLaunchKernel last: load_driver loads them in this order and a loaded cu_launch says all are. */
@@ -47,7 +48,12 @@
 #define ODML_DRIVER_DECLARE(v, symbol, params) static int (*v) params = NULL;
 ODML_DRIVER(ODML_DRIVER_DECLARE)
 
+/* 1 where the driver library is loaded (cu_launch and every other function it has); 0 without it (Windows: never
+ * loaded, the backend launches through ctypes). */
 static int load_driver(void) {
+#ifdef _WIN32
+    return 0;
+#else
     if (cu_launch) return 1;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
@@ -55,20 +61,15 @@ static int load_driver(void) {
 #define ODML_DRIVER_LOAD(v, symbol, params) v = (int (*) params)dlsym(lib, symbol);
     ODML_DRIVER(ODML_DRIVER_LOAD)
     return cu_launch != NULL;
-}
 #endif
+}
 
 /* cuLaunchKernel of `function` on grid x 1 x 1 blocks of block x 1 x 1 threads with kernel arguments argv:
  * the CUresult, or -1 without a driver. */
 static int launch(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream, void **argv) {
-#ifdef _WIN32
-    (void)function; (void)grid; (void)block; (void)shared; (void)stream; (void)argv;
-    return -1;
-#else
     if (!load_driver()) return -1;
     return cu_launch((void *)(uintptr_t)function, grid, 1, 1, block, 1, 1, shared, (void *)(uintptr_t)stream, argv,
                      NULL);
-#endif
 }
 
 int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream, uint64_t src,
@@ -89,23 +90,13 @@ int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, uns
 /* `words` 32-bit words at device address dptr zeroed on `stream` (cuMemsetD32Async: an owner table, queued
  * before the launches that read it, with no call into the framework): the CUresult, or -1 without a driver. */
 int odml_cuda_zero_words(uint64_t dptr, size_t words, uint64_t stream) {
-#ifdef _WIN32
-    (void)dptr; (void)words; (void)stream;
-    return -1;
-#else
     if (!load_driver() || !cu_memset32) return -1;
     return cu_memset32(dptr, 0, words, (void *)(uintptr_t)stream);
-#endif
 }
 
 int odml_cuda_shared_limit(uint64_t function, unsigned bytes) {
-#ifdef _WIN32
-    (void)function; (void)bytes;
-    return -1;
-#else
     if (!load_driver() || !cu_attribute) return -1;
     return cu_attribute((void *)(uintptr_t)function, 8, (int)bytes);   /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
-#endif
 }
 
 PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -125,10 +116,6 @@ PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
                         "shared_mem below 2^32");
         return NULL;
     }
-#ifdef _WIN32
-    PyErr_SetString(PyExc_ImportError, "cuda_launch: not available on Windows (the backend launches through ctypes)");
-    return NULL;
-#else
     if (!load_driver()) {
         PyErr_SetString(PyExc_ImportError, "cuda_launch: the CUDA driver library (libcuda) could not be loaded");
         return NULL;
@@ -139,7 +126,6 @@ PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     return PyLong_FromLong(
         odml_cuda_launch(v[0], (unsigned)v[1], (unsigned)v[2], (unsigned)v[3], v[4], v[5], v[6], v[7]));
-#endif
 }
 
 /* -- The index check's flags (index.cu's ix_axis.flag) ----------------------------------------------------
@@ -172,7 +158,6 @@ static int check_n_ctx;
 static long long check_waits[2];            /* check_end's waits ended by the done word, by the stream */
 static int check_ctx_busy;                  /* a thread is making a context's counters (the GIL released) */
 
-#ifndef _WIN32
 /* This thread's stream capture mode set to RELAXED (2) for the one-time allocations below, so that they do
  * not invalidate another thread's capture in the global mode (PyTorch's default for torch.cuda.graph), and
  * back: *mode the previous one; 1 where it was exchanged. */
@@ -180,9 +165,7 @@ static int relaxed(int *mode) {
     *mode = 2;
     return cu_capture_mode && cu_capture_mode(mode) == 0;
 }
-#endif
 
-#ifndef _WIN32
 /* The slots' counters in the context of `stream` (CHECK_SLOTS zeroed 32-bit words, allocated once per
  * context, never freed): their device address, or 0 where they cannot be had. Called with the GIL held; it
  * releases it for its one stream wait (check_ctx_busy keeps a second thread from making them meanwhile). */
@@ -218,13 +201,8 @@ static uint64_t check_counts(uint64_t stream) {
     check_ctx[check_n_ctx++].counts = counts;
     return counts;
 }
-#endif
 
 int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag, uint64_t *fin) {
-#ifdef _WIN32
-    (void)stream; (void)slot; (void)flag; (void)fin;
-    return -1;
-#else
     int capturing = 1;
     if (!load_driver() || !cu_host_alloc || !cu_host_device || !cu_sync || !cu_capturing
             || cu_capturing((void *)(uintptr_t)stream, &capturing) != 0 || capturing != 0)
@@ -258,22 +236,19 @@ int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag, uint64_t *
         }
     }
     return -1;
-#endif
 }
 
-#ifndef _WIN32
 static int64_t now_ns(void) {
+#ifdef _WIN32
+    return 0;                                /* (no checked call: check_begin declines every one) */
+#else
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 #endif
+}
 
 int odml_cuda_check_end(uint64_t stream, int slot, int signalled) {
-#ifdef _WIN32
-    (void)stream; (void)slot; (void)signalled;
-    return -1;
-#else
     int rc = 0, done = 0;
     volatile uint32_t *word = check_flags + 2 * slot + 1;
     Py_BEGIN_ALLOW_THREADS
@@ -294,7 +269,6 @@ int odml_cuda_check_end(uint64_t stream, int slot, int signalled) {
     const int set = check_flags[2 * slot] != 0;
     __atomic_store_n(&check_held[slot], 0, __ATOMIC_RELEASE);
     return set;
-#endif
 }
 
 PyObject *odml_py_cuda_check_info(PyObject *self, PyObject *unused) {

@@ -1,5 +1,5 @@
 /* odml_move_cuda (newshape.h): the CUDA launches of the data-movement family's move program (a Copy/Fill program
- * odml_move_lower gives), in C (issue 33), so that a never-seen shape on PyTorch CUDA tensors or CuPy arrays is
+ * odml_move_lower gives), in C, so that a never-seen shape on PyTorch CUDA tensors or CuPy arrays is
  * lowered, allocated and launched in one C call (calls_move_new.c).
  *
  * It is runtime/cuda/steps.py's move_steps, decision for decision (each function names the one it mirrors): the

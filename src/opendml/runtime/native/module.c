@@ -78,7 +78,7 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
     static const struct { const char *name; Py_ssize_t size; } blocks[] = {
 #define BLOCK(CODE, NAME, STRUCT) {#STRUCT, (Py_ssize_t)sizeof(STRUCT)},
-        ODML_CPU_KERNELS(BLOCK)
+        ODML_CPU_KERNELS(BLOCK) BLOCK(MOVE, move, odml_cpu_move_params)   /* (move.h's, outside params.h's list) */
 #undef BLOCK
     };
     PyObject *d = PyDict_New();
@@ -90,12 +90,6 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
     return d;
 }
 
-/* move.h's struct is the CPU kernels' own (not in params.h): its size apart. */
-static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
-    (void)self; (void)unused;
-    return PyLong_FromSsize_t((Py_ssize_t)sizeof(odml_cpu_move_params));
-}
-
 /* The glue's Python functions (calls*.c, newshape.c, move_params.c, cuda_spec.c, cuda_launch.c, blocks.c,
  * indexed/index.c): X(NAME of odml_py_NAME, its calling convention, its docstring). */
 #define ODML_GLUE(X)                                                                                                \
@@ -103,14 +97,14 @@ static PyObject *py_move_params_size(PyObject *self, PyObject *unused) {
       "the Python route (calls.c)")                                                                                 \
     X(call_cache_packed, FASTCALL, "call_cache_packed(code, split, fallback, extra, x, packed) -> the output: a "   \
       "C++ window operator's direct kernel, the call cache's call on the packed list split back, else "             \
-      "fallback(x, packed) (calls.c)")                                                                              \
+      "fallback(x, packed) (calls_packed.c)")                                                                       \
     X(call_cache_put_eager, VARARGS, "call_cache_put_eager(op, x, args, eager, generation) -> whether stored: "     \
       "eager(x) records a call like this one for autograd and runs it (calls.c)")                                   \
     X(call_cache_torch_eager, O, "call_cache_torch_eager(eager_ok): the check an eager entry's call passes first "  \
       "(calls.c)")                                                                                                  \
     X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args) -> a repeated call's output (call_cache_call's "    \
-      "entries alike; a list for SPLIT), or None where it must take the Python route (calls.c); x: an array, "      \
-      "or a list or tuple of arrays (JOIN, the index functions)")                                                   \
+      "entries alike; a list for SPLIT), or None where it must take the Python route (calls_move.c); x: an "        \
+      "array, or a list or tuple of arrays (JOIN, the index functions)")                                            \
     X(call_cache_put_move, VARARGS, "call_cache_put_move(op, x, args, outs, origins, passes, multi, generation, "   \
       "planned=None) -> whether stored")                                                                            \
     X(call_cache_move_types, O, "call_cache_move_types(tuple of enum types): their members key family arguments "   \
@@ -190,8 +184,6 @@ static PyMethodDef methods[] = {
 #undef METHOD
     {"move", py_move, METH_VARARGS,
      "move(dst_addr, src_addr, params: bytes of odml_cpu_move_params (move.h), threads): one pass of a move program"},
-    {"move_params_size", py_move_params_size, METH_NOARGS,
-     "move_params_size() -> sizeof(odml_cpu_move_params) (move.h), which backend.MoveParams mirrors"},
     {"cache_limit", odml_py_cache_limit, METH_VARARGS,
      "cache_limit([nbytes]) -> previous limit: bytes of released output blocks kept for reuse"},
     {"stream_min", py_stream_min, METH_VARARGS,
@@ -199,7 +191,7 @@ static PyMethodDef methods[] = {
     {"cache_info", odml_py_cache_info, METH_NOARGS,
      "cache_info() -> dict(limit, blocks, bytes, hits, misses) of the output block cache"},
     {"param_sizes", py_param_sizes, METH_NOARGS,
-     "param_sizes() -> {struct name: sizeof} of the parameter blocks this build expects"},
+     "param_sizes() -> {struct name: sizeof} of the parameter blocks this build expects (params.h's and move.h's)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,11 +23,9 @@ typedef struct {
     int64_t size, src, dst, mode, shift, msize;   /* mode 0: no map */
 } Dim;
 
-static int64_t absv(int64_t x) { return x < 0 ? -x : x; }
-
 /* Whether a sorts after b (the sort is by (dst, |src|), largest first). */
 static int before(const Dim *a, const Dim *b) {
-    return a->dst > b->dst || (a->dst == b->dst && absv(a->src) > absv(b->src));
+    return a->dst > b->dst || (a->dst == b->dst && odml_absv(a->src) > odml_absv(b->src));
 }
 
 /* The canonical form of pass `in` packed into *p (move.h's odml_move_pack): 0, or -1 where the pass is not as
@@ -132,20 +130,31 @@ int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out) {
     return 0;
 }
 
+/* v[0..n) from t, an exact tuple of n exact ints in 64 bits: 0, else -1 (no exception left). */
+static int tuple_ints(PyObject *t, Py_ssize_t n, int64_t *v) {
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != n) return -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i])) return -1;
+    return 0;
+}
+
 PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (odml_arity("move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
                    "src_strides, dst_strides, maps, scale_bias, fill_bits)", nargs, 11, 11))
         return NULL;
-    int64_t fill, src_type, dst_type, src_offset, dst_offset;
-    PyObject *sizes = args[5], *ss = args[6], *ds = args[7], *maps = args[8], *sb = args[9];
-    if (odml_exact_i64(args[0], &fill) || odml_exact_i64(args[1], &src_type) || odml_exact_i64(args[2], &dst_type)
-            || odml_exact_i64(args[3], &src_offset) || odml_exact_i64(args[4], &dst_offset) || (fill != 0 && fill != 1)
-            || !PyTuple_CheckExact(sizes) || !PyTuple_CheckExact(ds) || !PyLong_CheckExact(args[10]))
+    odml_move_pass pass;
+    memset(&pass, 0, sizeof pass);
+    int64_t fill;
+    PyObject *maps = args[8], *sb = args[9];
+    const Py_ssize_t n = PyTuple_CheckExact(args[5]) ? PyTuple_GET_SIZE(args[5]) : 0;
+    if (odml_exact_i64(args[0], &fill) || odml_exact_i64(args[1], &pass.src_type)
+            || odml_exact_i64(args[2], &pass.dst_type) || odml_exact_i64(args[3], &pass.src_offset)
+            || odml_exact_i64(args[4], &pass.dst_offset) || (fill != 0 && fill != 1) || !PyLong_CheckExact(args[10])
+            || n < 1 || n > ODML_MOVE_PASS_MAX_DIMS || tuple_ints(args[5], n, pass.sizes)
+            || tuple_ints(args[7], n, pass.dst_strides))
         Py_RETURN_NONE;
-    const Py_ssize_t n = PyTuple_GET_SIZE(sizes);
-    if (n < 1 || n > ODML_MOVE_PASS_MAX_DIMS || PyTuple_GET_SIZE(ds) != n) Py_RETURN_NONE;
-    if (!fill && (!PyTuple_CheckExact(ss) || PyTuple_GET_SIZE(ss) != n
+    if (!fill && (tuple_ints(args[6], n, pass.src_strides)
                   || (maps != Py_None && (!PyTuple_CheckExact(maps) || PyTuple_GET_SIZE(maps) != n))
                   || (sb != Py_None && (!PyTuple_CheckExact(sb) || PyTuple_GET_SIZE(sb) != 2
                                         || !PyFloat_CheckExact(PyTuple_GET_ITEM(sb, 0))
@@ -156,30 +165,17 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    odml_move_pass pass;
-    memset(&pass, 0, sizeof pass);
     pass.fill = (int)fill;
-    pass.src_type = src_type;
-    pass.dst_type = dst_type;
-    pass.src_offset = src_offset;
-    pass.dst_offset = dst_offset;
     pass.n = (int)n;
     pass.fill_bits = bits;
-    for (Py_ssize_t a = 0; a < n; a++) {
-        if (odml_exact_i64(PyTuple_GET_ITEM(sizes, a), &pass.sizes[a])
-                || odml_exact_i64(PyTuple_GET_ITEM(ds, a), &pass.dst_strides[a]))
-            Py_RETURN_NONE;
-        if (!fill) {
-            if (odml_exact_i64(PyTuple_GET_ITEM(ss, a), &pass.src_strides[a])) Py_RETURN_NONE;
-            PyObject *mp = maps == Py_None ? Py_None : PyTuple_GET_ITEM(maps, a);
-            if (mp != Py_None) {
-                if (!PyTuple_CheckExact(mp) || PyTuple_GET_SIZE(mp) != 3
-                        || odml_exact_i64(PyTuple_GET_ITEM(mp, 0), &pass.map_mode[a])
-                        || odml_exact_i64(PyTuple_GET_ITEM(mp, 1), &pass.map_shift[a])
-                        || odml_exact_i64(PyTuple_GET_ITEM(mp, 2), &pass.map_size[a]) || pass.map_mode[a] == 0)
-                    Py_RETURN_NONE;
-            }
-        }
+    for (Py_ssize_t a = 0; !fill && maps != Py_None && a < n; a++) {
+        PyObject *mp = PyTuple_GET_ITEM(maps, a);
+        int64_t m[3];
+        if (mp == Py_None) continue;
+        if (tuple_ints(mp, 3, m) || m[0] == 0) Py_RETURN_NONE;
+        pass.map_mode[a] = m[0];
+        pass.map_shift[a] = m[1];
+        pass.map_size[a] = m[2];
     }
     if (!fill && sb != Py_None) {
         pass.has_scale_bias = 1;

@@ -1,4 +1,4 @@
-/* New shapes (issue 19): a call on a shape never seen before lowers and packs its plan on every call, so this
+/* New shapes: a call on a shape never seen before lowers and packs its plan on every call, so this
  * arithmetic is in C: the plan of a layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
  * (odml_new_cpu), a CopyPlan's canonical form (odml_copy_pack), and the Python functions copy_params, cuda_spec (the
  * CUDA launch of cuda_spec.c, for tests) and slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering
@@ -17,19 +17,13 @@
 
 /* Read t, an exact list or tuple of n exact ints in 64 bits, into v (-1 where it is not such). */
 static int read_seq(PyObject *t, Py_ssize_t n, int64_t *v) {
-    if ((!PyTuple_CheckExact(t) && !PyList_CheckExact(t)) || PySequence_Fast_GET_SIZE(t) != n) return -1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (odml_exact_i64(PySequence_Fast_ITEMS(t)[i], &v[i])) return -1;
-    return 0;
+    int m;
+    return odml_int_seq(t, n, v, &m) || m != n ? -1 : 0;
 }
 
-static int64_t absv(int64_t x) { return x < 0 ? -x : x; }
-
-/* The sort key's order: dimension a comes before b where (out, |in|) of a is
- * larger. */
+/* The sort key's order: dimension a comes before b where (out, |in|) of a is larger. */
 static int before(const int64_t *a, const int64_t *b) {
-    if (a[2] != b[2]) return a[2] > b[2];
-    return absv(a[1]) > absv(b[1]);
+    return a[2] != b[2] ? a[2] > b[2] : odml_absv(a[1]) > odml_absv(b[1]);
 }
 
 /* The plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) in its canonical form packed into *p,

@@ -1,4 +1,4 @@
-/* A new shape's plan (issue 19), shared by newshape.c (the CPU parameters, the test entry cuda_spec), cuda_spec.c
+/* A new shape's plan, shared by newshape.c (the CPU parameters, the test entry cuda_spec), cuda_spec.c
  * (CUDA launches) and newshape_move.c (odml_move_plain: the first five's tuned pass of the move program).
  *
  * The plan of SLICE/SLICE1 ("copy"), UNFOLD ("windows"), FOLD ("window_sums") and SLICE_GRAD ("scatter") comes from
@@ -46,6 +46,20 @@ static inline int odml_exact_i64(PyObject *o, int64_t *v) {
     *v = (int64_t)x;
     return 0;
 }
+
+/* Read o, an exact list or tuple of at most `most` exact ints in 64 bits, into v, their count in *n: 0, or -1 (no
+ * exception left set) where it is not such. */
+static inline int odml_int_seq(PyObject *o, Py_ssize_t most, int64_t *v, int *n) {
+    if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return -1;
+    const Py_ssize_t m = PySequence_Fast_GET_SIZE(o);
+    if (m > most) return -1;
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (odml_exact_i64(PySequence_Fast_ITEMS(o)[i], &v[i])) return -1;
+    *n = (int)m;
+    return 0;
+}
+
+static inline int64_t odml_absv(int64_t x) { return x < 0 ? -x : x; }
 
 /* An input's element layout: n sizes and signed element strides. */
 typedef struct {
@@ -301,9 +315,6 @@ int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, 
  * (calls_move_new.c). */
 int64_t odml_move_dtype_type(PyObject *o);
 
-/* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
- * there): the fields of a call on an input of n sizes `dims` with the call's fields f, or None (a new
- * reference either way); NULL with an exception for no memory. */
 /* A tuple of the n values v; NULL with an exception (newshape.c). */
 PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n);
 
@@ -315,6 +326,9 @@ static inline int odml_plain_kind(int which) {
                                                ODML_NEW_WINDOW_SUMS};
     return kind[which];
 }
+/* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
+ * there): the fields of a call on an input of n sizes `dims` with the call's fields f, or None (a new
+ * reference either way); NULL with an exception for no memory. */
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
 /* A field of d axes as ops/unfold.py's plain_lowering (and ops/_spec.py per_axis) reads it: an exact int
  * spread over the axes, or an exact list or tuple of d exact ints; -1 else (newshape.c). */

@@ -1,4 +1,4 @@
-/* New shapes of the data-movement family (issue 31): the C lowerings of the family's copy-like operators on a NumPy
+/* New shapes of the data-movement family: the C lowerings of the family's copy-like operators on a NumPy
  * array, each giving the passes its Python operator's `_passes` gives for that array's layout (before their canonical
  * form, which odml_move_pack in move_params.c gives, as CpuBackend._native_move_pass does). calls_move_new.c's
  * call_cache_move_new runs them and records the call as call_cache_put_move would, so a never-seen shape costs one C
@@ -20,18 +20,6 @@
 
 #define U32MAX 4294967295LL
 
-
-/* An int, or an exact list or tuple of at most `most` exact ints (*n of them). */
-static int int_seq(PyObject *o, int most, int64_t *v, int *n) {
-    if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return -1;
-    const Py_ssize_t m = PySequence_Fast_GET_SIZE(o);
-    if (m > most) return -1;
-    PyObject **items = PySequence_Fast_ITEMS(o);
-    for (Py_ssize_t i = 0; i < m; i++)
-        if (odml_exact_i64(items[i], &v[i])) return -1;
-    *n = (int)m;
-    return 0;
-}
 
 static int is_float_type(int64_t t) { return t == ODML_T_FLOAT32 || t == ODML_T_FLOAT16 || t == ODML_T_FLOAT64; }
 
@@ -135,7 +123,7 @@ static int lower_tile(const odml_move_input *x, PyObject *const *a, Py_ssize_t n
     int m = 1;
     if (PyLong_CheckExact(a[0])) {
         if (odml_exact_i64(a[0], &given[0])) return -1;
-    } else if (int_seq(a[0], n, given, &m)) {
+    } else if (odml_int_seq(a[0], n, given, &m)) {
         return -1;
     }
     for (int d = 0; d < n; d++) {
@@ -404,7 +392,7 @@ static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t 
     const int n = x->n, axis = na == 2 ? axis_of(a[0], n) : -1;
     int64_t sizes[ODML_MOVE_PROG_MAX_IO], total = 0, dims[ODML_MAX_RANK];
     int m;
-    if (axis < 0 || int_seq(a[1], ODML_MOVE_PROG_MAX_IO, sizes, &m) || m < 1) return -1;
+    if (axis < 0 || odml_int_seq(a[1], ODML_MOVE_PROG_MAX_IO, sizes, &m) || m < 1) return -1;
     for (int i = 0; i < m; i++) {
         if (sizes[i] < 1 || sizes[i] > U32MAX) return -1;
         total += sizes[i];
