@@ -79,7 +79,7 @@ PREFIX = "_direct_"
 def _source_digest(root: pathlib.Path = pathlib.Path(__file__).resolve().parents[2]) -> str:
     """A digest of the Python sources under opendml's package folder ``root`` (the bundled examples aside)
     and of its version."""
-    from ... import __version__
+    from ..._version import __version__
     h = hashlib.sha256(__version__.encode())
     for path in sorted(root.rglob("*.py")):
         if "examples" not in path.relative_to(root).parts:
