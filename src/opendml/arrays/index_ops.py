@@ -35,17 +35,13 @@ the indices, on every backend.
 
 A repeated call (same function, ``check_indices``, dtypes, shapes, byte
 strides and exact int/None arguments) is served by the one C call cache
-(``runtime.calls.move``; see "The C call cache" below) on NumPy arrays,
-PyTorch CPU and CUDA tensors and CuPy arrays; the index check is done by
-the kernels as they read each index (on CUDA they set a flag in host-mapped
-memory, read once they have read every index), and a bad index there sends
-the call to the route, which raises the same error. A never-seen call on NumPy arrays, plain PyTorch CPU or CUDA
-tensors or CuPy arrays is validated, lowered, run and recorded in C
-(``runtime.calls.index_new``) by the same rules, to the same passes,
-launches, bytes and errors as the route; on CUDA a scatter needing scratch,
-a checked call whose index array is broadcast and a checked call made while
-its stream is captured into a CUDA graph take the route (which checks the
-indices first, reading their extremes back from the device).
+(see "The C call cache" below). A never-seen call on NumPy arrays, plain
+PyTorch CPU or CUDA tensors or CuPy arrays is validated, lowered, run and
+recorded in C (``runtime.calls.index_new``) by the same rules, to the same
+passes, launches, bytes and errors as the route; on CUDA a scatter needing
+scratch, a checked call whose index array is broadcast and a checked call
+made while its stream is captured into a CUDA graph take the route (which
+checks the indices first, reading their extremes back from the device).
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
@@ -265,7 +261,8 @@ def _like(a, x, where: str):
 # -- The C call cache ------------------------------------------------------------------------------------
 
 # Each function first offers its call to the one C call cache
-# (``runtime.calls.move``, runtime/native/calls_move.c): its arrays as one
+# (``runtime.calls.move``, runtime/native/calls_move.c) on NumPy arrays,
+# PyTorch CPU and CUDA tensors and CuPy arrays: its arrays as one
 # tuple (the key reads each one's dtype, shape and byte strides; on CUDA also
 # its device and alignment class), then its other arguments as given (exact
 # ints, None and bools key; anything else is not served). A hit returns the
