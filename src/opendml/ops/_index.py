@@ -35,7 +35,6 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
 from ._common import TYPES_4_1, SupportRow, support
 from ._move import MoveOperatorDesc
-from ._spec import is_float
 
 T = DataType
 #: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
@@ -119,10 +118,6 @@ class IndexOperatorDesc(MoveOperatorDesc):
 
     def _index_position(self) -> int:
         return [name for name, _ in self.named_tensors("input")].index(self.INDEX_SLOT)
-
-    def linear_part(self):
-        """Linear in its data where that is float (see ``_spec``); integer data is not differentiated."""
-        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         """Block-wise runs (Dask, see ``_spec``): every axis in one chunk
