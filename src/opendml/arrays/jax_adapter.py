@@ -42,6 +42,7 @@ from . import engine
 from ._contract import DTYPE_NAMES
 from ..ops import max_copied_elements
 from ..ops._spec import binding_of
+from ..ops.slice_grad import window_walk
 from ..ops.unfold import blocks_per_dimension
 
 __all__ = ["run", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad", "SUPPORTED_DTYPES",
@@ -274,17 +275,9 @@ def lax_fold(cols, out_spatial, window, strides, dilations, start_padding, end_p
 
 
 def _window_walk(offsets, sizes, strides, out_sizes):
-    """(first, step, reversed axes) of the input elements a SLICE1 window visits,
-    lowest first: a negative stride starts at the window's end."""
-    first, step, rev = [], [], []
-    for axis, (o, w, t, m) in enumerate(zip(offsets, sizes, strides, out_sizes)):
-        if t > 0:
-            first.append(o)
-        else:
-            first.append(o + w - 1 + t * (m - 1))             # the last element visited
-            rev.append(axis)
-        step.append(abs(t))
-    return first, step, tuple(rev)
+    """``window_walk`` with the reversed axes as a tuple of their numbers."""
+    first, step, back = window_walk(offsets, sizes, strides, out_sizes)
+    return first, step, tuple(axis for axis, b in enumerate(back) if b)
 
 
 def lax_slice1(x, offsets, sizes, strides, out_sizes=None):
