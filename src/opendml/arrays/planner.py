@@ -171,24 +171,15 @@ def count_planned() -> None:
 
 
 def plan_cache_info() -> dict:
-    """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the plan cache's
-    size, plans held, hits and misses, where hits and misses include the move
-    program's cache (NumPy's route of every operator) and hits the calls that
-    the call cache served without looking a plan up (its own counts are under
-    ``call_cache``, see ``opendml.runtime.calls``).
-
-    Returns
-    -------
-    dict
-        ``size`` (int): the most plans the cache keeps (``PLAN_CACHE_SIZE``);
-        ``plans`` (int): the plans it holds; ``hits`` (int): calls that reused
-        a plan, plus the calls the call cache served; ``misses`` (int): lookups
-        that found no plan (the call was then validated and planned), plus
-        the calls planned without a lookup (the C new-shape route, or the call cache's C
-        lowering at its miss: its ``planned``); ``call_cache`` (dict): the call
-        cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
-        'misses', 'planned', 'front'}``.
-    """
+    """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the most plans
+    the cache keeps (``PLAN_CACHE_SIZE``) and the plans it holds; the calls
+    that reused a plan (in it or in the move program's cache, NumPy's route
+    of every operator), plus those the call cache served; the lookups that
+    found no plan in either (the call was then validated and planned), plus the
+    calls planned without a lookup (the C new-shape route, or the call
+    cache's C lowering at its miss: its ``planned``); and the call cache's
+    own counts (``{'enabled', 'numpy', 'entries', 'hits', 'misses',
+    'planned', 'front'}``, see ``opendml.runtime.calls``)."""
     info = _CACHE.info()
     moves = _MOVES.info()                 # (the move program's cache: NumPy's route of every operator)
     info["hits"] += moves["hits"]
