@@ -591,25 +591,12 @@ class Device:
             raise ValidationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
 
     def upload(self, array: ArrayLike, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
-        """A new buffer holding ``array``: its packed bytes (a buffer of its
-        size rounded up to 4), or its elements laid out by ``tensor`` (a
-        buffer of the tensor's TotalTensorSizeInBytes), converted under
-        ``casting`` as ``Buffer.write`` does (default "safe": values that do
-        not survive the conversion are refused).
-
-        Parameters
-        ----------
-        array : array_like
-            Numbers; with ``tensor``, of the tensor's sizes.
-        tensor : TensorDesc, optional
-            The layout of the elements in the buffer.
-        casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default "safe"
-            As ``Buffer.write`` takes it.
-
-        Returns
-        -------
-        Buffer
-            Written: the tensor's elements, or the array's bytes and zeros.
+        """A new buffer holding ``array`` (numbers): its packed bytes then zeros
+        (a buffer of its size rounded up to 4), or, given ``tensor``, its
+        elements (of the tensor's sizes) laid out by the tensor (a buffer of
+        its TotalTensorSizeInBytes), converted under ``casting`` as
+        ``Buffer.write`` does (default "safe": values that do not survive the
+        conversion are refused).
 
         Raises
         ------
@@ -662,18 +649,8 @@ class Device:
         return the output tensor's elements as a new NumPy array (an operator
         of several outputs, SPLIT: see ``run_all``).
 
-        Parameters
-        ----------
-        desc : OperatorDesc
-            The description to run.
-        *arrays : array_like
-            One input array per input tensor, of its sizes; values are
-            converted as ``upload`` does (casting "safe").
-
-        Returns
-        -------
-        numpy.ndarray
-            The first output's elements.
+        ``arrays``: one input array per input tensor, of its sizes; values are
+        converted as ``upload`` does (casting "safe").
 
         Raises
         ------
@@ -686,17 +663,11 @@ class Device:
         return self.run_all(desc, *arrays)[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
-        """``run`` returning every output, in slot order: the same arguments
-        (one input array per input tensor, JOIN's ``InputTensors`` each
-        counting) and the same errors (an ``UnsupportedError`` also where the
-        device cannot run the operator).
-
-        Returns
-        -------
-        list of numpy.ndarray
-            One array per output tensor (SPLIT's ``OutputTensors`` each
-            counting).
-        """
+        """``run`` returning a list of every output, one array per output tensor
+        in slot order (SPLIT's ``OutputTensors`` each counting): the same
+        arguments (one input array per input tensor, JOIN's ``InputTensors``
+        each counting) and the same errors (an ``UnsupportedError`` also where
+        the device cannot run the operator)."""
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):

@@ -483,17 +483,8 @@ class OperatorDesc:
         of every slot, then ``_validate_level`` (an operator's own
         level-dependent rules, such as a padding mode introduced later); the
         rules that do not depend on a level were checked on construction.
-
-        Parameters
-        ----------
-        feature_level : FeatureLevel or str, optional
-            The level to check at, a ``FeatureLevel`` or its label such as
-            ``"6_4"`` (default ``FeatureLevel.FL_6_4``).
-
-        Returns
-        -------
-        OperatorDesc
-            ``self``, so calls can be chained.
+        ``feature_level``: a ``FeatureLevel`` or its label such as ``"6_4"``.
+        Returns ``self``, so calls can be chained.
 
         Raises
         ------
