@@ -110,10 +110,7 @@ def _target_bytes() -> int:
 
 def _bounds(chunks) -> list[int]:
     """Chunk boundaries along one axis: [0, c0, c0 + c1, ..., size]."""
-    out = [0]
-    for c in chunks:
-        out.append(out[-1] + int(c))
-    return out
+    return list(itertools.accumulate(map(int, chunks), initial=0))
 
 
 def _split(lo: int, hi: int, most: int) -> list[tuple[int, int]]:

@@ -30,9 +30,6 @@ data's (NumPy indices for a PyTorch tensor, say). ``one_hot`` defines out-of-ran
 (an all-off row) and ``reverse_subsequences`` clamps long lengths, as
 DirectML does: neither checks.
 
-Scatters with repeated indices keep the last update in row-major order of
-the indices, on every backend.
-
 A repeated call (same function, ``check_indices``, dtypes, shapes, byte
 strides and exact int/None arguments) is served by the one C call cache
 (see "The C call cache" below). A never-seen call on NumPy arrays, plain
@@ -46,10 +43,7 @@ checks the indices first, reading their extremes back from the device).
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
 data inputs; the adjoints are index-driven move programs of their own
-(``ops._index.IndexAdjointDesc``): a gather's is an accumulating scatter
-(repeated indices add up in row-major order of the indices: the same bytes
-every run); a scatter's gathers the updates' gradient (0 for an update a
-repeated index overwrote) and zeroes the written positions of the input's; ``reverse_subsequences`` is its own adjoint.
+(``ops._index.IndexAdjointDesc`` says which), run by ``index_adjoint``.
 Indices get no gradient.
 """
 from __future__ import annotations

@@ -18,6 +18,7 @@ import dataclasses
 import enum
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -372,13 +373,8 @@ def binding_of(cls) -> "Binding | None":
 
 
 def snake(name: str) -> str:
-    """``InputGradientTensor`` -> ``input_gradient_tensor``."""
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i and not name[i - 1].isupper():
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
+    """``InputGradientTensor`` -> ``input_gradient_tensor`` (a run of capitals stays one word)."""
+    return re.sub(r"(?<=[^A-Z])(?=[A-Z])", "_", name).lower()
 
 
 # -- differentiation and chunking: what an operator declares beside its lowering -----

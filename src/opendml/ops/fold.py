@@ -222,8 +222,7 @@ class FoldOperatorDesc(_Windowed):
         """The framework operators' form: one int list per field (the number of
         spatial axes as the array API counts it), a 3-D input (leading 1s dropped)."""
         output_sizes, window_sizes = args[:2]
-        d = next((len(v) for v in (output_sizes, window_sizes)
-                  if not isinstance(v, (str, bytes)) and hasattr(v, "__len__")), 1)
+        d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
         return "fold", tuple(ints(v, d) for v in args), tuple(input_sizes[-3:]) if len(input_sizes) > 3 else None
 
     def call_args(self) -> tuple:
