@@ -258,6 +258,12 @@ class _Walk(_Sized):
     dst_offset: int
     dst_strides: tuple[int, ...]
 
+    def src_span(self) -> tuple[int, int]:
+        return _span(self.src_offset, self.sizes, self.src_strides)
+
+    def dst_span(self) -> tuple[int, int]:
+        return _span(self.dst_offset, self.sizes, self.dst_strides)
+
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
@@ -275,9 +281,6 @@ class Copy(_Walk):
         extent = tuple(m.size if m is not None else s
                        for s, m in zip(self.sizes, self.maps or (None,) * len(self.sizes)))
         return _span(self.src_offset, extent, self.src_strides)
-
-    def dst_span(self) -> tuple[int, int]:
-        return _span(self.dst_offset, self.sizes, self.dst_strides)
 
     def as_copy_plan(self, element_size: int) -> CopyPlan:
         """The pass as a ``CopyPlan`` (no maps, no conversion, no scale/bias)."""
@@ -376,9 +379,6 @@ class Gather(_IndexedPass):
     def src_span(self) -> tuple[int, int]:
         return _indexed_span(self.src_offset, self.sizes, self.src_strides, self.indices)
 
-    def dst_span(self) -> tuple[int, int]:
-        return _span(self.dst_offset, self.sizes, self.dst_strides)
-
 
 @dataclasses.dataclass(frozen=True)
 class Scatter(_IndexedPass):
@@ -394,9 +394,6 @@ class Scatter(_IndexedPass):
     #: Where set, this constant (of the destination's type) is written instead
     #: of the source (which is then not read): a gradient's zeroed positions.
     value: int | float | None = None
-
-    def src_span(self) -> tuple[int, int]:
-        return _span(self.src_offset, self.sizes, self.src_strides)
 
     def dst_span(self) -> tuple[int, int]:
         return _indexed_span(self.dst_offset, self.sizes, self.dst_strides, self.indices)
