@@ -57,7 +57,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         negative ones walking from the window's end); the window must lie in
         ``input_sizes``.""")
     TYPE_VALUE = 135
-    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
     FIELDS = Slice1OperatorDesc.FIELDS       # SLICE1's window
@@ -163,12 +162,8 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return "slice_grad", (output_sizes, offsets, sizes, strides), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.output_gradient_tensor.sizes), list(self.input_window_offsets),
                 list(self.input_window_sizes), list(self.input_window_strides))
-
-    # chunking (see ``_spec``): zeros with the input gradient written on a
-    # strided lattice.
 
     def chunking(self):
         return SCATTER
