@@ -157,7 +157,7 @@ def plan_for(call, dtype, shape: tuple, layout: Layout):
         hit = _CACHE.get(key)
         if hit is not None:
             return hit
-    desc = call.make_desc(logical_desc(dtype, shape))
+    desc = call.make(logical_desc(dtype, shape))           # (unvalidated)
     plan = desc.lower(in_strides=layout.strides, in_offset=layout.origin)
     if key is not None:
         _CACHE.put(key, (desc, plan))
