@@ -258,7 +258,6 @@ class BufferBinding:
     Parameters
     ----------
     buffer : Buffer
-        The buffer.
     offset : int, default 0
         Byte offset of the range: a multiple of 16, or of the tensor's
         ``guaranteed_base_offset_alignment`` when larger (checked at bind).
@@ -350,13 +349,9 @@ class BindingTable:
         self._lock = threading.Lock()
 
     def bind_inputs(self, bindings: Sequence[BufferBinding | None] | BufferBinding | None) -> None:
-        """Bind the operator's inputs, one binding per input tensor, in order.
-
-        Parameters
-        ----------
-        bindings : sequence of BufferBinding or None, or one BufferBinding
-            ``None`` in the place of an ``OWNED_BY_DML`` input (bound at
-            initialization instead).
+        """Bind the operator's inputs, one binding per input tensor, in order (a
+        sequence of ``BufferBinding``, or one), ``None`` in the place of an
+        ``OWNED_BY_DML`` input (bound at initialization instead).
 
         Raises
         ------
@@ -527,17 +522,11 @@ class Device:
 
     def initialize_operator(self, compiled: CompiledOperator,
                             input_bindings: Sequence[BufferBinding | None] = ()) -> None:
-        """The operator initializer: binds ``OWNED_BY_DML`` inputs once; their
-        data is copied into memory the operator owns. Other inputs take None
-        here.
-
-        Parameters
-        ----------
-        compiled : CompiledOperator
-            A compiled operator of this device.
-        input_bindings : sequence of BufferBinding or None, default ()
-            One per input tensor: a binding for each owned input, None for
-            the others (empty: all None).
+        """The operator initializer of ``compiled`` (an operator of this
+        device): binds ``OWNED_BY_DML`` inputs once; their data is copied into
+        memory the operator owns. ``input_bindings`` has one entry per input
+        tensor: a binding for each owned input, None for the others (empty:
+        all None).
 
         Raises
         ------

@@ -488,22 +488,13 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     blocks that, once the output (and every view of it) is released, are kept
     for the next output of a similar size: a fresh large allocation costs
     page faults and zero-filling on first touch, about as much as the
-    operator itself. ``limit`` is the setting
-    ``opendml.configure(output_cache_bytes=...)``.
-
-    Parameters
-    ----------
-    limit : int or None, optional
-        The new limit in bytes (>= 0; 0 turns reuse off and frees the blocks
-        held), or None (the default) to leave the setting as it is.
-
-    Returns
-    -------
-    dict
-        ``{'limit': int, 'blocks': int, 'bytes': int, 'hits': int,
-        'misses': int}``: the limit in bytes, the released blocks kept and
-        their bytes, and the cache's hit and miss counts (outputs that got a
-        kept block, or did not). All 0 with the NumPy kernels.
+    operator itself. ``limit``, the new limit in bytes (the setting
+    ``opendml.configure(output_cache_bytes=...)``; 0 turns reuse off and
+    frees the blocks held), or None (the default) to leave it as it is.
+    Returns ``{'limit', 'blocks', 'bytes', 'hits', 'misses'}`` (ints): the
+    limit in bytes, the released blocks kept and their bytes, and the
+    cache's hit and miss counts (outputs that got a kept block, or did not);
+    all 0 with the NumPy kernels.
 
     Raises
     ------
