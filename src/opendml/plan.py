@@ -282,11 +282,6 @@ class Copy(_Walk):
                        for s, m in zip(self.sizes, self.maps or (None,) * len(self.sizes)))
         return _span(self.src_offset, extent, self.src_strides)
 
-    def as_copy_plan(self, element_size: int) -> CopyPlan:
-        """The pass as a ``CopyPlan`` (no maps, no conversion, no scale/bias)."""
-        return CopyPlan(element_size, self.sizes, self.src_offset, self.src_strides, self.dst_offset,
-                        self.dst_strides)
-
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
@@ -508,7 +503,8 @@ class MovePlan:
                 elif p.scale_bias is None and (p.maps is None or not any(p.maps)) and \
                         self.in_types[p.src] == self.out_types[p.dst]:
                     t = self.in_types[p.src]
-                    done = p.as_copy_plan(_SIZES.get(t) or _element_size(t))
+                    done = CopyPlan(_SIZES.get(t) or _element_size(t), p.sizes, p.src_offset, p.src_strides,
+                                    p.dst_offset, p.dst_strides)
             d["_kernel_plan"] = done            # (frozen: stored as object.__setattr__ would)
         return done
 

@@ -90,10 +90,6 @@ def array_layout(shape, byte_strides, itemsize: int) -> Layout | None:
     return Layout(tuple(strides), origin, span if all(shape) else 0, flips)
 
 
-def _dtype_str(dtype) -> str:
-    return dtype.str if isinstance(dtype, np.dtype) else np.dtype(dtype).str
-
-
 def logical_desc(dtype, shape) -> TensorDesc:
     if len(shape) == 0:
         raise ValidationError("TensorDesc: DimensionCount must be in [1, 8]; got 0 (a 0-d array)")
@@ -152,7 +148,7 @@ def plan_for(call, dtype, shape: tuple, layout: Layout):
     """(description, plan) of ``call`` on an array of ``dtype`` and ``shape``
     laid out as ``layout``, from the cache where the same call was seen."""
     op_key = call.key
-    key = None if op_key is None else ("layout", op_key, _dtype_str(dtype), shape, layout.strides, layout.origin)
+    key = None if op_key is None else ("layout", op_key, np.dtype(dtype).str, shape, layout.strides, layout.origin)
     if key is not None:
         hit = _CACHE.get(key)
         if hit is not None:
