@@ -337,37 +337,18 @@ def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:
     return _native.call_cache_put_eager(OPS[name], x, args, eager, since)
 
 
-def register_torch_eager(eager_ok) -> None:
-    """The check an eager entry's call passes first: ``eager_ok()`` is true
-    while the autograd node may record calls (no trace, no compiled
-    autograd, the node in use)."""
-    if _HAS:
-        _native.call_cache_torch_eager(eager_ok)
-
-
-def register_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
-                   current_device, from_numpy) -> None:
-    """PyTorch's hooks: the routing checks, the current stream and device of
-    CUDA tensors, and ``torch.from_numpy`` for CPU results."""
-    if _HAS:
-        _native.call_cache_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
-                                 current_device, from_numpy)
-
-
-def register_cupy(ndarray_type, empty, current_device, current_stream_ptr) -> None:
-    if _HAS:
-        _native.call_cache_cupy(ndarray_type, empty, current_device, current_stream_ptr)
-
-
-def clear() -> None:
-    """Drop every entry."""
-    if _HAS:
-        _native.call_cache_clear()
-
-
-def set_enabled(flag: bool) -> None:
-    if _HAS:
-        _native.call_cache_enable(flag)
+#: The C side's settings, each doing nothing without it, as ``call``: ``register_torch(tensor_type,
+#: is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, current_device, from_numpy)``, PyTorch's
+#: hooks (the routing checks, the current stream and device of CUDA tensors, ``torch.from_numpy`` for CPU
+#: results); ``register_torch_eager(eager_ok)``, the check an eager entry's call passes first (``eager_ok()`` is
+#: true while the autograd node may record calls: no trace, no compiled autograd, the node in use);
+#: ``register_cupy(ndarray_type, empty, current_device, current_stream_ptr)``; ``clear()``, which drops every
+#: entry; ``set_enabled(flag)``.
+register_torch: Callable[..., None] = _native.call_cache_torch if _HAS else _miss
+register_torch_eager: Callable[..., None] = _native.call_cache_torch_eager if _HAS else _miss
+register_cupy: Callable[..., None] = _native.call_cache_cupy if _HAS else _miss
+clear: Callable[[], None] = _native.call_cache_clear if _HAS else _miss
+set_enabled: Callable[[bool], None] = _native.call_cache_enable if _HAS else _miss
 
 
 def info() -> dict:
