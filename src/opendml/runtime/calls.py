@@ -302,11 +302,9 @@ def entry(name: str, x, *args) -> dict | None:
     return _native.call_cache_entry(OPS[name], x, *args)
 
 
-def register_cuda_retry(retry) -> None:
-    """What retries a failed launch of an entry ``move_new`` made:
-    ``retry(device, function, grid, shared_mem, params, src, dst, stream)``."""
-    if _HAS_NEW:
-        _native.call_cache_cuda_retry(retry)
+#: ``register_cuda_retry(retry)``: what retries a failed launch of an entry ``move_new`` made,
+#: ``retry(device, function, grid, shared_mem, params, src, dst, stream)``.
+register_cuda_retry: Callable[[Callable], None] = _native.call_cache_cuda_retry if _HAS_NEW else _miss
 
 
 def _relaunch(*args) -> None:
@@ -320,11 +318,9 @@ def _relaunch(*args) -> None:
 register_cuda_retry(_relaunch)
 
 
-def register_move_types(types: tuple) -> None:
-    """Enum types (``PaddingMode``, ``DepthSpaceOrder``, ``DataType``) whose
-    members, passed as family arguments, key by identity."""
-    if _HAS_MOVE:
-        _native.call_cache_move_types(tuple(types))
+#: ``register_move_types(types)``: the enum types (a tuple: ``PaddingMode``, ``DepthSpaceOrder``, ``DataType``)
+#: whose members, passed as family arguments, key by identity.
+register_move_types: Callable[[tuple], None] = _native.call_cache_move_types if _HAS_MOVE else _miss
 
 
 def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:
