@@ -94,7 +94,8 @@ def index_support(first: str, first_types: frozenset | None = None) -> tuple[Sup
     """The tables of the gathers, the scatters and ONE_HOT: from ``first``
     (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
     2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
-    types; 4_1 the 64-bit element types."""
+    types (so negative indices, of the signed ones, from 3_0); 4_1 the
+    64-bit element types."""
     return support({first: 4, "3_0": (1, 8)}, first=first_types,
                    IndicesTensor={"1_0": INDEX_TYPES_1_0, "3_0": INDEX_TYPES_3_0})
 
@@ -207,10 +208,6 @@ class IndexOperatorDesc(MoveOperatorDesc):
         """The passes for the inputs' ``layouts`` and the outputs' element
         strides ``out_strides`` (the adjoints lower with a gradient's)."""
         raise NotImplementedError
-
-    def _validate_level(self, level: FeatureLevel) -> None:
-        """Negative indices exist from 3_0 (signed index types exist only from
-        3_0 in the tables, so the support tables already say so)."""
 
 
 def right_aligned(strides, logical_rank: int) -> tuple[int, ...]:
