@@ -234,20 +234,16 @@ class TensorDesc:
                     break
                 count *= s
             if 0 < count <= MAX_ELEMENTS:                         # so each size <= UINT32_MAX too
-                if strides is None:
-                    d["data_type"], d["sizes"], d["strides"] = data_type, dims, None
-                    d["total_tensor_size_in_bytes"] = (count * size + 3) & ~3
+                steps, span = None, count                         # packed: the span is the count
+                if strides is not None:
+                    kind = type(strides)
+                    steps = tuple(strides) if kind is list else strides if kind is tuple else None
+                    span = 0 if steps is None else _span(dims, steps)
+                if span:
+                    d["data_type"], d["sizes"], d["strides"] = data_type, dims, steps
+                    d["total_tensor_size_in_bytes"] = (span * size + 3) & ~3
                     d["guaranteed_base_offset_alignment"], d["flags"] = 0, _NONE
                     return
-                kind = type(strides)
-                if kind is tuple or kind is list:
-                    steps = tuple(strides) if kind is list else strides
-                    span = _span(dims, steps)
-                    if span:
-                        d["data_type"], d["sizes"], d["strides"] = data_type, dims, steps
-                        d["total_tensor_size_in_bytes"] = (span * size + 3) & ~3
-                        d["guaranteed_base_offset_alignment"], d["flags"] = 0, _NONE
-                        return
         d["data_type"], d["sizes"], d["strides"] = data_type, sizes, strides
         d["total_tensor_size_in_bytes"] = total_tensor_size_in_bytes
         d["guaranteed_base_offset_alignment"], d["flags"] = guaranteed_base_offset_alignment, flags
