@@ -323,14 +323,10 @@ def _windows(x, dt, desc):
 
 
 def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, pad0, itemsize, target):
-    """UNFOLD's output chunks: N ranges, row boxes (c0, c1, window lo, window
-    hi) and column boxes (block lo, block hi), each output chunk at most
-    ``target`` bytes (or one element).
-
-    Preferred: the input's N chunks, all rows, and slabs of first-axis block
-    rows that follow the input's first-axis chunks, as thick as ``target``
-    allows. When one block row is already too big: N is split, then the rows,
-    then the columns inside a block row."""
+    """UNFOLD's output chunks (the module docstring says which are preferred):
+    N ranges, row boxes (c0, c1, window lo, window hi) and column boxes
+    (block lo, block hi), each output chunk at most ``target`` bytes (or one
+    element)."""
     d = len(window)
     K = math.prod(window)
     per_block_row = math.prod(blocks[1:])            # columns in one first-axis block row
