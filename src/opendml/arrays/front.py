@@ -283,14 +283,12 @@ def _plan(op: int, x, args: tuple):
 
 
 def _move_call(op: int, x, args: tuple):
-    """A family call past the C call cache and the C new-shape route (the
-    function's body offers both first, unless ``engine.execute`` is
-    replaced): the contract's checks on the
-    inputs (a sequence of them where the binding's array argument is
-    ``arrays``), the list arguments snapshotted (those the signature types as
-    sequences), and the description its operator class's ``arguments`` make, keyed for the
-    Python cache and recorded in the C call cache by the arguments as
-    offered."""
+    """A family call past the C call cache and the C new-shape route: the
+    contract's checks on the inputs (a sequence of them where the binding's
+    array argument is ``arrays``), the list arguments snapshotted (those the
+    signature types as sequences), and the description its operator class's
+    ``arguments`` make, keyed for the Python cache and recorded in the C call
+    cache by the arguments as offered."""
     name = _NAMES[op]
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
