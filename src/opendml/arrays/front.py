@@ -416,7 +416,8 @@ def _docstring(b, cls, array_type: str | None = None, result: str | None = None,
         one="One new" if multi else "A new", returns=b.returns, home=home or _HOME.format(owner=owner),
         subject="an entry of ``arrays``" if many else f"``{b.array}``",
         ranks=f"{ranks.start} to {ranks.stop - 1} dimensions" if len(ranks) > 1 else f"{ranks.start} dimensions",
-        rules=b.rules)
+        rules=b.rules + ("; with ``check_indices``, the first index out of range, named with its value and position"
+                         if b.function in _index.CHECKED else ""))
 
 
 def _generate(b, cls) -> Any:

@@ -334,7 +334,8 @@ class Binding:
     The function is generated from the rest (``arrays.front``): ``params``
     (after the array, as a ``def`` writes them; None: written elsewhere),
     ``doc`` (summary and the other parameters' entries), ``shape``,
-    ``returns``, ``rules`` (what its ``ValidationError`` names) and ``route``
+    ``returns``, ``rules`` (what its ``ValidationError`` names; the index
+    check's error is added where ``params`` has ``check_indices``) and ``route``
     (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x,
     *args)`` turns the arguments into the description, ``api`` being
     ``arrays.front.ARGUMENT_API``."""
