@@ -16,19 +16,10 @@ natural ranks (NumPy's ``take``, ``take_along_axis``, ONNX's GatherND and
 ScatterND) and pad them with leading 1s (views, ``lead``) to that
 DimensionCount, then give the result its natural shape.
 
-Indices are INT32, INT64, UINT32 or UINT64 arrays (DirectML's index types;
-``reverse_subsequences``' lengths UINT32 or UINT64). A negative index of a
-signed type counts from the end of its dimension. By default every index is
-checked first: the first one outside its dimension raises
-``opendml.ValidationError`` naming its value and position; with
-``check_indices=False`` nothing is checked, and the kernels clamp an
-out-of-range index into its dimension (a deterministic result; nothing is
-read or written outside an array). Indices traced by ``jax.jit`` have no
-values when the call is traced: they are not checked (clamped, as with the
-check off); so are PyTorch indices under ``torch.compile``. Indices of another framework than the data are moved to the
-data's (NumPy indices for a PyTorch tensor, say). ``one_hot`` defines out-of-range indices
-(an all-off row) and ``reverse_subsequences`` clamps long lengths, as
-DirectML does: neither checks.
+What an index array may be and how ``check_indices`` checks it is what
+every index function's docstring says (``ops._index.INDICES_DOC`` and
+``CHECK_INDICES_DOC``); ``one_hot`` and ``reverse_subsequences`` check
+nothing (``ops._index``'s docstring says what they do out of range).
 
 A repeated call (same function, ``check_indices``, dtypes, shapes, byte
 strides and exact int/None arguments) is served by the one C call cache
