@@ -54,14 +54,12 @@ the user guide's Dask page.
 
 The other operators (``identity``, ``cast``, ``pad``, ...) are lazy and
 block by block too, generic over what each operator module declares: the
-operator's ``chunking()`` says which input axes a block-wise
-run needs in one chunk (PADDING's padded axes, JOIN's and SPLIT's ``Axis``,
-TILE's repeated axes, the channels of SPACE_TO_DEPTH/DEPTH_TO_SPACE) or cut
-at multiples of a size (the spatial axes of SPACE_TO_DEPTH, at multiples of
-``BlockSize``); the inputs are rechunked so (other axes keep their chunks;
-several inputs take the first one's chunks there), and one task per block
-runs the same call on that block in memory: IDENTITY and CAST element-wise
-on the chunks as they are. The output's chunks follow from the operator's
+operator's ``chunking()`` says which input axes a block-wise run needs in
+one chunk or cut at multiples of a size (PADDING's padded axes whole, the
+spatial axes of SPACE_TO_DEPTH at multiples of ``BlockSize``...); the
+inputs are rechunked so (other axes keep their chunks; several inputs take
+the first one's chunks there), and one task per block runs the same call on
+that block in memory. The output's chunks follow from the operator's
 own shape rule applied to the blocks; SPLIT's outputs share one task per
 block. The call is validated on the whole arrays when the graph is built.
 
