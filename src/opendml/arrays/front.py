@@ -20,7 +20,7 @@ Every function takes the same steps, in this order:
    is declined.
 3. **The contract's checks** (``_contract``): one message per fault for
    every operator and framework.
-4. **Snapshots**: every list argument is read once (``_snap``, ``_snapshot``),
+4. **Snapshots**: every list argument is read once (``_snaps``, ``_snapshot``),
    so a list another thread changes during the call cannot mix values.
 5. **The route**: the adapter of the array's framework (``adapter_for``)
    runs the call (``run_list``: every adapter's one route, ``run``; the
@@ -131,34 +131,24 @@ def _route(fw, call: Call, arrays) -> list:
 
 # -- snapshots -------------------------------------------------------------------------------------
 
-def _snap(value):
-    """A private copy of a mutable argument, read once, that every later step
-    of a call reads. Lists stay lists and NumPy arrays stay arrays (messages
-    show them as given); immutable values are kept."""
-    t = type(value)
-    if t is list:
-        return value[:]                   # one C-level copy under the GIL
-    if t is int or t is tuple or value is None:
-        return value
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, (list, _MutableSequence)):
-        try:                              # another mutable sequence: its items, read once
-            return list(value)
-        except Exception:                 # noqa: BLE001 - validation then names what is wrong with it
-            return value
-    return value
-
-
 def _snaps(values) -> tuple:
-    """``_snap`` of each value, the common kinds inline."""
+    """A private copy of each mutable argument, read once, that every later
+    step of a call reads. Lists stay lists and NumPy arrays stay arrays
+    (messages show them as given); immutable values are kept."""
     out = []
     for value in values:
         t = type(value)
         if t is list:
-            value = value[:]
-        elif not (t is int or t is tuple or value is None):
-            value = _snap(value)
+            value = value[:]                  # one C-level copy under the GIL
+        elif t is int or t is tuple or value is None:
+            pass
+        elif isinstance(value, np.ndarray):
+            value = value.copy()
+        elif isinstance(value, (list, _MutableSequence)):
+            try:                              # another mutable sequence: its items, read once
+                value = list(value)
+            except Exception:                 # noqa: BLE001 - validation then names what is wrong with it
+                pass
         out.append(value)
     return tuple(out)
 
