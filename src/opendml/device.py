@@ -42,18 +42,9 @@ CASTING = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 
 class Buffer:
-    """A byte buffer on a device (DirectML's committed resource).
-
-    Made by ``Device.create_buffer`` or ``Device.upload``, zero-filled; bind
-    byte ranges of it with ``BufferBinding``.
-
-    Attributes
-    ----------
-    device : Device
-        The device it lives on.
-    size_in_bytes : int
-        Its size.
-    """
+    """A byte buffer of ``size_in_bytes`` on ``device`` (DirectML's committed
+    resource), made by ``Device.create_buffer`` or ``Device.upload``,
+    zero-filled; bind byte ranges of it with ``BufferBinding``."""
 
     def __init__(self, device: "Device", size_in_bytes: int, _storage=None):
         self.device = device
@@ -126,22 +117,10 @@ class Buffer:
             view[keep][...] = values
 
     def read(self, tensor: TensorDesc | None = None, offset: int = 0) -> np.ndarray:
-        """Read the tensor's elements at byte ``offset``, or every byte.
-
-        Parameters
-        ----------
-        tensor : TensorDesc, optional
-            The layout of the elements; None reads all bytes of the buffer
-            (as ``uint8``).
-        offset : int, default 0
-            Byte offset of the tensor in the buffer.
-
-        Returns
-        -------
-        numpy.ndarray
-            A new packed array of the tensor's sizes and data type (the cost
-            is that of the elements); on CUDA, reading waits for the work
-            queued on the buffer.
+        """A new packed NumPy array of the elements ``tensor`` lays out at
+        byte ``offset`` (the cost is that of the elements), or of every byte
+        of the buffer (``uint8``) where ``tensor`` is None; on CUDA, reading
+        waits for the work queued on the buffer.
 
         Raises
         ------
@@ -279,7 +258,6 @@ class BufferBinding:
     Parameters
     ----------
     buffer : Buffer
-        The buffer.
     offset : int, default 0
         Byte offset of the range: a multiple of 16, or of the tensor's
         ``guaranteed_base_offset_alignment`` when larger (checked at bind).
@@ -321,16 +299,8 @@ def _binding_int(value, field) -> int:
 
 
 class Operator:
-    """A validated operator (``IDMLOperator``), made by
-    ``Device.create_operator``; compile it with ``Device.compile_operator``.
-
-    Attributes
-    ----------
-    device : Device
-        The device that validated it.
-    desc : OperatorDesc
-        Its description.
-    """
+    """A validated operator (``IDMLOperator``) of description ``desc``, made by
+    ``device`` (``Device.create_operator``); compile it with ``Device.compile_operator``."""
 
     def __init__(self, device: "Device", desc: OperatorDesc):
         self.device, self.desc = device, desc
@@ -340,18 +310,9 @@ class Operator:
 
 
 class CompiledOperator:
-    """A compiled operator (``IDMLCompiledOperator``): its plan, ready to bind
-    in a ``BindingTable`` and execute, from any number of threads.
-
-    Attributes
-    ----------
-    device : Device
-        The device it was compiled for.
-    operator : Operator
-        The operator compiled.
-    desc : OperatorDesc
-        Its description.
-    """
+    """A compiled operator (``IDMLCompiledOperator``) of ``operator`` (and its
+    ``desc``) for ``device``: its plan, ready to bind in a ``BindingTable``
+    and execute, from any number of threads."""
 
     def __init__(self, device: "Device", operator: Operator):
         self.device, self.operator, self.desc = device, operator, operator.desc
@@ -388,13 +349,9 @@ class BindingTable:
         self._lock = threading.Lock()
 
     def bind_inputs(self, bindings: Sequence[BufferBinding | None] | BufferBinding | None) -> None:
-        """Bind the operator's inputs, one binding per input tensor, in order.
-
-        Parameters
-        ----------
-        bindings : sequence of BufferBinding or None, or one BufferBinding
-            ``None`` in the place of an ``OWNED_BY_DML`` input (bound at
-            initialization instead).
+        """Bind the operator's inputs, one binding per input tensor, in order (a
+        sequence of ``BufferBinding``, or one), ``None`` in the place of an
+        ``OWNED_BY_DML`` input (bound at initialization instead).
 
         Raises
         ------
@@ -411,11 +368,8 @@ class BindingTable:
             self._inputs, self._executor = inputs, None
 
     def bind_outputs(self, bindings: Sequence[BufferBinding] | BufferBinding) -> None:
-        """Bind the operator's outputs, one binding per output tensor, in order.
-
-        Parameters
-        ----------
-        bindings : sequence of BufferBinding, or one BufferBinding
+        """Bind the operator's outputs, one binding per output tensor, in order
+        (a sequence of ``BufferBinding``, or one).
 
         Raises
         ------
@@ -462,19 +416,10 @@ class BindingTable:
                         f"[{b.offset}, {b.end}) of the same buffer; {op} does not run in place")
 
     def executor(self) -> Callable[[], None]:
-        """The prepared dispatch of the current bindings (made once per bind);
-        ``Device.execute`` calls it.
-
-        Returns
-        -------
-        callable
-            Runs one dispatch with the bindings in force when it was made.
-
-        Raises
-        ------
-        BindingError
-            If inputs or outputs are not bound yet.
-        """
+        """The prepared dispatch of the current bindings (made once per bind): a
+        callable that runs one dispatch with the bindings in force when it was
+        made, which ``Device.execute`` calls. ``BindingError`` if inputs or
+        outputs are not bound yet."""
         with self._lock:
             if self._executor is None:
                 if self._inputs is None or self._outputs is None:
@@ -542,17 +487,8 @@ class Device:
         return f"Device({self.kind!r}, feature_level=FeatureLevel.{self.feature_level.name})"
 
     def create_operator(self, desc: OperatorDesc) -> Operator:
-        """Validate a description at this device's feature level.
-
-        Parameters
-        ----------
-        desc : OperatorDesc
-            The description to validate.
-
-        Returns
-        -------
-        Operator
-            The operator on this device (to compile next).
+        """Validate ``desc`` at this device's feature level: the operator on
+        this device, to compile next.
 
         Raises
         ------
@@ -568,16 +504,8 @@ class Device:
         return Operator(self, desc)
 
     def compile_operator(self, operator: Operator | OperatorDesc) -> CompiledOperator:
-        """Compile an operator (a description is created first).
-
-        Parameters
-        ----------
-        operator : Operator or OperatorDesc
-            An operator created by this device, or a description.
-
-        Returns
-        -------
-        CompiledOperator
+        """Compile an operator created by this device, or a description (created
+        first).
 
         Raises
         ------
@@ -594,17 +522,11 @@ class Device:
 
     def initialize_operator(self, compiled: CompiledOperator,
                             input_bindings: Sequence[BufferBinding | None] = ()) -> None:
-        """The operator initializer: binds ``OWNED_BY_DML`` inputs once; their
-        data is copied into memory the operator owns. Other inputs take None
-        here.
-
-        Parameters
-        ----------
-        compiled : CompiledOperator
-            A compiled operator of this device.
-        input_bindings : sequence of BufferBinding or None, default ()
-            One per input tensor: a binding for each owned input, None for
-            the others (empty: all None).
+        """The operator initializer of ``compiled`` (an operator of this
+        device): binds ``OWNED_BY_DML`` inputs once; their data is copied into
+        memory the operator owns. ``input_bindings`` has one entry per input
+        tensor: a binding for each owned input, None for the others (empty:
+        all None).
 
         Raises
         ------
@@ -639,43 +561,16 @@ class Device:
             compiled._owned[i] = BufferBinding(snap, 0, t.total_tensor_size_in_bytes)
 
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
-        """A new binding table for a compiled operator of this device.
-
-        Parameters
-        ----------
-        compiled : CompiledOperator
-
-        Returns
-        -------
-        BindingTable
-
-        Raises
-        ------
-        BindingError
-            If ``compiled`` is not a compiled operator of this device.
-        """
+        """A new binding table for a compiled operator of this device
+        (``BindingError`` for anything else)."""
         if not isinstance(compiled, CompiledOperator) or compiled.device is not self:
             raise BindingError("create_binding_table: expected a CompiledOperator of this device")
         return BindingTable(compiled)
 
     def create_buffer(self, size_in_bytes: int) -> Buffer:
-        """A new zero-filled buffer.
-
-        Parameters
-        ----------
-        size_in_bytes : int
-            In [1, 2**46].
-
-        Returns
-        -------
-        Buffer
-
-        Raises
-        ------
-        ValidationError
-            If the size is out of range, not an integer, or cannot be
-            allocated.
-        """
+        """A new zero-filled buffer of ``size_in_bytes`` in [1, 2**46]
+        (``ValidationError`` for a size out of range, not an integer, or
+        that cannot be allocated)."""
         size = as_int(size_in_bytes, "size_in_bytes", where="create_buffer")
         if not 1 <= size <= MAX_BUFFER_BYTES:
             raise ValidationError(f"create_buffer: size_in_bytes must be in [1, {MAX_BUFFER_BYTES}]; got {size}")
@@ -685,24 +580,12 @@ class Device:
             raise ValidationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
 
     def upload(self, array: ArrayLike, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
-        """A new buffer holding ``array``: its packed bytes (a buffer of its
-        size rounded up to 4), or its elements laid out by ``tensor`` (a
-        buffer of the tensor's TotalTensorSizeInBytes), converted under
-        ``casting`` as ``Buffer.write`` does (default "safe": values that do
-        not survive the conversion are refused).
-
-        Parameters
-        ----------
-        array : array_like
-            Numbers; with ``tensor``, of the tensor's sizes.
-        tensor : TensorDesc, optional
-            The layout of the elements in the buffer.
-        casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default "safe"
-
-        Returns
-        -------
-        Buffer
-            Written: the tensor's elements, or the array's bytes and zeros.
+        """A new buffer holding ``array`` (numbers): its packed bytes then zeros
+        (a buffer of its size rounded up to 4), or, given ``tensor``, its
+        elements (of the tensor's sizes) laid out by the tensor (a buffer of
+        its TotalTensorSizeInBytes), converted under ``casting`` as
+        ``Buffer.write`` does (default "safe": values that do not survive the
+        conversion are refused).
 
         Raises
         ------
@@ -726,15 +609,10 @@ class Device:
         return buf
 
     def execute(self, compiled: CompiledOperator, table: BindingTable) -> None:
-        """Record and run one dispatch (asynchronous on CUDA; reads synchronise).
-        A compiled operator and its binding table may be executed from several
-        threads at once (see ``BindingTable``).
-
-        Parameters
-        ----------
-        compiled : CompiledOperator
-        table : BindingTable
-            Its binding table, with inputs and outputs bound.
+        """Record and run one dispatch of ``compiled`` with ``table``, its
+        binding table (asynchronous on CUDA; reads synchronise). A compiled
+        operator and its binding table may be executed from several threads
+        at once (see ``BindingTable``).
 
         Raises
         ------
@@ -760,18 +638,8 @@ class Device:
         return the output tensor's elements as a new NumPy array (an operator
         of several outputs, SPLIT: see ``run_all``).
 
-        Parameters
-        ----------
-        desc : OperatorDesc
-            The description to run.
-        *arrays : array_like
-            One input array per input tensor, of its sizes; values are
-            converted as ``upload`` does (casting "safe").
-
-        Returns
-        -------
-        numpy.ndarray
-            The first output's elements.
+        ``arrays``: one input array per input tensor, of its sizes; values are
+        converted as ``upload`` does (casting "safe").
 
         Raises
         ------
@@ -784,17 +652,11 @@ class Device:
         return self.run_all(desc, *arrays)[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
-        """``run`` returning every output, in slot order: the same arguments
-        (one input array per input tensor, JOIN's ``InputTensors`` each
-        counting) and the same errors (an ``UnsupportedError`` also where the
-        device cannot run the operator).
-
-        Returns
-        -------
-        list of numpy.ndarray
-            One array per output tensor (SPLIT's ``OutputTensors`` each
-            counting).
-        """
+        """``run`` returning a list of every output, one array per output tensor
+        in slot order (SPLIT's ``OutputTensors`` each counting): the same
+        arguments (one input array per input tensor, JOIN's ``InputTensors``
+        each counting) and the same errors (an ``UnsupportedError`` also where
+        the device cannot run the operator)."""
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):

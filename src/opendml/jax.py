@@ -129,13 +129,8 @@ class Unfold(_Fixed):
     asymmetric padding: ``Unfold((3, 3), start_padding=1, end_padding=1)(x)``
     maps (N, C, *S) to (N, C * prod(window_sizes), BlockCount). Hashable, so
     it can be a static argument of ``jax.jit``. Calling it calls
-    ``opendml.jax.unfold`` with these arguments (lists are kept as tuples).
-
-    Parameters
-    ----------
-    window_sizes, strides, dilations, start_padding, end_padding
-        As ``unfold`` takes them.
-    """
+    ``opendml.jax.unfold`` with these arguments, as it takes them (lists are
+    kept as tuples)."""
 
     window_sizes: Ints
     strides: Ints = 1
@@ -149,14 +144,8 @@ class Fold(_Fixed):
     """FOLD with fixed arguments, shaped like ``torch.nn.Fold``:
     ``Fold(output_sizes, window_sizes, ...)(x)`` maps (N, C * prod(window_sizes),
     BlockCount) to (N, C, *output_sizes), summing overlapping windows.
-    Hashable; calling it calls ``opendml.jax.fold`` with these arguments
-    (lists are kept as tuples).
-
-    Parameters
-    ----------
-    output_sizes, window_sizes, strides, dilations, start_padding, end_padding
-        As ``fold`` takes them.
-    """
+    Hashable; calling it calls ``opendml.jax.fold`` with these arguments, as
+    it takes them (lists are kept as tuples)."""
 
     output_sizes: Ints
     window_sizes: Ints

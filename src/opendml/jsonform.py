@@ -368,21 +368,12 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
 
 
 def from_json(obj) -> OperatorDesc:
-    """Build an operator description from a parsed JSON object (or JSON text),
-    generically over what the operator declares (``SLOTS``, ``FIELDS``,
-    ``COUNTS``): a ``many`` slot is a JSON array of tensors; an enum is a
-    member's name; a scalar union is a number typed by its sibling type field;
-    a struct is an object of its members. An output whose sizes can be derived
-    may be left out, or given without ``Sizes``.
-
-    Parameters
-    ----------
-    obj : dict or str
-        A parsed JSON object, or JSON text, in DirectML's field names.
-
-    Returns
-    -------
-    OperatorDesc
+    """Build an operator description from a parsed JSON object (or JSON text)
+    in DirectML's field names, generically over what the operator declares
+    (``SLOTS``, ``FIELDS``, ``COUNTS``): a ``many`` slot is a JSON array of
+    tensors; an enum is a member's name; a scalar union is a number typed by
+    its sibling type field; a struct is an object of its members. An output
+    whose sizes can be derived may be left out, or given without ``Sizes``.
 
     Raises
     ------

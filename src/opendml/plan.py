@@ -258,6 +258,12 @@ class _Walk(_Sized):
     dst_offset: int
     dst_strides: tuple[int, ...]
 
+    def src_span(self) -> tuple[int, int]:
+        return _span(self.src_offset, self.sizes, self.src_strides)
+
+    def dst_span(self) -> tuple[int, int]:
+        return _span(self.dst_offset, self.sizes, self.dst_strides)
+
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
@@ -275,14 +281,6 @@ class Copy(_Walk):
         extent = tuple(m.size if m is not None else s
                        for s, m in zip(self.sizes, self.maps or (None,) * len(self.sizes)))
         return _span(self.src_offset, extent, self.src_strides)
-
-    def dst_span(self) -> tuple[int, int]:
-        return _span(self.dst_offset, self.sizes, self.dst_strides)
-
-    def as_copy_plan(self, element_size: int) -> CopyPlan:
-        """The pass as a ``CopyPlan`` (no maps, no conversion, no scale/bias)."""
-        return CopyPlan(element_size, self.sizes, self.src_offset, self.src_strides, self.dst_offset,
-                        self.dst_strides)
 
 
 @stored_init
@@ -376,9 +374,6 @@ class Gather(_IndexedPass):
     def src_span(self) -> tuple[int, int]:
         return _indexed_span(self.src_offset, self.sizes, self.src_strides, self.indices)
 
-    def dst_span(self) -> tuple[int, int]:
-        return _span(self.dst_offset, self.sizes, self.dst_strides)
-
 
 @dataclasses.dataclass(frozen=True)
 class Scatter(_IndexedPass):
@@ -394,9 +389,6 @@ class Scatter(_IndexedPass):
     #: Where set, this constant (of the destination's type) is written instead
     #: of the source (which is then not read): a gradient's zeroed positions.
     value: int | float | None = None
-
-    def src_span(self) -> tuple[int, int]:
-        return _span(self.src_offset, self.sizes, self.src_strides)
 
     def dst_span(self) -> tuple[int, int]:
         return _indexed_span(self.dst_offset, self.sizes, self.dst_strides, self.indices)
@@ -511,7 +503,8 @@ class MovePlan:
                 elif p.scale_bias is None and (p.maps is None or not any(p.maps)) and \
                         self.in_types[p.src] == self.out_types[p.dst]:
                     t = self.in_types[p.src]
-                    done = p.as_copy_plan(_SIZES.get(t) or _element_size(t))
+                    done = CopyPlan(_SIZES.get(t) or _element_size(t), p.sizes, p.src_offset, p.src_strides,
+                                    p.dst_offset, p.dst_strides)
             d["_kernel_plan"] = done            # (frozen: stored as object.__setattr__ would)
         return done
 

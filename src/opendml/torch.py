@@ -127,20 +127,8 @@ def split_padding(padding):
     every axis), a sequence of ints (per axis, both sides), or a pair
     ``(start, end)`` of which at least one is a sequence (each an int or one
     int per axis), e.g. ``((1, 0), (2, 1))`` pads axis 0 by 1 before and 2
-    after, axis 1 by 0 before and 1 after.
-
-    Parameters
-    ----------
-    padding : int, sequence of int, or pair of (int or sequence of int)
-        The padding as described above. Nothing is checked here: the values
-        are validated by the operator that takes them.
-
-    Returns
-    -------
-    tuple
-        ``(start_padding, end_padding)``: ``(padding, padding)`` for an int
-        or a plain sequence, else ``(padding[0], padding[1])``.
-    """
+    after, axis 1 by 0 before and 1 after. Nothing is checked here: the
+    values are validated by the operator that takes them."""
     if not _is_sequence(padding):
         return padding, padding
     if len(padding) == 2 and any(_is_sequence(p) for p in padding):
@@ -185,10 +173,8 @@ class Unfold(_Blocks):
     unbatched (C, *spatial); output (N, C * prod(kernel_size), L) or
     (C * prod(kernel_size), L).
 
-    ``kernel_size``, ``dilation`` and ``stride`` are an int or one int per
-    spatial axis; ``padding`` is what ``split_padding`` takes. The number of
-    spatial axes is the length of the first of them that is a sequence, else
-    2, as in PyTorch.
+    The number of spatial axes is the length of the first argument that is
+    a sequence, else 2, as in PyTorch.
 
     Parameters
     ----------
@@ -210,29 +196,11 @@ class Unfold(_Blocks):
         super().__init__(kernel_size, dilation, padding, stride)
 
     def forward(self, x):
-        """Unfold ``x``.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            (N, C, *spatial), or unbatched (C, *spatial) (``spatial_dims + 1``
-            dimensions); on cpu, cuda or meta, of one of the 11 DirectML
-            dtypes.
-
-        Returns
-        -------
-        torch.Tensor
-            A new contiguous tensor (N, C * prod(kernel_size), L), or
-            (C * prod(kernel_size), L) for an unbatched input; differentiable
-            (its backward is FOLD).
-
-        Raises
-        ------
-        ValidationError
-            If the arguments break UNFOLD's rules for ``x``'s shape.
-        UnsupportedError
-            If ``x``'s dtype, layout or device is not supported.
-        """
+        """Unfold ``x``. On cpu, cuda or meta, of one of the 11 DirectML dtypes,
+        of the shapes the class names; the result is a new contiguous tensor,
+        differentiable (its backward is FOLD). ``ValidationError`` if the
+        arguments break UNFOLD's rules for ``x``'s shape, ``UnsupportedError``
+        if ``x``'s dtype, layout or device is not supported."""
         return _per_sample("Unfold", x, self.spatial_dims + 1, lambda b: _arrays.unfold(
             b, self.kernel_size, self.stride, self.dilation, self.start_padding, self.end_padding))
 
@@ -243,14 +211,11 @@ class Fold(_Blocks):
     L) or unbatched (C * prod(kernel_size), L); output (N, C, *output_size)
     or (C, *output_size). Overlapping values are summed.
 
-    ``output_size`` is an int or one int per spatial axis, the first argument
-    whose length may give the number of spatial axes; the others are
-    ``Unfold``'s.
-
     Parameters
     ----------
     output_size : int or sequence of int
-        The spatial sizes of the output.
+        The spatial sizes of the output, one per spatial axis (the first
+        argument whose length may give their number).
     kernel_size, dilation, padding, stride
         As ``Unfold`` takes them.
     """
@@ -264,30 +229,12 @@ class Fold(_Blocks):
         self._window = list(kernel_size) if _is_sequence(kernel_size) else [kernel_size] * d
 
     def forward(self, x):
-        """Fold ``x``.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            (N, C * prod(kernel_size), L), or unbatched
-            (C * prod(kernel_size), L) (two dimensions); on cpu, cuda or
-            meta, of one of the 11 DirectML dtypes.
-
-        Returns
-        -------
-        torch.Tensor
-            A new contiguous tensor (N, C, *output_size), or
-            (C, *output_size) for an unbatched input; differentiable (its
-            backward is UNFOLD).
-
-        Raises
-        ------
-        ValidationError
-            If the arguments break FOLD's rules for ``x``'s shape (L not the
-            block count of ``output_size``, channels not a multiple of
-            ``prod(kernel_size)``).
-        UnsupportedError
-            If ``x``'s dtype, layout or device is not supported.
-        """
+        """Fold ``x``. On cpu, cuda or meta, of one of the 11 DirectML dtypes,
+        of the shapes the class names; the result is a new contiguous tensor,
+        differentiable (its backward is UNFOLD). ``ValidationError`` if the
+        arguments break FOLD's rules for ``x``'s shape (L not the block count
+        of ``output_size``, channels not a multiple of ``prod(kernel_size)``),
+        ``UnsupportedError`` if ``x``'s dtype, layout or device is not
+        supported."""
         return _per_sample("Fold", x, 2, lambda b: _arrays.fold(b, self._output_sizes, self._window, self.stride,
                                                         self.dilation, self.start_padding, self.end_padding))

@@ -61,6 +61,7 @@ from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..ops import OPERATORS
+from ..ops._common import said_of
 from ..ops._spec import binding_of
 from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
@@ -392,9 +393,4 @@ def sizes_of(function: str, slot: str, make):
     try:
         return make()
     except ValidationError as e:
-        text = str(e)
-        if not text.startswith("TensorDesc: "):
-            raise
-        rest = text[len('TensorDesc: '):]
-        joined = f"{slot}.{rest}" if rest[:1].isupper() else f"{slot}: {rest}"
-        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {joined}") from None
+        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {said_of(e, slot)}") from None

@@ -54,14 +54,12 @@ the user guide's Dask page.
 
 The other operators (``identity``, ``cast``, ``pad``, ...) are lazy and
 block by block too, generic over what each operator module declares: the
-operator's ``chunking()`` says which input axes a block-wise
-run needs in one chunk (PADDING's padded axes, JOIN's and SPLIT's ``Axis``,
-TILE's repeated axes, the channels of SPACE_TO_DEPTH/DEPTH_TO_SPACE) or cut
-at multiples of a size (the spatial axes of SPACE_TO_DEPTH, at multiples of
-``BlockSize``); the inputs are rechunked so (other axes keep their chunks;
-several inputs take the first one's chunks there), and one task per block
-runs the same call on that block in memory: IDENTITY and CAST element-wise
-on the chunks as they are. The output's chunks follow from the operator's
+operator's ``chunking()`` says which input axes a block-wise run needs in
+one chunk or cut at multiples of a size (PADDING's padded axes whole, the
+spatial axes of SPACE_TO_DEPTH at multiples of ``BlockSize``...); the
+inputs are rechunked so (other axes keep their chunks; several inputs take
+the first one's chunks there), and one task per block runs the same call on
+that block in memory. The output's chunks follow from the operator's
 own shape rule applied to the blocks; SPLIT's outputs share one task per
 block. The call is validated on the whole arrays when the graph is built.
 
@@ -110,10 +108,7 @@ def _target_bytes() -> int:
 
 def _bounds(chunks) -> list[int]:
     """Chunk boundaries along one axis: [0, c0, c0 + c1, ..., size]."""
-    out = [0]
-    for c in chunks:
-        out.append(out[-1] + int(c))
-    return out
+    return list(itertools.accumulate(map(int, chunks), initial=0))
 
 
 def _split(lo: int, hi: int, most: int) -> list[tuple[int, int]]:
@@ -326,14 +321,10 @@ def _windows(x, dt, desc):
 
 
 def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, pad0, itemsize, target):
-    """UNFOLD's output chunks: N ranges, row boxes (c0, c1, window lo, window
-    hi) and column boxes (block lo, block hi), each output chunk at most
-    ``target`` bytes (or one element).
-
-    Preferred: the input's N chunks, all rows, and slabs of first-axis block
-    rows that follow the input's first-axis chunks, as thick as ``target``
-    allows. When one block row is already too big: N is split, then the rows,
-    then the columns inside a block row."""
+    """UNFOLD's output chunks (the module docstring says which are preferred):
+    N ranges, row boxes (c0, c1, window lo, window hi) and column boxes
+    (block lo, block hi), each output chunk at most ``target`` bytes (or one
+    element)."""
     d = len(window)
     K = math.prod(window)
     per_block_row = math.prod(blocks[1:])            # columns in one first-axis block row

@@ -95,10 +95,6 @@ class Call:
             key = self._key = _plan_key(self.name, self.args)
         return key
 
-    def make_desc(self, t):
-        """The (unvalidated) description for one input of description ``t``."""
-        return self.make(t)
-
     def describe(self, descs):
         """The validated description for inputs of these logical descriptions
         (the newest feature level's rules)."""

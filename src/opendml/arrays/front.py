@@ -20,7 +20,7 @@ Every function takes the same steps, in this order:
    is declined.
 3. **The contract's checks** (``_contract``): one message per fault for
    every operator and framework.
-4. **Snapshots**: every list argument is read once (``_snap``, ``_snapshot``),
+4. **Snapshots**: every list argument is read once (``_snaps``, ``_snapshot``),
    so a list another thread changes during the call cannot mix values.
 5. **The route**: the adapter of the array's framework (``adapter_for``)
    runs the call (``run_list``: every adapter's one route, ``run``; the
@@ -131,34 +131,24 @@ def _route(fw, call: Call, arrays) -> list:
 
 # -- snapshots -------------------------------------------------------------------------------------
 
-def _snap(value):
-    """A private copy of a mutable argument, read once, that every later step
-    of a call reads. Lists stay lists and NumPy arrays stay arrays (messages
-    show them as given); immutable values are kept."""
-    t = type(value)
-    if t is list:
-        return value[:]                   # one C-level copy under the GIL
-    if t is int or t is tuple or value is None:
-        return value
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, (list, _MutableSequence)):
-        try:                              # another mutable sequence: its items, read once
-            return list(value)
-        except Exception:                 # noqa: BLE001 - validation then names what is wrong with it
-            return value
-    return value
-
-
 def _snaps(values) -> tuple:
-    """``_snap`` of each value, the common kinds inline."""
+    """A private copy of each mutable argument, read once, that every later
+    step of a call reads. Lists stay lists and NumPy arrays stay arrays
+    (messages show them as given); immutable values are kept."""
     out = []
     for value in values:
         t = type(value)
         if t is list:
-            value = value[:]
-        elif not (t is int or t is tuple or value is None):
-            value = _snap(value)
+            value = value[:]                  # one C-level copy under the GIL
+        elif t is int or t is tuple or value is None:
+            pass
+        elif isinstance(value, np.ndarray):
+            value = value.copy()
+        elif isinstance(value, (list, _MutableSequence)):
+            try:                              # another mutable sequence: its items, read once
+                value = list(value)
+            except Exception:                 # noqa: BLE001 - validation then names what is wrong with it
+                pass
         out.append(value)
     return tuple(out)
 
@@ -283,14 +273,12 @@ def _plan(op: int, x, args: tuple):
 
 
 def _move_call(op: int, x, args: tuple):
-    """A family call past the C call cache and the C new-shape route (the
-    function's body offers both first, unless ``engine.execute`` is
-    replaced): the contract's checks on the
-    inputs (a sequence of them where the binding's array argument is
-    ``arrays``), the list arguments snapshotted (those the signature types as
-    sequences), and the description its operator class's ``arguments`` make, keyed for the
-    Python cache and recorded in the C call cache by the arguments as
-    offered."""
+    """A family call past the C call cache and the C new-shape route: the
+    contract's checks on the inputs (a sequence of them where the binding's
+    array argument is ``arrays``), the list arguments snapshotted (those the
+    signature types as sequences), and the description its operator class's
+    ``arguments`` make, keyed for the Python cache and recorded in the C call
+    cache by the arguments as offered."""
     name = _NAMES[op]
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
@@ -418,7 +406,8 @@ def _docstring(b, cls, array_type: str | None = None, result: str | None = None,
         one="One new" if multi else "A new", returns=b.returns, home=home or _HOME.format(owner=owner),
         subject="an entry of ``arrays``" if many else f"``{b.array}``",
         ranks=f"{ranks.start} to {ranks.stop - 1} dimensions" if len(ranks) > 1 else f"{ranks.start} dimensions",
-        rules=b.rules)
+        rules=b.rules + ("; with ``check_indices``, the first index out of range, named with its value and position"
+                         if b.function in _index.CHECKED else ""))
 
 
 def _generate(b, cls) -> Any:
@@ -488,22 +477,13 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     blocks that, once the output (and every view of it) is released, are kept
     for the next output of a similar size: a fresh large allocation costs
     page faults and zero-filling on first touch, about as much as the
-    operator itself. ``limit`` is the setting
-    ``opendml.configure(output_cache_bytes=...)``.
-
-    Parameters
-    ----------
-    limit : int or None, optional
-        The new limit in bytes (>= 0; 0 turns reuse off and frees the blocks
-        held), or None (the default) to leave the setting as it is.
-
-    Returns
-    -------
-    dict
-        ``{'limit': int, 'blocks': int, 'bytes': int, 'hits': int,
-        'misses': int}``: the limit in bytes, the released blocks kept and
-        their bytes, and the cache's hit and miss counts (outputs that got a
-        kept block, or did not). All 0 with the NumPy kernels.
+    operator itself. ``limit``, the new limit in bytes (the setting
+    ``opendml.configure(output_cache_bytes=...)``; 0 turns reuse off and
+    frees the blocks held), or None (the default) to leave it as it is.
+    Returns ``{'limit', 'blocks', 'bytes', 'hits', 'misses'}`` (ints): the
+    limit in bytes, the released blocks kept and their bytes, and the
+    cache's hit and miss counts (outputs that got a kept block, or did not);
+    all 0 with the NumPy kernels.
 
     Raises
     ------

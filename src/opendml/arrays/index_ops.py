@@ -16,44 +16,25 @@ natural ranks (NumPy's ``take``, ``take_along_axis``, ONNX's GatherND and
 ScatterND) and pad them with leading 1s (views, ``lead``) to that
 DimensionCount, then give the result its natural shape.
 
-Indices are INT32, INT64, UINT32 or UINT64 arrays (DirectML's index types;
-``reverse_subsequences``' lengths UINT32 or UINT64). A negative index of a
-signed type counts from the end of its dimension. By default every index is
-checked first: the first one outside its dimension raises
-``opendml.ValidationError`` naming its value and position; with
-``check_indices=False`` nothing is checked, and the kernels clamp an
-out-of-range index into its dimension (a deterministic result; nothing is
-read or written outside an array). Indices traced by ``jax.jit`` have no
-values when the call is traced: they are not checked (clamped, as with the
-check off); so are PyTorch indices under ``torch.compile``. Indices of another framework than the data are moved to the
-data's (NumPy indices for a PyTorch tensor, say). ``one_hot`` defines out-of-range indices
-(an all-off row) and ``reverse_subsequences`` clamps long lengths, as
-DirectML does: neither checks.
-
-Scatters with repeated indices keep the last update in row-major order of
-the indices, on every backend.
+What an index array may be and how ``check_indices`` checks it is what
+every index function's docstring says (``ops._index.INDICES_DOC`` and
+``CHECK_INDICES_DOC``); ``one_hot`` and ``reverse_subsequences`` check
+nothing (``ops._index``'s docstring says what they do out of range).
 
 A repeated call (same function, ``check_indices``, dtypes, shapes, byte
 strides and exact int/None arguments) is served by the one C call cache
-(``runtime.calls.move``; see "The C call cache" below) on NumPy arrays,
-PyTorch CPU and CUDA tensors and CuPy arrays; the index check is done by
-the kernels as they read each index (on CUDA they set a flag in host-mapped
-memory, read once they have read every index), and a bad index there sends
-the call to the route, which raises the same error. A never-seen call on NumPy arrays, plain PyTorch CPU or CUDA
-tensors or CuPy arrays is validated, lowered, run and recorded in C
-(``runtime.calls.index_new``) by the same rules, to the same passes,
-launches, bytes and errors as the route; on CUDA a scatter needing scratch,
-a checked call whose index array is broadcast and a checked call made while
-its stream is captured into a CUDA graph take the route (which checks the
-indices first, reading their extremes back from the device).
+(see "The C call cache" below). A never-seen call on NumPy arrays, plain
+PyTorch CPU or CUDA tensors or CuPy arrays is validated, lowered, run and
+recorded in C (``runtime.calls.index_new``) by the same rules, to the same
+passes, launches, bytes and errors as the route; on CUDA a scatter needing
+scratch, a checked call whose index array is broadcast and a checked call
+made while its stream is captured into a CUDA graph take the route (which
+checks the indices first, reading their extremes back from the device).
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
 data inputs; the adjoints are index-driven move programs of their own
-(``ops._index.IndexAdjointDesc``): a gather's is an accumulating scatter
-(repeated indices add up in row-major order of the indices: the same bytes
-every run); a scatter's gathers the updates' gradient (0 for an update a
-repeated index overwrote) and zeroes the written positions of the input's; ``reverse_subsequences`` is its own adjoint.
+(``ops._index.IndexAdjointDesc`` says which), run by ``index_adjoint``.
 Indices get no gradient.
 """
 from __future__ import annotations
@@ -265,7 +246,8 @@ def _like(a, x, where: str):
 # -- The C call cache ------------------------------------------------------------------------------------
 
 # Each function first offers its call to the one C call cache
-# (``runtime.calls.move``, runtime/native/calls_move.c): its arrays as one
+# (``runtime.calls.move``, runtime/native/calls_move.c) on NumPy arrays,
+# PyTorch CPU and CUDA tensors and CuPy arrays: its arrays as one
 # tuple (the key reads each one's dtype, shape and byte strides; on CUDA also
 # its device and alignment class), then its other arguments as given (exact
 # ints, None and bools key; anything else is not served). A hit returns the

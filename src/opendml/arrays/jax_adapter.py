@@ -1,12 +1,11 @@
-"""JAX arrays: differentiable, and usable under ``jax.jit`` and ``jax.vmap``.
+"""JAX arrays: differentiable, and usable under ``jax.jit`` and ``jax.vmap``
+(what a user sees of it: ``opendml.jax``'s docstring).
 
 Every operator takes one route (``run``), generic over what its description
 declares. An operator whose canonical form's array-API function ``f`` has a
 pure-``lax`` form here, ``lax_f`` (``lax_unfold``, ``lax_fold``,
 ``lax_slice1``, SLICE's through it, ``lax_slice_grad``), runs it where a
-program is traced or compiled; it gives the kernels' bits (FOLD sums in the
-same order from +0; but XLA's CPU programs flush subnormals to zero under
-jit).
+program is traced or compiled, giving the kernels' bits.
 
 * A concrete array on the CPU or a GPU (with CuPy) runs opendml's kernels:
   the same ``Call`` on NumPy views (read in place; an output of
@@ -16,15 +15,12 @@ jit).
 * A traced array (under ``jit``, ``vmap``, ``grad``...) takes the lax form
   where the operator has one, else the same call on NumPy views through
   ``jax.pure_callback`` (``vmap_method="sequential"``), the output shapes
-  read from the description.
+  read from the description, which is built first, on the abstract shapes
+  and dtypes.
 
-A traced call's description is built first, on the abstract shapes and
-dtypes, so every rule raises opendml's own error at trace time (a concrete
-call's route raises the same). Where the operator is
-linear for the dtypes, it is a ``jax.custom_vjp`` (named ``opendml_<op>``
-in jaxprs) whose backward is the operator module's ``adjoint`` through the
-array API (differentiable to any order in reverse mode; forward mode is not
-available, as for every ``custom_vjp``).
+Where the operator is linear for the dtypes, it is a ``jax.custom_vjp``
+(named ``opendml_<op>`` in jaxprs) whose backward is the operator module's
+``adjoint`` through the array API.
 """
 from __future__ import annotations
 
@@ -42,6 +38,7 @@ from . import engine
 from ._contract import DTYPE_NAMES
 from ..ops import max_copied_elements
 from ..ops._spec import binding_of
+from ..ops.slice_grad import window_walk
 from ..ops.unfold import blocks_per_dimension
 
 __all__ = ["run", "lax_unfold", "lax_fold", "lax_slice1", "lax_slice_grad", "SUPPORTED_DTYPES",
@@ -274,17 +271,9 @@ def lax_fold(cols, out_spatial, window, strides, dilations, start_padding, end_p
 
 
 def _window_walk(offsets, sizes, strides, out_sizes):
-    """(first, step, reversed axes) of the input elements a SLICE1 window visits,
-    lowest first: a negative stride starts at the window's end."""
-    first, step, rev = [], [], []
-    for axis, (o, w, t, m) in enumerate(zip(offsets, sizes, strides, out_sizes)):
-        if t > 0:
-            first.append(o)
-        else:
-            first.append(o + w - 1 + t * (m - 1))             # the last element visited
-            rev.append(axis)
-        step.append(abs(t))
-    return first, step, tuple(rev)
+    """``window_walk`` with the reversed axes as a tuple of their numbers."""
+    first, step, back = window_walk(offsets, sizes, strides, out_sizes)
+    return first, step, tuple(axis for axis, b in enumerate(back) if b)
 
 
 def lax_slice1(x, offsets, sizes, strides, out_sizes=None):

@@ -90,10 +90,6 @@ def array_layout(shape, byte_strides, itemsize: int) -> Layout | None:
     return Layout(tuple(strides), origin, span if all(shape) else 0, flips)
 
 
-def _dtype_str(dtype) -> str:
-    return dtype.str if isinstance(dtype, np.dtype) else np.dtype(dtype).str
-
-
 def logical_desc(dtype, shape) -> TensorDesc:
     if len(shape) == 0:
         raise ValidationError("TensorDesc: DimensionCount must be in [1, 8]; got 0 (a 0-d array)")
@@ -152,12 +148,12 @@ def plan_for(call, dtype, shape: tuple, layout: Layout):
     """(description, plan) of ``call`` on an array of ``dtype`` and ``shape``
     laid out as ``layout``, from the cache where the same call was seen."""
     op_key = call.key
-    key = None if op_key is None else ("layout", op_key, _dtype_str(dtype), shape, layout.strides, layout.origin)
+    key = None if op_key is None else ("layout", op_key, np.dtype(dtype).str, shape, layout.strides, layout.origin)
     if key is not None:
         hit = _CACHE.get(key)
         if hit is not None:
             return hit
-    desc = call.make_desc(logical_desc(dtype, shape))
+    desc = call.make(logical_desc(dtype, shape))           # (unvalidated)
     plan = desc.lower(in_strides=layout.strides, in_offset=layout.origin)
     if key is not None:
         _CACHE.put(key, (desc, plan))
@@ -171,24 +167,15 @@ def count_planned() -> None:
 
 
 def plan_cache_info() -> dict:
-    """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the plan cache's
-    size, plans held, hits and misses, where hits and misses include the move
-    program's cache (NumPy's route of every operator) and hits the calls that
-    the call cache served without looking a plan up (its own counts are under
-    ``call_cache``, see ``opendml.runtime.calls``).
-
-    Returns
-    -------
-    dict
-        ``size`` (int): the most plans the cache keeps (``PLAN_CACHE_SIZE``);
-        ``plans`` (int): the plans it holds; ``hits`` (int): calls that reused
-        a plan, plus the calls the call cache served; ``misses`` (int): lookups
-        that found no plan (the call was then validated and planned), plus
-        the calls planned without a lookup (the C new-shape route, or the call cache's C
-        lowering at its miss: its ``planned``); ``call_cache`` (dict): the call
-        cache's own counts, ``{'enabled', 'numpy', 'entries', 'hits',
-        'misses', 'planned', 'front'}``.
-    """
+    """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the most plans
+    the cache keeps (``PLAN_CACHE_SIZE``) and the plans it holds; the calls
+    that reused a plan (in it or in the move program's cache, NumPy's route
+    of every operator), plus those the call cache served; the lookups that
+    found no plan in either (the call was then validated and planned), plus the
+    calls planned without a lookup (the C new-shape route, or the call
+    cache's C lowering at its miss: its ``planned``); and the call cache's
+    own counts (``{'enabled', 'numpy', 'entries', 'hits', 'misses',
+    'planned', 'front'}``, see ``opendml.runtime.calls``)."""
     info = _CACHE.info()
     moves = _MOVES.info()                 # (the move program's cache: NumPy's route of every operator)
     info["hits"] += moves["hits"]

@@ -47,9 +47,7 @@ __all__ = ["run", "load", "loads", "model_limit", "ModelError", "OPERATOR_TYPES"
 
 def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=None, out=None,
         max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, np.ndarray]:
-    """Run a DxDispatch model; return every resource after its last command,
-    ``{name: 1-D array of its initialValuesDataType over the whole buffer}``
-    (bytes as UINT8 for a list initialiser of mixed types).
+    """Run a DxDispatch model; return every resource after its last command.
 
     File initialisers and writeFile targets are relative to ``base_dir`` and
     must stay inside it. A writeFile command copies its resource to a

@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from ..device import BufferBinding, CompiledOperator, Device
-from ..jsonform import from_json
+from ..jsonform import TENSOR_FIELDS, from_json
 from ..model._checks import UINT32_MAX
 from ..model.data_type import DataType
 from ..model.errors import BindingError, DmlError, UnsupportedError
@@ -39,8 +39,7 @@ def _operator_class(type_name, where: str):
                      f"with one of {', '.join(OPERATORS)}")
 
 
-_TENSOR_FIELDS = ("Type", "Desc", "DataType", "Flags", "DimensionCount", "Sizes", "Strides", "TotalTensorSizeInBytes",
-                  "GuaranteedBaseOffsetAlignment")
+_TENSOR_FIELDS = ("Type", "Desc", *TENSOR_FIELDS)
 
 
 def _tensor_json(obj, where: str) -> dict:

@@ -36,13 +36,8 @@ class DataType(enum.IntEnum):
 
     @property
     def size(self) -> int:
-        """Element size in bytes.
-
-        Raises
-        ------
-        UnsupportedError
-            For UNKNOWN, UINT4 and INT4, which have no whole-byte size.
-        """
+        """Element size in bytes (``UnsupportedError`` for UNKNOWN, UINT4 and
+        INT4, which have no whole-byte size)."""
         try:
             return _SIZES[self]
         except KeyError:
@@ -53,13 +48,8 @@ class DataType(enum.IntEnum):
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        """The NumPy dtype holding one element (FLOAT16 is ``numpy.float16``).
-
-        Raises
-        ------
-        UnsupportedError
-            For UNKNOWN, UINT4 and INT4.
-        """
+        """The NumPy dtype holding one element (FLOAT16 is ``numpy.float16``;
+        ``UnsupportedError`` for UNKNOWN, UINT4 and INT4)."""
         try:
             return np.dtype(_NUMPY[self])
         except KeyError:
@@ -67,23 +57,10 @@ class DataType(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> "DataType":
-        """The data type named by ``value``.
-
-        Parameters
-        ----------
-        value : DataType, int or str
-            A member, its value (``1``), its name (``"FLOAT32"``, any case) or
-            DirectML's full name (``"DML_TENSOR_DATA_TYPE_FLOAT32"``).
-
-        Returns
-        -------
-        DataType
-
-        Raises
-        ------
-        ValidationError
-            If ``value`` names no data type.
-        """
+        """The data type ``value`` names: a member, its value (``1``), its name
+        (``"FLOAT32"``, any case) or DirectML's full name
+        (``"DML_TENSOR_DATA_TYPE_FLOAT32"``); ``ValidationError`` for
+        anything else."""
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
@@ -103,23 +80,9 @@ class DataType(enum.IntEnum):
 
     @classmethod
     def from_numpy(cls, dtype) -> "DataType":
-        """The data type of a NumPy dtype (native byte order).
-
-        Parameters
-        ----------
-        dtype : numpy.dtype or str
-            Anything ``numpy.dtype`` accepts.
-
-        Returns
-        -------
-        DataType
-
-        Raises
-        ------
-        UnsupportedError
-            If the dtype is none of the 11 element types (bool, complex,
-            object, structured dtypes).
-        """
+        """The data type of a NumPy dtype (anything ``numpy.dtype`` accepts;
+        native byte order); ``UnsupportedError`` if it is none of the 11
+        element types (bool, complex, object, structured dtypes)."""
         if isinstance(dtype, np.dtype):
             try:
                 hit = _FROM_NUMPY.get(dtype)

@@ -39,23 +39,10 @@ class FeatureLevel(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> "FeatureLevel":
-        """The feature level named by ``value``.
-
-        Parameters
-        ----------
-        value : FeatureLevel, int or str
-            A member, its value (``0x6400``), or a string: ``"6_4"``,
-            ``"6.4"``, ``"FL_6_4"`` or ``"DML_FEATURE_LEVEL_6_4"``.
-
-        Returns
-        -------
-        FeatureLevel
-
-        Raises
-        ------
-        ValidationError
-            If ``value`` names none of the 15 levels; the message lists them.
-        """
+        """The feature level ``value`` names: a member, its value (``0x6400``),
+        or a string: ``"6_4"``, ``"6.4"``, ``"FL_6_4"`` or
+        ``"DML_FEATURE_LEVEL_6_4"``; ``ValidationError``, listing the 15
+        levels, for anything else."""
         if isinstance(value, cls):
             return value
         if isinstance(value, int) and not isinstance(value, bool):

@@ -33,25 +33,11 @@ class TensorFlags(enum.IntFlag):
 
 
 def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Packed row-major strides (last dimension fastest), in elements.
-
-    Parameters
-    ----------
-    sizes : sequence of int
-        The tensor's sizes.
-
-    Returns
-    -------
-    tuple of int
-        ``strides[i] == prod(sizes[i + 1:])``; ``(15, 15, 5, 1)`` for
-        ``[1, 1, 3, 5]``.
-
-    Raises
-    ------
-    ValidationError
-        If ``sizes`` breaks a rule of ``TensorDesc``'s sizes (1 to 8
-        integers, each in [1, 2**32 - 1], at most 2**32 - 1 elements).
-    """
+    """Packed row-major strides (last dimension fastest), in elements:
+    ``strides[i] == prod(sizes[i + 1:])``; ``(15, 15, 5, 1)`` for ``[1, 1, 3,
+    5]``. ``ValidationError`` if ``sizes`` breaks a rule of ``TensorDesc``'s
+    sizes (1 to 8 integers, each in [1, 2**32 - 1], at most 2**32 - 1
+    elements)."""
     return _packed_strides(check_sizes_strides(sizes, None, where="packed_strides")[0])
 
 
@@ -67,25 +53,10 @@ def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 def nhwc_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     """Packed channels-last (NHWC / NDHWC) strides for sizes given in NCHW or
-    NCDHW order, as DirectML describes such data.
-
-    Parameters
-    ----------
-    sizes : sequence of int
-        4 sizes ``{N, C, H, W}`` or 5 sizes ``{N, C, D, H, W}``.
-
-    Returns
-    -------
-    tuple of int
-        ``{H*W*C, 1, W*C, C}`` for 4 sizes (and ``{D*H*W*C, 1, H*W*C, W*C, C}``
-        for 5).
-
-    Raises
-    ------
-    ValidationError
-        If ``sizes`` has neither 4 nor 5 entries, or breaks a rule of
-        ``TensorDesc``'s sizes.
-    """
+    NCDHW order, as DirectML describes such data: ``{H*W*C, 1, W*C, C}`` for
+    ``{N, C, H, W}`` (and ``{D*H*W*C, 1, H*W*C, W*C, C}`` for ``{N, C, D, H,
+    W}``). ``ValidationError`` if ``sizes`` has neither 4 nor 5 entries, or
+    breaks a rule of ``TensorDesc``'s sizes."""
     sizes = check_sizes_strides(sizes, None, where="nhwc_strides")[0]
     if len(sizes) not in (4, 5):
         raise ValidationError(f"nhwc_strides: sizes must have 4 (NCHW) or 5 (NCDHW) entries; got {len(sizes)}")
@@ -176,11 +147,6 @@ def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[i
         One per dimension, each in [0, 2**32 - 1], in elements; None (the
         default) means packed.
 
-    Returns
-    -------
-    int
-        The size in bytes, a multiple of 4.
-
     Raises
     ------
     ValidationError
@@ -268,20 +234,16 @@ class TensorDesc:
                     break
                 count *= s
             if 0 < count <= MAX_ELEMENTS:                         # so each size <= UINT32_MAX too
-                if strides is None:
-                    d["data_type"], d["sizes"], d["strides"] = data_type, dims, None
-                    d["total_tensor_size_in_bytes"] = (count * size + 3) & ~3
+                steps, span = None, count                         # packed: the span is the count
+                if strides is not None:
+                    kind = type(strides)
+                    steps = tuple(strides) if kind is list else strides if kind is tuple else None
+                    span = 0 if steps is None else _span(dims, steps)
+                if span:
+                    d["data_type"], d["sizes"], d["strides"] = data_type, dims, steps
+                    d["total_tensor_size_in_bytes"] = (span * size + 3) & ~3
                     d["guaranteed_base_offset_alignment"], d["flags"] = 0, _NONE
                     return
-                kind = type(strides)
-                if kind is tuple or kind is list:
-                    steps = tuple(strides) if kind is list else strides
-                    span = _span(dims, steps)
-                    if span:
-                        d["data_type"], d["sizes"], d["strides"] = data_type, dims, steps
-                        d["total_tensor_size_in_bytes"] = (span * size + 3) & ~3
-                        d["guaranteed_base_offset_alignment"], d["flags"] = 0, _NONE
-                        return
         d["data_type"], d["sizes"], d["strides"] = data_type, sizes, strides
         d["total_tensor_size_in_bytes"] = total_tensor_size_in_bytes
         d["guaranteed_base_offset_alignment"], d["flags"] = guaranteed_base_offset_alignment, flags
@@ -318,27 +280,10 @@ class TensorDesc:
 
     @classmethod
     def nhwc(cls, data_type, sizes, **kw) -> "TensorDesc":
-        """A description of packed channels-last data, for sizes in NCHW or
-        NCDHW order (strides from ``nhwc_strides``).
-
-        Parameters
-        ----------
-        data_type : DataType, str or int
-            The element type.
-        sizes : sequence of int
-            4 or 5 sizes, in NCHW / NCDHW order.
-        **kw
-            The other ``TensorDesc`` fields.
-
-        Returns
-        -------
-        TensorDesc
-
-        Raises
-        ------
-        ValidationError
-            As ``nhwc_strides`` and ``TensorDesc`` do.
-        """
+        """A description of packed channels-last data, for 4 or 5 sizes in NCHW
+        or NCDHW order (strides from ``nhwc_strides``; ``kw``: the other
+        ``TensorDesc`` fields); ``ValidationError`` as ``nhwc_strides`` and
+        ``TensorDesc`` raise it."""
         return cls(data_type, sizes, nhwc_strides(sizes), **kw)
 
     @property
@@ -367,23 +312,9 @@ class TensorDesc:
         return max(MINIMUM_BUFFER_TENSOR_ALIGNMENT, self.guaranteed_base_offset_alignment)
 
     def with_(self, **changes) -> "TensorDesc":
-        """A new description with some fields replaced, checked again.
-
-        Parameters
-        ----------
-        **changes
-            Fields of ``TensorDesc`` and their new values.
-
-        Returns
-        -------
-        TensorDesc
-            The new description (this one is left as it is).
-
-        Raises
-        ------
-        ValidationError
-            If the new description breaks a rule.
-        """
+        """A new description with the fields ``changes`` names replaced, checked
+        again (``ValidationError`` if it breaks a rule); this one is left as
+        it is."""
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:

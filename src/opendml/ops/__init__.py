@@ -22,7 +22,9 @@ kinds (``Tensor``, ``Field``/``IntArray``, ``UInt``, ``Int``, ``Float``,
   rule, for any int-like values), ``adjoint_call(input_sizes, args)`` (the
   adjoint as an array-API call ``(name, arguments, shape or None)``),
   ``batched_args`` (vmap), ``framework_call`` (the PyTorch operators'
-  form), ``call_args()`` (the array API's arguments), and the new-shape
+  form) and ``SCHEMA`` (that form's ``torch.library`` schema, after the
+  name), ``call_args()`` (the array API's arguments after the array that
+  give the description), and the new-shape
   route's ``plain_lowering(in_sizes, *args)``: the description-free plan of
   the common valid case, in index space (None for anything else, which the
   descriptions then name), run by ``PLAIN_KERNEL``; its caller has checked

@@ -113,6 +113,15 @@ def sequence_of(values, n: int) -> tuple | None:
     return None
 
 
+def said_of(e: ValidationError, slot: str, where: str = "") -> str:
+    """``e``'s ``TensorDesc: ...`` message said of the tensor ``slot``, then ``where`` (any other ``e`` raised again)."""
+    text = str(e)
+    if not text.startswith("TensorDesc: "):
+        raise e
+    rest = text[len("TensorDesc: "):]
+    return f"{slot}.{rest}{where}" if rest[:1].isupper() else f"{slot}: {rest}{where}"
+
+
 def _types(ts) -> str:
     return ", ".join(t.name for t in sorted(ts))
 
@@ -360,12 +369,7 @@ class OperatorDesc:
         try:
             return TensorDesc(data_type, sizes)
         except ValidationError as e:
-            text = str(e)
-            if not text.startswith("TensorDesc: "):
-                raise
-            rest = text[len("TensorDesc: "):]
-            where = f" ({slot}.Sizes = {rule})" if rule else ""
-            raise self._err(f"{slot}.{rest}{where}" if rest[:1].isupper() else f"{slot}: {rest}{where}") from None
+            raise self._err(said_of(e, slot, f" ({slot}.Sizes = {rule})" if rule else "")) from None
 
     def _enum(self, attr: str, field: str, enum) -> None:
         """An enum field given as a member, its value or its name (short or
@@ -479,17 +483,8 @@ class OperatorDesc:
         of every slot, then ``_validate_level`` (an operator's own
         level-dependent rules, such as a padding mode introduced later); the
         rules that do not depend on a level were checked on construction.
-
-        Parameters
-        ----------
-        feature_level : FeatureLevel or str, optional
-            The level to check at, a ``FeatureLevel`` or its label such as
-            ``"6_4"`` (default ``FeatureLevel.FL_6_4``).
-
-        Returns
-        -------
-        OperatorDesc
-            ``self``, so calls can be chained.
+        ``feature_level``: a ``FeatureLevel`` or its label such as ``"6_4"``.
+        Returns ``self``, so calls can be chained.
 
         Raises
         ------

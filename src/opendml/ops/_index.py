@@ -35,7 +35,6 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
 from ._common import TYPES_4_1, SupportRow, support
 from ._move import MoveOperatorDesc
-from ._spec import is_float
 
 T = DataType
 #: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
@@ -95,7 +94,8 @@ def index_support(first: str, first_types: frozenset | None = None) -> tuple[Sup
     """The tables of the gathers, the scatters and ONE_HOT: from ``first``
     (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
     2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
-    types; 4_1 the 64-bit element types."""
+    types (so negative indices, of the signed ones, from 3_0); 4_1 the
+    64-bit element types."""
     return support({first: 4, "3_0": (1, 8)}, first=first_types,
                    IndicesTensor={"1_0": INDEX_TYPES_1_0, "3_0": INDEX_TYPES_3_0})
 
@@ -119,10 +119,6 @@ class IndexOperatorDesc(MoveOperatorDesc):
 
     def _index_position(self) -> int:
         return [name for name, _ in self.named_tensors("input")].index(self.INDEX_SLOT)
-
-    def linear_part(self):
-        """Linear in its data where that is float (see ``_spec``); integer data is not differentiated."""
-        return self if is_float(self.input_tensor.data_type) else None
 
     def chunking(self):
         """Block-wise runs (Dask, see ``_spec``): every axis in one chunk
@@ -212,10 +208,6 @@ class IndexOperatorDesc(MoveOperatorDesc):
         """The passes for the inputs' ``layouts`` and the outputs' element
         strides ``out_strides`` (the adjoints lower with a gradient's)."""
         raise NotImplementedError
-
-    def _validate_level(self, level: FeatureLevel) -> None:
-        """Negative indices exist from 3_0 (signed index types exist only from
-        3_0 in the tables, so the support tables already say so)."""
 
 
 def right_aligned(strides, logical_rank: int) -> tuple[int, ...]:

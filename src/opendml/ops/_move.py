@@ -9,12 +9,18 @@ import math
 import numpy as np
 
 from ._common import OperatorDesc
+from ._spec import is_float
 
 
 class MoveOperatorDesc(OperatorDesc):
     """The data-movement family's operators (the ones added after the first
-    five). A marker only, which no route branches on: the contract and the
-    lowering are ``OperatorDesc``'s."""
+    five): the contract and the lowering are ``OperatorDesc``'s."""
+
+    def linear_part(self):
+        """Moving elements is linear in them where they are float (see
+        ``_spec``); integer data is not differentiated. An operator with a
+        constant term, or whose output is not its data, overrides this."""
+        return self if is_float(self.outputs[0].data_type) else None
 
 
 def convert_scalar(value, data_type):

@@ -18,6 +18,7 @@ import dataclasses
 import enum
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -333,7 +334,8 @@ class Binding:
     The function is generated from the rest (``arrays.front``): ``params``
     (after the array, as a ``def`` writes them; None: written elsewhere),
     ``doc`` (summary and the other parameters' entries), ``shape``,
-    ``returns``, ``rules`` (what its ``ValidationError`` names) and ``route``
+    ``returns``, ``rules`` (what its ``ValidationError`` names; the index
+    check's error is added where ``params`` has ``check_indices``) and ``route``
     (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x,
     *args)`` turns the arguments into the description, ``api`` being
     ``arrays.front.ARGUMENT_API``."""
@@ -372,13 +374,8 @@ def binding_of(cls) -> "Binding | None":
 
 
 def snake(name: str) -> str:
-    """``InputGradientTensor`` -> ``input_gradient_tensor``."""
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i and not name[i - 1].isupper():
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
+    """``InputGradientTensor`` -> ``input_gradient_tensor`` (a run of capitals stays one word)."""
+    return re.sub(r"(?<=[^A-Z])(?=[A-Z])", "_", name).lower()
 
 
 # -- differentiation and chunking: what an operator declares beside its lowering -----

@@ -96,7 +96,6 @@ class FoldOperatorDesc(_Windowed):
         The padding ``unfold`` applied before and after each spatial axis
         (default 0); padded positions are dropped.""")
     TYPE_VALUE = 176
-    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
     SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
               "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
@@ -222,16 +221,12 @@ class FoldOperatorDesc(_Windowed):
         """The framework operators' form: one int list per field (the number of
         spatial axes as the array API counts it), a 3-D input (leading 1s dropped)."""
         output_sizes, window_sizes = args[:2]
-        d = next((len(v) for v in (output_sizes, window_sizes)
-                  if not isinstance(v, (str, bytes)) and hasattr(v, "__len__")), 1)
+        d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
         return "fold", tuple(ints(v, d) for v in args), tuple(input_sizes[-3:]) if len(input_sizes) > 3 else None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.output_tensor.sizes[2:]), list(self.window_sizes), list(self.strides),
                 list(self.dilations), list(self.start_padding), list(self.end_padding))
-
-    # chunking (see ``_spec``): each output slab sums every block reaching it.
 
     def chunking(self):
         return WINDOW_SUMS

@@ -62,8 +62,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
                              "check_indices: bool = True",
                       shape="The data", returns="of ``x``'s dtype and shape ``x.shape[:axis] + indices.shape[-k:] + "
                       "x.shape[axis + 1:]``", rules="an axis out of range, ``index_dimensions`` above the indices' "
-                      "rank or leading index dimensions not 1; with ``check_indices``, the first index out of range, "
-                      "named with its value and position", doc=f"""DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's
+                      "rank or leading index dimensions not 1", doc=f"""DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's
     ``take``): ``out.shape == x.shape[:axis] + indices.shape[-k:] +
     x.shape[axis + 1:]`` with k = ``index_dimensions``.
 

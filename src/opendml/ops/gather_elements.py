@@ -41,8 +41,7 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
                       others={"indices": ("IndicesTensor", [[3, 0], [1, 1], [2, 0]], "int32")}, route="index",
                       params="indices: Any, axis: int, *, check_indices: bool = True", shape="The data",
                       returns="of ``x``'s dtype and ``indices``' shape", rules="``indices`` not of ``x``'s rank, an "
-                      "axis out of range; with ``check_indices``, the first index out of range, named with its value "
-                      "and position", doc=f"""DML_GATHER_ELEMENTS: ``out[..., i, ...] = x[..., indices[..., i, ...],
+                      "axis out of range", doc=f"""DML_GATHER_ELEMENTS: ``out[..., i, ...] = x[..., indices[..., i, ...],
     ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
     ``x``'s shape but along ``axis``).
 

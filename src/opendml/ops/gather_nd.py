@@ -132,8 +132,7 @@ class GatherNd1OperatorDesc(_NdIndexing):
                       shape="The data", returns="of ``x``'s dtype and shape ``indices.shape[:-1] + "
                       "x.shape[batch_dimensions + q:]``", rules="indices without the tuples' axis, "
                       "``batch_dimensions`` not below the indices' rank, a tuple size q outside [1, x.ndim - "
-                      "batch_dimensions]; with ``check_indices``, the first index out of range, named with its value "
-                      "and position", doc=f"""DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
+                      "batch_dimensions]", doc=f"""DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
     tuples of q entries into ``x``'s dimensions after the first
     ``batch_dimensions`` (which both arrays share); ``out.shape ==
     indices.shape[:-1] + x.shape[batch_dimensions + q:]``.

@@ -18,7 +18,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, support
 from ._move import MoveOperatorDesc
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, Tensor, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -81,9 +81,6 @@ class JoinOperatorDesc(MoveOperatorDesc):
             at += t.sizes[self.axis]
 
     # differentiation (see ``_spec``): JOIN's adjoint is SPLIT at the inputs' sizes.
-
-    def linear_part(self):
-        return self if is_float(self.output_tensor.data_type) else None
 
     def adjoint(self, api, grad):
         return tuple(api.split(grad, self.axis, [t.sizes[self.axis] for t in self.input_tensors]))

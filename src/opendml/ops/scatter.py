@@ -56,8 +56,7 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
                               "updates": ("UpdatesTensor", [[21, 22, 23, 24]], "float32")}, route="index",
                       params="indices: Any, updates: Any, axis: int, *, check_indices: bool = True",
                       shape="The data", returns="of ``x``'s dtype and shape",
-                      rules="``indices`` not of ``x``'s rank, an axis out of range; with ``check_indices``, the first "
-                      "index out of range, named with its value and position", doc=f"""DML_SCATTER_ELEMENTS: a copy of ``x`` with ``out[..., indices[..., i,
+                      rules="``indices`` not of ``x``'s rank, an axis out of range", doc=f"""DML_SCATTER_ELEMENTS: a copy of ``x`` with ``out[..., indices[..., i,
     ...], ...] = updates[..., i, ...]`` along ``axis`` (``indices`` and
     ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins.

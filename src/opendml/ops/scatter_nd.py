@@ -61,8 +61,7 @@ class ScatterNdOperatorDesc(_NdIndexing):
                               "updates": ("UpdatesTensor", [31, 32], "float32")}, route="index",
                       params="indices: Any, updates: Any, *, check_indices: bool = True", shape="The data",
                       returns="of ``x``'s dtype and shape", rules="indices without the tuples' axis, a tuple size q "
-                      "outside [1, x.ndim], ``updates`` not of shape ``indices.shape[:-1] + x.shape[q:]``; with "
-                      "``check_indices``, the first index out of range, named with its value and position",
+                      "outside [1, x.ndim], ``updates`` not of shape ``indices.shape[:-1] + x.shape[q:]``",
                       doc=f"""DML_SCATTER_ND (ONNX ScatterND): a copy of ``x`` with the sub-blocks at
     ``indices``' tuples (its last axis, q entries) replaced by ``updates``
     (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last

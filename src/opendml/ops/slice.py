@@ -107,10 +107,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         offsets, sizes, strides = args
         return window_adjoint_call(input_sizes, offsets, slice1_window(sizes, strides), strides, sizes)
 
-    @staticmethod
-    def batched_args(args, b) -> tuple:
-        """vmap: the arguments for an input with a new leading axis of ``b`` (taken whole)."""
-        return batched_window(args, b)
+    batched_args = staticmethod(batched_window)
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
@@ -119,10 +116,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return "slice1", (offsets, slice1_window(sizes, strides), strides), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.offsets), list(self.sizes), list(self.strides))
-
-    # chunking (see ``_spec``): the output reads a strided lattice of the input.
 
     def chunking(self):
         return GATHER

@@ -59,9 +59,10 @@ def _plain(*lists) -> bool:
 
 
 def batched_window(args, b) -> tuple:
-    """Window arguments (each a per-axis list, or None) for an input with a
-    new leading axis of ``b`` taken whole: offsets 0, sizes ``b``, strides 1,
-    counts ``b``; ``args`` are ``(offsets, sizes, strides[, counts])``."""
+    """vmap (SLICE's and SLICE1's ``batched_args``): window arguments (each a
+    per-axis list, or None) for an input with a new leading axis of ``b``
+    taken whole: offsets 0, sizes ``b``, strides 1, counts ``b``; ``args``
+    are ``(offsets, sizes, strides[, counts])``."""
     out = [[0, *args[0]], [b, *args[1]], [1, *args[2]]]
     if len(args) > 3:
         out.append(None if args[3] is None else [b, *args[3]])
@@ -105,7 +106,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         The output's shape, at most the reachable elements per axis; None
         (the default) takes them all.""")
     TYPE_VALUE = 111
-    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
     SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
@@ -184,11 +184,7 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         """SLICE_GRAD of the same window (``window_adjoint_call``)."""
         return window_adjoint_call(input_sizes, *args[:3], args[3] if len(args) > 3 else None)
 
-    @staticmethod
-    def batched_args(args, b) -> tuple:
-        """vmap: the arguments for an input with a new leading axis of ``b``
-        (taken whole)."""
-        return batched_window(args, b)
+    batched_args = staticmethod(batched_window)
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
@@ -199,12 +195,9 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         return "slice1", (offsets, sizes, strides), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         out = self.output_tensor.sizes
         return (list(self.input_window_offsets), list(self.input_window_sizes), list(self.input_window_strides),
                 None if out == self.max_output_sizes else list(out))
-
-    # chunking (see ``_spec``): the output reads a strided lattice of the input.
 
     def chunking(self):
         return GATHER

@@ -57,7 +57,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         negative ones walking from the window's end); the window must lie in
         ``input_sizes``.""")
     TYPE_VALUE = 135
-    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
     FIELDS = Slice1OperatorDesc.FIELDS       # SLICE1's window
@@ -121,7 +120,7 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         """Per dimension, the lowest output-gradient position that receives a
         value: the window's offset for a positive stride; for a negative one
         the last element read, ``offset + (size - 1) - |stride| * (taken - 1)``."""
-        return tuple(_walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+        return tuple(window_walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
                            self.input_gradient_tensor.sizes)[0])
 
     @staticmethod
@@ -163,12 +162,8 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         return "slice_grad", (output_sizes, offsets, sizes, strides), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.output_gradient_tensor.sizes), list(self.input_window_offsets),
                 list(self.input_window_sizes), list(self.input_window_strides))
-
-    # chunking (see ``_spec``): zeros with the input gradient written on a
-    # strided lattice.
 
     def chunking(self):
         return SCATTER
@@ -187,7 +182,7 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         stride is negated and its origin moved to the last element."""
         ((ts, origin),) = layouts
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
-        first, step, back = _walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+        first, step, back = window_walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
                                   grad.sizes)
         steps = [-t if b else t for t, b in zip(ts, back)]
         origin += sum((g - 1) * t for g, t, b in zip(grad.sizes, ts, back) if b)
@@ -223,11 +218,12 @@ def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tupl
         count *= d
     if count > MAX_ELEMENTS or not _plain_window(dims, in_sizes, offsets, window, steps):
         return None
-    return (dims, *_walk(offsets, window, steps, in_sizes))
+    return (dims, *window_walk(offsets, window, steps, in_sizes))
 
 
-def _walk(offsets, window, steps, taken) -> tuple[list, list, list]:
-    """``(first, step, reversed)`` per dimension of the positions the window
+def window_walk(offsets, window, steps, taken) -> tuple[list, list, list]:
+    """``(first, step, reversed)`` per dimension of the positions a SLICE1
+    window (taking ``taken`` elements per dimension) reads and SLICE_GRAD's
     writes, walked upwards: a negative stride starts at the last element
     read (``first_positions``), its dimension walked backwards (1)."""
     first, step, back = [], [], []

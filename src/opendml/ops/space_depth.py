@@ -32,7 +32,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc
-from ._spec import Binding, DepthSpaceOrder, Enum, UInt, is_float
+from ._spec import Binding, DepthSpaceOrder, Enum, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -77,9 +77,6 @@ class _SpaceDepth(MoveOperatorDesc):
 
     # differentiation (see ``_spec``): a permutation, whose adjoint is its
     # inverse: DEPTH_TO_SPACE of SPACE_TO_DEPTH with the same order, and back.
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def adjoint(self, api, grad):
         back = api.depth_to_space if self.TO_DEPTH else api.space_to_depth

@@ -16,7 +16,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, support
 from ._move import MoveOperatorDesc
-from ._spec import Binding, Tensor, UInt, is_float
+from ._spec import Binding, Tensor, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -89,9 +89,6 @@ class SplitOperatorDesc(MoveOperatorDesc):
             at += t.sizes[self.axis]
 
     # differentiation (see ``_spec``): SPLIT's adjoint is JOIN of the outputs' gradients.
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def adjoint(self, api, *grads):
         return (api.join(list(grads), self.axis),)

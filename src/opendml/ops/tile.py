@@ -23,7 +23,7 @@ from ..plan import Copy
 from ._common import FLOAT16_32, TYPES_2_1, support
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Binding, Field, is_float
+from ._spec import Binding, Field
 
 _TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
 
@@ -98,9 +98,6 @@ class TileOperatorDesc(MoveOperatorDesc):
     # differentiation (see ``_spec``): TILE's adjoint sums the gradient over the
     # tiles: viewed as (Repeats[0], Sizes[0], Repeats[1], Sizes[1], ...), the
     # tile axes are summed away. (No DirectML data-movement operator sums.)
-
-    def linear_part(self):
-        return self if is_float(self.input_tensor.data_type) else None
 
     def adjoint(self, api, grad):
         sizes = self.input_tensor.sizes

@@ -124,7 +124,6 @@ class UnfoldOperatorDesc(_Windowed):
         Zeros added before and after each spatial axis (default 0); the
         dilated window must fit the padded input.""")
     TYPE_VALUE = 177
-    #: The framework operators' schema (``torch.library``, after the name): ``framework_call``'s form.
     SCHEMA = ("(Tensor x, int[] window_sizes, int[] strides, int[] dilations, int[] start_padding, "
               "int[] end_padding) -> Tensor")
 
@@ -199,12 +198,8 @@ class UnfoldOperatorDesc(_Windowed):
         return "unfold", tuple(ints(v, d) for v in args), None
 
     def call_args(self) -> tuple:
-        """The array API's arguments (after the array) that give this description."""
         return (list(self.window_sizes), list(self.strides), list(self.dilations), list(self.start_padding),
                 list(self.end_padding))
-
-    # chunking (see ``_spec``): a block-wise run reads overlapping windows
-    # (a halo of Dilations x (WindowSizes - 1) along the first spatial axis).
 
     def chunking(self):
         return WINDOWS

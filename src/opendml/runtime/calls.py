@@ -2,51 +2,39 @@
 
 The first call of an operator with given arguments on an array of a given
 dtype, shape and strides (on CUDA, also device and address alignment) runs in
-Python: validation, lowering, the backend's kernel choice. When it ran a
-compiled kernel on the array as given, the route records the kernel here
-(``put_move``, ``put_move_cuda``, below, for every operator on every
-framework: a PyTorch CPU tensor as its NumPy view); the next such call is
-served by ``call`` (the first five's functions) or ``move`` (the others'),
-which find the same entries, in C:
-it builds the key, allocates the output with the framework's allocator
-(NumPy, opendml's output blocks, PyTorch's caching allocator, CuPy's pool) and
-runs the kernel (a CPU kernel, or a CUDA launch on the caller's current
-stream), without entering Python. PyTorch CPU tensors get a NumPy output
-through ``torch.from_numpy``, as on the Python route. Anything the cache cannot vouch for returns
+Python: validation, lowering, the backend's kernel choice. When it ran
+compiled kernels on the arrays as given, the route records them here: the
+move program's compiled passes on NumPy arrays (``put_move``; the first
+five's one tuned kernel, ``TUNED``; index.c's passes for the index-driven
+functions of ``arrays/index_ops.py``, a bad checked index making ``move``
+answer None), kept prepared (``move.h``: ``odml_move_prepare``), or its
+kernel launches on PyTorch CUDA tensors and CuPy arrays (``put_move_cuda``,
+one per pass, parameters by value, keyed by device and alignment class too).
+An entry has N inputs (JOIN's list or tuple of arrays, the index functions'
+tuple) and M outputs (SPLIT's list). The next such call is served by
+``call`` (the first five's functions) or ``move`` (the others'), which find
+the same entries, in C: it builds the key, allocates the outputs with the
+framework's allocator (NumPy, opendml's output blocks, PyTorch's caching
+allocator, CuPy's pool) and runs the kernels (on CUDA, queued on the
+framework's current stream), without entering Python. Plain PyTorch CPU
+tensors (no autograd record, no tracer, not a negative view) are keyed as
+their NumPy views (from PyTorch's accessors where the node library gave
+them, else through a view), their outputs handed to ``torch.from_numpy``.
+Arguments key as plain ints, None, lists or tuples of plain ints, exact
+floats (by their bits), bools, short ASCII strings, static types
+(``numpy.float16``), NumPy's own dtype objects and members of the enum types
+``register_move_types`` names. Anything the cache cannot vouch for returns
 None and takes the Python route: other array types, PyTorch tensors that a
-tracer must see, negative views, arguments other than None,
-plain ints and lists or tuples of plain ints, a device that is not current.
-The C side is ``runtime/native/calls.c``.
+tracer must see, negative views, other arguments, a device that is not
+current. The C side is ``runtime/native/calls.c``.
 
 A PyTorch tensor that autograd must record (``requires_grad`` with grad mode
 on) is served by an eager entry (``put_eager``) where opendml's C++ autograd
 node is in use: the node's recorder for the call, which records it and runs
 its kernel (again through this cache); ``register_torch_eager``'s check (no
 TorchScript trace, no compiled autograd, the node on) comes first. ``call``
-(the first five) and ``move`` (a family function of one tensor) find these
-entries alike: keyed by the operator, its arguments as ``move`` keys them and
-the tensor.
-
-The move program's entries (``move``, ``put_move``; every operator on NumPy
-arrays): N inputs (JOIN's list or tuple
-of arrays), M outputs (SPLIT's list), the move program's compiled passes as
-the work (the first five's: their one tuned kernel, ``TUNED``), kept prepared (``move.h``: ``odml_move_prepare``); arguments key as
-above plus exact floats (by their bits), bools, short ASCII strings, static
-types (``numpy.float16``), NumPy's own dtype objects and members of the
-enum types ``register_move_types`` names. ``put_move`` checks every pass
-against the buffers it will be given and refuses one that reaches outside.
-The index-driven functions (``arrays/index_ops.py``) use the same entries:
-their arrays offered as one tuple, their passes index.c's
-(``runtime/cpu/indexed``; a bad checked index makes ``move`` answer None),
-their CUDA launches index.cu's kernels, queued from C.
-``call`` and ``move`` also serve plain PyTorch CPU tensors (no autograd
-record, no tracer, not a negative view) from the same entries, keyed as
-their NumPy views (from PyTorch's accessors where the node library gave
-them, else through a view), handing the outputs to ``torch.from_numpy``. On
-PyTorch CUDA tensors and CuPy arrays they serve calls recorded by
-``put_move_cuda``: the move program's kernel launches (one per pass,
-parameters by value), queued on the framework's current stream into outputs
-from its allocator, keyed by device and alignment class too.
+and ``move`` find these entries alike: keyed by the operator, its arguments
+as ``move`` keys them and the tensor.
 
 ``opendml.configure(call_cache=False)`` (or ``OPENDML_CALL_CACHE=0``) turns it
 off; every configuration change empties it. Without the compiled extension
@@ -314,11 +302,9 @@ def entry(name: str, x, *args) -> dict | None:
     return _native.call_cache_entry(OPS[name], x, *args)
 
 
-def register_cuda_retry(retry) -> None:
-    """What retries a failed launch of an entry ``move_new`` made:
-    ``retry(device, function, grid, shared_mem, params, src, dst, stream)``."""
-    if _HAS_NEW:
-        _native.call_cache_cuda_retry(retry)
+#: ``register_cuda_retry(retry)``: what retries a failed launch of an entry ``move_new`` made,
+#: ``retry(device, function, grid, shared_mem, params, src, dst, stream)``.
+register_cuda_retry: Callable[[Callable], None] = _native.call_cache_cuda_retry if _HAS_NEW else _miss
 
 
 def _relaunch(*args) -> None:
@@ -332,11 +318,9 @@ def _relaunch(*args) -> None:
 register_cuda_retry(_relaunch)
 
 
-def register_move_types(types: tuple) -> None:
-    """Enum types (``PaddingMode``, ``DepthSpaceOrder``, ``DataType``) whose
-    members, passed as family arguments, key by identity."""
-    if _HAS_MOVE:
-        _native.call_cache_move_types(tuple(types))
+#: ``register_move_types(types)``: the enum types (a tuple: ``PaddingMode``, ``DepthSpaceOrder``, ``DataType``)
+#: whose members, passed as family arguments, key by identity.
+register_move_types: Callable[[tuple], None] = _native.call_cache_move_types if _HAS_MOVE else _miss
 
 
 def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:
@@ -349,37 +333,18 @@ def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:
     return _native.call_cache_put_eager(OPS[name], x, args, eager, since)
 
 
-def register_torch_eager(eager_ok) -> None:
-    """The check an eager entry's call passes first: ``eager_ok()`` is true
-    while the autograd node may record calls (no trace, no compiled
-    autograd, the node in use)."""
-    if _HAS:
-        _native.call_cache_torch_eager(eager_ok)
-
-
-def register_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
-                   current_device, from_numpy) -> None:
-    """PyTorch's hooks: the routing checks, the current stream and device of
-    CUDA tensors, and ``torch.from_numpy`` for CPU results."""
-    if _HAS:
-        _native.call_cache_torch(tensor_type, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream,
-                                 current_device, from_numpy)
-
-
-def register_cupy(ndarray_type, empty, current_device, current_stream_ptr) -> None:
-    if _HAS:
-        _native.call_cache_cupy(ndarray_type, empty, current_device, current_stream_ptr)
-
-
-def clear() -> None:
-    """Drop every entry."""
-    if _HAS:
-        _native.call_cache_clear()
-
-
-def set_enabled(flag: bool) -> None:
-    if _HAS:
-        _native.call_cache_enable(flag)
+#: The C side's settings, each doing nothing without it, as ``call``: ``register_torch(tensor_type,
+#: is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, current_device, from_numpy)``, PyTorch's
+#: hooks (the routing checks, the current stream and device of CUDA tensors, ``torch.from_numpy`` for CPU
+#: results); ``register_torch_eager(eager_ok)``, the check an eager entry's call passes first (``eager_ok()`` is
+#: true while the autograd node may record calls: no trace, no compiled autograd, the node in use);
+#: ``register_cupy(ndarray_type, empty, current_device, current_stream_ptr)``; ``clear()``, which drops every
+#: entry; ``set_enabled(flag)``.
+register_torch: Callable[..., None] = _native.call_cache_torch if _HAS else _miss
+register_torch_eager: Callable[..., None] = _native.call_cache_torch_eager if _HAS else _miss
+register_cupy: Callable[..., None] = _native.call_cache_cupy if _HAS else _miss
+clear: Callable[[], None] = _native.call_cache_clear if _HAS else _miss
+set_enabled: Callable[[bool], None] = _native.call_cache_enable if _HAS else _miss
 
 
 def info() -> dict:
