@@ -25,7 +25,11 @@ opendml's (> 1: opendml faster), against the row's target.
 
 GPU times: median of rounds, each round ``reps`` back-to-back steps between
 one pair of synchronisations (``perf_counter``), so host cost counts as a user
-sees it; the eager rows interleave opendml's rounds with PyTorch's. Writes ``train-<device>.json`` and, with matplotlib,
+sees it; the eager rows interleave opendml's rounds with PyTorch's (which
+goes first alternating) and print the per-round speed-up's quartiles and
+extremes. Tiny eager shapes, where host time decides, take 20 steps a round
+and 15 rounds (--quick) or 41.
+Writes ``train-<device>.json`` and, with matplotlib,
 ``train-<device>.png`` to --out (``benchmarks/results`` by default).
 """
 from __future__ import annotations
@@ -67,39 +71,62 @@ def timed(fn, device, reps, rounds, warmup=3):
     return statistics.median(times)
 
 
-def timed_pair(fa, fb, device, reps, rounds, warmup=3):
-    """``timed`` of two steps with their rounds interleaved (a, b, a, b, ...),
-    so a drift of clocks or of the host between them falls on both."""
+def rounds_pair(fa, fb, device, reps, rounds, warmup=3):
+    """Seconds per call of two steps, one per round each, the rounds
+    interleaved (a, b, a, b, ...; which goes first alternates), so a drift
+    of clocks or of the host between them falls on both: two lists."""
     for _ in range(warmup):
         fa()
         fb()
     sync(device)
     ta, tb = [], []
-    for _ in range(rounds):
-        for fn, ts in ((fa, ta), (fb, tb)):
+    for r in range(rounds):
+        for fn, ts in ((fa, ta), (fb, tb)) if r % 2 == 0 else ((fb, tb), (fa, ta)):
             t0 = time.perf_counter()
             for _ in range(reps):
                 fn()
             sync(device)
             ts.append((time.perf_counter() - t0) / reps)
+    return ta, tb
+
+
+def timed_pair(fa, fb, device, reps, rounds, warmup=3):
+    """``rounds_pair``'s medians."""
+    ta, tb = rounds_pair(fa, fb, device, reps, rounds, warmup)
     return statistics.median(ta), statistics.median(tb)
+
+
+def spread(ta, tb) -> dict:
+    """The speed-up's spread over rounds (b's time / a's, round by round): its quartiles and extremes."""
+    ratios = sorted(b / a for a, b in zip(ta, tb))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return {"rounds": len(ratios), "min": ratios[0], "q1": q[0], "median": statistics.median(ratios), "q3": q[2],
+            "max": ratios[-1]}
 
 
 def row(rows, part, name, ours, peer, peer_name, target, **extra):
     r = {"part": part, "workload": name, "opendml_us": ours * 1e6, "peer": peer_name, "peer_us": peer * 1e6,
          "speedup": peer / ours, "target": target, "met": peer / ours >= target, **extra}
     rows.append(r)
+    s = extra.get("spread")
+    told = (f"   per round {s['q1']:.2f}-{s['q3']:.2f}x (quartiles), {s['min']:.2f}-{s['max']:.2f}x "
+            f"(all {s['rounds']})" if s else "")
     print(f"{part:9} {name:44} opendml {ours * 1e6:9.1f} us   {peer_name:22} {peer * 1e6:9.1f} us   "
-          f"{peer / ours:5.2f}x (target {target:.2g}x) {'MET' if r['met'] else 'MISSED'}", flush=True)
+          f"{peer / ours:5.2f}x (target {target:.2g}x) {'MET' if r['met'] else 'MISSED'}{told}", flush=True)
 
 
 #: The eager part's floors (x.clone() forward + backward per shape), written to the JSON beside the rows.
 FLOORS: list = []
 
 
-def eager(rows, device, shapes, reps, rounds):
+def eager(rows, device, shapes, reps, rounds, tiny_reps, tiny_rounds):
+    """Tiny shapes (below 100,000 elements, where host time decides) take ``tiny_reps`` steps a round and
+    ``tiny_rounds`` rounds (each a fraction of a millisecond), the others ``reps`` and ``rounds``; every
+    row says the speed-up's spread over its rounds."""
     for shape in shapes:
         n, c, h, w = shape
+        tiny = n * c * h * w < 100_000
+        k_reps, k_rounds = (tiny_reps, tiny_rounds) if tiny else (reps, rounds)
         x = torch.randn(shape, device=device, requires_grad=True)
         cols = torch.randn(n, c * 9, h * w, device=device, requires_grad=True)
         cases = [
@@ -109,7 +136,7 @@ def eager(rows, device, shapes, reps, rounds):
             ("slice1", x, lambda t: dml.slice1(t, [0, 0, 0, 0], list(shape), [1, 1, -1, 1]),
              lambda t: torch.flip(t, [2]), "torch.flip"),
         ]
-        target = 1.0 if n * c * h * w < 100_000 else 1.5
+        target = 1.0 if tiny else 1.5
         for name, inp, ours, peer, peer_name in cases:
             y_ours, y_peer = ours(inp), peer(inp)
             g = torch.randn_like(y_peer)
@@ -120,16 +147,19 @@ def eager(rows, device, shapes, reps, rounds):
 
             def step(fn):
                 return lambda: torch.autograd.grad(fn(inp), inp, g)
-            t_ours, t_peer = timed_pair(step(ours), step(peer), device, reps, rounds)
-            row(rows, "eager", f"{name} fwd+bwd {tuple(inp.shape)}", t_ours, t_peer, peer_name, target)
-            if name == "slice1":
+            ta, tb = rounds_pair(step(ours), step(peer), device, k_reps, k_rounds)
+            row(rows, "eager", f"{name} fwd+bwd {tuple(inp.shape)}", statistics.median(ta), statistics.median(tb),
+                peer_name, target, spread=spread(ta, tb))
+            if name == "slice1" and tiny:
+                t_peer = statistics.median(tb)
                 # The harness's floor at this size: PyTorch's cheapest differentiable copy (clone: one copy kernel
                 # forward, none backward), timed the same way. A target below it is out of reach for any operator.
-                t_floor, _ = timed_pair(step(lambda t: t.clone()), step(peer), device, reps, rounds)
+                t_floor, _ = timed_pair(step(lambda t: t.clone()), step(peer), device, k_reps, k_rounds)
                 print(f"eager     floor {tuple(inp.shape)}: x.clone() fwd+bwd {t_floor * 1e6:.1f} us; the {target:.2g}x "
                       f"target allows {t_peer / target * 1e6:.1f} us", flush=True)
-                FLOORS.append({"workload": f"x.clone() fwd+bwd {tuple(inp.shape)}", "floor_us": t_floor * 1e6,
-                               "flip_us": t_peer * 1e6})
+                floor = {"workload": f"x.clone() fwd+bwd {tuple(inp.shape)}", "floor_us": t_floor * 1e6,
+                         "flip_us": t_peer * 1e6}
+                FLOORS.append(floor)
 
 
 def compiled(rows, device, shapes, reps, rounds):
@@ -241,7 +271,8 @@ def main(argv=None):
     print(f"eager autograd node: {node} (ready after {time.perf_counter() - t0:.1f} s)", flush=True)
     if "eager" in parts:
         shapes = [(1, 4, 16, 16)] + ([(2, 4, 12, 12)] if quick else [(8, 64, 56, 56), (32, 64, 56, 56)])
-        eager(rows, dev, shapes, reps=5 if quick else 50, rounds=3 if quick else 21)
+        eager(rows, dev, shapes, reps=5 if quick else 50, rounds=3 if quick else 21, tiny_reps=20,
+              tiny_rounds=15 if quick else 41)
     if "compiled" in parts:
         shapes = [((2, 4, 10, 10), 1.0)] if quick else [((16, 16, 56, 56), 1.0), ((32, 64, 56, 56), 1.3)]
         compiled(rows, dev, shapes, reps=5 if quick else 50, rounds=3 if quick else 11)
