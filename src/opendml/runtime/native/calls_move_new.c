@@ -529,14 +529,15 @@ typedef struct {
 
 static int family_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args, Py_ssize_t nargs,
                         odml_move_prog *g) {
-    FamilyNew *f = (FamilyNew *)how;
-    if (!(f->lowering & ODML_LOWER_PLAIN)) return odml_move_lower(f->lowering, c->xs, c->n, args, nargs, g);
-    if (c->n != 1 || odml_move_plain(f->lowering, &c->xs[0], args, nargs, &f->pl)) return -1;
+    const int lowering = ((FamilyNew *)how)->lowering;
+    odml_new_plan *pl = &((FamilyNew *)how)->pl;
+    if (!(lowering & ODML_LOWER_PLAIN)) return odml_move_lower(lowering, c->xs, c->n, args, nargs, g);
+    if (c->n != 1 || odml_move_plain(lowering, &c->xs[0], args, nargs, pl)) return -1;
     g->n_out = 1;                                   /* (the program's outputs alone: no pass is made) */
     g->multi = 0;
     g->out_type[0] = c->xs[0].type;
-    g->out_rank[0] = f->pl.out_rank;
-    memcpy(g->out_dims[0], f->pl.out_dims, sizeof(int64_t) * (size_t)f->pl.out_rank);
+    g->out_rank[0] = pl->out_rank;
+    memcpy(g->out_dims[0], pl->out_dims, sizeof(int64_t) * (size_t)pl->out_rank);
     return 0;
 }
 
