@@ -683,7 +683,7 @@ static Entry *entry_of(const Entry *img) {
     e->multi = img->multi;
     e->device = img->device;
     e->checked = img->checked;
-    memcpy(e->origin, img->origin, sizeof e->origin);
+    memcpy(e->origin, img->origin, sizeof(int64_t) * (size_t)img->n_in);
     memcpy(e->outs, img->outs, sizeof *e->outs * (size_t)img->n_out);
     for (int i = 0; i < img->n_out; i++) {
         Py_INCREF(e->outs[i].shape);
@@ -740,7 +740,26 @@ static PyObject *kernel_table(PyObject *kernels, int64_t device) {
 /* Kernel `name`'s function in `table` (kernel_table's) in *fn: 0; 1 where the table lacks it (*result its name: the
  * caller compiles it and calls again; NULL with an exception where even that fails); -1 with an exception. */
 static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyObject **result) {
-    PyObject *f = table && PyDict_CheckExact(table) ? PyDict_GetItemString(table, name) : NULL;
+    /* the names looked up as str objects held here, by a hash of their bytes (a process launches a few dozen
+     * kernels): not a str made, hashed and dropped at each launch */
+    static struct { char name[sizeof ((odml_move_launch *)0)->name]; PyObject *str; } held[64];
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t len = 0;
+    for (; name[len] && len < sizeof held[0].name; len++) h = (h ^ (unsigned char)name[len]) * 0x100000001b3ull;
+    PyObject *key = NULL;
+    if (len < sizeof held[0].name) {
+        const unsigned slot = (unsigned)(h >> 58);
+        if (!held[slot].str || strcmp(held[slot].name, name)) {
+            PyObject *str = PyUnicode_FromStringAndSize(name, (Py_ssize_t)len);
+            if (!str) return -1;
+            Py_XSETREF(held[slot].str, str);
+            memcpy(held[slot].name, name, len + 1);
+        }
+        key = held[slot].str;
+    }
+    PyObject *f = !table || !PyDict_CheckExact(table) ? NULL
+                  : key ? PyDict_GetItemWithError(table, key) : PyDict_GetItemString(table, name);
+    if (PyErr_Occurred()) return -1;
     if (!f || !PyLong_CheckExact(f)) {
         *result = PyUnicode_FromString(name);
         return 1;
