@@ -146,11 +146,6 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
     return 0;
 }
 
-/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not stored, not run): the passes packed
- * (odml_move_pack), threads as CpuBackend._threads gives them for `conf` (max threads, grain bytes, ..., the output
- * size from which output blocks are used: CpuBackend.plain_conf), each checked to stay inside the buffers and laid
- * out (odml_move_prepare). NULL with no exception set where the Python route must run the call; NULL with one for no
- * memory. */
 /* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
  * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
  * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's). NULL, no exception
@@ -208,6 +203,11 @@ static Entry *plain_entry(int lowering, PyArrayObject *x, PyObject *const *cargs
                                                                     : NULL;
 }
 
+/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not stored, not run; a plain lowering's is
+ * plain_entry's): the passes packed (odml_move_pack), threads as CpuBackend._threads gives them for `conf` (max
+ * threads, grain bytes, ..., the output size from which output blocks are used: CpuBackend.plain_conf), each checked
+ * to stay inside the buffers and laid out (odml_move_prepare). NULL with no exception set where the Python route must
+ * run the call; NULL with one for no memory. */
 static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *const *cargs, Py_ssize_t ncargs,
                              const int64_t *c) {
     if (lowering & ODML_LOWER_PLAIN) return n_in == 1 ? plain_entry(lowering, in[0], cargs, ncargs, c) : NULL;
