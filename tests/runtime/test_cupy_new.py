@@ -198,6 +198,61 @@ def test_the_route_never_reads_a_released_kernel_table(fake):
     assert kept
 
 
+@pytest.mark.parametrize("name", ["slice1", "pad"])
+def test_an_argument_changed_while_the_output_is_allocated_answers_the_call_as_made(fake, name):
+    """A finalizer run by the output's allocation changes a list the call was given: the arguments were read
+    once (the key and the lowering, before the allocation), so the call is launched and recorded for the
+    arguments as they were when it was made, and only a later call with those arguments is served by it."""
+    from tests.runtime.test_cuda_move_cache import _driver_loads
+    if _driver_loads():
+        pytest.skip("a CUDA driver loads here: the stand-in's functions would be launched")
+    from opendml.arrays import front
+    from opendml.runtime import get_backend
+    from opendml.runtime.cuda import steps
+    x4 = (1, 3, 5, 6)
+    first = [0, 0, 0, 0] if name == "slice1" else [0, 0, 1, 2]
+    made = (list(first), list(x4), [1, 1, -1, 1], None) if name == "slice1" else (list(first), [0, 0, 2, 1],
+                                                                                    "constant", 0.5)
+    args = (list(made[0]), *made[1:])
+    op = calls.OPS[name]
+    log, kernels = [], {0: {}}
+
+    def new():
+        fake.next = 1 << 30
+        return calls.move_new(op, front._LOWER[op], FakeArray(x4, np.float32, 1 << 20), args, calls.generation(),
+                              get_backend("cpu").plain_conf, lambda: (kernels, steps.c_settings()))
+
+    class Changing:
+        def __enter__(self):
+            args[0][-1] = 3                    # the list the call was given, changed by "a finalizer"
+
+        def __exit__(self, *exc):
+            return False
+
+    calls.register_cuda_retry(lambda *a: log.append(a))    # (no driver: each launch goes to the retry hook)
+    try:
+        calls.clear()
+        for _ in range(8):
+            out = new()
+            if type(out) is not str:
+                break
+            kernels[0][out] = 0x5000 + len(kernels[0])
+        calls.clear()                                          # (its kernels compiled: now a never-seen shape)
+        log.clear()
+        fake.lock = Changing()
+        out = new()
+        assert type(out) is FakeArray and log                 # launched
+        shape = (1, 3, 5, 6) if name == "slice1" else (1, 3, 8, 9)
+        assert out.shape == shape                              # the call as made
+        before = calls.info()["hits"]
+        fake.lock = __import__("threading").Lock()
+        assert calls.move(op, FakeArray(x4, np.float32, 1 << 21), *made) is not None   # recorded as made
+        assert calls.info()["hits"] == before + 1
+        assert calls.move(op, FakeArray(x4, np.float32, 1 << 21), *args) is None       # not as changed
+    finally:
+        calls.register_cuda_retry(calls._relaunch)
+
+
 # -- on a GPU --------------------------------------------------------------------------------------------
 
 def _cupy_ok() -> bool:

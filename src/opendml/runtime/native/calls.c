@@ -312,11 +312,9 @@ int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint6
         r = PyObject_CallFunction(p->launch, "KKK", (unsigned long long)src, (unsigned long long)dst,
                                   (unsigned long long)stream);
     } else if (cuda_retry) {
-        /* a family pass calls_move_new.c recorded holds its parameter block in `index` */
-        const int own = p->kernel == PASS_MOVE;
-        const Py_ssize_t size = own ? p->index_size : (Py_ssize_t)odml_kernel_size[p->kernel];
+        /* a pass calls_move_new.c recorded: its index_size bytes of parameters at `params` */
         r = PyObject_CallFunction(cuda_retry, "LKIIy#KKK", (long long)e->device, (unsigned long long)p->function,
-                                  p->grid, p->shared, own ? (const char *)p->index : (const char *)&p->p.k, size,
+                                  p->grid, p->shared, (const char *)(uintptr_t)p->params, (Py_ssize_t)p->index_size,
                                   (unsigned long long)src,
                                   (unsigned long long)dst, (unsigned long long)stream);
     } else {

@@ -306,7 +306,6 @@ struct CudaNew {
     int (*plan)(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *conf,
                 odml_move_launch *L);
     unsigned checked;         /* set by plan: bit i, launch i checks its index axes (index.cu's ix_axis.flag) */
-    int plain;                /* the first five's lowering number (ODML_LOWER_PLAIN | ...): cuda_plain_new's; else 0 */
 };
 /* where index axis a's flag address (index.cu's ix_axis.flag) lies in an index kernel's parameter block */
 #define IX_FLAG_AT(a) (offsetof(odml_ix_params, axes) + sizeof(odml_ix_axis) * (size_t)(a) + offsetof(odml_ix_axis, flag))

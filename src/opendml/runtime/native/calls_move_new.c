@@ -146,11 +146,6 @@ static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n
     return 0;
 }
 
-/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not stored, not run): the passes packed
- * (odml_move_pack), threads as CpuBackend._threads gives them for `conf` (max threads, grain bytes, ..., the output
- * size from which output blocks are used: CpuBackend.plain_conf), each checked to stay inside the buffers and laid
- * out (odml_move_prepare). NULL with no exception set where the Python route must run the call; NULL with one for no
- * memory. */
 /* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
  * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
  * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's). NULL, no exception
@@ -208,6 +203,11 @@ static Entry *plain_entry(int lowering, PyArrayObject *x, PyObject *const *cargs
                                                                     : NULL;
 }
 
+/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not stored, not run; a plain lowering's is
+ * plain_entry's): the passes packed (odml_move_pack), threads as CpuBackend._threads gives them for `conf` (max
+ * threads, grain bytes, ..., the output size from which output blocks are used: CpuBackend.plain_conf), each checked
+ * to stay inside the buffers and laid out (odml_move_prepare). NULL with no exception set where the Python route must
+ * run the call; NULL with one for no memory. */
 static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *const *cargs, Py_ssize_t ncargs,
                              const int64_t *c) {
     if (lowering & ODML_LOWER_PLAIN) return n_in == 1 ? plain_entry(lowering, in[0], cargs, ncargs, c) : NULL;
@@ -517,20 +517,46 @@ PyObject *conf_item(PyObject *conf, Py_ssize_t i) {
     return PyCallable_Check(v) ? PyObject_CallNoArgs(v) : Py_NewRef(v);
 }
 
-/* The family's lowering and launches for cuda_new (`how` a FamilyNew). */
+/* The family's lowering and launches for cuda_new (`how` a FamilyNew): its move program (odml_move_lower) and the
+ * launches steps.move_steps plans; for the first five (a plain lowering, ODML_LOWER_PLAIN | ...), odml_move_plain's
+ * plan of the one input, held in `pl`, and its one launch odml_new_cuda's (runtime/cuda/tuned.py's launch_spec),
+ * no launch settings read. */
 typedef struct {
     CudaNew base;
     int lowering;
+    odml_new_plan pl;
 } FamilyNew;
 
 static int family_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args, Py_ssize_t nargs,
                         odml_move_prog *g) {
-    return odml_move_lower(((FamilyNew *)how)->lowering, c->xs, c->n, args, nargs, g);
+    const int lowering = ((FamilyNew *)how)->lowering;
+    odml_new_plan *pl = &((FamilyNew *)how)->pl;
+    if (!(lowering & ODML_LOWER_PLAIN)) return odml_move_lower(lowering, c->xs, c->n, args, nargs, g);
+    if (c->n != 1 || odml_move_plain(lowering, &c->xs[0], args, nargs, pl)) return -1;
+    g->n_out = 1;                                   /* (the program's outputs alone: no pass is made) */
+    g->multi = 0;
+    g->out_type[0] = c->xs[0].type;
+    g->out_rank[0] = pl->out_rank;
+    memcpy(g->out_dims[0], pl->out_dims, sizeof(int64_t) * (size_t)pl->out_rank);
+    return 0;
 }
 
 static int family_plan(CudaNew *how, const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts,
                        PyObject *conf, odml_move_launch *L) {
-    (void)how;
+    const FamilyNew *f = (const FamilyNew *)how;
+    if (f->lowering & ODML_LOWER_PLAIN) {
+        odml_cuda_spec s;
+        uint64_t src = 0;
+        _Static_assert(sizeof s.p <= sizeof L->p && sizeof s.name <= sizeof L->name, "a tuned launch fits a launch");
+        if (cuda_sources(c, &src) || odml_new_cuda(&f->pl, src, dsts[0], &s)) return -1;
+        memcpy(L->name, s.name, sizeof s.name);
+        memcpy(&L->p, &s.p, (size_t)s.size);
+        L->size = s.size;
+        L->grid = s.grid;
+        L->smem = s.smem;
+        L->src = L->dst = L->index = 0;
+        return 1;
+    }
     PyObject *settings = conf_item(conf, 1);
     if (!settings) return -1;
     const int nl = cuda_launches(g, c, dsts, settings, L);
@@ -595,25 +621,33 @@ static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, u
     return cuda_input(c, i, type, n, w + 1, bstrides, data);
 }
 
-/* The new entry of the launches L[0..n) with the outputs at dsts (PASS_MOVE passes holding their parameter
- * blocks, no Launch: a failed launch is retried through call_cache_cuda_retry); NULL with an exception. */
-static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c, const odml_move_launch *L, int n,
-                         const uint64_t *fn, PyObject **shapes, PyObject **dtypes, const uint64_t *dsts,
-                         int64_t device, unsigned checked, int n_all, const int *aux) {
-    Entry *e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, n_all, n);
-    if (!e) return NULL;
+/* The entry of the launches L[0..n) with the outputs at dsts, as cuda_entry_launch reads it, made in *e with its
+ * outputs and passes in outs and passes (not a Python object: it borrows shapes, dtypes and L's parameter blocks), so
+ * that the call's launches go before the entry it stores is made (entry_of, while a checked call's kernels run).
+ * PASS_MOVE passes hold no Launch: a failed launch is retried through call_cache_cuda_retry. */
+static void cuda_image(Entry *e, Out *outs, Pass *passes, int torch, const odml_move_prog *g, const CudaInputs *c,
+                       const odml_move_launch *L, int n, const uint64_t *fn, PyObject **shapes, PyObject **dtypes,
+                       const uint64_t *dsts, int64_t device, unsigned checked, int n_all, const int *aux) {
+    memset(e, 0, offsetof(Entry, out1));             /* (its own outputs and passes unused) */
+    memset(outs, 0, sizeof *outs * (size_t)n_all);
+    memset(passes, 0, sizeof *passes * (size_t)n);
+    e->kind = torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY;
+    e->outs = outs;
+    e->passes = passes;
+    e->n_out = n_all;
+    e->n_pass = n;
     e->n_in = c->n;
     e->multi = g->multi;
     e->device = device;
     memcpy(e->origin, c->origin, sizeof(int64_t) * (size_t)c->n);
     for (int i = 0; i < n_all; i++) {              /* the outputs, then the owner tables (zeroed, not returned) */
-        e->outs[i].shape = Py_NewRef(shapes[i]);
-        e->outs[i].dtype = Py_NewRef(dtypes[i]);
-        e->outs[i].dst_align = (unsigned)(dsts[i] & 15);
-        e->outs[i].zero = i >= g->n_out;
+        outs[i].shape = shapes[i];
+        outs[i].dtype = dtypes[i];
+        outs[i].dst_align = (unsigned)(dsts[i] & 15);
+        outs[i].zero = i >= g->n_out;
     }
     for (int i = 0; i < n; i++) {
-        Pass *p = &e->passes[i];
+        Pass *p = &passes[i];
         p->kernel = L[i].index ? PASS_INDEX : PASS_MOVE;
         p->aux = aux[i];
         if (L[i].index) {                           /* an index kernel: its addresses patched in per call */
@@ -629,13 +663,7 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
                 e->checked = 1;
             }
         }
-        p->index = PyMem_Malloc((size_t)L[i].size);
-        if (!p->index) {
-            Py_DECREF(e);
-            PyErr_NoMemory();
-            return NULL;
-        }
-        memcpy(p->index, &L[i].p, (size_t)L[i].size);
+        p->index = (void *)&L[i].p;
         p->index_size = (int)L[i].size;
         p->params = (uint64_t)(uintptr_t)p->index;
         p->function = fn[i];
@@ -644,6 +672,36 @@ static Entry *cuda_entry(int torch, const odml_move_prog *g, const CudaInputs *c
         p->shared = L[i].smem;
         p->src = L[i].src;
         p->dst = L[i].dst;
+    }
+}
+
+/* cuda_image's entry img as a new entry holding its own references and parameter blocks; NULL with an exception. */
+static Entry *entry_of(const Entry *img) {
+    Entry *e = entry_alloc(img->kind, img->n_out, img->n_pass);
+    if (!e) return NULL;
+    e->n_in = img->n_in;
+    e->multi = img->multi;
+    e->device = img->device;
+    e->checked = img->checked;
+    memcpy(e->origin, img->origin, sizeof(int64_t) * (size_t)img->n_in);
+    memcpy(e->outs, img->outs, sizeof *e->outs * (size_t)img->n_out);
+    for (int i = 0; i < img->n_out; i++) {
+        Py_INCREF(e->outs[i].shape);
+        Py_INCREF(e->outs[i].dtype);
+    }
+    memcpy(e->passes, img->passes, sizeof *e->passes * (size_t)img->n_pass);
+    for (int i = 0; i < img->n_pass; i++) e->passes[i].index = NULL;      /* (img's are borrowed) */
+    for (int i = 0; i < img->n_pass; i++) {        /* a move pass's small block (a tuned launch's) in the pass */
+        Pass *p = &e->passes[i];
+        const int inline_ = p->kernel == PASS_MOVE && (size_t)p->index_size <= sizeof p->p;
+        void *at = inline_ ? (void *)&p->p : (p->index = PyMem_Malloc((size_t)p->index_size));
+        if (!at) {
+            Py_DECREF(e);
+            PyErr_NoMemory();
+            return NULL;
+        }
+        memcpy(at, img->passes[i].index, (size_t)p->index_size);
+        p->params = (uint64_t)(uintptr_t)at;
     }
     return e;
 }
@@ -682,7 +740,26 @@ static PyObject *kernel_table(PyObject *kernels, int64_t device) {
 /* Kernel `name`'s function in `table` (kernel_table's) in *fn: 0; 1 where the table lacks it (*result its name: the
  * caller compiles it and calls again; NULL with an exception where even that fails); -1 with an exception. */
 static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyObject **result) {
-    PyObject *f = table && PyDict_CheckExact(table) ? PyDict_GetItemString(table, name) : NULL;
+    /* the names looked up as str objects held here, by a hash of their bytes (a process launches a few dozen
+     * kernels): not a str made, hashed and dropped at each launch */
+    static struct { char name[sizeof ((odml_move_launch *)0)->name]; PyObject *str; } held[64];
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t len = 0;
+    for (; name[len] && len < sizeof held[0].name; len++) h = (h ^ (unsigned char)name[len]) * 0x100000001b3ull;
+    PyObject *key = NULL;
+    if (len < sizeof held[0].name) {
+        const unsigned slot = (unsigned)(h >> 58);
+        if (!held[slot].str || strcmp(held[slot].name, name)) {
+            PyObject *str = PyUnicode_FromStringAndSize(name, (Py_ssize_t)len);
+            if (!str) return -1;
+            Py_XSETREF(held[slot].str, str);
+            memcpy(held[slot].name, name, len + 1);
+        }
+        key = held[slot].str;
+    }
+    PyObject *f = !table || !PyDict_CheckExact(table) ? NULL
+                  : key ? PyDict_GetItemWithError(table, key) : PyDict_GetItemString(table, name);
+    if (PyErr_Occurred()) return -1;
     if (!f || !PyLong_CheckExact(f)) {
         *result = PyUnicode_FromString(name);
         return 1;
@@ -691,99 +768,36 @@ static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyOb
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* The first five's never-seen shape (`lowering` ODML_LOWER_PLAIN | ...) on one PyTorch CUDA tensor or CuPy array x:
- * cuda_new's steps for a tuned pass, keyed once as its entries are (a move program's of one pass, KIND_MOVE_TORCH or
- * KIND_MOVE_CUPY, cuda_move_key's words: cuda_move serves it), lowered by odml_move_plain into its plan, its one launch
- * odml_new_cuda's (runtime/cuda/tuned.py's launch_spec for the plan) queued on the framework's current stream; no
- * move program (58 KiB) nor launch table (46 KiB) made, no launch settings read. Returns as cuda_new does. */
-static PyObject *cuda_plain_new(PyObject *op, PyObject *x, PyObject *call_args, PyObject *gen_o, int torch,
-                                PyObject *kernels, int lowering) {
-    PyObject *out = NULL, *shapes[1] = {NULL}, *dtypes[1] = {NULL}, *result = NULL, *table_of = NULL, *dt = NULL;
-    int64_t gen, device = -1;
-    uint64_t ptr, dst, stream, now_ptr;
-    Key k, now;
-    CudaInputs c;
-    odml_new_plan pl;
-    odml_cuda_spec s;
-    Entry *e = NULL;
-    if (Py_TYPE(x) != (PyTypeObject *)(torch ? t_type : c_type) || !PyTuple_CheckExact(call_args)
-            || exact_int(gen_o, &gen) || !PyDict_CheckExact(kernels) || (torch && !cuda_plain(&x, 1)))
-        goto route;
-    PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
-    const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
-    if (key_call(&k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, op, cargs, ncargs, 1) < 0 || put(&k, -1) < 0)
-        goto route;                                 /* (cuda_move_key's) */
-    const int at = k.n;                             /* x's words (torch_key's, cupy_key's) from here */
-    if ((torch ? torch_key(&k, x, &device, &ptr) : cupy_key(&k, x, &dt, &device, &ptr)) < 0 || device < 0) goto route;
-    c.n = 1;
-    if (cuda_input_keyed(&c, 0, torch, k.w + at, ptr) < 0 || odml_move_plain(lowering, &c.xs[0], cargs, ncargs, &pl)
-            || !cuda_device_is(torch, device))
-        goto route;
-    if (!(table_of = kernel_table(kernels, device)) && PyErr_Occurred()) goto done;
-    {
-        const int rc = cuda_output(torch, x, c.xs[0].type, pl.out_rank, pl.out_dims, 0, 0, shapes, dtypes, &out, &dst,
-                                   &result);
-        if (rc < 0) goto failed;
-        if (rc > 0) goto route;
+/* Whether the inputs in[0..n) still read as their words in the call's key k (input i's from at[i]: cuda_move_key's)
+ * and lie at ptr: an allocation may have run Python code that changed one (x.set_(), x.resize_()). The call's own
+ * words (operator, arguments) are not read again: the lowering read them before. */
+static int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, int n, const uint64_t *ptr) {
+    for (int i = 0; i < n; i++) {
+        Key now;
+        int64_t device;
+        uint64_t p;
+        PyObject *dtype = NULL;
+        const int end = i + 1 < n ? at[i + 1] : k->n;
+        now.n = 0;
+        const int rc = torch ? torch_key(&now, in[i], &device, &p) : cupy_key(&now, in[i], &dtype, &device, &p);
+        Py_XDECREF(dtype);
+        if (rc < 0 || p != ptr[i] || now.n != end - at[i] || !same_words(now.w, k->w + at[i], now.n)) return 0;
     }
-    if (ptr % (uint64_t)move_type_size[c.xs[0].type] || odml_new_cuda(&pl, ptr - (uint64_t)c.origin[0], dst, &s))
-        goto route;
-    uint64_t fn;
-    if (kernel_function(table_of, s.name, &fn, &result)) goto done;
-    /* x still as keyed (the allocation may have run Python code that changed it) */
-    now.n = 0;
-    Py_CLEAR(dt);
-    if ((torch ? torch_key(&now, x, &device, &now_ptr) : cupy_key(&now, x, &dt, &device, &now_ptr)) < 0
-            || now_ptr != ptr || now.n != k.n - at || !same_words(now.w, k.w + at, now.n))
-        goto route;
-    if (!(e = entry_alloc(torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, 1, 1))) goto done;
-    Pass *p = &e->pass1;
-    e->device = device;
-    e->origin[0] = c.origin[0];
-    e->out1.shape = Py_NewRef(shapes[0]);
-    e->out1.dtype = Py_NewRef(dtypes[0]);
-    e->out1.rank = pl.out_rank;
-    memcpy(e->out1.dims, pl.out_dims, sizeof(int64_t) * (size_t)pl.out_rank);
-    e->out1.dst_align = (unsigned)(dst & 15);
-    p->kernel = odml_new_kernel(pl.kind);
-    memcpy(&p->p.k, &s.p, (size_t)s.size);
-    p->params = (uint64_t)(uintptr_t)&p->p.k;
-    p->function = fn;
-    p->grid = s.grid;
-    p->block = ODML_CUDA_THREADS;
-    p->shared = s.smem;
-    if (cuda_stream(torch, device, &stream) < 0 || launch_pass(e, p, ptr - (uint64_t)c.origin[0], dst, stream) < 0)
-        goto done;
-    /* (put_move_cuda records no origin past its address) */
-    if ((uint64_t)c.origin[0] <= ptr && enabled && (unsigned long long)gen == generation && store(&k, e) < 0) goto done;
-    result = Py_NewRef(out);
-    goto done;
-failed:
-    if (result || PyErr_Occurred()) goto done;
-route:
-    if (PyErr_Occurred()) drop_error();
-    result = Py_NewRef(Py_None);
-done:
-    Py_XDECREF(out);
-    Py_XDECREF(shapes[0]);
-    Py_XDECREF(dtypes[0]);
-    Py_XDECREF(dt);
-    Py_XDECREF(table_of);
-    Py_XDECREF(e);
-    return result;
+    return 1;
 }
 
 /* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
  * array, or a list or tuple of them), its other arguments call_args, made on the settings of generation `gen`; `how`
  * lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what the caller's
  * cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}}, the rest for `how`
- * (the family's: steps.c_settings or its tuple; the first five take cuda_plain_new's route).
- * The inputs read through the call's key (cuda_move_key: one snapshot of each), lowered in C, the outputs from the
- * framework's allocator, the launches queued on its current stream, and the call recorded as put_move_cuda records it
- * (where the cache is on and still in `gen`), so the next such call is a hit of cuda_move. Returns the output(s);
- * None, nothing run, wherever the Python route must run the call (what cuda_move leaves to it, no key, a lowering or
- * launch plan declined, a device not current, an output the allocator refuses or an input changed meanwhile); or the
- * name of a kernel `kernels` lacks for the device (nothing run: compile it and call again). */
+ * (the family's: steps.c_settings or its tuple, which the first five's one tuned launch does not read).
+ * The inputs read once, through the call's key (cuda_move_key: one snapshot of each), lowered in C, the outputs from
+ * the framework's allocator, the inputs read again (inputs_still_keyed), the launches queued on its current stream,
+ * and then, while they run, the call recorded as put_move_cuda records it (where the cache is on and still in `gen`),
+ * so the next such call is a hit of cuda_move. Returns the output(s); None, nothing run, wherever the Python route
+ * must run the call (what cuda_move leaves to it, no key, a lowering or launch plan declined, a device not current, an
+ * output the allocator refuses or an input changed meanwhile); or the name of a kernel `kernels` lacks for the device
+ * (nothing run: compile it and call again). */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen_o, int torch, PyObject *conf,
                    CudaNew *how) {
     PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *shapes[MAX_MOVE_IO] = {NULL};
@@ -797,8 +811,6 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     odml_move_prog *g = NULL;
     odml_move_launch *L = NULL;
     Entry *e = NULL;
-    if (how->plain && PyTuple_CheckExact(conf) && PyTuple_GET_SIZE(conf) >= 1)
-        return cuda_plain_new(op, xo, call_args, gen_o, torch, PyTuple_GET_ITEM(conf, 0), how->plain);
     if (!PyTuple_CheckExact(call_args) || exact_int(gen_o, &gen)
             || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) < 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(conf, 0))
             || cuda_inputs(xo, (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) {
@@ -847,14 +859,20 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
         aux[i] = L[i].index && L[i].aux ? table : 0;   /* (ix_owner and the scatter after it read the table) */
         if (L[i].index && L[i].aux && !table) goto route;
     }
-    if (!cuda_still_keyed(&k, torch, op, cargs, ncargs, in, n, seq, ptr)) goto route;
-    e = cuda_entry(torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked, n_all, aux);
-    if (!e || cuda_stream(torch, device, &stream) < 0) goto done;
+    if (!inputs_still_keyed(&k, at, torch, in, n, ptr)) goto route;
+    if (cuda_stream(torch, device, &stream) < 0) goto done;
     {
-        /* a checked call's wait comes last (below done), this call's host work done while its kernels run */
-        const int rc = cuda_entry_launch(e, ptr, dsts, stream, &wait);
+        /* the launches from the entry's image; the entry made while they run, and a checked call's wait last (below
+         * done), this call's host work done meanwhile */
+        Entry img;
+        Out img_outs[MAX_MOVE_IO];
+        Pass img_passes[ODML_MOVE_PROG_MAX_PASSES];
+        cuda_image(&img, img_outs, img_passes, torch, g, &c, L, nl, fn, shapes, dtypes, dsts, device, how->checked,
+                   n_all, aux);
+        const int rc = cuda_entry_launch(&img, ptr, dsts, stream, &wait);
         if (rc < 0) goto done;
         if (rc > 0) goto route;                 /* declined (the route runs the call) */
+        if (!(e = entry_of(&img))) goto done;
     }
     int fits = 1;                                   /* (put_move_cuda records no origin past its address) */
     for (int i = 0; i < n; i++) fits &= (uint64_t)c.origin[i] <= ptr[i];
@@ -1041,7 +1059,9 @@ static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
         PyObject *out = torch_cpu_new(args);
         if (out || PyErr_Occurred()) return with_deferred(out);
     }
-    FamilyNew how = {{family_lower, family_plan, 0, lowering & ODML_LOWER_PLAIN ? (int)lowering : 0}, (int)lowering};
+    FamilyNew how;                               /* (its plan made by family_lower where it is used: not zeroed) */
+    how.base = (CudaNew){family_lower, family_plan, 0};
+    how.lowering = (int)lowering;
     return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
 }
 #endif

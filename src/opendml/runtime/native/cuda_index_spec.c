@@ -391,19 +391,19 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     const int n = (int)sizeof L->name, nax = (int)p->naxes;
     int len;
     if (mode[0] == 't' || mode[3] == 's' || mode[0] == 'p') {
-        len = snprintf(L->name, n, "ix_reverse_%s<%s, %s, %d>", mode, W, index, k);
+        len = odml_name(L->name, n, "ix_reverse_%s<%s, %s, %d>", mode, W, index, k);
     } else if (mode[0] == 'r') {
-        len = snprintf(L->name, n, "ix_gather_row<%s, %s, %d, %d>", W, index, k, row == 1);
+        len = odml_name(L->name, n, "ix_gather_row<%s, %s, %d, %d>", W, index, k, row == 1);
         smem = row == 1 ? q->axes[0].bound * word : 0;
     } else if (spread) {
-        len = snprintf(L->name, n, "ix_gather_positions<%s, %s, %d, %d, %lld>", W, index, k, nax, (long long)items);
+        len = odml_name(L->name, n, "ix_gather_positions<%s, %s, %d, %d, %lld>", W, index, k, nax, (long long)items);
     } else if (!scatter) {
-        len = snprintf(L->name, n, "ix_gather<%s, %s, %d, %d, %d, %lld>", W, index, k, nax, ni, (long long)items);
+        len = odml_name(L->name, n, "ix_gather<%s, %s, %d, %d, %d, %lld>", W, index, k, nax, ni, (long long)items);
     } else if (members) {
-        len = snprintf(L->name, n, "ix_scatter_group<%s, %s, %d>", W, index, k);
+        len = odml_name(L->name, n, "ix_scatter_group<%s, %s, %d>", W, index, k);
         smem = 4 * q->axes[0].bound;
     } else {
-        len = snprintf(L->name, n, "ix_scatter<%s, %s, %d, %d, %d, %d, %lld>", W, index, owner, k, nax, ni,
+        len = odml_name(L->name, n, "ix_scatter<%s, %s, %d, %d, %d, %d, %lld>", W, index, owner, k, nax, ni,
                        (long long)items);
     }
     if (len < 0 || len >= n) return -1;
@@ -427,7 +427,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     L[1] = L[0];
     L->grid = (unsigned)odml_cdiv(n_outer, c->threads);
     L->scratch = slots;
-    len = snprintf(L->name, n, "ix_owner<%s, %d, %d>", index, k, nax);
+    len = odml_name(L->name, n, "ix_owner<%s, %d, %d>", index, k, nax);
     return len < 0 || len >= n || slots >= LIM32 ? -1 : 2;
 }
 

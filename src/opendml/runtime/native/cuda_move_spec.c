@@ -269,7 +269,7 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
                 const int64_t d[6] = {wp->sizes[i], wp->in_strides[i], wp->out_strides[i], 0, 0, 0};
                 memcpy(wk.d[i], d, sizeof d);
             }
-            snprintf(L->name, sizeof L->name, "move_wcopy<%d, %s, %lld>", wk.n, index_of(wp->count + THREADS * U),
+            odml_name(L->name, (int)sizeof L->name, "move_wcopy<%d, %s, %lld>", wk.n, index_of(wp->count + THREADS * U),
                      (long long)U);
             params_of(&wk, L);
             return grid_of(odml_cdiv(wp->count, THREADS * U), L);
@@ -277,13 +277,13 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
         if (c->via == 1 || (!tile && (w >= 16 || rev || pick))) goto copy_launch;
     }
     if (transpose_pass(k, c, &g, X, Y, &blocks)) {
-        snprintf(L->name, sizeof L->name, "move_transpose<%s, %d, %lld>", odml_scalar[es], g.n, (long long)c->transpose_tile);
+        odml_name(L->name, (int)sizeof L->name, "move_transpose<%s, %d, %lld>", odml_scalar[es], g.n, (long long)c->transpose_tile);
         extra_dims(&g, X, Y, 1, L);
         return grid_of(blocks, L);
     }
     if (tile) {
         const int64_t gc = count_of(&g), Y0[3] = {0, Y[1], Y[2]};
-        snprintf(L->name, sizeof L->name, "move_tile<%s, %d, %s, %lld, %lld>", odml_scalar[es], g.n, index_of(gc + THREADS),
+        odml_name(L->name, (int)sizeof L->name, "move_tile<%s, %d, %s, %lld, %lld>", odml_scalar[es], g.n, index_of(gc + THREADS),
                  (long long)R, (long long)V);
         extra_dims(&g, X, Y0, 0, L);
         return grid_of(odml_cdiv(gc, THREADS), L);
@@ -308,7 +308,7 @@ static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
     L->dst = k->dst;
     if (k->fill) {
         const int64_t items = move_items(des, des);
-        snprintf(L->name, sizeof L->name, "move_fill<%s, %d, %s, %lld>", odml_scalar[des], nd,
+        odml_name(L->name, (int)sizeof L->name, "move_fill<%s, %d, %s, %lld>", odml_scalar[des], nd,
                  index_of(count + THREADS * items), (long long)items);
         params_of(k, L);
         L->src = -1;
@@ -327,12 +327,12 @@ static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
     if (conv && !maps && c->cvt_unroll > 0 && nd == 1 && k->d[0][1] == 1 && k->d[0][2] == 1) {
         const int64_t U = c->cvt_unroll, flags = c->cvt_flags;
         if (flags & 2) return -1;                      /* a persistent grid: sized by the device (Python) */
-        snprintf(L->name, sizeof L->name, "move_cvt<%s, %s, %s, %lld, %lld, %lld, %d, %lld, %lld>", odml_scalar[ses], odml_scalar[des],
+        odml_name(L->name, (int)sizeof L->name, "move_cvt<%s, %s, %s, %lld, %lld, %lld, %d, %lld, %lld>", odml_scalar[ses], odml_scalar[des],
                  index_of(count + THREADS * V * U), (long long)V, (long long)k->st, (long long)k->dt, k->sb,
                  (long long)U, (long long)flags);
         return grid_of(odml_cdiv(count, THREADS * V * U), L);
     }
-    snprintf(L->name, sizeof L->name, "move_vec<%s, %s, %d, %s, %lld, %lld, %lld, %d, %d>", odml_scalar[ses], odml_scalar[des], nd,
+    odml_name(L->name, (int)sizeof L->name, "move_vec<%s, %s, %d, %s, %lld, %lld, %lld, %d, %d>", odml_scalar[ses], odml_scalar[des], nd,
              index_of(count + THREADS * V), (long long)V, (long long)k->st, (long long)k->dt, k->sb, maps);
     return grid_of(odml_cdiv(count, THREADS * V), L);
 }
@@ -393,19 +393,19 @@ static int pad_step(const odml_move_prog *g, const odml_move_cuda_conf *c, odml_
     if (pad_words_ok(&k)) {
         if (c->fuse == 2 && W * es >= c->padr_min_bytes) {
             const int64_t *P = es >= 4 ? c->pad_rows : c->pad_rows_small;
-            snprintf(L->name, sizeof L->name, "move_padr<%s, %d, %lld, %lld, %lld>", odml_scalar[es], k.n, (long long)P[0],
+            odml_name(L->name, (int)sizeof L->name, "move_padr<%s, %d, %lld, %lld, %lld>", odml_scalar[es], k.n, (long long)P[0],
                      (long long)P[1], (long long)P[2]);
             return grid_of(odml_cdiv(rows, THREADS / 32), L);
         }
         if (c->fuse == 2 || c->fuse == 3) {
             const int64_t U = c->pad_words[0];
             if (U < 1) return -1;
-            snprintf(L->name, sizeof L->name, "move_padw<%s, %d, %lld, %lld>", odml_scalar[es], k.n, (long long)U,
+            odml_name(L->name, (int)sizeof L->name, "move_padw<%s, %d, %lld, %lld>", odml_scalar[es], k.n, (long long)U,
                      (long long)c->pad_words[1]);
             return grid_of(odml_cdiv(count / (16 / es) + 2, THREADS * U), L);
         }
     }
-    snprintf(L->name, sizeof L->name, "move_pad<%s, %d, %s>", odml_scalar[es], k.n, index_of(rows + 8));
+    odml_name(L->name, (int)sizeof L->name, "move_pad<%s, %d, %s>", odml_scalar[es], k.n, index_of(rows + 8));
     return grid_of(odml_cdiv(rows, THREADS / 32), L);
 }
 

@@ -1,5 +1,5 @@
 /* odml_new_cuda (newshape.h): the CUDA launch of a new shape's plan, in C, so that a PyTorch CUDA tensor
- * of a never-seen shape is planned, allocated and launched in one C call (calls_move_new.c, cuda_plain_new).
+ * of a never-seen shape is planned, allocated and launched in one C call (calls_move_new.c, cuda_new).
  *
  * It is runtime/cuda/tuned.py's launch_spec for the plan the operator lowers, decision for decision: the copy's
  * canonical form widened to the largest word (word_plan), UNFOLD's choice among unfold1d_tile, unfold_tile

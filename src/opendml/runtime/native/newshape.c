@@ -8,6 +8,7 @@
  * here: the plans come from validated descriptions. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -478,6 +479,42 @@ static PyObject *ints_seq(const int64_t *v, Py_ssize_t n, int list) {
 }
 
 PyObject *odml_ints_tuple(const int64_t *v, Py_ssize_t n) { return ints_seq(v, n, 0); }
+
+int odml_name(char *out, int n, const char *fmt, ...) {
+    va_list v;
+    char digits[24];
+    int len = 0;
+    va_start(v, fmt);
+    for (const char *f = fmt; *f; f++) {
+        const char *put = f;
+        size_t m = 1;
+        if (*f == '%') {
+            long long x;
+            if (f[1] == 's') {
+                put = va_arg(v, const char *);
+                m = strlen(put);
+                f += 1;
+            } else if (f[1] == 'd' || (f[1] == 'l' && f[2] == 'l' && f[3] == 'd')) {
+                x = f[1] == 'd' ? va_arg(v, int) : va_arg(v, long long);
+                f += f[1] == 'd' ? 1 : 3;
+                unsigned long long u = x < 0 ? 0 - (unsigned long long)x : (unsigned long long)x;
+                char *d = digits + sizeof digits;
+                do *--d = (char)('0' + u % 10); while (u /= 10);
+                if (x < 0) *--d = '-';
+                put = d;
+                m = (size_t)(digits + sizeof digits - d);
+            } else {
+                len = -1;
+                break;
+            }
+        }
+        for (size_t i = 0; i < m; i++, len++)
+            if (len < n - 1) out[len] = put[i];
+    }
+    va_end(v);
+    if (n > 0 && len >= 0) out[len < n ? len : n - 1] = 0;
+    return len;
+}
 
 static PyObject *ints_list(const int64_t *v, Py_ssize_t n) { return ints_seq(v, n, 1); }
 

@@ -209,6 +209,24 @@ static int lower_gather(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t 
     return 0;
 }
 
+/* The one pass of an element-wise gather along axis a (gather_elements' and reverse_subsequences' _index_passes):
+ * x read at the positions of `sizes` (x's, but along a) through the index `ind` at strides istr (an index or, mode
+ * IX_REVERSE_LENGTH, a length), written to the packed output of that natural shape. */
+static void ix_along(ix_prog *g, const ix_in *x, int a, const int64_t *sizes, const ix_in *ind, const int64_t *istr,
+                     int64_t mode) {
+    int64_t src[IX_RANK], os[IX_RANK];
+    for (int d = 0; d < x->n; d++) src[d] = d == a ? 0 : x->strides[d];
+    ix_packed(sizes, x->n, os);
+    idx_params *p = ix_pass(g, 0, 0, x->type, x->n, sizes);
+    p->src_offset = x->origin;
+    memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)x->n);
+    memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
+    ix_position(p, ind, 1, istr, x->strides[a], x->shape[a], mode, IX_CLAMP, mode == IX_REVERSE_LENGTH ? a : 0);
+    g->out_type = x->type;
+    g->out_rank = x->n;
+    memcpy(g->out_dims, sizes, sizeof(int64_t) * (size_t)x->n);
+}
+
 /* Mirrors index_ops._gather_elements and ops/gather_elements.py's GatherElementsOperatorDesc
  * (__post_init__, _index_passes) for (x, indices) and (check_indices, axis). */
 static int lower_gather_elements(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
@@ -216,21 +234,10 @@ static int lower_gather_elements(ix_in *x, ix_in *ind, PyObject *const *args, Py
     if (nargs != 2 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n != x->n || (a = ix_axis(args[1], x->n)) < 0
             || (check && !ix_reads_all(ind)))
         return -1;
-    int64_t src[IX_RANK], os[IX_RANK];
-    for (int d = 0; d < x->n; d++) {
+    for (int d = 0; d < x->n; d++)
         if (d != a && ind->shape[d] != x->shape[d]) return -1;
-        src[d] = d == a ? 0 : x->strides[d];
-    }
-    ix_packed(ind->shape, ind->n, os);
-    idx_params *p = ix_pass(g, 0, 0, x->type, x->n, ind->shape);
-    p->src_offset = x->origin;
-    memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)x->n);
-    memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
-    ix_position(p, ind, 1, ind->strides, x->strides[a], x->shape[a], IX_POSITION, IX_CLAMP, 0);
+    ix_along(g, x, a, ind->shape, ind, ind->strides, IX_POSITION);
     g->checked[0] = check;
-    g->out_type = x->type;
-    g->out_rank = ind->n;
-    memcpy(g->out_dims, ind->shape, sizeof(int64_t) * (size_t)ind->n);
     return 0;
 }
 
@@ -273,21 +280,12 @@ static int lower_reverse(ix_in *x, ix_in *len, PyObject *const *args, Py_ssize_t
     if (nargs != 1 || x->n < 1 || (a = ix_axis(args[0], x->n)) < 0) return -1;
     if (len->n == x->n - 1) ix_insert(len, a, 1);
     if (len->n != x->n) return -1;
-    int64_t src[IX_RANK], lstr[IX_RANK], os[IX_RANK];
+    int64_t lstr[IX_RANK];
     for (int d = 0; d < x->n; d++) {
         if (len->shape[d] != (d == a ? 1 : x->shape[d])) return -1;
-        src[d] = d == a ? 0 : x->strides[d];
         lstr[d] = d == a ? 0 : len->strides[d];
     }
-    ix_packed(x->shape, x->n, os);
-    idx_params *p = ix_pass(g, 0, 0, x->type, x->n, x->shape);
-    p->src_offset = x->origin;
-    memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)x->n);
-    memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
-    ix_position(p, len, 1, lstr, x->strides[a], x->shape[a], IX_REVERSE_LENGTH, IX_CLAMP, a);
-    g->out_type = x->type;
-    g->out_rank = x->n;
-    memcpy(g->out_dims, x->shape, sizeof(int64_t) * (size_t)x->n);
+    ix_along(g, x, a, x->shape, len, lstr, IX_REVERSE_LENGTH);
     return 0;
 }
 
