@@ -21,15 +21,14 @@ every index function's docstring says (``ops._index.INDICES_DOC`` and
 ``CHECK_INDICES_DOC``); ``one_hot`` and ``reverse_subsequences`` check
 nothing (``ops._index``'s docstring says what they do out of range).
 
-A repeated call (same function, ``check_indices``, dtypes, shapes, byte
-strides and exact int/None arguments) is served by the one C call cache
-(see "The C call cache" below). A never-seen call on NumPy arrays, plain
-PyTorch CPU or CUDA tensors or CuPy arrays is validated, lowered, run and
-recorded in C (``runtime.calls.index_new``) by the same rules, to the same
-passes, launches, bytes and errors as the route; on CUDA a scatter needing
-scratch, a checked call whose index array is broadcast and a checked call
-made while its stream is captured into a CUDA graph take the route (which
-checks the indices first, reading their extremes back from the device).
+A repeated call is served by the C call cache (see "The C call cache"
+below). A never-seen call on NumPy arrays, plain PyTorch CPU or CUDA
+tensors or CuPy arrays is validated, lowered, run and recorded in C
+(``runtime.calls.index_new``) by the same rules, to the same passes,
+launches, bytes and errors as the route; on CUDA a scatter that sorts, a
+checked call whose index array is broadcast and a checked call made while
+its stream is captured into a CUDA graph take the route (which checks the
+indices first, reading their extremes back from the device).
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
@@ -245,31 +244,16 @@ def _like(a, x, where: str):
 
 # -- The C call cache ------------------------------------------------------------------------------------
 
-# Each function first offers its call to the one C call cache
-# (``runtime.calls.move``, runtime/native/calls_move.c) on NumPy arrays,
-# PyTorch CPU and CUDA tensors and CuPy arrays: its arrays as one
-# tuple (the key reads each one's dtype, shape and byte strides; on CUDA also
-# its device and alignment class), then its other arguments as given (exact
-# ints, None and bools key; anything else is not served). A hit returns the
-# new output before any Python runs; at a miss ``offer`` gives the call to
-# the C new-shape route (``_C_INDEX``); None sends the call to its route. The
-# route records the calls the cache can hold (``run``): on the CPU
-# (NumPy arrays, and plain PyTorch CPU tensors through NumPy views of them)
-# the move program's passes as index.c's parameters (``_record``), with the
-# index check fused into the passes that read the checked indices (a bad
-# index makes the served call answer None, and the route then raises its
-# error naming the first one); on CUDA the index kernels' launches
-# (``arrays/cuda.move``), a checked call's kernels setting a flag in
-# host-mapped memory for an index out of range, which the served call reads
-# once they have read every index (set: None, and the route raises). A checked
-# call whose index array is broadcast (``_broadcast``) is checked by the
-# route (``check``, its indices' extremes read back), then run as the same
-# call unchecked from C (``_checked_on_gpu``).
-# Every ``opendml.configure()`` empties the cache (``configure(call_cache=
-# False)`` stops the serving of repeats and the recording; a never-seen shape
-# is still lowered in C, ``offer``; the NumPy kernels record nothing); a replaced
-# ``engine.execute`` (a spy) or a backend whose ``prepare`` was replaced on
-# the instance is given every call.
+# ``offer`` gives each call to the C call cache first (runtime/native/calls_move.c): its arrays as one tuple
+# (keyed by dtype, shape and byte strides; on CUDA also device and alignment class), then its other arguments
+# as given (exact ints, None and bools key; anything else is not served). The route records what the cache
+# can hold (``run``): on the CPU the passes as index.c's parameters (``_record``), the index check fused into
+# the passes that read the checked indices; on CUDA the index kernels' launches (``arrays/cuda.move``), a
+# checked call's kernels setting a flag in host-mapped memory. A served call whose check fails answers None,
+# and the route raises the error naming the first bad index. A checked call whose index array is broadcast
+# (``_broadcast``) is checked by the route, then run unchecked from C (``_checked_on_gpu``). Every
+# ``opendml.configure()`` empties the cache (``call_cache=False`` stops serving and recording; a never-seen
+# shape is still lowered in C); a replaced ``engine.execute`` or backend ``prepare`` is given every call.
 
 _OPS = _calls.OPS
 #: The functions with an index check (``check_indices``: the keyword-only switch, their first argument
@@ -278,9 +262,7 @@ CHECKED = _CHECKED = _calls.CHECKED
 _EXECUTE = engine._EXECUTE
 _move = _calls.move
 _INDEX_PASS = 2                          # put_move's pass kind of index.c's kernel
-
-
-#: The functions whose never-seen shapes on the CPU are lowered in C (runtime/native/newshape_index.c,
+#: The functions whose never-seen shapes are lowered in C (runtime/native/newshape_index.c,
 #: ``runtime.calls.index_new``; the operator class's ``C_INDEX`` is its number there): operator code ->
 #: (that number, the element types their tables take at the newest level: bit 16 * j + t for DataType t
 #: of the j-th array offered).

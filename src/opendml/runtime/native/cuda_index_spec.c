@@ -48,8 +48,8 @@ static int distinct(const int64_t (*d)[2], int n) {
     }
 }
 
-/* numpy_kernels.outer_count */
-static int outer_count(const idx_params *p) {
+/* numpy_kernels.outer_count (newshape_index.c's passes read it too) */
+int odml_ix_outer(const idx_params *p) {
     int k = (int)p->rank;
     for (; k > 0; k--) {
         int reads = 0;
@@ -250,7 +250,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     if (!es || p->accumulate || p->rank > ODML_IX_RANK || p->naxes < 1 || p->naxes > ODML_IX_AXES
             || c->threads != 256)
         return -1;
-    int k = outer_count(p);
+    int k = odml_ix_outer(p);
     if (scatter && !constant && !disjoint(p, k)) k = (int)p->rank;
     int same = scatter;
     for (int d = 0; d < k; d++) same &= p->sizes[d] <= 1 || p->src_strides[d] == 0;

@@ -86,39 +86,8 @@ static void ix_packed(const int64_t *sizes, int n, int64_t *strides) {
     }
 }
 
-/* numpy_kernels._distinct: whether the positions of sizes reach distinct elements through strides. */
-static int ix_distinct(const int64_t *sizes, const int64_t *strides, int n) {
-    int64_t span = 0, done = 0;
-    for (;;) {                                  /* the dimensions of more than one position, by stride magnitude */
-        int best = -1;
-        for (int d = 0; d < n; d++) {
-            const int64_t t = strides[d] < 0 ? -strides[d] : strides[d];
-            if (sizes[d] > 1 && !(done >> d & 1) &&
-                (best < 0 || t < (strides[best] < 0 ? -strides[best] : strides[best])))
-                best = d;
-        }
-        if (best < 0) return 1;
-        done |= (int64_t)1 << best;
-        const int64_t t = strides[best] < 0 ? -strides[best] : strides[best];
-        if (t <= span) return 0;
-        span += (sizes[best] - 1) * t;
-    }
-}
-
-/* numpy_kernels.outer_count: the leading dimensions that read an index (the rest move as one block). */
-static int64_t ix_outer(const idx_params *p) {
-    int64_t k = p->rank;
-    for (; k > 0; k--) {
-        const int64_t d = k - 1;
-        int reads = 0;
-        for (int64_t a = 0; a < p->naxes; a++)
-            reads |= (p->axes[a].strides[d] && p->sizes[d] > 1) ||
-                     (p->axes[a].mode == IX_REVERSE_LENGTH && p->axes[a].axis == d);
-        if (reads) break;
-    }
-    if (p->kind == 1 && !ix_distinct(p->sizes + k, p->dst_strides + k, (int)(p->rank - k))) return p->rank;
-    return k;
-}
+/* numpy_kernels.outer_count: the leading dimensions that read an index (cuda_index_spec.c). */
+int odml_ix_outer(const idx_params *p);
 
 /* cpu.backend.index_params / index_ops._pass_params for one pass: the common fields. */
 static idx_params *ix_pass(ix_prog *g, int kind, int src, int64_t type, int rank, const int64_t *sizes) {
@@ -487,7 +456,7 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
     for (int i = 0; i < g.n_pass; i++) {
         Pass *mp = &e->passes[i];
         idx_params *p = &g.p[i];
-        p->outer = p->outer ? p->outer : ix_outer(p);
+        p->outer = p->outer ? p->outer : odml_ix_outer(p);
         IndexPass *ip = PyMem_Calloc(1, sizeof *ip);
         if (!ip) {
             PyErr_NoMemory();
@@ -583,7 +552,7 @@ static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args,
     for (int i = 0; i < g->n_pass; i++) {
         idx_params *p = &g->p[i];
         IndexPass ip;
-        p->outer = p->outer ? p->outer : ix_outer(p);
+        p->outer = p->outer ? p->outer : odml_ix_outer(p);
         if (!ix_fits(p, g->src[i], c->n, in_size, c->span, count, &ip)) return -1;
     }
     out->n_out = 1;
