@@ -251,7 +251,7 @@ def _like(a, x, where: str):
 # the passes that read the checked indices; on CUDA the index kernels' launches (``arrays/cuda.move``), a
 # checked call's kernels setting a flag in host-mapped memory. A served call whose check fails answers None,
 # and the route raises the error naming the first bad index. A checked call whose index array is broadcast
-# (``_broadcast``) is checked by the route, then run unchecked from C (``_checked_on_gpu``). Every
+# (``_broadcast``) is checked by the route, then offered to C unchecked (``run``). Every
 # ``opendml.configure()`` empties the cache (``call_cache=False`` stops serving and recording; a never-seen
 # shape is still lowered in C); a replaced ``engine.execute`` or backend ``prepare`` is given every call.
 
@@ -429,25 +429,6 @@ def _broadcast(a) -> bool:
     return any(n > 1 and t == 0 for n, t in zip(a.shape, strides))
 
 
-def _checked_on_gpu(name: str, given, args: tuple, since: int):
-    """A checked call on CUDA memory whose index array is broadcast
-    (``_broadcast``: the kernels' fused check would not cover it) and whose
-    indices its ``arguments`` found in range (``check``, on the device):
-    run as the same call with ``check_indices=False`` (the same bytes: no
-    index is clamped), served from the C call cache or lowered and launched
-    in C (``offer``'s routes, keyed and recorded as that unchecked call), so
-    that only the check is paid in Python. None where C declines it (the
-    route then runs it)."""
-    op, plain = _OPS[name], (False, *args[1:])
-    if engine.execute is not _EXECUTE:
-        return None
-    out = _move(op, given, *plain)
-    c = _C_INDEX.get(op)
-    if out is not None or c is None or "prepare" in get_backend("cpu").__dict__:
-        return out
-    return _index_new(op, c[0], c[1], given, plain, since, CACHE_MIN_BYTES)
-
-
 def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = ()):
     """Run ``make``'s description on ``arrays``; ``fields`` (every value
     ``make`` reads besides the arrays' dtypes and shapes) lets the NumPy
@@ -469,7 +450,9 @@ def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = (
             return out
         if _cuda_record(given):
             if name in _CHECKED and args[0] and _broadcast(given[1]):
-                out = _checked_on_gpu(name, given, args, since)
+                # its indices found in range by ``arguments`` (``check``, on the device), the same call
+                # unchecked (the same bytes: no index is clamped), served or lowered in C as that call
+                out = offer(_OPS[name], given, (False, *args[1:]))
                 if out is not None:
                     return out
             else:   # the launches, keyed by the inputs as given (a checked call's kernels checking its indices)

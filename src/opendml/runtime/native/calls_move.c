@@ -313,32 +313,25 @@ static int int64_item(PyObject *seq, Py_ssize_t i, int64_t *v) {
 
 /* The elements a tuned kernel's block (code, k) writes, or -1 where that count leaves 2^59. */
 static int64_t tuned_count(int code, const odml_kernel_params *k) {
-    int64_t n = 1;
-    const int64_t *f;
+    int64_t f[2 + ODML_MAX_SPATIAL], n = 1;
     int m = 0;
     switch (code) {
     case ODML_KERNEL_COPY: return k->copy.count;
     case ODML_KERNEL_SCATTER: return k->scatter.count;
-    case ODML_KERNEL_WINDOWS: {                 /* (N, C*K, B) */
-        const int64_t w[4] = {k->windows.batch, k->windows.channels, k->windows.window_count,
-                              k->windows.block_count};
-        for (int i = 0; i < 4; i++)
-            if (w[i] < 0 || !odml_mul_le(n, w[i], ODML_LIMIT / 8)) return -1; else n *= w[i];
-        return n;
-    }
+    case ODML_KERNEL_WINDOWS:                   /* (N, C*K, B) */
+        f[m++] = k->windows.batch, f[m++] = k->windows.channels;
+        f[m++] = k->windows.window_count, f[m++] = k->windows.block_count;
+        break;
     case ODML_KERNEL_WINDOW_SUMS:               /* (N, C, *spatial) */
         if (k->window_sums.dims < 1 || k->window_sums.dims > ODML_MAX_SPATIAL) return -1;
-        f = &k->window_sums.batch;
-        for (m = 0; m < 2; m++)
-            if (f[m] < 0 || !odml_mul_le(n, f[m], ODML_LIMIT / 8)) return -1; else n *= f[m];
-        for (m = 0; m < (int)k->window_sums.dims; m++) {
-            const int64_t s = k->window_sums.dim[m].size;
-            if (s < 0 || !odml_mul_le(n, s, ODML_LIMIT / 8)) return -1;
-            n *= s;
-        }
-        return n;
+        f[m++] = k->window_sums.batch, f[m++] = k->window_sums.channels;
+        for (int i = 0; i < (int)k->window_sums.dims; i++) f[m++] = k->window_sums.dim[i].size;
+        break;
+    default: return -1;
     }
-    return -1;
+    for (int i = 0; i < m; i++)
+        if (f[i] < 0 || !odml_mul_le(n, f[i], ODML_LIMIT / 8)) return -1; else n *= f[i];
+    return n;
 }
 
 #define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)

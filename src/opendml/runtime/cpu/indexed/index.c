@@ -451,15 +451,6 @@ int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const
     return !((!p->has_value && (s0 < 0 || s1 >= src_len)) || d0 < 0 || d1 >= dst_len);
 }
 
-/* 0, or -1 where the pass could leave a bound range (checked once, before anything moves). *bad: set where a mode-0
- * index value lies outside its dimension (see coordinate). */
-int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
-                   const char* const* idx, const int64_t* idx_len, int* bad) {
-    if (!odml_index_fits(p, src_len, dst_len, idx_len)) return -1;
-    odml_index_move(p, src, dst, idx, bad);
-    return 0;
-}
-
 void odml_index_move(const idx_params* p, const char* src, char* dst, const char* const* idx, int* bad) {
     const int64_t r = p->rank, outer = p->outer;
     for (int64_t k = 0; k < r; k++) if (p->sizes[k] == 0) return;
@@ -563,11 +554,12 @@ PyObject* odml_py_index_run_pass(PyObject* self, PyObject* args) {
         idx_len[a] = PyLong_AsLongLong(PyTuple_GET_ITEM(lens, a));
         if (PyErr_Occurred()) return NULL;
     }
-    int rc, bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    rc = odml_index_run(&p, (const char*)(uintptr_t)src_addr, src_len, (char*)(uintptr_t)dst_addr, dst_len, idx, idx_len, &bad);
+    int fits, bad = 0;
+    Py_BEGIN_ALLOW_THREADS                           /* the reach checked once, before anything moves */
+    fits = odml_index_fits(&p, src_len, dst_len, idx_len);
+    if (fits) odml_index_move(&p, (const char*)(uintptr_t)src_addr, (char*)(uintptr_t)dst_addr, idx, &bad);
     Py_END_ALLOW_THREADS
-    if (rc != 0)
+    if (!fits)
         return PyErr_Format(PyExc_RuntimeError, "opendml internal error: an index pass reaches outside a bound "
                             "range (the plan's spans were not checked)");
     Py_RETURN_NONE;
