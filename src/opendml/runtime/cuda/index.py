@@ -15,23 +15,16 @@ compiled per word size, index width and exact counts of outer dimensions,
 index axes and inner dimensions. How each kind runs:
 
 * ``Gather``: the destination's words, each thread reading its position's
-  indices once (``ix_gather``); an element-wise one (every dimension reads
-  an index: ``gather_elements``) a block a row where the last dimension
-  reads no source (``ix_gather_row``: gather_elements along rows, the source
-  row staged in shared memory where it fits), else ``POSITION_ITEMS``
-  positions a thread (``ix_gather_positions``; below ``POSITION_MIN``
-  positions one a thread, ``ix_gather``); an element-wise reversal of
-  subsequences walks columns down the reversed axis (``_column_walk``),
-  staged in shared memory a block a column set of 128-byte lines (32-byte
-  sectors where those do not fit) with each column's length read once
-  (``ix_reverse_tile``); a reversal along rows (a length a row) of whole
-  16-byte pieces of 2-, 4- or 8-byte words, contiguous on both sides, in
-  place like a copy, ``REVERSE_ROWS`` bytes a block (``ix_reverse_pieces``),
-  other rows with ``REVERSE_ROWS`` bytes of rows staged a block
-  (``ix_reverse_rows``).
-  With ``last_only`` the positions' source
-  blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
-  position that is not the last (row-major) of its run writes 0.
+  indices once (``ix_gather``; from ``POSITION_MIN`` positions on an
+  element-wise one moves ``POSITION_ITEMS`` a thread: ``ix_gather_positions``).
+  Element-wise gathers along rows run a block a row (``ix_gather_row``,
+  ``_row``); a reversal of subsequences along an earlier axis walks column
+  sets staged in shared memory (``ix_reverse_tile``: ``_column_walk``,
+  ``_tile``), one along rows moves whole 16-byte pieces in place or stages
+  rows (``ix_reverse_pieces``, ``ix_reverse_rows``: ``_pieces``, ``_rows``).
+  With ``last_only`` the positions' source blocks are numbered (``ix_keys``)
+  and stably sorted (CuPy's ``argsort``); a position that is not the last
+  (row-major) of its run writes 0.
 * ``Scatter`` of a constant (``value``), or whose positions all read one
   source block (ONE_HOT's on value), without accumulation: every position
   writes the same bytes, in any order (``ix_scatter``).

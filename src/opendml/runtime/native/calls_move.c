@@ -763,9 +763,8 @@ int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts,
     if (e->checked && odml_cuda_check_begin(stream, &slot, &flag, fin) < 0) return 1;
     for (int i = 0; i < e->n_pass; i++)         /* the last checked launch says when the check is done */
         if (e->passes[i].kernel == PASS_INDEX && e->passes[i].n_flag) last = i;
-    /* only a small grid's: a long kernel outlasts the spin (cuda_launch.c's CHECK_SPIN_NS), and waiting for
-     * the stream after a spun-out wait cost a checked 1M-row embedding lookup 43 us (0.586 ms against 0.543
-     * with the stream alone, H200); at CHECK_SPIN_GRID blocks an index kernel moves at most ~64 MB */
+    /* only a small grid's: a long kernel outlasts the spin (cuda_launch.c's CHECK_SPIN_NS), and a wait for the
+     * stream after a spun-out one costs more than the stream alone; CHECK_SPIN_GRID blocks move at most ~64 MB */
     if (last >= 0 && (!fin[0] || e->passes[last].index_size < (int)sizeof(odml_ix_params)
                       || e->passes[last].grid > CHECK_SPIN_GRID))
         last = -1;

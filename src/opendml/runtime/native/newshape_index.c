@@ -501,7 +501,7 @@ static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
     return result;
 }
 
-/* -- New shapes on CUDA memory: PyTorch CUDA tensors and CuPy arrays (issue 33) ------------------------- */
+/* -- New shapes on CUDA memory: PyTorch CUDA tensors and CuPy arrays -------------------------------------- */
 
 /* cuda_new's lowering and launches of an index function (`which`, `types` as index_new takes them). */
 typedef struct {
