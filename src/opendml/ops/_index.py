@@ -240,10 +240,6 @@ class _OfPrimal(IndexOperatorDesc):
     DEFAULT_INPUT_START = 1
     SUPPORT = support({"1_0": (1, 8)}, types={"1_0": TYPES_4_1}, IndicesTensor={"1_0": INDEX_TYPES_3_0})
 
-    @property
-    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
-        return (1,)
-
     def linear_part(self):
         return self
 

@@ -498,27 +498,21 @@ class PassPlan:
     """``plan_pass``'s answer."""
     smem = 0
 
-    def launch(self):
-        """``(kernel name, parameter bytes, grid, shared bytes)`` of the one
-        launch of a mode that needs no scratch (what the C mirror plans);
-        None for the other modes; () where it launches nothing."""
+    def launches(self):
+        """What the C mirror plans, ``(name, parameter bytes, grid, shared
+        bytes, scratch, aux)`` a launch: the one launch of a mode that needs
+        no scratch (scratch 0, aux 0), or the owner mode's two (``ix_owner``
+        with ``slots`` zeroed 32-bit words of scratch, then the scatter, both
+        reading it through their ``aux`` field: aux 1); None for the sort
+        mode; () where nothing is launched."""
         q = self.params
         if q.n_outer == 0 or q.total == 0:
             return ()
         one = one_kernel(self.mode, q, self.smem)
-        return None if one is None else (self.main, bytes(q), -(-one[0] // THREADS), one[1])
-
-    def launches(self):
-        """What the C mirror plans, ``(name, parameter bytes, grid, shared
-        bytes, scratch, aux)`` a launch: the one launch of ``launch`` (scratch
-        0, aux 0), or the owner mode's two (``ix_owner`` with ``slots``
-        zeroed 32-bit words of scratch, then the scatter, both reading it
-        through their ``aux`` field: aux 1); None for the sort mode; () where
-        nothing is launched."""
-        one = self.launch()
-        if one is not None or self.mode != "owner":
-            return one if not one else ((*one, 0, 0),)
-        q = self.params
+        if one is not None:
+            return ((self.main, bytes(q), -(-one[0] // THREADS), one[1], 0, 0),)
+        if self.mode != "owner":
+            return None
         return ((self.names[1], bytes(q), -(-q.n_outer // THREADS), 0, self.slots, 1),
                 (self.main, bytes(q), -(-q.total // THREADS), 0, 0, 1))
 
