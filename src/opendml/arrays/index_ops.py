@@ -280,10 +280,11 @@ def offer(op: int, given: tuple, args: tuple):
     """A call offered to C: a repeat served from the call cache; a never-seen
     shape of a function with a C lowering (``_C_INDEX``) on NumPy arrays,
     plain PyTorch CPU or CUDA tensors or CuPy arrays lowered, run and
-    recorded there (the passes ``_record`` records; on CUDA the launches). None (nothing run) sends the call to its Python
-    route, which raises whatever it raises: a replaced ``engine.execute``, the
-    NumPy kernels or a replaced ``prepare``, anything C declines, and a
-    checked index out of range (the route's error names the first one)."""
+    recorded there (the passes ``_record`` records; on CUDA the launches).
+    None (nothing run) sends the call to its Python route, which raises
+    whatever it raises: a replaced ``engine.execute``, the NumPy kernels or a
+    replaced ``prepare``, anything C declines, and a checked index out of
+    range (the route's error names the first one)."""
     if engine.execute is not _EXECUTE:
         return None
     out = _move(op, given, *args)
@@ -404,18 +405,13 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     checked = name in _CHECKED and bool(args[0])
     passes = [p for p in plan.passes if p.count]
-    params = []
-    for p in passes:
-        got = _pass_params(plan, p, checked and type(p) in (Gather, Scatter))
-        if got is None:
-            return None
-        params.append(got)
-    if checked and not _reads_all(plan, passes, arrays):
+    params = tuple(_pass_params(plan, p, checked and type(p) in (Gather, Scatter)) for p in passes)
+    if None in params or (checked and not _reads_all(plan, passes, arrays)):
         return None
     dtype = desc.outputs[0].data_type.numpy_dtype
     origins = tuple(origin * a.itemsize for a, (_, (_, origin), _) in zip(arrays, prepared))
     out = ((tuple(shape), dtype, math.prod(shape) * dtype.itemsize >= CACHE_MIN_BYTES),)
-    if not _calls.put_move(name, views, args, out, origins, tuple(params), False, since):
+    if not _calls.put_move(name, views, args, out, origins, params, False, since):
         return None
     return _move(_OPS[name], given, *args)
 

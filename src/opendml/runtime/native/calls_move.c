@@ -504,7 +504,27 @@ PyObject *torch_view(PyObject *t) {
 
 #define MAX_MOVE_ARGS 16
 
-static PyObject *torch_outputs(PyObject *result);
+/* result (taken: NumPy output(s), or None or NULL as they are) handed to torch.from_numpy, as the Python route does */
+static PyObject *torch_outputs(PyObject *result) {
+    if (!result || result == Py_None) return result;
+    if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result); i++) {
+            PyObject *a = PyList_GET_ITEM(result, i);     /* held: from_numpy runs Python code */
+            Py_INCREF(a);
+            PyObject *t = PyObject_CallOneArg(t_from_numpy, a);
+            Py_DECREF(a);
+            if (!t) {
+                Py_DECREF(result);
+                return NULL;
+            }
+            PyList_SetItem(result, i, t);                     /* steals t, releases the array */
+        }
+        return result;
+    }
+    PyObject *t = PyObject_CallOneArg(t_from_numpy, result);
+    Py_DECREF(result);
+    return t;
+}
 
 /* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or move_new for a new shape) run on views of the
  * tensors args[xi] (the Python route records it on the same views: the same key), its outputs handed to
@@ -538,28 +558,6 @@ PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn f
     result = fn(call, nargs);
     Py_DECREF(view);
     return torch_outputs(result);
-}
-
-/* result (taken: NumPy output(s), or None or NULL as they are) handed to torch.from_numpy, as the Python route does */
-static PyObject *torch_outputs(PyObject *result) {
-    if (!result || result == Py_None) return result;
-    if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result); i++) {
-            PyObject *a = PyList_GET_ITEM(result, i);     /* held: from_numpy runs Python code */
-            Py_INCREF(a);
-            PyObject *t = PyObject_CallOneArg(t_from_numpy, a);
-            Py_DECREF(a);
-            if (!t) {
-                Py_DECREF(result);
-                return NULL;
-            }
-            PyList_SetItem(result, i, t);                     /* steals t, releases the array */
-        }
-        return result;
-    }
-    PyObject *t = PyObject_CallOneArg(t_from_numpy, result);
-    Py_DECREF(result);
-    return t;
 }
 
 static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return numpy_move(args, nargs, 0); }
