@@ -557,13 +557,12 @@ class IndexPass:
         (offsets of src, dst and idx in the block, the inputs the index axes
         read, where the check's flag address goes: ``checked``, the array
         API's index check, else none))``; the cache patches this call's
-        addresses into a copy of the block and launches the kernel (a
-        checked call then waits until its kernels have checked every index,
-        ``ix_finish``, and reads the flag). Where
-        the pass needs scratch (the owner and sort modes) the function is 0
-        and the cache calls this object instead (its launches take no flag:
-        ``put_move_cuda`` records no checked call holding one). None where
-        it launches nothing."""
+        addresses into a copy of the block and launches the kernel (a checked
+        call then waits until its kernels have checked every index,
+        ``ix_finish``, and reads the flag). Where the pass needs scratch (the
+        owner and sort modes) the function is 0 and the cache calls this
+        object instead (its launches take no flag: ``put_move_cuda`` records
+        no checked call holding one). None where it launches nothing."""
         p, q = self.pass_, self.params
         if q.n_outer == 0 or q.total == 0:
             return None
