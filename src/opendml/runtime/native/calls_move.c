@@ -442,17 +442,16 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
             continue;
         }
         if (kind == 2) {                         /* an index-driven pass: index.c's parameters */
-            IndexPass *ip = pb.len == (Py_ssize_t)sizeof(idx_params) ? PyMem_Calloc(1, sizeof *ip) : NULL;
-            if (ip) memcpy(&ip->p, pb.buf, sizeof ip->p);
             const int sized = pb.len == (Py_ssize_t)sizeof(idx_params);
+            IndexPass *ip = sized ? PyMem_Calloc(1, sizeof *ip) : NULL;
+            if (ip) memcpy(&ip->p, pb.buf, sizeof ip->p);
             PyBuffer_Release(&pb);
             if (!sized) PUT_MOVE_FAIL("an index pass's parameters must be the bytes of idx_params (index.h)");
-            if (!ip) {
+            if (!(mp->index = ip)) {
                 PyErr_NoMemory();
                 goto fail;
             }
             mp->kernel = PASS_INDEX;
-            mp->index = ip;
             if (!index_pass_fits(mp, ip, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
             continue;
         }
