@@ -172,9 +172,7 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
         w = v.astype(np.int64)
         bad = (w < -n) | (w >= n)
     if bad.any():
-        flat = int(np.argmax(bad.reshape(-1)))
-        pos = np.unravel_index(flat, v.shape)
-        at = tuple(int(p) for p in pos)
+        at = tuple(int(p) for p in np.unravel_index(int(np.argmax(bad)), v.shape))   # the first, row-major
         bound = int(np.broadcast_to(n, v.shape)[at])
         lo = -bound if v.dtype.kind == "i" else 0
         raise ValidationError(f"{where}: {name}[{', '.join(map(str, at))}] = {int(v[at])} is out of range: it must "

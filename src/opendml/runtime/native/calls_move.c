@@ -658,8 +658,7 @@ int cuda_framework(PyObject *x) {
  * checks and the copy, so a list changed later cannot mislead the key. */
 int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq) {
     if (Py_TYPE(x) == type) {
-        Py_INCREF(x);
-        in[0] = x;
+        in[0] = Py_NewRef(x);
         *n = 1;
         *seq = 0;
         return 0;
@@ -669,10 +668,7 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
     if (!items || m < 1 || m > MAX_MOVE_IO) return -1;
     for (Py_ssize_t i = 0; i < m; i++)
         if (Py_TYPE(items[i]) != type) return -1;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        Py_INCREF(items[i]);
-        in[i] = items[i];
-    }
+    for (Py_ssize_t i = 0; i < m; i++) in[i] = Py_NewRef(items[i]);
     *n = (int)m;
     *seq = 1;
     return 0;
@@ -868,8 +864,7 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
                             "(and the flag offsets of a checked pass, which needs a function)");
         return -1;
     }
-    Py_INCREF(launch);
-    s->launch = launch;
+    s->launch = Py_NewRef(launch);
     return 0;
 }
 
@@ -1003,10 +998,8 @@ static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, P
             if (v < 0) PUT_CUDA_MOVE_FAIL("an output's sizes must be >= 0");
         }
         if (!torch && !PyArray_DescrCheck(dtype)) PUT_CUDA_MOVE_FAIL("a CuPy output's dtype must be a NumPy dtype");
-        Py_INCREF(shape);
-        e->outs[i].shape = shape;
-        Py_INCREF(dtype);
-        e->outs[i].dtype = dtype;
+        e->outs[i].shape = Py_NewRef(shape);
+        e->outs[i].dtype = Py_NewRef(dtype);
         e->outs[i].dst_align = (unsigned)align;
     }
     for (Py_ssize_t i = 0; i < n_step; i++) {
@@ -1036,8 +1029,7 @@ static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, P
         s->block = (unsigned)v[2];
         s->shared = (unsigned)v[3];
         s->params = v[4];
-        Py_INCREF(launch_obj);
-        s->launch = launch_obj;
+        s->launch = Py_NewRef(launch_obj);
     }
     return stored(&k, e);
 fail:
