@@ -21,15 +21,14 @@ every index function's docstring says (``ops._index.INDICES_DOC`` and
 ``CHECK_INDICES_DOC``); ``one_hot`` and ``reverse_subsequences`` check
 nothing (``ops._index``'s docstring says what they do out of range).
 
-A repeated call (same function, ``check_indices``, dtypes, shapes, byte
-strides and exact int/None arguments) is served by the one C call cache
-(see "The C call cache" below). A never-seen call on NumPy arrays, plain
-PyTorch CPU or CUDA tensors or CuPy arrays is validated, lowered, run and
-recorded in C (``runtime.calls.index_new``) by the same rules, to the same
-passes, launches, bytes and errors as the route; on CUDA a scatter needing
-scratch, a checked call whose index array is broadcast and a checked call
-made while its stream is captured into a CUDA graph take the route (which
-checks the indices first, reading their extremes back from the device).
+A repeated call is served by the C call cache (see "The C call cache"
+below). A never-seen call on NumPy arrays, plain PyTorch CPU or CUDA
+tensors or CuPy arrays is validated, lowered, run and recorded in C
+(``runtime.calls.index_new``) by the same rules, to the same passes,
+launches, bytes and errors as the route; on CUDA a scatter that sorts, a
+checked call whose index array is broadcast and a checked call made while
+its stream is captured into a CUDA graph take the route (which checks the
+indices first, reading their extremes back from the device).
 
 Differentiation (PyTorch autograd, JAX): where the data type is a float type
 the gathers, the scatters and ``reverse_subsequences`` are linear in their
@@ -173,9 +172,7 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
         w = v.astype(np.int64)
         bad = (w < -n) | (w >= n)
     if bad.any():
-        flat = int(np.argmax(bad.reshape(-1)))
-        pos = np.unravel_index(flat, v.shape)
-        at = tuple(int(p) for p in pos)
+        at = tuple(int(p) for p in np.unravel_index(int(np.argmax(bad)), v.shape))   # the first, row-major
         bound = int(np.broadcast_to(n, v.shape)[at])
         lo = -bound if v.dtype.kind == "i" else 0
         raise ValidationError(f"{where}: {name}[{', '.join(map(str, at))}] = {int(v[at])} is out of range: it must "
@@ -245,31 +242,16 @@ def _like(a, x, where: str):
 
 # -- The C call cache ------------------------------------------------------------------------------------
 
-# Each function first offers its call to the one C call cache
-# (``runtime.calls.move``, runtime/native/calls_move.c) on NumPy arrays,
-# PyTorch CPU and CUDA tensors and CuPy arrays: its arrays as one
-# tuple (the key reads each one's dtype, shape and byte strides; on CUDA also
-# its device and alignment class), then its other arguments as given (exact
-# ints, None and bools key; anything else is not served). A hit returns the
-# new output before any Python runs; at a miss ``offer`` gives the call to
-# the C new-shape route (``_C_INDEX``); None sends the call to its route. The
-# route records the calls the cache can hold (``run``): on the CPU
-# (NumPy arrays, and plain PyTorch CPU tensors through NumPy views of them)
-# the move program's passes as index.c's parameters (``_record``), with the
-# index check fused into the passes that read the checked indices (a bad
-# index makes the served call answer None, and the route then raises its
-# error naming the first one); on CUDA the index kernels' launches
-# (``arrays/cuda.move``), a checked call's kernels setting a flag in
-# host-mapped memory for an index out of range, which the served call reads
-# once they have read every index (set: None, and the route raises). A checked
-# call whose index array is broadcast (``_broadcast``) is checked by the
-# route (``check``, its indices' extremes read back), then run as the same
-# call unchecked from C (``_checked_on_gpu``).
-# Every ``opendml.configure()`` empties the cache (``configure(call_cache=
-# False)`` stops the serving of repeats and the recording; a never-seen shape
-# is still lowered in C, ``offer``; the NumPy kernels record nothing); a replaced
-# ``engine.execute`` (a spy) or a backend whose ``prepare`` was replaced on
-# the instance is given every call.
+# ``offer`` gives each call to the C call cache first (runtime/native/calls_move.c): its arrays as one tuple
+# (keyed by dtype, shape and byte strides; on CUDA also device and alignment class), then its other arguments
+# as given (exact ints, None and bools key; anything else is not served). The route records what the cache
+# can hold (``run``): on the CPU the passes as index.c's parameters (``_record``), the index check fused into
+# the passes that read the checked indices; on CUDA the index kernels' launches (``arrays/cuda.move``), a
+# checked call's kernels setting a flag in host-mapped memory. A served call whose check fails answers None,
+# and the route raises the error naming the first bad index. A checked call whose index array is broadcast
+# (``_broadcast``) is checked by the route, then offered to C unchecked (``run``). Every
+# ``opendml.configure()`` empties the cache (``call_cache=False`` stops serving and recording; a never-seen
+# shape is still lowered in C); a replaced ``engine.execute`` or backend ``prepare`` is given every call.
 
 _OPS = _calls.OPS
 #: The functions with an index check (``check_indices``: the keyword-only switch, their first argument
@@ -278,9 +260,7 @@ CHECKED = _CHECKED = _calls.CHECKED
 _EXECUTE = engine._EXECUTE
 _move = _calls.move
 _INDEX_PASS = 2                          # put_move's pass kind of index.c's kernel
-
-
-#: The functions whose never-seen shapes on the CPU are lowered in C (runtime/native/newshape_index.c,
+#: The functions whose never-seen shapes are lowered in C (runtime/native/newshape_index.c,
 #: ``runtime.calls.index_new``; the operator class's ``C_INDEX`` is its number there): operator code ->
 #: (that number, the element types their tables take at the newest level: bit 16 * j + t for DataType t
 #: of the j-th array offered).
@@ -298,10 +278,11 @@ def offer(op: int, given: tuple, args: tuple):
     """A call offered to C: a repeat served from the call cache; a never-seen
     shape of a function with a C lowering (``_C_INDEX``) on NumPy arrays,
     plain PyTorch CPU or CUDA tensors or CuPy arrays lowered, run and
-    recorded there (the passes ``_record`` records; on CUDA the launches). None (nothing run) sends the call to its Python
-    route, which raises whatever it raises: a replaced ``engine.execute``, the
-    NumPy kernels or a replaced ``prepare``, anything C declines, and a
-    checked index out of range (the route's error names the first one)."""
+    recorded there (the passes ``_record`` records; on CUDA the launches).
+    None (nothing run) sends the call to its Python route, which raises
+    whatever it raises: a replaced ``engine.execute``, the NumPy kernels or a
+    replaced ``prepare``, anything C declines, and a checked index out of
+    range (the route's error names the first one)."""
     if engine.execute is not _EXECUTE:
         return None
     out = _move(op, given, *args)
@@ -422,18 +403,13 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
     checked = name in _CHECKED and bool(args[0])
     passes = [p for p in plan.passes if p.count]
-    params = []
-    for p in passes:
-        got = _pass_params(plan, p, checked and type(p) in (Gather, Scatter))
-        if got is None:
-            return None
-        params.append(got)
-    if checked and not _reads_all(plan, passes, arrays):
+    params = tuple(_pass_params(plan, p, checked and type(p) in (Gather, Scatter)) for p in passes)
+    if None in params or (checked and not _reads_all(plan, passes, arrays)):
         return None
     dtype = desc.outputs[0].data_type.numpy_dtype
     origins = tuple(origin * a.itemsize for a, (_, (_, origin), _) in zip(arrays, prepared))
     out = ((tuple(shape), dtype, math.prod(shape) * dtype.itemsize >= CACHE_MIN_BYTES),)
-    if not _calls.put_move(name, views, args, out, origins, tuple(params), False, since):
+    if not _calls.put_move(name, views, args, out, origins, params, False, since):
         return None
     return _move(_OPS[name], given, *args)
 
@@ -445,25 +421,6 @@ def _broadcast(a) -> bool:
     (newshape_index.c's ``ix_reads_all``)."""
     strides = a.stride() if callable(getattr(a, "stride", None)) else a.strides
     return any(n > 1 and t == 0 for n, t in zip(a.shape, strides))
-
-
-def _checked_on_gpu(name: str, given, args: tuple, since: int):
-    """A checked call on CUDA memory whose index array is broadcast
-    (``_broadcast``: the kernels' fused check would not cover it) and whose
-    indices its ``arguments`` found in range (``check``, on the device):
-    run as the same call with ``check_indices=False`` (the same bytes: no
-    index is clamped), served from the C call cache or lowered and launched
-    in C (``offer``'s routes, keyed and recorded as that unchecked call), so
-    that only the check is paid in Python. None where C declines it (the
-    route then runs it)."""
-    op, plain = _OPS[name], (False, *args[1:])
-    if engine.execute is not _EXECUTE:
-        return None
-    out = _move(op, given, *plain)
-    c = _C_INDEX.get(op)
-    if out is not None or c is None or "prepare" in get_backend("cpu").__dict__:
-        return out
-    return _index_new(op, c[0], c[1], given, plain, since, CACHE_MIN_BYTES)
 
 
 def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = ()):
@@ -487,7 +444,9 @@ def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = (
             return out
         if _cuda_record(given):
             if name in _CHECKED and args[0] and _broadcast(given[1]):
-                out = _checked_on_gpu(name, given, args, since)
+                # its indices found in range by ``arguments`` (``check``, on the device), the same call
+                # unchecked (the same bytes: no index is clamped), served or lowered in C as that call
+                out = offer(_OPS[name], given, (False, *args[1:]))
                 if out is not None:
                     return out
             else:   # the launches, keyed by the inputs as given (a checked call's kernels checking its indices)

@@ -40,9 +40,6 @@ T = DataType
 #: The index types from feature level 3_0 (INT64, INT32, UINT64, UINT32); UINT32 only before.
 INDEX_TYPES_3_0 = frozenset({T.INT64, T.INT32, T.UINT64, T.UINT32})
 INDEX_TYPES_1_0 = frozenset({T.UINT32})
-#: Any integer type an index tensor may have at some level.
-INDEX_TYPES = INDEX_TYPES_3_0
-
 
 #: The index functions' shared parameter entries (NumPy style), for their bindings' docstrings.
 INDICES_DOC = """indices : integer array
@@ -109,7 +106,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
     INDEX_ATTR = "indices_tensor"
     DEFAULT_INPUT_START = 0
     #: The integer types the index tensor may have at any level.
-    INDEX_ANY_LEVEL = INDEX_TYPES
+    INDEX_ANY_LEVEL = INDEX_TYPES_3_0
 
     @property
     def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802 - the ``_spec`` declaration's name
@@ -156,13 +153,11 @@ class IndexOperatorDesc(MoveOperatorDesc):
                 f"level {newest.label} (supported: "
                 f"{', '.join(t.name for t in sorted(self.SUPPORT[-1].types_of(self.INDEX_SLOT)))})")
         named = dict(self.named_tensors("input") + self.named_tensors("output"))
-        if data_slots:
-            first = named[data_slots[0]]
-            for name in data_slots[1:]:
-                t = named[name]
-                if t.data_type != first.data_type:
-                    raise self._err(f"{name}.DataType must equal {data_slots[0]}.DataType; "
-                                    f"got {t.data_type.name} != {first.data_type.name}")
+        for name in data_slots[1:]:
+            t, first = named[name], named[data_slots[0]]
+            if t.data_type != first.data_type:
+                raise self._err(f"{name}.DataType must equal {data_slots[0]}.DataType; "
+                                f"got {t.data_type.name} != {first.data_type.name}")
 
     def _same_rank(self, name: str, tensor, inp: TensorDesc) -> TensorDesc:
         """``tensor`` (the slot ``name``) is a TensorDesc of InputTensor's
@@ -244,10 +239,6 @@ class _OfPrimal(IndexOperatorDesc):
     TYPE_VALUE = -1
     DEFAULT_INPUT_START = 1
     SUPPORT = support({"1_0": (1, 8)}, types={"1_0": TYPES_4_1}, IndicesTensor={"1_0": INDEX_TYPES_3_0})
-
-    @property
-    def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802
-        return (1,)
 
     def linear_part(self):
         return self

@@ -15,23 +15,16 @@ compiled per word size, index width and exact counts of outer dimensions,
 index axes and inner dimensions. How each kind runs:
 
 * ``Gather``: the destination's words, each thread reading its position's
-  indices once (``ix_gather``); an element-wise one (every dimension reads
-  an index: ``gather_elements``) a block a row where the last dimension
-  reads no source (``ix_gather_row``: gather_elements along rows, the source
-  row staged in shared memory where it fits), else ``POSITION_ITEMS``
-  positions a thread (``ix_gather_positions``; below ``POSITION_MIN``
-  positions one a thread, ``ix_gather``); an element-wise reversal of
-  subsequences walks columns down the reversed axis (``_column_walk``),
-  staged in shared memory a block a column set of 128-byte lines (32-byte
-  sectors where those do not fit) with each column's length read once
-  (``ix_reverse_tile``); a reversal along rows (a length a row) of whole
-  16-byte pieces of 2-, 4- or 8-byte words, contiguous on both sides, in
-  place like a copy, ``REVERSE_ROWS`` bytes a block (``ix_reverse_pieces``),
-  other rows with ``REVERSE_ROWS`` bytes of rows staged a block
-  (``ix_reverse_rows``).
-  With ``last_only`` the positions' source
-  blocks are numbered (``ix_keys``) and stably sorted (CuPy's ``argsort``); a
-  position that is not the last (row-major) of its run writes 0.
+  indices once (``ix_gather``; from ``POSITION_MIN`` positions on an
+  element-wise one moves ``POSITION_ITEMS`` a thread: ``ix_gather_positions``).
+  Element-wise gathers along rows run a block a row (``ix_gather_row``,
+  ``_row``); a reversal of subsequences along an earlier axis walks column
+  sets staged in shared memory (``ix_reverse_tile``: ``_column_walk``,
+  ``_tile``), one along rows moves whole 16-byte pieces in place or stages
+  rows (``ix_reverse_pieces``, ``ix_reverse_rows``: ``_pieces``, ``_rows``).
+  With ``last_only`` the positions' source blocks are numbered (``ix_keys``)
+  and stably sorted (CuPy's ``argsort``); a position that is not the last
+  (row-major) of its run writes 0.
 * ``Scatter`` of a constant (``value``), or whose positions all read one
   source block (ONE_HOT's on value), without accumulation: every position
   writes the same bytes, in any order (``ix_scatter``).
@@ -95,7 +88,7 @@ OWNER_SLOTS = 1 << 24
 SCATTER_VIA = "auto"
 #: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode
 #: itself (its table from the framework's allocator); False leaves that mode
-#: to this module's IndexPass (the Python route), as before session 17.
+#: to this module's IndexPass (the Python route).
 OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
@@ -109,45 +102,15 @@ POSITION_MIN = 1 << 18
 COLUMN_WALK = REVERSE_TILE = True
 #: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of
 #: this width where the tile fits TILE_SMEM, else halved down to 128 bytes,
-#: else 32-byte sectors). (512, 256, 512) float32 reversed along axis 1 (a
-#: length a (512, 512) column: 256 rows, 64 KiB tiles of 256-byte lines) on
-#: an H200 (session 19, two runs): 256 bytes 0.83-0.85 / 0.88 of copy
-#: against 128 bytes' 0.81-0.82 / 0.85, 64 bytes 0.67-0.70 / 0.72; along
-#: axis 0 (512 rows) 256 bytes takes 128: the same 0.77 / 0.80. Earlier, on an H200
-#: (copy 4256 GB/s), (512, 256, 512) float32 reversed along axis 0 (a
-#: length a column, 537 MB moved): 128 bytes 0.159 ms, 0.79 of copy (3
-#: blocks of 64 KiB a multiprocessor: index.cu's IX_TILE_BLOCKS; 0.72-0.735
-#: with the 2 blocks its registers allowed before); 64 bytes 0.69; 256 bytes
-#: (128 KiB, TILE_SMEM raised: 1 block) 0.55. Measured and taken out: the
-#: column set split over a cluster of 2-8 blocks, each staging its share of
-#: the rows and reading the others' from distributed shared memory (256-1024
-#: byte rows at 32-64 KiB a block) 0.15-0.42; bulk copies (cp.async.bulk on
-#: an mbarrier, each column reversed in place, bulk copies back) 0.78; a set
-#: too tall for a tile split over two blocks, each staging the half of the
-#: rows its output rows read (256-byte lines of 512 rows in 64 KiB), 0.69-0.75
-#: against 0.82-0.83 (session 22: the pair reads 1.8x the sectors from L2).
-#: With index.cu's 8-byte stores (session 22, two runs), axis 1 at 256 bytes
-#: 0.920 -> 0.932 of a 256 MiB copy, at 128 bytes 0.924-0.930.
+#: else 32-byte sectors). benchmarks/RESULTS.md has the widths and the
+#: variants measured (clusters, bulk copies, half sets: all slower).
 REVERSE_BYTES = 256
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
 #: Bytes of rows a block of a reversal along rows (one length a row) stages
 #: (``ix_reverse_rows``: as many whole rows as fit, up to 64), or moves in
 #: place (``ix_reverse_pieces``, rows under 32 words); 0: that reversal runs
-#: as ``ix_gather_positions``. On an H200 (session 20), (4096, 4096, 8)
-#: float32 along rows in place, 32 KiB, a warp whole rows: 0.87-0.90 of copy
-#: (index.cu's ix_reverse_pieces says more); before (session 19, two runs), a
-#: piece a thread: 16, 32 and 64 KiB 0.56-0.60 of copy, ``ix_gather_positions`` 0.34; (512, 256, 512) float32 read in place
-#: 0.82-0.83 (32-128 KiB; 16 KiB 0.79, 8 KiB 0.65) against staged 0.86 (16 and 32 KiB;
-#: another machine 0.92 / 0.91). Earlier, on an H200, (512, 256, 512)
-#: float32 reversed along rows, rows written a 16-byte piece a thread: 16 KiB
-#: 0.93 of copy, 32 KiB 0.92 (0.140 ms, copy 4175 GB/s), 64 KiB 0.90 (float64
-#: 0.96); a word a thread (as float16 still is) 8 KiB 0.70, 16 KiB
-#: 0.81-0.84, 32 KiB 0.86-0.89, 64 KiB 0.82, 0 (``ix_gather_positions``)
-#: 0.32; read in place, 16 bytes a thread, 0.86; bulk copies in and out
-#: 0.81-0.82. (A two-buffer pipeline of column sets
-#: for the other axes measured 0.54 against the single tile's 0.72-0.79 and
-#: was taken out.)
+#: as ``ix_gather_positions``. benchmarks/RESULTS.md has the sizes measured.
 REVERSE_ROWS = 32 * 1024
 #: Whether an element-wise gather along a row runs a block a row
 #: (``ix_gather_row``, _row), and stages the source row in shared memory
@@ -312,8 +275,7 @@ def _row(q, k: int, word: int) -> int:
     (it does not: not one clamping index axis, or the last outer dimension
     reads the source, or rows too short to fill a block), 1 (the source
     row's ``bound`` words staged in shared memory) or 2 (read in place).
-    (A reversal along rows of 512 ran slower this way than ``ix_gather_positions``
-    on an H200, 0.427 ms against 0.394: it keeps the latter.)"""
+    (A reversal, mode 1, keeps ``ix_gather_positions``: faster there.)"""
     if not GATHER_ROW or k < 1 or q.naxes != 1 or q.axes[0].mode != 0 or q.src_strides[k - 1]:
         return 0
     n, bound = q.sizes[k - 1], q.axes[0].bound
@@ -450,14 +412,9 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
     off, strides = (q.dst_offset, q.dst_strides) if scatter else (q.src_offset, q.src_strides)
     lo = hi = off
     div = 0
-    for d in range(k):
-        t, n = strides[d], p.sizes[d]
+    for n, t in [*zip(p.sizes[:k], strides[:k]), *((ix.bound, ix.stride // f) for ix in p.indices)]:
         if n > 1 and t:
             lo, hi, div = lo + min(0, (n - 1) * t), hi + max(0, (n - 1) * t), math.gcd(div, abs(t))
-    for ix in p.indices:
-        t = ix.stride // f
-        if ix.bound > 1 and t:
-            lo, hi, div = lo + min(0, (ix.bound - 1) * t), hi + max(0, (ix.bound - 1) * t), math.gcd(div, abs(t))
     div = div or 1
     q.key_base, q.key_div = lo, div
     s.slots = (hi - lo) // div + 1
@@ -541,27 +498,21 @@ class PassPlan:
     """``plan_pass``'s answer."""
     smem = 0
 
-    def launch(self):
-        """``(kernel name, parameter bytes, grid, shared bytes)`` of the one
-        launch of a mode that needs no scratch (what the C mirror plans);
-        None for the other modes; () where it launches nothing."""
+    def launches(self):
+        """What the C mirror plans, ``(name, parameter bytes, grid, shared
+        bytes, scratch, aux)`` a launch: the one launch of a mode that needs
+        no scratch (scratch 0, aux 0), or the owner mode's two (``ix_owner``
+        with ``slots`` zeroed 32-bit words of scratch, then the scatter, both
+        reading it through their ``aux`` field: aux 1); None for the sort
+        mode; () where nothing is launched."""
         q = self.params
         if q.n_outer == 0 or q.total == 0:
             return ()
         one = one_kernel(self.mode, q, self.smem)
-        return None if one is None else (self.main, bytes(q), -(-one[0] // THREADS), one[1])
-
-    def launches(self):
-        """What the C mirror plans, ``(name, parameter bytes, grid, shared
-        bytes, scratch, aux)`` a launch: the one launch of ``launch`` (scratch
-        0, aux 0), or the owner mode's two (``ix_owner`` with ``slots``
-        zeroed 32-bit words of scratch, then the scatter, both reading it
-        through their ``aux`` field: aux 1); None for the sort mode; () where
-        nothing is launched."""
-        one = self.launch()
-        if one is not None or self.mode != "owner":
-            return one if not one else ((*one, 0, 0),)
-        q = self.params
+        if one is not None:
+            return ((self.main, bytes(q), -(-one[0] // THREADS), one[1], 0, 0),)
+        if self.mode != "owner":
+            return None
         return ((self.names[1], bytes(q), -(-q.n_outer // THREADS), 0, self.slots, 1),
                 (self.main, bytes(q), -(-q.total // THREADS), 0, 0, 1))
 
@@ -592,15 +543,13 @@ class IndexPass:
 
     def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs, relaxed):
         s = plan_pass(plan, p, src_ptrs, dst_ptrs)
-        self.backend, self.pass_, self.scatter = backend, p, s.scatter
+        self.backend, self.pass_, self.scatter, self.names, self.main = backend, p, s.scatter, s.names, s.main
         self.mode, self.slots, self.key_t, self.smem = s.mode, s.slots, s.key_t, s.smem
-        names, main = s.names, s.main
+        self.params, self.const, self.word = s.params, s.const, s.word
         with backend.device:
-            self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in names}
+            self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in s.names}
             if self.smem > 48 * 1024:                  # above the default: the kernel opts in
-                backend.cupy.cuda.driver.funcSetAttribute(self.functions[main], 8, self.smem)   # MAX_DYNAMIC_SHARED
-        self.names = names
-        self.main, self.params, self.const, self.word = main, s.params, s.const, s.word
+                backend.cupy.cuda.driver.funcSetAttribute(self.functions[s.main], 8, self.smem)   # MAX_DYNAMIC_SHARED
 
     def call_cache_step(self, checked: bool = False):
         """This pass as the C call cache records it (``calls.put_move_cuda``):
@@ -608,27 +557,23 @@ class IndexPass:
         (offsets of src, dst and idx in the block, the inputs the index axes
         read, where the check's flag address goes: ``checked``, the array
         API's index check, else none))``; the cache patches this call's
-        addresses into a copy of the block and launches the kernel (a
-        checked call then waits until its kernels have checked every index,
-        ``ix_finish``, and reads the flag). Where
-        the pass needs scratch (the owner and sort modes) the function is 0
-        and the cache calls this object instead (its launches take no flag:
-        ``put_move_cuda`` records no checked call holding one). None where
-        it launches nothing."""
+        addresses into a copy of the block and launches the kernel (a checked
+        call then waits until its kernels have checked every index,
+        ``ix_finish``, and reads the flag). Where the pass needs scratch (the
+        owner and sort modes) the function is 0 and the cache calls this
+        object instead (its launches take no flag: ``put_move_cuda`` records
+        no checked call holding one). None where it launches nothing."""
         p, q = self.pass_, self.params
         if q.n_outer == 0 or q.total == 0:
             return None
         at = (IndexParams.src.offset, IndexParams.dst.offset, IndexParams.idx.offset,
               tuple(ix.index for ix in p.indices), flag_offsets(len(p.indices)) if checked else ())
         src = -1 if self.const else p.src
-        one = self._one_kernel(q)
+        one = one_kernel(self.mode, q, self.smem)
         if one is None:
             return 0, 0, 0, 0, b"", src, p.dst, self, at[:4] + ((),)
         count, smem = one
         return self.functions[self.main], -(-count // THREADS), THREADS, smem, bytes(q), src, p.dst, self, at
-
-    def _one_kernel(self, q):
-        return one_kernel(self.mode, q, self.smem)
 
     def _launch(self, name: str, count: int, q, stream_ptr: int, smem: int = 0) -> None:
         if count <= 0:
@@ -647,7 +592,7 @@ class IndexPass:
         for a, ix in enumerate(p.indices):
             q.idx[a] = src_ptrs[ix.index]
         backend = self.backend
-        one = self._one_kernel(q)
+        one = one_kernel(self.mode, q, self.smem)
         if one is not None:
             with backend.device:
                 self._launch(self.main, one[0], q, stream_ptr, one[1])

@@ -313,32 +313,25 @@ static int int64_item(PyObject *seq, Py_ssize_t i, int64_t *v) {
 
 /* The elements a tuned kernel's block (code, k) writes, or -1 where that count leaves 2^59. */
 static int64_t tuned_count(int code, const odml_kernel_params *k) {
-    int64_t n = 1;
-    const int64_t *f;
+    int64_t f[2 + ODML_MAX_SPATIAL], n = 1;
     int m = 0;
     switch (code) {
     case ODML_KERNEL_COPY: return k->copy.count;
     case ODML_KERNEL_SCATTER: return k->scatter.count;
-    case ODML_KERNEL_WINDOWS: {                 /* (N, C*K, B) */
-        const int64_t w[4] = {k->windows.batch, k->windows.channels, k->windows.window_count,
-                              k->windows.block_count};
-        for (int i = 0; i < 4; i++)
-            if (w[i] < 0 || !odml_mul_le(n, w[i], ODML_LIMIT / 8)) return -1; else n *= w[i];
-        return n;
-    }
+    case ODML_KERNEL_WINDOWS:                   /* (N, C*K, B) */
+        f[m++] = k->windows.batch, f[m++] = k->windows.channels;
+        f[m++] = k->windows.window_count, f[m++] = k->windows.block_count;
+        break;
     case ODML_KERNEL_WINDOW_SUMS:               /* (N, C, *spatial) */
         if (k->window_sums.dims < 1 || k->window_sums.dims > ODML_MAX_SPATIAL) return -1;
-        f = &k->window_sums.batch;
-        for (m = 0; m < 2; m++)
-            if (f[m] < 0 || !odml_mul_le(n, f[m], ODML_LIMIT / 8)) return -1; else n *= f[m];
-        for (m = 0; m < (int)k->window_sums.dims; m++) {
-            const int64_t s = k->window_sums.dim[m].size;
-            if (s < 0 || !odml_mul_le(n, s, ODML_LIMIT / 8)) return -1;
-            n *= s;
-        }
-        return n;
+        f[m++] = k->window_sums.batch, f[m++] = k->window_sums.channels;
+        for (int i = 0; i < (int)k->window_sums.dims; i++) f[m++] = k->window_sums.dim[i].size;
+        break;
+    default: return -1;
     }
-    return -1;
+    for (int i = 0; i < m; i++)
+        if (f[i] < 0 || !odml_mul_le(n, f[i], ODML_LIMIT / 8)) return -1; else n *= f[i];
+    return n;
 }
 
 #define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)
@@ -449,17 +442,16 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
             continue;
         }
         if (kind == 2) {                         /* an index-driven pass: index.c's parameters */
-            IndexPass *ip = pb.len == (Py_ssize_t)sizeof(idx_params) ? PyMem_Calloc(1, sizeof *ip) : NULL;
-            if (ip) memcpy(&ip->p, pb.buf, sizeof ip->p);
             const int sized = pb.len == (Py_ssize_t)sizeof(idx_params);
+            IndexPass *ip = sized ? PyMem_Calloc(1, sizeof *ip) : NULL;
+            if (ip) memcpy(&ip->p, pb.buf, sizeof ip->p);
             PyBuffer_Release(&pb);
             if (!sized) PUT_MOVE_FAIL("an index pass's parameters must be the bytes of idx_params (index.h)");
-            if (!ip) {
+            if (!(mp->index = ip)) {
                 PyErr_NoMemory();
                 goto fail;
             }
             mp->kernel = PASS_INDEX;
-            mp->index = ip;
             if (!index_pass_fits(mp, ip, span, in_size, count, out_size, n_in, (int)n_out)) goto refuse;
             continue;
         }
@@ -511,7 +503,27 @@ PyObject *torch_view(PyObject *t) {
 
 #define MAX_MOVE_ARGS 16
 
-static PyObject *torch_outputs(PyObject *result);
+/* result (taken: NumPy output(s), or None or NULL as they are) handed to torch.from_numpy, as the Python route does */
+static PyObject *torch_outputs(PyObject *result) {
+    if (!result || result == Py_None) return result;
+    if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result); i++) {
+            PyObject *a = PyList_GET_ITEM(result, i);     /* held: from_numpy runs Python code */
+            Py_INCREF(a);
+            PyObject *t = PyObject_CallOneArg(t_from_numpy, a);
+            Py_DECREF(a);
+            if (!t) {
+                Py_DECREF(result);
+                return NULL;
+            }
+            PyList_SetItem(result, i, t);                     /* steals t, releases the array */
+        }
+        return result;
+    }
+    PyObject *t = PyObject_CallOneArg(t_from_numpy, result);
+    Py_DECREF(result);
+    return t;
+}
 
 /* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or move_new for a new shape) run on views of the
  * tensors args[xi] (the Python route records it on the same views: the same key), its outputs handed to
@@ -545,28 +557,6 @@ PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn f
     result = fn(call, nargs);
     Py_DECREF(view);
     return torch_outputs(result);
-}
-
-/* result (taken: NumPy output(s), or None or NULL as they are) handed to torch.from_numpy, as the Python route does */
-static PyObject *torch_outputs(PyObject *result) {
-    if (!result || result == Py_None) return result;
-    if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result); i++) {
-            PyObject *a = PyList_GET_ITEM(result, i);     /* held: from_numpy runs Python code */
-            Py_INCREF(a);
-            PyObject *t = PyObject_CallOneArg(t_from_numpy, a);
-            Py_DECREF(a);
-            if (!t) {
-                Py_DECREF(result);
-                return NULL;
-            }
-            PyList_SetItem(result, i, t);                     /* steals t, releases the array */
-        }
-        return result;
-    }
-    PyObject *t = PyObject_CallOneArg(t_from_numpy, result);
-    Py_DECREF(result);
-    return t;
 }
 
 static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return numpy_move(args, nargs, 0); }
@@ -668,8 +658,7 @@ int cuda_framework(PyObject *x) {
  * checks and the copy, so a list changed later cannot mislead the key. */
 int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq) {
     if (Py_TYPE(x) == type) {
-        Py_INCREF(x);
-        in[0] = x;
+        in[0] = Py_NewRef(x);
         *n = 1;
         *seq = 0;
         return 0;
@@ -679,10 +668,7 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
     if (!items || m < 1 || m > MAX_MOVE_IO) return -1;
     for (Py_ssize_t i = 0; i < m; i++)
         if (Py_TYPE(items[i]) != type) return -1;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        Py_INCREF(items[i]);
-        in[i] = items[i];
-    }
+    for (Py_ssize_t i = 0; i < m; i++) in[i] = Py_NewRef(items[i]);
     *n = (int)m;
     *seq = 1;
     return 0;
@@ -770,9 +756,8 @@ int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts,
     if (e->checked && odml_cuda_check_begin(stream, &slot, &flag, fin) < 0) return 1;
     for (int i = 0; i < e->n_pass; i++)         /* the last checked launch says when the check is done */
         if (e->passes[i].kernel == PASS_INDEX && e->passes[i].n_flag) last = i;
-    /* only a small grid's: a long kernel outlasts the spin (cuda_launch.c's CHECK_SPIN_NS), and waiting for
-     * the stream after a spun-out wait cost a checked 1M-row embedding lookup 43 us (0.586 ms against 0.543
-     * with the stream alone, H200); at CHECK_SPIN_GRID blocks an index kernel moves at most ~64 MB */
+    /* only a small grid's: a long kernel outlasts the spin (cuda_launch.c's CHECK_SPIN_NS), and a wait for the
+     * stream after a spun-out one costs more than the stream alone; CHECK_SPIN_GRID blocks move at most ~64 MB */
     if (last >= 0 && (!fin[0] || e->passes[last].index_size < (int)sizeof(odml_ix_params)
                       || e->passes[last].grid > CHECK_SPIN_GRID))
         last = -1;
@@ -879,8 +864,7 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
                             "(and the flag offsets of a checked pass, which needs a function)");
         return -1;
     }
-    Py_INCREF(launch);
-    s->launch = launch;
+    s->launch = Py_NewRef(launch);
     return 0;
 }
 
@@ -1014,10 +998,8 @@ static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, P
             if (v < 0) PUT_CUDA_MOVE_FAIL("an output's sizes must be >= 0");
         }
         if (!torch && !PyArray_DescrCheck(dtype)) PUT_CUDA_MOVE_FAIL("a CuPy output's dtype must be a NumPy dtype");
-        Py_INCREF(shape);
-        e->outs[i].shape = shape;
-        Py_INCREF(dtype);
-        e->outs[i].dtype = dtype;
+        e->outs[i].shape = Py_NewRef(shape);
+        e->outs[i].dtype = Py_NewRef(dtype);
         e->outs[i].dst_align = (unsigned)align;
     }
     for (Py_ssize_t i = 0; i < n_step; i++) {
@@ -1047,8 +1029,7 @@ static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, P
         s->block = (unsigned)v[2];
         s->shared = (unsigned)v[3];
         s->params = v[4];
-        Py_INCREF(launch_obj);
-        s->launch = launch_obj;
+        s->launch = Py_NewRef(launch_obj);
     }
     return stored(&k, e);
 fail:

@@ -9,7 +9,7 @@
 
 long long plain_served;                 /* new shapes numpy_plain served (below) */
 
-/* -- New shapes of the family on NumPy arrays (issue 31) ----------------------------------------------- */
+/* -- New shapes of the family on NumPy arrays ------------------------------------------------------------ */
 
 #ifdef ODML_NUMPY
 /* DataType values 1..11 -> NumPy type numbers (DataType.numpy_dtype). */
@@ -409,7 +409,7 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
 /* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
  *
  * A never-seen shape of a family call on exact NumPy arrays (or plain PyTorch CPU tensors, through NumPy views, as
- * call_cache_move serves them) in one C call (issue 31): the call's C lowering (newshape_move.c; `lowering` its
+ * call_cache_move serves them) in one C call: the call's C lowering (newshape_move.c; `lowering` its
  * ODML_LOWER_* number with the operator's element types), the passes packed, new outputs, the passes run, and the
  * call recorded as call_cache_put_move records it (where the cache is on and still in `generation`), so the next such
  * call is a hit of call_cache_move. `op`, x (an array, or a list or tuple of arrays) and `args` are what the function
@@ -464,7 +464,7 @@ static PyObject *move_lowering(PyObject *const *args) {
     return result;
 }
 
-/* -- New shapes of the family on CUDA memory: PyTorch CUDA tensors and CuPy arrays (issue 33) ----------- */
+/* -- New shapes of the family on CUDA memory: PyTorch CUDA tensors and CuPy arrays ---------------------- */
 
 /* Input i of c from n sizes and byte strides (es bytes an element, DataType `type`), as planner.array_layout
  * reads them: -1 where a stride is not a whole number of elements along an axis of more than one element

@@ -1,17 +1,16 @@
-/* odml_index_cuda (newshape.h): the CUDA launch of one index-driven pass (plan.Gather, plan.Scatter) in C
- * (issue 33), so that a never-seen shape of an index function on PyTorch CUDA tensors or CuPy arrays is lowered,
- * allocated and launched in one C call (newshape_index.c).
+/* odml_index_cuda (newshape.h): the CUDA launch of one index-driven pass (plan.Gather, plan.Scatter) in C, so
+ * that a never-seen shape of an index function on PyTorch CUDA tensors or CuPy arrays is lowered, allocated and
+ * launched in one C call (newshape_index.c).
  *
  * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
- * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "pieces", "rows", "row", positions),
- * scatters of a constant or of one source block ("direct": ONE_HOT's) and overwriting scatters whose positions
- * fall in groups ("group": scatter_elements along an axis) or, with an owner table, any other ("owner": two
- * launches sharing a zeroed table of 32-bit slots the caller allocates); the same kernel names, IndexParams
+ * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "pieces", "rows", "row",
+ * positions), scatters of a constant or of one source block ("direct": ONE_HOT's) and overwriting scatters whose
+ * positions fall in groups ("group": scatter_elements along an axis) or, with an owner table, any other ("owner":
+ * two launches sharing a zeroed table of 32-bit slots the caller allocates); the same kernel names, IndexParams
  * bytes, grid and shared memory (for the pass with the strides no element reaches set to 0), for index.py's
- * settings as its c_settings() passes them.
- * tests/runtime/test_cuda_index_spec.py compares the two on random index calls (no GPU needed). The modes that
- * sort ("sort"), accumulating or last-only passes, and a grid of 2^31 blocks or more
- * answer -1: the Python route plans them. */
+ * settings as its c_settings() passes them. tests/runtime/test_cuda_index_spec.py compares the two on random
+ * index calls (no GPU needed). The modes that sort ("sort"), accumulating or last-only passes, and a grid of 2^31
+ * blocks or more answer -1: the Python route plans them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -48,8 +47,8 @@ static int distinct(const int64_t (*d)[2], int n) {
     }
 }
 
-/* numpy_kernels.outer_count */
-static int outer_count(const idx_params *p) {
+/* numpy_kernels.outer_count (newshape_index.c's passes read it too) */
+int odml_ix_outer(const idx_params *p) {
     int k = (int)p->rank;
     for (; k > 0; k--) {
         int reads = 0;
@@ -250,7 +249,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     if (!es || p->accumulate || p->rank > ODML_IX_RANK || p->naxes < 1 || p->naxes > ODML_IX_AXES
             || c->threads != 256)
         return -1;
-    int k = outer_count(p);
+    int k = odml_ix_outer(p);
     if (scatter && !constant && !disjoint(p, k)) k = (int)p->rank;
     int same = scatter;
     for (int d = 0; d < k; d++) same &= p->sizes[d] <= 1 || p->src_strides[d] == 0;
@@ -328,13 +327,9 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     /* the keyed side: block origin = key_base + slot * key_div */
     const int64_t *strides = scatter ? q->dst_strides : q->src_strides;
     int64_t lo = scatter ? q->dst_offset : q->src_offset, hi = lo, div = 0;
-    for (int d = 0; d < k; d++) {
-        const int64_t t = strides[d], n = p->sizes[d];
-        if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, hi += (n - 1) * t > 0 ? (n - 1) * t : 0,
-                        div = gcd(div, mag(t));
-    }
-    for (int64_t a = 0; a < p->naxes; a++) {
-        const int64_t t = floordiv(p->axes[a].stride, f), n = p->axes[a].bound;
+    for (int i = 0; i < k + p->naxes; i++) {            /* the outer dimensions, then the index axes */
+        const int64_t t = i < k ? strides[i] : floordiv(p->axes[i - k].stride, f);
+        const int64_t n = i < k ? p->sizes[i] : p->axes[i - k].bound;
         if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, hi += (n - 1) * t > 0 ? (n - 1) * t : 0,
                         div = gcd(div, mag(t));
     }

@@ -86,39 +86,8 @@ static void ix_packed(const int64_t *sizes, int n, int64_t *strides) {
     }
 }
 
-/* numpy_kernels._distinct: whether the positions of sizes reach distinct elements through strides. */
-static int ix_distinct(const int64_t *sizes, const int64_t *strides, int n) {
-    int64_t span = 0, done = 0;
-    for (;;) {                                  /* the dimensions of more than one position, by stride magnitude */
-        int best = -1;
-        for (int d = 0; d < n; d++) {
-            const int64_t t = strides[d] < 0 ? -strides[d] : strides[d];
-            if (sizes[d] > 1 && !(done >> d & 1) &&
-                (best < 0 || t < (strides[best] < 0 ? -strides[best] : strides[best])))
-                best = d;
-        }
-        if (best < 0) return 1;
-        done |= (int64_t)1 << best;
-        const int64_t t = strides[best] < 0 ? -strides[best] : strides[best];
-        if (t <= span) return 0;
-        span += (sizes[best] - 1) * t;
-    }
-}
-
-/* numpy_kernels.outer_count: the leading dimensions that read an index (the rest move as one block). */
-static int64_t ix_outer(const idx_params *p) {
-    int64_t k = p->rank;
-    for (; k > 0; k--) {
-        const int64_t d = k - 1;
-        int reads = 0;
-        for (int64_t a = 0; a < p->naxes; a++)
-            reads |= (p->axes[a].strides[d] && p->sizes[d] > 1) ||
-                     (p->axes[a].mode == IX_REVERSE_LENGTH && p->axes[a].axis == d);
-        if (reads) break;
-    }
-    if (p->kind == 1 && !ix_distinct(p->sizes + k, p->dst_strides + k, (int)(p->rank - k))) return p->rank;
-    return k;
-}
+/* numpy_kernels.outer_count: the leading dimensions that read an index (cuda_index_spec.c). */
+int odml_ix_outer(const idx_params *p);
 
 /* cpu.backend.index_params / index_ops._pass_params for one pass: the common fields. */
 static idx_params *ix_pass(ix_prog *g, int kind, int src, int64_t type, int rank, const int64_t *sizes) {
@@ -191,18 +160,17 @@ static int lower_gather(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t 
     ix_insert(x, 0, r - rx);                     /* _lead(x, r), _lead(indices, r) */
     ix_insert(ind, 0, r - ri);
     const int ap = a + r - rx, L = r + k - 1;
-    int64_t full[IDX_MAX_RANK], src[IDX_MAX_RANK], istr[IDX_MAX_RANK], dst[IDX_MAX_RANK], out[IX_RANK], os[IX_RANK];
+    int64_t full[IDX_MAX_RANK], src[IDX_MAX_RANK], istr[IDX_MAX_RANK], out[IX_RANK], os[IX_RANK];
     int n = 0;
     for (int d = 0; d < ap; d++, n++) full[n] = x->shape[d], src[n] = x->strides[d], istr[n] = 0;
     for (int d = r - k; d < r; d++, n++) full[n] = ind->shape[d], src[n] = 0, istr[n] = ind->strides[d];
     for (int d = ap + 1; d < r; d++, n++) full[n] = x->shape[d], src[n] = x->strides[d], istr[n] = 0;
     for (int d = 0; d < r; d++) out[d] = L >= r ? full[L - r + d] : d == 0 ? 1 : full[d - 1];   /* gathered_sizes */
     ix_packed(out, r, os);
-    for (int d = 0; d < L; d++) dst[d] = d - (L - r) >= 0 ? os[d - (L - r)] : 0;              /* right_aligned */
     idx_params *p = ix_pass(g, 0, 0, x->type, L, full);
     p->src_offset = x->origin;
     memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)L);
-    memcpy(p->dst_strides, dst, sizeof(int64_t) * (size_t)L);
+    for (int d = L > r ? L - r : 0; d < L; d++) p->dst_strides[d] = os[d - (L - r)];   /* right_aligned (0s before) */
     ix_position(p, ind, 1, istr, x->strides[ap], bound, IX_POSITION, IX_CLAMP, 0);
     g->checked[0] = check;
     g->out_type = x->type;
@@ -214,13 +182,10 @@ static int lower_gather(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t 
  * IX_REVERSE_LENGTH, a length), written to the packed output of that natural shape. */
 static void ix_along(ix_prog *g, const ix_in *x, int a, const int64_t *sizes, const ix_in *ind, const int64_t *istr,
                      int64_t mode) {
-    int64_t src[IX_RANK], os[IX_RANK];
-    for (int d = 0; d < x->n; d++) src[d] = d == a ? 0 : x->strides[d];
-    ix_packed(sizes, x->n, os);
     idx_params *p = ix_pass(g, 0, 0, x->type, x->n, sizes);
     p->src_offset = x->origin;
-    memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)x->n);
-    memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
+    for (int d = 0; d < x->n; d++) p->src_strides[d] = d == a ? 0 : x->strides[d];
+    ix_packed(sizes, x->n, p->dst_strides);
     ix_position(p, ind, 1, istr, x->strides[a], x->shape[a], mode, IX_CLAMP, mode == IX_REVERSE_LENGTH ? a : 0);
     g->out_type = x->type;
     g->out_rank = x->n;
@@ -254,18 +219,16 @@ static int lower_one_hot(ix_in *ind, ix_in *val, PyObject *const *args, Py_ssize
     ix_insert(ind, a, 1);                        /* indices.reshape(is_[:a] + (1,) + is_[a:]) */
     const int64_t vs = val->strides[0];
     ix_insert(val, 0, ro - 1);                   /* _lead(values, ro) */
-    int64_t out[IX_RANK], os[IX_RANK], zero[IX_RANK] = {0}, dst[IX_RANK];
+    int64_t out[IX_RANK], os[IX_RANK];
     for (int d = 0; d < ro; d++) out[d] = d == a ? depth : ind->shape[d];
     ix_packed(out, ro, os);
     idx_params *c = ix_pass(g, 0, 1, val->type, ro, out);      /* Copy(1, 0, out.sizes, vo, 0s, 0, os_) */
     c->outer = ro;
     c->src_offset = val->origin;
     memcpy(c->dst_strides, os, sizeof(int64_t) * (size_t)ro);
-    for (int d = 0; d < ro; d++) dst[d] = d == a ? 0 : os[d];
-    idx_params *s = ix_pass(g, 1, 1, val->type, ro, ind->shape);
+    idx_params *s = ix_pass(g, 1, 1, val->type, ro, ind->shape);   /* (ix_pass zeroes: source strides 0) */
     s->src_offset = val->origin + vs;                         /* vo + vs[inner]: the on value */
-    memcpy(s->src_strides, zero, sizeof(int64_t) * (size_t)ro);
-    memcpy(s->dst_strides, dst, sizeof(int64_t) * (size_t)ro);
+    for (int d = 0; d < ro; d++) s->dst_strides[d] = d == a ? 0 : os[d];
     ix_position(s, ind, 0, ind->strides, os[a], depth, IX_POSITION, IX_SKIP, 0);
     g->out_type = val->type;
     g->out_rank = ro;
@@ -487,7 +450,7 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
     for (int i = 0; i < g.n_pass; i++) {
         Pass *mp = &e->passes[i];
         idx_params *p = &g.p[i];
-        p->outer = p->outer ? p->outer : ix_outer(p);
+        p->outer = p->outer ? p->outer : odml_ix_outer(p);
         IndexPass *ip = PyMem_Calloc(1, sizeof *ip);
         if (!ip) {
             PyErr_NoMemory();
@@ -538,7 +501,7 @@ static PyObject *index_new(PyObject *const *args, Py_ssize_t nargs) {
     return result;
 }
 
-/* -- New shapes on CUDA memory: PyTorch CUDA tensors and CuPy arrays (issue 33) ------------------------- */
+/* -- New shapes on CUDA memory: PyTorch CUDA tensors and CuPy arrays -------------------------------------- */
 
 /* cuda_new's lowering and launches of an index function (`which`, `types` as index_new takes them). */
 typedef struct {
@@ -583,7 +546,7 @@ static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args,
     for (int i = 0; i < g->n_pass; i++) {
         idx_params *p = &g->p[i];
         IndexPass ip;
-        p->outer = p->outer ? p->outer : ix_outer(p);
+        p->outer = p->outer ? p->outer : odml_ix_outer(p);
         if (!ix_fits(p, g->src[i], c->n, in_size, c->span, count, &ip)) return -1;
     }
     out->n_out = 1;

@@ -136,16 +136,13 @@ static inline void block(const idx_params* p, const char* src, char* dst, int64_
     }
 }
 
-static int64_t span_lo(const int64_t* sizes, const int64_t* strides, int64_t a, int64_t b) {
-    int64_t v = 0;
-    for (int64_t k = a; k < b; k++) if (strides[k] < 0) v += (sizes[k] - 1) * strides[k];
-    return v;
-}
-
-static int64_t span_hi(const int64_t* sizes, const int64_t* strides, int64_t a, int64_t b) {
-    int64_t v = 0;
-    for (int64_t k = a; k < b; k++) if (strides[k] > 0) v += (sizes[k] - 1) * strides[k];
-    return v;
+/* The lowest and highest element offsets (from 0) a walk over dims [0, r) reaches. */
+static void span(const int64_t* sizes, const int64_t* strides, int64_t r, int64_t* lo, int64_t* hi) {
+    *lo = *hi = 0;
+    for (int64_t k = 0; k < r; k++) {
+        const int64_t t = (sizes[k] - 1) * strides[k];
+        if (t < 0) *lo += t; else *hi += t;
+    }
 }
 
 /* Step a row-major walk of dims [0, last) one position on (the data offsets and the na index offsets follow); 0 once
@@ -427,37 +424,23 @@ static void run_copy(const idx_params* p, const char* src, char* dst) {
 }
 
 int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const int64_t* idx_len) {
-    const int64_t r = p->rank, outer = p->outer;
-    for (int64_t k = 0; k < r; k++) if (p->sizes[k] == 0) return 1;
-    const int64_t slo = span_lo(p->sizes, p->src_strides, outer, r), shi = span_hi(p->sizes, p->src_strides, outer, r);
-    const int64_t dlo = span_lo(p->sizes, p->dst_strides, outer, r), dhi = span_hi(p->sizes, p->dst_strides, outer, r);
+    for (int64_t k = 0; k < p->rank; k++) if (p->sizes[k] == 0) return 1;
     /* every index element read lies in its tensor, and every data element
        the pass may reach (its coordinates are always inside [0, bound))
        lies in its range */
-    int64_t reach_lo = 0, reach_hi = 0;
+    int64_t lo, hi, s0, s1, d0, d1, reach_lo = 0, reach_hi = 0;
     for (int64_t a = 0; a < p->naxes; a++) {
         const idx_axis* ax = &p->axes[a];
-        int64_t lo = ax->offset + span_lo(p->sizes, ax->strides, 0, outer);
-        int64_t hi = ax->offset + span_hi(p->sizes, ax->strides, 0, outer);
-        if (lo < 0 || hi >= idx_len[a]) return 0;
+        span(p->sizes, ax->strides, p->outer, &lo, &hi);
+        if (ax->offset + lo < 0 || ax->offset + hi >= idx_len[a]) return 0;
         int64_t far = (ax->bound - 1) * ax->stride;
         if (far < 0) reach_lo += far; else reach_hi += far;
     }
-    int64_t s0 = p->src_offset + span_lo(p->sizes, p->src_strides, 0, outer) + slo;
-    int64_t s1 = p->src_offset + span_hi(p->sizes, p->src_strides, 0, outer) + shi;
-    int64_t d0 = p->dst_offset + span_lo(p->sizes, p->dst_strides, 0, outer) + dlo;
-    int64_t d1 = p->dst_offset + span_hi(p->sizes, p->dst_strides, 0, outer) + dhi;
+    span(p->sizes, p->src_strides, p->rank, &s0, &s1);
+    span(p->sizes, p->dst_strides, p->rank, &d0, &d1);
+    s0 += p->src_offset, s1 += p->src_offset, d0 += p->dst_offset, d1 += p->dst_offset;
     if (p->kind == 0) { s0 += reach_lo; s1 += reach_hi; } else { d0 += reach_lo; d1 += reach_hi; }
     return !((!p->has_value && (s0 < 0 || s1 >= src_len)) || d0 < 0 || d1 >= dst_len);
-}
-
-/* 0, or -1 where the pass could leave a bound range (checked once, before anything moves). *bad: set where a mode-0
- * index value lies outside its dimension (see coordinate). */
-int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
-                   const char* const* idx, const int64_t* idx_len, int* bad) {
-    if (!odml_index_fits(p, src_len, dst_len, idx_len)) return -1;
-    odml_index_move(p, src, dst, idx, bad);
-    return 0;
 }
 
 void odml_index_move(const idx_params* p, const char* src, char* dst, const char* const* idx, int* bad) {
@@ -563,11 +546,12 @@ PyObject* odml_py_index_run_pass(PyObject* self, PyObject* args) {
         idx_len[a] = PyLong_AsLongLong(PyTuple_GET_ITEM(lens, a));
         if (PyErr_Occurred()) return NULL;
     }
-    int rc, bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    rc = odml_index_run(&p, (const char*)(uintptr_t)src_addr, src_len, (char*)(uintptr_t)dst_addr, dst_len, idx, idx_len, &bad);
+    int fits, bad = 0;
+    Py_BEGIN_ALLOW_THREADS                           /* the reach checked once, before anything moves */
+    fits = odml_index_fits(&p, src_len, dst_len, idx_len);
+    if (fits) odml_index_move(&p, (const char*)(uintptr_t)src_addr, (char*)(uintptr_t)dst_addr, idx, &bad);
     Py_END_ALLOW_THREADS
-    if (rc != 0)
+    if (!fits)
         return PyErr_Format(PyExc_RuntimeError, "opendml internal error: an index pass reaches outside a bound "
                             "range (the plan's spans were not checked)");
     Py_RETURN_NONE;

@@ -30,16 +30,12 @@ typedef struct {
     idx_axis axes[IDX_MAX_AXES];
 } idx_params;
 
-/* Run pass p from src into dst (lengths in elements of each range's own
- * type; idx[a] the index tensor of axis a, idx_len[a] its elements): 0, or
- * -1 (nothing moved) where the pass could leave a bound range. *bad is set
- * where a mode-0 index value lay outside its dimension (the array API's
- * index check, fused into the read). */
-int odml_index_run(const idx_params* p, const char* src, int64_t src_len, char* dst, int64_t dst_len,
-                   const char* const* idx, const int64_t* idx_len, int* bad);
-/* odml_index_run without the reach check: for a pass odml_index_fits accepted for these ranges. */
+/* Run pass p from src into dst (idx[a] the index tensor of axis a), a pass odml_index_fits accepted for
+ * these ranges. *bad is set where a mode-0 index value lay outside its dimension (the array API's index
+ * check, fused into the read). */
 void odml_index_move(const idx_params* p, const char* src, char* dst, const char* const* idx, int* bad);
-/* Whether pass p stays inside ranges of these lengths whatever the index values. */
+/* Whether pass p stays inside ranges of these lengths (in elements of each range's own type; idx_len[a]
+ * the elements of axis a's index tensor) whatever the index values. */
 int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const int64_t* idx_len);
 /* NULL, or what is wrong with a pass's parameters (ninputs >= 0: each axis's slot below it). */
 const char* odml_index_malformed(const idx_params* p, int64_t ninputs);
