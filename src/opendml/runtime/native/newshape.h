@@ -289,6 +289,9 @@ typedef struct {
 } odml_index_cuda_conf;
 int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c);
 
+/* numpy_kernels.outer_count: the leading dimensions of an index pass that read an index. */
+int odml_ix_outer(const idx_params *p);
+
 /* The launches of index pass p (index.c's parameters: a Gather, kind 0, or a Scatter, kind 1, of DataType
  * p->data_type) as runtime/cuda/index.py's plan_pass plans them for its source's element 0 at src and its
  * destination's at dst (PassPlan.launches): their count (1, or 2 for the "owner" mode) with L[0..count)

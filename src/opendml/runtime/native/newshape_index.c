@@ -86,9 +86,6 @@ static void ix_packed(const int64_t *sizes, int n, int64_t *strides) {
     }
 }
 
-/* numpy_kernels.outer_count: the leading dimensions that read an index (cuda_index_spec.c). */
-int odml_ix_outer(const idx_params *p);
-
 /* cpu.backend.index_params / index_ops._pass_params for one pass: the common fields. */
 static idx_params *ix_pass(ix_prog *g, int kind, int src, int64_t type, int rank, const int64_t *sizes) {
     idx_params *p = &g->p[g->n_pass];
