@@ -1,17 +1,10 @@
-// opendml's autograd node for eager PyTorch (arrays/torch/node.py builds and loads it).
-//
-// A Python torch.autograd.Function costs tens of microseconds per forward +
-// backward more than PyTorch's own C++ nodes (its apply, the Python context
-// object, the PyNode that calls back into Python). This node is a plain C++
-// torch::autograd::Node, like the ones PyTorch generates for its own
-// operators: the forward runs opendml's kernel route (a Python callable: the
-// call cache serves it from C) and records this node; the engine calls the
-// node's apply, which calls the operator's adjoint (a Python callable that
-// goes through the array API, so a gradient of a gradient takes the same
-// routes again). Each operator gets its own Python type for grad_fn
-// (opendml_<op>Backward), registered the way PyTorch registers its own.
-//
-// Only the routing is here: which kernel runs and every rule stay in Python.
+// opendml's autograd node and dispatcher operators for eager PyTorch (arrays/torch/node.py builds and
+// loads it). The node is a plain C++ torch::autograd::Node, like the ones PyTorch generates for its own
+// operators: the forward runs opendml's kernel route (a Python callable: the call cache serves it from
+// C) and records this node; the engine calls the node's apply, which calls the operator's adjoint (a
+// Python callable through the array API, so a gradient of a gradient takes the same routes again).
+// Each operator gets its own Python type for grad_fn (opendml_<op>Backward), registered the way
+// PyTorch registers its own. Only the routing is here: which kernel runs and every rule stay in Python.
 #include <torch/extension.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
@@ -192,41 +185,36 @@ P make_node(py::tuple payload) {
   }
 }
 
-using Maker = NodePtr (*)(py::tuple);
+// A slot's node maker, C++ type and name.
+struct SlotEntry {
+  NodePtr (*make)(py::tuple);
+  const std::type_info* info;
+  std::string* label;
+};
 
 // kSlots grad_fn types over node class Base, each registered with its own
 // Python type on first use (slot(name)).
 template <class Base>
 struct Types {
   template <int... K>
-  static std::array<Maker, kSlots> makers(std::integer_sequence<int, K...>) {
-    return {&make_node<NodePtr, Slot<Base, K>>...};
+  static std::array<SlotEntry, kSlots> entries(std::integer_sequence<int, K...>) {
+    return {SlotEntry{&make_node<NodePtr, Slot<Base, K>>, &typeid(Slot<Base, K>), &Slot<Base, K>::label}...};
   }
-  template <int... K>
-  static std::array<const std::type_info*, kSlots> infos(std::integer_sequence<int, K...>) {
-    return {&typeid(Slot<Base, K>)...};
-  }
-  template <int... K>
-  static std::array<std::string*, kSlots> labels(std::integer_sequence<int, K...>) {
-    return {&Slot<Base, K>::label...};
-  }
-  static inline const auto kMakers = makers(std::make_integer_sequence<int, kSlots>{});
-  static inline const auto kInfos = infos(std::make_integer_sequence<int, kSlots>{});
-  static inline const auto kLabels = labels(std::make_integer_sequence<int, kSlots>{});
+  static inline const auto kEntries = entries(std::make_integer_sequence<int, kSlots>{});
   static inline std::array<PyTypeObject, kSlots> types{};
   static inline int used = 0;
 
   // A new grad_fn type named `name` (e.g. opendml_unfoldBackward); its slot number.
   static int slot(const std::string& name) {
     for (int k = 0; k < used; ++k) {
-      if (*kLabels[k] == name) return k;
+      if (*kEntries[k].label == name) return k;
     }
     if (used == kSlots) throw std::runtime_error("opendml autograd node: more than 64 operator names");
     int k = used++;
-    *kLabels[k] = name;
-    torch::autograd::_initFunctionPyTypeObject(types[k], kLabels[k]->c_str(), nullptr, nullptr);
+    *kEntries[k].label = name;
+    torch::autograd::_initFunctionPyTypeObject(types[k], kEntries[k].label->c_str(), nullptr, nullptr);
     Py_INCREF(&types[k]);
-    torch::autograd::registerCppFunction(*kInfos[k], &types[k]);
+    torch::autograd::registerCppFunction(*kEntries[k].info, &types[k]);
     return k;
   }
 };
@@ -252,7 +240,7 @@ PyObject* record(PyObject* x, int k, PyObject* kernel, PyObject* adjoint) {
     if (y.requires_grad() || y.is_view() || y.is_same(t)) {
       throw std::runtime_error("opendml autograd node: the kernel route returned a tensor autograd already knows");
     }
-    NodePtr node = NodeTypes::kMakers[k](py::reinterpret_borrow<py::tuple>(adjoint));
+    NodePtr node = NodeTypes::kEntries[k].make(py::reinterpret_borrow<py::tuple>(adjoint));
     node->set_next_edges(torch::autograd::collect_next_edges(t));
     torch::autograd::set_history(y, node);
   }
@@ -414,7 +402,6 @@ py::object eager_check(py::dict state, py::dict config_globals, py::dict sys_dic
 // the Python backward formula, which calls these operators again (so
 // gradients of gradients, and AOTAutograd's traces of backward, take them).
 
-constexpr int kOps = 16;
 constexpr size_t kMaxArgs = 16;  // the code, arguments and extra arguments of a call; more take a vector (run_op)
 
 // An operator's kernel spec: cached(code, *args, *extra) is the call cache's
@@ -434,8 +421,6 @@ struct OpSpec {
   size_t split = 0;
   std::array<PyObject*, kMaxArgs> lists{};  // per argument: the int list run_op made last (Operands)
 };
-std::array<OpSpec, kOps> op_specs{};
-int op_count = 0;
 PyObject* op_backward = nullptr;  // backward(name, saved, grads) -> a gradient (or None) per input tensor
 
 // A reference released with the GIL taken, whatever path leaves the scope.
@@ -736,7 +721,7 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
     py::gil_scoped_acquire gil;
     py::tuple payload = py::make_tuple(py::reinterpret_borrow<py::object>(spec.name),
                                        py::reinterpret_borrow<py::object>(saved.p), inputs.size());
-    node = OpTypes::kMakers[spec.slot](std::move(payload));
+    node = OpTypes::kEntries[spec.slot].make(std::move(payload));
   }
   node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
   for (const auto& y : outputs) {  // an integer output (a CAST) gets no history: its gradient is None
@@ -748,35 +733,24 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
   }
 }
 
-template <int K>
-void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  run_op(op_specs[K], op, stack);
-}
+// An operator's CPU and CUDA kernel (run_op), or its Autograd kernel (record_op).
+template <bool Autograd>
+struct OpKernel final : c10::OperatorKernel {
+  explicit OpKernel(OpSpec* spec) : spec(spec) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    if constexpr (Autograd) {
+      record_op(*spec, op, ks, stack);
+    } else {
+      run_op(*spec, op, stack);
+    }
+  }
+  OpSpec* spec;
+};
 
-template <int K>
-void op_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  record_op(op_specs[K], op, ks, stack);
+template <bool Autograd>
+torch::CppFunction op_kernel(OpSpec& spec) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OpKernel<Autograd>>(&spec));
 }
-
-using FnMaker = torch::CppFunction (*)();
-template <int K>
-torch::CppFunction kernel_fn() {
-  return torch::CppFunction::makeFromBoxedFunction<&op_kernel<K>>();
-}
-template <int K>
-torch::CppFunction autograd_fn() {
-  return torch::CppFunction::makeFromBoxedFunction<&op_autograd<K>>();
-}
-template <int... K>
-std::array<FnMaker, kOps> kernel_fns(std::integer_sequence<int, K...>) {
-  return {&kernel_fn<K>...};
-}
-template <int... K>
-std::array<FnMaker, kOps> autograd_fns(std::integer_sequence<int, K...>) {
-  return {&autograd_fn<K>...};
-}
-const auto kKernelFns = kernel_fns(std::make_integer_sequence<int, kOps>{});
-const auto kAutogradFns = autograd_fns(std::make_integer_sequence<int, kOps>{});
 
 // Kernels for operators already defined in namespace ns (CPU, CUDA,
 // Autograd), one per (name, (cached, code, extra tuple, fallback), returns a
@@ -784,9 +758,6 @@ const auto kAutogradFns = autograd_fns(std::make_integer_sequence<int, kOps>{});
 // 0 where it is not packed); backward(name, saved, grads) is every
 // operator's backward. The registrations stay for the life of the process.
 void register_ops(const std::string& ns, const py::list& ops, py::object backward) {
-  if (op_count + static_cast<int>(ops.size()) > kOps) {
-    throw std::runtime_error("opendml operators: more than 16 operators");
-  }
   for (py::handle item : ops) {
     py::tuple entry = py::reinterpret_borrow<py::tuple>(item);
     py::tuple spec = entry[1].cast<py::tuple>();
@@ -801,8 +772,7 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
   for (py::handle item : ops) {
     py::tuple entry = py::reinterpret_borrow<py::tuple>(item);
     py::tuple spec = entry[1].cast<py::tuple>();
-    const int k = op_count;
-    OpSpec& s = op_specs[k];
+    OpSpec& s = *new OpSpec();  // kept
     s.name = py::object(entry[0]).release().ptr();
     s.cached = py::object(spec[0]).release().ptr();
     s.code = py::object(spec[1]).release().ptr();
@@ -812,10 +782,9 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
     s.slot = OpTypes::slot(entry[3].cast<std::string>());
     s.split = entry[4].cast<size_t>();
     const std::string name = entry[0].cast<std::string>();
-    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, kKernelFns[k]()));
-    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, kKernelFns[k]()));
-    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, kAutogradFns[k]()));
-    ++op_count;
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, op_kernel<false>(s)));
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, op_kernel<false>(s)));
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, op_kernel<true>(s)));
   }
 }
 

@@ -1,28 +1,18 @@
-"""opendml's C++ autograd node for eager PyTorch (``node.cpp``), built
-for the installed PyTorch on first need and loaded from opendml's cache after
-that.
+"""opendml's C++ autograd node and dispatcher operators for PyTorch (``node.cpp``), built for the
+installed PyTorch on first need and loaded from opendml's cache after that.
 
-Why: a Python ``torch.autograd.Function`` costs tens of microseconds more per
-forward + backward than PyTorch's generated C++ nodes, which decides the
-race on small and mid-size tensors. The node records the same call as the
-Python route (``adapter._Route``): the same kernel (the call cache's),
-the same adjoint operator through the array API; only where autograd keeps
-the record differs. Forward-mode AD and ``torch.func`` keep the Python
-``autograd.Function`` (a C++ node has neither).
+A Python ``torch.autograd.Function`` costs tens of microseconds more per forward + backward than
+PyTorch's generated C++ nodes. The node records the same call as the Python route
+(``adapter._Route``): the same kernel, the same adjoint through the array API; only where autograd
+keeps the record differs. Forward-mode AD and ``torch.func`` keep the Python Function.
 
-The build is governed by ``opendml.configure(torch_node=...)`` /
-``OPENDML_TORCH_NODE``: ``"auto"`` starts it and lets calls take the Python
-route until it is ready, ``"wait"`` makes the first call wait for it,
-``"off"`` never builds. It runs in a separate process
-(``torch.utils.cpp_extension.load`` in a private build folder, about half a
-minute, a C++ compiler needed) that finishes even if this process exits, and
-moves the finished library into the cache folder in one rename, so no lock is
-ever left behind and a later process loads it at once. The cache folder is
-``$OPENDML_CACHE_DIR/torch_node`` (default ``~/.cache/opendml/torch_node``);
-its file name carries a digest of the source, PyTorch's version and Python's
-ABI. A build that fails is written down beside it (``<name>.failed``) and
-retried after an hour; until then calls take the Python route and
-``status()`` says why.
+``opendml.configure(torch_node=...)`` / ``OPENDML_TORCH_NODE``: ``"auto"`` starts the build and lets
+calls take the Python route until it is ready, ``"wait"`` makes the first call wait for it, ``"off"``
+never builds. The build runs in a separate process (``torch.utils.cpp_extension.load`` in a private
+build folder, a C++ compiler needed) that finishes even if this process exits, and moves the library
+into the cache folder (``cache_folder()``) in one rename, so no lock is ever left behind; its file
+name carries a digest of the source, PyTorch's version and Python's ABI. A failed build is written
+down beside it (``<name>.failed``) and retried after an hour; until then ``status()`` says why.
 """
 from __future__ import annotations
 
@@ -92,10 +82,6 @@ finally:
 
 def cache_folder() -> pathlib.Path:
     """The folder the node's libraries are kept in."""
-    return _folder()
-
-
-def _folder() -> pathlib.Path:
     root = os.environ.get("OPENDML_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "opendml")
     return pathlib.Path(root) / "torch_node"
@@ -107,7 +93,7 @@ def library_path() -> pathlib.Path:
     tag = hashlib.sha256(_SOURCE.read_bytes() + _API_HEADER.read_bytes() + torch.__version__.encode() + sys.version.encode()
                          + (sysconfig.get_config_var("EXT_SUFFIX") or "").encode()).hexdigest()[:12]
     name = f"opendml_torch_node_{tag}"
-    return _folder() / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    return cache_folder() / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -126,8 +112,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
-        return True
+    except OSError:                        # (PermissionError: alive, another user's)
+        pass
     return True
 
 
