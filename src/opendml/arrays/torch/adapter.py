@@ -3,7 +3,7 @@ operators (``opendml::unfold``, ...). A call (``run``) takes one of three routes
 operator module declares:
 
 * **Kernel route**, when autograd has nothing to record and nothing traces: the move program
-  (``_kernel_move``), a CPU tensor read through ``x.numpy()`` (a view: ``engine.run_numpy``), a CUDA
+  (``library.kernel_move``), a CPU tensor read through ``x.numpy()`` (a view: ``engine.run_numpy``), a CUDA
   tensor by pointer, its outputs from PyTorch's caching allocator and the kernels launched on the
   device's current stream (``arrays/cuda.py``; a meta tensor gets meta outputs). The run is recorded in
   the call cache (``runtime/calls.py``), which serves the next such call from C.
@@ -39,13 +39,12 @@ from ...ops import OPERATORS
 from ...ops._spec import binding_of
 from ...runtime import calls
 from ...runtime.config import config
-from ...runtime.cuda.backend import check_alignment
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
 from . import inductor as torch_inductor, library, node as torch_node
 from .. import engine
 from .dtypes import SUPPORTED_DTYPES, numpy_dtype, torch_dtype
-from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, operators
+from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, kernel_move, operators
 
 __all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
            "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -214,7 +213,7 @@ class _Route:
             if out is not None:
                 return (out,)
         since = calls.generation() if self.call.ccall is not None else None
-        return tuple(_kernel_move(self.call, self.desc, xs, since))
+        return tuple(kernel_move(self.call, self.desc, xs, since))
 
     def adjoint(self, grads, constants=()):
         self._differentiable()
@@ -493,7 +492,7 @@ def run(call, arrays) -> list:
     since = calls.generation() if call.ccall is not None else None
     dtypes = _check_move(call, arrays)
     if mode is _KERNEL:                   # a custom operator's implementation: the move program
-        return _kernel_move(call, call.describe_arrays(dtypes, [x.shape for x in arrays]), arrays, since)
+        return kernel_move(call, call.describe_arrays(dtypes, [x.shape for x in arrays]), arrays, since)
     if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
         if call.args:         # the first five: their own custom operators (Inductor calls them directly)
             return [through_op(arrays[0], call)]
@@ -503,33 +502,11 @@ def run(call, arrays) -> list:
     record = wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad
                                                                                       for x in arrays))
     if not record and arrays[0].device.type == "cpu":
-        return _kernel_move(call, None, arrays, since)
+        return kernel_move(call, None, arrays, since)
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record and (wrapped or engine.differentiable(desc)):
         return _autograd(call, arrays, desc, since, wrapped)
-    return _kernel_move(call, desc, arrays, since)
-
-
-def _kernel_move(call, desc, arrays, since) -> list:
-    """The move program of ``call`` (``desc``; on the CPU None will do) on plain tensors, recorded in the
-    call cache where the function offered the call there (``since``: the cache's generation, read first):
-    on the CPU NumPy's route on views, on CUDA the tensors' GPU (a first five's negative view checked for
-    alignment where it lies, then read resolved: their errors name the function, ``cuda.move``)."""
-    device = arrays[0].device.type
-    if device == "cpu":
-        return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
-    if since is not None and device == "cuda":
-        if call.args and arrays[0].is_neg():
-            check_alignment(arrays[0].element_size(), arrays[0].data_ptr(), 0, call.name)
-            arrays = [arrays[0].resolve_neg()]
-        elif any(x.is_neg() for x in arrays):
-            return library.kernel(desc, arrays)
-        seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
-        x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
-        # (the layouts read before the launches are planned: another thread may change a tensor in place)
-        planned = tuple((t.shape, t.stride()) for t in arrays)
-        return library.cuda_move(desc, arrays, (call, x, since, planned))
-    return library.kernel(desc, arrays)
+    return kernel_move(call, desc, arrays, since)
 
 
 class _MoveLinear(torch.autograd.Function):

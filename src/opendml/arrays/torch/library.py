@@ -31,6 +31,7 @@ from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
 from ...runtime import calls
 from ...runtime.config import config
+from ...runtime.cuda.backend import check_alignment
 from .. import engine
 from . import inductor, node as _node
 from .dtypes import TORCH_DTYPES, torch_dtype
@@ -85,6 +86,28 @@ def cuda_move(desc, arrays, record=None) -> list:
         return move(desc, [entry(t) for t in arrays], allocate, index,
                         torch.cuda.current_stream(index).cuda_stream, errors=(torch.OutOfMemoryError,),
                         record=record)
+
+
+def kernel_move(call, desc, arrays, since) -> list:
+    """The move program of ``call`` (``desc``; on the CPU None will do) on plain tensors, recorded in the
+    call cache where the function offered the call there (``since``: the cache's generation, read first):
+    on the CPU NumPy's route on views, on CUDA the tensors' GPU (a first five's negative view checked for
+    alignment where it lies, then read resolved: their errors name the function, ``cuda.move``)."""
+    device = arrays[0].device.type
+    if device == "cpu":
+        return [torch.from_numpy(o) for o in engine.run_numpy(call, numpy_views(arrays))]
+    if since is not None and device == "cuda":
+        if call.args and arrays[0].is_neg():
+            check_alignment(arrays[0].element_size(), arrays[0].data_ptr(), 0, call.name)
+            arrays = [arrays[0].resolve_neg()]
+        elif any(x.is_neg() for x in arrays):
+            return kernel(desc, arrays)
+        seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
+        x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
+        # (the layouts read before the launches are planned: another thread may change a tensor in place)
+        planned = tuple((t.shape, t.stride()) for t in arrays)
+        return cuda_move(desc, arrays, (call, x, since, planned))
+    return kernel(desc, arrays)
 
 
 # -- the C++ operators -------------------------------------------------------------------------------
@@ -347,15 +370,7 @@ def _move(inputs, text):
         name = "opendml::move " + text
         call = _CALLS.setdefault(text, engine.Call(desc.OPERATOR, lambda *_: desc, True, (name,), (name, (), True)))
         inductor.MOVE_CODES[text] = calls.OPS[name]
-    if call is not None and device == "cpu":
-        outs = [torch.from_numpy(o) for o in engine.run_numpy(call, numpy_views(arrays))]
-    elif call is not None and device == "cuda":     # (a negative view is resolved first: not recorded)
-        # (the layouts read before the launches are planned: another thread may change a tensor in place)
-        planned = tuple((t.shape, t.stride()) for t in arrays)
-        outs = cuda_move(desc, arrays, None if any(x.is_neg() for x in arrays) else (call, tuple(arrays), since,
-                                                                                     planned))
-    else:
-        outs = kernel(desc, arrays)
+    outs = kernel(desc, arrays) if call is None else kernel_move(call, desc, arrays, since)
     return [o.contiguous() for o in outs]
 
 

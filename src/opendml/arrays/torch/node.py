@@ -201,6 +201,10 @@ def _interpreter() -> str | None:
     return None
 
 
+#: What a status other than "built" or "building" goes on to say.
+_PYTHON = "eager autograd takes the Python autograd.Function"
+
+
 def _obtain(timeout: float) -> None:
     """Load the library, building it first where it is not there yet; the
     outcome goes to ``_state``."""
@@ -212,18 +216,17 @@ def _obtain(timeout: float) -> None:
         while not path.exists():
             reason = _failure(path)
             if reason is not None:
-                _state["status"] = (f"build failed, eager autograd takes the Python autograd.Function: {reason} "
-                                    f"(retried after an hour; compiler output: {path}.log)")
+                _state["status"] = (f"build failed, {_PYTHON}: {reason} (retried after an hour; compiler "
+                                    f"output: {path}.log)")
                 return
             if not _builder_alive(path):  # none yet, or it died without a word (killed): one more try
                 if _interpreter() is None:
-                    _state["status"] = (f"not built, eager autograd takes the Python autograd.Function: "
-                                        f"sys.executable ({sys.executable!r}) is not a Python interpreter to "
-                                        f"run the builder with")
+                    _state["status"] = (f"not built, {_PYTHON}: sys.executable ({sys.executable!r}) is not a "
+                                        f"Python interpreter to run the builder with")
                     return
                 if spawns == 2:
-                    _state["status"] = ("build failed, eager autograd takes the Python autograd.Function: the "
-                                        "builder process exited without a library or an error, twice")
+                    _state["status"] = (f"build failed, {_PYTHON}: the builder process exited without a "
+                                        f"library or an error, twice")
                     return
                 _spawn(path)
                 spawns += 1
@@ -233,17 +236,15 @@ def _obtain(timeout: float) -> None:
             time.sleep(0.2)
         why = _trusted(path)
         if why is not None:
-            _state["status"] = f"not loaded, eager autograd takes the Python autograd.Function: {why}"
+            _state["status"] = f"not loaded, {_PYTHON}: {why}"
             return
         module = _load(path)
-        _state["status"] = f"built ({path})"
-        _state["module"] = module
+        _state["status"], _state["module"] = f"built ({path})", module
         # The call cache reads tensors through the library's C++ accessors from now on
         # (runtime/native/torch_api.h): the same facts as through Python, in one call.
         _use_accessors(config())
     except Exception as e:                # noqa: BLE001 - any failure leaves the Python route, said in status()
-        _state["status"] = f"build failed, eager autograd takes the Python autograd.Function: " \
-                           f"{type(e).__name__}: {e}"
+        _state["status"] = f"build failed, {_PYTHON}: {type(e).__name__}: {e}"
 
 
 def _use_accessors(cfg) -> None:
@@ -308,7 +309,7 @@ def wait(timeout: float | None = WAIT_S) -> bool:
 def status() -> str:
     """Which route eager autograd takes, and why."""
     if config().torch_node == "off":
-        return "off (torch_node='off'): eager autograd takes the Python autograd.Function"
+        return f"off (torch_node='off'): {_PYTHON}"
     return _state["status"]
 
 
