@@ -453,7 +453,7 @@ PyObject* int_list(c10::ArrayRef<c10::IValue> items, size_t start, size_t count)
 }
 
 // A new reference to the Python form of an argument: a tensor, a list of
-// ints (what the call cache keys), None, else what TorchScript makes of it
+// ints (what the call cache keys), else what TorchScript makes of it
 // (SymInts, strings, tensor lists).
 PyObject* to_py(const c10::IValue& v) {
   if (v.isTensor()) {
@@ -464,10 +464,6 @@ PyObject* to_py(const c10::IValue& v) {
   if (v.isIntList()) {
     const auto ints = v.toListRef();
     return int_list(ints, 0, ints.size());
-  }
-  if (v.isNone()) {
-    Py_INCREF(Py_None);
-    return Py_None;
   }
   return torch::jit::toPyObject(v).release().ptr();
 }
@@ -490,7 +486,7 @@ bool same_ints(PyObject* list, c10::ArrayRef<c10::IValue> items, size_t start, s
 // same ints, else a new one the slot keeps (see Operands).
 PyObject* ints_for(OpSpec& spec, size_t index, c10::ArrayRef<c10::IValue> items, size_t start, size_t count,
                    bool reuse) {
-  if (!reuse || index >= kMaxArgs) return int_list(items, start, count);
+  if (!reuse) return int_list(items, start, count);  // (index < kMaxArgs: register_ops checks split)
   PyObject*& cached = spec.lists[index];
   if (cached == nullptr || !same_ints(cached, items, start, count)) {
     PyObject* made = int_list(items, start, count);
@@ -562,16 +558,8 @@ struct Operands {
             argv[n + 1] = part;
           }
         }
-      } else {
-        for (; n < args.size(); ++n) {
-          const c10::IValue& a = args[n];
-          if (a.isIntList()) {
-            const auto ints = a.toListRef();
-            argv[n + 1] = ints_for(spec, n, ints, 0, ints.size(), reuse);
-          } else {
-            argv[n + 1] = to_py(a);
-          }
-        }
+      } else {  // (an unpacked operator: its int lists made anew, never reused)
+        for (; n < args.size(); ++n) argv[n + 1] = to_py(args[n]);
       }
     } catch (...) {
       release();
