@@ -57,6 +57,7 @@ import torch
 from . import arrays as _arrays
 from .arrays import _contract
 from .arrays.torch import adapter as _adapter, library as _library, node as _node
+from .arrays.torch.adapter import _is_sequence
 from .model.errors import ValidationError
 
 #: The window operators' functions (the plan route's: those with custom operators, SLICE through SLICE1's):
@@ -97,11 +98,8 @@ def wait_for_node(timeout: float | None = 600.0) -> bool:
 def compiled_status() -> str:
     """Which operators a call traced now (``torch.compile``, fake tensors)
     goes through, and why: ``"C++ dispatcher operators (opendml_cpp::)"``
-    once the C++ node library (``node_status``) is loaded and on, their
-    kernels served by opendml's call cache from C, or ``"custom operators
-    (opendml::): <reason>"``, the ``torch.library.custom_op`` operators
-    above (before the library is built, without a C++ compiler, with
-    ``torch_node="off"``). Values and gradients are the same either way."""
+    once the C++ node library (``node_status``) is loaded and on, else
+    ``"custom operators (opendml::): <reason>"``."""
     return _adapter.compiled_status()
 
 
@@ -109,10 +107,6 @@ def compiled_route() -> str | None:
     """The namespace of the operators the latest traced call went through
     (``"opendml_cpp"`` or ``"opendml"``), or None before any."""
     return _library.CPP["last"]
-
-
-def _is_sequence(value) -> bool:
-    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
 
 
 def split_padding(padding):

@@ -864,44 +864,43 @@ int describe(PyObject* x, odml_torch_info* info) {
   }
 }
 
+// f(), or `failed` with a RuntimeError set where it throws (calls.c reads a Python error).
+template <class F, class R>
+R guarded(F f, R failed) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return failed;
+  }
+}
+
 PyObject* empty(PyObject* x, const int64_t* sizes, int ndim, PyObject* dtype, uint64_t* data_ptr) {
   if (dtype != nullptr && !THPDtype_Check(dtype)) {
     PyErr_SetString(PyExc_TypeError, "opendml torch_api.empty: dtype is not a torch.dtype");
     return nullptr;
   }
-  try {
-    const at::Tensor& t = THPVariable_Unpack(x);
-    auto options = t.options();
+  return guarded([&]() -> PyObject* {
+    auto options = THPVariable_Unpack(x).options();
     if (dtype != nullptr) options = options.dtype(reinterpret_cast<THPDtype*>(dtype)->scalar_type);
     at::Tensor out = at::empty(c10::IntArrayRef(sizes, static_cast<size_t>(ndim)), options);
     *data_ptr = reinterpret_cast<uint64_t>(out.data_ptr());
     return THPVariable_Wrap(std::move(out));
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
+  }, static_cast<PyObject*>(nullptr));
 }
 
 int current_stream(int64_t device, uint64_t* stream) {
-  try {
+  return guarded([&] {
     c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
     const c10::Stream s = impl.getStream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
     *stream = reinterpret_cast<uint64_t>(s.native_handle());
     return 0;
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return -1;
-  }
+  }, -1);
 }
 
 int64_t current_device() {
-  try {
-    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
-    return impl.getDevice().index();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return -1;
-  }
+  return guarded([] { return int64_t{c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getDevice().index()}; },
+                 int64_t{-1});
 }
 
 const odml_torch_api table = {ODML_TORCH_API_VERSION, &describe, &empty, &current_stream, &current_device};

@@ -90,8 +90,8 @@ def cache_folder() -> pathlib.Path:
 def library_path() -> pathlib.Path:
     """Where this PyTorch's node library is (or will be) kept."""
     import torch
-    tag = hashlib.sha256(_SOURCE.read_bytes() + _API_HEADER.read_bytes() + torch.__version__.encode() + sys.version.encode()
-                         + (sysconfig.get_config_var("EXT_SUFFIX") or "").encode()).hexdigest()[:12]
+    tag = hashlib.sha256(_SOURCE.read_bytes() + _API_HEADER.read_bytes() + torch.__version__.encode()
+                         + sys.version.encode() + (sysconfig.get_config_var("EXT_SUFFIX") or "").encode()).hexdigest()[:12]
     name = f"opendml_torch_node_{tag}"
     return cache_folder() / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 
@@ -290,10 +290,7 @@ def get():
 
 def prefetch() -> None:
     """Start loading the library (building it first where this PyTorch has
-    none yet) in the background, unless ``torch_node="off"``; never waits.
-    The torch adapter calls it when it is first imported: once loaded, the
-    library's tensor accessors serve every repeated call on PyTorch tensors
-    (runtime/native/torch_api.h), with or without autograd."""
+    none yet) in the background, unless ``torch_node="off"``; never waits."""
     if _state["module"] is None and _state["thread"] is None and config().torch_node != "off":
         _start(WAIT_S)
 
