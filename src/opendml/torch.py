@@ -76,14 +76,12 @@ def node_status() -> str:
     """Which route eager autograd takes for opendml's operators, and why.
 
     With ``opendml.configure(torch_node="auto")`` (the default) a tensor that
-    needs a derivative is recorded by a C++ autograd node, like PyTorch's own
-    operators, once that node has been compiled for the installed PyTorch (in
-    a background thread, the first time it is needed; about half a minute,
-    once per machine and PyTorch version). Until then, or where no C++
-    compiler is present, the same call is recorded by a Python
-    ``torch.autograd.Function``; values and gradients are the same. Returns
-    ``"built (<path>)"``, ``"building"``, ``"not built"``, ``"off (...)"`` or
-    ``"build failed, ...: <reason>"``.
+    needs a derivative is recorded by a C++ autograd node once that node has
+    been compiled for the installed PyTorch (in the background, once per
+    machine and PyTorch version); until then, or without a C++ compiler, by a
+    Python ``torch.autograd.Function``, with the same values and gradients.
+    Returns ``"built (<path>)"``, ``"building"``, ``"not built"``, ``"off
+    (...)"`` or ``"build failed, ...: <reason>"``.
     """
     return _node.status()
 

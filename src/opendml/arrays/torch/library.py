@@ -139,18 +139,13 @@ def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, 
     CPP_DEFS[name] = (schema, spec, list_out, f"opendml_{name}Backward", fake, vmap, backward, split)
 
 
-def _cpp_backward(name, saved, grads):
-    """Every C++ operator's backward (the node's apply calls it)."""
-    return CPP_DEFS[name][6](saved, grads)
-
-
 def _register(node) -> dict:
     """Register ``CPP_DEFS`` with the node library (under _cpp_lock)."""
     lib = CPP["lib"] = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
     for name, d in CPP_DEFS.items():
         lib.define(name + d[0], tags=(torch.Tag.pt2_compliant_tag,))
     node.register_ops(CPP_NAMESPACE, [(name, d[1], d[2], d[3], d[7]) for name, d in CPP_DEFS.items()],
-                      _cpp_backward)
+                      lambda name, saved, grads: CPP_DEFS[name][6](saved, grads))     # (every backward)
     ns = getattr(torch.ops, CPP_NAMESPACE)
     ops = {name: getattr(ns, name).default for name in CPP_DEFS}
     inductor.attach(CPP_NAMESPACE, ops, CPP_DEFS)
