@@ -47,7 +47,7 @@ STALE_S = 900.0
 RETRY_S = 3600.0
 
 _BUILDER = r"""
-import os, shutil, sys, tempfile, traceback
+import contextlib, os, shutil, sys, tempfile, traceback
 source, final, name = sys.argv[1:4]
 folder = os.path.dirname(final)
 tmp = tempfile.mkdtemp(prefix=name + ".build.", dir=folder)
@@ -57,10 +57,8 @@ try:
     module = load(name=name, sources=[source], extra_cflags=["-O2"], build_directory=tmp, verbose=False)
     os.chmod(module.__file__, 0o755)     # writable by its owner only, whatever the umask (the loader checks)
     os.replace(module.__file__, final)
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(final + ".failed")
-    except FileNotFoundError:
-        pass
 except BaseException as e:
     lines = [l for l in str(e).strip().splitlines() if l.strip()]
     with open(final + ".failed", "w") as f:
@@ -70,13 +68,11 @@ except BaseException as e:
     raise
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with contextlib.suppress(OSError, ValueError):
         with open(final + ".building") as f:
             mine = f.read().split()[:1] == [str(os.getpid())]
         if mine:
             os.unlink(final + ".building")
-    except (OSError, ValueError):
-        pass
 """
 
 
@@ -137,10 +133,7 @@ def _spawn(path: pathlib.Path) -> None:
     marker = _marker(path)
     if _builder_alive(path):
         return
-    try:
-        marker.unlink()                    # a dead or timed-out builder's
-    except FileNotFoundError:
-        pass
+    marker.unlink(missing_ok=True)         # a dead or timed-out builder's
     for old in path.parent.glob(_module_name(path) + ".build.*"):     # what dead builders left
         try:
             if time.time() - old.stat().st_mtime > STALE_S:
