@@ -169,11 +169,9 @@ struct Backward : TupleNode {  // held_: the adjoint's spec
 template <class Base, int K>
 struct Slot final : Base {
   using Base::Base;
-  static std::string label;
+  static inline std::string label;
   std::string name() const override { return label; }
 };
-template <class Base, int K>
-std::string Slot<Base, K>::label;
 
 template <class P, class X>
 P make_node(py::tuple payload) {
@@ -220,8 +218,6 @@ struct Types {
 
 using NodeTypes = Types<Backward>;
 
-int slot(const std::string& name) { return NodeTypes::slot(name); }
-
 // The kernel spec on x (a tensor's Python object) with grad mode off
 // (opendml's kernel route; the call cache serves it), then, where autograd
 // records, this slot's node with the adjoint spec as its backward: the
@@ -244,13 +240,6 @@ PyObject* record(PyObject* x, int k, PyObject* kernel, PyObject* adjoint) {
     torch::autograd::set_history(y, node);
   }
   return out.release().ptr();
-}
-
-void check_record(int k, const py::handle& kernel, const py::handle& adjoint) {
-  if (!is_spec(kernel.ptr()) || !is_spec(adjoint.ptr())) {
-    throw std::invalid_argument("opendml autograd node: a call spec is (cached, code, args tuple, fallback)");
-  }
-  if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
 }
 
 // record with everything but x bound (what the call cache's eager entry
@@ -304,7 +293,10 @@ PyTypeObject* recorder_type() {
 }
 
 py::object recorder(int k, const py::tuple& kernel, const py::tuple& adjoint) {
-  check_record(k, kernel, adjoint);
+  if (!is_spec(kernel.ptr()) || !is_spec(adjoint.ptr())) {
+    throw std::invalid_argument("opendml autograd node: a call spec is (cached, code, args tuple, fallback)");
+  }
+  if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
   auto* r = PyObject_New(Recorder, recorder_type());
   if (r == nullptr) throw py::error_already_set();
   r->vectorcall = recorder_call;
@@ -939,7 +931,7 @@ py::object describe_py(py::handle x) {
 }  // namespace tapi
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
+  m.def("slot", &NodeTypes::slot, "the grad_fn type (its slot) for an operator's backward name");
   m.def("recorder", &recorder, "recorder(k, kernel, adjoint)(x): kernel(x), recorded for autograd with adjoint "
                                "as its backward");
   m.def("eager_check", &eager_check,
