@@ -89,11 +89,6 @@ def _check_device(x, name: str) -> None:
         raise UnsupportedError(f"{name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
-def _describe(x, call, dtype):
-    """The validated description of ``call`` on ``x``'s shape (sizes must be concrete)."""
-    return call.describe_arrays([dtype], [x.shape])
-
-
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
@@ -304,7 +299,7 @@ def through_op(x, call):
             if hit is not None:
                 op, args, reshape = hit
                 return op(x if reshape is None else x.reshape(reshape), *args)
-        _describe(x, call, dtype)
+        call.describe_arrays([dtype], [x.shape])       # (validated: the array API's errors)
     name, lists, reshape = _operator(call.name).framework_call(shape, call.args, _ints)
     op, args = bind_op(ops, name, lists)
     if memo is not None:
@@ -487,7 +482,7 @@ def run(call, arrays) -> list:
     """The adapter's one entry: ``call`` on tensors; the outputs as a list."""
     mode = _mode_get()
     if mode is _DESCRIBE:                 # a custom operator's fake: the validated description
-        return [_describe(arrays[0], call, numpy_dtype(arrays[0], call.name))]
+        return [call.describe_arrays([numpy_dtype(arrays[0], call.name)], [arrays[0].shape])]
     # the C call cache's generation, read before any setting (a CUDA call is recorded there)
     since = calls.generation() if call.ccall is not None else None
     dtypes = _check_move(call, arrays)
