@@ -347,8 +347,7 @@ def test_wait_mode_waits_for_the_node_on_an_autograd_call(node, monkeypatch):
     monkeypatch.setattr(torch_node, "get", lambda: asked.append(1) or real())
     x = torch.randn(1, 2, 5, 5, requires_grad=True)
     with dml.configure(torch_node="wait"):
-        from opendml.arrays.torch import adapter
-        monkeypatch.setitem(adapter._state, "module", None)       # as before the build is done
+        monkeypatch.setitem(torch_node._state, "module", None)       # as before the build is done
         y = dml.tile(x, [1, 1, 2, 1])
     assert asked and y.grad_fn is not None
 

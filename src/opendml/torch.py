@@ -18,35 +18,28 @@ Sizes and positions are SymInt lists (they follow tensor shapes under dynamic
 shapes); strides, dilations, padding and UNFOLD/FOLD windows are plain ints.
 No operator mutates its arguments or returns a view: every output is a new
 packed (contiguous) tensor, and the fake implementations give its exact
-sizes and strides. Backward formulas: unfold <-> fold (each is the other's
-adjoint), slice1 -> slice_grad, slice_grad -> slice1, so any order of
-derivative works. SLICE is SLICE1 with window sizes ``(sizes - 1) * strides + 1``.
+sizes and strides. Backward formulas: unfold <-> fold, slice1 <-> slice_grad,
+so any order of derivative works. SLICE is SLICE1 with window sizes
+``(sizes - 1) * strides + 1``.
 
 The functions here are the array API's (``opendml.unfold`` is
 ``opendml.torch.unfold``): on a tensor that needs a derivative in eager mode
 (``x.requires_grad`` with grad mode on, a forward-AD dual tensor, a
 ``torch.func`` transform) they are recorded for autograd (``grad_fn``
-``opendml_<op>Backward``): by a C++ autograd node in reverse mode once it is
-built (``node_status``), else, and for forward-mode AD and ``torch.func``,
-by a ``torch.autograd.Function`` per operator; backward and forward-mode
-rules are opendml operators again, so every order of
-derivative and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/``jacfwd``/
-``hessian`` work; when something traces the call (``torch.compile``, fake
-tensors, a dispatch mode) they go through the custom operators above; and
-otherwise they call the kernels directly (served from C after a first call).
-
-Importing this module also lets ``torch.compile`` put those functions into
-a graph whole (``torch.compiler.allow_in_graph``), so a compiled function
-that calls them has no graph break. Once opendml's C++ library
-(``node_status``) is loaded, a traced call goes through the same operators
-registered with PyTorch's dispatcher in C++ instead (namespace
+``opendml_<op>Backward``) by a C++ autograd node in reverse mode once it is
+built (``node_status``), else by a ``torch.autograd.Function``; backward and
+forward-mode rules are opendml operators again, so every order of derivative
+and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/``jacfwd``/``hessian``
+work. ``torch.compile`` takes them into a graph whole (no graph break), and a
+traced call (``torch.compile``, fake tensors, a dispatch mode) goes through the
+operators above, or, once opendml's C++ library is loaded, through the same
+operators registered with PyTorch's dispatcher in C++ (namespace
 ``opendml_cpp``, same schemas, plus ``opendml_cpp::move(Tensor[] inputs, str
-desc) -> Tensor[]`` for the data-movement family): their CPU and CUDA kernels
-go straight to opendml's call cache (C) and their Autograd kernel is C++, so
-a compiled graph pays no Python dispatch per call; before that, without a
-C++ compiler, and with ``torch_node="off"`` it takes the custom operators
-above (``compiled_status`` says which). Values, gradients and errors are the
-same either way, and a graph traced either way keeps working.
+desc) -> Tensor[]`` for the data-movement family), whose kernels go straight
+to opendml's call cache (``compiled_status`` says which). Values, gradients
+and errors are the same either way, and a graph traced either way keeps
+working. Otherwise they call the kernels directly (served from C after a
+first call).
 
 On CUDA a call runs on ``torch.cuda.current_stream()`` of the tensor's own
 device and allocates its output from PyTorch's caching allocator; nothing
@@ -64,6 +57,7 @@ import torch
 from . import arrays as _arrays
 from .arrays import _contract
 from .arrays.torch import adapter as _adapter, library as _library, node as _node
+from .arrays.torch.adapter import _is_sequence
 from .model.errors import ValidationError
 
 #: The window operators' functions (the plan route's: those with custom operators, SLICE through SLICE1's):
@@ -82,14 +76,12 @@ def node_status() -> str:
     """Which route eager autograd takes for opendml's operators, and why.
 
     With ``opendml.configure(torch_node="auto")`` (the default) a tensor that
-    needs a derivative is recorded by a C++ autograd node, like PyTorch's own
-    operators, once that node has been compiled for the installed PyTorch (in
-    a background thread, the first time it is needed; about half a minute,
-    once per machine and PyTorch version). Until then, or where no C++
-    compiler is present, the same call is recorded by a Python
-    ``torch.autograd.Function``; values and gradients are the same. Returns
-    ``"built (<path>)"``, ``"building"``, ``"not built"``, ``"off (...)"`` or
-    ``"build failed, ...: <reason>"``.
+    needs a derivative is recorded by a C++ autograd node once that node has
+    been compiled for the installed PyTorch (in the background, once per
+    machine and PyTorch version); until then, or without a C++ compiler, by a
+    Python ``torch.autograd.Function``, with the same values and gradients.
+    Returns ``"built (<path>)"``, ``"building"``, ``"not built"``, ``"off
+    (...)"`` or ``"build failed, ...: <reason>"``.
     """
     return _node.status()
 
@@ -104,11 +96,8 @@ def wait_for_node(timeout: float | None = 600.0) -> bool:
 def compiled_status() -> str:
     """Which operators a call traced now (``torch.compile``, fake tensors)
     goes through, and why: ``"C++ dispatcher operators (opendml_cpp::)"``
-    once the C++ node library (``node_status``) is loaded and on, their
-    kernels served by opendml's call cache from C, or ``"custom operators
-    (opendml::): <reason>"``, the ``torch.library.custom_op`` operators
-    above (before the library is built, without a C++ compiler, with
-    ``torch_node="off"``). Values and gradients are the same either way."""
+    once the C++ node library (``node_status``) is loaded and on, else
+    ``"custom operators (opendml::): <reason>"``."""
     return _adapter.compiled_status()
 
 
@@ -116,10 +105,6 @@ def compiled_route() -> str | None:
     """The namespace of the operators the latest traced call went through
     (``"opendml_cpp"`` or ``"opendml"``), or None before any."""
     return _library.CPP["last"]
-
-
-def _is_sequence(value) -> bool:
-    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
 
 
 def split_padding(padding):

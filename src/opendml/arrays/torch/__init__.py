@@ -1,11 +1,7 @@
-"""The PyTorch wing of the array API: ``adapter`` (the routes: kernel,
-autograd, operator; the first five operators' ``opendml::`` custom operators
-and the data-movement family's one generic route), ``library`` (the
-``torch.library`` operators: ``opendml::move`` and the registry of the C++
-dispatcher operators, ``opendml_cpp::``), ``node`` with ``node.cpp`` (the C++
-autograd node and dispatcher operators, built on first use), ``inductor``
-(the direct kernels in Inductor's wrapper) and ``dtypes`` (the dtype tables
-they share). Nothing here is imported until a PyTorch tensor reaches the
-array API (or ``opendml.torch`` is imported); this package imports nothing
-itself, so ``node``'s build settings can be read without PyTorch.
+"""The PyTorch wing of the array API: ``adapter`` (the routes: kernel, autograd, operator; the first
+five operators' custom operators), ``library`` (``opendml::move`` and the registry of the C++
+dispatcher operators), ``node`` with ``node.cpp`` (the C++ autograd node and dispatcher operators, built
+on first use), ``inductor`` (the direct kernels in Inductor's wrapper) and ``dtypes``. Nothing here is
+imported until a PyTorch tensor reaches the array API (or ``opendml.torch`` is imported); this package
+imports nothing itself, so ``node``'s build settings can be read without PyTorch.
 """

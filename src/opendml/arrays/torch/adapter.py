@@ -1,42 +1,28 @@
-"""PyTorch tensors: the array API's route for them, and the ``torch.library``
-operators ``opendml::unfold``, ``opendml::fold``, ``opendml::slice1`` and
-``opendml::slice_grad``.
+"""PyTorch tensors: the array API's route for them, and the first five operators' ``torch.library``
+operators (``opendml::unfold``, ...). A call (``run``) takes one of three routes, generic over what each
+operator module declares:
 
-A call (``run``) takes one of three routes, generic over what each operator
-module declares:
+* **Kernel route**, when autograd has nothing to record and nothing traces: the move program
+  (``library.kernel_move``), a CPU tensor read through ``x.numpy()`` (a view: ``engine.run_numpy``), a CUDA
+  tensor by pointer, its outputs from PyTorch's caching allocator and the kernels launched on the
+  device's current stream (``arrays/cuda.py``; a meta tensor gets meta outputs). The run is recorded in
+  the call cache (``runtime/calls.py``), which serves the next such call from C.
+* **Autograd route**, when a derivative is needed in eager mode (a tensor requiring grad, an open
+  forward-AD level, a ``torch.func`` wrapper), the same for every operator (``_autograd``): the C++
+  autograd node (``node``) for a call of one tensor and one output where it is built and allowed (its
+  repeats served by the call cache's eager entries), else the one ``torch.autograd.Function``
+  (``_MoveLinear``, named ``opendml_<op>``) whose backward is the operator's declared adjoint, whose
+  forward-mode derivative is its linear part and whose ``vmap`` rule batches it; its old-style twin
+  ``_MoveEager`` (the same rules, a cheaper ``apply``) where no ``torch.func`` transform wraps the inputs.
+* **Operator route**, when a tracer is at work (``torch.compile``, fake or functional tensors, a
+  dispatch mode): the custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the
+  node library is loaded, whose implementations take the kernel route (every other operator's is the
+  one custom operator ``opendml::move``, ``library``). A dual tensor reaching this route is an error,
+  never a dropped tangent.
 
-* **Kernel route**, when autograd has nothing to record and nothing traces:
-  the move program (``_kernel_move``), a CPU tensor read through
-  ``x.numpy()`` (a view: NumPy's route, ``engine.run_numpy``), a CUDA tensor
-  by pointer, its outputs from PyTorch's caching allocator and the kernels
-  launched on the device's current stream (``arrays/cuda.py``; no DLPack, no
-  CuPy; a meta tensor gets meta outputs). The run is recorded in the call
-  cache (``runtime/calls.py``) as a move entry, which serves the next such
-  call from C, whatever the function.
-* **Autograd route**, when a derivative is needed in eager mode (a tensor
-  requiring grad, an open forward-AD level, a ``torch.func`` wrapper), the
-  same for every operator (``_autograd``): the C++ autograd node (``node``)
-  for a call of one tensor and one output where it is built and allowed
-  (its repeats served by the call cache's eager entries), else the one
-  ``torch.autograd.Function`` (``_MoveLinear``, named per operator:
-  ``opendml_<op>``) whose backward is the operator's declared adjoint, whose
-  forward-mode derivative is its linear part and whose ``vmap`` rule
-  batches it (in one call where the operator declares ``batched_args``);
-  its old-style twin ``_MoveEager`` (the same rules, a cheaper ``apply``)
-  where no ``torch.func`` transform wraps the inputs.
-* **Operator route**, when a tracer is at work (``torch.compile``, fake or
-  functional tensors, a dispatch mode): the custom operators below (fake
-  implementations, autograd formulas, batching rules), or their C++ copies
-  (namespace ``opendml_cpp``) once the node library is loaded, whose
-  implementations take the kernel route (the first five have their own,
-  which Inductor's wrapper calls directly; every other operator's is the one
-  custom operator ``opendml::move``, ``library``). A dual tensor reaching
-  this route is an error, never a dropped tangent.
-
-Calls are validated with the array API's messages before they enter an
-operator; the operators' implementations call the array API in kernel mode
-(``_MODE``), so every rule lives in one place. The operators live here, not
-in ``opendml.torch`` (their public face), because the array API must route
+Calls are validated with the array API's messages before they enter an operator; the operators'
+implementations call the array API in kernel mode (``_MODE``), so every rule lives in one place. The
+operators live here, not in ``opendml.torch`` (their public face), because the array API must route
 through them without importing a layer above it.
 """
 from __future__ import annotations
@@ -53,13 +39,12 @@ from ...ops import OPERATORS
 from ...ops._spec import binding_of
 from ...runtime import calls
 from ...runtime.config import config
-from ...runtime.cuda.backend import check_alignment
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
 from . import inductor as torch_inductor, library, node as torch_node
 from .. import engine
 from .dtypes import SUPPORTED_DTYPES, numpy_dtype, torch_dtype
-from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, operators
+from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, kernel_move, operators
 
 __all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
            "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -75,11 +60,9 @@ _KERNEL, _DESCRIBE = "kernel", "describe"
 #: (the operators' implementations), _DESCRIBE returns the validated
 #: description (their fake implementations).
 _MODE: contextvars.ContextVar = contextvars.ContextVar("opendml_torch_mode", default=None)
+_mode_get = _MODE.get
 _is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _dispatch_modes = torch._C._len_torch_dispatch_stack
-
-
-_mode_get = _MODE.get
 
 
 def _in_mode(mode, fn, *args):
@@ -104,11 +87,6 @@ _dispatch.READABLE["torch"] = _readable
 def _check_device(x, name: str) -> None:
     if x.device.type not in _DEVICES:
         raise UnsupportedError(f"{name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
-
-
-def _describe(x, call, dtype):
-    """The validated description of ``call`` on ``x``'s shape (sizes must be concrete)."""
-    return call.describe_arrays([dtype], [x.shape])
 
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -146,10 +124,10 @@ def _batched(cls, fn, x, args):
 
 
 def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
-    """``call`` on ``arrays`` (``desc``: its validated description, or None where ``_route`` makes it)
-    where autograd records it, whatever the operator: the C++ node for one tensor and one output where it
-    can record now, its repeats served by the call cache's eager entry (``put_eager``), else the Python
-    Function (forward-mode AD, ``torch.func`` transforms, compiled autograd, no node)."""
+    """``call`` on ``arrays`` (validated as ``desc``) where autograd records it, whatever the operator: the
+    C++ node for one tensor and one output where it can record now, its repeats served by the call
+    cache's eager entry (``put_eager``), else the Python Function (forward-mode AD, ``torch.func``
+    transforms, compiled autograd, no node)."""
     route, memo = _route(call, arrays, desc)
     desc = route.desc
     x = arrays[0]
@@ -174,14 +152,14 @@ _ROUTES_AD: dict = {}
 
 
 def _route(call, arrays, desc):
-    """(``call``'s ``_Route`` on ``arrays``, whether it is remembered): one tensor's by its call key, dtype,
-    shape and device; ``desc`` (None: made here where it must be) is the call validated on them."""
+    """(``call``'s ``_Route`` on ``arrays``, validated as ``desc``; whether it is remembered): one tensor's
+    by its call key, dtype, shape and device."""
     x = arrays[0]
     key = call.key
     memo = None if key is None or len(arrays) != 1 else (key, x.dtype, tuple(x.shape), x.device)
     route = None if memo is None else _ROUTES_AD.get(memo)
     if route is None:
-        route = _Route(call, desc if desc is not None else _describe(x, call, numpy_dtype(x, call.name)), x.device)
+        route = _Route(call, desc, x.device)
         if memo is not None:
             if len(_ROUTES_AD) >= 1024:
                 _ROUTES_AD.clear()
@@ -230,7 +208,7 @@ class _Route:
             if out is not None:
                 return (out,)
         since = calls.generation() if self.call.ccall is not None else None
-        return tuple(_kernel_move(self.call, self.desc, xs, since))
+        return tuple(kernel_move(self.call, self.desc, xs, since))
 
     def adjoint(self, grads, constants=()):
         self._differentiable()
@@ -266,9 +244,6 @@ def _recorder(route, name: str):
 
 
 _tracing = torch._C._get_tracing_state
-_state = torch_node._state
-
-
 _transforms_active = torch._C._are_functorch_transforms_active
 
 
@@ -313,11 +288,10 @@ def through_op(x, call):
                                f"not supported by opendml's custom operators; call it eagerly (outside the "
                                f"tracer), where forward-mode AD is exact")
     shape, strides = tuple(x.shape), x.stride()
-    concrete = _concrete(shape) and _concrete(strides)
     ops = operators()
     CPP["last"] = "opendml" if ops is _CUSTOM else CPP_NAMESPACE
     memo = None
-    if concrete:
+    if _concrete(shape) and _concrete(strides):
         key = call.key
         if key is not None:
             memo = (key, x.dtype, x.device.type, shape, strides, ops is _CUSTOM)
@@ -325,21 +299,14 @@ def through_op(x, call):
             if hit is not None:
                 op, args, reshape = hit
                 return op(x if reshape is None else x.reshape(reshape), *args)
-    if concrete:
-        _describe(x, call, dtype)
-    op, args, reshape = _operator_call(x, call, ops)
+        call.describe_arrays([dtype], [x.shape])       # (validated: the array API's errors)
+    name, lists, reshape = _operator(call.name).framework_call(shape, call.args, _ints)
+    op, args = bind_op(ops, name, lists)
     if memo is not None:
         if len(_ROUTES) >= 1024:
             _ROUTES.clear()
         _ROUTES[memo] = op, args, reshape
     return op(x if reshape is None else x.reshape(reshape), *args)
-
-
-def _operator_call(x, call, ops: dict):
-    """(operator of ``ops``, its arguments after the tensor, the shape x takes first or None), from
-    the operator's ``framework_call``."""
-    name, lists, reshape = _operator(call.name).framework_call(tuple(x.shape), call.args, _ints)
-    return (*bind_op(ops, name, lists), reshape)
 
 
 def _is_sequence(value) -> bool:
@@ -363,6 +330,16 @@ def _concrete(values) -> bool:
 
 # -- the operators -----------------------------------------------------------------------------------
 
+#: The operators' schemas (after the name), the same in both namespaces: the framework form
+#: (``framework_call``) of the array API's calls, as each operator declares it (SLICE takes SLICE1's).
+_SCHEMAS = {binding_of(cls).function: cls.SCHEMA for cls in OPERATORS.values() if "SCHEMA" in vars(cls)}
+#: The C++ operators pack their int lists into one (the dispatcher's Python entry costs about half as
+#: much with one list as with five): ``_SPLITS[name]`` lists of one length, one after another.
+_SPLITS = {name: _SCHEMAS[name].count("[]") for name in _SCHEMAS}
+#: The custom operators by name (the table of the operator route without the C++ library).
+_CUSTOM = library.CUSTOM
+
+
 def _kernel_of(name: str):
     """The operators' implementation: the array API's function ``name`` in kernel mode."""
     def kernel(x, *args):
@@ -384,21 +361,6 @@ def _fake_of(name: str):
     return fake
 
 
-#: The operators' schemas (after the name), the same in both namespaces: the framework form
-#: (``framework_call``) of the array API's calls, as each operator declares it (SLICE takes SLICE1's).
-_SCHEMAS = {binding_of(cls).function: cls.SCHEMA for cls in OPERATORS.values() if "SCHEMA" in vars(cls)}
-_KERNELS = {name: _kernel_of(name) for name in _SCHEMAS}
-_FAKES = {name: _fake_of(name) for name in _SCHEMAS}
-
-#: The custom operators (``opendml::<function>``), by array-API name.
-CUSTOM_OPS = {name: torch.library.custom_op(f"opendml::{name}", mutates_args=(), schema=_SCHEMAS[name])(_KERNELS[name])
-              for name in _SCHEMAS}
-for _name, _op in CUSTOM_OPS.items():
-    _op.register_fake(_FAKES[_name])
-
-
-# Backward formulas, over an operator table (``ctx.ops``: these custom operators or the C++ ones).
-
 def _keep_inputs(ctx, inputs, output):
     ctx.sizes = inputs[0].shape
     ctx.args = inputs[1:]
@@ -406,6 +368,7 @@ def _keep_inputs(ctx, inputs, output):
 
 
 def _backward_of(name: str):
+    """The backward formula, over an operator table (``ctx.ops``: the custom operators or the C++ ones)."""
     cls = _operator(name)
 
     def backward(ctx, grad):
@@ -416,11 +379,7 @@ def _backward_of(name: str):
     return backward
 
 
-_BACKWARDS = {name: _backward_of(name) for name in _SCHEMAS}
-for _name, _op in CUSTOM_OPS.items():
-    _op.register_autograd(_BACKWARDS[_name], setup_context=_keep_inputs)
-
-def _rule(name: str):
+def _rule_of(name: str):
     """rule(op): op's batching rule."""
     cls = _operator(name)
 
@@ -429,26 +388,6 @@ def _rule(name: str):
             return _batched(cls, op, x.movedim(in_dims[0], 0), args), 0
         return rule
     return rule_of
-
-
-_RULES = {name: _rule(name) for name in _SCHEMAS}
-
-#: The custom operators by name (the table of the operator route without the C++ library).
-_CUSTOM = library.CUSTOM
-_CUSTOM.update({name: getattr(torch.ops.opendml, name).default for name in _SCHEMAS})
-for _name, _op in CUSTOM_OPS.items():
-    _op.register_vmap(_RULES[_name](_CUSTOM[_name]))
-
-
-# -- the C++ operators -------------------------------------------------------------------------------
-
-#: The C++ operators' schemas: their int lists packed into one list (the dispatcher's Python entry
-#: costs about half as much with one list as with five), split back into ``_SPLITS[name]`` lists.
-_SPLITS = {name: _SCHEMAS[name].count("[]") for name in _SCHEMAS}
-_PACKED_SCHEMAS = {
-    name: "(Tensor {0}, {1} args) -> Tensor".format(_SCHEMAS[name][len("(Tensor "):].split(",")[0],
-                                                   "SymInt[]" if "SymInt[]" in _SCHEMAS[name] else "int[]")
-    for name in _SCHEMAS}
 
 
 def _unpack(name: str, packed) -> list:
@@ -479,46 +418,46 @@ def call_op(ops: dict, name: str, x, *lists):
     return op(x, *args)
 
 
-def _packed_fake(name):
-    fake = _FAKES[name]
-
+def _packed(name: str, fake, rule_of, backward):
+    """The C++ operator's fake, vmap rule and backward(saved, grads) (``saved``: x's sizes, the packed
+    list) from the custom operator's."""
     def packed_fake(x, args):
         ops = CPP["ops"]
         if ops is not None:
             torch_inductor.prepare(CPP_NAMESPACE, ops)    # Inductor's direct calls (cheap once done)
         return fake(x, *_unpack(name, args))
-    packed_fake.__name__ = f"{name}_packed_fake"
-    return packed_fake
 
-
-def _packed_rule(name):
-    def rule_of(op):
-        inner = _RULES[name](lambda x, *lists: op(x, [v for part in lists for v in part]))
-
-        def rule(info, in_dims, x, args):
-            return inner(info, in_dims, x, *_unpack(name, args))
-        return rule
-    return rule_of
-
-
-def _ctx_backward(name):
-    formula = _BACKWARDS[name]
+    def packed_rule_of(op):
+        inner = rule_of(lambda x, *lists: op(x, [v for part in lists for v in part]))
+        return lambda info, in_dims, x, args: inner(info, in_dims, x, *_unpack(name, args))
 
     class _Saved:
         __slots__ = ("sizes", "args", "ops")
 
-    def backward(saved, grads):       # saved: (x's sizes, the packed list)
+    def packed_backward(saved, grads):
         ctx = _Saved()
         ctx.sizes, ctx.args, ctx.ops = saved[0], _unpack(name, saved[1]), CPP["ops"]
-        return formula(ctx, grads[0])[:1]
-    return backward
+        return backward(ctx, grads[0])[:1]
+    packed_fake.__name__ = f"{name}_packed_fake"
+    return packed_fake, packed_rule_of, packed_backward
 
 
-for _name in _SCHEMAS:
+#: The custom operators (``opendml::<function>``), by array-API name; each also defined among the C++
+#: operators, with its int lists packed into one.
+CUSTOM_OPS: dict = {}
+for _name, _schema in _SCHEMAS.items():
+    _kernel, _fake, _backward, _rule = _kernel_of(_name), _fake_of(_name), _backward_of(_name), _rule_of(_name)
+    _op = CUSTOM_OPS[_name] = torch.library.custom_op(f"opendml::{_name}", mutates_args=(), schema=_schema)(_kernel)
+    _op.register_fake(_fake)
+    _op.register_autograd(_backward, setup_context=_keep_inputs)
+    _CUSTOM[_name] = getattr(torch.ops.opendml, _name).default
+    _op.register_vmap(_rule(_CUSTOM[_name]))
     # the call cache keys the array API's arguments: those the framework form leaves out, None
     _extra = (None,) * (len(inspect.signature(getattr(api, _name)).parameters) - 1 - _SPLITS[_name])
-    define_cpp(_name, _PACKED_SCHEMAS[_name], (calls.call, calls.OPS[_name], _extra, _KERNELS[_name]),
-               False, _packed_fake(_name), _packed_rule(_name), _ctx_backward(_name), _SPLITS[_name])
+    _packed_schema = "(Tensor {0}, {1} args) -> Tensor".format(_schema[len("(Tensor "):].split(",")[0],
+                                                               "SymInt[]" if "SymInt[]" in _schema else "int[]")
+    define_cpp(_name, _packed_schema, (calls.call, calls.OPS[_name], _extra, _kernel), False,
+               *_packed(_name, _fake, _rule, _backward), _SPLITS[_name])
 
 
 # -- the data-movement family: one route for every operator ----------------------------------------
@@ -543,12 +482,12 @@ def run(call, arrays) -> list:
     """The adapter's one entry: ``call`` on tensors; the outputs as a list."""
     mode = _mode_get()
     if mode is _DESCRIBE:                 # a custom operator's fake: the validated description
-        return [_describe(arrays[0], call, numpy_dtype(arrays[0], call.name))]
+        return [call.describe_arrays([numpy_dtype(arrays[0], call.name)], [arrays[0].shape])]
     # the C call cache's generation, read before any setting (a CUDA call is recorded there)
     since = calls.generation() if call.ccall is not None else None
     dtypes = _check_move(call, arrays)
     if mode is _KERNEL:                   # a custom operator's implementation: the move program
-        return _kernel_move(call, call.describe_arrays(dtypes, [x.shape for x in arrays]), arrays, since)
+        return kernel_move(call, call.describe_arrays(dtypes, [x.shape for x in arrays]), arrays, since)
     if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
         if call.args:         # the first five: their own custom operators (Inductor calls them directly)
             return [through_op(arrays[0], call)]
@@ -558,33 +497,11 @@ def run(call, arrays) -> list:
     record = wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad
                                                                                       for x in arrays))
     if not record and arrays[0].device.type == "cpu":
-        return _kernel_move(call, None, arrays, since)
+        return kernel_move(call, None, arrays, since)
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record and (wrapped or engine.differentiable(desc)):
         return _autograd(call, arrays, desc, since, wrapped)
-    return _kernel_move(call, desc, arrays, since)
-
-
-def _kernel_move(call, desc, arrays, since) -> list:
-    """The move program of ``call`` (``desc``; on the CPU None will do) on plain tensors, recorded in the
-    call cache where the function offered the call there (``since``: the cache's generation, read first):
-    on the CPU NumPy's route on views, on CUDA the tensors' GPU (a first five's negative view checked for
-    alignment where it lies, then read resolved: their errors name the function, ``cuda.move``)."""
-    device = arrays[0].device.type
-    if device == "cpu":
-        return [torch.from_numpy(o) for o in engine.run_numpy(call, library.numpy_views(arrays))]
-    if since is not None and device == "cuda":
-        if call.args and arrays[0].is_neg():
-            check_alignment(arrays[0].element_size(), arrays[0].data_ptr(), 0, call.name)
-            arrays = [arrays[0].resolve_neg()]
-        elif any(x.is_neg() for x in arrays):
-            return library.kernel(desc, arrays)
-        seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
-        x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
-        # (the layouts read before the launches are planned: another thread may change a tensor in place)
-        planned = tuple((t.shape, t.stride()) for t in arrays)
-        return library.cuda_move(desc, arrays, (call, x, since, planned))
-    return library.kernel(desc, arrays)
+    return kernel_move(call, desc, arrays, since)
 
 
 class _MoveLinear(torch.autograd.Function):

@@ -12,12 +12,8 @@ from ...model.errors import UnsupportedError
 __all__ = ["DTYPES", "TORCH_DTYPES", "SUPPORTED_DTYPES", "numpy_dtype", "torch_dtype"]
 
 #: PyTorch dtypes with a DirectML data type.
-DTYPES = {
-    torch.float16: np.dtype(np.float16), torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
-    torch.int8: np.dtype(np.int8), torch.int16: np.dtype(np.int16), torch.int32: np.dtype(np.int32),
-    torch.int64: np.dtype(np.int64), torch.uint8: np.dtype(np.uint8), torch.uint16: np.dtype(np.uint16),
-    torch.uint32: np.dtype(np.uint32), torch.uint64: np.dtype(np.uint64),
-}
+DTYPES = {getattr(torch, name): np.dtype(name) for name in (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
 SUPPORTED_DTYPES = ", ".join(str(t).removeprefix("torch.") for t in DTYPES)
 #: NumPy dtype -> its PyTorch dtype.
 TORCH_DTYPES = {v: k for k, v in DTYPES.items()}

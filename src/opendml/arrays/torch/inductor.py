@@ -1,53 +1,33 @@
-"""Inductor's calls of opendml's operators, without the dispatcher's Python entry (issues 19, 31).
+"""Inductor's calls of opendml's operators, without the dispatcher's Python entry.
 
-Inductor generates no code for an operator of its own: its Python wrapper
-calls it through PyTorch's dispatcher, ``torch.ops.opendml_cpp.unfold.default(x, [...])``.
-That entry (the arguments parsed against the schema, the Autograd kernel, the
-GIL given up and taken back, the output wrapped) costs more host time than
-what the operator's kernel then does on a repeated call: offer the call to
-the call cache's C function (``runtime.calls.call``), which runs it. A
-compiled layer around a small or mid-size tensor is host-bound, so that entry
-decided the layer's time (an H100 host: the operator 12.9 us through the
-dispatcher, 8.8 us through the call cache; the layer's wrapper 8 us less).
-
-So each packed C++ window operator (unfold, fold, slice1, slice_grad) gets a
-*direct kernel*, an attribute of the operator namespace
-(``torch.ops.opendml_cpp._direct_<name>``, set where the operators are
-registered), and an Inductor lowering that is Inductor's own fallback for the
-operator with one change: the wrapper calls the direct kernel by that name.
-The direct kernel takes the operator's arguments (the tensor, the packed
-list), offers the call to the call cache exactly as the operator's kernel
-does (``node.cpp``'s ``run_op``: the packed list split back into its
-lists, the spec's extra arguments), and passes every call the cache does not
-serve to the operator itself: a first call (which the operator's kernel runs
-and records), a tensor that requires grad, a call under a dispatch mode or an
-open forward-AD level, a list of the wrong length. The call cache serves only
-calls it recorded from these kernels, so answers and errors are the
-operator's (``tests/arrays/test_torch_inductor.py`` compares the routes).
-
-The move operators (``opendml_cpp::move``, ``opendml::move``: every other
-function's traced call) get one too, ``_direct_move`` (``direct_move``):
-their kernel (``library._move``) records a description's calls under a code
-of its text (``MOVE_CODES``), which the direct kernel offers ``calls.move``
-with the inputs (on the CPU no index program is recorded: a traced gather
-runs the operator each time).
+Inductor's Python wrapper calls an operator it cannot lower through PyTorch's
+dispatcher (``torch.ops.opendml_cpp.unfold.default(x, [...])``), an entry
+that costs more host time than a repeated call's work in the call cache's C
+function (``runtime.calls.call``); a compiled layer around a small tensor is
+host-bound. So each packed C++ window operator gets a *direct kernel*
+(``torch.ops.<namespace>._direct_<name>``, set where the operators are
+registered) and a lowering that is Inductor's own fallback with one change:
+the wrapper calls the direct kernel. It offers the call to the call cache as
+the operator's kernel does (``node.cpp``'s ``run_op``) and passes every call
+the cache does not serve (a first call, a tensor that requires grad, a
+dispatch mode, a list of the wrong length) to the operator itself; the cache
+serves only calls it recorded from these kernels, so answers and errors are
+the operator's. The move operators get one too (``direct_move``): their
+kernel (``library._move``) records a description's calls under a code of its
+text (``MOVE_CODES``), which the direct kernel offers ``calls.move``.
 
 This relies on Inductor internals (``torch._inductor.lowering``, the
 ``python_kernel_name`` of ``ir.FallbackKernel``). ``prepare()`` installs the
-lowerings once Inductor is loaded (the operators' fake kernels call it, so it
-runs while AOTAutograd traces a graph for Inductor); anything unlike what it
-expects leaves Inductor's default, the dispatcher call, and ``status()`` says
-why. Only the Python wrapper takes the direct kernels: the C++ wrapper
-(``cpp_wrapper``, AOTInductor) and the FX wrapper keep the operator, and the
-C++ wrapper's lowering of ``move`` raises ``UnsupportedError`` (that wrapper
-embeds the JSON text unescaped and reads the list of outputs as one tensor).
+lowerings once Inductor is loaded (the fake kernels call it while AOTAutograd
+traces); anything unlike what it expects leaves Inductor's dispatcher call,
+and ``status()`` says why. The C++ and FX wrappers keep the operator, and the
+C++ wrapper's lowering of ``move`` raises ``UnsupportedError``.
 
 Inductor's and AOTAutograd's on-disk caches key a graph by its FX code, which
 names opendml's operators but not what their fake kernels, adjoints and
-lowerings do. So importing this module appends ``opendml-<digest of opendml's
-Python sources>`` to ``torch.compiler.config.cache_key_tag`` (which those keys
-include; a tag the user set is kept in front of it): a graph compiled with
-another version of opendml is compiled again, never loaded.
+lowerings do: importing this module appends ``opendml-<digest of opendml's
+Python sources>`` to ``torch.compiler.config.cache_key_tag``, so a graph
+compiled with another version of opendml is compiled again, never loaded.
 """
 from __future__ import annotations
 

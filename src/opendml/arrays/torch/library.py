@@ -1,32 +1,19 @@
-"""PyTorch's operator library for opendml: the registry of the C++
-dispatcher operators (``define_cpp``, ``operators``, ``cpp_op``, registered
-by the node library in the ``opendml_cpp`` namespace; the custom operators,
-``CUSTOM``, serve until it is loaded), and every operator as ONE custom
-operator for tracers (``torch.compile``, ``make_fx``, fake tensors, dispatch
-modes)::
+"""PyTorch's operator library for opendml: the registry of the C++ dispatcher operators
+(``define_cpp``, ``operators``, ``cpp_op``; registered by the node library in the ``opendml_cpp``
+namespace, the custom operators ``CUSTOM`` serving until it is loaded), and every operator as ONE
+custom operator for tracers (``torch.compile``, ``make_fx``, fake tensors, dispatch modes)::
 
     opendml::move(Tensor[] inputs, str desc) -> Tensor[]
 
-``desc`` is the operator's JSON form (``jsonform.to_json``): any registered
-operator, no branch per operator here (the array API's traced calls of the
-first five take their own custom operators). Inductor's wrapper calls both
-kinds through direct kernels (``inductor``): ``_move`` records each
-description's calls in the C call cache. The inputs must match its input
-tensors in number, dtype and sizes (``ValidationError``); outputs are new
-packed tensors on the inputs' device (the CPU for an operator without
-inputs). Output ``Strides`` that map two elements to one place leave the
-values to the order of the writes and are a ``ValidationError``; others run
-as packed outputs (``packed_outputs``).
-
-* Real implementation: ``kernel`` (also the eager route of
-  ``adapter.run``).
-* Fake implementation: empty packed outputs. Symbolic sizes are
-  specialised (comparing them with the description's installs a guard), so
-  a size marked strictly dynamic makes Dynamo report its constraint.
-* Autograd: the operator's declared adjoint through the array API, so
-  gradients of gradients trace too; a description with no linear part
-  raises ``UnsupportedError`` if a gradient is asked of it.
-* vmap: the call once per batch element, stacked.
+``desc`` is the operator's JSON form (``jsonform.to_json``): any registered operator, no branch per
+operator here (the first five's traced calls take their own custom operators, ``adapter``). The inputs
+must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new packed
+tensors on the inputs' device (the CPU for an operator without inputs). Output ``Strides`` that map
+two elements to one place are a ``ValidationError``; others run as packed outputs (``packed_outputs``).
+Its fake specialises symbolic sizes (a size marked strictly dynamic makes Dynamo report its
+constraint); its backward is the operator's declared adjoint through the array API, so gradients of
+gradients trace too (``UnsupportedError`` where the description has no linear part); its vmap rule
+runs the call once per batch element; Inductor's wrapper calls it through a direct kernel (``inductor``).
 """
 from __future__ import annotations
 
@@ -44,14 +31,12 @@ from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
 from ...runtime import calls
 from ...runtime.config import config
+from ...runtime.cuda.backend import check_alignment
 from .. import engine
 from . import inductor, node as _node
 from .dtypes import TORCH_DTYPES, torch_dtype
 
 __all__ = ["move_op", "call_move", "description"]
-
-#: Parsed descriptions by JSON text (descriptions are immutable).
-_CACHE_SIZE = 1024
 
 
 def _plain(t):
@@ -68,10 +53,8 @@ def kernel(desc, arrays) -> list:
     """``desc``'s move program on plain tensors (no autograd), into new packed
     outputs (a description whose outputs give other strides runs as
     ``packed_outputs(desc)``)."""
-    for t in desc.outputs:
-        if t.strides is not None:
-            desc = packed_outputs(desc)
-            break
+    if any(t.strides is not None for t in desc.outputs):
+        desc = packed_outputs(desc)
     x = arrays[0] if arrays else torch.empty(0)   # (a generator, DIAGONAL_MATRIX: no input, on the CPU)
     if x.device.type == "cpu":
         return [torch.from_numpy(o) for o in engine.execute(desc, numpy_views(arrays))]
@@ -105,6 +88,28 @@ def cuda_move(desc, arrays, record=None) -> list:
                         record=record)
 
 
+def kernel_move(call, desc, arrays, since) -> list:
+    """The move program of ``call`` (``desc``; on the CPU None will do) on plain tensors, recorded in the
+    call cache where the function offered the call there (``since``: the cache's generation, read first):
+    on the CPU NumPy's route on views, on CUDA the tensors' GPU (a first five's negative view checked for
+    alignment where it lies, then read resolved: their errors name the function, ``cuda.move``)."""
+    device = arrays[0].device.type
+    if device == "cpu":
+        return [torch.from_numpy(o) for o in engine.run_numpy(call, numpy_views(arrays))]
+    if since is not None and device == "cuda":
+        if call.args and arrays[0].is_neg():
+            check_alignment(arrays[0].element_size(), arrays[0].data_ptr(), 0, call.name)
+            arrays = [arrays[0].resolve_neg()]
+        elif any(x.is_neg() for x in arrays):
+            return kernel(desc, arrays)
+        seq = call.ccall[2]     # (the index functions': their inputs as given, a tuple)
+        x = seq if type(seq) is tuple else tuple(arrays) if seq else arrays[0]
+        # (the layouts read before the launches are planned: another thread may change a tensor in place)
+        planned = tuple((t.shape, t.stride()) for t in arrays)
+        return cuda_move(desc, arrays, (call, x, since, planned))
+    return kernel(desc, arrays)
+
+
 # -- the C++ operators -------------------------------------------------------------------------------
 
 # The window operators (``adapter``) and the move operator, registered with PyTorch's dispatcher by the
@@ -112,12 +117,13 @@ def cuda_move(desc, arrays, record=None) -> list:
 # call takes them once the library is loaded and on, else the custom operators; both tables stay
 # registered, so a graph traced either way keeps working.
 
-#: The C++ operators' namespace.
 CPP_NAMESPACE = "opendml_cpp"
-#: The custom operators by name (``opendml::``, filled by ``adapter``): the
-#: table a traced call takes without the C++ library.
+#: The custom operators by name (``opendml::``, filled by ``adapter``): the table a traced call takes
+#: without the C++ library.
 CUSTOM: dict = {}
-CPP: dict = {"ops": None, "libs": [], "failed": None, "last": None}
+#: The C++ operators once registered (by name), their library, why registering them failed, and the
+#: namespace the latest traced call took (``opendml.torch.compiled_route``).
+CPP: dict = {"ops": None, "lib": None, "failed": None, "last": None}
 #: Definitions the C++ library registers: name -> (schema, kernel spec (cached, code, extra arguments,
 #: fallback), returns a list, grad_fn name, fake, vmap rule(op) or None, backward(saved, grads) (``saved``:
 #: the arguments, each tensor as its sizes), split: ``define_cpp``'s).
@@ -133,33 +139,25 @@ def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, 
     CPP_DEFS[name] = (schema, spec, list_out, f"opendml_{name}Backward", fake, vmap, backward, split)
 
 
-def _cpp_backward(name, saved, grads):
-    """Every C++ operator's backward (the node's apply calls it)."""
-    return CPP_DEFS[name][6](saved, grads)
-
-
-def _register(node, names) -> dict:
-    """Register ``names`` of ``CPP_DEFS`` with the node library (under _cpp_lock)."""
-    lib = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
-    tags = (torch.Tag.pt2_compliant_tag,)
-    for name in names:
-        lib.define(name + CPP_DEFS[name][0], tags=tags)
-    CPP["libs"].append(lib)
-    node.register_ops(CPP_NAMESPACE, [(name, CPP_DEFS[name][1], CPP_DEFS[name][2], CPP_DEFS[name][3],
-                                       CPP_DEFS[name][7]) for name in names], _cpp_backward)
+def _register(node) -> dict:
+    """Register ``CPP_DEFS`` with the node library (under _cpp_lock)."""
+    lib = CPP["lib"] = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
+    for name, d in CPP_DEFS.items():
+        lib.define(name + d[0], tags=(torch.Tag.pt2_compliant_tag,))
+    node.register_ops(CPP_NAMESPACE, [(name, d[1], d[2], d[3], d[7]) for name, d in CPP_DEFS.items()],
+                      lambda name, saved, grads: CPP_DEFS[name][6](saved, grads))     # (every backward)
     ns = getattr(torch.ops, CPP_NAMESPACE)
-    ops = {name: getattr(ns, name).default for name in names}
+    ops = {name: getattr(ns, name).default for name in CPP_DEFS}
     inductor.attach(CPP_NAMESPACE, ops, CPP_DEFS)
-    for name in names:
+    for name, d in CPP_DEFS.items():
         qualname = f"{CPP_NAMESPACE}::{name}"
-        torch.library.register_fake(qualname, CPP_DEFS[name][4], lib=lib)
-        rule = CPP_DEFS[name][5]
-        if rule is not None:
-            torch.library.register_vmap(qualname, rule(ops[name]), lib=lib)
-        if CPP_DEFS[name][0].startswith("(Tensor[]"):
+        torch.library.register_fake(qualname, d[4], lib=lib)
+        if d[5] is not None:
+            torch.library.register_vmap(qualname, d[5](ops[name]), lib=lib)
+        if d[0].startswith("(Tensor[]"):
             # an empty list (a generator's inputs: DIAGONAL_MATRIX) gives the dispatcher no tensor to
             # dispatch on: the Python kernel serves that call
-            lib.impl(name, CPP_DEFS[name][1][3], "CompositeExplicitAutograd")
+            lib.impl(name, d[1][3], "CompositeExplicitAutograd")
     return ops
 
 
@@ -177,30 +175,16 @@ def operators() -> dict:
     with _cpp_lock:
         if CPP["ops"] is None and CPP["failed"] is None:
             try:
-                CPP["ops"] = _register(node, list(CPP_DEFS))
+                CPP["ops"] = _register(node)
             except Exception as e:     # noqa: BLE001 - the custom operators serve; compiled_status() says why
                 CPP["failed"] = f"{type(e).__name__}: {e}"
     return CPP["ops"] if CPP["ops"] is not None else CUSTOM
 
 
 def cpp_op(name: str):
-    """The C++ operator ``name`` where traced calls take the C++ operators
-    (registering it first if it was defined after the others), else None."""
+    """The C++ operator ``name`` where traced calls take the C++ operators, else None."""
     ops = operators()
-    if ops is CUSTOM:
-        return None
-    op = ops.get(name)
-    if op is None and name in CPP_DEFS:
-        with _cpp_lock:
-            op = ops.get(name)
-            if op is None:
-                try:
-                    new = _register(_node.get(), [name])
-                except Exception:     # noqa: BLE001 - the custom operator serves
-                    return None
-                ops.update(new)
-                op = ops[name]
-    return op
+    return None if ops is CUSTOM else ops.get(name)
 
 
 def compiled_status() -> str:
@@ -268,12 +252,10 @@ def packed_outputs(desc):
     return dataclasses.replace(desc, **changes) if changes else desc
 
 
-@functools.lru_cache(maxsize=_CACHE_SIZE)
+@functools.lru_cache(maxsize=1024)       # (descriptions are immutable)
 def description(text: str):
     """The validated description of ``text`` (cached), with packed outputs
     (``packed_outputs``)."""
-    if not isinstance(text, str):
-        raise ValidationError(f"opendml::move: desc must be a JSON string; got {type(text).__qualname__}")
     if text.startswith("@"):
         desc = _HELD_BY_KEY.get(text)
         if desc is None:
@@ -336,7 +318,6 @@ def _move_fake(inputs, desc):
 
 def _setup(ctx, inputs, output):
     ctx.desc = inputs[1]
-    ctx.n = len(inputs[0])
     ctx.save_for_backward(*[inputs[0][i] for i in engine.constant_inputs(description(inputs[1]))])
 
 
@@ -384,15 +365,7 @@ def _move(inputs, text):
         name = "opendml::move " + text
         call = _CALLS.setdefault(text, engine.Call(desc.OPERATOR, lambda *_: desc, True, (name,), (name, (), True)))
         inductor.MOVE_CODES[text] = calls.OPS[name]
-    if call is not None and device == "cpu":
-        outs = [torch.from_numpy(o) for o in engine.run_numpy(call, numpy_views(arrays))]
-    elif call is not None and device == "cuda":     # (a negative view is resolved first: not recorded)
-        # (the layouts read before the launches are planned: another thread may change a tensor in place)
-        planned = tuple((t.shape, t.stride()) for t in arrays)
-        outs = cuda_move(desc, arrays, None if any(x.is_neg() for x in arrays) else (call, tuple(arrays), since,
-                                                                                     planned))
-    else:
-        outs = kernel(desc, arrays)
+    outs = kernel(desc, arrays) if call is None else kernel_move(call, desc, arrays, since)
     return [o.contiguous() for o in outs]
 
 

@@ -1,17 +1,10 @@
-// opendml's autograd node for eager PyTorch (arrays/torch/node.py builds and loads it).
-//
-// A Python torch.autograd.Function costs tens of microseconds per forward +
-// backward more than PyTorch's own C++ nodes (its apply, the Python context
-// object, the PyNode that calls back into Python). This node is a plain C++
-// torch::autograd::Node, like the ones PyTorch generates for its own
-// operators: the forward runs opendml's kernel route (a Python callable: the
-// call cache serves it from C) and records this node; the engine calls the
-// node's apply, which calls the operator's adjoint (a Python callable that
-// goes through the array API, so a gradient of a gradient takes the same
-// routes again). Each operator gets its own Python type for grad_fn
-// (opendml_<op>Backward), registered the way PyTorch registers its own.
-//
-// Only the routing is here: which kernel runs and every rule stay in Python.
+// opendml's autograd node and dispatcher operators for eager PyTorch (arrays/torch/node.py builds and
+// loads it). The node is a plain C++ torch::autograd::Node, like the ones PyTorch generates for its own
+// operators: the forward runs opendml's kernel route (a Python callable: the call cache serves it from
+// C) and records this node; the engine calls the node's apply, which calls the operator's adjoint (a
+// Python callable through the array API, so a gradient of a gradient takes the same routes again).
+// Each operator gets its own Python type for grad_fn (opendml_<op>Backward), registered the way
+// PyTorch registers its own. Only the routing is here: which kernel runs and every rule stay in Python.
 #include <torch/extension.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
@@ -23,7 +16,6 @@
 #include <torch/library.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
-#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/SmallVector.h>
@@ -177,11 +169,9 @@ struct Backward : TupleNode {  // held_: the adjoint's spec
 template <class Base, int K>
 struct Slot final : Base {
   using Base::Base;
-  static std::string label;
+  static inline std::string label;
   std::string name() const override { return label; }
 };
-template <class Base, int K>
-std::string Slot<Base, K>::label;
 
 template <class P, class X>
 P make_node(py::tuple payload) {
@@ -192,48 +182,41 @@ P make_node(py::tuple payload) {
   }
 }
 
-using Maker = NodePtr (*)(py::tuple);
+// A slot's node maker, C++ type and name.
+struct SlotEntry {
+  NodePtr (*make)(py::tuple);
+  const std::type_info* info;
+  std::string* label;
+};
 
 // kSlots grad_fn types over node class Base, each registered with its own
 // Python type on first use (slot(name)).
 template <class Base>
 struct Types {
   template <int... K>
-  static std::array<Maker, kSlots> makers(std::integer_sequence<int, K...>) {
-    return {&make_node<NodePtr, Slot<Base, K>>...};
+  static std::array<SlotEntry, kSlots> entries(std::integer_sequence<int, K...>) {
+    return {SlotEntry{&make_node<NodePtr, Slot<Base, K>>, &typeid(Slot<Base, K>), &Slot<Base, K>::label}...};
   }
-  template <int... K>
-  static std::array<const std::type_info*, kSlots> infos(std::integer_sequence<int, K...>) {
-    return {&typeid(Slot<Base, K>)...};
-  }
-  template <int... K>
-  static std::array<std::string*, kSlots> labels(std::integer_sequence<int, K...>) {
-    return {&Slot<Base, K>::label...};
-  }
-  static inline const auto kMakers = makers(std::make_integer_sequence<int, kSlots>{});
-  static inline const auto kInfos = infos(std::make_integer_sequence<int, kSlots>{});
-  static inline const auto kLabels = labels(std::make_integer_sequence<int, kSlots>{});
+  static inline const auto kEntries = entries(std::make_integer_sequence<int, kSlots>{});
   static inline std::array<PyTypeObject, kSlots> types{};
   static inline int used = 0;
 
   // A new grad_fn type named `name` (e.g. opendml_unfoldBackward); its slot number.
   static int slot(const std::string& name) {
     for (int k = 0; k < used; ++k) {
-      if (*kLabels[k] == name) return k;
+      if (*kEntries[k].label == name) return k;
     }
     if (used == kSlots) throw std::runtime_error("opendml autograd node: more than 64 operator names");
     int k = used++;
-    *kLabels[k] = name;
-    torch::autograd::_initFunctionPyTypeObject(types[k], kLabels[k]->c_str(), nullptr, nullptr);
+    *kEntries[k].label = name;
+    torch::autograd::_initFunctionPyTypeObject(types[k], kEntries[k].label->c_str(), nullptr, nullptr);
     Py_INCREF(&types[k]);
-    torch::autograd::registerCppFunction(*kInfos[k], &types[k]);
+    torch::autograd::registerCppFunction(*kEntries[k].info, &types[k]);
     return k;
   }
 };
 
 using NodeTypes = Types<Backward>;
-
-int slot(const std::string& name) { return NodeTypes::slot(name); }
 
 // The kernel spec on x (a tensor's Python object) with grad mode off
 // (opendml's kernel route; the call cache serves it), then, where autograd
@@ -252,18 +235,11 @@ PyObject* record(PyObject* x, int k, PyObject* kernel, PyObject* adjoint) {
     if (y.requires_grad() || y.is_view() || y.is_same(t)) {
       throw std::runtime_error("opendml autograd node: the kernel route returned a tensor autograd already knows");
     }
-    NodePtr node = NodeTypes::kMakers[k](py::reinterpret_borrow<py::tuple>(adjoint));
+    NodePtr node = NodeTypes::kEntries[k].make(py::reinterpret_borrow<py::tuple>(adjoint));
     node->set_next_edges(torch::autograd::collect_next_edges(t));
     torch::autograd::set_history(y, node);
   }
   return out.release().ptr();
-}
-
-void check_record(int k, const py::handle& kernel, const py::handle& adjoint) {
-  if (!is_spec(kernel.ptr()) || !is_spec(adjoint.ptr())) {
-    throw std::invalid_argument("opendml autograd node: a call spec is (cached, code, args tuple, fallback)");
-  }
-  if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
 }
 
 // record with everything but x bound (what the call cache's eager entry
@@ -317,7 +293,10 @@ PyTypeObject* recorder_type() {
 }
 
 py::object recorder(int k, const py::tuple& kernel, const py::tuple& adjoint) {
-  check_record(k, kernel, adjoint);
+  if (!is_spec(kernel.ptr()) || !is_spec(adjoint.ptr())) {
+    throw std::invalid_argument("opendml autograd node: a call spec is (cached, code, args tuple, fallback)");
+  }
+  if (k < 0 || k >= NodeTypes::used) throw std::out_of_range("opendml autograd node: no such slot");
   auto* r = PyObject_New(Recorder, recorder_type());
   if (r == nullptr) throw py::error_already_set();
   r->vectorcall = recorder_call;
@@ -414,7 +393,6 @@ py::object eager_check(py::dict state, py::dict config_globals, py::dict sys_dic
 // the Python backward formula, which calls these operators again (so
 // gradients of gradients, and AOTAutograd's traces of backward, take them).
 
-constexpr int kOps = 16;
 constexpr size_t kMaxArgs = 16;  // the code, arguments and extra arguments of a call; more take a vector (run_op)
 
 // An operator's kernel spec: cached(code, *args, *extra) is the call cache's
@@ -434,8 +412,6 @@ struct OpSpec {
   size_t split = 0;
   std::array<PyObject*, kMaxArgs> lists{};  // per argument: the int list run_op made last (Operands)
 };
-std::array<OpSpec, kOps> op_specs{};
-int op_count = 0;
 PyObject* op_backward = nullptr;  // backward(name, saved, grads) -> a gradient (or None) per input tensor
 
 // A reference released with the GIL taken, whatever path leaves the scope.
@@ -468,7 +444,7 @@ PyObject* int_list(c10::ArrayRef<c10::IValue> items, size_t start, size_t count)
 }
 
 // A new reference to the Python form of an argument: a tensor, a list of
-// ints (what the call cache keys), None, else what TorchScript makes of it
+// ints (what the call cache keys), else what TorchScript makes of it
 // (SymInts, strings, tensor lists).
 PyObject* to_py(const c10::IValue& v) {
   if (v.isTensor()) {
@@ -479,10 +455,6 @@ PyObject* to_py(const c10::IValue& v) {
   if (v.isIntList()) {
     const auto ints = v.toListRef();
     return int_list(ints, 0, ints.size());
-  }
-  if (v.isNone()) {
-    Py_INCREF(Py_None);
-    return Py_None;
   }
   return torch::jit::toPyObject(v).release().ptr();
 }
@@ -505,7 +477,7 @@ bool same_ints(PyObject* list, c10::ArrayRef<c10::IValue> items, size_t start, s
 // same ints, else a new one the slot keeps (see Operands).
 PyObject* ints_for(OpSpec& spec, size_t index, c10::ArrayRef<c10::IValue> items, size_t start, size_t count,
                    bool reuse) {
-  if (!reuse || index >= kMaxArgs) return int_list(items, start, count);
+  if (!reuse) return int_list(items, start, count);  // (index < kMaxArgs: register_ops checks split)
   PyObject*& cached = spec.lists[index];
   if (cached == nullptr || !same_ints(cached, items, start, count)) {
     PyObject* made = int_list(items, start, count);
@@ -577,16 +549,8 @@ struct Operands {
             argv[n + 1] = part;
           }
         }
-      } else {
-        for (; n < args.size(); ++n) {
-          const c10::IValue& a = args[n];
-          if (a.isIntList()) {
-            const auto ints = a.toListRef();
-            argv[n + 1] = ints_for(spec, n, ints, 0, ints.size(), reuse);
-          } else {
-            argv[n + 1] = to_py(a);
-          }
-        }
+      } else {  // (an unpacked operator: its int lists made anew, never reused)
+        for (; n < args.size(); ++n) argv[n + 1] = to_py(args[n]);
       }
     } catch (...) {
       release();
@@ -736,7 +700,7 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
     py::gil_scoped_acquire gil;
     py::tuple payload = py::make_tuple(py::reinterpret_borrow<py::object>(spec.name),
                                        py::reinterpret_borrow<py::object>(saved.p), inputs.size());
-    node = OpTypes::kMakers[spec.slot](std::move(payload));
+    node = OpTypes::kEntries[spec.slot].make(std::move(payload));
   }
   node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
   for (const auto& y : outputs) {  // an integer output (a CAST) gets no history: its gradient is None
@@ -748,35 +712,24 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
   }
 }
 
-template <int K>
-void op_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  run_op(op_specs[K], op, stack);
-}
+// An operator's CPU and CUDA kernel (run_op), or its Autograd kernel (record_op).
+template <bool Autograd>
+struct OpKernel final : c10::OperatorKernel {
+  explicit OpKernel(OpSpec* spec) : spec(spec) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    if constexpr (Autograd) {
+      record_op(*spec, op, ks, stack);
+    } else {
+      run_op(*spec, op, stack);
+    }
+  }
+  OpSpec* spec;
+};
 
-template <int K>
-void op_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  record_op(op_specs[K], op, ks, stack);
+template <bool Autograd>
+torch::CppFunction op_kernel(OpSpec& spec) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OpKernel<Autograd>>(&spec));
 }
-
-using FnMaker = torch::CppFunction (*)();
-template <int K>
-torch::CppFunction kernel_fn() {
-  return torch::CppFunction::makeFromBoxedFunction<&op_kernel<K>>();
-}
-template <int K>
-torch::CppFunction autograd_fn() {
-  return torch::CppFunction::makeFromBoxedFunction<&op_autograd<K>>();
-}
-template <int... K>
-std::array<FnMaker, kOps> kernel_fns(std::integer_sequence<int, K...>) {
-  return {&kernel_fn<K>...};
-}
-template <int... K>
-std::array<FnMaker, kOps> autograd_fns(std::integer_sequence<int, K...>) {
-  return {&autograd_fn<K>...};
-}
-const auto kKernelFns = kernel_fns(std::make_integer_sequence<int, kOps>{});
-const auto kAutogradFns = autograd_fns(std::make_integer_sequence<int, kOps>{});
 
 // Kernels for operators already defined in namespace ns (CPU, CUDA,
 // Autograd), one per (name, (cached, code, extra tuple, fallback), returns a
@@ -784,9 +737,6 @@ const auto kAutogradFns = autograd_fns(std::make_integer_sequence<int, kOps>{});
 // 0 where it is not packed); backward(name, saved, grads) is every
 // operator's backward. The registrations stay for the life of the process.
 void register_ops(const std::string& ns, const py::list& ops, py::object backward) {
-  if (op_count + static_cast<int>(ops.size()) > kOps) {
-    throw std::runtime_error("opendml operators: more than 16 operators");
-  }
   for (py::handle item : ops) {
     py::tuple entry = py::reinterpret_borrow<py::tuple>(item);
     py::tuple spec = entry[1].cast<py::tuple>();
@@ -801,8 +751,7 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
   for (py::handle item : ops) {
     py::tuple entry = py::reinterpret_borrow<py::tuple>(item);
     py::tuple spec = entry[1].cast<py::tuple>();
-    const int k = op_count;
-    OpSpec& s = op_specs[k];
+    OpSpec& s = *new OpSpec();  // kept
     s.name = py::object(entry[0]).release().ptr();
     s.cached = py::object(spec[0]).release().ptr();
     s.code = py::object(spec[1]).release().ptr();
@@ -812,10 +761,9 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
     s.slot = OpTypes::slot(entry[3].cast<std::string>());
     s.split = entry[4].cast<size_t>();
     const std::string name = entry[0].cast<std::string>();
-    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, kKernelFns[k]()));
-    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, kKernelFns[k]()));
-    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, kAutogradFns[k]()));
-    ++op_count;
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, op_kernel<false>(s)));
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, op_kernel<false>(s)));
+    lib->impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, op_kernel<true>(s)));
   }
 }
 
@@ -907,44 +855,43 @@ int describe(PyObject* x, odml_torch_info* info) {
   }
 }
 
+// f(), or `failed` with a RuntimeError set where it throws (calls.c reads a Python error).
+template <class F, class R>
+R guarded(F f, R failed) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return failed;
+  }
+}
+
 PyObject* empty(PyObject* x, const int64_t* sizes, int ndim, PyObject* dtype, uint64_t* data_ptr) {
   if (dtype != nullptr && !THPDtype_Check(dtype)) {
     PyErr_SetString(PyExc_TypeError, "opendml torch_api.empty: dtype is not a torch.dtype");
     return nullptr;
   }
-  try {
-    const at::Tensor& t = THPVariable_Unpack(x);
-    auto options = t.options();
+  return guarded([&]() -> PyObject* {
+    auto options = THPVariable_Unpack(x).options();
     if (dtype != nullptr) options = options.dtype(reinterpret_cast<THPDtype*>(dtype)->scalar_type);
     at::Tensor out = at::empty(c10::IntArrayRef(sizes, static_cast<size_t>(ndim)), options);
     *data_ptr = reinterpret_cast<uint64_t>(out.data_ptr());
     return THPVariable_Wrap(std::move(out));
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
+  }, static_cast<PyObject*>(nullptr));
 }
 
 int current_stream(int64_t device, uint64_t* stream) {
-  try {
+  return guarded([&] {
     c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
     const c10::Stream s = impl.getStream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
     *stream = reinterpret_cast<uint64_t>(s.native_handle());
     return 0;
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return -1;
-  }
+  }, -1);
 }
 
 int64_t current_device() {
-  try {
-    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
-    return impl.getDevice().index();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return -1;
-  }
+  return guarded([] { return int64_t{c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getDevice().index()}; },
+                 int64_t{-1});
 }
 
 const odml_torch_api table = {ODML_TORCH_API_VERSION, &describe, &empty, &current_stream, &current_device};
@@ -984,7 +931,7 @@ py::object describe_py(py::handle x) {
 }  // namespace tapi
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("slot", &slot, "the grad_fn type (its slot) for an operator's backward name");
+  m.def("slot", &NodeTypes::slot, "the grad_fn type (its slot) for an operator's backward name");
   m.def("recorder", &recorder, "recorder(k, kernel, adjoint)(x): kernel(x), recorded for autograd with adjoint "
                                "as its backward");
   m.def("eager_check", &eager_check,

@@ -1,28 +1,18 @@
-"""opendml's C++ autograd node for eager PyTorch (``node.cpp``), built
-for the installed PyTorch on first need and loaded from opendml's cache after
-that.
+"""opendml's C++ autograd node and dispatcher operators for PyTorch (``node.cpp``), built for the
+installed PyTorch on first need and loaded from opendml's cache after that.
 
-Why: a Python ``torch.autograd.Function`` costs tens of microseconds more per
-forward + backward than PyTorch's generated C++ nodes, which decides the
-race on small and mid-size tensors. The node records the same call as the
-Python route (``adapter._Route``): the same kernel (the call cache's),
-the same adjoint operator through the array API; only where autograd keeps
-the record differs. Forward-mode AD and ``torch.func`` keep the Python
-``autograd.Function`` (a C++ node has neither).
+A Python ``torch.autograd.Function`` costs tens of microseconds more per forward + backward than
+PyTorch's generated C++ nodes. The node records the same call as the Python route
+(``adapter._Route``): the same kernel, the same adjoint through the array API; only where autograd
+keeps the record differs. Forward-mode AD and ``torch.func`` keep the Python Function.
 
-The build is governed by ``opendml.configure(torch_node=...)`` /
-``OPENDML_TORCH_NODE``: ``"auto"`` starts it and lets calls take the Python
-route until it is ready, ``"wait"`` makes the first call wait for it,
-``"off"`` never builds. It runs in a separate process
-(``torch.utils.cpp_extension.load`` in a private build folder, about half a
-minute, a C++ compiler needed) that finishes even if this process exits, and
-moves the finished library into the cache folder in one rename, so no lock is
-ever left behind and a later process loads it at once. The cache folder is
-``$OPENDML_CACHE_DIR/torch_node`` (default ``~/.cache/opendml/torch_node``);
-its file name carries a digest of the source, PyTorch's version and Python's
-ABI. A build that fails is written down beside it (``<name>.failed``) and
-retried after an hour; until then calls take the Python route and
-``status()`` says why.
+``opendml.configure(torch_node=...)`` / ``OPENDML_TORCH_NODE``: ``"auto"`` starts the build and lets
+calls take the Python route until it is ready, ``"wait"`` makes the first call wait for it, ``"off"``
+never builds. The build runs in a separate process (``torch.utils.cpp_extension.load`` in a private
+build folder, a C++ compiler needed) that finishes even if this process exits, and moves the library
+into the cache folder (``cache_folder()``) in one rename, so no lock is ever left behind; its file
+name carries a digest of the source, PyTorch's version and Python's ABI. A failed build is written
+down beside it (``<name>.failed``) and retried after an hour; until then ``status()`` says why.
 """
 from __future__ import annotations
 
@@ -57,7 +47,7 @@ STALE_S = 900.0
 RETRY_S = 3600.0
 
 _BUILDER = r"""
-import os, shutil, sys, tempfile, traceback
+import contextlib, os, shutil, sys, tempfile, traceback
 source, final, name = sys.argv[1:4]
 folder = os.path.dirname(final)
 tmp = tempfile.mkdtemp(prefix=name + ".build.", dir=folder)
@@ -67,10 +57,8 @@ try:
     module = load(name=name, sources=[source], extra_cflags=["-O2"], build_directory=tmp, verbose=False)
     os.chmod(module.__file__, 0o755)     # writable by its owner only, whatever the umask (the loader checks)
     os.replace(module.__file__, final)
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(final + ".failed")
-    except FileNotFoundError:
-        pass
 except BaseException as e:
     lines = [l for l in str(e).strip().splitlines() if l.strip()]
     with open(final + ".failed", "w") as f:
@@ -80,22 +68,16 @@ except BaseException as e:
     raise
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with contextlib.suppress(OSError, ValueError):
         with open(final + ".building") as f:
             mine = f.read().split()[:1] == [str(os.getpid())]
         if mine:
             os.unlink(final + ".building")
-    except (OSError, ValueError):
-        pass
 """
 
 
 def cache_folder() -> pathlib.Path:
     """The folder the node's libraries are kept in."""
-    return _folder()
-
-
-def _folder() -> pathlib.Path:
     root = os.environ.get("OPENDML_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "opendml")
     return pathlib.Path(root) / "torch_node"
@@ -104,10 +86,10 @@ def _folder() -> pathlib.Path:
 def library_path() -> pathlib.Path:
     """Where this PyTorch's node library is (or will be) kept."""
     import torch
-    tag = hashlib.sha256(_SOURCE.read_bytes() + _API_HEADER.read_bytes() + torch.__version__.encode() + sys.version.encode()
-                         + (sysconfig.get_config_var("EXT_SUFFIX") or "").encode()).hexdigest()[:12]
+    tag = hashlib.sha256(_SOURCE.read_bytes() + _API_HEADER.read_bytes() + torch.__version__.encode()
+                         + sys.version.encode() + (sysconfig.get_config_var("EXT_SUFFIX") or "").encode()).hexdigest()[:12]
     name = f"opendml_torch_node_{tag}"
-    return _folder() / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    return cache_folder() / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -126,8 +108,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
-        return True
+    except OSError:                        # (PermissionError: alive, another user's)
+        pass
     return True
 
 
@@ -151,10 +133,7 @@ def _spawn(path: pathlib.Path) -> None:
     marker = _marker(path)
     if _builder_alive(path):
         return
-    try:
-        marker.unlink()                    # a dead or timed-out builder's
-    except FileNotFoundError:
-        pass
+    marker.unlink(missing_ok=True)         # a dead or timed-out builder's
     for old in path.parent.glob(_module_name(path) + ".build.*"):     # what dead builders left
         try:
             if time.time() - old.stat().st_mtime > STALE_S:
@@ -215,6 +194,10 @@ def _interpreter() -> str | None:
     return None
 
 
+#: What a status other than "built" or "building" goes on to say.
+_PYTHON = "eager autograd takes the Python autograd.Function"
+
+
 def _obtain(timeout: float) -> None:
     """Load the library, building it first where it is not there yet; the
     outcome goes to ``_state``."""
@@ -226,18 +209,17 @@ def _obtain(timeout: float) -> None:
         while not path.exists():
             reason = _failure(path)
             if reason is not None:
-                _state["status"] = (f"build failed, eager autograd takes the Python autograd.Function: {reason} "
-                                    f"(retried after an hour; compiler output: {path}.log)")
+                _state["status"] = (f"build failed, {_PYTHON}: {reason} (retried after an hour; compiler "
+                                    f"output: {path}.log)")
                 return
             if not _builder_alive(path):  # none yet, or it died without a word (killed): one more try
                 if _interpreter() is None:
-                    _state["status"] = (f"not built, eager autograd takes the Python autograd.Function: "
-                                        f"sys.executable ({sys.executable!r}) is not a Python interpreter to "
-                                        f"run the builder with")
+                    _state["status"] = (f"not built, {_PYTHON}: sys.executable ({sys.executable!r}) is not a "
+                                        f"Python interpreter to run the builder with")
                     return
                 if spawns == 2:
-                    _state["status"] = ("build failed, eager autograd takes the Python autograd.Function: the "
-                                        "builder process exited without a library or an error, twice")
+                    _state["status"] = (f"build failed, {_PYTHON}: the builder process exited without a "
+                                        f"library or an error, twice")
                     return
                 _spawn(path)
                 spawns += 1
@@ -247,17 +229,15 @@ def _obtain(timeout: float) -> None:
             time.sleep(0.2)
         why = _trusted(path)
         if why is not None:
-            _state["status"] = f"not loaded, eager autograd takes the Python autograd.Function: {why}"
+            _state["status"] = f"not loaded, {_PYTHON}: {why}"
             return
         module = _load(path)
-        _state["status"] = f"built ({path})"
-        _state["module"] = module
+        _state["status"], _state["module"] = f"built ({path})", module
         # The call cache reads tensors through the library's C++ accessors from now on
         # (runtime/native/torch_api.h): the same facts as through Python, in one call.
         _use_accessors(config())
     except Exception as e:                # noqa: BLE001 - any failure leaves the Python route, said in status()
-        _state["status"] = f"build failed, eager autograd takes the Python autograd.Function: " \
-                           f"{type(e).__name__}: {e}"
+        _state["status"] = f"build failed, {_PYTHON}: {type(e).__name__}: {e}"
 
 
 def _use_accessors(cfg) -> None:
@@ -303,10 +283,7 @@ def get():
 
 def prefetch() -> None:
     """Start loading the library (building it first where this PyTorch has
-    none yet) in the background, unless ``torch_node="off"``; never waits.
-    The torch adapter calls it when it is first imported: once loaded, the
-    library's tensor accessors serve every repeated call on PyTorch tensors
-    (runtime/native/torch_api.h), with or without autograd."""
+    none yet) in the background, unless ``torch_node="off"``; never waits."""
     if _state["module"] is None and _state["thread"] is None and config().torch_node != "off":
         _start(WAIT_S)
 
@@ -322,7 +299,7 @@ def wait(timeout: float | None = WAIT_S) -> bool:
 def status() -> str:
     """Which route eager autograd takes, and why."""
     if config().torch_node == "off":
-        return "off (torch_node='off'): eager autograd takes the Python autograd.Function"
+        return f"off (torch_node='off'): {_PYTHON}"
     return _state["status"]
 
 
