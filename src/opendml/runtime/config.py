@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import types
 
 from ..model.errors import UnsupportedError, ValidationError
 
@@ -324,3 +325,20 @@ def _apply(cfg: Config) -> None:
 def _notify(cfg: Config) -> None:
     for listener in _listeners:
         listener(cfg)
+
+
+class SettingsModule(types.ModuleType):
+    """The type of a module whose settings (module attributes) C reads as one
+    tuple, ``c_settings()``, at every never-seen CUDA call (runtime/cuda's
+    ``steps`` and ``index``): the tuple is kept in the module's
+    ``_C_SETTINGS`` and dropped whenever any of its attributes is set or
+    deleted (an assignment, ``monkeypatch.setattr``), so a call reads the
+    settings in force without building the tuple anew."""
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        self.__dict__["_C_SETTINGS"] = None
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        self.__dict__["_C_SETTINGS"] = None

@@ -350,6 +350,7 @@ class Launch:
 #: Compiled kernels by device for the launches C makes for new shapes:
 #: {device index: {kernel name: CUfunction}}, filled by ``add_new_kernel``.
 _NEW_KERNELS: dict = {}
+_NATIVE_FOUND: list = []                     # [True] once the extension's launcher and the driver were found
 
 
 def new_kernels() -> dict | None:
@@ -357,8 +358,12 @@ def new_kernels() -> dict | None:
     or None where launches are not made by the C extension's launcher
     (``LAUNCH_VIA`` is not "native", or the extension or the driver library
     is missing): C then leaves CUDA calls to the Python route."""
-    if LAUNCH_VIA != "native" or _fast_launch() is None or _driver() is None:
+    if LAUNCH_VIA != "native":
         return None
+    if not _NATIVE_FOUND:                    # (both, once found, stay: looked for until then)
+        if _fast_launch() is None or _driver() is None:
+            return None
+        _NATIVE_FOUND.append(True)
     return _NEW_KERNELS
 
 

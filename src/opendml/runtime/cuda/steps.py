@@ -22,6 +22,7 @@ contiguous one-dimensional conversions); fills through ``move_fill``.
 from __future__ import annotations
 
 import math
+import sys
 import types
 
 import numpy as np
@@ -31,6 +32,7 @@ from ...model.errors import UnsupportedError
 from ...plan import AxisMap, Copy, CopyPlan, Fill, Gather, MovePlan, Scatter, SliceScatter, Windows, WindowSums
 from .. import params as P
 from ..cpu.numpy_kernels import fill_bits
+from ..config import SettingsModule
 from .launch import _SCALAR, THREADS
 from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, word_plan
 
@@ -341,16 +343,30 @@ _FUSE_CODES = {"padr": 2, "words": 3, "rows": 4}
 _VIA_CODES = {"strided_copy": 1, "move": 2}
 
 
+_C_SETTINGS = None                      # c_settings()'s tuple, dropped when a setting is set (SettingsModule)
+
+
 def c_settings() -> tuple:
     """This module's settings as the C mirror of ``move_steps``
     (``runtime/native/cuda_move_spec.c``, newshape.h's odml_move_cuda_conf)
-    reads them, read anew at each call: 18 ints, FUSE_PAD and MOVE_PLAIN_VIA
+    reads them, as in force at each call: 18 ints, FUSE_PAD and MOVE_PLAIN_VIA
     as codes; a value C cannot read (not an int, a tuple of another length)
-    makes it decline the call, which then takes the Python route."""
+    makes it decline the call, which then takes the Python route. The tuple
+    is kept until a setting is set (where the sequences are tuples: a list
+    could change in place)."""
+    global _C_SETTINGS
+    got = _C_SETTINGS
+    if type(got) is tuple:
+        return got
+    _C_SETTINGS = mark = object()           # (a setting set meanwhile replaces it: the tuple is not kept)
     fuse = 1 if FUSE_PAD is True else _FUSE_CODES.get(FUSE_PAD, 0) if type(FUSE_PAD) is str else 0
     via = _VIA_CODES.get(MOVE_PLAIN_VIA, 0) if type(MOVE_PLAIN_VIA) is str else 0
-    return (fuse, *PAD_ROWS, *PAD_ROWS_SMALL, PADR_MIN_BYTES, *PAD_WORDS, PAD_ROWS_MIN, CVT_UNROLL, CVT_FLAGS,
-            WORD_COPY, WORD_COPY_MIN_RANK, via, TRANSPOSE_TILE, TRANSPOSE_MIN)
+    got = (fuse, *PAD_ROWS, *PAD_ROWS_SMALL, PADR_MIN_BYTES, *PAD_WORDS, PAD_ROWS_MIN, CVT_UNROLL, CVT_FLAGS,
+           WORD_COPY, WORD_COPY_MIN_RANK, via, TRANSPOSE_TILE, TRANSPOSE_MIN)
+    if type(PAD_ROWS) is tuple and type(PAD_ROWS_SMALL) is tuple and type(PAD_WORDS) is tuple \
+            and _C_SETTINGS is mark:
+        _C_SETTINGS = got
+    return got
 
 
 def _extra_dims(g: _Pass, X, Y, magic: bool) -> P.MoveParams:
@@ -500,3 +516,6 @@ PASS_STEPS = {
     Gather: _index_step,
     Scatter: _index_step,
 }
+
+
+sys.modules[__name__].__class__ = SettingsModule

@@ -100,8 +100,7 @@ void drop_error(void) {
 
 void drop_all(void) {
     generation++;
-    if (table) PyDict_Clear(table);
-    front_clear();
+    table_clear();
 #ifdef ODML_NUMPY
     plain_forget();
 #endif
@@ -166,11 +165,15 @@ static int key_tuple(Key *k, PyObject *t) {
 }
 
 /* The front table: recent entries by a cheap hash of their key words (strong references), checked before the dict,
- * whose bytes key costs an allocation and a SipHash per call. Emptied with the dict; a store drops its key's slot. */
+ * whose bytes key costs an allocation and a SipHash per call. Emptied with the dict; a store drops its key's slot.
+ * Beside it, which keys the dict may hold: a bit per another part of that hash, set by a store and cleared with the
+ * dict (a removed key's bit stays set: only a "may"), so that a never-seen key misses without the bytes key. */
 #define FRONT 256
+#define MAYBE_BITS (1u << 15)
 static Entry *front[FRONT];
+static uint64_t maybe[MAYBE_BITS / 64];
 
-static unsigned front_slot(const Key *k) {
+static uint64_t key_hash(const Key *k) {
     /* two chains, so the multiplies overlap (a key has tens of words) */
     uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
     int i = 0;
@@ -179,7 +182,16 @@ static unsigned front_slot(const Key *k) {
         b = (b ^ (uint64_t)k->w[i + 1]) * 0xc2b2ae3d27d4eb4full;
     }
     if (i < k->n) a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
-    return (unsigned)((a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull >> 56);
+    return (a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull;
+}
+
+static unsigned front_slot(const Key *k) {
+    return (unsigned)(key_hash(k) >> 56);
+}
+
+static int may_hold(uint64_t h) {
+    const unsigned bit = (unsigned)(h >> 24) & (MAYBE_BITS - 1);
+    return (int)(maybe[bit / 64] >> (bit % 64) & 1);
 }
 
 int same_words(const int64_t *a, const int64_t *b, int n) {
@@ -188,14 +200,22 @@ int same_words(const int64_t *a, const int64_t *b, int n) {
     return 1;
 }
 
-void front_clear(void) {
+/* (the filter first: a store made by code the dict's clearing runs keeps its bit) */
+void table_clear(void) {
+    memset(maybe, 0, sizeof maybe);
+    if (table) PyDict_Clear(table);
     for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
 }
 
 Entry *lookup(const Key *k, int n_in) {
-    const unsigned slot = front_slot(k);
+    const uint64_t h = key_hash(k);
+    const unsigned slot = (unsigned)(h >> 56);
     Entry *e = front[slot];
     if (!e || e->key_n != k->n || !same_words(e->key, k->w, k->n)) {
+        if (!may_hold(h)) {
+            misses++;
+            return NULL;
+        }
         PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
         PyObject *d = kb ? PyDict_GetItemWithError(table, kb) : NULL;
         Py_XDECREF(kb);
@@ -229,17 +249,18 @@ int store(const Key *k, Entry *e) {
     }
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     if (!kb) return -1;
-    if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) {   /* full: not a settings change */
-        PyDict_Clear(table);
-        front_clear();
-    }
-    Py_CLEAR(front[front_slot(k)]);                /* an entry this one replaces is served no more */
+    if (PyDict_GET_SIZE(table) >= MAX_ENTRIES) table_clear();   /* full: not a settings change */
+    const uint64_t h = key_hash(k);
+    Py_CLEAR(front[h >> 56]);                      /* an entry this one replaces is served no more */
+    const unsigned bit = (unsigned)(h >> 24) & (MAYBE_BITS - 1);
+    maybe[bit / 64] |= 1ull << (bit % 64);
     int rc = PyDict_SetItem(table, kb, (PyObject *)e);
     Py_DECREF(kb);
     return rc;
 }
 
 int store_new(const Key *k, Entry *e) {
+    if (!may_hold(key_hash(k))) return store(k, e);
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     const int has = kb ? PyDict_Contains(table, kb) : -1;
     Py_XDECREF(kb);

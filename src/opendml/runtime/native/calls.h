@@ -345,7 +345,7 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
         (void)self;                                                                       \
         return odml_arity(#NAME "(" SIG ")", nargs, LO, HI) ? NULL : NUMPY_ONLY(CALL);    \
     }
-void front_clear(void);                 /* empties the front table (with the dict) */
+void table_clear(void);                 /* empties the dict, its filter and the front table */
 int odml_calls_move_init(void);
 
 #endif
