@@ -54,16 +54,21 @@ sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 ge = calls.OPS["gather_elements"]
 c_ge = index_ops._C_INDEX[ge]
 mk = lambda c, h, w: (torch.randn(1, c, h, w, device=dev), torch.randint(0, h, (1, c, h, w), device=dev))  # noqa
-full = lambda x, i: dml.gather_elements(x, i, 2)  # noqa: E731
 for ck in (True, False):
     tag = "checked" if ck else "unchecked"
-    bench(f"gather_elements {tag}: dml.gather_elements", mk, lambda x, i: dml.gather_elements(x, i, 2, check_indices=ck), full)
-    bench(f"gather_elements {tag}: index_ops.offer", mk, lambda x, i: index_ops.offer(ge, (x, i), (ck, 2)), full)
+    full = lambda x, i, ck=ck: dml.gather_elements(x, i, 2, check_indices=ck)  # noqa: E731
+    bench(f"gather_elements {tag}: dml.gather_elements", mk, full, full)
+    bench(f"gather_elements {tag}: index_ops.offer", mk, lambda x, i, ck=ck: index_ops.offer(ge, (x, i), (ck, 2)), full)
     bench(f"gather_elements {tag}: calls.index_new", mk,
-          lambda x, i: calls.index_new(ge, c_ge[0], c_ge[1], (x, i), (ck, 2), gen(), 1 << 62), full)
+          lambda x, i, ck=ck: calls.index_new(ge, c_ge[0], c_ge[1], (x, i), (ck, 2), gen(), 1 << 62), full)
     bench(f"gather_elements {tag}: C entry", mk,
-          lambda x, i: nat.call_cache_index_new(ge, c_ge[0], c_ge[1], (x, i), (ck, 2), gen(), 1 << 62,
+          lambda x, i, ck=ck: nat.call_cache_index_new(ge, c_ge[0], c_ge[1], (x, i), (ck, 2), gen(), 1 << 62,
                                                 calls._index_cuda_conf), full)
+sc = lambda c, h, w: (torch.randn(1, c, h, w, device=dev), torch.randint(0, h, (1, c, h, w), device=dev),  # noqa
+                      torch.randn(1, c, h, w, device=dev))
+fulls = lambda x, i, u: dml.scatter_elements(x, i, u, 2)  # noqa: E731
+bench("scatter_elements checked: dml.scatter_elements", sc, fulls, fulls)
+bench("Tensor.scatter", sc, lambda x, i, u: x.scatter(2, i, u), fulls)
 bench("gather_elements: the cache's miss alone", mk, lambda x, i: calls.move(ge, (x, i), True, 2), full)
 bench("torch.gather", mk, lambda x, i: x.gather(2, i), full)
 bench("torch.empty (1, C, H, W)", mk, lambda x, i: torch.empty(x.shape, device=dev), full)
