@@ -184,6 +184,27 @@ def test_symbolic_sizes_are_specialised():
         assert torch.equal(f(x), dml.pad(x, 1, 2, "edge") + 1)
 
 
+def test_graphs_per_shape_as_the_guide_says():
+    """The guide's "Dynamic shapes": a window operator keeps sizes symbolic (one graph for three shapes under
+    dynamic=True), every other function's description fixes them (a graph per shape)."""
+    counted = []
+
+    def backend(gm, example_inputs):
+        counted.append(gm)
+        return gm.forward
+    fns = {"slice1": lambda v: dml.slice1(v, [0, 0], [2, 2], [1, -1]) + 1, "pad": lambda v: dml.pad(v, 1, 2) + 1}
+    graphs = {}
+    for name, fn in fns.items():
+        torch._dynamo.reset()
+        counted.clear()
+        f = torch.compile(fn, backend=backend, dynamic=True, fullgraph=True)
+        for shape in [(3, 4), (5, 6), (7, 8)]:
+            x = _x(*shape)
+            assert torch.equal(f(x), fn(x))
+        graphs[name] = len(counted)
+    assert graphs == {"slice1": 1, "pad": 3}
+
+
 def test_the_eager_path_is_unchanged():
     x = _x(2, 3, 4).requires_grad_(True)
     y = dml.pad(x, 1, 1, "reflect")
