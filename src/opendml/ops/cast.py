@@ -69,6 +69,9 @@ class CastOperatorDesc(MoveOperatorDesc):
         api.key_by_identity(dtype)     # a torch.dtype: the C call cache serves the next such call
         return (lambda t: cls(t, TensorDesc(dt, t.sizes))), (dt,)
 
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[0]),)
+
     def __post_init__(self):
         self._check_input()
         if self.output_tensor is None:

@@ -61,19 +61,23 @@ class _SpaceDepth(MoveOperatorDesc):
         b = self._uint("block_size", "BlockSize", 1)
         if inp.rank != 4:
             raise self._err(f"InputTensor.DimensionCount must be 4 ({{N, C, H, W}}); got {inp.rank}")
-        n, c, h, w = inp.sizes
         if self.TO_DEPTH:
             for i, name in ((2, "Height"), (3, "Width")):
                 if inp.sizes[i] % b:
                     raise self._err(f"InputTensor.Sizes[{i}] ({name}) must be a multiple of BlockSize {b}; "
                                     f"got {inp.sizes[i]}")
-            expected, rule = (n, c * b * b, h // b, w // b), "{N, C * BlockSize^2, H / BlockSize, W / BlockSize}"
+            rule = "{N, C * BlockSize^2, H / BlockSize, W / BlockSize}"
         else:
-            if c % (b * b):
+            if inp.sizes[1] % (b * b):
                 raise self._err(f"InputTensor.Sizes[1] (Channels) must be a multiple of BlockSize * BlockSize = "
-                                f"{b * b}; got {c}")
-            expected, rule = (n, c // (b * b), h * b, w * b), "{N, C / BlockSize^2, H * BlockSize, W * BlockSize}"
-        self._derive_output(expected, rule)
+                                f"{b * b}; got {inp.sizes[1]}")
+            rule = "{N, C / BlockSize^2, H * BlockSize, W * BlockSize}"
+        self._derive_output(self.output_sizes_for((inp.sizes,))[0], rule)
+
+    def output_sizes_for(self, input_sizes):
+        n, c, h, w = input_sizes[0]
+        b = self.block_size
+        return ((n, c * b * b, h // b, w // b) if self.TO_DEPTH else (n, c // (b * b), h * b, w * b),)
 
     # differentiation (see ``_spec``): a permutation, whose adjoint is its
     # inverse: DEPTH_TO_SPACE of SPACE_TO_DEPTH with the same order, and back.
