@@ -21,6 +21,7 @@ call takes ``opendml::move`` with its sizes fixed (``library``). The adapter cal
 """
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -82,9 +83,8 @@ def text_of(call, linear: bool = False) -> str | None:
         return None
 
 
-def _parse(text: str, inputs):
-    """(name, the arrays argument, the other arguments, linear) of a call's text on ``inputs``; a
-    ``ValidationError`` for text that is not one."""
+@functools.lru_cache(maxsize=1024)
+def _loads(text: str):
     try:
         name, args, seq, linear = json.loads(text)
     except (ValueError, TypeError) as e:
@@ -92,11 +92,20 @@ def _parse(text: str, inputs):
                               f"got {text[:200]!r} ({e})") from None
     if type(name) is not str or type(args) is not list or type(seq) is not bool or type(linear) is not bool:
         raise ValidationError(f"opendml::family: call must be [name, [arguments], seq, linear]; got {text[:200]!r}")
+    return name, tuple(_decode(args, text)), seq, linear
+
+
+def _parse(text: str, inputs):
+    """(name, the arrays argument, the other arguments, linear) of a call's text on ``inputs``; a
+    ``ValidationError`` for text that is not one."""
+    if type(text) is not str:
+        raise ValidationError(f"opendml::family: call must be a str; got {type(text).__name__}")
+    name, args, seq, linear = _loads(text)
     inputs = list(inputs)
     if not inputs or (not seq and len(inputs) != 1):
         raise ValidationError(f"opendml::family: {name!r} takes {'one or more input tensors' if seq else 'one input tensor'}; "
                               f"got {len(inputs)}")
-    return name, inputs if seq else inputs[0], tuple(_decode(args, text)), linear
+    return name, inputs if seq else inputs[0], args, linear
 
 
 def _call_of(text: str, inputs):
