@@ -152,6 +152,7 @@ def test_every_kernel_kind_is_compared():
     seen = set()
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     cases = [("identity", (None, None), [f32(4, 9, 64)[:, :8, :32]]),           # move_wcopy
+             ("tile", ((2, 1, 3, 2),), [f32(2, 3, 4, 8)]),                        # move_wcopy, 2 repeats
              ("identity", (None, None), [f32(64, 48)[::-1]]),                     # strided_copy (reversed)
              ("identity", (None, None), [f32(64, 48).T]),                         # move_transpose
              ("identity", (2.0, 1.0), [f32(3, 40)]),                              # move_cvt
