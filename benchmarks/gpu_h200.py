@@ -6,7 +6,7 @@ permutation, space_to_depth / depth_to_space), paddings by 1, 3 and 5 in every
 mode (output rows that are no multiple of 16 bytes), tiles with odd repeats,
 and a slice window starting at column 1.
 
-    python -m benchmarks.gpu_h200 [--out DIR] [--reps N] [--variants] [--only a,b]
+    python -m benchmarks.gpu_h200 [--out DIR] [--reps N] [--variants] [--only a,b] [--set NAME=INT]
 
 Prints the device, its copy bandwidth (a 256 MiB device-to-device copy,
 bytes read + written) and, per row, the shapes, opendml's time and fraction
@@ -82,6 +82,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pad-default", default="", help="move_padr's settings for every row, 'U,MINB,FLAGS'")
     ap.add_argument("--pad-rows", default="",
                     help="move_padr settings to time with --variants, 'U,MINB,FLAGS;...' (default: a few)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=INT",
+                    help="a steps.py setting for every row (e.g. WORD_REPEAT=0), repeatable")
     args = ap.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -103,6 +105,10 @@ def main(argv=None) -> int:
     LOOP = args.loop
     if args.pad_default:
         cs.PAD_ROWS = tuple(int(a) for a in args.pad_default.split(","))
+    for kv in args.set:
+        k, v = kv.split("=")
+        assert hasattr(cs, k), k
+        setattr(cs, k, int(v))
     backend = cb.CudaBackend(torch.cuda.current_device())
     stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
 
