@@ -82,8 +82,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pad-default", default="", help="move_padr's settings for every row, 'U,MINB,FLAGS'")
     ap.add_argument("--pad-rows", default="",
                     help="move_padr settings to time with --variants, 'U,MINB,FLAGS;...' (default: a few)")
-    ap.add_argument("--set", action="append", default=[], metavar="NAME=INT",
-                    help="a steps.py setting for every row (e.g. WORD_REPEAT=0), repeatable")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=INT[,INT]",
+                    help="a steps.py setting for every row (e.g. WORD_REPEAT=0,1), repeatable")
     args = ap.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     for kv in args.set:
         k, v = kv.split("=")
         assert hasattr(cs, k), k
-        setattr(cs, k, int(v))
+        setattr(cs, k, tuple(int(a) for a in v.split(",")) if "," in v else int(v))
     backend = cb.CudaBackend(torch.cuda.current_device())
     stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
 
@@ -259,8 +259,8 @@ def main(argv=None) -> int:
     # tiles
     s = torch.randn(16, 64, 128, 128, device=dev)
     S = dml.TensorDesc(f32, list(s.shape))
-    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cs.WORD_COPY] + \
-        [{"WORD_REPEAT": r} for r in (0, 1) if r != cs.WORD_REPEAT] + [{"WORD_REPEAT": 0, "WORD_COPY": 4}]
+    tilev = [{"WORD_REPEAT": r} for r in ((0, 1), (1, 1), (2, 1), (1, 2)) if r != cs.WORD_REPEAT] + \
+        [{"WORD_REPEAT": (0, 1), "WORD_COPY": u} for u in (1, 4) if u != cs.WORD_COPY]
     for t, T, tag in ((s, S, ""), (x, X, " 256 MiB")):        # the 64 MiB rows of earlier sessions, then 256 MiB
         for reps in ((1, 1, 2, 2), (1, 1, 3, 1), (1, 1, 1, 3), (1, 1, 3, 3)):
             row(f"tile {reps}{tag}", str(tuple(t.shape)).replace(" ", ""), lambda t=t, reps=reps: dml.tile(t, list(reps)),

@@ -4,11 +4,14 @@ float32 input (64 MiB) and a (16,64,256,256) one (256 MiB), repeats (1,1,2,2),
 256 MiB device-to-device copy (cudaMemcpyAsync, bytes read + written) and a
 copy of the row's own traffic, all alternating rep by rep in one process:
 
-* ``old U=u``: the session-22 route (``WORD_REPEAT = 0``): every output word a
-  thread's work, each input word read once per repeat;
-* ``rep R U=u``: ``WORD_REPEAT = R``: the (up to R outermost) repeat
-  dimensions out of the index space, each thread storing its U loaded words at
-  every repeat;
+* ``old U=u``: the session-22 route (``WORD_REPEAT = (0, u)``): every output
+  word a thread's work, each input word read once per repeat;
+* ``rep R U=u``: ``WORD_REPEAT = (R, u)``: where the pass has 1 to R repeat
+  dimensions, all of them out of the index space, each thread storing its u
+  loaded words at every repeat (else the old route). (Session 23's first H200
+  call ran this lab with an earlier rule: the outermost R repeat dimensions
+  out, the others kept inside: its ``rep 1`` rows of (1,1,2,2) and (1,1,3,3)
+  kept one repeat inside, which this rule no longer does);
 * lab-only kernels (``lab_wcopy``, the same work as ``rep 2``): FL 1 streaming
   stores (``st.global.cs``), FL 2 a grid-stride loop over the blocks on a grid
   of ``k`` blocks a multiprocessor.
@@ -140,7 +143,7 @@ def main(argv=None) -> int:
                                 ("rep 1 U=2", 1, 2), ("rep 2 U=1", 2, 1), ("rep 2 U=2", 2, 2),
                                 ("rep 2 U=4", 2, 4)]:
                 old = cs.WORD_REPEAT, cs.WORD_COPY
-                cs.WORD_REPEAT, cs.WORD_COPY = R, U
+                cs.WORD_REPEAT, cs.WORD_COPY = (R, U), U
                 try:
                     (kname, q, grid, *_), = cs.move_steps(plan, [x.data.ptr], [x.size], [0])
                 finally:

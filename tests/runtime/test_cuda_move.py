@@ -414,11 +414,11 @@ def word_copy_cases():
 @pytest.mark.parametrize("U", [1, 2, 4])
 @pytest.mark.parametrize("name,desc,dtypes", list(word_copy_cases()), ids=[c[0] for c in word_copy_cases()])
 def test_word_copy_steps_emulated(name, desc, dtypes, U, R, monkeypatch):
-    """Plain passes of whole 16-byte words go through move_wcopy (WORD_COPY
-    words a thread, up to WORD_REPEAT repeat dimensions out of its index
-    space) whose parameters, executed, give the CPU backend's bytes."""
+    """Plain passes of whole 16-byte words go through move_wcopy (U words a
+    thread; 1 to R repeat dimensions out of its index space) whose
+    parameters, executed, give the CPU backend's bytes."""
     monkeypatch.setattr(cs, "WORD_COPY", U)
-    monkeypatch.setattr(cs, "WORD_REPEAT", R)
+    monkeypatch.setattr(cs, "WORD_REPEAT", (R, U))
     monkeypatch.setattr(cs, "WORD_COPY_MIN_RANK", 1)
     desc.validate(FL)
     arrays = case_inputs(dtypes, desc.inputs)
@@ -438,28 +438,32 @@ def test_word_copy_takes_three_dimensions_and_up():
     f32 = DataType.FLOAT32
     tile = TileOperatorDesc(T(f32, [2, 3, 8]), None, [1, 2, 2]).lower()
     (name, *_), = cs.move_steps(tile, [0], [48], [0])
-    assert name.startswith("move_wcopy<") and name.endswith(f", u32, {cs.WORD_COPY}, 2>"), name
+    assert name.startswith("move_wcopy<") and name.endswith(f", u32, {cs.WORD_COPY}, 0>"), name
     join = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
     assert [st[0].split("<")[0] for st in cs.move_steps(join, [0, 0], [32, 32], [0])] == ["strided_copy"] * 2
 
 
-def test_word_copy_reads_a_repeated_word_once():
-    """TILE's repeats leave move_wcopy's index space (WORD_REPEAT, the
-    outermost two): a thread a group of input words, storing each at every
-    repeat, so the grid covers the input's words, not the output's; the
-    third repeat of (2, 2, 3, 32) stays in the index space."""
+def test_word_copy_reads_a_repeated_word_once(monkeypatch):
+    """A word copy with 1 to WORD_REPEAT[0] repeat dimensions takes them out
+    of move_wcopy's index space: a thread WORD_REPEAT[1] input words, each
+    stored at every repeat, so the grid covers the input's words, not the
+    output's; with more repeat dimensions the pass keeps them all inside."""
     f32 = DataType.FLOAT32
+    n = 16 * 64 * 128 * 128
+    monkeypatch.setattr(cs, "WORD_REPEAT", (1, 1))
     tile = TileOperatorDesc(T(f32, [16, 64, 128, 128]), None, [1, 1, 3, 1]).lower()
-    (name, q, grid, *_), = cs.move_steps(tile, [0], [16 * 64 * 128 * 128], [0])
-    assert name == f"move_wcopy<2, u32, {cs.WORD_COPY}, 1>" and q.count == 16 * 64 * 128 * 32, name
+    (name, q, grid, *_), = cs.move_steps(tile, [0], [n], [0])
+    assert name == "move_wcopy<2, u32, 1, 1>" and q.count == n // 4 and grid == (n // 4 // cl.THREADS,), name
     assert [(q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride) for i in range(q.rank)] == [
         (1024, 4096, 3 * 4096), (4096, 1, 1), (3, 0, 4096)]
-    assert grid == (q.count // (cl.THREADS * cs.WORD_COPY),)
-    tile = TileOperatorDesc(T(f32, [2, 2, 3, 32]), None, [2, 1, 2, 3]).lower()
-    (name, q, *_), = cs.move_steps(tile, [0], [384], [0])
-    assert name == f"move_wcopy<4, u32, {cs.WORD_COPY}, 2>", name
-    assert [(q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride) for i in range(q.rank)][-2:] == [
-        (2, 0, 576), (2, 0, 72)] and q.count == 4 * 3 * 3 * 8
+    two = TileOperatorDesc(T(f32, [16, 64, 128, 128]), None, [1, 1, 2, 2]).lower()
+    (name, q, grid, *_), = cs.move_steps(two, [0], [n], [0])
+    assert name == f"move_wcopy<5, u32, {cs.WORD_COPY}, 0>" and q.count == 4 * n // 4, name
+    monkeypatch.setattr(cs, "WORD_REPEAT", (2, 4))
+    (name, q, grid, *_), = cs.move_steps(two, [0], [n], [0])
+    assert name == "move_wcopy<3, u32, 4, 2>" and grid == (n // 4 // (4 * cl.THREADS),), name
+    assert [(q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride) for i in range(q.rank)] == [
+        (1024, 4096, 16384), (128, 32, 64), (32, 1, 1), (2, 0, 8192), (2, 0, 32)] and q.count == n // 4
 
 
 def test_transpose_pass_declines_short_axes():
@@ -686,7 +690,7 @@ def test_word_copies_on_cuda(U, R):
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
         es = x.itemsize
         for so, do in ((0, 0), (16 // es, 32 // es), (1, 0)):
-            got, names = _run_raw(desc, x, so, do, WORD_COPY=U, WORD_COPY_MIN_RANK=1, WORD_REPEAT=R)
+            got, names = _run_raw(desc, x, so, do, WORD_COPY=U, WORD_COPY_MIN_RANK=1, WORD_REPEAT=(R, U))
             if so * es % 16 == 0 and do * es % 16 == 0:
                 assert any(n.startswith("move_wcopy<") for n in names), (name, names)
             assert _bytes_equal(got.view(want.dtype), want), (name, so, do)

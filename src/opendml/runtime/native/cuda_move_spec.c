@@ -258,10 +258,10 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
         const int rev = inner == -1 && w != es, pick = inner == 2 && wp->in_strides[r - 1] == 1;
         if (c->via != 1 && c->word_copy && w == 16 && !rev && !pick && !tile && c->word_copy_min_rank <= wp->rank
                 && wp->rank <= MAX_DIMS) {
-            /* up to WORD_REPEAT (at most 2) repeat dimensions (source stride 0, the outermost first) after the
-             * canonical rest: the index space */
-            const int64_t U = c->word_copy, most = c->word_repeat < 2 ? c->word_repeat : 2;
-            int64_t body[MAX_DIMS][6], reps[2][6];
+            /* 1 to WORD_REPEAT[0] (at most 2) repeat dimensions (source stride 0) after the canonical rest (the
+             * index space), WORD_REPEAT[1] words a thread; else none */
+            const int64_t most = c->word_repeat[0] < 2 ? c->word_repeat[0] : 2;
+            int64_t body[MAX_DIMS][6], reps[MAX_DIMS][6];
             int nb = 0, nr = 0;
             kpass wk = *k;
             wk.src_offset = wk.dst_offset = 0;
@@ -269,9 +269,17 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
             wk.bits = 0;
             for (int i = 0; i < (int)wp->rank; i++) {
                 const int64_t d[6] = {wp->sizes[i], wp->in_strides[i], wp->out_strides[i], 0, 0, 0};
-                const int rep = d[1] == 0 && d[0] > 1 && nr < most;
-                memcpy(rep ? reps[nr++] : body[nb++], d, sizeof d);
+                memcpy(d[1] == 0 && d[0] > 1 ? reps[nr++] : body[nb++], d, sizeof d);
             }
+            if (nr > most || c->word_repeat[1] < 1) {
+                for (int i = 0; i < (int)wp->rank; i++) {
+                    const int64_t d[6] = {wp->sizes[i], wp->in_strides[i], wp->out_strides[i], 0, 0, 0};
+                    memcpy(body[i], d, sizeof d);
+                }
+                nb = (int)wp->rank;
+                nr = 0;
+            }
+            const int64_t U = nr ? c->word_repeat[1] : c->word_copy;
             if (!nr) {
                 wk.n = nb;
                 memcpy(wk.d, body, sizeof body[0] * (size_t)nb);
