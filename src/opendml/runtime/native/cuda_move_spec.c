@@ -260,24 +260,18 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
                 && wp->rank <= MAX_DIMS) {
             /* 1 to WORD_REPEAT[0] (at most 2) repeat dimensions (source stride 0) after the canonical rest (the
              * index space), WORD_REPEAT[1] words a thread; else none */
-            const int64_t most = c->word_repeat[0] < 2 ? c->word_repeat[0] : 2;
             int64_t body[MAX_DIMS][6], reps[MAX_DIMS][6];
             int nb = 0, nr = 0;
+            for (int i = 0; i < (int)wp->rank; i++) nr += wp->in_strides[i] == 0 && wp->sizes[i] > 1;
+            const int take = nr <= c->word_repeat[0] && nr <= 2 && c->word_repeat[1] > 0;
             kpass wk = *k;
             wk.src_offset = wk.dst_offset = 0;
             wk.sb = 0;
             wk.bits = 0;
+            nr = 0;
             for (int i = 0; i < (int)wp->rank; i++) {
                 const int64_t d[6] = {wp->sizes[i], wp->in_strides[i], wp->out_strides[i], 0, 0, 0};
-                memcpy(d[1] == 0 && d[0] > 1 ? reps[nr++] : body[nb++], d, sizeof d);
-            }
-            if (nr > most || c->word_repeat[1] < 1) {
-                for (int i = 0; i < (int)wp->rank; i++) {
-                    const int64_t d[6] = {wp->sizes[i], wp->in_strides[i], wp->out_strides[i], 0, 0, 0};
-                    memcpy(body[i], d, sizeof d);
-                }
-                nb = (int)wp->rank;
-                nr = 0;
+                memcpy(take && d[1] == 0 && d[0] > 1 ? reps[nr++] : body[nb++], d, sizeof d);
             }
             const int64_t U = nr ? c->word_repeat[1] : c->word_copy;
             if (!nr) {
