@@ -102,7 +102,8 @@ def main(argv=None) -> int:
     import opendml as dml
     from opendml.model.data_type import DataType
     from opendml.ops import TileOperatorDesc
-    from opendml.runtime.cuda import launch as cl, steps as cs
+    from opendml.runtime.cuda import launch as cl
+    from opendml.runtime.cuda import steps as cs
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
@@ -180,13 +181,13 @@ def main(argv=None) -> int:
         for label, kname, q, grid in vs:
             y = cupy.zeros(out_n, cupy.float32)
             k, qq = kernels[kname], cl.device_params(q)
-            f = (lambda k=k, grid=grid, qq=qq, y=y: k((grid,), (cl.THREADS,), (x, y, qq)))
+            f = (lambda k=k, grid=grid, qq=qq, x=x, y=y: k((grid,), (cl.THREADS,), (x, y, qq)))
             f()
             outs.append(bool(cupy.array_equal(y.view(cupy.uint32), want.reshape(-1))))
             fns.append(f)
         ts = timed(fns)
         t256, tsame = ts[0], ts[1]
-        bw = lambda t: nbytes / (t * 1e-3) / 1e9  # noqa: E731
+        bw = lambda t, nbytes=nbytes: nbytes / (t * 1e-3) / 1e9
         head = (f"tile {reps} of {shape}: {nbytes / 2**20:.0f} MiB moved; 256 MiB copy {t256:.4f} ms; same-traffic "
                 f"copy {tsame:.4f} ms = {bw(tsame) / (2 * big.nbytes / (t256 * 1e-3) / 1e9):.3f} of the 256 MiB "
                 f"copy's bandwidth")
