@@ -424,3 +424,27 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fn", [lambda v: dml.cast(v, dml.DataType.FLOAT64), lambda v: dml.pad(v, 1, 1, dml.PaddingMode.EDGE),
+                                lambda v: dml.space_to_depth(v, 2, dml.DepthSpaceOrder.COLUMN_ROW_DEPTH)],
+                         ids=["cast_DataType", "pad_PaddingMode", "space_to_depth_DepthSpaceOrder"])
+def test_enum_arguments_compile(fn):
+    """Dynamo passes an ``IntEnum`` argument to a function it enters whole as its int: the functions take a
+    member's int value as the member."""
+    torch._dynamo.reset()
+    x = _x(2, 3, 4, 6)
+    assert torch.equal(torch.compile(fn, backend="aot_eager", fullgraph=True)(x), fn(x))
+
+
+def test_an_int_that_is_no_members_value_is_refused():
+    x = _x(2, 3, 4, 6)
+    with pytest.raises(ValidationError, match="PaddingMode"):
+        dml.pad(x, 1, 1, 7)
+    with pytest.raises(ValidationError, match="Order"):
+        dml.space_to_depth(x, 2, 2)
+    with pytest.raises(ValidationError, match="dtype must be"):
+        dml.cast(x, 99)
+    with pytest.raises(ValidationError, match="PaddingMode"):
+        dml.pad(x, 1, 1, True)
+    assert torch.equal(dml.pad(x, 1, 1, 1), dml.pad(x, 1, 1, "edge"))

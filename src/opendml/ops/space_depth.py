@@ -32,7 +32,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc
-from ._spec import Binding, DepthSpaceOrder, Enum, UInt
+from ._spec import Binding, DepthSpaceOrder, Enum, UInt, enum_member
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -143,8 +143,7 @@ class _SpaceDepth1(_SpaceDepth):
 
     @classmethod
     def arguments(cls, api, x, block_size, order):
-        o = order if isinstance(order, DepthSpaceOrder) else (
-            ORDERS.get(order.upper()) if isinstance(order, str) else None)
+        o = ORDERS.get(order.upper()) if isinstance(order, str) else enum_member(DepthSpaceOrder, order)
         if o is None:
             raise api.field_error(cls.BINDING.function, "Order", "be 'DCR' (DEPTH_COLUMN_ROW), 'CRD' "
                                   "(COLUMN_ROW_DEPTH) or a DepthSpaceOrder (order)", order)
@@ -168,7 +167,8 @@ def _binding(function, inputs, args, summary, before, after, rule):
         ``b``, the block's height and width.
     order : str or DepthSpaceOrder, optional
         ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
-        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.""")
+        (``"COLUMN_ROW_DEPTH"``), any case, a ``DepthSpaceOrder`` or its
+        int value.""")
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
