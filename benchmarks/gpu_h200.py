@@ -6,7 +6,7 @@ permutation, space_to_depth / depth_to_space), paddings by 1, 3 and 5 in every
 mode (output rows that are no multiple of 16 bytes), tiles with odd repeats,
 and a slice window starting at column 1.
 
-    python -m benchmarks.gpu_h200 [--out DIR] [--reps N] [--variants] [--only a,b]
+    python -m benchmarks.gpu_h200 [--out DIR] [--reps N] [--variants] [--only a,b] [--set NAME=INT]
 
 Prints the device, its copy bandwidth (a 256 MiB device-to-device copy,
 bytes read + written) and, per row, the shapes, opendml's time and fraction
@@ -24,7 +24,12 @@ of one call hides behind the previous call's kernel as it does in a real
 program, except the first call's, which the loop spreads over its calls (5
 calls of a 0.14 ms kernel: about 5 us a call); opendml and
 PyTorch alternate rep by rep. Outputs are compared with PyTorch's
-(``match``). ``--variants`` adds the backend's other routes for the same
+(``match``). A row moving fewer bytes than the 256 MiB copy also times, in
+the same alternation, a plain copy of the same traffic (``torch`` ``copy_`` of
+half the row's bytes read + written: ``same copy``) and prints each column's
+fraction of it too (``*_of_same`` in the JSON): how much of a short row's gap
+is its size (the ramp and tail of a shorter kernel) rather than its kernel.
+``--variants`` adds the backend's other routes for the same
 rows (move_transpose tile sizes and off, move_padr's words a lane, register
 caps and shuffles, move_padw, plain passes via strided_copy / move kernels).
 Writes gpu-h200.json to --out.
@@ -77,6 +82,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pad-default", default="", help="move_padr's settings for every row, 'U,MINB,FLAGS'")
     ap.add_argument("--pad-rows", default="",
                     help="move_padr settings to time with --variants, 'U,MINB,FLAGS;...' (default: a few)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=INT[,INT]",
+                    help="a steps.py setting for every row (e.g. WORD_REPEAT=0,1), repeatable")
     args = ap.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -98,6 +105,10 @@ def main(argv=None) -> int:
     LOOP = args.loop
     if args.pad_default:
         cs.PAD_ROWS = tuple(int(a) for a in args.pad_default.split(","))
+    for kv in args.set:
+        k, v = kv.split("=")
+        assert hasattr(cs, k), k
+        setattr(cs, k, tuple(int(a) for a in v.split(",")) if "," in v else int(v))
     backend = cb.CudaBackend(torch.cuda.current_device())
     stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
 
@@ -127,12 +138,23 @@ def main(argv=None) -> int:
                 setattr(cs, k, v)
         return (lambda: rec(sp, dp, stream())), rec.names
 
+    same_copies = {}
+
+    def same_copy(nbytes):
+        """A plain copy of nbytes // 2 bytes (nbytes read + written)."""
+        if nbytes not in same_copies:
+            a = torch.empty(nbytes // 2, dtype=torch.uint8, device=dev)
+            b = torch.empty_like(a)
+            same_copies[nbytes] = lambda: b.copy_(a)
+        return same_copies[nbytes]
+
     def row(op, shape, user, peer, peer_name, desc=None, inputs=(), variants=()):
         if only and not any(a in op for a in only):
             return
         ref = peer()
         out = user()
         match = bool(torch.equal(out, ref))
+        nbytes = sum(t.numel() * t.element_size() for t in inputs) + ref.nbytes if inputs else 2 * ref.nbytes
         fns = [user, peer]
         kern = None
         if desc is not None:
@@ -141,19 +163,30 @@ def main(argv=None) -> int:
             kern()
             match = match and bool(torch.equal(kout, ref))
             fns.append(kern)
+        short = nbytes < 2 * x.nbytes
+        if short:
+            fns.append(same_copy(nbytes))
         ts = timed_pair(fns, args.reps, torch)
-        nbytes = sum(t.numel() * t.element_size() for t in inputs) + ref.nbytes if inputs else 2 * ref.nbytes
         frac = lambda t: nbytes / (t * 1e-3) / 1e9 / copy_bw  # noqa: E731
         r = {"op": op, "shape": shape, "bytes": nbytes, "user_ms": ts[0], "user_fraction": frac(ts[0]),
              "torch": peer_name, "torch_ms": ts[1], "torch_fraction": frac(ts[1]), "x_torch": ts[1] / ts[0],
              "match": match}
         if kern is not None:
             r.update(kernel_ms=ts[2], kernel_fraction=frac(ts[2]), kernels=names)
+        same = ""
+        if short:
+            t_same = ts[-1]
+            r.update(same_copy_ms=t_same, same_copy_fraction=frac(t_same), user_of_same=t_same / ts[0],
+                     torch_of_same=t_same / ts[1])
+            if kern is not None:
+                r.update(kernel_of_same=t_same / ts[2])
+            same = (f" | same copy {t_same:7.3f} ms {frac(t_same):5.2f}: user {r['user_of_same']:4.2f} kernel "
+                    f"{r.get('kernel_of_same', float('nan')):4.2f} torch {r['torch_of_same']:4.2f} of it")
         rows.append(r)
         print(f"{op:40s} user {ts[0]:7.3f} ms {r['user_fraction']:5.2f} | kernel "
               f"{r.get('kernel_ms', float('nan')):7.3f} ms {r.get('kernel_fraction', float('nan')):5.2f} | "
               f"{peer_name} {ts[1]:7.3f} ms {r['torch_fraction']:5.2f} | x{r['x_torch']:4.2f} match={match} "
-              f"{(names[0].split(',')[0] + '>') if kern else ''}", flush=True)
+              f"{(names[0].split(',')[0] + '>') if kern else ''}{same}", flush=True)
         if args.variants and desc is not None:
             for v in variants:
                 vout = torch.empty_like(ref)
@@ -162,9 +195,11 @@ def main(argv=None) -> int:
                 ok = bool(torch.equal(vout, ref))
                 t, = timed_pair([f], args.reps, torch)
                 rows.append({"op": op, "variant": {k: list(a) if isinstance(a, tuple) else a for k, a in v.items()},
-                             "kernel_ms": t, "kernel_fraction": frac(t), "kernels": vnames, "match": ok})
+                             "kernel_ms": t, "kernel_fraction": frac(t), "kernels": vnames, "match": ok,
+                             **({"kernel_of_same": r["same_copy_ms"] / t} if short else {})})
                 print(f"   [{' '.join(f'{k}={a}' for k, a in v.items())}] kernel {t:7.3f} ms {frac(t):5.2f} "
-                      f"match={ok} {vnames[0].split(',')[0]}>", flush=True)
+                      f"{f'({t_same / t:4.2f} of the same copy) ' if short else ''}match={ok} "
+                      f"{vnames[0].split(',')[0]}>", flush=True)
                 del vout
 
     def strided_desc(t):
@@ -224,7 +259,8 @@ def main(argv=None) -> int:
     # tiles
     s = torch.randn(16, 64, 128, 128, device=dev)
     S = dml.TensorDesc(f32, list(s.shape))
-    tilev = [{"MOVE_PLAIN_VIA": "strided_copy"}] + [{"WORD_COPY": u} for u in (1, 4) if u != cs.WORD_COPY]
+    tilev = [{"WORD_REPEAT": r} for r in ((0, 1), (1, 1), (2, 1), (1, 2)) if r != cs.WORD_REPEAT] + \
+        [{"WORD_REPEAT": (0, 1), "WORD_COPY": u} for u in (1, 4) if u != cs.WORD_COPY]
     for t, T, tag in ((s, S, ""), (x, X, " 256 MiB")):        # the 64 MiB rows of earlier sessions, then 256 MiB
         for reps in ((1, 1, 2, 2), (1, 1, 3, 1), (1, 1, 1, 3), (1, 1, 3, 3)):
             row(f"tile {reps}{tag}", str(tuple(t.shape)).replace(" ", ""), lambda t=t, reps=reps: dml.tile(t, list(reps)),
@@ -251,9 +287,10 @@ def main(argv=None) -> int:
             "loop": LOOP,
             "defaults": {"PAD_ROWS": cs.PAD_ROWS, "PAD_WORDS": cs.PAD_WORDS, "TRANSPOSE_TILE": cs.TRANSPOSE_TILE,
                          "FUSE_PAD": cs.FUSE_PAD,
-                         "WORD_COPY": cs.WORD_COPY},
+                         "WORD_COPY": cs.WORD_COPY, "WORD_REPEAT": cs.WORD_REPEAT},
             "timing": f"CUDA events around {LOOP} back-to-back calls, median of --reps, opendml and PyTorch "
                       f"alternating"}
+    same_copies.clear()
     (out / "gpu-h200.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 

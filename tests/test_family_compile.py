@@ -184,6 +184,143 @@ def test_symbolic_sizes_are_specialised():
         assert torch.equal(f(x), dml.pad(x, 1, 2, "edge") + 1)
 
 
+def _counting_backend(counted):
+    from torch._dynamo.backends.registry import lookup_backend
+    aot = lookup_backend("aot_eager")
+
+    def backend(gm, example_inputs):
+        counted.append(gm)
+        return aot(gm, example_inputs)
+    return backend
+
+
+def _grown(xs, n):
+    """``xs`` with axis 0 of every input n long (every case's axis 0 is free)."""
+    return [_x(n, *x.shape[1:], dtype=x.dtype, seed=i) for i, x in enumerate(xs)]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_dynamic_shapes_keep_one_graph(name):
+    """Under dynamic shapes a family call enters the graph as ``opendml::family``, sizes symbolic: one graph
+    for three batch sizes, each giving eager's values and gradients."""
+    fn, xs = CASES[name]
+    torch._dynamo.reset()
+    counted = []
+    f = _loss_fn(fn)
+    compiled = torch.compile(f, backend=_counting_backend(counted), fullgraph=True, dynamic=True)
+    for n in (9, 11, 13):              # (no other size of a case: PyTorch gives equal sizes one symbol)
+        given = _grown(xs, n)
+        want_outs, want_grads = _values_and_grads(f, given)
+        got_outs, got_grads = _values_and_grads(compiled, given)
+        for a, b in zip(got_outs + list(got_grads), want_outs + list(want_grads)):
+            assert a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b), name
+    assert len(counted) == 1, name
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", ["pad_reflect", "join", "split", "tile", "cast_f32_f64", "space_to_depth_crd"])
+def test_dynamic_shapes_keep_one_graph_on_cuda_with_inductor(name):
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    fn, xs = CASES[name]
+    torch._dynamo.reset()
+    f = _loss_fn(fn)
+    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    for n in (9, 11, 13):
+        given = [x.cuda() for x in _grown(xs, n)]
+        want_outs, want_grads = _values_and_grads(f, given)
+        got_outs, got_grads = _values_and_grads(compiled, given)
+        for a, b in zip(got_outs, want_outs):
+            assert a.shape == b.shape and torch.equal(a, b), name
+        for a, b in zip(got_grads, want_grads):
+            torch.testing.assert_close(a, b)
+
+
+def test_graphs_per_shape_as_the_guide_says():
+    """The guide's "Dynamic shapes": a window operator and a family function keep sizes symbolic (one graph
+    for three shapes), an index function's description fixes them (a graph per shape)."""
+    counted = []
+    idx = torch.tensor([0, 1])
+    fns = {"slice1": lambda v: dml.slice1(v, [0, 0], [2, 2], [1, -1]) + 1, "pad": lambda v: dml.pad(v, 1, 2) + 1,
+           "gather": lambda v: dml.gather(v, idx, 0) + 1}
+    graphs = {}
+    for name, fn in fns.items():
+        torch._dynamo.reset()
+        counted.clear()
+        f = torch.compile(fn, backend=_counting_backend(counted), dynamic=True, fullgraph=True)
+        for shape in [(3, 4), (5, 6), (7, 8)]:
+            x = _x(*shape)
+            assert torch.equal(f(x), fn(x))
+        graphs[name] = len(counted)
+    assert graphs == {"slice1": 1, "pad": 1, "gather": 3}
+
+
+def test_a_shape_the_traced_one_passed_but_this_one_does_not_raises_the_functions_error():
+    torch._dynamo.reset()
+    f = torch.compile(lambda v: dml.space_to_depth(v, 2) * 2, backend="aot_eager", dynamic=True, fullgraph=True)
+    for h in (4, 6):
+        x = _x(2, 3, h, 4)
+        assert torch.equal(f(x), dml.space_to_depth(x, 2) * 2)
+    x = _x(2, 3, 5, 4)
+    with pytest.raises(ValidationError) as eager:
+        dml.space_to_depth(x, 2)
+    with pytest.raises(ValidationError) as compiled:
+        f(x)
+    assert str(compiled.value) == str(eager.value)
+
+
+def test_an_argument_without_a_text_form_takes_the_move_operator():
+    """Traced with symbolic sizes (``make_fx``, which passes arguments as given), a call whose arguments all have
+    a text form enters as ``opendml::family``; one with a NumPy scalar as ``opendml::move``, sizes fixed."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from opendml.arrays.torch import dynamic
+    x = _x(3, 4)
+    def padded(value):
+        return lambda v: dml.pad(v, 1, 1, "constant", value) * 2
+    for value, op, y in ((0.5, "opendml.family", _x(5, 6)), (np.float64(0.5), ".move.default", x)):
+        gm = make_fx(padded(value), tracing_mode="symbolic")(x)
+        targets = " ".join(str(n.target) for n in gm.graph.nodes)
+        assert op in targets, targets
+        assert torch.equal(gm(y), padded(value)(y))
+    assert dynamic._encode([1, (2, 3.5), None, "a", torch.float16, np.float32]) == [
+        1, {"tuple": [2, 3.5]}, None, "a", {"torch": "float16"}, {"numpy": "float32"}]
+
+
+FAMILY = torch.ops.opendml.family.default
+
+
+@pytest.mark.parametrize("text,inputs,match", [
+    ("not json", 1, "JSON text"),
+    ('["pad", [1, 1], false]', 1, "JSON text"),
+    ('[1, [], false, false]', 1, r"\[name, \[arguments\], seq, linear\]"),
+    ('["slice1", [[0], [1], [1]], false, false]', 1, "not a data-movement family function"),
+    ('["no_such", [], false, false]', 1, "not a data-movement family function"),
+    ('["pad", [1, 1], false, false]', 2, "takes one input tensor; got 2"),
+    ('["join", [0], true, false]', 0, "takes one or more input tensors; got 0"),
+    ('["cast", [{"torch": "Tensor"}], false, false]', 1, "none of the text forms"),
+    ('["cast", [{"numpy": "no-such-dtype"}], false, false]', 1, "none of the text forms"),
+    ('["tile", [{"tuple": [2, 0]}], false, false]', 1, "Repeats"),
+])
+def test_the_family_operators_text_is_checked(text, inputs, match):
+    with pytest.raises(ValidationError, match=match):
+        FAMILY([_x(2, 3)] * inputs, text)
+
+
+def test_the_family_operators_pass_opcheck_and_gradgradcheck():
+    from opendml.arrays.torch import dynamic
+    x = _x(2, 3, 4)
+    tile = '["tile", [[1, 2, 1]], false, false]'
+    for text in ('["pad", [[0, 1, 2], [1, 0, 1], "reflect", 0.0], false, false]', tile,
+                 '["identity", [2.0, 1.0], false, false]', '["join", [1], true, false]'):
+        torch.library.opcheck(FAMILY, ([x, x] if "join" in text else [x], text))
+    torch.library.opcheck(torch.ops.opendml.family_adjoint.default, ([_x(2, 6, 4)], [x], tile))
+    x64 = _x(2, 3, 4, dtype=torch.float64).requires_grad_()
+    for text in ('["pad", [[0, 1, 2], [1, 0, 1], "reflect", 0.0], false, false]',
+                 '["pad", [1, 2, "constant", 1.5], false, false]', '["identity", [2.0, 1.0], false, false]'):
+        torch.autograd.gradgradcheck(lambda t, text=text: FAMILY([t], text)[0], (x64,))
+    assert dynamic.text_of(type("C", (), {"ccall": ("cast", (dml.DataType.FLOAT64,), False)})()) is None
+
+
 def test_the_eager_path_is_unchanged():
     x = _x(2, 3, 4).requires_grad_(True)
     y = dml.pad(x, 1, 1, "reflect")
@@ -287,3 +424,27 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fn", [lambda v: dml.cast(v, dml.DataType.FLOAT64), lambda v: dml.pad(v, 1, 1, dml.PaddingMode.EDGE),
+                                lambda v: dml.space_to_depth(v, 2, dml.DepthSpaceOrder.COLUMN_ROW_DEPTH)],
+                         ids=["cast_DataType", "pad_PaddingMode", "space_to_depth_DepthSpaceOrder"])
+def test_enum_arguments_compile(fn):
+    """Dynamo passes an ``IntEnum`` argument to a function it enters whole as its int: the functions take a
+    member's int value as the member."""
+    torch._dynamo.reset()
+    x = _x(2, 3, 4, 6)
+    assert torch.equal(torch.compile(fn, backend="aot_eager", fullgraph=True)(x), fn(x))
+
+
+def test_an_int_that_is_no_members_value_is_refused():
+    x = _x(2, 3, 4, 6)
+    with pytest.raises(ValidationError, match="PaddingMode"):
+        dml.pad(x, 1, 1, 7)
+    with pytest.raises(ValidationError, match="Order"):
+        dml.space_to_depth(x, 2, 2)
+    with pytest.raises(ValidationError, match="dtype must be"):
+        dml.cast(x, 99)
+    with pytest.raises(ValidationError, match="PaddingMode"):
+        dml.pad(x, 1, 1, True)
+    assert torch.equal(dml.pad(x, 1, 1, 1), dml.pad(x, 1, 1, "edge"))

@@ -474,20 +474,56 @@ def test_the_move_direct_kernel_under_threads(cpp):
     _same_in_threads(case)
 
 
-def test_descriptions_past_the_limit_are_not_recorded(cpp, monkeypatch):
+def test_the_move_direct_kernel_under_threads_while_texts_are_forgotten(cpp, monkeypatch):
+    """Eight threads, each with its own description, under a limit of two texts: every call records its text
+    and evicts another's, and every answer stays the operator's."""
+    x = _x((2, 3, 7))
+    monkeypatch.setattr(library, "_MAX_RECORDED", 2)
+    cases = [_traced_move(lambda t, r=r: dml.tile(t, [1, r, 2]), [x]) for r in range(1, 9)]
+    assert len(library._CALLS) <= 2
+
+    def case(i):
+        op, xs, text = cases[i]
+        return op(xs, text), lambda: _direct_move(op)(xs, text)
+    _same_in_threads(case)
+    assert len(library._CALLS) <= 2
+
+
+def test_a_description_past_the_limit_forgets_the_oldest(cpp, monkeypatch):
+    """At ``_MAX_RECORDED`` texts a new description is still recorded and served: the oldest text is forgotten,
+    with its code, so nothing recorded under that code is served again, and the answers stay the operator's."""
     from opendml.runtime import calls
     x = _x((2, 3, 7))
     op, xs, text = _traced_move(lambda t: dml.tile(t, [3, 1, 2]), [x])
+    _direct_move(op)(xs, text)
+    assert text in library._CALLS
+    library._CALLS[text] = library._CALLS.pop(text)          # (the newest: the fresh one evicts another first)
     monkeypatch.setattr(library, "_MAX_RECORDED", len(library._CALLS))
     fresh = text.replace('"Repeats":[3,1,2]', '"Repeats":[1,2,3]').replace('"Sizes":[6,3,14]', '"Sizes":[2,6,21]')
     assert fresh != text and fresh not in library._CALLS
+    oldest = next(iter(library._CALLS))
+    old_code = calls.OPS["opendml::move " + oldest]
     want = _outcomes(op, xs, fresh)
     assert want[0] == "ok" and want[2][0][2] == (2, 6, 21)
+    assert fresh in library._CALLS and fresh in torch_inductor.MOVE_CODES
+    assert len(library._CALLS) == library._MAX_RECORDED and oldest not in library._CALLS
+    assert oldest not in torch_inductor.MOVE_CODES
+    if oldest != text:
+        assert calls.OPS["opendml::move " + oldest] != old_code       # a new code: the old one's entries unserved
     hits = calls.info()["hits"]
     for _ in range(3):
         assert _outcomes(_direct_move(op), xs, fresh) == want
-    assert fresh not in library._CALLS and fresh not in torch_inductor.MOVE_CODES
-    assert calls.info()["hits"] == hits
+    if calls.info()["enabled"]:
+        assert calls.info()["hits"] >= hits + 3
+    assert _outcomes(_direct_move(op), xs, text) == _outcomes(op, xs, text)
+
+
+def test_operator_codes_are_never_given_out_twice():
+    from opendml.runtime import calls
+    a = calls.OPS["test::codes a"]
+    calls.OPS.forget("test::codes a")
+    b = calls.OPS["test::codes b"]
+    assert calls.OPS["test::codes a"] not in (a, b) and b != a
 
 
 def test_the_move_operators_cuda_record_holds_the_planned_layouts(monkeypatch):

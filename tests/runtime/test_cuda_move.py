@@ -204,8 +204,11 @@ def emulate_steps(plan, srcs, dsts, ptrs=None, plain_via="move", fuse=None):
         kind = name.split("<")[0]
         names.append(kind)
         if kind == "move_wcopy":     # U aligned 16-byte words a thread; sizes, strides and offsets in words
-            U = int(name[:-1].split(", ")[-1])
-            assert grid[0] * cl.THREADS * U >= q.count
+            nd, _, U, nr = (name[:-1].split("<")[1].split(", "))
+            nd, U, nr = int(nd), int(U), int(nr)
+            # the index space dims[:nd], then nr repeat dimensions (source stride 0) each thread stores at
+            assert q.rank == nd + nr and q.count == np.prod([q.dim[i].size for i in range(nd)])
+            assert all(q.dim[i].src_stride == 0 for i in range(nd, q.rank)) and grid[0] * cl.THREADS * U >= q.count
             f = 16 // srcs[s].itemsize
             wd = [[q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride] for i in range(q.rank)]
             idx = np.indices([dd[0] for dd in wd]).reshape(q.rank, -1).astype(np.int64)
@@ -407,12 +410,15 @@ def word_copy_cases():
     yield "split", SplitOperatorDesc(T(u64, [5, 7, 2]), [T(u64, [5, n, 2]) for n in (2, 1, 4)], 1), [u64]
 
 
+@pytest.mark.parametrize("R", [0, 1, 2, 3])
 @pytest.mark.parametrize("U", [1, 2, 4])
 @pytest.mark.parametrize("name,desc,dtypes", list(word_copy_cases()), ids=[c[0] for c in word_copy_cases()])
-def test_word_copy_steps_emulated(name, desc, dtypes, U, monkeypatch):
-    """Plain passes of whole 16-byte words go through move_wcopy (WORD_COPY
-    words a thread) whose parameters, executed, give the CPU backend's bytes."""
+def test_word_copy_steps_emulated(name, desc, dtypes, U, R, monkeypatch):
+    """Plain passes of whole 16-byte words go through move_wcopy (U words a
+    thread; 1 to R repeat dimensions out of its index space) whose
+    parameters, executed, give the CPU backend's bytes."""
     monkeypatch.setattr(cs, "WORD_COPY", U)
+    monkeypatch.setattr(cs, "WORD_REPEAT", (R, U))
     monkeypatch.setattr(cs, "WORD_COPY_MIN_RANK", 1)
     desc.validate(FL)
     arrays = case_inputs(dtypes, desc.inputs)
@@ -432,9 +438,32 @@ def test_word_copy_takes_three_dimensions_and_up():
     f32 = DataType.FLOAT32
     tile = TileOperatorDesc(T(f32, [2, 3, 8]), None, [1, 2, 2]).lower()
     (name, *_), = cs.move_steps(tile, [0], [48], [0])
-    assert name.startswith("move_wcopy<") and name.endswith(f", u32, {cs.WORD_COPY}>"), name
+    assert name.startswith("move_wcopy<") and name.endswith(f", u32, {cs.WORD_COPY}, 0>"), name
     join = JoinOperatorDesc([T(f32, [4, 8]), T(f32, [4, 8])], None, 1).lower()
     assert [st[0].split("<")[0] for st in cs.move_steps(join, [0, 0], [32, 32], [0])] == ["strided_copy"] * 2
+
+
+def test_word_copy_reads_a_repeated_word_once(monkeypatch):
+    """A word copy with 1 to WORD_REPEAT[0] repeat dimensions takes them out
+    of move_wcopy's index space: a thread WORD_REPEAT[1] input words, each
+    stored at every repeat, so the grid covers the input's words, not the
+    output's; with more repeat dimensions the pass keeps them all inside."""
+    f32 = DataType.FLOAT32
+    n = 16 * 64 * 128 * 128
+    monkeypatch.setattr(cs, "WORD_REPEAT", (1, 1))
+    tile = TileOperatorDesc(T(f32, [16, 64, 128, 128]), None, [1, 1, 3, 1]).lower()
+    (name, q, grid, *_), = cs.move_steps(tile, [0], [n], [0])
+    assert name == "move_wcopy<2, u32, 1, 1>" and q.count == n // 4 and grid == (n // 4 // cl.THREADS,), name
+    assert [(q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride) for i in range(q.rank)] == [
+        (1024, 4096, 3 * 4096), (4096, 1, 1), (3, 0, 4096)]
+    two = TileOperatorDesc(T(f32, [16, 64, 128, 128]), None, [1, 1, 2, 2]).lower()
+    (name, q, grid, *_), = cs.move_steps(two, [0], [n], [0])
+    assert name == f"move_wcopy<5, u32, {cs.WORD_COPY}, 0>" and q.count == 4 * n // 4, name
+    monkeypatch.setattr(cs, "WORD_REPEAT", (2, 4))
+    (name, q, grid, *_), = cs.move_steps(two, [0], [n], [0])
+    assert name == "move_wcopy<3, u32, 4, 2>" and grid == (n // 4 // (4 * cl.THREADS),), name
+    assert [(q.dim[i].size, q.dim[i].src_stride, q.dim[i].dst_stride) for i in range(q.rank)] == [
+        (1024, 4096, 16384), (128, 32, 64), (32, 1, 1), (2, 0, 8192), (2, 0, 32)] and q.count == n // 4
 
 
 def test_transpose_pass_declines_short_axes():
@@ -648,11 +677,12 @@ def test_transposes_on_cuda(tile, monkeypatch):
 
 @pytest.mark.cuda
 @needs_cuda
+@pytest.mark.parametrize("R", [0, 1, 2])
 @pytest.mark.parametrize("U", [1, 2, 4])
-def test_word_copies_on_cuda(U):
-    """move_wcopy (U words a thread) gives the CPU backend's bytes; at
-    misaligned addresses the pass keeps strided_copy; nothing is written
-    outside the output."""
+def test_word_copies_on_cuda(U, R):
+    """move_wcopy (U words a thread, R repeat dimensions out of its index
+    space) gives the CPU backend's bytes; at misaligned addresses the pass
+    keeps strided_copy; nothing is written outside the output."""
     for name, desc, dtypes in word_copy_cases():
         if len(dtypes) != 1 or len(desc.outputs) != 1:
             continue
@@ -660,7 +690,7 @@ def test_word_copies_on_cuda(U):
         want = dml.Device("cpu", feature_level=FL).run_all(desc, x)[0].reshape(-1)
         es = x.itemsize
         for so, do in ((0, 0), (16 // es, 32 // es), (1, 0)):
-            got, names = _run_raw(desc, x, so, do, WORD_COPY=U, WORD_COPY_MIN_RANK=1)
+            got, names = _run_raw(desc, x, so, do, WORD_COPY=U, WORD_COPY_MIN_RANK=1, WORD_REPEAT=(R, U))
             if so * es % 16 == 0 and do * es % 16 == 0:
                 assert any(n.startswith("move_wcopy<") for n in names), (name, names)
             assert _bytes_equal(got.view(want.dtype), want), (name, so, do)

@@ -132,7 +132,8 @@ def test_launches_equal_move_steps_under_other_settings(call, seed, fuse, via, w
         for attr, value in (("FUSE_PAD", fuse), ("MOVE_PLAIN_VIA", via), ("WORD_COPY", word_copy),
                             ("TRANSPOSE_TILE", tile), ("TRANSPOSE_MIN", small), ("PAD_ROWS_MIN", small),
                             ("WORD_COPY_MIN_RANK", 1 + small % 3), ("PAD_ROWS", rows), ("PADR_MIN_BYTES", padr_min),
-                            ("CVT_UNROLL", cvt), ("CVT_FLAGS", 2 if cvt == 2 else 0)):
+                            ("CVT_UNROLL", cvt), ("CVT_FLAGS", 2 if cvt == 2 else 0),
+                            ("WORD_REPEAT", (3 - cvt, word_copy))):
             m.setattr(steps, attr, value)
         out = compare(name, args, xs, rng)
     if out is None:
@@ -152,6 +153,7 @@ def test_every_kernel_kind_is_compared():
     seen = set()
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     cases = [("identity", (None, None), [f32(4, 9, 64)[:, :8, :32]]),           # move_wcopy
+             ("tile", ((1, 3, 1, 1),), [f32(2, 3, 4, 8)]),                        # move_wcopy, a repeat
              ("identity", (None, None), [f32(64, 48)[::-1]]),                     # strided_copy (reversed)
              ("identity", (None, None), [f32(64, 48).T]),                         # move_transpose
              ("identity", (2.0, 1.0), [f32(3, 40)]),                              # move_cvt

@@ -280,14 +280,31 @@ def _move_call(op: int, x, args: tuple):
     ``arguments`` make, keyed for the Python cache and recorded in the C call
     cache by the arguments as offered."""
     name = _NAMES[op]
+    fw, call, arrays = _family_call(name, x, args)
+    outs = _route(fw, call, arrays)
+    return outs if name in _MULTI else outs[0]
+
+
+def _family_call(name: str, x, args: tuple):
+    """(framework, ``Call``, the arrays as a list) of a family function's call, checked, nothing run."""
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
     fw = _checked(name, arrays, seq)
     snap = _SNAPSHOTS[name]
     args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(args))
     make, key = _BUILD[name](ARGUMENT_API, arrays[0], *args)
-    outs = _route(fw, Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)), list(arrays))
-    return outs if name in _MULTI else outs[0]
+    return fw, Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)), list(arrays)
+
+
+def family_call(name: str, x, args: tuple) -> Call:
+    """The ``Call`` of the family function ``name`` (route "move") on ``x`` (a sequence for JOIN) and ``args``
+    (the arguments after ``x``, as the function takes them), checked as a call is, nothing run: an adapter's
+    traced operator rebuilds a call from its text with it (``arrays/torch/dynamic.py``)."""
+    b = _contract.BINDING.get(name) if type(name) is str else None
+    if b is None or b.route != "move":
+        raise ValidationError(f"family_call: {name!r} is not a data-movement family function (one of "
+                              f"{', '.join(n for n in FUNCTIONS if _contract.BINDING[n].route == 'move')})")
+    return _family_call(name, x, tuple(args))[1]
 
 
 def _index_call(op: int, given: tuple, args: tuple):
@@ -514,6 +531,7 @@ __all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_f
 
 # What the layers below read through ``_dispatch.front``.
 _dispatch.front.run_list = run_list
+_dispatch.front.family_call = family_call
 _dispatch.front.framework = _framework
 _dispatch.front.new_shape = lambda op, x, args: _new(op, x, args)      # the one read at call time
 # torch.compile takes every function into a graph whole: Dynamo cannot trace the C call cache, and

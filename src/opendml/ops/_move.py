@@ -16,6 +16,13 @@ class MoveOperatorDesc(OperatorDesc):
     """The data-movement family's operators (the ones added after the first
     five): the contract and the lowering are ``OperatorDesc``'s."""
 
+    def output_sizes_for(self, input_sizes):
+        """The output sizes (one tuple per output) for inputs of ``input_sizes`` with this description's
+        other fields, by the operator's one formula: ints or PyTorch's symbolic sizes alike (a traced call's
+        sizes under dynamic shapes). None where the operator states no such formula (its sizes then come from
+        the validated description alone)."""
+        return None
+
     def linear_part(self):
         """Moving elements is linear in them where they are float (see
         ``_spec``); integer data is not differentiated. An operator with a

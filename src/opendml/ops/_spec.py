@@ -49,6 +49,16 @@ class DepthSpaceOrder(enum.IntEnum):
     COLUMN_ROW_DEPTH = 1
 
 
+def enum_member(cls, value):
+    """``value`` as a member of the enum ``cls``: a member, or an exact int that is one's value (a traced
+    ``torch.compile`` call gets an ``IntEnum`` argument as its int); else None."""
+    if isinstance(value, cls):
+        return value
+    if type(value) is int and value in cls._value2member_map_:
+        return cls(value)
+    return None
+
+
 #: The prefix DirectML's C names put before each enum's members.
 ENUM_PREFIXES = {PaddingMode: "DML_PADDING_MODE_", DepthSpaceOrder: "DML_DEPTH_SPACE_ORDER_",
                  DataType: "DML_TENSOR_DATA_TYPE_"}

@@ -57,8 +57,9 @@ class CastOperatorDesc(MoveOperatorDesc):
         any framework spells it: a NumPy dtype, scalar type or string
         (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
         (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
-        ``DataType``, or a ``DataType`` name (``"INT8"``,
-        ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework.""")
+        ``DataType``, its int value (what ``torch.compile`` passes for it),
+        or a ``DataType`` name (``"INT8"``, ``"DML_TENSOR_DATA_TYPE_INT8"``),
+        whatever ``x``'s framework.""")
     TYPE_VALUE = 61
     OUTPUT_DERIVABLE = False
     SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": _CAST_1_0, "3_0": _CAST_3_0, "4_1": TYPES_4_1})
@@ -68,6 +69,9 @@ class CastOperatorDesc(MoveOperatorDesc):
         dt = api.dtype_argument(dtype, "cast")
         api.key_by_identity(dtype)     # a torch.dtype: the C call cache serves the next such call
         return (lambda t: cls(t, TensorDesc(dt, t.sizes))), (dt,)
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[0]),)
 
     def __post_init__(self):
         self._check_input()

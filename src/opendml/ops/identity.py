@@ -59,6 +59,9 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
                                                                    0.0 if bias is None else bias)
         return (lambda t: cls(t, None, sb)), (scale, bias)
 
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[0]),)
+
     def __post_init__(self):
         inp = self._check_input()
         self._derive_output(inp.sizes, "InputTensor.Sizes")

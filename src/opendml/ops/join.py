@@ -68,9 +68,11 @@ class JoinOperatorDesc(MoveOperatorDesc):
 
     @property
     def joined_sizes(self) -> tuple[int, ...]:
-        first = self.input_tensors[0]
-        total = sum(t.sizes[self.axis] for t in self.input_tensors)
-        return tuple(total if d == self.axis else n for d, n in enumerate(first.sizes))
+        return self.output_sizes_for([t.sizes for t in self.input_tensors])[0]
+
+    def output_sizes_for(self, input_sizes):
+        total = sum(s[self.axis] for s in input_sizes)
+        return (tuple(total if d == self.axis else n for d, n in enumerate(input_sizes[0])),)
 
     def _passes(self, layouts):
         out = self.output_tensor

@@ -56,7 +56,10 @@ class PaddingRules(MoveOperatorDesc):
 
     @property
     def expected_output_sizes(self) -> tuple[int, ...]:
-        return tuple(n + s + e for n, s, e in zip(self.input_tensor.sizes, self.start_padding, self.end_padding))
+        return self.output_sizes_for((self.input_tensor.sizes,))[0]
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(n + s + e for n, s, e in zip(input_sizes[0], self.start_padding, self.end_padding)),)
 
     def _validate_level(self, level: FeatureLevel) -> None:
         need = MODE_INTRODUCED[self.padding_mode]

@@ -14,7 +14,7 @@ import dataclasses
 from ..model.data_type import DataType
 from ..model.tensor_desc import TensorDesc
 from ._common import support
-from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, spread
+from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, enum_member, spread
 from .padding import PaddingRules
 
 #: The array function's names of the modes (any case).
@@ -59,8 +59,8 @@ class Padding1OperatorDesc(PaddingRules):
         or one int per axis.
     mode : str or PaddingMode, optional
         ``"constant"`` (the default), ``"edge"``, ``"reflect"`` (or
-        ``"reflection"``), ``"symmetric"``, ``"wrap"`` (any case), or a
-        ``PaddingMode``.
+        ``"reflection"``), ``"symmetric"``, ``"wrap"`` (any case), a
+        ``PaddingMode`` or its int value.
     value : int or float, optional
         The constant mode's value (default 0); it must fit ``x``'s dtype.""")
     TYPE_VALUE = 155
@@ -72,7 +72,7 @@ class Padding1OperatorDesc(PaddingRules):
 
     @classmethod
     def arguments(cls, api, x, start_padding, end_padding, mode, value):
-        m = MODES.get(mode.lower()) if isinstance(mode, str) else (mode if isinstance(mode, PaddingMode) else None)
+        m = MODES.get(mode.lower()) if isinstance(mode, str) else enum_member(PaddingMode, mode)
         if m is None:
             raise api.field_error("pad", "PaddingMode", f"be one of {', '.join(repr(k) for k in MODES)} or a "
                                   f"PaddingMode (mode)", mode)

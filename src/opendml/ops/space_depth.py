@@ -32,7 +32,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc
-from ._spec import Binding, DepthSpaceOrder, Enum, UInt
+from ._spec import Binding, DepthSpaceOrder, Enum, UInt, enum_member
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -61,19 +61,23 @@ class _SpaceDepth(MoveOperatorDesc):
         b = self._uint("block_size", "BlockSize", 1)
         if inp.rank != 4:
             raise self._err(f"InputTensor.DimensionCount must be 4 ({{N, C, H, W}}); got {inp.rank}")
-        n, c, h, w = inp.sizes
         if self.TO_DEPTH:
             for i, name in ((2, "Height"), (3, "Width")):
                 if inp.sizes[i] % b:
                     raise self._err(f"InputTensor.Sizes[{i}] ({name}) must be a multiple of BlockSize {b}; "
                                     f"got {inp.sizes[i]}")
-            expected, rule = (n, c * b * b, h // b, w // b), "{N, C * BlockSize^2, H / BlockSize, W / BlockSize}"
+            rule = "{N, C * BlockSize^2, H / BlockSize, W / BlockSize}"
         else:
-            if c % (b * b):
+            if inp.sizes[1] % (b * b):
                 raise self._err(f"InputTensor.Sizes[1] (Channels) must be a multiple of BlockSize * BlockSize = "
-                                f"{b * b}; got {c}")
-            expected, rule = (n, c // (b * b), h * b, w * b), "{N, C / BlockSize^2, H * BlockSize, W * BlockSize}"
-        self._derive_output(expected, rule)
+                                f"{b * b}; got {inp.sizes[1]}")
+            rule = "{N, C / BlockSize^2, H * BlockSize, W * BlockSize}"
+        self._derive_output(self.output_sizes_for((inp.sizes,))[0], rule)
+
+    def output_sizes_for(self, input_sizes):
+        n, c, h, w = input_sizes[0]
+        b = self.block_size
+        return ((n, c * b * b, h // b, w // b) if self.TO_DEPTH else (n, c // (b * b), h * b, w * b),)
 
     # differentiation (see ``_spec``): a permutation, whose adjoint is its
     # inverse: DEPTH_TO_SPACE of SPACE_TO_DEPTH with the same order, and back.
@@ -139,8 +143,7 @@ class _SpaceDepth1(_SpaceDepth):
 
     @classmethod
     def arguments(cls, api, x, block_size, order):
-        o = order if isinstance(order, DepthSpaceOrder) else (
-            ORDERS.get(order.upper()) if isinstance(order, str) else None)
+        o = ORDERS.get(order.upper()) if isinstance(order, str) else enum_member(DepthSpaceOrder, order)
         if o is None:
             raise api.field_error(cls.BINDING.function, "Order", "be 'DCR' (DEPTH_COLUMN_ROW), 'CRD' "
                                   "(COLUMN_ROW_DEPTH) or a DepthSpaceOrder (order)", order)
@@ -164,7 +167,8 @@ def _binding(function, inputs, args, summary, before, after, rule):
         ``b``, the block's height and width.
     order : str or DepthSpaceOrder, optional
         ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
-        (``"COLUMN_ROW_DEPTH"``), any case, or a ``DepthSpaceOrder``.""")
+        (``"COLUMN_ROW_DEPTH"``), any case, a ``DepthSpaceOrder`` or its
+        int value.""")
 
 
 @dataclasses.dataclass(frozen=True, repr=False)

@@ -81,6 +81,11 @@ class SplitOperatorDesc(MoveOperatorDesc):
             raise self._err(f"the OutputTensors' Sizes[{axis}] must sum to InputTensor.Sizes[{axis}] (Axis); "
                             f"got {terms} = {total} != {inp.sizes[axis]}")
 
+    def output_sizes_for(self, input_sizes):
+        a = self.axis
+        return tuple(tuple(t.sizes[a] if d == a else n for d, n in enumerate(input_sizes[0]))
+                     for t in self.output_tensors)
+
     def _passes(self, layouts):
         (strides, origin), = layouts
         at = 0

@@ -84,7 +84,10 @@ class TileOperatorDesc(MoveOperatorDesc):
 
     @property
     def tiled_sizes(self) -> tuple[int, ...]:
-        return tuple(n * r for n, r in zip(self.input_tensor.sizes, self.repeats))
+        return self.output_sizes_for((self.input_tensor.sizes,))[0]
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(n * r for n, r in zip(input_sizes[0], self.repeats)),)
 
     def _passes(self, layouts):
         (strides, origin), = layouts

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import itertools
 import sys
 import threading
 
@@ -60,17 +61,24 @@ __all__ = ["OPS", "call", "move", "generation", "put_move", "put_move_cuda",
 class _Codes(dict):
     """Array-API function name -> the int that tags its calls' keys, given
     out on first use: any function (a new operator's included) gets one, and
-    the C side keys by it without knowing what it names."""
+    the C side keys by it without knowing what it names. A code is never
+    given out twice, so a name ``forget`` dropped gets a new one, and entries
+    recorded under its old code are never served again (they age out)."""
 
     def __init__(self):
         super().__init__()
         self._lock = threading.Lock()
+        self._next = itertools.count(1)
 
     def __missing__(self, name: str) -> int:
         if not isinstance(name, str):
             raise KeyError(name)
         with self._lock:
-            return self.setdefault(name, len(self) + 1)
+            return self.setdefault(name, next(self._next))
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self.pop(name, None)
 
 
 #: Operator codes in keys (``OPS[name]``).

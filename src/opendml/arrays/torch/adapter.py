@@ -17,7 +17,8 @@ operator module declares:
 * **Operator route**, when a tracer is at work (``torch.compile``, fake or functional tensors, a
   dispatch mode): the custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the
   node library is loaded, whose implementations take the kernel route (every other operator's is the
-  one custom operator ``opendml::move``, ``library``). A dual tensor reaching this route is an error,
+  one custom operator ``opendml::move``, ``library``, or, where the sizes are symbolic,
+  ``opendml::family``, ``dynamic``). A dual tensor reaching this route is an error,
   never a dropped tangent.
 
 Calls are validated with the array API's messages before they enter an operator; the operators'
@@ -41,7 +42,7 @@ from ...runtime import calls
 from ...runtime.config import config
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
-from . import inductor as torch_inductor, library, node as torch_node
+from . import dynamic, inductor as torch_inductor, library, node as torch_node
 from .. import engine
 from .dtypes import SUPPORTED_DTYPES, numpy_dtype, torch_dtype
 from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, kernel_move, operators
@@ -488,9 +489,12 @@ def run(call, arrays) -> list:
     dtypes = _check_move(call, arrays)
     if mode is _KERNEL:                   # a custom operator's implementation: the move program
         return kernel_move(call, call.describe_arrays(dtypes, [x.shape for x in arrays]), arrays, since)
-    if _traced(arrays):       # sizes specialised (int() of a SymInt guards on its value)
+    if _traced(arrays):       # else sizes specialised (int() of a SymInt guards on its value)
         if call.args:         # the first five: their own custom operators (Inductor calls them directly)
             return [through_op(arrays[0], call)]
+        outs = dynamic.traced(call, arrays)     # symbolic sizes kept where the operator allows it
+        if outs is not None:
+            return outs
         desc = call.describe_arrays(dtypes, [tuple(int(n) for n in x.shape) for x in arrays])
         return library.call_move(desc, arrays)
     wrapped = any(_is_functorch_wrapped(x) for x in arrays)

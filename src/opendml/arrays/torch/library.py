@@ -6,7 +6,8 @@ custom operator for tracers (``torch.compile``, ``make_fx``, fake tensors, dispa
     opendml::move(Tensor[] inputs, str desc) -> Tensor[]
 
 ``desc`` is the operator's JSON form (``jsonform.to_json``): any registered operator, no branch per
-operator here (the first five's traced calls take their own custom operators, ``adapter``). The inputs
+operator here (the first five's traced calls take their own custom operators, ``adapter``; a family
+call whose sizes are symbolic takes ``opendml::family``, ``dynamic``, where it can). The inputs
 must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new packed
 tensors on the inputs' device (the CPU for an operator without inputs). Output ``Strides`` that map
 two elements to one place are a ``ValidationError``; others run as packed outputs (``packed_outputs``).
@@ -361,19 +362,35 @@ def _move(inputs, text):
     arrays = list(inputs)
     device = arrays[0].device.type if arrays else None
     call = _CALLS.get(text)
-    if call is None and device in ("cpu", "cuda") and len(_CALLS) < _MAX_RECORDED:
-        name = "opendml::move " + text
-        call = _CALLS.setdefault(text, engine.Call(desc.OPERATOR, lambda *_: desc, True, (name,), (name, (), True)))
-        inductor.MOVE_CODES[text] = calls.OPS[name]
+    if call is None and device in ("cpu", "cuda"):
+        call = _record(text, desc)
     outs = kernel(desc, arrays) if call is None else kernel_move(call, desc, arrays, since)
     return [o.contiguous() for o in outs]
 
 
 #: Description text -> the ``engine.Call`` that runs it on CPU and CUDA tensors and records it in the C call
 #: cache under a code of its own (``calls.OPS``; no arguments, the inputs as one sequence, the outputs as a
-#: list), the code Inductor's direct kernel offers (``inductor.MOVE_CODES``); at most ``_MAX_RECORDED`` texts.
+#: list), the code Inductor's direct kernel offers (``inductor.MOVE_CODES``); at most ``_MAX_RECORDED`` texts,
+#: the oldest forgotten first (its code too: what the C cache holds under it is never served again).
 _CALLS: dict = {}
 _MAX_RECORDED = 4096
+_record_lock = threading.Lock()
+
+
+def _record(text: str, desc):
+    """The ``engine.Call`` of the description ``desc`` written ``text``, made and recorded where it is new."""
+    with _record_lock:
+        call = _CALLS.get(text)
+        if call is None:
+            while _CALLS and len(_CALLS) >= _MAX_RECORDED:
+                old = next(iter(_CALLS))
+                del _CALLS[old]
+                inductor.MOVE_CODES.pop(old, None)
+                calls.OPS.forget("opendml::move " + old)
+            name = "opendml::move " + text
+            call = _CALLS[text] = engine.Call(desc.OPERATOR, lambda *_: desc, True, (name,), (name, (), True))
+            inductor.MOVE_CODES[text] = calls.OPS[name]
+        return call
 
 
 def _cpp_move_backward(saved, grads):

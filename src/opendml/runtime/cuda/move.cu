@@ -660,8 +660,11 @@ __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __
 // word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (each load and store
 // instruction coalesced across the warp), every offset from the flat index by
 // multiply-shift division, all U loads in flight before the first store.
-// TILE with repeats, JOIN, SPLIT and slices whose rows are whole words.
-template <int NDIM, typename I, int U>
+// TILE with repeats, JOIN, SPLIT and slices whose rows are whole words. NR
+// (0..2) repeat dimensions (source stride 0) after the NDIM of the index
+// space, dim[NDIM] and dim[NDIM + 1]: each thread stores its U words at every
+// one of their destination offsets (a word read once, not once a repeat).
+template <int NDIM, typename I, int U, int NR>
 __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                   const ODML_GRID_CONSTANT odml_move_params params) {
     const odml_move_params* __restrict__ p = &params;
@@ -689,9 +692,16 @@ __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src,
 #pragma unroll
     for (int j = 0; j < U; ++j)
         if (in[j]) v[j] = __ldg(src + so[j]);
+    static_assert(NR >= 0 && NR <= 2, "move_wcopy takes 0, 1 or 2 repeat dimensions");
+    const odml_move_dim &r1 = p->dim[NR > 0 ? NDIM : 0], &r2 = p->dim[NR > 1 ? NDIM + 1 : 0];
+    const i64 n1 = NR > 0 ? r1.size : 1, n2 = NR > 1 ? r2.size : 1;
+    for (i64 a = 0; a < n1; ++a)
+        for (i64 b = 0; b < n2; ++b) {
+            const i64 o = (NR > 0 ? a * r1.dst_stride : 0) + (NR > 1 ? b * r2.dst_stride : 0);
 #pragma unroll
-    for (int j = 0; j < U; ++j)
-        if (in[j]) dst[dof[j]] = v[j];
+            for (int j = 0; j < U; ++j)
+                if (in[j]) dst[dof[j] + o] = v[j];
+        }
 }
 
 // A contiguous conversion or scale/bias pass (one dimension, stride 1 on both
@@ -776,9 +786,10 @@ template __global__ void move_vec<u32, u32, 4, u32, 4, 1, 1, 0, 1>(const u32*, u
 template __global__ void move_vec<u16, u16, 2, u64, 8, 2, 2, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u8, u64, 3, u32, 4, 5, 9, 1, 1>(const u8*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_vec<u64, u64, 16, u64, 2, 11, 11, 0, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_wcopy<5, u32, 4>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_wcopy<1, u64, 2>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_wcopy<3, u32, 1>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<5, u32, 4, 0>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<1, u64, 2, 1>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<3, u32, 1, 2>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
+template __global__ void move_wcopy<16, u32, 1, 0>(const uint4*, uint4*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_fill<u16, 3, u32, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_fill<u64, 16, u64, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
 template __global__ void move_cvt<u32, u16, u32, 8, 1, 2, 0, 2, 0>(const u32*, u16*, const ODML_GRID_CONSTANT odml_move_params);

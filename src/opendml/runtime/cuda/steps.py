@@ -79,6 +79,11 @@ CVT_FLAGS = 0
 #: many words a thread, where > 0; else ``strided_copy``.
 WORD_COPY = 2
 WORD_COPY_MIN_RANK = 3
+#: (most repeat dimensions, words a thread): a word copy with 1 to that many
+#: (at most 2) repeat dimensions (source stride 0: TILE's repeats) takes them
+#: out of move_wcopy's index space, each thread storing the words it loaded
+#: at every repeat, with this many words a thread (0 or 0 words: off).
+WORD_REPEAT = (1, 1)
 _MAP_CONSTANT = 5
 
 
@@ -349,7 +354,7 @@ _C_SETTINGS = None                      # c_settings()'s tuple, dropped when a s
 def c_settings() -> tuple:
     """This module's settings as the C mirror of ``move_steps``
     (``runtime/native/cuda_move_spec.c``, newshape.h's odml_move_cuda_conf)
-    reads them, as in force at each call: 18 ints, FUSE_PAD and MOVE_PLAIN_VIA
+    reads them, as in force at each call: 20 ints, FUSE_PAD and MOVE_PLAIN_VIA
     as codes; a value C cannot read (not an int, a tuple of another length)
     makes it decline the call, which then takes the Python route. The tuple
     is kept until a setting is set (where the sequences are tuples: a list
@@ -362,9 +367,9 @@ def c_settings() -> tuple:
     fuse = 1 if FUSE_PAD is True else _FUSE_CODES.get(FUSE_PAD, 0) if type(FUSE_PAD) is str else 0
     via = _VIA_CODES.get(MOVE_PLAIN_VIA, 0) if type(MOVE_PLAIN_VIA) is str else 0
     got = (fuse, *PAD_ROWS, *PAD_ROWS_SMALL, PADR_MIN_BYTES, *PAD_WORDS, PAD_ROWS_MIN, CVT_UNROLL, CVT_FLAGS,
-           WORD_COPY, WORD_COPY_MIN_RANK, via, TRANSPOSE_TILE, TRANSPOSE_MIN)
+           WORD_COPY, WORD_COPY_MIN_RANK, via, TRANSPOSE_TILE, TRANSPOSE_MIN, *WORD_REPEAT)
     if type(PAD_ROWS) is tuple and type(PAD_ROWS_SMALL) is tuple and type(PAD_WORDS) is tuple \
-            and _C_SETTINGS is mark:
+            and type(WORD_REPEAT) is tuple and _C_SETTINGS is mark:
         _C_SETTINGS = got
     return got
 
@@ -445,13 +450,20 @@ def _plain_step(k: _Pass, slots):
         w, rev, pick, wp = word_plan(cp, src_ptr, dst_ptr, src_n)
         if (via != "strided_copy" and WORD_COPY and w == 16 and not rev and not pick and not tile
                 and WORD_COPY_MIN_RANK <= len(wp.sizes) <= P.MAX_MOVE_RANK):
-            U = WORD_COPY
-            wk = _Pass(False, k.src, k.dst, [[n, a, b, 0, 0, 0] for n, a, b in
-                                             zip(wp.sizes, wp.in_strides, wp.out_strides)],
-                       wp.in_offset, wp.out_offset, k.st, k.dt)
-            index = "u32" if wp.count + THREADS * U < 2**31 else "u64"
-            return (f"move_wcopy<{len(wp.sizes)}, {index}, {U}>", move_params(wk),
-                    (math.ceil(wp.count / (THREADS * U)),), 0, k.src, k.dst)
+            dims = [[n, a, b, 0, 0, 0] for n, a, b in zip(wp.sizes, wp.in_strides, wp.out_strides)]
+            reps = [d for d in dims if d[1] == 0 and d[0] > 1]
+            if not 0 < len(reps) <= min(WORD_REPEAT[0], 2) or WORD_REPEAT[1] < 1:
+                reps = []
+            U = WORD_REPEAT[1] if reps else WORD_COPY
+            if reps:
+                dims = _canonical(_Pass(False, k.src, k.dst, [d for d in dims if not any(d is r for r in reps)],
+                                        0, 0, k.st, k.dt)).dims
+            count = math.prod(d[0] for d in dims)
+            q = move_params(_Pass(False, k.src, k.dst, dims + reps, wp.in_offset, wp.out_offset, k.st, k.dt))
+            q.count = count
+            index = "u32" if count + THREADS * U < 2**31 else "u64"
+            return (f"move_wcopy<{len(dims)}, {index}, {U}, {len(reps)}>", q, (math.ceil(count / (THREADS * U)),),
+                    0, k.src, k.dst)
         if via == "strided_copy" or (not tile and (w >= 16 or rev or pick)):
             return (*_copy_launch(cp, src_ptr, dst_ptr, src_n), k.src, k.dst)
     tr = _transpose_pass(k)

@@ -258,21 +258,39 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
         const int rev = inner == -1 && w != es, pick = inner == 2 && wp->in_strides[r - 1] == 1;
         if (c->via != 1 && c->word_copy && w == 16 && !rev && !pick && !tile && c->word_copy_min_rank <= wp->rank
                 && wp->rank <= MAX_DIMS) {
-            const int64_t U = c->word_copy;
+            /* 1 to WORD_REPEAT[0] (at most 2) repeat dimensions (source stride 0) after the canonical rest (the
+             * index space), WORD_REPEAT[1] words a thread; else none */
+            int64_t body[MAX_DIMS][6], reps[MAX_DIMS][6];
+            int nb = 0, nr = 0;
+            for (int i = 0; i < (int)wp->rank; i++) nr += wp->in_strides[i] == 0 && wp->sizes[i] > 1;
+            const int take = nr <= c->word_repeat[0] && nr <= 2 && c->word_repeat[1] > 0;
             kpass wk = *k;
-            wk.n = (int)wp->rank;
-            wk.src_offset = wp->in_offset;
-            wk.dst_offset = wp->out_offset;
+            wk.src_offset = wk.dst_offset = 0;
             wk.sb = 0;
             wk.bits = 0;
-            for (int i = 0; i < wk.n; i++) {
+            nr = 0;
+            for (int i = 0; i < (int)wp->rank; i++) {
                 const int64_t d[6] = {wp->sizes[i], wp->in_strides[i], wp->out_strides[i], 0, 0, 0};
-                memcpy(wk.d[i], d, sizeof d);
+                memcpy(take && d[1] == 0 && d[0] > 1 ? reps[nr++] : body[nb++], d, sizeof d);
             }
-            odml_name(L->name, (int)sizeof L->name, "move_wcopy<%d, %s, %lld>", wk.n, index_of(wp->count + THREADS * U),
-                     (long long)U);
+            const int64_t U = nr ? c->word_repeat[1] : c->word_copy;
+            if (!nr) {
+                wk.n = nb;
+                memcpy(wk.d, body, sizeof body[0] * (size_t)nb);
+            } else if (canonical(&wk, (const int64_t (*)[6])body, nb)) {
+                return -1;
+            }
+            const int64_t count = count_of(&wk);
+            const int n = wk.n;
+            memcpy(wk.d[n], reps, sizeof reps[0] * (size_t)nr);
+            wk.n = n + nr;
+            wk.src_offset = wp->in_offset;
+            wk.dst_offset = wp->out_offset;
+            odml_name(L->name, (int)sizeof L->name, "move_wcopy<%d, %s, %lld, %d>", n, index_of(count + THREADS * U),
+                     (long long)U, nr);
             params_of(&wk, L);
-            return grid_of(odml_cdiv(wp->count, THREADS * U), L);
+            L->p.move.count = count;
+            return grid_of(odml_cdiv(count, THREADS * U), L);
         }
         if (c->via == 1 || (!tile && (w >= 16 || rev || pick))) goto copy_launch;
     }

@@ -233,11 +233,11 @@ int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *arg
 /* runtime/cuda/steps.py's module settings, as c_settings() gives them: fuse (FUSE_PAD: 0 False or another value,
  * 1 True, 2 "padr", 3 "words", 4 "rows"), PAD_ROWS, PAD_ROWS_SMALL, PADR_MIN_BYTES, PAD_WORDS, PAD_ROWS_MIN,
  * CVT_UNROLL, CVT_FLAGS, WORD_COPY, WORD_COPY_MIN_RANK, via (MOVE_PLAIN_VIA: 0 "auto" or another value,
- * 1 "strided_copy", 2 "move"), TRANSPOSE_TILE, TRANSPOSE_MIN. */
-enum { ODML_MOVE_CONF_COUNT = 18 };
+ * 1 "strided_copy", 2 "move"), TRANSPOSE_TILE, TRANSPOSE_MIN, WORD_REPEAT. */
+enum { ODML_MOVE_CONF_COUNT = 20 };
 typedef struct {
     int64_t fuse, pad_rows[3], pad_rows_small[3], padr_min_bytes, pad_words[2], pad_rows_min, cvt_unroll, cvt_flags,
-        word_copy, word_copy_min_rank, via, transpose_tile, transpose_min;
+        word_copy, word_copy_min_rank, via, transpose_tile, transpose_min, word_repeat[2];
 } odml_move_cuda_conf;
 
 /* index.cu's ix_params (runtime/cuda/index.py's IndexParams, the same field order): an index pass's CUDA

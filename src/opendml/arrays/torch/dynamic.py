@@ -1,0 +1,226 @@
+"""The data-movement family under dynamic shapes: a traced call whose input sizes are symbolic (``torch.compile``
+with dynamic shapes) enters the graph as ONE custom operator that keeps them symbolic::
+
+    opendml::family(Tensor[] inputs, str call) -> Tensor[]
+    opendml::family_adjoint(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]
+
+``call`` is the array function's call without its arrays, as JSON text: ``[name, [argument, ...], seq,
+linear]`` (``seq``: the arrays are one sequence, JOIN's; ``linear``: run the description's linear part,
+a gradient of a gradient). Its implementation is the array function itself on the tensors; its fake builds
+the description from the sizes' hints (their values in the call being traced, read without a guard) and
+gives the outputs the operator's shape formula on the symbolic sizes (``output_sizes_for``); the
+implementation validates every real call, so a shape the hints passed but a later call's do not is the
+array function's error then. ``family_adjoint`` is the description's adjoint (the operator's own, through
+the array API), whose gradient is ``family``'s linear part: gradients of gradients trace too.
+
+Taken only where it can be: every input size is a backed symbol or an int, the operator states a shape
+formula, its adjoint reads no input values (not the index functions) and every argument has a text form
+(ints, floats, strings, None, bools, lists and tuples of them, PyTorch and NumPy dtypes); any other traced
+call takes ``opendml::move`` with its sizes fixed (``library``). The adapter calls ``traced``; the front's
+``family_call`` (in ``_dispatch.front``) rebuilds a call from its text.
+"""
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import torch
+
+from ...model.errors import ValidationError
+from .. import _dispatch, engine
+from .dtypes import numpy_dtype, torch_dtype
+from .library import batched
+
+__all__ = ["traced", "text_of"]
+
+class _NoText(Exception):
+    pass
+
+
+def _encode(v):
+    t = type(v)
+    if v is None or t in (bool, int, float, str):
+        return v
+    if t is list:
+        return [_encode(e) for e in v]
+    if t is tuple:
+        return {"tuple": [_encode(e) for e in v]}
+    if isinstance(v, torch.dtype):
+        return {"torch": str(v).removeprefix("torch.")}
+    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+        return {"numpy": np.dtype(v).name}
+    raise _NoText
+
+
+def _decode(v, text: str):
+    if type(v) is list:
+        return [_decode(e, text) for e in v]
+    if type(v) is not dict:
+        return v
+    if len(v) == 1 and type(v.get("tuple")) is list:
+        return tuple(_decode(e, text) for e in v["tuple"])
+    dtype = getattr(torch, v["torch"], None) if len(v) == 1 and type(v.get("torch")) is str else None
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if len(v) == 1 and type(v.get("numpy")) is str:
+        try:
+            return np.dtype(v["numpy"])
+        except TypeError:
+            pass
+    raise ValidationError(f"opendml::family: call {text[:200]!r}: an argument {v!r} is none of the text forms "
+                          f"(a tuple, a torch or numpy dtype)")
+
+
+def text_of(call, linear: bool = False) -> str | None:
+    """``call``'s text for ``opendml::family``, or None where an argument has no text form."""
+    if call.ccall is None:
+        return None
+    name, args, seq = call.ccall
+    try:
+        return json.dumps([name, [_encode(a) for a in args], bool(seq), linear], separators=(",", ":"))
+    except _NoText:
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _loads(text: str):
+    try:
+        name, args, seq, linear = json.loads(text)
+    except (ValueError, TypeError) as e:
+        raise ValidationError(f"opendml::family: call must be the JSON text [name, [arguments], seq, linear]; "
+                              f"got {text[:200]!r} ({e})") from None
+    if type(name) is not str or type(args) is not list or type(seq) is not bool or type(linear) is not bool:
+        raise ValidationError(f"opendml::family: call must be [name, [arguments], seq, linear]; got {text[:200]!r}")
+    return name, tuple(_decode(args, text)), seq, linear
+
+
+def _parse(text: str, inputs):
+    """(name, the arrays argument, the other arguments, linear) of a call's text on ``inputs``; a
+    ``ValidationError`` for text that is not one."""
+    if type(text) is not str:
+        raise ValidationError(f"opendml::family: call must be a str; got {type(text).__name__}")
+    name, args, seq, linear = _loads(text)
+    inputs = list(inputs)
+    if not inputs or (not seq and len(inputs) != 1):
+        raise ValidationError(f"opendml::family: {name!r} takes {'one or more input tensors' if seq else 'one input tensor'}; "
+                              f"got {len(inputs)}")
+    return name, inputs if seq else inputs[0], args, linear
+
+
+def _call_of(text: str, inputs):
+    """(the family function's ``Call`` for ``inputs``, nothing run; linear) of a call's text."""
+    name, x, args, linear = _parse(text, inputs)
+    return _dispatch.front.family_call(name, x, args), linear
+
+
+def _hint(n):
+    if type(n) is int:
+        return n
+    hint = n.node.hint if isinstance(n, torch.SymInt) else None
+    return hint if type(hint) is int else None
+
+
+def _description(call, inputs):
+    """The validated description for the inputs' sizes' hints (their values in the call traced)."""
+    dtypes = [numpy_dtype(x, call.name) for x in inputs]
+    return call.describe_arrays(dtypes, [tuple(_hint(n) for n in x.shape) for x in inputs])
+
+
+def traced(call, arrays) -> list | None:
+    """A traced call whose sizes are symbolic through ``opendml::family``, or None (``opendml::move`` takes it)."""
+    if all(type(n) is int for x in arrays for n in x.shape):
+        return None
+    if any(_hint(n) is None for x in arrays for n in x.shape):
+        return None
+    text = text_of(call)
+    if text is None:
+        return None
+    desc = _description(call, arrays)
+    if desc.output_sizes_for([x.shape for x in arrays]) is None or engine.constant_inputs(desc):
+        return None
+    return list(family_op(list(arrays), text))
+
+
+def _run(inputs, text):
+    name, x, args, linear = _parse(text, inputs)
+    call = _dispatch.front.family_call(name, x, args)     # (checked: only a family function's text runs)
+    with torch.no_grad():
+        if linear:
+            outs = engine.fixed(_description(call, inputs).linear_part())(*inputs)
+        else:                                             # the function itself: the call cache serves repeats
+            out = getattr(_dispatch.front, name)(x, *args)
+            outs = out if isinstance(out, list) else [out]
+    return [o.clone() if any(o.data_ptr() == x.data_ptr() for x in inputs) else o for o in outs]
+
+
+@torch.library.custom_op("opendml::family", mutates_args=(), schema="(Tensor[] inputs, str call) -> Tensor[]")
+def family_op(inputs, call):
+    return _run(inputs, call)
+
+
+@family_op.register_fake
+def _family_fake(inputs, call):
+    c, _ = _call_of(call, inputs)
+    desc = _description(c, inputs)
+    sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
+    return [inputs[0].new_empty(s, dtype=torch_dtype(t)) for s, t in zip(sizes, desc.outputs)]
+
+
+def _family_rule(info, in_dims, inputs, call):
+    outs = batched(info, in_dims[0], inputs, lambda xs: family_op(xs, call))
+    return outs, [0] * len(outs)
+
+
+family_op.register_vmap(_family_rule)
+
+
+def _setup(ctx, inputs, output):
+    ctx.call = inputs[1]
+    ctx.save_for_backward(*inputs[0])
+
+
+def _family_backward(ctx, grads):
+    inputs = list(ctx.saved_tensors)
+    ref = next(g for g in grads if g is not None)
+    c, _ = _call_of(ctx.call, inputs)
+    desc = _description(c, inputs)
+    sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
+    grads = [g if g is not None else ref.new_zeros(s, dtype=torch_dtype(t))
+             for g, s, t in zip(grads, sizes, desc.outputs)]
+    return list(adjoint_op(grads, inputs, ctx.call)), None
+
+
+family_op.register_autograd(_family_backward, setup_context=_setup)
+
+
+@torch.library.custom_op("opendml::family_adjoint", mutates_args=(),
+                         schema="(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]")
+def adjoint_op(grads, inputs, call):
+    c, _ = _call_of(call, inputs)
+    desc = _description(c, inputs)
+    with torch.no_grad():
+        outs = engine.adjoint(desc, list(grads))
+    return [o.contiguous().clone() if any(o.data_ptr() == g.data_ptr() for g in grads) else o.contiguous()
+            for o in outs]
+
+
+@adjoint_op.register_fake
+def _adjoint_fake(grads, inputs, call):
+    return [x.new_empty(tuple(x.shape)) for x in inputs]
+
+
+def _adjoint_setup(ctx, inputs, output):
+    ctx.call = inputs[2]
+    ctx.like = [(tuple(x.shape), x.dtype) for x in inputs[1]]
+
+
+def _adjoint_backward(ctx, grads):
+    name, args, seq, _ = json.loads(ctx.call)
+    linear = json.dumps([name, args, seq, True], separators=(",", ":"))
+    ref = next(g for g in grads if g is not None)
+    ws = [g if g is not None else ref.new_zeros(shape, dtype=dtype) for g, (shape, dtype) in zip(grads, ctx.like)]
+    return list(family_op(ws, linear)), [None] * len(ctx.like), None
+
+
+adjoint_op.register_autograd(_adjoint_backward, setup_context=_adjoint_setup)
