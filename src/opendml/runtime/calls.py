@@ -266,13 +266,16 @@ def index_new(op: int, which: int, types: int, given: tuple, args: tuple, since:
     ``index.plan_pass``'s and ``steps.move_steps``'s, planned in C
     (runtime/native/cuda_index_spec.c); a kernel C names is compiled first
     (``launch.add_new_kernel``), then the call is made again."""
-    for _ in range(8):
-        out = _index_new(op, which, types, given, args, since, min_bytes, _index_cuda_conf)
-        if type(out) is not str:
-            return out
+    out = _index_new(op, which, types, given, args, since, min_bytes, _index_cuda_conf)
+    if type(out) is not str:
+        return out
+    for _ in range(7):
         from .cuda.launch import add_new_kernel
         first = given[0]
         add_new_kernel(first.get_device() if hasattr(first, "get_device") else first.device.id, out)
+        out = _index_new(op, which, types, given, args, since, min_bytes, _index_cuda_conf)
+        if type(out) is not str:
+            return out
     return None
 
 

@@ -458,6 +458,15 @@ int torch_plain(PyObject *x) {
     return torch_plain_in(x, &in);
 }
 
+int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
+    odml_torch_info in;
+    if (torch_plain_in(x, &in) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(x, s_is_neg)))) return -1;
+    if (in.ndim < 0) return torch_key(k, x, device, ptr);
+    *device = in.device;                            /* (the description torch_key would read again) */
+    *ptr = in.data_ptr;
+    return torch_key_info(k, &in);
+}
+
 /* Whether the current CUDA device is `device` (the launches need it current). */
 static int torch_device_is(int64_t device) {
     if (tapi) {

@@ -193,6 +193,8 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 int torch_plain(PyObject *x);
 /* torch_plain, the accessors' description of x in *in (ndim -1: none) */
 int torch_plain_in(PyObject *x, odml_torch_info *in);
+/* torch_key of a tensor cuda_move serves (torch_plain 2, not a negative view), else -1: x described once */
+int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
 int cuda_device_is(int torch, int64_t device);
@@ -251,15 +253,14 @@ PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
 int torch_input(PyObject *x);
 int torch_input_cuda(PyObject *x);
 /* the family on CUDA memory (calls_move.c): x's framework (1 PyTorch, 2 CuPy, else 0); x's arrays of `type` as
- * new references; the call's key (each input's words from at[i], where at is not NULL); equal key words */
+ * new references; the call's key (each input's words from at[i], where at is not NULL; torch 2: PyTorch tensors,
+ * each first checked to be one cuda_move serves, torch_plain_key); equal key words */
 int cuda_framework(PyObject *x);
 int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq);
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at);
 int same_words(const int64_t *a, const int64_t *b, int n);
-/* whether PyTorch CUDA tensors in[0..n) are what cuda_move serves (nothing autograd or a tracer must see, no negative
- * view); whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
-int cuda_plain(PyObject **in, int n);
+/* whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
 int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
                      int n, int seq, const uint64_t *ptr);
 /* a NumPy view of t, a plain PyTorch CPU tensor (no autograd record, no tracer, not a negative view), or NULL */

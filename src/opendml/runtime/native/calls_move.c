@@ -684,7 +684,8 @@ int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssi
     for (int i = 0; i < n; i++) {
         if (at) at[i] = k->n;
         if (torch) {
-            if (torch_key(k, in[i], &dev, &ptr[i]) < 0) return -1;
+            if ((torch == 2 ? torch_plain_key(k, in[i], &dev, &ptr[i]) : torch_key(k, in[i], &dev, &ptr[i])) < 0)
+                return -1;
         } else {
             PyObject *dtype = NULL;
             int rc = cupy_key(k, in[i], &dtype, &dev, &ptr[i]);
@@ -868,12 +869,6 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     return 0;
 }
 
-int cuda_plain(PyObject **in, int n) {
-    for (int i = 0; i < n; i++)
-        if (torch_plain(in[i]) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(in[i], s_is_neg)))) return 0;
-    return 1;
-}
-
 int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
                      int n, int seq, const uint64_t *ptr) {
     Key again;
@@ -893,8 +888,7 @@ PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     int n = 0, seq = 0;
     Entry *e = NULL;
     if (cuda_inputs(args[1], (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) Py_RETURN_NONE;
-    if ((torch && !cuda_plain(in, n)) || cuda_move_key(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, &device,
-                                                       ptr, NULL) < 0
+    if (cuda_move_key(&k, torch ? 2 : 0, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr, NULL) < 0
             || !(e = lookup(&k, n)) || !cuda_device_is(torch, device))
         goto route;
     for (int i = 0; i < e->n_out; i++) {

@@ -819,7 +819,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     PyObject *const *cargs = ((PyTupleObject *)call_args)->ob_item;
     const Py_ssize_t ncargs = PyTuple_GET_SIZE(call_args);
-    if ((torch && !cuda_plain(in, n)) || cuda_move_key(&k, torch, op, cargs, ncargs, in, n, seq, &device, ptr, at) < 0)
+    if (cuda_move_key(&k, torch ? 2 : 0, op, cargs, ncargs, in, n, seq, &device, ptr, at) < 0)
         goto route;
     c.n = n;
     for (int i = 0; i < n; i++)
