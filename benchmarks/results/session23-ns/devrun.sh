@@ -25,5 +25,5 @@ for t in main ns; do
   (cd $d && PYTHONPATH=$d/src:$d timeout 40 python3 $ROOT/$L 40 7 2>&1 | grep -v -i warn | tee $OUT/$t/layers.log)
 done
 echo "== tests ($((SECONDS-T0)) s)"
-(cd .devrun/ns && PYTHONPATH=$PWD/src:$PWD HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hyp timeout 60 python3 -m pytest -q -p no:cacheprovider -m cuda -n 14 tests/test_family_cuda_new.py tests/test_index_cuda_new.py > $OUT/tests.log 2>&1; echo "tests rc=$?"; grep -E "^FAILED|^ERROR" $OUT/tests.log | head; tail -1 $OUT/tests.log)
+(cd .devrun/ns && PYTHONPATH=$PWD/src:$PWD HYPOTHESIS_STORAGE_DIRECTORY=/tmp/hyp timeout 75 python3 -m pytest -q -p no:cacheprovider -m cuda -n 14 tests/test_family_cuda_new.py tests/test_index_cuda_new.py tests/test_family_cuda_cache.py tests/arrays/test_index_call_cache.py > $OUT/tests.log 2>&1; echo "tests rc=$?"; grep -E "^FAILED|^ERROR" $OUT/tests.log | head; tail -1 $OUT/tests.log)
 echo "done $((SECONDS-T0)) s"
