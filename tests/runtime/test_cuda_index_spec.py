@@ -625,28 +625,3 @@ def test_the_check_plumbing_against_a_stand_in_driver(tmp_path):
         "unchecked FakeArray FakeArray (6, 4, 4)",   # no flag, no wait
         "capturing None None (7, 5, 5)",          # declined before any launch (7: the new(True) above)
     ], "\n".join(out) + err[-2000:]
-
-
-def test_the_settings_tuples_are_kept_until_a_setting_is_set(monkeypatch):
-    """Can fail: ``steps.c_settings`` and ``index.c_settings`` (which C reads at every never-seen CUDA call)
-    make their tuple once and keep it, dropped when any setting is set or deleted (``SettingsModule``), so a
-    call still plans with the settings in force; a sequence setting given as a list is read anew each time."""
-    for mod in (steps, index):
-        first = mod.c_settings()
-        assert mod.c_settings() is first
-    monkeypatch.setattr(steps, "FUSE_PAD", "rows")
-    assert steps.c_settings()[0] == 4 and steps.c_settings() is steps.c_settings()
-    monkeypatch.setattr(index, "SCATTER_VIA", "owner")
-    assert index.c_settings()[11] == 1
-    monkeypatch.setattr(index, "OWNER_IN_C", False)
-    assert index.c_settings()[11] == 4
-    monkeypatch.undo()
-    assert steps.c_settings()[0] == 2 and index.c_settings()[11] == 0
-    rows = [3, 8, 4]
-    monkeypatch.setattr(steps, "PAD_ROWS", rows)
-    assert steps.c_settings()[1:4] == (3, 8, 4)
-    rows[0] = 5                                      # (a list changed in place: no setattr)
-    assert steps.c_settings()[1:4] == (5, 8, 4)
-    monkeypatch.delattr(steps, "CVT_FLAGS")
-    with pytest.raises(NameError):
-        steps.c_settings()

@@ -484,3 +484,23 @@ def test_the_settings_are_read_only_where_a_program_is_planned(stand_in):
     assert again.shape == got.shape and log[-1][1:5] == log[-2][1:5]       # the same launch either way
     out = new("identity", FakeArray((4, 9), np.float32, 0x2000_0000), (None, None), by_function)
     assert type(out) is FakeArray and out.shape == (4, 9) and calls_made        # (once per planning attempt)
+
+
+def test_the_settings_tuple_is_kept_until_a_setting_is_set(monkeypatch):
+    """Can fail: ``steps.c_settings`` (which C reads at every never-seen CUDA call of the family) makes its
+    tuple once and keeps it, dropped when any setting is set or deleted (``config.SettingsModule``), so a
+    call still plans with the settings in force; a sequence setting given as a list is read anew each time."""
+    first = steps.c_settings()
+    assert steps.c_settings() is first
+    monkeypatch.setattr(steps, "FUSE_PAD", "rows")
+    assert steps.c_settings()[0] == 4 and steps.c_settings() is steps.c_settings()
+    monkeypatch.undo()
+    assert steps.c_settings() == first
+    rows = [3, 8, 4]
+    monkeypatch.setattr(steps, "PAD_ROWS", rows)
+    assert steps.c_settings()[1:4] == (3, 8, 4)
+    rows[0] = 5                                      # (a list changed in place: no setattr)
+    assert steps.c_settings()[1:4] == (5, 8, 4)
+    monkeypatch.delattr(steps, "CVT_FLAGS")
+    with pytest.raises(NameError):
+        steps.c_settings()

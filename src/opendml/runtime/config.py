@@ -330,7 +330,7 @@ def _notify(cfg: Config) -> None:
 class SettingsModule(types.ModuleType):
     """The type of a module whose settings (module attributes) C reads as one
     tuple, ``c_settings()``, at every never-seen CUDA call (runtime/cuda's
-    ``steps`` and ``index``): the tuple is kept in the module's
+    ``steps``): the tuple is kept in the module's
     ``_C_SETTINGS`` and dropped whenever any of its attributes is set or
     deleted (an assignment, ``monkeypatch.setattr``), so a call reads the
     settings in force without building the tuple anew."""

@@ -67,13 +67,11 @@ import ctypes
 import functools
 import math
 import pathlib
-import sys
 
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
 from ..cpu.numpy_kernels import _distinct, fill_bits, outer_count
-from ..config import SettingsModule
 
 INDEX_KERNELS = pathlib.Path(__file__).with_name("index.cu")
 #: NVRTC options (as the backend's, index.cu includes no header); threads a
@@ -624,28 +622,17 @@ class IndexPass:
             self._launch(self.main, q.total, q, stream_ptr)
 
 
-_C_SETTINGS = None                      # c_settings()'s tuple, dropped when a setting is set (SettingsModule)
-
-
 def c_settings() -> tuple:
     """This module's settings as the C mirror of ``plan_pass``
     (``runtime/native/cuda_index_spec.c``, newshape.h's odml_index_cuda_conf)
-    reads them, as in force at each call: 14 ints (the switches as 0 or 1, as
+    reads them, read anew at each call: 14 ints (the switches as 0 or 1, as
     this module reads them: by truth). A value C cannot read makes it decline
-    the call, which then takes the Python route. The tuple is kept until a
-    setting is set (steps.c_settings' way)."""
-    global _C_SETTINGS
-    got = _C_SETTINGS
-    if type(got) is tuple:
-        return got
-    _C_SETTINGS = mark = object()           # (a setting set meanwhile replaces it: the tuple is not kept)
-    got = (THREADS, ITEMS, POSITION_ITEMS, 1 if COLUMN_WALK else 0, 1 if REVERSE_TILE else 0, REVERSE_BYTES,
-           TILE_SMEM, REVERSE_ROWS, 1 if GATHER_ROW else 0, 1 if ROW_STAGE else 0, GROUP_SLOTS,
-           (0 if SCATTER_VIA == "auto" else 1 if SCATTER_VIA == "owner" else 2) + (0 if OWNER_IN_C else 3),
-           OWNER_SLOTS, POSITION_MIN)
-    if _C_SETTINGS is mark:
-        _C_SETTINGS = got
-    return got
+    the call, which then takes the Python route. (Conditional expressions, not
+    ``int()`` calls and a dict: this runs at every never-seen index call.)"""
+    return (THREADS, ITEMS, POSITION_ITEMS, 1 if COLUMN_WALK else 0, 1 if REVERSE_TILE else 0, REVERSE_BYTES,
+            TILE_SMEM, REVERSE_ROWS, 1 if GATHER_ROW else 0, 1 if ROW_STAGE else 0, GROUP_SLOTS,
+            (0 if SCATTER_VIA == "auto" else 1 if SCATTER_VIA == "owner" else 2) + (0 if OWNER_IN_C else 3),
+            OWNER_SLOTS, POSITION_MIN)
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:
@@ -732,6 +719,3 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
 
 __all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "zero_words",
            "flag_offsets"]
-
-
-sys.modules[__name__].__class__ = SettingsModule
