@@ -257,7 +257,6 @@ void unstore(const Key *k, const Entry *e) {
     raise_held(&held);
 }
 
-/* e stored under k, the caller's reference released: True, or NULL with an exception (a put's answer). */
 PyObject *stored(const Key *k, Entry *e) {
     const int rc = store(k, e);
     Py_DECREF(e);
@@ -718,8 +717,6 @@ PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
     return keep(&cuda_retry, fn, PyCallable_Check(fn), "call_cache_cuda_retry: a callable is required");
 }
 
-/* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a call like this one (same operator,
- * arguments, dtype, shape, strides, device) for autograd and runs it. */
 PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *eager;
@@ -744,7 +741,6 @@ PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     return stored(&k, e);
 }
 
-/* call_cache_torch_eager(eager_ok): the check an eager entry's call passes first. */
 PyObject *odml_py_call_cache_torch_eager(PyObject *self, PyObject *fn) {
     (void)self;
     PyObject *r = keep(&t_eager_ok, fn, PyCallable_Check(fn), "call_cache_torch_eager: a callable is required");
@@ -773,8 +769,6 @@ static PyObject *set_hooks(PyObject *args, const char *name, PyObject **slots[],
     Py_RETURN_NONE;
 }
 
-/* call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, current_device,
- * from_numpy) */
 PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args) {
     (void)self;
     PyObject **slots[] = {&t_type, &t_grad_enabled, &t_dispatch_len, &t_wrapped, &t_raw_stream, &t_device,
@@ -803,7 +797,6 @@ PyObject *odml_py_call_cache_torch_api(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* call_cache_cupy(ndarray, empty, current_device, current_stream_ptr) */
 PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args) {
     (void)self;
     PyObject **slots[] = {&c_type, &c_empty, &c_device, &c_stream};

@@ -482,7 +482,6 @@ release:
 }
 #endif
 
-/* call_cache_move(op, x, *args): a repeated family call, or None (take the Python route). */
 #ifdef ODML_NUMPY
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
@@ -1091,7 +1090,6 @@ PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
 #endif
 }
 
-/* call_cache_move_types(tuple of types): enum types whose members key family arguments by identity */
 PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types) {
     (void)self;
     int ok = PyTuple_CheckExact(types);
