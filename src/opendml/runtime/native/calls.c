@@ -1,20 +1,6 @@
-/* The call cache: a repeated array-API call served from C, without Python.
- *
- * The first call with a given operator, arguments, input dtype, shape and strides (on CUDA also the device and
- * the input address's class mod 16) runs in Python: validation, lowering, the backend's choice of kernel. Where
- * it ran a compiled kernel on the input as given, its adapter stores here what the kernel needs (the move
- * program's entries, calls_move.c, for every operator on NumPy arrays, PyTorch tensors and CuPy arrays). A later call
- * with the same key (call_cache_call, the first thing each of the first five's functions does; call_cache_move, each
- * other function's: both find the same entries) allocates the
- * output with the framework's own allocator (NumPy's, opendml's output blocks, PyTorch's caching allocator,
- * CuPy's pool) and runs the kernel on the caller's current stream. It returns None for anything it cannot
- * vouch for: another array type, a PyTorch tensor that autograd or a tracer must see (requires_grad with grad
- * mode on, a dispatch mode, a functorch wrapper), a negative view, a tensor not on the current device, an
- * argument that is not None, a plain int or a list or tuple of at most 8 plain ints; the Python route then
- * gives every error and every answer the cache does not hold. A tensor autograd must record (and nothing else
- * must see: the torch_eager hook says no trace, no compiled autograd, opendml's node in use) is served by an
- * eager entry (put_eager): a callable, with the kernel entry's key, that records the call with the autograd
- * node and runs the kernel. The move program's entries (calls_move.c) take several inputs and outputs.
+/* The call cache: a repeated array-API call served from C, without Python. What it records, serves and declines
+ * (the Python route then gives every error and every answer the cache does not hold): runtime/calls.py's docstring.
+ * calls_move.c holds the move program's entries, calls.h the entry and what the files share.
  *
  * Keys are int64 words: array kind, operator, each argument (tagged), dtype, rank, shape, strides, device and
  * alignment. The table is a dict of key bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
