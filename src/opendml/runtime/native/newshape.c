@@ -29,12 +29,9 @@ static int before(const int64_t *a, const int64_t *b) {
 
 /* The plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) in its canonical form packed into *p,
  * the bytes of runtime/params.py's CopyParams for plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python
- * route; tests/test_newshape_plain.py compares them): size-1 dimensions dropped; where the dimensions already come by
- * output stride, then |input stride|, largest first (and no output stride is negative), one pass; otherwise a
- * stable sort on that key; neighbours that walk memory as one merged; none left: one of size 1 and strides 1. 0, or
- * -1 where a count overflows (the Python route packs it). copy_params(element_size, sizes, in_offset, in_strides,
- * out_offset, out_strides) -> those bytes, or None also for arguments not tuples of one length (up to ODML_MAX_RANK)
- * of ints in 64 bits. */
+ * route; tests/test_newshape_plain.py compares them). 0, or -1 where a count overflows (the Python route packs it).
+ * copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> those bytes, or None also for
+ * arguments not tuples of one length (up to ODML_MAX_RANK) of ints in 64 bits. */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p) {
     /* dims[k] = (size, in stride, out stride), size-1 dimensions dropped, in order */
