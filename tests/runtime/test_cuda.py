@@ -501,3 +501,29 @@ def test_one_table_runs_every_pass_kind():
 def dataclasses_fields(cls):
     import dataclasses
     return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+
+def test_a_move_launch_gives_an_index_pass_every_address_and_a_launch_its_slots():
+    """Can fail: a ``MoveLaunch`` step of an index-driven pass (source slot ``INDEX_STEP``) is not given every
+    input's and output's address, a plain launch not its source's (a fill, slot -1: its destination's) and
+    destination's, or ``names`` leaves out an index pass's kernels (no GPU: stand-in launches)."""
+    from opendml.runtime.cuda.backend import INDEX_STEP, MoveLaunch
+    calls = []
+
+    class Plain:
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, src, dst, stream):
+            calls.append((self.name, src, dst, stream))
+
+    class Index:
+        names = ["ix_owner", "ix_scatter"]
+
+        def __call__(self, srcs, dsts, stream):
+            calls.append(("index", srcs, dsts, stream))
+
+    launch = MoveLaunch(None, ((Plain("copy"), 1, 0), (Index(), INDEX_STEP, 1), (Plain("fill"), -1, 1)))
+    launch((100, 200), (300, 400), 7)
+    assert calls == [("copy", 200, 300, 7), ("index", (100, 200), (300, 400), 7), ("fill", 400, 400, 7)]
+    assert launch.names == ["copy", "ix_owner", "ix_scatter", "fill"]

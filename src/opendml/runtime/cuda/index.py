@@ -1,8 +1,8 @@
 """The index-driven passes of the move program (``plan.Gather``,
 ``plan.Scatter``) on CUDA: the kernels of ``index.cu`` and their launches.
 
-``index_move_launch`` builds, for a ``MovePlan`` holding such passes, one
-``IndexMoveLaunch`` (what ``CudaBackend.record_move`` caches and returns):
+``index_move_steps`` builds, for a ``MovePlan`` holding such passes, the
+steps of the ``MoveLaunch`` ``CudaBackend.record_move`` caches and returns:
 its ``Copy``/``Fill`` passes run through the move program's launches, each
 ``Gather``/``Scatter`` pass through these kernels, in the plan's order on the
 caller's stream.
@@ -668,37 +668,12 @@ def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
             raise RuntimeError(f"opendml CUDA: zeroing an owner table of {words} words failed: {exc}") from None
 
 
-class IndexMoveLaunch:
-    """A ``MovePlan`` holding index-driven passes, as ``MoveLaunch``: called
-    with ``(src_ptrs, dst_ptrs, stream_ptr=0)`` it queues every pass in
-    order. ``steps``: ``(launch, source slot, destination slot)`` per kernel
-    of the ``Copy``/``Fill`` passes and one ``IndexPass`` per index pass."""
-
-    __slots__ = ("plan", "steps")
-
-    def __init__(self, plan, steps):
-        self.plan, self.steps = plan, steps
-
-    def __call__(self, src_ptrs, dst_ptrs, stream_ptr: int = 0) -> None:
-        for rec, s, d in self.steps:
-            if isinstance(rec, IndexPass):
-                rec(src_ptrs, dst_ptrs, stream_ptr)
-            else:
-                dp = dst_ptrs[d]
-                rec(src_ptrs[s] if s >= 0 else dp, dp, stream_ptr)
-
-    @property
-    def names(self) -> list[str]:
-        """The kernels launched, in order."""
-        return [n for rec, _, _ in self.steps for n in (rec.names if isinstance(rec, IndexPass) else [rec.name])]
-
-
-def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plain) -> IndexMoveLaunch:
-    """The launches of ``plan`` (already checked against the bound ranges):
-    each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)`` gives them
-    (the backend's ``MoveLaunch`` of a plan of those passes alone), each
-    ``Gather``/``Scatter`` pass an ``IndexPass`` (kernels compiled inside
-    ``relaxed()``)."""
+def index_move_steps(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plain) -> tuple:
+    """The ``MoveLaunch`` steps of ``plan`` (already checked against the
+    bound ranges): each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)``
+    gives them (the backend's ``MoveLaunch`` of a plan of those passes
+    alone), each ``Gather``/``Scatter`` pass an ``IndexPass`` (kernels
+    compiled inside ``relaxed()``; source slot ``backend.INDEX_STEP``)."""
     steps: list = []
     run: list = []
 
@@ -710,12 +685,12 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
         if type(p) is Gather or type(p) is Scatter:
             flush()
             if p.count:
-                steps.append((IndexPass(backend, plan, p, src_ptrs, dst_ptrs, relaxed), -1, p.dst))
+                steps.append((IndexPass(backend, plan, p, src_ptrs, dst_ptrs, relaxed), -2, p.dst))  # INDEX_STEP
         else:
             run.append(p)
     flush()
-    return IndexMoveLaunch(plan, tuple(steps))
+    return tuple(steps)
 
 
-__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "zero_words",
+__all__ = ["IndexPass", "index_move_steps", "plan_pass", "c_settings", "relaunch", "zero_words",
            "flag_offsets"]
