@@ -527,3 +527,13 @@ def test_a_move_launch_gives_an_index_pass_every_address_and_a_launch_its_slots(
     launch((100, 200), (300, 400), 7)
     assert calls == [("copy", 200, 300, 7), ("index", (100, 200), (300, 400), 7), ("fill", 400, 400, 7)]
     assert launch.names == ["copy", "ix_owner", "ix_scatter", "fill"]
+
+
+def test_a_kernel_name_gives_its_file():
+    """Can fail: an index kernel (``ix_*``, which ``IndexPass`` and the C new-shape route compile through
+    ``launch._kernel``) or a move or layout kernel is looked up in another kernel file."""
+    from opendml.runtime.cuda import index, launch
+    assert launch.kernel_file("ix_gather<u32, 4, 1, 0, 1>") == index.INDEX_KERNELS == launch.HERE / "index.cu"
+    assert launch.kernel_file("move_padw<u32, 3, 1, 8, 0>") == launch.LAYOUT_KERNELS
+    assert launch.kernel_file("move_copy<u32, 2>") == launch.MOVE_KERNELS
+    assert launch.kernel_file("strided_copy<u32, 2, 0, u32, 4, 0>") == launch.KERNELS

@@ -193,7 +193,7 @@ class CudaBackend:
             # other passes between them through this method
             from .index import index_move_steps
             return self._store(key, MoveLaunch(plan, index_move_steps(
-                self, plan, src_ptrs, dst_ptrs, capture_relaxed,
+                self, plan, src_ptrs, dst_ptrs,
                 lambda sub: self.record_move(sub, src_ptrs, src_elements, dst_ptrs, dst_elements, what))))
         for name, params, grid, smem, s_slot, d_slot in move_steps(plan, src_ptrs, src_elements, dst_ptrs,
                                                                    sms=self.multiprocessors, what=what):
