@@ -238,8 +238,6 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
 PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain);
 PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
-/* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
-int torch_input(PyObject *x);
 int torch_input_cuda(PyObject *x);
 /* the family on CUDA memory (calls_move.c): x's framework (1 PyTorch, 2 CuPy, else 0); x's arrays of `type` as
  * new references; the call's key (each input's words from at[i], where at is not NULL); equal key words */
@@ -249,13 +247,9 @@ int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssi
                   int seq, int64_t *device, uint64_t *ptr, int *at);
 int same_words(const int64_t *a, const int64_t *b, int n);
 /* whether PyTorch CUDA tensors in[0..n) are what cuda_move serves (nothing autograd or a tracer must see, no negative
- * view); whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
+ * view) */
 int cuda_plain(PyObject **in, int n);
-int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
-                     int n, int seq, const uint64_t *ptr);
-PyObject *torch_view(PyObject *t);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
-PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 /* A repeated call on PyTorch tensors (args[1]: one, or a list or tuple of them), whatever the function (call_cache_call
  * and call_cache_move alike): a tensor autograd must record by its eager entry, CUDA tensors by their move entries
  * (cuda_move), CPU ones by their NumPy views' (one the accessors describe keyed from that description, no view made:

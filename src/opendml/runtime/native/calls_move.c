@@ -481,7 +481,7 @@ release:
 #ifdef ODML_NUMPY
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
-PyObject *torch_view(PyObject *t) {
+static PyObject *torch_view(PyObject *t) {
     if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
         is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
         return NULL;
@@ -523,7 +523,7 @@ static PyObject *torch_outputs(PyObject *result) {
 /* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or move_new for a new shape) run on views of the
  * tensors args[xi] (the Python route records it on the same views: the same key), its outputs handed to
  * torch.from_numpy as the Python route does. */
-PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
+static PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
     PyObject *x = args[xi], *view, *call[MAX_MOVE_ARGS], *result;
     if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
     Py_ssize_t n, m;
@@ -864,8 +864,9 @@ int cuda_plain(PyObject **in, int n) {
     return 1;
 }
 
-int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
-                     int n, int seq, const uint64_t *ptr) {
+/* whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
+static int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject **in, int n, int seq, const uint64_t *ptr) {
     Key again;
     int64_t device;
     uint64_t at[MAX_MOVE_IO];
@@ -1027,7 +1028,8 @@ fail:
     return NULL;
 }
 
-int torch_input(PyObject *x) {
+/* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
+static int torch_input(PyObject *x) {
     return t_from_numpy && cuda_framework(x) == 1;
 }
 
