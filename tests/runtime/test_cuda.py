@@ -537,3 +537,24 @@ def test_a_kernel_name_gives_its_file():
     assert launch.kernel_file("move_padw<u32, 3, 1, 8, 0>") == launch.LAYOUT_KERNELS
     assert launch.kernel_file("move_copy<u32, 2>") == launch.MOVE_KERNELS
     assert launch.kernel_file("strided_copy<u32, 2, 0, u32, 4, 0>") == launch.KERNELS
+
+
+def test_cuda_and_cuda_0_share_one_backend(monkeypatch):
+    """Can fail: ``get_backend`` makes a second backend for a name of a device it already has one for ("cuda"
+    and "cuda:0", in either order), or hands one device's backend to another (a stand-in CudaBackend)."""
+    import opendml.runtime as rt
+    import opendml.runtime.cuda as rc
+    made = []
+
+    class Fake:
+        def __init__(self, index):
+            made.append(index)
+
+    monkeypatch.setattr(rc, "CudaBackend", Fake)
+    monkeypatch.setattr(rt, "_BACKENDS", {})
+    zero = rt.get_backend("cuda:0")
+    assert rt.get_backend("cuda") is zero and rt.get_backend(" CUDA:0 ") is zero and made == [0]
+    one = rt.get_backend("cuda:1")
+    assert one is not zero and rt.get_backend("cuda:1") is one and made == [0, 1]
+    monkeypatch.setattr(rt, "_BACKENDS", {})
+    assert rt.get_backend("cuda") is rt.get_backend("cuda:0") and made == [0, 1, 0]
