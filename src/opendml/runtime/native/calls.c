@@ -397,10 +397,10 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
 }
 
-/* Whether the kernel route may take x, a tensor that neither autograd nor a
- * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. The accessors'
- * description of x goes to *in (ndim -1: none), for a key made before
- * anything else runs (a 3's eager check may run Python: its caller keys x again). */
+/* Whether the kernel route may take x, a tensor that neither autograd nor a tracer needs to see: 2 on CUDA, 1 on
+ * the CPU; 3 where autograd must record the call and an eager entry may serve it; else 0. The accessors' description
+ * of x goes to *in (ndim -1: none), for a key made before anything else runs (a 3's eager check may run Python: its
+ * caller keys x again). */
 int torch_plain_in(PyObject *x, odml_torch_info *in) {
     if (tapi && tapi->describe(x, in) == 0) {
         /* (wrapped also where the negative bit is set: such a tensor takes the Python route, as below) */
@@ -496,10 +496,9 @@ int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return torch ? torch_stream(device, stream) : stream_of(PyObject_CallNoArgs(c_stream), stream);
 }
 
-/* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where autograd must record the call and an eager
- * entry may serve it; else 0. (Above.) An eager entry's callable records the call with opendml's autograd node and
- * runs its kernel (arrays/torch/adapter.py), for every operator that takes one tensor: the first five through
- * call_cache_call, the family through call_cache_move (the same key: the operator's code, its arguments, x). */
+/* An eager entry's callable records the call with opendml's autograd node and runs its kernel
+ * (arrays/torch/adapter.py), for every operator that takes one tensor: the first five through call_cache_call, the
+ * family through call_cache_move (the same key: the operator's code, its arguments, x). */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;
