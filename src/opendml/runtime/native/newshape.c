@@ -436,15 +436,8 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
 /* -- the operators' plain lowering (the new-shape route's, odml_move_plain) ------------------------- */
 
 /* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it (NAME_lowering(in_sizes, *fields) of
- * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple as the Python function each mirrors, or None:
- *
- *   ODML_PLAIN_SLICE       ops/slice.py's plain_lowering       (sizes, offsets, strides): three tuples
- *   ODML_PLAIN_SLICE1      ops/slice1.py's plain_lowering      (output sizes, starts, steps): tuple, list, tuple
- *   ODML_PLAIN_SLICE_GRAD  ops/slice_grad.py's plain_lowering  (output sizes, first, step, reversed): tuple and
- *                                                              three lists
- *   ODML_PLAIN_UNFOLD      ops/unfold.py's plain_lowering      (output sizes, window, strides, dilations, start
- *                                                              padding, blocks per dimension): six tuples
- *   ODML_PLAIN_FOLD        ops/fold.py's plain_lowering        the same, output sizes (N, C, *spatial)
+ * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple (its lists as lists) as the Python function each mirrors,
+ * ops/NAME.py's plain_lowering (ODML_PLAIN_SLICE, _SLICE1, _SLICE_GRAD, _UNFOLD, _FOLD), or None.
  *
  * A fast path of those functions, which stay the reference (DirectML's rules are theirs;
  * tests/test_newshape_lowering.py compares each pair): the common valid case, computed in one pass. None (the caller
