@@ -7,10 +7,9 @@
 
 /* A call of any operator on exact NumPy arrays: N inputs (join takes a list or tuple of arrays, an index function its
  * arrays as one tuple), M outputs (split returns a list), the move program's passes (move.h's; index.c's; the first
- * five's one tuned kernel) as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg: besides
- * key_arg's, exact floats by their bits, bools, short ASCII strings by content, static types such as numpy.float16,
- * NumPy's builtin dtype objects and members of the enum types arrays/front.py registers, each by identity; nothing
- * else), then the inputs (one array, or a sequence and its length) with their dtype, shape and byte strides.
+ * five's one tuned kernel) as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg, below;
+ * the kinds runtime/calls.py's docstring lists), then the inputs (one array, or a sequence and its length) with their
+ * dtype, shape and byte strides.
  * call_cache_put_move checks every pass against the buffers it will be given (the outputs' sizes, each input's element
  * span, the element sizes of the pass's types) and refuses what does not fit, so a bad record cannot make a later call
  * read or write outside a buffer. */
