@@ -84,15 +84,6 @@ void drop_error(void) {
     else PyErr_Clear();
 }
 
-void drop_all(void) {
-    generation++;
-    if (table) PyDict_Clear(table);
-    front_clear();
-#ifdef ODML_NUMPY
-    plain_forget();
-#endif
-}
-
 /* PyTorch's and CuPy's hooks, registered by their adapters (call_cache_torch / _cupy). */
 PyObject *t_type, *t_grad_enabled, *t_dispatch_len, *t_wrapped, *t_raw_stream, *t_device, *t_from_numpy;
 static PyObject *t_eager_ok;            /* eager autograd entries may serve now (no tracer, the node in use) */
@@ -174,8 +165,17 @@ int same_words(const int64_t *a, const int64_t *b, int n) {
     return 1;
 }
 
-void front_clear(void) {
+static void front_clear(void) {
     for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
+}
+
+void drop_all(void) {
+    generation++;
+    if (table) PyDict_Clear(table);
+    front_clear();
+#ifdef ODML_NUMPY
+    plain_forget();
+#endif
 }
 
 Entry *lookup(const Key *k, int n_in) {

@@ -329,7 +329,6 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
         (void)self;                                                                       \
         return odml_arity(#NAME "(" SIG ")", nargs, LO, HI) ? NULL : NUMPY_ONLY(CALL);    \
     }
-void front_clear(void);                 /* empties the front table (with the dict) */
 int odml_calls_move_init(void);
 
 #endif
