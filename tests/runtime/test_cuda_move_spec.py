@@ -452,9 +452,9 @@ def test_the_glue_never_reads_a_released_kernel_table(stand_in):
 @glue
 def test_the_settings_are_read_only_where_a_program_is_planned(stand_in):
     """Can fail: the glue calls the launch settings' function (cuda_conf's second item, as calls.cuda_conf
-    hands steps.c_settings, with the index kernels' third) for the first five's never-seen shapes, whose one tuned launch reads none, or
-    does not call it (or declines) for a family program, which it plans with them; the first five's output
-    is not what the settings tuple gives either."""
+    hands steps.c_settings, with the index kernels' third) for the first five's never-seen shapes, whose one
+    tuned launch reads none, or does not call it (or declines) for a family program, which it plans with them;
+    the first five's output is not what the settings tuple gives either; the move glue reads the third."""
     fake_hooks, log = stand_in
     kernels, calls_made = {0: {}}, []
 
@@ -472,7 +472,8 @@ def test_the_settings_are_read_only_where_a_program_is_planned(stand_in):
         raise AssertionError("the glue kept naming kernels")
 
     ccache.clear()
-    by_function = lambda: (kernels, settings, lambda: pytest.fail("the move glue read the index settings"))  # noqa: E731
+    index_settings = lambda: pytest.fail("the move glue read the index settings")  # noqa: E731
+    by_function = lambda: (kernels, settings, index_settings)  # noqa: E731
     args = ([0, 0, 0, 0], [1, 3, 5, 7], [1, 1, -1, 1], None)
     got = new("slice1", FakeArray((1, 3, 5, 7), np.float32, 0x1000_0000), args, by_function)
     assert type(got) is FakeArray and got.shape == (1, 3, 5, 7) and not calls_made
