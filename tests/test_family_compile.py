@@ -426,9 +426,9 @@ print("ok")
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
-@pytest.mark.parametrize("fn", [lambda v: dml.cast(v, dml.DataType.FLOAT64), lambda v: dml.pad(v, 1, 1, dml.PaddingMode.EDGE),
+@pytest.mark.parametrize("fn", [lambda v: dml.pad(v, 1, 1, dml.PaddingMode.EDGE),
                                 lambda v: dml.space_to_depth(v, 2, dml.DepthSpaceOrder.COLUMN_ROW_DEPTH)],
-                         ids=["cast_DataType", "pad_PaddingMode", "space_to_depth_DepthSpaceOrder"])
+                         ids=["pad_PaddingMode", "space_to_depth_DepthSpaceOrder"])
 def test_enum_arguments_compile(fn):
     """Dynamo passes an ``IntEnum`` argument to a function it enters whole as its int: the functions take a
     member's int value as the member."""
@@ -444,7 +444,7 @@ def test_an_int_that_is_no_members_value_is_refused():
     with pytest.raises(ValidationError, match="Order"):
         dml.space_to_depth(x, 2, 2)
     with pytest.raises(ValidationError, match="dtype must be"):
-        dml.cast(x, 99)
+        dml.cast(x, 9)                       # (a dtype is never an int, DataType.FLOAT64's value included)
     with pytest.raises(ValidationError, match="PaddingMode"):
         dml.pad(x, 1, 1, True)
     assert torch.equal(dml.pad(x, 1, 1, 1), dml.pad(x, 1, 1, "edge"))

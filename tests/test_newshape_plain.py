@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 import opendml as dml
 from opendml.arrays import front, planner
 from opendml.model import DataType, TensorDesc
+from opendml.model.tensor_desc import MAX_ELEMENTS, MAX_RANK
 from opendml.ops import Slice1OperatorDesc, SliceGradOperatorDesc, SliceOperatorDesc, UnfoldOperatorDesc
 from opendml.ops import slice as slice_op
 from opendml.ops import slice1 as slice1_op
@@ -206,11 +207,20 @@ def test_plain_lowering_takes_plain_valid_calls_and_declines_invalid_ones():
         assert slice_grad_op.plain_lowering((2, 3), *bad) is None, bad
 
 
+def plain_count(rank: int, count: int) -> bool:
+    """Whether ``TensorDesc(t, sizes)`` (packed, an element type ``t``, the
+    other fields at their defaults) is valid, for ``sizes`` non-negative
+    plain ints (a NumPy shape) given by their number ``rank`` and product
+    ``count``: 1 to 8 sizes, each at least 1 (a count of at least 1 says so),
+    at most ``MAX_ELEMENTS`` elements (so each at most ``UINT32_MAX``): what a
+    plain lowering's caller checks first."""
+    return 0 < rank <= MAX_RANK and 0 < count <= MAX_ELEMENTS
+
+
 @SETTINGS
 @given(st.lists(st.one_of(st.integers(0, 4), st.sampled_from([2**16, 2**31, 2**32 - 1, 2**32, 2**40])),
                 min_size=0, max_size=10))
 def test_plain_count_is_what_tensor_desc_accepts(sizes):
-    from opendml.model.tensor_desc import plain_count
     ok = outcome(TensorDesc, DataType.FLOAT32, tuple(sizes))[0] == "ok"
     assert plain_count(len(sizes), math.prod(sizes)) == ok
 

@@ -501,3 +501,60 @@ def test_one_table_runs_every_pass_kind():
 def dataclasses_fields(cls):
     import dataclasses
     return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+
+
+def test_a_move_launch_gives_an_index_pass_every_address_and_a_launch_its_slots():
+    """Can fail: a ``MoveLaunch`` step of an index-driven pass (source slot ``INDEX_STEP``) is not given every
+    input's and output's address, a plain launch not its source's (a fill, slot -1: its destination's) and
+    destination's, or ``names`` leaves out an index pass's kernels (no GPU: stand-in launches)."""
+    from opendml.runtime.cuda.backend import INDEX_STEP, MoveLaunch
+    calls = []
+
+    class Plain:
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, src, dst, stream):
+            calls.append((self.name, src, dst, stream))
+
+    class Index:
+        names = ["ix_owner", "ix_scatter"]
+
+        def __call__(self, srcs, dsts, stream):
+            calls.append(("index", srcs, dsts, stream))
+
+    launch = MoveLaunch(None, ((Plain("copy"), 1, 0), (Index(), INDEX_STEP, 1), (Plain("fill"), -1, 1)))
+    launch((100, 200), (300, 400), 7)
+    assert calls == [("copy", 200, 300, 7), ("index", (100, 200), (300, 400), 7), ("fill", 400, 400, 7)]
+    assert launch.names == ["copy", "ix_owner", "ix_scatter", "fill"]
+
+
+def test_a_kernel_name_gives_its_file():
+    """Can fail: an index kernel (``ix_*``, which ``IndexPass`` and the C new-shape route compile through
+    ``launch._kernel``) or a move or layout kernel is looked up in another kernel file."""
+    from opendml.runtime.cuda import index, launch
+    assert launch.kernel_file("ix_gather<u32, 4, 1, 0, 1>") == index.INDEX_KERNELS == launch.HERE / "index.cu"
+    assert launch.kernel_file("move_padw<u32, 3, 1, 8, 0>") == launch.LAYOUT_KERNELS
+    assert launch.kernel_file("move_copy<u32, 2>") == launch.MOVE_KERNELS
+    assert launch.kernel_file("strided_copy<u32, 2, 0, u32, 4, 0>") == launch.KERNELS
+
+
+def test_cuda_and_cuda_0_share_one_backend(monkeypatch):
+    """Can fail: ``get_backend`` makes a second backend for a name of a device it already has one for ("cuda"
+    and "cuda:0", in either order), or hands one device's backend to another (a stand-in CudaBackend)."""
+    import opendml.runtime as rt
+    import opendml.runtime.cuda as rc
+    made = []
+
+    class Fake:
+        def __init__(self, index):
+            made.append(index)
+
+    monkeypatch.setattr(rc, "CudaBackend", Fake)
+    monkeypatch.setattr(rt, "_BACKENDS", {})
+    zero = rt.get_backend("cuda:0")
+    assert rt.get_backend("cuda") is zero and rt.get_backend(" CUDA:0 ") is zero and made == [0]
+    one = rt.get_backend("cuda:1")
+    assert one is not zero and rt.get_backend("cuda:1") is one and made == [0, 1]
+    monkeypatch.setattr(rt, "_BACKENDS", {})
+    assert rt.get_backend("cuda") is rt.get_backend("cuda:0") and made == [0, 1, 0]

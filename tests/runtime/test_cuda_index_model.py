@@ -389,8 +389,7 @@ def model(monkeypatch):
     if not native_available():
         pytest.skip("the compiled CPU kernels are not installed")
     seen = set()
-    monkeypatch.setattr(ix, "_function", lambda device, name, relaxed: (None, types.SimpleNamespace(
-        kernel=types.SimpleNamespace(ptr=0))))
+    monkeypatch.setattr(ix, "_kernel", lambda device, name: types.SimpleNamespace(ptr=0))
     monkeypatch.setattr(ix, "_STREAMS", {})
     from opendml.arrays import index_ops
     monkeypatch.setattr(index_ops, "_C_INDEX", {})    # (a never-seen shape lowered in C would skip the pass too)
@@ -399,7 +398,7 @@ def model(monkeypatch):
     fake = types.SimpleNamespace(device=contextlib.nullcontext(), index=0, cupy=FAKE_CUPY)
 
     def index_pass(self, plan, p, srcs, dsts):
-        step = ix.IndexPass(fake, plan, p, [a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts], None)
+        step = ix.IndexPass(fake, plan, p, [a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts])
 
         def run():
             step([a.ctypes.data for a in srcs], [a.ctypes.data for a in dsts], 0)

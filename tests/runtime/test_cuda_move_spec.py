@@ -453,10 +453,10 @@ def test_the_glue_never_reads_a_released_kernel_table(stand_in):
 
 @glue
 def test_the_settings_are_read_only_where_a_program_is_planned(stand_in):
-    """Can fail: the glue calls the launch settings' function (cuda_conf's second item, as front._cuda_conf
-    hands steps.c_settings) for the first five's never-seen shapes, whose one tuned launch reads none, or
-    does not call it (or declines) for a family program, which it plans with them; the first five's output
-    is not what the settings tuple gives either."""
+    """Can fail: the glue calls the launch settings' function (cuda_conf's second item, as calls.cuda_conf
+    hands steps.c_settings, with the index kernels' third) for the first five's never-seen shapes, whose one
+    tuned launch reads none, or does not call it (or declines) for a family program, which it plans with them;
+    the first five's output is not what the settings tuple gives either; the move glue reads the third."""
     fake_hooks, log = stand_in
     kernels, calls_made = {0: {}}, []
 
@@ -474,7 +474,8 @@ def test_the_settings_are_read_only_where_a_program_is_planned(stand_in):
         raise AssertionError("the glue kept naming kernels")
 
     ccache.clear()
-    by_function = lambda: (kernels, settings)  # noqa: E731
+    index_settings = lambda: pytest.fail("the move glue read the index settings")  # noqa: E731
+    by_function = lambda: (kernels, settings, index_settings)  # noqa: E731
     args = ([0, 0, 0, 0], [1, 3, 5, 7], [1, 1, -1, 1], None)
     got = new("slice1", FakeArray((1, 3, 5, 7), np.float32, 0x1000_0000), args, by_function)
     assert type(got) is FakeArray and got.shape == (1, 3, 5, 7) and not calls_made
@@ -504,3 +505,28 @@ def test_the_settings_tuple_is_kept_until_a_setting_is_set(monkeypatch):
     monkeypatch.delattr(steps, "CVT_FLAGS")
     with pytest.raises(NameError):
         steps.c_settings()
+
+
+def test_compiled_first_compiles_each_kernel_named_for_the_inputs_device(monkeypatch):
+    """Can fail: a kernel C names is not compiled for the device of the (first) input before the call is made
+    again, an answer that names no kernel is not returned as it is, or a route that keeps naming kernels is
+    called more than 15 times again (then None: the Python route)."""
+    from opendml.runtime.cuda import launch
+    compiled = []
+    monkeypatch.setattr(launch, "add_new_kernel", lambda device, name: compiled.append((device, name)))
+
+    class Torchish:
+        def get_device(self):
+            return 3
+
+    class Cupyish:
+        device = type("Device", (), {"id": 5})()
+
+    answers = iter(["b", None])
+    assert ccache.compiled_first(lambda: next(answers), [Torchish(), Cupyish()], "a") is None
+    assert compiled == [(3, "a"), (3, "b")]
+    compiled.clear()
+    out = object()
+    assert ccache.compiled_first(lambda: pytest.fail("called again"), Cupyish(), out) is out and not compiled
+    assert ccache.compiled_first(lambda: "again", Cupyish(), "first") is None
+    assert len(compiled) == 15 and compiled[0] == (5, "first") and compiled[-1] == (5, "again")

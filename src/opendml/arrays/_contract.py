@@ -235,8 +235,6 @@ def dtype_argument(dtype, function: str):
     """A dtype argument as the ``DataType`` the operator's support table lists
     (``UnsupportedError`` naming them; ``ValidationError`` for no dtype)."""
     cls = OPERATOR_OF[function]
-    if type(dtype) is int and dtype in DataType._value2member_map_:
-        dtype = DataType(dtype)             # (a DataType's value: a traced torch.compile call gets it as an int)
     try:
         dt = data_type(dtype)
     except TypeError:

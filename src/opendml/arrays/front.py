@@ -192,6 +192,7 @@ _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_
                        *((k, _calls.LOWER_PLAIN | i) for i, k in enumerate(_calls.PLAIN_LOWERED)))}
 _generation_now = _engine._generation_now
 _count_planned = planner.count_planned
+_cuda_conf = _calls.cuda_conf
 
 
 def _new(op: int, x, args: tuple):
@@ -205,38 +206,10 @@ def _new(op: int, x, args: tuple):
         return None
     out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
     if type(out) is str:
-        out = _new_kernels(op, lower, x, args, state, out)
+        out = _calls.compiled_first(lambda: _move_new(op, lower, x, args, state[0], state[2], _cuda_conf), x, out)
     if out is not None:
         _count_planned()                    # validated and planned, in C: a plan-cache miss
     return out
-
-
-def _new_kernels(op: int, lower: int, x, args: tuple, state: tuple, name: str):
-    """``_new`` on CUDA where C named a kernel not yet compiled: it is compiled, then the call made again
-    (15 times at most)."""
-    from ..runtime.cuda.launch import add_new_kernel
-    first = x[0] if type(x) in (list, tuple) else x
-    device = first.get_device() if hasattr(first, "get_device") else first.device.id
-    for _ in range(15):
-        add_new_kernel(device, name)
-        out = _move_new(op, lower, x, args, state[0], state[2], _cuda_conf)
-        if type(out) is not str:
-            return out
-        name = out
-    return None
-
-
-_CUDA_CONF: list = []                       # launch.new_kernels, steps.c_settings: imported at the first use
-
-
-def _cuda_conf() -> tuple:
-    """What ``_move_new`` reads for CUDA inputs (C calls it for them alone): the compiled kernels it may
-    launch (``launch.new_kernels()``) and the function giving the launch settings (``steps.c_settings``,
-    which C calls only for the programs it plans: the first five's one tuned launch reads none)."""
-    if not _CUDA_CONF:
-        from ..runtime.cuda import launch, steps
-        _CUDA_CONF[:] = (launch.new_kernels, steps.c_settings)
-    return _CUDA_CONF[0](), _CUDA_CONF[1]
 
 
 def _key_by_identity(value) -> None:

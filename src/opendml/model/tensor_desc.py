@@ -96,16 +96,6 @@ def check_sizes_strides(sizes, strides, *, where: str):
     return sizes, strides
 
 
-def plain_count(rank: int, count: int) -> bool:
-    """Whether ``TensorDesc(t, sizes)`` (packed, an element type ``t``, the
-    other fields at their defaults) is valid, for ``sizes`` non-negative
-    plain ints (a NumPy shape) given by their number ``rank`` and product
-    ``count``: 1 to 8 sizes, each at least 1 (a count of at least 1 says so),
-    at most ``MAX_ELEMENTS`` elements (so each at most ``UINT32_MAX``), which
-    is what the fast path of ``TensorDesc.__init__`` accepts."""
-    return 0 < rank <= MAX_RANK and 0 < count <= MAX_ELEMENTS
-
-
 def _span(sizes: tuple, strides: tuple) -> int:
     """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain
     int in [0, UINT32_MAX] per size (sizes already checked) and

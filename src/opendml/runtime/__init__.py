@@ -85,13 +85,8 @@ def get_backend(kind: str) -> Backend:
             if key != "cuda" and not (suffix.isascii() and suffix.isdigit() and len(suffix) < 4):
                 raise UnsupportedError(f"Device: unknown CUDA device {kind!r}; use 'cuda' or 'cuda:N'")
             from .cuda import CudaBackend
-            backend = CudaBackend(int(suffix or 0))
-            key = f"cuda:{int(suffix or 0)}"
-            _BACKENDS.setdefault(key, backend)
-            backend = _BACKENDS[key]
-            if kind.strip().lower() == "cuda":
-                _BACKENDS["cuda"] = backend
-            return backend
+            full = f"cuda:{int(suffix or 0)}"        # ("cuda" and "cuda:0" share one backend)
+            backend = _BACKENDS[full] = _BACKENDS.get(full) or CudaBackend(int(suffix or 0))
         else:
             raise UnsupportedError(f"Device: unknown device kind {kind!r}; expected 'cpu' or 'cuda'")
         _BACKENDS[key] = backend

@@ -265,32 +265,40 @@ def index_new(op: int, which: int, types: int, given: tuple, args: tuple, since:
     or None. On PyTorch CUDA tensors and CuPy arrays its launches are
     ``index.plan_pass``'s and ``steps.move_steps``'s, planned in C
     (runtime/native/cuda_index_spec.c); a kernel C names is compiled first
-    (``launch.add_new_kernel``), then the call is made again."""
-    out = _index_new(op, which, types, given, args, since, min_bytes, _index_cuda_conf)
-    if type(out) is not str:
-        return out
-    for _ in range(7):
-        from .cuda.launch import add_new_kernel
-        first = given[0]
-        add_new_kernel(first.get_device() if hasattr(first, "get_device") else first.device.id, out)
-        out = _index_new(op, which, types, given, args, since, min_bytes, _index_cuda_conf)
+    (``compiled_first``)."""
+    out = _index_new(op, which, types, given, args, since, min_bytes, cuda_conf)
+    return out if type(out) is not str else compiled_first(
+        lambda: _index_new(op, which, types, given, args, since, min_bytes, cuda_conf), given, out)
+
+
+def compiled_first(call, x, out):
+    """``out``, a C new-shape route's answer on ``x`` (an array, or a list or tuple of them), where it names
+    no kernel; else the kernel it names is compiled for x's device and ``call()`` made again (15 times at
+    most; then None)."""
+    for _ in range(15):
         if type(out) is not str:
             return out
-    return None
+        from .cuda.launch import add_new_kernel
+        first = x[0] if type(x) in (list, tuple) else x
+        add_new_kernel(first.get_device() if hasattr(first, "get_device") else first.device.id, out)
+        out = call()
+    return None if type(out) is str else out
 
 
-def _index_cuda_conf() -> tuple:
-    """What ``index_new`` reads for CUDA inputs (C calls it for them alone): the compiled kernels it may
-    launch, and the functions giving the move program's launch settings and the index kernels' (C calls each
-    where it plans with it, so both are read anew at every call that needs them; the three functions looked
-    up once: an import statement a call cost 1 us of 1.6)."""
-    if not _INDEX_CONF:
+def cuda_conf() -> tuple:
+    """What ``move_new`` and ``index_new`` read for CUDA inputs (C calls it for them alone): the compiled
+    kernels they may launch, and the functions giving the move program's launch settings and the index
+    kernels' (C calls each only where it plans with it: the first five's one tuned launch reads none; so both
+    are read anew at every call that needs them; the three functions looked up once: an import statement a
+    call cost 1 us of 1.6)."""
+    if not _CUDA_CONF:
         from .cuda import index, launch, steps
-        _INDEX_CONF[:] = (launch.new_kernels, steps.c_settings, index.c_settings)
-    return _INDEX_CONF[0](), _INDEX_CONF[1], _INDEX_CONF[2]
+        _CUDA_CONF[:] = (launch.new_kernels, steps.c_settings, index.c_settings)
+    return _CUDA_CONF[0](), _CUDA_CONF[1], _CUDA_CONF[2]
 
 
-_INDEX_CONF: list = []
+_CUDA_CONF: list = []
+_index_cuda_conf = cuda_conf                # (benchmarks/checked_steps_gpu.py's name)
 
 #: The lowering number's bit of a function that offers its arrays as one list or tuple (newshape.h's
 #: ODML_LOWER_SEQUENCE).

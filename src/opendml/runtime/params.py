@@ -66,26 +66,22 @@ class MoveParams(ctypes.Structure):
                        "scale32", "bias32", "scale64", "bias64", "fill_bits", dim=MoveDim * MAX_MOVE_RANK)
 
 
-def _set(params, plan, names) -> None:
-    r = len(plan.sizes)
+def _plain(cls, p, names):
+    """The block of a ``CopyPlan`` or ``ScatterPlan`` as it is (callers pass its canonical form): its fields, then
+    the per-dimension arrays ``names``."""
+    q = cls(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
+            out_offset=p.out_offset)
     for name in names:
-        getattr(params, name)[:r] = getattr(plan, name)
+        getattr(q, name)[:len(p.sizes)] = getattr(p, name)
+    return q
 
 
 def copy_params(p) -> CopyParams:
-    """The block of a ``CopyPlan`` as it is (callers pass its canonical form)."""
-    q = CopyParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
-                   out_offset=p.out_offset)
-    _set(q, p, ("sizes", "in_strides", "out_strides"))
-    return q
+    return _plain(CopyParams, p, ("sizes", "in_strides", "out_strides"))
 
 
 def scatter_params(p) -> ScatterParams:
-    """The block of a ``ScatterPlan`` as it is (callers pass its canonical form)."""
-    q = ScatterParams(element_size=p.element_size, rank=len(p.sizes), count=p.count, in_offset=p.in_offset,
-                      out_offset=p.out_offset)
-    _set(q, p, ("sizes", "out_strides", "first", "step", "taken", "in_strides"))
-    return q
+    return _plain(ScatterParams, p, ("sizes", "out_strides", "first", "step", "taken", "in_strides"))
 
 
 def _set_window_dims(params, plan, image_strides):

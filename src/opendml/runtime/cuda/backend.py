@@ -191,10 +191,10 @@ class CudaBackend:
         if any(type(p) is Gather or type(p) is Scatter for p in plan.passes):
             # index-driven passes: index.cu's kernels (index.py), the runs of
             # other passes between them through this method
-            from .index import index_move_launch
-            return self._store(key, index_move_launch(
-                self, plan, src_ptrs, dst_ptrs, capture_relaxed,
-                lambda sub: self.record_move(sub, src_ptrs, src_elements, dst_ptrs, dst_elements, what)))
+            from .index import index_move_steps
+            return self._store(key, MoveLaunch(plan, index_move_steps(
+                self, plan, src_ptrs, dst_ptrs,
+                lambda sub: self.record_move(sub, src_ptrs, src_elements, dst_ptrs, dst_elements, what))))
         for name, params, grid, smem, s_slot, d_slot in move_steps(plan, src_ptrs, src_elements, dst_ptrs,
                                                                    sms=self.multiprocessors, what=what):
             with self.device:
@@ -231,11 +231,15 @@ class CudaBackend:
         return run
 
 
+#: ``MoveLaunch``'s source slot of an index-driven pass (``index.IndexPass``, given every address).
+INDEX_STEP = -2
+
+
 class MoveLaunch:
     """The launches of one ``MovePlan``: ``(Launch, source slot, destination
     slot)`` per kernel, run in order by ``launch(src_ptrs, dst_ptrs,
     stream_ptr=0)`` (a source slot of -1: a fill, given the destination's
-    address as its unused source)."""
+    address as its unused source; ``INDEX_STEP``: an ``IndexPass``)."""
 
     __slots__ = ("plan", "steps")
 
@@ -244,10 +248,13 @@ class MoveLaunch:
 
     def __call__(self, src_ptrs, dst_ptrs, stream_ptr: int = 0) -> None:
         for rec, s, d in self.steps:
-            dp = dst_ptrs[d]
-            rec(src_ptrs[s] if s >= 0 else dp, dp, stream_ptr)
+            if s == INDEX_STEP:
+                rec(src_ptrs, dst_ptrs, stream_ptr)
+            else:
+                dp = dst_ptrs[d]
+                rec(src_ptrs[s] if s >= 0 else dp, dp, stream_ptr)
 
     @property
     def names(self) -> list[str]:
         """The kernels launched, in order."""
-        return [rec.name for rec, _, _ in self.steps]
+        return [n for rec, s, _ in self.steps for n in (rec.names if s == INDEX_STEP else [rec.name])]

@@ -1,8 +1,8 @@
 """The index-driven passes of the move program (``plan.Gather``,
 ``plan.Scatter``) on CUDA: the kernels of ``index.cu`` and their launches.
 
-``index_move_launch`` builds, for a ``MovePlan`` holding such passes, one
-``IndexMoveLaunch`` (what ``CudaBackend.record_move`` caches and returns):
+``index_move_steps`` builds, for a ``MovePlan`` holding such passes, the
+steps of the ``MoveLaunch`` ``CudaBackend.record_move`` caches and returns:
 its ``Copy``/``Fill`` passes run through the move program's launches, each
 ``Gather``/``Scatter`` pass through these kernels, in the plan's order on the
 caller's stream.
@@ -64,19 +64,15 @@ indices before it launches).
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
-import pathlib
 
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
 from ..cpu.numpy_kernels import _distinct, fill_bits, outer_count
+from .launch import INDEX_KERNELS, _kernel  # noqa: F401 - index.cu, compiled as every kernel file is
 
-INDEX_KERNELS = pathlib.Path(__file__).with_name("index.cu")
-#: NVRTC options (as the backend's, index.cu includes no header); threads a
-#: CUDA block (index.cu's IX_THREADS); IX_RANK and IX_AXES.
-OPTIONS = ("-std=c++17", "--fmad=false")
+#: Threads a CUDA block (index.cu's IX_THREADS); IX_RANK and IX_AXES.
 THREADS = 256
 RANK, AXES = 16, 8
 #: The overwriting scatter takes the owner pass where its slot array (one
@@ -146,18 +142,6 @@ def flag_offsets(naxes: int) -> tuple:
     an axis: the C call cache patches it in per call, as calls.h's IX_FLAG_AT places it)."""
     return tuple(IndexParams.axes.offset + a * ctypes.sizeof(IndexAxisParams) + IndexAxisParams.flag.offset
                  for a in range(naxes))
-
-
-@functools.cache
-def _function(device: int, name: str, relaxed):
-    """The compiled specialisation ``name`` of index.cu on ``device``
-    (module, function), compiled inside ``relaxed()`` (the backend's
-    ``capture_relaxed``: a first call may come during a graph capture)."""
-    import cupy
-    with relaxed(), cupy.cuda.Device(device):
-        module = cupy.RawModule(code=INDEX_KERNELS.read_text(encoding="utf-8"), options=OPTIONS,
-                                name_expressions=(name,))
-        return module, module.get_function(name)
 
 
 def _disjoint(p, k: int) -> bool:
@@ -541,13 +525,13 @@ class IndexPass:
 
     blocks, via, smem, grid = 1, "index", 0, 0
 
-    def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs, relaxed):
+    def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs):
         s = plan_pass(plan, p, src_ptrs, dst_ptrs)
         self.backend, self.pass_, self.scatter, self.names, self.main = backend, p, s.scatter, s.names, s.main
         self.mode, self.slots, self.key_t, self.smem = s.mode, s.slots, s.key_t, s.smem
         self.params, self.const, self.word = s.params, s.const, s.word
         with backend.device:
-            self.functions = {n: _function(backend.index, n, relaxed)[1].kernel.ptr for n in s.names}
+            self.functions = {n: _kernel(backend.index, n).ptr for n in s.names}
             if self.smem > 48 * 1024:                  # above the default: the kernel opts in
                 backend.cupy.cuda.driver.funcSetAttribute(self.functions[s.main], 8, self.smem)   # MAX_DYNAMIC_SHARED
 
@@ -668,37 +652,12 @@ def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
             raise RuntimeError(f"opendml CUDA: zeroing an owner table of {words} words failed: {exc}") from None
 
 
-class IndexMoveLaunch:
-    """A ``MovePlan`` holding index-driven passes, as ``MoveLaunch``: called
-    with ``(src_ptrs, dst_ptrs, stream_ptr=0)`` it queues every pass in
-    order. ``steps``: ``(launch, source slot, destination slot)`` per kernel
-    of the ``Copy``/``Fill`` passes and one ``IndexPass`` per index pass."""
-
-    __slots__ = ("plan", "steps")
-
-    def __init__(self, plan, steps):
-        self.plan, self.steps = plan, steps
-
-    def __call__(self, src_ptrs, dst_ptrs, stream_ptr: int = 0) -> None:
-        for rec, s, d in self.steps:
-            if isinstance(rec, IndexPass):
-                rec(src_ptrs, dst_ptrs, stream_ptr)
-            else:
-                dp = dst_ptrs[d]
-                rec(src_ptrs[s] if s >= 0 else dp, dp, stream_ptr)
-
-    @property
-    def names(self) -> list[str]:
-        """The kernels launched, in order."""
-        return [n for rec, _, _ in self.steps for n in (rec.names if isinstance(rec, IndexPass) else [rec.name])]
-
-
-def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plain) -> IndexMoveLaunch:
-    """The launches of ``plan`` (already checked against the bound ranges):
-    each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)`` gives them
-    (the backend's ``MoveLaunch`` of a plan of those passes alone), each
-    ``Gather``/``Scatter`` pass an ``IndexPass`` (kernels compiled inside
-    ``relaxed()``)."""
+def index_move_steps(backend, plan: MovePlan, src_ptrs, dst_ptrs, plain) -> tuple:
+    """The ``MoveLaunch`` steps of ``plan`` (already checked against the
+    bound ranges): each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)``
+    gives them (the backend's ``MoveLaunch`` of a plan of those passes
+    alone), each ``Gather``/``Scatter`` pass an ``IndexPass`` (source slot
+    ``backend.INDEX_STEP``)."""
     steps: list = []
     run: list = []
 
@@ -710,12 +669,12 @@ def index_move_launch(backend, plan: MovePlan, src_ptrs, dst_ptrs, relaxed, plai
         if type(p) is Gather or type(p) is Scatter:
             flush()
             if p.count:
-                steps.append((IndexPass(backend, plan, p, src_ptrs, dst_ptrs, relaxed), -1, p.dst))
+                steps.append((IndexPass(backend, plan, p, src_ptrs, dst_ptrs), -2, p.dst))  # INDEX_STEP
         else:
             run.append(p)
     flush()
-    return IndexMoveLaunch(plan, tuple(steps))
+    return tuple(steps)
 
 
-__all__ = ["IndexPass", "IndexMoveLaunch", "index_move_launch", "plan_pass", "c_settings", "relaunch", "zero_words",
+__all__ = ["IndexPass", "index_move_steps", "plan_pass", "c_settings", "relaunch", "zero_words",
            "flag_offsets"]

@@ -39,6 +39,8 @@ MOVE_KERNELS = HERE / "move.cu"
 #: Its transposing and padding kernels (they include move.cu).
 LAYOUT_KERNELS = HERE / "layout.cu"
 LAYOUT_NAMES = ("move_tile", "move_transpose", "move_pad", "move_padw", "move_padr")
+#: The index-driven passes' kernels (``ix_*``: runtime/cuda/index.py).
+INDEX_KERNELS = HERE / "index.cu"
 #: Folder of params.h, the parameter blocks declared once for the C and CUDA kernels.
 INCLUDE = P.HEADER.parent
 #: NVRTC options of every module.
@@ -90,7 +92,7 @@ def kernel_file(name: str) -> pathlib.Path:
     base = name.split("<", 1)[0]
     if base in LAYOUT_NAMES:
         return LAYOUT_KERNELS
-    return MOVE_KERNELS if base.startswith("move_") else KERNELS
+    return MOVE_KERNELS if base.startswith("move_") else INDEX_KERNELS if base.startswith("ix_") else KERNELS
 
 
 
@@ -368,15 +370,8 @@ def new_kernels() -> dict | None:
 
 
 def add_new_kernel(index: int, name: str) -> None:
-    """Compile (or load) kernel ``name`` for device ``index`` and list it for C
-    (an index kernel, ``ix_*``, from index.cu with its own options, as
-    ``IndexPass`` compiles it)."""
-    if name.startswith("ix_"):
-        from .index import _function
-        ptr = _function(index, name, capture_relaxed)[1].kernel.ptr
-    else:
-        ptr = _kernel(index, name).ptr
-    _NEW_KERNELS.setdefault(index, {})[name] = ptr
+    """Compile (or load) kernel ``name`` for device ``index`` and list it for C."""
+    _NEW_KERNELS.setdefault(index, {})[name] = _kernel(index, name).ptr
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, src: int, dst: int,

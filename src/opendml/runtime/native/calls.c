@@ -1,20 +1,6 @@
-/* The call cache: a repeated array-API call served from C, without Python.
- *
- * The first call with a given operator, arguments, input dtype, shape and strides (on CUDA also the device and
- * the input address's class mod 16) runs in Python: validation, lowering, the backend's choice of kernel. Where
- * it ran a compiled kernel on the input as given, its adapter stores here what the kernel needs (the move
- * program's entries, calls_move.c, for every operator on NumPy arrays, PyTorch tensors and CuPy arrays). A later call
- * with the same key (call_cache_call, the first thing each of the first five's functions does; call_cache_move, each
- * other function's: both find the same entries) allocates the
- * output with the framework's own allocator (NumPy's, opendml's output blocks, PyTorch's caching allocator,
- * CuPy's pool) and runs the kernel on the caller's current stream. It returns None for anything it cannot
- * vouch for: another array type, a PyTorch tensor that autograd or a tracer must see (requires_grad with grad
- * mode on, a dispatch mode, a functorch wrapper), a negative view, a tensor not on the current device, an
- * argument that is not None, a plain int or a list or tuple of at most 8 plain ints; the Python route then
- * gives every error and every answer the cache does not hold. A tensor autograd must record (and nothing else
- * must see: the torch_eager hook says no trace, no compiled autograd, opendml's node in use) is served by an
- * eager entry (put_eager): a callable, with the kernel entry's key, that records the call with the autograd
- * node and runs the kernel. The move program's entries (calls_move.c) take several inputs and outputs.
+/* The call cache: a repeated array-API call served from C, without Python. What it records, serves and declines
+ * (the Python route then gives every error and every answer the cache does not hold): runtime/calls.py's docstring.
+ * calls_move.c holds the move program's entries, calls.h the entry and what the files share.
  *
  * Keys are int64 words: array kind, operator, each argument (tagged), dtype, rank, shape, strides, device and
  * alignment. The table is a dict of key bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
@@ -96,14 +82,6 @@ void drop_error(void) {
     if (!PyErr_Occurred()) return;
     if (!deferred.e && !PyErr_ExceptionMatches(PyExc_Exception)) hold_error(&deferred);
     else PyErr_Clear();
-}
-
-void drop_all(void) {
-    generation++;
-    table_clear();
-#ifdef ODML_NUMPY
-    plain_forget();
-#endif
 }
 
 /* PyTorch's and CuPy's hooks, registered by their adapters (call_cache_torch / _cupy). */
@@ -200,11 +178,19 @@ int same_words(const int64_t *a, const int64_t *b, int n) {
     return 1;
 }
 
-/* (the filter first: a store made by code the dict's clearing runs keeps its bit) */
-void table_clear(void) {
+/* The dict emptied, its filter first (a store made by code the clearing runs keeps its bit), and the front. */
+static void table_clear(void) {
     memset(maybe, 0, sizeof maybe);
     if (table) PyDict_Clear(table);
     for (int i = 0; i < FRONT; i++) Py_CLEAR(front[i]);
+}
+
+void drop_all(void) {
+    generation++;
+    table_clear();
+#ifdef ODML_NUMPY
+    plain_forget();
+#endif
 }
 
 Entry *lookup(const Key *k, int n_in) {
@@ -278,7 +264,6 @@ void unstore(const Key *k, const Entry *e) {
     raise_held(&held);
 }
 
-/* e stored under k, the caller's reference released: True, or NULL with an exception (a put's answer). */
 PyObject *stored(const Key *k, Entry *e) {
     const int rc = store(k, e);
     Py_DECREF(e);
@@ -433,10 +418,10 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
 }
 
-/* Whether the kernel route may take x, a tensor that neither autograd nor a
- * tracer needs to see: 2 on CUDA, 1 on the CPU, else 0. The accessors'
- * description of x goes to *in (ndim -1: none), for a key made before
- * anything else runs (a 3's eager check may run Python: its caller keys x again). */
+/* Whether the kernel route may take x, a tensor that neither autograd nor a tracer needs to see: 2 on CUDA, 1 on
+ * the CPU; 3 where autograd must record the call and an eager entry may serve it; else 0. The accessors' description
+ * of x goes to *in (ndim -1: none), for a key made before anything else runs (a 3's eager check may run Python: its
+ * caller keys x again). */
 int torch_plain_in(PyObject *x, odml_torch_info *in) {
     if (tapi && tapi->describe(x, in) == 0) {
         /* (wrapped also where the negative bit is set: such a tensor takes the Python route, as below) */
@@ -541,10 +526,9 @@ int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return torch ? torch_stream(device, stream) : stream_of(PyObject_CallNoArgs(c_stream), stream);
 }
 
-/* Whether the kernel route may take x: 2 on CUDA, 1 on the CPU; 3 where autograd must record the call and an eager
- * entry may serve it; else 0. (Above.) An eager entry's callable records the call with opendml's autograd node and
- * runs its kernel (arrays/torch/adapter.py), for every operator that takes one tensor: the first five through
- * call_cache_call, the family through call_cache_move (the same key: the operator's code, its arguments, x). */
+/* An eager entry's callable records the call with opendml's autograd node and runs its kernel
+ * (arrays/torch/adapter.py), for every operator that takes one tensor: the first five through call_cache_call, the
+ * family through call_cache_move (the same key: the operator's code, its arguments, x). */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;
@@ -748,8 +732,6 @@ PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
     return keep(&cuda_retry, fn, PyCallable_Check(fn), "call_cache_cuda_retry: a callable is required");
 }
 
-/* call_cache_put_eager(op, x, args, eager, generation): eager(x) records a call like this one (same operator,
- * arguments, dtype, shape, strides, device) for autograd and runs it. */
 PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *op, *x, *call_args, *eager;
@@ -774,7 +756,6 @@ PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
     return stored(&k, e);
 }
 
-/* call_cache_torch_eager(eager_ok): the check an eager entry's call passes first. */
 PyObject *odml_py_call_cache_torch_eager(PyObject *self, PyObject *fn) {
     (void)self;
     PyObject *r = keep(&t_eager_ok, fn, PyCallable_Check(fn), "call_cache_torch_eager: a callable is required");
@@ -803,8 +784,6 @@ static PyObject *set_hooks(PyObject *args, const char *name, PyObject **slots[],
     Py_RETURN_NONE;
 }
 
-/* call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, is_functorch_wrapped, raw_stream, current_device,
- * from_numpy) */
 PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args) {
     (void)self;
     PyObject **slots[] = {&t_type, &t_grad_enabled, &t_dispatch_len, &t_wrapped, &t_raw_stream, &t_device,
@@ -833,7 +812,6 @@ PyObject *odml_py_call_cache_torch_api(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* call_cache_cupy(ndarray, empty, current_device, current_stream_ptr) */
 PyObject *odml_py_call_cache_cupy(PyObject *self, PyObject *args) {
     (void)self;
     PyObject **slots[] = {&c_type, &c_empty, &c_device, &c_stream};

@@ -176,7 +176,6 @@ PyObject *take_outputs(PyObject **outs, int n, int multi);
 /* a launch of a kernel whose one argument is the parameter block at `params` (cuda_launch.c); the CUresult */
 int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream,
                            const void *params);
-/* `words` 32-bit words at dptr zeroed on `stream` (cuMemsetD32Async); the CUresult, -1 without a driver */
 int odml_cuda_zero_words(uint64_t dptr, size_t words, uint64_t stream);
 /* the dynamic shared memory `function` may take raised to `bytes` (cuFuncSetAttribute); the CUresult */
 int odml_cuda_shared_limit(uint64_t function, unsigned bytes);
@@ -191,7 +190,6 @@ int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 int torch_plain(PyObject *x);
-/* torch_plain, the accessors' description of x in *in (ndim -1: none) */
 int torch_plain_in(PyObject *x, odml_torch_info *in);
 /* torch_key of a tensor cuda_move serves (torch_plain 2, not a negative view), else -1: x described once */
 int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
@@ -201,7 +199,6 @@ int cuda_device_is(int torch, int64_t device);
 extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (calls_move.c) */
 /* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its recorder's output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
-/* whether x's (shape, strides) are still `planned` (None: yes); 0, no exception, where not (calls.c) */
 int still_planned(PyObject *x, PyObject *planned, int torch);
 #ifdef ODML_NUMPY
 int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
@@ -221,11 +218,8 @@ extern long long plain_served;               /* new shapes numpy_plain served */
 #define move_type_size odml_type_size   /* (move.h's, by the name the glue's files use) */
 
 #ifdef ODML_NUMPY
-/* the key of a family call on NumPy arrays; its inputs in `in` (borrowed); -1: no key */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in);
-/* a new C-contiguous output (an output block where large enough), its data in *data, whether never touched
- * in *fresh (where not NULL) */
 PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
                      char **data, int *fresh);
 /* pass mp checked to stay inside its buffers (inputs of span[i] elements of in_size[i] bytes, outputs of count[j]
@@ -243,14 +237,9 @@ int64_t descr_type(PyArray_Descr *d);
  * input or a pass declined (the Python route runs the call and raises); NULL with an exception. */
 PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
                     int64_t gen);
-/* e's passes run in order (calls_move.c); the first status other than ODML_OK */
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
-/* a repeated call on exact NumPy arrays (`plain`: a miss then served by numpy_plain), or None (calls_move.c) */
 PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain);
-/* a repeated call on PyTorch CUDA tensors (torch 1) or CuPy arrays (0), or None (calls_move.c) */
 PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
-/* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
-int torch_input(PyObject *x);
 int torch_input_cuda(PyObject *x);
 /* the family on CUDA memory (calls_move.c): x's framework (1 PyTorch, 2 CuPy, else 0); x's arrays of `type` as
  * new references; the call's key (each input's words from at[i], where at is not NULL; torch 2: PyTorch tensors,
@@ -260,13 +249,7 @@ int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at);
 int same_words(const int64_t *a, const int64_t *b, int n);
-/* whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
-int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
-                     int n, int seq, const uint64_t *ptr);
-/* a NumPy view of t, a plain PyTorch CPU tensor (no autograd record, no tracer, not a negative view), or NULL */
-PyObject *torch_view(PyObject *t);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
-PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
 /* A repeated call on PyTorch tensors (args[1]: one, or a list or tuple of them), whatever the function (call_cache_call
  * and call_cache_move alike): a tensor autograd must record by its eager entry, CUDA tensors by their move entries
  * (cuda_move), CPU ones by their NumPy views' (one the accessors describe keyed from that description, no view made:
@@ -346,7 +329,6 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
         (void)self;                                                                       \
         return odml_arity(#NAME "(" SIG ")", nargs, LO, HI) ? NULL : NUMPY_ONLY(CALL);    \
     }
-void table_clear(void);                 /* empties the dict, its filter and the front table */
 int odml_calls_move_init(void);
 
 #endif

@@ -7,10 +7,9 @@
 
 /* A call of any operator on exact NumPy arrays: N inputs (join takes a list or tuple of arrays, an index function its
  * arrays as one tuple), M outputs (split returns a list), the move program's passes (move.h's; index.c's; the first
- * five's one tuned kernel) as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg: besides
- * key_arg's, exact floats by their bits, bools, short ASCII strings by content, static types such as numpy.float16,
- * NumPy's builtin dtype objects and members of the enum types arrays/front.py registers, each by identity; nothing
- * else), then the inputs (one array, or a sequence and its length) with their dtype, shape and byte strides.
+ * five's one tuned kernel) as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg, below;
+ * the kinds runtime/calls.py's docstring lists), then the inputs (one array, or a sequence and its length) with their
+ * dtype, shape and byte strides.
  * call_cache_put_move checks every pass against the buffers it will be given (the outputs' sizes, each input's element
  * span, the element sizes of the pass's types) and refuses what does not fit, so a bad record cannot make a later call
  * read or write outside a buffer. */
@@ -336,15 +335,11 @@ static int64_t tuned_count(int code, const odml_kernel_params *k) {
 
 #define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)
 
-/* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation[, planned]): planned None or each input's
- * (shape, strides) as the passes were planned for (an input that no longer has them: False); outs a tuple of (shape, dtype,
- * use_blocks) per output, origins one int per input (bytes from its data pointer back to element 0 of the
- * range the passes read), passes a tuple of (kind, src, dst, params, threads[, checked]) run in order (kind 0 a
- * move copy, 1 a move fill: params move.h's; 2 an index pass: params index.h's idx_params, src -1 for a
- * constant value, checked whether its index values are the array API's checked indices; TUNED_PASS + a kernel's
- * code: the one pass of the first five, params that kernel's block as the CPU backend packs it); whether stored.
- * False (nothing stored) where the call has no key, the cache is off or was dropped since `generation`, or a
- * pass would reach outside the buffers; ValueError for a malformed record. */
+/* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation[, planned]) on NumPy arrays: the record
+ * runtime/calls.py's put_move describes (an index pass's src -1: a constant value; a pass's optional sixth item,
+ * checked: whether an index pass's values are the array API's checked indices); whether stored. False (nothing
+ * stored) where the call has no key, the cache is off or was dropped since `generation`, an input no longer has its
+ * planned (shape, strides) or a pass would reach outside the buffers; ValueError for a malformed record. */
 static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
                           PyObject *passes, int multi, PyObject *planned) {
     Key k;
@@ -482,11 +477,10 @@ release:
 }
 #endif
 
-/* call_cache_move(op, x, *args): a repeated family call, or None (take the Python route). */
 #ifdef ODML_NUMPY
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
-PyObject *torch_view(PyObject *t) {
+static PyObject *torch_view(PyObject *t) {
     if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
         is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
         return NULL;
@@ -528,7 +522,7 @@ static PyObject *torch_outputs(PyObject *result) {
 /* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or move_new for a new shape) run on views of the
  * tensors args[xi] (the Python route records it on the same views: the same key), its outputs handed to
  * torch.from_numpy as the Python route does. */
-PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
+static PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
     PyObject *x = args[xi], *view, *call[MAX_MOVE_ARGS], *result;
     if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
     Py_ssize_t n, m;
@@ -625,18 +619,13 @@ PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
 
 /* -- The move program's entries on CUDA memory: PyTorch CUDA tensors and CuPy arrays ------------------- */
 
-/* A call on CUDA memory (arrays/cuda.py's move, from the CuPy and PyTorch adapters) recorded as what it queued: the
- * kernel launches of its move program (function, grid, parameter structure passed by value; one per pass, or one for a
- * fused padding program), each with its source slot (an input, or -1: a fill, given its destination as its unused
- * source) and destination slot (an output). The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the arguments
- * (key_move_arg), then the inputs as the first five operators' CUDA entries key them (dtype, shape, strides, device,
- * the address's alignment class mod 16), one tensor or a list/tuple of 1..MAX_MOVE_IO; all on one device. A hit (every
- * input a plain tensor of the current device, not a negative view; for PyTorch nothing autograd or a tracer must see)
- * allocates each output through the framework's allocator (x.new_empty(shape, dtype=...) for PyTorch as torch.empty on
- * the tensors' device, cupy's empty for CuPy), refuses an output address outside the alignment class the launches were
- * chosen for, and queues the launches in order on the framework's current stream of that device. The entry holds the
- * backend's Launch objects: they own the parameter structures (copied by each launch, so nothing queued reads the
- * entry) and make a failed launch's retry and error, as the Python route does. */
+/* A call on CUDA memory (arrays/cuda.py's move, from the CuPy and PyTorch adapters) recorded as the kernel launches
+ * its move program queued (put_move_cuda's steps), keyed as KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the
+ * arguments (key_move_arg), then each input's dtype, shape, strides, device and address class mod 16 (one device for
+ * all). A hit (cuda_move) allocates each output through the framework (x.new_empty(shape, dtype=...), CuPy's empty),
+ * refuses an output address outside the class the launches were chosen for and queues the launches in order on the
+ * framework's current stream. The backend's Launch objects the entry holds own the parameter structures (copied by
+ * each launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
 
 /* x, or the first item of an exact list or tuple x (NULL where empty) */
 static PyObject *first_of(PyObject *x) {
@@ -869,8 +858,9 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     return 0;
 }
 
-int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in,
-                     int n, int seq, const uint64_t *ptr) {
+/* whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
+static int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject **in, int n, int seq, const uint64_t *ptr) {
     Key again;
     int64_t device;
     uint64_t at[MAX_MOVE_IO];
@@ -1031,7 +1021,8 @@ fail:
     return NULL;
 }
 
-int torch_input(PyObject *x) {
+/* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
+static int torch_input(PyObject *x) {
     return t_from_numpy && cuda_framework(x) == 1;
 }
 
@@ -1085,7 +1076,6 @@ PyObject *odml_py_call_cache_put_move(PyObject *self, PyObject *args) {
 #endif
 }
 
-/* call_cache_move_types(tuple of types): enum types whose members key family arguments by identity */
 PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types) {
     (void)self;
     int ok = PyTuple_CheckExact(types);

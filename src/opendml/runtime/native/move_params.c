@@ -1,10 +1,7 @@
 /* move_params: one pass of the family's move program (plan.Copy or plan.Fill) in its canonical form, packed as
  * odml_cpu_move_params (move.h): what CpuBackend._native_move_pass builds in Python (canonical_move_pass, then
- * MoveParams), in one C call, on the path of every never-seen shape of a family operator. The canonical form: size-1
- * dimensions dropped (a mapped one's source index, AxisMap.source(0), folded into the source offset), a stable sort
- * by (destination stride, |source stride|), largest first, unmapped neighbours that walk memory as one merged, none
- * left: one of size 1 and strides 0, then a tiny innermost unmapped dimension under a long unmapped one swapped with
- * it; the bytes equal MoveParams' (tests/runtime/test_cpu_move.py compares them on random passes).
+ * MoveParams), in one C call, on the path of every never-seen shape of a family operator: the same canonical form and
+ * bytes (tests/runtime/test_cpu_move.py compares them on random passes).
  *
  * move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, dst_strides, maps, scale_bias,
  * fill_bits) -> bytes, or None (the Python route builds it; see odml_move_pack): fill 1 for a Fill (src_type,

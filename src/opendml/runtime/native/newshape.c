@@ -29,12 +29,9 @@ static int before(const int64_t *a, const int64_t *b) {
 
 /* The plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) in its canonical form packed into *p,
  * the bytes of runtime/params.py's CopyParams for plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python
- * route; tests/test_newshape_plain.py compares them): size-1 dimensions dropped; where the dimensions already come by
- * output stride, then |input stride|, largest first (and no output stride is negative), one pass; otherwise a
- * stable sort on that key; neighbours that walk memory as one merged; none left: one of size 1 and strides 1. 0, or
- * -1 where a count overflows (the Python route packs it). copy_params(element_size, sizes, in_offset, in_strides,
- * out_offset, out_strides) -> those bytes, or None also for arguments not tuples of one length (up to ODML_MAX_RANK)
- * of ints in 64 bits. */
+ * route; tests/test_newshape_plain.py compares them). 0, or -1 where a count overflows (the Python route packs it).
+ * copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> those bytes, or None also for
+ * arguments not tuples of one length (up to ODML_MAX_RANK) of ints in 64 bits. */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p) {
     /* dims[k] = (size, in stride, out stride), size-1 dimensions dropped, in order */
@@ -439,15 +436,8 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
 /* -- the operators' plain lowering (the new-shape route's, odml_move_plain) ------------------------- */
 
 /* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it (NAME_lowering(in_sizes, *fields) of
- * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple as the Python function each mirrors, or None:
- *
- *   ODML_PLAIN_SLICE       ops/slice.py's plain_lowering       (sizes, offsets, strides): three tuples
- *   ODML_PLAIN_SLICE1      ops/slice1.py's plain_lowering      (output sizes, starts, steps): tuple, list, tuple
- *   ODML_PLAIN_SLICE_GRAD  ops/slice_grad.py's plain_lowering  (output sizes, first, step, reversed): tuple and
- *                                                              three lists
- *   ODML_PLAIN_UNFOLD      ops/unfold.py's plain_lowering      (output sizes, window, strides, dilations, start
- *                                                              padding, blocks per dimension): six tuples
- *   ODML_PLAIN_FOLD        ops/fold.py's plain_lowering        the same, output sizes (N, C, *spatial)
+ * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple (its lists as lists) as the Python function each mirrors,
+ * ops/NAME.py's plain_lowering (ODML_PLAIN_SLICE, _SLICE1, _SLICE_GRAD, _UNFOLD, _FOLD), or None.
  *
  * A fast path of those functions, which stay the reference (DirectML's rules are theirs;
  * tests/test_newshape_lowering.py compares each pair): the common valid case, computed in one pass. None (the caller

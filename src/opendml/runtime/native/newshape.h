@@ -106,11 +106,9 @@ int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_stri
  * empty. */
 int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl);
 
-/* The scatter plan's canonical form in merged[0..*rank) (per dimension: size, out stride, first, step, taken,
- * in stride): size-1 dimensions that take one element dropped; a stable order by output stride, largest
- * first; a fully covered dimension with step 1 merged into the one outside it where that one has step 1 (or,
- * `cpu`, takes one element) and both walk memory as one; none left: one of size 1: plan.ScatterPlan.canonical
- * (the CPU backend's with cpu, the CUDA launch's, cuda_spec.c, without). odml_scatter_pack: those dimensions as odml_scatter_params. -1 on overflow. */
+/* The scatter plan's canonical form (plan.ScatterPlan.canonical: the CPU backend's with cpu, the CUDA launch's,
+ * cuda_spec.c, without; none left: one of size 1) in merged[0..*rank) (per dimension: size, out stride, first, step,
+ * taken, in stride). odml_scatter_pack: those dimensions as odml_scatter_params. -1 on overflow. */
 int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6], int *rank);
 int odml_scatter_pack(int64_t es, const int64_t (*m)[6], int r, int64_t in_offset, int64_t out_offset,
                       odml_scatter_params *p);
@@ -308,7 +306,6 @@ int odml_move_cuda(const odml_move_prog *g, const odml_move_cuda_conf *c, const 
 /* The conf from c_settings()'s tuple: 0, or -1 where it is not ODML_MOVE_CONF_COUNT exact ints. */
 int odml_move_cuda_conf_read(PyObject *t, odml_move_cuda_conf *c);
 
-/* plan.CopyPlan's canonical form packed (newshape.c). */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p);
 

@@ -497,7 +497,6 @@ static int too_far(const int64_t* sizes, const int64_t* strides, int64_t r, int6
     return 0;
 }
 
-/* NULL, or what is wrong with a pass's parameters. */
 const char* odml_index_malformed(const idx_params* p, int64_t ninputs) {
     if (p->rank < 0 || p->rank > IDX_MAX_RANK || p->outer < 0 || p->outer > p->rank || p->naxes < 0 ||
         p->naxes > IDX_MAX_AXES || (p->kind != 0 && p->kind != 1) ||
