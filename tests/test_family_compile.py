@@ -14,7 +14,7 @@ import opendml as dml  # noqa: E402
 from opendml.arrays.torch import adapter  # noqa: E402,F401 - registers the family with torch.compile
 from opendml.arrays.torch.library import to_text  # noqa: E402
 from opendml.jsonform import JsonFormError  # noqa: E402
-from opendml.model.errors import DmlError, ValidationError  # noqa: E402
+from opendml.model.errors import DmlError, UnsupportedError, ValidationError  # noqa: E402
 
 move = torch.ops.opendml.move.default
 
@@ -448,3 +448,66 @@ def test_an_int_that_is_no_members_value_is_refused():
     with pytest.raises(ValidationError, match="PaddingMode"):
         dml.pad(x, 1, 1, True)
     assert torch.equal(dml.pad(x, 1, 1, 1), dml.pad(x, 1, 1, "edge"))
+
+
+# -- the family operators given what no traced call gives them (a hostile caller) -----------------------
+
+_PAD = '["pad", [1, 2, "constant", 0.5], false, false]'
+
+
+@pytest.mark.parametrize("text,inputs,error,match", [
+    # an argument list of the wrong length: the function's arity, an opendml error (not a TypeError)
+    ('["pad", [1, 1], false, false]', 1, ValidationError, r"pad takes 4 arguments after its array.*got 2"),
+    ('["cast", [], false, false]', 1, ValidationError, r"cast takes 1 argument after its array \(dtype\); got 0"),
+    ('["identity", [1.0, 0.0, 7], false, false]', 1, ValidationError, r"identity takes 2 arguments.*got 3"),
+    # JSON nested past the parser's recursion limit, in the text or in an argument
+    ("[" * 100000 + "]" * 100000, 1, ValidationError, "JSON text"),
+    ('["pad", ' + "[" * 100000 + "]" * 100000 + ', false, false]', 1, ValidationError, "JSON text"),
+    ('["pad", [' + "[" * 900 + "]" * 900 + ', 1, "edge", 0], false, false]', 1, ValidationError, "JSON text|Padding"),
+    # the linear part of a call that has none (a cast to an integer type)
+    ('["cast", ["int32"], false, true]', 1, UnsupportedError, r"CAST: not differentiable for these data types"),
+], ids=["pad_arity", "cast_arity", "identity_arity", "nested_text", "nested_argument", "deep_argument",
+        "linear_cast_to_int"])
+def test_the_family_operators_text_is_checked_to_the_end(text, inputs, error, match):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with pytest.raises(error, match=match):
+        FAMILY([_x(2, 3)] * inputs, text)
+    with FakeTensorMode() as mode, pytest.raises(error, match=match):     # the fake says the same
+        FAMILY([mode.from_tensor(_x(2, 3))] * inputs, text)
+
+
+def test_the_family_operators_refuse_tensors_on_two_devices():
+    """As the move operator and the functions do: a meta input beside a CPU one is an ``UnsupportedError``, never
+    the meta kernel's uninitialised CPU output."""
+    x, m = _x(2, 3), _x(2, 3).to("meta")
+    with pytest.raises(UnsupportedError, match="every tensor must be on one device"):
+        dml.join([x, m], 0)
+    for inputs in ([x, m], [m, x]):
+        with pytest.raises(UnsupportedError, match=r"opendml::family: every tensor must be on one device"):
+            FAMILY(inputs, '["join", [0], true, false]')
+    with pytest.raises(UnsupportedError, match=r"opendml::family_adjoint: every tensor must be on one device"):
+        ADJOINT([torch.zeros(5, 6, device="meta")], [x], _PAD)
+
+
+ADJOINT = torch.ops.opendml.family_adjoint.default
+
+
+@pytest.mark.parametrize("grads,match", [
+    ([], r"PADDING1 has 1 output\(s\); got 0 gradients"),
+    ([_x(5, 6), _x(5, 6)], r"PADDING1 has 1 output\(s\); got 2 gradients"),
+    ([_x(1, 1)], r"grads\[0\] must have sizes \[5, 6\] and dtype torch.float32.*got \[1, 1\] torch.float32"),
+    ([_x(6, 5)], r"grads\[0\] must have sizes \[5, 6\].*got \[6, 5\]"),
+    ([_x(5, 6, dtype=torch.float64)], r"grads\[0\] must have sizes \[5, 6\] and dtype torch.float32.*float64"),
+])
+def test_the_adjoint_operator_checks_its_gradients(grads, match):
+    """``family_adjoint``'s gradients are its call's outputs' sizes and dtype (a smaller one read out of bounds or
+    raised PyTorch's errors, a larger one gave outputs the fake did not)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    x = _x(2, 3)
+    with pytest.raises(ValidationError, match=match):
+        ADJOINT(grads, [x], _PAD)
+    with FakeTensorMode() as mode, pytest.raises(ValidationError, match=match):
+        ADJOINT([mode.from_tensor(g) for g in grads], [mode.from_tensor(x)], _PAD)
+    for text, g in (('["identity", [2.0, 1.0], false, false]', _x(1)), ('["tile", [[2, 2]], false, false]', _x(1))):
+        with pytest.raises(ValidationError, match=r"grads\[0\] must have sizes"):
+            ADJOINT([g], [x], text)
