@@ -547,3 +547,25 @@ def test_vmap_around_a_compiled_dynamic_function():
     xb = _x(5, 4, 3)
     got = torch.func.vmap(torch.compile(fn, backend="aot_eager", dynamic=True))(xb)
     assert torch.equal(got, torch.func.vmap(fn)(xb))
+
+
+@pytest.mark.parametrize("fn", [lambda v: dml.pad(v * 2, 1, 2, "edge"), lambda v: dml.join([v * 2, v * 3], 1),
+                                lambda v: dml.split(v * 2, 1, [1, 2])[1]], ids=["pad", "join", "split"])
+def test_the_backward_keeps_no_family_input_alive(fn):
+    """The adjoint reads its inputs' sizes alone: compiled with dynamic shapes, the backward graph is handed the
+    sizes, never the family call's input (held from the forward to the backward: as much memory again), as the
+    static route's."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+    x = _x(6, 3)
+    for dynamic in (True, False):
+        torch._dynamo.reset()
+        backend = AotEagerAndRecordGraphs()
+        v = x.clone().requires_grad_(True)
+        (torch.compile(fn, backend=backend, dynamic=dynamic, fullgraph=True)(v) * 3).sum().backward()
+        w = x.clone().requires_grad_(True)
+        (fn(w) * 3).sum().backward()
+        assert torch.equal(v.grad, w.grad)
+        saved = [n.name for n in backend.bw_graphs[0].graph.nodes
+                 if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor) and
+                 not n.name.startswith("tangents")]
+        assert saved == [], (dynamic, saved)
