@@ -302,11 +302,16 @@ def adjoint(desc, cotangents, constants=()) -> tuple:
     per output) and, after them, ``constants``, the values of the inputs it
     reads (``constant_inputs``: index arrays): one array per input, as the
     operator module declares it."""
+    return tuple(linear_part(desc).adjoint(ADJOINT_API, *cotangents, *constants))
+
+
+def linear_part(desc):
+    """``desc``'s linear part (``UnsupportedError`` where its data types have none)."""
     lin = desc.linear_part()
     if lin is None:
         raise UnsupportedError(f"{desc.OPERATOR}: not differentiable for these data types "
                                f"({', '.join(t.data_type.name for t in desc.inputs + desc.outputs)})")
-    return tuple(lin.adjoint(ADJOINT_API, *cotangents, *constants))
+    return lin
 
 
 def constant_inputs(desc) -> tuple:

@@ -277,6 +277,11 @@ def family_call(name: str, x, args: tuple) -> Call:
     if b is None or b.route != "move":
         raise ValidationError(f"family_call: {name!r} is not a data-movement family function (one of "
                               f"{', '.join(n for n in FUNCTIONS if _contract.BINDING[n].route == 'move')})")
+    code = FUNCTIONS[name].__code__                        # (positional parameters only: the generated def's)
+    params = code.co_varnames[1:code.co_argcount]
+    if len(args) != len(params):
+        raise ValidationError(f"family_call: {name} takes {len(params)} argument{'s' * (len(params) != 1)} after "
+                              f"its array ({', '.join(params)}); got {len(args)}")
     return _family_call(name, x, tuple(args))[1]
 
 

@@ -11,7 +11,9 @@ the description from the sizes' hints (their values in the call being traced, re
 gives the outputs the operator's shape formula on the symbolic sizes (``output_sizes_for``); the
 implementation validates every real call, so a shape the hints passed but a later call's do not is the
 array function's error then. ``family_adjoint`` is the description's adjoint (the operator's own, through
-the array API), whose gradient is ``family``'s linear part: gradients of gradients trace too.
+the array API), whose gradient is ``family``'s linear part: gradients of gradients trace too. Both check
+what they are given as the functions do (fake and implementation alike): a text of the wrong form or
+arity, tensors on two devices, gradients other than the call's outputs are opendml errors.
 
 Taken only where it can be: every input size is a backed symbol or an int, the operator states a shape
 formula, its adjoint reads no input values (not the index functions) and every argument has a text form
@@ -27,7 +29,7 @@ import json
 import numpy as np
 import torch
 
-from ...model.errors import ValidationError
+from ...model.errors import UnsupportedError, ValidationError
 from .. import _dispatch, engine
 from .dtypes import numpy_dtype, torch_dtype
 from .library import batched
@@ -85,14 +87,15 @@ def text_of(call, linear: bool = False) -> str | None:
 
 @functools.lru_cache(maxsize=1024)
 def _loads(text: str):
-    try:
+    try:                                      # (nested past the recursion limit: a RecursionError)
         name, args, seq, linear = json.loads(text)
-    except (ValueError, TypeError) as e:
+        if type(name) is not str or type(args) is not list or type(seq) is not bool or type(linear) is not bool:
+            raise ValidationError(f"opendml::family: call must be [name, [arguments], seq, linear]; got "
+                                  f"{text[:200]!r}")
+        return name, tuple(_decode(args, text)), seq, linear
+    except (ValueError, TypeError, RecursionError) as e:
         raise ValidationError(f"opendml::family: call must be the JSON text [name, [arguments], seq, linear]; "
-                              f"got {text[:200]!r} ({e})") from None
-    if type(name) is not str or type(args) is not list or type(seq) is not bool or type(linear) is not bool:
-        raise ValidationError(f"opendml::family: call must be [name, [arguments], seq, linear]; got {text[:200]!r}")
-    return name, tuple(_decode(args, text)), seq, linear
+                              f"got {text[:200]!r} ({str(e)[:200]})") from None
 
 
 def _parse(text: str, inputs):
@@ -105,7 +108,16 @@ def _parse(text: str, inputs):
     if not inputs or (not seq and len(inputs) != 1):
         raise ValidationError(f"opendml::family: {name!r} takes {'one or more input tensors' if seq else 'one input tensor'}; "
                               f"got {len(inputs)}")
+    _one_device("family", inputs)
     return name, inputs if seq else inputs[0], args, linear
+
+
+def _one_device(op: str, tensors) -> None:
+    """An ``UnsupportedError`` where ``tensors`` are on more than one device (as ``opendml::move``'s)."""
+    for i, x in enumerate(tensors):
+        if x.device != tensors[0].device:
+            raise UnsupportedError(f"opendml::{op}: every tensor must be on one device; got {tensors[0].device} and "
+                                   f"{x.device} (tensor {i})")
 
 
 def _call_of(text: str, inputs):
@@ -147,7 +159,7 @@ def _run(inputs, text):
     call = _dispatch.front.family_call(name, x, args)     # (checked: only a family function's text runs)
     with torch.no_grad():
         if linear:
-            outs = engine.fixed(_description(call, inputs).linear_part())(*inputs)
+            outs = engine.fixed(engine.linear_part(_description(call, inputs)))(*inputs)
         else:                                             # the function itself: the call cache serves repeats
             out = getattr(_dispatch.front, name)(x, *args)
             outs = out if isinstance(out, list) else [out]
@@ -161,8 +173,10 @@ def family_op(inputs, call):
 
 @family_op.register_fake
 def _family_fake(inputs, call):
-    c, _ = _call_of(call, inputs)
+    c, linear = _call_of(call, inputs)
     desc = _description(c, inputs)
+    if linear:
+        engine.linear_part(desc)          # (its error: a call without one, as the implementation's)
     sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
     return [inputs[0].new_empty(s, dtype=torch_dtype(t)) for s, t in zip(sizes, desc.outputs)]
 
@@ -177,12 +191,13 @@ family_op.register_vmap(_family_rule)
 
 def _setup(ctx, inputs, output):
     ctx.call = inputs[1]
-    ctx.save_for_backward(*inputs[0])
+    ctx.like = [(tuple(x.shape), x.dtype) for x in inputs[0]]    # (no input kept alive for the backward)
 
 
 def _family_backward(ctx, grads):
-    inputs = list(ctx.saved_tensors)
     ref = next(g for g in grads if g is not None)
+    # the adjoint reads the inputs' sizes and dtypes alone: one element each, expanded, stands in for them
+    inputs = [ref.new_empty((), dtype=dtype).expand(shape) for shape, dtype in ctx.like]
     c, _ = _call_of(ctx.call, inputs)
     desc = _description(c, inputs)
     sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
@@ -197,16 +212,34 @@ family_op.register_autograd(_family_backward, setup_context=_setup)
 @torch.library.custom_op("opendml::family_adjoint", mutates_args=(),
                          schema="(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]")
 def adjoint_op(grads, inputs, call):
-    c, _ = _call_of(call, inputs)
-    desc = _description(c, inputs)
+    desc = _adjoint_description(grads, inputs, call)
     with torch.no_grad():
         outs = engine.adjoint(desc, list(grads))
     return [o.contiguous().clone() if any(o.data_ptr() == g.data_ptr() for g in grads) else o.contiguous()
             for o in outs]
 
 
+def _adjoint_description(grads, inputs, call):
+    """The description of ``family_adjoint``'s call, its gradients checked against its outputs (sizes: the hints'
+    where symbolic, the fake's; their values, the implementation's)."""
+    c, _ = _call_of(call, inputs)
+    desc = _description(c, inputs)
+    _one_device("family_adjoint", [*inputs, *grads])
+    if len(grads) != len(desc.outputs):
+        raise ValidationError(f"opendml::family_adjoint: {desc.OPERATOR} has {len(desc.outputs)} output(s); got "
+                              f"{len(grads)} gradients")
+    for i, (g, t) in enumerate(zip(grads, desc.outputs)):
+        if g.dtype != torch_dtype(t) or g.dim() != len(t.sizes) or any(
+                _hint(n) not in (None, s) for n, s in zip(g.shape, t.sizes)):
+            raise ValidationError(f"opendml::family_adjoint: {desc.OPERATOR}: grads[{i}] must have sizes "
+                                  f"{list(t.sizes)} and dtype {torch_dtype(t)} as the call's output {i}; got "
+                                  f"{list(g.shape)} {g.dtype}")
+    return desc
+
+
 @adjoint_op.register_fake
 def _adjoint_fake(grads, inputs, call):
+    _adjoint_description(grads, inputs, call)
     return [x.new_empty(tuple(x.shape)) for x in inputs]
 
 
