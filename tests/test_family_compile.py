@@ -60,7 +60,7 @@ def _loss_fn(fn):
     element has its own gradient) and the outputs themselves."""
     def f(*xs):
         outs = _outputs(fn(*xs))
-        loss = sum((o.to(torch.float64) * torch.arange(o.numel(), dtype=torch.float64).reshape(o.shape).cos()).sum()
+        loss = sum((o.to(torch.float64) * torch.arange(o.numel(), dtype=torch.float64, device=o.device).reshape(o.shape).cos()).sum()
                    for o in outs)
         return loss, outs
     return f
