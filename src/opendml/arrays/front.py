@@ -273,6 +273,13 @@ def family_call(name: str, x, args: tuple) -> Call:
     """The ``Call`` of the family function ``name`` (route "move") on ``x`` (a sequence for JOIN) and ``args``
     (the arguments after ``x``, as the function takes them), checked as a call is, nothing run: an adapter's
     traced operator rebuilds a call from its text with it (``arrays/torch/dynamic.py``)."""
+    family_function(name, args)
+    return _family_call(name, x, tuple(args))[1]
+
+
+def family_function(name: str, args: tuple):
+    """The family function ``name`` (route "move"), checked to take ``args`` after its array (a
+    ``ValidationError`` otherwise)."""
     b = _contract.BINDING.get(name) if type(name) is str else None
     if b is None or b.route != "move":
         raise ValidationError(f"family_call: {name!r} is not a data-movement family function (one of "
@@ -282,7 +289,7 @@ def family_call(name: str, x, args: tuple) -> Call:
     if len(args) != len(params):
         raise ValidationError(f"family_call: {name} takes {len(params)} argument{'s' * (len(params) != 1)} after "
                               f"its array ({', '.join(params)}); got {len(args)}")
-    return _family_call(name, x, tuple(args))[1]
+    return FUNCTIONS[name]
 
 
 def _index_call(op: int, given: tuple, args: tuple):
@@ -510,6 +517,7 @@ __all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_f
 # What the layers below read through ``_dispatch.front``.
 _dispatch.front.run_list = run_list
 _dispatch.front.family_call = family_call
+_dispatch.front.family_function = family_function
 _dispatch.front.framework = _framework
 _dispatch.front.new_shape = lambda op, x, args: _new(op, x, args)      # the one read at call time
 # torch.compile takes every function into a graph whole: Dynamo cannot trace the C call cache, and

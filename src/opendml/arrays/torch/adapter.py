@@ -44,7 +44,7 @@ from .._dispatch import front as api          # the array API's functions (fille
 from .. import _dispatch
 from . import dynamic, inductor as torch_inductor, library, node as torch_node
 from .. import engine
-from .dtypes import SUPPORTED_DTYPES, numpy_dtype, torch_dtype
+from .dtypes import SUPPORTED_DTYPES, device_error, numpy_dtype, torch_dtype
 from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, kernel_move, operators
 
 __all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
@@ -469,8 +469,7 @@ def _check_move(call, arrays):
     for i, x in enumerate(arrays):
         _check_device(x, call.name)
         if x.device != device:
-            raise UnsupportedError(f"{call.name}: every tensor must be on one device; got {device} and "
-                                   f"{x.device} (arrays[{i}])")
+            raise device_error(call.name, device, x.device, f"arrays[{i}]")
     return dtypes
 
 

@@ -38,6 +38,11 @@ def numpy_dtype(x, name: str = "array API") -> np.dtype:
                            f"(the 11 DirectML types): {SUPPORTED_DTYPES}")
 
 
+def device_error(where: str, device, got, slot: str) -> UnsupportedError:
+    """The error of a call given tensors on two devices: ``device`` (the first tensor's) and ``got`` (``slot``'s)."""
+    return UnsupportedError(f"{where}: every tensor must be on one device; got {device} and {got} ({slot})")
+
+
 def torch_dtype(t) -> torch.dtype:
     """The PyTorch dtype of a ``TensorDesc``'s data type."""
     return TORCH_DTYPES[t.data_type.numpy_dtype]

@@ -29,9 +29,9 @@ import json
 import numpy as np
 import torch
 
-from ...model.errors import UnsupportedError, ValidationError
+from ...model.errors import ValidationError
 from .. import _dispatch, engine
-from .dtypes import numpy_dtype, torch_dtype
+from .dtypes import device_error, numpy_dtype, torch_dtype
 from .library import batched
 
 __all__ = ["traced", "text_of"]
@@ -116,8 +116,7 @@ def _one_device(op: str, tensors) -> None:
     """An ``UnsupportedError`` where ``tensors`` are on more than one device (as ``opendml::move``'s)."""
     for i, x in enumerate(tensors):
         if x.device != tensors[0].device:
-            raise UnsupportedError(f"opendml::{op}: every tensor must be on one device; got {tensors[0].device} and "
-                                   f"{x.device} (tensor {i})")
+            raise device_error(f"opendml::{op}", tensors[0].device, x.device, f"tensor {i}")
 
 
 def _call_of(text: str, inputs):
@@ -156,12 +155,12 @@ def traced(call, arrays) -> list | None:
 
 def _run(inputs, text):
     name, x, args, linear = _parse(text, inputs)
-    call = _dispatch.front.family_call(name, x, args)     # (checked: only a family function's text runs)
     with torch.no_grad():
         if linear:
+            call = _dispatch.front.family_call(name, x, args)
             outs = engine.fixed(engine.linear_part(_description(call, inputs)))(*inputs)
-        else:                                             # the function itself: the call cache serves repeats
-            out = getattr(_dispatch.front, name)(x, *args)
+        else:   # the function itself (only a family function's text runs; it checks its call; its repeats cached)
+            out = _dispatch.front.family_function(name, args)(x, *args)
             outs = out if isinstance(out, list) else [out]
     return [o.clone() if any(o.data_ptr() == x.data_ptr() for x in inputs) else o for o in outs]
 

@@ -35,7 +35,7 @@ from ...runtime.config import config
 from ...runtime.cuda.backend import check_alignment
 from .. import engine
 from . import inductor, node as _node
-from .dtypes import TORCH_DTYPES, torch_dtype
+from .dtypes import TORCH_DTYPES, device_error, torch_dtype
 
 __all__ = ["move_op", "call_move", "description"]
 
@@ -297,8 +297,7 @@ def _checked(inputs, text: str):
             raise ValidationError(f"opendml::move: {desc.OPERATOR}: inputs[{i}] must have sizes {list(t.sizes)} and "
                                   f"dtype {dtype} as the description's input tensor; got {list(x.shape)} {x.dtype}")
         if x.device != device:
-            raise UnsupportedError(f"opendml::move: every tensor must be on one device; got {device} and "
-                                   f"{x.device} (inputs[{i}])")
+            raise device_error("opendml::move", device, x.device, f"inputs[{i}]")
     return desc
 
 
