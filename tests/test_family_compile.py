@@ -199,7 +199,12 @@ def _grown(xs, n):
     return [_x(n, *x.shape[1:], dtype=x.dtype, seed=i) for i, x in enumerate(xs)]
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: One case per operator, every pad mode the traced route treats alike (the cases' values are the other tests').
+DYNAMIC_CASES = ["identity_scale_bias", "cast_f32_f64", "pad_constant", "pad_reflect", "join", "split", "tile",
+                 "space_to_depth_crd", "depth_to_space_dcr"]
+
+
+@pytest.mark.parametrize("name", DYNAMIC_CASES)
 def test_dynamic_shapes_keep_one_graph(name):
     """Under dynamic shapes a family call enters the graph as ``opendml::family``, sizes symbolic: one graph
     for three batch sizes, each giving eager's values and gradients."""
