@@ -255,21 +255,25 @@ def main(argv=None) -> int:
         e = torch.arange(x.shape[axis], device=dev).reshape([-1 if d == axis else 1 for d in range(x.ndim)])
         return torch.gather(x, axis, torch.where(e < n, n - 1 - e, e).expand(x.shape).contiguous())
 
-    def reversal(label, x, axis, bound):
-        """A row reversing ``x`` along ``axis`` with uniformly random uint32 lengths in [0, bound]."""
+    def reversal(label, x, axis, bound, per=None):
+        """A row reversing ``x`` along ``axis`` with uniformly random uint32 lengths in [0, bound]; ``per``: the
+        one axis the lengths vary along (ONNX ReverseSequence's batch axis), broadcast (stride 0) over the rest."""
         shape = [1 if d == axis else s for d, s in enumerate(x.shape)]
-        n64 = torch.randint(0, bound + 1, shape, device=dev, generator=g)
-        n = n64.to(torch.uint32)
+        base = torch.randint(0, bound + 1, [s if per in (None, d) else 1 for d, s in enumerate(shape)], device=dev,
+                             generator=g)
+        n64, n = base.expand(shape), base.to(torch.uint32).expand(shape)
         want = reversed_along(x, n64, axis)
         return (label, lambda: dml.reverse_subsequences(x, n, axis),
                 {"torch.flip (full)": lambda: torch.flip(x, [axis]),
-                 "copy, same bytes": lambda: torch.empty_like(x).copy_(x)}, 2 * x.nbytes + n.nbytes,
+                 "copy, same bytes": lambda: torch.empty_like(x).copy_(x)}, 2 * x.nbytes + n.untyped_storage().nbytes(),
                 lambda a: bool(torch.equal(a, want)))
     rs = reversal("reverse_subsequences 512x256x512", x6, 0, 512)
     row(*rs)
     for settings in ({"REVERSE_BYTES": 128}, {"REVERSE_BYTES": 64}, {"REVERSE_TILE": False}):
         if args.only != "reverse" or "REVERSE_BYTES" in settings:
             variant(rs[0], settings, *rs[1:])
+    rs = reversal("reverse_subsequences axis 0, lengths per batch (ONNX)", x6, 0, 512, per=1)
+    row(*rs)
     rs1 = reversal("reverse_subsequences axis 1", x6, 1, 256)
     row(*rs1)
     variant(rs1[0], {"REVERSE_BYTES": 128}, *rs1[1:])

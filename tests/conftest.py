@@ -65,3 +65,22 @@ def run_in_threads(work, n: int = 4) -> None:
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def _examples_scale() -> float:
+    import os
+    text = os.environ.get("OPENDML_EXAMPLES", "1")
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = -1.0
+    if not 0 < scale <= 1000:
+        raise pytest.UsageError(f"OPENDML_EXAMPLES must be a number in (0, 1000], a multiple of each property "
+                                f"test's example count; got {text!r}")
+    return scale
+
+
+def n_examples(n: int) -> int:
+    """A property test's Hypothesis example count: ``n``, chosen so that the whole suite runs in under 5 minutes
+    on a 2-core machine, times ``OPENDML_EXAMPLES`` (default 1; e.g. ``OPENDML_EXAMPLES=5`` for a deeper run)."""
+    return max(1, round(n * _examples_scale()))

@@ -17,13 +17,14 @@ from opendml import jsonform
 from opendml.ops import OPERATORS
 from opendml.ops.diagonal_matrix import _band
 from opendml.plan import Copy, Fill
+from .conftest import n_examples
 
 DM, DM1 = OPERATORS["DIAGONAL_MATRIX"], OPERATORS["DIAGONAL_MATRIX1"]
 T = dml.TensorDesc
 INT32_MIN = -2 ** 31
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
          np.uint32, np.uint64]
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+SETTINGS = settings(max_examples=n_examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
 #: The input of DIAGONAL_MATRIX1's examples 3 and 4, as the page prints it.
 PAGE_INPUT = np.array([[4, 7, 3, 7, 9], [1, 2, 8, 6, 9], [9, 4, 1, 8, 7], [4, 3, 4, 2, 4]], np.float32)
@@ -186,7 +187,7 @@ def _cells(runs, h, w):
 
 
 @given(st.integers(1, 9), st.integers(1, 9), st.integers(-12, 12), st.integers(-12, 12))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=n_examples(300), deadline=None)
 def test_band_runs_cover_the_band_once(h, w, lo, hi):
     runs = _band(lo, hi, h, w)
     mask = np.triu(np.ones((h, w), bool), lo) & ~np.triu(np.ones((h, w), bool), hi)

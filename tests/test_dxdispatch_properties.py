@@ -30,8 +30,9 @@ from tests import reference as ref
 from tests.test_fuzz import BIG_LITERALS, DEEP, HUGE, Foreign, _walk, check_cli, junk, npy_file, run_cli
 from tests.test_properties import (dedupe_broadcast, finite_input, fold_cases, layouts, logical_input, slice1_cases,
                                    slice_cases, slice_grad_cases, unfold_cases)
+from .conftest import n_examples
 
-SETTINGS = settings(max_examples=25, deadline=None,
+SETTINGS = settings(max_examples=n_examples(25), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                            HealthCheck.data_too_large])
 
@@ -373,7 +374,7 @@ def scratch(tmp_path_factory):
     return str(tmp_path_factory.mktemp("dispatch-fuzz"))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=n_examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(rng=st.randoms(use_true_random=False), index=st.integers(0, len(BASES) - 1))
 def test_mutated_models_exit_0_or_2_with_one_line(scratch, rng, index):

@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import opendml as dml
 from opendml.arrays import front, planner
 from opendml.runtime import calls as ccache
+from .conftest import n_examples
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
          np.uint32, np.uint64]
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=n_examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 KERNELS = ["numpy"] + (["compiled"] if dml.config().compiled_available else [])
 
 

@@ -7,10 +7,11 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 import opendml as dml
+from .conftest import n_examples
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
          np.uint32, np.uint64]
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=n_examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @st.composite

@@ -40,6 +40,7 @@ from opendml.ops._move import MoveOperatorDesc  # noqa: E402
 from opendml import cli
 from opendml.jsonform import EXTRA_FIELDS, TENSOR_FIELDS, from_json
 from opendml.ops import OPERATORS
+from .conftest import n_examples
 
 # -- shared material --------------------------------------------------------------------
 
@@ -648,7 +649,7 @@ def check_array_call(fn, x, args) -> tuple[str, str]:
 
 # -- the tests -----------------------------------------------------------------------------
 
-FUZZ = settings(max_examples=150, deadline=None, database=None,
+FUZZ = settings(max_examples=n_examples(100), deadline=None, database=None,
                 phases=(Phase.explicit, Phase.generate, Phase.shrink),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -683,7 +684,7 @@ def scratch(tmp_path_factory):
     return str(tmp_path_factory.mktemp("fuzz"))
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=n_examples(150))
 @given(rng=st.randoms(use_true_random=False), index=st.integers(0, len(EXAMPLES) - 1))
 def test_mutated_examples_through_the_command_line(scratch, rng, index):
     text = mutate_spec(rng, EXAMPLES[index])
@@ -693,7 +694,7 @@ def test_mutated_examples_through_the_command_line(scratch, rng, index):
     check_cli(cli_argv(rng, path, scratch), text)
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=n_examples(150))
 @given(rng=st.randoms(use_true_random=False))
 def test_array_api_with_random_arguments(rng):
     fn, x, args = random_array_call(rng)
@@ -799,7 +800,7 @@ def check_entry_points(form: dict) -> str:
 
 
 @pytest.mark.parametrize("name", GENERATED)
-@settings(FUZZ, max_examples=40)
+@settings(FUZZ, max_examples=n_examples(40))
 @given(rng=st.randoms(use_true_random=False))
 def test_strided_outputs_through_every_entry_point(name, rng):
     obj = random_description(rng, OPERATORS[name])
@@ -835,7 +836,7 @@ def test_the_entry_point_check_reaches_every_family_operator():
 
 # -- (e) float arguments of the family's array API ------------------------------------------------
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=n_examples(100))
 @given(rng=st.randoms(use_true_random=False))
 def test_family_float_arguments_at_the_edges(rng):
     x = np.arange(6).reshape(2, 3).astype(rng.choice(("float16", "float32", "float64", "int8", "uint32")))

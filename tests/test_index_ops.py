@@ -17,11 +17,12 @@ from opendml.model.errors import DmlError
 from opendml.model.tensor_desc import TensorDesc
 
 from . import index_reference as ref
+from .conftest import n_examples
 
 TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
          np.uint32, np.uint64]
 INDEX_TYPES = [np.int32, np.int64, np.uint32, np.uint64]
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+SETTINGS = settings(max_examples=n_examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
 F32, U32, I32, I64, U64 = (dml.DataType.FLOAT32, dml.DataType.UINT32, dml.DataType.INT32, dml.DataType.INT64,
                            dml.DataType.UINT64)
@@ -704,7 +705,7 @@ OPS = ["GATHER", "GATHER_ELEMENTS", "GATHER_ND", "GATHER_ND1", "SCATTER_ELEMENTS
 ALL_DT = ["FLOAT32", "FLOAT16", "UINT32", "UINT16", "UINT8", "INT32", "INT16", "INT8", "FLOAT64", "UINT64", "INT64"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=n_examples(300), deadline=None)
 @given(st.data())
 def test_random_descriptions_give_opendml_errors_only(d):
     """Random JSON descriptions of the eight operators: each is valid (and

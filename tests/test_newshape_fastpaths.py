@@ -29,8 +29,9 @@ from opendml.ops import (FoldOperatorDesc, Slice1OperatorDesc, SliceGradOperator
 from opendml.plan import CopyPlan
 from opendml.runtime import calls
 from tests import reference as ref
+from .conftest import n_examples
 
-SETTINGS = settings(max_examples=400, deadline=None,
+SETTINGS = settings(max_examples=n_examples(150), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 U32 = 2**32 - 1
 I32 = 2**31 - 1
@@ -403,7 +404,7 @@ def run_twice_cleared_and_warm(fn, x, *args):
     return cold
 
 
-API_SETTINGS = settings(max_examples=150, deadline=None,
+API_SETTINGS = settings(max_examples=n_examples(75), deadline=None,
                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 

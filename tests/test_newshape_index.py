@@ -22,6 +22,7 @@ from opendml.runtime import calls as ccache
 from opendml.runtime.config import CACHE_MIN_BYTES
 from opendml.runtime.cpu import backend as cpu_backend
 from tests.conftest import native_available
+from .conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled extension is not built")
 
@@ -229,7 +230,7 @@ def c_lowering(name, arrays, args):
                                  for src, dst, params, threads, checked in passes)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=n_examples(200), deadline=None)
 @given(calls())
 def test_passes_equal_the_python_routes(drawn):
     """Can fail: the C lowering's output and passes differ from what the Python route records, or C takes a
@@ -247,7 +248,7 @@ def test_passes_equal_the_python_routes(drawn):
         assert got == want
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(calls())
 def test_new_shapes_give_the_plain_routes_bytes_and_errors(drawn):
     """Can fail: a never-seen shape served in C gives other bytes or another error than the plain route

@@ -38,10 +38,11 @@ from opendml.runtime import calls, get_backend
 from tests.conftest import native_available
 from tests.test_newshape_fastpaths import outcome, slice1_args, slice_args
 from tests.test_newshape_plain import laid_out, recorded, same_result
+from .conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
-SETTINGS = settings(max_examples=500, deadline=None,
+SETTINGS = settings(max_examples=n_examples(200), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 I32, U32, I64 = 2**31 - 1, 2**32 - 1, 2**63 - 1

@@ -24,6 +24,7 @@ from opendml.runtime import calls as ccache
 from opendml.runtime import get_backend
 from opendml.runtime.cpu import backend as cpu_backend
 from tests.conftest import native_available
+from .conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
@@ -187,7 +188,7 @@ def inputs(rng, name, args, shape, dt, view):
     return [x] + [array(rng, s, dt, not view) for s in args[1]], args[:1]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(calls(), st.integers(0, 2 ** 32 - 1))
 def test_passes_equal_the_python_routes(call, seed):
     name, args, shape, dt, view = call
@@ -209,7 +210,7 @@ def test_passes_equal_the_python_routes(call, seed):
     assert got == want
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(calls(), st.integers(0, 2 ** 32 - 1))
 def test_outputs_and_errors_equal_the_python_routes(call, seed):
     name, args, shape, dt, view = call

@@ -38,10 +38,11 @@ from opendml.runtime.params import copy_params
 from tests import reference as ref
 from tests.conftest import native_available
 from tests.test_newshape_fastpaths import int_field, modest_unfold, outcome, per_axis, slice1_args, slice_args, window_args
+from .conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
-SETTINGS = settings(max_examples=300, deadline=None,
+SETTINGS = settings(max_examples=n_examples(120), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 

@@ -35,10 +35,11 @@ from tests.conftest import native_available
 from tests.test_newshape_fastpaths import outcome, per_axis, window_args
 from tests.test_newshape_lowering import EDGES, ODD, compare, in_sizes
 from tests.test_newshape_plain import check, laid_out, plain_off, recorded, same_result, unfold_fields
+from .conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
-SETTINGS = settings(max_examples=400, deadline=None,
+SETTINGS = settings(max_examples=n_examples(150), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 I64 = 2**63 - 1
 

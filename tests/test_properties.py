@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 import opendml as dml
 from tests import reference as ref
+from .conftest import n_examples
 
 TYPES = [t for t in dml.DataType if t.value not in (0, 12, 13)]
-SETTINGS = settings(max_examples=60, deadline=None,
+SETTINGS = settings(max_examples=n_examples(60), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
@@ -178,7 +179,7 @@ ints = st.one_of(st.integers(-2**40, 2**40), st.integers(-3, 8), st.floats(allow
 int_lists = st.one_of(st.lists(ints, max_size=9), ints)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(sizes=int_lists, offsets=int_lists, wins=int_lists, strides=int_lists, out=st.one_of(st.none(), int_lists))
 def test_random_slice1_fields_never_crash(sizes, offsets, wins, strides, out):
     try:
@@ -189,7 +190,7 @@ def test_random_slice1_fields_never_crash(sizes, offsets, wins, strides, out):
         pass
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(sizes=int_lists, w=int_lists, s=int_lists, d=int_lists, sp=int_lists, ep=int_lists)
 def test_random_unfold_fields_never_crash(sizes, w, s, d, sp, ep):
     try:
@@ -198,7 +199,7 @@ def test_random_unfold_fields_never_crash(sizes, w, s, d, sp, ep):
         pass
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(case=slice1_cases(), which=st.integers(0, 3), delta=st.integers(1, 5))
 def test_out_of_range_windows_raise_validation_errors(case, which, delta):
     desc = case[0]
@@ -331,7 +332,7 @@ def run_plan(desc, plan, src_words, out_pad, seed):
     return got, bool((raw[~touched] == fill[~touched]).all())
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=n_examples(120), deadline=None)
 @given(case=fold_cases(), seed=st.integers(0, 2**16))
 def test_fold_plan_matches_reference(case, seed):
     desc, in_pad, out_pad = case
@@ -345,7 +346,7 @@ def test_fold_plan_matches_reference(case, seed):
     assert same(got, ref_fold(desc, x)) and untouched
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=n_examples(120), deadline=None)
 @given(case=slice_grad_cases(), seed=st.integers(0, 2**16))
 def test_slice_grad_plan_matches_reference(case, seed):
     desc, in_pad, out_pad = case
@@ -385,7 +386,7 @@ def numpy_views(draw, base_shape, dtype):
     return parent[tuple(slice(None, None, t) for t in steps)]
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=n_examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_lowering_with_numpy_layouts(data):
     """``lower(in_strides, in_offset)`` as the planner calls it, on views with
@@ -436,7 +437,7 @@ def test_fold_is_the_adjoint_of_unfold(backend, pair, seed):
     assert np.vdot(ux, y) == np.vdot(x, fy)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=n_examples(100), deadline=None)
 @given(pair=unfold_fold_pairs(), seed=st.integers(0, 2**16))
 def test_reference_fold_is_the_adjoint_of_reference_unfold(pair, seed):
     unfold, fold = pair
@@ -468,7 +469,7 @@ def test_slice_grad_is_the_adjoint_of_slice1(backend, case, seed):
     assert same(device.run(fwd, sg), g)                          # slice1(slice_grad(g)) == g
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=n_examples(100), deadline=None)
 @given(case=slice_grad_cases(dtypes=[dml.DataType.FLOAT64]), seed=st.integers(0, 2**16))
 def test_reference_slice_grad_is_the_adjoint_of_reference_slice1(case, seed):
     grad = case[0]
@@ -482,7 +483,7 @@ def test_reference_slice_grad_is_the_adjoint_of_reference_slice1(case, seed):
 
 # -- invalid FOLD and SLICE_GRAD descriptions ------------------------------------------
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(sizes=int_lists, out=st.one_of(st.none(), int_lists), w=int_lists, s=int_lists, d=int_lists, sp=int_lists,
        ep=int_lists)
 def test_random_fold_fields_never_crash(sizes, out, w, s, d, sp, ep):
@@ -493,7 +494,7 @@ def test_random_fold_fields_never_crash(sizes, out, w, s, d, sp, ep):
         pass
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(sizes=int_lists, out=st.one_of(st.none(), int_lists), offsets=int_lists, wins=int_lists, strides=int_lists)
 def test_random_slice_grad_fields_never_crash(sizes, out, offsets, wins, strides):
     try:
@@ -504,7 +505,7 @@ def test_random_slice_grad_fields_never_crash(sizes, out, offsets, wins, strides
         pass
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(case=fold_cases(), which=st.sampled_from(["n", "rows", "blocks", "lead"]), delta=st.integers(1, 5))
 def test_wrong_fold_input_sizes_raise_validation_errors(case, which, delta):
     desc = case[0]
@@ -525,7 +526,7 @@ def test_wrong_fold_input_sizes_raise_validation_errors(case, which, delta):
                              desc.window_sizes, desc.strides, desc.dilations, desc.start_padding, desc.end_padding)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(case=slice_grad_cases(), which=st.integers(0, 7), delta=st.integers(1, 5), grow=st.booleans())
 def test_out_of_range_slice_grad_windows_raise_validation_errors(case, which, delta, grow):
     desc = case[0]

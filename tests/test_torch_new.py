@@ -35,10 +35,11 @@ from tests import reference as ref  # noqa: E402
 from tests.conftest import cuda_available, native_available, run_in_threads  # noqa: E402
 from tests.test_newshape_fastpaths import modest_unfold, outcome, per_axis, slice1_args, slice_args, window_args  # noqa: E402
 from tests.test_newshape_plain import unfold_fields  # noqa: E402
+from .conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
-SETTINGS = settings(max_examples=150, deadline=None,
+SETTINGS = settings(max_examples=n_examples(80), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 DTYPES = [torch.float32, torch.float32, torch.float16, torch.float64, torch.int8, torch.uint8, torch.int16,
           torch.int32, torch.int64]

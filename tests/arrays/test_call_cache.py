@@ -21,12 +21,13 @@ from hypothesis import strategies as st
 import opendml as dml
 from tests import reference as ref
 from tests.conftest import cuda_available, native_available
+from ..conftest import n_examples
 
 DTYPES = [np.dtype(t) for t in ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
                                 "uint16", "uint32", "uint64")]
 OPS = {"slice": dml.slice, "slice1": dml.slice1, "unfold": dml.unfold, "fold": dml.fold,
        "slice_grad": dml.slice_grad}
-SETTINGS = settings(max_examples=40, deadline=None,
+SETTINGS = settings(max_examples=n_examples(40), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
@@ -859,7 +860,7 @@ def assert_same_tensor(got, want):
 
 @needs_cache
 @pytest.mark.parametrize("op", list(OPS))
-@settings(SETTINGS, max_examples=25)
+@settings(SETTINGS, max_examples=n_examples(25))
 @given(data=st.data())
 def test_torch_cpu_calls_give_the_python_routes_bytes(op, data):
     shape, args = data.draw(CALLS[op], label="call")
@@ -1395,7 +1396,7 @@ def test_family_lookups_of_anything_take_the_python_route(args):
 
 
 @needs_cache
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=n_examples(150), deadline=None)
 @given(data=st.data())
 def test_family_records_of_random_passes_stay_inside_their_buffers(data):
     """Whatever a record says, what put accepts reads and writes inside the

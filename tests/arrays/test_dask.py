@@ -17,12 +17,13 @@ from hypothesis import strategies as st  # noqa: E402
 
 import opendml as dml  # noqa: E402
 import opendml.arrays as api  # noqa: E402  (the in-memory functions the tasks call)
+from ..conftest import n_examples
 
 DTYPES = [np.float32, np.float16, np.float64, np.int8, np.uint16, np.int32, np.int64]
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=n_examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 # A round trip to the LocalCluster costs tens of milliseconds: fewer examples
 # there, the threaded scheduler covers the space.
-DISTRIBUTED_SETTINGS = settings(SETTINGS, max_examples=12)
+DISTRIBUTED_SETTINGS = settings(SETTINGS, max_examples=n_examples(12))
 THREADS = lambda y: y.compute(scheduler="threads")  # noqa: E731
 
 # -- independent NumPy FOLD and SLICE_GRAD: they check the chunking on its own ------

@@ -16,12 +16,13 @@ import opendml as dml
 from opendml.model.data_type import DataType
 from opendml.plan import (MAP_CLAMP, MAP_REFLECT, MAP_SYMMETRIC, MAP_WRAP, AxisMap, Copy, Fill, MovePlan)
 from opendml.runtime.cpu.backend import WORDS, CpuBackend, MoveParams, canonical_move_pass
+from ..conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not dml.config().compiled_available, reason="compiled CPU kernels not built")
 
 TYPES = [t for t in DataType if 1 <= t.value <= 11]
 MODES = [MAP_CLAMP, MAP_REFLECT, MAP_SYMMETRIC, MAP_WRAP]
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=n_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def backends():
@@ -346,7 +347,7 @@ def _move_pass(draw):
     return Copy(0, 0, sizes, draw(st.integers(-99, 99)), src_strides, draw(st.integers(0, 99)), dst_strides, maps, sb)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=n_examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=_move_pass(), types=st.tuples(st.integers(1, 11), st.integers(1, 11)))
 def test_move_params_in_c_are_the_python_bytes(p, types):
     """move_params (move_params.c), the parameters of a never-seen shape's

@@ -30,10 +30,11 @@ from opendml.runtime.cpu import backend as cpu_backend
 from opendml.runtime.cuda import index, steps
 from tests.conftest import native_available
 from tests.test_newshape_index import call, calls, offered
+from ..conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=n_examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DATA = 0x7F00_0000_0000
 OUT = 0x7E00_0000_0000
 #: index.py's settings C reads (c_settings' order) and values to try
@@ -165,7 +166,7 @@ def test_launches_equal_the_python_routes(drawn, seed):
         compare(drawn, seed, mp)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=n_examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calls(), st.integers(0, 2 ** 32 - 1), st.fixed_dictionaries({k: st.sampled_from(v) for k, v in KNOBS.items()}))
 def test_launches_follow_index_settings(drawn, seed, knobs):
     """Can fail: C plans with index.py's default settings where they were changed (it reads c_settings()

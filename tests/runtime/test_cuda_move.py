@@ -93,8 +93,11 @@ def reference_convert(words: np.ndarray, st: DataType, dt: DataType, sb=None) ->
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 @pytest.mark.parametrize("path", [cl.MOVE_KERNELS, cl.LAYOUT_KERNELS], ids=lambda p: p.name)
 def test_move_kernels_compile_with_nvcc(tmp_path, path):
+    """move.cu (its ``asm`` statements checked by ptxas) to an object; layout.cu, which has none, to PTX as NVRTC
+    compiles it (half the time)."""
+    ptx = "asm" not in path.read_text(encoding="utf-8")
     r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{cl.INCLUDE}", f"-I{cl.HERE}",
-                        "-DOPENDML_INSTANTIATE", "-c", str(path), "-o", str(tmp_path / "m.o")],
+                        "-DOPENDML_INSTANTIATE", "-ptx" if ptx else "-c", str(path), "-o", str(tmp_path / "m.o")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stderr.lower(), r.stderr

@@ -23,10 +23,11 @@ from opendml.runtime.cpu import backend as cpu_backend
 from opendml.runtime.cuda import steps
 from tests.conftest import native_available, run_in_threads
 from tests.test_newshape_move import calls, inputs
+from ..conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=n_examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DATA = 0x7F00_0000_0000
 OUT = 0x7E00_0000_0000
 

@@ -23,10 +23,11 @@ from opendml.runtime.cuda import tuned as ct
 from tests.conftest import native_available
 from tests.test_newshape_fastpaths import slice1_args, slice_args, window_args
 from tests.test_newshape_plain import unfold_fields
+from ..conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled CPU kernels are not built")
 
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=n_examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KINDS = calls.NEW_KINDS
 DTYPES = {1: np.uint8, 2: np.float16, 4: np.float32, 8: np.float64}
 INTS = {1: np.int8, 2: np.uint16, 4: np.int32, 8: np.uint64}

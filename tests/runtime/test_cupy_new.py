@@ -39,6 +39,7 @@ from tests.runtime.test_cuda_move_cache import FakeArray, fake  # noqa: F401 - a
 from tests.runtime.test_cuda_spec import ALIGN, DTYPES, INTS, call_of, element_layout, plain_plan, zeros
 from tests.test_newshape_fastpaths import modest_unfold, outcome, slice1_args, slice_args, window_args
 from tests.test_newshape_plain import unfold_fields
+from ..conftest import n_examples
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="the compiled extension is not built")
 
@@ -92,7 +93,7 @@ def c_route(fn, x, *args, kernels=MISSING):
                           lambda: (kernels, steps.c_settings()))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+@settings(max_examples=n_examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                                                    HealthCheck.function_scoped_fixture])
 @given(a_call(), st.data(), st.sampled_from([1, 2, 4, 8]), st.booleans(), ALIGN, ALIGN)
 def test_the_launch_chosen_for_a_cupy_array_is_the_python_routes(fake, drawn, data, es, floating, src, dst):
@@ -264,7 +265,7 @@ def _cupy_ok() -> bool:
 
 
 needs_cupy = pytest.mark.skipif(not _cupy_ok(), reason="CUDA (CuPy) is not available")
-GPU = settings(max_examples=10, deadline=None,
+GPU = settings(max_examples=n_examples(10), deadline=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                       HealthCheck.function_scoped_fixture])
 
