@@ -149,12 +149,11 @@ def _extremes_in_range(lo, hi, bounds, unsigned: bool) -> bool:
     return bool(((np.asarray(lo).astype(np.int64) >= -n) & (np.asarray(hi).astype(np.int64) < n)).all())
 
 
-def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indices", last_axis: bool = False):
-    """The first index outside ``[-n, n)`` (signed types) or ``[0, n)``
+def check_index_values(v: np.ndarray, bounds, where: str, last_axis: bool = False):
+    """The first index of ``v`` outside ``[-n, n)`` (signed types) or ``[0, n)``
     (unsigned) raises ``ValidationError`` naming its value and position;
     ``bounds`` is one n, or (``last_axis``) one n per entry of the last
     axis (index tuples)."""
-    v = values
     if v is None or v.size == 0:
         return
     n = np.asarray(bounds, dtype=np.int64)
@@ -175,7 +174,7 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
         at = tuple(int(p) for p in np.unravel_index(int(np.argmax(bad)), v.shape))   # the first, row-major
         bound = int(np.broadcast_to(n, v.shape)[at])
         lo = -bound if v.dtype.kind == "i" else 0
-        raise ValidationError(f"{where}: {name}[{', '.join(map(str, at))}] = {int(v[at])} is out of range: it must "
+        raise ValidationError(f"{where}: indices[{', '.join(map(str, at))}] = {int(v[at])} is out of range: it must "
                               f"be in [{lo}, {bound - 1}] (a dimension of size {bound}); pass check_indices=False to "
                               f"skip this check (out-of-range indices are then clamped)")
 
