@@ -47,14 +47,11 @@ def _empty(shape, dtype):
     return cupy.ndarray(shape, dtype, raw.data + (-raw.data.ptr % 16))
 
 
-_KINDS = "iuf"
-
-
 def run(call, arrays) -> list:
     """The adapter's one route: ``call`` on CuPy arrays; the outputs as a list."""
     since = calls.generation() if call.ccall is not None else None   # before any setting is read
     for x in arrays:
-        if x.dtype.kind not in _KINDS or x.dtype.itemsize not in (1, 2, 4, 8):
+        if x.dtype.kind not in "iuf" or x.dtype.itemsize not in (1, 2, 4, 8):
             raise ValidationError(f"{call.name}: unsupported dtype {x.dtype}")
     device_id = arrays[0].device.id
     for i, x in enumerate(arrays):

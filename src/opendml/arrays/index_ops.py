@@ -101,10 +101,12 @@ def checked(where: str, x, **others) -> None:
 
 def _host(a) -> np.ndarray | None:
     """The values of an index array, on the host (NumPy), for the index check
-    (None for a JAX tracer: see ``_traced``)."""
+    (None for a JAX tracer, ``jit`` over the indices: their values are not
+    known when the call is traced, so they are not checked; the kernels clamp
+    them)."""
     if isinstance(a, np.ndarray):
         return a
-    if _traced(a):
+    if type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__:
         return None
     if type(a).__module__.startswith("torch"):   # PyTorch, read past any torch.func transform
         import torch
@@ -130,13 +132,6 @@ def _torch_traced(torch, a) -> bool:
     from torch._subclasses.functional_tensor import FunctionalTensor
     return (torch.compiler.is_compiling() or a.device.type == "meta" or isinstance(a, (FakeTensor, FunctionalTensor))
             or torch._is_functional_tensor(a))
-
-
-def _traced(a) -> bool:
-    """Whether ``a`` is a JAX tracer (``jit`` over the indices): its values
-    are not known when the call is traced, so they are not checked (the
-    kernels clamp them)."""
-    return type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__
 
 
 def _extremes_in_range(lo, hi, bounds, unsigned: bool) -> bool:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ...jsonform import from_json, to_json
-from ...model.errors import UnsupportedError, ValidationError
+from ...model.errors import ValidationError
 from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
 from ...runtime import calls
@@ -35,7 +35,7 @@ from ...runtime.config import config
 from ...runtime.cuda.backend import check_alignment
 from .. import engine
 from . import inductor, node as _node
-from .dtypes import TORCH_DTYPES, device_error, torch_dtype
+from .dtypes import TORCH_DTYPES, check_device, device_error, torch_dtype
 
 __all__ = ["move_op", "call_move", "description"]
 
@@ -61,9 +61,8 @@ def kernel(desc, arrays) -> list:
         return [torch.from_numpy(o) for o in engine.execute(desc, numpy_views(arrays))]
     if x.device.type == "meta":
         return [torch.empty(t.sizes, dtype=torch_dtype(t), device="meta") for t in desc.outputs]
-    if x.device.type == "cuda":
-        return cuda_move(desc, arrays)
-    raise UnsupportedError(f"{desc.OPERATOR}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+    check_device(x, desc.OPERATOR)        # (cuda, the one device left)
+    return cuda_move(desc, arrays)
 
 
 def cuda_move(desc, arrays, record=None) -> list:
