@@ -292,10 +292,12 @@ def _windows(x, dt, desc):
     name = "opendml-unfold-" + tokenize(x, W, st, dil, sp, desc.end_padding, _target_bytes())
     g = _Graph(name, x)
     meta = meta_from_array(x, ndim=3, dtype=dt)
+    chunks = (tuple(b - a for a, b in n_parts),
+              tuple((c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)) for c0, c1, wlo, whi in row_boxes),
+              tuple(math.prod(h - l for l, h in zip(blo, bhi)) for blo, bhi in col_boxes))
     for (ni, (n0, n1)), (ri, (c0, c1, wlo, whi)), (ci, (blo, bhi)) in itertools.product(
             enumerate(n_parts), enumerate(row_boxes), enumerate(col_boxes)):
-        out_shape = (n1 - n0, (c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)),
-                     math.prod(h - l for l, h in zip(blo, bhi)))
+        out_shape = (chunks[0][ni], chunks[1][ri], chunks[2][ci])
         # Along each spatial axis the blocks [blo, bhi) read, for window offsets
         # [wlo, whi), the padded positions [first, last); the task gets the
         # input's part of that range and pads the rest itself.
@@ -314,9 +316,6 @@ def _windows(x, dt, desc):
         keys, grid = g.gather([(n0, n1), (c0, c1)] + region)
         op = _Call("unfold", (tuple(h - l for l, h in zip(wlo, whi)), st, dil, tuple(pad_lo), tuple(pad_hi)), grid)
         g.tasks[key] = (op, keys)
-    chunks = (tuple(b - a for a, b in n_parts),
-              tuple((c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)) for c0, c1, wlo, whi in row_boxes),
-              tuple(math.prod(h - l for l, h in zip(blo, bhi)) for blo, bhi in col_boxes))
     return g.array(chunks, meta)
 
 
@@ -555,30 +554,25 @@ def _blockwise(call, desc, arrays, dtypes, rules) -> list:
         want = tuple((x.shape[k],) if rules.get(k) == 0 else c for k, c in enumerate(chunks))
         inputs.append(x if x.chunks == want else x.rechunk(want))
     grid = [len(c) for c in inputs[0].chunks]
-
-    def block_desc(index):
-        shapes = [tuple(x.chunks[k][i] for k, i in enumerate(index)) for x in inputs]
-        return call.describe_arrays(dtypes, shapes)
-
-    # The output's chunks: the operator's shape rule on the blocks along each axis.
+    # The output's chunks: the operator's shape rule on the blocks along each axis (block i of axis k, block 0
+    # of the others).
     n_out = len(desc.outputs)
     out_chunks = [[[] for _ in grid] for _ in range(n_out)]
     for k, n in enumerate(grid):
         for i in range(n):
-            d = block_desc(tuple(i if j == k else 0 for j in range(len(grid))))
+            d = call.describe_arrays(dtypes, [tuple(c[i if j == k else 0] for j, c in enumerate(x.chunks))
+                                              for x in inputs])
             for o, t in enumerate(d.outputs):
                 out_chunks[o][k].append(t.sizes[k])
     token = tokenize(call.name, desc, *inputs)
     raw = f"opendml-{call.name}-{token}"
-    names = [raw] if n_out == 1 and not call.multi else [f"opendml-{call.name}-{o}-{token}" for o in range(n_out)]
+    one = n_out == 1 and not call.multi
+    names = [raw] if one else [f"opendml-{call.name}-{o}-{token}" for o in range(n_out)]
     tasks: dict = {}
     picks: list = [{} for _ in names]
     for index in np.ndindex(*grid):
-        keys = [(x.name, *index) for x in inputs]
-        if names[0] == raw:
-            tasks[(raw, *index)] = (_run_block, call, 0, *keys)
-        else:
-            tasks[(raw, *index)] = (_run_block, call, None, *keys)
+        tasks[(raw, *index)] = (_run_block, call, 0 if one else None, *((x.name, *index) for x in inputs))
+        if not one:
             for o, name in enumerate(names):
                 picks[o][(name, *index)] = (operator.getitem, (raw, *index), o)
     graph = HighLevelGraph.from_collections(raw, tasks, dependencies=inputs)
