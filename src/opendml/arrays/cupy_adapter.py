@@ -18,7 +18,6 @@ import cupy
 
 from ..model.errors import UnsupportedError, ValidationError
 from ..runtime import calls
-from ..runtime.cuda.backend import relaunch
 from . import cuda
 
 
@@ -80,4 +79,3 @@ def run(call, arrays) -> list:
 
 
 calls.register_cupy(cupy.ndarray, cupy.empty, cupy.cuda.runtime.getDevice, _current_stream_ptr)
-calls.register_cuda_retry(relaunch)       # (a served entry's failed launch: also registered by PyTorch's adapter)
