@@ -445,14 +445,7 @@ def _fold_chunking(n_chunks, channels, K, S, w0, stride0, dil0, pad0, blocks, co
 
 def _largest(ok, most: int) -> int:
     """The largest n in [1, most] with ok(n) (ok is monotone), or 0."""
-    lo, hi = 0, most
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return bisect.bisect_left(range(1, most + 1), True, key=lambda n: not ok(n))
 
 
 # -- SLICE_GRAD ---------------------------------------------------------------------------

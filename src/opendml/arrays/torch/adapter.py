@@ -29,6 +29,7 @@ through them without importing a layer above it.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import sys
 
@@ -139,7 +140,7 @@ def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
             return [out]
     # (under torch.func transforms, vmap included, the Function routes every call; its
     # backward and jvp refuse an operator not differentiable for these types)
-    return list(_move_function(desc, wrapped).apply(route, *arrays))
+    return list(_move_function(desc.OPERATOR.lower(), wrapped).apply(route, *arrays))
 
 
 #: (call key, dtype, shape, device) -> _Route: calls of one tensor already validated.
@@ -552,14 +553,8 @@ class _MoveEager(torch.autograd.Function):
     jvp = staticmethod(_MoveLinear.jvp)
 
 
-_MOVE_FUNCTIONS: dict = {}
-
-
-def _move_function(desc, wrapped: bool = True):
+@functools.lru_cache(maxsize=None)
+def _move_function(name: str, wrapped: bool):
     """``_MoveLinear`` (``_MoveEager`` where no ``torch.func`` transform wraps the inputs) under the
-    operator's name, so a result's ``grad_fn`` says which."""
-    name = desc.OPERATOR.lower()
-    fn = _MOVE_FUNCTIONS.get((name, wrapped))
-    if fn is None:
-        fn = _MOVE_FUNCTIONS[name, wrapped] = type(f"opendml_{name}", (_MoveLinear if wrapped else _MoveEager,), {})
-    return fn
+    operator's name (``name``, lower case), so a result's ``grad_fn`` says which."""
+    return type(f"opendml_{name}", (_MoveLinear if wrapped else _MoveEager,), {})
