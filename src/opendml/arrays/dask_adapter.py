@@ -114,13 +114,9 @@ def _bounds(chunks) -> list[int]:
 def _split(lo: int, hi: int, most: int) -> list[tuple[int, int]]:
     """[lo, hi) cut into the fewest near-equal ranges of at most ``most``."""
     count = -(-(hi - lo) // max(1, most))
-    base, extra = divmod(hi - lo, count)
-    out, a = [], lo
-    for i in range(count):
-        b = a + base + (1 if i < extra else 0)
-        out.append((a, b))
-        a = b
-    return out
+    base, extra = divmod(hi - lo, count)           # the first ``extra`` ranges one longer
+    edges = [lo + i * base + min(i, extra) for i in range(count + 1)]
+    return list(zip(edges, edges[1:]))
 
 
 def _boxes(shape, most: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -167,15 +163,9 @@ class _Graph:
     def gather(self, region) -> tuple[list, tuple[int, ...]]:
         """Keys of the pieces that make up ``region`` (one (lo, hi) per axis of
         the source, non-empty), in row-major order, and their grid's shape."""
-        per_axis = []
-        for (lo, hi), b in zip(region, self.bounds):
-            first = bisect.bisect_right(b, lo) - 1
-            axis = []
-            for i in range(first, len(b) - 1):
-                if b[i] >= hi:
-                    break
-                axis.append((i, max(lo, b[i]) - b[i], min(hi, b[i + 1]) - b[i], b[i + 1] - b[i]))
-            per_axis.append(axis)
+        per_axis = [[(i, max(lo, b[i]) - b[i], min(hi, b[i + 1]) - b[i], b[i + 1] - b[i])     # the chunks it meets
+                     for i in range(bisect.bisect_right(b, lo) - 1, bisect.bisect_left(b, hi))]
+                    for (lo, hi), b in zip(region, self.bounds)]
         keys = []
         for combo in itertools.product(*per_axis):
             index = tuple(c[0] for c in combo)
@@ -496,14 +486,11 @@ def _scatter(grad, dt, desc):
 def _aligned(chunks: tuple, m: int) -> tuple:
     """``chunks`` with every boundary moved down to a multiple of ``m``
     (the total is one)."""
-    total = sum(chunks)
-    cuts, at = [], 0
-    for c in chunks[:-1]:
-        at += c
-        cut = at - at % m
-        if cut > (cuts[-1] if cuts else 0):
-            cuts.append(cut)
-    edges = [0, *cuts, total]
+    edges = [0]
+    for at in itertools.accumulate(chunks[:-1]):
+        if at - at % m > edges[-1]:
+            edges.append(at - at % m)
+    edges.append(sum(chunks))
     return tuple(b - a for a, b in zip(edges, edges[1:]))
 
 

@@ -322,7 +322,7 @@ def _pass_params(plan, p, checked: bool):
     return _INDEX_PASS, p.src, 0, bytes(params), 1, False
 
 
-def _reads_all(plan, passes, arrays) -> bool:
+def _reads_all(passes, arrays) -> bool:
     """Whether the checked passes read every element of every index array
     they read (the fused check is then the whole check): each index axis
     reads its share (the array's size over the axes reading it) at distinct
@@ -331,8 +331,6 @@ def _reads_all(plan, passes, arrays) -> bool:
     for slot in slots:
         n = arrays[slot].size
         reading = [(p, ix) for p in passes for ix in getattr(p, "indices", ()) if ix.index == slot]
-        if n and not reading:
-            return False
         for p, ix in reading:
             reads = math.prod(s for s, t in zip(p.sizes, ix.index_strides) if t and s > 1) if p.count else 0
             if reads * sum(1 for q, _ in reading if q is p) != n:
@@ -398,7 +396,7 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     checked = name in _CHECKED and bool(args[0])
     passes = [p for p in plan.passes if p.count]
     params = tuple(_pass_params(plan, p, checked and type(p) in (Gather, Scatter)) for p in passes)
-    if None in params or (checked and not _reads_all(plan, passes, arrays)):
+    if None in params or (checked and not _reads_all(passes, arrays)):
         return None
     dtype = desc.outputs[0].data_type.numpy_dtype
     origins = tuple(origin * a.itemsize for a, (_, (_, origin), _) in zip(arrays, prepared))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import threading
 
 import numpy as np
@@ -212,10 +213,7 @@ def _self_overlapping(sizes, strides) -> bool:
         return False                 # each stride steps past everything the smaller ones reach
     if any(t == 0 for t, _ in dims):
         return True
-    count = 1
-    for _, n in dims:
-        count *= n
-    if count > _OVERLAP_CHECK_ELEMENTS:
+    if math.prod(n for _, n in dims) > _OVERLAP_CHECK_ELEMENTS:
         return True                  # interleaved and too large to list: treated as overlapping
     offsets = np.zeros(1, dtype=np.int64)
     for t, n in dims:
