@@ -114,9 +114,7 @@ def split_padding(padding):
     int per axis), e.g. ``((1, 0), (2, 1))`` pads axis 0 by 1 before and 2
     after, axis 1 by 0 before and 1 after. Nothing is checked here: the
     values are validated by the operator that takes them."""
-    if not _is_sequence(padding):
-        return padding, padding
-    if len(padding) == 2 and any(_is_sequence(p) for p in padding):
+    if _is_sequence(padding) and len(padding) == 2 and any(_is_sequence(p) for p in padding):
         return padding[0], padding[1]
     return padding, padding
 

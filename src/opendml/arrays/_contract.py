@@ -50,6 +50,7 @@ arguments alike.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import sys
@@ -144,29 +145,20 @@ def array_sequence(arrays, function: str) -> tuple:
 
 # -- dtypes ----------------------------------------------------------------------------------------
 
-#: dtype spelling -> DataType, or False (a dtype with no DirectML type), for hashable spellings seen.
-_SEEN: dict = {}
-
-
 def data_type(spelling):
     """The ``DataType`` of a dtype spelling: a ``DataType`` or its name
     (``"FLOAT32"``, ``"DML_TENSOR_DATA_TYPE_FLOAT32"``), anything
     ``numpy.dtype`` takes (JAX's dtypes included), a PyTorch dtype. None for
     a dtype with no DirectML type (bool, bfloat16...); ``TypeError`` for no
     dtype at all."""
-    key = (type(spelling), spelling)      # the type too: DataType.FLOAT32 == 1 and True == 1, but 1 is no dtype
     try:
-        hit = _SEEN.get(key)
-    except TypeError:                     # not hashable: read below
-        hit = key = None
-    if hit is not None:
-        return hit or None
-    got = _data_type(spelling)
-    if key is not None and len(_SEEN) < 256:
-        _SEEN[key] = got if got is not None else False
-    return got
+        return _data_type(spelling)
+    except TypeError:                     # not hashable: read uncached (no dtype: the same TypeError again)
+        return _data_type.__wrapped__(spelling)
 
 
+# cached by the spelling and its type (typed): DataType.FLOAT32 == 1 and True == 1, but 1 is no dtype
+@functools.lru_cache(maxsize=256, typed=True)
 def _data_type(spelling):
     if isinstance(spelling, DataType):
         return spelling if spelling in DTYPE_NAMES else None

@@ -1,8 +1,8 @@
 """What the array API's front and its framework adapters share, below both:
 which framework an array belongs to (``framework_of``, by type, looked up
 only where the framework is already imported) and ``front``, the namespace
-holding the array API's public functions, which ``opendml.arrays`` fills
-once the front (``arrays/front.py``) and the index functions are imported.
+holding the array API's public functions, which the front
+(``arrays/front.py``) fills as it binds each one.
 An adapter that calls the array API again (an adjoint, a batching rule, a
 Dask task) reads ``front.slice1`` there at call time, so no adapter imports
 ``opendml.arrays`` back: the front loads them (by name, through
@@ -27,7 +27,7 @@ __all__ = ["FRAMEWORKS", "READABLE", "front", "framework_of", "enter_graph_whole
 FRAMEWORKS = (("torch", "Tensor"), ("cupy", "ndarray"), ("jax", "Array"), ("dask.array", "Array"))
 
 #: The array API's public functions (``slice``, ``slice1``, ..., ``tile``,
-#: ``gather``, ...), set by ``opendml.arrays`` as it is imported.
+#: ``gather``, ...), set by the front as it binds each.
 front = types.SimpleNamespace()
 
 #: Framework module name -> ``check(x, function)``, registered by that

@@ -18,7 +18,6 @@ import cupy
 
 from ..model.errors import UnsupportedError, ValidationError
 from ..runtime import calls
-from ..runtime.cuda.backend import relaunch
 from . import cuda
 
 
@@ -47,14 +46,11 @@ def _empty(shape, dtype):
     return cupy.ndarray(shape, dtype, raw.data + (-raw.data.ptr % 16))
 
 
-_KINDS = "iuf"
-
-
 def run(call, arrays) -> list:
     """The adapter's one route: ``call`` on CuPy arrays; the outputs as a list."""
     since = calls.generation() if call.ccall is not None else None   # before any setting is read
     for x in arrays:
-        if x.dtype.kind not in _KINDS or x.dtype.itemsize not in (1, 2, 4, 8):
+        if x.dtype.kind not in "iuf" or x.dtype.itemsize not in (1, 2, 4, 8):
             raise ValidationError(f"{call.name}: unsupported dtype {x.dtype}")
     device_id = arrays[0].device.id
     for i, x in enumerate(arrays):
@@ -83,4 +79,3 @@ def run(call, arrays) -> list:
 
 
 calls.register_cupy(cupy.ndarray, cupy.empty, cupy.cuda.runtime.getDevice, _current_stream_ptr)
-calls.register_cuda_retry(relaunch)       # (a served entry's failed launch: also registered by PyTorch's adapter)

@@ -114,13 +114,9 @@ def _bounds(chunks) -> list[int]:
 def _split(lo: int, hi: int, most: int) -> list[tuple[int, int]]:
     """[lo, hi) cut into the fewest near-equal ranges of at most ``most``."""
     count = -(-(hi - lo) // max(1, most))
-    base, extra = divmod(hi - lo, count)
-    out, a = [], lo
-    for i in range(count):
-        b = a + base + (1 if i < extra else 0)
-        out.append((a, b))
-        a = b
-    return out
+    base, extra = divmod(hi - lo, count)           # the first ``extra`` ranges one longer
+    edges = [lo + i * base + min(i, extra) for i in range(count + 1)]
+    return list(zip(edges, edges[1:]))
 
 
 def _boxes(shape, most: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -167,15 +163,9 @@ class _Graph:
     def gather(self, region) -> tuple[list, tuple[int, ...]]:
         """Keys of the pieces that make up ``region`` (one (lo, hi) per axis of
         the source, non-empty), in row-major order, and their grid's shape."""
-        per_axis = []
-        for (lo, hi), b in zip(region, self.bounds):
-            first = bisect.bisect_right(b, lo) - 1
-            axis = []
-            for i in range(first, len(b) - 1):
-                if b[i] >= hi:
-                    break
-                axis.append((i, max(lo, b[i]) - b[i], min(hi, b[i + 1]) - b[i], b[i + 1] - b[i]))
-            per_axis.append(axis)
+        per_axis = [[(i, max(lo, b[i]) - b[i], min(hi, b[i + 1]) - b[i], b[i + 1] - b[i])     # the chunks it meets
+                     for i in range(bisect.bisect_right(b, lo) - 1, bisect.bisect_left(b, hi))]
+                    for (lo, hi), b in zip(region, self.bounds)]
         keys = []
         for combo in itertools.product(*per_axis):
             index = tuple(c[0] for c in combo)
@@ -292,10 +282,12 @@ def _windows(x, dt, desc):
     name = "opendml-unfold-" + tokenize(x, W, st, dil, sp, desc.end_padding, _target_bytes())
     g = _Graph(name, x)
     meta = meta_from_array(x, ndim=3, dtype=dt)
+    chunks = (tuple(b - a for a, b in n_parts),
+              tuple((c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)) for c0, c1, wlo, whi in row_boxes),
+              tuple(math.prod(h - l for l, h in zip(blo, bhi)) for blo, bhi in col_boxes))
     for (ni, (n0, n1)), (ri, (c0, c1, wlo, whi)), (ci, (blo, bhi)) in itertools.product(
             enumerate(n_parts), enumerate(row_boxes), enumerate(col_boxes)):
-        out_shape = (n1 - n0, (c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)),
-                     math.prod(h - l for l, h in zip(blo, bhi)))
+        out_shape = (chunks[0][ni], chunks[1][ri], chunks[2][ci])
         # Along each spatial axis the blocks [blo, bhi) read, for window offsets
         # [wlo, whi), the padded positions [first, last); the task gets the
         # input's part of that range and pads the rest itself.
@@ -314,9 +306,6 @@ def _windows(x, dt, desc):
         keys, grid = g.gather([(n0, n1), (c0, c1)] + region)
         op = _Call("unfold", (tuple(h - l for l, h in zip(wlo, whi)), st, dil, tuple(pad_lo), tuple(pad_hi)), grid)
         g.tasks[key] = (op, keys)
-    chunks = (tuple(b - a for a, b in n_parts),
-              tuple((c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)) for c0, c1, wlo, whi in row_boxes),
-              tuple(math.prod(h - l for l, h in zip(blo, bhi)) for blo, bhi in col_boxes))
     return g.array(chunks, meta)
 
 
@@ -446,14 +435,7 @@ def _fold_chunking(n_chunks, channels, K, S, w0, stride0, dil0, pad0, blocks, co
 
 def _largest(ok, most: int) -> int:
     """The largest n in [1, most] with ok(n) (ok is monotone), or 0."""
-    lo, hi = 0, most
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return bisect.bisect_left(range(1, most + 1), True, key=lambda n: not ok(n))
 
 
 # -- SLICE_GRAD ---------------------------------------------------------------------------
@@ -504,14 +486,11 @@ def _scatter(grad, dt, desc):
 def _aligned(chunks: tuple, m: int) -> tuple:
     """``chunks`` with every boundary moved down to a multiple of ``m``
     (the total is one)."""
-    total = sum(chunks)
-    cuts, at = [], 0
-    for c in chunks[:-1]:
-        at += c
-        cut = at - at % m
-        if cut > (cuts[-1] if cuts else 0):
-            cuts.append(cut)
-    edges = [0, *cuts, total]
+    edges = [0]
+    for at in itertools.accumulate(chunks[:-1]):
+        if at - at % m > edges[-1]:
+            edges.append(at - at % m)
+    edges.append(sum(chunks))
     return tuple(b - a for a, b in zip(edges, edges[1:]))
 
 
@@ -555,30 +534,25 @@ def _blockwise(call, desc, arrays, dtypes, rules) -> list:
         want = tuple((x.shape[k],) if rules.get(k) == 0 else c for k, c in enumerate(chunks))
         inputs.append(x if x.chunks == want else x.rechunk(want))
     grid = [len(c) for c in inputs[0].chunks]
-
-    def block_desc(index):
-        shapes = [tuple(x.chunks[k][i] for k, i in enumerate(index)) for x in inputs]
-        return call.describe_arrays(dtypes, shapes)
-
-    # The output's chunks: the operator's shape rule on the blocks along each axis.
+    # The output's chunks: the operator's shape rule on the blocks along each axis (block i of axis k, block 0
+    # of the others).
     n_out = len(desc.outputs)
     out_chunks = [[[] for _ in grid] for _ in range(n_out)]
     for k, n in enumerate(grid):
         for i in range(n):
-            d = block_desc(tuple(i if j == k else 0 for j in range(len(grid))))
+            d = call.describe_arrays(dtypes, [tuple(c[i if j == k else 0] for j, c in enumerate(x.chunks))
+                                              for x in inputs])
             for o, t in enumerate(d.outputs):
                 out_chunks[o][k].append(t.sizes[k])
     token = tokenize(call.name, desc, *inputs)
     raw = f"opendml-{call.name}-{token}"
-    names = [raw] if n_out == 1 and not call.multi else [f"opendml-{call.name}-{o}-{token}" for o in range(n_out)]
+    one = n_out == 1 and not call.multi
+    names = [raw] if one else [f"opendml-{call.name}-{o}-{token}" for o in range(n_out)]
     tasks: dict = {}
     picks: list = [{} for _ in names]
     for index in np.ndindex(*grid):
-        keys = [(x.name, *index) for x in inputs]
-        if names[0] == raw:
-            tasks[(raw, *index)] = (_run_block, call, 0, *keys)
-        else:
-            tasks[(raw, *index)] = (_run_block, call, None, *keys)
+        tasks[(raw, *index)] = (_run_block, call, 0 if one else None, *((x.name, *index) for x in inputs))
+        if not one:
             for o, name in enumerate(names):
                 picks[o][(name, *index)] = (operator.getitem, (raw, *index), o)
     graph = HighLevelGraph.from_collections(raw, tasks, dependencies=inputs)

@@ -101,10 +101,12 @@ def checked(where: str, x, **others) -> None:
 
 def _host(a) -> np.ndarray | None:
     """The values of an index array, on the host (NumPy), for the index check
-    (None for a JAX tracer: see ``_traced``)."""
+    (None for a JAX tracer, ``jit`` over the indices: their values are not
+    known when the call is traced, so they are not checked; the kernels clamp
+    them)."""
     if isinstance(a, np.ndarray):
         return a
-    if _traced(a):
+    if type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__:
         return None
     if type(a).__module__.startswith("torch"):   # PyTorch, read past any torch.func transform
         import torch
@@ -132,13 +134,6 @@ def _torch_traced(torch, a) -> bool:
             or torch._is_functional_tensor(a))
 
 
-def _traced(a) -> bool:
-    """Whether ``a`` is a JAX tracer (``jit`` over the indices): its values
-    are not known when the call is traced, so they are not checked (the
-    kernels clamp them)."""
-    return type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__
-
-
 def _extremes_in_range(lo, hi, bounds, unsigned: bool) -> bool:
     """Whether indices whose smallest and largest values are ``lo`` and ``hi``
     (per tuple entry where ``bounds`` has one n per entry) all lie in
@@ -149,12 +144,11 @@ def _extremes_in_range(lo, hi, bounds, unsigned: bool) -> bool:
     return bool(((np.asarray(lo).astype(np.int64) >= -n) & (np.asarray(hi).astype(np.int64) < n)).all())
 
 
-def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indices", last_axis: bool = False):
-    """The first index outside ``[-n, n)`` (signed types) or ``[0, n)``
+def check_index_values(v: np.ndarray, bounds, where: str, last_axis: bool = False):
+    """The first index of ``v`` outside ``[-n, n)`` (signed types) or ``[0, n)``
     (unsigned) raises ``ValidationError`` naming its value and position;
     ``bounds`` is one n, or (``last_axis``) one n per entry of the last
     axis (index tuples)."""
-    v = values
     if v is None or v.size == 0:
         return
     n = np.asarray(bounds, dtype=np.int64)
@@ -175,7 +169,7 @@ def check_index_values(values: np.ndarray, bounds, where: str, name: str = "indi
         at = tuple(int(p) for p in np.unravel_index(int(np.argmax(bad)), v.shape))   # the first, row-major
         bound = int(np.broadcast_to(n, v.shape)[at])
         lo = -bound if v.dtype.kind == "i" else 0
-        raise ValidationError(f"{where}: {name}[{', '.join(map(str, at))}] = {int(v[at])} is out of range: it must "
+        raise ValidationError(f"{where}: indices[{', '.join(map(str, at))}] = {int(v[at])} is out of range: it must "
                               f"be in [{lo}, {bound - 1}] (a dimension of size {bound}); pass check_indices=False to "
                               f"skip this check (out-of-range indices are then clamped)")
 
@@ -328,7 +322,7 @@ def _pass_params(plan, p, checked: bool):
     return _INDEX_PASS, p.src, 0, bytes(params), 1, False
 
 
-def _reads_all(plan, passes, arrays) -> bool:
+def _reads_all(passes, arrays) -> bool:
     """Whether the checked passes read every element of every index array
     they read (the fused check is then the whole check): each index axis
     reads its share (the array's size over the axes reading it) at distinct
@@ -337,8 +331,6 @@ def _reads_all(plan, passes, arrays) -> bool:
     for slot in slots:
         n = arrays[slot].size
         reading = [(p, ix) for p in passes for ix in getattr(p, "indices", ()) if ix.index == slot]
-        if n and not reading:
-            return False
         for p, ix in reading:
             reads = math.prod(s for s, t in zip(p.sizes, ix.index_strides) if t and s > 1) if p.count else 0
             if reads * sum(1 for q, _ in reading if q is p) != n:
@@ -404,7 +396,7 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     checked = name in _CHECKED and bool(args[0])
     passes = [p for p in plan.passes if p.count]
     params = tuple(_pass_params(plan, p, checked and type(p) in (Gather, Scatter)) for p in passes)
-    if None in params or (checked and not _reads_all(plan, passes, arrays)):
+    if None in params or (checked and not _reads_all(passes, arrays)):
         return None
     dtype = desc.outputs[0].data_type.numpy_dtype
     origins = tuple(origin * a.itemsize for a, (_, (_, origin), _) in zip(arrays, prepared))

@@ -24,9 +24,11 @@ Where the operator is linear for the dtypes, it is a ``jax.custom_vjp``
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -81,21 +83,13 @@ def _check_x64(name: str, dtypes) -> None:
                                    f"off (jax_enable_x64 is False); enable it or choose a 32-bit type")
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Static:
     """The validated description as ``custom_vjp``'s static argument (hashed
-    by value), with the call that made it (which runs it again on other
-    arrays)."""
-
-    __slots__ = ("desc", "call")
-
-    def __init__(self, desc, call):
-        self.desc, self.call = desc, call
-
-    def __hash__(self):
-        return hash(self.desc)
-
-    def __eq__(self, other):
-        return isinstance(other, _Static) and other.desc == self.desc
+    and compared by value), with the call that made it (which runs it again
+    on other arrays)."""
+    desc: Any
+    call: Any = dataclasses.field(compare=False)
 
 
 def _forward(p, xs) -> tuple:
@@ -161,6 +155,7 @@ def _bwd(p, constants, cts):
     return (engine.adjoint(desc, cts, constants),)
 
 
+@functools.lru_cache(maxsize=None)
 def _differentiable(name: str):
     """One ``custom_vjp`` function per operator, named ``opendml_<op>`` in jaxprs."""
     def forward(p, xs):
@@ -172,15 +167,8 @@ def _differentiable(name: str):
     return f
 
 
-_OPS: dict = {}
-
-
 def _linear(p, xs):
-    name = p.call.name
-    f = _OPS.get(name)
-    if f is None:
-        f = _OPS[name] = _differentiable(name)
-    return f(p, xs)
+    return _differentiable(p.call.name)(p, xs)
 
 
 # -- the lax forms (no validation: the arguments are a validated description's) -

@@ -29,6 +29,7 @@ through them without importing a layer above it.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import sys
 
@@ -44,13 +45,12 @@ from .._dispatch import front as api          # the array API's functions (fille
 from .. import _dispatch
 from . import dynamic, inductor as torch_inductor, library, node as torch_node
 from .. import engine
-from .dtypes import SUPPORTED_DTYPES, device_error, numpy_dtype, torch_dtype
+from .dtypes import SUPPORTED_DTYPES, check_device, device_error, numpy_dtype, torch_dtype
 from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, kernel_move, operators
 
 __all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
            "define_cpp", "compiled_status", "CPP_NAMESPACE"]
 
-_DEVICES = ("cpu", "cuda", "meta")
 #: Tensor types whose memory the kernel route may read directly.
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -83,11 +83,6 @@ def _readable(x, name: str) -> None:
 
 
 _dispatch.READABLE["torch"] = _readable
-
-
-def _check_device(x, name: str) -> None:
-    if x.device.type not in _DEVICES:
-        raise UnsupportedError(f"{name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -145,7 +140,7 @@ def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
             return [out]
     # (under torch.func transforms, vmap included, the Function routes every call; its
     # backward and jvp refuse an operator not differentiable for these types)
-    return list(_move_function(desc, wrapped).apply(route, *arrays))
+    return list(_move_function(desc.OPERATOR.lower(), wrapped).apply(route, *arrays))
 
 
 #: (call key, dtype, shape, device) -> _Route: calls of one tensor already validated.
@@ -283,7 +278,7 @@ def through_op(x, call):
     """``call`` through the custom operators: validated first where ``x``'s
     sizes are known, with the array API's own rules and messages."""
     dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
-    _check_device(x, call.name)
+    check_device(x, call.name)
     if _fwad._current_level >= 0 and not torch.compiler.is_compiling() and _fwad.unpack_dual(x).tangent is not None:
         raise UnsupportedError(f"{call.name}: forward-mode AD (a dual tensor) under a tracer or dispatch mode is "
                                f"not supported by opendml's custom operators; call it eagerly (outside the "
@@ -467,7 +462,7 @@ def _check_move(call, arrays):
     dtypes = [numpy_dtype(x, call.name) for x in arrays]
     device = arrays[0].device
     for i, x in enumerate(arrays):
-        _check_device(x, call.name)
+        check_device(x, call.name)
         if x.device != device:
             raise device_error(call.name, device, x.device, f"arrays[{i}]")
     return dtypes
@@ -558,14 +553,8 @@ class _MoveEager(torch.autograd.Function):
     jvp = staticmethod(_MoveLinear.jvp)
 
 
-_MOVE_FUNCTIONS: dict = {}
-
-
-def _move_function(desc, wrapped: bool = True):
+@functools.lru_cache(maxsize=None)
+def _move_function(name: str, wrapped: bool):
     """``_MoveLinear`` (``_MoveEager`` where no ``torch.func`` transform wraps the inputs) under the
-    operator's name, so a result's ``grad_fn`` says which."""
-    name = desc.OPERATOR.lower()
-    fn = _MOVE_FUNCTIONS.get((name, wrapped))
-    if fn is None:
-        fn = _MOVE_FUNCTIONS[name, wrapped] = type(f"opendml_{name}", (_MoveLinear if wrapped else _MoveEager,), {})
-    return fn
+    operator's name (``name``, lower case), so a result's ``grad_fn`` says which."""
+    return type(f"opendml_{name}", (_MoveLinear if wrapped else _MoveEager,), {})

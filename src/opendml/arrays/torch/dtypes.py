@@ -8,13 +8,13 @@ import numpy as np
 import torch
 
 from ...model.errors import UnsupportedError
+from .._contract import DTYPE_NAMES
 
-__all__ = ["DTYPES", "TORCH_DTYPES", "SUPPORTED_DTYPES", "numpy_dtype", "torch_dtype"]
+__all__ = ["DTYPES", "TORCH_DTYPES", "SUPPORTED_DTYPES", "numpy_dtype", "torch_dtype", "check_device", "device_error"]
 
-#: PyTorch dtypes with a DirectML data type.
-DTYPES = {getattr(torch, name): np.dtype(name) for name in (
-    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
-SUPPORTED_DTYPES = ", ".join(str(t).removeprefix("torch.") for t in DTYPES)
+#: PyTorch dtypes with a DirectML data type (PyTorch and NumPy name each alike).
+DTYPES = {getattr(torch, name): np.dtype(name) for name in DTYPE_NAMES.values()}
+SUPPORTED_DTYPES = ", ".join(DTYPE_NAMES.values())
 #: NumPy dtype -> its PyTorch dtype.
 TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
@@ -36,6 +36,12 @@ def numpy_dtype(x, name: str = "array API") -> np.dtype:
                                f"supported: DirectML has no complex types; supported dtypes: {SUPPORTED_DTYPES}")
     raise UnsupportedError(f"{name}: PyTorch dtype {x.dtype} has no DirectML data type; supported dtypes "
                            f"(the 11 DirectML types): {SUPPORTED_DTYPES}")
+
+
+def check_device(x, name: str) -> None:
+    """The ``UnsupportedError`` of a tensor on a device other than cpu, cuda or meta."""
+    if x.device.type not in ("cpu", "cuda", "meta"):
+        raise UnsupportedError(f"{name}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
 
 
 def device_error(where: str, device, got, slot: str) -> UnsupportedError:

@@ -32,7 +32,7 @@ import torch
 from ...model.errors import ValidationError
 from .. import _dispatch, engine
 from .dtypes import device_error, numpy_dtype, torch_dtype
-from .library import batched
+from .library import list_rule
 
 __all__ = ["traced", "text_of"]
 
@@ -119,10 +119,10 @@ def _one_device(op: str, tensors) -> None:
             raise device_error(f"opendml::{op}", tensors[0].device, x.device, f"tensor {i}")
 
 
-def _call_of(text: str, inputs):
-    """(the family function's ``Call`` for ``inputs``, nothing run; linear) of a call's text."""
+def _desc_of(text: str, inputs):
+    """(the validated description of a call's text on ``inputs``' sizes' hints, nothing run; linear)."""
     name, x, args, linear = _parse(text, inputs)
-    return _dispatch.front.family_call(name, x, args), linear
+    return _description(_dispatch.front.family_call(name, x, args), inputs), linear
 
 
 def _hint(n):
@@ -172,33 +172,28 @@ def family_op(inputs, call):
 
 @family_op.register_fake
 def _family_fake(inputs, call):
-    c, linear = _call_of(call, inputs)
-    desc = _description(c, inputs)
+    desc, linear = _desc_of(call, inputs)
     if linear:
         engine.linear_part(desc)          # (its error: a call without one, as the implementation's)
     sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
     return [inputs[0].new_empty(s, dtype=torch_dtype(t)) for s, t in zip(sizes, desc.outputs)]
 
 
-def _family_rule(info, in_dims, inputs, call):
-    outs = batched(info, in_dims[0], inputs, lambda xs: family_op(xs, call))
-    return outs, [0] * len(outs)
-
-
-family_op.register_vmap(_family_rule)
+family_op.register_vmap(list_rule(family_op))
 
 
 def _setup(ctx, inputs, output):
-    ctx.call = inputs[1]
-    ctx.like = [(tuple(x.shape), x.dtype) for x in inputs[0]]    # (no input kept alive for the backward)
+    """Either operator's: its call text and its tensor inputs' sizes and dtypes (no input kept alive for the
+    backward)."""
+    ctx.call = inputs[-1]
+    ctx.like = [(tuple(x.shape), x.dtype) for x in inputs[-2]]
 
 
 def _family_backward(ctx, grads):
     ref = next(g for g in grads if g is not None)
     # the adjoint reads the inputs' sizes and dtypes alone: one element each, expanded, stands in for them
     inputs = [ref.new_empty((), dtype=dtype).expand(shape) for shape, dtype in ctx.like]
-    c, _ = _call_of(ctx.call, inputs)
-    desc = _description(c, inputs)
+    desc, _ = _desc_of(ctx.call, inputs)
     sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
     grads = [g if g is not None else ref.new_zeros(s, dtype=torch_dtype(t))
              for g, s, t in zip(grads, sizes, desc.outputs)]
@@ -221,8 +216,7 @@ def adjoint_op(grads, inputs, call):
 def _adjoint_description(grads, inputs, call):
     """The description of ``family_adjoint``'s call, its gradients checked against its outputs (sizes: the hints'
     where symbolic, the fake's; their values, the implementation's)."""
-    c, _ = _call_of(call, inputs)
-    desc = _description(c, inputs)
+    desc, _ = _desc_of(call, inputs)
     _one_device("family_adjoint", [*inputs, *grads])
     if len(grads) != len(desc.outputs):
         raise ValidationError(f"opendml::family_adjoint: {desc.OPERATOR} has {len(desc.outputs)} output(s); got "
@@ -242,11 +236,6 @@ def _adjoint_fake(grads, inputs, call):
     return [x.new_empty(tuple(x.shape)) for x in inputs]
 
 
-def _adjoint_setup(ctx, inputs, output):
-    ctx.call = inputs[2]
-    ctx.like = [(tuple(x.shape), x.dtype) for x in inputs[1]]
-
-
 def _adjoint_backward(ctx, grads):
     name, args, seq, _ = json.loads(ctx.call)
     linear = json.dumps([name, args, seq, True], separators=(",", ":"))
@@ -255,4 +244,4 @@ def _adjoint_backward(ctx, grads):
     return list(family_op(ws, linear)), [None] * len(ctx.like), None
 
 
-adjoint_op.register_autograd(_adjoint_backward, setup_context=_adjoint_setup)
+adjoint_op.register_autograd(_adjoint_backward, setup_context=_setup)

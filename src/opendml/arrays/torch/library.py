@@ -21,13 +21,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import threading
 
 import numpy as np
 import torch
 
 from ...jsonform import from_json, to_json
-from ...model.errors import UnsupportedError, ValidationError
+from ...model.errors import ValidationError
 from ...model.tensor_desc import TensorDesc, packed_strides
 from ...ops import OPERATORS
 from ...runtime import calls
@@ -35,7 +36,7 @@ from ...runtime.config import config
 from ...runtime.cuda.backend import check_alignment
 from .. import engine
 from . import inductor, node as _node
-from .dtypes import TORCH_DTYPES, device_error, torch_dtype
+from .dtypes import TORCH_DTYPES, check_device, device_error, torch_dtype
 
 __all__ = ["move_op", "call_move", "description"]
 
@@ -61,9 +62,8 @@ def kernel(desc, arrays) -> list:
         return [torch.from_numpy(o) for o in engine.execute(desc, numpy_views(arrays))]
     if x.device.type == "meta":
         return [torch.empty(t.sizes, dtype=torch_dtype(t), device="meta") for t in desc.outputs]
-    if x.device.type == "cuda":
-        return cuda_move(desc, arrays)
-    raise UnsupportedError(f"{desc.OPERATOR}: PyTorch tensors on {x.device} are not supported; use cpu or cuda")
+    check_device(x, desc.OPERATOR)        # (cuda, the one device left)
+    return cuda_move(desc, arrays)
 
 
 def cuda_move(desc, arrays, record=None) -> list:
@@ -213,10 +213,7 @@ def _self_overlapping(sizes, strides) -> bool:
         return False                 # each stride steps past everything the smaller ones reach
     if any(t == 0 for t, _ in dims):
         return True
-    count = 1
-    for _, n in dims:
-        count *= n
-    if count > _OVERLAP_CHECK_ELEMENTS:
+    if math.prod(n for _, n in dims) > _OVERLAP_CHECK_ELEMENTS:
         return True                  # interleaved and too large to list: treated as overlapping
     offsets = np.zeros(1, dtype=np.int64)
     for t, n in dims:
@@ -321,16 +318,17 @@ def _setup(ctx, inputs, output):
     ctx.save_for_backward(*[inputs[0][i] for i in engine.constant_inputs(description(inputs[1]))])
 
 
-def _filled(desc, grads) -> list:
-    """``grads`` with zeros for the outputs that got none."""
+def _adjoint(text: str, grads, constants=()) -> list:
+    """The adjoint of the description ``text`` on ``grads`` (zeros for the outputs that got none) and
+    ``constants`` (the inputs its adjoint reads): either move operator's backward."""
+    desc = description(text)
     ref = next(g for g in grads if g is not None)
-    return [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
-            for g, t in zip(grads, desc.outputs)]
+    return list(engine.adjoint(desc, [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
+                                      for g, t in zip(grads, desc.outputs)], constants))
 
 
 def _backward(ctx, grads):
-    desc = description(ctx.desc)
-    return list(engine.adjoint(desc, _filled(desc, grads), tuple(ctx.saved_tensors))), None
+    return _adjoint(ctx.desc, grads, tuple(ctx.saved_tensors)), None
 
 
 move_op.register_autograd(_backward, setup_context=_setup)
@@ -344,15 +342,16 @@ def batched(info, dims, xs, call) -> list:
     return [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
 
 
-def _move_rule(op):
-    """The batching rule of ``op`` (either namespace's move)."""
-    def rule(info, in_dims, inputs, desc):
-        outs = batched(info, in_dims[0], inputs, lambda xs: op(xs, desc))
+def list_rule(op):
+    """The batching rule of ``op(Tensor[] inputs, str text) -> Tensor[]`` (either namespace's move,
+    ``opendml::family``)."""
+    def rule(info, in_dims, inputs, text):
+        outs = batched(info, in_dims[0], inputs, lambda xs: op(xs, text))
         return outs, [0] * len(outs)
     return rule
 
 
-move_op.register_vmap(_move_rule(move_op))
+move_op.register_vmap(list_rule(move_op))
 
 
 def _move(inputs, text):
@@ -392,16 +391,11 @@ def _record(text: str, desc):
         return call
 
 
-def _cpp_move_backward(saved, grads):
-    """The C++ operator's backward: ``saved`` is (the inputs' sizes, desc)."""
-    desc = description(saved[1])
-    return list(engine.adjoint(desc, _filled(desc, grads)))
-
-
 # The same operator among the C++ operators: its kernel is the Python one (``_move``, which records the call
-# in the C call cache under the description's own code), without the custom operator's Python dispatch.
+# in the C call cache under the description's own code), without the custom operator's Python dispatch; its
+# backward's ``saved`` is (the inputs' sizes, desc).
 define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _move), True, _move_fake,
-           _move_rule, _cpp_move_backward)
+           list_rule, lambda saved, grads: _adjoint(saved[1], grads))
 _CUSTOM_MOVE = {"move": torch.ops.opendml.move.default}
 inductor.attach("opendml", _CUSTOM_MOVE, CPP_DEFS)
 

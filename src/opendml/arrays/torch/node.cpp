@@ -129,8 +129,6 @@ struct TupleNode : Node {
     }
   }
 
-  void release_variables() override {}
-
   // A Python exception of backward (an opendml error, ...), kept with the
   // error so that the engine can raise it on the thread that called
   // backward, which need not be this one (CUDA device threads, reentrant

@@ -16,6 +16,7 @@ down beside it (``<name>.failed``) and retried after an hour; until then ``statu
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -37,7 +38,6 @@ _SOURCE = pathlib.Path(__file__).with_name("node.cpp")
 _API_HEADER = pathlib.Path(__file__).parents[2] / "runtime" / "native" / "torch_api.h"
 _lock = threading.Lock()
 _state = {"module": None, "status": "not built", "thread": None}
-_slots: dict = {}
 #: How long a "wait" call waits for a build, in seconds, before it takes the
 #: Python route.
 WAIT_S = 240.0
@@ -303,12 +303,8 @@ def status() -> str:
     return _state["status"]
 
 
+@functools.lru_cache(maxsize=None)
 def slot(module, name: str) -> int:
-    """The node type (slot) whose ``grad_fn`` is named ``name``."""
-    k = _slots.get(name)
-    if k is None:
-        with _lock:
-            k = _slots.get(name)
-            if k is None:
-                k = _slots[name] = module.slot(name)
-    return k
+    """The node type (slot) whose ``grad_fn`` is named ``name`` (``module.slot`` gives a name seen before its
+    own slot again: the cache only spares the call)."""
+    return module.slot(name)
