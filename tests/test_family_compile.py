@@ -432,8 +432,9 @@ print("ok")
 
 
 @pytest.mark.parametrize("fn", [lambda v: dml.pad(v, 1, 1, dml.PaddingMode.EDGE),
-                                lambda v: dml.space_to_depth(v, 2, dml.DepthSpaceOrder.COLUMN_ROW_DEPTH)],
-                         ids=["pad_PaddingMode", "space_to_depth_DepthSpaceOrder"])
+                                lambda v: dml.space_to_depth(v, 2, dml.DepthSpaceOrder.COLUMN_ROW_DEPTH),
+                                lambda v: dml.cast(v, dml.DataType.FLOAT64)],
+                         ids=["pad_PaddingMode", "space_to_depth_DepthSpaceOrder", "cast_DataType"])
 def test_enum_arguments_compile(fn):
     """Dynamo passes an ``IntEnum`` argument to a function it enters whole as its int: the functions take a
     member's int value as the member."""
@@ -449,7 +450,10 @@ def test_an_int_that_is_no_members_value_is_refused():
     with pytest.raises(ValidationError, match="Order"):
         dml.space_to_depth(x, 2, 2)
     with pytest.raises(ValidationError, match="dtype must be"):
-        dml.cast(x, 9)                       # (a dtype is never an int, DataType.FLOAT64's value included)
+        dml.cast(x, 99)                      # (no DataType's value)
+    with pytest.raises(ValidationError, match="dtype must be"):
+        dml.cast(x, True)
+    assert dml.cast(x, 9).dtype == torch.float64     # DataType.FLOAT64's value, eagerly as compiled
     with pytest.raises(ValidationError, match="PaddingMode"):
         dml.pad(x, 1, 1, True)
     assert torch.equal(dml.pad(x, 1, 1, 1), dml.pad(x, 1, 1, "edge"))

@@ -482,17 +482,25 @@ def test_unsupported_dtype_arguments_name_the_supported_types():
             raises(dml.UnsupportedError, rf"{binding.function}: dtype \S+ is not supported by {cls.OPERATOR} at "
                                          rf"feature level 6_4 \(supported: {', '.join(supported(cls))}\)",
                    lambda: call(binding, x, dtype=spelling))
-        for junk in ("nope", 3, 1.5, None, [np.float32], True):
-            raises(dml.ValidationError, rf"{binding.function}: dtype must be a NumPy, PyTorch or JAX dtype, a "
-                                        rf"DataType or a DataType name; got .+", lambda: call(binding, x, dtype=junk))
+        for junk in ("nope", 99, -1, 1.5, None, [np.float32], True):
+            raises(dml.ValidationError, rf"{binding.function}: dtype must be a NumPy, PyTorch or JAX dtype, or a "
+                                        rf"DataType, its int value or its name; got .+",
+                   lambda: call(binding, x, dtype=junk))
 
 
 def test_a_dtype_that_equals_an_int_is_not_taken_for_it():
-    # DataType.FLOAT32 == 1: a remembered spelling must not make 1 a dtype
+    # DataType.FLOAT32 == 1 == True: a remembered spelling must not make 1 or True a dtype of the spelling reader
+    # (the dtype arguments take an exact int that is a DataType's value, as torch.compile passes a member: 1 is
+    # FLOAT32 there, True never)
+    from opendml.arrays._contract import data_type
     x = np.zeros(3, np.float32)
-    dml.cast(x, dml.DataType.FLOAT32)
+    assert dml.cast(x, dml.DataType.FLOAT32).dtype == np.float32
+    for spelling in (1, True):
+        with pytest.raises(TypeError):
+            data_type(spelling)
+    assert dml.cast(x.astype(np.float64), 1).dtype == np.float32
     with pytest.raises(dml.ValidationError, match=r"^cast: dtype must be"):
-        dml.cast(x, 1)
+        dml.cast(x, True)
 
 
 # -- tile's repeats: NumPy's rule (issue 34 item 8) -------------------------------------------------------

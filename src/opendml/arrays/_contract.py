@@ -63,7 +63,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..ops import OPERATORS
 from ..ops._common import said_of
-from ..ops._spec import binding_of
+from ..ops._spec import binding_of, enum_member
 from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "DTYPE_NAMES", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence",
@@ -227,11 +227,13 @@ def dtype_argument(dtype, function: str):
     """A dtype argument as the ``DataType`` the operator's support table lists
     (``UnsupportedError`` naming them; ``ValidationError`` for no dtype)."""
     cls = OPERATOR_OF[function]
+    if (member := enum_member(DataType, dtype)) is not None:   # its int value: how torch.compile passes a member
+        dtype = member
     try:
         dt = data_type(dtype)
     except TypeError:
-        raise ValidationError(f"{function}: dtype must be a NumPy, PyTorch or JAX dtype, a DataType or a DataType "
-                              f"name; got {_short(dtype)}") from None
+        raise ValidationError(f"{function}: dtype must be a NumPy, PyTorch or JAX dtype, or a DataType, its int "
+                              f"value or its name; got {_short(dtype)}") from None
     if dt is None or dt not in supported_row(cls).types:
         raise dtype_error(function, "dtype", dtype, cls)
     return dt
