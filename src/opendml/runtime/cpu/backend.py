@@ -339,8 +339,8 @@ class CpuBackend:
     def _index_pass(self, plan: MovePlan, p, srcs, dsts):
         """A compiled ``Gather``/``Scatter`` pass (index.c, one thread: a scatter
         writes in row-major order), or None (NumPy runs it)."""
-        run_pass = getattr(self._native, "index_run_pass", None)
-        params = index_params(plan, p) if run_pass is not None else None
+        run_pass = self._native.index_run_pass
+        params = index_params(plan, p)
         if params is None:
             return None                   # (a last-only gather, a gradient's: NumPy's kernel)
         dst = dsts[p.dst]

@@ -83,13 +83,6 @@ class CudaBackend:
         self._launches: dict = {}
         self._lock = threading.Lock()
 
-    def _evict(self, cache: dict) -> None:
-        """Drop the older half of a cache. A launch owns no device memory (its
-        parameters go by value), so kernels still queued from a dropped one
-        need no synchronisation (and none happens inside a graph capture)."""
-        for k in list(cache)[:len(cache) // 2 + 1]:
-            cache.pop(k, None)
-
     def cache_info(self) -> dict:
         """{'launches', 'launch_via'}: cached launches of this device, and how
         launches are made."""
@@ -205,7 +198,10 @@ class CudaBackend:
     def _store(self, key, rec):
         with self._lock:
             if len(self._launches) >= LAUNCH_CACHE:
-                self._evict(self._launches)
+                # the older half dropped: a launch owns no device memory (its parameters go by value), so kernels
+                # still queued from a dropped one need no synchronisation (and none happens inside a graph capture)
+                for k in list(self._launches)[:len(self._launches) // 2 + 1]:
+                    self._launches.pop(k, None)
             self._launches[key] = rec   # holds the plan: its id stays unique while cached
         return rec
 

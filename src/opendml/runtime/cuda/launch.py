@@ -200,7 +200,7 @@ def _fast_launch():
     extension is not built."""
     from ..cpu.backend import _load_native
     native = _load_native()
-    return getattr(native, "cuda_launch", None)
+    return None if native is None else native.cuda_launch
 
 
 _STREAM_ARGS: dict = {}
