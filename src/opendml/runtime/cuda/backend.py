@@ -51,9 +51,10 @@ import numpy as np
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
+from ..cpu.backend import WORDS
 from . import launch as _launch
 # _NEW_KERNELS, add_new_kernel, check_alignment, new_kernels, relaunch: the adapters import them from here
-from .launch import (_NEW_KERNELS, _NUMPY_WORD, Launch, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
+from .launch import (_NEW_KERNELS, Launch, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
                      add_new_kernel, capture_relaxed, check_alignment, new_kernels, probe, relaunch)
 from .steps import move_steps
 
@@ -114,7 +115,7 @@ class CudaBackend:
 
     def element_range(self, storage, offset: int, nbytes: int, element_size: int):
         count = nbytes // element_size
-        return storage[offset:offset + count * element_size].view(_NUMPY_WORD[element_size])
+        return storage[offset:offset + count * element_size].view(WORDS[element_size])
 
     def synchronize(self) -> None:
         self.device.synchronize()
