@@ -599,7 +599,7 @@ print("bad new", new(True), seen[-1], ccache.info()["entries"])
 """
 
 
-@pytest.mark.skipif(shutil.which("cc") is None or not ccache._HAS_MOVE, reason="no C compiler, or no call cache")
+@pytest.mark.skipif(shutil.which("cc") is None or not ccache._HAS, reason="no C compiler, or no call cache")
 def test_a_checked_new_shape_waits_after_its_host_work(tmp_path):
     """Can fail: a checked never-seen gather on (stand-in) CuPy arrays waits for its stream before its entry
     is recorded (the host work is done while its kernels run: the stand-in's stream wait sees the entry), or
@@ -611,7 +611,7 @@ def test_a_checked_new_shape_waits_after_its_host_work(tmp_path):
                    "bad new None 1 0"], "\n".join(out) + err[-2000:]
 
 
-@pytest.mark.skipif(shutil.which("cc") is None or not ccache._HAS_MOVE, reason="no C compiler, or no call cache")
+@pytest.mark.skipif(shutil.which("cc") is None or not ccache._HAS, reason="no C compiler, or no call cache")
 def test_the_check_plumbing_against_a_stand_in_driver(tmp_path):
     """Can fail: a checked gather on (stand-in) CuPy arrays is not launched from C with a flag address in its
     block, or its stream is not waited for, on its first call and its repeat; a set flag does not make either

@@ -41,7 +41,7 @@ def _driver_loads() -> bool:
 
 
 pytestmark = [
-    pytest.mark.skipif(not calls._HAS_MOVE or not calls.info()["numpy"],
+    pytest.mark.skipif(not calls._HAS or not calls.info()["numpy"],
                        reason="the compiled call cache is not built"),
     # with a driver, the C launcher would queue the stand-in launches for real
     pytest.mark.skipif(_driver_loads(), reason="a CUDA driver library loads here (the GPU tests cover these paths)"),

@@ -204,7 +204,7 @@ def test_settings_c_cannot_read_are_declined(monkeypatch):
 
 def _glue_ok() -> bool:
     from tests.runtime.test_cuda_move_cache import _driver_loads
-    return ccache._HAS_MOVE and ccache.info()["numpy"] and not _driver_loads()
+    return ccache._HAS and ccache.info()["numpy"] and not _driver_loads()
 
 
 glue = pytest.mark.skipif(not _glue_ok(), reason="the call cache is not built, or a CUDA driver loads here (the "

@@ -85,8 +85,8 @@ class _Codes(dict):
 OPS = _Codes()
 
 _native = _load_native()
-_HAS = _native is not None and all(hasattr(_native, f"call_cache_{name}") for name in (
-    "call", "torch", "cupy", "clear", "enable", "info"))
+#: Whether the compiled extension loaded (it always defines every ``call_cache_*`` function).
+_HAS = _native is not None
 
 
 def _miss(*args) -> None:
@@ -101,9 +101,7 @@ call: Callable[..., Any] = _native.call_cache_call if _HAS else _miss
 #: packed list split back into ``split`` lists (then ``extra``) where it
 #: serves a PyTorch tensor autograd need not record, else ``fallback(x,
 #: packed_list)``. None without it.
-packed: Callable[..., Any] | None = getattr(_native, "call_cache_packed", None) if _HAS else None
-
-_HAS_MOVE = _HAS and all(hasattr(_native, f"call_cache_{name}") for name in ("move", "put_move", "move_types"))
+packed: Callable[..., Any] | None = _native.call_cache_packed if _HAS else None
 
 #: ``move(op_code, x, *args)``: a repeated call of any function but the first
 #: five's (theirs offer ``call``, which finds the same entries and, at a miss
@@ -111,7 +109,7 @@ _HAS_MOVE = _HAS and all(hasattr(_native, f"call_cache_{name}") for name in ("mo
 #: arrays (``x`` one array, or a list or tuple of them: JOIN's, the index
 #: functions') served from C: the output (a list for SPLIT), or None (take
 #: the Python route).
-move: Callable[..., Any] = _native.call_cache_move if _HAS_MOVE else _miss
+move: Callable[..., Any] = _native.call_cache_move if _HAS else _miss
 
 
 def generation() -> int:
@@ -159,7 +157,7 @@ def put_move(name: str, x, args: tuple, outs: tuple, origins: tuple, passes: tup
     packed it. ``planned``: each input's (shape, strides) as the passes were
     planned for; nothing is stored (False) where an input no longer has them
     (another thread changed it in place)."""
-    if not _HAS_MOVE:
+    if not _HAS:
         return False
     return _native.call_cache_put_move(OPS[name], x, args, outs, origins, passes, multi, since, planned)
 
@@ -189,7 +187,7 @@ def put_move_cuda(name: str, x, args: tuple, outs: tuple, origins: tuple, launch
     it). Nothing is stored (False) where a launch is not made by the C
     extension's launcher, or a checked call's index pass needs scratch (its
     launches take no flag)."""
-    if not _HAS_MOVE:
+    if not _HAS:
         return False
     checked = name in CHECKED and bool(args) and args[0] is True
     steps = []
@@ -219,11 +217,8 @@ def register_torch_api(capsule) -> None:
     data pointer and the routing facts of a tensor, allocates its outputs
     and finds the current stream through them instead of through Python.
     The values are the same (tests/test_torch_api.py); only the cost differs."""
-    if _HAS and hasattr(_native, "call_cache_torch_api"):
+    if _HAS:
         _native.call_cache_torch_api(capsule)
-
-
-_HAS_NEW = _HAS and hasattr(_native, "call_cache_move_new")
 
 
 #: The operators' ``PLAIN_KERNEL`` names -> the plan kinds (newshape.h's ODML_NEW_*) of the tuned passes
@@ -252,10 +247,9 @@ LOWER_PLAIN = 1 << 25
 #: stream and recorded as ``put_move_cuda`` records them; the name of a kernel
 #: not yet compiled comes back as a str (nothing run: compile it with
 #: ``launch.add_new_kernel`` and call again).
-move_new: Callable[..., Any] = _native.call_cache_move_new if _HAS_NEW else _miss
+move_new: Callable[..., Any] = _native.call_cache_move_new if _HAS else _miss
 
-_index_new = (_native.call_cache_index_new if _HAS_NEW and hasattr(_native, "call_cache_index_new")
-              else _miss)
+_index_new = _native.call_cache_index_new if _HAS else _miss
 
 
 def index_new(op: int, which: int, types: int, given: tuple, args: tuple, since: int, min_bytes: int):
@@ -316,14 +310,14 @@ def entry(name: str, x, *args) -> dict | None:
     bytes, threads, origin, output shape and dtype...; see calls.c's
     ``call_cache_entry``), or None: for tests, which check that every route
     records the same entry."""
-    if not _HAS or not hasattr(_native, "call_cache_entry"):
+    if not _HAS:
         return None
     return _native.call_cache_entry(OPS[name], x, *args)
 
 
 #: ``register_cuda_retry(retry)``: what retries a failed launch of an entry ``move_new`` made,
 #: ``retry(device, function, grid, shared_mem, params, src, dst, stream)``.
-register_cuda_retry: Callable[[Callable], None] = _native.call_cache_cuda_retry if _HAS_NEW else _miss
+register_cuda_retry: Callable[[Callable], None] = _native.call_cache_cuda_retry if _HAS else _miss
 
 
 def _relaunch(*args) -> None:
@@ -339,7 +333,7 @@ register_cuda_retry(_relaunch)
 
 #: ``register_move_types(types)``: the enum types (a tuple: ``PaddingMode``, ``DepthSpaceOrder``, ``DataType``)
 #: whose members, passed as family arguments, key by identity.
-register_move_types: Callable[[tuple], None] = _native.call_cache_move_types if _HAS_MOVE else _miss
+register_move_types: Callable[[tuple], None] = _native.call_cache_move_types if _HAS else _miss
 
 
 def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:

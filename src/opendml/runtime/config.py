@@ -40,16 +40,12 @@ MAX_CACHE_BYTES = 2**62
 CACHE_MIN_BYTES = 1 << 20
 
 
-def _physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def default_cache_bytes() -> int:
-    """The cache limit when none is set: 1/8 of physical memory, at most 1 GiB."""
-    phys = _physical_memory()
+    """The cache limit when none is set: 1/8 of physical memory, at most 1 GiB (256 MiB where unknown)."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        phys = 0
     return min(1 << 30, phys // 8) if phys else 1 << 28
 
 
@@ -114,10 +110,6 @@ class Config:
 compiled_probe = None
 
 
-def _compiled_available() -> bool:
-    return bool(compiled_probe and compiled_probe())
-
-
 def _parse_int(name: str, raw: str, lo: int, hi: int) -> int:
     text = raw.strip()
     if not (text.isascii() and text.isdigit()) or len(text) > 20 or not lo <= int(text) <= hi:
@@ -161,7 +153,7 @@ _listeners: list = []
 def _initial() -> Config:
     for error in _env_errors.values():
         raise error
-    available = _compiled_available()
+    available = bool(compiled_probe and compiled_probe())
     kernels = _env_values.get("cpu_kernels", "compiled" if available else "numpy")
     if kernels == "compiled" and not available:
         raise UnsupportedError("OPENDML_CPU_KERNELS is 'compiled' but opendml's compiled CPU kernels are not "

@@ -339,8 +339,8 @@ class CpuBackend:
     def _index_pass(self, plan: MovePlan, p, srcs, dsts):
         """A compiled ``Gather``/``Scatter`` pass (index.c, one thread: a scatter
         writes in row-major order), or None (NumPy runs it)."""
-        run_pass = getattr(self._native, "index_run_pass", None)
-        params = index_params(plan, p) if run_pass is not None else None
+        run_pass = self._native.index_run_pass
+        params = index_params(plan, p)
         if params is None:
             return None                   # (a last-only gather, a gradient's: NumPy's kernel)
         dst = dsts[p.dst]
@@ -389,7 +389,8 @@ class CpuBackend:
                                         plan.out_offset, plan.out_strides)
         if blob is None:                  # not plain 64-bit tuples: packed here
             blob = bytes(copy_params(plan.canonical()))
-        return self._launch(self._native.copy, blob, src, dst, 2 * _count_of(blob) * plan.element_size)
+        count = _COUNT.unpack_from(blob, 16)[0]
+        return self._launch(self._native.copy, blob, src, dst, 2 * count * plan.element_size)
 
     def _native_windows(self, plan: UnfoldPlan, src, dst):
         inner_step = abs(plan.strides[-1] * plan.in_strides[-1]) * plan.element_size
@@ -409,12 +410,7 @@ class CpuBackend:
                             (p.count + math.prod(p.taken)) * p.element_size)
 
 
-_COUNT = struct.Struct("<q")
-
-
-def _count_of(blob: bytes) -> int:
-    """``count`` of an odml_copy_params' bytes (its third field)."""
-    return _COUNT.unpack_from(blob, 16)[0]
+_COUNT = struct.Struct("<q")            # odml_copy_params' count, its third field (at byte 16)
 
 
 def _tuned(kernel):

@@ -51,9 +51,10 @@ import numpy as np
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
+from ..cpu.backend import WORDS
 from . import launch as _launch
 # _NEW_KERNELS, add_new_kernel, check_alignment, new_kernels, relaunch: the adapters import them from here
-from .launch import (_NEW_KERNELS, _NUMPY_WORD, Launch, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
+from .launch import (_NEW_KERNELS, Launch, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
                      add_new_kernel, capture_relaxed, check_alignment, new_kernels, probe, relaunch)
 from .steps import move_steps
 
@@ -82,13 +83,6 @@ class CudaBackend:
         self.device = cupy.cuda.Device(index)
         self._launches: dict = {}
         self._lock = threading.Lock()
-
-    def _evict(self, cache: dict) -> None:
-        """Drop the older half of a cache. A launch owns no device memory (its
-        parameters go by value), so kernels still queued from a dropped one
-        need no synchronisation (and none happens inside a graph capture)."""
-        for k in list(cache)[:len(cache) // 2 + 1]:
-            cache.pop(k, None)
 
     def cache_info(self) -> dict:
         """{'launches', 'launch_via'}: cached launches of this device, and how
@@ -121,7 +115,7 @@ class CudaBackend:
 
     def element_range(self, storage, offset: int, nbytes: int, element_size: int):
         count = nbytes // element_size
-        return storage[offset:offset + count * element_size].view(_NUMPY_WORD[element_size])
+        return storage[offset:offset + count * element_size].view(WORDS[element_size])
 
     def synchronize(self) -> None:
         self.device.synchronize()
@@ -205,7 +199,10 @@ class CudaBackend:
     def _store(self, key, rec):
         with self._lock:
             if len(self._launches) >= LAUNCH_CACHE:
-                self._evict(self._launches)
+                # the older half dropped: a launch owns no device memory (its parameters go by value), so kernels
+                # still queued from a dropped one need no synchronisation (and none happens inside a graph capture)
+                for k in list(self._launches)[:len(self._launches) // 2 + 1]:
+                    self._launches.pop(k, None)
             self._launches[key] = rec   # holds the plan: its id stays unique while cached
         return rec
 

@@ -70,7 +70,7 @@ from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
 from ..cpu.numpy_kernels import _distinct, fill_bits, outer_count
-from .launch import INDEX_KERNELS, _kernel  # noqa: F401 - index.cu, compiled as every kernel file is
+from .launch import _SCALAR, INDEX_KERNELS, _kernel  # noqa: F401 - index.cu, compiled as every kernel file is
 
 #: Threads a CUDA block (index.cu's IX_THREADS); IX_RANK and IX_AXES.
 THREADS = 256
@@ -115,7 +115,6 @@ GATHER_ROW = ROW_STAGE = True
 #: Whether an accumulating pass widens its contiguous inner run into 2-16
 #: byte words (added element by element).
 WIDE_ACC = True
-_WORD = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
 
@@ -451,7 +450,7 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
         items, q.total = POSITION_ITEMS, -(-n_outer // POSITION_ITEMS)
     index = "u32" if max(q.total, n_outer, q.n_inner) + THREADS * max(items, 4) < 2**32 else "u64"   # (IX_BATCH)
     s.key_t = "u32" if s.slots < 2**32 - 1 else "u64"
-    W, ranks = _WORD[word], f"{k}, {len(p.indices)}"
+    W, ranks = _SCALAR[word], f"{k}, {len(p.indices)}"
     shape = f"{ranks}, {len(inner)}, {items}"
     if s.mode in ("tile", "rows", "pieces"):
         main = f"ix_reverse_{s.mode}<{W}, {index}, {k}>"

@@ -27,8 +27,6 @@ import sys
 import threading
 import types
 
-import numpy as np
-
 from ...model.errors import UnsupportedError
 from .. import params as P
 
@@ -53,7 +51,6 @@ assert 2 * 8 + MAX_PARAM_BYTES <= 4096
 
 
 _SCALAR = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "uint4"}
-_NUMPY_WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _cupy():
@@ -200,7 +197,7 @@ def _fast_launch():
     extension is not built."""
     from ..cpu.backend import _load_native
     native = _load_native()
-    return getattr(native, "cuda_launch", None)
+    return None if native is None else native.cuda_launch
 
 
 _STREAM_ARGS: dict = {}

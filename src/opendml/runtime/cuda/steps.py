@@ -230,10 +230,7 @@ def _pad_row_pass(plan: MovePlan):
     both sides and at least ``PAD_ROWS_MIN`` long), else None."""
     if _pad_program(plan) is None:
         return None
-    ks = kernel_passes(plan, True)
-    if len(ks) != 1:
-        return None
-    k = ks[0]
+    k, = kernel_passes(plan, True)            # (a padding program fuses into one pass)
     if k.fill or k.st != k.dt or k.sb is not None or len(k.dims) >= P.MAX_MOVE_RANK:
         return None
     n, ss, ds = k.dims[-1][:3]
