@@ -15,7 +15,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
 from ..plan import MovePlan
-from ._spec import ENUM_PREFIXES, Field, FieldKind, Tensor, snake, to_float
+from ._spec import ENUM_PREFIXES, OPERATOR_TYPES, Field, FieldKind, Tensor, snake, to_float
 
 T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
@@ -138,7 +138,8 @@ class OperatorDesc:
     OPERATOR : str
         DirectML's operator name without ``DML_OPERATOR_`` (``"SLICE1"``).
     TYPE_VALUE : int
-        Its ``DML_OPERATOR_TYPE`` value.
+        Its ``DML_OPERATOR_TYPE`` value (derived: its index in
+        ``_spec.OPERATOR_TYPES``).
     INTRODUCED : FeatureLevel
         The feature level that introduced the operator (``SUPPORT``'s first
         row's level).
@@ -199,6 +200,8 @@ class OperatorDesc:
             *ins, o = cls.TENSORS
             cls.SLOTS = (*(Tensor(i, snake(i), "input") for i in ins),
                          Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
+        if cls.__dict__.get("OPERATOR") in OPERATOR_TYPES and "TYPE_VALUE" not in cls.__dict__:
+            cls.TYPE_VALUE = OPERATOR_TYPES.index(cls.OPERATOR)
         if "SUPPORT" in cls.__dict__ and "INTRODUCED" not in cls.__dict__:
             cls.INTRODUCED = cls.SUPPORT[0].level       # the page's first table is the level it came with
         cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}

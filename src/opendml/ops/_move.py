@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..plan import AxisMap, Copy, Fill
 from ._common import OperatorDesc
 from ._spec import is_float
 
@@ -28,6 +29,21 @@ class MoveOperatorDesc(OperatorDesc):
         ``_spec``); integer data is not differentiated. An operator with a
         constant term, or whose output is not its data, overrides this."""
         return self if is_float(self.outputs[0].data_type) else None
+
+
+class ElementWiseDesc(MoveOperatorDesc):
+    """IDENTITY and CAST: one strided ``Copy`` of the input to an output of its sizes."""
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[0]),)
+
+    def _passes(self, layouts, scale_bias=None):
+        (strides, origin), = layouts
+        out = self.output_tensor
+        yield Copy(0, 0, out.sizes, origin, tuple(strides), 0, out.element_strides, scale_bias=scale_bias)
+
+    def chunking(self):
+        return {}                                    # element-wise
 
 
 def convert_scalar(value, data_type):
@@ -72,7 +88,6 @@ def pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides)
 
 
 def _pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides):
-    from ..plan import AxisMap, Copy, Fill
     strides, origin = layout
     r = len(in_sizes)
     out_sizes = tuple(n + s + e for n, s, e in zip(in_sizes, start, end))

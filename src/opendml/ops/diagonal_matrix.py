@@ -147,7 +147,6 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
     value: float = 1.0
 
     OPERATOR = "DIAGONAL_MATRIX"
-    TYPE_VALUE = 93
     SLOTS = (Tensor("OutputTensor", "output_tensor", "output"),)
     FIELDS = (Int("Offset", "offset", default=0), Float("Value", "value", default=1.0))
     SUPPORT = support({"2_0": 4, "4_0": (2, 4)}, first=FLOAT16_32, wide="5_1")
@@ -185,7 +184,6 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
     diagonal_fill_end: int = 1
 
     OPERATOR = "DIAGONAL_MATRIX1"
-    TYPE_VALUE = 163
     C_LOWERING = 8
     BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0}, optional=True,
                       route="index", params="*, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1",

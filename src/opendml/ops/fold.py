@@ -28,8 +28,7 @@ import numpy as np
 from ..plan import FoldPlan, WindowSums
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from .unfold import (MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window,
-                     plain_window_fields)
+from .unfold import MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window_fields
 from ._common import plain_ints
 from ._spec import FLOAT_TYPES, WINDOW_SUMS, Binding, per_axis
 from ..model.errors import ValidationError
@@ -95,7 +94,6 @@ class FoldOperatorDesc(_Windowed):
     start_padding, end_padding : int or sequence of int, optional
         The padding ``unfold`` applied before and after each spatial axis
         (default 0); padded positions are dropped.""")
-    TYPE_VALUE = 176
     SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
               "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
@@ -130,7 +128,8 @@ class FoldOperatorDesc(_Windowed):
                 or out.flags):
             return False
         sizes, got = out.sizes, inp.sizes
-        fields = plain_window(self, sizes[2:], MAX_SPATIAL_DIMENSIONS)
+        fields = plain_window_fields(self.window_sizes, self.strides, self.dilations, self.start_padding,
+                                     self.end_padding, sizes[2:], MAX_SPATIAL_DIMENSIONS)
         if fields is None or not 3 <= len(got) <= len(sizes) or any(s != 1 for s in got[:-3]):
             return False
         k, blocks = fields[5:7]

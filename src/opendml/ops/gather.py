@@ -55,7 +55,6 @@ class GatherOperatorDesc(IndexOperatorDesc):
     index_dimensions: int
 
     OPERATOR = "GATHER"
-    TYPE_VALUE = 67
     BINDING = Binding("gather", ((3, 4),), {"axis": 0},
                       others={"indices": ("IndicesTensor", [2, 0, 2], "int32")}, route="index",
                       params="indices: Any, axis: int, index_dimensions: int | None = None, *, "

@@ -125,7 +125,6 @@ class GatherNd1OperatorDesc(_NdIndexing):
     batch_dimension_count: int
 
     OPERATOR = "GATHER_ND1"
-    TYPE_VALUE = 140
     BINDING = Binding("gather_nd", ((3, 4),), {"batch_dimensions": 0},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64")}, route="index",
                       params="indices: Any, batch_dimensions: int = 0, *, check_indices: bool = True",
@@ -191,6 +190,5 @@ class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     batch_dimension_count: int = dataclasses.field(default=0, init=False)
 
     OPERATOR = "GATHER_ND"
-    TYPE_VALUE = 108
     FIELDS = _NdIndexing.FIELDS
     SUPPORT = index_support("2_1")

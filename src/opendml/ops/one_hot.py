@@ -40,7 +40,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
     axis: int
 
     OPERATOR = "ONE_HOT"
-    TYPE_VALUE = 95
     BINDING = Binding("one_hot", ((5,),), {"depth": 4, "axis": -1}, "indices", slot="IndicesTensor",
                       others={"values": ("ValuesTensor", [0, 1], "float32")}, added_axes=1, route="index",
                       params="depth: int, values: Any, axis: int = -1", shape="The indices",

@@ -41,7 +41,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         The step between elements read, one entry per axis (each >= 1); the
         last element read, ``offsets + (sizes - 1) * strides``, must lie in
         ``x``.""")
-    TYPE_VALUE = 60
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     SUPPORT = support({"1_0": (4, 5), "3_0": (1, 8)}, first=TYPES_1_0)
 
@@ -53,13 +52,10 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False
-        dims = inp.sizes
-        n = len(dims)
-        offsets, sizes, strides = plain_ints(self.offsets, n), plain_ints(self.sizes, n), plain_ints(self.strides, n)
-        if offsets is None or sizes is None or strides is None:
+        got = plain_lowering(inp.sizes, self.offsets, self.sizes, self.strides)
+        if got is None:
             return False
-        if not _plain_window(dims, offsets, sizes, strides):
-            return False
+        sizes, offsets, strides = got
         out = self.output_tensor
         if out is None:
             out = TensorDesc(inp.data_type, sizes)

@@ -105,7 +105,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
     output_sizes : sequence of int or None, optional
         The output's shape, at most the reachable elements per axis; None
         (the default) takes them all.""")
-    TYPE_VALUE = 111
     SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))

@@ -56,7 +56,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
         negative ones walking from the window's end); the window must lie in
         ``input_sizes``.""")
-    TYPE_VALUE = 135
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
     FIELDS = Slice1OperatorDesc.FIELDS       # SLICE1's window

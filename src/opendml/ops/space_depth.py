@@ -116,14 +116,12 @@ class _SpaceDepth(MoveOperatorDesc):
 class SpaceToDepthOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C*b*b, H/b, W/b}`` packed."""
     OPERATOR = "SPACE_TO_DEPTH"
-    TYPE_VALUE = 68
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class DepthToSpaceOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C/(b*b), H*b, W*b}`` packed."""
     OPERATOR = "DEPTH_TO_SPACE"
-    TYPE_VALUE = 69
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -180,7 +178,6 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth1):
                        """(N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
     index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".""", "(N, C, H * b, W * b)",
                        "(N, C * b * b, H, W)", "H or W not a multiple of ``block_size``")
-    TYPE_VALUE = 114
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -191,4 +188,3 @@ class DepthToSpace1OperatorDesc(_SpaceDepth1):
     BINDING = _binding("depth_to_space", ((1, 8, 2, 3),), {"block_size": 2}, """(N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
     of ``space_to_depth`` with the same order.""", "(N, C * b * b, H, W)", "(N, C, H * b, W * b)",
                        "the channels not a multiple of ``block_size ** 2``")
-    TYPE_VALUE = 113
