@@ -23,7 +23,6 @@ TYPES_2_1 = TYPES_1_0 | {T.INT8, T.UINT8}
 TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
 #: The types of most of the family's 1_0 and 2_0 tables (FLOAT32, FLOAT16).
 FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,12 +411,17 @@ class OperatorDesc:
     def _float32(self, value, field: str) -> float:
         """A FLOAT field: a real number whose magnitude fits a float32 (NaN and
         infinities are FLOAT values too), stored as its float32 value."""
-        v = to_float(value, field, self._err)
+        return float(self._fitting(to_float(value, field, self._err), field, np.float32, "a FLOAT (float32, {})"))
+
+    def _fitting(self, v: float, field: str, dtype, what: str):
+        """``v`` as a value of ``dtype``, refused where a finite ``v`` overflows (``what``: the type as messages
+        name it, ``{}`` standing for its limit)."""
         with np.errstate(over="ignore"):
-            f = np.float32(v)
+            f = np.array(v).astype(dtype)
         if math.isfinite(v) and not np.isfinite(f):
-            raise self._err(f"{field} must fit a FLOAT (float32, magnitude <= {FLOAT32_MAX:g}); got {v!r}")
-        return float(f)
+            raise self._err(f"{field} must fit {what.format(f'magnitude <= {float(np.finfo(dtype).max):g}')}; "
+                            f"got {v!r}")
+        return f
 
     def _typed_scalar(self, type_attr: str, type_field: str, value_attr: str, value_field: str) -> None:
         """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE``
@@ -449,11 +453,7 @@ class OperatorDesc:
                                 f"got {_short(v)}")
         else:
             v = to_float(v, value_field, self._err)
-            with np.errstate(over="ignore"):
-                overflow = math.isfinite(v) and not np.isfinite(np.array(v).astype(npdt))
-            if overflow:
-                raise self._err(f"{value_field} must fit {type_field} {dt.name} (magnitude <= "
-                                f"{float(np.finfo(npdt).max):g}); got {v!r}")
+            self._fitting(v, value_field, npdt, f"{type_field} {dt.name} ({{}})")
         self._set(value_attr, v)
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,

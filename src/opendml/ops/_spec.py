@@ -273,9 +273,7 @@ class Enum(FieldKind):
     def from_json(self, value, path, parsed, fail):
         prefix = ENUM_PREFIXES.get(self.enum, "")
         if isinstance(value, str):
-            name = value.strip().upper()
-            if prefix and name.startswith(prefix):
-                name = name[len(prefix):]
+            name = value.strip().upper().removeprefix(prefix)
             if name in self.enum.__members__:
                 return self.enum[name]
         elif _is_int(value):
