@@ -44,12 +44,10 @@ class _SpaceDepth(MoveOperatorDesc):
 
     FIELDS = (UInt("BlockSize", "block_size"),)
     SUPPORT = support({"1_0": 4}, first=FLOAT16_32, wide="5_0")
+    order = DepthSpaceOrder.DEPTH_COLUMN_ROW        # (a field of the ``1`` versions)
 
     def __post_init__(self):
         self._check()
-
-    def _order(self) -> DepthSpaceOrder:
-        return DepthSpaceOrder.DEPTH_COLUMN_ROW
 
     @property
     def TO_DEPTH(self) -> bool:  # noqa: N802
@@ -84,7 +82,7 @@ class _SpaceDepth(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         back = api.depth_to_space if self.TO_DEPTH else api.space_to_depth
-        return (back(grad, self.block_size, self._order()),)
+        return (back(grad, self.block_size, self.order),)
 
     def chunking(self):
         b = self.block_size
@@ -101,7 +99,7 @@ class _SpaceDepth(MoveOperatorDesc):
         h, w = hb // b, wb // b
         sizes = (n, b, b, c, h, w)
         space_strides = (s_str[0], s_str[2], s_str[3], s_str[1], b * s_str[2], b * s_str[3])
-        if self._order() == DepthSpaceOrder.DEPTH_COLUMN_ROW:
+        if self.order == DepthSpaceOrder.DEPTH_COLUMN_ROW:
             bh, bw, cc = b * c * d_str[1], c * d_str[1], d_str[1]
         else:
             bh, bw, cc = b * d_str[1], d_str[1], b * b * d_str[1]
@@ -131,9 +129,6 @@ class _SpaceDepth1(_SpaceDepth):
 
     FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
     SUPPORT = support({"2_1": 4}, wide="5_0")
-
-    def _order(self):
-        return self.order
 
     def __post_init__(self):
         self._enum("order", "Order", DepthSpaceOrder)
