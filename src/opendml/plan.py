@@ -381,10 +381,10 @@ class Scatter(_IndexedPass):
     order of ``sizes`` wins (``accumulate`` False), or every one is added in
     that order, in the element type (``accumulate`` True: integers wrap). The
     destination's other elements keep what earlier passes wrote. With
-    ``value`` set, that constant is written instead of the source."""
+    ``value`` set, that constant (of the destination's type) is written
+    instead of the source, which is then not read: a gradient's zeroed
+    positions."""
     accumulate: bool = False
-    #: Where set, this constant (of the destination's type) is written instead
-    #: of the source (which is then not read): a gradient's zeroed positions.
     value: int | float | None = None
 
     def dst_span(self) -> tuple[int, int]:

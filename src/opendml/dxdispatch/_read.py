@@ -147,9 +147,13 @@ _DATA_TYPES = ("UNKNOWN", *(t.name for t in ELEMENT_TYPES))
 _FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
+def _float_word(v):
+    """"nan", "inf", "-inf" (any case) as floats, as DxDispatch reads FLOATs; any other value as it is."""
+    return _FLOAT_WORDS.get(v.lower(), v) if isinstance(v, str) else v
+
+
 def _to_float(value, where: str) -> float:
-    if isinstance(value, str) and value.lower() in _FLOAT_WORDS:
-        return _FLOAT_WORDS[value.lower()]
+    value = _float_word(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ModelError(f"{where}: must be a number or \"nan\", \"inf\", \"-inf\"; got {_short(value)}")
     try:
