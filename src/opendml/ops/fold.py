@@ -136,7 +136,7 @@ class FoldOperatorDesc(_Windowed):
         return got[-3:] == (sizes[0], sizes[1] * k, blocks) and self._keep(fields)
 
     def _check_rules(self):
-        self._check_input()
+        inp = self._check_input()
         d = self._dimension_count()
         if self.output_tensor is None:
             raise self._err("OutputTensor is required (the output's spatial sizes cannot be derived from "
@@ -154,14 +154,6 @@ class FoldOperatorDesc(_Windowed):
                           " x ".join(map(str, blocks)), count)
         self._check_int64("the input's element count N x C x prod(WindowSizes) x BlockCount",
                           f"{n} x {c * k} x {count}", n * c * k * count)
-        self._check_input_sizes()
-
-    def _check_int64(self, what: str, terms: str, value: int) -> None:
-        if value > INT64_MAX:
-            raise self._err(f"{what} must be <= {INT64_MAX} (64-bit arithmetic); got {terms} = {value}")
-
-    def _check_input_sizes(self) -> None:
-        inp, out = self.input_tensor, self.output_tensor
         sizes, r = inp.sizes, inp.rank
         if not 3 <= r <= out.rank:
             raise self._err(
@@ -171,8 +163,6 @@ class FoldOperatorDesc(_Windowed):
             if sizes[i] != 1:
                 raise self._err(f"InputTensor.Sizes[{i}] must be 1 (a leading dimension before N, "
                                 f"C x prod(WindowSizes), BlockCount); got {sizes[i]}")
-        n, c = out.sizes[:2]
-        k = self.window_count
         got_n, got_rows, got_blocks = sizes[-3:]
         if got_n != n:
             raise self._err(f"InputTensor.Sizes[{r - 3}] (N) must equal OutputTensor.Sizes[0] (N); "
@@ -180,12 +170,14 @@ class FoldOperatorDesc(_Windowed):
         if got_rows != c * k:
             raise self._err(f"InputTensor.Sizes[{r - 2}] must equal C x prod(WindowSizes) = "
                             f"OutputTensor.Sizes[1] x prod(WindowSizes) = {c} x {k} = {c * k}; got {got_rows}")
-        blocks = self.blocks_per_dimension
-        count = math.prod(blocks)
         if got_blocks != count:
             terms = " x ".join(map(str, blocks)) + (f" = {count}" if len(blocks) > 1 else "")
             raise self._err(f"InputTensor.Sizes[{r - 1}] must equal BlockCount = {terms} (the blocks per spatial "
                             f"dimension of the padded output); got {got_blocks}")
+
+    def _check_int64(self, what: str, terms: str, value: int) -> None:
+        if value > INT64_MAX:
+            raise self._err(f"{what} must be <= {INT64_MAX} (64-bit arithmetic); got {terms} = {value}")
 
     @property
     def window_count(self) -> int:
