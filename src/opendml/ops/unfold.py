@@ -155,7 +155,7 @@ class UnfoldOperatorDesc(_Windowed):
         inp = self._check_input()
         d = self._dimension_count()
         self._check_window_fields("InputTensor", inp, d)
-        expected = self.expected_output_sizes
+        expected = (inp.sizes[0], inp.sizes[1] * math.prod(self.window_sizes), self.block_count)
         count = math.prod(expected)
         if count > MAX_ELEMENTS or max(expected) > UINT32_MAX:
             raise self._err(f"the output would have sizes {list(expected)} ({count} elements); a tensor "
@@ -180,11 +180,6 @@ class UnfoldOperatorDesc(_Windowed):
         n, c, *spatial = input_sizes
         blocks = blocks_per_dimension(spatial, window_sizes, strides, dilations, start_padding, end_padding)
         return (n, c * math.prod(window_sizes), math.prod(blocks))
-
-    @property
-    def expected_output_sizes(self) -> tuple[int, int, int]:
-        n, c = self.input_tensor.sizes[:2]
-        return (n, c * math.prod(self.window_sizes), self.block_count)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
