@@ -271,15 +271,12 @@ class OperatorDesc:
         if image.rank != d + 2:
             raise self._err(f"{image_name}.DimensionCount must be DimensionCount + 2 = {d + 2} "
                             f"(N, C and {d} spatial); got {image.rank}")
-        for name, field in (("strides", "Strides"), ("dilations", "Dilations"),
-                            ("start_padding", "StartPadding"), ("end_padding", "EndPadding")):
-            self._ints(name, field, d)
+        for f in self.FIELDS[1:]:                  # (WindowSizes, the first, gave d)
+            self._ints(f.attr, f.json, d)
         what = image_name.removesuffix("Tensor").lower()
         for i in range(d):
-            for field, values, lo in (("WindowSizes", self.window_sizes, 1), ("Strides", self.strides, 1),
-                                      ("Dilations", self.dilations, 1), ("StartPadding", self.start_padding, 0),
-                                      ("EndPadding", self.end_padding, 0)):
-                self._check_bounds(field, i, values[i], lo, UINT32_MAX)
+            for f, lo in zip(self.FIELDS, (1, 1, 1, 0, 0)):
+                self._check_bounds(f.json, i, getattr(self, f.attr)[i], lo, UINT32_MAX)
             size = image.sizes[i + 2]
             padded = size + self.start_padding[i] + self.end_padding[i]
             extent = self.dilations[i] * (self.window_sizes[i] - 1) + 1
@@ -296,9 +293,8 @@ class OperatorDesc:
         (SLICE1's input, SLICE_GRAD's output): one entry per dimension, the
         window inside the tensor, strides non-zero and in INT32's range."""
         n = read.rank
-        self._ints("input_window_offsets", "InputWindowOffsets", n)
-        self._ints("input_window_sizes", "InputWindowSizes", n)
-        self._ints("input_window_strides", "InputWindowStrides", n)
+        for f in self.FIELDS:
+            self._ints(f.attr, f.json, n)
         for i in range(n):
             o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
             self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)

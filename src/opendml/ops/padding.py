@@ -48,8 +48,8 @@ class PaddingRules(MoveOperatorDesc):
         inp = self._check_input()
         self._enum("padding_mode", "PaddingMode", PaddingMode)
         n = inp.rank
-        self._ints("start_padding", "StartPadding", n)
-        self._ints("end_padding", "EndPadding", n)
+        for f in self.FIELDS[-2:]:                 # StartPadding, EndPadding
+            self._ints(f.attr, f.json, n)
         for i in range(n):
             self._check_bounds("StartPadding", i, self.start_padding[i], 0, UINT32_MAX)
             self._check_bounds("EndPadding", i, self.end_padding[i], 0, UINT32_MAX)

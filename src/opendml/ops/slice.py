@@ -69,9 +69,8 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
     def _check_rules(self):
         inp = self._check_input()
         n = inp.rank
-        self._ints("offsets", "Offsets", n)
-        self._ints("sizes", "Sizes", n)
-        self._ints("strides", "Strides", n)
+        for f in self.FIELDS:
+            self._ints(f.attr, f.json, n)
         for i in range(n):
             o, s, t, dim = self.offsets[i], self.sizes[i], self.strides[i], inp.sizes[i]
             self._check_bounds("Offsets", i, o, 0, UINT32_MAX)
