@@ -428,7 +428,6 @@ def from_json(obj) -> OperatorDesc:
         if o is None:
             if not s.optional:
                 raise JsonFormError(f"$.{s.json}: required for {cls.OPERATOR} (its sizes cannot be derived)")
-            kw[s.attr] = None
         elif not s.many and s.optional and isinstance(o, dict) and "Sizes" not in o:
             derived = getattr(cls(**{**kw, s.attr: None}), s.attr)
             kw[s.attr] = tensor_from_json(o, f"$.{s.json}", default_type=derived.data_type.name,

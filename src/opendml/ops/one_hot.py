@@ -100,10 +100,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
         array API takes as constants)."""
         return None
 
-    @property
-    def depth(self) -> int:
-        return self.output_tensor.sizes[self.axis]
-
     def _index_passes(self, layouts, out_strides):
         (is_, io), (vs, vo) = layouts
         out, a = self.output_tensor, self.axis
