@@ -135,23 +135,19 @@ def slice1_window(sizes, strides) -> list:
     return [(s - 1) * t + 1 for s, t in zip(sizes, strides)]
 
 
-def _plain_window(dims, offsets, sizes, strides) -> bool:
-    """The rules of the window in the common case (fields already tuples of
-    plain ints, one per dimension), in one pass."""
-    for o, s, t, dim in zip(offsets, sizes, strides, dims):
-        # the last element read inside the input bounds the offset and the size too
-        if o < 0 or s < 1 or t < 1 or t > UINT32_MAX or o + (s - 1) * t >= dim:
-            return False
-    return True
-
-
 def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tuple, tuple] | None:
     """``(output sizes, starts, steps)``: the packed output's element ``c`` is
-    the input's element ``starts + steps * c`` (see ``opendml.ops``)."""
+    the input's element ``starts + steps * c`` (see ``opendml.ops``), where
+    the fields are plain ints, one per dimension, by the window's rules (in
+    one pass); else None. SLICE's fast path as well."""
     n = len(in_sizes)
     offsets, sizes, strides = plain_ints(offsets, n), plain_ints(sizes, n), plain_ints(strides, n)
-    if offsets is None or sizes is None or strides is None or not _plain_window(in_sizes, offsets, sizes, strides):
+    if offsets is None or sizes is None or strides is None:
         return None
+    for o, s, t, dim in zip(offsets, sizes, strides, in_sizes):
+        # the last element read inside the input bounds the offset and the size too
+        if o < 0 or s < 1 or t < 1 or t > UINT32_MAX or o + (s - 1) * t >= dim:
+            return None
     return sizes, offsets, strides
 
 
