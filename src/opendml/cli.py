@@ -164,7 +164,6 @@ def run_bytes(desc, xs) -> int:
     """Memory a run touches: the inputs' distinct host elements (a broadcast
     axis counts once) and buffer elements, the outputs' buffer elements and
     host copies."""
-    xs = xs if isinstance(xs, (list, tuple)) else [xs]
     total = 0
     for x, t in zip(xs, desc.inputs):
         total += math.prod(n for n, s in zip(x.shape, x.strides) if s != 0) * x.itemsize + t.min_size_in_bytes
@@ -181,9 +180,7 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
     desc = from_json(obj)
     desc.validate(device.feature_level)
     out_named = desc.named_tensors("output")
-    outputs = getattr(args, "output", None) or []
-    if isinstance(outputs, str):
-        outputs = [outputs]
+    outputs = args.output or []
     if outputs and len(outputs) != len(out_named):
         raise UsageError(f"--output: {desc.OPERATOR} has {len(out_named)} output(s) "
                          f"({', '.join(n for n, _ in out_named)}); got {len(outputs)} --output path(s)")
@@ -192,11 +189,8 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
             raise UsageError(f"--output {path}: is a directory; give a file name")
         if not os.path.isdir(parent := os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--output {path}: directory {parent} does not exist")
-    max_bytes = getattr(args, "max_bytes", DEFAULT_MAX_BYTES)
-    inputs = getattr(args, "input", None)
-    if isinstance(inputs, str):
-        inputs = [inputs]
-    xs = load_inputs(inputs, obj, desc, max_bytes)
+    max_bytes = args.max_bytes
+    xs = load_inputs(args.input, obj, desc, max_bytes)
     expected = expected_outputs(obj, desc)
     need = run_bytes(desc, xs)
     if need > max_bytes:
