@@ -40,12 +40,6 @@ def _is_sequence(value) -> bool:
 
 def _window_count(window) -> int | None:
     """``prod(window)`` where every entry is an int >= 1, else None."""
-    if type(window) is tuple or type(window) is list:
-        for w in window:
-            if type(w) is not int or w < 1:
-                break
-        else:
-            return math.prod(window)
     if not _is_sequence(window) or not all(
             isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
         return None
