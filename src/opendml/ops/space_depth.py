@@ -91,10 +91,9 @@ class _SpaceDepth(MoveOperatorDesc):
     def _passes(self, layouts):
         (strides, origin), = layouts
         b = self.block_size
-        space, depth = ((self.input_tensor, self.output_tensor) if self.TO_DEPTH
-                        else (self.output_tensor, self.input_tensor))
+        space = self.input_tensor if self.TO_DEPTH else self.output_tensor
         s_str = strides if self.TO_DEPTH else space.element_strides
-        d_str = depth.element_strides if self.TO_DEPTH else strides
+        d_str = self.output_tensor.element_strides if self.TO_DEPTH else strides
         n, c, hb, wb = space.sizes
         h, w = hb // b, wb // b
         sizes = (n, b, b, c, h, w)
@@ -104,10 +103,8 @@ class _SpaceDepth(MoveOperatorDesc):
         else:
             bh, bw, cc = b * d_str[1], d_str[1], b * b * d_str[1]
         depth_strides = (d_str[0], bh, bw, cc, d_str[2], d_str[3])
-        if self.TO_DEPTH:
-            yield Copy(0, 0, sizes, origin, space_strides, 0, depth_strides)
-        else:
-            yield Copy(0, 0, sizes, origin, depth_strides, 0, space_strides)
+        src, dst = (space_strides, depth_strides) if self.TO_DEPTH else (depth_strides, space_strides)
+        yield Copy(0, 0, sizes, origin, src, 0, dst)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
