@@ -153,13 +153,6 @@ def load_inputs(paths: list[str] | None, obj: dict, desc, max_bytes: int | None 
     return xs if xs is not None else [default_input(desc, max_bytes, t, n) for n, t in named]
 
 
-def expected_outputs(obj: dict, desc) -> list[np.ndarray] | None:
-    """The file's "ExpectedOutputs" (one per output) or "ExpectedOutput" (one
-    output), checked against the output tensors' sizes and types; None where
-    the file has neither."""
-    return json_arrays(obj, "ExpectedOutput", desc, "output", UsageError)
-
-
 def run_bytes(desc, xs) -> int:
     """Memory a run touches: the inputs' distinct host elements (a broadcast
     axis counts once) and buffer elements, the outputs' buffer elements and
@@ -191,7 +184,7 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
             raise UsageError(f"--output {path}: directory {parent} does not exist")
     max_bytes = args.max_bytes
     xs = load_inputs(args.input, obj, desc, max_bytes)
-    expected = expected_outputs(obj, desc)
+    expected = json_arrays(obj, "ExpectedOutput", desc, "output", UsageError)    # None where the file has none
     need = run_bytes(desc, xs)
     if need > max_bytes:
         sizes_in = [list(t.sizes) for t in desc.inputs]
