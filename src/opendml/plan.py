@@ -499,8 +499,7 @@ class MovePlan:
                     done = getattr(p, "plan", None)
                 elif p.scale_bias is None and (p.maps is None or not any(p.maps)) and \
                         self.in_types[p.src] == self.out_types[p.dst]:
-                    t = self.in_types[p.src]
-                    done = CopyPlan(_SIZES[t], p.sizes, p.src_offset, p.src_strides,
+                    done = CopyPlan(_SIZES[self.in_types[p.src]], p.sizes, p.src_offset, p.src_strides,
                                     p.dst_offset, p.dst_strides)
             d["_kernel_plan"] = done            # (frozen: stored as object.__setattr__ would)
         return done
