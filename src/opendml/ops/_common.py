@@ -125,6 +125,12 @@ def _types(ts) -> str:
     return ", ".join(t.name for t in sorted(ts))
 
 
+def _first_of(slot: Tensor):
+    """The getter of a role's first tensor: the slot's, or its first where it holds many."""
+    attr = slot.attr
+    return (lambda self: getattr(self, attr)[0]) if slot.many else (lambda self: getattr(self, attr))
+
+
 class OperatorDesc:
     """Base of the operator descriptions. Subclasses are frozen dataclasses
     that check every level-independent rule on construction, declare the
@@ -204,6 +210,11 @@ class OperatorDesc:
         if "SUPPORT" in cls.__dict__ and "INTRODUCED" not in cls.__dict__:
             cls.INTRODUCED = cls.SUPPORT[0].level       # the page's first table is the level it came with
         cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}
+        for role, slots in cls._ROLES.items():       # input_tensor/output_tensor where a slot is named otherwise
+            name = f"{role}_tensor"
+            if slots and slots[0].attr != name and not any(name in vars(k) or name in vars(k).get("__annotations__", {})
+                                                           for k in cls.__mro__):
+                setattr(cls, name, property(_first_of(slots[0])))
         if "COUNTS" not in cls.__dict__:
             arrays = [f for f in cls.FIELDS if isinstance(f, Field)]
             cls.COUNTS = {"DimensionCount": arrays[0].json} if arrays else {}

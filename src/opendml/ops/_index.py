@@ -243,10 +243,6 @@ class _OfPrimal(IndexOperatorDesc):
     def linear_part(self):
         return self
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.inputs[0]
-
     def __post_init__(self):
         p = self.primal
         if not isinstance(p, IndexOperatorDesc) or p.linear_part() is None:

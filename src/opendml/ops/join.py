@@ -51,10 +51,6 @@ class JoinOperatorDesc(MoveOperatorDesc):
         a = api.axis(axis, api.rank_of(x), "join")
         return (lambda *ts: cls(ts, None, a)), (a,)
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.input_tensors[0]
-
     def __post_init__(self):
         ins = self._tensor_tuple(self.SLOTS[0])
         first = ins[0]

@@ -79,10 +79,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
             return cls(ti, tv, api.sizes_of(where, "OutputTensor", lambda: TensorDesc(tv.data_type, shape)), a)
         return make, [indices.reshape(is_[:a] + (1,) + is_[a:]), api.lead(values, ro)], shape, (shape, a)
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.indices_tensor
-
     def __post_init__(self):
         idx = self._check_input()
         self._check_index_ops(("ValuesTensor", "OutputTensor"))

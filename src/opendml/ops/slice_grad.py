@@ -69,14 +69,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
             return cls(t, out, offsets, sizes, strides)
         return make
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.input_gradient_tensor
-
-    @property
-    def output_tensor(self) -> TensorDesc:
-        return self.output_gradient_tensor
-
     def _fast_path(self) -> bool:
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         if (type(grad) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not grad.data_type

@@ -64,10 +64,6 @@ class SplitOperatorDesc(MoveOperatorDesc):
             return cls(t, outs, a)
         return make, (a, sizes)
 
-    @property
-    def output_tensor(self) -> TensorDesc:
-        return self.output_tensors[0]
-
     def __post_init__(self):
         inp = self._check_input()
         if self.output_tensors is None:
