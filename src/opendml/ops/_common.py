@@ -39,10 +39,7 @@ class SupportRow:
 
     def types_of(self, field: str) -> frozenset:
         """The types the table allows for the tensor named ``field``."""
-        for name, types in self.slot_types:
-            if name == field:
-                return types
-        return self.types
+        return dict(self.slot_types).get(field, self.types)
 
 
 def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", types: dict | None = None,
@@ -57,11 +54,8 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
     ``wide``. ``slots``: tensors with types of their own, by DirectML name
     (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level
     where something changes."""
-    def level(k) -> FeatureLevel:
-        return k if isinstance(k, FeatureLevel) else FeatureLevel[f"FL_{k}"]
-
     def steps(table: dict) -> list:
-        return sorted(((level(k), v) for k, v in table.items()), key=lambda kv: kv[0])
+        return sorted(((FeatureLevel.parse(k), v) for k, v in table.items()), key=lambda kv: kv[0])
 
     def at(steps_: list, lv: FeatureLevel, what: str):
         values = [v for k, v in steps_ if k <= lv]
@@ -72,7 +66,7 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
     rank_steps = [(k, range(v, v + 1) if isinstance(v, int) else range(v[0], v[1] + 1)) for k, v in steps(ranks)]
     start = rank_steps[0][0]
     if types is None:
-        types = {FeatureLevel.FL_2_1: TYPES_2_1, level(wide): TYPES_4_1} | ({start: first} if first else {})
+        types = {FeatureLevel.FL_2_1: TYPES_2_1, FeatureLevel.parse(wide): TYPES_4_1} | ({start: first} if first else {})
     type_steps, slot_steps = steps(types), {name: steps(t) for name, t in slots.items()}
     levels = sorted({k for s in (rank_steps, type_steps, *slot_steps.values()) for k, _ in s if k >= start} | {start})
     rows: list[SupportRow] = []
