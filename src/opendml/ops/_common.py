@@ -66,7 +66,8 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
     rank_steps = [(k, range(v, v + 1) if isinstance(v, int) else range(v[0], v[1] + 1)) for k, v in steps(ranks)]
     start = rank_steps[0][0]
     if types is None:
-        types = {FeatureLevel.FL_2_1: TYPES_2_1, FeatureLevel.parse(wide): TYPES_4_1} | ({start: first} if first else {})
+        types = {FeatureLevel.FL_2_1: TYPES_2_1, FeatureLevel.parse(wide): TYPES_4_1} | (
+            {start: first} if first else {})
     type_steps, slot_steps = steps(types), {name: steps(t) for name, t in slots.items()}
     levels = sorted({k for s in (rank_steps, type_steps, *slot_steps.values()) for k, _ in s if k >= start} | {start})
     rows: list[SupportRow] = []
@@ -206,8 +207,8 @@ class OperatorDesc:
         cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}
         for role, slots in cls._ROLES.items():       # input_tensor/output_tensor where a slot is named otherwise
             name = f"{role}_tensor"
-            if slots and slots[0].attr != name and not any(name in vars(k) or name in vars(k).get("__annotations__", {})
-                                                           for k in cls.__mro__):
+            declared = any(name in vars(k) or name in vars(k).get("__annotations__", {}) for k in cls.__mro__)
+            if slots and slots[0].attr != name and not declared:
                 setattr(cls, name, property(_first_of(slots[0])))
         if "COUNTS" not in cls.__dict__:
             arrays = [f for f in cls.FIELDS if isinstance(f, Field)]
