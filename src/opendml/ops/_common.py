@@ -392,16 +392,17 @@ class OperatorDesc:
                 raise self._err(f"{name}.Sizes[{i}] must be {rule} = {want}; got {got} "
                                 f"(Sizes {list(tensor.sizes)}, expected {list(expected)})")
 
-    def _uint(self, attr: str, field: str, lo: int = 0) -> int:
+    def _int(self, attr: str, field: str, lo: int = 0, hi: int = UINT32_MAX, why: str = "") -> int:
+        """An integer field in ``[lo, hi]`` (a UINT's range by default), stored as an int."""
         v = as_int(getattr(self, attr), field, where=self.OPERATOR)
-        self._check_bounds(field, None, v, lo, UINT32_MAX)
+        self._check_bounds(field, None, v, lo, hi, why)
         self._set(attr, v)
         return v
 
     def _check_axis_parts(self, many: str, parts, whole_name: str, whole) -> int:
         """JOIN's and SPLIT's ``Axis`` (checked against ``whole``) and their
         ``parts`` (the ``many`` slot), each of ``whole``'s sizes but along Axis."""
-        axis = self._uint("axis", "Axis")
+        axis = self._int("axis", "Axis")
         self._check_bounds("Axis", None, axis, 0, whole.rank - 1, f" ({whole_name}.DimensionCount - 1)")
         for i, t in enumerate(parts):
             for d in range(whole.rank):

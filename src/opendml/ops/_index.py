@@ -169,7 +169,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
         return tensor
 
     def _axis_field(self, attr: str, field: str, rank: int, of: str) -> int:
-        axis = self._uint(attr, field)
+        axis = self._int(attr, field)
         self._check_bounds(field, None, axis, 0, rank - 1, f" ([0, {of}.DimensionCount))")
         return axis
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model._checks import INT32_MAX, INT32_MIN, as_int
+from ..model._checks import INT32_MAX, INT32_MIN
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
@@ -92,12 +92,6 @@ class _DiagonalRules(MoveOperatorDesc):
         if out.rank < 2:
             raise self._err(f"OutputTensor.DimensionCount must be at least 2 (the matrix' height and width); "
                             f"got {out.rank} (Sizes {list(out.sizes)})")
-
-    def _int_field(self, attr: str, field: str) -> int:
-        v = as_int(getattr(self, attr), field, where=self.OPERATOR)
-        self._check_bounds(field, None, v, INT32_MIN, INT32_MAX, " (an INT)")
-        self._set(attr, v)
-        return v
 
     def fill_ranges(self) -> list[tuple[int, int]]:
         """The diagonals (``x - y``) filled with the value: half-open ranges."""
@@ -154,7 +148,7 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
     def __post_init__(self):
         self._check_output(self.output_tensor)
         self._check_slot_tensors()
-        self._int_field("offset", "Offset")
+        self._int("offset", "Offset", INT32_MIN, INT32_MAX, " (an INT)")
         self._set("value", self._float32(self.value, "Value"))
 
     def fill_ranges(self):
@@ -260,8 +254,8 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
         if inp is not None:
             self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
         self._typed_scalar("value_data_type", "ValueDataType", "value", "Value")
-        self._int_field("diagonal_fill_begin", "DiagonalFillBegin")
-        self._int_field("diagonal_fill_end", "DiagonalFillEnd")
+        self._int("diagonal_fill_begin", "DiagonalFillBegin", INT32_MIN, INT32_MAX, " (an INT)")
+        self._int("diagonal_fill_end", "DiagonalFillEnd", INT32_MIN, INT32_MAX, " (an INT)")
 
     def fill_ranges(self):
         b, e = self.diagonal_fill_begin, self.diagonal_fill_end

@@ -104,7 +104,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         d = inp.rank
         self._axis_field("axis", "Axis", d, "InputTensor")
-        k = self._uint("index_dimensions", "IndexDimensions")
+        k = self._int("index_dimensions", "IndexDimensions")
         self._check_bounds("IndexDimensions", None, k, 0, d, " ([0, IndicesTensor.DimensionCount]: the page's "
                                   "Example 1 uses IndexDimensions 1 with 1-D indices)")
         self._check_leading_ones("IndicesTensor", idx, k, "IndexDimensions")

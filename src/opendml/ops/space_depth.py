@@ -56,7 +56,7 @@ class _SpaceDepth(MoveOperatorDesc):
 
     def _check(self) -> None:
         inp = self._check_input()
-        b = self._uint("block_size", "BlockSize", 1)
+        b = self._int("block_size", "BlockSize", 1)
         if inp.rank != 4:
             raise self._err(f"InputTensor.DimensionCount must be 4 ({{N, C, H, W}}); got {inp.rank}")
         if self.TO_DEPTH:
