@@ -656,7 +656,7 @@ EXAMPLE_IDS = [ex["Name"] for _, ex in _example_cases()]
 
 def _documented(ex, desc):
     xs = cli.load_inputs(None, ex, desc)
-    want = cli.expected_outputs(ex, desc)
+    want = jsonform.json_arrays(ex, "ExpectedOutput", desc, "output")
     assert want is not None, f"{ex['Name']}: the bundled example documents no output"
     return xs, want
 

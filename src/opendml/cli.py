@@ -153,18 +153,10 @@ def load_inputs(paths: list[str] | None, obj: dict, desc, max_bytes: int | None 
     return xs if xs is not None else [default_input(desc, max_bytes, t, n) for n, t in named]
 
 
-def expected_outputs(obj: dict, desc) -> list[np.ndarray] | None:
-    """The file's "ExpectedOutputs" (one per output) or "ExpectedOutput" (one
-    output), checked against the output tensors' sizes and types; None where
-    the file has neither."""
-    return json_arrays(obj, "ExpectedOutput", desc, "output", UsageError)
-
-
 def run_bytes(desc, xs) -> int:
     """Memory a run touches: the inputs' distinct host elements (a broadcast
     axis counts once) and buffer elements, the outputs' buffer elements and
     host copies."""
-    xs = xs if isinstance(xs, (list, tuple)) else [xs]
     total = 0
     for x, t in zip(xs, desc.inputs):
         total += math.prod(n for n, s in zip(x.shape, x.strides) if s != 0) * x.itemsize + t.min_size_in_bytes
@@ -181,9 +173,7 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
     desc = from_json(obj)
     desc.validate(device.feature_level)
     out_named = desc.named_tensors("output")
-    outputs = getattr(args, "output", None) or []
-    if isinstance(outputs, str):
-        outputs = [outputs]
+    outputs = args.output or []
     if outputs and len(outputs) != len(out_named):
         raise UsageError(f"--output: {desc.OPERATOR} has {len(out_named)} output(s) "
                          f"({', '.join(n for n, _ in out_named)}); got {len(outputs)} --output path(s)")
@@ -192,12 +182,9 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
             raise UsageError(f"--output {path}: is a directory; give a file name")
         if not os.path.isdir(parent := os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--output {path}: directory {parent} does not exist")
-    max_bytes = getattr(args, "max_bytes", DEFAULT_MAX_BYTES)
-    inputs = getattr(args, "input", None)
-    if isinstance(inputs, str):
-        inputs = [inputs]
-    xs = load_inputs(inputs, obj, desc, max_bytes)
-    expected = expected_outputs(obj, desc)
+    max_bytes = args.max_bytes
+    xs = load_inputs(args.input, obj, desc, max_bytes)
+    expected = json_arrays(obj, "ExpectedOutput", desc, "output", UsageError)    # None where the file has none
     need = run_bytes(desc, xs)
     if need > max_bytes:
         sizes_in = [list(t.sizes) for t in desc.inputs]

@@ -20,7 +20,7 @@ import tokenize
 import numpy as np
 
 from .ops import ALIASES, OPERATORS, OperatorDesc
-from .ops._spec import OMIT, Field
+from .ops._spec import OMIT, Field, snake
 from .model._checks import _short, type_name
 from .model.data_type import DataType
 from .model.errors import DmlError, ValidationError
@@ -341,13 +341,12 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
     kw["sizes"] = _int_list(obj, "Sizes", path) if "Sizes" in obj else sizes
     if "Strides" in obj and obj["Strides"] is not None:
         kw["strides"] = _int_list(obj, "Strides", path)
-    for key, name in (("TotalTensorSizeInBytes", "total_tensor_size_in_bytes"),
-                      ("GuaranteedBaseOffsetAlignment", "guaranteed_base_offset_alignment")):
+    for key in ("TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment"):
         if key in obj:
             v = obj[key]
             if isinstance(v, bool) or not isinstance(v, int):
                 raise JsonFormError(f"{path}.{key}: must be an integer; got {json.dumps(v)}")
-            kw[name] = v
+            kw[snake(key)] = v
     if "Flags" in obj:
         f = obj["Flags"]
         if isinstance(f, str):
@@ -428,7 +427,6 @@ def from_json(obj) -> OperatorDesc:
         if o is None:
             if not s.optional:
                 raise JsonFormError(f"$.{s.json}: required for {cls.OPERATOR} (its sizes cannot be derived)")
-            kw[s.attr] = None
         elif not s.many and s.optional and isinstance(o, dict) and "Sizes" not in o:
             derived = getattr(cls(**{**kw, s.attr: None}), s.attr)
             kw[s.attr] = tensor_from_json(o, f"$.{s.json}", default_type=derived.data_type.name,

@@ -24,7 +24,7 @@ import dataclasses
 import math
 
 from .model._frozen import stored_init
-from .model.data_type import DataType
+from .model.data_type import ELEMENT_TYPES
 
 
 class _Sized:
@@ -83,7 +83,9 @@ class CopyPlan(_Sized):
                 sizes.append(s)
                 ins.append(i)
                 outs.append(o)
-        return self._merged(sizes, ins, outs)
+        if not sizes:
+            return CopyPlan(self.element_size, (1,), self.in_offset, (1,), self.out_offset, (1,))
+        return CopyPlan(self.element_size, tuple(sizes), self.in_offset, tuple(ins), self.out_offset, tuple(outs))
 
     def _sorted_form(self) -> "CopyPlan":
         # A stable sort: equal keys keep their order. (Some dimension is not size 1.)
@@ -91,11 +93,6 @@ class CopyPlan(_Sized):
                       key=lambda d: (d[2], abs(d[1])), reverse=True)
         sizes, ins, outs = zip(*dims)
         return CopyPlan(self.element_size, sizes, self.in_offset, ins, self.out_offset, outs)._canonical_form(True)
-
-    def _merged(self, sizes, ins, outs) -> "CopyPlan":
-        if not sizes:
-            return CopyPlan(self.element_size, (1,), self.in_offset, (1,), self.out_offset, (1,))
-        return CopyPlan(self.element_size, tuple(sizes), self.in_offset, tuple(ins), self.out_offset, tuple(outs))
 
 
 class _WindowGrid:
@@ -384,10 +381,10 @@ class Scatter(_IndexedPass):
     order of ``sizes`` wins (``accumulate`` False), or every one is added in
     that order, in the element type (``accumulate`` True: integers wrap). The
     destination's other elements keep what earlier passes wrote. With
-    ``value`` set, that constant is written instead of the source."""
+    ``value`` set, that constant (of the destination's type) is written
+    instead of the source, which is then not read: a gradient's zeroed
+    positions."""
     accumulate: bool = False
-    #: Where set, this constant (of the destination's type) is written instead
-    #: of the source (which is then not read): a gradient's zeroed positions.
     value: int | float | None = None
 
     def dst_span(self) -> tuple[int, int]:
@@ -502,8 +499,7 @@ class MovePlan:
                     done = getattr(p, "plan", None)
                 elif p.scale_bias is None and (p.maps is None or not any(p.maps)) and \
                         self.in_types[p.src] == self.out_types[p.dst]:
-                    t = self.in_types[p.src]
-                    done = CopyPlan(_SIZES.get(t) or _element_size(t), p.sizes, p.src_offset, p.src_strides,
+                    done = CopyPlan(_SIZES[self.in_types[p.src]], p.sizes, p.src_offset, p.src_strides,
                                     p.dst_offset, p.dst_strides)
             d["_kernel_plan"] = done            # (frozen: stored as object.__setattr__ would)
         return done
@@ -526,13 +522,8 @@ class MovePlan:
         return spans
 
 
-def _element_size(type_value: int) -> int:
-    """A DataType value's element size, remembered in ``_SIZES``."""
-    size = _SIZES[type_value] = DataType(type_value).size
-    return size
-
-
-_SIZES: dict = {}
+#: The element size of each element type's DataType value.
+_SIZES = {int(t): t.size for t in ELEMENT_TYPES}
 
 
 def _union(a, b):

@@ -16,8 +16,8 @@ from ..model.data_type import DataType
 from ..model.errors import BindingError, DmlError, UnsupportedError
 from ..model.tensor_desc import TensorFlags
 from ..ops import OPERATORS, Float, ScalarUnion, Struct
-from ._read import (_DATA_TYPES, _FLOAT_WORDS, _OPERATOR_ALIASES, _OTHER_DISPATCHABLES, OPERATOR_TYPES, ModelError,
-                    _check_keys, _data_type, _float_values, _model_path, _q, _short, _string, _type_name, _uint)
+from ._read import (_DATA_TYPES, _OPERATOR_ALIASES, _OTHER_DISPATCHABLES, OPERATOR_TYPES, ModelError, _check_keys,
+                    _data_type, _float_values, _float_word, _model_path, _q, _short, _string, _type_name, _uint)
 
 # -- dispatchables -----------------------------------------------------------------------
 
@@ -114,13 +114,6 @@ def _desc_json(cls, desc, where: str) -> dict:
         if f.json in desc:
             out[f.json] = _field_json(f, desc[f.json], desc)
     return out
-
-
-def _float_word(v):
-    """"nan", "inf", "-inf" (any case) as floats, as DxDispatch reads FLOATs."""
-    if isinstance(v, str) and v.lower() in _FLOAT_WORDS:
-        return _FLOAT_WORDS[v.lower()]
-    return v
 
 
 def _field_json(f, value, desc: dict):

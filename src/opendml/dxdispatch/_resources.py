@@ -102,6 +102,7 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
     pieces of at most CHUNK_BYTES (a list's values are converted piece by
     piece as well)."""
     where = f"resource {_q(name)}"
+    w = f"{where}: initialValues"
     iv = obj["initialValues"]
     if isinstance(iv, str):
         if iv == "deferred":
@@ -115,7 +116,6 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
             data = _mixed_values(iv, where, budget)
             return data.size, DataType.UNKNOWN, lambda target: target.write(0, data)
         budget.check(len(iv) * dt.size, where, "initialValues")
-        w = f"{where}: initialValues"
         step = min(LIST_ITEMS, max(CHUNK_BYTES // dt.size, 1))
         first = _array_values(iv[:step], dt, w)                    # the first piece checked before allocating
 
@@ -130,16 +130,17 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
         raise ModelError(f"{where}: initialValues must hold exactly one of value (a constant), valueStart (a "
                          f"sequence) or sourcePath (a file); got {', '.join(kinds) or 'none of them'}")
     if kinds[0] == "sourcePath":
-        _check_keys(iv, ("sourcePath",), f"{where}: initialValues")
+        _check_keys(iv, ("sourcePath",), w)
         return _file_values(iv["sourcePath"], dt, where, folder, budget)
+    constant = kinds[0] == "value"
     if dt is None or dt == DataType.UNKNOWN:
         raise ModelError(f"{where}: initialValuesDataType is required (and not UNKNOWN) for a "
-                         f"{'constant' if kinds[0] == 'value' else 'sequence'} initialiser")
-    w = f"{where}: initialValues"
-    if kinds[0] == "value":
-        _check_keys(iv, ("valueCount", "value"), w, ("valueCount",))
-        count = _uint(iv["valueCount"], f"{w}.valueCount", 1, UINT32_MAX)
-        budget.check(count * dt.size, where, f"initialValues ({count} x {dt.name})")
+                         f"{'constant' if constant else 'sequence'} initialiser")
+    _check_keys(iv, ("valueCount", "value") if constant else ("valueCount", "valueStart", "valueDelta"), w,
+                ("valueCount",) if constant else ("valueCount", "valueDelta"))
+    count = _uint(iv["valueCount"], f"{w}.valueCount", 1, UINT32_MAX)
+    budget.check(count * dt.size, where, f"initialValues ({count} x {dt.name})")
+    if constant:
         value = _scalar(iv["value"], dt, f"{w}.value")
 
         def fill_constant(target):
@@ -149,9 +150,6 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
                     piece = np.full(hi - lo, value, dtype=dt.numpy_dtype)
                 target.write(lo * dt.size, piece)
         return count * dt.size, dt, fill_constant
-    _check_keys(iv, ("valueCount", "valueStart", "valueDelta"), w, ("valueCount", "valueDelta"))
-    count = _uint(iv["valueCount"], f"{w}.valueCount", 1, UINT32_MAX)
-    budget.check(count * dt.size, where, f"initialValues ({count} x {dt.name})")
     pieces = _sequence(iv["valueStart"], iv["valueDelta"], count, dt, w)
 
     def fill_sequence(target):

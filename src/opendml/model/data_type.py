@@ -64,9 +64,7 @@ class DataType(enum.IntEnum):
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
-            name = value.strip().upper()
-            if name.startswith("DML_TENSOR_DATA_TYPE_"):
-                name = name[len("DML_TENSOR_DATA_TYPE_"):]
+            name = value.strip().upper().removeprefix("DML_TENSOR_DATA_TYPE_")
             if name in cls.__members__:
                 return cls[name]
             raise ValidationError(

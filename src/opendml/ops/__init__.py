@@ -5,9 +5,9 @@ program (``plan.MovePlan``, every operator's one plan type).
 DxDispatch runner) to the descriptions: adding an operator is one module plus
 one line here. May import ``opendml.model`` and ``opendml.plan`` only.
 
-What every operator class declares (``OPERATOR``, ``TYPE_VALUE``,
-``SUPPORT``, ``SLOTS``/``TENSORS``, ``FIELDS``, ``COUNTS``,
-``DEFAULT_INPUT_START``, its ``_passes``) and what a description offers
+What every operator class declares (``OPERATOR``, ``SUPPORT``,
+``SLOTS``/``TENSORS``, ``FIELDS``, ``COUNTS``, ``DEFAULT_INPUT_START``,
+its ``_passes``) and what a description offers
 (``inputs``, ``outputs``, ``named_tensors``, ``validate``, ``lower``) is
 written once, in ``_common.OperatorDesc``'s docstring; the slot and field
 kinds (``Tensor``, ``Field``/``IntArray``, ``UInt``, ``Int``, ``Float``,

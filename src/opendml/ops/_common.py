@@ -15,7 +15,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import MAX_RANK_BEFORE_3_0, TensorDesc, TensorFlags
 from ..plan import MovePlan
-from ._spec import ENUM_PREFIXES, Field, FieldKind, Tensor, snake, to_float
+from ._spec import ENUM_PREFIXES, OPERATOR_TYPES, Field, FieldKind, Tensor, snake, to_float
 
 T = DataType
 TYPES_1_0 = frozenset({T.FLOAT32, T.FLOAT16, T.INT32, T.INT16, T.UINT32, T.UINT16})
@@ -23,7 +23,6 @@ TYPES_2_1 = TYPES_1_0 | {T.INT8, T.UINT8}
 TYPES_4_1 = TYPES_2_1 | {T.FLOAT64, T.INT64, T.UINT64}
 #: The types of most of the family's 1_0 and 2_0 tables (FLOAT32, FLOAT16).
 FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +39,7 @@ class SupportRow:
 
     def types_of(self, field: str) -> frozenset:
         """The types the table allows for the tensor named ``field``."""
-        for name, types in self.slot_types:
-            if name == field:
-                return types
-        return self.types
+        return dict(self.slot_types).get(field, self.types)
 
 
 def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", types: dict | None = None,
@@ -58,11 +54,8 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
     ``wide``. ``slots``: tensors with types of their own, by DirectML name
     (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level
     where something changes."""
-    def level(k) -> FeatureLevel:
-        return k if isinstance(k, FeatureLevel) else FeatureLevel[f"FL_{k}"]
-
     def steps(table: dict) -> list:
-        return sorted(((level(k), v) for k, v in table.items()), key=lambda kv: kv[0])
+        return sorted(((FeatureLevel.parse(k), v) for k, v in table.items()), key=lambda kv: kv[0])
 
     def at(steps_: list, lv: FeatureLevel, what: str):
         values = [v for k, v in steps_ if k <= lv]
@@ -73,7 +66,8 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
     rank_steps = [(k, range(v, v + 1) if isinstance(v, int) else range(v[0], v[1] + 1)) for k, v in steps(ranks)]
     start = rank_steps[0][0]
     if types is None:
-        types = {FeatureLevel.FL_2_1: TYPES_2_1, level(wide): TYPES_4_1} | ({start: first} if first else {})
+        types = {FeatureLevel.FL_2_1: TYPES_2_1, FeatureLevel.parse(wide): TYPES_4_1} | (
+            {start: first} if first else {})
     type_steps, slot_steps = steps(types), {name: steps(t) for name, t in slots.items()}
     levels = sorted({k for s in (rank_steps, type_steps, *slot_steps.values()) for k, _ in s if k >= start} | {start})
     rows: list[SupportRow] = []
@@ -126,6 +120,12 @@ def _types(ts) -> str:
     return ", ".join(t.name for t in sorted(ts))
 
 
+def _first_of(slot: Tensor):
+    """The getter of a role's first tensor: the slot's, or its first where it holds many."""
+    attr = slot.attr
+    return (lambda self: getattr(self, attr)[0]) if slot.many else (lambda self: getattr(self, attr))
+
+
 class OperatorDesc:
     """Base of the operator descriptions. Subclasses are frozen dataclasses
     that check every level-independent rule on construction, declare the
@@ -138,7 +138,8 @@ class OperatorDesc:
     OPERATOR : str
         DirectML's operator name without ``DML_OPERATOR_`` (``"SLICE1"``).
     TYPE_VALUE : int
-        Its ``DML_OPERATOR_TYPE`` value.
+        Its ``DML_OPERATOR_TYPE`` value (derived: its index in
+        ``_spec.OPERATOR_TYPES``).
     INTRODUCED : FeatureLevel
         The feature level that introduced the operator (``SUPPORT``'s first
         row's level).
@@ -199,9 +200,16 @@ class OperatorDesc:
             *ins, o = cls.TENSORS
             cls.SLOTS = (*(Tensor(i, snake(i), "input") for i in ins),
                          Tensor(o, snake(o), "output", optional=cls.OUTPUT_DERIVABLE))
+        if cls.__dict__.get("OPERATOR") in OPERATOR_TYPES and "TYPE_VALUE" not in cls.__dict__:
+            cls.TYPE_VALUE = OPERATOR_TYPES.index(cls.OPERATOR)
         if "SUPPORT" in cls.__dict__ and "INTRODUCED" not in cls.__dict__:
             cls.INTRODUCED = cls.SUPPORT[0].level       # the page's first table is the level it came with
         cls._ROLES = {role: tuple(s for s in cls.SLOTS if s.role == role) for role in ("input", "output")}
+        for role, slots in cls._ROLES.items():       # input_tensor/output_tensor where a slot is named otherwise
+            name = f"{role}_tensor"
+            declared = any(name in vars(k) or name in vars(k).get("__annotations__", {}) for k in cls.__mro__)
+            if slots and slots[0].attr != name and not declared:
+                setattr(cls, name, property(_first_of(slots[0])))
         if "COUNTS" not in cls.__dict__:
             arrays = [f for f in cls.FIELDS if isinstance(f, Field)]
             cls.COUNTS = {"DimensionCount": arrays[0].json} if arrays else {}
@@ -269,15 +277,12 @@ class OperatorDesc:
         if image.rank != d + 2:
             raise self._err(f"{image_name}.DimensionCount must be DimensionCount + 2 = {d + 2} "
                             f"(N, C and {d} spatial); got {image.rank}")
-        for name, field in (("strides", "Strides"), ("dilations", "Dilations"),
-                            ("start_padding", "StartPadding"), ("end_padding", "EndPadding")):
-            self._ints(name, field, d)
+        for f in self.FIELDS[1:]:                  # (WindowSizes, the first, gave d)
+            self._ints(f.attr, f.json, d)
         what = image_name.removesuffix("Tensor").lower()
         for i in range(d):
-            for field, values, lo in (("WindowSizes", self.window_sizes, 1), ("Strides", self.strides, 1),
-                                      ("Dilations", self.dilations, 1), ("StartPadding", self.start_padding, 0),
-                                      ("EndPadding", self.end_padding, 0)):
-                self._check_bounds(field, i, values[i], lo, UINT32_MAX)
+            for f, lo in zip(self.FIELDS, (1, 1, 1, 0, 0)):
+                self._check_bounds(f.json, i, getattr(self, f.attr)[i], lo, UINT32_MAX)
             size = image.sizes[i + 2]
             padded = size + self.start_padding[i] + self.end_padding[i]
             extent = self.dilations[i] * (self.window_sizes[i] - 1) + 1
@@ -294,9 +299,8 @@ class OperatorDesc:
         (SLICE1's input, SLICE_GRAD's output): one entry per dimension, the
         window inside the tensor, strides non-zero and in INT32's range."""
         n = read.rank
-        self._ints("input_window_offsets", "InputWindowOffsets", n)
-        self._ints("input_window_sizes", "InputWindowSizes", n)
-        self._ints("input_window_strides", "InputWindowStrides", n)
+        for f in self.FIELDS:
+            self._ints(f.attr, f.json, n)
         for i in range(n):
             o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
             self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
@@ -388,16 +392,17 @@ class OperatorDesc:
                 raise self._err(f"{name}.Sizes[{i}] must be {rule} = {want}; got {got} "
                                 f"(Sizes {list(tensor.sizes)}, expected {list(expected)})")
 
-    def _uint(self, attr: str, field: str, lo: int = 0) -> int:
+    def _int(self, attr: str, field: str, lo: int = 0, hi: int = UINT32_MAX, why: str = "") -> int:
+        """An integer field in ``[lo, hi]`` (a UINT's range by default), stored as an int."""
         v = as_int(getattr(self, attr), field, where=self.OPERATOR)
-        self._check_bounds(field, None, v, lo, UINT32_MAX)
+        self._check_bounds(field, None, v, lo, hi, why)
         self._set(attr, v)
         return v
 
     def _check_axis_parts(self, many: str, parts, whole_name: str, whole) -> int:
         """JOIN's and SPLIT's ``Axis`` (checked against ``whole``) and their
         ``parts`` (the ``many`` slot), each of ``whole``'s sizes but along Axis."""
-        axis = self._uint("axis", "Axis")
+        axis = self._int("axis", "Axis")
         self._check_bounds("Axis", None, axis, 0, whole.rank - 1, f" ({whole_name}.DimensionCount - 1)")
         for i, t in enumerate(parts):
             for d in range(whole.rank):
@@ -409,12 +414,17 @@ class OperatorDesc:
     def _float32(self, value, field: str) -> float:
         """A FLOAT field: a real number whose magnitude fits a float32 (NaN and
         infinities are FLOAT values too), stored as its float32 value."""
-        v = to_float(value, field, self._err)
+        return float(self._fitting(to_float(value, field, self._err), field, np.float32, "a FLOAT (float32, {})"))
+
+    def _fitting(self, v: float, field: str, dtype, what: str):
+        """``v`` as a value of ``dtype``, refused where a finite ``v`` overflows (``what``: the type as messages
+        name it, ``{}`` standing for its limit)."""
         with np.errstate(over="ignore"):
-            f = np.float32(v)
+            f = np.array(v).astype(dtype)
         if math.isfinite(v) and not np.isfinite(f):
-            raise self._err(f"{field} must fit a FLOAT (float32, magnitude <= {FLOAT32_MAX:g}); got {v!r}")
-        return float(f)
+            raise self._err(f"{field} must fit {what.format(f'magnitude <= {float(np.finfo(dtype).max):g}')}; "
+                            f"got {v!r}")
+        return f
 
     def _typed_scalar(self, type_attr: str, type_field: str, value_attr: str, value_field: str) -> None:
         """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE``
@@ -446,11 +456,7 @@ class OperatorDesc:
                                 f"got {_short(v)}")
         else:
             v = to_float(v, value_field, self._err)
-            with np.errstate(over="ignore"):
-                overflow = math.isfinite(v) and not np.isfinite(np.array(v).astype(npdt))
-            if overflow:
-                raise self._err(f"{value_field} must fit {type_field} {dt.name} (magnitude <= "
-                                f"{float(np.finfo(npdt).max):g}); got {v!r}")
+            self._fitting(v, value_field, npdt, f"{type_field} {dt.name} ({{}})")
         self._set(value_attr, v)
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,

@@ -33,7 +33,7 @@ from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..plan import INDEX_CLAMP, INDEX_POSITION, Copy, Fill, Gather, IndexAxis, Scatter
-from ._common import TYPES_4_1, SupportRow, support
+from ._common import TYPES_4_1, SupportRow, _types, support
 from ._move import MoveOperatorDesc
 
 T = DataType
@@ -147,11 +147,9 @@ class IndexOperatorDesc(MoveOperatorDesc):
         idx = getattr(self, self.INDEX_ATTR)
         if idx.data_type not in self.INDEX_ANY_LEVEL:
             # at no level: the support tables' fault, worded as ``validate``'s
-            newest = max(FeatureLevel)
             raise UnsupportedError(
                 f"{self.OPERATOR}: {self.INDEX_SLOT}.DataType {idx.data_type.name} is not supported at feature "
-                f"level {newest.label} (supported: "
-                f"{', '.join(t.name for t in sorted(self.SUPPORT[-1].types_of(self.INDEX_SLOT)))})")
+                f"level {max(FeatureLevel).label} (supported: {_types(self.SUPPORT[-1].types_of(self.INDEX_SLOT))})")
         named = dict(self.named_tensors("input") + self.named_tensors("output"))
         for name in data_slots[1:]:
             t, first = named[name], named[data_slots[0]]
@@ -171,7 +169,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
         return tensor
 
     def _axis_field(self, attr: str, field: str, rank: int, of: str) -> int:
-        axis = self._uint(attr, field)
+        axis = self._int(attr, field)
         self._check_bounds(field, None, axis, 0, rank - 1, f" ([0, {of}.DimensionCount))")
         return axis
 
@@ -242,10 +240,6 @@ class _OfPrimal(IndexOperatorDesc):
 
     def linear_part(self):
         return self
-
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.inputs[0]
 
     def __post_init__(self):
         p = self.primal

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..plan import AxisMap, Copy, Fill
 from ._common import OperatorDesc
 from ._spec import is_float
 
@@ -28,6 +29,21 @@ class MoveOperatorDesc(OperatorDesc):
         ``_spec``); integer data is not differentiated. An operator with a
         constant term, or whose output is not its data, overrides this."""
         return self if is_float(self.outputs[0].data_type) else None
+
+
+class ElementWiseDesc(MoveOperatorDesc):
+    """IDENTITY and CAST: one strided ``Copy`` of the input to an output of its sizes."""
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[0]),)
+
+    def _passes(self, layouts, scale_bias=None):
+        (strides, origin), = layouts
+        out = self.output_tensor
+        yield Copy(0, 0, out.sizes, origin, tuple(strides), 0, out.element_strides, scale_bias=scale_bias)
+
+    def chunking(self):
+        return {}                                    # element-wise
 
 
 def convert_scalar(value, data_type):
@@ -66,20 +82,14 @@ def pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides)
     the input position the mode chooses. Every output element is written by
     exactly one pass. Returned as a ``PadPasses`` (a tuple) naming the
     program."""
-    out = PadPasses(_pad_passes(mode, fill_value, in_sizes, start, end, layout, out_strides))
-    out.pad = (int(mode), fill_value if int(mode) == 0 else None, tuple(start), tuple(end))
-    return out
-
-
-def _pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides):
-    from ..plan import AxisMap, Copy, Fill
     strides, origin = layout
     r = len(in_sizes)
     out_sizes = tuple(n + s + e for n, s, e in zip(in_sizes, start, end))
     interior_offset = sum(s * t for s, t in zip(start, out_strides))
-    yield Copy(0, 0, tuple(in_sizes), origin, tuple(strides), interior_offset, tuple(out_strides))
+    passes = [Copy(0, 0, tuple(in_sizes), origin, tuple(strides), interior_offset, tuple(out_strides))]
     for k in range(r):
-        for side, count in (("start", start[k]), ("end", end[k])):
+        # each slab: its length along k, where it starts there, and its map's shift
+        for count, at, shift in ((start[k], 0, start[k]), (end[k], start[k] + in_sizes[k], -in_sizes[k])):
             if count == 0:
                 continue
             sizes, dst_offset, maps = [], 0, []
@@ -90,15 +100,17 @@ def _pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides
                     maps.append(None)
                 elif j == k:
                     sizes.append(count)
-                    at = 0 if side == "start" else start[k] + in_sizes[k]
                     dst_offset += at * out_strides[j]
-                    maps.append(AxisMap(mode, start[k] if side == "start" else -in_sizes[k], in_sizes[k]))
+                    maps.append(AxisMap(mode, shift, in_sizes[k]))
                 else:
                     sizes.append(out_sizes[j])
                     maps.append(AxisMap(mode, start[j], in_sizes[j]) if start[j] or end[j] else None)
             if mode == 0:
-                yield Fill(0, tuple(sizes), dst_offset, tuple(out_strides), fill_value)
+                passes.append(Fill(0, tuple(sizes), dst_offset, tuple(out_strides), fill_value))
             else:
                 # a mapped axis reads the whole input along it: its source offset is the input's origin
-                yield Copy(0, 0, tuple(sizes), origin, tuple(strides), dst_offset, tuple(out_strides),
-                           maps=tuple(maps))
+                passes.append(Copy(0, 0, tuple(sizes), origin, tuple(strides), dst_offset, tuple(out_strides),
+                                   maps=tuple(maps)))
+    out = PadPasses(passes)
+    out.pad = (int(mode), fill_value if int(mode) == 0 else None, tuple(start), tuple(end))
+    return out

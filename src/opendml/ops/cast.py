@@ -25,10 +25,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.tensor_desc import TensorDesc
-from ..plan import Copy
 from ._common import TYPES_4_1, support
 from ._common import T as _T
-from ._move import MoveOperatorDesc
+from ._move import ElementWiseDesc
 from ._spec import Binding, is_float
 
 _CAST_1_0 = frozenset({_T.FLOAT32, _T.FLOAT16, _T.INT16, _T.INT8, _T.UINT16, _T.UINT8})
@@ -36,7 +35,7 @@ _CAST_3_0 = _CAST_1_0 | {_T.INT64, _T.INT32, _T.UINT64, _T.UINT32}
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class CastOperatorDesc(MoveOperatorDesc):
+class CastOperatorDesc(ElementWiseDesc):
     """``OutputTensor`` is required (it carries the target DataType)."""
 
     input_tensor: TensorDesc
@@ -61,7 +60,6 @@ class CastOperatorDesc(MoveOperatorDesc):
         ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework (under
         ``torch.compile``, a name or a framework dtype: Dynamo passes a
         ``DataType`` on as its int, which is not taken for a dtype).""")
-    TYPE_VALUE = 61
     OUTPUT_DERIVABLE = False
     SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": _CAST_1_0, "3_0": _CAST_3_0, "4_1": TYPES_4_1})
 
@@ -71,20 +69,12 @@ class CastOperatorDesc(MoveOperatorDesc):
         api.key_by_identity(dtype)     # a torch.dtype: the C call cache serves the next such call
         return (lambda t: cls(t, TensorDesc(dt, t.sizes))), (dt,)
 
-    def output_sizes_for(self, input_sizes):
-        return (tuple(input_sizes[0]),)
-
     def __post_init__(self):
         self._check_input()
         if self.output_tensor is None:
             raise self._err("OutputTensor is required (it gives the DataType to cast to); got None")
         self._check_slot_tensors(same_type=False)
         self._check_sizes("OutputTensor", self.output_tensor, self.input_tensor.sizes, "InputTensor.Sizes")
-
-    def _passes(self, layouts):
-        (strides, origin), = layouts
-        out = self.output_tensor
-        yield Copy(0, 0, out.sizes, origin, tuple(strides), 0, out.element_strides)
 
     # differentiation (see ``_spec``): a cast between float types is linear (up
     # to rounding); its adjoint casts back. Casts to or from integers are not.
@@ -94,6 +84,3 @@ class CastOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         return (api.cast(grad, self.input_tensor.data_type),)
-
-    def chunking(self):
-        return {}                                    # element-wise

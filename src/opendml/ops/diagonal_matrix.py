@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..model._checks import INT32_MAX, INT32_MIN, as_int
+from ..model._checks import INT32_MAX, INT32_MIN
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
@@ -93,12 +93,6 @@ class _DiagonalRules(MoveOperatorDesc):
             raise self._err(f"OutputTensor.DimensionCount must be at least 2 (the matrix' height and width); "
                             f"got {out.rank} (Sizes {list(out.sizes)})")
 
-    def _int_field(self, attr: str, field: str) -> int:
-        v = as_int(getattr(self, attr), field, where=self.OPERATOR)
-        self._check_bounds(field, None, v, INT32_MIN, INT32_MAX, " (an INT)")
-        self._set(attr, v)
-        return v
-
     def fill_ranges(self) -> list[tuple[int, int]]:
         """The diagonals (``x - y``) filled with the value: half-open ranges."""
         raise NotImplementedError
@@ -147,7 +141,6 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
     value: float = 1.0
 
     OPERATOR = "DIAGONAL_MATRIX"
-    TYPE_VALUE = 93
     SLOTS = (Tensor("OutputTensor", "output_tensor", "output"),)
     FIELDS = (Int("Offset", "offset", default=0), Float("Value", "value", default=1.0))
     SUPPORT = support({"2_0": 4, "4_0": (2, 4)}, first=FLOAT16_32, wide="5_1")
@@ -155,7 +148,7 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
     def __post_init__(self):
         self._check_output(self.output_tensor)
         self._check_slot_tensors()
-        self._int_field("offset", "Offset")
+        self._int("offset", "Offset", INT32_MIN, INT32_MAX, " (an INT)")
         self._set("value", self._float32(self.value, "Value"))
 
     def fill_ranges(self):
@@ -185,7 +178,6 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
     diagonal_fill_end: int = 1
 
     OPERATOR = "DIAGONAL_MATRIX1"
-    TYPE_VALUE = 163
     C_LOWERING = 8
     BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0}, optional=True,
                       route="index", params="*, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1",
@@ -262,8 +254,8 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
         if inp is not None:
             self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
         self._typed_scalar("value_data_type", "ValueDataType", "value", "Value")
-        self._int_field("diagonal_fill_begin", "DiagonalFillBegin")
-        self._int_field("diagonal_fill_end", "DiagonalFillEnd")
+        self._int("diagonal_fill_begin", "DiagonalFillBegin", INT32_MIN, INT32_MAX, " (an INT)")
+        self._int("diagonal_fill_end", "DiagonalFillEnd", INT32_MIN, INT32_MAX, " (an INT)")
 
     def fill_ranges(self):
         b, e = self.diagonal_fill_begin, self.diagonal_fill_end

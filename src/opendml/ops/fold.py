@@ -28,8 +28,7 @@ import numpy as np
 from ..plan import FoldPlan, WindowSums
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from .unfold import (MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window,
-                     plain_window_fields)
+from .unfold import MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window_fields
 from ._common import plain_ints
 from ._spec import FLOAT_TYPES, WINDOW_SUMS, Binding, per_axis
 from ..model.errors import ValidationError
@@ -41,12 +40,6 @@ def _is_sequence(value) -> bool:
 
 def _window_count(window) -> int | None:
     """``prod(window)`` where every entry is an int >= 1, else None."""
-    if type(window) is tuple or type(window) is list:
-        for w in window:
-            if type(w) is not int or w < 1:
-                break
-        else:
-            return math.prod(window)
     if not _is_sequence(window) or not all(
             isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
         return None
@@ -95,7 +88,6 @@ class FoldOperatorDesc(_Windowed):
     start_padding, end_padding : int or sequence of int, optional
         The padding ``unfold`` applied before and after each spatial axis
         (default 0); padded positions are dropped.""")
-    TYPE_VALUE = 176
     SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
               "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
@@ -130,14 +122,15 @@ class FoldOperatorDesc(_Windowed):
                 or out.flags):
             return False
         sizes, got = out.sizes, inp.sizes
-        fields = plain_window(self, sizes[2:], MAX_SPATIAL_DIMENSIONS)
+        fields = plain_window_fields(self.window_sizes, self.strides, self.dilations, self.start_padding,
+                                     self.end_padding, sizes[2:], MAX_SPATIAL_DIMENSIONS)
         if fields is None or not 3 <= len(got) <= len(sizes) or any(s != 1 for s in got[:-3]):
             return False
         k, blocks = fields[5:7]
         return got[-3:] == (sizes[0], sizes[1] * k, blocks) and self._keep(fields)
 
     def _check_rules(self):
-        self._check_input()
+        inp = self._check_input()
         d = self._dimension_count()
         if self.output_tensor is None:
             raise self._err("OutputTensor is required (the output's spatial sizes cannot be derived from "
@@ -155,14 +148,6 @@ class FoldOperatorDesc(_Windowed):
                           " x ".join(map(str, blocks)), count)
         self._check_int64("the input's element count N x C x prod(WindowSizes) x BlockCount",
                           f"{n} x {c * k} x {count}", n * c * k * count)
-        self._check_input_sizes()
-
-    def _check_int64(self, what: str, terms: str, value: int) -> None:
-        if value > INT64_MAX:
-            raise self._err(f"{what} must be <= {INT64_MAX} (64-bit arithmetic); got {terms} = {value}")
-
-    def _check_input_sizes(self) -> None:
-        inp, out = self.input_tensor, self.output_tensor
         sizes, r = inp.sizes, inp.rank
         if not 3 <= r <= out.rank:
             raise self._err(
@@ -172,8 +157,6 @@ class FoldOperatorDesc(_Windowed):
             if sizes[i] != 1:
                 raise self._err(f"InputTensor.Sizes[{i}] must be 1 (a leading dimension before N, "
                                 f"C x prod(WindowSizes), BlockCount); got {sizes[i]}")
-        n, c = out.sizes[:2]
-        k = self.window_count
         got_n, got_rows, got_blocks = sizes[-3:]
         if got_n != n:
             raise self._err(f"InputTensor.Sizes[{r - 3}] (N) must equal OutputTensor.Sizes[0] (N); "
@@ -181,12 +164,14 @@ class FoldOperatorDesc(_Windowed):
         if got_rows != c * k:
             raise self._err(f"InputTensor.Sizes[{r - 2}] must equal C x prod(WindowSizes) = "
                             f"OutputTensor.Sizes[1] x prod(WindowSizes) = {c} x {k} = {c * k}; got {got_rows}")
-        blocks = self.blocks_per_dimension
-        count = math.prod(blocks)
         if got_blocks != count:
             terms = " x ".join(map(str, blocks)) + (f" = {count}" if len(blocks) > 1 else "")
             raise self._err(f"InputTensor.Sizes[{r - 1}] must equal BlockCount = {terms} (the blocks per spatial "
                             f"dimension of the padded output); got {got_blocks}")
+
+    def _check_int64(self, what: str, terms: str, value: int) -> None:
+        if value > INT64_MAX:
+            raise self._err(f"{what} must be <= {INT64_MAX} (64-bit arithmetic); got {terms} = {value}")
 
     @property
     def window_count(self) -> int:

@@ -55,7 +55,6 @@ class GatherOperatorDesc(IndexOperatorDesc):
     index_dimensions: int
 
     OPERATOR = "GATHER"
-    TYPE_VALUE = 67
     BINDING = Binding("gather", ((3, 4),), {"axis": 0},
                       others={"indices": ("IndicesTensor", [2, 0, 2], "int32")}, route="index",
                       params="indices: Any, axis: int, index_dimensions: int | None = None, *, "
@@ -105,7 +104,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         d = inp.rank
         self._axis_field("axis", "Axis", d, "InputTensor")
-        k = self._uint("index_dimensions", "IndexDimensions")
+        k = self._int("index_dimensions", "IndexDimensions")
         self._check_bounds("IndexDimensions", None, k, 0, d, " ([0, IndicesTensor.DimensionCount]: the page's "
                                   "Example 1 uses IndexDimensions 1 with 1-D indices)")
         self._check_leading_ones("IndicesTensor", idx, k, "IndexDimensions")
@@ -118,7 +117,8 @@ class GatherOperatorDesc(IndexOperatorDesc):
             raise self._err(f"the gathered sizes {list(full)} (InputTensor.Sizes[0..Axis], the last IndexDimensions "
                             f"of IndicesTensor.Sizes, InputTensor.Sizes[Axis+1..]) must fit DimensionCount {d}: "
                             f"the {len(full) - d} leading ones cropped must be 1")
-        self._check_index_output(inp, self.gathered_sizes,
+        gathered = full[len(full) - d:] if len(full) >= d else (1,) * (d - len(full)) + full
+        self._check_index_output(inp, gathered,
                                  "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
                                  "InputTensor.Sizes[Axis+1..]} right-aligned")
 
@@ -127,11 +127,6 @@ class GatherOperatorDesc(IndexOperatorDesc):
         """The concatenation, before fitting it to DimensionCount."""
         x, i, a, k = self.input_tensor.sizes, self.indices_tensor.sizes, self.axis, self.index_dimensions
         return tuple(x[:a]) + tuple(i[len(i) - k:]) + tuple(x[a + 1:])
-
-    @property
-    def gathered_sizes(self) -> tuple[int, ...]:
-        full, d = self.full_sizes, self.input_tensor.rank
-        return full[len(full) - d:] if len(full) >= d else (1,) * (d - len(full)) + full
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io) = layouts

@@ -36,7 +36,6 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
     axis: int
 
     OPERATOR = "GATHER_ELEMENTS"
-    TYPE_VALUE = 107
     BINDING = Binding("gather_elements", ((3, 4),), {"axis": 1},
                       others={"indices": ("IndicesTensor", [[3, 0], [1, 1], [2, 0]], "int32")}, route="index",
                       params="indices: Any, axis: int, *, check_indices: bool = True", shape="The data",

@@ -52,8 +52,8 @@ class _NdIndexing(IndexOperatorDesc):
 
     def _check_nd(self, inp: TensorDesc, idx: TensorDesc, batch: int) -> None:
         d = inp.rank                         # (idx: checked by _same_rank)
-        n_in = self._uint("input_dimension_count", "InputDimensionCount")
-        n_idx = self._uint("indices_dimension_count", "IndicesDimensionCount")
+        n_in = self._int("input_dimension_count", "InputDimensionCount")
+        n_idx = self._int("indices_dimension_count", "IndicesDimensionCount")
         self._check_bounds("InputDimensionCount", None, n_in, 1, d, " ([1, InputTensor.DimensionCount])")
         self._check_bounds("IndicesDimensionCount", None, n_idx, 1, d, " ([1, IndicesTensor.DimensionCount])")
         self._check_leading_ones("InputTensor", inp, n_in, "InputDimensionCount")
@@ -125,7 +125,6 @@ class GatherNd1OperatorDesc(_NdIndexing):
     batch_dimension_count: int
 
     OPERATOR = "GATHER_ND1"
-    TYPE_VALUE = 140
     BINDING = Binding("gather_nd", ((3, 4),), {"batch_dimensions": 0},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64")}, route="index",
                       params="indices: Any, batch_dimensions: int = 0, *, check_indices: bool = True",
@@ -172,7 +171,7 @@ class GatherNd1OperatorDesc(_NdIndexing):
     def __post_init__(self):
         inp = self._check_input()
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
-        batch = self._uint("batch_dimension_count", "BatchDimensionCount")
+        batch = self._int("batch_dimension_count", "BatchDimensionCount")
         self._check_nd(inp, idx, batch)
         self._check_index_output(inp, self.nd_result_sizes,
                                  "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
@@ -191,6 +190,5 @@ class GatherNdOperatorDesc(GatherNd1OperatorDesc):
     batch_dimension_count: int = dataclasses.field(default=0, init=False)
 
     OPERATOR = "GATHER_ND"
-    TYPE_VALUE = 108
     FIELDS = _NdIndexing.FIELDS
     SUPPORT = index_support("2_1")

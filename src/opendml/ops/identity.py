@@ -20,14 +20,13 @@ from __future__ import annotations
 import dataclasses
 
 from ..model.tensor_desc import TensorDesc
-from ..plan import Copy
 from ._common import FLOAT16_32, support
-from ._move import MoveOperatorDesc
+from ._move import ElementWiseDesc
 from ._spec import FLOAT_TYPES, Binding, ScaleBias, Struct, is_float
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
+class ElementWiseIdentityOperatorDesc(ElementWiseDesc):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""
 
     input_tensor: TensorDesc
@@ -49,7 +48,6 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
         The factor (default: none, or 1 where ``bias`` is given).
     bias : float or None, optional
         The addend (default: none, or 0 where ``scale`` is given).""")
-    TYPE_VALUE = 1
     FIELDS = (Struct("ScaleBias", "scale_bias", default=None),)
     SUPPORT = support({"1_0": (4, 5), "3_0": (1, 8)}, first=FLOAT16_32)
 
@@ -58,9 +56,6 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
         sb = None if scale is None and bias is None else ScaleBias(1.0 if scale is None else scale,
                                                                    0.0 if bias is None else bias)
         return (lambda t: cls(t, None, sb)), (scale, bias)
-
-    def output_sizes_for(self, input_sizes):
-        return (tuple(input_sizes[0]),)
 
     def __post_init__(self):
         inp = self._check_input()
@@ -76,10 +71,8 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
                                               self._float32(sb.bias, "ScaleBias.Bias")))
 
     def _passes(self, layouts):
-        (strides, origin), = layouts
-        out = self.output_tensor
-        sb = None if self.scale_bias is None else (self.scale_bias.scale, self.scale_bias.bias)
-        yield Copy(0, 0, out.sizes, origin, tuple(strides), 0, out.element_strides, scale_bias=sb)
+        sb = self.scale_bias
+        return super()._passes(layouts, None if sb is None else (sb.scale, sb.bias))
 
     # differentiation (see ``_spec``): g(x) = x * Scale + Bias is affine; its
     # linear part scales, and scaling is its own adjoint.
@@ -95,6 +88,3 @@ class ElementWiseIdentityOperatorDesc(MoveOperatorDesc):
     def adjoint(self, api, grad):
         sb = self.scale_bias
         return (api.identity(grad) if sb is None else api.identity(grad, scale=sb.scale),)
-
-    def chunking(self):
-        return {}                                    # element-wise

@@ -40,7 +40,6 @@ class JoinOperatorDesc(MoveOperatorDesc):
     ----------
     axis : int
         The axis to concatenate along; negative values count from the end.""")
-    TYPE_VALUE = 63
     SLOTS = (Tensor("InputTensors", "input_tensors", "input", many=True),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
     FIELDS = (UInt("Axis", "axis"),)
@@ -52,10 +51,6 @@ class JoinOperatorDesc(MoveOperatorDesc):
         a = api.axis(axis, api.rank_of(x), "join")
         return (lambda *ts: cls(ts, None, a)), (a,)
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.input_tensors[0]
-
     def __post_init__(self):
         ins = self._tensor_tuple(self.SLOTS[0])
         first = ins[0]
@@ -64,11 +59,7 @@ class JoinOperatorDesc(MoveOperatorDesc):
                 raise self._err(f"InputTensors[{i}].DimensionCount must equal InputTensors[0].DimensionCount; "
                                 f"got {t.rank} != {first.rank}")
         self._check_axis_parts("InputTensors", self.input_tensors, "InputTensors[0]", first)
-        self._derive_output(self.joined_sizes, "the inputs' Sizes, summed along Axis")
-
-    @property
-    def joined_sizes(self) -> tuple[int, ...]:
-        return self.output_sizes_for([t.sizes for t in self.input_tensors])[0]
+        self._derive_output(self.output_sizes_for([t.sizes for t in ins])[0], "the inputs' Sizes, summed along Axis")
 
     def output_sizes_for(self, input_sizes):
         total = sum(s[self.axis] for s in input_sizes)

@@ -40,7 +40,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
     axis: int
 
     OPERATOR = "ONE_HOT"
-    TYPE_VALUE = 95
     BINDING = Binding("one_hot", ((5,),), {"depth": 4, "axis": -1}, "indices", slot="IndicesTensor",
                       others={"values": ("ValuesTensor", [0, 1], "float32")}, added_axes=1, route="index",
                       params="depth: int, values: Any, axis: int = -1", shape="The indices",
@@ -80,10 +79,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
             return cls(ti, tv, api.sizes_of(where, "OutputTensor", lambda: TensorDesc(tv.data_type, shape)), a)
         return make, [indices.reshape(is_[:a] + (1,) + is_[a:]), api.lead(values, ro)], shape, (shape, a)
 
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.indices_tensor
-
     def __post_init__(self):
         idx = self._check_input()
         self._check_index_ops(("ValuesTensor", "OutputTensor"))
@@ -100,10 +95,6 @@ class OneHotOperatorDesc(IndexOperatorDesc):
         opendml differentiates (its values come from ValuesTensor, which the
         array API takes as constants)."""
         return None
-
-    @property
-    def depth(self) -> int:
-        return self.output_tensor.sizes[self.axis]
 
     def _index_passes(self, layouts, out_strides):
         (is_, io), (vs, vo) = layouts

@@ -30,6 +30,7 @@ from ..model._checks import UINT32_MAX
 from ..model.feature_level import FeatureLevel
 from ..model.tensor_desc import TensorDesc
 from ..model.errors import UnsupportedError
+from ..plan import AxisMap
 from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc, convert_scalar, pad_passes
 from ._spec import Enum, Field, Float, PaddingMode, is_float
@@ -47,16 +48,12 @@ class PaddingRules(MoveOperatorDesc):
         inp = self._check_input()
         self._enum("padding_mode", "PaddingMode", PaddingMode)
         n = inp.rank
-        self._ints("start_padding", "StartPadding", n)
-        self._ints("end_padding", "EndPadding", n)
+        for f in self.FIELDS[-2:]:                 # StartPadding, EndPadding
+            self._ints(f.attr, f.json, n)
         for i in range(n):
             self._check_bounds("StartPadding", i, self.start_padding[i], 0, UINT32_MAX)
             self._check_bounds("EndPadding", i, self.end_padding[i], 0, UINT32_MAX)
-        self._derive_output(self.expected_output_sizes, "InputTensor.Sizes + StartPadding + EndPadding")
-
-    @property
-    def expected_output_sizes(self) -> tuple[int, ...]:
-        return self.output_sizes_for((self.input_tensor.sizes,))[0]
+        self._derive_output(self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes + StartPadding + EndPadding")
 
     def output_sizes_for(self, input_sizes):
         return (tuple(n + s + e for n, s, e in zip(input_sizes[0], self.start_padding, self.end_padding)),)
@@ -135,7 +132,6 @@ class PaddingOperatorDesc(PaddingRules):
     end_padding: tuple[int, ...]
 
     OPERATOR = "PADDING"
-    TYPE_VALUE = 64
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode), Float("PaddingValue", "padding_value", default=0.0),
               Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
     SUPPORT = support({"1_0": (4, 5), "3_1": (1, 8)}, first=FLOAT16_32, wide="5_0")
@@ -152,7 +148,6 @@ def pad_axis_runs(mode: int, start: int, end: int, n: int):
     step by +1, -1 or 0: ``(first output position, length, first input
     position, step)`` each. The interior (``start`` to ``start + n``) is not
     listed."""
-    from ..plan import AxisMap
     amap = AxisMap(mode, start, n)
     for lo, hi in ((0, start), (start + n, start + n + end)):
         o = lo

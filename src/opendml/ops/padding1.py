@@ -63,7 +63,6 @@ class Padding1OperatorDesc(PaddingRules):
         ``PaddingMode`` or its int value.
     value : int or float, optional
         The constant mode's value (default 0); it must fit ``x``'s dtype.""")
-    TYPE_VALUE = 155
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode),
               Enum("PaddingValueDataType", "padding_value_data_type", enum=DataType, default=_default_value_type),
               ScalarUnion("PaddingValue", "padding_value", type_field="PaddingValueDataType", default=0),

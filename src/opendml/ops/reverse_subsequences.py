@@ -36,7 +36,6 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
     axis: int
 
     OPERATOR = "REVERSE_SUBSEQUENCES"
-    TYPE_VALUE = 106
     BINDING = Binding("reverse_subsequences", ((3, 4),), {"axis": 1},
                       others={"sequence_lengths": ("SequenceLengthsTensor", [2, 4, 3], "uint32")}, route="index",
                       params="sequence_lengths: Any, axis: int", shape="The input",

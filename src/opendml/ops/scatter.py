@@ -50,7 +50,6 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
 
     OPERATOR = "SCATTER_ELEMENTS"
     ALIASES = ("SCATTER",)
-    TYPE_VALUE = 94
     BINDING = Binding("scatter_elements", ((3, 4),), {"axis": 0},
                       others={"indices": ("IndicesTensor", [[2, 0, 1, 2]], "int32"),
                               "updates": ("UpdatesTensor", [[21, 22, 23, 24]], "float32")}, route="index",

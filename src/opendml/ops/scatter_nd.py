@@ -55,7 +55,6 @@ class ScatterNdOperatorDesc(_NdIndexing):
     indices_dimension_count: int
 
     OPERATOR = "SCATTER_ND"
-    TYPE_VALUE = 109
     BINDING = Binding("scatter_nd", ((3, 4),), {},
                       others={"indices": ("IndicesTensor", [[0, 1], [2, 3]], "int64"),
                               "updates": ("UpdatesTensor", [31, 32], "float32")}, route="index",

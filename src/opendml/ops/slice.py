@@ -41,7 +41,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         The step between elements read, one entry per axis (each >= 1); the
         last element read, ``offsets + (sizes - 1) * strides``, must lie in
         ``x``.""")
-    TYPE_VALUE = 60
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     SUPPORT = support({"1_0": (4, 5), "3_0": (1, 8)}, first=TYPES_1_0)
 
@@ -53,13 +52,10 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False
-        dims = inp.sizes
-        n = len(dims)
-        offsets, sizes, strides = plain_ints(self.offsets, n), plain_ints(self.sizes, n), plain_ints(self.strides, n)
-        if offsets is None or sizes is None or strides is None:
+        got = plain_lowering(inp.sizes, self.offsets, self.sizes, self.strides)
+        if got is None:
             return False
-        if not _plain_window(dims, offsets, sizes, strides):
-            return False
+        sizes, offsets, strides = got
         out = self.output_tensor
         if out is None:
             out = TensorDesc(inp.data_type, sizes)
@@ -73,9 +69,8 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
     def _check_rules(self):
         inp = self._check_input()
         n = inp.rank
-        self._ints("offsets", "Offsets", n)
-        self._ints("sizes", "Sizes", n)
-        self._ints("strides", "Strides", n)
+        for f in self.FIELDS:
+            self._ints(f.attr, f.json, n)
         for i in range(n):
             o, s, t, dim = self.offsets[i], self.sizes[i], self.strides[i], inp.sizes[i]
             self._check_bounds("Offsets", i, o, 0, UINT32_MAX)
@@ -140,23 +135,19 @@ def slice1_window(sizes, strides) -> list:
     return [(s - 1) * t + 1 for s, t in zip(sizes, strides)]
 
 
-def _plain_window(dims, offsets, sizes, strides) -> bool:
-    """The rules of the window in the common case (fields already tuples of
-    plain ints, one per dimension), in one pass."""
-    for o, s, t, dim in zip(offsets, sizes, strides, dims):
-        # the last element read inside the input bounds the offset and the size too
-        if o < 0 or s < 1 or t < 1 or t > UINT32_MAX or o + (s - 1) * t >= dim:
-            return False
-    return True
-
-
 def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tuple, tuple] | None:
     """``(output sizes, starts, steps)``: the packed output's element ``c`` is
-    the input's element ``starts + steps * c`` (see ``opendml.ops``)."""
+    the input's element ``starts + steps * c`` (see ``opendml.ops``), where
+    the fields are plain ints, one per dimension, by the window's rules (in
+    one pass); else None. SLICE's fast path as well."""
     n = len(in_sizes)
     offsets, sizes, strides = plain_ints(offsets, n), plain_ints(sizes, n), plain_ints(strides, n)
-    if offsets is None or sizes is None or strides is None or not _plain_window(in_sizes, offsets, sizes, strides):
+    if offsets is None or sizes is None or strides is None:
         return None
+    for o, s, t, dim in zip(offsets, sizes, strides, in_sizes):
+        # the last element read inside the input bounds the offset and the size too
+        if o < 0 or s < 1 or t < 1 or t > UINT32_MAX or o + (s - 1) * t >= dim:
+            return None
     return sizes, offsets, strides
 
 

@@ -105,7 +105,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
     output_sizes : sequence of int or None, optional
         The output's shape, at most the reachable elements per axis; None
         (the default) takes them all.""")
-    TYPE_VALUE = 111
     SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
@@ -209,12 +208,15 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
                          self.output_tensor.sizes))
 
     def _passes(self, layouts):
-        """One plain ``Copy`` from CopyStart with the window's strides (signed)."""
+        """One plain ``Copy`` from CopyStart (a negative stride starts at the
+        window's end), with the window's strides times the input's."""
         ((ts, origin),) = layouts
         out = self.output_tensor
-        origin, steps = _lowered(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
-                                 ts, origin)
-        return (Copy(0, 0, out.sizes, origin, steps, 0, out.element_strides),)
+        steps = []
+        for o, s, w, t in zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides, ts):
+            origin += (o + s - 1 if w < 0 else o) * t
+            steps.append(w * t)
+        return (Copy(0, 0, out.sizes, origin, tuple(steps), 0, out.element_strides),)
 
 
 def _plain_window(sizes, offsets, window, steps) -> tuple | None:
@@ -240,16 +242,6 @@ def _plain_window(sizes, offsets, window, steps) -> tuple | None:
             return None
         most.append(max_copied_elements(s, t))
     return offsets, window, steps, most, starts
-
-
-def _lowered(offsets, window, steps, in_strides, in_offset: int) -> tuple[int, tuple]:
-    """The plan's input offset and strides: CopyStart (a negative stride
-    starts at the window's end) and window strides times element strides."""
-    out = []
-    for o, s, w, t in zip(offsets, window, steps, in_strides):
-        in_offset += (o + s - 1 if w < 0 else o) * t
-        out.append(w * t)
-    return in_offset, tuple(out)
 
 
 def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -> tuple[tuple, list, tuple] | None:

@@ -56,7 +56,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
         negative ones walking from the window's end); the window must lie in
         ``input_sizes``.""")
-    TYPE_VALUE = 135
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
     FIELDS = Slice1OperatorDesc.FIELDS       # SLICE1's window
@@ -69,14 +68,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
             out = api.sizes_of("slice_grad", "OutputGradientTensor", lambda: TensorDesc(t.data_type, input_sizes))
             return cls(t, out, offsets, sizes, strides)
         return make
-
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.input_gradient_tensor
-
-    @property
-    def output_tensor(self) -> TensorDesc:
-        return self.output_gradient_tensor
 
     def _fast_path(self) -> bool:
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor

@@ -44,12 +44,10 @@ class _SpaceDepth(MoveOperatorDesc):
 
     FIELDS = (UInt("BlockSize", "block_size"),)
     SUPPORT = support({"1_0": 4}, first=FLOAT16_32, wide="5_0")
+    order = DepthSpaceOrder.DEPTH_COLUMN_ROW        # (a field of the ``1`` versions)
 
     def __post_init__(self):
         self._check()
-
-    def _order(self) -> DepthSpaceOrder:
-        return DepthSpaceOrder.DEPTH_COLUMN_ROW
 
     @property
     def TO_DEPTH(self) -> bool:  # noqa: N802
@@ -58,7 +56,7 @@ class _SpaceDepth(MoveOperatorDesc):
 
     def _check(self) -> None:
         inp = self._check_input()
-        b = self._uint("block_size", "BlockSize", 1)
+        b = self._int("block_size", "BlockSize", 1)
         if inp.rank != 4:
             raise self._err(f"InputTensor.DimensionCount must be 4 ({{N, C, H, W}}); got {inp.rank}")
         if self.TO_DEPTH:
@@ -84,7 +82,7 @@ class _SpaceDepth(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         back = api.depth_to_space if self.TO_DEPTH else api.space_to_depth
-        return (back(grad, self.block_size, self._order()),)
+        return (back(grad, self.block_size, self.order),)
 
     def chunking(self):
         b = self.block_size
@@ -93,37 +91,32 @@ class _SpaceDepth(MoveOperatorDesc):
     def _passes(self, layouts):
         (strides, origin), = layouts
         b = self.block_size
-        space, depth = ((self.input_tensor, self.output_tensor) if self.TO_DEPTH
-                        else (self.output_tensor, self.input_tensor))
+        space = self.input_tensor if self.TO_DEPTH else self.output_tensor
         s_str = strides if self.TO_DEPTH else space.element_strides
-        d_str = depth.element_strides if self.TO_DEPTH else strides
+        d_str = self.output_tensor.element_strides if self.TO_DEPTH else strides
         n, c, hb, wb = space.sizes
         h, w = hb // b, wb // b
         sizes = (n, b, b, c, h, w)
         space_strides = (s_str[0], s_str[2], s_str[3], s_str[1], b * s_str[2], b * s_str[3])
-        if self._order() == DepthSpaceOrder.DEPTH_COLUMN_ROW:
+        if self.order == DepthSpaceOrder.DEPTH_COLUMN_ROW:
             bh, bw, cc = b * c * d_str[1], c * d_str[1], d_str[1]
         else:
             bh, bw, cc = b * d_str[1], d_str[1], b * b * d_str[1]
         depth_strides = (d_str[0], bh, bw, cc, d_str[2], d_str[3])
-        if self.TO_DEPTH:
-            yield Copy(0, 0, sizes, origin, space_strides, 0, depth_strides)
-        else:
-            yield Copy(0, 0, sizes, origin, depth_strides, 0, space_strides)
+        src, dst = (space_strides, depth_strides) if self.TO_DEPTH else (depth_strides, space_strides)
+        yield Copy(0, 0, sizes, origin, src, 0, dst)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class SpaceToDepthOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C*b*b, H/b, W/b}`` packed."""
     OPERATOR = "SPACE_TO_DEPTH"
-    TYPE_VALUE = 68
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class DepthToSpaceOperatorDesc(_SpaceDepth):
     """``OutputTensor`` may be None: ``{N, C/(b*b), H*b, W*b}`` packed."""
     OPERATOR = "DEPTH_TO_SPACE"
-    TYPE_VALUE = 69
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -133,9 +126,6 @@ class _SpaceDepth1(_SpaceDepth):
 
     FIELDS = (UInt("BlockSize", "block_size"), Enum("Order", "order", enum=DepthSpaceOrder))
     SUPPORT = support({"2_1": 4}, wide="5_0")
-
-    def _order(self):
-        return self.order
 
     def __post_init__(self):
         self._enum("order", "Order", DepthSpaceOrder)
@@ -180,7 +170,6 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth1):
                        """(N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
     index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".""", "(N, C, H * b, W * b)",
                        "(N, C * b * b, H, W)", "H or W not a multiple of ``block_size``")
-    TYPE_VALUE = 114
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -191,4 +180,3 @@ class DepthToSpace1OperatorDesc(_SpaceDepth1):
     BINDING = _binding("depth_to_space", ((1, 8, 2, 3),), {"block_size": 2}, """(N, C*b*b, H, W) -> (N, C, H*b, W*b), the inverse
     of ``space_to_depth`` with the same order.""", "(N, C * b * b, H, W)", "(N, C, H * b, W * b)",
                        "the channels not a multiple of ``block_size ** 2``")
-    TYPE_VALUE = 113

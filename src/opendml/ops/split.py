@@ -42,7 +42,6 @@ class SplitOperatorDesc(MoveOperatorDesc):
     sizes : sequence of int
         The length of each piece along ``axis``, each >= 1, summing to
         ``x.shape[axis]``.""")
-    TYPE_VALUE = 62
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("OutputTensors", "output_tensors", "output", many=True))
     FIELDS = (UInt("Axis", "axis"),)
@@ -64,10 +63,6 @@ class SplitOperatorDesc(MoveOperatorDesc):
                          for s in sizes)
             return cls(t, outs, a)
         return make, (a, sizes)
-
-    @property
-    def output_tensor(self) -> TensorDesc:
-        return self.output_tensors[0]
 
     def __post_init__(self):
         inp = self._check_input()

@@ -66,7 +66,6 @@ class TileOperatorDesc(MoveOperatorDesc):
         last axis' count). More entries than ``x`` has axes are refused
         (``numpy.tile`` would add leading axes of size 1: reshape ``x``
         first).""")
-    TYPE_VALUE = 70
     FIELDS = (Field("Repeats", "repeats"),)
     COUNTS = {"RepeatsCount": "Repeats"}
     SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": FLOAT16_32, "2_1": TYPES_2_1, "4_1": _TILE_4_1})
@@ -80,11 +79,7 @@ class TileOperatorDesc(MoveOperatorDesc):
         self._ints("repeats", "Repeats", inp.rank)
         for i, r in enumerate(self.repeats):
             self._check_bounds("Repeats", i, r, 1, UINT32_MAX, " (values must be larger than 0)")
-        self._derive_output(self.tiled_sizes, "InputTensor.Sizes * Repeats")
-
-    @property
-    def tiled_sizes(self) -> tuple[int, ...]:
-        return self.output_sizes_for((self.input_tensor.sizes,))[0]
+        self._derive_output(self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes * Repeats")
 
     def output_sizes_for(self, input_sizes):
         return (tuple(n * r for n, r in zip(input_sizes[0], self.repeats)),)

@@ -71,7 +71,7 @@ class _Windowed(AdjointByCall, FastPathDesc):
         return d
 
     def _keep(self, fields, **more) -> bool:
-        """A fast path's end: ``plain_window``'s plain fields (and ``more``) stored as the rules would
+        """A fast path's end: ``plain_window_fields``' plain fields (and ``more``) stored as the rules would
         leave them, the blocks per axis kept for ``blocks_per_dimension``."""
         dct = self.__dict__
         (dct["window_sizes"], dct["strides"], dct["dilations"], dct["start_padding"], dct["end_padding"], _, _,
@@ -123,7 +123,6 @@ class UnfoldOperatorDesc(_Windowed):
     start_padding, end_padding : int or sequence of int, optional
         Zeros added before and after each spatial axis (default 0); the
         dilated window must fit the padded input.""")
-    TYPE_VALUE = 177
     SCHEMA = ("(Tensor x, int[] window_sizes, int[] strides, int[] dilations, int[] start_padding, "
               "int[] end_padding) -> Tensor")
 
@@ -136,7 +135,8 @@ class UnfoldOperatorDesc(_Windowed):
         if type(inp) is not TensorDesc:
             return False
         sizes = inp.sizes
-        fields = plain_window(self, sizes[2:], MAX_SPATIAL_DIMENSIONS)
+        fields = plain_window_fields(self.window_sizes, self.strides, self.dilations, self.start_padding,
+                                     self.end_padding, sizes[2:], MAX_SPATIAL_DIMENSIONS)
         expected = None if fields is None else _packed_sizes(sizes, *fields[5:7])
         if expected is None:
             return False
@@ -155,7 +155,7 @@ class UnfoldOperatorDesc(_Windowed):
         inp = self._check_input()
         d = self._dimension_count()
         self._check_window_fields("InputTensor", inp, d)
-        expected = self.expected_output_sizes
+        expected = (inp.sizes[0], inp.sizes[1] * math.prod(self.window_sizes), self.block_count)
         count = math.prod(expected)
         if count > MAX_ELEMENTS or max(expected) > UINT32_MAX:
             raise self._err(f"the output would have sizes {list(expected)} ({count} elements); a tensor "
@@ -180,11 +180,6 @@ class UnfoldOperatorDesc(_Windowed):
         n, c, *spatial = input_sizes
         blocks = blocks_per_dimension(spatial, window_sizes, strides, dilations, start_padding, end_padding)
         return (n, c * math.prod(window_sizes), math.prod(blocks))
-
-    @property
-    def expected_output_sizes(self) -> tuple[int, int, int]:
-        n, c = self.input_tensor.sizes[:2]
-        return (n, c * math.prod(self.window_sizes), self.block_count)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
@@ -239,19 +234,13 @@ def _packed_sizes(in_sizes, k: int, blocks: int) -> tuple | None:
     return None if n * c * k * blocks > MAX_ELEMENTS else (n, c * k, blocks)
 
 
-def plain_window(desc, spatial, max_dims: int) -> tuple | None:
-    """UNFOLD's and FOLD's window fields of ``desc`` over the spatial sizes
+def plain_window_fields(window, strides, dilations, start, end, spatial, max_dims: int) -> tuple | None:
+    """UNFOLD's and FOLD's five window fields over the spatial sizes
     ``spatial`` (the input's for UNFOLD, the output's for FOLD), where they
     are plain valid values (1 to ``max_dims`` axes, each window
     fitting its padded axis): ``(window, strides, dilations, start, end,
     window_count, block_count, blocks_per_axis)``; None for anything else,
     which the operator's rule-by-rule checks then name."""
-    return plain_window_fields(desc.window_sizes, desc.strides, desc.dilations, desc.start_padding,
-                               desc.end_padding, spatial, max_dims)
-
-
-def plain_window_fields(window, strides, dilations, start, end, spatial, max_dims: int) -> tuple | None:
-    """``plain_window`` of the five fields given as values."""
     window = plain_ints(window, None)
     if window is None:
         return None
