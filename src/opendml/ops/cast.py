@@ -51,7 +51,7 @@ class CastOperatorDesc(ElementWiseDesc):
 
     Parameters
     ----------
-    dtype : numpy.dtype, type, str, torch.dtype, JAX dtype or DataType
+    dtype : numpy.dtype, type, str, torch.dtype, JAX dtype, DataType or its int value
         The result's element type: one of the 11 DirectML types, spelt as
         any framework spells it: a NumPy dtype, scalar type or string
         (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
