@@ -237,7 +237,8 @@ INVALID = [
     ("cast", np.zeros((2, 3), np.float32), ("DML_TENSOR_DATA_TYPE_INT4",)),
     ("cast", np.zeros((2, 3), np.float32), ("int32\x00",)),
     ("cast", np.zeros((2, 3), np.float32), ("\ud800",)),
-    ("cast", np.zeros((2, 3), np.float32), (6,)),                    # DataType.INT32's value, but no dtype
+    ("cast", np.zeros((2, 3), np.float32), (99,)),                   # no DataType's value
+    ("cast", np.zeros((2, 3), np.float32), (True,)),                 # DataType.FLOAT32's value, but a bool
     ("tile", np.zeros((2, 3), np.float64), (2,)),                   # FLOAT64: not in TILE's table
     ("tile", np.zeros((2, 3), np.float32), ((1, 2, 3),)),           # longer than the rank
     ("tile", np.zeros((2, 3), np.float32), ((0, 2),)),
