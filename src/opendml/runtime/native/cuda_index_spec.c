@@ -425,13 +425,3 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     len = odml_name(L->name, n, "ix_owner<%s, %d, %d>", index, k, nax);
     return len < 0 || len >= n || slots >= LIM32 ? -1 : 2;
 }
-
-int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c) {
-    int64_t v[ODML_INDEX_CONF_COUNT];
-    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != ODML_INDEX_CONF_COUNT || sizeof *c != sizeof v) return -1;
-    for (Py_ssize_t i = 0; i < ODML_INDEX_CONF_COUNT; i++)
-        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i]) || v[i] < 0 || v[i] > (1 << 24)) return -1;
-    memcpy(c, v, sizeof v);
-    /* kernel template arguments and divisors: THREADS fixed by index.cu, at least one item a thread, lines */
-    return c->items < 1 || c->position_items < 1 || c->reverse_bytes < 1 ? -1 : 0;
-}

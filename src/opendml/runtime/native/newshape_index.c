@@ -390,21 +390,6 @@ static int ix_lower(int which, ix_in *xs, PyObject *const *args, Py_ssize_t narg
          : which == IX_SCATTER_ND ? lower_scatter_nd(&xs[0], &xs[1], &xs[2], args, nargs, g) : -1;
 }
 
-/* calls_move.c's index_pass_fits for pass p reading input src (in_size bytes an element, span elements bound
- * per input) into an output of `count` elements: well formed and inside the buffers whatever the index values
- * (its ranges' lengths in ip). */
-static int ix_fits(const idx_params *p, int src, int n_in, const int *in_size, const int64_t *span, int64_t count,
-                   IndexPass *ip) {
-    int fits = !odml_index_malformed(p, n_in) && odml_type_size[p->data_type] == in_size[src];
-    for (int64_t a = 0; fits && a < p->naxes; a++) {
-        fits = in_size[p->axes[a].slot] == odml_type_size[p->axes[a].type];
-        ip->idx_len[a] = span[p->axes[a].slot];
-    }
-    ip->dst_len = count;
-    ip->src_len = span[src];
-    return fits && odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len);
-}
-
 /* The entry of function `which` on the n_in inputs `in` (exact ndarrays) and the call's arguments: the
  * types the operator's tables take at the newest level are `types` (bit 16 * j + t: DataType t for array
  * j); an output of min_bytes or more comes from the output blocks. NULL with no exception where the route
@@ -440,8 +425,9 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
     o->rank = g.out_rank;
     memcpy(o->dims, g.out_dims, sizeof(int64_t) * (size_t)g.out_rank);
     int64_t count = 1;
+    const int out_size = (int)odml_type_size[g.out_type];
     for (int i = 0; i < g.out_rank; i++) count *= g.out_dims[i];
-    o->bytes = count * odml_type_size[g.out_type];
+    o->bytes = count * out_size;
     o->use_blocks = o->bytes >= min_bytes;
     e->total = o->bytes;
     for (int i = 0; i < g.n_pass; i++) {
@@ -460,7 +446,7 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
         mp->src = g.src[i];
         mp->threads = 1;
         mp->checked = g.checked[i];
-        if (!ix_fits(p, g.src[i], n_in, in_size, span, count, ip)) {
+        if (!index_pass_fits(mp, ip, span, in_size, &count, &out_size, n_in, 1)) {
             Py_DECREF(e);
             return NULL;
         }
@@ -471,14 +457,9 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
 /* The inputs offered (index_ops' tuple of two or three exact ndarrays) in `in` (borrowed): how many; -1
  * else. */
 static int index_inputs(PyObject *given, PyArrayObject **in) {
-    if (!PyTuple_CheckExact(given) || PyTuple_GET_SIZE(given) < 2 || PyTuple_GET_SIZE(given) > 3) return -1;
-    const int n = (int)PyTuple_GET_SIZE(given);
-    for (int j = 0; j < n; j++) {
-        PyObject *a = PyTuple_GET_ITEM(given, j);
-        if (Py_TYPE(a) != &PyArray_Type) return -1;
-        in[j] = (PyArrayObject *)a;
-    }
-    return n;
+    int seq, n;
+    return PyTuple_CheckExact(given) && PyTuple_GET_SIZE(given) <= 3
+           && (n = arrays_of(given, &PyArray_Type, (PyObject **)in, &seq)) >= 2 ? n : -1;
 }
 
 /* index_new(op, which, types, given, args, generation, min_bytes): the call lowered, run and recorded (serve_new),
@@ -539,12 +520,14 @@ static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args,
     ix_prog *g = &ix->g;
     if (ix_lower(ix->which, xs, args, nargs, g) < 0) return -1;
     int64_t count = 1;
+    const int out_size = (int)odml_type_size[g->out_type];
     for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
     for (int i = 0; i < g->n_pass; i++) {
         idx_params *p = &g->p[i];
-        IndexPass ip;
         p->outer = p->outer ? p->outer : odml_ix_outer(p);
-        if (!ix_fits(p, g->src[i], c->n, in_size, c->span, count, &ip)) return -1;
+        Pass mp = {.src = g->src[i]};
+        IndexPass ip = {.p = *p};
+        if (!index_pass_fits(&mp, &ip, c->span, in_size, &count, &out_size, c->n, 1)) return -1;
     }
     out->n_out = 1;
     out->multi = 0;
@@ -694,10 +677,7 @@ static PyObject *index_lowering(PyObject *const *args) {
     if (plain_args(args, "ii.ti", &which, &types, &min_bytes) || (n_in = index_inputs(args[2], in)) < 0)
         Py_RETURN_NONE;
     Entry *e = index_entry((int)which, types, in, n_in, args[3], min_bytes);
-    if (!e) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
+    if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     PyObject *shape = odml_ints_tuple(e->outs[0].dims, e->outs[0].rank), *passes = PyTuple_New(e->n_pass);
     PyObject *result = NULL;
     if (!shape || !passes) goto done;
