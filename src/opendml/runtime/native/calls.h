@@ -278,8 +278,6 @@ int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs);
 /* the DataType value of a PyTorch dtype, else 0 (calls_move_new.c) */
 int64_t torch_type(PyObject *dtype);
-#endif
-#ifdef ODML_NUMPY
 /* -- new shapes on CUDA memory (calls_move_new.c): what the lowering and the launches read of a call's inputs:
  * each as the lowering takes it, its data pointer, the bytes from it back to element 0 of its bound range
  * (planner.array_layout's origin) and that range's elements (its span) */

@@ -21,17 +21,6 @@
 static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
 
 
-#ifdef ODML_NUMPY
-int number_descr(PyObject *d) {
-    const int num = ((PyArray_Descr *)d)->type_num;
-    PyArray_Descr *builtin = PyTypeNum_ISNUMBER(num) ? PyArray_DescrFromType(num) : NULL;
-    const int same = builtin && (PyObject *)builtin == d;
-    if (PyErr_Occurred()) drop_error();
-    Py_XDECREF(builtin);
-    return same;
-}
-#endif
-
 /* A family argument (see above); -1: no key. */
 int key_move_arg(Key *k, PyObject *a) {
     int64_t v;
@@ -70,6 +59,15 @@ int key_move_arg(Key *k, PyObject *a) {
 }
 
 #ifdef ODML_NUMPY
+int number_descr(PyObject *d) {
+    const int num = ((PyArray_Descr *)d)->type_num;
+    PyArray_Descr *builtin = PyTypeNum_ISNUMBER(num) ? PyArray_DescrFromType(num) : NULL;
+    const int same = builtin && (PyObject *)builtin == d;
+    if (PyErr_Occurred()) drop_error();
+    Py_XDECREF(builtin);
+    return same;
+}
+
 /* The key of a family call: operator, arguments, then the inputs (x: one exact ndarray, or an exact list or tuple of
  * 1..MAX_MOVE_IO of them), which are stored in `in` (borrowed). -1: no key. */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
@@ -495,9 +493,7 @@ release:
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
-#endif
 
-#ifdef ODML_NUMPY
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
 static PyObject *torch_view(PyObject *t) {

@@ -26,7 +26,6 @@ int64_t descr_type(PyArray_Descr *d) {
         default: return 0;
     }
 }
-#endif
 
 /* DataType values 1..11 -> their lower-case names (arrays/_contract.py's _NAMES). */
 static const char *const type_name[12] = {NULL, "float32", "float16", "uint32", "uint16", "uint8", "int32", "int16",
@@ -56,7 +55,6 @@ static int64_t named_type(const char *name, Py_ssize_t len, const char *prefix) 
 }
 
 int64_t odml_move_dtype_type(PyObject *o) {
-#ifdef ODML_NUMPY
     if (!numpy_ready) return 0;
     /* the spellings arrays/_contract.py's data_type reads without NumPy: a DataType name exactly (upper or
      * lower case, "DML_TENSOR_DATA_TYPE_" first or not), a DataType member, a PyTorch dtype ("torch.int8");
@@ -109,13 +107,8 @@ int64_t odml_move_dtype_type(PyObject *o) {
     const int64_t t = PyTypeNum_ISNUMBER(d->type_num) && PyArray_ISNBO(d->byteorder) ? descr_type(d) : 0;
     Py_DECREF(d);
     return t;
-#else
-    (void)o;
-    return 0;
-#endif
 }
 
-#ifdef ODML_NUMPY
 /* The inputs of a family call: x one exact ndarray, or where the lowering number has ODML_LOWER_SEQUENCE (a function
  * offering its arrays as one list or tuple) an exact list or tuple of 1..MAX_MOVE_IO of them (a lone array is refused
  * there: the Python route names the fault), stored in `in` (borrowed); -1 else. */
@@ -898,9 +891,7 @@ done:
     PyMem_Free(L);
     return result;
 }
-#endif
 
-#ifdef ODML_NUMPY
 /* torch_cpu_new through PyTorch's accessors (torch_api.h), where x is a plain CPU tensor they describe (in): lowered
  * from that description, the output from x.new_empty, the kernel run on the tensors' memory, the entry stored under
  * k. None (nothing run) where the route must take the call: x changed by a finalizer while the output was allocated
@@ -973,6 +964,11 @@ static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     how.base = (CudaNew){family_lower, family_plan, 0};
     how.lowering = (int)lowering;
     return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
+}
+#else
+int64_t odml_move_dtype_type(PyObject *o) {
+    (void)o;
+    return 0;
 }
 #endif
 
