@@ -257,8 +257,8 @@ int torch_input_cuda(PyObject *x);
  * 1..MAX_MOVE_IO of them (*seq 1), in in[] (borrowed); their count, or -1 where x is not such */
 int arrays_of(PyObject *x, PyTypeObject *type, PyObject **in, int *seq);
 /* the family on CUDA memory (calls_move.c): x's framework (1 PyTorch, 2 CuPy, else 0); x's arrays (arrays_of's) of
- * PyTorch's or CuPy's type as new references; the call's key (each input's words from at[i], where at is not NULL; torch 2: PyTorch tensors,
- * each first checked to be one cuda_move serves, torch_plain_key); equal key words */
+ * PyTorch's or CuPy's type as new references; the call's key (each input's words from at[i], where at is not NULL;
+ * torch 2: PyTorch tensors, each first checked to be one cuda_move serves, torch_plain_key); equal key words */
 int cuda_framework(PyObject *x);
 int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq);
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,

@@ -73,7 +73,8 @@ int number_descr(PyObject *d) {
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in) {
     int seq;
-    if (key_call(k, KIND_MOVE, op, args, nargs, 1) < 0 || (*n_in = arrays_of(x, &PyArray_Type, (PyObject **)in, &seq)) < 0
+    if (key_call(k, KIND_MOVE, op, args, nargs, 1) < 0
+            || (*n_in = arrays_of(x, &PyArray_Type, (PyObject **)in, &seq)) < 0
             || put(k, seq ? -2 : -1) < 0 || (seq && put(k, *n_in) < 0))
         return -1;
     for (int i = 0; i < *n_in; i++)

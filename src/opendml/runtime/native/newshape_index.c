@@ -411,17 +411,15 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
     }
     if (ix_lower(which, xs, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), &g) < 0)
         return NULL;
-    PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g.out_type]);     /* DataType.numpy_dtype */
-    if (!d) return NULL;
     Entry *e = entry_alloc(KIND_MOVE, 1, g.n_pass);
-    if (!e) {
-        Py_DECREF(d);
+    if (!e) return NULL;
+    Out *o = &e->outs[0];
+    if (!(o->dtype = (PyObject *)PyArray_DescrFromType(move_npy_type[g.out_type]))) {    /* DataType.numpy_dtype */
+        Py_DECREF(e);
         return NULL;
     }
     e->n_in = n_in;
     for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
-    Out *o = &e->outs[0];
-    o->dtype = (PyObject *)d;
     o->rank = g.out_rank;
     memcpy(o->dims, g.out_dims, sizeof(int64_t) * (size_t)g.out_rank);
     int64_t count = 1;
