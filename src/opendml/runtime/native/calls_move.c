@@ -495,6 +495,23 @@ release:
     return result;
 }
 
+/* x, or the first item of an exact list or tuple x (NULL where empty) */
+static PyObject *first_of(PyObject *x) {
+    Py_ssize_t n;
+    PyObject **items = seq_items(x, &n);
+    return !items ? x : n > 0 ? items[0] : NULL;
+}
+
+/* For x a PyTorch tensor (or a list or tuple starting with one): whether its (first) tensor is a CUDA one (0 where
+ * that cannot be read). */
+static int torch_input_cuda(PyObject *x) {
+    PyObject *first = Py_NewRef(first_of(x));
+    const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
+    Py_DECREF(first);
+    if (PyErr_Occurred()) drop_error();
+    return cuda;
+}
+
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
 static PyObject *torch_view(PyObject *t) {
@@ -644,23 +661,6 @@ PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
  * refuses an output address outside the class the launches were chosen for and queues the launches in order on the
  * framework's current stream. The backend's Launch objects the entry holds own the parameter structures (copied by
  * each launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
-
-/* x, or the first item of an exact list or tuple x (NULL where empty) */
-static PyObject *first_of(PyObject *x) {
-    Py_ssize_t n;
-    PyObject **items = seq_items(x, &n);
-    return !items ? x : n > 0 ? items[0] : NULL;
-}
-
-/* For x a PyTorch tensor (or a list or tuple starting with one): whether its (first) tensor is a CUDA one (0 where
- * that cannot be read). */
-int torch_input_cuda(PyObject *x) {
-    PyObject *first = Py_NewRef(first_of(x));
-    const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
-    Py_DECREF(first);
-    if (PyErr_Occurred()) drop_error();
-    return cuda;
-}
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 int cuda_framework(PyObject *x) {

@@ -75,6 +75,15 @@ static inline int odml_settings(PyObject *t, Py_ssize_t n, int64_t *v) {
 
 static inline int64_t odml_absv(int64_t x) { return x < 0 ? -x : x; }
 
+/* The packed (C-order) element strides of n sizes, TensorDesc's (sizes whose product fits in 64 bits). */
+static inline void odml_packed(const int64_t *sizes, int n, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= sizes[d];
+    }
+}
+
 /* An input's element layout: n sizes and signed element strides. */
 typedef struct {
     int n;

@@ -77,15 +77,6 @@ static int ix_axis(PyObject *o, int rank) {
     return (int)(a < 0 ? a + rank : a);
 }
 
-/* Packed element strides of sizes (TensorDesc's). */
-static void ix_packed(const int64_t *sizes, int n, int64_t *strides) {
-    int64_t s = 1;
-    for (int d = n - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= sizes[d];
-    }
-}
-
 /* cpu.backend.index_params / index_ops._pass_params for one pass: the common fields. */
 static idx_params *ix_pass(ix_prog *g, int kind, int src, int64_t type, int rank, const int64_t *sizes) {
     idx_params *p = &g->p[g->n_pass];
@@ -163,7 +154,7 @@ static int lower_gather(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t 
     for (int d = r - k; d < r; d++, n++) full[n] = ind->shape[d], src[n] = 0, istr[n] = ind->strides[d];
     for (int d = ap + 1; d < r; d++, n++) full[n] = x->shape[d], src[n] = x->strides[d], istr[n] = 0;
     for (int d = 0; d < r; d++) out[d] = L >= r ? full[L - r + d] : d == 0 ? 1 : full[d - 1];   /* gathered_sizes */
-    ix_packed(out, r, os);
+    odml_packed(out, r, os);
     idx_params *p = ix_pass(g, 0, 0, x->type, L, full);
     p->src_offset = x->origin;
     memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)L);
@@ -182,7 +173,7 @@ static void ix_along(ix_prog *g, const ix_in *x, int a, const int64_t *sizes, co
     idx_params *p = ix_pass(g, 0, 0, x->type, x->n, sizes);
     p->src_offset = x->origin;
     for (int d = 0; d < x->n; d++) p->src_strides[d] = d == a ? 0 : x->strides[d];
-    ix_packed(sizes, x->n, p->dst_strides);
+    odml_packed(sizes, x->n, p->dst_strides);
     ix_position(p, ind, 1, istr, x->strides[a], x->shape[a], mode, IX_CLAMP, mode == IX_REVERSE_LENGTH ? a : 0);
     g->out_type = x->type;
     g->out_rank = x->n;
@@ -218,7 +209,7 @@ static int lower_one_hot(ix_in *ind, ix_in *val, PyObject *const *args, Py_ssize
     ix_insert(val, 0, ro - 1);                   /* _lead(values, ro) */
     int64_t out[IX_RANK], os[IX_RANK];
     for (int d = 0; d < ro; d++) out[d] = d == a ? depth : ind->shape[d];
-    ix_packed(out, ro, os);
+    odml_packed(out, ro, os);
     idx_params *c = ix_pass(g, 0, 1, val->type, ro, out);      /* Copy(1, 0, out.sizes, vo, 0s, 0, os_) */
     c->outer = ro;
     c->src_offset = val->origin;
@@ -309,7 +300,7 @@ static int lower_gather_nd(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize
     idx_params *p = ix_pass(g, 0, 0, x->type, 0, x->shape);
     nd_axes(p, x, ind, rx, ri, (int)b, x->strides, p->src_strides);
     p->src_offset = x->origin;
-    ix_packed(g->out_dims, g->out_rank, p->dst_strides);          /* right_aligned(packed, L): the same strides */
+    odml_packed(g->out_dims, g->out_rank, p->dst_strides);          /* right_aligned(packed, L): the same strides */
     g->checked[0] = check;
     g->out_type = x->type;
     return 0;
@@ -317,7 +308,7 @@ static int lower_gather_nd(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize
 
 /* ops/scatter.py's and ops/scatter_nd.py's first pass: Copy(0, 0, x's sizes, xo, xs, 0, packed strides). */
 static void scatter_copy(ix_prog *g, const ix_in *x, int64_t *os) {
-    ix_packed(x->shape, x->n, os);
+    odml_packed(x->shape, x->n, os);
     idx_params *c = ix_pass(g, 0, 0, x->type, x->n, x->shape);
     c->outer = x->n;
     c->src_offset = x->origin;
