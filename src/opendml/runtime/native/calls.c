@@ -142,6 +142,24 @@ static int key_tuple(Key *k, PyObject *t) {
     return 0;
 }
 
+/* x's strides as its framework gives them (x.stride() for a PyTorch tensor, x.strides otherwise): a new reference,
+ * or NULL with an exception. */
+static PyObject *strides_of(PyObject *x, int torch) {
+    return torch ? PyObject_CallMethodNoArgs(x, s_stride) : PyObject_GetAttr(x, s_strides);
+}
+
+/* x's shape and strides (strides_of's) as key_tuple's words: 0, or -1 with no exception left. */
+static int key_layout(Key *k, PyObject *x, int torch) {
+    PyObject *shape = PyObject_GetAttr(x, s_shape);
+    int rc = key_tuple(k, shape);
+    Py_XDECREF(shape);
+    PyObject *strides = rc < 0 ? NULL : strides_of(x, torch);
+    rc = rc < 0 ? -1 : key_tuple(k, strides);
+    Py_XDECREF(strides);
+    if (PyErr_Occurred()) drop_error();
+    return rc;
+}
+
 /* The front table: recent entries by a cheap hash of their key words (strong references), checked before the dict,
  * whose bytes key costs an allocation and a SipHash per call. Emptied with the dict; a store drops its key's slot.
  * Beside it, which keys the dict may hold: a bit per another part of that hash, set by a store and cleared with the
@@ -378,6 +396,7 @@ PyObject *allocation_failed(void) {
  * (call_cache_torch_api); NULL: the same facts are read through Python. */
 const odml_torch_api *tapi;
 static PyObject *tapi_owner;
+static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword */
 
 /* The key words of a tensor the accessors described (torch_key's, below). */
 static int torch_key_info(Key *k, const odml_torch_info *in) {
@@ -403,15 +422,8 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
         drop_error();
         return -1;
     }
-    int rc = put(k, (int64_t)(intptr_t)dtype);   /* torch.dtype objects are immortal singletons */
+    const int rc = put(k, (int64_t)(intptr_t)dtype) < 0 ? -1 : key_layout(k, x, 1);  /* (dtypes: immortal singletons) */
     Py_DECREF(dtype);
-    PyObject *shape = PyObject_GetAttr(x, s_shape);
-    rc = rc < 0 ? -1 : key_tuple(k, shape);
-    Py_XDECREF(shape);
-    PyObject *stride = rc < 0 ? NULL : PyObject_CallMethodNoArgs(x, s_stride);
-    rc = rc < 0 ? -1 : key_tuple(k, stride);
-    Py_XDECREF(stride);
-    if (PyErr_Occurred()) drop_error();
     if (rc < 0 || int_of(x, s_get_device, 1, device) < 0 || int_of(x, s_data_ptr, 1, &p) < 0) return -1;
     *ptr = (uint64_t)p;
     /* CPU kernels take any alignment: CPU tensors (device -1) get one class */
@@ -476,19 +488,11 @@ static int torch_stream(int64_t device, uint64_t *stream) {
  * *dst; NULL with the allocator's exception; NULL and no exception where there are no accessors or the shape is not
  * one they take (the caller allocates through Python). */
 static PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst) {
-    if (!tapi || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > MAX_RANK) return NULL;
     int64_t sizes[MAX_RANK];
-    const Py_ssize_t nd = PyTuple_GET_SIZE(shape);
-    for (Py_ssize_t i = 0; i < nd; i++) {
-        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-        if (v == -1 && PyErr_Occurred()) {
-            drop_error();
-            return NULL;
-        }
-        sizes[i] = v;
-    }
+    int nd;
+    if (!tapi || odml_int_seq(shape, MAX_RANK, sizes, &nd)) return NULL;   /* (exact ints, as every shape here) */
     uint64_t d = 0;
-    PyObject *out = tapi->empty(x, sizes, (int)nd, dtype, &d);
+    PyObject *out = tapi->empty(x, sizes, nd, dtype, &d);
     *dst = (int64_t)d;
     return out;
 }
@@ -512,7 +516,7 @@ PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int6
         out = PyObject_CallFunctionObjArgs(c_empty, o->shape, dtype, NULL);
     }
     *placed = out && (through_python ? output_address(o, out, torch, dst) == 0 : ((uint64_t)*dst & 15) == o->dst_align);
-    return out;                                     /* (an owner table is zeroed by cuda_entry_run, on its stream) */
+    return out;                                     /* (an owner table is zeroed by cuda_entry_launch, on its stream) */
 }
 
 /* Whether CUDA device `device` is PyTorch's (torch) or CuPy's current one: the launches need it current (the
@@ -557,17 +561,15 @@ int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *p
     }
     PyArray_Descr *d = (PyArray_Descr *)*dtype;
     /* CuPy allows byte-swapped dtypes, which opendml rejects on the Python route */
-    if (!PyArray_ISNBO(d->byteorder) || put(k, d->type_num) < 0 || put(k, PyDataType_ELSIZE(d)) < 0) return -1;
-    PyObject *shape = PyObject_GetAttr(x, s_shape);
-    int rc = key_tuple(k, shape);
-    Py_XDECREF(shape);
-    PyObject *strides = rc < 0 ? NULL : PyObject_GetAttr(x, s_strides);
-    rc = rc < 0 ? -1 : key_tuple(k, strides);
-    Py_XDECREF(strides);
-    PyObject *mem = rc < 0 ? NULL : PyObject_GetAttr(x, s_data);
-    if (PyErr_Occurred()) drop_error();
-    if (!mem) return -1;
-    rc = int_of(mem, s_ptr, 0, &p) < 0 || int_of(mem, s_device_id, 0, device) < 0 ? -1 : 0;
+    if (!PyArray_ISNBO(d->byteorder) || put(k, d->type_num) < 0 || put(k, PyDataType_ELSIZE(d)) < 0
+            || key_layout(k, x, 0) < 0)
+        return -1;
+    PyObject *mem = PyObject_GetAttr(x, s_data);
+    if (!mem) {
+        drop_error();
+        return -1;
+    }
+    int rc = int_of(mem, s_ptr, 0, &p) < 0 || int_of(mem, s_device_id, 0, device) < 0 ? -1 : 0;
     Py_DECREF(mem);
     if (rc < 0) return -1;
     *ptr = (uint64_t)p;
@@ -676,7 +678,7 @@ int still_planned(PyObject *x, PyObject *planned, int torch) {
     if (planned == Py_None) return 1;
     if (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != 2) return 0;
     PyObject *shape = PyObject_GetAttr(x, s_shape);
-    PyObject *strides = !shape ? NULL : torch ? PyObject_CallMethodNoArgs(x, s_stride) : PyObject_GetAttr(x, s_strides);
+    PyObject *strides = shape ? strides_of(x, torch) : NULL;
     int same = shape && strides && PyObject_RichCompareBool(shape, PyTuple_GET_ITEM(planned, 0), Py_EQ) == 1
                && PyObject_RichCompareBool(strides, PyTuple_GET_ITEM(planned, 1), Py_EQ) == 1;
     Py_XDECREF(shape);
@@ -850,7 +852,7 @@ PyObject *odml_py_call_cache_info(PyObject *self, PyObject *unused) {
 }
 
 int odml_calls_init(void) {
-    if (PyType_Ready(&EntryType) < 0 || odml_calls_move_init() < 0) return -1;
+    if (PyType_Ready(&EntryType) < 0 || !(s_dtype_kw = Py_BuildValue("(s)", "dtype"))) return -1;
     table = PyDict_New();
     if (!table) return -1;
 #ifdef ODML_NUMPY

@@ -93,7 +93,7 @@ typedef struct {
     int rank, use_blocks;     /* use_blocks: allocated from the output blocks where small enough (NumPy) */
     unsigned dst_align;       /* CUDA: its address mod 16 when the launches were chosen */
     int zero;                 /* CUDA: scratch (an owner table) zeroed on the call's stream before its launches
-                               * (cuda_entry_run), not returned (after the outputs) */
+                               * (cuda_entry_launch), not returned (after the outputs) */
     int64_t dims[MAX_RANK], bytes;
 } Out;
 
@@ -196,7 +196,6 @@ int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
 int cuda_device_is(int torch, int64_t device);
-extern PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword (calls_move.c) */
 /* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its recorder's output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 int still_planned(PyObject *x, PyObject *planned, int torch);
@@ -227,10 +226,16 @@ PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int6
  * -1 with MemoryError. An input's origin and span (input_layout). */
 int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int64_t *count, const int *out_size,
                     int n_in, int n_out);
+/* Whether index pass mp (its IndexPass given its ranges' lengths here) is well formed and stays inside inputs of
+ * `span` elements of `in_size` bytes and outputs of `count` elements of `out_size` bytes, whatever the index values. */
+int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
+                    const int *out_size, int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
 /* DataType values 1..11 -> NumPy type numbers; a NumPy dtype's DataType value, else 0 (calls_move_new.c) */
 extern const int move_npy_type[12];
 int64_t descr_type(PyArray_Descr *d);
+/* whether d, a NumPy dtype, is NumPy's own dtype object of a number type (calls_move.c; no exception left) */
+int number_descr(PyObject *d);
 /* A new shape's entry e (the caller's reference, taken) for a call on the n_in NumPy arrays `in` (held by the
  * caller) run into new outputs and, where the call keys (move_key of op, xo, call_args) and the cache is on and
  * still in `gen`, stored (calls_move_new.c): the output(s); None where an allocation's finalizer changed an
@@ -238,14 +243,23 @@ int64_t descr_type(PyArray_Descr *d);
 PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
                     int64_t gen);
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
+/* e's run (held by the caller) into new outputs: the output(s), or None where a pass declined (the Python route runs
+ * the call again and raises its own error). The inputs: at their data pointers `data` (n_in of them); or, with `in`
+ * (a new shape's n_in NumPy arrays), as read here before the outputs are allocated, e then stored under k where not
+ * NULL (and the cache is on and still in `gen`). `own`: the dtype a tuned pass (the first five's) gives, the input's
+ * own (a dtype with metadata keys like its plain type). */
+PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, PyArrayObject **in, int n_in, const Key *k,
+                    int64_t gen);
 PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain);
 PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
-int torch_input_cuda(PyObject *x);
-/* the family on CUDA memory (calls_move.c): x's framework (1 PyTorch, 2 CuPy, else 0); x's arrays of `type` as
- * new references; the call's key (each input's words from at[i], where at is not NULL; torch 2: PyTorch tensors,
- * each first checked to be one cuda_move serves, torch_plain_key); equal key words */
+/* x's arrays (calls_move.c): x itself where it is of `type` (*seq 0), or the items of an exact list or tuple x of
+ * 1..MAX_MOVE_IO of them (*seq 1), in in[] (borrowed); their count, or -1 where x is not such */
+int arrays_of(PyObject *x, PyTypeObject *type, PyObject **in, int *seq);
+/* the family on CUDA memory (calls_move.c): x's framework (1 PyTorch, 2 CuPy, else 0); x's arrays (arrays_of's) of
+ * PyTorch's or CuPy's type as new references; the call's key (each input's words from at[i], where at is not NULL;
+ * torch 2: PyTorch tensors, each first checked to be one cuda_move serves, torch_plain_key); equal key words */
 int cuda_framework(PyObject *x);
-int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq);
+int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq);
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at);
 int same_words(const int64_t *a, const int64_t *b, int n);
@@ -263,9 +277,6 @@ int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs);
 /* the DataType value of a PyTorch dtype, else 0 (calls_move_new.c) */
 int64_t torch_type(PyObject *dtype);
-PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn);
-#endif
-#ifdef ODML_NUMPY
 /* -- new shapes on CUDA memory (calls_move_new.c): what the lowering and the launches read of a call's inputs:
  * each as the lowering takes it, its data pointer, the bytes from it back to element 0 of its bound range
  * (planner.array_layout's origin) and that range's elements (its span) */
@@ -298,12 +309,11 @@ struct CudaNew {
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen, int torch, PyObject *conf,
                    CudaNew *how);
 /* e's launches queued on `stream` (calls_move.c), its owner tables (outs with zero) zeroed on it first
- * (cuMemsetD32Async, else index.py's zero_words), the index check done where e checks: 0 (run, indices in
- * range); 1, the call declined (an index out of range, the check unavailable); -1 with an exception */
-int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream);
-/* cuda_entry_run in two steps, so that a caller does its host work while a checked call's kernels run: the
- * launches (the check's slot and whether its done word comes in w; its answer as cuda_entry_run's before the
- * wait), then the wait (every launch's w waited for once, rc the launch's answer): cuda_entry_run's answer */
+ * (cuMemsetD32Async, else index.py's zero_words), the index check done where e checks, in two steps, so that a
+ * caller does its host work while a checked call's kernels run: the launches (the check's slot and whether its
+ * done word comes in w), then the wait (every launch's w waited for once, rc the launch's answer). Each answers
+ * 0 (run, indices in range); 1, the call declined (an index out of range, the check unavailable); -1 with an
+ * exception */
 typedef struct { int slot, signalled; } CheckWait;
 int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream, CheckWait *w);
 int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc);
@@ -329,6 +339,5 @@ PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, Cud
         (void)self;                                                                       \
         return odml_arity(#NAME "(" SIG ")", nargs, LO, HI) ? NULL : NUMPY_ONLY(CALL);    \
     }
-int odml_calls_move_init(void);
 
 #endif

@@ -1,6 +1,8 @@
 /* The call cache's entries of the data-movement family (see calls.c and calls.h): move programs on NumPy arrays (and
  * PyTorch CPU tensors through NumPy views) and on CUDA memory (PyTorch CUDA tensors, CuPy arrays). */
 #define NO_IMPORT_ARRAY
+#include <stdarg.h>
+
 #include "calls.h"
 
 /* -- The move program's entries on NumPy arrays (every operator) ------------------------------------ */
@@ -45,18 +47,8 @@ int key_move_arg(Key *k, PyObject *a) {
     if (PyType_Check(a) && !(((PyTypeObject *)a)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return put(k, 6) < 0 ? -1 : put(k, (int64_t)(intptr_t)a);
 #ifdef ODML_NUMPY
-    if (numpy_ready && PyArray_DescrCheck(a)) {   /* only NumPy's own immortal dtype of a number type */
-        int num = ((PyArray_Descr *)a)->type_num;
-        if (!PyTypeNum_ISNUMBER(num)) return -1;
-        PyArray_Descr *builtin = PyArray_DescrFromType(num);
-        if (!builtin) {
-            drop_error();
-            return -1;
-        }
-        int same = (PyObject *)builtin == a;
-        Py_DECREF(builtin);
-        return !same || put(k, 7) < 0 ? -1 : put(k, (int64_t)(intptr_t)a);
-    }
+    if (numpy_ready && PyArray_DescrCheck(a))     /* (an immortal one) */
+        return !number_descr(a) || put(k, 7) < 0 ? -1 : put(k, (int64_t)(intptr_t)a);
 #endif
     /* enum members: kept alive by their class, which move_types holds */
     if (move_types)
@@ -67,25 +59,26 @@ int key_move_arg(Key *k, PyObject *a) {
 }
 
 #ifdef ODML_NUMPY
+int number_descr(PyObject *d) {
+    const int num = ((PyArray_Descr *)d)->type_num;
+    PyArray_Descr *builtin = PyTypeNum_ISNUMBER(num) ? PyArray_DescrFromType(num) : NULL;
+    const int same = builtin && (PyObject *)builtin == d;
+    if (PyErr_Occurred()) drop_error();
+    Py_XDECREF(builtin);
+    return same;
+}
+
 /* The key of a family call: operator, arguments, then the inputs (x: one exact ndarray, or an exact list or tuple of
  * 1..MAX_MOVE_IO of them), which are stored in `in` (borrowed). -1: no key. */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in) {
-    if (key_call(k, KIND_MOVE, op, args, nargs, 1) < 0) return -1;
-    if (Py_TYPE(x) == &PyArray_Type) {
-        in[0] = (PyArrayObject *)x;
-        *n_in = 1;
-        return put(k, -1) < 0 ? -1 : numpy_key(k, in[0]);
-    }
-    Py_ssize_t n;
-    PyObject **items = seq_items(x, &n);
-    if (!items || n < 1 || n > MAX_MOVE_IO || put(k, -2) < 0 || put(k, n) < 0) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (Py_TYPE(items[i]) != &PyArray_Type) return -1;
-        in[i] = (PyArrayObject *)items[i];
+    int seq;
+    if (key_call(k, KIND_MOVE, op, args, nargs, 1) < 0
+            || (*n_in = arrays_of(x, &PyArray_Type, (PyObject **)in, &seq)) < 0
+            || put(k, seq ? -2 : -1) < 0 || (seq && put(k, *n_in) < 0))
+        return -1;
+    for (int i = 0; i < *n_in; i++)
         if (numpy_key(k, in[i]) < 0) return -1;
-    }
-    *n_in = (int)n;
     return 0;
 }
 
@@ -148,14 +141,36 @@ int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
     return status;
 }
 
-/* e's run (held by the caller) from the inputs' data pointers `data` (n_in of them) into new outputs: the
- * output(s), or None where a pass declined (the Python route runs the call again and raises its own error). `own`:
- * the dtype a tuned pass (the first five's) gives, the input's own (a dtype with metadata keys like its plain
- * type). */
-static PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, int n_in) {
+typedef struct {
+    int nd;
+    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    char *data;
+    PyArray_Descr *descr;
+} InputState;
+
+static void input_state(PyArrayObject *x, InputState *s) {
+    s->nd = PyArray_NDIM(x);
+    if (s->nd) {                                    /* (a 0-d array has no dims pointer) */
+        memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
+        memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
+    }
+    s->data = PyArray_BYTES(x);
+    s->descr = PyArray_DESCR(x);
+}
+
+static int input_same(PyArrayObject *x, const InputState *s) {
+    return PyArray_NDIM(x) == s->nd && PyArray_BYTES(x) == s->data && PyArray_DESCR(x) == s->descr
+           && (!s->nd || (!memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
+                          && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd)));
+}
+
+PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, PyArrayObject **in, int n_in, const Key *k,
+                    int64_t gen) {
     PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     char *dsts[MAX_MOVE_IO];
     const char *srcs[MAX_MOVE_IO];
+    InputState state[MAX_MOVE_IO];
+    for (int i = 0; in && i < n_in; i++) input_state(in[i], &state[i]);
     own = e->n_pass == 1 && e->passes[0].kernel < ODML_KERNEL_COUNT ? own : NULL;
     for (int i = 0; i < e->n_out; i++) {
         const Out *o = &e->outs[i];
@@ -169,10 +184,15 @@ static PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, int 
         if (fresh && e->prefault)                  /* as engine._execute: fault pages in before threads write */
             for (int64_t b = 0; b < o->bytes; b += PAGE) dsts[i][b] = 0;
     }
-    for (int i = 0; i < n_in; i++) srcs[i] = data[i] - e->origin[i];
+    /* a finalizer run by an allocation may have changed an input (its shape, its buffer); a pass that declines
+     * (a checked index out of range): the Python route runs the call again and raises its own error */
+    for (int i = 0; i < n_in; i++) {
+        if (in && !input_same(in[i], &state[i])) goto route;
+        srcs[i] = (in ? state[i].data : data[i]) - e->origin[i];
+    }
     if (run_passes(e, dsts, srcs) != ODML_OK) goto route;
+    if (k && enabled && (unsigned long long)gen == generation && store(k, e) < 0) goto done;
     result = take_outputs(outs, e->n_out, e->multi);
-    if (result) hits++;
     goto done;
 route:
     result = Py_NewRef(Py_None);
@@ -199,7 +219,8 @@ PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
     if (!e) {
         result = plain && n_in == 1 ? numpy_plain(args, nargs, in[0], &k) : Py_NewRef(Py_None);
     } else {
-        result = serve_cpu(e, PyArray_DESCR(in[0]), data, n_in);
+        result = serve_cpu(e, PyArray_DESCR(in[0]), data, NULL, n_in, NULL, 0);
+        hits += result && result != Py_None;
         Py_DECREF(e);
     }
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
@@ -260,9 +281,7 @@ int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int
     return status == ODML_OK ? 1 : status == ODML_ENOMEM ? -1 : 0;
 }
 
-/* Whether index pass mp (its IndexPass given its ranges' lengths here) is well formed and stays inside
- * inputs of `span` elements of `in_size` bytes and outputs of `count` elements of `out_size` bytes. */
-static int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
+int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
                            const int *out_size, int n_in, int n_out) {
     const idx_params *p = &ip->p;
     if (odml_index_malformed(p, n_in) || mp->dst < 0 || mp->dst >= n_out || p->element_size != out_size[mp->dst] ||
@@ -475,9 +494,24 @@ release:
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
-#endif
 
-#ifdef ODML_NUMPY
+/* x, or the first item of an exact list or tuple x (NULL where empty) */
+static PyObject *first_of(PyObject *x) {
+    Py_ssize_t n;
+    PyObject **items = seq_items(x, &n);
+    return !items ? x : n > 0 ? items[0] : NULL;
+}
+
+/* For x a PyTorch tensor (or a list or tuple starting with one): whether its (first) tensor is a CUDA one (0 where
+ * that cannot be read). */
+static int torch_input_cuda(PyObject *x) {
+    PyObject *first = Py_NewRef(first_of(x));
+    const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
+    Py_DECREF(first);
+    if (PyErr_Occurred()) drop_error();
+    return cuda;
+}
+
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
 static PyObject *torch_view(PyObject *t) {
@@ -596,7 +630,8 @@ static PyObject *torch_cpu_move(PyObject *const *args, Py_ssize_t nargs, const o
     if (!e) Py_RETURN_NONE;
     char *data = (char *)(uintptr_t)in->data_ptr;
     /* (a tuned pass's output: the recorded dtype, the view's own, a plain one) */
-    PyObject *result = serve_cpu(e, NULL, &data, 1);
+    PyObject *result = serve_cpu(e, NULL, &data, NULL, 1, NULL, 0);
+    hits += result && result != Py_None;
     Py_DECREF(e);
     return torch_outputs(result);
 }
@@ -627,13 +662,6 @@ PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
  * framework's current stream. The backend's Launch objects the entry holds own the parameter structures (copied by
  * each launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
 
-/* x, or the first item of an exact list or tuple x (NULL where empty) */
-static PyObject *first_of(PyObject *x) {
-    Py_ssize_t n;
-    PyObject **items = seq_items(x, &n);
-    return !items ? x : n > 0 ? items[0] : NULL;
-}
-
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 int cuda_framework(PyObject *x) {
     if (!(x = first_of(x))) return 0;
@@ -642,24 +670,25 @@ int cuda_framework(PyObject *x) {
     return 0;
 }
 
-/* x's arrays (one of `type`, or an exact list or tuple of 1..MAX_MOVE_IO of them) as new references in in[], their
- * count in *n, whether a sequence in *seq; -1 (nothing held) where x is not such. No Python code runs between the
- * checks and the copy, so a list changed later cannot mislead the key. */
-int cuda_inputs(PyObject *x, PyTypeObject *type, PyObject **in, int *n, int *seq) {
-    if (Py_TYPE(x) == type) {
-        in[0] = Py_NewRef(x);
-        *n = 1;
-        *seq = 0;
-        return 0;
+int arrays_of(PyObject *x, PyTypeObject *type, PyObject **in, int *seq) {
+    Py_ssize_t n;
+    PyObject **items = Py_TYPE(x) == type ? NULL : seq_items(x, &n);
+    if (!(*seq = items != NULL)) {
+        in[0] = x;
+        return Py_TYPE(x) == type ? 1 : -1;
     }
-    Py_ssize_t m;
-    PyObject **items = seq_items(x, &m);
-    if (!items || m < 1 || m > MAX_MOVE_IO) return -1;
-    for (Py_ssize_t i = 0; i < m; i++)
-        if (Py_TYPE(items[i]) != type) return -1;
-    for (Py_ssize_t i = 0; i < m; i++) in[i] = Py_NewRef(items[i]);
-    *n = (int)m;
-    *seq = 1;
+    if (n < 1 || n > MAX_MOVE_IO) return -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (Py_TYPE(in[i] = items[i]) != type) return -1;
+    return (int)n;
+}
+
+/* x's arrays (arrays_of's, of PyTorch's tensor type or CuPy's array type) as new references in in[], their count in
+ * *n, whether a sequence in *seq; -1 (nothing held) where x is not such. No Python code runs between the checks and
+ * the copy, so a list changed later cannot mislead the key. */
+int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq) {
+    if ((*n = arrays_of(x, (PyTypeObject *)(torch ? t_type : c_type), in, seq)) < 0) return -1;
+    for (int i = 0; i < *n; i++) Py_INCREF(in[i]);
     return 0;
 }
 
@@ -687,7 +716,23 @@ int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssi
     return 0;
 }
 
-PyObject *s_dtype_kw;                   /* ("dtype",): new_empty's keyword (odml_calls_move_init) */
+/* runtime/cuda/index.py's function `name` called with what `format` builds (its retry of a launch or memset that
+ * failed here, on a thread without the device's context): 0, or -1 with its exception. */
+static int index_py(const char *name, const char *format, ...) {
+    va_list v;
+    va_start(v, format);
+    PyObject *args = Py_VaBuildValue(format, v);
+    va_end(v);
+    PyObject *m = args ? PyImport_ImportModule("opendml.runtime.cuda.index") : NULL;
+    PyObject *f = m ? PyObject_GetAttrString(m, name) : NULL;
+    PyObject *r = f ? PyObject_CallObject(f, args) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(m);
+    Py_XDECREF(f);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
 
 #define CHECK_SPIN_GRID 4096          /* the largest grid whose checked wait is the done word's */
 #define INDEX_BLOCK 4096                /* the largest CUDA index parameter block taken (index.cu's is ~2.5 KiB) */
@@ -717,16 +762,9 @@ static int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, cons
             return 0;
     }
     if (s->n_flag) return 1;
-    if (!s->launch) {                        /* an entry C made (newshape_index.c): index.py's relaunch retries */
-        PyObject *m = PyImport_ImportModule("opendml.runtime.cuda.index");
-        PyObject *r = m ? PyObject_CallMethod(m, "relaunch", "LKIIy#K", (long long)e->device,
-                                              (unsigned long long)s->function, s->grid, s->shared, b,
-                                              (Py_ssize_t)s->index_size, (unsigned long long)stream) : NULL;
-        Py_XDECREF(m);
-        if (!r) return -1;
-        Py_DECREF(r);
-        return 0;
-    }
+    if (!s->launch)                          /* an entry C made (newshape_index.c): index.py's relaunch retries */
+        return index_py("relaunch", "LKIIy#K", (long long)e->device, (unsigned long long)s->function, s->grid,
+                        s->shared, b, (Py_ssize_t)s->index_size, (unsigned long long)stream);
     PyObject *ins = PyTuple_New(e->n_in), *outs = PyTuple_New(e->n_out), *r = NULL;
     for (int i = 0; ins && i < e->n_in; i++) PyTuple_SET_ITEM(ins, i, PyLong_FromUnsignedLongLong(src[i]));
     for (int i = 0; outs && i < e->n_out; i++) PyTuple_SET_ITEM(outs, i, PyLong_FromUnsignedLongLong(dsts[i]));
@@ -762,18 +800,10 @@ int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts,
             rc = 1;                              /* (declined: the route runs the call) */
             break;
         }
-        if (odml_cuda_zero_words(dsts[i], (size_t)words, stream) != 0) {   /* index.py's zero_words retries */
-            PyObject *m = PyImport_ImportModule("opendml.runtime.cuda.index");
-            PyObject *r = m ? PyObject_CallMethod(m, "zero_words", "LKLK", (long long)e->device,
-                                                  (unsigned long long)dsts[i], (long long)words,
-                                                  (unsigned long long)stream) : NULL;
-            Py_XDECREF(m);
-            if (!r) {
-                rc = -1;
-                break;
-            }
-            Py_DECREF(r);
-        }
+        if (odml_cuda_zero_words(dsts[i], (size_t)words, stream) != 0       /* index.py's zero_words retries */
+                && (rc = index_py("zero_words", "LKLK", (long long)e->device, (unsigned long long)dsts[i],
+                                  (long long)words, (unsigned long long)stream)) < 0)
+            break;
     }
     for (int i = 0; i < e->n_pass && rc == 0; i++) {
         const Pass *s = &e->passes[i];
@@ -794,12 +824,6 @@ int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc) {
         if (rc == 0 && set) rc = 1;
     }
     return rc;
-}
-
-int cuda_entry_run(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream) {
-    CheckWait w;
-    const int rc = cuda_entry_launch(e, ptr, dsts, stream, &w);
-    return cuda_entry_wait(stream, &w, rc);
 }
 
 /* An index step of put_move_cuda: (function, grid, block, shared, params, src, dst, launch, (at_src, at_dst,
@@ -877,7 +901,7 @@ PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     int64_t device = -1, dst;
     int n = 0, seq = 0;
     Entry *e = NULL;
-    if (cuda_inputs(args[1], (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) Py_RETURN_NONE;
+    if (cuda_inputs(args[1], torch, in, &n, &seq) < 0) Py_RETURN_NONE;
     if (cuda_move_key(&k, torch ? 2 : 0, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr, NULL) < 0
             || !(e = lookup(&k, n)) || !cuda_device_is(torch, device))
         goto route;
@@ -894,7 +918,8 @@ PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     if (torch && !cuda_still_keyed(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, ptr)) goto route;
     if (cuda_stream(torch, device, &stream) < 0) goto done;
     {
-        const int rc = cuda_entry_run(e, ptr, dsts, stream);
+        CheckWait w;
+        const int rc = cuda_entry_wait(stream, &w, cuda_entry_launch(e, ptr, dsts, stream, &w));
         if (rc < 0) goto done;
         if (rc > 0) goto route;                    /* a checked index out of range: the route raises its error */
     }
@@ -938,7 +963,7 @@ static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, P
     uint64_t ptr[MAX_MOVE_IO];
     Key k;
     Entry *e = NULL;
-    if (cuda_inputs(x, (PyTypeObject *)(torch ? t_type : c_type), in, &n_in, &seq) < 0)
+    if (cuda_inputs(x, torch, in, &n_in, &seq) < 0)
         return with_deferred(Py_NewRef(Py_False));
     /* (read with the key: an input another thread changed after its launches were planned is not recorded) */
     int same = planned == Py_None || (PyTuple_Check(planned) && PyTuple_GET_SIZE(planned) == n_in);
@@ -1021,26 +1046,16 @@ fail:
     return NULL;
 }
 
-/* whether x is a PyTorch tensor (or a list or tuple starting with one), served through NumPy views */
-static int torch_input(PyObject *x) {
-    return t_from_numpy && cuda_framework(x) == 1;
-}
-
-/* A never-seen shape offered to C (`fn`, whose input arrays are args[xi]): NumPy arrays as they are, plain
- * PyTorch CPU tensors through NumPy views of them; None for CUDA tensors (the Python route runs those). */
-PyObject *cpu_new(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
-    if (!torch_input(args[xi])) return with_deferred(fn(args, nargs));
-    if (torch_input_cuda(args[xi])) Py_RETURN_NONE;
-    return with_deferred(torch_views(args, nargs, xi, fn));
-}
-
-/* For x where torch_input(x): whether its (first) tensor is a CUDA one (0 where that cannot be read). */
-int torch_input_cuda(PyObject *x) {
-    PyObject *first = Py_NewRef(first_of(x));
-    const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
-    Py_DECREF(first);
-    if (PyErr_Occurred()) drop_error();
-    return cuda;
+PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, CudaNew *how, move_fn cpu) {
+    const int fw = numpy_ready ? cuda_framework(args[xi]) : 0;
+    if (fw == 2 || (fw == 1 && torch_input_cuda(args[xi]))) {
+        if (!how || nargs <= ci || args[ci] == Py_None) return with_deferred(Py_NewRef(Py_None));
+        PyObject *conf = PyObject_CallNoArgs(args[ci]);
+        PyObject *out = conf ? cuda_new(args[0], args[xi], args[xi + 1], args[xi + 2], fw == 1, conf, how) : NULL;
+        Py_XDECREF(conf);
+        return with_deferred(out);
+    }
+    return with_deferred(fw == 1 && t_from_numpy ? torch_views(args, nargs, xi, cpu) : cpu(args, nargs));
 }
 #endif
 
@@ -1090,11 +1105,3 @@ PyObject *odml_py_call_cache_move_types(PyObject *self, PyObject *types) {
     Py_RETURN_NONE;
 }
 
-
-/* The family's entry types and new_empty's keyword tuple (odml_calls_init calls this once). */
-int odml_calls_move_init(void) {
-#ifdef ODML_NUMPY
-    if (!(s_dtype_kw = Py_BuildValue("(s)", "dtype"))) return -1;
-#endif
-    return 0;
-}

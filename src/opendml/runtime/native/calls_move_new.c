@@ -26,7 +26,6 @@ int64_t descr_type(PyArray_Descr *d) {
         default: return 0;
     }
 }
-#endif
 
 /* DataType values 1..11 -> their lower-case names (arrays/_contract.py's _NAMES). */
 static const char *const type_name[12] = {NULL, "float32", "float16", "uint32", "uint16", "uint8", "int32", "int16",
@@ -56,7 +55,6 @@ static int64_t named_type(const char *name, Py_ssize_t len, const char *prefix) 
 }
 
 int64_t odml_move_dtype_type(PyObject *o) {
-#ifdef ODML_NUMPY
     if (!numpy_ready) return 0;
     /* the spellings arrays/_contract.py's data_type reads without NumPy: a DataType name exactly (upper or
      * lower case, "DML_TENSOR_DATA_TYPE_" first or not), a DataType member, a PyTorch dtype ("torch.int8");
@@ -93,18 +91,9 @@ int64_t odml_move_dtype_type(PyObject *o) {
         return t >= 1 && t <= 11 ? t : 0;
     }
     PyArray_Descr *d = NULL;
-    if (PyArray_DescrCheck(o)) {             /* only NumPy's own dtype object of a number type */
-        const int num = ((PyArray_Descr *)o)->type_num;
-        if (!PyTypeNum_ISNUMBER(num)) return 0;
-        d = PyArray_DescrFromType(num);
-        if (!d) {
-            PyErr_Clear();
-            return 0;
-        }
-        if ((PyObject *)d != o) {
-            Py_DECREF(d);
-            return 0;
-        }
+    if (PyArray_DescrCheck(o)) {
+        if (!number_descr(o)) return 0;
+        d = (PyArray_Descr *)Py_NewRef(o);
     } else if (PyType_Check(o) && PyType_IsSubtype((PyTypeObject *)o, &PyGenericArrType_Type)
                && !(((PyTypeObject *)o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {   /* numpy.float16, numpy.int8, ... */
         d = PyArray_DescrFromTypeObject(o);
@@ -118,32 +107,15 @@ int64_t odml_move_dtype_type(PyObject *o) {
     const int64_t t = PyTypeNum_ISNUMBER(d->type_num) && PyArray_ISNBO(d->byteorder) ? descr_type(d) : 0;
     Py_DECREF(d);
     return t;
-#else
-    (void)o;
-    return 0;
-#endif
 }
 
-#ifdef ODML_NUMPY
 /* The inputs of a family call: x one exact ndarray, or where the lowering number has ODML_LOWER_SEQUENCE (a function
  * offering its arrays as one list or tuple) an exact list or tuple of 1..MAX_MOVE_IO of them (a lone array is refused
  * there: the Python route names the fault), stored in `in` (borrowed); -1 else. */
 static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
-    if (!(lowering & ODML_LOWER_SEQUENCE)) {
-        if (Py_TYPE(x) != &PyArray_Type) return -1;
-        in[0] = (PyArrayObject *)x;
-        *n_in = 1;
-        return 0;
-    }
-    Py_ssize_t n;
-    PyObject **items = seq_items(x, &n);
-    if (!items || n < 1 || n > MAX_MOVE_IO) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (Py_TYPE(items[i]) != &PyArray_Type) return -1;
-        in[i] = (PyArrayObject *)items[i];
-    }
-    *n_in = (int)n;
-    return 0;
+    int seq;
+    *n_in = arrays_of(x, &PyArray_Type, (PyObject **)in, &seq);
+    return *n_in < 0 || seq != !!(lowering & ODML_LOWER_SEQUENCE) ? -1 : 0;
 }
 
 /* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
@@ -178,9 +150,7 @@ static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_
 /* CpuBackend.plain_conf read into c (most threads, grain bytes, tile stride, tile columns, the output size from which
  * output blocks are used): 0, or -1 where it is not such a tuple (None: the NumPy kernels). */
 static int read_conf(PyObject *conf, int64_t *c) {
-    return !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) != 5
-                   || plain_args(((PyTupleObject *)conf)->ob_item, "iiiii", &c[0], &c[1], &c[2], &c[3], &c[4])
-                   || c[0] < 1 || c[1] < 1 ? -1 : 0;
+    return odml_tuple_ints(conf, 5, c) || c[0] < 1 || c[1] < 1 ? -1 : 0;
 }
 
 /* The first five's entry on NumPy array x (move_new_entry's, conf read): x as odml_layout_from_bytes reads it (a size-1
@@ -281,62 +251,6 @@ out:
     return e;
 }
 
-typedef struct {
-    int nd;
-    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
-    char *data;
-    PyArray_Descr *descr;
-} InputState;
-
-static void input_state(PyArrayObject *x, InputState *s) {
-    s->nd = PyArray_NDIM(x);
-    if (s->nd) {                                    /* (a 0-d array has no dims pointer) */
-        memcpy(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd);
-        memcpy(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd);
-    }
-    s->data = PyArray_BYTES(x);
-    s->descr = PyArray_DESCR(x);
-}
-
-static int input_same(PyArrayObject *x, const InputState *s) {
-    return PyArray_NDIM(x) == s->nd && PyArray_BYTES(x) == s->data && PyArray_DESCR(x) == s->descr
-           && (!s->nd || (!memcmp(s->shape, PyArray_DIMS(x), sizeof(npy_intp) * (size_t)s->nd)
-                          && !memcmp(s->strides, PyArray_STRIDES(x), sizeof(npy_intp) * (size_t)s->nd)));
-}
-
-/* serve_new's run of e on the inputs, stored under k where not NULL (and the cache is on and still in gen). */
-static PyObject *serve_keyed(Entry *e, const Key *k, PyArrayObject **in, int n_in, int64_t gen) {
-    PyObject *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
-    char *dsts[MAX_MOVE_IO];
-    const char *srcs[MAX_MOVE_IO];
-    InputState state[MAX_MOVE_IO];
-    for (int i = 0; i < n_in; i++) input_state(in[i], &state[i]);
-    for (int i = 0; i < e->n_out; i++) {
-        const Out *o = &e->outs[i];
-        outs[i] = new_output((PyArray_Descr *)o->dtype, o->rank, o->dims, o->bytes, o->use_blocks, &dsts[i], NULL);
-        if (!outs[i]) {
-            result = allocation_failed();
-            goto done;
-        }
-    }
-    /* a finalizer run by an allocation may have changed an input (its shape, its buffer); a pass that declines
-     * (a checked index out of range): the Python route runs the call again and raises its own error */
-    for (int i = 0; i < n_in; i++) {
-        if (!input_same(in[i], &state[i])) goto route;
-        srcs[i] = state[i].data - e->origin[i];
-    }
-    if (run_passes(e, dsts, srcs) != ODML_OK) goto route;
-    if (k && enabled && (unsigned long long)gen == generation && store(k, e) < 0) goto done;
-    result = take_outputs(outs, e->n_out, e->multi);
-    goto done;
-route:
-    result = Py_NewRef(Py_None);
-done:
-    for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
-    Py_DECREF(e);
-    return result;
-}
-
 PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
                     int64_t gen) {
     /* the key and the inputs' layouts as lowered, before anything can run Python code, as numpy_move finds it */
@@ -346,7 +260,9 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
     const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
                                keyed_in, &keyed_n) == 0 && keyed_n == n_in;
     if (PyErr_Occurred()) drop_error();
-    return serve_keyed(e, keyed ? &k : NULL, in, n_in, gen);
+    PyObject *result = serve_cpu(e, NULL, NULL, in, n_in, keyed ? &k : NULL, gen);
+    Py_DECREF(e);
+    return result;
 }
 
 /* -- a new shape of the first five served at the cache's miss ----------------------------------------
@@ -401,7 +317,8 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
-    PyObject *out = serve_keyed(e, k, &x, 1, (int64_t)generation);
+    PyObject *out = serve_cpu(e, NULL, NULL, &x, 1, k, (int64_t)generation);
+    Py_DECREF(e);
     if (out && out != Py_None) plain_served++;
     return out;
 }
@@ -813,7 +730,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     Entry *e = NULL;
     if (!PyTuple_CheckExact(call_args) || exact_int(gen_o, &gen)
             || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) < 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(conf, 0))
-            || cuda_inputs(xo, (PyTypeObject *)(torch ? t_type : c_type), in, &n, &seq) < 0) {
+            || cuda_inputs(xo, torch, in, &n, &seq) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
@@ -945,11 +862,9 @@ static PyObject *cuda_move_steps(PyObject *const *args) {
     CudaInputs c;
     PyObject *dp = args[3], *qp = args[4], *result = NULL;
     if (plain_args(args, "i.ttt", &lowering) || move_inputs(args[1], lowering, in, &n_in) < 0
-            || PyTuple_GET_SIZE(dp) != n_in || PyTuple_GET_SIZE(qp) > MAX_MOVE_IO)
+            || PyTuple_GET_SIZE(dp) != n_in || PyTuple_GET_SIZE(qp) > MAX_MOVE_IO
+            || numpy_cuda_inputs(in, n_in, dp, &c) < 0 || odml_tuple_ints(qp, PyTuple_GET_SIZE(qp), (int64_t *)dsts))
         Py_RETURN_NONE;
-    if (numpy_cuda_inputs(in, n_in, dp, &c) < 0) Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(qp); i++)
-        if (exact_int(PyTuple_GET_ITEM(qp, i), (int64_t *)&dsts[i])) Py_RETURN_NONE;
     odml_move_prog *g = (odml_move_prog *)PyMem_Malloc(sizeof *g);
     odml_move_launch *L = (odml_move_launch *)PyMem_Malloc(sizeof *L * ODML_MOVE_PROG_MAX_PASSES);
     int nl;
@@ -975,20 +890,6 @@ done:
     PyMem_Free(g);
     PyMem_Free(L);
     return result;
-}
-#endif
-
-#ifdef ODML_NUMPY
-PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, CudaNew *how, move_fn cpu) {
-    const int fw = numpy_ready ? cuda_framework(args[xi]) : 0;
-    if (fw == 2 || (fw == 1 && torch_input_cuda(args[xi]))) {
-        if (!how || nargs <= ci || args[ci] == Py_None) return with_deferred(Py_NewRef(Py_None));
-        PyObject *conf = PyObject_CallNoArgs(args[ci]);
-        PyObject *out = conf ? cuda_new(args[0], args[xi], args[xi + 1], args[xi + 2], fw == 1, conf, how) : NULL;
-        Py_XDECREF(conf);
-        return with_deferred(out);
-    }
-    return cpu_new(args, nargs, xi, cpu);
 }
 
 /* torch_cpu_new through PyTorch's accessors (torch_api.h), where x is a plain CPU tensor they describe (in): lowered
@@ -1063,6 +964,11 @@ static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     how.base = (CudaNew){family_lower, family_plan, 0};
     how.lowering = (int)lowering;
     return new_shape(args, nargs, 2, 6, ok ? &how.base : NULL, move_new);
+}
+#else
+int64_t odml_move_dtype_type(PyObject *o) {
+    (void)o;
+    return 0;
 }
 #endif
 

@@ -26,7 +26,7 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
         return NULL;
     }
     PyObject *x = args[4], *packed = args[5], *extra = args[3];
-    if (enabled && table && t_type && Py_TYPE(x) == (PyTypeObject *)t_type &&
+    if (enabled && table && numpy_ready && t_type && Py_TYPE(x) == (PyTypeObject *)t_type &&
         (PyList_CheckExact(packed) || PyTuple_CheckExact(packed))) {
         int where = torch_plain(x);
         if (PyErr_Occurred()) {                     /* (torch_plain reads drop theirs; the operator answers) */

@@ -23,7 +23,6 @@
 #define LIM32 ((int64_t)1 << 32)
 
 static int64_t floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
-static int64_t mag(int64_t a) { return a < 0 ? -a : a; }
 static int64_t gcd(int64_t a, int64_t b) {
     while (b) {
         const int64_t t = a % b;
@@ -39,11 +38,11 @@ static int distinct(const int64_t (*d)[2], int n) {
     for (;;) {
         int best = -1;
         for (int i = 0; i < n; i++)
-            if (d[i][0] > 1 && !done[i] && (best < 0 || mag(d[i][1]) < mag(d[best][1]))) best = i;
+            if (d[i][0] > 1 && !done[i] && (best < 0 || odml_absv(d[i][1]) < odml_absv(d[best][1]))) best = i;
         if (best < 0) return 1;
         done[best] = 1;
-        if (mag(d[best][1]) <= span) return 0;
-        span += (d[best][0] - 1) * mag(d[best][1]);
+        if (odml_absv(d[best][1]) <= span) return 0;
+        span += (d[best][0] - 1) * odml_absv(d[best][1]);
     }
 }
 
@@ -123,7 +122,7 @@ static int inner_dims(const idx_params *p, int k, int64_t (*out)[3]) {
         if (p->sizes[i] <= 1) continue;
         const int64_t d[3] = {p->sizes[i], p->src_strides[i], p->dst_strides[i]};
         int at = m++;                                  /* stable, largest |destination stride| first */
-        while (at > 0 && mag(d[2]) > mag(kept[at - 1][2])) {
+        while (at > 0 && odml_absv(d[2]) > odml_absv(kept[at - 1][2])) {
             memcpy(kept[at], kept[at - 1], sizeof kept[0]);
             at--;
         }
@@ -331,7 +330,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
         const int64_t t = i < k ? strides[i] : floordiv(p->axes[i - k].stride, f);
         const int64_t n = i < k ? p->sizes[i] : p->axes[i - k].bound;
         if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, hi += (n - 1) * t > 0 ? (n - 1) * t : 0,
-                        div = gcd(div, mag(t));
+                        div = gcd(div, odml_absv(t));
     }
     q->key_base = lo;
     q->key_div = div ? div : 1;
@@ -424,14 +423,4 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     L->scratch = slots;
     len = odml_name(L->name, n, "ix_owner<%s, %d, %d>", index, k, nax);
     return len < 0 || len >= n || slots >= LIM32 ? -1 : 2;
-}
-
-int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c) {
-    int64_t v[ODML_INDEX_CONF_COUNT];
-    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != ODML_INDEX_CONF_COUNT || sizeof *c != sizeof v) return -1;
-    for (Py_ssize_t i = 0; i < ODML_INDEX_CONF_COUNT; i++)
-        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i]) || v[i] < 0 || v[i] > (1 << 24)) return -1;
-    memcpy(c, v, sizeof v);
-    /* kernel template arguments and divisors: THREADS fixed by index.cu, at least one item a thread, lines */
-    return c->items < 1 || c->position_items < 1 || c->reverse_bytes < 1 ? -1 : 0;
 }

@@ -463,13 +463,3 @@ int odml_move_cuda(const odml_move_prog *g, const odml_move_cuda_conf *c, const 
     }
     return g->n_pass;
 }
-
-int odml_move_cuda_conf_read(PyObject *t, odml_move_cuda_conf *c) {
-    int64_t v[ODML_MOVE_CONF_COUNT];
-    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != ODML_MOVE_CONF_COUNT
-            || sizeof *c != sizeof v) return -1;
-    for (Py_ssize_t i = 0; i < ODML_MOVE_CONF_COUNT; i++)
-        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i]) || v[i] < 0 || v[i] > (1 << 24)) return -1;
-    memcpy(c, v, sizeof v);
-    return 0;
-}

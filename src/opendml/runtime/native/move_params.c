@@ -127,14 +127,6 @@ int odml_move_pack(const odml_move_pass *in, odml_cpu_move_params *out) {
     return 0;
 }
 
-/* v[0..n) from t, an exact tuple of n exact ints in 64 bits: 0, else -1 (no exception left). */
-static int tuple_ints(PyObject *t, Py_ssize_t n, int64_t *v) {
-    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != n) return -1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (odml_exact_i64(PyTuple_GET_ITEM(t, i), &v[i])) return -1;
-    return 0;
-}
-
 PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (odml_arity("move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, "
@@ -148,10 +140,10 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (odml_exact_i64(args[0], &fill) || odml_exact_i64(args[1], &pass.src_type)
             || odml_exact_i64(args[2], &pass.dst_type) || odml_exact_i64(args[3], &pass.src_offset)
             || odml_exact_i64(args[4], &pass.dst_offset) || (fill != 0 && fill != 1) || !PyLong_CheckExact(args[10])
-            || n < 1 || n > ODML_MOVE_PASS_MAX_DIMS || tuple_ints(args[5], n, pass.sizes)
-            || tuple_ints(args[7], n, pass.dst_strides))
+            || n < 1 || n > ODML_MOVE_PASS_MAX_DIMS || odml_tuple_ints(args[5], n, pass.sizes)
+            || odml_tuple_ints(args[7], n, pass.dst_strides))
         Py_RETURN_NONE;
-    if (!fill && (tuple_ints(args[6], n, pass.src_strides)
+    if (!fill && (odml_tuple_ints(args[6], n, pass.src_strides)
                   || (maps != Py_None && (!PyTuple_CheckExact(maps) || PyTuple_GET_SIZE(maps) != n))
                   || (sb != Py_None && (!PyTuple_CheckExact(sb) || PyTuple_GET_SIZE(sb) != 2
                                         || !PyFloat_CheckExact(PyTuple_GET_ITEM(sb, 0))
@@ -169,7 +161,7 @@ PyObject *odml_py_move_params(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyObject *mp = PyTuple_GET_ITEM(maps, a);
         int64_t m[3];
         if (mp == Py_None) continue;
-        if (tuple_ints(mp, 3, m) || m[0] == 0) Py_RETURN_NONE;
+        if (odml_tuple_ints(mp, 3, m) || m[0] == 0) Py_RETURN_NONE;
         pass.map_mode[a] = m[0];
         pass.map_shift[a] = m[1];
         pass.map_size[a] = m[2];

@@ -96,13 +96,11 @@ PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (odml_arity("copy_params(element_size, sizes, in_offset, in_strides, out_offset, "
                    "out_strides)", nargs, 6, 6))
         return NULL;
-    PyObject *ts = args[1], *ti = args[3], *to = args[5];
-    if (!PyTuple_CheckExact(ts) || !PyTuple_CheckExact(ti) || !PyTuple_CheckExact(to)) Py_RETURN_NONE;
-    Py_ssize_t n = PyTuple_GET_SIZE(ts);
-    if (n > ODML_MAX_RANK || PyTuple_GET_SIZE(ti) != n || PyTuple_GET_SIZE(to) != n) Py_RETURN_NONE;
+    const Py_ssize_t n = PyTuple_CheckExact(args[1]) ? PyTuple_GET_SIZE(args[1]) : -1;
     int64_t es, in_off, out_off, sz[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
-    if (odml_exact_i64(args[0], &es) || odml_exact_i64(args[2], &in_off) || odml_exact_i64(args[4], &out_off)
-            || read_seq(ts, n, sz) || read_seq(ti, n, is) || read_seq(to, n, os)) Py_RETURN_NONE;
+    if (n < 0 || n > ODML_MAX_RANK || odml_exact_i64(args[0], &es) || odml_exact_i64(args[2], &in_off)
+            || odml_exact_i64(args[4], &out_off) || odml_tuple_ints(args[1], n, sz) || odml_tuple_ints(args[3], n, is)
+            || odml_tuple_ints(args[5], n, os)) Py_RETURN_NONE;
     odml_copy_params p;
     if (odml_copy_pack(es, n, sz, in_off, is, out_off, os, &p)) Py_RETURN_NONE;
     return PyBytes_FromStringAndSize((const char *)&p, (Py_ssize_t)sizeof p);

@@ -59,7 +59,30 @@ static inline int odml_int_seq(PyObject *o, Py_ssize_t most, int64_t *v, int *n)
     return 0;
 }
 
+/* v[0..n) from t, an exact tuple of n exact ints in 64 bits: 0, else -1 (no exception left). */
+static inline int odml_tuple_ints(PyObject *t, Py_ssize_t n, int64_t *v) {
+    int m;
+    return !PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != n || odml_int_seq(t, n, v, &m) ? -1 : 0;
+}
+
+/* A settings tuple (a c_settings()'s) read into v: 0, or -1 where it is not n exact ints in [0, 2^24]. */
+static inline int odml_settings(PyObject *t, Py_ssize_t n, int64_t *v) {
+    if (odml_tuple_ints(t, n, v)) return -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (v[i] < 0 || v[i] > (1 << 24)) return -1;
+    return 0;
+}
+
 static inline int64_t odml_absv(int64_t x) { return x < 0 ? -x : x; }
+
+/* The packed (C-order) element strides of n sizes, TensorDesc's (sizes whose product fits in 64 bits). */
+static inline void odml_packed(const int64_t *sizes, int n, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= sizes[d];
+    }
+}
 
 /* An input's element layout: n sizes and signed element strides. */
 typedef struct {
@@ -285,7 +308,12 @@ typedef struct {
     int64_t threads, items, position_items, column_walk, reverse_tile, reverse_bytes, tile_smem, reverse_rows,
         gather_row, row_stage, group_slots, scatter_via, owner_slots, position_min;
 } odml_index_cuda_conf;
-int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c);
+_Static_assert(sizeof(odml_index_cuda_conf) == sizeof(int64_t) * ODML_INDEX_CONF_COUNT, "the settings' words");
+static inline int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c) {
+    /* kernel template arguments and divisors: at least one item a thread, lines */
+    return odml_settings(t, ODML_INDEX_CONF_COUNT, (int64_t *)c) || c->items < 1 || c->position_items < 1
+           || c->reverse_bytes < 1 ? -1 : 0;
+}
 
 /* numpy_kernels.outer_count: the leading dimensions of an index pass that read an index. */
 int odml_ix_outer(const idx_params *p);
@@ -303,8 +331,10 @@ int odml_index_cuda(const idx_params *p, const odml_index_cuda_conf *c, uint64_t
 int odml_move_cuda(const odml_move_prog *g, const odml_move_cuda_conf *c, const uint64_t *src, const int64_t *n_src,
                    const uint64_t *dst, odml_move_launch *out);
 
-/* The conf from c_settings()'s tuple: 0, or -1 where it is not ODML_MOVE_CONF_COUNT exact ints. */
-int odml_move_cuda_conf_read(PyObject *t, odml_move_cuda_conf *c);
+_Static_assert(sizeof(odml_move_cuda_conf) == sizeof(int64_t) * ODML_MOVE_CONF_COUNT, "the settings' words");
+static inline int odml_move_cuda_conf_read(PyObject *t, odml_move_cuda_conf *c) {
+    return odml_settings(t, ODML_MOVE_CONF_COUNT, (int64_t *)c);
+}
 
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p);

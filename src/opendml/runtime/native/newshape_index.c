@@ -77,15 +77,6 @@ static int ix_axis(PyObject *o, int rank) {
     return (int)(a < 0 ? a + rank : a);
 }
 
-/* Packed element strides of sizes (TensorDesc's). */
-static void ix_packed(const int64_t *sizes, int n, int64_t *strides) {
-    int64_t s = 1;
-    for (int d = n - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= sizes[d];
-    }
-}
-
 /* cpu.backend.index_params / index_ops._pass_params for one pass: the common fields. */
 static idx_params *ix_pass(ix_prog *g, int kind, int src, int64_t type, int rank, const int64_t *sizes) {
     idx_params *p = &g->p[g->n_pass];
@@ -163,7 +154,7 @@ static int lower_gather(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t 
     for (int d = r - k; d < r; d++, n++) full[n] = ind->shape[d], src[n] = 0, istr[n] = ind->strides[d];
     for (int d = ap + 1; d < r; d++, n++) full[n] = x->shape[d], src[n] = x->strides[d], istr[n] = 0;
     for (int d = 0; d < r; d++) out[d] = L >= r ? full[L - r + d] : d == 0 ? 1 : full[d - 1];   /* gathered_sizes */
-    ix_packed(out, r, os);
+    odml_packed(out, r, os);
     idx_params *p = ix_pass(g, 0, 0, x->type, L, full);
     p->src_offset = x->origin;
     memcpy(p->src_strides, src, sizeof(int64_t) * (size_t)L);
@@ -182,7 +173,7 @@ static void ix_along(ix_prog *g, const ix_in *x, int a, const int64_t *sizes, co
     idx_params *p = ix_pass(g, 0, 0, x->type, x->n, sizes);
     p->src_offset = x->origin;
     for (int d = 0; d < x->n; d++) p->src_strides[d] = d == a ? 0 : x->strides[d];
-    ix_packed(sizes, x->n, p->dst_strides);
+    odml_packed(sizes, x->n, p->dst_strides);
     ix_position(p, ind, 1, istr, x->strides[a], x->shape[a], mode, IX_CLAMP, mode == IX_REVERSE_LENGTH ? a : 0);
     g->out_type = x->type;
     g->out_rank = x->n;
@@ -218,7 +209,7 @@ static int lower_one_hot(ix_in *ind, ix_in *val, PyObject *const *args, Py_ssize
     ix_insert(val, 0, ro - 1);                   /* _lead(values, ro) */
     int64_t out[IX_RANK], os[IX_RANK];
     for (int d = 0; d < ro; d++) out[d] = d == a ? depth : ind->shape[d];
-    ix_packed(out, ro, os);
+    odml_packed(out, ro, os);
     idx_params *c = ix_pass(g, 0, 1, val->type, ro, out);      /* Copy(1, 0, out.sizes, vo, 0s, 0, os_) */
     c->outer = ro;
     c->src_offset = val->origin;
@@ -309,7 +300,7 @@ static int lower_gather_nd(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize
     idx_params *p = ix_pass(g, 0, 0, x->type, 0, x->shape);
     nd_axes(p, x, ind, rx, ri, (int)b, x->strides, p->src_strides);
     p->src_offset = x->origin;
-    ix_packed(g->out_dims, g->out_rank, p->dst_strides);          /* right_aligned(packed, L): the same strides */
+    odml_packed(g->out_dims, g->out_rank, p->dst_strides);          /* right_aligned(packed, L): the same strides */
     g->checked[0] = check;
     g->out_type = x->type;
     return 0;
@@ -317,7 +308,7 @@ static int lower_gather_nd(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize
 
 /* ops/scatter.py's and ops/scatter_nd.py's first pass: Copy(0, 0, x's sizes, xo, xs, 0, packed strides). */
 static void scatter_copy(ix_prog *g, const ix_in *x, int64_t *os) {
-    ix_packed(x->shape, x->n, os);
+    odml_packed(x->shape, x->n, os);
     idx_params *c = ix_pass(g, 0, 0, x->type, x->n, x->shape);
     c->outer = x->n;
     c->src_offset = x->origin;
@@ -390,21 +381,6 @@ static int ix_lower(int which, ix_in *xs, PyObject *const *args, Py_ssize_t narg
          : which == IX_SCATTER_ND ? lower_scatter_nd(&xs[0], &xs[1], &xs[2], args, nargs, g) : -1;
 }
 
-/* calls_move.c's index_pass_fits for pass p reading input src (in_size bytes an element, span elements bound
- * per input) into an output of `count` elements: well formed and inside the buffers whatever the index values
- * (its ranges' lengths in ip). */
-static int ix_fits(const idx_params *p, int src, int n_in, const int *in_size, const int64_t *span, int64_t count,
-                   IndexPass *ip) {
-    int fits = !odml_index_malformed(p, n_in) && odml_type_size[p->data_type] == in_size[src];
-    for (int64_t a = 0; fits && a < p->naxes; a++) {
-        fits = in_size[p->axes[a].slot] == odml_type_size[p->axes[a].type];
-        ip->idx_len[a] = span[p->axes[a].slot];
-    }
-    ip->dst_len = count;
-    ip->src_len = span[src];
-    return fits && odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len);
-}
-
 /* The entry of function `which` on the n_in inputs `in` (exact ndarrays) and the call's arguments: the
  * types the operator's tables take at the newest level are `types` (bit 16 * j + t: DataType t for array
  * j); an output of min_bytes or more comes from the output blocks. NULL with no exception where the route
@@ -426,22 +402,21 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
     }
     if (ix_lower(which, xs, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), &g) < 0)
         return NULL;
-    PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g.out_type]);     /* DataType.numpy_dtype */
-    if (!d) return NULL;
     Entry *e = entry_alloc(KIND_MOVE, 1, g.n_pass);
-    if (!e) {
-        Py_DECREF(d);
+    if (!e) return NULL;
+    Out *o = &e->outs[0];
+    if (!(o->dtype = (PyObject *)PyArray_DescrFromType(move_npy_type[g.out_type]))) {    /* DataType.numpy_dtype */
+        Py_DECREF(e);
         return NULL;
     }
     e->n_in = n_in;
     for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
-    Out *o = &e->outs[0];
-    o->dtype = (PyObject *)d;
     o->rank = g.out_rank;
     memcpy(o->dims, g.out_dims, sizeof(int64_t) * (size_t)g.out_rank);
     int64_t count = 1;
+    const int out_size = (int)odml_type_size[g.out_type];
     for (int i = 0; i < g.out_rank; i++) count *= g.out_dims[i];
-    o->bytes = count * odml_type_size[g.out_type];
+    o->bytes = count * out_size;
     o->use_blocks = o->bytes >= min_bytes;
     e->total = o->bytes;
     for (int i = 0; i < g.n_pass; i++) {
@@ -460,7 +435,7 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
         mp->src = g.src[i];
         mp->threads = 1;
         mp->checked = g.checked[i];
-        if (!ix_fits(p, g.src[i], n_in, in_size, span, count, ip)) {
+        if (!index_pass_fits(mp, ip, span, in_size, &count, &out_size, n_in, 1)) {
             Py_DECREF(e);
             return NULL;
         }
@@ -471,14 +446,9 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
 /* The inputs offered (index_ops' tuple of two or three exact ndarrays) in `in` (borrowed): how many; -1
  * else. */
 static int index_inputs(PyObject *given, PyArrayObject **in) {
-    if (!PyTuple_CheckExact(given) || PyTuple_GET_SIZE(given) < 2 || PyTuple_GET_SIZE(given) > 3) return -1;
-    const int n = (int)PyTuple_GET_SIZE(given);
-    for (int j = 0; j < n; j++) {
-        PyObject *a = PyTuple_GET_ITEM(given, j);
-        if (Py_TYPE(a) != &PyArray_Type) return -1;
-        in[j] = (PyArrayObject *)a;
-    }
-    return n;
+    int seq, n;
+    return PyTuple_CheckExact(given) && PyTuple_GET_SIZE(given) <= 3
+           && (n = arrays_of(given, &PyArray_Type, (PyObject **)in, &seq)) >= 2 ? n : -1;
 }
 
 /* index_new(op, which, types, given, args, generation, min_bytes): the call lowered, run and recorded (serve_new),
@@ -539,12 +509,14 @@ static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args,
     ix_prog *g = &ix->g;
     if (ix_lower(ix->which, xs, args, nargs, g) < 0) return -1;
     int64_t count = 1;
+    const int out_size = (int)odml_type_size[g->out_type];
     for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
     for (int i = 0; i < g->n_pass; i++) {
         idx_params *p = &g->p[i];
-        IndexPass ip;
         p->outer = p->outer ? p->outer : odml_ix_outer(p);
-        if (!ix_fits(p, g->src[i], c->n, in_size, c->span, count, &ip)) return -1;
+        Pass mp = {.src = g->src[i]};
+        IndexPass ip = {.p = *p};
+        if (!index_pass_fits(&mp, &ip, c->span, in_size, &count, &out_size, c->n, 1)) return -1;
     }
     out->n_out = 1;
     out->multi = 0;
@@ -694,10 +666,7 @@ static PyObject *index_lowering(PyObject *const *args) {
     if (plain_args(args, "ii.ti", &which, &types, &min_bytes) || (n_in = index_inputs(args[2], in)) < 0)
         Py_RETURN_NONE;
     Entry *e = index_entry((int)which, types, in, n_in, args[3], min_bytes);
-    if (!e) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
+    if (!e) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     PyObject *shape = odml_ints_tuple(e->outs[0].dims, e->outs[0].rank), *passes = PyTuple_New(e->n_pass);
     PyObject *result = NULL;
     if (!shape || !passes) goto done;

@@ -33,11 +33,7 @@ static int set_out(odml_move_prog *g, int i, int64_t type, int rank, const int64
     g->out_type[i] = type;
     g->out_rank[i] = rank;
     memcpy(g->out_dims[i], dims, sizeof(int64_t) * (size_t)rank);
-    int64_t s = 1;
-    for (int d = rank - 1; d >= 0; d--) {
-        g->out_strides[i][d] = s;
-        s *= dims[d];
-    }
+    odml_packed(dims, rank, g->out_strides[i]);
     g->out_count[i] = count;
     return 0;
 }
