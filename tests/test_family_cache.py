@@ -562,11 +562,17 @@ def test_packed_copies_of_every_length_and_offset(kernels, dt):
             assert dml.identity(x).tobytes() == x.tobytes()
 
 
-def test_the_plan_cache_and_the_move_cache_are_one_lru_type():
-    """One Python cache type in ``planner`` serves both: the plan cache
-    (``plans``) and the move cache (``entries``, an entry made on another CPU
-    backend being a miss); each is bounded, least recently used dropped first."""
-    assert type(planner._CACHE) is type(planner._MOVES)
+def test_the_move_cache_is_a_bounded_lru_and_the_plan_cache_it_reports():
+    """One Python cache in ``planner``, the move cache (an entry made on another CPU backend being a miss),
+    bounded, least recently used dropped first; ``plan_cache_info`` reports its size and plans (it used to report
+    a second cache that only tests filled: 0 plans always)."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with dml.configure(cpu_kernels="numpy"):           # (NumPy's route plans in Python; the compiled one in C)
+        planner.clear()
+        dml.pad(x, 1, 1)
+        dml.slice1(x, [0, 0], [3, 4], [1, -1])
+        info = dml.plan_cache_info()
+        assert info["size"] == planner.CACHE_SIZE and info["plans"] == planner.info()["entries"] == 2
     lru = type(planner._MOVES)(2, "entries")
     this, other = object(), object()
     entry = planner.Entry(this, None, None, (), (), None)

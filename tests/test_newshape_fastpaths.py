@@ -363,7 +363,7 @@ def test_plan_keys_tell_arguments_apart():
 # -- the array API: cleared caches, warm caches, the reference --------------------------------------------------
 
 def clear_caches():
-    planner._CACHE.clear()
+    planner.clear()
     calls.clear()
 
 

@@ -328,7 +328,7 @@ def plain_off(fn, *args, with_records=False):
     front._new = lambda *a: None
     try:
         calls.clear()
-        planner._CACHE.clear()
+        planner.clear()
         got = recorded(fn, *args)
         return got if with_records else got[0]
     finally:
@@ -499,7 +499,7 @@ def test_plain_route_counts_one_plan_cache_miss(kernels):
     with dml.configure(cpu_kernels=kernels):
         before = dml.plan_cache_info()["misses"]
         calls.clear()
-        planner._CACHE.clear()
+        planner.clear()
         dml.slice1(x, [0, 0], [3, 4], [1, -1])
         assert dml.plan_cache_info()["misses"] == before + 1
 

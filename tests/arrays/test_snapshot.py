@@ -24,7 +24,7 @@ def _fresh_caches():
     must not fail another, and none is left behind."""
     def clear():
         dml.configure()                   # the call cache
-        planner._CACHE.clear()
+        planner.clear()
         from opendml.arrays.torch import adapter as torch_adapter
         torch_adapter._ROUTES.clear()
     clear()

@@ -36,7 +36,7 @@ from opendml.runtime.cpu import backend as cpu_backend
 from opendml.runtime.cuda import tuned as ct
 from tests.conftest import cuda_available, native_available, run_in_threads
 from tests.runtime.test_cuda_move_cache import FakeArray, fake  # noqa: F401 - a stand-in for CuPy, registered
-from tests.runtime.test_cuda_spec import ALIGN, DTYPES, INTS, call_of, element_layout, plain_plan, zeros
+from tests.runtime.test_cuda_spec import ALIGN, DTYPES, INTS, call_of, element_layout, plain_plan, plan_of, zeros
 from tests.test_newshape_fastpaths import modest_unfold, outcome, slice1_args, slice_args, window_args
 from tests.test_newshape_plain import unfold_fields
 from ..conftest import n_examples
@@ -106,7 +106,7 @@ def test_the_launch_chosen_for_a_cupy_array_is_the_python_routes(fake, drawn, da
     assume(got is not None)
     strides = data.draw(element_layout(shape))
     layout = planner.array_layout(shape, tuple(s * es for s in strides), es)
-    _, plan = planner.plan_for(call, dtype, shape, layout)
+    plan = plan_of(call, dtype, shape, layout)
     want = ct.launch_spec(plan.kernel_plan(), src, layout.span, dst)[0]
     x = FakeArray(shape, dtype, src + layout.origin * es, tuple(s * es for s in strides))
     fake.next, fake.device = dst, 0

@@ -45,13 +45,9 @@ from ..runtime.calls import TUNED, info as call_cache_info
 from ..runtime.params import KERNELS
 from ..runtime.config import _listeners as _config_listeners
 
-__all__ = ["Layout", "array_layout", "plan_for", "count_planned",
-           "plan_cache_info", "PLAN_CACHE_SIZE", "CACHE_SIZE", "freeze", "call_key", "array_key", "lookup", "record",
+__all__ = ["Layout", "array_layout", "count_planned",
+           "plan_cache_info", "CACHE_SIZE", "freeze", "call_key", "array_key", "lookup", "record",
            "clear", "info"]
-
-#: Plans the cache keeps (least recently used dropped first).
-PLAN_CACHE_SIZE = 256
-
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
@@ -140,46 +136,24 @@ class _Lru:
                     "misses": self.misses + planned}
 
 
-_CACHE = _Lru(PLAN_CACHE_SIZE, "plans")
-_PLANNED = _CACHE._planned
-
-
-def plan_for(call, dtype, shape: tuple, layout: Layout):
-    """(description, plan) of ``call`` on an array of ``dtype`` and ``shape``
-    laid out as ``layout``, from the cache where the same call was seen."""
-    op_key = call.key
-    key = None if op_key is None else ("layout", op_key, np.dtype(dtype).str, shape, layout.strides, layout.origin)
-    if key is not None:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            return hit
-    desc = call.make(logical_desc(dtype, shape))           # (unvalidated)
-    plan = desc.lower(in_strides=layout.strides, in_offset=layout.origin)
-    if key is not None:
-        _CACHE.put(key, (desc, plan))
-    return desc, plan
-
-
 def count_planned() -> None:
     """Count a call the C new-shape route ran as a plan-cache miss (it was
     validated and planned)."""
-    next(_PLANNED)
+    next(_MOVES._planned)
 
 
 def plan_cache_info() -> dict:
     """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the most plans
-    the cache keeps (``PLAN_CACHE_SIZE``) and the plans it holds; the calls
-    that reused a plan (in it or in the move program's cache, NumPy's route
-    of every operator), plus those the call cache served; the lookups that
-    found no plan in either (the call was then validated and planned), plus the
-    calls planned without a lookup (the C new-shape route, or the call
-    cache's C lowering at its miss: its ``planned``); and the call cache's
-    own counts (``{'enabled', 'numpy', 'entries', 'hits', 'misses',
-    'planned', 'front'}``, see ``opendml.runtime.calls``)."""
-    info = _CACHE.info()
-    moves = _MOVES.info()                 # (the move program's cache: NumPy's route of every operator)
-    info["hits"] += moves["hits"]
-    info["misses"] += moves["misses"]
+    the plan cache keeps (``CACHE_SIZE``) and the plans it holds (the move
+    cache: every operator's planned call on NumPy's route); the calls that
+    reused a plan, plus those the call cache served; the lookups that found
+    no plan (the call was then validated and planned), plus the calls planned
+    without a lookup (the C new-shape route, or the call cache's C lowering
+    at its miss: its ``planned``); and the call cache's own counts
+    (``{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned',
+    'front'}``, see ``opendml.runtime.calls``)."""
+    info = _MOVES.info()
+    info["plans"] = info.pop("entries")
     served = call_cache_info()
     info["hits"] += served["hits"]
     info["misses"] += served["planned"]   # new shapes the call cache lowered and ran itself
