@@ -101,9 +101,6 @@ class _Lru:
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
-        # calls planned without a lookup (a miss each): next() of a count is atomic, so no lock
-        self._planned = itertools.count()
-        self._planned_reads = 0
 
     def get(self, key, backend=None):
         with self._lock:
@@ -130,16 +127,27 @@ class _Lru:
 
     def info(self) -> dict:
         with self._lock:
-            planned = next(self._planned) - self._planned_reads
-            self._planned_reads += 1
-            return {"size": self.size, self._name: len(self._entries), "hits": self.hits,
-                    "misses": self.misses + planned}
+            return {"size": self.size, self._name: len(self._entries), "hits": self.hits, "misses": self.misses}
+
+
+# calls planned without a lookup (a plan-cache miss each): next() of a count is atomic, so no lock to count;
+# a read takes one number itself (``_planned_reads`` of them taken so far)
+_PLANNED = itertools.count()
+_planned_reads = 0
+_planned_lock = threading.Lock()
 
 
 def count_planned() -> None:
     """Count a call the C new-shape route ran as a plan-cache miss (it was
     validated and planned)."""
-    next(_MOVES._planned)
+    next(_PLANNED)
+
+
+def _planned() -> int:
+    global _planned_reads
+    with _planned_lock:
+        _planned_reads += 1
+        return next(_PLANNED) - (_planned_reads - 1)
 
 
 def plan_cache_info() -> dict:
@@ -154,6 +162,7 @@ def plan_cache_info() -> dict:
     'front'}``, see ``opendml.runtime.calls``)."""
     info = _MOVES.info()
     info["plans"] = info.pop("entries")
+    info["misses"] += _planned()
     served = call_cache_info()
     info["hits"] += served["hits"]
     info["misses"] += served["planned"]   # new shapes the call cache lowered and ran itself
