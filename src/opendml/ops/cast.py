@@ -56,10 +56,9 @@ class CastOperatorDesc(ElementWiseDesc):
         any framework spells it: a NumPy dtype, scalar type or string
         (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
         (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
-        ``DataType``, or a ``DataType`` name (``"INT8"``,
-        ``"DML_TENSOR_DATA_TYPE_INT8"``), whatever ``x``'s framework (under
-        ``torch.compile``, a name or a framework dtype: Dynamo passes a
-        ``DataType`` on as its int, which is not taken for a dtype).""")
+        ``DataType``, its int value (what ``torch.compile`` passes for it),
+        or a ``DataType`` name (``"INT8"``, ``"DML_TENSOR_DATA_TYPE_INT8"``),
+        whatever ``x``'s framework.""")
     OUTPUT_DERIVABLE = False
     SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": _CAST_1_0, "3_0": _CAST_3_0, "4_1": TYPES_4_1})
 
