@@ -15,7 +15,10 @@ read. Rows, each as a fraction of a 1 GiB ``copy_``'s bandwidth (bytes read
 * ``two lanes a row``: a lane a 16-byte piece (each warp load 512
   contiguous bytes), the row's other piece by four shuffles, its four
   output words by select trees;
-* ``production``: ``dml.reverse_subsequences`` (ix_reverse_pieces).
+* ``production``: ``dml.reverse_subsequences`` (ix_reverse_pieces);
+* then production on other short rows (float64 rows of 4, float16 of 16,
+  float32 of 12 and 28 words, float32 rows of 8 under leading axes
+  transposed), each beside ``torch.flip`` of the same tensor.
 
 Every output is checked against ``torch.gather``. Needs CUDA, CuPy and
 PyTorch.
@@ -198,6 +201,28 @@ def main(argv=None) -> int:
         label = f"production, REVERSE_ROWS={per_block}"
         result["rows"].append({"row": label, "ms": ms, "frac_copy": moved / (ms * 1e-3) / bw, "match": ok})
         print(f"{label:42s} {ms:.4f} ms  {moved / (ms * 1e-3) / bw:.3f} of copy  match={ok}", flush=True)
+    del x, y, want, n, n64
+    # production on the other short rows: 16-byte pieces of 2- and 8-byte words, rows of 3 and 7 pieces
+    for shape, dtype, swap in (((4096, 4096, 4), torch.float64, False), ((4096, 4096, 16), torch.float16, False),
+                               ((4096, 4096, 12), torch.float32, False), ((4096, 2048, 28), torch.float32, False),
+                               ((4096, 4096, 8), torch.float32, True)):
+        v = torch.randn(shape, device=dev).to(dtype)
+        if swap:                                    # the leading axes transposed (rows still contiguous)
+            v = v.transpose(0, 1)
+        m64 = torch.randint(0, shape[-1] + 1, shape[:-1] + (1,), device=dev, generator=g)
+        m = m64.to(torch.uint32)
+        e = torch.arange(shape[-1], device=dev)
+        ref = torch.gather(v, 2, torch.where(e < m64, m64 - 1 - e, e))
+        ms = timed(lambda: dml.reverse_subsequences(v, m, 2))
+        t_flip = timed(lambda: torch.flip(v, (2,)))
+        ok = bool(torch.equal(dml.reverse_subsequences(v, m, 2), ref))
+        nbytes = 2 * v.nbytes + m.nbytes
+        label = f"production {tuple(shape)} {str(dtype).removeprefix('torch.')}{' (0, 1 swapped)' if swap else ''}"
+        result["rows"].append({"row": label, "ms": ms, "frac_copy": nbytes / (ms * 1e-3) / bw, "match": ok,
+                               "flip_ms": t_flip})
+        print(f"{label:42s} {ms:.4f} ms  {nbytes / (ms * 1e-3) / bw:.3f} of copy  match={ok}  "
+              f"torch.flip {t_flip:.4f} ms ({t_flip / ms:.2f}x)", flush=True)
+        del v, m, m64, ref
     if args.out:
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -154,15 +154,23 @@ __device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e
 }
 
 // An INDEX_REVERSE_LENGTH value as ix_coordinate_of clamps it: in [0, bound].
-__device__ __forceinline__ i64 ix_length(const ix_axis& ax, u64 base, i64 at) {
-    const i64 bound = ax.bound;
-    i64 sv;
+// The load and the clamp are apart (ix_length_bits: the value's bits widened,
+// the load alone in each branch; ix_clamp_length), so that a caller issues a
+// length's load, then other loads, and waits at the clamp once for all.
+__device__ __forceinline__ u64 ix_length_bits(const ix_axis& ax, u64 base, i64 at) {
     switch (ax.type) {
-    case T_I32: sv = ((const int*)base)[at]; return sv < 0 ? 0 : (sv > bound ? bound : sv);
-    case T_I64: sv = ((const i64*)base)[at]; return sv < 0 ? 0 : (sv > bound ? bound : sv);
-    case T_U32: return ((const u32*)base)[at] > (u64)bound ? bound : (i64)((const u32*)base)[at];
-    default: return ((const u64*)base)[at] > (u64)bound ? bound : (i64)((const u64*)base)[at];
+    case T_I32: return (u64)(i64)((const int*)base)[at];
+    case T_I64: return (u64)((const i64*)base)[at];
+    case T_U32: return (u64)((const u32*)base)[at];
+    default: return ((const u64*)base)[at];
     }
+}
+__device__ __forceinline__ int ix_clamp_length(const ix_axis& ax, u64 v) {
+    if ((ax.type == T_I32 || ax.type == T_I64) && (i64)v < 0) return 0;
+    return v > (u64)ax.bound ? (int)ax.bound : (int)v;
+}
+__device__ __forceinline__ int ix_length(const ix_axis& ax, u64 base, i64 at) {
+    return ix_clamp_length(ax, ix_length_bits(ax, base, at));
 }
 
 // I ck: the coordinate of flat number r along dimension k of `sizes`, r
@@ -493,14 +501,13 @@ __device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i6
     }
 }
 
-// The staged column set's rows written at destination offset db, each
-// column's length read (at index offset ab) and clamped once.
+// The staged column set's rows written at destination offset db, n the
+// length of this thread's column (ix_reverse_tile's column_lengths).
 template <typename W, typename I, int NO>
-__device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* tile, i64 db, i64 ab) {
+__device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* tile, i64 db, int n) {
     const ix_axis& ax = p.axes[0];
     const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;
     const int kk = (int)threadIdx.x % lo, step = IX_THREADS / lo;   // a thread keeps one column
-    const int n = (int)ix_length(ax, p.idx[0], ab + kk * ax.strides[NO - 1]);
     W* dst = (W*)p.dst + db + kk * p.dst_strides[NO - 1];
     const i64 ds = p.dst_strides[NO - 2];
     for (int e0 = (int)threadIdx.x / lo; e0 < rows; e0 += IX_TILE_BATCH * step) {
@@ -526,12 +533,10 @@ __device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* ti
 // 4-byte 0.917 / 0.921, 16-byte 0.863 / 0.865; along axis 0 (128-byte
 // lines) 0.823 against 0.824: the same.
 template <typename W, typename I, int NO>
-__device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile, i64 db, i64 ab) {
+__device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile, i64 db, int n0, int n1) {
     const ix_axis& ax = p.axes[0];
     const int lo = (int)p.sizes[NO - 1], rows = (int)ax.bound;
     const int q = (int)threadIdx.x % (lo / 2), step = 2 * IX_THREADS / lo, k = ((int)threadIdx.x >> 4) & 1;
-    const i64 at = ab + 2 * q * ax.strides[NO - 1];
-    const int n0 = (int)ix_length(ax, p.idx[0], at), n1 = (int)ix_length(ax, p.idx[0], at + ax.strides[NO - 1]);
     const int na = k ? n1 : n0, nb = k ? n0 : n1;            // column 2q + k read first, then the other
     const u32* ta = (const u32*)tile + 2 * q + k;
     const u32* tb = (const u32*)tile + 2 * q + (k ^ 1);
@@ -567,16 +572,23 @@ __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX
     W* tile = reinterpret_cast<W*>(ix_tile_raw);
     i64 sb, db, ab;                          // the set: the leading dimensions
     ix_lead<I, NO - 3>(p, (I)blockIdx.x, sb, db, ab);
+    const ix_axis& ax = p.axes[0];
+    const int lo = (int)p.sizes[NO - 1];
+    const bool pairs = sizeof(W) == 4 && lo % 32 == 0 && p.dst_strides[NO - 1] == 1 && p.dst_strides[NO - 2] % 2 == 0 &&
+                       (u64)((const W*)p.dst + db) % 8 == 0;
+    // this thread's columns' lengths loaded while the set is staged (pairs: columns 2q and 2q + 1, else column kk)
+    const i64 at = ab + (pairs ? 2 * ((int)threadIdx.x % (lo / 2)) : (int)threadIdx.x % lo) * ax.strides[NO - 1];
+    const u64 b0 = ix_length_bits(ax, p.idx[0], at), b1 = pairs ? ix_length_bits(ax, p.idx[0], at + ax.strides[NO - 1]) : 0;
     ix_stage_columns<W, I, NO>(p, tile, sb);
+    const int n0 = ix_clamp_length(ax, b0), n1 = ix_clamp_length(ax, b1);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
     __syncthreads();
-    if (sizeof(W) == 4 && p.sizes[NO - 1] % 32 == 0 && p.dst_strides[NO - 1] == 1 && p.dst_strides[NO - 2] % 2 == 0 &&
-            (u64)((const W*)p.dst + db) % 8 == 0)
-        ix_write_pairs<W, I, NO>(p, tile, db, ab);
+    if (pairs)
+        ix_write_pairs<W, I, NO>(p, tile, db, n0, n1);
     else
-        ix_write_columns<W, I, NO>(p, tile, db, ab);
+        ix_write_columns<W, I, NO>(p, tile, db, n0);
 }
 
 // An element-wise reversal of subsequences along the last outer dimension (a
@@ -666,12 +678,13 @@ __global__ void __launch_bounds__(IX_THREADS, sizeof(W) == 8 ? 5 : IX_ROWS_BLOCK
     const I nrows = (I)(p.n_outer / L), first = (I)blockIdx.x * (I)p.members;
     const int g = (int)(nrows - first < (I)p.members ? nrows - first : (I)p.members);   // rows of this block
     bool aligned = true, dst_aligned = true;
-    if ((int)threadIdx.x < g) {
+    u64 length = 0;                          // this thread's row's length: loaded here, clamped into r_n once the
+    if ((int)threadIdx.x < g) {              // rows' loads are issued
         i64 sb, db, ab;
         ix_lead<I, NO - 2>(p, first + (I)threadIdx.x, sb, db, ab);
+        length = ix_length_bits(ax, p.idx[0], ab);
         r_sb[threadIdx.x] = sb;
         r_db[threadIdx.x] = db;
-        r_n[threadIdx.x] = (int)ix_length(ax, p.idx[0], ab);   // in [0, L]
         aligned = ((u64)((const W*)p.src + sb)) % 16 == 0;
         dst_aligned = ((u64)((W*)p.dst + db)) % 16 == 0;
     }
@@ -711,6 +724,7 @@ __global__ void __launch_bounds__(IX_THREADS, sizeof(W) == 8 ? 5 : IX_ROWS_BLOCK
                 if (at[u] >= 0) rowbuf[at[u]] = v[u];
         }
     }
+    if ((int)threadIdx.x < g) r_n[threadIdx.x] = ix_clamp_length(ax, length);   // in [0, L]
     __syncthreads();
     if constexpr (sizeof(W) == 4 || sizeof(W) == 8) {
         if (pieces) {                        // (on an H200, 512 float32 a row: 0.86-0.89 of copy a word a thread, 0.92 so)
@@ -784,9 +798,14 @@ __device__ __forceinline__ void ix_set_word(uint4& v, int k, W w) {
 // every thread) a row's offsets are one multiply each, else ix_lead's. A row
 // whose either side lies off 16 bytes goes word by word. The loop and the
 // shuffles are uniform over a warp. One piece a lane a step in 32 registers
-// (8 blocks a multiprocessor): on an H200 (copy 4151-4183 GB/s, two runs),
-// (4096, 4096, 8) float32 along rows 0.303-0.314 ms, 0.87-0.90 of copy
-// (bytes read and written, the lengths included), 1.16-1.19x torch.flip;
+// (8 blocks a multiprocessor). The piece's load is issued before the
+// length's: loaded after it, the piece waited for the length's clamp (two
+// memory latencies a step, not one): on an H200 (session 25, copy 4198-4247
+// GB/s) (4096, 4096, 8) float32 along rows went from 0.310 ms, 0.84-0.86 of
+// copy (bytes read and written, the lengths included) to 0.287 ms, 0.92-0.93,
+// 1.24x torch.flip. Before that (copy 4151-4183 GB/s, two runs),
+// (4096, 4096, 8) float32 along rows 0.303-0.314 ms, 0.87-0.90 of copy,
+// 1.16-1.19x torch.flip;
 // float64 (4096, 4096, 4) 0.93-0.95, float16 (4096, 4096, 16) 0.74, rows of
 // 3 and 7 pieces 0.85 and 0.80-0.83, leading axes transposed 0.67-0.68.
 // Four pieces a lane a step (72 registers) ran 0.65, two 0.73-0.77; a piece
@@ -832,8 +851,8 @@ __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
                 ix_lead<I, NO - 2>(p, r, sb, db, ab);
             }
             al = ((((u64)((const W*)p.src + sb)) | (u64)((W*)p.dst + db)) & 15) == 0;
-            n = (int)ix_length(ax, p.idx[0], ab);   // in [0, bound]
-            if (al) a = reinterpret_cast<const uint4*>((const W*)p.src + sb)[q];
+            if (al) a = reinterpret_cast<const uint4*>((const W*)p.src + sb)[q];   // (before the length's load: both
+            n = (int)ix_length(ax, p.idx[0], ab);   // in [0, bound]                in flight together)
         }
         const int lo = n - V - j, pa = lo >= 0 ? lo / V : 0;
         uint4 A, B;                          // pieces pa and pa + 1 of the row (piece 0 across the length)
