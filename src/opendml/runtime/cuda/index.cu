@@ -757,27 +757,44 @@ __global__ void __launch_bounds__(IX_THREADS, sizeof(W) == 8 ? 5 : IX_ROWS_BLOCK
     }
 }
 
-// Word k (a constant once unrolled) of a 16-byte piece of V = 16 / sizeof(W)
-// words, and the piece with word k set: register moves, no local memory.
+// The first `count` words of v over the rest of own's (count <= 0: own;
+// count >= V: v), by masks of whole 4-byte lanes (2-byte words: halves).
 template <typename W>
-__device__ __forceinline__ W ix_word(const uint4& v, int k) {
-    const u32 c[4] = {v.x, v.y, v.z, v.w};
-    if (sizeof(W) == 8) return (W)(((u64)c[2 * k + 1] << 32) | c[2 * k]);
-    if (sizeof(W) == 4) return (W)c[k];
-    return (W)(c[k / 2] >> (16 * (k & 1)));
-}
-template <typename W>
-__device__ __forceinline__ void ix_set_word(uint4& v, int k, W w) {
-    u32 c[4] = {v.x, v.y, v.z, v.w};
-    if (sizeof(W) == 8) {
-        c[2 * k] = (u32)(u64)w;
-        c[2 * k + 1] = (u32)((u64)w >> 32);
-    } else if (sizeof(W) == 4) {
-        c[k] = (u32)w;
-    } else {
-        c[k / 2] = (k & 1) ? (c[k / 2] & 0xffffu) | ((u32)w << 16) : (c[k / 2] & 0xffff0000u) | (u32)w;
+__device__ __forceinline__ uint4 ix_first_words(const uint4& v, const uint4& own, int count) {
+    const u32 vw[4] = {v.x, v.y, v.z, v.w}, ow[4] = {own.x, own.y, own.z, own.w};
+    u32 o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const u32 m = sizeof(W) == 2 ? (2 * i < count ? 0xffffu : 0u) | (2 * i + 1 < count ? 0xffff0000u : 0u)
+                                     : (i * 4 / (int)sizeof(W) < count ? 0xffffffffu : 0u);
+        o[i] = (vw[i] & m) | (ow[i] & ~m);
     }
-    v = make_uint4(c[0], c[1], c[2], c[3]);
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// w[i] of eight 4-byte words, i in [0, 8): a three-level select tree.
+__device__ __forceinline__ u32 ix_pick8(const u32 (&w)[8], int i) {
+    const u32 a = (i & 1) ? w[1] : w[0], b = (i & 1) ? w[3] : w[2], c = (i & 1) ? w[5] : w[4], d = (i & 1) ? w[7] : w[6];
+    const u32 e = (i & 2) ? b : a, f = (i & 2) ? d : c;
+    return (i & 4) ? f : e;
+}
+
+// ix_reversed_piece for 2-byte words: result lane i (words 2i and 2i + 1:
+// source words s + 7 - 2i and s + 6 - 2i, neighbours) is one byte permute of
+// the 4-byte lanes holding them (lane (s + 6) / 2 - i with its halves swapped
+// where s is even; the low half of lane (s + 7) / 2 - i under the high half
+// of lane (s + 5) / 2 - i where s is odd). The generic form's eight
+// predicated alternatives took more than the 32 registers the kernel has
+// (44 bytes spilled a thread).
+template <>
+__device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const uint4& B, int s) {
+    const u32 c[8] = {A.x, A.y, A.z, A.w, B.x, B.y, B.z, B.w};
+    const int odd = s & 1, hi = (s + 6 + odd) >> 1;         // lane hi - i: the result's low half
+    const u32 sel = odd ? 0x7610u : 0x1032u;
+    u32 o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) o[i] = __byte_perm(ix_pick8(c, hi - i), ix_pick8(c, hi - i - odd), sel);
+    return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 // An element-wise reversal of subsequences along rows of whole 16-byte
@@ -800,10 +817,15 @@ __device__ __forceinline__ void ix_set_word(uint4& v, int k, W w) {
 // shuffles are uniform over a warp. One piece a lane a step in 32 registers
 // (8 blocks a multiprocessor). The piece's load is issued before the
 // length's: loaded after it, the piece waited for the length's clamp (two
-// memory latencies a step, not one): on an H200 (session 25, copy 4198-4247
-// GB/s) (4096, 4096, 8) float32 along rows went from 0.310 ms, 0.84-0.86 of
-// copy (bytes read and written, the lengths included) to 0.287 ms, 0.92-0.93,
-// 1.24x torch.flip. Before that (copy 4151-4183 GB/s, two runs),
+// memory latencies a step, not one); and every piece takes one path (masks,
+// ix_first_words), not three divergent ones. On an H200 (session 25, copy
+// 4206-4258 GB/s, bytes read and written, the lengths included), before ->
+// the load order -> both: (4096, 4096, 8) float32 along rows 0.84-0.86 ->
+// 0.92 -> 0.95 of copy (0.278 ms, 1.24x torch.flip); float64 rows of 4 0.88
+// -> 0.95 -> 0.95; float16 rows of 16 0.72 -> 0.70-0.72 -> 0.81 (with
+// ix_reversed_piece<u16>); float32 rows of 12 / 28 0.81 -> 0.88 / 0.85-0.87
+// -> 0.92 / 0.89-0.91; leading axes transposed 0.72 throughout (torch.flip
+// the same: 32-byte rows scattered). Before (copy 4151-4183 GB/s, two runs),
 // (4096, 4096, 8) float32 along rows 0.303-0.314 ms, 0.87-0.90 of copy,
 // 1.16-1.19x torch.flip;
 // float64 (4096, 4096, 4) 0.93-0.95, float16 (4096, 4096, 16) 0.74, rows of
@@ -855,8 +877,8 @@ __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
             n = (int)ix_length(ax, p.idx[0], ab);   // in [0, bound]                in flight together)
         }
         const int lo = n - V - j, pa = lo >= 0 ? lo / V : 0;
-        uint4 A, B;                          // pieces pa and pa + 1 of the row (piece 0 across the length)
-        const int la = lead + (lo >= 0 ? pa : 0), lb = lead + (pa + 1 < Q ? pa + 1 : pa);
+        uint4 A, B;                          // pieces pa and pa + 1 of the row (piece 0 twice across the length)
+        const int la = lead + pa, lb = lo >= 0 && pa + 1 < Q ? la + 1 : la;
         A.x = __shfl_sync(0xffffffffu, a.x, la);
         A.y = __shfl_sync(0xffffffffu, a.y, la);
         A.z = __shfl_sync(0xffffffffu, a.z, la);
@@ -873,15 +895,10 @@ __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
             for (int k = 0; k < V; k++) d[k] = s[j + k < n ? n - 1 - j - k : j + k];
             continue;
         }
-        if (lo >= 0) {
-            a = ix_reversed_piece<W>(A, B, lo - pa * V);
-        } else if (j < n) {                  // across the length: word k < n - j is word n - 1 - j - k of piece 0
-            const uint4 v = ix_reversed_piece<W>(A, A, n - j);
-#pragma unroll
-            for (int k = 0; k < V - 1; k++)
-                if (k < n - j) ix_set_word<W>(a, k, ix_word<W>(v, k));
-        }
-        *reinterpret_cast<uint4*>(d) = a;
+        // one path for every piece (no divergence): wholly below the length, the reversed words of A:B from s;
+        // across it, word k < n - j is word n - 1 - j - k of piece 0 (A:A from n - j); at or past it, its own
+        const int s = lo >= 0 ? lo - pa * V : (n > j ? n - j : 0);
+        *reinterpret_cast<uint4*>(d) = ix_first_words<W>(ix_reversed_piece<W>(A, B, s), a, n - j);
     }
 }
 
