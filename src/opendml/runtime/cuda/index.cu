@@ -783,17 +783,21 @@ __device__ __forceinline__ u32 ix_pick8(const u32 (&w)[8], int i) {
 // source words s + 7 - 2i and s + 6 - 2i, neighbours) is one byte permute of
 // the 4-byte lanes holding them (lane (s + 6) / 2 - i with its halves swapped
 // where s is even; the low half of lane (s + 7) / 2 - i under the high half
-// of lane (s + 5) / 2 - i where s is odd). The generic form's eight
-// predicated alternatives took more than the 32 registers the kernel has
-// (44 bytes spilled a thread).
+// of lane (s + 5) / 2 - i where s is odd): five lanes picked, each by a
+// select tree. The generic form's eight predicated alternatives spilled 44
+// bytes a thread (the kernel has 32 registers); on an H200 float16 rows of
+// 16 went from 0.71 to 0.89 of copy (one run; a pick for each of the eight
+// operands 0.81; with 40 registers and 6 blocks, no spill, 0.76-0.84).
 template <>
 __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const uint4& B, int s) {
     const u32 c[8] = {A.x, A.y, A.z, A.w, B.x, B.y, B.z, B.w};
     const int odd = s & 1, hi = (s + 6 + odd) >> 1;         // lane hi - i: the result's low half
     const u32 sel = odd ? 0x7610u : 0x1032u;
-    u32 o[4];
+    u32 l[5], o[4];                          // lanes hi, hi - 1, ..., hi - 4 (the last read only where s is odd)
 #pragma unroll
-    for (int i = 0; i < 4; i++) o[i] = __byte_perm(ix_pick8(c, hi - i), ix_pick8(c, hi - i - odd), sel);
+    for (int i = 0; i < 5; i++) l[i] = ix_pick8(c, hi - i);
+#pragma unroll
+    for (int i = 0; i < 4; i++) o[i] = __byte_perm(l[i], odd ? l[i + 1] : l[i], sel);
     return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
@@ -822,7 +826,7 @@ __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const ui
 // 4206-4258 GB/s, bytes read and written, the lengths included), before ->
 // the load order -> both: (4096, 4096, 8) float32 along rows 0.84-0.86 ->
 // 0.92 -> 0.95 of copy (0.278 ms, 1.24x torch.flip); float64 rows of 4 0.88
-// -> 0.95 -> 0.95; float16 rows of 16 0.72 -> 0.70-0.72 -> 0.81 (with
+// -> 0.95 -> 0.95; float16 rows of 16 0.72 -> 0.70-0.72 -> 0.89 (with
 // ix_reversed_piece<u16>); float32 rows of 12 / 28 0.81 -> 0.88 / 0.85-0.87
 // -> 0.92 / 0.89-0.91; leading axes transposed 0.72 throughout (torch.flip
 // the same: 32-byte rows scattered). Before (copy 4151-4183 GB/s, two runs),
