@@ -69,6 +69,9 @@ def main() -> int:
             z = rng.standard_normal((4, 2, 200)).astype(np.float32)
             check("reverse_subsequences along rows of 200", dml.reverse_subsequences, z,
                   hostile(rng, (4, 2, 1), 200, it), axis=2)
+            for dt, n in ((np.float16, 16), (np.float32, 8), (np.float32, 12), (np.float64, 4)):   # short rows
+                check(f"reverse_subsequences rows of {n} {np.dtype(dt).name}", dml.reverse_subsequences,
+                      rng.standard_normal((9, 13, n)).astype(dt), hostile(rng, (9, 13, 1), n, it), axis=2)
     old = ix.ROW_STAGE, ix.SCATTER_VIA
     ix.ROW_STAGE, ix.SCATTER_VIA = False, "sort"
     from opendml.runtime import get_backend
