@@ -706,3 +706,25 @@ def test_second_order_gradients_of_an_index_function_trace():
     w, j = _x(11, 3, seed=1).requires_grad_(), torch.tensor([[0, 10, -1, 2, 2, 3]])
     for a, b in zip(gm(w, j), f(w, j)):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", sorted(INDEX_CASES))
+def test_index_functions_keep_one_graph_on_cuda_with_inductor(name):
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    from torch._dynamo.utils import counters
+    fn, make = INDEX_CASES[name]
+    torch._dynamo.reset()
+    counters.clear()
+    f = _loss_fn(fn)
+    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    for n in (9, 11, 13):
+        given = [x.cuda() for x in make(n)]
+        want_outs, want_grads = _index_values_and_grads(f, given)
+        got_outs, got_grads = _index_values_and_grads(compiled, given)
+        for a, b in zip(got_outs, want_outs):
+            assert a.shape == b.shape and torch.equal(a, b), (name, n)
+        for a, b in zip(got_grads, want_grads):
+            assert (a is None) == (b is None) and (a is None or torch.allclose(a, b)), (name, n)
+    assert counters["stats"]["unique_graphs"] == 1, name

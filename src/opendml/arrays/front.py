@@ -329,15 +329,13 @@ def index_function(name: str, given, args) -> int:
     """The code of the index function ``name`` (route "index"), checked to take ``given`` (its arrays, a
     sequence) and ``args`` (its other arguments as its body offers them: keyword-only first); a
     ``ValidationError`` otherwise."""
-    b = _contract.BINDING.get(name) if type(name) is str else None
-    if b is None or b.route != "index":
-        raise ValidationError(f"family_call: {name!r} is not an index function (one of "
-                              f"{', '.join(n for n in FUNCTIONS if _contract.BINDING[n].route == 'index')})")
-    code = FUNCTIONS[name].__code__
-    arrays = 1 + len(b.others)
-    if len(given) != arrays or len(args) != code.co_argcount + code.co_kwonlyargcount - arrays:
-        raise ValidationError(f"family_call: {name} takes {arrays} array(s) and "
-                              f"{code.co_argcount + code.co_kwonlyargcount - arrays} other argument(s); got "
+    if name not in _INDEX:
+        raise ValidationError(f"family_call: {name!r} is not an index function (one of {', '.join(sorted(_INDEX))})")
+    code = FUNCTIONS[name].__code__                        # (the generated def's parameters: its arrays first)
+    arrays = 1 + len(_contract.BINDING[name].others)
+    others = code.co_argcount + code.co_kwonlyargcount - arrays
+    if len(given) != arrays or len(args) != others:
+        raise ValidationError(f"family_call: {name} takes {arrays} array(s) and {others} other argument(s); got "
                               f"{len(given)} and {len(args)}")
     return _OPS[name]
 
@@ -492,10 +490,12 @@ _BUILD: dict = {}
 #: The generated functions, by name, in the registry's order.
 FUNCTIONS: dict = {}
 #: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an
-#: operator with a list of outputs: SPLIT), and which arguments are lists to snapshot (those the
-#: signature types as sequences), read from the bindings and the functions.
+#: operator with a list of outputs: SPLIT), are index functions (route "index": ``opendml::family`` runs them
+#: by ``index_run``), and which arguments are lists to snapshot (those the signature types as sequences), read
+#: from the bindings and the functions.
 _SEQUENCES: set = set()
 _MULTI: set = set()
+_INDEX: set = set()
 _SNAPSHOTS: dict = {}
 
 
@@ -510,6 +510,8 @@ def bind(cls) -> Any:
     _NAMES[_OPS[name]], _BUILD[name] = name, cls.arguments
     if b.array == "arrays":
         _SEQUENCES.add(name)
+    if b.route == "index":
+        _INDEX.add(name)
     if _many_out(cls):
         _MULTI.add(name)
     _SNAPSHOTS[name] = frozenset(i for i, p in enumerate(list(inspect.signature(fn).parameters.values())[1:])
@@ -568,8 +570,7 @@ _dispatch.front.family_call = family_call
 _dispatch.front.family_function = family_function
 _dispatch.front.index_run = index_run
 _dispatch.front.index_parts = index_parts
-#: The index functions (route "index"), which ``opendml::family`` runs by ``index_run``.
-_dispatch.front.INDEX = frozenset(n for n in FUNCTIONS if _contract.BINDING[n].route == "index")
+_dispatch.front.INDEX = _INDEX
 _dispatch.front.framework = _framework
 _dispatch.front.new_shape = lambda op, x, args: _new(op, x, args)      # the one read at call time
 # torch.compile takes every function into a graph whole: Dynamo cannot trace the C call cache, and

@@ -1,25 +1,33 @@
-"""The data-movement family under dynamic shapes: a traced call whose input sizes are symbolic (``torch.compile``
-with dynamic shapes) enters the graph as ONE custom operator that keeps them symbolic::
+"""The data-movement family under dynamic shapes, the index functions included: a traced call whose input
+sizes are symbolic (``torch.compile`` with dynamic shapes) enters the graph as ONE custom operator that keeps
+them symbolic::
 
     opendml::family(Tensor[] inputs, str call) -> Tensor[]
     opendml::family_adjoint(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]
 
 ``call`` is the array function's call without its arrays, as JSON text: ``[name, [argument, ...], seq,
 linear]`` (``seq``: the arrays are one sequence, JOIN's; ``linear``: run the description's linear part,
-a gradient of a gradient). Its implementation is the array function itself on the tensors; its fake builds
-the description from the sizes' hints (their values in the call being traced, read without a guard) and
-gives the outputs the operator's shape formula on the symbolic sizes (``output_sizes_for``); the
-implementation validates every real call, so a shape the hints passed but a later call's do not is the
-array function's error then. ``family_adjoint`` is the description's adjoint (the operator's own, through
-the array API), whose gradient is ``family``'s linear part: gradients of gradients trace too. Both check
-what they are given as the functions do (fake and implementation alike): a text of the wrong form or
-arity, tensors on two devices, gradients other than the call's outputs are opendml errors.
+a gradient of a gradient). An index function's (``gather`` ... ``diagonal_matrix``) inputs are its arrays in
+its order, its arguments those its body offers (``check_indices`` first). Its implementation is the array
+function itself on the tensors (an index function checks its indices' values there); its fake builds the
+description from the sizes' hints (their values in the call being traced, read without a guard; an index
+function's ``arguments`` on stand-ins of those sizes) and gives the outputs the operator's shape formula on
+the symbolic sizes (``output_sizes_for``: an index function's on its description's inputs, which are its
+arrays with 1s put in); the implementation validates every real call, so a shape the hints passed but a
+later call's do not is the array function's error then. ``family_adjoint`` is the description's adjoint
+(the operator's own, through the array API), whose gradient is ``family``'s linear part (an index function's:
+itself, its indices held): gradients of gradients trace too. The backward keeps the inputs whose values the
+adjoint reads (an index function's index tensor, ``ADJOINT_INPUTS``) and the others' sizes alone;
+``family_adjoint`` returns a gradient per other input. Both check what they are given as the functions do
+(fake and implementation alike): a text of the wrong form or arity, tensors on two devices, gradients other
+than the call's outputs are opendml errors.
 
 Taken only where it can be: every input size is a backed symbol or an int, the operator states a shape
-formula, its adjoint reads no input values (not the index functions) and every argument has a text form
-(ints, floats, strings, None, bools, lists and tuples of them, PyTorch and NumPy dtypes); any other traced
-call takes ``opendml::move`` with its sizes fixed (``library``). The adapter calls ``traced``; the front's
-``family_call`` (in ``_dispatch.front``) rebuilds a call from its text.
+formula and every argument has a text form (ints, floats, strings, None, bools, lists and tuples of them,
+PyTorch and NumPy dtypes); any other traced call takes ``opendml::move`` with its sizes fixed (``library``).
+The adapter calls ``traced`` (``traced_index`` for an index function, from the front before its arguments
+read the sizes as ints); the front's ``family_call`` and ``index_run`` (in ``_dispatch.front``) rebuild a
+call from its text.
 """
 from __future__ import annotations
 
@@ -34,7 +42,7 @@ from .. import _dispatch, engine
 from .dtypes import device_error, numpy_dtype, torch_dtype
 from .library import list_rule
 
-__all__ = ["traced", "text_of"]
+__all__ = ["traced", "traced_index", "text_of"]
 
 class _NoText(Exception):
     pass
