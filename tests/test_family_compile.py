@@ -242,12 +242,14 @@ def test_dynamic_shapes_keep_one_graph_on_cuda_with_inductor(name):
 
 
 def test_graphs_per_shape_as_the_guide_says():
-    """The guide's "Dynamic shapes": a window operator and a family function keep sizes symbolic (one graph
-    for three shapes), an index function's description fixes them (a graph per shape)."""
+    """The guide's "Dynamic shapes": a window operator, a family function and an index function keep sizes
+    symbolic (one graph for three shapes); a call with an argument of no text form (a NumPy int) takes the
+    operator's description, which fixes them (a graph per shape)."""
     counted = []
     idx = torch.tensor([0, 1])
     fns = {"slice1": lambda v: dml.slice1(v, [0, 0], [2, 2], [1, -1]) + 1, "pad": lambda v: dml.pad(v, 1, 2) + 1,
-           "gather": lambda v: dml.gather(v, idx, 0) + 1}
+           "gather": lambda v: dml.gather(v, idx, 0) + 1,
+           "gather_numpy_axis": lambda v: dml.gather(v, idx, np.int64(0)) + 1}
     graphs = {}
     for name, fn in fns.items():
         torch._dynamo.reset()
@@ -257,7 +259,7 @@ def test_graphs_per_shape_as_the_guide_says():
             x = _x(*shape)
             assert torch.equal(f(x), fn(x))
         graphs[name] = len(counted)
-    assert graphs == {"slice1": 1, "pad": 1, "gather": 3}
+    assert graphs == {"slice1": 1, "pad": 1, "gather": 1, "gather_numpy_axis": 3}
 
 
 def test_a_shape_the_traced_one_passed_but_this_one_does_not_raises_the_functions_error():
@@ -305,6 +307,8 @@ FAMILY = torch.ops.opendml.family.default
     ('["cast", [{"torch": "Tensor"}], false, false]', 1, "none of the text forms"),
     ('["cast", [{"numpy": "no-such-dtype"}], false, false]', 1, "none of the text forms"),
     ('["tile", [{"tuple": [2, 0]}], false, false]', 1, "Repeats"),
+    ('["gather", [true, 0, null], false, false]', 1, r"gather takes 2 array\(s\) and 3 other argument\(s\); got 1 and 3"),
+    ('["gather", [true, 0], false, false]', 2, r"gather takes 2 array\(s\) and 3 other argument\(s\); got 2 and 2"),
 ])
 def test_the_family_operators_text_is_checked(text, inputs, match):
     with pytest.raises(ValidationError, match=match):
@@ -324,6 +328,12 @@ def test_the_family_operators_pass_opcheck_and_gradgradcheck():
                  '["pad", [1, 2, "constant", 1.5], false, false]', '["identity", [2.0, 1.0], false, false]'):
         torch.autograd.gradgradcheck(lambda t, text=text: FAMILY([t], text)[0], (x64,))
     assert dynamic.text_of(type("C", (), {"ccall": ("cast", (dml.DataType.FLOAT64,), False)})()) is None
+    # an index function's: its arrays, the index tensor kept for the adjoint
+    i = torch.tensor([[0, 1, -1, 1, 0]])
+    gather = '["gather", [true, 0, null], false, false]'
+    torch.library.opcheck(FAMILY, ([x, i], gather))
+    torch.library.opcheck(torch.ops.opendml.family_adjoint.default, ([_x(1, 5, 3, 4)], [x, i], gather))
+    torch.autograd.gradgradcheck(lambda t: FAMILY([t, i], gather)[0], (x64,))
 
 
 def test_the_eager_path_is_unchanged():
@@ -578,3 +588,143 @@ def test_the_backward_keeps_no_family_input_alive(fn):
                  if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor) and
                  not n.name.startswith("tangents")]
         assert saved == [], (dynamic, saved)
+
+
+# -- the index functions on the dynamic route ---------------------------------------------------------
+
+def _ints(lo, hi, *shape, seed=0, dtype=torch.int64):
+    return torch.randint(lo, hi, shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+#: name -> (function, inputs for a free size n); every index function (n >= 9: no other size of a case
+#: equals it, else PyTorch gives both one symbol). Indices of every case in range.
+INDEX_CASES = {
+    "gather": (lambda x, i: dml.gather(x, i, 0), lambda n: [_x(n, 3), _ints(-n, n, 2, n - 4, seed=n)]),
+    "gather_elements": (lambda x, i: dml.gather_elements(x, i, 1), lambda n: [_x(n, 4), _ints(0, 4, n, 2, seed=n)]),
+    "gather_nd": (lambda x, i: dml.gather_nd(x, i, 1),
+                  lambda n: [_x(n, 3, 2), torch.stack([_ints(0, 3, n, 5, seed=n), _ints(0, 2, n, 5)], -1)]),
+    "scatter_elements": (lambda x, i, u: dml.scatter_elements(x, i, u, 1),
+                         lambda n: [_x(n, 4), torch.stack([torch.randperm(4)[:2] for _ in range(n)]), _x(n, 2, seed=1)]),
+    "scatter_nd": (lambda x, i, u: dml.scatter_nd(x, i, u),
+                   lambda n: [_x(n, 3), torch.tensor([[n - 1], [2], [-1]]), _x(3, 3, seed=1)]),
+    "one_hot": (lambda i, v: dml.one_hot(i, 4, v), lambda n: [_ints(-5, 5, n, 3, seed=n), torch.tensor([0.5, 2.0])]),
+    "reverse_subsequences": (lambda x, lengths: dml.reverse_subsequences(x, lengths, 1),
+                             lambda n: [_x(n, 5), _ints(0, 7, n, seed=n, dtype=torch.uint32)]),
+    "diagonal_matrix": (lambda x: dml.diagonal_matrix(x, value=5.0, begin=-1, end=1), lambda n: [_x(n, 4, 6)]),
+}
+
+
+def _floats_grad(xs):
+    return [x.detach().clone().requires_grad_(x.is_floating_point()) for x in xs]
+
+
+def _index_values_and_grads(f, xs):
+    xs = _floats_grad(xs)
+    loss, outs = f(*xs)
+    wrt = [x for x in xs if x.requires_grad]
+    grads = torch.autograd.grad(loss, wrt, allow_unused=True) if loss.requires_grad else [None] * len(wrt)
+    return [o.detach() for o in outs], grads
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_CASES))
+def test_index_functions_keep_one_graph_under_dynamic_shapes(name):
+    """Every index function enters a dynamic-shape graph as ``opendml::family`` (never ``opendml::move``): one
+    compile for three shapes, each giving eager's values and gradients (one_hot's and diagonal_matrix's
+    values get none, as eagerly)."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+    from torch._dynamo.utils import counters
+    fn, make = INDEX_CASES[name]
+    torch._dynamo.reset()
+    counters.clear()
+    recorded = AotEagerAndRecordGraphs()
+    f = _loss_fn(fn)
+    compiled = torch.compile(f, backend=recorded, fullgraph=True, dynamic=True)
+    for n in (9, 11, 13):
+        given = make(n)
+        want_outs, want_grads = _index_values_and_grads(f, given)
+        got_outs, got_grads = _index_values_and_grads(compiled, given)
+        for a, b in zip(got_outs, want_outs):
+            assert a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b), (name, n)
+        assert len(got_grads) == len(want_grads)
+        for a, b in zip(got_grads, want_grads):
+            assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), (name, n)
+    assert counters["stats"]["unique_graphs"] == 1 and len(recorded.graphs) == 1, name
+    graphs = " ".join(g.code for g in recorded.fw_graphs + recorded.bw_graphs)
+    assert "opendml.family.default" in graphs and ".move.default" not in graphs, graphs
+
+
+def test_an_index_out_of_range_in_a_compiled_dynamic_call_raises_the_functions_error():
+    """The implementation runs the function on each call's tensors: a bad index found at run time raises the
+    eager call's error, word for word (the traced call had no values to check)."""
+    torch._dynamo.reset()
+    fn = lambda v, i: dml.gather(v, i, 1) * 2  # noqa: E731
+    f = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
+    for n in (9, 11):
+        x, i = _x(3, n), _ints(0, n, 4, seed=n)
+        assert torch.equal(f(x, i), fn(x, i))
+    x, i = _x(3, 13), torch.tensor([0, 13, 2, 1])
+    with pytest.raises(ValidationError) as eager:
+        fn(x, i)
+    with pytest.raises(ValidationError) as compiled:
+        f(x, i)
+    assert str(compiled.value) == str(eager.value) and "indices[1] = 13 is out of range" in str(eager.value)
+
+
+@pytest.mark.parametrize("name", ["gather", "scatter_elements", "reverse_subsequences"])
+def test_the_index_backward_keeps_the_indices_alone(name):
+    """The adjoint reads the index tensor's values and the data inputs' sizes: compiled with dynamic shapes,
+    the backward graph is handed the index tensor (the lengths), never a data input."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+    fn, make = INDEX_CASES[name]
+    torch._dynamo.reset()
+    backend = AotEagerAndRecordGraphs()
+    given = make(9)
+    xs = _floats_grad(given)
+    (torch.compile(fn, backend=backend, dynamic=True, fullgraph=True)(*[x * 2 if x.requires_grad else x
+                                                                          for x in xs]) * 3).sum().backward()
+    ws = _floats_grad(given)
+    (fn(*[w * 2 if w.requires_grad else w for w in ws]) * 3).sum().backward()
+    assert all(torch.equal(x.grad, w.grad) for x, w in zip(xs, ws) if x.requires_grad)
+    saved = [n.meta["val"] for n in backend.bw_graphs[0].graph.nodes
+             if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor) and
+             not n.name.startswith("tangents")]
+    assert [t.dtype for t in saved] == [given[1].dtype], saved
+
+
+def test_second_order_gradients_of_an_index_function_trace():
+    """The index adjoint's gradient is the function again on the saved indices: a gradient of a gradient
+    traces with symbolic sizes (make_fx) and serves another shape."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(v, i):
+        y = dml.gather(v * v, i, 0)
+        (g,) = torch.autograd.grad((y * y).sum(), v, create_graph=True)
+        (h,) = torch.autograd.grad((g * g).sum(), v)
+        return g, h
+    gm = make_fx(f, tracing_mode="symbolic")(_x(9, 3).requires_grad_(), torch.tensor([[0, 8, -1, 2, 2]]))
+    assert "opendml.family_adjoint" in gm.code and ".move.default" not in gm.code
+    w, j = _x(11, 3, seed=1).requires_grad_(), torch.tensor([[0, 10, -1, 2, 2, 3]])
+    for a, b in zip(gm(w, j), f(w, j)):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", sorted(INDEX_CASES))
+def test_index_functions_keep_one_graph_on_cuda_with_inductor(name):
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    from torch._dynamo.utils import counters
+    fn, make = INDEX_CASES[name]
+    torch._dynamo.reset()
+    counters.clear()
+    f = _loss_fn(fn)
+    compiled = torch.compile(f, fullgraph=True, dynamic=True)
+    for n in (9, 11, 13):
+        given = [x.cuda() for x in make(n)]
+        want_outs, want_grads = _index_values_and_grads(f, given)
+        got_outs, got_grads = _index_values_and_grads(compiled, given)
+        for a, b in zip(got_outs, want_outs):
+            assert a.shape == b.shape and torch.equal(a, b), (name, n)
+        for a, b in zip(got_grads, want_grads):
+            assert (a is None) == (b is None) and (a is None or torch.allclose(a, b)), (name, n)
+    assert counters["stats"]["unique_graphs"] == 1, name

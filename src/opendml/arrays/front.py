@@ -294,8 +294,22 @@ def family_function(name: str, args: tuple):
 
 def _index_call(op: int, given: tuple, args: tuple):
     """An index function's call past the C call cache and new-shape route: the contract's checks,
-    its operator class's ``arguments``, then the index route (``index_ops.run``)."""
+    its operator class's ``arguments``, then the index route (``index_ops.run``); a call whose sizes a
+    tracer keeps symbolic goes to its adapter's ``traced_index`` (PyTorch's: ``opendml::family``) instead,
+    before ``arguments`` reads them."""
     name = _NAMES[op]
+    given, args, traced = _index_checked(name, given, args)
+    if traced is not None:
+        out = traced(name, given, args)
+        if out is not None:
+            return out[0]
+    make, arrays, shape, fields = _BUILD[name](ARGUMENT_API, *given, *args)
+    return _index.run(name, make, arrays, shape, fields, given, args)
+
+
+def _index_checked(name: str, given: tuple, args: tuple):
+    """(given, args, the adapter's ``traced_index`` or None) of an index function's call after the
+    contract's checks."""
     if name in _index.CHECKED:                    # the switch itself: a bool, not anything with a truth value
         flag = args[0]
         if not isinstance(flag, (bool, np.bool_)):
@@ -307,8 +321,40 @@ def _index_call(op: int, given: tuple, args: tuple):
     # array goes on as given (the route refuses it: its mask would be dropped)
     given = tuple(a.view(np.ndarray) if isinstance(a, np.ndarray) and type(a) is not np.ndarray and
                   not isinstance(a, np.ma.MaskedArray) else a for a in given)
-    make, arrays, shape, fields = _BUILD[name](ARGUMENT_API, *given, *args)
-    return _index.run(name, make, arrays, shape, fields, given, args)
+    traced = None if given[0] is _NO_ARRAY else getattr(_framework(given[0], name), "traced_index", None)
+    return given, args, traced
+
+
+def index_function(name: str, given, args) -> int:
+    """The code of the index function ``name`` (route "index"), checked to take ``given`` (its arrays, a
+    sequence) and ``args`` (its other arguments as its body offers them: keyword-only first); a
+    ``ValidationError`` otherwise."""
+    if name not in _INDEX:
+        raise ValidationError(f"family_call: {name!r} is not an index function (one of {', '.join(sorted(_INDEX))})")
+    code = FUNCTIONS[name].__code__                        # (the generated def's parameters: its arrays first)
+    arrays = 1 + len(_contract.BINDING[name].others)
+    others = code.co_argcount + code.co_kwonlyargcount - arrays
+    if len(given) != arrays or len(args) != others:
+        raise ValidationError(f"family_call: {name} takes {arrays} array(s) and {others} other argument(s); got "
+                              f"{len(given)} and {len(args)}")
+    return _OPS[name]
+
+
+def index_run(name: str, given, args):
+    """The index function ``name``'s body on ``given`` and ``args`` (as ``index_function`` checks them)."""
+    op, given = index_function(name, given, args), tuple(given)
+    out = _index.offer(op, given, tuple(args))
+    return out if out is not None else _index_call(op, given, tuple(args))
+
+
+def index_parts(name: str, given, args) -> tuple:
+    """(the description's maker, the arrays it is made for, the result's shape) of an index function's
+    call, checked as the call is (the index values excepted: nothing is read of them), nothing run."""
+    index_function(name, given, args)
+    given, args, _ = _index_checked(name, tuple(given), tuple(args))
+    if name in _index.CHECKED:
+        args = (False, *args[1:])
+    return _BUILD[name](ARGUMENT_API, *given, *args)[:3]
 
 
 # -- the functions, generated from the operator modules' bindings -------------------------------------
@@ -444,10 +490,12 @@ _BUILD: dict = {}
 #: The generated functions, by name, in the registry's order.
 FUNCTIONS: dict = {}
 #: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an
-#: operator with a list of outputs: SPLIT), and which arguments are lists to snapshot (those the
-#: signature types as sequences), read from the bindings and the functions.
+#: operator with a list of outputs: SPLIT), are index functions (route "index": ``opendml::family`` runs them
+#: by ``index_run``), and which arguments are lists to snapshot (those the signature types as sequences), read
+#: from the bindings and the functions.
 _SEQUENCES: set = set()
 _MULTI: set = set()
+_INDEX: set = set()
 _SNAPSHOTS: dict = {}
 
 
@@ -462,6 +510,8 @@ def bind(cls) -> Any:
     _NAMES[_OPS[name]], _BUILD[name] = name, cls.arguments
     if b.array == "arrays":
         _SEQUENCES.add(name)
+    if b.route == "index":
+        _INDEX.add(name)
     if _many_out(cls):
         _MULTI.add(name)
     _SNAPSHOTS[name] = frozenset(i for i, p in enumerate(list(inspect.signature(fn).parameters.values())[1:])
@@ -518,6 +568,9 @@ __all__ = [*FUNCTIONS, "bind", "cpu_output_cache", "plan_cache_info", "adapter_f
 _dispatch.front.run_list = run_list
 _dispatch.front.family_call = family_call
 _dispatch.front.family_function = family_function
+_dispatch.front.index_run = index_run
+_dispatch.front.index_parts = index_parts
+_dispatch.front.INDEX = _INDEX
 _dispatch.front.framework = _framework
 _dispatch.front.new_shape = lambda op, x, args: _new(op, x, args)      # the one read at call time
 # torch.compile takes every function into a graph whole: Dynamo cannot trace the C call cache, and

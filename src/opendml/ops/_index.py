@@ -51,8 +51,10 @@ CHECK_INDICES_DOC = """check_indices : bool, optional
         ``ValidationError`` naming its value and position. False skips the
         check (out-of-range indices are then clamped into the dimension).
         Indices traced by ``jax.jit`` or compiled by ``torch.compile``
-        (Inductor, ``aot_eager``) have no values while traced: they are not
-        checked, and are clamped as with False."""
+        with fixed sizes (Inductor, ``aot_eager``) have no values while
+        traced: they are not checked, and are clamped as with False (with
+        dynamic shapes the compiled graph runs the function on each call's
+        tensors, which checks them)."""
 
 
 def dims(x) -> tuple[int, ...]:

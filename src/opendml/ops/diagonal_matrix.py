@@ -117,6 +117,10 @@ class _DiagonalRules(MoveOperatorDesc):
                 yield Fill(0, sizes[:-2] + n, y * sh + x * sw, steps[:-2] + tuple(a * sh + b * sw for a, b in units),
                            value)
 
+    def output_sizes_for(self, input_sizes):
+        """InputTensor's sizes where there is one, else OutputTensor's (a generator's, given)."""
+        return (tuple(input_sizes[0]) if input_sizes else self.output_tensor.sizes,)
+
     def linear_part(self):
         """None: the output is no function of a data tensor (DIAGONAL_MATRIX1
         with an InputTensor overrides this)."""
@@ -252,7 +256,8 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
         if self.value_data_type is None:        # (the JSON form left it out: the output's)
             self._set("value_data_type", self.output_tensor.data_type)
         if inp is not None:
-            self._check_sizes("OutputTensor", self.output_tensor, inp.sizes, "InputTensor.Sizes")
+            self._check_sizes("OutputTensor", self.output_tensor, self.output_sizes_for((inp.sizes,))[0],
+                              "InputTensor.Sizes")
         self._typed_scalar("value_data_type", "ValueDataType", "value", "Value")
         self._int("diagonal_fill_begin", "DiagonalFillBegin", INT32_MIN, INT32_MAX, " (an INT)")
         self._int("diagonal_fill_end", "DiagonalFillEnd", INT32_MIN, INT32_MAX, " (an INT)")

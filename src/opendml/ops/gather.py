@@ -117,16 +117,22 @@ class GatherOperatorDesc(IndexOperatorDesc):
             raise self._err(f"the gathered sizes {list(full)} (InputTensor.Sizes[0..Axis], the last IndexDimensions "
                             f"of IndicesTensor.Sizes, InputTensor.Sizes[Axis+1..]) must fit DimensionCount {d}: "
                             f"the {len(full) - d} leading ones cropped must be 1")
-        gathered = full[len(full) - d:] if len(full) >= d else (1,) * (d - len(full)) + full
-        self._check_index_output(inp, gathered,
+        self._check_index_output(inp, self.output_sizes_for((inp.sizes, idx.sizes))[0],
                                  "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
                                  "InputTensor.Sizes[Axis+1..]} right-aligned")
 
     @property
     def full_sizes(self) -> tuple[int, ...]:
         """The concatenation, before fitting it to DimensionCount."""
-        x, i, a, k = self.input_tensor.sizes, self.indices_tensor.sizes, self.axis, self.index_dimensions
+        return self._full(self.input_tensor.sizes, self.indices_tensor.sizes)
+
+    def _full(self, x, i) -> tuple:
+        a, k = self.axis, self.index_dimensions
         return tuple(x[:a]) + tuple(i[len(i) - k:]) + tuple(x[a + 1:])
+
+    def output_sizes_for(self, input_sizes):
+        full, d = self._full(*input_sizes), len(input_sizes[0])
+        return (full[len(full) - d:] if len(full) >= d else (1,) * (d - len(full)) + full,)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io) = layouts

@@ -64,7 +64,10 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("IndicesTensor", idx, "InputTensor", inp, axis)
-        self._check_index_output(inp, idx.sizes, "IndicesTensor.Sizes")
+        self._check_index_output(inp, self.output_sizes_for((inp.sizes, idx.sizes))[0], "IndicesTensor.Sizes")
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[1]),)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io) = layouts

@@ -81,16 +81,20 @@ class _NdIndexing(IndexOperatorDesc):
     @property
     def nd_sizes(self) -> tuple[int, ...]:
         """The meaningful sizes of the gathered result (SCATTER_ND's updates)."""
-        inp, idx, b = self.input_tensor, self.indices_tensor, self._nd_batch
-        d = inp.rank
-        q = idx.sizes[d - 1]
-        return tuple(idx.sizes[d - self.indices_dimension_count:d - 1]) + \
-            tuple(inp.sizes[d - self.input_dimension_count + b + q:])
+        return self._nd(self.input_tensor.sizes, self.indices_tensor.sizes)
+
+    def _nd(self, x, i) -> tuple:
+        d = len(x)
+        q = int(i[d - 1])      # (the tuple size sets the rank: a symbolic one is specialised)
+        return tuple(i[d - self.indices_dimension_count:d - 1]) + tuple(x[d - self.input_dimension_count +
+                                                                          self._nd_batch + q:])
 
     @property
     def nd_result_sizes(self) -> tuple[int, ...]:
-        full, d = self.nd_sizes, self.input_tensor.rank
-        return (1,) * (d - len(full)) + full
+        return self._fit(self.nd_sizes)
+
+    def _fit(self, full) -> tuple:
+        return (1,) * (self.input_tensor.rank - len(full)) + full
 
     def _nd_axes(self, xs, is_, io, data_strides):
         """(pass sizes, the data tensor's strides over them, the IndexAxes):
@@ -173,9 +177,12 @@ class GatherNd1OperatorDesc(_NdIndexing):
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         batch = self._int("batch_dimension_count", "BatchDimensionCount")
         self._check_nd(inp, idx, batch)
-        self._check_index_output(inp, self.nd_result_sizes,
+        self._check_index_output(inp, self.output_sizes_for((inp.sizes, idx.sizes))[0],
                                  "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
                                  "the batch and indexed dimensions]}")
+
+    def output_sizes_for(self, input_sizes):
+        return (self._fit(self._nd(*input_sizes)),)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io) = layouts

@@ -90,6 +90,11 @@ class OneHotOperatorDesc(IndexOperatorDesc):
             raise self._err(f"ValuesTensor must hold at least two elements (OffValue, OnValue); got "
                             f"{n} (Sizes {list(self.values_tensor.sizes)})")
 
+    def output_sizes_for(self, input_sizes):
+        """IndicesTensor's sizes (1 along Axis) with the depth (OutputTensor's size along Axis) there."""
+        i, a = input_sizes[0], self.axis
+        return (tuple(i[:a]) + (self.output_tensor.sizes[a],) + tuple(i[a + 1:]),)
+
     def linear_part(self):
         """Not differentiated: the output is not a function of a data tensor
         opendml differentiates (its values come from ValuesTensor, which the

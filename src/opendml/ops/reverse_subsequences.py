@@ -74,7 +74,10 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
         lengths = self._same_rank("SequenceLengthsTensor", self.sequence_lengths_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("SequenceLengthsTensor", lengths, "InputTensor", inp, axis, axis_size=1)
-        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes")
+        self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes")
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[0]),)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (ls, lo) = layouts

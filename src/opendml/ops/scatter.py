@@ -87,8 +87,11 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
             if upd.sizes[d] != idx.sizes[d]:
                 raise self._err(f"UpdatesTensor.Sizes[{d}] must equal IndicesTensor.Sizes[{d}]; "
                                 f"got {upd.sizes[d]} != {idx.sizes[d]}")
-        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes",
+        self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes",
                                  ("InputTensor", "UpdatesTensor", "OutputTensor"))
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[0]),)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts

@@ -100,8 +100,11 @@ class ScatterNdOperatorDesc(_NdIndexing):
         self._check_sizes("UpdatesTensor", upd, self.nd_result_sizes,
                           "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
                           "the indexed dimensions]}")
-        self._check_index_output(inp, inp.sizes, "InputTensor.Sizes",
+        self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes",
                                  ("InputTensor", "UpdatesTensor", "OutputTensor"))
+
+    def output_sizes_for(self, input_sizes):
+        return (tuple(input_sizes[0]),)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts

@@ -473,6 +473,12 @@ def _traced(arrays) -> bool:
     return torch.compiler.is_compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
 
 
+def traced_index(name: str, given: tuple, args: tuple) -> list | None:
+    """An index function's traced call whose sizes are symbolic, through ``opendml::family`` (``dynamic``), or
+    None: the index route (``opendml::move``, sizes fixed) takes it."""
+    return dynamic.traced_index(name, given, args) if _traced(given) else None
+
+
 def run(call, arrays) -> list:
     """The adapter's one entry: ``call`` on tensors; the outputs as a list."""
     mode = _mode_get()

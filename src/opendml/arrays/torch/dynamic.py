@@ -1,25 +1,33 @@
-"""The data-movement family under dynamic shapes: a traced call whose input sizes are symbolic (``torch.compile``
-with dynamic shapes) enters the graph as ONE custom operator that keeps them symbolic::
+"""The data-movement family under dynamic shapes, the index functions included: a traced call whose input
+sizes are symbolic (``torch.compile`` with dynamic shapes) enters the graph as ONE custom operator that keeps
+them symbolic::
 
     opendml::family(Tensor[] inputs, str call) -> Tensor[]
     opendml::family_adjoint(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]
 
 ``call`` is the array function's call without its arrays, as JSON text: ``[name, [argument, ...], seq,
 linear]`` (``seq``: the arrays are one sequence, JOIN's; ``linear``: run the description's linear part,
-a gradient of a gradient). Its implementation is the array function itself on the tensors; its fake builds
-the description from the sizes' hints (their values in the call being traced, read without a guard) and
-gives the outputs the operator's shape formula on the symbolic sizes (``output_sizes_for``); the
-implementation validates every real call, so a shape the hints passed but a later call's do not is the
-array function's error then. ``family_adjoint`` is the description's adjoint (the operator's own, through
-the array API), whose gradient is ``family``'s linear part: gradients of gradients trace too. Both check
-what they are given as the functions do (fake and implementation alike): a text of the wrong form or
-arity, tensors on two devices, gradients other than the call's outputs are opendml errors.
+a gradient of a gradient). An index function's (``gather`` ... ``diagonal_matrix``) inputs are its arrays in
+its order, its arguments those its body offers (``check_indices`` first). Its implementation is the array
+function itself on the tensors (an index function checks its indices' values there); its fake builds the
+description from the sizes' hints (their values in the call being traced, read without a guard; an index
+function's ``arguments`` on stand-ins of those sizes) and gives the outputs the operator's shape formula on
+the symbolic sizes (``output_sizes_for``: an index function's on its description's inputs, which are its
+arrays with 1s put in); the implementation validates every real call, so a shape the hints passed but a
+later call's do not is the array function's error then. ``family_adjoint`` is the description's adjoint
+(the operator's own, through the array API), whose gradient is ``family``'s linear part (an index function's:
+itself, its indices held): gradients of gradients trace too. The backward keeps the inputs whose values the
+adjoint reads (an index function's index tensor, ``ADJOINT_INPUTS``) and the others' sizes alone;
+``family_adjoint`` returns a gradient per other input. Both check what they are given as the functions do
+(fake and implementation alike): a text of the wrong form or arity, tensors on two devices, gradients other
+than the call's outputs are opendml errors.
 
 Taken only where it can be: every input size is a backed symbol or an int, the operator states a shape
-formula, its adjoint reads no input values (not the index functions) and every argument has a text form
-(ints, floats, strings, None, bools, lists and tuples of them, PyTorch and NumPy dtypes); any other traced
-call takes ``opendml::move`` with its sizes fixed (``library``). The adapter calls ``traced``; the front's
-``family_call`` (in ``_dispatch.front``) rebuilds a call from its text.
+formula and every argument has a text form (ints, floats, strings, None, bools, lists and tuples of them,
+PyTorch and NumPy dtypes); any other traced call takes ``opendml::move`` with its sizes fixed (``library``).
+The adapter calls ``traced`` (``traced_index`` for an index function, from the front before its arguments
+read the sizes as ints); the front's ``family_call`` and ``index_run`` (in ``_dispatch.front``) rebuild a
+call from its text.
 """
 from __future__ import annotations
 
@@ -34,7 +42,7 @@ from .. import _dispatch, engine
 from .dtypes import device_error, numpy_dtype, torch_dtype
 from .library import list_rule
 
-__all__ = ["traced", "text_of"]
+__all__ = ["traced", "traced_index", "text_of"]
 
 class _NoText(Exception):
     pass
@@ -100,16 +108,18 @@ def _loads(text: str):
 
 def _parse(text: str, inputs):
     """(name, the arrays argument, the other arguments, linear) of a call's text on ``inputs``; a
-    ``ValidationError`` for text that is not one."""
+    ``ValidationError`` for text that is not one. An index function's arrays argument is every input (its
+    arrays, in its order: ``index_function`` checks their number)."""
     if type(text) is not str:
         raise ValidationError(f"opendml::family: call must be a str; got {type(text).__name__}")
     name, args, seq, linear = _loads(text)
     inputs = list(inputs)
-    if not inputs or (not seq and len(inputs) != 1):
+    index = name in _dispatch.front.INDEX
+    if not index and (not inputs or (not seq and len(inputs) != 1)):
         raise ValidationError(f"opendml::family: {name!r} takes {'one or more input tensors' if seq else 'one input tensor'}; "
                               f"got {len(inputs)}")
     _one_device("family", inputs)
-    return name, inputs if seq else inputs[0], args, linear
+    return name, inputs if seq or index else inputs[0], args, linear
 
 
 def _one_device(op: str, tensors) -> None:
@@ -120,9 +130,43 @@ def _one_device(op: str, tensors) -> None:
 
 
 def _desc_of(text: str, inputs):
-    """(the validated description of a call's text on ``inputs``' sizes' hints, nothing run; linear)."""
+    """(the validated description of a call's text on ``inputs``' sizes' hints, nothing run; linear; for an
+    index function (arrays, shape): the arrays the description is made for and the result's shape, hints both,
+    else None)."""
     name, x, args, linear = _parse(text, inputs)
-    return _description(_dispatch.front.family_call(name, x, args), inputs), linear
+    if name not in _dispatch.front.INDEX:
+        return _description(_dispatch.front.family_call(name, x, args), inputs), linear, None
+    # (a stand-in of each tensor's hints: ``arguments`` reads its arrays' sizes as ints)
+    given = [t if all(type(n) is int for n in t.shape) else
+             torch.empty([_hint(n) for n in t.shape], dtype=t.dtype, device="meta") for t in x]
+    make, arrays, shape = _dispatch.front.index_parts(name, given, args)
+    dtypes = [numpy_dtype(a, name) for a in arrays]
+    return engine.Call(name, make).describe_arrays(dtypes, [a.shape for a in arrays]), linear, (arrays, shape)
+
+
+def _onto(hints, sizes) -> tuple:
+    """``hints`` (a shape of ints) with its sizes other than 1 replaced, in order, by those of ``sizes``
+    (symbolic or ints, whose hints are ``hints`` up to 1s put in or left out: the same elements reshaped)."""
+    rest = iter([n for n in sizes if _hint(n) != 1])
+    return tuple(n if n == 1 else next(rest) for n in hints)
+
+
+def _output_sizes(desc, index, inputs):
+    """The outputs' sizes for ``inputs`` (symbolic where theirs are) by the operator's formula
+    (``output_sizes_for``), or None where it states none; an index function's result's, of its natural shape."""
+    if index is None:
+        return desc.output_sizes_for([tuple(x.shape) for x in inputs])
+    arrays, shape = index
+    sizes = desc.output_sizes_for([_onto(tuple(a.shape), tuple(x.shape)) for a, x in zip(arrays, inputs)])
+    return None if sizes is None else [_onto(tuple(shape), sizes[0])]
+
+
+def _kept(text: str, inputs) -> tuple:
+    """The input positions whose values a call's adjoint reads (an index function's index tensor), which its
+    backward keeps."""
+    if _loads(text)[0] not in _dispatch.front.INDEX:
+        return ()
+    return engine.constant_inputs(_desc_of(text, inputs)[0])
 
 
 def _hint(n):
@@ -153,10 +197,34 @@ def traced(call, arrays) -> list | None:
     return list(family_op(list(arrays), text))
 
 
+def traced_index(name: str, given: tuple, args: tuple) -> list | None:
+    """An index function's traced call whose sizes are symbolic through ``opendml::family``, or None (the
+    index route takes it): its arrays PyTorch tensors on one device, every size a backed symbol (of a hint
+    other than 1) or an int, every argument of a text form."""
+    if not all(isinstance(x, torch.Tensor) and x.device == given[0].device for x in given):
+        return None
+    sizes = [n for x in given for n in x.shape]
+    if all(type(n) is int for n in sizes) or any(type(n) is not int and _hint(n) in (None, 1) for n in sizes):
+        return None
+    try:
+        text = json.dumps([name, [_encode(a) for a in args], False, False], separators=(",", ":"))
+    except _NoText:
+        return None
+    desc, _, index = _desc_of(text, given)
+    if _output_sizes(desc, index, given) is None:
+        return None
+    # (not differentiable for these types: no gradient, as eagerly)
+    return list(family_op([x if engine.differentiable(desc) else x.detach() for x in given], text))
+
+
 def _run(inputs, text):
     name, x, args, linear = _parse(text, inputs)
     with torch.no_grad():
-        if linear:
+        if name in _dispatch.front.INDEX:     # (linear: the function itself, the indices held constant)
+            if linear:
+                engine.linear_part(_desc_of(text, inputs)[0])
+            outs = [_dispatch.front.index_run(name, x, args)]
+        elif linear:
             call = _dispatch.front.family_call(name, x, args)
             outs = engine.fixed(engine.linear_part(_description(call, inputs)))(*inputs)
         else:   # the function itself (only a family function's text runs; it checks its call; its repeats cached)
@@ -172,10 +240,10 @@ def family_op(inputs, call):
 
 @family_op.register_fake
 def _family_fake(inputs, call):
-    desc, linear = _desc_of(call, inputs)
+    desc, linear, index = _desc_of(call, inputs)
     if linear:
         engine.linear_part(desc)          # (its error: a call without one, as the implementation's)
-    sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
+    sizes = _output_sizes(desc, index, inputs)
     return [inputs[0].new_empty(s, dtype=torch_dtype(t)) for s, t in zip(sizes, desc.outputs)]
 
 
@@ -183,21 +251,31 @@ family_op.register_vmap(list_rule(family_op))
 
 
 def _setup(ctx, inputs, output):
-    """Either operator's: its call text and its tensor inputs' sizes and dtypes (no input kept alive for the
-    backward)."""
+    """Either operator's: its call text, its tensor inputs' sizes and dtypes, and the inputs whose values the
+    adjoint reads (``_kept``: an index function's index tensor; no data input kept alive for the backward)."""
     ctx.call = inputs[-1]
     ctx.like = [(tuple(x.shape), x.dtype) for x in inputs[-2]]
+    ctx.kept = _kept(ctx.call, inputs[-2])
+    ctx.save_for_backward(*[inputs[-2][i] for i in ctx.kept])
+
+
+def _stand_ins(ctx, ref) -> list:
+    """The inputs as the adjoint reads them: the kept ones, and for each other its sizes and dtype alone (one
+    element, expanded)."""
+    kept = dict(zip(ctx.kept, ctx.saved_tensors))
+    return [kept[i] if i in kept else ref.new_empty((), dtype=dtype).expand(shape)
+            for i, (shape, dtype) in enumerate(ctx.like)]
 
 
 def _family_backward(ctx, grads):
     ref = next(g for g in grads if g is not None)
-    # the adjoint reads the inputs' sizes and dtypes alone: one element each, expanded, stands in for them
-    inputs = [ref.new_empty((), dtype=dtype).expand(shape) for shape, dtype in ctx.like]
-    desc, _ = _desc_of(ctx.call, inputs)
-    sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
+    inputs = _stand_ins(ctx, ref)
+    desc, _, index = _desc_of(ctx.call, inputs)
+    sizes = _output_sizes(desc, index, inputs)
     grads = [g if g is not None else ref.new_zeros(s, dtype=torch_dtype(t))
              for g, s, t in zip(grads, sizes, desc.outputs)]
-    return list(adjoint_op(grads, inputs, ctx.call)), None
+    outs = iter(adjoint_op(grads, inputs, ctx.call))
+    return [None if i in ctx.kept else next(outs) for i in range(len(inputs))], None
 
 
 family_op.register_autograd(_family_backward, setup_context=_setup)
@@ -206,41 +284,50 @@ family_op.register_autograd(_family_backward, setup_context=_setup)
 @torch.library.custom_op("opendml::family_adjoint", mutates_args=(),
                          schema="(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]")
 def adjoint_op(grads, inputs, call):
-    desc = _adjoint_description(grads, inputs, call)
+    desc, index = _adjoint_description(grads, inputs, call)
+    kept = engine.constant_inputs(desc) if index is not None else ()
     with torch.no_grad():
-        outs = engine.adjoint(desc, list(grads))
+        if index is None:
+            outs = engine.adjoint(desc, list(grads))
+        else:       # the description's inputs (index tensors reshaped); a gradient per data input, its shape
+            outs = engine.adjoint(desc, list(grads), [index[0][i] for i in kept])
+            outs = [o.reshape(x.shape) for i, (o, x) in enumerate(zip(outs, inputs)) if i not in kept]
     return [o.contiguous().clone() if any(o.data_ptr() == g.data_ptr() for g in grads) else o.contiguous()
             for o in outs]
 
 
 def _adjoint_description(grads, inputs, call):
-    """The description of ``family_adjoint``'s call, its gradients checked against its outputs (sizes: the hints'
-    where symbolic, the fake's; their values, the implementation's)."""
-    desc, _ = _desc_of(call, inputs)
+    """(the description of ``family_adjoint``'s call, its gradients checked against its outputs (sizes: the
+    hints' where symbolic, the fake's; their values, the implementation's); ``_desc_of``'s index part)."""
+    desc, _, index = _desc_of(call, inputs)
     _one_device("family_adjoint", [*inputs, *grads])
     if len(grads) != len(desc.outputs):
         raise ValidationError(f"opendml::family_adjoint: {desc.OPERATOR} has {len(desc.outputs)} output(s); got "
                               f"{len(grads)} gradients")
-    for i, (g, t) in enumerate(zip(grads, desc.outputs)):
-        if g.dtype != torch_dtype(t) or g.dim() != len(t.sizes) or any(
-                _hint(n) not in (None, s) for n, s in zip(g.shape, t.sizes)):
+    shapes = [t.sizes for t in desc.outputs] if index is None else [index[1]]
+    for i, (g, t, shape) in enumerate(zip(grads, desc.outputs, shapes)):
+        if g.dtype != torch_dtype(t) or g.dim() != len(shape) or any(
+                _hint(n) not in (None, s) for n, s in zip(g.shape, shape)):
             raise ValidationError(f"opendml::family_adjoint: {desc.OPERATOR}: grads[{i}] must have sizes "
-                                  f"{list(t.sizes)} and dtype {torch_dtype(t)} as the call's output {i}; got "
+                                  f"{list(shape)} and dtype {torch_dtype(t)} as the call's output {i}; got "
                                   f"{list(g.shape)} {g.dtype}")
-    return desc
+    return desc, index
 
 
 @adjoint_op.register_fake
 def _adjoint_fake(grads, inputs, call):
-    _adjoint_description(grads, inputs, call)
-    return [x.new_empty(tuple(x.shape)) for x in inputs]
+    desc, index = _adjoint_description(grads, inputs, call)
+    kept = engine.constant_inputs(desc) if index is not None else ()
+    return [x.new_empty(tuple(x.shape)) for i, x in enumerate(inputs) if i not in kept]
 
 
 def _adjoint_backward(ctx, grads):
     name, args, seq, _ = json.loads(ctx.call)
     linear = json.dumps([name, args, seq, True], separators=(",", ":"))
     ref = next(g for g in grads if g is not None)
-    ws = [g if g is not None else ref.new_zeros(shape, dtype=dtype) for g, (shape, dtype) in zip(grads, ctx.like)]
+    kept, grads = dict(zip(ctx.kept, ctx.saved_tensors)), iter(grads)
+    ws = [kept[i] if i in kept else next(grads) for i in range(len(ctx.like))]
+    ws = [w if w is not None else ref.new_zeros(shape, dtype=dtype) for w, (shape, dtype) in zip(ws, ctx.like)]
     return list(family_op(ws, linear)), [None] * len(ctx.like), None
 
 
