@@ -547,15 +547,20 @@ def test_another_enums_member_is_refused_compiled_as_eagerly():
     assert "Order must be" in str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason="known (before session 23 too): vmap or grad around a function compiled with "
-                   "dynamic shapes: the eager route's per-element loop under the compiled frame has Dynamo compile "
-                   "engine.run_numpy's frames, an InternalTorchDynamoError (pad and identity pass)")
-def test_vmap_around_a_compiled_dynamic_function():
+def test_vmap_and_grad_around_a_compiled_dynamic_function():
+    """Dynamo skips the frames of a compiled function called under a torch.func transform (it cannot trace the
+    transform's tensors) and compiles those they call: none of the eager route's (its per-element vmap loop
+    ran engine.run_numpy's frames through Dynamo with symbolic sizes, an InternalTorchDynamoError). Every
+    operator: tests/test_route_matrix.py."""
     fn = lambda v: dml.tile(v, [2, 1]) * 2  # noqa: E731
     torch._dynamo.reset()
     xb = _x(5, 4, 3)
     got = torch.func.vmap(torch.compile(fn, backend="aot_eager", dynamic=True))(xb)
     assert torch.equal(got, torch.func.vmap(fn)(xb))
+    torch._dynamo.reset()
+    loss = lambda v: (fn(v) * torch.arange(24.0).reshape(8, 3)).sum()  # noqa: E731
+    got = torch.func.grad(torch.compile(loss, backend="aot_eager", dynamic=True))(xb[0])
+    assert torch.equal(got, torch.func.grad(loss)(xb[0]))
 
 
 @pytest.mark.parametrize("fn", [lambda v: dml.pad(v * 2, 1, 2, "edge"), lambda v: dml.join([v * 2, v * 3], 1),

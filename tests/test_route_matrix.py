@@ -491,6 +491,65 @@ def test_torch_func_vmap(name):
     same(_np(got), case.batched_want(), "vmap")
 
 
+def _of_differentiable(case, xs):
+    """The call as a function of its differentiable arrays alone (the other arrays ``xs``'s), its outputs
+    a tuple."""
+    def fn(*diff):
+        arrays = list(xs)
+        for i, v in zip(case.differentiable, diff):
+            arrays[i] = v
+        return tuple(case.run(arrays))
+    return fn
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled-dynamic"])
+@pytest.mark.parametrize("name", marked("torch-func-jvp", ALL))
+def test_torch_func_jvp(name, compiled):
+    """``torch.func.jvp`` of the call, eager and around ``torch.compile(dynamic=True)``: the tangents
+    exactly (the Jacobian's, J t)."""
+    case = case_of(name)
+    needs_differentiable(case)
+    import torch
+    xs = _torch(case.arrays)
+    fn = _of_differentiable(case, xs)
+    if compiled:
+        torch._dynamo.reset()
+        fn = torch.compile(fn, backend="aot_eager", dynamic=True)
+    _, tang = torch.func.jvp(fn, tuple(xs[i] for i in case.differentiable),
+                             tuple(_torch([case.tangent(i)])[0] for i in case.differentiable))
+    same(_np(tang), case.jvp(), "torch.func.jvp tangent")
+
+
+@pytest.mark.parametrize("name", marked("torch-vmap-compiled", ALL))
+def test_torch_func_vmap_around_compiled_dynamic(name):
+    """``torch.func.vmap`` around ``torch.compile(dynamic=True)``: the batched answer of the eager route
+    (Dynamo skips the transform's frames and must compile none of opendml's kernel route)."""
+    case = case_of(name)
+    torch = pytest.importorskip("torch")
+    rest = _torch(case.arrays[case.main:])
+    torch._dynamo.reset()
+    fn = torch.compile(lambda *m: tuple(case.run(list(m) + rest)), backend="aot_eager", dynamic=True)
+    same(_np(torch.func.vmap(fn)(*_torch(case.batch()))), case.batched_want(), "vmap of compiled")
+
+
+@pytest.mark.parametrize("name", marked("torch-grad-compiled", ALL))
+def test_torch_func_grad_around_compiled_dynamic(name):
+    """``torch.func.grad`` around ``torch.compile(dynamic=True)``: J^T g exactly for every differentiable
+    array."""
+    case = case_of(name)
+    needs_differentiable(case)
+    import torch
+    xs = _torch(case.arrays)
+    torch._dynamo.reset()
+    fn = _of_differentiable(case, xs)
+    loss = torch.compile(lambda *diff: sum((y * torch.from_numpy(c)).sum()
+                                           for y, c in zip(fn(*diff), case.cotangents)),
+                         backend="aot_eager", dynamic=True)
+    grads = torch.func.grad(loss, argnums=tuple(range(len(case.differentiable))))(
+        *[xs[i] for i in case.differentiable])
+    same(_np(grads), [case.gradient(i) for i in case.differentiable], "grad of compiled")
+
+
 @pytest.mark.parametrize("name", marked("torch-compile", ALL))
 def test_torch_compile(name):
     """The call inside ``torch.compile(fullgraph=True)`` (AOTAutograd's
