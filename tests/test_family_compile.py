@@ -522,16 +522,56 @@ def test_the_adjoint_operator_checks_its_gradients(grads, match):
             ADJOINT([g], [x], text)
 
 
-@pytest.mark.xfail(strict=True, reason="known: a torch.func.jvp through opendml::family (an exported program's "
-                   "dynamic-shape pad) gets a zero tangent, no error; opendml::move the same, opendml_cpp::move raises")
-def test_jvp_through_the_family_operator_is_exact_or_an_error():
+def test_forward_ad_through_the_python_operators_is_exact():
+    """Forward-mode AD through the raw operators (an exported program's dynamic-shape pad holds
+    ``opendml::family``; a compiled index function ``opendml::move``): each output's tangent is the call's
+    linear part on the tangents (the index tensor kept), under ``torch.func.jvp``, ``forward_ad``, nested
+    transforms and reverse mode over it. ``torch.library.custom_op``, which defined them, has no forward-mode
+    rule: they gave a zero tangent, silently."""
+    import torch.autograd.forward_ad as fwad
     x, t = _x(3, 4), _x(3, 4, seed=1)
-    text = '["pad", [1, 2, "reflect", 0.0], false, false]'
-    try:
-        _, tangent = torch.func.jvp(lambda v: FAMILY([v], text)[0], (x,), (t,))
-    except DmlError:
-        return
-    torch.testing.assert_close(tangent, dml.pad(t, 1, 2, "reflect"))
+    pad, scaled = '["pad", [1, 2, "reflect", 0.0], false, false]', '["identity", [2.5, -1.0], false, false]'
+    idx = torch.tensor([[2, 0, 1, 1], [0, 1, 2, 0]])
+    (gather,) = _desc_text(lambda v: dml.gather_elements(v, idx, 0), [x])
+    small = _x(2, 3)
+    cases = [(lambda v: FAMILY([v], pad)[0], lambda v: dml.pad(v, 1, 2, "reflect"), x, t),
+             (lambda v: FAMILY([v], scaled)[0], lambda v: v * 2.5, x, t),
+             (lambda v: move([v, idx], gather)[0], lambda v: dml.gather_elements(v, idx, 0), x, t),
+             (lambda g: ADJOINT([g], [small], _PAD)[0], lambda g: g[1:-2, 1:-2], _x(5, 6), _x(5, 6, seed=1))]
+    for fn, linear, v, u in cases:
+        y, tangent = torch.func.jvp(fn, (v,), (u,))
+        assert torch.equal(y, fn(v)) and torch.equal(tangent, linear(u))
+        with fwad.dual_level():
+            assert torch.equal(fwad.unpack_dual(fn(fwad.make_dual(v, u))).tangent, linear(u))
+        batch = torch.stack([u, 2 * u])
+        got = torch.func.vmap(lambda w: torch.func.jvp(fn, (v,), (w,))[1])(batch)
+        assert torch.equal(got, torch.stack([linear(u), linear(2 * u)]))
+        # reverse mode over the tangent: the tangent is the call's linear part of u, whose gradient is its adjoint
+        w = u.clone().requires_grad_(True)
+        with fwad.dual_level():
+            out = fwad.unpack_dual(fn(fwad.make_dual(v, w))).tangent
+        (got,) = torch.autograd.grad(out.sum(), w)
+        (want,) = torch.autograd.grad(linear(w).sum(), w)
+        assert torch.equal(got, want)
+    with pytest.raises(UnsupportedError, match="CAST: not differentiable for these data types"):
+        torch.func.jvp(lambda v: FAMILY([v], '["cast", [{"torch": "int32"}], false, false]')[0], (x,), (t,))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_ad_compiled_with_dynamic_shapes_is_exact(name):
+    """Dual tensors through ``torch.compile(dynamic=True)`` (the family calls take ``opendml::family``): the
+    tangents are the eager route's."""
+    import torch.autograd.forward_ad as fwad
+    fn, xs = CASES[name]
+    ts = [_x(*x.shape, dtype=x.dtype, seed=7) for x in xs]
+
+    def tangents(f):
+        with fwad.dual_level():
+            return [fwad.unpack_dual(y).tangent for y in _outputs(f(*[fwad.make_dual(x, t) for x, t in zip(xs, ts)]))]
+    want = tangents(fn)
+    torch._dynamo.reset()
+    got = tangents(torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True))
+    assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
 
 
 @pytest.mark.xfail(strict=True, reason="known: Dynamo passes an IntEnum argument on as its int, so compiled, another "

@@ -6,7 +6,7 @@ with dynamic shapes) enters the graph as ONE custom operator that keeps them sym
 
 ``call`` is the array function's call without its arrays, as JSON text: ``[name, [argument, ...], seq,
 linear]`` (``seq``: the arrays are one sequence, JOIN's; ``linear``: run the description's linear part,
-a gradient of a gradient). Its implementation is the array function itself on the tensors; its fake builds
+a gradient of a gradient or a tangent). Its implementation is the array function itself on the tensors; its fake builds
 the description from the sizes' hints (their values in the call being traced, read without a guard) and
 gives the outputs the operator's shape formula on the symbolic sizes (``output_sizes_for``); the
 implementation validates every real call, so a shape the hints passed but a later call's do not is the
@@ -32,7 +32,7 @@ import torch
 from ...model.errors import ValidationError
 from .. import _dispatch, engine
 from .dtypes import device_error, numpy_dtype, torch_dtype
-from .library import list_rule
+from .library import define
 
 __all__ = ["traced", "text_of"]
 
@@ -165,21 +165,12 @@ def _run(inputs, text):
     return [o.clone() if any(o.data_ptr() == x.data_ptr() for x in inputs) else o for o in outs]
 
 
-@torch.library.custom_op("opendml::family", mutates_args=(), schema="(Tensor[] inputs, str call) -> Tensor[]")
-def family_op(inputs, call):
-    return _run(inputs, call)
-
-
-@family_op.register_fake
 def _family_fake(inputs, call):
     desc, linear = _desc_of(call, inputs)
     if linear:
         engine.linear_part(desc)          # (its error: a call without one, as the implementation's)
     sizes = desc.output_sizes_for([tuple(x.shape) for x in inputs])
     return [inputs[0].new_empty(s, dtype=torch_dtype(t)) for s, t in zip(sizes, desc.outputs)]
-
-
-family_op.register_vmap(list_rule(family_op))
 
 
 def _setup(ctx, inputs, output):
@@ -200,12 +191,21 @@ def _family_backward(ctx, grads):
     return list(adjoint_op(grads, inputs, ctx.call)), None
 
 
-family_op.register_autograd(_family_backward, setup_context=_setup)
+def _linear(call: str) -> str:
+    """The text of ``call``'s linear part (``linear`` set)."""
+    name, args, seq, _ = json.loads(call)
+    return json.dumps([name, args, seq, True], separators=(",", ":"))
 
 
-@torch.library.custom_op("opendml::family_adjoint", mutates_args=(),
-                         schema="(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]")
-def adjoint_op(grads, inputs, call):
+def _family_tangent(primals, tangents, args):
+    return family_op(tangents, _linear(args[1]))
+
+
+family_op = define("family", "(Tensor[] inputs, str call) -> Tensor[]", _run, _family_fake, _setup,
+                   _family_backward, _family_tangent)
+
+
+def _adjoint_run(grads, inputs, call):
     desc = _adjoint_description(grads, inputs, call)
     with torch.no_grad():
         outs = engine.adjoint(desc, list(grads))
@@ -230,18 +230,22 @@ def _adjoint_description(grads, inputs, call):
     return desc
 
 
-@adjoint_op.register_fake
 def _adjoint_fake(grads, inputs, call):
     _adjoint_description(grads, inputs, call)
     return [x.new_empty(tuple(x.shape)) for x in inputs]
 
 
 def _adjoint_backward(ctx, grads):
-    name, args, seq, _ = json.loads(ctx.call)
-    linear = json.dumps([name, args, seq, True], separators=(",", ":"))
     ref = next(g for g in grads if g is not None)
     ws = [g if g is not None else ref.new_zeros(shape, dtype=dtype) for g, (shape, dtype) in zip(grads, ctx.like)]
-    return list(family_op(ws, linear)), [None] * len(ctx.like), None
+    return list(family_op(ws, _linear(ctx.call))), [None] * len(ctx.like), None
 
 
-adjoint_op.register_autograd(_adjoint_backward, setup_context=_setup)
+def _adjoint_tangent(primals, tangents, args):
+    """The adjoint is linear in the gradients and reads its inputs' sizes alone: its tangent is itself on the
+    gradients' tangents."""
+    return adjoint_op(tangents, args[1], args[2])
+
+
+adjoint_op = define("family_adjoint", "(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]", _adjoint_run,
+                    _adjoint_fake, _setup, _adjoint_backward, _adjoint_tangent)
