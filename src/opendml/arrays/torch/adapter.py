@@ -18,8 +18,8 @@ operator module declares:
   dispatch mode): the custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the
   node library is loaded, whose implementations take the kernel route (every other operator's is the
   one custom operator ``opendml::move``, ``library``, or, where the sizes are symbolic,
-  ``opendml::family``, ``dynamic``). A dual tensor reaching this route is an error,
-  never a dropped tangent.
+  ``opendml::family``, ``dynamic``). A dual tensor reaching ``through_op`` or a C++ operator is an
+  error; ``opendml::move`` and ``opendml::family`` apply their forward-mode rule (``library.define``).
 
 Calls are validated with the array API's messages before they enter an operator; the operators'
 implementations call the array API in kernel mode (``_MODE``), so every rule lives in one place. The
