@@ -532,16 +532,56 @@ def test_the_adjoint_operator_checks_its_gradients(grads, match):
             ADJOINT([g], [x], text)
 
 
-@pytest.mark.xfail(strict=True, reason="known: a torch.func.jvp through opendml::family (an exported program's "
-                   "dynamic-shape pad) gets a zero tangent, no error; opendml::move the same, opendml_cpp::move raises")
-def test_jvp_through_the_family_operator_is_exact_or_an_error():
+def test_forward_ad_through_the_python_operators_is_exact():
+    """Forward-mode AD through the raw operators (an exported program's dynamic-shape pad holds
+    ``opendml::family``; a compiled index function ``opendml::move``): each output's tangent is the call's
+    linear part on the tangents (the index tensor kept), under ``torch.func.jvp``, ``forward_ad``, nested
+    transforms and reverse mode over it. ``torch.library.custom_op``, which defined them, has no forward-mode
+    rule: they gave a zero tangent, silently."""
+    import torch.autograd.forward_ad as fwad
     x, t = _x(3, 4), _x(3, 4, seed=1)
-    text = '["pad", [1, 2, "reflect", 0.0], false, false]'
-    try:
-        _, tangent = torch.func.jvp(lambda v: FAMILY([v], text)[0], (x,), (t,))
-    except DmlError:
-        return
-    torch.testing.assert_close(tangent, dml.pad(t, 1, 2, "reflect"))
+    pad, scaled = '["pad", [1, 2, "reflect", 0.0], false, false]', '["identity", [2.5, -1.0], false, false]'
+    idx = torch.tensor([[2, 0, 1, 1], [0, 1, 2, 0]])
+    (gather,) = _desc_text(lambda v: dml.gather_elements(v, idx, 0), [x])
+    small = _x(2, 3)
+    cases = [(lambda v: FAMILY([v], pad)[0], lambda v: dml.pad(v, 1, 2, "reflect"), x, t),
+             (lambda v: FAMILY([v], scaled)[0], lambda v: v * 2.5, x, t),
+             (lambda v: move([v, idx], gather)[0], lambda v: dml.gather_elements(v, idx, 0), x, t),
+             (lambda g: ADJOINT([g], [small], _PAD)[0], lambda g: g[1:-2, 1:-2], _x(5, 6), _x(5, 6, seed=1))]
+    for fn, linear, v, u in cases:
+        y, tangent = torch.func.jvp(fn, (v,), (u,))
+        assert torch.equal(y, fn(v)) and torch.equal(tangent, linear(u))
+        with fwad.dual_level():
+            assert torch.equal(fwad.unpack_dual(fn(fwad.make_dual(v, u))).tangent, linear(u))
+        batch = torch.stack([u, 2 * u])
+        got = torch.func.vmap(lambda w: torch.func.jvp(fn, (v,), (w,))[1])(batch)
+        assert torch.equal(got, torch.stack([linear(u), linear(2 * u)]))
+        # reverse mode over the tangent: the tangent is the call's linear part of u, whose gradient is its adjoint
+        w = u.clone().requires_grad_(True)
+        with fwad.dual_level():
+            out = fwad.unpack_dual(fn(fwad.make_dual(v, w))).tangent
+        (got,) = torch.autograd.grad(out.sum(), w)
+        (want,) = torch.autograd.grad(linear(w).sum(), w)
+        assert torch.equal(got, want)
+    with pytest.raises(UnsupportedError, match="CAST: not differentiable for these data types"):
+        torch.func.jvp(lambda v: FAMILY([v], '["cast", [{"torch": "int32"}], false, false]')[0], (x,), (t,))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_ad_compiled_with_dynamic_shapes_is_exact(name):
+    """Dual tensors through ``torch.compile(dynamic=True)`` (the family calls take ``opendml::family``): the
+    tangents are the eager route's."""
+    import torch.autograd.forward_ad as fwad
+    fn, xs = CASES[name]
+    ts = [_x(*x.shape, dtype=x.dtype, seed=7) for x in xs]
+
+    def tangents(f):
+        with fwad.dual_level():
+            return [fwad.unpack_dual(y).tangent for y in _outputs(f(*[fwad.make_dual(x, t) for x, t in zip(xs, ts)]))]
+    want = tangents(fn)
+    torch._dynamo.reset()
+    got = tangents(torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True))
+    assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
 
 
 @pytest.mark.xfail(strict=True, reason="known: Dynamo passes an IntEnum argument on as its int, so compiled, another "
@@ -557,15 +597,20 @@ def test_another_enums_member_is_refused_compiled_as_eagerly():
     assert "Order must be" in str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason="known (before session 23 too): vmap or grad around a function compiled with "
-                   "dynamic shapes: the eager route's per-element loop under the compiled frame has Dynamo compile "
-                   "engine.run_numpy's frames, an InternalTorchDynamoError (pad and identity pass)")
-def test_vmap_around_a_compiled_dynamic_function():
+def test_vmap_and_grad_around_a_compiled_dynamic_function():
+    """Dynamo skips the frames of a compiled function called under a torch.func transform (it cannot trace the
+    transform's tensors) and compiles those they call: none of the eager route's (its per-element vmap loop
+    ran engine.run_numpy's frames through Dynamo with symbolic sizes, an InternalTorchDynamoError). Every
+    operator: tests/test_route_matrix.py."""
     fn = lambda v: dml.tile(v, [2, 1]) * 2  # noqa: E731
     torch._dynamo.reset()
     xb = _x(5, 4, 3)
     got = torch.func.vmap(torch.compile(fn, backend="aot_eager", dynamic=True))(xb)
     assert torch.equal(got, torch.func.vmap(fn)(xb))
+    torch._dynamo.reset()
+    loss = lambda v: (fn(v) * torch.arange(24.0).reshape(8, 3)).sum()  # noqa: E731
+    got = torch.func.grad(torch.compile(loss, backend="aot_eager", dynamic=True))(xb[0])
+    assert torch.equal(got, torch.func.grad(loss)(xb[0]))
 
 
 @pytest.mark.parametrize("fn", [lambda v: dml.pad(v * 2, 1, 2, "edge"), lambda v: dml.join([v * 2, v * 3], 1),
@@ -651,6 +696,48 @@ def test_index_functions_keep_one_graph_under_dynamic_shapes(name):
     assert counters["stats"]["unique_graphs"] == 1 and len(recorded.graphs) == 1, name
     graphs = " ".join(g.code for g in recorded.fw_graphs + recorded.bw_graphs)
     assert "opendml.family.default" in graphs and ".move.default" not in graphs, graphs
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_CASES))
+def test_index_functions_forward_ad_under_dynamic_shapes_is_exact(name):
+    """Dual tensors through an index function compiled with dynamic shapes (``opendml::family``'s forward-mode
+    rule: the linear part on the data's tangents, the index tensor as it is): eager's tangents, and none where
+    eagerly there is none."""
+    import torch.autograd.forward_ad as fwad
+    fn, make = INDEX_CASES[name]
+    xs = make(9)
+    ts = [_x(*x.shape, seed=7) if x.is_floating_point() else None for x in xs]
+
+    def tangents(f):
+        with fwad.dual_level():
+            y = f(*[fwad.make_dual(x, t) if t is not None else x for x, t in zip(xs, ts)])
+            return fwad.unpack_dual(y).tangent
+    want = tangents(fn)
+    torch._dynamo.reset()
+    got = tangents(torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True))
+    assert (got is None) == (want is None) and (want is None or torch.equal(got, want)), name
+
+
+@pytest.mark.parametrize("name", ["diagonal_matrix", "gather", "scatter_elements"])
+def test_index_functions_double_backward_under_symbolic_sizes_is_exact(name):
+    """The gradient of a gradient (the adjoint's own gradient: the call's linear part, ``family``'s ``linear``
+    text) traced with symbolic sizes (make_fx: torch.compile has no double backward) is eager's;
+    diagonal_matrix's linear part sets its band to 0, not to its value."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    fn, make = INDEX_CASES[name]
+    xs = make(9)
+    y = fn(*xs)
+    g, vs = _x(*y.shape, seed=3), [_x(*x.shape, seed=5 + k) for k, x in enumerate(xs) if x.is_floating_point()]
+
+    def second(g, vs, xs):
+        xs = [x.detach().requires_grad_(x.is_floating_point()) for x in xs]
+        g = g.detach().requires_grad_(True)
+        wrt = [x for x in xs if x.requires_grad]
+        firsts = torch.autograd.grad(fn(*xs), wrt, g, create_graph=True)
+        return torch.autograd.grad(firsts, g, vs)[0]
+    gm = make_fx(second, tracing_mode="symbolic")(g, vs, xs)
+    assert "opendml.family" in gm.code and ".move.default" not in gm.code
+    assert torch.equal(gm(g, vs, xs), second(g, vs, xs)), name
 
 
 def test_an_index_out_of_range_in_a_compiled_dynamic_call_raises_the_functions_error():

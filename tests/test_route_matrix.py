@@ -465,16 +465,30 @@ def test_torch_autograd(name):
         same([xs[i].grad.numpy()], [case.gradient(i)], f"gradient of array {i}")
 
 
+@pytest.mark.parametrize("compiled", [None, False], ids=["eager", "compiled"])
 @pytest.mark.parametrize("name", marked("torch-forward-ad", ALL))
-def test_torch_forward_ad(name):
+def test_torch_forward_ad(name, compiled):
+    """Dual tensors: the tangents exactly, eager and through ``torch.compile`` (whose graph runs the
+    operators on the dual tensors), where a C++ dispatcher operator (``opendml_cpp::``) may refuse them
+    by name instead; never a tangent dropped. (Dynamic shapes, ``opendml::family``:
+    ``tests/test_family_compile.py``.)"""
     case = case_of(name)
     needs_differentiable(case)
+    import torch
     import torch.autograd.forward_ad as fwad
+    run = case.run
+    if compiled is not None:
+        torch._dynamo.reset()
+        run = torch.compile(lambda arrays: tuple(case.run(arrays)), backend="aot_eager", dynamic=compiled)
     with fwad.dual_level():
         xs = _torch(case.arrays)
         for i in case.differentiable:
             xs[i] = fwad.make_dual(xs[i], _torch([case.tangent(i)])[0])
-        ys = case.run(xs)
+        try:
+            ys = run(xs)
+        except NotImplementedError as e:
+            assert compiled is not None and "opendml_cpp::" in str(e) and "forward-mode AD" in str(e), str(e)
+            return
         prim = [fwad.unpack_dual(y).primal for y in ys]
         tang = [fwad.unpack_dual(y).tangent for y in ys]
     same(_np(prim), case.want, "forward AD primal")
@@ -489,6 +503,65 @@ def test_torch_func_vmap(name):
     rest = _torch(case.arrays[case.main:])
     got = torch.func.vmap(lambda *m: tuple(case.run(list(m) + rest)))(*_torch(case.batch()))
     same(_np(got), case.batched_want(), "vmap")
+
+
+def _of_differentiable(case, xs):
+    """The call as a function of its differentiable arrays alone (the other arrays ``xs``'s), its outputs
+    a tuple."""
+    def fn(*diff):
+        arrays = list(xs)
+        for i, v in zip(case.differentiable, diff):
+            arrays[i] = v
+        return tuple(case.run(arrays))
+    return fn
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled-dynamic"])
+@pytest.mark.parametrize("name", marked("torch-func-jvp", ALL))
+def test_torch_func_jvp(name, compiled):
+    """``torch.func.jvp`` of the call, eager and around ``torch.compile(dynamic=True)``: the tangents
+    exactly (the Jacobian's, J t)."""
+    case = case_of(name)
+    needs_differentiable(case)
+    import torch
+    xs = _torch(case.arrays)
+    fn = _of_differentiable(case, xs)
+    if compiled:
+        torch._dynamo.reset()
+        fn = torch.compile(fn, backend="aot_eager", dynamic=True)
+    _, tang = torch.func.jvp(fn, tuple(xs[i] for i in case.differentiable),
+                             tuple(_torch([case.tangent(i)])[0] for i in case.differentiable))
+    same(_np(tang), case.jvp(), "torch.func.jvp tangent")
+
+
+@pytest.mark.parametrize("name", marked("torch-vmap-compiled", ALL))
+def test_torch_func_vmap_around_compiled_dynamic(name):
+    """``torch.func.vmap`` around ``torch.compile(dynamic=True)``: the batched answer of the eager route
+    (Dynamo skips the transform's frames and must compile none of opendml's kernel route)."""
+    case = case_of(name)
+    torch = pytest.importorskip("torch")
+    rest = _torch(case.arrays[case.main:])
+    torch._dynamo.reset()
+    fn = torch.compile(lambda *m: tuple(case.run(list(m) + rest)), backend="aot_eager", dynamic=True)
+    same(_np(torch.func.vmap(fn)(*_torch(case.batch()))), case.batched_want(), "vmap of compiled")
+
+
+@pytest.mark.parametrize("name", marked("torch-grad-compiled", ALL))
+def test_torch_func_grad_around_compiled_dynamic(name):
+    """``torch.func.grad`` around ``torch.compile(dynamic=True)``: J^T g exactly for every differentiable
+    array."""
+    case = case_of(name)
+    needs_differentiable(case)
+    import torch
+    xs = _torch(case.arrays)
+    torch._dynamo.reset()
+    fn = _of_differentiable(case, xs)
+    loss = torch.compile(lambda *diff: sum((y * torch.from_numpy(c)).sum()
+                                           for y, c in zip(fn(*diff), case.cotangents)),
+                         backend="aot_eager", dynamic=True)
+    grads = torch.func.grad(loss, argnums=tuple(range(len(case.differentiable))))(
+        *[xs[i] for i in case.differentiable])
+    same(_np(grads), [case.gradient(i) for i in case.differentiable], "grad of compiled")
 
 
 @pytest.mark.parametrize("name", marked("torch-compile", ALL))

@@ -18,8 +18,8 @@ operator module declares:
   dispatch mode): the custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the
   node library is loaded, whose implementations take the kernel route (every other operator's is the
   one custom operator ``opendml::move``, ``library``, or, where the sizes are symbolic,
-  ``opendml::family``, ``dynamic``). A dual tensor reaching this route is an error,
-  never a dropped tangent.
+  ``opendml::family``, ``dynamic``). A dual tensor reaching ``through_op`` or a C++ operator is an
+  error; ``opendml::move`` and ``opendml::family`` apply their forward-mode rule (``library.define``).
 
 Calls are validated with the array API's messages before they enter an operator; the operators'
 implementations call the array API in kernel mode (``_MODE``), so every rule lives in one place. The
@@ -140,7 +140,23 @@ def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
             return [out]
     # (under torch.func transforms, vmap included, the Function routes every call; its
     # backward and jvp refuse an operator not differentiable for these types)
+    if wrapped and "torch._dynamo" in sys.modules:
+        return _uncompiled_apply()(desc.OPERATOR.lower(), route, arrays)
     return list(_move_function(desc.OPERATOR.lower(), wrapped).apply(route, *arrays))
+
+
+def _apply(name: str, route, arrays) -> list:
+    return list(_move_function(name, True).apply(route, *arrays))
+
+
+@functools.cache
+def _uncompiled_apply():
+    """``_apply`` where Dynamo compiles no frame of it (``torch.compiler.disable``): a function compiled by
+    ``torch.compile`` and called under a ``torch.func`` transform has its frames skipped (Dynamo cannot trace
+    the transform's wrapped tensors) but every frame they call compiled, so the Function's per-element
+    ``vmap`` loop and its forward on plain tensors would have Dynamo trace the kernel route's NumPy code
+    (with dynamic shapes, an internal Dynamo error). Made on first use: Dynamo is imported by then."""
+    return torch.compiler.disable(_apply, recursive=True)
 
 
 #: (call key, dtype, shape, device) -> _Route: calls of one tensor already validated.

@@ -7,7 +7,7 @@ them symbolic::
 
 ``call`` is the array function's call without its arrays, as JSON text: ``[name, [argument, ...], seq,
 linear]`` (``seq``: the arrays are one sequence, JOIN's; ``linear``: run the description's linear part,
-a gradient of a gradient). An index function's (``gather`` ... ``diagonal_matrix``) inputs are its arrays in
+a gradient of a gradient or a tangent). An index function's (``gather`` ... ``diagonal_matrix``) inputs are its arrays in
 its order, its arguments those its body offers (``check_indices`` first). Its implementation is the array
 function itself on the tensors (an index function checks its indices' values there); its fake builds the
 description from the sizes' hints (their values in the call being traced, read without a guard; an index
@@ -40,7 +40,7 @@ import torch
 from ...model.errors import ValidationError
 from .. import _dispatch, engine
 from .dtypes import device_error, numpy_dtype, torch_dtype
-from .library import list_rule
+from .library import define
 
 __all__ = ["traced", "traced_index", "text_of"]
 
@@ -220,9 +220,11 @@ def traced_index(name: str, given: tuple, args: tuple) -> list | None:
 def _run(inputs, text):
     name, x, args, linear = _parse(text, inputs)
     with torch.no_grad():
-        if name in _dispatch.front.INDEX:     # (linear: the function itself, the indices held constant)
-            if linear:
-                engine.linear_part(_desc_of(text, inputs)[0])
+        if name in _dispatch.front.INDEX and linear:   # the description's linear part (diagonal_matrix's: its
+            desc, _, (arrays, shape) = _desc_of(text, inputs)   # value 0), the indices held constant
+            out = engine.fixed(engine.linear_part(desc))(*arrays)
+            outs = [(out[0] if isinstance(out, list) else out).reshape(shape)]
+        elif name in _dispatch.front.INDEX:
             outs = [_dispatch.front.index_run(name, x, args)]
         elif linear:
             call = _dispatch.front.family_call(name, x, args)
@@ -233,21 +235,12 @@ def _run(inputs, text):
     return [o.clone() if any(o.data_ptr() == x.data_ptr() for x in inputs) else o for o in outs]
 
 
-@torch.library.custom_op("opendml::family", mutates_args=(), schema="(Tensor[] inputs, str call) -> Tensor[]")
-def family_op(inputs, call):
-    return _run(inputs, call)
-
-
-@family_op.register_fake
 def _family_fake(inputs, call):
     desc, linear, index = _desc_of(call, inputs)
     if linear:
         engine.linear_part(desc)          # (its error: a call without one, as the implementation's)
     sizes = _output_sizes(desc, index, inputs)
     return [inputs[0].new_empty(s, dtype=torch_dtype(t)) for s, t in zip(sizes, desc.outputs)]
-
-
-family_op.register_vmap(list_rule(family_op))
 
 
 def _setup(ctx, inputs, output):
@@ -278,12 +271,23 @@ def _family_backward(ctx, grads):
     return [None if i in ctx.kept else next(outs) for i in range(len(inputs))], None
 
 
-family_op.register_autograd(_family_backward, setup_context=_setup)
+def _linear(call: str) -> str:
+    """The text of ``call``'s linear part (``linear`` set)."""
+    name, args, seq, _ = json.loads(call)
+    return json.dumps([name, args, seq, True], separators=(",", ":"))
 
 
-@torch.library.custom_op("opendml::family_adjoint", mutates_args=(),
-                         schema="(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]")
-def adjoint_op(grads, inputs, call):
+def _family_tangent(primals, tangents, args):
+    """The call's linear part on the tangents, an index function's kept inputs (its index tensor) as they are."""
+    kept = _kept(args[1], primals)
+    return family_op([p if i in kept else t for i, (p, t) in enumerate(zip(primals, tangents))], _linear(args[1]))
+
+
+family_op = define("family", "(Tensor[] inputs, str call) -> Tensor[]", _run, _family_fake, _setup,
+                   _family_backward, _family_tangent)
+
+
+def _adjoint_run(grads, inputs, call):
     desc, index = _adjoint_description(grads, inputs, call)
     kept = engine.constant_inputs(desc) if index is not None else ()
     with torch.no_grad():
@@ -314,7 +318,6 @@ def _adjoint_description(grads, inputs, call):
     return desc, index
 
 
-@adjoint_op.register_fake
 def _adjoint_fake(grads, inputs, call):
     desc, index = _adjoint_description(grads, inputs, call)
     kept = engine.constant_inputs(desc) if index is not None else ()
@@ -322,13 +325,18 @@ def _adjoint_fake(grads, inputs, call):
 
 
 def _adjoint_backward(ctx, grads):
-    name, args, seq, _ = json.loads(ctx.call)
-    linear = json.dumps([name, args, seq, True], separators=(",", ":"))
     ref = next(g for g in grads if g is not None)
     kept, grads = dict(zip(ctx.kept, ctx.saved_tensors)), iter(grads)
     ws = [kept[i] if i in kept else next(grads) for i in range(len(ctx.like))]
     ws = [w if w is not None else ref.new_zeros(shape, dtype=dtype) for w, (shape, dtype) in zip(ws, ctx.like)]
-    return list(family_op(ws, linear)), [None] * len(ctx.like), None
+    return list(family_op(ws, _linear(ctx.call))), [None] * len(ctx.like), None
 
 
-adjoint_op.register_autograd(_adjoint_backward, setup_context=_setup)
+def _adjoint_tangent(primals, tangents, args):
+    """The adjoint is linear in the gradients and reads of its inputs their sizes (and an index function's index
+    tensor): its tangent is itself on the gradients' tangents, the inputs as they are."""
+    return adjoint_op(tangents, args[1], args[2])
+
+
+adjoint_op = define("family_adjoint", "(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]", _adjoint_run,
+                    _adjoint_fake, _setup, _adjoint_backward, _adjoint_tangent)

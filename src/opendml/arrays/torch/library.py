@@ -13,11 +13,14 @@ tensors on the inputs' device (the CPU for an operator without inputs). Output `
 two elements to one place are a ``ValidationError``; others run as packed outputs (``packed_outputs``).
 Its fake specialises symbolic sizes (a size marked strictly dynamic makes Dynamo report its
 constraint); its backward is the operator's declared adjoint through the array API, so gradients of
-gradients trace too (``UnsupportedError`` where the description has no linear part); its vmap rule
-runs the call once per batch element; Inductor's wrapper calls it through a direct kernel (``inductor``).
+gradients trace too (``UnsupportedError`` where the description has no linear part), and its forward-mode
+rule the description's linear part on the tangents (``define``: the autograd kernel of opendml's Python
+operators); its vmap rule runs the call once per batch element; Inductor's wrapper calls it through a
+direct kernel (``inductor``).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -26,6 +29,7 @@ import threading
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as _fwad
 
 from ...jsonform import from_json, to_json
 from ...model.errors import ValidationError
@@ -298,12 +302,73 @@ def _checked(inputs, text: str):
     return desc
 
 
-@torch.library.custom_op("opendml::move", mutates_args=(), schema="(Tensor[] inputs, str desc) -> Tensor[]")
-def move_op(inputs, desc):
-    return _move(inputs, desc)
+# -- the Python operators (``opendml::``) ---------------------------------------------------------------
+
+_LIB = torch.library.Library("opendml", "FRAGMENT")
+#: A Python operator (``define``): its overload, and its autograd rules.
+_Defined = collections.namedtuple("_Defined", "op setup backward tangent")
 
 
-@move_op.register_fake
+def define(name: str, schema: str, impl, fake, setup, backward, tangent):
+    """Define ``opendml::<name>`` (``schema``: tensor lists, then a str) with its implementation, fake, batching
+    rule (``list_rule``) and autograd kernel: the reverse mode records ``setup(ctx, args,
+    outputs)`` and ``backward(ctx, grads)`` (a tuple per argument, as ``torch.library.custom_op``'s); the
+    forward mode gives each output the tangent ``tangent(primals, tangents, args)`` returns (the first list's
+    tangents, zeros where an input has none; through the operators, so gradients of tangents trace too).
+    ``torch.library.custom_op`` has no forward-mode rule: its operators gave a zero tangent silently."""
+    _LIB.define(name + schema, tags=(torch.Tag.pt2_compliant_tag,))
+    _LIB.impl(name, impl, "CompositeExplicitAutograd")
+    qualname = f"opendml::{name}"
+    torch.library.register_fake(qualname, fake, lib=_LIB)
+    op = getattr(torch.ops.opendml, name).default
+    torch.library.register_vmap(qualname, list_rule(op), lib=_LIB)
+    defined = _Defined(op, setup, backward, tangent)
+
+    def autograd(keyset, *args):
+        if _fwad._current_level >= 0:
+            outs = _forward_ad(defined, args)
+            if outs is not None:
+                return outs
+        tensors = [x for a in args[:-1] for x in a]
+        if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+            return list(_Node.apply(defined, keyset, tuple(len(a) for a in args[:-1]), args[-1], *tensors))
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+    _LIB.impl(name, autograd, "Autograd", with_keyset=True)
+    return op
+
+
+def _forward_ad(defined, args):
+    """The outputs of a call whose first tensor list holds a dual tensor: on the primals, each made dual with
+    its tangent (``defined.tangent``); None where no input has a tangent."""
+    duals = [_fwad.unpack_dual(x) for x in args[0]]
+    if all(d.tangent is None for d in duals):
+        return None
+    primals = [d.primal for d in duals]
+    tangents = [d.tangent if d.tangent is not None else torch.zeros_like(d.primal) for d in duals]
+    outs = defined.op(primals, *args[1:])
+    return [_fwad.make_dual(o, t) for o, t in zip(outs, defined.tangent(primals, tangents, args))]
+
+
+class _Node(torch.autograd.Function):
+    """A Python operator's reverse-mode node: ``apply(defined, keyset, lengths, text, *tensors)`` runs the
+    operator below autograd on its tensor lists (``lengths``: each list's, the tensors one after another)."""
+
+    @staticmethod
+    def forward(ctx, defined, keyset, lengths, text, *tensors):
+        args = [*_split(tensors, lengths), text]
+        with torch._C._AutoDispatchBelowAutograd():
+            outs = defined.op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+        ctx.defined, ctx.lengths = defined, lengths
+        defined.setup(ctx, args, outs)
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        lists = ctx.defined.backward(ctx, list(grads))
+        return (None, None, None, None, *[g for gs, n in zip(lists, ctx.lengths) for g in (gs or [None] * n)])
+
+
 def _move_fake(inputs, desc):
     if CPP["ops"] is not None:
         inductor.prepare(CPP_NAMESPACE, CPP["ops"])     # Inductor's direct calls (cheap once done)
@@ -331,7 +396,13 @@ def _backward(ctx, grads):
     return _adjoint(ctx.desc, grads, tuple(ctx.saved_tensors)), None
 
 
-move_op.register_autograd(_backward, setup_context=_setup)
+def _tangent(primals, tangents, args) -> list:
+    """The linear part of the description ``args[1]`` on ``tangents``, the values of the inputs its adjoint
+    reads (``constant_inputs``: index tensors, no tangent) kept."""
+    desc = description(args[1])
+    constants = engine.constant_inputs(desc)
+    return move_op([x if i in constants else t for i, (x, t) in enumerate(zip(primals, tangents))],
+                   to_text(engine.linear_part(desc)))
 
 
 def batched(info, dims, xs, call) -> list:
@@ -343,15 +414,23 @@ def batched(info, dims, xs, call) -> list:
 
 
 def list_rule(op):
-    """The batching rule of ``op(Tensor[] inputs, str text) -> Tensor[]`` (either namespace's move,
-    ``opendml::family``)."""
-    def rule(info, in_dims, inputs, text):
-        outs = batched(info, in_dims[0], inputs, lambda xs: op(xs, text))
+    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, the
+    Python operators of ``define``)."""
+    def rule(info, in_dims, *args):
+        lengths = [len(a) for a in args[:-1]]
+        outs = batched(info, [d for dims in in_dims[:-1] for d in dims], [x for a in args[:-1] for x in a],
+                       lambda xs: op(*_split(xs, lengths), args[-1]))
         return outs, [0] * len(outs)
     return rule
 
 
-move_op.register_vmap(list_rule(move_op))
+def _split(tensors, lengths) -> list:
+    """``tensors`` as lists of ``lengths``, one after another."""
+    lists, start = [], 0
+    for n in lengths:
+        lists.append(list(tensors[start:start + n]))
+        start += n
+    return lists
 
 
 def _move(inputs, text):
@@ -391,12 +470,13 @@ def _record(text: str, desc):
         return call
 
 
+move_op = define("move", "(Tensor[] inputs, str desc) -> Tensor[]", _move, _move_fake, _setup, _backward, _tangent)
 # The same operator among the C++ operators: its kernel is the Python one (``_move``, which records the call
 # in the C call cache under the description's own code), without the custom operator's Python dispatch; its
 # backward's ``saved`` is (the inputs' sizes, desc).
 define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _move), True, _move_fake,
            list_rule, lambda saved, grads: _adjoint(saved[1], grads))
-_CUSTOM_MOVE = {"move": torch.ops.opendml.move.default}
+_CUSTOM_MOVE = {"move": move_op}
 inductor.attach("opendml", _CUSTOM_MOVE, CPP_DEFS)
 
 
