@@ -462,6 +462,10 @@ def test_split_outputs_saved_one_file_each_and_checked(tmp_path, capsys):
     (dict(JOIN, Inputs=[[[1], [2]], [[3, 4]]]), [], "$.Inputs[1]: shape [1, 2] must equal InputTensors[1].Sizes [2, 2]"),
     (dict(SPLIT, ExpectedOutput=[[1, 2]]), [], "$.ExpectedOutput: SPLIT has 2 outputs"),
     (dict(SPLIT, ExpectedOutputs=[[[1, 2]]]), [], "$.ExpectedOutputs: must be a list of 2 arrays"),
+    (dict(SPLIT, Inputs=[[[1, 2], [3, 4], [5, 6]]], Input=[[7, 8], [9, 10], [11, 12]]), [],
+     "$: \"Input\" and \"Inputs\" are both given (one array, or a list of one per tensor); give one of them"),
+    (dict(SPLIT, ExpectedOutputs=[[[1, 2]], [[3, 4], [5, 6]]], ExpectedOutput=[[1, 2]]), [],
+     "$: \"ExpectedOutput\" and \"ExpectedOutputs\" are both given"),
     (SPLIT, ["--output", "OUT"], "--output: SPLIT has 2 output(s) (OutputTensors[0], OutputTensors[1]); got 1"),
     (JOIN, ["--input", "IN"], "--input: JOIN takes 2 input(s) (InputTensors[0], InputTensors[1]); got 1"),
 ])
