@@ -1,5 +1,6 @@
 """The opendml command through its console-script function and a subprocess."""
 import json
+import os
 import subprocess
 import sys
 
@@ -454,6 +455,18 @@ def test_split_outputs_saved_one_file_each_and_checked(tmp_path, capsys):
     assert main(["run", spec(tmp_path, bad, "bad.json")]) == 1
     out = capsys.readouterr().out
     assert "OutputTensors[1] differs from the documented output" in out and "OutputTensors[0] differs" not in out
+
+
+@pytest.mark.parametrize("second", ["p.npy", "./p.npy", "link.npy"])
+def test_two_outputs_to_one_file_exit_2_before_running(tmp_path, capsys, monkeypatch, second):
+    """SPLIT's outputs saved to one file (the same name, or another naming the same file) kept the last only."""
+    monkeypatch.chdir(tmp_path)
+    os.symlink("p.npy", "link.npy")
+    assert main(["run", spec(tmp_path, SPLIT), "--output", "p.npy", "--output", second]) == 2
+    err = capsys.readouterr().err
+    assert err == f"opendml: error: --output {second}: names the same file as --output p.npy; give each output its " \
+                  f"own file\n"
+    assert not os.path.exists("p.npy")
 
 
 @pytest.mark.parametrize("obj, args, message", [
