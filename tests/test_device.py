@@ -148,6 +148,17 @@ def test_buffer_read_range_checked():
         buf.read(dml.TensorDesc(F32, [4, 4]), offset=16)
 
 
+@pytest.mark.parametrize("offset", [8, 16, -4, 2**40])
+def test_buffer_read_of_every_byte_refuses_an_offset(offset):
+    """Without a tensor ``read`` returns every byte of the buffer: an offset, which it would leave unread (inside
+    the buffer or not), is refused rather than ignored."""
+    buf = dml.Device("cpu").upload(np.arange(4, dtype=np.float32))
+    with pytest.raises(dml.ValidationError, match=rf"Buffer.read: offset must be 0 without a tensor \(every byte "
+                                                  rf"of the buffer is read\); got {offset}$"):
+        buf.read(None, offset)
+    assert buf.read(None, 0).view(np.float32).tolist() == [0, 1, 2, 3]
+
+
 # -- issue 14: foreign exceptions, silent conversions, costs ----------------------
 
 def test_wrong_argument_types_are_type_errors_naming_the_argument():

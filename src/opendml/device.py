@@ -126,12 +126,17 @@ class Buffer:
         ------
         BindingError
             If the tensor's bytes would not lie inside the buffer.
+        ValidationError
+            If ``offset`` is not an integer, or not 0 where ``tensor`` is None.
         TypeError
             If ``tensor`` is not a ``TensorDesc``.
         """
         w = "Buffer.read"
         offset = as_int(offset, "offset", where=w)
         _check_tensor_arg(tensor, w)
+        if tensor is None and offset != 0:
+            raise ValidationError(f"{w}: offset must be 0 without a tensor (every byte of the buffer is read); "
+                                  f"got {offset}")
         self.device.backend.synchronize()
         if tensor is None:
             return alloc.output(w, (self.size_in_bytes,), np.uint8, lambda *_: self.device.backend.read_bytes(

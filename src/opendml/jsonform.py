@@ -287,8 +287,11 @@ def json_arrays(obj: dict, key: str, desc, side: str, error=JsonFormError) -> li
     """``obj``'s ``key + "s"`` (a list, one array per ``side`` tensor) or
     ``key`` (the one ``side`` tensor's array), each checked against its
     tensor's sizes and type (``Input``/``Inputs``, ``ExpectedOutput``/
-    ``ExpectedOutputs``); None where ``obj`` has neither."""
+    ``ExpectedOutputs``); None where ``obj`` has neither (both: an error)."""
     named = desc.named_tensors(side)
+    if key in obj and key + "s" in obj:
+        raise error(f"$: \"{key}\" and \"{key}s\" are both given (one array, or a list of one per tensor); "
+                    f"give one of them")
     if key + "s" in obj:
         values = obj[key + "s"]
         if not isinstance(values, list) or len(values) != len(named):

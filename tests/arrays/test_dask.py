@@ -4,6 +4,7 @@ call on the whole array; laziness, errors at graph-build time, bounded output
 chunks, and a bigger-than-memory 3x3x3 max filter."""
 import itertools
 import math
+import re
 import time
 
 import numpy as np
@@ -453,6 +454,43 @@ def poisoned(shape, dtype=np.float32, chunks=2):
         "unknown-chunks", "fold-blocks", "slice-grad-window"])
 def test_errors_at_graph_build_time(call, error, message):
     with pytest.raises(error, match=message):
+        call()
+
+
+def _unknown(n, dtype=np.float32):
+    """A Dask array of ``n`` elements whose chunk sizes are unknown (NaN): a boolean mask's result."""
+    x = da.from_array(np.arange(n, dtype=dtype), chunks=2)
+    return x[x >= 0]
+
+
+@pytest.mark.parametrize("call, where", [
+    (lambda: dml.gather(_unknown(4), np.array([0]), 0), "gather: the chunk sizes of x"),
+    (lambda: dml.gather(da.ones((3, 2), chunks=1), _unknown(2, np.int64), 0), "gather: the chunk sizes of indices"),
+    (lambda: dml.scatter_elements(_unknown(4), np.array([0]), np.ones(1, np.float32), 0),
+     "scatter_elements: the chunk sizes of x"),
+    (lambda: dml.one_hot(_unknown(2, np.int64), 3, np.array([0., 1.])), "one_hot: the chunk sizes of indices"),
+    (lambda: dml.reverse_subsequences(_unknown(4), np.array([1], np.uint32), 0),
+     "reverse_subsequences: the chunk sizes of x"),
+    (lambda: dml.diagonal_matrix(_unknown(2)[:, None] * da.ones((1, 2), np.float32)), "diagonal_matrix: the chunk sizes of x"),
+    (lambda: dml.join([da.ones(2, chunks=1), _unknown(2)], 0), "join: the chunk sizes of arrays[1]"),
+], ids=["gather-x", "gather-indices", "scatter-elements", "one-hot", "reverse-subsequences", "diagonal-matrix",
+        "join"])
+def test_unknown_chunk_sizes_are_refused_on_every_route(call, where):
+    """The index functions read the shapes before any route: unknown sizes were a NumPy ValueError there
+    (``cannot convert float NaN to integer``); every route now refuses them with the one message."""
+    with pytest.raises(dml.ValidationError, match=rf"^{re.escape(where)} are unknown \(NaN\); call "
+                                                  rf"x.compute_chunk_sizes\(\) first$"):
+        call()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: dml.unfold(_unknown(4), 2), "unfold: x must have 3 to 8 dimensions for UNFOLD; got 1 (shape [nan])"),
+    (lambda: dml.diagonal_matrix(_unknown(4)),
+     "diagonal_matrix: x must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got 1 (shape [nan])"),
+], ids=["unfold", "diagonal-matrix"])
+def test_a_rank_error_shows_unknown_sizes_as_nan(call, message):
+    """The rank error's shape read every size as an int: unknown ones raised NumPy's ValueError instead."""
+    with pytest.raises(dml.ValidationError, match=f"^{re.escape(message)}$"):
         call()
 
 

@@ -1,5 +1,6 @@
 """The opendml command through its console-script function and a subprocess."""
 import json
+import os
 import subprocess
 import sys
 
@@ -456,12 +457,28 @@ def test_split_outputs_saved_one_file_each_and_checked(tmp_path, capsys):
     assert "OutputTensors[1] differs from the documented output" in out and "OutputTensors[0] differs" not in out
 
 
+@pytest.mark.parametrize("second", ["p.npy", "./p.npy", "link.npy"])
+def test_two_outputs_to_one_file_exit_2_before_running(tmp_path, capsys, monkeypatch, second):
+    """SPLIT's outputs saved to one file (the same name, or another naming the same file) kept the last only."""
+    monkeypatch.chdir(tmp_path)
+    os.symlink("p.npy", "link.npy")
+    assert main(["run", spec(tmp_path, SPLIT), "--output", "p.npy", "--output", second]) == 2
+    err = capsys.readouterr().err
+    assert err == f"opendml: error: --output {second}: names the same file as --output p.npy; give each output its " \
+                  f"own file\n"
+    assert not os.path.exists("p.npy")
+
+
 @pytest.mark.parametrize("obj, args, message", [
     (dict(JOIN, Input=[[1], [2]]), [], "$.Input: JOIN takes 2 inputs; give them as \"Inputs\""),
     (dict(JOIN, Inputs=[[[1], [2]]]), [], "$.Inputs: must be a list of 2 arrays"),
     (dict(JOIN, Inputs=[[[1], [2]], [[3, 4]]]), [], "$.Inputs[1]: shape [1, 2] must equal InputTensors[1].Sizes [2, 2]"),
     (dict(SPLIT, ExpectedOutput=[[1, 2]]), [], "$.ExpectedOutput: SPLIT has 2 outputs"),
     (dict(SPLIT, ExpectedOutputs=[[[1, 2]]]), [], "$.ExpectedOutputs: must be a list of 2 arrays"),
+    (dict(SPLIT, Inputs=[[[1, 2], [3, 4], [5, 6]]], Input=[[7, 8], [9, 10], [11, 12]]), [],
+     "$: \"Input\" and \"Inputs\" are both given (one array, or a list of one per tensor); give one of them"),
+    (dict(SPLIT, ExpectedOutputs=[[[1, 2]], [[3, 4], [5, 6]]], ExpectedOutput=[[1, 2]]), [],
+     "$: \"ExpectedOutput\" and \"ExpectedOutputs\" are both given"),
     (SPLIT, ["--output", "OUT"], "--output: SPLIT has 2 output(s) (OutputTensors[0], OutputTensors[1]); got 1"),
     (JOIN, ["--input", "IN"], "--input: JOIN takes 2 input(s) (InputTensors[0], InputTensors[1]); got 1"),
 ])

@@ -296,20 +296,22 @@ def _check_input(function: str, x, argument: str) -> None:
         ranks = range(max(0, ranks.start - binding.added_axes), ranks.stop - binding.added_axes)
     if rank not in ranks:
         want = str(ranks.start) if len(ranks) == 1 else f"{ranks.start} to {ranks.stop - 1}"
+        shape = [int(n) if n == n else n for n in x.shape]      # (a Dask array's unknown sizes: nan)
         raise ValidationError(f"{function}: {argument} must have {want} dimensions for {cls.OPERATOR}; got {rank} "
-                              f"(shape {[int(n) for n in x.shape]})")
+                              f"(shape {shape})")
     _check_sizes(function, x, argument)
 
 
 def _sizes_off(x) -> bool:
     """Whether ``x``'s shape is outside DirectML's tensor sizes: a dimension
     of size 0, or more than UINT32 elements (a broadcast view can be that
-    large in a few bytes). False where its shape cannot be read."""
+    large in a few bytes), or unknown (a Dask array of unknown chunks: NaN).
+    False where its shape cannot be read."""
     try:
         n = x.size                        # NumPy, CuPy, JAX: the element count (PyTorch: a method)
         if type(n) is not int:
             n = math.prod(x.shape)
-        return n == 0 or n > UINT32_MAX   # (a Dask array of unknown chunks: NaN, neither)
+        return n == 0 or n > UINT32_MAX or n != n
     except Exception:  # noqa: BLE001 - a shape that cannot be read: the routes name what is wrong
         return False
 
@@ -317,6 +319,9 @@ def _sizes_off(x) -> bool:
 def _check_sizes(function: str, x, argument: str) -> None:
     if not _sizes_off(x):
         return
+    if any(n != n for n in x.shape):      # before anything reads the sizes (the index functions' makers do)
+        raise ValidationError(f"{function}: the chunk sizes of {argument} are unknown (NaN); call "
+                              f"x.compute_chunk_sizes() first")
     shape = [int(n) for n in x.shape]
     if 0 in shape:
         raise ValidationError(f"{function}: {argument} must have no dimension of size 0 (DirectML's tensor sizes "

@@ -82,9 +82,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from dask.utils import parse_bytes
 
-from ..model import ValidationError
 from ..ops._spec import GATHER, SCATTER, WINDOW_SUMS, WINDOWS
-from . import _contract
 from ._dispatch import front
 
 __all__ = ["run"]
@@ -504,12 +502,8 @@ def run(call, arrays) -> list:
     arrays, validated on the whole arrays' shapes, then built lazily by the
     graph builder of the operator's declared chunking (``chunking()``, see
     ``opendml.ops._spec``): a kind's builder (``_BUILDERS``), else the
-    blockwise one (``_blockwise``, IDENTITY and CAST's without a chunking)."""
-    for i, x in enumerate(arrays):
-        if any(math.isnan(c) for axis in x.chunks for c in axis):
-            where = f"arrays[{i}]" if len(arrays) > 1 else _contract.ARGUMENT.get(call.name, "x")
-            raise ValidationError(f"{call.name}: the chunk sizes of {where} are unknown (NaN); call "
-                                  f"x.compute_chunk_sizes() first")
+    blockwise one (``_blockwise``, IDENTITY and CAST's without a chunking;
+    unknown chunk sizes are refused before, by the contract's checks)."""
     dtypes = [_dtype(x) for x in arrays]
     desc = call.describe_arrays(dtypes, [x.shape for x in arrays])
     rules = desc.chunking() if hasattr(desc, "chunking") else {k: 0 for k in range(len(arrays[0].shape))}
