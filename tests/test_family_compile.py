@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 
 import numpy as np
 import pytest
@@ -780,6 +781,90 @@ def test_an_index_out_of_range_in_a_compiled_dynamic_call_raises_the_functions_e
     with pytest.raises(ValidationError) as compiled:
         f(x, i)
     assert str(compiled.value) == str(eager.value) and "indices[1] = 13 is out of range" in str(eager.value)
+
+
+#: The functions with an index check: name -> (its INDEX_CASES call with ``check_indices`` given, where an index
+#: out of range goes in INDEX_CASES' inputs of size n: (input, position, value)).
+CHECKED = {
+    "gather": (lambda check: lambda x, i: dml.gather(x, i, 0, check_indices=check), lambda n: (1, (1, 0), n)),
+    "gather_elements": (lambda check: lambda x, i: dml.gather_elements(x, i, 1, check_indices=check),
+                        lambda n: (1, (n - 1, 1), -5)),
+    "gather_nd": (lambda check: lambda x, i: dml.gather_nd(x, i, 1, check_indices=check),
+                  lambda n: (1, (0, 3, 1), 2)),
+    "scatter_elements": (lambda check: lambda x, i, u: dml.scatter_elements(x, i, u, 1, check_indices=check),
+                         lambda n: (1, (2, 0), 4)),
+    "scatter_nd": (lambda check: lambda x, i, u: dml.scatter_nd(x, i, u, check_indices=check),
+                   lambda n: (1, (2, 0), -n - 1)),
+}
+
+
+def _bad(name, n):
+    """INDEX_CASES' inputs of size n for ``name``, one index put out of range (``CHECKED``)."""
+    given = INDEX_CASES[name][1](n)
+    slot, at, value = CHECKED[name][1](n)
+    given[slot] = given[slot].clone()
+    given[slot][at] = value
+    return given
+
+
+def _raises_as_eagerly(fn, compiled, given):
+    """``compiled(*given)`` raises ``fn(*given)``'s error: its class and its message, word for word."""
+    with pytest.raises(ValidationError) as eager:
+        fn(*given)
+    assert "is out of range" in str(eager.value)
+    with pytest.raises(type(eager.value), match=f"^{re.escape(str(eager.value))}$"):
+        compiled(*given)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_a_compiled_index_call_of_fixed_sizes_checks_its_indices_as_eagerly(name, backend):
+    """Compiled with fixed sizes, a checked call raises eager's error for an index out of range (the graph runs
+    the function on each call's tensors, ``opendml::family``; it used to clamp the index), in range it gives
+    eager's values and gradients; with ``check_indices=False`` it clamps as eagerly."""
+    checked, unchecked = CHECKED[name][0](True), CHECKED[name][0](False)
+    torch._dynamo.reset()
+    f = _loss_fn(checked)
+    compiled = torch.compile(f, backend=backend, dynamic=False, fullgraph=True)
+    given = INDEX_CASES[name][1](9)
+    for a, b in zip(_index_values_and_grads(compiled, given), _index_values_and_grads(f, given)):
+        assert len(a) == len(b) and all(torch.equal(p, q) for p, q in zip(a, b)), name
+    _raises_as_eagerly(checked, torch.compile(checked, backend=backend, dynamic=False, fullgraph=True), _bad(name, 9))
+    _raises_as_eagerly(f, compiled, _bad(name, 9))
+    bad = _bad(name, 9)
+    got = torch.compile(unchecked, backend=backend, dynamic=False, fullgraph=True)(*bad)
+    assert torch.equal(got, unchecked(*bad)), name
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_automatic_dynamic_compiles_check_indices_in_both_graphs(name, backend):
+    """PyTorch's default (``dynamic=None``) compiles the first shape with fixed sizes and a second one with
+    symbolic sizes: both graphs raise eager's error for an index out of range, and give eager's values."""
+    from torch._dynamo.utils import counters
+    checked = CHECKED[name][0](True)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(checked, backend=backend, fullgraph=True)
+    for n in (9, 11):
+        given = INDEX_CASES[name][1](n)
+        assert torch.equal(compiled(*given), checked(*given)), (name, n)
+        _raises_as_eagerly(checked, compiled, _bad(name, n))
+    assert counters["stats"]["unique_graphs"] == 2, name
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_a_compiled_index_call_of_fixed_sizes_checks_its_indices_on_cuda(name):
+    """On CUDA tensors too (Inductor, fixed sizes): the graph runs the function, whose check is the eager one."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    checked = CHECKED[name][0](True)
+    torch._dynamo.reset()
+    compiled = torch.compile(checked, dynamic=False, fullgraph=True)
+    given = [x.cuda() for x in INDEX_CASES[name][1](9)]
+    assert torch.equal(compiled(*given), checked(*given)), name
+    _raises_as_eagerly(checked, compiled, [x.cuda() for x in _bad(name, 9)])
 
 
 @pytest.mark.parametrize("name", ["gather", "scatter_elements", "reverse_subsequences"])

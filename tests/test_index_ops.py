@@ -893,8 +893,9 @@ def test_torch_compile_forward_and_backward():
 def test_index_check_reads_no_values_of_fake_tensors(device):
     """Dynamo's fake run of a compiled gather hands the index check fake
     tensors, CUDA ones included (no GPU needed to make them): no values to
-    read, so no check and no error (the compiled graph's kernels check the
-    real indices). The device branch used to call ``.numpy()`` on them."""
+    read, so no check and no error (the compiled graph checks the real
+    indices: it runs the function on them, ``opendml::family``). The device
+    branch used to call ``.numpy()`` on them."""
     torch = pytest.importorskip("torch")
     from torch._subclasses.fake_tensor import FakeTensorMode
     from opendml.arrays import index_ops

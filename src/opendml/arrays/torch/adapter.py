@@ -490,8 +490,8 @@ def _traced(arrays) -> bool:
 
 
 def traced_index(name: str, given: tuple, args: tuple) -> list | None:
-    """An index function's traced call whose sizes are symbolic, through ``opendml::family`` (``dynamic``), or
-    None: the index route (``opendml::move``, sizes fixed) takes it."""
+    """An index function's traced call whose sizes are symbolic or that checks its indices, through
+    ``opendml::family`` (``dynamic``), or None: the index route (``opendml::move``, sizes fixed) takes it."""
     return dynamic.traced_index(name, given, args) if _traced(given) else None
 
 

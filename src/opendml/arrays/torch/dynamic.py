@@ -1,6 +1,7 @@
 """The data-movement family under dynamic shapes, the index functions included: a traced call whose input
-sizes are symbolic (``torch.compile`` with dynamic shapes) enters the graph as ONE custom operator that keeps
-them symbolic::
+sizes are symbolic (``torch.compile`` with dynamic shapes), and an index function's traced call that checks its
+indices whatever its sizes (the check needs each call's index values), enters the graph as ONE custom
+operator that keeps them symbolic::
 
     opendml::family(Tensor[] inputs, str call) -> Tensor[]
     opendml::family_adjoint(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 
 from ...model.errors import ValidationError
+from ...runtime.calls import CHECKED
 from .. import _dispatch, engine
 from .dtypes import device_error, numpy_dtype, torch_dtype
 from .library import define
@@ -198,13 +200,16 @@ def traced(call, arrays) -> list | None:
 
 
 def traced_index(name: str, given: tuple, args: tuple) -> list | None:
-    """An index function's traced call whose sizes are symbolic through ``opendml::family``, or None (the
-    index route takes it): its arrays PyTorch tensors on one device, every size a backed symbol (of a hint
-    other than 1) or an int, every argument of a text form."""
+    """An index function's traced call through ``opendml::family``, or None (the index route takes it:
+    ``opendml::move``, sizes fixed): its arrays PyTorch tensors on one device, every size a backed symbol (of
+    a hint other than 1) or an int, every argument of a text form, and a size symbolic or its indices checked
+    (``check_indices``, ``args[0]``: the graph runs the function, so each call's indices are checked as
+    eagerly; a traced call has no values to check)."""
     if not all(isinstance(x, torch.Tensor) and x.device == given[0].device for x in given):
         return None
     sizes = [n for x in given for n in x.shape]
-    if all(type(n) is int for n in sizes) or any(type(n) is not int and _hint(n) in (None, 1) for n in sizes):
+    if (all(type(n) is int for n in sizes) and not (name in CHECKED and args[0])) or \
+            any(type(n) is not int and _hint(n) in (None, 1) for n in sizes):
         return None
     try:
         text = json.dumps([name, [_encode(a) for a in args], False, False], separators=(",", ":"))

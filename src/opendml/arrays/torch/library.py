@@ -7,8 +7,8 @@ custom operator for tracers (``torch.compile``, ``make_fx``, fake tensors, dispa
 
 ``desc`` is the operator's JSON form (``jsonform.to_json``): any registered operator, no branch per
 operator here (the first five's traced calls take their own custom operators, ``adapter``; a family
-call whose sizes are symbolic, an index function's too, takes ``opendml::family``, ``dynamic``, where it
-can). The inputs must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new packed
+call whose sizes are symbolic, an index function's too, and an index function's call that checks its
+indices, takes ``opendml::family``, ``dynamic``, where it can). The inputs must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new packed
 tensors on the inputs' device (the CPU for an operator without inputs). Output ``Strides`` that map
 two elements to one place are a ``ValidationError``; others run as packed outputs (``packed_outputs``).
 Its fake specialises symbolic sizes (a size marked strictly dynamic makes Dynamo report its
