@@ -925,3 +925,21 @@ def test_index_functions_keep_one_graph_on_cuda_with_inductor(name):
         for a, b in zip(got_grads, want_grads):
             assert (a is None) == (b is None) and (a is None or torch.allclose(a, b)), (name, n)
     assert counters["stats"]["unique_graphs"] == 1, name
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("check", [True, False])
+def test_an_index_function_under_cuda_graphs(check):
+    """``mode="reduce-overhead"`` (CUDA graphs): a checked index call (``opendml::family``, the function with its
+    check) and an unchecked one (``opendml::move``) give eager's values on every replay."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available here")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(64, 32, device="cuda", generator=g)
+    i = torch.randint(-64, 64, (100,), device="cuda", generator=g)
+    fn = lambda v, j: dml.gather(v, j, 0, check_indices=check) * 2  # noqa: E731
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, mode="reduce-overhead")
+    for k in range(4):
+        y = x + k
+        assert torch.equal(compiled(y, i), fn(y, i)), k
