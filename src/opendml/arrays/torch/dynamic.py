@@ -288,8 +288,11 @@ def _family_tangent(primals, tangents, args):
     return family_op([p if i in kept else t for i, (p, t) in enumerate(zip(primals, tangents))], _linear(args[1]))
 
 
+#: A checked index call reads its indices' extremes back to the host, which a CUDA graph's capture refuses (and
+#: a replay would skip): Inductor's CUDA graphs (``mode="reduce-overhead"``) leave ``family`` outside them.
+_UNCAPTURED = tuple(t for t in (getattr(torch.Tag, "cudagraph_unsafe", None),) if t is not None)
 family_op = define("family", "(Tensor[] inputs, str call) -> Tensor[]", _run, _family_fake, _setup,
-                   _family_backward, _family_tangent)
+                   _family_backward, _family_tangent, _UNCAPTURED)
 
 
 def _adjoint_run(grads, inputs, call):

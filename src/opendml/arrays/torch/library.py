@@ -309,14 +309,15 @@ _LIB = torch.library.Library("opendml", "FRAGMENT")
 _Defined = collections.namedtuple("_Defined", "op setup backward tangent")
 
 
-def define(name: str, schema: str, impl, fake, setup, backward, tangent):
+def define(name: str, schema: str, impl, fake, setup, backward, tangent, tags: tuple = ()):
     """Define ``opendml::<name>`` (``schema``: tensor lists, then a str) with its implementation, fake, batching
     rule (``list_rule``) and autograd kernel: the reverse mode records ``setup(ctx, args,
     outputs)`` and ``backward(ctx, grads)`` (a tuple per argument, as ``torch.library.custom_op``'s); the
     forward mode gives each output the tangent ``tangent(primals, tangents, args)`` returns (the first list's
     tangents, zeros where an input has none; through the operators, so gradients of tangents trace too).
-    ``torch.library.custom_op`` has no forward-mode rule: its operators gave a zero tangent silently."""
-    _LIB.define(name + schema, tags=(torch.Tag.pt2_compliant_tag,))
+    ``torch.library.custom_op`` has no forward-mode rule: its operators gave a zero tangent silently. ``tags``:
+    the operator's, beside ``pt2_compliant_tag``."""
+    _LIB.define(name + schema, tags=(torch.Tag.pt2_compliant_tag, *tags))
     _LIB.impl(name, impl, "CompositeExplicitAutograd")
     qualname = f"opendml::{name}"
     torch.library.register_fake(qualname, fake, lib=_LIB)
