@@ -332,11 +332,7 @@ def _adjoint_backward(ctx, grads):
     return list(family_op(ws, _linear(ctx.call))), [None] * len(ctx.like), None
 
 
-def _adjoint_tangent(primals, tangents, args):
-    """The adjoint is linear in the gradients and reads of its inputs their sizes (and an index function's index
-    tensor): its tangent is itself on the gradients' tangents, the inputs as they are."""
-    return adjoint_op(tangents, args[1], args[2])
-
-
+# (the adjoint is linear in the gradients and reads of its inputs their sizes, and an index function's index
+# tensor: its tangent is itself on the gradients' tangents, the inputs as they are, ``define``'s default)
 adjoint_op = define("family_adjoint", "(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]", _adjoint_run,
-                    _adjoint_fake, _setup, _adjoint_backward, _adjoint_tangent)
+                    _adjoint_fake, _setup, _adjoint_backward)
