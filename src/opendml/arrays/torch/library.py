@@ -447,20 +447,11 @@ def list_rule(op):
     """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, the
     Python operators of ``define``)."""
     def rule(info, in_dims, *args):
-        lengths = [len(a) for a in args[:-1]]
-        outs = batched(info, [d for dims in in_dims[:-1] for d in dims], [x for a in args[:-1] for x in a],
-                       lambda xs: op(*_split(xs, lengths), args[-1]))
+        counts = _counts(args)
+        outs = batched(info, [d for dims in in_dims[:-1] for d in dims], _tensors(args, counts),
+                       lambda xs: op(*_filled(args, counts, xs)))
         return outs, [0] * len(outs)
     return rule
-
-
-def _split(tensors, lengths) -> list:
-    """``tensors`` as lists of ``lengths``, one after another."""
-    lists, start = [], 0
-    for n in lengths:
-        lists.append(list(tensors[start:start + n]))
-        start += n
-    return lists
 
 
 def _move(inputs, text):
