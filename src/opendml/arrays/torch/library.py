@@ -444,8 +444,8 @@ def batched(info, dims, xs, call) -> list:
 
 
 def list_rule(op):
-    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, the
-    Python operators of ``define``)."""
+    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, and
+    ``define``'s default: ``opendml::family``, ``opendml::family_adjoint``)."""
     def rule(info, in_dims, *args):
         counts = _counts(args)
         outs = batched(info, [d for dims in in_dims[:-1] for d in dims], _tensors(args, counts),
