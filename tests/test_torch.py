@@ -116,7 +116,7 @@ def op_cases(device, dtype=torch.float64):
 
 def case_id(case):
     op, args = case
-    return f"{op._name}-{'x'.join(map(str, args[0].shape))}"
+    return f"{op._opname}-{'x'.join(map(str, args[0].shape))}"
 
 
 @pytest.mark.parametrize("index", range(len(op_cases("cpu"))), ids=[case_id(c) for c in op_cases("cpu")])

@@ -516,12 +516,31 @@ def test_reused_argument_lists_under_threads(cpp):
     assert errors == []
 
 
-@pytest.mark.xfail(strict=True, reason="known: the first five's custom operators (torch.ops.opendml.unfold, fold, "
-                   "slice1, slice_grad; torch.library.custom_op, which has no forward-mode rule) give a raw call under "
-                   "torch.func.jvp a zero tangent, no error (opendml::move and opendml::family have the rule: "
-                   "library.define; their C++ copies raise)")
-def test_jvp_through_the_window_custom_operators_is_exact():
-    x, t = _x(4, 4), _x(4, 4) + 1
-    window = ([0, 1], [4, 3], [-2, 2])
-    _, tangent = torch.func.jvp(lambda v: torch.ops.opendml.slice1(v, *window), (x,), (t,))
-    assert torch.equal(tangent, dml.slice1(t, *window))
+@pytest.mark.parametrize("name,fn,args,shape", PACKED, ids=PACKED_IDS)
+def test_forward_ad_through_the_window_custom_operators_is_exact(name, fn, args, shape):
+    """A raw call of ``opendml::unfold``, ``fold``, ``slice1`` and ``slice_grad`` (``opendml.torch.<name>_op``;
+    SLICE takes SLICE1's) under ``torch.func.jvp``, ``forward_ad``, ``vmap`` of ``jvp`` and reverse mode over the
+    tangent: the tangent is the operator on the tangent (each is linear in its tensor). Defined with
+    ``torch.library.custom_op``, which has no forward-mode rule, they gave a zero tangent silently (and a dual
+    tensor that requires grad an error)."""
+    import torch.autograd.forward_ad as fwad
+    op = getattr(dmlt, f"{name}_op")
+    x = _x(*shape)
+    t = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    y, tangent = torch.func.jvp(lambda v: op(v, *args), (x,), (t,))
+    assert torch.equal(y, fn(x)) and torch.equal(tangent, fn(t))
+    with fwad.dual_level():
+        out = fwad.unpack_dual(op(fwad.make_dual(x, t), *args))
+    assert torch.equal(out.primal, fn(x)) and torch.equal(out.tangent, fn(t))
+    got = torch.func.vmap(lambda u: torch.func.jvp(lambda v: op(v, *args), (x,), (u,))[1])(torch.stack([t, 2 * t]))
+    assert torch.equal(got, torch.stack([fn(t), fn(2 * t)]))
+    # reverse mode over the forward mode: the tangent's gradient is the operator's adjoint, the primal's none
+    w, p = t.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    with fwad.dual_level():
+        out = fwad.unpack_dual(op(fwad.make_dual(p, w), *args))
+    r = torch.randn(out.tangent.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    got_w, got_p = torch.autograd.grad((out.tangent * r).sum(), (w, p), allow_unused=True)
+    (want,) = torch.autograd.grad((fn(w) * r).sum(), w)
+    assert torch.equal(got_w, want) and got_p is None
+    # (``opendml.torch.<name>_op`` is the operator's overload: ``library.define``'s, not a ``CustomOpDef``)
+    assert op is adapter._CUSTOM[name] is getattr(torch.ops.opendml, name).default

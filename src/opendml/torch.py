@@ -2,8 +2,9 @@
 and ``nn.Module`` wrappers. Imported only when asked for (``import
 opendml.torch``); ``import opendml`` never imports PyTorch.
 
-Operators (``torch.library.custom_op``, namespace ``opendml``; every list is
-complete, one entry per axis)::
+Operators (defined with ``torch.library``, namespace ``opendml``; ``<name>_op``
+is ``torch.ops.opendml.<name>.default``; every list is complete, one entry per
+axis)::
 
     opendml::unfold(Tensor x, int[] window_sizes, int[] strides, int[] dilations,
                     int[] start_padding, int[] end_padding) -> Tensor
@@ -19,7 +20,8 @@ shapes); strides, dilations, padding and UNFOLD/FOLD windows are plain ints.
 No operator mutates its arguments or returns a view: every output is a new
 packed (contiguous) tensor, and the fake implementations give its exact
 sizes and strides. Backward formulas: unfold <-> fold, slice1 <-> slice_grad,
-so any order of derivative works. SLICE is SLICE1 with window sizes
+so any order of derivative works; each is linear, its forward-mode rule
+(``torch.func.jvp``) the operator on the tangent. SLICE is SLICE1 with window sizes
 ``(sizes - 1) * strides + 1``.
 
 The functions here are the array API's (``opendml.unfold`` is
@@ -61,8 +63,8 @@ from .arrays.torch.adapter import _is_sequence
 from .model.errors import ValidationError
 
 #: The window operators' functions (the plan route's: those with custom operators, SLICE through SLICE1's):
-#: the array API's own functions, here by name, and their custom operators (``opendml::<name>``) as
-#: ``<name>_op``, both read from the registry.
+#: the array API's own functions, here by name, and their custom operators' overloads
+#: (``torch.ops.opendml.<name>.default``) as ``<name>_op``, both read from the registry.
 _WINDOW = [name for name in _arrays.FUNCTIONS if _contract.BINDING[name].route == "plan"]
 globals().update({name: _arrays.FUNCTIONS[name] for name in _WINDOW})
 globals().update({f"{name}_op": op for name, op in _adapter.CUSTOM_OPS.items()})

@@ -19,7 +19,8 @@ operator module declares:
   node library is loaded, whose implementations take the kernel route (every other operator's is the
   one custom operator ``opendml::move``, ``library``, or, where the sizes are symbolic,
   ``opendml::family``, ``dynamic``). A dual tensor reaching ``through_op`` or a C++ operator is an
-  error; ``opendml::move`` and ``opendml::family`` apply their forward-mode rule (``library.define``).
+  error; the custom operators (``opendml::unfold``, ``opendml::move``, ``opendml::family``, ...) apply
+  their forward-mode rule (``library.define``).
 
 Calls are validated with the array API's messages before they enter an operator; the operators'
 implementations call the array API in kernel mode (``_MODE``), so every rule lives in one place. The
@@ -46,7 +47,7 @@ from .. import _dispatch
 from . import dynamic, inductor as torch_inductor, library, node as torch_node
 from .. import engine
 from .dtypes import SUPPORTED_DTYPES, check_device, device_error, numpy_dtype, torch_dtype
-from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define_cpp, kernel_move, operators
+from .library import CPP, CPP_NAMESPACE, compiled_status, cpp_op, define, define_cpp, kernel_move, operators
 
 __all__ = ["run", "numpy_dtype", "through_op", "SUPPORTED_DTYPES", "CUSTOM_OPS", "operators", "cpp_op",
            "define_cpp", "compiled_status", "CPP_NAMESPACE"]
@@ -454,16 +455,13 @@ def _packed(name: str, fake, rule_of, backward):
     return packed_fake, packed_rule_of, packed_backward
 
 
-#: The custom operators (``opendml::<function>``), by array-API name; each also defined among the C++
-#: operators, with its int lists packed into one.
-CUSTOM_OPS: dict = {}
+#: The custom operators (``opendml::<function>``, ``library.define``: linear in their tensor, the forward mode
+#: runs them on its tangent), by array-API name; each also defined among the C++ operators, with its int
+#: lists packed into one.
+CUSTOM_OPS: dict = _CUSTOM
 for _name, _schema in _SCHEMAS.items():
     _kernel, _fake, _backward, _rule = _kernel_of(_name), _fake_of(_name), _backward_of(_name), _rule_of(_name)
-    _op = CUSTOM_OPS[_name] = torch.library.custom_op(f"opendml::{_name}", mutates_args=(), schema=_schema)(_kernel)
-    _op.register_fake(_fake)
-    _op.register_autograd(_backward, setup_context=_keep_inputs)
-    _CUSTOM[_name] = getattr(torch.ops.opendml, _name).default
-    _op.register_vmap(_rule(_CUSTOM[_name]))
+    _CUSTOM[_name] = define(_name, _schema, _kernel, _fake, _keep_inputs, _backward, rule=_rule)
     # the call cache keys the array API's arguments: those the framework form leaves out, None
     _extra = (None,) * (len(inspect.signature(getattr(api, _name)).parameters) - 1 - _SPLITS[_name])
     _packed_schema = "(Tensor {0}, {1} args) -> Tensor".format(_schema[len("(Tensor "):].split(",")[0],

@@ -292,7 +292,7 @@ def _family_tangent(primals, tangents, args):
 #: a replay would skip): Inductor's CUDA graphs (``mode="reduce-overhead"``) leave ``family`` outside them.
 _UNCAPTURED = tuple(t for t in (getattr(torch.Tag, "cudagraph_unsafe", None),) if t is not None)
 family_op = define("family", "(Tensor[] inputs, str call) -> Tensor[]", _run, _family_fake, _setup,
-                   _family_backward, _family_tangent, _UNCAPTURED)
+                   _family_backward, _family_tangent, tags=_UNCAPTURED)
 
 
 def _adjoint_run(grads, inputs, call):
@@ -340,11 +340,7 @@ def _adjoint_backward(ctx, grads):
     return list(family_op(ws, _linear(ctx.call))), [None] * len(ctx.like), None
 
 
-def _adjoint_tangent(primals, tangents, args):
-    """The adjoint is linear in the gradients and reads of its inputs their sizes (and an index function's index
-    tensor): its tangent is itself on the gradients' tangents, the inputs as they are."""
-    return adjoint_op(tangents, args[1], args[2])
-
-
+# (the adjoint is linear in the gradients and reads of its inputs their sizes, and an index function's index
+# tensor: its tangent is itself on the gradients' tangents, the inputs as they are, ``define``'s default)
 adjoint_op = define("family_adjoint", "(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]", _adjoint_run,
-                    _adjoint_fake, _setup, _adjoint_backward, _adjoint_tangent)
+                    _adjoint_fake, _setup, _adjoint_backward)

@@ -305,34 +305,40 @@ def _checked(inputs, text: str):
 # -- the Python operators (``opendml::``) ---------------------------------------------------------------
 
 _LIB = torch.library.Library("opendml", "FRAGMENT")
-#: A Python operator (``define``): its overload, and its autograd rules.
-_Defined = collections.namedtuple("_Defined", "op setup backward tangent")
+#: A Python operator (``define``): its overload, whether it returns a list, and its autograd rules.
+_Defined = collections.namedtuple("_Defined", "op many setup backward tangent")
 
 
-def define(name: str, schema: str, impl, fake, setup, backward, tangent, tags: tuple = ()):
-    """Define ``opendml::<name>`` (``schema``: tensor lists, then a str) with its implementation, fake, batching
-    rule (``list_rule``) and autograd kernel: the reverse mode records ``setup(ctx, args,
-    outputs)`` and ``backward(ctx, grads)`` (a tuple per argument, as ``torch.library.custom_op``'s); the
-    forward mode gives each output the tangent ``tangent(primals, tangents, args)`` returns (the first list's
-    tangents, zeros where an input has none; through the operators, so gradients of tangents trace too).
-    ``torch.library.custom_op`` has no forward-mode rule: its operators gave a zero tangent silently. ``tags``:
-    the operator's, beside ``pt2_compliant_tag``."""
+def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, rule=None, tags: tuple = ()):
+    """Define ``opendml::<name>`` (``schema``: tensors, tensor lists and other arguments, the first a tensor or a
+    tensor list; a tensor or a tensor list returned) with its implementation, fake, batching rule (``rule(op)``,
+    ``list_rule``'s by default) and autograd kernel: the reverse mode records ``setup(ctx, args, outputs)`` and
+    ``backward(ctx, grads)`` (``grads`` and its result as ``torch.library.custom_op``'s: a list for a list, a
+    tuple per argument); the forward mode gives the outputs the tangents ``tangent(primals, tangents, args)``
+    returns (the first argument's, zeros where a tensor has none; through the operators, so gradients of
+    tangents trace too), by default the operator itself on the tangents, the other arguments as they are (an
+    operator linear in its first argument and constant in the others). ``torch.library.custom_op`` has no
+    forward-mode rule: its operators gave a zero tangent silently. ``tags``: the operator's, beside
+    ``pt2_compliant_tag``."""
     _LIB.define(name + schema, tags=(torch.Tag.pt2_compliant_tag, *tags))
     _LIB.impl(name, impl, "CompositeExplicitAutograd")
     qualname = f"opendml::{name}"
     torch.library.register_fake(qualname, fake, lib=_LIB)
     op = getattr(torch.ops.opendml, name).default
-    torch.library.register_vmap(qualname, list_rule(op), lib=_LIB)
-    defined = _Defined(op, setup, backward, tangent)
+    torch.library.register_vmap(qualname, (rule or list_rule)(op), lib=_LIB)
+    defined = _Defined(op, schema.endswith("Tensor[]"), setup, backward,
+                       tangent or (lambda primals, tangents, args: op(tangents, *args[1:])))
 
     def autograd(keyset, *args):
         if _fwad._current_level >= 0:
             outs = _forward_ad(defined, args)
             if outs is not None:
                 return outs
-        tensors = [x for a in args[:-1] for x in a]
+        counts = _counts(args)
+        tensors = _tensors(args, counts)
         if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-            return list(_Node.apply(defined, keyset, tuple(len(a) for a in args[:-1]), args[-1], *tensors))
+            outs = _Node.apply(defined, keyset, args, counts, *tensors)
+            return list(outs) if defined.many else outs[0]
         with torch._C._AutoDispatchBelowAutograd():
             return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
     _LIB.impl(name, autograd, "Autograd", with_keyset=True)
@@ -340,34 +346,58 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent, tags: t
 
 
 def _forward_ad(defined, args):
-    """The outputs of a call whose first tensor list holds a dual tensor: on the primals, each made dual with
-    its tangent (``defined.tangent``); None where no input has a tangent."""
-    duals = [_fwad.unpack_dual(x) for x in args[0]]
+    """The outputs of a call whose first argument (a tensor or a tensor list) holds a dual tensor: on the
+    primals, each made dual with its tangent (``defined.tangent``); None where no input has a tangent."""
+    one = isinstance(args[0], torch.Tensor)
+    duals = [_fwad.unpack_dual(x) for x in ([args[0]] if one else args[0])]
     if all(d.tangent is None for d in duals):
         return None
     primals = [d.primal for d in duals]
     tangents = [d.tangent if d.tangent is not None else torch.zeros_like(d.primal) for d in duals]
+    if one:
+        primals, tangents = primals[0], tangents[0]
     outs = defined.op(primals, *args[1:])
+    if not defined.many:
+        return _fwad.make_dual(outs, defined.tangent(primals, tangents, args))
     return [_fwad.make_dual(o, t) for o, t in zip(outs, defined.tangent(primals, tangents, args))]
 
 
+def _counts(args) -> list:
+    """How many tensors each argument is: None for a tensor, a tensor list's length, 0 for any other."""
+    return [None if isinstance(a, torch.Tensor) else
+            len(a) if isinstance(a, list) and a and isinstance(a[0], torch.Tensor) else 0 for a in args]
+
+
+def _tensors(args, counts) -> list:
+    """The tensors among ``args`` (``counts``: ``_counts``'s), one after another."""
+    return [x for a, n in zip(args, counts) for x in ((a,) if n is None else a[:n])]
+
+
+def _filled(args, counts, tensors) -> list:
+    """``args`` with their tensors (``_tensors``'s) replaced by ``tensors``."""
+    given = iter(tensors)
+    return [next(given) if n is None else [next(given) for _ in range(n)] if n else a
+            for a, n in zip(args, counts)]
+
+
 class _Node(torch.autograd.Function):
-    """A Python operator's reverse-mode node: ``apply(defined, keyset, lengths, text, *tensors)`` runs the
-    operator below autograd on its tensor lists (``lengths``: each list's, the tensors one after another)."""
+    """A Python operator's reverse-mode node: ``apply(defined, keyset, args, counts, *tensors)`` runs the
+    operator below autograd on ``args``, their tensors (``counts``: ``_counts``'s) those given after."""
 
     @staticmethod
-    def forward(ctx, defined, keyset, lengths, text, *tensors):
-        args = [*_split(tensors, lengths), text]
+    def forward(ctx, defined, keyset, args, counts, *tensors):
+        args = _filled(args, counts, tensors)
         with torch._C._AutoDispatchBelowAutograd():
             outs = defined.op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
-        ctx.defined, ctx.lengths = defined, lengths
+        ctx.defined, ctx.counts = defined, counts
         defined.setup(ctx, args, outs)
-        return tuple(outs)
+        return tuple(outs) if defined.many else (outs,)
 
     @staticmethod
     def backward(ctx, *grads):
-        lists = ctx.defined.backward(ctx, list(grads))
-        return (None, None, None, None, *[g for gs, n in zip(lists, ctx.lengths) for g in (gs or [None] * n)])
+        per_argument = ctx.defined.backward(ctx, list(grads) if ctx.defined.many else grads[0])
+        return (None, None, None, None, *[g for gs, n in zip(per_argument, ctx.counts)
+                                          for g in ((gs,) if n is None else gs or [None] * n)])
 
 
 def _move_fake(inputs, desc):
@@ -415,23 +445,14 @@ def batched(info, dims, xs, call) -> list:
 
 
 def list_rule(op):
-    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, the
-    Python operators of ``define``)."""
+    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, and
+    ``define``'s default: ``opendml::family``, ``opendml::family_adjoint``)."""
     def rule(info, in_dims, *args):
-        lengths = [len(a) for a in args[:-1]]
-        outs = batched(info, [d for dims in in_dims[:-1] for d in dims], [x for a in args[:-1] for x in a],
-                       lambda xs: op(*_split(xs, lengths), args[-1]))
+        counts = _counts(args)
+        outs = batched(info, [d for dims in in_dims[:-1] for d in dims], _tensors(args, counts),
+                       lambda xs: op(*_filled(args, counts, xs)))
         return outs, [0] * len(outs)
     return rule
-
-
-def _split(tensors, lengths) -> list:
-    """``tensors`` as lists of ``lengths``, one after another."""
-    lists, start = [], 0
-    for n in lengths:
-        lists.append(list(tensors[start:start + n]))
-        start += n
-    return lists
 
 
 def _move(inputs, text):
