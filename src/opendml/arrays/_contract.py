@@ -67,8 +67,8 @@ from ..ops._spec import binding_of, enum_member
 from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "DTYPE_NAMES", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence",
-           "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "concrete", "field_error",
-           "sizes_of", "supported_row"]
+           "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "concrete",
+           "field_error", "sizes_of", "supported_row"]
 
 #: How the messages name what an array function takes.
 ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"

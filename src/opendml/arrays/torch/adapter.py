@@ -370,7 +370,7 @@ def _fake_of(name: str):
         numpy_dtype(x, name)
         if _concrete(x.shape) and all(_concrete(a) for a in args):
             return x.new_empty(_in_mode(_DESCRIBE, getattr(api, name), x, *args).output_tensor.sizes)
-        shape, hinted = [dynamic.hint(n) for n in x.shape], [[dynamic.hint(n) for n in a] for a in args]
+        shape, hinted = [dynamic._hint(n) for n in x.shape], [[dynamic._hint(n) for n in a] for a in args]
         if None not in shape and all(None not in a for a in hinted):
             _in_mode(_DESCRIBE, getattr(api, name), x.new_empty(shape), *hinted)
         return x.new_empty(rule(tuple(x.shape), *args))

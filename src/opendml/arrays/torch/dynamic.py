@@ -138,7 +138,7 @@ def _desc_of(text: str, inputs):
         return _description(_dispatch.front.family_call(name, x, args), inputs), linear, None
     # (a stand-in of each tensor's hints: ``arguments`` reads its arrays' sizes as ints)
     given = [t if all(type(n) is int for n in t.shape) else
-             torch.empty([hint(n) for n in t.shape], dtype=t.dtype, device="meta") for t in x]
+             torch.empty([_hint(n) for n in t.shape], dtype=t.dtype, device="meta") for t in x]
     make, arrays, shape = _dispatch.front.index_parts(name, given, args)
     dtypes = [numpy_dtype(a, name) for a in arrays]
     return engine.Call(name, make).describe_arrays(dtypes, [a.shape for a in arrays]), linear, (arrays, shape)
@@ -147,7 +147,7 @@ def _desc_of(text: str, inputs):
 def _onto(hints, sizes) -> tuple:
     """``hints`` (a shape of ints) with its sizes other than 1 replaced, in order, by those of ``sizes``
     (symbolic or ints, whose hints are ``hints`` up to 1s put in or left out: the same elements reshaped)."""
-    rest = iter([n for n in sizes if hint(n) != 1])
+    rest = iter([n for n in sizes if _hint(n) != 1])
     return tuple(n if n == 1 else next(rest) for n in hints)
 
 
@@ -169,9 +169,7 @@ def _kept(text: str, inputs) -> tuple:
     return engine.constant_inputs(_desc_of(text, inputs)[0])
 
 
-def hint(n):
-    """An int's value, a backed SymInt's hint (its value in the call being traced, read without a guard), else
-    None."""
+def _hint(n):
     if type(n) is int:
         return n
     hint = n.node.hint if isinstance(n, torch.SymInt) else None
@@ -181,14 +179,14 @@ def hint(n):
 def _description(call, inputs):
     """The validated description for the inputs' sizes' hints (their values in the call traced)."""
     dtypes = [numpy_dtype(x, call.name) for x in inputs]
-    return call.describe_arrays(dtypes, [tuple(hint(n) for n in x.shape) for x in inputs])
+    return call.describe_arrays(dtypes, [tuple(_hint(n) for n in x.shape) for x in inputs])
 
 
 def traced(call, arrays) -> list | None:
     """A traced call whose sizes are symbolic through ``opendml::family``, or None (``opendml::move`` takes it)."""
     if all(type(n) is int for x in arrays for n in x.shape):
         return None
-    if any(hint(n) is None for x in arrays for n in x.shape):
+    if any(_hint(n) is None for x in arrays for n in x.shape):
         return None
     text = text_of(call)
     if text is None:
@@ -206,7 +204,7 @@ def traced_index(name: str, given: tuple, args: tuple) -> list | None:
     if not all(isinstance(x, torch.Tensor) and x.device == given[0].device for x in given):
         return None
     sizes = [n for x in given for n in x.shape]
-    if all(type(n) is int for n in sizes) or any(type(n) is not int and hint(n) in (None, 1) for n in sizes):
+    if all(type(n) is int for n in sizes) or any(type(n) is not int and _hint(n) in (None, 1) for n in sizes):
         return None
     try:
         text = json.dumps([name, [_encode(a) for a in args], False, False], separators=(",", ":"))
@@ -313,7 +311,7 @@ def _adjoint_description(grads, inputs, call):
     shapes = [t.sizes for t in desc.outputs] if index is None else [index[1]]
     for i, (g, t, shape) in enumerate(zip(grads, desc.outputs, shapes)):
         if g.dtype != torch_dtype(t) or g.dim() != len(shape) or any(
-                hint(n) not in (None, s) for n, s in zip(g.shape, shape)):
+                _hint(n) not in (None, s) for n, s in zip(g.shape, shape)):
             raise ValidationError(f"opendml::family_adjoint: {desc.OPERATOR}: grads[{i}] must have sizes "
                                   f"{list(shape)} and dtype {torch_dtype(t)} as the call's output {i}; got "
                                   f"{list(g.shape)} {g.dtype}")
